@@ -1,0 +1,12 @@
+/* builtin.h: the targets baton registers by default (kernels/targets.c): the built-in kernels
+ * rms_norm_fwd, rms_norm_bwd, softshrink, add, mul, add_scalar, copy, argmax, noop, and the gemm
+ * delegate (delegates/gemm.c). baton_registry_create() adds each of them. */
+#ifndef BATON_KERNELS_BUILTIN_H
+#define BATON_KERNELS_BUILTIN_H
+
+#include "baton/baton.h"
+
+extern const baton_target *const baton_builtin_targets[];
+extern const int baton_builtin_target_count;
+
+#endif /* BATON_KERNELS_BUILTIN_H */
