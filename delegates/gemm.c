@@ -1,0 +1,218 @@
+/* gemm.c: the "gemm" delegate target: its signature (a [M,K] x b [K,N], transposes, a's leading
+ * dims folded into M), its descriptor, and its backends (OpenBLAS on the CPU, cuBLASLt on CUDA).
+ * baton_gemm_resolve() is the single source of the sizes for check, pack and every init(). */
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "delegates/gemm.h"
+#ifdef BATON_CUDA
+#include "delegates/cuda/gemm_cublaslt.h"
+#endif
+
+#if defined(__GNUC__)
+__attribute__((format(printf, 3, 4)))
+#endif
+static int
+fail(char *msg, size_t len, const char *fmt, ...)
+{
+    if (msg && len) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(msg, len, fmt, ap);
+        va_end(ap);
+    }
+    return BATON_EPLAN;
+}
+
+static const char *shape_str(const baton_tensor_desc *d, char *buf, size_t len)
+{
+    size_t n = 0;
+    buf[0] = 0;
+    n += (size_t)snprintf(buf, len, "[");
+    for (int i = 0; i < d->rank && i < BATON_MAX_RANK && n < len; i++)
+        n += (size_t)snprintf(buf + n, len - n, i ? ", %lld" : "%lld", (long long)d->shape[i]);
+    if (n < len)
+        snprintf(buf + n, len - n, "]");
+    return buf;
+}
+
+static int dims_ok(const baton_tensor_desc *d, const char *what, char *msg, size_t len)
+{
+    char s[200];
+    if (d->rank < 0 || d->rank > BATON_MAX_RANK)
+        return fail(msg, len, "%s has rank %d: ranks go from 0 to %d", what, d->rank,
+                    BATON_MAX_RANK);
+    int64_t n = 1;
+    for (int i = 0; i < d->rank; i++) {
+        if (d->shape[i] < 1)
+            return fail(msg, len, "%s has shape %s with a dim of %lld: every dim must be >= 1",
+                        what, shape_str(d, s, sizeof s), (long long)d->shape[i]);
+        if (n > INT64_MAX / d->shape[i])
+            return fail(msg, len, "%s has shape %s, more elements than fit in 64 bits", what,
+                        shape_str(d, s, sizeof s));
+        n *= d->shape[i];
+    }
+    return 0;
+}
+
+static int attr_bool(const baton_sig_args *sig, const char *name, int *out, char *msg, size_t len)
+{
+    const baton_attr *a =
+        sig->n_attrs > 0 ? baton_attrs_find(sig->attrs, sig->n_attrs, name) : NULL;
+    *out = 0;
+    if (!a)
+        return 0;
+    if (a->type != BATON_ATTR_BOOL && a->type != BATON_ATTR_INT)
+        return fail(msg, len, "attribute %s must be true or false", name);
+    if (a->i != 0 && a->i != 1)
+        return fail(msg, len, "attribute %s is %lld: it must be true or false", name,
+                    (long long)a->i);
+    *out = (int)a->i;
+    return 0;
+}
+
+int baton_gemm_resolve(const baton_sig_args *sig, baton_gemm_desc *desc, baton_tensor_desc *out,
+                       char *msg, size_t len)
+{
+    char s1[200], s2[200];
+    if (!sig || sig->n_inputs != 2 || !sig->inputs)
+        return fail(msg, len, "gemm takes 2 inputs (a, b), got %d", sig ? sig->n_inputs : 0);
+    if (sig->n_outputs != 1)
+        return fail(msg, len, "gemm writes 1 output, got %d", sig->n_outputs);
+    if (sig->n_attrs > 0 && !sig->attrs)
+        return fail(msg, len, "gemm: attrs missing");
+    const baton_tensor_desc *a = &sig->inputs[0], *b = &sig->inputs[1];
+    baton_dtype dt = a->dtype;
+    if (dt != BATON_DTYPE_F32 && dt != BATON_DTYPE_F64 && dt != BATON_DTYPE_BF16 &&
+        dt != BATON_DTYPE_F16)
+        return fail(msg, len, "a is %s but gemm takes f32, f64, bf16 or f16", baton_dtype_name(dt));
+    if (b->dtype != dt)
+        return fail(msg, len, "a is %s but b is %s: gemm needs a, b and the output in one dtype",
+                    baton_dtype_name(dt), baton_dtype_name(b->dtype));
+    int rc = dims_ok(a, "a", msg, len);
+    if (rc == 0)
+        rc = dims_ok(b, "b", msg, len);
+    if (rc)
+        return rc;
+    int ta, tb;
+    double alpha = 1.0;
+    rc = attr_bool(sig, "trans_a", &ta, msg, len);
+    if (rc == 0)
+        rc = attr_bool(sig, "trans_b", &tb, msg, len);
+    if (rc)
+        return rc;
+    const baton_attr *al =
+        sig->n_attrs > 0 ? baton_attrs_find(sig->attrs, sig->n_attrs, "alpha") : NULL;
+    if (al) {
+        if (al->type == BATON_ATTR_FLOAT)
+            alpha = al->f;
+        else if (al->type == BATON_ATTR_INT)
+            alpha = (double)al->i;
+        else
+            return fail(msg, len, "attribute alpha must be a number");
+        if (!isfinite(alpha))
+            return fail(msg, len, "alpha is %g: it must be a finite number", alpha);
+    }
+
+    int64_t m, k;
+    if (ta) {
+        if (a->rank != 2)
+            return fail(msg, len,
+                        "a has shape %s but with trans_a it must be 2-D [K, M] (leading batch "
+                        "dims fold into M only without trans_a)",
+                        shape_str(a, s1, sizeof s1));
+        k = a->shape[0];
+        m = a->shape[1];
+    } else {
+        if (a->rank < 2)
+            return fail(msg, len, "a has shape %s: it must be [M, K] (or [..., M, K])",
+                        shape_str(a, s1, sizeof s1));
+        k = a->shape[a->rank - 1];
+        m = 1;
+        for (int i = 0; i < a->rank - 1; i++)
+            m *= a->shape[i];
+    }
+    if (b->rank != 2)
+        return fail(msg, len, "b has shape %s: it must be 2-D, [K, N] (or [N, K] with trans_b)",
+                    shape_str(b, s1, sizeof s1));
+    int64_t bk = tb ? b->shape[1] : b->shape[0];
+    int64_t n = tb ? b->shape[0] : b->shape[1];
+    if (bk != k)
+        return fail(msg, len,
+                    "a is %s%s so K = %lld, but b is %s%s whose K (dim %d) is %lld: b must be "
+                    "%s",
+                    shape_str(a, s1, sizeof s1), ta ? " (trans_a)" : "", (long long)k,
+                    shape_str(b, s2, sizeof s2), tb ? " (trans_b)" : "", tb ? 1 : 0, (long long)bk,
+                    tb ? "[N, K] with K matching (or set trans_b to false for [K, N])"
+                       : "[K, N] with K matching (or set trans_b to true for [N, K])");
+    if (desc) {
+        memset(desc, 0, sizeof *desc);
+        desc->m = m;
+        desc->n = n;
+        desc->k = k;
+        desc->dtype = (int32_t)dt;
+        desc->flags = (ta ? BATON_GEMM_TRANS_A : 0) | (tb ? BATON_GEMM_TRANS_B : 0);
+        desc->alpha = alpha;
+        desc->beta = 0.0;
+    }
+    if (out) {
+        memset(out, 0, sizeof *out);
+        out->dtype = dt;
+        if (ta) {
+            out->rank = 2;
+            out->shape[0] = m;
+        } else {
+            out->rank = a->rank;
+            memcpy(out->shape, a->shape, sizeof(int64_t) * (size_t)(a->rank - 1));
+        }
+        out->shape[out->rank - 1] = n;
+    }
+    return 0;
+}
+
+static int gemm_check(const baton_sig_args *sig, baton_tensor_desc *expected, char *msg, size_t len)
+{
+    baton_gemm_desc d;
+    return baton_gemm_resolve(sig, &d, expected, msg, len);
+}
+
+static int gemm_pack(const baton_sig_args *sig, char *opaque, size_t cap)
+{
+    baton_gemm_desc d;
+    char msg[256];
+    int rc = baton_gemm_resolve(sig, &d, NULL, msg, sizeof msg);
+    if (rc)
+        return rc;
+    if (!opaque || cap < sizeof d)
+        return BATON_EINVAL;
+    memcpy(opaque, &d, sizeof d);
+    return (int)sizeof d;
+}
+
+const baton_target baton_target_gemm = {
+    .name = "gemm",
+    .kind = BATON_TARGET_DELEGATE,
+    .n_inputs = 2,
+    .n_outputs = 1,
+    .summary = "out = alpha * op(a) * op(b): a [M,K] (or [K,M] with trans_a; leading dims of a "
+               "fold into M), b [K,N] (or [N,K] with trans_b); f32, f64, bf16, f16",
+    .attrs = {{"trans_a", BATON_ATTR_BOOL, 0, "a is stored [K, M]; default false"},
+              {"trans_b", BATON_ATTR_BOOL, 0, "b is stored [N, K]; default false"},
+              {"alpha", BATON_ATTR_FLOAT, 0, "scale of the product; default 1"}},
+    .check = gemm_check,
+    .pack = gemm_pack,
+    .impls =
+        {
+            {.device = BATON_DEVICE_CPU, .delegate = &baton_gemm_openblas_iface},
+#ifdef BATON_CUDA
+            {.device = BATON_DEVICE_CUDA, .delegate = &baton_gemm_cublaslt_iface},
+#endif
+        },
+#ifdef BATON_CUDA
+    .n_impls = 2,
+#else
+    .n_impls = 1,
+#endif
+};

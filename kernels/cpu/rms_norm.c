@@ -1,0 +1,231 @@
+/* rms_norm.c: RMSNorm forward and backward on the CPU, the reference path every GPU kernel is
+ * checked against. Accumulates in double; rows are processed in chunks converted to double on
+ * the stack, so nothing is allocated and a 262144-element row takes well under a millisecond. */
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "kernels/cpu/cpu_kernels.h"
+#include "kernels/descriptors.h"
+#include "kernels/dtype.h"
+
+#define CHUNK 512
+
+#if defined(__GNUC__)
+__attribute__((format(printf, 2, 3)))
+#endif
+static int
+kerr(const baton_exec_ctx *ctx, const char *fmt, ...)
+{
+    if (ctx && ctx->errbuf && ctx->errbuf_len) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(ctx->errbuf, ctx->errbuf_len, fmt, ap);
+        va_end(ap);
+    }
+    return BATON_EINVAL;
+}
+
+static int is_float_code(int32_t c)
+{
+    return c == BATON_DTYPE_BF16 || c == BATON_DTYPE_F16 || c == BATON_DTYPE_F32 ||
+           c == BATON_DTYPE_F64;
+}
+
+static void load_chunk(baton_dtype dt, const void *p, int64_t off, int n, double *out)
+{
+    switch (dt) {
+    case BATON_DTYPE_BF16: {
+        const uint16_t *s = (const uint16_t *)p + off;
+        for (int i = 0; i < n; i++)
+            out[i] = bf16_to_f32(s[i]);
+        break;
+    }
+    case BATON_DTYPE_F16: {
+        const uint16_t *s = (const uint16_t *)p + off;
+        for (int i = 0; i < n; i++)
+            out[i] = f16_to_f32(s[i]);
+        break;
+    }
+    case BATON_DTYPE_F32: {
+        const float *s = (const float *)p + off;
+        for (int i = 0; i < n; i++)
+            out[i] = s[i];
+        break;
+    }
+    default: memcpy(out, (const double *)p + off, sizeof(double) * (size_t)n); break;
+    }
+}
+
+static void store_chunk(baton_dtype dt, void *p, int64_t off, int n, const double *in)
+{
+    switch (dt) {
+    case BATON_DTYPE_BF16: {
+        uint16_t *d = (uint16_t *)p + off;
+        for (int i = 0; i < n; i++)
+            d[i] = f32_to_bf16((float)in[i]);
+        break;
+    }
+    case BATON_DTYPE_F16: {
+        uint16_t *d = (uint16_t *)p + off;
+        for (int i = 0; i < n; i++)
+            d[i] = f32_to_f16((float)in[i]);
+        break;
+    }
+    case BATON_DTYPE_F32: {
+        float *d = (float *)p + off;
+        for (int i = 0; i < n; i++)
+            d[i] = (float)in[i];
+        break;
+    }
+    default: memcpy((double *)p + off, in, sizeof(double) * (size_t)n); break;
+    }
+}
+
+/* Validates the descriptor and the buffers; on success *d holds the descriptor. */
+static int read_desc(const baton_exec_ctx *ctx, const char *name, void **buffers, int n_buffers,
+                     const char *opaque, size_t len, int bwd, baton_rms_norm_desc *d)
+{
+    if (!opaque || len != sizeof *d)
+        return kerr(ctx,
+                    "%s: the descriptor is %zu bytes but must be %zu (baton_rms_norm_desc: n1, n2, "
+                    "eps, x_dtype, w_dtype, part_grad_size; see docs/kernels.md)",
+                    name, opaque ? len : 0, sizeof *d);
+    memcpy(d, opaque, sizeof *d);
+    if (!is_float_code(d->x_dtype))
+        return kerr(ctx, "%s: x_dtype is code %d, not bf16 (1), f16 (2), f32 (3) or f64 (4)", name,
+                    (int)d->x_dtype);
+    if (!is_float_code(d->w_dtype))
+        return kerr(ctx, "%s: w_dtype is code %d, not bf16 (1), f16 (2), f32 (3) or f64 (4)", name,
+                    (int)d->w_dtype);
+    if (d->n1 < 1 || d->n2 < 1)
+        return kerr(ctx, "%s: n1 = %lld rows and n2 = %lld elements per row: both must be >= 1",
+                    name, (long long)d->n1, (long long)d->n2);
+    if (d->n1 > INT64_MAX / 8 / d->n2)
+        return kerr(ctx, "%s: n1 = %lld times n2 = %lld elements is too large", name,
+                    (long long)d->n1, (long long)d->n2);
+    if (!(d->eps >= 0) || !isfinite(d->eps))
+        return kerr(ctx, "%s: eps is %g: it must be a finite number >= 0", name, d->eps);
+    if (bwd && (d->part_grad_size < 1 || d->part_grad_size > INT64_MAX / 8 / d->n2))
+        return kerr(ctx, "%s: part_grad_size is %lld: it must be >= 1 (16 is usual)", name,
+                    (long long)d->part_grad_size);
+    if (!buffers)
+        return kerr(ctx, "%s: buffers is NULL", name);
+    for (int i = 0; i < n_buffers; i++)
+        if (!buffers[i])
+            return kerr(ctx, "%s: buffer %d of %d is NULL", name, i, n_buffers);
+    return 0;
+}
+
+static baton_dtype invvar_dtype(baton_dtype x)
+{
+    return x == BATON_DTYPE_F64 ? BATON_DTYPE_F64 : BATON_DTYPE_F32;
+}
+
+int kcpu_rms_norm_fwd(const baton_exec_ctx *ctx, void **buffers, const char *opaque, size_t len)
+{
+    baton_rms_norm_desc d;
+    int rc = read_desc(ctx, "rms_norm_fwd", buffers, 4, opaque, len, 0, &d);
+    if (rc)
+        return rc;
+    const baton_dtype xdt = (baton_dtype)d.x_dtype, wdt = (baton_dtype)d.w_dtype;
+    const void *x = buffers[0], *w = buffers[1];
+    void *y = buffers[2], *invvar = buffers[3];
+    double xb[CHUNK], wb[CHUNK];
+    for (int64_t r = 0; r < d.n1; r++) {
+        const int64_t row = r * d.n2;
+        double ss = 0;
+        for (int64_t j = 0; j < d.n2; j += CHUNK) {
+            int c = d.n2 - j < CHUNK ? (int)(d.n2 - j) : CHUNK;
+            load_chunk(xdt, x, row + j, c, xb);
+            for (int i = 0; i < c; i++)
+                ss += xb[i] * xb[i];
+        }
+        const double iv = 1.0 / sqrt(ss / (double)d.n2 + d.eps);
+        store_f64(invvar_dtype(xdt), invvar, r, iv);
+        for (int64_t j = 0; j < d.n2; j += CHUNK) {
+            int c = d.n2 - j < CHUNK ? (int)(d.n2 - j) : CHUNK;
+            load_chunk(xdt, x, row + j, c, xb);
+            load_chunk(wdt, w, j, c, wb);
+            for (int i = 0; i < c; i++)
+                xb[i] = wb[i] * (xb[i] * iv);
+            store_chunk(wdt, y, row + j, c, xb);
+        }
+    }
+    return 0;
+}
+
+int kcpu_rms_norm_bwd(const baton_exec_ctx *ctx, void **buffers, const char *opaque, size_t len)
+{
+    baton_rms_norm_desc d;
+    int rc = read_desc(ctx, "rms_norm_bwd", buffers, 7, opaque, len, 1, &d);
+    if (rc)
+        return rc;
+    const baton_dtype xdt = (baton_dtype)d.x_dtype, wdt = (baton_dtype)d.w_dtype;
+    const baton_dtype ivdt = invvar_dtype(xdt);
+    const void *g = buffers[0], *invvar = buffers[1], *x = buffers[2], *w = buffers[3];
+    void *gi = buffers[4], *gw = buffers[5], *part = buffers[6];
+    double gb[CHUNK], xb[CHUNK], wb[CHUNK];
+
+    /* grad_input = invvar * (g*w - x * invvar^2 * mean(g*w*x)), row by row. */
+    for (int64_t r = 0; r < d.n1; r++) {
+        const int64_t row = r * d.n2;
+        const double iv = load_f64(ivdt, invvar, r);
+        double s = 0;
+        for (int64_t j = 0; j < d.n2; j += CHUNK) {
+            int c = d.n2 - j < CHUNK ? (int)(d.n2 - j) : CHUNK;
+            load_chunk(wdt, g, row + j, c, gb);
+            load_chunk(xdt, x, row + j, c, xb);
+            load_chunk(wdt, w, j, c, wb);
+            for (int i = 0; i < c; i++)
+                s += gb[i] * wb[i] * xb[i];
+        }
+        const double k = iv * iv * (s / (double)d.n2);
+        for (int64_t j = 0; j < d.n2; j += CHUNK) {
+            int c = d.n2 - j < CHUNK ? (int)(d.n2 - j) : CHUNK;
+            load_chunk(wdt, g, row + j, c, gb);
+            load_chunk(xdt, x, row + j, c, xb);
+            load_chunk(wdt, w, j, c, wb);
+            for (int i = 0; i < c; i++)
+                xb[i] = iv * (gb[i] * wb[i] - xb[i] * k);
+            store_chunk(xdt, gi, row + j, c, xb);
+        }
+    }
+
+    /* part_grad row p = sum over the rows of block p of g * x * invvar, accumulated in double and
+     * rounded once; blocks are ceil(n1 / part_grad_size) contiguous rows, trailing ones may be
+     * empty (zeros). */
+    const int64_t pgs = d.part_grad_size;
+    const int64_t block = (d.n1 + pgs - 1) / pgs;
+    double acc[CHUNK];
+    for (int64_t p = 0; p < pgs; p++) {
+        const int64_t r0 = p * block < d.n1 ? p * block : d.n1;
+        const int64_t r1 = r0 + block < d.n1 ? r0 + block : d.n1;
+        for (int64_t j = 0; j < d.n2; j += CHUNK) {
+            int c = d.n2 - j < CHUNK ? (int)(d.n2 - j) : CHUNK;
+            memset(acc, 0, sizeof(double) * (size_t)c);
+            for (int64_t r = r0; r < r1; r++) {
+                const double iv = load_f64(ivdt, invvar, r);
+                load_chunk(wdt, g, r * d.n2 + j, c, gb);
+                load_chunk(xdt, x, r * d.n2 + j, c, xb);
+                for (int i = 0; i < c; i++)
+                    acc[i] += gb[i] * xb[i] * iv;
+            }
+            store_chunk(ivdt, part, p * d.n2 + j, c, acc);
+        }
+    }
+
+    /* grad_weight = the column sum of the stored part_grad, in block order: deterministic. */
+    for (int64_t j = 0; j < d.n2; j += CHUNK) {
+        int c = d.n2 - j < CHUNK ? (int)(d.n2 - j) : CHUNK;
+        memset(acc, 0, sizeof(double) * (size_t)c);
+        for (int64_t p = 0; p < pgs; p++) {
+            load_chunk(ivdt, part, p * d.n2 + j, c, gb);
+            for (int i = 0; i < c; i++)
+                acc[i] += gb[i];
+        }
+        store_chunk(wdt, gw, j, c, acc);
+    }
+    return 0;
+}

@@ -1,0 +1,667 @@
+/* targets.c: the signatures of baton's built-in kernels (what dtypes and shapes each accepts, what
+ * its outputs are, how its attributes become the descriptor of kernels/descriptors.h) and the
+ * table of built-in targets that baton_registry_create() adds. */
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "delegates/gemm.h"
+#include "kernels/builtin.h"
+#include "kernels/cpu/cpu_kernels.h"
+#include "kernels/descriptors.h"
+#ifdef BATON_CUDA
+#include "kernels/cuda/cuda_kernels.h"
+#endif
+
+/* ---- helpers ----------------------------------------------------------------------------------
+ */
+
+#if defined(__GNUC__)
+__attribute__((format(printf, 3, 4)))
+#endif
+static int
+fail(char *msg, size_t len, const char *fmt, ...)
+{
+    if (msg && len) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(msg, len, fmt, ap);
+        va_end(ap);
+    }
+    return BATON_EPLAN;
+}
+
+/* "[8, 4096]" */
+static const char *shape_str(const baton_tensor_desc *d, char *buf, size_t len)
+{
+    size_t n = 0;
+    buf[0] = 0;
+    n += (size_t)snprintf(buf, len, "[");
+    for (int i = 0; i < d->rank && i < BATON_MAX_RANK && n < len; i++)
+        n += (size_t)snprintf(buf + n, len - n, i ? ", %lld" : "%lld", (long long)d->shape[i]);
+    if (n < len)
+        snprintf(buf + n, len - n, "]");
+    return buf;
+}
+
+static int is_float(baton_dtype dt)
+{
+    return dt == BATON_DTYPE_BF16 || dt == BATON_DTYPE_F16 || dt == BATON_DTYPE_F32 ||
+           dt == BATON_DTYPE_F64;
+}
+
+static int is_int(baton_dtype dt)
+{
+    return dt == BATON_DTYPE_I32 || dt == BATON_DTYPE_I64;
+}
+
+/* Rank within [0, BATON_MAX_RANK], every dim >= 1 and a numel that fits int64. */
+static int dims_ok(const baton_tensor_desc *d, const char *what, char *msg, size_t len)
+{
+    if (d->rank < 0 || d->rank > BATON_MAX_RANK)
+        return fail(msg, len, "%s has rank %d: ranks go from 0 to %d", what, d->rank,
+                    BATON_MAX_RANK);
+    int64_t n = 1;
+    for (int i = 0; i < d->rank; i++) {
+        char s[200];
+        if (d->shape[i] < 1)
+            return fail(msg, len, "%s has shape %s with a dim of %lld: every dim must be >= 1",
+                        what, shape_str(d, s, sizeof s), (long long)d->shape[i]);
+        if (n > INT64_MAX / d->shape[i])
+            return fail(msg, len, "%s has shape %s, more elements than fit in 64 bits", what,
+                        shape_str(d, s, sizeof s));
+        n *= d->shape[i];
+    }
+    return 0;
+}
+
+static int64_t numel(const baton_tensor_desc *d)
+{
+    int64_t n = 1;
+    for (int i = 0; i < d->rank; i++)
+        n *= d->shape[i];
+    return n;
+}
+
+static int counts_ok(const baton_sig_args *a, int n_in, int n_out, const char *target, char *msg,
+                     size_t len)
+{
+    if (!a || a->n_inputs != n_in || (n_in && !a->inputs))
+        return fail(msg, len, "%s takes %d input%s, got %d", target, n_in, n_in == 1 ? "" : "s",
+                    a ? a->n_inputs : 0);
+    if (a->n_outputs != n_out)
+        return fail(msg, len, "%s writes %d output%s, got %d", target, n_out, n_out == 1 ? "" : "s",
+                    a->n_outputs);
+    if (a->n_attrs > 0 && !a->attrs)
+        return fail(msg, len, "%s: attrs missing", target);
+    return 0;
+}
+
+static const baton_attr *find_attr(const baton_sig_args *a, const char *name)
+{
+    return a->n_attrs > 0 ? baton_attrs_find(a->attrs, a->n_attrs, name) : NULL;
+}
+
+/* A float attribute (an INT is accepted: `"eps": 0` is a float). Must be finite. */
+static int attr_float(const baton_sig_args *a, const char *name, double def, int required,
+                      double *out, char *msg, size_t len)
+{
+    const baton_attr *at = find_attr(a, name);
+    if (!at) {
+        if (required)
+            return fail(msg, len, "attribute %s is required (a number, e.g. \"%s\": 1.0)", name,
+                        name);
+        *out = def;
+        return 0;
+    }
+    if (at->type == BATON_ATTR_FLOAT)
+        *out = at->f;
+    else if (at->type == BATON_ATTR_INT)
+        *out = (double)at->i;
+    else
+        return fail(msg, len, "attribute %s must be a number", name);
+    if (!isfinite(*out))
+        return fail(msg, len, "attribute %s is %g: it must be a finite number", name, *out);
+    return 0;
+}
+
+static int attr_int(const baton_sig_args *a, const char *name, int64_t def, int64_t *out, char *msg,
+                    size_t len)
+{
+    const baton_attr *at = find_attr(a, name);
+    if (!at) {
+        *out = def;
+        return 0;
+    }
+    if (at->type == BATON_ATTR_INT) {
+        *out = at->i;
+        return 0;
+    }
+    if (at->type == BATON_ATTR_FLOAT && at->f == floor(at->f) && fabs(at->f) < 9e15) {
+        *out = (int64_t)at->f;
+        return 0;
+    }
+    return fail(msg, len, "attribute %s must be an integer", name);
+}
+
+/* ---- rms_norm ---------------------------------------------------------------------------------
+ */
+
+typedef struct rms_info {
+    int64_t n1, n2;
+    baton_dtype invvar_dtype;
+    baton_tensor_desc rows; /* x's leading dims ([1] if none): the shape of invvar */
+} rms_info;
+
+static int rms_resolve(const baton_tensor_desc *x, const baton_tensor_desc *w, const char *target,
+                       rms_info *info, char *msg, size_t len)
+{
+    char s1[200], s2[200];
+    if (!is_float(x->dtype))
+        return fail(msg, len, "x is %s but %s takes x in bf16, f16, f32 or f64",
+                    baton_dtype_name(x->dtype), target);
+    if (!is_float(w->dtype))
+        return fail(msg, len, "weight is %s but %s takes the weight in bf16, f16, f32 or f64",
+                    baton_dtype_name(w->dtype), target);
+    int rc = dims_ok(x, "x", msg, len);
+    if (rc == 0)
+        rc = dims_ok(w, "weight", msg, len);
+    if (rc)
+        return rc;
+    if (w->rank == 0)
+        return fail(msg, len,
+                    "weight is a scalar (shape []): its shape must equal the normalized (last) "
+                    "dims of x %s, e.g. [%lld]",
+                    shape_str(x, s1, sizeof s1), (long long)(x->rank ? x->shape[x->rank - 1] : 1));
+    if (w->rank > x->rank)
+        return fail(msg, len,
+                    "weight %s has more dims than x %s: the weight's shape must equal x's last "
+                    "dims (the normalized ones)",
+                    shape_str(w, s1, sizeof s1), shape_str(x, s2, sizeof s2));
+    int off = x->rank - w->rank;
+    for (int i = 0; i < w->rank; i++) {
+        if (x->shape[off + i] != w->shape[i]) {
+            baton_tensor_desc tail = {.dtype = x->dtype, .rank = w->rank};
+            memcpy(tail.shape, x->shape + off, sizeof(int64_t) * (size_t)w->rank);
+            char s3[200];
+            return fail(msg, len,
+                        "weight %s has %lld elements but x's trailing dims %s (%lld) do not "
+                        "match: the weight's shape must equal x's last %d dim%s (x is %s)",
+                        shape_str(w, s1, sizeof s1), (long long)numel(w),
+                        shape_str(&tail, s3, sizeof s3), (long long)numel(&tail), w->rank,
+                        w->rank == 1 ? "" : "s", shape_str(x, s2, sizeof s2));
+        }
+    }
+    info->n2 = numel(w);
+    info->n1 = numel(x) / info->n2;
+    info->invvar_dtype = x->dtype == BATON_DTYPE_F64 ? BATON_DTYPE_F64 : BATON_DTYPE_F32;
+    memset(&info->rows, 0, sizeof info->rows);
+    info->rows.dtype = info->invvar_dtype;
+    if (off == 0) {
+        info->rows.rank = 1;
+        info->rows.shape[0] = 1;
+    } else {
+        info->rows.rank = off;
+        memcpy(info->rows.shape, x->shape, sizeof(int64_t) * (size_t)off);
+    }
+    return 0;
+}
+
+static int rms_eps(const baton_sig_args *a, double *eps, char *msg, size_t len)
+{
+    int rc = attr_float(a, "eps", 1e-5, 0, eps, msg, len);
+    if (rc)
+        return rc;
+    if (*eps < 0)
+        return fail(msg, len,
+                    "eps is %g: it must be >= 0 (it is added to mean(x^2); 1e-5 is usual)", *eps);
+    return 0;
+}
+
+static int rms_fwd_check(const baton_sig_args *a, baton_tensor_desc *expected, char *msg,
+                         size_t len)
+{
+    rms_info info;
+    double eps;
+    int rc = counts_ok(a, 2, 2, "rms_norm_fwd", msg, len);
+    if (rc == 0)
+        rc = rms_resolve(&a->inputs[0], &a->inputs[1], "rms_norm_fwd", &info, msg, len);
+    if (rc == 0)
+        rc = rms_eps(a, &eps, msg, len);
+    if (rc)
+        return rc;
+    if (expected) {
+        expected[0] = a->inputs[0];
+        expected[0].dtype = a->inputs[1].dtype;
+        expected[1] = info.rows;
+    }
+    return 0;
+}
+
+static int rms_bwd_resolve(const baton_sig_args *a, rms_info *info, double *eps, int64_t *pgs,
+                           char *msg, size_t len)
+{
+    int rc = counts_ok(a, 4, 3, "rms_norm_bwd", msg, len);
+    if (rc)
+        return rc;
+    const baton_tensor_desc *g = &a->inputs[0], *iv = &a->inputs[1], *x = &a->inputs[2],
+                            *w = &a->inputs[3];
+    rc = rms_resolve(x, w, "rms_norm_bwd", info, msg, len);
+    if (rc)
+        return rc;
+    char s1[200], s2[200];
+    if (g->dtype != w->dtype)
+        return fail(msg, len,
+                    "grad_output is %s but the weight is %s: grad_output has the dtype of the "
+                    "forward output y, which is the weight's (%s)",
+                    baton_dtype_name(g->dtype), baton_dtype_name(w->dtype),
+                    baton_dtype_name(w->dtype));
+    if (g->rank != x->rank || memcmp(g->shape, x->shape, sizeof(int64_t) * (size_t)x->rank) != 0)
+        return fail(msg, len, "grad_output has shape %s but x has %s: they must be equal",
+                    shape_str(g, s1, sizeof s1), shape_str(x, s2, sizeof s2));
+    if (iv->dtype != info->invvar_dtype)
+        return fail(msg, len,
+                    "invvar is %s but must be %s (f32, or f64 when x is f64): pass the invvar "
+                    "output of rms_norm_fwd",
+                    baton_dtype_name(iv->dtype), baton_dtype_name(info->invvar_dtype));
+    rc = dims_ok(iv, "invvar", msg, len);
+    if (rc)
+        return rc;
+    if (numel(iv) != info->n1)
+        return fail(msg, len,
+                    "invvar has shape %s (%lld elements) but x has %lld rows: invvar must be %s, "
+                    "one value per row",
+                    shape_str(iv, s1, sizeof s1), (long long)numel(iv), (long long)info->n1,
+                    shape_str(&info->rows, s2, sizeof s2));
+    rc = rms_eps(a, eps, msg, len);
+    if (rc == 0)
+        rc = attr_int(a, "part_grad_size", 16, pgs, msg, len);
+    if (rc)
+        return rc;
+    if (*pgs < 1)
+        return fail(msg, len,
+                    "part_grad_size is %lld: it must be >= 1 (the number of row blocks whose "
+                    "partial sums form grad_weight; 16 is the default)",
+                    (long long)*pgs);
+    if (*pgs > INT64_MAX / info->n2)
+        return fail(msg, len, "part_grad_size %lld times %lld normalized elements overflows",
+                    (long long)*pgs, (long long)info->n2);
+    if (w->rank + 1 > BATON_MAX_RANK)
+        return fail(msg, len,
+                    "the weight has rank %d, so part_grad ([part_grad_size] + weight shape) would "
+                    "exceed rank %d: reshape the weight to fewer dims",
+                    w->rank, BATON_MAX_RANK);
+    return 0;
+}
+
+static int rms_bwd_check(const baton_sig_args *a, baton_tensor_desc *expected, char *msg,
+                         size_t len)
+{
+    rms_info info;
+    double eps;
+    int64_t pgs;
+    int rc = rms_bwd_resolve(a, &info, &eps, &pgs, msg, len);
+    if (rc)
+        return rc;
+    if (expected) {
+        const baton_tensor_desc *w = &a->inputs[3];
+        expected[0] = a->inputs[2];
+        expected[1] = *w;
+        memset(&expected[2], 0, sizeof expected[2]);
+        expected[2].dtype = info.invvar_dtype;
+        expected[2].rank = w->rank + 1;
+        expected[2].shape[0] = pgs;
+        memcpy(expected[2].shape + 1, w->shape, sizeof(int64_t) * (size_t)w->rank);
+    }
+    return 0;
+}
+
+static int put_desc(const void *desc, size_t size, char *opaque, size_t cap)
+{
+    if (!opaque || cap < size)
+        return BATON_EINVAL;
+    memcpy(opaque, desc, size);
+    return (int)size;
+}
+
+static int rms_fwd_pack(const baton_sig_args *a, char *opaque, size_t cap)
+{
+    char msg[256];
+    rms_info info;
+    double eps;
+    int rc = counts_ok(a, 2, 2, "rms_norm_fwd", msg, sizeof msg);
+    if (rc == 0)
+        rc = rms_resolve(&a->inputs[0], &a->inputs[1], "rms_norm_fwd", &info, msg, sizeof msg);
+    if (rc == 0)
+        rc = rms_eps(a, &eps, msg, sizeof msg);
+    if (rc)
+        return rc;
+    baton_rms_norm_desc d = {.n1 = info.n1,
+                             .n2 = info.n2,
+                             .eps = eps,
+                             .x_dtype = (int32_t)a->inputs[0].dtype,
+                             .w_dtype = (int32_t)a->inputs[1].dtype,
+                             .part_grad_size = 0};
+    return put_desc(&d, sizeof d, opaque, cap);
+}
+
+static int rms_bwd_pack(const baton_sig_args *a, char *opaque, size_t cap)
+{
+    char msg[256];
+    rms_info info;
+    double eps;
+    int64_t pgs;
+    int rc = rms_bwd_resolve(a, &info, &eps, &pgs, msg, sizeof msg);
+    if (rc)
+        return rc;
+    baton_rms_norm_desc d = {.n1 = info.n1,
+                             .n2 = info.n2,
+                             .eps = eps,
+                             .x_dtype = (int32_t)a->inputs[2].dtype,
+                             .w_dtype = (int32_t)a->inputs[3].dtype,
+                             .part_grad_size = pgs};
+    return put_desc(&d, sizeof d, opaque, cap);
+}
+
+/* ---- elementwise ------------------------------------------------------------------------------
+ */
+
+/* Resolves an elementwise step into its descriptor; `ints` says whether i32/i64 are accepted. */
+static int ew_resolve(const baton_sig_args *a, const char *target, int n_in, int ints,
+                      baton_ew_desc *d, char *msg, size_t len)
+{
+    int rc = counts_ok(a, n_in, 1, target, msg, len);
+    if (rc)
+        return rc;
+    const baton_tensor_desc *x = &a->inputs[0];
+    const char *xname = n_in == 2 ? "a" : "x";
+    if (!is_float(x->dtype) && !(ints && is_int(x->dtype)))
+        return fail(msg, len, "%s is %s but %s takes %s", xname, baton_dtype_name(x->dtype), target,
+                    ints ? "bf16, f16, f32, f64, i32 or i64" : "bf16, f16, f32 or f64");
+    rc = dims_ok(x, xname, msg, len);
+    if (rc)
+        return rc;
+    memset(d, 0, sizeof *d);
+    d->n = numel(x);
+    d->dtype = (int32_t)x->dtype;
+    if (n_in == 2) {
+        const baton_tensor_desc *b = &a->inputs[1];
+        char s1[200], s2[200];
+        if (b->dtype != x->dtype)
+            return fail(msg, len, "a is %s but b is %s: %s needs both in one dtype (%s)",
+                        baton_dtype_name(x->dtype), baton_dtype_name(b->dtype), target,
+                        baton_dtype_name(x->dtype));
+        rc = dims_ok(b, "b", msg, len);
+        if (rc)
+            return rc;
+        int ok = b->rank <= x->rank;
+        for (int i = 0; ok && i < b->rank; i++)
+            ok = b->shape[i] == x->shape[x->rank - b->rank + i];
+        if (!ok)
+            return fail(msg, len,
+                        "b has shape %s but a has %s: b must have a's shape or a's trailing dims "
+                        "(e.g. [%lld]), and then repeats over a's leading dims",
+                        shape_str(b, s1, sizeof s1), shape_str(x, s2, sizeof s2),
+                        (long long)(x->rank ? x->shape[x->rank - 1] : 1));
+        d->nb = numel(b);
+    }
+    return 0;
+}
+
+static int ew_check_out(const baton_sig_args *a, baton_tensor_desc *expected)
+{
+    if (expected)
+        expected[0] = a->inputs[0];
+    return 0;
+}
+
+static int softshrink_resolve(const baton_sig_args *a, baton_ew_desc *d, char *msg, size_t len)
+{
+    int rc = ew_resolve(a, "softshrink", 1, 0, d, msg, len);
+    if (rc == 0)
+        rc = attr_float(a, "lambda", 0.5, 0, &d->value, msg, len);
+    if (rc)
+        return rc;
+    if (d->value < 0)
+        return fail(msg, len, "lambda is %g: it must be >= 0 (0.5 is the default)", d->value);
+    return 0;
+}
+
+static int add_scalar_resolve(const baton_sig_args *a, baton_ew_desc *d, char *msg, size_t len)
+{
+    int rc = ew_resolve(a, "add_scalar", 1, 1, d, msg, len);
+    if (rc == 0)
+        rc = attr_float(a, "value", 0, 1, &d->value, msg, len);
+    if (rc)
+        return rc;
+    if (is_int((baton_dtype)d->dtype)) {
+        double lim = d->dtype == BATON_DTYPE_I32 ? 2147483648.0 : 9223372036854775808.0;
+        if (d->value != floor(d->value) || d->value >= lim || d->value < -lim)
+            return fail(msg, len,
+                        "value is %.17g but x is %s: give an integer value within %s's range, or "
+                        "make x a float tensor",
+                        d->value, baton_dtype_name((baton_dtype)d->dtype),
+                        baton_dtype_name((baton_dtype)d->dtype));
+    }
+    return 0;
+}
+
+#define EW_TARGET_FNS(name, resolve_expr)                                                          \
+    static int name##_check(const baton_sig_args *a, baton_tensor_desc *expected, char *msg,       \
+                            size_t len)                                                            \
+    {                                                                                              \
+        baton_ew_desc d;                                                                           \
+        int rc = resolve_expr;                                                                     \
+        return rc ? rc : ew_check_out(a, expected);                                                \
+    }                                                                                              \
+    static int name##_pack(const baton_sig_args *a, char *opaque, size_t cap)                      \
+    {                                                                                              \
+        baton_ew_desc d;                                                                           \
+        char msg[256];                                                                             \
+        size_t len = sizeof msg;                                                                   \
+        int rc = resolve_expr;                                                                     \
+        return rc ? rc : put_desc(&d, sizeof d, opaque, cap);                                      \
+    }
+
+EW_TARGET_FNS(softshrink, softshrink_resolve(a, &d, msg, len))
+EW_TARGET_FNS(add, ew_resolve(a, "add", 2, 1, &d, msg, len))
+EW_TARGET_FNS(mul, ew_resolve(a, "mul", 2, 1, &d, msg, len))
+EW_TARGET_FNS(add_scalar, add_scalar_resolve(a, &d, msg, len))
+EW_TARGET_FNS(copy, ew_resolve(a, "copy", 1, 1, &d, msg, len))
+
+/* ---- argmax -----------------------------------------------------------------------------------
+ */
+
+static int argmax_resolve(const baton_sig_args *a, baton_argmax_desc *d, baton_tensor_desc *out,
+                          char *msg, size_t len)
+{
+    int rc = counts_ok(a, 1, 1, "argmax", msg, len);
+    if (rc)
+        return rc;
+    const baton_tensor_desc *x = &a->inputs[0];
+    if (!is_float(x->dtype))
+        return fail(msg, len, "x is %s but argmax takes bf16, f16, f32 or f64",
+                    baton_dtype_name(x->dtype));
+    rc = dims_ok(x, "x", msg, len);
+    if (rc)
+        return rc;
+    if (x->rank < 1)
+        return fail(msg, len,
+                    "x is a scalar (shape []): argmax runs over the last dim, so x needs "
+                    "rank >= 1, e.g. [n]");
+    memset(d, 0, sizeof *d);
+    d->n2 = x->shape[x->rank - 1];
+    d->n1 = numel(x) / d->n2;
+    d->dtype = (int32_t)x->dtype;
+    if (out) {
+        memset(out, 0, sizeof *out);
+        out->dtype = BATON_DTYPE_I64;
+        if (x->rank == 1) {
+            out->rank = 1;
+            out->shape[0] = 1;
+        } else {
+            out->rank = x->rank - 1;
+            memcpy(out->shape, x->shape, sizeof(int64_t) * (size_t)out->rank);
+        }
+    }
+    return 0;
+}
+
+static int argmax_check(const baton_sig_args *a, baton_tensor_desc *expected, char *msg, size_t len)
+{
+    baton_argmax_desc d;
+    return argmax_resolve(a, &d, expected, msg, len);
+}
+
+static int argmax_pack(const baton_sig_args *a, char *opaque, size_t cap)
+{
+    baton_argmax_desc d;
+    char msg[256];
+    int rc = argmax_resolve(a, &d, NULL, msg, sizeof msg);
+    return rc ? rc : put_desc(&d, sizeof d, opaque, cap);
+}
+
+/* ---- noop -------------------------------------------------------------------------------------
+ */
+
+static int noop_check(const baton_sig_args *a, baton_tensor_desc *expected, char *msg, size_t len)
+{
+    int rc = counts_ok(a, 1, 1, "noop", msg, len);
+    if (rc == 0)
+        rc = dims_ok(&a->inputs[0], "x", msg, len);
+    if (rc)
+        return rc;
+    if (expected)
+        expected[0] = a->inputs[0];
+    return 0;
+}
+
+/* ---- the table --------------------------------------------------------------------------------
+ */
+
+#ifdef BATON_CUDA
+#define IMPLS(fn)                                                                                  \
+    .impls = {{.device = BATON_DEVICE_CPU, .kernel = kcpu_##fn},                                   \
+              {.device = BATON_DEVICE_CUDA, .kernel = kcuda_##fn, .supports_pdl = 1}},             \
+    .n_impls = 2
+#else
+#define IMPLS(fn) .impls = {{.device = BATON_DEVICE_CPU, .kernel = kcpu_##fn}}, .n_impls = 1
+#endif
+
+static const baton_target target_rms_norm_fwd = {
+    .name = "rms_norm_fwd",
+    .kind = BATON_TARGET_KERNEL,
+    .n_inputs = 2,
+    .n_outputs = 2,
+    .summary = "RMSNorm forward: inputs x, weight (shape = x's last dims); outputs y = weight * x "
+               "* invvar (weight's dtype) and invvar = 1/sqrt(mean(x^2) + eps) per row",
+    .attrs = {{"eps", BATON_ATTR_FLOAT, 0, "added to mean(x^2); default 1e-5, >= 0"}},
+    .check = rms_fwd_check,
+    .pack = rms_fwd_pack,
+    IMPLS(rms_norm_fwd),
+};
+
+static const baton_target target_rms_norm_bwd = {
+    .name = "rms_norm_bwd",
+    .kind = BATON_TARGET_KERNEL,
+    .n_inputs = 4,
+    .n_outputs = 3,
+    .summary = "RMSNorm backward: inputs grad_output, invvar, x, weight; outputs grad_input, "
+               "grad_weight and part_grad (per-row-block partial sums of grad_weight)",
+    .attrs = {{"eps", BATON_ATTR_FLOAT, 0, "as in the forward step (invvar already holds it)"},
+              {"part_grad_size", BATON_ATTR_INT, 0,
+               "row blocks of the partial-gradient buffer; default 16, >= 1"}},
+    .check = rms_bwd_check,
+    .pack = rms_bwd_pack,
+    IMPLS(rms_norm_bwd),
+};
+
+static const baton_target target_softshrink = {
+    .name = "softshrink",
+    .kind = BATON_TARGET_KERNEL,
+    .n_inputs = 1,
+    .n_outputs = 1,
+    .summary = "y = x - lambda if x > lambda, x + lambda if x < -lambda, else 0",
+    .attrs = {{"lambda", BATON_ATTR_FLOAT, 0, "the threshold; default 0.5, >= 0"}},
+    .check = softshrink_check,
+    .pack = softshrink_pack,
+    IMPLS(softshrink),
+};
+
+static const baton_target target_add = {
+    .name = "add",
+    .kind = BATON_TARGET_KERNEL,
+    .n_inputs = 2,
+    .n_outputs = 1,
+    .summary = "y = a + b; b has a's shape or a's trailing dims (then it repeats)",
+    .check = add_check,
+    .pack = add_pack,
+    IMPLS(add),
+};
+
+static const baton_target target_mul = {
+    .name = "mul",
+    .kind = BATON_TARGET_KERNEL,
+    .n_inputs = 2,
+    .n_outputs = 1,
+    .summary = "y = a * b; b has a's shape or a's trailing dims (then it repeats)",
+    .check = mul_check,
+    .pack = mul_pack,
+    IMPLS(mul),
+};
+
+static const baton_target target_add_scalar = {
+    .name = "add_scalar",
+    .kind = BATON_TARGET_KERNEL,
+    .n_inputs = 1,
+    .n_outputs = 1,
+    .summary = "y = x + value",
+    .attrs = {{"value", BATON_ATTR_FLOAT, 1, "the scalar to add (an integer for i32/i64 x)"}},
+    .check = add_scalar_check,
+    .pack = add_scalar_pack,
+    IMPLS(add_scalar),
+};
+
+static const baton_target target_copy = {
+    .name = "copy",
+    .kind = BATON_TARGET_KERNEL,
+    .n_inputs = 1,
+    .n_outputs = 1,
+    .summary = "y = x",
+    .check = copy_check,
+    .pack = copy_pack,
+    IMPLS(copy),
+};
+
+static const baton_target target_argmax = {
+    .name = "argmax",
+    .kind = BATON_TARGET_KERNEL,
+    .n_inputs = 1,
+    .n_outputs = 1,
+    .summary = "index (i64) of the largest element along the last dim; the first maximum wins, "
+               "NaN counts as the maximum",
+    .check = argmax_check,
+    .pack = argmax_pack,
+    IMPLS(argmax),
+};
+
+static const baton_target target_noop = {
+    .name = "noop",
+    .kind = BATON_TARGET_KERNEL,
+    .n_inputs = 1,
+    .n_outputs = 1,
+    .summary = "does nothing (the output keeps whatever it held); measures dispatch cost",
+    .check = noop_check,
+    .pack = NULL,
+    IMPLS(noop),
+};
+
+const baton_target *const baton_builtin_targets[] = {
+    &target_rms_norm_fwd, &target_rms_norm_bwd, &target_softshrink, &target_add,
+    &target_mul,          &target_add_scalar,   &target_copy,       &target_argmax,
+    &target_noop,         &baton_target_gemm,
+};
+
+const int baton_builtin_target_count =
+    (int)(sizeof baton_builtin_targets / sizeof baton_builtin_targets[0]);
