@@ -1,0 +1,318 @@
+/* gemm_cublaslt.c: the "gemm" delegate on CUDA devices, through cuBLASLt. init() resolves the
+ * step's sizes with the same function as the CPU backend, builds the matmul and layout
+ * descriptors, asks cuBLASLt's heuristic for an algorithm and allocates its workspace, so that
+ * execute() is one capture-safe cublasLtMatmul on the run's stream. */
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cublasLt.h>
+#include <cuda_runtime.h>
+
+#include "delegates/cuda/gemm_cublaslt.h"
+#include "delegates/gemm.h"
+#include "kernels/descriptors.h"
+#include "plan/plan_internal.h"
+
+/* Hopper's recommended cuBLASLt workspace; the heuristic asks for less when it can. */
+#define GEMM_MAX_WORKSPACE ((size_t)32 << 20)
+/* Algorithms are chosen for three pointer alignments, most demanding first: cudaMalloc'd
+ * buffers (256 bytes), arena slots (16), and anything element-aligned. execute() uses the first
+ * one the actual pointers satisfy, so a badly aligned tensor is slower, never wrong. */
+#define GEMM_TIERS 3
+
+typedef struct gemm_state {
+    cublasLtHandle_t lt;
+    cublasLtMatmulDesc_t op;
+    cublasLtMatrixLayout_t lay_b; /* cuBLASLt's "A": the stored B (column-major view) */
+    cublasLtMatrixLayout_t lay_a; /* cuBLASLt's "B": the stored A */
+    cublasLtMatrixLayout_t lay_c;
+    int n_algos;
+    cublasLtMatmulAlgo_t algo[GEMM_TIERS];
+    uintptr_t align[GEMM_TIERS];
+    void *workspace;
+    size_t workspace_bytes;
+    float alpha, beta;
+    baton_gemm_desc desc;
+    int device;
+} gemm_state;
+
+static void gemm_destroy(void *p);
+
+/* "gemm on cuda:0 (step 'proj'): ..." */
+static int init_fail(baton_error *err, int code, const baton_delegate_init *info, const char *fmt,
+                     ...)
+{
+    char dev[24];
+    char msg[768];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    baton_device_format(info->device, dev, sizeof dev);
+    return baton_seterr(err, code, "%s: step '%s': gemm (cuBLASLt): %s", dev,
+                        info->step_name ? info->step_name : "?", msg);
+}
+
+static int lt_fail(baton_error *err, const baton_delegate_init *info, const char *call,
+                   cublasStatus_t st)
+{
+    return init_fail(err, BATON_ECUDA, info, "%s failed: %s: %s", call, cublasLtGetStatusName(st),
+                     cublasLtGetStatusString(st));
+}
+
+static int cuda_type(baton_dtype dt, cudaDataType_t *out)
+{
+    switch (dt) {
+    case BATON_DTYPE_BF16: *out = CUDA_R_16BF; return 0;
+    case BATON_DTYPE_F16: *out = CUDA_R_16F; return 0;
+    case BATON_DTYPE_F32: *out = CUDA_R_32F; return 0;
+    default: return -1;
+    }
+}
+
+static int gemm_init(const baton_delegate_init *info, void **state, baton_error *err)
+{
+    *state = NULL;
+    if (!info || !info->sig)
+        return baton_seterr(err, BATON_EINVAL, "gemm (cuBLASLt): init() needs the step's sig");
+    if (info->device.kind != BATON_DEVICE_CUDA)
+        return init_fail(err, BATON_EINVAL, info, "this backend runs on CUDA devices only");
+
+    baton_gemm_desc desc;
+    char msg[512] = "";
+    int rc = baton_gemm_resolve(info->sig, &desc, NULL, msg, sizeof msg);
+    if (rc != 0)
+        return init_fail(err, rc, info, "%s", msg[0] ? msg : baton_strerror(rc));
+    const baton_sig_args *sig = info->sig;
+    for (int i = 0; i < sig->n_inputs; i++)
+        if (sig->inputs[i].dtype != (baton_dtype)desc.dtype)
+            return init_fail(err, BATON_EPLAN, info,
+                             "input %d is %s but the gemm is %s; all "
+                             "operands must have one dtype",
+                             i, baton_dtype_name(sig->inputs[i].dtype),
+                             baton_dtype_name((baton_dtype)desc.dtype));
+    if (sig->n_outputs >= 1 && sig->outputs[0].dtype != (baton_dtype)desc.dtype)
+        return init_fail(err, BATON_EPLAN, info, "the output is %s but the inputs are %s",
+                         baton_dtype_name(sig->outputs[0].dtype),
+                         baton_dtype_name((baton_dtype)desc.dtype));
+    cudaDataType_t ty;
+    if (cuda_type((baton_dtype)desc.dtype, &ty) != 0)
+        return init_fail(err, BATON_ENOTSUP, info,
+                         "dtype %s is not supported on CUDA; use bf16, f16 or f32, or place the "
+                         "step on cpu",
+                         baton_dtype_name((baton_dtype)desc.dtype));
+    if (desc.m <= 0 || desc.n <= 0 || desc.k <= 0)
+        return init_fail(err, BATON_ENOTSUP, info,
+                         "empty product (M=%lld, N=%lld, K=%lld) is not supported",
+                         (long long)desc.m, (long long)desc.n, (long long)desc.k);
+
+    int cur = -1;
+    cudaError_t ce = cudaGetDevice(&cur);
+    if (ce == cudaSuccess && cur != info->device.index)
+        ce = cudaSetDevice(info->device.index);
+    if (ce != cudaSuccess) {
+        (void)cudaGetLastError();
+        return init_fail(err, BATON_ECUDA, info, "cudaSetDevice(%d) failed: %s: %s",
+                         info->device.index, cudaGetErrorName(ce), cudaGetErrorString(ce));
+    }
+
+    gemm_state *s = calloc(1, sizeof *s);
+    if (!s)
+        return init_fail(err, BATON_ENOMEM, info, "out of memory");
+    s->desc = desc;
+    s->alpha = (float)desc.alpha;
+    s->beta = (float)desc.beta;
+    s->device = info->device.index;
+    const int ta = (desc.flags & BATON_GEMM_TRANS_A) != 0;
+    const int tb = (desc.flags & BATON_GEMM_TRANS_B) != 0;
+    const uint64_t M = (uint64_t)desc.m, N = (uint64_t)desc.n, K = (uint64_t)desc.k;
+
+    cublasStatus_t st;
+    cublasLtMatmulPreference_t pref = NULL;
+    if ((st = cublasLtCreate(&s->lt)) != CUBLAS_STATUS_SUCCESS) {
+        s->lt = NULL;
+        rc = lt_fail(err, info, "cublasLtCreate", st);
+        goto fail;
+    }
+    /* f32 accumulation and scaling for every dtype; CUBLAS_COMPUTE_32F (not _FAST_TF32) keeps f32
+     * products in full f32. */
+    if ((st = cublasLtMatmulDescCreate(&s->op, CUBLAS_COMPUTE_32F, CUDA_R_32F)) !=
+        CUBLAS_STATUS_SUCCESS) {
+        s->op = NULL;
+        rc = lt_fail(err, info, "cublasLtMatmulDescCreate", st);
+        goto fail;
+    }
+    /* Row-major C[M,N] = op(A) op(B) is column-major C^T[N,M] = op(B)^T op(A)^T: cuBLASLt's A is
+     * the stored B and its B the stored A, each transposed when the step transposes it. */
+    cublasOperation_t op_b = tb ? CUBLAS_OP_T : CUBLAS_OP_N;
+    cublasOperation_t op_a = ta ? CUBLAS_OP_T : CUBLAS_OP_N;
+    if ((st = cublasLtMatmulDescSetAttribute(s->op, CUBLASLT_MATMUL_DESC_TRANSA, &op_b,
+                                             sizeof op_b)) != CUBLAS_STATUS_SUCCESS ||
+        (st = cublasLtMatmulDescSetAttribute(s->op, CUBLASLT_MATMUL_DESC_TRANSB, &op_a,
+                                             sizeof op_a)) != CUBLAS_STATUS_SUCCESS) {
+        rc = lt_fail(err, info, "cublasLtMatmulDescSetAttribute", st);
+        goto fail;
+    }
+    /* Column-major views of the row-major buffers: B [K,N] is N x K (ld N), or with trans_b
+     * [N,K] is K x N (ld K); A [M,K] is K x M (ld K), or with trans_a [K,M] is M x K (ld M). */
+    if ((st = cublasLtMatrixLayoutCreate(&s->lay_b, ty, tb ? K : N, tb ? N : K,
+                                         (int64_t)(tb ? K : N))) != CUBLAS_STATUS_SUCCESS) {
+        s->lay_b = NULL;
+        rc = lt_fail(err, info, "cublasLtMatrixLayoutCreate (b)", st);
+        goto fail;
+    }
+    if ((st = cublasLtMatrixLayoutCreate(&s->lay_a, ty, ta ? M : K, ta ? K : M,
+                                         (int64_t)(ta ? M : K))) != CUBLAS_STATUS_SUCCESS) {
+        s->lay_a = NULL;
+        rc = lt_fail(err, info, "cublasLtMatrixLayoutCreate (a)", st);
+        goto fail;
+    }
+    if ((st = cublasLtMatrixLayoutCreate(&s->lay_c, ty, N, M, (int64_t)N)) !=
+        CUBLAS_STATUS_SUCCESS) {
+        s->lay_c = NULL;
+        rc = lt_fail(err, info, "cublasLtMatrixLayoutCreate (c)", st);
+        goto fail;
+    }
+
+    if ((st = cublasLtMatmulPreferenceCreate(&pref)) != CUBLAS_STATUS_SUCCESS) {
+        pref = NULL;
+        rc = lt_fail(err, info, "cublasLtMatmulPreferenceCreate", st);
+        goto fail;
+    }
+    size_t max_ws = GEMM_MAX_WORKSPACE;
+    if ((st = cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
+                                                   &max_ws, sizeof max_ws)) !=
+        CUBLAS_STATUS_SUCCESS) {
+        rc = lt_fail(err, info, "cublasLtMatmulPreferenceSetAttribute", st);
+        goto fail;
+    }
+    const uint32_t esize = (uint32_t)baton_dtype_size((baton_dtype)desc.dtype);
+    const uint32_t tiers[GEMM_TIERS] = {256, 16, esize};
+    cublasStatus_t last = CUBLAS_STATUS_SUCCESS;
+    for (int t = 0; t < GEMM_TIERS; t++) {
+        const cublasLtMatmulPreferenceAttributes_t al[4] = {
+            CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
+            CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES};
+        for (int j = 0; j < 4; j++) {
+            if ((st = cublasLtMatmulPreferenceSetAttribute(
+                     pref, al[j], &tiers[t], sizeof tiers[t])) != CUBLAS_STATUS_SUCCESS) {
+                rc = lt_fail(err, info, "cublasLtMatmulPreferenceSetAttribute (alignment)", st);
+                goto fail;
+            }
+        }
+        cublasLtMatmulHeuristicResult_t res[4];
+        int n_res = 0;
+        memset(res, 0, sizeof res);
+        st = cublasLtMatmulAlgoGetHeuristic(s->lt, s->op, s->lay_b, s->lay_a, s->lay_c, s->lay_c,
+                                            pref, 4, res, &n_res);
+        if (st != CUBLAS_STATUS_SUCCESS) {
+            last = st; /* no algorithm at this alignment: try the next tier */
+            continue;
+        }
+        for (int r = 0; r < n_res; r++) {
+            if (res[r].state != CUBLAS_STATUS_SUCCESS)
+                continue;
+            s->algo[s->n_algos] = res[r].algo;
+            s->align[s->n_algos] = tiers[t];
+            s->n_algos++;
+            if (res[r].workspaceSize > s->workspace_bytes)
+                s->workspace_bytes = res[r].workspaceSize;
+            break;
+        }
+    }
+    if (s->n_algos == 0) {
+        rc = init_fail(
+            err, BATON_ENOTSUP, info,
+            "cuBLASLt has no algorithm for %s M=%lld N=%lld K=%lld%s%s (%s)",
+            baton_dtype_name((baton_dtype)desc.dtype), (long long)desc.m, (long long)desc.n,
+            (long long)desc.k, ta ? " trans_a" : "", tb ? " trans_b" : "",
+            last != CUBLAS_STATUS_SUCCESS ? cublasLtGetStatusName(last) : "no heuristic result");
+        goto fail;
+    }
+    cublasLtMatmulPreferenceDestroy(pref);
+    pref = NULL;
+    if (s->workspace_bytes > 0) {
+        ce = cudaMalloc(&s->workspace, s->workspace_bytes);
+        if (ce != cudaSuccess) {
+            s->workspace = NULL;
+            (void)cudaGetLastError();
+            rc = init_fail(err, BATON_ECUDA, info,
+                           "cudaMalloc (%zu bytes of workspace) failed: "
+                           "%s: %s",
+                           s->workspace_bytes, cudaGetErrorName(ce), cudaGetErrorString(ce));
+            goto fail;
+        }
+    }
+    *state = s;
+    return 0;
+
+fail:
+    if (pref)
+        cublasLtMatmulPreferenceDestroy(pref);
+    gemm_destroy(s);
+    return rc;
+}
+
+static int exec_fail(const baton_exec_ctx *ctx, int code, const char *fmt, ...)
+{
+    if (ctx->errbuf && ctx->errbuf_len) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(ctx->errbuf, ctx->errbuf_len, fmt, ap);
+        va_end(ap);
+    }
+    return code;
+}
+
+static int gemm_execute(void *state, const baton_exec_ctx *ctx, void **buffers)
+{
+    const gemm_state *s = state;
+    const void *a = buffers[0], *b = buffers[1];
+    void *c = buffers[2];
+    const uintptr_t addr = (uintptr_t)a | (uintptr_t)b | (uintptr_t)c;
+    int t = 0;
+    while (t < s->n_algos && (addr & (s->align[t] - 1)) != 0)
+        t++;
+    if (t == s->n_algos)
+        return exec_fail(ctx, BATON_EINVAL,
+                         "gemm (cuBLASLt): buffers a=%p b=%p c=%p are not aligned to their "
+                         "element size",
+                         a, b, (void *)c);
+    cublasStatus_t st = cublasLtMatmul(s->lt, s->op, &s->alpha, b, s->lay_b, a, s->lay_a, &s->beta,
+                                       c, s->lay_c, c, s->lay_c, &s->algo[t], s->workspace,
+                                       s->workspace_bytes, (cudaStream_t)ctx->stream);
+    if (st != CUBLAS_STATUS_SUCCESS)
+        return exec_fail(ctx, BATON_ECUDA, "cublasLtMatmul failed: %s: %s",
+                         cublasLtGetStatusName(st), cublasLtGetStatusString(st));
+    return 0;
+}
+
+static void gemm_destroy(void *p)
+{
+    gemm_state *s = p;
+    if (!s)
+        return;
+    if (s->workspace)
+        cudaFree(s->workspace); /* waits for work that still uses it */
+    if (s->lay_c)
+        cublasLtMatrixLayoutDestroy(s->lay_c);
+    if (s->lay_a)
+        cublasLtMatrixLayoutDestroy(s->lay_a);
+    if (s->lay_b)
+        cublasLtMatrixLayoutDestroy(s->lay_b);
+    if (s->op)
+        cublasLtMatmulDescDestroy(s->op);
+    if (s->lt)
+        cublasLtDestroy(s->lt);
+    free(s);
+}
+
+const baton_delegate_iface baton_gemm_cublaslt_iface = {
+    .init = gemm_init,
+    .execute = gemm_execute,
+    .destroy = gemm_destroy,
+    .capturable = 1,
+};

@@ -1,0 +1,649 @@
+/* device_cuda.c: the scheduler's CUDA device. One non-blocking stream per GPU that every kernel,
+ * delegate and transfer of a run shares, events for the waits the scheduler asks for, and one
+ * executable graph per captured segment, updated in place when a re-capture allows it. */
+#include <limits.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cuda_runtime.h>
+#ifdef BATON_NVTX
+#include <nvtx3/nvToolsExt.h>
+#endif
+
+#include "plan/plan_internal.h"
+#include "scheduler/cuda/device_cuda.h"
+#include "scheduler/device.h"
+
+struct dev_ctx {
+    baton_device dev;
+    char name[24];  /* "cuda:0", for messages */
+    int set_device; /* nonzero: make dev current before each call (several GPUs, or not 0) */
+    int pdl;        /* compute capability >= 9 */
+    cudaStream_t stream;
+    int n_events;
+    cudaEvent_t *events;
+    int n_graphs;
+    cudaGraphExec_t *graphs;
+    /* capture state */
+    int capturing;
+    int capture_slot;
+    int capture_failed;
+    char capture_reason[512];
+    int fault; /* dev_cuda_fault armed by a test */
+    dev_counters counters;
+};
+
+/* Names the failed CUDA call: "cuda:0: step 'norm': cudaMemcpyAsync (transfer h0 -> cpu)
+ * failed: cudaErrorInvalidValue: invalid argument". step and what may be NULL. */
+static int cuda_fail(baton_error *err, const dev_ctx *d, const char *step, const char *call,
+                     const char *what, cudaError_t e)
+{
+    char where[300] = "";
+    if (step)
+        snprintf(where, sizeof where, "step '%s': ", step);
+    char detail[300] = "";
+    if (what)
+        snprintf(detail, sizeof detail, " (%s)", what);
+    return baton_seterr(err, BATON_ECUDA, "%s: %s%s%s failed: %s: %s", d->name, where, call, detail,
+                        cudaGetErrorName(e), cudaGetErrorString(e));
+}
+
+/* Makes the context's GPU current on the calling thread. Free on one-GPU machines, where
+ * device 0 is always current. */
+static cudaError_t make_current(const dev_ctx *d)
+{
+    if (!d->set_device)
+        return cudaSuccess;
+    return cudaSetDevice(d->dev.index);
+}
+
+static int is_capture_error(cudaError_t e)
+{
+    switch (e) {
+    case cudaErrorStreamCaptureUnsupported:
+    case cudaErrorStreamCaptureInvalidated:
+    case cudaErrorStreamCaptureMerge:
+    case cudaErrorStreamCaptureUnmatched:
+    case cudaErrorStreamCaptureUnjoined:
+    case cudaErrorStreamCaptureIsolation:
+    case cudaErrorStreamCaptureImplicit:
+    case cudaErrorCapturedEvent:
+    case cudaErrorStreamCaptureWrongThread: return 1;
+    default: return 0;
+    }
+}
+
+/* Ends a capture that must be thrown away and clears the error it left, so that the stream can
+ * be used again. */
+static void abandon_capture(dev_ctx *d)
+{
+    cudaGraph_t g = NULL;
+    cudaStreamEndCapture(d->stream, &g);
+    if (g)
+        cudaGraphDestroy(g);
+    (void)cudaGetLastError();
+    d->capturing = 0;
+    d->capture_failed = 0;
+}
+
+/* Remembers why the capture in progress cannot give a graph; capture_end() reports it. */
+static void capture_failed(dev_ctx *d, const char *fmt, ...)
+{
+    if (d->capture_failed)
+        return; /* the first reason is the cause, later ones its consequences */
+    d->capture_failed = 1;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(d->capture_reason, sizeof d->capture_reason, fmt, ap);
+    va_end(ap);
+}
+
+static void cuda_close(dev_ctx *d);
+
+static int open_failed(dev_ctx *d, int code)
+{
+    cuda_close(d);
+    return code;
+}
+
+static int cuda_open(baton_device dev, const baton_options *opts, int n_graphs, int n_events,
+                     dev_ctx **out, baton_error *err)
+{
+    (void)opts;
+    *out = NULL;
+    char name[24];
+    baton_device_format(dev, name, sizeof name);
+    if (dev.kind != BATON_DEVICE_CUDA || dev.index < 0 || n_graphs < 0 || n_events < 0)
+        return baton_seterr(err, BATON_EINVAL, "%s: the CUDA device cannot open this device", name);
+    int count = 0;
+    cudaError_t e = cudaGetDeviceCount(&count);
+    if (e != cudaSuccess) {
+        (void)cudaGetLastError();
+        return baton_seterr(err, BATON_ENODEV, "%s: no CUDA device is usable: %s: %s", name,
+                            cudaGetErrorName(e), cudaGetErrorString(e));
+    }
+    if (dev.index >= count)
+        return baton_seterr(err, BATON_ENODEV,
+                            "%s: no such device (%d CUDA device%s present); place the step on "
+                            "cuda:0..cuda:%d or on cpu",
+                            name, count, count == 1 ? "" : "s", count - 1);
+    dev_ctx *d = calloc(1, sizeof *d);
+    if (!d)
+        return baton_seterr(err, BATON_ENOMEM, "%s: out of memory opening the device", name);
+    d->dev = dev;
+    memcpy(d->name, name, sizeof d->name);
+    d->set_device = count > 1 || dev.index != 0;
+    d->n_events = n_events;
+    d->n_graphs = n_graphs;
+    d->events = calloc((size_t)(n_events > 0 ? n_events : 1), sizeof *d->events);
+    d->graphs = calloc((size_t)(n_graphs > 0 ? n_graphs : 1), sizeof *d->graphs);
+    if (!d->events || !d->graphs) {
+        cuda_close(d);
+        return baton_seterr(err, BATON_ENOMEM, "%s: out of memory opening the device", name);
+    }
+    if ((e = cudaSetDevice(dev.index)) != cudaSuccess)
+        return open_failed(d, cuda_fail(err, d, NULL, "cudaSetDevice", NULL, e));
+    int major = 0;
+    if ((e = cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev.index)) !=
+        cudaSuccess)
+        return open_failed(
+            d, cuda_fail(err, d, NULL, "cudaDeviceGetAttribute", "compute capability", e));
+    d->pdl = major >= 9;
+    /* Non-blocking: the legacy default stream, which other code in the process may use, must
+     * not serialise with a run. */
+    if ((e = cudaStreamCreateWithFlags(&d->stream, cudaStreamNonBlocking)) != cudaSuccess) {
+        d->stream = NULL;
+        return open_failed(d, cuda_fail(err, d, NULL, "cudaStreamCreateWithFlags", NULL, e));
+    }
+    for (int i = 0; i < n_events; i++) {
+        if ((e = cudaEventCreateWithFlags(&d->events[i], cudaEventDisableTiming)) != cudaSuccess) {
+            d->events[i] = NULL;
+            return open_failed(d, cuda_fail(err, d, NULL, "cudaEventCreateWithFlags", NULL, e));
+        }
+    }
+    *out = d;
+    return 0;
+}
+
+static void cuda_close(dev_ctx *d)
+{
+    if (!d)
+        return;
+    make_current(d);
+    if (d->capturing)
+        abandon_capture(d);
+    if (d->stream)
+        cudaStreamSynchronize(d->stream);
+    for (int i = 0; i < d->n_graphs && d->graphs; i++)
+        if (d->graphs[i])
+            cudaGraphExecDestroy(d->graphs[i]);
+    for (int i = 0; i < d->n_events && d->events; i++)
+        if (d->events[i])
+            cudaEventDestroy(d->events[i]);
+    if (d->stream)
+        cudaStreamDestroy(d->stream);
+    (void)cudaGetLastError();
+    free(d->graphs);
+    free(d->events);
+    free(d);
+}
+
+static void *cuda_stream(dev_ctx *d)
+{
+    return d->stream;
+}
+
+static void *cuda_alloc(dev_ctx *d, size_t bytes, baton_error *err)
+{
+    cudaError_t e = make_current(d);
+    if (e != cudaSuccess) {
+        cuda_fail(err, d, NULL, "cudaSetDevice", NULL, e);
+        return NULL;
+    }
+    size_t ask = bytes ? bytes : 1; /* NULL means failure: never return it for 0 bytes */
+    if (d->fault == DEV_CUDA_FAULT_ALLOC) {
+        d->fault = DEV_CUDA_FAULT_NONE;
+        ask = (size_t)1 << 60; /* more than any GPU has: a real allocation failure */
+    }
+    void *p = NULL;
+    char what[64];
+    snprintf(what, sizeof what, "%zu bytes", ask);
+    if ((e = cudaMalloc(&p, ask)) != cudaSuccess) {
+        (void)cudaGetLastError();
+        cuda_fail(err, d, NULL, "cudaMalloc", what, e);
+        return NULL;
+    }
+    /* On the run's stream, then waited for: a plain cudaMemset runs on the legacy stream, which
+     * a non-blocking stream does not wait for. */
+    if ((e = cudaMemsetAsync(p, 0, ask, d->stream)) != cudaSuccess ||
+        (e = cudaStreamSynchronize(d->stream)) != cudaSuccess) {
+        cuda_fail(err, d, NULL, "cudaMemsetAsync", what, e);
+        cudaFree(p);
+        return NULL;
+    }
+    return p;
+}
+
+static void cuda_free(dev_ctx *d, void *p)
+{
+    if (!p)
+        return;
+    make_current(d);
+    cudaFree(p);
+}
+
+static void *cuda_host_alloc(dev_ctx *d, size_t bytes, baton_error *err)
+{
+    cudaError_t e = make_current(d);
+    if (e != cudaSuccess) {
+        cuda_fail(err, d, NULL, "cudaSetDevice", NULL, e);
+        return NULL;
+    }
+    size_t ask = bytes ? bytes : 1;
+    void *p = NULL;
+    if ((e = cudaMallocHost(&p, ask)) != cudaSuccess) {
+        (void)cudaGetLastError();
+        char what[64];
+        snprintf(what, sizeof what, "%zu pinned bytes", ask);
+        cuda_fail(err, d, NULL, "cudaMallocHost", what, e);
+        return NULL;
+    }
+    memset(p, 0, ask);
+    return p;
+}
+
+static void cuda_host_free(dev_ctx *d, void *p)
+{
+    if (p)
+        cudaFreeHost(p);
+}
+
+static enum cudaMemcpyKind memcpy_kind(dev_copy_kind kind)
+{
+    switch (kind) {
+    case DEV_COPY_H2D: return cudaMemcpyHostToDevice;
+    case DEV_COPY_D2H: return cudaMemcpyDeviceToHost;
+    default: return cudaMemcpyDeviceToDevice;
+    }
+}
+
+static int cuda_copy_sync(dev_ctx *d, void *dst, const void *src, size_t bytes, dev_copy_kind kind,
+                          baton_error *err)
+{
+    cudaError_t e = make_current(d);
+    if (e != cudaSuccess)
+        return cuda_fail(err, d, NULL, "cudaSetDevice", NULL, e);
+    if (d->capturing)
+        return baton_seterr(err, BATON_ESTATE,
+                            "%s: a synchronous copy cannot be made while a "
+                            "segment is being captured",
+                            d->name);
+    if (bytes == 0)
+        return 0;
+    /* Ordered after the work already on the run's stream (a plain cudaMemcpy would use the
+     * legacy stream, which does not wait for it). */
+    if ((e = cudaMemcpyAsync(dst, src, bytes, memcpy_kind(kind), d->stream)) != cudaSuccess)
+        return cuda_fail(err, d, NULL, "cudaMemcpyAsync", "synchronous copy", e);
+    if ((e = cudaStreamSynchronize(d->stream)) != cudaSuccess)
+        return cuda_fail(err, d, NULL, "cudaStreamSynchronize", "synchronous copy", e);
+    return 0;
+}
+
+/* ---- the hot path ------------------------------------------------------------------------ */
+
+static int cuda_call(dev_ctx *d, dev_call *c, baton_error *err)
+{
+    const char *step = c->ctx.step_name ? c->ctx.step_name : "?";
+    if (d->capturing && d->capture_failed)
+        return 0; /* nothing of a failed capture runs; capture_end() reports why */
+    cudaError_t e = make_current(d);
+    if (e != cudaSuccess)
+        return cuda_fail(err, d, step, "cudaSetDevice", NULL, e);
+    if (d->fault == DEV_CUDA_FAULT_LAUNCH) {
+        d->fault = DEV_CUDA_FAULT_NONE;
+        if (d->capturing)
+            abandon_capture(d);
+        return baton_seterr(err, BATON_ECUDA,
+                            "%s: step '%s': kernel launch failed: cudaErrorLaunchOutOfResources: "
+                            "too many resources requested for launch (injected fault)",
+                            d->name, step);
+    }
+    if (d->capturing && c->delegate && !c->delegate->capturable) {
+        capture_failed(d, "step '%s' calls a delegate that cannot be captured", step);
+        return 0;
+    }
+    c->ctx.capturing = d->capturing;
+    if (c->ctx.errbuf && c->ctx.errbuf_len)
+        c->ctx.errbuf[0] = 0;
+#ifdef BATON_NVTX
+    nvtxRangePushA(step);
+#endif
+    int rc;
+    if (c->kernel)
+        rc = c->kernel(&c->ctx, c->buffers, c->opaque, c->opaque_len);
+    else if (c->delegate && c->delegate->execute)
+        rc = c->delegate->execute(c->state, &c->ctx, c->buffers);
+    else
+        rc = BATON_EINVAL;
+    e = cudaGetLastError();
+#ifdef BATON_NVTX
+    nvtxRangePop();
+#endif
+    const char *why = c->ctx.errbuf && c->ctx.errbuf[0] ? c->ctx.errbuf : NULL;
+    if (d->capturing && (rc != 0 || e != cudaSuccess)) {
+        /* A call that is illegal while capturing (a synchronisation, an allocation) invalidates
+         * the capture: that is a segment that cannot be captured, not a failed step. Anything
+         * else is the step's own failure. */
+        enum cudaStreamCaptureStatus st = cudaStreamCaptureStatusNone;
+        cudaError_t qe = cudaStreamIsCapturing(d->stream, &st);
+        if (is_capture_error(e) || qe != cudaSuccess || st == cudaStreamCaptureStatusInvalidated) {
+            (void)cudaGetLastError();
+            if (e != cudaSuccess)
+                capture_failed(d, "step '%s': %s: %s%s%s", step, cudaGetErrorName(e),
+                               cudaGetErrorString(e), why ? ": " : "", why ? why : "");
+            else
+                capture_failed(d, "step '%s' made a call that is illegal during capture%s%s", step,
+                               why ? ": " : "", why ? why : "");
+            return 0;
+        }
+        abandon_capture(d);
+    }
+    if (rc != 0)
+        return baton_seterr(err, rc < 0 ? rc : BATON_EKERNEL, "%s: step '%s': %s failed: %s",
+                            d->name, step, c->kernel ? "kernel" : "delegate",
+                            why ? why
+                                : (e != cudaSuccess ? cudaGetErrorString(e) : baton_strerror(rc)));
+    if (e != cudaSuccess)
+        return cuda_fail(err, d, step, c->kernel ? "kernel launch" : "delegate launch", NULL, e);
+    if (!d->capturing)
+        d->counters.launches++;
+    return 0;
+}
+
+static int cuda_copy(dev_ctx *d, void *dst, const void *src, size_t bytes, dev_copy_kind kind,
+                     const char *what, baton_error *err)
+{
+    if (d->capturing && d->capture_failed)
+        return 0;
+    if (d->fault == DEV_CUDA_FAULT_COPY) {
+        d->fault = DEV_CUDA_FAULT_NONE;
+        if (d->capturing)
+            abandon_capture(d);
+        return cuda_fail(err, d, NULL, "cudaMemcpyAsync (injected fault)", what,
+                         cudaErrorInvalidValue);
+    }
+    if (bytes == 0)
+        return 0;
+    cudaError_t e = make_current(d);
+    if (e == cudaSuccess)
+        e = cudaMemcpyAsync(dst, src, bytes, memcpy_kind(kind), d->stream);
+    if (e != cudaSuccess) {
+        if (d->capturing && is_capture_error(e)) {
+            (void)cudaGetLastError();
+            capture_failed(d, "cudaMemcpyAsync (%s): %s: %s", what ? what : "copy",
+                           cudaGetErrorName(e), cudaGetErrorString(e));
+            return 0;
+        }
+        if (d->capturing)
+            abandon_capture(d);
+        (void)cudaGetLastError();
+        return cuda_fail(err, d, NULL, "cudaMemcpyAsync", what, e);
+    }
+    return 0;
+}
+
+static int bad_slot(baton_error *err, const dev_ctx *d, const char *what, int slot, int n)
+{
+    return baton_seterr(err, BATON_EINVAL,
+                        "%s: %s slot %d out of range (the device was opened "
+                        "with %d)",
+                        d->name, what, slot, n);
+}
+
+static int cuda_record(dev_ctx *d, int slot, baton_error *err)
+{
+    if (slot < 0 || slot >= d->n_events)
+        return bad_slot(err, d, "event", slot, d->n_events);
+    cudaError_t e = cudaEventRecord(d->events[slot], d->stream);
+    if (e != cudaSuccess)
+        return cuda_fail(err, d, NULL, "cudaEventRecord", NULL, e);
+    return 0;
+}
+
+static int cuda_wait(dev_ctx *d, int slot, const char *where, baton_error *err)
+{
+    if (slot < 0 || slot >= d->n_events)
+        return bad_slot(err, d, "event", slot, d->n_events);
+    d->counters.host_waits++;
+#ifdef BATON_NVTX
+    nvtxRangePushA(where ? where : "wait");
+#endif
+    cudaError_t e = cudaEventSynchronize(d->events[slot]);
+#ifdef BATON_NVTX
+    nvtxRangePop();
+#endif
+    if (e != cudaSuccess) {
+        /* An error of earlier asynchronous work surfaces here; clear it if it can be cleared. */
+        (void)cudaGetLastError();
+        return cuda_fail(err, d, NULL, "cudaEventSynchronize", where, e);
+    }
+    return 0;
+}
+
+static int cuda_stream_wait(dev_ctx *d, dev_ctx *other, int slot, baton_error *err)
+{
+    if (!other)
+        return baton_seterr(err, BATON_EINVAL, "%s: stream_wait needs another CUDA device",
+                            d->name);
+    if (slot < 0 || slot >= other->n_events)
+        return bad_slot(err, other, "event", slot, other->n_events);
+    cudaError_t e = make_current(d);
+    if (e == cudaSuccess)
+        e = cudaStreamWaitEvent(d->stream, other->events[slot], 0);
+    if (e != cudaSuccess) {
+        char what[64];
+        snprintf(what, sizeof what, "on an event of %s", other->name);
+        return cuda_fail(err, d, NULL, "cudaStreamWaitEvent", what, e);
+    }
+    return 0;
+}
+
+static void cuda_drain(dev_ctx *d)
+{
+    make_current(d);
+    if (d->capturing)
+        abandon_capture(d);
+    cudaStreamSynchronize(d->stream);
+    (void)cudaGetLastError();
+}
+
+static int cuda_capture_begin(dev_ctx *d, int slot, baton_error *err)
+{
+    if (slot < 0 || slot >= d->n_graphs)
+        return bad_slot(err, d, "graph", slot, d->n_graphs);
+    if (d->capturing)
+        return baton_seterr(err, BATON_ESTATE, "%s: a capture is already in progress (graph %d)",
+                            d->name, d->capture_slot);
+    cudaError_t e = make_current(d);
+    /* Thread-local: another thread's CUDA calls cannot spoil this capture, and an illegal call
+     * made by a kernel or delegate on this thread is caught. */
+    if (e == cudaSuccess)
+        e = cudaStreamBeginCapture(d->stream, cudaStreamCaptureModeThreadLocal);
+    if (e != cudaSuccess) {
+        (void)cudaGetLastError();
+        return cuda_fail(err, d, NULL, "cudaStreamBeginCapture", NULL, e);
+    }
+    d->capturing = 1;
+    d->capture_slot = slot;
+    d->capture_failed = 0;
+    d->capture_reason[0] = 0;
+    if (d->fault == DEV_CUDA_FAULT_CAPTURE) {
+        d->fault = DEV_CUDA_FAULT_NONE;
+        e = cudaStreamSynchronize(d->stream); /* illegal while capturing: invalidates it */
+        (void)cudaGetLastError();
+        capture_failed(d, "cudaStreamSynchronize during capture (injected fault): %s: %s",
+                       cudaGetErrorName(e), cudaGetErrorString(e));
+    }
+    return 0;
+}
+
+static int cuda_capture_end(dev_ctx *d, int slot, int *updated, baton_error *err)
+{
+    if (updated)
+        *updated = 0;
+    if (!d->capturing)
+        return baton_seterr(err, BATON_ESTATE, "%s: no capture in progress", d->name);
+    if (slot != d->capture_slot) {
+        abandon_capture(d);
+        return baton_seterr(err, BATON_EINVAL, "%s: capture of graph %d ended as graph %d", d->name,
+                            d->capture_slot, slot);
+    }
+    cudaGraph_t g = NULL;
+    cudaError_t e = cudaStreamEndCapture(d->stream, &g);
+    d->capturing = 0;
+    if (d->capture_failed || e != cudaSuccess || !g) {
+        if (g)
+            cudaGraphDestroy(g);
+        (void)cudaGetLastError();
+        d->capture_failed = 0;
+        if (d->capture_reason[0])
+            return baton_seterr(err, BATON_ENOTSUP,
+                                "%s: the segment cannot be captured into a "
+                                "CUDA graph: %s",
+                                d->name, d->capture_reason);
+        return baton_seterr(err, BATON_ENOTSUP,
+                            "%s: the segment cannot be captured into a CUDA "
+                            "graph: cudaStreamEndCapture: %s: %s",
+                            d->name, cudaGetErrorName(e), cudaGetErrorString(e));
+    }
+    if (d->graphs[slot]) {
+        /* Same topology, new addresses or parameters: patch the executable graph in place,
+         * which costs a fraction of a new instantiation. */
+        cudaGraphExecUpdateResultInfo info;
+        memset(&info, 0, sizeof info);
+        e = cudaGraphExecUpdate(d->graphs[slot], g, &info);
+        if (e == cudaSuccess) {
+            cudaGraphDestroy(g);
+            if (updated)
+                *updated = 1;
+            return 0;
+        }
+        (void)cudaGetLastError(); /* refused (topology changed): instantiate anew */
+        cudaGraphExecDestroy(d->graphs[slot]);
+        d->graphs[slot] = NULL;
+    }
+    cudaGraphExec_t x = NULL;
+    if (d->fault == DEV_CUDA_FAULT_INSTANTIATE) {
+        d->fault = DEV_CUDA_FAULT_NONE;
+        e = cudaErrorInvalidValue;
+    } else {
+        e = cudaGraphInstantiate(&x, g, 0);
+    }
+    cudaGraphDestroy(g);
+    if (e != cudaSuccess) {
+        (void)cudaGetLastError();
+        char what[32];
+        snprintf(what, sizeof what, "graph %d", slot);
+        return cuda_fail(err, d, NULL, "cudaGraphInstantiate", what, e);
+    }
+    /* Moves the graph's setup to now, so that the first replay costs what the others do. */
+    if ((e = cudaGraphUpload(x, d->stream)) != cudaSuccess) {
+        (void)cudaGetLastError();
+        cudaGraphExecDestroy(x);
+        return cuda_fail(err, d, NULL, "cudaGraphUpload", NULL, e);
+    }
+    d->graphs[slot] = x;
+    return 0;
+}
+
+static int cuda_graph_launch(dev_ctx *d, int slot, baton_error *err)
+{
+    if (slot < 0 || slot >= d->n_graphs)
+        return bad_slot(err, d, "graph", slot, d->n_graphs);
+    if (!d->graphs[slot])
+        return baton_seterr(err, BATON_ESTATE, "%s: graph %d has not been captured", d->name, slot);
+    char what[48];
+    if (d->fault == DEV_CUDA_FAULT_LAUNCH) {
+        d->fault = DEV_CUDA_FAULT_NONE;
+        snprintf(what, sizeof what, "graph %d, injected fault", slot);
+        return cuda_fail(err, d, NULL, "cudaGraphLaunch", what, cudaErrorLaunchOutOfResources);
+    }
+    cudaError_t e = make_current(d);
+    if (e == cudaSuccess)
+        e = cudaGraphLaunch(d->graphs[slot], d->stream);
+    if (e != cudaSuccess) {
+        (void)cudaGetLastError();
+        snprintf(what, sizeof what, "graph %d", slot);
+        return cuda_fail(err, d, NULL, "cudaGraphLaunch", what, e);
+    }
+    return 0;
+}
+
+static void cuda_graph_reset(dev_ctx *d, int slot)
+{
+    if (slot < 0 || slot >= d->n_graphs || !d->graphs[slot])
+        return;
+    cudaGraphExecDestroy(d->graphs[slot]);
+    d->graphs[slot] = NULL;
+}
+
+static int cuda_supports_pdl(dev_ctx *d)
+{
+    return d->pdl;
+}
+
+void dev_cuda_counters(dev_ctx *d, dev_counters *out)
+{
+    *out = d->counters;
+}
+
+static void cuda_counters(dev_ctx *d, struct dev_counters *out)
+{
+    dev_cuda_counters(d, out);
+}
+
+void dev_cuda_inject_fault(dev_ctx *d, int what)
+{
+    d->fault = what;
+}
+
+const dev_ops dev_cuda_ops = {
+    .name = "cuda",
+    .open = cuda_open,
+    .close = cuda_close,
+    .stream = cuda_stream,
+    .alloc = cuda_alloc,
+    .free = cuda_free,
+    .host_alloc = cuda_host_alloc,
+    .host_free = cuda_host_free,
+    .copy_sync = cuda_copy_sync,
+    .call = cuda_call,
+    .copy = cuda_copy,
+    .record = cuda_record,
+    .wait = cuda_wait,
+    .stream_wait = cuda_stream_wait,
+    .drain = cuda_drain,
+    .capture_begin = cuda_capture_begin,
+    .capture_end = cuda_capture_end,
+    .graph_launch = cuda_graph_launch,
+    .graph_reset = cuda_graph_reset,
+    .supports_pdl = cuda_supports_pdl,
+    .counters = cuda_counters,
+};
+
+int baton_cuda_built(void)
+{
+    return 1;
+}
+
+int baton_cuda_device_count(void)
+{
+    int n = 0;
+    if (cudaGetDeviceCount(&n) != cudaSuccess) {
+        (void)cudaGetLastError();
+        return 0;
+    }
+    return n;
+}

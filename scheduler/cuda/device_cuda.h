@@ -1,0 +1,36 @@
+/* device_cuda.h: what the CUDA device (device_cuda.c) offers beyond the dev_ops table: its
+ * counters and a failure injector, so that the runtime's fault tests can make the next
+ * allocation, launch or capture fail for real on a GPU. Include only in BATON_CUDA builds. */
+#ifndef BATON_SCHEDULER_DEVICE_CUDA_H
+#define BATON_SCHEDULER_DEVICE_CUDA_H
+
+#include "scheduler/device.h"
+
+/* What dev_cuda_inject_fault() makes fail, once; the next matching call consumes it. */
+typedef enum dev_cuda_fault {
+    DEV_CUDA_FAULT_NONE = 0,
+    /* The next alloc() asks cudaMalloc for more memory than any GPU has: a real
+     * cudaErrorMemoryAllocation, which the device clears so the context stays usable. */
+    DEV_CUDA_FAULT_ALLOC = 1,
+    /* The next call() or graph_launch() fails before anything is issued, reported as
+     * cudaErrorLaunchOutOfResources (the step does not run). */
+    DEV_CUDA_FAULT_LAUNCH = 2,
+    /* The next capture_begin() makes an illegal call (cudaStreamSynchronize) inside the capture,
+     * which invalidates it for real: calls made during the capture are not issued, and
+     * capture_end() returns BATON_ENOTSUP with the reason; the stream stays usable. */
+    DEV_CUDA_FAULT_CAPTURE = 3,
+    /* The next capture_end() fails to instantiate the captured graph (BATON_ECUDA, reported as
+     * cudaErrorInvalidValue); the graph slot is left empty. */
+    DEV_CUDA_FAULT_INSTANTIATE = 4,
+    /* The next copy() fails before anything is issued (BATON_ECUDA, as cudaErrorInvalidValue). */
+    DEV_CUDA_FAULT_COPY = 5
+} dev_cuda_fault;
+
+/* Arms one fault on a context opened with dev_cuda_ops (undefined for other devices). A second
+ * call replaces the first; DEV_CUDA_FAULT_NONE disarms. */
+void dev_cuda_inject_fault(dev_ctx *d, int what);
+
+/* The context's counters since it was opened (dev_cuda_ops.counters does the same). */
+void dev_cuda_counters(dev_ctx *d, dev_counters *out);
+
+#endif /* BATON_SCHEDULER_DEVICE_CUDA_H */
