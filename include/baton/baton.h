@@ -1,0 +1,422 @@
+/* baton.h: the public C API of baton, a runtime that executes an ahead-of-time plan of
+ * delegate and custom-kernel invocations across CPU and CUDA devices, waiting for a GPU
+ * only where the plan crosses back to the host.
+ *
+ * Conventions (as in libuv): every fallible call returns an int, 0 on success or a negative
+ * BATON_E* code; baton_strerror() names the code, and a caller-provided baton_error receives a
+ * message that names the place (file:line:column, step, tensor) and the fix. Handles are opaque.
+ * The library keeps no global mutable state: everything hangs off a registry, a plan or a run. */
+#ifndef BATON_H
+#define BATON_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define BATON_VERSION_MAJOR 0
+#define BATON_VERSION_MINOR 1
+#define BATON_VERSION_PATCH 0
+/* The plan-file format version this library reads. */
+#define BATON_PLAN_FORMAT_VERSION 1
+
+/* ---------------------------------------------------------------------------------------------
+ * Errors
+ * ------------------------------------------------------------------------------------------- */
+
+typedef enum baton_errcode {
+    BATON_OK = 0,
+    BATON_EINVAL = -1,    /* a bad argument from the caller */
+    BATON_ENOMEM = -2,    /* an allocation failed */
+    BATON_EIO = -3,       /* a file could not be read or written */
+    BATON_EPARSE = -4,    /* a plan file is not well-formed JSON */
+    BATON_EPLAN = -5,     /* a plan is well-formed but invalid (schema, signature, dataflow) */
+    BATON_ENOTARGET = -6, /* a step names a kernel or delegate that is not registered */
+    BATON_ENODEV = -7,    /* a step needs a device that is not present */
+    BATON_ECUDA = -8,     /* a CUDA, cuBLAS or driver call failed */
+    BATON_EKERNEL = -9,   /* a kernel or delegate reported a failure */
+    BATON_ENOTSUP = -10,  /* the operation is not supported by this build or target */
+    BATON_ESTATE = -11,   /* the call does not fit the object's state (e.g. run before prepare) */
+    BATON_ENOENT = -12,   /* a name (tensor, step) was not found */
+    BATON_ENUMERIC = -13  /* a numeric check failed (bench/verify) */
+} baton_errcode;
+
+#define BATON_ERROR_MAX 1024
+
+/* Filled by calls that take one; `code` repeats the return value. Callers own it. */
+typedef struct baton_error {
+    int code;
+    char message[BATON_ERROR_MAX];
+} baton_error;
+
+/* The name of an error code ("BATON_EPLAN: invalid plan"). Never NULL. */
+const char *baton_strerror(int code);
+
+/* ---------------------------------------------------------------------------------------------
+ * Element types, devices, roles
+ * ------------------------------------------------------------------------------------------- */
+
+/* The integer values are part of the ABI: they appear in kernel descriptors (see
+ * docs/kernels.md). 0 is never a valid dtype. */
+typedef enum baton_dtype {
+    BATON_DTYPE_INVALID = 0,
+    BATON_DTYPE_BF16 = 1,
+    BATON_DTYPE_F16 = 2,
+    BATON_DTYPE_F32 = 3,
+    BATON_DTYPE_F64 = 4,
+    BATON_DTYPE_I32 = 5,
+    BATON_DTYPE_I64 = 6
+} baton_dtype;
+#define BATON_DTYPE_COUNT 7
+
+const char *baton_dtype_name(baton_dtype dt);    /* "bf16"; "invalid" for others */
+size_t baton_dtype_size(baton_dtype dt);         /* bytes per element; 0 if invalid */
+baton_dtype baton_dtype_from_name(const char *); /* BATON_DTYPE_INVALID if unknown */
+
+typedef enum baton_device_kind {
+    BATON_DEVICE_NONE = 0, /* "no device": e.g. the next device after the last step */
+    BATON_DEVICE_CPU = 1,
+    BATON_DEVICE_CUDA = 2
+} baton_device_kind;
+
+typedef struct baton_device {
+    baton_device_kind kind;
+    int index; /* cuda:N; 0 for the CPU */
+} baton_device;
+
+/* Writes "cpu", "cuda:0" or "none" into buf; returns buf. */
+char *baton_device_format(baton_device dev, char *buf, size_t len);
+/* Parses "cpu" or "cuda:N". Returns 0 or BATON_EINVAL. */
+int baton_device_parse(const char *text, baton_device *out);
+
+typedef enum baton_role {
+    BATON_ROLE_INTERMEDIATE = 0,
+    BATON_ROLE_INPUT = 1,
+    BATON_ROLE_OUTPUT = 2,
+    BATON_ROLE_CONSTANT = 3
+} baton_role;
+
+const char *baton_role_name(baton_role role);
+
+#define BATON_MAX_RANK 8
+
+/* A tensor's type as a target sees it: dtype and shape. Row-major and dense. */
+typedef struct baton_tensor_desc {
+    baton_dtype dtype;
+    int rank;
+    int64_t shape[BATON_MAX_RANK];
+} baton_tensor_desc;
+
+int64_t baton_tensor_desc_numel(const baton_tensor_desc *d);
+
+/* ---------------------------------------------------------------------------------------------
+ * Attributes: the typed `attrs` object of a step
+ * ------------------------------------------------------------------------------------------- */
+
+typedef enum baton_attr_type {
+    BATON_ATTR_NONE = 0,
+    BATON_ATTR_INT = 1,
+    BATON_ATTR_FLOAT = 2,
+    BATON_ATTR_BOOL = 3,
+    BATON_ATTR_STRING = 4
+} baton_attr_type;
+
+typedef struct baton_attr {
+    const char *name;
+    baton_attr_type type;
+    int64_t i;     /* INT, BOOL */
+    double f;      /* FLOAT; INT attributes also set it, so a float attribute may be written 1 */
+    const char *s; /* STRING */
+} baton_attr;
+
+/* Looks an attribute up by name among n; NULL if absent. */
+const baton_attr *baton_attrs_find(const baton_attr *attrs, int n, const char *name);
+
+/* ---------------------------------------------------------------------------------------------
+ * Targets: kernels and delegates, and the context a call receives
+ * ------------------------------------------------------------------------------------------- */
+
+typedef enum baton_target_kind {
+    BATON_TARGET_NONE = 0, /* used for "no next step" */
+    BATON_TARGET_KERNEL = 1,
+    BATON_TARGET_DELEGATE = 2
+} baton_target_kind;
+
+/* What every kernel and delegate call receives: where it runs, on which stream, what runs next
+ * (so a backend can keep work queued when the next step stays on its device), and whether the
+ * call is being captured into a CUDA graph (then it must not synchronise or allocate). */
+typedef struct baton_exec_ctx {
+    baton_device device;
+    void *stream; /* cudaStream_t on CUDA devices; NULL on the CPU */
+    baton_device next_device;
+    baton_target_kind next_kind;
+    int capturing;         /* nonzero while a CUDA graph of this segment is being captured */
+    int pdl;               /* nonzero: launch with programmatic dependent launch if supported */
+    const char *step_name; /* for messages */
+    int step_index;
+    char *errbuf; /* a call that fails writes its reason here (NUL-terminated) */
+    size_t errbuf_len;
+} baton_exec_ctx;
+
+/* A kernel: a stateless custom call in the XLA custom-call convention. `buffers` holds the
+ * inputs then the outputs, as device pointers of ctx->device; `opaque` is the descriptor that the
+ * target's pack() produced (or the plan's verbatim "opaque" bytes). Returns 0 or a negative code,
+ * after writing the reason to ctx->errbuf. */
+typedef int (*baton_kernel_fn)(const baton_exec_ctx *ctx, void **buffers, const char *opaque,
+                               size_t opaque_len);
+
+/* A step as a target's signature check sees it. */
+typedef struct baton_sig_args {
+    int n_inputs;
+    const baton_tensor_desc *inputs;
+    int n_outputs;
+    const baton_tensor_desc *outputs; /* as declared in the plan */
+    int n_attrs;
+    const baton_attr *attrs;
+} baton_sig_args;
+
+/* The largest descriptor a target's pack() may produce. */
+#define BATON_OPAQUE_MAX 256
+
+/* Everything a delegate learns at prepare time: its step, and the whole ordered plan with each
+ * step's device, so it can decide how much work to keep queued. */
+typedef struct baton_delegate_init {
+    int step_index;
+    const char *step_name;
+    baton_device device;
+    void *stream; /* the shared stream of `device` (cudaStream_t), NULL on the CPU */
+    const baton_sig_args *sig;
+    int n_steps;
+    const baton_device *step_devices;          /* n_steps entries */
+    const baton_target_kind *step_kinds;       /* n_steps entries */
+} baton_delegate_init;
+
+/* A backend implementation of a delegate, one per device kind (a ggml-style table). */
+typedef struct baton_delegate_iface {
+    /* Creates the per-step state (handles, chosen algorithm, workspace). May allocate. */
+    int (*init)(const baton_delegate_init *info, void **state, baton_error *err);
+    /* Runs the step. Must not allocate or synchronise when ctx->capturing is set. */
+    int (*execute)(void *state, const baton_exec_ctx *ctx, void **buffers);
+    /* Frees the state. May be NULL. */
+    void (*destroy)(void *state);
+    /* Nonzero if execute may be captured into a CUDA graph. */
+    int capturable;
+} baton_delegate_iface;
+
+/* One per-device implementation of a target. Exactly one of kernel/delegate is set, according to
+ * the target's kind. */
+typedef struct baton_target_impl {
+    baton_device_kind device;
+    baton_kernel_fn kernel;
+    const baton_delegate_iface *delegate;
+    int supports_pdl; /* the kernel honours ctx->pdl */
+} baton_target_impl;
+
+/* The attribute a target accepts. */
+typedef struct baton_attr_spec {
+    const char *name;
+    baton_attr_type type;
+    int required;
+    const char *help; /* one line, shown in errors and `baton inspect` */
+} baton_attr_spec;
+
+#define BATON_MAX_IMPLS 4
+#define BATON_MAX_ATTR_SPECS 8
+
+/* A target's signature and implementations. The registry keeps a copy of the struct but not of
+ * the strings or tables it points to, which must outlive the registry (static data in practice).
+ *
+ * check() validates dtypes, shapes and attributes of one step and writes the expected output
+ * descriptors into `expected` (n_outputs entries); the validator compares them with the plan's
+ * declarations. On failure it writes a one-line reason (what is wrong and what would be right)
+ * into msg and returns BATON_EPLAN.
+ *
+ * pack() turns a checked step into the descriptor bytes the kernel receives (NULL: none); it
+ * returns the byte count written, or a negative code. */
+typedef struct baton_target {
+    const char *name;
+    baton_target_kind kind;
+    int n_inputs;  /* exact counts */
+    int n_outputs;
+    const char *summary;
+    baton_attr_spec attrs[BATON_MAX_ATTR_SPECS];
+    int (*check)(const baton_sig_args *args, baton_tensor_desc *expected, char *msg,
+                 size_t msg_len);
+    int (*pack)(const baton_sig_args *args, char *opaque, size_t cap);
+    baton_target_impl impls[BATON_MAX_IMPLS];
+    int n_impls;
+} baton_target;
+
+/* ---------------------------------------------------------------------------------------------
+ * Registry
+ * ------------------------------------------------------------------------------------------- */
+
+typedef struct baton_registry baton_registry;
+
+/* Creates a registry holding baton's built-in kernels and delegates for every device this build
+ * supports. */
+int baton_registry_create(baton_registry **out);
+void baton_registry_destroy(baton_registry *reg);
+/* Adds a target, or adds its implementations to a registered target of the same name and kind.
+ * BATON_EINVAL if an implementation for that device kind is already registered. */
+int baton_registry_add(baton_registry *reg, const baton_target *target, baton_error *err);
+const baton_target *baton_registry_find(const baton_registry *reg, const char *name);
+int baton_registry_count(const baton_registry *reg);
+const baton_target *baton_registry_at(const baton_registry *reg, int i);
+/* The implementation of `t` for a device kind, or NULL. */
+const baton_target_impl *baton_target_impl_for(const baton_target *t, baton_device_kind kind);
+
+/* ---------------------------------------------------------------------------------------------
+ * Plans: load, validate, analyse
+ * ------------------------------------------------------------------------------------------- */
+
+typedef struct baton_plan baton_plan;
+
+/* Loads, validates and analyses a plan file. The registry must outlive the plan. On failure
+ * *out is NULL and err names the file, line:column, step or tensor, and the fix. */
+int baton_plan_load(const baton_registry *reg, const char *path, baton_plan **out,
+                    baton_error *err);
+/* The same from memory. `source` names the text in messages; `base_dir` resolves npy paths
+ * (NULL: the current directory). */
+int baton_plan_load_string(const baton_registry *reg, const char *json, size_t len,
+                           const char *source, const char *base_dir, baton_plan **out,
+                           baton_error *err);
+void baton_plan_free(baton_plan *plan);
+
+const char *baton_plan_name(const baton_plan *plan);
+int baton_plan_tensor_count(const baton_plan *plan);
+int baton_plan_step_count(const baton_plan *plan);
+/* Index of a tensor or step by name, or BATON_ENOENT. */
+int baton_plan_tensor_index(const baton_plan *plan, const char *name);
+int baton_plan_step_index(const baton_plan *plan, const char *name);
+
+typedef struct baton_tensor_info {
+    const char *name;
+    baton_tensor_desc desc;
+    baton_role role;
+    size_t nbytes;
+} baton_tensor_info;
+
+int baton_plan_tensor_info(const baton_plan *plan, int i, baton_tensor_info *out);
+
+typedef struct baton_step_info {
+    const char *name;
+    const char *target;
+    baton_target_kind kind;
+    baton_device device;
+    int segment;
+    baton_device next_device; /* BATON_DEVICE_NONE after the last step */
+    baton_target_kind next_kind;
+} baton_step_info;
+
+int baton_plan_step_info(const baton_plan *plan, int i, baton_step_info *out);
+
+/* Writes the analysis (segments, boundaries, transfers, memory plan, sync points) as readable
+ * text or as JSON to a stream (a FILE *; void * keeps <stdio.h> out of this header). */
+int baton_plan_describe(const baton_plan *plan, void *file, int as_json);
+
+/* ---------------------------------------------------------------------------------------------
+ * Running
+ * ------------------------------------------------------------------------------------------- */
+
+typedef enum baton_sync_mode {
+    BATON_SYNC_STRICT = 0,   /* wait for the device after every GPU step */
+    BATON_SYNC_BOUNDARY = 1, /* one stream per GPU, wait only at GPU->CPU boundaries and the end */
+    BATON_SYNC_GRAPH = 2     /* boundary, with each GPU segment replayed as a CUDA graph */
+} baton_sync_mode;
+
+const char *baton_sync_mode_name(baton_sync_mode mode);
+int baton_sync_mode_parse(const char *text, baton_sync_mode *out);
+
+/* How `cuda:N` steps are executed. */
+typedef enum baton_gpu_backend {
+    BATON_GPU_AUTO = 0, /* CUDA if the device exists, else fall back to the CPU (warning) */
+    BATON_GPU_CUDA = 1, /* CUDA, or fail at prepare time */
+    BATON_GPU_CPU = 2,  /* run GPU steps on the CPU (no warning: asked for) */
+    BATON_GPU_SIM = 3   /* the test device: a worker thread per GPU that behaves like a stream */
+} baton_gpu_backend;
+
+typedef struct baton_options {
+    baton_sync_mode mode;
+    baton_gpu_backend gpu;
+    int fallback_is_error; /* with BATON_GPU_AUTO: a missing device is an error, not a warning */
+    int quiet;             /* no warnings on stderr */
+    int sim_delay_us;      /* test device only: delay before each queued op, to expose races */
+    int disable_pdl;       /* do not use programmatic dependent launch between kernels */
+} baton_options;
+
+void baton_options_init(baton_options *opts);
+
+typedef struct baton_runtime baton_runtime;
+
+/* Prepares a plan for running: allocates each device's arena, loads constants, creates
+ * streams and delegate states. The plan must outlive the runtime. */
+int baton_runtime_create(const baton_plan *plan, const baton_options *opts, baton_runtime **out,
+                         baton_error *err);
+void baton_runtime_destroy(baton_runtime *rt);
+
+/* Copies a host buffer of exactly the tensor's byte size into an input tensor. */
+int baton_runtime_set_input(baton_runtime *rt, const char *name, const void *data, size_t nbytes,
+                            baton_error *err);
+/* Copies an output (or any tensor, for debugging) to a host buffer after a run. */
+int baton_runtime_get_output(baton_runtime *rt, const char *name, void *data, size_t nbytes,
+                             baton_error *err);
+
+/* Runs the plan once. Allocates nothing. On failure err names the step, device and call; the
+ * runtime stays usable. */
+int baton_runtime_run(baton_runtime *rt, baton_error *err);
+
+/* Counters of the last run (or accumulated, see baton_runtime_reset_stats). */
+typedef struct baton_run_stats {
+    int64_t runs;
+    int64_t steps;
+    int64_t kernel_launches; /* kernel and delegate calls issued to a device (not replays) */
+    int64_t host_waits;      /* times the host blocked on a device */
+    int64_t graph_launches;
+    int64_t captures;
+    int64_t graph_updates;
+    int64_t bytes_h2d;
+    int64_t bytes_d2h;
+    int64_t bytes_d2d;
+} baton_run_stats;
+
+void baton_runtime_stats(const baton_runtime *rt, baton_run_stats *out);
+void baton_runtime_reset_stats(baton_runtime *rt);
+/* Why a GPU segment runs uncaptured in graph mode, or NULL. */
+const char *baton_runtime_note(const baton_runtime *rt);
+/* Makes the next graph-mode run capture every GPU segment again and update the executable graphs
+ * in place (cudaGraphExecUpdate), e.g. after a delegate changed its algorithm. Counted in
+ * baton_run_stats.graph_updates. */
+int baton_runtime_recapture(baton_runtime *rt);
+/* The sync mode and the GPU backend the runtime actually uses (after any fallback). */
+baton_sync_mode baton_runtime_mode(const baton_runtime *rt);
+baton_gpu_backend baton_runtime_gpu_backend(const baton_runtime *rt);
+
+/* Per-step timing for `baton bench`: when enabled the runtime records host time per step
+ * (on GPUs this is issue time unless the mode is strict). */
+int baton_runtime_enable_step_timing(baton_runtime *rt, int enable);
+int baton_runtime_step_time_ns(const baton_runtime *rt, int step, int64_t *total_ns);
+
+/* Writes a Chrome trace (Perfetto opens it) of the runs since tracing was enabled. */
+int baton_runtime_trace_begin(baton_runtime *rt, size_t max_events);
+int baton_runtime_trace_write(baton_runtime *rt, const char *path, baton_error *err);
+
+/* ---------------------------------------------------------------------------------------------
+ * .npy files
+ * ------------------------------------------------------------------------------------------- */
+
+/* Reads a little-endian, C-ordered .npy of a baton dtype. *data is malloc'd; free() it. */
+int baton_npy_read(const char *path, baton_tensor_desc *desc, void **data, baton_error *err);
+int baton_npy_write(const char *path, const baton_tensor_desc *desc, const void *data,
+                    baton_error *err);
+
+/* Whether this build has CUDA support, and how many CUDA devices are present (0 if none). */
+int baton_cuda_built(void);
+int baton_cuda_device_count(void);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* BATON_H */

@@ -1,0 +1,20 @@
+/* cpu_kernels.h: baton's built-in kernels on the CPU, in the custom-call convention of
+ * baton_kernel_fn (buffers = inputs then outputs; opaque = the descriptors in descriptors.h).
+ * They are the reference path: every GPU kernel is checked against the same function. */
+#ifndef BATON_KERNELS_CPU_H
+#define BATON_KERNELS_CPU_H
+
+#include "baton/baton.h"
+
+int kcpu_rms_norm_fwd(const baton_exec_ctx *ctx, void **buffers, const char *opaque, size_t len);
+int kcpu_rms_norm_bwd(const baton_exec_ctx *ctx, void **buffers, const char *opaque, size_t len);
+int kcpu_softshrink(const baton_exec_ctx *ctx, void **buffers, const char *opaque, size_t len);
+int kcpu_add(const baton_exec_ctx *ctx, void **buffers, const char *opaque, size_t len);
+int kcpu_mul(const baton_exec_ctx *ctx, void **buffers, const char *opaque, size_t len);
+int kcpu_add_scalar(const baton_exec_ctx *ctx, void **buffers, const char *opaque, size_t len);
+int kcpu_copy(const baton_exec_ctx *ctx, void **buffers, const char *opaque, size_t len);
+int kcpu_argmax(const baton_exec_ctx *ctx, void **buffers, const char *opaque, size_t len);
+/* A kernel that does nothing, for measuring the scheduler's own cost ("noop" target). */
+int kcpu_noop(const baton_exec_ctx *ctx, void **buffers, const char *opaque, size_t len);
+
+#endif

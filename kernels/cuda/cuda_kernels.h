@@ -1,0 +1,19 @@
+/* cuda_kernels.h: baton's built-in kernels on CUDA devices, in the baton_kernel_fn convention
+ * (ctx->stream is the cudaStream_t; buffers are device pointers). This header includes no CUDA
+ * header so that the registry can name these functions in any build. */
+#ifndef BATON_KERNELS_CUDA_H
+#define BATON_KERNELS_CUDA_H
+
+#include "baton/baton.h"
+
+int kcuda_rms_norm_fwd(const baton_exec_ctx *ctx, void **buffers, const char *opaque, size_t len);
+int kcuda_rms_norm_bwd(const baton_exec_ctx *ctx, void **buffers, const char *opaque, size_t len);
+int kcuda_softshrink(const baton_exec_ctx *ctx, void **buffers, const char *opaque, size_t len);
+int kcuda_add(const baton_exec_ctx *ctx, void **buffers, const char *opaque, size_t len);
+int kcuda_mul(const baton_exec_ctx *ctx, void **buffers, const char *opaque, size_t len);
+int kcuda_add_scalar(const baton_exec_ctx *ctx, void **buffers, const char *opaque, size_t len);
+int kcuda_copy(const baton_exec_ctx *ctx, void **buffers, const char *opaque, size_t len);
+int kcuda_argmax(const baton_exec_ctx *ctx, void **buffers, const char *opaque, size_t len);
+int kcuda_noop(const baton_exec_ctx *ctx, void **buffers, const char *opaque, size_t len);
+
+#endif

@@ -1,0 +1,86 @@
+/* descriptors.h: the byte layouts of the opaque descriptors that baton's built-in kernels
+ * receive, shared by the CPU and CUDA implementations and by whoever packs them (the validator,
+ * XLA's backend_config). All fields are little-endian and naturally aligned; docs/kernels.md
+ * documents them byte by byte. The structs must stay plain data: a descriptor is memcpy'd. */
+#ifndef BATON_KERNELS_DESCRIPTORS_H
+#define BATON_KERNELS_DESCRIPTORS_H
+
+#include <stdint.h>
+
+/* rms_norm_fwd and rms_norm_bwd: 40 bytes.
+ *   0  int64   n1              rows (product of x's dims not covered by the weight)
+ *   8  int64   n2              normalized elements per row (numel of the weight)
+ *  16  float64 eps
+ *  24  int32   x_dtype         baton_dtype code of x (and grad_output, grad_input)
+ *  28  int32   w_dtype         baton_dtype code of the weight (and y, grad_weight)
+ *  32  int64   part_grad_size  rows of the partial-gradient buffer (bwd; fwd ignores it)
+ *
+ * Forward buffers:  x, weight | y, invvar
+ * Backward buffers: grad_output, invvar, x, weight | grad_input, grad_weight, part_grad
+ * invvar is f32 (f64 when x is f64) of n1 elements; part_grad is f32 (f64 for f64 x) of
+ * part_grad_size x n2 elements: row p holds the sum of grad_output * x * invvar over the rows of
+ * block p, where the n1 rows are split into part_grad_size contiguous blocks of
+ * ceil(n1 / part_grad_size) rows (trailing blocks may be empty and hold zeros). grad_weight is the
+ * column sum of part_grad in block order, so it is deterministic. */
+typedef struct baton_rms_norm_desc {
+    int64_t n1;
+    int64_t n2;
+    double eps;
+    int32_t x_dtype;
+    int32_t w_dtype;
+    int64_t part_grad_size;
+} baton_rms_norm_desc;
+
+/* softshrink, add, mul, add_scalar, copy: 32 bytes.
+ *   0  int64   n      elements of the first input (and of the output)
+ *   8  int64   nb     elements of the second input (add, mul): n or a divisor of n, in which
+ *                     case b repeats over a's leading dims; 0 for unary kernels
+ *  16  int32   dtype  baton_dtype code of every buffer
+ *  20  int32   reserved, 0
+ *  24  float64 value  lambda (softshrink) or the scalar (add_scalar); 0 otherwise */
+typedef struct baton_ew_desc {
+    int64_t n;
+    int64_t nb;
+    int32_t dtype;
+    int32_t reserved;
+    double value;
+} baton_ew_desc;
+
+/* argmax over the last dimension: 24 bytes.
+ *   0  int64  n1     rows
+ *   8  int64  n2     elements per row
+ *  16  int32  dtype  baton_dtype code of x; the output is int64 (first maximum wins; NaN is
+ *                    the maximum)
+ *  20  int32  reserved, 0 */
+typedef struct baton_argmax_desc {
+    int64_t n1;
+    int64_t n2;
+    int32_t dtype;
+    int32_t reserved;
+} baton_argmax_desc;
+
+/* gemm (the delegate's attributes, packed the same way so a plan can pass them verbatim):
+ *   0  int64  m, 8 int64 n, 16 int64 k
+ *  24  int32  dtype
+ *  28  int32  flags: bit 0 trans_a, bit 1 trans_b
+ *  32  float64 alpha
+ *  40  float64 beta (0: the output is overwritten) */
+typedef struct baton_gemm_desc {
+    int64_t m, n, k;
+    int32_t dtype;
+    int32_t flags;
+    double alpha;
+    double beta;
+} baton_gemm_desc;
+
+#define BATON_GEMM_TRANS_A 1
+#define BATON_GEMM_TRANS_B 2
+
+#if defined(__STDC_VERSION__) && __STDC_VERSION__ >= 201112L
+_Static_assert(sizeof(baton_rms_norm_desc) == 40, "rms_norm descriptor layout");
+_Static_assert(sizeof(baton_ew_desc) == 32, "elementwise descriptor layout");
+_Static_assert(sizeof(baton_argmax_desc) == 24, "argmax descriptor layout");
+_Static_assert(sizeof(baton_gemm_desc) == 48, "gemm descriptor layout");
+#endif
+
+#endif /* BATON_KERNELS_DESCRIPTORS_H */

@@ -1,0 +1,441 @@
+/* analyse.c: the ahead-of-time analysis of a validated plan. It splits the steps into segments
+ * (maximal runs on one device), places the transfers a cross-device read needs at the boundary
+ * into the reading segment, plans one arena per device by liveness so that dead tensors' space is
+ * reused, and lists where each sync mode makes the host wait. The scheduler executes exactly this.
+ *
+ * Time is measured in positions: step i runs at 2i+1, the boundary into a segment whose first
+ * step is f at 2f, the end of the run at 2n. A slot (a tensor's copy on one device) is live on the
+ * closed interval [begin, end]; two slots may share bytes only if their intervals are disjoint. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "plan/plan_internal.h"
+
+#define ARENA_ALIGN 256
+
+static size_t align_up(size_t v)
+{
+    return (v + ARENA_ALIGN - 1) & ~(size_t)(ARENA_ALIGN - 1);
+}
+
+int plan_memory_index(const baton_plan *plan, baton_device dev)
+{
+    for (int i = 0; i < plan->n_devices; i++)
+        if (device_eq(plan->memory[i].device, dev))
+            return i;
+    return -1;
+}
+
+/* ---- segments, next steps, devices -------------------------------------------------------- */
+
+static int build_segments(baton_plan *plan, baton_error *err)
+{
+    int n = plan->n_steps;
+    plan->segments = calloc((size_t)(n ? n : 1), sizeof *plan->segments);
+    if (!plan->segments)
+        return baton_seterr(err, BATON_ENOMEM, "analysis: out of memory");
+    int ns = 0;
+    for (int i = 0; i < n; i++) {
+        plan_step *s = &plan->steps[i];
+        if (ns == 0 || !device_eq(plan->segments[ns - 1].device, s->device)) {
+            plan->segments[ns].device = s->device;
+            plan->segments[ns].first_step = i;
+            ns++;
+        }
+        plan->segments[ns - 1].last_step = i;
+        s->segment = ns - 1;
+        if (i + 1 < n) {
+            s->next_device = plan->steps[i + 1].device;
+            s->next_kind = plan->steps[i + 1].kind;
+        } else {
+            s->next_device = (baton_device){BATON_DEVICE_NONE, 0};
+            s->next_kind = BATON_TARGET_NONE;
+        }
+    }
+    plan->n_segments = ns;
+
+    /* The CPU is always memory[0]: inputs are bound and outputs read there. */
+    plan->n_devices = 1;
+    plan->memory[0].device = (baton_device){BATON_DEVICE_CPU, 0};
+    for (int i = 0; i < n; i++) {
+        baton_device d = plan->steps[i].device;
+        if (plan_memory_index(plan, d) >= 0)
+            continue;
+        if (plan->n_devices == PLAN_MAX_DEVICES)
+            return plan_error(err, BATON_EPLAN, plan, plan->steps[i].pos,
+                              "step '%s': the plan uses more than %d devices",
+                              plan->steps[i].name, PLAN_MAX_DEVICES);
+        plan->memory[plan->n_devices++].device = d;
+    }
+    return 0;
+}
+
+/* ---- transfers and slot lifetimes --------------------------------------------------------- */
+
+typedef struct slot {
+    int tensor;
+    int begin, end;
+    size_t size;
+} slot;
+
+typedef struct analysis_scratch {
+    int nd, nt;
+    int *begin; /* [nd * nt], -1 when the tensor has no copy on that device */
+    int *end;
+} analysis_scratch;
+
+#define SLOT(sc, d, t) ((size_t)(d) * (size_t)(sc)->nt + (size_t)(t))
+
+static int home_device(const baton_plan *plan, const plan_tensor *t)
+{
+    if (t->producer >= 0)
+        return plan_memory_index(plan, plan->steps[t->producer].device);
+    return 0; /* inputs live on the host */
+}
+
+static void touch(analysis_scratch *sc, int d, int t, int pos)
+{
+    size_t k = SLOT(sc, d, t);
+    if (sc->begin[k] < 0 || pos < sc->begin[k])
+        sc->begin[k] = pos;
+    if (pos > sc->end[k])
+        sc->end[k] = pos;
+}
+
+static int add_transfer(baton_plan *plan, int *cap, int tensor, int from, int to, int segment)
+{
+    if (plan->n_transfers == *cap) {
+        int nc = *cap ? *cap * 2 : 16;
+        plan_transfer *nt = realloc(plan->transfers, (size_t)nc * sizeof *nt);
+        if (!nt)
+            return BATON_ENOMEM;
+        plan->transfers = nt;
+        *cap = nc;
+    }
+    plan->transfers[plan->n_transfers++] = (plan_transfer){
+        .tensor = tensor,
+        .from = plan->memory[from].device,
+        .to = plan->memory[to].device,
+        .segment = segment,
+    };
+    return 0;
+}
+
+static int cmp_transfer(const void *a, const void *b)
+{
+    const plan_transfer *x = a, *y = b;
+    if (x->segment != y->segment)
+        return x->segment < y->segment ? -1 : 1;
+    return x->tensor < y->tensor ? -1 : x->tensor > y->tensor;
+}
+
+static int plan_lifetimes(baton_plan *plan, analysis_scratch *sc, baton_error *err)
+{
+    int n = plan->n_steps, END = 2 * n, cap = 0;
+    /* first step on each device that reads each tensor, to place transfers */
+    for (int i = 0; i < n; i++) {
+        const plan_step *s = &plan->steps[i];
+        int d = plan_memory_index(plan, s->device);
+        for (int k = 0; k < s->n_outputs; k++)
+            touch(sc, d, s->outputs[k], 2 * i + 1);
+        for (int k = 0; k < s->n_inputs; k++) {
+            int t = s->inputs[k];
+            const plan_tensor *pt = &plan->tensors[t];
+            size_t key = SLOT(sc, d, t);
+            if (pt->role == BATON_ROLE_CONSTANT) {
+                touch(sc, d, t, 0);
+                touch(sc, d, t, END);
+                continue;
+            }
+            int home = home_device(plan, pt);
+            if (home != d && sc->begin[key] < 0) {
+                /* first read on a device other than the tensor's home: a transfer at the
+                 * boundary into this segment */
+                int seg = s->segment;
+                int at = 2 * plan->segments[seg].first_step;
+                if (add_transfer(plan, &cap, t, home, d, seg))
+                    return baton_seterr(err, BATON_ENOMEM, "analysis: out of memory");
+                touch(sc, d, t, at);
+                touch(sc, home, t, at);
+                /* A host buffer that a GPU copies from asynchronously stays untouched until the
+                 * run ends: with several GPUs no single wait orders the copy before reuse. */
+                if (home == 0)
+                    touch(sc, home, t, END);
+            }
+            touch(sc, d, t, 2 * i + 1);
+        }
+    }
+    for (int t = 0; t < plan->n_tensors; t++) {
+        const plan_tensor *pt = &plan->tensors[t];
+        if (pt->role == BATON_ROLE_INPUT) {
+            touch(sc, 0, t, 0);
+            touch(sc, 0, t, END);
+        } else if (pt->role == BATON_ROLE_OUTPUT && pt->producer >= 0) {
+            int home = home_device(plan, pt);
+            touch(sc, home, t, END);
+            if (home != 0) {
+                if (sc->begin[SLOT(sc, 0, t)] < 0 &&
+                    add_transfer(plan, &cap, t, home, 0, plan->n_segments))
+                    return baton_seterr(err, BATON_ENOMEM, "analysis: out of memory");
+                touch(sc, 0, t, END);
+            }
+        }
+    }
+    if (plan->n_transfers > 1)
+        qsort(plan->transfers, (size_t)plan->n_transfers, sizeof *plan->transfers, cmp_transfer);
+    return 0;
+}
+
+/* ---- arena placement ---------------------------------------------------------------------- */
+
+typedef struct hole {
+    size_t off, size;
+} hole;
+
+typedef struct freelist {
+    hole *h;
+    int n, cap;
+    size_t top; /* arena high-water mark */
+} freelist;
+
+/* First fit among the holes, else grow the arena (absorbing a hole that ends at the top). */
+static size_t fl_alloc(freelist *fl, size_t size)
+{
+    for (int i = 0; i < fl->n; i++) {
+        if (fl->h[i].size >= size) {
+            size_t off = fl->h[i].off;
+            fl->h[i].off += size;
+            fl->h[i].size -= size;
+            if (fl->h[i].size == 0) {
+                memmove(&fl->h[i], &fl->h[i + 1], (size_t)(fl->n - i - 1) * sizeof *fl->h);
+                fl->n--;
+            }
+            return off;
+        }
+    }
+    if (fl->n > 0 && fl->h[fl->n - 1].off + fl->h[fl->n - 1].size == fl->top) {
+        size_t off = fl->h[fl->n - 1].off;
+        fl->top = off + size;
+        fl->n--;
+        return off;
+    }
+    size_t off = fl->top;
+    fl->top += size;
+    return off;
+}
+
+static int fl_free(freelist *fl, size_t off, size_t size)
+{
+    int i = 0;
+    while (i < fl->n && fl->h[i].off < off)
+        i++;
+    /* coalesce with neighbours */
+    int merged_prev = i > 0 && fl->h[i - 1].off + fl->h[i - 1].size == off;
+    int merged_next = i < fl->n && off + size == fl->h[i].off;
+    if (merged_prev && merged_next) {
+        fl->h[i - 1].size += size + fl->h[i].size;
+        memmove(&fl->h[i], &fl->h[i + 1], (size_t)(fl->n - i - 1) * sizeof *fl->h);
+        fl->n--;
+    } else if (merged_prev) {
+        fl->h[i - 1].size += size;
+    } else if (merged_next) {
+        fl->h[i].off = off;
+        fl->h[i].size += size;
+    } else {
+        if (fl->n == fl->cap) {
+            int nc = fl->cap ? fl->cap * 2 : 16;
+            hole *nh = realloc(fl->h, (size_t)nc * sizeof *nh);
+            if (!nh)
+                return BATON_ENOMEM;
+            fl->h = nh;
+            fl->cap = nc;
+        }
+        memmove(&fl->h[i + 1], &fl->h[i], (size_t)(fl->n - i) * sizeof *fl->h);
+        fl->h[i] = (hole){off, size};
+        fl->n++;
+    }
+    return 0;
+}
+
+static int cmp_begin(const void *a, const void *b)
+{
+    const slot *x = a, *y = b;
+    if (x->begin != y->begin)
+        return x->begin < y->begin ? -1 : 1;
+    /* larger first at the same moment: fewer holes */
+    if (x->size != y->size)
+        return x->size > y->size ? -1 : 1;
+    return x->tensor - y->tensor;
+}
+
+static int cmp_end(const void *a, const void *b)
+{
+    const slot *x = *(const slot *const *)a, *y = *(const slot *const *)b;
+    return x->end < y->end ? -1 : x->end > y->end;
+}
+
+/* Places one device's slots in time order: at each position, slots whose life ended earlier go
+ * back to the free list, then slots that begin there take the first hole that fits. */
+static int place_device(baton_plan *plan, analysis_scratch *sc, int d, baton_error *err)
+{
+    plan_memory *m = &plan->memory[d];
+    int nt = plan->n_tensors, ns = 0, rc = 0;
+    slot *slots = malloc((size_t)(nt ? nt : 1) * sizeof *slots);
+    slot **by_end = malloc((size_t)(nt ? nt : 1) * sizeof *by_end);
+    freelist fl = {0};
+    if (!slots || !by_end) {
+        rc = baton_seterr(err, BATON_ENOMEM, "analysis: out of memory");
+        goto out;
+    }
+    for (int t = 0; t < nt; t++) {
+        size_t k = SLOT(sc, d, t);
+        m->offset[t] = -1;
+        m->live_begin[t] = sc->begin[k];
+        m->live_end[t] = sc->end[k];
+        if (sc->begin[k] < 0)
+            continue;
+        size_t size = align_up(plan->tensors[t].nbytes ? plan->tensors[t].nbytes : 1);
+        slots[ns++] = (slot){t, sc->begin[k], sc->end[k], size};
+        m->naive_bytes += size;
+    }
+    qsort(slots, (size_t)ns, sizeof *slots, cmp_begin);
+    for (int i = 0; i < ns; i++)
+        by_end[i] = &slots[i];
+    qsort(by_end, (size_t)ns, sizeof *by_end, cmp_end);
+    int next_free = 0;
+    for (int i = 0; i < ns; i++) {
+        while (next_free < ns && by_end[next_free]->end < slots[i].begin) {
+            slot *f = by_end[next_free++];
+            if (m->offset[f->tensor] >= 0 &&
+                fl_free(&fl, (size_t)m->offset[f->tensor], f->size)) {
+                rc = baton_seterr(err, BATON_ENOMEM, "analysis: out of memory");
+                goto out;
+            }
+        }
+        m->offset[slots[i].tensor] = (int64_t)fl_alloc(&fl, slots[i].size);
+    }
+    m->arena_bytes = fl.top;
+out:
+    free(fl.h);
+    free(slots);
+    free(by_end);
+    return rc;
+}
+
+/* ---- boundaries and sync points ----------------------------------------------------------- */
+
+static int push_sync(baton_plan *plan, int mode, int *cap, int after, baton_device dev,
+                     const char *why)
+{
+    if (plan->n_sync[mode] == cap[mode]) {
+        int nc = cap[mode] ? cap[mode] * 2 : 16;
+        plan_sync_point *np = realloc(plan->sync[mode], (size_t)nc * sizeof *np);
+        if (!np)
+            return BATON_ENOMEM;
+        plan->sync[mode] = np;
+        cap[mode] = nc;
+    }
+    plan->sync[mode][plan->n_sync[mode]++] = (plan_sync_point){after, dev, why};
+    return 0;
+}
+
+static int build_boundaries_and_syncs(baton_plan *plan, baton_error *err)
+{
+    int ns = plan->n_segments, cap[3] = {0, 0, 0};
+    plan->n_boundaries = ns > 0 ? ns - 1 : 0;
+    plan->boundaries = calloc((size_t)(ns ? ns : 1), sizeof *plan->boundaries);
+    if (!plan->boundaries)
+        return baton_seterr(err, BATON_ENOMEM, "analysis: out of memory");
+    int ti = 0;
+    while (ti < plan->n_transfers && plan->transfers[ti].segment == 0)
+        ti++;
+    for (int b = 0; b < plan->n_boundaries; b++) {
+        plan_boundary *pb = &plan->boundaries[b];
+        pb->after_step = plan->segments[b].last_step;
+        pb->from = plan->segments[b].device;
+        pb->to = plan->segments[b + 1].device;
+        pb->first_transfer = ti;
+        while (ti < plan->n_transfers && plan->transfers[ti].segment == b + 1)
+            ti++;
+        pb->n_transfers = ti - pb->first_transfer;
+        pb->host_wait = pb->from.kind == BATON_DEVICE_CUDA && pb->to.kind == BATON_DEVICE_CPU;
+    }
+
+    /* strict: after every GPU step. */
+    for (int i = 0; i < plan->n_steps; i++)
+        if (plan->steps[i].device.kind == BATON_DEVICE_CUDA &&
+            push_sync(plan, BATON_SYNC_STRICT, cap, i, plan->steps[i].device, "step"))
+            return baton_seterr(err, BATON_ENOMEM, "analysis: out of memory");
+    /* boundary and graph: at GPU -> CPU boundaries (on every GPU that the CPU segment reads
+     * from) and at the end on every GPU with work issued since its last wait. */
+    for (int mode = BATON_SYNC_BOUNDARY; mode <= BATON_SYNC_GRAPH; mode++) {
+        int pending[PLAN_MAX_DEVICES] = {0};
+        for (int s = 0; s < ns; s++) {
+            const plan_segment *seg = &plan->segments[s];
+            if (seg->device.kind == BATON_DEVICE_CPU && s > 0) {
+                int need[PLAN_MAX_DEVICES] = {0};
+                int prev = plan_memory_index(plan, plan->segments[s - 1].device);
+                if (plan->segments[s - 1].device.kind == BATON_DEVICE_CUDA)
+                    need[prev] = 1;
+                for (int t = 0; t < plan->n_transfers; t++)
+                    if (plan->transfers[t].segment == s)
+                        need[plan_memory_index(plan, plan->transfers[t].from)] = 1;
+                for (int d = 1; d < plan->n_devices; d++)
+                    if (need[d] && pending[d]) {
+                        if (push_sync(plan, mode, cap, seg->first_step - 1,
+                                      plan->memory[d].device, "boundary"))
+                            return baton_seterr(err, BATON_ENOMEM, "analysis: out of memory");
+                        pending[d] = 0;
+                    }
+            } else if (seg->device.kind == BATON_DEVICE_CUDA) {
+                pending[plan_memory_index(plan, seg->device)] = 1;
+            }
+        }
+        for (int d = 1; d < plan->n_devices; d++)
+            if (pending[d] &&
+                push_sync(plan, mode, cap, plan->n_steps - 1, plan->memory[d].device, "end"))
+                return baton_seterr(err, BATON_ENOMEM, "analysis: out of memory");
+    }
+    return 0;
+}
+
+int plan_analyse(baton_plan *plan, baton_error *err)
+{
+    int rc = build_segments(plan, err);
+    if (rc)
+        return rc;
+    analysis_scratch sc = {.nd = plan->n_devices, .nt = plan->n_tensors};
+    size_t cells = (size_t)sc.nd * (size_t)(sc.nt ? sc.nt : 1);
+    sc.begin = malloc(cells * sizeof *sc.begin);
+    sc.end = malloc(cells * sizeof *sc.end);
+    if (!sc.begin || !sc.end) {
+        rc = baton_seterr(err, BATON_ENOMEM, "analysis: out of memory");
+        goto out;
+    }
+    for (size_t i = 0; i < cells; i++) {
+        sc.begin[i] = -1;
+        sc.end[i] = -1;
+    }
+    rc = plan_lifetimes(plan, &sc, err);
+    if (rc)
+        goto out;
+    for (int d = 0; d < plan->n_devices; d++) {
+        plan_memory *m = &plan->memory[d];
+        size_t nt = (size_t)(plan->n_tensors ? plan->n_tensors : 1);
+        m->offset = malloc(nt * sizeof *m->offset);
+        m->live_begin = malloc(nt * sizeof *m->live_begin);
+        m->live_end = malloc(nt * sizeof *m->live_end);
+        if (!m->offset || !m->live_begin || !m->live_end) {
+            rc = baton_seterr(err, BATON_ENOMEM, "analysis: out of memory");
+            goto out;
+        }
+        rc = place_device(plan, &sc, d, err);
+        if (rc)
+            goto out;
+    }
+    rc = build_boundaries_and_syncs(plan, err);
+out:
+    free(sc.begin);
+    free(sc.end);
+    return rc;
+}

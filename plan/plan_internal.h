@@ -1,0 +1,208 @@
+/* plan_internal.h: the in-memory plan shared by plan/ (loader, validator, analysis) and
+ * scheduler/. Users see it only through the accessors in baton.h. */
+#ifndef BATON_PLAN_INTERNAL_H
+#define BATON_PLAN_INTERNAL_H
+
+#include <stdio.h>
+
+#include "baton/baton.h"
+
+/* Where a thing was written in the plan file, for messages. 0 means unknown. */
+typedef struct plan_pos {
+    int line;
+    int column;
+} plan_pos;
+
+typedef enum init_kind {
+    INIT_NONE = 0, /* inputs and intermediates */
+    INIT_FILL,     /* every element = value */
+    INIT_NORMAL,   /* seeded N(mean, std) */
+    INIT_UNIFORM,  /* seeded U[low, high) */
+    INIT_NPY,      /* a .npy file, path relative to the plan file */
+    INIT_VALUES    /* inline values, exactly numel of them */
+} init_kind;
+
+typedef struct tensor_init {
+    init_kind kind;
+    double value;         /* FILL */
+    double mean, std;     /* NORMAL */
+    double low, high;     /* UNIFORM */
+    uint64_t seed;        /* NORMAL, UNIFORM */
+    char *path;           /* NPY, resolved against the plan's directory */
+    double *values;       /* VALUES, numel entries */
+    int64_t n_values;
+} tensor_init;
+
+typedef struct plan_tensor {
+    char *name;
+    baton_tensor_desc desc;
+    baton_role role;
+    tensor_init init;
+    size_t nbytes;
+    plan_pos pos;
+    /* dataflow, filled by the validator */
+    int producer;   /* step index that writes it, -1 for inputs and constants */
+    int first_read; /* first step that reads it, -1 if none */
+    int last_read;  /* last step that reads it, -1 if none */
+} plan_tensor;
+
+typedef struct plan_step {
+    char *name;
+    char *target_name;
+    const baton_target *target; /* resolved by the validator */
+    baton_target_kind kind;
+    baton_device device;
+    int n_inputs, n_outputs;
+    int *inputs;  /* tensor indices */
+    int *outputs; /* tensor indices */
+    int n_attrs;
+    baton_attr *attrs; /* names and strings owned by the plan */
+    /* The descriptor passed to the kernel: from the plan's "opaque" hex when given
+     * (opaque_verbatim = 1), else from the target's pack(). */
+    char opaque[BATON_OPAQUE_MAX];
+    size_t opaque_len;
+    int opaque_verbatim;
+    plan_pos pos;
+    /* where parts of the step were written (loader), for the validator's messages */
+    plan_pos target_pos;               /* the "kernel" or "delegate" value */
+    plan_pos device_pos;               /* the "device" value */
+    plan_pos *input_pos, *output_pos;  /* per entry of inputs / outputs */
+    plan_pos *attr_pos;                /* per attribute: its key */
+    /* analysis */
+    int segment;
+    baton_device next_device;
+    baton_target_kind next_kind;
+} plan_step;
+
+/* ---- analysis ---- */
+
+/* A maximal run of consecutive steps on one device. */
+typedef struct plan_segment {
+    baton_device device;
+    int first_step, last_step; /* inclusive */
+} plan_segment;
+
+/* A copy of a tensor from the device that holds it to the device that reads it. Issued at the
+ * start of segment `segment` (the boundary into it), or at the end of the run for outputs that
+ * live on a GPU (segment == n_segments). */
+typedef struct plan_transfer {
+    int tensor;
+    baton_device from, to;
+    int segment;
+} plan_transfer;
+
+/* A change of device between two consecutive segments. */
+typedef struct plan_boundary {
+    int after_step; /* last step of the segment before the boundary */
+    baton_device from, to;
+    int first_transfer, n_transfers; /* into plan.transfers */
+    int host_wait; /* boundary and graph modes wait here: GPU -> CPU */
+} plan_boundary;
+
+/* Per device: one arena, and where each tensor's copy on that device lives in it. */
+typedef struct plan_memory {
+    baton_device device;
+    size_t arena_bytes;
+    size_t naive_bytes; /* the sum of all slot sizes, to show what reuse saved */
+    int64_t *offset;    /* per tensor: byte offset in the arena, -1 if not on this device */
+    int *live_begin;    /* per tensor: first position at which the slot is live (see analyse.c) */
+    int *live_end;      /* per tensor: last position, inclusive */
+} plan_memory;
+
+/* A point where the host waits for a device, in one sync mode. */
+typedef struct plan_sync_point {
+    int after_step; /* the host waits after this step has been issued */
+    baton_device device;
+    const char *why; /* "step", "boundary", "end" */
+} plan_sync_point;
+
+#define PLAN_MAX_DEVICES 16
+
+struct baton_plan {
+    const baton_registry *registry;
+    char *source;   /* the file name, for messages */
+    char *base_dir; /* for npy paths */
+    char *name;
+    int n_tensors;
+    plan_tensor *tensors;
+    int n_steps;
+    plan_step *steps;
+
+    /* analysis (plan/analyse.c) */
+    int n_segments;
+    plan_segment *segments;
+    int n_boundaries;
+    plan_boundary *boundaries;
+    int n_transfers;
+    plan_transfer *transfers;
+    int n_devices; /* distinct devices used, the CPU always first */
+    plan_memory memory[PLAN_MAX_DEVICES];
+    int n_sync[3]; /* per baton_sync_mode */
+    plan_sync_point *sync[3];
+
+    /* name indexes (plan/plan.c): open addressing, -1 marks an empty slot */
+    int *tensor_index;
+    int *step_index;
+    unsigned index_mask; /* both tables have index_mask + 1 slots */
+};
+
+/* The most inputs or outputs one step may list. */
+#define PLAN_MAX_STEP_ARGS 64
+/* The longest tensor, step or plan name, in bytes. */
+#define PLAN_MAX_NAME 255
+
+/* plan/plan.c: name lookup. plan_index_create sizes both tables for n_tensors and n_steps;
+ * plan_index_add_* return -1 when added, or the index that already holds the name. */
+int plan_index_create(baton_plan *plan);
+int plan_index_add_tensor(baton_plan *plan, int i);
+int plan_index_add_step(baton_plan *plan, int i);
+int plan_find_tensor(const baton_plan *plan, const char *name); /* -1 if absent */
+int plan_find_step(const baton_plan *plan, const char *name);   /* -1 if absent */
+
+/* plan/plan.c: "did you mean" for names, keys and enum words: the closest candidate within a
+ * small edit distance (case-insensitive, transpositions count 1), or NULL. */
+typedef struct plan_suggest {
+    const char *word;
+    const char *best;
+    int best_dist;
+} plan_suggest;
+void plan_suggest_init(plan_suggest *s, const char *word);
+void plan_suggest_try(plan_suggest *s, const char *candidate);
+const char *plan_suggest_best(const plan_suggest *s);
+
+/* plan/init.c: fills dst (the tensor's nbytes) with a constant's initial value, rounded to its
+ * dtype. Deterministic on every machine for fill, normal, uniform and values; docs/plan-format.md
+ * gives the algorithms. BATON_EINVAL for a tensor that is not a constant; npy errors as
+ * baton_npy_read gives them, prefixed with the tensor. */
+int plan_tensor_materialize(const baton_plan *plan, int tensor, void *dst, baton_error *err);
+
+/* plan/validate.c: resolves targets, checks signatures and dataflow, packs descriptors. */
+int plan_validate(baton_plan *plan, baton_error *err);
+/* plan/analyse.c: segments, boundaries, transfers, memory plan, sync points. */
+int plan_analyse(baton_plan *plan, baton_error *err);
+/* plan/describe.c */
+int plan_describe(const baton_plan *plan, FILE *f, int as_json);
+
+/* Index of the memory plan for a device, or -1. */
+int plan_memory_index(const baton_plan *plan, baton_device dev);
+
+/* plan/errors.c: formats "source:line:column: message" into err and returns code. */
+int plan_error(baton_error *err, int code, const baton_plan *plan, plan_pos pos, const char *fmt,
+               ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 5, 6)))
+#endif
+    ;
+/* Sets err without a place. */
+int baton_seterr(baton_error *err, int code, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 3, 4)))
+#endif
+    ;
+
+static inline int device_eq(baton_device a, baton_device b)
+{
+    return a.kind == b.kind && (a.kind != BATON_DEVICE_CUDA || a.index == b.index);
+}
+
+#endif /* BATON_PLAN_INTERNAL_H */

@@ -1,0 +1,111 @@
+/* device.h: the scheduler's device layer. The scheduler decides *when* to wait and what to
+ * capture; a device decides *how*: the CPU runs calls inline, CUDA enqueues them on one stream
+ * per GPU, and the test device ("sim") runs them on a worker thread that behaves like a stream,
+ * so that the scheduler's sync logic is tested on machines without a GPU.
+ *
+ * Every function that can fail fills err with the call, the step and the device. Nothing here
+ * allocates after open() except alloc()/host_alloc(), which the runtime calls at prepare time. */
+#ifndef BATON_SCHEDULER_DEVICE_H
+#define BATON_SCHEDULER_DEVICE_H
+
+#include <stddef.h>
+
+#include "baton/baton.h"
+
+typedef struct dev_ctx dev_ctx; /* one per device a runtime uses; defined by each backend */
+struct dev_counters;             /* below */
+
+/* One call of a kernel or delegate, built once at prepare time and reused by every run. */
+typedef struct dev_call {
+    baton_kernel_fn kernel;                 /* kernels */
+    const baton_delegate_iface *delegate;   /* delegates */
+    void *state;                            /* the delegate's state */
+    void **buffers;                         /* inputs then outputs, addresses on this device */
+    const char *opaque;
+    size_t opaque_len;
+    baton_exec_ctx ctx; /* stream, next device...; errbuf points at per-call storage */
+} dev_call;
+
+typedef enum dev_copy_kind {
+    DEV_COPY_H2D = 0,
+    DEV_COPY_D2H = 1,
+    DEV_COPY_D2D = 2
+} dev_copy_kind;
+
+/* Counters a device keeps (the runtime sums them into baton_run_stats). */
+typedef struct dev_counters {
+    long long host_waits;
+    long long launches; /* calls issued outside graphs */
+    long long graph_launches;
+} dev_counters;
+
+/* Faults a test can inject into a device (one shot each). */
+typedef enum dev_fault {
+    DEV_FAULT_NONE = 0,
+    DEV_FAULT_ALLOC,   /* the next alloc() fails */
+    DEV_FAULT_LAUNCH,  /* the next call() fails as a failed launch */
+    DEV_FAULT_CAPTURE, /* the next capture_end() fails */
+    DEV_FAULT_COPY     /* the next copy() fails */
+} dev_fault;
+
+/* The number of graph slots and event slots a device offers; the runtime uses one graph per GPU
+ * segment and one event per boundary. */
+typedef struct dev_ops {
+    const char *name; /* "cpu", "cuda", "sim" */
+    /* Opens a device for a runtime (a stream, a worker, a handle). */
+    int (*open)(baton_device dev, const baton_options *opts, int n_graphs, int n_events,
+                dev_ctx **out, baton_error *err);
+    void (*close)(dev_ctx *d);
+    /* The device's stream (cudaStream_t), or NULL. */
+    void *(*stream)(dev_ctx *d);
+    /* Device memory, zeroed. NULL on failure. */
+    void *(*alloc)(dev_ctx *d, size_t bytes, baton_error *err);
+    void (*free)(dev_ctx *d, void *p);
+    /* Host memory that this device can copy from and to asynchronously (pinned for CUDA). */
+    void *(*host_alloc)(dev_ctx *d, size_t bytes, baton_error *err);
+    void (*host_free)(dev_ctx *d, void *p);
+    /* Synchronous copy for prepare time (constants) and for reading results. */
+    int (*copy_sync)(dev_ctx *d, void *dst, const void *src, size_t bytes, dev_copy_kind kind,
+                     baton_error *err);
+
+    /* ---- the hot path: nothing below allocates ---- */
+    /* Issues a call on the device's stream (or runs it, on the CPU). */
+    int (*call)(dev_ctx *d, dev_call *c, baton_error *err);
+    /* Issues an asynchronous copy on the stream. */
+    int (*copy)(dev_ctx *d, void *dst, const void *src, size_t bytes, dev_copy_kind kind,
+                const char *what, baton_error *err);
+    /* Records event `slot` after the work issued so far. */
+    int (*record)(dev_ctx *d, int slot, baton_error *err);
+    /* Blocks the host until event `slot` has completed; reports errors of earlier async work. */
+    int (*wait)(dev_ctx *d, int slot, const char *where, baton_error *err);
+    /* Makes d's stream wait for `slot` recorded on `other` (GPU-to-GPU, no host wait); NULL if
+     * not supported. */
+    int (*stream_wait)(dev_ctx *d, dev_ctx *other, int slot, baton_error *err);
+    /* Blocks until all issued work is done (used on failure paths to drain the stream). */
+    void (*drain)(dev_ctx *d);
+
+    /* Graphs; NULL when the device cannot capture. Between begin and end, call() and copy()
+     * record instead of issuing. end() instantiates (or updates) graph `slot`; it returns
+     * BATON_ENOTSUP with a reason in err when the segment cannot be captured. */
+    int (*capture_begin)(dev_ctx *d, int slot, baton_error *err);
+    int (*capture_end)(dev_ctx *d, int slot, int *updated, baton_error *err);
+    int (*graph_launch)(dev_ctx *d, int slot, baton_error *err);
+    /* Drops graph `slot` so that the next run captures it again. */
+    void (*graph_reset)(dev_ctx *d, int slot);
+    /* Whether a kernel launched here may use programmatic dependent launch. */
+    int (*supports_pdl)(dev_ctx *d);
+    /* Copies the context's counters since open() (host waits; calls issued outside a capture)
+     * into *out. NULL: the device keeps none. */
+    void (*counters)(dev_ctx *d, struct dev_counters *out);
+    /* Testing: makes the next operation of that kind fail once (see dev_fault). NULL: the
+     * device cannot inject faults. */
+    void (*inject)(dev_ctx *d, dev_fault fault);
+} dev_ops;
+
+extern const dev_ops dev_cpu_ops;
+extern const dev_ops dev_sim_ops;
+#ifdef BATON_CUDA
+extern const dev_ops dev_cuda_ops;
+#endif
+
+#endif /* BATON_SCHEDULER_DEVICE_H */

@@ -1,0 +1,149 @@
+/* device_cpu.c: the CPU device. Calls run inline on the calling thread, so there is nothing to
+ * wait for and nothing to capture; copies are memcpy. It also hosts `cuda:N` steps when a plan
+ * falls back to the CPU. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "plan/plan_internal.h"
+#include "scheduler/device.h"
+
+struct dev_ctx {
+    baton_device dev;
+    dev_counters counters;
+    dev_fault fault;
+};
+
+static int cpu_open(baton_device dev, const baton_options *opts, int n_graphs, int n_events,
+                    dev_ctx **out, baton_error *err)
+{
+    dev_ctx *d = calloc(1, sizeof *d);
+    if (!d)
+        return baton_seterr(err, BATON_ENOMEM, "cpu: out of memory");
+    d->dev = dev;
+    *out = d;
+    return 0;
+}
+
+static void cpu_close(dev_ctx *d)
+{
+    free(d);
+}
+
+static void *cpu_stream(dev_ctx *d)
+{
+    return NULL;
+}
+
+static void *cpu_alloc(dev_ctx *d, size_t bytes, baton_error *err)
+{
+    char name[32];
+    if (d->fault == DEV_FAULT_ALLOC) {
+        d->fault = DEV_FAULT_NONE;
+        baton_seterr(err, BATON_ENOMEM, "%s: allocation of %zu bytes failed (injected fault)",
+                     baton_device_format(d->dev, name, sizeof name), bytes);
+        return NULL;
+    }
+    /* 256-byte alignment, as the memory plan's offsets assume. */
+    size_t n = (bytes + 255) & ~(size_t)255;
+    void *p = aligned_alloc(256, n ? n : 256);
+    if (!p) {
+        baton_seterr(err, BATON_ENOMEM, "%s: allocation of %zu bytes failed",
+                     baton_device_format(d->dev, name, sizeof name), bytes);
+        return NULL;
+    }
+    memset(p, 0, n ? n : 256);
+    return p;
+}
+
+static void cpu_free(dev_ctx *d, void *p)
+{
+    free(p);
+}
+
+static int cpu_copy_sync(dev_ctx *d, void *dst, const void *src, size_t bytes, dev_copy_kind kind,
+                         baton_error *err)
+{
+    memcpy(dst, src, bytes);
+    return 0;
+}
+
+static int cpu_call(dev_ctx *d, dev_call *c, baton_error *err)
+{
+    if (d->fault == DEV_FAULT_LAUNCH) {
+        d->fault = DEV_FAULT_NONE;
+        return baton_seterr(err, BATON_EKERNEL, "launch failed (injected fault)");
+    }
+    d->counters.launches++;
+    int rc = c->kernel ? c->kernel(&c->ctx, c->buffers, c->opaque, c->opaque_len)
+                       : c->delegate->execute(c->state, &c->ctx, c->buffers);
+    if (rc)
+        return baton_seterr(err, rc < 0 ? rc : BATON_EKERNEL, "%s",
+                            c->ctx.errbuf && c->ctx.errbuf[0] ? c->ctx.errbuf
+                                                              : "the call reported a failure");
+    return 0;
+}
+
+static int cpu_copy(dev_ctx *d, void *dst, const void *src, size_t bytes, dev_copy_kind kind,
+                    const char *what, baton_error *err)
+{
+    if (d->fault == DEV_FAULT_COPY) {
+        d->fault = DEV_FAULT_NONE;
+        return baton_seterr(err, BATON_EIO, "copy (%s) failed (injected fault)", what);
+    }
+    memcpy(dst, src, bytes);
+    return 0;
+}
+
+static int cpu_record(dev_ctx *d, int slot, baton_error *err)
+{
+    return 0;
+}
+
+static int cpu_wait(dev_ctx *d, int slot, const char *where, baton_error *err)
+{
+    return 0; /* work on the CPU is done when issued */
+}
+
+static void cpu_drain(dev_ctx *d)
+{
+}
+
+static int cpu_supports_pdl(dev_ctx *d)
+{
+    return 0;
+}
+
+static void cpu_counters(dev_ctx *d, dev_counters *out)
+{
+    *out = d->counters;
+}
+
+static void cpu_inject(dev_ctx *d, dev_fault fault)
+{
+    d->fault = fault;
+}
+
+const dev_ops dev_cpu_ops = {
+    .name = "cpu",
+    .open = cpu_open,
+    .close = cpu_close,
+    .stream = cpu_stream,
+    .alloc = cpu_alloc,
+    .free = cpu_free,
+    .host_alloc = cpu_alloc,
+    .host_free = cpu_free,
+    .copy_sync = cpu_copy_sync,
+    .call = cpu_call,
+    .copy = cpu_copy,
+    .record = cpu_record,
+    .wait = cpu_wait,
+    .stream_wait = NULL,
+    .drain = cpu_drain,
+    .capture_begin = NULL,
+    .capture_end = NULL,
+    .graph_launch = NULL,
+    .graph_reset = NULL,
+    .supports_pdl = cpu_supports_pdl,
+    .counters = cpu_counters,
+    .inject = cpu_inject,
+};

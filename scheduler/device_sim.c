@@ -1,0 +1,395 @@
+/* device_sim.c: the test device. It stands in for a GPU on machines without one: a worker
+ * thread drains a queue of calls and copies in order, like a CUDA stream, running the targets'
+ * CPU implementations; events mark queue positions the host can wait for; captures record the
+ * queued operations and replay them as one item, like a CUDA graph. With opts->sim_delay_us each
+ * operation starts late, so a missing wait makes the host read stale data and a test fail. */
+#include <stdlib.h>
+#include <string.h>
+#include <uv.h>
+
+#include "plan/plan_internal.h"
+#include "scheduler/device.h"
+
+#define SIM_QUEUE 1024
+
+typedef enum sim_op_kind { SIM_CALL, SIM_COPY, SIM_GRAPH } sim_op_kind;
+
+typedef struct sim_op {
+    sim_op_kind kind;
+    dev_call *call; /* SIM_CALL */
+    void *dst;      /* SIM_COPY */
+    const void *src;
+    size_t bytes;
+    int slot; /* SIM_GRAPH */
+} sim_op;
+
+typedef struct sim_graph {
+    sim_op *ops;
+    int n, cap;
+    int ready;
+} sim_graph;
+
+struct dev_ctx {
+    baton_device dev;
+    int delay_us;
+    uv_thread_t thread;
+    uv_mutex_t lock;
+    uv_cond_t cond; /* signalled when the queue or the completed count changes */
+    sim_op queue[SIM_QUEUE];
+    long long issued, done; /* operations enqueued and completed, monotonic */
+    int stop;
+    /* the first failure of queued work, reported by the next wait */
+    int err_code;
+    char err_msg[BATON_ERROR_MAX];
+    long long *event_at; /* per event slot: the `issued` count it waits for */
+    int n_events;
+    sim_graph *graphs;
+    int n_graphs;
+    int capturing; /* graph slot + 1 while capturing */
+    int capture_failed;
+    dev_counters counters;
+    dev_fault fault;
+};
+
+static void sim_run_op(dev_ctx *d, const sim_op *op);
+
+static void run_call(dev_ctx *d, dev_call *c)
+{
+    int rc = c->kernel ? c->kernel(&c->ctx, c->buffers, c->opaque, c->opaque_len)
+                       : c->delegate->execute(c->state, &c->ctx, c->buffers);
+    if (rc && !d->err_code) {
+        uv_mutex_lock(&d->lock);
+        d->err_code = rc < 0 ? rc : BATON_EKERNEL;
+        snprintf(d->err_msg, sizeof d->err_msg, "step '%s': %s",
+                 c->ctx.step_name ? c->ctx.step_name : "?",
+                 c->ctx.errbuf && c->ctx.errbuf[0] ? c->ctx.errbuf : "the call reported a failure");
+        uv_mutex_unlock(&d->lock);
+    }
+}
+
+static void sim_run_op(dev_ctx *d, const sim_op *op)
+{
+    if (d->delay_us > 0)
+        uv_sleep((unsigned)(d->delay_us + 999) / 1000);
+    if (d->err_code)
+        return; /* like a CUDA stream after a fault: later work does not run */
+    switch (op->kind) {
+    case SIM_CALL: run_call(d, op->call); break;
+    case SIM_COPY: memcpy(op->dst, op->src, op->bytes); break;
+    case SIM_GRAPH: {
+        const sim_graph *g = &d->graphs[op->slot];
+        for (int i = 0; i < g->n; i++) {
+            if (g->ops[i].kind == SIM_CALL)
+                run_call(d, g->ops[i].call);
+            else if (g->ops[i].kind == SIM_COPY)
+                memcpy(g->ops[i].dst, g->ops[i].src, g->ops[i].bytes);
+        }
+        break;
+    }
+    }
+}
+
+static void worker(void *arg)
+{
+    dev_ctx *d = arg;
+    uv_mutex_lock(&d->lock);
+    for (;;) {
+        while (d->done == d->issued && !d->stop)
+            uv_cond_wait(&d->cond, &d->lock);
+        if (d->done == d->issued && d->stop)
+            break;
+        sim_op op = d->queue[d->done % SIM_QUEUE];
+        uv_mutex_unlock(&d->lock);
+        sim_run_op(d, &op);
+        uv_mutex_lock(&d->lock);
+        d->done++;
+        uv_cond_broadcast(&d->cond);
+    }
+    uv_mutex_unlock(&d->lock);
+}
+
+static void enqueue(dev_ctx *d, const sim_op *op)
+{
+    uv_mutex_lock(&d->lock);
+    while (d->issued - d->done >= SIM_QUEUE)
+        uv_cond_wait(&d->cond, &d->lock);
+    d->queue[d->issued % SIM_QUEUE] = *op;
+    d->issued++;
+    uv_cond_broadcast(&d->cond);
+    uv_mutex_unlock(&d->lock);
+}
+
+static int sim_open(baton_device dev, const baton_options *opts, int n_graphs, int n_events,
+                    dev_ctx **out, baton_error *err)
+{
+    dev_ctx *d = calloc(1, sizeof *d);
+    if (!d)
+        return baton_seterr(err, BATON_ENOMEM, "sim: out of memory");
+    d->dev = dev;
+    d->delay_us = opts ? opts->sim_delay_us : 0;
+    d->n_events = n_events > 0 ? n_events : 1;
+    d->n_graphs = n_graphs;
+    d->event_at = calloc((size_t)d->n_events, sizeof *d->event_at);
+    d->graphs = calloc((size_t)(n_graphs > 0 ? n_graphs : 1), sizeof *d->graphs);
+    if (!d->event_at || !d->graphs) {
+        free(d->event_at);
+        free(d->graphs);
+        free(d);
+        return baton_seterr(err, BATON_ENOMEM, "sim: out of memory");
+    }
+    int rc = uv_mutex_init(&d->lock);
+    if (rc == 0 && (rc = uv_cond_init(&d->cond)) != 0)
+        uv_mutex_destroy(&d->lock);
+    if (rc == 0 && (rc = uv_thread_create(&d->thread, worker, d)) != 0) {
+        uv_cond_destroy(&d->cond);
+        uv_mutex_destroy(&d->lock);
+    }
+    if (rc) {
+        free(d->event_at);
+        free(d->graphs);
+        free(d);
+        return baton_seterr(err, BATON_ENOMEM, "sim: cannot start the worker thread: %s",
+                            uv_strerror(rc));
+    }
+    *out = d;
+    return 0;
+}
+
+static void sim_close(dev_ctx *d)
+{
+    uv_mutex_lock(&d->lock);
+    d->stop = 1;
+    uv_cond_broadcast(&d->cond);
+    uv_mutex_unlock(&d->lock);
+    uv_thread_join(&d->thread);
+    uv_cond_destroy(&d->cond);
+    uv_mutex_destroy(&d->lock);
+    for (int i = 0; i < d->n_graphs; i++)
+        free(d->graphs[i].ops);
+    free(d->graphs);
+    free(d->event_at);
+    free(d);
+}
+
+static void *sim_stream(dev_ctx *d)
+{
+    return NULL;
+}
+
+static void *sim_alloc(dev_ctx *d, size_t bytes, baton_error *err)
+{
+    char name[32];
+    baton_device_format(d->dev, name, sizeof name);
+    if (d->fault == DEV_FAULT_ALLOC) {
+        d->fault = DEV_FAULT_NONE;
+        baton_seterr(err, BATON_ENOMEM, "%s (sim): allocation of %zu bytes failed (injected fault)",
+                     name, bytes);
+        return NULL;
+    }
+    size_t n = (bytes + 255) & ~(size_t)255;
+    void *p = aligned_alloc(256, n ? n : 256);
+    if (!p) {
+        baton_seterr(err, BATON_ENOMEM, "%s (sim): allocation of %zu bytes failed", name, bytes);
+        return NULL;
+    }
+    memset(p, 0, n ? n : 256);
+    return p;
+}
+
+static void sim_free(dev_ctx *d, void *p)
+{
+    free(p);
+}
+
+static void sim_drain(dev_ctx *d)
+{
+    uv_mutex_lock(&d->lock);
+    while (d->done != d->issued)
+        uv_cond_wait(&d->cond, &d->lock);
+    uv_mutex_unlock(&d->lock);
+}
+
+static int sim_copy_sync(dev_ctx *d, void *dst, const void *src, size_t bytes, dev_copy_kind kind,
+                         baton_error *err)
+{
+    sim_drain(d);
+    memcpy(dst, src, bytes);
+    return 0;
+}
+
+static int record_op(dev_ctx *d, const sim_op *op, baton_error *err)
+{
+    sim_graph *g = &d->graphs[d->capturing - 1];
+    if (g->n == g->cap) {
+        /* Only while capturing, which happens on a segment's first graph-mode run. */
+        int nc = g->cap ? g->cap * 2 : 16;
+        sim_op *no = realloc(g->ops, (size_t)nc * sizeof *no);
+        if (!no) {
+            d->capture_failed = 1;
+            return baton_seterr(err, BATON_ENOMEM, "sim: out of memory while capturing");
+        }
+        g->ops = no;
+        g->cap = nc;
+    }
+    g->ops[g->n++] = *op;
+    return 0;
+}
+
+static int sim_call(dev_ctx *d, dev_call *c, baton_error *err)
+{
+    char name[32];
+    if (d->fault == DEV_FAULT_LAUNCH) {
+        d->fault = DEV_FAULT_NONE;
+        return baton_seterr(err, BATON_ECUDA, "%s (sim): step '%s': launch failed (injected fault)",
+                            baton_device_format(d->dev, name, sizeof name), c->ctx.step_name);
+    }
+    sim_op op = {.kind = SIM_CALL, .call = c};
+    if (d->capturing)
+        return record_op(d, &op, err);
+    d->counters.launches++;
+    enqueue(d, &op);
+    return 0;
+}
+
+static int sim_copy(dev_ctx *d, void *dst, const void *src, size_t bytes, dev_copy_kind kind,
+                    const char *what, baton_error *err)
+{
+    char name[32];
+    if (d->fault == DEV_FAULT_COPY) {
+        d->fault = DEV_FAULT_NONE;
+        return baton_seterr(err, BATON_ECUDA, "%s (sim): copy (%s) failed (injected fault)",
+                            baton_device_format(d->dev, name, sizeof name), what);
+    }
+    sim_op op = {.kind = SIM_COPY, .dst = dst, .src = src, .bytes = bytes};
+    if (d->capturing)
+        return record_op(d, &op, err);
+    enqueue(d, &op);
+    return 0;
+}
+
+static int sim_record(dev_ctx *d, int slot, baton_error *err)
+{
+    if (slot < 0 || slot >= d->n_events)
+        return baton_seterr(err, BATON_EINVAL, "sim: event slot %d out of range", slot);
+    uv_mutex_lock(&d->lock);
+    d->event_at[slot] = d->issued;
+    uv_mutex_unlock(&d->lock);
+    return 0;
+}
+
+static int sim_wait(dev_ctx *d, int slot, const char *where, baton_error *err)
+{
+    char name[32];
+    if (slot < 0 || slot >= d->n_events)
+        return baton_seterr(err, BATON_EINVAL, "sim: event slot %d out of range", slot);
+    d->counters.host_waits++;
+    uv_mutex_lock(&d->lock);
+    while (d->done < d->event_at[slot])
+        uv_cond_wait(&d->cond, &d->lock);
+    int rc = d->err_code;
+    if (rc) {
+        baton_seterr(err, rc, "%s (sim): %s (reported at the wait %s)",
+                     baton_device_format(d->dev, name, sizeof name), d->err_msg, where);
+        d->err_code = 0;
+    }
+    uv_mutex_unlock(&d->lock);
+    return rc;
+}
+
+static void sim_drain_clear(dev_ctx *d)
+{
+    sim_drain(d);
+    uv_mutex_lock(&d->lock);
+    d->err_code = 0;
+    uv_mutex_unlock(&d->lock);
+}
+
+static int sim_capture_begin(dev_ctx *d, int slot, baton_error *err)
+{
+    if (slot < 0 || slot >= d->n_graphs)
+        return baton_seterr(err, BATON_EINVAL, "sim: graph slot %d out of range", slot);
+    d->graphs[slot].n = 0;
+    d->graphs[slot].ready = 0;
+    d->capturing = slot + 1;
+    d->capture_failed = 0;
+    return 0;
+}
+
+static int sim_capture_end(dev_ctx *d, int slot, int *updated, baton_error *err)
+{
+    char name[32];
+    d->capturing = 0;
+    if (updated)
+        *updated = 0;
+    if (d->fault == DEV_FAULT_CAPTURE) {
+        d->fault = DEV_FAULT_NONE;
+        d->graphs[slot].n = 0;
+        return baton_seterr(err, BATON_ENOTSUP,
+                            "%s (sim): capture of the segment failed (injected fault)",
+                            baton_device_format(d->dev, name, sizeof name));
+    }
+    if (d->capture_failed) {
+        d->graphs[slot].n = 0;
+        return baton_seterr(err, BATON_ENOTSUP, "sim: capture failed");
+    }
+    d->graphs[slot].ready = 1;
+    return 0;
+}
+
+static int sim_graph_launch(dev_ctx *d, int slot, baton_error *err)
+{
+    if (slot < 0 || slot >= d->n_graphs || !d->graphs[slot].ready)
+        return baton_seterr(err, BATON_ESTATE, "sim: graph %d was not captured", slot);
+    d->counters.graph_launches++;
+    sim_op op = {.kind = SIM_GRAPH, .slot = slot};
+    enqueue(d, &op);
+    return 0;
+}
+
+static void sim_graph_reset(dev_ctx *d, int slot)
+{
+    if (slot >= 0 && slot < d->n_graphs) {
+        d->graphs[slot].n = 0;
+        d->graphs[slot].ready = 0;
+    }
+}
+
+static int sim_supports_pdl(dev_ctx *d)
+{
+    return 0;
+}
+
+static void sim_counters(dev_ctx *d, dev_counters *out)
+{
+    *out = d->counters;
+}
+
+static void sim_inject(dev_ctx *d, dev_fault fault)
+{
+    d->fault = fault;
+}
+
+const dev_ops dev_sim_ops = {
+    .name = "sim",
+    .open = sim_open,
+    .close = sim_close,
+    .stream = sim_stream,
+    .alloc = sim_alloc,
+    .free = sim_free,
+    .host_alloc = sim_alloc,
+    .host_free = sim_free,
+    .copy_sync = sim_copy_sync,
+    .call = sim_call,
+    .copy = sim_copy,
+    .record = sim_record,
+    .wait = sim_wait,
+    .stream_wait = NULL,
+    .drain = sim_drain_clear,
+    .capture_begin = sim_capture_begin,
+    .capture_end = sim_capture_end,
+    .graph_launch = sim_graph_launch,
+    .graph_reset = sim_graph_reset,
+    .supports_pdl = sim_supports_pdl,
+    .counters = sim_counters,
+    .inject = sim_inject,
+};

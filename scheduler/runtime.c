@@ -1,0 +1,865 @@
+/* runtime.c: prepares an analysed plan for running and runs it in a sync mode.
+ *
+ * Prepare does everything that allocates: arenas from the memory plan, constants, one device
+ * context (stream) per device, delegate states, and one prebuilt call per step. A run then only
+ * walks the segments: GPU segments are issued on their device's stream without waiting (or
+ * replayed from a captured graph), and the host waits where the analysis says: after every GPU
+ * step in strict mode, at GPU -> CPU boundaries and at the end otherwise. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "plan/plan_internal.h"
+#include "scheduler/device.h"
+#include "scheduler/runtime_internal.h"
+
+#define ERRBUF_LEN 512
+#define WAIT_SLOT 0
+
+typedef struct rt_device {
+    const dev_ops *ops;
+    dev_ctx *ctx;
+    char *arena;
+    int gpu;      /* the plan places GPU steps here (cuda:N), whatever executes them */
+    int pending;  /* work issued since the host last waited */
+    int host_mem; /* the arena came from host_alloc (the CPU's, pinned when a GPU exists) */
+    const dev_ops *arena_ops;
+    dev_ctx *arena_ctx;
+} rt_device;
+
+typedef struct rt_transfer {
+    void *dst;
+    const void *src;
+    size_t bytes;
+    dev_copy_kind kind;
+    int issuer; /* device index whose stream issues the copy */
+    int from;   /* device index of the source */
+    char what[96];
+} rt_transfer;
+
+typedef struct trace_event {
+    const char *name;
+    const char *cat;
+    int tid;
+    int64_t ts_ns, dur_ns;
+} trace_event;
+
+struct baton_runtime {
+    const baton_plan *plan;
+    baton_options opts;
+    baton_gpu_backend backend; /* what GPU steps actually run on */
+    int nd;
+    rt_device dev[PLAN_MAX_DEVICES];
+    int *step_dev; /* per step: device index */
+    dev_call *calls;
+    char *errbufs; /* n_steps * ERRBUF_LEN */
+    void **bufs;   /* all steps' buffer arrays */
+    void **states; /* per step: delegate state or NULL */
+    const baton_target_impl **impls;
+    rt_transfer *xfers;
+    int *graph_state; /* per segment: 0 to capture, 1 captured, -1 runs uncaptured */
+    int recapture;
+    char note[ERRBUF_LEN];
+    baton_run_stats stats;
+    int timing;
+    int64_t *step_ns;
+    trace_event *trace;
+    size_t trace_cap, trace_n;
+    int64_t trace_t0;
+};
+
+static int64_t now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+static void trace_add(baton_runtime *rt, const char *name, const char *cat, int tid, int64_t t0,
+                      int64_t t1)
+{
+    if (rt->trace_n < rt->trace_cap)
+        rt->trace[rt->trace_n++] = (trace_event){name, cat, tid, t0 - rt->trace_t0, t1 - t0};
+}
+
+/* ---- prepare ------------------------------------------------------------------------------ */
+
+static int choose_backend(baton_runtime *rt, baton_error *err)
+{
+    const baton_plan *plan = rt->plan;
+    int need = -1, first_step = -1; /* the highest cuda index the plan uses */
+    for (int i = 0; i < plan->n_steps; i++)
+        if (plan->steps[i].device.kind == BATON_DEVICE_CUDA &&
+            plan->steps[i].device.index > need) {
+            need = plan->steps[i].device.index;
+            first_step = i;
+        }
+    rt->backend = rt->opts.gpu;
+    if (need < 0) {
+        rt->backend = BATON_GPU_CPU;
+        return 0;
+    }
+    if (rt->backend == BATON_GPU_SIM || rt->backend == BATON_GPU_CPU)
+        return 0;
+    int have = baton_cuda_device_count();
+    if (have > need) {
+        rt->backend = BATON_GPU_CUDA;
+        return 0;
+    }
+    char why[160];
+    if (!baton_cuda_built())
+        snprintf(why, sizeof why, "this build of baton has no CUDA support");
+    else
+        snprintf(why, sizeof why, "%d CUDA device(s) present", have);
+    if (rt->backend == BATON_GPU_CUDA || rt->opts.fallback_is_error)
+        return baton_seterr(err, BATON_ENODEV,
+                            "%s: step '%s' needs cuda:%d but %s; run its steps on the CPU with "
+                            "--gpu=cpu (or allow the fallback)",
+                            plan->source, plan->steps[first_step].name, need, why);
+    if (!rt->opts.quiet)
+        fprintf(stderr,
+                "baton: warning: %s: step '%s' needs cuda:%d but %s; running the GPU steps on "
+                "the CPU (--no-fallback makes this an error)\n",
+                plan->source, plan->steps[first_step].name, need, why);
+    rt->backend = BATON_GPU_CPU;
+    return 0;
+}
+
+static const dev_ops *ops_for(const baton_runtime *rt, baton_device dev)
+{
+    if (dev.kind != BATON_DEVICE_CUDA)
+        return &dev_cpu_ops;
+    switch (rt->backend) {
+#ifdef BATON_CUDA
+    case BATON_GPU_CUDA: return &dev_cuda_ops;
+#endif
+    case BATON_GPU_SIM: return &dev_sim_ops;
+    default: return &dev_cpu_ops;
+    }
+}
+
+static int open_devices(baton_runtime *rt, int fault_dev, dev_fault fault, baton_error *err)
+{
+    const baton_plan *plan = rt->plan;
+    rt->nd = plan->n_devices;
+    for (int d = 0; d < rt->nd; d++) {
+        rt_device *rd = &rt->dev[d];
+        baton_device dv = plan->memory[d].device;
+        rd->gpu = dv.kind == BATON_DEVICE_CUDA;
+        rd->ops = ops_for(rt, dv);
+        int rc = rd->ops->open(dv, &rt->opts, plan->n_segments, 2, &rd->ctx, err);
+        if (rc)
+            return rc;
+        if (d == fault_dev && rd->ops->inject)
+            rd->ops->inject(rd->ctx, fault);
+    }
+    /* Host memory that GPUs copy from and to is pinned: take it from the first real GPU. */
+    rt->dev[0].arena_ops = rt->dev[0].ops;
+    rt->dev[0].arena_ctx = rt->dev[0].ctx;
+    rt->dev[0].host_mem = 1;
+    for (int d = 1; d < rt->nd; d++)
+        if (rt->dev[d].ops != &dev_cpu_ops) {
+            rt->dev[0].arena_ops = rt->dev[d].ops;
+            rt->dev[0].arena_ctx = rt->dev[d].ctx;
+            break;
+        }
+    for (int d = 0; d < rt->nd; d++) {
+        rt_device *rd = &rt->dev[d];
+        size_t bytes = plan->memory[d].arena_bytes;
+        if (d == 0) {
+            rd->arena = rd->arena_ops->host_alloc(rd->arena_ctx, bytes ? bytes : 256, err);
+        } else {
+            rd->arena_ops = rd->ops;
+            rd->arena_ctx = rd->ctx;
+            rd->arena = rd->ops->alloc(rd->ctx, bytes ? bytes : 256, err);
+        }
+        if (!rd->arena) {
+            char name[32];
+            char inner[BATON_ERROR_MAX];
+            snprintf(inner, sizeof inner, "%s", err ? err->message : "");
+            return baton_seterr(err, BATON_ENOMEM,
+                                "%s: cannot allocate the %zu-byte arena of %s: %s", plan->source,
+                                bytes, baton_device_format(plan->memory[d].device, name, sizeof name),
+                                inner);
+        }
+    }
+    return 0;
+}
+
+static void *slot_addr(const baton_runtime *rt, int d, int t)
+{
+    int64_t off = rt->plan->memory[d].offset[t];
+    return off < 0 ? NULL : rt->dev[d].arena + off;
+}
+
+static int load_constants(baton_runtime *rt, baton_error *err)
+{
+    const baton_plan *plan = rt->plan;
+    for (int t = 0; t < plan->n_tensors; t++) {
+        const plan_tensor *pt = &plan->tensors[t];
+        if (pt->role != BATON_ROLE_CONSTANT)
+            continue;
+        void *host = NULL;
+        for (int d = 0; d < rt->nd; d++) {
+            void *dst = slot_addr(rt, d, t);
+            if (!dst)
+                continue;
+            if (!host) {
+                host = malloc(pt->nbytes ? pt->nbytes : 1);
+                if (!host)
+                    return baton_seterr(err, BATON_ENOMEM, "constant '%s': out of memory",
+                                        pt->name);
+                int rc = plan_tensor_materialize(plan, t, host, err);
+                if (rc) {
+                    free(host);
+                    return rc;
+                }
+            }
+            int rc = d == 0 ? (memcpy(dst, host, pt->nbytes), 0)
+                            : rt->dev[d].ops->copy_sync(rt->dev[d].ctx, dst, host, pt->nbytes,
+                                                        DEV_COPY_H2D, err);
+            if (rc) {
+                free(host);
+                return rc;
+            }
+        }
+        free(host);
+    }
+    return 0;
+}
+
+static int build_calls(baton_runtime *rt, baton_error *err)
+{
+    const baton_plan *plan = rt->plan;
+    int n = plan->n_steps, nb = 0;
+    for (int i = 0; i < n; i++)
+        nb += plan->steps[i].n_inputs + plan->steps[i].n_outputs;
+    rt->step_dev = calloc((size_t)n + 1, sizeof *rt->step_dev);
+    rt->calls = calloc((size_t)n + 1, sizeof *rt->calls);
+    rt->errbufs = calloc((size_t)n + 1, ERRBUF_LEN);
+    rt->bufs = calloc((size_t)nb + 1, sizeof *rt->bufs);
+    rt->states = calloc((size_t)n + 1, sizeof *rt->states);
+    rt->impls = calloc((size_t)n + 1, sizeof *rt->impls);
+    rt->step_ns = calloc((size_t)n + 1, sizeof *rt->step_ns);
+    baton_device *devs = calloc((size_t)n + 1, sizeof *devs);
+    baton_target_kind *kinds = calloc((size_t)n + 1, sizeof *kinds);
+    int rc = 0;
+    if (!rt->step_dev || !rt->calls || !rt->errbufs || !rt->bufs || !rt->states || !rt->impls ||
+        !rt->step_ns || !devs || !kinds) {
+        rc = baton_seterr(err, BATON_ENOMEM, "prepare: out of memory");
+        goto out;
+    }
+    for (int i = 0; i < n; i++) {
+        devs[i] = plan->steps[i].device;
+        kinds[i] = plan->steps[i].kind;
+    }
+    int use_pdl = rt->opts.mode != BATON_SYNC_STRICT && !rt->opts.disable_pdl;
+    void **b = rt->bufs;
+    for (int i = 0; i < n; i++) {
+        const plan_step *s = &plan->steps[i];
+        int d = plan_memory_index(plan, s->device);
+        rt_device *rd = &rt->dev[d];
+        baton_device_kind impl_kind =
+            rd->ops == &dev_cpu_ops || rd->ops == &dev_sim_ops ? BATON_DEVICE_CPU
+                                                               : BATON_DEVICE_CUDA;
+        const baton_target_impl *im = baton_target_impl_for(s->target, impl_kind);
+        char name[32];
+        if (!im) {
+            rc = plan_error(err, BATON_ENOTARGET, plan, s->pos,
+                            "step '%s': target '%s' has no %s implementation to run it on %s",
+                            s->name, s->target_name,
+                            impl_kind == BATON_DEVICE_CPU ? "CPU" : "CUDA",
+                            baton_device_format(s->device, name, sizeof name));
+            goto out;
+        }
+        rt->impls[i] = im;
+        rt->step_dev[i] = d;
+        dev_call *c = &rt->calls[i];
+        c->buffers = b;
+        for (int k = 0; k < s->n_inputs; k++)
+            *b++ = slot_addr(rt, d, s->inputs[k]);
+        for (int k = 0; k < s->n_outputs; k++)
+            *b++ = slot_addr(rt, d, s->outputs[k]);
+        c->opaque = s->opaque;
+        c->opaque_len = s->opaque_len;
+        c->ctx = (baton_exec_ctx){
+            .device = s->device,
+            .stream = rd->ops->stream(rd->ctx),
+            .next_device = s->next_device,
+            .next_kind = s->next_kind,
+            .capturing = 0,
+            .pdl = 0,
+            .step_name = s->name,
+            .step_index = i,
+            .errbuf = rt->errbufs + (size_t)i * ERRBUF_LEN,
+            .errbuf_len = ERRBUF_LEN,
+        };
+        /* PDL only between two kernels of one GPU segment that both honour it: the first
+         * kernel of a segment follows copies or the host. */
+        if (use_pdl && s->kind == BATON_TARGET_KERNEL && im->supports_pdl && i > 0 &&
+            plan->steps[i - 1].segment == s->segment &&
+            plan->steps[i - 1].kind == BATON_TARGET_KERNEL && rt->impls[i - 1]->supports_pdl &&
+            rd->ops->supports_pdl(rd->ctx))
+            c->ctx.pdl = 1;
+        if (s->kind == BATON_TARGET_KERNEL) {
+            c->kernel = im->kernel;
+            continue;
+        }
+        c->delegate = im->delegate;
+        baton_tensor_desc ins[16], outs[16];
+        for (int k = 0; k < s->n_inputs && k < 16; k++)
+            ins[k] = plan->tensors[s->inputs[k]].desc;
+        for (int k = 0; k < s->n_outputs && k < 16; k++)
+            outs[k] = plan->tensors[s->outputs[k]].desc;
+        baton_sig_args sig = {s->n_inputs, ins, s->n_outputs, outs, s->n_attrs, s->attrs};
+        baton_delegate_init info = {
+            .step_index = i,
+            .step_name = s->name,
+            .device = s->device,
+            .stream = c->ctx.stream,
+            .sig = &sig,
+            .n_steps = n,
+            .step_devices = devs,
+            .step_kinds = kinds,
+        };
+        if (im->delegate->init) {
+            baton_error derr = {0};
+            rc = im->delegate->init(&info, &rt->states[i], &derr);
+            if (rc) {
+                rc = plan_error(err, rc, plan, s->pos, "step '%s': delegate '%s' init on %s: %s",
+                                s->name, s->target_name,
+                                baton_device_format(s->device, name, sizeof name), derr.message);
+                goto out;
+            }
+        }
+        c->state = rt->states[i];
+    }
+out:
+    free(devs);
+    free(kinds);
+    return rc;
+}
+
+static int build_transfers(baton_runtime *rt, baton_error *err)
+{
+    const baton_plan *plan = rt->plan;
+    rt->xfers = calloc((size_t)plan->n_transfers + 1, sizeof *rt->xfers);
+    if (!rt->xfers)
+        return baton_seterr(err, BATON_ENOMEM, "prepare: out of memory");
+    for (int i = 0; i < plan->n_transfers; i++) {
+        const plan_transfer *x = &plan->transfers[i];
+        rt_transfer *r = &rt->xfers[i];
+        int from = plan_memory_index(plan, x->from), to = plan_memory_index(plan, x->to);
+        char a[32], b[32];
+        if (x->from.kind == BATON_DEVICE_CUDA && x->to.kind == BATON_DEVICE_CUDA &&
+            rt->backend != BATON_GPU_CPU)
+            return baton_seterr(err, BATON_ENOTSUP,
+                                "%s: tensor '%s' moves from %s to %s: GPU-to-GPU transfers are not "
+                                "supported yet; place both steps on one GPU",
+                                plan->source, plan->tensors[x->tensor].name,
+                                baton_device_format(x->from, a, sizeof a),
+                                baton_device_format(x->to, b, sizeof b));
+        r->src = slot_addr(rt, from, x->tensor);
+        r->dst = slot_addr(rt, to, x->tensor);
+        r->bytes = plan->tensors[x->tensor].nbytes;
+        r->from = from;
+        r->kind = to == 0 ? DEV_COPY_D2H : from == 0 ? DEV_COPY_H2D : DEV_COPY_D2D;
+        r->issuer = r->kind == DEV_COPY_H2D ? to : from;
+        snprintf(r->what, sizeof r->what, "transfer %s %s -> %s", plan->tensors[x->tensor].name,
+                 baton_device_format(x->from, a, sizeof a), baton_device_format(x->to, b, sizeof b));
+    }
+    return 0;
+}
+
+int runtime_create_faulty(const baton_plan *plan, const baton_options *opts, int fault_dev,
+                          dev_fault fault, baton_runtime **out, baton_error *err)
+{
+    if (!plan || !out)
+        return baton_seterr(err, BATON_EINVAL, "baton_runtime_create: plan and out are required");
+    *out = NULL;
+    baton_runtime *rt = calloc(1, sizeof *rt);
+    if (!rt)
+        return baton_seterr(err, BATON_ENOMEM, "prepare: out of memory");
+    rt->plan = plan;
+    if (opts)
+        rt->opts = *opts;
+    else
+        baton_options_init(&rt->opts);
+    if ((unsigned)rt->opts.mode > BATON_SYNC_GRAPH) {
+        free(rt);
+        return baton_seterr(err, BATON_EINVAL, "baton_runtime_create: unknown sync mode %d",
+                            (int)rt->opts.mode);
+    }
+    int rc = choose_backend(rt, err);
+    if (!rc)
+        rc = open_devices(rt, fault_dev, fault, err);
+    if (!rc)
+        rc = load_constants(rt, err);
+    if (!rc)
+        rc = build_calls(rt, err);
+    if (!rc)
+        rc = build_transfers(rt, err);
+    if (!rc) {
+        rt->graph_state = calloc((size_t)plan->n_segments + 1, sizeof *rt->graph_state);
+        if (!rt->graph_state)
+            rc = baton_seterr(err, BATON_ENOMEM, "prepare: out of memory");
+    }
+    if (rc) {
+        baton_runtime_destroy(rt);
+        return rc;
+    }
+    *out = rt;
+    return 0;
+}
+
+int baton_runtime_create(const baton_plan *plan, const baton_options *opts, baton_runtime **out,
+                         baton_error *err)
+{
+    return runtime_create_faulty(plan, opts, -1, DEV_FAULT_NONE, out, err);
+}
+
+void baton_runtime_destroy(baton_runtime *rt)
+{
+    if (!rt)
+        return;
+    for (int d = 0; d < rt->nd; d++)
+        if (rt->dev[d].ctx && rt->dev[d].ops->drain)
+            rt->dev[d].ops->drain(rt->dev[d].ctx);
+    if (rt->states && rt->impls)
+        for (int i = 0; i < rt->plan->n_steps; i++)
+            if (rt->states[i] && rt->impls[i] && rt->impls[i]->delegate &&
+                rt->impls[i]->delegate->destroy)
+                rt->impls[i]->delegate->destroy(rt->states[i]);
+    /* The CPU arena may come from a GPU's pinned allocator: free it before closing that GPU. */
+    for (int d = 0; d < rt->nd; d++) {
+        rt_device *rd = &rt->dev[d];
+        if (!rd->arena)
+            continue;
+        if (rd->host_mem)
+            rd->arena_ops->host_free(rd->arena_ctx, rd->arena);
+        else
+            rd->arena_ops->free(rd->arena_ctx, rd->arena);
+    }
+    for (int d = 0; d < rt->nd; d++)
+        if (rt->dev[d].ctx)
+            rt->dev[d].ops->close(rt->dev[d].ctx);
+    free(rt->step_dev);
+    free(rt->calls);
+    free(rt->errbufs);
+    free(rt->bufs);
+    free(rt->states);
+    free(rt->impls);
+    free(rt->step_ns);
+    free(rt->xfers);
+    free(rt->graph_state);
+    free(rt->trace);
+    free(rt);
+}
+
+/* ---- inputs and outputs ------------------------------------------------------------------- */
+
+static int host_tensor(baton_runtime *rt, const char *name, size_t nbytes, int want_input,
+                       void **addr, baton_error *err)
+{
+    if (!rt || !name)
+        return baton_seterr(err, BATON_EINVAL, "a runtime and a tensor name are required");
+    const baton_plan *plan = rt->plan;
+    int t = baton_plan_tensor_index(plan, name);
+    if (t < 0)
+        return baton_seterr(err, BATON_ENOENT, "%s: no tensor named '%s'", plan->source, name);
+    const plan_tensor *pt = &plan->tensors[t];
+    if (want_input && pt->role != BATON_ROLE_INPUT)
+        return baton_seterr(err, BATON_EINVAL,
+                            "%s: tensor '%s' is %s, not an input; only inputs can be set (give it "
+                            "\"role\": \"input\")",
+                            plan->source, name, baton_role_name(pt->role));
+    if (!want_input && pt->role != BATON_ROLE_OUTPUT && pt->role != BATON_ROLE_INPUT)
+        return baton_seterr(err, BATON_EINVAL,
+                            "%s: tensor '%s' is %s; only outputs (and inputs) can be read after a "
+                            "run, since the memory plan reuses other tensors' space (give it "
+                            "\"role\": \"output\")",
+                            plan->source, name, baton_role_name(pt->role));
+    if (nbytes != pt->nbytes)
+        return baton_seterr(err, BATON_EINVAL,
+                            "%s: tensor '%s' (%s, %lld elements) has %zu bytes, not %zu",
+                            plan->source, name, baton_dtype_name(pt->desc.dtype),
+                            (long long)baton_tensor_desc_numel(&pt->desc), pt->nbytes, nbytes);
+    *addr = slot_addr(rt, 0, t);
+    if (!*addr)
+        return baton_seterr(err, BATON_ESTATE, "%s: tensor '%s' has no host copy", plan->source,
+                            name);
+    return 0;
+}
+
+int baton_runtime_set_input(baton_runtime *rt, const char *name, const void *data, size_t nbytes,
+                            baton_error *err)
+{
+    void *dst;
+    int rc = host_tensor(rt, name, nbytes, 1, &dst, err);
+    if (rc)
+        return rc;
+    memcpy(dst, data, nbytes);
+    return 0;
+}
+
+int baton_runtime_get_output(baton_runtime *rt, const char *name, void *data, size_t nbytes,
+                             baton_error *err)
+{
+    void *src;
+    int rc = host_tensor(rt, name, nbytes, 0, &src, err);
+    if (rc)
+        return rc;
+    memcpy(data, src, nbytes);
+    return 0;
+}
+
+/* ---- run ---------------------------------------------------------------------------------- */
+
+/* Wraps a device's error with the step, its target and device. */
+static int step_fail(baton_runtime *rt, int i, int rc, baton_error *err)
+{
+    const plan_step *s = &rt->plan->steps[i];
+    char name[32], inner[BATON_ERROR_MAX];
+    snprintf(inner, sizeof inner, "%s", err ? err->message : "");
+    return baton_seterr(err, rc, "step '%s' (%s %s) on %s: %s", s->name,
+                        s->kind == BATON_TARGET_KERNEL ? "kernel" : "delegate", s->target_name,
+                        baton_device_format(s->device, name, sizeof name), inner);
+}
+
+static int issue_step(baton_runtime *rt, int i, baton_error *err)
+{
+    rt_device *rd = &rt->dev[rt->step_dev[i]];
+    dev_call *c = &rt->calls[i];
+    c->ctx.errbuf[0] = 0;
+    int64_t t0 = rt->timing || rt->trace ? now_ns() : 0;
+    int rc = rd->ops->call(rd->ctx, c, err);
+    if (t0) {
+        int64_t t1 = now_ns();
+        rt->step_ns[i] += t1 - t0;
+        if (rt->trace)
+            trace_add(rt, rt->plan->steps[i].name, "step", rt->step_dev[i], t0, t1);
+    }
+    if (rc)
+        return step_fail(rt, i, rc, err);
+    return 0;
+}
+
+static int issue_transfer(baton_runtime *rt, int x, baton_error *err)
+{
+    rt_transfer *r = &rt->xfers[x];
+    rt_device *rd = &rt->dev[r->issuer];
+    int64_t t0 = rt->trace ? now_ns() : 0;
+    int rc = rd->ops->copy(rd->ctx, r->dst, r->src, r->bytes, r->kind, r->what, err);
+    if (rc) {
+        char name[32], inner[BATON_ERROR_MAX];
+        snprintf(inner, sizeof inner, "%s", err ? err->message : "");
+        return baton_seterr(err, rc, "%s (issued on %s): %s", r->what,
+                            baton_device_format(rt->plan->memory[r->issuer].device, name,
+                                                sizeof name),
+                            inner);
+    }
+    if (t0)
+        trace_add(rt, r->what, "transfer", r->issuer, t0, now_ns());
+    if (r->kind == DEV_COPY_H2D)
+        rt->stats.bytes_h2d += (int64_t)r->bytes;
+    else if (r->kind == DEV_COPY_D2H)
+        rt->stats.bytes_d2h += (int64_t)r->bytes;
+    else
+        rt->stats.bytes_d2d += (int64_t)r->bytes;
+    rd->pending = 1;
+    return 0;
+}
+
+static int host_wait(baton_runtime *rt, int d, const char *where, baton_error *err)
+{
+    rt_device *rd = &rt->dev[d];
+    int64_t t0 = rt->trace ? now_ns() : 0;
+    int rc = rd->ops->record(rd->ctx, WAIT_SLOT, err);
+    if (!rc)
+        rc = rd->ops->wait(rd->ctx, WAIT_SLOT, where, err);
+    if (t0)
+        trace_add(rt, where, "wait", d, t0, now_ns());
+    rd->pending = 0;
+    if (rd->gpu)
+        rt->stats.host_waits++;
+    return rc;
+}
+
+/* Transfers issued at the end of GPU segment s on device d: those into the next segment (a CPU
+ * one) that come from d, and, after the last segment, the outputs that go back to the host. */
+static int issue_outgoing(baton_runtime *rt, int s, int d, baton_error *err)
+{
+    const baton_plan *plan = rt->plan;
+    for (int x = 0; x < plan->n_transfers; x++) {
+        const plan_transfer *pt = &plan->transfers[x];
+        int into_next = pt->segment == s + 1 && s + 1 < plan->n_segments &&
+                        plan->segments[s + 1].device.kind == BATON_DEVICE_CPU;
+        int at_end = pt->segment == plan->n_segments && s == plan->n_segments - 1;
+        if ((into_next || at_end) && rt->xfers[x].from == d) {
+            int rc = issue_transfer(rt, x, err);
+            if (rc)
+                return rc;
+        }
+    }
+    return 0;
+}
+
+static int run_gpu_segment(baton_runtime *rt, int s, baton_error *err)
+{
+    const baton_plan *plan = rt->plan;
+    const plan_segment *seg = &plan->segments[s];
+    int d = plan_memory_index(plan, seg->device), rc;
+    rt_device *rd = &rt->dev[d];
+    int strict = rt->opts.mode == BATON_SYNC_STRICT;
+
+    for (int x = 0; x < plan->n_transfers; x++)
+        if (plan->transfers[x].segment == s && (rc = issue_transfer(rt, x, err)))
+            return rc;
+
+    int launched = 0;
+    if (rt->opts.mode == BATON_SYNC_GRAPH && rd->ops->capture_begin && rt->graph_state[s] >= 0) {
+        if (rt->graph_state[s] == 0 || rt->recapture) {
+            rc = rd->ops->capture_begin(rd->ctx, s, err);
+            for (int i = seg->first_step; !rc && i <= seg->last_step; i++) {
+                rt->calls[i].ctx.capturing = 1;
+                rc = issue_step(rt, i, err);
+                rt->calls[i].ctx.capturing = 0;
+            }
+            int updated = 0;
+            baton_error cerr = {0};
+            int rc2 = rd->ops->capture_end(rd->ctx, s, &updated, &cerr);
+            if (rc && rc != BATON_ENOTSUP)
+                return rc; /* a failing step: the run fails, the next run captures again */
+            if (!rc && rc2 && rc2 != BATON_ENOTSUP) {
+                if (err)
+                    *err = cerr;
+                return rc2;
+            }
+            if (rc || rc2) {
+                /* Not capturable: run this segment uncaptured from now on, and say why once. */
+                rt->graph_state[s] = -1;
+                if (!rt->note[0]) {
+                    char name[32];
+                    snprintf(rt->note, sizeof rt->note,
+                             "segment %d (%s, steps '%s'..'%s') runs without a CUDA graph: %s", s,
+                             baton_device_format(seg->device, name, sizeof name),
+                             plan->steps[seg->first_step].name, plan->steps[seg->last_step].name,
+                             rc ? (err ? err->message : "") : cerr.message);
+                    if (!rt->opts.quiet)
+                        fprintf(stderr, "baton: note: %s\n", rt->note);
+                }
+                rd->ops->graph_reset(rd->ctx, s);
+            } else {
+                rt->graph_state[s] = 1;
+                rt->stats.captures++;
+                if (updated)
+                    rt->stats.graph_updates++;
+            }
+        }
+        if (rt->graph_state[s] == 1) {
+            int64_t t0 = rt->timing || rt->trace ? now_ns() : 0;
+            rc = rd->ops->graph_launch(rd->ctx, s, err);
+            if (t0) {
+                int64_t t1 = now_ns();
+                rt->step_ns[seg->first_step] += t1 - t0;
+                if (rt->trace)
+                    trace_add(rt, "graph", "graph", d, t0, t1);
+            }
+            if (rc)
+                return step_fail(rt, seg->first_step, rc, err);
+            rt->stats.graph_launches++;
+            rt->stats.steps += seg->last_step - seg->first_step + 1;
+            launched = 1;
+        }
+    }
+    if (!launched) {
+        for (int i = seg->first_step; i <= seg->last_step; i++) {
+            if ((rc = issue_step(rt, i, err)))
+                return rc;
+            rt->stats.steps++;
+            rt->stats.kernel_launches++;
+            rd->pending = 1;
+            if (strict) {
+                if (i == seg->last_step && (rc = issue_outgoing(rt, s, d, err)))
+                    return rc;
+                if ((rc = host_wait(rt, d, plan->steps[i].name, err)))
+                    return step_fail(rt, i, rc, err);
+            }
+        }
+    }
+    rd->pending = 1;
+    if (!strict)
+        return issue_outgoing(rt, s, d, err);
+    rd->pending = 0;
+    return 0;
+}
+
+static int run_cpu_segment(baton_runtime *rt, int s, baton_error *err)
+{
+    const baton_plan *plan = rt->plan;
+    const plan_segment *seg = &plan->segments[s];
+    int rc, prev = s > 0 ? plan_memory_index(plan, plan->segments[s - 1].device) : -1;
+    int need[PLAN_MAX_DEVICES] = {0};
+    if (prev > 0)
+        need[prev] = 1;
+    for (int x = 0; x < plan->n_transfers; x++) {
+        if (plan->transfers[x].segment != s)
+            continue;
+        need[rt->xfers[x].from] = 1;
+        if (rt->xfers[x].from != prev && (rc = issue_transfer(rt, x, err)))
+            return rc;
+    }
+    for (int d = 1; d < rt->nd; d++)
+        if (need[d] && rt->dev[d].pending &&
+            (rc = host_wait(rt, d, plan->steps[seg->first_step].name, err)))
+            return rc;
+    for (int i = seg->first_step; i <= seg->last_step; i++) {
+        if ((rc = issue_step(rt, i, err)))
+            return rc;
+        rt->stats.steps++;
+    }
+    return 0;
+}
+
+/* After a failure: let every stream finish (or fail) what it has, so nothing still writes into
+ * the arenas, and forget partial captures. The prepared plan stays usable. */
+static void recover(baton_runtime *rt)
+{
+    for (int d = 0; d < rt->nd; d++) {
+        rt->dev[d].ops->drain(rt->dev[d].ctx);
+        rt->dev[d].pending = 0;
+    }
+    for (int i = 0; i < rt->plan->n_steps; i++)
+        rt->calls[i].ctx.capturing = 0;
+}
+
+int baton_runtime_run(baton_runtime *rt, baton_error *err)
+{
+    if (!rt)
+        return baton_seterr(err, BATON_EINVAL, "baton_runtime_run: no runtime");
+    const baton_plan *plan = rt->plan;
+    int rc = 0;
+    for (int s = 0; s < plan->n_segments && !rc; s++)
+        rc = plan->segments[s].device.kind == BATON_DEVICE_CPU ? run_cpu_segment(rt, s, err)
+                                                               : run_gpu_segment(rt, s, err);
+    if (!rc) {
+        int last = plan->n_segments ? plan_memory_index(plan, plan->segments[plan->n_segments - 1].device) : 0;
+        for (int x = 0; x < plan->n_transfers && !rc; x++)
+            if (plan->transfers[x].segment == plan->n_segments && rt->xfers[x].from != last)
+                rc = issue_transfer(rt, x, err);
+        for (int d = 1; d < rt->nd && !rc; d++)
+            if (rt->dev[d].pending)
+                rc = host_wait(rt, d, "end of run", err);
+    }
+    if (rc) {
+        recover(rt);
+        return rc;
+    }
+    rt->recapture = 0;
+    rt->stats.runs++;
+    return 0;
+}
+
+/* ---- stats, timing, trace ----------------------------------------------------------------- */
+
+void baton_runtime_stats(const baton_runtime *rt, baton_run_stats *out)
+{
+    *out = rt->stats;
+}
+
+void baton_runtime_reset_stats(baton_runtime *rt)
+{
+    memset(&rt->stats, 0, sizeof rt->stats);
+    memset(rt->step_ns, 0, (size_t)rt->plan->n_steps * sizeof *rt->step_ns);
+}
+
+const char *baton_runtime_note(const baton_runtime *rt)
+{
+    return rt->note[0] ? rt->note : NULL;
+}
+
+int baton_runtime_recapture(baton_runtime *rt)
+{
+    if (!rt)
+        return BATON_EINVAL;
+    rt->recapture = 1;
+    return 0;
+}
+
+baton_sync_mode baton_runtime_mode(const baton_runtime *rt)
+{
+    return rt->opts.mode;
+}
+
+baton_gpu_backend baton_runtime_gpu_backend(const baton_runtime *rt)
+{
+    return rt->backend;
+}
+
+int baton_runtime_enable_step_timing(baton_runtime *rt, int enable)
+{
+    if (!rt)
+        return BATON_EINVAL;
+    rt->timing = enable != 0;
+    return 0;
+}
+
+int baton_runtime_step_time_ns(const baton_runtime *rt, int step, int64_t *total_ns)
+{
+    if (!rt || step < 0 || step >= rt->plan->n_steps)
+        return BATON_EINVAL;
+    *total_ns = rt->step_ns[step];
+    return 0;
+}
+
+int baton_runtime_trace_begin(baton_runtime *rt, size_t max_events)
+{
+    if (!rt || max_events == 0)
+        return BATON_EINVAL;
+    free(rt->trace);
+    rt->trace = calloc(max_events, sizeof *rt->trace);
+    if (!rt->trace)
+        return BATON_ENOMEM;
+    rt->trace_cap = max_events;
+    rt->trace_n = 0;
+    rt->trace_t0 = now_ns();
+    return 0;
+}
+
+int baton_runtime_trace_write(baton_runtime *rt, const char *path, baton_error *err)
+{
+    if (!rt || !rt->trace)
+        return baton_seterr(err, BATON_ESTATE, "trace: call baton_runtime_trace_begin first");
+    FILE *f = fopen(path, "w");
+    if (!f)
+        return baton_seterr(err, BATON_EIO, "%s: cannot create trace file: %m", path);
+    fprintf(f, "{\"displayTimeUnit\": \"ns\", \"traceEvents\": [\n");
+    char name[32];
+    for (int d = 0; d < rt->nd; d++)
+        fprintf(f,
+                "{\"name\": \"thread_name\", \"ph\": \"M\", \"pid\": 1, \"tid\": %d, \"args\": "
+                "{\"name\": \"%s (host side)\"}},\n",
+                d, baton_device_format(rt->plan->memory[d].device, name, sizeof name));
+    for (size_t i = 0; i < rt->trace_n; i++) {
+        const trace_event *e = &rt->trace[i];
+        /* names come from the plan, whose validator allows only [A-Za-z0-9_.:-] and these
+         * transfer labels, so no escaping is needed beyond quotes, which cannot occur */
+        fprintf(f,
+                "{\"name\": \"%s\", \"cat\": \"%s\", \"ph\": \"X\", \"pid\": 1, \"tid\": %d, "
+                "\"ts\": %.3f, \"dur\": %.3f}%s\n",
+                e->name, e->cat, e->tid, (double)e->ts_ns / 1000.0, (double)e->dur_ns / 1000.0,
+                i + 1 < rt->trace_n ? "," : "");
+    }
+    fprintf(f, "]}\n");
+    int bad = ferror(f);
+    if (fclose(f) != 0 || bad)
+        return baton_seterr(err, BATON_EIO, "%s: write failed", path);
+    return 0;
+}
+
+void runtime_inject(baton_runtime *rt, int device, dev_fault fault)
+{
+    if (rt && device >= 0 && device < rt->nd && rt->dev[device].ops->inject)
+        rt->dev[device].ops->inject(rt->dev[device].ctx, fault);
+}

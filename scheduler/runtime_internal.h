@@ -1,0 +1,16 @@
+/* runtime_internal.h: hooks into the runtime for baton's own tests: prepare with a device fault
+ * armed, and arm a fault in a prepared runtime. Not part of the public API. */
+#ifndef BATON_SCHEDULER_RUNTIME_INTERNAL_H
+#define BATON_SCHEDULER_RUNTIME_INTERNAL_H
+
+#include "baton/baton.h"
+#include "scheduler/device.h"
+
+/* baton_runtime_create, with `fault` armed on device index `fault_dev` (the plan's memory
+ * index: 0 is the CPU) right after it is opened, so that e.g. its arena allocation fails. */
+int runtime_create_faulty(const baton_plan *plan, const baton_options *opts, int fault_dev,
+                          dev_fault fault, baton_runtime **out, baton_error *err);
+/* Arms a one-shot fault on a device of a prepared runtime. */
+void runtime_inject(baton_runtime *rt, int device, dev_fault fault);
+
+#endif

@@ -1,0 +1,114 @@
+/* support.c: see support.h. */
+#include "tests/support.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "kernels/dtype.h"
+
+uint64_t test_fresh_seed(void)
+{
+    static uint64_t counter;
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return ((uint64_t)ts.tv_sec * 1000000007ull) ^ (uint64_t)ts.tv_nsec ^ (++counter << 40);
+}
+
+uint64_t test_rng_next(test_rng *r)
+{
+    uint64_t z = (r->state += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+double test_rng_uniform(test_rng *r)
+{
+    return (double)(test_rng_next(r) >> 11) * (1.0 / 9007199254740992.0);
+}
+
+double test_rng_normal(test_rng *r)
+{
+    double u1 = test_rng_uniform(r), u2 = test_rng_uniform(r);
+    if (u1 < 1e-300)
+        u1 = 1e-300;
+    return sqrt(-2.0 * log(u1)) * cos(2.0 * M_PI * u2);
+}
+
+void test_fill_random(test_rng *r, baton_dtype dt, void *p, int64_t n, double scale)
+{
+    for (int64_t i = 0; i < n; i++)
+        store_f64(dt, p, i, scale * test_rng_normal(r));
+}
+
+void test_poison(void *p, size_t nbytes)
+{
+    memset(p, 0xff, nbytes);
+}
+
+double test_rel_err(baton_dtype dt, const void *a, const double *ref, int64_t n)
+{
+    double num = 0, den = 0;
+    for (int64_t i = 0; i < n; i++) {
+        double v = load_f64(dt, a, i);
+        if (isnan(v) && !isnan(ref[i]))
+            return INFINITY;
+        double d = v - ref[i];
+        num += d * d;
+        den += ref[i] * ref[i];
+    }
+    if (den == 0)
+        return sqrt(num);
+    return sqrt(num / den);
+}
+
+double test_tolerance(baton_dtype dt)
+{
+    switch (dt) {
+    case BATON_DTYPE_BF16: return 1e-2;
+    case BATON_DTYPE_F16: return 2e-3;
+    case BATON_DTYPE_F32: return 1e-5;
+    case BATON_DTYPE_F64: return 1e-12;
+    default: return 0;
+    }
+}
+
+const char *test_path(const char *rel)
+{
+    static char bufs[4][4096];
+    static int slot;
+    char *b = bufs[slot++ & 3];
+    const char *root = getenv("BATON_SOURCE_DIR");
+    snprintf(b, sizeof bufs[0], "%s/%s", root ? root : ".", rel);
+    return b;
+}
+
+char *test_read_file(const char *path, size_t *len)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return NULL;
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    char *buf = malloc((size_t)n + 1);
+    if (buf && fread(buf, 1, (size_t)n, f) != (size_t)n) {
+        free(buf);
+        buf = NULL;
+    }
+    fclose(f);
+    if (buf) {
+        buf[n] = 0;
+        if (len)
+            *len = (size_t)n;
+    }
+    return buf;
+}
+
+int test_cuda_devices(void)
+{
+    return baton_cuda_device_count();
+}

@@ -1,0 +1,39 @@
+/* support.h: helpers shared by the Criterion tests: random data, poisoning, float64
+ * comparisons, paths to tests/data, and whether a CUDA device is present. */
+#ifndef BATON_TESTS_SUPPORT_H
+#define BATON_TESTS_SUPPORT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "baton/baton.h"
+
+/* A small deterministic generator (splitmix64) so failures reproduce from the printed seed. */
+typedef struct test_rng {
+    uint64_t state;
+} test_rng;
+
+/* A fresh seed per call (time and counter based); tests print it on failure. */
+uint64_t test_fresh_seed(void);
+uint64_t test_rng_next(test_rng *r);
+double test_rng_uniform(test_rng *r);                 /* [0, 1) */
+double test_rng_normal(test_rng *r);                  /* N(0, 1) */
+
+/* Fills n elements of dtype dt with N(0, scale) values (rounded to the dtype). */
+void test_fill_random(test_rng *r, baton_dtype dt, void *p, int64_t n, double scale);
+/* Fills a buffer with a NaN pattern (0xFF bytes), so an unwritten element fails any check. */
+void test_poison(void *p, size_t nbytes);
+/* ||a - ref|| / ||ref|| over n elements, a of dtype dt and ref in double; +inf if a has a NaN. */
+double test_rel_err(baton_dtype dt, const void *a, const double *ref, int64_t n);
+/* The relative-error bound for results stored in dtype dt. */
+double test_tolerance(baton_dtype dt);
+
+/* BATON_SOURCE_DIR/rel (or ./rel when unset), in a static buffer per call slot (4 slots). */
+const char *test_path(const char *rel);
+/* Reads a whole file; NULL if it cannot. free() the result. */
+char *test_read_file(const char *path, size_t *len);
+
+/* Number of CUDA devices, 0 without a device or without CUDA in the build. */
+int test_cuda_devices(void);
+
+#endif
