@@ -1,0 +1,271 @@
+/* plan.c: the life and the read-only face of a loaded plan: baton_plan_free, the accessors of
+ * baton.h, the name indexes the loader builds (so lookups stay O(1) on 10,000-step plans) and the
+ * "did you mean" helper every plan message uses. */
+#include <ctype.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "plan/plan_internal.h"
+
+/* ---- name indexes ------------------------------------------------------------------------ */
+
+static unsigned name_hash(const char *s)
+{
+    unsigned h = 2166136261u; /* FNV-1a */
+    for (; *s; s++) {
+        h ^= (unsigned char)*s;
+        h *= 16777619u;
+    }
+    return h;
+}
+
+int plan_index_create(baton_plan *plan)
+{
+    int n = plan->n_tensors > plan->n_steps ? plan->n_tensors : plan->n_steps;
+    unsigned cap = 16;
+    while (cap < 2u * (unsigned)n)
+        cap <<= 1;
+    free(plan->tensor_index);
+    free(plan->step_index);
+    plan->tensor_index = malloc(cap * sizeof(int));
+    plan->step_index = malloc(cap * sizeof(int));
+    if (!plan->tensor_index || !plan->step_index)
+        return BATON_ENOMEM;
+    memset(plan->tensor_index, 0xff, cap * sizeof(int));
+    memset(plan->step_index, 0xff, cap * sizeof(int));
+    plan->index_mask = cap - 1;
+    return 0;
+}
+
+static const char *tensor_name(const baton_plan *plan, int i)
+{
+    return plan->tensors[i].name;
+}
+
+static const char *step_name(const baton_plan *plan, int i)
+{
+    return plan->steps[i].name;
+}
+
+/* Finds name's slot: the slot that holds it, or the empty slot where it would go. */
+static unsigned probe(const baton_plan *plan, const int *table,
+                      const char *(*name_of)(const baton_plan *, int), const char *name)
+{
+    unsigned i = name_hash(name) & plan->index_mask;
+    while (table[i] >= 0 && strcmp(name_of(plan, table[i]), name) != 0)
+        i = (i + 1) & plan->index_mask;
+    return i;
+}
+
+static int index_add(baton_plan *plan, int *table, const char *(*name_of)(const baton_plan *, int),
+                     int item)
+{
+    unsigned slot = probe(plan, table, name_of, name_of(plan, item));
+    if (table[slot] >= 0)
+        return table[slot];
+    table[slot] = item;
+    return -1;
+}
+
+int plan_index_add_tensor(baton_plan *plan, int i)
+{
+    return index_add(plan, plan->tensor_index, tensor_name, i);
+}
+
+int plan_index_add_step(baton_plan *plan, int i)
+{
+    return index_add(plan, plan->step_index, step_name, i);
+}
+
+int plan_find_tensor(const baton_plan *plan, const char *name)
+{
+    if (!plan || !name || !plan->tensor_index)
+        return -1;
+    return plan->tensor_index[probe(plan, plan->tensor_index, tensor_name, name)];
+}
+
+int plan_find_step(const baton_plan *plan, const char *name)
+{
+    if (!plan || !name || !plan->step_index)
+        return -1;
+    return plan->step_index[probe(plan, plan->step_index, step_name, name)];
+}
+
+/* ---- suggestions ------------------------------------------------------------------------- */
+
+#define SUGGEST_MAX_LEN 64
+
+void plan_suggest_init(plan_suggest *s, const char *word)
+{
+    s->word = word;
+    s->best = NULL;
+    s->best_dist = 1 << 30;
+}
+
+/* Optimal-string-alignment distance, case-insensitive; stops early above `limit`. */
+static int edit_distance(const char *a, const char *b, int limit)
+{
+    int la = (int)strlen(a), lb = (int)strlen(b);
+    if (la > SUGGEST_MAX_LEN || lb > SUGGEST_MAX_LEN || abs(la - lb) > limit)
+        return limit + 1;
+    int rows[3][SUGGEST_MAX_LEN + 1];
+    int *pp = rows[0], *p = rows[1], *c = rows[2];
+    for (int j = 0; j <= lb; j++)
+        p[j] = j;
+    for (int i = 1; i <= la; i++) {
+        c[0] = i;
+        int row_min = c[0];
+        for (int j = 1; j <= lb; j++) {
+            int ca = tolower((unsigned char)a[i - 1]), cb = tolower((unsigned char)b[j - 1]);
+            int cost = ca == cb ? 0 : 1;
+            int v = p[j - 1] + cost;
+            if (p[j] + 1 < v)
+                v = p[j] + 1;
+            if (c[j - 1] + 1 < v)
+                v = c[j - 1] + 1;
+            if (i > 1 && j > 1 && ca == tolower((unsigned char)b[j - 2]) &&
+                tolower((unsigned char)a[i - 2]) == cb && pp[j - 2] + 1 < v)
+                v = pp[j - 2] + 1;
+            c[j] = v;
+            if (v < row_min)
+                row_min = v;
+        }
+        if (row_min > limit)
+            return limit + 1;
+        int *t = pp;
+        pp = p;
+        p = c;
+        c = t;
+    }
+    return p[lb];
+}
+
+void plan_suggest_try(plan_suggest *s, const char *candidate)
+{
+    if (!s->word || !candidate || strcmp(s->word, candidate) == 0)
+        return;
+    int len = (int)strlen(s->word);
+    int limit = len <= 3 ? 1 : len <= 6 ? 2 : 3;
+    int d = edit_distance(s->word, candidate, limit);
+    /* A distance as long as the word means nothing in common (x vs y). */
+    if (d > limit || (d >= len && d > 0))
+        return;
+    if (d < s->best_dist) {
+        s->best_dist = d;
+        s->best = candidate;
+    }
+}
+
+const char *plan_suggest_best(const plan_suggest *s)
+{
+    return s->best;
+}
+
+/* ---- free and accessors ------------------------------------------------------------------ */
+
+void baton_plan_free(baton_plan *plan)
+{
+    if (!plan)
+        return;
+    for (int i = 0; i < plan->n_tensors && plan->tensors; i++) {
+        plan_tensor *t = &plan->tensors[i];
+        free(t->name);
+        free(t->init.path);
+        free(t->init.values);
+    }
+    free(plan->tensors);
+    for (int i = 0; i < plan->n_steps && plan->steps; i++) {
+        plan_step *s = &plan->steps[i];
+        free(s->name);
+        free(s->target_name);
+        free(s->inputs);
+        free(s->outputs);
+        for (int a = 0; a < s->n_attrs && s->attrs; a++) {
+            free((char *)s->attrs[a].name);
+            free((char *)s->attrs[a].s);
+        }
+        free(s->attrs);
+        free(s->input_pos);
+        free(s->output_pos);
+        free(s->attr_pos);
+    }
+    free(plan->steps);
+    free(plan->segments);
+    free(plan->boundaries);
+    free(plan->transfers);
+    for (int d = 0; d < PLAN_MAX_DEVICES; d++) {
+        free(plan->memory[d].offset);
+        free(plan->memory[d].live_begin);
+        free(plan->memory[d].live_end);
+    }
+    for (int m = 0; m < 3; m++)
+        free(plan->sync[m]);
+    free(plan->tensor_index);
+    free(plan->step_index);
+    free(plan->source);
+    free(plan->base_dir);
+    free(plan->name);
+    free(plan);
+}
+
+const char *baton_plan_name(const baton_plan *plan)
+{
+    return plan ? plan->name : NULL;
+}
+
+int baton_plan_tensor_count(const baton_plan *plan)
+{
+    return plan ? plan->n_tensors : 0;
+}
+
+int baton_plan_step_count(const baton_plan *plan)
+{
+    return plan ? plan->n_steps : 0;
+}
+
+int baton_plan_tensor_index(const baton_plan *plan, const char *name)
+{
+    if (!plan || !name)
+        return BATON_EINVAL;
+    int i = plan_find_tensor(plan, name);
+    return i < 0 ? BATON_ENOENT : i;
+}
+
+int baton_plan_step_index(const baton_plan *plan, const char *name)
+{
+    if (!plan || !name)
+        return BATON_EINVAL;
+    int i = plan_find_step(plan, name);
+    return i < 0 ? BATON_ENOENT : i;
+}
+
+int baton_plan_tensor_info(const baton_plan *plan, int i, baton_tensor_info *out)
+{
+    if (!plan || !out)
+        return BATON_EINVAL;
+    if (i < 0 || i >= plan->n_tensors)
+        return BATON_ENOENT;
+    const plan_tensor *t = &plan->tensors[i];
+    out->name = t->name;
+    out->desc = t->desc;
+    out->role = t->role;
+    out->nbytes = t->nbytes;
+    return 0;
+}
+
+int baton_plan_step_info(const baton_plan *plan, int i, baton_step_info *out)
+{
+    if (!plan || !out)
+        return BATON_EINVAL;
+    if (i < 0 || i >= plan->n_steps)
+        return BATON_ENOENT;
+    const plan_step *s = &plan->steps[i];
+    out->name = s->name;
+    out->target = s->target_name;
+    out->kind = s->kind;
+    out->device = s->device;
+    out->segment = s->segment;
+    out->next_device = s->next_device;
+    out->next_kind = s->next_kind;
+    return 0;
+}

@@ -1,0 +1,337 @@
+/* validate.c: checks a built plan against the registry and against the dataflow rules, so that a
+ * plan that loads can run: every step names a target with an implementation for its device, its
+ * tensors match the target's signature and attributes, every tensor is written once before it is
+ * read. It also fills each tensor's producer and readers and packs each step's descriptor. */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "plan/plan_internal.h"
+
+static int fail(baton_error *err, const baton_plan *plan, int code, plan_pos pos, const char *fmt,
+                ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 5, 6)))
+#endif
+    ;
+
+static int fail(baton_error *err, const baton_plan *plan, int code, plan_pos pos, const char *fmt,
+                ...)
+{
+    char msg[BATON_ERROR_MAX];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    return plan_error(err, code, plan, pos, "%s", msg);
+}
+
+static const char *kind_word(baton_target_kind k)
+{
+    return k == BATON_TARGET_DELEGATE ? "delegate" : "kernel";
+}
+
+static const char *device_kind_word(baton_device_kind k)
+{
+    return k == BATON_DEVICE_CUDA ? "cuda" : k == BATON_DEVICE_CPU ? "cpu" : "none";
+}
+
+static const char *attr_type_word(baton_attr_type t)
+{
+    switch (t) {
+    case BATON_ATTR_INT: return "an integer";
+    case BATON_ATTR_FLOAT: return "a number";
+    case BATON_ATTR_BOOL: return "a bool";
+    case BATON_ATTR_STRING: return "a string";
+    default: return "nothing";
+    }
+}
+
+static void format_desc(char *buf, size_t cap, const baton_tensor_desc *d)
+{
+    size_t used = (size_t)snprintf(buf, cap, "%s[", baton_dtype_name(d->dtype));
+    for (int i = 0; i < d->rank && used < cap; i++)
+        used += (size_t)snprintf(buf + used, cap - used, "%s%lld", i ? "," : "",
+                                 (long long)d->shape[i]);
+    if (used < cap)
+        snprintf(buf + used, cap - used, "]");
+}
+
+/* Appends ", name" to a list in buf. */
+static void append(char *buf, size_t cap, const char *item)
+{
+    size_t used = strlen(buf);
+    if (used < cap)
+        snprintf(buf + used, cap - used, "%s%s", used ? ", " : "", item);
+}
+
+/* Finds the step's target and its implementation for the step's device. */
+static int resolve_target(const baton_plan *plan, plan_step *s, baton_error *err)
+{
+    const baton_registry *reg = plan->registry;
+    const baton_target *t = baton_registry_find(reg, s->target_name);
+    char dev[32];
+    baton_device_format(s->device, dev, sizeof dev);
+    if (!t) {
+        /* List what would work here: targets of the same kind with an implementation for this
+         * device kind. */
+        char list[600] = "", hint[PLAN_MAX_NAME + 32] = "";
+        plan_suggest sg;
+        plan_suggest_init(&sg, s->target_name);
+        for (int i = 0; i < baton_registry_count(reg); i++) {
+            const baton_target *c = baton_registry_at(reg, i);
+            if (!c || c->kind != s->kind)
+                continue;
+            if (!baton_target_impl_for(c, s->device.kind) &&
+                !(s->device.kind == BATON_DEVICE_CUDA && !baton_cuda_built() &&
+                  baton_target_impl_for(c, BATON_DEVICE_CPU)))
+                continue;
+            append(list, sizeof list, c->name);
+            plan_suggest_try(&sg, c->name);
+        }
+        if (plan_suggest_best(&sg))
+            snprintf(hint, sizeof hint, " (did you mean '%s'?)", plan_suggest_best(&sg));
+        return fail(err, plan, BATON_ENOTARGET, s->target_pos,
+                    "step '%s': no %s named '%.64s' is registered%s; %ss on %s: %s", s->name,
+                    kind_word(s->kind), s->target_name, hint, kind_word(s->kind),
+                    device_kind_word(s->device.kind), list[0] ? list : "none");
+    }
+    if (t->kind != s->kind)
+        return fail(err, plan, BATON_EPLAN, s->target_pos,
+                    "step '%s': '%s' is a %s, not a %s; write \"%s\": \"%s\"", s->name, t->name,
+                    kind_word(t->kind), kind_word(s->kind), kind_word(t->kind), t->name);
+    /* A CPU-only build runs cuda:N steps on the CPU (the runtime warns), so there a CPU
+     * implementation is enough for them. */
+    int runnable = baton_target_impl_for(t, s->device.kind) != NULL ||
+                   (s->device.kind == BATON_DEVICE_CUDA && !baton_cuda_built() &&
+                    baton_target_impl_for(t, BATON_DEVICE_CPU) != NULL);
+    if (!runnable) {
+        char list[128] = "";
+        for (int i = 0; i < t->n_impls && i < BATON_MAX_IMPLS; i++)
+            append(list, sizeof list, device_kind_word(t->impls[i].device));
+        return fail(err, plan, BATON_ENOTARGET, s->device_pos,
+                    "step '%s': %s '%s' has no implementation for %s; it runs on: %s; move the "
+                    "step to one of those devices",
+                    s->name, kind_word(t->kind), t->name, dev, list[0] ? list : "no device");
+    }
+    s->target = t;
+    return 0;
+}
+
+static int check_attrs(const baton_plan *plan, const plan_step *s, baton_error *err)
+{
+    const baton_target *t = s->target;
+    char accepted[400] = "";
+    int n_specs = 0;
+    while (n_specs < BATON_MAX_ATTR_SPECS && t->attrs[n_specs].name)
+        n_specs++;
+    for (int k = 0; k < n_specs; k++)
+        append(accepted, sizeof accepted, t->attrs[k].name);
+    for (int a = 0; a < s->n_attrs; a++) {
+        const baton_attr *at = &s->attrs[a];
+        const baton_attr_spec *spec = NULL;
+        plan_suggest sg;
+        plan_suggest_init(&sg, at->name);
+        for (int k = 0; k < n_specs && !spec; k++) {
+            if (strcmp(t->attrs[k].name, at->name) == 0)
+                spec = &t->attrs[k];
+            plan_suggest_try(&sg, t->attrs[k].name);
+        }
+        plan_pos pos = s->attr_pos ? s->attr_pos[a] : s->pos;
+        if (!spec) {
+            char hint[96] = "";
+            if (plan_suggest_best(&sg))
+                snprintf(hint, sizeof hint, " (did you mean '%s'?)", plan_suggest_best(&sg));
+            return fail(err, plan, BATON_EPLAN, pos,
+                        "step '%s': %s '%s' takes no attribute '%.64s'%s; accepted: %s", s->name,
+                        kind_word(t->kind), t->name, at->name, hint,
+                        accepted[0] ? accepted : "none");
+        }
+        int ok = at->type == spec->type ||
+                 (spec->type == BATON_ATTR_FLOAT && at->type == BATON_ATTR_INT);
+        if (!ok)
+            return fail(err, plan, BATON_EPLAN, pos,
+                        "step '%s': attribute '%s' must be %s (%s), not %s", s->name, at->name,
+                        attr_type_word(spec->type), spec->help ? spec->help : t->name,
+                        attr_type_word(at->type));
+    }
+    for (int k = 0; k < n_specs; k++) {
+        if (!t->attrs[k].required || baton_attrs_find(s->attrs, s->n_attrs, t->attrs[k].name))
+            continue;
+        return fail(err, plan, BATON_EPLAN, s->pos,
+                    "step '%s': %s '%s' needs attribute '%s' (%s); add \"attrs\": {\"%s\": ...}",
+                    s->name, kind_word(t->kind), t->name, t->attrs[k].name,
+                    t->attrs[k].help ? t->attrs[k].help : attr_type_word(t->attrs[k].type),
+                    t->attrs[k].name);
+    }
+    return 0;
+}
+
+/* Counts, attributes, the target's check() against the declared outputs, then pack(). */
+static int check_signature(const baton_plan *plan, plan_step *s, baton_error *err)
+{
+    const baton_target *t = s->target;
+    if (s->n_inputs != t->n_inputs || s->n_outputs != t->n_outputs)
+        return fail(err, plan, BATON_EPLAN, s->pos,
+                    "step '%s': %s '%s' takes %d input%s and %d output%s but the step lists %d "
+                    "and %d (%s)",
+                    s->name, kind_word(t->kind), t->name, t->n_inputs, t->n_inputs == 1 ? "" : "s",
+                    t->n_outputs, t->n_outputs == 1 ? "" : "s", s->n_inputs, s->n_outputs,
+                    t->summary ? t->summary : "see baton inspect");
+    int rc = check_attrs(plan, s, err);
+    if (rc)
+        return rc;
+
+    baton_tensor_desc in[PLAN_MAX_STEP_ARGS], decl[PLAN_MAX_STEP_ARGS], want[PLAN_MAX_STEP_ARGS];
+    for (int i = 0; i < s->n_inputs; i++)
+        in[i] = plan->tensors[s->inputs[i]].desc;
+    for (int i = 0; i < s->n_outputs; i++) {
+        decl[i] = plan->tensors[s->outputs[i]].desc;
+        want[i] = decl[i];
+    }
+    baton_sig_args args = {s->n_inputs, in, s->n_outputs, decl, s->n_attrs, s->attrs};
+    if (t->check) {
+        char msg[512] = "";
+        rc = t->check(&args, want, msg, sizeof msg);
+        if (rc)
+            return fail(err, plan, BATON_EPLAN, s->pos, "step '%s' (%s '%s'): %s", s->name,
+                        kind_word(t->kind), t->name, msg[0] ? msg : "the signature check failed");
+        for (int i = 0; i < s->n_outputs; i++) {
+            int same = want[i].dtype == decl[i].dtype && want[i].rank == decl[i].rank;
+            for (int d = 0; same && d < decl[i].rank && d < BATON_MAX_RANK; d++)
+                same = want[i].shape[d] == decl[i].shape[d];
+            if (same)
+                continue;
+            char have[160], need[160];
+            const plan_tensor *o = &plan->tensors[s->outputs[i]];
+            format_desc(have, sizeof have, &decl[i]);
+            format_desc(need, sizeof need, &want[i]);
+            return fail(err, plan, BATON_EPLAN, s->output_pos ? s->output_pos[i] : s->pos,
+                        "step '%s': output '%s' is declared %s but %s '%s' produces %s here; "
+                        "declare tensor '%s' (line %d:%d) as %s",
+                        s->name, o->name, have, kind_word(t->kind), t->name, need, o->name,
+                        o->pos.line, o->pos.column, need);
+        }
+    }
+    if (s->opaque_verbatim)
+        return 0;
+    s->opaque_len = 0;
+    if (t->pack) {
+        int n = t->pack(&args, s->opaque, sizeof s->opaque);
+        if (n < 0 || n > BATON_OPAQUE_MAX)
+            return fail(err, plan, BATON_EPLAN, s->pos,
+                        "step '%s': %s '%s' could not pack its descriptor (%s)", s->name,
+                        kind_word(t->kind), t->name, baton_strerror(n < 0 ? n : BATON_EINVAL));
+        s->opaque_len = (size_t)n;
+    }
+    return 0;
+}
+
+/* The first step after `after` that writes tensor t, or -1. Used only to explain an error. */
+static int later_writer(const baton_plan *plan, int after, int t)
+{
+    for (int s = after + 1; s < plan->n_steps; s++)
+        for (int o = 0; o < plan->steps[s].n_outputs; o++)
+            if (plan->steps[s].outputs[o] == t)
+                return s;
+    return -1;
+}
+
+static int check_dataflow(baton_plan *plan, int si, baton_error *err)
+{
+    plan_step *s = &plan->steps[si];
+    for (int i = 0; i < s->n_inputs; i++) {
+        int ti = s->inputs[i];
+        plan_tensor *t = &plan->tensors[ti];
+        plan_pos pos = s->input_pos ? s->input_pos[i] : s->pos;
+        for (int o = 0; o < s->n_outputs; o++)
+            if (s->outputs[o] == ti)
+                return fail(err, plan, BATON_EPLAN, pos,
+                            "step '%s' reads and writes tensor '%s'; steps do not run in place: "
+                            "write to a new tensor and read that one afterwards",
+                            s->name, t->name);
+        int readable = t->role == BATON_ROLE_INPUT || t->role == BATON_ROLE_CONSTANT ||
+                       (t->producer >= 0 && t->producer < si);
+        if (!readable) {
+            int later = later_writer(plan, si, ti);
+            if (later >= 0)
+                return fail(err, plan, BATON_EPLAN, pos,
+                            "step '%s' reads tensor '%s' before step '%s' (line %d:%d) writes "
+                            "it; move step '%s' before step '%s'",
+                            s->name, t->name, plan->steps[later].name, plan->steps[later].pos.line,
+                            plan->steps[later].pos.column, plan->steps[later].name, s->name);
+            return fail(err, plan, BATON_EPLAN, pos,
+                        "step '%s' reads tensor '%s' but no step writes it; make it an input "
+                        "(\"role\": \"input\"), a constant with an init, or add a step that "
+                        "writes it",
+                        s->name, t->name);
+        }
+        if (t->first_read < 0)
+            t->first_read = si;
+        t->last_read = si;
+    }
+    for (int o = 0; o < s->n_outputs; o++) {
+        int ti = s->outputs[o];
+        plan_tensor *t = &plan->tensors[ti];
+        plan_pos pos = s->output_pos ? s->output_pos[o] : s->pos;
+        if (t->role == BATON_ROLE_INPUT || t->role == BATON_ROLE_CONSTANT)
+            return fail(err, plan, BATON_EPLAN, pos,
+                        "step '%s' writes %s tensor '%s'; inputs and constants are read-only: "
+                        "write to a new intermediate or output tensor",
+                        s->name, baton_role_name(t->role), t->name);
+        if (t->producer == si)
+            return fail(err, plan, BATON_EPLAN, pos,
+                        "step '%s' lists tensor '%s' twice in its outputs; each output needs its "
+                        "own tensor",
+                        s->name, t->name);
+        if (t->producer >= 0) {
+            const plan_step *p = &plan->steps[t->producer];
+            return fail(err, plan, BATON_EPLAN, pos,
+                        "tensor '%s' is written by step '%s' (line %d:%d) and again by step "
+                        "'%s'; a tensor is written once per run: give step '%s' a new output "
+                        "tensor",
+                        t->name, p->name, p->pos.line, p->pos.column, s->name, s->name);
+        }
+        t->producer = si;
+    }
+    return 0;
+}
+
+int plan_validate(baton_plan *plan, baton_error *err)
+{
+    if (!plan || !plan->registry)
+        return baton_seterr(err, BATON_EINVAL, "plan_validate: no plan or no registry");
+    baton_device devices[PLAN_MAX_DEVICES];
+    int n_devices = 0;
+    for (int ti = 0; ti < plan->n_tensors; ti++) {
+        plan->tensors[ti].producer = -1;
+        plan->tensors[ti].first_read = plan->tensors[ti].last_read = -1;
+    }
+    for (int si = 0; si < plan->n_steps; si++) {
+        plan_step *s = &plan->steps[si];
+        int known = 0;
+        for (int d = 0; d < n_devices && !known; d++)
+            known = device_eq(devices[d], s->device);
+        if (!known) {
+            if (n_devices == PLAN_MAX_DEVICES)
+                return fail(err, plan, BATON_EPLAN, s->device_pos,
+                            "step '%s' uses a device beyond the %d a plan may use", s->name,
+                            PLAN_MAX_DEVICES);
+            devices[n_devices++] = s->device;
+        }
+        int rc;
+        if ((rc = resolve_target(plan, s, err)) || (rc = check_signature(plan, s, err)) ||
+            (rc = check_dataflow(plan, si, err)))
+            return rc;
+    }
+    for (int ti = 0; ti < plan->n_tensors; ti++) {
+        const plan_tensor *t = &plan->tensors[ti];
+        if (t->role == BATON_ROLE_OUTPUT && t->producer < 0)
+            return fail(err, plan, BATON_EPLAN, t->pos,
+                        "output tensor '%s' is never written; add a step that writes it, or "
+                        "change its role",
+                        t->name);
+    }
+    return 0;
+}
