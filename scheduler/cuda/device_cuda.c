@@ -578,6 +578,7 @@ static int cuda_graph_launch(dev_ctx *d, int slot, baton_error *err)
         snprintf(what, sizeof what, "graph %d", slot);
         return cuda_fail(err, d, NULL, "cudaGraphLaunch", what, e);
     }
+    d->counters.graph_launches++;
     return 0;
 }
 
@@ -609,6 +610,18 @@ void dev_cuda_inject_fault(dev_ctx *d, int what)
     d->fault = what;
 }
 
+/* The runtime's generic faults, as the CUDA device makes them happen. */
+static void cuda_inject(dev_ctx *d, dev_fault fault)
+{
+    switch (fault) {
+    case DEV_FAULT_ALLOC: d->fault = DEV_CUDA_FAULT_ALLOC; break;
+    case DEV_FAULT_LAUNCH: d->fault = DEV_CUDA_FAULT_LAUNCH; break;
+    case DEV_FAULT_CAPTURE: d->fault = DEV_CUDA_FAULT_CAPTURE; break;
+    case DEV_FAULT_COPY: d->fault = DEV_CUDA_FAULT_COPY; break;
+    default: d->fault = DEV_CUDA_FAULT_NONE; break;
+    }
+}
+
 const dev_ops dev_cuda_ops = {
     .name = "cuda",
     .open = cuda_open,
@@ -631,6 +644,7 @@ const dev_ops dev_cuda_ops = {
     .graph_reset = cuda_graph_reset,
     .supports_pdl = cuda_supports_pdl,
     .counters = cuda_counters,
+    .inject = cuda_inject,
 };
 
 int baton_cuda_built(void)

@@ -6,7 +6,9 @@
 
 #include "scheduler/device.h"
 
-/* What dev_cuda_inject_fault() makes fail, once; the next matching call consumes it. */
+/* What dev_cuda_inject_fault() makes fail, once; the next matching call consumes it. The
+ * generic dev_ops.inject maps DEV_FAULT_ALLOC, _LAUNCH, _CAPTURE and _COPY onto the faults of the
+ * same names here; DEV_CUDA_FAULT_INSTANTIATE is reachable only through this header. */
 typedef enum dev_cuda_fault {
     DEV_CUDA_FAULT_NONE = 0,
     /* The next alloc() asks cudaMalloc for more memory than any GPU has: a real

@@ -1,0 +1,473 @@
+/* test_device_cuda.c: the scheduler's CUDA device through its dev_ops table: stream order up to
+ * an event wait, counters, graph capture, replay and in-place update, illegal calls during
+ * capture, cross-context waits, and every injected fault, each followed by a working call. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <criterion/criterion.h>
+#include <cuda_runtime.h>
+
+#include "scheduler/cuda/device_cuda.h"
+#include "scheduler/device.h"
+#include "tests/support.h"
+
+#define SKIP_WITHOUT_GPU()                                                                         \
+    do {                                                                                           \
+        if (test_cuda_devices() == 0)                                                              \
+            cr_skip("no CUDA device on this machine: the CUDA device needs one");                  \
+    } while (0)
+
+static const dev_ops *ops = &dev_cuda_ops;
+static const baton_device cuda0 = {BATON_DEVICE_CUDA, 0};
+
+/* Test "kernels": real stream operations issued through the baton_kernel_fn convention. The
+ * opaque descriptor is the byte count. */
+static int k_copy(const baton_exec_ctx *ctx, void **buffers, const char *opaque, size_t len)
+{
+    size_t n;
+    memcpy(&n, opaque, sizeof n);
+    cudaError_t e = cudaMemcpyAsync(buffers[1], buffers[0], n, cudaMemcpyDeviceToDevice,
+                                    (cudaStream_t)ctx->stream);
+    if (e != cudaSuccess) {
+        snprintf(ctx->errbuf, ctx->errbuf_len, "cudaMemcpyAsync: %s", cudaGetErrorString(e));
+        return BATON_ECUDA;
+    }
+    return 0;
+}
+
+static int k_fail(const baton_exec_ctx *ctx, void **buffers, const char *opaque, size_t len)
+{
+    snprintf(ctx->errbuf, ctx->errbuf_len, "bad descriptor: n2 must be >= 1");
+    return BATON_EKERNEL;
+}
+
+/* Waits for its own stream: the classic call that cannot be captured. */
+static int k_sync(const baton_exec_ctx *ctx, void **buffers, const char *opaque, size_t len)
+{
+    cudaError_t e = cudaStreamSynchronize((cudaStream_t)ctx->stream);
+    if (e != cudaSuccess) {
+        snprintf(ctx->errbuf, ctx->errbuf_len, "cudaStreamSynchronize: %s", cudaGetErrorString(e));
+        return BATON_ECUDA;
+    }
+    return 0;
+}
+
+typedef struct fixture {
+    dev_ctx *d;
+    size_t n;
+    unsigned char *host_src, *host_dst; /* pinned */
+    void *src, *dst;                    /* device */
+    size_t nbytes_opaque;
+    char errbuf[256];
+    void *buffers[2];
+    dev_call call;
+} fixture;
+
+static void fx_open(fixture *f, size_t n)
+{
+    memset(f, 0, sizeof *f);
+    baton_error err = {0};
+    baton_options opts;
+    memset(&opts, 0, sizeof opts);
+    int rc = ops->open(cuda0, &opts, 4, 4, &f->d, &err);
+    cr_assert_eq(rc, 0, "open: %s", err.message);
+    f->n = n;
+    f->host_src = ops->host_alloc(f->d, n, &err);
+    f->host_dst = ops->host_alloc(f->d, n, &err);
+    f->src = ops->alloc(f->d, n, &err);
+    f->dst = ops->alloc(f->d, n, &err);
+    cr_assert(f->host_src && f->host_dst && f->src && f->dst, "alloc: %s", err.message);
+    test_rng rng = {test_fresh_seed()};
+    for (size_t i = 0; i < n; i += 8) {
+        uint64_t v = test_rng_next(&rng);
+        memcpy(f->host_src + i, &v, n - i < 8 ? n - i : 8);
+    }
+    f->nbytes_opaque = n;
+    f->buffers[0] = f->src;
+    f->buffers[1] = f->dst;
+    f->call = (dev_call){.kernel = k_copy,
+                         .buffers = f->buffers,
+                         .opaque = (const char *)&f->nbytes_opaque,
+                         .opaque_len = sizeof f->nbytes_opaque,
+                         .ctx = {.device = cuda0,
+                                 .stream = ops->stream(f->d),
+                                 .next_device = {BATON_DEVICE_CPU, 0},
+                                 .next_kind = BATON_TARGET_KERNEL,
+                                 .step_name = "norm",
+                                 .errbuf = f->errbuf,
+                                 .errbuf_len = sizeof f->errbuf}};
+}
+
+static void fx_close(fixture *f)
+{
+    ops->free(f->d, f->src);
+    ops->free(f->d, f->dst);
+    ops->host_free(f->d, f->host_src);
+    ops->host_free(f->d, f->host_dst);
+    ops->close(f->d);
+}
+
+/* h2d(host_src -> src), call(src -> dst), d2h(dst -> host_dst), record, wait; then compare. */
+static int fx_roundtrip(fixture *f, baton_error *err)
+{
+    memset(f->host_dst, 0xa5, f->n);
+    int rc;
+    if ((rc = ops->copy(f->d, f->src, f->host_src, f->n, DEV_COPY_H2D, "transfer x -> cuda:0",
+                        err)) ||
+        (rc = ops->call(f->d, &f->call, err)) ||
+        (rc = ops->copy(f->d, f->host_dst, f->dst, f->n, DEV_COPY_D2H, "transfer y -> cpu", err)) ||
+        (rc = ops->record(f->d, 0, err)) || (rc = ops->wait(f->d, 0, "end of run", err)))
+        return rc;
+    return memcmp(f->host_src, f->host_dst, f->n) == 0 ? 0 : BATON_ENUMERIC;
+}
+
+Test(device_cuda, open_rejects_a_missing_device_by_name)
+{
+    dev_ctx *d = (dev_ctx *)&d;
+    baton_error err = {0};
+    baton_options opts;
+    memset(&opts, 0, sizeof opts);
+    int rc = ops->open((baton_device){BATON_DEVICE_CUDA, 99}, &opts, 1, 1, &d, &err);
+    cr_expect_eq(rc, BATON_ENODEV, "rc %d: %s", rc, err.message);
+    cr_expect_null(d);
+    cr_expect(strstr(err.message, "cuda:99"), "%s", err.message);
+}
+
+Test(device_cuda, alloc_returns_zeroed_device_memory)
+{
+    SKIP_WITHOUT_GPU();
+    fixture f;
+    fx_open(&f, 1 << 20);
+    baton_error err = {0};
+    memset(f.host_dst, 0xa5, f.n);
+    cr_assert_eq(ops->copy_sync(f.d, f.host_dst, f.src, f.n, DEV_COPY_D2H, &err), 0, "%s",
+                 err.message);
+    for (size_t i = 0; i < f.n; i++)
+        cr_assert_eq(f.host_dst[i], 0, "byte %zu not zeroed", i);
+    fx_close(&f);
+}
+
+Test(device_cuda, copies_and_calls_run_in_stream_order_up_to_the_event_wait)
+{
+    SKIP_WITHOUT_GPU();
+    fixture f;
+    fx_open(&f, (size_t)64 << 20); /* large enough that a missing wait reads stale bytes */
+    baton_error err = {0};
+    for (int rep = 0; rep < 3; rep++) {
+        f.host_src[rep] ^= 0x5a; /* new data each time */
+        int rc = fx_roundtrip(&f, &err);
+        cr_assert_eq(rc, 0, "rep %d: rc %d %s", rep, rc, err.message);
+    }
+    dev_counters c;
+    ops->counters(f.d, &c);
+    cr_expect_eq(c.host_waits, 3);
+    cr_expect_eq(c.launches, 3);
+    fx_close(&f);
+}
+
+Test(device_cuda, a_failing_kernel_names_the_step_the_device_and_its_reason)
+{
+    SKIP_WITHOUT_GPU();
+    fixture f;
+    fx_open(&f, 4096);
+    f.call.kernel = k_fail;
+    baton_error err = {0};
+    int rc = ops->call(f.d, &f.call, &err);
+    cr_expect_eq(rc, BATON_EKERNEL);
+    cr_expect(strstr(err.message, "cuda:0"), "%s", err.message);
+    cr_expect(strstr(err.message, "step 'norm'"), "%s", err.message);
+    cr_expect(strstr(err.message, "bad descriptor"), "%s", err.message);
+    f.call.kernel = k_copy;
+    cr_expect_eq(fx_roundtrip(&f, &err), 0, "%s", err.message);
+    fx_close(&f);
+}
+
+Test(device_cuda, an_injected_alloc_fault_is_a_real_cuda_failure_and_the_device_recovers)
+{
+    SKIP_WITHOUT_GPU();
+    fixture f;
+    fx_open(&f, 4096);
+    baton_error err = {0};
+    dev_cuda_inject_fault(f.d, DEV_CUDA_FAULT_ALLOC);
+    void *p = ops->alloc(f.d, 1024, &err);
+    cr_expect_null(p);
+    cr_expect_eq(err.code, BATON_ECUDA);
+    cr_expect(strstr(err.message, "cuda:0") && strstr(err.message, "cudaMalloc") &&
+                  strstr(err.message, "cudaErrorMemoryAllocation"),
+              "%s", err.message);
+    p = ops->alloc(f.d, 1024, &err);
+    cr_expect_not_null(p, "%s", err.message);
+    ops->free(f.d, p);
+    cr_expect_eq(fx_roundtrip(&f, &err), 0, "%s", err.message);
+    fx_close(&f);
+}
+
+Test(device_cuda, an_injected_launch_fault_fails_the_step_without_running_it)
+{
+    SKIP_WITHOUT_GPU();
+    fixture f;
+    fx_open(&f, 1 << 20);
+    baton_error err = {0};
+    cr_assert_eq(ops->copy_sync(f.d, f.src, f.host_src, f.n, DEV_COPY_H2D, &err), 0);
+    dev_cuda_inject_fault(f.d, DEV_CUDA_FAULT_LAUNCH);
+    int rc = ops->call(f.d, &f.call, &err);
+    cr_expect_eq(rc, BATON_ECUDA);
+    cr_expect(strstr(err.message, "step 'norm'") && strstr(err.message, "cuda:0"), "%s",
+              err.message);
+    ops->drain(f.d);
+    cr_assert_eq(ops->copy_sync(f.d, f.host_dst, f.dst, f.n, DEV_COPY_D2H, &err), 0);
+    for (size_t i = 0; i < f.n; i++)
+        cr_assert_eq(f.host_dst[i], 0, "the failed step wrote byte %zu", i);
+    dev_counters c;
+    ops->counters(f.d, &c);
+    cr_expect_eq(c.launches, 0);
+    cr_expect_eq(fx_roundtrip(&f, &err), 0, "%s", err.message);
+    fx_close(&f);
+}
+
+Test(device_cuda, a_captured_segment_replays_and_is_updated_in_place_for_new_addresses)
+{
+    SKIP_WITHOUT_GPU();
+    fixture f;
+    fx_open(&f, 1 << 20);
+    baton_error err = {0};
+    int updated = -1;
+    cr_assert_eq(ops->capture_begin(f.d, 1, &err), 0, "%s", err.message);
+    cr_assert_eq(ops->call(f.d, &f.call, &err), 0, "%s", err.message);
+    cr_assert_eq(ops->capture_end(f.d, 1, &updated, &err), 0, "%s", err.message);
+    cr_expect_eq(updated, 0);
+    dev_counters c;
+    ops->counters(f.d, &c);
+    cr_expect_eq(c.launches, 0, "a captured call is recorded, not issued");
+    for (int rep = 0; rep < 2; rep++) {
+        f.host_src[rep] ^= 0x77;
+        cr_assert_eq(ops->copy(f.d, f.src, f.host_src, f.n, DEV_COPY_H2D, "x", &err), 0);
+        cr_assert_eq(ops->graph_launch(f.d, 1, &err), 0, "%s", err.message);
+        cr_assert_eq(ops->copy(f.d, f.host_dst, f.dst, f.n, DEV_COPY_D2H, "y", &err), 0);
+        cr_assert_eq(ops->record(f.d, 2, &err), 0);
+        cr_assert_eq(ops->wait(f.d, 2, "end", &err), 0, "%s", err.message);
+        cr_assert_eq(memcmp(f.host_src, f.host_dst, f.n), 0, "replay %d", rep);
+    }
+    /* the same segment on other buffers: the executable graph is updated, not rebuilt */
+    void *src2 = ops->alloc(f.d, f.n, &err), *dst2 = ops->alloc(f.d, f.n, &err);
+    cr_assert(src2 && dst2);
+    f.buffers[0] = src2;
+    f.buffers[1] = dst2;
+    cr_assert_eq(ops->capture_begin(f.d, 1, &err), 0, "%s", err.message);
+    cr_assert_eq(ops->call(f.d, &f.call, &err), 0, "%s", err.message);
+    cr_assert_eq(ops->capture_end(f.d, 1, &updated, &err), 0, "%s", err.message);
+    cr_expect_eq(updated, 1);
+    f.host_src[0] ^= 0x11;
+    cr_assert_eq(ops->copy(f.d, src2, f.host_src, f.n, DEV_COPY_H2D, "x", &err), 0);
+    cr_assert_eq(ops->graph_launch(f.d, 1, &err), 0, "%s", err.message);
+    cr_assert_eq(ops->copy(f.d, f.host_dst, dst2, f.n, DEV_COPY_D2H, "y", &err), 0);
+    cr_assert_eq(ops->record(f.d, 2, &err), 0);
+    cr_assert_eq(ops->wait(f.d, 2, "end", &err), 0, "%s", err.message);
+    cr_expect_eq(memcmp(f.host_src, f.host_dst, f.n), 0, "the updated graph used old buffers");
+    ops->counters(f.d, &c);
+    cr_expect_eq(c.graph_launches, 3);
+    cr_expect_eq(c.launches, 0);
+    ops->graph_reset(f.d, 1);
+    cr_expect_eq(ops->graph_launch(f.d, 1, &err), BATON_ESTATE);
+    ops->free(f.d, src2);
+    ops->free(f.d, dst2);
+    f.buffers[0] = f.src;
+    f.buffers[1] = f.dst;
+    fx_close(&f);
+}
+
+Test(device_cuda, an_illegal_call_during_capture_makes_the_segment_uncapturable_not_failed)
+{
+    SKIP_WITHOUT_GPU();
+    fixture f;
+    fx_open(&f, 1 << 20);
+    baton_error err = {0};
+    int updated = -1;
+    dev_call bad = f.call;
+    bad.kernel = k_sync;
+    bad.ctx.step_name = "waits_for_its_stream";
+    cr_assert_eq(ops->capture_begin(f.d, 0, &err), 0, "%s", err.message);
+    cr_expect_eq(ops->call(f.d, &bad, &err), 0, "%s", err.message);
+    cr_expect_eq(ops->call(f.d, &f.call, &err), 0, "%s", err.message);
+    int rc = ops->capture_end(f.d, 0, &updated, &err);
+    cr_expect_eq(rc, BATON_ENOTSUP, "rc %d: %s", rc, err.message);
+    cr_expect(strstr(err.message, "cannot be captured") &&
+                  strstr(err.message, "waits_for_its_stream"),
+              "%s", err.message);
+    cr_expect_eq(ops->graph_launch(f.d, 0, &err), BATON_ESTATE);
+    /* the stream is usable and the segment runs uncaptured */
+    cr_expect_eq(cudaPeekAtLastError(), cudaSuccess);
+    cr_expect_eq(ops->call(f.d, &bad, &err), 0, "%s", err.message);
+    cr_expect_eq(fx_roundtrip(&f, &err), 0, "%s", err.message);
+    fx_close(&f);
+}
+
+Test(device_cuda, an_injected_capture_fault_gives_enotsup_and_the_stream_stays_usable)
+{
+    SKIP_WITHOUT_GPU();
+    fixture f;
+    fx_open(&f, 1 << 20);
+    baton_error err = {0};
+    int updated = -1;
+    dev_cuda_inject_fault(f.d, DEV_CUDA_FAULT_CAPTURE);
+    cr_assert_eq(ops->capture_begin(f.d, 0, &err), 0, "%s", err.message);
+    cr_expect_eq(ops->call(f.d, &f.call, &err), 0, "%s", err.message);
+    int rc = ops->capture_end(f.d, 0, &updated, &err);
+    cr_expect_eq(rc, BATON_ENOTSUP, "rc %d: %s", rc, err.message);
+    cr_expect(strstr(err.message, "cuda:0") && strstr(err.message, "cudaStreamSynchronize"), "%s",
+              err.message);
+    cr_expect_eq(fx_roundtrip(&f, &err), 0, "%s", err.message);
+    /* and a clean capture works afterwards */
+    cr_assert_eq(ops->capture_begin(f.d, 0, &err), 0, "%s", err.message);
+    cr_assert_eq(ops->call(f.d, &f.call, &err), 0, "%s", err.message);
+    cr_expect_eq(ops->capture_end(f.d, 0, &updated, &err), 0, "%s", err.message);
+    cr_expect_eq(ops->graph_launch(f.d, 0, &err), 0, "%s", err.message);
+    ops->drain(f.d);
+    fx_close(&f);
+}
+
+Test(device_cuda, an_injected_instantiate_fault_is_a_cuda_error_and_leaves_no_graph)
+{
+    SKIP_WITHOUT_GPU();
+    fixture f;
+    fx_open(&f, 4096);
+    baton_error err = {0};
+    int updated = -1;
+    dev_cuda_inject_fault(f.d, DEV_CUDA_FAULT_INSTANTIATE);
+    cr_assert_eq(ops->capture_begin(f.d, 3, &err), 0, "%s", err.message);
+    cr_assert_eq(ops->call(f.d, &f.call, &err), 0, "%s", err.message);
+    cr_expect_eq(ops->capture_end(f.d, 3, &updated, &err), BATON_ECUDA);
+    cr_expect(strstr(err.message, "cudaGraphInstantiate"), "%s", err.message);
+    cr_expect_eq(ops->graph_launch(f.d, 3, &err), BATON_ESTATE);
+    cr_expect_eq(fx_roundtrip(&f, &err), 0, "%s", err.message);
+    fx_close(&f);
+}
+
+Test(device_cuda, an_injected_copy_fault_names_the_transfer)
+{
+    SKIP_WITHOUT_GPU();
+    fixture f;
+    fx_open(&f, 4096);
+    baton_error err = {0};
+    dev_cuda_inject_fault(f.d, DEV_CUDA_FAULT_COPY);
+    int rc = ops->copy(f.d, f.host_dst, f.dst, f.n, DEV_COPY_D2H, "transfer h0 -> cpu", &err);
+    cr_expect_eq(rc, BATON_ECUDA);
+    cr_expect(strstr(err.message, "cudaMemcpyAsync") && strstr(err.message, "transfer h0 -> cpu"),
+              "%s", err.message);
+    cr_expect_eq(fx_roundtrip(&f, &err), 0, "%s", err.message);
+    fx_close(&f);
+}
+
+Test(device_cuda, a_kernel_error_during_capture_fails_the_step_and_ends_the_capture)
+{
+    SKIP_WITHOUT_GPU();
+    fixture f;
+    fx_open(&f, 4096);
+    baton_error err = {0};
+    int updated = -1;
+    dev_call bad = f.call;
+    bad.kernel = k_fail;
+    cr_assert_eq(ops->capture_begin(f.d, 0, &err), 0, "%s", err.message);
+    cr_expect_eq(ops->call(f.d, &bad, &err), BATON_EKERNEL);
+    cr_expect(strstr(err.message, "bad descriptor"), "%s", err.message);
+    cr_expect_eq(ops->capture_end(f.d, 0, &updated, &err), BATON_ESTATE);
+    cr_expect_eq(fx_roundtrip(&f, &err), 0, "%s", err.message);
+    fx_close(&f);
+}
+
+Test(device_cuda, drain_abandons_a_capture_in_progress)
+{
+    SKIP_WITHOUT_GPU();
+    fixture f;
+    fx_open(&f, 4096);
+    baton_error err = {0};
+    cr_assert_eq(ops->capture_begin(f.d, 0, &err), 0, "%s", err.message);
+    cr_assert_eq(ops->call(f.d, &f.call, &err), 0, "%s", err.message);
+    ops->drain(f.d);
+    cr_expect_eq(cudaPeekAtLastError(), cudaSuccess);
+    cr_expect_eq(fx_roundtrip(&f, &err), 0, "%s", err.message);
+    int updated = -1;
+    cr_assert_eq(ops->capture_begin(f.d, 0, &err), 0, "%s", err.message);
+    cr_assert_eq(ops->call(f.d, &f.call, &err), 0, "%s", err.message);
+    cr_expect_eq(ops->capture_end(f.d, 0, &updated, &err), 0, "%s", err.message);
+    fx_close(&f);
+}
+
+Test(device_cuda, stream_wait_orders_two_contexts_without_a_host_wait)
+{
+    SKIP_WITHOUT_GPU();
+    fixture a, b;
+    fx_open(&a, (size_t)64 << 20);
+    fx_open(&b, (size_t)64 << 20);
+    baton_error err = {0};
+    /* a: host -> a.src -> a.dst; b waits on a's event, then a.dst -> b.dst -> host */
+    b.buffers[0] = a.dst;
+    cr_assert_eq(ops->copy(a.d, a.src, a.host_src, a.n, DEV_COPY_H2D, "x", &err), 0);
+    cr_assert_eq(ops->call(a.d, &a.call, &err), 0, "%s", err.message);
+    cr_assert_eq(ops->record(a.d, 1, &err), 0);
+    cr_assert_eq(ops->stream_wait(b.d, a.d, 1, &err), 0, "%s", err.message);
+    cr_assert_eq(ops->call(b.d, &b.call, &err), 0, "%s", err.message);
+    cr_assert_eq(ops->copy(b.d, b.host_dst, b.dst, b.n, DEV_COPY_D2H, "y", &err), 0);
+    cr_assert_eq(ops->record(b.d, 0, &err), 0);
+    cr_assert_eq(ops->wait(b.d, 0, "end", &err), 0, "%s", err.message);
+    cr_expect_eq(memcmp(a.host_src, b.host_dst, a.n), 0, "b read a's output before it was done");
+    dev_counters ca, cb;
+    ops->counters(a.d, &ca);
+    ops->counters(b.d, &cb);
+    cr_expect_eq(ca.host_waits, 0);
+    cr_expect_eq(cb.host_waits, 1);
+    b.buffers[0] = b.src;
+    fx_close(&b);
+    fx_close(&a);
+}
+
+Test(device_cuda, reports_pdl_support_from_the_compute_capability)
+{
+    SKIP_WITHOUT_GPU();
+    fixture f;
+    fx_open(&f, 16);
+    int major = 0;
+    cr_assert_eq(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, 0), cudaSuccess);
+    cr_expect_eq(ops->supports_pdl(f.d), major >= 9);
+    fx_close(&f);
+}
+
+Test(device_cuda, rejects_out_of_range_event_and_graph_slots)
+{
+    SKIP_WITHOUT_GPU();
+    fixture f;
+    fx_open(&f, 16);
+    baton_error err = {0};
+    cr_expect_eq(ops->record(f.d, 4, &err), BATON_EINVAL);
+    cr_expect_eq(ops->wait(f.d, -1, "x", &err), BATON_EINVAL);
+    cr_expect_eq(ops->capture_begin(f.d, 4, &err), BATON_EINVAL);
+    cr_expect_eq(ops->graph_launch(f.d, 7, &err), BATON_EINVAL);
+    fx_close(&f);
+}
+
+Test(device_cuda, the_generic_inject_hook_makes_each_runtime_fault_happen_once)
+{
+    SKIP_WITHOUT_GPU();
+    fixture f;
+    fx_open(&f, 4096);
+    baton_error err = {0};
+    int updated = -1;
+    cr_assert_not_null(ops->inject);
+    ops->inject(f.d, DEV_FAULT_ALLOC);
+    cr_expect_null(ops->alloc(f.d, 64, &err));
+    ops->inject(f.d, DEV_FAULT_LAUNCH);
+    cr_expect_eq(ops->call(f.d, &f.call, &err), BATON_ECUDA);
+    ops->inject(f.d, DEV_FAULT_COPY);
+    cr_expect_eq(ops->copy(f.d, f.dst, f.src, f.n, DEV_COPY_D2D, "t", &err), BATON_ECUDA);
+    ops->inject(f.d, DEV_FAULT_CAPTURE);
+    cr_assert_eq(ops->capture_begin(f.d, 0, &err), 0, "%s", err.message);
+    cr_expect_eq(ops->call(f.d, &f.call, &err), 0, "%s", err.message);
+    cr_expect_eq(ops->capture_end(f.d, 0, &updated, &err), BATON_ENOTSUP);
+    /* each fault was one shot */
+    cr_expect_eq(fx_roundtrip(&f, &err), 0, "%s", err.message);
+    void *p = ops->alloc(f.d, 64, &err);
+    cr_expect_not_null(p, "%s", err.message);
+    ops->free(f.d, p);
+    fx_close(&f);
+}
