@@ -387,9 +387,9 @@ int runtime_create_faulty(const baton_plan *plan, const baton_options *opts, int
     else
         baton_options_init(&rt->opts);
     if ((unsigned)rt->opts.mode > BATON_SYNC_GRAPH) {
+        int mode = (int)rt->opts.mode;
         free(rt);
-        return baton_seterr(err, BATON_EINVAL, "baton_runtime_create: unknown sync mode %d",
-                            (int)rt->opts.mode);
+        return baton_seterr(err, BATON_EINVAL, "baton_runtime_create: unknown sync mode %d", mode);
     }
     int rc = choose_backend(rt, err);
     if (!rc)
@@ -581,7 +581,8 @@ static int host_wait(baton_runtime *rt, int d, const char *where, baton_error *e
     if (t0)
         trace_add(rt, where, "wait", d, t0, now_ns());
     rd->pending = 0;
-    if (rd->gpu)
+    /* A GPU step run on the CPU (fallback) finished when it was issued: nothing was waited. */
+    if (rd->gpu && rd->ops != &dev_cpu_ops)
         rt->stats.host_waits++;
     return rc;
 }
@@ -642,7 +643,7 @@ static int run_gpu_segment(baton_runtime *rt, int s, baton_error *err)
                 if (!rt->note[0]) {
                     char name[32];
                     snprintf(rt->note, sizeof rt->note,
-                             "segment %d (%s, steps '%s'..'%s') runs without a CUDA graph: %s", s,
+                             "segment %d (%s, steps '%s'..'%s') runs without a CUDA graph: %.300s", s,
                              baton_device_format(seg->device, name, sizeof name),
                              plan->steps[seg->first_step].name, plan->steps[seg->last_step].name,
                              rc ? (err ? err->message : "") : cerr.message);
