@@ -395,13 +395,18 @@ static int ew_resolve(const baton_sig_args *a, const char *target, int n_in, int
         rc = dims_ok(b, "b", msg, len);
         if (rc)
             return rc;
+        /* b's leading 1s are broadcast dims; the rest must be a's trailing dims. */
+        int lead = 0;
+        while (lead < b->rank && b->shape[lead] == 1)
+            lead++;
         int ok = b->rank <= x->rank;
-        for (int i = 0; ok && i < b->rank; i++)
+        for (int i = lead; ok && i < b->rank; i++)
             ok = b->shape[i] == x->shape[x->rank - b->rank + i];
         if (!ok)
             return fail(msg, len,
                         "b has shape %s but a has %s: b must have a's shape or a's trailing dims "
-                        "(e.g. [%lld]), and then repeats over a's leading dims",
+                        "(e.g. [%lld]; leading 1s are allowed), and then repeats over a's leading "
+                        "dims",
                         shape_str(b, s1, sizeof s1), shape_str(x, s2, sizeof s2),
                         (long long)(x->rank ? x->shape[x->rank - 1] : 1));
         d->nb = numel(b);
