@@ -47,6 +47,7 @@ struct dev_ctx {
     int n_graphs;
     int capturing; /* graph slot + 1 while capturing */
     int capture_failed;
+    int capture_had_graph; /* the slot held a graph before this capture: an update */
     dev_counters counters;
     dev_fault fault;
 };
@@ -308,6 +309,7 @@ static int sim_capture_begin(dev_ctx *d, int slot, baton_error *err)
 {
     if (slot < 0 || slot >= d->n_graphs)
         return baton_seterr(err, BATON_EINVAL, "sim: graph slot %d out of range", slot);
+    d->capture_had_graph = d->graphs[slot].ready;
     d->graphs[slot].n = 0;
     d->graphs[slot].ready = 0;
     d->capturing = slot + 1;
@@ -333,6 +335,8 @@ static int sim_capture_end(dev_ctx *d, int slot, int *updated, baton_error *err)
         return baton_seterr(err, BATON_ENOTSUP, "sim: capture failed");
     }
     d->graphs[slot].ready = 1;
+    if (updated)
+        *updated = d->capture_had_graph;
     return 0;
 }
 

@@ -1,0 +1,570 @@
+/* test_runtime.c: the scheduler end to end. The bundled plans run on the CPU fallback and on the
+ * test device (a worker thread that behaves like a GPU stream) in every sync mode and are checked
+ * against float64 references written here, independent of the kernels; host waits per run are
+ * counted against the analysis; results must be bitwise identical across modes; injected faults
+ * fail a run cleanly and the next run succeeds. */
+#include <criterion/criterion.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <unistd.h>
+
+#include "kernels/descriptors.h"
+#include "kernels/dtype.h"
+#include "plan/plan_internal.h"
+#include "scheduler/runtime_internal.h"
+#include "tests/support.h"
+
+static baton_registry *reg;
+
+/* A kernel that fails while `fail_next` is set: a custom call reporting an error. */
+static int fail_next;
+
+static int test_fail_kernel(const baton_exec_ctx *ctx, void **buffers, const char *opaque,
+                            size_t len)
+{
+    if (fail_next) {
+        snprintf(ctx->errbuf, ctx->errbuf_len, "custom call reported failure code 42");
+        return BATON_EKERNEL;
+    }
+    const baton_ew_desc *d = (const void *)opaque;
+    memcpy(buffers[1], buffers[0], (size_t)d->n * 4);
+    return 0;
+}
+
+static int test_fail_check(const baton_sig_args *a, baton_tensor_desc *expected, char *msg,
+                           size_t len)
+{
+    if (a->inputs[0].dtype != BATON_DTYPE_F32) {
+        snprintf(msg, len, "test_fail takes f32");
+        return BATON_EPLAN;
+    }
+    expected[0] = a->inputs[0];
+    return 0;
+}
+
+static int test_fail_pack(const baton_sig_args *a, char *opaque, size_t cap)
+{
+    baton_ew_desc d = {.n = baton_tensor_desc_numel(&a->inputs[0]), .dtype = BATON_DTYPE_F32};
+    memcpy(opaque, &d, sizeof d);
+    return (int)sizeof d;
+}
+
+static const baton_target test_fail_target = {
+    .name = "test_fail",
+    .kind = BATON_TARGET_KERNEL,
+    .n_inputs = 1,
+    .n_outputs = 1,
+    .summary = "copies f32, or fails on demand",
+    .check = test_fail_check,
+    .pack = test_fail_pack,
+    .impls = {{.device = BATON_DEVICE_CPU, .kernel = test_fail_kernel}},
+    .n_impls = 1,
+};
+
+static void setup(void)
+{
+    cr_assert_eq(baton_registry_create(&reg), 0);
+    baton_error err = {0};
+    cr_assert_eq(baton_registry_add(reg, &test_fail_target, &err), 0, "%s", err.message);
+    fail_next = 0;
+}
+
+static void teardown(void)
+{
+    baton_registry_destroy(reg);
+}
+
+TestSuite(runtime, .init = setup, .fini = teardown, .timeout = 300);
+
+static baton_plan *load_file(const char *rel)
+{
+    baton_plan *plan = NULL;
+    baton_error err = {0};
+    int rc = baton_plan_load(reg, test_path(rel), &plan, &err);
+    cr_assert_eq(rc, 0, "%s: %s", rel, err.message);
+    return plan;
+}
+
+static baton_plan *load_text(const char *json)
+{
+    baton_plan *plan = NULL;
+    baton_error err = {0};
+    int rc = baton_plan_load_string(reg, json, strlen(json), "test.json", NULL, &plan, &err);
+    cr_assert_eq(rc, 0, "%s", err.message);
+    return plan;
+}
+
+static baton_runtime *make(const baton_plan *p, baton_gpu_backend gpu, baton_sync_mode mode,
+                           int delay_us)
+{
+    baton_options o;
+    baton_options_init(&o);
+    o.gpu = gpu;
+    o.mode = mode;
+    o.quiet = 1;
+    o.sim_delay_us = delay_us;
+    baton_runtime *rt = NULL;
+    baton_error err = {0};
+    cr_assert_eq(baton_runtime_create(p, &o, &rt, &err), 0, "%s", err.message);
+    return rt;
+}
+
+static void run_ok(baton_runtime *rt)
+{
+    baton_error err = {0};
+    cr_assert_eq(baton_runtime_run(rt, &err), 0, "%s", err.message);
+}
+
+static void *constant(const baton_plan *p, const char *name)
+{
+    int t = baton_plan_tensor_index(p, name);
+    cr_assert_geq(t, 0);
+    void *buf = malloc(p->tensors[t].nbytes);
+    baton_error err = {0};
+    cr_assert_eq(plan_tensor_materialize(p, t, buf, &err), 0, "%s", err.message);
+    return buf;
+}
+
+static void *output(baton_runtime *rt, const baton_plan *p, const char *name)
+{
+    int t = baton_plan_tensor_index(p, name);
+    void *buf = malloc(p->tensors[t].nbytes);
+    test_poison(buf, p->tensors[t].nbytes);
+    baton_error err = {0};
+    cr_assert_eq(baton_runtime_get_output(rt, name, buf, p->tensors[t].nbytes, &err), 0, "%s",
+                 err.message);
+    return buf;
+}
+
+static double bf(double v)
+{
+    return bf16_to_f32(f32_to_bf16((float)v));
+}
+
+/* ---- the RFC plan: 8 x [gemm -> rms_norm -> softshrink on the GPU -> add 1 on the CPU] ----- */
+
+#define D 4096
+#define LAYERS 8
+
+/* x8 of the RFC plan in float64, rounding to bf16 wherever the plan stores a tensor. */
+static void rfc_reference(const baton_plan *p, const uint16_t *x0, double *x8)
+{
+    uint16_t *A = constant(p, "A");
+    double *x = malloc(D * sizeof *x), *h = malloc(D * sizeof *h);
+    for (int j = 0; j < D; j++)
+        x[j] = bf16_to_f32(x0[j]);
+    for (int l = 0; l < LAYERS; l++) {
+        char wn[8];
+        snprintf(wn, sizeof wn, "w%d", l);
+        uint16_t *w = constant(p, wn);
+        for (int j = 0; j < D; j++)
+            h[j] = 0;
+        for (int k = 0; k < D; k++) {
+            double xk = x[k];
+            const uint16_t *row = A + (size_t)k * D;
+            for (int j = 0; j < D; j++)
+                h[j] += xk * bf16_to_f32(row[j]);
+        }
+        double ss = 0;
+        for (int j = 0; j < D; j++) {
+            h[j] = bf(h[j]);
+            ss += h[j] * h[j];
+        }
+        double inv = 1.0 / sqrt(ss / D + 1e-5);
+        for (int j = 0; j < D; j++) {
+            double n = bf(bf16_to_f32(w[j]) * h[j] * inv);
+            double s = n > 0.5 ? n - 0.5 : n < -0.5 ? n + 0.5 : 0.0;
+            x[j] = bf(bf(s) + 1.0);
+        }
+        free(w);
+    }
+    memcpy(x8, x, D * sizeof *x);
+    free(A);
+    free(x);
+    free(h);
+}
+
+static void set_random_input(baton_runtime *rt, const baton_plan *p, const char *name,
+                             test_rng *r, void **keep)
+{
+    int t = baton_plan_tensor_index(p, name);
+    const plan_tensor *pt = &p->tensors[t];
+    void *buf = malloc(pt->nbytes);
+    test_fill_random(r, pt->desc.dtype, buf, baton_tensor_desc_numel(&pt->desc), 1.0);
+    baton_error err = {0};
+    cr_assert_eq(baton_runtime_set_input(rt, name, buf, pt->nbytes, &err), 0, "%s", err.message);
+    if (keep)
+        *keep = buf;
+    else
+        free(buf);
+}
+
+static void check_rfc(baton_gpu_backend gpu, baton_sync_mode mode, int delay_us, int runs)
+{
+    baton_plan *p = load_file("examples/plans/rfc.json");
+    baton_runtime *rt = make(p, gpu, mode, delay_us);
+    uint64_t seed = test_fresh_seed();
+    test_rng r = {seed};
+    double *ref = malloc(D * sizeof *ref);
+    for (int run = 0; run < runs; run++) {
+        /* fresh inputs every run: a missing wait would let the CPU read the last run's data */
+        void *x0;
+        set_random_input(rt, p, "x0", &r, &x0);
+        run_ok(rt);
+        uint16_t *x8 = output(rt, p, "x8");
+        rfc_reference(p, x0, ref);
+        double e = test_rel_err(BATON_DTYPE_BF16, x8, ref, D);
+        cr_assert_lt(e, 2e-2, "seed %llu, %s mode, run %d: relative error %g",
+                     (unsigned long long)seed, baton_sync_mode_name(mode), run, e);
+        free(x0);
+        free(x8);
+    }
+    free(ref);
+    baton_runtime_destroy(rt);
+    baton_plan_free(p);
+}
+
+Test(runtime, rfc_plan_matches_reference_on_the_cpu_fallback)
+{
+    check_rfc(BATON_GPU_CPU, BATON_SYNC_GRAPH, 0, 1);
+}
+
+Test(runtime, rfc_plan_matches_reference_on_the_test_device_in_every_mode)
+{
+    for (int m = 0; m < 3; m++)
+        check_rfc(BATON_GPU_SIM, (baton_sync_mode)m, 0, 2);
+}
+
+Test(runtime, rfc_plan_waits_where_needed_when_the_device_is_slow)
+{
+    /* each queued operation starts 1 ms late: reading before the wait would see stale data */
+    check_rfc(BATON_GPU_SIM, BATON_SYNC_BOUNDARY, 1000, 2);
+    check_rfc(BATON_GPU_SIM, BATON_SYNC_GRAPH, 1000, 2);
+}
+
+/* ---- the tutorial's forward + backward ------------------------------------------------------ */
+
+Test(runtime, tutorial_plan_matches_reference)
+{
+    baton_plan *p = load_file("examples/plans/rmsnorm_tutorial.json");
+    baton_runtime *rt = make(p, BATON_GPU_SIM, BATON_SYNC_GRAPH, 0);
+    uint64_t seed = test_fresh_seed();
+    test_rng r = {seed};
+    void *xv, *gv;
+    set_random_input(rt, p, "x", &r, &xv);
+    set_random_input(rt, p, "grad_y", &r, &gv);
+    run_ok(rt);
+    const int n1 = 4, n2 = 512 * 512;
+    uint16_t *x = xv, *g = gv, *w = constant(p, "weight");
+    uint16_t *y = output(rt, p, "y"), *gx = output(rt, p, "grad_x");
+    uint16_t *gw = output(rt, p, "grad_weight");
+    float *inv = output(rt, p, "invvar");
+    double *ry = malloc((size_t)n1 * n2 * sizeof *ry), *rgx = malloc((size_t)n1 * n2 * sizeof *rgx);
+    double *rgw = calloc((size_t)n2, sizeof *rgw), rinv[4];
+    for (int i = 0; i < n1; i++) {
+        double ss = 0, dot = 0;
+        for (int j = 0; j < n2; j++) {
+            double xv_ = bf16_to_f32(x[(size_t)i * n2 + j]);
+            ss += xv_ * xv_;
+        }
+        rinv[i] = 1.0 / sqrt(ss / n2 + 1e-5);
+        for (int j = 0; j < n2; j++) {
+            size_t k = (size_t)i * n2 + j;
+            double xv_ = bf16_to_f32(x[k]), wv = bf16_to_f32(w[j]), gvv = bf16_to_f32(g[k]);
+            ry[k] = wv * xv_ * rinv[i];
+            dot += gvv * wv * xv_;
+            rgw[j] += gvv * xv_ * rinv[i];
+        }
+        for (int j = 0; j < n2; j++) {
+            size_t k = (size_t)i * n2 + j;
+            double xv_ = bf16_to_f32(x[k]), wv = bf16_to_f32(w[j]), gvv = bf16_to_f32(g[k]);
+            rgx[k] = rinv[i] * (gvv * wv - xv_ * rinv[i] * rinv[i] * dot / n2);
+        }
+    }
+    cr_assert_lt(test_rel_err(BATON_DTYPE_BF16, y, ry, (int64_t)n1 * n2), 1e-2, "seed %llu",
+                 (unsigned long long)seed);
+    cr_assert_lt(test_rel_err(BATON_DTYPE_F32, inv, rinv, n1), 1e-5);
+    cr_assert_lt(test_rel_err(BATON_DTYPE_BF16, gx, rgx, (int64_t)n1 * n2), 1e-2);
+    cr_assert_lt(test_rel_err(BATON_DTYPE_BF16, gw, rgw, n2), 1e-2);
+    free(xv), free(gv), free(w), free(y), free(gx), free(gw), free(inv), free(ry), free(rgx);
+    free(rgw);
+    baton_runtime_destroy(rt);
+    baton_plan_free(p);
+}
+
+/* ---- invariants ----------------------------------------------------------------------------- */
+
+static void expect_waits(const char *rel, int gpu_steps, int gpu_to_cpu, int ends_on_gpu,
+                         int gpu_segments)
+{
+    baton_plan *p = load_file(rel);
+    for (int m = 0; m < 3; m++) {
+        baton_runtime *rt = make(p, BATON_GPU_SIM, (baton_sync_mode)m, 0);
+        test_rng r = {test_fresh_seed()};
+        for (int t = 0; t < p->n_tensors; t++)
+            if (p->tensors[t].role == BATON_ROLE_INPUT)
+                set_random_input(rt, p, p->tensors[t].name, &r, NULL);
+        run_ok(rt); /* the first run captures in graph mode */
+        baton_runtime_reset_stats(rt);
+        for (int i = 0; i < 3; i++)
+            run_ok(rt);
+        baton_run_stats st;
+        baton_runtime_stats(rt, &st);
+        cr_assert_eq(st.runs, 3);
+        long want = m == BATON_SYNC_STRICT ? gpu_steps : gpu_to_cpu + ends_on_gpu;
+        cr_assert_eq(st.host_waits, 3 * want, "%s, %s mode: %lld host waits in 3 runs, want %ld",
+                     rel, baton_sync_mode_name((baton_sync_mode)m), (long long)st.host_waits,
+                     3 * want);
+        cr_assert_eq(want, p->n_sync[m], "%s: the analysis promises %d waits in %s mode", rel,
+                     p->n_sync[m], baton_sync_mode_name((baton_sync_mode)m));
+        if (m == BATON_SYNC_GRAPH) {
+            cr_assert_eq(st.graph_launches, 3 * gpu_segments);
+            cr_assert_eq(st.captures, 0, "a replay must not capture again");
+            cr_assert_eq(st.kernel_launches, 0, "a replay issues no single launches");
+        } else {
+            cr_assert_eq(st.graph_launches, 0);
+            cr_assert_eq(st.kernel_launches, 3 * gpu_steps);
+        }
+        baton_runtime_destroy(rt);
+    }
+    baton_plan_free(p);
+}
+
+Test(runtime, host_waits_per_run_follow_the_sync_mode)
+{
+    expect_waits("examples/plans/rfc.json", 24, 8, 0, 8);
+    expect_waits("examples/plans/rmsnorm_chain64.json", 64, 0, 1, 1);
+    expect_waits("examples/plans/rmsnorm_tutorial.json", 2, 0, 1, 1);
+}
+
+static void *run_outputs(const baton_plan *p, baton_gpu_backend gpu, baton_sync_mode m,
+                         uint64_t seed, const char *out)
+{
+    baton_runtime *rt = make(p, gpu, m, 0);
+    test_rng r = {seed};
+    for (int t = 0; t < p->n_tensors; t++)
+        if (p->tensors[t].role == BATON_ROLE_INPUT)
+            set_random_input(rt, p, p->tensors[t].name, &r, NULL);
+    run_ok(rt);
+    run_ok(rt);
+    void *o = output(rt, p, out);
+    baton_runtime_destroy(rt);
+    return o;
+}
+
+Test(runtime, results_are_bitwise_identical_across_modes)
+{
+    const char *plans[][2] = {{"examples/plans/rfc.json", "x8"},
+                              {"examples/plans/rmsnorm_chain64.json", "h64"},
+                              {"examples/plans/rmsnorm_tutorial.json", "grad_weight"}};
+    for (size_t k = 0; k < sizeof plans / sizeof plans[0]; k++) {
+        baton_plan *p = load_file(plans[k][0]);
+        uint64_t seed = test_fresh_seed();
+        int t = baton_plan_tensor_index(p, plans[k][1]);
+        void *base = run_outputs(p, BATON_GPU_CPU, BATON_SYNC_STRICT, seed, plans[k][1]);
+        for (int m = 0; m < 3; m++) {
+            void *o = run_outputs(p, BATON_GPU_SIM, (baton_sync_mode)m, seed, plans[k][1]);
+            cr_assert_eq(memcmp(base, o, p->tensors[t].nbytes), 0, "%s: %s mode differs",
+                         plans[k][0], baton_sync_mode_name((baton_sync_mode)m));
+            free(o);
+        }
+        free(base);
+        baton_plan_free(p);
+    }
+}
+
+/* ---- faults --------------------------------------------------------------------------------- */
+
+static const char *fail_plan =
+    "{\"format\": \"baton.plan\", \"version\": 1, \"name\": \"faults\",\n"
+    " \"tensors\": [\n"
+    "  {\"name\": \"x\", \"dtype\": \"f32\", \"shape\": [64], \"role\": \"input\"},\n"
+    "  {\"name\": \"a\", \"dtype\": \"f32\", \"shape\": [64]},\n"
+    "  {\"name\": \"b\", \"dtype\": \"f32\", \"shape\": [64]},\n"
+    "  {\"name\": \"y\", \"dtype\": \"f32\", \"shape\": [64], \"role\": \"output\"}],\n"
+    " \"steps\": [\n"
+    "  {\"name\": \"first\", \"kernel\": \"add_scalar\", \"device\": \"cuda:0\", \"inputs\": "
+    "[\"x\"], \"outputs\": [\"a\"], \"attrs\": {\"value\": 2}},\n"
+    "  {\"name\": \"flaky\", \"kernel\": \"test_fail\", \"device\": \"cuda:0\", \"inputs\": "
+    "[\"a\"], \"outputs\": [\"b\"]},\n"
+    "  {\"name\": \"last\", \"kernel\": \"add_scalar\", \"device\": \"cpu\", \"inputs\": [\"b\"], "
+    "\"outputs\": [\"y\"], \"attrs\": {\"value\": 1}}]}\n";
+
+static void expect_good_run(baton_runtime *rt, const baton_plan *p, float base)
+{
+    float x[64], y[64];
+    for (int i = 0; i < 64; i++)
+        x[i] = base + (float)i;
+    baton_error err = {0};
+    cr_assert_eq(baton_runtime_set_input(rt, "x", x, sizeof x, &err), 0);
+    run_ok(rt);
+    cr_assert_eq(baton_runtime_get_output(rt, "y", y, sizeof y, &err), 0);
+    for (int i = 0; i < 64; i++)
+        cr_assert_float_eq(y[i], x[i] + 3.0f, 0, "y[%d] = %g", i, y[i]);
+}
+
+Test(runtime, a_failing_custom_call_fails_the_run_and_the_next_run_succeeds)
+{
+    baton_plan *p = load_text(fail_plan);
+    for (int m = 0; m < 3; m++) {
+        baton_runtime *rt = make(p, BATON_GPU_SIM, (baton_sync_mode)m, 0);
+        expect_good_run(rt, p, 1);
+        fail_next = 1;
+        baton_runtime_recapture(rt); /* graph mode: the failure must also surface in a capture */
+        baton_error err = {0};
+        int rc = baton_runtime_run(rt, &err);
+        fail_next = 0;
+        cr_assert_neq(rc, 0, "%s mode: the run should fail", baton_sync_mode_name(m));
+        cr_assert(strstr(err.message, "flaky") && strstr(err.message, "cuda:0") &&
+                      strstr(err.message, "code 42"),
+                  "%s mode: message lacks step, device or reason: %s", baton_sync_mode_name(m),
+                  err.message);
+        expect_good_run(rt, p, 10);
+        baton_runtime_destroy(rt);
+    }
+    baton_plan_free(p);
+}
+
+Test(runtime, an_injected_launch_or_copy_failure_names_the_step_and_recovers)
+{
+    baton_plan *p = load_text(fail_plan);
+    dev_fault faults[] = {DEV_FAULT_LAUNCH, DEV_FAULT_COPY};
+    for (int f = 0; f < 2; f++) {
+        baton_runtime *rt = make(p, BATON_GPU_SIM, BATON_SYNC_BOUNDARY, 0);
+        expect_good_run(rt, p, 1);
+        runtime_inject(rt, 1, faults[f]);
+        baton_error err = {0};
+        cr_assert_neq(baton_runtime_run(rt, &err), 0);
+        cr_assert(strstr(err.message, "cuda:0") && strstr(err.message, "injected"), "%s",
+                  err.message);
+        if (faults[f] == DEV_FAULT_LAUNCH)
+            cr_assert(strstr(err.message, "step 'first'"), "%s", err.message);
+        else
+            cr_assert(strstr(err.message, "transfer x"), "%s", err.message);
+        expect_good_run(rt, p, 5);
+        baton_runtime_destroy(rt);
+    }
+    baton_plan_free(p);
+}
+
+Test(runtime, a_failed_allocation_fails_prepare_cleanly)
+{
+    baton_plan *p = load_text(fail_plan);
+    baton_options o;
+    baton_options_init(&o);
+    o.gpu = BATON_GPU_SIM;
+    baton_runtime *rt = (baton_runtime *)1;
+    baton_error err = {0};
+    int rc = runtime_create_faulty(p, &o, 1, DEV_FAULT_ALLOC, &rt, &err);
+    cr_assert_eq(rc, BATON_ENOMEM);
+    cr_assert_null(rt);
+    cr_assert(strstr(err.message, "arena") && strstr(err.message, "cuda:0"), "%s", err.message);
+    /* and the same plan prepares fine afterwards */
+    rt = make(p, BATON_GPU_SIM, BATON_SYNC_GRAPH, 0);
+    expect_good_run(rt, p, 1);
+    baton_runtime_destroy(rt);
+    baton_plan_free(p);
+}
+
+Test(runtime, a_segment_that_cannot_be_captured_runs_uncaptured_and_says_why_once)
+{
+    baton_plan *p = load_text(fail_plan);
+    baton_runtime *rt = make(p, BATON_GPU_SIM, BATON_SYNC_GRAPH, 0);
+    runtime_inject(rt, 1, DEV_FAULT_CAPTURE);
+    expect_good_run(rt, p, 1);
+    cr_assert_not_null(baton_runtime_note(rt));
+    cr_assert(strstr(baton_runtime_note(rt), "without a CUDA graph"), "%s", baton_runtime_note(rt));
+    baton_runtime_reset_stats(rt);
+    expect_good_run(rt, p, 2);
+    baton_run_stats st;
+    baton_runtime_stats(rt, &st);
+    cr_assert_eq(st.graph_launches, 0);
+    cr_assert_eq(st.kernel_launches, 2);
+    cr_assert_eq(st.host_waits, 1, "still boundary waits only");
+    baton_runtime_destroy(rt);
+    baton_plan_free(p);
+}
+
+Test(runtime, recapture_updates_the_graphs_in_place)
+{
+    baton_plan *p = load_text(fail_plan);
+    baton_runtime *rt = make(p, BATON_GPU_SIM, BATON_SYNC_GRAPH, 0);
+    expect_good_run(rt, p, 1);
+    baton_runtime_recapture(rt);
+    expect_good_run(rt, p, 2);
+    baton_run_stats st;
+    baton_runtime_stats(rt, &st);
+    cr_assert_eq(st.captures, 2);
+    cr_assert_eq(st.graph_updates, 1);
+    baton_runtime_destroy(rt);
+    baton_plan_free(p);
+}
+
+/* ---- binding and fallback ------------------------------------------------------------------- */
+
+Test(runtime, binding_errors_say_what_to_do)
+{
+    baton_plan *p = load_text(fail_plan);
+    baton_runtime *rt = make(p, BATON_GPU_CPU, BATON_SYNC_STRICT, 0);
+    float buf[64];
+    baton_error err = {0};
+    cr_assert_eq(baton_runtime_set_input(rt, "x", buf, 10, &err), BATON_EINVAL);
+    cr_assert(strstr(err.message, "256 bytes"), "%s", err.message);
+    cr_assert_eq(baton_runtime_set_input(rt, "a", buf, sizeof buf, &err), BATON_EINVAL);
+    cr_assert(strstr(err.message, "not an input"), "%s", err.message);
+    cr_assert_eq(baton_runtime_get_output(rt, "b", buf, sizeof buf, &err), BATON_EINVAL);
+    cr_assert(strstr(err.message, "role\": \"output"), "%s", err.message);
+    cr_assert_eq(baton_runtime_set_input(rt, "nope", buf, sizeof buf, &err), BATON_ENOENT);
+    baton_runtime_destroy(rt);
+    baton_plan_free(p);
+}
+
+Test(runtime, missing_gpu_falls_back_or_fails_as_asked)
+{
+    if (baton_cuda_device_count() > 0)
+        cr_skip("a CUDA device is present: the fallback is not taken");
+    baton_plan *p = load_text(fail_plan);
+    baton_options o;
+    baton_options_init(&o);
+    o.quiet = 1;
+    baton_runtime *rt = NULL;
+    baton_error err = {0};
+    cr_assert_eq(baton_runtime_create(p, &o, &rt, &err), 0, "%s", err.message);
+    cr_assert_eq(baton_runtime_gpu_backend(rt), BATON_GPU_CPU);
+    expect_good_run(rt, p, 3);
+    baton_runtime_destroy(rt);
+    o.fallback_is_error = 1;
+    cr_assert_eq(baton_runtime_create(p, &o, &rt, &err), BATON_ENODEV);
+    cr_assert(strstr(err.message, "step 'first' needs cuda:0"), "%s", err.message);
+    o.fallback_is_error = 0;
+    o.gpu = BATON_GPU_CUDA;
+    cr_assert_eq(baton_runtime_create(p, &o, &rt, &err), BATON_ENODEV);
+    cr_assert_null(rt);
+    baton_plan_free(p);
+}
+
+Test(runtime, trace_has_a_track_per_device_with_steps_transfers_and_waits)
+{
+    baton_plan *p = load_text(fail_plan);
+    baton_runtime *rt = make(p, BATON_GPU_SIM, BATON_SYNC_BOUNDARY, 0);
+    cr_assert_eq(baton_runtime_trace_begin(rt, 1000), 0);
+    expect_good_run(rt, p, 1);
+    char path[] = "/tmp/baton-trace-XXXXXX";
+    int fd = mkstemp(path);
+    cr_assert_geq(fd, 0);
+    close(fd);
+    baton_error err = {0};
+    cr_assert_eq(baton_runtime_trace_write(rt, path, &err), 0, "%s", err.message);
+    size_t len;
+    char *text = test_read_file(path, &len);
+    unlink(path);
+    cr_assert(strstr(text, "\"name\": \"first\"") && strstr(text, "\"cat\": \"transfer\"") &&
+                  strstr(text, "\"cat\": \"wait\"") && strstr(text, "cuda:0 (host side)") &&
+                  strstr(text, "cpu (host side)"),
+              "%s", text);
+    free(text);
+    baton_runtime_destroy(rt);
+    baton_plan_free(p);
+}
