@@ -518,7 +518,7 @@ static int load_init(loader *L, plan_tensor *t, json_t *ji, int node, const char
             return fail(L, BATON_EPLAN, ppos,
                         "%s: %s holds %s but the tensor is declared %s; convert the file or "
                         "change the declaration",
-                        subj, in->path, have, want);
+                        subj, json_string_value(jp), have, want);
         }
         return 0;
     }

@@ -152,18 +152,18 @@ static int check_attrs(const baton_plan *plan, const plan_step *s, baton_error *
                  (spec->type == BATON_ATTR_FLOAT && at->type == BATON_ATTR_INT);
         if (!ok)
             return fail(err, plan, BATON_EPLAN, pos,
-                        "step '%s': attribute '%s' must be %s (%s), not %s", s->name, at->name,
-                        attr_type_word(spec->type), spec->help ? spec->help : t->name,
-                        attr_type_word(at->type));
+                        "step '%s': attribute '%s' must be %s, not %s (%s: %s)", s->name, at->name,
+                        attr_type_word(spec->type), attr_type_word(at->type), at->name,
+                        spec->help ? spec->help : "see baton inspect");
     }
     for (int k = 0; k < n_specs; k++) {
-        if (!t->attrs[k].required || baton_attrs_find(s->attrs, s->n_attrs, t->attrs[k].name))
+        const baton_attr_spec *spec = &t->attrs[k];
+        if (!spec->required || baton_attrs_find(s->attrs, s->n_attrs, spec->name))
             continue;
         return fail(err, plan, BATON_EPLAN, s->pos,
-                    "step '%s': %s '%s' needs attribute '%s' (%s); add \"attrs\": {\"%s\": ...}",
-                    s->name, kind_word(t->kind), t->name, t->attrs[k].name,
-                    t->attrs[k].help ? t->attrs[k].help : attr_type_word(t->attrs[k].type),
-                    t->attrs[k].name);
+                    "step '%s': %s '%s' needs attribute '%s', %s (%s); add it to \"attrs\"",
+                    s->name, kind_word(t->kind), t->name, spec->name, attr_type_word(spec->type),
+                    spec->help ? spec->help : "no description");
     }
     return 0;
 }
@@ -175,10 +175,11 @@ static int check_signature(const baton_plan *plan, plan_step *s, baton_error *er
     if (s->n_inputs != t->n_inputs || s->n_outputs != t->n_outputs)
         return fail(err, plan, BATON_EPLAN, s->pos,
                     "step '%s': %s '%s' takes %d input%s and %d output%s but the step lists %d "
-                    "and %d (%s)",
+                    "input%s and %d output%s; %s: %s",
                     s->name, kind_word(t->kind), t->name, t->n_inputs, t->n_inputs == 1 ? "" : "s",
-                    t->n_outputs, t->n_outputs == 1 ? "" : "s", s->n_inputs, s->n_outputs,
-                    t->summary ? t->summary : "see baton inspect");
+                    t->n_outputs, t->n_outputs == 1 ? "" : "s", s->n_inputs,
+                    s->n_inputs == 1 ? "" : "s", s->n_outputs, s->n_outputs == 1 ? "" : "s",
+                    t->name, t->summary ? t->summary : "see baton inspect");
     int rc = check_attrs(plan, s, err);
     if (rc)
         return rc;

@@ -1,0 +1,815 @@
+/* test_plan.c: the plan file: good plans load, every bad plan under tests/data/bad fails with the
+ * message its .expect file names (code, file:line:column, what), dataflow and signature rules,
+ * suggestions, verbatim descriptors, accessors, and constants' initial values (reproducible bits,
+ * checked against an independent implementation of the documented algorithm). */
+#include <criterion/criterion.h>
+#include <dirent.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernels/descriptors.h"
+#include "kernels/dtype.h"
+#include "plan/plan_internal.h"
+#include "tests/support.h"
+
+static baton_registry *reg;
+
+static void setup(void)
+{
+    cr_assert_eq(baton_registry_create(&reg), 0);
+}
+
+static void teardown(void)
+{
+    baton_registry_destroy(reg);
+}
+
+TestSuite(plan_load, .init = setup, .fini = teardown);
+TestSuite(plan_init, .init = setup, .fini = teardown);
+TestSuite(plan_suggest);
+
+/* ---- helpers --------------------------------------------------------------------------------- */
+
+static int load_text(const char *text, baton_plan **plan, baton_error *err)
+{
+    return baton_plan_load_string(reg, text, strlen(text), "inline.json", NULL, plan, err);
+}
+
+/* A plan with the given tensors and steps (JSON array bodies). */
+static char *plan_text(const char *tensors, const char *steps)
+{
+    const char *fmt = "{\"format\": \"baton.plan\", \"version\": 1, \"name\": \"t\",\n"
+                      "\"tensors\": [%s],\n\"steps\": [%s]}";
+    size_t n = strlen(fmt) + strlen(tensors) + strlen(steps) + 1;
+    char *s = malloc(n);
+    cr_assert_not_null(s);
+    snprintf(s, n, fmt, tensors, steps);
+    return s;
+}
+
+/* Loads a plan that must fail with `code` and a message containing `want`. */
+static void expect_failure(const char *tensors, const char *steps, int code, const char *want)
+{
+    char *text = plan_text(tensors, steps);
+    baton_plan *plan = (baton_plan *)0x1;
+    baton_error err = {0};
+    int rc = load_text(text, &plan, &err);
+    cr_expect_eq(rc, code, "rc %d (%s), want %d; message: %s", rc, baton_strerror(rc), code,
+                 err.message);
+    cr_expect_null(plan, "a failed load leaves *out NULL");
+    cr_expect(strstr(err.message, want) != NULL, "message \"%s\" lacks \"%s\"", err.message, want);
+    free(text);
+}
+
+static baton_plan *load_ok(const char *tensors, const char *steps)
+{
+    char *text = plan_text(tensors, steps);
+    baton_plan *plan = NULL;
+    baton_error err = {0};
+    int rc = load_text(text, &plan, &err);
+    cr_assert_eq(rc, 0, "load failed: %s", err.message);
+    free(text);
+    return plan;
+}
+
+static int cmp_str(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* The names of *.json files in a directory, sorted. */
+static int list_json(const char *dir, char ***out)
+{
+    DIR *d = opendir(dir);
+    cr_assert_not_null(d, "cannot open %s", dir);
+    int n = 0, cap = 16;
+    char **names = malloc((size_t)cap * sizeof *names);
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        size_t l = strlen(e->d_name);
+        if (l < 6 || strcmp(e->d_name + l - 5, ".json") != 0)
+            continue;
+        if (n == cap)
+            names = realloc(names, (size_t)(cap *= 2) * sizeof *names);
+        names[n++] = strdup(e->d_name);
+    }
+    closedir(d);
+    qsort(names, (size_t)n, sizeof *names, cmp_str);
+    *out = names;
+    return n;
+}
+
+static const char *const X_Y = "{\"name\": \"x\", \"dtype\": \"f32\", \"shape\": [4], \"role\": "
+                               "\"input\"},"
+                               "{\"name\": \"h\", \"dtype\": \"f32\", \"shape\": [4]},"
+                               "{\"name\": \"y\", \"dtype\": \"f32\", \"shape\": [4], \"role\": "
+                               "\"output\"}";
+
+/* ---- good and bad plan files ----------------------------------------------------------------- */
+
+Test(plan_load, loads_every_good_plan)
+{
+    char **names;
+    int n = list_json(test_path("tests/data/good"), &names);
+    cr_assert_geq(n, 4, "tests/data/good holds %d plans", n);
+    for (int i = 0; i < n; i++) {
+        char rel[512];
+        snprintf(rel, sizeof rel, "tests/data/good/%s", names[i]);
+        baton_plan *plan = NULL;
+        baton_error err = {0};
+        int rc = baton_plan_load(reg, test_path(rel), &plan, &err);
+        cr_expect_eq(rc, 0, "%s: %s", names[i], err.message);
+        cr_expect(plan == NULL || baton_plan_step_count(plan) > 0);
+        baton_plan_free(plan);
+        free(names[i]);
+    }
+    free(names);
+}
+
+static int code_of(const char *name)
+{
+    static const int codes[] = {BATON_EINVAL, BATON_ENOMEM,    BATON_EIO,   BATON_EPARSE,
+                                BATON_EPLAN,  BATON_ENOTARGET, BATON_ENODEV};
+    static const char *const names[] = {"BATON_EINVAL", "BATON_ENOMEM", "BATON_EIO",
+                                        "BATON_EPARSE", "BATON_EPLAN",  "BATON_ENOTARGET",
+                                        "BATON_ENODEV"};
+    for (size_t i = 0; i < sizeof codes / sizeof codes[0]; i++)
+        if (strcmp(name, names[i]) == 0)
+            return codes[i];
+    return 1;
+}
+
+Test(plan_load, rejects_every_bad_plan_with_the_message_its_expect_file_names)
+{
+    char **names;
+    int n = list_json(test_path("tests/data/bad"), &names);
+    cr_assert_geq(n, 40, "tests/data/bad holds only %d plans", n);
+    for (int i = 0; i < n; i++) {
+        char rel[512], want_code[64] = "", want[1024] = "";
+        snprintf(rel, sizeof rel, "tests/data/bad/%.*s.expect", (int)strlen(names[i]) - 5,
+                 names[i]);
+        FILE *f = fopen(test_path(rel), "r");
+        cr_assert_not_null(f, "%s has no .expect file", names[i]);
+        cr_assert_not_null(fgets(want_code, sizeof want_code, f), "%s: empty .expect", rel);
+        cr_assert_not_null(fgets(want, sizeof want, f), "%s: no message line", rel);
+        fclose(f);
+        want_code[strcspn(want_code, "\n")] = 0;
+        want[strcspn(want, "\n")] = 0;
+        cr_assert_gt(strlen(want), 10, "%s: the expected message is too short to mean much", rel);
+
+        snprintf(rel, sizeof rel, "tests/data/bad/%s", names[i]);
+        baton_plan *plan = (baton_plan *)0x1;
+        baton_error err = {0};
+        int rc = baton_plan_load(reg, test_path(rel), &plan, &err);
+        cr_expect_eq(rc, code_of(want_code), "%s: got %s, want %s; message: %s", names[i],
+                     baton_strerror(rc), want_code, err.message);
+        cr_expect_eq(err.code, rc, "%s: err.code repeats the return value", names[i]);
+        cr_expect_null(plan, "%s: *out must be NULL after a failure", names[i]);
+        cr_expect(strstr(err.message, want) != NULL, "%s:\n  message: %s\n  lacks:   %s", names[i],
+                  err.message, want);
+        baton_plan_free(plan == (baton_plan *)0x1 ? NULL : plan);
+        free(names[i]);
+    }
+    free(names);
+}
+
+Test(plan_load, reports_a_missing_file_with_its_path)
+{
+    baton_plan *plan = (baton_plan *)0x1;
+    baton_error err = {0};
+    int rc = baton_plan_load(reg, "/nonexistent/dir/plan.json", &plan, &err);
+    cr_expect_eq(rc, BATON_EIO);
+    cr_expect_null(plan);
+    cr_expect(strstr(err.message, "/nonexistent/dir/plan.json") != NULL, "%s", err.message);
+    cr_expect(strstr(err.message, "No such file") != NULL, "%s", err.message);
+}
+
+Test(plan_load, rejects_null_arguments_without_crashing)
+{
+    baton_plan *plan = (baton_plan *)0x1;
+    baton_error err = {0};
+    cr_expect_eq(baton_plan_load(NULL, "x.json", &plan, &err), BATON_EINVAL);
+    cr_expect_null(plan);
+    cr_expect_eq(baton_plan_load(reg, NULL, &plan, &err), BATON_EINVAL);
+    cr_expect_eq(baton_plan_load(reg, "x.json", NULL, &err), BATON_EINVAL);
+    cr_expect_eq(baton_plan_load_string(reg, NULL, 0, NULL, NULL, &plan, &err), BATON_EINVAL);
+    /* err may be NULL */
+    cr_expect_eq(baton_plan_load_string(reg, "{", 1, NULL, NULL, &plan, NULL), BATON_EPARSE);
+    baton_plan_free(NULL);
+}
+
+Test(plan_load, names_a_string_source_in_parse_errors)
+{
+    baton_plan *plan;
+    baton_error err;
+    const char *text = "{\n  \"format\": \"baton.plan\",\n  \"version\": 1 1\n}";
+    cr_assert_eq(baton_plan_load_string(reg, text, strlen(text), NULL, NULL, &plan, &err),
+                 BATON_EPARSE);
+    cr_expect(strncmp(err.message, "<string>:3:", 11) == 0, "%s", err.message);
+    cr_expect(strstr(err.message, "JSON syntax error") != NULL, "%s", err.message);
+}
+
+Test(plan_load, parses_only_the_given_length)
+{
+    /* A valid plan followed by bytes the caller did not pass. */
+    char *text = plan_text(X_Y, "{\"name\": \"s\", \"kernel\": \"copy\", \"device\": \"cpu\", "
+                                "\"inputs\": [\"x\"], \"outputs\": [\"y\"]}");
+    size_t len = strlen(text);
+    char *buf = malloc(len + 8);
+    memcpy(buf, text, len);
+    memcpy(buf + len, "garbage", 8);
+    baton_plan *plan = NULL;
+    baton_error err;
+    cr_expect_eq(baton_plan_load_string(reg, buf, len, "b.json", NULL, &plan, &err), 0, "%s",
+                 err.message);
+    baton_plan_free(plan);
+    free(buf);
+    free(text);
+}
+
+/* ---- positions and accessors ----------------------------------------------------------------- */
+
+Test(plan_load, records_the_line_and_column_of_every_tensor_and_step)
+{
+    baton_plan *plan = NULL;
+    baton_error err;
+    cr_assert_eq(baton_plan_load(reg, test_path("tests/data/good/rfc-demo.json"), &plan, &err), 0,
+                 "%s", err.message);
+    /* tensors start at column 5 on lines 4, 5, 7, 9, 10, 11, 12; steps on 15, 16, 18 */
+    static const int tline[] = {4, 5, 7, 9, 10, 11, 12};
+    for (int i = 0; i < 7; i++) {
+        cr_expect_eq(plan->tensors[i].pos.line, tline[i], "tensor %d", i);
+        cr_expect_eq(plan->tensors[i].pos.column, 5, "tensor %d", i);
+    }
+    static const int sline[] = {15, 16, 18};
+    for (int i = 0; i < 3; i++) {
+        cr_expect_eq(plan->steps[i].pos.line, sline[i], "step %d", i);
+        cr_expect_eq(plan->steps[i].pos.column, 5, "step %d", i);
+    }
+    /* "kernel": "rms_norm_fwd" on line 16 */
+    cr_expect_eq(plan->steps[1].target_pos.line, 16);
+    cr_expect_eq(plan->steps[1].target_pos.column, 32);
+    baton_plan_free(plan);
+}
+
+Test(plan_load, answers_accessors_by_name_and_index)
+{
+    baton_plan *plan = NULL;
+    baton_error err;
+    cr_assert_eq(baton_plan_load(reg, test_path("tests/data/good/rfc-demo.json"), &plan, &err), 0,
+                 "%s", err.message);
+    cr_expect_str_eq(baton_plan_name(plan), "rfc-demo");
+    cr_expect_eq(baton_plan_tensor_count(plan), 7);
+    cr_expect_eq(baton_plan_step_count(plan), 3);
+    cr_expect_eq(baton_plan_tensor_index(plan, "inv"), 5);
+    cr_expect_eq(baton_plan_tensor_index(plan, "nope"), BATON_ENOENT);
+    cr_expect_eq(baton_plan_tensor_index(plan, NULL), BATON_EINVAL);
+    cr_expect_eq(baton_plan_step_index(plan, "post"), 2);
+    cr_expect_eq(baton_plan_step_index(plan, "x"), BATON_ENOENT);
+
+    baton_tensor_info ti;
+    cr_assert_eq(baton_plan_tensor_info(plan, 1, &ti), 0);
+    cr_expect_str_eq(ti.name, "A");
+    cr_expect_eq(ti.desc.dtype, BATON_DTYPE_BF16);
+    cr_expect_eq(ti.desc.rank, 2);
+    cr_expect_eq(ti.desc.shape[1], 4096);
+    cr_expect_eq(ti.role, BATON_ROLE_CONSTANT);
+    cr_expect_eq(ti.nbytes, (size_t)4096 * 4096 * 2);
+    cr_expect_eq(baton_plan_tensor_info(plan, 7, &ti), BATON_ENOENT);
+    cr_expect_eq(baton_plan_tensor_info(plan, -1, &ti), BATON_ENOENT);
+
+    baton_step_info si;
+    cr_assert_eq(baton_plan_step_info(plan, 0, &si), 0);
+    cr_expect_str_eq(si.name, "proj");
+    cr_expect_str_eq(si.target, "gemm");
+    cr_expect_eq(si.kind, BATON_TARGET_DELEGATE);
+    cr_expect_eq(si.device.kind, BATON_DEVICE_CUDA);
+    cr_expect_eq(si.next_device.kind, BATON_DEVICE_CUDA);
+    cr_expect_eq(si.next_kind, BATON_TARGET_KERNEL);
+    cr_assert_eq(baton_plan_step_info(plan, 2, &si), 0);
+    cr_expect_eq(si.device.kind, BATON_DEVICE_CPU);
+    cr_expect_eq(si.next_device.kind, BATON_DEVICE_NONE);
+    cr_expect_eq(baton_plan_step_info(plan, 3, &si), BATON_ENOENT);
+    cr_expect_eq(baton_plan_step_info(NULL, 0, &si), BATON_EINVAL);
+    baton_plan_free(plan);
+}
+
+Test(plan_load, finds_names_in_a_large_plan)
+{
+    /* 3000 chained copies: exercises the name index well past its first size */
+    size_t cap = 1 << 20, used = 0;
+    char *t = malloc(cap), *s = malloc(cap);
+    used = (size_t)snprintf(t, cap,
+                            "{\"name\": \"t0\", \"dtype\": \"f32\", \"shape\": [2], \"role\": "
+                            "\"input\"}");
+    size_t sused = 0;
+    for (int i = 1; i <= 3000; i++) {
+        used += (size_t)snprintf(t + used, cap - used,
+                                 ",{\"name\": \"t%d\", \"dtype\": \"f32\", \"shape\": [2]%s}", i,
+                                 i == 3000 ? ", \"role\": \"output\"" : "");
+        sused += (size_t)snprintf(s + sused, cap - sused,
+                                  "%s{\"name\": \"s%d\", \"kernel\": \"copy\", \"device\": "
+                                  "\"cpu\", \"inputs\": [\"t%d\"], \"outputs\": [\"t%d\"]}",
+                                  i > 1 ? "," : "", i, i - 1, i);
+    }
+    baton_plan *plan = load_ok(t, s);
+    for (int i = 0; i <= 3000; i += 7) {
+        char name[16];
+        snprintf(name, sizeof name, "t%d", i);
+        cr_expect_eq(baton_plan_tensor_index(plan, name), i);
+        snprintf(name, sizeof name, "s%d", i + 1);
+        if (i < 3000)
+            cr_expect_eq(baton_plan_step_index(plan, name), i);
+    }
+    cr_expect_eq(plan->tensors[2999].producer, 2998);
+    cr_expect_eq(plan->tensors[2999].first_read, 2999);
+    cr_expect_eq(plan->steps[2999].pos.line, 3);
+    baton_plan_free(plan);
+    free(t);
+    free(s);
+}
+
+/* ---- dataflow -------------------------------------------------------------------------------- */
+
+Test(plan_load, rejects_step_reading_unwritten_tensor)
+{
+    expect_failure(X_Y,
+                   "{\"name\": \"a\", \"kernel\": \"copy\", \"device\": \"cpu\", \"inputs\": "
+                   "[\"h\"], \"outputs\": [\"y\"]}",
+                   BATON_EPLAN,
+                   "inline.json:3:71: step 'a' reads tensor 'h' but no step writes it");
+}
+
+Test(plan_load, rejects_step_reading_a_tensor_before_the_step_that_writes_it)
+{
+    expect_failure(X_Y,
+                   "{\"name\": \"a\", \"kernel\": \"copy\", \"device\": \"cpu\", \"inputs\": "
+                   "[\"h\"], \"outputs\": [\"y\"]},\n"
+                   "{\"name\": \"b\", \"kernel\": \"copy\", \"device\": \"cpu\", \"inputs\": "
+                   "[\"x\"], \"outputs\": [\"h\"]}",
+                   BATON_EPLAN, "step 'a' reads tensor 'h' before step 'b' (line 4:1) writes it");
+}
+
+Test(plan_load, rejects_a_tensor_written_by_two_steps)
+{
+    expect_failure(X_Y,
+                   "{\"name\": \"a\", \"kernel\": \"copy\", \"device\": \"cpu\", \"inputs\": "
+                   "[\"x\"], \"outputs\": [\"y\"]},\n"
+                   "{\"name\": \"b\", \"kernel\": \"copy\", \"device\": \"cpu\", \"inputs\": "
+                   "[\"x\"], \"outputs\": [\"y\"]}",
+                   BATON_EPLAN,
+                   "inline.json:4:79: tensor 'y' is written by step 'a' (line 3:11) and again by "
+                   "step 'b'");
+}
+
+Test(plan_load, rejects_a_step_writing_an_input)
+{
+    expect_failure(X_Y,
+                   "{\"name\": \"a\", \"kernel\": \"copy\", \"device\": \"cpu\", \"inputs\": "
+                   "[\"y\"], \"outputs\": [\"x\"]}",
+                   BATON_EPLAN, "step 'a' reads tensor 'y' but no step writes it");
+    expect_failure(X_Y,
+                   "{\"name\": \"a\", \"kernel\": \"copy\", \"device\": \"cpu\", \"inputs\": "
+                   "[\"x\"], \"outputs\": [\"y\"]},"
+                   "{\"name\": \"b\", \"kernel\": \"copy\", \"device\": \"cpu\", \"inputs\": "
+                   "[\"y\"], \"outputs\": [\"x\"]}",
+                   BATON_EPLAN,
+                   "step 'b' writes input tensor 'x'; inputs and constants are read-only");
+}
+
+Test(plan_load, rejects_a_step_reading_and_writing_one_tensor)
+{
+    expect_failure(X_Y,
+                   "{\"name\": \"a\", \"kernel\": \"copy\", \"device\": \"cpu\", \"inputs\": "
+                   "[\"x\"], \"outputs\": [\"h\"]},"
+                   "{\"name\": \"b\", \"kernel\": \"add\", \"device\": \"cpu\", \"inputs\": "
+                   "[\"h\", \"x\"], \"outputs\": [\"h\"]}",
+                   BATON_EPLAN, "step 'b' reads and writes tensor 'h'");
+}
+
+Test(plan_load, rejects_an_output_that_no_step_writes)
+{
+    expect_failure(X_Y,
+                   "{\"name\": \"a\", \"kernel\": \"copy\", \"device\": \"cpu\", \"inputs\": "
+                   "[\"x\"], \"outputs\": [\"h\"]}",
+                   BATON_EPLAN, "inline.json:2:118: output tensor 'y' is never written");
+}
+
+Test(plan_load, accepts_unused_tensors_and_a_tensor_read_twice)
+{
+    baton_plan *plan = load_ok("{\"name\": \"x\", \"dtype\": \"f32\", \"shape\": [4], \"role\": "
+                               "\"input\"},"
+                               "{\"name\": \"unused\", \"dtype\": \"i64\", \"shape\": [9]},"
+                               "{\"name\": \"y\", \"dtype\": \"f32\", \"shape\": [4], \"role\": "
+                               "\"output\"}",
+                               "{\"name\": \"a\", \"kernel\": \"add\", \"device\": \"cpu\", "
+                               "\"inputs\": [\"x\", \"x\"], \"outputs\": [\"y\"]}");
+    cr_expect_eq(plan->tensors[1].producer, -1);
+    cr_expect_eq(plan->tensors[1].first_read, -1);
+    cr_expect_eq(plan->tensors[0].first_read, 0);
+    cr_expect_eq(plan->tensors[0].last_read, 0);
+    cr_expect_eq(plan->tensors[2].producer, 0);
+    baton_plan_free(plan);
+}
+
+Test(plan_load, fills_producers_and_readers)
+{
+    baton_plan *plan = NULL;
+    baton_error err;
+    cr_assert_eq(baton_plan_load(reg, test_path("tests/data/good/rfc-demo.json"), &plan, &err), 0,
+                 "%s", err.message);
+    int h0 = baton_plan_tensor_index(plan, "h0"), h1 = baton_plan_tensor_index(plan, "h1");
+    int x = baton_plan_tensor_index(plan, "x"), w = baton_plan_tensor_index(plan, "w");
+    cr_expect_eq(plan->tensors[h0].producer, 0);
+    cr_expect_eq(plan->tensors[h0].first_read, 1);
+    cr_expect_eq(plan->tensors[h1].producer, 1);
+    cr_expect_eq(plan->tensors[h1].last_read, 2);
+    cr_expect_eq(plan->tensors[x].producer, -1);
+    cr_expect_eq(plan->tensors[w].first_read, 1);
+    cr_expect_eq(plan->steps[1].target, baton_registry_find(reg, "rms_norm_fwd"));
+    baton_plan_free(plan);
+}
+
+/* ---- targets, signatures, attributes --------------------------------------------------------- */
+
+Test(plan_load, lists_registered_kernels_for_an_unknown_one)
+{
+    expect_failure(X_Y,
+                   "{\"name\": \"a\", \"kernel\": \"rms_norm_fw\", \"device\": \"cpu\", "
+                   "\"inputs\": [\"x\"], \"outputs\": [\"y\"]}",
+                   BATON_ENOTARGET,
+                   "inline.json:3:35: step 'a': no kernel named 'rms_norm_fw' is registered (did "
+                   "you mean 'rms_norm_fwd'?); kernels on cpu: ");
+    expect_failure(X_Y,
+                   "{\"name\": \"a\", \"delegate\": \"gem\", \"device\": \"cpu\", "
+                   "\"inputs\": [\"x\"], \"outputs\": [\"y\"]}",
+                   BATON_ENOTARGET, "(did you mean 'gemm'?); delegates on cpu: gemm");
+}
+
+static int fake_kernel(const baton_exec_ctx *ctx, void **buffers, const char *opaque, size_t len)
+{
+    return 0;
+}
+
+Test(plan_load, rejects_a_step_on_a_device_its_target_does_not_run_on)
+{
+    baton_target t = {.name = "cuda_only",
+                      .kind = BATON_TARGET_KERNEL,
+                      .n_inputs = 1,
+                      .n_outputs = 1,
+                      .summary = "y = x on a GPU",
+                      .impls = {{.device = BATON_DEVICE_CUDA, .kernel = fake_kernel}},
+                      .n_impls = 1};
+    baton_error err;
+    cr_assert_eq(baton_registry_add(reg, &t, &err), 0, "%s", err.message);
+    expect_failure(X_Y,
+                   "{\"name\": \"a\", \"kernel\": \"cuda_only\", \"device\": \"cpu\", "
+                   "\"inputs\": [\"x\"], \"outputs\": [\"y\"]}",
+                   BATON_ENOTARGET,
+                   "inline.json:3:58: step 'a': kernel 'cuda_only' has no implementation for "
+                   "cpu; it runs on: cuda");
+    /* and it is not offered for the CPU either */
+    expect_failure(X_Y,
+                   "{\"name\": \"a\", \"kernel\": \"cuda_onl\", \"device\": \"cpu\", "
+                   "\"inputs\": [\"x\"], \"outputs\": [\"y\"]}",
+                   BATON_ENOTARGET, "is registered; kernels on cpu: ");
+}
+
+Test(plan_load, accepts_cuda_steps_in_a_build_that_falls_back_to_the_cpu)
+{
+    baton_plan *plan = load_ok(X_Y, "{\"name\": \"a\", \"kernel\": \"copy\", \"device\": "
+                                    "\"cuda:3\", \"inputs\": [\"x\"], \"outputs\": [\"y\"]}");
+    cr_expect_eq(plan->steps[0].device.kind, BATON_DEVICE_CUDA);
+    cr_expect_eq(plan->steps[0].device.index, 3);
+    baton_plan_free(plan);
+}
+
+Test(plan_load, checks_declared_outputs_against_the_target)
+{
+    /* rms_norm_fwd: x [8,64] bf16, weight [64] bf16 -> y bf16 [8,64], invvar f32 [8] */
+    const char *tensors =
+        "{\"name\": \"x\", \"dtype\": \"bf16\", \"shape\": [8, 64], \"role\": \"input\"},"
+        "{\"name\": \"w\", \"dtype\": \"bf16\", \"shape\": [64], \"role\": \"input\"},"
+        "{\"name\": \"y\", \"dtype\": \"bf16\", \"shape\": [8, 64], \"role\": \"output\"},"
+        "{\"name\": \"inv\", \"dtype\": \"bf16\", \"shape\": [8], \"role\": \"output\"}";
+    expect_failure(tensors,
+                   "{\"name\": \"n\", \"kernel\": \"rms_norm_fwd\", \"device\": \"cpu\", "
+                   "\"inputs\": [\"x\", \"w\"], \"outputs\": [\"y\", \"inv\"]}",
+                   BATON_EPLAN,
+                   "step 'n': output 'inv' is declared bf16[8] but kernel 'rms_norm_fwd' "
+                   "produces f32[8] here");
+}
+
+Test(plan_load, packs_the_descriptor_of_a_checked_step)
+{
+    baton_plan *plan = NULL;
+    baton_error err;
+    cr_assert_eq(baton_plan_load(reg, test_path("tests/data/good/rfc-demo.json"), &plan, &err), 0,
+                 "%s", err.message);
+    const plan_step *s = &plan->steps[1];
+    cr_assert_eq(s->opaque_len, sizeof(baton_rms_norm_desc));
+    cr_expect_eq(s->opaque_verbatim, 0);
+    baton_rms_norm_desc d;
+    memcpy(&d, s->opaque, sizeof d);
+    cr_expect_eq(d.n1, 8);
+    cr_expect_eq(d.n2, 4096);
+    cr_expect_eq(d.eps, 1e-5);
+    cr_expect_eq(d.x_dtype, BATON_DTYPE_BF16);
+    baton_plan_free(plan);
+}
+
+Test(plan_load, checks_attributes_against_the_target)
+{
+    const char *step = "{\"name\": \"a\", \"kernel\": \"add_scalar\", \"device\": \"cpu\", "
+                       "\"inputs\": [\"x\"], \"outputs\": [\"y\"], \"attrs\": %s}";
+    char buf[512];
+    snprintf(buf, sizeof buf, step, "{\"value\": 2, \"scale\": 1}");
+    expect_failure(X_Y, buf, BATON_EPLAN,
+                   "step 'a': kernel 'add_scalar' takes no attribute 'scale'; accepted: value");
+    snprintf(buf, sizeof buf, step, "{}");
+    expect_failure(X_Y, buf, BATON_EPLAN, "needs attribute 'value', a number");
+    snprintf(buf, sizeof buf, step, "{\"value\": null}");
+    expect_failure(X_Y, buf, BATON_EPLAN, "attribute 'value' must be an integer, a number");
+    /* an integer is a valid float attribute */
+    snprintf(buf, sizeof buf, step, "{\"value\": 2}");
+    char *text = plan_text(X_Y, buf);
+    baton_plan *plan = NULL;
+    baton_error err;
+    cr_assert_eq(load_text(text, &plan, &err), 0, "%s", err.message);
+    cr_expect_eq(plan->steps[0].attrs[0].type, BATON_ATTR_INT);
+    cr_expect_eq(plan->steps[0].attrs[0].f, 2.0);
+    baton_ew_desc d;
+    memcpy(&d, plan->steps[0].opaque, sizeof d);
+    cr_expect_eq(d.value, 2.0);
+    baton_plan_free(plan);
+    free(text);
+}
+
+/* ---- opaque ---------------------------------------------------------------------------------- */
+
+Test(plan_load, passes_opaque_hex_through_verbatim)
+{
+    baton_plan *plan = NULL;
+    baton_error err;
+    cr_assert_eq(baton_plan_load(reg, test_path("tests/data/good/opaque.json"), &plan, &err), 0,
+                 "%s", err.message);
+    const plan_step *s = &plan->steps[0];
+    cr_expect_eq(s->opaque_verbatim, 1);
+    cr_assert_eq(s->opaque_len, 32);
+    baton_ew_desc d;
+    memcpy(&d, s->opaque, sizeof d);
+    cr_expect_eq(d.n, 6);
+    cr_expect_eq(d.nb, 0);
+    cr_expect_eq(d.dtype, BATON_DTYPE_F32);
+    cr_expect_eq(d.value, 0.5);
+    baton_plan_free(plan);
+
+    plan = load_ok(X_Y, "{\"name\": \"a\", \"kernel\": \"copy\", \"device\": \"cpu\", "
+                        "\"inputs\": [\"x\"], \"outputs\": [\"y\"], \"opaque\": \"00fFa5\"}");
+    cr_assert_eq(plan->steps[0].opaque_len, 3);
+    cr_expect_eq((unsigned char)plan->steps[0].opaque[0], 0x00);
+    cr_expect_eq((unsigned char)plan->steps[0].opaque[1], 0xff);
+    cr_expect_eq((unsigned char)plan->steps[0].opaque[2], 0xa5);
+    baton_plan_free(plan);
+
+    plan = load_ok(X_Y, "{\"name\": \"a\", \"kernel\": \"copy\", \"device\": \"cpu\", "
+                        "\"inputs\": [\"x\"], \"outputs\": [\"y\"], \"opaque\": \"\"}");
+    cr_expect_eq(plan->steps[0].opaque_len, 0);
+    cr_expect_eq(plan->steps[0].opaque_verbatim, 1);
+    baton_plan_free(plan);
+}
+
+Test(plan_load, accepts_an_opaque_of_exactly_the_maximum_size)
+{
+    char hex[2 * BATON_OPAQUE_MAX + 1], step[2 * BATON_OPAQUE_MAX + 256];
+    for (int i = 0; i < BATON_OPAQUE_MAX; i++)
+        snprintf(hex + 2 * i, 3, "%02x", i & 0xff);
+    snprintf(step, sizeof step,
+             "{\"name\": \"a\", \"kernel\": \"copy\", \"device\": \"cpu\", \"inputs\": [\"x\"], "
+             "\"outputs\": [\"y\"], \"opaque\": \"%s\"}",
+             hex);
+    baton_plan *plan = load_ok(X_Y, step);
+    cr_assert_eq(plan->steps[0].opaque_len, BATON_OPAQUE_MAX);
+    cr_expect_eq((unsigned char)plan->steps[0].opaque[255], 0xff);
+    baton_plan_free(plan);
+}
+
+/* ---- suggestions ----------------------------------------------------------------------------- */
+
+static const char *best_of(const char *word, const char *const *cands, int n)
+{
+    plan_suggest s;
+    plan_suggest_init(&s, word);
+    for (int i = 0; i < n; i++)
+        plan_suggest_try(&s, cands[i]);
+    return plan_suggest_best(&s);
+}
+
+Test(plan_suggest, finds_the_closest_word_within_a_small_distance)
+{
+    static const char *const keys[] = {"name",   "kernel",  "delegate", "device",
+                                       "inputs", "outputs", "attrs",    "opaque"};
+    cr_expect_str_eq(best_of("ouputs", keys, 8), "outputs");
+    cr_expect_str_eq(best_of("inptus", keys, 8), "inputs"); /* a transposition counts 1 */
+    cr_expect_str_eq(best_of("Device", keys, 8), "device"); /* case alone */
+    cr_expect_str_eq(best_of("delgate", keys, 8), "delegate");
+    cr_expect_null(best_of("zzzzzz", keys, 8));
+    cr_expect_null(best_of("nam", (const char *const[]){"xyz"}, 1));
+    static const char *const short_names[] = {"y", "h0"};
+    cr_expect_null(best_of("x", short_names, 2), "one letter against another is no match");
+    cr_expect_str_eq(best_of("h9", short_names, 2), "h0");
+    static const char *const dtypes[] = {"bf16", "f16", "f32", "f64", "i32", "i64"};
+    cr_expect_str_eq(best_of("bf61", dtypes, 6), "bf16");
+    cr_expect_str_eq(best_of("float32", (const char *const[]){"f32", "float32x"}, 2), "float32x");
+    /* very long words are not compared */
+    char long_word[200];
+    memset(long_word, 'a', sizeof long_word - 1);
+    long_word[sizeof long_word - 1] = 0;
+    cr_expect_null(best_of(long_word, keys, 8));
+}
+
+/* ---- constants' initial values --------------------------------------------------------------- */
+
+static baton_plan *load_inits(void)
+{
+    baton_plan *plan = NULL;
+    baton_error err;
+    cr_assert_eq(baton_plan_load(reg, test_path("tests/data/good/inits.json"), &plan, &err), 0,
+                 "%s", err.message);
+    return plan;
+}
+
+static void *materialize(baton_plan *plan, const char *name)
+{
+    int i = baton_plan_tensor_index(plan, name);
+    cr_assert_geq(i, 0, "no tensor %s", name);
+    void *buf = malloc(plan->tensors[i].nbytes + 1);
+    test_poison(buf, plan->tensors[i].nbytes + 1);
+    baton_error err;
+    cr_assert_eq(plan_tensor_materialize(plan, i, buf, &err), 0, "%s", err.message);
+    cr_expect_eq(((unsigned char *)buf)[plan->tensors[i].nbytes], 0xff, "wrote past the end");
+    return buf;
+}
+
+static uint64_t bits(double v)
+{
+    uint64_t u;
+    memcpy(&u, &v, sizeof u);
+    return u;
+}
+
+Test(plan_init, fills_every_element_rounded_to_the_dtype)
+{
+    baton_plan *plan = load_inits();
+    uint16_t *b = materialize(plan, "fill_bf16");
+    for (int i = 0; i < 15; i++)
+        cr_expect_eq(b[i], f32_to_bf16(0.1f), "element %d", i);
+    int32_t *n = materialize(plan, "fill_i32");
+    for (int i = 0; i < 7; i++)
+        cr_expect_eq(n[i], -3);
+    free(b);
+    free(n);
+    baton_plan_free(plan);
+}
+
+Test(plan_init, draws_normal_values_with_the_documented_algorithm)
+{
+    /* The first values of seed 42, mean 1, std 2, from an independent implementation of
+     * docs/plan-format.md (Python, float64). */
+    static const uint64_t want[] = {0x3ffd45625aa37a84ull, 0x40027161dd7db1caull,
+                                    0xbfe914a9e9d234f6ull, 0x400d3ab5d4785914ull,
+                                    0x4011d634e6a0a15eull, 0xc0062279a49132e7ull};
+    baton_plan *plan = load_inits();
+    double *v = materialize(plan, "normal_f64");
+    for (int i = 0; i < 6; i++)
+        cr_expect_eq(bits(v[i]), want[i], "element %d: %a", i, v[i]);
+    /* and the same numbers as textbook Box-Muller with the C library, to rounding */
+    uint64_t state = 42;
+    test_rng r = {state};
+    for (int i = 0; i < 1000; i += 2) {
+        double u1 = (double)((test_rng_next(&r) >> 11) + 1) * 0x1p-53;
+        double u2 = (double)(test_rng_next(&r) >> 11) * 0x1p-53;
+        double rad = sqrt(-2.0 * log(u1));
+        double z0 = 1.0 + 2.0 * rad * cos(2 * M_PI * u2), z1 = 1.0 + 2.0 * rad * sin(2 * M_PI * u2);
+        cr_expect_leq(fabs(v[i] - z0), 1e-13 * (1 + fabs(z0)), "element %d: %.17g vs %.17g", i,
+                      v[i], z0);
+        cr_expect_leq(fabs(v[i + 1] - z1), 1e-13 * (1 + fabs(z1)), "element %d", i + 1);
+    }
+    /* the sample looks like N(1, 2^2) */
+    double sum = 0, sq = 0;
+    for (int i = 0; i < 1001; i++)
+        sum += v[i];
+    double mean = sum / 1001;
+    for (int i = 0; i < 1001; i++)
+        sq += (v[i] - mean) * (v[i] - mean);
+    cr_expect_leq(fabs(mean - 1.0), 0.25, "mean %g", mean);
+    cr_expect_leq(fabs(sqrt(sq / 1000) - 2.0), 0.2, "std %g", sqrt(sq / 1000));
+    /* f32 of the same init is the f64 sequence rounded, including the odd last element */
+    float *f = materialize(plan, "normal_f32");
+    for (int i = 0; i < 7; i++)
+        cr_expect_eq(f[i], (float)v[i], "element %d", i);
+    free(f);
+    free(v);
+    baton_plan_free(plan);
+}
+
+Test(plan_init, gives_the_same_bits_every_time)
+{
+    baton_plan *a = load_inits(), *b = load_inits();
+    static const char *const names[] = {"normal_f64", "normal_f16", "uniform_f64", "uniform_i64",
+                                        "fill_bf16"};
+    for (int k = 0; k < 5; k++) {
+        void *x = materialize(a, names[k]), *y = materialize(b, names[k]),
+             *z = materialize(a, names[k]);
+        size_t n = a->tensors[baton_plan_tensor_index(a, names[k])].nbytes;
+        cr_expect_eq(memcmp(x, y, n), 0, "%s differs between loads", names[k]);
+        cr_expect_eq(memcmp(x, z, n), 0, "%s differs between calls", names[k]);
+        free(x);
+        free(y);
+        free(z);
+    }
+    baton_plan_free(a);
+    baton_plan_free(b);
+}
+
+Test(plan_init, draws_uniform_values_from_splitmix64)
+{
+    /* splitmix64 seeded with 0 yields 0xe220a8397b1dcdaf, 0x6e789e6aa1b965f4,
+     * 0x06c45d188009454f: the published first outputs */
+    static const uint64_t sm[] = {0xe220a8397b1dcdafull, 0x6e789e6aa1b965f4ull,
+                                  0x06c45d188009454full};
+    baton_plan *plan = load_inits();
+    double *u = materialize(plan, "uniform_f64");
+    for (int i = 0; i < 3; i++)
+        cr_expect_eq(u[i], (double)(sm[i] >> 11) * 0x1p-53, "element %d", i);
+    for (int i = 0; i < 16; i++)
+        cr_expect(u[i] >= 0 && u[i] < 1);
+    int64_t *k = materialize(plan, "uniform_i64");
+    int seen_negative = 0, seen_positive = 0;
+    for (int i = 0; i < 100; i++) {
+        cr_expect(k[i] >= -10 && k[i] < 10, "element %d = %lld", i, (long long)k[i]);
+        seen_negative |= k[i] < 0;
+        seen_positive |= k[i] > 0;
+    }
+    cr_expect(seen_negative && seen_positive);
+    free(u);
+    free(k);
+    baton_plan_free(plan);
+}
+
+Test(plan_init, copies_npy_and_inline_values)
+{
+    baton_plan *plan = load_inits();
+    float *n = materialize(plan, "npy_f32");
+    cr_expect_eq(n[0], 0.5f);
+    cr_expect_eq(n[1], -1.25f);
+    cr_expect_eq(n[2], 3.0f);
+    cr_expect_eq(n[3], 1e-3f);
+    float *v = materialize(plan, "values_f32");
+    cr_expect_eq(v[0], 1.0f);
+    cr_expect_eq(v[1], -2.5f);
+    cr_expect_eq(v[2], 3e-3f);
+    cr_expect_eq(v[3], 4.0f);
+    double *s = materialize(plan, "scalar");
+    cr_expect_eq(s[0], 6.25);
+    cr_expect_eq(plan->tensors[baton_plan_tensor_index(plan, "scalar")].nbytes, 8);
+    free(n);
+    free(v);
+    free(s);
+    baton_plan_free(plan);
+}
+
+Test(plan_init, refuses_tensors_that_are_not_constants)
+{
+    baton_plan *plan = load_inits();
+    char buf[64];
+    baton_error err;
+    cr_expect_eq(plan_tensor_materialize(plan, baton_plan_tensor_index(plan, "x"), buf, &err),
+                 BATON_EINVAL);
+    cr_expect(strstr(err.message, "tensor 'x' is not a constant") != NULL, "%s", err.message);
+    cr_expect_eq(plan_tensor_materialize(plan, 99, buf, &err), BATON_EINVAL);
+    cr_expect_eq(plan_tensor_materialize(plan, 0, NULL, &err), BATON_EINVAL);
+    baton_plan_free(plan);
+}
+
+Test(plan_init, keeps_integer_draws_in_range)
+{
+    baton_plan *plan = load_ok("{\"name\": \"c\", \"dtype\": \"i32\", \"shape\": [64], \"role\": "
+                               "\"constant\", \"init\": {\"kind\": \"normal\", \"seed\": 1, "
+                               "\"std\": 1e300}},"
+                               "{\"name\": \"x\", \"dtype\": \"f32\", \"shape\": [4], \"role\": "
+                               "\"input\"},"
+                               "{\"name\": \"y\", \"dtype\": \"f32\", \"shape\": [4], \"role\": "
+                               "\"output\"}",
+                               "{\"name\": \"a\", \"kernel\": \"copy\", \"device\": \"cpu\", "
+                               "\"inputs\": [\"x\"], \"outputs\": [\"y\"]}");
+    int32_t *c = materialize(plan, "c");
+    int extremes = 0;
+    for (int i = 0; i < 64; i++)
+        extremes += c[i] == INT32_MAX || c[i] == INT32_MIN || c[i] == 0;
+    cr_expect_eq(extremes, 64, "huge draws saturate");
+    free(c);
+    baton_plan_free(plan);
+}
