@@ -108,11 +108,11 @@ static int attr_float(const baton_sig_args *a, const char *name, double def, int
                       double *out, char *msg, size_t len)
 {
     const baton_attr *at = find_attr(a, name);
+    *out = def;
     if (!at) {
         if (required)
             return fail(msg, len, "attribute %s is required (a number, e.g. \"%s\": 1.0)", name,
                         name);
-        *out = def;
         return 0;
     }
     if (at->type == BATON_ATTR_FLOAT)
@@ -130,10 +130,9 @@ static int attr_int(const baton_sig_args *a, const char *name, int64_t def, int6
                     size_t len)
 {
     const baton_attr *at = find_attr(a, name);
-    if (!at) {
-        *out = def;
+    *out = def;
+    if (!at)
         return 0;
-    }
     if (at->type == BATON_ATTR_INT) {
         *out = at->i;
         return 0;
