@@ -151,9 +151,10 @@ int kcpu_softshrink(const baton_exec_ctx *ctx, void **buffers, const char *opaqu
     for (int64_t j = 0; j < d.n; j += CHUNK) {
         int c = d.n - j < CHUNK ? (int)(d.n - j) : CHUNK;
         load_chunk(dt, buffers[0], j, c, b);
+        /* NaN falls to the last branch and gives 0, as in the formula and the CUDA kernel. */
         for (int i = 0; i < c; i++) {
             double v = b[i];
-            b[i] = v > l ? v - l : v < -l ? v + l : isnan(v) ? v : 0.0;
+            b[i] = v > l ? v - l : v < -l ? v + l : 0.0;
         }
         store_chunk(dt, buffers[1], j, c, b);
     }
