@@ -619,6 +619,25 @@ static int run_gpu_segment(baton_runtime *rt, int s, baton_error *err)
             return rc;
 
     int launched = 0;
+    if (rt->opts.mode == BATON_SYNC_GRAPH && rt->graph_state[s] == 0 && rd->ops != &dev_sim_ops) {
+        /* A delegate that says it cannot be captured keeps its segment out of CUDA graphs (the
+         * test device replays any recorded call, so it captures every segment). */
+        for (int i = seg->first_step; i <= seg->last_step; i++) {
+            const dev_call *c = &rt->calls[i];
+            if (c->delegate && !c->delegate->capturable) {
+                rt->graph_state[s] = -1;
+                if (!rt->note[0]) {
+                    snprintf(rt->note, sizeof rt->note,
+                             "segment %d runs without a CUDA graph: delegate '%s' of step '%s' "
+                             "cannot be captured",
+                             s, plan->steps[i].target_name, plan->steps[i].name);
+                    if (!rt->opts.quiet)
+                        fprintf(stderr, "baton: note: %s\n", rt->note);
+                }
+                break;
+            }
+        }
+    }
     if (rt->opts.mode == BATON_SYNC_GRAPH && rd->ops->capture_begin && rt->graph_state[s] >= 0) {
         if (rt->graph_state[s] == 0 || rt->recapture) {
             rc = rd->ops->capture_begin(rd->ctx, s, err);
