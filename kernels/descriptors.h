@@ -11,8 +11,9 @@
  *   0  int64   n1              rows (product of x's dims not covered by the weight)
  *   8  int64   n2              normalized elements per row (numel of the weight)
  *  16  float64 eps
- *  24  int32   x_dtype         baton_dtype code of x (and grad_output, grad_input)
- *  28  int32   w_dtype         baton_dtype code of the weight (and y, grad_weight)
+ *  24  int32   x_dtype         baton_dtype code of x (and grad_input)
+ *  28  int32   w_dtype         baton_dtype code of the weight (and y, grad_output, grad_weight:
+ *                              grad_output is the gradient of y, so it has y's dtype)
  *  32  int64   part_grad_size  rows of the partial-gradient buffer (bwd; fwd ignores it)
  *
  * Forward buffers:  x, weight | y, invvar
