@@ -280,11 +280,19 @@ static const char *did_you_mean(char *buf, size_t cap, const char *word, const c
 static void subject(char *buf, size_t cap, const char *noun, const char *array, int i, json_t *obj)
 {
     json_t *name = json_is_object(obj) ? json_object_get(obj, "name") : NULL;
-    if (json_is_string(name) && json_string_length(name) > 0 &&
-        json_string_length(name) <= PLAN_MAX_NAME)
-        snprintf(buf, cap, "%s '%s'", noun, json_string_value(name));
-    else
+    size_t nlen = json_is_string(name) ? json_string_length(name) : 0;
+    size_t noun_len = strlen(noun);
+    if (nlen > 0 && nlen <= PLAN_MAX_NAME && noun_len + nlen + 4 <= cap) {
+        /* the common case, once per tensor and step: no printf */
+        memcpy(buf, noun, noun_len);
+        buf[noun_len] = ' ';
+        buf[noun_len + 1] = '\'';
+        memcpy(buf + noun_len + 2, json_string_value(name), nlen);
+        buf[noun_len + 2 + nlen] = '\'';
+        buf[noun_len + 3 + nlen] = 0;
+    } else {
         snprintf(buf, cap, "%s[%d]", array, i);
+    }
 }
 
 static int check_keys(loader *L, json_t *obj, int node, const char *subj,
@@ -352,6 +360,10 @@ static const char *const role_words[] = {"input", "output", "constant", "interme
 static const baton_role role_values[] = {BATON_ROLE_INPUT, BATON_ROLE_OUTPUT, BATON_ROLE_CONSTANT,
                                          BATON_ROLE_INTERMEDIATE};
 static const char *const init_words[] = {"fill", "normal", "uniform", "npy", "values"};
+/* The same lists for messages, spelled out so that the hot path formats nothing. */
+#define DTYPE_LIST "bf16, f16, f32, f64, i32, i64"
+#define ROLE_LIST  "input, output, constant, intermediate"
+#define INIT_LIST  "fill, normal, uniform, npy, values"
 
 static void format_desc(char *buf, size_t cap, const baton_tensor_desc *d)
 {
@@ -387,14 +399,14 @@ static int check_value(loader *L, plan_pos pos, const char *subj, baton_dtype dt
 {
     if (dt == BATON_DTYPE_I32 || dt == BATON_DTYPE_I64) {
         double lo = dt == BATON_DTYPE_I32 ? -2147483648.0 : -9223372036854775808.0;
-        double hi = dt == BATON_DTYPE_I32 ? 2147483647.0 : 9223372036854775807.0;
         if (v != floor(v))
             return fail(L, BATON_EPLAN, pos, "%s: value %g is not an integer but the tensor is %s",
                         subj, v, baton_dtype_name(dt));
-        if (v < lo || v > hi)
+        if (v < lo || v >= -lo) /* -lo is 2^31 or 2^63, one past the largest value */
             return fail(L, BATON_EPLAN, pos, "%s: value %g is out of the range of %s", subj, v,
                         baton_dtype_name(dt));
-        if (json_is_integer(jv) && fabs(v) > 9007199254740992.0)
+        if (json_is_integer(jv) && (json_integer_value(jv) > 9007199254740992LL ||
+                                    json_integer_value(jv) < -9007199254740992LL))
             return fail(L, BATON_EPLAN, pos,
                         "%s: value %lld is beyond 2^53 and cannot be written inline exactly; use "
                         "an npy init",
@@ -430,8 +442,8 @@ static int load_init(loader *L, plan_tensor *t, json_t *ji, int node, const char
                     "not %s",
                     subj, json_kind(ji));
     json_t *jk = json_object_get(ji, "kind");
-    char list[128], hint[96];
-    join(list, sizeof list, init_words, 5);
+    const char *list = INIT_LIST;
+    char hint[96];
     if (!jk)
         return fail(L, BATON_EPLAN, pos, "%s: init has no \"kind\"; use one of %s", subj, list);
     if (!json_is_string(jk))
@@ -482,6 +494,10 @@ static int load_init(loader *L, plan_tensor *t, json_t *ji, int node, const char
             return fail(L, BATON_EPLAN, field_pos(L, node, ji, "high"),
                         "%s: uniform init needs low < high, got low %g and high %g", subj, in->low,
                         in->high);
+        if (!isfinite(in->high - in->low))
+            return fail(L, BATON_EPLAN, field_pos(L, node, ji, "high"),
+                        "%s: uniform init range [%g, %g) is wider than a double can hold", subj,
+                        in->low, in->high);
         return 0;
     }
     if (strcmp(kind, "npy") == 0) {
@@ -568,7 +584,8 @@ static int load_tensor(loader *L, int i, json_t *jt, int node)
     static const char *const keys[] = {"name", "dtype", "shape", "role", "init"};
     baton_plan *plan = L->plan;
     plan_tensor *t = &plan->tensors[i];
-    char subj[PLAN_MAX_NAME + 32], list[128], hint[96];
+    char subj[PLAN_MAX_NAME + 32], hint[96];
+    const char *list = DTYPE_LIST;
     int rc;
     t->pos = node_pos(L, node);
     t->producer = t->first_read = t->last_read = -1;
@@ -587,7 +604,6 @@ static int load_tensor(loader *L, int i, json_t *jt, int node)
                     "%s is declared twice (first at line %d:%d); rename one of them", subj,
                     plan->tensors[prev].pos.line, plan->tensors[prev].pos.column);
 
-    join(list, sizeof list, dtype_words, 6);
     json_t *jd = json_object_get(jt, "dtype");
     if (!jd)
         return fail(L, BATON_EPLAN, t->pos, "%s has no \"dtype\"; add one of %s", subj, list);
@@ -639,7 +655,7 @@ static int load_tensor(loader *L, int i, json_t *jt, int node)
     t->role = BATON_ROLE_INTERMEDIATE;
     json_t *jr = json_object_get(jt, "role");
     if (jr) {
-        join(list, sizeof list, role_words, 4);
+        list = ROLE_LIST;
         plan_pos rpos = field_pos(L, node, jt, "role");
         if (!json_is_string(jr))
             return fail(L, BATON_EPLAN, rpos, "%s: \"role\" must be a string (one of %s), not %s",

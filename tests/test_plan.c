@@ -813,3 +813,31 @@ Test(plan_init, keeps_integer_draws_in_range)
     free(c);
     baton_plan_free(plan);
 }
+
+Test(plan_load, rejects_inline_values_outside_the_dtype)
+{
+    const char *steps = "{\"name\": \"a\", \"kernel\": \"copy\", \"device\": \"cpu\", "
+                        "\"inputs\": [\"x\"], \"outputs\": [\"y\"]}";
+    char t[512];
+    const char *fmt = "%s, {\"name\": \"c\", \"dtype\": \"%s\", \"shape\": [], \"role\": "
+                      "\"constant\", \"init\": %s}";
+    snprintf(t, sizeof t, fmt, X_Y, "i32", "{\"kind\": \"fill\", \"value\": 2147483648}");
+    expect_failure(t, steps, BATON_EPLAN,
+                   "tensor 'c': value 2.14748e+09 is out of the range of i32");
+    snprintf(t, sizeof t, fmt, X_Y, "i64", "{\"kind\": \"fill\", \"value\": 9.3e18}");
+    expect_failure(t, steps, BATON_EPLAN, "is out of the range of i64");
+    snprintf(t, sizeof t, fmt, X_Y, "i64",
+             "{\"kind\": \"values\", \"values\": [9007199254740993]}");
+    expect_failure(t, steps, BATON_EPLAN, "value 9007199254740993 is beyond 2^53");
+    snprintf(t, sizeof t, fmt, X_Y, "f32", "{\"kind\": \"fill\", \"value\": 1e39}");
+    expect_failure(t, steps, BATON_EPLAN, "value 1e+39 overflows f32");
+    snprintf(t, sizeof t, fmt, X_Y, "f64",
+             "{\"kind\": \"uniform\", \"seed\": 1, \"low\": -1e308, \"high\": 1e308}");
+    expect_failure(t, steps, BATON_EPLAN, "is wider than a double can hold");
+    snprintf(t, sizeof t, fmt, X_Y, "i32", "{\"kind\": \"fill\", \"value\": 2147483647}");
+    baton_plan *plan = load_ok(t, steps);
+    int32_t *c = materialize(plan, "c");
+    cr_expect_eq(c[0], INT32_MAX);
+    free(c);
+    baton_plan_free(plan);
+}
