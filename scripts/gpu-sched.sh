@@ -24,19 +24,20 @@ for a in "$@"; do
   esac
 done
 mkdir -p "$OUT"
-status() { printf '%-14s %s\n' "$1" "$2" | tee -a "$OUT/status.txt"; }
 : > "$OUT/status.txt"
+status() { printf '%-14s %s\n' "$1" "$2" | tee -a "$OUT/status.txt"; }
 t_start=$(date +%s)
 
-{ nvidia-smi -L; nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv; nvcc --version | tail -1; } > "$OUT/device.txt" 2>&1
-cat "$OUT/device.txt"
+# at most 8 files come back from the device tool: device facts go into status.txt
+{ nvidia-smi -L; nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv;
+  nvcc --version | tail -1; } 2>&1 | tee -a "$OUT/status.txt"
 
 eval "$(bash scripts/deps-prefix.sh)"
 if ! cmake -C "$BATON_DEPS_PREFIX/deps.cmake" -S . -B "$BUILD" -DBATON_CUDA=ON \
-     -DCMAKE_BUILD_TYPE=Release > "$OUT/cmake.log" 2>&1; then
-  status configure "FAILED (see cmake.log)"; tail -20 "$OUT/cmake.log"; exit 1
+     -DCMAKE_BUILD_TYPE=Release > "$OUT/build.log" 2>&1; then
+  status configure "FAILED (see build.log)"; tail -20 "$OUT/build.log"; exit 1
 fi
-if cmake --build "$BUILD" -j"$JOBS" > "$OUT/build.log" 2>&1; then
+if cmake --build "$BUILD" -j"$JOBS" >> "$OUT/build.log" 2>&1; then
   status build "ok ($(( $(date +%s) - t_start )) s)"
 else
   status build "FAILED (see build.log); building what links"
@@ -75,7 +76,7 @@ fi
 # ---- the short table, last ------------------------------------------------------------------
 cat "$OUT"/bench_gemm.log "$OUT"/bench_sched.log "$OUT"/torch_rfc.log 2>/dev/null \
   | grep '^RESULT ' > "$OUT/results.txt"
-python3 - "$OUT/results.txt" "$OUT/status.txt" "$OUT/device.txt" <<'PY'
+python3 - "$OUT/results.txt" "$OUT/status.txt" <<'PY'
 import sys
 r = {}
 for line in open(sys.argv[1]):
@@ -89,11 +90,12 @@ def f(k, fmt="{:.1f}"):
     except (TypeError, ValueError):
         return v if v is not None else "-"
 print("\n==== gpu-sched summary ====")
-print(open(sys.argv[3]).read().splitlines()[0] if open(sys.argv[3]).read() else "")
 print(open(sys.argv[2]).read().rstrip())
 print("\n64 x rms_norm_fwd 1x4096 bf16, us per iteration (median):")
 for k in ["floor.wait_after_each", "floor.one_stream_one_wait", "floor.one_stream_pdl_one_wait",
-          "floor.hand_graph", "floor.hand_graph_pdl", "baton.strict", "baton.boundary",
+          "floor.hand_graph", "floor.hand_graph_pdl", "floor_io.one_stream_one_wait",
+          "floor_io.one_stream_pdl_one_wait", "floor_io.hand_graph", "floor_io.hand_graph_pdl",
+          "baton.strict", "baton.boundary",
           "baton.boundary_nopdl", "baton.graph", "baton.graph_nopdl"]:
     w = r.get(k.replace(".median_us", "") + ".host_waits_per_run")
     print(f"  {k:32s} {f(k + '.median_us'):>9s}" + (f"   waits/run {float(w):.2f}" if w else ""))
@@ -109,7 +111,10 @@ print("\nratios vs targets:")
 checks = [("graph_nopdl/hand_graph", "<=", 1.15), ("graph/hand_graph_pdl", "<=", 1.10),
           ("boundary_nopdl/one_stream_one_wait", "<=", 1.10),
           ("boundary/one_stream_pdl_one_wait", "<=", 1.10), ("strict/graph", ">=", 6.0),
-          ("rfc_strict/rfc_graph", ">=", 2.5)]
+          ("rfc_strict/rfc_graph", ">=", 2.5),
+          ("graph_nopdl/hand_graph_io", "<=", 1.15), ("graph/hand_graph_pdl_io", "<=", 1.10),
+          ("boundary_nopdl/one_stream_io", "<=", 1.10), ("boundary/one_stream_pdl_io", "<=", 1.10),
+          ("floor_wait_after_each/hand_graph_pdl", ">=", 6.0)]
 for name, op, b in checks:
     v = r.get("ratio." + name)
     ok = v is not None and (float(v) <= b if op == "<=" else float(v) >= b)

@@ -81,6 +81,7 @@ struct chain {
     baton_rms_norm_desc desc;
     char errbuf[256];
     cudaEvent_t ev;
+    void *x_host, *y_host; /* pinned: the plan's input and output cross to and from the host */
 };
 
 static void chain_init(chain *c)
@@ -94,6 +95,9 @@ static void chain_init(chain *c)
         h[i] = f2bf((float)rand() / RAND_MAX * 2.0f - 1.0f);
     CHECK_CUDA(cudaMalloc(&c->x, N2 * 2));
     CHECK_CUDA(cudaMemcpy(c->x, h.data(), N2 * 2, cudaMemcpyHostToDevice));
+    CHECK_CUDA(cudaMallocHost(&c->x_host, N2 * 2));
+    CHECK_CUDA(cudaMallocHost(&c->y_host, N2 * 2));
+    memcpy(c->x_host, h.data(), N2 * 2);
     for (int i = 0; i < N2; i++)
         h[i] = f2bf(1.0f + ((float)rand() / RAND_MAX - 0.5f) * 0.1f);
     CHECK_CUDA(cudaMalloc(&c->w, N2 * 2));
@@ -138,13 +142,31 @@ static void chain_wait(chain *c)
     CHECK_CUDA(cudaEventSynchronize(c->ev));
 }
 
-static cudaGraphExec_t chain_graph(chain *c, int pdl)
+/* The plan's transfers: its input in, its output out. */
+static void chain_in(chain *c)
+{
+    CHECK_CUDA(cudaMemcpyAsync(c->x, c->x_host, N2 * 2, cudaMemcpyHostToDevice, c->stream));
+}
+
+static void chain_out(chain *c)
+{
+    CHECK_CUDA(
+        cudaMemcpyAsync(c->y_host, c->y[CHAIN - 1], N2 * 2, cudaMemcpyDeviceToHost, c->stream));
+}
+
+/* A hand-built graph of the 64 launches; with io, the plan's two transfers are captured too
+ * (the tightest floor that still moves the plan's input and output). */
+static cudaGraphExec_t chain_graph(chain *c, int pdl, int io)
 {
     cudaGraph_t g;
     cudaGraphExec_t x;
     CHECK_CUDA(cudaStreamBeginCapture(c->stream, cudaStreamCaptureModeThreadLocal));
+    if (io)
+        chain_in(c);
     for (int i = 0; i < CHAIN; i++)
         chain_launch(c, i, pdl);
+    if (io)
+        chain_out(c);
     CHECK_CUDA(cudaStreamEndCapture(c->stream, &g));
     CHECK_CUDA(cudaGraphInstantiate(&x, g, 0));
     CHECK_CUDA(cudaGraphDestroy(g));
@@ -337,14 +359,22 @@ int main(int argc, char **argv)
     /* ---- floors ---- */
     chain c;
     chain_init(&c);
-    cudaGraphExec_t g_plain = chain_graph(&c, 0);
-    cudaGraphExec_t g_pdl = chain_graph(&c, 1);
-    variant fl[5] = {{"floor.wait_after_each"},
+    cudaGraphExec_t g_plain = chain_graph(&c, 0, 0);
+    cudaGraphExec_t g_pdl = chain_graph(&c, 1, 0);
+    cudaGraphExec_t g_plain_io = chain_graph(&c, 0, 1);
+    cudaGraphExec_t g_pdl_io = chain_graph(&c, 1, 1);
+    /* 0-4: the issue's floors, kernels only. 5-8: the same plus the plan's input and output
+     * transfers (8 KB each way), which every baton run also does. */
+    variant fl[9] = {{"floor.wait_after_each"},
                      {"floor.one_stream_one_wait"},
                      {"floor.one_stream_pdl_one_wait"},
                      {"floor.hand_graph"},
-                     {"floor.hand_graph_pdl"}};
-    const int n_floors = 5;
+                     {"floor.hand_graph_pdl"},
+                     {"floor_io.one_stream_one_wait"},
+                     {"floor_io.one_stream_pdl_one_wait"},
+                     {"floor_io.hand_graph"},
+                     {"floor_io.hand_graph_pdl"}};
+    const int n_floors = 9;
 
     /* ---- baton on the 64-step chain ---- */
     char chain_path[4096], rfc_path[4096];
@@ -391,6 +421,8 @@ int main(int argc, char **argv)
         chain_wait(&c);
         CHECK_CUDA(cudaGraphLaunch(g_plain, c.stream));
         CHECK_CUDA(cudaGraphLaunch(g_pdl, c.stream));
+        CHECK_CUDA(cudaGraphLaunch(g_plain_io, c.stream));
+        CHECK_CUDA(cudaGraphLaunch(g_pdl_io, c.stream));
         chain_wait(&c);
         for (int v = 0; v < n_bv; v++)
             run_once(bv[v].rt, NULL);
@@ -422,6 +454,19 @@ int main(int argc, char **argv)
                     break;
                 case 4:
                     CHECK_CUDA(cudaGraphLaunch(g_pdl, c.stream));
+                    chain_wait(&c);
+                    break;
+                case 5:
+                case 6:
+                    chain_in(&c);
+                    for (int i = 0; i < CHAIN; i++)
+                        chain_launch(&c, i, f == 6);
+                    chain_out(&c);
+                    chain_wait(&c);
+                    break;
+                case 7:
+                case 8:
+                    CHECK_CUDA(cudaGraphLaunch(f == 7 ? g_plain_io : g_pdl_io, c.stream));
                     chain_wait(&c);
                     break;
                 }
@@ -496,6 +541,12 @@ int main(int argc, char **argv)
         ok &= check("boundary_nopdl/one_stream_one_wait", boundary_nopdl / f_one, 1.10, 1);
         check("boundary/one_stream_pdl_one_wait", boundary / f_one_pdl, 1.10, 1);
         ok &= check("strict/graph", strict / graph, 6.0, 0);
+        printf("  with the plan's transfers in the floors too (informative):\n");
+        check("graph_nopdl/hand_graph_io", graph_nopdl / median(fl[7].us), 1.15, 1);
+        check("graph/hand_graph_pdl_io", graph / median(fl[8].us), 1.10, 1);
+        check("boundary_nopdl/one_stream_io", boundary_nopdl / median(fl[5].us), 1.10, 1);
+        check("boundary/one_stream_pdl_io", boundary / median(fl[6].us), 1.10, 1);
+        check("floor_wait_after_each/hand_graph_pdl", median(fl[0].us) / f_graph_pdl, 6.0, 0);
         double own = bv[2].issue_ns_per_step - raw_issue_ns;
         printf("  %-46s %6.0f ns (boundary issue/step %.0f - raw launch %.0f; target <= 1000)\n",
                "scheduler's own host time per step", own, bv[2].issue_ns_per_step, raw_issue_ns);
@@ -524,5 +575,7 @@ int main(int argc, char **argv)
     baton_registry_destroy(reg);
     cudaGraphExecDestroy(g_plain);
     cudaGraphExecDestroy(g_pdl);
+    cudaGraphExecDestroy(g_plain_io);
+    cudaGraphExecDestroy(g_pdl_io);
     return 0;
 }
