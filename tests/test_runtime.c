@@ -33,6 +33,16 @@ static int test_fail_kernel(const baton_exec_ctx *ctx, void **buffers, const cha
     return 0;
 }
 
+/* The validator wants a CUDA implementation for a cuda:0 step in CUDA builds; these tests run
+ * the plan on the test device or the CPU, which call the CPU implementation, so this one only
+ * says it must not be used. */
+static int test_fail_cuda(const baton_exec_ctx *ctx, void **buffers, const char *opaque,
+                          size_t len)
+{
+    snprintf(ctx->errbuf, ctx->errbuf_len, "test_fail has no real CUDA implementation");
+    return BATON_ENOTSUP;
+}
+
 static int test_fail_check(const baton_sig_args *a, baton_tensor_desc *expected, char *msg,
                            size_t len)
 {
@@ -59,8 +69,9 @@ static const baton_target test_fail_target = {
     .summary = "copies f32, or fails on demand",
     .check = test_fail_check,
     .pack = test_fail_pack,
-    .impls = {{.device = BATON_DEVICE_CPU, .kernel = test_fail_kernel}},
-    .n_impls = 1,
+    .impls = {{.device = BATON_DEVICE_CPU, .kernel = test_fail_kernel},
+              {.device = BATON_DEVICE_CUDA, .kernel = test_fail_cuda}},
+    .n_impls = 2,
 };
 
 static void setup(void)
@@ -377,6 +388,8 @@ Test(runtime, results_are_bitwise_identical_across_modes)
 
 /* ---- faults --------------------------------------------------------------------------------- */
 
+/* The fault tests run on the test device; on a machine with a GPU, only missing_gpu_* would
+ * touch CUDA, and it skips there. */
 static const char *fail_plan =
     "{\"format\": \"baton.plan\", \"version\": 1, \"name\": \"faults\",\n"
     " \"tensors\": [\n"
