@@ -6,6 +6,10 @@
 
 #include "baton/baton.h"
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 int kcuda_rms_norm_fwd(const baton_exec_ctx *ctx, void **buffers, const char *opaque, size_t len);
 int kcuda_rms_norm_bwd(const baton_exec_ctx *ctx, void **buffers, const char *opaque, size_t len);
 int kcuda_softshrink(const baton_exec_ctx *ctx, void **buffers, const char *opaque, size_t len);
@@ -15,5 +19,9 @@ int kcuda_add_scalar(const baton_exec_ctx *ctx, void **buffers, const char *opaq
 int kcuda_copy(const baton_exec_ctx *ctx, void **buffers, const char *opaque, size_t len);
 int kcuda_argmax(const baton_exec_ctx *ctx, void **buffers, const char *opaque, size_t len);
 int kcuda_noop(const baton_exec_ctx *ctx, void **buffers, const char *opaque, size_t len);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

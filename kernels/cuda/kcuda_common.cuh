@@ -1,0 +1,432 @@
+/* kcuda_common.cuh: what baton's CUDA kernels share: element conversions, 16-byte vector loads,
+ * block and cluster reductions, programmatic-dependent-launch hooks, and the checked launcher that
+ * turns a failed launch into BATON_ECUDA with the reason in ctx->errbuf. Private to kernels/cuda.
+ */
+#ifndef BATON_KCUDA_COMMON_CUH
+#define BATON_KCUDA_COMMON_CUH
+
+#include <cooperative_groups.h>
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "baton/baton.h"
+
+namespace kcuda
+{
+
+namespace cg = cooperative_groups;
+
+/* ---- errors ---------------------------------------------------------------------------------- */
+
+/* Writes "step 'name': <reason>" (or just the reason) into ctx->errbuf; returns code. */
+static inline int fail(const baton_exec_ctx *ctx, int code, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 3, 4)))
+#endif
+    ;
+static inline int fail(const baton_exec_ctx *ctx, int code, const char *fmt, ...)
+{
+    if (!ctx || !ctx->errbuf || ctx->errbuf_len == 0)
+        return code;
+    char reason[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(reason, sizeof reason, fmt, ap);
+    va_end(ap);
+    if (ctx->step_name && ctx->step_name[0])
+        snprintf(ctx->errbuf, ctx->errbuf_len, "step '%s' on cuda:%d: %s", ctx->step_name,
+                 ctx->device.index, reason);
+    else
+        snprintf(ctx->errbuf, ctx->errbuf_len, "%s", reason);
+    return code;
+}
+
+/* ---- element types --------------------------------------------------------------------------- */
+
+template <typename T> struct acc_of {
+    using type = float;
+};
+template <> struct acc_of<double> {
+    using type = double;
+};
+
+__device__ __forceinline__ float to_f(__nv_bfloat16 v)
+{
+    return __bfloat162float(v);
+}
+__device__ __forceinline__ float to_f(__half v)
+{
+    return __half2float(v);
+}
+__device__ __forceinline__ float to_f(float v)
+{
+    return v;
+}
+__device__ __forceinline__ float to_f(double v)
+{
+    return (float)v;
+}
+
+template <typename A, typename T> __device__ __forceinline__ A to_acc(T v)
+{
+    return (A)to_f(v);
+}
+template <> __device__ __forceinline__ double to_acc<double, double>(double v)
+{
+    return v;
+}
+
+template <typename T> __device__ __forceinline__ T from_f(float v);
+template <> __device__ __forceinline__ __nv_bfloat16 from_f<__nv_bfloat16>(float v)
+{
+    return __float2bfloat16_rn(v);
+}
+template <> __device__ __forceinline__ __half from_f<__half>(float v)
+{
+    return __float2half_rn(v);
+}
+template <> __device__ __forceinline__ float from_f<float>(float v)
+{
+    return v;
+}
+template <> __device__ __forceinline__ double from_f<double>(float v)
+{
+    return (double)v;
+}
+
+template <typename T> __device__ __forceinline__ T from_d(double v);
+template <> __device__ __forceinline__ __nv_bfloat16 from_d<__nv_bfloat16>(double v)
+{
+    return __double2bfloat16(v);
+}
+template <> __device__ __forceinline__ __half from_d<__half>(double v)
+{
+    return __double2half(v);
+}
+template <> __device__ __forceinline__ float from_d<float>(double v)
+{
+    return (float)v;
+}
+template <> __device__ __forceinline__ double from_d<double>(double v)
+{
+    return v;
+}
+
+template <typename T> __device__ __forceinline__ T from_acc(float v)
+{
+    return from_f<T>(v);
+}
+template <typename T> __device__ __forceinline__ T from_acc(double v)
+{
+    return from_d<T>(v);
+}
+
+/* ---- vector loads and stores: N elements, in the widest aligned pieces (16 bytes at most) -----
+ */
+
+template <int B> struct raw;
+template <> struct raw<16> {
+    using type = uint4;
+};
+template <> struct raw<8> {
+    using type = uint2;
+};
+template <> struct raw<4> {
+    using type = unsigned int;
+};
+template <> struct raw<2> {
+    using type = unsigned short;
+};
+
+template <typename T, int N> struct piece {
+    static constexpr int bytes = (int)sizeof(T) * N;
+    static constexpr int unit = bytes >= 16 ? 16 : bytes;
+    static constexpr int count = bytes / unit;
+    static constexpr int per = unit / (int)sizeof(T); /* elements per piece */
+};
+
+/* Read-only (non-coherent) vector load of N elements at p, which is aligned to the piece size. */
+template <typename T, int N> __device__ __forceinline__ void ld_ro(const T *p, T (&out)[N])
+{
+    using P = piece<T, N>;
+    using R = typename raw<P::unit>::type;
+#pragma unroll
+    for (int k = 0; k < P::count; k++) {
+        R r = __ldg(reinterpret_cast<const R *>(p) + k);
+        memcpy(&out[k * P::per], &r, sizeof r);
+    }
+}
+
+/* Coherent vector load (for buffers the same kernel writes, e.g. part_grad in loop mode). */
+template <typename T, int N> __device__ __forceinline__ void ld_rw(const T *p, T (&out)[N])
+{
+    using P = piece<T, N>;
+    using R = typename raw<P::unit>::type;
+#pragma unroll
+    for (int k = 0; k < P::count; k++) {
+        R r = reinterpret_cast<const R *>(p)[k];
+        memcpy(&out[k * P::per], &r, sizeof r);
+    }
+}
+
+template <typename T, int N> __device__ __forceinline__ void st(T *p, const T (&in)[N])
+{
+    using P = piece<T, N>;
+    using R = typename raw<P::unit>::type;
+#pragma unroll
+    for (int k = 0; k < P::count; k++) {
+        R r;
+        memcpy(&r, &in[k * P::per], sizeof r);
+        reinterpret_cast<R *>(p)[k] = r;
+    }
+}
+
+/* Hides a register array's contents from the optimiser, so that values derived from it (e.g.
+ * bf16 -> float conversions) are recomputed after this point instead of being kept live across a
+ * reduction: a packed bf16 pair costs one register, its two floats two. Emits no instruction. */
+template <typename T, int N> __device__ __forceinline__ void opaque(T (&v)[N])
+{
+    if constexpr (sizeof(T) * N % 4 == 0) {
+        constexpr int W = (int)(sizeof(T) * N / 4);
+        unsigned int u[W];
+        memcpy(u, v, sizeof u);
+#pragma unroll
+        for (int i = 0; i < W; i++)
+            asm volatile("" : "+r"(u[i]));
+        memcpy(v, u, sizeof u);
+    } else {
+        static_assert(sizeof(T) * N == 2, "opaque() takes whole registers or one 16-bit value");
+        unsigned short h;
+        memcpy(&h, v, sizeof h);
+        asm volatile("" : "+h"(h));
+        memcpy(v, &h, sizeof h);
+    }
+}
+
+/* ---- asynchronous copies into shared memory (cp.async, sm_80+) -------------------------------
+ * Used as registers that cost no registers: a thread copies the vectors it will itself read, so
+ * cp.async.wait_group alone orders the copy before the read; no barrier is needed for them. */
+
+template <int B> __device__ __forceinline__ void cp_async_piece(void *s, const void *g)
+{
+    const unsigned sa = (unsigned)__cvta_generic_to_shared(s);
+    if constexpr (B == 16)
+        asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(sa), "l"(g) : "memory");
+    else
+        asm volatile("cp.async.ca.shared.global [%0], [%1], %2;" ::"r"(sa), "l"(g), "n"(B)
+                     : "memory");
+}
+
+/* Copies N elements (4 to 16 bytes per piece; the addresses are aligned to the piece size). */
+template <typename T, int N> __device__ __forceinline__ void cp_async(T *s, const T *g)
+{
+    using P = piece<T, N>;
+    static_assert(P::unit >= 4, "cp.async copies 4, 8 or 16 bytes");
+#pragma unroll
+    for (int k = 0; k < P::count; k++)
+        cp_async_piece<P::unit>(s + k * P::per, g + k * P::per);
+}
+
+__device__ __forceinline__ void cp_commit()
+{
+    asm volatile("cp.async.commit_group;" ::: "memory");
+}
+
+/* Waits until at most n of this thread's committed groups are pending (n < 4). */
+__device__ __forceinline__ void cp_wait(int n)
+{
+    switch (n) {
+    case 0: asm volatile("cp.async.wait_group 0;" ::: "memory"); break;
+    case 1: asm volatile("cp.async.wait_group 1;" ::: "memory"); break;
+    case 2: asm volatile("cp.async.wait_group 2;" ::: "memory"); break;
+    default: asm volatile("cp.async.wait_group 3;" ::: "memory"); break;
+    }
+}
+
+/* Shared-memory vector load/store (aligned to the piece size). */
+template <typename T, int N> __device__ __forceinline__ void ld_sh(const T *p, T (&out)[N])
+{
+    ld_rw(p, out);
+}
+
+/* ---- programmatic dependent launch ------------------------------------------------------------
+ */
+
+/* Waits until the grids this one depends on have completed and their writes are visible. A no-op
+ * when the kernel was launched without the PDL attribute. Every baton kernel calls it before its
+ * first global read, so that a chain stays ordered even through a kernel that reads nothing. */
+__device__ __forceinline__ void pdl_wait()
+{
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
+
+/* Lets the next PDL kernel on the stream start launching. Called after this block's last global
+ * store: the dependent still waits for this grid's completion before it reads anything. */
+__device__ __forceinline__ void pdl_trigger()
+{
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
+
+/* ---- reductions ------------------------------------------------------------------------------ */
+
+template <typename A> __device__ __forceinline__ A warp_sum(A v)
+{
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1)
+        v += __shfl_xor_sync(0xffffffffu, v, o);
+    return v;
+}
+
+/* Sum over the block (blockDim.x a multiple of 32, at most 1024); every thread gets the same bits.
+ * `red` holds 32 values; the leading barrier lets a caller reuse it in a loop. */
+template <typename A> __device__ __forceinline__ A block_sum(A v, A *red)
+{
+    v = warp_sum(v);
+    const int lane = threadIdx.x & 31, wid = threadIdx.x >> 5, nw = blockDim.x >> 5;
+    __syncthreads();
+    if (lane == 0)
+        red[wid] = v;
+    __syncthreads();
+    A s = 0;
+    for (int i = 0; i < nw; i++)
+        s += red[i];
+    return s;
+}
+
+/* Sum of one value per block over the cluster (x-dimension clusters of `n` blocks, n <= 32): each
+ * block publishes its value in `slot`, then every warp adds the n values in one fixed tree, so all
+ * blocks of the cluster get the same bits. The caller alternates between two slots across calls
+ * (the cluster barrier of call k+1 orders call k's reads before call k+2's writes). */
+template <typename A> __device__ __forceinline__ A cluster_sum(A v, A *slot, int n)
+{
+    cg::cluster_group cluster = cg::this_cluster();
+    if (threadIdx.x == 0)
+        *slot = v;
+    cluster.sync();
+    const int lane = threadIdx.x & 31;
+    A mine = 0;
+    if (lane < n)
+        mine = *cluster.map_shared_rank(slot, lane);
+    return warp_sum(mine);
+}
+
+/* ---- the checked launcher -------------------------------------------------------------------- */
+
+static inline int sm_count(const baton_exec_ctx *ctx)
+{
+    int dev = 0, n = 0;
+    if (ctx && ctx->device.kind == BATON_DEVICE_CUDA)
+        dev = ctx->device.index;
+    else if (cudaGetDevice(&dev) != cudaSuccess)
+        return 132;
+    if (cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess || n <= 0)
+        return 132;
+    return n;
+}
+
+/* Launches kernel<<<grid, block, smem, ctx->stream>>> through cudaLaunchKernelEx, with the
+ * programmatic-stream-serialization attribute when ctx->pdl and an x-cluster of `cluster` blocks
+ * when cluster > 1; checks the launch and the last error. */
+template <typename... KArgs, typename... Args>
+static int launch(const baton_exec_ctx *ctx, const char *name, void (*kernel)(KArgs...),
+                  unsigned grid, unsigned block, size_t smem, int cluster, Args... args)
+{
+    cudaLaunchConfig_t cfg;
+    memset(&cfg, 0, sizeof cfg);
+    cfg.gridDim = dim3(grid, 1, 1);
+    cfg.blockDim = dim3(block, 1, 1);
+    cfg.dynamicSmemBytes = smem;
+    cfg.stream = ctx ? (cudaStream_t)ctx->stream : (cudaStream_t)0;
+    cudaLaunchAttribute attrs[2];
+    memset(attrs, 0, sizeof attrs);
+    unsigned n = 0;
+    if (ctx && ctx->pdl) {
+        attrs[n].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+        attrs[n].val.programmaticStreamSerializationAllowed = 1;
+        n++;
+    }
+    if (cluster > 1) {
+        attrs[n].id = cudaLaunchAttributeClusterDimension;
+        attrs[n].val.clusterDim.x = (unsigned)cluster;
+        attrs[n].val.clusterDim.y = 1;
+        attrs[n].val.clusterDim.z = 1;
+        n++;
+    }
+    cfg.attrs = attrs;
+    cfg.numAttrs = n;
+    if (cluster > 8) {
+        cudaError_t e =
+            cudaFuncSetAttribute(kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1);
+        if (e != cudaSuccess)
+            return fail(ctx, BATON_ECUDA,
+                        "cudaFuncSetAttribute(%s, non-portable cluster) failed: %s", name,
+                        cudaGetErrorString(e));
+    }
+    if (smem > 48 * 1024) {
+        cudaError_t e =
+            cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
+        if (e != cudaSuccess)
+            return fail(ctx, BATON_ECUDA,
+                        "cudaFuncSetAttribute(%s, %zu bytes of shared memory) failed: %s", name,
+                        smem, cudaGetErrorString(e));
+    }
+    cudaError_t e = cudaLaunchKernelEx(&cfg, kernel, ((KArgs)args)...);
+    if (e == cudaSuccess)
+        e = cudaGetLastError();
+    if (e != cudaSuccess)
+        return fail(ctx, BATON_ECUDA, "cudaLaunchKernelEx(%s) failed: %s", name,
+                    cudaGetErrorString(e));
+    return 0;
+}
+
+/* Host-side validation shared by the kernels. */
+static inline bool dtype_is_float(int32_t dt)
+{
+    return dt == BATON_DTYPE_BF16 || dt == BATON_DTYPE_F16 || dt == BATON_DTYPE_F32 ||
+           dt == BATON_DTYPE_F64;
+}
+
+static inline const char *dtype_label(int32_t dt)
+{
+    switch (dt) {
+    case BATON_DTYPE_BF16: return "bf16";
+    case BATON_DTYPE_F16: return "f16";
+    case BATON_DTYPE_F32: return "f32";
+    case BATON_DTYPE_F64: return "f64";
+    case BATON_DTYPE_I32: return "i32";
+    case BATON_DTYPE_I64: return "i64";
+    default: return "invalid";
+    }
+}
+
+static inline size_t dtype_bytes(int32_t dt)
+{
+    switch (dt) {
+    case BATON_DTYPE_BF16:
+    case BATON_DTYPE_F16: return 2;
+    case BATON_DTYPE_F32:
+    case BATON_DTYPE_I32: return 4;
+    case BATON_DTYPE_F64:
+    case BATON_DTYPE_I64: return 8;
+    default: return 0;
+    }
+}
+
+static inline bool aligned(const void *p, size_t a)
+{
+    return ((uintptr_t)p % a) == 0;
+}
+
+} /* namespace kcuda */
+
+#endif /* BATON_KCUDA_COMMON_CUH */

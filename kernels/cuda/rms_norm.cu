@@ -1,0 +1,1177 @@
+/* rms_norm.cu: RMSNorm forward and backward on CUDA, for the 16 (x, weight) dtype pairs, at the
+ * memory-bandwidth limit: one pass over x (and grad_output) with rows held in registers, 16-byte
+ * loads, long rows split over a thread-block cluster, and a deterministic grad_weight through the
+ * part_grad buffer that kernels/descriptors.h defines. No allocation, no synchronisation. */
+#include "kernels/cuda/kcuda_common.cuh"
+
+#include <math.h>
+
+#include "kernels/cuda/cuda_kernels.h"
+#include "kernels/cuda/rms_norm_cuda.h"
+#include "kernels/descriptors.h"
+
+namespace kcuda
+{
+
+__device__ __forceinline__ float rsqrt_acc(float v)
+{
+    return rsqrtf(v);
+}
+__device__ __forceinline__ double rsqrt_acc(double v)
+{
+    return rsqrt(v);
+}
+
+#define KCUDA_MAX_THREADS 512
+
+struct FwdArgs {
+    const void *x;
+    const void *w;
+    void *y;
+    void *invvar;
+    int64_t n1, n2;
+    double eps;
+    int64_t chunk; /* columns per block; cx * chunk >= n2 */
+    int cx;        /* blocks per row (cluster size) */
+    int stages;    /* staged kernel: rows in flight per block (1..4) */
+};
+
+__host__ __device__ __forceinline__ size_t pad16(size_t n)
+{
+    return (n + 15) & ~(size_t)15;
+}
+
+/* Dynamic shared memory of the staged forward kernel: w's chunk, then `stages` chunks of x. */
+template <typename TX, typename TW> __host__ __device__ size_t fwd_smem(int64_t chunk, int stages)
+{
+    return pad16((size_t)chunk * sizeof(TW)) + (size_t)stages * pad16((size_t)chunk * sizeof(TX));
+}
+
+/* The 16-byte path. A block handles `chunk` columns of a row (all of it when cx == 1), rows
+ * strided over the grid. Each thread copies its own 16-byte vectors of x (and, once, of w) into
+ * shared memory with cp.async, `stages` rows ahead, so the bytes in flight cost no registers; it
+ * reads back only what it copied, so no barrier guards the staging. */
+template <typename TX, typename TW>
+__global__ void __launch_bounds__(KCUDA_MAX_THREADS) rms_fwd_staged(FwdArgs a)
+{
+    using A = typename acc_of<TX>::type;
+    constexpr int VEC = 16 / (int)sizeof(TX);
+    extern __shared__ __align__(16) unsigned char dyn[];
+    __shared__ A red[32];
+    __shared__ A slots[2];
+    const TX *__restrict__ x = static_cast<const TX *>(a.x);
+    const TW *__restrict__ w = static_cast<const TW *>(a.w);
+    TW *__restrict__ y = static_cast<TW *>(a.y);
+    A *__restrict__ inv = static_cast<A *>(a.invvar);
+    const int tid = threadIdx.x, T = blockDim.x, cx = a.cx, S = a.stages;
+    const int crank = cx > 1 ? (int)(blockIdx.x % (unsigned)cx) : 0;
+    const int64_t group = blockIdx.x / (unsigned)cx, ngroups = gridDim.x / (unsigned)cx;
+    const int64_t col0 = (int64_t)crank * a.chunk;
+    const int64_t left = a.n2 - col0;
+    const int cols = (int)(left < a.chunk ? (left > 0 ? left : 0) : a.chunk);
+    const size_t xstride = pad16((size_t)a.chunk * sizeof(TX)) / sizeof(TX);
+    TW *ws = reinterpret_cast<TW *>(dyn);
+    TX *xs = reinterpret_cast<TX *>(dyn + pad16((size_t)a.chunk * sizeof(TW)));
+    const A inv_n = A(1) / A(a.n2);
+    const A eps = (A)a.eps;
+
+    pdl_wait(); /* x and w may be a predecessor's outputs */
+
+    for (int idx = tid * VEC; idx < cols; idx += T * VEC)
+        cp_async<TW, VEC>(ws + idx, w + col0 + idx);
+    int64_t ahead = group; /* the next row to copy */
+    for (int k = 0; k < S - 1; k++, ahead += ngroups) {
+        if (ahead < a.n1)
+            for (int idx = tid * VEC; idx < cols; idx += T * VEC)
+                cp_async<TX, VEC>(xs + k * xstride + idx, x + ahead * a.n2 + col0 + idx);
+        cp_commit();
+    }
+    int stage = 0, slot = 0;
+    for (int64_t row = group; row < a.n1; row += ngroups) {
+        const int ist = stage + S - 1 < S ? stage + S - 1 : stage - 1;
+        if (ahead < a.n1)
+            for (int idx = tid * VEC; idx < cols; idx += T * VEC)
+                cp_async<TX, VEC>(xs + ist * xstride + idx, x + ahead * a.n2 + col0 + idx);
+        cp_commit();
+        ahead += ngroups;
+        cp_wait(S - 1);
+        const TX *xst = xs + stage * xstride;
+        A ss = 0;
+#pragma unroll 2
+        for (int idx = tid * VEC; idx < cols; idx += T * VEC) {
+            TX v[VEC];
+            ld_sh(xst + idx, v);
+#pragma unroll
+            for (int e = 0; e < VEC; e++) {
+                const A f = to_acc<A>(v[e]);
+                ss += f * f;
+            }
+        }
+        ss = block_sum(ss, red);
+        if (cx > 1) {
+            ss = cluster_sum(ss, &slots[slot], cx);
+            slot ^= 1;
+        }
+        const A r = rsqrt_acc(ss * inv_n + eps);
+        if (crank == 0 && tid == 0)
+            inv[row] = r;
+        TW *yr = y + row * a.n2 + col0;
+#pragma unroll 2
+        for (int idx = tid * VEC; idx < cols; idx += T * VEC) {
+            TX v[VEC];
+            TW u[VEC], out[VEC];
+            ld_sh(xst + idx, v);
+            ld_sh(ws + idx, u);
+#pragma unroll
+            for (int e = 0; e < VEC; e++)
+                out[e] = from_acc<TW>(to_acc<A>(u[e]) * (to_acc<A>(v[e]) * r));
+            st(yr + idx, out);
+        }
+        stage = stage + 1 == S ? 0 : stage + 1;
+    }
+    cp_commit(); /* w's copies, when this block had no row */
+    cp_wait(0);
+    if (cx > 1)
+        cg::this_cluster().sync(); /* peers may still read this block's slots */
+    pdl_trigger();
+}
+
+/* One block handles `chunk` columns of a row (all of it when cx == 1), rows strided over the
+ * grid. The chunk lives in registers (NV vectors of VEC elements per thread) unless it does not
+ * fit, in which case the block streams it twice (the second read mostly hits L2). */
+template <typename TX, typename TW, int VEC, int NV, bool STREAM>
+__global__ void __launch_bounds__(KCUDA_MAX_THREADS) rms_fwd_kernel(FwdArgs a)
+{
+    using A = typename acc_of<TX>::type;
+    __shared__ A red[32];
+    __shared__ A slots[2];
+    const TX *__restrict__ x = static_cast<const TX *>(a.x);
+    const TW *__restrict__ w = static_cast<const TW *>(a.w);
+    TW *__restrict__ y = static_cast<TW *>(a.y);
+    A *__restrict__ inv = static_cast<A *>(a.invvar);
+    const int tid = threadIdx.x, T = blockDim.x, cx = a.cx;
+    const int crank = cx > 1 ? (int)(blockIdx.x % (unsigned)cx) : 0;
+    const int64_t group = blockIdx.x / (unsigned)cx, ngroups = gridDim.x / (unsigned)cx;
+    const int64_t col0 = (int64_t)crank * a.chunk;
+    const int64_t left = a.n2 - col0;
+    const int cols = (int)(left < a.chunk ? (left > 0 ? left : 0) : a.chunk);
+    constexpr bool fits = !STREAM; /* the host checked that the chunk fits */
+    const A inv_n = A(1) / A(a.n2);
+    const A eps = (A)a.eps;
+
+    pdl_wait(); /* x and w may be a predecessor's outputs */
+
+    int slot = 0;
+    for (int64_t row = group; row < a.n1; row += ngroups) {
+        const TX *xr = x + row * a.n2 + col0;
+        TW *yr = y + row * a.n2 + col0;
+        A ss = 0;
+        TX xv[NV][VEC];
+        TW wv[NV][VEC];
+        if constexpr (fits) {
+#pragma unroll
+            for (int v = 0; v < NV; v++) {
+                const int idx = (v * T + tid) * VEC;
+                if (idx < cols)
+                    ld_ro(xr + idx, xv[v]);
+            }
+#pragma unroll
+            for (int v = 0; v < NV; v++) {
+                const int idx = (v * T + tid) * VEC;
+                if (idx < cols)
+                    ld_ro(w + col0 + idx, wv[v]);
+            }
+#pragma unroll
+            for (int v = 0; v < NV; v++) {
+                const int idx = (v * T + tid) * VEC;
+                if (idx < cols) {
+#pragma unroll
+                    for (int e = 0; e < VEC; e++) {
+                        const A f = to_acc<A>(xv[v][e]);
+                        ss += f * f;
+                    }
+                }
+            }
+        } else {
+            for (int base = tid * VEC; base < cols; base += T * VEC * NV) {
+                TX t[NV][VEC];
+#pragma unroll
+                for (int v = 0; v < NV; v++) {
+                    const int idx = base + v * T * VEC;
+                    if (idx < cols)
+                        ld_ro(xr + idx, t[v]);
+                }
+#pragma unroll
+                for (int v = 0; v < NV; v++) {
+                    const int idx = base + v * T * VEC;
+                    if (idx < cols) {
+#pragma unroll
+                        for (int e = 0; e < VEC; e++) {
+                            const A f = to_acc<A>(t[v][e]);
+                            ss += f * f;
+                        }
+                    }
+                }
+            }
+        }
+        ss = block_sum(ss, red);
+        if (cx > 1) {
+            ss = cluster_sum(ss, &slots[slot], cx);
+            slot ^= 1;
+        }
+        const A r = rsqrt_acc(ss * inv_n + eps);
+        if (crank == 0 && tid == 0)
+            inv[row] = r;
+        if constexpr (fits) {
+#pragma unroll
+            for (int v = 0; v < NV; v++) {
+                opaque(xv[v]); /* reconvert x below rather than keep its floats live */
+                opaque(wv[v]);
+            }
+#pragma unroll
+            for (int v = 0; v < NV; v++) {
+                const int idx = (v * T + tid) * VEC;
+                if (idx < cols) {
+                    TW out[VEC];
+#pragma unroll
+                    for (int e = 0; e < VEC; e++)
+                        out[e] = from_acc<TW>(to_acc<A>(wv[v][e]) * (to_acc<A>(xv[v][e]) * r));
+                    st(yr + idx, out);
+                }
+            }
+        } else {
+            for (int base = tid * VEC; base < cols; base += T * VEC * NV) {
+                TX t[NV][VEC];
+                TW u[NV][VEC];
+#pragma unroll
+                for (int v = 0; v < NV; v++) {
+                    const int idx = base + v * T * VEC;
+                    if (idx < cols) {
+                        ld_ro(xr + idx, t[v]);
+                        ld_ro(w + col0 + idx, u[v]);
+                    }
+                }
+#pragma unroll
+                for (int v = 0; v < NV; v++) {
+                    const int idx = base + v * T * VEC;
+                    if (idx < cols) {
+                        TW out[VEC];
+#pragma unroll
+                        for (int e = 0; e < VEC; e++)
+                            out[e] = from_acc<TW>(to_acc<A>(u[v][e]) * (to_acc<A>(t[v][e]) * r));
+                        st(yr + idx, out);
+                    }
+                }
+            }
+        }
+    }
+    if (cx > 1)
+        cg::this_cluster().sync(); /* peers may still read this block's slots */
+    pdl_trigger();
+}
+
+struct BwdArgs {
+    const void *g;
+    const void *invvar;
+    const void *x;
+    const void *w;
+    void *gi;
+    void *pg;
+    int64_t n1, n2;
+    int64_t P; /* part_grad rows */
+    int64_t B; /* rows per part_grad block: ceil(n1 / P) */
+    int64_t chunk;
+    int cx, cy;
+    int stages; /* staged kernel: rows in flight per block (1..4) */
+};
+
+/* Dynamic shared memory of the staged backward kernel: w's chunk, the column sums (one per column,
+ * in the accumulation type), stages + 1 invvar slots, then `stages` chunks of grad_output and of x.
+ */
+template <typename TX, typename TW> __host__ __device__ size_t bwd_smem(int64_t chunk, int stages)
+{
+    using A = typename acc_of<TX>::type;
+    return pad16((size_t)chunk * sizeof(TW)) + pad16((size_t)chunk * sizeof(A)) +
+           pad16((size_t)(stages + 1) * sizeof(A)) +
+           (size_t)stages * (pad16((size_t)chunk * sizeof(TW)) + pad16((size_t)chunk * sizeof(TX)));
+}
+
+/* The 16-byte path of the backward pass. The cluster (cx * cy blocks, one of cx, cy is 1) owns
+ * part_grad block p; with cx > 1 its blocks split each row's columns, with cy > 1 they split the
+ * block's rows. Each thread stages its own vectors of grad_output and x `stages` rows ahead with
+ * cp.async, and keeps its columns' sums of grad_output * x * invvar in shared memory, where with
+ * cy > 1 the cluster adds them in rank order through distributed shared memory: one fixed order
+ * per column, so part_grad is the same bits on every run. */
+template <typename TX, typename TW>
+__global__ void __launch_bounds__(KCUDA_MAX_THREADS) rms_bwd_staged(BwdArgs a)
+{
+    using A = typename acc_of<TX>::type;
+    constexpr int VEC = 16 / (int)sizeof(TX);
+    extern __shared__ __align__(16) unsigned char dyn[];
+    __shared__ A red[32];
+    __shared__ A slots[2];
+    const TW *__restrict__ g = static_cast<const TW *>(a.g); /* y's dtype */
+    const TX *__restrict__ x = static_cast<const TX *>(a.x);
+    const TW *__restrict__ w = static_cast<const TW *>(a.w);
+    const A *__restrict__ inv = static_cast<const A *>(a.invvar);
+    TX *__restrict__ gi = static_cast<TX *>(a.gi);
+    A *__restrict__ pg = static_cast<A *>(a.pg);
+    const int tid = threadIdx.x, T = blockDim.x, cx = a.cx, cy = a.cy, cl = cx * cy;
+    const int S = a.stages;
+    const int q = cl > 1 ? (int)(blockIdx.x % (unsigned)cl) : 0;
+    const int crank = q % cx, srank = q / cx;
+    const int64_t col0 = (int64_t)crank * a.chunk;
+    const int64_t left = a.n2 - col0;
+    const int cols = (int)(left < a.chunk ? (left > 0 ? left : 0) : a.chunk);
+    const A inv_n = A(1) / A(a.n2);
+
+    unsigned char *sp = dyn;
+    TW *ws = reinterpret_cast<TW *>(sp);
+    sp += pad16((size_t)a.chunk * sizeof(TW));
+    A *acc = reinterpret_cast<A *>(sp);
+    sp += pad16((size_t)a.chunk * sizeof(A));
+    A *rs = reinterpret_cast<A *>(sp); /* stages + 1 slots: see below */
+    sp += pad16((size_t)(S + 1) * sizeof(A));
+    const size_t xstride = pad16((size_t)a.chunk * sizeof(TX)) / sizeof(TX);
+    const size_t gstride = pad16((size_t)a.chunk * sizeof(TW)) / sizeof(TW);
+    TW *gs = reinterpret_cast<TW *>(sp); /* grad_output has y's dtype */
+    TX *xs = reinterpret_cast<TX *>(sp + (size_t)S * gstride * sizeof(TW));
+
+    pdl_wait();
+
+    for (int idx = tid * VEC; idx < cols; idx += T * VEC)
+        cp_async<TW, VEC>(ws + idx, w + col0 + idx);
+
+    int slot = 0, rslot_issue = 0;
+    const int64_t pstep = gridDim.x / (unsigned)cl;
+    for (int64_t p = blockIdx.x / (unsigned)cl; p < a.P; p += pstep) {
+        const int64_t rb = p * a.B;
+        const int64_t re = rb + a.B < a.n1 ? rb + a.B : a.n1; /* empty when rb >= n1 */
+        __syncthreads(); /* every thread has read the last block's invvar slots */
+        for (int idx = tid * VEC; idx < cols; idx += T * VEC) {
+            A z[VEC];
+#pragma unroll
+            for (int e = 0; e < VEC; e++)
+                z[e] = 0;
+            st(acc + idx, z);
+        }
+        /* Thread 0 stages invvar[row] too; the other threads read it after block_sum's barrier.
+         * Slot i mod (S + 1) holds the i-th row's: the slot refilled in iteration i was last read
+         * in iteration i - 2, before every thread passed iteration i - 1's barrier. */
+        int64_t ahead = rb + srank;
+        int st_issue = 0;
+        for (int k = 0; k < S - 1; k++, ahead += cy) {
+            if (ahead < re) {
+                for (int idx = tid * VEC; idx < cols; idx += T * VEC) {
+                    cp_async<TW, VEC>(gs + k * gstride + idx, g + ahead * a.n2 + col0 + idx);
+                    cp_async<TX, VEC>(xs + k * xstride + idx, x + ahead * a.n2 + col0 + idx);
+                }
+                if (tid == 0)
+                    cp_async<A, 1>(rs + rslot_issue, inv + ahead);
+            }
+            rslot_issue = rslot_issue == S ? 0 : rslot_issue + 1;
+            st_issue = st_issue + 1 == S ? 0 : st_issue + 1;
+            cp_commit();
+        }
+        int stage = 0, rslot = (rslot_issue + (S + 1) - (S - 1)) % (S + 1);
+        for (int64_t row = rb + srank; row < re; row += cy) {
+            if (ahead < re) {
+                for (int idx = tid * VEC; idx < cols; idx += T * VEC) {
+                    cp_async<TW, VEC>(gs + st_issue * gstride + idx, g + ahead * a.n2 + col0 + idx);
+                    cp_async<TX, VEC>(xs + st_issue * xstride + idx, x + ahead * a.n2 + col0 + idx);
+                }
+                if (tid == 0)
+                    cp_async<A, 1>(rs + rslot_issue, inv + ahead);
+            }
+            cp_commit();
+            ahead += cy;
+            rslot_issue = rslot_issue == S ? 0 : rslot_issue + 1;
+            st_issue = st_issue + 1 == S ? 0 : st_issue + 1;
+            cp_wait(S - 1);
+            const TW *gst = gs + stage * gstride;
+            const TX *xst = xs + stage * xstride;
+            A d = 0;
+#pragma unroll 2
+            for (int idx = tid * VEC; idx < cols; idx += T * VEC) {
+                TW gv[VEC], wv[VEC];
+                TX xv[VEC];
+                ld_sh(gst + idx, gv);
+                ld_sh(xst + idx, xv);
+                ld_sh(ws + idx, wv);
+#pragma unroll
+                for (int e = 0; e < VEC; e++)
+                    d += to_acc<A>(wv[e]) * to_acc<A>(gv[e]) * to_acc<A>(xv[e]);
+            }
+            d = block_sum(d, red); /* its barriers publish rs[rslot] */
+            const A r = rs[rslot];
+            if (cx > 1) {
+                d = cluster_sum(d, &slots[slot], cx);
+                slot ^= 1;
+            }
+            const A c = d * inv_n * r * r;
+            TX *gir = gi + row * a.n2 + col0;
+#pragma unroll 2
+            for (int idx = tid * VEC; idx < cols; idx += T * VEC) {
+                TW gv[VEC], wv[VEC];
+                TX xv[VEC], out[VEC];
+                A av[VEC];
+                ld_sh(gst + idx, gv);
+                ld_sh(xst + idx, xv);
+                ld_sh(ws + idx, wv);
+                ld_sh(acc + idx, av);
+#pragma unroll
+                for (int e = 0; e < VEC; e++) {
+                    const A gf = to_acc<A>(gv[e]), xf = to_acc<A>(xv[e]);
+                    out[e] = from_acc<TX>(r * (to_acc<A>(wv[e]) * gf - xf * c));
+                    av[e] += gf * xf * r;
+                }
+                st(gir + idx, out);
+                st(acc + idx, av);
+            }
+            stage = stage + 1 == S ? 0 : stage + 1;
+            rslot = rslot == S ? 0 : rslot + 1;
+        }
+        A *pgr = pg + p * a.n2 + col0;
+        if (cy == 1) {
+            for (int idx = tid * VEC; idx < cols; idx += T * VEC) {
+                A av[VEC];
+                ld_sh(acc + idx, av);
+                st(pgr + idx, av);
+            }
+        } else {
+            cg::cluster_group cluster = cg::this_cluster();
+            cluster.sync();
+            for (int j = srank * T + tid; j < cols; j += T * cy) {
+                A s = 0;
+                for (int k = 0; k < cy; k++)
+                    s += *cluster.map_shared_rank(acc + j, k);
+                pgr[j] = s;
+            }
+            cluster.sync(); /* acc is zeroed for the next block, or freed at exit */
+        }
+    }
+    cp_commit();
+    cp_wait(0);
+    if (cl > 1)
+        cg::this_cluster().sync();
+    pdl_trigger();
+}
+
+/* The cluster (cx * cy blocks, one of cx, cy is 1) owns part_grad block p; with cx > 1 its blocks
+ * split each row's columns, with cy > 1 they split the block's rows and add their column sums in
+ * rank order through distributed shared memory. Each thread keeps its columns' sums of
+ * grad_output * x * invvar in registers across rows, and prefetches the next row while reducing
+ * the current one. */
+template <typename TX, typename TW, int VEC, int NV, bool STREAM>
+__global__ void __launch_bounds__(KCUDA_MAX_THREADS) rms_bwd_kernel(BwdArgs a)
+{
+    using A = typename acc_of<TX>::type;
+    extern __shared__ __align__(16) unsigned char dyn[];
+    __shared__ A red[32];
+    __shared__ A slots[2];
+    const TW *__restrict__ g = static_cast<const TW *>(a.g); /* y's dtype */
+    const TX *__restrict__ x = static_cast<const TX *>(a.x);
+    const TW *__restrict__ w = static_cast<const TW *>(a.w);
+    const A *__restrict__ inv = static_cast<const A *>(a.invvar);
+    TX *__restrict__ gi = static_cast<TX *>(a.gi);
+    A *__restrict__ pg = static_cast<A *>(a.pg);
+    const int tid = threadIdx.x, T = blockDim.x, cx = a.cx, cy = a.cy, cl = cx * cy;
+    const int q = cl > 1 ? (int)(blockIdx.x % (unsigned)cl) : 0;
+    const int crank = q % cx, srank = q / cx;
+    const int64_t col0 = (int64_t)crank * a.chunk;
+    const int64_t left = a.n2 - col0;
+    const int cols = (int)(left < a.chunk ? (left > 0 ? left : 0) : a.chunk);
+    constexpr bool fits = !STREAM; /* the host checked that the chunk fits */
+    const A inv_n = A(1) / A(a.n2);
+
+    pdl_wait();
+
+    TW wv[NV][VEC]; /* packed: converted at each use (see opaque()) */
+    if constexpr (fits) {
+#pragma unroll
+        for (int v = 0; v < NV; v++) {
+            const int idx = (v * T + tid) * VEC;
+            if (idx < cols)
+                ld_ro(w + col0 + idx, wv[v]);
+        }
+    }
+
+    int slot = 0;
+    const int64_t pstep = gridDim.x / (unsigned)cl;
+    for (int64_t p = blockIdx.x / (unsigned)cl; p < a.P; p += pstep) {
+        const int64_t rb = p * a.B;
+        const int64_t re = rb + a.B < a.n1 ? rb + a.B : a.n1; /* empty when rb >= n1 */
+        A *pgr = pg + p * a.n2 + col0;
+        if constexpr (fits) {
+            A acc[NV][VEC];
+#pragma unroll
+            for (int v = 0; v < NV; v++)
+#pragma unroll
+                for (int e = 0; e < VEC; e++)
+                    acc[v][e] = 0;
+            TW gc[NV][VEC];
+            TX xc[NV][VEC];
+            A rc = 0;
+            int64_t row = rb + srank;
+            if (row < re) {
+#pragma unroll
+                for (int v = 0; v < NV; v++) {
+                    const int idx = (v * T + tid) * VEC;
+                    if (idx < cols) {
+                        ld_ro(g + row * a.n2 + col0 + idx, gc[v]);
+                        ld_ro(x + row * a.n2 + col0 + idx, xc[v]);
+                    }
+                }
+                rc = __ldg(inv + row);
+            }
+            while (row < re) {
+                const int64_t nxt = row + cy;
+                TW gn[NV][VEC];
+                TX xn[NV][VEC];
+                A rn = 0;
+                if (nxt < re) {
+#pragma unroll
+                    for (int v = 0; v < NV; v++) {
+                        const int idx = (v * T + tid) * VEC;
+                        if (idx < cols) {
+                            ld_ro(g + nxt * a.n2 + col0 + idx, gn[v]);
+                            ld_ro(x + nxt * a.n2 + col0 + idx, xn[v]);
+                        }
+                    }
+                    rn = __ldg(inv + nxt);
+                }
+                A d = 0;
+#pragma unroll
+                for (int v = 0; v < NV; v++) {
+                    opaque(wv[v]);
+                    const int idx = (v * T + tid) * VEC;
+                    if (idx < cols) {
+#pragma unroll
+                        for (int e = 0; e < VEC; e++)
+                            d += to_acc<A>(wv[v][e]) * to_acc<A>(gc[v][e]) * to_acc<A>(xc[v][e]);
+                    }
+                }
+                d = block_sum(d, red);
+                if (cx > 1) {
+                    d = cluster_sum(d, &slots[slot], cx);
+                    slot ^= 1;
+                }
+                const A c = d * inv_n * rc * rc;
+#pragma unroll
+                for (int v = 0; v < NV; v++) {
+                    opaque(wv[v]);
+                    opaque(gc[v]);
+                    opaque(xc[v]);
+                }
+                TX *gir = gi + row * a.n2 + col0;
+#pragma unroll
+                for (int v = 0; v < NV; v++) {
+                    const int idx = (v * T + tid) * VEC;
+                    if (idx < cols) {
+                        TX out[VEC];
+#pragma unroll
+                        for (int e = 0; e < VEC; e++) {
+                            const A gv = to_acc<A>(gc[v][e]), xv = to_acc<A>(xc[v][e]);
+                            out[e] = from_acc<TX>(rc * (to_acc<A>(wv[v][e]) * gv - xv * c));
+                            acc[v][e] += gv * xv * rc;
+                        }
+                        st(gir + idx, out);
+                    }
+                }
+#pragma unroll
+                for (int v = 0; v < NV; v++)
+#pragma unroll
+                    for (int e = 0; e < VEC; e++) {
+                        gc[v][e] = gn[v][e];
+                        xc[v][e] = xn[v][e];
+                    }
+                rc = rn;
+                row = nxt;
+            }
+            if (cy == 1) {
+#pragma unroll
+                for (int v = 0; v < NV; v++) {
+                    const int idx = (v * T + tid) * VEC;
+                    if (idx < cols)
+                        st(pgr + idx, acc[v]);
+                }
+            } else {
+                /* Add the cy blocks' column sums in rank order: every column's sum has one
+                 * fixed shape, so part_grad is the same bits on every run. */
+                cg::cluster_group cluster = cg::this_cluster();
+                A *buf = reinterpret_cast<A *>(dyn);
+#pragma unroll
+                for (int v = 0; v < NV; v++) {
+                    const int idx = (v * T + tid) * VEC;
+                    if (idx < cols)
+                        st(buf + idx, acc[v]);
+                }
+                cluster.sync();
+                for (int j = srank * T + tid; j < cols; j += T * cy) {
+                    A s = 0;
+                    for (int k = 0; k < cy; k++)
+                        s += *cluster.map_shared_rank(buf + j, k);
+                    pgr[j] = s;
+                }
+                cluster.sync(); /* buf is rewritten by the next block, or freed at exit */
+            }
+        } else {
+            /* Streaming: the chunk does not fit in registers. cy == 1 here (the host ensures it),
+             * so this block alone owns part_grad[p][its columns] and accumulates there. */
+            if (rb >= re) {
+                for (int j = tid; j < cols; j += T)
+                    pgr[j] = 0;
+            }
+            for (int64_t row = rb; row < re; row++) {
+                const TX *gr = g + row * a.n2 + col0;
+                const TX *xr = x + row * a.n2 + col0;
+                TX *gir = gi + row * a.n2 + col0;
+                const A r = __ldg(inv + row);
+                A d = 0;
+                for (int base = tid * VEC; base < cols; base += T * VEC * NV) {
+                    TW tg[NV][VEC];
+                    TX tx[NV][VEC];
+                    TW tw[NV][VEC];
+#pragma unroll
+                    for (int v = 0; v < NV; v++) {
+                        const int idx = base + v * T * VEC;
+                        if (idx < cols) {
+                            ld_ro(gr + idx, tg[v]);
+                            ld_ro(xr + idx, tx[v]);
+                            ld_ro(w + col0 + idx, tw[v]);
+                        }
+                    }
+#pragma unroll
+                    for (int v = 0; v < NV; v++) {
+                        const int idx = base + v * T * VEC;
+                        if (idx < cols) {
+#pragma unroll
+                            for (int e = 0; e < VEC; e++)
+                                d +=
+                                    to_acc<A>(tw[v][e]) * to_acc<A>(tg[v][e]) * to_acc<A>(tx[v][e]);
+                        }
+                    }
+                }
+                d = block_sum(d, red);
+                if (cx > 1) {
+                    d = cluster_sum(d, &slots[slot], cx);
+                    slot ^= 1;
+                }
+                const A c = d * inv_n * r * r;
+                const bool first = row == rb;
+                for (int base = tid * VEC; base < cols; base += T * VEC * NV) {
+                    TW tg[NV][VEC];
+                    TX tx[NV][VEC];
+                    TW tw[NV][VEC];
+                    A tp[NV][VEC];
+#pragma unroll
+                    for (int v = 0; v < NV; v++) {
+                        const int idx = base + v * T * VEC;
+                        if (idx < cols) {
+                            ld_ro(gr + idx, tg[v]);
+                            ld_ro(xr + idx, tx[v]);
+                            ld_ro(w + col0 + idx, tw[v]);
+                            if (!first)
+                                ld_rw(pgr + idx, tp[v]);
+                        }
+                    }
+#pragma unroll
+                    for (int v = 0; v < NV; v++) {
+                        const int idx = base + v * T * VEC;
+                        if (idx < cols) {
+                            TX out[VEC];
+#pragma unroll
+                            for (int e = 0; e < VEC; e++) {
+                                const A gv = to_acc<A>(tg[v][e]), xv = to_acc<A>(tx[v][e]);
+                                out[e] = from_acc<TX>(r * (to_acc<A>(tw[v][e]) * gv - xv * c));
+                                const A part = gv * xv * r;
+                                tp[v][e] = first ? part : tp[v][e] + part;
+                            }
+                            st(gir + idx, out);
+                            st(pgr + idx, tp[v]);
+                        }
+                    }
+                }
+            }
+        }
+    }
+    if (cl > 1)
+        cg::this_cluster().sync();
+    pdl_trigger();
+}
+
+/* grad_weight[j] = the sum over p of part_grad[p][j]. Lane (lx, ly) of a 32 x 8 block adds the
+ * rows p = ly, ly + 8, ... of column j in order, then row ly = 0 adds the eight partial sums in
+ * order: one fixed shape per column, so the result is deterministic. */
+template <typename A, typename TW>
+__global__ void __launch_bounds__(256)
+    rms_colsum_kernel(const A *__restrict__ pg, TW *__restrict__ gw, int64_t P, int64_t n2)
+{
+    __shared__ A part[8][33];
+    const int lx = threadIdx.x & 31, ly = threadIdx.x >> 5;
+    pdl_wait();
+    for (int64_t j0 = (int64_t)blockIdx.x * 32; j0 < n2; j0 += (int64_t)gridDim.x * 32) {
+        const int64_t j = j0 + lx;
+        A s = 0;
+        if (j < n2) {
+#pragma unroll 4
+            for (int64_t p = ly; p < P; p += 8)
+                s += pg[p * n2 + j];
+        }
+        part[ly][lx] = s;
+        __syncthreads();
+        if (ly == 0 && j < n2) {
+            A t = 0;
+#pragma unroll
+            for (int k = 0; k < 8; k++)
+                t += part[k][lx];
+            gw[j] = from_acc<TW>(t);
+        }
+        __syncthreads();
+    }
+    pdl_trigger();
+}
+
+#ifndef KCUDA_KERNELS_ONLY /* defined by register-usage experiments */
+/* ---- host side ------------------------------------------------------------------------------- */
+
+struct Layout {
+    int mode; /* MODE_* */
+    int vec, nv, threads, cx, cy, stages;
+    int64_t chunk;
+    long long grid;
+    size_t smem;
+};
+
+enum { MODE_STAGED = 0, MODE_REGS = 1, MODE_STREAM = 2 };
+
+#define KCUDA_SMEM_MAX (227 * 1024)
+
+static int64_t ceil_div(int64_t a, int64_t b)
+{
+    return (a + b - 1) / b;
+}
+
+static int check_desc(const baton_exec_ctx *ctx, const char *what, void **buffers, int nbuf,
+                      const char *opaque, size_t len, baton_rms_norm_desc *d, int bwd)
+{
+    if (!opaque || len != sizeof(baton_rms_norm_desc))
+        return fail(ctx, BATON_EINVAL,
+                    "%s: the descriptor is %zu bytes, expected %zu (baton_rms_norm_desc: n1, n2, "
+                    "eps, x_dtype, w_dtype, part_grad_size)",
+                    what, opaque ? len : (size_t)0, sizeof(baton_rms_norm_desc));
+    memcpy(d, opaque, sizeof *d);
+    if (d->n1 < 1 || d->n2 < 1)
+        return fail(ctx, BATON_EINVAL,
+                    "%s: zero-sized shape (n1 = %lld rows, n2 = %lld columns); both must be >= 1",
+                    what, (long long)d->n1, (long long)d->n2);
+    if (d->n1 > INT64_MAX / 8 / d->n2)
+        return fail(ctx, BATON_EINVAL, "%s: n1 * n2 = %lld * %lld overflows", what,
+                    (long long)d->n1, (long long)d->n2);
+    if (!dtype_is_float(d->x_dtype) || !dtype_is_float(d->w_dtype))
+        return fail(ctx, BATON_EINVAL,
+                    "%s: unknown dtype code (x_dtype %d, w_dtype %d); RMSNorm takes 1 (bf16), "
+                    "2 (f16), 3 (f32) or 4 (f64)",
+                    what, (int)d->x_dtype, (int)d->w_dtype);
+    if (!(d->eps >= 0.0) || !isfinite(d->eps))
+        return fail(ctx, BATON_EINVAL, "%s: eps = %g; it must be finite and >= 0", what, d->eps);
+    if (bwd && d->part_grad_size < 1)
+        return fail(ctx, BATON_EINVAL, "%s: part_grad_size = %lld; it must be >= 1", what,
+                    (long long)d->part_grad_size);
+    if (!buffers)
+        return fail(ctx, BATON_EINVAL, "%s: buffers is NULL", what);
+    for (int i = 0; i < nbuf; i++)
+        if (!buffers[i])
+            return fail(ctx, BATON_EINVAL, "%s: buffer %d is NULL", what, i);
+    return 0;
+}
+
+static int check_override(const baton_exec_ctx *ctx, const char *what, const kcuda_rms_cfg *o)
+{
+    if (!o)
+        return 0;
+    if (o->threads < 0 || o->threads % 32 || o->threads > KCUDA_MAX_THREADS)
+        return fail(ctx, BATON_EINVAL, "%s: override threads = %d (a multiple of 32, <= %d)", what,
+                    o->threads, KCUDA_MAX_THREADS);
+    if (o->cx < 0 || o->cx > 16 || o->cy < 0 || o->cy > 16 || (o->cx > 1 && o->cy > 1))
+        return fail(ctx, BATON_EINVAL, "%s: override cx = %d, cy = %d (0..16, not both > 1)", what,
+                    o->cx, o->cy);
+    if (o->vec != 0 && o->vec != 1)
+        return fail(ctx, BATON_EINVAL, "%s: override vec = %d (0 or 1)", what, o->vec);
+    if (o->stages < 0 || o->stages > 4)
+        return fail(ctx, BATON_EINVAL, "%s: override stages = %d (0..4)", what, o->stages);
+    if (o->grid < 0 || o->mode < 0 || o->mode > 2)
+        return fail(ctx, BATON_EINVAL, "%s: override grid = %lld, mode = %d", what, o->grid,
+                    o->mode);
+    return 0;
+}
+
+/* Blocks per row: few rows leave most SMs idle, so a long row is split over a cluster. */
+static int choose_cx(int64_t n1, int64_t n2, int sms, int max_cx, const kcuda_rms_cfg *o)
+{
+    if (o && o->cx)
+        return o->cx;
+    const int64_t want_blocks = 2 * (int64_t)sms;
+    if (n1 >= want_blocks)
+        return 1;
+    int64_t cx = ceil_div(want_blocks, n1);
+    const int64_t by_len = n2 / 4096; /* at least 4096 columns per block */
+    if (cx > by_len)
+        cx = by_len;
+    if (cx > max_cx)
+        cx = max_cx;
+    return cx < 1 ? 1 : (int)cx;
+}
+
+/* Splits a row over cx blocks and picks the threads: four 16-byte vectors per thread in the
+ * staged kernels (they hold nothing in registers, so more blocks fit per SM), NV = 4 vectors in the
+ * register kernels. `smem_of` gives the staged kernel's shared memory for a chunk; when it does
+ * not fit, the 16-byte path streams. */
+template <typename SmemOf>
+static void shape_chunk(Layout *L, int64_t n2, int cx, int vx, const kcuda_rms_cfg *o,
+                        int default_stages, SmemOf smem_of)
+{
+    L->chunk = ceil_div(ceil_div(n2, cx), L->vec) * L->vec;
+    L->cx = (int)ceil_div(n2, L->chunk);
+    const int64_t nvec = ceil_div(L->chunk, L->vec);
+    L->nv = 4;
+    L->stages = 0;
+    L->smem = 0;
+    int64_t per = 4;
+    if (L->vec == vx) {
+        L->stages = (o && o->stages) ? o->stages : default_stages;
+        while (L->stages > 1 && smem_of(L->chunk, L->stages) > KCUDA_SMEM_MAX)
+            L->stages--;
+        L->mode = smem_of(L->chunk, L->stages) <= KCUDA_SMEM_MAX ? MODE_STAGED : MODE_STREAM;
+        if (o && o->mode == 2)
+            L->mode = MODE_STREAM;
+        if (L->mode == MODE_STAGED) {
+            L->smem = smem_of(L->chunk, L->stages);
+            L->nv = 0;
+        } else {
+            L->stages = 0;
+        }
+    } else {
+        L->mode = MODE_REGS;
+    }
+    if (L->mode == MODE_STREAM && L->vec > 1)
+        L->nv = 2; /* the 16-byte streaming kernels hold 2 vectors per thread and step */
+    int64_t t = (o && o->threads) ? o->threads : ceil_div(ceil_div(nvec, per), 32) * 32;
+    if (!(o && o->threads) && t < 64 && nvec > 32)
+        t = 64;
+    if (t > KCUDA_MAX_THREADS)
+        t = KCUDA_MAX_THREADS;
+    if (t < 32)
+        t = 32;
+    L->threads = (int)t;
+    if (L->mode == MODE_REGS && L->chunk > t * L->nv * L->vec)
+        L->mode = MODE_STREAM;
+}
+
+template <typename T> static size_t vec_align(int vec)
+{
+    const size_t b = sizeof(T) * (size_t)vec;
+    return b >= 16 ? 16 : b;
+}
+
+static void report(const Layout &L, kcuda_rms_cfg *chosen)
+{
+    if (!chosen)
+        return;
+    chosen->threads = L.threads;
+    chosen->nv = L.mode == MODE_STAGED ? 0 : L.nv;
+    chosen->vec = L.vec;
+    chosen->cx = L.cx;
+    chosen->cy = L.cy;
+    chosen->stages = L.stages;
+    chosen->mode = L.mode;
+    chosen->grid = L.grid;
+    chosen->smem = (long long)L.smem;
+}
+
+/* Prepares a kernel for its launch: the non-portable cluster size and the shared memory above
+ * 48 KB. Returns 1 when a cluster of more than 8 blocks cannot be scheduled (the caller retries
+ * with 8), -1 with the reason in errbuf when an attribute cannot be set, 0 when ready. */
+template <typename K>
+static int prepare(K kernel, const Layout &L, const baton_exec_ctx *ctx, const char *what,
+                   bool may_shrink)
+{
+    const int cl = L.cx * L.cy;
+    cudaError_t e;
+    if (L.smem > 48 * 1024 &&
+        (e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                  (int)L.smem)) != cudaSuccess) {
+        fail(ctx, BATON_ECUDA, "cudaFuncSetAttribute(%s, %zu bytes of shared memory) failed: %s",
+             what, L.smem, cudaGetErrorString(e));
+        return -1;
+    }
+    if (cl <= 8)
+        return 0;
+    if ((e = cudaFuncSetAttribute(kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1)) !=
+        cudaSuccess) {
+        if (may_shrink) {
+            cudaGetLastError();
+            return 1;
+        }
+        fail(ctx, BATON_ECUDA, "cudaFuncSetAttribute(%s, non-portable cluster) failed: %s", what,
+             cudaGetErrorString(e));
+        return -1;
+    }
+    if (!may_shrink)
+        return 0;
+    cudaLaunchConfig_t cfg;
+    memset(&cfg, 0, sizeof cfg);
+    cfg.gridDim = dim3((unsigned)L.grid, 1, 1);
+    cfg.blockDim = dim3((unsigned)L.threads, 1, 1);
+    cfg.dynamicSmemBytes = L.smem;
+    cfg.stream = (cudaStream_t)ctx->stream;
+    cudaLaunchAttribute at;
+    memset(&at, 0, sizeof at);
+    at.id = cudaLaunchAttributeClusterDimension;
+    at.val.clusterDim.x = (unsigned)cl;
+    at.val.clusterDim.y = 1;
+    at.val.clusterDim.z = 1;
+    cfg.attrs = &at;
+    cfg.numAttrs = 1;
+    int n = 0;
+    if (cudaOccupancyMaxActiveClusters(&n, kernel, &cfg) != cudaSuccess) {
+        cudaGetLastError();
+        return 1;
+    }
+    return n < 1;
+}
+
+/* ---- forward ---- */
+
+template <typename TX, typename TW> static void *fwd_kernel_for(const Layout &L)
+{
+    constexpr int VX = 16 / (int)sizeof(TX);
+    if (L.mode == MODE_STAGED)
+        return (void *)rms_fwd_staged<TX, TW>;
+    if (L.vec == 1)
+        return L.mode == MODE_STREAM ? (void *)rms_fwd_kernel<TX, TW, 1, 4, true>
+                                     : (void *)rms_fwd_kernel<TX, TW, 1, 4, false>;
+    return (void *)rms_fwd_kernel<TX, TW, VX, 2, true>;
+}
+
+template <typename TX, typename TW>
+static int fwd_typed(const baton_exec_ctx *ctx, void **buffers, const baton_rms_norm_desc &d,
+                     const kcuda_rms_cfg *o, kcuda_rms_cfg *chosen)
+{
+    constexpr int VX = 16 / (int)sizeof(TX);
+    Layout L;
+    memset(&L, 0, sizeof L);
+    const bool vec_ok = d.n2 % VX == 0 && aligned(buffers[0], 16) &&
+                        aligned(buffers[1], vec_align<TW>(VX)) &&
+                        aligned(buffers[2], vec_align<TW>(VX));
+    L.vec = (vec_ok && !(o && o->vec == 1)) ? VX : 1;
+    L.cy = 1;
+    const int sms = sm_count(ctx);
+    int max_cx = 16;
+    for (;;) {
+        const int cx = choose_cx(d.n1, d.n2, sms, max_cx, o);
+        long long groups = d.n1;
+        if (o && o->grid)
+            groups = o->grid / cx > 0 ? o->grid / cx : 1;
+        /* Rows per block > 1 (a grid smaller than the rows) is when staging ahead pays. */
+        const int stages = groups < d.n1 ? 2 : 1;
+        shape_chunk(&L, d.n2, cx, VX, o, stages,
+                    [](int64_t c, int s) { return fwd_smem<TX, TW>(c, s); });
+        const long long cap = (1LL << 30) / L.cx;
+        if (groups > cap)
+            groups = cap;
+        L.grid = groups * L.cx;
+        void (*k)(FwdArgs) = (void (*)(FwdArgs))fwd_kernel_for<TX, TW>(L);
+        const int pr = prepare(k, L, ctx, "rms_norm_fwd", L.cx > 8 && !(o && o->cx));
+        if (pr > 0) {
+            max_cx = 8;
+            continue;
+        }
+        if (pr < 0)
+            return BATON_ECUDA;
+        FwdArgs a;
+        a.x = buffers[0];
+        a.w = buffers[1];
+        a.y = buffers[2];
+        a.invvar = buffers[3];
+        a.n1 = d.n1;
+        a.n2 = d.n2;
+        a.eps = d.eps;
+        a.chunk = L.chunk;
+        a.cx = L.cx;
+        a.stages = L.stages;
+        report(L, chosen);
+        return launch(ctx, "rms_norm_fwd", k, (unsigned)L.grid, (unsigned)L.threads, L.smem, L.cx,
+                      a);
+    }
+}
+
+template <typename TX>
+static int fwd_w(const baton_exec_ctx *ctx, void **b, const baton_rms_norm_desc &d,
+                 const kcuda_rms_cfg *o, kcuda_rms_cfg *c)
+{
+    switch (d.w_dtype) {
+    case BATON_DTYPE_BF16: return fwd_typed<TX, __nv_bfloat16>(ctx, b, d, o, c);
+    case BATON_DTYPE_F16: return fwd_typed<TX, __half>(ctx, b, d, o, c);
+    case BATON_DTYPE_F32: return fwd_typed<TX, float>(ctx, b, d, o, c);
+    default: return fwd_typed<TX, double>(ctx, b, d, o, c);
+    }
+}
+
+/* ---- backward ---- */
+
+template <typename TX, typename TW> static void *bwd_kernel_for(const Layout &L)
+{
+    constexpr int VX = 16 / (int)sizeof(TX);
+    if (L.mode == MODE_STAGED)
+        return (void *)rms_bwd_staged<TX, TW>;
+    if (L.vec == 1)
+        return L.mode == MODE_STREAM ? (void *)rms_bwd_kernel<TX, TW, 1, 4, true>
+                                     : (void *)rms_bwd_kernel<TX, TW, 1, 4, false>;
+    return (void *)rms_bwd_kernel<TX, TW, VX, 2, true>;
+}
+
+template <typename TX, typename TW>
+static int bwd_typed(const baton_exec_ctx *ctx, void **buffers, const baton_rms_norm_desc &d,
+                     const kcuda_rms_cfg *o, kcuda_rms_cfg *chosen)
+{
+    using A = typename acc_of<TX>::type;
+    constexpr int VX = 16 / (int)sizeof(TX);
+    /* buffers: grad_output, invvar, x, weight | grad_input, grad_weight, part_grad */
+    Layout L;
+    memset(&L, 0, sizeof L);
+    const bool vec_ok = d.n2 % VX == 0 && aligned(buffers[0], vec_align<TW>(VX)) &&
+                        aligned(buffers[2], 16) && aligned(buffers[4], 16) &&
+                        aligned(buffers[3], vec_align<TW>(VX)) && aligned(buffers[1], sizeof(A)) &&
+                        aligned(buffers[6], vec_align<A>(VX));
+    L.vec = (vec_ok && !(o && o->vec == 1)) ? VX : 1;
+    const int sms = sm_count(ctx);
+    const int64_t P = d.part_grad_size;
+    const int64_t B = ceil_div(d.n1, P);
+    const int64_t active = ceil_div(d.n1, B); /* part_grad blocks that hold rows */
+    int max_cl = 16;
+    for (;;) {
+        const int cx = choose_cx(active, d.n2, sms, max_cl, o);
+        shape_chunk(&L, d.n2, cx, VX, o, 2,
+                    [](int64_t c, int s) { return bwd_smem<TX, TW>(c, s); });
+        L.cy = 1;
+        if (o && o->cy) {
+            L.cy = o->cy;
+        } else if (L.cx == 1 && L.mode != MODE_STREAM) {
+            int64_t cy = ceil_div(2 * (int64_t)sms, active);
+            if (cy > B)
+                cy = B;
+            if (cy > max_cl)
+                cy = max_cl;
+            L.cy = cy < 1 ? 1 : (int)cy;
+        }
+        if (L.cy > 1 && (L.cx > 1 || L.mode != MODE_STAGED))
+            return fail(ctx, BATON_EINVAL,
+                        "rms_norm_bwd: cy = %d needs cx == 1 and the staged (16-byte) kernel",
+                        L.cy);
+        const int cl = L.cx * L.cy;
+        long long groups = P;
+        const long long cap = (1LL << 30) / cl;
+        if (o && o->grid)
+            groups = o->grid / cl > 0 ? o->grid / cl : 1;
+        if (groups > cap)
+            groups = cap;
+        L.grid = groups * cl;
+        void (*k)(BwdArgs) = (void (*)(BwdArgs))bwd_kernel_for<TX, TW>(L);
+        const int pr = prepare(k, L, ctx, "rms_norm_bwd", cl > 8 && !(o && (o->cx || o->cy)));
+        if (pr > 0) {
+            max_cl = 8;
+            continue;
+        }
+        if (pr < 0)
+            return BATON_ECUDA;
+        BwdArgs a;
+        a.g = buffers[0];
+        a.invvar = buffers[1];
+        a.x = buffers[2];
+        a.w = buffers[3];
+        a.gi = buffers[4];
+        a.pg = buffers[6];
+        a.n1 = d.n1;
+        a.n2 = d.n2;
+        a.P = P;
+        a.B = B;
+        a.chunk = L.chunk;
+        a.cx = L.cx;
+        a.cy = L.cy;
+        a.stages = L.stages;
+        report(L, chosen);
+        int rc =
+            launch(ctx, "rms_norm_bwd", k, (unsigned)L.grid, (unsigned)L.threads, L.smem, cl, a);
+        if (rc)
+            return rc;
+        int64_t cgrid = ceil_div(d.n2, 32);
+        if (cgrid > 8LL * sms)
+            cgrid = 8LL * sms;
+        return launch(ctx, "rms_norm_bwd grad_weight", rms_colsum_kernel<A, TW>, (unsigned)cgrid,
+                      256u, 0, 1, (const A *)buffers[6], (TW *)buffers[5], P, d.n2);
+    }
+}
+
+template <typename TX>
+static int bwd_w(const baton_exec_ctx *ctx, void **b, const baton_rms_norm_desc &d,
+                 const kcuda_rms_cfg *o, kcuda_rms_cfg *c)
+{
+    switch (d.w_dtype) {
+    case BATON_DTYPE_BF16: return bwd_typed<TX, __nv_bfloat16>(ctx, b, d, o, c);
+    case BATON_DTYPE_F16: return bwd_typed<TX, __half>(ctx, b, d, o, c);
+    case BATON_DTYPE_F32: return bwd_typed<TX, float>(ctx, b, d, o, c);
+    default: return bwd_typed<TX, double>(ctx, b, d, o, c);
+    }
+}
+
+} /* namespace kcuda */
+
+using namespace kcuda;
+
+extern "C" int kcuda_rms_norm_fwd_cfg(const baton_exec_ctx *ctx, void **buffers, const char *opaque,
+                                      size_t len, const kcuda_rms_cfg *o, kcuda_rms_cfg *chosen)
+{
+    baton_rms_norm_desc d;
+    int rc = check_desc(ctx, "rms_norm_fwd", buffers, 4, opaque, len, &d, 0);
+    if (rc)
+        return rc;
+    if ((rc = check_override(ctx, "rms_norm_fwd", o)))
+        return rc;
+    switch (d.x_dtype) {
+    case BATON_DTYPE_BF16: return fwd_w<__nv_bfloat16>(ctx, buffers, d, o, chosen);
+    case BATON_DTYPE_F16: return fwd_w<__half>(ctx, buffers, d, o, chosen);
+    case BATON_DTYPE_F32: return fwd_w<float>(ctx, buffers, d, o, chosen);
+    default: return fwd_w<double>(ctx, buffers, d, o, chosen);
+    }
+}
+
+extern "C" int kcuda_rms_norm_bwd_cfg(const baton_exec_ctx *ctx, void **buffers, const char *opaque,
+                                      size_t len, const kcuda_rms_cfg *o, kcuda_rms_cfg *chosen)
+{
+    baton_rms_norm_desc d;
+    int rc = check_desc(ctx, "rms_norm_bwd", buffers, 7, opaque, len, &d, 1);
+    if (rc)
+        return rc;
+    if ((rc = check_override(ctx, "rms_norm_bwd", o)))
+        return rc;
+    switch (d.x_dtype) {
+    case BATON_DTYPE_BF16: return bwd_w<__nv_bfloat16>(ctx, buffers, d, o, chosen);
+    case BATON_DTYPE_F16: return bwd_w<__half>(ctx, buffers, d, o, chosen);
+    case BATON_DTYPE_F32: return bwd_w<float>(ctx, buffers, d, o, chosen);
+    default: return bwd_w<double>(ctx, buffers, d, o, chosen);
+    }
+}
+
+extern "C" int kcuda_rms_norm_fwd(const baton_exec_ctx *ctx, void **buffers, const char *opaque,
+                                  size_t len)
+{
+    return kcuda_rms_norm_fwd_cfg(ctx, buffers, opaque, len, NULL, NULL);
+}
+
+extern "C" int kcuda_rms_norm_bwd(const baton_exec_ctx *ctx, void **buffers, const char *opaque,
+                                  size_t len)
+{
+    return kcuda_rms_norm_bwd_cfg(ctx, buffers, opaque, len, NULL, NULL);
+}
+#endif /* KCUDA_KERNELS_ONLY */
