@@ -60,6 +60,8 @@ struct baton_runtime {
     rt_transfer *xfers;
     int *graph_state; /* per segment: 0 to capture, 1 captured, -1 runs uncaptured */
     int recapture;
+    int capturing;      /* transfers issued now are recorded into a graph, not yet moved */
+    int64_t *seg_bytes; /* per segment: bytes h2d, d2h its graph moves on each launch */
     char note[ERRBUF_LEN];
     baton_run_stats stats;
     int timing;
@@ -402,8 +404,25 @@ int runtime_create_faulty(const baton_plan *plan, const baton_options *opts, int
         rc = build_transfers(rt, err);
     if (!rc) {
         rt->graph_state = calloc((size_t)plan->n_segments + 1, sizeof *rt->graph_state);
-        if (!rt->graph_state)
+        rt->seg_bytes = calloc(2 * (size_t)plan->n_segments + 2, sizeof *rt->seg_bytes);
+        if (!rt->graph_state || !rt->seg_bytes)
             rc = baton_seterr(err, BATON_ENOMEM, "prepare: out of memory");
+    }
+    /* What each GPU segment's graph copies per launch: its incoming and outgoing transfers. */
+    for (int x = 0; !rc && x < plan->n_transfers; x++) {
+        const plan_transfer *pt = &plan->transfers[x];
+        const rt_transfer *r = &rt->xfers[x];
+        if (pt->segment < plan->n_segments && r->kind == DEV_COPY_H2D)
+            rt->seg_bytes[2 * pt->segment] += (int64_t)r->bytes;
+        if (r->kind == DEV_COPY_D2H) {
+            int src = pt->segment - 1; /* issued at the end of the segment before, if on d */
+            if (pt->segment == plan->n_segments)
+                src = plan->n_segments - 1;
+            if (src >= 0 && plan_memory_index(plan, plan->segments[src].device) == r->from &&
+                (pt->segment == plan->n_segments ||
+                 plan->segments[pt->segment].device.kind == BATON_DEVICE_CPU))
+                rt->seg_bytes[2 * src + 1] += (int64_t)r->bytes;
+        }
     }
     if (rc) {
         baton_runtime_destroy(rt);
@@ -453,6 +472,7 @@ void baton_runtime_destroy(baton_runtime *rt)
     free(rt->step_ns);
     free(rt->xfers);
     free(rt->graph_state);
+    free(rt->seg_bytes);
     free(rt->trace);
     free(rt);
 }
@@ -561,6 +581,8 @@ static int issue_transfer(baton_runtime *rt, int x, baton_error *err)
     }
     if (t0)
         trace_add(rt, r->what, "transfer", r->issuer, t0, now_ns());
+    if (rt->capturing)
+        return 0; /* counted on each launch of the graph */
     if (r->kind == DEV_COPY_H2D)
         rt->stats.bytes_h2d += (int64_t)r->bytes;
     else if (r->kind == DEV_COPY_D2H)
@@ -606,6 +628,96 @@ static int issue_outgoing(baton_runtime *rt, int s, int d, baton_error *err)
     return 0;
 }
 
+static int issue_incoming(baton_runtime *rt, int s, baton_error *err)
+{
+    for (int x = 0, rc; x < rt->plan->n_transfers; x++)
+        if (rt->plan->transfers[x].segment == s && (rc = issue_transfer(rt, x, err)))
+            return rc;
+    return 0;
+}
+
+/* Graph mode: whether segment s may be captured. A delegate that says it cannot be captured
+ * keeps its segment out of CUDA graphs (the test device replays any recorded call). */
+static int segment_capturable(baton_runtime *rt, int s)
+{
+    const baton_plan *plan = rt->plan;
+    const plan_segment *seg = &plan->segments[s];
+    rt_device *rd = &rt->dev[plan_memory_index(plan, seg->device)];
+    if (rt->graph_state[s] != 0)
+        return rt->graph_state[s] > 0;
+    if (!rd->ops->capture_begin)
+        return 0;
+    for (int i = seg->first_step; i <= seg->last_step && rd->ops != &dev_sim_ops; i++) {
+        const dev_call *c = &rt->calls[i];
+        if (c->delegate && !c->delegate->capturable) {
+            rt->graph_state[s] = -1;
+            if (!rt->note[0]) {
+                snprintf(rt->note, sizeof rt->note,
+                         "segment %d runs without a CUDA graph: delegate '%s' of step '%s' "
+                         "cannot be captured",
+                         s, plan->steps[i].target_name, plan->steps[i].name);
+                if (!rt->opts.quiet)
+                    fprintf(stderr, "baton: note: %s\n", rt->note);
+            }
+            return 0;
+        }
+    }
+    return 1;
+}
+
+/* Captures segment s — its incoming transfers, its steps and its outgoing transfers — into graph
+ * slot s. Returns 0 when captured, BATON_ENOTSUP when the segment cannot be captured (then it is
+ * marked to run uncaptured and the note says why), or the failing step's error. */
+static int capture_segment(baton_runtime *rt, int s, baton_error *err)
+{
+    const baton_plan *plan = rt->plan;
+    const plan_segment *seg = &plan->segments[s];
+    int d = plan_memory_index(plan, seg->device);
+    rt_device *rd = &rt->dev[d];
+    rt->capturing = 1;
+    int rc = rd->ops->capture_begin(rd->ctx, s, err);
+    if (!rc)
+        rc = issue_incoming(rt, s, err);
+    for (int i = seg->first_step; !rc && i <= seg->last_step; i++) {
+        rt->calls[i].ctx.capturing = 1;
+        rc = issue_step(rt, i, err);
+        rt->calls[i].ctx.capturing = 0;
+    }
+    if (!rc)
+        rc = issue_outgoing(rt, s, d, err);
+    rt->capturing = 0;
+    int updated = 0;
+    baton_error cerr = {0};
+    int rc2 = rd->ops->capture_end(rd->ctx, s, &updated, &cerr);
+    if (rc && rc != BATON_ENOTSUP)
+        return rc; /* a failing step fails the run; the next run captures again */
+    if (!rc && rc2 && rc2 != BATON_ENOTSUP) {
+        if (err)
+            *err = cerr;
+        return rc2;
+    }
+    if (rc || rc2) {
+        rt->graph_state[s] = -1;
+        if (!rt->note[0]) {
+            char name[32];
+            snprintf(rt->note, sizeof rt->note,
+                     "segment %d (%s, steps '%s'..'%s') runs without a CUDA graph: %.300s", s,
+                     baton_device_format(seg->device, name, sizeof name),
+                     plan->steps[seg->first_step].name, plan->steps[seg->last_step].name,
+                     rc ? (err ? err->message : "") : cerr.message);
+            if (!rt->opts.quiet)
+                fprintf(stderr, "baton: note: %s\n", rt->note);
+        }
+        rd->ops->graph_reset(rd->ctx, s);
+        return BATON_ENOTSUP;
+    }
+    rt->graph_state[s] = 1;
+    rt->stats.captures++;
+    if (updated)
+        rt->stats.graph_updates++;
+    return 0;
+}
+
 static int run_gpu_segment(baton_runtime *rt, int s, baton_error *err)
 {
     const baton_plan *plan = rt->plan;
@@ -614,68 +726,11 @@ static int run_gpu_segment(baton_runtime *rt, int s, baton_error *err)
     rt_device *rd = &rt->dev[d];
     int strict = rt->opts.mode == BATON_SYNC_STRICT;
 
-    for (int x = 0; x < plan->n_transfers; x++)
-        if (plan->transfers[x].segment == s && (rc = issue_transfer(rt, x, err)))
-            return rc;
-
-    int launched = 0;
-    if (rt->opts.mode == BATON_SYNC_GRAPH && rt->graph_state[s] == 0 && rd->ops != &dev_sim_ops) {
-        /* A delegate that says it cannot be captured keeps its segment out of CUDA graphs (the
-         * test device replays any recorded call, so it captures every segment). */
-        for (int i = seg->first_step; i <= seg->last_step; i++) {
-            const dev_call *c = &rt->calls[i];
-            if (c->delegate && !c->delegate->capturable) {
-                rt->graph_state[s] = -1;
-                if (!rt->note[0]) {
-                    snprintf(rt->note, sizeof rt->note,
-                             "segment %d runs without a CUDA graph: delegate '%s' of step '%s' "
-                             "cannot be captured",
-                             s, plan->steps[i].target_name, plan->steps[i].name);
-                    if (!rt->opts.quiet)
-                        fprintf(stderr, "baton: note: %s\n", rt->note);
-                }
-                break;
-            }
-        }
-    }
-    if (rt->opts.mode == BATON_SYNC_GRAPH && rd->ops->capture_begin && rt->graph_state[s] >= 0) {
+    if (rt->opts.mode == BATON_SYNC_GRAPH && segment_capturable(rt, s)) {
         if (rt->graph_state[s] == 0 || rt->recapture) {
-            rc = rd->ops->capture_begin(rd->ctx, s, err);
-            for (int i = seg->first_step; !rc && i <= seg->last_step; i++) {
-                rt->calls[i].ctx.capturing = 1;
-                rc = issue_step(rt, i, err);
-                rt->calls[i].ctx.capturing = 0;
-            }
-            int updated = 0;
-            baton_error cerr = {0};
-            int rc2 = rd->ops->capture_end(rd->ctx, s, &updated, &cerr);
+            rc = capture_segment(rt, s, err);
             if (rc && rc != BATON_ENOTSUP)
-                return rc; /* a failing step: the run fails, the next run captures again */
-            if (!rc && rc2 && rc2 != BATON_ENOTSUP) {
-                if (err)
-                    *err = cerr;
-                return rc2;
-            }
-            if (rc || rc2) {
-                /* Not capturable: run this segment uncaptured from now on, and say why once. */
-                rt->graph_state[s] = -1;
-                if (!rt->note[0]) {
-                    char name[32];
-                    snprintf(rt->note, sizeof rt->note,
-                             "segment %d (%s, steps '%s'..'%s') runs without a CUDA graph: %.300s", s,
-                             baton_device_format(seg->device, name, sizeof name),
-                             plan->steps[seg->first_step].name, plan->steps[seg->last_step].name,
-                             rc ? (err ? err->message : "") : cerr.message);
-                    if (!rt->opts.quiet)
-                        fprintf(stderr, "baton: note: %s\n", rt->note);
-                }
-                rd->ops->graph_reset(rd->ctx, s);
-            } else {
-                rt->graph_state[s] = 1;
-                rt->stats.captures++;
-                if (updated)
-                    rt->stats.graph_updates++;
-            }
+                return rc;
         }
         if (rt->graph_state[s] == 1) {
             int64_t t0 = rt->timing || rt->trace ? now_ns() : 0;
@@ -690,29 +745,33 @@ static int run_gpu_segment(baton_runtime *rt, int s, baton_error *err)
                 return step_fail(rt, seg->first_step, rc, err);
             rt->stats.graph_launches++;
             rt->stats.steps += seg->last_step - seg->first_step + 1;
-            launched = 1;
-        }
-    }
-    if (!launched) {
-        for (int i = seg->first_step; i <= seg->last_step; i++) {
-            if ((rc = issue_step(rt, i, err)))
-                return rc;
-            rt->stats.steps++;
-            rt->stats.kernel_launches++;
+            rt->stats.bytes_h2d += rt->seg_bytes[2 * s];
+            rt->stats.bytes_d2h += rt->seg_bytes[2 * s + 1];
             rd->pending = 1;
-            if (strict) {
-                if (i == seg->last_step && (rc = issue_outgoing(rt, s, d, err)))
-                    return rc;
-                if ((rc = host_wait(rt, d, plan->steps[i].name, err)))
-                    return step_fail(rt, i, rc, err);
-            }
+            return 0;
         }
     }
+
+    if ((rc = issue_incoming(rt, s, err)))
+        return rc;
+    for (int i = seg->first_step; i <= seg->last_step; i++) {
+        if ((rc = issue_step(rt, i, err)))
+            return rc;
+        rt->stats.steps++;
+        rt->stats.kernel_launches++;
+        rd->pending = 1;
+        if (strict) {
+            /* the copies to the host go before the last step's wait, so it covers them */
+            if (i == seg->last_step && (rc = issue_outgoing(rt, s, d, err)))
+                return rc;
+            if ((rc = host_wait(rt, d, plan->steps[i].name, err)))
+                return step_fail(rt, i, rc, err);
+        }
+    }
+    if (strict)
+        return 0;
     rd->pending = 1;
-    if (!strict)
-        return issue_outgoing(rt, s, d, err);
-    rd->pending = 0;
-    return 0;
+    return issue_outgoing(rt, s, d, err);
 }
 
 static int run_cpu_segment(baton_runtime *rt, int s, baton_error *err)
