@@ -325,7 +325,7 @@ template <typename A> __device__ __forceinline__ A cluster_sum(A v, A *slot, int
 static inline int sm_count(const baton_exec_ctx *ctx)
 {
     int dev = 0, n = 0;
-    if (ctx && ctx->device.kind == BATON_DEVICE_CUDA)
+    if (ctx && ctx->device.kind == BATON_DEVICE_CUDA && ctx->device.index >= 0)
         dev = ctx->device.index;
     else if (cudaGetDevice(&dev) != cudaSuccess)
         return 132;

@@ -623,7 +623,7 @@ __global__ void __launch_bounds__(KCUDA_MAX_THREADS) rms_bwd_kernel(BwdArgs a)
                     pgr[j] = 0;
             }
             for (int64_t row = rb; row < re; row++) {
-                const TX *gr = g + row * a.n2 + col0;
+                const TW *gr = g + row * a.n2 + col0;
                 const TX *xr = x + row * a.n2 + col0;
                 TX *gir = gi + row * a.n2 + col0;
                 const A r = __ldg(inv + row);

@@ -1,0 +1,814 @@
+/* test_kernels_cuda.c: baton's CUDA kernels against float64 references computed here on the host,
+ * on fresh random inputs with every output poisoned first: RMSNorm forward and backward for the 16
+ * dtype pairs and odd and extreme shapes, each launch path (staged, scalar, streaming, clusters
+ * splitting rows or part_grad blocks, persistent grids, programmatic dependent launch, graph
+ * capture), deterministic grad_weight, the elementwise kernels, argmax, the legacy XLA ABI, and
+ * the error paths (which must launch nothing). */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <criterion/criterion.h>
+#include <cuda_runtime.h>
+
+#include "baton/baton_xla.h"
+#include "kernels/cuda/cuda_kernels.h"
+#include "kernels/cuda/rms_norm_cuda.h"
+#include "kernels/descriptors.h"
+#include "kernels/dtype.h"
+#include "tests/support.h"
+
+#define SKIP_WITHOUT_GPU()                                                                         \
+    do {                                                                                           \
+        if (test_cuda_devices() == 0)                                                              \
+            cr_skip("no CUDA device on this machine: the CUDA kernels need one");                  \
+    } while (0)
+
+#define CK(call)                                                                                   \
+    do {                                                                                           \
+        cudaError_t e_ = (call);                                                                   \
+        cr_assert_eq(e_, cudaSuccess, "%s failed: %s", #call, cudaGetErrorString(e_));             \
+    } while (0)
+
+static const baton_dtype FLOATS[4] = {BATON_DTYPE_BF16, BATON_DTYPE_F16, BATON_DTYPE_F32,
+                                      BATON_DTYPE_F64};
+
+typedef struct kctx {
+    baton_exec_ctx ctx;
+    char err[BATON_ERROR_MAX];
+    cudaStream_t stream;
+} kctx;
+
+static void kctx_init(kctx *k, int pdl)
+{
+    memset(k, 0, sizeof *k);
+    CK(cudaStreamCreateWithFlags(&k->stream, cudaStreamNonBlocking));
+    k->ctx.device.kind = BATON_DEVICE_CUDA;
+    k->ctx.device.index = 0;
+    k->ctx.stream = k->stream;
+    k->ctx.pdl = pdl;
+    k->ctx.step_name = "test";
+    k->ctx.errbuf = k->err;
+    k->ctx.errbuf_len = sizeof k->err;
+}
+
+static void kctx_deinit(kctx *k)
+{
+    CK(cudaStreamSynchronize(k->stream));
+    CK(cudaStreamDestroy(k->stream));
+}
+
+static void *dev_alloc(size_t n)
+{
+    void *p = NULL;
+    CK(cudaMalloc(&p, n ? n : 1));
+    return p;
+}
+
+static void *dev_upload(const void *h, size_t n)
+{
+    void *p = dev_alloc(n);
+    CK(cudaMemcpy(p, h, n, cudaMemcpyHostToDevice));
+    return p;
+}
+
+static void *host_download(const void *d, size_t n)
+{
+    void *h = malloc(n ? n : 1);
+    cr_assert(h);
+    CK(cudaMemcpy(h, d, n, cudaMemcpyDeviceToHost));
+    return h;
+}
+
+static void dev_poison(void *p, size_t n)
+{
+    CK(cudaMemset(p, 0xff, n));
+}
+
+static int all_poisoned(const void *d, size_t n)
+{
+    unsigned char *h = host_download(d, n);
+    int ok = 1;
+    for (size_t i = 0; i < n && ok; i++)
+        ok = h[i] == 0xff;
+    free(h);
+    return ok;
+}
+
+static baton_dtype acc_dtype(baton_dtype x)
+{
+    return x == BATON_DTYPE_F64 ? BATON_DTYPE_F64 : BATON_DTYPE_F32;
+}
+
+/* An output of dtype `out` computed in accumulation type `acc`: both roundings count. */
+static double tol2(baton_dtype out, baton_dtype acc)
+{
+    double a = test_tolerance(out), b = test_tolerance(acc);
+    return a > b ? a : b;
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * RMSNorm
+ * ------------------------------------------------------------------------------------------- */
+
+typedef struct rms_case {
+    baton_dtype xdt, wdt;
+    int64_t n1, n2, pgs;
+    kcuda_rms_cfg over; /* all zero: the kernels choose */
+    int pdl;
+    int check_determinism;
+} rms_case;
+
+/* Runs forward then backward (on the forward's invvar) and checks every output against float64
+ * references; returns nothing, asserts. The launched configurations are written to fc, bc. */
+static void run_rms_case(const rms_case *c, kcuda_rms_cfg *fc, kcuda_rms_cfg *bc)
+{
+    const baton_dtype xdt = c->xdt, wdt = c->wdt, adt = acc_dtype(xdt);
+    const int64_t n1 = c->n1, n2 = c->n2, n = n1 * n2, P = c->pgs;
+    const size_t xs = baton_dtype_size(xdt), ws = baton_dtype_size(wdt), as = baton_dtype_size(adt);
+    const uint64_t seed = test_fresh_seed();
+    test_rng rng = {seed};
+    const char *xn = baton_dtype_name(xdt), *wn = baton_dtype_name(wdt);
+    char what[160];
+    snprintf(what, sizeof what, "x %s, w %s, n1 %lld, n2 %lld, part_grad %lld (seed %llu)", xn, wn,
+             (long long)n1, (long long)n2, (long long)P, (unsigned long long)seed);
+
+    void *hx = malloc((size_t)n * xs), *hw = malloc((size_t)n2 * ws), *hg = malloc((size_t)n * ws);
+    cr_assert(hx && hw && hg);
+    test_fill_random(&rng, xdt, hx, n, 1.0);
+    for (int64_t j = 0; j < n2; j++)
+        store_f64(wdt, hw, j, 1.0 + 0.25 * test_rng_normal(&rng));
+    test_fill_random(&rng, wdt, hg, n, 1.0);
+
+    void *dx = dev_upload(hx, (size_t)n * xs), *dw = dev_upload(hw, (size_t)n2 * ws);
+    void *dg = dev_upload(hg, (size_t)n * ws);
+    void *dy = dev_alloc((size_t)n * ws), *div = dev_alloc((size_t)n1 * as);
+    void *dgi = dev_alloc((size_t)n * xs), *dgw = dev_alloc((size_t)n2 * ws);
+    void *dpg = dev_alloc((size_t)P * n2 * as);
+    dev_poison(dy, (size_t)n * ws);
+    dev_poison(div, (size_t)n1 * as);
+    dev_poison(dgi, (size_t)n * xs);
+    dev_poison(dgw, (size_t)n2 * ws);
+    dev_poison(dpg, (size_t)P * n2 * as);
+
+    kctx k;
+    kctx_init(&k, c->pdl);
+    baton_rms_norm_desc d = {
+        .n1 = n1, .n2 = n2, .eps = 1e-5, .x_dtype = xdt, .w_dtype = wdt, .part_grad_size = P};
+    const int overridden = memcmp(&c->over, &(kcuda_rms_cfg){0}, sizeof c->over) != 0;
+    void *fb[4] = {dx, dw, dy, div};
+    int rc = kcuda_rms_norm_fwd_cfg(&k.ctx, fb, (const char *)&d, sizeof d,
+                                    overridden ? &c->over : NULL, fc);
+    cr_assert_eq(rc, 0, "forward failed (%s): %s", what, k.err);
+    void *bb[7] = {dg, div, dx, dw, dgi, dgw, dpg};
+    rc = kcuda_rms_norm_bwd_cfg(&k.ctx, bb, (const char *)&d, sizeof d,
+                                overridden ? &c->over : NULL, bc);
+    cr_assert_eq(rc, 0, "backward failed (%s): %s", what, k.err);
+    CK(cudaStreamSynchronize(k.stream));
+
+    void *hy = host_download(dy, (size_t)n * ws), *hiv = host_download(div, (size_t)n1 * as);
+    void *hgi = host_download(dgi, (size_t)n * xs), *hgw = host_download(dgw, (size_t)n2 * ws);
+    void *hpg = host_download(dpg, (size_t)P * n2 * as);
+
+    /* float64 references: the forward from x and w; the backward from the invvar the forward
+     * produced (its input), so each pass is checked on its own. */
+    double *ry = malloc(sizeof(double) * (size_t)n), *riv = malloc(sizeof(double) * (size_t)n1);
+    double *rgi = malloc(sizeof(double) * (size_t)n), *rgw = calloc((size_t)n2, sizeof(double));
+    double *rpg = calloc((size_t)(P * n2), sizeof(double));
+    cr_assert(ry && riv && rgi && rgw && rpg);
+    const int64_t B = (n1 + P - 1) / P;
+    for (int64_t r = 0; r < n1; r++) {
+        double ss = 0;
+        for (int64_t j = 0; j < n2; j++) {
+            double v = load_f64(xdt, hx, r * n2 + j);
+            ss += v * v;
+        }
+        riv[r] = 1.0 / sqrt(ss / (double)n2 + d.eps);
+        for (int64_t j = 0; j < n2; j++)
+            ry[r * n2 + j] = load_f64(wdt, hw, j) * (load_f64(xdt, hx, r * n2 + j) * riv[r]);
+        const double iv = load_f64(adt, hiv, r);
+        double s = 0;
+        for (int64_t j = 0; j < n2; j++)
+            s += load_f64(wdt, hg, r * n2 + j) * load_f64(wdt, hw, j) *
+                 load_f64(xdt, hx, r * n2 + j);
+        const double kk = iv * iv * s / (double)n2;
+        const int64_t p = r / B;
+        for (int64_t j = 0; j < n2; j++) {
+            const double gv = load_f64(wdt, hg, r * n2 + j), xv = load_f64(xdt, hx, r * n2 + j);
+            rgi[r * n2 + j] = iv * (gv * load_f64(wdt, hw, j) - xv * kk);
+            rpg[p * n2 + j] += gv * xv * iv;
+        }
+    }
+    for (int64_t p = 0; p < P; p++)
+        for (int64_t j = 0; j < n2; j++)
+            rgw[j] += rpg[p * n2 + j];
+
+    double e;
+    e = test_rel_err(wdt, hy, ry, n);
+    cr_expect_leq(e, tol2(wdt, adt), "y: relative error %.3g (%s)", e, what);
+    e = test_rel_err(adt, hiv, riv, n1);
+    cr_expect_leq(e, test_tolerance(adt), "invvar: relative error %.3g (%s)", e, what);
+    e = test_rel_err(xdt, hgi, rgi, n);
+    cr_expect_leq(e, tol2(xdt, adt), "grad_input: relative error %.3g (%s)", e, what);
+    e = test_rel_err(adt, hpg, rpg, P * n2);
+    cr_expect_leq(e, test_tolerance(adt), "part_grad: relative error %.3g (%s)", e, what);
+    e = test_rel_err(wdt, hgw, rgw, n2);
+    cr_expect_leq(e, tol2(wdt, adt), "grad_weight: relative error %.3g (%s)", e, what);
+
+    if (c->check_determinism) {
+        /* Same inputs again, outputs poisoned: grad_weight and part_grad must be the same bits. */
+        dev_poison(dgw, (size_t)n2 * ws);
+        dev_poison(dpg, (size_t)P * n2 * as);
+        rc = kcuda_rms_norm_bwd_cfg(&k.ctx, bb, (const char *)&d, sizeof d,
+                                    overridden ? &c->over : NULL, NULL);
+        cr_assert_eq(rc, 0, "second backward failed (%s): %s", what, k.err);
+        CK(cudaStreamSynchronize(k.stream));
+        void *hgw2 = host_download(dgw, (size_t)n2 * ws);
+        void *hpg2 = host_download(dpg, (size_t)P * n2 * as);
+        cr_expect(memcmp(hgw, hgw2, (size_t)n2 * ws) == 0,
+                  "grad_weight differs between two runs (%s)", what);
+        cr_expect(memcmp(hpg, hpg2, (size_t)P * n2 * as) == 0,
+                  "part_grad differs between two runs (%s)", what);
+        free(hgw2);
+        free(hpg2);
+    }
+
+    kctx_deinit(&k);
+    void *dev[] = {dx, dw, dg, dy, div, dgi, dgw, dpg};
+    for (size_t i = 0; i < sizeof dev / sizeof dev[0]; i++)
+        CK(cudaFree(dev[i]));
+    void *host[] = {hx, hw, hg, hy, hiv, hgi, hgw, hpg, ry, riv, rgi, rgw, rpg};
+    for (size_t i = 0; i < sizeof host / sizeof host[0]; i++)
+        free(host[i]);
+}
+
+static void rms(baton_dtype xdt, baton_dtype wdt, int64_t n1, int64_t n2, int64_t pgs)
+{
+    rms_case c = {.xdt = xdt, .wdt = wdt, .n1 = n1, .n2 = n2, .pgs = pgs};
+    run_rms_case(&c, NULL, NULL);
+}
+
+Test(kernels_cuda, rms_norm_matches_float64_reference_for_every_dtype_pair_and_odd_sizes)
+{
+    SKIP_WITHOUT_GPU();
+    /* n2 = 1 and 7 (below any vector), 4095 (odd), 4096 (the 16-byte path), 2 x 262147 (long,
+     * odd: clusters with scalar loads); part_grad_size below, equal to and above n1. */
+    static const int64_t shapes[][3] = {{1, 1, 1},    {3, 7, 16},    {17, 4095, 16},
+                                        {5, 4096, 2}, {33, 4096, 7}, {2, 262147, 16}};
+    for (int a = 0; a < 4; a++)
+        for (int b = 0; b < 4; b++)
+            for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++)
+                rms(FLOATS[a], FLOATS[b], shapes[s][0], shapes[s][1], shapes[s][2]);
+}
+
+Test(kernels_cuda, rms_norm_handles_extreme_shapes)
+{
+    SKIP_WITHOUT_GPU();
+    /* Many tiny rows, one huge row (streams: no block holds a 1M-element chunk), the tutorial's
+     * 4 x 262144 with the plan's default part_grad_size, and many rows per part_grad block. */
+    rms(BATON_DTYPE_BF16, BATON_DTYPE_BF16, 65536, 1, 16);
+    rms(BATON_DTYPE_F32, BATON_DTYPE_BF16, 65536, 7, 65536);
+    rms(BATON_DTYPE_BF16, BATON_DTYPE_BF16, 1, 1048576, 16);
+    rms(BATON_DTYPE_F32, BATON_DTYPE_F32, 1, 1048576, 1);
+    rms(BATON_DTYPE_F64, BATON_DTYPE_F16, 2, 1048576, 3);
+    rms(BATON_DTYPE_BF16, BATON_DTYPE_BF16, 4, 262144, 16);
+    rms(BATON_DTYPE_BF16, BATON_DTYPE_F32, 4, 262144, 4);
+    rms(BATON_DTYPE_BF16, BATON_DTYPE_BF16, 2048, 8192, 16);
+    rms(BATON_DTYPE_F32, BATON_DTYPE_F32, 4096, 4096, 256);
+    rms(BATON_DTYPE_F16, BATON_DTYPE_BF16, 1000, 4096, 1000);
+    rms(BATON_DTYPE_BF16, BATON_DTYPE_BF16, 32, 4096, 16);
+    rms(BATON_DTYPE_BF16, BATON_DTYPE_BF16, 1, 4096, 16);
+}
+
+/* Every launch path, forced on shapes small enough to check quickly. */
+Test(kernels_cuda, rms_norm_is_correct_on_every_launch_path)
+{
+    SKIP_WITHOUT_GPU();
+    const struct {
+        baton_dtype x, w;
+        int64_t n1, n2, pgs;
+        kcuda_rms_cfg over;
+        int want_mode, want_cx, want_cy;
+    } paths[] = {
+        /* streaming with 16-byte loads, and with scalar loads */
+        {BATON_DTYPE_BF16, BATON_DTYPE_F32, 3, 8192, 2, {.mode = 2}, 2, 0, 0},
+        {BATON_DTYPE_F16, BATON_DTYPE_F16, 3, 8190, 2, {.threads = 64}, 2, 0, 0},
+        /* scalar loads forced on an aligned row */
+        {BATON_DTYPE_BF16, BATON_DTYPE_BF16, 4, 4096, 2, {.vec = 1}, 1, 0, 0},
+        /* a cluster of 4 blocks per row, staged and streaming */
+        {BATON_DTYPE_BF16, BATON_DTYPE_BF16, 2, 16384, 4, {.cx = 4}, 0, 4, 1},
+        {BATON_DTYPE_F32, BATON_DTYPE_F64, 2, 16384, 4, {.cx = 4, .mode = 2}, 2, 4, 1},
+        {BATON_DTYPE_F64, BATON_DTYPE_F64, 3, 6001, 2, {.cx = 3}, 1, 3, 1},
+        /* a cluster of 16 (non-portable) */
+        {BATON_DTYPE_BF16, BATON_DTYPE_BF16, 2, 65536, 2, {.cx = 16}, 0, 16, 1},
+        /* part_grad blocks split over a cluster of 4 and 8 blocks, odd rows per block */
+        {BATON_DTYPE_BF16, BATON_DTYPE_F32, 67, 4096, 2, {.cy = 4}, 0, 1, 4},
+        {BATON_DTYPE_F64, BATON_DTYPE_BF16, 130, 2048, 3, {.cy = 8}, 0, 1, 8},
+        /* persistent grids: several rows (and part_grad blocks) per block, 1 to 4 stages */
+        {BATON_DTYPE_BF16, BATON_DTYPE_BF16, 100, 4096, 64, {.grid = 8, .stages = 1}, 0, 1, 1},
+        {BATON_DTYPE_F32, BATON_DTYPE_F16, 100, 4096, 64, {.grid = 8, .stages = 3}, 0, 1, 1},
+        {BATON_DTYPE_F16, BATON_DTYPE_F32, 100, 1024, 64, {.grid = 5, .stages = 4}, 0, 1, 1},
+        {BATON_DTYPE_BF16, BATON_DTYPE_BF16, 99, 8192, 99, {.grid = 7, .threads = 512}, 0, 1, 1},
+    };
+    for (size_t i = 0; i < sizeof paths / sizeof paths[0]; i++) {
+        rms_case c = {.xdt = paths[i].x,
+                      .wdt = paths[i].w,
+                      .n1 = paths[i].n1,
+                      .n2 = paths[i].n2,
+                      .pgs = paths[i].pgs,
+                      .over = paths[i].over,
+                      .check_determinism = 1};
+        kcuda_rms_cfg fc, bc;
+        run_rms_case(&c, &fc, &bc);
+        cr_expect_eq(bc.mode, paths[i].want_mode, "path %zu: backward ran mode %d, not %d", i,
+                     bc.mode, paths[i].want_mode);
+        if (paths[i].want_cx)
+            cr_expect_eq(bc.cx, paths[i].want_cx, "path %zu: backward cx %d, not %d", i, bc.cx,
+                         paths[i].want_cx);
+        if (paths[i].want_cy)
+            cr_expect_eq(bc.cy, paths[i].want_cy, "path %zu: backward cy %d, not %d", i, bc.cy,
+                         paths[i].want_cy);
+    }
+}
+
+Test(kernels_cuda, rms_norm_grad_weight_is_bitwise_deterministic)
+{
+    SKIP_WITHOUT_GPU();
+    /* The default layouts of the benchmark shapes' kind: cluster-combined part_grad blocks
+     * (part_grad_size 16 over many rows) and cluster-split long rows. */
+    rms_case cases[] = {
+        {.xdt = BATON_DTYPE_BF16, .wdt = BATON_DTYPE_BF16, .n1 = 4096, .n2 = 8192, .pgs = 16},
+        {.xdt = BATON_DTYPE_F32, .wdt = BATON_DTYPE_F32, .n1 = 8192, .n2 = 4096, .pgs = 16},
+        {.xdt = BATON_DTYPE_BF16, .wdt = BATON_DTYPE_BF16, .n1 = 4, .n2 = 262144, .pgs = 16},
+        {.xdt = BATON_DTYPE_F16, .wdt = BATON_DTYPE_F32, .n1 = 3000, .n2 = 4096, .pgs = 300},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        cases[i].check_determinism = 1;
+        run_rms_case(&cases[i], NULL, NULL);
+    }
+}
+
+Test(kernels_cuda, rms_norm_with_programmatic_dependent_launch_is_correct)
+{
+    SKIP_WITHOUT_GPU();
+    rms_case cases[] = {
+        {.xdt = BATON_DTYPE_BF16, .wdt = BATON_DTYPE_BF16, .n1 = 32, .n2 = 4096, .pgs = 16},
+        {.xdt = BATON_DTYPE_BF16, .wdt = BATON_DTYPE_BF16, .n1 = 4, .n2 = 262144, .pgs = 16},
+        {.xdt = BATON_DTYPE_F32, .wdt = BATON_DTYPE_F32, .n1 = 3, .n2 = 4095, .pgs = 2},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        cases[i].pdl = 1;
+        run_rms_case(&cases[i], NULL, NULL);
+    }
+}
+
+/* A chain copy -> add_scalar -> rms_norm_fwd -> rms_norm_bwd -> mul, launched with PDL, captured
+ * into a CUDA graph and replayed, must give the same bits as the plain launches. */
+Test(kernels_cuda, kernel_chains_are_the_same_with_pdl_and_in_a_captured_graph)
+{
+    SKIP_WITHOUT_GPU();
+    const int64_t n1 = 4, n2 = 262144, n = n1 * n2, P = 16;
+    test_rng rng = {test_fresh_seed()};
+    uint16_t *hx = malloc((size_t)n * 2), *hw = malloc((size_t)n2 * 2);
+    test_fill_random(&rng, BATON_DTYPE_BF16, hx, n, 1.0);
+    test_fill_random(&rng, BATON_DTYPE_BF16, hw, n2, 1.0);
+    void *x = dev_upload(hx, (size_t)n * 2), *w = dev_upload(hw, (size_t)n2 * 2);
+    void *outs[3];
+    for (int mode = 0; mode < 3; mode++) { /* plain, PDL, graph with PDL */
+        void *x2 = dev_alloc((size_t)n * 2), *x3 = dev_alloc((size_t)n * 2);
+        void *y = dev_alloc((size_t)n * 2), *iv = dev_alloc((size_t)n1 * 4);
+        void *gi = dev_alloc((size_t)n * 2), *gw = dev_alloc((size_t)n2 * 2);
+        void *pg = dev_alloc((size_t)P * n2 * 4), *out = dev_alloc((size_t)n * 2);
+        dev_poison(out, (size_t)n * 2);
+        kctx k;
+        kctx_init(&k, mode > 0);
+        baton_ew_desc cd = {.n = n, .dtype = BATON_DTYPE_BF16};
+        baton_ew_desc ad = {.n = n, .dtype = BATON_DTYPE_BF16, .value = 0.5};
+        baton_ew_desc md = {.n = n, .nb = n, .dtype = BATON_DTYPE_BF16};
+        baton_rms_norm_desc rd = {.n1 = n1,
+                                  .n2 = n2,
+                                  .eps = 1e-5,
+                                  .x_dtype = BATON_DTYPE_BF16,
+                                  .w_dtype = BATON_DTYPE_BF16,
+                                  .part_grad_size = P};
+        cudaGraph_t graph = NULL;
+        cudaGraphExec_t exec = NULL;
+        if (mode == 2)
+            CK(cudaStreamBeginCapture(k.stream, cudaStreamCaptureModeThreadLocal));
+        void *b1[] = {x, x2}, *b2[] = {x2, x3}, *b3[] = {x3, w, y, iv};
+        void *b4[] = {y, iv, x3, w, gi, gw, pg}, *b5[] = {gi, y, out};
+        cr_assert_eq(kcuda_copy(&k.ctx, b1, (const char *)&cd, sizeof cd), 0, "%s", k.err);
+        cr_assert_eq(kcuda_add_scalar(&k.ctx, b2, (const char *)&ad, sizeof ad), 0, "%s", k.err);
+        cr_assert_eq(kcuda_rms_norm_fwd(&k.ctx, b3, (const char *)&rd, sizeof rd), 0, "%s", k.err);
+        cr_assert_eq(kcuda_rms_norm_bwd(&k.ctx, b4, (const char *)&rd, sizeof rd), 0, "%s", k.err);
+        cr_assert_eq(kcuda_mul(&k.ctx, b5, (const char *)&md, sizeof md), 0, "%s", k.err);
+        if (mode == 2) {
+            CK(cudaStreamEndCapture(k.stream, &graph));
+            CK(cudaGraphInstantiate(&exec, graph, 0));
+            for (int rep = 0; rep < 3; rep++)
+                CK(cudaGraphLaunch(exec, k.stream));
+        }
+        CK(cudaStreamSynchronize(k.stream));
+        outs[mode] = host_download(out, (size_t)n * 2);
+        if (mode == 2) {
+            CK(cudaGraphExecDestroy(exec));
+            CK(cudaGraphDestroy(graph));
+        }
+        kctx_deinit(&k);
+        void *f[] = {x2, x3, y, iv, gi, gw, pg, out};
+        for (int i = 0; i < 8; i++)
+            CK(cudaFree(f[i]));
+    }
+    cr_expect(memcmp(outs[0], outs[1], (size_t)n * 2) == 0, "PDL launches changed the result");
+    cr_expect(memcmp(outs[0], outs[2], (size_t)n * 2) == 0,
+              "the captured graph changed the result");
+    size_t unwritten = 0;
+    for (int64_t i = 0; i < n; i++)
+        unwritten += ((uint16_t *)outs[0])[i] == 0xffff;
+    cr_expect_eq(unwritten, 0, "%zu elements of the chain's output were never written", unwritten);
+    for (int i = 0; i < 3; i++)
+        free(outs[i]);
+    CK(cudaFree(x));
+    CK(cudaFree(w));
+    free(hx);
+    free(hw);
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Elementwise, argmax, noop
+ * ------------------------------------------------------------------------------------------- */
+
+enum { OP_SOFTSHRINK, OP_ADD, OP_MUL, OP_ADD_SCALAR, OP_COPY };
+
+static double ref_op(int op, double a, double b, double v)
+{
+    switch (op) {
+    case OP_SOFTSHRINK: return a > v ? a - v : a < -v ? a + v : 0.0;
+    case OP_ADD: return a + b;
+    case OP_MUL: return a * b;
+    case OP_ADD_SCALAR: return a + v;
+    default: return a;
+    }
+}
+
+static void run_ew(int op, baton_dtype dt, int64_t n, int64_t nb, double value)
+{
+    static const baton_kernel_fn fns[] = {kcuda_softshrink, kcuda_add, kcuda_mul, kcuda_add_scalar,
+                                          kcuda_copy};
+    static const char *names[] = {"softshrink", "add", "mul", "add_scalar", "copy"};
+    const int binary = op == OP_ADD || op == OP_MUL;
+    const size_t es = baton_dtype_size(dt);
+    const uint64_t seed = test_fresh_seed();
+    test_rng rng = {seed};
+    void *ha = malloc((size_t)n * es), *hb = malloc((size_t)(nb ? nb : 1) * es);
+    const int ints = dt == BATON_DTYPE_I32 || dt == BATON_DTYPE_I64;
+    for (int64_t i = 0; i < n; i++)
+        store_f64(dt, ha, i,
+                  ints ? (double)(int64_t)(test_rng_next(&rng) % 2001) - 1000.0
+                       : test_rng_normal(&rng));
+    for (int64_t i = 0; i < nb; i++)
+        store_f64(dt, hb, i,
+                  ints ? (double)(int64_t)(test_rng_next(&rng) % 2001) - 1000.0
+                       : test_rng_normal(&rng));
+    if (op == OP_SOFTSHRINK && n > 3) /* NaN gives 0, as on the CPU */
+        store_f64(dt, ha, 3, NAN);
+    void *da = dev_upload(ha, (size_t)n * es), *db = dev_upload(hb, (size_t)(nb ? nb : 1) * es);
+    void *dout = dev_alloc((size_t)n * es);
+    dev_poison(dout, (size_t)n * es);
+    kctx k;
+    kctx_init(&k, 0);
+    baton_ew_desc d = {.n = n, .nb = binary ? nb : 0, .dtype = dt, .value = value};
+    void *bufs[3] = {da, binary ? db : dout, dout};
+    int rc = fns[op](&k.ctx, bufs, (const char *)&d, sizeof d);
+    cr_assert_eq(rc, 0, "%s %s n %lld: %s", names[op], baton_dtype_name(dt), (long long)n, k.err);
+    CK(cudaStreamSynchronize(k.stream));
+    void *hout = host_download(dout, (size_t)n * es);
+    double *ref = malloc(sizeof(double) * (size_t)n);
+    /* The kernels use the scalar as an f32 for 16/32-bit floats. */
+    const double v = dt == BATON_DTYPE_F64 || ints ? value : (double)(float)value;
+    for (int64_t i = 0; i < n; i++) {
+        const double a = load_f64(dt, ha, i);
+        const double b = binary ? load_f64(dt, hb, i % nb) : 0;
+        ref[i] = ref_op(op, a, b, v);
+        if (op == OP_SOFTSHRINK && isnan(a))
+            ref[i] = 0;
+    }
+    if (ints || op == OP_COPY) {
+        if (op == OP_COPY)
+            cr_expect(memcmp(hout, ha, (size_t)n * es) == 0, "copy %s n %lld is not exact",
+                      baton_dtype_name(dt), (long long)n);
+        else
+            for (int64_t i = 0; i < n; i++)
+                if (load_f64(dt, hout, i) != ref[i]) {
+                    cr_expect(0, "%s %s n %lld: element %lld is %g, expected %g", names[op],
+                              baton_dtype_name(dt), (long long)n, (long long)i,
+                              load_f64(dt, hout, i), ref[i]);
+                    break;
+                }
+    } else {
+        double e = test_rel_err(dt, hout, ref, n);
+        cr_expect_leq(e, test_tolerance(dt),
+                      "%s %s n %lld nb %lld: relative error %.3g (seed %llu)", names[op],
+                      baton_dtype_name(dt), (long long)n, (long long)nb, e,
+                      (unsigned long long)seed);
+    }
+    kctx_deinit(&k);
+    CK(cudaFree(da));
+    CK(cudaFree(db));
+    CK(cudaFree(dout));
+    free(ha);
+    free(hb);
+    free(hout);
+    free(ref);
+}
+
+Test(kernels_cuda, elementwise_kernels_match_reference_for_every_dtype)
+{
+    SKIP_WITHOUT_GPU();
+    static const baton_dtype all[] = {BATON_DTYPE_BF16, BATON_DTYPE_F16, BATON_DTYPE_F32,
+                                      BATON_DTYPE_F64,  BATON_DTYPE_I32, BATON_DTYPE_I64};
+    for (size_t t = 0; t < 6; t++) {
+        const baton_dtype dt = all[t];
+        const int ints = dt == BATON_DTYPE_I32 || dt == BATON_DTYPE_I64;
+        for (int64_t n = 1; n <= 1 << 20; n = n * 37 + 3) {
+            if (!ints)
+                run_ew(OP_SOFTSHRINK, dt, n, 0, 0.5);
+            run_ew(OP_ADD_SCALAR, dt, n, 0, ints ? 7.0 : 1.25);
+            run_ew(OP_COPY, dt, n, 0, 0);
+            run_ew(OP_ADD, dt, n, n, 0);
+            run_ew(OP_MUL, dt, n, n, 0);
+        }
+        /* b repeating over a's leading dims: aligned rows, odd rows, one element */
+        run_ew(OP_ADD, dt, 64 * 4096, 4096, 0);
+        run_ew(OP_MUL, dt, 12 * 7, 7, 0);
+        run_ew(OP_ADD, dt, 1000, 1, 0);
+        run_ew(OP_COPY, dt, 8 << 20, 0, 0);
+    }
+}
+
+Test(kernels_cuda, argmax_finds_the_first_maximum_and_nan_wins)
+{
+    SKIP_WITHOUT_GPU();
+    static const int64_t shapes[][2] = {{1, 1}, {7, 33}, {1000, 1000}, {3, 100000}, {65536, 5}};
+    for (int t = 0; t < 4; t++) {
+        const baton_dtype dt = FLOATS[t];
+        for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
+            const int64_t n1 = shapes[s][0], n2 = shapes[s][1], n = n1 * n2;
+            const size_t es = baton_dtype_size(dt);
+            test_rng rng = {test_fresh_seed()};
+            void *hx = malloc((size_t)n * es);
+            /* Few distinct values, so ties are common; a NaN in every third row; a row of -inf. */
+            for (int64_t i = 0; i < n; i++)
+                store_f64(dt, hx, i, (double)(test_rng_next(&rng) % 16));
+            for (int64_t r = 0; r < n1; r += 3)
+                store_f64(dt, hx, r * n2 + (int64_t)(test_rng_next(&rng) % (uint64_t)n2), NAN);
+            if (n1 > 1)
+                for (int64_t j = 0; j < n2; j++)
+                    store_f64(dt, hx, n2 + j, -INFINITY);
+            void *dx = dev_upload(hx, (size_t)n * es), *dout = dev_alloc((size_t)n1 * 8);
+            dev_poison(dout, (size_t)n1 * 8);
+            kctx k;
+            kctx_init(&k, 0);
+            baton_argmax_desc d = {.n1 = n1, .n2 = n2, .dtype = dt};
+            void *b[2] = {dx, dout};
+            cr_assert_eq(kcuda_argmax(&k.ctx, b, (const char *)&d, sizeof d), 0, "%s", k.err);
+            CK(cudaStreamSynchronize(k.stream));
+            int64_t *out = host_download(dout, (size_t)n1 * 8);
+            for (int64_t r = 0; r < n1; r++) {
+                int64_t best = 0;
+                for (int64_t j = 1; j < n2; j++) {
+                    double v = load_f64(dt, hx, r * n2 + j), bv = load_f64(dt, hx, r * n2 + best);
+                    if (!isnan(bv) && (isnan(v) || v > bv))
+                        best = j;
+                }
+                if (out[r] != best) {
+                    cr_expect_eq(out[r], best,
+                                 "argmax %s (%lld x %lld) row %lld: %lld, expected %lld",
+                                 baton_dtype_name(dt), (long long)n1, (long long)n2, (long long)r,
+                                 (long long)out[r], (long long)best);
+                    break;
+                }
+            }
+            kctx_deinit(&k);
+            CK(cudaFree(dx));
+            CK(cudaFree(dout));
+            free(hx);
+            free(out);
+        }
+    }
+}
+
+Test(kernels_cuda, noop_launches_one_kernel_and_succeeds)
+{
+    SKIP_WITHOUT_GPU();
+    kctx k;
+    kctx_init(&k, 0);
+    for (int pdl = 0; pdl < 2; pdl++) {
+        k.ctx.pdl = pdl;
+        cr_assert_eq(kcuda_noop(&k.ctx, NULL, NULL, 0), 0, "%s", k.err);
+    }
+    CK(cudaStreamSynchronize(k.stream));
+    kctx_deinit(&k);
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Errors: a clear reason, BATON_EINVAL, and nothing launched (the outputs stay poisoned)
+ * ------------------------------------------------------------------------------------------- */
+
+Test(kernels_cuda, bad_descriptors_are_rejected_with_a_reason_and_launch_nothing)
+{
+    SKIP_WITHOUT_GPU();
+    const int64_t n1 = 4, n2 = 64;
+    void *x = dev_alloc(n1 * n2 * 4), *w = dev_alloc(n2 * 4), *y = dev_alloc(n1 * n2 * 4);
+    void *iv = dev_alloc(n1 * 4), *pg = dev_alloc(16 * n2 * 4), *gi = dev_alloc(n1 * n2 * 4);
+    void *gw = dev_alloc(n2 * 4);
+    CK(cudaMemset(x, 0, n1 * n2 * 4));
+    CK(cudaMemset(w, 0, n2 * 4));
+    dev_poison(y, n1 * n2 * 4);
+    dev_poison(gi, n1 * n2 * 4);
+    kctx k;
+    kctx_init(&k, 0);
+    const baton_rms_norm_desc good = {.n1 = n1,
+                                      .n2 = n2,
+                                      .eps = 1e-5,
+                                      .x_dtype = BATON_DTYPE_F32,
+                                      .w_dtype = BATON_DTYPE_F32,
+                                      .part_grad_size = 16};
+    void *fb[4] = {x, w, y, iv};
+    void *bb[7] = {x, iv, x, w, gi, gw, pg};
+    struct {
+        baton_rms_norm_desc d;
+        size_t len;
+        const char *must_say;
+    } bad[] = {
+        {good, 39, "40"},
+        {good, 48, "40"},
+        {{.n1 = n1, .n2 = n2, .eps = 1e-5, .x_dtype = 9, .w_dtype = 3, .part_grad_size = 16},
+         40,
+         "dtype"},
+        {{.n1 = n1, .n2 = n2, .eps = 1e-5, .x_dtype = 3, .w_dtype = 5, .part_grad_size = 16},
+         40,
+         "dtype"},
+        {{.n1 = 0, .n2 = n2, .eps = 1e-5, .x_dtype = 3, .w_dtype = 3, .part_grad_size = 16},
+         40,
+         "zero-sized"},
+        {{.n1 = n1, .n2 = 0, .eps = 1e-5, .x_dtype = 3, .w_dtype = 3, .part_grad_size = 16},
+         40,
+         "zero-sized"},
+        {{.n1 = n1, .n2 = n2, .eps = -1, .x_dtype = 3, .w_dtype = 3, .part_grad_size = 16},
+         40,
+         "eps"},
+        {{.n1 = n1, .n2 = n2, .eps = NAN, .x_dtype = 3, .w_dtype = 3, .part_grad_size = 16},
+         40,
+         "eps"},
+        {{.n1 = INT64_MAX / 2,
+          .n2 = 1 << 20,
+          .eps = 1e-5,
+          .x_dtype = 3,
+          .w_dtype = 3,
+          .part_grad_size = 16},
+         40,
+         "overflow"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        char opaque[64] = {0};
+        memcpy(opaque, &bad[i].d, sizeof bad[i].d);
+        k.err[0] = 0;
+        int rc = kcuda_rms_norm_fwd(&k.ctx, fb, opaque, bad[i].len);
+        cr_expect_eq(rc, BATON_EINVAL, "case %zu: forward returned %d", i, rc);
+        cr_expect(strstr(k.err, bad[i].must_say), "case %zu: '%s' does not say '%s'", i, k.err,
+                  bad[i].must_say);
+        cr_expect(strstr(k.err, "rms_norm_fwd") && strstr(k.err, "test"),
+                  "case %zu: '%s' does not name the kernel and the step", i, k.err);
+        k.err[0] = 0;
+        rc = kcuda_rms_norm_bwd(&k.ctx, bb, opaque, bad[i].len);
+        cr_expect_eq(rc, BATON_EINVAL, "case %zu: backward returned %d", i, rc);
+        cr_expect(strstr(k.err, bad[i].must_say), "case %zu: '%s' does not say '%s'", i, k.err,
+                  bad[i].must_say);
+    }
+    baton_rms_norm_desc nopg = good;
+    nopg.part_grad_size = 0;
+    cr_expect_eq(kcuda_rms_norm_bwd(&k.ctx, bb, (const char *)&nopg, sizeof nopg), BATON_EINVAL);
+    cr_expect(strstr(k.err, "part_grad_size"), "'%s'", k.err);
+    cr_expect_eq(kcuda_rms_norm_fwd(&k.ctx, fb, NULL, 40), BATON_EINVAL);
+    void *nullb[4] = {x, NULL, y, iv};
+    cr_expect_eq(kcuda_rms_norm_fwd(&k.ctx, nullb, (const char *)&good, sizeof good), BATON_EINVAL);
+    cr_expect(strstr(k.err, "buffer 1"), "'%s'", k.err);
+    cr_expect_eq(kcuda_rms_norm_fwd(&k.ctx, NULL, (const char *)&good, sizeof good), BATON_EINVAL);
+    /* A NULL errbuf is allowed. */
+    baton_exec_ctx quiet = k.ctx;
+    quiet.errbuf = NULL;
+    quiet.errbuf_len = 0;
+    cr_expect_eq(kcuda_rms_norm_fwd(&quiet, fb, (const char *)&good, 3), BATON_EINVAL);
+
+    /* Elementwise and argmax descriptors. */
+    const baton_ew_desc ew_bad[] = {
+        {.n = 0, .dtype = BATON_DTYPE_F32},
+        {.n = 10, .dtype = 0},
+        {.n = 10, .dtype = 7},
+        {.n = 10, .dtype = BATON_DTYPE_F32, .reserved = 1},
+        {.n = 10, .nb = 3, .dtype = BATON_DTYPE_F32},
+        {.n = 10, .dtype = BATON_DTYPE_F32, .value = INFINITY},
+    };
+    for (size_t i = 0; i < sizeof ew_bad / sizeof ew_bad[0]; i++) {
+        void *b2[3] = {x, y, y};
+        cr_expect_eq(kcuda_copy(&k.ctx, b2, (const char *)&ew_bad[i], sizeof ew_bad[i]),
+                     BATON_EINVAL, "copy case %zu", i);
+        cr_expect_eq(kcuda_add(&k.ctx, b2, (const char *)&ew_bad[i], 31), BATON_EINVAL);
+    }
+    baton_ew_desc add_nb = {.n = 10, .nb = 3, .dtype = BATON_DTYPE_F32};
+    void *b3[3] = {x, w, y};
+    cr_expect_eq(kcuda_add(&k.ctx, b3, (const char *)&add_nb, sizeof add_nb), BATON_EINVAL);
+    cr_expect(strstr(k.err, "divisor"), "'%s'", k.err);
+    baton_ew_desc ss = {.n = 10, .dtype = BATON_DTYPE_F32, .value = -1};
+    cr_expect_eq(kcuda_softshrink(&k.ctx, b3, (const char *)&ss, sizeof ss), BATON_EINVAL);
+    baton_ew_desc ssi = {.n = 10, .dtype = BATON_DTYPE_I32, .value = 1};
+    cr_expect_eq(kcuda_softshrink(&k.ctx, b3, (const char *)&ssi, sizeof ssi), BATON_EINVAL);
+    baton_ew_desc asi = {.n = 10, .dtype = BATON_DTYPE_I32, .value = 0.5};
+    cr_expect_eq(kcuda_add_scalar(&k.ctx, b3, (const char *)&asi, sizeof asi), BATON_EINVAL);
+    cr_expect(strstr(k.err, "integer"), "'%s'", k.err);
+    baton_argmax_desc am = {.n1 = 0, .n2 = 4, .dtype = BATON_DTYPE_F32};
+    cr_expect_eq(kcuda_argmax(&k.ctx, b3, (const char *)&am, sizeof am), BATON_EINVAL);
+    am.n1 = 1;
+    am.dtype = 42;
+    cr_expect_eq(kcuda_argmax(&k.ctx, b3, (const char *)&am, sizeof am), BATON_EINVAL);
+    cr_expect_eq(kcuda_argmax(&k.ctx, b3, (const char *)&am, 8), BATON_EINVAL);
+
+    CK(cudaStreamSynchronize(k.stream));
+    cr_expect(all_poisoned(y, n1 * n2 * 4), "a rejected call wrote y");
+    cr_expect(all_poisoned(gi, n1 * n2 * 4), "a rejected call wrote grad_input");
+    kctx_deinit(&k);
+    void *f[] = {x, w, y, iv, pg, gi, gw};
+    for (int i = 0; i < 7; i++)
+        CK(cudaFree(f[i]));
+}
+
+Test(kernels_cuda, a_failed_launch_names_the_call_and_returns_ecuda)
+{
+    SKIP_WITHOUT_GPU();
+    /* Launching on a stream that no longer exists fails in cudaLaunchKernelEx. */
+    kctx k;
+    kctx_init(&k, 0);
+    CK(cudaStreamDestroy(k.stream));
+    void *x = dev_alloc(64 * 4), *y = dev_alloc(64 * 4);
+    baton_ew_desc d = {.n = 64, .dtype = BATON_DTYPE_F32};
+    void *b[2] = {x, y};
+    int rc = kcuda_copy(&k.ctx, b, (const char *)&d, sizeof d);
+    cr_expect_eq(rc, BATON_ECUDA, "copy on a destroyed stream returned %d", rc);
+    cr_expect(strstr(k.err, "cudaLaunchKernelEx(copy) failed"), "'%s'", k.err);
+    cudaGetLastError();
+    CK(cudaFree(x));
+    CK(cudaFree(y));
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * The legacy XLA custom-call ABI
+ * ------------------------------------------------------------------------------------------- */
+
+Test(kernels_cuda, legacy_xla_abi_runs_the_kernels_and_reports_bad_descriptors)
+{
+    SKIP_WITHOUT_GPU();
+    const int64_t n1 = 8, n2 = 4096, n = n1 * n2;
+    test_rng rng = {test_fresh_seed()};
+    uint16_t *hx = malloc((size_t)n * 2), *hw = malloc((size_t)n2 * 2);
+    test_fill_random(&rng, BATON_DTYPE_BF16, hx, n, 1.0);
+    test_fill_random(&rng, BATON_DTYPE_BF16, hw, n2, 1.0);
+    void *x = dev_upload(hx, (size_t)n * 2), *w = dev_upload(hw, (size_t)n2 * 2);
+    void *y = dev_alloc((size_t)n * 2), *iv = dev_alloc((size_t)n1 * 4);
+    void *y2 = dev_alloc((size_t)n * 2);
+    dev_poison(y, (size_t)n * 2);
+    dev_poison(y2, (size_t)n * 2);
+    cudaStream_t s;
+    CK(cudaStreamCreate(&s));
+    baton_rms_norm_desc d = {
+        .n1 = n1, .n2 = n2, .eps = 1e-5, .x_dtype = BATON_DTYPE_BF16, .w_dtype = BATON_DTYPE_BF16};
+    void *b[4] = {x, w, y, iv};
+    baton_rms_norm_fwd(s, b, (const char *)&d, sizeof d);
+    /* The status form with no XLA in the process: the reason goes to stderr, nothing launches. */
+    void *b2[4] = {x, w, y2, iv};
+    baton_rms_norm_fwd_status(s, b2, (const char *)&d, 12, NULL);
+    baton_rms_norm_bwd(s, b2, (const char *)&d, 0);
+    CK(cudaStreamSynchronize(s));
+    uint16_t *hy = host_download(y, (size_t)n * 2);
+    double *ref = malloc(sizeof(double) * (size_t)n);
+    for (int64_t r = 0; r < n1; r++) {
+        double ss = 0;
+        for (int64_t j = 0; j < n2; j++)
+            ss += pow(bf16_to_f32(hx[r * n2 + j]), 2);
+        double v = 1.0 / sqrt(ss / n2 + 1e-5);
+        for (int64_t j = 0; j < n2; j++)
+            ref[r * n2 + j] = bf16_to_f32(hw[j]) * bf16_to_f32(hx[r * n2 + j]) * v;
+    }
+    double e = test_rel_err(BATON_DTYPE_BF16, hy, ref, n);
+    cr_expect_leq(e, test_tolerance(BATON_DTYPE_BF16), "legacy forward: relative error %.3g", e);
+    cr_expect(all_poisoned(y2, (size_t)n * 2), "a call with a bad descriptor wrote its output");
+    CK(cudaStreamDestroy(s));
+    void *f[] = {x, w, y, iv, y2};
+    for (int i = 0; i < 5; i++)
+        CK(cudaFree(f[i]));
+    free(hx);
+    free(hw);
+    free(hy);
+    free(ref);
+}
