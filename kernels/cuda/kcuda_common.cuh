@@ -336,7 +336,8 @@ static inline int sm_count(const baton_exec_ctx *ctx)
 
 /* Launches kernel<<<grid, block, smem, ctx->stream>>> through cudaLaunchKernelEx, with the
  * programmatic-stream-serialization attribute when ctx->pdl and an x-cluster of `cluster` blocks
- * when cluster > 1; checks the launch and the last error. */
+ * when cluster > 1; checks the launch and the last error. The caller has set the kernel's
+ * attributes for clusters above 8 blocks and shared memory above 48 KB. */
 template <typename... KArgs, typename... Args>
 static int launch(const baton_exec_ctx *ctx, const char *name, void (*kernel)(KArgs...),
                   unsigned grid, unsigned block, size_t smem, int cluster, Args... args)
@@ -364,22 +365,6 @@ static int launch(const baton_exec_ctx *ctx, const char *name, void (*kernel)(KA
     }
     cfg.attrs = attrs;
     cfg.numAttrs = n;
-    if (cluster > 8) {
-        cudaError_t e =
-            cudaFuncSetAttribute(kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1);
-        if (e != cudaSuccess)
-            return fail(ctx, BATON_ECUDA,
-                        "cudaFuncSetAttribute(%s, non-portable cluster) failed: %s", name,
-                        cudaGetErrorString(e));
-    }
-    if (smem > 48 * 1024) {
-        cudaError_t e =
-            cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
-        if (e != cudaSuccess)
-            return fail(ctx, BATON_ECUDA,
-                        "cudaFuncSetAttribute(%s, %zu bytes of shared memory) failed: %s", name,
-                        smem, cudaGetErrorString(e));
-    }
     cudaError_t e = cudaLaunchKernelEx(&cfg, kernel, ((KArgs)args)...);
     if (e == cudaSuccess)
         e = cudaGetLastError();

@@ -745,7 +745,7 @@ struct Layout {
 
 enum { MODE_STAGED = 0, MODE_REGS = 1, MODE_STREAM = 2 };
 
-#define KCUDA_SMEM_MAX (227 * 1024)
+#define KCUDA_SMEM_MAX (226 * 1024) /* 227 KB per block, less the static shared memory */
 
 static int64_t ceil_div(int64_t a, int64_t b)
 {
@@ -1057,7 +1057,9 @@ static int bwd_typed(const baton_exec_ctx *ctx, void **buffers, const baton_rms_
         L.cy = 1;
         if (o && o->cy) {
             L.cy = o->cy;
-        } else if (L.cx == 1 && L.mode != MODE_STREAM) {
+        } else if (L.cx == 1 && L.mode == MODE_STAGED && !(o && o->grid)) {
+            /* Few part_grad blocks for the GPU: split each over a cluster (a persistent grid,
+             * asked for with an override, is the other way to use the GPU). */
             int64_t cy = ceil_div(2 * (int64_t)sms, active);
             if (cy > B)
                 cy = B;

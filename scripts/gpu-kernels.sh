@@ -1,0 +1,151 @@
+#!/bin/bash
+# gpu-kernels.sh: on the GPU machine, the CUDA-kernel checks and benchmarks of issue 3 in one call:
+# the kernel tests, compute-sanitizer memcheck and racecheck on a representative set, the
+# bandwidth benchmark (bench_kernels), the JAX example on CUDA through libbaton_jax, and the
+# PyTorch / JAX peers. Logs go under $OUT (at most 8 files come back); a short table prints last.
+#
+#   bash scripts/gpu-kernels.sh [--no-tests] [--no-sanitizer] [--no-bench] [--no-peers] [--sweep]
+#   env: OUT (default ./gpu-kernels-out), BIN (prebuilt test_kernels_cuda, bench_kernels and
+#        libbaton_jax.so; default build-gpubin), BUILD (build dir when BIN has none; build-gpu),
+#        JOBS (16)
+# Build here first (scripts/gpu-kernels.sh --prebuild, on the development machine: nvcc compiles
+# for sm_90 without a GPU), then from the device tool:
+#   run(command="bash scripts/gpu-kernels.sh --sweep", carry=[".deps", "build-gpubin"])
+set -uo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+cd "$root"
+OUT=${OUT:-$root/gpu-kernels-out}
+BIN=${BIN:-build-gpubin}
+BUILD=${BUILD:-build-gpu}
+JOBS=${JOBS:-16}
+do_tests=1 do_san=1 do_bench=1 do_peers=1 sweep="" prebuild=0
+for a in "$@"; do
+  case $a in
+    --no-tests) do_tests=0 ;;
+    --no-sanitizer) do_san=0 ;;
+    --no-bench) do_bench=0 ;;
+    --no-peers) do_peers=0 ;;
+    --sweep) sweep=--sweep ;;
+    --prebuild) prebuild=1 ;;
+    *) echo "usage: $0 [--no-tests] [--no-sanitizer] [--no-bench] [--no-peers] [--sweep] [--prebuild]" >&2
+       exit 2 ;;
+  esac
+done
+
+# ---- --prebuild: on the development machine, build the three artefacts into $BIN -------------
+if [ $prebuild = 1 ]; then
+  inc=$(python3 -c "import jax.ffi; print(jax.ffi.include_dir())" 2>/dev/null ||
+        "$root"/.venv-jax/bin/python -c "import jax.ffi; print(jax.ffi.include_dir())")
+  cmake -S . -B "$BUILD" -DBATON_CUDA=ON -DCMAKE_BUILD_TYPE=Release \
+        -DBATON_XLA_FFI_INCLUDE="$inc" > /dev/null &&
+  cmake --build "$BUILD" -j"${PREBUILD_JOBS:-2}" --target test_kernels_cuda bench_kernels baton_jax &&
+  mkdir -p "$BIN" && cp "$BUILD"/test_kernels_cuda "$BUILD"/bench_kernels "$BUILD"/libbaton_jax.so "$BIN"/ &&
+  ls -la "$BIN"
+  exit $?
+fi
+
+mkdir -p "$OUT"
+: > "$OUT/status.txt"
+status() { printf '%-22s %s\n' "$1" "$2" | tee -a "$OUT/status.txt"; }
+t_start=$(date +%s)
+{ nvidia-smi -L; nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu \
+    --format=csv; nvcc --version | tail -1; python3 -c "import jax, torch; print('jax', jax.__version__, 'torch', torch.__version__)"; } \
+  2>&1 | tee -a "$OUT/status.txt"
+
+eval "$(bash scripts/deps-prefix.sh)"
+if [ -x "$BIN/test_kernels_cuda" ] && [ -x "$BIN/bench_kernels" ] && [ -f "$BIN/libbaton_jax.so" ]; then
+  status binaries "prebuilt in $BIN"
+else
+  BIN=$BUILD
+  inc=$(python3 -c "import jax.ffi; print(jax.ffi.include_dir())")
+  if cmake -C "$BATON_DEPS_PREFIX/deps.cmake" -S . -B "$BUILD" -DBATON_CUDA=ON \
+       -DCMAKE_BUILD_TYPE=Release -DBATON_XLA_FFI_INCLUDE="$inc" > "$OUT/build.log" 2>&1 &&
+     cmake --build "$BUILD" -j"$JOBS" --target test_kernels_cuda bench_kernels baton_jax \
+       >> "$OUT/build.log" 2>&1; then
+    status build "ok ($(( $(date +%s) - t_start )) s)"
+  else
+    status build "FAILED (see build.log)"; grep -E "error" "$OUT/build.log" | head -20; exit 1
+  fi
+fi
+
+if [ $do_tests = 1 ]; then
+  t0=$(date +%s)
+  timeout 240 "$BIN/test_kernels_cuda" --jobs=4 --verbose=0 > "$OUT/tests.log" 2>&1
+  rc=$?
+  status test_kernels_cuda "rc $rc: $(grep -E 'Synthesis' "$OUT/tests.log" | tail -1) ($(( $(date +%s) - t0 )) s)"
+  grep -E "\[FAIL\]|failed|Assertion" "$OUT/tests.log" | head -15
+fi
+
+if [ $do_san = 1 ]; then
+  t0=$(date +%s)
+  san="compute-sanitizer --target-processes all --error-exitcode 86"
+  : > "$OUT/sanitizer.log"
+  for tool in memcheck racecheck; do
+    for f in 'kernels_cuda/rms_norm_is_correct_on_every_launch_path' \
+             'kernels_cuda/kernel_chains_are_the_same_with_pdl_and_in_a_captured_graph' \
+             'kernels_cuda/bad_descriptors_are_rejected_with_a_reason_and_launch_nothing' \
+             'kernels_cuda/argmax_finds_the_first_maximum_and_nan_wins'; do
+      [ $tool = racecheck ] && [[ $f == *bad_desc* ]] && continue
+      echo "=== $tool $f" >> "$OUT/sanitizer.log"
+      timeout 120 $san --tool $tool "$BIN/test_kernels_cuda" --jobs=1 --filter="$f" \
+        >> "$OUT/sanitizer.log" 2>&1
+      r=$?
+      sum=$(grep -E "ERROR SUMMARY|RACECHECK SUMMARY" "$OUT/sanitizer.log" | tail -1)
+      status "$tool ${f#kernels_cuda/}" "rc $r ${sum:-}" 
+    done
+  done
+  status sanitizer "$(( $(date +%s) - t0 )) s"
+fi
+
+if [ $do_bench = 1 ]; then
+  t0=$(date +%s)
+  timeout 200 "$BIN/bench_kernels" --runs 100 $sweep > "$OUT/bench_kernels.log" 2>&1
+  status bench_kernels "rc $? ($(( $(date +%s) - t0 )) s)"
+  t0=$(date +%s)
+  JAX_PLATFORMS=cuda XLA_PYTHON_CLIENT_PREALLOCATE=false PYTHONUNBUFFERED=1 timeout 120 \
+    python3 examples/jax/rms_norm.py --lib "$BIN/libbaton_jax.so" > "$OUT/jax_example.log" 2>&1
+  status "jax example (cuda)" "rc $? ($(( $(date +%s) - t0 )) s)"
+  tail -8 "$OUT/jax_example.log"
+fi
+
+if [ $do_peers = 1 ]; then
+  t0=$(date +%s)
+  : > "$OUT/peers.log"
+  PYTHONUNBUFFERED=1 timeout 150 python3 bench/kernels/peers.py --only torch >> "$OUT/peers.log" 2>&1
+  r1=$?
+  JAX_PLATFORMS=cuda XLA_PYTHON_CLIENT_PREALLOCATE=false PYTHONUNBUFFERED=1 timeout 150 \
+    python3 bench/kernels/peers.py --only jax >> "$OUT/peers.log" 2>&1
+  status peers "torch rc $r1, jax rc $? ($(( $(date +%s) - t0 )) s)"
+fi
+
+# ---- the short table, last --------------------------------------------------------------------
+cat "$OUT"/bench_kernels.log "$OUT"/peers.log 2>/dev/null | grep '^RESULT ' > "$OUT/results.txt"
+python3 - "$OUT/results.txt" <<'PY'
+import re, sys
+rows = [l.split()[1:] for l in open(sys.argv[1])]
+kv = lambda r: dict(x.split("=", 1) for x in r if "=" in x)
+copy = next((float(kv(r)["tbs"]) for r in rows if r[:2] == ["kernels", "copy"]), None)
+peers = {}
+for r in rows:
+    if r[0] == "peers":
+        peers[(r[1], r[2], r[3], r[4])] = kv(r)
+print(f"\ncopy bandwidth: {copy} TB/s")
+print(f"{'pass':4} {'dt':4} {'shape':>13} {'P':>6} {'how':10} {'us':>9} {'TB/s':>6} {'%copy':>6} | {'torch us':>9} {'TB/s':>6} | {'jax us':>9} {'TB/s':>6}")
+for r in rows:
+    if r[0] != "kernels" or r[1] not in ("fwd", "bwd"):
+        continue
+    d = kv(r)
+    p, dt, shape, P, how = r[1], r[2], r[3], r[4], r[5]
+    if how == "sweep":
+        continue
+    t = peers.get(("torch", p, dt, shape), {})
+    j = peers.get(("jax", p, dt, shape), {})
+    print(f"{p:4} {dt:4} {shape:>13} {P[2:]:>6} {how:10} {float(d['us']):9.2f} {float(d['tbs']):6.3f} "
+          f"{float(d.get('pct_copy', 0)):6.1f} | {t.get('us', '-'):>9} {t.get('tbs', '-'):>6} | "
+          f"{j.get('us', '-'):>9} {j.get('tbs', '-'):>6}")
+for r in rows:
+    if r[:2] == ["kernels", "noop"]:
+        print("noop", r[2], kv(r)["us"], "us per launch")
+PY
+echo "total $(( $(date +%s) - t_start )) s"
+cat "$OUT/status.txt" | grep -v "^GPU\|^name" | tail -20
