@@ -66,10 +66,13 @@ static void *dev_alloc(size_t n)
     return p;
 }
 
+/* The kernels run on non-blocking streams, which do not wait for the legacy stream that
+ * cudaMemcpy and cudaMemset use: each helper waits for its copy or fill to finish. */
 static void *dev_upload(const void *h, size_t n)
 {
     void *p = dev_alloc(n);
     CK(cudaMemcpy(p, h, n, cudaMemcpyHostToDevice));
+    CK(cudaDeviceSynchronize());
     return p;
 }
 
@@ -84,6 +87,7 @@ static void *host_download(const void *d, size_t n)
 static void dev_poison(void *p, size_t n)
 {
     CK(cudaMemset(p, 0xff, n));
+    CK(cudaDeviceSynchronize());
 }
 
 static int all_poisoned(const void *d, size_t n)
@@ -175,6 +179,7 @@ static void run_rms_case(const rms_case *c, kcuda_rms_cfg *fc, kcuda_rms_cfg *bc
      * produced (its input), so each pass is checked on its own. */
     double *ry = malloc(sizeof(double) * (size_t)n), *riv = malloc(sizeof(double) * (size_t)n1);
     double *rgi = malloc(sizeof(double) * (size_t)n), *rgw = calloc((size_t)n2, sizeof(double));
+    double *rgs = malloc(sizeof(double) * (size_t)n);
     double *rpg = calloc((size_t)(P * n2), sizeof(double));
     cr_assert(ry && riv && rgi && rgw && rpg);
     const int64_t B = (n1 + P - 1) / P;
@@ -197,6 +202,7 @@ static void run_rms_case(const rms_case *c, kcuda_rms_cfg *fc, kcuda_rms_cfg *bc
         for (int64_t j = 0; j < n2; j++) {
             const double gv = load_f64(wdt, hg, r * n2 + j), xv = load_f64(xdt, hx, r * n2 + j);
             rgi[r * n2 + j] = iv * (gv * load_f64(wdt, hw, j) - xv * kk);
+            rgs[r * n2 + j] = fabs(iv * gv * load_f64(wdt, hw, j)) + fabs(iv * xv * kk);
             rpg[p * n2 + j] += gv * xv * iv;
         }
     }
@@ -209,8 +215,19 @@ static void run_rms_case(const rms_case *c, kcuda_rms_cfg *fc, kcuda_rms_cfg *bc
     cr_expect_leq(e, tol2(wdt, adt), "y: relative error %.3g (%s)", e, what);
     e = test_rel_err(adt, hiv, riv, n1);
     cr_expect_leq(e, test_tolerance(adt), "invvar: relative error %.3g (%s)", e, what);
-    e = test_rel_err(xdt, hgi, rgi, n);
-    cr_expect_leq(e, tol2(xdt, adt), "grad_input: relative error %.3g (%s)", e, what);
+    /* grad_input is a difference of two terms that nearly cancel when n2 is tiny (n2 = 1: the
+     * exact result is eps-sized), so its error is measured against the terms' size, which is what
+     * f32 (or f64) arithmetic can promise; for ordinary rows this is the usual relative error. */
+    {
+        double num = 0, den = 0;
+        for (int64_t i = 0; i < n; i++) {
+            const double v = load_f64(xdt, hgi, i);
+            num += isnan(v) ? INFINITY : (v - rgi[i]) * (v - rgi[i]);
+            den += rgs[i] * rgs[i];
+        }
+        e = den > 0 ? sqrt(num / den) : sqrt(num);
+    }
+    cr_expect_leq(e, tol2(xdt, adt), "grad_input: error %.3g relative to its terms (%s)", e, what);
     e = test_rel_err(adt, hpg, rpg, P * n2);
     cr_expect_leq(e, test_tolerance(adt), "part_grad: relative error %.3g (%s)", e, what);
     e = test_rel_err(wdt, hgw, rgw, n2);
@@ -238,7 +255,7 @@ static void run_rms_case(const rms_case *c, kcuda_rms_cfg *fc, kcuda_rms_cfg *bc
     void *dev[] = {dx, dw, dg, dy, div, dgi, dgw, dpg};
     for (size_t i = 0; i < sizeof dev / sizeof dev[0]; i++)
         CK(cudaFree(dev[i]));
-    void *host[] = {hx, hw, hg, hy, hiv, hgi, hgw, hpg, ry, riv, rgi, rgw, rpg};
+    void *host[] = {hx, hw, hg, hy, hiv, hgi, hgw, hpg, ry, riv, rgi, rgw, rpg, rgs};
     for (size_t i = 0; i < sizeof host / sizeof host[0]; i++)
         free(host[i]);
 }
@@ -295,7 +312,7 @@ Test(kernels_cuda, rms_norm_is_correct_on_every_launch_path)
         {BATON_DTYPE_BF16, BATON_DTYPE_F32, 3, 8192, 2, {.mode = 2}, 2, 0, 0},
         {BATON_DTYPE_F16, BATON_DTYPE_F16, 3, 8190, 2, {.threads = 64}, 2, 0, 0},
         /* scalar loads forced on an aligned row */
-        {BATON_DTYPE_BF16, BATON_DTYPE_BF16, 4, 4096, 2, {.vec = 1}, 1, 0, 0},
+        {BATON_DTYPE_BF16, BATON_DTYPE_BF16, 4, 2048, 2, {.vec = 1}, 1, 0, 0},
         /* a cluster of 4 blocks per row, staged and streaming */
         {BATON_DTYPE_BF16, BATON_DTYPE_BF16, 2, 16384, 4, {.cx = 4}, 0, 4, 1},
         {BATON_DTYPE_F32, BATON_DTYPE_F64, 2, 16384, 4, {.cx = 4, .mode = 2}, 2, 4, 1},
@@ -309,7 +326,9 @@ Test(kernels_cuda, rms_norm_is_correct_on_every_launch_path)
         {BATON_DTYPE_BF16, BATON_DTYPE_BF16, 100, 4096, 64, {.grid = 8, .stages = 1}, 0, 1, 1},
         {BATON_DTYPE_F32, BATON_DTYPE_F16, 100, 4096, 64, {.grid = 8, .stages = 3}, 0, 1, 1},
         {BATON_DTYPE_F16, BATON_DTYPE_F32, 100, 1024, 64, {.grid = 5, .stages = 4}, 0, 1, 1},
-        {BATON_DTYPE_BF16, BATON_DTYPE_BF16, 99, 8192, 99, {.grid = 7, .threads = 512}, 0, 1, 1},
+        {BATON_DTYPE_BF16, BATON_DTYPE_BF16, 99, 8192, 99, {.grid = 14, .threads = 512}, 0, 2, 1},
+        /* the default persistent forward on many rows */
+        {BATON_DTYPE_F32, BATON_DTYPE_BF16, 3000, 1024, 30, {0}, 0, 1, 0},
     };
     for (size_t i = 0; i < sizeof paths / sizeof paths[0]; i++) {
         rms_case c = {.xdt = paths[i].x,
@@ -625,6 +644,7 @@ Test(kernels_cuda, bad_descriptors_are_rejected_with_a_reason_and_launch_nothing
     void *gw = dev_alloc(n2 * 4);
     CK(cudaMemset(x, 0, n1 * n2 * 4));
     CK(cudaMemset(w, 0, n2 * 4));
+    CK(cudaDeviceSynchronize());
     dev_poison(y, n1 * n2 * 4);
     dev_poison(gi, n1 * n2 * 4);
     kctx k;
@@ -747,17 +767,31 @@ Test(kernels_cuda, bad_descriptors_are_rejected_with_a_reason_and_launch_nothing
 Test(kernels_cuda, a_failed_launch_names_the_call_and_returns_ecuda)
 {
     SKIP_WITHOUT_GPU();
-    /* Launching on a stream that no longer exists fails in cudaLaunchKernelEx. */
+    /* While a blocking stream is captured in global mode, a launch on the legacy stream (which
+     * would have to wait for it) is refused by cudaLaunchKernelEx. */
+    cudaStream_t cap;
+    CK(cudaStreamCreate(&cap));
+    void *x = dev_alloc(64 * 4), *y = dev_alloc(64 * 4);
     kctx k;
     kctx_init(&k, 0);
-    CK(cudaStreamDestroy(k.stream));
-    void *x = dev_alloc(64 * 4), *y = dev_alloc(64 * 4);
+    k.ctx.stream = NULL;
+    CK(cudaStreamBeginCapture(cap, cudaStreamCaptureModeGlobal));
     baton_ew_desc d = {.n = 64, .dtype = BATON_DTYPE_F32};
     void *b[2] = {x, y};
     int rc = kcuda_copy(&k.ctx, b, (const char *)&d, sizeof d);
-    cr_expect_eq(rc, BATON_ECUDA, "copy on a destroyed stream returned %d", rc);
-    cr_expect(strstr(k.err, "cudaLaunchKernelEx(copy) failed"), "'%s'", k.err);
+    cudaGraph_t g = NULL;
+    cudaStreamEndCapture(cap, &g);
+    if (g)
+        cudaGraphDestroy(g);
     cudaGetLastError();
+    cr_expect_eq(rc, BATON_ECUDA, "a refused launch returned %d", rc);
+    cr_expect(strstr(k.err, "cudaLaunchKernelEx(copy) failed") && strstr(k.err, "step 'test'"),
+              "'%s' does not name the call and the step", k.err);
+    /* The next call on a working stream succeeds. */
+    k.ctx.stream = k.stream;
+    cr_expect_eq(kcuda_copy(&k.ctx, b, (const char *)&d, sizeof d), 0, "%s", k.err);
+    kctx_deinit(&k);
+    CK(cudaStreamDestroy(cap));
     CK(cudaFree(x));
     CK(cudaFree(y));
 }

@@ -234,15 +234,19 @@ static Result bench_fwd(int64_t n1, int64_t n2, int dt, const kcuda_rms_cfg *ove
     baton_exec_ctx ctx = make_ctx(0, err, sizeof err);
     Result r;
     memset(&r, 0, sizeof r);
+    bool failed = false;
     auto call = [&](int i) {
         int k = i % s.n;
         void *b[4] = {s.x[k], s.w[k], s.y[k], s.iv[k]};
-        if (kcuda_rms_norm_fwd_cfg(&ctx, b, (const char *)&d, sizeof d, over, &r.cfg)) {
-            fprintf(stderr, "rms_norm_fwd: %s\n", err);
-            exit(1);
+        if (!failed && kcuda_rms_norm_fwd_cfg(&ctx, b, (const char *)&d, sizeof d, over, &r.cfg)) {
+            printf("  fwd %lldx%lld: FAILED: %s\n", (long long)n1, (long long)n2, err);
+            failed = true;
+            cudaGetLastError();
         }
     };
     r.us = time_events(call, g_runs);
+    if (failed)
+        r.us = 1e30;
     const double bytes = (double)n1 * n2 * e * 2 + (double)n2 * e + (double)n1 * 4;
     r.tbs = bytes / (r.us * 1e-6) / 1e12;
     return r;
@@ -265,15 +269,19 @@ static Result bench_bwd(int64_t n1, int64_t n2, int dt, int64_t P, const kcuda_r
             exit(1);
         }
     }
+    bool failed = false;
     auto call = [&](int i) {
         int k = i % s.n;
         void *b[7] = {s.g[k], s.iv[k], s.x[k], s.w[k], s.gi[k], s.gw[k], s.pg[k]};
-        if (kcuda_rms_norm_bwd_cfg(&ctx, b, (const char *)&d, sizeof d, over, &r.cfg)) {
-            fprintf(stderr, "rms_norm_bwd: %s\n", err);
-            exit(1);
+        if (!failed && kcuda_rms_norm_bwd_cfg(&ctx, b, (const char *)&d, sizeof d, over, &r.cfg)) {
+            printf("  bwd %lldx%lld: FAILED: %s\n", (long long)n1, (long long)n2, err);
+            failed = true;
+            cudaGetLastError();
         }
     };
     r.us = time_events(call, g_runs);
+    if (failed)
+        r.us = 1e30;
     const double bytes = (double)n1 * n2 * e * 3 + (double)n2 * e * 2 + (double)n1 * 4;
     r.tbs = bytes / (r.us * 1e-6) / 1e12;
     return r;
@@ -359,14 +367,15 @@ int main(int argc, char **argv)
             Result r = bench_fwd(n1, n2, dt, NULL, s);
             print_result("fwd", n1, n2, dt, 0, "default", r, true);
             if (sweep) {
-                const kcuda_rms_cfg vs[] = {
-                    {.threads = 128},
-                    {.threads = 256},
-                    {.threads = 512},
-                    {.threads = 256, .stages = 2, .grid = (long long)g_sms * 6},
-                    {.threads = 128, .stages = 2, .grid = (long long)g_sms * 12},
-                    {.threads = 256, .stages = 3, .grid = (long long)g_sms * 4},
-                };
+                std::vector<kcuda_rms_cfg> vs;
+                for (int t : {128, 256, 512})
+                    for (int st = 1; st <= 4; st++) {
+                        kcuda_rms_cfg v;
+                        memset(&v, 0, sizeof v);
+                        v.threads = t;
+                        v.stages = st;
+                        vs.push_back(v);
+                    }
                 Result best = r;
                 for (const auto &v : vs) {
                     Result rv = bench_fwd(n1, n2, dt, &v, s);
@@ -382,11 +391,21 @@ int main(int argc, char **argv)
                 Result rb = bench_bwd(n1, n2, dt, P, NULL, s);
                 print_result("bwd", n1, n2, dt, P, "default", rb, true);
                 if (sweep) {
-                    const kcuda_rms_cfg vs[] = {
-                        {.threads = 128}, {.threads = 256}, {.threads = 512},
-                        {.stages = 1},    {.stages = 3},    {.stages = 4},
-                        {.cy = 8},        {.cy = 16},       {.threads = 256, .stages = 3},
-                    };
+                    std::vector<kcuda_rms_cfg> vs;
+                    for (int t : {128, 256, 512})
+                        for (int st = 1; st <= 4; st++) {
+                            kcuda_rms_cfg v;
+                            memset(&v, 0, sizeof v);
+                            v.threads = t;
+                            v.stages = st;
+                            vs.push_back(v);
+                        }
+                    for (int cy : {4, 8, 16}) {
+                        kcuda_rms_cfg v;
+                        memset(&v, 0, sizeof v);
+                        v.cy = cy;
+                        vs.push_back(v);
+                    }
                     Result best = rb;
                     for (const auto &v : vs) {
                         if (v.cy && (P * v.cy > 4096 || (n1 + P - 1) / P < v.cy))
@@ -418,7 +437,27 @@ int main(int argc, char **argv)
         if (sh.P == 16) {
             r = bench_fwd(sh.n1, sh.n2, dt, NULL, s);
             print_result("fwd", sh.n1, sh.n2, dt, 0, "events", r, true);
+            if (sweep)
+                for (int cx : {4, 8, 16})
+                    for (int t : {256, 512}) {
+                        kcuda_rms_cfg v;
+                        memset(&v, 0, sizeof v);
+                        v.cx = sh.n2 >= 4096 * cx ? cx : 1;
+                        v.threads = t;
+                        print_result("fwd", sh.n1, sh.n2, dt, 0, "sweep",
+                                     bench_fwd(sh.n1, sh.n2, dt, &v, s), false);
+                    }
         }
+        if (sweep)
+            for (int cx : {4, 8, 16})
+                for (int t : {256, 512}) {
+                    kcuda_rms_cfg v;
+                    memset(&v, 0, sizeof v);
+                    v.cx = sh.n2 >= 4096 * cx ? cx : 1;
+                    v.threads = t;
+                    print_result("bwd", sh.n1, sh.n2, dt, sh.P, "sweep",
+                                 bench_bwd(sh.n1, sh.n2, dt, sh.P, &v, s), false);
+                }
         Result rb = bench_bwd(sh.n1, sh.n2, dt, sh.P, NULL, s);
         print_result("bwd", sh.n1, sh.n2, dt, sh.P, "events", rb, true);
         {

@@ -170,7 +170,7 @@ def main():
 
     path = find_library(args.lib)
     platforms = register(path)
-    backend = jax.default_backend()
+    backend = {"gpu": "cuda"}.get(jax.default_backend(), jax.default_backend())
     seed = args.seed if args.seed is not None else int(time.time_ns() % (2**31))
     print(f"libbaton_jax: {path} (handlers for {', '.join(platforms)}); JAX {jax.__version__} on "
           f"{backend} ({jax.devices()[0].device_kind}); seed {seed}")

@@ -745,6 +745,11 @@ struct Layout {
 
 enum { MODE_STAGED = 0, MODE_REGS = 1, MODE_STREAM = 2 };
 
+/* Rows in flight per block of the persistent forward kernel (the default; see bench_kernels). */
+#define KCUDA_FWD_STAGES 2
+/* ... and of the backward kernel. */
+#define KCUDA_BWD_STAGES 2
+
 #define KCUDA_SMEM_MAX (226 * 1024) /* 227 KB per block, less the static shared memory */
 
 static int64_t ceil_div(int64_t a, int64_t b)
@@ -898,9 +903,13 @@ static int prepare(K kernel, const Layout &L, const baton_exec_ctx *ctx, const c
 {
     const int cl = L.cx * L.cy;
     cudaError_t e;
-    if (L.smem > 48 * 1024 &&
-        (e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                  (int)L.smem)) != cudaSuccess) {
+    /* The staged kernels want all of the SM's shared memory for their stages: prefer the largest
+     * carveout (more blocks per SM) and allow above 48 KB per block (with the static part). */
+    if (L.smem > 0 &&
+        ((e = cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout,
+                                   cudaSharedmemCarveoutMaxShared)) != cudaSuccess ||
+         (e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                   (int)L.smem)) != cudaSuccess)) {
         fail(ctx, BATON_ECUDA, "cudaFuncSetAttribute(%s, %zu bytes of shared memory) failed: %s",
              what, L.smem, cudaGetErrorString(e));
         return -1;
@@ -970,13 +979,20 @@ static int fwd_typed(const baton_exec_ctx *ctx, void **buffers, const baton_rms_
     int max_cx = 16;
     for (;;) {
         const int cx = choose_cx(d.n1, d.n2, sms, max_cx, o);
+        /* Many rows: a persistent grid, each block staging the next rows while it reduces one
+         * (and reading w once). Few rows: a block (or cluster) per row. */
+        int want_stages;
+        if (o && o->stages)
+            want_stages = o->stages;
+        else if (o && o->grid)
+            want_stages = o->grid / cx < d.n1 ? KCUDA_FWD_STAGES : 1;
+        else
+            want_stages = d.n1 * cx > 2LL * sms ? KCUDA_FWD_STAGES : 1;
+        shape_chunk(&L, d.n2, cx, VX, o, want_stages,
+                    [](int64_t c, int s) { return fwd_smem<TX, TW>(c, s); });
         long long groups = d.n1;
         if (o && o->grid)
-            groups = o->grid / cx > 0 ? o->grid / cx : 1;
-        /* Rows per block > 1 (a grid smaller than the rows) is when staging ahead pays. */
-        const int stages = groups < d.n1 ? 2 : 1;
-        shape_chunk(&L, d.n2, cx, VX, o, stages,
-                    [](int64_t c, int s) { return fwd_smem<TX, TW>(c, s); });
+            groups = o->grid / L.cx > 0 ? o->grid / L.cx : 1;
         const long long cap = (1LL << 30) / L.cx;
         if (groups > cap)
             groups = cap;
@@ -989,6 +1005,25 @@ static int fwd_typed(const baton_exec_ctx *ctx, void **buffers, const baton_rms_
         }
         if (pr < 0)
             return BATON_ECUDA;
+        if (L.mode == MODE_STAGED && L.stages > 1 && !(o && o->grid)) {
+            int per_sm = 0;
+            cudaError_t e =
+                cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, k, L.threads, L.smem);
+            if (e != cudaSuccess)
+                return fail(
+                    ctx, BATON_ECUDA,
+                    "cudaOccupancyMaxActiveBlocksPerMultiprocessor(rms_norm_fwd) failed: %s",
+                    cudaGetErrorString(e));
+            long long resident = (long long)(per_sm > 0 ? per_sm : 1) * sms / L.cx;
+            if (resident < 1)
+                resident = 1;
+            if (groups > resident) {
+                /* As few blocks as give every block the same number of rows: no tail. */
+                const long long per = (groups + resident - 1) / resident;
+                groups = (groups + per - 1) / per;
+            }
+            L.grid = groups * L.cx;
+        }
         FwdArgs a;
         a.x = buffers[0];
         a.w = buffers[1];
@@ -1052,7 +1087,7 @@ static int bwd_typed(const baton_exec_ctx *ctx, void **buffers, const baton_rms_
     int max_cl = 16;
     for (;;) {
         const int cx = choose_cx(active, d.n2, sms, max_cl, o);
-        shape_chunk(&L, d.n2, cx, VX, o, 2,
+        shape_chunk(&L, d.n2, cx, VX, o, KCUDA_BWD_STAGES,
                     [](int64_t c, int s) { return bwd_smem<TX, TW>(c, s); });
         L.cy = 1;
         if (o && o->cy) {
