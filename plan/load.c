@@ -1,9 +1,14 @@
-/* load.c: turns the text of a plan file (format version 1) into a baton_plan: Jansson parses the
- * JSON, a small scanner of the raw text finds where every value was written (Jansson does not say),
- * and the builder checks the schema, naming file:line:column and the fix for every mistake. The
- * validator (validate.c) and the analysis (analyse.c) then run on the built plan. */
+/* load.c: turns the text of a plan file (format version 1) into a baton_plan. A strict JSON parser
+ * of its own builds a tree that remembers where every value and key was written (Jansson does not
+ * say), in one pass and a few allocations, so that a 10,000-step plan loads in milliseconds; the
+ * builder then checks the schema, naming file:line:column and the fix for every mistake. Jansson
+ * remains the authority on syntax: when the text is not well-formed JSON, Jansson parses it again
+ * to produce the message. The parser accepts exactly what json_loadb(JSON_REJECT_DUPLICATES)
+ * accepts (the fuzzer checks this). The validator (validate.c) and the analysis (analyse.c) then
+ * run on the built plan. */
 #include <errno.h>
 #include <jansson.h>
+#include <locale.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -16,154 +21,551 @@
 #define PLAN_MAX_ITEMS        1000000            /* tensors or steps in one plan */
 #define PLAN_MAX_TENSOR_BYTES ((int64_t)1 << 40) /* 1 TiB: no device holds more */
 #define PLAN_MAX_VALUES       4096               /* elements of an inline "values" init */
+#define JSON_MAX_DEPTH        2048               /* Jansson's JSON_PARSER_MAX_DEPTH */
 
-/* ---- where values were written ---------------------------------------------------------------
- * One node per JSON value, in document order, with the position of its first character and of its
- * key when it sits in an object. Children keep document order, which is also Jansson's iteration
- * order for objects (insertion order; duplicate keys are rejected), so the k-th key Jansson yields
- * is the k-th child here. Columns count UTF-8 characters from 1, as Jansson's do. */
+/* ---- the JSON tree ---------------------------------------------------------------------------
+ * One node per value, in document order. Strings (values and keys) are decoded into one arena
+ * that the text's length bounds. Columns count UTF-8 characters from 1, as Jansson's do. */
 
-typedef struct pnode {
-    int line, col;         /* the value */
-    int key_line, key_col; /* its key in the enclosing object; 0 otherwise */
+typedef enum jtype { J_NULL, J_FALSE, J_TRUE, J_INT, J_REAL, J_STRING, J_ARRAY, J_OBJECT } jtype;
+
+typedef struct jnode {
+    jtype type;
+    int line, col;         /* the value's first character */
+    int key_line, key_col; /* its key's opening quote, in an object; 0 otherwise */
     int first, last, next; /* children and next sibling, -1 for none */
-} pnode;
+    int n;                 /* children of arrays and objects */
+    const char *key;       /* its key, in an object (decoded, NUL-terminated) */
+    const char *s;         /* J_STRING: decoded, NUL-terminated */
+    size_t len;            /* J_STRING: bytes */
+    long long i;           /* J_INT */
+    double f;              /* J_INT and J_REAL */
+} jnode;
 
-typedef struct ptree {
-    pnode *v;
+typedef struct jtree {
+    jnode *v;
     int n, cap;
-} ptree;
+    char *arena; /* decoded strings */
+    size_t arena_used;
+} jtree;
 
-static int ptree_add(ptree *t, int parent, int line, int col, int key_line, int key_col)
+typedef struct jparser {
+    const char *s;
+    size_t len, i;
+    int line, col;
+    int depth;
+    jtree *t;
+    locale_t c_locale;
+    int failed;
+    int err_line, err_col;
+    char err[160];
+    int nomem;
+} jparser;
+
+static void jfail(jparser *p, const char *what)
 {
+    if (p->failed)
+        return;
+    p->failed = 1;
+    p->err_line = p->line;
+    p->err_col = p->col;
+    snprintf(p->err, sizeof p->err, "%s", what);
+}
+
+/* Advances over one byte, keeping line and column (columns count UTF-8 lead bytes). */
+static void jadvance(jparser *p)
+{
+    unsigned char c = (unsigned char)p->s[p->i++];
+    if (c == '\n') {
+        p->line++;
+        p->col = 1;
+    } else if ((c & 0xC0) != 0x80) {
+        p->col++;
+    }
+}
+
+static void jskip_ws(jparser *p)
+{
+    while (p->i < p->len) {
+        char c = p->s[p->i];
+        if (c != ' ' && c != '\t' && c != '\n' && c != '\r')
+            break;
+        jadvance(p);
+    }
+}
+
+static int jnew(jparser *p, jtype type, int line, int col)
+{
+    jtree *t = p->t;
     if (t->n == t->cap) {
-        int cap = t->cap ? 2 * t->cap : 256;
-        pnode *v = realloc(t->v, (size_t)cap * sizeof *v);
-        if (!v)
+        int cap = t->cap ? 2 * t->cap : 1024;
+        jnode *v = realloc(t->v, (size_t)cap * sizeof *v);
+        if (!v) {
+            p->nomem = 1;
+            jfail(p, "out of memory");
             return -1;
+        }
         t->v = v;
         t->cap = cap;
     }
-    int i = t->n++;
-    t->v[i] = (pnode){line, col, key_line, key_col, -1, -1, -1};
-    if (parent >= 0) {
-        if (t->v[parent].last >= 0)
-            t->v[t->v[parent].last].next = i;
-        else
-            t->v[parent].first = i;
-        t->v[parent].last = i;
-    }
-    return i;
+    int k = t->n++;
+    jnode *n = &t->v[k];
+    memset(n, 0, sizeof *n);
+    n->type = type;
+    n->line = line;
+    n->col = col;
+    n->first = n->last = n->next = -1;
+    return k;
 }
 
-/* Scans text that Jansson has accepted; still bounds-checked so that it cannot read past len. */
-static int ptree_scan(ptree *t, const char *s, size_t len)
+static void jappend(jtree *t, int parent, int child)
 {
-    int cap = 64, depth = 0;
-    int *stack = malloc((size_t)cap * sizeof *stack);
-    unsigned char *obj = malloc((size_t)cap);
-    unsigned char *expect_key = malloc((size_t)cap);
-    int line = 1, col = 1, key_line = 0, key_col = 0, rc = 0;
-    size_t i = 0;
-    if (!stack || !obj || !expect_key) {
-        rc = BATON_ENOMEM;
-        goto out;
+    jnode *pa = &t->v[parent];
+    if (pa->last >= 0)
+        t->v[pa->last].next = child;
+    else
+        pa->first = child;
+    pa->last = child;
+    pa->n++;
+}
+
+static int hex4(const char *s, unsigned *out)
+{
+    unsigned v = 0;
+    for (int k = 0; k < 4; k++) {
+        char c = s[k];
+        v <<= 4;
+        if (c >= '0' && c <= '9')
+            v |= (unsigned)(c - '0');
+        else if (c >= 'a' && c <= 'f')
+            v |= (unsigned)(c - 'a' + 10);
+        else if (c >= 'A' && c <= 'F')
+            v |= (unsigned)(c - 'A' + 10);
+        else
+            return -1;
     }
-    while (i < len) {
-        unsigned char c = (unsigned char)s[i];
-        int top = depth > 0 ? stack[depth - 1] : -1;
-        int in_obj = depth > 0 && obj[depth - 1];
-        if (c == '\n') {
-            line++;
-            col = 1;
-            i++;
-            continue;
+    *out = v;
+    return 0;
+}
+
+/* The length of a valid UTF-8 sequence starting at s (at most n bytes), or 0 (as Jansson's
+ * utf8_check_first/utf8_check_full: no overlongs, no surrogates, nothing above U+10FFFF). */
+static int utf8_len(const unsigned char *s, size_t n)
+{
+    unsigned char u = s[0];
+    int size;
+    unsigned value;
+    if (u < 0x80)
+        return 1;
+    if (u < 0xC2 || u > 0xF4)
+        return 0;
+    if (u < 0xE0) {
+        size = 2;
+        value = u & 0x1F;
+    } else if (u < 0xF0) {
+        size = 3;
+        value = u & 0xF;
+    } else {
+        size = 4;
+        value = u & 0x7;
+    }
+    if ((size_t)size > n)
+        return 0;
+    for (int k = 1; k < size; k++) {
+        if (s[k] < 0x80 || s[k] > 0xBF)
+            return 0;
+        value = (value << 6) + (s[k] & 0x3F);
+    }
+    if (value > 0x10FFFF || (value >= 0xD800 && value <= 0xDFFF))
+        return 0;
+    if ((size == 3 && value < 0x800) || (size == 4 && value < 0x10000))
+        return 0;
+    return size;
+}
+
+static char *put_utf8(char *d, unsigned cp)
+{
+    if (cp < 0x80) {
+        *d++ = (char)cp;
+    } else if (cp < 0x800) {
+        *d++ = (char)(0xC0 | (cp >> 6));
+        *d++ = (char)(0x80 | (cp & 0x3F));
+    } else if (cp < 0x10000) {
+        *d++ = (char)(0xE0 | (cp >> 12));
+        *d++ = (char)(0x80 | ((cp >> 6) & 0x3F));
+        *d++ = (char)(0x80 | (cp & 0x3F));
+    } else {
+        *d++ = (char)(0xF0 | (cp >> 18));
+        *d++ = (char)(0x80 | ((cp >> 12) & 0x3F));
+        *d++ = (char)(0x80 | ((cp >> 6) & 0x3F));
+        *d++ = (char)(0x80 | (cp & 0x3F));
+    }
+    return d;
+}
+
+/* Parses a string at p->i (the opening quote) into the arena. Returns 0 or -1. The decoded form
+ * is never longer than the raw one, so the arena (text length + 1) always has room. */
+static int jstring(jparser *p, const char **out, size_t *out_len)
+{
+    jtree *t = p->t;
+    char *start = t->arena + t->arena_used, *d = start;
+    jadvance(p); /* " */
+    for (;;) {
+        if (p->i >= p->len) {
+            jfail(p, "premature end of input in a string");
+            return -1;
         }
-        if (c == ' ' || c == '\t' || c == '\r') {
-            col++;
-            i++;
-            continue;
+        unsigned char c = (unsigned char)p->s[p->i];
+        if (c == '"') {
+            jadvance(p);
+            break;
         }
-        if (c == '}' || c == ']') {
-            if (depth > 0)
-                depth--;
-            col++;
-            i++;
-            continue;
+        if (c < 0x20) {
+            jfail(p, "control character in a string");
+            return -1;
         }
-        if (c == ',' || c == ':') {
-            if (in_obj)
-                expect_key[depth - 1] = c == ',';
-            col++;
-            i++;
-            continue;
-        }
-        if (c == '"' && in_obj && expect_key[depth - 1]) {
-            key_line = line;
-            key_col = col;
-        } else {
-            int n = ptree_add(t, top, line, col, in_obj ? key_line : 0, in_obj ? key_col : 0);
-            if (n < 0) {
-                rc = BATON_ENOMEM;
-                goto out;
+        if (c == '\\') {
+            if (p->i + 1 >= p->len) {
+                jfail(p, "premature end of input in a string");
+                return -1;
             }
-            if (c == '{' || c == '[') {
-                if (depth == cap) {
-                    cap *= 2;
-                    int *ns = realloc(stack, (size_t)cap * sizeof *ns);
-                    if (ns)
-                        stack = ns;
-                    unsigned char *no = realloc(obj, (size_t)cap);
-                    if (no)
-                        obj = no;
-                    unsigned char *ne = realloc(expect_key, (size_t)cap);
-                    if (ne)
-                        expect_key = ne;
-                    if (!ns || !no || !ne) {
-                        rc = BATON_ENOMEM;
-                        goto out;
-                    }
+            char e = p->s[p->i + 1];
+            if (e == 'u') {
+                unsigned cp, lo;
+                if (p->i + 6 > p->len || hex4(p->s + p->i + 2, &cp)) {
+                    jfail(p, "invalid \\u escape");
+                    return -1;
                 }
-                stack[depth] = n;
-                obj[depth] = c == '{';
-                expect_key[depth] = c == '{';
-                depth++;
-                col++;
-                i++;
+                size_t used = 6;
+                if (cp >= 0xD800 && cp <= 0xDBFF) {
+                    if (p->i + 12 > p->len || p->s[p->i + 6] != '\\' || p->s[p->i + 7] != 'u' ||
+                        hex4(p->s + p->i + 8, &lo) || lo < 0xDC00 || lo > 0xDFFF) {
+                        jfail(p, "invalid Unicode surrogate pair");
+                        return -1;
+                    }
+                    cp = 0x10000 + ((cp - 0xD800) << 10) + (lo - 0xDC00);
+                    used = 12;
+                } else if (cp >= 0xDC00 && cp <= 0xDFFF) {
+                    jfail(p, "lone Unicode low surrogate");
+                    return -1;
+                } else if (cp == 0) {
+                    jfail(p, "\\u0000 is not allowed");
+                    return -1;
+                }
+                d = put_utf8(d, cp);
+                for (size_t k = 0; k < used; k++)
+                    jadvance(p);
                 continue;
             }
-        }
-        if (c == '"') {
-            i++;
-            col++;
-            while (i < len && s[i] != '"') {
-                if (s[i] == '\\' && i + 1 < len) { /* the escaped character is ASCII */
-                    i += 2;
-                    col += 2;
-                    continue;
-                }
-                if (((unsigned char)s[i] & 0xC0) != 0x80)
-                    col++;
-                i++;
+            char r;
+            switch (e) {
+            case '"': r = '"'; break;
+            case '\\': r = '\\'; break;
+            case '/': r = '/'; break;
+            case 'b': r = '\b'; break;
+            case 'f': r = '\f'; break;
+            case 'n': r = '\n'; break;
+            case 'r': r = '\r'; break;
+            case 't': r = '\t'; break;
+            default: jfail(p, "invalid escape"); return -1;
             }
-            i++;
-            col++;
+            *d++ = r;
+            jadvance(p);
+            jadvance(p);
             continue;
         }
-        /* a number or a literal */
-        while (i < len && !strchr(" \t\r\n,:]}", s[i]) && s[i] != '\0') {
-            if (((unsigned char)s[i] & 0xC0) != 0x80)
-                col++;
-            i++;
+        int n = utf8_len((const unsigned char *)p->s + p->i, p->len - p->i);
+        if (n == 0) {
+            jfail(p, "invalid UTF-8");
+            return -1;
         }
-        if (i < len && s[i] == '\0')
-            break;
+        for (int k = 0; k < n; k++) {
+            *d++ = p->s[p->i];
+            jadvance(p);
+        }
     }
-out:
-    free(stack);
-    free(obj);
-    free(expect_key);
+    *d = 0;
+    *out = start;
+    *out_len = (size_t)(d - start);
+    t->arena_used += (size_t)(d - start) + 1;
+    return 0;
+}
+
+static int is_digit(char c)
+{
+    return c >= '0' && c <= '9';
+}
+
+static int jnumber(jparser *p, int node)
+{
+    size_t b = p->i, i = p->i;
+    int real = 0;
+    if (i < p->len && p->s[i] == '-')
+        i++;
+    if (i < p->len && p->s[i] == '0') {
+        i++;
+        if (i < p->len && is_digit(p->s[i])) {
+            jfail(p, "invalid number (leading zero)");
+            return -1;
+        }
+    } else if (i < p->len && is_digit(p->s[i])) {
+        while (i < p->len && is_digit(p->s[i]))
+            i++;
+    } else {
+        jfail(p, "invalid token");
+        return -1;
+    }
+    if (i < p->len && p->s[i] == '.') {
+        real = 1;
+        i++;
+        if (i >= p->len || !is_digit(p->s[i])) {
+            jfail(p, "invalid number");
+            return -1;
+        }
+        while (i < p->len && is_digit(p->s[i]))
+            i++;
+    }
+    if (i < p->len && (p->s[i] == 'e' || p->s[i] == 'E')) {
+        real = 1;
+        i++;
+        if (i < p->len && (p->s[i] == '+' || p->s[i] == '-'))
+            i++;
+        if (i >= p->len || !is_digit(p->s[i])) {
+            jfail(p, "invalid number");
+            return -1;
+        }
+        while (i < p->len && is_digit(p->s[i]))
+            i++;
+    }
+    char buf[64], *tmp = buf;
+    size_t n = i - b;
+    if (n >= sizeof buf && !(tmp = malloc(n + 1))) {
+        p->nomem = 1;
+        jfail(p, "out of memory");
+        return -1;
+    }
+    memcpy(tmp, p->s + b, n);
+    tmp[n] = 0;
+    jnode *v = &p->t->v[node];
+    int rc = 0;
+    errno = 0;
+    if (!real) {
+        v->type = J_INT;
+        v->i = strtoll(tmp, NULL, 10);
+        v->f = (double)v->i;
+        if (errno == ERANGE) {
+            jfail(p, "too big integer");
+            rc = -1;
+        }
+    } else {
+        v->type = J_REAL;
+        v->f = strtod_l(tmp, NULL, p->c_locale);
+        if ((v->f == HUGE_VAL || v->f == -HUGE_VAL) && errno == ERANGE) {
+            jfail(p, "real number overflow");
+            rc = -1;
+        }
+    }
+    if (tmp != buf)
+        free(tmp);
+    while (p->i < i)
+        jadvance(p);
     return rc;
+}
+
+static int jvalue(jparser *p);
+
+/* Keys of one object are distinct: pairwise for small objects, sorted for large ones. */
+static int cmp_keys(const void *a, const void *b)
+{
+    return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+static int jcheck_duplicates(jparser *p, int obj)
+{
+    jtree *t = p->t;
+    int n = t->v[obj].n;
+    if (n < 2)
+        return 0;
+    if (n <= 16) {
+        for (int a = t->v[obj].first; a >= 0; a = t->v[a].next)
+            for (int b = t->v[a].next; b >= 0; b = t->v[b].next)
+                if (strcmp(t->v[a].key, t->v[b].key) == 0)
+                    goto dup;
+        return 0;
+    }
+    const char **keys = malloc((size_t)n * sizeof *keys);
+    if (!keys) {
+        p->nomem = 1;
+        jfail(p, "out of memory");
+        return -1;
+    }
+    int k = 0;
+    for (int a = t->v[obj].first; a >= 0; a = t->v[a].next)
+        keys[k++] = t->v[a].key;
+    qsort(keys, (size_t)n, sizeof *keys, cmp_keys);
+    int dup = 0;
+    for (int j = 1; j < n && !dup; j++)
+        dup = strcmp(keys[j - 1], keys[j]) == 0;
+    free(keys);
+    if (!dup)
+        return 0;
+dup:
+    jfail(p, "duplicate object key");
+    return -1;
+}
+
+static int jcontainer(jparser *p, int node, int is_obj)
+{
+    jadvance(p); /* [ or { */
+    jskip_ws(p);
+    char close = is_obj ? '}' : ']';
+    if (p->i < p->len && p->s[p->i] == close) {
+        jadvance(p);
+        return 0;
+    }
+    for (;;) {
+        const char *key = NULL;
+        size_t key_len = 0;
+        int key_line = 0, key_col = 0;
+        if (is_obj) {
+            if (p->i >= p->len || p->s[p->i] != '"') {
+                jfail(p, "string or '}' expected");
+                return -1;
+            }
+            key_line = p->line;
+            key_col = p->col;
+            if (jstring(p, &key, &key_len))
+                return -1;
+            jskip_ws(p);
+            if (p->i >= p->len || p->s[p->i] != ':') {
+                jfail(p, "':' expected");
+                return -1;
+            }
+            jadvance(p);
+            jskip_ws(p);
+        }
+        int child = jvalue(p);
+        if (child < 0)
+            return -1;
+        jnode *c = &p->t->v[child];
+        c->key = key;
+        c->key_line = key_line;
+        c->key_col = key_col;
+        jappend(p->t, node, child);
+        jskip_ws(p);
+        if (p->i < p->len && p->s[p->i] == ',') {
+            jadvance(p);
+            jskip_ws(p);
+            continue;
+        }
+        if (p->i < p->len && p->s[p->i] == close) {
+            jadvance(p);
+            break;
+        }
+        jfail(p, is_obj ? "'}' expected" : "']' expected");
+        return -1;
+    }
+    return is_obj ? jcheck_duplicates(p, node) : 0;
+}
+
+static int jvalue1(jparser *p);
+
+/* Parses one value at p->i; returns its node or -1. Like Jansson, every value (not only
+ * containers) counts toward the depth limit. */
+static int jvalue(jparser *p)
+{
+    if (++p->depth > JSON_MAX_DEPTH) {
+        jfail(p, "maximum parsing depth reached");
+        return -1;
+    }
+    int node = jvalue1(p);
+    p->depth--;
+    return node;
+}
+
+static int jvalue1(jparser *p)
+{
+    if (p->i >= p->len) {
+        jfail(p, "unexpected end of input");
+        return -1;
+    }
+    int line = p->line, col = p->col;
+    char c = p->s[p->i];
+    int node = jnew(p, J_NULL, line, col);
+    if (node < 0)
+        return -1;
+    switch (c) {
+    case '{':
+    case '[':
+        p->t->v[node].type = c == '{' ? J_OBJECT : J_ARRAY;
+        return jcontainer(p, node, c == '{') ? -1 : node;
+    case '"': {
+        const char *s;
+        size_t len;
+        if (jstring(p, &s, &len))
+            return -1;
+        p->t->v[node].type = J_STRING;
+        p->t->v[node].s = s;
+        p->t->v[node].len = len;
+        return node;
+    }
+    case 't':
+    case 'f':
+    case 'n': {
+        static const char *const words[] = {"true", "false", "null"};
+        static const jtype types[] = {J_TRUE, J_FALSE, J_NULL};
+        int w = c == 't' ? 0 : c == 'f' ? 1 : 2;
+        size_t wl = strlen(words[w]);
+        /* Jansson reads a whole run of letters as one word */
+        size_t e = p->i;
+        while (e < p->len &&
+               ((p->s[e] >= 'a' && p->s[e] <= 'z') || (p->s[e] >= 'A' && p->s[e] <= 'Z')))
+            e++;
+        if (e - p->i != wl || memcmp(p->s + p->i, words[w], wl) != 0) {
+            jfail(p, "invalid token");
+            return -1;
+        }
+        p->t->v[node].type = types[w];
+        while (p->i < e)
+            jadvance(p);
+        return node;
+    }
+    default:
+        if (c == '-' || is_digit(c))
+            return jnumber(p, node) ? -1 : node;
+        jfail(p, "invalid token");
+        return -1;
+    }
+}
+
+/* Parses text into t. Returns 0, BATON_EPARSE (p->err says why) or BATON_ENOMEM. */
+static int jparse(jparser *p, jtree *t, const char *s, size_t len)
+{
+    memset(p, 0, sizeof *p);
+    p->s = s;
+    p->len = len;
+    p->line = 1;
+    p->col = 1;
+    p->t = t;
+    t->arena = malloc(len + 1);
+    p->c_locale = newlocale(LC_NUMERIC_MASK, "C", (locale_t)0);
+    if (!t->arena || p->c_locale == (locale_t)0) {
+        if (p->c_locale != (locale_t)0)
+            freelocale(p->c_locale);
+        return BATON_ENOMEM;
+    }
+    jskip_ws(p);
+    if (p->i >= p->len || (p->s[p->i] != '{' && p->s[p->i] != '[')) {
+        jfail(p, "'[' or '{' expected");
+    } else if (jvalue(p) >= 0) {
+        jskip_ws(p);
+        if (p->i < p->len)
+            jfail(p, "end of file expected");
+    }
+    freelocale(p->c_locale);
+    if (p->nomem)
+        return BATON_ENOMEM;
+    return p->failed ? BATON_EPARSE : 0;
 }
 
 /* ---- the builder's context and messages -------------------------------------------------- */
@@ -171,8 +573,13 @@ out:
 typedef struct loader {
     baton_plan *plan;
     baton_error *err;
-    ptree t;
+    jtree t;
 } loader;
+
+static const jnode *J(const loader *L, int n)
+{
+    return &L->t.v[n];
+}
 
 static plan_pos node_pos(const loader *L, int node)
 {
@@ -188,36 +595,25 @@ static plan_pos key_pos(const loader *L, int node)
     return (plan_pos){L->t.v[node].key_line, L->t.v[node].key_col};
 }
 
-static int first_child(const loader *L, int node)
+static int is_type(const loader *L, int n, jtype t)
 {
-    return node >= 0 && node < L->t.n ? L->t.v[node].first : -1;
+    return n >= 0 && L->t.v[n].type == t;
 }
 
-static int next_sibling(const loader *L, int node)
+static int is_number(const loader *L, int n)
 {
-    return node >= 0 && node < L->t.n ? L->t.v[node].next : -1;
+    return is_type(L, n, J_INT) || is_type(L, n, J_REAL);
 }
 
-/* The node of obj[key], or -1 when absent. */
-static int field_node(const loader *L, int node, json_t *obj, const char *key)
+/* The child of object `obj` under `key`, or -1. */
+static int jget(const loader *L, int obj, const char *key)
 {
-    const char *k;
-    json_t *v;
-    int child = first_child(L, node);
-    json_object_foreach(obj, k, v)
-    {
-        if (strcmp(k, key) == 0)
-            return child;
-        child = next_sibling(L, child);
-    }
+    if (!is_type(L, obj, J_OBJECT))
+        return -1;
+    for (int c = L->t.v[obj].first; c >= 0; c = L->t.v[c].next)
+        if (strcmp(L->t.v[c].key, key) == 0)
+            return c;
     return -1;
-}
-
-/* The position of obj[key]'s value, or of obj itself when the key is absent. */
-static plan_pos field_pos(const loader *L, int node, json_t *obj, const char *key)
-{
-    int n = field_node(L, node, obj, key);
-    return n >= 0 ? node_pos(L, n) : node_pos(L, node);
 }
 
 static int fail(loader *L, int code, plan_pos pos, const char *fmt, ...)
@@ -236,16 +632,16 @@ static int fail(loader *L, int code, plan_pos pos, const char *fmt, ...)
     return plan_error(L->err, code, L->plan, pos, "%s", msg);
 }
 
-static const char *json_kind(const json_t *v)
+static const char *json_kind(const loader *L, int n)
 {
-    switch (json_typeof(v)) {
-    case JSON_OBJECT: return "an object";
-    case JSON_ARRAY: return "an array";
-    case JSON_STRING: return "a string";
-    case JSON_INTEGER: return "an integer";
-    case JSON_REAL: return "a number";
-    case JSON_TRUE:
-    case JSON_FALSE: return "a bool";
+    switch (n < 0 ? J_NULL : L->t.v[n].type) {
+    case J_OBJECT: return "an object";
+    case J_ARRAY: return "an array";
+    case J_STRING: return "a string";
+    case J_INT: return "an integer";
+    case J_REAL: return "a number";
+    case J_TRUE:
+    case J_FALSE: return "a bool";
     default: return "null";
     }
 }
@@ -277,17 +673,18 @@ static const char *did_you_mean(char *buf, size_t cap, const char *word, const c
 }
 
 /* How messages name an item before its name is known: "tensor 'x'" or "tensors[3]". */
-static void subject(char *buf, size_t cap, const char *noun, const char *array, int i, json_t *obj)
+static void subject(const loader *L, char *buf, size_t cap, const char *noun, const char *array,
+                    int i, int obj)
 {
-    json_t *name = json_is_object(obj) ? json_object_get(obj, "name") : NULL;
-    size_t nlen = json_is_string(name) ? json_string_length(name) : 0;
+    int name = jget(L, obj, "name");
+    size_t nlen = is_type(L, name, J_STRING) ? J(L, name)->len : 0;
     size_t noun_len = strlen(noun);
     if (nlen > 0 && nlen <= PLAN_MAX_NAME && noun_len + nlen + 4 <= cap) {
         /* the common case, once per tensor and step: no printf */
         memcpy(buf, noun, noun_len);
         buf[noun_len] = ' ';
         buf[noun_len + 1] = '\'';
-        memcpy(buf + noun_len + 2, json_string_value(name), nlen);
+        memcpy(buf + noun_len + 2, J(L, name)->s, nlen);
         buf[noun_len + 2 + nlen] = '\'';
         buf[noun_len + 3 + nlen] = 0;
     } else {
@@ -295,25 +692,26 @@ static void subject(char *buf, size_t cap, const char *noun, const char *array, 
     }
 }
 
-static int check_keys(loader *L, json_t *obj, int node, const char *subj,
-                      const char *const *allowed, int n_allowed)
+/* Finds each allowed key of obj in one pass: fields[k] is the node of allowed[k], or -1. An
+ * unknown key is an error that lists the allowed ones. */
+static int collect(loader *L, int obj, const char *subj, const char *const *allowed, int n_allowed,
+                   int *fields)
 {
-    const char *k;
-    json_t *v;
-    int child = first_child(L, node);
-    json_object_foreach(obj, k, v)
-    {
-        int ok = 0;
-        for (int i = 0; i < n_allowed && !ok; i++)
-            ok = strcmp(k, allowed[i]) == 0;
-        if (!ok) {
+    for (int k = 0; k < n_allowed; k++)
+        fields[k] = -1;
+    for (int c = J(L, obj)->first; c >= 0; c = J(L, c)->next) {
+        const char *key = J(L, c)->key;
+        int k = 0;
+        while (k < n_allowed && strcmp(key, allowed[k]) != 0)
+            k++;
+        if (k == n_allowed) {
             char list[256], hint[96];
             join(list, sizeof list, allowed, n_allowed);
-            return fail(L, BATON_EPLAN, key_pos(L, child),
-                        "%s: unknown key '%s'%s; allowed keys: %s", subj, k,
-                        did_you_mean(hint, sizeof hint, k, allowed, n_allowed), list);
+            return fail(L, BATON_EPLAN, key_pos(L, c),
+                        "%s: unknown key '%.64s'%s; allowed keys: %s", subj, key,
+                        did_you_mean(hint, sizeof hint, key, allowed, n_allowed), list);
         }
-        child = next_sibling(L, child);
+        fields[k] = c;
     }
     return 0;
 }
@@ -331,26 +729,27 @@ static int valid_name(const char *s)
     return 1;
 }
 
-/* Reads obj["name"] as a tensor or step name into *out (strdup'd). */
-static int get_name(loader *L, json_t *obj, int node, const char *subj, char **out)
+/* Reads a tensor or step name (node v of obj) into *out (strdup'd). */
+static int get_name(loader *L, int obj, int v, const char *subj, char **out)
 {
-    json_t *v = json_object_get(obj, "name");
-    plan_pos pos = field_pos(L, node, obj, "name");
-    if (!v)
+    plan_pos pos = v >= 0 ? node_pos(L, v) : node_pos(L, obj);
+    if (v < 0)
         return fail(L, BATON_EPLAN, pos, "%s has no \"name\"; add one, e.g. \"name\": \"h0\"",
                     subj);
-    if (!json_is_string(v))
+    if (!is_type(L, v, J_STRING))
         return fail(L, BATON_EPLAN, pos, "%s: \"name\" must be a string, not %s", subj,
-                    json_kind(v));
-    const char *s = json_string_value(v);
-    if (json_string_length(v) > PLAN_MAX_NAME || strlen(s) != json_string_length(v) ||
-        !valid_name(s))
+                    json_kind(L, v));
+    const char *s = J(L, v)->s;
+    if (J(L, v)->len > PLAN_MAX_NAME || !valid_name(s))
         return fail(
             L, BATON_EPLAN, pos,
             "%s: invalid name \"%.64s\"; a name is 1 to %d characters from A-Z a-z 0-9 _ . : -",
             subj, s, PLAN_MAX_NAME);
-    *out = strdup(s);
-    return *out ? 0 : fail(L, BATON_ENOMEM, pos, "out of memory");
+    *out = malloc(J(L, v)->len + 1);
+    if (!*out)
+        return fail(L, BATON_ENOMEM, pos, "out of memory");
+    memcpy(*out, s, J(L, v)->len + 1);
+    return 0;
 }
 
 /* ---- tensors --------------------------------------------------------------------------------- */
@@ -375,48 +774,49 @@ static void format_desc(char *buf, size_t cap, const baton_tensor_desc *d)
         snprintf(buf + used, cap - used, "]");
 }
 
-static int get_number(loader *L, json_t *obj, int node, const char *key, const char *subj,
-                      int required, double *out)
+/* Reads the number at node v (key `key` of the init object `obj`). */
+static int get_number(loader *L, int obj, int v, const char *key, const char *subj, int required,
+                      double *out)
 {
-    json_t *v = json_object_get(obj, key);
-    if (!v) {
+    if (v < 0) {
         if (required)
-            return fail(L, BATON_EPLAN, node_pos(L, node), "%s: init is missing \"%s\" (a number)",
+            return fail(L, BATON_EPLAN, node_pos(L, obj), "%s: init is missing \"%s\" (a number)",
                         subj, key);
         return 0;
     }
-    if (!json_is_number(v))
-        return fail(L, BATON_EPLAN, field_pos(L, node, obj, key),
-                    "%s: init \"%s\" must be a number, not %s", subj, key, json_kind(v));
-    *out = json_number_value(v);
+    if (!is_number(L, v))
+        return fail(L, BATON_EPLAN, node_pos(L, v), "%s: init \"%s\" must be a number, not %s",
+                    subj, key, json_kind(L, v));
+    *out = J(L, v)->f;
     return 0;
 }
 
-/* Checks that v is stored exactly enough in dt: integers for integer dtypes, in range; finite
- * after rounding for float dtypes. */
-static int check_value(loader *L, plan_pos pos, const char *subj, baton_dtype dt, json_t *jv,
-                       double v)
+/* Checks that value node v is stored exactly enough in dt: integers for integer dtypes, in
+ * range; finite after rounding for float dtypes. */
+static int check_value(loader *L, int v, const char *subj, baton_dtype dt)
 {
+    plan_pos pos = node_pos(L, v);
+    double x = J(L, v)->f;
     if (dt == BATON_DTYPE_I32 || dt == BATON_DTYPE_I64) {
         double lo = dt == BATON_DTYPE_I32 ? -2147483648.0 : -9223372036854775808.0;
-        if (v != floor(v))
+        if (x != floor(x))
             return fail(L, BATON_EPLAN, pos, "%s: value %g is not an integer but the tensor is %s",
-                        subj, v, baton_dtype_name(dt));
-        if (v < lo || v >= -lo) /* -lo is 2^31 or 2^63, one past the largest value */
-            return fail(L, BATON_EPLAN, pos, "%s: value %g is out of the range of %s", subj, v,
+                        subj, x, baton_dtype_name(dt));
+        if (x < lo || x >= -lo) /* -lo is 2^31 or 2^63, one past the largest value */
+            return fail(L, BATON_EPLAN, pos, "%s: value %g is out of the range of %s", subj, x,
                         baton_dtype_name(dt));
-        if (json_is_integer(jv) && (json_integer_value(jv) > 9007199254740992LL ||
-                                    json_integer_value(jv) < -9007199254740992LL))
+        if (is_type(L, v, J_INT) &&
+            (J(L, v)->i > 9007199254740992LL || J(L, v)->i < -9007199254740992LL))
             return fail(L, BATON_EPLAN, pos,
                         "%s: value %lld is beyond 2^53 and cannot be written inline exactly; use "
                         "an npy init",
-                        subj, (long long)json_integer_value(jv));
+                        subj, J(L, v)->i);
         return 0;
     }
     unsigned char tmp[8];
-    store_f64(dt, tmp, 0, v);
+    store_f64(dt, tmp, 0, x);
     if (isinf(load_f64(dt, tmp, 0)))
-        return fail(L, BATON_EPLAN, pos, "%s: value %g overflows %s", subj, v,
+        return fail(L, BATON_EPLAN, pos, "%s: value %g overflows %s", subj, x,
                     baton_dtype_name(dt));
     return 0;
 }
@@ -432,86 +832,83 @@ static char *resolve_path(const char *base_dir, const char *path)
     return out;
 }
 
-static int load_init(loader *L, plan_tensor *t, json_t *ji, int node, const char *subj)
+static int load_init(loader *L, plan_tensor *t, int ji, const char *subj)
 {
     tensor_init *in = &t->init;
-    plan_pos pos = node_pos(L, node);
-    if (!json_is_object(ji))
+    plan_pos pos = node_pos(L, ji);
+    char hint[96];
+    if (!is_type(L, ji, J_OBJECT))
         return fail(L, BATON_EPLAN, pos,
                     "%s: \"init\" must be an object such as {\"kind\": \"fill\", \"value\": 0}, "
                     "not %s",
-                    subj, json_kind(ji));
-    json_t *jk = json_object_get(ji, "kind");
-    const char *list = INIT_LIST;
-    char hint[96];
-    if (!jk)
-        return fail(L, BATON_EPLAN, pos, "%s: init has no \"kind\"; use one of %s", subj, list);
-    if (!json_is_string(jk))
-        return fail(L, BATON_EPLAN, field_pos(L, node, ji, "kind"),
-                    "%s: init \"kind\" must be a string (one of %s), not %s", subj, list,
-                    json_kind(jk));
-    const char *kind = json_string_value(jk);
+                    subj, json_kind(L, ji));
+    int jk = jget(L, ji, "kind");
+    if (jk < 0)
+        return fail(L, BATON_EPLAN, pos, "%s: init has no \"kind\"; use one of " INIT_LIST, subj);
+    if (!is_type(L, jk, J_STRING))
+        return fail(L, BATON_EPLAN, node_pos(L, jk),
+                    "%s: init \"kind\" must be a string (one of " INIT_LIST "), not %s", subj,
+                    json_kind(L, jk));
+    const char *kind = J(L, jk)->s;
     static const char *const fill_keys[] = {"kind", "value"};
     static const char *const normal_keys[] = {"kind", "seed", "std", "mean"};
     static const char *const uniform_keys[] = {"kind", "seed", "low", "high"};
     static const char *const npy_keys[] = {"kind", "path"};
     static const char *const values_keys[] = {"kind", "values"};
+    int f[4];
     int rc;
     if (strcmp(kind, "fill") == 0) {
         in->kind = INIT_FILL;
-        if ((rc = check_keys(L, ji, node, subj, fill_keys, 2)) ||
-            (rc = get_number(L, ji, node, "value", subj, 1, &in->value)))
+        if ((rc = collect(L, ji, subj, fill_keys, 2, f)) ||
+            (rc = get_number(L, ji, f[1], "value", subj, 1, &in->value)))
             return rc;
-        return check_value(L, field_pos(L, node, ji, "value"), subj, t->desc.dtype,
-                           json_object_get(ji, "value"), in->value);
+        return check_value(L, f[1], subj, t->desc.dtype);
     }
     if (strcmp(kind, "normal") == 0 || strcmp(kind, "uniform") == 0) {
         int normal = kind[0] == 'n';
         in->kind = normal ? INIT_NORMAL : INIT_UNIFORM;
-        if ((rc = check_keys(L, ji, node, subj, normal ? normal_keys : uniform_keys, 4)))
+        if ((rc = collect(L, ji, subj, normal ? normal_keys : uniform_keys, 4, f)))
             return rc;
-        json_t *js = json_object_get(ji, "seed");
-        if (!js || !json_is_integer(js) || json_integer_value(js) < 0)
-            return fail(L, BATON_EPLAN, field_pos(L, node, ji, "seed"),
+        if (!is_type(L, f[1], J_INT) || J(L, f[1])->i < 0)
+            return fail(L, BATON_EPLAN, f[1] >= 0 ? node_pos(L, f[1]) : pos,
                         "%s: a %s init needs \"seed\", an integer from 0 to 2^63-1, e.g. "
                         "\"seed\": 7",
                         subj, kind);
-        in->seed = (uint64_t)json_integer_value(js);
+        in->seed = (uint64_t)J(L, f[1])->i;
         if (normal) {
             in->mean = 0;
-            if ((rc = get_number(L, ji, node, "std", subj, 1, &in->std)) ||
-                (rc = get_number(L, ji, node, "mean", subj, 0, &in->mean)))
+            if ((rc = get_number(L, ji, f[2], "std", subj, 1, &in->std)) ||
+                (rc = get_number(L, ji, f[3], "mean", subj, 0, &in->mean)))
                 return rc;
             if (in->std < 0)
-                return fail(L, BATON_EPLAN, field_pos(L, node, ji, "std"),
+                return fail(L, BATON_EPLAN, node_pos(L, f[2]),
                             "%s: \"std\" is %g; a standard deviation must be >= 0", subj, in->std);
             return 0;
         }
-        if ((rc = get_number(L, ji, node, "low", subj, 1, &in->low)) ||
-            (rc = get_number(L, ji, node, "high", subj, 1, &in->high)))
+        if ((rc = get_number(L, ji, f[2], "low", subj, 1, &in->low)) ||
+            (rc = get_number(L, ji, f[3], "high", subj, 1, &in->high)))
             return rc;
         if (!(in->low < in->high))
-            return fail(L, BATON_EPLAN, field_pos(L, node, ji, "high"),
+            return fail(L, BATON_EPLAN, node_pos(L, f[3]),
                         "%s: uniform init needs low < high, got low %g and high %g", subj, in->low,
                         in->high);
         if (!isfinite(in->high - in->low))
-            return fail(L, BATON_EPLAN, field_pos(L, node, ji, "high"),
+            return fail(L, BATON_EPLAN, node_pos(L, f[3]),
                         "%s: uniform init range [%g, %g) is wider than a double can hold", subj,
                         in->low, in->high);
         return 0;
     }
     if (strcmp(kind, "npy") == 0) {
         in->kind = INIT_NPY;
-        if ((rc = check_keys(L, ji, node, subj, npy_keys, 2)))
+        if ((rc = collect(L, ji, subj, npy_keys, 2, f)))
             return rc;
-        json_t *jp = json_object_get(ji, "path");
-        plan_pos ppos = field_pos(L, node, ji, "path");
-        if (!json_is_string(jp) || json_string_length(jp) == 0 ||
-            strlen(json_string_value(jp)) != json_string_length(jp))
+        int jp = f[1];
+        plan_pos ppos = jp >= 0 ? node_pos(L, jp) : pos;
+        if (!is_type(L, jp, J_STRING) || J(L, jp)->len == 0)
             return fail(L, BATON_EPLAN, ppos,
                         "%s: an npy init needs \"path\", the .npy file relative to the plan file",
                         subj);
-        in->path = resolve_path(L->plan->base_dir, json_string_value(jp));
+        in->path = resolve_path(L->plan->base_dir, J(L, jp)->s);
         if (!in->path)
             return fail(L, BATON_ENOMEM, ppos, "out of memory");
         /* The whole file is read once here so that a wrong dtype or shape fails at load, not at
@@ -534,19 +931,18 @@ static int load_init(loader *L, plan_tensor *t, json_t *ji, int node, const char
             return fail(L, BATON_EPLAN, ppos,
                         "%s: %s holds %s but the tensor is declared %s; convert the file or "
                         "change the declaration",
-                        subj, json_string_value(jp), have, want);
+                        subj, J(L, jp)->s, have, want);
         }
         return 0;
     }
     if (strcmp(kind, "values") == 0) {
         in->kind = INIT_VALUES;
-        if ((rc = check_keys(L, ji, node, subj, values_keys, 2)))
+        if ((rc = collect(L, ji, subj, values_keys, 2, f)))
             return rc;
-        json_t *ja = json_object_get(ji, "values");
-        int vnode = field_node(L, node, ji, "values");
+        int ja = f[1];
         int64_t numel = baton_tensor_desc_numel(&t->desc);
-        if (!json_is_array(ja))
-            return fail(L, BATON_EPLAN, field_pos(L, node, ji, "values"),
+        if (!is_type(L, ja, J_ARRAY))
+            return fail(L, BATON_EPLAN, ja >= 0 ? node_pos(L, ja) : pos,
                         "%s: a values init needs \"values\", an array of %lld numbers", subj,
                         (long long)numel);
         if (numel > PLAN_MAX_VALUES)
@@ -554,92 +950,89 @@ static int load_init(loader *L, plan_tensor *t, json_t *ji, int node, const char
                         "%s: inline values are for tensors of at most %d elements and this one "
                         "has %lld; use an npy init",
                         subj, PLAN_MAX_VALUES, (long long)numel);
-        if ((int64_t)json_array_size(ja) != numel)
-            return fail(L, BATON_EPLAN, node_pos(L, vnode),
-                        "%s: \"values\" has %zu numbers but the tensor has %lld elements", subj,
-                        json_array_size(ja), (long long)numel);
+        if ((int64_t)J(L, ja)->n != numel)
+            return fail(L, BATON_EPLAN, node_pos(L, ja),
+                        "%s: \"values\" has %d numbers but the tensor has %lld elements", subj,
+                        J(L, ja)->n, (long long)numel);
         in->values = malloc((size_t)numel * sizeof(double));
         if (!in->values)
             return fail(L, BATON_ENOMEM, pos, "out of memory");
         in->n_values = numel;
-        int child = first_child(L, vnode);
-        for (size_t i = 0; i < json_array_size(ja); i++, child = next_sibling(L, child)) {
-            json_t *e = json_array_get(ja, i);
-            if (!json_is_number(e))
-                return fail(L, BATON_EPLAN, node_pos(L, child),
-                            "%s: values[%zu] must be a number, not %s", subj, i, json_kind(e));
-            in->values[i] = json_number_value(e);
-            if ((rc = check_value(L, node_pos(L, child), subj, t->desc.dtype, e, in->values[i])))
+        int i = 0;
+        for (int c = J(L, ja)->first; c >= 0; c = J(L, c)->next, i++) {
+            if (!is_number(L, c))
+                return fail(L, BATON_EPLAN, node_pos(L, c),
+                            "%s: values[%d] must be a number, not %s", subj, i, json_kind(L, c));
+            in->values[i] = J(L, c)->f;
+            if ((rc = check_value(L, c, subj, t->desc.dtype)))
                 return rc;
         }
         return 0;
     }
-    return fail(L, BATON_EPLAN, field_pos(L, node, ji, "kind"),
-                "%s: unknown init kind '%s'%s; use one of %s", subj, kind,
-                did_you_mean(hint, sizeof hint, kind, init_words, 5), list);
+    return fail(L, BATON_EPLAN, node_pos(L, jk), "%s: unknown init kind '%.64s'%s; use one of %s",
+                subj, kind, did_you_mean(hint, sizeof hint, kind, init_words, 5), INIT_LIST);
 }
 
-static int load_tensor(loader *L, int i, json_t *jt, int node)
+enum { T_NAME, T_DTYPE, T_SHAPE, T_ROLE, T_INIT, T_N };
+
+static int load_tensor(loader *L, int i, int jt)
 {
-    static const char *const keys[] = {"name", "dtype", "shape", "role", "init"};
+    static const char *const keys[T_N] = {"name", "dtype", "shape", "role", "init"};
     baton_plan *plan = L->plan;
     plan_tensor *t = &plan->tensors[i];
     char subj[PLAN_MAX_NAME + 32], hint[96];
-    const char *list = DTYPE_LIST;
-    int rc;
-    t->pos = node_pos(L, node);
+    int f[T_N], rc;
+    t->pos = node_pos(L, jt);
     t->producer = t->first_read = t->last_read = -1;
-    subject(subj, sizeof subj, "tensor", "tensors", i, jt);
-    if (!json_is_object(jt))
+    subject(L, subj, sizeof subj, "tensor", "tensors", i, jt);
+    if (!is_type(L, jt, J_OBJECT))
         return fail(L, BATON_EPLAN, t->pos,
                     "%s: a tensor is an object such as {\"name\": \"x\", \"dtype\": \"f32\", "
                     "\"shape\": [4]}, not %s",
-                    subj, json_kind(jt));
-    if ((rc = check_keys(L, jt, node, subj, keys, 5)) ||
-        (rc = get_name(L, jt, node, subj, &t->name)))
+                    subj, json_kind(L, jt));
+    if ((rc = collect(L, jt, subj, keys, T_N, f)) ||
+        (rc = get_name(L, jt, f[T_NAME], subj, &t->name)))
         return rc;
     int prev = plan_index_add_tensor(plan, i);
     if (prev >= 0)
-        return fail(L, BATON_EPLAN, field_pos(L, node, jt, "name"),
+        return fail(L, BATON_EPLAN, node_pos(L, f[T_NAME]),
                     "%s is declared twice (first at line %d:%d); rename one of them", subj,
                     plan->tensors[prev].pos.line, plan->tensors[prev].pos.column);
 
-    json_t *jd = json_object_get(jt, "dtype");
-    if (!jd)
-        return fail(L, BATON_EPLAN, t->pos, "%s has no \"dtype\"; add one of %s", subj, list);
-    if (!json_is_string(jd))
-        return fail(L, BATON_EPLAN, field_pos(L, node, jt, "dtype"),
-                    "%s: \"dtype\" must be a string (one of %s), not %s", subj, list,
-                    json_kind(jd));
-    t->desc.dtype = baton_dtype_from_name(json_string_value(jd));
+    int jd = f[T_DTYPE];
+    if (jd < 0)
+        return fail(L, BATON_EPLAN, t->pos, "%s has no \"dtype\"; add one of " DTYPE_LIST, subj);
+    if (!is_type(L, jd, J_STRING))
+        return fail(L, BATON_EPLAN, node_pos(L, jd),
+                    "%s: \"dtype\" must be a string (one of " DTYPE_LIST "), not %s", subj,
+                    json_kind(L, jd));
+    t->desc.dtype = baton_dtype_from_name(J(L, jd)->s);
     if (t->desc.dtype == BATON_DTYPE_INVALID)
-        return fail(L, BATON_EPLAN, field_pos(L, node, jt, "dtype"),
-                    "%s: unknown dtype '%s'%s; valid dtypes: %s", subj, json_string_value(jd),
-                    did_you_mean(hint, sizeof hint, json_string_value(jd), dtype_words, 6), list);
+        return fail(L, BATON_EPLAN, node_pos(L, jd),
+                    "%s: unknown dtype '%.64s'%s; valid dtypes: " DTYPE_LIST, subj, J(L, jd)->s,
+                    did_you_mean(hint, sizeof hint, J(L, jd)->s, dtype_words, 6));
 
-    json_t *js = json_object_get(jt, "shape");
-    int snode = field_node(L, node, jt, "shape");
-    if (!js)
+    int js = f[T_SHAPE];
+    if (js < 0)
         return fail(L, BATON_EPLAN, t->pos,
                     "%s has no \"shape\"; add one, e.g. \"shape\": [8, 4096] ([] for a scalar)",
                     subj);
-    if (!json_is_array(js))
-        return fail(L, BATON_EPLAN, node_pos(L, snode),
+    if (!is_type(L, js, J_ARRAY))
+        return fail(L, BATON_EPLAN, node_pos(L, js),
                     "%s: \"shape\" must be an array of sizes such as [8, 4096], not %s", subj,
-                    json_kind(js));
-    if (json_array_size(js) > BATON_MAX_RANK)
-        return fail(L, BATON_EPLAN, node_pos(L, snode),
-                    "%s: shape has %zu dimensions; at most %d are supported", subj,
-                    json_array_size(js), BATON_MAX_RANK);
-    t->desc.rank = (int)json_array_size(js);
+                    json_kind(L, js));
+    if (J(L, js)->n > BATON_MAX_RANK)
+        return fail(L, BATON_EPLAN, node_pos(L, js),
+                    "%s: shape has %d dimensions; at most %d are supported", subj, J(L, js)->n,
+                    BATON_MAX_RANK);
+    t->desc.rank = J(L, js)->n;
     int64_t numel = 1;
-    int child = first_child(L, snode);
-    for (int d = 0; d < t->desc.rank; d++, child = next_sibling(L, child)) {
-        json_t *e = json_array_get(js, (size_t)d);
-        if (!json_is_integer(e) || json_integer_value(e) < 1)
-            return fail(L, BATON_EPLAN, node_pos(L, child),
+    int d = 0;
+    for (int c = J(L, js)->first; c >= 0; c = J(L, c)->next, d++) {
+        if (!is_type(L, c, J_INT) || J(L, c)->i < 1)
+            return fail(L, BATON_EPLAN, node_pos(L, c),
                         "%s: shape[%d] must be an integer >= 1 (a scalar has shape [])", subj, d);
-        int64_t n = (int64_t)json_integer_value(e);
+        int64_t n = (int64_t)J(L, c)->i;
         if (n > PLAN_MAX_TENSOR_BYTES || numel > PLAN_MAX_TENSOR_BYTES / n)
             numel = PLAN_MAX_TENSOR_BYTES + 1;
         else
@@ -648,45 +1041,43 @@ static int load_tensor(loader *L, int i, json_t *jt, int node)
     }
     size_t esize = baton_dtype_size(t->desc.dtype);
     if (numel > PLAN_MAX_TENSOR_BYTES / (int64_t)esize)
-        return fail(L, BATON_EPLAN, node_pos(L, snode),
+        return fail(L, BATON_EPLAN, node_pos(L, js),
                     "%s is larger than 1 TiB; no device can hold it: check the shape", subj);
     t->nbytes = (size_t)numel * esize;
 
     t->role = BATON_ROLE_INTERMEDIATE;
-    json_t *jr = json_object_get(jt, "role");
-    if (jr) {
-        list = ROLE_LIST;
-        plan_pos rpos = field_pos(L, node, jt, "role");
-        if (!json_is_string(jr))
-            return fail(L, BATON_EPLAN, rpos, "%s: \"role\" must be a string (one of %s), not %s",
-                        subj, list, json_kind(jr));
+    int jr = f[T_ROLE];
+    if (jr >= 0) {
+        if (!is_type(L, jr, J_STRING))
+            return fail(L, BATON_EPLAN, node_pos(L, jr),
+                        "%s: \"role\" must be a string (one of " ROLE_LIST "), not %s", subj,
+                        json_kind(L, jr));
         int found = -1;
         for (int r = 0; r < 4; r++)
-            if (strcmp(json_string_value(jr), role_words[r]) == 0)
+            if (strcmp(J(L, jr)->s, role_words[r]) == 0)
                 found = r;
         if (found < 0)
-            return fail(L, BATON_EPLAN, rpos, "%s: unknown role '%s'%s; valid roles: %s", subj,
-                        json_string_value(jr),
-                        did_you_mean(hint, sizeof hint, json_string_value(jr), role_words, 4),
-                        list);
+            return fail(L, BATON_EPLAN, node_pos(L, jr),
+                        "%s: unknown role '%.64s'%s; valid roles: " ROLE_LIST, subj, J(L, jr)->s,
+                        did_you_mean(hint, sizeof hint, J(L, jr)->s, role_words, 4));
         t->role = role_values[found];
     }
 
-    json_t *ji = json_object_get(jt, "init");
+    int ji = f[T_INIT];
     if (t->role != BATON_ROLE_CONSTANT) {
-        if (ji)
-            return fail(L, BATON_EPLAN, key_pos(L, field_node(L, node, jt, "init")),
+        if (ji >= 0)
+            return fail(L, BATON_EPLAN, key_pos(L, ji),
                         "%s has an init but its role is '%s'; only constants take one: set "
                         "\"role\": \"constant\" or remove \"init\"",
                         subj, baton_role_name(t->role));
         return 0;
     }
-    if (!ji)
+    if (ji < 0)
         return fail(L, BATON_EPLAN, t->pos,
                     "constant %s has no \"init\"; add one, e.g. \"init\": {\"kind\": \"fill\", "
                     "\"value\": 0}",
                     subj);
-    return load_init(L, t, ji, field_node(L, node, jt, "init"), subj);
+    return load_init(L, t, ji, subj);
 }
 
 /* ---- steps ----------------------------------------------------------------------------------- */
@@ -702,36 +1093,33 @@ static int hexval(char c)
     return -1;
 }
 
-static int load_tensor_list(loader *L, plan_step *s, json_t *jstep, int node, const char *key,
-                            const char *subj, int **idx, plan_pos **pos, int *count)
+static int load_tensor_list(loader *L, plan_step *s, int ja, const char *key, const char *subj,
+                            int **idx, plan_pos **pos, int *count)
 {
-    json_t *ja = json_object_get(jstep, key);
-    int anode = field_node(L, node, jstep, key);
     *count = 0;
-    if (!ja)
+    if (ja < 0)
         return 0;
-    if (!json_is_array(ja))
-        return fail(L, BATON_EPLAN, node_pos(L, anode),
+    if (!is_type(L, ja, J_ARRAY))
+        return fail(L, BATON_EPLAN, node_pos(L, ja),
                     "%s: \"%s\" must be an array of tensor names, not %s", subj, key,
-                    json_kind(ja));
-    size_t n = json_array_size(ja);
+                    json_kind(L, ja));
+    int n = J(L, ja)->n;
     if (n > PLAN_MAX_STEP_ARGS)
-        return fail(L, BATON_EPLAN, node_pos(L, anode), "%s lists %zu %s; a step takes at most %d",
+        return fail(L, BATON_EPLAN, node_pos(L, ja), "%s lists %d %s; a step takes at most %d",
                     subj, n, key, PLAN_MAX_STEP_ARGS);
     if (n == 0)
         return 0;
-    *idx = malloc(n * sizeof(int));
-    *pos = malloc(n * sizeof(plan_pos));
+    *idx = malloc((size_t)n * sizeof(int));
+    *pos = malloc((size_t)n * sizeof(plan_pos));
     if (!*idx || !*pos)
         return fail(L, BATON_ENOMEM, s->pos, "out of memory");
-    int child = first_child(L, anode);
-    for (size_t i = 0; i < n; i++, child = next_sibling(L, child)) {
-        json_t *e = json_array_get(ja, i);
-        plan_pos p = node_pos(L, child);
-        if (!json_is_string(e))
-            return fail(L, BATON_EPLAN, p, "%s: %s[%zu] must be a tensor name (a string), not %s",
-                        subj, key, i, json_kind(e));
-        const char *name = json_string_value(e);
+    int i = 0;
+    for (int c = J(L, ja)->first; c >= 0; c = J(L, c)->next, i++) {
+        plan_pos p = node_pos(L, c);
+        if (!is_type(L, c, J_STRING))
+            return fail(L, BATON_EPLAN, p, "%s: %s[%d] must be a tensor name (a string), not %s",
+                        subj, key, i, json_kind(L, c));
+        const char *name = J(L, c)->s;
         int t = plan_find_tensor(L->plan, name);
         if (t < 0) {
             plan_suggest sg;
@@ -752,82 +1140,72 @@ static int load_tensor_list(loader *L, plan_step *s, json_t *jstep, int node, co
     return 0;
 }
 
-static int load_attrs(loader *L, plan_step *s, json_t *jstep, int node, const char *subj)
+static int load_attrs(loader *L, plan_step *s, int ja, const char *subj)
 {
-    json_t *ja = json_object_get(jstep, "attrs");
-    int anode = field_node(L, node, jstep, "attrs");
-    if (!ja)
+    if (ja < 0)
         return 0;
-    if (!json_is_object(ja))
-        return fail(L, BATON_EPLAN, node_pos(L, anode),
+    if (!is_type(L, ja, J_OBJECT))
+        return fail(L, BATON_EPLAN, node_pos(L, ja),
                     "%s: \"attrs\" must be an object such as {\"eps\": 1e-5}, not %s", subj,
-                    json_kind(ja));
-    size_t n = json_object_size(ja);
+                    json_kind(L, ja));
+    int n = J(L, ja)->n;
     if (n == 0)
         return 0;
     if (n > 64)
-        return fail(L, BATON_EPLAN, node_pos(L, anode),
-                    "%s has %zu attributes; a step takes at most 64", subj, n);
-    s->attrs = calloc(n, sizeof *s->attrs);
-    s->attr_pos = calloc(n, sizeof *s->attr_pos);
+        return fail(L, BATON_EPLAN, node_pos(L, ja),
+                    "%s has %d attributes; a step takes at most 64", subj, n);
+    s->attrs = calloc((size_t)n, sizeof *s->attrs);
+    s->attr_pos = calloc((size_t)n, sizeof *s->attr_pos);
     if (!s->attrs || !s->attr_pos)
         return fail(L, BATON_ENOMEM, s->pos, "out of memory");
-    const char *k;
-    json_t *v;
-    int child = first_child(L, anode);
-    json_object_foreach(ja, k, v)
-    {
+    for (int c = J(L, ja)->first; c >= 0; c = J(L, c)->next) {
+        const jnode *v = J(L, c);
         baton_attr *a = &s->attrs[s->n_attrs];
-        s->attr_pos[s->n_attrs] = key_pos(L, child);
-        if (!(a->name = strdup(k)))
+        s->attr_pos[s->n_attrs] = key_pos(L, c);
+        if (!(a->name = strdup(v->key)))
             return fail(L, BATON_ENOMEM, s->pos, "out of memory");
         s->n_attrs++;
-        switch (json_typeof(v)) {
-        case JSON_INTEGER:
+        switch (v->type) {
+        case J_INT:
             a->type = BATON_ATTR_INT;
-            a->i = (int64_t)json_integer_value(v);
+            a->i = (int64_t)v->i;
             a->f = (double)a->i;
             break;
-        case JSON_REAL:
+        case J_REAL:
             a->type = BATON_ATTR_FLOAT;
-            a->f = json_real_value(v);
+            a->f = v->f;
             break;
-        case JSON_TRUE:
-        case JSON_FALSE:
+        case J_TRUE:
+        case J_FALSE:
             a->type = BATON_ATTR_BOOL;
-            a->i = json_is_true(v);
+            a->i = v->type == J_TRUE;
             break;
-        case JSON_STRING:
+        case J_STRING:
             a->type = BATON_ATTR_STRING;
-            if (strlen(json_string_value(v)) != json_string_length(v))
-                return fail(L, BATON_EPLAN, node_pos(L, child),
-                            "%s: attribute '%s' holds a NUL character", subj, k);
-            if (!(a->s = strdup(json_string_value(v))))
+            if (!(a->s = strdup(v->s)))
                 return fail(L, BATON_ENOMEM, s->pos, "out of memory");
             break;
         default:
-            return fail(L, BATON_EPLAN, node_pos(L, child),
-                        "%s: attribute '%s' must be an integer, a number, a bool or a string, "
+            return fail(L, BATON_EPLAN, node_pos(L, c),
+                        "%s: attribute '%.64s' must be an integer, a number, a bool or a string, "
                         "not %s",
-                        subj, k, json_kind(v));
+                        subj, v->key, json_kind(L, c));
         }
-        child = next_sibling(L, child);
     }
     return 0;
 }
 
-static int load_opaque(loader *L, plan_step *s, json_t *jstep, int node, const char *subj)
+static int load_opaque(loader *L, plan_step *s, int jo, const char *subj)
 {
-    json_t *jo = json_object_get(jstep, "opaque");
-    if (!jo)
+    if (jo < 0)
         return 0;
-    plan_pos p = field_pos(L, node, jstep, "opaque");
-    if (!json_is_string(jo))
+    plan_pos p = node_pos(L, jo);
+    if (!is_type(L, jo, J_STRING))
         return fail(L, BATON_EPLAN, p,
                     "%s: \"opaque\" must be a hex string such as \"0a1b\", not %s", subj,
-                    json_kind(jo));
-    const char *h = json_string_value(jo);
-    size_t len = json_string_length(jo);
+                    json_kind(L, jo));
+    const char *h = J(L, jo)->s;
+    size_t len = J(L, jo)->len;
     if (len % 2)
         return fail(L, BATON_EPLAN, p,
                     "%s: \"opaque\" has %zu hex digits; bytes take two each, so the count must "
@@ -839,13 +1217,11 @@ static int load_opaque(loader *L, plan_step *s, json_t *jstep, int node, const c
                     len / 2, BATON_OPAQUE_MAX);
     for (size_t i = 0; i < len; i += 2) {
         int hi = hexval(h[i]), lo = hexval(h[i + 1]);
-        if (hi < 0 || lo < 0) {
-            size_t bad = hi < 0 ? i : i + 1;
+        if (hi < 0 || lo < 0)
             return fail(L, BATON_EPLAN, p,
                         "%s: \"opaque\" has a non-hex character at offset %zu; use only "
                         "0-9 a-f A-F",
-                        subj, bad);
-        }
+                        subj, hi < 0 ? i : i + 1);
         s->opaque[i / 2] = (char)(hi << 4 | lo);
     }
     s->opaque_len = len / 2;
@@ -853,142 +1229,143 @@ static int load_opaque(loader *L, plan_step *s, json_t *jstep, int node, const c
     return 0;
 }
 
-static int load_step(loader *L, int i, json_t *js, int node)
+enum { S_NAME, S_KERNEL, S_DELEGATE, S_DEVICE, S_INPUTS, S_OUTPUTS, S_ATTRS, S_OPAQUE, S_N };
+
+static int load_step(loader *L, int i, int js)
 {
-    static const char *const keys[] = {"name",   "kernel",  "delegate", "device",
-                                       "inputs", "outputs", "attrs",    "opaque"};
+    static const char *const keys[S_N] = {"name",   "kernel",  "delegate", "device",
+                                          "inputs", "outputs", "attrs",    "opaque"};
     baton_plan *plan = L->plan;
     plan_step *s = &plan->steps[i];
     char subj[PLAN_MAX_NAME + 32];
-    int rc;
-    s->pos = node_pos(L, node);
+    int f[S_N], rc;
+    s->pos = node_pos(L, js);
     s->segment = -1;
-    subject(subj, sizeof subj, "step", "steps", i, js);
-    if (!json_is_object(js))
+    subject(L, subj, sizeof subj, "step", "steps", i, js);
+    if (!is_type(L, js, J_OBJECT))
         return fail(L, BATON_EPLAN, s->pos,
                     "%s: a step is an object such as {\"name\": \"s0\", \"kernel\": \"copy\", "
                     "\"device\": \"cpu\", \"inputs\": [\"x\"], \"outputs\": [\"y\"]}, not %s",
-                    subj, json_kind(js));
-    if ((rc = check_keys(L, js, node, subj, keys, 8)) ||
-        (rc = get_name(L, js, node, subj, &s->name)))
+                    subj, json_kind(L, js));
+    if ((rc = collect(L, js, subj, keys, S_N, f)) ||
+        (rc = get_name(L, js, f[S_NAME], subj, &s->name)))
         return rc;
     int prev = plan_index_add_step(plan, i);
     if (prev >= 0)
-        return fail(L, BATON_EPLAN, field_pos(L, node, js, "name"),
+        return fail(L, BATON_EPLAN, node_pos(L, f[S_NAME]),
                     "%s is declared twice (first at line %d:%d); rename one of them", subj,
                     plan->steps[prev].pos.line, plan->steps[prev].pos.column);
 
-    json_t *jk = json_object_get(js, "kernel"), *jd = json_object_get(js, "delegate");
-    if (jk && jd)
-        return fail(L, BATON_EPLAN, key_pos(L, field_node(L, node, js, "delegate")),
+    int jk = f[S_KERNEL], jd = f[S_DELEGATE];
+    if (jk >= 0 && jd >= 0)
+        return fail(L, BATON_EPLAN, key_pos(L, jd),
                     "%s names both a kernel and a delegate; a step runs exactly one target: "
                     "keep one",
                     subj);
-    if (!jk && !jd)
+    if (jk < 0 && jd < 0)
         return fail(L, BATON_EPLAN, s->pos,
                     "%s names no target; add \"kernel\": \"<name>\" or \"delegate\": \"<name>\"",
                     subj);
-    const char *tkey = jk ? "kernel" : "delegate";
-    json_t *jt = jk ? jk : jd;
-    s->kind = jk ? BATON_TARGET_KERNEL : BATON_TARGET_DELEGATE;
-    s->target_pos = field_pos(L, node, js, tkey);
-    if (!json_is_string(jt) || json_string_length(jt) == 0 ||
-        strlen(json_string_value(jt)) != json_string_length(jt))
+    const char *tkey = jk >= 0 ? "kernel" : "delegate";
+    int jt = jk >= 0 ? jk : jd;
+    s->kind = jk >= 0 ? BATON_TARGET_KERNEL : BATON_TARGET_DELEGATE;
+    s->target_pos = node_pos(L, jt);
+    if (!is_type(L, jt, J_STRING) || J(L, jt)->len == 0)
         return fail(L, BATON_EPLAN, s->target_pos, "%s: \"%s\" must be the name of a %s, not %s",
-                    subj, tkey, tkey, json_is_string(jt) ? "an empty string" : json_kind(jt));
-    if (!(s->target_name = strdup(json_string_value(jt))))
+                    subj, tkey, tkey,
+                    is_type(L, jt, J_STRING) ? "an empty string" : json_kind(L, jt));
+    if (!(s->target_name = strdup(J(L, jt)->s)))
         return fail(L, BATON_ENOMEM, s->pos, "out of memory");
 
-    json_t *jdev = json_object_get(js, "device");
-    s->device_pos = field_pos(L, node, js, "device");
-    if (!jdev)
+    int jdev = f[S_DEVICE];
+    s->device_pos = jdev >= 0 ? node_pos(L, jdev) : s->pos;
+    if (jdev < 0)
         return fail(L, BATON_EPLAN, s->pos,
                     "%s has no \"device\"; add \"device\": \"cpu\" or \"device\": \"cuda:0\"",
                     subj);
-    if (!json_is_string(jdev) || baton_device_parse(json_string_value(jdev), &s->device) != 0)
+    int is_str = is_type(L, jdev, J_STRING);
+    if (!is_str || baton_device_parse(J(L, jdev)->s, &s->device) != 0)
         return fail(L, BATON_EPLAN, s->device_pos,
                     "%s: unknown device %s%.32s%s; use \"cpu\" or \"cuda:N\" with N from 0 to %d",
-                    subj, json_is_string(jdev) ? "'" : "",
-                    json_is_string(jdev) ? json_string_value(jdev) : json_kind(jdev),
-                    json_is_string(jdev) ? "'" : "", PLAN_MAX_DEVICES - 2);
+                    subj, is_str ? "'" : "", is_str ? J(L, jdev)->s : json_kind(L, jdev),
+                    is_str ? "'" : "", PLAN_MAX_DEVICES - 2);
 
-    if ((rc = load_tensor_list(L, s, js, node, "inputs", subj, &s->inputs, &s->input_pos,
+    if ((rc = load_tensor_list(L, s, f[S_INPUTS], "inputs", subj, &s->inputs, &s->input_pos,
                                &s->n_inputs)) ||
-        (rc = load_tensor_list(L, s, js, node, "outputs", subj, &s->outputs, &s->output_pos,
+        (rc = load_tensor_list(L, s, f[S_OUTPUTS], "outputs", subj, &s->outputs, &s->output_pos,
                                &s->n_outputs)) ||
-        (rc = load_attrs(L, s, js, node, subj)) || (rc = load_opaque(L, s, js, node, subj)))
+        (rc = load_attrs(L, s, f[S_ATTRS], subj)) || (rc = load_opaque(L, s, f[S_OPAQUE], subj)))
         return rc;
     return 0;
 }
 
 /* ---- the top level --------------------------------------------------------------------------- */
 
-static int build(loader *L, json_t *root)
+enum { P_FORMAT, P_VERSION, P_NAME, P_TENSORS, P_STEPS, P_N };
+
+static int build(loader *L)
 {
-    static const char *const keys[] = {"format", "version", "name", "tensors", "steps"};
+    static const char *const keys[P_N] = {"format", "version", "name", "tensors", "steps"};
     baton_plan *plan = L->plan;
-    plan_pos rpos = node_pos(L, 0);
-    int rc;
-    if (!json_is_object(root))
+    const int root = 0;
+    plan_pos rpos = node_pos(L, root);
+    int f[P_N], rc;
+    if (!is_type(L, root, J_OBJECT))
         return fail(L, BATON_EPLAN, rpos,
                     "a plan is a JSON object with \"format\": \"baton.plan\", \"version\": 1, "
                     "\"name\", \"tensors\" and \"steps\"; this file holds %s",
-                    json_kind(root));
-    if ((rc = check_keys(L, root, 0, "plan", keys, 5)))
+                    json_kind(L, root));
+    if ((rc = collect(L, root, "plan", keys, P_N, f)))
         return rc;
 
-    json_t *jf = json_object_get(root, "format");
-    if (!jf)
+    int jf = f[P_FORMAT];
+    if (jf < 0)
         return fail(L, BATON_EPLAN, rpos,
                     "plan has no \"format\"; a baton plan starts with \"format\": \"baton.plan\", "
                     "\"version\": 1");
-    if (!json_is_string(jf) || strcmp(json_string_value(jf), "baton.plan") != 0)
-        return fail(L, BATON_EPLAN, field_pos(L, 0, root, "format"),
+    if (!is_type(L, jf, J_STRING) || strcmp(J(L, jf)->s, "baton.plan") != 0)
+        return fail(L, BATON_EPLAN, node_pos(L, jf),
                     "\"format\" must be \"baton.plan\"; this is not a baton plan file");
-    json_t *jv = json_object_get(root, "version");
-    if (!jv)
+    int jv = f[P_VERSION];
+    if (jv < 0)
         return fail(L, BATON_EPLAN, rpos, "plan has no \"version\"; add \"version\": %d",
                     BATON_PLAN_FORMAT_VERSION);
-    if (!json_is_integer(jv))
-        return fail(L, BATON_EPLAN, field_pos(L, 0, root, "version"),
-                    "\"version\" must be the integer %d, not %s", BATON_PLAN_FORMAT_VERSION,
-                    json_kind(jv));
-    if (json_integer_value(jv) != BATON_PLAN_FORMAT_VERSION)
-        return fail(L, BATON_EPLAN, field_pos(L, 0, root, "version"),
+    if (!is_type(L, jv, J_INT))
+        return fail(L, BATON_EPLAN, node_pos(L, jv), "\"version\" must be the integer %d, not %s",
+                    BATON_PLAN_FORMAT_VERSION, json_kind(L, jv));
+    if (J(L, jv)->i != BATON_PLAN_FORMAT_VERSION)
+        return fail(L, BATON_EPLAN, node_pos(L, jv),
                     "plan format version %lld is not supported; this baton reads version %d",
-                    (long long)json_integer_value(jv), BATON_PLAN_FORMAT_VERSION);
-    json_t *jn = json_object_get(root, "name");
-    if (!jn)
+                    J(L, jv)->i, BATON_PLAN_FORMAT_VERSION);
+    int jn = f[P_NAME];
+    if (jn < 0)
         return fail(L, BATON_EPLAN, rpos, "plan has no \"name\"; add one, e.g. \"name\": \"demo\"");
-    if (!json_is_string(jn) || json_string_length(jn) == 0 ||
-        json_string_length(jn) > PLAN_MAX_NAME ||
-        strlen(json_string_value(jn)) != json_string_length(jn))
-        return fail(L, BATON_EPLAN, field_pos(L, 0, root, "name"),
+    if (!is_type(L, jn, J_STRING) || J(L, jn)->len == 0 || J(L, jn)->len > PLAN_MAX_NAME)
+        return fail(L, BATON_EPLAN, node_pos(L, jn),
                     "the plan's \"name\" must be a string of 1 to %d characters", PLAN_MAX_NAME);
-    if (!(plan->name = strdup(json_string_value(jn))))
+    if (!(plan->name = strdup(J(L, jn)->s)))
         return fail(L, BATON_ENOMEM, rpos, "out of memory");
 
-    json_t *jt = json_object_get(root, "tensors"), *js = json_object_get(root, "steps");
-    int tnode = field_node(L, 0, root, "tensors"), snode = field_node(L, 0, root, "steps");
-    if (!jt)
+    int jt = f[P_TENSORS], js = f[P_STEPS];
+    if (jt < 0)
         return fail(L, BATON_EPLAN, rpos,
                     "plan has no \"tensors\"; add the array of tensors the steps use");
-    if (!json_is_array(jt))
-        return fail(L, BATON_EPLAN, node_pos(L, tnode), "\"tensors\" must be an array, not %s",
-                    json_kind(jt));
-    if (!js)
+    if (!is_type(L, jt, J_ARRAY))
+        return fail(L, BATON_EPLAN, node_pos(L, jt), "\"tensors\" must be an array, not %s",
+                    json_kind(L, jt));
+    if (js < 0)
         return fail(L, BATON_EPLAN, rpos, "plan has no \"steps\"; add the array of steps to run");
-    if (!json_is_array(js))
-        return fail(L, BATON_EPLAN, node_pos(L, snode), "\"steps\" must be an array, not %s",
-                    json_kind(js));
-    if (json_array_size(js) == 0)
-        return fail(L, BATON_EPLAN, node_pos(L, snode),
+    if (!is_type(L, js, J_ARRAY))
+        return fail(L, BATON_EPLAN, node_pos(L, js), "\"steps\" must be an array, not %s",
+                    json_kind(L, js));
+    if (J(L, js)->n == 0)
+        return fail(L, BATON_EPLAN, node_pos(L, js),
                     "\"steps\" is empty; a plan runs at least one step");
-    if (json_array_size(jt) > PLAN_MAX_ITEMS || json_array_size(js) > PLAN_MAX_ITEMS)
+    if (J(L, jt)->n > PLAN_MAX_ITEMS || J(L, js)->n > PLAN_MAX_ITEMS)
         return fail(L, BATON_EPLAN, rpos, "a plan holds at most %d tensors and %d steps",
                     PLAN_MAX_ITEMS, PLAN_MAX_ITEMS);
 
-    int nt = (int)json_array_size(jt), ns = (int)json_array_size(js);
+    int nt = J(L, jt)->n, ns = J(L, js)->n;
     plan->tensors = calloc(nt ? (size_t)nt : 1, sizeof *plan->tensors);
     plan->steps = calloc((size_t)ns, sizeof *plan->steps);
     if (!plan->tensors || !plan->steps)
@@ -998,13 +1375,13 @@ static int build(loader *L, json_t *root)
     if (plan_index_create(plan))
         return fail(L, BATON_ENOMEM, rpos, "out of memory");
 
-    int child = first_child(L, tnode);
-    for (int i = 0; i < nt; i++, child = next_sibling(L, child))
-        if ((rc = load_tensor(L, i, json_array_get(jt, (size_t)i), child)))
+    int i = 0;
+    for (int c = J(L, jt)->first; c >= 0; c = J(L, c)->next, i++)
+        if ((rc = load_tensor(L, i, c)))
             return rc;
-    child = first_child(L, snode);
-    for (int i = 0; i < ns; i++, child = next_sibling(L, child))
-        if ((rc = load_step(L, i, json_array_get(js, (size_t)i), child)))
+    i = 0;
+    for (int c = J(L, js)->first; c >= 0; c = J(L, c)->next, i++)
+        if ((rc = load_step(L, i, c)))
             return rc;
     return 0;
 }
@@ -1031,29 +1408,37 @@ int baton_plan_load_string(const baton_registry *reg, const char *json, size_t l
     plan->source = strdup(source ? source : "<string>");
     plan->base_dir = base_dir ? strdup(base_dir) : NULL;
     int rc = 0;
-    json_t *root = NULL;
     if (!plan->source || (base_dir && !plan->base_dir)) {
         rc = baton_seterr(err, BATON_ENOMEM, "out of memory loading a plan");
         goto done;
     }
 
-    json_error_t jerr;
-    root = json_loadb(json, len, JSON_REJECT_DUPLICATES, &jerr);
-    if (!root) {
-        rc = plan_error(err, BATON_EPARSE, plan, (plan_pos){jerr.line, jerr.column},
-                        "JSON syntax error: %s", jerr.text);
+    jparser p;
+    rc = jparse(&p, &L.t, json, len);
+    if (rc == BATON_ENOMEM) {
+        rc = baton_seterr(err, BATON_ENOMEM, "out of memory parsing a plan");
         goto done;
     }
-    if ((rc = ptree_scan(&L.t, json, len)) != 0) {
-        rc = baton_seterr(err, rc, "out of memory loading a plan");
+    if (rc) {
+        /* Not well-formed: Jansson, the reference parser, words the message. */
+        json_error_t jerr;
+        json_t *root = json_loadb(json, len, JSON_REJECT_DUPLICATES, &jerr);
+        if (!root) {
+            rc = plan_error(err, BATON_EPARSE, plan, (plan_pos){jerr.line, jerr.column},
+                            "JSON syntax error: %s", jerr.text);
+        } else { /* the two parsers disagree: keep ours, which is the stricter here */
+            json_decref(root);
+            rc = plan_error(err, BATON_EPARSE, plan, (plan_pos){p.err_line, p.err_col},
+                            "JSON syntax error: %s", p.err);
+        }
         goto done;
     }
-    if ((rc = build(&L, root)) || (rc = plan_validate(plan, err)) || (rc = plan_analyse(plan, err)))
+    if ((rc = build(&L)) || (rc = plan_validate(plan, err)) || (rc = plan_analyse(plan, err)))
         goto done;
 
 done:
-    json_decref(root);
     free(L.t.v);
+    free(L.t.arena);
     if (rc) {
         baton_plan_free(plan);
         return rc;

@@ -4,6 +4,7 @@
  * checked against an independent implementation of the documented algorithm). */
 #include <criterion/criterion.h>
 #include <dirent.h>
+#include <jansson.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -840,4 +841,137 @@ Test(plan_load, rejects_inline_values_outside_the_dtype)
     cr_expect_eq(c[0], INT32_MAX);
     free(c);
     baton_plan_free(plan);
+}
+
+/* ---- the loader's JSON parser agrees with Jansson ------------------------------------------- */
+
+/* Whether baton calls the text malformed exactly when Jansson (JSON_REJECT_DUPLICATES) does. */
+static void expect_same_verdict(const char *text, size_t len, const char *what)
+{
+    baton_plan *plan = NULL;
+    baton_error err = {0};
+    int rc = baton_plan_load_string(reg, text, len, "j.json", NULL, &plan, &err);
+    json_error_t jerr;
+    json_t *j = json_loadb(text, len, JSON_REJECT_DUPLICATES, &jerr);
+    cr_expect_eq(rc == BATON_EPARSE, j == NULL, "%s: baton %s (%s), Jansson %s (%s)", what,
+                 rc == BATON_EPARSE ? "rejects" : "accepts", err.message, j ? "accepts" : "rejects",
+                 j ? "" : jerr.text);
+    if (rc == BATON_EPARSE && !j)
+        cr_expect(strstr(err.message, jerr.text) != NULL, "%s: message %s lacks Jansson's %s", what,
+                  err.message, jerr.text);
+    json_decref(j);
+    baton_plan_free(plan);
+}
+
+Test(plan_load, parses_json_exactly_as_jansson_does)
+{
+    static const char *const cases[] = {"{}",
+                                        "[]",
+                                        " \t\r\n{} \n",
+                                        "{} x",
+                                        "{}{}",
+                                        "",
+                                        "   ",
+                                        "1",
+                                        "\"s\"",
+                                        "null",
+                                        "{\"a\":}",
+                                        "{\"a\" 1}",
+                                        "{\"a\":1,}",
+                                        "[1,]",
+                                        "[,1]",
+                                        "{,}",
+                                        "[1 2]",
+                                        "{\"a\":1 \"b\":2}",
+                                        "[-]",
+                                        "[-0]",
+                                        "[01]",
+                                        "[-01]",
+                                        "[1.]",
+                                        "[.5]",
+                                        "[1e]",
+                                        "[1e+]",
+                                        "[1E-2]",
+                                        "[1.5e3]",
+                                        "[+1]",
+                                        "[0x10]",
+                                        "[1e400]",
+                                        "[-1e400]",
+                                        "[1e-400]",
+                                        "[9223372036854775807]",
+                                        "[9223372036854775808]",
+                                        "[-9223372036854775808]",
+                                        "[-9223372036854775809]",
+                                        "[true]",
+                                        "[tru]",
+                                        "[truex]",
+                                        "[true1]",
+                                        "[True]",
+                                        "[nul]",
+                                        "[null,false]",
+                                        "[NaN]",
+                                        "[Infinity]",
+                                        "[\"a\\u0041\"]",
+                                        "[\"\\u00e9\"]",
+                                        "[\"\\ud83d\\ude00\"]",
+                                        "[\"\\ud83d\"]",
+                                        "[\"\\ud83dx\"]",
+                                        "[\"\\ude00\"]",
+                                        "[\"\\u0000\"]",
+                                        "[\"\\u00\"]",
+                                        "[\"\\uZZZZ\"]",
+                                        "[\"\\x\"]",
+                                        "[\"\\/\\b\\f\\n\\r\\t\\\"\\\\\"]",
+                                        "[\"tab\there\"]",
+                                        "[\"\xc3\xa9\"]",
+                                        "[\"\xc3\"]",
+                                        "[\"\xc0\x80\"]",
+                                        "[\"\xed\xa0\x80\"]",
+                                        "[\"\xf4\x90\x80\x80\"]",
+                                        "[\"\xf0\x9f\x98\x80\"]",
+                                        "[\"\xe0\x80\xaf\"]",
+                                        "[\xc3\xa9]",
+                                        "\xef\xbb\xbf{}",
+                                        "{\"a\":1,\"a\":2}",
+                                        "{\"a\":1,\"b\":{\"a\":2}}",
+                                        "{\"\\u0061\":1,\"a\":2}",
+                                        "[\"unterminated",
+                                        "{\"a\":[1,2,{\"b\":null}]}",
+                                        "[\f]",
+                                        "[1]\x00",
+                                        "\x7f"};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+        expect_same_verdict(cases[i], strlen(cases[i]), cases[i]);
+    /* an embedded NUL, passed by length */
+    expect_same_verdict("[\"a\0b\"]", 7, "NUL inside a string");
+    expect_same_verdict("[1]\0", 4, "NUL after the value");
+
+    /* duplicate keys in a large object (sorted check) and a large object without them */
+    char big[4096];
+    size_t n = 0;
+    n += (size_t)snprintf(big + n, sizeof big - n, "{");
+    for (int k = 0; k < 40; k++)
+        n += (size_t)snprintf(big + n, sizeof big - n, "%s\"k%d\": %d", k ? "," : "", k, k);
+    snprintf(big + n, sizeof big - n, "}");
+    expect_same_verdict(big, strlen(big), "40 distinct keys");
+    snprintf(big + n, sizeof big - n, ",\"k17\": 0}");
+    expect_same_verdict(big, strlen(big), "40 keys and a duplicate");
+
+    /* the depth limit: 2048 nested values parse, 2049 do not (scalars count too) */
+    static char deep[2 * 2100 + 8];
+    for (int d = 2046; d <= 2050; d++) {
+        for (int with_scalar = 0; with_scalar < 2; with_scalar++) {
+            size_t k = 0;
+            for (int i = 0; i < d; i++)
+                deep[k++] = '[';
+            if (with_scalar)
+                deep[k++] = '1';
+            for (int i = 0; i < d; i++)
+                deep[k++] = ']';
+            char what[64];
+            snprintf(what, sizeof what, "%d nested arrays%s", d,
+                     with_scalar ? " and a scalar" : "");
+            expect_same_verdict(deep, k, what);
+        }
+    }
 }

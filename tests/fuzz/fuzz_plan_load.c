@@ -1,6 +1,7 @@
 /* fuzz_plan_load.c: libFuzzer target for the plan loader. Any input must either load or fail
  * with a message; never crash, leak or read out of bounds. Plans that load also have their small
- * constants materialised, so the initialisers are fuzzed too.
+ * constants materialised, so the initialisers are fuzzed too. And the loader's own JSON parser is
+ * checked against Jansson's: a syntax error (BATON_EPARSE) exactly when json_loadb rejects.
  *
  * Build: CC=clang cmake -S . -B build-fuzz -DBATON_CUDA=OFF -DBATON_FUZZ=ON -DBATON_SANITIZE=ON
  *        cmake --build build-fuzz --target fuzz_plan_load
@@ -11,6 +12,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include <jansson.h>
 
 #include "plan/plan_internal.h"
 
@@ -34,6 +37,17 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     /* npy paths resolve against the corpus's plans directory when run from the repo root */
     int rc = baton_plan_load_string(registry, (const char *)data, size, "fuzz.json",
                                     "tests/data/good", &plan, &err);
+    if (rc != BATON_ENOMEM) {
+        json_error_t jerr;
+        json_t *j = json_loadb((const char *)data, size, JSON_REJECT_DUPLICATES, &jerr);
+        int jansson_rejects = j == NULL;
+        json_decref(j);
+        if (jansson_rejects != (rc == BATON_EPARSE)) {
+            fprintf(stderr, "parsers disagree: baton rc %d (%s), jansson %s: %s\n", rc, err.message,
+                    jansson_rejects ? "rejects" : "accepts", jansson_rejects ? jerr.text : "");
+            abort();
+        }
+    }
     if (rc == 0) {
         if (!plan || baton_plan_step_count(plan) < 1)
             abort(); /* a loaded plan has at least one step */
@@ -42,8 +56,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             if (t->role != BATON_ROLE_CONSTANT || t->nbytes > (1u << 16))
                 continue;
             void *buf = malloc(t->nbytes ? t->nbytes : 1);
-            if (buf && plan_tensor_materialize(plan, i, buf, &err) != 0 &&
-                t->init.kind != INIT_NPY)
+            if (buf && plan_tensor_materialize(plan, i, buf, &err) != 0 && t->init.kind != INIT_NPY)
                 abort(); /* only a file that changed since load may fail here */
             free(buf);
         }
