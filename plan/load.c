@@ -4,8 +4,9 @@
  * builder then checks the schema, naming file:line:column and the fix for every mistake. Jansson
  * remains the authority on syntax: when the text is not well-formed JSON, Jansson parses it again
  * to produce the message. The parser accepts exactly what json_loadb(JSON_REJECT_DUPLICATES)
- * accepts (the fuzzer checks this). The validator (validate.c) and the analysis (analyse.c) then
- * run on the built plan. */
+ * accepts (the fuzzer checks this), except a NUL byte right after a number or literal, which
+ * Jansson skips and this parser rejects. The validator (validate.c) and the analysis (analyse.c)
+ * then run on the built plan. */
 #include <errno.h>
 #include <jansson.h>
 #include <locale.h>
@@ -69,6 +70,10 @@ static void jfail(jparser *p, const char *what)
     p->failed = 1;
     p->err_line = p->line;
     p->err_col = p->col;
+    /* Jansson drops a NUL byte that directly follows a number or a literal (its reader uses NUL
+     * as "nothing buffered"); JSON allows none, so that is where the two parsers differ. */
+    if (p->i < p->len && p->s[p->i] == '\0')
+        what = "NUL byte in the text";
     snprintf(p->err, sizeof p->err, "%s", what);
 }
 

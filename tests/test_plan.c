@@ -945,6 +945,13 @@ Test(plan_load, parses_json_exactly_as_jansson_does)
     /* an embedded NUL, passed by length */
     expect_same_verdict("[\"a\0b\"]", 7, "NUL inside a string");
     expect_same_verdict("[1]\0", 4, "NUL after the value");
+    /* the one known difference: Jansson skips a NUL right after a number; baton rejects it */
+    baton_plan *plan = NULL;
+    baton_error err;
+    cr_expect_eq(baton_plan_load_string(reg, "[4, 8\0]", 7, "j.json", NULL, &plan, &err),
+                 BATON_EPARSE);
+    cr_expect(strstr(err.message, "j.json:1:6: JSON syntax error: NUL byte in the text") != NULL,
+              "%s", err.message);
 
     /* duplicate keys in a large object (sorted check) and a large object without them */
     char big[4096];

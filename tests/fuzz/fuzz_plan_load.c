@@ -42,7 +42,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         json_t *j = json_loadb((const char *)data, size, JSON_REJECT_DUPLICATES, &jerr);
         int jansson_rejects = j == NULL;
         json_decref(j);
-        if (jansson_rejects != (rc == BATON_EPARSE)) {
+        /* Jansson skips a NUL byte after a number or literal; baton rejects it (see load.c) */
+        int known = !jansson_rejects && rc == BATON_EPARSE && memchr(data, 0, size) &&
+                    strstr(err.message, "NUL byte in the text");
+        if (jansson_rejects != (rc == BATON_EPARSE) && !known) {
             fprintf(stderr, "parsers disagree: baton rc %d (%s), jansson %s: %s\n", rc, err.message,
                     jansson_rejects ? "rejects" : "accepts", jansson_rejects ? jerr.text : "");
             abort();
