@@ -104,7 +104,7 @@ static int jnew(jparser *p, jtype type, int line, int col)
     jtree *t = p->t;
     if (t->n == t->cap) {
         int cap = t->cap ? 2 * t->cap : 1024;
-        jnode *v = realloc(t->v, (size_t)cap * sizeof *v);
+        jnode *v = t->cap > (1 << 29) ? NULL : realloc(t->v, (size_t)cap * sizeof *v);
         if (!v) {
             p->nomem = 1;
             jfail(p, "out of memory");
