@@ -320,6 +320,15 @@ template <typename A> __device__ __forceinline__ A cluster_sum(A v, A *slot, int
     return warp_sum(mine);
 }
 
+/* The last cluster barrier before a block exits only keeps its shared memory alive until every
+ * peer has read it (the reads were consumed before the peers arrive): no memory ordering needed,
+ * so no fence that would wait for this block's outstanding stores. */
+__device__ __forceinline__ void cluster_exit_barrier()
+{
+    asm volatile("barrier.cluster.arrive.relaxed.aligned;\n\tbarrier.cluster.wait.aligned;" ::
+                     : "memory");
+}
+
 /* ---- the checked launcher -------------------------------------------------------------------- */
 
 static inline int sm_count(const baton_exec_ctx *ctx)

@@ -132,7 +132,7 @@ __global__ void __launch_bounds__(KCUDA_MAX_THREADS) rms_fwd_staged(FwdArgs a)
     cp_commit(); /* w's copies, when this block had no row */
     cp_wait(0);
     if (cx > 1)
-        cg::this_cluster().sync(); /* peers may still read this block's slots */
+        cluster_exit_barrier(); /* peers may still read this block's slots */
     pdl_trigger();
 }
 
@@ -266,7 +266,7 @@ __global__ void __launch_bounds__(KCUDA_MAX_THREADS) rms_fwd_kernel(FwdArgs a)
         }
     }
     if (cx > 1)
-        cg::this_cluster().sync(); /* peers may still read this block's slots */
+        cluster_exit_barrier(); /* peers may still read this block's slots */
     pdl_trigger();
 }
 
@@ -278,8 +278,9 @@ struct BwdArgs {
     void *gi;
     void *pg;
     int64_t n1, n2;
-    int64_t P; /* part_grad rows */
-    int64_t B; /* rows per part_grad block: ceil(n1 / P) */
+    int64_t P;      /* part_grad rows */
+    int64_t B;      /* rows per part_grad block: ceil(n1 / P) */
+    int64_t active; /* blocks that hold rows: ceil(n1 / B); the rest are zeroed by colsum */
     int64_t chunk;
     int cx, cy;
     int stages; /* staged kernel: rows in flight per block (1..4) */
@@ -344,7 +345,7 @@ __global__ void __launch_bounds__(KCUDA_MAX_THREADS) rms_bwd_staged(BwdArgs a)
 
     int slot = 0, rslot_issue = 0;
     const int64_t pstep = gridDim.x / (unsigned)cl;
-    for (int64_t p = blockIdx.x / (unsigned)cl; p < a.P; p += pstep) {
+    for (int64_t p = blockIdx.x / (unsigned)cl; p < a.active; p += pstep) {
         const int64_t rb = p * a.B;
         const int64_t re = rb + a.B < a.n1 ? rb + a.B : a.n1; /* empty when rb >= n1 */
         __syncthreads(); /* every thread has read the last block's invvar slots */
@@ -453,7 +454,7 @@ __global__ void __launch_bounds__(KCUDA_MAX_THREADS) rms_bwd_staged(BwdArgs a)
     cp_commit();
     cp_wait(0);
     if (cl > 1)
-        cg::this_cluster().sync();
+        cluster_exit_barrier();
     pdl_trigger();
 }
 
@@ -498,7 +499,7 @@ __global__ void __launch_bounds__(KCUDA_MAX_THREADS) rms_bwd_kernel(BwdArgs a)
 
     int slot = 0;
     const int64_t pstep = gridDim.x / (unsigned)cl;
-    for (int64_t p = blockIdx.x / (unsigned)cl; p < a.P; p += pstep) {
+    for (int64_t p = blockIdx.x / (unsigned)cl; p < a.active; p += pstep) {
         const int64_t rb = p * a.B;
         const int64_t re = rb + a.B < a.n1 ? rb + a.B : a.n1; /* empty when rb >= n1 */
         A *pgr = pg + p * a.n2 + col0;
@@ -696,16 +697,18 @@ __global__ void __launch_bounds__(KCUDA_MAX_THREADS) rms_bwd_kernel(BwdArgs a)
         }
     }
     if (cl > 1)
-        cg::this_cluster().sync();
+        cluster_exit_barrier();
     pdl_trigger();
 }
 
 /* grad_weight[j] = the sum over p of part_grad[p][j]. Lane (lx, ly) of a 32 x 8 block adds the
  * rows p = ly, ly + 8, ... of column j in order, then row ly = 0 adds the eight partial sums in
- * order: one fixed shape per column, so the result is deterministic. */
+ * order: one fixed shape per column, so the result is deterministic. The blocks from `active` on
+ * hold no rows: this kernel writes their zeros (the main kernel launches no block for them) and
+ * leaves them out of the sum, where they would add nothing. */
 template <typename A, typename TW>
-__global__ void __launch_bounds__(256)
-    rms_colsum_kernel(const A *__restrict__ pg, TW *__restrict__ gw, int64_t P, int64_t n2)
+__global__ void __launch_bounds__(256) rms_colsum_kernel(A *__restrict__ pg, TW *__restrict__ gw,
+                                                         int64_t P, int64_t active, int64_t n2)
 {
     __shared__ A part[8][33];
     const int lx = threadIdx.x & 31, ly = threadIdx.x >> 5;
@@ -715,8 +718,10 @@ __global__ void __launch_bounds__(256)
         A s = 0;
         if (j < n2) {
 #pragma unroll 4
-            for (int64_t p = ly; p < P; p += 8)
+            for (int64_t p = ly; p < active; p += 8)
                 s += pg[p * n2 + j];
+            for (int64_t p = active + ly; p < P; p += 8)
+                pg[p * n2 + j] = 0;
         }
         part[ly][lx] = s;
         __syncthreads();
@@ -745,10 +750,8 @@ struct Layout {
 
 enum { MODE_STAGED = 0, MODE_REGS = 1, MODE_STREAM = 2 };
 
-/* Rows in flight per block of the persistent forward kernel (the default; see bench_kernels). */
-#define KCUDA_FWD_STAGES 2
-/* ... and of the backward kernel. */
-#define KCUDA_BWD_STAGES 2
+/* The most rows in flight per block of the persistent forward kernel. */
+#define KCUDA_FWD_STAGES 4
 
 #define KCUDA_SMEM_MAX (226 * 1024) /* 227 KB per block, less the static shared memory */
 
@@ -834,7 +837,7 @@ static int choose_cx(int64_t n1, int64_t n2, int sms, int max_cx, const kcuda_rm
  * not fit, the 16-byte path streams. */
 template <typename SmemOf>
 static void shape_chunk(Layout *L, int64_t n2, int cx, int vx, const kcuda_rms_cfg *o,
-                        int default_stages, SmemOf smem_of)
+                        int default_stages, SmemOf smem_of, int per = 4)
 {
     L->chunk = ceil_div(ceil_div(n2, cx), L->vec) * L->vec;
     L->cx = (int)ceil_div(n2, L->chunk);
@@ -842,7 +845,8 @@ static void shape_chunk(Layout *L, int64_t n2, int cx, int vx, const kcuda_rms_c
     L->nv = 4;
     L->stages = 0;
     L->smem = 0;
-    int64_t per = 4;
+    if (L->vec != vx)
+        per = 4;
     if (L->vec == vx) {
         L->stages = (o && o->stages) ? o->stages : default_stages;
         while (L->stages > 1 && smem_of(L->chunk, L->stages) > KCUDA_SMEM_MAX)
@@ -981,15 +985,21 @@ static int fwd_typed(const baton_exec_ctx *ctx, void **buffers, const baton_rms_
         const int cx = choose_cx(d.n1, d.n2, sms, max_cx, o);
         /* Many rows: a persistent grid, each block staging the next rows while it reduces one
          * (and reading w once). Few rows: a block (or cluster) per row. */
+        /* Stages: about 64 KB of x in flight per block (measured best on an H100: 4 stages of
+         * 16 KB rows, 3 of 32 KB; bench_kernels --sweep), at least 2. */
+        const int64_t row_bytes = ceil_div(d.n2, cx) * (int64_t)sizeof(TX);
+        int deep = (int)(1 + (64 << 10) / (row_bytes > 0 ? row_bytes : 1));
+        deep = deep < 2 ? 2 : deep > KCUDA_FWD_STAGES ? KCUDA_FWD_STAGES : deep;
         int want_stages;
         if (o && o->stages)
             want_stages = o->stages;
         else if (o && o->grid)
-            want_stages = o->grid / cx < d.n1 ? KCUDA_FWD_STAGES : 1;
+            want_stages = o->grid / cx < d.n1 ? deep : 1;
         else
-            want_stages = d.n1 * cx > 2LL * sms ? KCUDA_FWD_STAGES : 1;
-        shape_chunk(&L, d.n2, cx, VX, o, want_stages,
-                    [](int64_t c, int s) { return fwd_smem<TX, TW>(c, s); });
+            want_stages = d.n1 * cx > 2LL * sms ? deep : 1;
+        shape_chunk(
+            &L, d.n2, cx, VX, o, want_stages,
+            [](int64_t c, int s) { return fwd_smem<TX, TW>(c, s); }, cx > 1 ? 8 : 4);
         long long groups = d.n1;
         if (o && o->grid)
             groups = o->grid / L.cx > 0 ? o->grid / L.cx : 1;
@@ -1086,15 +1096,15 @@ static int bwd_typed(const baton_exec_ctx *ctx, void **buffers, const baton_rms_
     const int64_t active = ceil_div(d.n1, B); /* part_grad blocks that hold rows */
     int max_cl = 16;
     for (;;) {
-        const int cx = choose_cx(active, d.n2, sms, max_cl, o);
-        shape_chunk(&L, d.n2, cx, VX, o, KCUDA_BWD_STAGES,
-                    [](int64_t c, int s) { return bwd_smem<TX, TW>(c, s); });
+        /* Few rows: split each over a cluster (cx); many rows but few part_grad blocks: split
+         * each block's rows over a cluster (cy). */
+        const int cx = choose_cx(d.n1, d.n2, sms, max_cl, o);
+        auto smem_of = [](int64_t c, int s) { return bwd_smem<TX, TW>(c, s); };
+        shape_chunk(&L, d.n2, cx, VX, o, 1, smem_of);
         L.cy = 1;
         if (o && o->cy) {
             L.cy = o->cy;
         } else if (L.cx == 1 && L.mode == MODE_STAGED && !(o && o->grid)) {
-            /* Few part_grad blocks for the GPU: split each over a cluster (a persistent grid,
-             * asked for with an override, is the other way to use the GPU). */
             int64_t cy = ceil_div(2 * (int64_t)sms, active);
             if (cy > B)
                 cy = B;
@@ -1107,13 +1117,31 @@ static int bwd_typed(const baton_exec_ctx *ctx, void **buffers, const baton_rms_
                         "rms_norm_bwd: cy = %d needs cx == 1 and the staged (16-byte) kernel",
                         L.cy);
         const int cl = L.cx * L.cy;
-        long long groups = P;
+        /* Only the blocks that hold rows are launched; grad_weight's kernel zeroes the others. */
+        long long groups = active;
         const long long cap = (1LL << 30) / cl;
         if (o && o->grid)
             groups = o->grid / cl > 0 ? o->grid / cl : 1;
         if (groups > cap)
             groups = cap;
         L.grid = groups * cl;
+        if (L.mode == MODE_STAGED && !(o && o->stages)) {
+            /* Stages (measured on an H100, bench_kernels --sweep): none ahead when a block has
+             * one row; with few blocks per SM, 16-bit rows want one row ahead and 32-bit rows
+             * none (more threads' worth of rows instead); with many blocks, the reverse. */
+            const bool one_row = ceil_div(B, L.cy) <= 1;
+            const bool crowded = L.grid >= 3LL * sms;
+            int st = 1, per = 4;
+            if (!one_row) {
+                if (sizeof(TX) == 2)
+                    st = crowded ? 1 : 2;
+                else
+                    st = crowded ? 2 : 1;
+                if (sizeof(TX) > 2 && !crowded)
+                    per = 8;
+            }
+            shape_chunk(&L, d.n2, L.cx, VX, o, st, smem_of, per);
+        }
         void (*k)(BwdArgs) = (void (*)(BwdArgs))bwd_kernel_for<TX, TW>(L);
         const int pr = prepare(k, L, ctx, "rms_norm_bwd", cl > 8 && !(o && (o->cx || o->cy)));
         if (pr > 0) {
@@ -1133,6 +1161,7 @@ static int bwd_typed(const baton_exec_ctx *ctx, void **buffers, const baton_rms_
         a.n2 = d.n2;
         a.P = P;
         a.B = B;
+        a.active = active;
         a.chunk = L.chunk;
         a.cx = L.cx;
         a.cy = L.cy;
@@ -1145,8 +1174,12 @@ static int bwd_typed(const baton_exec_ctx *ctx, void **buffers, const baton_rms_
         int64_t cgrid = ceil_div(d.n2, 32);
         if (cgrid > 8LL * sms)
             cgrid = 8LL * sms;
+        /* Zeroing empty part_grad blocks is memory-bound work: let it use every SM. */
+        const int64_t min_grid = P > active ? 4LL * sms : 1;
+        if (cgrid < min_grid && ceil_div(d.n2, 32) >= min_grid)
+            cgrid = min_grid;
         return launch(ctx, "rms_norm_bwd grad_weight", rms_colsum_kernel<A, TW>, (unsigned)cgrid,
-                      256u, 0, 1, (const A *)buffers[6], (TW *)buffers[5], P, d.n2);
+                      256u, 0, 1, (A *)buffers[6], (TW *)buffers[5], P, active, d.n2);
     }
 }
 
