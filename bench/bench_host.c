@@ -44,8 +44,8 @@ static char *gen_plan(int steps, int gpu)
                           steps);
     for (int i = 1; i <= steps; i++)
         n += (size_t)snprintf(b + n, cap - n,
-                              ",\n{\"name\": \"t%d\", \"dtype\": \"f32\", \"shape\": [1, 64]%s}",
-                              i, i == steps ? ", \"role\": \"output\"" : "");
+                              ",\n{\"name\": \"t%d\", \"dtype\": \"f32\", \"shape\": [1, 64]%s}", i,
+                              i == steps ? ", \"role\": \"output\"" : "");
     n += (size_t)snprintf(b + n, cap - n, "],\n\"steps\": [\n");
     for (int i = 0; i < steps; i++) {
         const char *dev = gpu && i % 8 == 7 ? "cuda:0" : "cpu";
@@ -133,7 +133,8 @@ int main(int argc, char **argv)
            load_ms <= 50 ? "yes" : "NO");
     printf("%-44s %9.1f ns %7s ns %8s\n", "dispatch per step (CPU, no-op kernel)", per_step,
            "<= 100", per_step <= 100 ? "yes" : "NO");
-    printf("%-44s %9.1f ns %10s %8s\n", "floor: direct call of the same kernel", floor_ns, "-", "-");
+    printf("%-44s %9.1f ns %10s %8s\n", "floor: direct call of the same kernel", floor_ns, "-",
+           "-");
     printf("%-44s %9.1f ns %10s %8s\n", "scheduler's own cost per step", per_step - floor_ns, "-",
            "-");
     printf("runs %lld, steps per run %lld, host waits %lld\n", (long long)st.runs,

@@ -63,8 +63,8 @@ static int build_segments(baton_plan *plan, baton_error *err)
             continue;
         if (plan->n_devices == PLAN_MAX_DEVICES)
             return plan_error(err, BATON_EPLAN, plan, plan->steps[i].pos,
-                              "step '%s': the plan uses more than %d devices",
-                              plan->steps[i].name, PLAN_MAX_DEVICES);
+                              "step '%s': the plan uses more than %d devices", plan->steps[i].name,
+                              PLAN_MAX_DEVICES);
         plan->memory[plan->n_devices++].device = d;
     }
     return 0;
@@ -306,8 +306,7 @@ static int place_device(baton_plan *plan, analysis_scratch *sc, int d, baton_err
     for (int i = 0; i < ns; i++) {
         while (next_free < ns && by_end[next_free]->end < slots[i].begin) {
             slot *f = by_end[next_free++];
-            if (m->offset[f->tensor] >= 0 &&
-                fl_free(&fl, (size_t)m->offset[f->tensor], f->size)) {
+            if (m->offset[f->tensor] >= 0 && fl_free(&fl, (size_t)m->offset[f->tensor], f->size)) {
                 rc = baton_seterr(err, BATON_ENOMEM, "analysis: out of memory");
                 goto out;
             }
@@ -382,8 +381,8 @@ static int build_boundaries_and_syncs(baton_plan *plan, baton_error *err)
                         need[plan_memory_index(plan, plan->transfers[t].from)] = 1;
                 for (int d = 1; d < plan->n_devices; d++)
                     if (need[d] && pending[d]) {
-                        if (push_sync(plan, mode, cap, seg->first_step - 1,
-                                      plan->memory[d].device, "boundary"))
+                        if (push_sync(plan, mode, cap, seg->first_step - 1, plan->memory[d].device,
+                                      "boundary"))
                             return baton_seterr(err, BATON_ENOMEM, "analysis: out of memory");
                         pending[d] = 0;
                     }

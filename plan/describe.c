@@ -43,9 +43,9 @@ static json_t *describe_json(const baton_plan *plan)
         json_object_set_new(o, "shape", shape);
         json_object_set_new(o, "role", json_string(baton_role_name(pt->role)));
         json_object_set_new(o, "bytes", json_integer((json_int_t)pt->nbytes));
-        json_object_set_new(
-            o, "producer",
-            pt->producer >= 0 ? json_string(plan->steps[pt->producer].name) : json_null());
+        json_object_set_new(o, "producer",
+                            pt->producer >= 0 ? json_string(plan->steps[pt->producer].name)
+                                              : json_null());
         json_array_append_new(tensors, o);
     }
     json_object_set_new(root, "tensors", tensors);
@@ -225,14 +225,16 @@ static void describe_text(const baton_plan *plan, FILE *f)
         fprintf(f, "  %-8s %d", baton_sync_mode_name((baton_sync_mode)mode), plan->n_sync[mode]);
         int shown = 0;
         for (int i = 0; i < plan->n_sync[mode] && shown < 8; i++, shown++)
-            fprintf(f, "%s%s/%s(%s)", i ? ", " : ": ", plan->steps[plan->sync[mode][i].after_step].name,
+            fprintf(f, "%s%s/%s(%s)", i ? ", " : ": ",
+                    plan->steps[plan->sync[mode][i].after_step].name,
                     baton_device_format(plan->sync[mode][i].device, b1, sizeof b1),
                     plan->sync[mode][i].why);
         if (plan->n_sync[mode] > shown)
             fprintf(f, ", ...");
         fprintf(f, "\n");
     }
-    fprintf(f, "  (positions: step i runs at 2i+1, a boundary before step f at 2f, the end at %d)\n",
+    fprintf(f,
+            "  (positions: step i runs at 2i+1, a boundary before step f at 2f, the end at %d)\n",
             2 * plan->n_steps);
 }
 

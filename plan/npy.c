@@ -12,8 +12,8 @@ static const struct {
     const char *descr;
     baton_dtype dt;
 } npy_types[] = {
-    {"<f4", BATON_DTYPE_F32}, {"<f8", BATON_DTYPE_F64}, {"<f2", BATON_DTYPE_F16},
-    {"<i4", BATON_DTYPE_I32}, {"<i8", BATON_DTYPE_I64}, {"|V2", BATON_DTYPE_BF16},
+    {"<f4", BATON_DTYPE_F32},  {"<f8", BATON_DTYPE_F64}, {"<f2", BATON_DTYPE_F16},
+    {"<i4", BATON_DTYPE_I32},  {"<i8", BATON_DTYPE_I64}, {"|V2", BATON_DTYPE_BF16},
     {"<V2", BATON_DTYPE_BF16},
 };
 

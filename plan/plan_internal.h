@@ -24,12 +24,12 @@ typedef enum init_kind {
 
 typedef struct tensor_init {
     init_kind kind;
-    double value;         /* FILL */
-    double mean, std;     /* NORMAL */
-    double low, high;     /* UNIFORM */
-    uint64_t seed;        /* NORMAL, UNIFORM */
-    char *path;           /* NPY, resolved against the plan's directory */
-    double *values;       /* VALUES, numel entries */
+    double value;     /* FILL */
+    double mean, std; /* NORMAL */
+    double low, high; /* UNIFORM */
+    uint64_t seed;    /* NORMAL, UNIFORM */
+    char *path;       /* NPY, resolved against the plan's directory */
+    double *values;   /* VALUES, numel entries */
     int64_t n_values;
 } tensor_init;
 
@@ -64,10 +64,10 @@ typedef struct plan_step {
     int opaque_verbatim;
     plan_pos pos;
     /* where parts of the step were written (loader), for the validator's messages */
-    plan_pos target_pos;               /* the "kernel" or "delegate" value */
-    plan_pos device_pos;               /* the "device" value */
-    plan_pos *input_pos, *output_pos;  /* per entry of inputs / outputs */
-    plan_pos *attr_pos;                /* per attribute: its key */
+    plan_pos target_pos;              /* the "kernel" or "delegate" value */
+    plan_pos device_pos;              /* the "device" value */
+    plan_pos *input_pos, *output_pos; /* per entry of inputs / outputs */
+    plan_pos *attr_pos;               /* per attribute: its key */
     /* analysis */
     int segment;
     baton_device next_device;
@@ -96,7 +96,7 @@ typedef struct plan_boundary {
     int after_step; /* last step of the segment before the boundary */
     baton_device from, to;
     int first_transfer, n_transfers; /* into plan.transfers */
-    int host_wait; /* boundary and graph modes wait here: GPU -> CPU */
+    int host_wait;                   /* boundary and graph modes wait here: GPU -> CPU */
 } plan_boundary;
 
 /* Per device: one arena, and where each tensor's copy on that device lives in it. */

@@ -66,9 +66,9 @@ int baton_registry_add(baton_registry *reg, const baton_target *t, baton_error *
         int ok = t->kind == BATON_TARGET_KERNEL ? im->kernel != NULL
                                                 : (im->delegate && im->delegate->execute);
         if (!ok)
-            return baton_seterr(err, BATON_EINVAL,
-                                "baton_registry_add: target '%s' implementation %d has no %s", t->name,
-                                i, t->kind == BATON_TARGET_KERNEL ? "kernel function" : "execute()");
+            return baton_seterr(
+                err, BATON_EINVAL, "baton_registry_add: target '%s' implementation %d has no %s",
+                t->name, i, t->kind == BATON_TARGET_KERNEL ? "kernel function" : "execute()");
     }
     baton_target *have = find_mut(reg, t->name);
     if (have) {

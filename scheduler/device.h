@@ -13,24 +13,20 @@
 #include "baton/baton.h"
 
 typedef struct dev_ctx dev_ctx; /* one per device a runtime uses; defined by each backend */
-struct dev_counters;             /* below */
+struct dev_counters;            /* below */
 
 /* One call of a kernel or delegate, built once at prepare time and reused by every run. */
 typedef struct dev_call {
-    baton_kernel_fn kernel;                 /* kernels */
-    const baton_delegate_iface *delegate;   /* delegates */
-    void *state;                            /* the delegate's state */
-    void **buffers;                         /* inputs then outputs, addresses on this device */
+    baton_kernel_fn kernel;               /* kernels */
+    const baton_delegate_iface *delegate; /* delegates */
+    void *state;                          /* the delegate's state */
+    void **buffers;                       /* inputs then outputs, addresses on this device */
     const char *opaque;
     size_t opaque_len;
     baton_exec_ctx ctx; /* stream, next device...; errbuf points at per-call storage */
 } dev_call;
 
-typedef enum dev_copy_kind {
-    DEV_COPY_H2D = 0,
-    DEV_COPY_D2H = 1,
-    DEV_COPY_D2D = 2
-} dev_copy_kind;
+typedef enum dev_copy_kind { DEV_COPY_H2D = 0, DEV_COPY_D2H = 1, DEV_COPY_D2D = 2 } dev_copy_kind;
 
 /* Counters a device keeps (the runtime sums them into baton_run_stats). */
 typedef struct dev_counters {

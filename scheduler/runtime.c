@@ -15,7 +15,7 @@
 #include "scheduler/runtime_internal.h"
 
 #define ERRBUF_LEN 512
-#define WAIT_SLOT 0
+#define WAIT_SLOT  0
 
 typedef struct rt_device {
     const dev_ops *ops;
@@ -92,8 +92,7 @@ static int choose_backend(baton_runtime *rt, baton_error *err)
     const baton_plan *plan = rt->plan;
     int need = -1, first_step = -1; /* the highest cuda index the plan uses */
     for (int i = 0; i < plan->n_steps; i++)
-        if (plan->steps[i].device.kind == BATON_DEVICE_CUDA &&
-            plan->steps[i].device.index > need) {
+        if (plan->steps[i].device.kind == BATON_DEVICE_CUDA && plan->steps[i].device.index > need) {
             need = plan->steps[i].device.index;
             first_step = i;
         }
@@ -180,10 +179,9 @@ static int open_devices(baton_runtime *rt, int fault_dev, dev_fault fault, baton
             char name[32];
             char inner[BATON_ERROR_MAX];
             snprintf(inner, sizeof inner, "%s", err ? err->message : "");
-            return baton_seterr(err, BATON_ENOMEM,
-                                "%s: cannot allocate the %zu-byte arena of %s: %s", plan->source,
-                                bytes, baton_device_format(plan->memory[d].device, name, sizeof name),
-                                inner);
+            return baton_seterr(
+                err, BATON_ENOMEM, "%s: cannot allocate the %zu-byte arena of %s: %s", plan->source,
+                bytes, baton_device_format(plan->memory[d].device, name, sizeof name), inner);
         }
     }
     return 0;
@@ -262,16 +260,15 @@ static int build_calls(baton_runtime *rt, baton_error *err)
         const plan_step *s = &plan->steps[i];
         int d = plan_memory_index(plan, s->device);
         rt_device *rd = &rt->dev[d];
-        baton_device_kind impl_kind =
-            rd->ops == &dev_cpu_ops || rd->ops == &dev_sim_ops ? BATON_DEVICE_CPU
-                                                               : BATON_DEVICE_CUDA;
+        baton_device_kind impl_kind = rd->ops == &dev_cpu_ops || rd->ops == &dev_sim_ops
+                                          ? BATON_DEVICE_CPU
+                                          : BATON_DEVICE_CUDA;
         const baton_target_impl *im = baton_target_impl_for(s->target, impl_kind);
         char name[32];
         if (!im) {
             rc = plan_error(err, BATON_ENOTARGET, plan, s->pos,
                             "step '%s': target '%s' has no %s implementation to run it on %s",
-                            s->name, s->target_name,
-                            impl_kind == BATON_DEVICE_CPU ? "CPU" : "CUDA",
+                            s->name, s->target_name, impl_kind == BATON_DEVICE_CPU ? "CPU" : "CUDA",
                             baton_device_format(s->device, name, sizeof name));
             goto out;
         }
@@ -369,7 +366,8 @@ static int build_transfers(baton_runtime *rt, baton_error *err)
         r->kind = to == 0 ? DEV_COPY_D2H : from == 0 ? DEV_COPY_H2D : DEV_COPY_D2D;
         r->issuer = r->kind == DEV_COPY_H2D ? to : from;
         snprintf(r->what, sizeof r->what, "transfer %s %s -> %s", plan->tensors[x->tensor].name,
-                 baton_device_format(x->from, a, sizeof a), baton_device_format(x->to, b, sizeof b));
+                 baton_device_format(x->from, a, sizeof a),
+                 baton_device_format(x->to, b, sizeof b));
     }
     return 0;
 }
@@ -574,10 +572,9 @@ static int issue_transfer(baton_runtime *rt, int x, baton_error *err)
     if (rc) {
         char name[32], inner[BATON_ERROR_MAX];
         snprintf(inner, sizeof inner, "%s", err ? err->message : "");
-        return baton_seterr(err, rc, "%s (issued on %s): %s", r->what,
-                            baton_device_format(rt->plan->memory[r->issuer].device, name,
-                                                sizeof name),
-                            inner);
+        return baton_seterr(
+            err, rc, "%s (issued on %s): %s", r->what,
+            baton_device_format(rt->plan->memory[r->issuer].device, name, sizeof name), inner);
     }
     if (t0)
         trace_add(rt, r->what, "transfer", r->issuer, t0, now_ns());
@@ -823,7 +820,9 @@ int baton_runtime_run(baton_runtime *rt, baton_error *err)
         rc = plan->segments[s].device.kind == BATON_DEVICE_CPU ? run_cpu_segment(rt, s, err)
                                                                : run_gpu_segment(rt, s, err);
     if (!rc) {
-        int last = plan->n_segments ? plan_memory_index(plan, plan->segments[plan->n_segments - 1].device) : 0;
+        int last = plan->n_segments
+                       ? plan_memory_index(plan, plan->segments[plan->n_segments - 1].device)
+                       : 0;
         for (int x = 0; x < plan->n_transfers && !rc; x++)
             if (plan->transfers[x].segment == plan->n_segments && rt->xfers[x].from != last)
                 rc = issue_transfer(rt, x, err);

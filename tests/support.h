@@ -16,8 +16,8 @@ typedef struct test_rng {
 /* A fresh seed per call (time and counter based); tests print it on failure. */
 uint64_t test_fresh_seed(void);
 uint64_t test_rng_next(test_rng *r);
-double test_rng_uniform(test_rng *r);                 /* [0, 1) */
-double test_rng_normal(test_rng *r);                  /* N(0, 1) */
+double test_rng_uniform(test_rng *r); /* [0, 1) */
+double test_rng_normal(test_rng *r);  /* N(0, 1) */
 
 /* Fills n elements of dtype dt with N(0, scale) values (rounded to the dtype). */
 void test_fill_random(test_rng *r, baton_dtype dt, void *p, int64_t n, double scale);

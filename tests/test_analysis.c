@@ -57,7 +57,8 @@ static const char *mixed_plan =
     "\"outputs\": [\"t2\"], \"attrs\": {\"value\": 1}},\n"
     "  {\"name\": \"c\", \"kernel\": \"add\", \"device\": \"cpu\", \"inputs\": [\"t2\", \"x\"], "
     "\"outputs\": [\"t3\"]},\n"
-    "  {\"name\": \"d\", \"kernel\": \"mul\", \"device\": \"cuda:0\", \"inputs\": [\"t3\", \"t1\"], "
+    "  {\"name\": \"d\", \"kernel\": \"mul\", \"device\": \"cuda:0\", \"inputs\": [\"t3\", "
+    "\"t1\"], "
     "\"outputs\": [\"y\"]}]}\n";
 
 Test(analysis, splits_steps_into_segments_and_knows_each_next_device)
@@ -134,8 +135,8 @@ Test(analysis, chain_of_one_device_reuses_two_buffers)
     cr_assert_geq(d, 1);
     const plan_memory *m = &p->memory[d];
     /* 64 activations of 8 KiB would need 512 KiB without reuse; liveness needs only a few */
-    cr_assert_lt(m->arena_bytes, m->naive_bytes / 8, "arena %zu, without reuse %zu",
-                 m->arena_bytes, m->naive_bytes);
+    cr_assert_lt(m->arena_bytes, m->naive_bytes / 8, "arena %zu, without reuse %zu", m->arena_bytes,
+                 m->naive_bytes);
     baton_plan_free(p);
 }
 
@@ -226,9 +227,9 @@ static char *random_plan(test_rng *r, int n_steps)
                           "{\"format\": \"baton.plan\", \"version\": 1, \"name\": \"random\", "
                           "\"tensors\": [\n");
     for (int t = 0; t < nt; t++) {
-        const char *role = t < n_inputs                    ? "input"
+        const char *role = t < n_inputs                ? "input"
                            : test_rng_next(r) % 6 == 0 ? "output"
-                                                        : "intermediate";
+                                                       : "intermediate";
         n += (size_t)snprintf(buf + n, cap - n,
                               "%s{\"name\": \"t%d\", \"dtype\": \"f32\", \"shape\": [%d], "
                               "\"role\": \"%s\"}\n",
@@ -275,8 +276,8 @@ Test(analysis, memory_plan_reuses_space_on_random_chains)
     char *json = random_plan(&r, 300);
     baton_plan *p = NULL;
     baton_error err = {0};
-    cr_assert_eq(baton_plan_load_string(reg, json, strlen(json), "r.json", NULL, &p, &err), 0,
-                 "%s", err.message);
+    cr_assert_eq(baton_plan_load_string(reg, json, strlen(json), "r.json", NULL, &p, &err), 0, "%s",
+                 err.message);
     size_t arena = 0, naive = 0;
     for (int d = 0; d < p->n_devices; d++) {
         arena += p->memory[d].arena_bytes;
@@ -296,8 +297,8 @@ Test(analysis, describe_writes_text_and_json)
     FILE *f = open_memstream(&buf, &len);
     cr_assert_eq(baton_plan_describe(p, f, 0), 0);
     fclose(f);
-    cr_assert(strstr(buf, "t2") && strstr(buf, "cuda:0 -> cpu") && strstr(buf, "host waits"),
-              "%s", buf);
+    cr_assert(strstr(buf, "t2") && strstr(buf, "cuda:0 -> cpu") && strstr(buf, "host waits"), "%s",
+              buf);
     free(buf);
     f = open_memstream(&buf, &len);
     cr_assert_eq(baton_plan_describe(p, f, 1), 0);

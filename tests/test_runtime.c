@@ -36,8 +36,7 @@ static int test_fail_kernel(const baton_exec_ctx *ctx, void **buffers, const cha
 /* The validator wants a CUDA implementation for a cuda:0 step in CUDA builds; these tests run
  * the plan on the test device or the CPU, which call the CPU implementation, so this one only
  * says it must not be used. */
-static int test_fail_cuda(const baton_exec_ctx *ctx, void **buffers, const char *opaque,
-                          size_t len)
+static int test_fail_cuda(const baton_exec_ctx *ctx, void **buffers, const char *opaque, size_t len)
 {
     snprintf(ctx->errbuf, ctx->errbuf_len, "test_fail has no real CUDA implementation");
     return BATON_ENOTSUP;
@@ -156,7 +155,7 @@ static double bf(double v)
 
 /* ---- the RFC plan: 8 x [gemm -> rms_norm -> softshrink on the GPU -> add 1 on the CPU] ----- */
 
-#define D 4096
+#define D      4096
 #define LAYERS 8
 
 /* x8 of the RFC plan in float64, rounding to bf16 wherever the plan stores a tensor. */
@@ -197,8 +196,8 @@ static void rfc_reference(const baton_plan *p, const uint16_t *x0, double *x8)
     free(h);
 }
 
-static void set_random_input(baton_runtime *rt, const baton_plan *p, const char *name,
-                             test_rng *r, void **keep)
+static void set_random_input(baton_runtime *rt, const baton_plan *p, const char *name, test_rng *r,
+                             void **keep)
 {
     int t = baton_plan_tensor_index(p, name);
     const plan_tensor *pt = &p->tensors[t];

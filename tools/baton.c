@@ -12,10 +12,10 @@
 #include "baton/baton.h"
 #include "kernels/dtype.h"
 
-#define EXIT_PLAN 1
-#define EXIT_USAGE 2
-#define EXIT_RUN 3
-#define EXIT_IO 4
+#define EXIT_PLAN    1
+#define EXIT_USAGE   2
+#define EXIT_RUN     3
+#define EXIT_IO      4
 #define MAX_BINDINGS 64
 
 typedef struct binding {
@@ -71,14 +71,15 @@ static void print_usage(const char *cmd)
                "device), segments, boundaries,\ntransfers, the per-device memory plan and the "
                "host waits of each sync mode.\n  --json   machine-readable output\n");
     } else if (strcmp(cmd, "run") == 0) {
-        printf("usage: baton run [options] PLAN.json\n\n"
-               "  --mode=strict|boundary|graph  sync mode (default graph)\n"
-               "  --iters=N                     run N times (default 1); outputs are from the last\n"
-               "  --input NAME=FILE.npy         bind an input (inputs not bound are filled with\n"
-               "                                seeded N(0,1) values, with a note)\n"
-               "  --output NAME=FILE.npy        write an output after the last run\n"
-               "  --trace=FILE.json             write a Chrome trace (open it in Perfetto)\n"
-               "  --print                       print every output's values, not just a summary\n");
+        printf(
+            "usage: baton run [options] PLAN.json\n\n"
+            "  --mode=strict|boundary|graph  sync mode (default graph)\n"
+            "  --iters=N                     run N times (default 1); outputs are from the last\n"
+            "  --input NAME=FILE.npy         bind an input (inputs not bound are filled with\n"
+            "                                seeded N(0,1) values, with a note)\n"
+            "  --output NAME=FILE.npy        write an output after the last run\n"
+            "  --trace=FILE.json             write a Chrome trace (open it in Perfetto)\n"
+            "  --print                       print every output's values, not just a summary\n");
         fputs(usage_common, stdout);
     } else if (strcmp(cmd, "bench") == 0) {
         printf("usage: baton bench [options] PLAN.json\n\n"
@@ -422,8 +423,8 @@ static int cmd_run(cli *c)
     }
     baton_run_stats st;
     baton_runtime_stats(rt, &st);
-    printf("plan '%s': %lld run(s) in %s mode on %s\n", baton_plan_name(plan),
-           (long long)st.runs, baton_sync_mode_name(baton_runtime_mode(rt)),
+    printf("plan '%s': %lld run(s) in %s mode on %s\n", baton_plan_name(plan), (long long)st.runs,
+           baton_sync_mode_name(baton_runtime_mode(rt)),
            baton_runtime_gpu_backend(rt) == BATON_GPU_CUDA  ? "CUDA"
            : baton_runtime_gpu_backend(rt) == BATON_GPU_SIM ? "the test device"
                                                             : "the CPU");

@@ -189,8 +189,8 @@ typedef struct baton_delegate_init {
     void *stream; /* the shared stream of `device` (cudaStream_t), NULL on the CPU */
     const baton_sig_args *sig;
     int n_steps;
-    const baton_device *step_devices;          /* n_steps entries */
-    const baton_target_kind *step_kinds;       /* n_steps entries */
+    const baton_device *step_devices;    /* n_steps entries */
+    const baton_target_kind *step_kinds; /* n_steps entries */
 } baton_delegate_init;
 
 /* A backend implementation of a delegate, one per device kind (a ggml-style table). */
@@ -222,7 +222,7 @@ typedef struct baton_attr_spec {
     const char *help; /* one line, shown in errors and `baton inspect` */
 } baton_attr_spec;
 
-#define BATON_MAX_IMPLS 4
+#define BATON_MAX_IMPLS      4
 #define BATON_MAX_ATTR_SPECS 8
 
 /* A target's signature and implementations. The registry keeps a copy of the struct but not of
@@ -238,7 +238,7 @@ typedef struct baton_attr_spec {
 typedef struct baton_target {
     const char *name;
     baton_target_kind kind;
-    int n_inputs;  /* exact counts */
+    int n_inputs; /* exact counts */
     int n_outputs;
     const char *summary;
     baton_attr_spec attrs[BATON_MAX_ATTR_SPECS];
