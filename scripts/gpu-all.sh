@@ -1,0 +1,82 @@
+#!/bin/bash
+# gpu-all.sh: everything the GPU machine is for, in one call: build with CUDA (and the JAX FFI
+# library), the GPU and CPU test suites, the host benchmark, the kernel checks and benchmarks
+# (scripts/gpu-kernels.sh) and the scheduler benchmarks (scripts/gpu-sched.sh), and `baton bench`
+# on the bundled plans. Logs are packed into $OUT/logs.tgz (the device tool returns few files);
+# a summary prints last.
+#   From the device tool: run(command="bash scripts/gpu-all.sh", carry=[".deps"])
+#   env: PARTS (default "tests host kernels sched plans"), JOBS (16)
+set -uo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+cd "$root"
+final=${OUT:-$root/gpu-all-out}
+work=$(mktemp -d)
+PARTS=${PARTS:-"tests host kernels sched plans"}
+JOBS=${JOBS:-16}
+BUILD=build-gpu
+mkdir -p "$final"
+summary=$work/summary.txt
+say() { echo "$*" | tee -a "$summary"; }
+has() { [[ " $PARTS " == *" $1 "* ]]; }
+t0=$(date +%s)
+
+{ nvidia-smi -L; nvidia-smi --query-gpu=name,driver_version,clocks.max.sm,clocks.max.mem \
+    --format=csv,noheader; nvcc --version | tail -1; lscpu | grep -E "Model name|^CPU\(s\)"; } \
+  2>&1 | tee -a "$summary"
+
+eval "$(bash scripts/deps-prefix.sh)"
+export BATON_SOURCE_DIR=$root
+inc=$(python3 -c "import jax.ffi; print(jax.ffi.include_dir())" 2>/dev/null || true)
+ffi=()
+[ -n "$inc" ] && ffi=(-DBATON_XLA_FFI_INCLUDE="$inc")
+if cmake -C "$BATON_DEPS_PREFIX/deps.cmake" -S . -B "$BUILD" -DBATON_CUDA=ON \
+     -DCMAKE_BUILD_TYPE=Release "${ffi[@]}" > "$work/build.log" 2>&1 &&
+   cmake --build "$BUILD" -j"$JOBS" >> "$work/build.log" 2>&1; then
+  say "build: ok in $(( $(date +%s) - t0 )) s"
+else
+  say "build: FAILED"; grep -E "error" "$work/build.log" | head -20
+fi
+
+if has tests; then
+  (cd "$BUILD" && ctest -L gpu --output-on-failure --timeout 400 -j2) > "$work/ctest_gpu.log" 2>&1
+  say "ctest -L gpu: $(grep -E 'tests passed' "$work/ctest_gpu.log" | tail -1)"
+  grep -E "\*\*\*Failed|\[FAIL\]" "$work/ctest_gpu.log" | head -10
+  (cd "$BUILD" && ctest -L cpu --output-on-failure --timeout 400 -j8) > "$work/ctest_cpu.log" 2>&1
+  say "ctest -L cpu: $(grep -E 'tests passed' "$work/ctest_cpu.log" | tail -1)"
+  grep -E "\*\*\*Failed|\[FAIL\]" "$work/ctest_cpu.log" | head -10
+fi
+
+if has host; then
+  "$BUILD/bench_host" > "$work/bench_host.log" 2>&1
+  cat "$work/bench_host.log" | tee -a "$summary"
+fi
+
+if has plans; then
+  for p in examples/plans/rfc.json examples/plans/rmsnorm_chain64.json \
+           examples/plans/rmsnorm_tutorial.json; do
+    say "== baton bench $p"
+    timeout 120 "$BUILD/baton" bench "$p" --iters=300 --warmup=20 -q 2>&1 | tee -a "$summary"
+  done
+  "$BUILD/baton" run examples/plans/rfc.json --gpu=cuda --trace="$work/rfc_trace.json" -q \
+    > "$work/run_rfc.log" 2>&1
+  say "baton run rfc (trace): rc $?"
+fi
+
+if has kernels; then
+  mkdir -p "$work/kernels"
+  OUT=$work/kernels BIN=$BUILD BUILD=$BUILD JOBS=$JOBS bash scripts/gpu-kernels.sh \
+    ${KERNEL_ARGS:-} > "$work/kernels/run.log" 2>&1
+  say "== kernels"; tail -40 "$work/kernels/run.log" | tee -a "$summary" > /dev/null
+fi
+
+if has sched; then
+  mkdir -p "$work/sched"
+  OUT=$work/sched BUILD=$BUILD JOBS=$JOBS bash scripts/gpu-sched.sh ${SCHED_ARGS:---no-tests} \
+    > "$work/sched/run.log" 2>&1
+  say "== sched"; tail -40 "$work/sched/run.log" | tee -a "$summary" > /dev/null
+fi
+
+say "gpu-all: $(( $(date +%s) - t0 )) s"
+tar czf "$final/logs.tgz" -C "$work" .
+cp "$summary" "$final/summary.txt"
+cat "$summary" | tail -120
