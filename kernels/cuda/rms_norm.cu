@@ -1135,8 +1135,10 @@ static int bwd_typed(const baton_exec_ctx *ctx, void **buffers, const baton_rms_
             if (!one_row) {
                 if (sizeof(TX) == 2)
                     st = crowded ? 1 : 2;
-                else
-                    st = crowded ? 2 : 1;
+                else if (crowded)
+                    st = 2;
+                else /* 16384 x 8192 f32: t256 s2 88% of copy, t256 s1 70% (one block per SM) */
+                    st = L.chunk * (int64_t)sizeof(TX) >= (32 << 10) ? 2 : 1;
                 if (sizeof(TX) > 2 && !crowded)
                     per = 8;
             }
