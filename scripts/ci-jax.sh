@@ -42,9 +42,10 @@ fi
 inc=$("$VENV/bin/python" -c "import jax.ffi; print(jax.ffi.include_dir())")
 echo "ci-jax: $("$VENV/bin/python" -c "import jax; print('jax', jax.__version__)"), FFI headers in $inc ($(( $(date +%s) - t0 )) s)"
 
+mkdir -p "$BUILD"
 cmake -S . -B "$BUILD" -DBATON_CUDA=OFF -DBATON_TESTS=OFF -DCMAKE_BUILD_TYPE=Release \
-      -DBATON_XLA_FFI_INCLUDE="$inc" > "$BUILD.configure.log" 2>&1 ||
-  { cat "$BUILD.configure.log"; exit 1; }
+      -DBATON_XLA_FFI_INCLUDE="$inc" > "$BUILD/configure.log" 2>&1 ||
+  { cat "$BUILD/configure.log"; exit 1; }
 cmake --build "$BUILD" -j"$JOBS" --target baton_jax
 echo "ci-jax: built $BUILD/libbaton_jax.so ($(( $(date +%s) - t0 )) s)"
 

@@ -76,27 +76,6 @@ if [ $do_tests = 1 ]; then
   grep -E "\[FAIL\]|failed|Assertion" "$OUT/tests.log" | head -15
 fi
 
-if [ $do_san = 1 ]; then
-  t0=$(date +%s)
-  san="compute-sanitizer --target-processes all --error-exitcode 86"
-  : > "$OUT/sanitizer.log"
-  for tool in memcheck racecheck; do
-    for f in 'kernels_cuda/rms_norm_is_correct_on_every_launch_path' \
-             'kernels_cuda/kernel_chains_are_the_same_with_pdl_and_in_a_captured_graph' \
-             'kernels_cuda/bad_descriptors_are_rejected_with_a_reason_and_launch_nothing' \
-             'kernels_cuda/argmax_finds_the_first_maximum_and_nan_wins'; do
-      [ $tool = racecheck ] && [[ $f == *bad_desc* ]] && continue
-      echo "=== $tool $f" >> "$OUT/sanitizer.log"
-      timeout 120 $san --tool $tool "$BIN/test_kernels_cuda" --jobs=1 --filter="$f" \
-        >> "$OUT/sanitizer.log" 2>&1
-      r=$?
-      sum=$(grep -E "ERROR SUMMARY|RACECHECK SUMMARY" "$OUT/sanitizer.log" | tail -1)
-      status "$tool ${f#kernels_cuda/}" "rc $r ${sum:-}" 
-    done
-  done
-  status sanitizer "$(( $(date +%s) - t0 )) s"
-fi
-
 if [ $do_bench = 1 ]; then
   t0=$(date +%s)
   timeout 200 "$BIN/bench_kernels" --runs 100 $sweep > "$OUT/bench_kernels.log" 2>&1
@@ -111,11 +90,32 @@ fi
 if [ $do_peers = 1 ]; then
   t0=$(date +%s)
   : > "$OUT/peers.log"
-  PYTHONUNBUFFERED=1 timeout 150 python3 bench/kernels/peers.py --only torch >> "$OUT/peers.log" 2>&1
+  PYTHONUNBUFFERED=1 timeout 100 python3 bench/kernels/peers.py --only torch >> "$OUT/peers.log" 2>&1
   r1=$?
-  JAX_PLATFORMS=cuda XLA_PYTHON_CLIENT_PREALLOCATE=false PYTHONUNBUFFERED=1 timeout 150 \
+  JAX_PLATFORMS=cuda XLA_PYTHON_CLIENT_PREALLOCATE=false PYTHONUNBUFFERED=1 timeout 100 \
     python3 bench/kernels/peers.py --only jax >> "$OUT/peers.log" 2>&1
   status peers "torch rc $r1, jax rc $? ($(( $(date +%s) - t0 )) s)"
+fi
+
+if [ $do_san = 1 ]; then
+  t0=$(date +%s)
+  san="compute-sanitizer --target-processes all --error-exitcode 86"
+  : > "$OUT/sanitizer.log"
+  for tool in memcheck racecheck; do
+    for f in 'kernels_cuda/rms_norm_is_correct_on_every_launch_path' \
+             'kernels_cuda/kernel_chains_are_the_same_with_pdl_and_in_a_captured_graph' \
+             'kernels_cuda/bad_descriptors_are_rejected_with_a_reason_and_launch_nothing' \
+             'kernels_cuda/argmax_finds_the_first_maximum_and_nan_wins'; do
+      [ $tool = racecheck ] && [[ $f == *bad_desc* ]] && continue
+      echo "=== $tool $f" >> "$OUT/sanitizer.log"
+      timeout ${SAN_TIMEOUT:-60} $san --tool $tool "$BIN/test_kernels_cuda" --jobs=1 --filter="$f" \
+        >> "$OUT/sanitizer.log" 2>&1
+      r=$?
+      sum=$(grep -E "ERROR SUMMARY|RACECHECK SUMMARY" "$OUT/sanitizer.log" | tail -1)
+      status "$tool ${f#kernels_cuda/}" "rc $r ${sum:-}" 
+    done
+  done
+  status sanitizer "$(( $(date +%s) - t0 )) s"
 fi
 
 # ---- the short table, last --------------------------------------------------------------------
