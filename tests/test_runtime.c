@@ -1,4 +1,6 @@
-/* test_runtime.c: the scheduler end to end. The bundled plans run on the CPU fallback and on the
+/* test_runtime.c: the scheduler end to end. Built twice: as test_runtime, on the test device
+ * (label cpu), and with TEST_ON_CUDA as test_runtime_cuda, where the same tests run on a real
+ * GPU (label gpu; they skip without one). The bundled plans run on the CPU fallback and on the
  * test device (a worker thread that behaves like a GPU stream) in every sync mode and are checked
  * against float64 references written here, independent of the kernels; host waits per run are
  * counted against the analysis; results must be bitwise identical across modes; injected faults
@@ -15,6 +17,22 @@
 #include "plan/plan_internal.h"
 #include "scheduler/runtime_internal.h"
 #include "tests/support.h"
+
+#ifdef TEST_ON_CUDA
+#include <cuda_runtime_api.h>
+#define GPU BATON_GPU_CUDA
+/* Every test on CUDA first checks that a device exists. */
+#define NEED_BACKEND()                                                                             \
+    do {                                                                                           \
+        if (baton_cuda_device_count() == 0)                                                        \
+            cr_skip("no CUDA device: the CUDA variant of the runtime tests needs one");            \
+    } while (0)
+#define SIM_ONLY() cr_skip("the test device's delays have no CUDA counterpart")
+#else
+#define GPU            BATON_GPU_SIM
+#define NEED_BACKEND() ((void)0)
+#define SIM_ONLY()     ((void)0)
+#endif
 
 static baton_registry *reg;
 
@@ -33,9 +51,8 @@ static int test_fail_kernel(const baton_exec_ctx *ctx, void **buffers, const cha
     return 0;
 }
 
-/* The validator wants a CUDA implementation for a cuda:0 step in CUDA builds; these tests run
- * the plan on the test device or the CPU, which call the CPU implementation, so this one only
- * says it must not be used. */
+/* The validator wants a CUDA implementation for a cuda:0 step in CUDA builds. The sim variant
+ * calls the CPU one; the CUDA variant copies on the stream, or fails on demand. */
 static int test_fail_cuda(const baton_exec_ctx *ctx, void **buffers, const char *opaque, size_t len)
 {
     snprintf(ctx->errbuf, ctx->errbuf_len, "test_fail has no real CUDA implementation");
@@ -238,17 +255,21 @@ static void check_rfc(baton_gpu_backend gpu, baton_sync_mode mode, int delay_us,
 
 Test(runtime, rfc_plan_matches_reference_on_the_cpu_fallback)
 {
+    NEED_BACKEND();
     check_rfc(BATON_GPU_CPU, BATON_SYNC_GRAPH, 0, 1);
 }
 
-Test(runtime, rfc_plan_matches_reference_on_the_test_device_in_every_mode)
+Test(runtime, rfc_plan_matches_reference_in_every_mode)
 {
+    NEED_BACKEND();
     for (int m = 0; m < 3; m++)
-        check_rfc(BATON_GPU_SIM, (baton_sync_mode)m, 0, 2);
+        check_rfc(GPU, (baton_sync_mode)m, 0, 2);
 }
 
 Test(runtime, rfc_plan_waits_where_needed_when_the_device_is_slow)
 {
+    NEED_BACKEND();
+    SIM_ONLY();
     /* each queued operation starts 1 ms late: reading before the wait would see stale data */
     check_rfc(BATON_GPU_SIM, BATON_SYNC_BOUNDARY, 1000, 2);
     check_rfc(BATON_GPU_SIM, BATON_SYNC_GRAPH, 1000, 2);
@@ -258,8 +279,9 @@ Test(runtime, rfc_plan_waits_where_needed_when_the_device_is_slow)
 
 Test(runtime, tutorial_plan_matches_reference)
 {
+    NEED_BACKEND();
     baton_plan *p = load_file("examples/plans/rmsnorm_tutorial.json");
-    baton_runtime *rt = make(p, BATON_GPU_SIM, BATON_SYNC_GRAPH, 0);
+    baton_runtime *rt = make(p, GPU, BATON_SYNC_GRAPH, 0);
     uint64_t seed = test_fresh_seed();
     test_rng r = {seed};
     void *xv, *gv;
@@ -311,7 +333,7 @@ static void expect_waits(const char *rel, int gpu_steps, int gpu_to_cpu, int end
 {
     baton_plan *p = load_file(rel);
     for (int m = 0; m < 3; m++) {
-        baton_runtime *rt = make(p, BATON_GPU_SIM, (baton_sync_mode)m, 0);
+        baton_runtime *rt = make(p, GPU, (baton_sync_mode)m, 0);
         test_rng r = {test_fresh_seed()};
         for (int t = 0; t < p->n_tensors; t++)
             if (p->tensors[t].role == BATON_ROLE_INPUT)
@@ -344,6 +366,7 @@ static void expect_waits(const char *rel, int gpu_steps, int gpu_to_cpu, int end
 
 Test(runtime, host_waits_per_run_follow_the_sync_mode)
 {
+    NEED_BACKEND();
     expect_waits("examples/plans/rfc.json", 24, 8, 0, 8);
     expect_waits("examples/plans/rmsnorm_chain64.json", 64, 0, 1, 1);
     expect_waits("examples/plans/rmsnorm_tutorial.json", 2, 0, 1, 1);
@@ -366,6 +389,7 @@ static void *run_outputs(const baton_plan *p, baton_gpu_backend gpu, baton_sync_
 
 Test(runtime, results_are_bitwise_identical_across_modes)
 {
+    NEED_BACKEND();
     const char *plans[][2] = {{"examples/plans/rfc.json", "x8"},
                               {"examples/plans/rmsnorm_chain64.json", "h64"},
                               {"examples/plans/rmsnorm_tutorial.json", "grad_weight"}};
@@ -373,9 +397,11 @@ Test(runtime, results_are_bitwise_identical_across_modes)
         baton_plan *p = load_file(plans[k][0]);
         uint64_t seed = test_fresh_seed();
         int t = baton_plan_tensor_index(p, plans[k][1]);
-        void *base = run_outputs(p, BATON_GPU_CPU, BATON_SYNC_STRICT, seed, plans[k][1]);
+        /* the CPU kernels are the reference path on the test device; on CUDA, strict mode */
+        void *base = run_outputs(p, GPU == BATON_GPU_SIM ? BATON_GPU_CPU : GPU, BATON_SYNC_STRICT,
+                                 seed, plans[k][1]);
         for (int m = 0; m < 3; m++) {
-            void *o = run_outputs(p, BATON_GPU_SIM, (baton_sync_mode)m, seed, plans[k][1]);
+            void *o = run_outputs(p, GPU, (baton_sync_mode)m, seed, plans[k][1]);
             cr_assert_eq(memcmp(base, o, p->tensors[t].nbytes), 0, "%s: %s mode differs",
                          plans[k][0], baton_sync_mode_name((baton_sync_mode)m));
             free(o);
@@ -419,9 +445,10 @@ static void expect_good_run(baton_runtime *rt, const baton_plan *p, float base)
 
 Test(runtime, a_failing_custom_call_fails_the_run_and_the_next_run_succeeds)
 {
+    NEED_BACKEND();
     baton_plan *p = load_text(fail_plan);
     for (int m = 0; m < 3; m++) {
-        baton_runtime *rt = make(p, BATON_GPU_SIM, (baton_sync_mode)m, 0);
+        baton_runtime *rt = make(p, GPU, (baton_sync_mode)m, 0);
         expect_good_run(rt, p, 1);
         fail_next = 1;
         baton_runtime_recapture(rt); /* graph mode: the failure must also surface in a capture */
@@ -441,10 +468,11 @@ Test(runtime, a_failing_custom_call_fails_the_run_and_the_next_run_succeeds)
 
 Test(runtime, an_injected_launch_or_copy_failure_names_the_step_and_recovers)
 {
+    NEED_BACKEND();
     baton_plan *p = load_text(fail_plan);
     dev_fault faults[] = {DEV_FAULT_LAUNCH, DEV_FAULT_COPY};
     for (int f = 0; f < 2; f++) {
-        baton_runtime *rt = make(p, BATON_GPU_SIM, BATON_SYNC_BOUNDARY, 0);
+        baton_runtime *rt = make(p, GPU, BATON_SYNC_BOUNDARY, 0);
         expect_good_run(rt, p, 1);
         runtime_inject(rt, 1, faults[f]);
         baton_error err = {0};
@@ -463,10 +491,11 @@ Test(runtime, an_injected_launch_or_copy_failure_names_the_step_and_recovers)
 
 Test(runtime, a_failed_allocation_fails_prepare_cleanly)
 {
+    NEED_BACKEND();
     baton_plan *p = load_text(fail_plan);
     baton_options o;
     baton_options_init(&o);
-    o.gpu = BATON_GPU_SIM;
+    o.gpu = GPU;
     baton_runtime *rt = (baton_runtime *)1;
     baton_error err = {0};
     int rc = runtime_create_faulty(p, &o, 1, DEV_FAULT_ALLOC, &rt, &err);
@@ -474,7 +503,7 @@ Test(runtime, a_failed_allocation_fails_prepare_cleanly)
     cr_assert_null(rt);
     cr_assert(strstr(err.message, "arena") && strstr(err.message, "cuda:0"), "%s", err.message);
     /* and the same plan prepares fine afterwards */
-    rt = make(p, BATON_GPU_SIM, BATON_SYNC_GRAPH, 0);
+    rt = make(p, GPU, BATON_SYNC_GRAPH, 0);
     expect_good_run(rt, p, 1);
     baton_runtime_destroy(rt);
     baton_plan_free(p);
@@ -482,8 +511,9 @@ Test(runtime, a_failed_allocation_fails_prepare_cleanly)
 
 Test(runtime, a_segment_that_cannot_be_captured_runs_uncaptured_and_says_why_once)
 {
+    NEED_BACKEND();
     baton_plan *p = load_text(fail_plan);
-    baton_runtime *rt = make(p, BATON_GPU_SIM, BATON_SYNC_GRAPH, 0);
+    baton_runtime *rt = make(p, GPU, BATON_SYNC_GRAPH, 0);
     runtime_inject(rt, 1, DEV_FAULT_CAPTURE);
     expect_good_run(rt, p, 1);
     cr_assert_not_null(baton_runtime_note(rt));
@@ -501,8 +531,9 @@ Test(runtime, a_segment_that_cannot_be_captured_runs_uncaptured_and_says_why_onc
 
 Test(runtime, recapture_updates_the_graphs_in_place)
 {
+    NEED_BACKEND();
     baton_plan *p = load_text(fail_plan);
-    baton_runtime *rt = make(p, BATON_GPU_SIM, BATON_SYNC_GRAPH, 0);
+    baton_runtime *rt = make(p, GPU, BATON_SYNC_GRAPH, 0);
     expect_good_run(rt, p, 1);
     baton_runtime_recapture(rt);
     expect_good_run(rt, p, 2);
@@ -518,6 +549,7 @@ Test(runtime, recapture_updates_the_graphs_in_place)
 
 Test(runtime, binding_errors_say_what_to_do)
 {
+    NEED_BACKEND();
     baton_plan *p = load_text(fail_plan);
     baton_runtime *rt = make(p, BATON_GPU_CPU, BATON_SYNC_STRICT, 0);
     float buf[64];
@@ -535,6 +567,7 @@ Test(runtime, binding_errors_say_what_to_do)
 
 Test(runtime, missing_gpu_falls_back_or_fails_as_asked)
 {
+    NEED_BACKEND();
     if (baton_cuda_device_count() > 0)
         cr_skip("a CUDA device is present: the fallback is not taken");
     baton_plan *p = load_text(fail_plan);
@@ -559,8 +592,9 @@ Test(runtime, missing_gpu_falls_back_or_fails_as_asked)
 
 Test(runtime, trace_has_a_track_per_device_with_steps_transfers_and_waits)
 {
+    NEED_BACKEND();
     baton_plan *p = load_text(fail_plan);
-    baton_runtime *rt = make(p, BATON_GPU_SIM, BATON_SYNC_BOUNDARY, 0);
+    baton_runtime *rt = make(p, GPU, BATON_SYNC_BOUNDARY, 0);
     cr_assert_eq(baton_runtime_trace_begin(rt, 1000), 0);
     expect_good_run(rt, p, 1);
     char path[] = "/tmp/baton-trace-XXXXXX";
