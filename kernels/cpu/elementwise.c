@@ -3,91 +3,10 @@
  * scalars first rounded to f32 for 16/32-bit dtypes, so results equal f32 arithmetic, as on the
  * GPU); integers wrap in two's complement. Nothing is allocated. */
 #include <math.h>
-#include <stdarg.h>
-#include <stdio.h>
 #include <string.h>
 
-#include "kernels/cpu/cpu_kernels.h"
+#include "kernels/cpu/cpu_common.h"
 #include "kernels/descriptors.h"
-#include "kernels/dtype.h"
-
-#define CHUNK 512
-
-#if defined(__GNUC__)
-__attribute__((format(printf, 2, 3)))
-#endif
-static int
-kerr(const baton_exec_ctx *ctx, const char *fmt, ...)
-{
-    if (ctx && ctx->errbuf && ctx->errbuf_len) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(ctx->errbuf, ctx->errbuf_len, fmt, ap);
-        va_end(ap);
-    }
-    return BATON_EINVAL;
-}
-
-static int is_float_code(int32_t c)
-{
-    return c == BATON_DTYPE_BF16 || c == BATON_DTYPE_F16 || c == BATON_DTYPE_F32 ||
-           c == BATON_DTYPE_F64;
-}
-
-static int is_int_code(int32_t c)
-{
-    return c == BATON_DTYPE_I32 || c == BATON_DTYPE_I64;
-}
-
-static void load_chunk(baton_dtype dt, const void *p, int64_t off, int n, double *out)
-{
-    switch (dt) {
-    case BATON_DTYPE_BF16: {
-        const uint16_t *s = (const uint16_t *)p + off;
-        for (int i = 0; i < n; i++)
-            out[i] = bf16_to_f32(s[i]);
-        break;
-    }
-    case BATON_DTYPE_F16: {
-        const uint16_t *s = (const uint16_t *)p + off;
-        for (int i = 0; i < n; i++)
-            out[i] = f16_to_f32(s[i]);
-        break;
-    }
-    case BATON_DTYPE_F32: {
-        const float *s = (const float *)p + off;
-        for (int i = 0; i < n; i++)
-            out[i] = s[i];
-        break;
-    }
-    default: memcpy(out, (const double *)p + off, sizeof(double) * (size_t)n); break;
-    }
-}
-
-static void store_chunk(baton_dtype dt, void *p, int64_t off, int n, const double *in)
-{
-    switch (dt) {
-    case BATON_DTYPE_BF16: {
-        uint16_t *d = (uint16_t *)p + off;
-        for (int i = 0; i < n; i++)
-            d[i] = f32_to_bf16((float)in[i]);
-        break;
-    }
-    case BATON_DTYPE_F16: {
-        uint16_t *d = (uint16_t *)p + off;
-        for (int i = 0; i < n; i++)
-            d[i] = f32_to_f16((float)in[i]);
-        break;
-    }
-    case BATON_DTYPE_F32: {
-        float *d = (float *)p + off;
-        for (int i = 0; i < n; i++)
-            d[i] = (float)in[i];
-        break;
-    }
-    default: memcpy((double *)p + off, in, sizeof(double) * (size_t)n); break;
-    }
-}
 
 enum ew_kind { EW_UNARY = 0, EW_BINARY = 1 };
 
@@ -95,12 +14,10 @@ enum ew_kind { EW_UNARY = 0, EW_BINARY = 1 };
 static int read_ew(const baton_exec_ctx *ctx, const char *name, int binary, int ints,
                    void **buffers, const char *opaque, size_t len, baton_ew_desc *d)
 {
-    if (!opaque || len != sizeof *d)
-        return kerr(ctx,
-                    "%s: the descriptor is %zu bytes but must be %zu (baton_ew_desc: n, nb, dtype, "
-                    "reserved, value; see docs/kernels.md)",
-                    name, opaque ? len : 0, sizeof *d);
-    memcpy(d, opaque, sizeof *d);
+    int rc = read_opaque(ctx, name, opaque, len, d, sizeof *d,
+                         "baton_ew_desc: n, nb, dtype, reserved, value");
+    if (rc)
+        return rc;
     if (!is_float_code(d->dtype) && !(ints && is_int_code(d->dtype)))
         return kerr(ctx, "%s: dtype is code %d, not %s", name, (int)d->dtype,
                     ints ? "bf16 (1), f16 (2), f32 (3), f64 (4), i32 (5) or i64 (6)"
@@ -122,13 +39,7 @@ static int read_ew(const baton_exec_ctx *ctx, const char *name, int binary, int 
                     (int)d->reserved);
     if (!isfinite(d->value))
         return kerr(ctx, "%s: value is %g: it must be finite", name, d->value);
-    int nbuf = binary ? 3 : 2;
-    if (!buffers)
-        return kerr(ctx, "%s: buffers is NULL", name);
-    for (int i = 0; i < nbuf; i++)
-        if (!buffers[i])
-            return kerr(ctx, "%s: buffer %d of %d is NULL", name, i, nbuf);
-    return 0;
+    return check_buffers(ctx, name, buffers, binary ? 3 : 2);
 }
 
 /* The scalar as the computation sees it: f32 for bf16/f16/f32 data, as GPU kernels use it. */
@@ -281,12 +192,10 @@ int kcpu_copy(const baton_exec_ctx *ctx, void **buffers, const char *opaque, siz
 int kcpu_argmax(const baton_exec_ctx *ctx, void **buffers, const char *opaque, size_t len)
 {
     baton_argmax_desc d;
-    if (!opaque || len != sizeof d)
-        return kerr(ctx,
-                    "argmax: the descriptor is %zu bytes but must be %zu (baton_argmax_desc: n1, "
-                    "n2, dtype, reserved; see docs/kernels.md)",
-                    opaque ? len : 0, sizeof d);
-    memcpy(&d, opaque, sizeof d);
+    int rc = read_opaque(ctx, "argmax", opaque, len, &d, sizeof d,
+                         "baton_argmax_desc: n1, n2, dtype, reserved");
+    if (rc)
+        return rc;
     if (!is_float_code(d.dtype))
         return kerr(ctx, "argmax: dtype is code %d, not bf16 (1), f16 (2), f32 (3) or f64 (4)",
                     (int)d.dtype);

@@ -2,97 +2,19 @@
  * checked against. Accumulates in double; rows are processed in chunks converted to double on
  * the stack, so nothing is allocated and a 262144-element row takes well under a millisecond. */
 #include <math.h>
-#include <stdarg.h>
-#include <stdio.h>
 #include <string.h>
 
-#include "kernels/cpu/cpu_kernels.h"
+#include "kernels/cpu/cpu_common.h"
 #include "kernels/descriptors.h"
-#include "kernels/dtype.h"
-
-#define CHUNK 512
-
-#if defined(__GNUC__)
-__attribute__((format(printf, 2, 3)))
-#endif
-static int
-kerr(const baton_exec_ctx *ctx, const char *fmt, ...)
-{
-    if (ctx && ctx->errbuf && ctx->errbuf_len) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(ctx->errbuf, ctx->errbuf_len, fmt, ap);
-        va_end(ap);
-    }
-    return BATON_EINVAL;
-}
-
-static int is_float_code(int32_t c)
-{
-    return c == BATON_DTYPE_BF16 || c == BATON_DTYPE_F16 || c == BATON_DTYPE_F32 ||
-           c == BATON_DTYPE_F64;
-}
-
-static void load_chunk(baton_dtype dt, const void *p, int64_t off, int n, double *out)
-{
-    switch (dt) {
-    case BATON_DTYPE_BF16: {
-        const uint16_t *s = (const uint16_t *)p + off;
-        for (int i = 0; i < n; i++)
-            out[i] = bf16_to_f32(s[i]);
-        break;
-    }
-    case BATON_DTYPE_F16: {
-        const uint16_t *s = (const uint16_t *)p + off;
-        for (int i = 0; i < n; i++)
-            out[i] = f16_to_f32(s[i]);
-        break;
-    }
-    case BATON_DTYPE_F32: {
-        const float *s = (const float *)p + off;
-        for (int i = 0; i < n; i++)
-            out[i] = s[i];
-        break;
-    }
-    default: memcpy(out, (const double *)p + off, sizeof(double) * (size_t)n); break;
-    }
-}
-
-static void store_chunk(baton_dtype dt, void *p, int64_t off, int n, const double *in)
-{
-    switch (dt) {
-    case BATON_DTYPE_BF16: {
-        uint16_t *d = (uint16_t *)p + off;
-        for (int i = 0; i < n; i++)
-            d[i] = f32_to_bf16((float)in[i]);
-        break;
-    }
-    case BATON_DTYPE_F16: {
-        uint16_t *d = (uint16_t *)p + off;
-        for (int i = 0; i < n; i++)
-            d[i] = f32_to_f16((float)in[i]);
-        break;
-    }
-    case BATON_DTYPE_F32: {
-        float *d = (float *)p + off;
-        for (int i = 0; i < n; i++)
-            d[i] = (float)in[i];
-        break;
-    }
-    default: memcpy((double *)p + off, in, sizeof(double) * (size_t)n); break;
-    }
-}
 
 /* Validates the descriptor and the buffers; on success *d holds the descriptor. */
 static int read_desc(const baton_exec_ctx *ctx, const char *name, void **buffers, int n_buffers,
                      const char *opaque, size_t len, int bwd, baton_rms_norm_desc *d)
 {
-    if (!opaque || len != sizeof *d)
-        return kerr(ctx,
-                    "%s: the descriptor is %zu bytes but must be %zu (baton_rms_norm_desc: n1, n2, "
-                    "eps, x_dtype, w_dtype, part_grad_size; see docs/kernels.md)",
-                    name, opaque ? len : 0, sizeof *d);
-    memcpy(d, opaque, sizeof *d);
+    int rc = read_opaque(ctx, name, opaque, len, d, sizeof *d,
+                         "baton_rms_norm_desc: n1, n2, eps, x_dtype, w_dtype, part_grad_size");
+    if (rc)
+        return rc;
     if (!is_float_code(d->x_dtype))
         return kerr(ctx, "%s: x_dtype is code %d, not bf16 (1), f16 (2), f32 (3) or f64 (4)", name,
                     (int)d->x_dtype);
@@ -110,12 +32,7 @@ static int read_desc(const baton_exec_ctx *ctx, const char *name, void **buffers
     if (bwd && (d->part_grad_size < 1 || d->part_grad_size > INT64_MAX / 8 / d->n2))
         return kerr(ctx, "%s: part_grad_size is %lld: it must be >= 1 (16 is usual)", name,
                     (long long)d->part_grad_size);
-    if (!buffers)
-        return kerr(ctx, "%s: buffers is NULL", name);
-    for (int i = 0; i < n_buffers; i++)
-        if (!buffers[i])
-            return kerr(ctx, "%s: buffer %d of %d is NULL", name, i, n_buffers);
-    return 0;
+    return check_buffers(ctx, name, buffers, n_buffers);
 }
 
 static baton_dtype invvar_dtype(baton_dtype x)

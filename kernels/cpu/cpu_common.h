@@ -1,0 +1,121 @@
+/* cpu_common.h: what the CPU kernels share, private to kernels/cpu/: error messages into the
+ * context, descriptor and buffer checks, and the chunked load/store that converts a run of elements
+ * to and from double on the stack. Static inline so the chunk loops stay inlined in each kernel. */
+#ifndef BATON_KERNELS_CPU_COMMON_H
+#define BATON_KERNELS_CPU_COMMON_H
+
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "kernels/cpu/cpu_kernels.h"
+#include "kernels/dtype.h"
+
+/* Elements per stack chunk: 4 KiB of doubles per buffer. */
+#define CHUNK 512
+
+/* Writes the message into the context's error buffer (when it has one); returns BATON_EINVAL. */
+#if defined(__GNUC__)
+__attribute__((format(printf, 2, 3)))
+#endif
+static inline int
+kerr(const baton_exec_ctx *ctx, const char *fmt, ...)
+{
+    if (ctx && ctx->errbuf && ctx->errbuf_len) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(ctx->errbuf, ctx->errbuf_len, fmt, ap);
+        va_end(ap);
+    }
+    return BATON_EINVAL;
+}
+
+static inline int is_float_code(int32_t c)
+{
+    return c == BATON_DTYPE_BF16 || c == BATON_DTYPE_F16 || c == BATON_DTYPE_F32 ||
+           c == BATON_DTYPE_F64;
+}
+
+static inline int is_int_code(int32_t c)
+{
+    return c == BATON_DTYPE_I32 || c == BATON_DTYPE_I64;
+}
+
+/* Copies the descriptor into *desc when opaque holds exactly size bytes; layout names the struct
+ * and its fields for the message. */
+static inline int read_opaque(const baton_exec_ctx *ctx, const char *name, const char *opaque,
+                              size_t len, void *desc, size_t size, const char *layout)
+{
+    if (!opaque || len != size)
+        return kerr(ctx,
+                    "%s: the descriptor is %zu bytes but must be %zu (%s; see docs/kernels.md)",
+                    name, opaque ? len : 0, size, layout);
+    memcpy(desc, opaque, size);
+    return 0;
+}
+
+/* Checks that the first n buffers are there. */
+static inline int check_buffers(const baton_exec_ctx *ctx, const char *name, void **buffers, int n)
+{
+    if (!buffers)
+        return kerr(ctx, "%s: buffers is NULL", name);
+    for (int i = 0; i < n; i++)
+        if (!buffers[i])
+            return kerr(ctx, "%s: buffer %d of %d is NULL", name, i, n);
+    return 0;
+}
+
+/* Loads elements off .. off+n-1 of a float buffer of dtype dt into out as doubles. */
+static inline void load_chunk(baton_dtype dt, const void *p, int64_t off, int n, double *out)
+{
+    switch (dt) {
+    case BATON_DTYPE_BF16: {
+        const uint16_t *s = (const uint16_t *)p + off;
+        for (int i = 0; i < n; i++)
+            out[i] = bf16_to_f32(s[i]);
+        break;
+    }
+    case BATON_DTYPE_F16: {
+        const uint16_t *s = (const uint16_t *)p + off;
+        for (int i = 0; i < n; i++)
+            out[i] = f16_to_f32(s[i]);
+        break;
+    }
+    case BATON_DTYPE_F32: {
+        const float *s = (const float *)p + off;
+        for (int i = 0; i < n; i++)
+            out[i] = s[i];
+        break;
+    }
+    default: memcpy(out, (const double *)p + off, sizeof(double) * (size_t)n); break;
+    }
+}
+
+/* Stores n doubles into elements off .. off+n-1, rounded once to dtype dt. */
+static inline void store_chunk(baton_dtype dt, void *p, int64_t off, int n, const double *in)
+{
+    switch (dt) {
+    case BATON_DTYPE_BF16: {
+        uint16_t *d = (uint16_t *)p + off;
+        for (int i = 0; i < n; i++)
+            d[i] = f32_to_bf16((float)in[i]);
+        break;
+    }
+    case BATON_DTYPE_F16: {
+        uint16_t *d = (uint16_t *)p + off;
+        for (int i = 0; i < n; i++)
+            d[i] = f32_to_f16((float)in[i]);
+        break;
+    }
+    case BATON_DTYPE_F32: {
+        float *d = (float *)p + off;
+        for (int i = 0; i < n; i++)
+            d[i] = (float)in[i];
+        break;
+    }
+    default: memcpy((double *)p + off, in, sizeof(double) * (size_t)n); break;
+    }
+}
+
+#endif /* BATON_KERNELS_CPU_COMMON_H */
