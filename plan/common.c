@@ -159,6 +159,16 @@ int64_t baton_tensor_desc_numel(const baton_tensor_desc *d)
     return n;
 }
 
+void plan_format_desc(char *buf, size_t cap, const baton_tensor_desc *d)
+{
+    size_t used = (size_t)snprintf(buf, cap, "%s[", baton_dtype_name(d->dtype));
+    for (int i = 0; i < d->rank && used < cap; i++)
+        used += (size_t)snprintf(buf + used, cap - used, "%s%lld", i ? "," : "",
+                                 (long long)d->shape[i]);
+    if (used < cap)
+        snprintf(buf + used, cap - used, "]");
+}
+
 const baton_attr *baton_attrs_find(const baton_attr *attrs, int n, const char *name)
 {
     for (int i = 0; i < n; i++)

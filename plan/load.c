@@ -769,16 +769,6 @@ static const char *const init_words[] = {"fill", "normal", "uniform", "npy", "va
 #define ROLE_LIST  "input, output, constant, intermediate"
 #define INIT_LIST  "fill, normal, uniform, npy, values"
 
-static void format_desc(char *buf, size_t cap, const baton_tensor_desc *d)
-{
-    size_t used = (size_t)snprintf(buf, cap, "%s[", baton_dtype_name(d->dtype));
-    for (int i = 0; i < d->rank && used < cap; i++)
-        used += (size_t)snprintf(buf + used, cap - used, "%s%lld", i ? "," : "",
-                                 (long long)d->shape[i]);
-    if (used < cap)
-        snprintf(buf + used, cap - used, "]");
-}
-
 /* Reads the number at node v (key `key` of the init object `obj`). */
 static int get_number(loader *L, int obj, int v, const char *key, const char *subj, int required,
                       double *out)
@@ -931,8 +921,8 @@ static int load_init(loader *L, plan_tensor *t, int ji, const char *subj)
             same = d.shape[i] == t->desc.shape[i];
         if (!same) {
             char have[160], want[160];
-            format_desc(have, sizeof have, &d);
-            format_desc(want, sizeof want, &t->desc);
+            plan_format_desc(have, sizeof have, &d);
+            plan_format_desc(want, sizeof want, &t->desc);
             return fail(L, BATON_EPLAN, ppos,
                         "%s: %s holds %s but the tensor is declared %s; convert the file or "
                         "change the declaration",

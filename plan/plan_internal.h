@@ -186,6 +186,9 @@ int plan_describe(const baton_plan *plan, FILE *f, int as_json);
 /* Index of the memory plan for a device, or -1. */
 int plan_memory_index(const baton_plan *plan, baton_device dev);
 
+/* plan/common.c: "f32[8,4096]" into buf (truncated to cap), for messages that compare shapes. */
+void plan_format_desc(char *buf, size_t cap, const baton_tensor_desc *d);
+
 /* plan/errors.c: formats "source:line:column: message" into err and returns code. */
 int plan_error(baton_error *err, int code, const baton_plan *plan, plan_pos pos, const char *fmt,
                ...)

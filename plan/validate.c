@@ -48,16 +48,6 @@ static const char *attr_type_word(baton_attr_type t)
     }
 }
 
-static void format_desc(char *buf, size_t cap, const baton_tensor_desc *d)
-{
-    size_t used = (size_t)snprintf(buf, cap, "%s[", baton_dtype_name(d->dtype));
-    for (int i = 0; i < d->rank && used < cap; i++)
-        used += (size_t)snprintf(buf + used, cap - used, "%s%lld", i ? "," : "",
-                                 (long long)d->shape[i]);
-    if (used < cap)
-        snprintf(buf + used, cap - used, "]");
-}
-
 /* Appends ", name" to a list in buf. */
 static void append(char *buf, size_t cap, const char *item)
 {
@@ -206,8 +196,8 @@ static int check_signature(const baton_plan *plan, plan_step *s, baton_error *er
                 continue;
             char have[160], need[160];
             const plan_tensor *o = &plan->tensors[s->outputs[i]];
-            format_desc(have, sizeof have, &decl[i]);
-            format_desc(need, sizeof need, &want[i]);
+            plan_format_desc(have, sizeof have, &decl[i]);
+            plan_format_desc(need, sizeof need, &want[i]);
             return fail(err, plan, BATON_EPLAN, s->output_pos ? s->output_pos[i] : s->pos,
                         "step '%s': output '%s' is declared %s but %s '%s' produces %s here; "
                         "declare tensor '%s' (line %d:%d) as %s",
