@@ -757,6 +757,39 @@ static int get_name(loader *L, int obj, int v, const char *subj, char **out)
     return 0;
 }
 
+enum item_kind { ITEM_TENSOR, ITEM_STEP };
+
+/* The start of every tensor and step: its subject for messages, an object holding only the
+ * allowed keys (fields[k] is the node of keys[k]; keys[0] is "name"), and a valid name that no
+ * earlier item of the same kind has, strdup'd into *name. */
+static int load_item_head(loader *L, enum item_kind kind, int i, int obj, const char *const *keys,
+                          int n_keys, int *fields, char *subj, size_t cap, char **name)
+{
+    static const char *const nouns[2] = {"tensor", "step"};
+    static const char *const arrays[2] = {"tensors", "steps"};
+    static const char *const examples[2] = {
+        "{\"name\": \"x\", \"dtype\": \"f32\", \"shape\": [4]}",
+        "{\"name\": \"s0\", \"kernel\": \"copy\", \"device\": \"cpu\", \"inputs\": [\"x\"], "
+        "\"outputs\": [\"y\"]}"};
+    baton_plan *plan = L->plan;
+    int rc;
+    subject(L, subj, cap, nouns[kind], arrays[kind], i, obj);
+    if (!is_type(L, obj, J_OBJECT))
+        return fail(L, BATON_EPLAN, node_pos(L, obj), "%s: a %s is an object such as %s, not %s",
+                    subj, nouns[kind], examples[kind], json_kind(L, obj));
+    if ((rc = collect(L, obj, subj, keys, n_keys, fields)) ||
+        (rc = get_name(L, obj, fields[0], subj, name)))
+        return rc;
+    int prev = kind == ITEM_STEP ? plan_index_add_step(plan, i) : plan_index_add_tensor(plan, i);
+    if (prev >= 0) {
+        plan_pos first = kind == ITEM_STEP ? plan->steps[prev].pos : plan->tensors[prev].pos;
+        return fail(L, BATON_EPLAN, node_pos(L, fields[0]),
+                    "%s is declared twice (first at line %d:%d); rename one of them", subj,
+                    first.line, first.column);
+    }
+    return 0;
+}
+
 /* ---- tensors --------------------------------------------------------------------------------- */
 
 static const char *const dtype_words[] = {"bf16", "f16", "f32", "f64", "i32", "i64"};
@@ -976,23 +1009,12 @@ static int load_tensor(loader *L, int i, int jt)
     baton_plan *plan = L->plan;
     plan_tensor *t = &plan->tensors[i];
     char subj[PLAN_MAX_NAME + 32], hint[96];
-    int f[T_N], rc;
+    int f[T_N];
     t->pos = node_pos(L, jt);
     t->producer = t->first_read = t->last_read = -1;
-    subject(L, subj, sizeof subj, "tensor", "tensors", i, jt);
-    if (!is_type(L, jt, J_OBJECT))
-        return fail(L, BATON_EPLAN, t->pos,
-                    "%s: a tensor is an object such as {\"name\": \"x\", \"dtype\": \"f32\", "
-                    "\"shape\": [4]}, not %s",
-                    subj, json_kind(L, jt));
-    if ((rc = collect(L, jt, subj, keys, T_N, f)) ||
-        (rc = get_name(L, jt, f[T_NAME], subj, &t->name)))
+    int rc = load_item_head(L, ITEM_TENSOR, i, jt, keys, T_N, f, subj, sizeof subj, &t->name);
+    if (rc)
         return rc;
-    int prev = plan_index_add_tensor(plan, i);
-    if (prev >= 0)
-        return fail(L, BATON_EPLAN, node_pos(L, f[T_NAME]),
-                    "%s is declared twice (first at line %d:%d); rename one of them", subj,
-                    plan->tensors[prev].pos.line, plan->tensors[prev].pos.column);
 
     int jd = f[T_DTYPE];
     if (jd < 0)
@@ -1233,23 +1255,12 @@ static int load_step(loader *L, int i, int js)
     baton_plan *plan = L->plan;
     plan_step *s = &plan->steps[i];
     char subj[PLAN_MAX_NAME + 32];
-    int f[S_N], rc;
+    int f[S_N];
     s->pos = node_pos(L, js);
     s->segment = -1;
-    subject(L, subj, sizeof subj, "step", "steps", i, js);
-    if (!is_type(L, js, J_OBJECT))
-        return fail(L, BATON_EPLAN, s->pos,
-                    "%s: a step is an object such as {\"name\": \"s0\", \"kernel\": \"copy\", "
-                    "\"device\": \"cpu\", \"inputs\": [\"x\"], \"outputs\": [\"y\"]}, not %s",
-                    subj, json_kind(L, js));
-    if ((rc = collect(L, js, subj, keys, S_N, f)) ||
-        (rc = get_name(L, js, f[S_NAME], subj, &s->name)))
+    int rc = load_item_head(L, ITEM_STEP, i, js, keys, S_N, f, subj, sizeof subj, &s->name);
+    if (rc)
         return rc;
-    int prev = plan_index_add_step(plan, i);
-    if (prev >= 0)
-        return fail(L, BATON_EPLAN, node_pos(L, f[S_NAME]),
-                    "%s is declared twice (first at line %d:%d); rename one of them", subj,
-                    plan->steps[prev].pos.line, plan->steps[prev].pos.column);
 
     int jk = f[S_KERNEL], jd = f[S_DELEGATE];
     if (jk >= 0 && jd >= 0)
