@@ -327,6 +327,12 @@ Test(kernels_cuda, rms_norm_is_correct_on_every_launch_path)
         {BATON_DTYPE_F32, BATON_DTYPE_F16, 100, 4096, 64, {.grid = 8, .stages = 3}, 0, 1, 1},
         {BATON_DTYPE_F16, BATON_DTYPE_F32, 100, 1024, 64, {.grid = 5, .stages = 4}, 0, 1, 1},
         {BATON_DTYPE_BF16, BATON_DTYPE_BF16, 99, 8192, 99, {.grid = 14, .threads = 512}, 0, 2, 1},
+        /* the split backward (partial-dot and finishing kernels) forced on short rows: a
+         * narrower last chunk, 1 to 16 rows, part_grad blocks of several rows and empty ones */
+        {BATON_DTYPE_BF16, BATON_DTYPE_BF16, 3, 8192, 2, {.mode = 3}, 3, 0, 0},
+        {BATON_DTYPE_F64, BATON_DTYPE_F16, 5, 6000, 7, {.mode = 3}, 3, 0, 0},
+        {BATON_DTYPE_F16, BATON_DTYPE_F32, 16, 20000, 3, {.mode = 3}, 3, 0, 0},
+        {BATON_DTYPE_F32, BATON_DTYPE_BF16, 9, 70000, 4, {.mode = 3}, 3, 0, 0},
         /* the default persistent forward on many rows */
         {BATON_DTYPE_F32, BATON_DTYPE_BF16, 3000, 1024, 30, {0}, 0, 1, 0},
     };

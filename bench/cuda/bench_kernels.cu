@@ -214,7 +214,7 @@ static baton_exec_ctx make_ctx(int pdl, char *err, size_t len)
 
 static void cfg_str(const kcuda_rms_cfg &c, char *b, size_t n)
 {
-    static const char *modes[] = {"staged", "regs", "stream"};
+    static const char *modes[] = {"staged", "regs", "stream", "split"};
     snprintf(b, n, "%s t%d s%d cx%d cy%d grid%lld smem%lldK", modes[c.mode], c.threads, c.stages,
              c.cx, c.cy, c.grid, c.smem / 1024);
 }

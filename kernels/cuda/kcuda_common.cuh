@@ -10,6 +10,8 @@
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
+#include <atomic>
+
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -331,16 +333,119 @@ __device__ __forceinline__ void cluster_exit_barrier()
 
 /* ---- the checked launcher -------------------------------------------------------------------- */
 
+/* ---- per-device, per-kernel facts, looked up once ----------------------------------------------
+ * A call must cost little more than its launch, so what the CUDA runtime would answer the same way
+ * every time (SM count, kernel attributes already set, occupancy) is asked once per device and
+ * kernel and kept in lock-free tables. Every entry is written with the value that any racing
+ * writer would also write (the queries are pure, the attribute settings idempotent), so two runs
+ * on two threads may fill the same entry at once and both read a right answer. */
+
+#define KCUDA_MAX_DEVICES 64
+
+static inline int device_of(const baton_exec_ctx *ctx)
+{
+    int dev = 0;
+    if (ctx && ctx->device.kind == BATON_DEVICE_CUDA && ctx->device.index >= 0)
+        return ctx->device.index;
+    if (cudaGetDevice(&dev) != cudaSuccess)
+        return -1;
+    return dev;
+}
+
 static inline int sm_count(const baton_exec_ctx *ctx)
 {
-    int dev = 0, n = 0;
-    if (ctx && ctx->device.kind == BATON_DEVICE_CUDA && ctx->device.index >= 0)
-        dev = ctx->device.index;
-    else if (cudaGetDevice(&dev) != cudaSuccess)
+    static std::atomic<int> cache[KCUDA_MAX_DEVICES];
+    const int dev = device_of(ctx);
+    if (dev < 0)
         return 132;
+    if (dev < KCUDA_MAX_DEVICES) {
+        const int c = cache[dev].load(std::memory_order_relaxed);
+        if (c > 0)
+            return c;
+    }
+    int n = 0;
     if (cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess || n <= 0)
         return 132;
+    if (dev < KCUDA_MAX_DEVICES)
+        cache[dev].store(n, std::memory_order_relaxed);
     return n;
+}
+
+/* One kernel's facts: bit d of a mask is device d. `occ` packs the last occupancy answer:
+ * valid (1) | device (6) | threads / 32 (5) | dynamic shared memory (18) | blocks per SM (8). */
+struct FnFacts {
+    std::atomic<const void *> key;
+    std::atomic<uint64_t> smem_set; /* carveout and the dynamic shared-memory limit raised */
+    std::atomic<uint64_t> np_set;   /* non-portable cluster sizes allowed */
+    std::atomic<uint64_t> cl_known; /* whether a 16-block cluster can run: known ... */
+    std::atomic<uint64_t> cl_ok;    /* ... and the answer */
+    std::atomic<uint64_t> occ;
+};
+
+#define KCUDA_FN_SLOTS 1024
+
+/* The entry of `kernel`, created on first use; NULL when the table is full (then callers ask the
+ * runtime every time, which is slower but right). */
+static inline FnFacts *fn_facts(const void *kernel)
+{
+    static FnFacts table[KCUDA_FN_SLOTS];
+    const size_t h = (size_t)((((uintptr_t)kernel >> 4) * 0x9E3779B97F4A7C15ull) >> 54);
+    for (size_t i = 0; i < KCUDA_FN_SLOTS; i++) {
+        FnFacts &f = table[(h + i) & (KCUDA_FN_SLOTS - 1)];
+        const void *cur = f.key.load(std::memory_order_acquire);
+        if (cur == kernel)
+            return &f;
+        if (!cur) {
+            const void *expect = nullptr;
+            if (f.key.compare_exchange_strong(expect, kernel, std::memory_order_acq_rel) ||
+                expect == kernel)
+                return &f;
+        }
+    }
+    return nullptr;
+}
+
+typedef std::atomic<uint64_t> FnFacts::*FnMask;
+
+static inline bool facts_has(const FnFacts *f, FnMask mask, int dev)
+{
+    return f && dev >= 0 && dev < KCUDA_MAX_DEVICES &&
+           ((f->*mask).load(std::memory_order_acquire) >> dev & 1);
+}
+
+static inline void facts_set(FnFacts *f, FnMask mask, int dev)
+{
+    if (f && dev >= 0 && dev < KCUDA_MAX_DEVICES)
+        (f->*mask).fetch_or(1ull << dev, std::memory_order_acq_rel);
+}
+
+/* cudaOccupancyMaxActiveBlocksPerMultiprocessor, remembered for the last (device, threads,
+ * shared memory) asked of this kernel. */
+static inline cudaError_t occupancy(const baton_exec_ctx *ctx, const void *kernel, int threads,
+                                    size_t smem, int *per_sm)
+{
+    FnFacts *f = fn_facts(kernel);
+    const int dev = device_of(ctx);
+    const bool packable = f && dev >= 0 && dev < KCUDA_MAX_DEVICES && threads % 32 == 0 &&
+                          threads <= 1024 && smem < (1u << 18);
+    const uint64_t key = packable ? (1ull << 37) | ((uint64_t)dev << 31) |
+                                        ((uint64_t)(threads / 32 - 1) << 26) | ((uint64_t)smem << 8)
+                                  : 0;
+    if (packable) {
+        const uint64_t o = f->occ.load(std::memory_order_acquire);
+        if ((o & ~(uint64_t)0xff) == key) {
+            *per_sm = (int)(o & 0xff);
+            return cudaSuccess;
+        }
+    }
+    int n = 0;
+    cudaError_t e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, kernel, threads, smem);
+    if (e != cudaSuccess)
+        return e;
+    *per_sm = n;
+    if (packable && n >= 0 && n < 256)
+        f->occ.store(key | (uint64_t)n, std::memory_order_release);
+    return cudaSuccess;
 }
 
 /* Launches kernel<<<grid, block, smem, ctx->stream>>> through cudaLaunchKernelEx, with the

@@ -219,6 +219,11 @@ __global__ void __launch_bounds__(KCUDA_MAX_THREADS) rms_fwd_kernel(FwdArgs a)
             ss = cluster_sum(ss, &slots[slot], cx);
             slot ^= 1;
         }
+        /* This block has read its row: let the next kernel start launching now (it still waits
+         * for this grid's completion before it touches memory), so its launch overlaps our tail.
+         * Repeated triggers are ignored. */
+        if constexpr (fits)
+            pdl_trigger();
         const A r = rsqrt_acc(ss * inv_n + eps);
         if (crank == 0 && tid == 0)
             inv[row] = r;
@@ -737,6 +742,201 @@ __global__ void __launch_bounds__(256) rms_colsum_kernel(A *__restrict__ pg, TW 
     pdl_trigger();
 }
 
+/* ---- the split backward: few long rows over the whole GPU, in two kernels ----------------------
+ * Block b owns columns [b * chunk, b * chunk + cols) of every row (n1 <= KCUDA_SPLIT_ROWS). The
+ * dot kernel writes block b's partial dot(w * grad_output, x) of each row, and the finish kernel
+ * adds the nb partials of a row in one fixed order (so every block gets the same bits), then
+ * writes grad_input, part_grad and grad_weight of its columns. The partials travel through
+ * part_grad: the dot kernel writes a copy of all of them into the part_grad cells of every block's
+ * own columns, so each finishing block reads only cells that it alone overwrites afterwards. */
+
+#define KCUDA_SPLIT_ROWS    16
+#define KCUDA_SPLIT_THREADS 128
+
+struct SplitArgs {
+    const void *g;
+    const void *invvar;
+    const void *x;
+    const void *w;
+    void *gi;
+    void *gw;
+    void *pg;
+    int64_t n1, n2, P, B, active;
+    int64_t chunk; /* columns per block, a multiple of the vector width */
+    int64_t nb;    /* blocks */
+};
+
+/* Where block b's partial of row i lies in the copy that block `owner` reads: cell s = i * nb + b
+ * of the owner's columns of part_grad, row by row. */
+template <typename A>
+__device__ __forceinline__ A *split_cell(const SplitArgs &a, A *pg, int64_t owner, int64_t i,
+                                         int64_t b)
+{
+    const int64_t c0 = owner * a.chunk;
+    const int64_t cw = a.n2 - c0 < a.chunk ? a.n2 - c0 : a.chunk;
+    const int64_t s = i * a.nb + b;
+    return pg + (s / cw) * a.n2 + c0 + s % cw;
+}
+
+template <typename TX, typename TW>
+__global__ void __launch_bounds__(KCUDA_SPLIT_THREADS) rms_bwd_split_dot(SplitArgs a)
+{
+    using A = typename acc_of<TX>::type;
+    constexpr int VEC = 16 / (int)sizeof(TX);
+    constexpr int R = 4; /* rows whose loads are in flight together */
+    __shared__ A red[KCUDA_SPLIT_THREADS / 32][R];
+    __shared__ A part[KCUDA_SPLIT_ROWS];
+    const TW *__restrict__ g = static_cast<const TW *>(a.g);
+    const TX *__restrict__ x = static_cast<const TX *>(a.x);
+    const TW *__restrict__ w = static_cast<const TW *>(a.w);
+    A *__restrict__ pg = static_cast<A *>(a.pg);
+    const int tid = threadIdx.x, T = blockDim.x, lane = tid & 31, wid = tid >> 5, nw = T >> 5;
+    const int64_t b = blockIdx.x, col0 = b * a.chunk;
+    const int cols = (int)(a.n2 - col0 < a.chunk ? a.n2 - col0 : a.chunk);
+
+    pdl_wait();
+
+    for (int64_t i0 = 0; i0 < a.n1; i0 += R) {
+        A d[R];
+#pragma unroll
+        for (int r = 0; r < R; r++)
+            d[r] = 0;
+        for (int idx = tid * VEC; idx < cols; idx += T * VEC) {
+            TW wv[VEC], gv[R][VEC];
+            TX xv[R][VEC];
+            ld_ro(w + col0 + idx, wv);
+#pragma unroll
+            for (int r = 0; r < R; r++)
+                if (i0 + r < a.n1) {
+                    ld_ro(g + (i0 + r) * a.n2 + col0 + idx, gv[r]);
+                    ld_ro(x + (i0 + r) * a.n2 + col0 + idx, xv[r]);
+                }
+#pragma unroll
+            for (int r = 0; r < R; r++)
+                if (i0 + r < a.n1) {
+#pragma unroll
+                    for (int e = 0; e < VEC; e++)
+                        d[r] += to_acc<A>(wv[e]) * to_acc<A>(gv[r][e]) * to_acc<A>(xv[r][e]);
+                }
+        }
+#pragma unroll
+        for (int r = 0; r < R; r++) {
+            const A v = warp_sum(d[r]);
+            if (lane == 0)
+                red[wid][r] = v;
+        }
+        __syncthreads();
+        if (tid < R && i0 + tid < a.n1) {
+            A t = 0;
+            for (int k = 0; k < nw; k++)
+                t += red[k][tid];
+            part[i0 + tid] = t;
+        }
+        __syncthreads();
+    }
+    /* One copy for every block's columns. */
+    const int64_t n = a.nb * a.n1;
+    for (int64_t q = tid; q < n; q += T) {
+        const int64_t owner = q / a.n1, i = q % a.n1;
+        *split_cell(a, pg, owner, i, b) = part[i];
+    }
+    pdl_trigger();
+}
+
+template <typename TX, typename TW>
+__global__ void __launch_bounds__(KCUDA_SPLIT_THREADS) rms_bwd_split_finish(SplitArgs a)
+{
+    using A = typename acc_of<TX>::type;
+    constexpr int VEC = 16 / (int)sizeof(TX);
+    constexpr int R = 4;
+    __shared__ A dot[KCUDA_SPLIT_ROWS];
+    const TW *__restrict__ g = static_cast<const TW *>(a.g);
+    const TX *__restrict__ x = static_cast<const TX *>(a.x);
+    const TW *__restrict__ w = static_cast<const TW *>(a.w);
+    const A *__restrict__ inv = static_cast<const A *>(a.invvar);
+    TX *__restrict__ gi = static_cast<TX *>(a.gi);
+    TW *__restrict__ gw = static_cast<TW *>(a.gw);
+    A *__restrict__ pg = static_cast<A *>(a.pg);
+    const int tid = threadIdx.x, T = blockDim.x, lane = tid & 31, wid = tid >> 5, nw = T >> 5;
+    const int64_t b = blockIdx.x, col0 = b * a.chunk;
+    const int cols = (int)(a.n2 - col0 < a.chunk ? a.n2 - col0 : a.chunk);
+    const A inv_n = A(1) / A(a.n2);
+
+    pdl_wait(); /* the dot kernel's partials, and the inputs */
+
+    /* Row i's dot: lane l adds the partials b = l, l + 32, ... in order, then the warp's fixed
+     * butterfly: the same bits in every block. */
+    for (int64_t i = wid; i < a.n1; i += nw) {
+        A s = 0;
+        for (int64_t k = lane; k < a.nb; k += 32)
+            s += *split_cell(a, pg, b, i, k);
+        s = warp_sum(s);
+        if (lane == 0)
+            dot[i] = s;
+    }
+    __syncthreads(); /* every read of this block's copy is done before part_grad is written */
+
+    for (int idx = tid * VEC; idx < cols; idx += T * VEC) {
+        TW wv[VEC];
+        ld_ro(w + col0 + idx, wv);
+        A acc[VEC], tot[VEC];
+#pragma unroll
+        for (int e = 0; e < VEC; e++) {
+            acc[e] = 0;
+            tot[e] = 0;
+        }
+        for (int64_t i0 = 0; i0 < a.n1; i0 += R) {
+            TW gv[R][VEC];
+            TX xv[R][VEC];
+            A rv[R];
+#pragma unroll
+            for (int r = 0; r < R; r++)
+                if (i0 + r < a.n1) {
+                    ld_ro(g + (i0 + r) * a.n2 + col0 + idx, gv[r]);
+                    ld_ro(x + (i0 + r) * a.n2 + col0 + idx, xv[r]);
+                    rv[r] = inv[i0 + r];
+                }
+#pragma unroll
+            for (int r = 0; r < R; r++) {
+                const int64_t i = i0 + r;
+                if (i < a.n1) {
+                    const A rr = rv[r];
+                    const A c = dot[i] * inv_n * rr * rr;
+                    TX out[VEC];
+#pragma unroll
+                    for (int e = 0; e < VEC; e++) {
+                        const A gf = to_acc<A>(gv[r][e]), xf = to_acc<A>(xv[r][e]);
+                        out[e] = from_acc<TX>(rr * (to_acc<A>(wv[e]) * gf - xf * c));
+                        acc[e] += gf * xf * rr;
+                    }
+                    st(gi + i * a.n2 + col0 + idx, out);
+                    const int64_t p = i / a.B;
+                    if (i + 1 == a.n1 || i + 1 == (p + 1) * a.B) { /* the last row of block p */
+                        st(pg + p * a.n2 + col0 + idx, acc);
+#pragma unroll
+                        for (int e = 0; e < VEC; e++) {
+                            tot[e] += acc[e];
+                            acc[e] = 0;
+                        }
+                    }
+                }
+            }
+        }
+        A z[VEC];
+#pragma unroll
+        for (int e = 0; e < VEC; e++)
+            z[e] = 0;
+        for (int64_t p = a.active; p < a.P; p++)
+            st(pg + p * a.n2 + col0 + idx, z);
+        TW o[VEC];
+#pragma unroll
+        for (int e = 0; e < VEC; e++)
+            o[e] = from_acc<TW>(tot[e]);
+        st(gw + col0 + idx, o);
+    }
+    pdl_trigger();
+}
+
 #ifndef KCUDA_KERNELS_ONLY /* defined by register-usage experiments */
 /* ---- host side ------------------------------------------------------------------------------- */
 
@@ -748,7 +948,7 @@ struct Layout {
     size_t smem;
 };
 
-enum { MODE_STAGED = 0, MODE_REGS = 1, MODE_STREAM = 2 };
+enum { MODE_STAGED = 0, MODE_REGS = 1, MODE_STREAM = 2, MODE_SPLIT = 3 };
 
 /* The most rows in flight per block of the persistent forward kernel. */
 #define KCUDA_FWD_STAGES 4
@@ -808,7 +1008,7 @@ static int check_override(const baton_exec_ctx *ctx, const char *what, const kcu
         return fail(ctx, BATON_EINVAL, "%s: override vec = %d (0 or 1)", what, o->vec);
     if (o->stages < 0 || o->stages > 4)
         return fail(ctx, BATON_EINVAL, "%s: override stages = %d (0..4)", what, o->stages);
-    if (o->grid < 0 || o->mode < 0 || o->mode > 2)
+    if (o->grid < 0 || o->mode < 0 || o->mode > 3)
         return fail(ctx, BATON_EINVAL, "%s: override grid = %lld, mode = %d", what, o->grid,
                     o->mode);
     return 0;
@@ -900,38 +1100,51 @@ static void report(const Layout &L, kcuda_rms_cfg *chosen)
 
 /* Prepares a kernel for its launch: the non-portable cluster size and the shared memory above
  * 48 KB. Returns 1 when a cluster of more than 8 blocks cannot be scheduled (the caller retries
- * with 8), -1 with the reason in errbuf when an attribute cannot be set, 0 when ready. */
+ * with 8), -1 with the reason in errbuf when an attribute cannot be set, 0 when ready. Each
+ * attribute is set once per device and kernel (to the most any layout asks for), and the cluster
+ * answer is asked once: a block of any layout fits on one SM, so whether 16 SMs of a GPC can take
+ * a cluster does not depend on the layout. */
 template <typename K>
 static int prepare(K kernel, const Layout &L, const baton_exec_ctx *ctx, const char *what,
                    bool may_shrink)
 {
     const int cl = L.cx * L.cy;
     cudaError_t e;
+    FnFacts *f = fn_facts((const void *)kernel);
+    const int dev = device_of(ctx);
     /* The staged kernels want all of the SM's shared memory for their stages: prefer the largest
      * carveout (more blocks per SM) and allow above 48 KB per block (with the static part). */
-    if (L.smem > 0 &&
-        ((e = cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout,
-                                   cudaSharedmemCarveoutMaxShared)) != cudaSuccess ||
-         (e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                   (int)L.smem)) != cudaSuccess)) {
-        fail(ctx, BATON_ECUDA, "cudaFuncSetAttribute(%s, %zu bytes of shared memory) failed: %s",
-             what, L.smem, cudaGetErrorString(e));
-        return -1;
+    if (L.smem > 0 && !facts_has(f, &FnFacts::smem_set, dev)) {
+        if ((e = cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout,
+                                      cudaSharedmemCarveoutMaxShared)) != cudaSuccess ||
+            (e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                      KCUDA_SMEM_MAX)) != cudaSuccess) {
+            fail(ctx, BATON_ECUDA,
+                 "cudaFuncSetAttribute(%s, %zu bytes of shared memory) failed: %s", what, L.smem,
+                 cudaGetErrorString(e));
+            return -1;
+        }
+        facts_set(f, &FnFacts::smem_set, dev);
     }
     if (cl <= 8)
         return 0;
-    if ((e = cudaFuncSetAttribute(kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1)) !=
-        cudaSuccess) {
-        if (may_shrink) {
-            cudaGetLastError();
-            return 1;
+    if (!facts_has(f, &FnFacts::np_set, dev)) {
+        if ((e = cudaFuncSetAttribute(kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1)) !=
+            cudaSuccess) {
+            if (may_shrink) {
+                cudaGetLastError();
+                return 1;
+            }
+            fail(ctx, BATON_ECUDA, "cudaFuncSetAttribute(%s, non-portable cluster) failed: %s",
+                 what, cudaGetErrorString(e));
+            return -1;
         }
-        fail(ctx, BATON_ECUDA, "cudaFuncSetAttribute(%s, non-portable cluster) failed: %s", what,
-             cudaGetErrorString(e));
-        return -1;
+        facts_set(f, &FnFacts::np_set, dev);
     }
     if (!may_shrink)
         return 0;
+    if (facts_has(f, &FnFacts::cl_known, dev))
+        return facts_has(f, &FnFacts::cl_ok, dev) ? 0 : 1;
     cudaLaunchConfig_t cfg;
     memset(&cfg, 0, sizeof cfg);
     cfg.gridDim = dim3((unsigned)L.grid, 1, 1);
@@ -949,8 +1162,11 @@ static int prepare(K kernel, const Layout &L, const baton_exec_ctx *ctx, const c
     int n = 0;
     if (cudaOccupancyMaxActiveClusters(&n, kernel, &cfg) != cudaSuccess) {
         cudaGetLastError();
-        return 1;
+        return 1; /* not remembered: it may be a passing failure */
     }
+    if (n >= 1)
+        facts_set(f, &FnFacts::cl_ok, dev);
+    facts_set(f, &FnFacts::cl_known, dev);
     return n < 1;
 }
 
@@ -961,6 +1177,8 @@ template <typename TX, typename TW> static void *fwd_kernel_for(const Layout &L)
     constexpr int VX = 16 / (int)sizeof(TX);
     if (L.mode == MODE_STAGED)
         return (void *)rms_fwd_staged<TX, TW>;
+    if (L.mode == MODE_REGS && L.vec == VX)
+        return (void *)rms_fwd_kernel<TX, TW, VX, 4, false>;
     if (L.vec == 1)
         return L.mode == MODE_STREAM ? (void *)rms_fwd_kernel<TX, TW, 1, 4, true>
                                      : (void *)rms_fwd_kernel<TX, TW, 1, 4, false>;
@@ -980,6 +1198,36 @@ static int fwd_typed(const baton_exec_ctx *ctx, void **buffers, const baton_rms_
     L.vec = (vec_ok && !(o && o->vec == 1)) ? VX : 1;
     L.cy = 1;
     const int sms = sm_count(ctx);
+    /* Decode rows (few short rows): one block per row holding its row in registers, four 16-byte
+     * vectors of x and w per thread, no staging; a graph of them runs near the empty-kernel floor.
+     */
+    const bool no_override =
+        !o || !(o->mode || o->threads || o->stages || o->grid || o->cx || o->vec);
+    const int64_t nvec_row = ceil_div(d.n2, VX);
+    if (no_override && L.vec == VX && d.n1 <= 2LL * sms && nvec_row <= 4LL * KCUDA_MAX_THREADS) {
+        L.mode = MODE_REGS;
+        L.nv = 4;
+        L.cx = 1;
+        L.stages = 0;
+        L.chunk = d.n2;
+        L.threads = (int)(ceil_div(ceil_div(nvec_row, 4), 32) * 32);
+        L.grid = d.n1;
+        L.smem = 0;
+        FwdArgs a;
+        a.x = buffers[0];
+        a.w = buffers[1];
+        a.y = buffers[2];
+        a.invvar = buffers[3];
+        a.n1 = d.n1;
+        a.n2 = d.n2;
+        a.eps = d.eps;
+        a.chunk = L.chunk;
+        a.cx = 1;
+        a.stages = 0;
+        report(L, chosen);
+        return launch(ctx, "rms_norm_fwd", rms_fwd_kernel<TX, TW, VX, 4, false>, (unsigned)L.grid,
+                      (unsigned)L.threads, 0, 1, a);
+    }
     int max_cx = 16;
     for (;;) {
         const int cx = choose_cx(d.n1, d.n2, sms, max_cx, o);
@@ -1017,8 +1265,7 @@ static int fwd_typed(const baton_exec_ctx *ctx, void **buffers, const baton_rms_
             return BATON_ECUDA;
         if (L.mode == MODE_STAGED && L.stages > 1 && !(o && o->grid)) {
             int per_sm = 0;
-            cudaError_t e =
-                cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, k, L.threads, L.smem);
+            cudaError_t e = occupancy(ctx, (const void *)k, L.threads, L.smem, &per_sm);
             if (e != cudaSuccess)
                 return fail(
                     ctx, BATON_ECUDA,
@@ -1094,6 +1341,63 @@ static int bwd_typed(const baton_exec_ctx *ctx, void **buffers, const baton_rms_
     const int64_t P = d.part_grad_size;
     const int64_t B = ceil_div(d.n1, P);
     const int64_t active = ceil_div(d.n1, B); /* part_grad blocks that hold rows */
+    {
+        /* Few long rows: the split kernels use every SM (a cluster per row would use at most 16
+         * blocks a row). They need room for the copies of the partials in each block's columns. */
+        const bool forced = o && o->mode == MODE_SPLIT;
+        const int64_t per = (int64_t)KCUDA_SPLIT_THREADS * VX;
+        int64_t nvt = ceil_div(d.n2, per * 2 * sms);
+        const int64_t chunk = (nvt < 1 ? 1 : nvt) * per;
+        const int64_t nb = ceil_div(d.n2, chunk);
+        const int64_t last = d.n2 - (nb - 1) * chunk;
+        const bool fits = L.vec == VX && d.n1 <= KCUDA_SPLIT_ROWS && P * last >= nb * d.n1;
+        const bool want =
+            (!o || !(o->mode || o->threads || o->stages || o->grid || o->cx || o->cy || o->vec)) &&
+            choose_cx(d.n1, d.n2, sms, 16, NULL) > 1;
+        if (forced && !fits)
+            return fail(ctx, BATON_EINVAL,
+                        "rms_norm_bwd: the split kernels need 16-byte rows, n1 <= %d and "
+                        "part_grad room for the partials (n1 %lld, n2 %lld, part_grad_size %lld)",
+                        KCUDA_SPLIT_ROWS, (long long)d.n1, (long long)d.n2, (long long)P);
+        if (fits && (forced || want)) {
+            SplitArgs a;
+            a.g = buffers[0];
+            a.invvar = buffers[1];
+            a.x = buffers[2];
+            a.w = buffers[3];
+            a.gi = buffers[4];
+            a.gw = buffers[5];
+            a.pg = buffers[6];
+            a.n1 = d.n1;
+            a.n2 = d.n2;
+            a.P = P;
+            a.B = B;
+            a.active = active;
+            a.chunk = chunk;
+            a.nb = nb;
+            L.mode = MODE_SPLIT;
+            L.threads = KCUDA_SPLIT_THREADS;
+            L.nv = (int)(nvt < 1 ? 1 : nvt);
+            L.cx = 1;
+            L.cy = 1;
+            L.grid = nb;
+            report(L, chosen);
+            int rc = launch(ctx, "rms_norm_bwd partial dots", rms_bwd_split_dot<TX, TW>,
+                            (unsigned)nb, (unsigned)KCUDA_SPLIT_THREADS, 0, 1, a);
+            if (rc)
+                return rc;
+            /* The finish kernel waits for the dot kernel before anything else: let it
+             * launch early (programmatic dependent launch) on any stream but the legacy one. */
+            baton_exec_ctx c2;
+            memset(&c2, 0, sizeof c2);
+            if (ctx)
+                c2 = *ctx;
+            if (c2.stream)
+                c2.pdl = 1;
+            return launch(&c2, "rms_norm_bwd finish", rms_bwd_split_finish<TX, TW>, (unsigned)nb,
+                          (unsigned)KCUDA_SPLIT_THREADS, 0, 1, a);
+        }
+    }
     int max_cl = 16;
     for (;;) {
         /* Few rows: split each over a cluster (cx); many rows but few part_grad blocks: split

@@ -18,8 +18,13 @@ extern "C" {
  *   mode     0 staged: each thread copies its 16-byte vectors into shared memory with cp.async,
  *              `stages` rows ahead (the fast path); 1 registers: scalar loads, the row held in
  *              registers (rows that are not a multiple of the vector width, unaligned buffers);
- *            2 streaming: the block's share of a row is read twice (too long for either). An
- *              override of 2 forces streaming (a test hook); 0 and 1 choose.
+ *            2 streaming: the block's share of a row is read twice (too long for either);
+ *            3 split (backward, at most 16 rows of 16-byte vectors): a partial-dot kernel and a
+ *              finishing kernel over column chunks of every row, `grid` blocks of `threads`,
+ *              `nv` vectors per thread and row. Forward mode 1 with vec > 1 is the decode path:
+ *              a block per row, four 16-byte vectors of x and w per thread in registers.
+ *              An override of 2 forces streaming, 3 the split backward (test hooks); 0 and 1
+ *              choose.
  *   threads  threads per block (a multiple of 32, at most 512)
  *   nv       vectors per thread held in registers (modes 1 and 2; 0 when staged)
  *   vec      elements per vector: 16 bytes of x, or 1 (scalar); an override of 1 forces scalar
