@@ -274,14 +274,16 @@ static int rms_bwd_resolve(const baton_sig_args *a, rms_info *info, double *eps,
                     shape_str(iv, s1, sizeof s1), (long long)numel(iv), (long long)info->n1,
                     shape_str(&info->rows, s2, sizeof s2));
     rc = rms_eps(a, eps, msg, len);
+    /* The default sizes the partial-gradient buffer to the work: one row block per row up to
+     * 256, enough blocks to fill a GPU without writing rows of zeros for short inputs. */
     if (rc == 0)
-        rc = attr_int(a, "part_grad_size", 16, pgs, msg, len);
+        rc = attr_int(a, "part_grad_size", info->n1 < 256 ? info->n1 : 256, pgs, msg, len);
     if (rc)
         return rc;
     if (*pgs < 1)
         return fail(msg, len,
                     "part_grad_size is %lld: it must be >= 1 (the number of row blocks whose "
-                    "partial sums form grad_weight; 16 is the default)",
+                    "partial sums form grad_weight; the default is min(rows, 256))",
                     (long long)*pgs);
     if (*pgs > INT64_MAX / info->n2)
         return fail(msg, len, "part_grad_size %lld times %lld normalized elements overflows",
@@ -575,7 +577,7 @@ static const baton_target target_rms_norm_bwd = {
                "grad_weight and part_grad (per-row-block partial sums of grad_weight)",
     .attrs = {{"eps", BATON_ATTR_FLOAT, 0, "as in the forward step (invvar already holds it)"},
               {"part_grad_size", BATON_ATTR_INT, 0,
-               "row blocks of the partial-gradient buffer; default 16, >= 1"}},
+               "row blocks of the partial-gradient buffer; default min(rows, 256), >= 1"}},
     .check = rms_bwd_check,
     .pack = rms_bwd_pack,
     IMPLS(rms_norm_bwd),

@@ -32,7 +32,7 @@ def tutorial():
         {"name": "invvar", "dtype": "f32", "shape": [4], "role": "output"},
         {"name": "grad_x", "dtype": "bf16", "shape": [4, 512, 512], "role": "output"},
         {"name": "grad_weight", "dtype": "bf16", "shape": [512, 512], "role": "output"},
-        {"name": "part_grad", "dtype": "f32", "shape": [16, 512, 512]},
+        {"name": "part_grad", "dtype": "f32", "shape": [4, 512, 512]},
     ]
     s = [
         {"name": "forward", "kernel": "rms_norm_fwd", "device": "cuda:0",

@@ -341,7 +341,7 @@ Test(rms_norm_check, backward_gives_grads_and_a_part_grad_of_part_grad_size_rows
     check_ok("rms_norm_bwd", &a, e);
     baton_tensor_desc gi = DESC(BATON_DTYPE_F16, 4, 512, 512),
                       gw = DESC(BATON_DTYPE_BF16, 512, 512),
-                      pg = DESC(BATON_DTYPE_F32, 16, 512, 512);
+                      pg = DESC(BATON_DTYPE_F32, 4, 512, 512);
     ASSERT_DESC(e[0], gi);
     ASSERT_DESC(e[1], gw);
     ASSERT_DESC(e[2], pg);
@@ -351,7 +351,7 @@ Test(rms_norm_check, backward_gives_grads_and_a_part_grad_of_part_grad_size_rows
     cr_assert_eq(rd_i64(op, 8), 262144);
     cr_assert_eq(rd_i32(op, 24), BATON_DTYPE_F16);
     cr_assert_eq(rd_i32(op, 28), BATON_DTYPE_BF16);
-    cr_assert_eq(rd_i64(op, 32), 16, "the default part_grad_size is 16");
+    cr_assert_eq(rd_i64(op, 32), 4, "the default part_grad_size is min(rows, 256)");
 
     baton_tensor_desc in64[4] = {DESC(BATON_DTYPE_F32, 6, 7), DESC(BATON_DTYPE_F64, 6),
                                  DESC(BATON_DTYPE_F64, 6, 7), DESC(BATON_DTYPE_F32, 7)};
