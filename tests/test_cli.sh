@@ -60,8 +60,12 @@ check "run with --input" 0 "$baton" run --gpu=cpu -q --input "x=$tmp/x8.npy" \
   --output "h64=$tmp/h64.npy" examples/plans/rmsnorm_chain64.json
 check "--input of an unknown tensor" 2 "$baton" run --gpu=cpu -q --input "nope=$tmp/x8.npy" \
   examples/plans/rmsnorm_chain64.json
-check "--no-fallback without a GPU or with --gpu=cuda" 3 "$baton" run --gpu=cuda -q \
-  examples/plans/rmsnorm_tutorial.json
+# cuda:9 exists on no machine this runs on: asking for CUDA, or refusing the fallback, fails
+sed 's/"cuda:0"/"cuda:9"/g' examples/plans/rmsnorm_tutorial.json > "$tmp/cuda9.json"
+check "--gpu=cuda with a missing device" 3 "$baton" run --gpu=cuda -q "$tmp/cuda9.json"
+contains "the missing device is named" "$tmp/err" "needs cuda:9"
+check "--no-fallback with a missing device" 3 "$baton" run --no-fallback -q "$tmp/cuda9.json"
+check "the fallback runs it on the CPU" 0 "$baton" run -q "$tmp/cuda9.json"
 
 check "bench csv" 0 "$baton" bench --gpu=sim --iters=3 --warmup=1 --format=csv -q \
   examples/plans/rmsnorm_tutorial.json

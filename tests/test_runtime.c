@@ -55,8 +55,23 @@ static int test_fail_kernel(const baton_exec_ctx *ctx, void **buffers, const cha
  * calls the CPU one; the CUDA variant copies on the stream, or fails on demand. */
 static int test_fail_cuda(const baton_exec_ctx *ctx, void **buffers, const char *opaque, size_t len)
 {
-    snprintf(ctx->errbuf, ctx->errbuf_len, "test_fail has no real CUDA implementation");
+#ifdef TEST_ON_CUDA
+    if (fail_next) {
+        snprintf(ctx->errbuf, ctx->errbuf_len, "custom call reported failure code 42");
+        return BATON_EKERNEL;
+    }
+    const baton_ew_desc *d = (const void *)opaque;
+    cudaError_t e = cudaMemcpyAsync(buffers[1], buffers[0], (size_t)d->n * 4,
+                                    cudaMemcpyDeviceToDevice, (cudaStream_t)ctx->stream);
+    if (e != cudaSuccess) {
+        snprintf(ctx->errbuf, ctx->errbuf_len, "cudaMemcpyAsync failed: %s", cudaGetErrorString(e));
+        return BATON_ECUDA;
+    }
+    return 0;
+#else
+    snprintf(ctx->errbuf, ctx->errbuf_len, "test_fail has no real CUDA implementation here");
     return BATON_ENOTSUP;
+#endif
 }
 
 static int test_fail_check(const baton_sig_args *a, baton_tensor_desc *expected, char *msg,
