@@ -312,6 +312,9 @@ static int build_calls(baton_runtime *rt, baton_error *err)
         for (int k = 0; k < s->n_outputs && k < 16; k++)
             outs[k] = plan->tensors[s->outputs[k]].desc;
         baton_sig_args sig = {s->n_inputs, ins, s->n_outputs, outs, s->n_attrs, s->attrs};
+        int is_const[16] = {0};
+        for (int k = 0; k < s->n_inputs && k < 16; k++)
+            is_const[k] = plan->tensors[s->inputs[k]].role == BATON_ROLE_CONSTANT;
         baton_delegate_init info = {
             .step_index = i,
             .step_name = s->name,
@@ -321,6 +324,8 @@ static int build_calls(baton_runtime *rt, baton_error *err)
             .n_steps = n,
             .step_devices = devs,
             .step_kinds = kinds,
+            .input_constant = is_const,
+            .input_data = c->buffers,
         };
         if (im->delegate->init) {
             baton_error derr = {0};

@@ -191,6 +191,11 @@ typedef struct baton_delegate_init {
     int n_steps;
     const baton_device *step_devices;    /* n_steps entries */
     const baton_target_kind *step_kinds; /* n_steps entries */
+    /* Per input (sig->n_inputs entries): nonzero when it is a plan constant, already loaded at
+     * input_data[k] (an address on `device`) and never written while the runtime lives, so a
+     * delegate may preprocess it once here (convert, pack, transpose). */
+    const int *input_constant;
+    void *const *input_data;
 } baton_delegate_init;
 
 /* A backend implementation of a delegate, one per device kind (a ggml-style table). */
