@@ -7,55 +7,10 @@
 #include <string.h>
 
 #include "delegates/gemm.h"
+#include "kernels/sig_util.h"
 #ifdef BATON_CUDA
 #include "delegates/cuda/gemm_cublaslt.h"
 #endif
-
-#if defined(__GNUC__)
-__attribute__((format(printf, 3, 4)))
-#endif
-static int
-fail(char *msg, size_t len, const char *fmt, ...)
-{
-    if (msg && len) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(msg, len, fmt, ap);
-        va_end(ap);
-    }
-    return BATON_EPLAN;
-}
-
-static const char *shape_str(const baton_tensor_desc *d, char *buf, size_t len)
-{
-    size_t n = 0;
-    buf[0] = 0;
-    n += (size_t)snprintf(buf, len, "[");
-    for (int i = 0; i < d->rank && i < BATON_MAX_RANK && n < len; i++)
-        n += (size_t)snprintf(buf + n, len - n, i ? ", %lld" : "%lld", (long long)d->shape[i]);
-    if (n < len)
-        snprintf(buf + n, len - n, "]");
-    return buf;
-}
-
-static int dims_ok(const baton_tensor_desc *d, const char *what, char *msg, size_t len)
-{
-    char s[200];
-    if (d->rank < 0 || d->rank > BATON_MAX_RANK)
-        return fail(msg, len, "%s has rank %d: ranks go from 0 to %d", what, d->rank,
-                    BATON_MAX_RANK);
-    int64_t n = 1;
-    for (int i = 0; i < d->rank; i++) {
-        if (d->shape[i] < 1)
-            return fail(msg, len, "%s has shape %s with a dim of %lld: every dim must be >= 1",
-                        what, shape_str(d, s, sizeof s), (long long)d->shape[i]);
-        if (n > INT64_MAX / d->shape[i])
-            return fail(msg, len, "%s has shape %s, more elements than fit in 64 bits", what,
-                        shape_str(d, s, sizeof s));
-        n *= d->shape[i];
-    }
-    return 0;
-}
 
 static int attr_bool(const baton_sig_args *sig, const char *name, int *out, char *msg, size_t len)
 {
