@@ -4,7 +4,8 @@
 # bandwidth benchmark (bench_kernels), the JAX example on CUDA through libbaton_jax, and the
 # PyTorch / JAX peers. Logs go under $OUT (at most 8 files come back); a short table prints last.
 #
-#   bash scripts/gpu-kernels.sh [--no-tests] [--no-sanitizer] [--no-bench] [--no-peers] [--sweep]
+#   bash scripts/gpu-kernels.sh [--no-tests] [--no-sanitizer] [--no-bench] [--no-peers] [--no-jax]
+#                               [--sweep]
 #   env: OUT (default ./gpu-kernels-out), BIN (prebuilt test_kernels_cuda, bench_kernels and
 #        libbaton_jax.so; default build-gpubin), BUILD (build dir when BIN has none; build-gpu),
 #        JOBS (16)
@@ -18,16 +19,17 @@ OUT=${OUT:-$root/gpu-kernels-out}
 BIN=${BIN:-build-gpubin}
 BUILD=${BUILD:-build-gpu}
 JOBS=${JOBS:-16}
-do_tests=1 do_san=1 do_bench=1 do_peers=1 sweep="" prebuild=0
+do_tests=1 do_san=1 do_bench=1 do_peers=1 do_jax=1 sweep="" prebuild=0
 for a in "$@"; do
   case $a in
     --no-tests) do_tests=0 ;;
     --no-sanitizer) do_san=0 ;;
     --no-bench) do_bench=0 ;;
     --no-peers) do_peers=0 ;;
+    --no-jax) do_jax=0 ;;
     --sweep) sweep=--sweep ;;
     --prebuild) prebuild=1 ;;
-    *) echo "usage: $0 [--no-tests] [--no-sanitizer] [--no-bench] [--no-peers] [--sweep] [--prebuild]" >&2
+    *) echo "usage: $0 [--no-tests] [--no-sanitizer] [--no-bench] [--no-peers] [--no-jax] [--sweep] [--prebuild]" >&2
        exit 2 ;;
   esac
 done
@@ -80,6 +82,8 @@ if [ $do_bench = 1 ]; then
   t0=$(date +%s)
   timeout 200 "$BIN/bench_kernels" --runs 100 $sweep > "$OUT/bench_kernels.log" 2>&1
   status bench_kernels "rc $? ($(( $(date +%s) - t0 )) s)"
+fi
+if [ $do_bench = 1 ] && [ $do_jax = 1 ]; then
   t0=$(date +%s)
   JAX_PLATFORMS=cuda XLA_PYTHON_CLIENT_PREALLOCATE=false PYTHONUNBUFFERED=1 timeout 120 \
     python3 examples/jax/rms_norm.py --lib "$BIN/libbaton_jax.so" > "$OUT/jax_example.log" 2>&1

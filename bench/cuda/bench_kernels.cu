@@ -214,8 +214,10 @@ static baton_exec_ctx make_ctx(int pdl, char *err, size_t len)
 
 static void cfg_str(const kcuda_rms_cfg &c, char *b, size_t n)
 {
-    static const char *modes[] = {"staged", "regs", "stream", "split"};
-    snprintf(b, n, "%s t%d s%d cx%d cy%d grid%lld smem%lldK", modes[c.mode], c.threads, c.stages,
+    /* Forward mode 0 with 2+ stages is the bulk-copy kernel; 4 the cp.async one. */
+    static const char *modes[] = {"staged", "regs", "stream", "split", "staged-cp"};
+    const char *m = c.mode >= 0 && c.mode <= 4 ? modes[c.mode] : "?";
+    snprintf(b, n, "%s t%d s%d cx%d cy%d grid%lld smem%lldK", m, c.threads, c.stages,
              c.cx, c.cy, c.grid, c.smem / 1024);
 }
 
@@ -367,15 +369,24 @@ int main(int argc, char **argv)
             Result r = bench_fwd(n1, n2, dt, NULL, s);
             print_result("fwd", n1, n2, dt, 0, "default", r, true);
             if (sweep) {
+                /* The bulk-copy kernel (stages 2 to 8), and the cp.async kernel it replaced
+                 * (mode 4) at its own default and best-known layouts. */
                 std::vector<kcuda_rms_cfg> vs;
                 for (int t : {128, 256, 512})
-                    for (int st = 1; st <= 4; st++) {
+                    for (int st : {2, 3, 4, 6, 8}) {
                         kcuda_rms_cfg v;
                         memset(&v, 0, sizeof v);
                         v.threads = t;
                         v.stages = st;
                         vs.push_back(v);
                     }
+                for (int t : {0, 256, 512}) {
+                    kcuda_rms_cfg v;
+                    memset(&v, 0, sizeof v);
+                    v.mode = 4;
+                    v.threads = t;
+                    vs.push_back(v);
+                }
                 Result best = r;
                 for (const auto &v : vs) {
                     Result rv = bench_fwd(n1, n2, dt, &v, s);
@@ -390,7 +401,7 @@ int main(int argc, char **argv)
                     continue;
                 Result rb = bench_bwd(n1, n2, dt, P, NULL, s);
                 print_result("bwd", n1, n2, dt, P, "default", rb, true);
-                if (sweep) {
+                if (sweep && getenv("BENCH_SWEEP_BWD")) {
                     std::vector<kcuda_rms_cfg> vs;
                     for (int t : {128, 256, 512})
                         for (int st = 1; st <= 4; st++) {

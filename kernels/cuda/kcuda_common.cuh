@@ -189,6 +189,26 @@ template <typename T, int N> __device__ __forceinline__ void st(T *p, const T (&
     }
 }
 
+/* Global store of N elements at p, 16-byte pieces as one st.global.v4 each: through st() the
+ * front end splits a 16-byte store of converted elements into four 4-byte stores (4x the store
+ * instructions and L2 write requests; seen in the PTX of the RMSNorm kernels). p is global. */
+template <typename T, int N> __device__ __forceinline__ void stg(T *p, const T (&in)[N])
+{
+    using P = piece<T, N>;
+    if constexpr (P::unit == 16) {
+#pragma unroll
+        for (int k = 0; k < P::count; k++) {
+            unsigned u[4];
+            memcpy(u, &in[k * P::per], sizeof u);
+            asm volatile("st.global.v4.b32 [%0], {%1, %2, %3, %4};" ::"l"(p + k * P::per),
+                         "r"(u[0]), "r"(u[1]), "r"(u[2]), "r"(u[3])
+                         : "memory");
+        }
+    } else {
+        st(p, in);
+    }
+}
+
 /* Hides a register array's contents from the optimiser, so that values derived from it (e.g.
  * bf16 -> float conversions) are recomputed after this point instead of being kept live across a
  * reduction: a packed bf16 pair costs one register, its two floats two. Emits no instruction. */
@@ -249,6 +269,80 @@ __device__ __forceinline__ void cp_wait(int n)
     case 2: asm volatile("cp.async.wait_group 2;" ::: "memory"); break;
     default: asm volatile("cp.async.wait_group 3;" ::: "memory"); break;
     }
+}
+
+/* ---- bulk copies into shared memory (cp.async.bulk, sm_90) completing on an mbarrier ---------
+ * One thread issues a whole row's copy through the copy engine; the block waits on the stage's
+ * mbarrier (phase parity), so no thread spends issue slots or registers on the bytes in flight. */
+
+__device__ __forceinline__ unsigned smem_u32(const void *p)
+{
+    return (unsigned)__cvta_generic_to_shared(p);
+}
+
+__device__ __forceinline__ void mbar_init(unsigned long long *bar, unsigned count)
+{
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(smem_u32(bar)), "r"(count)
+                 : "memory");
+#endif
+}
+
+/* Makes initialised mbarriers visible to the copy engine (the async proxy); a barrier follows. */
+__device__ __forceinline__ void mbar_fence_init()
+{
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("fence.mbarrier_init.release.cluster;\n\tfence.proxy.async.shared::cta;" ::
+                     : "memory");
+#endif
+}
+
+/* Arrives once on `bar` and tells it to expect `bytes` more from the copy engine. */
+__device__ __forceinline__ void mbar_arrive_tx(unsigned long long *bar, unsigned bytes)
+{
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(smem_u32(bar)),
+                 "r"(bytes)
+                 : "memory");
+#endif
+}
+
+/* Waits until the phase with parity `parity` of `bar` has completed. */
+__device__ __forceinline__ void mbar_wait(unsigned long long *bar, unsigned parity)
+{
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("{\n\t.reg .pred P1;\n"
+                 "LAB_WAIT:\n\t"
+                 "mbarrier.try_wait.parity.shared::cta.b64 P1, [%0], %1;\n\t"
+                 "@P1 bra DONE;\n\t"
+                 "bra LAB_WAIT;\n"
+                 "DONE:\n\t}" ::"r"(smem_u32(bar)),
+                 "r"(parity)
+                 : "memory");
+#endif
+}
+
+/* An L2 policy for data read once: evict it first. */
+__device__ __forceinline__ unsigned long long l2_evict_first()
+{
+    unsigned long long pol = 0;
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(pol));
+#endif
+    return pol;
+}
+
+/* Copies `bytes` (a multiple of 16; both addresses 16-byte aligned) from global to this block's
+ * shared memory, completing on `bar`. */
+__device__ __forceinline__ void bulk_g2s(void *s, const void *g, unsigned bytes,
+                                         unsigned long long *bar, unsigned long long pol)
+{
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes.L2::cache_hint"
+                 " [%0], [%1], %2, [%3], %4;" ::"r"(smem_u32(s)),
+                 "l"(g), "r"(bytes), "r"(smem_u32(bar)), "l"(pol)
+                 : "memory");
+#endif
 }
 
 /* Shared-memory vector load/store (aligned to the piece size). */

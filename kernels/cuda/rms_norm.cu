@@ -6,6 +6,8 @@
 
 #include <math.h>
 
+#include <type_traits>
+
 #include "kernels/cuda/cuda_kernels.h"
 #include "kernels/cuda/rms_norm_cuda.h"
 #include "kernels/descriptors.h"
@@ -131,6 +133,169 @@ __global__ void __launch_bounds__(KCUDA_MAX_THREADS) rms_fwd_staged(FwdArgs a)
     }
     cp_commit(); /* w's copies, when this block had no row */
     cp_wait(0);
+    if (cx > 1)
+        cluster_exit_barrier(); /* peers may still read this block's slots */
+    pdl_trigger();
+}
+
+/* y = w * (x * r) for one vector, converting two elements at a time where the output is 16-bit
+ * and the accumulation float (one packed conversion instead of two; the same bits). */
+template <typename TX, typename TW, typename A, int VEC>
+__device__ __forceinline__ void scale_vec(const TX (&v)[VEC], const TW (&u)[VEC], A r,
+                                          TW (&out)[VEC])
+{
+    if constexpr (sizeof(A) == 4 && VEC % 2 == 0 && std::is_same<TW, __nv_bfloat16>::value) {
+#pragma unroll
+        for (int e = 0; e < VEC; e += 2) {
+            const __nv_bfloat162 p = __floats2bfloat162_rn(to_acc<A>(u[e]) * (to_acc<A>(v[e]) * r),
+                                                           to_acc<A>(u[e + 1]) *
+                                                               (to_acc<A>(v[e + 1]) * r));
+            memcpy(&out[e], &p, sizeof p);
+        }
+    } else if constexpr (sizeof(A) == 4 && VEC % 2 == 0 && std::is_same<TW, __half>::value) {
+#pragma unroll
+        for (int e = 0; e < VEC; e += 2) {
+            const __half2 p = __floats2half2_rn(to_acc<A>(u[e]) * (to_acc<A>(v[e]) * r),
+                                                to_acc<A>(u[e + 1]) * (to_acc<A>(v[e + 1]) * r));
+            memcpy(&out[e], &p, sizeof p);
+        }
+    } else {
+#pragma unroll
+        for (int e = 0; e < VEC; e++)
+            out[e] = from_acc<TW>(to_acc<A>(u[e]) * (to_acc<A>(v[e]) * r));
+    }
+}
+
+/* out[e] = from_acc(f[e]), two elements per conversion where the output is 16-bit and the
+ * accumulation float (the same bits as one at a time). */
+template <typename T, typename A, int VEC>
+__device__ __forceinline__ void pack_vec(const A (&f)[VEC], T (&out)[VEC])
+{
+    if constexpr (sizeof(A) == 4 && VEC % 2 == 0 && std::is_same<T, __nv_bfloat16>::value) {
+#pragma unroll
+        for (int e = 0; e < VEC; e += 2) {
+            const __nv_bfloat162 p = __floats2bfloat162_rn(f[e], f[e + 1]);
+            memcpy(&out[e], &p, sizeof p);
+        }
+    } else if constexpr (sizeof(A) == 4 && VEC % 2 == 0 && std::is_same<T, __half>::value) {
+#pragma unroll
+        for (int e = 0; e < VEC; e += 2) {
+            const __half2 p = __floats2half2_rn(f[e], f[e + 1]);
+            memcpy(&out[e], &p, sizeof p);
+        }
+    } else {
+#pragma unroll
+        for (int e = 0; e < VEC; e++)
+            out[e] = from_acc<T>(f[e]);
+    }
+}
+
+/* The most rows in flight per block of the bulk-copy forward kernel. */
+#define KCUDA_FWD_BULK_STAGES 8
+
+/* The persistent forward path: like rms_fwd_staged, but thread 0 copies each row's chunk into
+ * shared memory with one bulk copy (the copy engine) completing on the stage's mbarrier, `stages`
+ * rows ahead. A stage is refilled once every thread has passed the next row's block_sum barrier,
+ * which orders all reads of it before the copy is issued. Same shared-memory layout (fwd_smem). */
+template <typename TX, typename TW>
+__global__ void __launch_bounds__(KCUDA_MAX_THREADS) rms_fwd_bulk(FwdArgs a)
+{
+    using A = typename acc_of<TX>::type;
+    constexpr int VEC = 16 / (int)sizeof(TX);
+    extern __shared__ __align__(128) unsigned char dyn[];
+    __shared__ A red[32];
+    __shared__ A slots[2];
+    __shared__ __align__(8) unsigned long long full[KCUDA_FWD_BULK_STAGES];
+    const TX *__restrict__ x = static_cast<const TX *>(a.x);
+    const TW *__restrict__ w = static_cast<const TW *>(a.w);
+    TW *__restrict__ y = static_cast<TW *>(a.y);
+    A *__restrict__ inv = static_cast<A *>(a.invvar);
+    const int tid = threadIdx.x, T = blockDim.x, cx = a.cx, S = a.stages;
+    const int crank = cx > 1 ? (int)(blockIdx.x % (unsigned)cx) : 0;
+    const int64_t group = blockIdx.x / (unsigned)cx, ngroups = gridDim.x / (unsigned)cx;
+    const int64_t col0 = (int64_t)crank * a.chunk;
+    const int64_t left = a.n2 - col0;
+    const int cols = (int)(left < a.chunk ? (left > 0 ? left : 0) : a.chunk);
+    const unsigned bytes = (unsigned)cols * (unsigned)sizeof(TX);
+    const size_t xstride = pad16((size_t)a.chunk * sizeof(TX)) / sizeof(TX);
+    TW *ws = reinterpret_cast<TW *>(dyn);
+    TX *xs = reinterpret_cast<TX *>(dyn + pad16((size_t)a.chunk * sizeof(TW)));
+    const A inv_n = A(1) / A(a.n2);
+    const A eps = (A)a.eps;
+
+    if (tid == 0) {
+        for (int k = 0; k < S; k++)
+            mbar_init(&full[k], 1);
+        mbar_fence_init();
+    }
+    __syncthreads();
+
+    pdl_wait(); /* x and w may be a predecessor's outputs */
+
+    const unsigned long long pol = l2_evict_first();
+    for (int idx = tid * VEC; idx < cols; idx += T * VEC)
+        cp_async<TW, VEC>(ws + idx, w + col0 + idx);
+    cp_commit();
+    int64_t ahead = group; /* the next row to copy */
+    if (tid == 0)
+        for (int k = 0; k < S && ahead < a.n1; k++, ahead += ngroups) {
+            mbar_arrive_tx(&full[k], bytes);
+            if (bytes)
+                bulk_g2s(xs + k * xstride, x + ahead * a.n2 + col0, bytes, &full[k], pol);
+        }
+    cp_wait(0); /* w: each thread reads back only what it copied */
+    int stage = 0, slot = 0;
+    unsigned phase = 0;
+    bool first = true;
+    for (int64_t row = group; row < a.n1; row += ngroups) {
+        mbar_wait(&full[stage], phase);
+        const TX *xst = xs + stage * xstride;
+        A ss = 0;
+#pragma unroll 2
+        for (int idx = tid * VEC; idx < cols; idx += T * VEC) {
+            TX v[VEC];
+            ld_sh(xst + idx, v);
+#pragma unroll
+            for (int e = 0; e < VEC; e++) {
+                const A f = to_acc<A>(v[e]);
+                ss += f * f;
+            }
+        }
+        ss = block_sum(ss, red);
+        /* Every thread has finished the previous row: refill its stage S rows ahead. */
+        if (tid == 0) {
+            const int prev = stage == 0 ? S - 1 : stage - 1;
+            if (!first && ahead < a.n1) {
+                mbar_arrive_tx(&full[prev], bytes);
+                if (bytes)
+                    bulk_g2s(xs + prev * xstride, x + ahead * a.n2 + col0, bytes, &full[prev], pol);
+            }
+        }
+        if (!first)
+            ahead += ngroups;
+        first = false;
+        if (cx > 1) {
+            ss = cluster_sum(ss, &slots[slot], cx);
+            slot ^= 1;
+        }
+        const A r = rsqrt_acc(ss * inv_n + eps);
+        if (crank == 0 && tid == 0)
+            inv[row] = r;
+        TW *yr = y + row * a.n2 + col0;
+#pragma unroll 2
+        for (int idx = tid * VEC; idx < cols; idx += T * VEC) {
+            TX v[VEC];
+            TW u[VEC], out[VEC];
+            ld_sh(xst + idx, v);
+            ld_sh(ws + idx, u);
+            scale_vec<TX, TW, A, VEC>(v, u, r, out);
+            stg(yr + idx, out);
+        }
+        if (++stage == S) {
+            stage = 0;
+            phase ^= 1;
+        }
+    }
     if (cx > 1)
         cluster_exit_barrier(); /* peers may still read this block's slots */
     pdl_trigger();
@@ -420,7 +585,7 @@ __global__ void __launch_bounds__(KCUDA_MAX_THREADS) rms_bwd_staged(BwdArgs a)
             for (int idx = tid * VEC; idx < cols; idx += T * VEC) {
                 TW gv[VEC], wv[VEC];
                 TX xv[VEC], out[VEC];
-                A av[VEC];
+                A av[VEC], of[VEC];
                 ld_sh(gst + idx, gv);
                 ld_sh(xst + idx, xv);
                 ld_sh(ws + idx, wv);
@@ -428,10 +593,11 @@ __global__ void __launch_bounds__(KCUDA_MAX_THREADS) rms_bwd_staged(BwdArgs a)
 #pragma unroll
                 for (int e = 0; e < VEC; e++) {
                     const A gf = to_acc<A>(gv[e]), xf = to_acc<A>(xv[e]);
-                    out[e] = from_acc<TX>(r * (to_acc<A>(wv[e]) * gf - xf * c));
+                    of[e] = r * (to_acc<A>(wv[e]) * gf - xf * c);
                     av[e] += gf * xf * r;
                 }
-                st(gir + idx, out);
+                pack_vec(of, out);
+                stg(gir + idx, out);
                 st(acc + idx, av);
             }
             stage = stage + 1 == S ? 0 : stage + 1;
@@ -442,7 +608,7 @@ __global__ void __launch_bounds__(KCUDA_MAX_THREADS) rms_bwd_staged(BwdArgs a)
             for (int idx = tid * VEC; idx < cols; idx += T * VEC) {
                 A av[VEC];
                 ld_sh(acc + idx, av);
-                st(pgr + idx, av);
+                stg(pgr + idx, av);
             }
         } else {
             cg::cluster_group cluster = cg::this_cluster();
@@ -948,7 +1114,9 @@ struct Layout {
     size_t smem;
 };
 
-enum { MODE_STAGED = 0, MODE_REGS = 1, MODE_STREAM = 2, MODE_SPLIT = 3 };
+/* MODE_STAGED_CP: the forward's staged kernel with per-thread cp.async copies instead of bulk
+ * copies (an override and report only; one stage always runs it). */
+enum { MODE_STAGED = 0, MODE_REGS = 1, MODE_STREAM = 2, MODE_SPLIT = 3, MODE_STAGED_CP = 4 };
 
 /* The most rows in flight per block of the persistent forward kernel. */
 #define KCUDA_FWD_STAGES 4
@@ -1006,9 +1174,10 @@ static int check_override(const baton_exec_ctx *ctx, const char *what, const kcu
                     o->cx, o->cy);
     if (o->vec != 0 && o->vec != 1)
         return fail(ctx, BATON_EINVAL, "%s: override vec = %d (0 or 1)", what, o->vec);
-    if (o->stages < 0 || o->stages > 4)
-        return fail(ctx, BATON_EINVAL, "%s: override stages = %d (0..4)", what, o->stages);
-    if (o->grid < 0 || o->mode < 0 || o->mode > 3)
+    if (o->stages < 0 || o->stages > KCUDA_FWD_BULK_STAGES)
+        return fail(ctx, BATON_EINVAL, "%s: override stages = %d (0..%d)", what, o->stages,
+                    KCUDA_FWD_BULK_STAGES);
+    if (o->grid < 0 || o->mode < 0 || o->mode > MODE_STAGED_CP)
         return fail(ctx, BATON_EINVAL, "%s: override grid = %lld, mode = %d", what, o->grid,
                     o->mode);
     return 0;
@@ -1172,11 +1341,11 @@ static int prepare(K kernel, const Layout &L, const baton_exec_ctx *ctx, const c
 
 /* ---- forward ---- */
 
-template <typename TX, typename TW> static void *fwd_kernel_for(const Layout &L)
+template <typename TX, typename TW> static void *fwd_kernel_for(const Layout &L, bool cp)
 {
     constexpr int VX = 16 / (int)sizeof(TX);
     if (L.mode == MODE_STAGED)
-        return (void *)rms_fwd_staged<TX, TW>;
+        return L.stages >= 2 && !cp ? (void *)rms_fwd_bulk<TX, TW> : (void *)rms_fwd_staged<TX, TW>;
     if (L.mode == MODE_REGS && L.vec == VX)
         return (void *)rms_fwd_kernel<TX, TW, VX, 4, false>;
     if (L.vec == 1)
@@ -1228,6 +1397,11 @@ static int fwd_typed(const baton_exec_ctx *ctx, void **buffers, const baton_rms_
         return launch(ctx, "rms_norm_fwd", rms_fwd_kernel<TX, TW, VX, 4, false>, (unsigned)L.grid,
                       (unsigned)L.threads, 0, 1, a);
     }
+    /* The cp.async staged kernel (override mode 4) waits on at most 3 groups: 4 stages. */
+    const bool cp = o && o->mode == MODE_STAGED_CP;
+    if (cp && o->stages > 4)
+        return fail(ctx, BATON_EINVAL, "rms_norm_fwd: override stages = %d with mode 4 (1..4)",
+                    o->stages);
     int max_cx = 16;
     for (;;) {
         const int cx = choose_cx(d.n1, d.n2, sms, max_cx, o);
@@ -1255,7 +1429,7 @@ static int fwd_typed(const baton_exec_ctx *ctx, void **buffers, const baton_rms_
         if (groups > cap)
             groups = cap;
         L.grid = groups * L.cx;
-        void (*k)(FwdArgs) = (void (*)(FwdArgs))fwd_kernel_for<TX, TW>(L);
+        void (*k)(FwdArgs) = (void (*)(FwdArgs))fwd_kernel_for<TX, TW>(L, cp);
         const int pr = prepare(k, L, ctx, "rms_norm_fwd", L.cx > 8 && !(o && o->cx));
         if (pr > 0) {
             max_cx = 8;
@@ -1293,6 +1467,8 @@ static int fwd_typed(const baton_exec_ctx *ctx, void **buffers, const baton_rms_
         a.cx = L.cx;
         a.stages = L.stages;
         report(L, chosen);
+        if (chosen && cp && L.mode == MODE_STAGED)
+            chosen->mode = MODE_STAGED_CP;
         return launch(ctx, "rms_norm_fwd", k, (unsigned)L.grid, (unsigned)L.threads, L.smem, L.cx,
                       a);
     }
@@ -1330,6 +1506,12 @@ static int bwd_typed(const baton_exec_ctx *ctx, void **buffers, const baton_rms_
     using A = typename acc_of<TX>::type;
     constexpr int VX = 16 / (int)sizeof(TX);
     /* buffers: grad_output, invvar, x, weight | grad_input, grad_weight, part_grad */
+    kcuda_rms_cfg o4;
+    if (o && o->stages > 4) { /* the staged backward waits on at most 3 cp.async groups */
+        o4 = *o;
+        o4.stages = 4;
+        o = &o4;
+    }
     Layout L;
     memset(&L, 0, sizeof L);
     const bool vec_ok = d.n2 % VX == 0 && aligned(buffers[0], vec_align<TW>(VX)) &&
