@@ -338,8 +338,15 @@ Test(kernels_cuda, rms_norm_is_correct_on_every_launch_path)
         {BATON_DTYPE_BF16, BATON_DTYPE_BF16, 10, 16384, 4, {.cx = 4, .stages = 2}, 0, 4, 1},
         {BATON_DTYPE_F16, BATON_DTYPE_BF16, 100, 4096, 64, {.grid = 8, .stages = 8}, 0, 1, 1},
         {BATON_DTYPE_F64, BATON_DTYPE_F32, 37, 2048, 8, {.grid = 6, .stages = 6}, 0, 1, 1},
-        {BATON_DTYPE_BF16, BATON_DTYPE_F32, 100, 4096, 64, {.grid = 8, .stages = 3, .mode = 4},
-         0, 1, 1},
+        {BATON_DTYPE_BF16,
+         BATON_DTYPE_F32,
+         100,
+         4096,
+         64,
+         {.grid = 8, .stages = 3, .mode = 4},
+         0,
+         1,
+         1},
         /* the default persistent forward on many rows */
         {BATON_DTYPE_F32, BATON_DTYPE_BF16, 3000, 1024, 30, {0}, 0, 1, 0},
     };

@@ -217,8 +217,8 @@ static void cfg_str(const kcuda_rms_cfg &c, char *b, size_t n)
     /* Forward mode 0 with 2+ stages is the bulk-copy kernel; 4 the cp.async one. */
     static const char *modes[] = {"staged", "regs", "stream", "split", "staged-cp"};
     const char *m = c.mode >= 0 && c.mode <= 4 ? modes[c.mode] : "?";
-    snprintf(b, n, "%s t%d s%d cx%d cy%d grid%lld smem%lldK", m, c.threads, c.stages,
-             c.cx, c.cy, c.grid, c.smem / 1024);
+    snprintf(b, n, "%s t%d s%d cx%d cy%d grid%lld smem%lldK", m, c.threads, c.stages, c.cx, c.cy,
+             c.grid, c.smem / 1024);
 }
 
 static double copy_tbs; /* bytes read + written per second / 1e12 */

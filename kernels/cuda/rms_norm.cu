@@ -147,9 +147,9 @@ __device__ __forceinline__ void scale_vec(const TX (&v)[VEC], const TW (&u)[VEC]
     if constexpr (sizeof(A) == 4 && VEC % 2 == 0 && std::is_same<TW, __nv_bfloat16>::value) {
 #pragma unroll
         for (int e = 0; e < VEC; e += 2) {
-            const __nv_bfloat162 p = __floats2bfloat162_rn(to_acc<A>(u[e]) * (to_acc<A>(v[e]) * r),
-                                                           to_acc<A>(u[e + 1]) *
-                                                               (to_acc<A>(v[e + 1]) * r));
+            const __nv_bfloat162 p =
+                __floats2bfloat162_rn(to_acc<A>(u[e]) * (to_acc<A>(v[e]) * r),
+                                      to_acc<A>(u[e + 1]) * (to_acc<A>(v[e + 1]) * r));
             memcpy(&out[e], &p, sizeof p);
         }
     } else if constexpr (sizeof(A) == 4 && VEC % 2 == 0 && std::is_same<TW, __half>::value) {
