@@ -364,8 +364,9 @@ __device__ __forceinline__ void pdl_wait()
 #endif
 }
 
-/* Lets the next PDL kernel on the stream start launching. Called after this block's last global
- * store: the dependent still waits for this grid's completion before it reads anything. */
+/* Lets the next PDL kernel on the stream start launching. Usually called after this block's last
+ * global store: the dependent still waits for this grid's completion before it reads this grid's
+ * output (the split backward calls it early; rms_norm.cu says why that is safe there). */
 __device__ __forceinline__ void pdl_trigger()
 {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900

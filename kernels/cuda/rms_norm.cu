@@ -914,7 +914,13 @@ __global__ void __launch_bounds__(256) rms_colsum_kernel(A *__restrict__ pg, TW 
  * adds the nb partials of a row in one fixed order (so every block gets the same bits), then
  * writes grad_input, part_grad and grad_weight of its columns. The partials travel through
  * part_grad: the dot kernel writes a copy of all of them into the part_grad cells of every block's
- * own columns, so each finishing block reads only cells that it alone overwrites afterwards. */
+ * own columns, so each finishing block reads only cells that it alone overwrites afterwards. A
+ * block's partials of all rows lie side by side in every copy (cell b * n1 + i), so its stores
+ * are 4 * n1 contiguous bytes per copy rather than n1 cells nb apart.
+ * The dot kernel lets the finish kernel launch (PDL) as soon as each of its blocks has passed its
+ * own wait: the finish kernel then loads its first grad_output, x, w and invvar while the partials
+ * are still being computed. Those are inputs of the call, complete before any dot block passed its
+ * wait, and only the partials are waited for. */
 
 #define KCUDA_SPLIT_ROWS    16
 #define KCUDA_SPLIT_THREADS 128
@@ -932,16 +938,16 @@ struct SplitArgs {
     int64_t nb;    /* blocks */
 };
 
-/* Where block b's partial of row i lies in the copy that block `owner` reads: cell s = i * nb + b
- * of the owner's columns of part_grad, row by row. */
+/* Where block b's partial of row i lies in the copy that block `owner` reads: cell s = b * n1 + i
+ * of the owner's columns of part_grad, row by row. s < nb * n1 <= 2 * SMs * 16 and a block's
+ * columns are fewer than 2^31 (chunk is at most n2 / SMs), so 32-bit division suffices. */
 template <typename A>
-__device__ __forceinline__ A *split_cell(const SplitArgs &a, A *pg, int64_t owner, int64_t i,
-                                         int64_t b)
+__device__ __forceinline__ A *split_cell(const SplitArgs &a, A *pg, int owner, int i, int b)
 {
-    const int64_t c0 = owner * a.chunk;
-    const int64_t cw = a.n2 - c0 < a.chunk ? a.n2 - c0 : a.chunk;
-    const int64_t s = i * a.nb + b;
-    return pg + (s / cw) * a.n2 + c0 + s % cw;
+    const int64_t c0 = (int64_t)owner * a.chunk;
+    const unsigned cw = (unsigned)(a.n2 - c0 < a.chunk ? a.n2 - c0 : a.chunk);
+    const unsigned s = (unsigned)(b * (int)a.n1 + i);
+    return pg + (int64_t)(s / cw) * a.n2 + c0 + s % cw;
 }
 
 template <typename TX, typename TW>
@@ -961,6 +967,8 @@ __global__ void __launch_bounds__(KCUDA_SPLIT_THREADS) rms_bwd_split_dot(SplitAr
     const int cols = (int)(a.n2 - col0 < a.chunk ? a.n2 - col0 : a.chunk);
 
     pdl_wait();
+    /* Every block has passed its wait once the finish kernel launches: see the section comment. */
+    pdl_trigger();
 
     for (int64_t i0 = 0; i0 < a.n1; i0 += R) {
         A d[R];
@@ -1000,13 +1008,12 @@ __global__ void __launch_bounds__(KCUDA_SPLIT_THREADS) rms_bwd_split_dot(SplitAr
         }
         __syncthreads();
     }
-    /* One copy for every block's columns. */
-    const int64_t n = a.nb * a.n1;
-    for (int64_t q = tid; q < n; q += T) {
-        const int64_t owner = q / a.n1, i = q % a.n1;
-        *split_cell(a, pg, owner, i, b) = part[i];
+    /* One copy for every block's columns; neighbouring threads write neighbouring cells. */
+    const int n = (int)(a.nb * a.n1), n1 = (int)a.n1;
+    for (int q = tid; q < n; q += T) {
+        const int owner = q / n1, i = q - owner * n1;
+        *split_cell(a, pg, owner, i, (int)b) = part[i];
     }
-    pdl_trigger();
 }
 
 template <typename TX, typename TW>
@@ -1027,15 +1034,33 @@ __global__ void __launch_bounds__(KCUDA_SPLIT_THREADS) rms_bwd_split_finish(Spli
     const int64_t b = blockIdx.x, col0 = b * a.chunk;
     const int cols = (int)(a.n2 - col0 < a.chunk ? a.n2 - col0 : a.chunk);
     const A inv_n = A(1) / A(a.n2);
+    const int n1 = (int)a.n1, nb = (int)a.nb, B = (int)a.B;
 
-    pdl_wait(); /* the dot kernel's partials, and the inputs */
+    /* The first vector's inputs, before the wait: they are the call's inputs, not the dot
+     * kernel's output (see the section comment), so their latency overlaps the dot kernel. */
+    const int idx0 = tid * VEC;
+    TW wv0[VEC], gv0[R][VEC];
+    TX xv0[R][VEC];
+    A rv0[R];
+    if (idx0 < cols) {
+        ld_ro(w + col0 + idx0, wv0);
+#pragma unroll
+        for (int r = 0; r < R; r++)
+            if (r < n1) {
+                ld_ro(g + r * a.n2 + col0 + idx0, gv0[r]);
+                ld_ro(x + r * a.n2 + col0 + idx0, xv0[r]);
+                rv0[r] = inv[r];
+            }
+    }
+
+    pdl_wait(); /* the dot kernel's partials */
 
     /* Row i's dot: lane l adds the partials b = l, l + 32, ... in order, then the warp's fixed
      * butterfly: the same bits in every block. */
-    for (int64_t i = wid; i < a.n1; i += nw) {
+    for (int i = wid; i < n1; i += nw) {
         A s = 0;
-        for (int64_t k = lane; k < a.nb; k += 32)
-            s += *split_cell(a, pg, b, i, k);
+        for (int k = lane; k < nb; k += 32)
+            s += *split_cell(a, pg, (int)b, i, k);
         s = warp_sum(s);
         if (lane == 0)
             dot[i] = s;
@@ -1044,7 +1069,14 @@ __global__ void __launch_bounds__(KCUDA_SPLIT_THREADS) rms_bwd_split_finish(Spli
 
     for (int idx = tid * VEC; idx < cols; idx += T * VEC) {
         TW wv[VEC];
-        ld_ro(w + col0 + idx, wv);
+        const bool first = idx == idx0;
+        if (first) {
+#pragma unroll
+            for (int e = 0; e < VEC; e++)
+                wv[e] = wv0[e];
+        } else {
+            ld_ro(w + col0 + idx, wv);
+        }
         A acc[VEC], tot[VEC];
 #pragma unroll
         for (int e = 0; e < VEC; e++) {
@@ -1055,17 +1087,30 @@ __global__ void __launch_bounds__(KCUDA_SPLIT_THREADS) rms_bwd_split_finish(Spli
             TW gv[R][VEC];
             TX xv[R][VEC];
             A rv[R];
+            if (first && i0 == 0) {
 #pragma unroll
-            for (int r = 0; r < R; r++)
-                if (i0 + r < a.n1) {
-                    ld_ro(g + (i0 + r) * a.n2 + col0 + idx, gv[r]);
-                    ld_ro(x + (i0 + r) * a.n2 + col0 + idx, xv[r]);
-                    rv[r] = inv[i0 + r];
-                }
+                for (int r = 0; r < R; r++)
+                    if (r < n1) {
+#pragma unroll
+                        for (int e = 0; e < VEC; e++) {
+                            gv[r][e] = gv0[r][e];
+                            xv[r][e] = xv0[r][e];
+                        }
+                        rv[r] = rv0[r];
+                    }
+            } else {
+#pragma unroll
+                for (int r = 0; r < R; r++)
+                    if (i0 + r < a.n1) {
+                        ld_ro(g + (i0 + r) * a.n2 + col0 + idx, gv[r]);
+                        ld_ro(x + (i0 + r) * a.n2 + col0 + idx, xv[r]);
+                        rv[r] = inv[i0 + r];
+                    }
+            }
 #pragma unroll
             for (int r = 0; r < R; r++) {
-                const int64_t i = i0 + r;
-                if (i < a.n1) {
+                const int i = (int)i0 + r;
+                if (i < n1) {
                     const A rr = rv[r];
                     const A c = dot[i] * inv_n * rr * rr;
                     TX out[VEC];
@@ -1076,8 +1121,8 @@ __global__ void __launch_bounds__(KCUDA_SPLIT_THREADS) rms_bwd_split_finish(Spli
                         acc[e] += gf * xf * rr;
                     }
                     st(gi + i * a.n2 + col0 + idx, out);
-                    const int64_t p = i / a.B;
-                    if (i + 1 == a.n1 || i + 1 == (p + 1) * a.B) { /* the last row of block p */
+                    const int p = i / B;
+                    if (i + 1 == n1 || i + 1 == (p + 1) * B) { /* the last row of block p */
                         st(pg + p * a.n2 + col0 + idx, acc);
 #pragma unroll
                         for (int e = 0; e < VEC; e++) {
