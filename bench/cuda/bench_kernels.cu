@@ -8,7 +8,8 @@
  * grad_output, x, w and invvar read, grad_input and grad_weight written (part_grad, scratch, is
  * not counted).
  *
- *   bench_kernels [--runs N] [--quick] [--sweep]
+ *   bench_kernels [--runs N] [--quick] [--sweep] [--small]
+ * --small: only the tutorial and decode shapes (a quick same-run A/B of two builds).
  * Lines starting with RESULT are for scripts/gpu-kernels.sh's table. */
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
@@ -326,7 +327,7 @@ static void measure_copy(void)
 
 int main(int argc, char **argv)
 {
-    bool quick = false, sweep = false;
+    bool quick = false, sweep = false, small_only = false;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--runs") && i + 1 < argc)
             g_runs = atoi(argv[++i]);
@@ -334,8 +335,10 @@ int main(int argc, char **argv)
             quick = true;
         else if (!strcmp(argv[i], "--sweep"))
             sweep = true;
+        else if (!strcmp(argv[i], "--small"))
+            small_only = true;
         else {
-            fprintf(stderr, "usage: %s [--runs N] [--quick] [--sweep]\n", argv[0]);
+            fprintf(stderr, "usage: %s [--runs N] [--quick] [--sweep] [--small]\n", argv[0]);
             return 2;
         }
     }
@@ -360,7 +363,7 @@ int main(int argc, char **argv)
     const int64_t big[][2] = {{16384, 8192}, {32768, 4096}, {65536, 4096}};
     const int dts[] = {BATON_DTYPE_BF16, BATON_DTYPE_F32};
     const int64_t Ps[] = {16, 256};
-    for (int di = 0; di < 2; di++) {
+    for (int di = 0; di < (small_only ? 0 : 2); di++) {
         for (int si = 0; si < 3; si++) {
             const int dt = dts[di];
             const int64_t n1 = big[si][0], n2 = big[si][1];
