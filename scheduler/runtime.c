@@ -62,6 +62,8 @@ struct baton_runtime {
     int recapture;
     int capturing;      /* transfers issued now are recorded into a graph, not yet moved */
     int64_t *seg_bytes; /* per segment: bytes h2d, d2h its graph moves on each launch */
+    int *xfer_first;    /* transfers into segment s are [xfer_first[s], xfer_first[s + 1]); the
+                         * analysis sorts them by segment, n_segments being the end of the run */
     char note[ERRBUF_LEN];
     baton_run_stats stats;
     int timing;
@@ -349,7 +351,14 @@ static int build_transfers(baton_runtime *rt, baton_error *err)
 {
     const baton_plan *plan = rt->plan;
     rt->xfers = calloc((size_t)plan->n_transfers + 1, sizeof *rt->xfers);
-    if (!rt->xfers)
+    rt->xfer_first = calloc((size_t)plan->n_segments + 2, sizeof *rt->xfer_first);
+    if (rt->xfer_first)
+        for (int s = 0, x = 0; s <= plan->n_segments + 1; s++) {
+            while (x < plan->n_transfers && plan->transfers[x].segment < s)
+                x++;
+            rt->xfer_first[s] = x;
+        }
+    if (!rt->xfers || !rt->xfer_first)
         return baton_seterr(err, BATON_ENOMEM, "prepare: out of memory");
     for (int i = 0; i < plan->n_transfers; i++) {
         const plan_transfer *x = &plan->transfers[i];
@@ -476,6 +485,7 @@ void baton_runtime_destroy(baton_runtime *rt)
     free(rt->xfers);
     free(rt->graph_state);
     free(rt->seg_bytes);
+    free(rt->xfer_first);
     free(rt->trace);
     free(rt);
 }
@@ -616,24 +626,22 @@ static int host_wait(baton_runtime *rt, int d, const char *where, baton_error *e
 static int issue_outgoing(baton_runtime *rt, int s, int d, baton_error *err)
 {
     const baton_plan *plan = rt->plan;
-    for (int x = 0; x < plan->n_transfers; x++) {
-        const plan_transfer *pt = &plan->transfers[x];
-        int into_next = pt->segment == s + 1 && s + 1 < plan->n_segments &&
-                        plan->segments[s + 1].device.kind == BATON_DEVICE_CPU;
-        int at_end = pt->segment == plan->n_segments && s == plan->n_segments - 1;
-        if ((into_next || at_end) && rt->xfers[x].from == d) {
+    int into = s + 1; /* the next segment, or the end of the run after the last one */
+    if (into < plan->n_segments && plan->segments[into].device.kind != BATON_DEVICE_CPU)
+        return 0;
+    for (int x = rt->xfer_first[into]; x < rt->xfer_first[into + 1]; x++)
+        if (rt->xfers[x].from == d) {
             int rc = issue_transfer(rt, x, err);
             if (rc)
                 return rc;
         }
-    }
     return 0;
 }
 
 static int issue_incoming(baton_runtime *rt, int s, baton_error *err)
 {
-    for (int x = 0, rc; x < rt->plan->n_transfers; x++)
-        if (rt->plan->transfers[x].segment == s && (rc = issue_transfer(rt, x, err)))
+    for (int x = rt->xfer_first[s], rc; x < rt->xfer_first[s + 1]; x++)
+        if ((rc = issue_transfer(rt, x, err)))
             return rc;
     return 0;
 }
@@ -784,9 +792,7 @@ static int run_cpu_segment(baton_runtime *rt, int s, baton_error *err)
     int need[PLAN_MAX_DEVICES] = {0};
     if (prev > 0)
         need[prev] = 1;
-    for (int x = 0; x < plan->n_transfers; x++) {
-        if (plan->transfers[x].segment != s)
-            continue;
+    for (int x = rt->xfer_first[s]; x < rt->xfer_first[s + 1]; x++) {
         need[rt->xfers[x].from] = 1;
         if (rt->xfers[x].from != prev && (rc = issue_transfer(rt, x, err)))
             return rc;
@@ -828,8 +834,9 @@ int baton_runtime_run(baton_runtime *rt, baton_error *err)
         int last = plan->n_segments
                        ? plan_memory_index(plan, plan->segments[plan->n_segments - 1].device)
                        : 0;
-        for (int x = 0; x < plan->n_transfers && !rc; x++)
-            if (plan->transfers[x].segment == plan->n_segments && rt->xfers[x].from != last)
+        int end = plan->n_segments;
+        for (int x = rt->xfer_first[end]; x < rt->xfer_first[end + 1] && !rc; x++)
+            if (rt->xfers[x].from != last)
                 rc = issue_transfer(rt, x, err);
         for (int d = 1; d < rt->nd && !rc; d++)
             if (rt->dev[d].pending)
