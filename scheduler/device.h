@@ -9,6 +9,8 @@
 #define BATON_SCHEDULER_DEVICE_H
 
 #include <stddef.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include "baton/baton.h"
 
@@ -97,6 +99,17 @@ typedef struct dev_ops {
      * device cannot inject faults. */
     void (*inject)(dev_ctx *d, dev_fault fault);
 } dev_ops;
+
+/* Zeroed host memory aligned to 256 bytes, as the memory plan's offsets assume; NULL on failure.
+ * The CPU and test devices allocate their arenas with it (free() releases it). */
+static inline void *dev_host_zeroed(size_t bytes)
+{
+    size_t n = (bytes + 255) & ~(size_t)255;
+    void *p = aligned_alloc(256, n ? n : 256);
+    if (p)
+        memset(p, 0, n ? n : 256);
+    return p;
+}
 
 extern const dev_ops dev_cpu_ops;
 extern const dev_ops dev_sim_ops;

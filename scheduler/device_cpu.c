@@ -43,15 +43,12 @@ static void *cpu_alloc(dev_ctx *d, size_t bytes, baton_error *err)
                      baton_device_format(d->dev, name, sizeof name), bytes);
         return NULL;
     }
-    /* 256-byte alignment, as the memory plan's offsets assume. */
-    size_t n = (bytes + 255) & ~(size_t)255;
-    void *p = aligned_alloc(256, n ? n : 256);
+    void *p = dev_host_zeroed(bytes);
     if (!p) {
         baton_seterr(err, BATON_ENOMEM, "%s: allocation of %zu bytes failed",
                      baton_device_format(d->dev, name, sizeof name), bytes);
         return NULL;
     }
-    memset(p, 0, n ? n : 256);
     return p;
 }
 

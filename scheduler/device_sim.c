@@ -187,13 +187,11 @@ static void *sim_alloc(dev_ctx *d, size_t bytes, baton_error *err)
                      name, bytes);
         return NULL;
     }
-    size_t n = (bytes + 255) & ~(size_t)255;
-    void *p = aligned_alloc(256, n ? n : 256);
+    void *p = dev_host_zeroed(bytes);
     if (!p) {
         baton_seterr(err, BATON_ENOMEM, "%s (sim): allocation of %zu bytes failed", name, bytes);
         return NULL;
     }
-    memset(p, 0, n ? n : 256);
     return p;
 }
 
