@@ -347,7 +347,15 @@ Test(kernels_cuda, rms_norm_is_correct_on_every_launch_path)
          0,
          1,
          1},
-        /* the default persistent forward on many rows */
+        /* the register forward (mode 5; the backward's mode is not checked): 2, 4 and 8
+         * vectors per thread, a row that is not a multiple of the block's vectors, one-vector
+         * rows, and an odd number of rows per block (the loop runs two rows per iteration) */
+        {BATON_DTYPE_BF16, BATON_DTYPE_BF16, 300, 4096, 30, {.mode = 5, .nv = 2}, -1, 0, 0},
+        {BATON_DTYPE_F32, BATON_DTYPE_BF16, 257, 8192, 16, {.mode = 5, .nv = 8}, -1, 0, 0},
+        {BATON_DTYPE_F16, BATON_DTYPE_F32, 130, 4104, 13, {.mode = 5, .nv = 4}, -1, 0, 0},
+        {BATON_DTYPE_BF16, BATON_DTYPE_F16, 70, 8, 7, {.mode = 5}, -1, 0, 0},
+        {BATON_DTYPE_BF16, BATON_DTYPE_BF16, 101, 2048, 101, {.mode = 5, .grid = 7}, -1, 0, 0},
+        /* the default forward on many rows (the register kernel) */
         {BATON_DTYPE_F32, BATON_DTYPE_BF16, 3000, 1024, 30, {0}, 0, 1, 0},
     };
     for (size_t i = 0; i < sizeof paths / sizeof paths[0]; i++) {
@@ -360,8 +368,12 @@ Test(kernels_cuda, rms_norm_is_correct_on_every_launch_path)
                       .check_determinism = 1};
         kcuda_rms_cfg fc, bc;
         run_rms_case(&c, &fc, &bc);
-        cr_expect_eq(bc.mode, paths[i].want_mode, "path %zu: backward ran mode %d, not %d", i,
-                     bc.mode, paths[i].want_mode);
+        if (paths[i].over.mode == 5 || (paths[i].n1 >= 3000 && paths[i].over.mode == 0))
+            cr_expect_eq(fc.mode, 5, "path %zu: forward ran mode %d, not 5 (register rows)", i,
+                         fc.mode);
+        if (paths[i].want_mode >= 0)
+            cr_expect_eq(bc.mode, paths[i].want_mode, "path %zu: backward ran mode %d, not %d", i,
+                         bc.mode, paths[i].want_mode);
         if (paths[i].want_cx)
             cr_expect_eq(bc.cx, paths[i].want_cx, "path %zu: backward cx %d, not %d", i, bc.cx,
                          paths[i].want_cx);

@@ -216,10 +216,10 @@ static baton_exec_ctx make_ctx(int pdl, char *err, size_t len)
 static void cfg_str(const kcuda_rms_cfg &c, char *b, size_t n)
 {
     /* Forward mode 0 with 2+ stages is the bulk-copy kernel; 4 the cp.async one. */
-    static const char *modes[] = {"staged", "regs", "stream", "split", "staged-cp"};
-    const char *m = c.mode >= 0 && c.mode <= 4 ? modes[c.mode] : "?";
-    snprintf(b, n, "%s t%d s%d cx%d cy%d grid%lld smem%lldK", m, c.threads, c.stages, c.cx, c.cy,
-             c.grid, c.smem / 1024);
+    static const char *modes[] = {"staged", "regs", "stream", "split", "staged-cp", "rows"};
+    const char *m = c.mode >= 0 && c.mode <= 5 ? modes[c.mode] : "?";
+    snprintf(b, n, "%s t%d nv%d s%d cx%d cy%d grid%lld smem%lldK", m, c.threads, c.nv, c.stages,
+             c.cx, c.cy, c.grid, c.smem / 1024);
 }
 
 static double copy_tbs; /* bytes read + written per second / 1e12 */
@@ -372,11 +372,19 @@ int main(int argc, char **argv)
             Result r = bench_fwd(n1, n2, dt, NULL, s);
             print_result("fwd", n1, n2, dt, 0, "default", r, true);
             if (sweep) {
-                /* The bulk-copy kernel (stages 2 to 8), and the cp.async kernel it replaced
-                 * (mode 4) at its own default and best-known layouts. */
+                /* The register kernel (mode 5) at 2, 4 and 8 vectors per thread, the bulk-copy
+                 * kernel (stages 2 to 8), and the cp.async kernel (mode 4). */
                 std::vector<kcuda_rms_cfg> vs;
-                for (int t : {128, 256, 512})
-                    for (int st : {2, 3, 4, 6, 8}) {
+                for (int nv : {2, 4, 8}) {
+                    kcuda_rms_cfg v;
+                    memset(&v, 0, sizeof v);
+                    v.mode = 5;
+                    v.nv = nv;
+                    if ((int64_t)512 * nv * (int64_t)(16 / e) >= n2)
+                        vs.push_back(v);
+                }
+                for (int t : {256, 512})
+                    for (int st : {2, 4}) {
                         kcuda_rms_cfg v;
                         memset(&v, 0, sizeof v);
                         v.threads = t;

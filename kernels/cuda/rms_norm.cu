@@ -301,6 +301,100 @@ __global__ void __launch_bounds__(KCUDA_MAX_THREADS) rms_fwd_bulk(FwdArgs a)
     pdl_trigger();
 }
 
+/* One row of the register forward: x's vectors are already in `cur`; the next row's loads go
+ * out into `nxt` before this row's barrier, so the block keeps a row in flight while it waits.
+ * idx[v] is the thread's column of vector v, or -1 past the row's end. */
+template <typename TX, typename TW, typename A, int VEC, int NV>
+__device__ __forceinline__ void rows_step(const FwdArgs &a, int64_t row, int64_t next,
+                                          const int (&idx)[NV], TX (&cur)[NV][VEC],
+                                          TX (&nxt)[NV][VEC], A *slot)
+{
+    const TW *__restrict__ w = static_cast<const TW *>(a.w);
+    const int tid = threadIdx.x, nw = blockDim.x >> 5;
+    if (next < a.n1) {
+        const TX *__restrict__ xn = static_cast<const TX *>(a.x) + next * a.n2;
+#pragma unroll
+        for (int v = 0; v < NV; v++)
+            if (idx[v] >= 0)
+                ld_ro(xn + idx[v], nxt[v]);
+    }
+    A ss = 0;
+#pragma unroll
+    for (int v = 0; v < NV; v++)
+        if (idx[v] >= 0) {
+#pragma unroll
+            for (int e = 0; e < VEC; e++) {
+                const A f = to_acc<A>(cur[v][e]);
+                ss += f * f;
+            }
+        }
+    /* One barrier per row (the caller alternates `slot` between rows: a thread reaches row
+     * k + 2's write only after row k + 1's barrier, which every thread passes after its reads of
+     * row k). The warps' sums are added by a second shuffle tree: the same bits in every thread. */
+    ss = warp_sum(ss);
+    if ((tid & 31) == 0)
+        slot[tid >> 5] = ss;
+    __syncthreads();
+    ss = warp_sum((tid & 31) < nw ? slot[tid & 31] : A(0));
+    const A r = rsqrt_acc(ss / A(a.n2) + (A)a.eps);
+    if (tid == 0)
+        static_cast<A *>(a.invvar)[row] = r;
+    TW *__restrict__ yr = static_cast<TW *>(a.y) + row * a.n2;
+#pragma unroll
+    for (int v = 0; v < NV; v++)
+        if (idx[v] >= 0) {
+            TW u[VEC], out[VEC];
+            ld_ro(w + idx[v], u); /* every block of the SM reads the same w: L1 hits */
+            scale_vec<TX, TW, A, VEC>(cur[v], u, r, out);
+            stg(yr + idx[v], out);
+        }
+}
+
+/* The register forward for many rows of 16-byte vectors: a persistent grid, a block per row,
+ * each thread holding NV vectors of x. Row i + grid's loads are issued before row i's reduction,
+ * so every block has a row in flight at all times without shared-memory staging, and several
+ * blocks per SM hide each other's barriers: occupancy matters more than anything else here (w
+ * held in registers, four partial sums and L1-bypassing loads, together, cost 2 blocks per SM and
+ * were 3-6 % slower on an H200). A register row copy, a block per row and no arithmetic, reaches
+ * 92-94 % of cudaMemcpy on an H200 and an H100 at 2 to 8 blocks per SM (bench_floors mem). */
+template <typename TX, typename TW, int NV>
+__global__ void __launch_bounds__(KCUDA_MAX_THREADS) rms_fwd_rows(FwdArgs a)
+{
+    using A = typename acc_of<TX>::type;
+    constexpr int VEC = 16 / (int)sizeof(TX);
+    __shared__ A red[2][32];
+    const int tid = threadIdx.x, T = blockDim.x, cols = (int)a.n2;
+    const int64_t G = gridDim.x;
+    int idx[NV];
+#pragma unroll
+    for (int v = 0; v < NV; v++) {
+        idx[v] = (v * T + tid) * VEC;
+        if (idx[v] >= cols)
+            idx[v] = -1;
+    }
+
+    pdl_wait(); /* x and w may be a predecessor's outputs */
+
+    TX xa[NV][VEC], xb[NV][VEC];
+    int64_t row = blockIdx.x;
+    if (row < a.n1) {
+        const TX *__restrict__ xr = static_cast<const TX *>(a.x) + row * a.n2;
+#pragma unroll
+        for (int v = 0; v < NV; v++)
+            if (idx[v] >= 0)
+                ld_ro(xr + idx[v], xa[v]);
+    }
+    /* Unrolled by two so that the two register buffers (and the two reduction slots) swap roles
+     * without copies. */
+    for (; row < a.n1; row += 2 * G) {
+        rows_step<TX, TW, A, VEC, NV>(a, row, row + G, idx, xa, xb, red[0]);
+        if (row + G >= a.n1)
+            break;
+        rows_step<TX, TW, A, VEC, NV>(a, row + G, row + 2 * G, idx, xb, xa, red[1]);
+    }
+    pdl_trigger();
+}
+
 /* One block handles `chunk` columns of a row (all of it when cx == 1), rows strided over the
  * grid. The chunk lives in registers (NV vectors of VEC elements per thread) unless it does not
  * fit, in which case the block streams it twice (the second read mostly hits L2). */
@@ -1161,7 +1255,14 @@ struct Layout {
 
 /* MODE_STAGED_CP: the forward's staged kernel with per-thread cp.async copies instead of bulk
  * copies (an override and report only; one stage always runs it). */
-enum { MODE_STAGED = 0, MODE_REGS = 1, MODE_STREAM = 2, MODE_SPLIT = 3, MODE_STAGED_CP = 4 };
+enum {
+    MODE_STAGED = 0,
+    MODE_REGS = 1,
+    MODE_STREAM = 2,
+    MODE_SPLIT = 3,
+    MODE_STAGED_CP = 4,
+    MODE_ROWS = 5
+};
 
 /* The most rows in flight per block of the persistent forward kernel. */
 #define KCUDA_FWD_STAGES 4
@@ -1222,7 +1323,9 @@ static int check_override(const baton_exec_ctx *ctx, const char *what, const kcu
     if (o->stages < 0 || o->stages > KCUDA_FWD_BULK_STAGES)
         return fail(ctx, BATON_EINVAL, "%s: override stages = %d (0..%d)", what, o->stages,
                     KCUDA_FWD_BULK_STAGES);
-    if (o->grid < 0 || o->mode < 0 || o->mode > MODE_STAGED_CP)
+    if (o->nv != 0 && o->nv != 2 && o->nv != 4 && o->nv != 8)
+        return fail(ctx, BATON_EINVAL, "%s: override nv = %d (0, 2, 4 or 8)", what, o->nv);
+    if (o->grid < 0 || o->mode < 0 || o->mode > MODE_ROWS)
         return fail(ctx, BATON_EINVAL, "%s: override grid = %lld, mode = %d", what, o->grid,
                     o->mode);
     return 0;
@@ -1399,6 +1502,81 @@ template <typename TX, typename TW> static void *fwd_kernel_for(const Layout &L,
     return (void *)rms_fwd_kernel<TX, TW, VX, 2, true>;
 }
 
+template <typename TX, typename TW, int NV> static void *fwd_rows_kernel()
+{
+    if constexpr (sizeof(TX) <= 4 && sizeof(TW) <= 4)
+        return (void *)rms_fwd_rows<TX, TW, NV>;
+    else
+        return NULL;
+}
+
+/* Launches rms_fwd_rows: NV vectors per thread, the fewest threads that cover the row, and as
+ * many blocks as are resident, evened out so that every block gets the same number of rows. */
+template <typename TX, typename TW>
+static int fwd_rows(const baton_exec_ctx *ctx, void **buffers, const baton_rms_norm_desc &d,
+                    const kcuda_rms_cfg *o, kcuda_rms_cfg *chosen, int sms)
+{
+    constexpr int VX = 16 / (int)sizeof(TX);
+    const int64_t nvec = ceil_div(d.n2, VX);
+    /* Measured on an H200 (bench_kernels --sweep): 2-byte x runs best at 2 vectors per thread
+     * (8 at 8192 columns is as fast), 4-byte x at 4; longer rows take more per thread. */
+    int nv = (o && o->nv) ? o->nv : sizeof(TX) == 2 ? 2 : 4;
+    while (nv < 8 && nvec > (int64_t)nv * KCUDA_MAX_THREADS)
+        nv *= 2;
+    int64_t t = ceil_div(ceil_div(nvec, nv), 32) * 32;
+    if (o && o->threads) {
+        if ((int64_t)o->threads * nv < nvec)
+            return fail(ctx, BATON_EINVAL,
+                        "rms_norm_fwd: override threads = %d with nv = %d cannot hold %lld vectors",
+                        o->threads, nv, (long long)nvec);
+        t = o->threads;
+    }
+    if (t < 32)
+        t = 32;
+    void *k = nv == 2   ? fwd_rows_kernel<TX, TW, 2>()
+              : nv == 4 ? fwd_rows_kernel<TX, TW, 4>()
+                        : fwd_rows_kernel<TX, TW, 8>();
+    Layout L;
+    memset(&L, 0, sizeof L);
+    L.mode = MODE_ROWS;
+    L.vec = VX;
+    L.nv = nv;
+    L.threads = (int)t;
+    L.cx = L.cy = 1;
+    L.chunk = d.n2;
+    long long groups = d.n1;
+    if (o && o->grid) {
+        groups = o->grid;
+    } else {
+        int per_sm = 0;
+        cudaError_t e = occupancy(ctx, k, L.threads, 0, &per_sm);
+        if (e != cudaSuccess)
+            return fail(ctx, BATON_ECUDA,
+                        "cudaOccupancyMaxActiveBlocksPerMultiprocessor(rms_norm_fwd) failed: %s",
+                        cudaGetErrorString(e));
+        const long long resident = (long long)(per_sm > 0 ? per_sm : 1) * sms;
+        if (groups > resident) {
+            const long long per = (groups + resident - 1) / resident;
+            groups = (groups + per - 1) / per;
+        }
+    }
+    L.grid = groups;
+    FwdArgs a;
+    memset(&a, 0, sizeof a);
+    a.x = buffers[0];
+    a.w = buffers[1];
+    a.y = buffers[2];
+    a.invvar = buffers[3];
+    a.n1 = d.n1;
+    a.n2 = d.n2;
+    a.eps = d.eps;
+    a.chunk = d.n2;
+    a.cx = 1;
+    report(L, chosen);
+    return launch(ctx, "rms_norm_fwd", (void (*)(FwdArgs))k, (unsigned)L.grid, (unsigned)L.threads,
+                  0, 1, a);
+}
+
 template <typename TX, typename TW>
 static int fwd_typed(const baton_exec_ctx *ctx, void **buffers, const baton_rms_norm_desc &d,
                      const kcuda_rms_cfg *o, kcuda_rms_cfg *chosen)
@@ -1442,6 +1620,19 @@ static int fwd_typed(const baton_exec_ctx *ctx, void **buffers, const baton_rms_
         return launch(ctx, "rms_norm_fwd", rms_fwd_kernel<TX, TW, VX, 4, false>, (unsigned)L.grid,
                       (unsigned)L.threads, 0, 1, a);
     }
+    /* Many rows of 16-byte vectors: the register kernel, a persistent grid of blocks that each
+     * hold a row and load the next (rms_fwd_rows). Wider weights than 4 bytes would double its
+     * registers; those pairs take the staged kernel. */
+    const bool rows_fit =
+        L.vec == VX && sizeof(TX) <= 4 && sizeof(TW) <= 4 && nvec_row <= 8LL * KCUDA_MAX_THREADS;
+    const bool force_rows = o && o->mode == MODE_ROWS;
+    if (force_rows && !rows_fit)
+        return fail(ctx, BATON_EINVAL,
+                    "rms_norm_fwd: override mode 5 (register rows) needs 16-byte vectors, x and w "
+                    "of at most 4 bytes and n2 <= %d vectors",
+                    8 * KCUDA_MAX_THREADS);
+    if (rows_fit && (force_rows || (no_override && d.n1 >= 2LL * sms)))
+        return fwd_rows<TX, TW>(ctx, buffers, d, o, chosen, sms);
     /* The cp.async staged kernel (override mode 4) waits on at most 3 groups: 4 stages. */
     const bool cp = o && o->mode == MODE_STAGED_CP;
     if (cp && o->stages > 4)
@@ -1657,17 +1848,20 @@ static int bwd_typed(const baton_exec_ctx *ctx, void **buffers, const baton_rms_
             groups = cap;
         L.grid = groups * cl;
         if (L.mode == MODE_STAGED && !(o && o->stages)) {
-            /* Stages (measured on an H100, bench_kernels --sweep): none ahead when a block has
-             * one row; with few blocks per SM, 16-bit rows want one row ahead and 32-bit rows
-             * none (more threads' worth of rows instead); with many blocks, the reverse. */
+            /* Stages (measured on an H100, bench_kernels --sweep, BENCH_SWEEP_BWD=1): none ahead
+             * when a block has one row; with few blocks per SM, 16-bit rows want one row ahead
+             * and 32-bit rows none (more threads' worth of rows instead); with many blocks, 32-bit
+             * rows and 16 KB 16-bit rows want three ahead (as many as fit: 84 -> 86 % of copy for
+             * bf16 16384 x 8192, 87 -> 91 % for f32 32768 x 4096), 8 KB 16-bit rows none (two or
+             * three ahead lost 4-16 points there). */
             const bool one_row = ceil_div(B, L.cy) <= 1;
             const bool crowded = L.grid >= 3LL * sms;
             int st = 1, per = 4;
             if (!one_row) {
                 if (sizeof(TX) == 2)
-                    st = crowded ? 1 : 2;
+                    st = !crowded ? 2 : L.chunk * (int64_t)sizeof(TX) >= (16 << 10) ? 4 : 1;
                 else if (crowded)
-                    st = 2;
+                    st = 4;
                 else /* 16384 x 8192 f32: t256 s2 88% of copy, t256 s1 70% (one block per SM) */
                     st = L.chunk * (int64_t)sizeof(TX) >= (32 << 10) ? 2 : 1;
                 if (sizeof(TX) > 2 && !crowded)

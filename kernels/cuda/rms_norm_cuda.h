@@ -23,10 +23,14 @@ extern "C" {
  *              finishing kernel over column chunks of every row, `grid` blocks of `threads`,
  *              `nv` vectors per thread and row. Forward mode 1 with vec > 1 is the decode path:
  *              a block per row, four 16-byte vectors of x and w per thread in registers.
- *              An override of 2 forces streaming, 3 the split backward (test hooks); 0 and 1
- *              choose.
+ *            5 register rows (forward, many rows of 16-byte vectors, x and w of at most 4
+ *              bytes): a persistent grid, a block per row, `nv` (2, 4 or 8) vectors of x per
+ *              thread, the next row loaded while this one is reduced; the default there.
+ *              An override of 2 forces streaming, 3 the split backward, 5 register rows (test
+ *              and benchmark hooks); 0 and 1 choose.
  *   threads  threads per block (a multiple of 32, at most 512)
- *   nv       vectors per thread held in registers (modes 1 and 2; 0 when staged)
+ *   nv       vectors per thread held in registers (modes 1, 2 and 5; 0 when staged); an
+ *            override of 2, 4 or 8 picks mode 5's
  *   vec      elements per vector: 16 bytes of x, or 1 (scalar); an override of 1 forces scalar
  *   cx       blocks that share one row (a thread-block cluster when > 1; at most 16)
  *   cy       backward only: blocks that share one part_grad block, combined through
