@@ -1,17 +1,17 @@
 #!/bin/bash
 # gpu-all.sh: everything the GPU machine is for, in one call: build with CUDA (and the JAX FFI
 # library), the GPU and CPU test suites, the host benchmark, the kernel checks and benchmarks
-# (scripts/gpu-kernels.sh) and the scheduler benchmarks (scripts/gpu-sched.sh), and `baton bench`
-# on the bundled plans. Logs are packed into $OUT/logs.tgz (the device tool returns few files);
+# (scripts/gpu-kernels.sh) and the scheduler benchmarks (scripts/gpu-sched.sh), the hardware
+# floors they are read against (bench_floors), and `baton bench` on the bundled plans. Logs are packed into $OUT/logs.tgz (the device tool returns few files);
 # a summary prints last.
 #   From the device tool: run(command="bash scripts/gpu-all.sh", carry=[".deps"])
-#   env: PARTS (default "tests host kernels sched plans"), JOBS (16)
+#   env: PARTS (default "tests host floors kernels sched plans"), JOBS (16)
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
 final=${OUT:-$root/gpu-all-out}
 work=$(mktemp -d)
-PARTS=${PARTS:-"tests host kernels sched plans"}
+PARTS=${PARTS:-"tests host floors kernels sched plans"}
 JOBS=${JOBS:-16}
 BUILD=build-gpu
 mkdir -p "$final"
@@ -49,6 +49,12 @@ fi
 if has host; then
   "$BUILD/bench_host" > "$work/bench_host.log" 2>&1
   cat "$work/bench_host.log" | tee -a "$summary"
+fi
+
+if has floors; then
+  timeout 240 "$BUILD/bench_floors" > "$work/floors.log" 2>&1
+  say "== floors (bench_floors, rc $?)"
+  grep -vE "^RESULT|^  #|grid +(132|528|1056) x" "$work/floors.log" | tee -a "$summary" > /dev/null
 fi
 
 if has plans; then

@@ -1,0 +1,520 @@
+/* bench_floors.cu: the hardware floors that baton's other benchmarks are read against, measured
+ * in the same call: memory bandwidth (cudaMemcpy and hand-written copy kernels), the cost of
+ * handing control between the host and the GPU (event waits, stream memory operations), and
+ * every cuBLASLt algorithm the heuristic offers for the RFC plan's GEMV. It also drives one kernel
+ * shape repeatedly for a profiler (--rms).
+ *
+ * Usage: bench_floors [mem] [handoff] [gemv] [--rms DTYPE N1 N2 CALLS]   (default: all three)
+ * Prints "RESULT key value" lines for scripts. */
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <algorithm>
+#include <vector>
+
+#include <cublasLt.h>
+#include <cuda.h>
+#include <cuda_runtime.h>
+
+#include "baton/baton.h"
+#include "kernels/cuda/kcuda_common.cuh"
+#include "kernels/cuda/rms_norm_cuda.h"
+#include "kernels/descriptors.h"
+
+#define CHECK_CUDA(call)                                                                           \
+    do {                                                                                           \
+        cudaError_t e_ = (call);                                                                   \
+        if (e_ != cudaSuccess) {                                                                   \
+            fprintf(stderr, "bench_floors: %s:%d: %s failed: %s\n", __FILE__, __LINE__, #call,     \
+                    cudaGetErrorString(e_));                                                       \
+            exit(1);                                                                               \
+        }                                                                                          \
+    } while (0)
+#define CHECK_DRV(call)                                                                            \
+    do {                                                                                           \
+        CUresult r_ = (call);                                                                      \
+        if (r_ != CUDA_SUCCESS) {                                                                  \
+            fprintf(stderr, "bench_floors: %s:%d: %s failed: %d\n", __FILE__, __LINE__, #call,     \
+                    (int)r_);                                                                      \
+            exit(1);                                                                               \
+        }                                                                                          \
+    } while (0)
+
+static double median(std::vector<double> v)
+{
+    std::sort(v.begin(), v.end());
+    size_t n = v.size();
+    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+static double now_ns()
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec * 1e9 + ts.tv_nsec;
+}
+
+/* ---- memory ---------------------------------------------------------------------------------- */
+
+template <int U>
+__global__ void copy16(const uint4 *__restrict__ x, uint4 *__restrict__ y, size_t n)
+{
+    const size_t stride = (size_t)gridDim.x * blockDim.x;
+    size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    for (; i + (U - 1) * stride < n; i += U * stride) {
+        uint4 v[U];
+#pragma unroll
+        for (int u = 0; u < U; u++)
+            v[u] = x[i + u * stride];
+#pragma unroll
+        for (int u = 0; u < U; u++)
+            y[i + u * stride] = v[u];
+    }
+    for (; i < n; i += stride)
+        y[i] = x[i];
+}
+
+/* A block per row, the row held in registers, written after a block-wide barrier: the access
+ * pattern of a one-pass row normalisation without its arithmetic. */
+__global__ void rowcopy16(const uint4 *__restrict__ x, uint4 *__restrict__ y, int64_t rows,
+                          int vecs)
+{
+    for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
+        uint4 v[4];
+        int k = 0;
+        for (int c = threadIdx.x; c < vecs && k < 4; c += blockDim.x, k++)
+            v[k] = x[r * vecs + c];
+        __syncthreads();
+        k = 0;
+        for (int c = threadIdx.x; c < vecs && k < 4; c += blockDim.x, k++)
+            y[r * vecs + c] = v[k];
+    }
+}
+
+/* The copy engine's way: one thread per block moves CH-byte chunks through S shared-memory
+ * stages with bulk copies (global to shared on an mbarrier, shared to global in bulk groups), so
+ * no register holds the data. Chunks are strided over the grid. */
+__global__ void bulkcopy(const char *__restrict__ x, char *__restrict__ y, int64_t nch, int ch,
+                         int S)
+{
+    extern __shared__ __align__(128) unsigned char stage[];
+    __shared__ __align__(8) unsigned long long full[8];
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    if (threadIdx.x != 0)
+        return;
+    for (int k = 0; k < S; k++)
+        kcuda::mbar_init(&full[k], 1);
+    kcuda::mbar_fence_init();
+    const int64_t G = gridDim.x;
+    const unsigned long long pol = kcuda::l2_evict_first();
+    for (int k = 0; k < S; k++) {
+        const int64_t c = blockIdx.x + k * G;
+        if (c < nch) {
+            kcuda::mbar_arrive_tx(&full[k], (unsigned)ch);
+            kcuda::bulk_g2s(stage + (size_t)k * ch, x + c * ch, (unsigned)ch, &full[k], pol);
+        }
+    }
+    for (int64_t i = 0;; i++) {
+        const int64_t c = blockIdx.x + i * G;
+        if (c >= nch)
+            break;
+        const int s = (int)(i % S);
+        kcuda::mbar_wait(&full[s], (unsigned)((i / S) & 1));
+        asm volatile("cp.async.bulk.global.shared::cta.bulk_group [%0], [%1], %2;\n\t"
+                     "cp.async.bulk.commit_group;" ::"l"(y + c * ch),
+                     "r"(kcuda::smem_u32(stage + (size_t)s * ch)), "r"(ch)
+                     : "memory");
+        const int64_t cn = c + S * G;
+        if (cn < nch) {
+            /* the stage is refilled once the store has read it out */
+            asm volatile("cp.async.bulk.wait_group.read 0;" ::: "memory");
+            kcuda::mbar_arrive_tx(&full[s], (unsigned)ch);
+            kcuda::bulk_g2s(stage + (size_t)s * ch, x + cn * ch, (unsigned)ch, &full[s], pol);
+        }
+    }
+    asm volatile("cp.async.bulk.wait_group 0;" ::: "memory");
+#endif
+}
+
+static void bench_mem(const cudaDeviceProp &prop, cudaStream_t s)
+{
+    const size_t bytes = (size_t)1 << 30; /* per buffer: far beyond L2 */
+    void *a, *b;
+    CHECK_CUDA(cudaMalloc(&a, bytes));
+    CHECK_CUDA(cudaMalloc(&b, bytes));
+    CHECK_CUDA(cudaMemset(a, 1, bytes));
+    CHECK_CUDA(cudaMemset(b, 2, bytes));
+    cudaEvent_t e0, e1;
+    CHECK_CUDA(cudaEventCreate(&e0));
+    CHECK_CUDA(cudaEventCreate(&e1));
+    auto timeit = [&](auto &&fn, int reps) {
+        std::vector<double> t;
+        for (int r = 0; r < reps; r++) {
+            CHECK_CUDA(cudaEventRecord(e0, s));
+            fn();
+            CHECK_CUDA(cudaEventRecord(e1, s));
+            CHECK_CUDA(cudaEventSynchronize(e1));
+            float ms = 0;
+            CHECK_CUDA(cudaEventElapsedTime(&ms, e0, e1));
+            t.push_back(ms * 1e3);
+        }
+        return median(t);
+    };
+    const double moved = 2.0 * (double)bytes; /* read + written */
+    double us =
+        timeit([&] { CHECK_CUDA(cudaMemcpyAsync(b, a, bytes, cudaMemcpyDeviceToDevice, s)); }, 11);
+    double ref = moved / us / 1e6;
+    printf("\nmemory (1 GiB buffers, bytes read + written; median of 11)\n");
+    printf("%-40s %9.1f us %7.3f TB/s\n", "cudaMemcpyAsync D2D", us, ref);
+    printf("RESULT floors memcpy_tbs %.4f\n", ref);
+    const size_t n = bytes / 16;
+    double best_copy = 0, best_bulk = 0, best_row = 0; /* TB/s */
+    for (int per : {1, 2, 4, 8, 16})
+        for (int threads : {256, 512, 1024}) {
+            if (per * threads > 2048)
+                continue;
+            const int grid = prop.multiProcessorCount * per;
+            double u4 = timeit(
+                [&] { copy16<4><<<grid, threads, 0, s>>>((const uint4 *)a, (uint4 *)b, n); }, 11);
+            double u1 = timeit(
+                [&] { copy16<1><<<grid, threads, 0, s>>>((const uint4 *)a, (uint4 *)b, n); }, 11);
+            printf("copy kernel grid %6d x %4d  unroll 4 %9.1f us %7.3f TB/s (%.1f %%)   unroll 1 "
+                   "%9.1f us %7.3f TB/s\n",
+                   grid, threads, u4, moved / u4 / 1e6, 100.0 * moved / u4 / 1e6 / ref, u1,
+                   moved / u1 / 1e6);
+            best_copy = std::max(best_copy, moved / std::min(u4, u1) / 1e6);
+        }
+    CHECK_CUDA(
+        cudaFuncSetAttribute(bulkcopy, cudaFuncAttributeMaxDynamicSharedMemorySize, 200 * 1024));
+    for (int ch : {8192, 16384, 32768})
+        for (int S : {2, 4, 6})
+            for (int per : {1, 2, 4}) {
+                if ((size_t)ch * S * per > 200 * 1024)
+                    continue;
+                const int grid = prop.multiProcessorCount * per;
+                const int64_t nch = (int64_t)(bytes / ch);
+                double u = timeit(
+                    [&] {
+                        bulkcopy<<<grid, 32, (size_t)ch * S, s>>>((const char *)a, (char *)b, nch,
+                                                                  ch, S);
+                    },
+                    11);
+                CHECK_CUDA(cudaGetLastError());
+                best_bulk = std::max(best_bulk, moved / u / 1e6);
+                printf("bulk copy, %5d B chunks, %d stages, %d blocks/SM %9.1f us %7.3f TB/s (%.1f "
+                       "%%)\n",
+                       ch, S, per, u, moved / u / 1e6, 100.0 * moved / u / 1e6 / ref);
+            }
+    {
+        /* the bulk copy moved every byte */
+        CHECK_CUDA(cudaMemsetAsync(b, 0, bytes, s));
+        bulkcopy<<<prop.multiProcessorCount * 2, 32, 16384 * 4, s>>>(
+            (const char *)a, (char *)b, (int64_t)(bytes / 16384), 16384, 4);
+        CHECK_CUDA(cudaStreamSynchronize(s));
+        std::vector<unsigned char> h(bytes);
+        CHECK_CUDA(cudaMemcpy(h.data(), b, bytes, cudaMemcpyDeviceToHost));
+        size_t bad = 0;
+        for (size_t i = 0; i < bytes; i++)
+            bad += h[i] != 1;
+        printf("bulk copy check: %zu wrong bytes of %zu\n", bad, bytes);
+    }
+    for (int cols_vec : {512, 1024}) { /* 8192 / 16384 bytes per row */
+        const int64_t rows = (int64_t)(n / cols_vec);
+        for (int per : {2, 4, 8}) {
+            const int threads = cols_vec / 4;
+            const int grid = prop.multiProcessorCount * per;
+            double u = timeit(
+                [&] {
+                    rowcopy16<<<grid, threads, 0, s>>>((const uint4 *)a, (uint4 *)b, rows,
+                                                       cols_vec);
+                },
+                11);
+            best_row = std::max(best_row, moved / u / 1e6);
+            printf("row copy, %5d B rows, %d blocks/SM x %4d %9.1f us %7.3f TB/s (%.1f %%)\n",
+                   cols_vec * 16, per, threads, u, moved / u / 1e6, 100.0 * moved / u / 1e6 / ref);
+        }
+    }
+    printf("best of each, against cudaMemcpy: copy kernel %.3f TB/s (%.1f %%), bulk copy %.3f "
+           "(%.1f %%), row copy %.3f (%.1f %%)\n",
+           best_copy, 100 * best_copy / ref, best_bulk, 100 * best_bulk / ref, best_row,
+           100 * best_row / ref);
+    printf("RESULT floors copy_kernel_pct %.1f bulk_copy_pct %.1f row_copy_pct %.1f\n",
+           100 * best_copy / ref, 100 * best_bulk / ref, 100 * best_row / ref);
+    CHECK_CUDA(cudaFree(a));
+    CHECK_CUDA(cudaFree(b));
+}
+
+/* ---- host <-> GPU hand-off ------------------------------------------------------------------- */
+
+__global__ void empty_kernel()
+{
+}
+
+typedef CUresult (*wait32_fn)(CUstream, CUdeviceptr, cuuint32_t, unsigned int);
+typedef CUresult (*write32_fn)(CUstream, CUdeviceptr, cuuint32_t, unsigned int);
+
+static void bench_handoff(cudaStream_t s)
+{
+    wait32_fn wait32 = NULL;
+    write32_fn write32 = NULL;
+    cudaDriverEntryPointQueryResult q;
+    CHECK_CUDA(cudaGetDriverEntryPointByVersion("cuStreamWaitValue32", (void **)&wait32, 12000,
+                                                cudaEnableDefault, &q));
+    CHECK_CUDA(cudaGetDriverEntryPointByVersion("cuStreamWriteValue32", (void **)&write32, 12000,
+                                                cudaEnableDefault, &q));
+    printf("\nhand-off (median of 2000 round trips, host clock)\n");
+    volatile uint32_t *flags;
+    CHECK_CUDA(cudaHostAlloc((void **)&flags, 256, cudaHostAllocMapped));
+    memset((void *)flags, 0, 256);
+    uint32_t *dflags;
+    CHECK_CUDA(cudaHostGetDevicePointer((void **)&dflags, (void *)flags, 0));
+    volatile uint32_t *to_gpu = flags, *to_host = flags + 16;
+    CUdeviceptr d_to_gpu = (CUdeviceptr)dflags, d_to_host = (CUdeviceptr)(dflags + 16);
+    cudaEvent_t ev;
+    CHECK_CUDA(cudaEventCreateWithFlags(&ev, cudaEventDisableTiming));
+    const int N = 2000;
+    std::vector<double> t(N);
+    for (int i = 0; i < N; i++) {
+        double t0 = now_ns();
+        empty_kernel<<<1, 32, 0, s>>>();
+        CHECK_CUDA(cudaEventRecord(ev, s));
+        CHECK_CUDA(cudaEventSynchronize(ev));
+        t[i] = now_ns() - t0;
+    }
+    printf("%-56s %8.2f us\n", "launch + event record + cudaEventSynchronize", median(t) / 1e3);
+    for (int i = 0; i < N; i++) {
+        double t0 = now_ns();
+        empty_kernel<<<1, 32, 0, s>>>();
+        CHECK_DRV(write32(s, d_to_host, (cuuint32_t)(i + 1), 0));
+        while (*to_host != (uint32_t)(i + 1))
+            ;
+        t[i] = now_ns() - t0;
+    }
+    printf("%-56s %8.2f us\n", "launch + cuStreamWriteValue32 + host spin", median(t) / 1e3);
+    CHECK_CUDA(cudaStreamSynchronize(s));
+    /* The GPU is already waiting on a host flag: the host's store starts the work. */
+    *to_host = 0;
+    for (int i = 0; i < N; i++) {
+        CHECK_DRV(wait32(s, d_to_gpu, (cuuint32_t)(i + 1), CU_STREAM_WAIT_VALUE_GEQ));
+        empty_kernel<<<1, 32, 0, s>>>();
+        CHECK_DRV(write32(s, d_to_host, (cuuint32_t)(i + 1), 0));
+        const double w0 = now_ns();
+        while (now_ns() - w0 < 20000) /* let the wait reach the GPU */
+            ;
+        double t0 = now_ns();
+        __atomic_store_n((uint32_t *)to_gpu, (uint32_t)(i + 1), __ATOMIC_RELEASE);
+        while (*to_host != (uint32_t)(i + 1))
+            ;
+        t[i] = now_ns() - t0;
+    }
+    printf("%-56s %8.2f us\n", "queued: host store -> GPU wait -> kernel -> write -> host",
+           median(t) / 1e3);
+    CHECK_CUDA(cudaStreamSynchronize(s));
+
+    /* The same with a pre-launched graph holding the wait, a kernel and the write. */
+    cudaGraph_t g;
+    cudaGraphExec_t ge;
+    *to_gpu = 0;
+    *to_host = 0;
+    CHECK_CUDA(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
+    CUresult cr = wait32(s, d_to_gpu, 1, CU_STREAM_WAIT_VALUE_GEQ);
+    empty_kernel<<<1, 32, 0, s>>>();
+    CUresult cw = write32(s, d_to_host, 1, 0);
+    cudaError_t ce = cudaStreamEndCapture(s, &g);
+    if (cr != CUDA_SUCCESS || cw != CUDA_SUCCESS || ce != cudaSuccess)
+        printf("stream memory operations could not be captured (%d, %d, %s)\n", (int)cr, (int)cw,
+               cudaGetErrorString(ce));
+    if (cr == CUDA_SUCCESS && cw == CUDA_SUCCESS && ce == cudaSuccess) {
+        CHECK_CUDA(cudaGraphInstantiate(&ge, g, 0));
+        for (int i = 0; i < N; i++) {
+            *to_gpu = 0;
+            *to_host = 0;
+            CHECK_CUDA(cudaGraphLaunch(ge, s));
+            double w0 = now_ns();
+            while (now_ns() - w0 < 20000)
+                ;
+            double t0 = now_ns();
+            __atomic_store_n((uint32_t *)to_gpu, 1u, __ATOMIC_RELEASE);
+            while (*to_host != 1u)
+                ;
+            t[i] = now_ns() - t0;
+            CHECK_CUDA(cudaStreamSynchronize(s));
+        }
+        printf("%-56s %8.2f us\n", "queued graph: host store -> wait node -> kernel -> write",
+               median(t) / 1e3);
+        for (int i = 0; i < N; i++) {
+            *to_gpu = 1;
+            *to_host = 0;
+            double t0 = now_ns();
+            CHECK_CUDA(cudaGraphLaunch(ge, s));
+            while (*to_host != 1u)
+                ;
+            t[i] = now_ns() - t0;
+            CHECK_CUDA(cudaStreamSynchronize(s));
+        }
+        printf("%-56s %8.2f us\n", "graph launch (flag already set) -> write seen by host",
+               median(t) / 1e3);
+    }
+    cudaGetLastError();
+}
+
+/* ---- GEMV algorithms ------------------------------------------------------------------------- */
+
+static void bench_gemv(cudaStream_t s)
+{
+    const int64_t M = 1, N = 4096, K = 4096;
+    cublasLtHandle_t lt;
+    cublasLtCreate(&lt);
+    cublasLtMatmulDesc_t op;
+    cublasLtMatmulDescCreate(&op, CUBLAS_COMPUTE_32F, CUDA_R_32F);
+    cublasLtMatrixLayout_t lb, la, lc;
+    cublasLtMatrixLayoutCreate(&lb, CUDA_R_16BF, N, K, N);
+    cublasLtMatrixLayoutCreate(&la, CUDA_R_16BF, K, M, K);
+    cublasLtMatrixLayoutCreate(&lc, CUDA_R_16BF, N, M, N);
+    cublasLtMatmulPreference_t pref;
+    cublasLtMatmulPreferenceCreate(&pref);
+    size_t ws = 32 << 20;
+    cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws,
+                                         sizeof ws);
+    cublasLtMatmulHeuristicResult_t res[32];
+    int nres = 0;
+    cublasLtMatmulAlgoGetHeuristic(lt, op, lb, la, lc, lc, pref, 32, res, &nres);
+    void *A, *B[16], *C, *W;
+    CHECK_CUDA(cudaMalloc(&A, K * 2));
+    for (int i = 0; i < 16; i++) {
+        CHECK_CUDA(cudaMalloc(&B[i], N * K * 2));
+        CHECK_CUDA(cudaMemset(B[i], 0x3c, N * K * 2));
+    }
+    CHECK_CUDA(cudaMalloc(&C, N * 2));
+    CHECK_CUDA(cudaMalloc(&W, ws));
+    CHECK_CUDA(cudaMemset(A, 0x3c, K * 2));
+    cudaEvent_t e0, e1;
+    cudaEventCreate(&e0);
+    cudaEventCreate(&e1);
+    float alpha = 1, beta = 0;
+    printf("\nGEMV 1x4096 . 4096x4096 bf16: %d heuristic results; us per call (median of 200): "
+           "cold (16 weights rotated), hot (one weight)\n",
+           nres);
+    for (int r = 0; r < nres; r++) {
+        double v[2];
+        for (int hot = 0; hot < 2; hot++) {
+            std::vector<double> t;
+            for (int i = 0; i < 200; i++) {
+                void *b = B[hot ? 0 : i % 16];
+                cudaEventRecord(e0, s);
+                cublasStatus_t st = cublasLtMatmul(lt, op, &alpha, b, lb, A, la, &beta, C, lc, C,
+                                                   lc, &res[r].algo, W, ws, s);
+                cudaEventRecord(e1, s);
+                cudaEventSynchronize(e1);
+                float ms = 0;
+                cudaEventElapsedTime(&ms, e0, e1);
+                t.push_back(st == CUBLAS_STATUS_SUCCESS ? ms * 1e3 : 1e9);
+            }
+            v[hot] = median(t);
+        }
+        int id = -1, tile = -1, splitk = -1, stages = -1;
+        size_t sz;
+        cublasLtMatmulAlgoConfigGetAttribute(&res[r].algo, CUBLASLT_ALGO_CONFIG_ID, &id, sizeof id,
+                                             &sz);
+        cublasLtMatmulAlgoConfigGetAttribute(&res[r].algo, CUBLASLT_ALGO_CONFIG_TILE_ID, &tile,
+                                             sizeof tile, &sz);
+        cublasLtMatmulAlgoConfigGetAttribute(&res[r].algo, CUBLASLT_ALGO_CONFIG_SPLITK_NUM, &splitk,
+                                             sizeof splitk, &sz);
+        cublasLtMatmulAlgoConfigGetAttribute(&res[r].algo, CUBLASLT_ALGO_CONFIG_STAGES_ID, &stages,
+                                             sizeof stages, &sz);
+        printf("  #%2d algo %3d tile %3d splitK %3d stages %3d ws %8zu: cold %7.2f  hot %7.2f us\n",
+               r, id, tile, splitk, stages, res[r].workspaceSize, v[0], v[1]);
+    }
+}
+
+/* ---- one RMSNorm shape, repeatedly, for a profiler ------------------------------------------ */
+
+static void drive_rms(cudaStream_t s, const char *dt, int64_t n1, int64_t n2, int calls, int bwd)
+{
+    baton_dtype d = !strcmp(dt, "f32") ? BATON_DTYPE_F32 : BATON_DTYPE_BF16;
+    size_t es = d == BATON_DTYPE_F32 ? 4 : 2;
+    baton_rms_norm_desc desc;
+    memset(&desc, 0, sizeof desc);
+    desc.n1 = n1;
+    desc.n2 = n2;
+    desc.eps = 1e-5;
+    desc.x_dtype = d;
+    desc.w_dtype = d;
+    desc.part_grad_size = n1 < 256 ? n1 : 256;
+    void *x, *w, *y, *inv, *g, *gx, *gw, *pg;
+    CHECK_CUDA(cudaMalloc(&x, n1 * n2 * es));
+    CHECK_CUDA(cudaMalloc(&y, n1 * n2 * es));
+    CHECK_CUDA(cudaMalloc(&g, n1 * n2 * es));
+    CHECK_CUDA(cudaMalloc(&gx, n1 * n2 * es));
+    CHECK_CUDA(cudaMalloc(&w, n2 * es));
+    CHECK_CUDA(cudaMalloc(&gw, n2 * es));
+    CHECK_CUDA(cudaMalloc(&pg, desc.part_grad_size * n2 * 4));
+    CHECK_CUDA(cudaMalloc(&inv, n1 * 4));
+    CHECK_CUDA(cudaMemset(x, 0x3c, n1 * n2 * es));
+    CHECK_CUDA(cudaMemset(g, 0x3c, n1 * n2 * es));
+    CHECK_CUDA(cudaMemset(w, 0x3c, n2 * es));
+    char eb[256];
+    baton_exec_ctx ctx;
+    memset(&ctx, 0, sizeof ctx);
+    ctx.device.kind = BATON_DEVICE_CUDA;
+    ctx.stream = s;
+    ctx.step_name = "drive";
+    ctx.errbuf = eb;
+    ctx.errbuf_len = sizeof eb;
+    for (int i = 0; i < calls; i++) {
+        void *fb[4] = {x, w, y, inv};
+        void *bb[7] = {g, inv, x, w, gx, gw, pg};
+        int rc =
+            bwd ? kcuda_rms_norm_bwd_cfg(&ctx, bb, (const char *)&desc, sizeof desc, NULL, NULL)
+                : kcuda_rms_norm_fwd_cfg(&ctx, fb, (const char *)&desc, sizeof desc, NULL, NULL);
+        if (rc) {
+            fprintf(stderr, "drive: %s\n", eb);
+            exit(1);
+        }
+    }
+    CHECK_CUDA(cudaStreamSynchronize(s));
+    printf("drove %d %s calls of %s %lldx%lld\n", calls, bwd ? "bwd" : "fwd", dt, (long long)n1,
+           (long long)n2);
+}
+
+int main(int argc, char **argv)
+{
+    int mem = 0, handoff = 0, gemv = 0, any = 0;
+    cudaStream_t s;
+    cudaDeviceProp prop;
+    CHECK_CUDA(cudaGetDeviceProperties(&prop, 0));
+    CHECK_CUDA(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "mem"))
+            mem = any = 1;
+        else if (!strcmp(argv[i], "handoff"))
+            handoff = any = 1;
+        else if (!strcmp(argv[i], "gemv"))
+            gemv = any = 1;
+        else if ((!strcmp(argv[i], "--rms") || !strcmp(argv[i], "--rms-bwd")) && i + 4 < argc) {
+            drive_rms(s, argv[i + 1], atoll(argv[i + 2]), atoll(argv[i + 3]), atoi(argv[i + 4]),
+                      !strcmp(argv[i], "--rms-bwd"));
+            i += 4;
+            any = 1;
+        } else {
+            fprintf(stderr,
+                    "usage: bench_floors [mem] [handoff] [gemv] [--rms[-bwd] DTYPE N1 N2 CALLS]\n");
+            return 2;
+        }
+    }
+    printf("device: %s, %d SMs, L2 %d MB\n", prop.name, prop.multiProcessorCount,
+           prop.l2CacheSize >> 20);
+    if (!any)
+        mem = handoff = gemv = 1;
+    if (mem)
+        bench_mem(prop, s);
+    if (handoff)
+        bench_handoff(s);
+    if (gemv)
+        bench_gemv(s);
+    return 0;
+}
