@@ -1848,18 +1848,18 @@ static int bwd_typed(const baton_exec_ctx *ctx, void **buffers, const baton_rms_
             groups = cap;
         L.grid = groups * cl;
         if (L.mode == MODE_STAGED && !(o && o->stages)) {
-            /* Stages (measured on an H100, bench_kernels --sweep, BENCH_SWEEP_BWD=1): none ahead
-             * when a block has one row; with few blocks per SM, 16-bit rows want one row ahead
-             * and 32-bit rows none (more threads' worth of rows instead); with many blocks, 32-bit
-             * rows and 16 KB 16-bit rows want three ahead (as many as fit: 84 -> 86 % of copy for
-             * bf16 16384 x 8192, 87 -> 91 % for f32 32768 x 4096), 8 KB 16-bit rows none (two or
-             * three ahead lost 4-16 points there). */
+            /* Stages (bench_kernels --sweep with BENCH_SWEEP_BWD=1 on an H100 and an H200): none
+             * ahead when a block has one row; with few blocks per SM, 16-bit rows want one row
+             * ahead and 32-bit rows none (more threads' worth of rows instead). With many blocks,
+             * 32-bit rows want three ahead, as many as fit (f32 32768 x 4096: 87 -> 91 % of copy
+             * on the H100, 86 -> 90 % on the H200); 16-bit rows of 16 KB one ahead (three ahead
+             * was 2 points better on the H100 but 8 worse on the H200), of 8 KB none. */
             const bool one_row = ceil_div(B, L.cy) <= 1;
             const bool crowded = L.grid >= 3LL * sms;
             int st = 1, per = 4;
             if (!one_row) {
                 if (sizeof(TX) == 2)
-                    st = !crowded ? 2 : L.chunk * (int64_t)sizeof(TX) >= (16 << 10) ? 4 : 1;
+                    st = !crowded || L.chunk * (int64_t)sizeof(TX) >= (16 << 10) ? 2 : 1;
                 else if (crowded)
                     st = 4;
                 else /* 16384 x 8192 f32: t256 s2 88% of copy, t256 s1 70% (one block per SM) */
