@@ -257,6 +257,253 @@ __global__ void empty_kernel()
 typedef CUresult (*wait32_fn)(CUstream, CUdeviceptr, cuuint32_t, unsigned int);
 typedef CUresult (*write32_fn)(CUstream, CUdeviceptr, cuuint32_t, unsigned int);
 
+/* Busy for `ns` nanoseconds of the GPU's global timer: stands for the segment before a gate. */
+__global__ void spin_kernel(long long ns)
+{
+    long long t0, t;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t0));
+    do {
+        asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+    } while (t - t0 < ns);
+}
+
+/* A gate as a kernel: one thread polls the flag in mapped host memory, then closes it. */
+__global__ void gate_kernel(volatile unsigned *flag)
+{
+    while (*flag != 1u)
+        __nanosleep(100);
+    *flag = 0u;
+    __threadfence_system();
+}
+
+/* The gate kernel that also copies the segment's input from pinned host memory (n16 16-byte
+ * words), instead of a memcpy node after it. */
+__global__ void gate_copy_kernel(volatile unsigned *flag, const uint4 *src, uint4 *dst, int n16)
+{
+    if (threadIdx.x == 0) {
+        while (*flag != 1u)
+            __nanosleep(100);
+    }
+    __syncthreads();
+    for (int i = threadIdx.x; i < n16; i += blockDim.x)
+        dst[i] = __ldcv(&src[i]); /* not cached: the host rewrites it every run */
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        *flag = 0u;
+        __threadfence_system();
+    }
+}
+
+/* What a gate costs in front of a segment that starts with a copy from the host (8 KiB), timed
+ * from the store that opens it (or, for the fresh launch, from the launch) to the host seeing the
+ * graph's last write: [gate kernel, memcpy node, kernel, write], [gate kernel that copies, kernel,
+ * write], [memcpy node, kernel, write] launched fresh. */
+static void gate_then_copy(cudaStream_t s, write32_fn write32, volatile uint32_t *to_gpu,
+                           volatile uint32_t *to_host, CUdeviceptr d_to_gpu, CUdeviceptr d_to_host)
+{
+    const int N = 500, bytes = 8192;
+    std::vector<double> t(N);
+    void *hsrc, *ddst;
+    CHECK_CUDA(cudaHostAlloc(&hsrc, bytes, cudaHostAllocMapped));
+    CHECK_CUDA(cudaMalloc(&ddst, bytes));
+    void *dsrc = NULL;
+    CHECK_CUDA(cudaHostGetDevicePointer(&dsrc, hsrc, 0));
+    for (int variant = 0; variant < 3; variant++) {
+        cudaGraph_t g;
+        cudaGraphExec_t ge;
+        CHECK_CUDA(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
+        if (variant == 0) {
+            gate_kernel<<<1, 1, 0, s>>>((volatile unsigned *)d_to_gpu);
+            CHECK_CUDA(cudaMemcpyAsync(ddst, hsrc, bytes, cudaMemcpyHostToDevice, s));
+        } else if (variant == 1) {
+            gate_copy_kernel<<<1, 256, 0, s>>>((volatile unsigned *)d_to_gpu, (const uint4 *)dsrc,
+                                               (uint4 *)ddst, bytes / 16);
+        } else {
+            CHECK_CUDA(cudaMemcpyAsync(ddst, hsrc, bytes, cudaMemcpyHostToDevice, s));
+        }
+        empty_kernel<<<1, 32, 0, s>>>();
+        CHECK_DRV(write32(s, d_to_host, 1, 0));
+        CHECK_CUDA(cudaStreamEndCapture(s, &g));
+        CHECK_CUDA(cudaGraphInstantiate(&ge, g, 0));
+        for (int i = 0; i < N; i++) {
+            *to_gpu = variant == 2;
+            *to_host = 0;
+            spin_kernel<<<1, 32, 0, s>>>(40000);
+            if (variant < 2)
+                CHECK_CUDA(cudaGraphLaunch(ge, s));
+            double w0 = now_ns();
+            while (now_ns() - w0 < 60000)
+                ;
+            double t0 = now_ns();
+            if (variant < 2)
+                __atomic_store_n((uint32_t *)to_gpu, 1u, __ATOMIC_RELEASE);
+            else
+                CHECK_CUDA(cudaGraphLaunch(ge, s));
+            while (*to_host != 1u)
+                ;
+            t[i] = now_ns() - t0;
+            CHECK_CUDA(cudaStreamSynchronize(s));
+        }
+        static const char *names[] = {"gate kernel, then memcpy node", "gate kernel that copies",
+                                      "fresh launch, memcpy node first"};
+        printf("8 KiB input: %-34s %8.2f us\n", names[variant], median(t) / 1e3);
+        CHECK_CUDA(cudaGraphExecDestroy(ge));
+        CHECK_CUDA(cudaGraphDestroy(g));
+    }
+    CHECK_CUDA(cudaFreeHost(hsrc));
+    CHECK_CUDA(cudaFree(ddst));
+}
+
+/* Copies n16 16-byte words between pinned host memory and the device inside a kernel (the host
+ * side through its UVA pointer), instead of a copy-engine memcpy node. */
+__global__ void copy_kernel(const uint4 *src, uint4 *dst, int n16)
+{
+    for (int i = threadIdx.x; i < n16; i += blockDim.x)
+        dst[i] = __ldcv(&src[i]);
+}
+
+/* An RFC-like layer, 8 times: [8 KiB host -> device, a 15 us kernel (the GEMV), two small
+ * kernels, 8 KiB device -> host] then the host adds 1 to the 8 KiB and the next layer reads it.
+ * Variants: copies as memcpy nodes or as kernels; each layer's graph launched after the host
+ * step, or queued ahead behind a gate kernel. Per 8 layers, median of 300. */
+static void layer_variants(cudaStream_t s, volatile uint32_t *gate_host, CUdeviceptr gate_dev)
+{
+    const int L = 8, bytes = 8192, n16 = bytes / 16, N = 300;
+    unsigned char *h;
+    void *d_in, *d_out;
+    CHECK_CUDA(cudaHostAlloc((void **)&h, bytes, cudaHostAllocDefault));
+    CHECK_CUDA(cudaMalloc(&d_in, bytes));
+    CHECK_CUDA(cudaMalloc(&d_out, bytes));
+    memset(h, 0, bytes);
+    cudaEvent_t ev;
+    CHECK_CUDA(cudaEventCreateWithFlags(&ev, cudaEventDisableTiming));
+    std::vector<double> t(N);
+    for (int variant = 0; variant < 4; variant++) {
+        const int kcopy = variant & 1, ahead = variant >> 1;
+        cudaGraph_t g;
+        cudaGraphExec_t ge;
+        CHECK_CUDA(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
+        if (ahead)
+            gate_kernel<<<1, 1, 0, s>>>((volatile unsigned *)gate_dev);
+        if (kcopy)
+            copy_kernel<<<1, 256, 0, s>>>((const uint4 *)h, (uint4 *)d_in, n16);
+        else
+            CHECK_CUDA(cudaMemcpyAsync(d_in, h, bytes, cudaMemcpyHostToDevice, s));
+        spin_kernel<<<1, 32, 0, s>>>(15000);
+        empty_kernel<<<1, 32, 0, s>>>();
+        empty_kernel<<<1, 32, 0, s>>>();
+        if (kcopy)
+            copy_kernel<<<1, 256, 0, s>>>((const uint4 *)d_out, (uint4 *)h, n16);
+        else
+            CHECK_CUDA(cudaMemcpyAsync(h, d_out, bytes, cudaMemcpyDeviceToHost, s));
+        CHECK_CUDA(cudaStreamEndCapture(s, &g));
+        CHECK_CUDA(cudaGraphInstantiate(&ge, g, 0));
+        for (int i = 0; i < N + 10; i++) {
+            double t0 = now_ns();
+            *gate_host = ahead; /* the first layer's gate is open */
+            CHECK_CUDA(cudaGraphLaunch(ge, s));
+            for (int l = 0; l < L; l++) {
+                CHECK_CUDA(cudaEventRecord(ev, s));
+                if (ahead && l + 1 < L)
+                    CHECK_CUDA(cudaGraphLaunch(ge, s));
+                CHECK_CUDA(cudaEventSynchronize(ev));
+                for (int b = 0; b < bytes; b++) /* the CPU step */
+                    h[b] = (unsigned char)(h[b] + 1);
+                if (l + 1 < L) {
+                    if (ahead)
+                        __atomic_store_n((uint32_t *)gate_host, 1u, __ATOMIC_RELEASE);
+                    else
+                        CHECK_CUDA(cudaGraphLaunch(ge, s));
+                }
+            }
+            CHECK_CUDA(cudaStreamSynchronize(s));
+            if (i >= 10)
+                t[i - 10] = now_ns() - t0;
+        }
+        static const char *names[] = {"memcpy nodes, launch after the host step",
+                                      "copy kernels, launch after the host step",
+                                      "memcpy nodes, queued behind a gate kernel",
+                                      "copy kernels, queued behind a gate kernel"};
+        printf("8 layers: %-44s %8.1f us\n", names[variant], median(t) / 1e3);
+        CHECK_CUDA(cudaGraphExecDestroy(ge));
+        CHECK_CUDA(cudaGraphDestroy(g));
+    }
+    CHECK_CUDA(cudaEventDestroy(ev));
+    CHECK_CUDA(cudaFreeHost(h));
+    CHECK_CUDA(cudaFree(d_in));
+    CHECK_CUDA(cudaFree(d_out));
+}
+
+/* The gates the scheduler could use, each in a graph of [gate, empty kernel, write 1 to the
+ * host], timed from the host's store that opens the gate to the host seeing the write; "busy":
+ * the graph was launched behind a 40 us kernel, as the scheduler launches it behind a segment. */
+static void gate_variants(cudaStream_t s, wait32_fn wait32, write32_fn write32,
+                          volatile uint32_t *to_gpu, volatile uint32_t *to_host,
+                          CUdeviceptr d_to_gpu, CUdeviceptr d_to_host)
+{
+    const int N = 500;
+    std::vector<double> t(N);
+    for (int variant = 0; variant < 3; variant++) {
+        /* 0: wait EQ 1 + write 0 (the gate closes itself); 1: wait GEQ 1 (the host closes it);
+         * 2: the gate kernel (as scheduler/cuda/gate.cu) */
+        cudaGraph_t g;
+        cudaGraphExec_t ge;
+        CHECK_CUDA(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
+        if (variant == 0) {
+            CHECK_DRV(wait32(s, d_to_gpu, 1, CU_STREAM_WAIT_VALUE_EQ));
+            CHECK_DRV(write32(s, d_to_gpu, 0, 0));
+        } else if (variant == 1) {
+            CHECK_DRV(wait32(s, d_to_gpu, 1, CU_STREAM_WAIT_VALUE_GEQ));
+        } else {
+            gate_kernel<<<1, 1, 0, s>>>((volatile unsigned *)d_to_gpu);
+        }
+        empty_kernel<<<1, 32, 0, s>>>();
+        CHECK_DRV(write32(s, d_to_host, 1, 0));
+        CHECK_CUDA(cudaStreamEndCapture(s, &g));
+        CHECK_CUDA(cudaGraphInstantiate(&ge, g, 0));
+        static const char *names[] = {"wait EQ + write 0", "wait GEQ (host closes)", "gate kernel"};
+        for (int busy = 0; busy < 2; busy++) {
+            for (int i = 0; i < N; i++) {
+                *to_gpu = 0;
+                *to_host = 0;
+                if (busy)
+                    spin_kernel<<<1, 32, 0, s>>>(40000);
+                CHECK_CUDA(cudaGraphLaunch(ge, s));
+                double w0 = now_ns();
+                while (now_ns() - w0 < (busy ? 60000 : 20000))
+                    ;
+                double t0 = now_ns();
+                __atomic_store_n((uint32_t *)to_gpu, 1u, __ATOMIC_RELEASE);
+                while (*to_host != 1u)
+                    ;
+                t[i] = now_ns() - t0;
+                CHECK_CUDA(cudaStreamSynchronize(s));
+            }
+            printf("gate %-32s %-5s store -> write seen %8.2f us\n", names[variant],
+                   busy ? "busy" : "idle", median(t) / 1e3);
+        }
+        /* and the fresh launch it replaces, behind the same busy kernel */
+        if (variant == 1) {
+            for (int i = 0; i < N; i++) {
+                *to_gpu = 1;
+                *to_host = 0;
+                spin_kernel<<<1, 32, 0, s>>>(40000);
+                CHECK_CUDA(cudaStreamSynchronize(s));
+                double t0 = now_ns();
+                CHECK_CUDA(cudaGraphLaunch(ge, s));
+                while (*to_host != 1u)
+                    ;
+                t[i] = now_ns() - t0;
+                CHECK_CUDA(cudaStreamSynchronize(s));
+            }
+            printf("gate %-32s %-5s launch -> write seen %7.2f us\n", "none: fresh graph launch",
+                   "", median(t) / 1e3);
+        }
+        CHECK_CUDA(cudaGraphExecDestroy(ge));
+        CHECK_CUDA(cudaGraphDestroy(g));
+    }
+}
+
 static void bench_handoff(cudaStream_t s)
 {
     wait32_fn wait32 = NULL;
@@ -360,6 +607,9 @@ static void bench_handoff(cudaStream_t s)
                median(t) / 1e3);
     }
     cudaGetLastError();
+    gate_variants(s, wait32, write32, to_gpu, to_host, d_to_gpu, d_to_host);
+    gate_then_copy(s, write32, to_gpu, to_host, d_to_gpu, d_to_host);
+    layer_variants(s, to_gpu, d_to_gpu);
 }
 
 /* ---- GEMV algorithms ------------------------------------------------------------------------- */
