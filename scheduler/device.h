@@ -90,6 +90,15 @@ typedef struct dev_ops {
     int (*graph_launch)(dev_ctx *d, int slot, baton_error *err);
     /* Drops graph `slot` so that the next run captures it again. */
     void (*graph_reset)(dev_ctx *d, int slot);
+    /* The device's gate, for queueing a GPU segment before the CPU segment that feeds it runs
+     * (NULL, or can_gate() 0, when the device has none). gate_wait() makes the stream, or the
+     * capture in progress, wait until the host opens the gate, then close it again behind
+     * itself; gate_open() opens it from the host once the host has written what the gated work
+     * reads. One gate per device: the scheduler queues at most one segment ahead, and opens the
+     * gate before it drains a stream. */
+    int (*can_gate)(dev_ctx *d);
+    int (*gate_wait)(dev_ctx *d, baton_error *err);
+    void (*gate_open)(dev_ctx *d);
     /* Whether a kernel launched here may use programmatic dependent launch. */
     int (*supports_pdl)(dev_ctx *d);
     /* Copies the context's counters since open() (host waits; calls issued outside a capture)

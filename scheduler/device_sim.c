@@ -1,7 +1,8 @@
 /* device_sim.c: the test device. It stands in for a GPU on machines without one: a worker
  * thread drains a queue of calls and copies in order, like a CUDA stream, running the targets'
  * CPU implementations; events mark queue positions the host can wait for; captures record the
- * queued operations and replay them as one item, like a CUDA graph. With opts->sim_delay_us each
+ * queued operations and replay them as one item, like a CUDA graph; a gate holds the queue until
+ * the host opens it, like a stream waiting on a flag in host memory. With opts->sim_delay_us each
  * operation starts late, so a missing wait makes the host read stale data and a test fail. */
 #include <stdlib.h>
 #include <string.h>
@@ -12,7 +13,7 @@
 
 #define SIM_QUEUE 1024
 
-typedef enum sim_op_kind { SIM_CALL, SIM_COPY, SIM_GRAPH } sim_op_kind;
+typedef enum sim_op_kind { SIM_CALL, SIM_COPY, SIM_GRAPH, SIM_GATE } sim_op_kind;
 
 typedef struct sim_op {
     sim_op_kind kind;
@@ -38,6 +39,7 @@ struct dev_ctx {
     sim_op queue[SIM_QUEUE];
     long long issued, done; /* operations enqueued and completed, monotonic */
     int stop;
+    int gate; /* 1 while the host has opened the gate and no SIM_GATE has passed it */
     /* the first failure of queued work, reported by the next wait */
     int err_code;
     char err_msg[BATON_ERROR_MAX];
@@ -68,26 +70,47 @@ static void run_call(dev_ctx *d, dev_call *c)
     }
 }
 
+/* Holds the worker until the host opens the gate, then closes it behind the worker. */
+static void gate_pass(dev_ctx *d)
+{
+    uv_mutex_lock(&d->lock);
+    while (!d->gate && !d->stop)
+        uv_cond_wait(&d->cond, &d->lock);
+    d->gate = 0;
+    uv_mutex_unlock(&d->lock);
+}
+
 static void sim_run_op(dev_ctx *d, const sim_op *op)
 {
     if (d->delay_us > 0)
         uv_sleep((unsigned)(d->delay_us + 999) / 1000);
-    if (d->err_code)
-        return; /* like a CUDA stream after a fault: later work does not run */
-    switch (op->kind) {
-    case SIM_CALL: run_call(d, op->call); break;
-    case SIM_COPY: memcpy(op->dst, op->src, op->bytes); break;
-    case SIM_GRAPH: {
+    /* Gates are passed even after a fault (later work does not run, like a CUDA stream after
+     * one): the host opens them either way, and a gate left open would let the next run's gated
+     * work start before the host is ready. */
+    if (op->kind == SIM_GATE) {
+        gate_pass(d);
+        return;
+    }
+    if (op->kind == SIM_GRAPH) {
         const sim_graph *g = &d->graphs[op->slot];
         for (int i = 0; i < g->n; i++) {
-            if (g->ops[i].kind == SIM_CALL)
+            if (g->ops[i].kind == SIM_GATE)
+                gate_pass(d);
+            else if (d->err_code)
+                continue;
+            else if (g->ops[i].kind == SIM_CALL)
                 run_call(d, g->ops[i].call);
             else if (g->ops[i].kind == SIM_COPY)
                 memcpy(g->ops[i].dst, g->ops[i].src, g->ops[i].bytes);
         }
-        break;
+        return;
     }
-    }
+    if (d->err_code)
+        return;
+    if (op->kind == SIM_CALL)
+        run_call(d, op->call);
+    else if (op->kind == SIM_COPY)
+        memcpy(op->dst, op->src, op->bytes);
 }
 
 static void worker(void *arg)
@@ -356,6 +379,28 @@ static void sim_graph_reset(dev_ctx *d, int slot)
     }
 }
 
+static int sim_can_gate(dev_ctx *d)
+{
+    return 1;
+}
+
+static int sim_gate_wait(dev_ctx *d, baton_error *err)
+{
+    sim_op op = {.kind = SIM_GATE};
+    if (d->capturing)
+        return record_op(d, &op, err);
+    enqueue(d, &op);
+    return 0;
+}
+
+static void sim_gate_open(dev_ctx *d)
+{
+    uv_mutex_lock(&d->lock);
+    d->gate = 1;
+    uv_cond_broadcast(&d->cond);
+    uv_mutex_unlock(&d->lock);
+}
+
 static int sim_supports_pdl(dev_ctx *d)
 {
     return 0;
@@ -391,6 +436,9 @@ const dev_ops dev_sim_ops = {
     .capture_end = sim_capture_end,
     .graph_launch = sim_graph_launch,
     .graph_reset = sim_graph_reset,
+    .can_gate = sim_can_gate,
+    .gate_wait = sim_gate_wait,
+    .gate_open = sim_gate_open,
     .supports_pdl = sim_supports_pdl,
     .counters = sim_counters,
     .inject = sim_inject,

@@ -4,7 +4,12 @@
  * context (stream) per device, delegate states, and one prebuilt call per step. A run then only
  * walks the segments: GPU segments are issued on their device's stream without waiting (or
  * replayed from a captured graph), and the host waits where the analysis says: after every GPU
- * step in strict mode, at GPU -> CPU boundaries and at the end otherwise. */
+ * step in strict mode, at GPU -> CPU boundaries and at the end otherwise.
+ *
+ * Queueing ahead (graph mode): in GPU -> CPU -> GPU on one device, the second GPU segment's graph
+ * is launched before the CPU segment runs, behind the device's gate, which the host opens when
+ * the CPU segment is done. The GPU then starts it without a launch in between; the host still
+ * waits once at the boundary, on an event recorded before the queued work. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,6 +21,10 @@
 
 #define ERRBUF_LEN 512
 #define WAIT_SLOT  0
+/* The most operations a segment queued ahead may issue outside a graph (when it cannot be
+ * captured): a stream's queue is finite, and a full one behind a closed gate would block the host
+ * that must open it. */
+#define AHEAD_MAX_OPS 256
 
 typedef struct rt_device {
     const dev_ops *ops;
@@ -26,6 +35,9 @@ typedef struct rt_device {
     int host_mem; /* the arena came from host_alloc (the CPU's, pinned when a GPU exists) */
     const dev_ops *arena_ops;
     dev_ctx *arena_ctx;
+    int recorded;   /* WAIT_SLOT was recorded before work queued ahead: the next wait uses it */
+    int queued;     /* work was queued after that event: still pending after the wait */
+    int gate_armed; /* a gate wait is in the stream and the host has not opened it yet */
 } rt_device;
 
 typedef struct rt_transfer {
@@ -60,10 +72,12 @@ struct baton_runtime {
     rt_transfer *xfers;
     int *graph_state; /* per segment: 0 to capture, 1 captured, -1 runs uncaptured */
     int recapture;
-    int capturing;      /* transfers issued now are recorded into a graph, not yet moved */
-    int64_t *seg_bytes; /* per segment: bytes h2d, d2h its graph moves on each launch */
-    int *xfer_first;    /* transfers into segment s are [xfer_first[s], xfer_first[s + 1]); the
-                         * analysis sorts them by segment, n_segments being the end of the run */
+    int capturing;           /* transfers issued now are recorded into a graph, not yet moved */
+    int64_t *seg_bytes;      /* per segment: bytes h2d, d2h its graph moves on each launch */
+    int *xfer_first;         /* transfers into segment s are [xfer_first[s], xfer_first[s + 1]); the
+                              * analysis sorts them by segment, n_segments being the end of the run */
+    unsigned char *ahead_ok; /* per segment: queued ahead of the CPU segment before it */
+    int ahead;               /* the segment queued ahead in this run, or -1 */
     char note[ERRBUF_LEN];
     baton_run_stats stats;
     int timing;
@@ -386,6 +400,36 @@ static int build_transfers(baton_runtime *rt, baton_error *err)
     return 0;
 }
 
+/* Which GPU segments are queued ahead: in graph mode, a GPU segment s after a CPU segment after a
+ * GPU segment on the same device whose gate works, small enough to issue outside a graph. */
+static int plan_queue_ahead(baton_runtime *rt, baton_error *err)
+{
+    const baton_plan *plan = rt->plan;
+    rt->ahead = -1;
+    rt->ahead_ok = calloc((size_t)plan->n_segments + 1, 1);
+    if (!rt->ahead_ok)
+        return baton_seterr(err, BATON_ENOMEM, "prepare: out of memory");
+    if (rt->opts.mode != BATON_SYNC_GRAPH || rt->opts.disable_queue_ahead)
+        return 0;
+    for (int s = 2; s < plan->n_segments; s++) {
+        const plan_segment *g = &plan->segments[s], *c = &plan->segments[s - 1],
+                           *p = &plan->segments[s - 2];
+        if (g->device.kind == BATON_DEVICE_CPU || c->device.kind != BATON_DEVICE_CPU ||
+            p->device.kind == BATON_DEVICE_CPU)
+            continue;
+        int d = plan_memory_index(plan, g->device);
+        const rt_device *rd = &rt->dev[d];
+        if (plan_memory_index(plan, p->device) != d || !rd->ops->can_gate ||
+            !rd->ops->can_gate(rd->ctx))
+            continue;
+        /* its gate, steps, incoming transfers and (at most) the transfers into the next one */
+        int ops = 1 + g->last_step - g->first_step + 1;
+        ops += rt->xfer_first[s + 2] - rt->xfer_first[s];
+        rt->ahead_ok[s] = ops <= AHEAD_MAX_OPS;
+    }
+    return 0;
+}
+
 int runtime_create_faulty(const baton_plan *plan, const baton_options *opts, int fault_dev,
                           dev_fault fault, baton_runtime **out, baton_error *err)
 {
@@ -436,6 +480,8 @@ int runtime_create_faulty(const baton_plan *plan, const baton_options *opts, int
                 rt->seg_bytes[2 * src + 1] += (int64_t)r->bytes;
         }
     }
+    if (!rc)
+        rc = plan_queue_ahead(rt, err);
     if (rc) {
         baton_runtime_destroy(rt);
         return rc;
@@ -486,6 +532,7 @@ void baton_runtime_destroy(baton_runtime *rt)
     free(rt->graph_state);
     free(rt->seg_bytes);
     free(rt->xfer_first);
+    free(rt->ahead_ok);
     free(rt->trace);
     free(rt);
 }
@@ -609,12 +656,14 @@ static int host_wait(baton_runtime *rt, int d, const char *where, baton_error *e
 {
     rt_device *rd = &rt->dev[d];
     int64_t t0 = rt->trace ? now_ns() : 0;
-    int rc = rd->ops->record(rd->ctx, WAIT_SLOT, err);
+    /* With work queued ahead, the event was recorded before it: wait for what precedes it. */
+    int rc = rd->recorded ? 0 : rd->ops->record(rd->ctx, WAIT_SLOT, err);
     if (!rc)
         rc = rd->ops->wait(rd->ctx, WAIT_SLOT, where, err);
     if (t0)
         trace_add(rt, where, "wait", d, t0, now_ns());
-    rd->pending = 0;
+    rd->pending = rd->recorded && rd->queued;
+    rd->recorded = rd->queued = 0;
     /* A GPU step run on the CPU (fallback) finished when it was issued: nothing was waited. */
     if (rd->gpu && rd->ops != &dev_cpu_ops)
         rt->stats.host_waits++;
@@ -686,6 +735,8 @@ static int capture_segment(baton_runtime *rt, int s, baton_error *err)
     rt_device *rd = &rt->dev[d];
     rt->capturing = 1;
     int rc = rd->ops->capture_begin(rd->ctx, s, err);
+    if (!rc && rt->ahead_ok[s])
+        rc = rd->ops->gate_wait(rd->ctx, err); /* before the copies of the CPU's outputs */
     if (!rc)
         rc = issue_incoming(rt, s, err);
     for (int i = seg->first_step; !rc && i <= seg->last_step; i++) {
@@ -753,6 +804,7 @@ static int run_gpu_segment(baton_runtime *rt, int s, baton_error *err)
             }
             if (rc)
                 return step_fail(rt, seg->first_step, rc, err);
+            rd->gate_armed = rt->ahead_ok[s];
             rt->stats.graph_launches++;
             rt->stats.steps += seg->last_step - seg->first_step + 1;
             rt->stats.bytes_h2d += rt->seg_bytes[2 * s];
@@ -762,6 +814,11 @@ static int run_gpu_segment(baton_runtime *rt, int s, baton_error *err)
         }
     }
 
+    if (rt->ahead_ok[s]) {
+        if ((rc = rd->ops->gate_wait(rd->ctx, err)))
+            return step_fail(rt, seg->first_step, rc, err);
+        rd->gate_armed = 1;
+    }
     if ((rc = issue_incoming(rt, s, err)))
         return rc;
     for (int i = seg->first_step; i <= seg->last_step; i++) {
@@ -809,14 +866,53 @@ static int run_cpu_segment(baton_runtime *rt, int s, baton_error *err)
     return 0;
 }
 
+/* Queues GPU segment s (graph mode, ahead_ok) behind its device's gate, before the CPU segment
+ * s - 1 runs. That segment's wait uses an event recorded first, so it does not wait for s. */
+static int queue_ahead(baton_runtime *rt, int s, baton_error *err)
+{
+    int d = plan_memory_index(rt->plan, rt->plan->segments[s].device);
+    rt_device *rd = &rt->dev[d];
+    int rc = rd->ops->record(rd->ctx, WAIT_SLOT, err);
+    if (rc)
+        return rc;
+    rd->recorded = 1;
+    rt->ahead = s;
+    if ((rc = run_gpu_segment(rt, s, err)))
+        return rc;
+    rd->queued = 1;
+    rt->stats.queued_ahead++;
+    return 0;
+}
+
+/* The CPU segment before s is done and its outputs are in host memory: let s start. */
+static void open_gate(baton_runtime *rt, int s)
+{
+    int d = plan_memory_index(rt->plan, rt->plan->segments[s].device);
+    rt_device *rd = &rt->dev[d];
+    int64_t t0 = rt->trace ? now_ns() : 0;
+    if (rd->recorded) { /* no wait used the event: s is simply pending */
+        rd->recorded = 0;
+        rd->pending = 1;
+    }
+    rd->ops->gate_open(rd->ctx);
+    rd->gate_armed = 0;
+    if (t0)
+        trace_add(rt, "open gate", "gate", d, t0, now_ns());
+}
+
 /* After a failure: let every stream finish (or fail) what it has, so nothing still writes into
  * the arenas, and forget partial captures. The prepared plan stays usable. */
 static void recover(baton_runtime *rt)
 {
     for (int d = 0; d < rt->nd; d++) {
-        rt->dev[d].ops->drain(rt->dev[d].ctx);
-        rt->dev[d].pending = 0;
+        rt_device *rd = &rt->dev[d];
+        if (rd->gate_armed) /* or the stream never drains; what runs behind it is discarded */
+            rd->ops->gate_open(rd->ctx);
+        rd->gate_armed = rd->recorded = rd->queued = 0;
+        rd->ops->drain(rd->ctx);
+        rd->pending = 0;
     }
+    rt->ahead = -1;
     for (int i = 0; i < rt->plan->n_steps; i++)
         rt->calls[i].ctx.capturing = 0;
 }
@@ -827,9 +923,19 @@ int baton_runtime_run(baton_runtime *rt, baton_error *err)
         return baton_seterr(err, BATON_EINVAL, "baton_runtime_run: no runtime");
     const baton_plan *plan = rt->plan;
     int rc = 0;
-    for (int s = 0; s < plan->n_segments && !rc; s++)
-        rc = plan->segments[s].device.kind == BATON_DEVICE_CPU ? run_cpu_segment(rt, s, err)
-                                                               : run_gpu_segment(rt, s, err);
+    rt->ahead = -1;
+    for (int s = 0; s < plan->n_segments && !rc; s++) {
+        if (plan->segments[s].device.kind == BATON_DEVICE_CPU) {
+            rc = run_cpu_segment(rt, s, err);
+            if (!rc && rt->ahead == s + 1)
+                open_gate(rt, s + 1);
+            continue;
+        }
+        if (s != rt->ahead)
+            rc = run_gpu_segment(rt, s, err);
+        if (!rc && s + 2 < plan->n_segments && rt->ahead_ok[s + 2])
+            rc = queue_ahead(rt, s + 2, err);
+    }
     if (!rc) {
         int last = plan->n_segments
                        ? plan_memory_index(plan, plan->segments[plan->n_segments - 1].device)

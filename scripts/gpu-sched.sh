@@ -102,7 +102,7 @@ for k in ["floor.wait_after_each", "floor.one_stream_one_wait", "floor.one_strea
 print(f"  {'torch chain: sync each/one sync/graph':32s} {f('torch.chain64.sync_after_each_us')} / "
       f"{f('torch.chain64.one_sync_us')} / {f('torch.chain64.cuda_graph_us')}")
 print("\nRFC plan, us per iteration (median):")
-for k in ["rfc.strict", "rfc.boundary", "rfc.graph"]:
+for k in ["rfc.strict", "rfc.boundary", "rfc.graph", "rfc.graph_no_ahead"]:
     w = r.get(k + ".host_waits_per_run")
     print(f"  {k:32s} {f(k + '.median_us'):>9s}" + (f"   waits/run {float(w):.2f}" if w else ""))
 print(f"  {'torch eager (sync for CPU step)':32s} {f('torch.rfc.eager_sync_for_cpu_us'):>9s}")

@@ -36,8 +36,10 @@
 
 static baton_registry *reg;
 
-/* A kernel that fails while `fail_next` is set: a custom call reporting an error. */
+/* A kernel that fails while `fail_next` is set: a custom call reporting an error. Its CPU
+ * variant first sleeps `slow_us`, to stand for a slow host step. */
 static int fail_next;
+static int slow_us;
 
 static int test_fail_kernel(const baton_exec_ctx *ctx, void **buffers, const char *opaque,
                             size_t len)
@@ -46,6 +48,8 @@ static int test_fail_kernel(const baton_exec_ctx *ctx, void **buffers, const cha
         snprintf(ctx->errbuf, ctx->errbuf_len, "custom call reported failure code 42");
         return BATON_EKERNEL;
     }
+    if (slow_us && ctx->device.kind == BATON_DEVICE_CPU)
+        usleep((useconds_t)slow_us);
     const baton_ew_desc *d = (const void *)opaque;
     memcpy(buffers[1], buffers[0], (size_t)d->n * 4);
     return 0;
@@ -111,6 +115,7 @@ static void setup(void)
     baton_error err = {0};
     cr_assert_eq(baton_registry_add(reg, &test_fail_target, &err), 0, "%s", err.message);
     fail_next = 0;
+    slow_us = 0;
 }
 
 static void teardown(void)
@@ -344,7 +349,7 @@ Test(runtime, tutorial_plan_matches_reference)
 /* ---- invariants ----------------------------------------------------------------------------- */
 
 static void expect_waits(const char *rel, int gpu_steps, int gpu_to_cpu, int ends_on_gpu,
-                         int gpu_segments)
+                         int gpu_segments, int queued_ahead)
 {
     baton_plan *p = load_file(rel);
     for (int m = 0; m < 3; m++) {
@@ -366,6 +371,9 @@ static void expect_waits(const char *rel, int gpu_steps, int gpu_to_cpu, int end
                      3 * want);
         cr_assert_eq(want, p->n_sync[m], "%s: the analysis promises %d waits in %s mode", rel,
                      p->n_sync[m], baton_sync_mode_name((baton_sync_mode)m));
+        cr_assert_eq(st.queued_ahead, m == BATON_SYNC_GRAPH ? 3 * queued_ahead : 0,
+                     "%s, %s mode: %lld segments queued ahead in 3 runs", rel,
+                     baton_sync_mode_name((baton_sync_mode)m), (long long)st.queued_ahead);
         if (m == BATON_SYNC_GRAPH) {
             cr_assert_eq(st.graph_launches, 3 * gpu_segments);
             cr_assert_eq(st.captures, 0, "a replay must not capture again");
@@ -382,9 +390,10 @@ static void expect_waits(const char *rel, int gpu_steps, int gpu_to_cpu, int end
 Test(runtime, host_waits_per_run_follow_the_sync_mode)
 {
     NEED_BACKEND();
-    expect_waits("examples/plans/rfc.json", 24, 8, 0, 8);
-    expect_waits("examples/plans/rmsnorm_chain64.json", 64, 0, 1, 1);
-    expect_waits("examples/plans/rmsnorm_tutorial.json", 2, 0, 1, 1);
+    /* the RFC plan's layers 2 to 8 are queued ahead of the CPU step before them */
+    expect_waits("examples/plans/rfc.json", 24, 8, 0, 8, 7);
+    expect_waits("examples/plans/rmsnorm_chain64.json", 64, 0, 1, 1, 0);
+    expect_waits("examples/plans/rmsnorm_tutorial.json", 2, 0, 1, 1, 0);
 }
 
 static void *run_outputs(const baton_plan *p, baton_gpu_backend gpu, baton_sync_mode m,
@@ -501,6 +510,89 @@ Test(runtime, an_injected_launch_or_copy_failure_names_the_step_and_recovers)
         expect_good_run(rt, p, 5);
         baton_runtime_destroy(rt);
     }
+    baton_plan_free(p);
+}
+
+/* GPU -> CPU -> GPU -> CPU: in graph mode the second GPU segment is queued before the CPU step
+ * "mid" runs, behind the device's gate. */
+static const char *gate_plan =
+    "{\"format\": \"baton.plan\", \"version\": 1, \"name\": \"queue-ahead\",\n"
+    " \"tensors\": [\n"
+    "  {\"name\": \"x\", \"dtype\": \"f32\", \"shape\": [64], \"role\": \"input\"},\n"
+    "  {\"name\": \"a\", \"dtype\": \"f32\", \"shape\": [64]},\n"
+    "  {\"name\": \"b\", \"dtype\": \"f32\", \"shape\": [64]},\n"
+    "  {\"name\": \"c\", \"dtype\": \"f32\", \"shape\": [64]},\n"
+    "  {\"name\": \"y\", \"dtype\": \"f32\", \"shape\": [64], \"role\": \"output\"}],\n"
+    " \"steps\": [\n"
+    "  {\"name\": \"first\", \"kernel\": \"add_scalar\", \"device\": \"cuda:0\", \"inputs\": "
+    "[\"x\"], \"outputs\": [\"a\"], \"attrs\": {\"value\": 2}},\n"
+    "  {\"name\": \"mid\", \"kernel\": \"test_fail\", \"device\": \"cpu\", \"inputs\": "
+    "[\"a\"], \"outputs\": [\"b\"]},\n"
+    "  {\"name\": \"second\", \"kernel\": \"mul\", \"device\": \"cuda:0\", \"inputs\": "
+    "[\"b\", \"b\"], \"outputs\": [\"c\"]},\n"
+    "  {\"name\": \"last\", \"kernel\": \"add_scalar\", \"device\": \"cpu\", \"inputs\": "
+    "[\"c\"], \"outputs\": [\"y\"], \"attrs\": {\"value\": 1}}]}\n";
+
+/* y = (x + 2)^2 + 1 for fresh x, or the test fails. */
+static void expect_gated_run(baton_runtime *rt, float base)
+{
+    float x[64], y[64];
+    for (int i = 0; i < 64; i++)
+        x[i] = base + (float)i;
+    baton_error err = {0};
+    cr_assert_eq(baton_runtime_set_input(rt, "x", x, sizeof x, &err), 0);
+    run_ok(rt);
+    cr_assert_eq(baton_runtime_get_output(rt, "y", y, sizeof y, &err), 0);
+    for (int i = 0; i < 64; i++)
+        cr_assert_float_eq(y[i], (x[i] + 2) * (x[i] + 2) + 1, 0, "base %g: y[%d] = %g", base, i,
+                           y[i]);
+}
+
+Test(runtime, a_segment_queued_ahead_waits_for_the_cpu_step_before_it)
+{
+    NEED_BACKEND();
+    baton_plan *p = load_text(gate_plan);
+    /* The CPU step takes 2 ms: a segment queued ahead that did not wait for its gate would read
+     * b before the CPU step wrote it, and get the last run's value. */
+    slow_us = 2000;
+    for (int off = 0; off < 2; off++) {
+        baton_options o;
+        baton_options_init(&o);
+        o.gpu = GPU;
+        o.quiet = 1;
+        o.disable_queue_ahead = off;
+        baton_runtime *rt = NULL;
+        baton_error err = {0};
+        cr_assert_eq(baton_runtime_create(p, &o, &rt, &err), 0, "%s", err.message);
+        for (int run = 0; run < 4; run++)
+            expect_gated_run(rt, (float)(10 * run));
+        baton_run_stats st;
+        baton_runtime_stats(rt, &st);
+        cr_assert_eq(st.queued_ahead, off ? 0 : 4, "queue-ahead %s: %lld queued in 4 runs",
+                     off ? "off" : "on", (long long)st.queued_ahead);
+        cr_assert_eq(st.host_waits, 4 * 2, "one wait per GPU -> CPU boundary, queued or not");
+        baton_runtime_destroy(rt);
+    }
+    baton_plan_free(p);
+}
+
+Test(runtime, a_cpu_step_failing_behind_a_queued_segment_fails_the_run_and_recovers)
+{
+    NEED_BACKEND();
+    baton_plan *p = load_text(gate_plan);
+    baton_runtime *rt = make(p, GPU, BATON_SYNC_GRAPH, GPU == BATON_GPU_SIM ? 200 : 0);
+    expect_gated_run(rt, 1);
+    /* "mid" fails while "second" waits behind the closed gate: the run must open it, drain the
+     * stream and fail; the next runs must be right. */
+    fail_next = 1;
+    baton_error err = {0};
+    int rc = baton_runtime_run(rt, &err);
+    fail_next = 0;
+    cr_assert_neq(rc, 0, "the run should fail");
+    cr_assert(strstr(err.message, "mid") && strstr(err.message, "code 42"), "%s", err.message);
+    expect_gated_run(rt, 7);
+    expect_gated_run(rt, 8);
+    baton_runtime_destroy(rt);
     baton_plan_free(p);
 }
 

@@ -55,6 +55,8 @@ static const char *usage_common =
     "                           the CPU with a warning; sim: the test device)\n"
     "  --no-fallback            with --gpu=auto, a missing CUDA device is an error\n"
     "  --no-pdl                 do not use programmatic dependent launch between kernels\n"
+    "  --no-queue-ahead         graph mode: do not queue a GPU segment before the CPU segment\n"
+    "                           that feeds it (behind a gate the host opens)\n"
     "  -q, --quiet              no warnings\n";
 
 static void print_usage(const char *cmd)
@@ -145,6 +147,8 @@ static int parse_args(int argc, char **argv, cli *c)
             c->opts.fallback_is_error = 1;
         } else if (strcmp(a, "--no-pdl") == 0) {
             c->opts.disable_pdl = 1;
+        } else if (strcmp(a, "--no-queue-ahead") == 0) {
+            c->opts.disable_queue_ahead = 1;
         } else if (strcmp(a, "--steps") == 0) {
             c->per_step = 1;
         } else if (strcmp(a, "--print") == 0) {
@@ -428,12 +432,14 @@ static int cmd_run(cli *c)
            baton_runtime_gpu_backend(rt) == BATON_GPU_CUDA  ? "CUDA"
            : baton_runtime_gpu_backend(rt) == BATON_GPU_SIM ? "the test device"
                                                             : "the CPU");
-    printf("per run: %.0f steps, %.1f launches, %.1f host waits, %.1f graph launches, "
-           "%.0f B to devices, %.0f B to host; %lld capture(s), %lld update(s)\n",
+    printf("per run: %.0f steps, %.1f launches, %.1f host waits, %.1f graph launches "
+           "(%.1f queued ahead), %.0f B to devices, %.0f B to host; %lld capture(s), %lld "
+           "update(s)\n",
            (double)st.steps / (double)st.runs, (double)st.kernel_launches / (double)st.runs,
            (double)st.host_waits / (double)st.runs, (double)st.graph_launches / (double)st.runs,
-           (double)st.bytes_h2d / (double)st.runs, (double)st.bytes_d2h / (double)st.runs,
-           (long long)st.captures, (long long)st.graph_updates);
+           (double)st.queued_ahead / (double)st.runs, (double)st.bytes_h2d / (double)st.runs,
+           (double)st.bytes_d2h / (double)st.runs, (long long)st.captures,
+           (long long)st.graph_updates);
     if (baton_runtime_note(rt))
         printf("note: %s\n", baton_runtime_note(rt));
     for (int t = 0; t < baton_plan_tensor_count(plan); t++) {

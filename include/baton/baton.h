@@ -350,6 +350,10 @@ typedef struct baton_options {
     int quiet;             /* no warnings on stderr */
     int sim_delay_us;      /* test device only: delay before each queued op, to expose races */
     int disable_pdl;       /* do not use programmatic dependent launch between kernels */
+    /* Graph mode queues a GPU segment that follows a CPU segment (GPU -> CPU -> GPU on one
+     * device) before the CPU segment runs, gated on a flag the host sets when the CPU segment is
+     * done: the GPU starts it without a launch in between. Nonzero turns this off. */
+    int disable_queue_ahead;
 } baton_options;
 
 void baton_options_init(baton_options *opts);
@@ -385,6 +389,7 @@ typedef struct baton_run_stats {
     int64_t bytes_h2d;
     int64_t bytes_d2h;
     int64_t bytes_d2d;
+    int64_t queued_ahead; /* GPU segments queued before the CPU segment that feeds them ran */
 } baton_run_stats;
 
 void baton_runtime_stats(const baton_runtime *rt, baton_run_stats *out);

@@ -1,8 +1,12 @@
 /* device_cuda.c: the scheduler's CUDA device. One non-blocking stream per GPU that every kernel,
- * delegate and transfer of a run shares, events for the waits the scheduler asks for, and one
- * executable graph per captured segment, updated in place when a re-capture allows it. */
+ * delegate and transfer of a run shares, events for the waits the scheduler asks for, one
+ * executable graph per captured segment, updated in place when a re-capture allows it, and a
+ * gate: a flag in mapped pinned memory that a one-thread kernel on the stream waits for, so that
+ * work can be queued before the host has produced its inputs (device_kernels.cu, which also
+ * holds the kernel that does small host <-> device copies). */
 #include <limits.h>
 #include <stdarg.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,6 +19,9 @@
 #include "plan/plan_internal.h"
 #include "scheduler/cuda/device_cuda.h"
 #include "scheduler/device.h"
+
+/* The largest host <-> device copy run as a kernel rather than by the copy engine. */
+#define DEV_CUDA_COPY_KERNEL_MAX ((size_t)64 << 10)
 
 struct dev_ctx {
     baton_device dev;
@@ -33,7 +40,29 @@ struct dev_ctx {
     char capture_reason[512];
     int fault; /* dev_cuda_fault armed by a test */
     dev_counters counters;
+    /* the gate: a flag in mapped pinned memory (NULL if none could be had), and its address as
+     * the GPU sees it */
+    volatile unsigned *gate;
+    volatile unsigned *gate_dev;
 };
+
+/* Sets up the gate's flag. Without mapped pinned memory the device simply has no gate. */
+static void open_gate(dev_ctx *d)
+{
+    void *host = NULL, *dev = NULL;
+    if (cudaHostAlloc(&host, 64, cudaHostAllocMapped | cudaHostAllocPortable) != cudaSuccess) {
+        (void)cudaGetLastError();
+        return;
+    }
+    if (cudaHostGetDevicePointer(&dev, host, 0) != cudaSuccess) {
+        (void)cudaGetLastError();
+        cudaFreeHost(host);
+        return;
+    }
+    memset(host, 0, 64);
+    d->gate = host;
+    d->gate_dev = dev;
+}
 
 /* Names the failed CUDA call: "cuda:0: step 'norm': cudaMemcpyAsync (transfer h0 -> cpu)
  * failed: cudaErrorInvalidValue: invalid argument". step and what may be NULL. */
@@ -163,6 +192,7 @@ static int cuda_open(baton_device dev, const baton_options *opts, int n_graphs, 
             return open_failed(d, cuda_fail(err, d, NULL, "cudaEventCreateWithFlags", NULL, e));
         }
     }
+    open_gate(d);
     *out = d;
     return 0;
 }
@@ -184,6 +214,8 @@ static void cuda_close(dev_ctx *d)
             cudaEventDestroy(d->events[i]);
     if (d->stream)
         cudaStreamDestroy(d->stream);
+    if (d->gate)
+        cudaFreeHost((void *)d->gate);
     (void)cudaGetLastError();
     free(d->graphs);
     free(d->events);
@@ -377,19 +409,25 @@ static int cuda_copy(dev_ctx *d, void *dst, const void *src, size_t bytes, dev_c
     if (bytes == 0)
         return 0;
     cudaError_t e = make_current(d);
+    /* Small copies to and from the (pinned) host arenas run as a kernel: no copy-engine hand-off
+     * between the kernels around them (device_kernels.cu says what that saves). */
+    const int small = kind != DEV_COPY_D2D && bytes <= DEV_CUDA_COPY_KERNEL_MAX &&
+                      (((uintptr_t)dst | (uintptr_t)src) & 15) == 0;
+    const char *call = small ? "the copy kernel" : "cudaMemcpyAsync";
     if (e == cudaSuccess)
-        e = cudaMemcpyAsync(dst, src, bytes, memcpy_kind(kind), d->stream);
+        e = small ? dev_cuda_copy_launch(d->stream, dst, src, bytes, kind == DEV_COPY_D2H)
+                  : cudaMemcpyAsync(dst, src, bytes, memcpy_kind(kind), d->stream);
     if (e != cudaSuccess) {
         if (d->capturing && is_capture_error(e)) {
             (void)cudaGetLastError();
-            capture_failed(d, "cudaMemcpyAsync (%s): %s: %s", what ? what : "copy",
-                           cudaGetErrorName(e), cudaGetErrorString(e));
+            capture_failed(d, "%s (%s): %s: %s", call, what ? what : "copy", cudaGetErrorName(e),
+                           cudaGetErrorString(e));
             return 0;
         }
         if (d->capturing)
             abandon_capture(d);
         (void)cudaGetLastError();
-        return cuda_fail(err, d, NULL, "cudaMemcpyAsync", what, e);
+        return cuda_fail(err, d, NULL, call, what, e);
     }
     return 0;
 }
@@ -622,6 +660,37 @@ static void cuda_inject(dev_ctx *d, dev_fault fault)
     }
 }
 
+static int cuda_can_gate(dev_ctx *d)
+{
+    return d->gate != NULL;
+}
+
+/* Queues the gate kernel: it waits for the flag to read 1, then sets it back to 0 (in stream
+ * order, so the host's next opening, which follows a wait for later work, cannot be lost). */
+static int cuda_gate_wait(dev_ctx *d, baton_error *err)
+{
+    if (!d->gate)
+        return baton_seterr(err, BATON_ENOTSUP, "%s: no gate (no mapped pinned memory)", d->name);
+    cudaError_t e = make_current(d);
+    if (e == cudaSuccess)
+        e = dev_cuda_gate_launch(d->stream, d->gate_dev);
+    if (e != cudaSuccess) {
+        if (d->capturing)
+            capture_failed(d, "the gate kernel could not be captured: %s", cudaGetErrorString(e));
+        return cuda_fail(err, d, NULL, "cudaLaunchKernel", "the gate kernel", e);
+    }
+    return 0;
+}
+
+/* The host's writes before this store (the CPU segment's outputs in pinned memory) are visible
+ * to the GPU before the flag is: x86 keeps stores in order, and the release keeps the compiler
+ * from moving them. */
+static void cuda_gate_open(dev_ctx *d)
+{
+    if (d->gate)
+        __atomic_store_n((unsigned *)d->gate, 1u, __ATOMIC_RELEASE);
+}
+
 const dev_ops dev_cuda_ops = {
     .name = "cuda",
     .open = cuda_open,
@@ -642,6 +711,9 @@ const dev_ops dev_cuda_ops = {
     .capture_end = cuda_capture_end,
     .graph_launch = cuda_graph_launch,
     .graph_reset = cuda_graph_reset,
+    .can_gate = cuda_can_gate,
+    .gate_wait = cuda_gate_wait,
+    .gate_open = cuda_gate_open,
     .supports_pdl = cuda_supports_pdl,
     .counters = cuda_counters,
     .inject = cuda_inject,

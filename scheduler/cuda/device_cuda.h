@@ -4,6 +4,8 @@
 #ifndef BATON_SCHEDULER_DEVICE_CUDA_H
 #define BATON_SCHEDULER_DEVICE_CUDA_H
 
+#include <cuda_runtime.h>
+
 #include "scheduler/device.h"
 
 /* What dev_cuda_inject_fault() makes fail, once; the next matching call consumes it. The
@@ -34,5 +36,19 @@ void dev_cuda_inject_fault(dev_ctx *d, int what);
 
 /* The context's counters since it was opened (dev_cuda_ops.counters does the same). */
 void dev_cuda_counters(dev_ctx *d, dev_counters *out);
+
+/* The device's own kernels (device_kernels.cu). dev_cuda_gate_launch: a kernel that waits until
+ * *flag (mapped pinned memory, as the device sees it) is 1, then sets it back to 0.
+ * dev_cuda_copy_launch: copies `bytes` between pinned host memory and the device (to_host: dst is
+ * the host side), both 16-byte aligned. Each returns the launch's error, if any. */
+#ifdef __cplusplus
+extern "C" {
+#endif
+cudaError_t dev_cuda_gate_launch(void *stream, volatile unsigned *flag);
+cudaError_t dev_cuda_copy_launch(void *stream, void *dst, const void *src, size_t bytes,
+                                 int to_host);
+#ifdef __cplusplus
+}
+#endif
 
 #endif /* BATON_SCHEDULER_DEVICE_CUDA_H */
