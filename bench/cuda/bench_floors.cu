@@ -21,19 +21,11 @@
 #include <cuda_runtime.h>
 
 #include "baton/baton.h"
+#include "bench/cuda/bench_common.h"
 #include "kernels/cuda/kcuda_common.cuh"
 #include "kernels/cuda/rms_norm_cuda.h"
 #include "kernels/descriptors.h"
 
-#define CHECK_CUDA(call)                                                                           \
-    do {                                                                                           \
-        cudaError_t e_ = (call);                                                                   \
-        if (e_ != cudaSuccess) {                                                                   \
-            fprintf(stderr, "bench_floors: %s:%d: %s failed: %s\n", __FILE__, __LINE__, #call,     \
-                    cudaGetErrorString(e_));                                                       \
-            exit(1);                                                                               \
-        }                                                                                          \
-    } while (0)
 #define CHECK_DRV(call)                                                                            \
     do {                                                                                           \
         CUresult r_ = (call);                                                                      \
@@ -43,20 +35,6 @@
             exit(1);                                                                               \
         }                                                                                          \
     } while (0)
-
-static double median(std::vector<double> v)
-{
-    std::sort(v.begin(), v.end());
-    size_t n = v.size();
-    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
-
-static double now_ns()
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec * 1e9 + ts.tv_nsec;
-}
 
 /* ---- memory ---------------------------------------------------------------------------------- */
 

@@ -17,17 +17,9 @@
 #include <cuda_runtime.h>
 
 #include "baton/baton.h"
+#include "bench/cuda/bench_common.h"
 #include "delegates/cuda/gemm_cublaslt.h"
 
-#define CHECK_CUDA(call)                                                                           \
-    do {                                                                                           \
-        cudaError_t e_ = (call);                                                                   \
-        if (e_ != cudaSuccess) {                                                                   \
-            fprintf(stderr, "bench_gemm: %s:%d: %s failed: %s\n", __FILE__, __LINE__, #call,       \
-                    cudaGetErrorString(e_));                                                       \
-            exit(1);                                                                               \
-        }                                                                                          \
-    } while (0)
 #define CHECK_CUBLAS(call)                                                                         \
     do {                                                                                           \
         cublasStatus_t s_ = (call);                                                                \
@@ -37,36 +29,6 @@
             exit(1);                                                                               \
         }                                                                                          \
     } while (0)
-
-static double median(std::vector<double> v)
-{
-    std::sort(v.begin(), v.end());
-    size_t n = v.size();
-    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
-
-static double now_ns()
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec * 1e9 + ts.tv_nsec;
-}
-
-static uint16_t f2bf(float f)
-{
-    uint32_t u;
-    memcpy(&u, &f, 4);
-    u += 0x7fffu + ((u >> 16) & 1u);
-    return (uint16_t)(u >> 16);
-}
-
-static float bf2f(uint16_t h)
-{
-    uint32_t u = (uint32_t)h << 16;
-    float f;
-    memcpy(&f, &u, 4);
-    return f;
-}
 
 struct shape {
     int64_t m, n, k;

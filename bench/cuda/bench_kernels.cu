@@ -22,19 +22,10 @@
 #include <time.h>
 #include <vector>
 
+#include "bench/cuda/bench_common.h"
 #include "kernels/cuda/cuda_kernels.h"
 #include "kernels/cuda/rms_norm_cuda.h"
 #include "kernels/descriptors.h"
-
-#define CK(call)                                                                                   \
-    do {                                                                                           \
-        cudaError_t e_ = (call);                                                                   \
-        if (e_ != cudaSuccess) {                                                                   \
-            fprintf(stderr, "%s:%d: %s failed: %s\n", __FILE__, __LINE__, #call,                   \
-                    cudaGetErrorString(e_));                                                       \
-            exit(1);                                                                               \
-        }                                                                                          \
-    } while (0)
 
 static int g_runs = 100;
 static int g_sms = 132;
@@ -72,21 +63,14 @@ static void fill_random(void *p, size_t bytes, uint32_t seed)
     /* Any bit pattern of 16-bit halves of small floats: bf16 values in [-2, 2], and for f32 a
      * pair of such halves is also a finite float of moderate size. */
     fill_kernel<<<g_sms * 8, 256, 0, g_stream>>>((uint16_t *)p, bytes / 2, seed);
-    CK(cudaGetLastError());
+    CHECK_CUDA(cudaGetLastError());
 }
 
 static void *dalloc(size_t n)
 {
     void *p;
-    CK(cudaMalloc(&p, n));
+    CHECK_CUDA(cudaMalloc(&p, n));
     return p;
-}
-
-static double median(std::vector<float> v)
-{
-    std::sort(v.begin(), v.end());
-    size_t n = v.size();
-    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
 /* Times `runs` calls of fn(i), each between two events, after a spin kernel long enough for the
@@ -95,24 +79,24 @@ template <typename F> static double time_events(F fn, int runs, int warm = 5)
 {
     for (int i = 0; i < warm; i++)
         fn(i);
-    CK(cudaStreamSynchronize(g_stream));
+    CHECK_CUDA(cudaStreamSynchronize(g_stream));
     std::vector<cudaEvent_t> ev(2 * (size_t)runs);
     for (auto &e : ev)
-        CK(cudaEventCreate(&e));
+        CHECK_CUDA(cudaEventCreate(&e));
     long long spin = std::min(50000000LL, 200000LL * runs);
     spin_kernel<<<1, 1, 0, g_stream>>>(spin);
-    CK(cudaGetLastError());
+    CHECK_CUDA(cudaGetLastError());
     for (int i = 0; i < runs; i++) {
-        CK(cudaEventRecord(ev[2 * i], g_stream));
+        CHECK_CUDA(cudaEventRecord(ev[2 * i], g_stream));
         fn(warm + i);
-        CK(cudaEventRecord(ev[2 * i + 1], g_stream));
+        CHECK_CUDA(cudaEventRecord(ev[2 * i + 1], g_stream));
     }
-    CK(cudaStreamSynchronize(g_stream));
+    CHECK_CUDA(cudaStreamSynchronize(g_stream));
     std::vector<float> ms(runs);
     for (int i = 0; i < runs; i++)
-        CK(cudaEventElapsedTime(&ms[i], ev[2 * i], ev[2 * i + 1]));
+        CHECK_CUDA(cudaEventElapsedTime(&ms[i], ev[2 * i], ev[2 * i + 1]));
     for (auto &e : ev)
-        CK(cudaEventDestroy(e));
+        CHECK_CUDA(cudaEventDestroy(e));
     return median(ms) * 1000.0;
 }
 
@@ -122,31 +106,31 @@ template <typename F> static double time_graph(F fn, int k, int reps)
 {
     cudaGraph_t g;
     cudaGraphExec_t ge;
-    CK(cudaStreamBeginCapture(g_stream, cudaStreamCaptureModeThreadLocal));
+    CHECK_CUDA(cudaStreamBeginCapture(g_stream, cudaStreamCaptureModeThreadLocal));
     for (int i = 0; i < k; i++)
         fn(i);
-    CK(cudaStreamEndCapture(g_stream, &g));
-    CK(cudaGraphInstantiate(&ge, g, 0));
+    CHECK_CUDA(cudaStreamEndCapture(g_stream, &g));
+    CHECK_CUDA(cudaGraphInstantiate(&ge, g, 0));
     for (int i = 0; i < 3; i++)
-        CK(cudaGraphLaunch(ge, g_stream));
-    CK(cudaStreamSynchronize(g_stream));
+        CHECK_CUDA(cudaGraphLaunch(ge, g_stream));
+    CHECK_CUDA(cudaStreamSynchronize(g_stream));
     std::vector<cudaEvent_t> ev(2 * (size_t)reps);
     for (auto &e : ev)
-        CK(cudaEventCreate(&e));
+        CHECK_CUDA(cudaEventCreate(&e));
     spin_kernel<<<1, 1, 0, g_stream>>>(std::min(50000000LL, 100000LL * reps));
     for (int i = 0; i < reps; i++) {
-        CK(cudaEventRecord(ev[2 * i], g_stream));
-        CK(cudaGraphLaunch(ge, g_stream));
-        CK(cudaEventRecord(ev[2 * i + 1], g_stream));
+        CHECK_CUDA(cudaEventRecord(ev[2 * i], g_stream));
+        CHECK_CUDA(cudaGraphLaunch(ge, g_stream));
+        CHECK_CUDA(cudaEventRecord(ev[2 * i + 1], g_stream));
     }
-    CK(cudaStreamSynchronize(g_stream));
+    CHECK_CUDA(cudaStreamSynchronize(g_stream));
     std::vector<float> ms(reps);
     for (int i = 0; i < reps; i++)
-        CK(cudaEventElapsedTime(&ms[i], ev[2 * i], ev[2 * i + 1]));
+        CHECK_CUDA(cudaEventElapsedTime(&ms[i], ev[2 * i], ev[2 * i + 1]));
     for (auto &e : ev)
-        CK(cudaEventDestroy(e));
-    CK(cudaGraphExecDestroy(ge));
-    CK(cudaGraphDestroy(g));
+        CHECK_CUDA(cudaEventDestroy(e));
+    CHECK_CUDA(cudaGraphExecDestroy(ge));
+    CHECK_CUDA(cudaGraphDestroy(g));
     return median(ms) * 1000.0 / k;
 }
 
@@ -168,7 +152,7 @@ struct Sets {
     {
         for (auto *v : {&x, &w, &y, &iv, &g, &gi, &gw, &pg})
             for (void *p : *v)
-                CK(cudaFree(p));
+                CHECK_CUDA(cudaFree(p));
     }
 };
 
@@ -195,7 +179,7 @@ static Sets make_sets(int64_t n1, int64_t n2, int dt, int64_t P, bool bwd, size_
             fill_random(s.g.back(), n * e, 1234 + i);
         }
     }
-    CK(cudaStreamSynchronize(g_stream));
+    CHECK_CUDA(cudaStreamSynchronize(g_stream));
     return s;
 }
 
@@ -313,16 +297,16 @@ static void measure_copy(void)
     fill_random(a, bytes, 5);
     double us = time_events(
         [&](int i) {
-            CK(cudaMemcpyAsync(i & 1 ? a : b, i & 1 ? b : a, bytes, cudaMemcpyDeviceToDevice,
-                               g_stream));
+            CHECK_CUDA(cudaMemcpyAsync(i & 1 ? a : b, i & 1 ? b : a, bytes,
+                                       cudaMemcpyDeviceToDevice, g_stream));
         },
         std::max(20, g_runs / 2), 3);
     copy_tbs = 2.0 * bytes / (us * 1e-6) / 1e12;
     printf("copy: device-to-device %zu MiB: %.1f us, %.3f TB/s (read + written)\n", bytes >> 20, us,
            copy_tbs);
     printf("RESULT kernels copy d2d %zuMiB us=%.1f tbs=%.3f\n", bytes >> 20, us, copy_tbs);
-    CK(cudaFree(a));
-    CK(cudaFree(b));
+    CHECK_CUDA(cudaFree(a));
+    CHECK_CUDA(cudaFree(b));
 }
 
 int main(int argc, char **argv)
@@ -350,10 +334,10 @@ int main(int argc, char **argv)
         return 0;
     }
     cudaDeviceProp prop;
-    CK(cudaGetDeviceProperties(&prop, 0));
+    CHECK_CUDA(cudaGetDeviceProperties(&prop, 0));
     g_sms = prop.multiProcessorCount;
     g_l2 = (size_t)prop.l2CacheSize;
-    CK(cudaStreamCreateWithFlags(&g_stream, cudaStreamNonBlocking));
+    CHECK_CUDA(cudaStreamCreateWithFlags(&g_stream, cudaStreamNonBlocking));
     printf("device: %s, %d SMs, L2 %zu MiB, %d runs per median\n", prop.name, g_sms, g_l2 >> 20,
            g_runs);
     printf("RESULT kernels device \"%s\" sms=%d l2MiB=%zu\n", prop.name, g_sms, g_l2 >> 20);
@@ -505,7 +489,7 @@ int main(int argc, char **argv)
                 clock_gettime(CLOCK_MONOTONIC, &b);
                 t[pass] = ((b.tv_sec - a.tv_sec) * 1e9 + (b.tv_nsec - a.tv_nsec)) / 1e3 / calls;
             }
-            CK(cudaStreamSynchronize(g_stream));
+            CHECK_CUDA(cudaStreamSynchronize(g_stream));
             printf("  host time per call %lldx%lld P%lld: fwd %.2f us, bwd %.2f us\n",
                    (long long)sh.n1, (long long)sh.n2, (long long)sh.P, t[0], t[1]);
             printf("RESULT kernels host %lldx%lld P=%lld fwd_us=%.2f bwd_us=%.2f\n",
@@ -562,6 +546,6 @@ int main(int argc, char **argv)
             printf("RESULT kernels noop %s us=%.2f\n", pdl ? "graph+pdl" : "graph", us);
         }
     }
-    CK(cudaStreamDestroy(g_stream));
+    CHECK_CUDA(cudaStreamDestroy(g_stream));
     return 0;
 }

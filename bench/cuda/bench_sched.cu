@@ -19,20 +19,11 @@
 #include <cuda_runtime.h>
 
 #include "baton/baton.h"
+#include "bench/cuda/bench_common.h"
 extern "C" {
 #include "kernels/cuda/cuda_kernels.h"
 }
 #include "kernels/descriptors.h"
-
-#define CHECK_CUDA(call)                                                                           \
-    do {                                                                                           \
-        cudaError_t e_ = (call);                                                                   \
-        if (e_ != cudaSuccess) {                                                                   \
-            fprintf(stderr, "bench_sched: %s:%d: %s failed: %s\n", __FILE__, __LINE__, #call,      \
-                    cudaGetErrorString(e_));                                                       \
-            exit(1);                                                                               \
-        }                                                                                          \
-    } while (0)
 
 static const int CHAIN = 64;
 static const int N2 = 4096;
@@ -44,15 +35,6 @@ static double now_us()
     return ts.tv_sec * 1e6 + ts.tv_nsec * 1e-3;
 }
 
-static double median(std::vector<double> v)
-{
-    if (v.empty())
-        return NAN;
-    std::sort(v.begin(), v.end());
-    size_t n = v.size();
-    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
-
 static double percentile(std::vector<double> v, double p)
 {
     if (v.empty())
@@ -60,14 +42,6 @@ static double percentile(std::vector<double> v, double p)
     std::sort(v.begin(), v.end());
     size_t i = (size_t)std::min<double>((double)v.size() - 1, floor(p * (double)(v.size() - 1)));
     return v[i];
-}
-
-static uint16_t f2bf(float f)
-{
-    uint32_t u;
-    memcpy(&u, &f, 4);
-    u += 0x7fffu + ((u >> 16) & 1u);
-    return (uint16_t)(u >> 16);
 }
 
 /* ---- the floors: 64 rms_norm_fwd launches, 1 x 4096 bf16, issued by hand -------------------- */
