@@ -454,7 +454,8 @@ static const char *fail_plan =
     "  {\"name\": \"last\", \"kernel\": \"add_scalar\", \"device\": \"cpu\", \"inputs\": [\"b\"], "
     "\"outputs\": [\"y\"], \"attrs\": {\"value\": 1}}]}\n";
 
-static void expect_good_run(baton_runtime *rt, const baton_plan *p, float base)
+/* Runs the plan on x = base, base + 1, ... (64 f32) and expects y[i] = want(x[i]) exactly. */
+static void expect_run(baton_runtime *rt, float base, float (*want)(float))
 {
     float x[64], y[64];
     for (int i = 0; i < 64; i++)
@@ -464,7 +465,19 @@ static void expect_good_run(baton_runtime *rt, const baton_plan *p, float base)
     run_ok(rt);
     cr_assert_eq(baton_runtime_get_output(rt, "y", y, sizeof y, &err), 0);
     for (int i = 0; i < 64; i++)
-        cr_assert_float_eq(y[i], x[i] + 3.0f, 0, "y[%d] = %g", i, y[i]);
+        cr_assert_float_eq(y[i], want(x[i]), 0, "base %g: y[%d] = %g", base, i, y[i]);
+}
+
+static float plus_3(float x)
+{
+    return x + 3.0f;
+}
+
+/* fail_plan: y = x + 3 */
+static void expect_good_run(baton_runtime *rt, const baton_plan *p, float base)
+{
+    (void)p;
+    expect_run(rt, base, plus_3);
 }
 
 Test(runtime, a_failing_custom_call_fails_the_run_and_the_next_run_succeeds)
@@ -533,19 +546,15 @@ static const char *gate_plan =
     "  {\"name\": \"last\", \"kernel\": \"add_scalar\", \"device\": \"cpu\", \"inputs\": "
     "[\"c\"], \"outputs\": [\"y\"], \"attrs\": {\"value\": 1}}]}\n";
 
-/* y = (x + 2)^2 + 1 for fresh x, or the test fails. */
+static float square_of_plus_2_plus_1(float x)
+{
+    return (x + 2) * (x + 2) + 1;
+}
+
+/* gate_plan: y = (x + 2)^2 + 1 for fresh x, or the test fails. */
 static void expect_gated_run(baton_runtime *rt, float base)
 {
-    float x[64], y[64];
-    for (int i = 0; i < 64; i++)
-        x[i] = base + (float)i;
-    baton_error err = {0};
-    cr_assert_eq(baton_runtime_set_input(rt, "x", x, sizeof x, &err), 0);
-    run_ok(rt);
-    cr_assert_eq(baton_runtime_get_output(rt, "y", y, sizeof y, &err), 0);
-    for (int i = 0; i < 64; i++)
-        cr_assert_float_eq(y[i], (x[i] + 2) * (x[i] + 2) + 1, 0, "base %g: y[%d] = %g", base, i,
-                           y[i]);
+    expect_run(rt, base, square_of_plus_2_plus_1);
 }
 
 Test(runtime, a_segment_queued_ahead_waits_for_the_cpu_step_before_it)

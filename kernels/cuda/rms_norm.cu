@@ -1489,6 +1489,24 @@ static int prepare(K kernel, const Layout &L, const baton_exec_ctx *ctx, const c
 
 /* ---- forward ---- */
 
+/* The forward kernels' arguments: buffers x, weight | y, invvar, laid out as L says. */
+static FwdArgs fwd_args(void **buffers, const baton_rms_norm_desc &d, const Layout &L)
+{
+    FwdArgs a;
+    memset(&a, 0, sizeof a);
+    a.x = buffers[0];
+    a.w = buffers[1];
+    a.y = buffers[2];
+    a.invvar = buffers[3];
+    a.n1 = d.n1;
+    a.n2 = d.n2;
+    a.eps = d.eps;
+    a.chunk = L.chunk;
+    a.cx = L.cx;
+    a.stages = L.stages;
+    return a;
+}
+
 template <typename TX, typename TW> static void *fwd_kernel_for(const Layout &L, bool cp)
 {
     constexpr int VX = 16 / (int)sizeof(TX);
@@ -1561,17 +1579,7 @@ static int fwd_rows(const baton_exec_ctx *ctx, void **buffers, const baton_rms_n
         }
     }
     L.grid = groups;
-    FwdArgs a;
-    memset(&a, 0, sizeof a);
-    a.x = buffers[0];
-    a.w = buffers[1];
-    a.y = buffers[2];
-    a.invvar = buffers[3];
-    a.n1 = d.n1;
-    a.n2 = d.n2;
-    a.eps = d.eps;
-    a.chunk = d.n2;
-    a.cx = 1;
+    const FwdArgs a = fwd_args(buffers, d, L);
     report(L, chosen);
     return launch(ctx, "rms_norm_fwd", (void (*)(FwdArgs))k, (unsigned)L.grid, (unsigned)L.threads,
                   0, 1, a);
@@ -1605,17 +1613,7 @@ static int fwd_typed(const baton_exec_ctx *ctx, void **buffers, const baton_rms_
         L.threads = (int)(ceil_div(ceil_div(nvec_row, 4), 32) * 32);
         L.grid = d.n1;
         L.smem = 0;
-        FwdArgs a;
-        a.x = buffers[0];
-        a.w = buffers[1];
-        a.y = buffers[2];
-        a.invvar = buffers[3];
-        a.n1 = d.n1;
-        a.n2 = d.n2;
-        a.eps = d.eps;
-        a.chunk = L.chunk;
-        a.cx = 1;
-        a.stages = 0;
+        const FwdArgs a = fwd_args(buffers, d, L);
         report(L, chosen);
         return launch(ctx, "rms_norm_fwd", rms_fwd_kernel<TX, TW, VX, 4, false>, (unsigned)L.grid,
                       (unsigned)L.threads, 0, 1, a);
@@ -1691,17 +1689,7 @@ static int fwd_typed(const baton_exec_ctx *ctx, void **buffers, const baton_rms_
             }
             L.grid = groups * L.cx;
         }
-        FwdArgs a;
-        a.x = buffers[0];
-        a.w = buffers[1];
-        a.y = buffers[2];
-        a.invvar = buffers[3];
-        a.n1 = d.n1;
-        a.n2 = d.n2;
-        a.eps = d.eps;
-        a.chunk = L.chunk;
-        a.cx = L.cx;
-        a.stages = L.stages;
+        const FwdArgs a = fwd_args(buffers, d, L);
         report(L, chosen);
         if (chosen && cp && L.mode == MODE_STAGED)
             chosen->mode = MODE_STAGED_CP;
