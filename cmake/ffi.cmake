@@ -13,8 +13,9 @@ if(BATON_XLA_FFI_INCLUDE)
   endif()
   file(GLOB BATON_FFI_SOURCES CONFIGURE_DEPENDS ${CMAKE_CURRENT_LIST_DIR}/../kernels/ffi/*.c)
   add_library(baton_jax SHARED ${BATON_FFI_SOURCES})
-  target_include_directories(baton_jax PRIVATE ${CMAKE_CURRENT_SOURCE_DIR}
-                                               ${CMAKE_CURRENT_SOURCE_DIR}/include)
+  # The handlers are part of the kernels layer: they see core/ and kernels/ only.
+  target_include_directories(baton_jax PRIVATE ${CMAKE_CURRENT_SOURCE_DIR}/include
+                                               ${CMAKE_BINARY_DIR}/scope/kernels)
   # The XLA headers are third-party: -isystem keeps their warnings out of ours.
   target_include_directories(baton_jax SYSTEM PRIVATE ${BATON_XLA_FFI_INCLUDE})
   # baton_static is position-independent; the linker takes the kernels and what they use.

@@ -1,16 +1,13 @@
-/* gemm.c: the "gemm" delegate target: its signature (a [M,K] x b [K,N], transposes, a's leading
- * dims folded into M), its descriptor, and its backends (OpenBLAS on the CPU, cuBLASLt on CUDA).
- * baton_gemm_resolve() is the single source of the sizes for check, pack and every init(). */
+/* gemm.c: the gemm delegate's signature (a [M,K] x b [K,N], transposes, a's leading dims folded
+ * into M) turned into its descriptor. baton_gemm_resolve() is the single source of the sizes for
+ * the target's check and pack (targets/gemm.c) and every backend's init(). */
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "delegates/gemm.h"
-#include "kernels/sig_util.h"
-#ifdef BATON_CUDA
-#include "delegates/cuda/gemm_cublaslt.h"
-#endif
+#include "core/sig.h"
 
 static int attr_bool(const baton_sig_args *sig, const char *name, int *out, char *msg, size_t len)
 {
@@ -126,48 +123,3 @@ int baton_gemm_resolve(const baton_sig_args *sig, baton_gemm_desc *desc, baton_t
     }
     return 0;
 }
-
-static int gemm_check(const baton_sig_args *sig, baton_tensor_desc *expected, char *msg, size_t len)
-{
-    baton_gemm_desc d;
-    return baton_gemm_resolve(sig, &d, expected, msg, len);
-}
-
-static int gemm_pack(const baton_sig_args *sig, char *opaque, size_t cap)
-{
-    baton_gemm_desc d;
-    char msg[256];
-    int rc = baton_gemm_resolve(sig, &d, NULL, msg, sizeof msg);
-    if (rc)
-        return rc;
-    if (!opaque || cap < sizeof d)
-        return BATON_EINVAL;
-    memcpy(opaque, &d, sizeof d);
-    return (int)sizeof d;
-}
-
-const baton_target baton_target_gemm = {
-    .name = "gemm",
-    .kind = BATON_TARGET_DELEGATE,
-    .n_inputs = 2,
-    .n_outputs = 1,
-    .summary = "out = alpha * op(a) * op(b): a [M,K] (or [K,M] with trans_a; leading dims of a "
-               "fold into M), b [K,N] (or [N,K] with trans_b); f32, f64, bf16, f16",
-    .attrs = {{"trans_a", BATON_ATTR_BOOL, 0, "a is stored [K, M]; default false"},
-              {"trans_b", BATON_ATTR_BOOL, 0, "b is stored [N, K]; default false"},
-              {"alpha", BATON_ATTR_FLOAT, 0, "scale of the product; default 1"}},
-    .check = gemm_check,
-    .pack = gemm_pack,
-    .impls =
-        {
-            {.device = BATON_DEVICE_CPU, .delegate = &baton_gemm_openblas_iface},
-#ifdef BATON_CUDA
-            {.device = BATON_DEVICE_CUDA, .delegate = &baton_gemm_cublaslt_iface},
-#endif
-        },
-#ifdef BATON_CUDA
-    .n_impls = 2,
-#else
-    .n_impls = 1,
-#endif
-};

@@ -1,15 +1,35 @@
-/* gemm.h: the "gemm" delegate target (C = alpha * op(A) * op(B), beta = 0) and the one place
- * that turns a step's signature into GEMM sizes, shared by check(), pack() and every backend's
- * init() (OpenBLAS here, cuBLASLt in delegates/cuda/), so they cannot disagree. */
+/* gemm.h: the gemm delegate (C = alpha * op(A) * op(B), beta = 0): its descriptor, its backends
+ * and the one place that turns a step's signature into GEMM sizes, shared by the target's check()
+ * and pack() (targets/gemm.c) and every backend's init() (OpenBLAS in delegates/cpu/, cuBLASLt in
+ * delegates/cuda/), so they cannot disagree. */
 #ifndef BATON_DELEGATES_GEMM_H
 #define BATON_DELEGATES_GEMM_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include "baton/baton.h"
-#include "kernels/descriptors.h"
 
-extern const baton_target baton_target_gemm;
+/* gemm (the delegate's attributes, packed the same way so a plan can pass them verbatim):
+ *   0  int64  m, 8 int64 n, 16 int64 k
+ *  24  int32  dtype
+ *  28  int32  flags: bit 0 trans_a, bit 1 trans_b
+ *  32  float64 alpha
+ *  40  float64 beta (0: the output is overwritten) */
+typedef struct baton_gemm_desc {
+    int64_t m, n, k;
+    int32_t dtype;
+    int32_t flags;
+    double alpha;
+    double beta;
+} baton_gemm_desc;
+
+#define BATON_GEMM_TRANS_A 1
+#define BATON_GEMM_TRANS_B 2
+
+#if defined(__STDC_VERSION__) && __STDC_VERSION__ >= 201112L
+_Static_assert(sizeof(baton_gemm_desc) == 48, "gemm descriptor layout");
+#endif
 
 /* The CPU backend (delegates/cpu/gemm_openblas.c). */
 extern const baton_delegate_iface baton_gemm_openblas_iface;

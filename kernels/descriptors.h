@@ -60,28 +60,10 @@ typedef struct baton_argmax_desc {
     int32_t reserved;
 } baton_argmax_desc;
 
-/* gemm (the delegate's attributes, packed the same way so a plan can pass them verbatim):
- *   0  int64  m, 8 int64 n, 16 int64 k
- *  24  int32  dtype
- *  28  int32  flags: bit 0 trans_a, bit 1 trans_b
- *  32  float64 alpha
- *  40  float64 beta (0: the output is overwritten) */
-typedef struct baton_gemm_desc {
-    int64_t m, n, k;
-    int32_t dtype;
-    int32_t flags;
-    double alpha;
-    double beta;
-} baton_gemm_desc;
-
-#define BATON_GEMM_TRANS_A 1
-#define BATON_GEMM_TRANS_B 2
-
 #if defined(__STDC_VERSION__) && __STDC_VERSION__ >= 201112L
 _Static_assert(sizeof(baton_rms_norm_desc) == 40, "rms_norm descriptor layout");
 _Static_assert(sizeof(baton_ew_desc) == 32, "elementwise descriptor layout");
 _Static_assert(sizeof(baton_argmax_desc) == 24, "argmax descriptor layout");
-_Static_assert(sizeof(baton_gemm_desc) == 48, "gemm descriptor layout");
 #endif
 
 #endif /* BATON_KERNELS_DESCRIPTORS_H */

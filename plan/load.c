@@ -16,7 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "kernels/dtype.h"
+#include "core/dtype.h"
 #include "plan/plan_internal.h"
 
 #define PLAN_MAX_ITEMS        1000000            /* tensors or steps in one plan */
@@ -954,8 +954,8 @@ static int load_init(loader *L, plan_tensor *t, int ji, const char *subj)
             same = d.shape[i] == t->desc.shape[i];
         if (!same) {
             char have[160], want[160];
-            plan_format_desc(have, sizeof have, &d);
-            plan_format_desc(want, sizeof want, &t->desc);
+            desc_format(have, sizeof have, &d);
+            desc_format(want, sizeof want, &t->desc);
             return fail(L, BATON_EPLAN, ppos,
                         "%s: %s holds %s but the tensor is declared %s; convert the file or "
                         "change the declaration",

@@ -2,6 +2,8 @@
  * baton.h, the name indexes the loader builds (so lookups stay O(1) on 10,000-step plans) and the
  * "did you mean" helper every plan message uses. */
 #include <ctype.h>
+#include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -268,4 +270,20 @@ int baton_plan_step_info(const baton_plan *plan, int i, baton_step_info *out)
     out->next_device = s->next_device;
     out->next_kind = s->next_kind;
     return 0;
+}
+
+int plan_error(baton_error *err, int code, const baton_plan *plan, plan_pos pos, const char *fmt,
+               ...)
+{
+    char prefix[600];
+    const char *src = plan && plan->source ? plan->source : "<plan>";
+    if (pos.line > 0)
+        snprintf(prefix, sizeof prefix, "%s:%d:%d: ", src, pos.line, pos.column);
+    else
+        snprintf(prefix, sizeof prefix, "%s: ", src);
+    va_list ap;
+    va_start(ap, fmt);
+    err_vset(err, code, prefix, fmt, ap);
+    va_end(ap);
+    return code;
 }

@@ -6,6 +6,7 @@
 #include <stdio.h>
 
 #include "baton/baton.h"
+#include "core/core.h"
 
 /* Where a thing was written in the plan file, for messages. 0 means unknown. */
 typedef struct plan_pos {
@@ -116,7 +117,7 @@ typedef struct plan_sync_point {
     const char *why; /* "step", "boundary", "end" */
 } plan_sync_point;
 
-#define PLAN_MAX_DEVICES 16
+#define PLAN_MAX_DEVICES CORE_MAX_DEVICES
 
 struct baton_plan {
     const baton_registry *registry;
@@ -186,26 +187,8 @@ int plan_describe(const baton_plan *plan, FILE *f, int as_json);
 /* Index of the memory plan for a device, or -1. */
 int plan_memory_index(const baton_plan *plan, baton_device dev);
 
-/* plan/common.c: "f32[8,4096]" into buf (truncated to cap), for messages that compare shapes. */
-void plan_format_desc(char *buf, size_t cap, const baton_tensor_desc *d);
-
-/* plan/errors.c: formats "source:line:column: message" into err and returns code. */
+/* plan/plan.c: formats "source:line:column: message" into err and returns code. */
 int plan_error(baton_error *err, int code, const baton_plan *plan, plan_pos pos, const char *fmt,
-               ...)
-#if defined(__GNUC__)
-    __attribute__((format(printf, 5, 6)))
-#endif
-    ;
-/* Sets err without a place. */
-int baton_seterr(baton_error *err, int code, const char *fmt, ...)
-#if defined(__GNUC__)
-    __attribute__((format(printf, 3, 4)))
-#endif
-    ;
-
-static inline int device_eq(baton_device a, baton_device b)
-{
-    return a.kind == b.kind && (a.kind != BATON_DEVICE_CUDA || a.index == b.index);
-}
+               ...) CORE_PRINTF(5, 6);
 
 #endif /* BATON_PLAN_INTERNAL_H */

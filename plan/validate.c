@@ -196,8 +196,8 @@ static int check_signature(const baton_plan *plan, plan_step *s, baton_error *er
                 continue;
             char have[160], need[160];
             const plan_tensor *o = &plan->tensors[s->outputs[i]];
-            plan_format_desc(have, sizeof have, &decl[i]);
-            plan_format_desc(need, sizeof need, &want[i]);
+            desc_format(have, sizeof have, &decl[i]);
+            desc_format(need, sizeof need, &want[i]);
             return fail(err, plan, BATON_EPLAN, s->output_pos ? s->output_pos[i] : s->pos,
                         "step '%s': output '%s' is declared %s but %s '%s' produces %s here; "
                         "declare tensor '%s' (line %d:%d) as %s",

@@ -7,7 +7,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "kernels/dtype.h"
+#include "core/dtype.h"
 
 uint64_t test_fresh_seed(void)
 {

@@ -7,8 +7,8 @@
 #include <string.h>
 
 #include "delegates/gemm.h"
-#include "kernels/builtin.h"
-#include "kernels/dtype.h"
+#include "targets/builtin.h"
+#include "core/dtype.h"
 #include "tests/support.h"
 
 static const baton_dtype DTYPES[4] = {BATON_DTYPE_F32, BATON_DTYPE_F64, BATON_DTYPE_BF16,

@@ -10,7 +10,7 @@
 #include <cuda_runtime.h>
 
 #include "delegates/cuda/gemm_cublaslt.h"
-#include "kernels/dtype.h"
+#include "core/dtype.h"
 #include "tests/support.h"
 
 #define SKIP_WITHOUT_GPU()                                                                         \

@@ -9,10 +9,10 @@
 #include <string.h>
 #include <time.h>
 
-#include "kernels/builtin.h"
+#include "targets/builtin.h"
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/descriptors.h"
-#include "kernels/dtype.h"
+#include "core/dtype.h"
 #include "tests/support.h"
 
 static const baton_dtype FLOATS[4] = {BATON_DTYPE_BF16, BATON_DTYPE_F16, BATON_DTYPE_F32,

@@ -16,7 +16,7 @@
 #include "kernels/cuda/cuda_kernels.h"
 #include "kernels/cuda/rms_norm_cuda.h"
 #include "kernels/descriptors.h"
-#include "kernels/dtype.h"
+#include "core/dtype.h"
 #include "tests/support.h"
 
 #define SKIP_WITHOUT_GPU()                                                                         \

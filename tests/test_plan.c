@@ -11,7 +11,7 @@
 #include <string.h>
 
 #include "kernels/descriptors.h"
-#include "kernels/dtype.h"
+#include "core/dtype.h"
 #include "plan/plan_internal.h"
 #include "tests/support.h"
 

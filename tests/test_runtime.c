@@ -13,7 +13,7 @@
 #include <unistd.h>
 
 #include "kernels/descriptors.h"
-#include "kernels/dtype.h"
+#include "core/dtype.h"
 #include "plan/plan_internal.h"
 #include "scheduler/runtime_internal.h"
 #include "tests/support.h"

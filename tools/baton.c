@@ -10,7 +10,6 @@
 #include <time.h>
 
 #include "baton/baton.h"
-#include "kernels/dtype.h"
 
 #define EXIT_PLAN    1
 #define EXIT_USAGE   2
@@ -270,23 +269,11 @@ static int cmd_inspect(const cli *c)
     return rc;
 }
 
-/* Fills an unbound input with reproducible N(0, 1) values (splitmix64 + Box-Muller). */
+/* Fills an unbound input with reproducible N(0, 1) values: the plan format's seeded normal, so a
+ * plan constant with the same seed holds the same bits. */
 static void fill_default(const baton_tensor_info *ti, void *buf, uint64_t seed)
 {
-    uint64_t s = seed;
-    int64_t n = baton_tensor_desc_numel(&ti->desc);
-    for (int64_t i = 0; i < n; i++) {
-        double u[2];
-        for (int k = 0; k < 2; k++) {
-            uint64_t z = (s += 0x9e3779b97f4a7c15ull);
-            z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-            z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-            z ^= z >> 31;
-            u[k] = (double)(z >> 11) * (1.0 / 9007199254740992.0);
-        }
-        double r = sqrt(-2.0 * log(u[0] > 1e-300 ? u[0] : 1e-300)) * cos(2.0 * M_PI * u[1]);
-        store_f64(ti->desc.dtype, buf, i, r);
-    }
+    baton_fill_normal(buf, ti->desc.dtype, baton_tensor_desc_numel(&ti->desc), seed, 0.0, 1.0);
 }
 
 static int bind_inputs(const cli *c, baton_plan *plan, baton_runtime *rt)
@@ -345,13 +332,21 @@ static int bind_inputs(const cli *c, baton_plan *plan, baton_runtime *rt)
     return 0;
 }
 
+/* Element i of a buffer of dtype dt, as a double (through the library's conversion). */
+static double element(baton_dtype dt, const void *buf, int64_t i)
+{
+    double v = NAN;
+    baton_convert(&v, BATON_DTYPE_F64, (const char *)buf + (size_t)i * baton_dtype_size(dt), dt, 1);
+    return v;
+}
+
 static void print_output(const baton_tensor_info *ti, const void *buf, int all)
 {
     int64_t n = baton_tensor_desc_numel(&ti->desc);
     double sum = 0, mn = INFINITY, mx = -INFINITY;
     int nan = 0;
     for (int64_t i = 0; i < n; i++) {
-        double v = load_f64(ti->desc.dtype, buf, i);
+        double v = element(ti->desc.dtype, buf, i);
         if (isnan(v)) {
             nan++;
             continue;
@@ -368,7 +363,7 @@ static void print_output(const baton_tensor_info *ti, const void *buf, int all)
     int64_t show = all ? n : (n < 8 ? n : 8);
     printf("  ");
     for (int64_t i = 0; i < show; i++)
-        printf("%.6g%s", load_f64(ti->desc.dtype, buf, i), i + 1 < show ? " " : "");
+        printf("%.6g%s", element(ti->desc.dtype, buf, i), i + 1 < show ? " " : "");
     printf("%s\n", show < n ? " ..." : "");
 }
 

@@ -10,7 +10,7 @@
 #include <string.h>
 
 #include "delegates/gemm.h"
-#include "kernels/dtype.h"
+#include "core/dtype.h"
 
 typedef struct gemm_cpu {
     baton_gemm_desc d;

@@ -13,8 +13,7 @@
 
 #include "delegates/cuda/gemm_cublaslt.h"
 #include "delegates/gemm.h"
-#include "kernels/descriptors.h"
-#include "plan/plan_internal.h"
+#include "core/core.h"
 
 /* Hopper's recommended cuBLASLt workspace; the heuristic asks for less when it can. */
 #define GEMM_MAX_WORKSPACE ((size_t)32 << 20)

@@ -75,6 +75,20 @@ const char *baton_dtype_name(baton_dtype dt);    /* "bf16"; "invalid" for others
 size_t baton_dtype_size(baton_dtype dt);         /* bytes per element; 0 if invalid */
 baton_dtype baton_dtype_from_name(const char *); /* BATON_DTYPE_INVALID if unknown */
 
+/* Converts n elements of src (src_dtype) into dst (dst_dtype), with the rounding of baton's
+ * kernels: to bf16 and f16 round to nearest even; to integers truncate toward zero and saturate
+ * (NaN gives 0). dst and src must not overlap. BATON_EINVAL for an invalid dtype, n < 0 or a NULL
+ * buffer. */
+int baton_convert(void *dst, baton_dtype dst_dtype, const void *src, baton_dtype src_dtype,
+                  int64_t n);
+/* Fills n elements with the plan format's seeded "normal" (mean, std) or "uniform" [low, high)
+ * values: the same bits on every machine for the same seed (docs/plan-format.md gives the
+ * algorithms). BATON_EINVAL for an invalid dtype, n < 0 or a NULL buffer. */
+int baton_fill_normal(void *dst, baton_dtype dtype, int64_t n, uint64_t seed, double mean,
+                      double std);
+int baton_fill_uniform(void *dst, baton_dtype dtype, int64_t n, uint64_t seed, double low,
+                       double high);
+
 typedef enum baton_device_kind {
     BATON_DEVICE_NONE = 0, /* "no device": e.g. the next device after the last step */
     BATON_DEVICE_CPU = 1,

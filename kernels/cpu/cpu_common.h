@@ -9,8 +9,9 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "core/core.h"
+#include "core/dtype.h"
 #include "kernels/cpu/cpu_kernels.h"
-#include "kernels/dtype.h"
 
 /* Elements per stack chunk: 4 KiB of doubles per buffer. */
 #define CHUNK 512
@@ -29,17 +30,6 @@ kerr(const baton_exec_ctx *ctx, const char *fmt, ...)
         va_end(ap);
     }
     return BATON_EINVAL;
-}
-
-static inline int is_float_code(int32_t c)
-{
-    return c == BATON_DTYPE_BF16 || c == BATON_DTYPE_F16 || c == BATON_DTYPE_F32 ||
-           c == BATON_DTYPE_F64;
-}
-
-static inline int is_int_code(int32_t c)
-{
-    return c == BATON_DTYPE_I32 || c == BATON_DTYPE_I64;
 }
 
 /* Copies the descriptor into *desc when opaque holds exactly size bytes; layout names the struct

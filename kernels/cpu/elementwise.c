@@ -18,7 +18,7 @@ static int read_ew(const baton_exec_ctx *ctx, const char *name, int binary, int 
                          "baton_ew_desc: n, nb, dtype, reserved, value");
     if (rc)
         return rc;
-    if (!is_float_code(d->dtype) && !(ints && is_int_code(d->dtype)))
+    if (!dtype_is_float((baton_dtype)d->dtype) && !(ints && dtype_is_int((baton_dtype)d->dtype)))
         return kerr(ctx, "%s: dtype is code %d, not %s", name, (int)d->dtype,
                     ints ? "bf16 (1), f16 (2), f32 (3), f64 (4), i32 (5) or i64 (6)"
                          : "bf16 (1), f16 (2), f32 (3) or f64 (4)");
@@ -196,7 +196,7 @@ int kcpu_argmax(const baton_exec_ctx *ctx, void **buffers, const char *opaque, s
                          "baton_argmax_desc: n1, n2, dtype, reserved");
     if (rc)
         return rc;
-    if (!is_float_code(d.dtype))
+    if (!dtype_is_float((baton_dtype)d.dtype))
         return kerr(ctx, "argmax: dtype is code %d, not bf16 (1), f16 (2), f32 (3) or f64 (4)",
                     (int)d.dtype);
     if (d.n1 < 1 || d.n2 < 1 || d.n1 > INT64_MAX / 8 / d.n2)

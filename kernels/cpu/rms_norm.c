@@ -15,10 +15,10 @@ static int read_desc(const baton_exec_ctx *ctx, const char *name, void **buffers
                          "baton_rms_norm_desc: n1, n2, eps, x_dtype, w_dtype, part_grad_size");
     if (rc)
         return rc;
-    if (!is_float_code(d->x_dtype))
+    if (!dtype_is_float((baton_dtype)d->x_dtype))
         return kerr(ctx, "%s: x_dtype is code %d, not bf16 (1), f16 (2), f32 (3) or f64 (4)", name,
                     (int)d->x_dtype);
-    if (!is_float_code(d->w_dtype))
+    if (!dtype_is_float((baton_dtype)d->w_dtype))
         return kerr(ctx, "%s: w_dtype is code %d, not bf16 (1), f16 (2), f32 (3) or f64 (4)", name,
                     (int)d->w_dtype);
     if (d->n1 < 1 || d->n2 < 1)

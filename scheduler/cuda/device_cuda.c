@@ -16,7 +16,7 @@
 #include <nvtx3/nvToolsExt.h>
 #endif
 
-#include "plan/plan_internal.h"
+#include "core/core.h"
 #include "scheduler/cuda/device_cuda.h"
 #include "scheduler/device.h"
 

@@ -4,7 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "plan/plan_internal.h"
+#include "core/core.h"
 #include "scheduler/device.h"
 
 struct dev_ctx {

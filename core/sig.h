@@ -1,8 +1,8 @@
-/* sig_util.h: small helpers for targets' check() functions, shared by the built-in kernels
- * (kernels/targets.c) and the gemm delegate (delegates/gemm.c): a failure message, a shape as
+/* sig.h: small helpers for targets' check() functions, shared by the built-in kernels
+ * (targets/builtin.c) and the gemm delegate (delegates/gemm.c): a failure message, a shape as
  * text, and the rank/dim/numel checks every signature starts with. Private to baton. */
-#ifndef BATON_KERNELS_SIG_UTIL_H
-#define BATON_KERNELS_SIG_UTIL_H
+#ifndef BATON_CORE_SIG_H
+#define BATON_CORE_SIG_H
 
 #include <stdarg.h>
 #include <stdio.h>
@@ -57,4 +57,4 @@ static inline int dims_ok(const baton_tensor_desc *d, const char *what, char *ms
     return 0;
 }
 
-#endif /* BATON_KERNELS_SIG_UTIL_H */
+#endif /* BATON_CORE_SIG_H */

@@ -1,73 +1,10 @@
-/* common.c: the small vocabulary every module shares: error codes and messages, dtypes,
- * devices, roles, sync modes and attribute lookup. */
-#include <stdarg.h>
+/* names.c: the small vocabulary every module shares: dtypes, devices, roles, sync modes, tensor
+ * descriptors and attribute lookup, by name and back. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "plan/plan_internal.h"
-
-const char *baton_strerror(int code)
-{
-    switch (code) {
-    case BATON_OK: return "BATON_OK: success";
-    case BATON_EINVAL: return "BATON_EINVAL: invalid argument";
-    case BATON_ENOMEM: return "BATON_ENOMEM: out of memory";
-    case BATON_EIO: return "BATON_EIO: input/output error";
-    case BATON_EPARSE: return "BATON_EPARSE: plan file is not valid JSON";
-    case BATON_EPLAN: return "BATON_EPLAN: invalid plan";
-    case BATON_ENOTARGET: return "BATON_ENOTARGET: unknown kernel or delegate";
-    case BATON_ENODEV: return "BATON_ENODEV: device not present";
-    case BATON_ECUDA: return "BATON_ECUDA: CUDA call failed";
-    case BATON_EKERNEL: return "BATON_EKERNEL: kernel or delegate failed";
-    case BATON_ENOTSUP: return "BATON_ENOTSUP: not supported";
-    case BATON_ESTATE: return "BATON_ESTATE: call does not fit the object's state";
-    case BATON_ENOENT: return "BATON_ENOENT: no such name";
-    case BATON_ENUMERIC: return "BATON_ENUMERIC: numeric check failed";
-    default: return "BATON_E?: unknown error code";
-    }
-}
-
-static int vseterr(baton_error *err, int code, const char *prefix, const char *fmt, va_list ap)
-{
-    if (!err)
-        return code;
-    err->code = code;
-    size_t n = 0;
-    if (prefix) {
-        int k = snprintf(err->message, sizeof err->message, "%s", prefix);
-        n = k < 0 ? 0 : (size_t)k;
-        if (n >= sizeof err->message)
-            n = sizeof err->message - 1;
-    }
-    vsnprintf(err->message + n, sizeof err->message - n, fmt, ap);
-    return code;
-}
-
-int baton_seterr(baton_error *err, int code, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    vseterr(err, code, NULL, fmt, ap);
-    va_end(ap);
-    return code;
-}
-
-int plan_error(baton_error *err, int code, const baton_plan *plan, plan_pos pos, const char *fmt,
-               ...)
-{
-    char prefix[600];
-    const char *src = plan && plan->source ? plan->source : "<plan>";
-    if (pos.line > 0)
-        snprintf(prefix, sizeof prefix, "%s:%d:%d: ", src, pos.line, pos.column);
-    else
-        snprintf(prefix, sizeof prefix, "%s: ", src);
-    va_list ap;
-    va_start(ap, fmt);
-    vseterr(err, code, prefix, fmt, ap);
-    va_end(ap);
-    return code;
-}
+#include "core/core.h"
 
 static const char *const dtype_names[BATON_DTYPE_COUNT] = {
     [BATON_DTYPE_INVALID] = "invalid", [BATON_DTYPE_BF16] = "bf16", [BATON_DTYPE_F16] = "f16",
@@ -129,7 +66,7 @@ int baton_device_parse(const char *text, baton_device *out)
         long v = 0;
         for (; *p >= '0' && *p <= '9'; p++) {
             v = v * 10 + (*p - '0');
-            if (v >= PLAN_MAX_DEVICES - 1)
+            if (v >= CORE_MAX_DEVICES - 1)
                 return BATON_EINVAL;
         }
         if (*p)
@@ -157,16 +94,6 @@ int64_t baton_tensor_desc_numel(const baton_tensor_desc *d)
     for (int i = 0; i < d->rank; i++)
         n *= d->shape[i];
     return n;
-}
-
-void plan_format_desc(char *buf, size_t cap, const baton_tensor_desc *d)
-{
-    size_t used = (size_t)snprintf(buf, cap, "%s[", baton_dtype_name(d->dtype));
-    for (int i = 0; i < d->rank && used < cap; i++)
-        used += (size_t)snprintf(buf + used, cap - used, "%s%lld", i ? "," : "",
-                                 (long long)d->shape[i]);
-    if (used < cap)
-        snprintf(buf + used, cap - used, "]");
 }
 
 const baton_attr *baton_attrs_find(const baton_attr *attrs, int n, const char *name)
@@ -197,22 +124,12 @@ int baton_sync_mode_parse(const char *text, baton_sync_mode *out)
     return BATON_EINVAL;
 }
 
-void baton_options_init(baton_options *opts)
+void desc_format(char *buf, size_t cap, const baton_tensor_desc *d)
 {
-    memset(opts, 0, sizeof *opts);
-    opts->mode = BATON_SYNC_GRAPH;
-    opts->gpu = BATON_GPU_AUTO;
+    size_t used = (size_t)snprintf(buf, cap, "%s[", baton_dtype_name(d->dtype));
+    for (int i = 0; i < d->rank && used < cap; i++)
+        used += (size_t)snprintf(buf + used, cap - used, "%s%lld", i ? "," : "",
+                                 (long long)d->shape[i]);
+    if (used < cap)
+        snprintf(buf + used, cap - used, "]");
 }
-
-#ifndef BATON_CUDA
-/* A CPU-only build: no CUDA device can be used (scheduler/cuda/ defines these otherwise). */
-int baton_cuda_built(void)
-{
-    return 0;
-}
-
-int baton_cuda_device_count(void)
-{
-    return 0;
-}
-#endif

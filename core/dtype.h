@@ -1,8 +1,8 @@
 /* dtype.h: scalar conversions between baton's element types and float/double on the host.
  * bf16 and f16 are stored as uint16_t; conversions to them round to nearest even, as the
  * hardware does, so CPU and GPU kernels agree bit for bit on stored values. */
-#ifndef BATON_KERNELS_DTYPE_H
-#define BATON_KERNELS_DTYPE_H
+#ifndef BATON_CORE_DTYPE_H
+#define BATON_CORE_DTYPE_H
 
 #include <math.h>
 #include <stdint.h>
@@ -123,4 +123,16 @@ static inline void store_f64(baton_dtype dt, void *p, int64_t i, double v)
     }
 }
 
-#endif /* BATON_KERNELS_DTYPE_H */
+/* store_f64, with integer targets saturated (and NaN stored as 0) so that the conversion is
+ * defined for every double: what the initialisers and baton_convert use. */
+static inline void store_f64_clamped(baton_dtype dt, void *p, int64_t i, double v)
+{
+    if (dt == BATON_DTYPE_I32 || dt == BATON_DTYPE_I64) {
+        double lo = dt == BATON_DTYPE_I32 ? -2147483648.0 : -9223372036854775808.0;
+        double hi = dt == BATON_DTYPE_I32 ? 2147483647.0 : 9223372036854774784.0; /* < 2^63 */
+        v = isnan(v) ? 0 : v < lo ? lo : v > hi ? hi : v;
+    }
+    store_f64(dt, p, i, v);
+}
+
+#endif /* BATON_CORE_DTYPE_H */

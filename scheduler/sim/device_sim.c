@@ -8,7 +8,7 @@
 #include <string.h>
 #include <uv.h>
 
-#include "plan/plan_internal.h"
+#include "core/core.h"
 #include "scheduler/device.h"
 
 #define SIM_QUEUE 1024

@@ -4,8 +4,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "kernels/builtin.h"
-#include "plan/plan_internal.h"
+#include "targets/builtin.h"
+#include "core/core.h"
 
 struct baton_registry {
     int n, cap;

@@ -1,4 +1,4 @@
-/* targets.c: the signatures of baton's built-in kernels (what dtypes and shapes each accepts, what
+/* builtin.c: the signatures of baton's built-in kernels (what dtypes and shapes each accepts, what
  * its outputs are, how its attributes become the descriptor of kernels/descriptors.h) and the
  * table of built-in targets that baton_registry_create() adds. */
 #include <math.h>
@@ -6,28 +6,17 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "delegates/gemm.h"
-#include "kernels/builtin.h"
+#include "core/core.h"
+#include "core/sig.h"
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/descriptors.h"
-#include "kernels/sig_util.h"
+#include "targets/builtin.h"
 #ifdef BATON_CUDA
 #include "kernels/cuda/cuda_kernels.h"
 #endif
 
 /* ---- helpers ----------------------------------------------------------------------------------
  */
-
-static int is_float(baton_dtype dt)
-{
-    return dt == BATON_DTYPE_BF16 || dt == BATON_DTYPE_F16 || dt == BATON_DTYPE_F32 ||
-           dt == BATON_DTYPE_F64;
-}
-
-static int is_int(baton_dtype dt)
-{
-    return dt == BATON_DTYPE_I32 || dt == BATON_DTYPE_I64;
-}
 
 static int64_t numel(const baton_tensor_desc *d)
 {
@@ -110,10 +99,10 @@ static int rms_resolve(const baton_tensor_desc *x, const baton_tensor_desc *w, c
                        rms_info *info, char *msg, size_t len)
 {
     char s1[200], s2[200];
-    if (!is_float(x->dtype))
+    if (!dtype_is_float(x->dtype))
         return fail(msg, len, "x is %s but %s takes x in bf16, f16, f32 or f64",
                     baton_dtype_name(x->dtype), target);
-    if (!is_float(w->dtype))
+    if (!dtype_is_float(w->dtype))
         return fail(msg, len, "weight is %s but %s takes the weight in bf16, f16, f32 or f64",
                     baton_dtype_name(w->dtype), target);
     int rc = dims_ok(x, "x", msg, len);
@@ -330,7 +319,7 @@ static int ew_resolve(const baton_sig_args *a, const char *target, int n_in, int
         return rc;
     const baton_tensor_desc *x = &a->inputs[0];
     const char *xname = n_in == 2 ? "a" : "x";
-    if (!is_float(x->dtype) && !(ints && is_int(x->dtype)))
+    if (!dtype_is_float(x->dtype) && !(ints && dtype_is_int(x->dtype)))
         return fail(msg, len, "%s is %s but %s takes %s", xname, baton_dtype_name(x->dtype), target,
                     ints ? "bf16, f16, f32, f64, i32 or i64" : "bf16, f16, f32 or f64");
     rc = dims_ok(x, xname, msg, len);
@@ -394,7 +383,7 @@ static int add_scalar_resolve(const baton_sig_args *a, baton_ew_desc *d, char *m
         rc = attr_float(a, "value", 0, 1, &d->value, msg, len);
     if (rc)
         return rc;
-    if (is_int((baton_dtype)d->dtype)) {
+    if (dtype_is_int((baton_dtype)d->dtype)) {
         double lim = d->dtype == BATON_DTYPE_I32 ? 2147483648.0 : 9223372036854775808.0;
         if (d->value != floor(d->value) || d->value >= lim || d->value < -lim)
             return fail(msg, len,
@@ -439,7 +428,7 @@ static int argmax_resolve(const baton_sig_args *a, baton_argmax_desc *d, baton_t
     if (rc)
         return rc;
     const baton_tensor_desc *x = &a->inputs[0];
-    if (!is_float(x->dtype))
+    if (!dtype_is_float(x->dtype))
         return fail(msg, len, "x is %s but argmax takes bf16, f16, f32 or f64",
                     baton_dtype_name(x->dtype));
     rc = dims_ok(x, "x", msg, len);

@@ -1,0 +1,51 @@
+/* core.h: the internal core every layer of baton sits on (the role uv-common.h plays in libuv):
+ * the error helpers, tensor-descriptor helpers and device names. It depends on the public header
+ * only; nothing in core/ includes another layer. Dtype conversions are in core/dtype.h, the
+ * seeded generators in core/rng.h and the signature-check helpers in core/sig.h. */
+#ifndef BATON_CORE_H
+#define BATON_CORE_H
+
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "baton/baton.h"
+
+#if defined(__GNUC__)
+#define CORE_PRINTF(f, a) __attribute__((format(printf, f, a)))
+#else
+#define CORE_PRINTF(f, a)
+#endif
+
+/* The most devices of one kind a plan may name (cuda:0 .. cuda:14), plus the CPU. */
+#define CORE_MAX_DEVICES 16
+
+/* ---- errors (core/errors.c) ---- */
+
+/* Sets err (when non-NULL) to code and "prefix" + the formatted message; returns code. */
+int err_vset(baton_error *err, int code, const char *prefix, const char *fmt, va_list ap);
+/* Sets err without a place; returns code. */
+int baton_seterr(baton_error *err, int code, const char *fmt, ...) CORE_PRINTF(3, 4);
+
+/* ---- tensor descriptors and names (core/names.c) ---- */
+
+/* "f32[8,4096]" into buf (truncated to cap), for messages that compare shapes. */
+void desc_format(char *buf, size_t cap, const baton_tensor_desc *d);
+
+static inline int device_eq(baton_device a, baton_device b)
+{
+    return a.kind == b.kind && (a.kind != BATON_DEVICE_CUDA || a.index == b.index);
+}
+
+static inline int dtype_is_float(baton_dtype dt)
+{
+    return dt == BATON_DTYPE_BF16 || dt == BATON_DTYPE_F16 || dt == BATON_DTYPE_F32 ||
+           dt == BATON_DTYPE_F64;
+}
+
+static inline int dtype_is_int(baton_dtype dt)
+{
+    return dt == BATON_DTYPE_I32 || dt == BATON_DTYPE_I64;
+}
+
+#endif /* BATON_CORE_H */

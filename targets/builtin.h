@@ -1,0 +1,13 @@
+/* builtin.h: the targets baton registers by default: the built-in kernels rms_norm_fwd,
+ * rms_norm_bwd, softshrink, add, mul, add_scalar, copy, argmax, noop (targets/builtin.c) and the
+ * gemm delegate (targets/gemm.c). baton_registry_create() adds each of them. */
+#ifndef BATON_TARGETS_BUILTIN_H
+#define BATON_TARGETS_BUILTIN_H
+
+#include "baton/baton.h"
+
+extern const baton_target baton_target_gemm;
+extern const baton_target *const baton_builtin_targets[];
+extern const int baton_builtin_target_count;
+
+#endif /* BATON_TARGETS_BUILTIN_H */

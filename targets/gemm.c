@@ -1,0 +1,55 @@
+/* gemm.c: the "gemm" delegate as a target: its signature check and descriptor (both from
+ * baton_gemm_resolve, delegates/gemm.c) and its backends, OpenBLAS on the CPU and cuBLASLt on
+ * CUDA. */
+#include <string.h>
+
+#include "delegates/gemm.h"
+#include "targets/builtin.h"
+#ifdef BATON_CUDA
+#include "delegates/cuda/gemm_cublaslt.h"
+#endif
+
+static int gemm_check(const baton_sig_args *sig, baton_tensor_desc *expected, char *msg, size_t len)
+{
+    baton_gemm_desc d;
+    return baton_gemm_resolve(sig, &d, expected, msg, len);
+}
+
+static int gemm_pack(const baton_sig_args *sig, char *opaque, size_t cap)
+{
+    baton_gemm_desc d;
+    char msg[256];
+    int rc = baton_gemm_resolve(sig, &d, NULL, msg, sizeof msg);
+    if (rc)
+        return rc;
+    if (!opaque || cap < sizeof d)
+        return BATON_EINVAL;
+    memcpy(opaque, &d, sizeof d);
+    return (int)sizeof d;
+}
+
+const baton_target baton_target_gemm = {
+    .name = "gemm",
+    .kind = BATON_TARGET_DELEGATE,
+    .n_inputs = 2,
+    .n_outputs = 1,
+    .summary = "out = alpha * op(a) * op(b): a [M,K] (or [K,M] with trans_a; leading dims of a "
+               "fold into M), b [K,N] (or [N,K] with trans_b); f32, f64, bf16, f16",
+    .attrs = {{"trans_a", BATON_ATTR_BOOL, 0, "a is stored [K, M]; default false"},
+              {"trans_b", BATON_ATTR_BOOL, 0, "b is stored [N, K]; default false"},
+              {"alpha", BATON_ATTR_FLOAT, 0, "scale of the product; default 1"}},
+    .check = gemm_check,
+    .pack = gemm_pack,
+    .impls =
+        {
+            {.device = BATON_DEVICE_CPU, .delegate = &baton_gemm_openblas_iface},
+#ifdef BATON_CUDA
+            {.device = BATON_DEVICE_CUDA, .delegate = &baton_gemm_cublaslt_iface},
+#endif
+        },
+#ifdef BATON_CUDA
+    .n_impls = 2,
+#else
+    .n_impls = 1,
+#endif
+};
