@@ -13,93 +13,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
-#include "plan/plan_internal.h"
-#include "scheduler/device.h"
-#include "scheduler/runtime_internal.h"
-
-#define ERRBUF_LEN 512
-#define WAIT_SLOT  0
-/* The most operations a segment queued ahead may issue outside a graph (when it cannot be
- * captured): a stream's queue is finite, and a full one behind a closed gate would block the host
- * that must open it. */
-#define AHEAD_MAX_OPS 256
-
-typedef struct rt_device {
-    const dev_ops *ops;
-    dev_ctx *ctx;
-    char *arena;
-    int gpu;      /* the plan places GPU steps here (cuda:N), whatever executes them */
-    int pending;  /* work issued since the host last waited */
-    int host_mem; /* the arena came from host_alloc (the CPU's, pinned when a GPU exists) */
-    const dev_ops *arena_ops;
-    dev_ctx *arena_ctx;
-    int recorded;   /* WAIT_SLOT was recorded before work queued ahead: the next wait uses it */
-    int queued;     /* work was queued after that event: still pending after the wait */
-    int gate_armed; /* a gate wait is in the stream and the host has not opened it yet */
-} rt_device;
-
-typedef struct rt_transfer {
-    void *dst;
-    const void *src;
-    size_t bytes;
-    dev_copy_kind kind;
-    int issuer; /* device index whose stream issues the copy */
-    int from;   /* device index of the source */
-    char what[96];
-} rt_transfer;
-
-typedef struct trace_event {
-    const char *name;
-    const char *cat;
-    int tid;
-    int64_t ts_ns, dur_ns;
-} trace_event;
-
-struct baton_runtime {
-    const baton_plan *plan;
-    baton_options opts;
-    baton_gpu_backend backend; /* what GPU steps actually run on */
-    int nd;
-    rt_device dev[PLAN_MAX_DEVICES];
-    int *step_dev; /* per step: device index */
-    dev_call *calls;
-    char *errbufs; /* n_steps * ERRBUF_LEN */
-    void **bufs;   /* all steps' buffer arrays */
-    void **states; /* per step: delegate state or NULL */
-    const baton_target_impl **impls;
-    rt_transfer *xfers;
-    int *graph_state; /* per segment: 0 to capture, 1 captured, -1 runs uncaptured */
-    int recapture;
-    int capturing;           /* transfers issued now are recorded into a graph, not yet moved */
-    int64_t *seg_bytes;      /* per segment: bytes h2d, d2h its graph moves on each launch */
-    int *xfer_first;         /* transfers into segment s are [xfer_first[s], xfer_first[s + 1]); the
-                              * analysis sorts them by segment, n_segments being the end of the run */
-    unsigned char *ahead_ok; /* per segment: queued ahead of the CPU segment before it */
-    int ahead;               /* the segment queued ahead in this run, or -1 */
-    char note[ERRBUF_LEN];
-    baton_run_stats stats;
-    int timing;
-    int64_t *step_ns;
-    trace_event *trace;
-    size_t trace_cap, trace_n;
-    int64_t trace_t0;
-};
-
-static int64_t now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
-
-static void trace_add(baton_runtime *rt, const char *name, const char *cat, int tid, int64_t t0,
-                      int64_t t1)
-{
-    if (rt->trace_n < rt->trace_cap)
-        rt->trace[rt->trace_n++] = (trace_event){name, cat, tid, t0 - rt->trace_t0, t1 - t0};
-}
+#include "scheduler/runtime.h"
 
 /* ---- prepare ------------------------------------------------------------------------------ */
 
@@ -430,8 +345,8 @@ static int plan_queue_ahead(baton_runtime *rt, baton_error *err)
     return 0;
 }
 
-int runtime_create_faulty(const baton_plan *plan, const baton_options *opts, int fault_dev,
-                          dev_fault fault, baton_runtime **out, baton_error *err)
+int runtime_prepare(const baton_plan *plan, const baton_options *opts, int fault_dev,
+                    dev_fault fault, baton_runtime **out, baton_error *err)
 {
     if (!plan || !out)
         return baton_seterr(err, BATON_EINVAL, "baton_runtime_create: plan and out are required");
@@ -493,7 +408,7 @@ int runtime_create_faulty(const baton_plan *plan, const baton_options *opts, int
 int baton_runtime_create(const baton_plan *plan, const baton_options *opts, baton_runtime **out,
                          baton_error *err)
 {
-    return runtime_create_faulty(plan, opts, -1, DEV_FAULT_NONE, out, err);
+    return runtime_prepare(plan, opts, -1, DEV_FAULT_NONE, out, err);
 }
 
 void baton_runtime_destroy(baton_runtime *rt)
@@ -955,107 +870,4 @@ int baton_runtime_run(baton_runtime *rt, baton_error *err)
     rt->recapture = 0;
     rt->stats.runs++;
     return 0;
-}
-
-/* ---- stats, timing, trace ----------------------------------------------------------------- */
-
-void baton_runtime_stats(const baton_runtime *rt, baton_run_stats *out)
-{
-    *out = rt->stats;
-}
-
-void baton_runtime_reset_stats(baton_runtime *rt)
-{
-    memset(&rt->stats, 0, sizeof rt->stats);
-    memset(rt->step_ns, 0, (size_t)rt->plan->n_steps * sizeof *rt->step_ns);
-}
-
-const char *baton_runtime_note(const baton_runtime *rt)
-{
-    return rt->note[0] ? rt->note : NULL;
-}
-
-int baton_runtime_recapture(baton_runtime *rt)
-{
-    if (!rt)
-        return BATON_EINVAL;
-    rt->recapture = 1;
-    return 0;
-}
-
-baton_sync_mode baton_runtime_mode(const baton_runtime *rt)
-{
-    return rt->opts.mode;
-}
-
-baton_gpu_backend baton_runtime_gpu_backend(const baton_runtime *rt)
-{
-    return rt->backend;
-}
-
-int baton_runtime_enable_step_timing(baton_runtime *rt, int enable)
-{
-    if (!rt)
-        return BATON_EINVAL;
-    rt->timing = enable != 0;
-    return 0;
-}
-
-int baton_runtime_step_time_ns(const baton_runtime *rt, int step, int64_t *total_ns)
-{
-    if (!rt || step < 0 || step >= rt->plan->n_steps)
-        return BATON_EINVAL;
-    *total_ns = rt->step_ns[step];
-    return 0;
-}
-
-int baton_runtime_trace_begin(baton_runtime *rt, size_t max_events)
-{
-    if (!rt || max_events == 0)
-        return BATON_EINVAL;
-    free(rt->trace);
-    rt->trace = calloc(max_events, sizeof *rt->trace);
-    if (!rt->trace)
-        return BATON_ENOMEM;
-    rt->trace_cap = max_events;
-    rt->trace_n = 0;
-    rt->trace_t0 = now_ns();
-    return 0;
-}
-
-int baton_runtime_trace_write(baton_runtime *rt, const char *path, baton_error *err)
-{
-    if (!rt || !rt->trace)
-        return baton_seterr(err, BATON_ESTATE, "trace: call baton_runtime_trace_begin first");
-    FILE *f = fopen(path, "w");
-    if (!f)
-        return baton_seterr(err, BATON_EIO, "%s: cannot create trace file: %m", path);
-    fprintf(f, "{\"displayTimeUnit\": \"ns\", \"traceEvents\": [\n");
-    char name[32];
-    for (int d = 0; d < rt->nd; d++)
-        fprintf(f,
-                "{\"name\": \"thread_name\", \"ph\": \"M\", \"pid\": 1, \"tid\": %d, \"args\": "
-                "{\"name\": \"%s (host side)\"}},\n",
-                d, baton_device_format(rt->plan->memory[d].device, name, sizeof name));
-    for (size_t i = 0; i < rt->trace_n; i++) {
-        const trace_event *e = &rt->trace[i];
-        /* names come from the plan, whose validator allows only [A-Za-z0-9_.:-] and these
-         * transfer labels, so no escaping is needed beyond quotes, which cannot occur */
-        fprintf(f,
-                "{\"name\": \"%s\", \"cat\": \"%s\", \"ph\": \"X\", \"pid\": 1, \"tid\": %d, "
-                "\"ts\": %.3f, \"dur\": %.3f}%s\n",
-                e->name, e->cat, e->tid, (double)e->ts_ns / 1000.0, (double)e->dur_ns / 1000.0,
-                i + 1 < rt->trace_n ? "," : "");
-    }
-    fprintf(f, "]}\n");
-    int bad = ferror(f);
-    if (fclose(f) != 0 || bad)
-        return baton_seterr(err, BATON_EIO, "%s: write failed", path);
-    return 0;
-}
-
-void runtime_inject(baton_runtime *rt, int device, dev_fault fault)
-{
-    if (rt && device >= 0 && device < rt->nd && rt->dev[device].ops->inject)
-        rt->dev[device].ops->inject(rt->dev[device].ctx, fault);
 }

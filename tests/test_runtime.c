@@ -15,7 +15,7 @@
 #include "kernels/descriptors.h"
 #include "core/dtype.h"
 #include "plan/plan_internal.h"
-#include "scheduler/runtime_internal.h"
+#include "scheduler/testing.h"
 #include "tests/support.h"
 
 #ifdef TEST_ON_CUDA

@@ -1,7 +1,8 @@
-/* runtime_internal.h: hooks into the runtime for baton's own tests: prepare with a device fault
- * armed, and arm a fault in a prepared runtime. Not part of the public API. */
-#ifndef BATON_SCHEDULER_RUNTIME_INTERNAL_H
-#define BATON_SCHEDULER_RUNTIME_INTERNAL_H
+/* testing.h: hooks into the runtime for baton's own tests: prepare with a device fault
+ * armed, and arm a fault in a prepared runtime (scheduler/testing.c, compiled only with
+ * -DBATON_TESTING=ON). Not part of the public API. */
+#ifndef BATON_SCHEDULER_TESTING_H
+#define BATON_SCHEDULER_TESTING_H
 
 #include "baton/baton.h"
 #include "scheduler/device.h"

@@ -1,0 +1,97 @@
+/* runtime.h: the runtime's state, shared by the files of scheduler/ that make up baton_runtime:
+ * runtime.c (prepare and run), stats.c (counters and accessors), trace.c (step timing and the
+ * Chrome trace) and, in testing builds, testing.c (fault injection). Private to scheduler/. */
+#ifndef BATON_SCHEDULER_RUNTIME_H
+#define BATON_SCHEDULER_RUNTIME_H
+
+#include <stdint.h>
+#include <time.h>
+
+#include "plan/plan_internal.h"
+#include "scheduler/device.h"
+
+#define ERRBUF_LEN 512
+#define WAIT_SLOT  0
+/* The most operations a segment queued ahead may issue outside a graph (when it cannot be
+ * captured): a stream's queue is finite, and a full one behind a closed gate would block the host
+ * that must open it. */
+#define AHEAD_MAX_OPS 256
+
+typedef struct rt_device {
+    const dev_ops *ops;
+    dev_ctx *ctx;
+    char *arena;
+    int gpu;      /* the plan places GPU steps here (cuda:N), whatever executes them */
+    int pending;  /* work issued since the host last waited */
+    int host_mem; /* the arena came from host_alloc (the CPU's, pinned when a GPU exists) */
+    const dev_ops *arena_ops;
+    dev_ctx *arena_ctx;
+    int recorded;   /* WAIT_SLOT was recorded before work queued ahead: the next wait uses it */
+    int queued;     /* work was queued after that event: still pending after the wait */
+    int gate_armed; /* a gate wait is in the stream and the host has not opened it yet */
+} rt_device;
+
+typedef struct rt_transfer {
+    void *dst;
+    const void *src;
+    size_t bytes;
+    dev_copy_kind kind;
+    int issuer; /* device index whose stream issues the copy */
+    int from;   /* device index of the source */
+    char what[96];
+} rt_transfer;
+
+typedef struct trace_event {
+    const char *name;
+    const char *cat;
+    int tid;
+    int64_t ts_ns, dur_ns;
+} trace_event;
+
+struct baton_runtime {
+    const baton_plan *plan;
+    baton_options opts;
+    baton_gpu_backend backend; /* what GPU steps actually run on */
+    int nd;
+    rt_device dev[PLAN_MAX_DEVICES];
+    int *step_dev; /* per step: device index */
+    dev_call *calls;
+    char *errbufs; /* n_steps * ERRBUF_LEN */
+    void **bufs;   /* all steps' buffer arrays */
+    void **states; /* per step: delegate state or NULL */
+    const baton_target_impl **impls;
+    rt_transfer *xfers;
+    int *graph_state; /* per segment: 0 to capture, 1 captured, -1 runs uncaptured */
+    int recapture;
+    int capturing;           /* transfers issued now are recorded into a graph, not yet moved */
+    int64_t *seg_bytes;      /* per segment: bytes h2d, d2h its graph moves on each launch */
+    int *xfer_first;         /* transfers into segment s are [xfer_first[s], xfer_first[s + 1]); the
+                              * analysis sorts them by segment, n_segments being the end of the run */
+    unsigned char *ahead_ok; /* per segment: queued ahead of the CPU segment before it */
+    int ahead;               /* the segment queued ahead in this run, or -1 */
+    char note[ERRBUF_LEN];
+    baton_run_stats stats;
+    int timing;
+    int64_t *step_ns;
+    trace_event *trace;
+    size_t trace_cap, trace_n;
+    int64_t trace_t0;
+};
+
+static inline int64_t now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+/* trace.c: records one span when tracing is on and the buffer has room (never allocates). */
+void trace_add(baton_runtime *rt, const char *name, const char *cat, int tid, int64_t t0,
+               int64_t t1);
+
+/* runtime.c: baton_runtime_create with `fault` armed on device index `fault_dev` (the plan's
+ * memory index: 0 is the CPU) right after it is opened; fault_dev -1 arms nothing. */
+int runtime_prepare(const baton_plan *plan, const baton_options *opts, int fault_dev,
+                    dev_fault fault, baton_runtime **out, baton_error *err);
+
+#endif /* BATON_SCHEDULER_RUNTIME_H */

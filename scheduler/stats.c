@@ -1,0 +1,39 @@
+/* stats.c: what a prepared runtime reports about itself: the counters of its runs, the note on
+ * segments that run uncaptured, the mode and backend it actually uses, and recapture. */
+#include <string.h>
+
+#include "scheduler/runtime.h"
+
+void baton_runtime_stats(const baton_runtime *rt, baton_run_stats *out)
+{
+    *out = rt->stats;
+}
+
+void baton_runtime_reset_stats(baton_runtime *rt)
+{
+    memset(&rt->stats, 0, sizeof rt->stats);
+    memset(rt->step_ns, 0, (size_t)rt->plan->n_steps * sizeof *rt->step_ns);
+}
+
+const char *baton_runtime_note(const baton_runtime *rt)
+{
+    return rt->note[0] ? rt->note : NULL;
+}
+
+int baton_runtime_recapture(baton_runtime *rt)
+{
+    if (!rt)
+        return BATON_EINVAL;
+    rt->recapture = 1;
+    return 0;
+}
+
+baton_sync_mode baton_runtime_mode(const baton_runtime *rt)
+{
+    return rt->opts.mode;
+}
+
+baton_gpu_backend baton_runtime_gpu_backend(const baton_runtime *rt)
+{
+    return rt->backend;
+}

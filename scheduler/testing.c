@@ -1,0 +1,17 @@
+/* testing.c: hooks into the runtime for baton's own tests, compiled only in testing builds
+ * (-DBATON_TESTING=ON, the default when the tests are built): prepare with a device fault armed,
+ * and arm a fault in a prepared runtime. Declared in scheduler/testing.h. */
+#include "scheduler/runtime.h"
+#include "scheduler/testing.h"
+
+int runtime_create_faulty(const baton_plan *plan, const baton_options *opts, int fault_dev,
+                          dev_fault fault, baton_runtime **out, baton_error *err)
+{
+    return runtime_prepare(plan, opts, fault_dev, fault, out, err);
+}
+
+void runtime_inject(baton_runtime *rt, int device, dev_fault fault)
+{
+    if (rt && device >= 0 && device < rt->nd && rt->dev[device].ops->inject)
+        rt->dev[device].ops->inject(rt->dev[device].ctx, fault);
+}
