@@ -180,8 +180,30 @@ static int rms_fwd_check(const baton_sig_args *a, baton_tensor_desc *expected, c
     return 0;
 }
 
+/* The rows P of a declared part_grad of shape [P] + weight's shape, or [P, n2] (then *flat is set
+ * when that differs from the first form); 0 when part_grad is declared some other way, which the
+ * validator then reports against the expected shape. */
+static int64_t rms_declared_part_grad(const baton_sig_args *a, const baton_tensor_desc *w,
+                                      int64_t n2, int *flat)
+{
+    *flat = 0;
+    if (a->n_outputs < 3 || !a->outputs)
+        return 0;
+    const baton_tensor_desc *pg = &a->outputs[2];
+    if (pg->rank < 1 || pg->shape[0] < 1)
+        return 0;
+    if (pg->rank == w->rank + 1 &&
+        memcmp(pg->shape + 1, w->shape, sizeof(int64_t) * (size_t)w->rank) == 0)
+        return pg->shape[0];
+    if (pg->rank == 2 && pg->shape[1] == n2) {
+        *flat = 1;
+        return pg->shape[0];
+    }
+    return 0;
+}
+
 static int rms_bwd_resolve(const baton_sig_args *a, rms_info *info, double *eps, int64_t *pgs,
-                           char *msg, size_t len)
+                           int *flat, char *msg, size_t len)
 {
     int rc = counts_ok(a, 4, 3, "rms_norm_bwd", msg, len);
     if (rc)
@@ -216,12 +238,26 @@ static int rms_bwd_resolve(const baton_sig_args *a, rms_info *info, double *eps,
                     shape_str(iv, s1, sizeof s1), (long long)numel(iv), (long long)info->n1,
                     shape_str(&info->rows, s2, sizeof s2));
     rc = rms_eps(a, eps, msg, len);
-    /* The default sizes the partial-gradient buffer to the work: one row block per row up to
-     * 256, enough blocks to fill a GPU without writing rows of zeros for short inputs. */
-    if (rc == 0)
-        rc = attr_int(a, "part_grad_size", info->n1 < 256 ? info->n1 : 256, pgs, msg, len);
     if (rc)
         return rc;
+    /* part_grad may be declared [P] + weight's shape or, as the JAX tutorial's abstract evaluation
+     * has it, [P, n2]. Without the attribute, P comes from that declaration; otherwise the default
+     * sizes the buffer to the work: one row block per row up to 256, enough blocks to fill a GPU
+     * without writing rows of zeros for short inputs. */
+    int64_t declared = rms_declared_part_grad(a, w, info->n2, flat);
+    const baton_attr *given = find_attr(a, "part_grad_size");
+    rc = attr_int(a, "part_grad_size",
+                  declared > 0     ? declared
+                  : info->n1 < 256 ? info->n1
+                                   : 256,
+                  pgs, msg, len);
+    if (rc)
+        return rc;
+    if (given && declared > 0 && *pgs != declared)
+        return fail(msg, len,
+                    "part_grad_size is %lld but part_grad is declared with %lld rows: they must "
+                    "agree (or leave out the attribute and the declaration decides)",
+                    (long long)*pgs, (long long)declared);
     if (*pgs < 1)
         return fail(msg, len,
                     "part_grad_size is %lld: it must be >= 1 (the number of row blocks whose "
@@ -230,7 +266,7 @@ static int rms_bwd_resolve(const baton_sig_args *a, rms_info *info, double *eps,
     if (*pgs > INT64_MAX / info->n2)
         return fail(msg, len, "part_grad_size %lld times %lld normalized elements overflows",
                     (long long)*pgs, (long long)info->n2);
-    if (w->rank + 1 > BATON_MAX_RANK)
+    if (!*flat && w->rank + 1 > BATON_MAX_RANK)
         return fail(msg, len,
                     "the weight has rank %d, so part_grad ([part_grad_size] + weight shape) would "
                     "exceed rank %d: reshape the weight to fewer dims",
@@ -244,7 +280,8 @@ static int rms_bwd_check(const baton_sig_args *a, baton_tensor_desc *expected, c
     rms_info info;
     double eps;
     int64_t pgs;
-    int rc = rms_bwd_resolve(a, &info, &eps, &pgs, msg, len);
+    int flat;
+    int rc = rms_bwd_resolve(a, &info, &eps, &pgs, &flat, msg, len);
     if (rc)
         return rc;
     if (expected) {
@@ -253,9 +290,14 @@ static int rms_bwd_check(const baton_sig_args *a, baton_tensor_desc *expected, c
         expected[1] = *w;
         memset(&expected[2], 0, sizeof expected[2]);
         expected[2].dtype = info.invvar_dtype;
-        expected[2].rank = w->rank + 1;
         expected[2].shape[0] = pgs;
-        memcpy(expected[2].shape + 1, w->shape, sizeof(int64_t) * (size_t)w->rank);
+        if (flat) {
+            expected[2].rank = 2;
+            expected[2].shape[1] = info.n2;
+        } else {
+            expected[2].rank = w->rank + 1;
+            memcpy(expected[2].shape + 1, w->shape, sizeof(int64_t) * (size_t)w->rank);
+        }
     }
     return 0;
 }
@@ -295,7 +337,8 @@ static int rms_bwd_pack(const baton_sig_args *a, char *opaque, size_t cap)
     rms_info info;
     double eps;
     int64_t pgs;
-    int rc = rms_bwd_resolve(a, &info, &eps, &pgs, msg, sizeof msg);
+    int flat;
+    int rc = rms_bwd_resolve(a, &info, &eps, &pgs, &flat, msg, sizeof msg);
     if (rc)
         return rc;
     baton_rms_norm_desc d = {.n1 = info.n1,
@@ -428,8 +471,8 @@ static int argmax_resolve(const baton_sig_args *a, baton_argmax_desc *d, baton_t
     if (rc)
         return rc;
     const baton_tensor_desc *x = &a->inputs[0];
-    if (!dtype_is_float(x->dtype))
-        return fail(msg, len, "x is %s but argmax takes bf16, f16, f32 or f64",
+    if (!dtype_is_float(x->dtype) && !dtype_is_int(x->dtype))
+        return fail(msg, len, "x is %s but argmax takes bf16, f16, f32, f64, i32 or i64",
                     baton_dtype_name(x->dtype));
     rc = dims_ok(x, "x", msg, len);
     if (rc)
@@ -516,10 +559,12 @@ static const baton_target target_rms_norm_bwd = {
     .n_inputs = 4,
     .n_outputs = 3,
     .summary = "RMSNorm backward: inputs grad_output, invvar, x, weight; outputs grad_input, "
-               "grad_weight and part_grad (per-row-block partial sums of grad_weight)",
+               "grad_weight and part_grad (per-row-block partial sums of grad_weight, declared "
+               "[P] + weight's shape or [P, numel(weight)])",
     .attrs = {{"eps", BATON_ATTR_FLOAT, 0, "as in the forward step (invvar already holds it)"},
               {"part_grad_size", BATON_ATTR_INT, 0,
-               "row blocks of the partial-gradient buffer; default min(rows, 256), >= 1"}},
+               "row blocks of the partial-gradient buffer; default: the rows of the declared "
+               "part_grad, else min(rows, 256); >= 1"}},
     .check = rms_bwd_check,
     .pack = rms_bwd_pack,
     IMPLS(rms_norm_bwd),

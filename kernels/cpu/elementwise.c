@@ -196,8 +196,10 @@ int kcpu_argmax(const baton_exec_ctx *ctx, void **buffers, const char *opaque, s
                          "baton_argmax_desc: n1, n2, dtype, reserved");
     if (rc)
         return rc;
-    if (!dtype_is_float((baton_dtype)d.dtype))
-        return kerr(ctx, "argmax: dtype is code %d, not bf16 (1), f16 (2), f32 (3) or f64 (4)",
+    if (!dtype_is_float((baton_dtype)d.dtype) && !dtype_is_int((baton_dtype)d.dtype))
+        return kerr(ctx,
+                    "argmax: dtype is code %d, not bf16 (1), f16 (2), f32 (3), f64 (4), i32 (5) "
+                    "or i64 (6)",
                     (int)d.dtype);
     if (d.n1 < 1 || d.n2 < 1 || d.n1 > INT64_MAX / 8 / d.n2)
         return kerr(ctx, "argmax: n1 = %lld rows of n2 = %lld elements: both must be >= 1",
@@ -209,6 +211,21 @@ int kcpu_argmax(const baton_exec_ctx *ctx, void **buffers, const char *opaque, s
         return kerr(ctx, "argmax: a NULL buffer (x, out expected)");
     const baton_dtype dt = (baton_dtype)d.dtype;
     int64_t *out = buffers[1];
+    if (dtype_is_int(dt)) { /* exact: an i64 above 2^53 would round through double */
+        for (int64_t r = 0; r < d.n1; r++) {
+            int64_t best = 0, bv = INT64_MIN;
+            for (int64_t j = 0; j < d.n2; j++) {
+                int64_t v = dt == BATON_DTYPE_I32 ? ((const int32_t *)buffers[0])[r * d.n2 + j]
+                                                  : ((const int64_t *)buffers[0])[r * d.n2 + j];
+                if (j == 0 || v > bv) {
+                    bv = v;
+                    best = j;
+                }
+            }
+            out[r] = best;
+        }
+        return 0;
+    }
     double b[CHUNK];
     for (int64_t r = 0; r < d.n1; r++) {
         int64_t best = 0;
