@@ -387,8 +387,9 @@ int baton_runtime_set_input(baton_runtime *rt, const char *name, const void *dat
 int baton_runtime_get_output(baton_runtime *rt, const char *name, void *data, size_t nbytes,
                              baton_error *err);
 
-/* Runs the plan once. Allocates nothing. On failure err names the step, device and call; the
- * runtime stays usable. */
+/* Runs the plan once. Allocates nothing, except in the first graph-mode run and the first run after
+ * baton_runtime_recapture, which capture and instantiate the GPU segments' graphs. On failure err
+ * names the step, device and call; the runtime stays usable. */
 int baton_runtime_run(baton_runtime *rt, baton_error *err);
 
 /* Counters of the last run (or accumulated, see baton_runtime_reset_stats). */
