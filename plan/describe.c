@@ -29,6 +29,9 @@ static json_t *dev_json(baton_device d)
 static json_t *describe_json(const baton_plan *plan)
 {
     json_t *root = json_object();
+    /* A reader checks these two first: docs/inspect.schema.json describes version 1. */
+    json_object_set_new(root, "format", json_string("baton.inspect"));
+    json_object_set_new(root, "version", json_integer(1));
     json_object_set_new(root, "name", json_string(plan->name ? plan->name : ""));
     json_object_set_new(root, "source", json_string(plan->source ? plan->source : ""));
 
