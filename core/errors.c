@@ -23,6 +23,7 @@ const char *baton_strerror(int code)
     case BATON_ESTATE: return "BATON_ESTATE: call does not fit the object's state";
     case BATON_ENOENT: return "BATON_ENOENT: no such name";
     case BATON_ENUMERIC: return "BATON_ENUMERIC: numeric check failed";
+    case BATON_ECANCELED: return "BATON_ECANCELED: cancelled before it ran";
     default: return "BATON_E?: unknown error code";
     }
 }

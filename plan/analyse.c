@@ -76,6 +76,7 @@ typedef struct slot {
     int tensor;
     int begin, end;
     size_t size;
+    int constant; /* placed first, so that instances of a runtime can share them */
 } slot;
 
 typedef struct analysis_scratch {
@@ -260,6 +261,8 @@ static int fl_free(freelist *fl, size_t off, size_t size)
 static int cmp_begin(const void *a, const void *b)
 {
     const slot *x = a, *y = b;
+    if (x->constant != y->constant)
+        return x->constant ? -1 : 1;
     if (x->begin != y->begin)
         return x->begin < y->begin ? -1 : 1;
     /* larger first at the same moment: fewer holes */
@@ -295,7 +298,10 @@ static int place_device(baton_plan *plan, analysis_scratch *sc, int d, baton_err
         if (sc->begin[k] < 0)
             continue;
         size_t size = align_up(plan->tensors[t].nbytes ? plan->tensors[t].nbytes : 1);
-        slots[ns++] = (slot){t, sc->begin[k], sc->end[k], size};
+        int constant = plan->tensors[t].role == BATON_ROLE_CONSTANT;
+        slots[ns++] = (slot){t, sc->begin[k], sc->end[k], size, constant};
+        if (constant)
+            m->const_bytes += size;
         m->naive_bytes += size;
     }
     qsort(slots, (size_t)ns, sizeof *slots, cmp_begin);

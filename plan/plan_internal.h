@@ -105,6 +105,9 @@ typedef struct plan_memory {
     baton_device device;
     size_t arena_bytes;
     size_t naive_bytes; /* the sum of all slot sizes, to show what reuse saved */
+    /* Constants live whole runs and are placed first: they fill [0, const_bytes) of the arena,
+     * so instances of one prepared plan can share them (scheduler/pool.c). */
+    size_t const_bytes;
     int64_t *offset;    /* per tensor: byte offset in the arena, -1 if not on this device */
     int *live_begin;    /* per tensor: first position at which the slot is live (see analyse.c) */
     int *live_end;      /* per tensor: last position, inclusive */

@@ -98,7 +98,8 @@ static int open_devices(baton_runtime *rt, int fault_dev, dev_fault fault, baton
         }
     for (int d = 0; d < rt->nd; d++) {
         rt_device *rd = &rt->dev[d];
-        size_t bytes = plan->memory[d].arena_bytes;
+        size_t cbytes = plan->memory[d].const_bytes;
+        size_t bytes = plan->memory[d].arena_bytes - (rt->share ? cbytes : 0);
         if (d == 0) {
             rd->arena = rd->arena_ops->host_alloc(rd->arena_ctx, bytes ? bytes : 256, err);
         } else {
@@ -114,19 +115,28 @@ static int open_devices(baton_runtime *rt, int fault_dev, dev_fault fault, baton
                 err, BATON_ENOMEM, "%s: cannot allocate the %zu-byte arena of %s: %s", plan->source,
                 bytes, baton_device_format(plan->memory[d].device, name, sizeof name), inner);
         }
+        rd->consts = rt->share ? rt->share->dev[d].consts : rd->arena;
+        rd->priv = rt->share ? rd->arena : rd->arena + cbytes;
     }
     return 0;
 }
 
 static void *slot_addr(const baton_runtime *rt, int d, int t)
 {
-    int64_t off = rt->plan->memory[d].offset[t];
-    return off < 0 ? NULL : rt->dev[d].arena + off;
+    const plan_memory *m = &rt->plan->memory[d];
+    int64_t off = m->offset[t];
+    if (off < 0)
+        return NULL;
+    if ((size_t)off < m->const_bytes)
+        return rt->dev[d].consts + off;
+    return rt->dev[d].priv + ((size_t)off - m->const_bytes);
 }
 
 static int load_constants(baton_runtime *rt, baton_error *err)
 {
     const baton_plan *plan = rt->plan;
+    if (rt->share)
+        return 0; /* already loaded, by the runtime that owns them */
     for (int t = 0; t < plan->n_tensors; t++) {
         const plan_tensor *pt = &plan->tensors[t];
         if (pt->role != BATON_ROLE_CONSTANT)
@@ -345,8 +355,8 @@ static int plan_queue_ahead(baton_runtime *rt, baton_error *err)
     return 0;
 }
 
-int runtime_prepare(const baton_plan *plan, const baton_options *opts, int fault_dev,
-                    dev_fault fault, baton_runtime **out, baton_error *err)
+static int prepare(const baton_plan *plan, const baton_options *opts, const baton_runtime *share,
+                   int fault_dev, dev_fault fault, baton_runtime **out, baton_error *err)
 {
     if (!plan || !out)
         return baton_seterr(err, BATON_EINVAL, "baton_runtime_create: plan and out are required");
@@ -364,7 +374,12 @@ int runtime_prepare(const baton_plan *plan, const baton_options *opts, int fault
         free(rt);
         return baton_seterr(err, BATON_EINVAL, "baton_runtime_create: unknown sync mode %d", mode);
     }
-    int rc = choose_backend(rt, err);
+    rt->share = share;
+    int rc = 0;
+    if (share)
+        rt->backend = share->backend; /* an instance runs where its first one does */
+    else
+        rc = choose_backend(rt, err);
     if (!rc)
         rc = open_devices(rt, fault_dev, fault, err);
     if (!rc)
@@ -405,10 +420,35 @@ int runtime_prepare(const baton_plan *plan, const baton_options *opts, int fault
     return 0;
 }
 
+int runtime_prepare(const baton_plan *plan, const baton_options *opts, int fault_dev,
+                    dev_fault fault, baton_runtime **out, baton_error *err)
+{
+    return prepare(plan, opts, NULL, fault_dev, fault, out, err);
+}
+
+int runtime_prepare_instance(const baton_runtime *share, baton_runtime **out, baton_error *err)
+{
+    if (!share)
+        return baton_seterr(err, BATON_EINVAL, "runtime_prepare_instance: no runtime to share");
+    return prepare(share->plan, &share->opts, share, -1, DEV_FAULT_NONE, out, err);
+}
+
+void runtime_memory(const baton_runtime *rt, size_t *const_bytes, size_t *private_bytes)
+{
+    size_t c = 0, p = 0;
+    for (int d = 0; d < rt->nd; d++) {
+        const plan_memory *m = &rt->plan->memory[d];
+        c += m->const_bytes;
+        p += m->arena_bytes - m->const_bytes;
+    }
+    *const_bytes = c;
+    *private_bytes = p;
+}
+
 int baton_runtime_create(const baton_plan *plan, const baton_options *opts, baton_runtime **out,
                          baton_error *err)
 {
-    return runtime_prepare(plan, opts, -1, DEV_FAULT_NONE, out, err);
+    return prepare(plan, opts, NULL, -1, DEV_FAULT_NONE, out, err);
 }
 
 void baton_runtime_destroy(baton_runtime *rt)

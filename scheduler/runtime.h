@@ -26,6 +26,12 @@ typedef struct rt_device {
     int host_mem; /* the arena came from host_alloc (the CPU's, pinned when a GPU exists) */
     const dev_ops *arena_ops;
     dev_ctx *arena_ctx;
+    /* A tensor at arena offset `off` lives at consts + off below the plan's const_bytes (the
+     * constants, placed first) and at priv + (off - const_bytes) above. A runtime that owns its
+     * constants has one allocation, `arena`, with consts = arena and priv = arena + const_bytes;
+     * an instance that shares another runtime's constants allocates only the private part. */
+    char *consts;
+    char *priv;
     int recorded;   /* WAIT_SLOT was recorded before work queued ahead: the next wait uses it */
     int queued;     /* work was queued after that event: still pending after the wait */
     int gate_armed; /* a gate wait is in the stream and the host has not opened it yet */
@@ -61,6 +67,7 @@ struct baton_runtime {
     void **states; /* per step: delegate state or NULL */
     const baton_target_impl **impls;
     rt_transfer *xfers;
+    const baton_runtime *share; /* the runtime whose constants this one uses, or NULL */
     int *graph_state; /* per segment: 0 to capture, 1 captured, -1 runs uncaptured */
     int recapture;
     int capturing;           /* transfers issued now are recorded into a graph, not yet moved */
@@ -93,5 +100,10 @@ void trace_add(baton_runtime *rt, const char *name, const char *cat, int tid, in
  * memory index: 0 is the CPU) right after it is opened; fault_dev -1 arms nothing. */
 int runtime_prepare(const baton_plan *plan, const baton_options *opts, int fault_dev,
                     dev_fault fault, baton_runtime **out, baton_error *err);
+/* runtime_prepare for another instance of `share`'s plan (same plan, same options): its constants
+ * are `share`'s, which must outlive it; it has its own arenas, streams and delegate states. */
+int runtime_prepare_instance(const baton_runtime *share, baton_runtime **out, baton_error *err);
+/* The bytes one runtime holds per device: its constants (shared by instances) and the rest. */
+void runtime_memory(const baton_runtime *rt, size_t *const_bytes, size_t *private_bytes);
 
 #endif /* BATON_SCHEDULER_RUNTIME_H */

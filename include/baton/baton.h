@@ -40,7 +40,8 @@ typedef enum baton_errcode {
     BATON_ENOTSUP = -10,  /* the operation is not supported by this build or target */
     BATON_ESTATE = -11,   /* the call does not fit the object's state (e.g. run before prepare) */
     BATON_ENOENT = -12,   /* a name (tensor, step) was not found */
-    BATON_ENUMERIC = -13  /* a numeric check failed (bench/verify) */
+    BATON_ENUMERIC = -13, /* a numeric check failed (bench/verify) */
+    BATON_ECANCELED = -14 /* a queued run was cancelled before it started (baton_uv.h) */
 } baton_errcode;
 
 #define BATON_ERROR_MAX 1024

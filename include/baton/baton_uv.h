@@ -1,0 +1,107 @@
+/* baton_uv.h: non-blocking runs of a prepared plan on a libuv loop, many in flight.
+ *
+ * A pool holds N instances of one plan. The instances share the plan's constants (loaded once per
+ * device) and each has its own arenas, streams and delegate states, so N runs proceed at once:
+ * while one instance waits for its GPU at a GPU->CPU boundary or runs a CPU step, the others keep
+ * the GPU busy. A caller submits a job (a caller-owned request, like uv_work_t) and gets its
+ * callback on the loop thread, with the outputs written and the run's counters filled. The loop
+ * thread never blocks: each instance runs on a worker thread of the pool, which is where CPU steps
+ * run and where the host waits for a GPU; the loop only hands jobs out and takes them back
+ * (docs/async.md explains the model, the threads, cancellation and errors, and why the workers are
+ * the pool's own rather than libuv's shared thread pool).
+ *
+ * Jobs beyond the free instances queue in submission order and start in that order. A queued job
+ * can be cancelled. A failed run reaches its own callback and leaves the other runs going; the
+ * instance stays usable. The synchronous API of baton.h is unchanged and may be used beside this.
+ *
+ * Thread safety: every function here is called on the loop's thread. */
+#ifndef BATON_UV_H
+#define BATON_UV_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <uv.h>
+
+#include "baton/baton.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct baton_pool baton_pool;
+typedef struct baton_job baton_job;
+
+/* A tensor a job reads or writes: its name and a caller-owned host buffer of exactly its size. */
+typedef struct baton_binding {
+    const char *name;
+    void *data;
+    size_t nbytes;
+} baton_binding;
+
+/* Called on the loop thread when a job ends: status 0, a negative BATON_E* code (job->err says
+ * why), or BATON_ECANCELED for a job cancelled (or dropped by baton_pool_close) before it ran. */
+typedef void (*baton_job_cb)(baton_job *job, int status);
+
+/* A run request. The caller owns it and its bindings; both stay valid and untouched from
+ * baton_pool_submit until the callback. Start from baton_job_init (or a zeroed struct), then fill
+ * `data` and the bindings and nothing else; the rest is baton's. A job whose callback has run may
+ * be submitted again. */
+struct baton_job {
+    void *data;                  /* the caller's */
+    const baton_binding *inputs; /* copied in when the run starts */
+    int n_inputs;
+    const baton_binding *outputs; /* written before the callback (only when status is 0) */
+    int n_outputs;
+    /* Filled by baton before the callback. */
+    baton_run_stats stats;               /* this run's counters */
+    baton_error err;                     /* the reason, when status is not 0 */
+    int instance;                        /* the instance that ran it, -1 if it never ran */
+    /* CLOCK_MONOTONIC times: submitted, handed to its instance (jobs start in submission order),
+     * finished on the instance */
+    int64_t submit_ns, start_ns, end_ns;
+    /* Private. */
+    baton_job_cb cb_;
+    baton_pool *pool_;
+    baton_job *next_;
+    int state_;
+    int status_;
+};
+
+/* Zeroes a job: a job must start zeroed. */
+void baton_job_init(baton_job *job);
+
+/* Creates a pool of `instances` (1 to 64) instances of `plan` with `opts` on `loop`: prepares the
+ * first instance (arenas, constants, streams), then the others on its constants, and starts one
+ * worker thread per instance. The plan must outlive the pool. On failure *out is NULL. */
+int baton_pool_create(uv_loop_t *loop, const baton_plan *plan, const baton_options *opts,
+                      int instances, baton_pool **out, baton_error *err);
+
+/* Queues a run; cb is called on the loop thread when it ends. Allocates nothing. BATON_EINVAL for
+ * a NULL job or callback or bindings that do not fit (checked here, before anything runs:
+ * unknown names, wrong sizes, NULL data); BATON_ESTATE when the pool is closing or the job is
+ * already submitted. */
+int baton_pool_submit(baton_pool *pool, baton_job *job, baton_job_cb cb);
+
+/* Cancels a job that has not started: it leaves the queue and its callback is called (on a later
+ * turn of the loop) with BATON_ECANCELED. BATON_ESTATE if it is running or has ended. */
+int baton_pool_cancel(baton_job *job);
+
+/* Closes the pool: cancels the queued jobs, lets the running ones finish (their callbacks are
+ * called), stops the workers, frees the instances and calls close_cb(arg) on the loop thread,
+ * after which the pool is gone. The loop then holds nothing of baton's: uv_loop_close succeeds. */
+void baton_pool_close(baton_pool *pool, void (*close_cb)(void *arg), void *arg);
+
+/* The pool's shape: its instances, and the bytes it holds on all devices: one set of constants
+ * plus, per instance, its arenas without the constants. Memory = const_bytes + instances *
+ * arena_bytes. */
+int baton_pool_instances(const baton_pool *pool);
+void baton_pool_memory(const baton_pool *pool, size_t *const_bytes, size_t *arena_bytes);
+
+/* Runs queued and running now (for throughput tools and tests). */
+int baton_pool_pending(const baton_pool *pool);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* BATON_UV_H */

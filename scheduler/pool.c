@@ -1,0 +1,423 @@
+/* pool.c: non-blocking runs on a libuv loop (include/baton/baton_uv.h). N instances of one plan
+ * share its constants; each instance has a worker thread that runs one job at a time with the
+ * synchronous runtime, so host waits and CPU steps happen there and never on the loop thread.
+ *
+ * The loop thread owns the queue and the instance assignment: submit hands a job to a free
+ * instance or appends it to the queue; a worker that finishes moves its job to the done list and
+ * wakes the loop through a uv_async_t, whose callback calls the jobs' callbacks and hands the
+ * freed instances the next queued jobs, in submission order. Jobs are linked through their own
+ * `next_` field, so nothing is allocated per run. */
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "baton/baton_uv.h"
+#include "scheduler/pool.h"
+#include "scheduler/runtime.h"
+
+#define POOL_MAX_INSTANCES 64
+
+enum job_state { JOB_IDLE = 0, JOB_QUEUED, JOB_RUNNING, JOB_DONE };
+
+typedef struct pool_worker {
+    baton_pool *pool;
+    int index;
+    baton_runtime *rt;
+    uv_thread_t thread;
+    int started;
+    baton_job *job; /* the job handed to this worker, or NULL (guarded by pool->lock) */
+} pool_worker;
+
+struct baton_pool {
+    uv_loop_t *loop;
+    const baton_plan *plan;
+    int n;
+    pool_worker w[POOL_MAX_INSTANCES];
+    uv_mutex_t lock;
+    uv_cond_t wake; /* workers wait here for a job or for the pool to stop */
+    uv_async_t async;
+    int stopping; /* guarded by lock: workers exit */
+    /* loop thread only */
+    baton_job *queue_head, *queue_tail;
+    int free_list[POOL_MAX_INSTANCES], n_free;
+    int running;
+    int closing;
+    void (*close_cb)(void *);
+    void *close_arg;
+    /* guarded by lock: finished jobs, in completion order, and cancelled ones */
+    baton_job *done_head, *done_tail;
+};
+
+static int64_t mono_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+static void done_push(baton_pool *p, baton_job *job) /* with p->lock held */
+{
+    job->next_ = NULL;
+    if (p->done_tail)
+        p->done_tail->next_ = job;
+    else
+        p->done_head = job;
+    p->done_tail = job;
+}
+
+/* Runs one job on this worker's instance: bind the inputs, run, read the outputs back. */
+static int run_job(pool_worker *w, baton_job *job)
+{
+    baton_runtime *rt = w->rt;
+    for (int i = 0; i < job->n_inputs; i++) {
+        const baton_binding *b = &job->inputs[i];
+        int rc = baton_runtime_set_input(rt, b->name, b->data, b->nbytes, &job->err);
+        if (rc)
+            return rc;
+    }
+    baton_runtime_reset_stats(rt);
+    int rc = baton_runtime_run(rt, &job->err);
+    baton_runtime_stats(rt, &job->stats);
+    if (rc)
+        return rc;
+    for (int i = 0; i < job->n_outputs; i++) {
+        const baton_binding *b = &job->outputs[i];
+        rc = baton_runtime_get_output(rt, b->name, b->data, b->nbytes, &job->err);
+        if (rc)
+            return rc;
+    }
+    return 0;
+}
+
+static void worker_main(void *arg)
+{
+    pool_worker *w = arg;
+    baton_pool *p = w->pool;
+    uv_mutex_lock(&p->lock);
+    for (;;) {
+        while (!w->job && !p->stopping)
+            uv_cond_wait(&p->wake, &p->lock);
+        if (!w->job)
+            break; /* stopping, nothing left to run */
+        baton_job *job = w->job;
+        uv_mutex_unlock(&p->lock);
+
+        job->err.code = 0;
+        job->err.message[0] = 0;
+        job->status_ = run_job(w, job);
+        job->end_ns = mono_ns();
+
+        uv_mutex_lock(&p->lock);
+        w->job = NULL;
+        done_push(p, job);
+        uv_async_send(&p->async);
+    }
+    uv_mutex_unlock(&p->lock);
+}
+
+/* Loop thread: hands queued jobs to free instances, oldest first. */
+static void dispatch(baton_pool *p)
+{
+    while (p->queue_head && p->n_free > 0) {
+        baton_job *job = p->queue_head;
+        p->queue_head = job->next_;
+        if (!p->queue_head)
+            p->queue_tail = NULL;
+        int i = p->free_list[--p->n_free];
+        job->next_ = NULL;
+        job->state_ = JOB_RUNNING;
+        job->instance = i;
+        job->start_ns = mono_ns();
+        p->running++;
+        uv_mutex_lock(&p->lock);
+        p->w[i].job = job;
+        /* one condition for all workers: wake them all, the one with a job takes it */
+        uv_cond_broadcast(&p->wake);
+        uv_mutex_unlock(&p->lock);
+    }
+}
+
+static void finish_close(uv_handle_t *h);
+
+/* The async handle keeps the loop alive only while jobs are queued or running, so that uv_run
+ * returns when the work is done, as it does for a uv_work_t. */
+static void update_ref(baton_pool *p)
+{
+    int busy = p->running > 0 || p->queue_head != NULL || p->closing;
+    if (busy)
+        uv_ref((uv_handle_t *)&p->async);
+    else
+        uv_unref((uv_handle_t *)&p->async);
+}
+
+/* Loop thread: the callbacks of finished and cancelled jobs, then the next jobs. */
+static void on_async(uv_async_t *a)
+{
+    baton_pool *p = a->data;
+    uv_mutex_lock(&p->lock);
+    baton_job *list = p->done_head;
+    p->done_head = p->done_tail = NULL;
+    uv_mutex_unlock(&p->lock);
+    while (list) {
+        baton_job *job = list;
+        list = job->next_;
+        job->next_ = NULL;
+        if (job->state_ == JOB_RUNNING) {
+            p->free_list[p->n_free++] = job->instance;
+            p->running--;
+        }
+        job->state_ = JOB_DONE;
+        job->pool_ = NULL;
+        job->cb_(job, job->status_);
+    }
+    if (!p->closing) {
+        dispatch(p);
+        update_ref(p);
+    } else if (p->running == 0 && !p->queue_head) {
+        uv_mutex_lock(&p->lock);
+        int more = p->done_head != NULL;
+        p->stopping = 1;
+        uv_cond_broadcast(&p->wake);
+        uv_mutex_unlock(&p->lock);
+        if (more)
+            return; /* cancelled jobs still to report: the async fires again */
+        for (int i = 0; i < p->n; i++)
+            if (p->w[i].started) {
+                uv_thread_join(&p->w[i].thread);
+                p->w[i].started = 0;
+            }
+        if (!uv_is_closing((uv_handle_t *)&p->async))
+            uv_close((uv_handle_t *)&p->async, finish_close);
+    }
+}
+
+static void destroy(baton_pool *p)
+{
+    uv_mutex_lock(&p->lock);
+    p->stopping = 1;
+    uv_cond_broadcast(&p->wake);
+    uv_mutex_unlock(&p->lock);
+    for (int i = 0; i < p->n; i++)
+        if (p->w[i].started)
+            uv_thread_join(&p->w[i].thread);
+    /* the first instance owns the constants the others use: destroy it last */
+    for (int i = p->n - 1; i >= 0; i--)
+        baton_runtime_destroy(p->w[i].rt);
+    uv_cond_destroy(&p->wake);
+    uv_mutex_destroy(&p->lock);
+    free(p);
+}
+
+static void finish_close(uv_handle_t *h)
+{
+    baton_pool *p = h->data;
+    void (*cb)(void *) = p->close_cb;
+    void *arg = p->close_arg;
+    destroy(p);
+    if (cb)
+        cb(arg);
+}
+
+int baton_pool_create(uv_loop_t *loop, const baton_plan *plan, const baton_options *opts,
+                      int instances, baton_pool **out, baton_error *err)
+{
+    if (out)
+        *out = NULL;
+    if (!loop || !plan || !out)
+        return baton_seterr(err, BATON_EINVAL,
+                            "baton_pool_create: loop, plan and out are required");
+    if (instances < 1 || instances > POOL_MAX_INSTANCES)
+        return baton_seterr(err, BATON_EINVAL,
+                            "baton_pool_create: %d instances: a pool holds 1 to %d", instances,
+                            POOL_MAX_INSTANCES);
+    baton_pool *p = calloc(1, sizeof *p);
+    if (!p)
+        return baton_seterr(err, BATON_ENOMEM, "baton_pool_create: out of memory");
+    p->loop = loop;
+    p->plan = plan;
+    if (uv_mutex_init(&p->lock)) {
+        free(p);
+        return baton_seterr(err, BATON_ENOMEM, "baton_pool_create: uv_mutex_init failed");
+    }
+    if (uv_cond_init(&p->wake)) {
+        uv_mutex_destroy(&p->lock);
+        free(p);
+        return baton_seterr(err, BATON_ENOMEM, "baton_pool_create: uv_cond_init failed");
+    }
+    int rc = 0;
+    for (int i = 0; i < instances && !rc; i++) {
+        pool_worker *w = &p->w[i];
+        w->pool = p;
+        w->index = i;
+        rc = i == 0 ? baton_runtime_create(plan, opts, &w->rt, err)
+                    : runtime_prepare_instance(p->w[0].rt, &w->rt, err);
+        if (!rc)
+            p->n = i + 1;
+    }
+    for (int i = 0; i < p->n && !rc; i++) {
+        int e = uv_thread_create(&p->w[i].thread, worker_main, &p->w[i]);
+        if (e)
+            rc = baton_seterr(err, BATON_ENOMEM, "baton_pool_create: uv_thread_create: %s",
+                              uv_strerror(e));
+        else
+            p->w[i].started = 1;
+    }
+    if (!rc) {
+        int e = uv_async_init(loop, &p->async, on_async);
+        if (e)
+            rc = baton_seterr(err, BATON_EINVAL, "baton_pool_create: uv_async_init: %s",
+                              uv_strerror(e));
+    }
+    if (rc) {
+        destroy(p);
+        return rc;
+    }
+    p->async.data = p;
+    uv_unref((uv_handle_t *)&p->async);
+    for (int i = 0; i < p->n; i++)
+        p->free_list[p->n_free++] = p->n - 1 - i; /* instance 0 is handed out first */
+    *out = p;
+    return 0;
+}
+
+/* The bindings must name the plan's inputs (outputs) with their exact sizes: checked on the loop
+ * thread so a bad job fails at once, before it takes an instance. */
+static int check_bindings(const baton_pool *p, const baton_binding *b, int n, baton_role role,
+                          baton_error *err)
+{
+    const char *what = role == BATON_ROLE_INPUT ? "input" : "output";
+    if (n < 0 || (n > 0 && !b))
+        return baton_seterr(err, BATON_EINVAL, "baton_pool_submit: %d %ss but no bindings", n,
+                            what);
+    for (int i = 0; i < n; i++) {
+        int t = b[i].name ? baton_plan_tensor_index(p->plan, b[i].name) : -1;
+        baton_tensor_info ti;
+        if (t < 0 || baton_plan_tensor_info(p->plan, t, &ti) ||
+            (ti.role != role && !(role == BATON_ROLE_OUTPUT && ti.role == BATON_ROLE_INPUT)))
+            return baton_seterr(err, BATON_EINVAL,
+                                "baton_pool_submit: %s %d: '%s' is not an %s of plan '%s'", what, i,
+                                b[i].name ? b[i].name : "(null)", what, baton_plan_name(p->plan));
+        if (!b[i].data || b[i].nbytes != ti.nbytes)
+            return baton_seterr(err, BATON_EINVAL,
+                                "baton_pool_submit: %s '%s': %s; it takes a buffer of %zu bytes",
+                                what, b[i].name, b[i].data ? "wrong size" : "NULL data", ti.nbytes);
+    }
+    return 0;
+}
+
+void baton_job_init(baton_job *job)
+{
+    if (job)
+        memset(job, 0, sizeof *job);
+}
+
+int baton_pool_submit(baton_pool *p, baton_job *job, baton_job_cb cb)
+{
+    if (!p || !job || !cb)
+        return BATON_EINVAL;
+    if (job->state_ == JOB_QUEUED || job->state_ == JOB_RUNNING)
+        return baton_seterr(&job->err, BATON_ESTATE, "baton_pool_submit: the job is in flight");
+    if (p->closing)
+        return baton_seterr(&job->err, BATON_ESTATE, "baton_pool_submit: the pool is closing");
+    int rc = check_bindings(p, job->inputs, job->n_inputs, BATON_ROLE_INPUT, &job->err);
+    if (!rc)
+        rc = check_bindings(p, job->outputs, job->n_outputs, BATON_ROLE_OUTPUT, &job->err);
+    if (rc)
+        return rc;
+    job->cb_ = cb;
+    job->pool_ = p;
+    job->next_ = NULL;
+    job->state_ = JOB_QUEUED;
+    job->status_ = 0;
+    job->instance = -1;
+    job->err.code = 0;
+    job->err.message[0] = 0;
+    memset(&job->stats, 0, sizeof job->stats);
+    job->submit_ns = mono_ns();
+    job->start_ns = job->end_ns = 0;
+    if (p->queue_tail)
+        p->queue_tail->next_ = job;
+    else
+        p->queue_head = job;
+    p->queue_tail = job;
+    dispatch(p);
+    update_ref(p);
+    return 0;
+}
+
+/* Loop thread: takes a queued job out of the queue and reports it cancelled. */
+static void cancel_queued(baton_pool *p, baton_job *job)
+{
+    baton_job **pp = &p->queue_head, *prev = NULL;
+    while (*pp && *pp != job) {
+        prev = *pp;
+        pp = &(*pp)->next_;
+    }
+    if (!*pp)
+        return;
+    *pp = job->next_;
+    if (p->queue_tail == job)
+        p->queue_tail = prev;
+    job->status_ = BATON_ECANCELED;
+    baton_seterr(&job->err, BATON_ECANCELED, "the run was cancelled before it started");
+    job->state_ = JOB_QUEUED; /* not running: no instance to give back */
+    uv_mutex_lock(&p->lock);
+    done_push(p, job);
+    uv_mutex_unlock(&p->lock);
+    uv_async_send(&p->async);
+}
+
+int baton_pool_cancel(baton_job *job)
+{
+    if (!job || !job->pool_ || job->state_ != JOB_QUEUED)
+        return BATON_ESTATE;
+    for (baton_job *q = job->pool_->queue_head; q; q = q->next_)
+        if (q == job) {
+            cancel_queued(job->pool_, job);
+            return 0;
+        }
+    return BATON_ESTATE; /* already cancelled, its callback pending */
+}
+
+void baton_pool_close(baton_pool *p, void (*close_cb)(void *arg), void *arg)
+{
+    if (!p || p->closing)
+        return;
+    p->closing = 1;
+    p->close_cb = close_cb;
+    p->close_arg = arg;
+    while (p->queue_head)
+        cancel_queued(p, p->queue_head);
+    update_ref(p);
+    /* on_async finishes the close once the running jobs are back */
+    uv_async_send(&p->async);
+}
+
+int baton_pool_instances(const baton_pool *p)
+{
+    return p ? p->n : 0;
+}
+
+void baton_pool_memory(const baton_pool *p, size_t *const_bytes, size_t *arena_bytes)
+{
+    size_t c = 0, a = 0;
+    if (p && p->n > 0)
+        runtime_memory(p->w[0].rt, &c, &a);
+    if (const_bytes)
+        *const_bytes = c;
+    if (arena_bytes)
+        *arena_bytes = a;
+}
+
+int baton_pool_pending(const baton_pool *p)
+{
+    int n = p ? p->running : 0;
+    for (const baton_job *q = p ? p->queue_head : NULL; q; q = q->next_)
+        n++;
+    return n;
+}
+
+baton_runtime *pool_instance(baton_pool *p, int i)
+{
+    return p && i >= 0 && i < p->n ? p->w[i].rt : NULL;
+}

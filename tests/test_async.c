@@ -1,0 +1,465 @@
+/* test_async.c: non-blocking runs on a libuv loop (include/baton/baton_uv.h). Built twice, like
+ * test_runtime.c: on the test device (label cpu) and with TEST_ON_CUDA as test_async_cuda (label
+ * gpu). 1 to 16 runs in flight give, run for run, the outputs and counters of the same inputs run
+ * synchronously; the loop stays responsive while 16 runs with 5 ms CPU steps are in flight; a
+ * fault in one run fails that run only; queued runs start in submission order and can be
+ * cancelled; the instances share one set of constants; closing leaves the loop empty. */
+#include <criterion/criterion.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "baton/baton_uv.h"
+#include "core/dtype.h"
+#include "kernels/descriptors.h"
+#include "scheduler/pool.h"
+#include "scheduler/runtime.h"
+#include "scheduler/testing.h"
+#include "tests/support.h"
+
+#ifdef TEST_ON_CUDA
+#define GPU BATON_GPU_CUDA
+#define NEED_BACKEND()                                                                             \
+    do {                                                                                           \
+        if (baton_cuda_device_count() == 0)                                                        \
+            cr_skip("no CUDA device: the CUDA variant of the async tests needs one");              \
+    } while (0)
+#else
+#define GPU            BATON_GPU_SIM
+#define NEED_BACKEND() ((void)0)
+#endif
+
+/* Two layers of [gemm -> rms_norm -> softshrink on cuda:0 -> a CPU step], as in the RFC plan but
+ * small, so 16 instances run quickly on the test device. The CPU step is `cpu_step`: add_scalar,
+ * or the slow kernel below for the responsiveness test. */
+static const char *plan_json(const char *cpu_step, char *buf, size_t cap)
+{
+    snprintf(
+        buf, cap,
+        "{\"format\": \"baton.plan\", \"version\": 1, \"name\": \"async-demo\",\n"
+        " \"tensors\": [\n"
+        "  {\"name\": \"x0\", \"dtype\": \"f32\", \"shape\": [4, 64], \"role\": \"input\"},\n"
+        "  {\"name\": \"A\", \"dtype\": \"f32\", \"shape\": [64, 64], \"role\": \"constant\",\n"
+        "   \"init\": {\"kind\": \"normal\", \"seed\": 7, \"std\": 0.1}},\n"
+        "  {\"name\": \"w\", \"dtype\": \"f32\", \"shape\": [64], \"role\": \"constant\",\n"
+        "   \"init\": {\"kind\": \"uniform\", \"seed\": 9, \"low\": 0.5, \"high\": 1.5}},\n"
+        "  {\"name\": \"h0\", \"dtype\": \"f32\", \"shape\": [4, 64]},\n"
+        "  {\"name\": \"n0\", \"dtype\": \"f32\", \"shape\": [4, 64]},\n"
+        "  {\"name\": \"i0\", \"dtype\": \"f32\", \"shape\": [4]},\n"
+        "  {\"name\": \"s0\", \"dtype\": \"f32\", \"shape\": [4, 64]},\n"
+        "  {\"name\": \"x1\", \"dtype\": \"f32\", \"shape\": [4, 64]},\n"
+        "  {\"name\": \"h1\", \"dtype\": \"f32\", \"shape\": [4, 64]},\n"
+        "  {\"name\": \"n1\", \"dtype\": \"f32\", \"shape\": [4, 64]},\n"
+        "  {\"name\": \"i1\", \"dtype\": \"f32\", \"shape\": [4]},\n"
+        "  {\"name\": \"s1\", \"dtype\": \"f32\", \"shape\": [4, 64]},\n"
+        "  {\"name\": \"y\", \"dtype\": \"f32\", \"shape\": [4, 64], \"role\": \"output\"}],\n"
+        " \"steps\": [\n"
+        "  {\"name\": \"p0\", \"delegate\": \"gemm\", \"device\": \"cuda:0\", \"inputs\": "
+        "[\"x0\", \"A\"], \"outputs\": [\"h0\"]},\n"
+        "  {\"name\": \"r0\", \"kernel\": \"rms_norm_fwd\", \"device\": \"cuda:0\", "
+        "\"inputs\": [\"h0\", \"w\"], \"outputs\": [\"n0\", \"i0\"]},\n"
+        "  {\"name\": \"k0\", \"kernel\": \"softshrink\", \"device\": \"cuda:0\", \"inputs\": "
+        "[\"n0\"], \"outputs\": [\"s0\"]},\n"
+        "  {\"name\": \"c0\", \"kernel\": \"%s\", \"device\": \"cpu\", \"inputs\": [\"s0\"], "
+        "\"outputs\": [\"x1\"], \"attrs\": {\"value\": 1.0}},\n"
+        "  {\"name\": \"p1\", \"delegate\": \"gemm\", \"device\": \"cuda:0\", \"inputs\": "
+        "[\"x1\", \"A\"], \"outputs\": [\"h1\"]},\n"
+        "  {\"name\": \"r1\", \"kernel\": \"rms_norm_fwd\", \"device\": \"cuda:0\", "
+        "\"inputs\": [\"h1\", \"w\"], \"outputs\": [\"n1\", \"i1\"]},\n"
+        "  {\"name\": \"k1\", \"kernel\": \"softshrink\", \"device\": \"cuda:0\", \"inputs\": "
+        "[\"n1\"], \"outputs\": [\"s1\"]},\n"
+        "  {\"name\": \"c1\", \"kernel\": \"%s\", \"device\": \"cpu\", \"inputs\": [\"s1\"], "
+        "\"outputs\": [\"y\"], \"attrs\": {\"value\": 1.0}}]}\n",
+        cpu_step, cpu_step);
+    return buf;
+}
+
+/* A CPU step that takes 5 ms (it sleeps, as a host step waiting on I/O would): y = x + value. */
+static int slow_kernel(const baton_exec_ctx *ctx, void **buffers, const char *opaque, size_t len)
+{
+    usleep(5000);
+    const baton_ew_desc *d = (const void *)opaque;
+    const float *x = buffers[0];
+    float *y = buffers[1];
+    for (int64_t i = 0; i < d->n; i++)
+        y[i] = x[i] + (float)d->value;
+    return 0;
+}
+
+static baton_registry *reg;
+
+static void setup(void)
+{
+    cr_assert_eq(baton_registry_create(&reg), 0);
+    /* slow_add: add_scalar's signature and descriptor, slow_kernel on the CPU */
+    const baton_target *add = baton_registry_find(reg, "add_scalar");
+    cr_assert_not_null(add);
+    baton_target t = *add;
+    t.name = "slow_add";
+    t.n_impls = 1;
+    memset(t.impls, 0, sizeof t.impls);
+    t.impls[0].device = BATON_DEVICE_CPU;
+    t.impls[0].kernel = slow_kernel;
+    baton_error err = {0};
+    cr_assert_eq(baton_registry_add(reg, &t, &err), 0, "%s", err.message);
+}
+
+static void teardown(void)
+{
+    baton_registry_destroy(reg);
+}
+
+TestSuite(async, .init = setup, .fini = teardown, .timeout = 120);
+
+static baton_plan *load(const char *cpu_step)
+{
+    char json[8192];
+    plan_json(cpu_step, json, sizeof json);
+    baton_plan *plan = NULL;
+    baton_error err = {0};
+    cr_assert_eq(baton_plan_load_string(reg, json, strlen(json), "async.json", NULL, &plan, &err),
+                 0, "%s", err.message);
+    return plan;
+}
+
+static baton_options opts_for(baton_sync_mode mode, int delay_us)
+{
+    baton_options o;
+    baton_options_init(&o);
+    o.mode = mode;
+    o.gpu = GPU;
+    o.quiet = 1;
+    o.sim_delay_us = delay_us;
+    return o;
+}
+
+enum { ELEMS = 4 * 64, MAX_JOBS = 64 };
+
+typedef struct run_slot {
+    baton_job job;
+    baton_binding in, out;
+    float x[ELEMS], y[ELEMS];
+    int status, called, order;
+} run_slot;
+
+static int completed;
+
+static void on_done(baton_job *job, int status)
+{
+    run_slot *s = job->data;
+    s->status = status;
+    s->called++;
+    s->order = completed++;
+}
+
+static void prepare_slot(run_slot *s, test_rng *r)
+{
+    baton_job_init(&s->job);
+    s->job.data = s;
+    test_fill_random(r, BATON_DTYPE_F32, s->x, ELEMS, 1.0);
+    test_poison(s->y, sizeof s->y);
+    s->in = (baton_binding){"x0", s->x, sizeof s->x};
+    s->out = (baton_binding){"y", s->y, sizeof s->y};
+    s->job.inputs = &s->in;
+    s->job.n_inputs = 1;
+    s->job.outputs = &s->out;
+    s->job.n_outputs = 1;
+    s->status = 1;
+    s->called = 0;
+}
+
+static int closed;
+static void on_close(void *arg)
+{
+    closed = 1;
+}
+
+static void close_pool(uv_loop_t *loop, baton_pool *pool)
+{
+    closed = 0;
+    baton_pool_close(pool, on_close, NULL);
+    uv_run(loop, UV_RUN_DEFAULT);
+    cr_assert(closed, "the close callback did not run");
+    cr_assert_eq(uv_loop_close(loop), 0, "the loop still holds handles after baton_pool_close");
+}
+
+/* Runs `jobs` jobs through a pool of `inflight` instances and checks each against a synchronous
+ * run of the same inputs: outputs bitwise equal, counters equal. */
+static void check_against_sync(baton_sync_mode mode, int inflight, int jobs)
+{
+    baton_plan *plan = load("add_scalar");
+    baton_options o = opts_for(mode, 30);
+    baton_error err = {0};
+    baton_runtime *sync_rt = NULL;
+    cr_assert_eq(baton_runtime_create(plan, &o, &sync_rt, &err), 0, "%s", err.message);
+
+    uv_loop_t loop;
+    cr_assert_eq(uv_loop_init(&loop), 0);
+    baton_pool *pool = NULL;
+    cr_assert_eq(baton_pool_create(&loop, plan, &o, inflight, &pool, &err), 0, "%s", err.message);
+    static run_slot slots[MAX_JOBS];
+    test_rng r = {test_fresh_seed()};
+    completed = 0;
+    for (int j = 0; j < jobs; j++) {
+        prepare_slot(&slots[j], &r);
+        cr_assert_eq(baton_pool_submit(pool, &slots[j].job, on_done), 0, "%s",
+                     slots[j].job.err.message);
+    }
+    uv_run(&loop, UV_RUN_DEFAULT);
+    for (int j = 0; j < jobs; j++) {
+        run_slot *s = &slots[j];
+        cr_assert_eq(s->called, 1, "job %d: callback ran %d times", j, s->called);
+        cr_assert_eq(s->status, 0, "job %d: %s", j, s->job.err.message);
+        float want[ELEMS];
+        baton_run_stats st;
+        cr_assert_eq(baton_runtime_set_input(sync_rt, "x0", s->x, sizeof s->x, &err), 0);
+        baton_runtime_reset_stats(sync_rt);
+        cr_assert_eq(baton_runtime_run(sync_rt, &err), 0, "%s", err.message);
+        baton_runtime_stats(sync_rt, &st);
+        cr_assert_eq(baton_runtime_get_output(sync_rt, "y", want, sizeof want, &err), 0);
+        cr_expect_arr_eq(s->y, want, sizeof want,
+                         "%s, %d in flight: job %d differs from a sync run",
+                         baton_sync_mode_name(mode), inflight, j);
+        /* the first run of an instance in graph mode captures: compare like with like */
+        if (s->job.stats.captures == 0 && st.captures == 0) {
+            cr_expect_eq(s->job.stats.host_waits, st.host_waits, "job %d host waits", j);
+            cr_expect_eq(s->job.stats.kernel_launches, st.kernel_launches, "job %d launches", j);
+            cr_expect_eq(s->job.stats.graph_launches, st.graph_launches, "job %d graphs", j);
+            cr_expect_eq(s->job.stats.bytes_h2d, st.bytes_h2d, "job %d bytes h2d", j);
+            cr_expect_eq(s->job.stats.bytes_d2h, st.bytes_d2h, "job %d bytes d2h", j);
+        }
+        cr_expect_eq(s->job.stats.runs, 1, "job %d: its counters are one run's", j);
+    }
+    close_pool(&loop, pool);
+    baton_runtime_destroy(sync_rt);
+    baton_plan_free(plan);
+}
+
+Test(async, one_to_sixteen_in_flight_equal_synchronous_runs_in_every_mode)
+{
+    NEED_BACKEND();
+    const int inflight[] = {1, 2, 4, 8, 16};
+    for (int m = 0; m < 3; m++)
+        for (int i = 0; i < 5; i++)
+            check_against_sync((baton_sync_mode)m, inflight[i], 2 * inflight[i] + 3);
+}
+
+/* The loop stays responsive: a 1 ms timer is never late by more than 2 ms while 16 runs are in
+ * flight whose CPU steps take 5 ms each. */
+static int64_t last_tick_ns, worst_late_ns, ticks;
+static uv_timer_t timer;
+
+static void on_tick(uv_timer_t *t)
+{
+    int64_t now = (int64_t)uv_hrtime();
+    if (last_tick_ns) {
+        int64_t late = now - last_tick_ns - 1000000;
+        if (late > worst_late_ns)
+            worst_late_ns = late;
+    }
+    last_tick_ns = now;
+    ticks++;
+}
+
+static baton_pool *stop_pool;
+static void on_done_stop_timer(baton_job *job, int status)
+{
+    on_done(job, status);
+    if (baton_pool_pending(stop_pool) == 0)
+        uv_timer_stop(&timer);
+}
+
+Test(async, the_loop_stays_responsive_with_sixteen_slow_runs_in_flight)
+{
+    NEED_BACKEND();
+    baton_plan *plan = load("slow_add");
+    baton_options o = opts_for(BATON_SYNC_GRAPH, 0);
+    baton_error err = {0};
+    uv_loop_t loop;
+    cr_assert_eq(uv_loop_init(&loop), 0);
+    baton_pool *pool = NULL;
+    cr_assert_eq(baton_pool_create(&loop, plan, &o, 16, &pool, &err), 0, "%s", err.message);
+    stop_pool = pool;
+    static run_slot slots[48];
+    test_rng r = {test_fresh_seed()};
+    completed = 0;
+    for (int j = 0; j < 48; j++) {
+        prepare_slot(&slots[j], &r);
+        cr_assert_eq(baton_pool_submit(pool, &slots[j].job, on_done_stop_timer), 0);
+    }
+    last_tick_ns = worst_late_ns = ticks = 0;
+    cr_assert_eq(uv_timer_init(&loop, &timer), 0);
+    cr_assert_eq(uv_timer_start(&timer, on_tick, 1, 1), 0);
+    uv_run(&loop, UV_RUN_DEFAULT);
+    uv_close((uv_handle_t *)&timer, NULL);
+    uv_run(&loop, UV_RUN_DEFAULT);
+    for (int j = 0; j < 48; j++)
+        cr_assert_eq(slots[j].status, 0, "job %d: %s", j, slots[j].job.err.message);
+    cr_expect_gt(ticks, 10, "the timer ticked %lld times", (long long)ticks);
+    cr_expect_leq(worst_late_ns, 2000000, "the 1 ms timer was late by %.2f ms",
+                  (double)worst_late_ns / 1e6);
+    close_pool(&loop, pool);
+    baton_plan_free(plan);
+}
+
+Test(async, queued_runs_start_in_submission_order_and_can_be_cancelled)
+{
+    NEED_BACKEND();
+    baton_plan *plan = load("slow_add");
+    baton_options o = opts_for(BATON_SYNC_BOUNDARY, 0);
+    baton_error err = {0};
+    uv_loop_t loop;
+    cr_assert_eq(uv_loop_init(&loop), 0);
+    baton_pool *pool = NULL;
+    cr_assert_eq(baton_pool_create(&loop, plan, &o, 2, &pool, &err), 0, "%s", err.message);
+    static run_slot slots[8];
+    test_rng r = {test_fresh_seed()};
+    completed = 0;
+    for (int j = 0; j < 8; j++) {
+        prepare_slot(&slots[j], &r);
+        cr_assert_eq(baton_pool_submit(pool, &slots[j].job, on_done), 0);
+    }
+    cr_assert_eq(baton_pool_submit(pool, &slots[3].job, on_done), BATON_ESTATE,
+                 "a job in flight was submitted twice");
+    cr_assert_eq(baton_pool_cancel(&slots[5].job), 0, "a queued job could not be cancelled");
+    cr_assert_eq(baton_pool_cancel(&slots[5].job), BATON_ESTATE, "cancelled twice");
+    cr_assert_eq(baton_pool_cancel(&slots[0].job), BATON_ESTATE, "a running job was cancelled");
+    uv_run(&loop, UV_RUN_DEFAULT);
+    cr_expect_eq(slots[5].status, BATON_ECANCELED);
+    cr_expect_eq(slots[5].called, 1);
+    cr_expect_eq(slots[5].job.instance, -1, "a cancelled job never ran");
+    int64_t prev_start = 0;
+    for (int j = 0; j < 8; j++) {
+        if (j == 5)
+            continue;
+        cr_expect_eq(slots[j].status, 0, "job %d: %s", j, slots[j].job.err.message);
+        cr_expect_geq(slots[j].job.start_ns, prev_start, "job %d started before job %d", j, j - 1);
+        prev_start = slots[j].job.start_ns;
+    }
+    /* a job whose callback ran can go again */
+    prepare_slot(&slots[5], &r);
+    cr_assert_eq(baton_pool_submit(pool, &slots[5].job, on_done), 0);
+    uv_run(&loop, UV_RUN_DEFAULT);
+    cr_expect_eq(slots[5].status, 0, "%s", slots[5].job.err.message);
+    close_pool(&loop, pool);
+    baton_plan_free(plan);
+}
+
+Test(async, a_fault_fails_its_run_only_and_the_instance_recovers)
+{
+    NEED_BACKEND();
+    baton_plan *plan = load("add_scalar");
+    const dev_fault faults[] = {DEV_FAULT_LAUNCH, DEV_FAULT_COPY, DEV_FAULT_CAPTURE};
+    for (int f = 0; f < 3; f++) {
+        baton_options o = opts_for(BATON_SYNC_GRAPH, 20);
+        baton_error err = {0};
+        uv_loop_t loop;
+        cr_assert_eq(uv_loop_init(&loop), 0);
+        baton_pool *pool = NULL;
+        cr_assert_eq(baton_pool_create(&loop, plan, &o, 4, &pool, &err), 0, "%s", err.message);
+        /* the GPU device of instance 2 (memory index 1: the CPU is 0) */
+        runtime_inject(pool_instance(pool, 2), 1, faults[f]);
+        static run_slot slots[12];
+        test_rng r = {test_fresh_seed()};
+        completed = 0;
+        for (int j = 0; j < 12; j++) {
+            prepare_slot(&slots[j], &r);
+            cr_assert_eq(baton_pool_submit(pool, &slots[j].job, on_done), 0);
+        }
+        uv_run(&loop, UV_RUN_DEFAULT);
+        int failed = 0;
+        for (int j = 0; j < 12; j++) {
+            if (slots[j].status != 0) {
+                failed++;
+                cr_expect_eq(slots[j].job.instance, 2, "fault %d: job %d failed on instance %d", f,
+                             j, slots[j].job.instance);
+                cr_expect(slots[j].job.err.message[0], "a failed job has no message");
+            }
+        }
+        if (faults[f] == DEV_FAULT_CAPTURE) {
+            /* a segment that cannot be captured runs without a graph, and says so */
+            cr_expect_eq(failed, 0, "a failed capture failed %d runs", failed);
+            const char *note = baton_runtime_note(pool_instance(pool, 2));
+            cr_expect(note && strstr(note, "without a CUDA graph"), "note: %s",
+                      note ? note : "(none)");
+        } else {
+            cr_expect_eq(failed, 1, "fault %d: %d runs failed, want exactly the one with the fault",
+                         f, failed);
+        }
+        /* every later run on instance 2 is right: outputs equal the other instances' for the
+         * same input */
+        run_slot again[4];
+        for (int k = 0; k < 4; k++) {
+            prepare_slot(&again[k], &r);
+            memcpy(again[k].x, again[0].x, sizeof again[k].x);
+            cr_assert_eq(baton_pool_submit(pool, &again[k].job, on_done), 0);
+        }
+        uv_run(&loop, UV_RUN_DEFAULT);
+        for (int k = 0; k < 4; k++) {
+            cr_expect_eq(again[k].status, 0, "%s", again[k].job.err.message);
+            cr_expect_arr_eq(again[k].y, again[0].y, sizeof again[0].y, "instance %d differs",
+                             again[k].job.instance);
+        }
+        close_pool(&loop, pool);
+    }
+    baton_plan_free(plan);
+}
+
+Test(async, instances_share_one_set_of_constants)
+{
+    NEED_BACKEND();
+    baton_plan *plan = load("add_scalar");
+    baton_options o = opts_for(BATON_SYNC_GRAPH, 0);
+    baton_error err = {0};
+    uv_loop_t loop;
+    cr_assert_eq(uv_loop_init(&loop), 0);
+    baton_pool *pool = NULL;
+    cr_assert_eq(baton_pool_create(&loop, plan, &o, 4, &pool, &err), 0, "%s", err.message);
+    size_t cb = 0, ab = 0;
+    baton_pool_memory(pool, &cb, &ab);
+    /* A [64, 64] and w [64] f32 on the GPU (each 256-aligned): the constants */
+    cr_expect_eq(cb, (size_t)64 * 64 * 4 + 256, "constant bytes %zu", cb);
+    const plan_memory *gm = &plan->memory[1];
+    cr_expect_eq(ab, plan->memory[0].arena_bytes + gm->arena_bytes - gm->const_bytes -
+                         plan->memory[0].const_bytes);
+    baton_runtime *first = pool_instance(pool, 0);
+    for (int i = 1; i < 4; i++) {
+        baton_runtime *rt = pool_instance(pool, i);
+        cr_expect_eq(rt->dev[1].consts, first->dev[1].consts, "instance %d has its own constants",
+                     i);
+        cr_expect_neq(rt->dev[1].priv, first->dev[1].priv, "instance %d shares a private arena", i);
+    }
+    close_pool(&loop, pool);
+    baton_plan_free(plan);
+}
+
+Test(async, bad_submissions_are_clear_errors)
+{
+    NEED_BACKEND();
+    baton_plan *plan = load("add_scalar");
+    baton_options o = opts_for(BATON_SYNC_GRAPH, 0);
+    baton_error err = {0};
+    uv_loop_t loop;
+    cr_assert_eq(uv_loop_init(&loop), 0);
+    baton_pool *pool = NULL;
+    cr_assert_eq(baton_pool_create(&loop, plan, &o, 0, &pool, &err), BATON_EINVAL);
+    cr_assert_null(pool);
+    cr_assert_eq(baton_pool_create(&loop, plan, &o, 2, &pool, &err), 0, "%s", err.message);
+    run_slot s;
+    test_rng r = {1};
+    prepare_slot(&s, &r);
+    s.in.name = "y";
+    cr_expect_eq(baton_pool_submit(pool, &s.job, on_done), BATON_EINVAL);
+    cr_expect(strstr(s.job.err.message, "'y' is not an input") != NULL, "%s", s.job.err.message);
+    prepare_slot(&s, &r);
+    s.in.nbytes = 4;
+    cr_expect_eq(baton_pool_submit(pool, &s.job, on_done), BATON_EINVAL);
+    cr_expect(strstr(s.job.err.message, "1024 bytes") != NULL, "%s", s.job.err.message);
+    prepare_slot(&s, &r);
+    s.out.data = NULL;
+    cr_expect_eq(baton_pool_submit(pool, &s.job, on_done), BATON_EINVAL);
+    cr_expect_eq(baton_pool_submit(pool, &s.job, NULL), BATON_EINVAL);
+    close_pool(&loop, pool);
+    baton_plan_free(plan);
+}
