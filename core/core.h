@@ -19,6 +19,11 @@
 
 /* The most devices of one kind a plan may name (cuda:0 .. cuda:14), plus the CPU. */
 #define CORE_MAX_DEVICES 16
+/* The most inputs or outputs one step (and so one target) may have: the registry refuses a target
+ * with more, and the validator and the runtime size their per-step arrays with it. */
+#define CORE_MAX_STEP_ARGS 64
+/* The longest tensor, step, plan or target name, in bytes. */
+#define CORE_MAX_NAME 255
 
 /* ---- errors (core/errors.c) ---- */
 

@@ -150,10 +150,9 @@ struct baton_plan {
     unsigned index_mask; /* both tables have index_mask + 1 slots */
 };
 
-/* The most inputs or outputs one step may list. */
-#define PLAN_MAX_STEP_ARGS 64
-/* The longest tensor, step or plan name, in bytes. */
-#define PLAN_MAX_NAME 255
+/* The most inputs or outputs one step may list; the longest name (core/core.h). */
+#define PLAN_MAX_STEP_ARGS CORE_MAX_STEP_ARGS
+#define PLAN_MAX_NAME      CORE_MAX_NAME
 
 /* plan/plan.c: name lookup. plan_index_create sizes both tables for n_tensors and n_steps;
  * plan_index_add_* return -1 when added, or the index that already holds the name. */

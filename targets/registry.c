@@ -1,15 +1,30 @@
 /* registry.c: the table of targets (kernels and delegates) that plans name. A registry starts
- * with baton's built-ins; embedders add their own targets or their own device implementations of
- * a built-in (e.g. a ROCm rms_norm) with baton_registry_add. */
+ * with baton's built-ins; embedders add their own targets, add device implementations to a
+ * registered one (e.g. a ROCm rms_norm) or deliberately replace one (baton_registry_replace). */
+#include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "targets/builtin.h"
 #include "core/core.h"
+#include "targets/builtin.h"
+
+/* A registered target with its own copies of what the caller's target pointed to (strings and
+ * delegate tables), so that nothing the caller passed need outlive the call. `t` comes first: a
+ * baton_target pointer into the registry is the entry, and free() of it frees everything. */
+typedef struct reg_entry {
+    baton_target t;
+    baton_delegate_iface ifaces[BATON_MAX_IMPLS];
+    char strings[]; /* name, summary, attribute names and help, NUL-separated */
+} reg_entry;
 
 struct baton_registry {
     int n, cap;
-    baton_target **targets; /* each copy allocated alone: plans keep pointers to them */
+    baton_target **targets;
+    /* Entries that a later add or replace superseded: plans loaded before still point at them,
+     * so they live as long as the registry. */
+    int n_retired, cap_retired;
+    baton_target **retired;
 };
 
 int baton_registry_create(baton_registry **out)
@@ -37,72 +52,381 @@ void baton_registry_destroy(baton_registry *reg)
         return;
     for (int i = 0; i < reg->n; i++)
         free(reg->targets[i]);
+    for (int i = 0; i < reg->n_retired; i++)
+        free(reg->retired[i]);
     free(reg->targets);
+    free(reg->retired);
     free(reg);
 }
 
-static baton_target *find_mut(const baton_registry *reg, const char *name)
+static int find_index(const baton_registry *reg, const char *name)
 {
     for (int i = 0; i < reg->n; i++)
         if (strcmp(reg->targets[i]->name, name) == 0)
-            return reg->targets[i];
-    return NULL;
+            return i;
+    return -1;
+}
+
+/* ---- checking what a caller registers ---------------------------------------------------- */
+
+/* name for a message: at most 64 bytes, bytes a terminal would interpret shown as '?'. */
+static const char *shown(const char *name, char *buf, size_t cap)
+{
+    if (!name)
+        return "(NULL)";
+    size_t i = 0;
+    for (; name[i] && i < 64 && i + 4 < cap; i++) {
+        unsigned char c = (unsigned char)name[i];
+        buf[i] = c >= 0x20 && c < 0x7f ? (char)c : '?';
+    }
+    if (name[i] && i + 4 <= cap)
+        memcpy(buf + i, "...", 3), i += 3;
+    buf[i] = 0;
+    return buf;
+}
+
+/* Whether s is a name a plan can write (letters, digits, '_', '.', '-'; 1 to CORE_MAX_NAME
+ * bytes); if not, says why in `why`. */
+static int name_ok(const char *s, char *why, size_t cap)
+{
+    if (!s) {
+        snprintf(why, cap, "is NULL");
+        return 0;
+    }
+    if (!s[0]) {
+        snprintf(why, cap, "is empty");
+        return 0;
+    }
+    size_t n = strlen(s);
+    if (n > CORE_MAX_NAME) {
+        snprintf(why, cap, "is %zu bytes long (at most %d)", n, CORE_MAX_NAME);
+        return 0;
+    }
+    for (size_t i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)s[i];
+        if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+            c == '_' || c == '.' || c == '-')
+            continue;
+        if (c > 0x20 && c < 0x7f)
+            snprintf(why, cap, "has '%c' at offset %zu", c, i);
+        else
+            snprintf(why, cap, "has %s at offset %zu", c == ' ' ? "a space" : "a control byte", i);
+        return 0;
+    }
+    return 1;
+}
+
+#define NAME_RULE "letters, digits, '_', '.' and '-', at most 255 bytes"
+
+/* Fails an add or replace with BATON_EINVAL: "fn: target 'name': what". */
+static int refuse(baton_error *err, const char *fn, const baton_target *t, const char *fmt, ...)
+    CORE_PRINTF(4, 5);
+static int refuse(baton_error *err, const char *fn, const baton_target *t, const char *fmt, ...)
+{
+    char what[800], name[80];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(what, sizeof what, fmt, ap);
+    va_end(ap);
+    return baton_seterr(err, BATON_EINVAL, "%s: target '%s': %s", fn,
+                        shown(t->name, name, sizeof name), what);
+}
+
+static const char *kind_name(baton_device_kind k)
+{
+    return k == BATON_DEVICE_CPU ? "cpu" : k == BATON_DEVICE_CUDA ? "cuda" : "unknown";
+}
+
+static int check_impls(const char *fn, const baton_target *t, baton_error *err)
+{
+    if (t->n_impls < 1 || t->n_impls > BATON_MAX_IMPLS)
+        return refuse(err, fn, t,
+                      "n_impls is %d; give 1 to %d implementations (impls[0] onwards), one per "
+                      "device kind",
+                      t->n_impls, BATON_MAX_IMPLS);
+    int kernel = t->kind == BATON_TARGET_KERNEL;
+    for (int i = 0; i < t->n_impls; i++) {
+        const baton_target_impl *im = &t->impls[i];
+        if (im->device != BATON_DEVICE_CPU && im->device != BATON_DEVICE_CUDA)
+            return refuse(err, fn, t,
+                          "impls[%d].device is %d, not a device kind; use BATON_DEVICE_CPU or "
+                          "BATON_DEVICE_CUDA",
+                          i, (int)im->device);
+        for (int j = 0; j < i; j++)
+            if (t->impls[j].device == im->device)
+                return refuse(err, fn, t,
+                              "impls[%d] and impls[%d] are both for %s; give one implementation "
+                              "per device kind",
+                              j, i, kind_name(im->device));
+        if (kernel && (!im->kernel || im->delegate))
+            return refuse(err, fn, t,
+                          "impls[%d] (%s) %s; a kernel target's implementations set .kernel and "
+                          "leave .delegate NULL",
+                          i, kind_name(im->device),
+                          !im->kernel ? "has no .kernel" : "sets .delegate");
+        if (!kernel &&
+            (!im->delegate || !im->delegate->init || !im->delegate->execute || im->kernel))
+            return refuse(err, fn, t,
+                          "impls[%d] (%s) %s; a delegate target's implementations set .delegate "
+                          "to a table with init() and execute() (destroy() may be NULL) and "
+                          "leave .kernel NULL",
+                          i, kind_name(im->device),
+                          im->kernel            ? "sets .kernel"
+                          : !im->delegate       ? "has no .delegate"
+                          : !im->delegate->init ? "has a .delegate without init()"
+                                                : "has a .delegate without execute()");
+    }
+    return 0;
+}
+
+static int check_attr_specs(const char *fn, const baton_target *t, baton_error *err)
+{
+    char why[96], name[80];
+    int n = 0;
+    while (n < BATON_MAX_ATTR_SPECS && t->attrs[n].name)
+        n++;
+    /* The validator stops at the first unnamed spec: anything after it would be ignored. */
+    for (int k = n; k < BATON_MAX_ATTR_SPECS; k++) {
+        const baton_attr_spec *s = &t->attrs[k];
+        if (s->name)
+            return refuse(err, fn, t,
+                          "attrs[%d] '%s' follows attrs[%d], which has no name, so plans could "
+                          "never set it; list the named attribute specs first, with nothing "
+                          "after the last one",
+                          k, shown(s->name, name, sizeof name), n);
+        if (s->type != BATON_ATTR_NONE || s->required || s->help)
+            return refuse(err, fn, t,
+                          "attrs[%d] has a type, help or required flag but no name; name it, or "
+                          "zero it if it is not an attribute",
+                          k);
+    }
+    for (int k = 0; k < n; k++) {
+        const baton_attr_spec *s = &t->attrs[k];
+        if (!name_ok(s->name, why, sizeof why))
+            return refuse(err, fn, t, "the name of attrs[%d] '%s' %s; use " NAME_RULE, k,
+                          shown(s->name, name, sizeof name), why);
+        if (s->type < BATON_ATTR_INT || s->type > BATON_ATTR_STRING)
+            return refuse(err, fn, t,
+                          "attrs[%d] '%s' has type %d; use BATON_ATTR_INT, BATON_ATTR_FLOAT, "
+                          "BATON_ATTR_BOOL or BATON_ATTR_STRING",
+                          k, s->name, (int)s->type);
+        for (int j = 0; j < k; j++)
+            if (strcmp(t->attrs[j].name, s->name) == 0)
+                return refuse(err, fn, t,
+                              "attrs[%d] and attrs[%d] are both named '%s'; each attribute is "
+                              "specified once",
+                              j, k, s->name);
+    }
+    return 0;
+}
+
+/* Everything a registered target must satisfy, checked before anything changes. */
+static int check_target(const char *fn, const baton_target *t, baton_error *err)
+{
+    char why[96], name[80];
+    if (!name_ok(t->name, why, sizeof why))
+        return baton_seterr(err, BATON_EINVAL,
+                            "%s: the target name '%s' %s; plans name targets with " NAME_RULE, fn,
+                            shown(t->name, name, sizeof name), why);
+    if (t->kind != BATON_TARGET_KERNEL && t->kind != BATON_TARGET_DELEGATE)
+        return refuse(err, fn, t, "kind is %d; use BATON_TARGET_KERNEL or BATON_TARGET_DELEGATE",
+                      (int)t->kind);
+    if (!t->check)
+        return refuse(err, fn, t,
+                      "check() is NULL; every target needs a signature check that computes its "
+                      "output types (without it the validator would trust the plan's "
+                      "declarations, and a kernel writing more than declared would overflow "
+                      "its arena)");
+    if (t->n_inputs < 0 || t->n_inputs > CORE_MAX_STEP_ARGS || t->n_outputs < 0 ||
+        t->n_outputs > CORE_MAX_STEP_ARGS)
+        return refuse(err, fn, t,
+                      "n_inputs is %d and n_outputs %d; each must be 0 to %d (exact counts)",
+                      t->n_inputs, t->n_outputs, CORE_MAX_STEP_ARGS);
+    int rc = check_impls(fn, t, err);
+    if (!rc)
+        rc = check_attr_specs(fn, t, err);
+    return rc;
+}
+
+/* How t's signature differs from the registered one's, or NULL when it is the same: kind,
+ * counts, check, pack and attribute specs (names, types, required). */
+static const char *signature_diff(const baton_target *have, const baton_target *t, char *buf,
+                                  size_t cap)
+{
+    if (have->kind != t->kind)
+        snprintf(buf, cap, "it is a %s, not a %s",
+                 have->kind == BATON_TARGET_KERNEL ? "kernel" : "delegate",
+                 t->kind == BATON_TARGET_KERNEL ? "kernel" : "delegate");
+    else if (have->n_inputs != t->n_inputs || have->n_outputs != t->n_outputs)
+        snprintf(buf, cap, "it takes %d inputs and %d outputs, not %d and %d", have->n_inputs,
+                 have->n_outputs, t->n_inputs, t->n_outputs);
+    else if (have->check != t->check)
+        snprintf(buf, cap, "its check() is another function");
+    else if (have->pack != t->pack)
+        snprintf(buf, cap, "its pack() is another function");
+    else {
+        for (int k = 0; k < BATON_MAX_ATTR_SPECS; k++) {
+            const baton_attr_spec *a = &have->attrs[k], *b = &t->attrs[k];
+            if (!a->name && !b->name)
+                break;
+            if (!a->name || !b->name || strcmp(a->name, b->name) != 0 || a->type != b->type ||
+                !a->required != !b->required) {
+                snprintf(buf, cap, "its attribute specs differ at attrs[%d]", k);
+                return buf;
+            }
+        }
+        return NULL;
+    }
+    return buf;
+}
+
+/* ---- building and committing --------------------------------------------------------------- */
+
+static char *put(char **p, const char *s)
+{
+    size_t n = strlen(s) + 1;
+    char *at = memcpy(*p, s, n);
+    *p += n;
+    return at;
+}
+
+/* A new entry: sig's signature and strings, with n_impls implementations (delegate tables
+ * copied). NULL when out of memory. */
+static baton_target *entry_build(const baton_target *sig, const baton_target_impl *impls,
+                                 int n_impls)
+{
+    size_t len = strlen(sig->name) + 1 + (sig->summary ? strlen(sig->summary) + 1 : 0);
+    for (int k = 0; k < BATON_MAX_ATTR_SPECS && sig->attrs[k].name; k++)
+        len += strlen(sig->attrs[k].name) + 1 +
+               (sig->attrs[k].help ? strlen(sig->attrs[k].help) + 1 : 0);
+    reg_entry *e = malloc(sizeof *e + len);
+    if (!e)
+        return NULL;
+    memset(e, 0, sizeof *e);
+    e->t = *sig;
+    char *p = e->strings;
+    e->t.name = put(&p, sig->name);
+    e->t.summary = sig->summary ? put(&p, sig->summary) : NULL;
+    for (int k = 0; k < BATON_MAX_ATTR_SPECS && sig->attrs[k].name; k++) {
+        e->t.attrs[k].name = put(&p, sig->attrs[k].name);
+        e->t.attrs[k].help = sig->attrs[k].help ? put(&p, sig->attrs[k].help) : NULL;
+    }
+    memset(e->t.impls, 0, sizeof e->t.impls);
+    for (int i = 0; i < n_impls; i++) {
+        e->t.impls[i] = impls[i];
+        if (impls[i].delegate) {
+            e->ifaces[i] = *impls[i].delegate;
+            e->t.impls[i].delegate = &e->ifaces[i];
+        }
+    }
+    e->t.n_impls = n_impls;
+    return &e->t;
+}
+
+/* Makes room for one more pointer in *arr, so that the commit that follows cannot fail. */
+static int reserve(baton_target ***arr, int n, int *cap)
+{
+    if (n < *cap)
+        return 0;
+    int ncap = *cap ? *cap * 2 : 16;
+    baton_target **na = realloc(*arr, (size_t)ncap * sizeof *na);
+    if (!na)
+        return BATON_ENOMEM;
+    *arr = na;
+    *cap = ncap;
+    return 0;
+}
+
+/* Puts `e` in slot i (or at the end when i == reg->n), retiring what was there. Cannot fail:
+ * the caller reserved the room. */
+static void commit(baton_registry *reg, int i, baton_target *e)
+{
+    if (i == reg->n) {
+        reg->targets[reg->n++] = e;
+        return;
+    }
+    reg->retired[reg->n_retired++] = reg->targets[i];
+    reg->targets[i] = e;
+}
+
+static int out_of_memory(baton_error *err, const char *fn, const baton_target *t)
+{
+    char name[80];
+    return baton_seterr(err, BATON_ENOMEM, "%s: target '%s': out of memory", fn,
+                        shown(t->name, name, sizeof name));
 }
 
 int baton_registry_add(baton_registry *reg, const baton_target *t, baton_error *err)
 {
-    if (!reg || !t || !t->name || !t->name[0])
-        return baton_seterr(err, BATON_EINVAL, "baton_registry_add: a target needs a name");
-    if (t->kind != BATON_TARGET_KERNEL && t->kind != BATON_TARGET_DELEGATE)
-        return baton_seterr(err, BATON_EINVAL,
-                            "baton_registry_add: target '%s' must be a kernel or a delegate",
-                            t->name);
-    if (t->n_impls < 0 || t->n_impls > BATON_MAX_IMPLS)
-        return baton_seterr(err, BATON_EINVAL,
-                            "baton_registry_add: target '%s' has %d implementations (at most %d)",
-                            t->name, t->n_impls, BATON_MAX_IMPLS);
-    for (int i = 0; i < t->n_impls; i++) {
-        const baton_target_impl *im = &t->impls[i];
-        int ok = t->kind == BATON_TARGET_KERNEL ? im->kernel != NULL
-                                                : (im->delegate && im->delegate->execute);
-        if (!ok)
-            return baton_seterr(
-                err, BATON_EINVAL, "baton_registry_add: target '%s' implementation %d has no %s",
-                t->name, i, t->kind == BATON_TARGET_KERNEL ? "kernel function" : "execute()");
-    }
-    baton_target *have = find_mut(reg, t->name);
-    if (have) {
-        if (have->kind != t->kind)
-            return baton_seterr(err, BATON_EINVAL,
-                                "baton_registry_add: '%s' is already registered as a %s", t->name,
-                                have->kind == BATON_TARGET_KERNEL ? "kernel" : "delegate");
-        for (int i = 0; i < t->n_impls; i++) {
-            if (baton_target_impl_for(have, t->impls[i].device))
-                return baton_seterr(err, BATON_EINVAL,
-                                    "baton_registry_add: '%s' already has an implementation for "
-                                    "that device kind",
-                                    t->name);
-            if (have->n_impls == BATON_MAX_IMPLS)
-                return baton_seterr(err, BATON_EINVAL,
-                                    "baton_registry_add: '%s' has no room for more implementations",
-                                    t->name);
-            have->impls[have->n_impls++] = t->impls[i];
-        }
+    static const char fn[] = "baton_registry_add";
+    if (!reg || !t)
+        return baton_seterr(err, BATON_EINVAL, "%s: a registry and a target are required", fn);
+    int rc = check_target(fn, t, err);
+    if (rc)
+        return rc;
+    int i = find_index(reg, t->name);
+    if (i < 0) {
+        baton_target *e = NULL;
+        if (reserve(&reg->targets, reg->n, &reg->cap) ||
+            !(e = entry_build(t, t->impls, t->n_impls)))
+            return out_of_memory(err, fn, t);
+        commit(reg, reg->n, e);
         return 0;
     }
-    if (reg->n == reg->cap) {
-        int cap = reg->cap ? reg->cap * 2 : 16;
-        baton_target **nt = realloc(reg->targets, (size_t)cap * sizeof *nt);
-        if (!nt)
-            return baton_seterr(err, BATON_ENOMEM, "baton_registry_add: out of memory");
-        reg->targets = nt;
-        reg->cap = cap;
+    /* The name is taken: only new device kinds for the very same signature may join it. */
+    const baton_target *have = reg->targets[i];
+    char why[128];
+    if (signature_diff(have, t, why, sizeof why))
+        return refuse(err, fn, t,
+                      "already registered with another signature (%s); implementations can be "
+                      "added to a registered target only with the same kind, counts, check(), "
+                      "pack() and attribute specs (start from a copy of baton_registry_find()'s "
+                      "result and change impls), or override it with baton_registry_replace()",
+                      why);
+    baton_target_impl all[BATON_MAX_IMPLS];
+    int n = have->n_impls;
+    memcpy(all, have->impls, (size_t)n * sizeof *all);
+    for (int k = 0; k < t->n_impls; k++) {
+        if (baton_target_impl_for(have, t->impls[k].device))
+            return refuse(err, fn, t,
+                          "already has a %s implementation; register implementations only for "
+                          "device kinds it lacks, or override it with baton_registry_replace()",
+                          kind_name(t->impls[k].device));
+        if (n == BATON_MAX_IMPLS)
+            return refuse(err, fn, t,
+                          "has %d implementations and this adds %d: at most %d per target",
+                          have->n_impls, t->n_impls, BATON_MAX_IMPLS);
+        all[n++] = t->impls[k];
     }
-    baton_target *copy = malloc(sizeof *copy);
-    if (!copy)
-        return baton_seterr(err, BATON_ENOMEM, "baton_registry_add: out of memory");
-    *copy = *t;
-    reg->targets[reg->n++] = copy;
+    baton_target *e = NULL;
+    if (reserve(&reg->retired, reg->n_retired, &reg->cap_retired) ||
+        !(e = entry_build(have, all, n)))
+        return out_of_memory(err, fn, t);
+    commit(reg, i, e);
+    return 0;
+}
+
+int baton_registry_replace(baton_registry *reg, const baton_target *t, baton_error *err)
+{
+    static const char fn[] = "baton_registry_replace";
+    if (!reg || !t)
+        return baton_seterr(err, BATON_EINVAL, "%s: a registry and a target are required", fn);
+    int rc = check_target(fn, t, err);
+    if (rc)
+        return rc;
+    int i = find_index(reg, t->name);
+    if (i < 0) {
+        char name[80];
+        return baton_seterr(err, BATON_ENOENT,
+                            "%s: no target named '%s' is registered, so there is nothing to "
+                            "replace; add a new target with baton_registry_add()",
+                            fn, shown(t->name, name, sizeof name));
+    }
+    baton_target *e = NULL;
+    if (reserve(&reg->retired, reg->n_retired, &reg->cap_retired) ||
+        !(e = entry_build(t, t->impls, t->n_impls)))
+        return out_of_memory(err, fn, t);
+    commit(reg, i, e);
     return 0;
 }
 
@@ -110,7 +434,8 @@ const baton_target *baton_registry_find(const baton_registry *reg, const char *n
 {
     if (!reg || !name)
         return NULL;
-    return find_mut(reg, name);
+    int i = find_index(reg, name);
+    return i < 0 ? NULL : reg->targets[i];
 }
 
 int baton_registry_count(const baton_registry *reg)

@@ -454,6 +454,13 @@ static int fake_kernel(const baton_exec_ctx *ctx, void **buffers, const char *op
     return 0;
 }
 
+static int same_as_input(const baton_sig_args *a, baton_tensor_desc *expected, char *msg,
+                         size_t len)
+{
+    expected[0] = a->inputs[0];
+    return 0;
+}
+
 Test(plan_load, rejects_a_step_on_a_device_its_target_does_not_run_on)
 {
     baton_target t = {.name = "cuda_only",
@@ -461,6 +468,7 @@ Test(plan_load, rejects_a_step_on_a_device_its_target_does_not_run_on)
                       .n_inputs = 1,
                       .n_outputs = 1,
                       .summary = "y = x on a GPU",
+                      .check = same_as_input,
                       .impls = {{.device = BATON_DEVICE_CUDA, .kernel = fake_kernel}},
                       .n_impls = 1};
     baton_error err;

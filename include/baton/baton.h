@@ -245,8 +245,10 @@ typedef struct baton_attr_spec {
 #define BATON_MAX_IMPLS      4
 #define BATON_MAX_ATTR_SPECS 8
 
-/* A target's signature and implementations. The registry keeps a copy of the struct but not of
- * the strings or tables it points to, which must outlive the registry (static data in practice).
+/* A target's signature and implementations. The registry copies the struct and what it points
+ * to (name, summary, attribute names and help, delegate tables), so none of it need outlive the
+ * call; the functions (kernels, check, pack, a delegate's callbacks) must stay loaded as long as
+ * the registry or a plan loaded from it lives.
  *
  * check() validates dtypes, shapes and attributes of one step and writes the expected output
  * descriptors into `expected` (n_outputs entries); the validator compares them with the plan's
@@ -256,17 +258,17 @@ typedef struct baton_attr_spec {
  * pack() turns a checked step into the descriptor bytes the kernel receives (NULL: none); it
  * returns the byte count written, or a negative code. */
 typedef struct baton_target {
-    const char *name;
+    const char *name; /* letters, digits, '_', '.' and '-'; 1 to 255 bytes */
     baton_target_kind kind;
-    int n_inputs; /* exact counts */
+    int n_inputs; /* exact counts, 0 to 64 each */
     int n_outputs;
     const char *summary;
-    baton_attr_spec attrs[BATON_MAX_ATTR_SPECS];
+    baton_attr_spec attrs[BATON_MAX_ATTR_SPECS]; /* named entries first; the rest zeroed */
     int (*check)(const baton_sig_args *args, baton_tensor_desc *expected, char *msg,
                  size_t msg_len);
     int (*pack)(const baton_sig_args *args, char *opaque, size_t cap);
-    baton_target_impl impls[BATON_MAX_IMPLS];
-    int n_impls;
+    baton_target_impl impls[BATON_MAX_IMPLS]; /* one per device kind */
+    int n_impls;                              /* 1 to BATON_MAX_IMPLS */
 } baton_target;
 
 /* ---------------------------------------------------------------------------------------------
@@ -279,9 +281,30 @@ typedef struct baton_registry baton_registry;
  * supports. */
 int baton_registry_create(baton_registry **out);
 void baton_registry_destroy(baton_registry *reg);
-/* Adds a target, or adds its implementations to a registered target of the same name and kind.
- * BATON_EINVAL if an implementation for that device kind is already registered. */
+/* Adds a target. BATON_EINVAL, with a message naming the target and the fix, unless: the name
+ * is 1 to 255 bytes of letters, digits, '_', '.' and '-' (what a plan can write); kind is a kernel
+ * or a delegate; check() is set (pack() may be NULL: no descriptor); n_inputs and n_outputs are
+ * 0 to 64; n_impls is 1 to BATON_MAX_IMPLS, each for BATON_DEVICE_CPU or BATON_DEVICE_CUDA, at
+ * most one per device kind; a kernel's impls set .kernel only, a delegate's .delegate only, with
+ * init() and execute(); attribute specs are named (distinct names, a valid type), first in attrs.
+ *
+ * A name already registered: the call adds implementations for device kinds the target does not
+ * have yet (e.g. a CUDA kernel for a CPU-only custom target), and only when kind, n_inputs,
+ * n_outputs, check, pack and the attribute specs (names, types, required) are identical: start
+ * from a copy of baton_registry_find()'s target and change impls. Another signature, or a device
+ * kind it already has, is BATON_EINVAL (baton_registry_replace() overrides deliberately); the
+ * registered summary and help texts stay.
+ *
+ * A failed call leaves the registry exactly as it was. Plans loaded before a call keep the
+ * targets they resolved: add targets before loading the plans that use them. */
 int baton_registry_add(baton_registry *reg, const baton_target *target, baton_error *err);
+/* Replaces the registered target of target->name (a built-in included) with `target`, checked as
+ * baton_registry_add checks a new one; its signature may differ. BATON_ENOENT when no target has
+ * that name (use baton_registry_add). Plans loaded before keep the target they resolved; plans
+ * loaded afterwards use the new one. A failed call changes nothing. */
+int baton_registry_replace(baton_registry *reg, const baton_target *target, baton_error *err);
+/* The registered target of that name, or NULL. The pointer stays valid as long as the registry
+ * lives, even after an add or a replace of that name (which install a new copy). */
 const baton_target *baton_registry_find(const baton_registry *reg, const char *name);
 int baton_registry_count(const baton_registry *reg);
 const baton_target *baton_registry_at(const baton_registry *reg, int i);
