@@ -18,6 +18,7 @@
 
 #include "core/dtype.h"
 #include "plan/plan_internal.h"
+#include "targets/registry.h"
 
 #define PLAN_MAX_ITEMS        1000000            /* tensors or steps in one plan */
 #define PLAN_MAX_TENSOR_BYTES ((int64_t)1 << 40) /* 1 TiB: no device holds more */
@@ -1410,7 +1411,8 @@ int baton_plan_load_string(const baton_registry *reg, const char *json, size_t l
     if (!L.plan)
         return baton_seterr(err, BATON_ENOMEM, "out of memory loading a plan");
     baton_plan *plan = L.plan;
-    plan->registry = reg;
+    atomic_init(&plan->refs, 1);
+    plan->registry = registry_retain(reg); /* baton_plan_free releases it */
     plan->source = strdup(source ? source : "<string>");
     plan->base_dir = base_dir ? strdup(base_dir) : NULL;
     int rc = 0;

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "plan/plan_internal.h"
+#include "targets/registry.h"
 
 /* ---- name indexes ------------------------------------------------------------------------ */
 
@@ -165,9 +166,16 @@ const char *plan_suggest_best(const plan_suggest *s)
 
 /* ---- free and accessors ------------------------------------------------------------------ */
 
+const baton_plan *plan_retain(const baton_plan *plan)
+{
+    if (plan) /* the count is the one mutable part of a plan that runtimes share */
+        atomic_fetch_add_explicit(&((baton_plan *)plan)->refs, 1, memory_order_relaxed);
+    return plan;
+}
+
 void baton_plan_free(baton_plan *plan)
 {
-    if (!plan)
+    if (!plan || atomic_fetch_sub_explicit(&plan->refs, 1, memory_order_acq_rel) != 1)
         return;
     for (int i = 0; i < plan->n_tensors && plan->tensors; i++) {
         plan_tensor *t = &plan->tensors[i];
@@ -207,6 +215,7 @@ void baton_plan_free(baton_plan *plan)
     free(plan->source);
     free(plan->base_dir);
     free(plan->name);
+    baton_registry_destroy((baton_registry *)plan->registry); /* drops the plan's reference */
     free(plan);
 }
 

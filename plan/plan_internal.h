@@ -3,6 +3,7 @@
 #ifndef BATON_PLAN_INTERNAL_H
 #define BATON_PLAN_INTERNAL_H
 
+#include <stdatomic.h>
 #include <stdio.h>
 
 #include "baton/baton.h"
@@ -123,6 +124,8 @@ typedef struct plan_sync_point {
 #define PLAN_MAX_DEVICES CORE_MAX_DEVICES
 
 struct baton_plan {
+    /* The loader's reference plus one per runtime; the plan holds one on its registry. */
+    atomic_int refs;
     const baton_registry *registry;
     char *source;   /* the file name, for messages */
     char *base_dir; /* for npy paths */
@@ -153,6 +156,10 @@ struct baton_plan {
 /* The most inputs or outputs one step may list; the longest name (core/core.h). */
 #define PLAN_MAX_STEP_ARGS CORE_MAX_STEP_ARGS
 #define PLAN_MAX_NAME      CORE_MAX_NAME
+
+/* plan/plan.c: takes one more reference on a plan (thread-safe), as a runtime does; returns it.
+ * baton_plan_free drops one. */
+const baton_plan *plan_retain(const baton_plan *plan);
 
 /* plan/plan.c: name lookup. plan_index_create sizes both tables for n_tensors and n_steps;
  * plan_index_add_* return -1 when added, or the index that already holds the name. */

@@ -364,14 +364,14 @@ static int prepare(const baton_plan *plan, const baton_options *opts, const bato
     baton_runtime *rt = calloc(1, sizeof *rt);
     if (!rt)
         return baton_seterr(err, BATON_ENOMEM, "prepare: out of memory");
-    rt->plan = plan;
+    rt->plan = plan_retain(plan); /* baton_runtime_destroy releases it */
     if (opts)
         rt->opts = *opts;
     else
         baton_options_init(&rt->opts);
     if ((unsigned)rt->opts.mode > BATON_SYNC_GRAPH) {
         int mode = (int)rt->opts.mode;
-        free(rt);
+        baton_runtime_destroy(rt);
         return baton_seterr(err, BATON_EINVAL, "baton_runtime_create: unknown sync mode %d", mode);
     }
     rt->share = share;
@@ -489,6 +489,7 @@ void baton_runtime_destroy(baton_runtime *rt)
     free(rt->xfer_first);
     free(rt->ahead_ok);
     free(rt->trace);
+    baton_plan_free((baton_plan *)rt->plan); /* drops the runtime's reference */
     free(rt);
 }
 

@@ -2,12 +2,14 @@
  * with baton's built-ins; embedders add their own targets, add device implementations to a
  * registered one (e.g. a ROCm rms_norm) or deliberately replace one (baton_registry_replace). */
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "core/core.h"
 #include "targets/builtin.h"
+#include "targets/registry.h"
 
 /* A registered target with its own copies of what the caller's target pointed to (strings and
  * delegate tables), so that nothing the caller passed need outlive the call. `t` comes first: a
@@ -19,6 +21,7 @@ typedef struct reg_entry {
 } reg_entry;
 
 struct baton_registry {
+    atomic_int refs; /* the creator's, plus one per plan loaded from it */
     int n, cap;
     baton_target **targets;
     /* Entries that a later add or replace superseded: plans loaded before still point at them,
@@ -35,6 +38,7 @@ int baton_registry_create(baton_registry **out)
     baton_registry *reg = calloc(1, sizeof *reg);
     if (!reg)
         return BATON_ENOMEM;
+    atomic_init(&reg->refs, 1);
     for (int i = 0; i < baton_builtin_target_count; i++) {
         int rc = baton_registry_add(reg, baton_builtin_targets[i], NULL);
         if (rc) {
@@ -46,9 +50,16 @@ int baton_registry_create(baton_registry **out)
     return 0;
 }
 
+const baton_registry *registry_retain(const baton_registry *reg)
+{
+    if (reg) /* the count is the one mutable part of a registry that plans share */
+        atomic_fetch_add_explicit(&((baton_registry *)reg)->refs, 1, memory_order_relaxed);
+    return reg;
+}
+
 void baton_registry_destroy(baton_registry *reg)
 {
-    if (!reg)
+    if (!reg || atomic_fetch_sub_explicit(&reg->refs, 1, memory_order_acq_rel) != 1)
         return;
     for (int i = 0; i < reg->n; i++)
         free(reg->targets[i]);

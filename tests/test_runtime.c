@@ -7,6 +7,7 @@
  * fail a run cleanly and the next run succeeds. */
 #include <criterion/criterion.h>
 #include <math.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -729,4 +730,85 @@ Test(runtime, trace_has_a_track_per_device_with_steps_transfers_and_waits)
     free(text);
     baton_runtime_destroy(rt);
     baton_plan_free(p);
+}
+
+/* ---- lifetimes ------------------------------------------------------------------------------ */
+
+static const char *two_device_plan =
+    "{\"format\": \"baton.plan\", \"version\": 1, \"name\": \"lifetimes\",\n"
+    " \"tensors\": [\n"
+    "  {\"name\": \"x\", \"dtype\": \"f32\", \"shape\": [64], \"role\": \"input\"},\n"
+    "  {\"name\": \"a\", \"dtype\": \"f32\", \"shape\": [64]},\n"
+    "  {\"name\": \"y\", \"dtype\": \"f32\", \"shape\": [64], \"role\": \"output\"}],\n"
+    " \"steps\": [\n"
+    "  {\"name\": \"first\", \"kernel\": \"add_scalar\", \"device\": \"cuda:0\", \"inputs\": "
+    "[\"x\"], \"outputs\": [\"a\"], \"attrs\": {\"value\": 2}},\n"
+    "  {\"name\": \"last\", \"kernel\": \"add_scalar\", \"device\": \"cpu\", \"inputs\": [\"a\"], "
+    "\"outputs\": [\"y\"], \"attrs\": {\"value\": 1}}]}\n";
+
+/* Run under ASan (CI does) this is what proves the point: before reference counts, freeing the
+ * registry and the plan first made every later call a use after free. */
+Test(runtime, a_runtime_keeps_its_plan_and_registry_alive)
+{
+    NEED_BACKEND();
+    for (int m = 0; m < 3; m++) {
+        baton_registry *own = NULL;
+        cr_assert_eq(baton_registry_create(&own), 0);
+        baton_plan *p = NULL;
+        baton_error err = {0};
+        cr_assert_eq(baton_plan_load_string(own, two_device_plan, strlen(two_device_plan),
+                                            "lifetimes.json", NULL, &p, &err),
+                     0, "%s", err.message);
+        baton_registry_destroy(own); /* the plan still holds it */
+        baton_runtime *rt = make(p, GPU, (baton_sync_mode)m, 0);
+        baton_plan_free(p); /* the runtime still holds it */
+        expect_good_run(rt, NULL, 1);
+        expect_good_run(rt, NULL, 7);
+        cr_assert_eq(baton_runtime_mode(rt), (baton_sync_mode)m);
+        baton_runtime_destroy(rt); /* frees the plan, then the registry */
+    }
+}
+
+Test(runtime, runtimes_of_one_plan_release_it_in_any_order)
+{
+    NEED_BACKEND();
+    baton_plan *p = load_text(fail_plan);
+    baton_runtime *a = make(p, GPU, BATON_SYNC_GRAPH, 0);
+    baton_runtime *b = make(p, BATON_GPU_CPU, BATON_SYNC_STRICT, 0);
+    baton_plan_free(p);
+    expect_good_run(a, NULL, 1);
+    baton_runtime_destroy(a);
+    expect_good_run(b, NULL, 2); /* the plan lives on in b */
+    baton_runtime_destroy(b);
+}
+
+static void *run_and_destroy(void *arg)
+{
+    baton_runtime *rt = arg;
+    for (int i = 0; i < 20; i++)
+        expect_good_run(rt, NULL, (float)i);
+    baton_runtime_destroy(rt); /* one of these frees the plan and the registry */
+    return NULL;
+}
+
+Test(runtime, runtimes_destroyed_in_several_threads_release_the_plan_once)
+{
+    NEED_BACKEND();
+    baton_registry *own = NULL;
+    cr_assert_eq(baton_registry_create(&own), 0);
+    baton_plan *p = NULL;
+    baton_error err = {0};
+    cr_assert_eq(baton_plan_load_string(own, two_device_plan, strlen(two_device_plan),
+                                        "lifetimes.json", NULL, &p, &err),
+                 0, "%s", err.message);
+    pthread_t th[4];
+    baton_runtime *rts[4];
+    for (int i = 0; i < 4; i++)
+        rts[i] = make(p, i % 2 ? GPU : BATON_GPU_CPU, (baton_sync_mode)(i % 3), 0);
+    baton_plan_free(p);
+    baton_registry_destroy(own);
+    for (int i = 0; i < 4; i++)
+        cr_assert_eq(pthread_create(&th[i], NULL, run_and_destroy, rts[i]), 0);
+    for (int i = 0; i < 4; i++)
+        pthread_join(th[i], NULL);
 }

@@ -275,11 +275,19 @@ typedef struct baton_target {
  * Registry
  * ------------------------------------------------------------------------------------------- */
 
+/* Ownership: a registry is reference-counted. The creator holds one reference and every plan
+ * loaded from it holds one, so baton_registry_destroy() may come before baton_plan_free() of its
+ * plans: it drops the caller's reference, and the registry is freed when the last plan using it
+ * is. The counts are atomic, so the last release may happen on any thread. Do not use a
+ * registry pointer after destroying it. Adding or replacing targets must not run at the same
+ * time as any other call on the same registry (loading a plan included); lookups and plan
+ * loads may run concurrently with each other. */
 typedef struct baton_registry baton_registry;
 
 /* Creates a registry holding baton's built-in kernels and delegates for every device this build
  * supports. */
 int baton_registry_create(baton_registry **out);
+/* Drops the caller's reference (see above). NULL is a no-op. */
 void baton_registry_destroy(baton_registry *reg);
 /* Adds a target. BATON_EINVAL, with a message naming the target and the fix, unless: the name
  * is 1 to 255 bytes of letters, digits, '_', '.' and '-' (what a plan can write); kind is a kernel
@@ -315,10 +323,16 @@ const baton_target_impl *baton_target_impl_for(const baton_target *t, baton_devi
  * Plans: load, validate, analyse
  * ------------------------------------------------------------------------------------------- */
 
+/* Ownership: a plan is reference-counted. It holds a reference on the registry it was loaded
+ * from, and every runtime prepared from it holds one on the plan, so baton_plan_free() may come
+ * before baton_runtime_destroy() of its runtimes: it drops the caller's reference, and the plan
+ * is freed (releasing its registry) when the last runtime using it is destroyed. A plan is
+ * immutable: several threads may read it and prepare runtimes from it at once. */
 typedef struct baton_plan baton_plan;
 
-/* Loads, validates and analyses a plan file. The registry must outlive the plan. On failure
- * *out is NULL and err names the file, line:column, step or tensor, and the fix. */
+/* Loads, validates and analyses a plan file. The plan takes a reference on the registry (see
+ * above). On failure *out is NULL and err names the file, line:column, step or tensor, and the
+ * fix. */
 int baton_plan_load(const baton_registry *reg, const char *path, baton_plan **out,
                     baton_error *err);
 /* The same from memory. `source` names the text in messages; `base_dir` resolves npy paths
@@ -326,6 +340,7 @@ int baton_plan_load(const baton_registry *reg, const char *path, baton_plan **ou
 int baton_plan_load_string(const baton_registry *reg, const char *json, size_t len,
                            const char *source, const char *base_dir, baton_plan **out,
                            baton_error *err);
+/* Drops the caller's reference (see above). NULL is a no-op. */
 void baton_plan_free(baton_plan *plan);
 
 const char *baton_plan_name(const baton_plan *plan);
@@ -396,10 +411,13 @@ typedef struct baton_options {
 
 void baton_options_init(baton_options *opts);
 
+/* Ownership: a runtime holds a reference on its plan (and so on the plan's registry); the
+ * caller owns the runtime and frees it with baton_runtime_destroy(). A runtime is not
+ * thread-safe: use one per thread (they may share a plan). */
 typedef struct baton_runtime baton_runtime;
 
 /* Prepares a plan for running: allocates each device's arena, loads constants, creates
- * streams and delegate states. The plan must outlive the runtime. */
+ * streams and delegate states. The runtime holds a reference on the plan (see above). */
 int baton_runtime_create(const baton_plan *plan, const baton_options *opts, baton_runtime **out,
                          baton_error *err);
 void baton_runtime_destroy(baton_runtime *rt);
