@@ -355,27 +355,47 @@ static int plan_queue_ahead(baton_runtime *rt, baton_error *err)
     return 0;
 }
 
+/* Options a caller filled in by hand may hold anything: name the field and what it may be. */
+static int check_options(const baton_options *o, baton_error *err)
+{
+    if ((unsigned)o->mode > BATON_SYNC_GRAPH)
+        return baton_seterr(err, BATON_EINVAL,
+                            "baton_runtime_create: options.mode is %d; use BATON_SYNC_STRICT, "
+                            "BATON_SYNC_BOUNDARY or BATON_SYNC_GRAPH (0 to 2)",
+                            (int)o->mode);
+    if ((unsigned)o->gpu > BATON_GPU_SIM)
+        return baton_seterr(err, BATON_EINVAL,
+                            "baton_runtime_create: options.gpu is %d; use BATON_GPU_AUTO, "
+                            "BATON_GPU_CUDA, BATON_GPU_CPU or BATON_GPU_SIM (0 to 3)",
+                            (int)o->gpu);
+    if (o->sim_delay_us < 0 || o->sim_delay_us > RT_MAX_SIM_DELAY_US)
+        return baton_seterr(err, BATON_EINVAL,
+                            "baton_runtime_create: options.sim_delay_us is %d; use 0 (no delay) "
+                            "to %d microseconds",
+                            o->sim_delay_us, RT_MAX_SIM_DELAY_US);
+    return 0;
+}
+
 static int prepare(const baton_plan *plan, const baton_options *opts, const baton_runtime *share,
                    int fault_dev, dev_fault fault, baton_runtime **out, baton_error *err)
 {
     if (!plan || !out)
         return baton_seterr(err, BATON_EINVAL, "baton_runtime_create: plan and out are required");
     *out = NULL;
+    baton_options o;
+    if (opts)
+        o = *opts;
+    else
+        baton_options_init(&o);
+    int rc = check_options(&o, err);
+    if (rc)
+        return rc;
     baton_runtime *rt = calloc(1, sizeof *rt);
     if (!rt)
         return baton_seterr(err, BATON_ENOMEM, "prepare: out of memory");
     rt->plan = plan_retain(plan); /* baton_runtime_destroy releases it */
-    if (opts)
-        rt->opts = *opts;
-    else
-        baton_options_init(&rt->opts);
-    if ((unsigned)rt->opts.mode > BATON_SYNC_GRAPH) {
-        int mode = (int)rt->opts.mode;
-        baton_runtime_destroy(rt);
-        return baton_seterr(err, BATON_EINVAL, "baton_runtime_create: unknown sync mode %d", mode);
-    }
+    rt->opts = o;
     rt->share = share;
-    int rc = 0;
     if (share)
         rt->backend = share->backend; /* an instance runs where its first one does */
     else
@@ -535,7 +555,13 @@ int baton_runtime_set_input(baton_runtime *rt, const char *name, const void *dat
     int rc = host_tensor(rt, name, nbytes, 1, &dst, err);
     if (rc)
         return rc;
-    memcpy(dst, data, nbytes);
+    if (!data && nbytes)
+        return baton_seterr(err, BATON_EINVAL,
+                            "baton_runtime_set_input: tensor '%s': data is NULL; pass a buffer "
+                            "of %zu bytes",
+                            name, nbytes);
+    if (nbytes)
+        memcpy(dst, data, nbytes);
     return 0;
 }
 
@@ -546,7 +572,23 @@ int baton_runtime_get_output(baton_runtime *rt, const char *name, void *data, si
     int rc = host_tensor(rt, name, nbytes, 0, &src, err);
     if (rc)
         return rc;
-    memcpy(data, src, nbytes);
+    if (!data && nbytes)
+        return baton_seterr(err, BATON_EINVAL,
+                            "baton_runtime_get_output: tensor '%s': data is NULL; pass a buffer "
+                            "of %zu bytes",
+                            name, nbytes);
+    /* An output holds a result only after a run that succeeded (inputs hold what was set). */
+    const plan_tensor *pt = &rt->plan->tensors[baton_plan_tensor_index(rt->plan, name)];
+    if (pt->role == BATON_ROLE_OUTPUT && rt->last_run <= 0)
+        return baton_seterr(err, BATON_ESTATE,
+                            rt->last_run == 0
+                                ? "baton_runtime_get_output: output '%s': no run has completed "
+                                  "yet; call baton_runtime_run first"
+                                : "baton_runtime_get_output: output '%s': the last run failed, so "
+                                  "it holds no complete result; run again",
+                            name);
+    if (nbytes)
+        memcpy(data, src, nbytes);
     return 0;
 }
 
@@ -904,6 +946,7 @@ int baton_runtime_run(baton_runtime *rt, baton_error *err)
             if (rt->dev[d].pending)
                 rc = host_wait(rt, d, "end of run", err);
     }
+    rt->last_run = rc ? -1 : 1; /* whether outputs hold a result (get_output) */
     if (rc) {
         recover(rt);
         return rc;

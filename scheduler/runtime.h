@@ -16,6 +16,8 @@
  * captured): a stream's queue is finite, and a full one behind a closed gate would block the host
  * that must open it. */
 #define AHEAD_MAX_OPS 256
+/* The longest delay the test device accepts before each queued op (baton_options.sim_delay_us). */
+#define RT_MAX_SIM_DELAY_US 1000000
 
 typedef struct rt_device {
     const dev_ops *ops;
@@ -77,6 +79,7 @@ struct baton_runtime {
     unsigned char *ahead_ok; /* per segment: queued ahead of the CPU segment before it */
     int ahead;               /* the segment queued ahead in this run, or -1 */
     char note[ERRBUF_LEN];
+    int last_run; /* 0: none yet, 1: the last run succeeded, -1: it failed */
     baton_run_stats stats;
     int timing;
     int64_t *step_ns;

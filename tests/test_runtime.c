@@ -732,6 +732,84 @@ Test(runtime, trace_has_a_track_per_device_with_steps_transfers_and_waits)
     baton_plan_free(p);
 }
 
+/* ---- misuse of the API ---------------------------------------------------------------------- */
+
+Test(runtime, set_input_and_get_output_refuse_a_null_buffer)
+{
+    NEED_BACKEND();
+    baton_plan *p = load_text(fail_plan);
+    baton_runtime *rt = make(p, GPU, BATON_SYNC_BOUNDARY, 0);
+    baton_error err = {0};
+    cr_assert_eq(baton_runtime_set_input(rt, "x", NULL, 64 * sizeof(float), &err), BATON_EINVAL);
+    cr_assert(strstr(err.message, "tensor 'x': data is NULL; pass a buffer of 256 bytes"), "%s",
+              err.message);
+    expect_good_run(rt, p, 1);
+    cr_assert_eq(baton_runtime_get_output(rt, "y", NULL, 64 * sizeof(float), &err), BATON_EINVAL);
+    cr_assert(strstr(err.message, "tensor 'y': data is NULL"), "%s", err.message);
+    baton_runtime_destroy(rt);
+    baton_plan_free(p);
+}
+
+Test(runtime, an_output_is_readable_only_after_a_run_that_succeeded)
+{
+    NEED_BACKEND();
+    baton_plan *p = load_text(fail_plan);
+    baton_runtime *rt = make(p, GPU, BATON_SYNC_GRAPH, 0);
+    float x[64], y[64];
+    for (int i = 0; i < 64; i++)
+        x[i] = (float)i;
+    baton_error err = {0};
+    cr_assert_eq(baton_runtime_get_output(rt, "y", y, sizeof y, &err), BATON_ESTATE,
+                 "an output before any run read as success");
+    cr_assert(strstr(err.message, "output 'y': no run has completed yet"), "%s", err.message);
+    /* an input reads back what was set, run or not */
+    cr_assert_eq(baton_runtime_set_input(rt, "x", x, sizeof x, &err), 0, "%s", err.message);
+    cr_assert_eq(baton_runtime_get_output(rt, "x", y, sizeof y, &err), 0, "%s", err.message);
+    cr_assert_arr_eq(x, y, sizeof x);
+    expect_good_run(rt, p, 1);
+    fail_next = 1;
+    cr_assert_neq(baton_runtime_run(rt, &err), 0);
+    fail_next = 0;
+    cr_assert_eq(baton_runtime_get_output(rt, "y", y, sizeof y, &err), BATON_ESTATE);
+    cr_assert(strstr(err.message, "the last run failed"), "%s", err.message);
+    expect_good_run(rt, p, 5);
+    baton_runtime_destroy(rt);
+    baton_plan_free(p);
+}
+
+Test(runtime, create_refuses_options_out_of_range_naming_the_field)
+{
+    baton_plan *p = load_text(fail_plan);
+    struct {
+        int mode, gpu, delay;
+        const char *want;
+    } bad[] = {
+        {BATON_SYNC_GRAPH, 9, 0,
+         "options.gpu is 9; use BATON_GPU_AUTO, BATON_GPU_CUDA, "
+         "BATON_GPU_CPU or BATON_GPU_SIM"},
+        {BATON_SYNC_GRAPH, -1, 0, "options.gpu is -1"},
+        {7, BATON_GPU_SIM, 0, "options.mode is 7; use BATON_SYNC_STRICT"},
+        {BATON_SYNC_GRAPH, BATON_GPU_SIM, -5,
+         "options.sim_delay_us is -5; use 0 (no delay) to "
+         "1000000 microseconds"},
+        {BATON_SYNC_GRAPH, BATON_GPU_SIM, 2000000000, "options.sim_delay_us is 2000000000"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        baton_options o;
+        baton_options_init(&o);
+        o.mode = (baton_sync_mode)bad[i].mode;
+        o.gpu = (baton_gpu_backend)bad[i].gpu;
+        o.sim_delay_us = bad[i].delay;
+        o.quiet = 1;
+        baton_runtime *rt = (baton_runtime *)1;
+        baton_error err = {0};
+        cr_assert_eq(baton_runtime_create(p, &o, &rt, &err), BATON_EINVAL, "case %zu accepted", i);
+        cr_assert_null(rt);
+        cr_assert(strstr(err.message, bad[i].want), "case %zu: %s", i, err.message);
+    }
+    baton_plan_free(p);
+}
+
 /* ---- lifetimes ------------------------------------------------------------------------------ */
 
 static const char *two_device_plan =

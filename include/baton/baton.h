@@ -417,15 +417,21 @@ void baton_options_init(baton_options *opts);
 typedef struct baton_runtime baton_runtime;
 
 /* Prepares a plan for running: allocates each device's arena, loads constants, creates
- * streams and delegate states. The runtime holds a reference on the plan (see above). */
+ * streams and delegate states. opts NULL means baton_options_init()'s defaults; a field out of
+ * range (an unknown mode or gpu backend, a negative or over-1 s sim_delay_us) is BATON_EINVAL
+ * naming the field and its allowed values. */
 int baton_runtime_create(const baton_plan *plan, const baton_options *opts, baton_runtime **out,
                          baton_error *err);
 void baton_runtime_destroy(baton_runtime *rt);
 
-/* Copies a host buffer of exactly the tensor's byte size into an input tensor. */
+/* Copies a host buffer of exactly the tensor's byte size into an input tensor. BATON_EINVAL for a
+ * tensor that is not an input, a wrong size or a NULL data. */
 int baton_runtime_set_input(baton_runtime *rt, const char *name, const void *data, size_t nbytes,
                             baton_error *err);
-/* Copies an output (or any tensor, for debugging) to a host buffer after a run. */
+/* Copies an output tensor, after a run that succeeded, or an input tensor (what was set) to a
+ * host buffer of exactly the tensor's byte size. Other tensors cannot be read: the memory plan
+ * reuses their space (BATON_EINVAL). An output before any run, or after a failed run, is
+ * BATON_ESTATE. BATON_EINVAL for a wrong size or a NULL data. */
 int baton_runtime_get_output(baton_runtime *rt, const char *name, void *data, size_t nbytes,
                              baton_error *err);
 
