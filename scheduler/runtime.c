@@ -318,6 +318,8 @@ static int build_transfers(baton_runtime *rt, baton_error *err)
         r->from = from;
         r->kind = to == 0 ? DEV_COPY_D2H : from == 0 ? DEV_COPY_H2D : DEV_COPY_D2D;
         r->issuer = r->kind == DEV_COPY_H2D ? to : from;
+        /* On the CPU fallback both arenas are host memory: a memcpy, not a device transfer. */
+        r->host_copy = rt->dev[from].ops == &dev_cpu_ops && rt->dev[to].ops == &dev_cpu_ops;
         snprintf(r->what, sizeof r->what, "transfer %s %s -> %s", plan->tensors[x->tensor].name,
                  baton_device_format(x->from, a, sizeof a),
                  baton_device_format(x->to, b, sizeof b));
@@ -640,13 +642,15 @@ static int issue_transfer(baton_runtime *rt, int x, baton_error *err)
         trace_add(rt, r->what, "transfer", r->issuer, t0, now_ns());
     if (rt->capturing)
         return 0; /* counted on each launch of the graph */
+    rd->pending = 1;
+    if (r->host_copy)
+        return 0; /* not bytes moved to or from a device (baton_run_stats) */
     if (r->kind == DEV_COPY_H2D)
         rt->stats.bytes_h2d += (int64_t)r->bytes;
     else if (r->kind == DEV_COPY_D2H)
         rt->stats.bytes_d2h += (int64_t)r->bytes;
     else
         rt->stats.bytes_d2d += (int64_t)r->bytes;
-    rd->pending = 1;
     return 0;
 }
 
@@ -823,7 +827,8 @@ static int run_gpu_segment(baton_runtime *rt, int s, baton_error *err)
         if ((rc = issue_step(rt, i, err)))
             return rc;
         rt->stats.steps++;
-        rt->stats.kernel_launches++;
+        if (rd->ops != &dev_cpu_ops) /* the CPU fallback runs the call inline: no launch */
+            rt->stats.kernel_launches++;
         rd->pending = 1;
         if (strict) {
             /* the copies to the host go before the last step's wait, so it covers them */

@@ -44,8 +44,9 @@ typedef struct rt_transfer {
     const void *src;
     size_t bytes;
     dev_copy_kind kind;
-    int issuer; /* device index whose stream issues the copy */
-    int from;   /* device index of the source */
+    int issuer;    /* device index whose stream issues the copy */
+    int from;      /* device index of the source */
+    int host_copy; /* host memory to host memory (the CPU fallback): not counted as a transfer */
     char what[96];
 } rt_transfer;
 

@@ -810,6 +810,39 @@ Test(runtime, create_refuses_options_out_of_range_naming_the_field)
     baton_plan_free(p);
 }
 
+Test(runtime, the_cpu_fallback_counts_no_launches_and_no_device_transfers)
+{
+    NEED_BACKEND();
+    baton_plan *p = load_text(fail_plan);
+    for (int m = 0; m < 3; m++) {
+        baton_runtime *rt = make(p, BATON_GPU_CPU, (baton_sync_mode)m, 0);
+        expect_good_run(rt, p, 1);
+        expect_good_run(rt, p, 2);
+        baton_run_stats st;
+        baton_runtime_stats(rt, &st);
+        const char *mode = baton_sync_mode_name((baton_sync_mode)m);
+        cr_assert_eq(st.runs, 2);
+        cr_assert_eq(st.steps, 6, "%s mode: %lld steps", mode, (long long)st.steps);
+        cr_assert_eq(st.kernel_launches, 0, "%s mode: %lld launches on the CPU fallback", mode,
+                     (long long)st.kernel_launches);
+        cr_assert_eq(st.bytes_h2d + st.bytes_d2h + st.bytes_d2d, 0,
+                     "%s mode: %lld bytes h2d, %lld d2h that never left the host", mode,
+                     (long long)st.bytes_h2d, (long long)st.bytes_d2h);
+        cr_assert_eq(st.host_waits + st.graph_launches + st.captures, 0);
+        baton_runtime_destroy(rt);
+    }
+    /* on a device, the same plan moves x in and b out each run and launches two steps */
+    baton_runtime *rt = make(p, GPU, BATON_SYNC_BOUNDARY, 0);
+    expect_good_run(rt, p, 1);
+    baton_run_stats st;
+    baton_runtime_stats(rt, &st);
+    cr_assert_eq(st.kernel_launches, 2);
+    cr_assert_eq(st.bytes_h2d, 256);
+    cr_assert_eq(st.bytes_d2h, 256);
+    baton_runtime_destroy(rt);
+    baton_plan_free(p);
+}
+
 /* ---- lifetimes ------------------------------------------------------------------------------ */
 
 static const char *two_device_plan =

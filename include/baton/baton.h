@@ -440,18 +440,24 @@ int baton_runtime_get_output(baton_runtime *rt, const char *name, void *data, si
  * names the step, device and call; the runtime stays usable. */
 int baton_runtime_run(baton_runtime *rt, baton_error *err);
 
-/* Counters of the last run (or accumulated, see baton_runtime_reset_stats). */
+/* Counters accumulated over the runs since the runtime was created or its counters reset
+ * (baton_runtime_reset_stats). They count what reached a GPU: with the CPU fallback (cuda:N steps
+ * run on the CPU, baton_runtime_gpu_backend() == BATON_GPU_CPU) those steps count in `steps` but
+ * are not launches, and the copies between the CPU's arena and theirs are host memcpys, not
+ * transfers, so neither counts in bytes_*. The test device (BATON_GPU_SIM) counts as a GPU. */
 typedef struct baton_run_stats {
     int64_t runs;
     int64_t steps;
-    int64_t kernel_launches; /* kernel and delegate calls issued to a device (not replays) */
-    int64_t host_waits;      /* times the host blocked on a device */
+    /* kernel and delegate calls issued to a GPU's stream one by one (not graph replays); steps
+     * that run inline on the CPU, a CPU step or a cuda:N step on the CPU fallback, are not */
+    int64_t kernel_launches;
+    int64_t host_waits; /* times the host blocked on a GPU */
     int64_t graph_launches;
     int64_t captures;
     int64_t graph_updates;
-    int64_t bytes_h2d;
-    int64_t bytes_d2h;
-    int64_t bytes_d2d;
+    int64_t bytes_h2d;    /* bytes copied from host memory to a GPU */
+    int64_t bytes_d2h;    /* from a GPU to host memory */
+    int64_t bytes_d2d;    /* between GPUs */
     int64_t queued_ahead; /* GPU segments queued before the CPU segment that feeds them ran */
 } baton_run_stats;
 
