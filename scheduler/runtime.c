@@ -247,14 +247,15 @@ static int build_calls(baton_runtime *rt, baton_error *err)
             continue;
         }
         c->delegate = im->delegate;
-        baton_tensor_desc ins[16], outs[16];
-        for (int k = 0; k < s->n_inputs && k < 16; k++)
+        /* A delegate sees every input and output: the registry allows PLAN_MAX_STEP_ARGS. */
+        baton_tensor_desc ins[PLAN_MAX_STEP_ARGS], outs[PLAN_MAX_STEP_ARGS];
+        for (int k = 0; k < s->n_inputs; k++)
             ins[k] = plan->tensors[s->inputs[k]].desc;
-        for (int k = 0; k < s->n_outputs && k < 16; k++)
+        for (int k = 0; k < s->n_outputs; k++)
             outs[k] = plan->tensors[s->outputs[k]].desc;
         baton_sig_args sig = {s->n_inputs, ins, s->n_outputs, outs, s->n_attrs, s->attrs};
-        int is_const[16] = {0};
-        for (int k = 0; k < s->n_inputs && k < 16; k++)
+        int is_const[PLAN_MAX_STEP_ARGS] = {0};
+        for (int k = 0; k < s->n_inputs; k++)
             is_const[k] = plan->tensors[s->inputs[k]].role == BATON_ROLE_CONSTANT;
         baton_delegate_init info = {
             .step_index = i,

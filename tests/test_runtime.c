@@ -923,3 +923,91 @@ Test(runtime, runtimes_destroyed_in_several_threads_release_the_plan_once)
     for (int i = 0; i < 4; i++)
         pthread_join(th[i], NULL);
 }
+
+/* ---- a delegate with many inputs ---------------------------------------------------------- */
+
+#define WIDE_N 20
+
+static int wide_check(const baton_sig_args *a, baton_tensor_desc *expected, char *msg, size_t len)
+{
+    expected[0] = a->inputs[0];
+    return 0;
+}
+
+/* Checks that init sees all WIDE_N inputs: f32[64], constants at odd positions. */
+static int wide_init(const baton_delegate_init *info, void **state, baton_error *err)
+{
+    *state = NULL;
+    if (info->sig->n_inputs != WIDE_N)
+        return baton_seterr(err, BATON_EKERNEL, "n_inputs %d", info->sig->n_inputs);
+    for (int k = 0; k < WIDE_N; k++) {
+        const baton_tensor_desc *d = &info->sig->inputs[k];
+        if (d->dtype != BATON_DTYPE_F32 || d->rank != 1 || d->shape[0] != 64 ||
+            info->input_constant[k] != (k % 2))
+            return baton_seterr(err, BATON_EKERNEL, "input %d seen wrong", k);
+    }
+    return 0;
+}
+
+static int wide_execute(void *state, const baton_exec_ctx *ctx, void **buffers)
+{
+    float *y = buffers[WIDE_N];
+    for (int i = 0; i < 64; i++) {
+        y[i] = 0;
+        for (int k = 0; k < WIDE_N; k++)
+            y[i] += ((const float *)buffers[k])[i];
+    }
+    return 0;
+}
+
+Test(runtime, a_delegate_with_more_than_16_inputs_sees_every_one)
+{
+    static const baton_delegate_iface wide_iface = {.init = wide_init, .execute = wide_execute};
+    baton_target t = {.name = "wide_sum",
+                      .kind = BATON_TARGET_DELEGATE,
+                      .n_inputs = WIDE_N,
+                      .n_outputs = 1,
+                      .summary = "y = the sum of 20 inputs",
+                      .check = wide_check,
+                      .impls = {{.device = BATON_DEVICE_CPU, .delegate = &wide_iface}},
+                      .n_impls = 1};
+    baton_error err = {0};
+    cr_assert_eq(baton_registry_add(reg, &t, &err), 0, "%s", err.message);
+    char json[8192], *w = json, *end = json + sizeof json;
+    w +=
+        snprintf(w, (size_t)(end - w),
+                 "{\"format\": \"baton.plan\", \"version\": 1, \"name\": \"wide\", \"tensors\": [");
+    for (int k = 0; k < WIDE_N; k++)
+        w += snprintf(w, (size_t)(end - w),
+                      k % 2 ? "{\"name\": \"x%d\", \"dtype\": \"f32\", \"shape\": [64], \"role\": "
+                              "\"constant\", \"init\": {\"kind\": \"fill\", \"value\": %d}},"
+                            : "{\"name\": \"x%d\", \"dtype\": \"f32\", \"shape\": [64], \"role\": "
+                              "\"input\"},",
+                      k, k);
+    w += snprintf(w, (size_t)(end - w),
+                  "{\"name\": \"y\", \"dtype\": \"f32\", \"shape\": [64], \"role\": \"output\"}], "
+                  "\"steps\": [{\"name\": \"sum\", \"delegate\": \"wide_sum\", \"device\": "
+                  "\"cpu\", \"inputs\": [");
+    for (int k = 0; k < WIDE_N; k++)
+        w += snprintf(w, (size_t)(end - w), "%s\"x%d\"", k ? ", " : "", k);
+    snprintf(w, (size_t)(end - w), "], \"outputs\": [\"y\"]}]}");
+    baton_plan *p = load_text(json);
+    baton_runtime *rt = make(p, BATON_GPU_CPU, BATON_SYNC_BOUNDARY, 0);
+    float x[64], y[64], want = 0;
+    for (int k = 0; k < WIDE_N; k++) {
+        char name[8];
+        snprintf(name, sizeof name, "x%d", k);
+        for (int i = 0; i < 64; i++)
+            x[i] = (float)(100 * k);
+        if (k % 2 == 0)
+            cr_assert_eq(baton_runtime_set_input(rt, name, x, sizeof x, &err), 0, "%s",
+                         err.message);
+        want += k % 2 ? (float)k : (float)(100 * k);
+    }
+    run_ok(rt);
+    cr_assert_eq(baton_runtime_get_output(rt, "y", y, sizeof y, &err), 0, "%s", err.message);
+    for (int i = 0; i < 64; i++)
+        cr_assert_float_eq(y[i], want, 0, "y[%d] = %g, want %g", i, y[i], want);
+    baton_runtime_destroy(rt);
+    baton_plan_free(p);
+}
