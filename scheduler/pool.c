@@ -10,12 +10,19 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#ifdef __linux__
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+#endif
 
 #include "baton/baton_uv.h"
 #include "scheduler/pool.h"
 #include "scheduler/runtime.h"
 
 #define POOL_MAX_INSTANCES 64
+/* How much less the workers get than the loop thread when they compete for a core. */
+#define POOL_WORKER_NICE 5
 
 enum job_state { JOB_IDLE = 0, JOB_QUEUED, JOB_RUNNING, JOB_DONE };
 
@@ -26,6 +33,8 @@ typedef struct pool_worker {
     uv_thread_t thread;
     int started;
     baton_job *job; /* the job handed to this worker, or NULL (guarded by pool->lock) */
+    uv_cond_t wake; /* this worker waits here for a job or for the pool to stop */
+    int cond_ok;
 } pool_worker;
 
 struct baton_pool {
@@ -34,7 +43,6 @@ struct baton_pool {
     int n;
     pool_worker w[POOL_MAX_INSTANCES];
     uv_mutex_t lock;
-    uv_cond_t wake; /* workers wait here for a job or for the pool to stop */
     uv_async_t async;
     int stopping; /* guarded by lock: workers exit */
     /* loop thread only */
@@ -93,10 +101,16 @@ static void worker_main(void *arg)
 {
     pool_worker *w = arg;
     baton_pool *p = w->pool;
+#ifdef __linux__
+    /* The loop thread is the one whose latency counts (timers, sockets); the workers do the
+     * host steps. On a busy machine the scheduler should prefer the loop: a worker thread lowers
+     * its own priority (Linux takes a thread id here). Failure only costs that preference. */
+    (void)setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid), POOL_WORKER_NICE);
+#endif
     uv_mutex_lock(&p->lock);
     for (;;) {
         while (!w->job && !p->stopping)
-            uv_cond_wait(&p->wake, &p->lock);
+            uv_cond_wait(&w->wake, &p->lock);
         if (!w->job)
             break; /* stopping, nothing left to run */
         baton_job *job = w->job;
@@ -131,8 +145,7 @@ static void dispatch(baton_pool *p)
         p->running++;
         uv_mutex_lock(&p->lock);
         p->w[i].job = job;
-        /* one condition for all workers: wake them all, the one with a job takes it */
-        uv_cond_broadcast(&p->wake);
+        uv_cond_signal(&p->w[i].wake); /* only this worker: no herd on a 2-core machine */
         uv_mutex_unlock(&p->lock);
     }
 }
@@ -177,7 +190,8 @@ static void on_async(uv_async_t *a)
         uv_mutex_lock(&p->lock);
         int more = p->done_head != NULL;
         p->stopping = 1;
-        uv_cond_broadcast(&p->wake);
+        for (int i = 0; i < p->n; i++)
+            uv_cond_signal(&p->w[i].wake);
         uv_mutex_unlock(&p->lock);
         if (more)
             return; /* cancelled jobs still to report: the async fires again */
@@ -195,7 +209,9 @@ static void destroy(baton_pool *p)
 {
     uv_mutex_lock(&p->lock);
     p->stopping = 1;
-    uv_cond_broadcast(&p->wake);
+    for (int i = 0; i < POOL_MAX_INSTANCES; i++)
+        if (p->w[i].cond_ok)
+            uv_cond_signal(&p->w[i].wake);
     uv_mutex_unlock(&p->lock);
     for (int i = 0; i < p->n; i++)
         if (p->w[i].started)
@@ -203,7 +219,9 @@ static void destroy(baton_pool *p)
     /* the first instance owns the constants the others use: destroy it last */
     for (int i = p->n - 1; i >= 0; i--)
         baton_runtime_destroy(p->w[i].rt);
-    uv_cond_destroy(&p->wake);
+    for (int i = 0; i < POOL_MAX_INSTANCES; i++)
+        if (p->w[i].cond_ok)
+            uv_cond_destroy(&p->w[i].wake);
     uv_mutex_destroy(&p->lock);
     free(p);
 }
@@ -239,16 +257,16 @@ int baton_pool_create(uv_loop_t *loop, const baton_plan *plan, const baton_optio
         free(p);
         return baton_seterr(err, BATON_ENOMEM, "baton_pool_create: uv_mutex_init failed");
     }
-    if (uv_cond_init(&p->wake)) {
-        uv_mutex_destroy(&p->lock);
-        free(p);
-        return baton_seterr(err, BATON_ENOMEM, "baton_pool_create: uv_cond_init failed");
-    }
     int rc = 0;
     for (int i = 0; i < instances && !rc; i++) {
         pool_worker *w = &p->w[i];
         w->pool = p;
         w->index = i;
+        if (uv_cond_init(&w->wake)) {
+            rc = baton_seterr(err, BATON_ENOMEM, "baton_pool_create: uv_cond_init failed");
+            break;
+        }
+        w->cond_ok = 1;
         rc = i == 0 ? baton_runtime_create(plan, opts, &w->rt, err)
                     : runtime_prepare_instance(p->w[0].rt, &w->rt, err);
         if (!rc)
