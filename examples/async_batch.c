@@ -99,6 +99,8 @@ int main(int argc, char **argv)
             A.inflight = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--no-timer"))
             no_timer = 1;
+        else if (!strcmp(argv[i], "--no-queue-ahead"))
+            opts.disable_queue_ahead = 1;
         else if (!strcmp(argv[i], "--requests") && i + 1 < argc)
             A.total = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--mode") && i + 1 < argc) {

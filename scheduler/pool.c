@@ -22,7 +22,9 @@
 
 #define POOL_MAX_INSTANCES 64
 /* How much less the workers get than the loop thread when they compete for a core. */
+#ifndef POOL_WORKER_NICE
 #define POOL_WORKER_NICE 5
+#endif
 
 enum job_state { JOB_IDLE = 0, JOB_QUEUED, JOB_RUNNING, JOB_DONE };
 
