@@ -90,9 +90,20 @@ const char *baton_role_name(baton_role role)
 
 int64_t baton_tensor_desc_numel(const baton_tensor_desc *d)
 {
+    if (!d || d->rank < 0 || d->rank > BATON_MAX_RANK)
+        return -1;
+    for (int i = 0; i < d->rank; i++) {
+        if (d->shape[i] < 0)
+            return -1;
+        if (d->shape[i] == 0)
+            return 0; /* even when the other dimensions' product overflows */
+    }
     int64_t n = 1;
-    for (int i = 0; i < d->rank; i++)
+    for (int i = 0; i < d->rank; i++) {
+        if (n > INT64_MAX / d->shape[i])
+            return -1;
         n *= d->shape[i];
+    }
     return n;
 }
 

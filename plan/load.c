@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "core/dtype.h"
 #include "plan/plan_internal.h"
@@ -1464,10 +1465,18 @@ int baton_plan_load(const baton_registry *reg, const char *path, baton_plan **ou
     if (!reg || !path || !out)
         return baton_seterr(err, BATON_EINVAL,
                             "baton_plan_load: registry, path and out must not be NULL");
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return baton_seterr(err, BATON_EIO, "%s: cannot open the plan file: %s", path,
-                            strerror(errno));
+    /* only a regular file: a FIFO or device given as the plan must not block or stream forever */
+    uint64_t size;
+    int fd = plan_open_regular(path, "plan file", &size, err);
+    if (fd < 0)
+        return fd;
+    FILE *f = fdopen(fd, "rb");
+    if (!f) {
+        int e = errno;
+        close(fd);
+        return baton_seterr(err, BATON_ENOMEM, "%s: cannot open the plan file: %s", path,
+                            strerror(e));
+    }
     size_t cap = 1 << 16, len = 0;
     char *buf = malloc(cap);
     while (buf) {

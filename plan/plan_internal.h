@@ -109,9 +109,9 @@ typedef struct plan_memory {
     /* Constants live whole runs and are placed first: they fill [0, const_bytes) of the arena,
      * so instances of one prepared plan can share them (scheduler/pool.c). */
     size_t const_bytes;
-    int64_t *offset;    /* per tensor: byte offset in the arena, -1 if not on this device */
-    int *live_begin;    /* per tensor: first position at which the slot is live (see analyse.c) */
-    int *live_end;      /* per tensor: last position, inclusive */
+    int64_t *offset; /* per tensor: byte offset in the arena, -1 if not on this device */
+    int *live_begin; /* per tensor: first position at which the slot is live (see analyse.c) */
+    int *live_end;   /* per tensor: last position, inclusive */
 } plan_memory;
 
 /* A point where the host waits for a device, in one sync mode. */
@@ -195,6 +195,23 @@ int plan_describe(const baton_plan *plan, FILE *f, int as_json);
 
 /* Index of the memory plan for a device, or -1. */
 int plan_memory_index(const baton_plan *plan, baton_device dev);
+
+/* plan/npy.c: opens path for reading if it is a regular file, without ever blocking (a FIFO,
+ * directory, device or socket is refused with "PATH is a FIFO, not a regular file: give the path
+ * of a WHAT"). Returns the descriptor and its size, or a negative BATON_E* code with err set. */
+int plan_open_regular(const char *path, const char *what, uint64_t *size, baton_error *err);
+
+/* plan/npy.c: parses the magic, version and header of a .npy held in buf: the first len bytes
+ * of a file of file_size bytes, with len >= min(file_size, NPY_PREFIX_MAX). On success fills
+ * desc and *data_offset, and file_size - *data_offset is exactly the data the header describes.
+ * Otherwise returns BATON_EIO with a message naming `name` and the fix. Never reads past len. */
+#define NPY_PREFIX_MAX (12 + 65535)
+int npy_parse(const void *buf, size_t len, uint64_t file_size, const char *name,
+              baton_tensor_desc *desc, size_t *data_offset, baton_error *err);
+/* plan/npy.c: the magic, version, header dict and padding that npy_parse reads back as desc,
+ * into buf (NPY_PREFIX_MAX bytes fit any desc). Returns its length, or 0 when desc has no .npy
+ * form (invalid dtype, rank or dimension; a size that overflows). */
+size_t npy_format_header(const baton_tensor_desc *desc, unsigned char *buf, size_t cap);
 
 /* plan/plan.c: formats "source:line:column: message" into err and returns code. */
 int plan_error(baton_error *err, int code, const baton_plan *plan, plan_pos pos, const char *fmt,

@@ -60,6 +60,34 @@ check "run with --input" 0 "$baton" run --gpu=cpu -q --input "x=$tmp/x8.npy" \
   --output "h64=$tmp/h64.npy" examples/plans/rmsnorm_chain64.json
 check "--input of an unknown tensor" 2 "$baton" run --gpu=cpu -q --input "nope=$tmp/x8.npy" \
   examples/plans/rmsnorm_chain64.json
+# hostile .npy files and paths: exit 4 (a file could not be read), never a hang
+npy_hdr() { # file, header dict: a version 1.0 .npy with that header and 16 data bytes
+  local h="$2" n
+  n=$((${#2} + 1))
+  { printf '\223NUMPY\001\000'; printf "\\$(printf %03o $((n % 256)))\\$(printf %03o $((n / 256)))"
+    printf '%s\n' "$h"; head -c 16 /dev/zero; } > "$1"
+}
+npy_hdr "$tmp/wrap.npy" \
+  "{'descr': '<f4', 'fortran_order': False, 'shape': (4611686018427387905, 4), }"
+check "--input whose shape overflows" 4 "$baton" run --gpu=cpu -q --input "x=$tmp/wrap.npy" \
+  examples/plans/rmsnorm_chain64.json
+contains "the overflow names the file" "$tmp/err" "$tmp/wrap.npy: the header's shape"
+npy_hdr "$tmp/dup.npy" "{'descr': '<f4', 'descr': '<f8', 'fortran_order': False, 'shape': (4,), }"
+check "--input with a repeated key" 4 "$baton" run --gpu=cpu -q --input "x=$tmp/dup.npy" \
+  examples/plans/rmsnorm_chain64.json
+contains "the repeated key is named" "$tmp/err" "the key 'descr' appears twice"
+mkfifo "$tmp/fifo.npy" "$tmp/fifo.json"
+check "--input of a FIFO does not block" 4 timeout 20 "$baton" run --gpu=cpu -q \
+  --input "x=$tmp/fifo.npy" examples/plans/rmsnorm_chain64.json
+contains "the FIFO is named" "$tmp/err" "fifo.npy is a FIFO, not a regular file"
+check "validate of a FIFO does not block" 4 timeout 20 "$baton" validate "$tmp/fifo.json"
+check "validate of a directory" 4 "$baton" validate "$tmp"
+sed "s#weights/w4_f32.npy#$tmp/wrap.npy#" tests/data/good/inits.json > "$tmp/inits.json"
+check "a constant's bad .npy is exit 4" 4 "$baton" validate "$tmp/inits.json"
+contains "the constant's error names plan and tensor" "$tmp/err" "$tmp/inits.json:21:"
+sed "s#weights/w4_f32.npy#$tmp/fifo.npy#" tests/data/good/inits.json > "$tmp/inits.json"
+check "a constant that is a FIFO does not block" 4 timeout 20 "$baton" validate "$tmp/inits.json"
+
 # cuda:9 exists on no machine this runs on: asking for CUDA, or refusing the fallback, fails
 sed 's/"cuda:0"/"cuda:9"/g' examples/plans/rmsnorm_tutorial.json > "$tmp/cuda9.json"
 check "--gpu=cuda with a missing device" 3 "$baton" run --gpu=cuda -q "$tmp/cuda9.json"

@@ -124,6 +124,8 @@ typedef struct baton_tensor_desc {
     int64_t shape[BATON_MAX_RANK];
 } baton_tensor_desc;
 
+/* The number of elements (1 for rank 0); -1 when the rank is outside [0, BATON_MAX_RANK], a
+ * dimension is negative or the product does not fit int64_t. */
 int64_t baton_tensor_desc_numel(const baton_tensor_desc *d);
 
 /* ---------------------------------------------------------------------------------------------
@@ -486,8 +488,15 @@ int baton_runtime_trace_write(baton_runtime *rt, const char *path, baton_error *
  * .npy files
  * ------------------------------------------------------------------------------------------- */
 
-/* Reads a little-endian, C-ordered .npy of a baton dtype. *data is malloc'd; free() it. */
+/* Reads a little-endian, C-ordered .npy of a baton dtype. *data is malloc'd; free() it (NULL on
+ * failure). Only a regular file is opened (a FIFO or device is refused, never waited on); the
+ * header must be one numpy could write, and the file exactly as long as it says. Errors:
+ * BATON_EIO for a file that cannot be read or is not such a .npy (the message names the file
+ * and the fix), BATON_ENOMEM, BATON_EINVAL for NULL arguments. */
 int baton_npy_read(const char *path, baton_tensor_desc *desc, void **data, baton_error *err);
+/* Writes desc and its data as a version 1.0 .npy, the header as numpy.save writes it.
+ * BATON_EINVAL for a desc with no .npy form (invalid dtype or rank, a negative dimension, a size
+ * that overflows) or NULL data of nonzero size; BATON_EIO if the file cannot be written. */
 int baton_npy_write(const char *path, const baton_tensor_desc *desc, const void *data,
                     baton_error *err);
 
