@@ -216,6 +216,39 @@ Test(npy_read, rejects_bad_magic_and_unknown_versions)
     expect_eio("v9.npy", "version 9");
 }
 
+Test(npy_read, reads_data_beyond_the_first_header_sized_chunk)
+{
+    /* 256 KiB of data: the reader's first read (header and what follows, 64 KiB at most) holds
+     * only part of it */
+    baton_tensor_desc d = {.dtype = BATON_DTYPE_I32, .rank = 2, .shape = {256, 256}};
+    int32_t *x = malloc(256 * 256 * sizeof *x);
+    cr_assert_not_null(x);
+    for (int i = 0; i < 256 * 256; i++)
+        x[i] = i * 7 - 3;
+    baton_error err = {0};
+    cr_assert_eq(baton_npy_write(tmp("big.npy"), &d, x, &err), 0, "%s", err.message);
+    baton_tensor_desc got;
+    void *data = NULL;
+    cr_assert_eq(read_npy("big.npy", &got, &data, &err), 0, "%s", err.message);
+    cr_expect_eq(memcmp(data, x, 256 * 256 * sizeof *x), 0);
+    free(data);
+    free(x);
+}
+
+Test(npy_read, rejects_a_header_longer_than_any_array_needs)
+{
+    /* a version 2 header of 70000 bytes: numpy itself refuses headers over 10000 by default */
+    char *dict = malloc(70001);
+    cr_assert_not_null(dict);
+    int n = snprintf(dict, 70001, "{'descr': '<f4', 'fortran_order': False, 'shape': (2,), }");
+    memset(dict + n, ' ', (size_t)(70000 - n));
+    dict[70000] = 0;
+    static const float two[2] = {1, 2};
+    write_npy("hdr70k.npy", 2, dict, two, sizeof two);
+    free(dict);
+    expect_eio("hdr70k.npy", "at most 65535");
+}
+
 /* ---- the header grammar ------------------------------------------------------------------------
  */
 
