@@ -7,14 +7,52 @@
 #include <string.h>
 #include <time.h>
 
+#include <criterion/criterion.h>
+
 #include "core/dtype.h"
+
+/* The run's seed: BATON_TEST_SEED when set, else one drawn from the clock and put in the
+ * environment before Criterion starts its workers, so that every worker of this run sees it. It is
+ * printed once, so a failing run can be replayed with the same data. */
+static uint64_t run_seed;
+
+__attribute__((constructor)) static void pick_run_seed(void)
+{
+    const char *env = getenv("BATON_TEST_SEED");
+    char *end = NULL;
+    if (env && *env) {
+        run_seed = strtoull(env, &end, 10);
+        if (*end == 0)
+            return;
+        fprintf(stderr, "BATON_TEST_SEED='%s' is not a number: drawing a seed\n", env);
+    }
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    run_seed = ((uint64_t)ts.tv_sec * 1000000007ull) ^ (uint64_t)ts.tv_nsec;
+    run_seed %= 10000000000000000000ull; /* decimal, as it is typed back */
+    char buf[32];
+    snprintf(buf, sizeof buf, "%llu", (unsigned long long)run_seed);
+    setenv("BATON_TEST_SEED", buf, 1);
+    fprintf(stderr, "test seed: %s (BATON_TEST_SEED=%s replays this run's data)\n", buf, buf);
+}
+
+uint64_t test_run_seed(void)
+{
+    return run_seed;
+}
 
 uint64_t test_fresh_seed(void)
 {
+    /* Criterion runs each test in a process of its own: the test's name and a per-process
+     * counter make every call's seed distinct and the same in every run with that run seed. */
     static uint64_t counter;
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return ((uint64_t)ts.tv_sec * 1000000007ull) ^ (uint64_t)ts.tv_nsec ^ (++counter << 40);
+    uint64_t h = 1469598103934665603ull; /* FNV-1a of the test's name */
+    const char *name =
+        criterion_current_test && criterion_current_test->name ? criterion_current_test->name : "";
+    for (const char *p = name; *p; p++)
+        h = (h ^ (unsigned char)*p) * 1099511628211ull;
+    test_rng r = {run_seed ^ h ^ (++counter * 0x9e3779b97f4a7c15ull)};
+    return test_rng_next(&r);
 }
 
 uint64_t test_rng_next(test_rng *r)

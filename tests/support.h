@@ -13,8 +13,10 @@ typedef struct test_rng {
     uint64_t state;
 } test_rng;
 
-/* A fresh seed per call (time and counter based); tests print it on failure. */
+/* A fresh seed per call, derived from the run's seed (BATON_TEST_SEED, printed at start), the
+ * test's name and a per-test counter: the same run seed gives every test the same data again. */
 uint64_t test_fresh_seed(void);
+uint64_t test_run_seed(void);
 uint64_t test_rng_next(test_rng *r);
 double test_rng_uniform(test_rng *r); /* [0, 1) */
 double test_rng_normal(test_rng *r);  /* N(0, 1) */
