@@ -134,9 +134,42 @@ Test(analysis, chain_of_one_device_reuses_two_buffers)
     int d = plan_memory_index(p, (baton_device){BATON_DEVICE_CUDA, 0});
     cr_assert_geq(d, 1);
     const plan_memory *m = &p->memory[d];
-    /* 64 activations of 8 KiB would need 512 KiB without reuse; liveness needs only a few */
-    cr_assert_lt(m->arena_bytes, m->naive_bytes / 8, "arena %zu, without reuse %zu", m->arena_bytes,
-                 m->naive_bytes);
+    /* h_i = rms_norm(h_{i-1}): each activation dies when the next is written, so the 64
+     * activations alternate between exactly two 8 KiB slots, and the 64 per-row invvars share
+     * one slot; the arena holds the weight, those three slots and nothing else. */
+    int64_t slot_of[2] = {-1, -1};
+    int n_slots = 0;
+    for (int k = 1; k <= 64; k++) {
+        char name[16];
+        snprintf(name, sizeof name, "h%d", k);
+        int t = plan_find_tensor(p, name);
+        cr_assert_geq(t, 0, "%s missing", name);
+        int64_t off = m->offset[t];
+        cr_assert_geq(off, 0, "%s has no slot on cuda:0", name);
+        if (n_slots < 2 && off != slot_of[0])
+            slot_of[n_slots++] = off;
+        cr_assert(off == slot_of[0] || off == slot_of[1], "%s at %lld: a third activation slot",
+                  name, (long long)off);
+        /* alternation: h_k never shares a slot with h_{k-1}, which it reads */
+        if (k > 1) {
+            snprintf(name, sizeof name, "h%d", k - 1);
+            cr_assert_neq(off, m->offset[plan_find_tensor(p, name)], "h%d overwrites its input", k);
+        }
+        snprintf(name, sizeof name, "inv%d", k);
+        int iv = plan_find_tensor(p, name);
+        if (iv >= 0 && k > 1) {
+            char prev[16];
+            snprintf(prev, sizeof prev, "inv%d", k - 1);
+            cr_assert_eq(m->offset[iv], m->offset[plan_find_tensor(p, prev)],
+                         "%s and %s do not share a slot", name, prev);
+        }
+    }
+    cr_assert_eq(n_slots, 2, "the activations use %d slots", n_slots);
+    size_t w = p->tensors[plan_find_tensor(p, "w")].nbytes;
+    cr_assert_leq(m->arena_bytes, w + 2 * 8192 + 256,
+                  "arena %zu: more than weight + 2 slots + "
+                  "invvar",
+                  m->arena_bytes);
     baton_plan_free(p);
 }
 

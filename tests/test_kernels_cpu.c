@@ -1115,15 +1115,6 @@ Test(argmax_cpu, finds_the_first_maximum_of_each_row_with_nan_as_the_maximum)
         }
 }
 
-Test(noop_cpu, succeeds_without_touching_its_buffers)
-{
-    uint32_t in[4] = {1, 2, 3, 4}, out[4] = {9, 9, 9, 9};
-    void *bufs[2] = {in, out};
-    cr_assert_eq(kcpu_noop(NULL, bufs, NULL, 0), 0);
-    cr_assert_eq(out[0], 9);
-    cr_assert_eq(in[3], 4);
-}
-
 /* ---- bad descriptors --------------------------------------------------------------------------
  */
 

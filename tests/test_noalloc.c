@@ -1,6 +1,10 @@
 /* test_noalloc.c: a run of a prepared plan allocates nothing. The test binary is linked with
- * -Wl,--wrap=malloc,calloc,realloc (see CMakeLists.txt), so every allocation made by baton's code
- * goes through the counters below; runs after the first (which captures graphs) must add none. */
+ * -Wl,--wrap for malloc, calloc, realloc, aligned_alloc, posix_memalign, strdup and strndup (see
+ * CMakeLists.txt), so every allocation made by baton's code goes through the counters below; runs
+ * after the first (which, in graph mode, captures and instantiates the graphs) must add none.
+ * Built a second time with TEST_ON_CUDA as test_noalloc_cuda (label gpu), which also wraps
+ * cudaMalloc, cudaMallocHost, cudaHostAlloc, cudaMallocAsync and cudaMallocManaged and runs the
+ * plans on a real GPU. */
 #include <criterion/criterion.h>
 #include <stdlib.h>
 #include <string.h>
@@ -8,12 +12,91 @@
 #include "baton/baton.h"
 #include "tests/support.h"
 
+#ifdef TEST_ON_CUDA
+#include <cuda_runtime_api.h>
+#endif
+
 static volatile int counting;
 static volatile long allocations;
 
 void *__real_malloc(size_t n);
 void *__real_calloc(size_t n, size_t m);
 void *__real_realloc(void *p, size_t n);
+void *__real_aligned_alloc(size_t a, size_t n);
+int __real_posix_memalign(void **p, size_t a, size_t n);
+char *__real_strdup(const char *s);
+char *__real_strndup(const char *s, size_t n);
+
+void *__wrap_aligned_alloc(size_t a, size_t n)
+{
+    if (counting)
+        allocations++;
+    return __real_aligned_alloc(a, n);
+}
+
+int __wrap_posix_memalign(void **p, size_t a, size_t n)
+{
+    if (counting)
+        allocations++;
+    return __real_posix_memalign(p, a, n);
+}
+
+char *__wrap_strdup(const char *s)
+{
+    if (counting)
+        allocations++;
+    return __real_strdup(s);
+}
+
+char *__wrap_strndup(const char *s, size_t n)
+{
+    if (counting)
+        allocations++;
+    return __real_strndup(s, n);
+}
+
+#ifdef TEST_ON_CUDA
+cudaError_t __real_cudaMalloc(void **p, size_t n);
+cudaError_t __real_cudaMallocHost(void **p, size_t n);
+cudaError_t __real_cudaHostAlloc(void **p, size_t n, unsigned int flags);
+cudaError_t __real_cudaMallocAsync(void **p, size_t n, cudaStream_t s);
+cudaError_t __real_cudaMallocManaged(void **p, size_t n, unsigned int flags);
+
+cudaError_t __wrap_cudaMalloc(void **p, size_t n)
+{
+    if (counting)
+        allocations++;
+    return __real_cudaMalloc(p, n);
+}
+
+cudaError_t __wrap_cudaMallocHost(void **p, size_t n)
+{
+    if (counting)
+        allocations++;
+    return __real_cudaMallocHost(p, n);
+}
+
+cudaError_t __wrap_cudaHostAlloc(void **p, size_t n, unsigned int flags)
+{
+    if (counting)
+        allocations++;
+    return __real_cudaHostAlloc(p, n, flags);
+}
+
+cudaError_t __wrap_cudaMallocAsync(void **p, size_t n, cudaStream_t s)
+{
+    if (counting)
+        allocations++;
+    return __real_cudaMallocAsync(p, n, s);
+}
+
+cudaError_t __wrap_cudaMallocManaged(void **p, size_t n, unsigned int flags)
+{
+    if (counting)
+        allocations++;
+    return __real_cudaMallocManaged(p, n, flags);
+}
+#endif
 
 void *__wrap_malloc(size_t n)
 {
@@ -84,3 +167,45 @@ Test(runtime_memory, runs_allocate_nothing_on_the_cpu)
 {
     expect_no_allocation("examples/plans/rfc.json", BATON_GPU_CPU, BATON_SYNC_BOUNDARY);
 }
+
+Test(runtime_memory, every_wrapped_allocator_is_counted)
+{
+    allocations = 0;
+    counting = 1;
+    void *p = aligned_alloc(256, 256), *q = NULL;
+    int rc = posix_memalign(&q, 64, 64);
+    char *s = strdup("baton"), *t = strndup("baton", 3);
+    counting = 0;
+    cr_assert_eq(rc, 0);
+    free(p), free(q), free(s), free(t);
+    cr_assert_eq(allocations, 4, "aligned_alloc, posix_memalign, strdup, strndup: %ld counted",
+                 allocations);
+    allocations = 0;
+}
+
+#ifdef TEST_ON_CUDA
+Test(runtime_memory, runs_allocate_nothing_on_cuda)
+{
+    if (baton_cuda_device_count() == 0)
+        cr_skip("no CUDA device: the CUDA no-allocation test needs one");
+    /* the CUDA allocators are wrapped too */
+    allocations = 0;
+    counting = 1;
+    void *d = NULL, *h = NULL;
+    cudaError_t e1 = cudaMalloc(&d, 256), e2 = cudaMallocHost(&h, 256);
+    counting = 0;
+    cr_assert_eq(e1, cudaSuccess);
+    cr_assert_eq(e2, cudaSuccess);
+    cudaFree(d);
+    cudaFreeHost(h);
+    cr_assert_eq(allocations, 2, "the cudaMalloc/cudaMallocHost wrappers are not linked in");
+    allocations = 0;
+    for (int m = 0; m < 3; m++) {
+        expect_no_allocation("examples/plans/rmsnorm_chain64.json", BATON_GPU_CUDA,
+                             (baton_sync_mode)m);
+        expect_no_allocation("examples/plans/rmsnorm_tutorial.json", BATON_GPU_CUDA,
+                             (baton_sync_mode)m);
+        expect_no_allocation("examples/plans/rfc.json", BATON_GPU_CUDA, (baton_sync_mode)m);
+    }
+}
+#endif

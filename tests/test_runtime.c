@@ -400,7 +400,9 @@ Test(runtime, host_waits_per_run_follow_the_sync_mode)
 static void *run_outputs(const baton_plan *p, baton_gpu_backend gpu, baton_sync_mode m,
                          uint64_t seed, const char *out)
 {
-    baton_runtime *rt = make(p, gpu, m, 0);
+    /* On the test device, a delay before every queued operation: a wait the scheduler misses
+     * then shows as a result that differs from the CPU's, instead of passing by luck. */
+    baton_runtime *rt = make(p, gpu, m, gpu == BATON_GPU_SIM ? 50 : 0);
     test_rng r = {seed};
     for (int t = 0; t < p->n_tensors; t++)
         if (p->tensors[t].role == BATON_ROLE_INPUT)
@@ -422,7 +424,9 @@ Test(runtime, results_are_bitwise_identical_across_modes)
         baton_plan *p = load_file(plans[k][0]);
         uint64_t seed = test_fresh_seed();
         int t = baton_plan_tensor_index(p, plans[k][1]);
-        /* the CPU kernels are the reference path on the test device; on CUDA, strict mode */
+        /* The reference: on the test device, the plan run on the CPU alone (the same kernels,
+         * called inline with no queue, so no wait can be missing); the test device then runs them
+         * on its delayed worker in every mode. On CUDA, strict mode. */
         void *base = run_outputs(p, GPU == BATON_GPU_SIM ? BATON_GPU_CPU : GPU, BATON_SYNC_STRICT,
                                  seed, plans[k][1]);
         for (int m = 0; m < 3; m++) {
