@@ -29,6 +29,16 @@
 
 /* Sets err (when non-NULL) to code and "prefix" + the formatted message; returns code. */
 int err_vset(baton_error *err, int code, const char *prefix, const char *fmt, va_list ap);
+/* Every public entry point that takes a baton_error clears it first, so that success leaves
+ * code 0 and an empty message whatever the caller's struct held. */
+static inline void err_clear(baton_error *err)
+{
+    if (err) {
+        err->code = 0;
+        err->message[0] = 0;
+    }
+}
+
 /* Sets err without a place; returns code. */
 int baton_seterr(baton_error *err, int code, const char *fmt, ...) CORE_PRINTF(3, 4);
 

@@ -1398,6 +1398,7 @@ int baton_plan_load_string(const baton_registry *reg, const char *json, size_t l
                            const char *source, const char *base_dir, baton_plan **out,
                            baton_error *err)
 {
+    err_clear(err);
     baton_error local;
     if (!err)
         err = &local;
@@ -1460,6 +1461,7 @@ done:
 
 int baton_plan_load(const baton_registry *reg, const char *path, baton_plan **out, baton_error *err)
 {
+    err_clear(err);
     if (out)
         *out = NULL;
     if (!reg || !path || !out)

@@ -422,6 +422,7 @@ static size_t read_full(int fd, void *buf, size_t n)
 
 int baton_npy_read(const char *path, baton_tensor_desc *desc, void **data, baton_error *err)
 {
+    err_clear(err);
     if (data)
         *data = NULL;
     if (!path || !desc || !data)
@@ -513,6 +514,7 @@ size_t npy_format_header(const baton_tensor_desc *desc, unsigned char *buf, size
 int baton_npy_write(const char *path, const baton_tensor_desc *desc, const void *data,
                     baton_error *err)
 {
+    err_clear(err);
     if (!path || !desc)
         return baton_seterr(err, BATON_EINVAL, "baton_npy_write: path and desc must not be NULL");
     unsigned char hdr[512];

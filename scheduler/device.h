@@ -3,8 +3,10 @@
  * per GPU, and the test device ("sim") runs them on a worker thread that behaves like a stream,
  * so that the scheduler's sync logic is tested on machines without a GPU.
  *
- * Every function that can fail fills err with the call, the step and the device. Nothing here
- * allocates after open() except alloc()/host_alloc(), which the runtime calls at prepare time. */
+ * A function that fails fills err with the REASON only (the CUDA call that failed, or what the
+ * kernel wrote): the runtime adds the step, its target and its device once, in the same words on
+ * every backend. Nothing here allocates after open() except alloc()/host_alloc(), which the
+ * runtime calls at prepare time. */
 #ifndef BATON_SCHEDULER_DEVICE_H
 #define BATON_SCHEDULER_DEVICE_H
 
@@ -76,9 +78,10 @@ typedef struct dev_ops {
     int (*record)(dev_ctx *d, int slot, baton_error *err);
     /* Blocks the host until event `slot` has completed; reports errors of earlier async work. */
     int (*wait)(dev_ctx *d, int slot, const char *where, baton_error *err);
-    /* Makes d's stream wait for `slot` recorded on `other` (GPU-to-GPU, no host wait); NULL if
-     * not supported. */
-    int (*stream_wait)(dev_ctx *d, dev_ctx *other, int slot, baton_error *err);
+    /* After wait() failed: the step index (dev_call ctx.step_index) whose call failed
+     * asynchronously, or -1 when the device cannot tell (a CUDA error surfaces at the wait with
+     * no step attached). The runtime names that step once. NULL: always -1. */
+    int (*failed_step)(dev_ctx *d);
     /* Blocks until all issued work is done (used on failure paths to drain the stream). */
     void (*drain)(dev_ctx *d);
 

@@ -241,6 +241,7 @@ static void finish_close(uv_handle_t *h)
 int baton_pool_create(uv_loop_t *loop, const baton_plan *plan, const baton_options *opts,
                       int instances, baton_pool **out, baton_error *err)
 {
+    err_clear(err);
     if (out)
         *out = NULL;
     if (!loop || !plan || !out)

@@ -382,6 +382,7 @@ static int check_options(const baton_options *o, baton_error *err)
 static int prepare(const baton_plan *plan, const baton_options *opts, const baton_runtime *share,
                    int fault_dev, dev_fault fault, baton_runtime **out, baton_error *err)
 {
+    err_clear(err);
     if (!plan || !out)
         return baton_seterr(err, BATON_EINVAL, "baton_runtime_create: plan and out are required");
     *out = NULL;
@@ -554,6 +555,7 @@ static int host_tensor(baton_runtime *rt, const char *name, size_t nbytes, int w
 int baton_runtime_set_input(baton_runtime *rt, const char *name, const void *data, size_t nbytes,
                             baton_error *err)
 {
+    err_clear(err);
     void *dst;
     int rc = host_tensor(rt, name, nbytes, 1, &dst, err);
     if (rc)
@@ -571,6 +573,7 @@ int baton_runtime_set_input(baton_runtime *rt, const char *name, const void *dat
 int baton_runtime_get_output(baton_runtime *rt, const char *name, void *data, size_t nbytes,
                              baton_error *err)
 {
+    err_clear(err);
     void *src;
     int rc = host_tensor(rt, name, nbytes, 0, &src, err);
     if (rc)
@@ -598,12 +601,18 @@ int baton_runtime_get_output(baton_runtime *rt, const char *name, void *data, si
 /* ---- run ---------------------------------------------------------------------------------- */
 
 /* Wraps a device's error with the step, its target and device. */
+/* The one place a failure is tied to its step: "step 'norm' (kernel 'rms_norm_fwd' on cuda:0):"
+ * and the reason the device or the call gave, the same words on every backend. A kernel or
+ * delegate that refused its arguments (BATON_EINVAL, as it answers a direct call) is reported as
+ * BATON_EKERNEL: for the runtime's caller, the step failed. */
 static int step_fail(baton_runtime *rt, int i, int rc, baton_error *err)
 {
     const plan_step *s = &rt->plan->steps[i];
     char name[32], inner[BATON_ERROR_MAX];
     snprintf(inner, sizeof inner, "%s", err ? err->message : "");
-    return baton_seterr(err, rc, "step '%s' (%s %s) on %s: %s", s->name,
+    if (rc == BATON_EINVAL)
+        rc = BATON_EKERNEL;
+    return baton_seterr(err, rc, "step '%s' (%s '%s' on %s): %s", s->name,
                         s->kind == BATON_TARGET_KERNEL ? "kernel" : "delegate", s->target_name,
                         baton_device_format(s->device, name, sizeof name), inner);
 }
@@ -655,14 +664,34 @@ static int issue_transfer(baton_runtime *rt, int x, baton_error *err)
     return 0;
 }
 
-static int host_wait(baton_runtime *rt, int d, const char *where, baton_error *err)
+/* Waits for device d. A failure of earlier asynchronous work surfaces here: it is tied to the step
+ * the device says failed, else to `step` when the caller knows it (strict mode waits after each
+ * step), else to the wait itself. */
+static int host_wait_step(baton_runtime *rt, int d, const char *where, int step, baton_error *err)
 {
     rt_device *rd = &rt->dev[d];
     int64_t t0 = rt->trace ? now_ns() : 0;
     /* With work queued ahead, the event was recorded before it: wait for what precedes it. */
     int rc = rd->recorded ? 0 : rd->ops->record(rd->ctx, WAIT_SLOT, err);
-    if (!rc)
+    if (!rc) {
         rc = rd->ops->wait(rd->ctx, WAIT_SLOT, where, err);
+        if (rc) {
+            /* an asynchronous failure: name its step when the device knows it */
+            int fs = rd->ops->failed_step ? rd->ops->failed_step(rd->ctx) : -1;
+            if (fs < 0)
+                fs = step;
+            if (fs >= 0 && fs < rt->plan->n_steps)
+                rc = step_fail(rt, fs, rc, err);
+            else {
+                char inner[BATON_ERROR_MAX], name[32];
+                snprintf(inner, sizeof inner, "%s", err ? err->message : "");
+                rc =
+                    baton_seterr(err, rc, "%s, at the wait %s: %s",
+                                 baton_device_format(rt->plan->memory[d].device, name, sizeof name),
+                                 where, inner);
+            }
+        }
+    }
     if (t0)
         trace_add(rt, where, "wait", d, t0, now_ns());
     rd->pending = rd->recorded && rd->queued;
@@ -671,6 +700,11 @@ static int host_wait(baton_runtime *rt, int d, const char *where, baton_error *e
     if (rd->gpu && rd->ops != &dev_cpu_ops)
         rt->stats.host_waits++;
     return rc;
+}
+
+static int host_wait(baton_runtime *rt, int d, const char *where, baton_error *err)
+{
+    return host_wait_step(rt, d, where, -1, err);
 }
 
 /* Transfers issued at the end of GPU segment s on device d: those into the next segment (a CPU
@@ -835,8 +869,8 @@ static int run_gpu_segment(baton_runtime *rt, int s, baton_error *err)
             /* the copies to the host go before the last step's wait, so it covers them */
             if (i == seg->last_step && (rc = issue_outgoing(rt, s, d, err)))
                 return rc;
-            if ((rc = host_wait(rt, d, plan->steps[i].name, err)))
-                return step_fail(rt, i, rc, err);
+            if ((rc = host_wait_step(rt, d, plan->steps[i].name, i, err)))
+                return rc; /* host_wait_step named the step */
         }
     }
     if (strict)
@@ -923,6 +957,7 @@ static void recover(baton_runtime *rt)
 
 int baton_runtime_run(baton_runtime *rt, baton_error *err)
 {
+    err_clear(err);
     if (!rt)
         return baton_seterr(err, BATON_EINVAL, "baton_runtime_run: no runtime");
     const baton_plan *plan = rt->plan;
@@ -959,5 +994,6 @@ int baton_runtime_run(baton_runtime *rt, baton_error *err)
     }
     rt->recapture = 0;
     rt->stats.runs++;
+    err_clear(err); /* a segment that fell back to running uncaptured left its reason there */
     return 0;
 }

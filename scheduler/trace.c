@@ -46,6 +46,7 @@ int baton_runtime_trace_begin(baton_runtime *rt, size_t max_events)
 
 int baton_runtime_trace_write(baton_runtime *rt, const char *path, baton_error *err)
 {
+    err_clear(err);
     if (!rt || !rt->trace)
         return baton_seterr(err, BATON_ESTATE, "trace: call baton_runtime_trace_begin first");
     FILE *f = fopen(path, "w");

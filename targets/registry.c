@@ -369,6 +369,7 @@ static int out_of_memory(baton_error *err, const char *fn, const baton_target *t
 
 int baton_registry_add(baton_registry *reg, const baton_target *t, baton_error *err)
 {
+    err_clear(err);
     static const char fn[] = "baton_registry_add";
     if (!reg || !t)
         return baton_seterr(err, BATON_EINVAL, "%s: a registry and a target are required", fn);
@@ -419,6 +420,7 @@ int baton_registry_add(baton_registry *reg, const baton_target *t, baton_error *
 
 int baton_registry_replace(baton_registry *reg, const baton_target *t, baton_error *err)
 {
+    err_clear(err);
     static const char fn[] = "baton_registry_replace";
     if (!reg || !t)
         return baton_seterr(err, BATON_EINVAL, "%s: a registry and a target are required", fn);

@@ -5,7 +5,9 @@
  * Conventions (as in libuv): every fallible call returns an int, 0 on success or a negative
  * BATON_E* code; baton_strerror() names the code, and a caller-provided baton_error receives a
  * message that names the place (file:line:column, step, tensor) and the fix. Handles are opaque.
- * The library keeps no global mutable state: everything hangs off a registry, a plan or a run. */
+ * State hangs off a registry, a plan, a runtime or a pool. The only process-wide state is a set of
+ * caches of CUDA device and kernel facts (multiprocessor counts, kernel attributes, occupancy),
+ * filled once per device and kernel with atomic operations, so any thread may read or fill them. */
 #ifndef BATON_H
 #define BATON_H
 
@@ -28,7 +30,8 @@ extern "C" {
 
 typedef enum baton_errcode {
     BATON_OK = 0,
-    BATON_EINVAL = -1,    /* a bad argument from the caller */
+    BATON_EINVAL = -1,    /* a bad argument from the caller (a kernel called directly answers a
+                           * bad descriptor with it; a step that fails so in a run is EKERNEL) */
     BATON_ENOMEM = -2,    /* an allocation failed */
     BATON_EIO = -3,       /* a file could not be read or written */
     BATON_EPARSE = -4,    /* a plan file is not well-formed JSON */
@@ -36,11 +39,13 @@ typedef enum baton_errcode {
     BATON_ENOTARGET = -6, /* a step names a kernel or delegate that is not registered */
     BATON_ENODEV = -7,    /* a step needs a device that is not present */
     BATON_ECUDA = -8,     /* a CUDA, cuBLAS or driver call failed */
-    BATON_EKERNEL = -9,   /* a kernel or delegate reported a failure */
+    BATON_EKERNEL = -9,   /* a step's kernel or delegate failed: the message names the step, its
+                           * target and device once, then the reason */
     BATON_ENOTSUP = -10,  /* the operation is not supported by this build or target */
     BATON_ESTATE = -11,   /* the call does not fit the object's state (e.g. run before prepare) */
     BATON_ENOENT = -12,   /* a name (tensor, step) was not found */
-    BATON_ENUMERIC = -13, /* a numeric check failed (bench/verify) */
+    BATON_ENUMERIC = -13, /* reserved: a numeric check failed; the library does not return it
+                           * (baton's benchmarks use it), the number stays for compatibility */
     BATON_ECANCELED = -14 /* a queued run was cancelled before it started (baton_uv.h) */
 } baton_errcode;
 

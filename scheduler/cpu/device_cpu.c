@@ -115,10 +115,12 @@ static void cpu_counters(dev_ctx *d, dev_counters *out)
     *out = d->counters;
 }
 
+#ifdef BATON_TESTING
 static void cpu_inject(dev_ctx *d, dev_fault fault)
 {
     d->fault = fault;
 }
+#endif
 
 const dev_ops dev_cpu_ops = {
     .name = "cpu",
@@ -134,7 +136,6 @@ const dev_ops dev_cpu_ops = {
     .copy = cpu_copy,
     .record = cpu_record,
     .wait = cpu_wait,
-    .stream_wait = NULL,
     .drain = cpu_drain,
     .capture_begin = NULL,
     .capture_end = NULL,
@@ -142,5 +143,7 @@ const dev_ops dev_cpu_ops = {
     .graph_reset = NULL,
     .supports_pdl = cpu_supports_pdl,
     .counters = cpu_counters,
+#ifdef BATON_TESTING
     .inject = cpu_inject,
+#endif
 };

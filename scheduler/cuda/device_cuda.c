@@ -66,17 +66,18 @@ static void open_gate(dev_ctx *d)
 
 /* Names the failed CUDA call: "cuda:0: step 'norm': cudaMemcpyAsync (transfer h0 -> cpu)
  * failed: cudaErrorInvalidValue: invalid argument". step and what may be NULL. */
+/* The reason a CUDA call failed, for err: the call, what it was doing, the CUDA error. The runtime
+ * adds the step and the device. */
 static int cuda_fail(baton_error *err, const dev_ctx *d, const char *step, const char *call,
                      const char *what, cudaError_t e)
 {
-    char where[300] = "";
-    if (step)
-        snprintf(where, sizeof where, "step '%s': ", step);
+    (void)d;
+    (void)step;
     char detail[300] = "";
     if (what)
         snprintf(detail, sizeof detail, " (%s)", what);
-    return baton_seterr(err, BATON_ECUDA, "%s: %s%s%s failed: %s: %s", d->name, where, call, detail,
-                        cudaGetErrorName(e), cudaGetErrorString(e));
+    return baton_seterr(err, BATON_ECUDA, "%s%s failed: %s: %s", call, detail, cudaGetErrorName(e),
+                        cudaGetErrorString(e));
 }
 
 /* Makes the context's GPU current on the calling thread. Free on one-GPU machines, where
@@ -137,8 +138,8 @@ static int open_failed(dev_ctx *d, int code)
     return code;
 }
 
-static int cuda_open(baton_device dev, const baton_options *opts, int n_graphs, int n_events,
-                     dev_ctx **out, baton_error *err)
+static int open_device(baton_device dev, const baton_options *opts, int n_graphs, int n_events,
+                       dev_ctx **out, baton_error *err)
 {
     (void)opts;
     *out = NULL;
@@ -197,10 +198,30 @@ static int cuda_open(baton_device dev, const baton_options *opts, int n_graphs, 
     return 0;
 }
 
+/* The caller's current CUDA device is theirs: opening (and closing) a context leaves it as it was,
+ * whatever device the context is for. */
+static int cuda_open(baton_device dev, const baton_options *opts, int n_graphs, int n_events,
+                     dev_ctx **out, baton_error *err)
+{
+    int prev = -1;
+    if (cudaGetDevice(&prev) != cudaSuccess) {
+        (void)cudaGetLastError();
+        prev = -1;
+    }
+    int rc = open_device(dev, opts, n_graphs, n_events, out, err);
+    int now = -1;
+    if (prev >= 0 && cudaGetDevice(&now) == cudaSuccess && now != prev)
+        (void)cudaSetDevice(prev);
+    return rc;
+}
+
 static void cuda_close(dev_ctx *d)
 {
     if (!d)
         return;
+    int prev = -1;
+    if (cudaGetDevice(&prev) != cudaSuccess)
+        prev = -1;
     make_current(d);
     if (d->capturing)
         abandon_capture(d);
@@ -217,6 +238,8 @@ static void cuda_close(dev_ctx *d)
     if (d->gate)
         cudaFreeHost((void *)d->gate);
     (void)cudaGetLastError();
+    if (prev >= 0 && d->set_device)
+        (void)cudaSetDevice(prev);
     free(d->graphs);
     free(d->events);
     free(d);
@@ -338,9 +361,8 @@ static int cuda_call(dev_ctx *d, dev_call *c, baton_error *err)
         if (d->capturing)
             abandon_capture(d);
         return baton_seterr(err, BATON_ECUDA,
-                            "%s: step '%s': kernel launch failed: cudaErrorLaunchOutOfResources: "
-                            "too many resources requested for launch (injected fault)",
-                            d->name, step);
+                            "kernel launch failed: cudaErrorLaunchOutOfResources: too many "
+                            "resources requested for launch (injected fault)");
     }
     if (d->capturing && c->delegate && !c->delegate->capturable) {
         capture_failed(d, "step '%s' calls a delegate that cannot be captured", step);
@@ -383,8 +405,7 @@ static int cuda_call(dev_ctx *d, dev_call *c, baton_error *err)
         abandon_capture(d);
     }
     if (rc != 0)
-        return baton_seterr(err, rc < 0 ? rc : BATON_EKERNEL, "%s: step '%s': %s failed: %s",
-                            d->name, step, c->kernel ? "kernel" : "delegate",
+        return baton_seterr(err, rc < 0 ? rc : BATON_EKERNEL, "%s",
                             why ? why
                                 : (e != cudaSuccess ? cudaGetErrorString(e) : baton_strerror(rc)));
     if (e != cudaSuccess)
@@ -466,24 +487,6 @@ static int cuda_wait(dev_ctx *d, int slot, const char *where, baton_error *err)
         /* An error of earlier asynchronous work surfaces here; clear it if it can be cleared. */
         (void)cudaGetLastError();
         return cuda_fail(err, d, NULL, "cudaEventSynchronize", where, e);
-    }
-    return 0;
-}
-
-static int cuda_stream_wait(dev_ctx *d, dev_ctx *other, int slot, baton_error *err)
-{
-    if (!other)
-        return baton_seterr(err, BATON_EINVAL, "%s: stream_wait needs another CUDA device",
-                            d->name);
-    if (slot < 0 || slot >= other->n_events)
-        return bad_slot(err, other, "event", slot, other->n_events);
-    cudaError_t e = make_current(d);
-    if (e == cudaSuccess)
-        e = cudaStreamWaitEvent(d->stream, other->events[slot], 0);
-    if (e != cudaSuccess) {
-        char what[64];
-        snprintf(what, sizeof what, "on an event of %s", other->name);
-        return cuda_fail(err, d, NULL, "cudaStreamWaitEvent", what, e);
     }
     return 0;
 }
@@ -643,11 +646,14 @@ static void cuda_counters(dev_ctx *d, struct dev_counters *out)
     dev_cuda_counters(d, out);
 }
 
+#ifdef BATON_TESTING
 void dev_cuda_inject_fault(dev_ctx *d, int what)
 {
     d->fault = what;
 }
+#endif
 
+#ifdef BATON_TESTING
 /* The runtime's generic faults, as the CUDA device makes them happen. */
 static void cuda_inject(dev_ctx *d, dev_fault fault)
 {
@@ -659,6 +665,7 @@ static void cuda_inject(dev_ctx *d, dev_fault fault)
     default: d->fault = DEV_CUDA_FAULT_NONE; break;
     }
 }
+#endif
 
 static int cuda_can_gate(dev_ctx *d)
 {
@@ -705,7 +712,6 @@ const dev_ops dev_cuda_ops = {
     .copy = cuda_copy,
     .record = cuda_record,
     .wait = cuda_wait,
-    .stream_wait = cuda_stream_wait,
     .drain = cuda_drain,
     .capture_begin = cuda_capture_begin,
     .capture_end = cuda_capture_end,
@@ -716,7 +722,9 @@ const dev_ops dev_cuda_ops = {
     .gate_open = cuda_gate_open,
     .supports_pdl = cuda_supports_pdl,
     .counters = cuda_counters,
+#ifdef BATON_TESTING
     .inject = cuda_inject,
+#endif
 };
 
 int baton_cuda_built(void)

@@ -32,7 +32,9 @@ typedef enum dev_cuda_fault {
 
 /* Arms one fault on a context opened with dev_cuda_ops (undefined for other devices). A second
  * call replaces the first; DEV_CUDA_FAULT_NONE disarms. */
+#ifdef BATON_TESTING /* test hooks exist only in testing builds (-DBATON_TESTING=ON) */
 void dev_cuda_inject_fault(dev_ctx *d, int what);
+#endif
 
 /* The context's counters since it was opened (dev_cuda_ops.counters does the same). */
 void dev_cuda_counters(dev_ctx *d, dev_counters *out);

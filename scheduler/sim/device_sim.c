@@ -43,6 +43,7 @@ struct dev_ctx {
     /* the first failure of queued work, reported by the next wait */
     int err_code;
     char err_msg[BATON_ERROR_MAX];
+    int err_step;        /* the step whose call failed, -1 if none */
     long long *event_at; /* per event slot: the `issued` count it waits for */
     int n_events;
     sim_graph *graphs;
@@ -63,8 +64,8 @@ static void run_call(dev_ctx *d, dev_call *c)
     if (rc && !d->err_code) {
         uv_mutex_lock(&d->lock);
         d->err_code = rc < 0 ? rc : BATON_EKERNEL;
-        snprintf(d->err_msg, sizeof d->err_msg, "step '%s': %s",
-                 c->ctx.step_name ? c->ctx.step_name : "?",
+        d->err_step = c->ctx.step_index;
+        snprintf(d->err_msg, sizeof d->err_msg, "%s",
                  c->ctx.errbuf && c->ctx.errbuf[0] ? c->ctx.errbuf : "the call reported a failure");
         uv_mutex_unlock(&d->lock);
     }
@@ -150,6 +151,7 @@ static int sim_open(baton_device dev, const baton_options *opts, int n_graphs, i
     if (!d)
         return baton_seterr(err, BATON_ENOMEM, "sim: out of memory");
     d->dev = dev;
+    d->err_step = -1;
     d->delay_us = opts ? opts->sim_delay_us : 0;
     d->n_events = n_events > 0 ? n_events : 1;
     d->n_graphs = n_graphs;
@@ -259,11 +261,9 @@ static int record_op(dev_ctx *d, const sim_op *op, baton_error *err)
 
 static int sim_call(dev_ctx *d, dev_call *c, baton_error *err)
 {
-    char name[32];
     if (d->fault == DEV_FAULT_LAUNCH) {
         d->fault = DEV_FAULT_NONE;
-        return baton_seterr(err, BATON_ECUDA, "%s (sim): step '%s': launch failed (injected fault)",
-                            baton_device_format(d->dev, name, sizeof name), c->ctx.step_name);
+        return baton_seterr(err, BATON_ECUDA, "launch failed (injected fault)");
     }
     sim_op op = {.kind = SIM_CALL, .call = c};
     if (d->capturing)
@@ -299,9 +299,18 @@ static int sim_record(dev_ctx *d, int slot, baton_error *err)
     return 0;
 }
 
+static int sim_failed_step(dev_ctx *d)
+{
+    uv_mutex_lock(&d->lock);
+    int s = d->err_step;
+    d->err_step = -1;
+    uv_mutex_unlock(&d->lock);
+    return s;
+}
+
 static int sim_wait(dev_ctx *d, int slot, const char *where, baton_error *err)
 {
-    char name[32];
+    (void)where;
     if (slot < 0 || slot >= d->n_events)
         return baton_seterr(err, BATON_EINVAL, "sim: event slot %d out of range", slot);
     d->counters.host_waits++;
@@ -310,8 +319,8 @@ static int sim_wait(dev_ctx *d, int slot, const char *where, baton_error *err)
         uv_cond_wait(&d->cond, &d->lock);
     int rc = d->err_code;
     if (rc) {
-        baton_seterr(err, rc, "%s (sim): %s (reported at the wait %s)",
-                     baton_device_format(d->dev, name, sizeof name), d->err_msg, where);
+        /* the reason only: the runtime names the step (sim_failed_step) */
+        baton_seterr(err, rc, "%s", d->err_msg);
         d->err_code = 0;
     }
     uv_mutex_unlock(&d->lock);
@@ -411,10 +420,12 @@ static void sim_counters(dev_ctx *d, dev_counters *out)
     *out = d->counters;
 }
 
+#ifdef BATON_TESTING
 static void sim_inject(dev_ctx *d, dev_fault fault)
 {
     d->fault = fault;
 }
+#endif
 
 const dev_ops dev_sim_ops = {
     .name = "sim",
@@ -430,7 +441,7 @@ const dev_ops dev_sim_ops = {
     .copy = sim_copy,
     .record = sim_record,
     .wait = sim_wait,
-    .stream_wait = NULL,
+    .failed_step = sim_failed_step,
     .drain = sim_drain_clear,
     .capture_begin = sim_capture_begin,
     .capture_end = sim_capture_end,
@@ -441,5 +452,7 @@ const dev_ops dev_sim_ops = {
     .gate_open = sim_gate_open,
     .supports_pdl = sim_supports_pdl,
     .counters = sim_counters,
+#ifdef BATON_TESTING
     .inject = sim_inject,
+#endif
 };

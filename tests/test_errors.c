@@ -1,0 +1,178 @@
+/* test_errors.c: one error family. A failing step is named once, with its target and device, in
+ * the same words whether the step ran on the CPU or on the test device, and with the code the
+ * header gives (BATON_EKERNEL for a kernel that refused its arguments); every public entry point
+ * that takes a baton_error leaves it cleared on success, whatever it held before. */
+#include <criterion/criterion.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "baton/baton.h"
+#include "baton/baton_uv.h"
+#include "tests/support.h"
+
+/* A copy step whose verbatim descriptor is 1 byte instead of 32: the kernel refuses it. */
+static const char *bad_plan =
+    "{\"format\": \"baton.plan\", \"version\": 1, \"name\": \"bad-descriptor\", \"tensors\": ["
+    "{\"name\": \"x\", \"dtype\": \"f32\", \"shape\": [8], \"role\": \"input\"},"
+    "{\"name\": \"h\", \"dtype\": \"f32\", \"shape\": [8]},"
+    "{\"name\": \"y\", \"dtype\": \"f32\", \"shape\": [8], \"role\": \"output\"}],"
+    "\"steps\": ["
+    "{\"name\": \"first\", \"kernel\": \"copy\", \"device\": \"cuda:0\", \"inputs\": [\"x\"], "
+    "\"outputs\": [\"h\"]},"
+    "{\"name\": \"broken\", \"kernel\": \"copy\", \"device\": \"cuda:0\", \"inputs\": [\"h\"], "
+    "\"outputs\": [\"y\"], \"opaque\": \"00\"}]}";
+
+static int count(const char *hay, const char *needle)
+{
+    int n = 0;
+    for (const char *p = strstr(hay, needle); p; p = strstr(p + 1, needle))
+        n++;
+    return n;
+}
+
+static void run_bad(baton_gpu_backend gpu, baton_sync_mode mode, baton_error *err, int *rc)
+{
+    baton_registry *reg = NULL;
+    baton_plan *plan = NULL;
+    baton_runtime *rt = NULL;
+    baton_error e = {0};
+    cr_assert_eq(baton_registry_create(&reg), 0);
+    cr_assert_eq(
+        baton_plan_load_string(reg, bad_plan, strlen(bad_plan), "bad.json", NULL, &plan, &e), 0,
+        "%s", e.message);
+    baton_options o;
+    baton_options_init(&o);
+    o.gpu = gpu;
+    o.mode = mode;
+    o.quiet = 1;
+    cr_assert_eq(baton_runtime_create(plan, &o, &rt, &e), 0, "%s", e.message);
+    float x[8] = {0};
+    cr_assert_eq(baton_runtime_set_input(rt, "x", x, sizeof x, &e), 0);
+    *rc = baton_runtime_run(rt, err);
+    baton_runtime_destroy(rt);
+    baton_plan_free(plan);
+    baton_registry_destroy(reg);
+}
+
+Test(errors, a_bad_descriptor_reads_the_same_on_the_cpu_and_the_test_device)
+{
+    for (int m = 0; m < 3; m++) {
+        baton_error on_cpu = {0}, on_sim = {0};
+        int rc_cpu, rc_sim;
+        run_bad(BATON_GPU_CPU, (baton_sync_mode)m, &on_cpu, &rc_cpu);
+        run_bad(BATON_GPU_SIM, (baton_sync_mode)m, &on_sim, &rc_sim);
+        const char *mode = baton_sync_mode_name((baton_sync_mode)m);
+        cr_expect_eq(rc_cpu, BATON_EKERNEL, "%s, cpu: %s", mode, baton_strerror(rc_cpu));
+        cr_expect_eq(rc_sim, BATON_EKERNEL, "%s, sim: %s", mode, baton_strerror(rc_sim));
+        cr_expect_eq(on_cpu.code, rc_cpu);
+        cr_expect_str_eq(on_cpu.message, on_sim.message, "%s mode:\n  cpu: %s\n  sim: %s", mode,
+                         on_cpu.message, on_sim.message);
+        cr_expect_eq(count(on_cpu.message, "broken"), 1, "the step is named %d times: %s",
+                     count(on_cpu.message, "broken"), on_cpu.message);
+        cr_expect(
+            strstr(on_cpu.message, "step 'broken' (kernel 'copy' on cuda:0): ") == on_cpu.message,
+            "the message does not start with the step, its target and device: %s", on_cpu.message);
+        cr_expect(strstr(on_cpu.message, "descriptor") != NULL, "no reason: %s", on_cpu.message);
+    }
+}
+
+#define JUNK(e)                                                                                    \
+    do {                                                                                           \
+        (e).code = -99;                                                                            \
+        snprintf((e).message, sizeof(e).message, "junk from an earlier call");                     \
+    } while (0)
+
+#define EXPECT_CLEARED(call, e)                                                                    \
+    do {                                                                                           \
+        JUNK(e);                                                                                   \
+        int rc_ = (call);                                                                          \
+        cr_expect_eq(rc_, 0, "%s failed: %s", #call, (e).message);                                 \
+        cr_expect_eq((e).code, 0, "%s left code %d", #call, (e).code);                             \
+        cr_expect_str_empty((e).message, "%s left '%s'", #call, (e).message);                      \
+    } while (0)
+
+static int noop_check(const baton_sig_args *a, baton_tensor_desc *expected, char *msg, size_t len)
+{
+    expected[0] = a->inputs[0];
+    return 0;
+}
+
+static int noop_kernel(const baton_exec_ctx *ctx, void **buffers, const char *opaque, size_t len)
+{
+    return 0;
+}
+
+static void on_done(baton_job *job, int status)
+{
+    (void)job;
+    (void)status;
+}
+
+static void on_closed(void *arg)
+{
+    (void)arg;
+}
+
+Test(errors, every_entry_point_clears_err_on_success)
+{
+    baton_registry *reg = NULL;
+    baton_plan *plan = NULL, *plan2 = NULL;
+    baton_runtime *rt = NULL;
+    baton_error e;
+    cr_assert_eq(baton_registry_create(&reg), 0);
+    baton_target t = {.name = "my_noop",
+                      .kind = BATON_TARGET_KERNEL,
+                      .n_inputs = 1,
+                      .n_outputs = 1,
+                      .check = noop_check,
+                      .impls = {{.device = BATON_DEVICE_CPU, .kernel = noop_kernel}},
+                      .n_impls = 1};
+    EXPECT_CLEARED(baton_registry_add(reg, &t, &e), e);
+    EXPECT_CLEARED(baton_registry_replace(reg, &t, &e), e);
+    const char *good =
+        "{\"format\": \"baton.plan\", \"version\": 1, \"name\": \"g\", \"tensors\": ["
+        "{\"name\": \"x\", \"dtype\": \"f32\", \"shape\": [4], \"role\": \"input\"},"
+        "{\"name\": \"y\", \"dtype\": \"f32\", \"shape\": [4], \"role\": \"output\"}],"
+        "\"steps\": [{\"name\": \"s\", \"kernel\": \"add_scalar\", \"device\": "
+        "\"cuda:0\", \"inputs\": [\"x\"], \"outputs\": [\"y\"], \"attrs\": "
+        "{\"value\": 2}}]}";
+    EXPECT_CLEARED(baton_plan_load_string(reg, good, strlen(good), "g.json", NULL, &plan, &e), e);
+    EXPECT_CLEARED(baton_plan_load(reg, test_path("tests/data/good/minimal.json"), &plan2, &e), e);
+    baton_options o;
+    baton_options_init(&o);
+    o.gpu = BATON_GPU_SIM;
+    EXPECT_CLEARED(baton_runtime_create(plan, &o, &rt, &e), e);
+    float x[4] = {1, 2, 3, 4}, y[4];
+    EXPECT_CLEARED(baton_runtime_set_input(rt, "x", x, sizeof x, &e), e);
+    cr_assert_eq(baton_runtime_trace_begin(rt, 64), 0);
+    EXPECT_CLEARED(baton_runtime_run(rt, &e), e);
+    EXPECT_CLEARED(baton_runtime_get_output(rt, "y", y, sizeof y, &e), e);
+    char dir[] = "/tmp/baton_errors_XXXXXX";
+    cr_assert_not_null(mkdtemp(dir));
+    char path[128];
+    snprintf(path, sizeof path, "%s/trace.json", dir);
+    EXPECT_CLEARED(baton_runtime_trace_write(rt, path, &e), e);
+    unlink(path);
+    snprintf(path, sizeof path, "%s/y.npy", dir);
+    baton_tensor_desc d = {.dtype = BATON_DTYPE_F32, .rank = 1, .shape = {4}};
+    EXPECT_CLEARED(baton_npy_write(path, &d, y, &e), e);
+    void *data = NULL;
+    EXPECT_CLEARED(baton_npy_read(path, &d, &data, &e), e);
+    free(data);
+    unlink(path);
+    rmdir(dir);
+    uv_loop_t loop;
+    cr_assert_eq(uv_loop_init(&loop), 0);
+    baton_pool *pool = NULL;
+    EXPECT_CLEARED(baton_pool_create(&loop, plan, &o, 1, &pool, &e), e);
+    baton_pool_close(pool, on_closed, NULL);
+    uv_run(&loop, UV_RUN_DEFAULT);
+    cr_expect_eq(uv_loop_close(&loop), 0);
+    (void)on_done;
+    baton_runtime_destroy(rt);
+    baton_plan_free(plan);
+    baton_plan_free(plan2);
+    baton_registry_destroy(reg);
+}
