@@ -394,34 +394,6 @@ Test(device_cuda, drain_abandons_a_capture_in_progress)
     fx_close(&f);
 }
 
-Test(device_cuda, stream_wait_orders_two_contexts_without_a_host_wait)
-{
-    SKIP_WITHOUT_GPU();
-    fixture a, b;
-    fx_open(&a, (size_t)64 << 20);
-    fx_open(&b, (size_t)64 << 20);
-    baton_error err = {0};
-    /* a: host -> a.src -> a.dst; b waits on a's event, then a.dst -> b.dst -> host */
-    b.buffers[0] = a.dst;
-    cr_assert_eq(ops->copy(a.d, a.src, a.host_src, a.n, DEV_COPY_H2D, "x", &err), 0);
-    cr_assert_eq(ops->call(a.d, &a.call, &err), 0, "%s", err.message);
-    cr_assert_eq(ops->record(a.d, 1, &err), 0);
-    cr_assert_eq(ops->stream_wait(b.d, a.d, 1, &err), 0, "%s", err.message);
-    cr_assert_eq(ops->call(b.d, &b.call, &err), 0, "%s", err.message);
-    cr_assert_eq(ops->copy(b.d, b.host_dst, b.dst, b.n, DEV_COPY_D2H, "y", &err), 0);
-    cr_assert_eq(ops->record(b.d, 0, &err), 0);
-    cr_assert_eq(ops->wait(b.d, 0, "end", &err), 0, "%s", err.message);
-    cr_expect_eq(memcmp(a.host_src, b.host_dst, a.n), 0, "b read a's output before it was done");
-    dev_counters ca, cb;
-    ops->counters(a.d, &ca);
-    ops->counters(b.d, &cb);
-    cr_expect_eq(ca.host_waits, 0);
-    cr_expect_eq(cb.host_waits, 1);
-    b.buffers[0] = b.src;
-    fx_close(&b);
-    fx_close(&a);
-}
-
 Test(device_cuda, reports_pdl_support_from_the_compute_capability)
 {
     SKIP_WITHOUT_GPU();
