@@ -13,6 +13,9 @@ if(BATON_XLA_FFI_INCLUDE)
   endif()
   file(GLOB BATON_FFI_SOURCES CONFIGURE_DEPENDS ${CMAKE_CURRENT_LIST_DIR}/../kernels/ffi/*.c)
   add_library(baton_jax SHARED ${BATON_FFI_SOURCES})
+  # Exported: the handlers baton_xla.h declares with BATON_API; the rest of baton stays hidden.
+  set_target_properties(baton_jax PROPERTIES C_VISIBILITY_PRESET hidden)
+  target_link_options(baton_jax PRIVATE LINKER:--exclude-libs,ALL)
   # The handlers are part of the kernels layer: they see core/ and kernels/ only.
   target_include_directories(baton_jax PRIVATE ${CMAKE_CURRENT_SOURCE_DIR}/include
                                                ${CMAKE_BINARY_DIR}/scope/kernels)

@@ -14,6 +14,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "baton/baton_export.h"
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -58,7 +60,7 @@ typedef struct baton_error {
 } baton_error;
 
 /* The name of an error code ("BATON_EPLAN: invalid plan"). Never NULL. */
-const char *baton_strerror(int code);
+BATON_API const char *baton_strerror(int code);
 
 /* ---------------------------------------------------------------------------------------------
  * Element types, devices, roles
@@ -77,23 +79,23 @@ typedef enum baton_dtype {
 } baton_dtype;
 #define BATON_DTYPE_COUNT 7
 
-const char *baton_dtype_name(baton_dtype dt);    /* "bf16"; "invalid" for others */
-size_t baton_dtype_size(baton_dtype dt);         /* bytes per element; 0 if invalid */
-baton_dtype baton_dtype_from_name(const char *); /* BATON_DTYPE_INVALID if unknown */
+BATON_API const char *baton_dtype_name(baton_dtype dt);    /* "bf16"; "invalid" for others */
+BATON_API size_t baton_dtype_size(baton_dtype dt);         /* bytes per element; 0 if invalid */
+BATON_API baton_dtype baton_dtype_from_name(const char *); /* BATON_DTYPE_INVALID if unknown */
 
 /* Converts n elements of src (src_dtype) into dst (dst_dtype), with the rounding of baton's
  * kernels: to bf16 and f16 round to nearest even; to integers truncate toward zero and saturate
  * (NaN gives 0). dst and src must not overlap. BATON_EINVAL for an invalid dtype, n < 0 or a NULL
  * buffer. */
-int baton_convert(void *dst, baton_dtype dst_dtype, const void *src, baton_dtype src_dtype,
-                  int64_t n);
+BATON_API int baton_convert(void *dst, baton_dtype dst_dtype, const void *src,
+                            baton_dtype src_dtype, int64_t n);
 /* Fills n elements with the plan format's seeded "normal" (mean, std) or "uniform" [low, high)
  * values: the same bits on every machine for the same seed (docs/plan-format.md gives the
  * algorithms). BATON_EINVAL for an invalid dtype, n < 0 or a NULL buffer. */
-int baton_fill_normal(void *dst, baton_dtype dtype, int64_t n, uint64_t seed, double mean,
-                      double std);
-int baton_fill_uniform(void *dst, baton_dtype dtype, int64_t n, uint64_t seed, double low,
-                       double high);
+BATON_API int baton_fill_normal(void *dst, baton_dtype dtype, int64_t n, uint64_t seed, double mean,
+                                double std);
+BATON_API int baton_fill_uniform(void *dst, baton_dtype dtype, int64_t n, uint64_t seed, double low,
+                                 double high);
 
 typedef enum baton_device_kind {
     BATON_DEVICE_NONE = 0, /* "no device": e.g. the next device after the last step */
@@ -107,9 +109,9 @@ typedef struct baton_device {
 } baton_device;
 
 /* Writes "cpu", "cuda:0" or "none" into buf; returns buf. */
-char *baton_device_format(baton_device dev, char *buf, size_t len);
+BATON_API char *baton_device_format(baton_device dev, char *buf, size_t len);
 /* Parses "cpu" or "cuda:N". Returns 0 or BATON_EINVAL. */
-int baton_device_parse(const char *text, baton_device *out);
+BATON_API int baton_device_parse(const char *text, baton_device *out);
 
 typedef enum baton_role {
     BATON_ROLE_INTERMEDIATE = 0,
@@ -118,7 +120,7 @@ typedef enum baton_role {
     BATON_ROLE_CONSTANT = 3
 } baton_role;
 
-const char *baton_role_name(baton_role role);
+BATON_API const char *baton_role_name(baton_role role);
 
 #define BATON_MAX_RANK 8
 
@@ -131,7 +133,7 @@ typedef struct baton_tensor_desc {
 
 /* The number of elements (1 for rank 0); -1 when the rank is outside [0, BATON_MAX_RANK], a
  * dimension is negative or the product does not fit int64_t. */
-int64_t baton_tensor_desc_numel(const baton_tensor_desc *d);
+BATON_API int64_t baton_tensor_desc_numel(const baton_tensor_desc *d);
 
 /* ---------------------------------------------------------------------------------------------
  * Attributes: the typed `attrs` object of a step
@@ -154,7 +156,7 @@ typedef struct baton_attr {
 } baton_attr;
 
 /* Looks an attribute up by name among n; NULL if absent. */
-const baton_attr *baton_attrs_find(const baton_attr *attrs, int n, const char *name);
+BATON_API const baton_attr *baton_attrs_find(const baton_attr *attrs, int n, const char *name);
 
 /* ---------------------------------------------------------------------------------------------
  * Targets: kernels and delegates, and the context a call receives
@@ -293,9 +295,9 @@ typedef struct baton_registry baton_registry;
 
 /* Creates a registry holding baton's built-in kernels and delegates for every device this build
  * supports. */
-int baton_registry_create(baton_registry **out);
+BATON_API int baton_registry_create(baton_registry **out);
 /* Drops the caller's reference (see above). NULL is a no-op. */
-void baton_registry_destroy(baton_registry *reg);
+BATON_API void baton_registry_destroy(baton_registry *reg);
 /* Adds a target. BATON_EINVAL, with a message naming the target and the fix, unless: the name
  * is 1 to 255 bytes of letters, digits, '_', '.' and '-' (what a plan can write); kind is a kernel
  * or a delegate; check() is set (pack() may be NULL: no descriptor); n_inputs and n_outputs are
@@ -312,19 +314,21 @@ void baton_registry_destroy(baton_registry *reg);
  *
  * A failed call leaves the registry exactly as it was. Plans loaded before a call keep the
  * targets they resolved: add targets before loading the plans that use them. */
-int baton_registry_add(baton_registry *reg, const baton_target *target, baton_error *err);
+BATON_API int baton_registry_add(baton_registry *reg, const baton_target *target, baton_error *err);
 /* Replaces the registered target of target->name (a built-in included) with `target`, checked as
  * baton_registry_add checks a new one; its signature may differ. BATON_ENOENT when no target has
  * that name (use baton_registry_add). Plans loaded before keep the target they resolved; plans
  * loaded afterwards use the new one. A failed call changes nothing. */
-int baton_registry_replace(baton_registry *reg, const baton_target *target, baton_error *err);
+BATON_API int baton_registry_replace(baton_registry *reg, const baton_target *target,
+                                     baton_error *err);
 /* The registered target of that name, or NULL. The pointer stays valid as long as the registry
  * lives, even after an add or a replace of that name (which install a new copy). */
-const baton_target *baton_registry_find(const baton_registry *reg, const char *name);
-int baton_registry_count(const baton_registry *reg);
-const baton_target *baton_registry_at(const baton_registry *reg, int i);
+BATON_API const baton_target *baton_registry_find(const baton_registry *reg, const char *name);
+BATON_API int baton_registry_count(const baton_registry *reg);
+BATON_API const baton_target *baton_registry_at(const baton_registry *reg, int i);
 /* The implementation of `t` for a device kind, or NULL. */
-const baton_target_impl *baton_target_impl_for(const baton_target *t, baton_device_kind kind);
+BATON_API const baton_target_impl *baton_target_impl_for(const baton_target *t,
+                                                         baton_device_kind kind);
 
 /* ---------------------------------------------------------------------------------------------
  * Plans: load, validate, analyse
@@ -340,22 +344,22 @@ typedef struct baton_plan baton_plan;
 /* Loads, validates and analyses a plan file. The plan takes a reference on the registry (see
  * above). On failure *out is NULL and err names the file, line:column, step or tensor, and the
  * fix. */
-int baton_plan_load(const baton_registry *reg, const char *path, baton_plan **out,
-                    baton_error *err);
+BATON_API int baton_plan_load(const baton_registry *reg, const char *path, baton_plan **out,
+                              baton_error *err);
 /* The same from memory. `source` names the text in messages; `base_dir` resolves npy paths
  * (NULL: the current directory). */
-int baton_plan_load_string(const baton_registry *reg, const char *json, size_t len,
-                           const char *source, const char *base_dir, baton_plan **out,
-                           baton_error *err);
+BATON_API int baton_plan_load_string(const baton_registry *reg, const char *json, size_t len,
+                                     const char *source, const char *base_dir, baton_plan **out,
+                                     baton_error *err);
 /* Drops the caller's reference (see above). NULL is a no-op. */
-void baton_plan_free(baton_plan *plan);
+BATON_API void baton_plan_free(baton_plan *plan);
 
-const char *baton_plan_name(const baton_plan *plan);
-int baton_plan_tensor_count(const baton_plan *plan);
-int baton_plan_step_count(const baton_plan *plan);
+BATON_API const char *baton_plan_name(const baton_plan *plan);
+BATON_API int baton_plan_tensor_count(const baton_plan *plan);
+BATON_API int baton_plan_step_count(const baton_plan *plan);
 /* Index of a tensor or step by name, or BATON_ENOENT. */
-int baton_plan_tensor_index(const baton_plan *plan, const char *name);
-int baton_plan_step_index(const baton_plan *plan, const char *name);
+BATON_API int baton_plan_tensor_index(const baton_plan *plan, const char *name);
+BATON_API int baton_plan_step_index(const baton_plan *plan, const char *name);
 
 typedef struct baton_tensor_info {
     const char *name;
@@ -364,7 +368,7 @@ typedef struct baton_tensor_info {
     size_t nbytes;
 } baton_tensor_info;
 
-int baton_plan_tensor_info(const baton_plan *plan, int i, baton_tensor_info *out);
+BATON_API int baton_plan_tensor_info(const baton_plan *plan, int i, baton_tensor_info *out);
 
 typedef struct baton_step_info {
     const char *name;
@@ -376,11 +380,11 @@ typedef struct baton_step_info {
     baton_target_kind next_kind;
 } baton_step_info;
 
-int baton_plan_step_info(const baton_plan *plan, int i, baton_step_info *out);
+BATON_API int baton_plan_step_info(const baton_plan *plan, int i, baton_step_info *out);
 
 /* Writes the analysis (segments, boundaries, transfers, memory plan, sync points) as readable
  * text or as JSON to a stream (a FILE *; void * keeps <stdio.h> out of this header). */
-int baton_plan_describe(const baton_plan *plan, void *file, int as_json);
+BATON_API int baton_plan_describe(const baton_plan *plan, void *file, int as_json);
 
 /* ---------------------------------------------------------------------------------------------
  * Running
@@ -392,8 +396,8 @@ typedef enum baton_sync_mode {
     BATON_SYNC_GRAPH = 2     /* boundary, with each GPU segment replayed as a CUDA graph */
 } baton_sync_mode;
 
-const char *baton_sync_mode_name(baton_sync_mode mode);
-int baton_sync_mode_parse(const char *text, baton_sync_mode *out);
+BATON_API const char *baton_sync_mode_name(baton_sync_mode mode);
+BATON_API int baton_sync_mode_parse(const char *text, baton_sync_mode *out);
 
 /* How `cuda:N` steps are executed. */
 typedef enum baton_gpu_backend {
@@ -416,7 +420,7 @@ typedef struct baton_options {
     int disable_queue_ahead;
 } baton_options;
 
-void baton_options_init(baton_options *opts);
+BATON_API void baton_options_init(baton_options *opts);
 
 /* Ownership: a runtime holds a reference on its plan (and so on the plan's registry); the
  * caller owns the runtime and frees it with baton_runtime_destroy(). A runtime is not
@@ -427,25 +431,25 @@ typedef struct baton_runtime baton_runtime;
  * streams and delegate states. opts NULL means baton_options_init()'s defaults; a field out of
  * range (an unknown mode or gpu backend, a negative or over-1 s sim_delay_us) is BATON_EINVAL
  * naming the field and its allowed values. */
-int baton_runtime_create(const baton_plan *plan, const baton_options *opts, baton_runtime **out,
-                         baton_error *err);
-void baton_runtime_destroy(baton_runtime *rt);
+BATON_API int baton_runtime_create(const baton_plan *plan, const baton_options *opts,
+                                   baton_runtime **out, baton_error *err);
+BATON_API void baton_runtime_destroy(baton_runtime *rt);
 
 /* Copies a host buffer of exactly the tensor's byte size into an input tensor. BATON_EINVAL for a
  * tensor that is not an input, a wrong size or a NULL data. */
-int baton_runtime_set_input(baton_runtime *rt, const char *name, const void *data, size_t nbytes,
-                            baton_error *err);
+BATON_API int baton_runtime_set_input(baton_runtime *rt, const char *name, const void *data,
+                                      size_t nbytes, baton_error *err);
 /* Copies an output tensor, after a run that succeeded, or an input tensor (what was set) to a
  * host buffer of exactly the tensor's byte size. Other tensors cannot be read: the memory plan
  * reuses their space (BATON_EINVAL). An output before any run, or after a failed run, is
  * BATON_ESTATE. BATON_EINVAL for a wrong size or a NULL data. */
-int baton_runtime_get_output(baton_runtime *rt, const char *name, void *data, size_t nbytes,
-                             baton_error *err);
+BATON_API int baton_runtime_get_output(baton_runtime *rt, const char *name, void *data,
+                                       size_t nbytes, baton_error *err);
 
 /* Runs the plan once. Allocates nothing, except in the first graph-mode run and the first run after
  * baton_runtime_recapture, which capture and instantiate the GPU segments' graphs. On failure err
  * names the step, device and call; the runtime stays usable. */
-int baton_runtime_run(baton_runtime *rt, baton_error *err);
+BATON_API int baton_runtime_run(baton_runtime *rt, baton_error *err);
 
 /* Counters accumulated over the runs since the runtime was created or its counters reset
  * (baton_runtime_reset_stats). They count what reached a GPU: with the CPU fallback (cuda:N steps
@@ -468,26 +472,26 @@ typedef struct baton_run_stats {
     int64_t queued_ahead; /* GPU segments queued before the CPU segment that feeds them ran */
 } baton_run_stats;
 
-void baton_runtime_stats(const baton_runtime *rt, baton_run_stats *out);
-void baton_runtime_reset_stats(baton_runtime *rt);
+BATON_API void baton_runtime_stats(const baton_runtime *rt, baton_run_stats *out);
+BATON_API void baton_runtime_reset_stats(baton_runtime *rt);
 /* Why a GPU segment runs uncaptured in graph mode, or NULL. */
-const char *baton_runtime_note(const baton_runtime *rt);
+BATON_API const char *baton_runtime_note(const baton_runtime *rt);
 /* Makes the next graph-mode run capture every GPU segment again and update the executable graphs
  * in place (cudaGraphExecUpdate), e.g. after a delegate changed its algorithm. Counted in
  * baton_run_stats.graph_updates. */
-int baton_runtime_recapture(baton_runtime *rt);
+BATON_API int baton_runtime_recapture(baton_runtime *rt);
 /* The sync mode and the GPU backend the runtime actually uses (after any fallback). */
-baton_sync_mode baton_runtime_mode(const baton_runtime *rt);
-baton_gpu_backend baton_runtime_gpu_backend(const baton_runtime *rt);
+BATON_API baton_sync_mode baton_runtime_mode(const baton_runtime *rt);
+BATON_API baton_gpu_backend baton_runtime_gpu_backend(const baton_runtime *rt);
 
 /* Per-step timing for `baton bench`: when enabled the runtime records host time per step
  * (on GPUs this is issue time unless the mode is strict). */
-int baton_runtime_enable_step_timing(baton_runtime *rt, int enable);
-int baton_runtime_step_time_ns(const baton_runtime *rt, int step, int64_t *total_ns);
+BATON_API int baton_runtime_enable_step_timing(baton_runtime *rt, int enable);
+BATON_API int baton_runtime_step_time_ns(const baton_runtime *rt, int step, int64_t *total_ns);
 
 /* Writes a Chrome trace (Perfetto opens it) of the runs since tracing was enabled. */
-int baton_runtime_trace_begin(baton_runtime *rt, size_t max_events);
-int baton_runtime_trace_write(baton_runtime *rt, const char *path, baton_error *err);
+BATON_API int baton_runtime_trace_begin(baton_runtime *rt, size_t max_events);
+BATON_API int baton_runtime_trace_write(baton_runtime *rt, const char *path, baton_error *err);
 
 /* ---------------------------------------------------------------------------------------------
  * .npy files
@@ -498,16 +502,17 @@ int baton_runtime_trace_write(baton_runtime *rt, const char *path, baton_error *
  * header must be one numpy could write, and the file exactly as long as it says. Errors:
  * BATON_EIO for a file that cannot be read or is not such a .npy (the message names the file
  * and the fix), BATON_ENOMEM, BATON_EINVAL for NULL arguments. */
-int baton_npy_read(const char *path, baton_tensor_desc *desc, void **data, baton_error *err);
+BATON_API int baton_npy_read(const char *path, baton_tensor_desc *desc, void **data,
+                             baton_error *err);
 /* Writes desc and its data as a version 1.0 .npy, the header as numpy.save writes it.
  * BATON_EINVAL for a desc with no .npy form (invalid dtype or rank, a negative dimension, a size
  * that overflows) or NULL data of nonzero size; BATON_EIO if the file cannot be written. */
-int baton_npy_write(const char *path, const baton_tensor_desc *desc, const void *data,
-                    baton_error *err);
+BATON_API int baton_npy_write(const char *path, const baton_tensor_desc *desc, const void *data,
+                              baton_error *err);
 
 /* Whether this build has CUDA support, and how many CUDA devices are present (0 if none). */
-int baton_cuda_built(void);
-int baton_cuda_device_count(void);
+BATON_API int baton_cuda_built(void);
+BATON_API int baton_cuda_device_count(void);
 
 #ifdef __cplusplus
 }

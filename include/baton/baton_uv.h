@@ -54,9 +54,9 @@ struct baton_job {
     const baton_binding *outputs; /* written before the callback (only when status is 0) */
     int n_outputs;
     /* Filled by baton before the callback. */
-    baton_run_stats stats;               /* this run's counters */
-    baton_error err;                     /* the reason, when status is not 0 */
-    int instance;                        /* the instance that ran it, -1 if it never ran */
+    baton_run_stats stats; /* this run's counters */
+    baton_error err;       /* the reason, when status is not 0 */
+    int instance;          /* the instance that ran it, -1 if it never ran */
     /* CLOCK_MONOTONIC times: submitted, handed to its instance (jobs start in submission order),
      * finished on the instance */
     int64_t submit_ns, start_ns, end_ns;
@@ -69,37 +69,37 @@ struct baton_job {
 };
 
 /* Zeroes a job: a job must start zeroed. */
-void baton_job_init(baton_job *job);
+BATON_API void baton_job_init(baton_job *job);
 
 /* Creates a pool of `instances` (1 to 64) instances of `plan` with `opts` on `loop`: prepares the
  * first instance (arenas, constants, streams), then the others on its constants, and starts one
  * worker thread per instance. The plan must outlive the pool. On failure *out is NULL. */
-int baton_pool_create(uv_loop_t *loop, const baton_plan *plan, const baton_options *opts,
-                      int instances, baton_pool **out, baton_error *err);
+BATON_API int baton_pool_create(uv_loop_t *loop, const baton_plan *plan, const baton_options *opts,
+                                int instances, baton_pool **out, baton_error *err);
 
 /* Queues a run; cb is called on the loop thread when it ends. Allocates nothing. BATON_EINVAL for
  * a NULL job or callback or bindings that do not fit (checked here, before anything runs:
  * unknown names, wrong sizes, NULL data); BATON_ESTATE when the pool is closing or the job is
  * already submitted. */
-int baton_pool_submit(baton_pool *pool, baton_job *job, baton_job_cb cb);
+BATON_API int baton_pool_submit(baton_pool *pool, baton_job *job, baton_job_cb cb);
 
 /* Cancels a job that has not started: it leaves the queue and its callback is called (on a later
  * turn of the loop) with BATON_ECANCELED. BATON_ESTATE if it is running or has ended. */
-int baton_pool_cancel(baton_job *job);
+BATON_API int baton_pool_cancel(baton_job *job);
 
 /* Closes the pool: cancels the queued jobs, lets the running ones finish (their callbacks are
  * called), stops the workers, frees the instances and calls close_cb(arg) on the loop thread,
  * after which the pool is gone. The loop then holds nothing of baton's: uv_loop_close succeeds. */
-void baton_pool_close(baton_pool *pool, void (*close_cb)(void *arg), void *arg);
+BATON_API void baton_pool_close(baton_pool *pool, void (*close_cb)(void *arg), void *arg);
 
 /* The pool's shape: its instances, and the bytes it holds on all devices: one set of constants
  * plus, per instance, its arenas without the constants. Memory = const_bytes + instances *
  * arena_bytes. */
-int baton_pool_instances(const baton_pool *pool);
-void baton_pool_memory(const baton_pool *pool, size_t *const_bytes, size_t *arena_bytes);
+BATON_API int baton_pool_instances(const baton_pool *pool);
+BATON_API void baton_pool_memory(const baton_pool *pool, size_t *const_bytes, size_t *arena_bytes);
 
 /* Runs queued and running now (for throughput tools and tests). */
-int baton_pool_pending(const baton_pool *pool);
+BATON_API int baton_pool_pending(const baton_pool *pool);
 
 #ifdef __cplusplus
 }

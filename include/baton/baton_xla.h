@@ -25,30 +25,34 @@
 
 #include <stddef.h>
 
+#include "baton/baton_export.h"
+
 #ifdef __cplusplus
 extern "C" {
 #endif
 
 /* ---- legacy custom-call ABI (libbaton, CUDA builds) ---- */
-void baton_rms_norm_fwd(void *stream, void **buffers, const char *opaque, size_t opaque_len);
-void baton_rms_norm_bwd(void *stream, void **buffers, const char *opaque, size_t opaque_len);
+BATON_API void baton_rms_norm_fwd(void *stream, void **buffers, const char *opaque,
+                                  size_t opaque_len);
+BATON_API void baton_rms_norm_bwd(void *stream, void **buffers, const char *opaque,
+                                  size_t opaque_len);
 /* `status` is XLA's XlaCustomCallStatus *. */
-void baton_rms_norm_fwd_status(void *stream, void **buffers, const char *opaque, size_t opaque_len,
-                               void *status);
-void baton_rms_norm_bwd_status(void *stream, void **buffers, const char *opaque, size_t opaque_len,
-                               void *status);
+BATON_API void baton_rms_norm_fwd_status(void *stream, void **buffers, const char *opaque,
+                                         size_t opaque_len, void *status);
+BATON_API void baton_rms_norm_bwd_status(void *stream, void **buffers, const char *opaque,
+                                         size_t opaque_len, void *status);
 
 /* ---- typed XLA FFI handlers (libbaton_jax.so) ----
  * Each has XLA's XLA_FFI_Handler signature; pass it to jax.ffi.register_ffi_target through
  * jax.ffi.pycapsule. The _cuda ones exist only when libbaton_jax was built with CUDA. */
 struct XLA_FFI_Error;
 struct XLA_FFI_CallFrame;
-struct XLA_FFI_Error *baton_ffi_rms_norm_fwd_cpu(struct XLA_FFI_CallFrame *frame);
-struct XLA_FFI_Error *baton_ffi_rms_norm_bwd_cpu(struct XLA_FFI_CallFrame *frame);
-struct XLA_FFI_Error *baton_ffi_rms_norm_fwd_cuda(struct XLA_FFI_CallFrame *frame);
-struct XLA_FFI_Error *baton_ffi_rms_norm_bwd_cuda(struct XLA_FFI_CallFrame *frame);
+BATON_API struct XLA_FFI_Error *baton_ffi_rms_norm_fwd_cpu(struct XLA_FFI_CallFrame *frame);
+BATON_API struct XLA_FFI_Error *baton_ffi_rms_norm_bwd_cpu(struct XLA_FFI_CallFrame *frame);
+BATON_API struct XLA_FFI_Error *baton_ffi_rms_norm_fwd_cuda(struct XLA_FFI_CallFrame *frame);
+BATON_API struct XLA_FFI_Error *baton_ffi_rms_norm_bwd_cuda(struct XLA_FFI_CallFrame *frame);
 /* 1 when this libbaton_jax has the _cuda handlers, else 0. */
-int baton_ffi_has_cuda(void);
+BATON_API int baton_ffi_has_cuda(void);
 
 #ifdef __cplusplus
 }
