@@ -8,9 +8,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include <cublasLt.h>
 #include <cuda_runtime.h>
 
+#include "delegates/cuda/cublaslt_api.h"
 #include "delegates/cuda/gemm_cublaslt.h"
 #include "delegates/gemm.h"
 #include "core/core.h"
@@ -23,6 +23,7 @@
 #define GEMM_TIERS 3
 
 typedef struct gemm_state {
+    const lt_api *api; /* cuBLASLt, loaded on the first init() (cublaslt_api.h) */
     cublasLtHandle_t lt;
     cublasLtMatmulDesc_t op;
     cublasLtMatrixLayout_t lay_b; /* cuBLASLt's "A": the stored B (column-major view) */
@@ -55,11 +56,11 @@ static int init_fail(baton_error *err, int code, const baton_delegate_init *info
                         info->step_name ? info->step_name : "?", msg);
 }
 
-static int lt_fail(baton_error *err, const baton_delegate_init *info, const char *call,
-                   cublasStatus_t st)
+static int lt_fail(baton_error *err, const baton_delegate_init *info, const gemm_state *s,
+                   const char *call, cublasStatus_t st)
 {
-    return init_fail(err, BATON_ECUDA, info, "%s failed: %s: %s", call, cublasLtGetStatusName(st),
-                     cublasLtGetStatusString(st));
+    return init_fail(err, BATON_ECUDA, info, "%s failed: %s: %s", call,
+                     s->api->cublasLtGetStatusName(st), s->api->cublasLtGetStatusString(st));
 }
 
 static int cuda_type(baton_dtype dt, cudaDataType_t *out)
@@ -108,6 +109,14 @@ static int gemm_init(const baton_delegate_init *info, void **state, baton_error 
                          "empty product (M=%lld, N=%lld, K=%lld) is not supported",
                          (long long)desc.m, (long long)desc.n, (long long)desc.k);
 
+    /* cuBLASLt is loaded here, on the first gemm prepared on a GPU, not when libbaton is: a
+     * missing library is this step's error, and programs that never run a GPU gemm never pay
+     * for it. */
+    char why[768];
+    const lt_api *api = lt_api_get(why, sizeof why);
+    if (!api)
+        return init_fail(err, BATON_ECUDA, info, "%s", why);
+
     int cur = -1;
     cudaError_t ce = cudaGetDevice(&cur);
     if (ce == cudaSuccess && cur != info->device.index)
@@ -121,6 +130,7 @@ static int gemm_init(const baton_delegate_init *info, void **state, baton_error 
     gemm_state *s = calloc(1, sizeof *s);
     if (!s)
         return init_fail(err, BATON_ENOMEM, info, "out of memory");
+    s->api = api;
     s->desc = desc;
     s->alpha = (float)desc.alpha;
     s->beta = (float)desc.beta;
@@ -131,61 +141,61 @@ static int gemm_init(const baton_delegate_init *info, void **state, baton_error 
 
     cublasStatus_t st;
     cublasLtMatmulPreference_t pref = NULL;
-    if ((st = cublasLtCreate(&s->lt)) != CUBLAS_STATUS_SUCCESS) {
+    if ((st = s->api->cublasLtCreate(&s->lt)) != CUBLAS_STATUS_SUCCESS) {
         s->lt = NULL;
-        rc = lt_fail(err, info, "cublasLtCreate", st);
+        rc = lt_fail(err, info, s, "cublasLtCreate", st);
         goto fail;
     }
     /* f32 accumulation and scaling for every dtype; CUBLAS_COMPUTE_32F (not _FAST_TF32) keeps f32
      * products in full f32. */
-    if ((st = cublasLtMatmulDescCreate(&s->op, CUBLAS_COMPUTE_32F, CUDA_R_32F)) !=
+    if ((st = s->api->cublasLtMatmulDescCreate(&s->op, CUBLAS_COMPUTE_32F, CUDA_R_32F)) !=
         CUBLAS_STATUS_SUCCESS) {
         s->op = NULL;
-        rc = lt_fail(err, info, "cublasLtMatmulDescCreate", st);
+        rc = lt_fail(err, info, s, "cublasLtMatmulDescCreate", st);
         goto fail;
     }
     /* Row-major C[M,N] = op(A) op(B) is column-major C^T[N,M] = op(B)^T op(A)^T: cuBLASLt's A is
      * the stored B and its B the stored A, each transposed when the step transposes it. */
     cublasOperation_t op_b = tb ? CUBLAS_OP_T : CUBLAS_OP_N;
     cublasOperation_t op_a = ta ? CUBLAS_OP_T : CUBLAS_OP_N;
-    if ((st = cublasLtMatmulDescSetAttribute(s->op, CUBLASLT_MATMUL_DESC_TRANSA, &op_b,
-                                             sizeof op_b)) != CUBLAS_STATUS_SUCCESS ||
-        (st = cublasLtMatmulDescSetAttribute(s->op, CUBLASLT_MATMUL_DESC_TRANSB, &op_a,
-                                             sizeof op_a)) != CUBLAS_STATUS_SUCCESS) {
-        rc = lt_fail(err, info, "cublasLtMatmulDescSetAttribute", st);
+    if ((st = s->api->cublasLtMatmulDescSetAttribute(s->op, CUBLASLT_MATMUL_DESC_TRANSA, &op_b,
+                                                     sizeof op_b)) != CUBLAS_STATUS_SUCCESS ||
+        (st = s->api->cublasLtMatmulDescSetAttribute(s->op, CUBLASLT_MATMUL_DESC_TRANSB, &op_a,
+                                                     sizeof op_a)) != CUBLAS_STATUS_SUCCESS) {
+        rc = lt_fail(err, info, s, "cublasLtMatmulDescSetAttribute", st);
         goto fail;
     }
     /* Column-major views of the row-major buffers: B [K,N] is N x K (ld N), or with trans_b
      * [N,K] is K x N (ld K); A [M,K] is K x M (ld K), or with trans_a [K,M] is M x K (ld M). */
-    if ((st = cublasLtMatrixLayoutCreate(&s->lay_b, ty, tb ? K : N, tb ? N : K,
-                                         (int64_t)(tb ? K : N))) != CUBLAS_STATUS_SUCCESS) {
+    if ((st = s->api->cublasLtMatrixLayoutCreate(&s->lay_b, ty, tb ? K : N, tb ? N : K,
+                                                 (int64_t)(tb ? K : N))) != CUBLAS_STATUS_SUCCESS) {
         s->lay_b = NULL;
-        rc = lt_fail(err, info, "cublasLtMatrixLayoutCreate (b)", st);
+        rc = lt_fail(err, info, s, "cublasLtMatrixLayoutCreate (b)", st);
         goto fail;
     }
-    if ((st = cublasLtMatrixLayoutCreate(&s->lay_a, ty, ta ? M : K, ta ? K : M,
-                                         (int64_t)(ta ? M : K))) != CUBLAS_STATUS_SUCCESS) {
+    if ((st = s->api->cublasLtMatrixLayoutCreate(&s->lay_a, ty, ta ? M : K, ta ? K : M,
+                                                 (int64_t)(ta ? M : K))) != CUBLAS_STATUS_SUCCESS) {
         s->lay_a = NULL;
-        rc = lt_fail(err, info, "cublasLtMatrixLayoutCreate (a)", st);
+        rc = lt_fail(err, info, s, "cublasLtMatrixLayoutCreate (a)", st);
         goto fail;
     }
-    if ((st = cublasLtMatrixLayoutCreate(&s->lay_c, ty, N, M, (int64_t)N)) !=
+    if ((st = s->api->cublasLtMatrixLayoutCreate(&s->lay_c, ty, N, M, (int64_t)N)) !=
         CUBLAS_STATUS_SUCCESS) {
         s->lay_c = NULL;
-        rc = lt_fail(err, info, "cublasLtMatrixLayoutCreate (c)", st);
+        rc = lt_fail(err, info, s, "cublasLtMatrixLayoutCreate (c)", st);
         goto fail;
     }
 
-    if ((st = cublasLtMatmulPreferenceCreate(&pref)) != CUBLAS_STATUS_SUCCESS) {
+    if ((st = s->api->cublasLtMatmulPreferenceCreate(&pref)) != CUBLAS_STATUS_SUCCESS) {
         pref = NULL;
-        rc = lt_fail(err, info, "cublasLtMatmulPreferenceCreate", st);
+        rc = lt_fail(err, info, s, "cublasLtMatmulPreferenceCreate", st);
         goto fail;
     }
     size_t max_ws = GEMM_MAX_WORKSPACE;
-    if ((st = cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
-                                                   &max_ws, sizeof max_ws)) !=
+    if ((st = s->api->cublasLtMatmulPreferenceSetAttribute(
+             pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &max_ws, sizeof max_ws)) !=
         CUBLAS_STATUS_SUCCESS) {
-        rc = lt_fail(err, info, "cublasLtMatmulPreferenceSetAttribute", st);
+        rc = lt_fail(err, info, s, "cublasLtMatmulPreferenceSetAttribute", st);
         goto fail;
     }
     const uint32_t esize = (uint32_t)baton_dtype_size((baton_dtype)desc.dtype);
@@ -196,17 +206,17 @@ static int gemm_init(const baton_delegate_init *info, void **state, baton_error 
             CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
             CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES};
         for (int j = 0; j < 4; j++) {
-            if ((st = cublasLtMatmulPreferenceSetAttribute(
+            if ((st = s->api->cublasLtMatmulPreferenceSetAttribute(
                      pref, al[j], &tiers[t], sizeof tiers[t])) != CUBLAS_STATUS_SUCCESS) {
-                rc = lt_fail(err, info, "cublasLtMatmulPreferenceSetAttribute (alignment)", st);
+                rc = lt_fail(err, info, s, "cublasLtMatmulPreferenceSetAttribute (alignment)", st);
                 goto fail;
             }
         }
         cublasLtMatmulHeuristicResult_t res[4];
         int n_res = 0;
         memset(res, 0, sizeof res);
-        st = cublasLtMatmulAlgoGetHeuristic(s->lt, s->op, s->lay_b, s->lay_a, s->lay_c, s->lay_c,
-                                            pref, 4, res, &n_res);
+        st = s->api->cublasLtMatmulAlgoGetHeuristic(s->lt, s->op, s->lay_b, s->lay_a, s->lay_c,
+                                                    s->lay_c, pref, 4, res, &n_res);
         if (st != CUBLAS_STATUS_SUCCESS) {
             last = st; /* no algorithm at this alignment: try the next tier */
             continue;
@@ -223,15 +233,16 @@ static int gemm_init(const baton_delegate_init *info, void **state, baton_error 
         }
     }
     if (s->n_algos == 0) {
-        rc = init_fail(
-            err, BATON_ENOTSUP, info,
-            "cuBLASLt has no algorithm for %s M=%lld N=%lld K=%lld%s%s (%s)",
-            baton_dtype_name((baton_dtype)desc.dtype), (long long)desc.m, (long long)desc.n,
-            (long long)desc.k, ta ? " trans_a" : "", tb ? " trans_b" : "",
-            last != CUBLAS_STATUS_SUCCESS ? cublasLtGetStatusName(last) : "no heuristic result");
+        rc = init_fail(err, BATON_ENOTSUP, info,
+                       "cuBLASLt has no algorithm for %s M=%lld N=%lld K=%lld%s%s (%s)",
+                       baton_dtype_name((baton_dtype)desc.dtype), (long long)desc.m,
+                       (long long)desc.n, (long long)desc.k, ta ? " trans_a" : "",
+                       tb ? " trans_b" : "",
+                       last != CUBLAS_STATUS_SUCCESS ? s->api->cublasLtGetStatusName(last)
+                                                     : "no heuristic result");
         goto fail;
     }
-    cublasLtMatmulPreferenceDestroy(pref);
+    s->api->cublasLtMatmulPreferenceDestroy(pref);
     pref = NULL;
     if (s->workspace_bytes > 0) {
         ce = cudaMalloc(&s->workspace, s->workspace_bytes);
@@ -250,7 +261,7 @@ static int gemm_init(const baton_delegate_init *info, void **state, baton_error 
 
 fail:
     if (pref)
-        cublasLtMatmulPreferenceDestroy(pref);
+        s->api->cublasLtMatmulPreferenceDestroy(pref);
     gemm_destroy(s);
     return rc;
 }
@@ -280,12 +291,12 @@ static int gemm_execute(void *state, const baton_exec_ctx *ctx, void **buffers)
                          "gemm (cuBLASLt): buffers a=%p b=%p c=%p are not aligned to their "
                          "element size",
                          a, b, (void *)c);
-    cublasStatus_t st = cublasLtMatmul(s->lt, s->op, &s->alpha, b, s->lay_b, a, s->lay_a, &s->beta,
-                                       c, s->lay_c, c, s->lay_c, &s->algo[t], s->workspace,
-                                       s->workspace_bytes, (cudaStream_t)ctx->stream);
+    cublasStatus_t st = s->api->cublasLtMatmul(
+        s->lt, s->op, &s->alpha, b, s->lay_b, a, s->lay_a, &s->beta, c, s->lay_c, c, s->lay_c,
+        &s->algo[t], s->workspace, s->workspace_bytes, (cudaStream_t)ctx->stream);
     if (st != CUBLAS_STATUS_SUCCESS)
         return exec_fail(ctx, BATON_ECUDA, "cublasLtMatmul failed: %s: %s",
-                         cublasLtGetStatusName(st), cublasLtGetStatusString(st));
+                         s->api->cublasLtGetStatusName(st), s->api->cublasLtGetStatusString(st));
     return 0;
 }
 
@@ -297,15 +308,15 @@ static void gemm_destroy(void *p)
     if (s->workspace)
         cudaFree(s->workspace); /* waits for work that still uses it */
     if (s->lay_c)
-        cublasLtMatrixLayoutDestroy(s->lay_c);
+        s->api->cublasLtMatrixLayoutDestroy(s->lay_c);
     if (s->lay_a)
-        cublasLtMatrixLayoutDestroy(s->lay_a);
+        s->api->cublasLtMatrixLayoutDestroy(s->lay_a);
     if (s->lay_b)
-        cublasLtMatrixLayoutDestroy(s->lay_b);
+        s->api->cublasLtMatrixLayoutDestroy(s->lay_b);
     if (s->op)
-        cublasLtMatmulDescDestroy(s->op);
+        s->api->cublasLtMatmulDescDestroy(s->op);
     if (s->lt)
-        cublasLtDestroy(s->lt);
+        s->api->cublasLtDestroy(s->lt);
     free(s);
 }
 
