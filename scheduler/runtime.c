@@ -387,11 +387,9 @@ static int prepare(const baton_plan *plan, const baton_options *opts, const bato
         return baton_seterr(err, BATON_EINVAL, "baton_runtime_create: plan and out are required");
     *out = NULL;
     baton_options o;
-    if (opts)
-        o = *opts;
-    else
-        baton_options_init(&o);
-    int rc = check_options(&o, err);
+    int rc = options_read(opts, &o, err);
+    if (!rc)
+        rc = check_options(&o, err);
     if (rc)
         return rc;
     baton_runtime *rt = calloc(1, sizeof *rt);

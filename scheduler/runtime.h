@@ -71,7 +71,7 @@ struct baton_runtime {
     const baton_target_impl **impls;
     rt_transfer *xfers;
     const baton_runtime *share; /* the runtime whose constants this one uses, or NULL */
-    int *graph_state; /* per segment: 0 to capture, 1 captured, -1 runs uncaptured */
+    int *graph_state;           /* per segment: 0 to capture, 1 captured, -1 runs uncaptured */
     int recapture;
     int capturing;           /* transfers issued now are recorded into a graph, not yet moved */
     int64_t *seg_bytes;      /* per segment: bytes h2d, d2h its graph moves on each launch */
@@ -109,5 +109,9 @@ int runtime_prepare(const baton_plan *plan, const baton_options *opts, int fault
 int runtime_prepare_instance(const baton_runtime *share, baton_runtime **out, baton_error *err);
 /* The bytes one runtime holds per device: its constants (shared by instances) and the rest. */
 void runtime_memory(const baton_runtime *rt, size_t *const_bytes, size_t *private_bytes);
+
+/* options.c: the caller's options (NULL: the defaults) as this library's baton_options, read by
+ * their struct_size (core/abi.h): fields past it keep baton_options_init's values. */
+int options_read(const baton_options *in, baton_options *out, baton_error *err);
 
 #endif /* BATON_SCHEDULER_RUNTIME_H */

@@ -541,6 +541,7 @@ static int noop_check(const baton_sig_args *a, baton_tensor_desc *expected, char
 #endif
 
 static const baton_target target_rms_norm_fwd = {
+    .struct_size = sizeof(baton_target),
     .name = "rms_norm_fwd",
     .kind = BATON_TARGET_KERNEL,
     .n_inputs = 2,
@@ -554,6 +555,7 @@ static const baton_target target_rms_norm_fwd = {
 };
 
 static const baton_target target_rms_norm_bwd = {
+    .struct_size = sizeof(baton_target),
     .name = "rms_norm_bwd",
     .kind = BATON_TARGET_KERNEL,
     .n_inputs = 4,
@@ -571,6 +573,7 @@ static const baton_target target_rms_norm_bwd = {
 };
 
 static const baton_target target_softshrink = {
+    .struct_size = sizeof(baton_target),
     .name = "softshrink",
     .kind = BATON_TARGET_KERNEL,
     .n_inputs = 1,
@@ -583,6 +586,7 @@ static const baton_target target_softshrink = {
 };
 
 static const baton_target target_add = {
+    .struct_size = sizeof(baton_target),
     .name = "add",
     .kind = BATON_TARGET_KERNEL,
     .n_inputs = 2,
@@ -594,6 +598,7 @@ static const baton_target target_add = {
 };
 
 static const baton_target target_mul = {
+    .struct_size = sizeof(baton_target),
     .name = "mul",
     .kind = BATON_TARGET_KERNEL,
     .n_inputs = 2,
@@ -605,6 +610,7 @@ static const baton_target target_mul = {
 };
 
 static const baton_target target_add_scalar = {
+    .struct_size = sizeof(baton_target),
     .name = "add_scalar",
     .kind = BATON_TARGET_KERNEL,
     .n_inputs = 1,
@@ -617,6 +623,7 @@ static const baton_target target_add_scalar = {
 };
 
 static const baton_target target_copy = {
+    .struct_size = sizeof(baton_target),
     .name = "copy",
     .kind = BATON_TARGET_KERNEL,
     .n_inputs = 1,
@@ -628,6 +635,7 @@ static const baton_target target_copy = {
 };
 
 static const baton_target target_argmax = {
+    .struct_size = sizeof(baton_target),
     .name = "argmax",
     .kind = BATON_TARGET_KERNEL,
     .n_inputs = 1,
@@ -640,6 +648,7 @@ static const baton_target target_argmax = {
 };
 
 static const baton_target target_noop = {
+    .struct_size = sizeof(baton_target),
     .name = "noop",
     .kind = BATON_TARGET_KERNEL,
     .n_inputs = 1,

@@ -29,6 +29,7 @@ static int gemm_pack(const baton_sig_args *sig, char *opaque, size_t cap)
 }
 
 const baton_target baton_target_gemm = {
+    .struct_size = sizeof(baton_target),
     .name = "gemm",
     .kind = BATON_TARGET_DELEGATE,
     .n_inputs = 2,

@@ -373,7 +373,13 @@ int baton_registry_add(baton_registry *reg, const baton_target *t, baton_error *
     static const char fn[] = "baton_registry_add";
     if (!reg || !t)
         return baton_seterr(err, BATON_EINVAL, "%s: a registry and a target are required", fn);
-    int rc = check_target(fn, t, err);
+    baton_target full; /* t at this library's size (abi.c) */
+    baton_delegate_iface ifaces[BATON_MAX_IMPLS];
+    int rc = target_read(fn, t, &full, ifaces, err);
+    if (rc)
+        return rc;
+    t = &full;
+    rc = check_target(fn, t, err);
     if (rc)
         return rc;
     int i = find_index(reg, t->name);
@@ -424,7 +430,13 @@ int baton_registry_replace(baton_registry *reg, const baton_target *t, baton_err
     static const char fn[] = "baton_registry_replace";
     if (!reg || !t)
         return baton_seterr(err, BATON_EINVAL, "%s: a registry and a target are required", fn);
-    int rc = check_target(fn, t, err);
+    baton_target full; /* t at this library's size (abi.c) */
+    baton_delegate_iface ifaces[BATON_MAX_IMPLS];
+    int rc = target_read(fn, t, &full, ifaces, err);
+    if (rc)
+        return rc;
+    t = &full;
+    rc = check_target(fn, t, err);
     if (rc)
         return rc;
     int i = find_index(reg, t->name);

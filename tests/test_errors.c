@@ -122,7 +122,8 @@ Test(errors, every_entry_point_clears_err_on_success)
     baton_runtime *rt = NULL;
     baton_error e;
     cr_assert_eq(baton_registry_create(&reg), 0);
-    baton_target t = {.name = "my_noop",
+    baton_target t = {.struct_size = sizeof(baton_target),
+                      .name = "my_noop",
                       .kind = BATON_TARGET_KERNEL,
                       .n_inputs = 1,
                       .n_outputs = 1,

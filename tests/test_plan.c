@@ -412,7 +412,8 @@ static int same_as_input(const baton_sig_args *a, baton_tensor_desc *expected, c
 
 Test(plan_load, rejects_a_step_on_a_device_its_target_does_not_run_on)
 {
-    baton_target t = {.name = "cuda_only",
+    baton_target t = {.struct_size = sizeof(baton_target),
+                      .name = "cuda_only",
                       .kind = BATON_TARGET_KERNEL,
                       .n_inputs = 1,
                       .n_outputs = 1,

@@ -64,6 +64,7 @@ static int fill_42_cuda(const baton_exec_ctx *ctx, void **buffers, const char *o
 static baton_target kernel_target(const char *name)
 {
     baton_target t = {
+        .struct_size = sizeof(baton_target),
         .name = name,
         .kind = BATON_TARGET_KERNEL,
         .n_inputs = 1,
@@ -215,7 +216,8 @@ Test(registry_add, kernels_need_a_kernel_and_delegates_init_and_execute)
     baton_target t = kernel_target("calls");
     t.impls[0].kernel = NULL;
     expect_refused(&t, "impls[0] (cpu) has no .kernel", NULL);
-    baton_delegate_iface full = {.init = dummy_init, .execute = dummy_execute};
+    baton_delegate_iface full = {
+        .struct_size = sizeof(baton_delegate_iface), .init = dummy_init, .execute = dummy_execute};
     t.impls[0] =
         (baton_target_impl){.device = BATON_DEVICE_CPU, .kernel = fill_42, .delegate = &full};
     expect_refused(&t, "sets .delegate", NULL);
@@ -224,10 +226,12 @@ Test(registry_add, kernels_need_a_kernel_and_delegates_init_and_execute)
     t.kind = BATON_TARGET_DELEGATE;
     t.impls[0] = (baton_target_impl){.device = BATON_DEVICE_CPU};
     expect_refused(&t, "has no .delegate", NULL);
-    baton_delegate_iface no_init = {.execute = dummy_execute};
+    baton_delegate_iface no_init = {.struct_size = sizeof(baton_delegate_iface),
+                                    .execute = dummy_execute};
     t.impls[0].delegate = &no_init;
     expect_refused(&t, "without init()", NULL);
-    baton_delegate_iface no_exec = {.init = dummy_init};
+    baton_delegate_iface no_exec = {.struct_size = sizeof(baton_delegate_iface),
+                                    .init = dummy_init};
     t.impls[0].delegate = &no_exec;
     expect_refused(&t, "without execute()", NULL);
     t.impls[0].delegate = &full;
@@ -307,7 +311,8 @@ Test(registry_add, a_second_registration_with_another_signature_is_refused)
     cr_assert(strstr(err.message, "attribute specs differ at attrs[0]"), "%s", err.message);
     other.attrs[0] = (baton_attr_spec){0};
     other.kind = BATON_TARGET_DELEGATE;
-    static const baton_delegate_iface d = {.init = dummy_init, .execute = dummy_execute};
+    static const baton_delegate_iface d = {
+        .struct_size = sizeof(baton_delegate_iface), .init = dummy_init, .execute = dummy_execute};
     other.impls[0] = (baton_target_impl){.device = BATON_DEVICE_CUDA, .delegate = &d};
     cr_assert_eq(baton_registry_add(reg, &other, &err), BATON_EINVAL);
     cr_assert(strstr(err.message, "it is a kernel, not a delegate"), "%s", err.message);
@@ -381,7 +386,9 @@ static int plus_one_execute(void *state, const baton_exec_ctx *ctx, void **buffe
 Test(registry_add, copies_the_delegate_table_it_is_given)
 {
     baton_delegate_iface *iface = malloc(sizeof *iface);
-    *iface = (baton_delegate_iface){.init = plus_one_init, .execute = plus_one_execute};
+    *iface = (baton_delegate_iface){.struct_size = sizeof(baton_delegate_iface),
+                                    .init = plus_one_init,
+                                    .execute = plus_one_execute};
     baton_target t = kernel_target("plus_one");
     t.kind = BATON_TARGET_DELEGATE;
     t.impls[0] = (baton_target_impl){.device = BATON_DEVICE_CPU, .delegate = iface};

@@ -98,6 +98,7 @@ static int test_fail_pack(const baton_sig_args *a, char *opaque, size_t cap)
 }
 
 static const baton_target test_fail_target = {
+    .struct_size = sizeof(baton_target),
     .name = "test_fail",
     .kind = BATON_TARGET_KERNEL,
     .n_inputs = 1,
@@ -968,8 +969,10 @@ static int wide_execute(void *state, const baton_exec_ctx *ctx, void **buffers)
 
 Test(runtime, a_delegate_with_more_than_16_inputs_sees_every_one)
 {
-    static const baton_delegate_iface wide_iface = {.init = wide_init, .execute = wide_execute};
-    baton_target t = {.name = "wide_sum",
+    static const baton_delegate_iface wide_iface = {
+        .struct_size = sizeof(baton_delegate_iface), .init = wide_init, .execute = wide_execute};
+    baton_target t = {.struct_size = sizeof(baton_target),
+                      .name = "wide_sum",
                       .kind = BATON_TARGET_DELEGATE,
                       .n_inputs = WIDE_N,
                       .n_outputs = 1,

@@ -173,6 +173,7 @@ static int gemm_cpu_execute(void *state, const baton_exec_ctx *ctx, void **buffe
 }
 
 const baton_delegate_iface baton_gemm_openblas_iface = {
+    .struct_size = sizeof(baton_delegate_iface),
     .init = gemm_cpu_init,
     .execute = gemm_cpu_execute,
     .destroy = gemm_cpu_destroy,

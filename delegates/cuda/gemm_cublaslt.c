@@ -321,6 +321,7 @@ static void gemm_destroy(void *p)
 }
 
 const baton_delegate_iface baton_gemm_cublaslt_iface = {
+    .struct_size = sizeof(baton_delegate_iface),
     .init = gemm_init,
     .execute = gemm_execute,
     .destroy = gemm_destroy,

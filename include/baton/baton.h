@@ -20,11 +20,46 @@
 extern "C" {
 #endif
 
+/* ---------------------------------------------------------------------------------------------
+ * Versions and the ABI
+ *
+ * The version below is the header's; baton_version() is the library's, which is newer when a
+ * program runs against a newer shared libbaton than it was built with. CMake reads the project
+ * version from these three lines.
+ *
+ * The ABI promise (docs/api.md), for as long as the soname stays (libbaton.so.0; a release that
+ * must break it takes a new soname):
+ *  - functions are only added, never removed or changed; enum values and #define'd limits keep
+ *    their values; libbaton.so exports exactly the functions the public headers declare with
+ *    BATON_API;
+ *  - structs that the caller fills and baton reads may grow: baton_options, baton_target and
+ *    baton_delegate_iface start with `size_t struct_size`, which the caller sets to the sizeof of
+ *    its header (baton_options_init does it for options). New fields are only appended, after
+ *    the previous version's sizeof. baton reads the fields that lie wholly inside struct_size
+ *    and gives the others their defaults (baton_options_init's values, else zero or NULL), so a
+ *    program built against an older header keeps its behaviour. A struct_size larger than the
+ *    library's is accepted when the bytes it does not know are zero, else refused with
+ *    BATON_ENOTSUP (the program asks for something this library cannot do). A struct_size below
+ *    sizeof(size_t), e.g. 0, is BATON_EINVAL;
+ *  - structs that baton passes to callbacks (baton_exec_ctx, baton_delegate_init,
+ *    baton_sig_args) may grow at the end: a callback reads the fields its header knows;
+ *  - every other struct keeps its layout (baton_error, baton_tensor_desc, baton_attr,
+ *    baton_attr_spec, baton_target_impl, baton_run_stats, baton_tensor_info, baton_step_info,
+ *    baton_job): new information comes through new functions or new fields of the structs above.
+ * ------------------------------------------------------------------------------------------- */
+
 #define BATON_VERSION_MAJOR 0
 #define BATON_VERSION_MINOR 1
 #define BATON_VERSION_PATCH 0
+/* The header's version as one number, (major << 16) | (minor << 8) | patch: 0x000100 is 0.1.0. */
+#define BATON_VERSION                                                                              \
+    ((BATON_VERSION_MAJOR << 16) | (BATON_VERSION_MINOR << 8) | BATON_VERSION_PATCH)
 /* The plan-file format version this library reads. */
 #define BATON_PLAN_FORMAT_VERSION 1
+
+/* The library's version, as BATON_VERSION encodes it, and as "0.1.0". The string is static. */
+BATON_API unsigned int baton_version(void);
+BATON_API const char *baton_version_string(void);
 
 /* ---------------------------------------------------------------------------------------------
  * Errors
@@ -224,6 +259,7 @@ typedef struct baton_delegate_init {
 
 /* A backend implementation of a delegate, one per device kind (a ggml-style table). */
 typedef struct baton_delegate_iface {
+    size_t struct_size; /* sizeof(baton_delegate_iface); see "Versions and the ABI" above */
     /* Creates the per-step state (handles, chosen algorithm, workspace). May allocate. */
     int (*init)(const baton_delegate_init *info, void **state, baton_error *err);
     /* Runs the step. Must not allocate or synchronise when ctx->capturing is set. */
@@ -267,7 +303,8 @@ typedef struct baton_attr_spec {
  * pack() turns a checked step into the descriptor bytes the kernel receives (NULL: none); it
  * returns the byte count written, or a negative code. */
 typedef struct baton_target {
-    const char *name; /* letters, digits, '_', '.' and '-'; 1 to 255 bytes */
+    size_t struct_size; /* sizeof(baton_target); see "Versions and the ABI" above */
+    const char *name;   /* letters, digits, '_', '.' and '-'; 1 to 255 bytes */
     baton_target_kind kind;
     int n_inputs; /* exact counts, 0 to 64 each */
     int n_outputs;
@@ -311,6 +348,9 @@ BATON_API void baton_registry_destroy(baton_registry *reg);
  * from a copy of baton_registry_find()'s target and change impls. Another signature, or a device
  * kind it already has, is BATON_EINVAL (baton_registry_replace() overrides deliberately); the
  * registered summary and help texts stay.
+ *
+ * The target and its delegate tables are read by their struct_size ("Versions and the ABI"): a
+ * struct_size of 0 is BATON_EINVAL, a field of a newer header set to nonzero BATON_ENOTSUP.
  *
  * A failed call leaves the registry exactly as it was. Plans loaded before a call keep the
  * targets they resolved: add targets before loading the plans that use them. */
@@ -407,7 +447,9 @@ typedef enum baton_gpu_backend {
     BATON_GPU_SIM = 3   /* the test device: a worker thread per GPU that behaves like a stream */
 } baton_gpu_backend;
 
+/* Start from baton_options_init(), which sets struct_size and the defaults, then change fields. */
 typedef struct baton_options {
+    size_t struct_size; /* sizeof(baton_options); see "Versions and the ABI" above */
     baton_sync_mode mode;
     baton_gpu_backend gpu;
     int fallback_is_error; /* with BATON_GPU_AUTO: a missing device is an error, not a warning */
@@ -420,6 +462,7 @@ typedef struct baton_options {
     int disable_queue_ahead;
 } baton_options;
 
+/* Fills the defaults: graph mode, BATON_GPU_AUTO, everything else 0; struct_size = sizeof. */
 BATON_API void baton_options_init(baton_options *opts);
 
 /* Ownership: a runtime holds a reference on its plan (and so on the plan's registry); the
@@ -428,9 +471,10 @@ BATON_API void baton_options_init(baton_options *opts);
 typedef struct baton_runtime baton_runtime;
 
 /* Prepares a plan for running: allocates each device's arena, loads constants, creates
- * streams and delegate states. opts NULL means baton_options_init()'s defaults; a field out of
- * range (an unknown mode or gpu backend, a negative or over-1 s sim_delay_us) is BATON_EINVAL
- * naming the field and its allowed values. */
+ * streams and delegate states. opts NULL means baton_options_init()'s defaults; opts is read by
+ * its struct_size ("Versions and the ABI"; 0 is BATON_EINVAL); a field out of range (an unknown
+ * mode or gpu backend, a negative or over-1 s sim_delay_us) is BATON_EINVAL naming the field and
+ * its allowed values. */
 BATON_API int baton_runtime_create(const baton_plan *plan, const baton_options *opts,
                                    baton_runtime **out, baton_error *err);
 BATON_API void baton_runtime_destroy(baton_runtime *rt);

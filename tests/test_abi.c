@@ -1,0 +1,261 @@
+/* test_abi.c: the compatibility promise of baton.h ("Versions and the ABI"): the run-time
+ * version matches the header, and the versioned structs (baton_options, baton_target,
+ * baton_delegate_iface) are read by their struct_size: a caller built against an older header
+ * (a smaller struct_size) gets the defaults of the fields it does not have, one built against a
+ * newer header is accepted when it leaves the unknown fields zero, and a struct_size that was
+ * never set is refused. */
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <criterion/criterion.h>
+
+#include "baton/baton.h"
+#include "scheduler/runtime.h"
+#include "tests/support.h"
+
+Test(version, the_library_reports_the_version_of_its_header)
+{
+    cr_assert_eq(baton_version(), (unsigned)BATON_VERSION);
+    cr_assert_eq(baton_version() >> 16, (unsigned)BATON_VERSION_MAJOR);
+    cr_assert_eq((baton_version() >> 8) & 0xff, (unsigned)BATON_VERSION_MINOR);
+    cr_assert_eq(baton_version() & 0xff, (unsigned)BATON_VERSION_PATCH);
+    char want[32];
+    snprintf(want, sizeof want, "%d.%d.%d", BATON_VERSION_MAJOR, BATON_VERSION_MINOR,
+             BATON_VERSION_PATCH);
+    cr_assert_str_eq(baton_version_string(), want);
+}
+
+/* ---- baton_options ------------------------------------------------------------------------ */
+
+static baton_registry *reg;
+static baton_plan *plan;
+
+static void load_minimal(void)
+{
+    baton_error err = {0};
+    cr_assert_eq(baton_registry_create(&reg), 0);
+    cr_assert_eq(baton_plan_load(reg, test_path("tests/data/good/minimal.json"), &plan, &err), 0,
+                 "%s", err.message);
+}
+
+static void free_minimal(void)
+{
+    baton_plan_free(plan);
+    baton_registry_destroy(reg);
+}
+
+/* A caller's options as its header laid them out, followed by bytes it does not own. */
+typedef struct caller_options {
+    baton_options o;
+    unsigned char beyond[64];
+} caller_options;
+
+static void run_minimal(const baton_options *o)
+{
+    baton_runtime *rt = NULL;
+    baton_error err = {0};
+    cr_assert_eq(baton_runtime_create(plan, o, &rt, &err), 0, "%s", err.message);
+    float x[4] = {1, 2, 3, 4}, y[4] = {0};
+    cr_assert_eq(baton_runtime_set_input(rt, "x", x, sizeof x, &err), 0, "%s", err.message);
+    cr_assert_eq(baton_runtime_run(rt, &err), 0, "%s", err.message);
+    cr_assert_eq(baton_runtime_get_output(rt, "y", y, sizeof y, &err), 0, "%s", err.message);
+    cr_assert_arr_eq(x, y, sizeof x);
+    baton_runtime_destroy(rt);
+}
+
+Test(options, a_caller_with_an_older_smaller_struct_gets_defaults_for_the_newer_fields,
+     .init = load_minimal, .fini = free_minimal)
+{
+    /* As if disable_queue_ahead were the newest field: the caller's struct ends before it, and
+     * whatever its memory holds there (here 1, and 0xff after) is not the caller's to set. */
+    caller_options c;
+    memset(&c, 0xff, sizeof c);
+    baton_options_init(&c.o);
+    c.o.quiet = 1;
+    c.o.gpu = BATON_GPU_CPU;
+    c.o.disable_queue_ahead = 1;
+    c.o.struct_size = offsetof(baton_options, disable_queue_ahead);
+    baton_options read;
+    baton_error err = {0};
+    cr_assert_eq(options_read(&c.o, &read, &err), 0, "%s", err.message);
+    cr_assert_eq(read.struct_size, sizeof(baton_options));
+    cr_assert_eq(read.disable_queue_ahead, 0, "a field past struct_size was read");
+    cr_assert_eq(read.quiet, 1);
+    cr_assert_eq(read.gpu, BATON_GPU_CPU);
+    cr_assert_eq(read.mode, BATON_SYNC_GRAPH);
+    run_minimal(&c.o);
+
+    /* A struct_size that ends inside a field reads none of it. */
+    c.o.struct_size = offsetof(baton_options, quiet) + 2;
+    cr_assert_eq(options_read(&c.o, &read, &err), 0, "%s", err.message);
+    cr_assert_eq(read.quiet, 0);
+    cr_assert_eq(read.fallback_is_error, c.o.fallback_is_error);
+
+    /* Only struct_size: every field at its default. */
+    c.o.struct_size = sizeof(size_t);
+    cr_assert_eq(options_read(&c.o, &read, &err), 0, "%s", err.message);
+    baton_options def;
+    baton_options_init(&def);
+    cr_assert_eq(memcmp(&read, &def, sizeof def), 0);
+}
+
+Test(options, a_caller_with_a_newer_larger_struct_is_accepted_when_the_unknown_fields_are_zero,
+     .init = load_minimal, .fini = free_minimal)
+{
+    caller_options c;
+    memset(&c, 0, sizeof c);
+    baton_options_init(&c.o);
+    c.o.quiet = 1;
+    c.o.gpu = BATON_GPU_CPU;
+    c.o.struct_size = sizeof c;
+    run_minimal(&c.o);
+
+    c.beyond[5] = 1; /* a field this library does not know, set */
+    baton_runtime *rt = NULL;
+    baton_error err = {0};
+    cr_assert_eq(baton_runtime_create(plan, &c.o, &rt, &err), BATON_ENOTSUP);
+    cr_assert_null(rt);
+    char want[64];
+    snprintf(want, sizeof want, "byte %zu is set", offsetof(caller_options, beyond) + 5);
+    cr_assert(strstr(err.message, want), "%s", err.message);
+    cr_assert(strstr(err.message, "newer baton.h"), "%s", err.message);
+}
+
+Test(options, a_struct_size_never_set_is_refused_with_the_fix, .init = load_minimal,
+     .fini = free_minimal)
+{
+    baton_options o;
+    memset(&o, 0, sizeof o);
+    baton_runtime *rt = NULL;
+    baton_error err = {0};
+    cr_assert_eq(baton_runtime_create(plan, &o, &rt, &err), BATON_EINVAL);
+    cr_assert_null(rt);
+    cr_assert(strstr(err.message, "struct_size is 0"), "%s", err.message);
+    cr_assert(strstr(err.message, "baton_options_init"), "%s", err.message);
+    /* NULL options are the defaults. */
+    cr_assert_eq(baton_runtime_create(plan, NULL, &rt, &err), 0, "%s", err.message);
+    baton_runtime_destroy(rt);
+}
+
+/* ---- baton_target and baton_delegate_iface ------------------------------------------------ */
+
+static int copy_check(const baton_sig_args *a, baton_tensor_desc *expected, char *msg, size_t len)
+{
+    expected[0] = a->inputs[0];
+    return 0;
+}
+
+static int copy_kernel(const baton_exec_ctx *ctx, void **buffers, const char *opaque, size_t len)
+{
+    return 0;
+}
+
+static int d_init(const baton_delegate_init *info, void **state, baton_error *err)
+{
+    *state = NULL;
+    return 0;
+}
+
+static int d_execute(void *state, const baton_exec_ctx *ctx, void **buffers)
+{
+    return 0;
+}
+
+static baton_target kernel_target(const char *name)
+{
+    baton_target t = {
+        .struct_size = sizeof(baton_target),
+        .name = name,
+        .kind = BATON_TARGET_KERNEL,
+        .n_inputs = 1,
+        .n_outputs = 1,
+        .check = copy_check,
+        .impls = {{.device = BATON_DEVICE_CPU, .kernel = copy_kernel}},
+        .n_impls = 1,
+    };
+    return t;
+}
+
+typedef struct caller_target {
+    baton_target t;
+    unsigned char beyond[32];
+} caller_target;
+
+Test(registry_abi, a_target_table_without_struct_size_is_refused_with_the_fix)
+{
+    baton_registry *r = NULL;
+    cr_assert_eq(baton_registry_create(&r), 0);
+    baton_target t = kernel_target("no_size");
+    t.struct_size = 0;
+    baton_error err = {0};
+    cr_assert_eq(baton_registry_add(r, &t, &err), BATON_EINVAL);
+    cr_assert(strstr(err.message, "baton_registry_add"), "%s", err.message);
+    cr_assert(strstr(err.message, "struct_size is 0; set it to sizeof(baton_target)"), "%s",
+              err.message);
+    cr_assert_null(baton_registry_find(r, "no_size"));
+    baton_registry_destroy(r);
+}
+
+Test(registry_abi, a_target_table_from_a_newer_header_registers_unless_it_sets_unknown_fields)
+{
+    baton_registry *r = NULL;
+    cr_assert_eq(baton_registry_create(&r), 0);
+    caller_target c;
+    memset(&c, 0, sizeof c);
+    c.t = kernel_target("newer");
+    c.t.struct_size = sizeof c;
+    baton_error err = {0};
+    cr_assert_eq(baton_registry_add(r, &c.t, &err), 0, "%s", err.message);
+    const baton_target *got = baton_registry_find(r, "newer");
+    cr_assert_not_null(got);
+    cr_assert_eq(got->struct_size, sizeof(baton_target), "the registry keeps its own size");
+
+    c.t.name = "newer_set";
+    c.beyond[0] = 7;
+    cr_assert_eq(baton_registry_add(r, &c.t, &err), BATON_ENOTSUP);
+    cr_assert(strstr(err.message, "newer baton.h"), "%s", err.message);
+    cr_assert_null(baton_registry_find(r, "newer_set"));
+    baton_registry_destroy(r);
+}
+
+Test(registry_abi, an_older_delegate_table_gets_defaults_for_the_fields_it_lacks)
+{
+    baton_registry *r = NULL;
+    cr_assert_eq(baton_registry_create(&r), 0);
+    /* As if `capturable` were newer than the caller's header: its table ends before it. */
+    struct {
+        baton_delegate_iface d;
+        unsigned char beyond[16];
+    } older;
+    memset(&older, 0xff, sizeof older);
+    older.d.init = d_init;
+    older.d.execute = d_execute;
+    older.d.destroy = NULL;
+    older.d.capturable = 1;
+    older.d.struct_size = offsetof(baton_delegate_iface, capturable);
+    baton_target t = kernel_target("older_delegate");
+    t.kind = BATON_TARGET_DELEGATE;
+    t.impls[0] = (baton_target_impl){.device = BATON_DEVICE_CPU, .delegate = &older.d};
+    baton_error err = {0};
+    cr_assert_eq(baton_registry_add(r, &t, &err), 0, "%s", err.message);
+    const baton_target_impl *im =
+        baton_target_impl_for(baton_registry_find(r, "older_delegate"), BATON_DEVICE_CPU);
+    cr_assert_not_null(im);
+    cr_assert_neq(im->delegate, &older.d, "the registry reads the table into its own copy");
+    cr_assert_eq(im->delegate->struct_size, sizeof(baton_delegate_iface));
+    cr_assert_eq(im->delegate->capturable, 0, "a field past struct_size was read");
+    cr_assert_eq(im->delegate->init, d_init);
+    cr_assert_eq(im->delegate->execute, d_execute);
+
+    /* A delegate table whose struct_size was never set. */
+    baton_delegate_iface unset = {.init = d_init, .execute = d_execute};
+    t.name = "unset_delegate";
+    t.impls[0].delegate = &unset;
+    cr_assert_eq(baton_registry_add(r, &t, &err), BATON_EINVAL);
+    cr_assert(strstr(err.message, "impls[0].delegate: struct_size is 0; set it to "
+                                  "sizeof(baton_delegate_iface)"),
+              "%s", err.message);
+    baton_registry_destroy(r);
+}
