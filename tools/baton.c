@@ -616,9 +616,8 @@ int main(int argc, char **argv)
         return argc < 2 ? EXIT_USAGE : 0;
     }
     if (strcmp(argv[1], "--version") == 0) {
-        printf("baton %d.%d.%d (plan format %d, CUDA %s)\n", BATON_VERSION_MAJOR,
-               BATON_VERSION_MINOR, BATON_VERSION_PATCH, BATON_PLAN_FORMAT_VERSION,
-               baton_cuda_built() ? "built" : "not built");
+        printf("baton %s (plan format %d, CUDA %s)\n", baton_version_string(),
+               BATON_PLAN_FORMAT_VERSION, baton_cuda_built() ? "built" : "not built");
         return 0;
     }
     const char *cmds[] = {"validate", "inspect", "run", "bench"};
