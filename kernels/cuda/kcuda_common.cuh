@@ -366,7 +366,7 @@ __device__ __forceinline__ void pdl_wait()
 
 /* Lets the next PDL kernel on the stream start launching. Usually called after this block's last
  * global store: the dependent still waits for this grid's completion before it reads this grid's
- * output (the split backward calls it early; rms_norm.cu says why that is safe there). */
+ * output (the split backward calls it early; rms_norm_bwd.cu says why that is safe there). */
 __device__ __forceinline__ void pdl_trigger()
 {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
@@ -466,6 +466,41 @@ static inline int sm_count(const baton_exec_ctx *ctx)
     return n;
 }
 
+/* The SM count and the shared memory a block may opt in to
+ * (cudaDevAttrMaxSharedMemoryPerBlockOptin) of ctx's device, asked once per device (one lookup per
+ * call: the RMSNorm launchers need both); an H100's when the runtime cannot say. */
+struct DeviceFacts {
+    int sms;
+    int smem_optin;
+};
+
+static inline DeviceFacts device_facts(const baton_exec_ctx *ctx)
+{
+    static std::atomic<uint64_t> cache[KCUDA_MAX_DEVICES];
+    const int dev = device_of(ctx);
+    if (dev >= 0 && dev < KCUDA_MAX_DEVICES) {
+        const uint64_t c = cache[dev].load(std::memory_order_relaxed);
+        if (c)
+            return DeviceFacts{(int)(c >> 32), (int)(uint32_t)c};
+    }
+    DeviceFacts f = {132, 227 * 1024};
+    if (dev < 0)
+        return f;
+    int sms = 0, optin = 0;
+    const bool ok_sms =
+        cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) == cudaSuccess && sms > 0;
+    const bool ok_optin = cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin,
+                                                 dev) == cudaSuccess &&
+                          optin > 0;
+    if (ok_sms)
+        f.sms = sms;
+    if (ok_optin)
+        f.smem_optin = optin;
+    if (ok_sms && ok_optin && dev < KCUDA_MAX_DEVICES) /* a failure may pass: not remembered */
+        cache[dev].store((uint64_t)f.sms << 32 | (uint32_t)f.smem_optin, std::memory_order_relaxed);
+    return f;
+}
+
 /* One kernel's facts: bit d of a mask is device d. `occ` packs the last occupancy answer:
  * valid (1) | device (6) | threads / 32 (5) | dynamic shared memory (18) | blocks per SM (8). */
 struct FnFacts {
@@ -541,6 +576,90 @@ static inline cudaError_t occupancy(const baton_exec_ctx *ctx, const void *kerne
     if (packable && n >= 0 && n < 256)
         f->occ.store(key | (uint64_t)n, std::memory_order_release);
     return cudaSuccess;
+}
+
+/* prepare()'s work when a launch needs an attribute (below). */
+template <typename K>
+static int prepare_attrs(K kernel, const baton_exec_ctx *ctx, const char *what, int cluster,
+                         long long grid, int threads, size_t smem, size_t smem_max, bool may_shrink)
+{
+    cudaError_t e;
+    FnFacts *f = fn_facts((const void *)kernel);
+    const int dev = device_of(ctx);
+    /* The staged kernels want all of the SM's shared memory for their stages: prefer the largest
+     * carveout (more blocks per SM) and allow above 48 KB per block (with the static part). */
+    if (smem > 0 && !facts_has(f, &FnFacts::smem_set, dev)) {
+        if ((e = cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout,
+                                      cudaSharedmemCarveoutMaxShared)) != cudaSuccess ||
+            (e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                      (int)smem_max)) != cudaSuccess) {
+            fail(ctx, BATON_ECUDA,
+                 "cudaFuncSetAttribute(%s, %zu bytes of shared memory) failed: %s", what, smem,
+                 cudaGetErrorString(e));
+            return -1;
+        }
+        facts_set(f, &FnFacts::smem_set, dev);
+    }
+    if (cluster <= 8)
+        return 0;
+    if (!facts_has(f, &FnFacts::np_set, dev)) {
+        if ((e = cudaFuncSetAttribute(kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1)) !=
+            cudaSuccess) {
+            if (may_shrink) {
+                cudaGetLastError();
+                return 1;
+            }
+            fail(ctx, BATON_ECUDA, "cudaFuncSetAttribute(%s, non-portable cluster) failed: %s",
+                 what, cudaGetErrorString(e));
+            return -1;
+        }
+        facts_set(f, &FnFacts::np_set, dev);
+    }
+    if (!may_shrink)
+        return 0;
+    if (facts_has(f, &FnFacts::cl_known, dev))
+        return facts_has(f, &FnFacts::cl_ok, dev) ? 0 : 1;
+    cudaLaunchConfig_t cfg;
+    memset(&cfg, 0, sizeof cfg);
+    cfg.gridDim = dim3((unsigned)grid, 1, 1);
+    cfg.blockDim = dim3((unsigned)threads, 1, 1);
+    cfg.dynamicSmemBytes = smem;
+    cfg.stream = (cudaStream_t)ctx->stream;
+    cudaLaunchAttribute at;
+    memset(&at, 0, sizeof at);
+    at.id = cudaLaunchAttributeClusterDimension;
+    at.val.clusterDim.x = (unsigned)cluster;
+    at.val.clusterDim.y = 1;
+    at.val.clusterDim.z = 1;
+    cfg.attrs = &at;
+    cfg.numAttrs = 1;
+    int n = 0;
+    if (cudaOccupancyMaxActiveClusters(&n, kernel, &cfg) != cudaSuccess) {
+        cudaGetLastError();
+        return 1; /* not remembered: it may be a passing failure */
+    }
+    if (n >= 1)
+        facts_set(f, &FnFacts::cl_ok, dev);
+    facts_set(f, &FnFacts::cl_known, dev);
+    return n < 1;
+}
+
+/* Prepares a kernel for a launch of `grid` blocks of `threads`, `smem` bytes of dynamic shared
+ * memory each, in clusters of `cluster` blocks: allows the non-portable cluster size and shared
+ * memory above 48 KB (up to smem_max, the most any launch of the kernel asks for). Returns 1 when
+ * a cluster of more than 8 blocks cannot be scheduled and may_shrink (the caller chooses again
+ * with 8), -1 with the reason in ctx->errbuf when an attribute cannot be set, 0 when ready. Each
+ * attribute is set once per device and kernel, and the cluster answer is asked once: a block of
+ * any layout fits on one SM, so whether 16 SMs of a GPC can take a cluster does not depend on the
+ * layout. */
+template <typename K>
+static inline int prepare(K kernel, const baton_exec_ctx *ctx, const char *what, int cluster,
+                          long long grid, int threads, size_t smem, size_t smem_max,
+                          bool may_shrink)
+{
+    if (smem == 0 && cluster <= 8)
+        return 0; /* nothing to allow (most launches): no call */
+    return prepare_attrs(kernel, ctx, what, cluster, grid, threads, smem, smem_max, may_shrink);
 }
 
 /* Launches kernel<<<grid, block, smem, ctx->stream>>> through cudaLaunchKernelEx, with the
@@ -619,6 +738,12 @@ static inline size_t dtype_bytes(int32_t dt)
 static inline bool aligned(const void *p, size_t a)
 {
     return ((uintptr_t)p % a) == 0;
+}
+
+/* n rounded up to a multiple of 16 (the staged kernels carve shared memory in 16-byte pieces). */
+__host__ __device__ __forceinline__ size_t pad16(size_t n)
+{
+    return (n + 15) & ~(size_t)15;
 }
 
 } /* namespace kcuda */

@@ -13,21 +13,41 @@
 extern "C" {
 #endif
 
+/* Modes (kcuda_rms_cfg.mode): which kernel family runs. kernels/cuda/rms_norm_layout.c chooses. */
+enum {
+    KCUDA_RMS_STAGED = 0,    /* 16-byte vectors staged in shared memory */
+    KCUDA_RMS_REGS = 1,      /* the row held in registers */
+    KCUDA_RMS_STREAM = 2,    /* the block's share of a row read twice */
+    KCUDA_RMS_SPLIT = 3,     /* backward: partial-dot and finishing kernels */
+    KCUDA_RMS_STAGED_CP = 4, /* forward: staged, copied by cp.async instead of bulk copies */
+    KCUDA_RMS_ROWS = 5       /* forward: register rows, a persistent grid */
+};
+
 /* How a call is laid out on the GPU. In an override, 0 means "choose"; in the report, every field
  * holds what was launched.
- *   mode     0 staged: each thread copies its 16-byte vectors into shared memory with cp.async,
- *              `stages` rows ahead (the fast path); 1 registers: scalar loads, the row held in
+ *   mode     0 staged: each block stages its share of `stages` rows in shared memory (the fast
+ *              path): the forward with 2 or more stages by one bulk copy per row (the copy
+ *              engine, completing on an mbarrier), the forward with one stage and the backward
+ *              by per-thread 16-byte cp.async copies; 1 registers: scalar loads, the row held in
  *              registers (rows that are not a multiple of the vector width, unaligned buffers);
  *            2 streaming: the block's share of a row is read twice (too long for either);
  *            3 split (backward, at most 16 rows of 16-byte vectors): a partial-dot kernel and a
  *              finishing kernel over column chunks of every row, `grid` blocks of `threads`,
  *              `nv` vectors per thread and row. Forward mode 1 with vec > 1 is the decode path:
  *              a block per row, four 16-byte vectors of x and w per thread in registers.
+ *            4 staged with cp.async (forward, an override only): mode 0's layout, but the rows
+ *              are staged by the per-thread cp.async kernel even with 2 to 4 stages (the kernel
+ *              that the bulk copies replaced, kept to compare against them: bench/RESULTS.md);
+ *              more than 4 stages is BATON_EINVAL. Reported as 4 when it ran staged (an
+ *              override of 4 on a shape that streams reports 2). The backward has no such
+ *              kernel: there an override of 4 chooses, as 1 does.
  *            5 register rows (forward, many rows of 16-byte vectors, x and w of at most 4
  *              bytes): a persistent grid, a block per row, `nv` (2, 4 or 8) vectors of x per
  *              thread, the next row loaded while this one is reduced; the default there.
- *              An override of 2 forces streaming, 3 the split backward, 5 register rows (test
- *              and benchmark hooks); 0 and 1 choose.
+ *              An override of 2 forces streaming, 3 the split backward, 4 the cp.async
+ *              forward, 5 register rows (test and benchmark hooks); 0 and 1 choose. Any nonzero
+ *              field of an override but nv (and, in the forward, cy) also turns off the choices
+ *              that only a plain call gets: the decode path, register rows, the split backward.
  *   threads  threads per block (a multiple of 32, at most 512)
  *   nv       vectors per thread held in registers (modes 1, 2 and 5; 0 when staged); an
  *            override of 2, 4 or 8 picks mode 5's
@@ -35,7 +55,8 @@ extern "C" {
  *   cx       blocks that share one row (a thread-block cluster when > 1; at most 16)
  *   cy       backward only: blocks that share one part_grad block, combined through
  *            distributed shared memory in a fixed order (at most 16)
- *   stages   staged mode: rows in flight per block (1 to 4)
+ *   stages   staged mode: rows in flight per block (1 to 8 in the forward, 1 to 4 in the
+ *            backward, which lowers a larger override to 4)
  *   grid     blocks launched (the main kernel)
  *   smem     dynamic shared memory per block, bytes */
 typedef struct kcuda_rms_cfg {

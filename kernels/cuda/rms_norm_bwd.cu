@@ -1,0 +1,880 @@
+/* rms_norm_bwd.cu: the RMSNorm backward on CUDA, for the 16 (x, weight) dtype pairs: grad_input in
+ * one pass over grad_output and x, a deterministic grad_weight through the part_grad buffer that
+ * kernels/descriptors.h defines, the split two-kernel backward for few long rows, and their
+ * launch; rms_norm_layout.c chooses the layout. No allocation, no synchronisation. */
+#include "kernels/cuda/kcuda_common.cuh"
+
+#include <type_traits>
+
+#include "kernels/cuda/cuda_kernels.h"
+#include "kernels/cuda/rms_norm_cuda.h"
+#include "kernels/cuda/rms_norm_layout.h"
+#include "kernels/descriptors.h"
+
+namespace kcuda
+{
+
+/* out[e] = from_acc(f[e]), two elements per conversion where the output is 16-bit and the
+ * accumulation float (the same bits as one at a time). */
+template <typename T, typename A, int VEC>
+__device__ __forceinline__ void pack_vec(const A (&f)[VEC], T (&out)[VEC])
+{
+    if constexpr (sizeof(A) == 4 && VEC % 2 == 0 && std::is_same<T, __nv_bfloat16>::value) {
+#pragma unroll
+        for (int e = 0; e < VEC; e += 2) {
+            const __nv_bfloat162 p = __floats2bfloat162_rn(f[e], f[e + 1]);
+            memcpy(&out[e], &p, sizeof p);
+        }
+    } else if constexpr (sizeof(A) == 4 && VEC % 2 == 0 && std::is_same<T, __half>::value) {
+#pragma unroll
+        for (int e = 0; e < VEC; e += 2) {
+            const __half2 p = __floats2half2_rn(f[e], f[e + 1]);
+            memcpy(&out[e], &p, sizeof p);
+        }
+    } else {
+#pragma unroll
+        for (int e = 0; e < VEC; e++)
+            out[e] = from_acc<T>(f[e]);
+    }
+}
+
+struct BwdArgs {
+    const void *g;
+    const void *invvar;
+    const void *x;
+    const void *w;
+    void *gi;
+    void *pg;
+    int64_t n1, n2;
+    int64_t P;      /* part_grad rows */
+    int64_t B;      /* rows per part_grad block: ceil(n1 / P) */
+    int64_t active; /* blocks that hold rows: ceil(n1 / B); the rest are zeroed by colsum */
+    int64_t chunk;
+    int cx, cy;
+    int stages; /* staged kernel: rows in flight per block (1..4) */
+};
+
+/* The 16-byte path of the backward pass. The cluster (cx * cy blocks, one of cx, cy is 1) owns
+ * part_grad block p; with cx > 1 its blocks split each row's columns, with cy > 1 they split the
+ * block's rows. Each thread stages its own vectors of grad_output and x `stages` rows ahead with
+ * cp.async, and keeps its columns' sums of grad_output * x * invvar in shared memory, where with
+ * cy > 1 the cluster adds them in rank order through distributed shared memory: one fixed order
+ * per column, so part_grad is the same bits on every run. */
+template <typename TX, typename TW>
+__global__ void __launch_bounds__(KCUDA_MAX_THREADS) rms_bwd_staged(BwdArgs a)
+{
+    using A = typename acc_of<TX>::type;
+    constexpr int VEC = 16 / (int)sizeof(TX);
+    extern __shared__ __align__(16) unsigned char dyn[];
+    __shared__ A red[32];
+    __shared__ A slots[2];
+    const TW *__restrict__ g = static_cast<const TW *>(a.g); /* y's dtype */
+    const TX *__restrict__ x = static_cast<const TX *>(a.x);
+    const TW *__restrict__ w = static_cast<const TW *>(a.w);
+    const A *__restrict__ inv = static_cast<const A *>(a.invvar);
+    TX *__restrict__ gi = static_cast<TX *>(a.gi);
+    A *__restrict__ pg = static_cast<A *>(a.pg);
+    const int tid = threadIdx.x, T = blockDim.x, cx = a.cx, cy = a.cy, cl = cx * cy;
+    const int S = a.stages;
+    const int q = cl > 1 ? (int)(blockIdx.x % (unsigned)cl) : 0;
+    const int crank = q % cx, srank = q / cx;
+    const int64_t col0 = (int64_t)crank * a.chunk;
+    const int64_t left = a.n2 - col0;
+    const int cols = (int)(left < a.chunk ? (left > 0 ? left : 0) : a.chunk);
+    const A inv_n = A(1) / A(a.n2);
+
+    unsigned char *sp = dyn;
+    TW *ws = reinterpret_cast<TW *>(sp);
+    sp += pad16((size_t)a.chunk * sizeof(TW));
+    A *acc = reinterpret_cast<A *>(sp);
+    sp += pad16((size_t)a.chunk * sizeof(A));
+    A *rs = reinterpret_cast<A *>(sp); /* stages + 1 slots: see below */
+    sp += pad16((size_t)(S + 1) * sizeof(A));
+    const size_t xstride = pad16((size_t)a.chunk * sizeof(TX)) / sizeof(TX);
+    const size_t gstride = pad16((size_t)a.chunk * sizeof(TW)) / sizeof(TW);
+    TW *gs = reinterpret_cast<TW *>(sp); /* grad_output has y's dtype */
+    TX *xs = reinterpret_cast<TX *>(sp + (size_t)S * gstride * sizeof(TW));
+
+    pdl_wait();
+
+    for (int idx = tid * VEC; idx < cols; idx += T * VEC)
+        cp_async<TW, VEC>(ws + idx, w + col0 + idx);
+
+    int slot = 0, rslot_issue = 0;
+    const int64_t pstep = gridDim.x / (unsigned)cl;
+    for (int64_t p = blockIdx.x / (unsigned)cl; p < a.active; p += pstep) {
+        const int64_t rb = p * a.B;
+        const int64_t re = rb + a.B < a.n1 ? rb + a.B : a.n1; /* empty when rb >= n1 */
+        __syncthreads(); /* every thread has read the last block's invvar slots */
+        for (int idx = tid * VEC; idx < cols; idx += T * VEC) {
+            A z[VEC];
+#pragma unroll
+            for (int e = 0; e < VEC; e++)
+                z[e] = 0;
+            st(acc + idx, z);
+        }
+        /* Thread 0 stages invvar[row] too; the other threads read it after block_sum's barrier.
+         * Slot i mod (S + 1) holds the i-th row's: the slot refilled in iteration i was last read
+         * in iteration i - 2, before every thread passed iteration i - 1's barrier. */
+        int64_t ahead = rb + srank;
+        int st_issue = 0;
+        for (int k = 0; k < S - 1; k++, ahead += cy) {
+            if (ahead < re) {
+                for (int idx = tid * VEC; idx < cols; idx += T * VEC) {
+                    cp_async<TW, VEC>(gs + k * gstride + idx, g + ahead * a.n2 + col0 + idx);
+                    cp_async<TX, VEC>(xs + k * xstride + idx, x + ahead * a.n2 + col0 + idx);
+                }
+                if (tid == 0)
+                    cp_async<A, 1>(rs + rslot_issue, inv + ahead);
+            }
+            rslot_issue = rslot_issue == S ? 0 : rslot_issue + 1;
+            st_issue = st_issue + 1 == S ? 0 : st_issue + 1;
+            cp_commit();
+        }
+        int stage = 0, rslot = (rslot_issue + (S + 1) - (S - 1)) % (S + 1);
+        for (int64_t row = rb + srank; row < re; row += cy) {
+            if (ahead < re) {
+                for (int idx = tid * VEC; idx < cols; idx += T * VEC) {
+                    cp_async<TW, VEC>(gs + st_issue * gstride + idx, g + ahead * a.n2 + col0 + idx);
+                    cp_async<TX, VEC>(xs + st_issue * xstride + idx, x + ahead * a.n2 + col0 + idx);
+                }
+                if (tid == 0)
+                    cp_async<A, 1>(rs + rslot_issue, inv + ahead);
+            }
+            cp_commit();
+            ahead += cy;
+            rslot_issue = rslot_issue == S ? 0 : rslot_issue + 1;
+            st_issue = st_issue + 1 == S ? 0 : st_issue + 1;
+            cp_wait(S - 1);
+            const TW *gst = gs + stage * gstride;
+            const TX *xst = xs + stage * xstride;
+            A d = 0;
+#pragma unroll 2
+            for (int idx = tid * VEC; idx < cols; idx += T * VEC) {
+                TW gv[VEC], wv[VEC];
+                TX xv[VEC];
+                ld_sh(gst + idx, gv);
+                ld_sh(xst + idx, xv);
+                ld_sh(ws + idx, wv);
+#pragma unroll
+                for (int e = 0; e < VEC; e++)
+                    d += to_acc<A>(wv[e]) * to_acc<A>(gv[e]) * to_acc<A>(xv[e]);
+            }
+            d = block_sum(d, red); /* its barriers publish rs[rslot] */
+            const A r = rs[rslot];
+            if (cx > 1) {
+                d = cluster_sum(d, &slots[slot], cx);
+                slot ^= 1;
+            }
+            const A c = d * inv_n * r * r;
+            TX *gir = gi + row * a.n2 + col0;
+#pragma unroll 2
+            for (int idx = tid * VEC; idx < cols; idx += T * VEC) {
+                TW gv[VEC], wv[VEC];
+                TX xv[VEC], out[VEC];
+                A av[VEC], of[VEC];
+                ld_sh(gst + idx, gv);
+                ld_sh(xst + idx, xv);
+                ld_sh(ws + idx, wv);
+                ld_sh(acc + idx, av);
+#pragma unroll
+                for (int e = 0; e < VEC; e++) {
+                    const A gf = to_acc<A>(gv[e]), xf = to_acc<A>(xv[e]);
+                    of[e] = r * (to_acc<A>(wv[e]) * gf - xf * c);
+                    av[e] += gf * xf * r;
+                }
+                pack_vec(of, out);
+                stg(gir + idx, out);
+                st(acc + idx, av);
+            }
+            stage = stage + 1 == S ? 0 : stage + 1;
+            rslot = rslot == S ? 0 : rslot + 1;
+        }
+        A *pgr = pg + p * a.n2 + col0;
+        if (cy == 1) {
+            for (int idx = tid * VEC; idx < cols; idx += T * VEC) {
+                A av[VEC];
+                ld_sh(acc + idx, av);
+                stg(pgr + idx, av);
+            }
+        } else {
+            cg::cluster_group cluster = cg::this_cluster();
+            cluster.sync();
+            for (int j = srank * T + tid; j < cols; j += T * cy) {
+                A s = 0;
+                for (int k = 0; k < cy; k++)
+                    s += *cluster.map_shared_rank(acc + j, k);
+                pgr[j] = s;
+            }
+            cluster.sync(); /* acc is zeroed for the next block, or freed at exit */
+        }
+    }
+    cp_commit();
+    cp_wait(0);
+    if (cl > 1)
+        cluster_exit_barrier();
+    pdl_trigger();
+}
+
+/* The cluster (cx * cy blocks, one of cx, cy is 1) owns part_grad block p; with cx > 1 its blocks
+ * split each row's columns, with cy > 1 they split the block's rows and add their column sums in
+ * rank order through distributed shared memory. Each thread keeps its columns' sums of
+ * grad_output * x * invvar in registers across rows, and prefetches the next row while reducing
+ * the current one. */
+template <typename TX, typename TW, int VEC, int NV, bool STREAM>
+__global__ void __launch_bounds__(KCUDA_MAX_THREADS) rms_bwd_kernel(BwdArgs a)
+{
+    using A = typename acc_of<TX>::type;
+    extern __shared__ __align__(16) unsigned char dyn[];
+    __shared__ A red[32];
+    __shared__ A slots[2];
+    const TW *__restrict__ g = static_cast<const TW *>(a.g); /* y's dtype */
+    const TX *__restrict__ x = static_cast<const TX *>(a.x);
+    const TW *__restrict__ w = static_cast<const TW *>(a.w);
+    const A *__restrict__ inv = static_cast<const A *>(a.invvar);
+    TX *__restrict__ gi = static_cast<TX *>(a.gi);
+    A *__restrict__ pg = static_cast<A *>(a.pg);
+    const int tid = threadIdx.x, T = blockDim.x, cx = a.cx, cy = a.cy, cl = cx * cy;
+    const int q = cl > 1 ? (int)(blockIdx.x % (unsigned)cl) : 0;
+    const int crank = q % cx, srank = q / cx;
+    const int64_t col0 = (int64_t)crank * a.chunk;
+    const int64_t left = a.n2 - col0;
+    const int cols = (int)(left < a.chunk ? (left > 0 ? left : 0) : a.chunk);
+    constexpr bool fits = !STREAM; /* the host checked that the chunk fits */
+    const A inv_n = A(1) / A(a.n2);
+
+    pdl_wait();
+
+    TW wv[NV][VEC]; /* packed: converted at each use (see opaque()) */
+    if constexpr (fits) {
+#pragma unroll
+        for (int v = 0; v < NV; v++) {
+            const int idx = (v * T + tid) * VEC;
+            if (idx < cols)
+                ld_ro(w + col0 + idx, wv[v]);
+        }
+    }
+
+    int slot = 0;
+    const int64_t pstep = gridDim.x / (unsigned)cl;
+    for (int64_t p = blockIdx.x / (unsigned)cl; p < a.active; p += pstep) {
+        const int64_t rb = p * a.B;
+        const int64_t re = rb + a.B < a.n1 ? rb + a.B : a.n1; /* empty when rb >= n1 */
+        A *pgr = pg + p * a.n2 + col0;
+        if constexpr (fits) {
+            A acc[NV][VEC];
+#pragma unroll
+            for (int v = 0; v < NV; v++)
+#pragma unroll
+                for (int e = 0; e < VEC; e++)
+                    acc[v][e] = 0;
+            TW gc[NV][VEC];
+            TX xc[NV][VEC];
+            A rc = 0;
+            int64_t row = rb + srank;
+            if (row < re) {
+#pragma unroll
+                for (int v = 0; v < NV; v++) {
+                    const int idx = (v * T + tid) * VEC;
+                    if (idx < cols) {
+                        ld_ro(g + row * a.n2 + col0 + idx, gc[v]);
+                        ld_ro(x + row * a.n2 + col0 + idx, xc[v]);
+                    }
+                }
+                rc = __ldg(inv + row);
+            }
+            while (row < re) {
+                const int64_t nxt = row + cy;
+                TW gn[NV][VEC];
+                TX xn[NV][VEC];
+                A rn = 0;
+                if (nxt < re) {
+#pragma unroll
+                    for (int v = 0; v < NV; v++) {
+                        const int idx = (v * T + tid) * VEC;
+                        if (idx < cols) {
+                            ld_ro(g + nxt * a.n2 + col0 + idx, gn[v]);
+                            ld_ro(x + nxt * a.n2 + col0 + idx, xn[v]);
+                        }
+                    }
+                    rn = __ldg(inv + nxt);
+                }
+                A d = 0;
+#pragma unroll
+                for (int v = 0; v < NV; v++) {
+                    opaque(wv[v]);
+                    const int idx = (v * T + tid) * VEC;
+                    if (idx < cols) {
+#pragma unroll
+                        for (int e = 0; e < VEC; e++)
+                            d += to_acc<A>(wv[v][e]) * to_acc<A>(gc[v][e]) * to_acc<A>(xc[v][e]);
+                    }
+                }
+                d = block_sum(d, red);
+                if (cx > 1) {
+                    d = cluster_sum(d, &slots[slot], cx);
+                    slot ^= 1;
+                }
+                const A c = d * inv_n * rc * rc;
+#pragma unroll
+                for (int v = 0; v < NV; v++) {
+                    opaque(wv[v]);
+                    opaque(gc[v]);
+                    opaque(xc[v]);
+                }
+                TX *gir = gi + row * a.n2 + col0;
+#pragma unroll
+                for (int v = 0; v < NV; v++) {
+                    const int idx = (v * T + tid) * VEC;
+                    if (idx < cols) {
+                        TX out[VEC];
+#pragma unroll
+                        for (int e = 0; e < VEC; e++) {
+                            const A gv = to_acc<A>(gc[v][e]), xv = to_acc<A>(xc[v][e]);
+                            out[e] = from_acc<TX>(rc * (to_acc<A>(wv[v][e]) * gv - xv * c));
+                            acc[v][e] += gv * xv * rc;
+                        }
+                        st(gir + idx, out);
+                    }
+                }
+#pragma unroll
+                for (int v = 0; v < NV; v++)
+#pragma unroll
+                    for (int e = 0; e < VEC; e++) {
+                        gc[v][e] = gn[v][e];
+                        xc[v][e] = xn[v][e];
+                    }
+                rc = rn;
+                row = nxt;
+            }
+            if (cy == 1) {
+#pragma unroll
+                for (int v = 0; v < NV; v++) {
+                    const int idx = (v * T + tid) * VEC;
+                    if (idx < cols)
+                        st(pgr + idx, acc[v]);
+                }
+            } else {
+                /* Add the cy blocks' column sums in rank order: every column's sum has one
+                 * fixed shape, so part_grad is the same bits on every run. */
+                cg::cluster_group cluster = cg::this_cluster();
+                A *buf = reinterpret_cast<A *>(dyn);
+#pragma unroll
+                for (int v = 0; v < NV; v++) {
+                    const int idx = (v * T + tid) * VEC;
+                    if (idx < cols)
+                        st(buf + idx, acc[v]);
+                }
+                cluster.sync();
+                for (int j = srank * T + tid; j < cols; j += T * cy) {
+                    A s = 0;
+                    for (int k = 0; k < cy; k++)
+                        s += *cluster.map_shared_rank(buf + j, k);
+                    pgr[j] = s;
+                }
+                cluster.sync(); /* buf is rewritten by the next block, or freed at exit */
+            }
+        } else {
+            /* Streaming: the chunk does not fit in registers. cy == 1 here (the host ensures it),
+             * so this block alone owns part_grad[p][its columns] and accumulates there. */
+            if (rb >= re) {
+                for (int j = tid; j < cols; j += T)
+                    pgr[j] = 0;
+            }
+            for (int64_t row = rb; row < re; row++) {
+                const TW *gr = g + row * a.n2 + col0;
+                const TX *xr = x + row * a.n2 + col0;
+                TX *gir = gi + row * a.n2 + col0;
+                const A r = __ldg(inv + row);
+                A d = 0;
+                for (int base = tid * VEC; base < cols; base += T * VEC * NV) {
+                    TW tg[NV][VEC];
+                    TX tx[NV][VEC];
+                    TW tw[NV][VEC];
+#pragma unroll
+                    for (int v = 0; v < NV; v++) {
+                        const int idx = base + v * T * VEC;
+                        if (idx < cols) {
+                            ld_ro(gr + idx, tg[v]);
+                            ld_ro(xr + idx, tx[v]);
+                            ld_ro(w + col0 + idx, tw[v]);
+                        }
+                    }
+#pragma unroll
+                    for (int v = 0; v < NV; v++) {
+                        const int idx = base + v * T * VEC;
+                        if (idx < cols) {
+#pragma unroll
+                            for (int e = 0; e < VEC; e++)
+                                d +=
+                                    to_acc<A>(tw[v][e]) * to_acc<A>(tg[v][e]) * to_acc<A>(tx[v][e]);
+                        }
+                    }
+                }
+                d = block_sum(d, red);
+                if (cx > 1) {
+                    d = cluster_sum(d, &slots[slot], cx);
+                    slot ^= 1;
+                }
+                const A c = d * inv_n * r * r;
+                const bool first = row == rb;
+                for (int base = tid * VEC; base < cols; base += T * VEC * NV) {
+                    TW tg[NV][VEC];
+                    TX tx[NV][VEC];
+                    TW tw[NV][VEC];
+                    A tp[NV][VEC];
+#pragma unroll
+                    for (int v = 0; v < NV; v++) {
+                        const int idx = base + v * T * VEC;
+                        if (idx < cols) {
+                            ld_ro(gr + idx, tg[v]);
+                            ld_ro(xr + idx, tx[v]);
+                            ld_ro(w + col0 + idx, tw[v]);
+                            if (!first)
+                                ld_rw(pgr + idx, tp[v]);
+                        }
+                    }
+#pragma unroll
+                    for (int v = 0; v < NV; v++) {
+                        const int idx = base + v * T * VEC;
+                        if (idx < cols) {
+                            TX out[VEC];
+#pragma unroll
+                            for (int e = 0; e < VEC; e++) {
+                                const A gv = to_acc<A>(tg[v][e]), xv = to_acc<A>(tx[v][e]);
+                                out[e] = from_acc<TX>(r * (to_acc<A>(tw[v][e]) * gv - xv * c));
+                                const A part = gv * xv * r;
+                                tp[v][e] = first ? part : tp[v][e] + part;
+                            }
+                            st(gir + idx, out);
+                            st(pgr + idx, tp[v]);
+                        }
+                    }
+                }
+            }
+        }
+    }
+    if (cl > 1)
+        cluster_exit_barrier();
+    pdl_trigger();
+}
+
+/* grad_weight[j] = the sum over p of part_grad[p][j]. Lane (lx, ly) of a 32 x 8 block adds the
+ * rows p = ly, ly + 8, ... of column j in order, then row ly = 0 adds the eight partial sums in
+ * order: one fixed shape per column, so the result is deterministic. The blocks from `active` on
+ * hold no rows: this kernel writes their zeros (the main kernel launches no block for them) and
+ * leaves them out of the sum, where they would add nothing. */
+template <typename A, typename TW>
+__global__ void __launch_bounds__(256) rms_colsum_kernel(A *__restrict__ pg, TW *__restrict__ gw,
+                                                         int64_t P, int64_t active, int64_t n2)
+{
+    __shared__ A part[8][33];
+    const int lx = threadIdx.x & 31, ly = threadIdx.x >> 5;
+    pdl_wait();
+    for (int64_t j0 = (int64_t)blockIdx.x * 32; j0 < n2; j0 += (int64_t)gridDim.x * 32) {
+        const int64_t j = j0 + lx;
+        A s = 0;
+        if (j < n2) {
+#pragma unroll 4
+            for (int64_t p = ly; p < active; p += 8)
+                s += pg[p * n2 + j];
+            for (int64_t p = active + ly; p < P; p += 8)
+                pg[p * n2 + j] = 0;
+        }
+        part[ly][lx] = s;
+        __syncthreads();
+        if (ly == 0 && j < n2) {
+            A t = 0;
+#pragma unroll
+            for (int k = 0; k < 8; k++)
+                t += part[k][lx];
+            gw[j] = from_acc<TW>(t);
+        }
+        __syncthreads();
+    }
+    pdl_trigger();
+}
+
+/* ---- the split backward: few long rows over the whole GPU, in two kernels ----------------------
+ * Block b owns columns [b * chunk, b * chunk + cols) of every row (n1 <= KCUDA_SPLIT_ROWS). The
+ * dot kernel writes block b's partial dot(w * grad_output, x) of each row, and the finish kernel
+ * adds the nb partials of a row in one fixed order (so every block gets the same bits), then
+ * writes grad_input, part_grad and grad_weight of its columns. The partials travel through
+ * part_grad: the dot kernel writes a copy of all of them into the part_grad cells of every block's
+ * own columns, so each finishing block reads only cells that it alone overwrites afterwards. A
+ * block's partials of all rows lie side by side in every copy (cell b * n1 + i), so its stores
+ * are 4 * n1 contiguous bytes per copy rather than n1 cells nb apart.
+ * The dot kernel lets the finish kernel launch (PDL) as soon as each of its blocks has passed its
+ * own wait: the finish kernel then loads its first grad_output, x, w and invvar while the partials
+ * are still being computed. Those are inputs of the call, complete before any dot block passed its
+ * wait, and only the partials are waited for. */
+
+struct SplitArgs {
+    const void *g;
+    const void *invvar;
+    const void *x;
+    const void *w;
+    void *gi;
+    void *gw;
+    void *pg;
+    int64_t n1, n2, P, B, active;
+    int64_t chunk; /* columns per block, a multiple of the vector width */
+    int64_t nb;    /* blocks */
+};
+
+/* Where block b's partial of row i lies in the copy that block `owner` reads: cell s = b * n1 + i
+ * of the owner's columns of part_grad, row by row. s < nb * n1 <= 2 * SMs * 16 and a block's
+ * columns are fewer than 2^31 (chunk is at most n2 / SMs), so 32-bit division suffices. */
+template <typename A>
+__device__ __forceinline__ A *split_cell(const SplitArgs &a, A *pg, int owner, int i, int b)
+{
+    const int64_t c0 = (int64_t)owner * a.chunk;
+    const unsigned cw = (unsigned)(a.n2 - c0 < a.chunk ? a.n2 - c0 : a.chunk);
+    const unsigned s = (unsigned)(b * (int)a.n1 + i);
+    return pg + (int64_t)(s / cw) * a.n2 + c0 + s % cw;
+}
+
+template <typename TX, typename TW>
+__global__ void __launch_bounds__(KCUDA_SPLIT_THREADS) rms_bwd_split_dot(SplitArgs a)
+{
+    using A = typename acc_of<TX>::type;
+    constexpr int VEC = 16 / (int)sizeof(TX);
+    constexpr int R = 4; /* rows whose loads are in flight together */
+    __shared__ A red[KCUDA_SPLIT_THREADS / 32][R];
+    __shared__ A part[KCUDA_SPLIT_ROWS];
+    const TW *__restrict__ g = static_cast<const TW *>(a.g);
+    const TX *__restrict__ x = static_cast<const TX *>(a.x);
+    const TW *__restrict__ w = static_cast<const TW *>(a.w);
+    A *__restrict__ pg = static_cast<A *>(a.pg);
+    const int tid = threadIdx.x, T = blockDim.x, lane = tid & 31, wid = tid >> 5, nw = T >> 5;
+    const int64_t b = blockIdx.x, col0 = b * a.chunk;
+    const int cols = (int)(a.n2 - col0 < a.chunk ? a.n2 - col0 : a.chunk);
+
+    pdl_wait();
+    /* Every block has passed its wait once the finish kernel launches: see the section comment. */
+    pdl_trigger();
+
+    for (int64_t i0 = 0; i0 < a.n1; i0 += R) {
+        A d[R];
+#pragma unroll
+        for (int r = 0; r < R; r++)
+            d[r] = 0;
+        for (int idx = tid * VEC; idx < cols; idx += T * VEC) {
+            TW wv[VEC], gv[R][VEC];
+            TX xv[R][VEC];
+            ld_ro(w + col0 + idx, wv);
+#pragma unroll
+            for (int r = 0; r < R; r++)
+                if (i0 + r < a.n1) {
+                    ld_ro(g + (i0 + r) * a.n2 + col0 + idx, gv[r]);
+                    ld_ro(x + (i0 + r) * a.n2 + col0 + idx, xv[r]);
+                }
+#pragma unroll
+            for (int r = 0; r < R; r++)
+                if (i0 + r < a.n1) {
+#pragma unroll
+                    for (int e = 0; e < VEC; e++)
+                        d[r] += to_acc<A>(wv[e]) * to_acc<A>(gv[r][e]) * to_acc<A>(xv[r][e]);
+                }
+        }
+#pragma unroll
+        for (int r = 0; r < R; r++) {
+            const A v = warp_sum(d[r]);
+            if (lane == 0)
+                red[wid][r] = v;
+        }
+        __syncthreads();
+        if (tid < R && i0 + tid < a.n1) {
+            A t = 0;
+            for (int k = 0; k < nw; k++)
+                t += red[k][tid];
+            part[i0 + tid] = t;
+        }
+        __syncthreads();
+    }
+    /* One copy for every block's columns; neighbouring threads write neighbouring cells. */
+    const int n = (int)(a.nb * a.n1), n1 = (int)a.n1;
+    for (int q = tid; q < n; q += T) {
+        const int owner = q / n1, i = q - owner * n1;
+        *split_cell(a, pg, owner, i, (int)b) = part[i];
+    }
+}
+
+template <typename TX, typename TW>
+__global__ void __launch_bounds__(KCUDA_SPLIT_THREADS) rms_bwd_split_finish(SplitArgs a)
+{
+    using A = typename acc_of<TX>::type;
+    constexpr int VEC = 16 / (int)sizeof(TX);
+    constexpr int R = 4;
+    __shared__ A dot[KCUDA_SPLIT_ROWS];
+    const TW *__restrict__ g = static_cast<const TW *>(a.g);
+    const TX *__restrict__ x = static_cast<const TX *>(a.x);
+    const TW *__restrict__ w = static_cast<const TW *>(a.w);
+    const A *__restrict__ inv = static_cast<const A *>(a.invvar);
+    TX *__restrict__ gi = static_cast<TX *>(a.gi);
+    TW *__restrict__ gw = static_cast<TW *>(a.gw);
+    A *__restrict__ pg = static_cast<A *>(a.pg);
+    const int tid = threadIdx.x, T = blockDim.x, lane = tid & 31, wid = tid >> 5, nw = T >> 5;
+    const int64_t b = blockIdx.x, col0 = b * a.chunk;
+    const int cols = (int)(a.n2 - col0 < a.chunk ? a.n2 - col0 : a.chunk);
+    const A inv_n = A(1) / A(a.n2);
+    const int n1 = (int)a.n1, nb = (int)a.nb, B = (int)a.B;
+
+    /* The first vector's inputs, before the wait: they are the call's inputs, not the dot
+     * kernel's output (see the section comment), so their latency overlaps the dot kernel. */
+    const int idx0 = tid * VEC;
+    TW wv0[VEC], gv0[R][VEC];
+    TX xv0[R][VEC];
+    A rv0[R];
+    if (idx0 < cols) {
+        ld_ro(w + col0 + idx0, wv0);
+#pragma unroll
+        for (int r = 0; r < R; r++)
+            if (r < n1) {
+                ld_ro(g + r * a.n2 + col0 + idx0, gv0[r]);
+                ld_ro(x + r * a.n2 + col0 + idx0, xv0[r]);
+                rv0[r] = inv[r];
+            }
+    }
+
+    pdl_wait(); /* the dot kernel's partials */
+
+    /* Row i's dot: lane l adds the partials b = l, l + 32, ... in order, then the warp's fixed
+     * butterfly: the same bits in every block. */
+    for (int i = wid; i < n1; i += nw) {
+        A s = 0;
+        for (int k = lane; k < nb; k += 32)
+            s += *split_cell(a, pg, (int)b, i, k);
+        s = warp_sum(s);
+        if (lane == 0)
+            dot[i] = s;
+    }
+    __syncthreads(); /* every read of this block's copy is done before part_grad is written */
+
+    for (int idx = tid * VEC; idx < cols; idx += T * VEC) {
+        TW wv[VEC];
+        const bool first = idx == idx0;
+        if (first) {
+#pragma unroll
+            for (int e = 0; e < VEC; e++)
+                wv[e] = wv0[e];
+        } else {
+            ld_ro(w + col0 + idx, wv);
+        }
+        A acc[VEC], tot[VEC];
+#pragma unroll
+        for (int e = 0; e < VEC; e++) {
+            acc[e] = 0;
+            tot[e] = 0;
+        }
+        for (int64_t i0 = 0; i0 < a.n1; i0 += R) {
+            TW gv[R][VEC];
+            TX xv[R][VEC];
+            A rv[R];
+            if (first && i0 == 0) {
+#pragma unroll
+                for (int r = 0; r < R; r++)
+                    if (r < n1) {
+#pragma unroll
+                        for (int e = 0; e < VEC; e++) {
+                            gv[r][e] = gv0[r][e];
+                            xv[r][e] = xv0[r][e];
+                        }
+                        rv[r] = rv0[r];
+                    }
+            } else {
+#pragma unroll
+                for (int r = 0; r < R; r++)
+                    if (i0 + r < a.n1) {
+                        ld_ro(g + (i0 + r) * a.n2 + col0 + idx, gv[r]);
+                        ld_ro(x + (i0 + r) * a.n2 + col0 + idx, xv[r]);
+                        rv[r] = inv[i0 + r];
+                    }
+            }
+#pragma unroll
+            for (int r = 0; r < R; r++) {
+                const int i = (int)i0 + r;
+                if (i < n1) {
+                    const A rr = rv[r];
+                    const A c = dot[i] * inv_n * rr * rr;
+                    TX out[VEC];
+#pragma unroll
+                    for (int e = 0; e < VEC; e++) {
+                        const A gf = to_acc<A>(gv[r][e]), xf = to_acc<A>(xv[r][e]);
+                        out[e] = from_acc<TX>(rr * (to_acc<A>(wv[e]) * gf - xf * c));
+                        acc[e] += gf * xf * rr;
+                    }
+                    st(gi + i * a.n2 + col0 + idx, out);
+                    const int p = i / B;
+                    if (i + 1 == n1 || i + 1 == (p + 1) * B) { /* the last row of block p */
+                        st(pg + p * a.n2 + col0 + idx, acc);
+#pragma unroll
+                        for (int e = 0; e < VEC; e++) {
+                            tot[e] += acc[e];
+                            acc[e] = 0;
+                        }
+                    }
+                }
+            }
+        }
+        A z[VEC];
+#pragma unroll
+        for (int e = 0; e < VEC; e++)
+            z[e] = 0;
+        for (int64_t p = a.active; p < a.P; p++)
+            st(pg + p * a.n2 + col0 + idx, z);
+        TW o[VEC];
+#pragma unroll
+        for (int e = 0; e < VEC; e++)
+            o[e] = from_acc<TW>(tot[e]);
+        st(gw + col0 + idx, o);
+    }
+    pdl_trigger();
+}
+
+/* ---- launch ---------------------------------------------------------------------------------- */
+
+typedef void (*BwdKernel)(BwdArgs);
+
+template <typename TX, typename TW> static BwdKernel bwd_kernel_for(const kcuda_rms_layout &L)
+{
+    constexpr int VX = 16 / (int)sizeof(TX);
+    if (L.mode == KCUDA_RMS_STAGED)
+        return rms_bwd_staged<TX, TW>;
+    if (L.vec == 1)
+        return L.mode == KCUDA_RMS_STREAM ? rms_bwd_kernel<TX, TW, 1, 4, true>
+                                          : rms_bwd_kernel<TX, TW, 1, 4, false>;
+    return rms_bwd_kernel<TX, TW, VX, 2, true>;
+}
+
+/* The split backward: the partial-dot kernel, then the finishing kernel. */
+template <typename TX, typename TW>
+static int bwd_split(const baton_exec_ctx *ctx, void **buffers, const baton_rms_norm_desc &d,
+                     const kcuda_rms_layout &L)
+{
+    SplitArgs a;
+    a.g = buffers[0];
+    a.invvar = buffers[1];
+    a.x = buffers[2];
+    a.w = buffers[3];
+    a.gi = buffers[4];
+    a.gw = buffers[5];
+    a.pg = buffers[6];
+    a.n1 = d.n1;
+    a.n2 = d.n2;
+    a.P = L.P;
+    a.B = L.B;
+    a.active = L.active;
+    a.chunk = L.chunk;
+    a.nb = L.grid;
+    int rc = launch(ctx, "rms_norm_bwd partial dots", rms_bwd_split_dot<TX, TW>, (unsigned)L.grid,
+                    (unsigned)KCUDA_SPLIT_THREADS, 0, 1, a);
+    if (rc)
+        return rc;
+    /* The finish kernel waits for the dot kernel before anything else: let it launch early
+     * (programmatic dependent launch) on any stream but the legacy one. */
+    baton_exec_ctx c2;
+    memset(&c2, 0, sizeof c2);
+    if (ctx)
+        c2 = *ctx;
+    if (c2.stream)
+        c2.pdl = 1;
+    return launch(&c2, "rms_norm_bwd finish", rms_bwd_split_finish<TX, TW>, (unsigned)L.grid,
+                  (unsigned)KCUDA_SPLIT_THREADS, 0, 1, a);
+}
+
+template <typename TX, typename TW>
+static int bwd_typed(const baton_exec_ctx *ctx, void **buffers, const baton_rms_norm_desc &d,
+                     const kcuda_rms_cfg *o, kcuda_rms_cfg *chosen)
+{
+    using A = typename acc_of<TX>::type;
+    /* buffers: grad_output, invvar, x, weight | grad_input, grad_weight, part_grad */
+    const DeviceFacts facts = device_facts(ctx);
+    kcuda_rms_device dev;
+    dev.sms = facts.sms;
+    dev.smem_optin = facts.smem_optin;
+    dev.max_cluster = KCUDA_MAX_CLUSTER;
+    const size_t smem_max = (size_t)kcuda_rms_smem_max(&dev);
+    char why[512];
+    kcuda_rms_layout L;
+    for (;;) {
+        int rc = kcuda_rms_bwd_layout(&d, buffers, &dev, o, &L, why, sizeof why);
+        if (rc)
+            return fail(ctx, rc, "%s", why);
+        if (L.mode == KCUDA_RMS_SPLIT) {
+            kcuda_rms_report(&L, chosen);
+            return bwd_split<TX, TW>(ctx, buffers, d, L);
+        }
+        const int cl = L.cx * L.cy;
+        const BwdKernel k = bwd_kernel_for<TX, TW>(L);
+        rc = prepare(k, ctx, "rms_norm_bwd", cl, L.grid, L.threads, L.smem, smem_max, L.may_shrink);
+        if (rc > 0) { /* 16-block clusters cannot run here */
+            dev.max_cluster = 8;
+            continue;
+        }
+        if (rc < 0)
+            return BATON_ECUDA;
+        BwdArgs a;
+        a.g = buffers[0];
+        a.invvar = buffers[1];
+        a.x = buffers[2];
+        a.w = buffers[3];
+        a.gi = buffers[4];
+        a.pg = buffers[6];
+        a.n1 = d.n1;
+        a.n2 = d.n2;
+        a.P = L.P;
+        a.B = L.B;
+        a.active = L.active;
+        a.chunk = L.chunk;
+        a.cx = L.cx;
+        a.cy = L.cy;
+        a.stages = L.stages;
+        kcuda_rms_report(&L, chosen);
+        rc = launch(ctx, "rms_norm_bwd", k, (unsigned)L.grid, (unsigned)L.threads, L.smem, cl, a);
+        if (rc)
+            return rc;
+        return launch(ctx, "rms_norm_bwd grad_weight", rms_colsum_kernel<A, TW>,
+                      (unsigned)L.colsum_grid, 256u, 0, 1, (A *)buffers[6], (TW *)buffers[5], L.P,
+                      L.active, d.n2);
+    }
+}
+
+template <typename TX>
+static int bwd_w(const baton_exec_ctx *ctx, void **b, const baton_rms_norm_desc &d,
+                 const kcuda_rms_cfg *o, kcuda_rms_cfg *c)
+{
+    switch (d.w_dtype) {
+    case BATON_DTYPE_BF16: return bwd_typed<TX, __nv_bfloat16>(ctx, b, d, o, c);
+    case BATON_DTYPE_F16: return bwd_typed<TX, __half>(ctx, b, d, o, c);
+    case BATON_DTYPE_F32: return bwd_typed<TX, float>(ctx, b, d, o, c);
+    default: return bwd_typed<TX, double>(ctx, b, d, o, c);
+    }
+}
+
+} /* namespace kcuda */
+
+using namespace kcuda;
+
+extern "C" int kcuda_rms_norm_bwd_cfg(const baton_exec_ctx *ctx, void **buffers, const char *opaque,
+                                      size_t len, const kcuda_rms_cfg *o, kcuda_rms_cfg *chosen)
+{
+    baton_rms_norm_desc d;
+    char why[512];
+    const int rc =
+        kcuda_rms_check("rms_norm_bwd", buffers, 7, opaque, len, 1, o, &d, why, sizeof why);
+    if (rc)
+        return fail(ctx, rc, "%s", why);
+    switch (d.x_dtype) {
+    case BATON_DTYPE_BF16: return bwd_w<__nv_bfloat16>(ctx, buffers, d, o, chosen);
+    case BATON_DTYPE_F16: return bwd_w<__half>(ctx, buffers, d, o, chosen);
+    case BATON_DTYPE_F32: return bwd_w<float>(ctx, buffers, d, o, chosen);
+    default: return bwd_w<double>(ctx, buffers, d, o, chosen);
+    }
+}
+
+extern "C" int kcuda_rms_norm_bwd(const baton_exec_ctx *ctx, void **buffers, const char *opaque,
+                                  size_t len)
+{
+    return kcuda_rms_norm_bwd_cfg(ctx, buffers, opaque, len, NULL, NULL);
+}

@@ -1,0 +1,624 @@
+/* rms_norm_fwd.cu: the RMSNorm forward on CUDA, for the 16 (x, weight) dtype pairs, at the
+ * memory-bandwidth limit (rows staged by bulk copies or held in registers, 16-byte loads, long rows
+ * split over a thread-block cluster), and its launch; rms_norm_layout.c chooses the layout. */
+#include "kernels/cuda/kcuda_common.cuh"
+
+#include <type_traits>
+
+#include "kernels/cuda/cuda_kernels.h"
+#include "kernels/cuda/rms_norm_cuda.h"
+#include "kernels/cuda/rms_norm_layout.h"
+#include "kernels/descriptors.h"
+
+namespace kcuda
+{
+
+__device__ __forceinline__ float rsqrt_acc(float v)
+{
+    return rsqrtf(v);
+}
+__device__ __forceinline__ double rsqrt_acc(double v)
+{
+    return rsqrt(v);
+}
+
+struct FwdArgs {
+    const void *x;
+    const void *w;
+    void *y;
+    void *invvar;
+    int64_t n1, n2;
+    double eps;
+    int64_t chunk; /* columns per block; cx * chunk >= n2 */
+    int cx;        /* blocks per row (cluster size) */
+    int stages;    /* staged kernel: rows in flight per block (1..4) */
+};
+
+/* The 16-byte path. A block handles `chunk` columns of a row (all of it when cx == 1), rows
+ * strided over the grid. Each thread copies its own 16-byte vectors of x (and, once, of w) into
+ * shared memory with cp.async, `stages` rows ahead, so the bytes in flight cost no registers; it
+ * reads back only what it copied, so no barrier guards the staging. */
+template <typename TX, typename TW>
+__global__ void __launch_bounds__(KCUDA_MAX_THREADS) rms_fwd_staged(FwdArgs a)
+{
+    using A = typename acc_of<TX>::type;
+    constexpr int VEC = 16 / (int)sizeof(TX);
+    extern __shared__ __align__(16) unsigned char dyn[];
+    __shared__ A red[32];
+    __shared__ A slots[2];
+    const TX *__restrict__ x = static_cast<const TX *>(a.x);
+    const TW *__restrict__ w = static_cast<const TW *>(a.w);
+    TW *__restrict__ y = static_cast<TW *>(a.y);
+    A *__restrict__ inv = static_cast<A *>(a.invvar);
+    const int tid = threadIdx.x, T = blockDim.x, cx = a.cx, S = a.stages;
+    const int crank = cx > 1 ? (int)(blockIdx.x % (unsigned)cx) : 0;
+    const int64_t group = blockIdx.x / (unsigned)cx, ngroups = gridDim.x / (unsigned)cx;
+    const int64_t col0 = (int64_t)crank * a.chunk;
+    const int64_t left = a.n2 - col0;
+    const int cols = (int)(left < a.chunk ? (left > 0 ? left : 0) : a.chunk);
+    const size_t xstride = pad16((size_t)a.chunk * sizeof(TX)) / sizeof(TX);
+    TW *ws = reinterpret_cast<TW *>(dyn);
+    TX *xs = reinterpret_cast<TX *>(dyn + pad16((size_t)a.chunk * sizeof(TW)));
+    const A inv_n = A(1) / A(a.n2);
+    const A eps = (A)a.eps;
+
+    pdl_wait(); /* x and w may be a predecessor's outputs */
+
+    for (int idx = tid * VEC; idx < cols; idx += T * VEC)
+        cp_async<TW, VEC>(ws + idx, w + col0 + idx);
+    int64_t ahead = group; /* the next row to copy */
+    for (int k = 0; k < S - 1; k++, ahead += ngroups) {
+        if (ahead < a.n1)
+            for (int idx = tid * VEC; idx < cols; idx += T * VEC)
+                cp_async<TX, VEC>(xs + k * xstride + idx, x + ahead * a.n2 + col0 + idx);
+        cp_commit();
+    }
+    int stage = 0, slot = 0;
+    for (int64_t row = group; row < a.n1; row += ngroups) {
+        const int ist = stage + S - 1 < S ? stage + S - 1 : stage - 1;
+        if (ahead < a.n1)
+            for (int idx = tid * VEC; idx < cols; idx += T * VEC)
+                cp_async<TX, VEC>(xs + ist * xstride + idx, x + ahead * a.n2 + col0 + idx);
+        cp_commit();
+        ahead += ngroups;
+        cp_wait(S - 1);
+        const TX *xst = xs + stage * xstride;
+        A ss = 0;
+#pragma unroll 2
+        for (int idx = tid * VEC; idx < cols; idx += T * VEC) {
+            TX v[VEC];
+            ld_sh(xst + idx, v);
+#pragma unroll
+            for (int e = 0; e < VEC; e++) {
+                const A f = to_acc<A>(v[e]);
+                ss += f * f;
+            }
+        }
+        ss = block_sum(ss, red);
+        if (cx > 1) {
+            ss = cluster_sum(ss, &slots[slot], cx);
+            slot ^= 1;
+        }
+        const A r = rsqrt_acc(ss * inv_n + eps);
+        if (crank == 0 && tid == 0)
+            inv[row] = r;
+        TW *yr = y + row * a.n2 + col0;
+#pragma unroll 2
+        for (int idx = tid * VEC; idx < cols; idx += T * VEC) {
+            TX v[VEC];
+            TW u[VEC], out[VEC];
+            ld_sh(xst + idx, v);
+            ld_sh(ws + idx, u);
+#pragma unroll
+            for (int e = 0; e < VEC; e++)
+                out[e] = from_acc<TW>(to_acc<A>(u[e]) * (to_acc<A>(v[e]) * r));
+            st(yr + idx, out);
+        }
+        stage = stage + 1 == S ? 0 : stage + 1;
+    }
+    cp_commit(); /* w's copies, when this block had no row */
+    cp_wait(0);
+    if (cx > 1)
+        cluster_exit_barrier(); /* peers may still read this block's slots */
+    pdl_trigger();
+}
+
+/* y = w * (x * r) for one vector, converting two elements at a time where the output is 16-bit
+ * and the accumulation float (one packed conversion instead of two; the same bits). */
+template <typename TX, typename TW, typename A, int VEC>
+__device__ __forceinline__ void scale_vec(const TX (&v)[VEC], const TW (&u)[VEC], A r,
+                                          TW (&out)[VEC])
+{
+    if constexpr (sizeof(A) == 4 && VEC % 2 == 0 && std::is_same<TW, __nv_bfloat16>::value) {
+#pragma unroll
+        for (int e = 0; e < VEC; e += 2) {
+            const __nv_bfloat162 p =
+                __floats2bfloat162_rn(to_acc<A>(u[e]) * (to_acc<A>(v[e]) * r),
+                                      to_acc<A>(u[e + 1]) * (to_acc<A>(v[e + 1]) * r));
+            memcpy(&out[e], &p, sizeof p);
+        }
+    } else if constexpr (sizeof(A) == 4 && VEC % 2 == 0 && std::is_same<TW, __half>::value) {
+#pragma unroll
+        for (int e = 0; e < VEC; e += 2) {
+            const __half2 p = __floats2half2_rn(to_acc<A>(u[e]) * (to_acc<A>(v[e]) * r),
+                                                to_acc<A>(u[e + 1]) * (to_acc<A>(v[e + 1]) * r));
+            memcpy(&out[e], &p, sizeof p);
+        }
+    } else {
+#pragma unroll
+        for (int e = 0; e < VEC; e++)
+            out[e] = from_acc<TW>(to_acc<A>(u[e]) * (to_acc<A>(v[e]) * r));
+    }
+}
+
+/* The persistent forward path: like rms_fwd_staged, but thread 0 copies each row's chunk into
+ * shared memory with one bulk copy (the copy engine) completing on the stage's mbarrier, `stages`
+ * rows ahead. A stage is refilled once every thread has passed the next row's block_sum barrier,
+ * which orders all reads of it before the copy is issued. Shared memory is laid out as in
+ * rms_fwd_staged. */
+template <typename TX, typename TW>
+__global__ void __launch_bounds__(KCUDA_MAX_THREADS) rms_fwd_bulk(FwdArgs a)
+{
+    using A = typename acc_of<TX>::type;
+    constexpr int VEC = 16 / (int)sizeof(TX);
+    extern __shared__ __align__(128) unsigned char dyn[];
+    __shared__ A red[32];
+    __shared__ A slots[2];
+    __shared__ __align__(8) unsigned long long full[KCUDA_FWD_BULK_STAGES];
+    const TX *__restrict__ x = static_cast<const TX *>(a.x);
+    const TW *__restrict__ w = static_cast<const TW *>(a.w);
+    TW *__restrict__ y = static_cast<TW *>(a.y);
+    A *__restrict__ inv = static_cast<A *>(a.invvar);
+    const int tid = threadIdx.x, T = blockDim.x, cx = a.cx, S = a.stages;
+    const int crank = cx > 1 ? (int)(blockIdx.x % (unsigned)cx) : 0;
+    const int64_t group = blockIdx.x / (unsigned)cx, ngroups = gridDim.x / (unsigned)cx;
+    const int64_t col0 = (int64_t)crank * a.chunk;
+    const int64_t left = a.n2 - col0;
+    const int cols = (int)(left < a.chunk ? (left > 0 ? left : 0) : a.chunk);
+    const unsigned bytes = (unsigned)cols * (unsigned)sizeof(TX);
+    const size_t xstride = pad16((size_t)a.chunk * sizeof(TX)) / sizeof(TX);
+    TW *ws = reinterpret_cast<TW *>(dyn);
+    TX *xs = reinterpret_cast<TX *>(dyn + pad16((size_t)a.chunk * sizeof(TW)));
+    const A inv_n = A(1) / A(a.n2);
+    const A eps = (A)a.eps;
+
+    if (tid == 0) {
+        for (int k = 0; k < S; k++)
+            mbar_init(&full[k], 1);
+        mbar_fence_init();
+    }
+    __syncthreads();
+
+    pdl_wait(); /* x and w may be a predecessor's outputs */
+
+    const unsigned long long pol = l2_evict_first();
+    for (int idx = tid * VEC; idx < cols; idx += T * VEC)
+        cp_async<TW, VEC>(ws + idx, w + col0 + idx);
+    cp_commit();
+    int64_t ahead = group; /* the next row to copy */
+    if (tid == 0)
+        for (int k = 0; k < S && ahead < a.n1; k++, ahead += ngroups) {
+            mbar_arrive_tx(&full[k], bytes);
+            if (bytes)
+                bulk_g2s(xs + k * xstride, x + ahead * a.n2 + col0, bytes, &full[k], pol);
+        }
+    cp_wait(0); /* w: each thread reads back only what it copied */
+    int stage = 0, slot = 0;
+    unsigned phase = 0;
+    bool first = true;
+    for (int64_t row = group; row < a.n1; row += ngroups) {
+        mbar_wait(&full[stage], phase);
+        const TX *xst = xs + stage * xstride;
+        A ss = 0;
+#pragma unroll 2
+        for (int idx = tid * VEC; idx < cols; idx += T * VEC) {
+            TX v[VEC];
+            ld_sh(xst + idx, v);
+#pragma unroll
+            for (int e = 0; e < VEC; e++) {
+                const A f = to_acc<A>(v[e]);
+                ss += f * f;
+            }
+        }
+        ss = block_sum(ss, red);
+        /* Every thread has finished the previous row: refill its stage S rows ahead. */
+        if (tid == 0) {
+            const int prev = stage == 0 ? S - 1 : stage - 1;
+            if (!first && ahead < a.n1) {
+                mbar_arrive_tx(&full[prev], bytes);
+                if (bytes)
+                    bulk_g2s(xs + prev * xstride, x + ahead * a.n2 + col0, bytes, &full[prev], pol);
+            }
+        }
+        if (!first)
+            ahead += ngroups;
+        first = false;
+        if (cx > 1) {
+            ss = cluster_sum(ss, &slots[slot], cx);
+            slot ^= 1;
+        }
+        const A r = rsqrt_acc(ss * inv_n + eps);
+        if (crank == 0 && tid == 0)
+            inv[row] = r;
+        TW *yr = y + row * a.n2 + col0;
+#pragma unroll 2
+        for (int idx = tid * VEC; idx < cols; idx += T * VEC) {
+            TX v[VEC];
+            TW u[VEC], out[VEC];
+            ld_sh(xst + idx, v);
+            ld_sh(ws + idx, u);
+            scale_vec<TX, TW, A, VEC>(v, u, r, out);
+            stg(yr + idx, out);
+        }
+        if (++stage == S) {
+            stage = 0;
+            phase ^= 1;
+        }
+    }
+    if (cx > 1)
+        cluster_exit_barrier(); /* peers may still read this block's slots */
+    pdl_trigger();
+}
+
+/* One row of the register forward: x's vectors are already in `cur`; the next row's loads go
+ * out into `nxt` before this row's barrier, so the block keeps a row in flight while it waits.
+ * idx[v] is the thread's column of vector v, or -1 past the row's end. */
+template <typename TX, typename TW, typename A, int VEC, int NV>
+__device__ __forceinline__ void rows_step(const FwdArgs &a, int64_t row, int64_t next,
+                                          const int (&idx)[NV], TX (&cur)[NV][VEC],
+                                          TX (&nxt)[NV][VEC], A *slot)
+{
+    const TW *__restrict__ w = static_cast<const TW *>(a.w);
+    const int tid = threadIdx.x, nw = blockDim.x >> 5;
+    if (next < a.n1) {
+        const TX *__restrict__ xn = static_cast<const TX *>(a.x) + next * a.n2;
+#pragma unroll
+        for (int v = 0; v < NV; v++)
+            if (idx[v] >= 0)
+                ld_ro(xn + idx[v], nxt[v]);
+    }
+    A ss = 0;
+#pragma unroll
+    for (int v = 0; v < NV; v++)
+        if (idx[v] >= 0) {
+#pragma unroll
+            for (int e = 0; e < VEC; e++) {
+                const A f = to_acc<A>(cur[v][e]);
+                ss += f * f;
+            }
+        }
+    /* One barrier per row (the caller alternates `slot` between rows: a thread reaches row
+     * k + 2's write only after row k + 1's barrier, which every thread passes after its reads of
+     * row k). The warps' sums are added by a second shuffle tree: the same bits in every thread. */
+    ss = warp_sum(ss);
+    if ((tid & 31) == 0)
+        slot[tid >> 5] = ss;
+    __syncthreads();
+    ss = warp_sum((tid & 31) < nw ? slot[tid & 31] : A(0));
+    const A r = rsqrt_acc(ss / A(a.n2) + (A)a.eps);
+    if (tid == 0)
+        static_cast<A *>(a.invvar)[row] = r;
+    TW *__restrict__ yr = static_cast<TW *>(a.y) + row * a.n2;
+#pragma unroll
+    for (int v = 0; v < NV; v++)
+        if (idx[v] >= 0) {
+            TW u[VEC], out[VEC];
+            ld_ro(w + idx[v], u); /* every block of the SM reads the same w: L1 hits */
+            scale_vec<TX, TW, A, VEC>(cur[v], u, r, out);
+            stg(yr + idx[v], out);
+        }
+}
+
+/* The register forward for many rows of 16-byte vectors: a persistent grid, a block per row,
+ * each thread holding NV vectors of x. Row i + grid's loads are issued before row i's reduction,
+ * so every block has a row in flight at all times without shared-memory staging, and several
+ * blocks per SM hide each other's barriers: occupancy matters more than anything else here (w
+ * held in registers, four partial sums and L1-bypassing loads, together, cost 2 blocks per SM and
+ * were 3-6 % slower on an H200). A register row copy, a block per row and no arithmetic, reaches
+ * 92-94 % of cudaMemcpy on an H200 and an H100 at 2 to 8 blocks per SM (bench_floors mem). */
+template <typename TX, typename TW, int NV>
+__global__ void __launch_bounds__(KCUDA_MAX_THREADS) rms_fwd_rows(FwdArgs a)
+{
+    using A = typename acc_of<TX>::type;
+    constexpr int VEC = 16 / (int)sizeof(TX);
+    __shared__ A red[2][32];
+    const int tid = threadIdx.x, T = blockDim.x, cols = (int)a.n2;
+    const int64_t G = gridDim.x;
+    int idx[NV];
+#pragma unroll
+    for (int v = 0; v < NV; v++) {
+        idx[v] = (v * T + tid) * VEC;
+        if (idx[v] >= cols)
+            idx[v] = -1;
+    }
+
+    pdl_wait(); /* x and w may be a predecessor's outputs */
+
+    TX xa[NV][VEC], xb[NV][VEC];
+    int64_t row = blockIdx.x;
+    if (row < a.n1) {
+        const TX *__restrict__ xr = static_cast<const TX *>(a.x) + row * a.n2;
+#pragma unroll
+        for (int v = 0; v < NV; v++)
+            if (idx[v] >= 0)
+                ld_ro(xr + idx[v], xa[v]);
+    }
+    /* Unrolled by two so that the two register buffers (and the two reduction slots) swap roles
+     * without copies. */
+    for (; row < a.n1; row += 2 * G) {
+        rows_step<TX, TW, A, VEC, NV>(a, row, row + G, idx, xa, xb, red[0]);
+        if (row + G >= a.n1)
+            break;
+        rows_step<TX, TW, A, VEC, NV>(a, row + G, row + 2 * G, idx, xb, xa, red[1]);
+    }
+    pdl_trigger();
+}
+
+/* One block handles `chunk` columns of a row (all of it when cx == 1), rows strided over the
+ * grid. The chunk lives in registers (NV vectors of VEC elements per thread) unless it does not
+ * fit, in which case the block streams it twice (the second read mostly hits L2). */
+template <typename TX, typename TW, int VEC, int NV, bool STREAM>
+__global__ void __launch_bounds__(KCUDA_MAX_THREADS) rms_fwd_kernel(FwdArgs a)
+{
+    using A = typename acc_of<TX>::type;
+    __shared__ A red[32];
+    __shared__ A slots[2];
+    const TX *__restrict__ x = static_cast<const TX *>(a.x);
+    const TW *__restrict__ w = static_cast<const TW *>(a.w);
+    TW *__restrict__ y = static_cast<TW *>(a.y);
+    A *__restrict__ inv = static_cast<A *>(a.invvar);
+    const int tid = threadIdx.x, T = blockDim.x, cx = a.cx;
+    const int crank = cx > 1 ? (int)(blockIdx.x % (unsigned)cx) : 0;
+    const int64_t group = blockIdx.x / (unsigned)cx, ngroups = gridDim.x / (unsigned)cx;
+    const int64_t col0 = (int64_t)crank * a.chunk;
+    const int64_t left = a.n2 - col0;
+    const int cols = (int)(left < a.chunk ? (left > 0 ? left : 0) : a.chunk);
+    constexpr bool fits = !STREAM; /* the host checked that the chunk fits */
+    const A inv_n = A(1) / A(a.n2);
+    const A eps = (A)a.eps;
+
+    pdl_wait(); /* x and w may be a predecessor's outputs */
+
+    int slot = 0;
+    for (int64_t row = group; row < a.n1; row += ngroups) {
+        const TX *xr = x + row * a.n2 + col0;
+        TW *yr = y + row * a.n2 + col0;
+        A ss = 0;
+        TX xv[NV][VEC];
+        TW wv[NV][VEC];
+        if constexpr (fits) {
+#pragma unroll
+            for (int v = 0; v < NV; v++) {
+                const int idx = (v * T + tid) * VEC;
+                if (idx < cols)
+                    ld_ro(xr + idx, xv[v]);
+            }
+#pragma unroll
+            for (int v = 0; v < NV; v++) {
+                const int idx = (v * T + tid) * VEC;
+                if (idx < cols)
+                    ld_ro(w + col0 + idx, wv[v]);
+            }
+#pragma unroll
+            for (int v = 0; v < NV; v++) {
+                const int idx = (v * T + tid) * VEC;
+                if (idx < cols) {
+#pragma unroll
+                    for (int e = 0; e < VEC; e++) {
+                        const A f = to_acc<A>(xv[v][e]);
+                        ss += f * f;
+                    }
+                }
+            }
+        } else {
+            for (int base = tid * VEC; base < cols; base += T * VEC * NV) {
+                TX t[NV][VEC];
+#pragma unroll
+                for (int v = 0; v < NV; v++) {
+                    const int idx = base + v * T * VEC;
+                    if (idx < cols)
+                        ld_ro(xr + idx, t[v]);
+                }
+#pragma unroll
+                for (int v = 0; v < NV; v++) {
+                    const int idx = base + v * T * VEC;
+                    if (idx < cols) {
+#pragma unroll
+                        for (int e = 0; e < VEC; e++) {
+                            const A f = to_acc<A>(t[v][e]);
+                            ss += f * f;
+                        }
+                    }
+                }
+            }
+        }
+        ss = block_sum(ss, red);
+        if (cx > 1) {
+            ss = cluster_sum(ss, &slots[slot], cx);
+            slot ^= 1;
+        }
+        /* This block has read its row: let the next kernel start launching now (it still waits
+         * for this grid's completion before it touches memory), so its launch overlaps our tail.
+         * Repeated triggers are ignored. */
+        if constexpr (fits)
+            pdl_trigger();
+        const A r = rsqrt_acc(ss * inv_n + eps);
+        if (crank == 0 && tid == 0)
+            inv[row] = r;
+        if constexpr (fits) {
+#pragma unroll
+            for (int v = 0; v < NV; v++) {
+                opaque(xv[v]); /* reconvert x below rather than keep its floats live */
+                opaque(wv[v]);
+            }
+#pragma unroll
+            for (int v = 0; v < NV; v++) {
+                const int idx = (v * T + tid) * VEC;
+                if (idx < cols) {
+                    TW out[VEC];
+#pragma unroll
+                    for (int e = 0; e < VEC; e++)
+                        out[e] = from_acc<TW>(to_acc<A>(wv[v][e]) * (to_acc<A>(xv[v][e]) * r));
+                    st(yr + idx, out);
+                }
+            }
+        } else {
+            for (int base = tid * VEC; base < cols; base += T * VEC * NV) {
+                TX t[NV][VEC];
+                TW u[NV][VEC];
+#pragma unroll
+                for (int v = 0; v < NV; v++) {
+                    const int idx = base + v * T * VEC;
+                    if (idx < cols) {
+                        ld_ro(xr + idx, t[v]);
+                        ld_ro(w + col0 + idx, u[v]);
+                    }
+                }
+#pragma unroll
+                for (int v = 0; v < NV; v++) {
+                    const int idx = base + v * T * VEC;
+                    if (idx < cols) {
+                        TW out[VEC];
+#pragma unroll
+                        for (int e = 0; e < VEC; e++)
+                            out[e] = from_acc<TW>(to_acc<A>(u[v][e]) * (to_acc<A>(t[v][e]) * r));
+                        st(yr + idx, out);
+                    }
+                }
+            }
+        }
+    }
+    if (cx > 1)
+        cluster_exit_barrier(); /* peers may still read this block's slots */
+    pdl_trigger();
+}
+
+/* ---- launch ---------------------------------------------------------------------------------- */
+
+/* The forward kernels' arguments: buffers x, weight | y, invvar, laid out as L says. */
+static FwdArgs fwd_args(void **buffers, const baton_rms_norm_desc &d, const kcuda_rms_layout &L)
+{
+    FwdArgs a;
+    memset(&a, 0, sizeof a);
+    a.x = buffers[0];
+    a.w = buffers[1];
+    a.y = buffers[2];
+    a.invvar = buffers[3];
+    a.n1 = d.n1;
+    a.n2 = d.n2;
+    a.eps = d.eps;
+    a.chunk = L.chunk;
+    a.cx = L.cx;
+    a.stages = L.stages;
+    return a;
+}
+
+typedef void (*FwdKernel)(FwdArgs);
+
+template <typename TX, typename TW, int NV> static FwdKernel fwd_rows_kernel()
+{
+    if constexpr (sizeof(TX) <= 4 && sizeof(TW) <= 4)
+        return rms_fwd_rows<TX, TW, NV>;
+    else
+        return NULL; /* the layout takes register rows only for x and w of at most 4 bytes */
+}
+
+template <typename TX, typename TW> static FwdKernel fwd_kernel_for(const kcuda_rms_layout &L)
+{
+    constexpr int VX = 16 / (int)sizeof(TX);
+    switch (L.mode) {
+    case KCUDA_RMS_ROWS:
+        return L.nv == 2   ? fwd_rows_kernel<TX, TW, 2>()
+               : L.nv == 4 ? fwd_rows_kernel<TX, TW, 4>()
+                           : fwd_rows_kernel<TX, TW, 8>();
+    case KCUDA_RMS_STAGED: return L.stages >= 2 ? rms_fwd_bulk<TX, TW> : rms_fwd_staged<TX, TW>;
+    case KCUDA_RMS_STAGED_CP: return rms_fwd_staged<TX, TW>;
+    default: break;
+    }
+    if (L.mode == KCUDA_RMS_REGS && L.vec == VX)
+        return rms_fwd_kernel<TX, TW, VX, 4, false>; /* the decode path */
+    if (L.vec == 1)
+        return L.mode == KCUDA_RMS_STREAM ? rms_fwd_kernel<TX, TW, 1, 4, true>
+                                          : rms_fwd_kernel<TX, TW, 1, 4, false>;
+    return rms_fwd_kernel<TX, TW, VX, 2, true>;
+}
+
+template <typename TX, typename TW>
+static int fwd_typed(const baton_exec_ctx *ctx, void **buffers, const baton_rms_norm_desc &d,
+                     const kcuda_rms_cfg *o, kcuda_rms_cfg *chosen)
+{
+    const DeviceFacts facts = device_facts(ctx);
+    kcuda_rms_device dev;
+    dev.sms = facts.sms;
+    dev.smem_optin = facts.smem_optin;
+    dev.max_cluster = KCUDA_MAX_CLUSTER;
+    const size_t smem_max = (size_t)kcuda_rms_smem_max(&dev);
+    char why[512];
+    kcuda_rms_layout L;
+    for (;;) {
+        int rc = kcuda_rms_fwd_layout(&d, buffers, &dev, o, &L, why, sizeof why);
+        if (rc)
+            return fail(ctx, rc, "%s", why);
+        const FwdKernel k = fwd_kernel_for<TX, TW>(L);
+        rc = prepare(k, ctx, "rms_norm_fwd", L.cx * L.cy, L.grid, L.threads, L.smem, smem_max,
+                     L.may_shrink);
+        if (rc > 0) { /* 16-block clusters cannot run here */
+            dev.max_cluster = 8;
+            continue;
+        }
+        if (rc < 0)
+            return BATON_ECUDA;
+        if (L.spread) {
+            int per_sm = 0;
+            cudaError_t e = occupancy(ctx, (const void *)k, L.threads, L.smem, &per_sm);
+            if (e != cudaSuccess)
+                return fail(
+                    ctx, BATON_ECUDA,
+                    "cudaOccupancyMaxActiveBlocksPerMultiprocessor(rms_norm_fwd) failed: %s",
+                    cudaGetErrorString(e));
+            kcuda_rms_spread(&L, per_sm, dev.sms);
+        }
+        kcuda_rms_report(&L, chosen);
+        return launch(ctx, "rms_norm_fwd", k, (unsigned)L.grid, (unsigned)L.threads, L.smem, L.cx,
+                      fwd_args(buffers, d, L));
+    }
+}
+
+template <typename TX>
+static int fwd_w(const baton_exec_ctx *ctx, void **b, const baton_rms_norm_desc &d,
+                 const kcuda_rms_cfg *o, kcuda_rms_cfg *c)
+{
+    switch (d.w_dtype) {
+    case BATON_DTYPE_BF16: return fwd_typed<TX, __nv_bfloat16>(ctx, b, d, o, c);
+    case BATON_DTYPE_F16: return fwd_typed<TX, __half>(ctx, b, d, o, c);
+    case BATON_DTYPE_F32: return fwd_typed<TX, float>(ctx, b, d, o, c);
+    default: return fwd_typed<TX, double>(ctx, b, d, o, c);
+    }
+}
+
+} /* namespace kcuda */
+
+using namespace kcuda;
+
+extern "C" int kcuda_rms_norm_fwd_cfg(const baton_exec_ctx *ctx, void **buffers, const char *opaque,
+                                      size_t len, const kcuda_rms_cfg *o, kcuda_rms_cfg *chosen)
+{
+    baton_rms_norm_desc d;
+    char why[512];
+    const int rc =
+        kcuda_rms_check("rms_norm_fwd", buffers, 4, opaque, len, 0, o, &d, why, sizeof why);
+    if (rc)
+        return fail(ctx, rc, "%s", why);
+    switch (d.x_dtype) {
+    case BATON_DTYPE_BF16: return fwd_w<__nv_bfloat16>(ctx, buffers, d, o, chosen);
+    case BATON_DTYPE_F16: return fwd_w<__half>(ctx, buffers, d, o, chosen);
+    case BATON_DTYPE_F32: return fwd_w<float>(ctx, buffers, d, o, chosen);
+    default: return fwd_w<double>(ctx, buffers, d, o, chosen);
+    }
+}
+
+extern "C" int kcuda_rms_norm_fwd(const baton_exec_ctx *ctx, void **buffers, const char *opaque,
+                                  size_t len)
+{
+    return kcuda_rms_norm_fwd_cfg(ctx, buffers, opaque, len, NULL, NULL);
+}

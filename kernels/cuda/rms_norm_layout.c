@@ -1,0 +1,497 @@
+/* rms_norm_layout.c: the host-side half of the CUDA RMSNorm: checks a call and chooses its layout
+ * (kernel family, threads, grid, stages, cluster shape). No CUDA header, so that CPU-only builds
+ * compile it and tests/test_rms_layout.c checks its choices; rms_norm_{fwd,bwd}.cu launch them. */
+#include "kernels/cuda/rms_norm_layout.h"
+
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "core/core.h"
+
+#if defined(__GNUC__)
+__attribute__((format(printf, 4, 5)))
+#endif
+static int
+why_set(char *why, size_t whylen, int code, const char *fmt, ...)
+{
+    if (why && whylen) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(why, whylen, fmt, ap);
+        va_end(ap);
+    }
+    return code;
+}
+
+static int64_t ceil_div(int64_t a, int64_t b)
+{
+    return (a + b - 1) / b;
+}
+
+static size_t pad16(size_t n)
+{
+    return (n + 15) & ~(size_t)15;
+}
+
+/* a / 2^sh rounded up. The layout runs on every call, before the launch: it divides by the
+ * vector width (a power of two) with shifts, and checks alignments with masks. */
+static int64_t ceil_shr(int64_t a, int sh)
+{
+    return (a + ((int64_t)1 << sh) - 1) >> sh;
+}
+
+/* a: a power of two */
+static int is_aligned(const void *p, size_t a)
+{
+    return ((uintptr_t)p & (a - 1)) == 0;
+}
+
+/* The alignment of a vector of vec elements of `bytes` each: its size, at most 16. */
+static size_t vec_align(size_t bytes, int vec)
+{
+    const size_t b = bytes * (size_t)vec;
+    return b >= 16 ? 16 : b;
+}
+
+/* Element sizes of a call: x, the weight (and y, grad_output), the accumulation type; and the
+ * elements of x in a 16-byte vector, vx = 2^vsh. */
+typedef struct sizes {
+    size_t x, w, a;
+    int vx, vsh;
+} sizes;
+
+static sizes sizes_of(const baton_rms_norm_desc *d)
+{
+    sizes s;
+    s.x = baton_dtype_size((baton_dtype)d->x_dtype);
+    s.w = baton_dtype_size((baton_dtype)d->w_dtype);
+    s.a = s.x == 8 ? 8 : 4;
+    s.vsh = s.x == 2 ? 3 : s.x == 4 ? 2 : 1;
+    s.vx = 1 << s.vsh;
+    return s;
+}
+
+/* Dynamic shared memory of the staged kernels for a chunk of columns (their carving of it is in
+ * rms_norm_fwd.cu and rms_norm_bwd.cu). Forward: w's chunk, then `stages` chunks of x. Backward:
+ * w's chunk, the column sums (accumulation type), stages + 1 invvar slots, then `stages` chunks of
+ * grad_output and of x. */
+static size_t staged_smem(const sizes *s, int bwd, int64_t chunk, int stages)
+{
+    const size_t c = (size_t)chunk;
+    if (!bwd)
+        return pad16(c * s->w) + (size_t)stages * pad16(c * s->x);
+    return pad16(c * s->w) + pad16(c * s->a) + pad16((size_t)(stages + 1) * s->a) +
+           (size_t)stages * (pad16(c * s->w) + pad16(c * s->x));
+}
+
+int64_t kcuda_rms_smem_max(const kcuda_rms_device *dev)
+{
+    const int64_t m = dev->smem_optin - KCUDA_STATIC_SMEM;
+    return m > 0 ? m : 0;
+}
+
+/* ---- checks ---------------------------------------------------------------------------------- */
+
+static int check_desc(const char *what, void **buffers, int nbuf, const char *opaque, size_t len,
+                      baton_rms_norm_desc *d, int bwd, char *why, size_t wl)
+{
+    if (!opaque || len != sizeof(baton_rms_norm_desc))
+        return why_set(why, wl, BATON_EINVAL,
+                       "%s: the descriptor is %zu bytes, expected %zu (baton_rms_norm_desc: n1, "
+                       "n2, eps, x_dtype, w_dtype, part_grad_size)",
+                       what, opaque ? len : (size_t)0, sizeof(baton_rms_norm_desc));
+    memcpy(d, opaque, sizeof *d);
+    if (d->n1 < 1 || d->n2 < 1)
+        return why_set(why, wl, BATON_EINVAL,
+                       "%s: zero-sized shape (n1 = %lld rows, n2 = %lld columns); both must be "
+                       ">= 1",
+                       what, (long long)d->n1, (long long)d->n2);
+    if (d->n1 > INT64_MAX / 8 / d->n2)
+        return why_set(why, wl, BATON_EINVAL, "%s: n1 * n2 = %lld * %lld overflows", what,
+                       (long long)d->n1, (long long)d->n2);
+    if (!dtype_is_float((baton_dtype)d->x_dtype) || !dtype_is_float((baton_dtype)d->w_dtype))
+        return why_set(why, wl, BATON_EINVAL,
+                       "%s: unknown dtype code (x_dtype %d, w_dtype %d); RMSNorm takes 1 (bf16), "
+                       "2 (f16), 3 (f32) or 4 (f64)",
+                       what, (int)d->x_dtype, (int)d->w_dtype);
+    if (!(d->eps >= 0.0) || !isfinite(d->eps))
+        return why_set(why, wl, BATON_EINVAL, "%s: eps = %g; it must be finite and >= 0", what,
+                       d->eps);
+    if (bwd && d->part_grad_size < 1)
+        return why_set(why, wl, BATON_EINVAL, "%s: part_grad_size = %lld; it must be >= 1", what,
+                       (long long)d->part_grad_size);
+    if (!buffers)
+        return why_set(why, wl, BATON_EINVAL, "%s: buffers is NULL", what);
+    for (int i = 0; i < nbuf; i++)
+        if (!buffers[i])
+            return why_set(why, wl, BATON_EINVAL, "%s: buffer %d is NULL", what, i);
+    return 0;
+}
+
+static int check_override(const char *what, const kcuda_rms_cfg *o, char *why, size_t wl)
+{
+    if (!o)
+        return 0;
+    if (o->threads < 0 || o->threads % 32 || o->threads > KCUDA_MAX_THREADS)
+        return why_set(why, wl, BATON_EINVAL, "%s: override threads = %d (a multiple of 32, <= %d)",
+                       what, o->threads, KCUDA_MAX_THREADS);
+    if (o->cx < 0 || o->cx > KCUDA_MAX_CLUSTER || o->cy < 0 || o->cy > KCUDA_MAX_CLUSTER ||
+        (o->cx > 1 && o->cy > 1))
+        return why_set(why, wl, BATON_EINVAL, "%s: override cx = %d, cy = %d (0..16, not both > 1)",
+                       what, o->cx, o->cy);
+    if (o->vec != 0 && o->vec != 1)
+        return why_set(why, wl, BATON_EINVAL, "%s: override vec = %d (0 or 1)", what, o->vec);
+    if (o->stages < 0 || o->stages > KCUDA_FWD_BULK_STAGES)
+        return why_set(why, wl, BATON_EINVAL, "%s: override stages = %d (0..%d)", what, o->stages,
+                       KCUDA_FWD_BULK_STAGES);
+    if (o->nv != 0 && o->nv != 2 && o->nv != 4 && o->nv != 8)
+        return why_set(why, wl, BATON_EINVAL, "%s: override nv = %d (0, 2, 4 or 8)", what, o->nv);
+    if (o->grid < 0 || o->mode < 0 || o->mode > KCUDA_RMS_ROWS)
+        return why_set(why, wl, BATON_EINVAL, "%s: override grid = %lld, mode = %d", what, o->grid,
+                       o->mode);
+    return 0;
+}
+
+int kcuda_rms_check(const char *what, void **buffers, int nbuf, const char *opaque, size_t len,
+                    int bwd, const kcuda_rms_cfg *o, baton_rms_norm_desc *d, char *why,
+                    size_t whylen)
+{
+    const int rc = check_desc(what, buffers, nbuf, opaque, len, d, bwd, why, whylen);
+    return rc ? rc : check_override(what, o, why, whylen);
+}
+
+/* ---- the shared choices ---------------------------------------------------------------------- */
+
+/* Blocks per row: few rows leave most SMs idle, so a long row is split over a cluster. */
+static int choose_cx(int64_t n1, int64_t n2, int sms, int max_cx, const kcuda_rms_cfg *o)
+{
+    if (o && o->cx)
+        return o->cx;
+    const int64_t want_blocks = 2 * (int64_t)sms;
+    if (n1 >= want_blocks)
+        return 1;
+    int64_t cx = ceil_div(want_blocks, n1);
+    const int64_t by_len = n2 / 4096; /* at least 4096 columns per block */
+    if (cx > by_len)
+        cx = by_len;
+    if (cx > max_cx)
+        cx = max_cx;
+    return cx < 1 ? 1 : (int)cx;
+}
+
+/* Splits a row over cx blocks and picks the threads: `per` (4, or 8 given) 16-byte vectors per
+ * thread in the staged kernels (they hold nothing in registers, so more blocks fit per SM), NV = 4
+ * vectors in the register kernels. When the staged kernel's shared memory does not fit even with
+ * one stage, the 16-byte path streams. */
+static void shape_chunk(kcuda_rms_layout *L, const sizes *s, int bwd, int64_t smem_max, int64_t n2,
+                        int cx, int vx, const kcuda_rms_cfg *o, int default_stages, int per)
+{
+    L->chunk = ceil_div(ceil_div(n2, cx), L->vec) * L->vec;
+    L->cx = (int)ceil_div(n2, L->chunk);
+    const int64_t nvec = ceil_div(L->chunk, L->vec);
+    L->nv = 4;
+    L->stages = 0;
+    L->smem = 0;
+    if (L->vec != vx)
+        per = 4;
+    if (L->vec == vx) {
+        L->stages = (o && o->stages) ? o->stages : default_stages;
+        while (L->stages > 1 && staged_smem(s, bwd, L->chunk, L->stages) > (size_t)smem_max)
+            L->stages--;
+        L->mode = staged_smem(s, bwd, L->chunk, L->stages) <= (size_t)smem_max ? KCUDA_RMS_STAGED
+                                                                               : KCUDA_RMS_STREAM;
+        if (o && o->mode == KCUDA_RMS_STREAM)
+            L->mode = KCUDA_RMS_STREAM;
+        if (L->mode == KCUDA_RMS_STAGED) {
+            L->smem = staged_smem(s, bwd, L->chunk, L->stages);
+            L->nv = 0;
+        } else {
+            L->stages = 0;
+        }
+    } else {
+        L->mode = KCUDA_RMS_REGS;
+    }
+    if (L->mode == KCUDA_RMS_STREAM && L->vec > 1)
+        L->nv = 2; /* the 16-byte streaming kernels hold 2 vectors per thread and step */
+    int64_t t = (o && o->threads) ? o->threads : ceil_div(ceil_div(nvec, per), 32) * 32;
+    if (!(o && o->threads) && t < 64 && nvec > 32)
+        t = 64;
+    if (t > KCUDA_MAX_THREADS)
+        t = KCUDA_MAX_THREADS;
+    if (t < 32)
+        t = 32;
+    L->threads = (int)t;
+    if (L->mode == KCUDA_RMS_REGS && L->chunk > t * L->nv * L->vec)
+        L->mode = KCUDA_RMS_STREAM;
+}
+
+void kcuda_rms_spread(kcuda_rms_layout *L, int blocks_per_sm, int sms)
+{
+    if (!L->spread)
+        return;
+    long long groups = L->grid / L->cx;
+    long long resident = (long long)(blocks_per_sm > 0 ? blocks_per_sm : 1) * sms / L->cx;
+    if (resident < 1)
+        resident = 1;
+    if (groups > resident) {
+        /* As few blocks as give every block the same number of rows: no tail. */
+        const long long per = (groups + resident - 1) / resident;
+        groups = (groups + per - 1) / per;
+    }
+    L->grid = groups * L->cx;
+}
+
+void kcuda_rms_report(const kcuda_rms_layout *L, kcuda_rms_cfg *chosen)
+{
+    if (!chosen)
+        return;
+    const int staged = L->mode == KCUDA_RMS_STAGED || L->mode == KCUDA_RMS_STAGED_CP;
+    chosen->threads = L->threads;
+    chosen->nv = staged ? 0 : L->nv;
+    chosen->vec = L->vec;
+    chosen->cx = L->cx;
+    chosen->cy = L->cy;
+    chosen->stages = L->stages;
+    chosen->mode = L->mode;
+    chosen->grid = L->grid;
+    chosen->smem = (long long)L->smem;
+}
+
+/* ---- forward --------------------------------------------------------------------------------- */
+
+/* rms_fwd_rows: NV vectors per thread and the fewest threads that cover the row; the grid is a
+ * block per row until kcuda_rms_spread evens it out over the resident blocks. */
+static int fwd_rows(const baton_rms_norm_desc *d, const sizes *s, const kcuda_rms_cfg *o,
+                    kcuda_rms_layout *L, char *why, size_t wl)
+{
+    const int VX = s->vx;
+    const int64_t nvec = ceil_shr(d->n2, s->vsh);
+    /* Measured on an H200 (bench_kernels --sweep): 2-byte x runs best at 2 vectors per thread
+     * (8 at 8192 columns is as fast), 4-byte x at 4; longer rows take more per thread. */
+    int nv = (o && o->nv) ? o->nv : s->x == 2 ? 2 : 4;
+    while (nv < 8 && nvec > (int64_t)nv * KCUDA_MAX_THREADS)
+        nv *= 2;
+    int64_t t = ceil_div(ceil_div(nvec, nv), 32) * 32;
+    if (o && o->threads) {
+        if ((int64_t)o->threads * nv < nvec)
+            return why_set(why, wl, BATON_EINVAL,
+                           "rms_norm_fwd: override threads = %d with nv = %d cannot hold %lld "
+                           "vectors",
+                           o->threads, nv, (long long)nvec);
+        t = o->threads;
+    }
+    if (t < 32)
+        t = 32;
+    memset(L, 0, sizeof *L);
+    L->mode = KCUDA_RMS_ROWS;
+    L->vec = VX;
+    L->nv = nv;
+    L->threads = (int)t;
+    L->cx = L->cy = 1;
+    L->chunk = d->n2;
+    L->grid = (o && o->grid) ? o->grid : d->n1;
+    L->spread = !(o && o->grid);
+    return 0;
+}
+
+int kcuda_rms_fwd_layout(const baton_rms_norm_desc *d, void *const *buffers,
+                         const kcuda_rms_device *dev, const kcuda_rms_cfg *o, kcuda_rms_layout *L,
+                         char *why, size_t wl)
+{
+    const sizes s = sizes_of(d);
+    const int VX = s.vx;
+    const int sms = dev->sms;
+    memset(L, 0, sizeof *L);
+    const int vec_ok = (d->n2 & (VX - 1)) == 0 && is_aligned(buffers[0], 16) &&
+                       is_aligned(buffers[1], vec_align(s.w, VX)) &&
+                       is_aligned(buffers[2], vec_align(s.w, VX));
+    L->vec = (vec_ok && !(o && o->vec == 1)) ? VX : 1;
+    L->cy = 1;
+    /* Decode rows (few short rows): one block per row holding its row in registers, four 16-byte
+     * vectors of x and w per thread, no staging; a graph of them runs near the empty-kernel floor.
+     */
+    const int no_override =
+        !o || !(o->mode || o->threads || o->stages || o->grid || o->cx || o->vec);
+    const int64_t nvec_row = ceil_shr(d->n2, s.vsh);
+    if (no_override && L->vec == VX && d->n1 <= 2LL * sms && nvec_row <= 4LL * KCUDA_MAX_THREADS) {
+        L->mode = KCUDA_RMS_REGS;
+        L->nv = 4;
+        L->cx = 1;
+        L->chunk = d->n2;
+        L->threads = (int)(ceil_div(ceil_div(nvec_row, 4), 32) * 32);
+        L->grid = d->n1;
+        return 0;
+    }
+    /* Many rows of 16-byte vectors: the register kernel, a persistent grid of blocks that each
+     * hold a row and load the next (rms_fwd_rows). Wider weights than 4 bytes would double its
+     * registers; those pairs take the staged kernel. */
+    const int rows_fit =
+        L->vec == VX && s.x <= 4 && s.w <= 4 && nvec_row <= 8LL * KCUDA_MAX_THREADS;
+    const int force_rows = o && o->mode == KCUDA_RMS_ROWS;
+    if (force_rows && !rows_fit)
+        return why_set(why, wl, BATON_EINVAL,
+                       "rms_norm_fwd: override mode 5 (register rows) needs 16-byte vectors, x "
+                       "and w of at most 4 bytes and n2 <= %d vectors",
+                       8 * KCUDA_MAX_THREADS);
+    if (rows_fit && (force_rows || (no_override && d->n1 >= 2LL * sms)))
+        return fwd_rows(d, &s, o, L, why, wl);
+    const int cp = o && o->mode == KCUDA_RMS_STAGED_CP;
+    if (cp && o->stages > KCUDA_CP_STAGES)
+        return why_set(why, wl, BATON_EINVAL,
+                       "rms_norm_fwd: override stages = %d with mode 4 (1..%d)", o->stages,
+                       KCUDA_CP_STAGES);
+    const int cx = choose_cx(d->n1, d->n2, sms, dev->max_cluster, o);
+    /* Many rows: a persistent grid, each block staging the next rows while it reduces one (and
+     * reading w once). Few rows: a block (or cluster) per row. Stages: about 64 KB of x in flight
+     * per block (measured best on an H100: 4 stages of 16 KB rows, 3 of 32 KB; bench_kernels
+     * --sweep), at least 2. */
+    const int64_t row_bytes = ceil_div(d->n2, cx) * (int64_t)s.x;
+    int deep = (int)(1 + (64 << 10) / (row_bytes > 0 ? row_bytes : 1));
+    deep = deep < 2 ? 2 : deep > KCUDA_FWD_STAGES ? KCUDA_FWD_STAGES : deep;
+    int want_stages;
+    if (o && o->stages)
+        want_stages = o->stages;
+    else if (o && o->grid)
+        want_stages = o->grid / cx < d->n1 ? deep : 1;
+    else
+        want_stages = d->n1 * cx > 2LL * sms ? deep : 1;
+    shape_chunk(L, &s, 0, kcuda_rms_smem_max(dev), d->n2, cx, VX, o, want_stages, cx > 1 ? 8 : 4);
+    long long groups = d->n1;
+    if (o && o->grid)
+        groups = o->grid / L->cx > 0 ? o->grid / L->cx : 1;
+    const long long cap = (1LL << 30) / L->cx;
+    if (groups > cap)
+        groups = cap;
+    L->grid = groups * L->cx;
+    L->may_shrink = L->cx > 8 && !(o && o->cx);
+    /* One stage always runs the cp.async kernel; with more, an override of 4 asks for it. */
+    if (cp && L->mode == KCUDA_RMS_STAGED)
+        L->mode = KCUDA_RMS_STAGED_CP;
+    L->spread = (L->mode == KCUDA_RMS_STAGED || L->mode == KCUDA_RMS_STAGED_CP) && L->stages > 1 &&
+                !(o && o->grid);
+    return 0;
+}
+
+/* ---- backward -------------------------------------------------------------------------------- */
+
+int kcuda_rms_bwd_layout(const baton_rms_norm_desc *d, void *const *buffers,
+                         const kcuda_rms_device *dev, const kcuda_rms_cfg *o, kcuda_rms_layout *L,
+                         char *why, size_t wl)
+{
+    const sizes s = sizes_of(d);
+    const int VX = s.vx;
+    const int sms = dev->sms;
+    const int max_cl = dev->max_cluster;
+    kcuda_rms_cfg o4;
+    if (o && o->stages > KCUDA_CP_STAGES) { /* the staged backward is a cp.async kernel */
+        o4 = *o;
+        o4.stages = KCUDA_CP_STAGES;
+        o = &o4;
+    }
+    memset(L, 0, sizeof *L);
+    const int vec_ok = (d->n2 & (VX - 1)) == 0 && is_aligned(buffers[0], vec_align(s.w, VX)) &&
+                       is_aligned(buffers[2], 16) && is_aligned(buffers[4], 16) &&
+                       is_aligned(buffers[3], vec_align(s.w, VX)) && is_aligned(buffers[1], s.a) &&
+                       is_aligned(buffers[6], vec_align(s.a, VX));
+    L->vec = (vec_ok && !(o && o->vec == 1)) ? VX : 1;
+    const int64_t P = d->part_grad_size;
+    const int64_t B = ceil_div(d->n1, P);
+    const int64_t active = ceil_div(d->n1, B); /* part_grad blocks that hold rows */
+    L->P = P;
+    L->B = B;
+    L->active = active;
+    {
+        /* Few long rows: the split kernels use every SM (a cluster per row would use at most 16
+         * blocks a row). They need room for the copies of the partials in each block's columns. */
+        const int forced = o && o->mode == KCUDA_RMS_SPLIT;
+        const int64_t per = (int64_t)KCUDA_SPLIT_THREADS * VX;
+        const int64_t nvt = ceil_div(d->n2, per * 2 * sms);
+        const int64_t chunk = (nvt < 1 ? 1 : nvt) * per;
+        const int64_t nb = ceil_div(d->n2, chunk);
+        const int64_t last = d->n2 - (nb - 1) * chunk;
+        const int fits = L->vec == VX && d->n1 <= KCUDA_SPLIT_ROWS && P * last >= nb * d->n1;
+        const int want =
+            (!o || !(o->mode || o->threads || o->stages || o->grid || o->cx || o->cy || o->vec)) &&
+            choose_cx(d->n1, d->n2, sms, KCUDA_MAX_CLUSTER, NULL) > 1;
+        if (forced && !fits)
+            return why_set(why, wl, BATON_EINVAL,
+                           "rms_norm_bwd: the split kernels need 16-byte rows, n1 <= %d and "
+                           "part_grad room for the partials (n1 %lld, n2 %lld, part_grad_size "
+                           "%lld)",
+                           KCUDA_SPLIT_ROWS, (long long)d->n1, (long long)d->n2, (long long)P);
+        if (fits && (forced || want)) {
+            L->mode = KCUDA_RMS_SPLIT;
+            L->threads = KCUDA_SPLIT_THREADS;
+            L->nv = (int)(nvt < 1 ? 1 : nvt);
+            L->cx = 1;
+            L->cy = 1;
+            L->chunk = chunk;
+            L->grid = nb;
+            return 0;
+        }
+    }
+    /* Few rows: split each over a cluster (cx); many rows but few part_grad blocks: split each
+     * block's rows over a cluster (cy). */
+    const int64_t smem_max = kcuda_rms_smem_max(dev);
+    const int cx = choose_cx(d->n1, d->n2, sms, max_cl, o);
+    shape_chunk(L, &s, 1, smem_max, d->n2, cx, VX, o, 1, 4);
+    L->cy = 1;
+    if (o && o->cy) {
+        L->cy = o->cy;
+    } else if (L->cx == 1 && L->mode == KCUDA_RMS_STAGED && !(o && o->grid)) {
+        int64_t cy = ceil_div(2 * (int64_t)sms, active);
+        if (cy > B)
+            cy = B;
+        if (cy > max_cl)
+            cy = max_cl;
+        L->cy = cy < 1 ? 1 : (int)cy;
+    }
+    if (L->cy > 1 && (L->cx > 1 || L->mode != KCUDA_RMS_STAGED))
+        return why_set(why, wl, BATON_EINVAL,
+                       "rms_norm_bwd: cy = %d needs cx == 1 and the staged (16-byte) kernel",
+                       L->cy);
+    const int cl = L->cx * L->cy;
+    /* Only the blocks that hold rows are launched; grad_weight's kernel zeroes the others. */
+    long long groups = active;
+    const long long cap = (1LL << 30) / cl;
+    if (o && o->grid)
+        groups = o->grid / cl > 0 ? o->grid / cl : 1;
+    if (groups > cap)
+        groups = cap;
+    L->grid = groups * cl;
+    if (L->mode == KCUDA_RMS_STAGED && !(o && o->stages)) {
+        /* Stages (bench_kernels --sweep with BENCH_SWEEP_BWD=1 on an H100 and an H200): none
+         * ahead when a block has one row; with few blocks per SM, 16-bit rows want one row
+         * ahead and 32-bit rows none (more threads' worth of rows instead). With many blocks,
+         * 32-bit rows want three ahead, as many as fit (f32 32768 x 4096: 87 -> 91 % of copy
+         * on the H100, 86 -> 90 % on the H200); 16-bit rows of 16 KB one ahead (three ahead
+         * was 2 points better on the H100 but 8 worse on the H200), of 8 KB none. */
+        const int one_row = ceil_div(B, L->cy) <= 1;
+        const int crowded = L->grid >= 3LL * sms;
+        int st = 1, per = 4;
+        if (!one_row) {
+            if (s.x == 2)
+                st = !crowded || L->chunk * (int64_t)s.x >= (16 << 10) ? 2 : 1;
+            else if (crowded)
+                st = 4;
+            else /* 16384 x 8192 f32: t256 s2 88% of copy, t256 s1 70% (one block per SM) */
+                st = L->chunk * (int64_t)s.x >= (32 << 10) ? 2 : 1;
+            if (s.x > 2 && !crowded)
+                per = 8;
+        }
+        shape_chunk(L, &s, 1, smem_max, d->n2, L->cx, VX, o, st, per);
+    }
+    L->may_shrink = cl > 8 && !(o && (o->cx || o->cy));
+    /* grad_weight: a column of 32 per block, up to 8 blocks per SM. Zeroing empty part_grad blocks
+     * is memory-bound work: let it use every SM. */
+    long long cgrid = ceil_div(d->n2, 32);
+    if (cgrid > 8LL * sms)
+        cgrid = 8LL * sms;
+    const long long min_grid = P > active ? 4LL * sms : 1;
+    if (cgrid < min_grid && ceil_div(d->n2, 32) >= min_grid)
+        cgrid = min_grid;
+    L->colsum_grid = cgrid;
+    return 0;
+}

@@ -1,0 +1,90 @@
+/* rms_norm_layout.h: how a CUDA RMSNorm call is laid out (kernel family, threads, grid, stages,
+ * cluster shape), chosen on the host from the shape, dtypes, buffer alignment, device properties
+ * and an optional override. Plain C with no CUDA header: CPU-only builds compile and test it. */
+#ifndef BATON_KCUDA_RMS_NORM_LAYOUT_H
+#define BATON_KCUDA_RMS_NORM_LAYOUT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "baton/baton.h"
+#include "kernels/cuda/rms_norm_cuda.h"
+#include "kernels/descriptors.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* What the kernels are compiled for; the layout never asks for more. */
+#define KCUDA_MAX_THREADS     512  /* threads per block (__launch_bounds__) */
+#define KCUDA_FWD_STAGES      4    /* the most rows in flight the forward chooses by itself */
+#define KCUDA_FWD_BULK_STAGES 8    /* the most rows in flight of the bulk-copy forward */
+#define KCUDA_CP_STAGES       4    /* the cp.async kernels wait on at most 3 groups */
+#define KCUDA_MAX_CLUSTER     16   /* blocks per cluster (above 8: non-portable) */
+#define KCUDA_SPLIT_ROWS      16   /* the split backward's most rows */
+#define KCUDA_SPLIT_THREADS   128  /* the split backward's threads per block */
+#define KCUDA_STATIC_SMEM     1024 /* room left for the kernels' static shared memory */
+
+/* What the layout needs to know of the device (the .cu side fills it from the CUDA runtime). */
+typedef struct kcuda_rms_device {
+    int sms;            /* streaming multiprocessors */
+    int64_t smem_optin; /* shared memory a block may opt in to (227 KB on Hopper), bytes */
+    int max_cluster;    /* the largest cluster to choose: 16, or 8 where 16 cannot run */
+} kcuda_rms_device;
+
+/* A chosen layout: the fields of kcuda_rms_cfg, and what the launch needs besides. */
+typedef struct kcuda_rms_layout {
+    int mode; /* KCUDA_RMS_* */
+    int vec, nv, threads, cx, cy, stages;
+    int64_t chunk;  /* columns per block (a row is cx chunks) */
+    long long grid; /* blocks of the main kernel (the split backward: of each kernel) */
+    size_t smem;    /* dynamic shared memory per block */
+    /* Forward: the grid is to be evened out over the blocks that are resident at once, which
+     * only the CUDA runtime can say: call kcuda_rms_spread with its answer. */
+    int spread;
+    /* The cluster (cx * cy blocks) is above 8 and was not asked for: if the device cannot run
+     * it, choose again with max_cluster 8. */
+    int may_shrink;
+    /* Backward: part_grad blocks (part_grad_size), rows per block, blocks that hold rows, and
+     * the grad_weight (column sum) kernel's grid. */
+    int64_t P, B, active;
+    long long colsum_grid;
+} kcuda_rms_layout;
+
+/* Checks a call: the descriptor (opaque, len), the nbuf buffers (none NULL) and the override
+ * (NULL: none). On success copies the descriptor to *d and returns 0; otherwise returns
+ * BATON_EINVAL with the reason, prefixed by `what`, in why (whylen bytes, may be 0). bwd: the
+ * backward's descriptor (part_grad_size counts). */
+int kcuda_rms_check(const char *what, void **buffers, int nbuf, const char *opaque, size_t len,
+                    int bwd, const kcuda_rms_cfg *override, baton_rms_norm_desc *d, char *why,
+                    size_t whylen);
+
+/* The forward's layout for a checked call: d, its buffers (x, weight, y, invvar: only their
+ * alignment is read), the device and the override (NULL: choose). Returns 0, or BATON_EINVAL
+ * with the reason in why when the override cannot run on this shape. */
+int kcuda_rms_fwd_layout(const baton_rms_norm_desc *d, void *const *buffers,
+                         const kcuda_rms_device *dev, const kcuda_rms_cfg *override,
+                         kcuda_rms_layout *L, char *why, size_t whylen);
+
+/* The backward's layout (buffers: grad_output, invvar, x, weight, grad_input, grad_weight,
+ * part_grad); as kcuda_rms_fwd_layout. */
+int kcuda_rms_bwd_layout(const baton_rms_norm_desc *d, void *const *buffers,
+                         const kcuda_rms_device *dev, const kcuda_rms_cfg *override,
+                         kcuda_rms_layout *L, char *why, size_t whylen);
+
+/* Evens out L's grid when L->spread: blocks_per_sm of the chosen kernel (at L->threads and
+ * L->smem) times sms clusters run at once; a grid with more rows than that gets as few blocks as
+ * give each the same number of rows, so that no tail runs alone. */
+void kcuda_rms_spread(kcuda_rms_layout *L, int blocks_per_sm, int sms);
+
+/* Copies what L launches into *chosen (NULL: nothing). */
+void kcuda_rms_report(const kcuda_rms_layout *L, kcuda_rms_cfg *chosen);
+
+/* The dynamic shared memory the layout lets a block use: the opt-in limit less the kernels'
+ * static part. */
+int64_t kcuda_rms_smem_max(const kcuda_rms_device *dev);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* BATON_KCUDA_RMS_NORM_LAYOUT_H */
