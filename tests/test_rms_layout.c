@@ -1,0 +1,681 @@
+/* test_rms_layout.c: the CUDA RMSNorm's host-side layout choice (kernels/cuda/rms_norm_layout.c),
+ * on the CPU with made-up devices and buffer addresses: the layouts of named shapes (decode rows,
+ * many rows, the tutorial's few long rows), every override path and its errors, and invariants
+ * (limits, shared memory, coverage of columns, rows and part_grad blocks) over a grid of shapes. */
+#include <criterion/criterion.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "kernels/cuda/rms_norm_layout.h"
+
+/* An H100 SXM (and H200): 132 SMs, 227 KB of opt-in shared memory, 16-block clusters. */
+static const kcuda_rms_device H100 = {.sms = 132, .smem_optin = 227 * 1024, .max_cluster = 16};
+/* A smaller GPU: 20 SMs, 99 KB of shared memory, portable clusters only. */
+static const kcuda_rms_device SMALL = {.sms = 20, .smem_optin = 99 * 1024, .max_cluster = 8};
+
+#define BF16 BATON_DTYPE_BF16
+#define F16  BATON_DTYPE_F16
+#define F32  BATON_DTYPE_F32
+#define F64  BATON_DTYPE_F64
+
+static const baton_dtype FLOATS[4] = {BF16, F16, F32, F64};
+
+/* Buffer addresses: only their alignment is read. */
+static void *const ALIGNED[7] = {(void *)0x100000, (void *)0x200000, (void *)0x300000,
+                                 (void *)0x400000, (void *)0x500000, (void *)0x600000,
+                                 (void *)0x700000};
+
+static baton_rms_norm_desc desc(baton_dtype x, baton_dtype w, int64_t n1, int64_t n2, int64_t P)
+{
+    baton_rms_norm_desc d = {
+        .n1 = n1, .n2 = n2, .eps = 1e-5, .x_dtype = x, .w_dtype = w, .part_grad_size = P};
+    return d;
+}
+
+static int64_t cdiv(int64_t a, int64_t b)
+{
+    return (a + b - 1) / b;
+}
+
+static void name_of(char *buf, size_t cap, const char *pass, const baton_rms_norm_desc *d,
+                    const kcuda_rms_device *dev)
+{
+    snprintf(buf, cap, "%s x %s w %s, %lld x %lld, part_grad %lld, %d SMs", pass,
+             baton_dtype_name((baton_dtype)d->x_dtype), baton_dtype_name((baton_dtype)d->w_dtype),
+             (long long)d->n1, (long long)d->n2, (long long)d->part_grad_size, dev->sms);
+}
+
+/* What holds for every layout, forward or backward. */
+static void check_common(const char *what, const baton_rms_norm_desc *d,
+                         const kcuda_rms_device *dev, const kcuda_rms_layout *L)
+{
+    const int vx = 16 / (int)baton_dtype_size((baton_dtype)d->x_dtype);
+    cr_assert(L->vec == vx || L->vec == 1, "%s: vec %d", what, L->vec);
+    if (d->n2 % vx)
+        cr_assert_eq(L->vec, 1, "%s: vectors of %d on a row of %lld", what, vx, (long long)d->n2);
+    cr_assert(L->threads >= 32 && L->threads <= KCUDA_MAX_THREADS && L->threads % 32 == 0,
+              "%s: threads %d", what, L->threads);
+    cr_assert(L->cx >= 1 && L->cy >= 1 && (L->cx == 1 || L->cy == 1), "%s: cx %d, cy %d", what,
+              L->cx, L->cy);
+    cr_assert_leq(L->cx * L->cy, dev->max_cluster, "%s: a cluster of %d blocks", what,
+                  L->cx * L->cy);
+    cr_assert(L->grid >= 1 && L->grid <= (1LL << 30), "%s: grid %lld", what, L->grid);
+    cr_assert_eq(L->grid % (L->cx * L->cy), 0, "%s: grid %lld is not whole clusters", what,
+                 L->grid);
+    /* The row's columns: cx chunks cover it, and every block has some (the split kernels' grid
+     * of chunks: check_bwd). */
+    cr_assert_eq(L->chunk % L->vec, 0, "%s: chunk %lld", what, (long long)L->chunk);
+    cr_assert(L->mode == KCUDA_RMS_SPLIT ||
+                  (L->chunk * L->cx >= d->n2 && L->chunk * (L->cx - 1) < d->n2),
+              "%s: %d chunks of %lld for %lld columns", what, L->cx, (long long)L->chunk,
+              (long long)d->n2);
+    cr_assert_leq((int64_t)L->smem, kcuda_rms_smem_max(dev), "%s: %zu bytes of shared memory", what,
+                  L->smem);
+    const int staged = L->mode == KCUDA_RMS_STAGED || L->mode == KCUDA_RMS_STAGED_CP;
+    if (staged) {
+        cr_assert(L->vec == vx && L->stages >= 1 && L->smem > 0 && L->nv == 0,
+                  "%s: staged with vec %d, stages %d, smem %zu, nv %d", what, L->vec, L->stages,
+                  L->smem, L->nv);
+    } else {
+        cr_assert(L->stages == 0 && L->smem == 0, "%s: mode %d with stages %d, smem %zu", what,
+                  L->mode, L->stages, L->smem);
+    }
+    /* The register kernels hold the block's share of the row; longer shares stream. */
+    if (L->mode == KCUDA_RMS_REGS)
+        cr_assert_leq(L->chunk, (int64_t)L->threads * L->nv * L->vec,
+                      "%s: %lld columns in registers of %d threads x %d x %d", what,
+                      (long long)L->chunk, L->threads, L->nv, L->vec);
+    if (L->mode == KCUDA_RMS_STREAM)
+        cr_assert_eq(L->nv, L->vec > 1 ? 2 : 4, "%s: streaming with nv %d", what, L->nv);
+}
+
+/* o: the override the layout was chosen under (NULL: none). */
+static void check_fwd(const baton_rms_norm_desc *d, const kcuda_rms_device *dev,
+                      const kcuda_rms_cfg *o, const kcuda_rms_layout *L)
+{
+    char what[160];
+    name_of(what, sizeof what, "forward", d, dev);
+    check_common(what, d, dev, L);
+    cr_assert_eq(L->cy, 1, "%s: cy %d", what, L->cy);
+    cr_assert(L->mode != KCUDA_RMS_SPLIT, "%s: the split kernels are the backward's", what);
+    if (L->mode == KCUDA_RMS_ROWS) {
+        cr_assert(baton_dtype_size((baton_dtype)d->x_dtype) <= 4 &&
+                      baton_dtype_size((baton_dtype)d->w_dtype) <= 4,
+                  "%s: register rows need x and w of at most 4 bytes", what);
+        cr_assert(L->nv == 2 || L->nv == 4 || L->nv == 8, "%s: nv %d", what, L->nv);
+        cr_assert_leq(d->n2, (int64_t)L->threads * L->nv * L->vec, "%s: the row does not fit",
+                      what);
+        cr_assert_eq(L->cx, 1, "%s", what);
+    }
+    if (L->mode == KCUDA_RMS_STAGED || L->mode == KCUDA_RMS_STAGED_CP)
+        cr_assert_leq(L->stages, KCUDA_FWD_BULK_STAGES, "%s: stages %d", what, L->stages);
+    /* One cluster per row at most, unless asked for: a block with no row would only wait. */
+    if (!(o && o->grid))
+        cr_assert_leq(L->grid / L->cx, d->n1, "%s: %lld clusters for %lld rows", what,
+                      L->grid / L->cx, (long long)d->n1);
+}
+
+static void check_bwd(const baton_rms_norm_desc *d, const kcuda_rms_device *dev,
+                      const kcuda_rms_cfg *o, const kcuda_rms_layout *L)
+{
+    char what[160];
+    name_of(what, sizeof what, "backward", d, dev);
+    check_common(what, d, dev, L);
+    const int64_t n1 = d->n1, n2 = d->n2, P = d->part_grad_size;
+    /* part_grad's blocks cover the rows, and `active` of them hold some. */
+    cr_assert_eq(L->P, P, "%s", what);
+    cr_assert(L->B >= 1 && L->B * P >= n1, "%s: %lld blocks of %lld rows for %lld rows", what,
+              (long long)P, (long long)L->B, (long long)n1);
+    cr_assert(L->active >= 1 && L->active <= P && (L->active - 1) * L->B < n1 &&
+                  L->active * L->B >= n1,
+              "%s: active %lld of B %lld", what, (long long)L->active, (long long)L->B);
+    cr_assert(L->mode != KCUDA_RMS_ROWS && L->mode != KCUDA_RMS_STAGED_CP, "%s: mode %d", what,
+              L->mode);
+    if (L->mode == KCUDA_RMS_SPLIT) {
+        const int vx = 16 / (int)baton_dtype_size((baton_dtype)d->x_dtype);
+        cr_assert(n1 <= KCUDA_SPLIT_ROWS && L->vec == vx && L->threads == KCUDA_SPLIT_THREADS,
+                  "%s: split with n1 %lld, vec %d, threads %d", what, (long long)n1, L->vec,
+                  L->threads);
+        cr_assert_eq(L->chunk, (int64_t)L->nv * KCUDA_SPLIT_THREADS * vx, "%s", what);
+        cr_assert(L->grid * L->chunk >= n2 && (L->grid - 1) * L->chunk < n2,
+                  "%s: %lld blocks of %lld columns", what, L->grid, (long long)L->chunk);
+        /* Each block's columns of part_grad hold the copy of all nb * n1 partials. */
+        const int64_t last = n2 - (L->grid - 1) * L->chunk;
+        cr_assert_geq(P * last, L->grid * n1, "%s: no room for the partials", what);
+        return;
+    }
+    /* Only clusters that hold rows are launched, unless asked for; the grad_weight kernel zeroes
+     * the rest. */
+    if (!(o && o->grid))
+        cr_assert_leq(L->grid / (L->cx * L->cy), L->active, "%s: grid %lld", what, L->grid);
+    if (L->cy > 1)
+        cr_assert(L->cx == 1 && L->mode == KCUDA_RMS_STAGED, "%s: cy %d with cx %d, mode %d", what,
+                  L->cy, L->cx, L->mode);
+    if (!(o && o->cy))
+        cr_assert_leq(L->cy, L->B, "%s: a cluster of %d over part_grad blocks of %lld rows", what,
+                      L->cy, (long long)L->B);
+    if (L->mode == KCUDA_RMS_STAGED)
+        cr_assert_leq(L->stages, KCUDA_CP_STAGES, "%s: stages %d", what, L->stages);
+    cr_assert(L->colsum_grid >= 1 && L->colsum_grid <= cdiv(n2, 32) &&
+                  L->colsum_grid <= 8LL * dev->sms,
+              "%s: grad_weight grid %lld", what, L->colsum_grid);
+}
+
+static kcuda_rms_layout fwd_on(const kcuda_rms_device *dev, baton_dtype x, baton_dtype w,
+                               int64_t n1, int64_t n2, const kcuda_rms_cfg *o)
+{
+    const baton_rms_norm_desc d = desc(x, w, n1, n2, 1);
+    kcuda_rms_layout L;
+    char why[512] = "";
+    const int rc = kcuda_rms_fwd_layout(&d, ALIGNED, dev, o, &L, why, sizeof why);
+    cr_assert_eq(rc, 0, "forward %lld x %lld: %s", (long long)n1, (long long)n2, why);
+    check_fwd(&d, dev, o, &L);
+    return L;
+}
+
+static kcuda_rms_layout bwd_on(const kcuda_rms_device *dev, baton_dtype x, baton_dtype w,
+                               int64_t n1, int64_t n2, int64_t P, const kcuda_rms_cfg *o)
+{
+    const baton_rms_norm_desc d = desc(x, w, n1, n2, P);
+    kcuda_rms_layout L;
+    char why[512] = "";
+    const int rc = kcuda_rms_bwd_layout(&d, ALIGNED, dev, o, &L, why, sizeof why);
+    cr_assert_eq(rc, 0, "backward %lld x %lld: %s", (long long)n1, (long long)n2, why);
+    check_bwd(&d, dev, o, &L);
+    return L;
+}
+
+/* The layout's reason when it refuses, or "" when it does not. */
+static const char *refusal(int bwd, baton_dtype x, baton_dtype w, int64_t n1, int64_t n2, int64_t P,
+                           const kcuda_rms_cfg *o)
+{
+    static char why[512];
+    const baton_rms_norm_desc d = desc(x, w, n1, n2, P);
+    kcuda_rms_layout L;
+    why[0] = 0;
+    const int rc = bwd ? kcuda_rms_bwd_layout(&d, ALIGNED, &H100, o, &L, why, sizeof why)
+                       : kcuda_rms_fwd_layout(&d, ALIGNED, &H100, o, &L, why, sizeof why);
+    if (rc == 0)
+        return "";
+    cr_assert_eq(rc, BATON_EINVAL, "refused with %d, not BATON_EINVAL", rc);
+    cr_assert(why[0], "refused without a reason");
+    return why;
+}
+
+#define expect_layout(L, m, t, g, cx_, cy_, st, nv_, sm)                                           \
+    do {                                                                                           \
+        cr_expect_eq((L).mode, (m), "mode %d, expected %d", (L).mode, (m));                        \
+        cr_expect_eq((L).threads, (t), "threads %d, expected %d", (L).threads, (t));               \
+        cr_expect_eq((L).grid, (long long)(g), "grid %lld, expected %lld", (L).grid,               \
+                     (long long)(g));                                                              \
+        cr_expect_eq((L).cx, (cx_), "cx %d, expected %d", (L).cx, (cx_));                          \
+        cr_expect_eq((L).cy, (cy_), "cy %d, expected %d", (L).cy, (cy_));                          \
+        cr_expect_eq((L).stages, (st), "stages %d, expected %d", (L).stages, (st));                \
+        cr_expect_eq((L).nv, (nv_), "nv %d, expected %d", (L).nv, (nv_));                          \
+        cr_expect_eq((L).smem, (size_t)(sm), "smem %zu, expected %zu", (L).smem, (size_t)(sm));    \
+    } while (0)
+
+/* ---- named shapes -------------------------------------------------------------------------- */
+
+Test(rms_layout, decode_rows_take_a_block_per_row_in_registers)
+{
+    /* 4096 bf16 columns are 512 vectors: 4 per thread, 128 threads, a block per row. */
+    kcuda_rms_layout L = fwd_on(&H100, BF16, BF16, 1, 4096, NULL);
+    expect_layout(L, KCUDA_RMS_REGS, 128, 1, 1, 1, 0, 4, 0);
+    cr_expect_eq(L.vec, 8);
+    cr_expect(!L.spread && !L.may_shrink);
+    L = fwd_on(&H100, BF16, BF16, 32, 4096, NULL);
+    expect_layout(L, KCUDA_RMS_REGS, 128, 32, 1, 1, 0, 4, 0);
+    /* Up to 2 x SMs rows, up to 2048 vectors a row. */
+    L = fwd_on(&H100, F32, F32, 264, 8192, NULL);
+    expect_layout(L, KCUDA_RMS_REGS, 512, 264, 1, 1, 0, 4, 0);
+}
+
+Test(rms_layout, decode_rows_end_at_two_rows_per_sm_and_2048_vectors)
+{
+    /* One row more than 2 x SMs: the register-rows kernel. */
+    kcuda_rms_layout L = fwd_on(&H100, BF16, BF16, 265, 4096, NULL);
+    cr_expect_eq(L.mode, KCUDA_RMS_ROWS);
+    L = fwd_on(&SMALL, BF16, BF16, 41, 4096, NULL);
+    cr_expect_eq(L.mode, KCUDA_RMS_ROWS, "41 rows on 20 SMs: mode %d", L.mode);
+    L = fwd_on(&SMALL, BF16, BF16, 40, 4096, NULL);
+    cr_expect_eq(L.mode, KCUDA_RMS_REGS, "40 rows on 20 SMs: mode %d", L.mode);
+    /* 2049 vectors of bf16: no longer a decode row; a cluster of 4 blocks of at least 4096
+     * columns, staged. */
+    L = fwd_on(&H100, BF16, BF16, 1, 16392, NULL);
+    cr_expect_eq(L.mode, KCUDA_RMS_STAGED);
+    cr_expect_eq(L.cx, 4, "cx %d", L.cx);
+    cr_expect_eq(L.chunk, 4104, "chunk %lld", (long long)L.chunk);
+}
+
+Test(rms_layout, decode_rows_backward_is_staged_with_a_cluster_per_part_grad_block)
+{
+    /* 1 row: one block, one stage. Shared memory: w 8 KB, sums 16 KB, 2 invvar slots, 8 + 8 KB of
+     * grad_output and x. */
+    kcuda_rms_layout L = bwd_on(&H100, BF16, BF16, 1, 4096, 16, NULL);
+    expect_layout(L, KCUDA_RMS_STAGED, 128, 1, 1, 1, 1, 0, 8192 + 16384 + 16 + 16384);
+    cr_expect_eq(L.colsum_grid, 128);
+    /* 32 rows in 16 part_grad blocks of 2: each block's rows over a cluster of 2. */
+    L = bwd_on(&H100, BF16, BF16, 32, 4096, 16, NULL);
+    expect_layout(L, KCUDA_RMS_STAGED, 128, 32, 1, 2, 1, 0, 8192 + 16384 + 16 + 16384);
+    cr_expect_eq(L.B, 2);
+    cr_expect_eq(L.active, 16);
+}
+
+Test(rms_layout, many_rows_forward_takes_register_rows_evened_over_resident_blocks)
+{
+    /* bf16: 2 vectors per thread; 512 vectors a row: 256 threads. */
+    kcuda_rms_layout L = fwd_on(&H100, BF16, BF16, 65536, 4096, NULL);
+    expect_layout(L, KCUDA_RMS_ROWS, 256, 65536, 1, 1, 0, 2, 0);
+    cr_expect(L.spread);
+    /* 8 blocks per SM: 1056 resident; 63 rows each need only 1041 blocks. */
+    kcuda_rms_spread(&L, 8, H100.sms);
+    cr_expect_eq(L.grid, 1041);
+    /* f32: 4 vectors per thread. */
+    L = fwd_on(&H100, F32, F32, 65536, 4096, NULL);
+    expect_layout(L, KCUDA_RMS_ROWS, 256, 65536, 1, 1, 0, 4, 0);
+    L = fwd_on(&H100, BF16, BF16, 16384, 8192, NULL);
+    expect_layout(L, KCUDA_RMS_ROWS, 512, 16384, 1, 1, 0, 2, 0);
+    L = fwd_on(&H100, F32, F32, 16384, 8192, NULL);
+    expect_layout(L, KCUDA_RMS_ROWS, 512, 16384, 1, 1, 0, 4, 0);
+    /* 16384 f32 columns (4096 vectors): 8 per thread. */
+    L = fwd_on(&H100, F32, BF16, 1000, 16384, NULL);
+    expect_layout(L, KCUDA_RMS_ROWS, 512, 1000, 1, 1, 0, 8, 0);
+}
+
+Test(rms_layout, many_rows_with_wide_weights_are_staged_by_bulk_copies)
+{
+    /* f64 x: no register rows. 32 KB rows: 3 stages (about 64 KB ahead), 512 threads, a grid
+     * evened out: one block per SM resident gives 128 blocks of 32 rows. */
+    kcuda_rms_layout L = fwd_on(&H100, F64, F64, 4096, 4096, NULL);
+    expect_layout(L, KCUDA_RMS_STAGED, 512, 4096, 1, 1, 3, 0, 4 * 32768);
+    cr_expect(L.spread);
+    kcuda_rms_spread(&L, 1, H100.sms);
+    cr_expect_eq(L.grid, 128);
+    /* f32 x with f64 weights: 16 KB rows of x, 4 stages. */
+    L = fwd_on(&H100, F32, F64, 4096, 4096, NULL);
+    expect_layout(L, KCUDA_RMS_STAGED, 256, 4096, 1, 1, 4, 0, 32768 + 4 * 16384);
+}
+
+Test(rms_layout, many_rows_backward_stages_by_the_row_width)
+{
+    /* 256 part_grad blocks of 256 rows, a cluster of 2 on each: 512 blocks, crowded (>= 3 per
+     * SM). 16-bit rows of 8 KB: no row ahead. */
+    kcuda_rms_layout L = bwd_on(&H100, BF16, BF16, 65536, 4096, 256, NULL);
+    expect_layout(L, KCUDA_RMS_STAGED, 128, 512, 1, 2, 1, 0, 8192 + 16384 + 16 + 16384);
+    /* 32-bit rows, crowded: three ahead (4 stages). */
+    L = bwd_on(&H100, F32, F32, 65536, 4096, 256, NULL);
+    expect_layout(L, KCUDA_RMS_STAGED, 256, 512, 1, 2, 4, 0,
+                  16384 + 16384 + 32 + 4 * (16384 + 16384));
+    /* 32 KB f32 rows: 4 stages do not fit in 226 KB, 2 do. */
+    L = bwd_on(&H100, F32, F32, 16384, 8192, 256, NULL);
+    expect_layout(L, KCUDA_RMS_STAGED, 512, 512, 1, 2, 2, 0,
+                  32768 + 32768 + 16 + 2 * (32768 + 32768));
+    /* The benchmark's part_grad_size 16: clusters of 16 on 16 blocks, not crowded: 2 stages and
+     * 8 vectors per thread (the comment's "t256 s2"). */
+    L = bwd_on(&H100, F32, F32, 16384, 8192, 16, NULL);
+    expect_layout(L, KCUDA_RMS_STAGED, 256, 256, 1, 16, 2, 0,
+                  32768 + 32768 + 16 + 2 * (32768 + 32768));
+    cr_expect(L.may_shrink, "a chosen cluster of 16 may be shrunk");
+    cr_expect_eq(L.colsum_grid, 256);
+}
+
+Test(rms_layout, tutorial_shape_splits_rows_over_clusters_forward_and_kernels_backward)
+{
+    /* 4 x 262144 bf16: each row over a cluster of 16 blocks of 16384 columns, one stage (the
+     * cp.async kernel), 256 threads of 8 vectors. */
+    kcuda_rms_layout L = fwd_on(&H100, BF16, BF16, 4, 262144, NULL);
+    expect_layout(L, KCUDA_RMS_STAGED, 256, 64, 16, 1, 1, 0, 32768 + 32768);
+    cr_expect(L.may_shrink && !L.spread);
+    /* The backward: the split kernels, 256 blocks of 1024 columns. */
+    L = bwd_on(&H100, BF16, BF16, 4, 262144, 16, NULL);
+    expect_layout(L, KCUDA_RMS_SPLIT, 128, 256, 1, 1, 0, 1, 0);
+    cr_expect_eq(L.chunk, 1024);
+    /* Where 16-block clusters cannot run: 8 blocks of 32768 columns. */
+    kcuda_rms_device d8 = H100;
+    d8.max_cluster = 8;
+    L = fwd_on(&d8, BF16, BF16, 4, 262144, NULL);
+    expect_layout(L, KCUDA_RMS_STAGED, 512, 32, 8, 1, 1, 0, 65536 + 65536);
+    cr_expect(!L.may_shrink);
+}
+
+Test(rms_layout, few_long_rows_backward_takes_the_split_kernels)
+{
+    /* 2 x 1M f64: 16 vectors per thread and row, 4096 columns a block. */
+    kcuda_rms_layout L = bwd_on(&H100, F64, F16, 2, 1048576, 3, NULL);
+    expect_layout(L, KCUDA_RMS_SPLIT, 128, 256, 1, 1, 0, 16, 0);
+    cr_expect_eq(L.chunk, 4096);
+    /* 17 rows are too many for it: clusters of 16 blocks. */
+    L = bwd_on(&H100, BF16, BF16, 17, 262144, 16, NULL);
+    cr_expect_eq(L.mode, KCUDA_RMS_STAGED);
+    cr_expect_eq(L.cx, 16);
+    /* So are rows that do not split (a single block's worth of columns per row). */
+    L = bwd_on(&H100, BF16, BF16, 4, 4096, 16, NULL);
+    cr_expect_eq(L.mode, KCUDA_RMS_STAGED);
+}
+
+Test(rms_layout, rows_that_are_not_whole_vectors_or_unaligned_buffers_load_scalars)
+{
+    /* 4095 columns: scalars in registers would need 1024 threads: the block streams. */
+    kcuda_rms_layout L = fwd_on(&H100, BF16, BF16, 17, 4095, NULL);
+    expect_layout(L, KCUDA_RMS_STREAM, 512, 17, 1, 1, 0, 4, 0);
+    cr_expect_eq(L.vec, 1);
+    L = fwd_on(&H100, BF16, BF16, 3, 2047, NULL);
+    expect_layout(L, KCUDA_RMS_REGS, 512, 3, 1, 1, 0, 4, 0);
+    /* The weight 8 bytes off a 16-byte boundary: scalar loads too, forward and backward. */
+    const baton_rms_norm_desc d = desc(BF16, BF16, 8, 2048, 8);
+    void *fb[4] = {ALIGNED[0], (char *)ALIGNED[1] + 8, ALIGNED[2], ALIGNED[3]};
+    char why[512];
+    cr_assert_eq(kcuda_rms_fwd_layout(&d, fb, &H100, NULL, &L, why, sizeof why), 0, "%s", why);
+    check_fwd(&d, &H100, NULL, &L);
+    cr_expect_eq(L.vec, 1);
+    cr_expect_eq(L.mode, KCUDA_RMS_REGS);
+    void *bb[7] = {ALIGNED[0],
+                   ALIGNED[1],
+                   ALIGNED[2],
+                   ALIGNED[3],
+                   ALIGNED[4],
+                   ALIGNED[5],
+                   (char *)ALIGNED[6] + 8};
+    cr_assert_eq(kcuda_rms_bwd_layout(&d, bb, &H100, NULL, &L, why, sizeof why), 0, "%s", why);
+    check_bwd(&d, &H100, NULL, &L);
+    cr_expect_eq(L.vec, 1, "part_grad 8 bytes off: vec %d", L.vec);
+    /* f32 invvar 4-byte aligned is enough. */
+    bb[6] = ALIGNED[6];
+    bb[1] = (char *)ALIGNED[1] + 4;
+    cr_assert_eq(kcuda_rms_bwd_layout(&d, bb, &H100, NULL, &L, why, sizeof why), 0, "%s", why);
+    cr_expect_eq(L.vec, 8);
+}
+
+Test(rms_layout, a_small_gpu_gets_fewer_stages_and_portable_clusters)
+{
+    /* 98 KB for the stages: 2 of the f64 forward's 32 KB rows (3 on an H100). */
+    kcuda_rms_layout L = fwd_on(&SMALL, F64, F64, 4096, 4096, NULL);
+    expect_layout(L, KCUDA_RMS_STAGED, 512, 4096, 1, 1, 2, 0, 3 * 32768);
+    /* The f32 backward of 32 KB rows does not fit one stage: it streams (staged on an H100). */
+    L = bwd_on(&SMALL, F32, F32, 4096, 8192, 16, NULL);
+    cr_expect_eq(L.mode, KCUDA_RMS_STREAM, "mode %d", L.mode);
+    L = bwd_on(&H100, F32, F32, 4096, 8192, 16, NULL);
+    cr_expect_eq(L.mode, KCUDA_RMS_STAGED, "mode %d", L.mode);
+    /* Long rows split over at most 8 blocks. */
+    L = fwd_on(&SMALL, F32, F32, 2, 1048576, NULL);
+    cr_expect_eq(L.cx, 8);
+    cr_expect_eq(L.mode, KCUDA_RMS_STREAM, "131072 f32 columns a block do not fit: mode %d",
+                 L.mode);
+}
+
+/* ---- overrides ------------------------------------------------------------------------------ */
+
+Test(rms_layout, overrides_force_each_mode)
+{
+    /* Mode 2: streaming, forward and backward. */
+    kcuda_rms_cfg o = {.mode = KCUDA_RMS_STREAM};
+    kcuda_rms_layout L = fwd_on(&H100, BF16, F32, 3, 8192, &o);
+    cr_expect_eq(L.mode, KCUDA_RMS_STREAM);
+    cr_expect_eq(L.nv, 2);
+    L = bwd_on(&H100, BF16, F32, 3, 8192, 2, &o);
+    cr_expect_eq(L.mode, KCUDA_RMS_STREAM);
+    /* Mode 3: the split backward on short rows. */
+    o = (kcuda_rms_cfg){.mode = KCUDA_RMS_SPLIT};
+    L = bwd_on(&H100, F16, F32, 16, 20000, 3, &o);
+    expect_layout(L, KCUDA_RMS_SPLIT, 128, 20, 1, 1, 0, 1, 0);
+    /* Mode 4: the cp.async forward with 3 stages on a grid of 8, reported as 4. */
+    o = (kcuda_rms_cfg){.grid = 8, .stages = 3, .mode = KCUDA_RMS_STAGED_CP};
+    L = fwd_on(&H100, BF16, F32, 100, 4096, &o);
+    expect_layout(L, KCUDA_RMS_STAGED_CP, 128, 8, 1, 1, 3, 0, 16384 + 3 * 8192);
+    cr_expect(!L.spread, "a grid that was asked for is kept");
+    kcuda_rms_cfg c;
+    memset(&c, 0xff, sizeof c);
+    kcuda_rms_report(&L, &c);
+    cr_expect(c.mode == 4 && c.stages == 3 && c.grid == 8 && c.nv == 0 && c.threads == 128 &&
+                  c.cx == 1 && c.cy == 1 && c.vec == 8 && c.smem == 40960,
+              "report: mode %d stages %d grid %lld nv %d", c.mode, c.stages, c.grid, c.nv);
+    /* Mode 4 where the staged kernel does not fit: it streams, and says so. */
+    o = (kcuda_rms_cfg){.mode = KCUDA_RMS_STAGED_CP};
+    L = fwd_on(&H100, F32, F32, 1, 1048576, &o);
+    cr_expect_eq(L.mode, KCUDA_RMS_STREAM);
+    /* Mode 4 in the backward chooses (no split kernels: it is an override). */
+    L = bwd_on(&H100, BF16, BF16, 4, 262144, 16, &o);
+    cr_expect_eq(L.mode, KCUDA_RMS_STAGED);
+    /* Mode 5: register rows with 8 vectors per thread on few rows. */
+    o = (kcuda_rms_cfg){.mode = KCUDA_RMS_ROWS, .nv = 8};
+    L = fwd_on(&H100, F32, BF16, 257, 8192, &o);
+    expect_layout(L, KCUDA_RMS_ROWS, 256, 257, 1, 1, 0, 8, 0);
+    o = (kcuda_rms_cfg){.mode = KCUDA_RMS_ROWS, .grid = 7};
+    L = fwd_on(&H100, BF16, BF16, 101, 2048, &o);
+    cr_expect_eq(L.grid, 7);
+    cr_expect(!L.spread);
+    /* vec 1: scalar loads on an aligned row. */
+    o = (kcuda_rms_cfg){.vec = 1};
+    L = fwd_on(&H100, BF16, BF16, 4, 2048, &o);
+    cr_expect(L.vec == 1 && L.mode == KCUDA_RMS_REGS, "vec %d, mode %d", L.vec, L.mode);
+}
+
+/* The launch paths that tests/test_kernels_cuda.c forces on a GPU: the backward's mode and
+ * cluster shape it asserts there are the ones chosen here for an H100 or H200. */
+Test(rms_layout, the_gpu_tests_forced_paths_get_the_layouts_they_assert)
+{
+    const struct {
+        baton_dtype x, w;
+        int64_t n1, n2, pgs;
+        kcuda_rms_cfg over;
+        int want_mode, want_cx, want_cy;
+    } paths[] = {
+        {BF16, F32, 3, 8192, 2, {.mode = 2}, 2, 0, 0},
+        {F16, F16, 3, 8190, 2, {.threads = 64}, 2, 0, 0},
+        {BF16, BF16, 4, 2048, 2, {.vec = 1}, 1, 0, 0},
+        {BF16, BF16, 2, 16384, 4, {.cx = 4}, 0, 4, 1},
+        {F32, F64, 2, 16384, 4, {.cx = 4, .mode = 2}, 2, 4, 1},
+        {F64, F64, 3, 6001, 2, {.cx = 3}, 1, 3, 1},
+        {BF16, BF16, 2, 65536, 2, {.cx = 16}, 0, 16, 1},
+        {BF16, F32, 67, 4096, 2, {.cy = 4}, 0, 1, 4},
+        {F64, BF16, 130, 2048, 3, {.cy = 8}, 0, 1, 8},
+        {BF16, BF16, 100, 4096, 64, {.grid = 8, .stages = 1}, 0, 1, 1},
+        {F32, F16, 100, 4096, 64, {.grid = 8, .stages = 3}, 0, 1, 1},
+        {F16, F32, 100, 1024, 64, {.grid = 5, .stages = 4}, 0, 1, 1},
+        {BF16, BF16, 99, 8192, 99, {.grid = 14, .threads = 512}, 0, 2, 1},
+        {BF16, BF16, 3, 8192, 2, {.mode = 3}, 3, 0, 0},
+        {F64, F16, 5, 6000, 7, {.mode = 3}, 3, 0, 0},
+        {F16, F32, 16, 20000, 3, {.mode = 3}, 3, 0, 0},
+        {F32, BF16, 9, 70000, 4, {.mode = 3}, 3, 0, 0},
+        {BF16, BF16, 10, 16384, 4, {.cx = 4, .stages = 2}, 0, 4, 1},
+        {F16, BF16, 100, 4096, 64, {.grid = 8, .stages = 8}, 0, 1, 1},
+        {F64, F32, 37, 2048, 8, {.grid = 6, .stages = 6}, 0, 1, 1},
+        {BF16, F32, 100, 4096, 64, {.grid = 8, .stages = 3, .mode = 4}, 0, 1, 1},
+        {BF16, BF16, 300, 4096, 30, {.mode = 5, .nv = 2}, -1, 0, 0},
+        {F32, BF16, 257, 8192, 16, {.mode = 5, .nv = 8}, -1, 0, 0},
+        {F16, F32, 130, 4104, 13, {.mode = 5, .nv = 4}, -1, 0, 0},
+        {BF16, F16, 70, 8, 7, {.mode = 5}, -1, 0, 0},
+        {BF16, BF16, 101, 2048, 101, {.mode = 5, .grid = 7}, -1, 0, 0},
+        {F32, BF16, 3000, 1024, 30, {0}, 0, 1, 0},
+    };
+    for (size_t i = 0; i < sizeof paths / sizeof paths[0]; i++) {
+        const kcuda_rms_cfg *o = paths[i].over.mode || paths[i].over.threads || paths[i].over.vec ||
+                                         paths[i].over.cx || paths[i].over.cy ||
+                                         paths[i].over.grid || paths[i].over.stages ||
+                                         paths[i].over.nv
+                                     ? &paths[i].over
+                                     : NULL;
+        const kcuda_rms_layout F =
+            fwd_on(&H100, paths[i].x, paths[i].w, paths[i].n1, paths[i].n2, o);
+        const kcuda_rms_layout B =
+            bwd_on(&H100, paths[i].x, paths[i].w, paths[i].n1, paths[i].n2, paths[i].pgs, o);
+        if (paths[i].over.mode == 5 || (paths[i].n1 >= 3000 && paths[i].over.mode == 0))
+            cr_expect_eq(F.mode, KCUDA_RMS_ROWS, "path %zu: forward mode %d", i, F.mode);
+        if (paths[i].want_mode >= 0)
+            cr_expect_eq(B.mode, paths[i].want_mode, "path %zu: backward mode %d, not %d", i,
+                         B.mode, paths[i].want_mode);
+        if (paths[i].want_cx)
+            cr_expect_eq(B.cx, paths[i].want_cx, "path %zu: backward cx %d", i, B.cx);
+        if (paths[i].want_cy)
+            cr_expect_eq(B.cy, paths[i].want_cy, "path %zu: backward cy %d", i, B.cy);
+    }
+}
+
+Test(rms_layout, overrides_that_cannot_run_are_refused_with_the_reason)
+{
+    kcuda_rms_cfg o = {.mode = KCUDA_RMS_ROWS};
+    cr_expect(strstr(refusal(0, F64, F32, 1000, 4096, 1, &o), "mode 5 (register rows)"));
+    cr_expect(strstr(refusal(0, BF16, BF16, 1000, 65536, 1, &o), "n2 <= 4096 vectors"));
+    o = (kcuda_rms_cfg){.mode = KCUDA_RMS_ROWS, .threads = 64};
+    cr_expect(strstr(refusal(0, BF16, BF16, 1000, 4096, 1, &o), "cannot hold 512 vectors"));
+    o = (kcuda_rms_cfg){.mode = KCUDA_RMS_STAGED_CP, .stages = 5};
+    cr_expect(strstr(refusal(0, BF16, BF16, 100, 4096, 1, &o), "with mode 4 (1..4)"));
+    /* ... but the backward lowers stages above 4 to 4. */
+    cr_expect_str_empty(refusal(1, BF16, BF16, 100, 4096, 64, &o));
+    o = (kcuda_rms_cfg){.mode = KCUDA_RMS_SPLIT};
+    cr_expect(strstr(refusal(1, BF16, BF16, 17, 8192, 16, &o), "n1 <= 16"));
+    /* 10 blocks, the last of 8 columns: P rows of 8 cells for 160 partials. */
+    cr_expect(strstr(refusal(1, BF16, BF16, 16, 9224, 19, &o), "part_grad room"));
+    cr_expect_str_empty(refusal(1, BF16, BF16, 16, 9224, 20, &o));
+    cr_expect(strstr(refusal(1, BF16, BF16, 4, 4095, 16, &o), "16-byte rows"));
+    /* cy on rows that the layout splits over a cluster already. */
+    o = (kcuda_rms_cfg){.cy = 4};
+    cr_expect(strstr(refusal(1, BF16, BF16, 2, 65536, 2, &o), "cy = 4 needs cx == 1"));
+    cr_expect(strstr(refusal(1, BF16, BF16, 8, 4095, 2, &o), "cy = 4 needs cx == 1"));
+}
+
+/* ---- checks of a call ----------------------------------------------------------------------- */
+
+static const char *check_why(int bwd, const baton_rms_norm_desc *d, size_t len, void **buffers,
+                             const kcuda_rms_cfg *o)
+{
+    static char why[512];
+    baton_rms_norm_desc out;
+    why[0] = 0;
+    const int rc = kcuda_rms_check(bwd ? "rms_norm_bwd" : "rms_norm_fwd", buffers, bwd ? 7 : 4,
+                                   (const char *)d, len, bwd, o, &out, why, sizeof why);
+    if (rc == 0) {
+        cr_expect(memcmp(&out, d, sizeof out) == 0, "the checked descriptor is the one given");
+        return "";
+    }
+    cr_assert_eq(rc, BATON_EINVAL);
+    cr_assert(strncmp(why, bwd ? "rms_norm_bwd: " : "rms_norm_fwd: ", 14) == 0,
+              "the reason names the kernel: %s", why);
+    return why;
+}
+
+Test(rms_layout, bad_descriptors_buffers_and_overrides_are_refused_by_name)
+{
+    void *b[7];
+    memcpy(b, ALIGNED, sizeof b);
+    baton_rms_norm_desc d = desc(BF16, BF16, 4, 4096, 0);
+    cr_expect_str_empty(check_why(0, &d, sizeof d, b, NULL), "the forward ignores part_grad");
+    cr_expect(strstr(check_why(1, &d, sizeof d, b, NULL), "part_grad_size = 0"));
+    d.part_grad_size = 16;
+    cr_expect_str_empty(check_why(1, &d, sizeof d, b, NULL));
+    cr_expect(strstr(check_why(0, &d, sizeof d - 8, b, NULL), "is 32 bytes, expected 40"));
+    d.n1 = 0;
+    cr_expect(strstr(check_why(0, &d, sizeof d, b, NULL), "zero-sized shape"));
+    d.n1 = INT64_MAX / 4;
+    cr_expect(strstr(check_why(0, &d, sizeof d, b, NULL), "overflows"));
+    d = desc(BATON_DTYPE_I32, BF16, 4, 4096, 16);
+    cr_expect(strstr(check_why(0, &d, sizeof d, b, NULL), "unknown dtype code (x_dtype 5"));
+    d = desc(BF16, BF16, 4, 4096, 16);
+    d.eps = -1;
+    cr_expect(strstr(check_why(0, &d, sizeof d, b, NULL), "eps = -1"));
+    d.eps = 1e-5;
+    b[5] = NULL;
+    cr_expect_str_empty(check_why(0, &d, sizeof d, b, NULL), "the forward has 4 buffers");
+    cr_expect(strstr(check_why(1, &d, sizeof d, b, NULL), "buffer 5 is NULL"));
+    cr_expect(strstr(check_why(1, &d, sizeof d, NULL, NULL), "buffers is NULL"));
+    b[5] = ALIGNED[5];
+    const struct {
+        kcuda_rms_cfg o;
+        const char *why;
+    } bad[] = {
+        {{.threads = 48}, "threads = 48"},
+        {{.threads = 544}, "threads = 544"},
+        {{.cx = 17}, "cx = 17"},
+        {{.cx = 2, .cy = 2}, "not both > 1"},
+        {{.vec = 2}, "vec = 2"},
+        {{.stages = 9}, "stages = 9 (0..8)"},
+        {{.nv = 3}, "nv = 3"},
+        {{.mode = 6}, "mode = 6"},
+        {{.grid = -1}, "grid = -1"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
+        cr_expect(strstr(check_why(1, &d, sizeof d, b, &bad[i].o), bad[i].why),
+                  "override %zu: wanted \"%s\"", i, bad[i].why);
+}
+
+/* ---- invariants ----------------------------------------------------------------------------- */
+
+Test(rms_layout, every_default_layout_keeps_within_the_limits)
+{
+    static const int64_t n1s[] = {1, 2, 3, 4, 16, 17, 40, 41, 100, 263, 264, 265, 1000, 65536};
+    static const int64_t n2s[] = {1,    7,     8,     1024,  2047,   4095,    4096,
+                                  8192, 16384, 16392, 65536, 262144, 1048576, 3000000};
+    const kcuda_rms_device *devs[] = {&H100, &SMALL};
+    int n = 0;
+    for (size_t v = 0; v < 2; v++)
+        for (int a = 0; a < 4; a++)
+            for (int b = 0; b < 4; b++)
+                for (size_t i = 0; i < sizeof n1s / sizeof n1s[0]; i++)
+                    for (size_t j = 0; j < sizeof n2s / sizeof n2s[0]; j++) {
+                        const int64_t n1 = n1s[i], n2 = n2s[j];
+                        kcuda_rms_layout F = fwd_on(devs[v], FLOATS[a], FLOATS[b], n1, n2, NULL);
+                        /* Evened out for any occupancy, the grid still covers the rows with
+                         * no more rows per cluster than a resident grid would have. */
+                        for (int per_sm = 1; per_sm <= 16; per_sm *= 4) {
+                            kcuda_rms_layout S = F;
+                            kcuda_rms_spread(&S, per_sm, devs[v]->sms);
+                            const long long g0 = F.grid / F.cx, g = S.grid / S.cx;
+                            long long res = (long long)per_sm * devs[v]->sms / F.cx;
+                            res = res < 1 ? 1 : res;
+                            cr_assert_eq(S.grid % S.cx, 0);
+                            if (F.spread && g0 > res)
+                                cr_assert(g <= res && cdiv(g0, g) == cdiv(g0, res),
+                                          "%lld rows' clusters spread to %lld with %lld resident",
+                                          g0, g, res);
+                            else
+                                cr_assert_eq(g, g0);
+                        }
+                        const int64_t Ps[] = {1, 16, 256, n1};
+                        for (size_t p = 0; p < 4; p++)
+                            bwd_on(devs[v], FLOATS[a], FLOATS[b], n1, n2, Ps[p], NULL);
+                        n++;
+                    }
+    cr_assert_eq(n, 2 * 16 * 14 * 14);
+}
+
+Test(rms_layout, overridden_layouts_keep_within_the_limits)
+{
+    /* Every combination of a few override values that the layout accepts keeps the invariants
+     * (the 16-block clusters only where max_cluster allows them). */
+    static const int modes[] = {0, 1, 2, 4};
+    static const int threads[] = {0, 32, 512};
+    static const int cxs[] = {0, 1, 4, 16};
+    static const int stages[] = {0, 1, 4, 8};
+    static const long long grids[] = {0, 1, 7};
+    const int64_t shapes[][2] = {{1, 4096}, {3, 8190}, {100, 4096}, {4, 262144}, {2000, 1024}};
+    for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++)
+        for (int a = 0; a < 4; a++)
+            for (size_t m = 0; m < 4; m++)
+                for (size_t t = 0; t < 3; t++)
+                    for (size_t c = 0; c < 4; c++)
+                        for (size_t k = 0; k < 4; k++)
+                            for (size_t g = 0; g < 3; g++) {
+                                const kcuda_rms_cfg o = {.mode = modes[m],
+                                                         .threads = threads[t],
+                                                         .cx = cxs[c],
+                                                         .stages = stages[k],
+                                                         .grid = grids[g]};
+                                const baton_rms_norm_desc d =
+                                    desc(FLOATS[a], BF16, shapes[s][0], shapes[s][1], 16);
+                                kcuda_rms_layout L;
+                                char why[512];
+                                if (kcuda_rms_fwd_layout(&d, ALIGNED, &H100, &o, &L, why,
+                                                         sizeof why) == 0) {
+                                    check_fwd(&d, &H100, &o, &L);
+                                    if (o.cx)
+                                        cr_assert_leq(L.cx, o.cx);
+                                    if (o.threads)
+                                        cr_assert_eq(L.threads, o.threads);
+                                }
+                                if (kcuda_rms_bwd_layout(&d, ALIGNED, &H100, &o, &L, why,
+                                                         sizeof why) == 0)
+                                    check_bwd(&d, &H100, &o, &L);
+                            }
+}
