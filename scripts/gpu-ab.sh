@@ -47,7 +47,10 @@ if has tests; then
     > "$OUT/ctest_gpu.log" 2>&1
   say "ctest -L gpu (B): $(grep -E 'tests passed' "$OUT/ctest_gpu.log" | tail -1)"
   grep -E "\*\*\*Failed|\[FAIL\]|Failed  " "$OUT/ctest_gpu.log" | head -20 | tee -a "$log"
-  (cd build-b && ctest -L cpu --output-on-failure --timeout 300 -j8) > "$OUT/ctest_cpu.log" 2>&1
+  # `package` is left out: the GPU machine's deps prefix sets PKG_CONFIG_SYSROOT_DIR, which
+  # would prefix the installed test prefix too; CI runs it.
+  (cd build-b && ctest -L cpu -E "^package$" --output-on-failure --timeout 300 -j8) \
+    > "$OUT/ctest_cpu.log" 2>&1
   say "ctest -L cpu (B, on the GPU machine): $(grep -E 'tests passed' "$OUT/ctest_cpu.log" | tail -1)"
   grep -E "\*\*\*Failed|\[FAIL\]|Failed  " "$OUT/ctest_cpu.log" | head -20 | tee -a "$log"
 fi

@@ -166,7 +166,7 @@ Test(device_cuda, copies_and_calls_run_in_stream_order_up_to_the_event_wait)
     fx_close(&f);
 }
 
-Test(device_cuda, a_failing_kernel_names_the_step_the_device_and_its_reason)
+Test(device_cuda, a_failing_kernel_gives_its_reason_only)
 {
     SKIP_WITHOUT_GPU();
     fixture f;
@@ -175,8 +175,9 @@ Test(device_cuda, a_failing_kernel_names_the_step_the_device_and_its_reason)
     baton_error err = {0};
     int rc = ops->call(f.d, &f.call, &err);
     cr_expect_eq(rc, BATON_EKERNEL);
-    cr_expect(strstr(err.message, "cuda:0"), "%s", err.message);
-    cr_expect(strstr(err.message, "step 'norm'"), "%s", err.message);
+    /* the device gives the reason only; the runtime names the step and device once */
+    cr_expect(!strstr(err.message, "cuda:0") && !strstr(err.message, "step 'norm'"),
+              "the device named the step or itself: %s", err.message);
     cr_expect(strstr(err.message, "bad descriptor"), "%s", err.message);
     f.call.kernel = k_copy;
     cr_expect_eq(fx_roundtrip(&f, &err), 0, "%s", err.message);
@@ -193,8 +194,7 @@ Test(device_cuda, an_injected_alloc_fault_is_a_real_cuda_failure_and_the_device_
     void *p = ops->alloc(f.d, 1024, &err);
     cr_expect_null(p);
     cr_expect_eq(err.code, BATON_ECUDA);
-    cr_expect(strstr(err.message, "cuda:0") && strstr(err.message, "cudaMalloc") &&
-                  strstr(err.message, "cudaErrorMemoryAllocation"),
+    cr_expect(strstr(err.message, "cudaMalloc") && strstr(err.message, "cudaErrorMemoryAllocation"),
               "%s", err.message);
     p = ops->alloc(f.d, 1024, &err);
     cr_expect_not_null(p, "%s", err.message);
@@ -213,8 +213,8 @@ Test(device_cuda, an_injected_launch_fault_fails_the_step_without_running_it)
     dev_cuda_inject_fault(f.d, DEV_CUDA_FAULT_LAUNCH);
     int rc = ops->call(f.d, &f.call, &err);
     cr_expect_eq(rc, BATON_ECUDA);
-    cr_expect(strstr(err.message, "step 'norm'") && strstr(err.message, "cuda:0"), "%s",
-              err.message);
+    cr_expect(strstr(err.message, "kernel launch failed") && !strstr(err.message, "step 'norm'"),
+              "%s", err.message);
     ops->drain(f.d);
     cr_assert_eq(ops->copy_sync(f.d, f.host_dst, f.dst, f.n, DEV_COPY_D2H, &err), 0);
     for (size_t i = 0; i < f.n; i++)
