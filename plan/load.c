@@ -1,15 +1,7 @@
-/* load.c: turns the text of a plan file (format version 1) into a baton_plan. A strict JSON parser
- * of its own builds a tree that remembers where every value and key was written (Jansson does not
- * say), in one pass and a few allocations, so that a 10,000-step plan loads in milliseconds; the
- * builder then checks the schema, naming file:line:column and the fix for every mistake. Jansson
- * remains the authority on syntax: when the text is not well-formed JSON, Jansson parses it again
- * to produce the message. The parser accepts exactly what json_loadb(JSON_REJECT_DUPLICATES)
- * accepts (the fuzzer checks this), except a NUL byte right after a number or literal, which
- * Jansson skips and this parser rejects. The validator (validate.c) and the analysis (analyse.c)
- * then run on the built plan. */
+/* load.c: the plan builder. It turns the node array that the JSON reader (json.c) made of a plan
+ * file (format version 1) into a baton_plan, checking the schema and naming file:line:column and
+ * the fix for every mistake, then runs the validator (validate.c) and the analysis (analyse.c). */
 #include <errno.h>
-#include <jansson.h>
-#include <locale.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -18,569 +10,20 @@
 #include <unistd.h>
 
 #include "core/dtype.h"
+#include "plan/json.h"
 #include "plan/plan_internal.h"
 #include "targets/registry.h"
 
 #define PLAN_MAX_ITEMS        1000000            /* tensors or steps in one plan */
 #define PLAN_MAX_TENSOR_BYTES ((int64_t)1 << 40) /* 1 TiB: no device holds more */
 #define PLAN_MAX_VALUES       4096               /* elements of an inline "values" init */
-#define JSON_MAX_DEPTH        2048               /* Jansson's JSON_PARSER_MAX_DEPTH */
-
-/* ---- the JSON tree ---------------------------------------------------------------------------
- * One node per value, in document order. Strings (values and keys) are decoded into one arena
- * that the text's length bounds. Columns count UTF-8 characters from 1, as Jansson's do. */
-
-typedef enum jtype { J_NULL, J_FALSE, J_TRUE, J_INT, J_REAL, J_STRING, J_ARRAY, J_OBJECT } jtype;
-
-typedef struct jnode {
-    jtype type;
-    int line, col;         /* the value's first character */
-    int key_line, key_col; /* its key's opening quote, in an object; 0 otherwise */
-    int first, last, next; /* children and next sibling, -1 for none */
-    int n;                 /* children of arrays and objects */
-    const char *key;       /* its key, in an object (decoded, NUL-terminated) */
-    const char *s;         /* J_STRING: decoded, NUL-terminated */
-    size_t len;            /* J_STRING: bytes */
-    long long i;           /* J_INT */
-    double f;              /* J_INT and J_REAL */
-} jnode;
-
-typedef struct jtree {
-    jnode *v;
-    int n, cap;
-    char *arena; /* decoded strings */
-    size_t arena_used;
-} jtree;
-
-typedef struct jparser {
-    const char *s;
-    size_t len, i;
-    int line, col;
-    int depth;
-    jtree *t;
-    locale_t c_locale;
-    int failed;
-    int err_line, err_col;
-    char err[160];
-    int nomem;
-} jparser;
-
-static void jfail(jparser *p, const char *what)
-{
-    if (p->failed)
-        return;
-    p->failed = 1;
-    p->err_line = p->line;
-    p->err_col = p->col;
-    /* Jansson drops a NUL byte that directly follows a number or a literal (its reader uses NUL
-     * as "nothing buffered"); JSON allows none, so that is where the two parsers differ. */
-    if (p->i < p->len && p->s[p->i] == '\0')
-        what = "NUL byte in the text";
-    snprintf(p->err, sizeof p->err, "%s", what);
-}
-
-/* Advances over one byte, keeping line and column (columns count UTF-8 lead bytes). */
-static void jadvance(jparser *p)
-{
-    unsigned char c = (unsigned char)p->s[p->i++];
-    if (c == '\n') {
-        p->line++;
-        p->col = 1;
-    } else if ((c & 0xC0) != 0x80) {
-        p->col++;
-    }
-}
-
-static void jskip_ws(jparser *p)
-{
-    while (p->i < p->len) {
-        char c = p->s[p->i];
-        if (c != ' ' && c != '\t' && c != '\n' && c != '\r')
-            break;
-        jadvance(p);
-    }
-}
-
-static int jnew(jparser *p, jtype type, int line, int col)
-{
-    jtree *t = p->t;
-    if (t->n == t->cap) {
-        int cap = t->cap ? 2 * t->cap : 1024;
-        jnode *v = t->cap > (1 << 29) ? NULL : realloc(t->v, (size_t)cap * sizeof *v);
-        if (!v) {
-            p->nomem = 1;
-            jfail(p, "out of memory");
-            return -1;
-        }
-        t->v = v;
-        t->cap = cap;
-    }
-    int k = t->n++;
-    jnode *n = &t->v[k];
-    memset(n, 0, sizeof *n);
-    n->type = type;
-    n->line = line;
-    n->col = col;
-    n->first = n->last = n->next = -1;
-    return k;
-}
-
-static void jappend(jtree *t, int parent, int child)
-{
-    jnode *pa = &t->v[parent];
-    if (pa->last >= 0)
-        t->v[pa->last].next = child;
-    else
-        pa->first = child;
-    pa->last = child;
-    pa->n++;
-}
-
-static int hex4(const char *s, unsigned *out)
-{
-    unsigned v = 0;
-    for (int k = 0; k < 4; k++) {
-        char c = s[k];
-        v <<= 4;
-        if (c >= '0' && c <= '9')
-            v |= (unsigned)(c - '0');
-        else if (c >= 'a' && c <= 'f')
-            v |= (unsigned)(c - 'a' + 10);
-        else if (c >= 'A' && c <= 'F')
-            v |= (unsigned)(c - 'A' + 10);
-        else
-            return -1;
-    }
-    *out = v;
-    return 0;
-}
-
-/* The length of a valid UTF-8 sequence starting at s (at most n bytes), or 0 (as Jansson's
- * utf8_check_first/utf8_check_full: no overlongs, no surrogates, nothing above U+10FFFF). */
-static int utf8_len(const unsigned char *s, size_t n)
-{
-    unsigned char u = s[0];
-    int size;
-    unsigned value;
-    if (u < 0x80)
-        return 1;
-    if (u < 0xC2 || u > 0xF4)
-        return 0;
-    if (u < 0xE0) {
-        size = 2;
-        value = u & 0x1F;
-    } else if (u < 0xF0) {
-        size = 3;
-        value = u & 0xF;
-    } else {
-        size = 4;
-        value = u & 0x7;
-    }
-    if ((size_t)size > n)
-        return 0;
-    for (int k = 1; k < size; k++) {
-        if (s[k] < 0x80 || s[k] > 0xBF)
-            return 0;
-        value = (value << 6) + (s[k] & 0x3F);
-    }
-    if (value > 0x10FFFF || (value >= 0xD800 && value <= 0xDFFF))
-        return 0;
-    if ((size == 3 && value < 0x800) || (size == 4 && value < 0x10000))
-        return 0;
-    return size;
-}
-
-static char *put_utf8(char *d, unsigned cp)
-{
-    if (cp < 0x80) {
-        *d++ = (char)cp;
-    } else if (cp < 0x800) {
-        *d++ = (char)(0xC0 | (cp >> 6));
-        *d++ = (char)(0x80 | (cp & 0x3F));
-    } else if (cp < 0x10000) {
-        *d++ = (char)(0xE0 | (cp >> 12));
-        *d++ = (char)(0x80 | ((cp >> 6) & 0x3F));
-        *d++ = (char)(0x80 | (cp & 0x3F));
-    } else {
-        *d++ = (char)(0xF0 | (cp >> 18));
-        *d++ = (char)(0x80 | ((cp >> 12) & 0x3F));
-        *d++ = (char)(0x80 | ((cp >> 6) & 0x3F));
-        *d++ = (char)(0x80 | (cp & 0x3F));
-    }
-    return d;
-}
-
-/* Parses a string at p->i (the opening quote) into the arena. Returns 0 or -1. The decoded form
- * is never longer than the raw one, so the arena (text length + 1) always has room. */
-static int jstring(jparser *p, const char **out, size_t *out_len)
-{
-    jtree *t = p->t;
-    char *start = t->arena + t->arena_used, *d = start;
-    jadvance(p); /* " */
-    for (;;) {
-        if (p->i >= p->len) {
-            jfail(p, "premature end of input in a string");
-            return -1;
-        }
-        unsigned char c = (unsigned char)p->s[p->i];
-        if (c == '"') {
-            jadvance(p);
-            break;
-        }
-        if (c < 0x20) {
-            jfail(p, "control character in a string");
-            return -1;
-        }
-        if (c == '\\') {
-            if (p->i + 1 >= p->len) {
-                jfail(p, "premature end of input in a string");
-                return -1;
-            }
-            char e = p->s[p->i + 1];
-            if (e == 'u') {
-                unsigned cp, lo;
-                if (p->i + 6 > p->len || hex4(p->s + p->i + 2, &cp)) {
-                    jfail(p, "invalid \\u escape");
-                    return -1;
-                }
-                size_t used = 6;
-                if (cp >= 0xD800 && cp <= 0xDBFF) {
-                    if (p->i + 12 > p->len || p->s[p->i + 6] != '\\' || p->s[p->i + 7] != 'u' ||
-                        hex4(p->s + p->i + 8, &lo) || lo < 0xDC00 || lo > 0xDFFF) {
-                        jfail(p, "invalid Unicode surrogate pair");
-                        return -1;
-                    }
-                    cp = 0x10000 + ((cp - 0xD800) << 10) + (lo - 0xDC00);
-                    used = 12;
-                } else if (cp >= 0xDC00 && cp <= 0xDFFF) {
-                    jfail(p, "lone Unicode low surrogate");
-                    return -1;
-                } else if (cp == 0) {
-                    jfail(p, "\\u0000 is not allowed");
-                    return -1;
-                }
-                d = put_utf8(d, cp);
-                for (size_t k = 0; k < used; k++)
-                    jadvance(p);
-                continue;
-            }
-            char r;
-            switch (e) {
-            case '"': r = '"'; break;
-            case '\\': r = '\\'; break;
-            case '/': r = '/'; break;
-            case 'b': r = '\b'; break;
-            case 'f': r = '\f'; break;
-            case 'n': r = '\n'; break;
-            case 'r': r = '\r'; break;
-            case 't': r = '\t'; break;
-            default: jfail(p, "invalid escape"); return -1;
-            }
-            *d++ = r;
-            jadvance(p);
-            jadvance(p);
-            continue;
-        }
-        int n = utf8_len((const unsigned char *)p->s + p->i, p->len - p->i);
-        if (n == 0) {
-            jfail(p, "invalid UTF-8");
-            return -1;
-        }
-        for (int k = 0; k < n; k++) {
-            *d++ = p->s[p->i];
-            jadvance(p);
-        }
-    }
-    *d = 0;
-    *out = start;
-    *out_len = (size_t)(d - start);
-    t->arena_used += (size_t)(d - start) + 1;
-    return 0;
-}
-
-static int is_digit(char c)
-{
-    return c >= '0' && c <= '9';
-}
-
-static int jnumber(jparser *p, int node)
-{
-    size_t b = p->i, i = p->i;
-    int real = 0;
-    if (i < p->len && p->s[i] == '-')
-        i++;
-    if (i < p->len && p->s[i] == '0') {
-        i++;
-        if (i < p->len && is_digit(p->s[i])) {
-            jfail(p, "invalid number (leading zero)");
-            return -1;
-        }
-    } else if (i < p->len && is_digit(p->s[i])) {
-        while (i < p->len && is_digit(p->s[i]))
-            i++;
-    } else {
-        jfail(p, "invalid token");
-        return -1;
-    }
-    if (i < p->len && p->s[i] == '.') {
-        real = 1;
-        i++;
-        if (i >= p->len || !is_digit(p->s[i])) {
-            jfail(p, "invalid number");
-            return -1;
-        }
-        while (i < p->len && is_digit(p->s[i]))
-            i++;
-    }
-    if (i < p->len && (p->s[i] == 'e' || p->s[i] == 'E')) {
-        real = 1;
-        i++;
-        if (i < p->len && (p->s[i] == '+' || p->s[i] == '-'))
-            i++;
-        if (i >= p->len || !is_digit(p->s[i])) {
-            jfail(p, "invalid number");
-            return -1;
-        }
-        while (i < p->len && is_digit(p->s[i]))
-            i++;
-    }
-    char buf[64], *tmp = buf;
-    size_t n = i - b;
-    if (n >= sizeof buf && !(tmp = malloc(n + 1))) {
-        p->nomem = 1;
-        jfail(p, "out of memory");
-        return -1;
-    }
-    memcpy(tmp, p->s + b, n);
-    tmp[n] = 0;
-    jnode *v = &p->t->v[node];
-    int rc = 0;
-    errno = 0;
-    if (!real) {
-        v->type = J_INT;
-        v->i = strtoll(tmp, NULL, 10);
-        v->f = (double)v->i;
-        if (errno == ERANGE) {
-            jfail(p, "too big integer");
-            rc = -1;
-        }
-    } else {
-        v->type = J_REAL;
-        v->f = strtod_l(tmp, NULL, p->c_locale);
-        if ((v->f == HUGE_VAL || v->f == -HUGE_VAL) && errno == ERANGE) {
-            jfail(p, "real number overflow");
-            rc = -1;
-        }
-    }
-    if (tmp != buf)
-        free(tmp);
-    while (p->i < i)
-        jadvance(p);
-    return rc;
-}
-
-static int jvalue(jparser *p);
-
-/* Keys of one object are distinct: pairwise for small objects, sorted for large ones. */
-static int cmp_keys(const void *a, const void *b)
-{
-    return strcmp(*(const char *const *)a, *(const char *const *)b);
-}
-
-static int jcheck_duplicates(jparser *p, int obj)
-{
-    jtree *t = p->t;
-    int n = t->v[obj].n;
-    if (n < 2)
-        return 0;
-    if (n <= 16) {
-        for (int a = t->v[obj].first; a >= 0; a = t->v[a].next)
-            for (int b = t->v[a].next; b >= 0; b = t->v[b].next)
-                if (strcmp(t->v[a].key, t->v[b].key) == 0)
-                    goto dup;
-        return 0;
-    }
-    const char **keys = malloc((size_t)n * sizeof *keys);
-    if (!keys) {
-        p->nomem = 1;
-        jfail(p, "out of memory");
-        return -1;
-    }
-    int k = 0;
-    for (int a = t->v[obj].first; a >= 0; a = t->v[a].next)
-        keys[k++] = t->v[a].key;
-    qsort(keys, (size_t)n, sizeof *keys, cmp_keys);
-    int dup = 0;
-    for (int j = 1; j < n && !dup; j++)
-        dup = strcmp(keys[j - 1], keys[j]) == 0;
-    free(keys);
-    if (!dup)
-        return 0;
-dup:
-    jfail(p, "duplicate object key");
-    return -1;
-}
-
-static int jcontainer(jparser *p, int node, int is_obj)
-{
-    jadvance(p); /* [ or { */
-    jskip_ws(p);
-    char close = is_obj ? '}' : ']';
-    if (p->i < p->len && p->s[p->i] == close) {
-        jadvance(p);
-        return 0;
-    }
-    for (;;) {
-        const char *key = NULL;
-        size_t key_len = 0;
-        int key_line = 0, key_col = 0;
-        if (is_obj) {
-            if (p->i >= p->len || p->s[p->i] != '"') {
-                jfail(p, "string or '}' expected");
-                return -1;
-            }
-            key_line = p->line;
-            key_col = p->col;
-            if (jstring(p, &key, &key_len))
-                return -1;
-            jskip_ws(p);
-            if (p->i >= p->len || p->s[p->i] != ':') {
-                jfail(p, "':' expected");
-                return -1;
-            }
-            jadvance(p);
-            jskip_ws(p);
-        }
-        int child = jvalue(p);
-        if (child < 0)
-            return -1;
-        jnode *c = &p->t->v[child];
-        c->key = key;
-        c->key_line = key_line;
-        c->key_col = key_col;
-        jappend(p->t, node, child);
-        jskip_ws(p);
-        if (p->i < p->len && p->s[p->i] == ',') {
-            jadvance(p);
-            jskip_ws(p);
-            continue;
-        }
-        if (p->i < p->len && p->s[p->i] == close) {
-            jadvance(p);
-            break;
-        }
-        jfail(p, is_obj ? "'}' expected" : "']' expected");
-        return -1;
-    }
-    return is_obj ? jcheck_duplicates(p, node) : 0;
-}
-
-static int jvalue1(jparser *p);
-
-/* Parses one value at p->i; returns its node or -1. Like Jansson, every value (not only
- * containers) counts toward the depth limit. */
-static int jvalue(jparser *p)
-{
-    if (++p->depth > JSON_MAX_DEPTH) {
-        jfail(p, "maximum parsing depth reached");
-        return -1;
-    }
-    int node = jvalue1(p);
-    p->depth--;
-    return node;
-}
-
-static int jvalue1(jparser *p)
-{
-    if (p->i >= p->len) {
-        jfail(p, "unexpected end of input");
-        return -1;
-    }
-    int line = p->line, col = p->col;
-    char c = p->s[p->i];
-    int node = jnew(p, J_NULL, line, col);
-    if (node < 0)
-        return -1;
-    switch (c) {
-    case '{':
-    case '[':
-        p->t->v[node].type = c == '{' ? J_OBJECT : J_ARRAY;
-        return jcontainer(p, node, c == '{') ? -1 : node;
-    case '"': {
-        const char *s;
-        size_t len;
-        if (jstring(p, &s, &len))
-            return -1;
-        p->t->v[node].type = J_STRING;
-        p->t->v[node].s = s;
-        p->t->v[node].len = len;
-        return node;
-    }
-    case 't':
-    case 'f':
-    case 'n': {
-        static const char *const words[] = {"true", "false", "null"};
-        static const jtype types[] = {J_TRUE, J_FALSE, J_NULL};
-        int w = c == 't' ? 0 : c == 'f' ? 1 : 2;
-        size_t wl = strlen(words[w]);
-        /* Jansson reads a whole run of letters as one word */
-        size_t e = p->i;
-        while (e < p->len &&
-               ((p->s[e] >= 'a' && p->s[e] <= 'z') || (p->s[e] >= 'A' && p->s[e] <= 'Z')))
-            e++;
-        if (e - p->i != wl || memcmp(p->s + p->i, words[w], wl) != 0) {
-            jfail(p, "invalid token");
-            return -1;
-        }
-        p->t->v[node].type = types[w];
-        while (p->i < e)
-            jadvance(p);
-        return node;
-    }
-    default:
-        if (c == '-' || is_digit(c))
-            return jnumber(p, node) ? -1 : node;
-        jfail(p, "invalid token");
-        return -1;
-    }
-}
-
-/* Parses text into t. Returns 0, BATON_EPARSE (p->err says why) or BATON_ENOMEM. */
-static int jparse(jparser *p, jtree *t, const char *s, size_t len)
-{
-    memset(p, 0, sizeof *p);
-    p->s = s;
-    p->len = len;
-    p->line = 1;
-    p->col = 1;
-    p->t = t;
-    t->arena = malloc(len + 1);
-    p->c_locale = newlocale(LC_NUMERIC_MASK, "C", (locale_t)0);
-    if (!t->arena || p->c_locale == (locale_t)0) {
-        if (p->c_locale != (locale_t)0)
-            freelocale(p->c_locale);
-        return BATON_ENOMEM;
-    }
-    jskip_ws(p);
-    if (p->i >= p->len || (p->s[p->i] != '{' && p->s[p->i] != '[')) {
-        jfail(p, "'[' or '{' expected");
-    } else if (jvalue(p) >= 0) {
-        jskip_ws(p);
-        if (p->i < p->len)
-            jfail(p, "end of file expected");
-    }
-    freelocale(p->c_locale);
-    if (p->nomem)
-        return BATON_ENOMEM;
-    return p->failed ? BATON_EPARSE : 0;
-}
 
 /* ---- the builder's context and messages -------------------------------------------------- */
 
 typedef struct loader {
     baton_plan *plan;
     baton_error *err;
-    jtree t;
+    jdoc t;
 } loader;
 
 static const jnode *J(const loader *L, int n)
@@ -604,30 +47,25 @@ static plan_pos key_pos(const loader *L, int node)
 
 static int is_type(const loader *L, int n, jtype t)
 {
-    return n >= 0 && L->t.v[n].type == t;
+    return jis(&L->t, n, t);
 }
 
 static int is_number(const loader *L, int n)
 {
-    return is_type(L, n, J_INT) || is_type(L, n, J_REAL);
+    return jis_number(&L->t, n);
 }
 
-/* The child of object `obj` under `key`, or -1. */
 static int jget(const loader *L, int obj, const char *key)
 {
-    if (!is_type(L, obj, J_OBJECT))
-        return -1;
-    for (int c = L->t.v[obj].first; c >= 0; c = L->t.v[c].next)
-        if (strcmp(L->t.v[c].key, key) == 0)
-            return c;
-    return -1;
+    return plan_json_get(&L->t, obj, key);
 }
 
-static int fail(loader *L, int code, plan_pos pos, const char *fmt, ...)
-#if defined(__GNUC__)
-    __attribute__((format(printf, 4, 5)))
-#endif
-    ;
+static const char *json_kind(const loader *L, int n)
+{
+    return plan_json_kind(&L->t, n);
+}
+
+static int fail(loader *L, int code, plan_pos pos, const char *fmt, ...) CORE_PRINTF(4, 5);
 
 static int fail(loader *L, int code, plan_pos pos, const char *fmt, ...)
 {
@@ -637,20 +75,6 @@ static int fail(loader *L, int code, plan_pos pos, const char *fmt, ...)
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
     return plan_error(L->err, code, L->plan, pos, "%s", msg);
-}
-
-static const char *json_kind(const loader *L, int n)
-{
-    switch (n < 0 ? J_NULL : L->t.v[n].type) {
-    case J_OBJECT: return "an object";
-    case J_ARRAY: return "an array";
-    case J_STRING: return "a string";
-    case J_INT: return "an integer";
-    case J_REAL: return "a number";
-    case J_TRUE:
-    case J_FALSE: return "a bool";
-    default: return "null";
-    }
 }
 
 static void join(char *buf, size_t cap, const char *const *items, int n)
@@ -1423,32 +847,22 @@ int baton_plan_load_string(const baton_registry *reg, const char *json, size_t l
         goto done;
     }
 
-    jparser p;
-    rc = jparse(&p, &L.t, json, len);
+    jerror jerr;
+    rc = plan_json_parse(&L.t, json, len, &jerr);
     if (rc == BATON_ENOMEM) {
         rc = baton_seterr(err, BATON_ENOMEM, "out of memory parsing a plan");
         goto done;
     }
     if (rc) {
-        /* Not well-formed: Jansson, the reference parser, words the message. */
-        json_error_t jerr;
-        json_t *root = json_loadb(json, len, JSON_REJECT_DUPLICATES, &jerr);
-        if (!root) {
-            rc = plan_error(err, BATON_EPARSE, plan, (plan_pos){jerr.line, jerr.column},
-                            "JSON syntax error: %s", jerr.text);
-        } else { /* the two parsers disagree: keep ours, which is the stricter here */
-            json_decref(root);
-            rc = plan_error(err, BATON_EPARSE, plan, (plan_pos){p.err_line, p.err_col},
-                            "JSON syntax error: %s", p.err);
-        }
+        rc = plan_error(err, BATON_EPARSE, plan, (plan_pos){jerr.line, jerr.col},
+                        "JSON syntax error: %s", jerr.text);
         goto done;
     }
     if ((rc = build(&L)) || (rc = plan_validate(plan, err)) || (rc = plan_analyse(plan, err)))
         goto done;
 
 done:
-    free(L.t.v);
-    free(L.t.arena);
+    plan_json_free(&L.t);
     if (rc) {
         baton_plan_free(plan);
         return rc;

@@ -1,0 +1,69 @@
+/* json.h: baton's strict one-pass JSON reader. It turns text into an array of nodes in document
+ * order that remember where each value and key was written (Jansson does not say), so that the
+ * plan builder (load.c) can name line:column in every message. It knows nothing about plans. */
+#ifndef BATON_PLAN_JSON_H
+#define BATON_PLAN_JSON_H
+
+#include <stddef.h>
+
+/* Jansson's JSON_PARSER_MAX_DEPTH: every value, not only containers, counts toward it. */
+#define JSON_MAX_DEPTH 2048
+
+typedef enum jtype { J_NULL, J_FALSE, J_TRUE, J_INT, J_REAL, J_STRING, J_ARRAY, J_OBJECT } jtype;
+
+/* One value. Lines and columns count from 1; columns count UTF-8 characters, as Jansson's do. */
+typedef struct jnode {
+    jtype type;
+    int line, col;         /* the value's first character */
+    int key_line, key_col; /* its key's opening quote, in an object; 0 otherwise */
+    int first, last, next; /* children and next sibling, -1 for none */
+    int n;                 /* children of arrays and objects */
+    const char *key;       /* its key, in an object (decoded, NUL-terminated) */
+    const char *s; /* J_STRING: decoded, NUL-terminated (may hold no NUL: \u0000 is refused) */
+    size_t len;    /* J_STRING: bytes */
+    long long i;   /* J_INT */
+    double f;      /* J_INT (converted) and J_REAL */
+} jnode;
+
+/* A parsed document: v[0] is the root. Strings (values and keys) are decoded into one arena. */
+typedef struct jdoc {
+    jnode *v;
+    int n, cap;
+    char *arena;
+    size_t arena_used;
+} jdoc;
+
+/* Why text is not JSON, and where (line and column of the offending character). */
+typedef struct jerror {
+    int line, col;
+    char text[160]; /* Jansson's JSON_ERROR_TEXT_LENGTH */
+} jerror;
+
+/* Parses len bytes of text into *doc (zero it first; free it with plan_json_free, also after a
+ * failure). The root must be an object or an array. Accepts exactly what Jansson's
+ * json_loadb(JSON_REJECT_DUPLICATES) accepts, except a NUL byte right after a number or a literal,
+ * which Jansson skips and this reader refuses ("NUL byte in the text"). Returns 0, BATON_ENOMEM,
+ * or BATON_EPARSE with *e filled: Jansson's message and position when Jansson also refuses the
+ * text (the reference wording), else this reader's own. */
+int plan_json_parse(jdoc *doc, const char *text, size_t len, jerror *e);
+void plan_json_free(jdoc *doc);
+
+/* The child of object node obj under key (the first, keys being distinct), or -1 when obj is not
+ * an object or has no such key. */
+int plan_json_get(const jdoc *doc, int obj, const char *key);
+
+/* "an object", "an array", "a string", "an integer", "a number", "a bool" or "null" (also for a
+ * node < 0), for messages such as "must be a string, not an integer". */
+const char *plan_json_kind(const jdoc *doc, int node);
+
+static inline int jis(const jdoc *doc, int node, jtype type)
+{
+    return node >= 0 && doc->v[node].type == type;
+}
+
+static inline int jis_number(const jdoc *doc, int node)
+{
+    return jis(doc, node, J_INT) || jis(doc, node, J_REAL);
+}
+
+#endif /* BATON_PLAN_JSON_H */
