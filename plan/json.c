@@ -10,7 +10,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "baton/baton.h"
 #include "plan/json.h"
 
 typedef struct jparser {

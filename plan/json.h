@@ -6,6 +6,8 @@
 
 #include <stddef.h>
 
+#include "baton/baton.h" /* the BATON_E* codes it returns */
+
 /* Jansson's JSON_PARSER_MAX_DEPTH: every value, not only containers, counts toward it. */
 #define JSON_MAX_DEPTH 2048
 
