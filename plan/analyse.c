@@ -382,9 +382,11 @@ static int build_boundaries_and_syncs(baton_plan *plan, baton_error *err)
                 int prev = plan_memory_index(plan, plan->segments[s - 1].device);
                 if (plan->segments[s - 1].device.kind == BATON_DEVICE_CUDA)
                     need[prev] = 1;
-                for (int t = 0; t < plan->n_transfers; t++)
-                    if (plan->transfers[t].segment == s)
-                        need[plan_memory_index(plan, plan->transfers[t].from)] = 1;
+                /* the transfers into segment s are boundary s-1's (sorted by segment), so this
+                 * stays linear in boundaries + transfers rather than their product */
+                const plan_boundary *pb = &plan->boundaries[s - 1];
+                for (int t = pb->first_transfer; t < pb->first_transfer + pb->n_transfers; t++)
+                    need[plan_memory_index(plan, plan->transfers[t].from)] = 1;
                 for (int d = 1; d < plan->n_devices; d++)
                     if (need[d] && pending[d]) {
                         if (push_sync(plan, mode, cap, seg->first_step - 1, plan->memory[d].device,

@@ -173,6 +173,93 @@ Test(analysis, chain_of_one_device_reuses_two_buffers)
     baton_plan_free(p);
 }
 
+/* ---- a large alternating plan --------------------------------------------------------------- */
+
+/* A chain of n noop steps t(i) -> t(i+1), even steps on the CPU and odd ones on cuda:0: the shape
+ * whose analysis was once quadratic in the number of boundaries (issue 9; bench_host times it). */
+static char *alternating_chain(int n)
+{
+    size_t cap = (size_t)n * 160 + 1024, len = 0;
+    char *b = malloc(cap);
+    cr_assert_not_null(b);
+    len += (size_t)snprintf(b + len, cap - len,
+                            "{\"format\": \"baton.plan\", \"version\": 1, \"name\": \"alt\", "
+                            "\"tensors\": [{\"name\": \"t0\", \"dtype\": \"f32\", \"shape\": [4], "
+                            "\"role\": \"input\"}");
+    for (int i = 1; i <= n; i++)
+        len += (size_t)snprintf(b + len, cap - len,
+                                ",\n{\"name\": \"t%d\", \"dtype\": \"f32\", \"shape\": [4]%s}", i,
+                                i == n ? ", \"role\": \"output\"" : "");
+    len += (size_t)snprintf(b + len, cap - len, "],\n\"steps\": [");
+    for (int i = 0; i < n; i++)
+        len += (size_t)snprintf(b + len, cap - len,
+                                "%s\n{\"name\": \"s%d\", \"kernel\": \"noop\", \"device\": \"%s\", "
+                                "\"inputs\": [\"t%d\"], \"outputs\": [\"t%d\"]}",
+                                i ? "," : "", i, i % 2 ? "cuda:0" : "cpu", i, i + 1);
+    snprintf(b + len, cap - len, "]}\n");
+    return b;
+}
+
+Test(analysis, analyses_a_100k_step_alternating_plan_exactly)
+{
+    const int n = 100000; /* even: the last step runs on cuda:0 */
+    char *json = alternating_chain(n);
+    baton_plan *p = load_text(json);
+    free(json);
+    const baton_device cpu = {BATON_DEVICE_CPU, 0}, gpu = {BATON_DEVICE_CUDA, 0};
+
+    /* one segment per step */
+    cr_assert_eq(p->n_segments, n);
+    for (int i = 0; i < n; i++) {
+        const plan_segment *g = &p->segments[i];
+        cr_assert(g->first_step == i && g->last_step == i && p->steps[i].segment == i,
+                  "segment %d: steps %d..%d", i, g->first_step, g->last_step);
+        cr_assert(device_eq(g->device, i % 2 ? gpu : cpu), "segment %d on the wrong device", i);
+    }
+
+    /* one boundary between each pair of steps, each carrying the one tensor the next step reads;
+     * the output t(n), written on cuda:0, goes back to the host at the end */
+    cr_assert_eq(p->n_boundaries, n - 1);
+    cr_assert_eq(p->n_transfers, n);
+    for (int b = 0; b < n - 1; b++) {
+        const plan_boundary *pb = &p->boundaries[b];
+        int to_gpu = b % 2 == 0;
+        cr_assert(pb->after_step == b && pb->n_transfers == 1 && pb->first_transfer == b,
+                  "boundary %d: after step %d, transfers %d+%d", b, pb->after_step,
+                  pb->first_transfer, pb->n_transfers);
+        cr_assert(device_eq(pb->from, to_gpu ? cpu : gpu) && device_eq(pb->to, to_gpu ? gpu : cpu),
+                  "boundary %d: wrong devices", b);
+        cr_assert_eq(pb->host_wait, !to_gpu, "boundary %d", b);
+        const plan_transfer *x = &p->transfers[b];
+        cr_assert(x->tensor == b + 1 && x->segment == b + 1 && device_eq(x->from, pb->from) &&
+                      device_eq(x->to, pb->to),
+                  "transfer %d: tensor %d into segment %d", b, x->tensor, x->segment);
+    }
+    const plan_transfer *last = &p->transfers[n - 1];
+    cr_assert(last->tensor == n && last->segment == n && device_eq(last->from, gpu) &&
+                  device_eq(last->to, cpu),
+              "the output's transfer: tensor %d, segment %d", last->tensor, last->segment);
+
+    /* strict waits after every GPU step; boundary and graph at every cuda -> cpu boundary and at
+     * the end */
+    cr_assert_eq(p->n_sync[BATON_SYNC_STRICT], n / 2);
+    for (int mode = BATON_SYNC_BOUNDARY; mode <= BATON_SYNC_GRAPH; mode++) {
+        cr_assert_eq(p->n_sync[mode], n / 2, "mode %d", mode);
+        for (int k = 0; k < n / 2; k++) {
+            const plan_sync_point *sp = &p->sync[mode][k];
+            cr_assert(sp->after_step == 2 * k + 1 && device_eq(sp->device, gpu),
+                      "mode %d wait %d after step %d", mode, k, sp->after_step);
+            cr_assert_str_eq(sp->why, k + 1 < n / 2 ? "boundary" : "end");
+        }
+    }
+
+    /* a host buffer that the GPU copies from stays until the end; a GPU buffer is reused as soon
+     * as the host has its copy: two slots on cuda:0 whatever the length */
+    const plan_memory *mg = &p->memory[plan_memory_index(p, gpu)];
+    cr_assert_eq(mg->arena_bytes, 2 * 256, "cuda:0 arena %zu", mg->arena_bytes);
+    baton_plan_free(p);
+}
+
 /* ---- randomized property test --------------------------------------------------------------- */
 
 static int overlaps(int64_t a0, size_t an, int64_t b0, size_t bn)
