@@ -6,6 +6,7 @@
  * Time is measured in positions: step i runs at 2i+1, the boundary into a segment whose first
  * step is f at 2f, the end of the run at 2n. A slot (a tensor's copy on one device) is live on the
  * closed interval [begin, end]; two slots may share bytes only if their intervals are disjoint. */
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -189,59 +190,107 @@ static int plan_lifetimes(baton_plan *plan, analysis_scratch *sc, baton_error *e
 
 /* ---- arena placement ---------------------------------------------------------------------- */
 
+/* The free space of one arena below its top: maximal free ranges ("holes") in a treap ordered by
+ * offset, where each node also knows the largest hole in its subtree. First fit (the lowest hole
+ * that is large enough) and freeing with coalescing then cost O(log holes) instead of a scan of
+ * every hole, which made plans that leave many unusable holes quadratic (issue 9). The placement is
+ * the same as a sorted list of holes would give; priorities only shape the tree. */
 typedef struct hole {
     size_t off, size;
+    size_t max;    /* the largest size in this subtree */
+    uint32_t prio; /* a heap on priorities keeps the tree balanced */
+    int left, right;
 } hole;
 
 typedef struct freelist {
     hole *h;
-    int n, cap;
+    int n, cap; /* nodes made, room for */
+    int root;   /* -1: no hole */
+    int spare;  /* nodes to reuse, chained through .left */
+    uint32_t rng;
     size_t top; /* arena high-water mark */
 } freelist;
 
-/* First fit among the holes, else grow the arena (absorbing a hole that ends at the top). */
-static size_t fl_alloc(freelist *fl, size_t size)
+static size_t hmax(const freelist *fl, int t)
 {
-    for (int i = 0; i < fl->n; i++) {
-        if (fl->h[i].size >= size) {
-            size_t off = fl->h[i].off;
-            fl->h[i].off += size;
-            fl->h[i].size -= size;
-            if (fl->h[i].size == 0) {
-                memmove(&fl->h[i], &fl->h[i + 1], (size_t)(fl->n - i - 1) * sizeof *fl->h);
-                fl->n--;
-            }
-            return off;
-        }
-    }
-    if (fl->n > 0 && fl->h[fl->n - 1].off + fl->h[fl->n - 1].size == fl->top) {
-        size_t off = fl->h[fl->n - 1].off;
-        fl->top = off + size;
-        fl->n--;
-        return off;
-    }
-    size_t off = fl->top;
-    fl->top += size;
-    return off;
+    return t < 0 ? 0 : fl->h[t].max;
 }
 
-static int fl_free(freelist *fl, size_t off, size_t size)
+static void pull(freelist *fl, int t)
 {
-    int i = 0;
-    while (i < fl->n && fl->h[i].off < off)
-        i++;
-    /* coalesce with neighbours */
-    int merged_prev = i > 0 && fl->h[i - 1].off + fl->h[i - 1].size == off;
-    int merged_next = i < fl->n && off + size == fl->h[i].off;
-    if (merged_prev && merged_next) {
-        fl->h[i - 1].size += size + fl->h[i].size;
-        memmove(&fl->h[i], &fl->h[i + 1], (size_t)(fl->n - i - 1) * sizeof *fl->h);
-        fl->n--;
-    } else if (merged_prev) {
-        fl->h[i - 1].size += size;
-    } else if (merged_next) {
-        fl->h[i].off = off;
-        fl->h[i].size += size;
+    hole *x = &fl->h[t];
+    size_t l = hmax(fl, x->left), r = hmax(fl, x->right), m = x->size;
+    if (l > m)
+        m = l;
+    x->max = r > m ? r : m;
+}
+
+/* Joins two treaps, every offset in a below every offset in b. */
+static int merge(freelist *fl, int a, int b)
+{
+    if (a < 0)
+        return b;
+    if (b < 0)
+        return a;
+    if (fl->h[a].prio > fl->h[b].prio) {
+        fl->h[a].right = merge(fl, fl->h[a].right, b);
+        pull(fl, a);
+        return a;
+    }
+    fl->h[b].left = merge(fl, a, fl->h[b].left);
+    pull(fl, b);
+    return b;
+}
+
+/* Splits treap t into *a (offsets below off) and *b (the rest). */
+static void split(freelist *fl, int t, size_t off, int *a, int *b)
+{
+    if (t < 0) {
+        *a = *b = -1;
+        return;
+    }
+    if (fl->h[t].off < off) {
+        split(fl, fl->h[t].right, off, &fl->h[t].right, b);
+        *a = t;
+    } else {
+        split(fl, fl->h[t].left, off, a, &fl->h[t].left);
+        *b = t;
+    }
+    pull(fl, t);
+}
+
+/* Removes the hole at off (which exists) from treap t; returns the new root. */
+static int erase(freelist *fl, int t, size_t off)
+{
+    hole *x = &fl->h[t];
+    if (x->off == off) {
+        int rest = merge(fl, x->left, x->right);
+        x->left = fl->spare;
+        fl->spare = t;
+        return rest;
+    }
+    if (off < x->off)
+        x->left = erase(fl, x->left, off);
+    else
+        x->right = erase(fl, x->right, off);
+    pull(fl, t);
+    return t;
+}
+
+/* Recomputes the maxima on the path to the hole at off, after its size (or its offset, within
+ * its neighbours) changed. */
+static void refresh(freelist *fl, int t, size_t off)
+{
+    if (fl->h[t].off != off)
+        refresh(fl, off < fl->h[t].off ? fl->h[t].left : fl->h[t].right, off);
+    pull(fl, t);
+}
+
+static int insert(freelist *fl, size_t off, size_t size)
+{
+    int k = fl->spare;
+    if (k >= 0) {
+        fl->spare = fl->h[k].left;
     } else {
         if (fl->n == fl->cap) {
             int nc = fl->cap ? fl->cap * 2 : 16;
@@ -251,9 +300,90 @@ static int fl_free(freelist *fl, size_t off, size_t size)
             fl->h = nh;
             fl->cap = nc;
         }
-        memmove(&fl->h[i + 1], &fl->h[i], (size_t)(fl->n - i) * sizeof *fl->h);
-        fl->h[i] = (hole){off, size};
-        fl->n++;
+        k = fl->n++;
+    }
+    fl->rng ^= fl->rng << 13; /* xorshift32: fixed seed, so every run builds the same tree */
+    fl->rng ^= fl->rng >> 17;
+    fl->rng ^= fl->rng << 5;
+    fl->h[k] =
+        (hole){.off = off, .size = size, .max = size, .prio = fl->rng, .left = -1, .right = -1};
+    int a, b;
+    split(fl, fl->root, off, &a, &b);
+    fl->root = merge(fl, merge(fl, a, k), b);
+    return 0;
+}
+
+/* The hole with the largest offset below off (before = 1) or the smallest above it, or -1. */
+static int neighbour(const freelist *fl, size_t off, int before)
+{
+    int best = -1;
+    for (int t = fl->root; t >= 0;) {
+        if (before ? fl->h[t].off < off : fl->h[t].off > off) {
+            best = t;
+            t = before ? fl->h[t].right : fl->h[t].left;
+        } else {
+            t = before ? fl->h[t].left : fl->h[t].right;
+        }
+    }
+    return best;
+}
+
+/* First fit among the holes, else grow the arena (absorbing a hole that ends at the top). */
+static size_t fl_alloc(freelist *fl, size_t size)
+{
+    int t = fl->root;
+    if (hmax(fl, t) >= size) {
+        /* the lowest hole that fits: left while the left subtree has one, else here, else right */
+        for (;;) {
+            if (hmax(fl, fl->h[t].left) >= size)
+                t = fl->h[t].left;
+            else if (fl->h[t].size >= size)
+                break;
+            else
+                t = fl->h[t].right;
+        }
+        size_t off = fl->h[t].off;
+        if (fl->h[t].size == size) {
+            fl->root = erase(fl, fl->root, off);
+        } else {
+            fl->h[t].off += size;
+            fl->h[t].size -= size;
+            refresh(fl, fl->root, fl->h[t].off);
+        }
+        return off;
+    }
+    int last = neighbour(fl, SIZE_MAX, 1);
+    if (last >= 0 && fl->h[last].off + fl->h[last].size == fl->top) {
+        size_t off = fl->h[last].off;
+        fl->top = off + size;
+        fl->root = erase(fl, fl->root, off);
+        return off;
+    }
+    size_t off = fl->top;
+    fl->top += size;
+    return off;
+}
+
+static int fl_free(freelist *fl, size_t off, size_t size)
+{
+    int prev = neighbour(fl, off, 1), next = neighbour(fl, off, 0);
+    /* coalesce with neighbours */
+    int merged_prev = prev >= 0 && fl->h[prev].off + fl->h[prev].size == off;
+    int merged_next = next >= 0 && off + size == fl->h[next].off;
+    if (merged_prev && merged_next) {
+        size_t next_size = fl->h[next].size;
+        fl->root = erase(fl, fl->root, fl->h[next].off);
+        fl->h[prev].size += size + next_size;
+        refresh(fl, fl->root, fl->h[prev].off);
+    } else if (merged_prev) {
+        fl->h[prev].size += size;
+        refresh(fl, fl->root, fl->h[prev].off);
+    } else if (merged_next) {
+        fl->h[next].off = off;
+        fl->h[next].size += size;
+        refresh(fl, fl->root, off);
+    } else {
+        return insert(fl, off, size);
     }
     return 0;
 }
@@ -285,7 +415,7 @@ static int place_device(baton_plan *plan, analysis_scratch *sc, int d, baton_err
     int nt = plan->n_tensors, ns = 0, rc = 0;
     slot *slots = malloc((size_t)(nt ? nt : 1) * sizeof *slots);
     slot **by_end = malloc((size_t)(nt ? nt : 1) * sizeof *by_end);
-    freelist fl = {0};
+    freelist fl = {.root = -1, .spare = -1, .rng = 2463534242u};
     if (!slots || !by_end) {
         rc = baton_seterr(err, BATON_ENOMEM, "analysis: out of memory");
         goto out;

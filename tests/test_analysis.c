@@ -409,6 +409,166 @@ Test(analysis, memory_plan_reuses_space_on_random_chains)
     free(json);
 }
 
+/* ---- the arena placement against a reference --------------------------------------------------
+ */
+
+/* First fit over a sorted array of holes, the plain form of the placement analyse.c documents:
+ * slots in order of (begin, larger first, tensor); before each, the slots whose life ended earlier
+ * are freed and coalesced; a slot takes the lowest hole that fits, else the top (absorbing a hole
+ * that ends there). Fills off[t] and returns the arena size; *most_holes is the peak hole count. */
+typedef struct ref_slot {
+    int t, begin, end;
+    size_t size;
+} ref_slot;
+
+static int ref_cmp_begin(const void *a, const void *b)
+{
+    const ref_slot *x = a, *y = b;
+    if (x->begin != y->begin)
+        return x->begin < y->begin ? -1 : 1;
+    if (x->size != y->size)
+        return x->size > y->size ? -1 : 1;
+    return x->t - y->t;
+}
+
+static size_t reference_arena(const baton_plan *p, const plan_memory *m, int64_t *off,
+                              int *most_holes)
+{
+    int nt = p->n_tensors, ns = 0, nh = 0;
+    ref_slot *sl = malloc((size_t)nt * sizeof *sl);
+    size_t(*holes)[2] = malloc((size_t)nt * sizeof *holes), top = 0;
+    char *freed = calloc((size_t)nt, 1);
+    cr_assert(sl && holes && freed);
+    for (int t = 0; t < nt; t++) {
+        off[t] = -1;
+        if (m->live_begin[t] >= 0)
+            sl[ns++] = (ref_slot){t, m->live_begin[t], m->live_end[t],
+                                  (p->tensors[t].nbytes + 255) / 256 * 256};
+    }
+    qsort(sl, (size_t)ns, sizeof *sl, ref_cmp_begin);
+    *most_holes = 0;
+    for (int i = 0; i < ns; i++) {
+        for (int j = 0; j < i; j++) { /* free what ended before this slot begins */
+            if (freed[j] || sl[j].end >= sl[i].begin)
+                continue;
+            freed[j] = 1;
+            size_t o = (size_t)off[sl[j].t], z = sl[j].size;
+            int k = 0;
+            while (k < nh && holes[k][0] < o)
+                k++;
+            int prev = k > 0 && holes[k - 1][0] + holes[k - 1][1] == o;
+            int next = k < nh && o + z == holes[k][0];
+            if (prev && next) {
+                holes[k - 1][1] += z + holes[k][1];
+                memmove(&holes[k], &holes[k + 1], (size_t)(nh - k - 1) * sizeof *holes);
+                nh--;
+            } else if (prev) {
+                holes[k - 1][1] += z;
+            } else if (next) {
+                holes[k][0] = o;
+                holes[k][1] += z;
+            } else {
+                memmove(&holes[k + 1], &holes[k], (size_t)(nh - k) * sizeof *holes);
+                holes[k][0] = o;
+                holes[k][1] = z;
+                nh++;
+            }
+        }
+        if (nh > *most_holes)
+            *most_holes = nh;
+        size_t z = sl[i].size;
+        int k = 0;
+        while (k < nh && holes[k][1] < z)
+            k++;
+        if (k < nh) {
+            off[sl[i].t] = (int64_t)holes[k][0];
+            holes[k][0] += z;
+            holes[k][1] -= z;
+            if (holes[k][1] == 0) {
+                memmove(&holes[k], &holes[k + 1], (size_t)(nh - k - 1) * sizeof *holes);
+                nh--;
+            }
+        } else if (nh > 0 && holes[nh - 1][0] + holes[nh - 1][1] == top) {
+            off[sl[i].t] = (int64_t)holes[nh - 1][0];
+            top = holes[nh - 1][0] + z;
+            nh--;
+        } else {
+            off[sl[i].t] = (int64_t)top;
+            top += z;
+        }
+    }
+    free(sl);
+    free(holes);
+    free(freed);
+    return top;
+}
+
+/* Every device's offsets and arena size equal the reference's; returns the peak hole count. */
+static int expect_reference_placement(const baton_plan *p, const char *what)
+{
+    int64_t *off = malloc((size_t)p->n_tensors * sizeof *off);
+    int most = 0;
+    for (int d = 0; d < p->n_devices; d++) {
+        const plan_memory *m = &p->memory[d];
+        int holes = 0;
+        size_t arena = reference_arena(p, m, off, &holes);
+        if (holes > most)
+            most = holes;
+        cr_assert_eq(m->arena_bytes, arena, "%s: device %d arena %zu, reference %zu", what, d,
+                     m->arena_bytes, arena);
+        for (int t = 0; t < p->n_tensors; t++)
+            cr_assert_eq(m->offset[t], off[t], "%s: device %d tensor %s at %lld, reference %lld",
+                         what, d, p->tensors[t].name, (long long)m->offset[t], (long long)off[t]);
+    }
+    free(off);
+    return most;
+}
+
+Test(analysis, places_slots_exactly_as_first_fit_over_sorted_holes)
+{
+    uint64_t seed = test_fresh_seed();
+    test_rng r = {seed};
+    char what[64];
+    for (int iter = 0; iter < 100; iter++) {
+        char *json = random_plan(&r, 1 + (int)(test_rng_next(&r) % 300));
+        snprintf(what, sizeof what, "seed %llu iter %d", (unsigned long long)seed, iter);
+        baton_plan *p = load_text(json);
+        expect_reference_placement(p, what);
+        baton_plan_free(p);
+        free(json);
+    }
+
+    /* Many holes that nothing fits into: input i_k (k*256 bytes) is copied to s_k, which is
+     * copied to the output l_k; each s_k dies while l_k lives on, and the next s is larger. */
+    const int m = 3000;
+    size_t cap = (size_t)m * 400 + 1024, n = 0;
+    char *json = malloc(cap);
+    n += (size_t)snprintf(json + n, cap - n,
+                          "{\"format\": \"baton.plan\", \"version\": 1, \"name\": \"holes\", "
+                          "\"tensors\": [");
+    for (int k = 1; k <= m; k++)
+        n += (size_t)snprintf(json + n, cap - n,
+                              "%s{\"name\": \"i%d\", \"dtype\": \"f32\", \"shape\": [%d], "
+                              "\"role\": \"input\"},\n{\"name\": \"s%d\", \"dtype\": \"f32\", "
+                              "\"shape\": [%d]},\n{\"name\": \"l%d\", \"dtype\": \"f32\", "
+                              "\"shape\": [%d], \"role\": \"output\"}",
+                              k > 1 ? ",\n" : "", k, 64 * k, k, 64 * k, k, 64 * k);
+    n += (size_t)snprintf(json + n, cap - n, "],\n\"steps\": [");
+    for (int k = 1; k <= m; k++)
+        n += (size_t)snprintf(json + n, cap - n,
+                              "%s{\"name\": \"a%d\", \"kernel\": \"copy\", \"device\": \"cpu\", "
+                              "\"inputs\": [\"i%d\"], \"outputs\": [\"s%d\"]},\n{\"name\": "
+                              "\"b%d\", \"kernel\": \"copy\", \"device\": \"cpu\", \"inputs\": "
+                              "[\"s%d\"], \"outputs\": [\"l%d\"]}",
+                              k > 1 ? ",\n" : "", k, k, k, k, k, k);
+    snprintf(json + n, cap - n, "]}\n");
+    baton_plan *p = load_text(json);
+    int holes = expect_reference_placement(p, "the holes plan");
+    cr_expect_geq(holes, m - 1, "the plan should leave a hole per step pair, got %d", holes);
+    baton_plan_free(p);
+    free(json);
+}
+
 Test(analysis, describe_writes_text_and_json)
 {
     baton_plan *p = load_text(mixed_plan);
