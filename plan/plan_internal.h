@@ -150,7 +150,8 @@ struct baton_plan {
     /* name indexes (plan/plan.c): open addressing, -1 marks an empty slot */
     int *tensor_index;
     int *step_index;
-    unsigned index_mask; /* both tables have index_mask + 1 slots */
+    unsigned index_mask;   /* both tables have index_mask + 1 slots */
+    uint64_t index_key[2]; /* the names' hash key, random per plan (see plan.c) */
 };
 
 /* The most inputs or outputs one step may list; the longest name (core/core.h). */

@@ -341,6 +341,87 @@ Test(plan_load, finds_names_in_a_large_plan)
     free(s);
 }
 
+/* 2^levels names that FNV-1a (the index's hash until issue 9) puts in one slot of any table of up
+ * to 2^20 slots. FNV-1a's low bits depend only on the low bits of its state, so two 5-character
+ * blocks that collide there from a common state can stand for each other, and one such pair per
+ * level, chosen by a birthday search, combines into 2^levels colliding names of 5 * levels
+ * characters. Returns the names, one after another, each 5 * levels + 1 bytes. */
+static char *fnv_colliding_names(int levels)
+{
+    const uint32_t mask = (1u << 20) - 1;
+    static const char alpha[] = "abcdefghijklmnopqrstuvwxyz0123456789";
+    char(*pair)[2][6] = calloc((size_t)levels, sizeof *pair);
+    uint32_t *seen = malloc((mask + 1) * sizeof *seen); /* block number + 1 by low bits */
+    cr_assert(pair && seen);
+    uint32_t h = 2166136261u;
+    for (int lev = 0; lev < levels; lev++) {
+        memset(seen, 0, (mask + 1) * sizeof *seen);
+        for (uint32_t c = 0;; c++) {
+            char b[6];
+            uint32_t x = c, v = h;
+            for (int k = 0; k < 5; k++, x /= 36) {
+                b[k] = alpha[x % 36];
+                v = (v ^ (unsigned char)b[k]) * 16777619u;
+            }
+            b[5] = 0;
+            uint32_t *slot = &seen[v & mask];
+            if (*slot) {
+                uint32_t y = *slot - 1;
+                for (int k = 0; k < 5; k++, y /= 36)
+                    pair[lev][0][k] = alpha[y % 36];
+                memcpy(pair[lev][1], b, 6);
+                h = v; /* the other block leaves the same low bits */
+                break;
+            }
+            *slot = c + 1;
+        }
+    }
+    size_t w = (size_t)5 * (size_t)levels + 1, n = (size_t)1 << levels;
+    char *names = malloc(n * w);
+    cr_assert_not_null(names);
+    for (size_t i = 0; i < n; i++)
+        for (int lev = 0; lev < levels; lev++)
+            memcpy(names + i * w + (size_t)lev * 5, pair[lev][(i >> lev) & 1],
+                   lev + 1 < levels ? 5 : 6);
+    free(pair);
+    free(seen);
+    return names;
+}
+
+/* A plan whose names were made to share a hash slot: with a fixed hash every lookup scanned all
+ * names before it, so this plan took minutes to load (16,384 names: 2.5 s; this is 8 times as
+ * many). The timeout is about 100 times what the load takes with a keyed hash. */
+Test(plan_load, loads_names_made_to_collide_under_a_fixed_hash, .timeout = 30)
+{
+    const int levels = 17, n = 1 << levels, w = 5 * levels + 1;
+    char *names = fnv_colliding_names(levels);
+    size_t cap = (size_t)n * (2 * (size_t)w + 160), tl = 0, sl = 0;
+    char *t = malloc(cap), *s = malloc(cap);
+    cr_assert(t && s);
+    for (int i = 0; i < n; i++) {
+        tl += (size_t)snprintf(t + tl, cap - tl,
+                               "%s{\"name\": \"%s\", \"dtype\": \"f32\", \"shape\": [2]%s}\n",
+                               i ? "," : "", names + (size_t)i * w,
+                               i == 0       ? ", \"role\": \"input\""
+                               : i == n - 1 ? ", \"role\": \"output\""
+                                            : "");
+        if (i > 0)
+            sl += (size_t)snprintf(s + sl, cap - sl,
+                                   "%s{\"name\": \"s%d\", \"kernel\": \"copy\", \"device\": "
+                                   "\"cpu\", \"inputs\": [\"%s\"], \"outputs\": [\"%s\"]}\n",
+                                   i > 1 ? "," : "", i, names + (size_t)(i - 1) * w,
+                                   names + (size_t)i * w);
+    }
+    baton_plan *plan = load_ok(t, s);
+    for (int i = 0; i < n; i++)
+        cr_assert_eq(baton_plan_tensor_index(plan, names + (size_t)i * w), i, "name %d", i);
+    cr_expect_eq(plan->tensors[n - 1].producer, n - 2);
+    baton_plan_free(plan);
+    free(names);
+    free(t);
+    free(s);
+}
+
 /* ---- dataflow -------------------------------------------------------------------------------- */
 
 /* The dataflow errors (a tensor read before or never written, written twice, an input or
