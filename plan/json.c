@@ -12,6 +12,9 @@
 
 #include "plan/json.h"
 
+/* The node array is most of a large plan's memory while it loads. */
+_Static_assert(sizeof(void *) != 8 || sizeof(jnode) == 48, "jnode grew");
+
 typedef struct jparser {
     const char *s;
     size_t len, i;
@@ -81,19 +84,19 @@ static int jnew(jparser *p, jtype type, int line, int col)
     n->type = type;
     n->line = line;
     n->col = col;
-    n->first = n->last = n->next = -1;
+    n->first = n->next = -1;
     return k;
 }
 
-static void jappend(jdoc *t, int parent, int child)
+/* Appends child to parent's children; *last is the previous child (-1 before the first). */
+static void jappend(jdoc *t, int parent, int *last, int child)
 {
-    jnode *pa = &t->v[parent];
-    if (pa->last >= 0)
-        t->v[pa->last].next = child;
+    if (*last >= 0)
+        t->v[*last].next = child;
     else
-        pa->first = child;
-    pa->last = child;
-    pa->n++;
+        t->v[parent].first = child;
+    *last = child;
+    t->v[parent].n++;
 }
 
 static int hex4(const char *s, unsigned *out)
@@ -178,6 +181,18 @@ static int jstring(jparser *p, const char **out, size_t *out_len)
     char *start = t->arena + t->arena_used, *d = start;
     jadvance(p); /* " */
     for (;;) {
+        /* most of a plan's text: a run of printable ASCII, copied as is, one column a byte */
+        size_t run = p->i;
+        while (run < p->len) {
+            unsigned char r = (unsigned char)p->s[run];
+            if (r < 0x20 || r >= 0x80 || r == '"' || r == '\\')
+                break;
+            run++;
+        }
+        memcpy(d, p->s + p->i, run - p->i);
+        d += run - p->i;
+        p->col += (int)(run - p->i);
+        p->i = run;
         if (p->i >= p->len) {
             jfail(p, "premature end of input in a string");
             return -1;
@@ -304,38 +319,47 @@ static int jnumber(jparser *p, int node)
         while (i < p->len && is_digit(p->s[i]))
             i++;
     }
-    char buf[64], *tmp = buf;
-    size_t n = i - b;
-    if (n >= sizeof buf && !(tmp = malloc(n + 1))) {
-        p->nomem = 1;
-        jfail(p, "out of memory");
-        return -1;
-    }
-    memcpy(tmp, p->s + b, n);
-    tmp[n] = 0;
     jnode *v = &p->t->v[node];
+    size_t n = i - b, digits = n - (p->s[b] == '-');
     int rc = 0;
-    errno = 0;
-    if (!real) {
+    if (!real && digits <= 18) { /* exact in a long long: what strtoll gives, without its cost */
+        long long x = 0;
+        for (size_t k = n - digits; k < n; k++)
+            x = x * 10 + (p->s[b + k] - '0');
         v->type = J_INT;
-        v->i = strtoll(tmp, NULL, 10);
+        v->i = p->s[b] == '-' ? -x : x;
         v->f = (double)v->i;
-        if (errno == ERANGE) {
-            jfail(p, "too big integer");
-            rc = -1;
-        }
     } else {
-        v->type = J_REAL;
-        v->f = strtod_l(tmp, NULL, p->c_locale);
-        if ((v->f == HUGE_VAL || v->f == -HUGE_VAL) && errno == ERANGE) {
-            jfail(p, "real number overflow");
-            rc = -1;
+        char buf[64], *tmp = buf;
+        if (n >= sizeof buf && !(tmp = malloc(n + 1))) {
+            p->nomem = 1;
+            jfail(p, "out of memory");
+            return -1;
         }
+        memcpy(tmp, p->s + b, n);
+        tmp[n] = 0;
+        errno = 0;
+        if (!real) {
+            v->type = J_INT;
+            v->i = strtoll(tmp, NULL, 10);
+            v->f = (double)v->i;
+            if (errno == ERANGE) {
+                jfail(p, "too big integer");
+                rc = -1;
+            }
+        } else {
+            v->type = J_REAL;
+            v->f = strtod_l(tmp, NULL, p->c_locale);
+            if ((v->f == HUGE_VAL || v->f == -HUGE_VAL) && errno == ERANGE) {
+                jfail(p, "real number overflow");
+                rc = -1;
+            }
+        }
+        if (tmp != buf)
+            free(tmp);
     }
-    if (tmp != buf)
-        free(tmp);
-    while (p->i < i)
-        jadvance(p);
+    p->col += (int)n; /* a number is ASCII on one line: one column a byte */
+    p->i = i;
     return rc;
 }
 
@@ -356,7 +380,7 @@ static int jcheck_duplicates(jparser *p, int obj)
     if (n <= 16) {
         for (int a = t->v[obj].first; a >= 0; a = t->v[a].next)
             for (int b = t->v[a].next; b >= 0; b = t->v[b].next)
-                if (strcmp(t->v[a].key, t->v[b].key) == 0)
+                if (t->v[a].key[0] == t->v[b].key[0] && strcmp(t->v[a].key, t->v[b].key) == 0)
                     goto dup;
         return 0;
     }
@@ -386,6 +410,7 @@ static int jcontainer(jparser *p, int node, int is_obj)
     jadvance(p); /* [ or { */
     jskip_ws(p);
     char close = is_obj ? '}' : ']';
+    int last = -1;
     if (p->i < p->len && p->s[p->i] == close) {
         jadvance(p);
         return 0;
@@ -418,7 +443,7 @@ static int jcontainer(jparser *p, int node, int is_obj)
         c->key = key;
         c->key_line = key_line;
         c->key_col = key_col;
-        jappend(p->t, node, child);
+        jappend(p->t, node, &last, child);
         jskip_ws(p);
         if (p->i < p->len && p->s[p->i] == ',') {
             jadvance(p);

@@ -81,7 +81,6 @@ Test(json, links_children_of_nested_containers_in_document_order)
     cr_expect_eq(b, child(&doc, 0, 1));
     cr_expect_eq(d, child(&doc, 0, 2));
     cr_expect_eq(doc.v[d].next, -1, "the last child ends the sibling list");
-    cr_expect_eq(doc.v[0].last, d);
 
     cr_assert(jis(&doc, a, J_ARRAY));
     cr_expect_eq(doc.v[a].n, 3);
@@ -97,9 +96,10 @@ Test(json, links_children_of_nested_containers_in_document_order)
     cr_expect_eq(doc.v[empty].first, -1);
 
     /* nodes are in document order: a parent precedes its children */
-    for (int k = 1; k < doc.n; k++)
-        for (int c = doc.v[k].first; c >= 0; c = doc.v[c].next)
-            cr_expect_gt(c, k);
+    for (int k = 0; k < doc.n; k++)
+        if (jis(&doc, k, J_ARRAY) || jis(&doc, k, J_OBJECT))
+            for (int c = doc.v[k].first; c >= 0; c = doc.v[c].next)
+                cr_expect_gt(c, k);
     cr_expect(jis(&doc, plan_json_get(&doc, b, "c"), J_NULL));
     cr_expect_str_eq(doc.v[a].key, "a");
     cr_expect_null(doc.v[child(&doc, a, 0)].key, "array elements have no key");
@@ -238,15 +238,25 @@ Test(json, decodes_keys_like_values)
 
 Test(json, reads_integers_to_the_edges_of_64_bits)
 {
-    jdoc doc = parse_ok("[0, -0, 7, -12, 9223372036854775807, -9223372036854775808]");
-    static const long long want[] = {
-        0, 0, 7, -12, 9223372036854775807LL, -9223372036854775807LL - 1};
+    /* 18 digits and fewer are read without strtoll, 19 with it: both sides of that line */
+    jdoc doc = parse_ok("[0, -0, 7, -12, 999999999999999999, -999999999999999999, "
+                        "1000000000000000000, 9223372036854775807, -9223372036854775808]");
+    static const long long want[] = {0,
+                                     0,
+                                     7,
+                                     -12,
+                                     999999999999999999LL,
+                                     -999999999999999999LL,
+                                     1000000000000000000LL,
+                                     9223372036854775807LL,
+                                     -9223372036854775807LL - 1};
     int k = 0;
     for (int c = doc.v[0].first; c >= 0; c = doc.v[c].next, k++) {
         cr_expect(jis(&doc, c, J_INT), "element %d is not an integer", k);
         cr_expect_eq(doc.v[c].i, want[k], "element %d: %lld", k, doc.v[c].i);
         cr_expect_eq(doc.v[c].f, (double)want[k], "element %d: f is the integer's value", k);
     }
+    cr_expect_eq(k, 9);
     plan_json_free(&doc);
     jerror e = parse_bad("[9223372036854775808]");
     cr_expect(strstr(e.text, "too big") != NULL, "message: %s", e.text);
