@@ -85,12 +85,12 @@ int plan_index_create(baton_plan *plan)
         cap <<= 1;
     free(plan->tensor_index);
     free(plan->step_index);
-    plan->tensor_index = malloc(cap * sizeof(int));
-    plan->step_index = malloc(cap * sizeof(int));
+    plan->tensor_index = malloc(cap * sizeof *plan->tensor_index);
+    plan->step_index = malloc(cap * sizeof *plan->step_index);
     if (!plan->tensor_index || !plan->step_index)
         return BATON_ENOMEM;
-    memset(plan->tensor_index, 0xff, cap * sizeof(int));
-    memset(plan->step_index, 0xff, cap * sizeof(int));
+    memset(plan->tensor_index, 0xff, cap * sizeof *plan->tensor_index);
+    memset(plan->step_index, 0xff, cap * sizeof *plan->step_index);
     plan->index_mask = cap - 1;
     new_index_key(plan);
     return 0;
@@ -106,23 +106,29 @@ static const char *step_name(const baton_plan *plan, int i)
     return plan->steps[i].name;
 }
 
-/* Finds name's slot: the slot that holds it, or the empty slot where it would go. */
-static unsigned probe(const baton_plan *plan, const int *table,
-                      const char *(*name_of)(const baton_plan *, int), const char *name)
+/* Finds name's slot: the slot that holds it, or the empty slot where it would go; *tag receives
+ * the bits of its hash that the slot keeps. */
+static unsigned probe(const baton_plan *plan, const plan_name_slot *table,
+                      const char *(*name_of)(const baton_plan *, int), const char *name,
+                      uint32_t *tag)
 {
-    unsigned i = (unsigned)name_hash(plan->index_key, name) & plan->index_mask;
-    while (table[i] >= 0 && strcmp(name_of(plan, table[i]), name) != 0)
+    uint64_t h = name_hash(plan->index_key, name);
+    unsigned i = (unsigned)h & plan->index_mask;
+    *tag = (uint32_t)(h >> 32);
+    while (table[i].item >= 0 &&
+           (table[i].tag != *tag || strcmp(name_of(plan, table[i].item), name) != 0))
         i = (i + 1) & plan->index_mask;
     return i;
 }
 
-static int index_add(baton_plan *plan, int *table, const char *(*name_of)(const baton_plan *, int),
-                     int item)
+static int index_add(baton_plan *plan, plan_name_slot *table,
+                     const char *(*name_of)(const baton_plan *, int), int item)
 {
-    unsigned slot = probe(plan, table, name_of, name_of(plan, item));
-    if (table[slot] >= 0)
-        return table[slot];
-    table[slot] = item;
+    uint32_t tag;
+    unsigned slot = probe(plan, table, name_of, name_of(plan, item), &tag);
+    if (table[slot].item >= 0)
+        return table[slot].item;
+    table[slot] = (plan_name_slot){item, tag};
     return -1;
 }
 
@@ -140,14 +146,16 @@ int plan_find_tensor(const baton_plan *plan, const char *name)
 {
     if (!plan || !name || !plan->tensor_index)
         return -1;
-    return plan->tensor_index[probe(plan, plan->tensor_index, tensor_name, name)];
+    uint32_t tag;
+    return plan->tensor_index[probe(plan, plan->tensor_index, tensor_name, name, &tag)].item;
 }
 
 int plan_find_step(const baton_plan *plan, const char *name)
 {
     if (!plan || !name || !plan->step_index)
         return -1;
-    return plan->step_index[probe(plan, plan->step_index, step_name, name)];
+    uint32_t tag;
+    return plan->step_index[probe(plan, plan->step_index, step_name, name, &tag)].item;
 }
 
 /* ---- suggestions ------------------------------------------------------------------------- */

@@ -123,6 +123,13 @@ typedef struct plan_sync_point {
 
 #define PLAN_MAX_DEVICES CORE_MAX_DEVICES
 
+/* A slot of a name index: the item, and bits of its name's hash so that a probe compares names
+ * only when these match. */
+typedef struct plan_name_slot {
+    int item;
+    uint32_t tag;
+} plan_name_slot;
+
 struct baton_plan {
     /* The loader's reference plus one per runtime; the plan holds one on its registry. */
     atomic_int refs;
@@ -147,9 +154,9 @@ struct baton_plan {
     int n_sync[3]; /* per baton_sync_mode */
     plan_sync_point *sync[3];
 
-    /* name indexes (plan/plan.c): open addressing, -1 marks an empty slot */
-    int *tensor_index;
-    int *step_index;
+    /* name indexes (plan/plan.c): open addressing, item -1 marks an empty slot */
+    plan_name_slot *tensor_index;
+    plan_name_slot *step_index;
     unsigned index_mask;   /* both tables have index_mask + 1 slots */
     uint64_t index_key[2]; /* the names' hash key, random per plan (see plan.c) */
 };
