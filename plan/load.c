@@ -133,7 +133,7 @@ static int collect(loader *L, int obj, const char *subj, const char *const *allo
     for (int c = J(L, obj)->first; c >= 0; c = J(L, c)->next) {
         const char *key = J(L, c)->key;
         int k = 0;
-        while (k < n_allowed && strcmp(key, allowed[k]) != 0)
+        while (k < n_allowed && (key[0] != allowed[k][0] || strcmp(key, allowed[k]) != 0))
             k++;
         if (k == n_allowed) {
             char list[256], hint[96];

@@ -61,8 +61,6 @@ static int resolve_target(const baton_plan *plan, plan_step *s, baton_error *err
 {
     const baton_registry *reg = plan->registry;
     const baton_target *t = baton_registry_find(reg, s->target_name);
-    char dev[32];
-    baton_device_format(s->device, dev, sizeof dev);
     if (!t) {
         /* List what would work here: targets of the same kind with an implementation for this
          * device kind. */
@@ -97,7 +95,8 @@ static int resolve_target(const baton_plan *plan, plan_step *s, baton_error *err
                    (s->device.kind == BATON_DEVICE_CUDA && !baton_cuda_built() &&
                     baton_target_impl_for(t, BATON_DEVICE_CPU) != NULL);
     if (!runnable) {
-        char list[128] = "";
+        char list[128] = "", dev[32];
+        baton_device_format(s->device, dev, sizeof dev);
         for (int i = 0; i < t->n_impls && i < BATON_MAX_IMPLS; i++)
             append(list, sizeof list, device_kind_word(t->impls[i].device));
         return fail(err, plan, BATON_ENOTARGET, s->device_pos,
@@ -112,12 +111,9 @@ static int resolve_target(const baton_plan *plan, plan_step *s, baton_error *err
 static int check_attrs(const baton_plan *plan, const plan_step *s, baton_error *err)
 {
     const baton_target *t = s->target;
-    char accepted[400] = "";
     int n_specs = 0;
     while (n_specs < BATON_MAX_ATTR_SPECS && t->attrs[n_specs].name)
         n_specs++;
-    for (int k = 0; k < n_specs; k++)
-        append(accepted, sizeof accepted, t->attrs[k].name);
     for (int a = 0; a < s->n_attrs; a++) {
         const baton_attr *at = &s->attrs[a];
         const baton_attr_spec *spec = NULL;
@@ -130,7 +126,9 @@ static int check_attrs(const baton_plan *plan, const plan_step *s, baton_error *
         }
         plan_pos pos = s->attr_pos ? s->attr_pos[a] : s->pos;
         if (!spec) {
-            char hint[96] = "";
+            char hint[96] = "", accepted[400] = ""; /* formatted only here: this runs per step */
+            for (int k = 0; k < n_specs; k++)
+                append(accepted, sizeof accepted, t->attrs[k].name);
             if (plan_suggest_best(&sg))
                 snprintf(hint, sizeof hint, " (did you mean '%s'?)", plan_suggest_best(&sg));
             return fail(err, plan, BATON_EPLAN, pos,
