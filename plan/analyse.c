@@ -183,7 +183,11 @@ static int plan_lifetimes(baton_plan *plan, analysis_scratch *sc, baton_error *e
             }
         }
     }
-    if (plan->n_transfers > 1)
+    /* placed in step order, so usually sorted already: check before paying for a sort */
+    int sorted = 1;
+    for (int i = 1; i < plan->n_transfers && sorted; i++)
+        sorted = cmp_transfer(&plan->transfers[i - 1], &plan->transfers[i]) <= 0;
+    if (!sorted)
         qsort(plan->transfers, (size_t)plan->n_transfers, sizeof *plan->transfers, cmp_transfer);
     return 0;
 }
@@ -401,10 +405,41 @@ static int cmp_begin(const void *a, const void *b)
     return x->tensor - y->tensor;
 }
 
-static int cmp_end(const void *a, const void *b)
+/* Orders the slots (given in tensor order) by cmp_begin into out, and pointers to them by end
+ * into by_end (ties in tensor order), by counting: positions run from 0 to npos - 1, so this is
+ * linear, where two sorts cost O(n log n). Only slots that begin together need comparing. */
+/* cmp_begin's first two keys as one number: constants first, then by begin */
+static int slot_key(const slot *x)
 {
-    const slot *x = *(const slot *const *)a, *y = *(const slot *const *)b;
-    return x->end < y->end ? -1 : x->end > y->end;
+    return x->constant ? 0 : x->begin + 1;
+}
+
+static int order_slots(const slot *in, int ns, int npos, slot *out, slot **by_end)
+{
+    int *at = calloc((size_t)npos + 2, sizeof *at);
+    if (!at)
+        return BATON_ENOMEM;
+    for (int i = 0; i < ns; i++)
+        at[slot_key(&in[i]) + 1]++;
+    for (int p = 0; p <= npos; p++)
+        at[p + 1] += at[p];
+    for (int i = 0; i < ns; i++)
+        out[at[slot_key(&in[i])]++] = in[i];
+    for (int i = 0, j; i < ns; i = j) {
+        for (j = i + 1; j < ns && slot_key(&out[j]) == slot_key(&out[i]); j++)
+            ;
+        if (j - i > 1)
+            qsort(&out[i], (size_t)(j - i), sizeof *out, cmp_begin);
+    }
+    memset(at, 0, ((size_t)npos + 2) * sizeof *at);
+    for (int i = 0; i < ns; i++)
+        at[out[i].end + 1]++;
+    for (int p = 0; p < npos; p++)
+        at[p + 1] += at[p];
+    for (int i = 0; i < ns; i++)
+        by_end[at[out[i].end]++] = &out[i];
+    free(at);
+    return 0;
 }
 
 /* Places one device's slots in time order: at each position, slots whose life ended earlier go
@@ -413,10 +448,11 @@ static int place_device(baton_plan *plan, analysis_scratch *sc, int d, baton_err
 {
     plan_memory *m = &plan->memory[d];
     int nt = plan->n_tensors, ns = 0, rc = 0;
+    slot *found = malloc((size_t)(nt ? nt : 1) * sizeof *found);
     slot *slots = malloc((size_t)(nt ? nt : 1) * sizeof *slots);
     slot **by_end = malloc((size_t)(nt ? nt : 1) * sizeof *by_end);
     freelist fl = {.root = -1, .spare = -1, .rng = 2463534242u};
-    if (!slots || !by_end) {
+    if (!found || !slots || !by_end) {
         rc = baton_seterr(err, BATON_ENOMEM, "analysis: out of memory");
         goto out;
     }
@@ -429,15 +465,15 @@ static int place_device(baton_plan *plan, analysis_scratch *sc, int d, baton_err
             continue;
         size_t size = align_up(plan->tensors[t].nbytes ? plan->tensors[t].nbytes : 1);
         int constant = plan->tensors[t].role == BATON_ROLE_CONSTANT;
-        slots[ns++] = (slot){t, sc->begin[k], sc->end[k], size, constant};
+        found[ns++] = (slot){t, sc->begin[k], sc->end[k], size, constant};
         if (constant)
             m->const_bytes += size;
         m->naive_bytes += size;
     }
-    qsort(slots, (size_t)ns, sizeof *slots, cmp_begin);
-    for (int i = 0; i < ns; i++)
-        by_end[i] = &slots[i];
-    qsort(by_end, (size_t)ns, sizeof *by_end, cmp_end);
+    if (order_slots(found, ns, 2 * plan->n_steps + 1, slots, by_end)) {
+        rc = baton_seterr(err, BATON_ENOMEM, "analysis: out of memory");
+        goto out;
+    }
     int next_free = 0;
     for (int i = 0; i < ns; i++) {
         while (next_free < ns && by_end[next_free]->end < slots[i].begin) {
@@ -452,6 +488,7 @@ static int place_device(baton_plan *plan, analysis_scratch *sc, int d, baton_err
     m->arena_bytes = fl.top;
 out:
     free(fl.h);
+    free(found);
     free(slots);
     free(by_end);
     return rc;
