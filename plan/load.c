@@ -160,7 +160,7 @@ static int valid_name(const char *s)
     return 1;
 }
 
-/* Reads a tensor or step name (node v of obj) into *out (strdup'd). */
+/* Reads a tensor or step name (node v of obj) into *out (in the plan's pool). */
 static int get_name(loader *L, int obj, int v, const char *subj, char **out)
 {
     plan_pos pos = v >= 0 ? node_pos(L, v) : node_pos(L, obj);
@@ -176,10 +176,8 @@ static int get_name(loader *L, int obj, int v, const char *subj, char **out)
             L, BATON_EPLAN, pos,
             "%s: invalid name \"%.64s\"; a name is 1 to %d characters from A-Z a-z 0-9 _ . : -",
             subj, s, PLAN_MAX_NAME);
-    *out = malloc(J(L, v)->len + 1);
-    if (!*out)
+    if (!(*out = plan_strdup(L->plan, s, J(L, v)->len)))
         return fail(L, BATON_ENOMEM, pos, "out of memory");
-    memcpy(*out, s, J(L, v)->len + 1);
     return 0;
 }
 
@@ -187,7 +185,7 @@ enum item_kind { ITEM_TENSOR, ITEM_STEP };
 
 /* The start of every tensor and step: its subject for messages, an object holding only the
  * allowed keys (fields[k] is the node of keys[k]; keys[0] is "name"), and a valid name that no
- * earlier item of the same kind has, strdup'd into *name. */
+ * earlier item of the same kind has, copied into *name. */
 static int load_item_head(loader *L, enum item_kind kind, int i, int obj, const char *const *keys,
                           int n_keys, int *fields, char *subj, size_t cap, char **name)
 {
@@ -552,8 +550,8 @@ static int load_tensor_list(loader *L, plan_step *s, int ja, const char *key, co
                     subj, n, key, PLAN_MAX_STEP_ARGS);
     if (n == 0)
         return 0;
-    *idx = malloc((size_t)n * sizeof(int));
-    *pos = malloc((size_t)n * sizeof(plan_pos));
+    *idx = plan_alloc(L->plan, (size_t)n * sizeof(int));
+    *pos = plan_alloc(L->plan, (size_t)n * sizeof(plan_pos));
     if (!*idx || !*pos)
         return fail(L, BATON_ENOMEM, s->pos, "out of memory");
     int i = 0;
@@ -597,15 +595,16 @@ static int load_attrs(loader *L, plan_step *s, int ja, const char *subj)
     if (n > 64)
         return fail(L, BATON_EPLAN, node_pos(L, ja),
                     "%s has %d attributes; a step takes at most 64", subj, n);
-    s->attrs = calloc((size_t)n, sizeof *s->attrs);
-    s->attr_pos = calloc((size_t)n, sizeof *s->attr_pos);
+    s->attrs = plan_alloc(L->plan, (size_t)n * sizeof *s->attrs);
+    s->attr_pos = plan_alloc(L->plan, (size_t)n * sizeof *s->attr_pos);
     if (!s->attrs || !s->attr_pos)
         return fail(L, BATON_ENOMEM, s->pos, "out of memory");
+    memset(s->attrs, 0, (size_t)n * sizeof *s->attrs);
     for (int c = J(L, ja)->first; c >= 0; c = J(L, c)->next) {
         const jnode *v = J(L, c);
         baton_attr *a = &s->attrs[s->n_attrs];
         s->attr_pos[s->n_attrs] = key_pos(L, c);
-        if (!(a->name = strdup(v->key)))
+        if (!(a->name = plan_strdup(L->plan, v->key, strlen(v->key))))
             return fail(L, BATON_ENOMEM, s->pos, "out of memory");
         s->n_attrs++;
         switch (v->type) {
@@ -625,7 +624,7 @@ static int load_attrs(loader *L, plan_step *s, int ja, const char *subj)
             break;
         case J_STRING:
             a->type = BATON_ATTR_STRING;
-            if (!(a->s = strdup(v->s)))
+            if (!(a->s = plan_strdup(L->plan, v->s, v->len)))
                 return fail(L, BATON_ENOMEM, s->pos, "out of memory");
             break;
         default:
@@ -658,6 +657,9 @@ static int load_opaque(loader *L, plan_step *s, int jo, const char *subj)
         return fail(L, BATON_EPLAN, p,
                     "%s: \"opaque\" holds %zu bytes; a descriptor is at most %d bytes", subj,
                     len / 2, BATON_OPAQUE_MAX);
+    char *bytes = NULL;
+    if (len && !(bytes = plan_alloc(L->plan, len / 2)))
+        return fail(L, BATON_ENOMEM, p, "out of memory");
     for (size_t i = 0; i < len; i += 2) {
         int hi = hexval(h[i]), lo = hexval(h[i + 1]);
         if (hi < 0 || lo < 0)
@@ -665,8 +667,9 @@ static int load_opaque(loader *L, plan_step *s, int jo, const char *subj)
                         "%s: \"opaque\" has a non-hex character at offset %zu; use only "
                         "0-9 a-f A-F",
                         subj, hi < 0 ? i : i + 1);
-        s->opaque[i / 2] = (char)(hi << 4 | lo);
+        bytes[i / 2] = (char)(hi << 4 | lo);
     }
+    s->opaque = bytes ? bytes : plan_no_descriptor;
     s->opaque_len = len / 2;
     s->opaque_verbatim = 1;
     return 0;
@@ -706,7 +709,7 @@ static int load_step(loader *L, int i, int js)
         return fail(L, BATON_EPLAN, s->target_pos, "%s: \"%s\" must be the name of a %s, not %s",
                     subj, tkey, tkey,
                     is_type(L, jt, J_STRING) ? "an empty string" : json_kind(L, jt));
-    if (!(s->target_name = strdup(J(L, jt)->s)))
+    if (!(s->target_name = plan_strdup(L->plan, J(L, jt)->s, J(L, jt)->len)))
         return fail(L, BATON_ENOMEM, s->pos, "out of memory");
 
     int jdev = f[S_DEVICE];
@@ -831,8 +834,7 @@ int baton_plan_load_string(const baton_registry *reg, const char *json, size_t l
     if (!reg || !json || !out)
         return baton_seterr(err, BATON_EINVAL,
                             "baton_plan_load_string: registry, text and out must not be NULL");
-    loader L = {0};
-    L.err = err;
+    loader L = {.err = err};
     L.plan = calloc(1, sizeof *L.plan);
     if (!L.plan)
         return baton_seterr(err, BATON_ENOMEM, "out of memory loading a plan");

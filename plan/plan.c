@@ -3,6 +3,7 @@
  * "did you mean" helper every plan message uses. */
 #include <ctype.h>
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -158,6 +159,54 @@ int plan_find_step(const baton_plan *plan, const char *name)
     return plan->step_index[probe(plan, plan->step_index, step_name, name, &tag)].item;
 }
 
+/* ---- the pool ------------------------------------------------------------------------------ */
+
+typedef struct plan_pool_block {
+    struct plan_pool_block *prev;
+    max_align_t data[]; /* the blocks' bytes */
+} plan_pool_block;
+
+#define POOL_FIRST_BLOCK ((size_t)16 << 10)
+#define POOL_MAX_BLOCK   ((size_t)4 << 20)
+
+const char plan_no_descriptor[1];
+
+void *plan_alloc(baton_plan *plan, size_t size)
+{
+    size = (size + sizeof(max_align_t) - 1) & ~(sizeof(max_align_t) - 1);
+    if (size > plan->pool_left) {
+        /* blocks grow with the plan; a request larger than a block gets a block of its own */
+        size_t cap =
+            plan->pool ? 2 * (size_t)(plan->pool_next - (char *)plan->pool->data) + plan->pool_left
+                       : POOL_FIRST_BLOCK;
+        if (cap > POOL_MAX_BLOCK)
+            cap = POOL_MAX_BLOCK;
+        if (cap < size)
+            cap = size;
+        plan_pool_block *b = malloc(sizeof *b + cap);
+        if (!b)
+            return NULL;
+        b->prev = plan->pool;
+        plan->pool = b;
+        plan->pool_next = (char *)b->data;
+        plan->pool_left = cap;
+    }
+    void *p = plan->pool_next;
+    plan->pool_next += size;
+    plan->pool_left -= size;
+    return p;
+}
+
+char *plan_strdup(baton_plan *plan, const char *s, size_t len)
+{
+    char *d = plan_alloc(plan, len + 1);
+    if (d) {
+        memcpy(d, s, len);
+        d[len] = 0;
+    }
+    return d;
+}
+
 /* ---- suggestions ------------------------------------------------------------------------- */
 
 #define SUGGEST_MAX_LEN 64
@@ -243,27 +292,16 @@ void baton_plan_free(baton_plan *plan)
         return;
     for (int i = 0; i < plan->n_tensors && plan->tensors; i++) {
         plan_tensor *t = &plan->tensors[i];
-        free(t->name);
         free(t->init.path);
         free(t->init.values);
     }
     free(plan->tensors);
-    for (int i = 0; i < plan->n_steps && plan->steps; i++) {
-        plan_step *s = &plan->steps[i];
-        free(s->name);
-        free(s->target_name);
-        free(s->inputs);
-        free(s->outputs);
-        for (int a = 0; a < s->n_attrs && s->attrs; a++) {
-            free((char *)s->attrs[a].name);
-            free((char *)s->attrs[a].s);
-        }
-        free(s->attrs);
-        free(s->input_pos);
-        free(s->output_pos);
-        free(s->attr_pos);
+    free(plan->steps); /* what the steps point to is in the pool */
+    while (plan->pool) {
+        plan_pool_block *prev = plan->pool->prev;
+        free(plan->pool);
+        plan->pool = prev;
     }
-    free(plan->steps);
     free(plan->segments);
     free(plan->boundaries);
     free(plan->transfers);

@@ -59,9 +59,9 @@ typedef struct plan_step {
     int *outputs; /* tensor indices */
     int n_attrs;
     baton_attr *attrs; /* names and strings owned by the plan */
-    /* The descriptor passed to the kernel: from the plan's "opaque" hex when given
-     * (opaque_verbatim = 1), else from the target's pack(). */
-    char opaque[BATON_OPAQUE_MAX];
+    /* The descriptor passed to the kernel (opaque_len bytes, never NULL once validated): from the
+     * plan's "opaque" hex when given (opaque_verbatim = 1), else from the target's pack(). */
+    const char *opaque;
     size_t opaque_len;
     int opaque_verbatim;
     plan_pos pos;
@@ -159,6 +159,11 @@ struct baton_plan {
     plan_name_slot *step_index;
     unsigned index_mask;   /* both tables have index_mask + 1 slots */
     uint64_t index_key[2]; /* the names' hash key, random per plan (see plan.c) */
+
+    /* the pool (plan/plan.c) that holds names, argument lists, attributes and descriptors */
+    struct plan_pool_block *pool;
+    char *pool_next;
+    size_t pool_left;
 };
 
 /* The most inputs or outputs one step may list; the longest name (core/core.h). */
@@ -176,6 +181,16 @@ int plan_index_add_tensor(baton_plan *plan, int i);
 int plan_index_add_step(baton_plan *plan, int i);
 int plan_find_tensor(const baton_plan *plan, const char *name); /* -1 if absent */
 int plan_find_step(const baton_plan *plan, const char *name);   /* -1 if absent */
+
+/* plan/plan.c: memory that lives as long as the plan, carved from a few large blocks that
+ * baton_plan_free releases at once, so that a million-step plan does not make millions of small
+ * allocations. Names, steps' tensor lists and positions, attributes and descriptors live there;
+ * nothing in it is freed on its own. plan_alloc returns size bytes aligned for any field of the
+ * plan (NULL when out of memory); plan_strdup copies len bytes and a NUL. */
+void *plan_alloc(baton_plan *plan, size_t size);
+char *plan_strdup(baton_plan *plan, const char *s, size_t len);
+/* The descriptor of a step that has none: zero bytes, but not NULL. */
+extern const char plan_no_descriptor[1];
 
 /* plan/plan.c: "did you mean" for names, keys and enum words: the closest candidate within a
  * small edit distance (case-insensitive, transpositions count 1), or NULL. */

@@ -157,7 +157,7 @@ static int check_attrs(const baton_plan *plan, const plan_step *s, baton_error *
 }
 
 /* Counts, attributes, the target's check() against the declared outputs, then pack(). */
-static int check_signature(const baton_plan *plan, plan_step *s, baton_error *err)
+static int check_signature(baton_plan *plan, plan_step *s, baton_error *err)
 {
     const baton_target *t = s->target;
     if (s->n_inputs != t->n_inputs || s->n_outputs != t->n_outputs)
@@ -205,13 +205,22 @@ static int check_signature(const baton_plan *plan, plan_step *s, baton_error *er
     }
     if (s->opaque_verbatim)
         return 0;
+    s->opaque = plan_no_descriptor;
     s->opaque_len = 0;
     if (t->pack) {
-        int n = t->pack(&args, s->opaque, sizeof s->opaque);
+        char buf[BATON_OPAQUE_MAX];
+        int n = t->pack(&args, buf, sizeof buf);
         if (n < 0 || n > BATON_OPAQUE_MAX)
             return fail(err, plan, BATON_EPLAN, s->pos,
                         "step '%s': %s '%s' could not pack its descriptor (%s)", s->name,
                         kind_word(t->kind), t->name, baton_strerror(n < 0 ? n : BATON_EINVAL));
+        if (n > 0) {
+            char *d = plan_alloc(plan, (size_t)n);
+            if (!d)
+                return fail(err, plan, BATON_ENOMEM, s->pos, "out of memory");
+            memcpy(d, buf, (size_t)n);
+            s->opaque = d;
+        }
         s->opaque_len = (size_t)n;
     }
     return 0;
