@@ -24,6 +24,8 @@ typedef struct loader {
     baton_plan *plan;
     baton_error *err;
     jdoc t;
+    int recent[4]; /* the tensors that steps' lists named last, -1 for none (see find_tensor) */
+    unsigned n_recent;
 } loader;
 
 static const jnode *J(const loader *L, int n)
@@ -534,6 +536,26 @@ static int hexval(char c)
     return -1;
 }
 
+/* The index of the tensor a step's list names, or -1. Steps mostly read what the steps just
+ * before them wrote and write the tensor declared after that, so those few are tried before the
+ * name index, whose slots are scattered over memory that a large plan does not keep in cache. */
+static int find_tensor(loader *L, const char *name)
+{
+    const baton_plan *plan = L->plan;
+    int t = -1, last = L->recent[(L->n_recent + 3) % 4u];
+    for (int k = 0; k < 4 && t < 0; k++) {
+        int c = k < 3 ? L->recent[(L->n_recent + 3u - (unsigned)k) % 4u] : last + 1;
+        if (c >= 0 && c < plan->n_tensors && plan->tensors[c].name &&
+            plan->tensors[c].name[0] == name[0] && strcmp(plan->tensors[c].name, name) == 0)
+            t = c;
+    }
+    if (t < 0)
+        t = plan_find_tensor(plan, name);
+    if (t >= 0)
+        L->recent[L->n_recent++ % 4u] = t;
+    return t;
+}
+
 static int load_tensor_list(loader *L, plan_step *s, int ja, const char *key, const char *subj,
                             int **idx, plan_pos **pos, int *count)
 {
@@ -561,7 +583,7 @@ static int load_tensor_list(loader *L, plan_step *s, int ja, const char *key, co
             return fail(L, BATON_EPLAN, p, "%s: %s[%d] must be a tensor name (a string), not %s",
                         subj, key, i, json_kind(L, c));
         const char *name = J(L, c)->s;
-        int t = plan_find_tensor(L->plan, name);
+        int t = find_tensor(L, name);
         if (t < 0) {
             plan_suggest sg;
             char hint[PLAN_MAX_NAME + 32] = "";
@@ -834,7 +856,7 @@ int baton_plan_load_string(const baton_registry *reg, const char *json, size_t l
     if (!reg || !json || !out)
         return baton_seterr(err, BATON_EINVAL,
                             "baton_plan_load_string: registry, text and out must not be NULL");
-    loader L = {.err = err};
+    loader L = {.err = err, .recent = {-1, -1, -1, -1}};
     L.plan = calloc(1, sizeof *L.plan);
     if (!L.plan)
         return baton_seterr(err, BATON_ENOMEM, "out of memory loading a plan");
