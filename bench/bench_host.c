@@ -2,9 +2,17 @@
  *   1. Load, validate and analyse a generated 10,000-step plan (target: <= 50 ms).
  *   2. Scheduler dispatch overhead per step with no-op kernels on the CPU (target: <= 100 ns),
  *      against the floor of calling the same kernel function directly in a loop.
- * Prints a table; medians of repeated measurements. Usage: bench_host [steps] [repeats] */
+ *   3. How load + validate + analyse scales with plan size (issue 9): 10k, 100k and 1M steps,
+ *      alternating cpu/cuda:0 every step and on one device; targets: 100k alternating <= 12x the
+ *      10k time, 1M steps < 5 s (999,999 steps: a chain has one tensor more than it has steps, and
+ *      a plan holds at most 10^6 tensors). Each load starts from fresh memory, as a new process.
+ * Prints tables; medians of repeated measurements.
+ * Usage: bench_host [--scale=MAX] [steps] [repeats]   (--scale=0 skips part 3; default 1000000) */
 #include <stdio.h>
 #include <stdlib.h>
+#ifdef __GLIBC__
+#include <malloc.h>
+#endif
 #include <string.h>
 #include <time.h>
 
@@ -30,10 +38,10 @@ static int64_t median(int64_t *v, int n)
     return v[n / 2];
 }
 
-/* A chain of `steps` steps alternating over a few kernels and devices, like a real model:
- * noop on the CPU, with a cuda:0 step every 8 so that segments, boundaries and transfers
- * are analysed too (`gpu` = 0 keeps everything on the CPU for the dispatch benchmark). */
-static char *gen_plan(int steps, int gpu)
+/* A chain of `steps` noop steps, like a real model: on the CPU, with a cuda:0 step every
+ * `gpu_every` steps so that segments, boundaries and transfers are analysed too (8 for part 1; 2
+ * alternates every step; 0 keeps everything on the CPU). */
+static char *gen_plan(int steps, int gpu_every)
 {
     size_t cap = (size_t)steps * 220 + 4096, n = 0;
     char *b = malloc(cap);
@@ -48,7 +56,7 @@ static char *gen_plan(int steps, int gpu)
                               i == steps ? ", \"role\": \"output\"" : "");
     n += (size_t)snprintf(b + n, cap - n, "],\n\"steps\": [\n");
     for (int i = 0; i < steps; i++) {
-        const char *dev = gpu && i % 8 == 7 ? "cuda:0" : "cpu";
+        const char *dev = gpu_every && i % gpu_every == gpu_every - 1 ? "cuda:0" : "cpu";
         n += (size_t)snprintf(b + n, cap - n,
                               "%s{\"name\": \"s%d\", \"kernel\": \"noop\", \"device\": \"%s\", "
                               "\"inputs\": [\"t%d\"], \"outputs\": [\"t%d\"]}\n",
@@ -58,8 +66,100 @@ static char *gen_plan(int steps, int gpu)
     return b;
 }
 
+static int64_t cpu_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+/* Median wall time in ms of `reps` loads (load + validate + analyse) of a generated plan, and in
+ * *cpu_ms the median CPU time of the process over the same loads (less disturbed than wall time
+ * on a shared machine); -1 if the plan does not load. */
+static double time_load(const baton_registry *reg, int steps, int gpu_every, int reps,
+                        double *cpu_ms)
+{
+    char *json = gen_plan(steps, gpu_every);
+    size_t len = strlen(json);
+    int64_t *t = malloc((size_t)reps * sizeof *t), *c = malloc((size_t)reps * sizeof *c);
+    baton_error err = {0};
+    double ms = -1;
+    for (int r = 0; r < reps; r++) {
+        baton_plan *p = NULL;
+        int64_t t0 = now_ns(), c0 = cpu_ns();
+        if (baton_plan_load_string(reg, json, len, "gen.json", NULL, &p, &err)) {
+            fprintf(stderr, "%s\n", err.message);
+            goto out;
+        }
+        t[r] = now_ns() - t0;
+        c[r] = cpu_ns() - c0;
+        baton_plan_free(p);
+    }
+    ms = (double)median(t, reps) / 1e6;
+    if (cpu_ms)
+        *cpu_ms = (double)median(c, reps) / 1e6;
+out:
+    free(t);
+    free(c);
+    free(json);
+    return ms;
+}
+
+/* 3. load + validate + analyse against plan size, up to max_steps. Every load gets fresh pages
+ * from the kernel, as a new process (`baton validate`) does: otherwise glibc would serve a 10k
+ * plan's repeated loads from the heap its last load freed, while a plan's arrays above 32 MB are
+ * always mapped afresh, and the ratio would compare warm memory with cold. */
+static int scaling(const baton_registry *reg, int max_steps)
+{
+#ifdef __GLIBC__
+    mallopt(M_MMAP_THRESHOLD, 64 << 10); /* a fixed threshold: large blocks always mapped afresh */
+    mallopt(M_TRIM_THRESHOLD, 64 << 10); /* and the heap's free top returned */
+#endif
+    /* a chain of n steps has n + 1 tensors, and the format allows 10^6: "1M" is 999,999 steps */
+    static const int sizes[] = {10000, 100000, 999999};
+    static const int reps[] = {11, 5, 3};
+    static const char *const shapes[] = {"alternating cpu/cuda:0", "one device (cpu)"};
+    double ms[2][3] = {{0}}, cpu[2][3] = {{0}};
+    printf(
+        "\nload + validate + analyse against plan size, fresh memory each load: wall ms (CPU ms), "
+        "median of 11, 5, 3\n");
+    printf("%-24s %18s %18s %18s %18s\n", "plan", "10k steps", "100k steps", "1M steps",
+           "100k / 10k");
+    for (int k = 0; k < 2; k++) {
+        printf("%-24s", shapes[k]);
+        for (int i = 0; i < 3; i++) {
+            /* a 100k plan that takes seconds would take many minutes at 1M if cost is not linear */
+            if (sizes[i] > max_steps + 1 || (i == 2 && ms[k][1] > 2000)) {
+                printf(" %18s", sizes[i] > max_steps + 1 ? "-" : "skipped");
+                continue;
+            }
+            ms[k][i] = time_load(reg, sizes[i], k == 0 ? 2 : 0, reps[i], &cpu[k][i]);
+            if (ms[k][i] < 0)
+                return 1;
+            printf(" %8.1f (%7.1f)", ms[k][i], cpu[k][i]);
+            fflush(stdout);
+        }
+        if (ms[k][1] > 0)
+            printf(" %7.1fx (%6.1fx)", ms[k][1] / ms[k][0], cpu[k][1] / cpu[k][0]);
+        printf("\n");
+    }
+    if (ms[0][1] > 0)
+        printf("100k alternating <= 12x 10k (wall): %s\n",
+               ms[0][1] <= 12 * ms[0][0] ? "yes" : "NO");
+    if (ms[0][2] > 0 && ms[1][2] > 0)
+        printf("1M steps < 5 s (wall, both plans): %s\n",
+               ms[0][2] < 5000 && ms[1][2] < 5000 ? "yes" : "NO");
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
+    int max_scale = 1000000;
+    if (argc > 1 && strncmp(argv[1], "--scale=", 8) == 0) {
+        max_scale = atoi(argv[1] + 8);
+        argc--;
+        argv++;
+    }
     int steps = argc > 1 ? atoi(argv[1]) : 10000;
     int reps = argc > 2 ? atoi(argv[2]) : 21;
     baton_registry *reg = NULL;
@@ -68,24 +168,13 @@ int main(int argc, char **argv)
         return 1;
 
     /* 1. load + validate + analyse */
-    char *json = gen_plan(steps, 1);
-    size_t len = strlen(json);
+    double load_ms = time_load(reg, steps, 8, reps, NULL);
+    if (load_ms < 0)
+        return 1;
     int64_t *t = malloc((size_t)reps * sizeof *t);
-    for (int r = 0; r < reps; r++) {
-        baton_plan *p = NULL;
-        int64_t t0 = now_ns();
-        if (baton_plan_load_string(reg, json, len, "gen.json", NULL, &p, &err)) {
-            fprintf(stderr, "%s\n", err.message);
-            return 1;
-        }
-        t[r] = now_ns() - t0;
-        baton_plan_free(p);
-    }
-    double load_ms = (double)median(t, reps) / 1e6;
-    free(json);
 
     /* 2. dispatch: a CPU-only noop chain, run many times */
-    json = gen_plan(steps, 0);
+    char *json = gen_plan(steps, 0);
     baton_plan *p = NULL;
     if (baton_plan_load_string(reg, json, strlen(json), "gen.json", NULL, &p, &err)) {
         fprintf(stderr, "%s\n", err.message);
@@ -141,8 +230,10 @@ int main(int argc, char **argv)
            (long long)(st.steps / (st.runs ? st.runs : 1)), (long long)st.host_waits);
     baton_runtime_destroy(rt);
     baton_plan_free(p);
-    baton_registry_destroy(reg);
     free(json);
     free(t);
-    return 0;
+
+    int rc = max_scale > 0 ? scaling(reg, max_scale) : 0;
+    baton_registry_destroy(reg);
+    return rc;
 }
