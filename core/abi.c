@@ -11,15 +11,15 @@ int abi_read(void *dst, size_t dst_size, const void *src, const abi_field *field
     size_t size;
     memcpy(&size, src, sizeof size); /* struct_size leads every versioned struct */
     if (size < sizeof(size_t))
-        return baton_seterr(err, BATON_EINVAL,
-                            "%s: struct_size is %zu; set it to sizeof(%s), the size in the "
-                            "baton.h the caller compiles against",
-                            what, size, type);
+        return err_set(err, BATON_EINVAL,
+                       "%s: struct_size is %zu; set it to sizeof(%s), the size in the "
+                       "baton.h the caller compiles against",
+                       what, size, type);
     if (size > dst_size) {
         const unsigned char *tail = (const unsigned char *)src + dst_size;
         for (size_t i = 0; i < size - dst_size; i++)
             if (tail[i])
-                return baton_seterr(
+                return err_set(
                     err, BATON_ENOTSUP,
                     "%s: struct_size is %zu but this libbaton %s knows %zu bytes of %s, and byte "
                     "%zu is set: the caller was built against a newer baton.h and uses a field "

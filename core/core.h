@@ -11,6 +11,10 @@
 
 #include "baton/baton.h"
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 #if defined(__GNUC__)
 #define CORE_PRINTF(f, a) __attribute__((format(printf, f, a)))
 #else
@@ -40,7 +44,12 @@ static inline void err_clear(baton_error *err)
 }
 
 /* Sets err without a place; returns code. */
-int baton_seterr(baton_error *err, int code, const char *fmt, ...) CORE_PRINTF(3, 4);
+int err_set(baton_error *err, int code, const char *fmt, ...) CORE_PRINTF(3, 4);
+/* Writes a reason into a caller's buffer (a signature check's msg, a kernel's ctx->errbuf) when
+ * there is one; returns code. */
+int reason_set(char *buf, size_t len, int code, const char *fmt, ...) CORE_PRINTF(4, 5);
+/* A kernel's or delegate's failure: the reason into ctx->errbuf (ctx may be NULL); returns code. */
+int ctx_fail(const baton_exec_ctx *ctx, int code, const char *fmt, ...) CORE_PRINTF(3, 4);
 
 /* ---- tensor descriptors and names (core/names.c) ---- */
 
@@ -62,5 +71,9 @@ static inline int dtype_is_int(baton_dtype dt)
 {
     return dt == BATON_DTYPE_I32 || dt == BATON_DTYPE_I64;
 }
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif /* BATON_CORE_H */

@@ -44,11 +44,33 @@ int err_vset(baton_error *err, int code, const char *prefix, const char *fmt, va
     return code;
 }
 
-int baton_seterr(baton_error *err, int code, const char *fmt, ...)
+int err_set(baton_error *err, int code, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
     err_vset(err, code, NULL, fmt, ap);
     va_end(ap);
+    return code;
+}
+
+int reason_set(char *buf, size_t len, int code, const char *fmt, ...)
+{
+    if (buf && len) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(buf, len, fmt, ap);
+        va_end(ap);
+    }
+    return code;
+}
+
+int ctx_fail(const baton_exec_ctx *ctx, int code, const char *fmt, ...)
+{
+    if (ctx && ctx->errbuf && ctx->errbuf_len) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(ctx->errbuf, ctx->errbuf_len, fmt, ap);
+        va_end(ap);
+    }
     return code;
 }

@@ -1,6 +1,6 @@
 /* sig.h: small helpers for targets' check() functions, shared by the built-in kernels
- * (targets/builtin.c) and the gemm delegate (delegates/gemm.c): a failure message, a shape as
- * text, and the rank/dim/numel checks every signature starts with. Private to baton. */
+ * (targets/builtin.c) and the gemm delegate (delegates/gemm.c): a shape as text, and the
+ * rank/dim/numel checks every signature starts with. Private to baton. */
 #ifndef BATON_CORE_SIG_H
 #define BATON_CORE_SIG_H
 
@@ -8,21 +8,7 @@
 #include <stdio.h>
 
 #include "baton/baton.h"
-
-#if defined(__GNUC__)
-__attribute__((format(printf, 3, 4)))
-#endif
-static inline int
-fail(char *msg, size_t len, const char *fmt, ...)
-{
-    if (msg && len) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(msg, len, fmt, ap);
-        va_end(ap);
-    }
-    return BATON_EPLAN;
-}
+#include "core/core.h"
 
 /* "[8, 4096]" */
 static inline const char *shape_str(const baton_tensor_desc *d, char *buf, size_t len)
@@ -41,17 +27,19 @@ static inline const char *shape_str(const baton_tensor_desc *d, char *buf, size_
 static inline int dims_ok(const baton_tensor_desc *d, const char *what, char *msg, size_t len)
 {
     if (d->rank < 0 || d->rank > BATON_MAX_RANK)
-        return fail(msg, len, "%s has rank %d: ranks go from 0 to %d", what, d->rank,
-                    BATON_MAX_RANK);
+        return reason_set(msg, len, BATON_EPLAN, "%s has rank %d: ranks go from 0 to %d", what,
+                          d->rank, BATON_MAX_RANK);
     int64_t n = 1;
     for (int i = 0; i < d->rank; i++) {
         char s[200];
         if (d->shape[i] < 1)
-            return fail(msg, len, "%s has shape %s with a dim of %lld: every dim must be >= 1",
-                        what, shape_str(d, s, sizeof s), (long long)d->shape[i]);
+            return reason_set(msg, len, BATON_EPLAN,
+                              "%s has shape %s with a dim of %lld: every dim must be >= 1", what,
+                              shape_str(d, s, sizeof s), (long long)d->shape[i]);
         if (n > INT64_MAX / d->shape[i])
-            return fail(msg, len, "%s has shape %s, more elements than fit in 64 bits", what,
-                        shape_str(d, s, sizeof s));
+            return reason_set(msg, len, BATON_EPLAN,
+                              "%s has shape %s, more elements than fit in 64 bits", what,
+                              shape_str(d, s, sizeof s));
         n *= d->shape[i];
     }
     return 0;

@@ -17,10 +17,10 @@ static int attr_bool(const baton_sig_args *sig, const char *name, int *out, char
     if (!a)
         return 0;
     if (a->type != BATON_ATTR_BOOL && a->type != BATON_ATTR_INT)
-        return fail(msg, len, "attribute %s must be true or false", name);
+        return reason_set(msg, len, BATON_EPLAN, "attribute %s must be true or false", name);
     if (a->i != 0 && a->i != 1)
-        return fail(msg, len, "attribute %s is %lld: it must be true or false", name,
-                    (long long)a->i);
+        return reason_set(msg, len, BATON_EPLAN, "attribute %s is %lld: it must be true or false",
+                          name, (long long)a->i);
     *out = (int)a->i;
     return 0;
 }
@@ -30,19 +30,22 @@ int baton_gemm_resolve(const baton_sig_args *sig, baton_gemm_desc *desc, baton_t
 {
     char s1[200], s2[200];
     if (!sig || sig->n_inputs != 2 || !sig->inputs)
-        return fail(msg, len, "gemm takes 2 inputs (a, b), got %d", sig ? sig->n_inputs : 0);
+        return reason_set(msg, len, BATON_EPLAN, "gemm takes 2 inputs (a, b), got %d",
+                          sig ? sig->n_inputs : 0);
     if (sig->n_outputs != 1)
-        return fail(msg, len, "gemm writes 1 output, got %d", sig->n_outputs);
+        return reason_set(msg, len, BATON_EPLAN, "gemm writes 1 output, got %d", sig->n_outputs);
     if (sig->n_attrs > 0 && !sig->attrs)
-        return fail(msg, len, "gemm: attrs missing");
+        return reason_set(msg, len, BATON_EPLAN, "gemm: attrs missing");
     const baton_tensor_desc *a = &sig->inputs[0], *b = &sig->inputs[1];
     baton_dtype dt = a->dtype;
     if (dt != BATON_DTYPE_F32 && dt != BATON_DTYPE_F64 && dt != BATON_DTYPE_BF16 &&
         dt != BATON_DTYPE_F16)
-        return fail(msg, len, "a is %s but gemm takes f32, f64, bf16 or f16", baton_dtype_name(dt));
+        return reason_set(msg, len, BATON_EPLAN, "a is %s but gemm takes f32, f64, bf16 or f16",
+                          baton_dtype_name(dt));
     if (b->dtype != dt)
-        return fail(msg, len, "a is %s but b is %s: gemm needs a, b and the output in one dtype",
-                    baton_dtype_name(dt), baton_dtype_name(b->dtype));
+        return reason_set(msg, len, BATON_EPLAN,
+                          "a is %s but b is %s: gemm needs a, b and the output in one dtype",
+                          baton_dtype_name(dt), baton_dtype_name(b->dtype));
     int rc = dims_ok(a, "a", msg, len);
     if (rc == 0)
         rc = dims_ok(b, "b", msg, len);
@@ -63,42 +66,47 @@ int baton_gemm_resolve(const baton_sig_args *sig, baton_gemm_desc *desc, baton_t
         else if (al->type == BATON_ATTR_INT)
             alpha = (double)al->i;
         else
-            return fail(msg, len, "attribute alpha must be a number");
+            return reason_set(msg, len, BATON_EPLAN, "attribute alpha must be a number");
         if (!isfinite(alpha))
-            return fail(msg, len, "alpha is %g: it must be a finite number", alpha);
+            return reason_set(msg, len, BATON_EPLAN, "alpha is %g: it must be a finite number",
+                              alpha);
     }
 
     int64_t m, k;
     if (ta) {
         if (a->rank != 2)
-            return fail(msg, len,
-                        "a has shape %s but with trans_a it must be 2-D [K, M] (leading batch "
-                        "dims fold into M only without trans_a)",
-                        shape_str(a, s1, sizeof s1));
+            return reason_set(
+                msg, len, BATON_EPLAN,
+                "a has shape %s but with trans_a it must be 2-D [K, M] (leading batch "
+                "dims fold into M only without trans_a)",
+                shape_str(a, s1, sizeof s1));
         k = a->shape[0];
         m = a->shape[1];
     } else {
         if (a->rank < 2)
-            return fail(msg, len, "a has shape %s: it must be [M, K] (or [..., M, K])",
-                        shape_str(a, s1, sizeof s1));
+            return reason_set(msg, len, BATON_EPLAN,
+                              "a has shape %s: it must be [M, K] (or [..., M, K])",
+                              shape_str(a, s1, sizeof s1));
         k = a->shape[a->rank - 1];
         m = 1;
         for (int i = 0; i < a->rank - 1; i++)
             m *= a->shape[i];
     }
     if (b->rank != 2)
-        return fail(msg, len, "b has shape %s: it must be 2-D, [K, N] (or [N, K] with trans_b)",
-                    shape_str(b, s1, sizeof s1));
+        return reason_set(msg, len, BATON_EPLAN,
+                          "b has shape %s: it must be 2-D, [K, N] (or [N, K] with trans_b)",
+                          shape_str(b, s1, sizeof s1));
     int64_t bk = tb ? b->shape[1] : b->shape[0];
     int64_t n = tb ? b->shape[0] : b->shape[1];
     if (bk != k)
-        return fail(msg, len,
-                    "a is %s%s so K = %lld, but b is %s%s whose K (dim %d) is %lld: b must be "
-                    "%s",
-                    shape_str(a, s1, sizeof s1), ta ? " (trans_a)" : "", (long long)k,
-                    shape_str(b, s2, sizeof s2), tb ? " (trans_b)" : "", tb ? 1 : 0, (long long)bk,
-                    tb ? "[N, K] with K matching (or set trans_b to false for [K, N])"
-                       : "[K, N] with K matching (or set trans_b to true for [N, K])");
+        return reason_set(
+            msg, len, BATON_EPLAN,
+            "a is %s%s so K = %lld, but b is %s%s whose K (dim %d) is %lld: b must be "
+            "%s",
+            shape_str(a, s1, sizeof s1), ta ? " (trans_a)" : "", (long long)k,
+            shape_str(b, s2, sizeof s2), tb ? " (trans_b)" : "", tb ? 1 : 0, (long long)bk,
+            tb ? "[N, K] with K matching (or set trans_b to false for [K, N])"
+               : "[K, N] with K matching (or set trans_b to true for [N, K])");
     if (desc) {
         memset(desc, 0, sizeof *desc);
         desc->m = m;

@@ -34,7 +34,7 @@ static int build_segments(baton_plan *plan, baton_error *err)
     int n = plan->n_steps;
     plan->segments = calloc((size_t)(n ? n : 1), sizeof *plan->segments);
     if (!plan->segments)
-        return baton_seterr(err, BATON_ENOMEM, "analysis: out of memory");
+        return err_set(err, BATON_ENOMEM, "analysis: out of memory");
     int ns = 0;
     for (int i = 0; i < n; i++) {
         plan_step *s = &plan->steps[i];
@@ -156,7 +156,7 @@ static int plan_lifetimes(baton_plan *plan, analysis_scratch *sc, baton_error *e
                 int seg = s->segment;
                 int at = 2 * plan->segments[seg].first_step;
                 if (add_transfer(plan, &cap, t, home, d, seg))
-                    return baton_seterr(err, BATON_ENOMEM, "analysis: out of memory");
+                    return err_set(err, BATON_ENOMEM, "analysis: out of memory");
                 touch(sc, d, t, at);
                 touch(sc, home, t, at);
                 /* A host buffer that a GPU copies from asynchronously stays untouched until the
@@ -178,7 +178,7 @@ static int plan_lifetimes(baton_plan *plan, analysis_scratch *sc, baton_error *e
             if (home != 0) {
                 if (sc->begin[SLOT(sc, 0, t)] < 0 &&
                     add_transfer(plan, &cap, t, home, 0, plan->n_segments))
-                    return baton_seterr(err, BATON_ENOMEM, "analysis: out of memory");
+                    return err_set(err, BATON_ENOMEM, "analysis: out of memory");
                 touch(sc, 0, t, END);
             }
         }
@@ -453,7 +453,7 @@ static int place_device(baton_plan *plan, analysis_scratch *sc, int d, baton_err
     slot **by_end = malloc((size_t)(nt ? nt : 1) * sizeof *by_end);
     freelist fl = {.root = -1, .spare = -1, .rng = 2463534242u};
     if (!found || !slots || !by_end) {
-        rc = baton_seterr(err, BATON_ENOMEM, "analysis: out of memory");
+        rc = err_set(err, BATON_ENOMEM, "analysis: out of memory");
         goto out;
     }
     for (int t = 0; t < nt; t++) {
@@ -471,7 +471,7 @@ static int place_device(baton_plan *plan, analysis_scratch *sc, int d, baton_err
         m->naive_bytes += size;
     }
     if (order_slots(found, ns, 2 * plan->n_steps + 1, slots, by_end)) {
-        rc = baton_seterr(err, BATON_ENOMEM, "analysis: out of memory");
+        rc = err_set(err, BATON_ENOMEM, "analysis: out of memory");
         goto out;
     }
     int next_free = 0;
@@ -479,7 +479,7 @@ static int place_device(baton_plan *plan, analysis_scratch *sc, int d, baton_err
         while (next_free < ns && by_end[next_free]->end < slots[i].begin) {
             slot *f = by_end[next_free++];
             if (m->offset[f->tensor] >= 0 && fl_free(&fl, (size_t)m->offset[f->tensor], f->size)) {
-                rc = baton_seterr(err, BATON_ENOMEM, "analysis: out of memory");
+                rc = err_set(err, BATON_ENOMEM, "analysis: out of memory");
                 goto out;
             }
         }
@@ -517,7 +517,7 @@ static int build_boundaries_and_syncs(baton_plan *plan, baton_error *err)
     plan->n_boundaries = ns > 0 ? ns - 1 : 0;
     plan->boundaries = calloc((size_t)(ns ? ns : 1), sizeof *plan->boundaries);
     if (!plan->boundaries)
-        return baton_seterr(err, BATON_ENOMEM, "analysis: out of memory");
+        return err_set(err, BATON_ENOMEM, "analysis: out of memory");
     int ti = 0;
     while (ti < plan->n_transfers && plan->transfers[ti].segment == 0)
         ti++;
@@ -537,7 +537,7 @@ static int build_boundaries_and_syncs(baton_plan *plan, baton_error *err)
     for (int i = 0; i < plan->n_steps; i++)
         if (plan->steps[i].device.kind == BATON_DEVICE_CUDA &&
             push_sync(plan, BATON_SYNC_STRICT, cap, i, plan->steps[i].device, "step"))
-            return baton_seterr(err, BATON_ENOMEM, "analysis: out of memory");
+            return err_set(err, BATON_ENOMEM, "analysis: out of memory");
     /* boundary and graph: at GPU -> CPU boundaries (on every GPU that the CPU segment reads
      * from) and at the end on every GPU with work issued since its last wait. */
     for (int mode = BATON_SYNC_BOUNDARY; mode <= BATON_SYNC_GRAPH; mode++) {
@@ -558,7 +558,7 @@ static int build_boundaries_and_syncs(baton_plan *plan, baton_error *err)
                     if (need[d] && pending[d]) {
                         if (push_sync(plan, mode, cap, seg->first_step - 1, plan->memory[d].device,
                                       "boundary"))
-                            return baton_seterr(err, BATON_ENOMEM, "analysis: out of memory");
+                            return err_set(err, BATON_ENOMEM, "analysis: out of memory");
                         pending[d] = 0;
                     }
             } else if (seg->device.kind == BATON_DEVICE_CUDA) {
@@ -568,7 +568,7 @@ static int build_boundaries_and_syncs(baton_plan *plan, baton_error *err)
         for (int d = 1; d < plan->n_devices; d++)
             if (pending[d] &&
                 push_sync(plan, mode, cap, plan->n_steps - 1, plan->memory[d].device, "end"))
-                return baton_seterr(err, BATON_ENOMEM, "analysis: out of memory");
+                return err_set(err, BATON_ENOMEM, "analysis: out of memory");
     }
     return 0;
 }
@@ -583,7 +583,7 @@ int plan_analyse(baton_plan *plan, baton_error *err)
     sc.begin = malloc(cells * sizeof *sc.begin);
     sc.end = malloc(cells * sizeof *sc.end);
     if (!sc.begin || !sc.end) {
-        rc = baton_seterr(err, BATON_ENOMEM, "analysis: out of memory");
+        rc = err_set(err, BATON_ENOMEM, "analysis: out of memory");
         goto out;
     }
     for (size_t i = 0; i < cells; i++) {
@@ -600,7 +600,7 @@ int plan_analyse(baton_plan *plan, baton_error *err)
         m->live_begin = malloc(nt * sizeof *m->live_begin);
         m->live_end = malloc(nt * sizeof *m->live_end);
         if (!m->offset || !m->live_begin || !m->live_end) {
-            rc = baton_seterr(err, BATON_ENOMEM, "analysis: out of memory");
+            rc = err_set(err, BATON_ENOMEM, "analysis: out of memory");
             goto out;
         }
         rc = place_device(plan, &sc, d, err);

@@ -16,9 +16,9 @@ static void put(baton_dtype dt, void *dst, int64_t i, double v)
 int plan_tensor_materialize(const baton_plan *plan, int tensor, void *dst, baton_error *err)
 {
     if (!plan || !dst || tensor < 0 || tensor >= plan->n_tensors)
-        return baton_seterr(err, BATON_EINVAL,
-                            "plan_tensor_materialize: no plan, no buffer or tensor %d out of range",
-                            tensor);
+        return err_set(err, BATON_EINVAL,
+                       "plan_tensor_materialize: no plan, no buffer or tensor %d out of range",
+                       tensor);
     const plan_tensor *t = &plan->tensors[tensor];
     const tensor_init *in = &t->init;
     baton_dtype dt = t->desc.dtype;

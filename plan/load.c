@@ -67,9 +67,9 @@ static const char *json_kind(const loader *L, int n)
     return plan_json_kind(&L->t, n);
 }
 
-static int fail(loader *L, int code, plan_pos pos, const char *fmt, ...) CORE_PRINTF(4, 5);
+static int load_fail(loader *L, int code, plan_pos pos, const char *fmt, ...) CORE_PRINTF(4, 5);
 
-static int fail(loader *L, int code, plan_pos pos, const char *fmt, ...)
+static int load_fail(loader *L, int code, plan_pos pos, const char *fmt, ...)
 {
     char msg[BATON_ERROR_MAX];
     va_list ap;
@@ -140,9 +140,9 @@ static int collect(loader *L, int obj, const char *subj, const char *const *allo
         if (k == n_allowed) {
             char list[256], hint[96];
             join(list, sizeof list, allowed, n_allowed);
-            return fail(L, BATON_EPLAN, key_pos(L, c),
-                        "%s: unknown key '%.64s'%s; allowed keys: %s", subj, key,
-                        did_you_mean(hint, sizeof hint, key, allowed, n_allowed), list);
+            return load_fail(L, BATON_EPLAN, key_pos(L, c),
+                             "%s: unknown key '%.64s'%s; allowed keys: %s", subj, key,
+                             did_you_mean(hint, sizeof hint, key, allowed, n_allowed), list);
         }
         fields[k] = c;
     }
@@ -167,19 +167,19 @@ static int get_name(loader *L, int obj, int v, const char *subj, char **out)
 {
     plan_pos pos = v >= 0 ? node_pos(L, v) : node_pos(L, obj);
     if (v < 0)
-        return fail(L, BATON_EPLAN, pos, "%s has no \"name\"; add one, e.g. \"name\": \"h0\"",
-                    subj);
+        return load_fail(L, BATON_EPLAN, pos, "%s has no \"name\"; add one, e.g. \"name\": \"h0\"",
+                         subj);
     if (!is_type(L, v, J_STRING))
-        return fail(L, BATON_EPLAN, pos, "%s: \"name\" must be a string, not %s", subj,
-                    json_kind(L, v));
+        return load_fail(L, BATON_EPLAN, pos, "%s: \"name\" must be a string, not %s", subj,
+                         json_kind(L, v));
     const char *s = J(L, v)->s;
     if (J(L, v)->len > PLAN_MAX_NAME || !valid_name(s))
-        return fail(
+        return load_fail(
             L, BATON_EPLAN, pos,
             "%s: invalid name \"%.64s\"; a name is 1 to %d characters from A-Z a-z 0-9 _ . : -",
             subj, s, PLAN_MAX_NAME);
     if (!(*out = plan_strdup(L->plan, s, J(L, v)->len)))
-        return fail(L, BATON_ENOMEM, pos, "out of memory");
+        return load_fail(L, BATON_ENOMEM, pos, "out of memory");
     return 0;
 }
 
@@ -201,17 +201,18 @@ static int load_item_head(loader *L, enum item_kind kind, int i, int obj, const 
     int rc;
     subject(L, subj, cap, nouns[kind], arrays[kind], i, obj);
     if (!is_type(L, obj, J_OBJECT))
-        return fail(L, BATON_EPLAN, node_pos(L, obj), "%s: a %s is an object such as %s, not %s",
-                    subj, nouns[kind], examples[kind], json_kind(L, obj));
+        return load_fail(L, BATON_EPLAN, node_pos(L, obj),
+                         "%s: a %s is an object such as %s, not %s", subj, nouns[kind],
+                         examples[kind], json_kind(L, obj));
     if ((rc = collect(L, obj, subj, keys, n_keys, fields)) ||
         (rc = get_name(L, obj, fields[0], subj, name)))
         return rc;
     int prev = kind == ITEM_STEP ? plan_index_add_step(plan, i) : plan_index_add_tensor(plan, i);
     if (prev >= 0) {
         plan_pos first = kind == ITEM_STEP ? plan->steps[prev].pos : plan->tensors[prev].pos;
-        return fail(L, BATON_EPLAN, node_pos(L, fields[0]),
-                    "%s is declared twice (first at line %d:%d); rename one of them", subj,
-                    first.line, first.column);
+        return load_fail(L, BATON_EPLAN, node_pos(L, fields[0]),
+                         "%s is declared twice (first at line %d:%d); rename one of them", subj,
+                         first.line, first.column);
     }
     return 0;
 }
@@ -234,13 +235,13 @@ static int get_number(loader *L, int obj, int v, const char *key, const char *su
 {
     if (v < 0) {
         if (required)
-            return fail(L, BATON_EPLAN, node_pos(L, obj), "%s: init is missing \"%s\" (a number)",
-                        subj, key);
+            return load_fail(L, BATON_EPLAN, node_pos(L, obj),
+                             "%s: init is missing \"%s\" (a number)", subj, key);
         return 0;
     }
     if (!is_number(L, v))
-        return fail(L, BATON_EPLAN, node_pos(L, v), "%s: init \"%s\" must be a number, not %s",
-                    subj, key, json_kind(L, v));
+        return load_fail(L, BATON_EPLAN, node_pos(L, v), "%s: init \"%s\" must be a number, not %s",
+                         subj, key, json_kind(L, v));
     *out = J(L, v)->f;
     return 0;
 }
@@ -254,24 +255,26 @@ static int check_value(loader *L, int v, const char *subj, baton_dtype dt)
     if (dt == BATON_DTYPE_I32 || dt == BATON_DTYPE_I64) {
         double lo = dt == BATON_DTYPE_I32 ? -2147483648.0 : -9223372036854775808.0;
         if (x != floor(x))
-            return fail(L, BATON_EPLAN, pos, "%s: value %g is not an integer but the tensor is %s",
-                        subj, x, baton_dtype_name(dt));
+            return load_fail(L, BATON_EPLAN, pos,
+                             "%s: value %g is not an integer but the tensor is %s", subj, x,
+                             baton_dtype_name(dt));
         if (x < lo || x >= -lo) /* -lo is 2^31 or 2^63, one past the largest value */
-            return fail(L, BATON_EPLAN, pos, "%s: value %g is out of the range of %s", subj, x,
-                        baton_dtype_name(dt));
+            return load_fail(L, BATON_EPLAN, pos, "%s: value %g is out of the range of %s", subj, x,
+                             baton_dtype_name(dt));
         if (is_type(L, v, J_INT) &&
             (J(L, v)->i > 9007199254740992LL || J(L, v)->i < -9007199254740992LL))
-            return fail(L, BATON_EPLAN, pos,
-                        "%s: value %lld is beyond 2^53 and cannot be written inline exactly; use "
-                        "an npy init",
-                        subj, J(L, v)->i);
+            return load_fail(
+                L, BATON_EPLAN, pos,
+                "%s: value %lld is beyond 2^53 and cannot be written inline exactly; use "
+                "an npy init",
+                subj, J(L, v)->i);
         return 0;
     }
     unsigned char tmp[8];
     store_f64(dt, tmp, 0, x);
     if (isinf(load_f64(dt, tmp, 0)))
-        return fail(L, BATON_EPLAN, pos, "%s: value %g overflows %s", subj, x,
-                    baton_dtype_name(dt));
+        return load_fail(L, BATON_EPLAN, pos, "%s: value %g overflows %s", subj, x,
+                         baton_dtype_name(dt));
     return 0;
 }
 
@@ -292,17 +295,19 @@ static int load_init(loader *L, plan_tensor *t, int ji, const char *subj)
     plan_pos pos = node_pos(L, ji);
     char hint[96];
     if (!is_type(L, ji, J_OBJECT))
-        return fail(L, BATON_EPLAN, pos,
-                    "%s: \"init\" must be an object such as {\"kind\": \"fill\", \"value\": 0}, "
-                    "not %s",
-                    subj, json_kind(L, ji));
+        return load_fail(
+            L, BATON_EPLAN, pos,
+            "%s: \"init\" must be an object such as {\"kind\": \"fill\", \"value\": 0}, "
+            "not %s",
+            subj, json_kind(L, ji));
     int jk = jget(L, ji, "kind");
     if (jk < 0)
-        return fail(L, BATON_EPLAN, pos, "%s: init has no \"kind\"; use one of " INIT_LIST, subj);
+        return load_fail(L, BATON_EPLAN, pos, "%s: init has no \"kind\"; use one of " INIT_LIST,
+                         subj);
     if (!is_type(L, jk, J_STRING))
-        return fail(L, BATON_EPLAN, node_pos(L, jk),
-                    "%s: init \"kind\" must be a string (one of " INIT_LIST "), not %s", subj,
-                    json_kind(L, jk));
+        return load_fail(L, BATON_EPLAN, node_pos(L, jk),
+                         "%s: init \"kind\" must be a string (one of " INIT_LIST "), not %s", subj,
+                         json_kind(L, jk));
     const char *kind = J(L, jk)->s;
     static const char *const fill_keys[] = {"kind", "value"};
     static const char *const normal_keys[] = {"kind", "seed", "std", "mean"};
@@ -324,10 +329,10 @@ static int load_init(loader *L, plan_tensor *t, int ji, const char *subj)
         if ((rc = collect(L, ji, subj, normal ? normal_keys : uniform_keys, 4, f)))
             return rc;
         if (!is_type(L, f[1], J_INT) || J(L, f[1])->i < 0)
-            return fail(L, BATON_EPLAN, f[1] >= 0 ? node_pos(L, f[1]) : pos,
-                        "%s: a %s init needs \"seed\", an integer from 0 to 2^63-1, e.g. "
-                        "\"seed\": 7",
-                        subj, kind);
+            return load_fail(L, BATON_EPLAN, f[1] >= 0 ? node_pos(L, f[1]) : pos,
+                             "%s: a %s init needs \"seed\", an integer from 0 to 2^63-1, e.g. "
+                             "\"seed\": 7",
+                             subj, kind);
         in->seed = (uint64_t)J(L, f[1])->i;
         if (normal) {
             in->mean = 0;
@@ -335,21 +340,22 @@ static int load_init(loader *L, plan_tensor *t, int ji, const char *subj)
                 (rc = get_number(L, ji, f[3], "mean", subj, 0, &in->mean)))
                 return rc;
             if (in->std < 0)
-                return fail(L, BATON_EPLAN, node_pos(L, f[2]),
-                            "%s: \"std\" is %g; a standard deviation must be >= 0", subj, in->std);
+                return load_fail(L, BATON_EPLAN, node_pos(L, f[2]),
+                                 "%s: \"std\" is %g; a standard deviation must be >= 0", subj,
+                                 in->std);
             return 0;
         }
         if ((rc = get_number(L, ji, f[2], "low", subj, 1, &in->low)) ||
             (rc = get_number(L, ji, f[3], "high", subj, 1, &in->high)))
             return rc;
         if (!(in->low < in->high))
-            return fail(L, BATON_EPLAN, node_pos(L, f[3]),
-                        "%s: uniform init needs low < high, got low %g and high %g", subj, in->low,
-                        in->high);
+            return load_fail(L, BATON_EPLAN, node_pos(L, f[3]),
+                             "%s: uniform init needs low < high, got low %g and high %g", subj,
+                             in->low, in->high);
         if (!isfinite(in->high - in->low))
-            return fail(L, BATON_EPLAN, node_pos(L, f[3]),
-                        "%s: uniform init range [%g, %g) is wider than a double can hold", subj,
-                        in->low, in->high);
+            return load_fail(L, BATON_EPLAN, node_pos(L, f[3]),
+                             "%s: uniform init range [%g, %g) is wider than a double can hold",
+                             subj, in->low, in->high);
         return 0;
     }
     if (strcmp(kind, "npy") == 0) {
@@ -359,12 +365,12 @@ static int load_init(loader *L, plan_tensor *t, int ji, const char *subj)
         int jp = f[1];
         plan_pos ppos = jp >= 0 ? node_pos(L, jp) : pos;
         if (!is_type(L, jp, J_STRING) || J(L, jp)->len == 0)
-            return fail(L, BATON_EPLAN, ppos,
-                        "%s: an npy init needs \"path\", the .npy file relative to the plan file",
-                        subj);
+            return load_fail(
+                L, BATON_EPLAN, ppos,
+                "%s: an npy init needs \"path\", the .npy file relative to the plan file", subj);
         in->path = resolve_path(L->plan->base_dir, J(L, jp)->s);
         if (!in->path)
-            return fail(L, BATON_ENOMEM, ppos, "out of memory");
+            return load_fail(L, BATON_ENOMEM, ppos, "out of memory");
         /* The whole file is read once here so that a wrong dtype or shape fails at load, not at
          * prepare time; the data is read again when the runtime materialises the constant. */
         baton_tensor_desc d;
@@ -373,8 +379,8 @@ static int load_init(loader *L, plan_tensor *t, int ji, const char *subj)
         rc = baton_npy_read(in->path, &d, &data, &nerr);
         free(data);
         if (rc)
-            return fail(L, rc == BATON_ENOMEM ? BATON_ENOMEM : BATON_EIO, ppos,
-                        "%s: cannot use npy init: %s", subj, nerr.message);
+            return load_fail(L, rc == BATON_ENOMEM ? BATON_ENOMEM : BATON_EIO, ppos,
+                             "%s: cannot use npy init: %s", subj, nerr.message);
         int same = d.dtype == t->desc.dtype && d.rank == t->desc.rank;
         for (int i = 0; same && i < d.rank; i++)
             same = d.shape[i] == t->desc.shape[i];
@@ -382,10 +388,10 @@ static int load_init(loader *L, plan_tensor *t, int ji, const char *subj)
             char have[160], want[160];
             desc_format(have, sizeof have, &d);
             desc_format(want, sizeof want, &t->desc);
-            return fail(L, BATON_EPLAN, ppos,
-                        "%s: %s holds %s but the tensor is declared %s; convert the file or "
-                        "change the declaration",
-                        subj, J(L, jp)->s, have, want);
+            return load_fail(L, BATON_EPLAN, ppos,
+                             "%s: %s holds %s but the tensor is declared %s; convert the file or "
+                             "change the declaration",
+                             subj, J(L, jp)->s, have, want);
         }
         return 0;
     }
@@ -396,35 +402,38 @@ static int load_init(loader *L, plan_tensor *t, int ji, const char *subj)
         int ja = f[1];
         int64_t numel = baton_tensor_desc_numel(&t->desc);
         if (!is_type(L, ja, J_ARRAY))
-            return fail(L, BATON_EPLAN, ja >= 0 ? node_pos(L, ja) : pos,
-                        "%s: a values init needs \"values\", an array of %lld numbers", subj,
-                        (long long)numel);
+            return load_fail(L, BATON_EPLAN, ja >= 0 ? node_pos(L, ja) : pos,
+                             "%s: a values init needs \"values\", an array of %lld numbers", subj,
+                             (long long)numel);
         if (numel > PLAN_MAX_VALUES)
-            return fail(L, BATON_EPLAN, pos,
-                        "%s: inline values are for tensors of at most %d elements and this one "
-                        "has %lld; use an npy init",
-                        subj, PLAN_MAX_VALUES, (long long)numel);
+            return load_fail(
+                L, BATON_EPLAN, pos,
+                "%s: inline values are for tensors of at most %d elements and this one "
+                "has %lld; use an npy init",
+                subj, PLAN_MAX_VALUES, (long long)numel);
         if ((int64_t)J(L, ja)->n != numel)
-            return fail(L, BATON_EPLAN, node_pos(L, ja),
-                        "%s: \"values\" has %d numbers but the tensor has %lld elements", subj,
-                        J(L, ja)->n, (long long)numel);
+            return load_fail(L, BATON_EPLAN, node_pos(L, ja),
+                             "%s: \"values\" has %d numbers but the tensor has %lld elements", subj,
+                             J(L, ja)->n, (long long)numel);
         in->values = malloc((size_t)numel * sizeof(double));
         if (!in->values)
-            return fail(L, BATON_ENOMEM, pos, "out of memory");
+            return load_fail(L, BATON_ENOMEM, pos, "out of memory");
         in->n_values = numel;
         int i = 0;
         for (int c = J(L, ja)->first; c >= 0; c = J(L, c)->next, i++) {
             if (!is_number(L, c))
-                return fail(L, BATON_EPLAN, node_pos(L, c),
-                            "%s: values[%d] must be a number, not %s", subj, i, json_kind(L, c));
+                return load_fail(L, BATON_EPLAN, node_pos(L, c),
+                                 "%s: values[%d] must be a number, not %s", subj, i,
+                                 json_kind(L, c));
             in->values[i] = J(L, c)->f;
             if ((rc = check_value(L, c, subj, t->desc.dtype)))
                 return rc;
         }
         return 0;
     }
-    return fail(L, BATON_EPLAN, node_pos(L, jk), "%s: unknown init kind '%.64s'%s; use one of %s",
-                subj, kind, did_you_mean(hint, sizeof hint, kind, init_words, 5), INIT_LIST);
+    return load_fail(L, BATON_EPLAN, node_pos(L, jk),
+                     "%s: unknown init kind '%.64s'%s; use one of %s", subj, kind,
+                     did_you_mean(hint, sizeof hint, kind, init_words, 5), INIT_LIST);
 }
 
 enum { T_NAME, T_DTYPE, T_SHAPE, T_ROLE, T_INIT, T_N };
@@ -444,37 +453,39 @@ static int load_tensor(loader *L, int i, int jt)
 
     int jd = f[T_DTYPE];
     if (jd < 0)
-        return fail(L, BATON_EPLAN, t->pos, "%s has no \"dtype\"; add one of " DTYPE_LIST, subj);
+        return load_fail(L, BATON_EPLAN, t->pos, "%s has no \"dtype\"; add one of " DTYPE_LIST,
+                         subj);
     if (!is_type(L, jd, J_STRING))
-        return fail(L, BATON_EPLAN, node_pos(L, jd),
-                    "%s: \"dtype\" must be a string (one of " DTYPE_LIST "), not %s", subj,
-                    json_kind(L, jd));
+        return load_fail(L, BATON_EPLAN, node_pos(L, jd),
+                         "%s: \"dtype\" must be a string (one of " DTYPE_LIST "), not %s", subj,
+                         json_kind(L, jd));
     t->desc.dtype = baton_dtype_from_name(J(L, jd)->s);
     if (t->desc.dtype == BATON_DTYPE_INVALID)
-        return fail(L, BATON_EPLAN, node_pos(L, jd),
-                    "%s: unknown dtype '%.64s'%s; valid dtypes: " DTYPE_LIST, subj, J(L, jd)->s,
-                    did_you_mean(hint, sizeof hint, J(L, jd)->s, dtype_words, 6));
+        return load_fail(L, BATON_EPLAN, node_pos(L, jd),
+                         "%s: unknown dtype '%.64s'%s; valid dtypes: " DTYPE_LIST, subj,
+                         J(L, jd)->s, did_you_mean(hint, sizeof hint, J(L, jd)->s, dtype_words, 6));
 
     int js = f[T_SHAPE];
     if (js < 0)
-        return fail(L, BATON_EPLAN, t->pos,
-                    "%s has no \"shape\"; add one, e.g. \"shape\": [8, 4096] ([] for a scalar)",
-                    subj);
+        return load_fail(
+            L, BATON_EPLAN, t->pos,
+            "%s has no \"shape\"; add one, e.g. \"shape\": [8, 4096] ([] for a scalar)", subj);
     if (!is_type(L, js, J_ARRAY))
-        return fail(L, BATON_EPLAN, node_pos(L, js),
-                    "%s: \"shape\" must be an array of sizes such as [8, 4096], not %s", subj,
-                    json_kind(L, js));
+        return load_fail(L, BATON_EPLAN, node_pos(L, js),
+                         "%s: \"shape\" must be an array of sizes such as [8, 4096], not %s", subj,
+                         json_kind(L, js));
     if (J(L, js)->n > BATON_MAX_RANK)
-        return fail(L, BATON_EPLAN, node_pos(L, js),
-                    "%s: shape has %d dimensions; at most %d are supported", subj, J(L, js)->n,
-                    BATON_MAX_RANK);
+        return load_fail(L, BATON_EPLAN, node_pos(L, js),
+                         "%s: shape has %d dimensions; at most %d are supported", subj, J(L, js)->n,
+                         BATON_MAX_RANK);
     t->desc.rank = J(L, js)->n;
     int64_t numel = 1;
     int d = 0;
     for (int c = J(L, js)->first; c >= 0; c = J(L, c)->next, d++) {
         if (!is_type(L, c, J_INT) || J(L, c)->i < 1)
-            return fail(L, BATON_EPLAN, node_pos(L, c),
-                        "%s: shape[%d] must be an integer >= 1 (a scalar has shape [])", subj, d);
+            return load_fail(L, BATON_EPLAN, node_pos(L, c),
+                             "%s: shape[%d] must be an integer >= 1 (a scalar has shape [])", subj,
+                             d);
         int64_t n = (int64_t)J(L, c)->i;
         if (n > PLAN_MAX_TENSOR_BYTES || numel > PLAN_MAX_TENSOR_BYTES / n)
             numel = PLAN_MAX_TENSOR_BYTES + 1;
@@ -484,42 +495,44 @@ static int load_tensor(loader *L, int i, int jt)
     }
     size_t esize = baton_dtype_size(t->desc.dtype);
     if (numel > PLAN_MAX_TENSOR_BYTES / (int64_t)esize)
-        return fail(L, BATON_EPLAN, node_pos(L, js),
-                    "%s is larger than 1 TiB; no device can hold it: check the shape", subj);
+        return load_fail(L, BATON_EPLAN, node_pos(L, js),
+                         "%s is larger than 1 TiB; no device can hold it: check the shape", subj);
     t->nbytes = (size_t)numel * esize;
 
     t->role = BATON_ROLE_INTERMEDIATE;
     int jr = f[T_ROLE];
     if (jr >= 0) {
         if (!is_type(L, jr, J_STRING))
-            return fail(L, BATON_EPLAN, node_pos(L, jr),
-                        "%s: \"role\" must be a string (one of " ROLE_LIST "), not %s", subj,
-                        json_kind(L, jr));
+            return load_fail(L, BATON_EPLAN, node_pos(L, jr),
+                             "%s: \"role\" must be a string (one of " ROLE_LIST "), not %s", subj,
+                             json_kind(L, jr));
         int found = -1;
         for (int r = 0; r < 4; r++)
             if (strcmp(J(L, jr)->s, role_words[r]) == 0)
                 found = r;
         if (found < 0)
-            return fail(L, BATON_EPLAN, node_pos(L, jr),
-                        "%s: unknown role '%.64s'%s; valid roles: " ROLE_LIST, subj, J(L, jr)->s,
-                        did_you_mean(hint, sizeof hint, J(L, jr)->s, role_words, 4));
+            return load_fail(L, BATON_EPLAN, node_pos(L, jr),
+                             "%s: unknown role '%.64s'%s; valid roles: " ROLE_LIST, subj,
+                             J(L, jr)->s,
+                             did_you_mean(hint, sizeof hint, J(L, jr)->s, role_words, 4));
         t->role = role_values[found];
     }
 
     int ji = f[T_INIT];
     if (t->role != BATON_ROLE_CONSTANT) {
         if (ji >= 0)
-            return fail(L, BATON_EPLAN, key_pos(L, ji),
-                        "%s has an init but its role is '%s'; only constants take one: set "
-                        "\"role\": \"constant\" or remove \"init\"",
-                        subj, baton_role_name(t->role));
+            return load_fail(L, BATON_EPLAN, key_pos(L, ji),
+                             "%s has an init but its role is '%s'; only constants take one: set "
+                             "\"role\": \"constant\" or remove \"init\"",
+                             subj, baton_role_name(t->role));
         return 0;
     }
     if (ji < 0)
-        return fail(L, BATON_EPLAN, t->pos,
-                    "constant %s has no \"init\"; add one, e.g. \"init\": {\"kind\": \"fill\", "
-                    "\"value\": 0}",
-                    subj);
+        return load_fail(
+            L, BATON_EPLAN, t->pos,
+            "constant %s has no \"init\"; add one, e.g. \"init\": {\"kind\": \"fill\", "
+            "\"value\": 0}",
+            subj);
     return load_init(L, t, ji, subj);
 }
 
@@ -563,25 +576,26 @@ static int load_tensor_list(loader *L, plan_step *s, int ja, const char *key, co
     if (ja < 0)
         return 0;
     if (!is_type(L, ja, J_ARRAY))
-        return fail(L, BATON_EPLAN, node_pos(L, ja),
-                    "%s: \"%s\" must be an array of tensor names, not %s", subj, key,
-                    json_kind(L, ja));
+        return load_fail(L, BATON_EPLAN, node_pos(L, ja),
+                         "%s: \"%s\" must be an array of tensor names, not %s", subj, key,
+                         json_kind(L, ja));
     int n = J(L, ja)->n;
     if (n > PLAN_MAX_STEP_ARGS)
-        return fail(L, BATON_EPLAN, node_pos(L, ja), "%s lists %d %s; a step takes at most %d",
-                    subj, n, key, PLAN_MAX_STEP_ARGS);
+        return load_fail(L, BATON_EPLAN, node_pos(L, ja), "%s lists %d %s; a step takes at most %d",
+                         subj, n, key, PLAN_MAX_STEP_ARGS);
     if (n == 0)
         return 0;
     *idx = plan_alloc(L->plan, (size_t)n * sizeof(int));
     *pos = plan_alloc(L->plan, (size_t)n * sizeof(plan_pos));
     if (!*idx || !*pos)
-        return fail(L, BATON_ENOMEM, s->pos, "out of memory");
+        return load_fail(L, BATON_ENOMEM, s->pos, "out of memory");
     int i = 0;
     for (int c = J(L, ja)->first; c >= 0; c = J(L, c)->next, i++) {
         plan_pos p = node_pos(L, c);
         if (!is_type(L, c, J_STRING))
-            return fail(L, BATON_EPLAN, p, "%s: %s[%d] must be a tensor name (a string), not %s",
-                        subj, key, i, json_kind(L, c));
+            return load_fail(L, BATON_EPLAN, p,
+                             "%s: %s[%d] must be a tensor name (a string), not %s", subj, key, i,
+                             json_kind(L, c));
         const char *name = J(L, c)->s;
         int t = find_tensor(L, name);
         if (t < 0) {
@@ -592,9 +606,10 @@ static int load_tensor_list(loader *L, plan_step *s, int ja, const char *key, co
                 plan_suggest_try(&sg, L->plan->tensors[k].name);
             if (plan_suggest_best(&sg))
                 snprintf(hint, sizeof hint, " (did you mean '%s'?)", plan_suggest_best(&sg));
-            return fail(L, BATON_EPLAN, p,
-                        "%s: %s '%.64s' is not a declared tensor%s; declare it under \"tensors\"",
-                        subj, key[0] == 'i' ? "input" : "output", name, hint);
+            return load_fail(
+                L, BATON_EPLAN, p,
+                "%s: %s '%.64s' is not a declared tensor%s; declare it under \"tensors\"", subj,
+                key[0] == 'i' ? "input" : "output", name, hint);
         }
         (*idx)[i] = t;
         (*pos)[i] = p;
@@ -608,26 +623,26 @@ static int load_attrs(loader *L, plan_step *s, int ja, const char *subj)
     if (ja < 0)
         return 0;
     if (!is_type(L, ja, J_OBJECT))
-        return fail(L, BATON_EPLAN, node_pos(L, ja),
-                    "%s: \"attrs\" must be an object such as {\"eps\": 1e-5}, not %s", subj,
-                    json_kind(L, ja));
+        return load_fail(L, BATON_EPLAN, node_pos(L, ja),
+                         "%s: \"attrs\" must be an object such as {\"eps\": 1e-5}, not %s", subj,
+                         json_kind(L, ja));
     int n = J(L, ja)->n;
     if (n == 0)
         return 0;
     if (n > 64)
-        return fail(L, BATON_EPLAN, node_pos(L, ja),
-                    "%s has %d attributes; a step takes at most 64", subj, n);
+        return load_fail(L, BATON_EPLAN, node_pos(L, ja),
+                         "%s has %d attributes; a step takes at most 64", subj, n);
     s->attrs = plan_alloc(L->plan, (size_t)n * sizeof *s->attrs);
     s->attr_pos = plan_alloc(L->plan, (size_t)n * sizeof *s->attr_pos);
     if (!s->attrs || !s->attr_pos)
-        return fail(L, BATON_ENOMEM, s->pos, "out of memory");
+        return load_fail(L, BATON_ENOMEM, s->pos, "out of memory");
     memset(s->attrs, 0, (size_t)n * sizeof *s->attrs);
     for (int c = J(L, ja)->first; c >= 0; c = J(L, c)->next) {
         const jnode *v = J(L, c);
         baton_attr *a = &s->attrs[s->n_attrs];
         s->attr_pos[s->n_attrs] = key_pos(L, c);
         if (!(a->name = plan_strdup(L->plan, v->key, strlen(v->key))))
-            return fail(L, BATON_ENOMEM, s->pos, "out of memory");
+            return load_fail(L, BATON_ENOMEM, s->pos, "out of memory");
         s->n_attrs++;
         switch (v->type) {
         case J_INT:
@@ -647,13 +662,14 @@ static int load_attrs(loader *L, plan_step *s, int ja, const char *subj)
         case J_STRING:
             a->type = BATON_ATTR_STRING;
             if (!(a->s = plan_strdup(L->plan, v->s, v->len)))
-                return fail(L, BATON_ENOMEM, s->pos, "out of memory");
+                return load_fail(L, BATON_ENOMEM, s->pos, "out of memory");
             break;
         default:
-            return fail(L, BATON_EPLAN, node_pos(L, c),
-                        "%s: attribute '%.64s' must be an integer, a number, a bool or a string, "
-                        "not %s",
-                        subj, v->key, json_kind(L, c));
+            return load_fail(
+                L, BATON_EPLAN, node_pos(L, c),
+                "%s: attribute '%.64s' must be an integer, a number, a bool or a string, "
+                "not %s",
+                subj, v->key, json_kind(L, c));
         }
     }
     return 0;
@@ -665,30 +681,31 @@ static int load_opaque(loader *L, plan_step *s, int jo, const char *subj)
         return 0;
     plan_pos p = node_pos(L, jo);
     if (!is_type(L, jo, J_STRING))
-        return fail(L, BATON_EPLAN, p,
-                    "%s: \"opaque\" must be a hex string such as \"0a1b\", not %s", subj,
-                    json_kind(L, jo));
+        return load_fail(L, BATON_EPLAN, p,
+                         "%s: \"opaque\" must be a hex string such as \"0a1b\", not %s", subj,
+                         json_kind(L, jo));
     const char *h = J(L, jo)->s;
     size_t len = J(L, jo)->len;
     if (len % 2)
-        return fail(L, BATON_EPLAN, p,
-                    "%s: \"opaque\" has %zu hex digits; bytes take two each, so the count must "
-                    "be even",
-                    subj, len);
+        return load_fail(
+            L, BATON_EPLAN, p,
+            "%s: \"opaque\" has %zu hex digits; bytes take two each, so the count must "
+            "be even",
+            subj, len);
     if (len / 2 > BATON_OPAQUE_MAX)
-        return fail(L, BATON_EPLAN, p,
-                    "%s: \"opaque\" holds %zu bytes; a descriptor is at most %d bytes", subj,
-                    len / 2, BATON_OPAQUE_MAX);
+        return load_fail(L, BATON_EPLAN, p,
+                         "%s: \"opaque\" holds %zu bytes; a descriptor is at most %d bytes", subj,
+                         len / 2, BATON_OPAQUE_MAX);
     char *bytes = NULL;
     if (len && !(bytes = plan_alloc(L->plan, len / 2)))
-        return fail(L, BATON_ENOMEM, p, "out of memory");
+        return load_fail(L, BATON_ENOMEM, p, "out of memory");
     for (size_t i = 0; i < len; i += 2) {
         int hi = hexval(h[i]), lo = hexval(h[i + 1]);
         if (hi < 0 || lo < 0)
-            return fail(L, BATON_EPLAN, p,
-                        "%s: \"opaque\" has a non-hex character at offset %zu; use only "
-                        "0-9 a-f A-F",
-                        subj, hi < 0 ? i : i + 1);
+            return load_fail(L, BATON_EPLAN, p,
+                             "%s: \"opaque\" has a non-hex character at offset %zu; use only "
+                             "0-9 a-f A-F",
+                             subj, hi < 0 ? i : i + 1);
         bytes[i / 2] = (char)(hi << 4 | lo);
     }
     s->opaque = bytes ? bytes : plan_no_descriptor;
@@ -715,37 +732,38 @@ static int load_step(loader *L, int i, int js)
 
     int jk = f[S_KERNEL], jd = f[S_DELEGATE];
     if (jk >= 0 && jd >= 0)
-        return fail(L, BATON_EPLAN, key_pos(L, jd),
-                    "%s names both a kernel and a delegate; a step runs exactly one target: "
-                    "keep one",
-                    subj);
+        return load_fail(L, BATON_EPLAN, key_pos(L, jd),
+                         "%s names both a kernel and a delegate; a step runs exactly one target: "
+                         "keep one",
+                         subj);
     if (jk < 0 && jd < 0)
-        return fail(L, BATON_EPLAN, s->pos,
-                    "%s names no target; add \"kernel\": \"<name>\" or \"delegate\": \"<name>\"",
-                    subj);
+        return load_fail(
+            L, BATON_EPLAN, s->pos,
+            "%s names no target; add \"kernel\": \"<name>\" or \"delegate\": \"<name>\"", subj);
     const char *tkey = jk >= 0 ? "kernel" : "delegate";
     int jt = jk >= 0 ? jk : jd;
     s->kind = jk >= 0 ? BATON_TARGET_KERNEL : BATON_TARGET_DELEGATE;
     s->target_pos = node_pos(L, jt);
     if (!is_type(L, jt, J_STRING) || J(L, jt)->len == 0)
-        return fail(L, BATON_EPLAN, s->target_pos, "%s: \"%s\" must be the name of a %s, not %s",
-                    subj, tkey, tkey,
-                    is_type(L, jt, J_STRING) ? "an empty string" : json_kind(L, jt));
+        return load_fail(L, BATON_EPLAN, s->target_pos,
+                         "%s: \"%s\" must be the name of a %s, not %s", subj, tkey, tkey,
+                         is_type(L, jt, J_STRING) ? "an empty string" : json_kind(L, jt));
     if (!(s->target_name = plan_strdup(L->plan, J(L, jt)->s, J(L, jt)->len)))
-        return fail(L, BATON_ENOMEM, s->pos, "out of memory");
+        return load_fail(L, BATON_ENOMEM, s->pos, "out of memory");
 
     int jdev = f[S_DEVICE];
     s->device_pos = jdev >= 0 ? node_pos(L, jdev) : s->pos;
     if (jdev < 0)
-        return fail(L, BATON_EPLAN, s->pos,
-                    "%s has no \"device\"; add \"device\": \"cpu\" or \"device\": \"cuda:0\"",
-                    subj);
+        return load_fail(L, BATON_EPLAN, s->pos,
+                         "%s has no \"device\"; add \"device\": \"cpu\" or \"device\": \"cuda:0\"",
+                         subj);
     int is_str = is_type(L, jdev, J_STRING);
     if (!is_str || baton_device_parse(J(L, jdev)->s, &s->device) != 0)
-        return fail(L, BATON_EPLAN, s->device_pos,
-                    "%s: unknown device %s%.32s%s; use \"cpu\" or \"cuda:N\" with N from 0 to %d",
-                    subj, is_str ? "'" : "", is_str ? J(L, jdev)->s : json_kind(L, jdev),
-                    is_str ? "'" : "", PLAN_MAX_DEVICES - 2);
+        return load_fail(
+            L, BATON_EPLAN, s->device_pos,
+            "%s: unknown device %s%.32s%s; use \"cpu\" or \"cuda:N\" with N from 0 to %d", subj,
+            is_str ? "'" : "", is_str ? J(L, jdev)->s : json_kind(L, jdev), is_str ? "'" : "",
+            PLAN_MAX_DEVICES - 2);
 
     if ((rc = load_tensor_list(L, s, f[S_INPUTS], "inputs", subj, &s->inputs, &s->input_pos,
                                &s->n_inputs)) ||
@@ -768,69 +786,74 @@ static int build(loader *L)
     plan_pos rpos = node_pos(L, root);
     int f[P_N], rc;
     if (!is_type(L, root, J_OBJECT))
-        return fail(L, BATON_EPLAN, rpos,
-                    "a plan is a JSON object with \"format\": \"baton.plan\", \"version\": 1, "
-                    "\"name\", \"tensors\" and \"steps\"; this file holds %s",
-                    json_kind(L, root));
+        return load_fail(L, BATON_EPLAN, rpos,
+                         "a plan is a JSON object with \"format\": \"baton.plan\", \"version\": 1, "
+                         "\"name\", \"tensors\" and \"steps\"; this file holds %s",
+                         json_kind(L, root));
     if ((rc = collect(L, root, "plan", keys, P_N, f)))
         return rc;
 
     int jf = f[P_FORMAT];
     if (jf < 0)
-        return fail(L, BATON_EPLAN, rpos,
-                    "plan has no \"format\"; a baton plan starts with \"format\": \"baton.plan\", "
-                    "\"version\": 1");
+        return load_fail(
+            L, BATON_EPLAN, rpos,
+            "plan has no \"format\"; a baton plan starts with \"format\": \"baton.plan\", "
+            "\"version\": 1");
     if (!is_type(L, jf, J_STRING) || strcmp(J(L, jf)->s, "baton.plan") != 0)
-        return fail(L, BATON_EPLAN, node_pos(L, jf),
-                    "\"format\" must be \"baton.plan\"; this is not a baton plan file");
+        return load_fail(L, BATON_EPLAN, node_pos(L, jf),
+                         "\"format\" must be \"baton.plan\"; this is not a baton plan file");
     int jv = f[P_VERSION];
     if (jv < 0)
-        return fail(L, BATON_EPLAN, rpos, "plan has no \"version\"; add \"version\": %d",
-                    BATON_PLAN_FORMAT_VERSION);
+        return load_fail(L, BATON_EPLAN, rpos, "plan has no \"version\"; add \"version\": %d",
+                         BATON_PLAN_FORMAT_VERSION);
     if (!is_type(L, jv, J_INT))
-        return fail(L, BATON_EPLAN, node_pos(L, jv), "\"version\" must be the integer %d, not %s",
-                    BATON_PLAN_FORMAT_VERSION, json_kind(L, jv));
+        return load_fail(L, BATON_EPLAN, node_pos(L, jv),
+                         "\"version\" must be the integer %d, not %s", BATON_PLAN_FORMAT_VERSION,
+                         json_kind(L, jv));
     if (J(L, jv)->i != BATON_PLAN_FORMAT_VERSION)
-        return fail(L, BATON_EPLAN, node_pos(L, jv),
-                    "plan format version %lld is not supported; this baton reads version %d",
-                    J(L, jv)->i, BATON_PLAN_FORMAT_VERSION);
+        return load_fail(L, BATON_EPLAN, node_pos(L, jv),
+                         "plan format version %lld is not supported; this baton reads version %d",
+                         J(L, jv)->i, BATON_PLAN_FORMAT_VERSION);
     int jn = f[P_NAME];
     if (jn < 0)
-        return fail(L, BATON_EPLAN, rpos, "plan has no \"name\"; add one, e.g. \"name\": \"demo\"");
+        return load_fail(L, BATON_EPLAN, rpos,
+                         "plan has no \"name\"; add one, e.g. \"name\": \"demo\"");
     if (!is_type(L, jn, J_STRING) || J(L, jn)->len == 0 || J(L, jn)->len > PLAN_MAX_NAME)
-        return fail(L, BATON_EPLAN, node_pos(L, jn),
-                    "the plan's \"name\" must be a string of 1 to %d characters", PLAN_MAX_NAME);
+        return load_fail(L, BATON_EPLAN, node_pos(L, jn),
+                         "the plan's \"name\" must be a string of 1 to %d characters",
+                         PLAN_MAX_NAME);
     if (!(plan->name = strdup(J(L, jn)->s)))
-        return fail(L, BATON_ENOMEM, rpos, "out of memory");
+        return load_fail(L, BATON_ENOMEM, rpos, "out of memory");
 
     int jt = f[P_TENSORS], js = f[P_STEPS];
     if (jt < 0)
-        return fail(L, BATON_EPLAN, rpos,
-                    "plan has no \"tensors\"; add the array of tensors the steps use");
+        return load_fail(L, BATON_EPLAN, rpos,
+                         "plan has no \"tensors\"; add the array of tensors the steps use");
     if (!is_type(L, jt, J_ARRAY))
-        return fail(L, BATON_EPLAN, node_pos(L, jt), "\"tensors\" must be an array, not %s",
-                    json_kind(L, jt));
+        return load_fail(L, BATON_EPLAN, node_pos(L, jt), "\"tensors\" must be an array, not %s",
+                         json_kind(L, jt));
     if (js < 0)
-        return fail(L, BATON_EPLAN, rpos, "plan has no \"steps\"; add the array of steps to run");
+        return load_fail(L, BATON_EPLAN, rpos,
+                         "plan has no \"steps\"; add the array of steps to run");
     if (!is_type(L, js, J_ARRAY))
-        return fail(L, BATON_EPLAN, node_pos(L, js), "\"steps\" must be an array, not %s",
-                    json_kind(L, js));
+        return load_fail(L, BATON_EPLAN, node_pos(L, js), "\"steps\" must be an array, not %s",
+                         json_kind(L, js));
     if (J(L, js)->n == 0)
-        return fail(L, BATON_EPLAN, node_pos(L, js),
-                    "\"steps\" is empty; a plan runs at least one step");
+        return load_fail(L, BATON_EPLAN, node_pos(L, js),
+                         "\"steps\" is empty; a plan runs at least one step");
     if (J(L, jt)->n > PLAN_MAX_ITEMS || J(L, js)->n > PLAN_MAX_ITEMS)
-        return fail(L, BATON_EPLAN, rpos, "a plan holds at most %d tensors and %d steps",
-                    PLAN_MAX_ITEMS, PLAN_MAX_ITEMS);
+        return load_fail(L, BATON_EPLAN, rpos, "a plan holds at most %d tensors and %d steps",
+                         PLAN_MAX_ITEMS, PLAN_MAX_ITEMS);
 
     int nt = J(L, jt)->n, ns = J(L, js)->n;
     plan->tensors = calloc(nt ? (size_t)nt : 1, sizeof *plan->tensors);
     plan->steps = calloc((size_t)ns, sizeof *plan->steps);
     if (!plan->tensors || !plan->steps)
-        return fail(L, BATON_ENOMEM, rpos, "out of memory");
+        return load_fail(L, BATON_ENOMEM, rpos, "out of memory");
     plan->n_tensors = nt;
     plan->n_steps = ns;
     if (plan_index_create(plan))
-        return fail(L, BATON_ENOMEM, rpos, "out of memory");
+        return load_fail(L, BATON_ENOMEM, rpos, "out of memory");
 
     int i = 0;
     for (int c = J(L, jt)->first; c >= 0; c = J(L, c)->next, i++)
@@ -854,12 +877,12 @@ int baton_plan_load_string(const baton_registry *reg, const char *json, size_t l
     if (out)
         *out = NULL;
     if (!reg || !json || !out)
-        return baton_seterr(err, BATON_EINVAL,
-                            "baton_plan_load_string: registry, text and out must not be NULL");
+        return err_set(err, BATON_EINVAL,
+                       "baton_plan_load_string: registry, text and out must not be NULL");
     loader L = {.err = err, .recent = {-1, -1, -1, -1}};
     L.plan = calloc(1, sizeof *L.plan);
     if (!L.plan)
-        return baton_seterr(err, BATON_ENOMEM, "out of memory loading a plan");
+        return err_set(err, BATON_ENOMEM, "out of memory loading a plan");
     baton_plan *plan = L.plan;
     atomic_init(&plan->refs, 1);
     plan->registry = registry_retain(reg); /* baton_plan_free releases it */
@@ -867,14 +890,14 @@ int baton_plan_load_string(const baton_registry *reg, const char *json, size_t l
     plan->base_dir = base_dir ? strdup(base_dir) : NULL;
     int rc = 0;
     if (!plan->source || (base_dir && !plan->base_dir)) {
-        rc = baton_seterr(err, BATON_ENOMEM, "out of memory loading a plan");
+        rc = err_set(err, BATON_ENOMEM, "out of memory loading a plan");
         goto done;
     }
 
     jerror jerr;
     rc = plan_json_parse(&L.t, json, len, &jerr);
     if (rc == BATON_ENOMEM) {
-        rc = baton_seterr(err, BATON_ENOMEM, "out of memory parsing a plan");
+        rc = err_set(err, BATON_ENOMEM, "out of memory parsing a plan");
         goto done;
     }
     if (rc) {
@@ -903,8 +926,8 @@ int baton_plan_load(const baton_registry *reg, const char *path, baton_plan **ou
     if (out)
         *out = NULL;
     if (!reg || !path || !out)
-        return baton_seterr(err, BATON_EINVAL,
-                            "baton_plan_load: registry, path and out must not be NULL");
+        return err_set(err, BATON_EINVAL,
+                       "baton_plan_load: registry, path and out must not be NULL");
     /* only a regular file: a FIFO or device given as the plan must not block or stream forever */
     uint64_t size;
     int fd = plan_open_regular(path, "plan file", &size, err);
@@ -914,8 +937,7 @@ int baton_plan_load(const baton_registry *reg, const char *path, baton_plan **ou
     if (!f) {
         int e = errno;
         close(fd);
-        return baton_seterr(err, BATON_ENOMEM, "%s: cannot open the plan file: %s", path,
-                            strerror(e));
+        return err_set(err, BATON_ENOMEM, "%s: cannot open the plan file: %s", path, strerror(e));
     }
     size_t cap = 1 << 16, len = 0;
     char *buf = malloc(cap);
@@ -938,16 +960,16 @@ int baton_plan_load(const baton_registry *reg, const char *path, baton_plan **ou
     int read_error = ferror(f);
     fclose(f);
     if (!buf)
-        return baton_seterr(err, BATON_ENOMEM, "%s: out of memory reading the plan file", path);
+        return err_set(err, BATON_ENOMEM, "%s: out of memory reading the plan file", path);
     if (read_error) {
         free(buf);
-        return baton_seterr(err, BATON_EIO, "%s: cannot read the plan file", path);
+        return err_set(err, BATON_EIO, "%s: cannot read the plan file", path);
     }
     /* npy paths are relative to the plan file's directory. */
     char *dir = strdup(path);
     if (!dir) {
         free(buf);
-        return baton_seterr(err, BATON_ENOMEM, "%s: out of memory", path);
+        return err_set(err, BATON_ENOMEM, "%s: out of memory", path);
     }
     char *slash = strrchr(dir, '/');
     if (slash)

@@ -9,15 +9,15 @@
 
 #include "plan/plan_internal.h"
 
-static int fail(baton_error *err, const baton_plan *plan, int code, plan_pos pos, const char *fmt,
-                ...)
+static int plan_fail(baton_error *err, const baton_plan *plan, int code, plan_pos pos,
+                     const char *fmt, ...)
 #if defined(__GNUC__)
     __attribute__((format(printf, 5, 6)))
 #endif
     ;
 
-static int fail(baton_error *err, const baton_plan *plan, int code, plan_pos pos, const char *fmt,
-                ...)
+static int plan_fail(baton_error *err, const baton_plan *plan, int code, plan_pos pos,
+                     const char *fmt, ...)
 {
     char msg[BATON_ERROR_MAX];
     va_list ap;
@@ -80,15 +80,16 @@ static int resolve_target(const baton_plan *plan, plan_step *s, baton_error *err
         }
         if (plan_suggest_best(&sg))
             snprintf(hint, sizeof hint, " (did you mean '%s'?)", plan_suggest_best(&sg));
-        return fail(err, plan, BATON_ENOTARGET, s->target_pos,
-                    "step '%s': no %s named '%.64s' is registered%s; %ss on %s: %s", s->name,
-                    kind_word(s->kind), s->target_name, hint, kind_word(s->kind),
-                    device_kind_word(s->device.kind), list[0] ? list : "none");
+        return plan_fail(err, plan, BATON_ENOTARGET, s->target_pos,
+                         "step '%s': no %s named '%.64s' is registered%s; %ss on %s: %s", s->name,
+                         kind_word(s->kind), s->target_name, hint, kind_word(s->kind),
+                         device_kind_word(s->device.kind), list[0] ? list : "none");
     }
     if (t->kind != s->kind)
-        return fail(err, plan, BATON_EPLAN, s->target_pos,
-                    "step '%s': '%s' is a %s, not a %s; write \"%s\": \"%s\"", s->name, t->name,
-                    kind_word(t->kind), kind_word(s->kind), kind_word(t->kind), t->name);
+        return plan_fail(err, plan, BATON_EPLAN, s->target_pos,
+                         "step '%s': '%s' is a %s, not a %s; write \"%s\": \"%s\"", s->name,
+                         t->name, kind_word(t->kind), kind_word(s->kind), kind_word(t->kind),
+                         t->name);
     /* A CPU-only build runs cuda:N steps on the CPU (the runtime warns), so there a CPU
      * implementation is enough for them. */
     int runnable = baton_target_impl_for(t, s->device.kind) != NULL ||
@@ -99,10 +100,11 @@ static int resolve_target(const baton_plan *plan, plan_step *s, baton_error *err
         baton_device_format(s->device, dev, sizeof dev);
         for (int i = 0; i < t->n_impls && i < BATON_MAX_IMPLS; i++)
             append(list, sizeof list, device_kind_word(t->impls[i].device));
-        return fail(err, plan, BATON_ENOTARGET, s->device_pos,
-                    "step '%s': %s '%s' has no implementation for %s; it runs on: %s; move the "
-                    "step to one of those devices",
-                    s->name, kind_word(t->kind), t->name, dev, list[0] ? list : "no device");
+        return plan_fail(
+            err, plan, BATON_ENOTARGET, s->device_pos,
+            "step '%s': %s '%s' has no implementation for %s; it runs on: %s; move the "
+            "step to one of those devices",
+            s->name, kind_word(t->kind), t->name, dev, list[0] ? list : "no device");
     }
     s->target = t;
     return 0;
@@ -131,27 +133,27 @@ static int check_attrs(const baton_plan *plan, const plan_step *s, baton_error *
                 append(accepted, sizeof accepted, t->attrs[k].name);
             if (plan_suggest_best(&sg))
                 snprintf(hint, sizeof hint, " (did you mean '%s'?)", plan_suggest_best(&sg));
-            return fail(err, plan, BATON_EPLAN, pos,
-                        "step '%s': %s '%s' takes no attribute '%.64s'%s; accepted: %s", s->name,
-                        kind_word(t->kind), t->name, at->name, hint,
-                        accepted[0] ? accepted : "none");
+            return plan_fail(err, plan, BATON_EPLAN, pos,
+                             "step '%s': %s '%s' takes no attribute '%.64s'%s; accepted: %s",
+                             s->name, kind_word(t->kind), t->name, at->name, hint,
+                             accepted[0] ? accepted : "none");
         }
         int ok = at->type == spec->type ||
                  (spec->type == BATON_ATTR_FLOAT && at->type == BATON_ATTR_INT);
         if (!ok)
-            return fail(err, plan, BATON_EPLAN, pos,
-                        "step '%s': attribute '%s' must be %s, not %s (%s: %s)", s->name, at->name,
-                        attr_type_word(spec->type), attr_type_word(at->type), at->name,
-                        spec->help ? spec->help : "see baton inspect");
+            return plan_fail(err, plan, BATON_EPLAN, pos,
+                             "step '%s': attribute '%s' must be %s, not %s (%s: %s)", s->name,
+                             at->name, attr_type_word(spec->type), attr_type_word(at->type),
+                             at->name, spec->help ? spec->help : "see baton inspect");
     }
     for (int k = 0; k < n_specs; k++) {
         const baton_attr_spec *spec = &t->attrs[k];
         if (!spec->required || baton_attrs_find(s->attrs, s->n_attrs, spec->name))
             continue;
-        return fail(err, plan, BATON_EPLAN, s->pos,
-                    "step '%s': %s '%s' needs attribute '%s', %s (%s); add it to \"attrs\"",
-                    s->name, kind_word(t->kind), t->name, spec->name, attr_type_word(spec->type),
-                    spec->help ? spec->help : "no description");
+        return plan_fail(err, plan, BATON_EPLAN, s->pos,
+                         "step '%s': %s '%s' needs attribute '%s', %s (%s); add it to \"attrs\"",
+                         s->name, kind_word(t->kind), t->name, spec->name,
+                         attr_type_word(spec->type), spec->help ? spec->help : "no description");
     }
     return 0;
 }
@@ -161,13 +163,14 @@ static int check_signature(baton_plan *plan, plan_step *s, baton_error *err)
 {
     const baton_target *t = s->target;
     if (s->n_inputs != t->n_inputs || s->n_outputs != t->n_outputs)
-        return fail(err, plan, BATON_EPLAN, s->pos,
-                    "step '%s': %s '%s' takes %d input%s and %d output%s but the step lists %d "
-                    "input%s and %d output%s; %s: %s",
-                    s->name, kind_word(t->kind), t->name, t->n_inputs, t->n_inputs == 1 ? "" : "s",
-                    t->n_outputs, t->n_outputs == 1 ? "" : "s", s->n_inputs,
-                    s->n_inputs == 1 ? "" : "s", s->n_outputs, s->n_outputs == 1 ? "" : "s",
-                    t->name, t->summary ? t->summary : "see baton inspect");
+        return plan_fail(
+            err, plan, BATON_EPLAN, s->pos,
+            "step '%s': %s '%s' takes %d input%s and %d output%s but the step lists %d "
+            "input%s and %d output%s; %s: %s",
+            s->name, kind_word(t->kind), t->name, t->n_inputs, t->n_inputs == 1 ? "" : "s",
+            t->n_outputs, t->n_outputs == 1 ? "" : "s", s->n_inputs, s->n_inputs == 1 ? "" : "s",
+            s->n_outputs, s->n_outputs == 1 ? "" : "s", t->name,
+            t->summary ? t->summary : "see baton inspect");
     int rc = check_attrs(plan, s, err);
     if (rc)
         return rc;
@@ -184,8 +187,9 @@ static int check_signature(baton_plan *plan, plan_step *s, baton_error *err)
         char msg[512] = "";
         rc = t->check(&args, want, msg, sizeof msg);
         if (rc)
-            return fail(err, plan, BATON_EPLAN, s->pos, "step '%s' (%s '%s'): %s", s->name,
-                        kind_word(t->kind), t->name, msg[0] ? msg : "the signature check failed");
+            return plan_fail(err, plan, BATON_EPLAN, s->pos, "step '%s' (%s '%s'): %s", s->name,
+                             kind_word(t->kind), t->name,
+                             msg[0] ? msg : "the signature check failed");
         for (int i = 0; i < s->n_outputs; i++) {
             int same = want[i].dtype == decl[i].dtype && want[i].rank == decl[i].rank;
             for (int d = 0; same && d < decl[i].rank && d < BATON_MAX_RANK; d++)
@@ -196,11 +200,11 @@ static int check_signature(baton_plan *plan, plan_step *s, baton_error *err)
             const plan_tensor *o = &plan->tensors[s->outputs[i]];
             desc_format(have, sizeof have, &decl[i]);
             desc_format(need, sizeof need, &want[i]);
-            return fail(err, plan, BATON_EPLAN, s->output_pos ? s->output_pos[i] : s->pos,
-                        "step '%s': output '%s' is declared %s but %s '%s' produces %s here; "
-                        "declare tensor '%s' (line %d:%d) as %s",
-                        s->name, o->name, have, kind_word(t->kind), t->name, need, o->name,
-                        o->pos.line, o->pos.column, need);
+            return plan_fail(err, plan, BATON_EPLAN, s->output_pos ? s->output_pos[i] : s->pos,
+                             "step '%s': output '%s' is declared %s but %s '%s' produces %s here; "
+                             "declare tensor '%s' (line %d:%d) as %s",
+                             s->name, o->name, have, kind_word(t->kind), t->name, need, o->name,
+                             o->pos.line, o->pos.column, need);
         }
     }
     if (s->opaque_verbatim)
@@ -211,13 +215,13 @@ static int check_signature(baton_plan *plan, plan_step *s, baton_error *err)
         char buf[BATON_OPAQUE_MAX];
         int n = t->pack(&args, buf, sizeof buf);
         if (n < 0 || n > BATON_OPAQUE_MAX)
-            return fail(err, plan, BATON_EPLAN, s->pos,
-                        "step '%s': %s '%s' could not pack its descriptor (%s)", s->name,
-                        kind_word(t->kind), t->name, baton_strerror(n < 0 ? n : BATON_EINVAL));
+            return plan_fail(err, plan, BATON_EPLAN, s->pos,
+                             "step '%s': %s '%s' could not pack its descriptor (%s)", s->name,
+                             kind_word(t->kind), t->name, baton_strerror(n < 0 ? n : BATON_EINVAL));
         if (n > 0) {
             char *d = plan_alloc(plan, (size_t)n);
             if (!d)
-                return fail(err, plan, BATON_ENOMEM, s->pos, "out of memory");
+                return plan_fail(err, plan, BATON_ENOMEM, s->pos, "out of memory");
             memcpy(d, buf, (size_t)n);
             s->opaque = d;
         }
@@ -245,25 +249,27 @@ static int check_dataflow(baton_plan *plan, int si, baton_error *err)
         plan_pos pos = s->input_pos ? s->input_pos[i] : s->pos;
         for (int o = 0; o < s->n_outputs; o++)
             if (s->outputs[o] == ti)
-                return fail(err, plan, BATON_EPLAN, pos,
-                            "step '%s' reads and writes tensor '%s'; steps do not run in place: "
-                            "write to a new tensor and read that one afterwards",
-                            s->name, t->name);
+                return plan_fail(
+                    err, plan, BATON_EPLAN, pos,
+                    "step '%s' reads and writes tensor '%s'; steps do not run in place: "
+                    "write to a new tensor and read that one afterwards",
+                    s->name, t->name);
         int readable = t->role == BATON_ROLE_INPUT || t->role == BATON_ROLE_CONSTANT ||
                        (t->producer >= 0 && t->producer < si);
         if (!readable) {
             int later = later_writer(plan, si, ti);
             if (later >= 0)
-                return fail(err, plan, BATON_EPLAN, pos,
-                            "step '%s' reads tensor '%s' before step '%s' (line %d:%d) writes "
-                            "it; move step '%s' before step '%s'",
-                            s->name, t->name, plan->steps[later].name, plan->steps[later].pos.line,
-                            plan->steps[later].pos.column, plan->steps[later].name, s->name);
-            return fail(err, plan, BATON_EPLAN, pos,
-                        "step '%s' reads tensor '%s' but no step writes it; make it an input "
-                        "(\"role\": \"input\"), a constant with an init, or add a step that "
-                        "writes it",
-                        s->name, t->name);
+                return plan_fail(err, plan, BATON_EPLAN, pos,
+                                 "step '%s' reads tensor '%s' before step '%s' (line %d:%d) writes "
+                                 "it; move step '%s' before step '%s'",
+                                 s->name, t->name, plan->steps[later].name,
+                                 plan->steps[later].pos.line, plan->steps[later].pos.column,
+                                 plan->steps[later].name, s->name);
+            return plan_fail(err, plan, BATON_EPLAN, pos,
+                             "step '%s' reads tensor '%s' but no step writes it; make it an input "
+                             "(\"role\": \"input\"), a constant with an init, or add a step that "
+                             "writes it",
+                             s->name, t->name);
         }
         if (t->first_read < 0)
             t->first_read = si;
@@ -274,22 +280,23 @@ static int check_dataflow(baton_plan *plan, int si, baton_error *err)
         plan_tensor *t = &plan->tensors[ti];
         plan_pos pos = s->output_pos ? s->output_pos[o] : s->pos;
         if (t->role == BATON_ROLE_INPUT || t->role == BATON_ROLE_CONSTANT)
-            return fail(err, plan, BATON_EPLAN, pos,
-                        "step '%s' writes %s tensor '%s'; inputs and constants are read-only: "
-                        "write to a new intermediate or output tensor",
-                        s->name, baton_role_name(t->role), t->name);
+            return plan_fail(err, plan, BATON_EPLAN, pos,
+                             "step '%s' writes %s tensor '%s'; inputs and constants are read-only: "
+                             "write to a new intermediate or output tensor",
+                             s->name, baton_role_name(t->role), t->name);
         if (t->producer == si)
-            return fail(err, plan, BATON_EPLAN, pos,
-                        "step '%s' lists tensor '%s' twice in its outputs; each output needs its "
-                        "own tensor",
-                        s->name, t->name);
+            return plan_fail(
+                err, plan, BATON_EPLAN, pos,
+                "step '%s' lists tensor '%s' twice in its outputs; each output needs its "
+                "own tensor",
+                s->name, t->name);
         if (t->producer >= 0) {
             const plan_step *p = &plan->steps[t->producer];
-            return fail(err, plan, BATON_EPLAN, pos,
-                        "tensor '%s' is written by step '%s' (line %d:%d) and again by step "
-                        "'%s'; a tensor is written once per run: give step '%s' a new output "
-                        "tensor",
-                        t->name, p->name, p->pos.line, p->pos.column, s->name, s->name);
+            return plan_fail(err, plan, BATON_EPLAN, pos,
+                             "tensor '%s' is written by step '%s' (line %d:%d) and again by step "
+                             "'%s'; a tensor is written once per run: give step '%s' a new output "
+                             "tensor",
+                             t->name, p->name, p->pos.line, p->pos.column, s->name, s->name);
         }
         t->producer = si;
     }
@@ -299,7 +306,7 @@ static int check_dataflow(baton_plan *plan, int si, baton_error *err)
 int plan_validate(baton_plan *plan, baton_error *err)
 {
     if (!plan || !plan->registry)
-        return baton_seterr(err, BATON_EINVAL, "plan_validate: no plan or no registry");
+        return err_set(err, BATON_EINVAL, "plan_validate: no plan or no registry");
     baton_device devices[PLAN_MAX_DEVICES];
     int n_devices = 0;
     for (int ti = 0; ti < plan->n_tensors; ti++) {
@@ -313,9 +320,9 @@ int plan_validate(baton_plan *plan, baton_error *err)
             known = device_eq(devices[d], s->device);
         if (!known) {
             if (n_devices == PLAN_MAX_DEVICES)
-                return fail(err, plan, BATON_EPLAN, s->device_pos,
-                            "step '%s' uses a device beyond the %d a plan may use", s->name,
-                            PLAN_MAX_DEVICES);
+                return plan_fail(err, plan, BATON_EPLAN, s->device_pos,
+                                 "step '%s' uses a device beyond the %d a plan may use", s->name,
+                                 PLAN_MAX_DEVICES);
             devices[n_devices++] = s->device;
         }
         int rc;
@@ -326,10 +333,10 @@ int plan_validate(baton_plan *plan, baton_error *err)
     for (int ti = 0; ti < plan->n_tensors; ti++) {
         const plan_tensor *t = &plan->tensors[ti];
         if (t->role == BATON_ROLE_OUTPUT && t->producer < 0)
-            return fail(err, plan, BATON_EPLAN, t->pos,
-                        "output tensor '%s' is never written; add a step that writes it, or "
-                        "change its role",
-                        t->name);
+            return plan_fail(err, plan, BATON_EPLAN, t->pos,
+                             "output tensor '%s' is never written; add a step that writes it, or "
+                             "change its role",
+                             t->name);
     }
     return 0;
 }

@@ -245,20 +245,18 @@ int baton_pool_create(uv_loop_t *loop, const baton_plan *plan, const baton_optio
     if (out)
         *out = NULL;
     if (!loop || !plan || !out)
-        return baton_seterr(err, BATON_EINVAL,
-                            "baton_pool_create: loop, plan and out are required");
+        return err_set(err, BATON_EINVAL, "baton_pool_create: loop, plan and out are required");
     if (instances < 1 || instances > POOL_MAX_INSTANCES)
-        return baton_seterr(err, BATON_EINVAL,
-                            "baton_pool_create: %d instances: a pool holds 1 to %d", instances,
-                            POOL_MAX_INSTANCES);
+        return err_set(err, BATON_EINVAL, "baton_pool_create: %d instances: a pool holds 1 to %d",
+                       instances, POOL_MAX_INSTANCES);
     baton_pool *p = calloc(1, sizeof *p);
     if (!p)
-        return baton_seterr(err, BATON_ENOMEM, "baton_pool_create: out of memory");
+        return err_set(err, BATON_ENOMEM, "baton_pool_create: out of memory");
     p->loop = loop;
     p->plan = plan;
     if (uv_mutex_init(&p->lock)) {
         free(p);
-        return baton_seterr(err, BATON_ENOMEM, "baton_pool_create: uv_mutex_init failed");
+        return err_set(err, BATON_ENOMEM, "baton_pool_create: uv_mutex_init failed");
     }
     int rc = 0;
     for (int i = 0; i < instances && !rc; i++) {
@@ -266,7 +264,7 @@ int baton_pool_create(uv_loop_t *loop, const baton_plan *plan, const baton_optio
         w->pool = p;
         w->index = i;
         if (uv_cond_init(&w->wake)) {
-            rc = baton_seterr(err, BATON_ENOMEM, "baton_pool_create: uv_cond_init failed");
+            rc = err_set(err, BATON_ENOMEM, "baton_pool_create: uv_cond_init failed");
             break;
         }
         w->cond_ok = 1;
@@ -278,16 +276,15 @@ int baton_pool_create(uv_loop_t *loop, const baton_plan *plan, const baton_optio
     for (int i = 0; i < p->n && !rc; i++) {
         int e = uv_thread_create(&p->w[i].thread, worker_main, &p->w[i]);
         if (e)
-            rc = baton_seterr(err, BATON_ENOMEM, "baton_pool_create: uv_thread_create: %s",
-                              uv_strerror(e));
+            rc = err_set(err, BATON_ENOMEM, "baton_pool_create: uv_thread_create: %s",
+                         uv_strerror(e));
         else
             p->w[i].started = 1;
     }
     if (!rc) {
         int e = uv_async_init(loop, &p->async, on_async);
         if (e)
-            rc = baton_seterr(err, BATON_EINVAL, "baton_pool_create: uv_async_init: %s",
-                              uv_strerror(e));
+            rc = err_set(err, BATON_EINVAL, "baton_pool_create: uv_async_init: %s", uv_strerror(e));
     }
     if (rc) {
         destroy(p);
@@ -308,20 +305,19 @@ static int check_bindings(const baton_pool *p, const baton_binding *b, int n, ba
 {
     const char *what = role == BATON_ROLE_INPUT ? "input" : "output";
     if (n < 0 || (n > 0 && !b))
-        return baton_seterr(err, BATON_EINVAL, "baton_pool_submit: %d %ss but no bindings", n,
-                            what);
+        return err_set(err, BATON_EINVAL, "baton_pool_submit: %d %ss but no bindings", n, what);
     for (int i = 0; i < n; i++) {
         int t = b[i].name ? baton_plan_tensor_index(p->plan, b[i].name) : -1;
         baton_tensor_info ti;
         if (t < 0 || baton_plan_tensor_info(p->plan, t, &ti) ||
             (ti.role != role && !(role == BATON_ROLE_OUTPUT && ti.role == BATON_ROLE_INPUT)))
-            return baton_seterr(err, BATON_EINVAL,
-                                "baton_pool_submit: %s %d: '%s' is not an %s of plan '%s'", what, i,
-                                b[i].name ? b[i].name : "(null)", what, baton_plan_name(p->plan));
+            return err_set(err, BATON_EINVAL,
+                           "baton_pool_submit: %s %d: '%s' is not an %s of plan '%s'", what, i,
+                           b[i].name ? b[i].name : "(null)", what, baton_plan_name(p->plan));
         if (!b[i].data || b[i].nbytes != ti.nbytes)
-            return baton_seterr(err, BATON_EINVAL,
-                                "baton_pool_submit: %s '%s': %s; it takes a buffer of %zu bytes",
-                                what, b[i].name, b[i].data ? "wrong size" : "NULL data", ti.nbytes);
+            return err_set(err, BATON_EINVAL,
+                           "baton_pool_submit: %s '%s': %s; it takes a buffer of %zu bytes", what,
+                           b[i].name, b[i].data ? "wrong size" : "NULL data", ti.nbytes);
     }
     return 0;
 }
@@ -337,9 +333,9 @@ int baton_pool_submit(baton_pool *p, baton_job *job, baton_job_cb cb)
     if (!p || !job || !cb)
         return BATON_EINVAL;
     if (job->state_ == JOB_QUEUED || job->state_ == JOB_RUNNING)
-        return baton_seterr(&job->err, BATON_ESTATE, "baton_pool_submit: the job is in flight");
+        return err_set(&job->err, BATON_ESTATE, "baton_pool_submit: the job is in flight");
     if (p->closing)
-        return baton_seterr(&job->err, BATON_ESTATE, "baton_pool_submit: the pool is closing");
+        return err_set(&job->err, BATON_ESTATE, "baton_pool_submit: the pool is closing");
     int rc = check_bindings(p, job->inputs, job->n_inputs, BATON_ROLE_INPUT, &job->err);
     if (!rc)
         rc = check_bindings(p, job->outputs, job->n_outputs, BATON_ROLE_OUTPUT, &job->err);
@@ -380,7 +376,7 @@ static void cancel_queued(baton_pool *p, baton_job *job)
     if (p->queue_tail == job)
         p->queue_tail = prev;
     job->status_ = BATON_ECANCELED;
-    baton_seterr(&job->err, BATON_ECANCELED, "the run was cancelled before it started");
+    err_set(&job->err, BATON_ECANCELED, "the run was cancelled before it started");
     job->state_ = JOB_QUEUED; /* not running: no instance to give back */
     uv_mutex_lock(&p->lock);
     done_push(p, job);

@@ -45,10 +45,10 @@ static int choose_backend(baton_runtime *rt, baton_error *err)
     else
         snprintf(why, sizeof why, "%d CUDA device(s) present", have);
     if (rt->backend == BATON_GPU_CUDA || rt->opts.fallback_is_error)
-        return baton_seterr(err, BATON_ENODEV,
-                            "%s: step '%s' needs cuda:%d but %s; run its steps on the CPU with "
-                            "--gpu=cpu (or allow the fallback)",
-                            plan->source, plan->steps[first_step].name, need, why);
+        return err_set(err, BATON_ENODEV,
+                       "%s: step '%s' needs cuda:%d but %s; run its steps on the CPU with "
+                       "--gpu=cpu (or allow the fallback)",
+                       plan->source, plan->steps[first_step].name, need, why);
     if (!rt->opts.quiet)
         fprintf(stderr,
                 "baton: warning: %s: step '%s' needs cuda:%d but %s; running the GPU steps on "
@@ -111,9 +111,9 @@ static int open_devices(baton_runtime *rt, int fault_dev, dev_fault fault, baton
             char name[32];
             char inner[BATON_ERROR_MAX];
             snprintf(inner, sizeof inner, "%s", err ? err->message : "");
-            return baton_seterr(
-                err, BATON_ENOMEM, "%s: cannot allocate the %zu-byte arena of %s: %s", plan->source,
-                bytes, baton_device_format(plan->memory[d].device, name, sizeof name), inner);
+            return err_set(err, BATON_ENOMEM, "%s: cannot allocate the %zu-byte arena of %s: %s",
+                           plan->source, bytes,
+                           baton_device_format(plan->memory[d].device, name, sizeof name), inner);
         }
         rd->consts = rt->share ? rt->share->dev[d].consts : rd->arena;
         rd->priv = rt->share ? rd->arena : rd->arena + cbytes;
@@ -149,8 +149,7 @@ static int load_constants(baton_runtime *rt, baton_error *err)
             if (!host) {
                 host = malloc(pt->nbytes ? pt->nbytes : 1);
                 if (!host)
-                    return baton_seterr(err, BATON_ENOMEM, "constant '%s': out of memory",
-                                        pt->name);
+                    return err_set(err, BATON_ENOMEM, "constant '%s': out of memory", pt->name);
                 int rc = plan_tensor_materialize(plan, t, host, err);
                 if (rc) {
                     free(host);
@@ -188,7 +187,7 @@ static int build_calls(baton_runtime *rt, baton_error *err)
     int rc = 0;
     if (!rt->step_dev || !rt->calls || !rt->errbufs || !rt->bufs || !rt->states || !rt->impls ||
         !rt->step_ns || !devs || !kinds) {
-        rc = baton_seterr(err, BATON_ENOMEM, "prepare: out of memory");
+        rc = err_set(err, BATON_ENOMEM, "prepare: out of memory");
         goto out;
     }
     for (int i = 0; i < n; i++) {
@@ -299,7 +298,7 @@ static int build_transfers(baton_runtime *rt, baton_error *err)
             rt->xfer_first[s] = x;
         }
     if (!rt->xfers || !rt->xfer_first)
-        return baton_seterr(err, BATON_ENOMEM, "prepare: out of memory");
+        return err_set(err, BATON_ENOMEM, "prepare: out of memory");
     for (int i = 0; i < plan->n_transfers; i++) {
         const plan_transfer *x = &plan->transfers[i];
         rt_transfer *r = &rt->xfers[i];
@@ -307,12 +306,12 @@ static int build_transfers(baton_runtime *rt, baton_error *err)
         char a[32], b[32];
         if (x->from.kind == BATON_DEVICE_CUDA && x->to.kind == BATON_DEVICE_CUDA &&
             rt->backend != BATON_GPU_CPU)
-            return baton_seterr(err, BATON_ENOTSUP,
-                                "%s: tensor '%s' moves from %s to %s: GPU-to-GPU transfers are not "
-                                "supported yet; place both steps on one GPU",
-                                plan->source, plan->tensors[x->tensor].name,
-                                baton_device_format(x->from, a, sizeof a),
-                                baton_device_format(x->to, b, sizeof b));
+            return err_set(err, BATON_ENOTSUP,
+                           "%s: tensor '%s' moves from %s to %s: GPU-to-GPU transfers are not "
+                           "supported yet; place both steps on one GPU",
+                           plan->source, plan->tensors[x->tensor].name,
+                           baton_device_format(x->from, a, sizeof a),
+                           baton_device_format(x->to, b, sizeof b));
         r->src = slot_addr(rt, from, x->tensor);
         r->dst = slot_addr(rt, to, x->tensor);
         r->bytes = plan->tensors[x->tensor].nbytes;
@@ -336,7 +335,7 @@ static int plan_queue_ahead(baton_runtime *rt, baton_error *err)
     rt->ahead = -1;
     rt->ahead_ok = calloc((size_t)plan->n_segments + 1, 1);
     if (!rt->ahead_ok)
-        return baton_seterr(err, BATON_ENOMEM, "prepare: out of memory");
+        return err_set(err, BATON_ENOMEM, "prepare: out of memory");
     if (rt->opts.mode != BATON_SYNC_GRAPH || rt->opts.disable_queue_ahead)
         return 0;
     for (int s = 2; s < plan->n_segments; s++) {
@@ -362,20 +361,20 @@ static int plan_queue_ahead(baton_runtime *rt, baton_error *err)
 static int check_options(const baton_options *o, baton_error *err)
 {
     if ((unsigned)o->mode > BATON_SYNC_GRAPH)
-        return baton_seterr(err, BATON_EINVAL,
-                            "baton_runtime_create: options.mode is %d; use BATON_SYNC_STRICT, "
-                            "BATON_SYNC_BOUNDARY or BATON_SYNC_GRAPH (0 to 2)",
-                            (int)o->mode);
+        return err_set(err, BATON_EINVAL,
+                       "baton_runtime_create: options.mode is %d; use BATON_SYNC_STRICT, "
+                       "BATON_SYNC_BOUNDARY or BATON_SYNC_GRAPH (0 to 2)",
+                       (int)o->mode);
     if ((unsigned)o->gpu > BATON_GPU_SIM)
-        return baton_seterr(err, BATON_EINVAL,
-                            "baton_runtime_create: options.gpu is %d; use BATON_GPU_AUTO, "
-                            "BATON_GPU_CUDA, BATON_GPU_CPU or BATON_GPU_SIM (0 to 3)",
-                            (int)o->gpu);
+        return err_set(err, BATON_EINVAL,
+                       "baton_runtime_create: options.gpu is %d; use BATON_GPU_AUTO, "
+                       "BATON_GPU_CUDA, BATON_GPU_CPU or BATON_GPU_SIM (0 to 3)",
+                       (int)o->gpu);
     if (o->sim_delay_us < 0 || o->sim_delay_us > RT_MAX_SIM_DELAY_US)
-        return baton_seterr(err, BATON_EINVAL,
-                            "baton_runtime_create: options.sim_delay_us is %d; use 0 (no delay) "
-                            "to %d microseconds",
-                            o->sim_delay_us, RT_MAX_SIM_DELAY_US);
+        return err_set(err, BATON_EINVAL,
+                       "baton_runtime_create: options.sim_delay_us is %d; use 0 (no delay) "
+                       "to %d microseconds",
+                       o->sim_delay_us, RT_MAX_SIM_DELAY_US);
     return 0;
 }
 
@@ -384,7 +383,7 @@ static int prepare(const baton_plan *plan, const baton_options *opts, const bato
 {
     err_clear(err);
     if (!plan || !out)
-        return baton_seterr(err, BATON_EINVAL, "baton_runtime_create: plan and out are required");
+        return err_set(err, BATON_EINVAL, "baton_runtime_create: plan and out are required");
     *out = NULL;
     baton_options o;
     int rc = options_read(opts, &o, err);
@@ -394,7 +393,7 @@ static int prepare(const baton_plan *plan, const baton_options *opts, const bato
         return rc;
     baton_runtime *rt = calloc(1, sizeof *rt);
     if (!rt)
-        return baton_seterr(err, BATON_ENOMEM, "prepare: out of memory");
+        return err_set(err, BATON_ENOMEM, "prepare: out of memory");
     rt->plan = plan_retain(plan); /* baton_runtime_destroy releases it */
     rt->opts = o;
     rt->share = share;
@@ -414,7 +413,7 @@ static int prepare(const baton_plan *plan, const baton_options *opts, const bato
         rt->graph_state = calloc((size_t)plan->n_segments + 1, sizeof *rt->graph_state);
         rt->seg_bytes = calloc(2 * (size_t)plan->n_segments + 2, sizeof *rt->seg_bytes);
         if (!rt->graph_state || !rt->seg_bytes)
-            rc = baton_seterr(err, BATON_ENOMEM, "prepare: out of memory");
+            rc = err_set(err, BATON_ENOMEM, "prepare: out of memory");
     }
     /* What each GPU segment's graph copies per launch: its incoming and outgoing transfers. */
     for (int x = 0; !rc && x < plan->n_transfers; x++) {
@@ -451,7 +450,7 @@ int runtime_prepare(const baton_plan *plan, const baton_options *opts, int fault
 int runtime_prepare_instance(const baton_runtime *share, baton_runtime **out, baton_error *err)
 {
     if (!share)
-        return baton_seterr(err, BATON_EINVAL, "runtime_prepare_instance: no runtime to share");
+        return err_set(err, BATON_EINVAL, "runtime_prepare_instance: no runtime to share");
     return prepare(share->plan, &share->opts, share, -1, DEV_FAULT_NONE, out, err);
 }
 
@@ -521,32 +520,31 @@ static int host_tensor(baton_runtime *rt, const char *name, size_t nbytes, int w
                        void **addr, baton_error *err)
 {
     if (!rt || !name)
-        return baton_seterr(err, BATON_EINVAL, "a runtime and a tensor name are required");
+        return err_set(err, BATON_EINVAL, "a runtime and a tensor name are required");
     const baton_plan *plan = rt->plan;
     int t = baton_plan_tensor_index(plan, name);
     if (t < 0)
-        return baton_seterr(err, BATON_ENOENT, "%s: no tensor named '%s'", plan->source, name);
+        return err_set(err, BATON_ENOENT, "%s: no tensor named '%s'", plan->source, name);
     const plan_tensor *pt = &plan->tensors[t];
     if (want_input && pt->role != BATON_ROLE_INPUT)
-        return baton_seterr(err, BATON_EINVAL,
-                            "%s: tensor '%s' is %s, not an input; only inputs can be set (give it "
-                            "\"role\": \"input\")",
-                            plan->source, name, baton_role_name(pt->role));
+        return err_set(err, BATON_EINVAL,
+                       "%s: tensor '%s' is %s, not an input; only inputs can be set (give it "
+                       "\"role\": \"input\")",
+                       plan->source, name, baton_role_name(pt->role));
     if (!want_input && pt->role != BATON_ROLE_OUTPUT && pt->role != BATON_ROLE_INPUT)
-        return baton_seterr(err, BATON_EINVAL,
-                            "%s: tensor '%s' is %s; only outputs (and inputs) can be read after a "
-                            "run, since the memory plan reuses other tensors' space (give it "
-                            "\"role\": \"output\")",
-                            plan->source, name, baton_role_name(pt->role));
+        return err_set(err, BATON_EINVAL,
+                       "%s: tensor '%s' is %s; only outputs (and inputs) can be read after a "
+                       "run, since the memory plan reuses other tensors' space (give it "
+                       "\"role\": \"output\")",
+                       plan->source, name, baton_role_name(pt->role));
     if (nbytes != pt->nbytes)
-        return baton_seterr(err, BATON_EINVAL,
-                            "%s: tensor '%s' (%s, %lld elements) has %zu bytes, not %zu",
-                            plan->source, name, baton_dtype_name(pt->desc.dtype),
-                            (long long)baton_tensor_desc_numel(&pt->desc), pt->nbytes, nbytes);
+        return err_set(err, BATON_EINVAL,
+                       "%s: tensor '%s' (%s, %lld elements) has %zu bytes, not %zu", plan->source,
+                       name, baton_dtype_name(pt->desc.dtype),
+                       (long long)baton_tensor_desc_numel(&pt->desc), pt->nbytes, nbytes);
     *addr = slot_addr(rt, 0, t);
     if (!*addr)
-        return baton_seterr(err, BATON_ESTATE, "%s: tensor '%s' has no host copy", plan->source,
-                            name);
+        return err_set(err, BATON_ESTATE, "%s: tensor '%s' has no host copy", plan->source, name);
     return 0;
 }
 
@@ -559,10 +557,10 @@ int baton_runtime_set_input(baton_runtime *rt, const char *name, const void *dat
     if (rc)
         return rc;
     if (!data && nbytes)
-        return baton_seterr(err, BATON_EINVAL,
-                            "baton_runtime_set_input: tensor '%s': data is NULL; pass a buffer "
-                            "of %zu bytes",
-                            name, nbytes);
+        return err_set(err, BATON_EINVAL,
+                       "baton_runtime_set_input: tensor '%s': data is NULL; pass a buffer "
+                       "of %zu bytes",
+                       name, nbytes);
     if (nbytes)
         memcpy(dst, data, nbytes);
     return 0;
@@ -577,20 +575,20 @@ int baton_runtime_get_output(baton_runtime *rt, const char *name, void *data, si
     if (rc)
         return rc;
     if (!data && nbytes)
-        return baton_seterr(err, BATON_EINVAL,
-                            "baton_runtime_get_output: tensor '%s': data is NULL; pass a buffer "
-                            "of %zu bytes",
-                            name, nbytes);
+        return err_set(err, BATON_EINVAL,
+                       "baton_runtime_get_output: tensor '%s': data is NULL; pass a buffer "
+                       "of %zu bytes",
+                       name, nbytes);
     /* An output holds a result only after a run that succeeded (inputs hold what was set). */
     const plan_tensor *pt = &rt->plan->tensors[baton_plan_tensor_index(rt->plan, name)];
     if (pt->role == BATON_ROLE_OUTPUT && rt->last_run <= 0)
-        return baton_seterr(err, BATON_ESTATE,
-                            rt->last_run == 0
-                                ? "baton_runtime_get_output: output '%s': no run has completed "
-                                  "yet; call baton_runtime_run first"
-                                : "baton_runtime_get_output: output '%s': the last run failed, so "
-                                  "it holds no complete result; run again",
-                            name);
+        return err_set(err, BATON_ESTATE,
+                       rt->last_run == 0
+                           ? "baton_runtime_get_output: output '%s': no run has completed "
+                             "yet; call baton_runtime_run first"
+                           : "baton_runtime_get_output: output '%s': the last run failed, so "
+                             "it holds no complete result; run again",
+                       name);
     if (nbytes)
         memcpy(data, src, nbytes);
     return 0;
@@ -610,9 +608,9 @@ static int step_fail(baton_runtime *rt, int i, int rc, baton_error *err)
     snprintf(inner, sizeof inner, "%s", err ? err->message : "");
     if (rc == BATON_EINVAL)
         rc = BATON_EKERNEL;
-    return baton_seterr(err, rc, "step '%s' (%s '%s' on %s): %s", s->name,
-                        s->kind == BATON_TARGET_KERNEL ? "kernel" : "delegate", s->target_name,
-                        baton_device_format(s->device, name, sizeof name), inner);
+    return err_set(err, rc, "step '%s' (%s '%s' on %s): %s", s->name,
+                   s->kind == BATON_TARGET_KERNEL ? "kernel" : "delegate", s->target_name,
+                   baton_device_format(s->device, name, sizeof name), inner);
 }
 
 static int issue_step(baton_runtime *rt, int i, baton_error *err)
@@ -642,9 +640,9 @@ static int issue_transfer(baton_runtime *rt, int x, baton_error *err)
     if (rc) {
         char name[32], inner[BATON_ERROR_MAX];
         snprintf(inner, sizeof inner, "%s", err ? err->message : "");
-        return baton_seterr(
-            err, rc, "%s (issued on %s): %s", r->what,
-            baton_device_format(rt->plan->memory[r->issuer].device, name, sizeof name), inner);
+        return err_set(err, rc, "%s (issued on %s): %s", r->what,
+                       baton_device_format(rt->plan->memory[r->issuer].device, name, sizeof name),
+                       inner);
     }
     if (t0)
         trace_add(rt, r->what, "transfer", r->issuer, t0, now_ns());
@@ -683,10 +681,9 @@ static int host_wait_step(baton_runtime *rt, int d, const char *where, int step,
             else {
                 char inner[BATON_ERROR_MAX], name[32];
                 snprintf(inner, sizeof inner, "%s", err ? err->message : "");
-                rc =
-                    baton_seterr(err, rc, "%s, at the wait %s: %s",
-                                 baton_device_format(rt->plan->memory[d].device, name, sizeof name),
-                                 where, inner);
+                rc = err_set(err, rc, "%s, at the wait %s: %s",
+                             baton_device_format(rt->plan->memory[d].device, name, sizeof name),
+                             where, inner);
             }
         }
     }
@@ -957,7 +954,7 @@ int baton_runtime_run(baton_runtime *rt, baton_error *err)
 {
     err_clear(err);
     if (!rt)
-        return baton_seterr(err, BATON_EINVAL, "baton_runtime_run: no runtime");
+        return err_set(err, BATON_EINVAL, "baton_runtime_run: no runtime");
     const baton_plan *plan = rt->plan;
     int rc = 0;
     rt->ahead = -1;

@@ -48,10 +48,10 @@ int baton_runtime_trace_write(baton_runtime *rt, const char *path, baton_error *
 {
     err_clear(err);
     if (!rt || !rt->trace)
-        return baton_seterr(err, BATON_ESTATE, "trace: call baton_runtime_trace_begin first");
+        return err_set(err, BATON_ESTATE, "trace: call baton_runtime_trace_begin first");
     FILE *f = fopen(path, "w");
     if (!f)
-        return baton_seterr(err, BATON_EIO, "%s: cannot create trace file: %m", path);
+        return err_set(err, BATON_EIO, "%s: cannot create trace file: %m", path);
     fprintf(f, "{\"displayTimeUnit\": \"ns\", \"traceEvents\": [\n");
     char name[32];
     for (int d = 0; d < rt->nd; d++)
@@ -72,6 +72,6 @@ int baton_runtime_trace_write(baton_runtime *rt, const char *path, baton_error *
     fprintf(f, "]}\n");
     int bad = ferror(f);
     if (fclose(f) != 0 || bad)
-        return baton_seterr(err, BATON_EIO, "%s: write failed", path);
+        return err_set(err, BATON_EIO, "%s: write failed", path);
     return 0;
 }

@@ -30,13 +30,13 @@ static int counts_ok(const baton_sig_args *a, int n_in, int n_out, const char *t
                      size_t len)
 {
     if (!a || a->n_inputs != n_in || (n_in && !a->inputs))
-        return fail(msg, len, "%s takes %d input%s, got %d", target, n_in, n_in == 1 ? "" : "s",
-                    a ? a->n_inputs : 0);
+        return reason_set(msg, len, BATON_EPLAN, "%s takes %d input%s, got %d", target, n_in,
+                          n_in == 1 ? "" : "s", a ? a->n_inputs : 0);
     if (a->n_outputs != n_out)
-        return fail(msg, len, "%s writes %d output%s, got %d", target, n_out, n_out == 1 ? "" : "s",
-                    a->n_outputs);
+        return reason_set(msg, len, BATON_EPLAN, "%s writes %d output%s, got %d", target, n_out,
+                          n_out == 1 ? "" : "s", a->n_outputs);
     if (a->n_attrs > 0 && !a->attrs)
-        return fail(msg, len, "%s: attrs missing", target);
+        return reason_set(msg, len, BATON_EPLAN, "%s: attrs missing", target);
     return 0;
 }
 
@@ -53,8 +53,8 @@ static int attr_float(const baton_sig_args *a, const char *name, double def, int
     *out = def;
     if (!at) {
         if (required)
-            return fail(msg, len, "attribute %s is required (a number, e.g. \"%s\": 1.0)", name,
-                        name);
+            return reason_set(msg, len, BATON_EPLAN,
+                              "attribute %s is required (a number, e.g. \"%s\": 1.0)", name, name);
         return 0;
     }
     if (at->type == BATON_ATTR_FLOAT)
@@ -62,9 +62,10 @@ static int attr_float(const baton_sig_args *a, const char *name, double def, int
     else if (at->type == BATON_ATTR_INT)
         *out = (double)at->i;
     else
-        return fail(msg, len, "attribute %s must be a number", name);
+        return reason_set(msg, len, BATON_EPLAN, "attribute %s must be a number", name);
     if (!isfinite(*out))
-        return fail(msg, len, "attribute %s is %g: it must be a finite number", name, *out);
+        return reason_set(msg, len, BATON_EPLAN, "attribute %s is %g: it must be a finite number",
+                          name, *out);
     return 0;
 }
 
@@ -83,7 +84,7 @@ static int attr_int(const baton_sig_args *a, const char *name, int64_t def, int6
         *out = (int64_t)at->f;
         return 0;
     }
-    return fail(msg, len, "attribute %s must be an integer", name);
+    return reason_set(msg, len, BATON_EPLAN, "attribute %s must be an integer", name);
 }
 
 /* ---- rms_norm ---------------------------------------------------------------------------------
@@ -100,38 +101,41 @@ static int rms_resolve(const baton_tensor_desc *x, const baton_tensor_desc *w, c
 {
     char s1[200], s2[200];
     if (!dtype_is_float(x->dtype))
-        return fail(msg, len, "x is %s but %s takes x in bf16, f16, f32 or f64",
-                    baton_dtype_name(x->dtype), target);
+        return reason_set(msg, len, BATON_EPLAN, "x is %s but %s takes x in bf16, f16, f32 or f64",
+                          baton_dtype_name(x->dtype), target);
     if (!dtype_is_float(w->dtype))
-        return fail(msg, len, "weight is %s but %s takes the weight in bf16, f16, f32 or f64",
-                    baton_dtype_name(w->dtype), target);
+        return reason_set(msg, len, BATON_EPLAN,
+                          "weight is %s but %s takes the weight in bf16, f16, f32 or f64",
+                          baton_dtype_name(w->dtype), target);
     int rc = dims_ok(x, "x", msg, len);
     if (rc == 0)
         rc = dims_ok(w, "weight", msg, len);
     if (rc)
         return rc;
     if (w->rank == 0)
-        return fail(msg, len,
-                    "weight is a scalar (shape []): its shape must equal the normalized (last) "
-                    "dims of x %s, e.g. [%lld]",
-                    shape_str(x, s1, sizeof s1), (long long)(x->rank ? x->shape[x->rank - 1] : 1));
+        return reason_set(
+            msg, len, BATON_EPLAN,
+            "weight is a scalar (shape []): its shape must equal the normalized (last) "
+            "dims of x %s, e.g. [%lld]",
+            shape_str(x, s1, sizeof s1), (long long)(x->rank ? x->shape[x->rank - 1] : 1));
     if (w->rank > x->rank)
-        return fail(msg, len,
-                    "weight %s has more dims than x %s: the weight's shape must equal x's last "
-                    "dims (the normalized ones)",
-                    shape_str(w, s1, sizeof s1), shape_str(x, s2, sizeof s2));
+        return reason_set(
+            msg, len, BATON_EPLAN,
+            "weight %s has more dims than x %s: the weight's shape must equal x's last "
+            "dims (the normalized ones)",
+            shape_str(w, s1, sizeof s1), shape_str(x, s2, sizeof s2));
     int off = x->rank - w->rank;
     for (int i = 0; i < w->rank; i++) {
         if (x->shape[off + i] != w->shape[i]) {
             baton_tensor_desc tail = {.dtype = x->dtype, .rank = w->rank};
             memcpy(tail.shape, x->shape + off, sizeof(int64_t) * (size_t)w->rank);
             char s3[200];
-            return fail(msg, len,
-                        "weight %s has %lld elements but x's trailing dims %s (%lld) do not "
-                        "match: the weight's shape must equal x's last %d dim%s (x is %s)",
-                        shape_str(w, s1, sizeof s1), (long long)numel(w),
-                        shape_str(&tail, s3, sizeof s3), (long long)numel(&tail), w->rank,
-                        w->rank == 1 ? "" : "s", shape_str(x, s2, sizeof s2));
+            return reason_set(msg, len, BATON_EPLAN,
+                              "weight %s has %lld elements but x's trailing dims %s (%lld) do not "
+                              "match: the weight's shape must equal x's last %d dim%s (x is %s)",
+                              shape_str(w, s1, sizeof s1), (long long)numel(w),
+                              shape_str(&tail, s3, sizeof s3), (long long)numel(&tail), w->rank,
+                              w->rank == 1 ? "" : "s", shape_str(x, s2, sizeof s2));
         }
     }
     info->n2 = numel(w);
@@ -155,8 +159,9 @@ static int rms_eps(const baton_sig_args *a, double *eps, char *msg, size_t len)
     if (rc)
         return rc;
     if (*eps < 0)
-        return fail(msg, len,
-                    "eps is %g: it must be >= 0 (it is added to mean(x^2); 1e-5 is usual)", *eps);
+        return reason_set(msg, len, BATON_EPLAN,
+                          "eps is %g: it must be >= 0 (it is added to mean(x^2); 1e-5 is usual)",
+                          *eps);
     return 0;
 }
 
@@ -215,28 +220,31 @@ static int rms_bwd_resolve(const baton_sig_args *a, rms_info *info, double *eps,
         return rc;
     char s1[200], s2[200];
     if (g->dtype != w->dtype)
-        return fail(msg, len,
-                    "grad_output is %s but the weight is %s: grad_output has the dtype of the "
-                    "forward output y, which is the weight's (%s)",
-                    baton_dtype_name(g->dtype), baton_dtype_name(w->dtype),
-                    baton_dtype_name(w->dtype));
+        return reason_set(
+            msg, len, BATON_EPLAN,
+            "grad_output is %s but the weight is %s: grad_output has the dtype of the "
+            "forward output y, which is the weight's (%s)",
+            baton_dtype_name(g->dtype), baton_dtype_name(w->dtype), baton_dtype_name(w->dtype));
     if (g->rank != x->rank || memcmp(g->shape, x->shape, sizeof(int64_t) * (size_t)x->rank) != 0)
-        return fail(msg, len, "grad_output has shape %s but x has %s: they must be equal",
-                    shape_str(g, s1, sizeof s1), shape_str(x, s2, sizeof s2));
+        return reason_set(msg, len, BATON_EPLAN,
+                          "grad_output has shape %s but x has %s: they must be equal",
+                          shape_str(g, s1, sizeof s1), shape_str(x, s2, sizeof s2));
     if (iv->dtype != info->invvar_dtype)
-        return fail(msg, len,
-                    "invvar is %s but must be %s (f32, or f64 when x is f64): pass the invvar "
-                    "output of rms_norm_fwd",
-                    baton_dtype_name(iv->dtype), baton_dtype_name(info->invvar_dtype));
+        return reason_set(
+            msg, len, BATON_EPLAN,
+            "invvar is %s but must be %s (f32, or f64 when x is f64): pass the invvar "
+            "output of rms_norm_fwd",
+            baton_dtype_name(iv->dtype), baton_dtype_name(info->invvar_dtype));
     rc = dims_ok(iv, "invvar", msg, len);
     if (rc)
         return rc;
     if (numel(iv) != info->n1)
-        return fail(msg, len,
-                    "invvar has shape %s (%lld elements) but x has %lld rows: invvar must be %s, "
-                    "one value per row",
-                    shape_str(iv, s1, sizeof s1), (long long)numel(iv), (long long)info->n1,
-                    shape_str(&info->rows, s2, sizeof s2));
+        return reason_set(
+            msg, len, BATON_EPLAN,
+            "invvar has shape %s (%lld elements) but x has %lld rows: invvar must be %s, "
+            "one value per row",
+            shape_str(iv, s1, sizeof s1), (long long)numel(iv), (long long)info->n1,
+            shape_str(&info->rows, s2, sizeof s2));
     rc = rms_eps(a, eps, msg, len);
     if (rc)
         return rc;
@@ -254,23 +262,26 @@ static int rms_bwd_resolve(const baton_sig_args *a, rms_info *info, double *eps,
     if (rc)
         return rc;
     if (given && declared > 0 && *pgs != declared)
-        return fail(msg, len,
-                    "part_grad_size is %lld but part_grad is declared with %lld rows: they must "
-                    "agree (or leave out the attribute and the declaration decides)",
-                    (long long)*pgs, (long long)declared);
+        return reason_set(
+            msg, len, BATON_EPLAN,
+            "part_grad_size is %lld but part_grad is declared with %lld rows: they must "
+            "agree (or leave out the attribute and the declaration decides)",
+            (long long)*pgs, (long long)declared);
     if (*pgs < 1)
-        return fail(msg, len,
-                    "part_grad_size is %lld: it must be >= 1 (the number of row blocks whose "
-                    "partial sums form grad_weight; the default is min(rows, 256))",
-                    (long long)*pgs);
+        return reason_set(msg, len, BATON_EPLAN,
+                          "part_grad_size is %lld: it must be >= 1 (the number of row blocks whose "
+                          "partial sums form grad_weight; the default is min(rows, 256))",
+                          (long long)*pgs);
     if (*pgs > INT64_MAX / info->n2)
-        return fail(msg, len, "part_grad_size %lld times %lld normalized elements overflows",
-                    (long long)*pgs, (long long)info->n2);
+        return reason_set(msg, len, BATON_EPLAN,
+                          "part_grad_size %lld times %lld normalized elements overflows",
+                          (long long)*pgs, (long long)info->n2);
     if (!*flat && w->rank + 1 > BATON_MAX_RANK)
-        return fail(msg, len,
-                    "the weight has rank %d, so part_grad ([part_grad_size] + weight shape) would "
-                    "exceed rank %d: reshape the weight to fewer dims",
-                    w->rank, BATON_MAX_RANK);
+        return reason_set(
+            msg, len, BATON_EPLAN,
+            "the weight has rank %d, so part_grad ([part_grad_size] + weight shape) would "
+            "exceed rank %d: reshape the weight to fewer dims",
+            w->rank, BATON_MAX_RANK);
     return 0;
 }
 
@@ -363,8 +374,9 @@ static int ew_resolve(const baton_sig_args *a, const char *target, int n_in, int
     const baton_tensor_desc *x = &a->inputs[0];
     const char *xname = n_in == 2 ? "a" : "x";
     if (!dtype_is_float(x->dtype) && !(ints && dtype_is_int(x->dtype)))
-        return fail(msg, len, "%s is %s but %s takes %s", xname, baton_dtype_name(x->dtype), target,
-                    ints ? "bf16, f16, f32, f64, i32 or i64" : "bf16, f16, f32 or f64");
+        return reason_set(msg, len, BATON_EPLAN, "%s is %s but %s takes %s", xname,
+                          baton_dtype_name(x->dtype), target,
+                          ints ? "bf16, f16, f32, f64, i32 or i64" : "bf16, f16, f32 or f64");
     rc = dims_ok(x, xname, msg, len);
     if (rc)
         return rc;
@@ -375,9 +387,10 @@ static int ew_resolve(const baton_sig_args *a, const char *target, int n_in, int
         const baton_tensor_desc *b = &a->inputs[1];
         char s1[200], s2[200];
         if (b->dtype != x->dtype)
-            return fail(msg, len, "a is %s but b is %s: %s needs both in one dtype (%s)",
-                        baton_dtype_name(x->dtype), baton_dtype_name(b->dtype), target,
-                        baton_dtype_name(x->dtype));
+            return reason_set(msg, len, BATON_EPLAN,
+                              "a is %s but b is %s: %s needs both in one dtype (%s)",
+                              baton_dtype_name(x->dtype), baton_dtype_name(b->dtype), target,
+                              baton_dtype_name(x->dtype));
         rc = dims_ok(b, "b", msg, len);
         if (rc)
             return rc;
@@ -389,12 +402,13 @@ static int ew_resolve(const baton_sig_args *a, const char *target, int n_in, int
         for (int i = lead; ok && i < b->rank; i++)
             ok = b->shape[i] == x->shape[x->rank - b->rank + i];
         if (!ok)
-            return fail(msg, len,
-                        "b has shape %s but a has %s: b must have a's shape or a's trailing dims "
-                        "(e.g. [%lld]; leading 1s are allowed), and then repeats over a's leading "
-                        "dims",
-                        shape_str(b, s1, sizeof s1), shape_str(x, s2, sizeof s2),
-                        (long long)(x->rank ? x->shape[x->rank - 1] : 1));
+            return reason_set(
+                msg, len, BATON_EPLAN,
+                "b has shape %s but a has %s: b must have a's shape or a's trailing dims "
+                "(e.g. [%lld]; leading 1s are allowed), and then repeats over a's leading "
+                "dims",
+                shape_str(b, s1, sizeof s1), shape_str(x, s2, sizeof s2),
+                (long long)(x->rank ? x->shape[x->rank - 1] : 1));
         d->nb = numel(b);
     }
     return 0;
@@ -415,7 +429,8 @@ static int softshrink_resolve(const baton_sig_args *a, baton_ew_desc *d, char *m
     if (rc)
         return rc;
     if (d->value < 0)
-        return fail(msg, len, "lambda is %g: it must be >= 0 (0.5 is the default)", d->value);
+        return reason_set(msg, len, BATON_EPLAN,
+                          "lambda is %g: it must be >= 0 (0.5 is the default)", d->value);
     return 0;
 }
 
@@ -429,11 +444,12 @@ static int add_scalar_resolve(const baton_sig_args *a, baton_ew_desc *d, char *m
     if (dtype_is_int((baton_dtype)d->dtype)) {
         double lim = d->dtype == BATON_DTYPE_I32 ? 2147483648.0 : 9223372036854775808.0;
         if (d->value != floor(d->value) || d->value >= lim || d->value < -lim)
-            return fail(msg, len,
-                        "value is %.17g but x is %s: give an integer value within %s's range, or "
-                        "make x a float tensor",
-                        d->value, baton_dtype_name((baton_dtype)d->dtype),
-                        baton_dtype_name((baton_dtype)d->dtype));
+            return reason_set(
+                msg, len, BATON_EPLAN,
+                "value is %.17g but x is %s: give an integer value within %s's range, or "
+                "make x a float tensor",
+                d->value, baton_dtype_name((baton_dtype)d->dtype),
+                baton_dtype_name((baton_dtype)d->dtype));
     }
     return 0;
 }
@@ -472,15 +488,16 @@ static int argmax_resolve(const baton_sig_args *a, baton_argmax_desc *d, baton_t
         return rc;
     const baton_tensor_desc *x = &a->inputs[0];
     if (!dtype_is_float(x->dtype) && !dtype_is_int(x->dtype))
-        return fail(msg, len, "x is %s but argmax takes bf16, f16, f32, f64, i32 or i64",
-                    baton_dtype_name(x->dtype));
+        return reason_set(msg, len, BATON_EPLAN,
+                          "x is %s but argmax takes bf16, f16, f32, f64, i32 or i64",
+                          baton_dtype_name(x->dtype));
     rc = dims_ok(x, "x", msg, len);
     if (rc)
         return rc;
     if (x->rank < 1)
-        return fail(msg, len,
-                    "x is a scalar (shape []): argmax runs over the last dim, so x needs "
-                    "rank >= 1, e.g. [n]");
+        return reason_set(msg, len, BATON_EPLAN,
+                          "x is a scalar (shape []): argmax runs over the last dim, so x needs "
+                          "rank >= 1, e.g. [n]");
     memset(d, 0, sizeof *d);
     d->n2 = x->shape[x->rank - 1];
     d->n1 = numel(x) / d->n2;

@@ -139,8 +139,8 @@ static int refuse(baton_error *err, const char *fn, const baton_target *t, const
     va_start(ap, fmt);
     vsnprintf(what, sizeof what, fmt, ap);
     va_end(ap);
-    return baton_seterr(err, BATON_EINVAL, "%s: target '%s': %s", fn,
-                        shown(t->name, name, sizeof name), what);
+    return err_set(err, BATON_EINVAL, "%s: target '%s': %s", fn, shown(t->name, name, sizeof name),
+                   what);
 }
 
 static const char *kind_name(baton_device_kind k)
@@ -236,9 +236,9 @@ static int check_target(const char *fn, const baton_target *t, baton_error *err)
 {
     char why[96], name[80];
     if (!name_ok(t->name, why, sizeof why))
-        return baton_seterr(err, BATON_EINVAL,
-                            "%s: the target name '%s' %s; plans name targets with " NAME_RULE, fn,
-                            shown(t->name, name, sizeof name), why);
+        return err_set(err, BATON_EINVAL,
+                       "%s: the target name '%s' %s; plans name targets with " NAME_RULE, fn,
+                       shown(t->name, name, sizeof name), why);
     if (t->kind != BATON_TARGET_KERNEL && t->kind != BATON_TARGET_DELEGATE)
         return refuse(err, fn, t, "kind is %d; use BATON_TARGET_KERNEL or BATON_TARGET_DELEGATE",
                       (int)t->kind);
@@ -363,8 +363,8 @@ static void commit(baton_registry *reg, int i, baton_target *e)
 static int out_of_memory(baton_error *err, const char *fn, const baton_target *t)
 {
     char name[80];
-    return baton_seterr(err, BATON_ENOMEM, "%s: target '%s': out of memory", fn,
-                        shown(t->name, name, sizeof name));
+    return err_set(err, BATON_ENOMEM, "%s: target '%s': out of memory", fn,
+                   shown(t->name, name, sizeof name));
 }
 
 int baton_registry_add(baton_registry *reg, const baton_target *t, baton_error *err)
@@ -372,7 +372,7 @@ int baton_registry_add(baton_registry *reg, const baton_target *t, baton_error *
     err_clear(err);
     static const char fn[] = "baton_registry_add";
     if (!reg || !t)
-        return baton_seterr(err, BATON_EINVAL, "%s: a registry and a target are required", fn);
+        return err_set(err, BATON_EINVAL, "%s: a registry and a target are required", fn);
     baton_target full; /* t at this library's size (abi.c) */
     baton_delegate_iface ifaces[BATON_MAX_IMPLS];
     int rc = target_read(fn, t, &full, ifaces, err);
@@ -429,7 +429,7 @@ int baton_registry_replace(baton_registry *reg, const baton_target *t, baton_err
     err_clear(err);
     static const char fn[] = "baton_registry_replace";
     if (!reg || !t)
-        return baton_seterr(err, BATON_EINVAL, "%s: a registry and a target are required", fn);
+        return err_set(err, BATON_EINVAL, "%s: a registry and a target are required", fn);
     baton_target full; /* t at this library's size (abi.c) */
     baton_delegate_iface ifaces[BATON_MAX_IMPLS];
     int rc = target_read(fn, t, &full, ifaces, err);
@@ -442,10 +442,10 @@ int baton_registry_replace(baton_registry *reg, const baton_target *t, baton_err
     int i = find_index(reg, t->name);
     if (i < 0) {
         char name[80];
-        return baton_seterr(err, BATON_ENOENT,
-                            "%s: no target named '%s' is registered, so there is nothing to "
-                            "replace; add a new target with baton_registry_add()",
-                            fn, shown(t->name, name, sizeof name));
+        return err_set(err, BATON_ENOENT,
+                       "%s: no target named '%s' is registered, so there is nothing to "
+                       "replace; add a new target with baton_registry_add()",
+                       fn, shown(t->name, name, sizeof name));
     }
     baton_target *e = NULL;
     if (reserve(&reg->retired, reg->n_retired, &reg->cap_retired) ||

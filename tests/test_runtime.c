@@ -946,12 +946,12 @@ static int wide_init(const baton_delegate_init *info, void **state, baton_error 
 {
     *state = NULL;
     if (info->sig->n_inputs != WIDE_N)
-        return baton_seterr(err, BATON_EKERNEL, "n_inputs %d", info->sig->n_inputs);
+        return err_set(err, BATON_EKERNEL, "n_inputs %d", info->sig->n_inputs);
     for (int k = 0; k < WIDE_N; k++) {
         const baton_tensor_desc *d = &info->sig->inputs[k];
         if (d->dtype != BATON_DTYPE_F32 || d->rank != 1 || d->shape[0] != 64 ||
             info->input_constant[k] != (k % 2))
-            return baton_seterr(err, BATON_EKERNEL, "input %d seen wrong", k);
+            return err_set(err, BATON_EKERNEL, "input %d seen wrong", k);
     }
     return 0;
 }

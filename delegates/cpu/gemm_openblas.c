@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/core.h"
 #include "delegates/gemm.h"
 #include "core/dtype.h"
 
@@ -17,22 +18,6 @@ typedef struct gemm_cpu {
     float *sa, *sb, *sc; /* f32 copies of a, b and the product (bf16/f16 only) */
     int b_cached;        /* b is a plan constant: sb was widened once, at init */
 } gemm_cpu;
-
-static void kerr(const baton_exec_ctx *ctx, const char *fmt, ...)
-#if defined(__GNUC__)
-    __attribute__((format(printf, 2, 3)))
-#endif
-    ;
-
-static void kerr(const baton_exec_ctx *ctx, const char *fmt, ...)
-{
-    if (!ctx || !ctx->errbuf || !ctx->errbuf_len)
-        return;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(ctx->errbuf, ctx->errbuf_len, fmt, ap);
-    va_end(ap);
-}
 
 static void widen(baton_dtype dt, const uint16_t *src, float *dst, size_t n)
 {
@@ -134,12 +119,10 @@ static int gemm_cpu_execute(void *state, const baton_exec_ctx *ctx, void **buffe
 {
     gemm_cpu *g = state;
     if (!g) {
-        kerr(ctx, "gemm (cpu): no state: init() did not run or failed");
-        return BATON_EINVAL;
+        return ctx_fail(ctx, BATON_EINVAL, "gemm (cpu): no state: init() did not run or failed");
     }
     if (!buffers || !buffers[0] || !buffers[1] || !buffers[2]) {
-        kerr(ctx, "gemm (cpu): a NULL buffer (a, b, out expected)");
-        return BATON_EINVAL;
+        return ctx_fail(ctx, BATON_EINVAL, "gemm (cpu): a NULL buffer (a, b, out expected)");
     }
     const baton_gemm_desc *d = &g->d;
     int m = (int)d->m, n = (int)d->n, k = (int)d->k;
@@ -167,8 +150,9 @@ static int gemm_cpu_execute(void *state, const baton_exec_ctx *ctx, void **buffe
         narrow((baton_dtype)d->dtype, g->sc, buffers[2], (size_t)d->m * (size_t)d->n);
         return 0;
     default:
-        kerr(ctx, "gemm (cpu): dtype code %d is not one of f32, f64, bf16, f16", (int)d->dtype);
-        return BATON_EINVAL;
+        return ctx_fail(ctx, BATON_EINVAL,
+                        "gemm (cpu): dtype code %d is not one of f32, f64, bf16, f16",
+                        (int)d->dtype);
     }
 }
 

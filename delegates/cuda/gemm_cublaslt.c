@@ -52,7 +52,7 @@ static int init_fail(baton_error *err, int code, const baton_delegate_init *info
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
     baton_device_format(info->device, dev, sizeof dev);
-    return baton_seterr(err, code, "%s: step '%s': gemm (cuBLASLt): %s", dev,
+    return err_set(err, code, "%s: step '%s': gemm (cuBLASLt): %s", dev,
                         info->step_name ? info->step_name : "?", msg);
 }
 
@@ -77,7 +77,7 @@ static int gemm_init(const baton_delegate_init *info, void **state, baton_error 
 {
     *state = NULL;
     if (!info || !info->sig)
-        return baton_seterr(err, BATON_EINVAL, "gemm (cuBLASLt): init() needs the step's sig");
+        return err_set(err, BATON_EINVAL, "gemm (cuBLASLt): init() needs the step's sig");
     if (info->device.kind != BATON_DEVICE_CUDA)
         return init_fail(err, BATON_EINVAL, info, "this backend runs on CUDA devices only");
 

@@ -16,31 +16,15 @@
 /* Elements per stack chunk: 4 KiB of doubles per buffer. */
 #define CHUNK 512
 
-/* Writes the message into the context's error buffer (when it has one); returns BATON_EINVAL. */
-#if defined(__GNUC__)
-__attribute__((format(printf, 2, 3)))
-#endif
-static inline int
-kerr(const baton_exec_ctx *ctx, const char *fmt, ...)
-{
-    if (ctx && ctx->errbuf && ctx->errbuf_len) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(ctx->errbuf, ctx->errbuf_len, fmt, ap);
-        va_end(ap);
-    }
-    return BATON_EINVAL;
-}
-
 /* Copies the descriptor into *desc when opaque holds exactly size bytes; layout names the struct
  * and its fields for the message. */
 static inline int read_opaque(const baton_exec_ctx *ctx, const char *name, const char *opaque,
                               size_t len, void *desc, size_t size, const char *layout)
 {
     if (!opaque || len != size)
-        return kerr(ctx,
-                    "%s: the descriptor is %zu bytes but must be %zu (%s; see docs/kernels.md)",
-                    name, opaque ? len : 0, size, layout);
+        return ctx_fail(ctx, BATON_EINVAL,
+                        "%s: the descriptor is %zu bytes but must be %zu (%s; see docs/kernels.md)",
+                        name, opaque ? len : 0, size, layout);
     memcpy(desc, opaque, size);
     return 0;
 }
@@ -49,10 +33,10 @@ static inline int read_opaque(const baton_exec_ctx *ctx, const char *name, const
 static inline int check_buffers(const baton_exec_ctx *ctx, const char *name, void **buffers, int n)
 {
     if (!buffers)
-        return kerr(ctx, "%s: buffers is NULL", name);
+        return ctx_fail(ctx, BATON_EINVAL, "%s: buffers is NULL", name);
     for (int i = 0; i < n; i++)
         if (!buffers[i])
-            return kerr(ctx, "%s: buffer %d of %d is NULL", name, i, n);
+            return ctx_fail(ctx, BATON_EINVAL, "%s: buffer %d of %d is NULL", name, i, n);
     return 0;
 }
 

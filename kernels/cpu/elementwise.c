@@ -19,26 +19,30 @@ static int read_ew(const baton_exec_ctx *ctx, const char *name, int binary, int 
     if (rc)
         return rc;
     if (!dtype_is_float((baton_dtype)d->dtype) && !(ints && dtype_is_int((baton_dtype)d->dtype)))
-        return kerr(ctx, "%s: dtype is code %d, not %s", name, (int)d->dtype,
-                    ints ? "bf16 (1), f16 (2), f32 (3), f64 (4), i32 (5) or i64 (6)"
-                         : "bf16 (1), f16 (2), f32 (3) or f64 (4)");
+        return ctx_fail(ctx, BATON_EINVAL, "%s: dtype is code %d, not %s", name, (int)d->dtype,
+                        ints ? "bf16 (1), f16 (2), f32 (3), f64 (4), i32 (5) or i64 (6)"
+                             : "bf16 (1), f16 (2), f32 (3) or f64 (4)");
     if (d->n < 1 || d->n > INT64_MAX / 8)
-        return kerr(ctx, "%s: n is %lld elements: it must be >= 1", name, (long long)d->n);
+        return ctx_fail(ctx, BATON_EINVAL, "%s: n is %lld elements: it must be >= 1", name,
+                        (long long)d->n);
     if (binary) {
         if (d->nb < 1 || d->nb > d->n || d->n % d->nb != 0)
-            return kerr(ctx,
-                        "%s: nb is %lld but n is %lld: b must have n elements or a divisor of n "
-                        "(then it repeats)",
-                        name, (long long)d->nb, (long long)d->n);
+            return ctx_fail(
+                ctx, BATON_EINVAL,
+                "%s: nb is %lld but n is %lld: b must have n elements or a divisor of n "
+                "(then it repeats)",
+                name, (long long)d->nb, (long long)d->n);
     } else if (d->nb != 0) {
-        return kerr(ctx, "%s: nb is %lld: it must be 0 for a kernel with one input", name,
-                    (long long)d->nb);
+        return ctx_fail(ctx, BATON_EINVAL,
+                        "%s: nb is %lld: it must be 0 for a kernel with one input", name,
+                        (long long)d->nb);
     }
     if (d->reserved != 0)
-        return kerr(ctx, "%s: the reserved field (bytes 20-23) is %d: it must be 0", name,
-                    (int)d->reserved);
+        return ctx_fail(ctx, BATON_EINVAL,
+                        "%s: the reserved field (bytes 20-23) is %d: it must be 0", name,
+                        (int)d->reserved);
     if (!isfinite(d->value))
-        return kerr(ctx, "%s: value is %g: it must be finite", name, d->value);
+        return ctx_fail(ctx, BATON_EINVAL, "%s: value is %g: it must be finite", name, d->value);
     return check_buffers(ctx, name, buffers, binary ? 3 : 2);
 }
 
@@ -55,7 +59,7 @@ int kcpu_softshrink(const baton_exec_ctx *ctx, void **buffers, const char *opaqu
     if (rc)
         return rc;
     if (d.value < 0)
-        return kerr(ctx, "softshrink: lambda is %g: it must be >= 0", d.value);
+        return ctx_fail(ctx, BATON_EINVAL, "softshrink: lambda is %g: it must be >= 0", d.value);
     const baton_dtype dt = (baton_dtype)d.dtype;
     const double l = scalar_for(dt, d.value);
     double b[CHUNK];
@@ -149,8 +153,9 @@ int kcpu_add_scalar(const baton_exec_ctx *ctx, void **buffers, const char *opaqu
     if (dt == BATON_DTYPE_I32 || dt == BATON_DTYPE_I64) {
         double lim = dt == BATON_DTYPE_I32 ? 2147483648.0 : 9223372036854775808.0;
         if (d.value != floor(d.value) || d.value >= lim || d.value < -lim)
-            return kerr(ctx, "add_scalar: value %.17g is not an integer in %s's range", d.value,
-                        baton_dtype_name(dt));
+            return ctx_fail(ctx, BATON_EINVAL,
+                            "add_scalar: value %.17g is not an integer in %s's range", d.value,
+                            baton_dtype_name(dt));
         if (dt == BATON_DTYPE_I32) {
             const int32_t *x = buffers[0];
             int32_t *y = buffers[1];
@@ -197,18 +202,21 @@ int kcpu_argmax(const baton_exec_ctx *ctx, void **buffers, const char *opaque, s
     if (rc)
         return rc;
     if (!dtype_is_float((baton_dtype)d.dtype) && !dtype_is_int((baton_dtype)d.dtype))
-        return kerr(ctx,
-                    "argmax: dtype is code %d, not bf16 (1), f16 (2), f32 (3), f64 (4), i32 (5) "
-                    "or i64 (6)",
-                    (int)d.dtype);
+        return ctx_fail(
+            ctx, BATON_EINVAL,
+            "argmax: dtype is code %d, not bf16 (1), f16 (2), f32 (3), f64 (4), i32 (5) "
+            "or i64 (6)",
+            (int)d.dtype);
     if (d.n1 < 1 || d.n2 < 1 || d.n1 > INT64_MAX / 8 / d.n2)
-        return kerr(ctx, "argmax: n1 = %lld rows of n2 = %lld elements: both must be >= 1",
-                    (long long)d.n1, (long long)d.n2);
+        return ctx_fail(ctx, BATON_EINVAL,
+                        "argmax: n1 = %lld rows of n2 = %lld elements: both must be >= 1",
+                        (long long)d.n1, (long long)d.n2);
     if (d.reserved != 0)
-        return kerr(ctx, "argmax: the reserved field (bytes 20-23) is %d: it must be 0",
-                    (int)d.reserved);
+        return ctx_fail(ctx, BATON_EINVAL,
+                        "argmax: the reserved field (bytes 20-23) is %d: it must be 0",
+                        (int)d.reserved);
     if (!buffers || !buffers[0] || !buffers[1])
-        return kerr(ctx, "argmax: a NULL buffer (x, out expected)");
+        return ctx_fail(ctx, BATON_EINVAL, "argmax: a NULL buffer (x, out expected)");
     const baton_dtype dt = (baton_dtype)d.dtype;
     int64_t *out = buffers[1];
     if (dtype_is_int(dt)) { /* exact: an i64 above 2^53 would round through double */

@@ -16,22 +16,27 @@ static int read_desc(const baton_exec_ctx *ctx, const char *name, void **buffers
     if (rc)
         return rc;
     if (!dtype_is_float((baton_dtype)d->x_dtype))
-        return kerr(ctx, "%s: x_dtype is code %d, not bf16 (1), f16 (2), f32 (3) or f64 (4)", name,
-                    (int)d->x_dtype);
+        return ctx_fail(ctx, BATON_EINVAL,
+                        "%s: x_dtype is code %d, not bf16 (1), f16 (2), f32 (3) or f64 (4)", name,
+                        (int)d->x_dtype);
     if (!dtype_is_float((baton_dtype)d->w_dtype))
-        return kerr(ctx, "%s: w_dtype is code %d, not bf16 (1), f16 (2), f32 (3) or f64 (4)", name,
-                    (int)d->w_dtype);
+        return ctx_fail(ctx, BATON_EINVAL,
+                        "%s: w_dtype is code %d, not bf16 (1), f16 (2), f32 (3) or f64 (4)", name,
+                        (int)d->w_dtype);
     if (d->n1 < 1 || d->n2 < 1)
-        return kerr(ctx, "%s: n1 = %lld rows and n2 = %lld elements per row: both must be >= 1",
-                    name, (long long)d->n1, (long long)d->n2);
+        return ctx_fail(ctx, BATON_EINVAL,
+                        "%s: n1 = %lld rows and n2 = %lld elements per row: both must be >= 1",
+                        name, (long long)d->n1, (long long)d->n2);
     if (d->n1 > INT64_MAX / 8 / d->n2)
-        return kerr(ctx, "%s: n1 = %lld times n2 = %lld elements is too large", name,
-                    (long long)d->n1, (long long)d->n2);
+        return ctx_fail(ctx, BATON_EINVAL, "%s: n1 = %lld times n2 = %lld elements is too large",
+                        name, (long long)d->n1, (long long)d->n2);
     if (!(d->eps >= 0) || !isfinite(d->eps))
-        return kerr(ctx, "%s: eps is %g: it must be a finite number >= 0", name, d->eps);
+        return ctx_fail(ctx, BATON_EINVAL, "%s: eps is %g: it must be a finite number >= 0", name,
+                        d->eps);
     if (bwd && (d->part_grad_size < 1 || d->part_grad_size > INT64_MAX / 8 / d->n2))
-        return kerr(ctx, "%s: part_grad_size is %lld: it must be >= 1 (16 is usual)", name,
-                    (long long)d->part_grad_size);
+        return ctx_fail(ctx, BATON_EINVAL,
+                        "%s: part_grad_size is %lld: it must be >= 1 (16 is usual)", name,
+                        (long long)d->part_grad_size);
     return check_buffers(ctx, name, buffers, n_buffers);
 }
 

@@ -154,47 +154,50 @@ static int ew_call(const baton_exec_ctx *ctx, void **buffers, const char *opaque
     const bool binary = OP == EW_ADD || OP == EW_MUL;
     baton_ew_desc d;
     if (!opaque || len != sizeof d)
-        return fail(ctx, BATON_EINVAL,
-                    "%s: the descriptor is %zu bytes, expected %zu (baton_ew_desc: n, nb, dtype, "
-                    "reserved, value)",
-                    what, opaque ? len : (size_t)0, sizeof d);
+        return ctx_fail(
+            ctx, BATON_EINVAL,
+            "%s: the descriptor is %zu bytes, expected %zu (baton_ew_desc: n, nb, dtype, "
+            "reserved, value)",
+            what, opaque ? len : (size_t)0, sizeof d);
     memcpy(&d, opaque, sizeof d);
     if (d.n < 1 || d.n > INT64_MAX / 8)
-        return fail(ctx, BATON_EINVAL, "%s: n = %lld elements; it must be >= 1", what,
-                    (long long)d.n);
+        return ctx_fail(ctx, BATON_EINVAL, "%s: n = %lld elements; it must be >= 1", what,
+                        (long long)d.n);
     if (binary && (d.nb < 1 || d.nb > d.n || d.n % d.nb != 0))
-        return fail(ctx, BATON_EINVAL,
-                    "%s: the second operand has nb = %lld elements; it must have n = %lld or a "
-                    "divisor of n (then it repeats)",
-                    what, (long long)d.nb, (long long)d.n);
+        return ctx_fail(ctx, BATON_EINVAL,
+                        "%s: the second operand has nb = %lld elements; it must have n = %lld or a "
+                        "divisor of n (then it repeats)",
+                        what, (long long)d.nb, (long long)d.n);
     if (!binary && d.nb != 0)
-        return fail(ctx, BATON_EINVAL, "%s: nb = %lld; it must be 0 for a kernel with one input",
-                    what, (long long)d.nb);
+        return ctx_fail(ctx, BATON_EINVAL,
+                        "%s: nb = %lld; it must be 0 for a kernel with one input", what,
+                        (long long)d.nb);
     if (d.reserved != 0)
-        return fail(ctx, BATON_EINVAL, "%s: the reserved field (bytes 20-23) is %d; it must be 0",
-                    what, (int)d.reserved);
+        return ctx_fail(ctx, BATON_EINVAL,
+                        "%s: the reserved field (bytes 20-23) is %d; it must be 0", what,
+                        (int)d.reserved);
     const bool ints = d.dtype == BATON_DTYPE_I32 || d.dtype == BATON_DTYPE_I64;
     if (dtype_bytes(d.dtype) == 0 || (ints && OP == EW_SOFTSHRINK))
-        return fail(ctx, BATON_EINVAL, "%s: unknown dtype code %d; expected %s", what, (int)d.dtype,
-                    OP == EW_SOFTSHRINK
-                        ? "1 (bf16), 2 (f16), 3 (f32) or 4 (f64)"
-                        : "1 (bf16), 2 (f16), 3 (f32), 4 (f64), 5 (i32) or 6 (i64)");
+        return ctx_fail(
+            ctx, BATON_EINVAL, "%s: unknown dtype code %d; expected %s", what, (int)d.dtype,
+            OP == EW_SOFTSHRINK ? "1 (bf16), 2 (f16), 3 (f32) or 4 (f64)"
+                                : "1 (bf16), 2 (f16), 3 (f32), 4 (f64), 5 (i32) or 6 (i64)");
     if (!isfinite(d.value))
-        return fail(ctx, BATON_EINVAL, "%s: value = %g; it must be finite", what, d.value);
+        return ctx_fail(ctx, BATON_EINVAL, "%s: value = %g; it must be finite", what, d.value);
     if (OP == EW_SOFTSHRINK && d.value < 0.0)
-        return fail(ctx, BATON_EINVAL, "softshrink: lambda = %g; it must be >= 0", d.value);
+        return ctx_fail(ctx, BATON_EINVAL, "softshrink: lambda = %g; it must be >= 0", d.value);
     if (OP == EW_ADD_SCALAR && ints) {
         const double lim = d.dtype == BATON_DTYPE_I32 ? 2147483648.0 : 9223372036854775808.0;
         if (d.value != floor(d.value) || d.value >= lim || d.value < -lim)
-            return fail(ctx, BATON_EINVAL,
-                        "add_scalar: value %.17g is not an integer in %s's range", d.value,
-                        dtype_label(d.dtype));
+            return ctx_fail(ctx, BATON_EINVAL,
+                            "add_scalar: value %.17g is not an integer in %s's range", d.value,
+                            dtype_label(d.dtype));
     }
     if (!buffers)
-        return fail(ctx, BATON_EINVAL, "%s: buffers is NULL", what);
+        return ctx_fail(ctx, BATON_EINVAL, "%s: buffers is NULL", what);
     for (int i = 0; i < (binary ? 3 : 2); i++)
         if (!buffers[i])
-            return fail(ctx, BATON_EINVAL, "%s: buffer %d is NULL", what, i);
+            return ctx_fail(ctx, BATON_EINVAL, "%s: buffer %d is NULL", what, i);
     switch (d.dtype) {
     case BATON_DTYPE_BF16: return ew_typed<__nv_bfloat16, OP>(ctx, buffers, d);
     case BATON_DTYPE_F16: return ew_typed<__half, OP>(ctx, buffers, d);
@@ -372,18 +375,20 @@ extern "C" int kcuda_argmax(const baton_exec_ctx *ctx, void **buffers, const cha
 {
     baton_argmax_desc d;
     if (!opaque || len != sizeof d)
-        return fail(ctx, BATON_EINVAL,
-                    "argmax: the descriptor is %zu bytes, expected %zu (baton_argmax_desc: n1, n2, "
-                    "dtype, reserved)",
-                    opaque ? len : (size_t)0, sizeof d);
+        return ctx_fail(
+            ctx, BATON_EINVAL,
+            "argmax: the descriptor is %zu bytes, expected %zu (baton_argmax_desc: n1, n2, "
+            "dtype, reserved)",
+            opaque ? len : (size_t)0, sizeof d);
     memcpy(&d, opaque, sizeof d);
     if (d.n1 < 1 || d.n2 < 1)
-        return fail(ctx, BATON_EINVAL,
-                    "argmax: zero-sized shape (n1 = %lld rows, n2 = %lld columns); both must be "
-                    ">= 1",
-                    (long long)d.n1, (long long)d.n2);
+        return ctx_fail(
+            ctx, BATON_EINVAL,
+            "argmax: zero-sized shape (n1 = %lld rows, n2 = %lld columns); both must be "
+            ">= 1",
+            (long long)d.n1, (long long)d.n2);
     if (!buffers || !buffers[0] || !buffers[1])
-        return fail(ctx, BATON_EINVAL, "argmax: a buffer is NULL");
+        return ctx_fail(ctx, BATON_EINVAL, "argmax: a buffer is NULL");
     switch (d.dtype) {
     case BATON_DTYPE_BF16: return argmax_typed<__nv_bfloat16>(ctx, buffers, d);
     case BATON_DTYPE_F16: return argmax_typed<__half>(ctx, buffers, d);
@@ -392,10 +397,11 @@ extern "C" int kcuda_argmax(const baton_exec_ctx *ctx, void **buffers, const cha
     case BATON_DTYPE_I32: return argmax_typed<int32_t>(ctx, buffers, d);
     case BATON_DTYPE_I64: return argmax_typed<int64_t>(ctx, buffers, d);
     default:
-        return fail(ctx, BATON_EINVAL,
-                    "argmax: unknown dtype code %d; expected 1 (bf16), 2 (f16), 3 (f32), 4 (f64), "
-                    "5 (i32) or 6 (i64)",
-                    (int)d.dtype);
+        return ctx_fail(
+            ctx, BATON_EINVAL,
+            "argmax: unknown dtype code %d; expected 1 (bf16), 2 (f16), 3 (f32), 4 (f64), "
+            "5 (i32) or 6 (i64)",
+            (int)d.dtype);
     }
 }
 

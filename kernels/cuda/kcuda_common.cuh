@@ -18,6 +18,7 @@
 #include <string.h>
 
 #include "baton/baton.h"
+#include "core/core.h"
 
 namespace kcuda
 {
@@ -26,28 +27,7 @@ namespace cg = cooperative_groups;
 
 /* ---- errors ---------------------------------------------------------------------------------- */
 
-/* Writes "step 'name': <reason>" (or just the reason) into ctx->errbuf; returns code. */
-static inline int fail(const baton_exec_ctx *ctx, int code, const char *fmt, ...)
-#if defined(__GNUC__)
-    __attribute__((format(printf, 3, 4)))
-#endif
-    ;
-static inline int fail(const baton_exec_ctx *ctx, int code, const char *fmt, ...)
-{
-    if (!ctx || !ctx->errbuf || ctx->errbuf_len == 0)
-        return code;
-    char reason[512];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(reason, sizeof reason, fmt, ap);
-    va_end(ap);
-    if (ctx->step_name && ctx->step_name[0])
-        snprintf(ctx->errbuf, ctx->errbuf_len, "step '%s' on cuda:%d: %s", ctx->step_name,
-                 ctx->device.index, reason);
-    else
-        snprintf(ctx->errbuf, ctx->errbuf_len, "%s", reason);
-    return code;
-}
+/* Kernels give the reason only, through core's ctx_fail (the runtime names the step). */
 
 /* ---- element types --------------------------------------------------------------------------- */
 
@@ -593,9 +573,9 @@ static int prepare_attrs(K kernel, const baton_exec_ctx *ctx, const char *what, 
                                       cudaSharedmemCarveoutMaxShared)) != cudaSuccess ||
             (e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                       (int)smem_max)) != cudaSuccess) {
-            fail(ctx, BATON_ECUDA,
-                 "cudaFuncSetAttribute(%s, %zu bytes of shared memory) failed: %s", what, smem,
-                 cudaGetErrorString(e));
+            ctx_fail(ctx, BATON_ECUDA,
+                     "cudaFuncSetAttribute(%s, %zu bytes of shared memory) failed: %s", what, smem,
+                     cudaGetErrorString(e));
             return -1;
         }
         facts_set(f, &FnFacts::smem_set, dev);
@@ -609,8 +589,8 @@ static int prepare_attrs(K kernel, const baton_exec_ctx *ctx, const char *what, 
                 cudaGetLastError();
                 return 1;
             }
-            fail(ctx, BATON_ECUDA, "cudaFuncSetAttribute(%s, non-portable cluster) failed: %s",
-                 what, cudaGetErrorString(e));
+            ctx_fail(ctx, BATON_ECUDA, "cudaFuncSetAttribute(%s, non-portable cluster) failed: %s",
+                     what, cudaGetErrorString(e));
             return -1;
         }
         facts_set(f, &FnFacts::np_set, dev);
@@ -697,18 +677,12 @@ static int launch(const baton_exec_ctx *ctx, const char *name, void (*kernel)(KA
     if (e == cudaSuccess)
         e = cudaGetLastError();
     if (e != cudaSuccess)
-        return fail(ctx, BATON_ECUDA, "cudaLaunchKernelEx(%s) failed: %s", name,
-                    cudaGetErrorString(e));
+        return ctx_fail(ctx, BATON_ECUDA, "cudaLaunchKernelEx(%s) failed: %s", name,
+                        cudaGetErrorString(e));
     return 0;
 }
 
-/* Host-side validation shared by the kernels. */
-static inline bool dtype_is_float(int32_t dt)
-{
-    return dt == BATON_DTYPE_BF16 || dt == BATON_DTYPE_F16 || dt == BATON_DTYPE_F32 ||
-           dt == BATON_DTYPE_F64;
-}
-
+/* Host-side validation shared by the kernels (dtype_is_float is core's). */
 static inline const char *dtype_label(int32_t dt)
 {
     switch (dt) {

@@ -800,7 +800,7 @@ static int bwd_typed(const baton_exec_ctx *ctx, void **buffers, const baton_rms_
     for (;;) {
         int rc = kcuda_rms_bwd_layout(&d, buffers, &dev, o, &L, why, sizeof why);
         if (rc)
-            return fail(ctx, rc, "%s", why);
+            return ctx_fail(ctx, rc, "%s", why);
         if (L.mode == KCUDA_RMS_SPLIT) {
             kcuda_rms_report(&L, chosen);
             return bwd_split<TX, TW>(ctx, buffers, d, L);
@@ -864,7 +864,7 @@ extern "C" int kcuda_rms_norm_bwd_cfg(const baton_exec_ctx *ctx, void **buffers,
     const int rc =
         kcuda_rms_check("rms_norm_bwd", buffers, 7, opaque, len, 1, o, &d, why, sizeof why);
     if (rc)
-        return fail(ctx, rc, "%s", why);
+        return ctx_fail(ctx, rc, "%s", why);
     switch (d.x_dtype) {
     case BATON_DTYPE_BF16: return bwd_w<__nv_bfloat16>(ctx, buffers, d, o, chosen);
     case BATON_DTYPE_F16: return bwd_w<__half>(ctx, buffers, d, o, chosen);

@@ -558,7 +558,7 @@ static int fwd_typed(const baton_exec_ctx *ctx, void **buffers, const baton_rms_
     for (;;) {
         int rc = kcuda_rms_fwd_layout(&d, buffers, &dev, o, &L, why, sizeof why);
         if (rc)
-            return fail(ctx, rc, "%s", why);
+            return ctx_fail(ctx, rc, "%s", why);
         const FwdKernel k = fwd_kernel_for<TX, TW>(L);
         rc = prepare(k, ctx, "rms_norm_fwd", L.cx * L.cy, L.grid, L.threads, L.smem, smem_max,
                      L.may_shrink);
@@ -572,7 +572,7 @@ static int fwd_typed(const baton_exec_ctx *ctx, void **buffers, const baton_rms_
             int per_sm = 0;
             cudaError_t e = occupancy(ctx, (const void *)k, L.threads, L.smem, &per_sm);
             if (e != cudaSuccess)
-                return fail(
+                return ctx_fail(
                     ctx, BATON_ECUDA,
                     "cudaOccupancyMaxActiveBlocksPerMultiprocessor(rms_norm_fwd) failed: %s",
                     cudaGetErrorString(e));
@@ -608,7 +608,7 @@ extern "C" int kcuda_rms_norm_fwd_cfg(const baton_exec_ctx *ctx, void **buffers,
     const int rc =
         kcuda_rms_check("rms_norm_fwd", buffers, 4, opaque, len, 0, o, &d, why, sizeof why);
     if (rc)
-        return fail(ctx, rc, "%s", why);
+        return ctx_fail(ctx, rc, "%s", why);
     switch (d.x_dtype) {
     case BATON_DTYPE_BF16: return fwd_w<__nv_bfloat16>(ctx, buffers, d, o, chosen);
     case BATON_DTYPE_F16: return fwd_w<__half>(ctx, buffers, d, o, chosen);

@@ -18,7 +18,7 @@ static int cpu_open(baton_device dev, const baton_options *opts, int n_graphs, i
 {
     dev_ctx *d = calloc(1, sizeof *d);
     if (!d)
-        return baton_seterr(err, BATON_ENOMEM, "cpu: out of memory");
+        return err_set(err, BATON_ENOMEM, "cpu: out of memory");
     d->dev = dev;
     *out = d;
     return 0;
@@ -39,14 +39,14 @@ static void *cpu_alloc(dev_ctx *d, size_t bytes, baton_error *err)
     char name[32];
     if (d->fault == DEV_FAULT_ALLOC) {
         d->fault = DEV_FAULT_NONE;
-        baton_seterr(err, BATON_ENOMEM, "%s: allocation of %zu bytes failed (injected fault)",
-                     baton_device_format(d->dev, name, sizeof name), bytes);
+        err_set(err, BATON_ENOMEM, "%s: allocation of %zu bytes failed (injected fault)",
+                baton_device_format(d->dev, name, sizeof name), bytes);
         return NULL;
     }
     void *p = dev_host_zeroed(bytes);
     if (!p) {
-        baton_seterr(err, BATON_ENOMEM, "%s: allocation of %zu bytes failed",
-                     baton_device_format(d->dev, name, sizeof name), bytes);
+        err_set(err, BATON_ENOMEM, "%s: allocation of %zu bytes failed",
+                baton_device_format(d->dev, name, sizeof name), bytes);
         return NULL;
     }
     return p;
@@ -68,15 +68,15 @@ static int cpu_call(dev_ctx *d, dev_call *c, baton_error *err)
 {
     if (d->fault == DEV_FAULT_LAUNCH) {
         d->fault = DEV_FAULT_NONE;
-        return baton_seterr(err, BATON_EKERNEL, "launch failed (injected fault)");
+        return err_set(err, BATON_EKERNEL, "launch failed (injected fault)");
     }
     d->counters.launches++;
     int rc = c->kernel ? c->kernel(&c->ctx, c->buffers, c->opaque, c->opaque_len)
                        : c->delegate->execute(c->state, &c->ctx, c->buffers);
     if (rc)
-        return baton_seterr(err, rc < 0 ? rc : BATON_EKERNEL, "%s",
-                            c->ctx.errbuf && c->ctx.errbuf[0] ? c->ctx.errbuf
-                                                              : "the call reported a failure");
+        return err_set(err, rc < 0 ? rc : BATON_EKERNEL, "%s",
+                       c->ctx.errbuf && c->ctx.errbuf[0] ? c->ctx.errbuf
+                                                         : "the call reported a failure");
     return 0;
 }
 
@@ -85,7 +85,7 @@ static int cpu_copy(dev_ctx *d, void *dst, const void *src, size_t bytes, dev_co
 {
     if (d->fault == DEV_FAULT_COPY) {
         d->fault = DEV_FAULT_NONE;
-        return baton_seterr(err, BATON_EIO, "copy (%s) failed (injected fault)", what);
+        return err_set(err, BATON_EIO, "copy (%s) failed (injected fault)", what);
     }
     memcpy(dst, src, bytes);
     return 0;

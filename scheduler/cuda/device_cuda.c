@@ -68,16 +68,16 @@ static void open_gate(dev_ctx *d)
  * failed: cudaErrorInvalidValue: invalid argument". step and what may be NULL. */
 /* The reason a CUDA call failed, for err: the call, what it was doing, the CUDA error. The runtime
  * adds the step and the device. */
-static int cuda_fail(baton_error *err, const dev_ctx *d, const char *step, const char *call,
-                     const char *what, cudaError_t e)
+static int cuda_reason(baton_error *err, const dev_ctx *d, const char *step, const char *call,
+                       const char *what, cudaError_t e)
 {
     (void)d;
     (void)step;
     char detail[300] = "";
     if (what)
         snprintf(detail, sizeof detail, " (%s)", what);
-    return baton_seterr(err, BATON_ECUDA, "%s%s failed: %s: %s", call, detail, cudaGetErrorName(e),
-                        cudaGetErrorString(e));
+    return err_set(err, BATON_ECUDA, "%s%s failed: %s: %s", call, detail, cudaGetErrorName(e),
+                   cudaGetErrorString(e));
 }
 
 /* Makes the context's GPU current on the calling thread. Free on one-GPU machines, where
@@ -146,22 +146,22 @@ static int open_device(baton_device dev, const baton_options *opts, int n_graphs
     char name[24];
     baton_device_format(dev, name, sizeof name);
     if (dev.kind != BATON_DEVICE_CUDA || dev.index < 0 || n_graphs < 0 || n_events < 0)
-        return baton_seterr(err, BATON_EINVAL, "%s: the CUDA device cannot open this device", name);
+        return err_set(err, BATON_EINVAL, "%s: the CUDA device cannot open this device", name);
     int count = 0;
     cudaError_t e = cudaGetDeviceCount(&count);
     if (e != cudaSuccess) {
         (void)cudaGetLastError();
-        return baton_seterr(err, BATON_ENODEV, "%s: no CUDA device is usable: %s: %s", name,
-                            cudaGetErrorName(e), cudaGetErrorString(e));
+        return err_set(err, BATON_ENODEV, "%s: no CUDA device is usable: %s: %s", name,
+                       cudaGetErrorName(e), cudaGetErrorString(e));
     }
     if (dev.index >= count)
-        return baton_seterr(err, BATON_ENODEV,
-                            "%s: no such device (%d CUDA device%s present); place the step on "
-                            "cuda:0..cuda:%d or on cpu",
-                            name, count, count == 1 ? "" : "s", count - 1);
+        return err_set(err, BATON_ENODEV,
+                       "%s: no such device (%d CUDA device%s present); place the step on "
+                       "cuda:0..cuda:%d or on cpu",
+                       name, count, count == 1 ? "" : "s", count - 1);
     dev_ctx *d = calloc(1, sizeof *d);
     if (!d)
-        return baton_seterr(err, BATON_ENOMEM, "%s: out of memory opening the device", name);
+        return err_set(err, BATON_ENOMEM, "%s: out of memory opening the device", name);
     d->dev = dev;
     memcpy(d->name, name, sizeof d->name);
     d->set_device = count > 1 || dev.index != 0;
@@ -171,26 +171,26 @@ static int open_device(baton_device dev, const baton_options *opts, int n_graphs
     d->graphs = calloc((size_t)(n_graphs > 0 ? n_graphs : 1), sizeof *d->graphs);
     if (!d->events || !d->graphs) {
         cuda_close(d);
-        return baton_seterr(err, BATON_ENOMEM, "%s: out of memory opening the device", name);
+        return err_set(err, BATON_ENOMEM, "%s: out of memory opening the device", name);
     }
     if ((e = cudaSetDevice(dev.index)) != cudaSuccess)
-        return open_failed(d, cuda_fail(err, d, NULL, "cudaSetDevice", NULL, e));
+        return open_failed(d, cuda_reason(err, d, NULL, "cudaSetDevice", NULL, e));
     int major = 0;
     if ((e = cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev.index)) !=
         cudaSuccess)
         return open_failed(
-            d, cuda_fail(err, d, NULL, "cudaDeviceGetAttribute", "compute capability", e));
+            d, cuda_reason(err, d, NULL, "cudaDeviceGetAttribute", "compute capability", e));
     d->pdl = major >= 9;
     /* Non-blocking: the legacy default stream, which other code in the process may use, must
      * not serialise with a run. */
     if ((e = cudaStreamCreateWithFlags(&d->stream, cudaStreamNonBlocking)) != cudaSuccess) {
         d->stream = NULL;
-        return open_failed(d, cuda_fail(err, d, NULL, "cudaStreamCreateWithFlags", NULL, e));
+        return open_failed(d, cuda_reason(err, d, NULL, "cudaStreamCreateWithFlags", NULL, e));
     }
     for (int i = 0; i < n_events; i++) {
         if ((e = cudaEventCreateWithFlags(&d->events[i], cudaEventDisableTiming)) != cudaSuccess) {
             d->events[i] = NULL;
-            return open_failed(d, cuda_fail(err, d, NULL, "cudaEventCreateWithFlags", NULL, e));
+            return open_failed(d, cuda_reason(err, d, NULL, "cudaEventCreateWithFlags", NULL, e));
         }
     }
     open_gate(d);
@@ -254,7 +254,7 @@ static void *cuda_alloc(dev_ctx *d, size_t bytes, baton_error *err)
 {
     cudaError_t e = make_current(d);
     if (e != cudaSuccess) {
-        cuda_fail(err, d, NULL, "cudaSetDevice", NULL, e);
+        cuda_reason(err, d, NULL, "cudaSetDevice", NULL, e);
         return NULL;
     }
     size_t ask = bytes ? bytes : 1; /* NULL means failure: never return it for 0 bytes */
@@ -267,14 +267,14 @@ static void *cuda_alloc(dev_ctx *d, size_t bytes, baton_error *err)
     snprintf(what, sizeof what, "%zu bytes", ask);
     if ((e = cudaMalloc(&p, ask)) != cudaSuccess) {
         (void)cudaGetLastError();
-        cuda_fail(err, d, NULL, "cudaMalloc", what, e);
+        cuda_reason(err, d, NULL, "cudaMalloc", what, e);
         return NULL;
     }
     /* On the run's stream, then waited for: a plain cudaMemset runs on the legacy stream, which
      * a non-blocking stream does not wait for. */
     if ((e = cudaMemsetAsync(p, 0, ask, d->stream)) != cudaSuccess ||
         (e = cudaStreamSynchronize(d->stream)) != cudaSuccess) {
-        cuda_fail(err, d, NULL, "cudaMemsetAsync", what, e);
+        cuda_reason(err, d, NULL, "cudaMemsetAsync", what, e);
         cudaFree(p);
         return NULL;
     }
@@ -293,7 +293,7 @@ static void *cuda_host_alloc(dev_ctx *d, size_t bytes, baton_error *err)
 {
     cudaError_t e = make_current(d);
     if (e != cudaSuccess) {
-        cuda_fail(err, d, NULL, "cudaSetDevice", NULL, e);
+        cuda_reason(err, d, NULL, "cudaSetDevice", NULL, e);
         return NULL;
     }
     size_t ask = bytes ? bytes : 1;
@@ -302,7 +302,7 @@ static void *cuda_host_alloc(dev_ctx *d, size_t bytes, baton_error *err)
         (void)cudaGetLastError();
         char what[64];
         snprintf(what, sizeof what, "%zu pinned bytes", ask);
-        cuda_fail(err, d, NULL, "cudaMallocHost", what, e);
+        cuda_reason(err, d, NULL, "cudaMallocHost", what, e);
         return NULL;
     }
     memset(p, 0, ask);
@@ -329,20 +329,20 @@ static int cuda_copy_sync(dev_ctx *d, void *dst, const void *src, size_t bytes, 
 {
     cudaError_t e = make_current(d);
     if (e != cudaSuccess)
-        return cuda_fail(err, d, NULL, "cudaSetDevice", NULL, e);
+        return cuda_reason(err, d, NULL, "cudaSetDevice", NULL, e);
     if (d->capturing)
-        return baton_seterr(err, BATON_ESTATE,
-                            "%s: a synchronous copy cannot be made while a "
-                            "segment is being captured",
-                            d->name);
+        return err_set(err, BATON_ESTATE,
+                       "%s: a synchronous copy cannot be made while a "
+                       "segment is being captured",
+                       d->name);
     if (bytes == 0)
         return 0;
     /* Ordered after the work already on the run's stream (a plain cudaMemcpy would use the
      * legacy stream, which does not wait for it). */
     if ((e = cudaMemcpyAsync(dst, src, bytes, memcpy_kind(kind), d->stream)) != cudaSuccess)
-        return cuda_fail(err, d, NULL, "cudaMemcpyAsync", "synchronous copy", e);
+        return cuda_reason(err, d, NULL, "cudaMemcpyAsync", "synchronous copy", e);
     if ((e = cudaStreamSynchronize(d->stream)) != cudaSuccess)
-        return cuda_fail(err, d, NULL, "cudaStreamSynchronize", "synchronous copy", e);
+        return cuda_reason(err, d, NULL, "cudaStreamSynchronize", "synchronous copy", e);
     return 0;
 }
 
@@ -355,14 +355,14 @@ static int cuda_call(dev_ctx *d, dev_call *c, baton_error *err)
         return 0; /* nothing of a failed capture runs; capture_end() reports why */
     cudaError_t e = make_current(d);
     if (e != cudaSuccess)
-        return cuda_fail(err, d, step, "cudaSetDevice", NULL, e);
+        return cuda_reason(err, d, step, "cudaSetDevice", NULL, e);
     if (d->fault == DEV_CUDA_FAULT_LAUNCH) {
         d->fault = DEV_CUDA_FAULT_NONE;
         if (d->capturing)
             abandon_capture(d);
-        return baton_seterr(err, BATON_ECUDA,
-                            "kernel launch failed: cudaErrorLaunchOutOfResources: too many "
-                            "resources requested for launch (injected fault)");
+        return err_set(err, BATON_ECUDA,
+                       "kernel launch failed: cudaErrorLaunchOutOfResources: too many "
+                       "resources requested for launch (injected fault)");
     }
     if (d->capturing && c->delegate && !c->delegate->capturable) {
         capture_failed(d, "step '%s' calls a delegate that cannot be captured", step);
@@ -405,11 +405,10 @@ static int cuda_call(dev_ctx *d, dev_call *c, baton_error *err)
         abandon_capture(d);
     }
     if (rc != 0)
-        return baton_seterr(err, rc < 0 ? rc : BATON_EKERNEL, "%s",
-                            why ? why
-                                : (e != cudaSuccess ? cudaGetErrorString(e) : baton_strerror(rc)));
+        return err_set(err, rc < 0 ? rc : BATON_EKERNEL, "%s",
+                       why ? why : (e != cudaSuccess ? cudaGetErrorString(e) : baton_strerror(rc)));
     if (e != cudaSuccess)
-        return cuda_fail(err, d, step, c->kernel ? "kernel launch" : "delegate launch", NULL, e);
+        return cuda_reason(err, d, step, c->kernel ? "kernel launch" : "delegate launch", NULL, e);
     if (!d->capturing)
         d->counters.launches++;
     return 0;
@@ -424,8 +423,8 @@ static int cuda_copy(dev_ctx *d, void *dst, const void *src, size_t bytes, dev_c
         d->fault = DEV_CUDA_FAULT_NONE;
         if (d->capturing)
             abandon_capture(d);
-        return cuda_fail(err, d, NULL, "cudaMemcpyAsync (injected fault)", what,
-                         cudaErrorInvalidValue);
+        return cuda_reason(err, d, NULL, "cudaMemcpyAsync (injected fault)", what,
+                           cudaErrorInvalidValue);
     }
     if (bytes == 0)
         return 0;
@@ -448,17 +447,17 @@ static int cuda_copy(dev_ctx *d, void *dst, const void *src, size_t bytes, dev_c
         if (d->capturing)
             abandon_capture(d);
         (void)cudaGetLastError();
-        return cuda_fail(err, d, NULL, call, what, e);
+        return cuda_reason(err, d, NULL, call, what, e);
     }
     return 0;
 }
 
 static int bad_slot(baton_error *err, const dev_ctx *d, const char *what, int slot, int n)
 {
-    return baton_seterr(err, BATON_EINVAL,
-                        "%s: %s slot %d out of range (the device was opened "
-                        "with %d)",
-                        d->name, what, slot, n);
+    return err_set(err, BATON_EINVAL,
+                   "%s: %s slot %d out of range (the device was opened "
+                   "with %d)",
+                   d->name, what, slot, n);
 }
 
 static int cuda_record(dev_ctx *d, int slot, baton_error *err)
@@ -467,7 +466,7 @@ static int cuda_record(dev_ctx *d, int slot, baton_error *err)
         return bad_slot(err, d, "event", slot, d->n_events);
     cudaError_t e = cudaEventRecord(d->events[slot], d->stream);
     if (e != cudaSuccess)
-        return cuda_fail(err, d, NULL, "cudaEventRecord", NULL, e);
+        return cuda_reason(err, d, NULL, "cudaEventRecord", NULL, e);
     return 0;
 }
 
@@ -486,7 +485,7 @@ static int cuda_wait(dev_ctx *d, int slot, const char *where, baton_error *err)
     if (e != cudaSuccess) {
         /* An error of earlier asynchronous work surfaces here; clear it if it can be cleared. */
         (void)cudaGetLastError();
-        return cuda_fail(err, d, NULL, "cudaEventSynchronize", where, e);
+        return cuda_reason(err, d, NULL, "cudaEventSynchronize", where, e);
     }
     return 0;
 }
@@ -505,8 +504,8 @@ static int cuda_capture_begin(dev_ctx *d, int slot, baton_error *err)
     if (slot < 0 || slot >= d->n_graphs)
         return bad_slot(err, d, "graph", slot, d->n_graphs);
     if (d->capturing)
-        return baton_seterr(err, BATON_ESTATE, "%s: a capture is already in progress (graph %d)",
-                            d->name, d->capture_slot);
+        return err_set(err, BATON_ESTATE, "%s: a capture is already in progress (graph %d)",
+                       d->name, d->capture_slot);
     cudaError_t e = make_current(d);
     /* Thread-local: another thread's CUDA calls cannot spoil this capture, and an illegal call
      * made by a kernel or delegate on this thread is caught. */
@@ -514,7 +513,7 @@ static int cuda_capture_begin(dev_ctx *d, int slot, baton_error *err)
         e = cudaStreamBeginCapture(d->stream, cudaStreamCaptureModeThreadLocal);
     if (e != cudaSuccess) {
         (void)cudaGetLastError();
-        return cuda_fail(err, d, NULL, "cudaStreamBeginCapture", NULL, e);
+        return cuda_reason(err, d, NULL, "cudaStreamBeginCapture", NULL, e);
     }
     d->capturing = 1;
     d->capture_slot = slot;
@@ -535,11 +534,11 @@ static int cuda_capture_end(dev_ctx *d, int slot, int *updated, baton_error *err
     if (updated)
         *updated = 0;
     if (!d->capturing)
-        return baton_seterr(err, BATON_ESTATE, "%s: no capture in progress", d->name);
+        return err_set(err, BATON_ESTATE, "%s: no capture in progress", d->name);
     if (slot != d->capture_slot) {
         abandon_capture(d);
-        return baton_seterr(err, BATON_EINVAL, "%s: capture of graph %d ended as graph %d", d->name,
-                            d->capture_slot, slot);
+        return err_set(err, BATON_EINVAL, "%s: capture of graph %d ended as graph %d", d->name,
+                       d->capture_slot, slot);
     }
     cudaGraph_t g = NULL;
     cudaError_t e = cudaStreamEndCapture(d->stream, &g);
@@ -550,14 +549,14 @@ static int cuda_capture_end(dev_ctx *d, int slot, int *updated, baton_error *err
         (void)cudaGetLastError();
         d->capture_failed = 0;
         if (d->capture_reason[0])
-            return baton_seterr(err, BATON_ENOTSUP,
-                                "%s: the segment cannot be captured into a "
-                                "CUDA graph: %s",
-                                d->name, d->capture_reason);
-        return baton_seterr(err, BATON_ENOTSUP,
-                            "%s: the segment cannot be captured into a CUDA "
-                            "graph: cudaStreamEndCapture: %s: %s",
-                            d->name, cudaGetErrorName(e), cudaGetErrorString(e));
+            return err_set(err, BATON_ENOTSUP,
+                           "%s: the segment cannot be captured into a "
+                           "CUDA graph: %s",
+                           d->name, d->capture_reason);
+        return err_set(err, BATON_ENOTSUP,
+                       "%s: the segment cannot be captured into a CUDA "
+                       "graph: cudaStreamEndCapture: %s: %s",
+                       d->name, cudaGetErrorName(e), cudaGetErrorString(e));
     }
     if (d->graphs[slot]) {
         /* Same topology, new addresses or parameters: patch the executable graph in place,
@@ -587,13 +586,13 @@ static int cuda_capture_end(dev_ctx *d, int slot, int *updated, baton_error *err
         (void)cudaGetLastError();
         char what[32];
         snprintf(what, sizeof what, "graph %d", slot);
-        return cuda_fail(err, d, NULL, "cudaGraphInstantiate", what, e);
+        return cuda_reason(err, d, NULL, "cudaGraphInstantiate", what, e);
     }
     /* Moves the graph's setup to now, so that the first replay costs what the others do. */
     if ((e = cudaGraphUpload(x, d->stream)) != cudaSuccess) {
         (void)cudaGetLastError();
         cudaGraphExecDestroy(x);
-        return cuda_fail(err, d, NULL, "cudaGraphUpload", NULL, e);
+        return cuda_reason(err, d, NULL, "cudaGraphUpload", NULL, e);
     }
     d->graphs[slot] = x;
     return 0;
@@ -604,12 +603,12 @@ static int cuda_graph_launch(dev_ctx *d, int slot, baton_error *err)
     if (slot < 0 || slot >= d->n_graphs)
         return bad_slot(err, d, "graph", slot, d->n_graphs);
     if (!d->graphs[slot])
-        return baton_seterr(err, BATON_ESTATE, "%s: graph %d has not been captured", d->name, slot);
+        return err_set(err, BATON_ESTATE, "%s: graph %d has not been captured", d->name, slot);
     char what[48];
     if (d->fault == DEV_CUDA_FAULT_LAUNCH) {
         d->fault = DEV_CUDA_FAULT_NONE;
         snprintf(what, sizeof what, "graph %d, injected fault", slot);
-        return cuda_fail(err, d, NULL, "cudaGraphLaunch", what, cudaErrorLaunchOutOfResources);
+        return cuda_reason(err, d, NULL, "cudaGraphLaunch", what, cudaErrorLaunchOutOfResources);
     }
     cudaError_t e = make_current(d);
     if (e == cudaSuccess)
@@ -617,7 +616,7 @@ static int cuda_graph_launch(dev_ctx *d, int slot, baton_error *err)
     if (e != cudaSuccess) {
         (void)cudaGetLastError();
         snprintf(what, sizeof what, "graph %d", slot);
-        return cuda_fail(err, d, NULL, "cudaGraphLaunch", what, e);
+        return cuda_reason(err, d, NULL, "cudaGraphLaunch", what, e);
     }
     d->counters.graph_launches++;
     return 0;
@@ -677,14 +676,14 @@ static int cuda_can_gate(dev_ctx *d)
 static int cuda_gate_wait(dev_ctx *d, baton_error *err)
 {
     if (!d->gate)
-        return baton_seterr(err, BATON_ENOTSUP, "%s: no gate (no mapped pinned memory)", d->name);
+        return err_set(err, BATON_ENOTSUP, "%s: no gate (no mapped pinned memory)", d->name);
     cudaError_t e = make_current(d);
     if (e == cudaSuccess)
         e = dev_cuda_gate_launch(d->stream, d->gate_dev);
     if (e != cudaSuccess) {
         if (d->capturing)
             capture_failed(d, "the gate kernel could not be captured: %s", cudaGetErrorString(e));
-        return cuda_fail(err, d, NULL, "cudaLaunchKernel", "the gate kernel", e);
+        return cuda_reason(err, d, NULL, "cudaLaunchKernel", "the gate kernel", e);
     }
     return 0;
 }

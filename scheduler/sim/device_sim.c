@@ -149,7 +149,7 @@ static int sim_open(baton_device dev, const baton_options *opts, int n_graphs, i
 {
     dev_ctx *d = calloc(1, sizeof *d);
     if (!d)
-        return baton_seterr(err, BATON_ENOMEM, "sim: out of memory");
+        return err_set(err, BATON_ENOMEM, "sim: out of memory");
     d->dev = dev;
     d->err_step = -1;
     d->delay_us = opts ? opts->sim_delay_us : 0;
@@ -161,7 +161,7 @@ static int sim_open(baton_device dev, const baton_options *opts, int n_graphs, i
         free(d->event_at);
         free(d->graphs);
         free(d);
-        return baton_seterr(err, BATON_ENOMEM, "sim: out of memory");
+        return err_set(err, BATON_ENOMEM, "sim: out of memory");
     }
     int rc = uv_mutex_init(&d->lock);
     if (rc == 0 && (rc = uv_cond_init(&d->cond)) != 0)
@@ -174,8 +174,8 @@ static int sim_open(baton_device dev, const baton_options *opts, int n_graphs, i
         free(d->event_at);
         free(d->graphs);
         free(d);
-        return baton_seterr(err, BATON_ENOMEM, "sim: cannot start the worker thread: %s",
-                            uv_strerror(rc));
+        return err_set(err, BATON_ENOMEM, "sim: cannot start the worker thread: %s",
+                       uv_strerror(rc));
     }
     *out = d;
     return 0;
@@ -208,13 +208,13 @@ static void *sim_alloc(dev_ctx *d, size_t bytes, baton_error *err)
     baton_device_format(d->dev, name, sizeof name);
     if (d->fault == DEV_FAULT_ALLOC) {
         d->fault = DEV_FAULT_NONE;
-        baton_seterr(err, BATON_ENOMEM, "%s (sim): allocation of %zu bytes failed (injected fault)",
-                     name, bytes);
+        err_set(err, BATON_ENOMEM, "%s (sim): allocation of %zu bytes failed (injected fault)",
+                name, bytes);
         return NULL;
     }
     void *p = dev_host_zeroed(bytes);
     if (!p) {
-        baton_seterr(err, BATON_ENOMEM, "%s (sim): allocation of %zu bytes failed", name, bytes);
+        err_set(err, BATON_ENOMEM, "%s (sim): allocation of %zu bytes failed", name, bytes);
         return NULL;
     }
     return p;
@@ -250,7 +250,7 @@ static int record_op(dev_ctx *d, const sim_op *op, baton_error *err)
         sim_op *no = realloc(g->ops, (size_t)nc * sizeof *no);
         if (!no) {
             d->capture_failed = 1;
-            return baton_seterr(err, BATON_ENOMEM, "sim: out of memory while capturing");
+            return err_set(err, BATON_ENOMEM, "sim: out of memory while capturing");
         }
         g->ops = no;
         g->cap = nc;
@@ -263,7 +263,7 @@ static int sim_call(dev_ctx *d, dev_call *c, baton_error *err)
 {
     if (d->fault == DEV_FAULT_LAUNCH) {
         d->fault = DEV_FAULT_NONE;
-        return baton_seterr(err, BATON_ECUDA, "launch failed (injected fault)");
+        return err_set(err, BATON_ECUDA, "launch failed (injected fault)");
     }
     sim_op op = {.kind = SIM_CALL, .call = c};
     if (d->capturing)
@@ -279,8 +279,8 @@ static int sim_copy(dev_ctx *d, void *dst, const void *src, size_t bytes, dev_co
     char name[32];
     if (d->fault == DEV_FAULT_COPY) {
         d->fault = DEV_FAULT_NONE;
-        return baton_seterr(err, BATON_ECUDA, "%s (sim): copy (%s) failed (injected fault)",
-                            baton_device_format(d->dev, name, sizeof name), what);
+        return err_set(err, BATON_ECUDA, "%s (sim): copy (%s) failed (injected fault)",
+                       baton_device_format(d->dev, name, sizeof name), what);
     }
     sim_op op = {.kind = SIM_COPY, .dst = dst, .src = src, .bytes = bytes};
     if (d->capturing)
@@ -292,7 +292,7 @@ static int sim_copy(dev_ctx *d, void *dst, const void *src, size_t bytes, dev_co
 static int sim_record(dev_ctx *d, int slot, baton_error *err)
 {
     if (slot < 0 || slot >= d->n_events)
-        return baton_seterr(err, BATON_EINVAL, "sim: event slot %d out of range", slot);
+        return err_set(err, BATON_EINVAL, "sim: event slot %d out of range", slot);
     uv_mutex_lock(&d->lock);
     d->event_at[slot] = d->issued;
     uv_mutex_unlock(&d->lock);
@@ -312,7 +312,7 @@ static int sim_wait(dev_ctx *d, int slot, const char *where, baton_error *err)
 {
     (void)where;
     if (slot < 0 || slot >= d->n_events)
-        return baton_seterr(err, BATON_EINVAL, "sim: event slot %d out of range", slot);
+        return err_set(err, BATON_EINVAL, "sim: event slot %d out of range", slot);
     d->counters.host_waits++;
     uv_mutex_lock(&d->lock);
     while (d->done < d->event_at[slot])
@@ -320,7 +320,7 @@ static int sim_wait(dev_ctx *d, int slot, const char *where, baton_error *err)
     int rc = d->err_code;
     if (rc) {
         /* the reason only: the runtime names the step (sim_failed_step) */
-        baton_seterr(err, rc, "%s", d->err_msg);
+        err_set(err, rc, "%s", d->err_msg);
         d->err_code = 0;
     }
     uv_mutex_unlock(&d->lock);
@@ -338,7 +338,7 @@ static void sim_drain_clear(dev_ctx *d)
 static int sim_capture_begin(dev_ctx *d, int slot, baton_error *err)
 {
     if (slot < 0 || slot >= d->n_graphs)
-        return baton_seterr(err, BATON_EINVAL, "sim: graph slot %d out of range", slot);
+        return err_set(err, BATON_EINVAL, "sim: graph slot %d out of range", slot);
     d->capture_had_graph = d->graphs[slot].ready;
     d->graphs[slot].n = 0;
     d->graphs[slot].ready = 0;
@@ -356,13 +356,13 @@ static int sim_capture_end(dev_ctx *d, int slot, int *updated, baton_error *err)
     if (d->fault == DEV_FAULT_CAPTURE) {
         d->fault = DEV_FAULT_NONE;
         d->graphs[slot].n = 0;
-        return baton_seterr(err, BATON_ENOTSUP,
-                            "%s (sim): capture of the segment failed (injected fault)",
-                            baton_device_format(d->dev, name, sizeof name));
+        return err_set(err, BATON_ENOTSUP,
+                       "%s (sim): capture of the segment failed (injected fault)",
+                       baton_device_format(d->dev, name, sizeof name));
     }
     if (d->capture_failed) {
         d->graphs[slot].n = 0;
-        return baton_seterr(err, BATON_ENOTSUP, "sim: capture failed");
+        return err_set(err, BATON_ENOTSUP, "sim: capture failed");
     }
     d->graphs[slot].ready = 1;
     if (updated)
@@ -373,7 +373,7 @@ static int sim_capture_end(dev_ctx *d, int slot, int *updated, baton_error *err)
 static int sim_graph_launch(dev_ctx *d, int slot, baton_error *err)
 {
     if (slot < 0 || slot >= d->n_graphs || !d->graphs[slot].ready)
-        return baton_seterr(err, BATON_ESTATE, "sim: graph %d was not captured", slot);
+        return err_set(err, BATON_ESTATE, "sim: graph %d was not captured", slot);
     d->counters.graph_launches++;
     sim_op op = {.kind = SIM_GRAPH, .slot = slot};
     enqueue(d, &op);
