@@ -572,7 +572,14 @@ int plan_json_parse(jdoc *doc, const char *text, size_t len, jerror *e)
     if (!root) {
         e->line = jerr.line;
         e->col = jerr.column;
-        snprintf(e->text, sizeof e->text, "%s", jerr.text);
+        /* Jansson names its own flag for a NUL escape; a plan's author needs the rule instead */
+        const char *flag = strstr(jerr.text, "without JSON_ALLOW_NUL");
+        if (flag)
+            snprintf(e->text, sizeof e->text,
+                     "\\u0000 (a NUL character) is not allowed in a plan's strings%s",
+                     flag + strlen("without JSON_ALLOW_NUL"));
+        else
+            snprintf(e->text, sizeof e->text, "%s", jerr.text);
     } else { /* the two parsers disagree: keep ours, which is the stricter here */
         json_decref(root);
         e->line = p.err_line;

@@ -196,7 +196,9 @@ Test(json, decodes_unicode_escapes_to_utf8)
     parse_bad("[\"\\u00\"]");
     parse_bad("[\"\\uZZZZ\"]");
     parse_bad("[\"\\u12");
-    parse_bad("[\"\\u0000\"]"); /* a NUL would cut the decoded string */
+    /* a NUL would cut the decoded string; the message says the rule, not a parser flag */
+    jerror e = parse_bad("[\"\\u0000\"]");
+    cr_expect(strstr(e.text, "NUL character") && !strstr(e.text, "JSON_ALLOW_NUL"), "%s", e.text);
 }
 
 Test(json, joins_surrogate_pairs_and_refuses_halves)
