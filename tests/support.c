@@ -10,6 +10,7 @@
 #include <criterion/criterion.h>
 
 #include "core/dtype.h"
+#include "core/rng.h"
 
 /* The run's seed: BATON_TEST_SEED when set, else one drawn from the clock and put in the
  * environment before Criterion starts its workers, so that every worker of this run sees it. It is
@@ -57,10 +58,7 @@ uint64_t test_fresh_seed(void)
 
 uint64_t test_rng_next(test_rng *r)
 {
-    uint64_t z = (r->state += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
+    return rng_splitmix64(&r->state); /* the one splitmix64, core's */
 }
 
 double test_rng_uniform(test_rng *r)
