@@ -117,12 +117,12 @@ static int scaling(const baton_registry *reg, int max_steps)
 #endif
     /* a chain of n steps has n + 1 tensors, and the format allows 10^6: "1M" is 999,999 steps */
     static const int sizes[] = {10000, 100000, 999999};
-    static const int reps[] = {11, 5, 3};
+    static const int reps[] = {21, 7, 3};
     static const char *const shapes[] = {"alternating cpu/cuda:0", "one device (cpu)"};
     double ms[2][3] = {{0}}, cpu[2][3] = {{0}};
     printf(
         "\nload + validate + analyse against plan size, fresh memory each load: wall ms (CPU ms), "
-        "median of 11, 5, 3\n");
+        "median of 21, 7, 3\n");
     printf("%-24s %18s %18s %18s %18s\n", "plan", "10k steps", "100k steps", "1M steps",
            "100k / 10k");
     for (int k = 0; k < 2; k++) {
