@@ -88,6 +88,105 @@ contains "the constant's error names plan and tensor" "$tmp/err" "$tmp/inits.jso
 sed "s#weights/w4_f32.npy#$tmp/fifo.npy#" tests/data/good/inits.json > "$tmp/inits.json"
 check "a constant that is a FIFO does not block" 4 timeout 20 "$baton" validate "$tmp/inits.json"
 
+# issue 9: bindings are checked against the plan before anything runs
+lacks() { # name, file, text: the text must NOT be in the file
+  if grep -qF -- "$3" "$2"; then
+    fail=$((fail + 1)); echo "FAIL $1: '$3' in output"; sed 's/^/  | /' "$2" | head -20
+  else pass=$((pass + 1)); fi
+}
+absent() { # name, path: the file must not exist
+  if [ -e "$2" ]; then fail=$((fail + 1)); echo "FAIL $1: $2 was written"; else pass=$((pass + 1)); fi
+}
+minimal=tests/data/good/minimal.json # x f32[4] -> y f32[4], on the CPU
+npy_hdr "$tmp/x4.npy" "{'descr': '<f4', 'fortran_order': False, 'shape': (4,), }"
+npy_hdr "$tmp/x22.npy" "{'descr': '<f4', 'fortran_order': False, 'shape': (2, 2), }"
+check "--input naming an output is an error" 2 "$baton" run -q --input "y=$tmp/x4.npy" "$minimal"
+contains "it says the name is an output and lists the inputs" "$tmp/err" \
+  "'y' is an output of the plan, not one of its inputs; its inputs: x"
+check "--input of an unknown name" 2 "$baton" run -q --input "x1=$tmp/x4.npy" \
+  examples/plans/rfc.json
+contains "an unknown input gets a did-you-mean" "$tmp/err" "(did you mean 'x0'?); its inputs: x0"
+check "--input of a (2,2) file for an f32[4] input" 2 "$baton" run -q --input "x=$tmp/x22.npy" \
+  "$minimal"
+contains "the mismatch shows both shapes" "$tmp/err" "holds f32 [2,2], the plan's input is f32 [4]"
+check "--input of the exact shape" 0 "$baton" run -q --input "x=$tmp/x4.npy" "$minimal"
+check "the same --input twice" 2 "$baton" run -q --input "x=$tmp/x4.npy" --input "x=$tmp/x4.npy" \
+  "$minimal"
+contains "the duplicate is named" "$tmp/err" "--input x is given twice"
+check "the same --output twice" 2 "$baton" run -q --output "y=$tmp/a.npy" --output "y=$tmp/b.npy" \
+  "$minimal"
+absent "a duplicate --output writes nothing" "$tmp/a.npy"
+check "--output naming an input" 2 "$baton" run -q --output "x=$tmp/a.npy" "$minimal"
+contains "it says the name is an input" "$tmp/err" "'x' is an input of the plan, not one of its outputs"
+check "--input that cannot be read" 4 "$baton" run -q --input "x=$tmp/none.npy" "$minimal"
+# every output path is checked before the first run: nothing is written if one is unusable
+sed 's/"name": "y", "dtype": "f32", "shape": \[4\], "role": "output"}/&,\n    {"name": "z", "dtype": "f32", "shape": [4], "role": "output"}/; s/"outputs": \["y"\]}/&,\n    {"name": "copy", "kernel": "add_scalar", "device": "cpu", "inputs": ["y"], "outputs": ["z"], "attrs": {"value": 0}}/' \
+  "$minimal" > "$tmp/two_out.json"
+check "a plan with two outputs" 0 "$baton" validate "$tmp/two_out.json"
+check "an --output in a missing directory" 4 "$baton" run -q --output "y=$tmp/y.npy" \
+  --output "z=$tmp/missing/z.npy" "$tmp/two_out.json"
+contains "the missing directory is named" "$tmp/err" "$tmp/missing/z.npy is in a directory that does not exist"
+absent "no output written when one path is unusable" "$tmp/y.npy"
+mkdir "$tmp/adir"
+check "an --output that is a directory" 4 "$baton" run -q --output "y=$tmp/y.npy" \
+  --output "z=$tmp/adir" "$tmp/two_out.json"
+absent "no output written when one is a directory" "$tmp/y.npy"
+check "a --trace in a missing directory" 4 "$baton" run -q --output "y=$tmp/y.npy" \
+  --trace "$tmp/missing/t.json" "$tmp/two_out.json"
+absent "no output written when the trace path is unusable" "$tmp/y.npy"
+check "both outputs written" 0 "$baton" run -q --output "y=$tmp/y.npy" --output "z=$tmp/z.npy" \
+  "$tmp/two_out.json"
+test -s "$tmp/y.npy" && test -s "$tmp/z.npy" && cmp -s "$tmp/y.npy" "$tmp/z.npy" &&
+  pass=$((pass + 1)) || { fail=$((fail + 1)); echo "FAIL both outputs: y and z differ or missing"; }
+ls "$tmp" | grep -q baton- && { fail=$((fail + 1)); echo "FAIL temporary files left in $tmp"; } ||
+  pass=$((pass + 1))
+check "an option of another command" 2 "$baton" bench -q --output "y=$tmp/y.npy" "$minimal"
+contains "the option's commands are named" "$tmp/err" "--output is not an option of bench"
+
+# nothing read from a file reaches the terminal raw: escape bytes in names are shown as \x1b
+esc=$(printf '\033')
+# (tensor and step names are restricted to [A-Za-z0-9_.:-]; the plan's name is free text)
+sed 's/"name": "minimal"/"name": "evil\\u001b]0;pwned\\u0007\\u001b[31m\\n"/' \
+  tests/data/good/minimal.json > "$tmp/evil.json"
+check "a plan with escape sequences in names" 0 "$baton" validate "$tmp/evil.json"
+contains "validate shows the escape as text" "$tmp/out" 'evil\x1b]0;pwned\x07\x1b[31m\x0a'
+for cmd in validate inspect run bench; do
+  extra=""
+  [ $cmd = bench ] && extra="--iters=2 --warmup=0 --steps"
+  "$baton" $cmd $extra "$tmp/evil.json" >"$tmp/out" 2>&1
+  lacks "$cmd prints no raw escape byte" "$tmp/out" "$esc"
+done
+"$baton" run --input "$(printf 'x\033[31m')=$tmp/x4.npy" "$tmp/evil.json" >"$tmp/out" 2>&1
+lacks "an escape in an argument is not echoed raw" "$tmp/out" "$esc"
+"$baton" run -q --input "x=$tmp/dup.npy" "$tmp/evil.json" >"$tmp/out" 2>&1
+lacks "a library message is escaped too" "$tmp/out" "$esc"
+
+# exit codes: 3 for a run that fails, 4 for an output that cannot be written at the end
+check "bench --inflight on the test device" 0 "$baton" bench --gpu=sim --inflight=4 --iters=20 \
+  -q examples/plans/rmsnorm_chain64.json
+contains "inflight prints throughput" "$tmp/out" "runs/s"
+contains "inflight says the GPU busy fraction is not measured" "$tmp/out" "GPU busy fraction: n/a"
+check "bench --inflight csv" 0 "$baton" bench --gpu=sim --inflight=2 --iters=5 --modes=graph \
+  --format=csv -q examples/plans/rmsnorm_chain64.json
+contains "inflight csv header" "$tmp/out" "mode,inflight,runs,runs_per_s,p50_us,p99_us"
+check "bench with an unknown mode runs nothing" 2 "$baton" bench --modes=graph,fast -q "$minimal"
+lacks "nothing was timed" "$tmp/out" "timed runs"
+
+# issue 12: progress on a terminal only; never in a pipe or file
+check "a long run in a pipe" 0 "$baton" run --gpu=cpu --iters=150 examples/plans/rmsnorm_tutorial.json
+lacks "no progress when stderr is not a terminal" "$tmp/err" "about"
+if command -v script >/dev/null && script -qc true /dev/null </dev/null >/dev/null 2>&1; then
+  script -qc "$baton run --gpu=cpu --iters=150 $root/examples/plans/rmsnorm_tutorial.json" \
+    /dev/null </dev/null >"$tmp/tty" 2>&1
+  contains "progress on a terminal" "$tmp/tty" "baton run: "
+  contains "the progress line is cleared" "$tmp/tty" "$(printf '\r\033[K')"
+  script -qc "$baton run -q --gpu=cpu --iters=150 $root/examples/plans/rmsnorm_tutorial.json" \
+    /dev/null </dev/null >"$tmp/tty" 2>&1
+  lacks "no progress with -q" "$tmp/tty" "baton run: "
+else
+  echo "SKIP the terminal progress checks: script(1) from util-linux is not available"
+fi
+
 # cuda:9 exists on no machine this runs on: asking for CUDA, or refusing the fallback, fails
 sed 's/"cuda:0"/"cuda:9"/g' examples/plans/rmsnorm_tutorial.json > "$tmp/cuda9.json"
 check "--gpu=cuda with a missing device" 3 "$baton" run --gpu=cuda -q "$tmp/cuda9.json"

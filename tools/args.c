@@ -1,6 +1,7 @@
 /* args.c: the CLI's usage text and its argument parser. cli_parse has no side effects (no I/O,
  * no exit, no globals) so that tests/fuzz/fuzz_cli_args.c can call it on any argv.
  */
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -58,7 +59,10 @@ void cli_print_usage(const char *cmd)
                "  --iters=N         timed runs per mode (default 100)\n"
                "  --warmup=N        untimed runs first (default 5)\n"
                "  --format=F        table (default), csv or json\n"
-               "  --steps           also print host time per step\n");
+               "  --steps           also print host time per step\n"
+               "  --inflight=N      instead: keep N runs in flight on a pool of N instances\n"
+               "                    (include/baton/baton_uv.h) and print throughput, latency\n"
+               "                    and the libuv loop's busy time per run\n");
         fputs(usage_common, stdout);
     } else {
         fputs(cli_usage_main, stdout);
@@ -76,6 +80,70 @@ static int parse_binding(const char *arg, binding *b)
     return 0;
 }
 
+/* A decimal number in [lo, hi], all of v; 0 or -1. */
+static int parse_count(const char *v, long lo, long hi, int *out)
+{
+    char *end;
+    errno = 0;
+    long x = strtol(v, &end, 10);
+    if (!*v || *end || errno || x < lo || x > hi)
+        return -1;
+    *out = (int)x;
+    return 0;
+}
+
+/* The options that take a value, so that one given last without it gets the right message. */
+static int needs_value(const char *a)
+{
+    static const char *const with_value[] = {"--mode",   "--modes",   "--gpu",   "--iters",
+                                             "--warmup", "--format",  "--trace", "--input",
+                                             "--output", "--inflight"};
+    for (size_t i = 0; i < sizeof with_value / sizeof with_value[0]; i++)
+        if (strcmp(a, with_value[i]) == 0)
+            return 1;
+    return 0;
+}
+
+/* The commands each option belongs to; an option given to another command is an error rather
+ * than silently ignored (bench --output wrote nothing). Options not listed apply to all. */
+static const char *option_commands(const char *a)
+{
+    static const struct {
+        const char *opt, *cmds;
+    } table[] = {
+        {"--json", "inspect"},
+        {"--steps", "bench"},
+        {"--print", "run"},
+        {"--mode", "run"},
+        {"--modes", "bench"},
+        {"--gpu", "run bench"},
+        {"--no-fallback", "run bench"},
+        {"--no-pdl", "run bench"},
+        {"--no-queue-ahead", "run bench"},
+        {"--iters", "run bench"},
+        {"--warmup", "bench"},
+        {"--inflight", "bench"},
+        {"--format", "bench"},
+        {"--trace", "run"},
+        {"--input", "run bench"},
+        {"--output", "run"},
+    };
+    size_t n = strcspn(a, "=");
+    for (size_t i = 0; i < sizeof table / sizeof table[0]; i++)
+        if (strlen(table[i].opt) == n && strncmp(a, table[i].opt, n) == 0)
+            return table[i].cmds;
+    return NULL;
+}
+
+static int word_in(const char *word, const char *list)
+{
+    size_t n = strlen(word);
+    for (const char *p = list; (p = strstr(p, word)); p += n)
+        if ((p == list || p[-1] == ' ') && (p[n] == 0 || p[n] == ' '))
+            return 1;
+    return 0;
+}
+
 /* Returns the value of --opt=value or --opt value; advances *i for the latter. */
 static const char *opt_value(int argc, char **argv, int *i, const char *opt)
 {
@@ -89,7 +157,7 @@ static const char *opt_value(int argc, char **argv, int *i, const char *opt)
     return NULL;
 }
 
-int cli_parse(int argc, char **argv, cli *c, char *msg, size_t msglen)
+static int parse(int argc, char **argv, cli *c, char *msg, size_t msglen)
 {
     memset(c, 0, sizeof *c);
     if (argc < 2 || !argv[1]) {
@@ -104,6 +172,12 @@ int cli_parse(int argc, char **argv, cli *c, char *msg, size_t msglen)
     c->cmd = argv[1];
     for (int i = 2; i < argc; i++) {
         const char *a = argv[i], *v;
+        const char *cmds = option_commands(a);
+        if (cmds && !word_in(c->cmd, cmds)) {
+            snprintf(msg, msglen, "baton %s: %.*s is not an option of %s (it is for: %s)", c->cmd,
+                     (int)strcspn(a, "="), a, c->cmd, cmds);
+            return -1;
+        }
         if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
             c->help = 1;
             return 0;
@@ -143,15 +217,21 @@ int cli_parse(int argc, char **argv, cli *c, char *msg, size_t msglen)
                 return -1;
             }
         } else if ((v = opt_value(argc, argv, &i, "--iters"))) {
-            c->iters = atoi(v);
-            if (c->iters < 1) {
-                snprintf(msg, msglen, "baton: --iters needs a positive number, not '%s'", v);
+            if (parse_count(v, 1, 1000000000, &c->iters)) {
+                snprintf(msg, msglen,
+                         "baton: --iters needs a number from 1 to 1000000000, not '%s'", v);
                 return -1;
             }
         } else if ((v = opt_value(argc, argv, &i, "--warmup"))) {
-            c->warmup = atoi(v);
-            if (c->warmup < 0) {
-                snprintf(msg, msglen, "baton: --warmup needs a number >= 0, not '%s'", v);
+            if (parse_count(v, 0, 1000000000, &c->warmup)) {
+                snprintf(msg, msglen,
+                         "baton: --warmup needs a number from 0 to 1000000000, not '%s'", v);
+                return -1;
+            }
+        } else if ((v = opt_value(argc, argv, &i, "--inflight"))) {
+            if (parse_count(v, 1, CLI_MAX_INFLIGHT, &c->inflight)) {
+                snprintf(msg, msglen, "baton: --inflight needs a number from 1 to %d, not '%s'",
+                         CLI_MAX_INFLIGHT, v);
                 return -1;
             }
         } else if ((v = opt_value(argc, argv, &i, "--format"))) {
@@ -162,16 +242,33 @@ int cli_parse(int argc, char **argv, cli *c, char *msg, size_t msglen)
             c->format = v;
         } else if ((v = opt_value(argc, argv, &i, "--trace"))) {
             c->trace = v;
-        } else if ((v = opt_value(argc, argv, &i, "--input"))) {
-            if (c->n_in == MAX_BINDINGS || parse_binding(v, &c->in[c->n_in++])) {
-                snprintf(msg, msglen, "baton: --input takes NAME=FILE.npy, not '%s'", v);
+        } else if ((v = opt_value(argc, argv, &i, "--input")) ||
+                   (v = opt_value(argc, argv, &i, "--output"))) {
+            int is_in = strncmp(a, "--input", 7) == 0;
+            const char *opt = is_in ? "--input" : "--output";
+            binding *list = is_in ? c->in : c->out;
+            int *n = is_in ? &c->n_in : &c->n_out;
+            if (*n == MAX_BINDINGS) {
+                snprintf(msg, msglen, "baton: at most %d %s options", MAX_BINDINGS, opt);
                 return -1;
             }
-        } else if ((v = opt_value(argc, argv, &i, "--output"))) {
-            if (c->n_out == MAX_BINDINGS || parse_binding(v, &c->out[c->n_out++])) {
-                snprintf(msg, msglen, "baton: --output takes NAME=FILE.npy, not '%s'", v);
+            if (parse_binding(v, &list[*n])) {
+                snprintf(msg, msglen,
+                         "baton: %s takes NAME=FILE.npy (a name under %d bytes), not '%s'", opt,
+                         MAX_NAME, v);
                 return -1;
             }
+            for (int k = 0; k < *n; k++)
+                if (strcmp(list[k].name, list[*n].name) == 0) {
+                    snprintf(msg, msglen,
+                             "baton: %s %s is given twice (%s and %s); give each name once", opt,
+                             list[k].name, list[k].path, list[*n].path);
+                    return -1;
+                }
+            ++*n;
+        } else if (needs_value(a)) {
+            snprintf(msg, msglen, "baton %s: %s needs a value (%s=VALUE)", c->cmd, a, a);
+            return -1;
         } else if (a[0] == '-') {
             snprintf(msg, msglen, "baton %s: unknown option '%s' (see baton %s --help)", c->cmd, a,
                      c->cmd);
@@ -189,4 +286,16 @@ int cli_parse(int argc, char **argv, cli *c, char *msg, size_t msglen)
         return -1;
     }
     return 0;
+}
+
+int cli_parse(int argc, char **argv, cli *c, char *msg, size_t msglen)
+{
+    if (parse(argc, argv, c, msg, msglen) == 0)
+        return 0;
+    /* the message quotes arguments: escape what they hold (newlines, escape sequences), so it
+     * stays one printable line (found by fuzz_cli_args) */
+    char raw[1024];
+    snprintf(raw, sizeof raw, "%s", msg);
+    cli_escape(raw, msg, msglen, 0);
+    return -1;
 }

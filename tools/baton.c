@@ -2,6 +2,7 @@
  * run | bench PLAN`: check a plan, show its analysis, run it with .npy inputs and outputs, or time
  * it in several sync modes (bench.c). Arguments are parsed in args.c; exit codes are in cli.h.
  */
+#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -20,9 +21,9 @@ static int cmd_validate(const cli *c)
         for (int i = 0; i < baton_plan_step_count(plan); i++)
             if (baton_plan_step_info(plan, i, &si) == 0 && si.segment + 1 > nseg)
                 nseg = si.segment + 1;
-        printf("%s: ok: plan '%s', %d tensors, %d steps, %d segments\n", c->plan_path,
-               baton_plan_name(plan), baton_plan_tensor_count(plan), baton_plan_step_count(plan),
-               nseg);
+        printf("%s: ok: plan '%s', %d tensors, %d steps, %d segments\n", cli_esc(c->plan_path),
+               cli_esc(baton_plan_name(plan)), baton_plan_tensor_count(plan),
+               baton_plan_step_count(plan), nseg);
     }
     baton_plan_free(plan);
     baton_registry_destroy(reg);
@@ -34,8 +35,27 @@ static int cmd_inspect(const cli *c)
     baton_registry *reg = NULL;
     baton_plan *plan = NULL;
     int rc = cli_load(c, &reg, &plan);
-    if (!rc && baton_plan_describe(plan, stdout, c->json))
-        rc = EXIT_IO;
+    if (!rc && c->json) {
+        /* JSON escapes every control byte itself */
+        if (baton_plan_describe(plan, stdout, 1))
+            rc = EXIT_IO;
+    } else if (!rc) {
+        /* the text names the plan's tensors and steps: escape what they hold on the way out */
+        char *text = NULL;
+        size_t len = 0;
+        FILE *mem = open_memstream(&text, &len);
+        if (!mem) {
+            rc = EXIT_RUN;
+        } else {
+            int bad = baton_plan_describe(plan, mem, 0);
+            fclose(mem);
+            if (bad)
+                rc = EXIT_IO;
+            else
+                cli_fputs_safe(text, len, stdout);
+            free(text);
+        }
+    }
     baton_plan_free(plan);
     baton_registry_destroy(reg);
     return rc;
@@ -64,7 +84,7 @@ static void print_output(const baton_tensor_info *ti, const void *buf, int all)
         mn = v < mn ? v : mn;
         mx = v > mx ? v : mx;
     }
-    printf("%s %s [", ti->name, baton_dtype_name(ti->desc.dtype));
+    printf("%s %s [", cli_esc(ti->name), baton_dtype_name(ti->desc.dtype));
     for (int i = 0; i < ti->desc.rank; i++)
         printf("%s%lld", i ? "," : "", (long long)ti->desc.shape[i]);
     printf("]  mean %.6g  min %.6g  max %.6g%s\n", n ? sum / (double)n : 0.0, mn, mx,
@@ -82,57 +102,91 @@ static int cmd_run(cli *c)
     baton_plan *plan = NULL;
     baton_runtime *rt = NULL;
     baton_error err = {0};
+    void **inputs = NULL;
+    cli_staged *staged = NULL;
+    int n_staged = 0;
     int rc = cli_load(c, &reg, &plan);
     if (rc)
         goto out;
-    if (baton_runtime_create(plan, &c->opts, &rt, &err)) {
-        fprintf(stderr, "%s\n", err.message);
+    /* everything that can be checked before a run is: names, then every path to be written */
+    if ((rc = cli_check_bindings(c, plan)))
+        goto out;
+    inputs = calloc((size_t)baton_plan_tensor_count(plan) + 1, sizeof *inputs);
+    staged = calloc((size_t)c->n_out + 1, sizeof *staged);
+    if (!inputs || !staged) {
         rc = EXIT_RUN;
         goto out;
     }
-    if ((rc = cli_bind_inputs(c, plan, rt)))
+    if ((rc = cli_read_inputs(c, plan, inputs, 1)))
+        goto out;
+    if (baton_runtime_create(plan, &c->opts, &rt, &err)) {
+        fprintf(stderr, "%s\n", cli_esc(err.message));
+        rc = EXIT_RUN;
+        goto out;
+    }
+    if ((rc = cli_bind_inputs(c, plan, rt, inputs)))
         goto out;
     if (c->trace && baton_runtime_trace_begin(rt, 1u << 20)) {
+        fprintf(stderr, "baton: --trace: %s\n", baton_strerror(BATON_ENOMEM));
         rc = EXIT_RUN;
         goto out;
     }
     int iters = c->iters > 0 ? c->iters : 1;
-    for (int it = 0; it < iters; it++)
+    cli_progress prog;
+    cli_progress_begin(&prog, c, "baton run", iters);
+    for (int it = 0; it < iters; it++) {
         if (baton_runtime_run(rt, &err)) {
-            fprintf(stderr, "baton: run %d failed: %s\n", it + 1, err.message);
+            cli_progress_end(&prog);
+            fprintf(stderr, "baton: run %d failed: %s\n", it + 1, cli_esc(err.message));
             rc = EXIT_RUN;
             goto out;
         }
+        cli_progress_update(&prog, it + 1);
+    }
+    cli_progress_end(&prog);
+    /* the trace and the outputs are written to temporary files and renamed together at the
+     * end, so a failure leaves none of them behind */
     if (c->trace) {
-        if (baton_runtime_trace_write(rt, c->trace, &err)) {
-            fprintf(stderr, "baton: %s\n", err.message);
+        if (cli_stage(&staged[n_staged], c->trace)) {
+            fprintf(stderr, "baton: --trace: cannot create a file beside %s: %s\n",
+                    cli_esc(c->trace), strerror(errno));
+            rc = EXIT_IO;
+            goto out;
+        }
+        if (baton_runtime_trace_write(rt, staged[n_staged++].tmp, &err)) {
+            fprintf(stderr, "baton: --trace: %s\n", cli_esc(err.message));
             rc = EXIT_IO;
             goto out;
         }
     }
     for (int i = 0; i < c->n_out; i++) {
-        int t = baton_plan_tensor_index(plan, c->out[i].name);
         baton_tensor_info ti;
-        if (t < 0 || baton_plan_tensor_info(plan, t, &ti) || ti.role != BATON_ROLE_OUTPUT) {
-            fprintf(stderr, "baton: --output %s: the plan has no output of that name\n",
-                    c->out[i].name);
-            rc = EXIT_USAGE;
-            goto out;
-        }
-        void *buf = malloc(ti.nbytes ? ti.nbytes : 1);
-        int bad = !buf || baton_runtime_get_output(rt, ti.name, buf, ti.nbytes, &err) ||
-                  baton_npy_write(c->out[i].path, &ti.desc, buf, &err);
-        free(buf);
-        if (bad) {
-            fprintf(stderr, "baton: --output %s: %s\n", ti.name, err.message);
+        int t = baton_plan_tensor_index(plan, c->out[i].name);
+        baton_plan_tensor_info(plan, t, &ti); /* checked by cli_check_bindings */
+        if (cli_stage(&staged[n_staged], c->out[i].path)) {
+            fprintf(stderr, "baton: --output %s: cannot create a file beside %s: %s\n",
+                    cli_esc(ti.name), cli_esc(c->out[i].path), strerror(errno));
             rc = EXIT_IO;
             goto out;
         }
+        void *buf = malloc(ti.nbytes ? ti.nbytes : 1);
+        int got = buf ? baton_runtime_get_output(rt, ti.name, buf, ti.nbytes, &err) : BATON_ENOMEM;
+        int wrote = got ? -1 : baton_npy_write(staged[n_staged++].tmp, &ti.desc, buf, &err);
+        free(buf);
+        if (got || wrote) {
+            fprintf(stderr, "baton: --output %s: %s\n", cli_esc(ti.name),
+                    got == BATON_ENOMEM ? baton_strerror(got) : cli_esc(err.message));
+            rc = got ? EXIT_RUN : EXIT_IO;
+            goto out;
+        }
     }
+    if ((rc = cli_commit(staged, n_staged)))
+        goto out;
+    n_staged = 0;
     baton_run_stats st;
     baton_runtime_stats(rt, &st);
-    printf("plan '%s': %lld run(s) in %s mode on %s\n", baton_plan_name(plan), (long long)st.runs,
-           baton_sync_mode_name(baton_runtime_mode(rt)),
+    printf("plan '%s': %lld run(s) in %s mode on %s\n", cli_esc(baton_plan_name(plan)),
+           (long long)st.runs, baton_sync_mode_name(baton_runtime_mode(rt)),
            baton_runtime_gpu_backend(rt) == BATON_GPU_CUDA  ? "CUDA"
            : baton_runtime_gpu_backend(rt) == BATON_GPU_SIM ? "the test device"
                                                             : "the CPU");
@@ -145,7 +199,7 @@ static int cmd_run(cli *c)
            (double)st.bytes_d2h / (double)st.runs, (long long)st.captures,
            (long long)st.graph_updates);
     if (baton_runtime_note(rt))
-        printf("note: %s\n", baton_runtime_note(rt));
+        printf("note: %s\n", cli_esc(baton_runtime_note(rt)));
     for (int t = 0; t < baton_plan_tensor_count(plan); t++) {
         baton_tensor_info ti;
         baton_plan_tensor_info(plan, t, &ti);
@@ -157,6 +211,12 @@ static int cmd_run(cli *c)
         free(buf);
     }
 out:
+    if (staged)
+        cli_discard(staged, n_staged);
+    free(staged);
+    if (inputs)
+        cli_free_inputs(plan, inputs);
+    free(inputs);
     baton_runtime_destroy(rt);
     baton_plan_free(plan);
     baton_registry_destroy(reg);
@@ -180,13 +240,13 @@ int main(int argc, char **argv)
     for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++)
         known |= strcmp(argv[1], cmds[i]) == 0;
     if (!known) {
-        fprintf(stderr, "baton: unknown command '%s'\n\n%s", argv[1], cli_usage_main);
+        fprintf(stderr, "baton: unknown command '%s'\n\n%s", cli_esc(argv[1]), cli_usage_main);
         return EXIT_USAGE;
     }
     static cli c; /* large (the bindings' names): not on the stack */
     char msg[1024];
     if (cli_parse(argc, argv, &c, msg, sizeof msg)) {
-        fprintf(stderr, "%s\n", msg);
+        fprintf(stderr, "%s\n", msg); /* escaped by cli_parse */
         return EXIT_USAGE;
     }
     if (c.help) {

@@ -5,6 +5,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <uv.h>
+
+#include "baton/baton_uv.h"
 #include "cli.h"
 
 static int cmp_i64(const void *a, const void *b)
@@ -19,48 +22,337 @@ typedef struct mode_result {
     int ok;
 } mode_result;
 
+/* The modes of --modes, checked before anything runs. 0 or an exit code. */
+static int parse_modes(const char *list, baton_sync_mode *modes, int *n)
+{
+    char buf[256];
+    *n = 0;
+    if (snprintf(buf, sizeof buf, "%s", list) >= (int)sizeof buf)
+        buf[0] = 0;
+    char *save = NULL;
+    for (char *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+        if (*n == 3 || baton_sync_mode_parse(tok, &modes[*n])) {
+            fprintf(stderr,
+                    "baton bench: --modes=%s: %s '%s' (give up to 3 of strict, boundary, "
+                    "graph)\n",
+                    cli_esc(list), *n == 3 ? "too many modes at" : "unknown mode", cli_esc(tok));
+            return EXIT_USAGE;
+        }
+        ++*n;
+    }
+    if (*n == 0) {
+        fprintf(stderr, "baton bench: --modes=%s names no mode (use strict, boundary, graph)\n",
+                cli_esc(list));
+        return EXIT_USAGE;
+    }
+    return 0;
+}
+
+static void json_string(const char *s)
+{
+    putchar('"');
+    for (const unsigned char *p = (const unsigned char *)s; *p; p++)
+        if (*p == '"' || *p == '\\')
+            printf("\\%c", *p);
+        else if (*p < 0x20 || *p == 0x7f)
+            printf("\\u%04x", *p);
+        else
+            putchar(*p);
+    putchar('"');
+}
+
+/* ---- --inflight: N runs in flight on a baton_uv pool -------------------------------------- */
+
+typedef struct flight flight;
+typedef struct request {
+    baton_job job;
+    baton_binding *in, *out;
+    flight *F;
+} request;
+
+struct flight {
+    baton_pool *pool;
+    request *req;
+    int total, submitted, finished, failed, ok;
+    int64_t *lat_ns;
+    int64_t t_end;
+    cli_progress *prog;
+    int64_t done_before; /* progress of the modes before this one */
+    baton_error first_err;
+};
+
+static void on_done(baton_job *job, int status);
+
+static int submit(flight *F, request *r)
+{
+    int rc = baton_pool_submit(F->pool, &r->job, on_done);
+    if (rc) {
+        if (!F->failed++)
+            F->first_err = r->job.err;
+        return rc;
+    }
+    F->submitted++;
+    return 0;
+}
+
+static void on_done(baton_job *job, int status)
+{
+    request *r = job->data;
+    flight *F = r->F;
+    if (status) {
+        if (!F->failed++)
+            F->first_err = job->err;
+    } else {
+        F->lat_ns[F->ok++] = (int64_t)uv_hrtime() - job->submit_ns;
+    }
+    F->finished++;
+    if (F->prog)
+        cli_progress_update(F->prog, F->done_before + F->finished);
+    if (F->submitted < F->total && !F->failed)
+        submit(F, r);
+    else if (F->finished == F->submitted)
+        F->t_end = (int64_t)uv_hrtime();
+}
+
+/* Submits `total` runs, at most `inflight` at a time, and runs the loop until they are done. */
+static int fly(uv_loop_t *loop, flight *F, int inflight, int total)
+{
+    F->total = total;
+    F->submitted = F->finished = F->failed = F->ok = 0;
+    for (int k = 0; k < inflight && k < total; k++)
+        if (submit(F, &F->req[k]))
+            break;
+    uv_run(loop, UV_RUN_DEFAULT);
+    return F->failed ? -1 : 0;
+}
+
+static void on_closed(void *arg)
+{
+    (void)arg;
+}
+
+static int bench_inflight(cli *c, const baton_plan *plan, const baton_sync_mode *want, int nwant)
+{
+    int n = c->inflight, iters = c->iters > 0 ? c->iters : 100, rc = 0;
+    int nt = baton_plan_tensor_count(plan), n_in = 0, n_out = 0;
+    baton_error err = {0};
+    for (int t = 0; t < nt; t++) {
+        baton_tensor_info ti;
+        baton_plan_tensor_info(plan, t, &ti);
+        n_in += ti.role == BATON_ROLE_INPUT;
+        n_out += ti.role == BATON_ROLE_OUTPUT;
+    }
+    void **inputs = calloc((size_t)nt + 1, sizeof *inputs);
+    flight F = {0};
+    F.lat_ns = malloc((size_t)iters * sizeof *F.lat_ns);
+    struct {
+        double runs_per_s, p50_us, p99_us, loop_us;
+    } res[3];
+    int nres = 0;
+    uv_loop_t loop;
+    int loop_ok = 0;
+    if (!inputs || !F.lat_ns) {
+        rc = EXIT_RUN;
+        goto out;
+    }
+    if ((rc = cli_read_inputs(c, plan, inputs, 1)))
+        goto out;
+    /* The requests share the read-only input buffers; each has its own outputs. */
+    request *req = calloc((size_t)n, sizeof *req);
+    F.req = req;
+    if (!req) {
+        rc = EXIT_RUN;
+        goto out;
+    }
+    for (int k = 0; k < n; k++) {
+        request *r = &req[k];
+        baton_job_init(&r->job);
+        r->job.data = r;
+        r->F = &F;
+        r->in = calloc((size_t)n_in + 1, sizeof *r->in);
+        r->out = calloc((size_t)n_out + 1, sizeof *r->out);
+        if (!r->in || !r->out) {
+            rc = EXIT_RUN;
+            goto out;
+        }
+        for (int t = 0; t < nt; t++) {
+            baton_tensor_info ti;
+            baton_plan_tensor_info(plan, t, &ti);
+            if (ti.role == BATON_ROLE_INPUT) {
+                baton_binding *b = &r->in[r->job.n_inputs++];
+                b->name = ti.name, b->data = inputs[t], b->nbytes = ti.nbytes;
+            } else if (ti.role == BATON_ROLE_OUTPUT) {
+                baton_binding *b = &r->out[r->job.n_outputs++];
+                b->name = ti.name, b->nbytes = ti.nbytes;
+                if (!(b->data = malloc(ti.nbytes ? ti.nbytes : 1))) {
+                    rc = EXIT_RUN;
+                    goto out;
+                }
+            }
+        }
+        r->job.inputs = r->in;
+        r->job.outputs = r->out;
+    }
+    if (uv_loop_init(&loop)) {
+        fprintf(stderr, "baton bench: uv_loop_init failed\n");
+        rc = EXIT_RUN;
+        goto out;
+    }
+    loop_ok = 1;
+    /* the loop's idle time, so that its busy time per run can be reported */
+    uv_loop_configure(&loop, UV_METRICS_IDLE_TIME);
+    cli_progress prog;
+    cli_progress_begin(&prog, c, "baton bench", (int64_t)nwant * iters);
+    for (int m = 0; m < nwant; m++) {
+        baton_options o = c->opts;
+        o.mode = want[m];
+        if (baton_pool_create(&loop, plan, &o, n, &F.pool, &err)) {
+            cli_progress_end(&prog);
+            fprintf(stderr, "baton bench: %s mode: %s\n", baton_sync_mode_name(want[m]),
+                    cli_esc(err.message));
+            rc = EXIT_RUN;
+            break;
+        }
+        c->opts.quiet = 1; /* say the notes once */
+        /* warm-up: two rounds of n runs put two on every instance (all free, one each), so graph
+         * capture and first launches stay out of the numbers */
+        F.prog = NULL;
+        int bad = fly(&loop, &F, n, n) || fly(&loop, &F, n, n);
+        int64_t t0 = 0, idle0 = 0;
+        if (!bad) {
+            F.prog = &prog;
+            F.done_before = (int64_t)m * iters;
+            t0 = (int64_t)uv_hrtime();
+            idle0 = (int64_t)uv_metrics_idle_time(&loop);
+            bad = fly(&loop, &F, n, iters);
+        }
+        int64_t idle = (int64_t)uv_metrics_idle_time(&loop) - idle0;
+        baton_pool_close(F.pool, on_closed, NULL);
+        uv_run(&loop, UV_RUN_DEFAULT);
+        F.pool = NULL;
+        if (bad) {
+            cli_progress_end(&prog);
+            fprintf(stderr, "baton bench: %s mode, %d in flight: %s\n",
+                    baton_sync_mode_name(want[m]), n, cli_esc(F.first_err.message));
+            rc = EXIT_RUN;
+            break;
+        }
+        qsort(F.lat_ns, (size_t)F.ok, sizeof *F.lat_ns, cmp_i64);
+        double secs = (double)(F.t_end - t0) / 1e9;
+        res[nres].runs_per_s = F.ok / secs;
+        res[nres].p50_us = (double)F.lat_ns[F.ok / 2] / 1e3;
+        res[nres].p99_us = (double)F.lat_ns[(int)((F.ok - 1) * 0.99)] / 1e3;
+        /* busy = wall - idle: submit and completion work per run on the loop thread */
+        res[nres].loop_us = ((double)(F.t_end - t0) - (double)idle) / 1e3 / F.ok;
+        nres++;
+    }
+    cli_progress_end(&prog);
+    if (rc)
+        goto out;
+    /* An honest GPU busy fraction needs device-side timestamps (CUPTI or events around every
+     * segment), which the public API does not give; throughput x the one-at-a-time latency would
+     * count host and wait time as GPU time. So it is reported as not measured. */
+    if (strcmp(c->format, "csv") == 0) {
+        printf(
+            "mode,inflight,runs,runs_per_s,p50_us,p99_us,loop_busy_us_per_run,gpu_busy_fraction\n");
+        for (int i = 0; i < nres; i++)
+            printf("%s,%d,%d,%.2f,%.3f,%.3f,%.3f,\n", baton_sync_mode_name(want[i]), n, iters,
+                   res[i].runs_per_s, res[i].p50_us, res[i].p99_us, res[i].loop_us);
+    } else if (strcmp(c->format, "json") == 0) {
+        printf("{\"plan\": ");
+        json_string(baton_plan_name(plan));
+        printf(", \"inflight\": %d, \"iters\": %d, \"modes\": [\n", n, iters);
+        for (int i = 0; i < nres; i++)
+            printf("  {\"mode\": \"%s\", \"runs_per_s\": %.2f, \"p50_us\": %.3f, \"p99_us\": %.3f, "
+                   "\"loop_busy_us_per_run\": %.3f, \"gpu_busy_fraction\": null}%s\n",
+                   baton_sync_mode_name(want[i]), res[i].runs_per_s, res[i].p50_us, res[i].p99_us,
+                   res[i].loop_us, i + 1 < nres ? "," : "");
+        printf("]}\n");
+    } else {
+        printf("plan '%s', %d in flight on a pool of %d instances: %d timed runs per mode after "
+               "2 warm-up runs per instance\n",
+               cli_esc(baton_plan_name(plan)), n, n, iters);
+        printf("%-9s %11s %11s %11s %14s %9s\n", "mode", "runs/s", "p50 us", "p99 us",
+               "loop us/run", "GPU busy");
+        for (int i = 0; i < nres; i++)
+            printf("%-9s %11.1f %11.2f %11.2f %14.2f %9s\n", baton_sync_mode_name(want[i]),
+                   res[i].runs_per_s, res[i].p50_us, res[i].p99_us, res[i].loop_us, "n/a");
+        printf("latency: submit to completion; loop us/run: the libuv loop's busy time (wall - "
+               "idle) per run.\nGPU busy fraction: n/a, not measured: it needs device-side "
+               "timestamps, which this build's public API does not give.\n");
+    }
+out:
+    if (F.req)
+        for (int k = 0; k < n; k++) {
+            for (int i = 0; i < F.req[k].job.n_outputs; i++)
+                free(F.req[k].out[i].data);
+            free(F.req[k].in);
+            free(F.req[k].out);
+        }
+    free(F.req);
+    if (loop_ok)
+        uv_loop_close(&loop);
+    if (inputs)
+        cli_free_inputs(plan, inputs);
+    free(inputs);
+    free(F.lat_ns);
+    return rc;
+}
+
 int cmd_bench(cli *c)
 {
     baton_registry *reg = NULL;
     baton_plan *plan = NULL;
     baton_error err = {0};
-    int rc = cli_load(c, &reg, &plan);
+    baton_sync_mode want[3];
+    int nwant = 0;
+    int64_t *times = NULL, *step_ns = NULL;
+    void **inputs = NULL;
+    int rc = parse_modes(c->modes, want, &nwant);
     if (rc)
+        return rc;
+    if ((rc = cli_load(c, &reg, &plan)) || (rc = cli_check_bindings(c, plan)))
         goto out;
+    if (c->inflight) {
+        rc = bench_inflight(c, plan, want, nwant);
+        goto out;
+    }
     int iters = c->iters > 0 ? c->iters : 100;
     mode_result res[3];
     int nres = 0;
-    char modes[256];
-    snprintf(modes, sizeof modes, "%s", c->modes);
-    int64_t *times = malloc((size_t)iters * sizeof *times);
+    times = malloc((size_t)iters * sizeof *times);
     int nsteps = baton_plan_step_count(plan);
-    int64_t *step_ns = calloc((size_t)(nsteps ? nsteps : 1) * 3, sizeof *step_ns);
-    if (!times || !step_ns) {
-        free(times);
-        free(step_ns);
+    step_ns = calloc((size_t)(nsteps ? nsteps : 1) * 3, sizeof *step_ns);
+    inputs = calloc((size_t)baton_plan_tensor_count(plan) + 1, sizeof *inputs);
+    if (!times || !step_ns || !inputs) {
         rc = EXIT_RUN;
         goto out;
     }
-    for (char *tok = strtok(modes, ","); tok && nres < 3; tok = strtok(NULL, ",")) {
+    if ((rc = cli_read_inputs(c, plan, inputs, 1)))
+        goto out;
+    cli_progress prog;
+    cli_progress_begin(&prog, c, "baton bench", (int64_t)nwant * (c->warmup + iters));
+    int64_t done = 0;
+    for (int m = 0; m < nwant; m++) {
         baton_options o = c->opts;
-        if (baton_sync_mode_parse(tok, &o.mode)) {
-            fprintf(stderr, "baton bench: unknown mode '%s' (use strict, boundary, graph)\n", tok);
-            rc = EXIT_USAGE;
-            break;
-        }
+        o.mode = want[m];
         baton_runtime *rt = NULL;
-        if (baton_runtime_create(plan, &o, &rt, &err) || cli_bind_inputs(c, plan, rt)) {
-            if (rt == NULL)
-                fprintf(stderr, "%s\n", err.message);
-            baton_runtime_destroy(rt);
+        if (baton_runtime_create(plan, &o, &rt, &err)) {
+            cli_progress_end(&prog);
+            fprintf(stderr, "%s\n", cli_esc(err.message));
             rc = EXIT_RUN;
             break;
         }
-        o.quiet = 1;
+        if ((rc = cli_bind_inputs(c, plan, rt, inputs))) {
+            baton_runtime_destroy(rt);
+            break;
+        }
         c->opts.quiet = 1; /* say the notes once */
-        for (int i = 0; i < c->warmup && !rc; i++)
+        for (int i = 0; i < c->warmup && !rc; i++) {
             if (baton_runtime_run(rt, &err))
                 rc = EXIT_RUN;
+            cli_progress_update(&prog, ++done);
+        }
         baton_runtime_reset_stats(rt);
         baton_runtime_enable_step_timing(rt, c->per_step);
         for (int i = 0; i < iters && !rc; i++) {
@@ -68,9 +360,12 @@ int cmd_bench(cli *c)
             if (baton_runtime_run(rt, &err))
                 rc = EXIT_RUN;
             times[i] = cli_clock_ns() - t0;
+            cli_progress_update(&prog, ++done);
         }
         if (rc) {
-            fprintf(stderr, "baton bench: %s mode: %s\n", tok, err.message);
+            cli_progress_end(&prog);
+            fprintf(stderr, "baton bench: %s mode: %s\n", baton_sync_mode_name(want[m]),
+                    cli_esc(err.message));
             baton_runtime_destroy(rt);
             break;
         }
@@ -94,6 +389,9 @@ int cmd_bench(cli *c)
         nres++;
         baton_runtime_destroy(rt);
     }
+    cli_progress_end(&prog);
+    if (rc)
+        goto out;
     double strict_p50 = 0;
     for (int i = 0; i < nres; i++)
         if (res[i].mode == BATON_SYNC_STRICT)
@@ -106,7 +404,9 @@ int cmd_bench(cli *c)
                    res[i].mean_us, res[i].p50_us, res[i].p99_us, res[i].waits, res[i].launches,
                    res[i].graphs, strict_p50 > 0 ? strict_p50 / res[i].p50_us : 0.0);
     } else if (strcmp(c->format, "json") == 0) {
-        printf("{\"plan\": \"%s\", \"iters\": %d, \"modes\": [\n", baton_plan_name(plan), iters);
+        printf("{\"plan\": ");
+        json_string(baton_plan_name(plan));
+        printf(", \"iters\": %d, \"modes\": [\n", iters);
         for (int i = 0; i < nres; i++)
             printf("  {\"mode\": \"%s\", \"mean_us\": %.3f, \"p50_us\": %.3f, \"p99_us\": %.3f, "
                    "\"host_waits_per_run\": %.2f, \"launches_per_run\": %.2f, "
@@ -116,8 +416,8 @@ int cmd_bench(cli *c)
                    strict_p50 > 0 ? strict_p50 / res[i].p50_us : 0.0, i + 1 < nres ? "," : "");
         printf("]}\n");
     } else {
-        printf("plan '%s', %d timed runs per mode after %d warm-up runs\n", baton_plan_name(plan),
-               iters, c->warmup);
+        printf("plan '%s', %d timed runs per mode after %d warm-up runs\n",
+               cli_esc(baton_plan_name(plan)), iters, c->warmup);
         printf("%-9s %11s %11s %11s %11s %9s %9s %9s\n", "mode", "mean us", "p50 us", "p99 us",
                "waits/run", "calls/run", "graphs", "speedup");
         for (int i = 0; i < nres; i++) {
@@ -138,7 +438,7 @@ int cmd_bench(cli *c)
             for (int s = 0; s < nsteps; s++) {
                 baton_step_info si;
                 baton_plan_step_info(plan, s, &si);
-                printf("%-24s", si.name);
+                printf("%-24s", cli_esc(si.name));
                 for (int m = 0; m < nres; m++)
                     printf(" %12.0f",
                            (double)step_ns[(size_t)m * (size_t)nsteps + (size_t)s] / iters);
@@ -146,9 +446,12 @@ int cmd_bench(cli *c)
             }
         }
     }
+out:
     free(times);
     free(step_ns);
-out:
+    if (inputs)
+        cli_free_inputs(plan, inputs);
+    free(inputs);
     baton_plan_free(plan);
     baton_registry_destroy(reg);
     return rc;

@@ -4,18 +4,21 @@
 #ifndef BATON_TOOLS_CLI_H
 #define BATON_TOOLS_CLI_H
 
+#include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "baton/baton.h"
 
 /* Exit codes: 0 success, 1 invalid plan, 2 bad usage, 3 a run failed (device, kernel, delegate),
  * 4 an input or output file could not be read or written. */
-#define EXIT_PLAN    1
-#define EXIT_USAGE   2
-#define EXIT_RUN     3
-#define EXIT_IO      4
-#define MAX_BINDINGS 64
-#define MAX_NAME     512
+#define EXIT_PLAN        1
+#define EXIT_USAGE       2
+#define EXIT_RUN         3
+#define EXIT_IO          4
+#define MAX_BINDINGS     64
+#define MAX_NAME         512
+#define CLI_MAX_INFLIGHT 64
 
 typedef struct binding {
     char name[MAX_NAME];
@@ -35,7 +38,8 @@ typedef struct cli {
     int n_in, n_out;
     binding in[MAX_BINDINGS], out[MAX_BINDINGS];
     int print;
-    int help; /* --help was given: print the command's usage and exit 0 */
+    int inflight; /* bench: runs in flight on a baton_uv pool; 0: one at a time */
+    int help;     /* --help was given: print the command's usage and exit 0 */
 } cli;
 
 /* args.c */
@@ -45,11 +49,54 @@ void cli_print_usage(const char *cmd);
  * one-line message in msg, ready to print. */
 int cli_parse(int argc, char **argv, cli *c, char *msg, size_t msglen);
 
+/* text.c */
+/* Copies src into dst (cap bytes, NUL-terminated) with control bytes, DEL, C1 controls and invalid
+ * UTF-8 written as \xNN, so that nothing read from a file can drive the terminal; with
+ * keep_newlines, '\n' and '\t' pass. Truncates with "...". Returns the length written. */
+size_t cli_escape(const char *src, char *dst, size_t cap, int keep_newlines);
+/* cli_escape into one of 8 rotating static buffers (1 KiB): for names in a printf. */
+const char *cli_esc(const char *s);
+/* Writes len bytes of text (newlines kept, NULs escaped) escaped to f. */
+void cli_fputs_safe(const char *s, size_t len, FILE *f);
+/* Levenshtein distance of a and b, or limit + 1 when it is larger (or a name is over 64 bytes). */
+int cli_edit_distance(const char *a, const char *b, int limit);
+
 /* common.c */
 int cli_load(const cli *c, baton_registry **reg, baton_plan **plan);
-/* Binds every input of the plan: from its --input file, else seeded N(0, 1) values. */
-int cli_bind_inputs(const cli *c, baton_plan *plan, baton_runtime *rt);
+/* Checks --input and --output names against the plan (an unknown name lists the choices), and
+ * every --output and --trace path for writing, before anything runs. 0 or an exit code. */
+int cli_check_bindings(const cli *c, const baton_plan *plan);
+/* Reads every input of the plan into bufs[tensor index] (tensor count entries): from its --input
+ * file, whose dtype and shape must be the tensor's, else seeded N(0, 1) values (with a note on
+ * stderr when `note`). 0 or an exit code; on failure nothing is left allocated. */
+int cli_read_inputs(const cli *c, const baton_plan *plan, void **bufs, int note);
+void cli_free_inputs(const baton_plan *plan, void **bufs);
+/* Sets every input of rt from bufs. 0 or an exit code. */
+int cli_bind_inputs(const cli *c, const baton_plan *plan, baton_runtime *rt, void **bufs);
 int64_t cli_clock_ns(void);
+
+/* An output file written whole or not at all (cli_stage, then cli_commit or cli_discard). */
+typedef struct cli_staged {
+    const char *path;
+    char tmp[4200]; /* where to write it */
+    int direct;     /* a character device: written in place */
+    int written;    /* tmp exists and is ours to remove */
+} cli_staged;
+int cli_stage(cli_staged *s, const char *path);
+/* Renames every staged file over its path; on failure removes those not yet renamed. */
+int cli_commit(cli_staged *s, int n);
+void cli_discard(cli_staged *s, int n);
+
+/* A one-line progress indicator on stderr: only on a terminal, without -q, for work estimated
+ * from its first runs to take more than about 2 s; at most ~10 updates a second. */
+typedef struct cli_progress {
+    int on, shown;
+    const char *what;
+    int64_t total, t0, last;
+} cli_progress;
+void cli_progress_begin(cli_progress *p, const cli *c, const char *what, int64_t total);
+void cli_progress_update(cli_progress *p, int64_t done);
+void cli_progress_end(cli_progress *p); /* clears the line */
 
 /* baton.c / bench.c */
 int cmd_bench(cli *c);

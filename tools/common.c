@@ -1,10 +1,15 @@
 /* common.c: what `run` and `bench` share: loading a plan with the CLI's exit codes, binding a
  * plan's inputs from .npy files or seeded values, and the clock.
  */
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+
+#include <libgen.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "cli.h"
 
@@ -18,8 +23,8 @@ int cli_load(const cli *c, baton_registry **reg, baton_plan **plan)
     }
     rc = baton_plan_load(*reg, c->plan_path, plan, &err);
     if (rc) {
-        fprintf(stderr, "%s\n", err.message);
-        return rc == BATON_EIO ? EXIT_IO : EXIT_PLAN;
+        fprintf(stderr, "%s\n", cli_esc(err.message));
+        return rc == BATON_EIO ? EXIT_IO : rc == BATON_ENOMEM ? EXIT_RUN : EXIT_PLAN;
     }
     return 0;
 }
@@ -31,16 +36,146 @@ static void fill_default(const baton_tensor_info *ti, void *buf, uint64_t seed)
     baton_fill_normal(buf, ti->desc.dtype, baton_tensor_desc_numel(&ti->desc), seed, 0.0, 1.0);
 }
 
-int cli_bind_inputs(const cli *c, baton_plan *plan, baton_runtime *rt)
+/* "a, b, c" of the plan's tensors of one role, escaped, into buf. */
+static void list_role(const baton_plan *plan, baton_role role, char *buf, size_t cap)
+{
+    size_t o = 0;
+    int n = 0;
+    buf[0] = 0;
+    for (int t = 0; t < baton_plan_tensor_count(plan) && o + 8 < cap; t++) {
+        baton_tensor_info ti;
+        if (baton_plan_tensor_info(plan, t, &ti) || ti.role != role)
+            continue;
+        int w = snprintf(buf + o, cap - o, "%s%s", n++ ? ", " : "", cli_esc(ti.name));
+        o = w < 0 || (size_t)w >= cap - o ? cap - 1 : o + (size_t)w;
+    }
+    if (!n)
+        snprintf(buf, cap, "(none)");
+    else if (o >= cap - 8)
+        snprintf(buf + cap - 8, 8, ", ...");
+}
+
+/* The tensor of that role closest to name within a small edit distance, or NULL. */
+static const char *closest(const baton_plan *plan, baton_role role, const char *name)
+{
+    const char *best = NULL;
+    int best_d = 3; /* up to 2 edits, and fewer than half the name */
+    for (int t = 0; t < baton_plan_tensor_count(plan); t++) {
+        baton_tensor_info ti;
+        if (baton_plan_tensor_info(plan, t, &ti) || ti.role != role)
+            continue;
+        int d = cli_edit_distance(name, ti.name, 2);
+        if (d < best_d && (size_t)d * 2 < strlen(ti.name) + 1)
+            best = ti.name, best_d = d;
+    }
+    return best;
+}
+
+static const char *role_name(baton_role r)
+{
+    return r == BATON_ROLE_INPUT      ? "an input"
+           : r == BATON_ROLE_OUTPUT   ? "an output"
+           : r == BATON_ROLE_CONSTANT ? "a constant"
+                                      : "an intermediate tensor";
+}
+
+/* A binding's name must be a tensor of that role: else a message that says what it is instead
+ * and lists the choices. */
+static int check_name(const baton_plan *plan, const char *opt, const char *name, baton_role want)
+{
+    baton_tensor_info ti;
+    int t = baton_plan_tensor_index(plan, name);
+    if (t >= 0 && baton_plan_tensor_info(plan, t, &ti) == 0 && ti.role == want)
+        return 0;
+    char list[512], mean[600] = "";
+    list_role(plan, want, list, sizeof list);
+    const char *near = closest(plan, want, name);
+    if (near)
+        snprintf(mean, sizeof mean, " (did you mean '%s'?)", cli_esc(near));
+    const char *what = want == BATON_ROLE_INPUT ? "inputs" : "outputs";
+    if (t >= 0)
+        fprintf(stderr, "baton: %s %s: '%s' is %s of the plan, not one of its %s%s; its %s: %s\n",
+                opt, cli_esc(name), cli_esc(name), role_name(ti.role), what, mean, what, list);
+    else
+        fprintf(stderr, "baton: %s %s: the plan has no tensor of that name%s; its %s: %s\n", opt,
+                cli_esc(name), mean, what, list);
+    return EXIT_USAGE;
+}
+
+/* An output or trace path must be writable before anything runs: an existing regular file or
+ * character device we may write, or a new name in a writable directory. */
+static int check_writable(const char *opt, const char *name, const char *path)
+{
+    struct stat st;
+    const char *why = NULL;
+    char label[600];
+    snprintf(label, sizeof label, "%s%s%s", opt, name ? " " : "", name ? cli_esc(name) : "");
+    if (stat(path, &st) == 0) {
+        if (S_ISDIR(st.st_mode))
+            why = "is a directory; give a file name";
+        else if (!S_ISREG(st.st_mode) && !S_ISCHR(st.st_mode))
+            why = "is not a regular file (a FIFO or socket would block or fail)";
+        else if (access(path, W_OK))
+            why = "exists and is not writable";
+    } else {
+        char *dup = strdup(path);
+        if (!dup)
+            return EXIT_RUN;
+        const char *dir = dirname(dup);
+        if (stat(dir, &st) || !S_ISDIR(st.st_mode))
+            why = "is in a directory that does not exist; create it first";
+        else if (access(dir, W_OK | X_OK))
+            why = "is in a directory that is not writable";
+        free(dup);
+    }
+    if (!why)
+        return 0;
+    fprintf(stderr, "baton: %s: %s %s; nothing was run or written\n", label, cli_esc(path), why);
+    return EXIT_IO;
+}
+
+int cli_check_bindings(const cli *c, const baton_plan *plan)
+{
+    int rc;
+    for (int i = 0; i < c->n_in; i++)
+        if ((rc = check_name(plan, "--input", c->in[i].name, BATON_ROLE_INPUT)))
+            return rc;
+    for (int i = 0; i < c->n_out; i++)
+        if ((rc = check_name(plan, "--output", c->out[i].name, BATON_ROLE_OUTPUT)))
+            return rc;
+    for (int i = 0; i < c->n_out; i++) {
+        for (int k = 0; k < i; k++)
+            if (strcmp(c->out[k].path, c->out[i].path) == 0) {
+                fprintf(stderr,
+                        "baton: --output %s and --output %s both write %s; give each "
+                        "output its own file\n",
+                        cli_esc(c->out[k].name), cli_esc(c->out[i].name), cli_esc(c->out[i].path));
+                return EXIT_USAGE;
+            }
+        if ((rc = check_writable("--output", c->out[i].name, c->out[i].path)))
+            return rc;
+    }
+    if (c->trace && (rc = check_writable("--trace", NULL, c->trace)))
+        return rc;
+    return 0;
+}
+
+static void shape_str(const baton_tensor_desc *d, char *buf, size_t cap)
+{
+    size_t o = (size_t)snprintf(buf, cap, "%s [", baton_dtype_name(d->dtype));
+    for (int i = 0; i < d->rank && o < cap; i++)
+        o += (size_t)snprintf(buf + o, cap - o, "%s%lld", i ? "," : "", (long long)d->shape[i]);
+    if (o < cap)
+        snprintf(buf + o, cap - o, "]");
+}
+
+int cli_read_inputs(const cli *c, const baton_plan *plan, void **bufs, int note)
 {
     baton_error err = {0};
-    for (int i = 0; i < c->n_in; i++)
-        if (baton_plan_tensor_index(plan, c->in[i].name) < 0) {
-            fprintf(stderr, "baton: --input %s: the plan has no tensor of that name\n",
-                    c->in[i].name);
-            return EXIT_USAGE;
-        }
-    for (int t = 0; t < baton_plan_tensor_count(plan); t++) {
+    int nt = baton_plan_tensor_count(plan);
+    for (int t = 0; t < nt; t++)
+        bufs[t] = NULL;
+    for (int t = 0; t < nt; t++) {
         baton_tensor_info ti;
         baton_plan_tensor_info(plan, t, &ti);
         if (ti.role != BATON_ROLE_INPUT)
@@ -49,38 +184,64 @@ int cli_bind_inputs(const cli *c, baton_plan *plan, baton_runtime *rt)
         for (int i = 0; i < c->n_in; i++)
             if (strcmp(c->in[i].name, ti.name) == 0)
                 path = c->in[i].path;
-        void *buf = NULL;
         if (path) {
             baton_tensor_desc d;
+            void *buf = NULL;
             if (baton_npy_read(path, &d, &buf, &err)) {
-                fprintf(stderr, "baton: --input %s: %s\n", ti.name, err.message);
-                return EXIT_IO;
+                fprintf(stderr, "baton: --input %s: %s\n", cli_esc(ti.name), cli_esc(err.message));
+                cli_free_inputs(plan, bufs);
+                return err.code == BATON_ENOMEM ? EXIT_RUN : EXIT_IO;
             }
-            int same = d.dtype == ti.desc.dtype &&
-                       baton_tensor_desc_numel(&d) == baton_tensor_desc_numel(&ti.desc);
+            /* the exact dtype and shape, as for a constant's npy init: a (2,2) file is not [4] */
+            int same = d.dtype == ti.desc.dtype && d.rank == ti.desc.rank;
+            for (int k = 0; same && k < d.rank; k++)
+                same = d.shape[k] == ti.desc.shape[k];
             if (!same) {
+                char got[256], want[256];
+                shape_str(&d, got, sizeof got);
+                shape_str(&ti.desc, want, sizeof want);
                 fprintf(stderr,
-                        "baton: --input %s: %s holds %s with %lld elements, the plan wants %s "
-                        "with %lld\n",
-                        ti.name, path, baton_dtype_name(d.dtype),
-                        (long long)baton_tensor_desc_numel(&d), baton_dtype_name(ti.desc.dtype),
-                        (long long)baton_tensor_desc_numel(&ti.desc));
+                        "baton: --input %s: %s holds %s, the plan's input is %s; give a file of "
+                        "that dtype and shape\n",
+                        cli_esc(ti.name), cli_esc(path), got, want);
                 free(buf);
-                return EXIT_IO;
+                cli_free_inputs(plan, bufs);
+                return EXIT_USAGE;
             }
+            bufs[t] = buf;
         } else {
-            buf = malloc(ti.nbytes ? ti.nbytes : 1);
-            if (!buf)
+            bufs[t] = malloc(ti.nbytes ? ti.nbytes : 1);
+            if (!bufs[t]) {
+                cli_free_inputs(plan, bufs);
                 return EXIT_RUN;
-            fill_default(&ti, buf, (uint64_t)t + 1);
-            if (!c->opts.quiet)
+            }
+            fill_default(&ti, bufs[t], (uint64_t)t + 1);
+            if (note && !c->opts.quiet)
                 fprintf(stderr, "baton: note: input '%s' not given; filled with N(0,1), seed %d\n",
-                        ti.name, t + 1);
+                        cli_esc(ti.name), t + 1);
         }
-        int rc = baton_runtime_set_input(rt, ti.name, buf, ti.nbytes, &err);
-        free(buf);
-        if (rc) {
-            fprintf(stderr, "baton: %s\n", err.message);
+    }
+    return 0;
+}
+
+void cli_free_inputs(const baton_plan *plan, void **bufs)
+{
+    for (int t = 0; t < baton_plan_tensor_count(plan); t++) {
+        free(bufs[t]);
+        bufs[t] = NULL;
+    }
+}
+
+int cli_bind_inputs(const cli *c, const baton_plan *plan, baton_runtime *rt, void **bufs)
+{
+    baton_error err = {0};
+    for (int t = 0; t < baton_plan_tensor_count(plan); t++) {
+        baton_tensor_info ti;
+        baton_plan_tensor_info(plan, t, &ti);
+        if (ti.role != BATON_ROLE_INPUT)
+            continue;
+        if (baton_runtime_set_input(rt, ti.name, bufs[t], ti.nbytes, &err)) {
+            fprintf(stderr, "baton: %s\n", cli_esc(err.message));
             return EXIT_RUN;
         }
     }
@@ -92,4 +253,99 @@ int64_t cli_clock_ns(void)
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+/* Output files appear whole or not at all: each is written to a temporary name beside it and
+ * renamed over its path only when every file of the command has been written. A character device
+ * (/dev/null, /dev/stdout) is written directly. */
+int cli_stage(cli_staged *s, const char *path)
+{
+    struct stat st;
+    s->path = path;
+    s->direct = stat(path, &st) == 0 && S_ISCHR(st.st_mode);
+    s->written = 0;
+    if (s->direct) {
+        snprintf(s->tmp, sizeof s->tmp, "%s", path);
+        return 0;
+    }
+    if ((size_t)snprintf(s->tmp, sizeof s->tmp, "%s.baton-XXXXXX", path) >= sizeof s->tmp)
+        return -1;
+    int fd = mkstemp(s->tmp);
+    if (fd < 0)
+        return -1;
+    /* mkstemp makes 0600; the final file gets what a plain create would */
+    mode_t mask = umask(0);
+    umask(mask);
+    if (fchmod(fd, 0666 & ~mask)) {
+        close(fd);
+        unlink(s->tmp);
+        return -1;
+    }
+    close(fd);
+    s->written = 1;
+    return 0;
+}
+
+int cli_commit(cli_staged *s, int n)
+{
+    for (int i = 0; i < n; i++)
+        if (!s[i].direct && rename(s[i].tmp, s[i].path)) {
+            fprintf(stderr, "baton: cannot rename %s to %s: %s\n", cli_esc(s[i].tmp),
+                    cli_esc(s[i].path), strerror(errno));
+            cli_discard(s + i, n - i);
+            return EXIT_IO;
+        } else {
+            s[i].written = 0;
+        }
+    return 0;
+}
+
+void cli_discard(cli_staged *s, int n)
+{
+    for (int i = 0; i < n; i++)
+        if (s[i].written && !s[i].direct) {
+            unlink(s[i].tmp);
+            s[i].written = 0;
+        }
+}
+
+void cli_progress_begin(cli_progress *p, const cli *c, const char *what, int64_t total)
+{
+    memset(p, 0, sizeof *p);
+    p->on = !c->opts.quiet && total > 1 && isatty(STDERR_FILENO);
+    p->what = what;
+    p->total = total;
+    p->t0 = cli_clock_ns();
+}
+
+void cli_progress_update(cli_progress *p, int64_t done)
+{
+    if (!p->on || done <= 0)
+        return;
+    int64_t now = cli_clock_ns(), elapsed = now - p->t0;
+    double left_s = (double)elapsed / (double)done * (double)(p->total - done) / 1e9;
+    if (!p->shown) {
+        /* show it only for work that will take more than about 2 s in all, judged once the
+         * first runs have taken 100 ms (or right away if one run is that slow) */
+        if (elapsed < 100000000 && done < p->total)
+            return;
+        if ((double)elapsed / 1e9 + left_s < 2.0)
+            return;
+        p->shown = 1;
+    } else if (now - p->last < 100000000 && done < p->total) {
+        return; /* at most ~10 updates a second */
+    }
+    p->last = now;
+    fprintf(stderr, "\r%s: %lld/%lld (%d%%), about %.0f s left\x1b[K", p->what, (long long)done,
+            (long long)p->total, (int)(100 * done / p->total), left_s);
+    fflush(stderr);
+}
+
+void cli_progress_end(cli_progress *p)
+{
+    if (p->shown) {
+        fputs("\r\x1b[K", stderr);
+        fflush(stderr);
+    }
+    p->shown = 0;
 }
