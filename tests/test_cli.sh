@@ -161,6 +161,13 @@ lacks "an escape in an argument is not echoed raw" "$tmp/out" "$esc"
 "$baton" run -q --input "x=$tmp/dup.npy" "$tmp/evil.json" >"$tmp/out" 2>&1
 lacks "a library message is escaped too" "$tmp/out" "$esc"
 
+# exit codes: 4 when what was printed could not be written
+if [ -w /dev/full ]; then
+  "$baton" validate "$minimal" >/dev/full 2>"$tmp/err"
+  got=$?
+  [ $got -eq 4 ] && pass=$((pass + 1)) || { fail=$((fail + 1)); echo "FAIL stdout on a full disk: exit $got, want 4"; }
+  contains "a full standard output is named" "$tmp/err" "cannot write the standard output"
+fi
 # exit codes: 3 for a run that fails, 4 for an output that cannot be written at the end
 check "bench --inflight on the test device" 0 "$baton" bench --gpu=sim --inflight=4 --iters=20 \
   -q examples/plans/rmsnorm_chain64.json

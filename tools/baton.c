@@ -253,11 +253,14 @@ int main(int argc, char **argv)
         cli_print_usage(c.cmd);
         return 0;
     }
-    if (strcmp(c.cmd, "validate") == 0)
-        return cmd_validate(&c);
-    if (strcmp(c.cmd, "inspect") == 0)
-        return cmd_inspect(&c);
-    if (strcmp(c.cmd, "run") == 0)
-        return cmd_run(&c);
-    return cmd_bench(&c);
+    int rc = strcmp(c.cmd, "validate") == 0  ? cmd_validate(&c)
+             : strcmp(c.cmd, "inspect") == 0 ? cmd_inspect(&c)
+             : strcmp(c.cmd, "run") == 0     ? cmd_run(&c)
+                                             : cmd_bench(&c);
+    /* what was printed must have reached its file (a full disk, a closed pipe): exit 4 if not */
+    if (fflush(stdout) || ferror(stdout)) {
+        fprintf(stderr, "baton: cannot write the standard output: %s\n", strerror(errno));
+        return rc ? rc : EXIT_IO;
+    }
+    return rc;
 }
