@@ -176,6 +176,8 @@ contains "inflight says the GPU busy fraction is not measured" "$tmp/out" "GPU b
 check "bench --inflight csv" 0 "$baton" bench --gpu=sim --inflight=2 --iters=5 --modes=graph \
   --format=csv -q examples/plans/rmsnorm_chain64.json
 contains "inflight csv header" "$tmp/out" "mode,inflight,runs,runs_per_s,p50_us,p99_us"
+check "bench --inflight with fewer runs than instances" 0 "$baton" bench --inflight=8 --iters=2 \
+  --modes=graph -q "$minimal"
 check "bench with an unknown mode runs nothing" 2 "$baton" bench --modes=graph,fast -q "$minimal"
 lacks "nothing was timed" "$tmp/out" "timed runs"
 

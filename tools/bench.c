@@ -144,7 +144,8 @@ static int bench_inflight(cli *c, const baton_plan *plan, const baton_sync_mode 
     }
     void **inputs = calloc((size_t)nt + 1, sizeof *inputs);
     flight F = {0};
-    F.lat_ns = malloc((size_t)iters * sizeof *F.lat_ns);
+    /* the warm-up rounds record n latencies too */
+    F.lat_ns = malloc((size_t)(iters > n ? iters : n) * sizeof *F.lat_ns);
     struct {
         double runs_per_s, p50_us, p99_us, loop_us;
     } res[3];
