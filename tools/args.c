@@ -138,6 +138,8 @@ static const char *option_commands(const char *a)
 static int word_in(const char *word, const char *list)
 {
     size_t n = strlen(word);
+    if (n == 0)
+        return 0; /* strstr finds "" everywhere: this looped forever (found by fuzz_cli_args) */
     for (const char *p = list; (p = strstr(p, word)); p += n)
         if ((p == list || p[-1] == ' ') && (p[n] == 0 || p[n] == ' '))
             return 1;
