@@ -182,14 +182,26 @@ check "bench with an unknown mode runs nothing" 2 "$baton" bench --modes=graph,f
 lacks "nothing was timed" "$tmp/out" "timed runs"
 
 # issue 12: progress on a terminal only; never in a pipe or file
-check "a long run in a pipe" 0 "$baton" run --gpu=cpu --iters=150 examples/plans/rmsnorm_tutorial.json
+# enough runs for about 4 s on this machine (8 s where the progress must show, against noise): the time of 21 runs less that of 1, over 20
+t0=$(date +%s%N)
+"$baton" run -q --gpu=cpu --iters=1 examples/plans/rmsnorm_tutorial.json >/dev/null 2>&1
+t1=$(date +%s%N)
+"$baton" run -q --gpu=cpu --iters=21 examples/plans/rmsnorm_tutorial.json >/dev/null 2>&1
+t2=$(date +%s%N)
+per=$(((t2 - t1 - (t1 - t0)) / 20))
+[ $per -lt 1000 ] && per=1000
+long=$((4000000000 / per))
+[ $long -lt 20 ] && long=20
+[ $long -gt 100000 ] && long=100000
+long8=$((long * 2))
+check "a long run in a pipe" 0 "$baton" run --gpu=cpu --iters=$long examples/plans/rmsnorm_tutorial.json
 lacks "no progress when stderr is not a terminal" "$tmp/err" "about"
 if command -v script >/dev/null && script -qc true /dev/null </dev/null >/dev/null 2>&1; then
-  script -qc "$baton run --gpu=cpu --iters=150 $root/examples/plans/rmsnorm_tutorial.json" \
+  script -qc "$baton run --gpu=cpu --iters=$long8 $root/examples/plans/rmsnorm_tutorial.json" \
     /dev/null </dev/null >"$tmp/tty" 2>&1
   contains "progress on a terminal" "$tmp/tty" "baton run: "
   contains "the progress line is cleared" "$tmp/tty" "$(printf '\r\033[K')"
-  script -qc "$baton run -q --gpu=cpu --iters=150 $root/examples/plans/rmsnorm_tutorial.json" \
+  script -qc "$baton run -q --gpu=cpu --iters=$long $root/examples/plans/rmsnorm_tutorial.json" \
     /dev/null </dev/null >"$tmp/tty" 2>&1
   lacks "no progress with -q" "$tmp/tty" "baton run: "
 else
