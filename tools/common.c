@@ -89,7 +89,8 @@ static int check_name(const baton_plan *plan, const char *opt, const char *name,
         return 0;
     char list[512], mean[600] = "";
     list_role(plan, want, list, sizeof list);
-    const char *near = closest(plan, want, name);
+    /* a tensor of another role is what the user meant; say what it is, not what it resembles */
+    const char *near = t < 0 ? closest(plan, want, name) : NULL;
     if (near)
         snprintf(mean, sizeof mean, " (did you mean '%s'?)", cli_esc(near));
     const char *what = want == BATON_ROLE_INPUT ? "inputs" : "outputs";
