@@ -310,7 +310,7 @@ Test(gemm_cuda, execute_is_capture_safe_and_a_replay_reads_new_inputs)
 }
 
 /* These fail before any CUDA call, so they run on machines without a GPU too. */
-Test(gemm_cuda, rejects_f64_at_init_naming_the_step_the_device_and_the_alternatives)
+Test(gemm_cuda, rejects_f64_at_init_giving_the_alternatives)
 {
     gemm_case c;
     case_init(&c, BATON_DTYPE_F64, 4, 4, 4, 0, 0, 1.0, NULL);
@@ -319,8 +319,8 @@ Test(gemm_cuda, rejects_f64_at_init_naming_the_step_the_device_and_the_alternati
     int rc = baton_gemm_cublaslt_iface.init(&c.info, &state, &err);
     cr_assert_eq(rc, BATON_ENOTSUP, "rc %d: %s", rc, err.message);
     cr_expect_null(state);
-    cr_expect(strstr(err.message, "cuda:0"), "%s", err.message);
-    cr_expect(strstr(err.message, "'proj'"), "%s", err.message);
+    /* the reason only: the runtime adds the step and device when it prepares the plan */
+    cr_expect(!strstr(err.message, "'proj'"), "%s", err.message);
     cr_expect(strstr(err.message, "f64"), "%s", err.message);
     cr_expect(strstr(err.message, "bf16"), "%s", err.message);
 }
@@ -335,7 +335,7 @@ Test(gemm_cuda, rejects_operands_of_different_dtypes)
     int rc = baton_gemm_cublaslt_iface.init(&c.info, &state, &err);
     cr_expect_neq(rc, 0);
     cr_expect_null(state);
-    cr_expect(strstr(err.message, "'proj'"), "%s", err.message);
+    cr_expect(strstr(err.message, "bf16") && !strstr(err.message, "'proj'"), "%s", err.message);
 }
 
 Test(gemm_cuda, rejects_mismatched_inner_dimensions)

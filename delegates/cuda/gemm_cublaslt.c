@@ -45,15 +45,14 @@ static void gemm_destroy(void *p);
 static int init_fail(baton_error *err, int code, const baton_delegate_init *info, const char *fmt,
                      ...)
 {
-    char dev[24];
+    /* the reason only: the runtime names the step and its device */
+    (void)info;
     char msg[768];
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
-    baton_device_format(info->device, dev, sizeof dev);
-    return err_set(err, code, "%s: step '%s': gemm (cuBLASLt): %s", dev,
-                        info->step_name ? info->step_name : "?", msg);
+    return err_set(err, code, "cuBLASLt: %s", msg);
 }
 
 static int lt_fail(baton_error *err, const baton_delegate_init *info, const gemm_state *s,
