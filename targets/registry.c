@@ -367,21 +367,27 @@ static int out_of_memory(baton_error *err, const char *fn, const baton_target *t
                    shown(t->name, name, sizeof name));
 }
 
+/* What add and replace both do first: the caller's target read at this library's size, then
+ * checked; `full` and `ifaces` hold the copy. */
+static int read_checked(const char *fn, const baton_registry *reg, const baton_target *t,
+                        baton_target *full, baton_delegate_iface *ifaces, baton_error *err)
+{
+    if (!reg || !t)
+        return err_set(err, BATON_EINVAL, "%s: a registry and a target are required", fn);
+    int rc = target_read(fn, t, full, ifaces, err);
+    return rc ? rc : check_target(fn, full, err);
+}
+
 int baton_registry_add(baton_registry *reg, const baton_target *t, baton_error *err)
 {
     err_clear(err);
     static const char fn[] = "baton_registry_add";
-    if (!reg || !t)
-        return err_set(err, BATON_EINVAL, "%s: a registry and a target are required", fn);
     baton_target full; /* t at this library's size (abi.c) */
     baton_delegate_iface ifaces[BATON_MAX_IMPLS];
-    int rc = target_read(fn, t, &full, ifaces, err);
+    int rc = read_checked(fn, reg, t, &full, ifaces, err);
     if (rc)
         return rc;
     t = &full;
-    rc = check_target(fn, t, err);
-    if (rc)
-        return rc;
     int i = find_index(reg, t->name);
     if (i < 0) {
         baton_target *e = NULL;
@@ -428,17 +434,12 @@ int baton_registry_replace(baton_registry *reg, const baton_target *t, baton_err
 {
     err_clear(err);
     static const char fn[] = "baton_registry_replace";
-    if (!reg || !t)
-        return err_set(err, BATON_EINVAL, "%s: a registry and a target are required", fn);
     baton_target full; /* t at this library's size (abi.c) */
     baton_delegate_iface ifaces[BATON_MAX_IMPLS];
-    int rc = target_read(fn, t, &full, ifaces, err);
+    int rc = read_checked(fn, reg, t, &full, ifaces, err);
     if (rc)
         return rc;
     t = &full;
-    rc = check_target(fn, t, err);
-    if (rc)
-        return rc;
     int i = find_index(reg, t->name);
     if (i < 0) {
         char name[80];
