@@ -50,6 +50,8 @@ int err_set(baton_error *err, int code, const char *fmt, ...) CORE_PRINTF(3, 4);
 int reason_set(char *buf, size_t len, int code, const char *fmt, ...) CORE_PRINTF(4, 5);
 /* A kernel's or delegate's failure: the reason into ctx->errbuf (ctx may be NULL); returns code. */
 int ctx_fail(const baton_exec_ctx *ctx, int code, const char *fmt, ...) CORE_PRINTF(3, 4);
+/* Sends one message line (no newline) to the log callback (baton_log_set; stderr by default). */
+void log_msg(baton_log_level level, const char *fmt, ...) CORE_PRINTF(2, 3);
 
 /* ---- tensor descriptors and names (core/names.c) ---- */
 

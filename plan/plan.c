@@ -398,3 +398,18 @@ int plan_error(baton_error *err, int code, const baton_plan *plan, plan_pos pos,
     va_end(ap);
     return code;
 }
+
+int baton_plan_arena_count(const baton_plan *plan)
+{
+    return plan ? plan->n_devices : 0;
+}
+
+int baton_plan_arena_info(const baton_plan *plan, int i, baton_arena *out)
+{
+    if (!plan || !out || i < 0 || i >= plan->n_devices)
+        return BATON_EINVAL;
+    out->device = plan->memory[i].device;
+    out->data = NULL;
+    out->nbytes = plan->memory[i].arena_bytes;
+    return 0;
+}

@@ -110,6 +110,20 @@ typedef struct dev_ops {
     /* Testing: makes the next operation of that kind fail once (see dev_fault). NULL: the
      * device cannot inject faults. */
     void (*inject)(dev_ctx *d, dev_fault fault);
+
+    /* Caller-owned memory (baton_options.arenas, baton_runtime_bind). mem_check() says whether
+     * `bytes` at p are memory this device can use as its own (host: pinned host memory it can
+     * copy from asynchronously; else memory on this device), with the reason in err when not.
+     * NULL: any memory will do (the CPU and the test device). */
+    int (*mem_check)(dev_ctx *d, const void *p, size_t bytes, int host, baton_error *err);
+    /* Rebinding: a captured graph holds the addresses its calls and copies had at capture.
+     * During a capture, capture_tag() names the op issued next (a tag >= 0). graph_rebind() then
+     * sets the nodes of graph `slot` that op `tag` made to new addresses: a call's current
+     * c->buffers (c not NULL), or a copy's dst and src. BATON_ENOTSUP, with the reason in err,
+     * when it cannot (the runtime then captures the segment again). NULL: never possible. */
+    void (*capture_tag)(dev_ctx *d, int tag);
+    int (*graph_rebind)(dev_ctx *d, int slot, int tag, const dev_call *c, void *dst,
+                        const void *src, size_t bytes, dev_copy_kind kind, baton_error *err);
 } dev_ops;
 
 /* Zeroed host memory aligned to 256 bytes, as the memory plan's offsets assume; NULL on failure.

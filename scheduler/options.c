@@ -22,6 +22,8 @@ static const abi_field options_fields[] = {
     ABI_FIELD(baton_options, gpu),         ABI_FIELD(baton_options, fallback_is_error),
     ABI_FIELD(baton_options, quiet),       ABI_FIELD(baton_options, sim_delay_us),
     ABI_FIELD(baton_options, disable_pdl), ABI_FIELD(baton_options, disable_queue_ahead),
+    ABI_FIELD(baton_options, arenas),      ABI_FIELD(baton_options, n_arenas),
+    ABI_FIELD(baton_options, streams),     ABI_FIELD(baton_options, n_streams),
 };
 
 int options_read(const baton_options *in, baton_options *out, baton_error *err)

@@ -10,6 +10,7 @@
  * is launched before the CPU segment runs, behind the device's gate, which the host opens when
  * the CPU segment is done. The GPU then starts it without a launch in between; the host still
  * waits once at the boundary, on an event recorded before the queued work. */
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -50,9 +51,9 @@ static int choose_backend(baton_runtime *rt, baton_error *err)
                        "--gpu=cpu (or allow the fallback)",
                        plan->source, plan->steps[first_step].name, need, why);
     if (!rt->opts.quiet)
-        fprintf(stderr,
-                "baton: warning: %s: step '%s' needs cuda:%d but %s; running the GPU steps on "
-                "the CPU (--no-fallback makes this an error)\n",
+        log_msg(BATON_LOG_WARNING,
+                "%s: step '%s' needs cuda:%d but %s; running the GPU steps on the CPU "
+                "(--no-fallback makes this an error)",
                 plan->source, plan->steps[first_step].name, need, why);
     rt->backend = BATON_GPU_CPU;
     return 0;
@@ -71,17 +72,108 @@ static const dev_ops *ops_for(const baton_runtime *rt, baton_device dev)
     }
 }
 
+/* The caller's arena for device d (baton_options.arenas), or NULL. */
+static const baton_arena *caller_arena(const baton_runtime *rt, int d)
+{
+    for (int i = 0; i < rt->opts.n_arenas; i++)
+        if (device_eq(rt->opts.arenas[i].device, rt->plan->memory[d].device))
+            return &rt->opts.arenas[i];
+    return NULL;
+}
+
+/* baton_options.arenas and .streams name devices the plan uses, once each, with memory and
+ * streams that can be used; checked before anything is opened. */
+static int check_caller_resources(const baton_runtime *rt, baton_error *err)
+{
+    const baton_plan *plan = rt->plan;
+    const baton_options *o = &rt->opts;
+    char name[32];
+    if (o->n_arenas < 0 || (o->n_arenas > 0 && !o->arenas) || o->n_streams < 0 ||
+        (o->n_streams > 0 && !o->streams))
+        return err_set(err, BATON_EINVAL,
+                       "baton_runtime_create: options.arenas/n_arenas and streams/n_streams "
+                       "must be an array and its length (NULL and 0 for none)");
+    if ((o->n_arenas || o->n_streams) && rt->share)
+        return err_set(err, BATON_EINVAL,
+                       "baton_pool_create: options.arenas and options.streams belong to one "
+                       "runtime; a pool's instances each need their own, so a pool allocates "
+                       "them (leave both empty)");
+    for (int i = 0; i < o->n_arenas; i++) {
+        const baton_arena *a = &o->arenas[i];
+        baton_device_format(a->device, name, sizeof name);
+        int d = plan_memory_index(plan, a->device);
+        if (d < 0)
+            return err_set(err, BATON_EINVAL,
+                           "baton_runtime_create: options.arenas[%d] is for %s, which plan '%s' "
+                           "does not use (baton_plan_arena_info lists its devices)",
+                           i, name, plan->name);
+        for (int j = 0; j < i; j++)
+            if (device_eq(o->arenas[j].device, a->device))
+                return err_set(err, BATON_EINVAL,
+                               "baton_runtime_create: options.arenas[%d] and [%d] are both for "
+                               "%s; give one arena per device",
+                               j, i, name);
+        if (!a->data || ((uintptr_t)a->data & (BATON_ARENA_ALIGN - 1)))
+            return err_set(err, BATON_EINVAL,
+                           "baton_runtime_create: options.arenas[%d] (%s): data %p is %s; pass "
+                           "memory aligned to BATON_ARENA_ALIGN (%d bytes), as cudaMalloc "
+                           "and aligned_alloc(256, ...) give",
+                           i, name, a->data, a->data ? "misaligned" : "NULL", BATON_ARENA_ALIGN);
+        if (a->nbytes < plan->memory[d].arena_bytes)
+            return err_set(err, BATON_EINVAL,
+                           "baton_runtime_create: options.arenas[%d] (%s) has %zu bytes; plan "
+                           "'%s' needs %zu there (baton_plan_arena_info)",
+                           i, name, a->nbytes, plan->name, plan->memory[d].arena_bytes);
+    }
+    for (int i = 0; i < o->n_streams; i++) {
+        const baton_stream *st = &o->streams[i];
+        baton_device_format(st->device, name, sizeof name);
+        if (st->device.kind != BATON_DEVICE_CUDA || plan_memory_index(plan, st->device) < 0)
+            return err_set(err, BATON_EINVAL,
+                           "baton_runtime_create: options.streams[%d] is for %s, which is not a "
+                           "CUDA device plan '%s' uses",
+                           i, name, plan->name);
+        for (int j = 0; j < i; j++)
+            if (device_eq(o->streams[j].device, st->device))
+                return err_set(err, BATON_EINVAL,
+                               "baton_runtime_create: options.streams[%d] and [%d] are both for "
+                               "%s; give one stream per device",
+                               j, i, name);
+        /* 0, cudaStreamLegacy (1) and cudaStreamPerThread (2) are not streams of one's own */
+        if ((uintptr_t)st->stream <= 2)
+            return err_set(err, BATON_EINVAL,
+                           "baton_runtime_create: options.streams[%d] (%s) is the default stream "
+                           "(%p); pass a stream made with cudaStreamCreate(WithFlags): the "
+                           "default stream cannot be captured into a graph",
+                           i, name, st->stream);
+#ifdef BATON_CUDA
+        int on_cuda = ops_for(rt, st->device) == &dev_cuda_ops;
+#else
+        int on_cuda = 0;
+#endif
+        if (!on_cuda)
+            return err_set(err, BATON_EINVAL,
+                           "baton_runtime_create: options.streams[%d] is for %s, which runs on "
+                           "%s here, not on CUDA: a caller's stream needs the CUDA backend "
+                           "(leave streams empty)",
+                           i, name, rt->backend == BATON_GPU_SIM ? "the test device" : "the CPU");
+    }
+    return 0;
+}
+
 static int open_devices(baton_runtime *rt, int fault_dev, dev_fault fault, baton_error *err)
 {
     const baton_plan *plan = rt->plan;
     rt->nd = plan->n_devices;
+    int rc = check_caller_resources(rt, err);
+    if (rc)
+        return rc;
     for (int d = 0; d < rt->nd; d++) {
         rt_device *rd = &rt->dev[d];
         baton_device dv = plan->memory[d].device;
         rd->gpu = dv.kind == BATON_DEVICE_CUDA;
         rd->ops = ops_for(rt, dv);
-        int rc = rd->ops->open(dv, &rt->opts, plan->n_segments, 2, &rd->ctx, err);
-        if (rc)
+        if ((rc = rd->ops->open(dv, &rt->opts, plan->n_segments, 2, &rd->ctx, err)))
             return rc;
         if (d == fault_dev && rd->ops->inject)
             rd->ops->inject(rd->ctx, fault);
@@ -100,11 +192,31 @@ static int open_devices(baton_runtime *rt, int fault_dev, dev_fault fault, baton
         rt_device *rd = &rt->dev[d];
         size_t cbytes = plan->memory[d].const_bytes;
         size_t bytes = plan->memory[d].arena_bytes - (rt->share ? cbytes : 0);
+        const baton_arena *mine = caller_arena(rt, d);
+        if (d > 0) {
+            rd->arena_ops = rd->ops;
+            rd->arena_ctx = rd->ctx;
+        }
+        if (mine) {
+            /* the caller's: checked for its kind of memory, never freed */
+            if (rd->arena_ops->mem_check &&
+                (rc = rd->arena_ops->mem_check(rd->arena_ctx, mine->data, mine->nbytes, d == 0,
+                                               err))) {
+                char name[32], inner[BATON_ERROR_MAX];
+                snprintf(inner, sizeof inner, "%s", err ? err->message : "");
+                return err_set(err, rc, "baton_runtime_create: the caller's arena for %s: %s",
+                               baton_device_format(plan->memory[d].device, name, sizeof name),
+                               inner);
+            }
+            rd->arena = mine->data;
+            rd->consts = rd->arena;
+            rd->priv = rd->arena + cbytes;
+            continue;
+        }
+        rd->own_arena = 1;
         if (d == 0) {
             rd->arena = rd->arena_ops->host_alloc(rd->arena_ctx, bytes ? bytes : 256, err);
         } else {
-            rd->arena_ops = rd->ops;
-            rd->arena_ctx = rd->ctx;
             rd->arena = rd->ops->alloc(rd->ctx, bytes ? bytes : 256, err);
         }
         if (!rd->arena) {
@@ -179,14 +291,15 @@ static int build_calls(baton_runtime *rt, baton_error *err)
     rt->calls = calloc((size_t)n + 1, sizeof *rt->calls);
     rt->errbufs = calloc((size_t)n + 1, ERRBUF_LEN);
     rt->bufs = calloc((size_t)nb + 1, sizeof *rt->bufs);
+    rt->descs = calloc((size_t)nb + 1, sizeof *rt->descs);
     rt->states = calloc((size_t)n + 1, sizeof *rt->states);
     rt->impls = calloc((size_t)n + 1, sizeof *rt->impls);
     rt->step_ns = calloc((size_t)n + 1, sizeof *rt->step_ns);
     baton_device *devs = calloc((size_t)n + 1, sizeof *devs);
     baton_target_kind *kinds = calloc((size_t)n + 1, sizeof *kinds);
     int rc = 0;
-    if (!rt->step_dev || !rt->calls || !rt->errbufs || !rt->bufs || !rt->states || !rt->impls ||
-        !rt->step_ns || !devs || !kinds) {
+    if (!rt->step_dev || !rt->calls || !rt->errbufs || !rt->bufs || !rt->descs || !rt->states ||
+        !rt->impls || !rt->step_ns || !devs || !kinds) {
         rc = err_set(err, BATON_ENOMEM, "prepare: out of memory");
         goto out;
     }
@@ -196,6 +309,7 @@ static int build_calls(baton_runtime *rt, baton_error *err)
     }
     int use_pdl = rt->opts.mode != BATON_SYNC_STRICT && !rt->opts.disable_pdl;
     void **b = rt->bufs;
+    baton_tensor_desc *dd = rt->descs;
     for (int i = 0; i < n; i++) {
         const plan_step *s = &plan->steps[i];
         int d = plan_memory_index(plan, s->device);
@@ -220,6 +334,11 @@ static int build_calls(baton_runtime *rt, baton_error *err)
             *b++ = slot_addr(rt, d, s->inputs[k]);
         for (int k = 0; k < s->n_outputs; k++)
             *b++ = slot_addr(rt, d, s->outputs[k]);
+        baton_tensor_desc *step_descs = dd;
+        for (int k = 0; k < s->n_inputs; k++)
+            *dd++ = plan->tensors[s->inputs[k]].desc;
+        for (int k = 0; k < s->n_outputs; k++)
+            *dd++ = plan->tensors[s->outputs[k]].desc;
         c->opaque = s->opaque;
         c->opaque_len = s->opaque_len;
         c->ctx = (baton_exec_ctx){
@@ -233,6 +352,13 @@ static int build_calls(baton_runtime *rt, baton_error *err)
             .step_index = i,
             .errbuf = rt->errbufs + (size_t)i * ERRBUF_LEN,
             .errbuf_len = ERRBUF_LEN,
+            .n_inputs = s->n_inputs,
+            .inputs = step_descs,
+            .n_outputs = s->n_outputs,
+            .outputs = step_descs + s->n_inputs,
+            .n_attrs = s->n_attrs,
+            .attrs = s->attrs,
+            .user = s->target->user,
         };
         /* PDL only between two kernels of one GPU segment that both honour it: the first
          * kernel of a segment follows copies or the host. */
@@ -246,13 +372,8 @@ static int build_calls(baton_runtime *rt, baton_error *err)
             continue;
         }
         c->delegate = im->delegate;
-        /* A delegate sees every input and output: the registry allows PLAN_MAX_STEP_ARGS. */
-        baton_tensor_desc ins[PLAN_MAX_STEP_ARGS], outs[PLAN_MAX_STEP_ARGS];
-        for (int k = 0; k < s->n_inputs; k++)
-            ins[k] = plan->tensors[s->inputs[k]].desc;
-        for (int k = 0; k < s->n_outputs; k++)
-            outs[k] = plan->tensors[s->outputs[k]].desc;
-        baton_sig_args sig = {s->n_inputs, ins, s->n_outputs, outs, s->n_attrs, s->attrs};
+        baton_sig_args sig = {s->n_inputs, step_descs, s->n_outputs, step_descs + s->n_inputs,
+                              s->n_attrs,  s->attrs};
         int is_const[PLAN_MAX_STEP_ARGS] = {0};
         for (int k = 0; k < s->n_inputs; k++)
             is_const[k] = plan->tensors[s->inputs[k]].role == BATON_ROLE_CONSTANT;
@@ -267,6 +388,7 @@ static int build_calls(baton_runtime *rt, baton_error *err)
             .step_kinds = kinds,
             .input_constant = is_const,
             .input_data = c->buffers,
+            .user = s->target->user,
         };
         if (im->delegate->init) {
             baton_error derr = {0};
@@ -320,10 +442,97 @@ static int build_transfers(baton_runtime *rt, baton_error *err)
         r->issuer = r->kind == DEV_COPY_H2D ? to : from;
         /* On the CPU fallback both arenas are host memory: a memcpy, not a device transfer. */
         r->host_copy = rt->dev[from].ops == &dev_cpu_ops && rt->dev[to].ops == &dev_cpu_ops;
+        r->graph_seg = -1;
         snprintf(r->what, sizeof r->what, "transfer %s %s -> %s", plan->tensors[x->tensor].name,
                  baton_device_format(x->from, a, sizeof a),
                  baton_device_format(x->to, b, sizeof b));
     }
+    return 0;
+}
+
+/* What each GPU segment's graph copies per launch: its incoming and outgoing transfers, less
+ * those that a bound buffer makes needless. Counted into baton_run_stats on each launch. */
+static void count_graph_bytes(baton_runtime *rt)
+{
+    const baton_plan *plan = rt->plan;
+    memset(rt->seg_bytes, 0, (2 * (size_t)plan->n_segments + 2) * sizeof *rt->seg_bytes);
+    for (int x = 0; x < plan->n_transfers; x++) {
+        const plan_transfer *pt = &plan->transfers[x];
+        const rt_transfer *r = &rt->xfers[x];
+        if (r->skip)
+            continue;
+        if (pt->segment < plan->n_segments && r->kind == DEV_COPY_H2D)
+            rt->seg_bytes[2 * pt->segment] += (int64_t)r->bytes;
+        if (r->kind == DEV_COPY_D2H) {
+            int src = pt->segment - 1; /* issued at the end of the segment before, if on d */
+            if (pt->segment == plan->n_segments)
+                src = plan->n_segments - 1;
+            if (src >= 0 && plan_memory_index(plan, plan->segments[src].device) == r->from &&
+                (pt->segment == plan->n_segments ||
+                 plan->segments[pt->segment].device.kind == BATON_DEVICE_CPU))
+                rt->seg_bytes[2 * src + 1] += (int64_t)r->bytes;
+        }
+    }
+}
+
+/* Every place that holds the address of an input or output tensor, so that binding a caller's
+ * buffer rewrites them without a search (baton_runtime_bind). */
+static int build_sites(baton_runtime *rt, baton_error *err)
+{
+    const baton_plan *plan = rt->plan;
+    int nt = plan->n_tensors, n = 0;
+    rt->bind_dev = malloc(((size_t)nt + 1) * sizeof *rt->bind_dev);
+    rt->bind_data = calloc((size_t)nt + 1, sizeof *rt->bind_data);
+    rt->site_first = calloc((size_t)nt + 2, sizeof *rt->site_first);
+    if (!rt->bind_dev || !rt->bind_data || !rt->site_first)
+        return err_set(err, BATON_ENOMEM, "prepare: out of memory");
+    for (int t = 0; t < nt; t++)
+        rt->bind_dev[t] = -1;
+#define BINDABLE(t)                                                                                \
+    (plan->tensors[t].role == BATON_ROLE_INPUT || plan->tensors[t].role == BATON_ROLE_OUTPUT)
+    /* count, then fill in tensor order */
+    for (int pass = 0; pass < 2; pass++) {
+        int *fill = pass ? calloc((size_t)nt + 1, sizeof *fill) : NULL;
+        if (pass && !fill)
+            return err_set(err, BATON_ENOMEM, "prepare: out of memory");
+        for (int i = 0, pos = 0; i < plan->n_steps; i++) {
+            const plan_step *st = &plan->steps[i];
+            for (int k = 0; k < st->n_inputs + st->n_outputs; k++, pos++) {
+                int t = k < st->n_inputs ? st->inputs[k] : st->outputs[k - st->n_inputs];
+                if (!BINDABLE(t))
+                    continue;
+                if (!pass) {
+                    rt->site_first[t + 1]++;
+                    continue;
+                }
+                rt->sites[rt->site_first[t] + fill[t]++] =
+                    (rt_site){t, rt->step_dev[i], pos, i, -1, 0};
+            }
+        }
+        for (int x = 0; x < plan->n_transfers; x++) {
+            int t = plan->transfers[x].tensor;
+            if (!BINDABLE(t))
+                continue;
+            if (!pass) {
+                rt->site_first[t + 1] += 2;
+                continue;
+            }
+            rt->sites[rt->site_first[t] + fill[t]++] =
+                (rt_site){t, rt->xfers[x].from, -1, -1, x, 1};
+            rt->sites[rt->site_first[t] + fill[t]++] =
+                (rt_site){t, plan_memory_index(plan, plan->transfers[x].to), -1, -1, x, 0};
+        }
+        if (!pass) {
+            for (int t = 0; t < nt; t++)
+                rt->site_first[t + 1] += rt->site_first[t];
+            n = rt->site_first[nt];
+            rt->sites = calloc((size_t)n + 1, sizeof *rt->sites);
+            if (!rt->sites)
+                return err_set(err, BATON_ENOMEM, "prepare: out of memory");
+        }
+        free(fill);
+    }
+#undef BINDABLE
     return 0;
 }
 
@@ -415,22 +624,10 @@ static int prepare(const baton_plan *plan, const baton_options *opts, const bato
         if (!rt->graph_state || !rt->seg_bytes)
             rc = err_set(err, BATON_ENOMEM, "prepare: out of memory");
     }
-    /* What each GPU segment's graph copies per launch: its incoming and outgoing transfers. */
-    for (int x = 0; !rc && x < plan->n_transfers; x++) {
-        const plan_transfer *pt = &plan->transfers[x];
-        const rt_transfer *r = &rt->xfers[x];
-        if (pt->segment < plan->n_segments && r->kind == DEV_COPY_H2D)
-            rt->seg_bytes[2 * pt->segment] += (int64_t)r->bytes;
-        if (r->kind == DEV_COPY_D2H) {
-            int src = pt->segment - 1; /* issued at the end of the segment before, if on d */
-            if (pt->segment == plan->n_segments)
-                src = plan->n_segments - 1;
-            if (src >= 0 && plan_memory_index(plan, plan->segments[src].device) == r->from &&
-                (pt->segment == plan->n_segments ||
-                 plan->segments[pt->segment].device.kind == BATON_DEVICE_CPU))
-                rt->seg_bytes[2 * src + 1] += (int64_t)r->bytes;
-        }
-    }
+    if (!rc)
+        count_graph_bytes(rt);
+    if (!rc)
+        rc = build_sites(rt, err);
     if (!rc)
         rc = plan_queue_ahead(rt, err);
     if (rc) {
@@ -487,7 +684,7 @@ void baton_runtime_destroy(baton_runtime *rt)
     /* The CPU arena may come from a GPU's pinned allocator: free it before closing that GPU. */
     for (int d = 0; d < rt->nd; d++) {
         rt_device *rd = &rt->dev[d];
-        if (!rd->arena)
+        if (!rd->arena || !rd->own_arena)
             continue;
         if (rd->host_mem)
             rd->arena_ops->host_free(rd->arena_ctx, rd->arena);
@@ -501,6 +698,7 @@ void baton_runtime_destroy(baton_runtime *rt)
     free(rt->calls);
     free(rt->errbufs);
     free(rt->bufs);
+    free(rt->descs);
     free(rt->states);
     free(rt->impls);
     free(rt->step_ns);
@@ -510,6 +708,10 @@ void baton_runtime_destroy(baton_runtime *rt)
     free(rt->xfer_first);
     free(rt->ahead_ok);
     free(rt->trace);
+    free(rt->bind_dev);
+    free(rt->bind_data);
+    free(rt->sites);
+    free(rt->site_first);
     baton_plan_free((baton_plan *)rt->plan); /* drops the runtime's reference */
     free(rt);
 }
@@ -542,9 +744,25 @@ static int host_tensor(baton_runtime *rt, const char *name, size_t nbytes, int w
                        "%s: tensor '%s' (%s, %lld elements) has %zu bytes, not %zu", plan->source,
                        name, baton_dtype_name(pt->desc.dtype),
                        (long long)baton_tensor_desc_numel(&pt->desc), pt->nbytes, nbytes);
-    *addr = slot_addr(rt, 0, t);
-    if (!*addr)
+    *addr = rt->bind_dev[t] == 0 ? rt->bind_data[t] : slot_addr(rt, 0, t);
+    if (!*addr && rt->bind_dev[t] < 0)
         return err_set(err, BATON_ESTATE, "%s: tensor '%s' has no host copy", plan->source, name);
+    return 0;
+}
+
+/* A tensor bound on a GPU is read and written there, synchronously (set_input / get_output). */
+static int bound_copy(baton_runtime *rt, const char *name, void *dst, const void *src, size_t n,
+                      int to_device, baton_error *err)
+{
+    int t = baton_plan_tensor_index(rt->plan, name);
+    rt_device *rd = &rt->dev[rt->bind_dev[t]];
+    int rc = rd->ops->copy_sync(rd->ctx, dst, src, n, to_device ? DEV_COPY_H2D : DEV_COPY_D2H, err);
+    if (rc) {
+        char inner[BATON_ERROR_MAX];
+        snprintf(inner, sizeof inner, "%s", err ? err->message : "");
+        return err_set(err, rc, "%s: tensor '%s' (bound on the GPU): %s", rt->plan->source, name,
+                       inner);
+    }
     return 0;
 }
 
@@ -561,6 +779,9 @@ int baton_runtime_set_input(baton_runtime *rt, const char *name, const void *dat
                        "baton_runtime_set_input: tensor '%s': data is NULL; pass a buffer "
                        "of %zu bytes",
                        name, nbytes);
+    int t = baton_plan_tensor_index(rt->plan, name);
+    if (rt->bind_dev[t] > 0)
+        return bound_copy(rt, name, rt->bind_data[t], data, nbytes, 1, err);
     if (nbytes)
         memcpy(dst, data, nbytes);
     return 0;
@@ -589,8 +810,196 @@ int baton_runtime_get_output(baton_runtime *rt, const char *name, void *data, si
                            : "baton_runtime_get_output: output '%s': the last run failed, so "
                              "it holds no complete result; run again",
                        name);
+    int t = baton_plan_tensor_index(rt->plan, name);
+    if (rt->bind_dev[t] > 0)
+        return bound_copy(rt, name, data, rt->bind_data[t], nbytes, 0, err);
     if (nbytes)
         memcpy(data, src, nbytes);
+    return 0;
+}
+
+/* ---- caller-owned buffers ----------------------------------------------------------------- */
+
+/* Points a captured graph's op at its new addresses, or, when the device cannot patch it, marks
+ * the segment for capture on the next run (which updates the executable graph in place). */
+static void rebind_graph(baton_runtime *rt, int seg, int tag, const dev_call *c,
+                         const rt_transfer *r)
+{
+    if (seg < 0 || rt->graph_state[seg] != 1)
+        return; /* not captured (yet): the capture takes the addresses as they are then */
+    const baton_plan *plan = rt->plan;
+    rt_device *rd = &rt->dev[plan_memory_index(plan, plan->segments[seg].device)];
+    baton_error perr = {0};
+    int rc = BATON_ENOTSUP;
+    if (rd->ops->graph_rebind)
+        rc = c ? rd->ops->graph_rebind(rd->ctx, seg, tag, c, NULL, NULL, 0, DEV_COPY_H2D, &perr)
+               : rd->ops->graph_rebind(rd->ctx, seg, tag, NULL, r->dst, r->src, r->bytes, r->kind,
+                                       &perr);
+    if (rc)
+        rt->graph_state[seg] = 0;
+}
+
+/* Writes addr into every site of tensor t on device index d, and patches the graphs that hold
+ * the old address. */
+static void set_sites(baton_runtime *rt, int t, int d, void *addr)
+{
+    for (int k = rt->site_first[t]; k < rt->site_first[t + 1]; k++) {
+        const rt_site *st = &rt->sites[k];
+        if (st->dev != d)
+            continue;
+        if (st->buf >= 0) {
+            if (rt->bufs[st->buf] == addr)
+                continue;
+            rt->bufs[st->buf] = addr;
+            rebind_graph(rt, rt->plan->steps[st->step].segment, st->step, &rt->calls[st->step],
+                         NULL);
+            continue;
+        }
+        rt_transfer *r = &rt->xfers[st->xfer];
+        if (st->src ? r->src == addr : r->dst == addr)
+            continue;
+        if (st->src)
+            r->src = addr;
+        else
+            r->dst = addr;
+        if (!r->skip)
+            rebind_graph(rt, r->graph_seg, rt->plan->n_steps + st->xfer, NULL, r);
+    }
+}
+
+/* Whether a step on another device than d reads tensor t (then an input bound on d would leave
+ * them without it). */
+static int read_elsewhere(const baton_runtime *rt, int t, int d)
+{
+    for (int k = rt->site_first[t]; k < rt->site_first[t + 1]; k++) {
+        const rt_site *st = &rt->sites[k];
+        if (st->buf >= 0 && st->dev != d)
+            return 1;
+    }
+    return 0;
+}
+
+/* The transfers that a buffer of tensor t bound on GPU d makes needless: an input's copy from
+ * the host to d, an output's copy from d back to the host when no CPU step reads it. A change
+ * of what a graph copies changes its shape: that segment is captured again. */
+static void set_skips(baton_runtime *rt, int t, int d, int on)
+{
+    const baton_plan *plan = rt->plan;
+    int changed = 0;
+    int input = plan->tensors[t].role == BATON_ROLE_INPUT;
+    for (int k = rt->site_first[t]; k < rt->site_first[t + 1]; k++) {
+        const rt_site *st = &rt->sites[k];
+        if (st->xfer < 0 || st->src)
+            continue; /* each transfer once, by its destination */
+        rt_transfer *r = &rt->xfers[st->xfer];
+        int needless = d > 0 && (input ? st->dev == d && r->from == 0
+                                       : r->from == d && st->dev == 0 && !read_elsewhere(rt, t, d));
+        int want = on && needless;
+        if (r->skip == want)
+            continue;
+        r->skip = want;
+        changed = 1;
+        int seg = plan->transfers[st->xfer].segment;
+        for (int g = seg - 1; g <= seg; g++) /* captured into the segment before or its own */
+            if (g >= 0 && g < plan->n_segments && rt->graph_state[g] == 1)
+                rt->graph_state[g] = 0;
+        if (r->graph_seg >= 0 && rt->graph_state[r->graph_seg] == 1)
+            rt->graph_state[r->graph_seg] = 0;
+    }
+    if (changed)
+        count_graph_bytes(rt);
+}
+
+static int bind_refuse(baton_error *err, const baton_plan *plan, const char *tname, const char *fmt,
+                       ...) CORE_PRINTF(4, 5);
+static int bind_refuse(baton_error *err, const baton_plan *plan, const char *tname, const char *fmt,
+                       ...)
+{
+    char why[BATON_ERROR_MAX];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(why, sizeof why, fmt, ap);
+    va_end(ap);
+    return err_set(err, BATON_EINVAL, "baton_runtime_bind: %s: tensor '%s': %s", plan->source,
+                   tname, why);
+}
+
+int baton_runtime_bind(baton_runtime *rt, int tensor, const baton_buffer *buf, baton_error *err)
+{
+    err_clear(err);
+    if (!rt)
+        return err_set(err, BATON_EINVAL, "baton_runtime_bind: no runtime");
+    const baton_plan *plan = rt->plan;
+    if (tensor < 0 || tensor >= plan->n_tensors)
+        return err_set(err, BATON_EINVAL,
+                       "baton_runtime_bind: %s: tensor index %d out of range (the plan has %d; "
+                       "baton_plan_tensor_index finds one by name)",
+                       plan->source, tensor, plan->n_tensors);
+    const plan_tensor *pt = &plan->tensors[tensor];
+    if (pt->role != BATON_ROLE_INPUT && pt->role != BATON_ROLE_OUTPUT)
+        return bind_refuse(err, plan, pt->name,
+                           "is %s; only inputs and outputs can be bound (the memory plan reuses "
+                           "the space of the others)",
+                           baton_role_name(pt->role));
+    int old = rt->bind_dev[tensor];
+    if (!buf) { /* back to the runtime's own memory */
+        if (old >= 0) {
+            set_sites(rt, tensor, old, slot_addr(rt, old, tensor));
+            set_skips(rt, tensor, old, 0);
+        }
+        rt->bind_dev[tensor] = -1;
+        rt->bind_data[tensor] = NULL;
+        return 0;
+    }
+    char dname[32], have[160] = "";
+    baton_device_format(buf->device, dname, sizeof dname);
+    for (int d = 0, n = 0; d < rt->nd; d++)
+        if (plan->memory[d].offset[tensor] >= 0) {
+            char one[32];
+            size_t len = strlen(have);
+            snprintf(have + len, sizeof have - len, "%s%s", n++ ? ", " : "",
+                     baton_device_format(plan->memory[d].device, one, sizeof one));
+        }
+    int d = plan_memory_index(plan, buf->device);
+    if (d < 0 || plan->memory[d].offset[tensor] < 0)
+        return bind_refuse(err, plan, pt->name, "does not live on %s; bind it on %s", dname, have);
+    if (buf->nbytes != pt->nbytes || buf->dtype != pt->desc.dtype) {
+        char want[96];
+        desc_format(want, sizeof want, &pt->desc);
+        return bind_refuse(err, plan, pt->name,
+                           "the buffer is %zu bytes of %s; the tensor is %s, %zu bytes",
+                           buf->nbytes, baton_dtype_name(buf->dtype), want, pt->nbytes);
+    }
+    if (!buf->data || ((uintptr_t)buf->data & (BATON_ARENA_ALIGN - 1)))
+        return bind_refuse(err, plan, pt->name,
+                           "data %p is %s; pass memory aligned to BATON_ARENA_ALIGN (%d bytes), "
+                           "as cudaMalloc and aligned_alloc(256, ...) give",
+                           buf->data, buf->data ? "misaligned" : "NULL", BATON_ARENA_ALIGN);
+    const rt_device *rd = &rt->dev[d];
+    if (d > 0 && rd->ops == &dev_cpu_ops)
+        return bind_refuse(err, plan, pt->name,
+                           "%s runs on the CPU here (the fallback: no GPU), so there is no device "
+                           "memory to bind; bind a host buffer (device cpu) instead",
+                           dname);
+    if (d > 0 && pt->role == BATON_ROLE_INPUT && read_elsewhere(rt, tensor, d))
+        return bind_refuse(err, plan, pt->name,
+                           "is read on more devices than %s (it lives on %s); bind it on the host "
+                           "(device cpu), which feeds them all",
+                           dname, have);
+    if (rd->arena_ops->mem_check) {
+        baton_error merr = {0};
+        int rc = rd->arena_ops->mem_check(rd->arena_ctx, buf->data, buf->nbytes, d == 0, &merr);
+        if (rc)
+            return bind_refuse(err, plan, pt->name, "%s", merr.message);
+    }
+    if (old >= 0 && old != d) {
+        set_sites(rt, tensor, old, slot_addr(rt, old, tensor));
+        set_skips(rt, tensor, old, 0);
+    }
+    set_sites(rt, tensor, d, buf->data);
+    set_skips(rt, tensor, d, 1);
+    rt->bind_dev[tensor] = d;
+    rt->bind_data[tensor] = buf->data;
     return 0;
 }
 
@@ -618,6 +1027,8 @@ static int issue_step(baton_runtime *rt, int i, baton_error *err)
     rt_device *rd = &rt->dev[rt->step_dev[i]];
     dev_call *c = &rt->calls[i];
     c->ctx.errbuf[0] = 0;
+    if (rt->capturing && rd->ops->capture_tag)
+        rd->ops->capture_tag(rd->ctx, i);
     int64_t t0 = rt->timing || rt->trace ? now_ns() : 0;
     int rc = rd->ops->call(rd->ctx, c, err);
     if (t0) {
@@ -635,6 +1046,13 @@ static int issue_transfer(baton_runtime *rt, int x, baton_error *err)
 {
     rt_transfer *r = &rt->xfers[x];
     rt_device *rd = &rt->dev[r->issuer];
+    if (r->skip)
+        return 0;
+    if (rt->capturing) {
+        r->graph_seg = rt->capture_seg;
+        if (rd->ops->capture_tag)
+            rd->ops->capture_tag(rd->ctx, rt->plan->n_steps + x);
+    }
     int64_t t0 = rt->trace ? now_ns() : 0;
     int rc = rd->ops->copy(rd->ctx, r->dst, r->src, r->bytes, r->kind, r->what, err);
     if (rc) {
@@ -748,7 +1166,7 @@ static int segment_capturable(baton_runtime *rt, int s)
                          "cannot be captured",
                          s, plan->steps[i].target_name, plan->steps[i].name);
                 if (!rt->opts.quiet)
-                    fprintf(stderr, "baton: note: %s\n", rt->note);
+                    log_msg(BATON_LOG_NOTE, "%s", rt->note);
             }
             return 0;
         }
@@ -766,6 +1184,7 @@ static int capture_segment(baton_runtime *rt, int s, baton_error *err)
     int d = plan_memory_index(plan, seg->device);
     rt_device *rd = &rt->dev[d];
     rt->capturing = 1;
+    rt->capture_seg = s;
     int rc = rd->ops->capture_begin(rd->ctx, s, err);
     if (!rc && rt->ahead_ok[s])
         rc = rd->ops->gate_wait(rd->ctx, err); /* before the copies of the CPU's outputs */
@@ -799,7 +1218,7 @@ static int capture_segment(baton_runtime *rt, int s, baton_error *err)
                      plan->steps[seg->first_step].name, plan->steps[seg->last_step].name,
                      rc ? (err ? err->message : "") : cerr.message);
             if (!rt->opts.quiet)
-                fprintf(stderr, "baton: note: %s\n", rt->note);
+                log_msg(BATON_LOG_NOTE, "%s", rt->note);
         }
         rd->ops->graph_reset(rd->ctx, s);
         return BATON_ENOTSUP;

@@ -37,7 +37,17 @@ typedef struct rt_device {
     int recorded;   /* WAIT_SLOT was recorded before work queued ahead: the next wait uses it */
     int queued;     /* work was queued after that event: still pending after the wait */
     int gate_armed; /* a gate wait is in the stream and the host has not opened it yet */
+    int own_arena;  /* the arena is baton's (not the caller's baton_options.arenas) */
 } rt_device;
+
+/* A place that holds the address of an input or output tensor on one device: a step's buffer
+ * (buf >= 0, the index into bufs) or a transfer's end (xfer >= 0; src or dst per `src`). Binding
+ * a caller's buffer rewrites these. */
+typedef struct rt_site {
+    int tensor, dev;
+    int buf, step; /* a step's buffer, or -1 */
+    int xfer, src; /* a transfer's source (src 1) or destination, or -1 */
+} rt_site;
 
 typedef struct rt_transfer {
     void *dst;
@@ -47,6 +57,8 @@ typedef struct rt_transfer {
     int issuer;    /* device index whose stream issues the copy */
     int from;      /* device index of the source */
     int host_copy; /* host memory to host memory (the CPU fallback): not counted as a transfer */
+    int skip;      /* not issued: a caller's buffer bound on the GPU makes it needless */
+    int graph_seg; /* the segment whose graph issues it (set when captured), or -1 */
     char what[96];
 } rt_transfer;
 
@@ -65,9 +77,10 @@ struct baton_runtime {
     rt_device dev[PLAN_MAX_DEVICES];
     int *step_dev; /* per step: device index */
     dev_call *calls;
-    char *errbufs; /* n_steps * ERRBUF_LEN */
-    void **bufs;   /* all steps' buffer arrays */
-    void **states; /* per step: delegate state or NULL */
+    char *errbufs;            /* n_steps * ERRBUF_LEN */
+    void **bufs;              /* all steps' buffer arrays */
+    baton_tensor_desc *descs; /* all steps' tensor descriptors, in the order of bufs */
+    void **states;            /* per step: delegate state or NULL */
     const baton_target_impl **impls;
     rt_transfer *xfers;
     const baton_runtime *share; /* the runtime whose constants this one uses, or NULL */
@@ -80,7 +93,14 @@ struct baton_runtime {
     unsigned char *ahead_ok; /* per segment: queued ahead of the CPU segment before it */
     int ahead;               /* the segment queued ahead in this run, or -1 */
     char note[ERRBUF_LEN];
-    int last_run; /* 0: none yet, 1: the last run succeeded, -1: it failed */
+    int last_run;    /* 0: none yet, 1: the last run succeeded, -1: it failed */
+    int capture_seg; /* the segment being captured, or -1 */
+    /* caller-owned buffers (baton_runtime_bind): per tensor, the device index it is bound on
+     * (-1: none) and the address; the sites of every input and output, by tensor */
+    int *bind_dev;
+    void **bind_data;
+    rt_site *sites;
+    int *site_first; /* per tensor t: sites [site_first[t], site_first[t + 1]) */
     baton_run_stats stats;
     int timing;
     int64_t *step_ns;

@@ -15,7 +15,7 @@ static const abi_field target_fields[] = {
     ABI_FIELD(baton_target, n_outputs),   ABI_FIELD(baton_target, summary),
     ABI_FIELD(baton_target, attrs),       ABI_FIELD(baton_target, check),
     ABI_FIELD(baton_target, pack),        ABI_FIELD(baton_target, impls),
-    ABI_FIELD(baton_target, n_impls),
+    ABI_FIELD(baton_target, n_impls),     ABI_FIELD(baton_target, user),
 };
 
 static const abi_field iface_fields[] = {

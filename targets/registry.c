@@ -407,6 +407,11 @@ int baton_registry_add(baton_registry *reg, const baton_target *t, baton_error *
                       "pack() and attribute specs (start from a copy of baton_registry_find()'s "
                       "result and change impls), or override it with baton_registry_replace()",
                       why);
+    if (have->user != t->user)
+        return refuse(err, fn, t,
+                      "already registered with another user pointer; one target has one user "
+                      "pointer for all its implementations: register these under another name, "
+                      "or override the target with baton_registry_replace()");
     baton_target_impl all[BATON_MAX_IMPLS];
     int n = have->n_impls;
     memcpy(all, have->impls, (size_t)n * sizeof *all);

@@ -243,6 +243,7 @@ int main(int argc, char **argv)
         fprintf(stderr, "baton: unknown command '%s'\n\n%s", cli_esc(argv[1]), cli_usage_main);
         return EXIT_USAGE;
     }
+    baton_log_set(cli_log, NULL);
     static cli c; /* large (the bindings' names): not on the stack */
     char msg[1024];
     if (cli_parse(argc, argv, &c, msg, sizeof msg)) {

@@ -56,6 +56,8 @@ int cli_parse(int argc, char **argv, cli *c, char *msg, size_t msglen);
 size_t cli_escape(const char *src, char *dst, size_t cap, int keep_newlines);
 /* cli_escape into one of 8 rotating static buffers (1 KiB): for names in a printf. */
 const char *cli_esc(const char *s);
+/* The CLI's log callback (baton_log_set): "baton: warning: ..." on stderr, escaped. */
+void cli_log(void *user, baton_log_level level, const char *message);
 /* Writes len bytes of text (newlines kept, NULs escaped) escaped to f. */
 void cli_fputs_safe(const char *s, size_t len, FILE *f);
 /* Levenshtein distance of a and b, or limit + 1 when it is larger (or a name is over 64 bytes). */

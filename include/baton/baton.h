@@ -45,7 +45,8 @@ extern "C" {
  *    baton_sig_args) may grow at the end: a callback reads the fields its header knows;
  *  - every other struct keeps its layout (baton_error, baton_tensor_desc, baton_attr,
  *    baton_attr_spec, baton_target_impl, baton_run_stats, baton_tensor_info, baton_step_info,
- *    baton_job): new information comes through new functions or new fields of the structs above.
+ *    baton_arena, baton_stream, baton_buffer, baton_job): new information comes through new
+ *    functions or new fields of the structs above.
  * ------------------------------------------------------------------------------------------- */
 
 #define BATON_VERSION_MAJOR 0
@@ -217,6 +218,16 @@ typedef struct baton_exec_ctx {
     int step_index;
     char *errbuf; /* a call that fails writes its reason here (NUL-terminated) */
     size_t errbuf_len;
+    /* The step as the plan declares it, so a kernel needs no pack() to learn its shapes, dtypes
+     * and attributes (the descriptor stays, for XLA-ABI kernels): inputs then outputs, in the
+     * order of `buffers`. Valid for the call; the arrays live as long as the runtime. */
+    int n_inputs;
+    const baton_tensor_desc *inputs;
+    int n_outputs;
+    const baton_tensor_desc *outputs;
+    int n_attrs;
+    const baton_attr *attrs;
+    void *user; /* the target's user pointer (baton_target.user), given at registration */
 } baton_exec_ctx;
 
 /* A kernel: a stateless custom call in the XLA custom-call convention. `buffers` holds the
@@ -255,6 +266,7 @@ typedef struct baton_delegate_init {
      * delegate may preprocess it once here (convert, pack, transpose). */
     const int *input_constant;
     void *const *input_data;
+    void *user; /* the target's user pointer (baton_target.user), given at registration */
 } baton_delegate_init;
 
 /* A backend implementation of a delegate, one per device kind (a ggml-style table). */
@@ -315,6 +327,9 @@ typedef struct baton_target {
     int (*pack)(const baton_sig_args *args, char *opaque, size_t cap);
     baton_target_impl impls[BATON_MAX_IMPLS]; /* one per device kind */
     int n_impls;                              /* 1 to BATON_MAX_IMPLS */
+    /* Given back to every call of the target (baton_exec_ctx.user, baton_delegate_init.user), so
+     * that a host runtime needs no globals. baton never dereferences it. */
+    void *user;
 } baton_target;
 
 /* ---------------------------------------------------------------------------------------------
@@ -460,10 +475,47 @@ typedef struct baton_options {
      * device) before the CPU segment runs, gated on a flag the host sets when the CPU segment is
      * done: the GPU starts it without a launch in between. Nonzero turns this off. */
     int disable_queue_ahead;
+    /* Caller-owned memory and streams (docs/embedding.md); NULL/0: baton allocates and creates
+     * its own. `arenas` gives the memory of some or all of the plan's devices
+     * (baton_plan_arena_info says how much each needs); `streams` the cudaStream_t each CUDA
+     * device runs on. Both arrays are read at baton_runtime_create; the memory and streams must
+     * outlive the runtime, which never frees or destroys them. */
+    const struct baton_arena *arenas;
+    int n_arenas;
+    const struct baton_stream *streams;
+    int n_streams;
 } baton_options;
 
 /* Fills the defaults: graph mode, BATON_GPU_AUTO, everything else 0; struct_size = sizeof. */
 BATON_API void baton_options_init(baton_options *opts);
+
+/* Caller-owned memory: one arena per device a plan uses. A runtime needs `nbytes` on `device`,
+ * aligned to BATON_ARENA_ALIGN: device memory (cudaMalloc) for cuda:N, host memory for the CPU,
+ * pinned (cudaHostAlloc, or cudaHostRegister'ed) when a CUDA device takes part, since transfers
+ * and graphs copy from it asynchronously. baton writes the plan's constants into it at
+ * baton_runtime_create and uses the rest as scratch for the runtime's life. */
+#define BATON_ARENA_ALIGN 256
+typedef struct baton_arena {
+    baton_device device;
+    void *data;
+    size_t nbytes;
+} baton_arena;
+
+/* How many arenas a runtime of the plan needs (the CPU's first, then each GPU's), and arena i's
+ * device and size (data NULL). BATON_EINVAL for i out of range. */
+BATON_API int baton_plan_arena_count(const baton_plan *plan);
+BATON_API int baton_plan_arena_info(const baton_plan *plan, int i, baton_arena *out);
+
+/* A caller's CUDA stream for one device (a cudaStream_t; not the legacy default stream, which
+ * cannot be captured). The runtime issues all of that device's work on it and waits on events
+ * it records there, exactly as on its own stream: the host waits where the sync mode says, and
+ * a run returns only when its work on the stream is done. Work the caller queues on the stream
+ * before baton_runtime_run is ordered before the run's, so a producer kernel of the caller's
+ * needs no extra synchronisation. */
+typedef struct baton_stream {
+    baton_device device;
+    void *stream;
+} baton_stream;
 
 /* Ownership: a runtime holds a reference on its plan (and so on the plan's registry); the
  * caller owns the runtime and frees it with baton_runtime_destroy(). A runtime is not
@@ -489,6 +541,34 @@ BATON_API int baton_runtime_set_input(baton_runtime *rt, const char *name, const
  * BATON_ESTATE. BATON_EINVAL for a wrong size or a NULL data. */
 BATON_API int baton_runtime_get_output(baton_runtime *rt, const char *name, void *data,
                                        size_t nbytes, baton_error *err);
+
+/* Caller-owned input and output buffers, read and written in place by the runs (no copies). */
+typedef struct baton_buffer {
+    baton_device device; /* where data lives: BATON_DEVICE_CPU (host memory) or cuda:N */
+    void *data;          /* aligned to BATON_ARENA_ALIGN */
+    size_t nbytes;       /* exactly the tensor's size */
+    baton_dtype dtype;   /* the tensor's dtype */
+} baton_buffer;
+
+/* Binds tensor `tensor` (baton_plan_tensor_index), an input or an output, to caller memory for
+ * the runs that follow, until it is bound again or unbound (buf NULL: back to the runtime's own
+ * memory, which baton_runtime_set_input / get_output copy to and from). Binding again with a new
+ * address each run is the intended use: it costs no copy and no allocation, and in graph mode it
+ * patches the captured graph's nodes that read or write the tensor (docs/embedding.md).
+ *
+ * Where: a host buffer (device cpu) may be bound to any input or output; it must be pinned when a
+ * CUDA device takes part. A device buffer (cuda:N) replaces the tensor's copy on that GPU: an
+ * input bound there is not copied from the host, so nothing else may read it (no CPU step and no
+ * other device); an output bound there is not copied back at the end, and get_output reads it from
+ * there. On the CPU fallback there are no device buffers. With the test device (BATON_GPU_SIM) a
+ * cuda:N buffer is host memory.
+ *
+ * Checks, each a BATON_EINVAL naming the tensor and the fix (the runtime stays usable and the
+ * previous binding stays): not an input or output; nbytes, dtype or alignment wrong; a device the
+ * tensor does not live on; on CUDA, memory that is not on that GPU (cudaPointerGetAttributes) or
+ * host memory that is not pinned. Call between runs (not while a run is in progress). */
+BATON_API int baton_runtime_bind(baton_runtime *rt, int tensor, const baton_buffer *buf,
+                                 baton_error *err);
 
 /* Runs the plan once. Allocates nothing, except in the first graph-mode run and the first run after
  * baton_runtime_recapture, which capture and instantiate the GPU segments' graphs. On failure err
@@ -553,6 +633,26 @@ BATON_API int baton_npy_read(const char *path, baton_tensor_desc *desc, void **d
  * that overflows) or NULL data of nonzero size; BATON_EIO if the file cannot be written. */
 BATON_API int baton_npy_write(const char *path, const baton_tensor_desc *desc, const void *data,
                               baton_error *err);
+
+/* ---------------------------------------------------------------------------------------------
+ * Logging
+ * ------------------------------------------------------------------------------------------- */
+
+typedef enum baton_log_level {
+    BATON_LOG_ERROR = 0,
+    BATON_LOG_WARNING = 1, /* e.g. the CPU fallback of a plan that asks for a GPU */
+    BATON_LOG_NOTE = 2     /* e.g. a segment that runs without a CUDA graph, and why */
+} baton_log_level;
+
+/* Receives every message the library would otherwise print: one line, no newline, no prefix. It
+ * may be called on any thread that calls into baton (and on a pool's workers), so it must be
+ * thread-safe. */
+typedef void (*baton_log_fn)(void *user, baton_log_level level, const char *message);
+
+/* Installs the process-wide log callback (NULL: the default, which writes "baton: warning: ..."
+ * lines to stderr). The library writes nothing to stderr or stdout itself. Set it before other
+ * threads use baton; baton_options.quiet still silences a runtime's warnings and notes. */
+BATON_API void baton_log_set(baton_log_fn fn, void *user);
 
 /* Whether this build has CUDA support, and how many CUDA devices are present (0 if none). */
 BATON_API int baton_cuda_built(void);

@@ -8,6 +8,7 @@
 #include <cuda_runtime.h>
 
 #include "baton/baton_xla.h"
+#include "core/core.h"
 #include "kernels/cuda/cuda_kernels.h"
 
 typedef void (*status_set_failure_fn)(void *status, const char *message, size_t message_len);
@@ -39,7 +40,7 @@ static void report(void *status, const char *name, const char *msg)
         set(status, msg, strlen(msg));
         return;
     }
-    fprintf(stderr, "baton: %s failed: %s\n", name, msg);
+    log_msg(BATON_LOG_ERROR, "%s failed: %s", name, msg);
 }
 
 void baton_rms_norm_fwd(void *stream, void **buffers, const char *opaque, size_t opaque_len)

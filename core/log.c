@@ -1,0 +1,38 @@
+/* log.c: where the library's messages go. Nothing in libbaton writes to stderr itself: warnings
+ * and notes go through one process-wide callback, which an embedding runtime replaces with its
+ * own logger and the CLI with one that honours -q. */
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdio.h>
+
+#include "core/core.h"
+
+static void log_stderr(void *user, baton_log_level level, const char *message)
+{
+    (void)user;
+    static const char *const names[] = {"error", "warning", "note"};
+    const char *name = (unsigned)level < 3 ? names[level] : "message";
+    fprintf(stderr, "baton: %s: %s\n", name, message);
+}
+
+/* Two atomics, not a lock: baton_log_set is documented for start-up, and a reader that sees a new
+ * function with an old user pointer can only happen while the caller breaks that rule. */
+static _Atomic(baton_log_fn) log_fn = log_stderr;
+static _Atomic(void *) log_user = NULL;
+
+void baton_log_set(baton_log_fn fn, void *user)
+{
+    atomic_store(&log_user, user);
+    atomic_store(&log_fn, fn ? fn : log_stderr);
+}
+
+void log_msg(baton_log_level level, const char *fmt, ...)
+{
+    char line[BATON_ERROR_MAX + 256];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(line, sizeof line, fmt, ap);
+    va_end(ap);
+    baton_log_fn fn = atomic_load(&log_fn);
+    fn(atomic_load(&log_user), level, line);
+}
