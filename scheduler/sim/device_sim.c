@@ -3,7 +3,9 @@
  * CPU implementations; events mark queue positions the host can wait for; captures record the
  * queued operations and replay them as one item, like a CUDA graph; a gate holds the queue until
  * the host opens it, like a stream waiting on a flag in host memory. With opts->sim_delay_us each
- * operation starts late, so a missing wait makes the host read stale data and a test fail. */
+ * operation starts late, so a missing wait makes the host read stale data and a test fail. A
+ * capture keeps the addresses its calls and copies had, as a CUDA graph does, so a runtime that
+ * rebinds a buffer without patching the graph (graph_rebind) computes on the old one. */
 #include <stdlib.h>
 #include <string.h>
 #include <uv.h>
@@ -18,10 +20,12 @@ typedef enum sim_op_kind { SIM_CALL, SIM_COPY, SIM_GRAPH, SIM_GATE } sim_op_kind
 typedef struct sim_op {
     sim_op_kind kind;
     dev_call *call; /* SIM_CALL */
+    void **bufs;    /* SIM_CALL in a graph: its buffers as captured (owned by the graph) */
     void *dst;      /* SIM_COPY */
     const void *src;
     size_t bytes;
     int slot; /* SIM_GRAPH */
+    int tag;  /* in a graph: the runtime's capture_tag */
 } sim_op;
 
 typedef struct sim_graph {
@@ -51,16 +55,26 @@ struct dev_ctx {
     int capturing; /* graph slot + 1 while capturing */
     int capture_failed;
     int capture_had_graph; /* the slot held a graph before this capture: an update */
+    int tag;               /* capture_tag: the op recorded next */
     dev_counters counters;
     dev_fault fault;
 };
 
+/* Drops a graph's operations and the buffers its calls captured. */
+static void graph_clear(sim_graph *g)
+{
+    for (int i = 0; i < g->n; i++)
+        free(g->ops[i].bufs);
+    g->n = 0;
+    g->ready = 0;
+}
+
 static void sim_run_op(dev_ctx *d, const sim_op *op);
 
-static void run_call(dev_ctx *d, dev_call *c)
+static void run_call(dev_ctx *d, dev_call *c, void **bufs)
 {
-    int rc = c->kernel ? c->kernel(&c->ctx, c->buffers, c->opaque, c->opaque_len)
-                       : c->delegate->execute(c->state, &c->ctx, c->buffers);
+    int rc = c->kernel ? c->kernel(&c->ctx, bufs, c->opaque, c->opaque_len)
+                       : c->delegate->execute(c->state, &c->ctx, bufs);
     if (rc && !d->err_code) {
         uv_mutex_lock(&d->lock);
         d->err_code = rc < 0 ? rc : BATON_EKERNEL;
@@ -100,7 +114,7 @@ static void sim_run_op(dev_ctx *d, const sim_op *op)
             else if (d->err_code)
                 continue;
             else if (g->ops[i].kind == SIM_CALL)
-                run_call(d, g->ops[i].call);
+                run_call(d, g->ops[i].call, g->ops[i].bufs);
             else if (g->ops[i].kind == SIM_COPY)
                 memcpy(g->ops[i].dst, g->ops[i].src, g->ops[i].bytes);
         }
@@ -109,7 +123,7 @@ static void sim_run_op(dev_ctx *d, const sim_op *op)
     if (d->err_code)
         return;
     if (op->kind == SIM_CALL)
-        run_call(d, op->call);
+        run_call(d, op->call, op->call->buffers);
     else if (op->kind == SIM_COPY)
         memcpy(op->dst, op->src, op->bytes);
 }
@@ -190,8 +204,10 @@ static void sim_close(dev_ctx *d)
     uv_thread_join(&d->thread);
     uv_cond_destroy(&d->cond);
     uv_mutex_destroy(&d->lock);
-    for (int i = 0; i < d->n_graphs; i++)
+    for (int i = 0; i < d->n_graphs; i++) {
+        graph_clear(&d->graphs[i]);
         free(d->graphs[i].ops);
+    }
     free(d->graphs);
     free(d->event_at);
     free(d);
@@ -241,22 +257,66 @@ static int sim_copy_sync(dev_ctx *d, void *dst, const void *src, size_t bytes, d
     return 0;
 }
 
-static int record_op(dev_ctx *d, const sim_op *op, baton_error *err)
+static int record_op(dev_ctx *d, const sim_op *in, baton_error *err)
 {
     sim_graph *g = &d->graphs[d->capturing - 1];
+    sim_op op = *in;
+    op.tag = d->tag;
+    if (op.kind == SIM_CALL) {
+        /* the addresses as they are now: later changes reach the graph only through rebind */
+        int n = op.call->ctx.n_inputs + op.call->ctx.n_outputs;
+        op.bufs = malloc(((size_t)n + 1) * sizeof *op.bufs);
+        if (!op.bufs) {
+            d->capture_failed = 1;
+            return err_set(err, BATON_ENOMEM, "sim: out of memory while capturing");
+        }
+        memcpy(op.bufs, op.call->buffers, (size_t)n * sizeof *op.bufs);
+    }
     if (g->n == g->cap) {
         /* Only while capturing, which happens on a segment's first graph-mode run. */
         int nc = g->cap ? g->cap * 2 : 16;
         sim_op *no = realloc(g->ops, (size_t)nc * sizeof *no);
         if (!no) {
             d->capture_failed = 1;
+            free(op.bufs);
             return err_set(err, BATON_ENOMEM, "sim: out of memory while capturing");
         }
         g->ops = no;
         g->cap = nc;
     }
-    g->ops[g->n++] = *op;
+    g->ops[g->n++] = op;
     return 0;
+}
+
+static void sim_capture_tag(dev_ctx *d, int tag)
+{
+    d->tag = tag;
+}
+
+static int sim_graph_rebind(dev_ctx *d, int slot, int tag, const dev_call *c, void *dst,
+                            const void *src, size_t bytes, dev_copy_kind kind, baton_error *err)
+{
+    (void)kind;
+    if (slot < 0 || slot >= d->n_graphs || !d->graphs[slot].ready)
+        return err_set(err, BATON_ENOTSUP, "sim: graph %d is not captured", slot);
+    sim_graph *g = &d->graphs[slot];
+    int found = 0;
+    for (int i = 0; i < g->n; i++) {
+        sim_op *op = &g->ops[i];
+        if (op->tag != tag || op->kind == SIM_GATE)
+            continue;
+        if (op->kind == SIM_CALL && c)
+            memcpy(op->bufs, c->buffers,
+                   (size_t)(c->ctx.n_inputs + c->ctx.n_outputs) * sizeof *op->bufs);
+        else if (op->kind == SIM_COPY && !c && op->bytes == bytes) {
+            op->dst = dst;
+            op->src = src;
+        } else
+            return err_set(err, BATON_ENOTSUP, "sim: graph %d: op %d is not of that kind", slot,
+                           tag);
+        found = 1;
+    }
+    return found ? 0 : err_set(err, BATON_ENOTSUP, "sim: graph %d has no op %d", slot, tag);
 }
 
 static int sim_call(dev_ctx *d, dev_call *c, baton_error *err)
@@ -340,8 +400,8 @@ static int sim_capture_begin(dev_ctx *d, int slot, baton_error *err)
     if (slot < 0 || slot >= d->n_graphs)
         return err_set(err, BATON_EINVAL, "sim: graph slot %d out of range", slot);
     d->capture_had_graph = d->graphs[slot].ready;
-    d->graphs[slot].n = 0;
-    d->graphs[slot].ready = 0;
+    graph_clear(&d->graphs[slot]);
+    d->tag = -1;
     d->capturing = slot + 1;
     d->capture_failed = 0;
     return 0;
@@ -355,13 +415,13 @@ static int sim_capture_end(dev_ctx *d, int slot, int *updated, baton_error *err)
         *updated = 0;
     if (d->fault == DEV_FAULT_CAPTURE) {
         d->fault = DEV_FAULT_NONE;
-        d->graphs[slot].n = 0;
+        graph_clear(&d->graphs[slot]);
         return err_set(err, BATON_ENOTSUP,
                        "%s (sim): capture of the segment failed (injected fault)",
                        baton_device_format(d->dev, name, sizeof name));
     }
     if (d->capture_failed) {
-        d->graphs[slot].n = 0;
+        graph_clear(&d->graphs[slot]);
         return err_set(err, BATON_ENOTSUP, "sim: capture failed");
     }
     d->graphs[slot].ready = 1;
@@ -382,10 +442,8 @@ static int sim_graph_launch(dev_ctx *d, int slot, baton_error *err)
 
 static void sim_graph_reset(dev_ctx *d, int slot)
 {
-    if (slot >= 0 && slot < d->n_graphs) {
-        d->graphs[slot].n = 0;
-        d->graphs[slot].ready = 0;
-    }
+    if (slot >= 0 && slot < d->n_graphs)
+        graph_clear(&d->graphs[slot]);
 }
 
 static int sim_can_gate(dev_ctx *d)
@@ -452,6 +510,8 @@ const dev_ops dev_sim_ops = {
     .gate_open = sim_gate_open,
     .supports_pdl = sim_supports_pdl,
     .counters = sim_counters,
+    .capture_tag = sim_capture_tag,
+    .graph_rebind = sim_graph_rebind,
 #ifdef BATON_TESTING
     .inject = sim_inject,
 #endif
