@@ -18,6 +18,7 @@
 
 #include "core/core.h"
 #include "scheduler/cuda/device_cuda.h"
+#include "scheduler/cuda/rebind.h"
 #include "scheduler/device.h"
 
 /* The largest host <-> device copy run as a kernel rather than by the copy engine. */
@@ -29,10 +30,15 @@ struct dev_ctx {
     int set_device; /* nonzero: make dev current before each call (several GPUs, or not 0) */
     int pdl;        /* compute capability >= 9 */
     cudaStream_t stream;
+    int own_stream;     /* created here; else the caller's (baton_options.streams) */
+    cudaStream_t probe; /* idle: captures that learn how to patch a graph (rebind.c) */
     int n_events;
     cudaEvent_t *events;
     int n_graphs;
     cudaGraphExec_t *graphs;
+    cudaGraph_t *templates; /* what each executable graph was instantiated from */
+    rb_set **rebind;        /* per graph: the nodes each op added, for patching */
+    rb_capture cap;
     /* capture state */
     int capturing;
     int capture_slot;
@@ -114,6 +120,8 @@ static void abandon_capture(dev_ctx *d)
     if (g)
         cudaGraphDestroy(g);
     (void)cudaGetLastError();
+    rb_set_free(d->cap.set);
+    d->cap.set = NULL;
     d->capturing = 0;
     d->capture_failed = 0;
 }
@@ -131,6 +139,7 @@ static void capture_failed(dev_ctx *d, const char *fmt, ...)
 }
 
 static void cuda_close(dev_ctx *d);
+static void cuda_graph_reset(dev_ctx *d, int slot);
 
 static int open_failed(dev_ctx *d, int code)
 {
@@ -169,7 +178,9 @@ static int open_device(baton_device dev, const baton_options *opts, int n_graphs
     d->n_graphs = n_graphs;
     d->events = calloc((size_t)(n_events > 0 ? n_events : 1), sizeof *d->events);
     d->graphs = calloc((size_t)(n_graphs > 0 ? n_graphs : 1), sizeof *d->graphs);
-    if (!d->events || !d->graphs) {
+    d->templates = calloc((size_t)(n_graphs > 0 ? n_graphs : 1), sizeof *d->templates);
+    d->rebind = calloc((size_t)(n_graphs > 0 ? n_graphs : 1), sizeof *d->rebind);
+    if (!d->events || !d->graphs || !d->templates || !d->rebind) {
         cuda_close(d);
         return err_set(err, BATON_ENOMEM, "%s: out of memory opening the device", name);
     }
@@ -181,10 +192,35 @@ static int open_device(baton_device dev, const baton_options *opts, int n_graphs
         return open_failed(
             d, cuda_reason(err, d, NULL, "cudaDeviceGetAttribute", "compute capability", e));
     d->pdl = major >= 9;
-    /* Non-blocking: the legacy default stream, which other code in the process may use, must
-     * not serialise with a run. */
-    if ((e = cudaStreamCreateWithFlags(&d->stream, cudaStreamNonBlocking)) != cudaSuccess) {
-        d->stream = NULL;
+    for (int i = 0; opts && i < opts->n_streams; i++)
+        if (opts->streams[i].device.kind == dev.kind && opts->streams[i].device.index == dev.index)
+            d->stream = opts->streams[i].stream;
+    if (d->stream) {
+        int on = -1;
+        if ((e = cudaStreamGetDevice(d->stream, &on)) != cudaSuccess) {
+            d->stream = NULL;
+            return open_failed(d, cuda_reason(err, d, NULL, "cudaStreamGetDevice",
+                                              "the caller's stream (baton_options.streams)", e));
+        }
+        if (on != dev.index) {
+            d->stream = NULL;
+            cuda_close(d);
+            return err_set(err, BATON_EINVAL,
+                           "%s: the caller's stream (baton_options.streams) belongs to cuda:%d; "
+                           "create it with cuda:%d current",
+                           name, on, dev.index);
+        }
+    } else {
+        /* Non-blocking: the legacy default stream, which other code in the process may use,
+         * must not serialise with a run. */
+        if ((e = cudaStreamCreateWithFlags(&d->stream, cudaStreamNonBlocking)) != cudaSuccess) {
+            d->stream = NULL;
+            return open_failed(d, cuda_reason(err, d, NULL, "cudaStreamCreateWithFlags", NULL, e));
+        }
+        d->own_stream = 1;
+    }
+    if ((e = cudaStreamCreateWithFlags(&d->probe, cudaStreamNonBlocking)) != cudaSuccess) {
+        d->probe = NULL;
         return open_failed(d, cuda_reason(err, d, NULL, "cudaStreamCreateWithFlags", NULL, e));
     }
     for (int i = 0; i < n_events; i++) {
@@ -230,17 +266,27 @@ static void cuda_close(dev_ctx *d)
     for (int i = 0; i < d->n_graphs && d->graphs; i++)
         if (d->graphs[i])
             cudaGraphExecDestroy(d->graphs[i]);
+    for (int i = 0; i < d->n_graphs && d->templates; i++)
+        if (d->templates[i])
+            cudaGraphDestroy(d->templates[i]);
+    for (int i = 0; i < d->n_graphs && d->rebind; i++)
+        rb_set_free(d->rebind[i]);
+    rb_set_free(d->cap.set);
     for (int i = 0; i < d->n_events && d->events; i++)
         if (d->events[i])
             cudaEventDestroy(d->events[i]);
-    if (d->stream)
+    if (d->stream && d->own_stream)
         cudaStreamDestroy(d->stream);
+    if (d->probe)
+        cudaStreamDestroy(d->probe);
     if (d->gate)
         cudaFreeHost((void *)d->gate);
     (void)cudaGetLastError();
     if (prev >= 0 && d->set_device)
         (void)cudaSetDevice(prev);
     free(d->graphs);
+    free(d->templates);
+    free(d->rebind);
     free(d->events);
     free(d);
 }
@@ -519,6 +565,8 @@ static int cuda_capture_begin(dev_ctx *d, int slot, baton_error *err)
     d->capture_slot = slot;
     d->capture_failed = 0;
     d->capture_reason[0] = 0;
+    rb_set_free(d->cap.set);
+    rb_capture_begin(&d->cap);
     if (d->fault == DEV_CUDA_FAULT_CAPTURE) {
         d->fault = DEV_CUDA_FAULT_NONE;
         e = cudaStreamSynchronize(d->stream); /* illegal while capturing: invalidates it */
@@ -540,10 +588,12 @@ static int cuda_capture_end(dev_ctx *d, int slot, int *updated, baton_error *err
         return err_set(err, BATON_EINVAL, "%s: capture of graph %d ended as graph %d", d->name,
                        d->capture_slot, slot);
     }
+    rb_set *ops = rb_capture_end(&d->cap, d->stream);
     cudaGraph_t g = NULL;
     cudaError_t e = cudaStreamEndCapture(d->stream, &g);
     d->capturing = 0;
     if (d->capture_failed || e != cudaSuccess || !g) {
+        rb_set_free(ops);
         if (g)
             cudaGraphDestroy(g);
         (void)cudaGetLastError();
@@ -565,14 +615,18 @@ static int cuda_capture_end(dev_ctx *d, int slot, int *updated, baton_error *err
         memset(&info, 0, sizeof info);
         e = cudaGraphExecUpdate(d->graphs[slot], g, &info);
         if (e == cudaSuccess) {
+            /* The executable graph's nodes stay those of its template, which the new capture's
+             * nodes cannot name: from now on its ops are patched by capturing again. */
             cudaGraphDestroy(g);
+            rb_set_free(ops);
+            rb_set_free(d->rebind[slot]);
+            d->rebind[slot] = NULL;
             if (updated)
                 *updated = 1;
             return 0;
         }
         (void)cudaGetLastError(); /* refused (topology changed): instantiate anew */
-        cudaGraphExecDestroy(d->graphs[slot]);
-        d->graphs[slot] = NULL;
+        cuda_graph_reset(d, slot);
     }
     cudaGraphExec_t x = NULL;
     if (d->fault == DEV_CUDA_FAULT_INSTANTIATE) {
@@ -581,8 +635,9 @@ static int cuda_capture_end(dev_ctx *d, int slot, int *updated, baton_error *err
     } else {
         e = cudaGraphInstantiate(&x, g, 0);
     }
-    cudaGraphDestroy(g);
     if (e != cudaSuccess) {
+        cudaGraphDestroy(g);
+        rb_set_free(ops);
         (void)cudaGetLastError();
         char what[32];
         snprintf(what, sizeof what, "graph %d", slot);
@@ -592,9 +647,14 @@ static int cuda_capture_end(dev_ctx *d, int slot, int *updated, baton_error *err
     if ((e = cudaGraphUpload(x, d->stream)) != cudaSuccess) {
         (void)cudaGetLastError();
         cudaGraphExecDestroy(x);
+        cudaGraphDestroy(g);
+        rb_set_free(ops);
         return cuda_reason(err, d, NULL, "cudaGraphUpload", NULL, e);
     }
+    /* the template stays: cudaGraphExec*SetParams name its nodes */
     d->graphs[slot] = x;
+    d->templates[slot] = g;
+    d->rebind[slot] = ops;
     return 0;
 }
 
@@ -624,10 +684,67 @@ static int cuda_graph_launch(dev_ctx *d, int slot, baton_error *err)
 
 static void cuda_graph_reset(dev_ctx *d, int slot)
 {
-    if (slot < 0 || slot >= d->n_graphs || !d->graphs[slot])
+    if (slot < 0 || slot >= d->n_graphs)
         return;
-    cudaGraphExecDestroy(d->graphs[slot]);
+    if (d->graphs[slot])
+        cudaGraphExecDestroy(d->graphs[slot]);
+    if (d->templates[slot])
+        cudaGraphDestroy(d->templates[slot]);
+    rb_set_free(d->rebind[slot]);
     d->graphs[slot] = NULL;
+    d->templates[slot] = NULL;
+    d->rebind[slot] = NULL;
+}
+
+static void cuda_capture_tag(dev_ctx *d, int tag)
+{
+    if (d->capturing && !d->capture_failed)
+        rb_capture_tag(&d->cap, d->stream, tag);
+}
+
+static int cuda_graph_rebind(dev_ctx *d, int slot, int tag, const dev_call *c, void *dst,
+                             const void *src, size_t bytes, dev_copy_kind kind, baton_error *err)
+{
+    if (slot < 0 || slot >= d->n_graphs || !d->graphs[slot])
+        return err_set(err, BATON_ENOTSUP, "%s: graph %d is not captured", d->name, slot);
+    cudaError_t e = make_current(d);
+    if (e != cudaSuccess)
+        return cuda_reason(err, d, NULL, "cudaSetDevice", NULL, e);
+    return rb_rebind(d->rebind[slot], d->graphs[slot], d->probe, tag, c, dst, src, bytes, kind,
+                     err);
+}
+
+/* Memory a caller hands baton: device memory of this GPU, or pinned host memory that the GPU
+ * reaches at the same address (the copy kernel reads and writes it directly). */
+static int cuda_mem_check(dev_ctx *d, const void *p, size_t bytes, int host, baton_error *err)
+{
+    (void)bytes;
+    struct cudaPointerAttributes a;
+    cudaError_t e = cudaPointerGetAttributes(&a, p);
+    if (e != cudaSuccess) {
+        (void)cudaGetLastError();
+        return err_set(err, BATON_EINVAL, "cudaPointerGetAttributes(%p) failed: %s", p,
+                       cudaGetErrorString(e));
+    }
+    if (host) {
+        if (a.type != cudaMemoryTypeHost || a.devicePointer != p)
+            return err_set(err, BATON_EINVAL,
+                           "host memory at %p is not pinned and mapped; allocate it with "
+                           "cudaHostAlloc (or cudaMallocHost), or register it with "
+                           "cudaHostRegister(..., cudaHostRegisterMapped): pageable memory "
+                           "cannot be copied asynchronously or inside a CUDA graph",
+                           p);
+        return 0;
+    }
+    if (a.type != cudaMemoryTypeDevice && a.type != cudaMemoryTypeManaged)
+        return err_set(err, BATON_EINVAL,
+                       "memory at %p is not device memory; allocate it with cudaMalloc with %s "
+                       "current",
+                       p, d->name);
+    if (a.device != d->dev.index)
+        return err_set(err, BATON_EINVAL, "memory at %p is on cuda:%d, not on %s", p, a.device,
+                       d->name);
+    return 0;
 }
 
 static int cuda_supports_pdl(dev_ctx *d)
@@ -721,6 +838,9 @@ const dev_ops dev_cuda_ops = {
     .gate_open = cuda_gate_open,
     .supports_pdl = cuda_supports_pdl,
     .counters = cuda_counters,
+    .mem_check = cuda_mem_check,
+    .capture_tag = cuda_capture_tag,
+    .graph_rebind = cuda_graph_rebind,
 #ifdef BATON_TESTING
     .inject = cuda_inject,
 #endif
