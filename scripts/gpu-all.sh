@@ -5,13 +5,13 @@
 # floors they are read against (bench_floors), and `baton bench` on the bundled plans. Logs are packed into $OUT/logs.tgz (the device tool returns few files);
 # a summary prints last.
 #   From the device tool: run(command="bash scripts/gpu-all.sh", carry=[".deps"])
-#   env: PARTS (default "tests host floors kernels sched plans"), JOBS (16)
+#   env: PARTS (default "tests host floors kernels sched plans embed"), JOBS (16)
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
 final=${OUT:-$root/gpu-all-out}
 work=$(mktemp -d)
-PARTS=${PARTS:-"tests host floors kernels sched plans"}
+PARTS=${PARTS:-"tests host floors kernels sched plans embed"}
 JOBS=${JOBS:-16}
 BUILD=build-gpu
 mkdir -p "$final"
@@ -66,6 +66,11 @@ if has plans; then
   "$BUILD/baton" run examples/plans/rfc.json --gpu=cuda --trace="$work/rfc_trace.json" -q \
     > "$work/run_rfc.log" 2>&1
   say "baton run rfc (trace): rc $?"
+fi
+
+if has embed; then
+  say "== bench_bind (caller-owned buffers, graph mode)"
+  timeout 240 "$BUILD/bench_bind" examples/plans/rmsnorm_chain64.json ${BIND_ARGS:-} 2>&1 | tee -a "$summary"
 fi
 
 if has kernels; then
