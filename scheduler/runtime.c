@@ -835,8 +835,13 @@ static void rebind_graph(baton_runtime *rt, int seg, int tag, const dev_call *c,
         rc = c ? rd->ops->graph_rebind(rd->ctx, seg, tag, c, NULL, NULL, 0, DEV_COPY_H2D, &perr)
                : rd->ops->graph_rebind(rd->ctx, seg, tag, NULL, r->dst, r->src, r->bytes, r->kind,
                                        &perr);
-    if (rc)
+    if (rc) {
         rt->graph_state[seg] = 0;
+        if (!rt->note[0])
+            snprintf(rt->note, sizeof rt->note,
+                     "segment %d is captured again when the buffers of %s '%s' move: %.300s", seg,
+                     c ? "step" : "transfer", c ? plan->steps[tag].name : r->what, perr.message);
+    }
 }
 
 /* Writes addr into every site of tensor t on device index d, and patches the graphs that hold

@@ -3,6 +3,7 @@
  * them alike:
  *   copies     set_input / run / get_output (the runtime's own memory, copied in and out)
  *   fixed      input and output bound once to device buffers
+ *   host-fixed input and output bound once to pinned host buffers
  *   moving     bound to a different device buffer every run: graph nodes patched
  *   host       bound to a different pinned host buffer every run
  *   recapture  moving, and the segment captured again every run (cudaGraphExecUpdate): the
@@ -55,8 +56,9 @@ static double pct(double *v, int n, double p)
         }                                                                                          \
     } while (0)
 
-enum { COPIES, FIXED, MOVING, HOST, RECAPTURE, NWAYS };
-static const char *const way_name[NWAYS] = {"copies", "fixed", "moving", "host", "recapture"};
+enum { COPIES, FIXED, HOSTFIXED, MOVING, HOST, RECAPTURE, NWAYS };
+static const char *const way_name[NWAYS] = {"copies", "fixed", "host-fixed",
+                                            "moving", "host",  "recapture"};
 
 int main(int argc, char **argv)
 {
@@ -113,6 +115,10 @@ int main(int argc, char **argv)
                  fy = {gpu, yd[0], oi.nbytes, oi.desc.dtype};
     CHECK(baton_runtime_bind(rt[FIXED], in, &fx, &err));
     CHECK(baton_runtime_bind(rt[FIXED], out, &fy, &err));
+    baton_buffer hx = {cpu, xh[0], ii.nbytes, ii.desc.dtype},
+                 hy = {cpu, yh[0], oi.nbytes, oi.desc.dtype};
+    CHECK(baton_runtime_bind(rt[HOSTFIXED], in, &hx, &err));
+    CHECK(baton_runtime_bind(rt[HOSTFIXED], out, &hy, &err));
 
     int total = runs * rounds;
     double *lat[NWAYS], *bind_us[NWAYS];
@@ -195,8 +201,9 @@ int main(int argc, char **argv)
         free(cp);
     }
     for (int w = 0; w < NWAYS; w++)
-        if (w != FIXED)
+        if (w != FIXED && w != HOST)
             printf("RESULT %s/fixed p50 ratio %.3f\n", way_name[w], p50[w] / fixed_p50);
+    printf("RESULT host/host-fixed p50 ratio %.3f\n", p50[HOST] / p50[HOSTFIXED]);
     printf("RESULT outputs bitwise equal across ways: %s\n", same ? "yes" : "NO");
     printf("RESULT note: %s\n", baton_runtime_note(rt[MOVING]) ? baton_runtime_note(rt[MOVING])
                                                                : "every segment captured");

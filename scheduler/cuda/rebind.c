@@ -59,8 +59,10 @@ static cudaGraphNode_t leaf(cudaStream_t s, int *several)
 {
     enum cudaStreamCaptureStatus st;
     const cudaGraphNode_t *deps = NULL;
+    const cudaGraphEdgeData *edges = NULL; /* asked for, or a programmatic edge (PDL) makes the
+                                            * query lossy and it fails */
     size_t n = 0;
-    if (cudaStreamGetCaptureInfo(s, &st, NULL, NULL, &deps, NULL, &n) != cudaSuccess) {
+    if (cudaStreamGetCaptureInfo(s, &st, NULL, NULL, &deps, &edges, &n) != cudaSuccess) {
         (void)cudaGetLastError();
         *several = 1;
         return NULL;
@@ -79,13 +81,15 @@ static int chain(cudaGraphNode_t last, cudaGraphNode_t before, cudaGraphNode_t *
         if (n == RB_MAX_NODES)
             return -1;
         back[n++] = node;
+        /* with edge data: the programmatic edges of PDL launches are not default edges */
         size_t nd = 0;
         if (cudaGraphNodeGetDependencies(node, NULL, NULL, &nd) != cudaSuccess || nd > 1) {
             (void)cudaGetLastError();
             return -1;
         }
         cudaGraphNode_t dep = NULL;
-        if (nd == 1 && cudaGraphNodeGetDependencies(node, &dep, NULL, &nd) != cudaSuccess) {
+        cudaGraphEdgeData edge;
+        if (nd == 1 && cudaGraphNodeGetDependencies(node, &dep, &edge, &nd) != cudaSuccess) {
             (void)cudaGetLastError();
             return -1;
         }
@@ -246,33 +250,45 @@ static int learn_node(rb_node *rn, cudaGraphNode_t n1, cudaGraphNode_t n2, void 
         np++;
     }
     (void)cudaGetLastError();
-    rn->blob = calloc(total + 8, 1);
+    size_t words = (total + 7) / 8;
+    uint64_t *w2 = calloc(words + 1, 8);
+    rn->blob = calloc(words + 1, 8);
     rn->args = calloc(np + 1, sizeof *rn->args);
-    rn->fix = calloc(np + 1, sizeof *rn->fix);
-    if (!rn->blob || !rn->args || !rn->fix)
+    rn->fix = calloc(words + 1, sizeof *rn->fix);
+    if (!w2 || !rn->blob || !rn->args || !rn->fix) {
+        free(w2);
         return err_set(err, BATON_ENOMEM, "out of memory learning a kernel node's parameters");
+    }
+    /* Both probes laid out as the device sees the parameters; an address is an aligned 8-byte
+     * word, whether a parameter of its own or a field of a struct passed by value. */
     for (size_t j = 0; j < np; j++) {
         cudaFuncGetParamInfo(p1.func, j, &off, &size);
         rn->args[j] = rn->blob + off;
         memcpy(rn->blob + off, p1.kernelParams[j], size);
-        if (memcmp(p1.kernelParams[j], p2.kernelParams[j], size) == 0)
-            continue;
-        uint64_t v1 = 0, v2 = 0;
-        int k = -1;
-        if (size == 8) {
-            memcpy(&v1, p1.kernelParams[j], 8);
-            memcpy(&v2, p2.kernelParams[j], 8);
-            for (int b = 0; b < RB_MAX_BUFS && k < 0; b++)
-                if (v2 - v1 == (uint64_t)delta(b))
-                    k = b;
-        }
-        if (k < 0)
-            return err_set(err, BATON_ENOTSUP,
-                           "parameter %zu of its kernel changes with the addresses in a way "
-                           "that is not an address",
-                           j);
-        rn->fix[rn->n_fix++] = (rb_fix){off, k, (intptr_t)(v1 - (uint64_t)(uintptr_t)b1[k])};
+        memcpy((unsigned char *)w2 + off, p2.kernelParams[j], size);
     }
+    int rc = 0;
+    for (size_t w = 0; w < words && !rc; w++) {
+        uint64_t v1, v2;
+        memcpy(&v1, rn->blob + 8 * w, 8);
+        v2 = w2[w];
+        if (v1 == v2)
+            continue;
+        int k = -1;
+        for (int b = 0; b < RB_MAX_BUFS && k < 0; b++)
+            if (v2 - v1 == (uint64_t)delta(b))
+                k = b;
+        if (k < 0)
+            rc = err_set(err, BATON_ENOTSUP,
+                         "byte %zu of its kernel's parameters changes with the addresses in a "
+                         "way that is not an address",
+                         8 * w);
+        else
+            rn->fix[rn->n_fix++] = (rb_fix){8 * w, k, (intptr_t)(v1 - (uint64_t)(uintptr_t)b1[k])};
+    }
+    free(w2);
+    if (rc)
+        return rc;
     rn->kp = p1;
     rn->kp.kernelParams = rn->args;
     rn->kp.extra = NULL;
