@@ -28,6 +28,9 @@ struct baton_registry {
      * so they live as long as the registry. */
     int n_retired, cap_retired;
     baton_target **retired;
+    /* Plugins loaded into it (dlopen handles): closed when it is freed, after every plan. */
+    int n_plugins;
+    void **plugins;
 };
 
 int baton_registry_create(baton_registry **out)
@@ -67,7 +70,69 @@ void baton_registry_destroy(baton_registry *reg)
         free(reg->retired[i]);
     free(reg->targets);
     free(reg->retired);
+    for (int i = 0; i < reg->n_plugins; i++)
+        plugin_close(reg->plugins[i]);
+    free(reg->plugins);
     free(reg);
+}
+
+int registry_has_plugin(const baton_registry *reg, void *handle)
+{
+    for (int i = 0; i < reg->n_plugins; i++)
+        if (reg->plugins[i] == handle)
+            return 1;
+    return 0;
+}
+
+int registry_keep_plugin(baton_registry *reg, void *handle)
+{
+    void **np = realloc(reg->plugins, ((size_t)reg->n_plugins + 1) * sizeof *np);
+    if (!np)
+        return BATON_ENOMEM;
+    reg->plugins = np;
+    reg->plugins[reg->n_plugins++] = handle;
+    return 0;
+}
+
+int registry_snapshot_take(const baton_registry *reg, registry_snapshot *snap)
+{
+    snap->n = reg->n;
+    snap->n_retired = reg->n_retired;
+    snap->targets = malloc(((size_t)reg->n + 1) * sizeof *snap->targets);
+    if (!snap->targets)
+        return BATON_ENOMEM;
+    memcpy(snap->targets, reg->targets, (size_t)reg->n * sizeof *snap->targets);
+    return 0;
+}
+
+static int in_snapshot(const registry_snapshot *snap, const baton_target *t)
+{
+    for (int i = 0; i < snap->n; i++)
+        if (snap->targets[i] == t)
+            return 1;
+    return 0;
+}
+
+void registry_snapshot_restore(baton_registry *reg, registry_snapshot *snap)
+{
+    /* Entries made since: in the table now, or superseded since and retired. Entries of the
+     * snapshot that were superseded go back in place. No plan can point at the new ones: plans
+     * are not loaded while a plugin initialises. */
+    for (int i = 0; i < reg->n; i++)
+        if (!in_snapshot(snap, reg->targets[i]))
+            free(reg->targets[i]);
+    for (int i = snap->n_retired; i < reg->n_retired; i++)
+        if (!in_snapshot(snap, reg->retired[i]))
+            free(reg->retired[i]);
+    reg->n_retired = snap->n_retired;
+    memcpy(reg->targets, snap->targets, (size_t)snap->n * sizeof *snap->targets);
+    reg->n = snap->n;
+}
+
+void registry_snapshot_free(registry_snapshot *snap)
+{
+    free(snap->targets);
+    snap->targets = NULL;
 }
 
 static int find_index(const baton_registry *reg, const char *name)

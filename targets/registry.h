@@ -16,4 +16,20 @@ const baton_registry *registry_retain(const baton_registry *reg);
 int target_read(const char *fn, const baton_target *in, baton_target *out,
                 baton_delegate_iface ifaces[BATON_MAX_IMPLS], baton_error *err);
 
+/* What a registry holds at one moment, to undo a plugin's init that failed half-way. */
+typedef struct registry_snapshot {
+    int n, n_retired;
+    baton_target **targets; /* a copy of the target pointers */
+} registry_snapshot;
+
+int registry_snapshot_take(const baton_registry *reg, registry_snapshot *snap);
+/* Frees what was added since the snapshot and puts back what was replaced. */
+void registry_snapshot_restore(baton_registry *reg, registry_snapshot *snap);
+void registry_snapshot_free(registry_snapshot *snap);
+/* Keeps a loaded plugin (a dlopen handle) until the registry is freed: 0 or BATON_ENOMEM. */
+int registry_keep_plugin(baton_registry *reg, void *handle);
+int registry_has_plugin(const baton_registry *reg, void *handle);
+/* plugin.c: unloads a plugin the registry kept. */
+void plugin_close(void *handle);
+
 #endif /* BATON_TARGETS_REGISTRY_H */

@@ -66,7 +66,11 @@ void cli_print_usage(const char *cmd)
         fputs(usage_common, stdout);
     } else {
         fputs(cli_usage_main, stdout);
+        return;
     }
+    fputs("  --plugin=PATH            load kernels and delegates from a plugin's shared library\n"
+          "                           before the plan (repeatable; docs/plugins.md)\n",
+          stdout);
 }
 
 static int parse_binding(const char *arg, binding *b)
@@ -95,9 +99,9 @@ static int parse_count(const char *v, long lo, long hi, int *out)
 /* The options that take a value, so that one given last without it gets the right message. */
 static int needs_value(const char *a)
 {
-    static const char *const with_value[] = {"--mode",   "--modes",   "--gpu",   "--iters",
-                                             "--warmup", "--format",  "--trace", "--input",
-                                             "--output", "--inflight"};
+    static const char *const with_value[] = {"--mode",   "--modes",    "--gpu",   "--iters",
+                                             "--warmup", "--format",   "--trace", "--input",
+                                             "--output", "--inflight", "--plugin"};
     for (size_t i = 0; i < sizeof with_value / sizeof with_value[0]; i++)
         if (strcmp(a, with_value[i]) == 0)
             return 1;
@@ -244,6 +248,12 @@ static int parse(int argc, char **argv, cli *c, char *msg, size_t msglen)
             c->format = v;
         } else if ((v = opt_value(argc, argv, &i, "--trace"))) {
             c->trace = v;
+        } else if ((v = opt_value(argc, argv, &i, "--plugin"))) {
+            if (c->n_plugins == MAX_PLUGINS) {
+                snprintf(msg, msglen, "baton: at most %d --plugin options", MAX_PLUGINS);
+                return -1;
+            }
+            c->plugins[c->n_plugins++] = v;
         } else if ((v = opt_value(argc, argv, &i, "--input")) ||
                    (v = opt_value(argc, argv, &i, "--output"))) {
             int is_in = strncmp(a, "--input", 7) == 0;

@@ -17,6 +17,7 @@
 #define EXIT_RUN         3
 #define EXIT_IO          4
 #define MAX_BINDINGS     64
+#define MAX_PLUGINS      16
 #define MAX_NAME         512
 #define CLI_MAX_INFLIGHT 64
 
@@ -40,6 +41,8 @@ typedef struct cli {
     int print;
     int inflight; /* bench: runs in flight on a baton_uv pool; 0: one at a time */
     int help;     /* --help was given: print the command's usage and exit 0 */
+    const char *plugins[MAX_PLUGINS]; /* --plugin, loaded in order before the plan */
+    int n_plugins;
 } cli;
 
 /* args.c */

@@ -21,6 +21,13 @@ int cli_load(const cli *c, baton_registry **reg, baton_plan **plan)
         fprintf(stderr, "baton: %s\n", baton_strerror(rc));
         return EXIT_RUN;
     }
+    for (int i = 0; i < c->n_plugins; i++) {
+        rc = baton_registry_load_plugin(*reg, c->plugins[i], &err);
+        if (rc) {
+            fprintf(stderr, "baton: --plugin: %s\n", cli_esc(err.message));
+            return rc == BATON_EIO ? EXIT_IO : rc == BATON_ENOMEM ? EXIT_RUN : EXIT_PLAN;
+        }
+    }
     rc = baton_plan_load(*reg, c->plan_path, plan, &err);
     if (rc) {
         fprintf(stderr, "%s\n", cli_esc(err.message));

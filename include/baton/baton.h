@@ -386,6 +386,45 @@ BATON_API const baton_target_impl *baton_target_impl_for(const baton_target *t,
                                                          baton_device_kind kind);
 
 /* ---------------------------------------------------------------------------------------------
+ * Plugins: targets in a shared library (docs/plugins.md)
+ *
+ * A plugin is a shared library that exports
+ *     int baton_plugin_init(baton_registry *reg, const baton_plugin_api *api, baton_error *err);
+ * which registers its targets through api (so it need not link libbaton) and returns 0, or a
+ * negative code with err filled. It first checks api->api_version: a plugin built against a newer
+ * plugin API than the library offers refuses with BATON_ENOTSUP. Within one api_version the table
+ * only grows at its end (struct_size says how far it reaches).
+ * ------------------------------------------------------------------------------------------- */
+
+#define BATON_PLUGIN_API_VERSION 1
+#define BATON_PLUGIN_INIT_SYMBOL "baton_plugin_init"
+
+typedef struct baton_plugin_api {
+    size_t struct_size;         /* sizeof(baton_plugin_api) of the loading library */
+    unsigned int api_version;   /* BATON_PLUGIN_API_VERSION of the loading library */
+    unsigned int baton_version; /* baton_version() of the loading library */
+    int (*registry_add)(baton_registry *reg, const baton_target *target, baton_error *err);
+    int (*registry_replace)(baton_registry *reg, const baton_target *target, baton_error *err);
+    const baton_target *(*registry_find)(const baton_registry *reg, const char *name);
+    const baton_attr *(*attrs_find)(const baton_attr *attrs, int n, const char *name);
+    int64_t (*tensor_desc_numel)(const baton_tensor_desc *d);
+    size_t (*dtype_size)(baton_dtype dt);
+    const char *(*strerror)(int code);
+} baton_plugin_api;
+
+typedef int (*baton_plugin_init_fn)(baton_registry *reg, const baton_plugin_api *api,
+                                    baton_error *err);
+
+/* Loads the plugin at `path` (dlopen, RTLD_NOW | RTLD_LOCAL) and calls its baton_plugin_init on
+ * reg. The library stays loaded until the registry is freed (after the last plan loaded from it),
+ * so its kernels outlive every runtime that uses them. Errors name the path and the fix:
+ * BATON_EIO when it cannot be loaded (the loader's reason), BATON_ENOTARGET when it exports no
+ * baton_plugin_init, or the code its init returned, with its message. A failed init leaves the
+ * registry as it was (targets it added or replaced are undone). Loading the same library into the
+ * same registry again does nothing and returns 0. Not concurrently with other calls on reg. */
+BATON_API int baton_registry_load_plugin(baton_registry *reg, const char *path, baton_error *err);
+
+/* ---------------------------------------------------------------------------------------------
  * Plans: load, validate, analyse
  * ------------------------------------------------------------------------------------------- */
 

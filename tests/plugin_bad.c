@@ -1,0 +1,50 @@
+/* plugin_bad.c: a plugin that misbehaves on purpose, for test_plugin: BATON_TEST_PLUGIN_MODE
+ * "fail" registers a target and replaces a built-in, then fails; "version" refuses the API
+ * version as a plugin built for a newer baton would. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "baton/baton.h"
+
+static int nop(const baton_exec_ctx *ctx, void **buffers, const char *opaque, size_t len)
+{
+    (void)ctx, (void)buffers, (void)opaque, (void)len;
+    return 0;
+}
+
+static int same(const baton_sig_args *a, baton_tensor_desc *expected, char *msg, size_t cap)
+{
+    (void)msg, (void)cap;
+    expected[0] = a->inputs[0];
+    return 0;
+}
+
+__attribute__((visibility("default"))) int
+baton_plugin_init(baton_registry *reg, const baton_plugin_api *api, baton_error *err)
+{
+    const char *mode = getenv("BATON_TEST_PLUGIN_MODE");
+    if (mode && strcmp(mode, "version") == 0) {
+        snprintf(err->message, sizeof err->message,
+                 "built for plugin API %d, the library offers %u; rebuild the plugin",
+                 BATON_PLUGIN_API_VERSION + 1, api->api_version);
+        return err->code = BATON_ENOTSUP;
+    }
+    baton_target t;
+    memset(&t, 0, sizeof t);
+    t.struct_size = sizeof t;
+    t.name = "bad.first";
+    t.kind = BATON_TARGET_KERNEL;
+    t.n_inputs = t.n_outputs = 1;
+    t.check = same;
+    t.impls[0] = (baton_target_impl){.device = BATON_DEVICE_CPU, .kernel = nop};
+    t.n_impls = 1;
+    int rc = api->registry_add(reg, &t, err);
+    t.name = "copy"; /* a built-in, replaced */
+    if (!rc)
+        rc = api->registry_replace(reg, &t, err);
+    if (rc)
+        return rc;
+    snprintf(err->message, sizeof err->message, "the device it needs is missing (on purpose)");
+    return err->code = BATON_ENODEV;
+}

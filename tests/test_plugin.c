@@ -1,0 +1,103 @@
+/* test_plugin.c: plugins (baton_registry_load_plugin): the example plugin's kernel runs in a plan
+ * beside built-ins and gives the reference results; a library that is missing, is no plugin, or
+ * whose init fails is a clear error and leaves the registry as it was. */
+#include <criterion/criterion.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "tests/support.h"
+
+Test(plugin, the_example_plugin_runs_beside_built_ins)
+{
+    baton_registry *reg;
+    baton_error err;
+    cr_assert_eq(baton_registry_create(&reg), 0);
+    int before = baton_registry_count(reg);
+    cr_assert_eq(baton_registry_load_plugin(reg, BATON_TEST_PLUGIN, &err), 0, "%s", err.message);
+    cr_assert_eq(baton_registry_count(reg), before + 1);
+    cr_assert_not_null(baton_registry_find(reg, "example.scale"));
+    /* again: nothing happens */
+    cr_assert_eq(baton_registry_load_plugin(reg, BATON_TEST_PLUGIN, &err), 0, "%s", err.message);
+    cr_assert_eq(baton_registry_count(reg), before + 1);
+    baton_plan *p;
+    cr_assert_eq(baton_plan_load(reg, test_path("examples/plugin/scale_plan.json"), &p, &err), 0,
+                 "%s", err.message);
+    baton_registry_destroy(reg); /* the plan keeps it, and the plugin, alive */
+    enum { R = 4, C = 256 };
+    static float x[R * C], w[R * C], y[R * C];
+    test_rng r = {test_fresh_seed()};
+    test_fill_random(&r, BATON_DTYPE_F32, x, R * C, 1.0);
+    cr_assert_eq(baton_fill_normal(w, BATON_DTYPE_F32, C, 5, 1.0, 0.1), 0);
+    for (int m = 0; m < 3; m++) {
+        baton_options o;
+        baton_options_init(&o);
+        o.mode = (baton_sync_mode)m;
+        o.gpu = test_cuda_devices() ? BATON_GPU_CUDA : BATON_GPU_SIM;
+        baton_runtime *rt;
+        cr_assert_eq(baton_runtime_create(p, &o, &rt, &err), 0, "%s", err.message);
+        cr_assert_eq(baton_runtime_set_input(rt, "x", x, sizeof x, &err), 0);
+        test_poison(y, sizeof y);
+        cr_assert_eq(baton_runtime_run(rt, &err), 0, "%s", err.message);
+        cr_assert_eq(baton_runtime_get_output(rt, "y", y, sizeof y, &err), 0);
+        /* y = -(2 * rms_norm(x) * w + 0.5), in float64 */
+        static double ref[R * C];
+        for (int i = 0; i < R; i++) {
+            double ss = 0;
+            for (int j = 0; j < C; j++)
+                ss += (double)x[i * C + j] * x[i * C + j];
+            double inv = 1.0 / sqrt(ss / C + 1e-5);
+            for (int j = 0; j < C; j++)
+                ref[i * C + j] = -(2.0 * (x[i * C + j] * inv * w[j]) + 0.5);
+        }
+        double e = test_rel_err(BATON_DTYPE_F32, y, ref, R * C);
+        cr_assert_lt(e, 1e-5, "%s mode: relative error %g", baton_sync_mode_name(o.mode), e);
+        baton_runtime_destroy(rt);
+    }
+    baton_plan_free(p);
+}
+
+static void expect_unchanged_after(const char *path, const char *mode, int code, const char *needle)
+{
+    baton_registry *reg;
+    baton_error err;
+    cr_assert_eq(baton_registry_create(&reg), 0);
+    int n = baton_registry_count(reg);
+    const baton_target *copy = baton_registry_find(reg, "copy");
+    if (mode)
+        setenv("BATON_TEST_PLUGIN_MODE", mode, 1);
+    int rc = baton_registry_load_plugin(reg, path, &err);
+    unsetenv("BATON_TEST_PLUGIN_MODE");
+    cr_assert_eq(rc, code, "%s: got %d (%s)", path, rc, err.message);
+    cr_assert(strstr(err.message, needle), "'%s' lacks '%s'", err.message, needle);
+    cr_assert(strstr(err.message, path) || !strchr(path, '/'), "'%s' does not name the file",
+              err.message);
+    cr_assert_eq(baton_registry_count(reg), n);
+    cr_assert_null(baton_registry_find(reg, "bad.first"));
+    cr_assert_eq(baton_registry_find(reg, "copy"), copy, "the built-in copy was left replaced");
+    baton_registry_destroy(reg);
+}
+
+Test(plugin, what_is_no_plugin_is_a_clear_error)
+{
+    expect_unchanged_after("/nonexistent/libnothing.so", NULL, BATON_EIO, "no such file");
+    expect_unchanged_after(test_path("README.md"), NULL, BATON_EIO, "cannot be loaded");
+    /* a shared library without the entry point: the bad plugin's sibling, the example, has it;
+     * libbaton itself does not */
+    expect_unchanged_after(BATON_TEST_PLUGIN_BAD, "fail", BATON_ENODEV, "on purpose");
+    expect_unchanged_after(BATON_TEST_PLUGIN_BAD, "version", BATON_ENOTSUP, "rebuild the plugin");
+}
+
+Test(plugin, a_library_without_the_entry_point_is_refused)
+{
+    baton_registry *reg;
+    baton_error err;
+    cr_assert_eq(baton_registry_create(&reg), 0);
+    /* the C library is a shared library, not a plugin */
+    int rc = baton_registry_load_plugin(reg, "/lib/x86_64-linux-gnu/libc.so.6", &err);
+    if (rc == BATON_EIO && strstr(err.message, "no such file"))
+        rc = baton_registry_load_plugin(reg, "/usr/lib/x86_64-linux-gnu/libc.so.6", &err);
+    cr_assert_eq(rc, BATON_ENOTARGET, "%s", err.message);
+    cr_assert(strstr(err.message, "baton_plugin_init"), "%s", err.message);
+    baton_registry_destroy(reg);
+}
