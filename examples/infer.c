@@ -40,19 +40,25 @@ int main(int argc, char **argv)
         fprintf(stderr, "%s\n", err.message);
         goto out;
     }
-    /* 4. Bind inputs by name. Only f32 inputs get a ramp here; others keep zeros. */
+    /* 4. Bind inputs by name: a ramp of values, converted to each input's dtype (bf16, f16,
+     * integers...) with baton_convert, which rounds as baton's kernels do. */
     for (int t = 0; t < baton_plan_tensor_count(plan); t++) {
         baton_tensor_info ti;
         baton_plan_tensor_info(plan, t, &ti);
-        if (ti.role != BATON_ROLE_INPUT || ti.desc.dtype != BATON_DTYPE_F32)
+        if (ti.role != BATON_ROLE_INPUT)
             continue;
-        float *x = malloc(ti.nbytes);
-        for (size_t i = 0; i < ti.nbytes / sizeof *x; i++)
-            x[i] = (float)(i % 17) / 17.0f - 0.5f;
-        int rc = baton_runtime_set_input(rt, ti.name, x, ti.nbytes, &err);
+        int64_t n = baton_tensor_desc_numel(&ti.desc);
+        float *ramp = malloc((size_t)(n ? n : 1) * sizeof *ramp);
+        void *x = malloc(ti.nbytes ? ti.nbytes : 1);
+        for (int64_t i = 0; i < n; i++)
+            ramp[i] = (float)(i % 17) / 17.0f - 0.5f;
+        int rc = baton_convert(x, ti.desc.dtype, ramp, BATON_DTYPE_F32, n);
+        if (rc == 0)
+            rc = baton_runtime_set_input(rt, ti.name, x, ti.nbytes, &err);
+        free(ramp);
         free(x);
         if (rc != 0) {
-            fprintf(stderr, "%s\n", err.message);
+            fprintf(stderr, "input %s: %s\n", ti.name, err.message);
             goto out;
         }
     }
@@ -61,22 +67,22 @@ int main(int argc, char **argv)
         fprintf(stderr, "run failed: %s\n", err.message);
         goto out;
     }
-    /* 6. Read outputs by name (printed here as f32/f64 only, for brevity). */
+    /* 6. Read outputs by name, and print the first values of any dtype as doubles. */
     for (int t = 0; t < baton_plan_tensor_count(plan); t++) {
         baton_tensor_info ti;
         baton_plan_tensor_info(plan, t, &ti);
         if (ti.role != BATON_ROLE_OUTPUT)
             continue;
-        void *y = malloc(ti.nbytes);
+        void *y = malloc(ti.nbytes ? ti.nbytes : 1);
         if (baton_runtime_get_output(rt, ti.name, y, ti.nbytes, &err) == 0) {
+            int64_t n = baton_tensor_desc_numel(&ti.desc);
+            double first[4];
+            int k = n < 4 ? (int)n : 4;
+            baton_convert(first, BATON_DTYPE_F64, y, ti.desc.dtype, k);
             printf("%s (%s):", ti.name, baton_dtype_name(ti.desc.dtype));
-            for (int i = 0; i < 4 && (size_t)i * baton_dtype_size(ti.desc.dtype) < ti.nbytes; i++) {
-                if (ti.desc.dtype == BATON_DTYPE_F32)
-                    printf(" %g", ((float *)y)[i]);
-                else if (ti.desc.dtype == BATON_DTYPE_F64)
-                    printf(" %g", ((double *)y)[i]);
-            }
-            printf(" ...\n");
+            for (int i = 0; i < k; i++)
+                printf(" %g", first[i]);
+            printf("%s\n", n > 4 ? " ..." : "");
         }
         free(y);
     }
