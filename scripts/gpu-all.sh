@@ -71,6 +71,11 @@ fi
 if has embed; then
   say "== bench_bind (caller-owned buffers, graph mode)"
   timeout 240 "$BUILD/bench_bind" examples/plans/rmsnorm_chain64.json ${BIND_ARGS:-} 2>&1 | tee -a "$summary"
+  say "== embed_executor on CUDA"
+  timeout 60 "$BUILD/embed_executor" --gpu=cuda 2>&1 | tee -a "$summary"
+  say "== example plugin on CUDA"
+  timeout 60 "$BUILD/baton" run --gpu=cuda -q --plugin "$BUILD/libbaton_example_plugin.so" \
+    examples/plugin/scale_plan.json 2>&1 | tail -3 | tee -a "$summary"
 fi
 
 if has kernels; then
