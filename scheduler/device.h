@@ -10,7 +10,9 @@
 #ifndef BATON_SCHEDULER_DEVICE_H
 #define BATON_SCHEDULER_DEVICE_H
 
+#include <stdatomic.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -47,6 +49,24 @@ typedef enum dev_fault {
     DEV_FAULT_CAPTURE, /* the next capture_end() fails */
     DEV_FAULT_COPY     /* the next copy() fails */
 } dev_fault;
+
+/* What a device ran, for the trace's device tracks: times on CLOCK_MONOTONIC in ns (the host's
+ * clock), so host and device spans share one timeline. */
+typedef struct dev_span {
+    const char *name; /* a step's name, "copy", "graph", or a kernel's name (static strings) */
+    const char *cat;  /* "kernel", "copy", "graph" */
+    int step;         /* the step it belongs to, or -1 */
+    int lane;         /* 0: the stream; 1: inside a graph replay */
+    int64_t bytes, t0, t1;
+} dev_span;
+
+/* Room for spans, filled by the device (its worker thread, or its activity callbacks): one
+ * producer, read by the runtime after trace_sync(). */
+typedef struct dev_trace {
+    dev_span *spans;
+    size_t cap;
+    atomic_size_t n, dropped;
+} dev_trace;
 
 /* The number of graph slots and event slots a device offers; the runtime uses one graph per GPU
  * segment and one event per boundary. */
@@ -124,6 +144,11 @@ typedef struct dev_ops {
     void (*capture_tag)(dev_ctx *d, int tag);
     int (*graph_rebind)(dev_ctx *d, int slot, int tag, const dev_call *c, void *dst,
                         const void *src, size_t bytes, dev_copy_kind kind, baton_error *err);
+    /* Device timelines: trace_attach() starts recording what the device runs into t (NULL: stop);
+     * BATON_ENOTSUP with a reason when this build or machine cannot. trace_sync() returns once
+     * the spans of all work completed so far are in t. NULL: no timeline (the CPU). */
+    int (*trace_attach)(dev_ctx *d, dev_trace *t, baton_error *err);
+    void (*trace_sync)(dev_ctx *d);
 } dev_ops;
 
 /* Zeroed host memory aligned to 256 bytes, as the memory plan's offsets assume; NULL on failure.

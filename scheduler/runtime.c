@@ -673,6 +673,7 @@ void baton_runtime_destroy(baton_runtime *rt)
 {
     if (!rt)
         return;
+    trace_end(rt); /* detaches the devices' timelines while they are open */
     for (int d = 0; d < rt->nd; d++)
         if (rt->dev[d].ctx && rt->dev[d].ops->drain)
             rt->dev[d].ops->drain(rt->dev[d].ctx);
@@ -707,7 +708,6 @@ void baton_runtime_destroy(baton_runtime *rt)
     free(rt->seg_bytes);
     free(rt->xfer_first);
     free(rt->ahead_ok);
-    free(rt->trace);
     free(rt->bind_dev);
     free(rt->bind_data);
     free(rt->sites);
@@ -1040,7 +1040,7 @@ static int issue_step(baton_runtime *rt, int i, baton_error *err)
         int64_t t1 = now_ns();
         rt->step_ns[i] += t1 - t0;
         if (rt->trace)
-            trace_add(rt, rt->plan->steps[i].name, "step", rt->step_dev[i], t0, t1);
+            trace_add(rt, rt->plan->steps[i].name, "step", rt->step_dev[i], i, 0, t0, t1);
     }
     if (rc)
         return step_fail(rt, i, rc, err);
@@ -1068,7 +1068,7 @@ static int issue_transfer(baton_runtime *rt, int x, baton_error *err)
                        inner);
     }
     if (t0)
-        trace_add(rt, r->what, "transfer", r->issuer, t0, now_ns());
+        trace_add(rt, r->what, "transfer", r->issuer, -1, (int64_t)r->bytes, t0, now_ns());
     if (rt->capturing)
         return 0; /* counted on each launch of the graph */
     rd->pending = 1;
@@ -1111,7 +1111,7 @@ static int host_wait_step(baton_runtime *rt, int d, const char *where, int step,
         }
     }
     if (t0)
-        trace_add(rt, where, "wait", d, t0, now_ns());
+        trace_add(rt, where, "wait", d, step, 0, t0, now_ns());
     rd->pending = rd->recorded && rd->queued;
     rd->recorded = rd->queued = 0;
     /* A GPU step run on the CPU (fallback) finished when it was issued: nothing was waited. */
@@ -1256,7 +1256,7 @@ static int run_gpu_segment(baton_runtime *rt, int s, baton_error *err)
                 int64_t t1 = now_ns();
                 rt->step_ns[seg->first_step] += t1 - t0;
                 if (rt->trace)
-                    trace_add(rt, "graph", "graph", d, t0, t1);
+                    trace_add(rt, "graph", "graph", d, seg->first_step, 0, t0, t1);
             }
             if (rc)
                 return step_fail(rt, seg->first_step, rc, err);
@@ -1354,7 +1354,7 @@ static void open_gate(baton_runtime *rt, int s)
     rd->ops->gate_open(rd->ctx);
     rd->gate_armed = 0;
     if (t0)
-        trace_add(rt, "open gate", "gate", d, t0, now_ns());
+        trace_add(rt, "open gate", "gate", d, -1, 0, t0, now_ns());
 }
 
 /* After a failure: let every stream finish (or fail) what it has, so nothing still writes into
@@ -1382,6 +1382,7 @@ int baton_runtime_run(baton_runtime *rt, baton_error *err)
     const baton_plan *plan = rt->plan;
     int rc = 0;
     rt->ahead = -1;
+    int64_t run_t0 = rt->trace ? now_ns() : 0;
     for (int s = 0; s < plan->n_segments && !rc; s++) {
         if (plan->segments[s].device.kind == BATON_DEVICE_CPU) {
             rc = run_cpu_segment(rt, s, err);
@@ -1406,6 +1407,8 @@ int baton_runtime_run(baton_runtime *rt, baton_error *err)
             if (rt->dev[d].pending)
                 rc = host_wait(rt, d, "end of run", err);
     }
+    if (run_t0)
+        trace_add(rt, rc ? "run (failed)" : "run", "run", TRACE_RUN_LANE, -1, 0, run_t0, now_ns());
     rt->last_run = rc ? -1 : 1; /* whether outputs hold a result (get_output) */
     if (rc) {
         recover(rt);

@@ -65,9 +65,13 @@ typedef struct rt_transfer {
 typedef struct trace_event {
     const char *name;
     const char *cat;
-    int tid;
+    int tid;  /* the host lane: a device index, or TRACE_RUN_LANE */
+    int step; /* or -1 */
+    int64_t run, bytes;
     int64_t ts_ns, dur_ns;
 } trace_event;
+
+#define TRACE_RUN_LANE 99
 
 struct baton_runtime {
     const baton_plan *plan;
@@ -105,8 +109,10 @@ struct baton_runtime {
     int timing;
     int64_t *step_ns;
     trace_event *trace;
-    size_t trace_cap, trace_n;
+    size_t trace_cap, trace_n, trace_dropped;
     int64_t trace_t0;
+    dev_trace dev_trace[PLAN_MAX_DEVICES]; /* what each device ran (spans NULL: no timeline) */
+    char trace_why[PLAN_MAX_DEVICES][160]; /* why a device has no timeline */
 };
 
 static inline int64_t now_ns(void)
@@ -117,8 +123,10 @@ static inline int64_t now_ns(void)
 }
 
 /* trace.c: records one span when tracing is on and the buffer has room (never allocates). */
-void trace_add(baton_runtime *rt, const char *name, const char *cat, int tid, int64_t t0,
-               int64_t t1);
+void trace_add(baton_runtime *rt, const char *name, const char *cat, int tid, int step,
+               int64_t bytes, int64_t t0, int64_t t1);
+/* Stops the devices' timelines and frees the trace (baton_runtime_destroy). */
+void trace_end(baton_runtime *rt);
 
 /* runtime.c: baton_runtime_create with `fault` armed on device index `fault_dev` (the plan's
  * memory index: 0 is the CPU) right after it is opened; fault_dev -1 arms nothing. */

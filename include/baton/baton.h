@@ -652,7 +652,15 @@ BATON_API baton_gpu_backend baton_runtime_gpu_backend(const baton_runtime *rt);
 BATON_API int baton_runtime_enable_step_timing(baton_runtime *rt, int enable);
 BATON_API int baton_runtime_step_time_ns(const baton_runtime *rt, int step, int64_t *total_ns);
 
-/* Writes a Chrome trace (Perfetto opens it) of the runs since tracing was enabled. */
+/* Tracing: trace_begin(rt, max_events) allocates room for max_events host spans and as many per
+ * device (nothing is allocated while runs are traced; spans past the room are counted as dropped),
+ * and trace_write writes a Chrome trace of the runs since (Perfetto and chrome://tracing open it;
+ * docs/sync-modes.md, "Reading a trace"). Process "host" has a lane per device on which the host
+ * issued steps, transfers and graph launches and waited (spans "wait ..."), and a lane of runs;
+ * each GPU has a process of its own with what the device ran, from the device's side: the test
+ * device's worker, or CUPTI's activity records on CUDA (when the library was built with CUPTI;
+ * else the GPU processes are absent and the metadata says why). Spans carry args: step, target,
+ * run, mode, bytes. Tracing off costs one branch per step. */
 BATON_API int baton_runtime_trace_begin(baton_runtime *rt, size_t max_events);
 BATON_API int baton_runtime_trace_write(baton_runtime *rt, const char *path, baton_error *err);
 

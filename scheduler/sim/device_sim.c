@@ -8,6 +8,7 @@
  * rebinds a buffer without patching the graph (graph_rebind) computes on the old one. */
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <uv.h>
 
 #include "core/core.h"
@@ -54,8 +55,9 @@ struct dev_ctx {
     int n_graphs;
     int capturing; /* graph slot + 1 while capturing */
     int capture_failed;
-    int capture_had_graph; /* the slot held a graph before this capture: an update */
-    int tag;               /* capture_tag: the op recorded next */
+    int capture_had_graph;      /* the slot held a graph before this capture: an update */
+    int tag;                    /* capture_tag: the op recorded next */
+    _Atomic(dev_trace *) trace; /* where the worker records what it runs, or NULL */
     dev_counters counters;
     dev_fault fault;
 };
@@ -71,10 +73,36 @@ static void graph_clear(sim_graph *g)
 
 static void sim_run_op(dev_ctx *d, const sim_op *op);
 
-static void run_call(dev_ctx *d, dev_call *c, void **bufs)
+static int64_t mono_ns(void)
 {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+/* One span of the device's timeline, written by the worker (the only producer). */
+static void span(dev_ctx *d, const char *name, const char *cat, int step, int lane, int64_t bytes,
+                 int64_t t0)
+{
+    dev_trace *t = atomic_load_explicit(&d->trace, memory_order_acquire);
+    if (!t)
+        return;
+    size_t i = atomic_load_explicit(&t->n, memory_order_relaxed);
+    if (i >= t->cap) {
+        atomic_fetch_add_explicit(&t->dropped, 1, memory_order_relaxed);
+        return;
+    }
+    t->spans[i] = (dev_span){name, cat, step, lane, bytes, t0, mono_ns()};
+    atomic_store_explicit(&t->n, i + 1, memory_order_release);
+}
+
+static void run_call(dev_ctx *d, dev_call *c, void **bufs, int lane)
+{
+    int64_t t0 = atomic_load_explicit(&d->trace, memory_order_relaxed) ? mono_ns() : 0;
     int rc = c->kernel ? c->kernel(&c->ctx, bufs, c->opaque, c->opaque_len)
                        : c->delegate->execute(c->state, &c->ctx, bufs);
+    if (t0)
+        span(d, c->ctx.step_name, "kernel", c->ctx.step_index, lane, 0, t0);
     if (rc && !d->err_code) {
         uv_mutex_lock(&d->lock);
         d->err_code = rc < 0 ? rc : BATON_EKERNEL;
@@ -106,26 +134,39 @@ static void sim_run_op(dev_ctx *d, const sim_op *op)
         gate_pass(d);
         return;
     }
+    int64_t t0 = atomic_load_explicit(&d->trace, memory_order_relaxed) ? mono_ns() : 0;
     if (op->kind == SIM_GRAPH) {
         const sim_graph *g = &d->graphs[op->slot];
+        int step = -1;
         for (int i = 0; i < g->n; i++) {
+            int64_t c0 = t0 ? mono_ns() : 0;
             if (g->ops[i].kind == SIM_GATE)
                 gate_pass(d);
             else if (d->err_code)
                 continue;
-            else if (g->ops[i].kind == SIM_CALL)
-                run_call(d, g->ops[i].call, g->ops[i].bufs);
-            else if (g->ops[i].kind == SIM_COPY)
+            else if (g->ops[i].kind == SIM_CALL) {
+                run_call(d, g->ops[i].call, g->ops[i].bufs, 1);
+                if (step < 0)
+                    step = g->ops[i].call->ctx.step_index;
+            } else if (g->ops[i].kind == SIM_COPY) {
                 memcpy(g->ops[i].dst, g->ops[i].src, g->ops[i].bytes);
+                if (t0)
+                    span(d, "copy", "copy", -1, 1, (int64_t)g->ops[i].bytes, c0);
+            }
         }
+        if (t0)
+            span(d, "graph", "graph", step, 0, 0, t0);
         return;
     }
     if (d->err_code)
         return;
     if (op->kind == SIM_CALL)
-        run_call(d, op->call, op->call->buffers);
-    else if (op->kind == SIM_COPY)
+        run_call(d, op->call, op->call->buffers, 0);
+    else if (op->kind == SIM_COPY) {
         memcpy(op->dst, op->src, op->bytes);
+        if (t0)
+            span(d, "copy", "copy", -1, 0, (int64_t)op->bytes, t0);
+    }
 }
 
 static void worker(void *arg)
@@ -285,6 +326,14 @@ static int record_op(dev_ctx *d, const sim_op *in, baton_error *err)
         g->cap = nc;
     }
     g->ops[g->n++] = op;
+    return 0;
+}
+
+static int sim_trace_attach(dev_ctx *d, dev_trace *t, baton_error *err)
+{
+    (void)err;
+    sim_drain(d); /* the worker is idle: it sees the new buffer from its next op on */
+    atomic_store_explicit(&d->trace, t, memory_order_release);
     return 0;
 }
 
@@ -512,6 +561,8 @@ const dev_ops dev_sim_ops = {
     .counters = sim_counters,
     .capture_tag = sim_capture_tag,
     .graph_rebind = sim_graph_rebind,
+    .trace_attach = sim_trace_attach,
+    .trace_sync = sim_drain,
 #ifdef BATON_TESTING
     .inject = sim_inject,
 #endif
