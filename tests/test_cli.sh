@@ -224,7 +224,13 @@ check "bench csv" 0 "$baton" bench --gpu=sim --iters=3 --warmup=1 --format=csv -
 contains "bench csv header" "$tmp/out" "mode,mean_us,p50_us,p99_us,host_waits_per_run"
 check "bench table with steps" 0 "$baton" bench --gpu=sim --iters=3 --warmup=1 --steps -q \
   examples/plans/rmsnorm_tutorial.json
-contains "bench speedup column" "$tmp/out" "speedup"
+contains "bench ratio column" "$tmp/out" "strict/mode"
+contains "bench says where it ran" "$tmp/out" "sim (test device)"
+# without a GPU (--gpu=cpu: the fallback asked for), the ratios are not shown as if they meant
+# something
+check "bench on the CPU fallback" 0 "$baton" bench --gpu=cpu --iters=3 --warmup=1 -q \
+  examples/plans/rmsnorm_tutorial.json
+contains "bench fallback ratio" "$tmp/out" "n/a (fallback"
 
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]

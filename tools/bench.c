@@ -19,8 +19,36 @@ static int cmp_i64(const void *a, const void *b)
 typedef struct mode_result {
     baton_sync_mode mode;
     double mean_us, p50_us, p99_us, waits, launches, graphs;
+    baton_gpu_backend backend; /* where the plan's cuda:N steps actually ran */
     int ok;
 } mode_result;
+
+/* Whether the plan has steps on a GPU at all. */
+static int plan_uses_gpu(const baton_plan *plan)
+{
+    for (int i = 0; i < baton_plan_step_count(plan); i++) {
+        baton_step_info si;
+        if (baton_plan_step_info(plan, i, &si) == 0 && si.device.kind == BATON_DEVICE_CUDA)
+            return 1;
+    }
+    return 0;
+}
+
+/* Where a mode ran, in words: "cuda", "sim (test device)", "cpu (fallback: no GPU)", "cpu". */
+static const char *ran_on(baton_gpu_backend b, int uses_gpu)
+{
+    switch (b) {
+    case BATON_GPU_CUDA: return "cuda";
+    case BATON_GPU_SIM: return "sim (test device)";
+    default: return uses_gpu ? "cpu (fallback)" : "cpu";
+    }
+}
+
+static const char *gpu_asked(baton_gpu_backend g)
+{
+    static const char *const n[] = {"auto", "cuda", "cpu", "sim"};
+    return (unsigned)g < 4 ? n[g] : "?";
+}
 
 /* The modes of --modes, checked before anything runs. 0 or an exit code. */
 static int parse_modes(const char *list, baton_sync_mode *modes, int *n)
@@ -384,6 +412,7 @@ int cmd_bench(cli *c)
         r->waits = (double)st.host_waits / (double)st.runs;
         r->launches = (double)st.kernel_launches / (double)st.runs;
         r->graphs = (double)st.graph_launches / (double)st.runs;
+        r->backend = baton_runtime_gpu_backend(rt);
         r->ok = 1;
         for (int i = 0; i < nsteps; i++)
             baton_runtime_step_time_ns(rt, i, &step_ns[(size_t)nres * (size_t)nsteps + (size_t)i]);
@@ -393,42 +422,91 @@ int cmd_bench(cli *c)
     cli_progress_end(&prog);
     if (rc)
         goto out;
+    /* The ratio of p50s against strict mode means something only when the modes differ: with
+     * the plan's GPU steps on the CPU (the fallback) every mode runs the same code, and a ratio
+     * is noise. */
     double strict_p50 = 0;
-    for (int i = 0; i < nres; i++)
+    int uses_gpu = plan_uses_gpu(plan), fallback = 0;
+    for (int i = 0; i < nres; i++) {
         if (res[i].mode == BATON_SYNC_STRICT)
             strict_p50 = res[i].p50_us;
+        fallback |= uses_gpu && res[i].backend == BATON_GPU_CPU;
+    }
+    int ratios = strict_p50 > 0 && !fallback && uses_gpu;
+    const char *why_no_ratio = !uses_gpu
+                                   ? "the plan has no GPU steps: every mode runs the same code"
+                               : fallback ? "fallback: the GPU steps ran on the CPU, so every mode "
+                                            "runs the same code"
+                                          : "no strict mode to compare with";
+    const int pdl = !c->opts.disable_pdl, ahead = !c->opts.disable_queue_ahead;
     if (strcmp(c->format, "csv") == 0) {
         printf("mode,mean_us,p50_us,p99_us,host_waits_per_run,launches_per_run,graph_launches_per_"
-               "run,speedup_over_strict\n");
-        for (int i = 0; i < nres; i++)
-            printf("%s,%.3f,%.3f,%.3f,%.2f,%.2f,%.2f,%.3f\n", baton_sync_mode_name(res[i].mode),
-                   res[i].mean_us, res[i].p50_us, res[i].p99_us, res[i].waits, res[i].launches,
-                   res[i].graphs, strict_p50 > 0 ? strict_p50 / res[i].p50_us : 0.0);
-    } else if (strcmp(c->format, "json") == 0) {
-        printf("{\"plan\": ");
-        json_string(baton_plan_name(plan));
-        printf(", \"iters\": %d, \"modes\": [\n", iters);
-        for (int i = 0; i < nres; i++)
-            printf("  {\"mode\": \"%s\", \"mean_us\": %.3f, \"p50_us\": %.3f, \"p99_us\": %.3f, "
-                   "\"host_waits_per_run\": %.2f, \"launches_per_run\": %.2f, "
-                   "\"graph_launches_per_run\": %.2f, \"speedup_over_strict\": %.3f}%s\n",
+               "run,p50_ratio_strict_over_mode,ran_on,fallback,gpu_asked,pdl,queue_ahead,"
+               "baton_version\n");
+        for (int i = 0; i < nres; i++) {
+            char ratio[32] = "";
+            if (ratios)
+                snprintf(ratio, sizeof ratio, "%.3f", strict_p50 / res[i].p50_us);
+            printf("%s,%.3f,%.3f,%.3f,%.2f,%.2f,%.2f,%s,%s,%d,%s,%d,%d,%s\n",
                    baton_sync_mode_name(res[i].mode), res[i].mean_us, res[i].p50_us, res[i].p99_us,
-                   res[i].waits, res[i].launches, res[i].graphs,
-                   strict_p50 > 0 ? strict_p50 / res[i].p50_us : 0.0, i + 1 < nres ? "," : "");
+                   res[i].waits, res[i].launches, res[i].graphs, ratio,
+                   ran_on(res[i].backend, uses_gpu), uses_gpu && res[i].backend == BATON_GPU_CPU,
+                   gpu_asked(c->opts.gpu), pdl, ahead, baton_version_string());
+        }
+    } else if (strcmp(c->format, "json") == 0) {
+        printf("{\"format\": \"baton.bench\", \"format_version\": 1, \"baton_version\": \"%s\", "
+               "\"plan\": ",
+               baton_version_string());
+        json_string(baton_plan_name(plan));
+        printf(", \"iters\": %d, \"warmup\": %d, \"options\": {\"gpu\": \"%s\", \"pdl\": %s, "
+               "\"queue_ahead\": %s, \"modes\": ",
+               iters, c->warmup, gpu_asked(c->opts.gpu), pdl ? "true" : "false",
+               ahead ? "true" : "false");
+        json_string(c->modes);
+        printf("}, \"fallback\": %s, \"ratio_note\": ", fallback ? "true" : "false");
+        if (ratios)
+            printf("null");
+        else
+            json_string(why_no_ratio);
+        printf(", \"modes\": [\n");
+        for (int i = 0; i < nres; i++) {
+            char ratio[32] = "null";
+            if (ratios)
+                snprintf(ratio, sizeof ratio, "%.3f", strict_p50 / res[i].p50_us);
+            printf("  {\"mode\": \"%s\", \"ran_on\": \"%s\", \"fallback\": %s, \"mean_us\": %.3f, "
+                   "\"p50_us\": %.3f, \"p99_us\": %.3f, \"host_waits_per_run\": %.2f, "
+                   "\"launches_per_run\": %.2f, \"graph_launches_per_run\": %.2f, "
+                   "\"p50_ratio_strict_over_mode\": %s}%s\n",
+                   baton_sync_mode_name(res[i].mode), ran_on(res[i].backend, uses_gpu),
+                   uses_gpu && res[i].backend == BATON_GPU_CPU ? "true" : "false", res[i].mean_us,
+                   res[i].p50_us, res[i].p99_us, res[i].waits, res[i].launches, res[i].graphs,
+                   ratio, i + 1 < nres ? "," : "");
+        }
         printf("]}\n");
     } else {
-        printf("plan '%s', %d timed runs per mode after %d warm-up runs\n",
-               cli_esc(baton_plan_name(plan)), iters, c->warmup);
-        printf("%-9s %11s %11s %11s %11s %9s %9s %9s\n", "mode", "mean us", "p50 us", "p99 us",
-               "waits/run", "calls/run", "graphs", "speedup");
+        printf("plan '%s', %d timed runs per mode after %d warm-up runs; baton %s; --gpu=%s, "
+               "pdl %s, queue-ahead %s\n",
+               cli_esc(baton_plan_name(plan)), iters, c->warmup, baton_version_string(),
+               gpu_asked(c->opts.gpu), pdl ? "on" : "off", ahead ? "on" : "off");
+        printf("%-9s %-18s %11s %11s %11s %11s %9s %9s %12s\n", "mode", "ran on", "mean us",
+               "p50 us", "p99 us", "waits/run", "calls/run", "graphs", "strict/mode");
         for (int i = 0; i < nres; i++) {
-            char sp[32] = "-";
-            if (strict_p50 > 0)
+            char sp[32] = "n/a";
+            if (ratios)
                 snprintf(sp, sizeof sp, "%.2fx", strict_p50 / res[i].p50_us);
-            printf("%-9s %11.2f %11.2f %11.2f %11.2f %9.2f %9.2f %9s\n",
-                   baton_sync_mode_name(res[i].mode), res[i].mean_us, res[i].p50_us, res[i].p99_us,
-                   res[i].waits, res[i].launches, res[i].graphs, sp);
+            printf("%-9s %-18s %11.2f %11.2f %11.2f %11.2f %9.2f %9.2f %12s\n",
+                   baton_sync_mode_name(res[i].mode), ran_on(res[i].backend, uses_gpu),
+                   res[i].mean_us, res[i].p50_us, res[i].p99_us, res[i].waits, res[i].launches,
+                   res[i].graphs, sp);
         }
+        if (ratios)
+            printf("strict/mode: strict mode's p50 over this mode's p50 (above 1: faster than "
+                   "strict)%s\n",
+                   res[0].backend == BATON_GPU_SIM ? "; the test device runs GPU steps on host "
+                                                     "threads, so this measures scheduling only"
+                                                   : "");
+        else
+            printf("strict/mode p50 ratio: n/a (%s)\n", why_no_ratio);
         if (c->per_step) {
             printf("\nhost time per step and run, ns (GPU steps: issue time except in strict "
                    "mode; graph mode: the whole segment's launch on its first step)\n%-24s",
