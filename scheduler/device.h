@@ -10,7 +10,6 @@
 #ifndef BATON_SCHEDULER_DEVICE_H
 #define BATON_SCHEDULER_DEVICE_H
 
-#include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -58,14 +57,22 @@ typedef struct dev_span {
     int step;         /* the step it belongs to, or -1 */
     int lane;         /* 0: the stream; 1: inside a graph replay */
     int64_t bytes, t0, t1;
+    uint32_t corr; /* CUDA: the launch's correlation id (resolved to `step` when synced) */
 } dev_span;
+
+#ifdef __cplusplus
+typedef size_t dev_atomic_size; /* the CUDA files in C++ include this header, never trace */
+#else
+#include <stdatomic.h>
+typedef atomic_size_t dev_atomic_size;
+#endif
 
 /* Room for spans, filled by the device (its worker thread, or its activity callbacks): one
  * producer, read by the runtime after trace_sync(). */
 typedef struct dev_trace {
     dev_span *spans;
     size_t cap;
-    atomic_size_t n, dropped;
+    dev_atomic_size n, dropped;
 } dev_trace;
 
 /* The number of graph slots and event slots a device offers; the runtime uses one graph per GPU

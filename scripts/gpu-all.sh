@@ -78,6 +78,32 @@ if has embed; then
     examples/plugin/scale_plan.json 2>&1 | tail -3 | tee -a "$summary"
 fi
 
+if has trace; then
+  summarise() {
+    python3 - "$1" <<'PY' 2>&1 | tee -a "$summary"
+import collections, json, sys
+t = json.load(open(sys.argv[1]))
+ev = [e for e in t["traceEvents"] if e["ph"] == "X"]
+names = {(e["pid"]): e["args"]["name"] for e in t["traceEvents"]
+         if e["ph"] == "M" and e["name"] == "process_name"}
+c = collections.Counter((names.get(e["pid"], e["pid"]), e["cat"]) for e in ev)
+print("  trace:", json.dumps(t.get("otherData")))
+for k, v in sorted(c.items(), key=str):
+    print(f"    {k[0]:28s} {k[1]:16s} {v}")
+PY
+  }
+  say "== bench_trace (tracing cost, device timelines from CUPTI)"
+  timeout 150 "$BUILD/bench_trace" examples/plans/rmsnorm_chain64.json 2>&1 | tee -a "$summary"
+  summarise /tmp/bench_trace.json
+  timeout 150 "$BUILD/bench_trace" examples/plans/rfc.json --runs 100 2>&1 | tee -a "$summary"
+  for m in strict boundary graph; do
+    "$BUILD/baton" run --gpu=cuda --mode=$m --iters=3 -q --trace="$work/rfc_$m.json" \
+      examples/plans/rfc.json > /dev/null 2>&1
+    say "== baton run rfc --mode=$m --trace (rc $?)"
+    summarise "$work/rfc_$m.json"
+  done
+fi
+
 if has kernels; then
   mkdir -p "$work/kernels"
   OUT=$work/kernels BIN=$BUILD BUILD=$BUILD JOBS=$JOBS bash scripts/gpu-kernels.sh \

@@ -18,6 +18,7 @@
 
 #include "core/core.h"
 #include "scheduler/cuda/device_cuda.h"
+#include "scheduler/cuda/cupti.h"
 #include "scheduler/cuda/rebind.h"
 #include "scheduler/device.h"
 
@@ -39,6 +40,7 @@ struct dev_ctx {
     cudaGraph_t *templates; /* what each executable graph was instantiated from */
     rb_set **rebind;        /* per graph: the nodes each op added, for patching */
     rb_capture cap;
+    dev_trace *trace; /* the device timeline being recorded (CUPTI), or NULL */
     /* capture state */
     int capturing;
     int capture_slot;
@@ -263,6 +265,8 @@ static void cuda_close(dev_ctx *d)
         abandon_capture(d);
     if (d->stream)
         cudaStreamSynchronize(d->stream);
+    if (d->trace)
+        cupti_detach(d->trace);
     for (int i = 0; i < d->n_graphs && d->graphs; i++)
         if (d->graphs[i])
             cudaGraphExecDestroy(d->graphs[i]);
@@ -421,12 +425,16 @@ static int cuda_call(dev_ctx *d, dev_call *c, baton_error *err)
     nvtxRangePushA(step);
 #endif
     int rc;
+    if (d->trace)
+        cupti_push(c->ctx.step_index); /* the device timeline names the step */
     if (c->kernel)
         rc = c->kernel(&c->ctx, c->buffers, c->opaque, c->opaque_len);
     else if (c->delegate && c->delegate->execute)
         rc = c->delegate->execute(c->state, &c->ctx, c->buffers);
     else
         rc = BATON_EINVAL;
+    if (d->trace)
+        cupti_pop();
     e = cudaGetLastError();
 #ifdef BATON_NVTX
     nvtxRangePop();
@@ -696,6 +704,29 @@ static void cuda_graph_reset(dev_ctx *d, int slot)
     d->rebind[slot] = NULL;
 }
 
+static int cuda_trace_attach(dev_ctx *d, dev_trace *t, baton_error *err)
+{
+    if (d->trace)
+        cupti_detach(d->trace);
+    d->trace = NULL;
+    if (!t)
+        return 0;
+    int rc = cupti_attach(d->stream, t, err);
+    if (!rc)
+        d->trace = t;
+    return rc;
+}
+
+static void cuda_trace_sync(dev_ctx *d)
+{
+    if (!d->trace)
+        return;
+    make_current(d);
+    cudaStreamSynchronize(d->stream);
+    (void)cudaGetLastError();
+    cupti_sync(d->trace);
+}
+
 static void cuda_capture_tag(dev_ctx *d, int tag)
 {
     if (d->capturing && !d->capture_failed)
@@ -841,6 +872,8 @@ const dev_ops dev_cuda_ops = {
     .mem_check = cuda_mem_check,
     .capture_tag = cuda_capture_tag,
     .graph_rebind = cuda_graph_rebind,
+    .trace_attach = cuda_trace_attach,
+    .trace_sync = cuda_trace_sync,
 #ifdef BATON_TESTING
     .inject = cuda_inject,
 #endif

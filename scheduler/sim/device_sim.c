@@ -92,7 +92,7 @@ static void span(dev_ctx *d, const char *name, const char *cat, int step, int la
         atomic_fetch_add_explicit(&t->dropped, 1, memory_order_relaxed);
         return;
     }
-    t->spans[i] = (dev_span){name, cat, step, lane, bytes, t0, mono_ns()};
+    t->spans[i] = (dev_span){name, cat, step, lane, bytes, t0, mono_ns(), 0};
     atomic_store_explicit(&t->n, i + 1, memory_order_release);
 }
 

@@ -1,0 +1,100 @@
+/* bench_trace.c: what tracing costs per run (issue 12). One plan (default the 64-step RMSNorm
+ * chain) in graph mode on cuda:0, two runtimes interleaved in rounds: tracing off, and tracing on
+ * with the device timeline (CUPTI). Prints p50 per run and their ratio, and writes the trace.
+ *   bench_trace [plan.json] [--runs N] [--rounds R] [--mode M] */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "baton/baton.h"
+
+static double now_us(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec * 1e6 + ts.tv_nsec / 1e3;
+}
+
+static int cmp_d(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+#define CHECK(call)                                                                                \
+    do {                                                                                           \
+        if ((call) != 0) {                                                                         \
+            fprintf(stderr, "bench_trace: %s failed: %s\n", #call, err.message);                   \
+            exit(1);                                                                               \
+        }                                                                                          \
+    } while (0)
+
+int main(int argc, char **argv)
+{
+    const char *path = "examples/plans/rmsnorm_chain64.json";
+    int runs = 300, rounds = 5;
+    baton_sync_mode mode = BATON_SYNC_GRAPH;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--runs") && i + 1 < argc)
+            runs = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--rounds") && i + 1 < argc)
+            rounds = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--mode") && i + 1 < argc)
+            baton_sync_mode_parse(argv[++i], &mode);
+        else
+            path = argv[i];
+    }
+    if (baton_cuda_device_count() == 0) {
+        printf("SKIP: no CUDA device\n");
+        return 77;
+    }
+    baton_error err = {0};
+    baton_registry *reg;
+    baton_plan *plan;
+    CHECK(baton_registry_create(&reg));
+    CHECK(baton_plan_load(reg, path, &plan, &err));
+    baton_options o;
+    baton_options_init(&o);
+    o.mode = mode;
+    o.gpu = BATON_GPU_CUDA;
+    o.quiet = 1;
+    enum { OFF, ON, NWAYS };
+    static const char *const name[NWAYS] = {"tracing off", "tracing on (host + device)"};
+    baton_runtime *rt[NWAYS];
+    for (int w = 0; w < NWAYS; w++)
+        CHECK(baton_runtime_create(plan, &o, &rt[w], &err));
+    size_t cap = (size_t)(runs * rounds + 50) * (size_t)(baton_plan_step_count(plan) * 3 + 8);
+    CHECK(baton_runtime_trace_begin(rt[ON], cap));
+    int total = runs * rounds;
+    double *lat[NWAYS];
+    for (int w = 0; w < NWAYS; w++)
+        lat[w] = malloc((size_t)total * sizeof(double));
+    for (int i = 0; i < 20; i++)
+        for (int w = 0; w < NWAYS; w++)
+            CHECK(baton_runtime_run(rt[w], &err));
+    for (int r = 0; r < rounds; r++)
+        for (int w = 0; w < NWAYS; w++)
+            for (int i = 0; i < runs; i++) {
+                double t0 = now_us();
+                CHECK(baton_runtime_run(rt[w], &err));
+                lat[w][r * runs + i] = now_us() - t0;
+            }
+    printf("bench_trace: %s, %s mode, %d rounds x %d runs per way\n", path,
+           baton_sync_mode_name(mode), rounds, runs);
+    double p50[NWAYS];
+    for (int w = 0; w < NWAYS; w++) {
+        qsort(lat[w], (size_t)total, sizeof(double), cmp_d);
+        p50[w] = lat[w][total / 2];
+        printf("%-28s p50 %8.2f us  p90 %8.2f us\n", name[w], p50[w], lat[w][total * 9 / 10]);
+    }
+    printf("RESULT tracing on / off p50 ratio %.3f\n", p50[ON] / p50[OFF]);
+    const char *out = "/tmp/bench_trace.json";
+    CHECK(baton_runtime_trace_write(rt[ON], out, &err));
+    printf("RESULT trace written to %s\n", out);
+    for (int w = 0; w < NWAYS; w++)
+        baton_runtime_destroy(rt[w]);
+    baton_plan_free(plan);
+    baton_registry_destroy(reg);
+    return 0;
+}

@@ -1,0 +1,308 @@
+/* cupti.c: device timelines for traces on CUDA (cupti.h). CUPTI's activity API delivers a record
+ * per kernel and per copy, with start and end on the GPU, in buffers it hands back when full or
+ * flushed. CUPTI is process-wide, so one session serves every traced runtime: records are routed
+ * to the trace whose stream they ran on. libcupti is opened with dlopen on the first trace, so a
+ * program that never traces does not need it; without its header at build time, or without the
+ * library at run time, a trace simply has no GPU process and says why. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/core.h"
+#include "scheduler/cuda/cupti.h"
+
+#ifdef BATON_CUPTI
+
+#include <cupti.h>
+#include <dlfcn.h>
+#include <pthread.h>
+#include <time.h>
+
+#define MAX_SINKS  16
+#define CORR_SLOTS 65536 /* launch -> step map, by correlation id */
+#define BUF_BYTES  ((size_t)4 << 20)
+
+/* The functions of libcupti baton uses. */
+static struct {
+    void *lib;
+    CUptiResult (*register_callbacks)(CUpti_BuffersCallbackRequestFunc,
+                                      CUpti_BuffersCallbackCompleteFunc);
+    CUptiResult (*enable)(CUpti_ActivityKind);
+    CUptiResult (*disable)(CUpti_ActivityKind);
+    CUptiResult (*flush_all)(uint32_t);
+    CUptiResult (*next_record)(uint8_t *, size_t, CUpti_Activity **);
+    CUptiResult (*get_timestamp)(uint64_t *);
+    CUptiResult (*stream_id)(CUcontext, CUstream, uint8_t, uint32_t *);
+    CUptiResult (*push_ext)(CUpti_ExternalCorrelationKind, uint64_t);
+    CUptiResult (*pop_ext)(CUpti_ExternalCorrelationKind, uint64_t *);
+} api;
+
+typedef struct sink {
+    dev_trace *t;
+    uint32_t stream;
+    size_t synced; /* spans before this index have their steps and graph spans */
+} sink;
+
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+static sink sinks[MAX_SINKS];
+static int n_sinks, enabled;
+static int64_t clock_offset; /* CLOCK_MONOTONIC - CUPTI's clock, ns */
+static struct {
+    uint32_t corr;
+    int step;
+} corr_step[CORR_SLOTS];
+
+static int64_t mono_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+static int load(baton_error *err)
+{
+    if (api.lib)
+        return 0;
+    static const char *const names[] = {"libcupti.so.13", "libcupti.so.12", "libcupti.so"};
+    void *lib = NULL;
+    for (size_t i = 0; i < sizeof names / sizeof names[0] && !lib; i++)
+        lib = dlopen(names[i], RTLD_NOW | RTLD_LOCAL);
+    if (!lib)
+        return err_set(err, BATON_ENOTSUP,
+                       "no device timeline: libcupti.so cannot be loaded (%s); put the CUDA "
+                       "toolkit's CUPTI library on the library path",
+                       dlerror());
+#define SYM(field, name)                                                                           \
+    do {                                                                                           \
+        void *p_ = dlsym(lib, name);                                                               \
+        if (!p_) {                                                                                 \
+            dlclose(lib);                                                                          \
+            return err_set(err, BATON_ENOTSUP, "no device timeline: libcupti lacks %s", name);     \
+        }                                                                                          \
+        memcpy(&api.field, &p_, sizeof p_);                                                        \
+    } while (0)
+    SYM(register_callbacks, "cuptiActivityRegisterCallbacks");
+    SYM(enable, "cuptiActivityEnable");
+    SYM(disable, "cuptiActivityDisable");
+    SYM(flush_all, "cuptiActivityFlushAll");
+    SYM(next_record, "cuptiActivityGetNextRecord");
+    SYM(get_timestamp, "cuptiGetTimestamp");
+    SYM(stream_id, "cuptiGetStreamIdEx");
+    SYM(push_ext, "cuptiActivityPushExternalCorrelationId");
+    SYM(pop_ext, "cuptiActivityPopExternalCorrelationId");
+#undef SYM
+    api.lib = lib;
+    return 0;
+}
+
+static void CUPTIAPI buffer_requested(uint8_t **buffer, size_t *size, size_t *max_records)
+{
+    *buffer = aligned_alloc(8, BUF_BYTES);
+    *size = *buffer ? BUF_BYTES : 0;
+    *max_records = 0;
+}
+
+/* Kernel names as C++ mangles them, made readable once (the names live as long as CUPTI). */
+extern char *__cxa_demangle(const char *mangled, char *out, size_t *len, int *status);
+
+static const char *readable(const char *name)
+{
+    static struct {
+        const char *mangled, *plain;
+    } seen[256];
+    static int n_seen;
+    if (!name)
+        return "kernel";
+    for (int i = 0; i < n_seen; i++)
+        if (seen[i].mangled == name)
+            return seen[i].plain;
+    int status = -1;
+    char *plain =
+        name[0] == '_' && name[1] == 'Z' ? __cxa_demangle(name, NULL, NULL, &status) : NULL;
+    if (status != 0 || !plain)
+        return name;
+    char *paren = strchr(plain, '(');
+    if (paren)
+        *paren = 0; /* the name without its argument list */
+    if (n_seen == 256)
+        return plain; /* kept: CUPTI's names are few; beyond that, leak rather than dangle */
+    seen[n_seen].mangled = name;
+    seen[n_seen].plain = plain;
+    return seen[n_seen++].plain;
+}
+
+static void put(uint32_t stream, dev_span sp)
+{
+    for (int i = 0; i < n_sinks; i++) {
+        if (sinks[i].stream != stream)
+            continue;
+        dev_trace *t = sinks[i].t;
+        size_t k = atomic_load(&t->n);
+        if (k >= t->cap) {
+            atomic_fetch_add(&t->dropped, 1);
+            return;
+        }
+        t->spans[k] = sp;
+        atomic_store(&t->n, k + 1);
+        return;
+    }
+}
+
+static void CUPTIAPI buffer_completed(CUcontext ctx, uint32_t stream, uint8_t *buffer, size_t size,
+                                      size_t valid)
+{
+    (void)ctx, (void)stream, (void)size;
+    CUpti_Activity *rec = NULL;
+    pthread_mutex_lock(&lock);
+    while (valid && api.next_record(buffer, valid, &rec) == CUPTI_SUCCESS) {
+        if (rec->kind == CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL ||
+            rec->kind == CUPTI_ACTIVITY_KIND_KERNEL) {
+            const CUpti_ActivityKernel10 *k = (const void *)rec;
+            put(k->streamId, (dev_span){readable(k->name), "kernel", -1, k->graphId ? 1 : 0, 0,
+                                        (int64_t)k->start + clock_offset,
+                                        (int64_t)k->end + clock_offset, k->correlationId});
+        } else if (rec->kind == CUPTI_ACTIVITY_KIND_MEMCPY) {
+            const CUpti_ActivityMemcpy6 *m = (const void *)rec;
+            put(m->streamId, (dev_span){"copy", "copy", -1, m->graphId ? 1 : 0, (int64_t)m->bytes,
+                                        (int64_t)m->start + clock_offset,
+                                        (int64_t)m->end + clock_offset, m->correlationId});
+        } else if (rec->kind == CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION) {
+            const CUpti_ActivityExternalCorrelation *e = (const void *)rec;
+            corr_step[e->correlationId % CORR_SLOTS].corr = e->correlationId;
+            corr_step[e->correlationId % CORR_SLOTS].step = (int)e->externalId - 1;
+        }
+    }
+    pthread_mutex_unlock(&lock);
+    free(buffer);
+}
+
+static const CUpti_ActivityKind kinds[] = {CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL,
+                                           CUPTI_ACTIVITY_KIND_MEMCPY,
+                                           CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION};
+
+int cupti_attach(void *stream, dev_trace *t, baton_error *err)
+{
+    pthread_mutex_lock(&lock);
+    int rc = load(err);
+    uint32_t id = 0;
+    if (!rc && api.stream_id(NULL, (CUstream)stream, 0, &id) != CUPTI_SUCCESS)
+        rc = err_set(err, BATON_ENOTSUP, "no device timeline: cuptiGetStreamIdEx failed");
+    if (!rc && n_sinks == MAX_SINKS)
+        rc = err_set(err, BATON_ENOTSUP, "no device timeline: %d streams are traced already",
+                     MAX_SINKS);
+    if (!rc && !enabled) {
+        if (api.register_callbacks(buffer_requested, buffer_completed) != CUPTI_SUCCESS)
+            rc = err_set(err, BATON_ENOTSUP,
+                         "no device timeline: CUPTI refused its callbacks (is another profiler "
+                         "attached?)");
+        for (size_t i = 0; !rc && i < sizeof kinds / sizeof kinds[0]; i++)
+            if (api.enable(kinds[i]) != CUPTI_SUCCESS)
+                rc = err_set(err, BATON_ENOTSUP, "no device timeline: cuptiActivityEnable failed");
+        uint64_t ts = 0;
+        if (!rc && api.get_timestamp(&ts) == CUPTI_SUCCESS)
+            clock_offset = mono_ns() - (int64_t)ts;
+        enabled = !rc;
+    }
+    if (!rc)
+        sinks[n_sinks++] = (sink){t, id, 0};
+    pthread_mutex_unlock(&lock);
+    return rc;
+}
+
+void cupti_detach(dev_trace *t)
+{
+    if (!api.lib)
+        return;
+    api.flush_all(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED); /* nothing may land in t after this */
+    pthread_mutex_lock(&lock);
+    for (int i = 0; i < n_sinks; i++)
+        if (sinks[i].t == t)
+            sinks[i--] = sinks[--n_sinks];
+    if (n_sinks == 0 && enabled) {
+        for (size_t i = 0; i < sizeof kinds / sizeof kinds[0]; i++)
+            api.disable(kinds[i]);
+        enabled = 0;
+    }
+    pthread_mutex_unlock(&lock);
+}
+
+void cupti_sync(dev_trace *t)
+{
+    if (!api.lib)
+        return;
+    api.flush_all(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
+    pthread_mutex_lock(&lock);
+    sink *me = NULL;
+    for (int i = 0; i < n_sinks; i++)
+        if (sinks[i].t == t)
+            me = &sinks[i];
+    size_t n = atomic_load(&t->n), from = me ? me->synced : n;
+    /* name each span's step; the spans of one graph replay share its launch's correlation id and
+     * arrive together: one more span per replay, on the stream lane, covers them */
+    dev_span g = {0};
+    for (size_t i = from; i <= n; i++) {
+        dev_span *sp = i < n ? &t->spans[i] : NULL;
+        if (sp && sp->step < 0 && sp->corr && corr_step[sp->corr % CORR_SLOTS].corr == sp->corr)
+            sp->step = corr_step[sp->corr % CORR_SLOTS].step;
+        int inside = sp && sp->lane == 1 && sp->corr;
+        if (g.corr && (!inside || sp->corr != g.corr)) {
+            size_t k = atomic_load(&t->n);
+            if (k < t->cap) {
+                t->spans[k] = g;
+                atomic_store(&t->n, k + 1);
+            } else {
+                atomic_fetch_add(&t->dropped, 1);
+            }
+            g.corr = 0;
+        }
+        if (!inside)
+            continue;
+        if (!g.corr)
+            g = (dev_span){"graph", "graph", sp->step, 0, 0, sp->t0, sp->t1, sp->corr};
+        g.t0 = sp->t0 < g.t0 ? sp->t0 : g.t0;
+        g.t1 = sp->t1 > g.t1 ? sp->t1 : g.t1;
+    }
+    if (me)
+        me->synced = atomic_load(&t->n);
+    pthread_mutex_unlock(&lock);
+}
+
+void cupti_push(int step)
+{
+    if (enabled)
+        api.push_ext(CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM0, (uint64_t)step + 1);
+}
+
+void cupti_pop(void)
+{
+    uint64_t id;
+    if (enabled)
+        api.pop_ext(CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM0, &id);
+}
+
+#else /* built without CUPTI's header */
+
+int cupti_attach(void *stream, dev_trace *t, baton_error *err)
+{
+    (void)stream, (void)t;
+    return err_set(err, BATON_ENOTSUP,
+                   "no device timeline: this build of baton has no CUPTI (its header was not "
+                   "found at build time)");
+}
+void cupti_detach(dev_trace *t)
+{
+    (void)t;
+}
+void cupti_sync(dev_trace *t)
+{
+    (void)t;
+}
+void cupti_push(int step)
+{
+    (void)step;
+}
+void cupti_pop(void)
+{
+}
+
+#endif
