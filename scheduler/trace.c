@@ -50,9 +50,11 @@ void trace_end(baton_runtime *rt)
 
 int baton_runtime_trace_begin(baton_runtime *rt, size_t max_events)
 {
-    if (!rt || max_events == 0)
+    if (!rt)
         return BATON_EINVAL;
     trace_end(rt);
+    if (max_events == 0)
+        return 0; /* tracing stopped */
     rt->trace = calloc(max_events, sizeof *rt->trace);
     if (!rt->trace)
         return BATON_ENOMEM;

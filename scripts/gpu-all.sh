@@ -94,7 +94,8 @@ PY
   }
   say "== bench_trace (tracing cost, device timelines from CUPTI)"
   timeout 150 "$BUILD/bench_trace" examples/plans/rmsnorm_chain64.json 2>&1 | tee -a "$summary"
-  summarise /tmp/bench_trace.json
+  summarise /tmp/bench_trace_nodes.json
+  summarise /tmp/bench_trace_graphs.json
   timeout 150 "$BUILD/bench_trace" examples/plans/rfc.json --runs 100 2>&1 | tee -a "$summary"
   for m in strict boundary graph; do
     "$BUILD/baton" run --gpu=cuda --mode=$m --iters=3 -q --trace="$work/rfc_$m.json" \
