@@ -94,8 +94,7 @@ PY
   }
   say "== bench_trace (tracing cost, device timelines from CUPTI)"
   timeout 150 "$BUILD/bench_trace" examples/plans/rmsnorm_chain64.json 2>&1 | tee -a "$summary"
-  summarise /tmp/bench_trace_nodes.json
-  summarise /tmp/bench_trace_graphs.json
+  summarise /tmp/bench_trace.json
   timeout 150 "$BUILD/bench_trace" examples/plans/rfc.json --runs 100 2>&1 | tee -a "$summary"
   for m in strict boundary graph; do
     "$BUILD/baton" run --gpu=cuda --mode=$m --iters=3 -q --trace="$work/rfc_$m.json" \

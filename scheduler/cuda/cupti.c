@@ -166,11 +166,6 @@ static void CUPTIAPI buffer_completed(CUcontext ctx, uint32_t stream, uint8_t *b
             put(m->streamId, (dev_span){"copy", "copy", -1, m->graphId ? 1 : 0, (int64_t)m->bytes,
                                         (int64_t)m->start + clock_offset,
                                         (int64_t)m->end + clock_offset, m->correlationId});
-        } else if (rec->kind == CUPTI_ACTIVITY_KIND_GRAPH_TRACE) {
-            const CUpti_ActivityGraphTrace2 *g = (const void *)rec;
-            put(g->streamId,
-                (dev_span){"graph", "graph", -1, 0, 0, (int64_t)g->start + clock_offset,
-                           (int64_t)g->end + clock_offset, 0});
         } else if (rec->kind == CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION) {
             const CUpti_ActivityExternalCorrelation *e = (const void *)rec;
             corr_step[e->correlationId % CORR_SLOTS].corr = e->correlationId;
@@ -181,13 +176,11 @@ static void CUPTIAPI buffer_completed(CUcontext ctx, uint32_t stream, uint8_t *b
     free(buffer);
 }
 
-/* What is recorded. Per kernel inside graphs by default; BATON_TRACE_GRAPH_NODES=0 records one
- * span per graph replay instead (CUPTI's graph-level trace), which costs less per run
- * (bench/RESULTS.md). Read when the first trace starts. */
-static CUpti_ActivityKind kinds[4] = {CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL,
-                                      CUPTI_ACTIVITY_KIND_MEMCPY,
-                                      CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION};
-static int n_kinds = 3;
+/* What is recorded: kernels (in graphs too) and copies, and the step tags. */
+static const CUpti_ActivityKind kinds[] = {CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL,
+                                           CUPTI_ACTIVITY_KIND_MEMCPY,
+                                           CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION};
+#define N_KINDS ((int)(sizeof kinds / sizeof kinds[0]))
 
 int cupti_attach(void *stream, dev_trace *t, baton_error *err)
 {
@@ -200,15 +193,11 @@ int cupti_attach(void *stream, dev_trace *t, baton_error *err)
         rc = err_set(err, BATON_ENOTSUP, "no device timeline: %d streams are traced already",
                      MAX_SINKS);
     if (!rc && !enabled) {
-        const char *nodes = getenv("BATON_TRACE_GRAPH_NODES");
-        n_kinds = 3;
-        if (nodes && strcmp(nodes, "0") == 0)
-            kinds[n_kinds++] = CUPTI_ACTIVITY_KIND_GRAPH_TRACE;
         if (api.register_callbacks(buffer_requested, buffer_completed) != CUPTI_SUCCESS)
             rc = err_set(err, BATON_ENOTSUP,
                          "no device timeline: CUPTI refused its callbacks (is another profiler "
                          "attached?)");
-        for (int i = 0; !rc && i < n_kinds; i++)
+        for (int i = 0; !rc && i < N_KINDS; i++)
             if (api.enable(kinds[i]) != CUPTI_SUCCESS)
                 rc = err_set(err, BATON_ENOTSUP, "no device timeline: cuptiActivityEnable failed");
         uint64_t ts = 0;
@@ -232,7 +221,7 @@ void cupti_detach(dev_trace *t)
         if (sinks[i].t == t)
             sinks[i--] = sinks[--n_sinks];
     if (n_sinks == 0 && enabled) {
-        for (int i = 0; i < n_kinds; i++)
+        for (int i = 0; i < N_KINDS; i++)
             api.disable(kinds[i]);
         enabled = 0;
     }
