@@ -46,7 +46,7 @@ static int gelu_cpu(const baton_exec_ctx *ctx, void **buffers, const char *opaqu
     (void)opaque;
     (void)len;
     executor *ex = ctx->user;
-    int64_t n = baton_tensor_desc_numel(&ctx->inputs[0]);
+    int64_t n = baton_tensor_desc_numel(&ctx->sig->inputs[0]);
     const float *x = buffers[0];
     float *y = buffers[1];
     for (int64_t i = 0; i < n; i++)
@@ -63,7 +63,7 @@ static int gelu_gpu(const baton_exec_ctx *ctx, void **buffers, const char *opaqu
     executor *ex = ctx->user;
     ex->gelu_calls++; /* launches and captures: on CUDA a graph replays without calling */
     if (exec_gelu_cuda(ctx->stream, buffers[0], buffers[1],
-                       (long long)baton_tensor_desc_numel(&ctx->inputs[0]))) {
+                       (long long)baton_tensor_desc_numel(&ctx->sig->inputs[0]))) {
         snprintf(ctx->errbuf, ctx->errbuf_len, "exec.gelu: the launch failed");
         return BATON_ECUDA;
     }
@@ -110,7 +110,7 @@ static int bias_init(const baton_delegate_init *info, void **state, baton_error 
 static int bias_execute(void *state, const baton_exec_ctx *ctx, void **buffers)
 {
     bias_state *st = state;
-    int64_t n = baton_tensor_desc_numel(&ctx->inputs[0]);
+    int64_t n = baton_tensor_desc_numel(&ctx->sig->inputs[0]);
     const float *x = buffers[0];
     float *y = buffers[2];
     for (int64_t i = 0; i < n; i++)

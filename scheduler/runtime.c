@@ -292,14 +292,15 @@ static int build_calls(baton_runtime *rt, baton_error *err)
     rt->errbufs = calloc((size_t)n + 1, ERRBUF_LEN);
     rt->bufs = calloc((size_t)nb + 1, sizeof *rt->bufs);
     rt->descs = calloc((size_t)nb + 1, sizeof *rt->descs);
+    rt->sigs = calloc((size_t)n + 1, sizeof *rt->sigs);
     rt->states = calloc((size_t)n + 1, sizeof *rt->states);
     rt->impls = calloc((size_t)n + 1, sizeof *rt->impls);
     rt->step_ns = calloc((size_t)n + 1, sizeof *rt->step_ns);
     baton_device *devs = calloc((size_t)n + 1, sizeof *devs);
     baton_target_kind *kinds = calloc((size_t)n + 1, sizeof *kinds);
     int rc = 0;
-    if (!rt->step_dev || !rt->calls || !rt->errbufs || !rt->bufs || !rt->descs || !rt->states ||
-        !rt->impls || !rt->step_ns || !devs || !kinds) {
+    if (!rt->step_dev || !rt->calls || !rt->errbufs || !rt->bufs || !rt->descs || !rt->sigs ||
+        !rt->states || !rt->impls || !rt->step_ns || !devs || !kinds) {
         rc = err_set(err, BATON_ENOMEM, "prepare: out of memory");
         goto out;
     }
@@ -339,6 +340,8 @@ static int build_calls(baton_runtime *rt, baton_error *err)
             *dd++ = plan->tensors[s->inputs[k]].desc;
         for (int k = 0; k < s->n_outputs; k++)
             *dd++ = plan->tensors[s->outputs[k]].desc;
+        rt->sigs[i] = (baton_sig_args){
+            s->n_inputs, step_descs, s->n_outputs, step_descs + s->n_inputs, s->n_attrs, s->attrs};
         c->opaque = s->opaque;
         c->opaque_len = s->opaque_len;
         c->ctx = (baton_exec_ctx){
@@ -352,12 +355,7 @@ static int build_calls(baton_runtime *rt, baton_error *err)
             .step_index = i,
             .errbuf = rt->errbufs + (size_t)i * ERRBUF_LEN,
             .errbuf_len = ERRBUF_LEN,
-            .n_inputs = s->n_inputs,
-            .inputs = step_descs,
-            .n_outputs = s->n_outputs,
-            .outputs = step_descs + s->n_inputs,
-            .n_attrs = s->n_attrs,
-            .attrs = s->attrs,
+            .sig = &rt->sigs[i],
             .user = s->target->user,
         };
         /* PDL only between two kernels of one GPU segment that both honour it: the first
@@ -372,8 +370,7 @@ static int build_calls(baton_runtime *rt, baton_error *err)
             continue;
         }
         c->delegate = im->delegate;
-        baton_sig_args sig = {s->n_inputs, step_descs, s->n_outputs, step_descs + s->n_inputs,
-                              s->n_attrs,  s->attrs};
+        const baton_sig_args sig = rt->sigs[i];
         int is_const[PLAN_MAX_STEP_ARGS] = {0};
         for (int k = 0; k < s->n_inputs; k++)
             is_const[k] = plan->tensors[s->inputs[k]].role == BATON_ROLE_CONSTANT;
@@ -700,6 +697,7 @@ void baton_runtime_destroy(baton_runtime *rt)
     free(rt->errbufs);
     free(rt->bufs);
     free(rt->descs);
+    free(rt->sigs);
     free(rt->states);
     free(rt->impls);
     free(rt->step_ns);

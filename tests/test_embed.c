@@ -537,13 +537,13 @@ static int scale_kernel(const baton_exec_ctx *ctx, void **buffers, const char *o
     (void)opaque;
     (void)len;
     host_state *st = ctx->user;
-    if (ctx->n_inputs != 1 || ctx->n_outputs != 1 || !st)
+    if (ctx->sig->n_inputs != 1 || ctx->sig->n_outputs != 1 || !st)
         return BATON_EINVAL;
-    const baton_attr *alpha = baton_attrs_find(ctx->attrs, ctx->n_attrs, "alpha");
+    const baton_attr *alpha = baton_attrs_find(ctx->sig->attrs, ctx->sig->n_attrs, "alpha");
     if (!alpha)
         return BATON_EINVAL;
-    int64_t n = baton_tensor_desc_numel(&ctx->inputs[0]);
-    if (n != baton_tensor_desc_numel(&ctx->outputs[0]))
+    int64_t n = baton_tensor_desc_numel(&ctx->sig->inputs[0]);
+    if (n != baton_tensor_desc_numel(&ctx->sig->outputs[0]))
         return BATON_EINVAL;
     const float *x = buffers[0];
     float *y = buffers[1];

@@ -21,11 +21,11 @@ static scale_plugin plugin;
 static int scale_args(const baton_exec_ctx *ctx, float *alpha, float *beta, int64_t *n)
 {
     const scale_plugin *p = ctx->user;
-    const baton_attr *a = p->api->attrs_find(ctx->attrs, ctx->n_attrs, "alpha");
-    const baton_attr *b = p->api->attrs_find(ctx->attrs, ctx->n_attrs, "beta");
+    const baton_attr *a = p->api->attrs_find(ctx->sig->attrs, ctx->sig->n_attrs, "alpha");
+    const baton_attr *b = p->api->attrs_find(ctx->sig->attrs, ctx->sig->n_attrs, "beta");
     *alpha = a ? (float)a->f : 1.0f;
     *beta = b ? (float)b->f : 0.0f;
-    *n = p->api->tensor_desc_numel(&ctx->inputs[0]);
+    *n = p->api->tensor_desc_numel(&ctx->sig->inputs[0]);
     if (*n < 0) {
         snprintf(ctx->errbuf, ctx->errbuf_len, "example.scale: bad input shape");
         return BATON_EINVAL;

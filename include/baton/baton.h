@@ -218,15 +218,11 @@ typedef struct baton_exec_ctx {
     int step_index;
     char *errbuf; /* a call that fails writes its reason here (NUL-terminated) */
     size_t errbuf_len;
-    /* The step as the plan declares it, so a kernel needs no pack() to learn its shapes, dtypes
-     * and attributes (the descriptor stays, for XLA-ABI kernels): inputs then outputs, in the
-     * order of `buffers`. Valid for the call; the arrays live as long as the runtime. */
-    int n_inputs;
-    const baton_tensor_desc *inputs;
-    int n_outputs;
-    const baton_tensor_desc *outputs;
-    int n_attrs;
-    const baton_attr *attrs;
+    /* The step as the plan declares it, as its check() saw it, so a kernel needs no pack() to
+     * learn its shapes, dtypes and attributes (the descriptor stays, for XLA-ABI kernels):
+     * sig->inputs then sig->outputs, in the order of `buffers`, and sig->attrs. It lives as long
+     * as the runtime. (A pointer, not the fields, keeps the per-step call small: bench_host.) */
+    const struct baton_sig_args *sig;
     void *user; /* the target's user pointer (baton_target.user), given at registration */
 } baton_exec_ctx;
 

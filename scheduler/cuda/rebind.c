@@ -333,7 +333,7 @@ int rb_rebind(rb_set *set, cudaGraphExec_t exec, cudaStream_t probe_stream, int 
         return err_set(err, BATON_ENOTSUP, "the op's graph nodes are not known");
     void *copy_bufs[2] = {dst, (void *)src};
     void **bufs = c ? c->buffers : copy_bufs;
-    int nb = c ? c->ctx.n_inputs + c->ctx.n_outputs : 2;
+    int nb = c ? c->ctx.sig->n_inputs + c->ctx.sig->n_outputs : 2;
     /* A copy by the copy engine: one memcpy node, whose addresses are plain parameters. */
     if (!c && op->n == 1 && op->nodes[0].type == cudaGraphNodeTypeMemcpy) {
         enum cudaMemcpyKind mk = kind == DEV_COPY_H2D   ? cudaMemcpyHostToDevice

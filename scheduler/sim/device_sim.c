@@ -305,7 +305,7 @@ static int record_op(dev_ctx *d, const sim_op *in, baton_error *err)
     op.tag = d->tag;
     if (op.kind == SIM_CALL) {
         /* the addresses as they are now: later changes reach the graph only through rebind */
-        int n = op.call->ctx.n_inputs + op.call->ctx.n_outputs;
+        int n = op.call->ctx.sig->n_inputs + op.call->ctx.sig->n_outputs;
         op.bufs = malloc(((size_t)n + 1) * sizeof *op.bufs);
         if (!op.bufs) {
             d->capture_failed = 1;
@@ -356,7 +356,7 @@ static int sim_graph_rebind(dev_ctx *d, int slot, int tag, const dev_call *c, vo
             continue;
         if (op->kind == SIM_CALL && c)
             memcpy(op->bufs, c->buffers,
-                   (size_t)(c->ctx.n_inputs + c->ctx.n_outputs) * sizeof *op->bufs);
+                   (size_t)(c->ctx.sig->n_inputs + c->ctx.sig->n_outputs) * sizeof *op->bufs);
         else if (op->kind == SIM_COPY && !c && op->bytes == bytes) {
             op->dst = dst;
             op->src = src;
