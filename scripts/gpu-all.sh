@@ -66,6 +66,9 @@ if has plans; then
   "$BUILD/baton" run examples/plans/rfc.json --gpu=cuda --trace="$work/rfc_trace.json" -q \
     > "$work/run_rfc.log" 2>&1
   say "baton run rfc (trace): rc $?"
+  "$BUILD/baton" bench examples/plans/rfc.json --gpu=cuda --iters=300 --warmup=20 -q \
+    --report="$final/report-rfc.html" > /dev/null 2>&1
+  say "baton bench rfc --report: rc $? ($final/report-rfc.html; render it with chromium --screenshot)"
 fi
 
 if has embed; then

@@ -60,6 +60,8 @@ void cli_print_usage(const char *cmd)
                "  --warmup=N        untimed runs first (default 5)\n"
                "  --format=F        table (default), csv or json\n"
                "  --steps           also print host time per step\n"
+               "  --report=F.html   also write an HTML report: latency per mode, one traced run\n"
+               "                    per mode as a timeline with host and device lanes\n"
                "  --inflight=N      instead: keep N runs in flight on a pool of N instances\n"
                "                    (include/baton/baton_uv.h) and print throughput, latency\n"
                "                    and the libuv loop's busy time per run\n");
@@ -99,9 +101,9 @@ static int parse_count(const char *v, long lo, long hi, int *out)
 /* The options that take a value, so that one given last without it gets the right message. */
 static int needs_value(const char *a)
 {
-    static const char *const with_value[] = {"--mode",   "--modes",    "--gpu",   "--iters",
-                                             "--warmup", "--format",   "--trace", "--input",
-                                             "--output", "--inflight", "--plugin"};
+    static const char *const with_value[] = {"--mode",   "--modes",    "--gpu",    "--iters",
+                                             "--warmup", "--format",   "--trace",  "--input",
+                                             "--output", "--inflight", "--plugin", "--report"};
     for (size_t i = 0; i < sizeof with_value / sizeof with_value[0]; i++)
         if (strcmp(a, with_value[i]) == 0)
             return 1;
@@ -128,6 +130,7 @@ static const char *option_commands(const char *a)
         {"--warmup", "bench"},
         {"--inflight", "bench"},
         {"--format", "bench"},
+        {"--report", "bench"},
         {"--trace", "run"},
         {"--input", "run bench"},
         {"--output", "run"},
@@ -248,6 +251,8 @@ static int parse(int argc, char **argv, cli *c, char *msg, size_t msglen)
             c->format = v;
         } else if ((v = opt_value(argc, argv, &i, "--trace"))) {
             c->trace = v;
+        } else if ((v = opt_value(argc, argv, &i, "--report"))) {
+            c->report = v;
         } else if ((v = opt_value(argc, argv, &i, "--plugin"))) {
             if (c->n_plugins == MAX_PLUGINS) {
                 snprintf(msg, msglen, "baton: at most %d --plugin options", MAX_PLUGINS);

@@ -1,10 +1,12 @@
 /* bench.c: `baton bench`: times runs of a plan in one or more sync modes and prints a table,
  * CSV or JSON.
  */
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include <unistd.h>
 #include <uv.h>
 
 #include "baton/baton_uv.h"
@@ -328,6 +330,57 @@ out:
     return rc;
 }
 
+/* --report: one traced run per mode (after a few untimed ones), then the HTML page. */
+static int bench_report(cli *c, const baton_plan *plan, void **inputs, const mode_result *res,
+                        int nres, const int64_t *lat_all, int iters, int uses_gpu, int ratios,
+                        double strict_p50)
+{
+    report_mode rm[3];
+    char paths[3][64];
+    int rc = 0, made = 0;
+    size_t cap = (size_t)baton_plan_step_count(plan) * 16 + 256;
+    for (int m = 0; m < nres && !rc; m++) {
+        baton_options o = c->opts;
+        o.mode = res[m].mode;
+        o.quiet = 1;
+        baton_runtime *rt = NULL;
+        baton_error err = {0};
+        snprintf(paths[m], sizeof paths[m], "/tmp/baton-report-XXXXXX");
+        int fd = mkstemp(paths[m]);
+        if (fd < 0) {
+            fprintf(stderr, "baton bench: --report: cannot create a temporary file\n");
+            rc = EXIT_IO;
+            break;
+        }
+        close(fd);
+        made = m + 1;
+        if (baton_runtime_create(plan, &o, &rt, &err) || cli_bind_inputs(c, plan, rt, inputs)) {
+            fprintf(stderr, "%s\n", cli_esc(err.message));
+            baton_runtime_destroy(rt);
+            rc = EXIT_RUN;
+            break;
+        }
+        for (int i = 0; i < 3 && !rc; i++)
+            rc = baton_runtime_run(rt, &err) ? EXIT_RUN : 0;
+        if (!rc && (baton_runtime_trace_begin(rt, cap) || baton_runtime_run(rt, &err) ||
+                    baton_runtime_trace_write(rt, paths[m], &err))) {
+            fprintf(stderr, "baton bench: --report: %s\n", cli_esc(err.message));
+            rc = EXIT_RUN;
+        }
+        baton_runtime_destroy(rt);
+        rm[m] = (report_mode){res[m].mode,   ran_on(res[m].backend, uses_gpu),
+                              res[m].p50_us, res[m].p99_us,
+                              res[m].waits,  res[m].launches,
+                              res[m].graphs, lat_all + (size_t)m * (size_t)iters,
+                              iters,         paths[m]};
+    }
+    if (!rc)
+        rc = cli_report_write(c, plan, rm, nres, ratios, strict_p50, c->report);
+    for (int m = 0; m < made; m++)
+        unlink(paths[m]);
+    return rc;
+}
+
 int cmd_bench(cli *c)
 {
     baton_registry *reg = NULL;
@@ -335,7 +388,7 @@ int cmd_bench(cli *c)
     baton_error err = {0};
     baton_sync_mode want[3];
     int nwant = 0;
-    int64_t *times = NULL, *step_ns = NULL;
+    int64_t *times = NULL, *step_ns = NULL, *lat_all = NULL;
     void **inputs = NULL;
     int rc = parse_modes(c->modes, want, &nwant);
     if (rc)
@@ -350,10 +403,21 @@ int cmd_bench(cli *c)
     mode_result res[3];
     int nres = 0;
     times = malloc((size_t)iters * sizeof *times);
+    lat_all = malloc((size_t)iters * 3 * sizeof *lat_all);
+    if (c->report) { /* writable before the first run, not after the last */
+        FILE *rf = fopen(c->report, "w");
+        if (!rf) {
+            fprintf(stderr, "baton bench: --report=%s: cannot create it: %s\n", cli_esc(c->report),
+                    strerror(errno));
+            rc = EXIT_IO;
+            goto out;
+        }
+        fclose(rf);
+    }
     int nsteps = baton_plan_step_count(plan);
     step_ns = calloc((size_t)(nsteps ? nsteps : 1) * 3, sizeof *step_ns);
     inputs = calloc((size_t)baton_plan_tensor_count(plan) + 1, sizeof *inputs);
-    if (!times || !step_ns || !inputs) {
+    if (!times || !step_ns || !inputs || !lat_all) {
         rc = EXIT_RUN;
         goto out;
     }
@@ -404,6 +468,7 @@ int cmd_bench(cli *c)
         for (int i = 0; i < iters; i++)
             sum += (double)times[i];
         qsort(times, (size_t)iters, sizeof *times, cmp_i64);
+        memcpy(lat_all + (size_t)nres * (size_t)iters, times, (size_t)iters * sizeof *times);
         mode_result *r = &res[nres];
         r->mode = o.mode;
         r->mean_us = sum / iters / 1e3;
@@ -525,8 +590,11 @@ int cmd_bench(cli *c)
             }
         }
     }
+    if (c->report)
+        rc = bench_report(c, plan, inputs, res, nres, lat_all, iters, uses_gpu, ratios, strict_p50);
 out:
     free(times);
+    free(lat_all);
     free(step_ns);
     if (inputs)
         cli_free_inputs(plan, inputs);

@@ -36,6 +36,7 @@ typedef struct cli {
     const char *format; /* bench: table, csv, json */
     int per_step;
     const char *trace;
+    const char *report; /* bench: --report=FILE.html */
     int n_in, n_out;
     binding in[MAX_BINDINGS], out[MAX_BINDINGS];
     int print;
@@ -65,6 +66,19 @@ void cli_log(void *user, baton_log_level level, const char *message);
 void cli_fputs_safe(const char *s, size_t len, FILE *f);
 /* Levenshtein distance of a and b, or limit + 1 when it is larger (or a name is over 64 bytes). */
 int cli_edit_distance(const char *a, const char *b, int limit);
+
+/* report.c: the HTML report of `baton bench --report`. One entry per mode: its numbers, its
+ * sorted latencies, and the Chrome trace of one run (a file). 0 or an exit code. */
+typedef struct report_mode {
+    baton_sync_mode mode;
+    const char *ran_on;
+    double p50_us, p99_us, waits, launches, graphs;
+    const int64_t *lat_ns; /* sorted, n entries */
+    int n;
+    const char *trace_path;
+} report_mode;
+int cli_report_write(const cli *c, const baton_plan *plan, const report_mode *modes, int n,
+                     int ratios, double strict_p50, const char *path);
 
 /* common.c */
 int cli_load(const cli *c, baton_registry **reg, baton_plan **plan);
