@@ -141,8 +141,12 @@ static void histogram(FILE *f, const report_mode *m)
 }
 
 /* One traced run: a lane per (process, thread) of the trace, spans on a common scale. */
+static double last_run(const char *trace_path, double *start);
+
+/* The last run of the trace (the ones before warm the tracer up). */
 static void timeline(FILE *f, const char *trace_path, double scale_us)
 {
+    double run0 = 0, run_len = last_run(trace_path, &run0);
     json_error_t jerr;
     json_t *root = json_load_file(trace_path, 0, &jerr);
     json_t *ev = root ? json_object_get(root, "traceEvents") : NULL;
@@ -165,6 +169,8 @@ static void timeline(FILE *f, const char *trace_path, double scale_us)
         if (!ph || strcmp(ph, "X") || (cat && strcmp(cat, "run") == 0))
             continue; /* the run itself is the page's time axis */
         double ts = json_number_value(json_object_get(e, "ts"));
+        if (run_len > 0 && (ts < run0 || ts > run0 + run_len))
+            continue;
         t0 = ts < t0 ? ts : t0;
         int pid = (int)json_integer_value(json_object_get(e, "pid"));
         int tid = (int)json_integer_value(json_object_get(e, "tid"));
@@ -208,6 +214,9 @@ static void timeline(FILE *f, const char *trace_path, double scale_us)
         const char *cat = json_string_value(json_object_get(e, "cat"));
         if (!ph || strcmp(ph, "X") || (cat && strcmp(cat, "run") == 0))
             continue;
+        double at = json_number_value(json_object_get(e, "ts"));
+        if (run_len > 0 && (at < run0 || at > run0 + run_len))
+            continue;
         int pid = (int)json_integer_value(json_object_get(e, "pid"));
         int tid = (int)json_integer_value(json_object_get(e, "tid"));
         int k = 0;
@@ -215,7 +224,7 @@ static void timeline(FILE *f, const char *trace_path, double scale_us)
             k++;
         if (k == n_lanes)
             continue;
-        double ts = json_number_value(json_object_get(e, "ts")) - t0;
+        double ts = at - (run_len > 0 ? run0 : t0);
         double dur = json_number_value(json_object_get(e, "dur"));
         double x = label_w + ts / scale_us * plot_w, w = dur / scale_us * plot_w;
         int is_wait = cat && strcmp(cat, "wait") == 0;
@@ -234,8 +243,8 @@ static void timeline(FILE *f, const char *trace_path, double scale_us)
     json_decref(root);
 }
 
-/* The length of the traced run of a trace (its run marker), µs; 0 if none. */
-static double run_length(const char *trace_path)
+/* The last run of a trace (its run marker): start and length, µs; length 0 if none. */
+static double last_run(const char *trace_path, double *start)
 {
     json_t *root = json_load_file(trace_path, 0, NULL);
     json_t *ev = root ? json_object_get(root, "traceEvents") : NULL;
@@ -245,8 +254,11 @@ static double run_length(const char *trace_path)
     json_array_foreach(ev, i, e)
     {
         const char *cat = json_string_value(json_object_get(e, "cat"));
-        if (cat && strcmp(cat, "run") == 0)
+        if (cat && strcmp(cat, "run") == 0) {
             len = json_number_value(json_object_get(e, "dur"));
+            if (start)
+                *start = json_number_value(json_object_get(e, "ts"));
+        }
     }
     json_decref(root);
     return len;
@@ -314,7 +326,7 @@ int cli_report_write(const cli *c, const baton_plan *plan, const report_mode *mo
           f);
     double scale = 1;
     for (int m = 0; m < n; m++) {
-        double len = modes[m].trace_path ? run_length(modes[m].trace_path) : 0;
+        double len = modes[m].trace_path ? last_run(modes[m].trace_path, NULL) : 0;
         scale = len > scale ? len : scale;
     }
     for (int m = 0; m < n; m++) {
