@@ -89,6 +89,10 @@ if [ $do_bench = 1 ] && [ $do_jax = 1 ]; then
     python3 examples/jax/rms_norm.py --lib "$BIN/libbaton_jax.so" > "$OUT/jax_example.log" 2>&1
   status "jax example (cuda)" "rc $? ($(( $(date +%s) - t0 )) s)"
   tail -8 "$OUT/jax_example.log"
+  JAX_PLATFORMS=cuda XLA_PYTHON_CLIENT_PREALLOCATE=false PYTHONUNBUFFERED=1 timeout 180 \
+    python3 examples/jax/legacy_custom_call.py "$BIN/libbaton.so" > "$OUT/jax_legacy.log" 2>&1
+  status "jax legacy custom calls (cuda)" "rc $?"
+  tail -12 "$OUT/jax_legacy.log"
 fi
 
 if [ $do_peers = 1 ]; then
