@@ -1,7 +1,13 @@
 /* xla_custom_call.c: the legacy XLA GPU custom-call ABI over the CUDA RMSNorm kernels (see
  * include/baton/baton_xla.h). XlaCustomCallStatusSetFailure is looked up in the process at the
- * time of a failure, so libbaton links without XLA. */
+ * time of a failure (in every loaded object: Python loads jaxlib with RTLD_LOCAL), so libbaton
+ * links without XLA. */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE /* dl_iterate_phdr */
+#endif
 #include <dlfcn.h>
+#include <link.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -31,11 +37,43 @@ static int call(baton_kernel_fn fn, const char *name, void *stream, void **buffe
     return fn(&ctx, buffers, opaque, opaque_len);
 }
 
+/* Asks one loaded object for the symbol (a handle that only references it: RTLD_NOLOAD). */
+static int find_in(struct dl_phdr_info *info, size_t size, void *out)
+{
+    (void)size;
+    if (!info->dlpi_name || !info->dlpi_name[0])
+        return 0;
+    void *h = dlopen(info->dlpi_name, RTLD_LAZY | RTLD_NOLOAD);
+    if (!h)
+        return 0;
+    void *sym = dlsym(h, "XlaCustomCallStatusSetFailure");
+    dlclose(h);
+    if (!sym)
+        return 0;
+    *(void **)out = sym;
+    return 1;
+}
+
+/* XLA's XlaCustomCallStatusSetFailure, wherever the process has it: in the global scope (an XLA
+ * linked into the program), or in a library loaded with RTLD_LOCAL, as Python loads jaxlib. */
+static status_set_failure_fn status_setter(void)
+{
+    static _Atomic(void *) cached;
+    void *sym = atomic_load(&cached);
+    if (!sym) {
+        sym = dlsym(RTLD_DEFAULT, "XlaCustomCallStatusSetFailure");
+        if (!sym)
+            dl_iterate_phdr(find_in, &sym);
+        atomic_store(&cached, sym);
+    }
+    status_set_failure_fn set = NULL;
+    memcpy(&set, &sym, sizeof set); /* object to function pointer, as POSIX allows */
+    return set;
+}
+
 static void report(void *status, const char *name, const char *msg)
 {
-    status_set_failure_fn set = NULL;
-    void *sym = status ? dlsym(RTLD_DEFAULT, "XlaCustomCallStatusSetFailure") : NULL;
-    memcpy(&set, &sym, sizeof set); /* object to function pointer, as POSIX allows */
+    status_set_failure_fn set = status ? status_setter() : NULL;
     if (set) {
         set(status, msg, strlen(msg));
         return;
