@@ -18,27 +18,9 @@
 #include <time.h>
 
 #include "baton/baton.h"
+#include "bench/cuda/bench_stats.h"
 
 #define NBUF 8
-
-static double now_us(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec * 1e6 + ts.tv_nsec / 1e3;
-}
-
-static int cmp_d(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
-static double pct(double *v, int n, double p)
-{
-    qsort(v, (size_t)n, sizeof *v, cmp_d);
-    return v[(int)(p * (n - 1))];
-}
 
 #define CHECK(call)                                                                                \
     do {                                                                                           \

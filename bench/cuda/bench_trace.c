@@ -20,19 +20,7 @@ static void on_segv(int sig)
 }
 
 #include "baton/baton.h"
-
-static double now_us(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec * 1e6 + ts.tv_nsec / 1e3;
-}
-
-static int cmp_d(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
+#include "bench/cuda/bench_stats.h"
 
 #define CHECK(call)                                                                                \
     do {                                                                                           \
@@ -111,9 +99,8 @@ int main(int argc, char **argv)
            baton_sync_mode_name(mode), rounds, runs);
     double p50[NWAYS];
     for (int w = 0; w < NWAYS; w++) {
-        qsort(lat[w], (size_t)total, sizeof(double), cmp_d);
-        p50[w] = lat[w][total / 2];
-        printf("%-32s p50 %8.2f us  p90 %8.2f us\n", name[w], p50[w], lat[w][total * 9 / 10]);
+        p50[w] = pct(lat[w], total, 0.5);
+        printf("%-32s p50 %8.2f us  p90 %8.2f us\n", name[w], p50[w], pct(lat[w], total, 0.9));
     }
     printf("RESULT tracing on / off p50 ratio %.3f\n", p50[ON] / p50[OFF]);
     for (int w = 0; w < NWAYS; w++)

@@ -24,9 +24,13 @@ import sys
 
 import numpy as np
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
 try:
     import jax
     import jax.numpy as jnp
+    # the jax.numpy reference and the checks of the typed-FFI example, shared
+    from rms_norm import loss, rel_err, rms_norm_ref
 except ImportError as e:  # pragma: no cover
     print(f"SKIP: jax is not installed ({e})")
     sys.exit(77)
@@ -102,27 +106,6 @@ def _rms_norm_bwd(eps, res, g):
 
 
 rms_norm.defvjp(_rms_norm_fwd, _rms_norm_bwd)
-
-
-def rms_norm_ref(x, w, eps=1e-5):
-    """jax.numpy, in float32 from the same inputs (float64 is off in JAX by default)."""
-    axes = tuple(range(x.ndim - w.ndim, x.ndim))
-    xf = x.astype(jnp.float32)
-    inv = jax.lax.rsqrt(jnp.mean(xf * xf, axis=axes, keepdims=True) + eps)
-    return (w.astype(jnp.float32) * (xf * inv)).astype(w.dtype)
-
-
-def loss(f, x, w):
-    return -jnp.mean(f(x, w).astype(jnp.float32) ** 2)
-
-
-def rel_err(a, ref):
-    a = np.asarray(a, dtype=np.float64)
-    ref = np.asarray(ref, dtype=np.float64)
-    if not np.all(np.isfinite(a)):
-        return float("inf")
-    den = np.linalg.norm(ref)
-    return float(np.linalg.norm(a - ref) / (den if den > 0 else 1.0))
 
 
 TOL = {jnp.bfloat16: 1e-2, jnp.float16: 2e-3, jnp.float32: 1e-5}
