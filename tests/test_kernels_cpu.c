@@ -1295,3 +1295,33 @@ Test(bad_descriptors, a_null_buffer_is_an_error_not_a_crash)
         }
     }
 }
+
+/* Integers are compared as integers: values above 2^53 that differ by 1 would tie as doubles. */
+Test(argmax_cpu, compares_i32_and_i64_exactly)
+{
+    char eb[256];
+    baton_exec_ctx ctx = {.errbuf = eb, .errbuf_len = sizeof eb};
+    static int64_t x64[3][4] = {
+        {INT64_MAX - 1, INT64_MAX, INT64_MAX - 2, 0},
+        {((int64_t)1 << 53) + 1, ((int64_t)1 << 53) + 2, ((int64_t)1 << 53) + 1, 5},
+        {7, -3, 7, INT64_MIN}, /* a tie: the first wins */
+    };
+    int64_t y[3] = {-1, -1, -1};
+    baton_argmax_desc d = {3, 4, BATON_DTYPE_I64, 0};
+    void *b64[2] = {x64, y};
+    cr_assert_eq(kcpu_argmax(&ctx, b64, (const char *)&d, sizeof d), 0, "%s", eb);
+    cr_assert(y[0] == 1 && y[1] == 1 && y[2] == 0, "i64: %lld %lld %lld", (long long)y[0],
+              (long long)y[1], (long long)y[2]);
+    static int32_t x32[2][3] = {{INT32_MIN, -1, INT32_MIN}, {5, 9, 9}};
+    d = (baton_argmax_desc){2, 3, BATON_DTYPE_I32, 0};
+    void *b32[2] = {x32, y};
+    cr_assert_eq(kcpu_argmax(&ctx, b32, (const char *)&d, sizeof d), 0, "%s", eb);
+    cr_assert(y[0] == 1 && y[1] == 1, "i32: %lld %lld", (long long)y[0], (long long)y[1]);
+    /* and the signature check accepts i64 as it does i32 */
+    baton_tensor_desc in[1] = {DESC(BATON_DTYPE_I64, 3, 4)};
+    baton_sig_args a = sig(1, in, 1, 0, NULL);
+    baton_tensor_desc e[1];
+    check_ok("argmax", &a, e);
+    baton_tensor_desc want = DESC(BATON_DTYPE_I64, 3);
+    ASSERT_DESC(e[0], want);
+}

@@ -9,8 +9,12 @@
  *    The plain form cannot report failure: on a bad descriptor (wrong opaque_len, unknown dtype
  *    code, zero-sized shape) or a failed launch it launches nothing and writes the reason to
  *    stderr. The _status form (XLA's API_VERSION_STATUS_RETURNING) reports it to XLA through
- *    XlaCustomCallStatusSetFailure, looked up at run time in the process (dlsym), so libbaton
- *    does not need XLA to link; where that symbol is absent the reason goes to stderr.
+ *    XlaCustomCallStatusSetFailure, looked up at run time in every loaded object, so libbaton
+ *    does not need XLA to link; where that symbol is absent the reason goes to the log callback
+ *    (stderr by default) and the outputs stay unwritten. pip's jaxlib (checked: 0.11.2 and its
+ *    CUDA plugin) exports no such symbol, so under JAX a failure is only logged: use the typed
+ *    FFI handlers below (examples/jax/rms_norm.py) where errors must reach Python.
+ *    examples/jax/legacy_custom_call.py runs this ABI inside JAX (docs/kernels.md).
  *
  * 2. Typed XLA FFI handlers (libbaton_jax.so, built when CMake is given
  *    -DBATON_XLA_FFI_INCLUDE=<jax.ffi.include_dir()>): for XLA's CPU platform on the CPU kernels,
