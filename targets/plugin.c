@@ -2,6 +2,7 @@
  * table of the registry functions, so it needs no link to libbaton and one plugin binary works
  * with every library of the same plugin API version. */
 #include <dlfcn.h>
+#include <errno.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -36,12 +37,20 @@ int baton_registry_load_plugin(baton_registry *reg, const char *path, baton_erro
                        "baton_registry_load_plugin: a registry and a path "
                        "are required");
     struct stat st;
-    if (stat(path, &st) != 0 || !S_ISREG(st.st_mode))
+    if (stat(path, &st) != 0) {
+        if (errno == ENOENT || errno == ENOTDIR)
+            return err_set(err, BATON_EIO,
+                           "plugin %s: no such file; give the path of the plugin's shared "
+                           "library (a path without '/' is looked up as a file here, not on the "
+                           "library path)",
+                           path);
+        return err_set(err, BATON_EIO, "plugin %s cannot be read: %s", path, strerror(errno));
+    }
+    if (!S_ISREG(st.st_mode))
         return err_set(err, BATON_EIO,
-                       "plugin %s: no such file; give the path of the plugin's shared library "
-                       "(a path without '/' is looked up as a file here, not on the library "
-                       "path)",
-                       path);
+                       "plugin %s is %s, not a file; give the path of the plugin's shared "
+                       "library (the .so file itself)",
+                       path, S_ISDIR(st.st_mode) ? "a directory" : "a special file");
     /* dlopen searches the library path for a bare name: make it a path, as stat() saw it */
     char local[4096];
     if (!strchr(path, '/')) {

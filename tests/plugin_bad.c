@@ -1,6 +1,7 @@
 /* plugin_bad.c: a plugin that misbehaves on purpose, for test_plugin: BATON_TEST_PLUGIN_MODE
  * "fail" registers a target and replaces a built-in, then fails; "version" refuses the API
- * version as a plugin built for a newer baton would. */
+ * version as a plugin built for a newer baton would; "ok" registers "bad.first" and succeeds (a
+ * CPU-only library with no dependencies, so the tests can see when it is unloaded). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -40,6 +41,8 @@ baton_plugin_init(baton_registry *reg, const baton_plugin_api *api, baton_error 
     t.impls[0] = (baton_target_impl){.device = BATON_DEVICE_CPU, .kernel = nop};
     t.n_impls = 1;
     int rc = api->registry_add(reg, &t, err);
+    if (mode && strcmp(mode, "ok") == 0)
+        return rc;
     t.name = "copy"; /* a built-in, replaced */
     if (!rc)
         rc = api->registry_replace(reg, &t, err);

@@ -2,9 +2,12 @@
  * beside built-ins and gives the reference results; a library that is missing, is no plugin, or
  * whose init fails is a clear error and leaves the registry as it was. */
 #include <criterion/criterion.h>
+#include <dlfcn.h>
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "tests/support.h"
 
@@ -99,5 +102,74 @@ Test(plugin, a_library_without_the_entry_point_is_refused)
         rc = baton_registry_load_plugin(reg, "/usr/lib/x86_64-linux-gnu/libc.so.6", &err);
     cr_assert_eq(rc, BATON_ENOTARGET, "%s", err.message);
     cr_assert(strstr(err.message, "baton_plugin_init"), "%s", err.message);
+    baton_registry_destroy(reg);
+}
+
+Test(plugin, a_directory_is_named_as_such)
+{
+    /* was "no such file", which sent the user looking for a file that is there */
+    expect_unchanged_after(test_path("examples/plugin"), NULL, BATON_EIO, "is a directory");
+}
+
+/* Whether the dynamic loader still has `path` mapped (RTLD_NOLOAD loads nothing). */
+static int is_loaded(const char *path)
+{
+    void *h = dlopen(path, RTLD_NOW | RTLD_NOLOAD);
+    if (h)
+        dlclose(h);
+    return h != NULL;
+}
+
+Test(plugin, the_library_stays_loaded_until_the_last_runtime_is_gone)
+{
+    static const char plan_json[] =
+        "{\"format\": \"baton.plan\", \"version\": 1, \"name\": \"uses-bad-first\","
+        " \"tensors\": [{\"name\": \"x\", \"dtype\": \"f32\", \"shape\": [4], \"role\": \"input\"},"
+        "  {\"name\": \"y\", \"dtype\": \"f32\", \"shape\": [4], \"role\": \"output\"}],"
+        " \"steps\": [{\"name\": \"s\", \"kernel\": \"bad.first\", \"device\": \"cpu\","
+        "  \"inputs\": [\"x\"], \"outputs\": [\"y\"]}]}";
+    cr_assert_not(is_loaded(BATON_TEST_PLUGIN_BAD));
+    baton_registry *reg;
+    baton_error err;
+    cr_assert_eq(baton_registry_create(&reg), 0);
+    setenv("BATON_TEST_PLUGIN_MODE", "ok", 1);
+    cr_assert_eq(baton_registry_load_plugin(reg, BATON_TEST_PLUGIN_BAD, &err), 0, "%s",
+                 err.message);
+    unsetenv("BATON_TEST_PLUGIN_MODE");
+    cr_assert(is_loaded(BATON_TEST_PLUGIN_BAD));
+    baton_plan *plan;
+    cr_assert_eq(
+        baton_plan_load_string(reg, plan_json, sizeof plan_json - 1, "plan", NULL, &plan, &err), 0,
+        "%s", err.message);
+    baton_runtime *rt;
+    cr_assert_eq(baton_runtime_create(plan, NULL, &rt, &err), 0, "%s", err.message);
+    /* the caller's references go first: the runtime holds the plan, the plan the registry */
+    baton_registry_destroy(reg);
+    baton_plan_free(plan);
+    cr_assert(is_loaded(BATON_TEST_PLUGIN_BAD), "unloaded while a runtime could call it");
+    float x[4] = {1, 2, 3, 4};
+    cr_assert_eq(baton_runtime_set_input(rt, "x", x, sizeof x, &err), 0, "%s", err.message);
+    cr_assert_eq(baton_runtime_run(rt, &err), 0, "%s", err.message); /* calls the plugin */
+    baton_runtime_destroy(rt);
+    cr_assert_not(is_loaded(BATON_TEST_PLUGIN_BAD), "still loaded after its last user went");
+}
+
+Test(plugin, one_library_by_another_path_loads_once)
+{
+    char dir[] = "/tmp/baton_plugin_XXXXXX", link[64];
+    cr_assert_not_null(mkdtemp(dir));
+    snprintf(link, sizeof link, "%s/alias.so", dir);
+    cr_assert_eq(symlink(BATON_TEST_PLUGIN, link), 0);
+    baton_registry *reg;
+    baton_error err;
+    cr_assert_eq(baton_registry_create(&reg), 0);
+    int before = baton_registry_count(reg);
+    cr_assert_eq(baton_registry_load_plugin(reg, BATON_TEST_PLUGIN, &err), 0, "%s", err.message);
+    /* the same file: init does not run again (a second add of example.scale would fail) */
+    int rc = baton_registry_load_plugin(reg, link, &err);
+    unlink(link);
+    rmdir(dir);
+    cr_assert_eq(rc, 0, "%s", err.message);
+    cr_assert_eq(baton_registry_count(reg), before + 1);
     baton_registry_destroy(reg);
 }
