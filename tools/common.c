@@ -25,7 +25,9 @@ int cli_load(const cli *c, baton_registry **reg, baton_plan **plan)
         rc = baton_registry_load_plugin(*reg, c->plugins[i], &err);
         if (rc) {
             fprintf(stderr, "baton: --plugin: %s\n", cli_esc(err.message));
-            return rc == BATON_EIO ? EXIT_IO : rc == BATON_ENOMEM ? EXIT_RUN : EXIT_PLAN;
+            /* as for --input: a file that cannot be read is 4, one that is not what the option
+             * takes (no plugin, or its init refused) is bad usage, not an invalid plan */
+            return rc == BATON_EIO ? EXIT_IO : rc == BATON_ENOMEM ? EXIT_RUN : EXIT_USAGE;
         }
     }
     rc = baton_plan_load(*reg, c->plan_path, plan, &err);
