@@ -37,6 +37,18 @@ for c in validate inspect run bench; do
   check "$c --help lists --plugin" 0 "$baton" "$c" --help
   contains "$c --help lists --plugin" "$tmp/out" "--plugin"
 done
+# The example exports its entry point and nothing else, and needs nothing of libbaton.
+if command -v nm >/dev/null; then
+  exported=$(nm -D --defined-only "$plugin" | awk '$2 ~ /^[TDBRVW]$/ {print $3}' | sort | tr '\n' ' ')
+  if [ "$exported" = "baton_plugin_init " ]; then pass=$((pass + 1)); else
+    fail=$((fail + 1)); echo "FAIL the example plugin exports more than its entry point: $exported"
+  fi
+  if nm -D --undefined-only "$plugin" | grep -q " baton_"; then
+    fail=$((fail + 1)); echo "FAIL the example plugin calls libbaton directly:"
+    nm -D --undefined-only "$plugin" | grep " baton_"
+  else pass=$((pass + 1)); fi
+fi
+
 check "validate --plugin PATH" 0 "$baton" validate --plugin "$plugin" "$plan"
 check "inspect --plugin=PATH" 0 "$baton" inspect --plugin="$plugin" "$plan"
 contains "inspect shows the plugin's steps" "$tmp/out" "example.scale"
