@@ -90,9 +90,13 @@ int baton_registry_load_plugin(baton_registry *reg, const char *path, baton_erro
         registry_snapshot_restore(reg, &snap);
         registry_snapshot_free(&snap);
         dlclose(h);
-        return err_set(err, rc < 0 ? rc : BATON_EINVAL, "plugin %s: %s() failed: %s", path,
-                       BATON_PLUGIN_INIT_SYMBOL,
-                       perr.message[0] ? perr.message : baton_strerror(rc));
+        /* callers act on BATON_E* codes (the CLI's exit codes): anything else is EINVAL */
+        int code = rc < 0 && rc >= BATON_ECANCELED ? rc : BATON_EINVAL;
+        if (perr.message[0])
+            return err_set(err, code, "plugin %s: %s() failed: %s", path, BATON_PLUGIN_INIT_SYMBOL,
+                           perr.message);
+        return err_set(err, code, "plugin %s: %s() failed with %d (%s) and no message", path,
+                       BATON_PLUGIN_INIT_SYMBOL, rc, baton_strerror(rc));
     }
     registry_snapshot_free(&snap);
     return 0;

@@ -1,7 +1,8 @@
 /* plugin_bad.c: a plugin that misbehaves on purpose, for test_plugin: BATON_TEST_PLUGIN_MODE
  * "fail" registers a target and replaces a built-in, then fails; "version" refuses the API
- * version as a plugin built for a newer baton would; "ok" registers "bad.first" and succeeds (a
- * CPU-only library with no dependencies, so the tests can see when it is unloaded). */
+ * version as a plugin built for a newer baton would; "code" returns 7 without a message; "ok"
+ * registers "bad.first" and succeeds (a CPU-only library with no dependencies, so the tests can see
+ * when it is unloaded). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -31,6 +32,8 @@ baton_plugin_init(baton_registry *reg, const baton_plugin_api *api, baton_error 
                  BATON_PLUGIN_API_VERSION + 1, api->api_version);
         return err->code = BATON_ENOTSUP;
     }
+    if (mode && strcmp(mode, "code") == 0)
+        return 7; /* not a BATON_E* code, and no message */
     baton_target t;
     memset(&t, 0, sizeof t);
     t.struct_size = sizeof t;

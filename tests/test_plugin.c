@@ -89,6 +89,8 @@ Test(plugin, what_is_no_plugin_is_a_clear_error)
      * libbaton itself does not */
     expect_unchanged_after(BATON_TEST_PLUGIN_BAD, "fail", BATON_ENODEV, "on purpose");
     expect_unchanged_after(BATON_TEST_PLUGIN_BAD, "version", BATON_ENOTSUP, "rebuild the plugin");
+    /* a return that is not a BATON_E* code is EINVAL, and the message says what it was */
+    expect_unchanged_after(BATON_TEST_PLUGIN_BAD, "code", BATON_EINVAL, "failed with 7");
 }
 
 Test(plugin, a_library_without_the_entry_point_is_refused)

@@ -414,9 +414,10 @@ typedef int (*baton_plugin_init_fn)(baton_registry *reg, const baton_plugin_api 
 /* Loads the plugin at `path` (dlopen, RTLD_NOW | RTLD_LOCAL) and calls its baton_plugin_init on
  * reg. The library stays loaded until the registry is freed (after the last plan loaded from it),
  * so its kernels outlive every runtime that uses them. Errors name the path and the fix:
- * BATON_EIO when it cannot be loaded (the loader's reason), BATON_ENOTARGET when it exports no
- * baton_plugin_init, or the code its init returned, with its message. A failed init leaves the
- * registry as it was (targets it added or replaced are undone). Loading the same library into the
+ * BATON_EIO when it is missing, not a file or cannot be loaded (the loader's reason),
+ * BATON_ENOTARGET when it exports no baton_plugin_init, or the code its init returned, with its
+ * message (BATON_EINVAL when that is not a BATON_E* code). A failed init leaves the registry as it
+ * was (targets it added or replaced are undone). Loading the same library (by any path) into the
  * same registry again does nothing and returns 0. Not concurrently with other calls on reg. */
 BATON_API int baton_registry_load_plugin(baton_registry *reg, const char *path, baton_error *err);
 
