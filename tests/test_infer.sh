@@ -6,7 +6,8 @@ set -u
 infer=${1:?usage: test_infer.sh path/to/infer}
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
-out=$("$infer" tests/data/infer_dtypes.json 2>/dev/null) || { echo "FAIL: infer exited $?"; exit 1; }
+out=$("$infer" tests/data/infer_dtypes.json 2>/dev/null) ||
+  { echo "FAIL: infer exited $?"; exit 1; }
 echo "$out"
 python3 - "$out" <<'PY'
 import sys

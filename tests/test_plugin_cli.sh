@@ -39,7 +39,8 @@ for c in validate inspect run bench; do
 done
 # The example exports its entry point and nothing else, and needs nothing of libbaton.
 if command -v nm >/dev/null; then
-  exported=$(nm -D --defined-only "$plugin" | awk '$2 ~ /^[TDBRVW]$/ {print $3}' | sort | tr '\n' ' ')
+  exported=$(nm -D --defined-only "$plugin" | awk '$2 ~ /^[TDBRVW]$/ {print $3}' | sort |
+    tr '\n' ' ')
   if [ "$exported" = "baton_plugin_init " ]; then pass=$((pass + 1)); else
     fail=$((fail + 1)); echo "FAIL the example plugin exports more than its entry point: $exported"
   fi
@@ -55,7 +56,8 @@ contains "inspect shows the plugin's steps" "$tmp/out" "example.scale"
 check "inspect --json --plugin" 0 "$baton" inspect --json --plugin "$plugin" "$plan"
 check "run --plugin" 0 "$baton" run --gpu=sim -q --plugin "$plugin" "$plan"
 check "bench --plugin" 0 "$baton" bench --gpu=sim -q --iters=3 --warmup=1 --plugin "$plugin" "$plan"
-check "the same plugin twice loads once" 0 "$baton" validate --plugin "$plugin" --plugin "$plugin" "$plan"
+check "the same plugin twice loads once" 0 "$baton" validate --plugin "$plugin" \
+  --plugin "$plugin" "$plan"
 
 check "without the plugin the plan names the missing kernel" 1 "$baton" validate "$plan"
 contains "without the plugin the plan names the missing kernel" "$tmp/err" "example.scale"
@@ -88,7 +90,8 @@ EOF
     --input "x=$tmp/x.npy" --output "y=$tmp/y.npy" "$plan"
   check "run the reference" 0 "$baton" run -q --input "x=$tmp/x.npy" --output "y=$tmp/ref.npy" \
     tests/data/plugin_scale_ref.json
-  check "the plugin's plan gives the reference's values" 0 python3 - "$tmp/y.npy" "$tmp/ref.npy" <<'EOF'
+  check "the plugin's plan gives the reference's values" 0 \
+    python3 - "$tmp/y.npy" "$tmp/ref.npy" <<'EOF'
 import array, sys
 def load(path):
     data = open(path, "rb").read()
