@@ -32,7 +32,11 @@ struct dev_ctx {
     int pdl;        /* compute capability >= 9 */
     cudaStream_t stream;
     int own_stream;     /* created here; else the caller's (baton_options.streams) */
-    cudaStream_t probe; /* idle: captures that learn how to patch a graph (rebind.c) */
+    /* idle: captures that learn how to patch a graph (rebind.c). Created at the first capture,
+     * not at open: CUDA maps streams onto its hardware queues (CUDA_DEVICE_MAX_CONNECTIONS, 8 by
+     * default) in creation order, so with a stream and a probe each, the working streams of a
+     * pool's instances would share queues, and one instance's gate would hold another's work. */
+    cudaStream_t probe;
     int n_events;
     cudaEvent_t *events;
     int n_graphs;
@@ -220,10 +224,6 @@ static int open_device(baton_device dev, const baton_options *opts, int n_graphs
             return open_failed(d, cuda_reason(err, d, NULL, "cudaStreamCreateWithFlags", NULL, e));
         }
         d->own_stream = 1;
-    }
-    if ((e = cudaStreamCreateWithFlags(&d->probe, cudaStreamNonBlocking)) != cudaSuccess) {
-        d->probe = NULL;
-        return open_failed(d, cuda_reason(err, d, NULL, "cudaStreamCreateWithFlags", NULL, e));
     }
     for (int i = 0; i < n_events; i++) {
         if ((e = cudaEventCreateWithFlags(&d->events[i], cudaEventDisableTiming)) != cudaSuccess) {
@@ -561,6 +561,11 @@ static int cuda_capture_begin(dev_ctx *d, int slot, baton_error *err)
         return err_set(err, BATON_ESTATE, "%s: a capture is already in progress (graph %d)",
                        d->name, d->capture_slot);
     cudaError_t e = make_current(d);
+    if (e == cudaSuccess && !d->probe &&
+        cudaStreamCreateWithFlags(&d->probe, cudaStreamNonBlocking) != cudaSuccess) {
+        d->probe = NULL; /* rebinding this device's graphs then re-captures instead */
+        (void)cudaGetLastError();
+    }
     /* Thread-local: another thread's CUDA calls cannot spoil this capture, and an illegal call
      * made by a kernel or delegate on this thread is caught. */
     if (e == cudaSuccess)
@@ -738,6 +743,8 @@ static int cuda_graph_rebind(dev_ctx *d, int slot, int tag, const dev_call *c, v
 {
     if (slot < 0 || slot >= d->n_graphs || !d->graphs[slot])
         return err_set(err, BATON_ENOTSUP, "%s: graph %d is not captured", d->name, slot);
+    if (!d->probe)
+        return err_set(err, BATON_ENOTSUP, "%s: no stream to learn the graph's nodes on", d->name);
     cudaError_t e = make_current(d);
     if (e != cudaSuccess)
         return cuda_reason(err, d, NULL, "cudaSetDevice", NULL, e);
