@@ -5,7 +5,8 @@
 # floors they are read against (bench_floors), and `baton bench` on the bundled plans. Logs are packed into $OUT/logs.tgz (the device tool returns few files);
 # a summary prints last.
 #   From the device tool: run(command="bash scripts/gpu-all.sh", carry=[".deps"])
-#   env: PARTS (default "tests host floors kernels sched plans embed"), JOBS (16)
+#   env: PARTS (default "tests host floors kernels sched plans embed"; also "trace", "async"),
+#        JOBS (16)
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
@@ -104,6 +105,26 @@ PY
       examples/plans/rfc.json > /dev/null 2>&1
     say "== baton run rfc --mode=$m --trace (rc $?)"
     summarise "$work/rfc_$m.json"
+  done
+fi
+
+if has async; then
+  mkdir -p "$work/async"
+  OUT=$work/async BUILD=$BUILD REQ=${REQ:-2000} bash scripts/gpu-async.sh > "$work/async/run.log" 2>&1
+  say "== async (scripts/gpu-async.sh)"; tail -12 "$work/async/run.log" | tee -a "$summary" > /dev/null
+  # What the hand-off costs at 8 in flight, A/B in alternating rounds: the workers spinning for
+  # their next job or not, and CUDA's hardware queues (CUDA_DEVICE_MAX_CONNECTIONS) 8 or 32.
+  say "== async A/B at 8 in flight (graph, RFC plan and its GPU floor), ${AB_ROUNDS:-3} rounds"
+  for r in $(seq "${AB_ROUNDS:-3}"); do
+    for v in "spin=default conn=8" "spin=0 conn=8" "spin=default conn=32" "spin=0 conn=32"; do
+      spin=${v%% *}; spin=${spin#spin=}; conn=${v##*conn=}
+      for pl in examples/plans/rfc.json "$work/async/rfc_gpu_only.json"; do
+        env $( [ "$spin" = 0 ] && echo BATON_POOL_SPIN_US=0 ) \
+          CUDA_DEVICE_MAX_CONNECTIONS="$conn" timeout 120 "$BUILD/async_batch" --gpu cuda \
+          --inflight 8 --requests "${REQ:-2000}" --no-timer "$pl" 2>&1 |
+          sed -n "s/^RESULT async_batch\./RESULT r$r $(basename "$pl" .json) $v /p" | tee -a "$summary"
+      done
+    done
   done
 fi
 
