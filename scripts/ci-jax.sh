@@ -3,8 +3,10 @@
 # and numpy from PyPI, builds libbaton_jax (CPU-only: -DBATON_CUDA=OFF) with CMake against
 # jax.ffi.include_dir(), and runs examples/jax/rms_norm.py on XLA's CPU platform, which registers
 # the typed FFI handlers and checks forward and gradient against jax.numpy references (non-zero
-# exit on failure). Works on a fresh Debian machine with PyPI reachable: installs the Debian
-# packages it needs only if they are missing.
+# exit on failure), then examples/jax/sharded_rms_norm.py on two forced host devices, which checks
+# the custom_partitioning rules (batch-sharded calls, grad_weight summed with psum). Works on a
+# fresh Debian machine with PyPI reachable: installs the Debian packages it needs only if they are
+# missing.
 #
 #   bash scripts/ci-jax.sh            env: VENV (default .venv-jax), BUILD (default build-jax),
 #                                          JOBS (default 2)
@@ -50,4 +52,7 @@ cmake --build "$BUILD" -j"$JOBS" --target baton_jax
 echo "ci-jax: built $BUILD/libbaton_jax.so ($(( $(date +%s) - t0 )) s)"
 
 JAX_PLATFORMS=cpu "$VENV/bin/python" examples/jax/rms_norm.py --lib "$BUILD/libbaton_jax.so"
+# Two host devices stand in for two GPUs: the batch is split over them, as it would be on a node.
+JAX_PLATFORMS=cpu XLA_FLAGS="${XLA_FLAGS:-} --xla_force_host_platform_device_count=2" \
+  "$VENV/bin/python" examples/jax/sharded_rms_norm.py --lib "$BUILD/libbaton_jax.so"
 echo "ci-jax: ok ($(( $(date +%s) - t0 )) s)"

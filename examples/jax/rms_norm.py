@@ -63,14 +63,18 @@ def _invvar_dtype(x):
     return jnp.float64 if x.dtype == jnp.float64 else jnp.float32
 
 
-def _fwd_call(x, w, eps):
+# fwd_call and bwd_call are the bare FFI calls (no custom_vjp), public so that
+# sharded_rms_norm.py can run them per shard inside custom_partitioning.
+def fwd_call(x, w, eps):
+    """(y, invvar) for x whose trailing dims are w's; invvar holds one value per row, flat."""
     n2 = w.size
     n1 = x.size // n2
     out = (jax.ShapeDtypeStruct(x.shape, w.dtype), jax.ShapeDtypeStruct((n1,), _invvar_dtype(x)))
     return jax.ffi.ffi_call("baton_rms_norm_fwd", out)(x, w, eps=np.float32(eps))
 
 
-def _bwd_call(g, invvar, x, w, eps):
+def bwd_call(g, invvar, x, w, eps):
+    """(grad_input, grad_weight, part_grad) from the output gradient g and fwd_call's invvar."""
     out = (jax.ShapeDtypeStruct(x.shape, x.dtype),
            jax.ShapeDtypeStruct(w.shape, w.dtype),
            jax.ShapeDtypeStruct((PART_GRAD_SIZE,) + w.shape, _invvar_dtype(x)))
@@ -82,18 +86,18 @@ def _bwd_call(g, invvar, x, w, eps):
 @functools.partial(jax.custom_vjp, nondiff_argnums=(2,))
 def rms_norm(x, w, eps=1e-5):
     """y = w * x / sqrt(mean(x**2 over w's dims) + eps), in w's dtype."""
-    y, _ = _fwd_call(x, w, eps)
+    y, _ = fwd_call(x, w, eps)
     return y
 
 
 def _rms_norm_fwd(x, w, eps):
-    y, invvar = _fwd_call(x, w, eps)
+    y, invvar = fwd_call(x, w, eps)
     return y, (invvar, x, w)
 
 
 def _rms_norm_bwd(eps, res, g):
     invvar, x, w = res
-    grad_input, grad_weight, _ = _bwd_call(g, invvar, x, w, eps)
+    grad_input, grad_weight, _ = bwd_call(g, invvar, x, w, eps)
     return grad_input, grad_weight
 
 
@@ -188,8 +192,8 @@ def main():
 
     # Bad input gives an error, not a crash: x whose trailing dims are not the weight's.
     try:
-        jax.block_until_ready(_fwd_call(jnp.ones((4, 8), jnp.float32),
-                                        jnp.ones((6,), jnp.float32), 1e-5))
+        jax.block_until_ready(fwd_call(jnp.ones((4, 8), jnp.float32),
+                                       jnp.ones((6,), jnp.float32), 1e-5))
         print("mismatched shapes: no error raised  FAIL")
         ok = False
     except Exception as e:  # XLA raises its own exception type
