@@ -1,6 +1,7 @@
 /* cuda_absent.c: the CUDA queries of a CPU-only build (-DBATON_CUDA=OFF): CMake compiles this file
  * instead of scheduler/cuda/, so no CUDA device can be used and the answers are fixed. */
 #include "baton/baton.h"
+#include "core/core.h"
 
 int baton_cuda_built(void)
 {
@@ -10,4 +11,18 @@ int baton_cuda_built(void)
 int baton_cuda_device_count(void)
 {
     return 0;
+}
+
+int baton_gpu_busy_begin(baton_error *err)
+{
+    err_clear(err);
+    return err_set(err, BATON_ENOTSUP, "GPU busy fraction: this build of baton has no CUDA");
+}
+
+int baton_gpu_busy_end(double *fraction, baton_error *err)
+{
+    err_clear(err);
+    if (fraction)
+        *fraction = 0;
+    return err_set(err, BATON_ESTATE, "GPU busy fraction: call baton_gpu_busy_begin first");
 }

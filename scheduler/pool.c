@@ -476,6 +476,11 @@ int baton_pool_pending(const baton_pool *p)
     return n;
 }
 
+baton_gpu_backend baton_pool_gpu_backend(const baton_pool *p)
+{
+    return p && p->n > 0 ? baton_runtime_gpu_backend(p->w[0].rt) : BATON_GPU_CPU;
+}
+
 baton_runtime *pool_instance(baton_pool *p, int i)
 {
     return p && i >= 0 && i < p->n ? p->w[i].rt : NULL;

@@ -34,6 +34,12 @@ ab "boundary.8" --inflight 8 --requests "$REQ" --mode boundary --no-timer "$plan
 ab "strict.8" --inflight 8 --requests "$REQ" --mode strict --no-timer "$plan"
 ab "floor.8" --inflight 8 --requests "$REQ" --no-timer "$floor"
 ab "floor.1" --inflight 1 --requests "$REQ" --no-timer "$floor"
+# The GPU busy fraction at 8 in flight (a second, CUPTI-recorded pass of each measurement).
+for pl in "$plan" "$floor"; do
+  echo "== baton bench --inflight 8 $(basename "$pl")" | tee -a "$log"
+  timeout 120 "$BUILD/baton" bench "$pl" --gpu=cuda --inflight=8 --modes=graph,boundary,strict \
+    --iters="$REQ" -q 2>&1 | tee -a "$log"
+done
 echo "== one at a time: baton bench --modes=graph" | tee -a "$log"
 timeout 120 "$BUILD/baton" bench "$plan" --gpu=cuda --modes=graph,boundary,strict --iters=1000 \
   --warmup=50 --format=csv -q 2>&1 | tee -a "$log"

@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <criterion/criterion.h>
 #include <cuda_runtime.h>
@@ -442,4 +443,42 @@ Test(device_cuda, the_generic_inject_hook_makes_each_runtime_fault_happen_once)
     cr_expect_not_null(p, "%s", err.message);
     ops->free(f.d, p);
     fx_close(&f);
+}
+
+/* The busy fraction through CUPTI: near 1 while copies run back to back, near 0 while the GPU
+ * idles; two begins are a state error. */
+static double busy_over(cudaStream_t s, void *a, void *b, size_t n, int copies, int sleep_ms)
+{
+    baton_error err = {0};
+    int rc = baton_gpu_busy_begin(&err);
+    if (rc == BATON_ENOTSUP)
+        cr_skip("%s", err.message);
+    cr_assert_eq(rc, 0, "%s", err.message);
+    cr_expect_eq(baton_gpu_busy_begin(&err), BATON_ESTATE);
+    for (int i = 0; i < copies; i++)
+        cudaMemcpyAsync(i % 2 ? a : b, i % 2 ? b : a, n, cudaMemcpyDeviceToDevice, s);
+    cudaStreamSynchronize(s);
+    if (sleep_ms)
+        usleep((useconds_t)sleep_ms * 1000);
+    double f = -1;
+    cr_assert_eq(baton_gpu_busy_end(&f, &err), 0, "%s", err.message);
+    return f;
+}
+
+Test(device_cuda, the_gpu_busy_fraction_tells_a_busy_gpu_from_an_idle_one)
+{
+    SKIP_WITHOUT_GPU();
+    size_t n = (size_t)256 << 20;
+    void *a = NULL, *b = NULL;
+    cudaStream_t s;
+    cr_assert_eq(cudaMalloc(&a, n), cudaSuccess);
+    cr_assert_eq(cudaMalloc(&b, n), cudaSuccess);
+    cr_assert_eq(cudaStreamCreate(&s), cudaSuccess);
+    double busy = busy_over(s, a, b, n, 40, 0); /* ~40 x 0.2 ms of copies, nothing else */
+    double idle = busy_over(s, a, b, 4096, 1, 50); /* one tiny copy, then 50 ms of nothing */
+    cr_expect(busy > 0.8 && busy <= 1.0, "back-to-back copies: busy %.3f", busy);
+    cr_expect(idle >= 0.0 && idle < 0.1, "an idle GPU: busy %.3f", idle);
+    cudaStreamDestroy(s);
+    cudaFree(a);
+    cudaFree(b);
 }

@@ -177,3 +177,18 @@ Test(errors, every_entry_point_clears_err_on_success)
     baton_plan_free(plan2);
     baton_registry_destroy(reg);
 }
+
+/* Without a GPU (or without CUDA in the build) the busy fraction says why it cannot be had, and
+ * an end without a begin is a state error either way. */
+Test(errors, the_gpu_busy_fraction_without_a_gpu_says_why)
+{
+    baton_error err = {0};
+    double f = 0.5;
+    cr_expect_eq(baton_gpu_busy_end(&f, &err), BATON_ESTATE);
+    cr_expect_eq(f, 0.0);
+    cr_expect(strstr(err.message, "baton_gpu_busy_begin") != NULL, "%s", err.message);
+    if (baton_cuda_device_count() > 0)
+        cr_skip("a CUDA device is present: test_device_cuda measures the fraction");
+    cr_expect_eq(baton_gpu_busy_begin(&err), BATON_ENOTSUP);
+    cr_expect(strstr(err.message, "GPU busy fraction") != NULL, "%s", err.message);
+}

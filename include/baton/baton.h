@@ -704,6 +704,16 @@ BATON_API void baton_log_set(baton_log_fn fn, void *user);
 BATON_API int baton_cuda_built(void);
 BATON_API int baton_cuda_device_count(void);
 
+/* How busy the process's GPUs are. Between begin and end, every CUDA kernel and copy of the
+ * process (baton's or not) is recorded with its device timestamps through CUPTI's activity API
+ * (libcupti, loaded on demand); end sets *fraction to the part of the window in which at least
+ * one of them ran, 0 to 1. end waits for the GPUs first. Recording slows every kernel launch
+ * (about 0.6 us per kernel on an H100), so measure in a pass of its own, not while timing; it
+ * cannot overlap a trace's device timeline being started or stopped. BATON_ENOTSUP with the
+ * reason without CUDA, a GPU or CUPTI; BATON_ESTATE when not begun (or begun twice). */
+BATON_API int baton_gpu_busy_begin(baton_error *err);
+BATON_API int baton_gpu_busy_end(double *fraction, baton_error *err);
+
 #ifdef __cplusplus
 }
 #endif

@@ -100,6 +100,8 @@ BATON_API void baton_pool_memory(const baton_pool *pool, size_t *const_bytes, si
 
 /* Runs queued and running now (for throughput tools and tests). */
 BATON_API int baton_pool_pending(const baton_pool *pool);
+/* The GPU backend the pool's instances use after any fallback (baton_runtime_gpu_backend). */
+BATON_API baton_gpu_backend baton_pool_gpu_backend(const baton_pool *pool);
 
 #ifdef __cplusplus
 }

@@ -13,6 +13,7 @@
 
 #ifdef BATON_CUPTI
 
+#include <cuda_runtime_api.h>
 #include <cupti.h>
 #include <dlfcn.h>
 #include <pthread.h>
@@ -46,6 +47,17 @@ typedef struct sink {
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static sink sinks[MAX_SINKS];
 static int n_sinks, enabled;
+
+/* baton_gpu_busy_begin/end: every kernel and copy of the process, for the busy fraction. */
+typedef struct busy_span {
+    int64_t t0, t1;
+} busy_span;
+static struct {
+    int on;
+    busy_span *spans;
+    size_t n, cap, dropped;
+    uint64_t begin; /* CUPTI's clock */
+} busy;
 static int64_t clock_offset; /* CLOCK_MONOTONIC - CUPTI's clock, ns */
 static struct {
     uint32_t corr;
@@ -148,6 +160,17 @@ static void put(uint32_t stream, dev_span sp)
     }
 }
 
+static void busy_put(uint64_t t0, uint64_t t1)
+{
+    if (!busy.on || t1 <= busy.begin)
+        return;
+    if (busy.n == busy.cap) {
+        busy.dropped++;
+        return;
+    }
+    busy.spans[busy.n++] = (busy_span){(int64_t)t0, (int64_t)t1};
+}
+
 static void CUPTIAPI buffer_completed(CUcontext ctx, uint32_t stream, uint8_t *buffer, size_t size,
                                       size_t valid)
 {
@@ -158,11 +181,13 @@ static void CUPTIAPI buffer_completed(CUcontext ctx, uint32_t stream, uint8_t *b
         if (rec->kind == CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL ||
             rec->kind == CUPTI_ACTIVITY_KIND_KERNEL) {
             const CUpti_ActivityKernel10 *k = (const void *)rec;
+            busy_put(k->start, k->end);
             put(k->streamId, (dev_span){readable(k->name), "kernel", -1, k->graphId ? 1 : 0, 0,
                                         (int64_t)k->start + clock_offset,
                                         (int64_t)k->end + clock_offset, k->correlationId});
         } else if (rec->kind == CUPTI_ACTIVITY_KIND_MEMCPY) {
             const CUpti_ActivityMemcpy6 *m = (const void *)rec;
+            busy_put(m->start, m->end);
             put(m->streamId, (dev_span){"copy", "copy", -1, m->graphId ? 1 : 0, (int64_t)m->bytes,
                                         (int64_t)m->start + clock_offset,
                                         (int64_t)m->end + clock_offset, m->correlationId});
@@ -182,6 +207,36 @@ static const CUpti_ActivityKind kinds[] = {CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL
                                            CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION};
 #define N_KINDS ((int)(sizeof kinds / sizeof kinds[0]))
 
+/* With the lock held: CUPTI on for the first user (a trace or the busy fraction). */
+static int enable_all(baton_error *err)
+{
+    if (enabled)
+        return 0;
+    int rc = 0;
+    if (api.register_callbacks(buffer_requested, buffer_completed) != CUPTI_SUCCESS)
+        rc = err_set(err, BATON_ENOTSUP,
+                     "no device timeline: CUPTI refused its callbacks (is another profiler "
+                     "attached?)");
+    for (int i = 0; !rc && i < N_KINDS; i++)
+        if (api.enable(kinds[i]) != CUPTI_SUCCESS)
+            rc = err_set(err, BATON_ENOTSUP, "no device timeline: cuptiActivityEnable failed");
+    uint64_t ts = 0;
+    if (!rc && api.get_timestamp(&ts) == CUPTI_SUCCESS)
+        clock_offset = mono_ns() - (int64_t)ts;
+    enabled = !rc;
+    return rc;
+}
+
+/* With the lock held: CUPTI off when its last user is gone (it slows every kernel while on). */
+static void disable_unused(void)
+{
+    if (n_sinks == 0 && !busy.on && enabled) {
+        for (int i = 0; i < N_KINDS; i++)
+            api.disable(kinds[i]);
+        enabled = 0;
+    }
+}
+
 int cupti_attach(void *stream, dev_trace *t, baton_error *err)
 {
     pthread_mutex_lock(&lock);
@@ -192,19 +247,8 @@ int cupti_attach(void *stream, dev_trace *t, baton_error *err)
     if (!rc && n_sinks == MAX_SINKS)
         rc = err_set(err, BATON_ENOTSUP, "no device timeline: %d streams are traced already",
                      MAX_SINKS);
-    if (!rc && !enabled) {
-        if (api.register_callbacks(buffer_requested, buffer_completed) != CUPTI_SUCCESS)
-            rc = err_set(err, BATON_ENOTSUP,
-                         "no device timeline: CUPTI refused its callbacks (is another profiler "
-                         "attached?)");
-        for (int i = 0; !rc && i < N_KINDS; i++)
-            if (api.enable(kinds[i]) != CUPTI_SUCCESS)
-                rc = err_set(err, BATON_ENOTSUP, "no device timeline: cuptiActivityEnable failed");
-        uint64_t ts = 0;
-        if (!rc && api.get_timestamp(&ts) == CUPTI_SUCCESS)
-            clock_offset = mono_ns() - (int64_t)ts;
-        enabled = !rc;
-    }
+    if (!rc)
+        rc = enable_all(err);
     if (!rc)
         sinks[n_sinks++] = (sink){t, id, 0};
     pthread_mutex_unlock(&lock);
@@ -220,12 +264,89 @@ void cupti_detach(dev_trace *t)
     for (int i = 0; i < n_sinks; i++)
         if (sinks[i].t == t)
             sinks[i--] = sinks[--n_sinks];
-    if (n_sinks == 0 && enabled) {
-        for (int i = 0; i < N_KINDS; i++)
-            api.disable(kinds[i]);
-        enabled = 0;
-    }
+    disable_unused();
     pthread_mutex_unlock(&lock);
+}
+
+#define BUSY_CAP ((size_t)1 << 22) /* spans: 64 MiB, about 4 M kernels and copies */
+
+int baton_gpu_busy_begin(baton_error *err)
+{
+    err_clear(err);
+    if (baton_cuda_device_count() == 0)
+        return err_set(err, BATON_ENOTSUP, "GPU busy fraction: no CUDA device");
+    pthread_mutex_lock(&lock);
+    int rc = busy.on ? err_set(err, BATON_ESTATE, "GPU busy fraction: already measuring") : 0;
+    if (!rc)
+        rc = load(err);
+    if (!rc && !busy.spans && !(busy.spans = malloc(BUSY_CAP * sizeof *busy.spans)))
+        rc = err_set(err, BATON_ENOMEM, "GPU busy fraction: out of memory");
+    if (!rc)
+        rc = enable_all(err);
+    if (!rc && api.get_timestamp(&busy.begin) != CUPTI_SUCCESS)
+        rc = err_set(err, BATON_ENOTSUP, "GPU busy fraction: cuptiGetTimestamp failed");
+    if (!rc) {
+        busy.cap = BUSY_CAP;
+        busy.n = busy.dropped = 0;
+        busy.on = 1;
+    }
+    disable_unused();
+    pthread_mutex_unlock(&lock);
+    return rc;
+}
+
+static int cmp_span(const void *a, const void *b)
+{
+    const busy_span *x = a, *y = b;
+    return (x->t0 > y->t0) - (x->t0 < y->t0);
+}
+
+int baton_gpu_busy_end(double *fraction, baton_error *err)
+{
+    err_clear(err);
+    if (fraction)
+        *fraction = 0;
+    if (!busy.on)
+        return err_set(err, BATON_ESTATE, "GPU busy fraction: call baton_gpu_busy_begin first");
+    uint64_t end = 0;
+    /* The window ends now; work issued before and still running counts up to its end, which
+     * CUPTI reports once it completes, so wait for the GPUs first. */
+    cudaDeviceSynchronize();
+    (void)cudaGetLastError();
+    api.get_timestamp(&end);
+    api.flush_all(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
+    pthread_mutex_lock(&lock);
+    busy.on = 0;
+    qsort(busy.spans, busy.n, sizeof *busy.spans, cmp_span);
+    /* the union of the spans, clipped to the window (sorted by start, clipping keeps the order) */
+    int64_t lo = (int64_t)busy.begin, hi = (int64_t)end, covered = 0, c0 = 0, c1 = 0;
+    int have = 0;
+    for (size_t i = 0; i < busy.n; i++) {
+        int64_t a = busy.spans[i].t0 > lo ? busy.spans[i].t0 : lo;
+        int64_t b = busy.spans[i].t1 < hi ? busy.spans[i].t1 : hi;
+        if (b <= a)
+            continue;
+        if (have && a <= c1) {
+            c1 = b > c1 ? b : c1;
+            continue;
+        }
+        if (have)
+            covered += c1 - c0;
+        c0 = a, c1 = b, have = 1;
+    }
+    if (have)
+        covered += c1 - c0;
+    size_t dropped = busy.dropped;
+    disable_unused();
+    pthread_mutex_unlock(&lock);
+    if (dropped)
+        return err_set(err, BATON_ENOMEM,
+                       "GPU busy fraction: %zu kernels and copies did not fit (%zu recorded); "
+                       "measure a shorter window",
+                       dropped, (size_t)BUSY_CAP);
+    if (fraction && hi > lo)
+        *fraction = (double)covered / (double)(hi - lo);
+    return 0;
 }
 
 void cupti_sync(dev_trace *t)
@@ -283,6 +404,22 @@ void cupti_pop(void)
 }
 
 #else /* built without CUPTI's header */
+
+int baton_gpu_busy_begin(baton_error *err)
+{
+    err_clear(err);
+    return err_set(err, BATON_ENOTSUP,
+                   "GPU busy fraction: this build of baton has no CUPTI (its header was not found "
+                   "at build time)");
+}
+
+int baton_gpu_busy_end(double *fraction, baton_error *err)
+{
+    err_clear(err);
+    if (fraction)
+        *fraction = 0;
+    return err_set(err, BATON_ESTATE, "GPU busy fraction: call baton_gpu_busy_begin first");
+}
 
 int cupti_attach(void *stream, dev_trace *t, baton_error *err)
 {
