@@ -5,7 +5,7 @@
 # floors they are read against (bench_floors), and `baton bench` on the bundled plans. Logs are packed into $OUT/logs.tgz (the device tool returns few files);
 # a summary prints last.
 #   From the device tool: run(command="bash scripts/gpu-all.sh", carry=[".deps"])
-#   env: PARTS (default "tests host floors kernels sched plans embed"; also "trace", "async"),
+#   env: PARTS (default "tests host floors kernels sched plans embed"; also "trace", "async", "jax"),
 #        JOBS (16)
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -125,6 +125,17 @@ if has async; then
           sed -n "s/^RESULT async_batch\./RESULT r$r $(basename "$pl" .json) $v /p" | tee -a "$summary"
       done
     done
+  done
+fi
+
+if has jax; then
+  # The XLA FFI kernels inside JAX on this machine's GPUs: the single-device checks, then the
+  # tutorial's custom_partitioning example over a mesh of every visible GPU.
+  lib=$BUILD/libbaton_jax.so
+  for ex in rms_norm.py sharded_rms_norm.py; do
+    JAX_PLATFORMS=cuda timeout 300 python3 "examples/jax/$ex" --lib "$lib" > "$work/jax_$ex.log" 2>&1
+    say "== examples/jax/$ex on $(nvidia-smi -L | wc -l) GPU(s): rc $?"
+    tail -25 "$work/jax_$ex.log" | tee -a "$summary" > /dev/null
   done
 fi
 
