@@ -1383,6 +1383,8 @@ int baton_runtime_run(baton_runtime *rt, baton_error *err)
     int64_t run_t0 = rt->trace ? now_ns() : 0;
     for (int s = 0; s < plan->n_segments && !rc; s++) {
         if (plan->segments[s].device.kind == BATON_DEVICE_CPU) {
+            if (rt->gpu_only)
+                continue;
             rc = run_cpu_segment(rt, s, err);
             if (!rc && rt->ahead == s + 1)
                 open_gate(rt, s + 1);

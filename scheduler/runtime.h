@@ -77,6 +77,7 @@ struct baton_runtime {
     const baton_plan *plan;
     baton_options opts;
     baton_gpu_backend backend; /* what GPU steps actually run on */
+    int gpu_only; /* testing (runtime_gpu_only): runs skip the CPU segments and their waits */
     int nd;
     rt_device dev[PLAN_MAX_DEVICES];
     int *step_dev; /* per step: device index */

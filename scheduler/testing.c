@@ -1,6 +1,9 @@
-/* testing.c: hooks into the runtime for baton's own tests, compiled only in testing builds
- * (-DBATON_TESTING=ON, the default when the tests are built): prepare with a device fault armed,
- * and arm a fault in a prepared runtime. Declared in scheduler/testing.h. */
+/* testing.c: hooks into the runtime for baton's own tests and benchmarks, compiled only in
+ * testing builds (-DBATON_TESTING=ON, the default when the tests are built): prepare with a device
+ * fault armed, arm a fault in a prepared runtime, and run only a plan's GPU segments (its GPU
+ * floor). Declared in scheduler/testing.h. */
+#include <string.h>
+
 #include "scheduler/runtime.h"
 #include "scheduler/testing.h"
 
@@ -14,4 +17,13 @@ void runtime_inject(baton_runtime *rt, int device, dev_fault fault)
 {
     if (rt && device >= 0 && device < rt->nd && rt->dev[device].ops->inject)
         rt->dev[device].ops->inject(rt->dev[device].ctx, fault);
+}
+
+void runtime_gpu_only(baton_runtime *rt, int on)
+{
+    if (!rt)
+        return;
+    rt->gpu_only = on;
+    if (on) /* nothing is queued behind a gate that no CPU segment would open */
+        memset(rt->ahead_ok, 0, (size_t)rt->plan->n_segments + 1);
 }

@@ -13,5 +13,10 @@ int runtime_create_faulty(const baton_plan *plan, const baton_options *opts, int
                           dev_fault fault, baton_runtime **out, baton_error *err);
 /* Arms a one-shot fault on a device of a prepared runtime. */
 void runtime_inject(baton_runtime *rt, int device, dev_fault fault);
+/* From the next run on (call it before the first), runs issue only the plan's GPU segments, each
+ * as it would run (its graph, copies included), skipping the CPU segments and the host waits
+ * they need; one wait ends the run. Outputs made by CPU steps are then stale. This is the GPU
+ * floor a plan's runs in flight are measured against (bench/bench_pool_floor.c). */
+void runtime_gpu_only(baton_runtime *rt, int on);
 
 #endif
