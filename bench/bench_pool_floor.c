@@ -6,7 +6,7 @@
  * hook). Closed loop, N requests in flight; prints runs/s and latency percentiles of each way and
  * the ratio of throughputs.
  *
- *   bench_pool_floor [PLAN] [--inflight N] [--requests R] [--rounds K] [--mode M]
+ *   bench_pool_floor [PLAN] [--inflight N] [--requests R] [--rounds K] [--mode M] [--no-queue-ahead]
  *                    [--gpu auto|cuda|sim|cpu] */
 #include <stdint.h>
 #include <stdio.h>
@@ -92,6 +92,8 @@ int main(int argc, char **argv)
             requests = atoi(v), i++;
         else if (!strcmp(a, "--rounds") && v)
             rounds = atoi(v), i++;
+        else if (!strcmp(a, "--no-queue-ahead"))
+            o.disable_queue_ahead = 1;
         else if (!strcmp(a, "--mode") && v)
             baton_sync_mode_parse(v, &o.mode), i++;
         else if (!strcmp(a, "--gpu") && v) {
@@ -157,8 +159,10 @@ int main(int argc, char **argv)
             w[k].job[j].n_outputs = n_out;
         }
     }
-    printf("bench_pool_floor: %s, %s mode, %d in flight, GPU backend %s, %d rounds x %d requests\n",
-           path, baton_sync_mode_name(o.mode), n,
+    printf("bench_pool_floor: %s, %s mode%s, %d in flight, GPU backend %s, %d rounds x %d "
+           "requests\n",
+           path, baton_sync_mode_name(o.mode), o.disable_queue_ahead ? " (no queueing ahead)" : "",
+           n,
            baton_pool_gpu_backend(w[0].pool) == BATON_GPU_CUDA ? "cuda" : "not cuda", rounds,
            requests);
     double secs[2] = {0, 0};
