@@ -1,7 +1,7 @@
 /* bench_trace.c: what tracing costs per run (issue 12). One plan (default the 64-step RMSNorm
  * chain) in graph mode on cuda:0, taking turns in rounds: tracing off; CUPTI's kernel and copy
- * records alone, enabled here on the untraced runtime with a callback that only counts them (the
- * floor: what the profiler interface costs with nothing of baton's tracing); and tracing on with
+ * records alone, enabled on the untraced runtime through baton_gpu_busy_begin (the floor: what
+ * the profiler interface costs with nothing of baton's tracing); and tracing on with
  * the GPU timeline (CUPTI is process-wide: it is on only while its way runs). Prints p50 per run
  * and the ratios, and writes the trace.
  *   bench_trace [plan.json] [--runs N] [--rounds R] [--mode M] */
@@ -24,78 +24,13 @@ static void on_segv(int sig)
 #include "baton/baton.h"
 #include "bench/cuda/bench_stats.h"
 
-#ifdef BATON_CUPTI
-#include <cupti.h>
-#include <dlfcn.h>
-
-/* CUPTI on its own: the activity kinds baton's timeline enables, records counted and dropped. */
-static struct {
-    CUptiResult (*reg)(CUpti_BuffersCallbackRequestFunc, CUpti_BuffersCallbackCompleteFunc);
-    CUptiResult (*enable)(CUpti_ActivityKind);
-    CUptiResult (*disable)(CUpti_ActivityKind);
-    CUptiResult (*flush)(uint32_t);
-    CUptiResult (*next)(uint8_t *, size_t, CUpti_Activity **);
-} cu;
-static long long floor_records;
-
-static void CUPTIAPI floor_request(uint8_t **buf, size_t *size, size_t *max)
+/* CUPTI's records alone: baton_gpu_busy_begin/end enable the same activity kinds as a trace's
+ * device timeline, with nothing of the trace (no spans, no step tags). */
+static int floor_on(int on, double *busy)
 {
-    *buf = aligned_alloc(8, (size_t)4 << 20);
-    *size = *buf ? (size_t)4 << 20 : 0;
-    *max = 0;
+    baton_error e = {0};
+    return on ? baton_gpu_busy_begin(&e) == 0 : baton_gpu_busy_end(busy, &e) == 0;
 }
-
-static void CUPTIAPI floor_complete(CUcontext c, uint32_t s, uint8_t *buf, size_t size,
-                                    size_t valid)
-{
-    (void)c, (void)s, (void)size;
-    CUpti_Activity *rec = NULL;
-    while (valid && cu.next(buf, valid, &rec) == CUPTI_SUCCESS)
-        floor_records++;
-    free(buf);
-}
-
-static const CUpti_ActivityKind floor_kinds[] = {CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL,
-                                                 CUPTI_ACTIVITY_KIND_MEMCPY};
-
-static int floor_load(void)
-{
-    void *lib = dlopen("libcupti.so.13", RTLD_NOW | RTLD_LOCAL);
-    if (!lib)
-        lib = dlopen("libcupti.so", RTLD_NOW | RTLD_LOCAL);
-    if (!lib)
-        return 0;
-    *(void **)&cu.reg = dlsym(lib, "cuptiActivityRegisterCallbacks");
-    *(void **)&cu.enable = dlsym(lib, "cuptiActivityEnable");
-    *(void **)&cu.disable = dlsym(lib, "cuptiActivityDisable");
-    *(void **)&cu.flush = dlsym(lib, "cuptiActivityFlushAll");
-    *(void **)&cu.next = dlsym(lib, "cuptiActivityGetNextRecord");
-    return cu.reg && cu.enable && cu.disable && cu.flush && cu.next;
-}
-
-static void floor_on(int on)
-{
-    if (on) {
-        cu.reg(floor_request, floor_complete); /* baton's trace registers its own again */
-        for (size_t k = 0; k < sizeof floor_kinds / sizeof floor_kinds[0]; k++)
-            cu.enable(floor_kinds[k]);
-    } else {
-        cu.flush(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
-        for (size_t k = 0; k < sizeof floor_kinds / sizeof floor_kinds[0]; k++)
-            cu.disable(floor_kinds[k]);
-    }
-}
-#else
-static long long floor_records;
-static int floor_load(void)
-{
-    return 0;
-}
-static void floor_on(int on)
-{
-    (void)on;
-}
-#endif
 
 #define CHECK(call)                                                                                \
     do {                                                                                           \
@@ -140,7 +75,8 @@ int main(int argc, char **argv)
     enum { OFF, FLOOR, ON, NWAYS };
     static const char *const name[NWAYS] = {"tracing off", "CUPTI records alone (floor)",
                                             "tracing on (host + GPU timeline)"};
-    int have_floor = floor_load();
+    int have_floor = floor_on(1, NULL) && floor_on(0, NULL); /* CUPTI can be had */
+    double busy = 0;
     baton_runtime *rt[NWAYS];
     for (int w = 0; w < NWAYS; w++)
         CHECK(baton_runtime_create(plan, &o, &rt[w], &err));
@@ -157,7 +93,7 @@ int main(int argc, char **argv)
             if (w == FLOOR && !have_floor)
                 continue;
             if (w == FLOOR) {
-                floor_on(1);
+                floor_on(1, NULL);
                 for (int i = 0; i < 5; i++) /* settle, as the traced way does */
                     CHECK(baton_runtime_run(rt[w], &err));
             }
@@ -172,7 +108,7 @@ int main(int argc, char **argv)
                 lat[w][r * runs + i] = now_us() - t0;
             }
             if (w == FLOOR)
-                floor_on(0);
+                floor_on(0, &busy);
             if (w == ON && r == rounds - 1) {
                 const char *out = "/tmp/bench_trace.json";
                 CHECK(baton_runtime_trace_write(rt[w], out, &err));
@@ -192,11 +128,11 @@ int main(int argc, char **argv)
     }
     printf("RESULT tracing on / off p50 ratio %.3f\n", p50[ON] / p50[OFF]);
     if (have_floor)
-        printf("RESULT CUPTI alone / off p50 ratio %.3f (%lld records; tracing on / CUPTI alone "
-               "%.3f)\n",
-               p50[FLOOR] / p50[OFF], floor_records, p50[ON] / p50[FLOOR]);
+        printf("RESULT CUPTI alone / off p50 ratio %.3f (GPU busy %.1f %% in its last round; "
+               "tracing on / CUPTI alone %.3f)\n",
+               p50[FLOOR] / p50[OFF], 100 * busy, p50[ON] / p50[FLOOR]);
     else
-        printf("RESULT CUPTI alone: not measured (libcupti not loadable or no header)\n");
+        printf("RESULT CUPTI alone: not measured (no CUPTI: baton_gpu_busy_begin refused)\n");
     for (int w = 0; w < NWAYS; w++)
         baton_runtime_destroy(rt[w]);
     baton_plan_free(plan);
