@@ -6,7 +6,8 @@
  * hook). Closed loop, N requests in flight; prints runs/s and latency percentiles of each way and
  * the ratio of throughputs.
  *
- *   bench_pool_floor [PLAN] [--inflight N] [--requests R] [--rounds K] [--mode M] [--no-queue-ahead]
+ *   bench_pool_floor [PLAN] [--inflight N] [--requests R] [--rounds K] [--mode M]
+ * [--no-queue-ahead]
  *                    [--gpu auto|cuda|sim|cpu] */
 #include <stdint.h>
 #include <stdio.h>
@@ -97,13 +98,12 @@ int main(int argc, char **argv)
         else if (!strcmp(a, "--mode") && v)
             baton_sync_mode_parse(v, &o.mode), i++;
         else if (!strcmp(a, "--gpu") && v) {
-            o.gpu = !strcmp(v, "cuda") ? BATON_GPU_CUDA
+            o.gpu = !strcmp(v, "cuda")  ? BATON_GPU_CUDA
                     : !strcmp(v, "sim") ? BATON_GPU_SIM
                     : !strcmp(v, "cpu") ? BATON_GPU_CPU
                                         : BATON_GPU_AUTO;
             i++;
-        }
-        else
+        } else
             path = a;
     }
     if (n < 1 || n > MAX_INFLIGHT || requests < n || rounds < 1) {
@@ -129,8 +129,8 @@ int main(int argc, char **argv)
             in[n_in++] = (baton_binding){ti.name, calloc(1, ti.nbytes ? ti.nbytes : 1), ti.nbytes};
         else if (ti.role == BATON_ROLE_OUTPUT) {
             for (int k = 0; k < n; k++)
-                out[k][n_out] = (baton_binding){ti.name, malloc(ti.nbytes ? ti.nbytes : 1),
-                                                ti.nbytes};
+                out[k][n_out] =
+                    (baton_binding){ti.name, malloc(ti.nbytes ? ti.nbytes : 1), ti.nbytes};
             n_out++;
         }
     }
@@ -162,8 +162,7 @@ int main(int argc, char **argv)
     printf("bench_pool_floor: %s, %s mode%s, %d in flight, GPU backend %s, %d rounds x %d "
            "requests\n",
            path, baton_sync_mode_name(o.mode), o.disable_queue_ahead ? " (no queueing ahead)" : "",
-           n,
-           baton_pool_gpu_backend(w[0].pool) == BATON_GPU_CUDA ? "cuda" : "not cuda", rounds,
+           n, baton_pool_gpu_backend(w[0].pool) == BATON_GPU_CUDA ? "cuda" : "not cuda", rounds,
            requests);
     double secs[2] = {0, 0};
     int64_t *keep[2] = {w[0].lat_ns, w[1].lat_ns};

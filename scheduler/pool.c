@@ -52,8 +52,8 @@ struct baton_pool {
     pool_worker w[POOL_MAX_INSTANCES];
     uv_mutex_t lock;
     uv_async_t async;
-    int stopping;       /* guarded by lock: workers exit */
-    int64_t spin_ns;    /* how long a worker that finished looks for its next job before sleeping */
+    int stopping;    /* guarded by lock: workers exit */
+    int64_t spin_ns; /* how long a worker that finished looks for its next job before sleeping */
     /* loop thread only */
     baton_job *queue_head, *queue_tail;
     int free_list[POOL_MAX_INSTANCES], n_free;
@@ -109,18 +109,15 @@ static int run_job(pool_worker *w, baton_job *job)
 /* Waits up to p->spin_ns for a job without sleeping. In a closed loop the next job comes from
  * the completion callback of the last one a few microseconds later; a worker that is still
  * awake saves the loop thread a futex wake-up (a system call and, in a VM, an inter-processor
- * interrupt) per run. Returns whether a job came. */
-static int spin_for_job(pool_worker *w)
+ * interrupt) per run. */
+static void spin_for_job(pool_worker *w)
 {
     int64_t until = mono_ns() + w->pool->spin_ns;
-    while (!atomic_load_explicit(&w->job, memory_order_acquire)) {
-        if (mono_ns() > until)
-            return 0;
+    while (!atomic_load_explicit(&w->job, memory_order_acquire) && mono_ns() <= until) {
 #if defined(__x86_64__) || defined(__i386__)
         __builtin_ia32_pause();
 #endif
     }
-    return 1;
 }
 
 static void worker_main(void *arg)
@@ -181,7 +178,7 @@ static void dispatch(baton_pool *p)
         p->running++;
         uv_mutex_lock(&p->lock);
         atomic_store_explicit(&p->w[i].job, job, memory_order_release);
-        if (p->w[i].sleeping) /* a spinning worker sees the job without a wake-up */
+        if (p->w[i].sleeping)              /* a spinning worker sees the job without a wake-up */
             uv_cond_signal(&p->w[i].wake); /* only this worker: no herd on a 2-core machine */
         uv_mutex_unlock(&p->lock);
     }

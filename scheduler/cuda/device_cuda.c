@@ -31,7 +31,7 @@ struct dev_ctx {
     int set_device; /* nonzero: make dev current before each call (several GPUs, or not 0) */
     int pdl;        /* compute capability >= 9 */
     cudaStream_t stream;
-    int own_stream;     /* created here; else the caller's (baton_options.streams) */
+    int own_stream; /* created here; else the caller's (baton_options.streams) */
     /* idle: captures that learn how to patch a graph (rebind.c). Created at the first capture,
      * not at open: CUDA maps streams onto its hardware queues (CUDA_DEVICE_MAX_CONNECTIONS, 8 by
      * default) in creation order, so with a stream and a probe each, the working streams of a
