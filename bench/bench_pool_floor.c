@@ -7,8 +7,7 @@
  * the ratio of throughputs.
  *
  *   bench_pool_floor [PLAN] [--inflight N] [--requests R] [--rounds K] [--mode M]
- * [--no-queue-ahead]
- *                    [--gpu auto|cuda|sim|cpu] */
+ *                    [--no-queue-ahead | --queue-ahead] [--gpu auto|cuda|sim|cpu] */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -95,6 +94,8 @@ int main(int argc, char **argv)
             rounds = atoi(v), i++;
         else if (!strcmp(a, "--no-queue-ahead"))
             o.disable_queue_ahead = 1;
+        else if (!strcmp(a, "--queue-ahead")) /* on in a pool of several too (baton.h) */
+            o.disable_queue_ahead = -1;
         else if (!strcmp(a, "--mode") && v)
             baton_sync_mode_parse(v, &o.mode), i++;
         else if (!strcmp(a, "--gpu") && v) {
@@ -161,7 +162,8 @@ int main(int argc, char **argv)
     }
     printf("bench_pool_floor: %s, %s mode%s, %d in flight, GPU backend %s, %d rounds x %d "
            "requests\n",
-           path, baton_sync_mode_name(o.mode), o.disable_queue_ahead ? " (no queueing ahead)" : "",
+           path, baton_sync_mode_name(o.mode), o.disable_queue_ahead < 0 || (n == 1 && !o.disable_queue_ahead) ? " (queueing ahead)"
+                                                                   : " (no queueing ahead)",
            n, baton_pool_gpu_backend(w[0].pool) == BATON_GPU_CUDA ? "cuda" : "not cuda", rounds,
            requests);
     double secs[2] = {0, 0};

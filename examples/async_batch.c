@@ -101,6 +101,8 @@ int main(int argc, char **argv)
             no_timer = 1;
         else if (!strcmp(argv[i], "--no-queue-ahead"))
             opts.disable_queue_ahead = 1;
+        else if (!strcmp(argv[i], "--queue-ahead")) /* a pool of several does not by default */
+            opts.disable_queue_ahead = -1;
         else if (!strcmp(argv[i], "--requests") && i + 1 < argc)
             A.total = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--mode") && i + 1 < argc) {
@@ -118,7 +120,8 @@ int main(int argc, char **argv)
             path = argv[i];
         else {
             fprintf(stderr, "usage: async_batch [--inflight N] [--requests R] [--mode M] "
-                            "[--gpu auto|cuda|cpu|sim] [PLAN.json]\n");
+                            "[--gpu auto|cuda|cpu|sim] [--no-timer] [--no-queue-ahead | "
+                            "--queue-ahead] [PLAN.json]\n");
             return 2;
         }
     }

@@ -297,7 +297,13 @@ int baton_pool_create(uv_loop_t *loop, const baton_plan *plan, const baton_optio
         free(p);
         return err_set(err, BATON_ENOMEM, "baton_pool_create: uv_mutex_init failed");
     }
-    int rc = 0;
+    /* Queueing ahead hides a run's host hand-off from the GPU; in a pool of several instances
+     * the other instances' runs already fill it, and the gates it adds cost GPU time they need
+     * (bench/RESULTS.md, session 6). So a pool turns it off unless the caller forces it on. */
+    baton_options o;
+    int rc = options_read(opts, &o, err);
+    if (!rc && instances > 1 && o.disable_queue_ahead == 0)
+        o.disable_queue_ahead = 1;
     for (int i = 0; i < instances && !rc; i++) {
         pool_worker *w = &p->w[i];
         w->pool = p;
@@ -307,7 +313,7 @@ int baton_pool_create(uv_loop_t *loop, const baton_plan *plan, const baton_optio
             break;
         }
         w->cond_ok = 1;
-        rc = i == 0 ? baton_runtime_create(plan, opts, &w->rt, err)
+        rc = i == 0 ? baton_runtime_create(plan, &o, &w->rt, err)
                     : runtime_prepare_instance(p->w[0].rt, &w->rt, err);
         if (!rc)
             p->n = i + 1;

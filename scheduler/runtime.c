@@ -542,7 +542,7 @@ static int plan_queue_ahead(baton_runtime *rt, baton_error *err)
     rt->ahead_ok = calloc((size_t)plan->n_segments + 1, 1);
     if (!rt->ahead_ok)
         return err_set(err, BATON_ENOMEM, "prepare: out of memory");
-    if (rt->opts.mode != BATON_SYNC_GRAPH || rt->opts.disable_queue_ahead)
+    if (rt->opts.mode != BATON_SYNC_GRAPH || rt->opts.disable_queue_ahead > 0)
         return 0;
     for (int s = 2; s < plan->n_segments; s++) {
         const plan_segment *g = &plan->segments[s], *c = &plan->segments[s - 1],

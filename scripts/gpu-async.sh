@@ -38,6 +38,10 @@ ab "floor.1" --inflight 1 --requests "$REQ" --no-timer "$floor"
 echo "== bench_pool_floor: the RFC plan against its GPU segments only, 8 in flight" | tee -a "$log"
 timeout 240 "$BUILD/bench_pool_floor" "$plan" --gpu cuda --inflight 8 --requests "$REQ" \
   --rounds 3 2>&1 | tee -a "$log"
+# The same with the gates that queue a segment ahead, which a pool of several no longer uses.
+timeout 240 "$BUILD/bench_pool_floor" "$plan" --gpu cuda --inflight 8 --requests "$REQ" \
+  --rounds 3 --queue-ahead 2>&1 | sed 's/^RESULT pool_floor\./RESULT pool_floor_ahead./' |
+  tee -a "$log"
 # The GPU busy fraction at 8 in flight (a second, CUPTI-recorded pass of each measurement).
 for pl in "$plan" "$floor"; do
   echo "== baton bench --inflight 8 $(basename "$pl")" | tee -a "$log"
@@ -66,6 +70,7 @@ t8, f8 = g("graph.8.runs_per_s"), g("floor.8.runs_per_s")
 rows.append(("throughput at 8 in flight / all-on-GPU plan at 8 (stricter floor)",
              t8 / f8 if t8 and f8 else None))
 rows.append(("bench_pool_floor: plan / its GPU segments only at 8 (>= 0.90)", g("pool_floor.ratio")))
+rows.append(("  the same, queueing ahead forced on (--queue-ahead)", g("pool_floor_ahead.ratio")))
 rows.append(("throughput at 8 in flight / one at a time, graph (>= 2)", t8 / one if t8 and one else None))
 p50, p99 = g("graph.8.p50_us"), g("graph.8.p99_us")
 rows.append(("p99 / p50 latency at 8 in flight (<= 1.5)", p99 / p50 if p50 and p99 else None))

@@ -64,7 +64,9 @@ void cli_print_usage(const char *cmd)
                "                    per mode as a timeline with host and device lanes\n"
                "  --inflight=N      instead: keep N runs in flight on a pool of N instances\n"
                "                    (include/baton/baton_uv.h) and print throughput, latency\n"
-               "                    and the libuv loop's busy time per run\n");
+               "                    and the libuv loop's busy time per run\n"
+               "  --queue-ahead     with --inflight above 1: queue ahead anyway (a pool of\n"
+               "                    several instances does not by default)\n");
         fputs(usage_common, stdout);
     } else {
         fputs(cli_usage_main, stdout);
@@ -126,6 +128,7 @@ static const char *option_commands(const char *a)
         {"--no-fallback", "run bench"},
         {"--no-pdl", "run bench"},
         {"--no-queue-ahead", "run bench"},
+        {"--queue-ahead", "bench"},
         {"--iters", "run bench"},
         {"--warmup", "bench"},
         {"--inflight", "bench"},
@@ -200,6 +203,8 @@ static int parse(int argc, char **argv, cli *c, char *msg, size_t msglen)
             c->opts.disable_pdl = 1;
         } else if (strcmp(a, "--no-queue-ahead") == 0) {
             c->opts.disable_queue_ahead = 1;
+        } else if (strcmp(a, "--queue-ahead") == 0) {
+            c->opts.disable_queue_ahead = -1;
         } else if (strcmp(a, "--steps") == 0) {
             c->per_step = 1;
         } else if (strcmp(a, "--print") == 0) {

@@ -336,8 +336,11 @@ static int bench_inflight(cli *c, const baton_plan *plan, const baton_sync_mode 
         printf("]}\n");
     } else {
         printf("plan '%s', %d in flight on a pool of %d instances: %d timed runs per mode after "
-               "2 warm-up runs per instance\n",
-               cli_esc(baton_plan_name(plan)), n, n, iters);
+               "2 warm-up runs per instance; graph mode queues ahead: %s\n",
+               cli_esc(baton_plan_name(plan)), n, n, iters,
+               c->opts.disable_queue_ahead < 0 || (n == 1 && c->opts.disable_queue_ahead == 0)
+                   ? "yes"
+                   : "no");
         printf("%-9s %11s %11s %11s %14s %9s\n", "mode", "runs/s", "p50 us", "p99 us",
                "loop us/run", "GPU busy");
         int any_na = 0;
@@ -551,7 +554,7 @@ int cmd_bench(cli *c)
                                : fallback ? "fallback: the GPU steps ran on the CPU, so every mode "
                                             "runs the same code"
                                           : "no strict mode to compare with";
-    const int pdl = !c->opts.disable_pdl, ahead = !c->opts.disable_queue_ahead;
+    const int pdl = !c->opts.disable_pdl, ahead = c->opts.disable_queue_ahead <= 0;
     if (strcmp(c->format, "csv") == 0) {
         printf("mode,mean_us,p50_us,p99_us,host_waits_per_run,launches_per_run,graph_launches_per_"
                "run,p50_ratio_strict_over_mode,ran_on,fallback,gpu_asked,pdl,queue_ahead,"

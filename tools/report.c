@@ -296,7 +296,7 @@ int cli_report_write(const cli *c, const baton_plan *plan, const report_mode *mo
             : c->opts.gpu == BATON_GPU_CPU ? "cpu"
             : c->opts.gpu == BATON_GPU_SIM ? "sim"
                                            : "auto",
-            c->opts.disable_pdl ? "off" : "on", c->opts.disable_queue_ahead ? "off" : "on",
+            c->opts.disable_pdl ? "off" : "on", c->opts.disable_queue_ahead > 0 ? "off" : "on",
             modes[0].n, c->warmup);
     fputs("<h2>The plan: steps by device, segments and boundaries</h2>\n", f);
     segments(f, plan);

@@ -509,7 +509,9 @@ typedef struct baton_options {
     int disable_pdl;       /* do not use programmatic dependent launch between kernels */
     /* Graph mode queues a GPU segment that follows a CPU segment (GPU -> CPU -> GPU on one
      * device) before the CPU segment runs, gated on a flag the host sets when the CPU segment is
-     * done: the GPU starts it without a launch in between. Nonzero turns this off. */
+     * done: the GPU starts it without a launch in between. 0 (the default): on, except in a
+     * baton_uv pool of two or more instances, whose other runs fill the GPU during a hand-off
+     * while the gates would cost them GPU time (docs/async.md); 1: off; -1: on, pools included. */
     int disable_queue_ahead;
     /* Caller-owned memory and streams (docs/embedding.md); NULL/0: baton allocates and creates
      * its own. `arenas` gives the memory of some or all of the plan's devices
