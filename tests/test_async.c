@@ -238,8 +238,8 @@ static void check_against_sync(baton_sync_mode mode, int inflight, int jobs, int
             cr_expect_eq(s->job.stats.queued_ahead, st.queued_ahead, "job %d queued ahead", j);
             if (mode == BATON_SYNC_GRAPH)
                 cr_expect_eq(s->job.stats.queued_ahead > 0, queue_ahead < 0 || inflight == 1,
-                             "job %d: %lld queued ahead, %d in flight, disable_queue_ahead %d",
-                             j, (long long)s->job.stats.queued_ahead, inflight, queue_ahead);
+                             "job %d: %lld queued ahead, %d in flight, disable_queue_ahead %d", j,
+                             (long long)s->job.stats.queued_ahead, inflight, queue_ahead);
         }
         cr_expect_eq(s->job.stats.runs, 1, "job %d: its counters are one run's", j);
     }
