@@ -163,8 +163,9 @@ int main(int argc, char **argv)
     printf("bench_pool_floor: %s, %s mode%s, %d in flight, GPU backend %s, %d rounds x %d "
            "requests\n",
            path, baton_sync_mode_name(o.mode),
-           o.disable_queue_ahead < 0 || (n == 1 && !o.disable_queue_ahead) ? " (queueing ahead)"
-                                                                           : " (no queueing ahead)",
+           o.disable_queue_ahead < 0 || (n <= BATON_POOL_QUEUE_AHEAD_MAX && !o.disable_queue_ahead)
+               ? " (queueing ahead)"
+               : " (no queueing ahead)",
            n, baton_pool_gpu_backend(w[0].pool) == BATON_GPU_CUDA ? "cuda" : "not cuda", rounds,
            requests);
     double secs[2] = {0, 0};

@@ -101,7 +101,7 @@ int main(int argc, char **argv)
             no_timer = 1;
         else if (!strcmp(argv[i], "--no-queue-ahead"))
             opts.disable_queue_ahead = 1;
-        else if (!strcmp(argv[i], "--queue-ahead")) /* a pool of several does not by default */
+        else if (!strcmp(argv[i], "--queue-ahead")) /* a pool of more than 4 does not by default */
             opts.disable_queue_ahead = -1;
         else if (!strcmp(argv[i], "--requests") && i + 1 < argc)
             A.total = atoi(argv[++i]);

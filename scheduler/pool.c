@@ -297,12 +297,9 @@ int baton_pool_create(uv_loop_t *loop, const baton_plan *plan, const baton_optio
         free(p);
         return err_set(err, BATON_ENOMEM, "baton_pool_create: uv_mutex_init failed");
     }
-    /* Queueing ahead hides a run's host hand-off from the GPU; in a pool of several instances
-     * the other instances' runs already fill it, and the gates it adds cost GPU time they need
-     * (bench/RESULTS.md, session 6). So a pool turns it off unless the caller forces it on. */
     baton_options o;
     int rc = options_read(opts, &o, err);
-    if (!rc && instances > 1 && o.disable_queue_ahead == 0)
+    if (!rc && instances > BATON_POOL_QUEUE_AHEAD_MAX && o.disable_queue_ahead == 0)
         o.disable_queue_ahead = 1;
     for (int i = 0; i < instances && !rc; i++) {
         pool_worker *w = &p->w[i];

@@ -188,7 +188,8 @@ static void close_pool(uv_loop_t *loop, baton_pool *pool)
 #ifndef TEST_LOOP_LATENCY
 /* Runs `jobs` jobs through a pool of `inflight` instances and checks each against a synchronous
  * run of the same inputs: outputs bitwise equal, counters equal. queue_ahead: the pool's
- * disable_queue_ahead (0: the pool's default, off with several instances; -1: forced on). */
+ * disable_queue_ahead (0: the pool's default, off above BATON_POOL_QUEUE_AHEAD_MAX instances; -1:
+ * forced on). */
 static void check_against_sync(baton_sync_mode mode, int inflight, int jobs, int queue_ahead)
 {
     baton_plan *plan = load("add_scalar");
@@ -196,7 +197,8 @@ static void check_against_sync(baton_sync_mode mode, int inflight, int jobs, int
     o.disable_queue_ahead = queue_ahead;
     /* the synchronous runtime queues ahead as the pool's instances do */
     baton_options so = o;
-    so.disable_queue_ahead = queue_ahead == 0 && inflight > 1 ? 1 : queue_ahead;
+    so.disable_queue_ahead =
+        queue_ahead == 0 && inflight > BATON_POOL_QUEUE_AHEAD_MAX ? 1 : queue_ahead;
     baton_error err = {0};
     baton_runtime *sync_rt = NULL;
     cr_assert_eq(baton_runtime_create(plan, &so, &sync_rt, &err), 0, "%s", err.message);
@@ -237,7 +239,8 @@ static void check_against_sync(baton_sync_mode mode, int inflight, int jobs, int
             cr_expect_eq(s->job.stats.bytes_d2h, st.bytes_d2h, "job %d bytes d2h", j);
             cr_expect_eq(s->job.stats.queued_ahead, st.queued_ahead, "job %d queued ahead", j);
             if (mode == BATON_SYNC_GRAPH)
-                cr_expect_eq(s->job.stats.queued_ahead > 0, queue_ahead < 0 || inflight == 1,
+                cr_expect_eq(s->job.stats.queued_ahead > 0,
+                             queue_ahead < 0 || inflight <= BATON_POOL_QUEUE_AHEAD_MAX,
                              "job %d: %lld queued ahead, %d in flight, disable_queue_ahead %d", j,
                              (long long)s->job.stats.queued_ahead, inflight, queue_ahead);
         }
@@ -257,12 +260,12 @@ Test(async, one_to_sixteen_in_flight_equal_synchronous_runs_in_every_mode)
             check_against_sync((baton_sync_mode)m, inflight[i], 2 * inflight[i] + 3, 0);
 }
 
-/* A pool of several instances does not queue ahead by default (baton.h); forced on, it does, and
- * its runs still equal synchronous ones. */
+/* A pool of more than BATON_POOL_QUEUE_AHEAD_MAX instances does not queue ahead by default
+ * (baton.h); forced on, it does, and its runs still equal synchronous ones. */
 Test(async, graph_mode_queues_ahead_in_flight_when_asked)
 {
     NEED_BACKEND();
-    const int inflight[] = {2, 8};
+    const int inflight[] = {8, 16};
     for (int i = 0; i < 2; i++)
         check_against_sync(BATON_SYNC_GRAPH, inflight[i], 2 * inflight[i] + 3, -1);
 }

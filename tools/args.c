@@ -65,8 +65,8 @@ void cli_print_usage(const char *cmd)
                "  --inflight=N      instead: keep N runs in flight on a pool of N instances\n"
                "                    (include/baton/baton_uv.h) and print throughput, latency\n"
                "                    and the libuv loop's busy time per run\n"
-               "  --queue-ahead     with --inflight above 1: queue ahead anyway (a pool of\n"
-               "                    several instances does not by default)\n");
+               "  --queue-ahead     with --inflight above 4: queue ahead anyway (a pool of\n"
+               "                    more than 4 instances does not by default)\n");
         fputs(usage_common, stdout);
     } else {
         fputs(cli_usage_main, stdout);

@@ -338,7 +338,8 @@ static int bench_inflight(cli *c, const baton_plan *plan, const baton_sync_mode 
         printf("plan '%s', %d in flight on a pool of %d instances: %d timed runs per mode after "
                "2 warm-up runs per instance; graph mode queues ahead: %s\n",
                cli_esc(baton_plan_name(plan)), n, n, iters,
-               c->opts.disable_queue_ahead < 0 || (n == 1 && c->opts.disable_queue_ahead == 0)
+               c->opts.disable_queue_ahead < 0 ||
+                       (n <= BATON_POOL_QUEUE_AHEAD_MAX && c->opts.disable_queue_ahead == 0)
                    ? "yes"
                    : "no");
         printf("%-9s %11s %11s %11s %14s %9s\n", "mode", "runs/s", "p50 us", "p99 us",

@@ -510,8 +510,9 @@ typedef struct baton_options {
     /* Graph mode queues a GPU segment that follows a CPU segment (GPU -> CPU -> GPU on one
      * device) before the CPU segment runs, gated on a flag the host sets when the CPU segment is
      * done: the GPU starts it without a launch in between. 0 (the default): on, except in a
-     * baton_uv pool of two or more instances, whose other runs fill the GPU during a hand-off
-     * while the gates would cost them GPU time (docs/async.md); 1: off; -1: on, pools included. */
+     * baton_uv pool of more than BATON_POOL_QUEUE_AHEAD_MAX instances, whose other runs fill the
+     * GPU during a hand-off while the gates would cost them GPU time (docs/async.md); 1: off;
+     * -1: on, in such pools too. */
     int disable_queue_ahead;
     /* Caller-owned memory and streams (docs/embedding.md); NULL/0: baton allocates and creates
      * its own. `arenas` gives the memory of some or all of the plan's devices

@@ -71,6 +71,13 @@ struct baton_job {
 /* Zeroes a job: a job must start zeroed. */
 BATON_API void baton_job_init(baton_job *job);
 
+/* The most instances of a pool that queue ahead by default (baton_options.disable_queue_ahead 0;
+ * -1 forces it on, 1 off). Queueing ahead hides a run's host hand-off from the GPU at the cost of
+ * a gate on the GPU; once enough runs are in flight, the other runs fill the hand-off and the
+ * gates only cost GPU time. RFC plan on an H100 (bench/RESULTS.md): on is 5-8 % faster at 2 and 4
+ * in flight, off 2-3 % faster at 8, where about 4.5 runs keep the GPU busy. */
+#define BATON_POOL_QUEUE_AHEAD_MAX 4
+
 /* Creates a pool of `instances` (1 to 64) instances of `plan` with `opts` on `loop`: prepares the
  * first instance (arenas, constants, streams), then the others on its constants, and starts one
  * worker thread per instance. The plan must outlive the pool. On failure *out is NULL. */
