@@ -38,9 +38,12 @@ static int build_segments(baton_plan *plan, baton_error *err)
     int ns = 0;
     for (int i = 0; i < n; i++) {
         plan_step *s = &plan->steps[i];
-        if (ns == 0 || !device_eq(plan->segments[ns - 1].device, s->device)) {
+        int coll = s->kind == BATON_TARGET_COLLECTIVE;
+        if (ns == 0 || coll || plan->segments[ns - 1].collective ||
+            !device_eq(plan->segments[ns - 1].device, s->device)) {
             plan->segments[ns].device = s->device;
             plan->segments[ns].first_step = i;
+            plan->segments[ns].collective = coll;
             ns++;
         }
         plan->segments[ns - 1].last_step = i;
@@ -59,14 +62,17 @@ static int build_segments(baton_plan *plan, baton_error *err)
     plan->n_devices = 1;
     plan->memory[0].device = (baton_device){BATON_DEVICE_CPU, 0};
     for (int i = 0; i < n; i++) {
-        baton_device d = plan->steps[i].device;
-        if (plan_memory_index(plan, d) >= 0)
-            continue;
-        if (plan->n_devices == PLAN_MAX_DEVICES)
-            return plan_error(err, BATON_EPLAN, plan, plan->steps[i].pos,
-                              "step '%s': the plan uses more than %d devices", plan->steps[i].name,
-                              PLAN_MAX_DEVICES);
-        plan->memory[plan->n_devices++].device = d;
+        const plan_step *s = &plan->steps[i];
+        for (int g = 0; g < (s->n_group ? s->n_group : 1); g++) {
+            baton_device d = s->n_group ? s->group[g] : s->device;
+            if (plan_memory_index(plan, d) >= 0)
+                continue;
+            if (plan->n_devices == PLAN_MAX_DEVICES)
+                return plan_error(err, BATON_EPLAN, plan, s->pos,
+                                  "step '%s': the plan uses more than %d devices", s->name,
+                                  PLAN_MAX_DEVICES);
+            plan->memory[plan->n_devices++].device = d;
+        }
     }
     return 0;
 }
@@ -90,9 +96,13 @@ typedef struct analysis_scratch {
 
 static int home_device(const baton_plan *plan, const plan_tensor *t)
 {
-    if (t->producer >= 0)
-        return plan_memory_index(plan, plan->steps[t->producer].device);
-    return 0; /* inputs live on the host */
+    if (t->producer < 0)
+        return 0; /* inputs live on the host */
+    const plan_step *p = &plan->steps[t->producer];
+    for (int k = 0; k < p->n_outputs && p->n_group; k++)
+        if (&plan->tensors[p->outputs[k]] == t)
+            return plan_memory_index(plan, p->group[k]);
+    return plan_memory_index(plan, p->device);
 }
 
 static void touch(analysis_scratch *sc, int d, int t, int pos)
@@ -137,10 +147,10 @@ static int plan_lifetimes(baton_plan *plan, analysis_scratch *sc, baton_error *e
     /* first step on each device that reads each tensor, to place transfers */
     for (int i = 0; i < n; i++) {
         const plan_step *s = &plan->steps[i];
-        int d = plan_memory_index(plan, s->device);
         for (int k = 0; k < s->n_outputs; k++)
-            touch(sc, d, s->outputs[k], 2 * i + 1);
+            touch(sc, plan_memory_index(plan, step_arg_device(s, k)), s->outputs[k], 2 * i + 1);
         for (int k = 0; k < s->n_inputs; k++) {
+            int d = plan_memory_index(plan, step_arg_device(s, k));
             int t = s->inputs[k];
             const plan_tensor *pt = &plan->tensors[t];
             size_t key = SLOT(sc, d, t);
@@ -160,8 +170,10 @@ static int plan_lifetimes(baton_plan *plan, analysis_scratch *sc, baton_error *e
                 touch(sc, d, t, at);
                 touch(sc, home, t, at);
                 /* A host buffer that a GPU copies from asynchronously stays untouched until the
-                 * run ends: with several GPUs no single wait orders the copy before reuse. */
-                if (home == 0)
+                 * run ends: with several GPUs no single wait orders the copy before reuse. So
+                 * does a GPU's buffer that another GPU copies from: the reader waits for the
+                 * writer, but nothing makes the writer's later work wait for the reader. */
+                if (home == 0 || (d != 0 && plan->memory[d].device.kind == BATON_DEVICE_CUDA))
                     touch(sc, home, t, END);
             }
             touch(sc, d, t, 2 * i + 1);
@@ -533,11 +545,16 @@ static int build_boundaries_and_syncs(baton_plan *plan, baton_error *err)
         pb->host_wait = pb->from.kind == BATON_DEVICE_CUDA && pb->to.kind == BATON_DEVICE_CPU;
     }
 
-    /* strict: after every GPU step. */
-    for (int i = 0; i < plan->n_steps; i++)
-        if (plan->steps[i].device.kind == BATON_DEVICE_CUDA &&
-            push_sync(plan, BATON_SYNC_STRICT, cap, i, plan->steps[i].device, "step"))
-            return err_set(err, BATON_ENOMEM, "analysis: out of memory");
+    /* strict: after every GPU step (a collective: on each device of its group). */
+    for (int i = 0; i < plan->n_steps; i++) {
+        const plan_step *st = &plan->steps[i];
+        for (int g = 0; g < (st->n_group ? st->n_group : 1); g++) {
+            baton_device dev = st->n_group ? st->group[g] : st->device;
+            if (dev.kind == BATON_DEVICE_CUDA &&
+                push_sync(plan, BATON_SYNC_STRICT, cap, i, dev, "step"))
+                return err_set(err, BATON_ENOMEM, "analysis: out of memory");
+        }
+    }
     /* boundary and graph: at GPU -> CPU boundaries (on every GPU that the CPU segment reads
      * from) and at the end on every GPU with work issued since its last wait. */
     for (int mode = BATON_SYNC_BOUNDARY; mode <= BATON_SYNC_GRAPH; mode++) {
@@ -561,6 +578,10 @@ static int build_boundaries_and_syncs(baton_plan *plan, baton_error *err)
                             return err_set(err, BATON_ENOMEM, "analysis: out of memory");
                         pending[d] = 0;
                     }
+            } else if (seg->collective) {
+                const plan_step *st = &plan->steps[seg->first_step];
+                for (int g = 0; g < st->n_group; g++)
+                    pending[plan_memory_index(plan, st->group[g])] = 1;
             } else if (seg->device.kind == BATON_DEVICE_CUDA) {
                 pending[plan_memory_index(plan, seg->device)] = 1;
             }

@@ -8,7 +8,10 @@
 
 static const char *kind_name(baton_target_kind k)
 {
-    return k == BATON_TARGET_KERNEL ? "kernel" : k == BATON_TARGET_DELEGATE ? "delegate" : "none";
+    return k == BATON_TARGET_KERNEL       ? "kernel"
+           : k == BATON_TARGET_DELEGATE   ? "delegate"
+           : k == BATON_TARGET_COLLECTIVE ? "collective"
+                                          : "none";
 }
 
 static void shape_str(const baton_tensor_desc *d, char *buf, size_t len)
@@ -65,6 +68,12 @@ static json_t *describe_json(const baton_plan *plan)
         json_object_set_new(o, "kind", json_string(kind_name(s->kind)));
         json_object_set_new(o, "target", json_string(s->target_name));
         json_object_set_new(o, "device", dev_json(s->device));
+        if (s->n_group) {
+            json_t *group = json_array();
+            for (int g = 0; g < s->n_group; g++)
+                json_array_append_new(group, dev_json(s->group[g]));
+            json_object_set_new(o, "devices", group);
+        }
         json_object_set_new(o, "segment", json_integer(s->segment));
         json_object_set_new(o, "inputs", in);
         json_object_set_new(o, "outputs", out);
@@ -83,6 +92,7 @@ static json_t *describe_json(const baton_plan *plan)
         json_object_set_new(o, "first_step", json_string(plan->steps[g->first_step].name));
         json_object_set_new(o, "last_step", json_string(plan->steps[g->last_step].name));
         json_object_set_new(o, "steps", json_integer(g->last_step - g->first_step + 1));
+        json_object_set_new(o, "collective", json_boolean(g->collective));
         json_array_append_new(segs, o);
     }
     json_object_set_new(root, "segments", segs);
@@ -170,17 +180,25 @@ static void describe_text(const baton_plan *plan, FILE *f)
             "seg", "next");
     for (int i = 0; i < plan->n_steps; i++) {
         const plan_step *s = &plan->steps[i];
+        char dev[96];
+        baton_device_format(s->device, dev, sizeof dev);
+        for (int g = 1; g < s->n_group; g++) { /* a collective: its group, "cuda:0+cuda:1" */
+            size_t len = strlen(dev);
+            snprintf(dev + len, sizeof dev - len, "+%s",
+                     baton_device_format(s->group[g], b1, sizeof b1));
+        }
         fprintf(f, "  %-4d %-20s %-9s %-16s %-8s %-4d %s %s\n", i, s->name, kind_name(s->kind),
-                s->target_name, baton_device_format(s->device, b1, sizeof b1), s->segment,
-                baton_device_format(s->next_device, b2, sizeof b2), kind_name(s->next_kind));
+                s->target_name, dev, s->segment, baton_device_format(s->next_device, b2, sizeof b2),
+                kind_name(s->next_kind));
     }
 
     fprintf(f, "\nsegments\n");
     for (int i = 0; i < plan->n_segments; i++) {
         const plan_segment *g = &plan->segments[i];
-        fprintf(f, "  %-3d %-8s steps %d..%d (%s .. %s)\n", i,
+        fprintf(f, "  %-3d %-8s steps %d..%d (%s .. %s)%s\n", i,
                 baton_device_format(g->device, b1, sizeof b1), g->first_step, g->last_step,
-                plan->steps[g->first_step].name, plan->steps[g->last_step].name);
+                plan->steps[g->first_step].name, plan->steps[g->last_step].name,
+                g->collective ? ", a collective over its group" : "");
     }
 
     fprintf(f, "\nboundaries\n");

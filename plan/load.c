@@ -714,12 +714,88 @@ static int load_opaque(loader *L, plan_step *s, int jo, const char *subj)
     return 0;
 }
 
-enum { S_NAME, S_KERNEL, S_DELEGATE, S_DEVICE, S_INPUTS, S_OUTPUTS, S_ATTRS, S_OPAQUE, S_N };
+enum {
+    S_NAME,
+    S_KERNEL,
+    S_DELEGATE,
+    S_DEVICE,
+    S_INPUTS,
+    S_OUTPUTS,
+    S_ATTRS,
+    S_OPAQUE,
+    S_COLLECTIVE,
+    S_DEVICES,
+    S_N
+};
+
+/* A collective step: "collective": "all_reduce" | "all_gather" and "devices": [...], two or more
+ * distinct GPUs; no "device", no "opaque". The validator checks its tensors. */
+static int load_collective(loader *L, plan_step *s, const int *f, const char *subj)
+{
+    int jc = f[S_COLLECTIVE], jg = f[S_DEVICES];
+    s->kind = BATON_TARGET_COLLECTIVE;
+    s->target_pos = node_pos(L, jc);
+    const char *op = is_type(L, jc, J_STRING) ? J(L, jc)->s : NULL;
+    if (op && strcmp(op, "all_reduce") == 0)
+        s->coll = PLAN_COLL_ALL_REDUCE;
+    else if (op && strcmp(op, "all_gather") == 0)
+        s->coll = PLAN_COLL_ALL_GATHER;
+    else
+        return load_fail(L, BATON_EPLAN, s->target_pos,
+                         "%s: unknown collective %s%.32s%s; use \"all_reduce\" or \"all_gather\"",
+                         subj, op ? "'" : "", op ? op : json_kind(L, jc), op ? "'" : "");
+    if (!(s->target_name = plan_strdup(L->plan, op, strlen(op))))
+        return load_fail(L, BATON_ENOMEM, s->pos, "out of memory");
+    if (f[S_KERNEL] >= 0 || f[S_DELEGATE] >= 0 || f[S_DEVICE] >= 0 || f[S_OPAQUE] >= 0) {
+        int j = f[S_KERNEL] >= 0     ? f[S_KERNEL]
+                : f[S_DELEGATE] >= 0 ? f[S_DELEGATE]
+                : f[S_DEVICE] >= 0   ? f[S_DEVICE]
+                                     : f[S_OPAQUE];
+        return load_fail(L, BATON_EPLAN, key_pos(L, j),
+                         "%s is a collective: it takes \"devices\" (the group) and no \"kernel\", "
+                         "\"delegate\", \"device\" or \"opaque\"; remove that key",
+                         subj);
+    }
+    s->device_pos = jg >= 0 ? node_pos(L, jg) : s->pos;
+    if (jg < 0 || !is_type(L, jg, J_ARRAY) || J(L, jg)->n < 2)
+        return load_fail(L, BATON_EPLAN, s->device_pos,
+                         "%s: a collective needs \"devices\": a list of two or more GPUs, e.g. "
+                         "[\"cuda:0\", \"cuda:1\"]",
+                         subj);
+    int n = J(L, jg)->n;
+    if (n > PLAN_MAX_DEVICES - 1)
+        return load_fail(L, BATON_EPLAN, s->device_pos,
+                         "%s lists %d devices; a plan has at most %d GPUs", subj, n,
+                         PLAN_MAX_DEVICES - 1);
+    if (!(s->group = plan_alloc(L->plan, (size_t)n * sizeof *s->group)))
+        return load_fail(L, BATON_ENOMEM, s->pos, "out of memory");
+    int k = 0;
+    for (int c = J(L, jg)->first; c >= 0; c = J(L, c)->next, k++) {
+        plan_pos p = node_pos(L, c);
+        int is_str = is_type(L, c, J_STRING);
+        if (!is_str || baton_device_parse(J(L, c)->s, &s->group[k]) != 0 ||
+            s->group[k].kind != BATON_DEVICE_CUDA)
+            return load_fail(L, BATON_EPLAN, p,
+                             "%s: devices[%d] is %s%.32s%s; a collective's devices are GPUs, "
+                             "\"cuda:N\" with N from 0 to %d",
+                             subj, k, is_str ? "'" : "", is_str ? J(L, c)->s : json_kind(L, c),
+                             is_str ? "'" : "", PLAN_MAX_DEVICES - 2);
+        for (int e = 0; e < k; e++)
+            if (device_eq(s->group[e], s->group[k]))
+                return load_fail(L, BATON_EPLAN, p,
+                                 "%s: devices[%d] repeats '%s'; each device of the group appears "
+                                 "once",
+                                 subj, k, J(L, c)->s);
+    }
+    s->n_group = n;
+    s->device = s->group[0];
+    return 0;
+}
 
 static int load_step(loader *L, int i, int js)
 {
-    static const char *const keys[S_N] = {"name",   "kernel",  "delegate", "device",
-                                          "inputs", "outputs", "attrs",    "opaque"};
+    static const char *const keys[S_N] = {"name",    "kernel", "delegate", "device",     "inputs",
+                                          "outputs", "attrs",  "opaque",   "collective", "devices"};
     baton_plan *plan = L->plan;
     plan_step *s = &plan->steps[i];
     char subj[PLAN_MAX_NAME + 32];
@@ -731,6 +807,22 @@ static int load_step(loader *L, int i, int js)
         return rc;
 
     int jk = f[S_KERNEL], jd = f[S_DELEGATE];
+    if (f[S_COLLECTIVE] >= 0) {
+        if ((rc = load_collective(L, s, f, subj)) ||
+            (rc = load_tensor_list(L, s, f[S_INPUTS], "inputs", subj, &s->inputs, &s->input_pos,
+                                   &s->n_inputs)) ||
+            (rc = load_tensor_list(L, s, f[S_OUTPUTS], "outputs", subj, &s->outputs, &s->output_pos,
+                                   &s->n_outputs)) ||
+            (rc = load_attrs(L, s, f[S_ATTRS], subj)))
+            return rc;
+        s->opaque = plan_no_descriptor;
+        return 0;
+    }
+    if (f[S_DEVICES] >= 0)
+        return load_fail(L, BATON_EPLAN, key_pos(L, f[S_DEVICES]),
+                         "%s: \"devices\" is for collective steps; a kernel or delegate runs on "
+                         "one \"device\"",
+                         subj);
     if (jk >= 0 && jd >= 0)
         return load_fail(L, BATON_EPLAN, key_pos(L, jd),
                          "%s names both a kernel and a delegate; a step runs exactly one target: "
@@ -739,7 +831,9 @@ static int load_step(loader *L, int i, int js)
     if (jk < 0 && jd < 0)
         return load_fail(
             L, BATON_EPLAN, s->pos,
-            "%s names no target; add \"kernel\": \"<name>\" or \"delegate\": \"<name>\"", subj);
+            "%s names no target; add \"kernel\": \"<name>\", \"delegate\": \"<name>\" or "
+            "\"collective\": \"all_reduce\"",
+            subj);
     const char *tkey = jk >= 0 ? "kernel" : "delegate";
     int jt = jk >= 0 ? jk : jd;
     s->kind = jk >= 0 ? BATON_TARGET_KERNEL : BATON_TARGET_DELEGATE;

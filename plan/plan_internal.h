@@ -48,6 +48,12 @@ typedef struct plan_tensor {
     int last_read;  /* last step that reads it, -1 if none */
 } plan_tensor;
 
+typedef enum plan_collective {
+    PLAN_COLL_NONE = 0,
+    PLAN_COLL_ALL_REDUCE, /* the element-wise sum of the inputs, on every device */
+    PLAN_COLL_ALL_GATHER  /* the inputs concatenated along dim 0 in group order, on every device */
+} plan_collective;
+
 typedef struct plan_step {
     char *name;
     char *target_name;
@@ -70,18 +76,32 @@ typedef struct plan_step {
     plan_pos device_pos;              /* the "device" value */
     plan_pos *input_pos, *output_pos; /* per entry of inputs / outputs */
     plan_pos *attr_pos;               /* per attribute: its key */
+    /* A collective (kind BATON_TARGET_COLLECTIVE): its op and the group of devices it spans;
+     * inputs[i] is read and outputs[i] written on group[i]. `device` is group[0]. */
+    plan_collective coll;
+    int n_group;
+    baton_device *group;
     /* analysis */
     int segment;
     baton_device next_device;
     baton_target_kind next_kind;
 } plan_step;
 
+/* The device a step reads its input k, or writes its output k, on: group[k] for a collective,
+ * else the step's device. */
+static inline baton_device step_arg_device(const plan_step *s, int k)
+{
+    return s->n_group ? s->group[k] : s->device;
+}
+
 /* ---- analysis ---- */
 
-/* A maximal run of consecutive steps on one device. */
+/* A maximal run of consecutive steps on one device, or one collective step (a segment of its own,
+ * over its group; `device` is the group's first). */
 typedef struct plan_segment {
     baton_device device;
     int first_step, last_step; /* inclusive */
+    int collective;            /* the segment is one collective step */
 } plan_segment;
 
 /* A copy of a tensor from the device that holds it to the device that reads it. Issued at the

@@ -230,6 +230,79 @@ static int check_signature(baton_plan *plan, plan_step *s, baton_error *err)
     return 0;
 }
 
+static int same_desc(const baton_tensor_desc *a, const baton_tensor_desc *b)
+{
+    int same = a->dtype == b->dtype && a->rank == b->rank;
+    for (int d = 0; same && d < a->rank && d < BATON_MAX_RANK; d++)
+        same = a->shape[d] == b->shape[d];
+    return same;
+}
+
+/* A collective: one input and one output per device of its group, inputs alike, outputs as the
+ * collective makes them; all_reduce takes "op": "sum" (the default), all_gather nothing. */
+static int check_collective(baton_plan *plan, plan_step *s, baton_error *err)
+{
+    int n = s->n_group;
+    if (s->n_inputs != n || s->n_outputs != n)
+        return plan_fail(err, plan, BATON_EPLAN, s->pos,
+                         "step '%s': %s over %d devices takes %d inputs and %d outputs (input and "
+                         "output k on devices[k]) but the step lists %d and %d",
+                         s->name, s->target_name, n, n, n, s->n_inputs, s->n_outputs);
+    for (int a = 0; a < s->n_attrs; a++) {
+        const baton_attr *at = &s->attrs[a];
+        plan_pos pos = s->attr_pos ? s->attr_pos[a] : s->pos;
+        int op = s->coll == PLAN_COLL_ALL_REDUCE && strcmp(at->name, "op") == 0;
+        if (!op)
+            return plan_fail(err, plan, BATON_EPLAN, pos,
+                             "step '%s': %s takes no attribute '%.64s'; accepted: %s", s->name,
+                             s->target_name, at->name,
+                             s->coll == PLAN_COLL_ALL_REDUCE ? "op" : "none");
+        if (at->type != BATON_ATTR_STRING || strcmp(at->s, "sum") != 0)
+            return plan_fail(err, plan, BATON_EPLAN, pos,
+                             "step '%s': all_reduce's \"op\" must be \"sum\" (the only reduction "
+                             "baton offers)",
+                             s->name);
+    }
+    const baton_tensor_desc *in0 = &plan->tensors[s->inputs[0]].desc;
+    for (int k = 1; k < n; k++) {
+        const plan_tensor *t = &plan->tensors[s->inputs[k]];
+        if (same_desc(&t->desc, in0))
+            continue;
+        char a[160], b[160];
+        desc_format(a, sizeof a, &t->desc);
+        desc_format(b, sizeof b, in0);
+        return plan_fail(err, plan, BATON_EPLAN, s->input_pos ? s->input_pos[k] : s->pos,
+                         "step '%s': %s input '%s' is %s but input '%s' is %s; every device "
+                         "contributes the same dtype and shape",
+                         s->name, s->target_name, t->name, a, plan->tensors[s->inputs[0]].name, b);
+    }
+    baton_tensor_desc want = *in0;
+    if (s->coll == PLAN_COLL_ALL_GATHER) {
+        if (in0->rank < 1)
+            return plan_fail(err, plan, BATON_EPLAN, s->pos,
+                             "step '%s': all_gather concatenates along dim 0, so its inputs need "
+                             "a rank of at least 1; '%s' is a scalar",
+                             s->name, plan->tensors[s->inputs[0]].name);
+        want.shape[0] *= n;
+    }
+    for (int k = 0; k < n; k++) {
+        const plan_tensor *o = &plan->tensors[s->outputs[k]];
+        if (same_desc(&o->desc, &want))
+            continue;
+        char have[160], need[160];
+        desc_format(have, sizeof have, &o->desc);
+        desc_format(need, sizeof need, &want);
+        return plan_fail(err, plan, BATON_EPLAN, s->output_pos ? s->output_pos[k] : s->pos,
+                         "step '%s': output '%s' is declared %s but %s produces %s here; declare "
+                         "tensor '%s' (line %d:%d) as %s",
+                         s->name, o->name, have, s->target_name, need, o->name, o->pos.line,
+                         o->pos.column, need);
+    }
+    s->opaque = plan_no_descriptor;
+    s->opaque_len = 0;
+    return 0;
+}
+
 /* The first step after `after` that writes tensor t, or -1. Used only to explain an error. */
 static int later_writer(const baton_plan *plan, int after, int t)
 {
@@ -315,19 +388,25 @@ int plan_validate(baton_plan *plan, baton_error *err)
     }
     for (int si = 0; si < plan->n_steps; si++) {
         plan_step *s = &plan->steps[si];
-        int known = 0;
-        for (int d = 0; d < n_devices && !known; d++)
-            known = device_eq(devices[d], s->device);
-        if (!known) {
+        for (int g = 0; g < (s->n_group ? s->n_group : 1); g++) {
+            baton_device dev = s->n_group ? s->group[g] : s->device;
+            int known = 0;
+            for (int d = 0; d < n_devices && !known; d++)
+                known = device_eq(devices[d], dev);
+            if (known)
+                continue;
             if (n_devices == PLAN_MAX_DEVICES)
                 return plan_fail(err, plan, BATON_EPLAN, s->device_pos,
                                  "step '%s' uses a device beyond the %d a plan may use", s->name,
                                  PLAN_MAX_DEVICES);
-            devices[n_devices++] = s->device;
+            devices[n_devices++] = dev;
         }
         int rc;
-        if ((rc = resolve_target(plan, s, err)) || (rc = check_signature(plan, s, err)) ||
-            (rc = check_dataflow(plan, si, err)))
+        if (s->kind == BATON_TARGET_COLLECTIVE)
+            rc = check_collective(plan, s, err);
+        else if (!(rc = resolve_target(plan, s, err)))
+            rc = check_signature(plan, s, err);
+        if (rc || (rc = check_dataflow(plan, si, err)))
             return rc;
     }
     for (int ti = 0; ti < plan->n_tensors; ti++) {

@@ -75,6 +75,29 @@ typedef struct dev_trace {
     dev_atomic_size n, dropped;
 } dev_trace;
 
+/* A collective over a group of devices of one backend (a plan's collective step), set up at
+ * prepare time: member k sends send[k] and receives into recv[k], both on group device k. */
+typedef enum dev_coll_op { DEV_COLL_ALL_REDUCE = 1, DEV_COLL_ALL_GATHER = 2 } dev_coll_op;
+
+#define DEV_MAX_GROUP 16
+
+typedef struct dev_coll {
+    dev_coll_op op;
+    baton_dtype dtype;
+    size_t count; /* elements of each send buffer */
+    int n;        /* devices in the group */
+    dev_ctx *group[DEV_MAX_GROUP];
+    const void *send[DEV_MAX_GROUP];
+    void *recv[DEV_MAX_GROUP];
+    const char *what; /* "step 'x' (all_reduce over cuda:0, cuda:1)", for messages */
+    void *impl;       /* the backend's (communicators, a rendezvous), from coll_prepare */
+} dev_coll;
+
+/* The collective on the host, in group order: what the CPU and the test device run. all_reduce
+ * sums each element as the CPU's `add` kernel does (in double, rounded once to the dtype;
+ * integers wrap), so a sum over two devices has the bits of `add` on one. */
+void dev_coll_host(const dev_coll *c);
+
 /* The number of graph slots and event slots a device offers; the runtime uses one graph per GPU
  * segment and one event per boundary. */
 typedef struct dev_ops {
@@ -156,6 +179,20 @@ typedef struct dev_ops {
      * the spans of all work completed so far are in t. NULL: no timeline (the CPU). */
     int (*trace_attach)(dev_ctx *d, dev_trace *t, baton_error *err);
     void (*trace_sync)(dev_ctx *d);
+
+    /* Several GPUs (NULL: the device cannot; the runtime then refuses such a plan at prepare).
+     * stream_wait() makes d's stream wait, without the host, until event `slot` of `other` (a
+     * device of the same backend, recorded before) has completed. peer_enable() lets d's copies
+     * read other's memory directly where the hardware allows (else they go through the host);
+     * 0 either way. coll_prepare() sets up a collective over c->group (on the group's first
+     * device's ops; the members share one backend), coll_run() issues it on every member's
+     * stream, each member waiting for its own earlier work only, and coll_release() frees what
+     * coll_prepare() made. */
+    int (*stream_wait)(dev_ctx *d, dev_ctx *other, int slot, baton_error *err);
+    int (*peer_enable)(dev_ctx *d, dev_ctx *other, baton_error *err);
+    int (*coll_prepare)(dev_coll *c, baton_error *err);
+    int (*coll_run)(dev_coll *c, baton_error *err);
+    void (*coll_release)(dev_coll *c);
 } dev_ops;
 
 /* Zeroed host memory aligned to 256 bytes, as the memory plan's offsets assume; NULL on failure.

@@ -201,7 +201,10 @@ BATON_API const baton_attr *baton_attrs_find(const baton_attr *attrs, int n, con
 typedef enum baton_target_kind {
     BATON_TARGET_NONE = 0, /* used for "no next step" */
     BATON_TARGET_KERNEL = 1,
-    BATON_TARGET_DELEGATE = 2
+    BATON_TARGET_DELEGATE = 2,
+    /* A collective step (all_reduce, all_gather) over a group of devices: no registry target;
+     * baton_step_info.target names the collective and .device is the group's first device. */
+    BATON_TARGET_COLLECTIVE = 3
 } baton_target_kind;
 
 /* What every kernel and delegate call receives: where it runs, on which stream, what runs next

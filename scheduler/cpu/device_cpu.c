@@ -105,6 +105,24 @@ static void cpu_drain(dev_ctx *d)
 {
 }
 
+/* Work on the CPU (a GPU's steps in the fallback included) is done when issued: there is nothing
+ * to wait for, and a collective is computed at once. */
+static int cpu_stream_wait(dev_ctx *d, dev_ctx *other, int slot, baton_error *err)
+{
+    return 0;
+}
+
+static int cpu_coll_prepare(dev_coll *c, baton_error *err)
+{
+    return 0;
+}
+
+static int cpu_coll_run(dev_coll *c, baton_error *err)
+{
+    dev_coll_host(c);
+    return 0;
+}
+
 static int cpu_supports_pdl(dev_ctx *d)
 {
     return 0;
@@ -143,6 +161,9 @@ const dev_ops dev_cpu_ops = {
     .graph_reset = NULL,
     .supports_pdl = cpu_supports_pdl,
     .counters = cpu_counters,
+    .stream_wait = cpu_stream_wait,
+    .coll_prepare = cpu_coll_prepare,
+    .coll_run = cpu_coll_run,
 #ifdef BATON_TESTING
     .inject = cpu_inject,
 #endif

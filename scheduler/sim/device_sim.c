@@ -16,7 +16,14 @@
 
 #define SIM_QUEUE 1024
 
-typedef enum sim_op_kind { SIM_CALL, SIM_COPY, SIM_GRAPH, SIM_GATE } sim_op_kind;
+typedef enum sim_op_kind {
+    SIM_CALL,
+    SIM_COPY,
+    SIM_GRAPH,
+    SIM_GATE,
+    SIM_WAIT,
+    SIM_COLL
+} sim_op_kind;
 
 typedef struct sim_op {
     sim_op_kind kind;
@@ -25,9 +32,21 @@ typedef struct sim_op {
     void *dst;      /* SIM_COPY */
     const void *src;
     size_t bytes;
-    int slot; /* SIM_GRAPH */
-    int tag;  /* in a graph: the runtime's capture_tag */
+    int slot;              /* SIM_GRAPH */
+    int tag;               /* in a graph: the runtime's capture_tag */
+    struct dev_ctx *other; /* SIM_WAIT: the device whose event it waits for */
+    long long until;       /* SIM_WAIT: that device's completed count to wait for */
+    dev_coll *coll;        /* SIM_COLL */
 } sim_op;
+
+/* Where the members of a collective meet: the last to arrive computes it for all (on the host:
+ * every member's earlier work is done by then), and the others go on when it has. */
+typedef struct sim_rendezvous {
+    uv_mutex_t lock;
+    uv_cond_t cond;
+    int arrived;
+    long long round;
+} sim_rendezvous;
 
 typedef struct sim_graph {
     sim_op *ops;
@@ -123,10 +142,53 @@ static void gate_pass(dev_ctx *d)
     uv_mutex_unlock(&d->lock);
 }
 
+/* SIM_WAIT: holds this worker until the other device has completed `until` operations, as a
+ * stream waits for another GPU's event. */
+static void wait_other(const sim_op *op)
+{
+    dev_ctx *o = op->other;
+    uv_mutex_lock(&o->lock);
+    while (o->done < op->until && !o->stop)
+        uv_cond_wait(&o->cond, &o->lock);
+    uv_mutex_unlock(&o->lock);
+}
+
+static void meet(const sim_op *op)
+{
+    dev_coll *c = op->coll;
+    sim_rendezvous *r = c->impl;
+    uv_mutex_lock(&r->lock);
+    long long round = r->round;
+    if (++r->arrived == c->n) {
+        dev_coll_host(c);
+        r->arrived = 0;
+        r->round++;
+        uv_cond_broadcast(&r->cond);
+    } else {
+        while (r->round == round)
+            uv_cond_wait(&r->cond, &r->lock);
+    }
+    uv_mutex_unlock(&r->lock);
+}
+
 static void sim_run_op(dev_ctx *d, const sim_op *op)
 {
     if (d->delay_us > 0)
         uv_sleep((unsigned)(d->delay_us + 999) / 1000);
+    /* Waits and collectives are passed even after a fault, like gates: another device's work
+     * depends on them, and its host would otherwise wait forever. */
+    if (op->kind == SIM_WAIT) {
+        wait_other(op);
+        return;
+    }
+    if (op->kind == SIM_COLL) {
+        int64_t t0 = atomic_load_explicit(&d->trace, memory_order_relaxed) ? mono_ns() : 0;
+        meet(op);
+        if (t0)
+            span(d, op->coll->op == DEV_COLL_ALL_REDUCE ? "all_reduce" : "all_gather", "kernel", -1,
+                 0, (int64_t)(op->coll->count * baton_dtype_size(op->coll->dtype)), t0);
+        return;
+    }
     /* Gates are passed even after a fault (later work does not run, like a CUDA stream after
      * one): the host opens them either way, and a gate left open would let the next run's gated
      * work start before the host is ready. */
@@ -517,6 +579,62 @@ static void sim_gate_open(dev_ctx *d)
     uv_mutex_unlock(&d->lock);
 }
 
+static int sim_stream_wait(dev_ctx *d, dev_ctx *other, int slot, baton_error *err)
+{
+    if (slot < 0 || slot >= other->n_events)
+        return err_set(err, BATON_EINVAL, "sim: event slot %d out of range", slot);
+    if (d->capturing)
+        return err_set(err, BATON_EINVAL, "sim: a wait for another device inside a capture");
+    uv_mutex_lock(&other->lock);
+    long long until = other->event_at[slot];
+    uv_mutex_unlock(&other->lock);
+    sim_op op = {.kind = SIM_WAIT, .other = other, .until = until};
+    enqueue(d, &op);
+    return 0;
+}
+
+static int sim_coll_prepare(dev_coll *c, baton_error *err)
+{
+    sim_rendezvous *r = calloc(1, sizeof *r);
+    if (!r)
+        return err_set(err, BATON_ENOMEM, "sim: out of memory");
+    if (uv_mutex_init(&r->lock)) {
+        free(r);
+        return err_set(err, BATON_ENOMEM, "sim: uv_mutex_init failed");
+    }
+    if (uv_cond_init(&r->cond)) {
+        uv_mutex_destroy(&r->lock);
+        free(r);
+        return err_set(err, BATON_ENOMEM, "sim: uv_cond_init failed");
+    }
+    c->impl = r;
+    return 0;
+}
+
+static int sim_coll_run(dev_coll *c, baton_error *err)
+{
+    for (int m = 0; m < c->n; m++)
+        if (c->group[m]->capturing)
+            return err_set(err, BATON_EINVAL, "sim: a collective inside a capture");
+    for (int m = 0; m < c->n; m++) {
+        sim_op op = {.kind = SIM_COLL, .coll = c};
+        c->group[m]->counters.launches++;
+        enqueue(c->group[m], &op);
+    }
+    return 0;
+}
+
+static void sim_coll_release(dev_coll *c)
+{
+    sim_rendezvous *r = c->impl;
+    if (!r)
+        return;
+    uv_cond_destroy(&r->cond);
+    uv_mutex_destroy(&r->lock);
+    free(r);
+    c->impl = NULL;
+}
+
 static int sim_supports_pdl(dev_ctx *d)
 {
     return 0;
@@ -563,6 +681,10 @@ const dev_ops dev_sim_ops = {
     .graph_rebind = sim_graph_rebind,
     .trace_attach = sim_trace_attach,
     .trace_sync = sim_drain,
+    .stream_wait = sim_stream_wait,
+    .coll_prepare = sim_coll_prepare,
+    .coll_run = sim_coll_run,
+    .coll_release = sim_coll_release,
 #ifdef BATON_TESTING
     .inject = sim_inject,
 #endif
