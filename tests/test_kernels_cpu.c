@@ -385,6 +385,58 @@ Test(rms_norm_check, backward_rejects_mismatched_grad_output_invvar_and_part_gra
     check_bad("rms_norm_bwd", &a, "part_grad_size is 0", ">= 1");
 }
 
+/* part_grad as the JAX tutorial's abstract evaluation declares it, [P, numel(weight)], or as
+ * [P] + weight's shape: without the attribute P is the declaration's; a disagreeing attribute
+ * names the tensor (the plan's name when the caller gives names, else its role) and the fixes. */
+Test(rms_norm_check, backward_takes_p_from_a_declared_part_grad_of_either_form)
+{
+    baton_tensor_desc in[4] = {DESC(BATON_DTYPE_F32, 5, 3, 7), DESC(BATON_DTYPE_F32, 5),
+                               DESC(BATON_DTYPE_F32, 5, 3, 7), DESC(BATON_DTYPE_F32, 3, 7)};
+    baton_tensor_desc out[3] = {DESC(BATON_DTYPE_F32, 5, 3, 7), DESC(BATON_DTYPE_F32, 3, 7),
+                                DESC(BATON_DTYPE_F32, 16, 21)};
+    baton_sig_args a = sig(4, in, 3, 0, NULL);
+    a.outputs = out;
+    baton_tensor_desc e[3];
+    char op[BATON_OPAQUE_MAX];
+    check_ok("rms_norm_bwd", &a, e);
+    ASSERT_DESC(e[2], out[2]);
+    cr_assert_eq(pack("rms_norm_bwd", &a, op), 40);
+    cr_assert_eq(rd_i64(op, 32), 16, "P comes from the [P, n2] declaration");
+
+    out[2] = DESC(BATON_DTYPE_F32, 16, 3, 7);
+    check_ok("rms_norm_bwd", &a, e);
+    ASSERT_DESC(e[2], out[2]);
+    cr_assert_eq(pack("rms_norm_bwd", &a, op), 40);
+    cr_assert_eq(rd_i64(op, 32), 16, "P comes from the [P] + weight shape declaration");
+
+    /* an agreeing attribute is fine in either form */
+    baton_attr at[1] = {attr_i("part_grad_size", 16)};
+    a = sig(4, in, 3, 1, at);
+    a.outputs = out;
+    check_ok("rms_norm_bwd", &a, e);
+    ASSERT_DESC(e[2], out[2]);
+    out[2] = DESC(BATON_DTYPE_F32, 16, 21);
+    check_ok("rms_norm_bwd", &a, e);
+    ASSERT_DESC(e[2], out[2]);
+
+    /* a disagreeing one: both values and the three fixes, the tensor by role without names ... */
+    at[0] = attr_i("part_grad_size", 8);
+    check_bad("rms_norm_bwd", &a, "part_grad_size is 8 but part_grad is declared [16, 21], with 16",
+              "set \"part_grad_size\": 16, or leave the attribute out");
+    check_bad("rms_norm_bwd", &a, "declare part_grad as [8, 21]", NULL);
+    /* ... and by the plan's name with them */
+    const char *in_names[4] = {"g", "inv", "x", "w"}, *out_names[3] = {"dx", "dw", "pg"};
+    a.input_names = in_names;
+    a.output_names = out_names;
+    check_bad("rms_norm_bwd", &a, "part_grad 'pg' is declared [16, 21]", "declare 'pg' as [8, 21]");
+
+    /* any other declaration is left to the validator, against [part_grad_size] + weight shape */
+    out[2] = DESC(BATON_DTYPE_F32, 16, 20);
+    check_ok("rms_norm_bwd", &a, e);
+    baton_tensor_desc want = DESC(BATON_DTYPE_F32, 8, 3, 7);
+    ASSERT_DESC(e[2], want);
+}
+
 Test(elementwise_check, gives_the_output_the_first_inputs_desc_and_packs_the_layout)
 {
     char op[BATON_OPAQUE_MAX];

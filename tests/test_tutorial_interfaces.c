@@ -159,10 +159,15 @@ Test(tutorial, part_grad_attribute_that_disagrees_with_the_declaration_is_a_clea
     int rc = load_bwd("cpu", 5, "[16, 21]", 8, &plan, &err);
     cr_assert_eq(rc, BATON_EPLAN, "rc %d: %s", rc, err.message);
     cr_assert_null(plan);
+    /* the file, the step, the tensor, both values and the fix */
     cr_expect(strstr(err.message, "tutorial_pg.json:") != NULL, "no file in: %s", err.message);
-    cr_expect(strstr(err.message, "part_grad_size is 8") != NULL &&
-                  strstr(err.message, "16 rows") != NULL && strstr(err.message, "agree") != NULL,
+    cr_expect(strstr(err.message, "step 'bwd'") != NULL, "no step in: %s", err.message);
+    cr_expect(strstr(err.message, "part_grad_size is 8 but part_grad 'pg' is declared [16, 21], "
+                                  "with 16 rows") != NULL,
               "message does not say what disagrees: %s", err.message);
+    cr_expect(strstr(err.message, "set \"part_grad_size\": 16") != NULL &&
+                  strstr(err.message, "declare 'pg' as [8, 21]") != NULL,
+              "message gives no fix: %s", err.message);
 }
 
 Test(tutorial, part_grad_of_another_shape_names_both_forms)
