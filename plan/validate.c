@@ -176,13 +176,24 @@ static int check_signature(baton_plan *plan, plan_step *s, baton_error *err)
         return rc;
 
     baton_tensor_desc in[PLAN_MAX_STEP_ARGS], decl[PLAN_MAX_STEP_ARGS], want[PLAN_MAX_STEP_ARGS];
-    for (int i = 0; i < s->n_inputs; i++)
+    const char *in_names[PLAN_MAX_STEP_ARGS], *out_names[PLAN_MAX_STEP_ARGS];
+    for (int i = 0; i < s->n_inputs; i++) {
         in[i] = plan->tensors[s->inputs[i]].desc;
+        in_names[i] = plan->tensors[s->inputs[i]].name;
+    }
     for (int i = 0; i < s->n_outputs; i++) {
         decl[i] = plan->tensors[s->outputs[i]].desc;
         want[i] = decl[i];
+        out_names[i] = plan->tensors[s->outputs[i]].name;
     }
-    baton_sig_args args = {s->n_inputs, in, s->n_outputs, decl, s->n_attrs, s->attrs};
+    baton_sig_args args = {.n_inputs = s->n_inputs,
+                           .inputs = in,
+                           .n_outputs = s->n_outputs,
+                           .outputs = decl,
+                           .n_attrs = s->n_attrs,
+                           .attrs = s->attrs,
+                           .input_names = in_names,
+                           .output_names = out_names};
     if (t->check) {
         char msg[512] = "";
         rc = t->check(&args, want, msg, sizeof msg);

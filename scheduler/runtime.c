@@ -292,6 +292,7 @@ static int build_calls(baton_runtime *rt, baton_error *err)
     rt->errbufs = calloc((size_t)n + 1, ERRBUF_LEN);
     rt->bufs = calloc((size_t)nb + 1, sizeof *rt->bufs);
     rt->descs = calloc((size_t)nb + 1, sizeof *rt->descs);
+    rt->names = calloc((size_t)nb + 1, sizeof *rt->names);
     rt->sigs = calloc((size_t)n + 1, sizeof *rt->sigs);
     rt->states = calloc((size_t)n + 1, sizeof *rt->states);
     rt->impls = calloc((size_t)n + 1, sizeof *rt->impls);
@@ -299,8 +300,8 @@ static int build_calls(baton_runtime *rt, baton_error *err)
     baton_device *devs = calloc((size_t)n + 1, sizeof *devs);
     baton_target_kind *kinds = calloc((size_t)n + 1, sizeof *kinds);
     int rc = 0;
-    if (!rt->step_dev || !rt->calls || !rt->errbufs || !rt->bufs || !rt->descs || !rt->sigs ||
-        !rt->states || !rt->impls || !rt->step_ns || !devs || !kinds) {
+    if (!rt->step_dev || !rt->calls || !rt->errbufs || !rt->bufs || !rt->descs || !rt->names ||
+        !rt->sigs || !rt->states || !rt->impls || !rt->step_ns || !devs || !kinds) {
         rc = err_set(err, BATON_ENOMEM, "prepare: out of memory");
         goto out;
     }
@@ -311,6 +312,7 @@ static int build_calls(baton_runtime *rt, baton_error *err)
     int use_pdl = rt->opts.mode != BATON_SYNC_STRICT && !rt->opts.disable_pdl;
     void **b = rt->bufs;
     baton_tensor_desc *dd = rt->descs;
+    const char **nn = rt->names;
     for (int i = 0; i < n; i++) {
         const plan_step *s = &plan->steps[i];
         int d = plan_memory_index(plan, s->device);
@@ -336,12 +338,23 @@ static int build_calls(baton_runtime *rt, baton_error *err)
         for (int k = 0; k < s->n_outputs; k++)
             *b++ = slot_addr(rt, d, s->outputs[k]);
         baton_tensor_desc *step_descs = dd;
-        for (int k = 0; k < s->n_inputs; k++)
+        const char **step_names = nn;
+        for (int k = 0; k < s->n_inputs; k++) {
             *dd++ = plan->tensors[s->inputs[k]].desc;
-        for (int k = 0; k < s->n_outputs; k++)
+            *nn++ = plan->tensors[s->inputs[k]].name;
+        }
+        for (int k = 0; k < s->n_outputs; k++) {
             *dd++ = plan->tensors[s->outputs[k]].desc;
-        rt->sigs[i] = (baton_sig_args){
-            s->n_inputs, step_descs, s->n_outputs, step_descs + s->n_inputs, s->n_attrs, s->attrs};
+            *nn++ = plan->tensors[s->outputs[k]].name;
+        }
+        rt->sigs[i] = (baton_sig_args){.n_inputs = s->n_inputs,
+                                       .inputs = step_descs,
+                                       .n_outputs = s->n_outputs,
+                                       .outputs = step_descs + s->n_inputs,
+                                       .n_attrs = s->n_attrs,
+                                       .attrs = s->attrs,
+                                       .input_names = step_names,
+                                       .output_names = step_names + s->n_inputs};
         c->opaque = s->opaque;
         c->opaque_len = s->opaque_len;
         c->ctx = (baton_exec_ctx){
@@ -697,6 +710,7 @@ void baton_runtime_destroy(baton_runtime *rt)
     free(rt->errbufs);
     free(rt->bufs);
     free(rt->descs);
+    free(rt->names);
     free(rt->sigs);
     free(rt->states);
     free(rt->impls);

@@ -40,6 +40,12 @@ static int counts_ok(const baton_sig_args *a, int n_in, int n_out, const char *t
     return 0;
 }
 
+/* The plan's name of output i, or NULL when the caller gave no names. */
+static const char *out_name(const baton_sig_args *a, int i)
+{
+    return a->output_names && i < a->n_outputs ? a->output_names[i] : NULL;
+}
+
 static const baton_attr *find_attr(const baton_sig_args *a, const char *name)
 {
     return a->n_attrs > 0 ? baton_attrs_find(a->attrs, a->n_attrs, name) : NULL;
@@ -261,17 +267,27 @@ static int rms_bwd_resolve(const baton_sig_args *a, rms_info *info, double *eps,
                   pgs, msg, len);
     if (rc)
         return rc;
-    if (given && declared > 0 && *pgs != declared)
-        return reason_set(
-            msg, len, BATON_EPLAN,
-            "part_grad_size is %lld but part_grad is declared with %lld rows: they must "
-            "agree (or leave out the attribute and the declaration decides)",
-            (long long)*pgs, (long long)declared);
     if (*pgs < 1)
         return reason_set(msg, len, BATON_EPLAN,
                           "part_grad_size is %lld: it must be >= 1 (the number of row blocks whose "
                           "partial sums form grad_weight; the default is min(rows, 256))",
                           (long long)*pgs);
+    if (given && declared > 0 && *pgs != declared) {
+        /* Name the tensor as the plan does, both row counts and each of the three fixes. */
+        const char *pg = out_name(a, 2);
+        char tname[300], s3[200];
+        snprintf(tname, sizeof tname, "%s%s%s", pg ? "'" : "part_grad", pg ? pg : "",
+                 pg ? "'" : "");
+        baton_tensor_desc fix = a->outputs[2];
+        fix.shape[0] = *pgs;
+        return reason_set(msg, len, BATON_EPLAN,
+                          "part_grad_size is %lld but part_grad%s%s is declared %s, with %lld "
+                          "rows: they must agree; set \"part_grad_size\": %lld, or leave the "
+                          "attribute out (the declaration then decides), or declare %s as %s",
+                          (long long)*pgs, pg ? " " : "", pg ? tname : "",
+                          shape_str(&a->outputs[2], s1, sizeof s1), (long long)declared,
+                          (long long)declared, tname, shape_str(&fix, s3, sizeof s3));
+    }
     if (*pgs > INT64_MAX / info->n2)
         return reason_set(msg, len, BATON_EPLAN,
                           "part_grad_size %lld times %lld normalized elements overflows",

@@ -539,6 +539,10 @@ static int scale_kernel(const baton_exec_ctx *ctx, void **buffers, const char *o
     host_state *st = ctx->user;
     if (ctx->sig->n_inputs != 1 || ctx->sig->n_outputs != 1 || !st)
         return BATON_EINVAL;
+    /* the run sees the step as its check() saw it, the plan's tensor names included */
+    if (!ctx->sig->input_names || !ctx->sig->output_names ||
+        strcmp(ctx->sig->input_names[0], "x") != 0 || strcmp(ctx->sig->output_names[0], "y") != 0)
+        return BATON_EINVAL;
     const baton_attr *alpha = baton_attrs_find(ctx->sig->attrs, ctx->sig->n_attrs, "alpha");
     if (!alpha)
         return BATON_EINVAL;
@@ -559,11 +563,16 @@ static int scale_check(const baton_sig_args *a, baton_tensor_desc *expected, cha
         snprintf(msg, cap, "x must be f32");
         return BATON_EPLAN;
     }
+    if (!a->input_names || !a->output_names || strcmp(a->input_names[0], "x") != 0 ||
+        strcmp(a->output_names[0], "y") != 0) {
+        snprintf(msg, cap, "check() does not see the plan's tensor names x and y");
+        return BATON_EPLAN;
+    }
     expected[0] = a->inputs[0];
     return 0;
 }
 
-Test(targets, a_kernel_sees_its_descriptors_attributes_and_user_pointer)
+Test(targets, a_kernel_sees_its_descriptors_attributes_tensor_names_and_user_pointer)
 {
     host_state st = {0.5f, 0};
     baton_target t;

@@ -385,6 +385,58 @@ Test(rms_norm_check, backward_rejects_mismatched_grad_output_invvar_and_part_gra
     check_bad("rms_norm_bwd", &a, "part_grad_size is 0", ">= 1");
 }
 
+/* part_grad as the JAX tutorial's abstract evaluation declares it, [P, numel(weight)], or as
+ * [P] + weight's shape: without the attribute P is the declaration's; a disagreeing attribute
+ * names the tensor (the plan's name when the caller gives names, else its role) and the fixes. */
+Test(rms_norm_check, backward_takes_p_from_a_declared_part_grad_of_either_form)
+{
+    baton_tensor_desc in[4] = {DESC(BATON_DTYPE_F32, 5, 3, 7), DESC(BATON_DTYPE_F32, 5),
+                               DESC(BATON_DTYPE_F32, 5, 3, 7), DESC(BATON_DTYPE_F32, 3, 7)};
+    baton_tensor_desc out[3] = {DESC(BATON_DTYPE_F32, 5, 3, 7), DESC(BATON_DTYPE_F32, 3, 7),
+                                DESC(BATON_DTYPE_F32, 16, 21)};
+    baton_sig_args a = sig(4, in, 3, 0, NULL);
+    a.outputs = out;
+    baton_tensor_desc e[3];
+    char op[BATON_OPAQUE_MAX];
+    check_ok("rms_norm_bwd", &a, e);
+    ASSERT_DESC(e[2], out[2]);
+    cr_assert_eq(pack("rms_norm_bwd", &a, op), 40);
+    cr_assert_eq(rd_i64(op, 32), 16, "P comes from the [P, n2] declaration");
+
+    out[2] = DESC(BATON_DTYPE_F32, 16, 3, 7);
+    check_ok("rms_norm_bwd", &a, e);
+    ASSERT_DESC(e[2], out[2]);
+    cr_assert_eq(pack("rms_norm_bwd", &a, op), 40);
+    cr_assert_eq(rd_i64(op, 32), 16, "P comes from the [P] + weight shape declaration");
+
+    /* an agreeing attribute is fine in either form */
+    baton_attr at[1] = {attr_i("part_grad_size", 16)};
+    a = sig(4, in, 3, 1, at);
+    a.outputs = out;
+    check_ok("rms_norm_bwd", &a, e);
+    ASSERT_DESC(e[2], out[2]);
+    out[2] = DESC(BATON_DTYPE_F32, 16, 21);
+    check_ok("rms_norm_bwd", &a, e);
+    ASSERT_DESC(e[2], out[2]);
+
+    /* a disagreeing one: both values and the three fixes, the tensor by role without names ... */
+    at[0] = attr_i("part_grad_size", 8);
+    check_bad("rms_norm_bwd", &a, "part_grad_size is 8 but part_grad is declared [16, 21], with 16",
+              "set \"part_grad_size\": 16, or leave the attribute out");
+    check_bad("rms_norm_bwd", &a, "declare part_grad as [8, 21]", NULL);
+    /* ... and by the plan's name with them */
+    const char *in_names[4] = {"g", "inv", "x", "w"}, *out_names[3] = {"dx", "dw", "pg"};
+    a.input_names = in_names;
+    a.output_names = out_names;
+    check_bad("rms_norm_bwd", &a, "part_grad 'pg' is declared [16, 21]", "declare 'pg' as [8, 21]");
+
+    /* any other declaration is left to the validator, against [part_grad_size] + weight shape */
+    out[2] = DESC(BATON_DTYPE_F32, 16, 20);
+    check_ok("rms_norm_bwd", &a, e);
+    baton_tensor_desc want = DESC(BATON_DTYPE_F32, 8, 3, 7);
+    ASSERT_DESC(e[2], want);
+}
+
 Test(elementwise_check, gives_the_output_the_first_inputs_desc_and_packs_the_layout)
 {
     char op[BATON_OPAQUE_MAX];
@@ -1112,6 +1164,64 @@ Test(argmax_cpu, finds_the_first_maximum_of_each_row_with_nan_as_the_maximum)
                 cr_assert_eq(y[4], 1, "the first NaN");
             }
             free(x), free(y);
+        }
+}
+
+/* Integer x, as the CUDA kernel takes it: fresh random rows of a few kinds (few distinct values,
+ * so ties are common; values at the top or bottom of the dtype's range; i64 values above 2^53 that
+ * differ only in their low bits; constant rows), against an exact reference where the first
+ * maximum wins. tests/test_kernels_cuda.c checks the CUDA kernel against the same rules. */
+static int64_t int_value(test_rng *r, baton_dtype dt, int kind)
+{
+    const int64_t small = (int64_t)(test_rng_next(r) % 9) - 4,
+                  low = (int64_t)(test_rng_next(r) % 4);
+    const int64_t hi = dt == BATON_DTYPE_I32 ? INT32_MAX : INT64_MAX;
+    const int64_t lo = dt == BATON_DTYPE_I32 ? INT32_MIN : INT64_MIN;
+    switch (kind) {
+    case 0: return small;
+    case 1: return hi - low;
+    case 2: return lo + low;
+    case 3: return dt == BATON_DTYPE_I32 ? (int32_t)test_rng_next(r) : ((int64_t)1 << 60) + low;
+    default: return 7;
+    }
+}
+
+Test(argmax_cpu, finds_the_first_maximum_of_random_integer_rows_with_ties)
+{
+    test_rng rng = {test_fresh_seed()};
+    static const int64_t n2s[] = {1, 2, 7, 4095, 262147};
+    for (int d = 0; d < 2; d++)
+        for (size_t s = 0; s < sizeof n2s / sizeof n2s[0]; s++) {
+            const baton_dtype dt = d ? BATON_DTYPE_I64 : BATON_DTYPE_I32;
+            const int64_t n2 = n2s[s], n1 = 10;
+            baton_tensor_desc in[1] = {DESC(dt, n1, n2)};
+            baton_sig_args a = sig(1, in, 1, 0, NULL);
+            void *x = poisoned(dt, n1 * n2);
+            int64_t *v = malloc(sizeof(int64_t) * (size_t)(n1 * n2));
+            cr_assert(v, "out of memory");
+            for (int64_t r = 0; r < n1; r++)
+                for (int64_t j = 0; j < n2; j++) {
+                    v[r * n2 + j] = int_value(&rng, dt, (int)(r % 5));
+                    if (dt == BATON_DTYPE_I32)
+                        ((int32_t *)x)[r * n2 + j] = (int32_t)v[r * n2 + j];
+                    else
+                        ((int64_t *)x)[r * n2 + j] = v[r * n2 + j];
+                }
+            int64_t *y = poisoned(BATON_DTYPE_I64, n1);
+            void *bufs[2] = {x, y};
+            run_kernel("argmax", kcpu_argmax, &a, bufs);
+            for (int64_t r = 0; r < n1; r++) {
+                int64_t best = 0;
+                for (int64_t j = 1; j < n2; j++)
+                    if (v[r * n2 + j] > v[r * n2 + best])
+                        best = j;
+                cr_assert_eq(y[r], best,
+                             "argmax %s n2=%lld row %lld (kind %d): %lld, expected %lld",
+                             baton_dtype_name(dt), (long long)n2, (long long)r, (int)(r % 5),
+                             (long long)y[r], (long long)best);
+            }
+            cr_assert_eq(y[4], 0, "a constant row gives its first index");
+            free(x), free(y), free(v);
         }
 }
 

@@ -6,7 +6,8 @@ kernels. This file registers them with jax.ffi.register_ffi_target, defines rms_
 jax.custom_vjp, and checks, as the JAX custom-op tutorial does, that the forward pass equals a
 jax.numpy reference and that jax.grad of -mean(rms_norm(x, w)**2) equals the reference gradient,
 for bf16 and f32 inputs of shape (4, 512, 512) with weight (512, 512) and (32, 4096) with weight
-(4096,). It exits non-zero when a check fails.
+(4096,), and that part_grad declared (16, n2) as the tutorial does gives the bits of (16,) + w.shape.
+It exits non-zero when a check fails.
 
     python3 examples/jax/rms_norm.py --lib build/libbaton_jax.so          # JAX's default backend
     JAX_PLATFORMS=cuda python3 examples/jax/rms_norm.py --lib ...         # on the GPU
@@ -73,11 +74,16 @@ def fwd_call(x, w, eps):
     return jax.ffi.ffi_call("baton_rms_norm_fwd", out)(x, w, eps=np.float32(eps))
 
 
-def bwd_call(g, invvar, x, w, eps):
-    """(grad_input, grad_weight, part_grad) from the output gradient g and fwd_call's invvar."""
+def bwd_call(g, invvar, x, w, eps, part_grad_shape=None):
+    """(grad_input, grad_weight, part_grad) from the output gradient g and fwd_call's invvar.
+
+    part_grad is (PART_GRAD_SIZE,) + w.shape unless part_grad_shape says otherwise; the handler
+    also takes the tutorial's (P, w.size), and takes P from the shape either way."""
+    if part_grad_shape is None:
+        part_grad_shape = (PART_GRAD_SIZE,) + w.shape
     out = (jax.ShapeDtypeStruct(x.shape, x.dtype),
            jax.ShapeDtypeStruct(w.shape, w.dtype),
-           jax.ShapeDtypeStruct((PART_GRAD_SIZE,) + w.shape, _invvar_dtype(x)))
+           jax.ShapeDtypeStruct(tuple(part_grad_shape), _invvar_dtype(x)))
     # grad_output has y's dtype, the weight's (kernels/descriptors.h).
     return jax.ffi.ffi_call("baton_rms_norm_bwd", out)(g.astype(w.dtype), invvar, x, w,
                                                        eps=np.float32(eps))
@@ -166,6 +172,36 @@ def check(shape, wshape, dtype, key):
     return ok
 
 
+def check_tutorial_part_grad(key):
+    """The tutorial's abstract evaluation declares part_grad (16, n2): the handler must give the
+    bits it gives for (16,) + w.shape, and refuse a part_grad of neither shape with its reason."""
+    kx, kw, kg = jax.random.split(key, 3)
+    x = jax.random.normal(kx, (5, 3, 7), jnp.float32)
+    w = 1.0 + 0.1 * jax.random.normal(kw, (3, 7), jnp.float32)
+    g = jax.random.normal(kg, x.shape, jnp.float32)
+    _, invvar = fwd_call(x, w, 1e-5)
+    n2 = w.size
+    flat = jax.jit(lambda *a: bwd_call(*a, 1e-5, part_grad_shape=(PART_GRAD_SIZE, n2)))
+    shaped = jax.jit(lambda *a: bwd_call(*a, 1e-5))
+    a = [np.asarray(t) for t in flat(g, invvar, x, w)]
+    b = [np.asarray(t) for t in shaped(g, invvar, x, w)]
+    same = (a[2].shape == (PART_GRAD_SIZE, n2) and
+            all(np.array_equal(u.reshape(-1).view(np.uint32), v.reshape(-1).view(np.uint32))
+                for u, v in zip(a, b)))
+    print(f"part_grad {(PART_GRAD_SIZE, n2)} as the tutorial declares it: "
+          f"{'the bits of ' + str((PART_GRAD_SIZE,) + w.shape) + '  ok' if same else 'differs  FAIL'}")
+    try:
+        jax.block_until_ready(bwd_call(g, invvar, x, w, 1e-5,
+                                       part_grad_shape=(PART_GRAD_SIZE, n2 + 1)))
+        print("part_grad of neither shape: no error raised  FAIL")
+        return False
+    except Exception as e:  # XLA raises its own exception type
+        good = "baton rms_norm_bwd" in str(e) and "part_grad" in str(e)
+        msg = str(e).splitlines()[0] if str(e) else type(e).__name__
+        print(f"part_grad of neither shape: error raised ({msg[:100]})  {'ok' if good else 'FAIL'}")
+        return same and good
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--lib", help="path to libbaton_jax.so (default: $BATON_JAX_LIB or build*/)")
@@ -189,6 +225,9 @@ def main():
         for shape, wshape in cases:
             key, sub = jax.random.split(key)
             ok = check(shape, wshape, dtype, sub) and ok
+
+    key, sub = jax.random.split(key)
+    ok = check_tutorial_part_grad(sub) and ok
 
     # Bad input gives an error, not a crash: x whose trailing dims are not the weight's.
     try:

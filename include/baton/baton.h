@@ -244,6 +244,11 @@ typedef struct baton_sig_args {
     const baton_tensor_desc *outputs; /* as declared in the plan */
     int n_attrs;
     const baton_attr *attrs;
+    /* The plan's names of the inputs and outputs (n_inputs and n_outputs entries), so that a
+     * check's message can name the tensor the user must change. Either may be NULL where the
+     * caller has no names (a step built by hand): a check then names the tensor by its role. */
+    const char *const *input_names;
+    const char *const *output_names;
 } baton_sig_args;
 
 /* The largest descriptor a target's pack() may produce. */

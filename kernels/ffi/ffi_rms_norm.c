@@ -227,6 +227,34 @@ static XLA_FFI_Error *fwd(XLA_FFI_CallFrame *f, baton_kernel_fn fn, int cuda)
     return run(f, what, fn, cuda, buffers, &d);
 }
 
+/* part_grad's shape, as the plan validator takes it (targets/builtin.c): [P] + the weight's
+ * shape, or [P, n2] as the JAX tutorial's abstract evaluation declares it; the bytes are the same.
+ */
+static int part_grad_shape_ok(const XLA_FFI_Buffer *pg, const XLA_FFI_Buffer *w, int64_t n2)
+{
+    if (pg->rank < 1 || pg->dims[0] < 1)
+        return 0;
+    if (pg->rank == 2 && pg->dims[1] == n2)
+        return 1;
+    if (pg->rank != w->rank + 1)
+        return 0;
+    for (int64_t i = 0; i < w->rank; i++)
+        if (pg->dims[i + 1] != w->dims[i])
+            return 0;
+    return 1;
+}
+
+/* "[16, 21]" */
+static const char *dims_str(const XLA_FFI_Buffer *b, char *buf, size_t len)
+{
+    size_t n = (size_t)snprintf(buf, len, "[");
+    for (int64_t i = 0; i < b->rank && n < len; i++)
+        n += (size_t)snprintf(buf + n, len - n, i ? ", %lld" : "%lld", (long long)b->dims[i]);
+    if (n < len)
+        snprintf(buf + n, len - n, "]");
+    return buf;
+}
+
 static XLA_FFI_Error *bwd(XLA_FFI_CallFrame *f, baton_kernel_fn fn, int cuda)
 {
     const char *what = cuda ? "rms_norm_bwd (cuda)" : "rms_norm_bwd (cpu)";
@@ -254,10 +282,14 @@ static XLA_FFI_Error *bwd(XLA_FFI_CallFrame *f, baton_kernel_fn fn, int cuda)
         return invalid(f, what, "grad_input must have x's shape and dtype");
     if ((int32_t)from_xla(b[5]->dtype) != d.w_dtype || numel(b[5]) != d.n2)
         return invalid(f, what, "grad_weight must have the weight's shape and dtype");
-    if (b[6]->rank < 1 || from_xla(b[6]->dtype) != iv || b[6]->dims[0] < 1 ||
-        numel(b[6]) != b[6]->dims[0] * d.n2)
-        return invalid(f, what, "part_grad must be [part_grad_size] + the weight's shape, of %s",
-                       baton_dtype_name(iv));
+    if (from_xla(b[6]->dtype) != iv || !part_grad_shape_ok(b[6], b[3], d.n2)) {
+        char got[160];
+        return invalid(f, what,
+                       "part_grad is %s %s but must be %s of shape [P] + the weight's shape or "
+                       "[P, %lld] (P >= 1 row blocks, as the JAX tutorial declares it)",
+                       baton_dtype_name(from_xla(b[6]->dtype)), dims_str(b[6], got, sizeof got),
+                       baton_dtype_name(iv), (long long)d.n2);
+    }
     d.part_grad_size = b[6]->dims[0];
     void *buffers[7];
     for (int i = 0; i < 7; i++)
