@@ -27,6 +27,17 @@ int plan_memory_index(const baton_plan *plan, baton_device dev)
     return -1;
 }
 
+int plan_segment_runs_on(const baton_plan *plan, int s, baton_device dev)
+{
+    const plan_step *st = &plan->steps[plan->segments[s].first_step];
+    if (!plan->segments[s].collective)
+        return device_eq(plan->segments[s].device, dev);
+    for (int g = 0; g < st->n_group; g++)
+        if (device_eq(st->group[g], dev))
+            return 1;
+    return 0;
+}
+
 /* ---- segments, next steps, devices -------------------------------------------------------- */
 
 static int build_segments(baton_plan *plan, baton_error *err)
@@ -554,6 +565,20 @@ static int build_boundaries_and_syncs(baton_plan *plan, baton_error *err)
                 push_sync(plan, BATON_SYNC_STRICT, cap, i, dev, "step"))
                 return err_set(err, BATON_ENOMEM, "analysis: out of memory");
         }
+    }
+    /* strict, at the end: a GPU whose outputs go home but that is not in the last segment sends
+     * them after its last wait, and is waited for again (the last segment's send theirs before
+     * their last step's wait) */
+    if (ns > 0) {
+        int sends[PLAN_MAX_DEVICES] = {0};
+        for (int t = 0; t < plan->n_transfers; t++)
+            if (plan->transfers[t].segment == ns)
+                sends[plan_memory_index(plan, plan->transfers[t].from)] = 1;
+        for (int d = 1; d < plan->n_devices; d++)
+            if (sends[d] && !plan_segment_runs_on(plan, ns - 1, plan->memory[d].device) &&
+                push_sync(plan, BATON_SYNC_STRICT, cap, plan->n_steps - 1,
+                          plan->memory[d].device, "end"))
+                return err_set(err, BATON_ENOMEM, "analysis: out of memory");
     }
     /* boundary and graph: at GPU -> CPU boundaries (on every GPU that the CPU segment reads
      * from) and at the end on every GPU with work issued since its last wait. */

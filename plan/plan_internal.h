@@ -238,6 +238,8 @@ int plan_describe(const baton_plan *plan, FILE *f, int as_json);
 
 /* Index of the memory plan for a device, or -1. */
 int plan_memory_index(const baton_plan *plan, baton_device dev);
+/* plan/analyse.c: whether segment s runs on dev (a collective: on any device of its group). */
+int plan_segment_runs_on(const baton_plan *plan, int s, baton_device dev);
 
 /* plan/npy.c: opens path for reading if it is a regular file, without ever blocking (a FIFO,
  * directory, device or socket is refused with "PATH is a FIFO, not a regular file: give the path

@@ -173,7 +173,9 @@ static int open_devices(baton_runtime *rt, int fault_dev, dev_fault fault, baton
         baton_device dv = plan->memory[d].device;
         rd->gpu = dv.kind == BATON_DEVICE_CUDA;
         rd->ops = ops_for(rt, dv);
-        if ((rc = rd->ops->open(dv, &rt->opts, plan->n_segments, 2, &rd->ctx, err)))
+        /* events: WAIT_SLOT, and one per segment that another GPU waits for (SEG_EVENT) */
+        if ((rc = rd->ops->open(dv, &rt->opts, plan->n_segments, SEG_EVENT(plan->n_segments),
+                                &rd->ctx, err)))
             return rc;
         if (d == fault_dev && rd->ops->inject)
             rd->ops->inject(rd->ctx, fault);
@@ -317,6 +319,16 @@ static int build_calls(baton_runtime *rt, baton_error *err)
         const plan_step *s = &plan->steps[i];
         int d = plan_memory_index(plan, s->device);
         rt_device *rd = &rt->dev[d];
+        if (s->kind == BATON_TARGET_COLLECTIVE) {
+            /* no call: the buffers, on each member's device, for its dev_coll */
+            rt->step_dev[i] = d;
+            rt->calls[i].buffers = b;
+            for (int k = 0; k < s->n_inputs; k++)
+                *b++ = slot_addr(rt, plan_memory_index(plan, s->group[k]), s->inputs[k]);
+            for (int k = 0; k < s->n_outputs; k++)
+                *b++ = slot_addr(rt, plan_memory_index(plan, s->group[k]), s->outputs[k]);
+            continue;
+        }
         baton_device_kind impl_kind = rd->ops == &dev_cpu_ops || rd->ops == &dev_sim_ops
                                           ? BATON_DEVICE_CPU
                                           : BATON_DEVICE_CUDA;
@@ -421,41 +433,97 @@ out:
 static int build_transfers(baton_runtime *rt, baton_error *err)
 {
     const baton_plan *plan = rt->plan;
+    int rc;
     rt->xfers = calloc((size_t)plan->n_transfers + 1, sizeof *rt->xfers);
     rt->xfer_first = calloc((size_t)plan->n_segments + 2, sizeof *rt->xfer_first);
+    rt->seg_signal = calloc((size_t)plan->n_segments + 1, sizeof *rt->seg_signal);
     if (rt->xfer_first)
         for (int s = 0, x = 0; s <= plan->n_segments + 1; s++) {
             while (x < plan->n_transfers && plan->transfers[x].segment < s)
                 x++;
             rt->xfer_first[s] = x;
         }
-    if (!rt->xfers || !rt->xfer_first)
+    if (!rt->xfers || !rt->xfer_first || !rt->seg_signal)
         return err_set(err, BATON_ENOMEM, "prepare: out of memory");
     for (int i = 0; i < plan->n_transfers; i++) {
         const plan_transfer *x = &plan->transfers[i];
         rt_transfer *r = &rt->xfers[i];
         int from = plan_memory_index(plan, x->from), to = plan_memory_index(plan, x->to);
         char a[32], b[32];
-        if (x->from.kind == BATON_DEVICE_CUDA && x->to.kind == BATON_DEVICE_CUDA &&
-            rt->backend != BATON_GPU_CPU)
-            return err_set(err, BATON_ENOTSUP,
-                           "%s: tensor '%s' moves from %s to %s: GPU-to-GPU transfers are not "
-                           "supported yet; place both steps on one GPU",
-                           plan->source, plan->tensors[x->tensor].name,
-                           baton_device_format(x->from, a, sizeof a),
-                           baton_device_format(x->to, b, sizeof b));
         r->src = slot_addr(rt, from, x->tensor);
         r->dst = slot_addr(rt, to, x->tensor);
         r->bytes = plan->tensors[x->tensor].nbytes;
         r->from = from;
         r->kind = to == 0 ? DEV_COPY_D2H : from == 0 ? DEV_COPY_H2D : DEV_COPY_D2D;
-        r->issuer = r->kind == DEV_COPY_H2D ? to : from;
+        r->wait_seg = -1;
+        if (r->kind == DEV_COPY_D2D) {
+            /* GPU to GPU: the reader copies on its stream after waiting, on the GPU, for the
+             * event the writer records after the segment that wrote the tensor */
+            const rt_device *rf = &rt->dev[from], *rtd = &rt->dev[to];
+            if (!rtd->ops->stream_wait || rf->ops != rtd->ops)
+                return err_set(err, BATON_ENOTSUP,
+                               "%s: tensor '%s' moves from %s to %s, which this backend (%s) "
+                               "cannot order without the host; place both steps on one GPU",
+                               plan->source, plan->tensors[x->tensor].name,
+                               baton_device_format(x->from, a, sizeof a),
+                               baton_device_format(x->to, b, sizeof b), rtd->ops->name);
+            r->wait_seg = plan->steps[plan->tensors[x->tensor].producer].segment;
+            rt->seg_signal[r->wait_seg] |= 1u << from;
+            if (rtd->ops->peer_enable && (rc = rtd->ops->peer_enable(rtd->ctx, rf->ctx, err))) {
+                char inner[BATON_ERROR_MAX];
+                snprintf(inner, sizeof inner, "%s", err ? err->message : "");
+                return err_set(err, rc, "%s: peer access %s -> %s: %s", plan->source,
+                               baton_device_format(x->to, a, sizeof a),
+                               baton_device_format(x->from, b, sizeof b), inner);
+            }
+        }
+        r->issuer = r->kind == DEV_COPY_D2H ? from : to;
         /* On the CPU fallback both arenas are host memory: a memcpy, not a device transfer. */
         r->host_copy = rt->dev[from].ops == &dev_cpu_ops && rt->dev[to].ops == &dev_cpu_ops;
         r->graph_seg = -1;
         snprintf(r->what, sizeof r->what, "transfer %s %s -> %s", plan->tensors[x->tensor].name,
                  baton_device_format(x->from, a, sizeof a),
                  baton_device_format(x->to, b, sizeof b));
+    }
+    return 0;
+}
+
+/* Each collective step's dev_coll: its members and what they send and receive (the addresses are
+ * read again from its call's buffers before each run, which baton_runtime_bind may rewrite). */
+static int build_collectives(baton_runtime *rt, baton_error *err)
+{
+    const baton_plan *plan = rt->plan;
+    rt->colls = calloc((size_t)plan->n_segments + 1, sizeof *rt->colls);
+    if (!rt->colls)
+        return err_set(err, BATON_ENOMEM, "prepare: out of memory");
+    for (int s = 0; s < plan->n_segments; s++) {
+        if (!plan->segments[s].collective)
+            continue;
+        int i = plan->segments[s].first_step;
+        const plan_step *st = &plan->steps[i];
+        dev_coll *c = &rt->colls[s];
+        c->op = st->coll == PLAN_COLL_ALL_REDUCE ? DEV_COLL_ALL_REDUCE : DEV_COLL_ALL_GATHER;
+        c->dtype = plan->tensors[st->inputs[0]].desc.dtype;
+        c->count = plan->tensors[st->inputs[0]].nbytes / baton_dtype_size(c->dtype);
+        c->n = st->n_group;
+        c->what = st->name;
+        const dev_ops *ops = rt->dev[plan_memory_index(plan, st->group[0])].ops;
+        for (int k = 0; k < c->n; k++)
+            c->group[k] = rt->dev[plan_memory_index(plan, st->group[k])].ctx;
+        char name[32];
+        if (!ops->coll_prepare || !ops->coll_run)
+            return plan_error(err, BATON_ENOTSUP, plan, st->pos,
+                              "step '%s': %s on %s: this backend (%s) has no collectives; run the "
+                              "plan with --gpu=cuda (NCCL), sim or cpu",
+                              st->name, st->target_name,
+                              baton_device_format(st->device, name, sizeof name), ops->name);
+        int rc = ops->coll_prepare(c, err);
+        if (rc) {
+            char inner[BATON_ERROR_MAX];
+            snprintf(inner, sizeof inner, "%s", err ? err->message : "");
+            return plan_error(err, rc, plan, st->pos, "step '%s' (%s): %s", st->name,
+                              st->target_name, inner);
+        }
     }
     return 0;
 }
@@ -487,6 +555,15 @@ static void count_graph_bytes(baton_runtime *rt)
 
 /* Every place that holds the address of an input or output tensor, so that binding a caller's
  * buffer rewrites them without a search (baton_runtime_bind). */
+/* The device of step i's buffer k (inputs then outputs): a collective's member device. */
+static int site_dev(const baton_runtime *rt, int i, int k)
+{
+    const plan_step *st = &rt->plan->steps[i];
+    if (!st->n_group)
+        return rt->step_dev[i];
+    return plan_memory_index(rt->plan, st->group[k < st->n_inputs ? k : k - st->n_inputs]);
+}
+
 static int build_sites(baton_runtime *rt, baton_error *err)
 {
     const baton_plan *plan = rt->plan;
@@ -516,7 +593,7 @@ static int build_sites(baton_runtime *rt, baton_error *err)
                     continue;
                 }
                 rt->sites[rt->site_first[t] + fill[t]++] =
-                    (rt_site){t, rt->step_dev[i], pos, i, -1, 0};
+                    (rt_site){t, site_dev(rt, i, k), pos, i, -1, 0};
             }
         }
         for (int x = 0; x < plan->n_transfers; x++) {
@@ -561,7 +638,7 @@ static int plan_queue_ahead(baton_runtime *rt, baton_error *err)
         const plan_segment *g = &plan->segments[s], *c = &plan->segments[s - 1],
                            *p = &plan->segments[s - 2];
         if (g->device.kind == BATON_DEVICE_CPU || c->device.kind != BATON_DEVICE_CPU ||
-            p->device.kind == BATON_DEVICE_CPU)
+            p->device.kind == BATON_DEVICE_CPU || g->collective || p->collective)
             continue;
         int d = plan_memory_index(plan, g->device);
         const rt_device *rd = &rt->dev[d];
@@ -628,6 +705,8 @@ static int prepare(const baton_plan *plan, const baton_options *opts, const bato
         rc = build_calls(rt, err);
     if (!rc)
         rc = build_transfers(rt, err);
+    if (!rc)
+        rc = build_collectives(rt, err);
     if (!rc) {
         rt->graph_state = calloc((size_t)plan->n_segments + 1, sizeof *rt->graph_state);
         rt->seg_bytes = calloc(2 * (size_t)plan->n_segments + 2, sizeof *rt->seg_bytes);
@@ -692,6 +771,14 @@ void baton_runtime_destroy(baton_runtime *rt)
             if (rt->states[i] && rt->impls[i] && rt->impls[i]->delegate &&
                 rt->impls[i]->delegate->destroy)
                 rt->impls[i]->delegate->destroy(rt->states[i]);
+    if (rt->colls) /* after the drains: no member still runs a collective */
+        for (int s = 0; s < rt->plan->n_segments; s++)
+            if (rt->colls[s].impl) {
+                int d = plan_memory_index(rt->plan, rt->plan->segments[s].device);
+                if (rt->dev[d].ops->coll_release)
+                    rt->dev[d].ops->coll_release(&rt->colls[s]);
+            }
+    free(rt->colls);
     /* The CPU arena may come from a GPU's pinned allocator: free it before closing that GPU. */
     for (int d = 0; d < rt->nd; d++) {
         rt_device *rd = &rt->dev[d];
@@ -716,6 +803,7 @@ void baton_runtime_destroy(baton_runtime *rt)
     free(rt->impls);
     free(rt->step_ns);
     free(rt->xfers);
+    free(rt->seg_signal);
     free(rt->graph_state);
     free(rt->seg_bytes);
     free(rt->xfer_first);
@@ -1247,7 +1335,7 @@ static int capture_segment(baton_runtime *rt, int s, baton_error *err)
     return 0;
 }
 
-static int run_gpu_segment(baton_runtime *rt, int s, baton_error *err)
+static int issue_gpu_segment(baton_runtime *rt, int s, baton_error *err)
 {
     const baton_plan *plan = rt->plan;
     const plan_segment *seg = &plan->segments[s];
@@ -1308,6 +1396,88 @@ static int run_gpu_segment(baton_runtime *rt, int s, baton_error *err)
         return 0;
     rd->pending = 1;
     return issue_outgoing(rt, s, d, err);
+}
+
+/* Before segment s reads what another GPU wrote: its copies wait, on the reader's stream, for the
+ * event the writer recorded after the writing segment. Never inside a capture: the wait stays
+ * on the stream, before the graph's launch. */
+static int cross_waits(baton_runtime *rt, int s, baton_error *err)
+{
+    for (int x = rt->xfer_first[s]; x < rt->xfer_first[s + 1] && !rt->no_cross_wait; x++) {
+        const rt_transfer *r = &rt->xfers[x];
+        if (r->wait_seg < 0 || r->skip)
+            continue;
+        rt_device *rd = &rt->dev[r->issuer];
+        int rc = rd->ops->stream_wait(rd->ctx, rt->dev[r->from].ctx, SEG_EVENT(r->wait_seg), err);
+        if (rc) {
+            char inner[BATON_ERROR_MAX];
+            snprintf(inner, sizeof inner, "%s", err ? err->message : "");
+            return err_set(err, rc, "%s: waiting for the writer: %s", r->what, inner);
+        }
+    }
+    return 0;
+}
+
+/* After segment s: the events other GPUs' copies of its outputs wait for. */
+static int signal_segment(baton_runtime *rt, int s, baton_error *err)
+{
+    for (uint32_t m = rt->seg_signal[s]; m; m &= m - 1) {
+        rt_device *rd = &rt->dev[__builtin_ctz(m)];
+        int rc = rd->ops->record(rd->ctx, SEG_EVENT(s), err);
+        if (rc)
+            return rc;
+    }
+    return 0;
+}
+
+static int run_gpu_segment(baton_runtime *rt, int s, baton_error *err)
+{
+    int rc = cross_waits(rt, s, err);
+    if (!rc)
+        rc = issue_gpu_segment(rt, s, err);
+    if (!rc)
+        rc = signal_segment(rt, s, err);
+    return rc;
+}
+
+/* A collective step: its members' incoming copies, then the collective on every member's
+ * stream. It is never captured: NCCL's calls over several devices are issued as one group. */
+static int run_collective(baton_runtime *rt, int s, baton_error *err)
+{
+    const baton_plan *plan = rt->plan;
+    int i = plan->segments[s].first_step, rc;
+    const plan_step *st = &plan->steps[i];
+    if ((rc = cross_waits(rt, s, err)) || (rc = issue_incoming(rt, s, err)))
+        return rc;
+    dev_coll *c = &rt->colls[s];
+    void **b = rt->calls[i].buffers; /* baton_runtime_bind may have moved them */
+    for (int k = 0; k < c->n; k++) {
+        c->send[k] = b[k];
+        c->recv[k] = b[st->n_inputs + k];
+    }
+    rt_device *r0 = &rt->dev[rt->step_dev[i]];
+    int64_t t0 = rt->timing || rt->trace ? now_ns() : 0;
+    rc = r0->ops->coll_run(c, err);
+    if (t0) {
+        int64_t t1 = now_ns();
+        rt->step_ns[i] += t1 - t0;
+        if (rt->trace)
+            trace_add(rt, st->name, "step", rt->step_dev[i], i, 0, t0, t1);
+    }
+    if (rc)
+        return step_fail(rt, i, rc, err);
+    rt->stats.steps++;
+    if (r0->ops != &dev_cpu_ops)
+        rt->stats.kernel_launches += c->n;
+    for (int k = 0; k < c->n; k++) { /* every member's call is issued: waiting is safe */
+        int d = plan_memory_index(plan, st->group[k]);
+        rt->dev[d].pending = 1;
+        if ((rc = issue_outgoing(rt, s, d, err)))
+            return rc;
+        if (rt->opts.mode == BATON_SYNC_STRICT && (rc = host_wait_step(rt, d, st->name, i, err)))
+            return rc;
+    }
+    return signal_segment(rt, s, err);
 }
 
 static int run_cpu_segment(baton_runtime *rt, int s, baton_error *err)
@@ -1404,18 +1574,21 @@ int baton_runtime_run(baton_runtime *rt, baton_error *err)
                 open_gate(rt, s + 1);
             continue;
         }
+        if (plan->segments[s].collective) {
+            rc = run_collective(rt, s, err);
+            continue;
+        }
         if (s != rt->ahead)
             rc = run_gpu_segment(rt, s, err);
         if (!rc && s + 2 < plan->n_segments && rt->ahead_ok[s + 2])
             rc = queue_ahead(rt, s + 2, err);
     }
     if (!rc) {
-        int last = plan->n_segments
-                       ? plan_memory_index(plan, plan->segments[plan->n_segments - 1].device)
-                       : 0;
+        /* the outputs of the devices the last segment ran on went home at its end */
         int end = plan->n_segments;
         for (int x = rt->xfer_first[end]; x < rt->xfer_first[end + 1] && !rc; x++)
-            if (rt->xfers[x].from != last)
+            if (!end || !plan_segment_runs_on(plan, end - 1,
+                                              plan->memory[rt->xfers[x].from].device))
                 rc = issue_transfer(rt, x, err);
         for (int d = 1; d < rt->nd && !rc; d++)
             if (rt->dev[d].pending)

@@ -12,6 +12,8 @@
 
 #define ERRBUF_LEN 512
 #define WAIT_SLOT  0
+/* The event a GPU records after segment s when another GPU reads what s wrote. */
+#define SEG_EVENT(s) (1 + (s))
 /* The most operations a segment queued ahead may issue outside a graph (when it cannot be
  * captured): a stream's queue is finite, and a full one behind a closed gate would block the host
  * that must open it. */
@@ -59,6 +61,7 @@ typedef struct rt_transfer {
     int host_copy; /* host memory to host memory (the CPU fallback): not counted as a transfer */
     int skip;      /* not issued: a caller's buffer bound on the GPU makes it needless */
     int graph_seg; /* the segment whose graph issues it (set when captured), or -1 */
+    int wait_seg;  /* GPU to GPU: the writer's segment, whose event the reader waits for; or -1 */
     char what[96];
 } rt_transfer;
 
@@ -98,6 +101,9 @@ struct baton_runtime {
     int *xfer_first;         /* transfers into segment s are [xfer_first[s], xfer_first[s + 1]); the
                               * analysis sorts them by segment, n_segments being the end of the run */
     unsigned char *ahead_ok; /* per segment: queued ahead of the CPU segment before it */
+    uint32_t *seg_signal;    /* per segment: the devices (bits) that record SEG_EVENT after it */
+    dev_coll *colls;         /* per segment: its collective (a collective segment), else unused */
+    int no_cross_wait;       /* testing (runtime_skip_cross_waits): GPU->GPU copies do not wait */
     int ahead;               /* the segment queued ahead in this run, or -1 */
     char note[ERRBUF_LEN];
     int last_run;    /* 0: none yet, 1: the last run succeeded, -1: it failed */

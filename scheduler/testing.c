@@ -19,6 +19,12 @@ void runtime_inject(baton_runtime *rt, int device, dev_fault fault)
         rt->dev[device].ops->inject(rt->dev[device].ctx, fault);
 }
 
+void runtime_skip_cross_waits(baton_runtime *rt, int on)
+{
+    if (rt)
+        rt->no_cross_wait = on;
+}
+
 void runtime_gpu_only(baton_runtime *rt, int on)
 {
     if (!rt)

@@ -18,5 +18,8 @@ void runtime_inject(baton_runtime *rt, int device, dev_fault fault);
  * they need; one wait ends the run. Outputs made by CPU steps are then stale. This is the GPU
  * floor a plan's runs in flight are measured against (bench/bench_pool_floor.c). */
 void runtime_gpu_only(baton_runtime *rt, int on);
+/* Mutation testing: GPU-to-GPU copies stop waiting for the writer's event, so a test that reads
+ * what another device wrote must fail once the writer is slow (sim_delay_us). */
+void runtime_skip_cross_waits(baton_runtime *rt, int on);
 
 #endif
