@@ -576,8 +576,8 @@ static int build_boundaries_and_syncs(baton_plan *plan, baton_error *err)
                 sends[plan_memory_index(plan, plan->transfers[t].from)] = 1;
         for (int d = 1; d < plan->n_devices; d++)
             if (sends[d] && !plan_segment_runs_on(plan, ns - 1, plan->memory[d].device) &&
-                push_sync(plan, BATON_SYNC_STRICT, cap, plan->n_steps - 1,
-                          plan->memory[d].device, "end"))
+                push_sync(plan, BATON_SYNC_STRICT, cap, plan->n_steps - 1, plan->memory[d].device,
+                          "end"))
                 return err_set(err, BATON_ENOMEM, "analysis: out of memory");
     }
     /* boundary and graph: at GPU -> CPU boundaries (on every GPU that the CPU segment reads

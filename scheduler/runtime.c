@@ -1587,8 +1587,8 @@ int baton_runtime_run(baton_runtime *rt, baton_error *err)
         /* the outputs of the devices the last segment ran on went home at its end */
         int end = plan->n_segments;
         for (int x = rt->xfer_first[end]; x < rt->xfer_first[end + 1] && !rc; x++)
-            if (!end || !plan_segment_runs_on(plan, end - 1,
-                                              plan->memory[rt->xfers[x].from].device))
+            if (!end ||
+                !plan_segment_runs_on(plan, end - 1, plan->memory[rt->xfers[x].from].device))
                 rc = issue_transfer(rt, x, err);
         for (int d = 1; d < rt->nd && !rc; d++)
             if (rt->dev[d].pending)

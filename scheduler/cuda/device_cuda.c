@@ -19,6 +19,7 @@
 #include "core/core.h"
 #include "scheduler/cuda/device_cuda.h"
 #include "scheduler/cuda/cupti.h"
+#include "scheduler/cuda/nccl.h"
 #include "scheduler/cuda/rebind.h"
 #include "scheduler/device.h"
 
@@ -370,7 +371,7 @@ static enum cudaMemcpyKind memcpy_kind(dev_copy_kind kind)
     switch (kind) {
     case DEV_COPY_H2D: return cudaMemcpyHostToDevice;
     case DEV_COPY_D2H: return cudaMemcpyDeviceToHost;
-    default: return cudaMemcpyDeviceToDevice;
+    default: return cudaMemcpyDefault; /* on one GPU, or from another (a peer copy) */
     }
 }
 
@@ -852,6 +853,65 @@ static void cuda_gate_open(dev_ctx *d)
         __atomic_store_n((unsigned *)d->gate, 1u, __ATOMIC_RELEASE);
 }
 
+/* ---- several GPUs ---------------------------------------------------------------------------- */
+
+static int cuda_stream_wait(dev_ctx *d, dev_ctx *other, int slot, baton_error *err)
+{
+    if (slot < 0 || slot >= other->n_events)
+        return bad_slot(err, other, "event", slot, other->n_events);
+    cudaError_t e = cudaStreamWaitEvent(d->stream, other->events[slot], 0);
+    if (e != cudaSuccess)
+        return cuda_reason(err, d, NULL, "cudaStreamWaitEvent", other->name, e);
+    return 0;
+}
+
+/* Direct reads of other's memory where the GPUs allow it; elsewhere cudaMemcpyDefault copies go
+ * through the host, which is slower but needs nothing here. */
+static int cuda_peer_enable(dev_ctx *d, dev_ctx *other, baton_error *err)
+{
+    int can = 0;
+    cudaError_t e = cudaDeviceCanAccessPeer(&can, d->dev.index, other->dev.index);
+    if (e != cudaSuccess)
+        return cuda_reason(err, d, NULL, "cudaDeviceCanAccessPeer", other->name, e);
+    if (!can)
+        return 0;
+    if ((e = cudaSetDevice(d->dev.index)) == cudaSuccess)
+        e = cudaDeviceEnablePeerAccess(other->dev.index, 0);
+    if (e == cudaErrorPeerAccessAlreadyEnabled) {
+        (void)cudaGetLastError(); /* enabled by another runtime of this process: fine */
+        e = cudaSuccess;
+    }
+    if (e != cudaSuccess)
+        return cuda_reason(err, d, NULL, "cudaDeviceEnablePeerAccess", other->name, e);
+    return 0;
+}
+
+static int cuda_coll_prepare(dev_coll *c, baton_error *err)
+{
+    int ordinals[DEV_MAX_GROUP];
+    for (int k = 0; k < c->n; k++)
+        ordinals[k] = c->group[k]->dev.index;
+    return nccl_comms_create(c->n, ordinals, &c->impl, err);
+}
+
+static int cuda_coll_run(dev_coll *c, baton_error *err)
+{
+    cudaStream_t streams[DEV_MAX_GROUP];
+    for (int k = 0; k < c->n; k++) {
+        if (c->group[k]->capturing)
+            return err_set(err, BATON_EINVAL, "a collective inside a capture");
+        streams[k] = c->group[k]->stream;
+        c->group[k]->counters.launches++;
+    }
+    return nccl_run(c->impl, c, streams, err);
+}
+
+static void cuda_coll_release(dev_coll *c)
+{
+    nccl_comms_destroy(c->impl, c->n);
+    c->impl = NULL;
+}
+
 const dev_ops dev_cuda_ops = {
     .name = "cuda",
     .open = cuda_open,
@@ -884,6 +944,11 @@ const dev_ops dev_cuda_ops = {
 #ifdef BATON_TESTING
     .inject = cuda_inject,
 #endif
+    .stream_wait = cuda_stream_wait,
+    .peer_enable = cuda_peer_enable,
+    .coll_prepare = cuda_coll_prepare,
+    .coll_run = cuda_coll_run,
+    .coll_release = cuda_coll_release,
 };
 
 int baton_cuda_built(void)

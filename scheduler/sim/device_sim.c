@@ -201,6 +201,10 @@ static void sim_run_op(dev_ctx *d, const sim_op *op)
         const sim_graph *g = &d->graphs[op->slot];
         int step = -1;
         for (int i = 0; i < g->n; i++) {
+            /* a graph of n operations takes as long as they would: a replay is one launch, not
+             * less work, and a slow writer's graph must stay slow for the tests' races */
+            if (i > 0 && d->delay_us > 0)
+                uv_sleep((unsigned)(d->delay_us + 999) / 1000);
             int64_t c0 = t0 ? mono_ns() : 0;
             if (g->ops[i].kind == SIM_GATE)
                 gate_pass(d);

@@ -1,0 +1,168 @@
+/* nccl.c: all_reduce and all_gather on several GPUs of one process through NCCL, loaded with
+ * dlopen on first use, as CUPTI is: baton links no NCCL, so its users need none unless a plan has
+ * a collective. The header comes from the system or the nvidia-nccl-cu13 wheel at build time
+ * (CMakeLists.txt); without it (BATON_NCCL undefined) every call says how to get it. */
+#include <dlfcn.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/core.h"
+#include "scheduler/cuda/nccl.h"
+
+#ifdef BATON_NCCL
+#include <nccl.h>
+
+static struct {
+    void *lib;
+    ncclResult_t (*init_all)(ncclComm_t *, int, const int *);
+    ncclResult_t (*destroy)(ncclComm_t);
+    ncclResult_t (*all_reduce)(const void *, void *, size_t, ncclDataType_t, ncclRedOp_t,
+                               ncclComm_t, cudaStream_t);
+    ncclResult_t (*all_gather)(const void *, void *, size_t, ncclDataType_t, ncclComm_t,
+                               cudaStream_t);
+    ncclResult_t (*group_start)(void);
+    ncclResult_t (*group_end)(void);
+    const char *(*error_string)(ncclResult_t);
+} api;
+
+/* Opened once per process; plans are prepared on one thread at a time per runtime, and two
+ * runtimes opening it at once load the same library twice at worst, which dlopen counts. */
+static int load(baton_error *err)
+{
+    if (api.lib)
+        return 0;
+    const char *env = getenv("BATON_NCCL_LIBRARY");
+    const char *names[] = {env && *env ? env : "libnccl.so.2", "libnccl.so.2", "libnccl.so",
+#ifdef BATON_NCCL_LIBDIR
+                           BATON_NCCL_LIBDIR "/libnccl.so.2"
+#else
+                           "libnccl.so"
+#endif
+    };
+    void *lib = NULL;
+    for (size_t i = 0; i < sizeof names / sizeof names[0] && !lib; i++)
+        lib = dlopen(names[i], RTLD_NOW | RTLD_LOCAL);
+    if (!lib)
+        return err_set(err, BATON_ENOTSUP,
+                       "collectives need NCCL, and libnccl.so.2 cannot be loaded (%s); install "
+                       "it (libnccl2, or pip install nvidia-nccl-cu13) or name it in "
+                       "BATON_NCCL_LIBRARY",
+                       dlerror());
+#define SYM(field, name)                                                                           \
+    do {                                                                                           \
+        void *p_ = dlsym(lib, name);                                                               \
+        if (!p_) {                                                                                 \
+            dlclose(lib);                                                                          \
+            return err_set(err, BATON_ENOTSUP, "collectives: this libnccl lacks %s", name);        \
+        }                                                                                          \
+        memcpy(&api.field, &p_, sizeof p_);                                                        \
+    } while (0)
+    SYM(init_all, "ncclCommInitAll");
+    SYM(destroy, "ncclCommDestroy");
+    SYM(all_reduce, "ncclAllReduce");
+    SYM(all_gather, "ncclAllGather");
+    SYM(group_start, "ncclGroupStart");
+    SYM(group_end, "ncclGroupEnd");
+    SYM(error_string, "ncclGetErrorString");
+#undef SYM
+    api.lib = lib;
+    return 0;
+}
+
+static int nccl_fail(baton_error *err, const char *call, const char *what, ncclResult_t r)
+{
+    return err_set(err, BATON_ECUDA, "%s (%s) failed: %s", call, what, api.error_string(r));
+}
+
+int nccl_comms_create(int n, const int *ordinals, void **out, baton_error *err)
+{
+    *out = NULL;
+    int rc = load(err);
+    if (rc)
+        return rc;
+    ncclComm_t *comms = calloc((size_t)n, sizeof *comms);
+    if (!comms)
+        return err_set(err, BATON_ENOMEM, "collectives: out of memory");
+    ncclResult_t r = api.init_all(comms, n, ordinals);
+    if (r != ncclSuccess) {
+        free(comms);
+        return nccl_fail(err, "ncclCommInitAll", "communicators for the group", r);
+    }
+    *out = comms;
+    return 0;
+}
+
+void nccl_comms_destroy(void *comms, int n)
+{
+    ncclComm_t *c = comms;
+    for (int k = 0; c && k < n; k++)
+        api.destroy(c[k]);
+    free(c);
+}
+
+static int nccl_type(baton_dtype dt, ncclDataType_t *out)
+{
+    switch (dt) {
+    case BATON_DTYPE_F32: *out = ncclFloat32; return 0;
+    case BATON_DTYPE_F16: *out = ncclFloat16; return 0;
+    case BATON_DTYPE_BF16: *out = ncclBfloat16; return 0;
+    case BATON_DTYPE_F64: *out = ncclFloat64; return 0;
+    case BATON_DTYPE_I32: *out = ncclInt32; return 0;
+    case BATON_DTYPE_I64: *out = ncclInt64; return 0;
+    default: return BATON_EINVAL;
+    }
+}
+
+int nccl_run(void *comms, const dev_coll *c, cudaStream_t const *streams, baton_error *err)
+{
+    ncclComm_t *cm = comms;
+    ncclDataType_t t;
+    if (nccl_type(c->dtype, &t))
+        return err_set(err, BATON_EINVAL, "collectives: NCCL has no %s",
+                       baton_dtype_name(c->dtype));
+    ncclResult_t r = api.group_start();
+    const char *call = c->op == DEV_COLL_ALL_REDUCE ? "ncclAllReduce" : "ncclAllGather";
+    for (int k = 0; k < c->n && r == ncclSuccess; k++)
+        r = c->op == DEV_COLL_ALL_REDUCE
+                ? api.all_reduce(c->send[k], c->recv[k], c->count, t, ncclSum, cm[k], streams[k])
+                : api.all_gather(c->send[k], c->recv[k], c->count, t, cm[k], streams[k]);
+    ncclResult_t r2 = api.group_end(); /* ends the group even after a failed call */
+    if (r != ncclSuccess)
+        return nccl_fail(err, call, c->what, r);
+    if (r2 != ncclSuccess)
+        return nccl_fail(err, "ncclGroupEnd", c->what, r2);
+    return 0;
+}
+
+#else /* no NCCL header at build time */
+
+static int absent(baton_error *err)
+{
+    return err_set(err, BATON_ENOTSUP,
+                   "collectives on CUDA need NCCL, and this baton was built without its header; "
+                   "install libnccl-dev or pip install nvidia-nccl-cu13 and configure again (or "
+                   "pass -DBATON_NCCL_ROOT=<dir with include/nccl.h>)");
+}
+
+int nccl_comms_create(int n, const int *ordinals, void **out, baton_error *err)
+{
+    (void)n;
+    (void)ordinals;
+    *out = NULL;
+    return absent(err);
+}
+
+void nccl_comms_destroy(void *comms, int n)
+{
+    (void)comms;
+    (void)n;
+}
+
+int nccl_run(void *comms, const dev_coll *c, cudaStream_t const *streams, baton_error *err)
+{
+    (void)comms;
+    (void)c;
+    (void)streams;
+    return absent(err);
+}
+#endif

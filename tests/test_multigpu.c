@@ -1,0 +1,483 @@
+/* test_multigpu.c: plans over several GPUs: a tensor moving from one GPU to another (the reader's
+ * copy waits on the writer's event, with no host wait) and collective steps. Built twice: as
+ * test_multigpu on two test devices (label cpu: "cuda:0" and "cuda:1" run on the test device,
+ * and on the CPU fallback), and with TEST_ON_CUDA as test_multigpu_cuda on two real GPUs through
+ * NCCL (label gpu; it skips with fewer than two). Results are compared bitwise with the same
+ * computation on one device, host waits with what the analysis promises, and a run without the
+ * cross-device wait must read stale data (a mutation the test device's delays expose). */
+#include <criterion/criterion.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "plan/plan_internal.h"
+#include "scheduler/testing.h"
+#include "tests/support.h"
+
+#ifdef TEST_ON_CUDA
+#define NEED_GPUS()                                                                                \
+    do {                                                                                           \
+        if (baton_cuda_device_count() < 2)                                                         \
+            cr_skip("fewer than two CUDA devices: the multi-GPU tests need two");                  \
+    } while (0)
+static const baton_gpu_backend backends[] = {BATON_GPU_CUDA};
+#else
+#define NEED_GPUS() ((void)0)
+static const baton_gpu_backend backends[] = {BATON_GPU_SIM, BATON_GPU_CPU};
+#endif
+#define N_BACKENDS ((int)(sizeof backends / sizeof backends[0]))
+
+static baton_registry *reg;
+
+static void setup(void)
+{
+    cr_assert_eq(baton_registry_create(&reg), 0);
+}
+
+static void teardown(void)
+{
+    baton_registry_destroy(reg);
+}
+
+TestSuite(multigpu, .init = setup, .fini = teardown, .timeout = 300);
+
+enum { ROWS = 4, COLS = 64, N = ROWS * COLS };
+
+#define TENSOR(name, shape, role)                                                                  \
+    "{\"name\": \"" name "\", \"dtype\": \"f32\", \"shape\": " shape ", \"role\": \"" role "\"}"
+
+/* Two GPUs: each adds to its own input; the sum over both (all_reduce) and both rows stacked
+ * (all_gather) land on each; cuda:1 then reads cuda:0's sum (a GPU-to-GPU boundary) and a last
+ * step on cuda:0 reads cuda:1's gather. */
+static const char
+    *two_gpus =
+        "{\"format\": \"baton.plan\", \"version\": 1, \"name\": \"two-gpus\", \"tensors\": "
+        "[" TENSOR("x0", "[4, 64]", "input") "," TENSOR("x1", "[4, 64]", "input") "," TENSOR("a0", "[4, 64]", "intermediate") "," TENSOR("a1", "[4, 64]", "intermediate") "," TENSOR(
+            "r0", "[4, 64]",
+            "intermediate") "," TENSOR("r1", "[4, 64]",
+                                       "output") "," TENSOR("g0", "[8, 64]",
+                                                            "output") "," TENSOR("g1", "[8, 64]",
+                                                                                 "intermediate") "," TENSOR("o1",
+                                                                                                            "[4, 64]",
+                                                                                                            "output") "," TENSOR("h0",
+                                                                                                                                 "[8, 64]",
+                                                                                                                                 "output") "],"
+                                                                                                                                           "\"steps\": ["
+                                                                                                                                           "{\"name\": \"s0\", \"kernel\": \"add_scalar\", \"device\": \"cuda:0\", \"inputs\": [\"x0\"], "
+                                                                                                                                           "\"outputs\": [\"a0\"], \"attrs\": {\"value\": 1.0}},"
+                                                                                                                                           "{\"name\": \"s1\", \"kernel\": \"add_scalar\", \"device\": \"cuda:1\", \"inputs\": [\"x1\"], "
+                                                                                                                                           "\"outputs\": [\"a1\"], \"attrs\": {\"value\": 2.0}},"
+                                                                                                                                           "{\"name\": \"ar\", \"collective\": \"all_reduce\", \"devices\": [\"cuda:0\", \"cuda:1\"], "
+                                                                                                                                           "\"inputs\": [\"a0\", \"a1\"], \"outputs\": [\"r0\", \"r1\"], \"attrs\": {\"op\": \"sum\"}},"
+                                                                                                                                           "{\"name\": \"ag\", \"collective\": \"all_gather\", \"devices\": [\"cuda:0\", \"cuda:1\"], "
+                                                                                                                                           "\"inputs\": [\"a0\", \"a1\"], \"outputs\": [\"g0\", \"g1\"]},"
+                                                                                                                                           "{\"name\": \"mv\", \"kernel\": \"add_scalar\", \"device\": \"cuda:1\", \"inputs\": [\"r0\"], "
+                                                                                                                                           "\"outputs\": [\"o1\"], \"attrs\": {\"value\": 0.5}},"
+                                                                                                                                           "{\"name\": \"back\", \"kernel\": \"add_scalar\", \"device\": \"cuda:0\", \"inputs\": "
+                                                                                                                                           "[\"g1\"], \"outputs\": [\"h0\"], \"attrs\": {\"value\": -1.0}}]}";
+
+/* The same arithmetic on one device: the sum by `add`, the gather read back as a0 and a1. */
+static const char *
+    one_gpu = "{\"format\": \"baton.plan\", \"version\": 1, \"name\": \"one-gpu\", \"tensors\": "
+              "[" TENSOR("x0", "[4, 64]", "input") "," TENSOR("x1", "[4, 64]", "input") "," TENSOR("a0", "[4, 64]", "output") "," TENSOR("a1", "[4, 64]", "output") "," TENSOR(
+                  "r", "[4, 64]",
+                  "output") "," TENSOR("o1", "[4, 64]",
+                                       "output") "," TENSOR("h0", "[4, 64]",
+                                                            "output") "," TENSOR("h1", "[4, 64]",
+                                                                                 "output") "],"
+                                                                                           "\"steps"
+                                                                                           "\": ["
+                                                                                           "{\"name"
+                                                                                           "\": "
+                                                                                           "\"s0\","
+                                                                                           " \"kern"
+                                                                                           "el\": "
+                                                                                           "\"add_"
+                                                                                           "scalar"
+                                                                                           "\", "
+                                                                                           "\"devic"
+                                                                                           "e\": "
+                                                                                           "\"cuda:"
+                                                                                           "0\", "
+                                                                                           "\"input"
+                                                                                           "s\": "
+                                                                                           "[\"x0\""
+                                                                                           "], "
+                                                                                           "\"outpu"
+                                                                                           "ts\": "
+                                                                                           "[\"a0\""
+                                                                                           "], "
+                                                                                           "\"attrs"
+                                                                                           "\": "
+                                                                                           "{\"valu"
+                                                                                           "e\": "
+                                                                                           "1.0}},"
+                                                                                           "{\"name"
+                                                                                           "\": "
+                                                                                           "\"s1\","
+                                                                                           " \"kern"
+                                                                                           "el\": "
+                                                                                           "\"add_"
+                                                                                           "scalar"
+                                                                                           "\", "
+                                                                                           "\"devic"
+                                                                                           "e\": "
+                                                                                           "\"cuda:"
+                                                                                           "0\", "
+                                                                                           "\"input"
+                                                                                           "s\": "
+                                                                                           "[\"x1\""
+                                                                                           "], "
+                                                                                           "\"outpu"
+                                                                                           "ts\": "
+                                                                                           "[\"a1\""
+                                                                                           "], "
+                                                                                           "\"attrs"
+                                                                                           "\": "
+                                                                                           "{\"valu"
+                                                                                           "e\": "
+                                                                                           "2.0}},"
+                                                                                           "{\"name"
+                                                                                           "\": "
+                                                                                           "\"sum\""
+                                                                                           ", "
+                                                                                           "\"kerne"
+                                                                                           "l\": "
+                                                                                           "\"add\""
+                                                                                           ", "
+                                                                                           "\"devic"
+                                                                                           "e\": "
+                                                                                           "\"cuda:"
+                                                                                           "0\", "
+                                                                                           "\"input"
+                                                                                           "s\": "
+                                                                                           "[\"a0\""
+                                                                                           ", "
+                                                                                           "\"a1\"]"
+                                                                                           ", "
+                                                                                           "\"outpu"
+                                                                                           "ts\": "
+                                                                                           "[\"r\"]"
+                                                                                           "},"
+                                                                                           "{\"name"
+                                                                                           "\": "
+                                                                                           "\"mv\","
+                                                                                           " \"kern"
+                                                                                           "el\": "
+                                                                                           "\"add_"
+                                                                                           "scalar"
+                                                                                           "\", "
+                                                                                           "\"devic"
+                                                                                           "e\": "
+                                                                                           "\"cuda:"
+                                                                                           "0\", "
+                                                                                           "\"input"
+                                                                                           "s\": "
+                                                                                           "[\"r\"]"
+                                                                                           ", "
+                                                                                           "\"outpu"
+                                                                                           "ts\": "
+                                                                                           "[\"o1\""
+                                                                                           "], "
+                                                                                           "\"attrs"
+                                                                                           "\": "
+                                                                                           "{\"valu"
+                                                                                           "e\": "
+                                                                                           "0.5}},"
+                                                                                           "{\"name"
+                                                                                           "\": "
+                                                                                           "\"b0\","
+                                                                                           " \"kern"
+                                                                                           "el\": "
+                                                                                           "\"add_"
+                                                                                           "scalar"
+                                                                                           "\", "
+                                                                                           "\"devic"
+                                                                                           "e\": "
+                                                                                           "\"cuda:"
+                                                                                           "0\", "
+                                                                                           "\"input"
+                                                                                           "s\": "
+                                                                                           "[\"a0\""
+                                                                                           "], "
+                                                                                           "\"outpu"
+                                                                                           "ts\": "
+                                                                                           "[\"h0\""
+                                                                                           "], "
+                                                                                           "\"attrs"
+                                                                                           "\": "
+                                                                                           "{\"valu"
+                                                                                           "e\": "
+                                                                                           "-1.0}},"
+                                                                                           "{\"name"
+                                                                                           "\": "
+                                                                                           "\"b1\","
+                                                                                           " \"kern"
+                                                                                           "el\": "
+                                                                                           "\"add_"
+                                                                                           "scalar"
+                                                                                           "\", "
+                                                                                           "\"devic"
+                                                                                           "e\": "
+                                                                                           "\"cuda:"
+                                                                                           "0\", "
+                                                                                           "\"input"
+                                                                                           "s\": "
+                                                                                           "[\"a1\""
+                                                                                           "], "
+                                                                                           "\"outpu"
+                                                                                           "ts\": "
+                                                                                           "[\"h1\""
+                                                                                           "], "
+                                                                                           "\"attrs"
+                                                                                           "\": "
+                                                                                           "{\"valu"
+                                                                                           "e\": "
+                                                                                           "-1.0}}]"
+                                                                                           "}";
+
+static baton_plan *load(const char *json)
+{
+    baton_plan *plan = NULL;
+    baton_error err = {0};
+    cr_assert_eq(
+        baton_plan_load_string(reg, json, strlen(json), "multigpu.json", NULL, &plan, &err), 0,
+        "%s", err.message);
+    return plan;
+}
+
+static baton_runtime *make(const baton_plan *plan, baton_gpu_backend gpu, baton_sync_mode mode,
+                           int delay_us)
+{
+    baton_options o;
+    baton_options_init(&o);
+    o.gpu = gpu;
+    o.mode = mode;
+    o.quiet = 1;
+    o.fallback_is_error = 1;
+    o.sim_delay_us = delay_us;
+    baton_runtime *rt = NULL;
+    baton_error err = {0};
+    cr_assert_eq(baton_runtime_create(plan, &o, &rt, &err), 0, "%s", err.message);
+    return rt;
+}
+
+static void set(baton_runtime *rt, const char *name, const float *v)
+{
+    baton_error err = {0};
+    cr_assert_eq(baton_runtime_set_input(rt, name, v, N * sizeof(float), &err), 0, "%s",
+                 err.message);
+}
+
+static void get(baton_runtime *rt, const char *name, float *v, size_t n)
+{
+    baton_error err = {0};
+    test_poison(v, n * sizeof(float));
+    cr_assert_eq(baton_runtime_get_output(rt, name, v, n * sizeof(float), &err), 0, "%s",
+                 err.message);
+}
+
+static const char *backend_name(baton_gpu_backend g)
+{
+    return g == BATON_GPU_CUDA ? "cuda" : g == BATON_GPU_SIM ? "sim" : "cpu";
+}
+
+Test(multigpu, two_gpus_equal_one_in_every_mode_with_the_waits_the_analysis_promises)
+{
+    NEED_GPUS();
+    baton_plan *two = load(two_gpus), *one = load(one_gpu);
+    /* what the analysis promises: no host wait at a GPU-to-GPU boundary */
+    for (int b = 0; b < two->n_boundaries; b++)
+        if (two->boundaries[b].from.kind == BATON_DEVICE_CUDA &&
+            two->boundaries[b].to.kind == BATON_DEVICE_CUDA)
+            cr_assert(!two->boundaries[b].host_wait, "boundary %d waits on the host", b);
+    cr_assert_eq(two->n_sync[BATON_SYNC_GRAPH], 2, "graph mode: the end of the run on each GPU");
+    cr_assert_eq(two->n_sync[BATON_SYNC_BOUNDARY], 2);
+    for (int bk = 0; bk < N_BACKENDS; bk++)
+        for (int m = 0; m < 3; m++) {
+            baton_runtime *rt2 = make(two, backends[bk], (baton_sync_mode)m, 0);
+            baton_runtime *rt1 = make(one, backends[bk], (baton_sync_mode)m, 0);
+            baton_error err = {0};
+            for (int run = 0; run < 3; run++) { /* graph mode captures on the first */
+                static float x0[N], x1[N], r1[N], g0[2 * N], o1[N], h0[2 * N];
+                static float a0[N], a1[N], r[N], w1[N], k0[N], k1[N];
+                test_rng rng = {test_fresh_seed()};
+                test_fill_random(&rng, BATON_DTYPE_F32, x0, N, 1.0);
+                test_fill_random(&rng, BATON_DTYPE_F32, x1, N, 1.0);
+                set(rt2, "x0", x0);
+                set(rt2, "x1", x1);
+                set(rt1, "x0", x0);
+                set(rt1, "x1", x1);
+                baton_runtime_reset_stats(rt2);
+                cr_assert_eq(baton_runtime_run(rt2, &err), 0, "%s", err.message);
+                cr_assert_eq(baton_runtime_run(rt1, &err), 0, "%s", err.message);
+                get(rt2, "r1", r1, N);
+                get(rt2, "g0", g0, 2 * N);
+                get(rt2, "o1", o1, N);
+                get(rt2, "h0", h0, 2 * N);
+                get(rt1, "a0", a0, N);
+                get(rt1, "a1", a1, N);
+                get(rt1, "r", r, N);
+                get(rt1, "o1", w1, N);
+                get(rt1, "h0", k0, N);
+                get(rt1, "h1", k1, N);
+                const char *how = backend_name(backends[bk]);
+                const char *mode = baton_sync_mode_name((baton_sync_mode)m);
+                cr_assert_arr_eq(r1, r, sizeof r, "%s %s run %d: all_reduce != add", how, mode,
+                                 run);
+                cr_assert_arr_eq(g0, a0, sizeof a0, "%s %s: all_gather's first rows", how, mode);
+                cr_assert_arr_eq(g0 + N, a1, sizeof a1, "%s %s: all_gather's last rows", how, mode);
+                cr_assert_arr_eq(o1, w1, sizeof w1, "%s %s: cuda:0 -> cuda:1", how, mode);
+                cr_assert_arr_eq(h0, k0, sizeof k0, "%s %s: cuda:1 -> cuda:0", how, mode);
+                cr_assert_arr_eq(h0 + N, k1, sizeof k1, "%s %s: cuda:1 -> cuda:0", how, mode);
+                baton_run_stats st;
+                baton_runtime_stats(rt2, &st);
+                if (backends[bk] != BATON_GPU_CPU)
+                    cr_assert_eq(st.host_waits, two->n_sync[m],
+                                 "%s %s: %lld host waits, the analysis promises %d", how, mode,
+                                 (long long)st.host_waits, two->n_sync[m]);
+            }
+            baton_runtime_destroy(rt1);
+            baton_runtime_destroy(rt2);
+        }
+    baton_plan_free(two);
+    baton_plan_free(one);
+}
+
+#ifndef TEST_ON_CUDA
+/* cuda:0 writes slowly (two steps), cuda:1 reads what it wrote at once: correct only because
+ * cuda:1's copy waits for cuda:0's event. Without the wait (runtime_skip_cross_waits) the copy
+ * reads the slot before the write: the test device's per-operation delay makes that certain, so
+ * this is how a missing wait would be caught. */
+Test(multigpu, a_missing_cross_device_wait_reads_stale_data)
+{
+    static const char
+        *json =
+            "{\"format\": \"baton.plan\", \"version\": 1, \"name\": \"relay\", \"tensors\": "
+            "[" TENSOR("x", "[4, 64]", "input") "," TENSOR(
+                "a", "[4, 64]",
+                "intermediate") "," TENSOR("b", "[4, 64]",
+                                           "intermediate") "," TENSOR("y", "[4, 64]",
+                                                                      "output") "],"
+                                                                                "\"steps\": ["
+                                                                                "{\"name\": \"w\", "
+                                                                                "\"kernel\": "
+                                                                                "\"add_scalar\", "
+                                                                                "\"device\": "
+                                                                                "\"cuda:0\", "
+                                                                                "\"inputs\": "
+                                                                                "[\"x\"], "
+                                                                                "\"outputs\": "
+                                                                                "[\"b\"], "
+                                                                                "\"attrs\": "
+                                                                                "{\"value\": 0.5}},"
+                                                                                "{\"name\": "
+                                                                                "\"w2\", "
+                                                                                "\"kernel\": "
+                                                                                "\"add_scalar\", "
+                                                                                "\"device\": "
+                                                                                "\"cuda:0\", "
+                                                                                "\"inputs\": "
+                                                                                "[\"b\"], "
+                                                                                "\"outputs\": "
+                                                                                "[\"a\"], "
+                                                                                "\"attrs\": "
+                                                                                "{\"value\": 0.5}},"
+                                                                                "{\"name\": \"r\", "
+                                                                                "\"kernel\": "
+                                                                                "\"add_scalar\", "
+                                                                                "\"device\": "
+                                                                                "\"cuda:1\", "
+                                                                                "\"inputs\": "
+                                                                                "[\"a\"], "
+                                                                                "\"outputs\": "
+                                                                                "[\"y\"], "
+                                                                                "\"attrs\": "
+                                                                                "{\"value\": "
+                                                                                "1.0}}]}";
+    baton_plan *plan = load(json);
+    cr_assert_eq(plan->n_sync[BATON_SYNC_BOUNDARY], 2, "only the end of the run, on each GPU");
+    for (int skip = 0; skip < 2; skip++)
+        for (int m = 0; m < 3; m++) {
+            baton_runtime *rt = make(plan, BATON_GPU_SIM, (baton_sync_mode)m, 20000);
+            runtime_skip_cross_waits(rt, skip);
+            static float x[N], y[N];
+            int stale = 0;
+            baton_error err = {0};
+            for (int run = 0; run < 2; run++) {
+                test_rng rng = {test_fresh_seed()};
+                test_fill_random(&rng, BATON_DTYPE_F32, x, N, 1.0);
+                set(rt, "x", x);
+                cr_assert_eq(baton_runtime_run(rt, &err), 0, "%s", err.message);
+                get(rt, "y", y, N);
+                for (int i = 0; i < N; i++)
+                    stale +=
+                        y[i] !=
+                        (float)((double)(float)((double)(float)((double)x[i] + 0.5) + 0.5) + 1.0);
+            }
+            if (skip && m != BATON_SYNC_STRICT)
+                cr_assert_gt(stale, 0,
+                             "%s: no wait, yet nothing stale: the test cannot see a "
+                             "missing wait",
+                             baton_sync_mode_name((baton_sync_mode)m));
+            else
+                cr_assert_eq(stale, 0, "%s: %d stale elements with the wait",
+                             baton_sync_mode_name((baton_sync_mode)m), stale);
+            baton_runtime_destroy(rt);
+        }
+    baton_plan_free(plan);
+}
+#endif
+
+Test(multigpu, bad_collectives_are_clear_errors)
+{
+    static const struct {
+        const char *steps, *want;
+    } cases[] = {
+        {"{\"name\": \"c\", \"collective\": \"all_sum\", \"devices\": [\"cuda:0\", \"cuda:1\"], "
+         "\"inputs\": [\"x0\", \"x1\"], \"outputs\": [\"y0\", \"y1\"]}",
+         "unknown collective 'all_sum'"},
+        {"{\"name\": \"c\", \"collective\": \"all_reduce\", \"devices\": [\"cuda:0\"], "
+         "\"inputs\": [\"x0\"], \"outputs\": [\"y0\"]}",
+         "two or more GPUs"},
+        {"{\"name\": \"c\", \"collective\": \"all_reduce\", \"devices\": [\"cuda:0\", \"cpu\"], "
+         "\"inputs\": [\"x0\", \"x1\"], \"outputs\": [\"y0\", \"y1\"]}",
+         "a collective's devices are GPUs"},
+        {"{\"name\": \"c\", \"collective\": \"all_reduce\", \"devices\": [\"cuda:0\", \"cuda:0\"], "
+         "\"inputs\": [\"x0\", \"x1\"], \"outputs\": [\"y0\", \"y1\"]}",
+         "repeats 'cuda:0'"},
+        {"{\"name\": \"c\", \"collective\": \"all_reduce\", \"device\": \"cuda:0\", \"devices\": "
+         "[\"cuda:0\", \"cuda:1\"], \"inputs\": [\"x0\", \"x1\"], \"outputs\": [\"y0\", \"y1\"]}",
+         "no \"kernel\", \"delegate\", \"device\""},
+        {"{\"name\": \"c\", \"collective\": \"all_reduce\", \"devices\": [\"cuda:0\", \"cuda:1\"], "
+         "\"inputs\": [\"x0\"], \"outputs\": [\"y0\", \"y1\"]}",
+         "takes 2 inputs and 2 outputs"},
+        {"{\"name\": \"c\", \"collective\": \"all_reduce\", \"devices\": [\"cuda:0\", \"cuda:1\"], "
+         "\"inputs\": [\"x0\", \"x1\"], \"outputs\": [\"y0\", \"y1\"], \"attrs\": {\"op\": "
+         "\"max\"}}",
+         "must be \"sum\""},
+        {"{\"name\": \"c\", \"collective\": \"all_gather\", \"devices\": [\"cuda:0\", \"cuda:1\"], "
+         "\"inputs\": [\"x0\", \"x1\"], \"outputs\": [\"y0\", \"y1\"]}",
+         "declare tensor 'y0'"},
+        {"{\"name\": \"c\", \"kernel\": \"copy\", \"devices\": [\"cuda:0\", \"cuda:1\"], "
+         "\"inputs\": [\"x0\"], \"outputs\": [\"y0\"]}",
+         "\"devices\" is for collective steps"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char json[2048];
+        snprintf(json, sizeof json,
+                 "{\"format\": \"baton.plan\", \"version\": 1, \"name\": \"bad\", \"tensors\": "
+                 "[" TENSOR("x0", "[4, 64]", "input") "," TENSOR(
+                     "x1", "[4, 64]",
+                     "input") "," TENSOR("y0", "[4, 64]",
+                                         "output") "," TENSOR("y1", "[4, 64]",
+                                                              "output") "], \"steps\": [%s]}",
+                 cases[i].steps);
+        baton_plan *plan = NULL;
+        baton_error err = {0};
+        int rc = baton_plan_load_string(reg, json, strlen(json), "bad.json", NULL, &plan, &err);
+        cr_expect_eq(rc, BATON_EPLAN, "case %zu loaded", i);
+        cr_expect(strstr(err.message, cases[i].want) && strstr(err.message, "bad.json:"),
+                  "case %zu: '%s' lacks '%s' or the file's name", i, err.message, cases[i].want);
+        baton_plan_free(plan);
+    }
+}
