@@ -206,6 +206,11 @@ static inline void *dev_host_zeroed(size_t bytes)
     return p;
 }
 
+/* Testing builds: with this environment variable set to 1, a plan's cuda:N beyond the GPUs present
+ * runs on GPU N % count, so that a one-GPU machine runs the multi-GPU paths (events between
+ * streams, copies between "GPUs", graphs) on two streams of one GPU. NCCL refuses such a group. */
+#define DEV_TEST_CUDA_ALIAS "BATON_TEST_CUDA_ALIAS"
+
 extern const dev_ops dev_cpu_ops;
 extern const dev_ops dev_sim_ops;
 #ifdef BATON_CUDA

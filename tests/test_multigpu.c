@@ -48,192 +48,191 @@ enum { ROWS = 4, COLS = 64, N = ROWS * COLS };
 /* Two GPUs: each adds to its own input; the sum over both (all_reduce) and both rows stacked
  * (all_gather) land on each; cuda:1 then reads cuda:0's sum (a GPU-to-GPU boundary) and a last
  * step on cuda:0 reads cuda:1's gather. */
-static const char
-    *two_gpus =
-        "{\"format\": \"baton.plan\", \"version\": 1, \"name\": \"two-gpus\", \"tensors\": "
-        "[" TENSOR("x0", "[4, 64]", "input") "," TENSOR("x1", "[4, 64]", "input") "," TENSOR("a0", "[4, 64]", "intermediate") "," TENSOR("a1", "[4, 64]", "intermediate") "," TENSOR(
-            "r0", "[4, 64]",
-            "intermediate") "," TENSOR("r1", "[4, 64]",
-                                       "output") "," TENSOR("g0", "[8, 64]",
-                                                            "output") "," TENSOR("g1", "[8, 64]",
-                                                                                 "intermediate") "," TENSOR("o1",
-                                                                                                            "[4, 64]",
-                                                                                                            "output") "," TENSOR("h0",
-                                                                                                                                 "[8, 64]",
-                                                                                                                                 "output") "],"
-                                                                                                                                           "\"steps\": ["
-                                                                                                                                           "{\"name\": \"s0\", \"kernel\": \"add_scalar\", \"device\": \"cuda:0\", \"inputs\": [\"x0\"], "
-                                                                                                                                           "\"outputs\": [\"a0\"], \"attrs\": {\"value\": 1.0}},"
-                                                                                                                                           "{\"name\": \"s1\", \"kernel\": \"add_scalar\", \"device\": \"cuda:1\", \"inputs\": [\"x1\"], "
-                                                                                                                                           "\"outputs\": [\"a1\"], \"attrs\": {\"value\": 2.0}},"
-                                                                                                                                           "{\"name\": \"ar\", \"collective\": \"all_reduce\", \"devices\": [\"cuda:0\", \"cuda:1\"], "
-                                                                                                                                           "\"inputs\": [\"a0\", \"a1\"], \"outputs\": [\"r0\", \"r1\"], \"attrs\": {\"op\": \"sum\"}},"
-                                                                                                                                           "{\"name\": \"ag\", \"collective\": \"all_gather\", \"devices\": [\"cuda:0\", \"cuda:1\"], "
-                                                                                                                                           "\"inputs\": [\"a0\", \"a1\"], \"outputs\": [\"g0\", \"g1\"]},"
-                                                                                                                                           "{\"name\": \"mv\", \"kernel\": \"add_scalar\", \"device\": \"cuda:1\", \"inputs\": [\"r0\"], "
-                                                                                                                                           "\"outputs\": [\"o1\"], \"attrs\": {\"value\": 0.5}},"
-                                                                                                                                           "{\"name\": \"back\", \"kernel\": \"add_scalar\", \"device\": \"cuda:0\", \"inputs\": "
-                                                                                                                                           "[\"g1\"], \"outputs\": [\"h0\"], \"attrs\": {\"value\": -1.0}}]}";
+static const char *two_gpus =
+    "{\"format\": \"baton.plan\", \"version\": 1, \"name\": \"two-gpus\", \"tensors\": "
+    "[" TENSOR("x0", "[4, 64]", "input") "," TENSOR("x1", "[4, 64]", "input") "," TENSOR("a0", "[4, 64]", "intermediate") "," TENSOR("a1", "[4, 64]", "intermediate") "," TENSOR(
+        "r0", "[4, 64]",
+        "intermediate") "," TENSOR("r1", "[4, 64]",
+                                   "output") "," TENSOR("g0", "[8, 64]",
+                                                        "output") "," TENSOR("g1", "[8, 64]",
+                                                                             "intermediate") "," TENSOR("o1",
+                                                                                                        "[4, 64]",
+                                                                                                        "output") "," TENSOR("h0",
+                                                                                                                             "[8, 64]",
+                                                                                                                             "output") "],"
+                                                                                                                                       "\"steps\": ["
+                                                                                                                                       "{\"name\": \"s0\", \"kernel\": \"add_scalar\", \"device\": \"cuda:0\", \"inputs\": [\"x0\"], "
+                                                                                                                                       "\"outputs\": [\"a0\"], \"attrs\": {\"value\": 1.0}},"
+                                                                                                                                       "{\"name\": \"s1\", \"kernel\": \"add_scalar\", \"device\": \"cuda:1\", \"inputs\": [\"x1\"], "
+                                                                                                                                       "\"outputs\": [\"a1\"], \"attrs\": {\"value\": 2.0}},"
+                                                                                                                                       "{\"name\": \"ar\", \"collective\": \"all_reduce\", \"devices\": [\"cuda:0\", \"cuda:1\"], "
+                                                                                                                                       "\"inputs\": [\"a0\", \"a1\"], \"outputs\": [\"r0\", \"r1\"], \"attrs\": {\"op\": \"sum\"}},"
+                                                                                                                                       "{\"name\": \"ag\", \"collective\": \"all_gather\", \"devices\": [\"cuda:0\", \"cuda:1\"], "
+                                                                                                                                       "\"inputs\": [\"a0\", \"a1\"], \"outputs\": [\"g0\", \"g1\"]},"
+                                                                                                                                       "{\"name\": \"mv\", \"kernel\": \"add_scalar\", \"device\": \"cuda:1\", \"inputs\": [\"r0\"], "
+                                                                                                                                       "\"outputs\": [\"o1\"], \"attrs\": {\"value\": 0.5}},"
+                                                                                                                                       "{\"name\": \"back\", \"kernel\": \"add_scalar\", \"device\": \"cuda:0\", \"inputs\": "
+                                                                                                                                       "[\"g1\"], \"outputs\": [\"h0\"], \"attrs\": {\"value\": -1.0}}]}";
 
 /* The same arithmetic on one device: the sum by `add`, the gather read back as a0 and a1. */
-static const char *
-    one_gpu = "{\"format\": \"baton.plan\", \"version\": 1, \"name\": \"one-gpu\", \"tensors\": "
-              "[" TENSOR("x0", "[4, 64]", "input") "," TENSOR("x1", "[4, 64]", "input") "," TENSOR("a0", "[4, 64]", "output") "," TENSOR("a1", "[4, 64]", "output") "," TENSOR(
-                  "r", "[4, 64]",
-                  "output") "," TENSOR("o1", "[4, 64]",
-                                       "output") "," TENSOR("h0", "[4, 64]",
-                                                            "output") "," TENSOR("h1", "[4, 64]",
-                                                                                 "output") "],"
-                                                                                           "\"steps"
-                                                                                           "\": ["
-                                                                                           "{\"name"
-                                                                                           "\": "
-                                                                                           "\"s0\","
-                                                                                           " \"kern"
-                                                                                           "el\": "
-                                                                                           "\"add_"
-                                                                                           "scalar"
-                                                                                           "\", "
-                                                                                           "\"devic"
-                                                                                           "e\": "
-                                                                                           "\"cuda:"
-                                                                                           "0\", "
-                                                                                           "\"input"
-                                                                                           "s\": "
-                                                                                           "[\"x0\""
-                                                                                           "], "
-                                                                                           "\"outpu"
-                                                                                           "ts\": "
-                                                                                           "[\"a0\""
-                                                                                           "], "
-                                                                                           "\"attrs"
-                                                                                           "\": "
-                                                                                           "{\"valu"
-                                                                                           "e\": "
-                                                                                           "1.0}},"
-                                                                                           "{\"name"
-                                                                                           "\": "
-                                                                                           "\"s1\","
-                                                                                           " \"kern"
-                                                                                           "el\": "
-                                                                                           "\"add_"
-                                                                                           "scalar"
-                                                                                           "\", "
-                                                                                           "\"devic"
-                                                                                           "e\": "
-                                                                                           "\"cuda:"
-                                                                                           "0\", "
-                                                                                           "\"input"
-                                                                                           "s\": "
-                                                                                           "[\"x1\""
-                                                                                           "], "
-                                                                                           "\"outpu"
-                                                                                           "ts\": "
-                                                                                           "[\"a1\""
-                                                                                           "], "
-                                                                                           "\"attrs"
-                                                                                           "\": "
-                                                                                           "{\"valu"
-                                                                                           "e\": "
-                                                                                           "2.0}},"
-                                                                                           "{\"name"
-                                                                                           "\": "
-                                                                                           "\"sum\""
-                                                                                           ", "
-                                                                                           "\"kerne"
-                                                                                           "l\": "
-                                                                                           "\"add\""
-                                                                                           ", "
-                                                                                           "\"devic"
-                                                                                           "e\": "
-                                                                                           "\"cuda:"
-                                                                                           "0\", "
-                                                                                           "\"input"
-                                                                                           "s\": "
-                                                                                           "[\"a0\""
-                                                                                           ", "
-                                                                                           "\"a1\"]"
-                                                                                           ", "
-                                                                                           "\"outpu"
-                                                                                           "ts\": "
-                                                                                           "[\"r\"]"
-                                                                                           "},"
-                                                                                           "{\"name"
-                                                                                           "\": "
-                                                                                           "\"mv\","
-                                                                                           " \"kern"
-                                                                                           "el\": "
-                                                                                           "\"add_"
-                                                                                           "scalar"
-                                                                                           "\", "
-                                                                                           "\"devic"
-                                                                                           "e\": "
-                                                                                           "\"cuda:"
-                                                                                           "0\", "
-                                                                                           "\"input"
-                                                                                           "s\": "
-                                                                                           "[\"r\"]"
-                                                                                           ", "
-                                                                                           "\"outpu"
-                                                                                           "ts\": "
-                                                                                           "[\"o1\""
-                                                                                           "], "
-                                                                                           "\"attrs"
-                                                                                           "\": "
-                                                                                           "{\"valu"
-                                                                                           "e\": "
-                                                                                           "0.5}},"
-                                                                                           "{\"name"
-                                                                                           "\": "
-                                                                                           "\"b0\","
-                                                                                           " \"kern"
-                                                                                           "el\": "
-                                                                                           "\"add_"
-                                                                                           "scalar"
-                                                                                           "\", "
-                                                                                           "\"devic"
-                                                                                           "e\": "
-                                                                                           "\"cuda:"
-                                                                                           "0\", "
-                                                                                           "\"input"
-                                                                                           "s\": "
-                                                                                           "[\"a0\""
-                                                                                           "], "
-                                                                                           "\"outpu"
-                                                                                           "ts\": "
-                                                                                           "[\"h0\""
-                                                                                           "], "
-                                                                                           "\"attrs"
-                                                                                           "\": "
-                                                                                           "{\"valu"
-                                                                                           "e\": "
-                                                                                           "-1.0}},"
-                                                                                           "{\"name"
-                                                                                           "\": "
-                                                                                           "\"b1\","
-                                                                                           " \"kern"
-                                                                                           "el\": "
-                                                                                           "\"add_"
-                                                                                           "scalar"
-                                                                                           "\", "
-                                                                                           "\"devic"
-                                                                                           "e\": "
-                                                                                           "\"cuda:"
-                                                                                           "0\", "
-                                                                                           "\"input"
-                                                                                           "s\": "
-                                                                                           "[\"a1\""
-                                                                                           "], "
-                                                                                           "\"outpu"
-                                                                                           "ts\": "
-                                                                                           "[\"h1\""
-                                                                                           "], "
-                                                                                           "\"attrs"
-                                                                                           "\": "
-                                                                                           "{\"valu"
-                                                                                           "e\": "
-                                                                                           "-1.0}}]"
-                                                                                           "}";
+static const char *one_gpu =
+    "{\"format\": \"baton.plan\", \"version\": 1, \"name\": \"one-gpu\", \"tensors\": "
+    "[" TENSOR("x0", "[4, 64]", "input") "," TENSOR("x1", "[4, 64]", "input") "," TENSOR("a0", "[4, 64]", "output") "," TENSOR("a1", "[4, 64]", "output") "," TENSOR(
+        "r", "[4, 64]",
+        "output") "," TENSOR("o1", "[4, 64]",
+                             "output") "," TENSOR("h0", "[4, 64]",
+                                                  "output") "," TENSOR("h1", "[4, 64]",
+                                                                       "output") "],"
+                                                                                 "\"steps"
+                                                                                 "\": ["
+                                                                                 "{\"name"
+                                                                                 "\": "
+                                                                                 "\"s0\","
+                                                                                 " \"kern"
+                                                                                 "el\": "
+                                                                                 "\"add_"
+                                                                                 "scalar"
+                                                                                 "\", "
+                                                                                 "\"devic"
+                                                                                 "e\": "
+                                                                                 "\"cuda:"
+                                                                                 "0\", "
+                                                                                 "\"input"
+                                                                                 "s\": "
+                                                                                 "[\"x0\""
+                                                                                 "], "
+                                                                                 "\"outpu"
+                                                                                 "ts\": "
+                                                                                 "[\"a0\""
+                                                                                 "], "
+                                                                                 "\"attrs"
+                                                                                 "\": "
+                                                                                 "{\"valu"
+                                                                                 "e\": "
+                                                                                 "1.0}},"
+                                                                                 "{\"name"
+                                                                                 "\": "
+                                                                                 "\"s1\","
+                                                                                 " \"kern"
+                                                                                 "el\": "
+                                                                                 "\"add_"
+                                                                                 "scalar"
+                                                                                 "\", "
+                                                                                 "\"devic"
+                                                                                 "e\": "
+                                                                                 "\"cuda:"
+                                                                                 "0\", "
+                                                                                 "\"input"
+                                                                                 "s\": "
+                                                                                 "[\"x1\""
+                                                                                 "], "
+                                                                                 "\"outpu"
+                                                                                 "ts\": "
+                                                                                 "[\"a1\""
+                                                                                 "], "
+                                                                                 "\"attrs"
+                                                                                 "\": "
+                                                                                 "{\"valu"
+                                                                                 "e\": "
+                                                                                 "2.0}},"
+                                                                                 "{\"name"
+                                                                                 "\": "
+                                                                                 "\"sum\""
+                                                                                 ", "
+                                                                                 "\"kerne"
+                                                                                 "l\": "
+                                                                                 "\"add\""
+                                                                                 ", "
+                                                                                 "\"devic"
+                                                                                 "e\": "
+                                                                                 "\"cuda:"
+                                                                                 "0\", "
+                                                                                 "\"input"
+                                                                                 "s\": "
+                                                                                 "[\"a0\""
+                                                                                 ", "
+                                                                                 "\"a1\"]"
+                                                                                 ", "
+                                                                                 "\"outpu"
+                                                                                 "ts\": "
+                                                                                 "[\"r\"]"
+                                                                                 "},"
+                                                                                 "{\"name"
+                                                                                 "\": "
+                                                                                 "\"mv\","
+                                                                                 " \"kern"
+                                                                                 "el\": "
+                                                                                 "\"add_"
+                                                                                 "scalar"
+                                                                                 "\", "
+                                                                                 "\"devic"
+                                                                                 "e\": "
+                                                                                 "\"cuda:"
+                                                                                 "0\", "
+                                                                                 "\"input"
+                                                                                 "s\": "
+                                                                                 "[\"r\"]"
+                                                                                 ", "
+                                                                                 "\"outpu"
+                                                                                 "ts\": "
+                                                                                 "[\"o1\""
+                                                                                 "], "
+                                                                                 "\"attrs"
+                                                                                 "\": "
+                                                                                 "{\"valu"
+                                                                                 "e\": "
+                                                                                 "0.5}},"
+                                                                                 "{\"name"
+                                                                                 "\": "
+                                                                                 "\"b0\","
+                                                                                 " \"kern"
+                                                                                 "el\": "
+                                                                                 "\"add_"
+                                                                                 "scalar"
+                                                                                 "\", "
+                                                                                 "\"devic"
+                                                                                 "e\": "
+                                                                                 "\"cuda:"
+                                                                                 "0\", "
+                                                                                 "\"input"
+                                                                                 "s\": "
+                                                                                 "[\"a0\""
+                                                                                 "], "
+                                                                                 "\"outpu"
+                                                                                 "ts\": "
+                                                                                 "[\"h0\""
+                                                                                 "], "
+                                                                                 "\"attrs"
+                                                                                 "\": "
+                                                                                 "{\"valu"
+                                                                                 "e\": "
+                                                                                 "-1.0}},"
+                                                                                 "{\"name"
+                                                                                 "\": "
+                                                                                 "\"b1\","
+                                                                                 " \"kern"
+                                                                                 "el\": "
+                                                                                 "\"add_"
+                                                                                 "scalar"
+                                                                                 "\", "
+                                                                                 "\"devic"
+                                                                                 "e\": "
+                                                                                 "\"cuda:"
+                                                                                 "0\", "
+                                                                                 "\"input"
+                                                                                 "s\": "
+                                                                                 "[\"a1\""
+                                                                                 "], "
+                                                                                 "\"outpu"
+                                                                                 "ts\": "
+                                                                                 "[\"h1\""
+                                                                                 "], "
+                                                                                 "\"attrs"
+                                                                                 "\": "
+                                                                                 "{\"valu"
+                                                                                 "e\": "
+                                                                                 "-1.0}}]"
+                                                                                 "}";
 
 static baton_plan *load(const char *json)
 {
@@ -343,16 +342,9 @@ Test(multigpu, two_gpus_equal_one_in_every_mode_with_the_waits_the_analysis_prom
     baton_plan_free(one);
 }
 
-#ifndef TEST_ON_CUDA
-/* cuda:0 writes slowly (two steps), cuda:1 reads what it wrote at once: correct only because
- * cuda:1's copy waits for cuda:0's event. Without the wait (runtime_skip_cross_waits) the copy
- * reads the slot before the write: the test device's per-operation delay makes that certain, so
- * this is how a missing wait would be caught. */
-Test(multigpu, a_missing_cross_device_wait_reads_stale_data)
-{
-    static const char
-        *json =
-            "{\"format\": \"baton.plan\", \"version\": 1, \"name\": \"relay\", \"tensors\": "
+/* cuda:0 writes in two steps; cuda:1 reads what it wrote (a GPU-to-GPU boundary, no host wait). */
+static const char *
+    relay = "{\"format\": \"baton.plan\", \"version\": 1, \"name\": \"relay\", \"tensors\": "
             "[" TENSOR("x", "[4, 64]", "input") "," TENSOR(
                 "a", "[4, 64]",
                 "intermediate") "," TENSOR("b", "[4, 64]",
@@ -394,37 +386,71 @@ Test(multigpu, a_missing_cross_device_wait_reads_stale_data)
                                                                                 "\"attrs\": "
                                                                                 "{\"value\": "
                                                                                 "1.0}}]}";
-    baton_plan *plan = load(json);
-    cr_assert_eq(plan->n_sync[BATON_SYNC_BOUNDARY], 2, "only the end of the run, on each GPU");
-    for (int skip = 0; skip < 2; skip++)
-        for (int m = 0; m < 3; m++) {
-            baton_runtime *rt = make(plan, BATON_GPU_SIM, (baton_sync_mode)m, 20000);
-            runtime_skip_cross_waits(rt, skip);
-            static float x[N], y[N];
-            int stale = 0;
-            baton_error err = {0};
-            for (int run = 0; run < 2; run++) {
-                test_rng rng = {test_fresh_seed()};
-                test_fill_random(&rng, BATON_DTYPE_F32, x, N, 1.0);
-                set(rt, "x", x);
-                cr_assert_eq(baton_runtime_run(rt, &err), 0, "%s", err.message);
-                get(rt, "y", y, N);
-                for (int i = 0; i < N; i++)
-                    stale +=
-                        y[i] !=
-                        (float)((double)(float)((double)(float)((double)x[i] + 0.5) + 0.5) + 1.0);
-            }
-            if (skip && m != BATON_SYNC_STRICT)
-                cr_assert_gt(stale, 0,
-                             "%s: no wait, yet nothing stale: the test cannot see a "
-                             "missing wait",
-                             baton_sync_mode_name((baton_sync_mode)m));
-            else
-                cr_assert_eq(stale, 0, "%s: %d stale elements with the wait",
-                             baton_sync_mode_name((baton_sync_mode)m), stale);
-            baton_runtime_destroy(rt);
+
+/* Runs the relay plan `runs` times on fresh inputs; returns how many outputs were not what the
+ * three additions give (each rounded to f32, as every backend's add_scalar rounds). */
+static int relay_stale(baton_gpu_backend gpu, baton_sync_mode mode, int delay_us, int skip,
+                       int runs)
+{
+    baton_plan *plan = load(relay);
+    baton_runtime *rt = make(plan, gpu, mode, delay_us);
+    runtime_skip_cross_waits(rt, skip);
+    static float x[N], y[N];
+    int stale = 0;
+    baton_error err = {0};
+    for (int run = 0; run < runs; run++) {
+        test_rng rng = {test_fresh_seed()};
+        test_fill_random(&rng, BATON_DTYPE_F32, x, N, 1.0);
+        set(rt, "x", x);
+        baton_runtime_reset_stats(rt);
+        cr_assert_eq(baton_runtime_run(rt, &err), 0, "%s", err.message);
+        get(rt, "y", y, N);
+        for (int i = 0; i < N; i++) {
+            float b = (float)((double)x[i] + 0.5), a = (float)((double)b + 0.5);
+            stale += y[i] != (float)((double)a + 1.0);
         }
+        baton_run_stats st;
+        baton_runtime_stats(rt, &st);
+        if (gpu != BATON_GPU_CPU)
+            cr_assert_eq(st.host_waits, plan->n_sync[mode], "%s: %lld host waits, promised %d",
+                         baton_sync_mode_name(mode), (long long)st.host_waits, plan->n_sync[mode]);
+    }
+    cr_assert_eq(plan->n_sync[BATON_SYNC_BOUNDARY], 2, "only the end of the run, on each GPU");
+    baton_runtime_destroy(rt);
     baton_plan_free(plan);
+    return stale;
+}
+
+#ifndef TEST_ON_CUDA
+/* cuda:0 writes slowly, cuda:1 reads at once: correct only because cuda:1's copy waits for
+ * cuda:0's event. Without the wait (runtime_skip_cross_waits) the copy reads the slot before the
+ * write: the test device's per-operation delay makes that certain, so this is how a missing wait
+ * would be caught. Strict mode waits on the host after each step, so it cannot race. */
+Test(multigpu, a_missing_cross_device_wait_reads_stale_data)
+{
+    for (int m = 0; m < 3; m++) {
+        cr_assert_eq(relay_stale(BATON_GPU_SIM, (baton_sync_mode)m, 20000, 0, 2), 0,
+                     "%s: stale data with the wait", baton_sync_mode_name((baton_sync_mode)m));
+        if (m != BATON_SYNC_STRICT)
+            cr_assert_gt(relay_stale(BATON_GPU_SIM, (baton_sync_mode)m, 20000, 1, 2), 0,
+                         "%s: no wait, yet nothing stale: the test cannot see a missing wait",
+                         baton_sync_mode_name((baton_sync_mode)m));
+    }
+}
+#else
+/* The CUDA paths of a GPU-to-GPU boundary (an event wait between streams, the copy captured into
+ * the reader's graph) on two GPUs, or on two streams of one GPU where only one is present
+ * (DEV_TEST_CUDA_ALIAS): NCCL is not involved. */
+Test(multigpu, a_gpu_to_gpu_boundary_runs_on_cuda_in_every_mode)
+{
+    if (baton_cuda_device_count() < 1)
+        cr_skip("no CUDA device");
+    if (baton_cuda_device_count() == 1)
+        setenv(DEV_TEST_CUDA_ALIAS, "1", 1);
+    for (int m = 0; m < 3; m++)
+        cr_assert_eq(relay_stale(BATON_GPU_CUDA, (baton_sync_mode)m, 0, 0, 20), 0,
+                     "%s: wrong results", baton_sync_mode_name((baton_sync_mode)m));
+    unsetenv(DEV_TEST_CUDA_ALIAS);
 }
 #endif
 
@@ -464,14 +490,13 @@ Test(multigpu, bad_collectives_are_clear_errors)
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         char json[2048];
-        snprintf(json, sizeof json,
-                 "{\"format\": \"baton.plan\", \"version\": 1, \"name\": \"bad\", \"tensors\": "
-                 "[" TENSOR("x0", "[4, 64]", "input") "," TENSOR(
-                     "x1", "[4, 64]",
-                     "input") "," TENSOR("y0", "[4, 64]",
-                                         "output") "," TENSOR("y1", "[4, 64]",
-                                                              "output") "], \"steps\": [%s]}",
-                 cases[i].steps);
+        snprintf(
+            json, sizeof json,
+            "{\"format\": \"baton.plan\", \"version\": 1, \"name\": \"bad\", \"tensors\": "
+            "[" TENSOR("x0", "[4, 64]", "input") "," TENSOR("x1", "[4, 64]", "input") "," TENSOR(
+                "y0", "[4, 64]", "output") "," TENSOR("y1", "[4, 64]",
+                                                      "output") "], \"steps\": [%s]}",
+            cases[i].steps);
         baton_plan *plan = NULL;
         baton_error err = {0};
         int rc = baton_plan_load_string(reg, json, strlen(json), "bad.json", NULL, &plan, &err);
