@@ -459,37 +459,58 @@ __global__ void __launch_bounds__(KCUDA_MAX_THREADS) rms_bwd_kernel(BwdArgs a)
     pdl_trigger();
 }
 
-/* grad_weight[j] = the sum over p of part_grad[p][j]. Lane (lx, ly) of a 32 x 8 block adds the
- * rows p = ly, ly + 8, ... of column j in order, then row ly = 0 adds the eight partial sums in
- * order: one fixed shape per column, so the result is deterministic. The blocks from `active` on
- * hold no rows: this kernel writes their zeros (the main kernel launches no block for them) and
- * leaves them out of the sum, where they would add nothing. */
+/* grad_weight[j] = the sum over p of part_grad[p][j], in one fixed shape per column: lane k of
+ * KCUDA_COLSUM_LANES adds the rows p = k, k + 8, ... below `active` in order, then the lanes' sums
+ * are added in lane order. The rows from `active` on hold zeros, which add nothing (a sum that
+ * starts at +0 is never -0, so adding +0 leaves its bits), so leaving them out or not gives the
+ * same bits: rms_norm_grad_weight sums all P rows of a part_grad whose trailing blocks came back
+ * as zeros. Both kernels below and the split backward's finish use these two functions. */
+#define KCUDA_COLSUM_LANES 8
+
+template <typename A>
+__device__ __forceinline__ A colsum_lane(const A *pg, int64_t n2, int64_t j, int lane,
+                                         int64_t active)
+{
+    A s = 0;
+#pragma unroll 4
+    for (int64_t p = lane; p < active; p += KCUDA_COLSUM_LANES)
+        s += pg[p * n2 + j];
+    return s;
+}
+
+/* Adds the lanes' sums in lane order: lane(k) is lane k's sum. */
+template <typename A, typename F> __device__ __forceinline__ A colsum_combine(F lane)
+{
+    A t = 0;
+#pragma unroll
+    for (int k = 0; k < KCUDA_COLSUM_LANES; k++)
+        t += lane(k);
+    return t;
+}
+
+/* Column j of a 32 x 8 block: lane (lx, ly) is colsum_lane ly of column j0 + lx. The blocks from
+ * `active` on hold no rows: this kernel writes their zeros (the main kernel launches no block for
+ * them) and leaves them out of the sum. */
 template <typename A, typename TW>
 __global__ void __launch_bounds__(256) rms_colsum_kernel(A *__restrict__ pg, TW *__restrict__ gw,
                                                          int64_t P, int64_t active, int64_t n2)
 {
-    __shared__ A part[8][33];
+    static_assert(KCUDA_COLSUM_LANES == 8, "a block is 32 columns x KCUDA_COLSUM_LANES lanes");
+    __shared__ A part[KCUDA_COLSUM_LANES][33];
     const int lx = threadIdx.x & 31, ly = threadIdx.x >> 5;
     pdl_wait();
     for (int64_t j0 = (int64_t)blockIdx.x * 32; j0 < n2; j0 += (int64_t)gridDim.x * 32) {
         const int64_t j = j0 + lx;
         A s = 0;
         if (j < n2) {
-#pragma unroll 4
-            for (int64_t p = ly; p < active; p += 8)
-                s += pg[p * n2 + j];
-            for (int64_t p = active + ly; p < P; p += 8)
+            s = colsum_lane(pg, n2, j, ly, active);
+            for (int64_t p = active + ly; p < P; p += KCUDA_COLSUM_LANES)
                 pg[p * n2 + j] = 0;
         }
         part[ly][lx] = s;
         __syncthreads();
-        if (ly == 0 && j < n2) {
-            A t = 0;
-#pragma unroll
-            for (int k = 0; k < 8; k++)
-                t += part[k][lx];
-            gw[j] = from_acc<TW>(t);
-        }
+        if (ly == 0 && j < n2)
+            gw[j] = from_acc<TW>(colsum_combine<A>([&](int k) { return part[k][lx]; }));
         __syncthreads();
     }
     pdl_trigger();
@@ -723,6 +744,18 @@ __global__ void __launch_bounds__(KCUDA_SPLIT_THREADS) rms_bwd_split_finish(Spli
             z[e] = 0;
         for (int64_t p = a.active; p < a.P; p++)
             st(pg + p * a.n2 + col0 + idx, z);
+        /* grad_weight in the column sum's order (rms_colsum_kernel's, so that
+         * rms_norm_grad_weight gives the same bits from this part_grad). With at most
+         * KCUDA_COLSUM_LANES blocks, each lane holds one block or none and the lanes add up in
+         * block order: tot's order. With more (up to KCUDA_SPLIT_ROWS), the part_grad cells this
+         * thread just wrote are read back and added in that order. */
+        if (a.active > KCUDA_COLSUM_LANES) {
+            const A *pgc = pg + col0 + idx;
+#pragma unroll
+            for (int e = 0; e < VEC; e++)
+                tot[e] = colsum_combine<A>(
+                    [&](int k) { return colsum_lane(pgc, a.n2, e, k, a.active); });
+        }
         TW o[VEC];
 #pragma unroll
         for (int e = 0; e < VEC; e++)
@@ -878,3 +911,4 @@ extern "C" int kcuda_rms_norm_bwd(const baton_exec_ctx *ctx, void **buffers, con
 {
     return kcuda_rms_norm_bwd_cfg(ctx, buffers, opaque, len, NULL, NULL);
 }
+
