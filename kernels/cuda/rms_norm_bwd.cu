@@ -1,7 +1,8 @@
 /* rms_norm_bwd.cu: the RMSNorm backward on CUDA, for the 16 (x, weight) dtype pairs: grad_input in
  * one pass over grad_output and x, a deterministic grad_weight through the part_grad buffer that
  * kernels/descriptors.h defines, the split two-kernel backward for few long rows, and their
- * launch; rms_norm_layout.c chooses the layout. No allocation, no synchronisation. */
+ * launch; rms_norm_layout.c chooses the layout. rms_norm_grad_weight (grad_weight from a given
+ * part_grad) runs the same column sum. No allocation, no synchronisation. */
 #include "kernels/cuda/kcuda_common.cuh"
 
 #include <type_traits>
@@ -912,3 +913,60 @@ extern "C" int kcuda_rms_norm_bwd(const baton_exec_ctx *ctx, void **buffers, con
     return kcuda_rms_norm_bwd_cfg(ctx, buffers, opaque, len, NULL, NULL);
 }
 
+/* grad_weight from a part_grad: the backward's column sum kernel over all P rows (none to zero,
+ * so the input is only read). */
+template <typename A>
+static int grad_weight_w(const baton_exec_ctx *ctx, void **buffers,
+                         const baton_rms_grad_weight_desc &d, long long grid)
+{
+    const char *name = "rms_norm_grad_weight";
+    A *pg = static_cast<A *>(buffers[0]);
+    const int64_t P = d.part_grad_size, n2 = d.n2;
+    switch (d.w_dtype) {
+    case BATON_DTYPE_BF16:
+        return launch(ctx, name, rms_colsum_kernel<A, __nv_bfloat16>, (unsigned)grid, 256u, 0, 1,
+                      pg, (__nv_bfloat16 *)buffers[2], P, P, n2);
+    case BATON_DTYPE_F16:
+        return launch(ctx, name, rms_colsum_kernel<A, __half>, (unsigned)grid, 256u, 0, 1, pg,
+                      (__half *)buffers[2], P, P, n2);
+    case BATON_DTYPE_F32:
+        return launch(ctx, name, rms_colsum_kernel<A, float>, (unsigned)grid, 256u, 0, 1, pg,
+                      (float *)buffers[2], P, P, n2);
+    default:
+        return launch(ctx, name, rms_colsum_kernel<A, double>, (unsigned)grid, 256u, 0, 1, pg,
+                      (double *)buffers[2], P, P, n2);
+    }
+}
+
+extern "C" int kcuda_rms_norm_grad_weight(const baton_exec_ctx *ctx, void **buffers,
+                                          const char *opaque, size_t len)
+{
+    const char *name = "rms_norm_grad_weight";
+    baton_rms_grad_weight_desc d;
+    if (!opaque || len != sizeof d)
+        return ctx_fail(ctx, BATON_EINVAL,
+                        "%s: the descriptor is %zu bytes but must be %zu (baton_rms_grad_weight_"
+                        "desc: part_grad_size, n2, pg_dtype, w_dtype; see docs/kernels.md)",
+                        name, opaque ? len : 0, sizeof d);
+    memcpy(&d, opaque, sizeof d);
+    if (d.pg_dtype != BATON_DTYPE_F32 && d.pg_dtype != BATON_DTYPE_F64)
+        return ctx_fail(ctx, BATON_EINVAL, "%s: pg_dtype is code %d, not f32 (3) or f64 (4)", name,
+                        (int)d.pg_dtype);
+    if (d.w_dtype != BATON_DTYPE_BF16 && d.w_dtype != BATON_DTYPE_F16 &&
+        d.w_dtype != BATON_DTYPE_F32 && d.w_dtype != BATON_DTYPE_F64)
+        return ctx_fail(ctx, BATON_EINVAL,
+                        "%s: w_dtype is code %d, not bf16 (1), f16 (2), f32 (3) or f64 (4)", name,
+                        (int)d.w_dtype);
+    if (d.part_grad_size < 1 || d.n2 < 1 || d.part_grad_size > INT64_MAX / 8 / d.n2)
+        return ctx_fail(ctx, BATON_EINVAL,
+                        "%s: part_grad_size = %lld rows of n2 = %lld elements: both must be >= 1 "
+                        "and their product fit in 64 bits",
+                        name, (long long)d.part_grad_size, (long long)d.n2);
+    if (!buffers || !buffers[0] || !buffers[1] || !buffers[2])
+        return ctx_fail(ctx, BATON_EINVAL, "%s: a buffer (part_grad, weight, grad_weight) is NULL",
+                        name);
+    const long long grid =
+        kcuda_rms_colsum_grid(d.n2, d.part_grad_size, d.part_grad_size, device_facts(ctx).sms);
+    return d.pg_dtype == BATON_DTYPE_F32 ? grad_weight_w<float>(ctx, buffers, d, grid)
+                                         : grad_weight_w<double>(ctx, buffers, d, grid);
+}
