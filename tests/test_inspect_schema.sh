@@ -12,6 +12,11 @@ fail=0
 n=0
 for p in examples/plans/*.json tests/data/good/*.json; do
   out=$tmp/$(basename "$p")
+  # As in test_cli.sh: plans with collectives wait for a baton that has them.
+  if grep -q '"collective"' "$p" &&
+    [[ $("$baton" validate "$p" 2>&1) == *"unknown key 'collective'"* ]]; then
+    echo "SKIP $p: this baton has no collective steps yet"; continue
+  fi
   if ! "$baton" inspect --json -q "$p" > "$out" 2> "$tmp/err"; then
     echo "FAIL: baton inspect --json $p: $(cat "$tmp/err")"; fail=1; continue
   fi
