@@ -32,6 +32,23 @@ typedef struct baton_rms_norm_desc {
     int64_t part_grad_size;
 } baton_rms_norm_desc;
 
+/* rms_norm_grad_weight: 24 bytes.
+ *   0  int64   part_grad_size  rows P of part_grad
+ *   8  int64   n2              numel of the weight (part_grad's row length)
+ *  16  int32   pg_dtype        baton_dtype code of part_grad: f32, or f64 (rms_norm_bwd's for f64
+ * x) 20  int32   w_dtype         baton_dtype code of the weight and of grad_weight
+ *
+ * Buffers: part_grad, weight | grad_weight. The weight is never read: it is an input so that the
+ * plan states grad_weight's dtype and shape where rms_norm_bwd does. grad_weight is the column sum
+ * of part_grad in the order rms_norm_bwd adds it, so that from the same part_grad both write the
+ * same bits on one device kind (the CPU, or CUDA). */
+typedef struct baton_rms_grad_weight_desc {
+    int64_t part_grad_size;
+    int64_t n2;
+    int32_t pg_dtype;
+    int32_t w_dtype;
+} baton_rms_grad_weight_desc;
+
 /* softshrink, add, mul, add_scalar, copy: 32 bytes.
  *   0  int64   n      elements of the first input (and of the output)
  *   8  int64   nb     elements of the second input (add, mul): n or a divisor of n, in which
@@ -62,6 +79,7 @@ typedef struct baton_argmax_desc {
 
 #if defined(__STDC_VERSION__) && __STDC_VERSION__ >= 201112L
 _Static_assert(sizeof(baton_rms_norm_desc) == 40, "rms_norm descriptor layout");
+_Static_assert(sizeof(baton_rms_grad_weight_desc) == 24, "rms_norm_grad_weight descriptor layout");
 _Static_assert(sizeof(baton_ew_desc) == 32, "elementwise descriptor layout");
 _Static_assert(sizeof(baton_argmax_desc) == 24, "argmax descriptor layout");
 #endif

@@ -377,6 +377,72 @@ static int rms_bwd_pack(const baton_sig_args *a, char *opaque, size_t cap)
     return put_desc(&d, sizeof d, opaque, cap);
 }
 
+/* ---- rms_norm_grad_weight ----------------------------------------------------------------------
+ * grad_weight from rms_norm_bwd's part_grad, e.g. after an all_gather of the part_grads of row
+ * shards. The weight is an input only for its descriptor: grad_weight takes its dtype and shape,
+ * as in rms_norm_bwd, so the plan names them in one place and a wrong declaration is caught. */
+
+static int rms_gw_resolve(const baton_sig_args *a, baton_rms_grad_weight_desc *d, char *msg,
+                          size_t len)
+{
+    const char *t = "rms_norm_grad_weight";
+    int rc = counts_ok(a, 2, 1, t, msg, len);
+    if (rc)
+        return rc;
+    const baton_tensor_desc *pg = &a->inputs[0], *w = &a->inputs[1];
+    char s1[200], s2[200];
+    if (!dtype_is_float(w->dtype))
+        return reason_set(msg, len, BATON_EPLAN,
+                          "weight is %s but %s takes the weight in bf16, f16, f32 or f64",
+                          baton_dtype_name(w->dtype), t);
+    if (pg->dtype != BATON_DTYPE_F32 && pg->dtype != BATON_DTYPE_F64)
+        return reason_set(msg, len, BATON_EPLAN,
+                          "part_grad is %s but must be f32 (f64 when x is f64): pass the "
+                          "part_grad output of rms_norm_bwd",
+                          baton_dtype_name(pg->dtype));
+    rc = dims_ok(w, "weight", msg, len);
+    if (rc == 0)
+        rc = dims_ok(pg, "part_grad", msg, len);
+    if (rc)
+        return rc;
+    if (w->rank == 0)
+        return reason_set(msg, len, BATON_EPLAN,
+                          "weight is a scalar (shape []): pass the weight of the rms_norm_bwd "
+                          "step that wrote part_grad");
+    const int64_t n2 = numel(w);
+    const int full = pg->rank == w->rank + 1 &&
+                     memcmp(pg->shape + 1, w->shape, sizeof(int64_t) * (size_t)w->rank) == 0;
+    const int flat = pg->rank == 2 && pg->shape[1] == n2;
+    if (!full && !flat)
+        return reason_set(msg, len, BATON_EPLAN,
+                          "part_grad has shape %s but the weight is %s: part_grad must be [P] + "
+                          "the weight's shape or [P, %lld], as rms_norm_bwd writes it",
+                          shape_str(pg, s1, sizeof s1), shape_str(w, s2, sizeof s2), (long long)n2);
+    memset(d, 0, sizeof *d);
+    d->part_grad_size = pg->shape[0];
+    d->n2 = n2;
+    d->pg_dtype = (int32_t)pg->dtype;
+    d->w_dtype = (int32_t)w->dtype;
+    return 0;
+}
+
+static int rms_gw_check(const baton_sig_args *a, baton_tensor_desc *expected, char *msg, size_t len)
+{
+    baton_rms_grad_weight_desc d;
+    int rc = rms_gw_resolve(a, &d, msg, len);
+    if (rc == 0 && expected)
+        expected[0] = a->inputs[1];
+    return rc;
+}
+
+static int rms_gw_pack(const baton_sig_args *a, char *opaque, size_t cap)
+{
+    baton_rms_grad_weight_desc d;
+    char msg[256];
+    int rc = rms_gw_resolve(a, &d, msg, sizeof msg);
+    return rc ? rc : put_desc(&d, sizeof d, opaque, cap);
+}
+
 /* ---- elementwise ------------------------------------------------------------------------------
  */
 
@@ -605,6 +671,20 @@ static const baton_target target_rms_norm_bwd = {
     IMPLS(rms_norm_bwd),
 };
 
+static const baton_target target_rms_norm_grad_weight = {
+    .struct_size = sizeof(baton_target),
+    .name = "rms_norm_grad_weight",
+    .kind = BATON_TARGET_KERNEL,
+    .n_inputs = 2,
+    .n_outputs = 1,
+    .summary = "grad_weight from rms_norm_bwd's part_grad: inputs part_grad ([P] + weight's shape "
+               "or [P, numel(weight)], f32 or f64) and weight (read for its dtype and shape "
+               "only); output grad_weight, the column sum in rms_norm_bwd's order (its bits)",
+    .check = rms_gw_check,
+    .pack = rms_gw_pack,
+    IMPLS(rms_norm_grad_weight),
+};
+
 static const baton_target target_softshrink = {
     .struct_size = sizeof(baton_target),
     .name = "softshrink",
@@ -693,9 +773,9 @@ static const baton_target target_noop = {
 };
 
 const baton_target *const baton_builtin_targets[] = {
-    &target_rms_norm_fwd, &target_rms_norm_bwd, &target_softshrink, &target_add,
-    &target_mul,          &target_add_scalar,   &target_copy,       &target_argmax,
-    &target_noop,         &baton_target_gemm,
+    &target_rms_norm_fwd, &target_rms_norm_bwd, &target_rms_norm_grad_weight, &target_softshrink,
+    &target_add,          &target_mul,          &target_add_scalar,           &target_copy,
+    &target_argmax,       &target_noop,         &baton_target_gemm,
 };
 
 const int baton_builtin_target_count =

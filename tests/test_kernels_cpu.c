@@ -189,12 +189,14 @@ static double fmax2(double a, double b)
 
 Test(builtin_targets, lists_every_kernel_and_the_gemm_delegate_once_with_a_cpu_implementation)
 {
-    static const char *names[] = {"rms_norm_fwd", "rms_norm_bwd", "softshrink", "add",  "mul",
-                                  "add_scalar",   "copy",         "argmax",     "noop", "gemm"};
-    static const int ins[] = {2, 4, 1, 2, 2, 1, 1, 1, 1, 2},
-                     outs[] = {2, 3, 1, 1, 1, 1, 1, 1, 1, 1};
-    cr_assert_eq(baton_builtin_target_count, 10);
-    for (int i = 0; i < 10; i++) {
+    static const char *names[] = {"rms_norm_fwd", "rms_norm_bwd", "rms_norm_grad_weight",
+                                  "softshrink",   "add",          "mul",
+                                  "add_scalar",   "copy",         "argmax",
+                                  "noop",         "gemm"};
+    static const int ins[] = {2, 4, 2, 1, 2, 2, 1, 1, 1, 1, 2},
+                     outs[] = {2, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1};
+    cr_assert_eq(baton_builtin_target_count, 11);
+    for (int i = 0; i < 11; i++) {
         int found = 0;
         for (int j = 0; j < baton_builtin_target_count; j++) {
             const baton_target *t = baton_builtin_targets[j];
@@ -435,6 +437,47 @@ Test(rms_norm_check, backward_takes_p_from_a_declared_part_grad_of_either_form)
     check_ok("rms_norm_bwd", &a, e);
     baton_tensor_desc want = DESC(BATON_DTYPE_F32, 8, 3, 7);
     ASSERT_DESC(e[2], want);
+}
+
+Test(rms_norm_check, grad_weight_takes_the_weights_desc_from_either_part_grad_form)
+{
+    baton_tensor_desc in[2] = {DESC(BATON_DTYPE_F32, 16, 512, 512),
+                               DESC(BATON_DTYPE_BF16, 512, 512)};
+    baton_sig_args a = sig(2, in, 1, 0, NULL);
+    baton_tensor_desc e[1];
+    check_ok("rms_norm_grad_weight", &a, e);
+    ASSERT_DESC(e[0], in[1]);
+    char op[BATON_OPAQUE_MAX];
+    cr_assert_eq(pack("rms_norm_grad_weight", &a, op), 24);
+    cr_assert_eq(rd_i64(op, 0), 16);
+    cr_assert_eq(rd_i64(op, 8), 262144);
+    cr_assert_eq(rd_i32(op, 16), BATON_DTYPE_F32);
+    cr_assert_eq(rd_i32(op, 20), BATON_DTYPE_BF16);
+    /* The JAX tutorial's flat [P, n2] and an f64 part_grad (rms_norm_bwd's for f64 x). */
+    in[0] = DESC(BATON_DTYPE_F64, 3, 262144);
+    check_ok("rms_norm_grad_weight", &a, e);
+    ASSERT_DESC(e[0], in[1]);
+    cr_assert_eq(pack("rms_norm_grad_weight", &a, op), 24);
+    cr_assert_eq(rd_i64(op, 0), 3);
+    cr_assert_eq(rd_i32(op, 16), BATON_DTYPE_F64);
+}
+
+Test(rms_norm_check, grad_weight_rejects_a_part_grad_that_rms_norm_bwd_would_not_write)
+{
+    baton_tensor_desc in[2] = {DESC(BATON_DTYPE_BF16, 4, 64), DESC(BATON_DTYPE_BF16, 64)};
+    baton_sig_args a = sig(2, in, 1, 0, NULL);
+    check_bad("rms_norm_grad_weight", &a, "part_grad is bf16", "must be f32");
+    in[0] = DESC(BATON_DTYPE_F32, 4, 32);
+    check_bad("rms_norm_grad_weight", &a, "part_grad has shape [4, 32]", "[P, 64]");
+    in[0] = DESC(BATON_DTYPE_F32, 4, 2, 32);
+    check_bad("rms_norm_grad_weight", &a, "[P] + the weight's shape", NULL);
+    in[0] = DESC(BATON_DTYPE_F32, 4, 64);
+    in[1] = DESC(BATON_DTYPE_I32, 64);
+    check_bad("rms_norm_grad_weight", &a, "weight is i32", NULL);
+    in[1] = DESC(BATON_DTYPE_F32, 64);
+    check_ok("rms_norm_grad_weight", &a, NULL);
+    a = sig(1, in, 1, 0, NULL);
+    check_bad("rms_norm_grad_weight", &a, "2 inputs", NULL);
 }
 
 Test(elementwise_check, gives_the_output_the_first_inputs_desc_and_packs_the_layout)
@@ -875,6 +918,158 @@ Test(rms_norm_cpu, grad_weight_is_bitwise_identical_across_runs)
     free(g), free(x), free(w), free(iv);
     for (int k = 0; k < 2; k++)
         free(gi[k]), free(gw[k]), free(part[k]);
+}
+
+/* ---- rms_norm_grad_weight and row shards -------------------------------------------------------
+ * The data-parallel plan (scripts/shard.py) relies on two properties, checked bitwise here: the
+ * grad_weight kernel gives rms_norm_bwd's grad_weight from its part_grad, and a backward over a
+ * shard of n1 / N rows with P / N blocks writes exactly its blocks of the full backward's part_grad
+ * (P dividing n1). */
+
+typedef struct bwd_io {
+    void *g, *iv, *x, *w; /* inputs */
+    void *gi, *gw, *pg;   /* outputs */
+} bwd_io;
+
+/* Fresh inputs of n1 x n2 (x and grad_output dtype xdt / wdt) with any positive invvar. */
+static void bwd_inputs(test_rng *rng, baton_dtype xdt, baton_dtype wdt, int64_t n1, int64_t n2,
+                       bwd_io *b)
+{
+    const baton_dtype ivdt = ivdt_of(xdt);
+    b->g = random_buf(rng, wdt, n1 * n2, 1);
+    b->x = random_buf(rng, xdt, n1 * n2, 1);
+    b->w = random_buf(rng, wdt, n2, 1);
+    b->iv = random_buf(rng, ivdt, n1, 0.5);
+    for (int64_t r = 0; r < n1; r++)
+        store_f64(ivdt, b->iv, r, fabs(load_f64(ivdt, b->iv, r)) + 0.1);
+}
+
+/* rms_norm_bwd on rows r0 .. r0 + n1 - 1 of `in` with P blocks, into fresh poisoned outputs. */
+static void bwd_rows(baton_dtype xdt, baton_dtype wdt, const bwd_io *in, int64_t r0, int64_t n1,
+                     int64_t n2, int64_t P, bwd_io *out)
+{
+    const baton_dtype ivdt = ivdt_of(xdt);
+    const size_t xs = baton_dtype_size(xdt), ws = baton_dtype_size(wdt);
+    out->gi = poisoned(xdt, n1 * n2);
+    out->gw = poisoned(wdt, n2);
+    out->pg = poisoned(ivdt, P * n2);
+    baton_rms_norm_desc d = {
+        .n1 = n1, .n2 = n2, .eps = 1e-5, .x_dtype = xdt, .w_dtype = wdt, .part_grad_size = P};
+    void *bufs[7] = {(char *)in->g + (size_t)(r0 * n2) * ws,
+                     (char *)in->iv + (size_t)r0 * baton_dtype_size(ivdt),
+                     (char *)in->x + (size_t)(r0 * n2) * xs,
+                     in->w,
+                     out->gi,
+                     out->gw,
+                     out->pg};
+    char errbuf[256];
+    baton_exec_ctx ctx = cpu_ctx(errbuf, sizeof errbuf);
+    cr_assert_eq(kcpu_rms_norm_bwd(&ctx, bufs, (const char *)&d, sizeof d), 0, "%s", errbuf);
+}
+
+/* rms_norm_grad_weight of a part_grad of P rows, into a fresh poisoned buffer. */
+static void *grad_weight_of(baton_dtype pgdt, const void *pg, const void *w, baton_dtype wdt,
+                            int64_t P, int64_t n2)
+{
+    void *gw = poisoned(wdt, n2);
+    baton_rms_grad_weight_desc d = {
+        .part_grad_size = P, .n2 = n2, .pg_dtype = pgdt, .w_dtype = wdt};
+    void *bufs[3] = {(void *)pg, (void *)w, gw};
+    char errbuf[256];
+    baton_exec_ctx ctx = cpu_ctx(errbuf, sizeof errbuf);
+    cr_assert_eq(kcpu_rms_norm_grad_weight(&ctx, bufs, (const char *)&d, sizeof d), 0, "%s",
+                 errbuf);
+    return gw;
+}
+
+static void bwd_free(bwd_io *b)
+{
+    free(b->g), free(b->iv), free(b->x), free(b->w), free(b->gi), free(b->gw), free(b->pg);
+    memset(b, 0, sizeof *b);
+}
+
+Test(rms_norm_cpu, grad_weight_kernel_gives_the_backwards_bits_from_its_part_grad)
+{
+    /* P dividing n1, not dividing it, and above it (trailing blocks of zeros). */
+    static const int64_t shapes[][3] = {{64, 1031, 1}, {64, 1031, 16}, {37, 513, 3},
+                                        {10, 7, 16},   {96, 4096, 32}, {4, 262144, 4}};
+    static const baton_dtype pairs[][2] = {{BATON_DTYPE_BF16, BATON_DTYPE_BF16},
+                                           {BATON_DTYPE_F32, BATON_DTYPE_F32},
+                                           {BATON_DTYPE_BF16, BATON_DTYPE_F32},
+                                           {BATON_DTYPE_F64, BATON_DTYPE_F16}};
+    for (size_t k = 0; k < sizeof pairs / sizeof pairs[0]; k++)
+        for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
+            const baton_dtype xdt = pairs[k][0], wdt = pairs[k][1];
+            const int64_t n1 = shapes[s][0], n2 = shapes[s][1], P = shapes[s][2];
+            uint64_t seed = test_fresh_seed();
+            test_rng rng = {seed};
+            bwd_io in = {0}, out = {0};
+            bwd_inputs(&rng, xdt, wdt, n1, n2, &in);
+            bwd_rows(xdt, wdt, &in, 0, n1, n2, P, &out);
+            void *gw = grad_weight_of(ivdt_of(xdt), out.pg, in.w, wdt, P, n2);
+            cr_assert_eq(memcmp(gw, out.gw, (size_t)n2 * baton_dtype_size(wdt)), 0,
+                         "x %s, w %s, %lld x %lld, P %lld: rms_norm_grad_weight(part_grad) is "
+                         "not rms_norm_bwd's grad_weight (seed %llu)",
+                         baton_dtype_name(xdt), baton_dtype_name(wdt), (long long)n1, (long long)n2,
+                         (long long)P, (unsigned long long)seed);
+            free(gw);
+            bwd_free(&in);
+            free(out.gi), free(out.gw), free(out.pg);
+        }
+}
+
+/* The full backward (P blocks) against N shards of n1 / N rows with P / N blocks each. */
+static void shard_case(baton_dtype xdt, baton_dtype wdt, int64_t n1, int64_t n2, int64_t P, int N)
+{
+    cr_assert(n1 % P == 0 && P % N == 0, "a shard case needs P | n1 and N | P");
+    const baton_dtype ivdt = ivdt_of(xdt);
+    const size_t as = baton_dtype_size(ivdt), ws = baton_dtype_size(wdt);
+    const size_t xs = baton_dtype_size(xdt);
+    uint64_t seed = test_fresh_seed();
+    test_rng rng = {seed};
+    char what[200];
+    snprintf(what, sizeof what, "x %s, w %s, %lld x %lld, P %lld over %d shards (seed %llu)",
+             baton_dtype_name(xdt), baton_dtype_name(wdt), (long long)n1, (long long)n2,
+             (long long)P, N, (unsigned long long)seed);
+    bwd_io in = {0}, full = {0};
+    bwd_inputs(&rng, xdt, wdt, n1, n2, &in);
+    bwd_rows(xdt, wdt, &in, 0, n1, n2, P, &full);
+    const int64_t rows = n1 / N, Ps = P / N;
+    /* all_gather: the shards' part_grads one after another, in device order. */
+    char *gathered = poisoned(ivdt, P * n2);
+    for (int i = 0; i < N; i++) {
+        bwd_io sh = {0};
+        bwd_rows(xdt, wdt, &in, i * rows, rows, n2, Ps, &sh);
+        memcpy(gathered + (size_t)(i * Ps * n2) * as, sh.pg, (size_t)(Ps * n2) * as);
+        cr_assert_eq(
+            memcmp(sh.gi, (char *)full.gi + (size_t)(i * rows * n2) * xs, (size_t)(rows * n2) * xs),
+            0, "shard %d's grad_input differs from its rows of the full one (%s)", i, what);
+        free(sh.gi), free(sh.gw), free(sh.pg);
+    }
+    for (int64_t p = 0; p < P; p++)
+        cr_assert_eq(memcmp(gathered + (size_t)(p * n2) * as,
+                            (char *)full.pg + (size_t)(p * n2) * as, (size_t)n2 * as),
+                     0, "part_grad block %lld of the shards differs from the full backward's (%s)",
+                     (long long)p, what);
+    void *gw = grad_weight_of(ivdt, gathered, in.w, wdt, P, n2);
+    cr_assert_eq(memcmp(gw, full.gw, (size_t)n2 * ws), 0,
+                 "grad_weight of the gathered part_grads differs from the full backward's (%s)",
+                 what);
+    free(gw);
+    free(gathered);
+    bwd_free(&in);
+    free(full.gi), free(full.gw), free(full.pg);
+}
+
+Test(rms_norm_cpu, row_shards_give_the_full_part_grad_and_grad_weight_bitwise)
+{
+    for (int N = 2; N <= 4; N += 2) {
+        shard_case(BATON_DTYPE_BF16, BATON_DTYPE_BF16, 4, 262144, 4, N); /* the tutorial */
+        shard_case(BATON_DTYPE_BF16, BATON_DTYPE_BF16, 256, 1031, 16, N);
+        shard_case(BATON_DTYPE_F32, BATON_DTYPE_F32, 96, 4096, 32, N);
+        shard_case(BATON_DTYPE_F16, BATON_DTYPE_BF16, 64, 513, 64, N); /* one row per block */
+        shard_case(BATON_DTYPE_F64, BATON_DTYPE_F32, 40, 77, 8, N);
+    }
 }
 
 #if defined(__SANITIZE_ADDRESS__)

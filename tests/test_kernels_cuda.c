@@ -400,6 +400,255 @@ Test(kernels_cuda, rms_norm_grad_weight_is_bitwise_deterministic)
     }
 }
 
+/* ---- rms_norm_grad_weight and row shards ----------------------------------------------------
+ * What the data-parallel plan (scripts/shard.py) relies on, bitwise, on one GPU: the grad_weight
+ * kernel gives the backward's grad_weight from its part_grad, and backwards over row shards (n1 / N
+ * rows, P / N blocks each: device pointers into the full inputs) write exactly their blocks of the
+ * full backward's part_grad. The second holds only where a shard's layout adds each block's rows in
+ * the full call's order: kernels/cuda/rms_norm_layout.c splits a block's rows over cy cluster
+ * blocks, with cy chosen from the number of blocks (docs/shard.md); test_rms_layout checks the
+ * shapes below get equal layouts. */
+
+typedef struct dev_bwd {
+    void *g, *iv, *x, *w;     /* device inputs */
+    void *hg, *hiv, *hx, *hw; /* their host copies */
+} dev_bwd;
+
+static void dev_bwd_init(dev_bwd *b, test_rng *rng, baton_dtype xdt, baton_dtype wdt, int64_t n1,
+                         int64_t n2)
+{
+    const baton_dtype adt = acc_dtype(xdt);
+    const size_t xs = baton_dtype_size(xdt), ws = baton_dtype_size(wdt);
+    const size_t as = baton_dtype_size(adt);
+    b->hx = malloc((size_t)(n1 * n2) * xs);
+    b->hg = malloc((size_t)(n1 * n2) * ws);
+    b->hw = malloc((size_t)n2 * ws);
+    b->hiv = malloc((size_t)n1 * as);
+    cr_assert(b->hx && b->hg && b->hw && b->hiv);
+    test_fill_random(rng, xdt, b->hx, n1 * n2, 1.0);
+    test_fill_random(rng, wdt, b->hg, n1 * n2, 1.0);
+    for (int64_t j = 0; j < n2; j++)
+        store_f64(wdt, b->hw, j, 1.0 + 0.25 * test_rng_normal(rng));
+    for (int64_t r = 0; r < n1; r++) /* any positive invvar will do */
+        store_f64(adt, b->hiv, r, 0.1 + fabs(test_rng_normal(rng)));
+    b->x = dev_upload(b->hx, (size_t)(n1 * n2) * xs);
+    b->g = dev_upload(b->hg, (size_t)(n1 * n2) * ws);
+    b->w = dev_upload(b->hw, (size_t)n2 * ws);
+    b->iv = dev_upload(b->hiv, (size_t)n1 * as);
+}
+
+static void dev_bwd_deinit(dev_bwd *b)
+{
+    CK(cudaFree(b->g));
+    CK(cudaFree(b->iv));
+    CK(cudaFree(b->x));
+    CK(cudaFree(b->w));
+    free(b->hg), free(b->hiv), free(b->hx), free(b->hw);
+}
+
+/* The backward over rows r0 .. r0 + n1 - 1 of b with P blocks; returns the host copies of
+ * grad_weight and part_grad (poisoned on the device first), and grad_input in *gi when asked. */
+static void dev_bwd_rows(const dev_bwd *b, baton_dtype xdt, baton_dtype wdt, int64_t r0, int64_t n1,
+                         int64_t n2, int64_t P, void **gw, void **pg, void **gi)
+{
+    const baton_dtype adt = acc_dtype(xdt);
+    const size_t xs = baton_dtype_size(xdt), ws = baton_dtype_size(wdt);
+    const size_t as = baton_dtype_size(adt);
+    void *dgi = dev_alloc((size_t)(n1 * n2) * xs), *dgw = dev_alloc((size_t)n2 * ws);
+    void *dpg = dev_alloc((size_t)(P * n2) * as);
+    dev_poison(dgi, (size_t)(n1 * n2) * xs);
+    dev_poison(dgw, (size_t)n2 * ws);
+    dev_poison(dpg, (size_t)(P * n2) * as);
+    kctx k;
+    kctx_init(&k, 0);
+    baton_rms_norm_desc d = {
+        .n1 = n1, .n2 = n2, .eps = 1e-5, .x_dtype = xdt, .w_dtype = wdt, .part_grad_size = P};
+    void *bb[7] = {(char *)b->g + (size_t)(r0 * n2) * ws,
+                   (char *)b->iv + (size_t)r0 * as,
+                   (char *)b->x + (size_t)(r0 * n2) * xs,
+                   b->w,
+                   dgi,
+                   dgw,
+                   dpg};
+    cr_assert_eq(kcuda_rms_norm_bwd(&k.ctx, bb, (const char *)&d, sizeof d), 0,
+                 "backward of rows %lld..%lld failed: %s", (long long)r0, (long long)(r0 + n1 - 1),
+                 k.err);
+    kctx_deinit(&k);
+    *gw = host_download(dgw, (size_t)n2 * ws);
+    *pg = host_download(dpg, (size_t)(P * n2) * as);
+    if (gi)
+        *gi = host_download(dgi, (size_t)(n1 * n2) * xs);
+    CK(cudaFree(dgi));
+    CK(cudaFree(dgw));
+    CK(cudaFree(dpg));
+}
+
+/* rms_norm_grad_weight of the host part_grad hpg (P rows); returns grad_weight's host copy and
+ * checks that part_grad, an input, was left as it was. */
+static void *dev_grad_weight(const void *hpg, baton_dtype adt, const void *dw, baton_dtype wdt,
+                             int64_t P, int64_t n2)
+{
+    const size_t as = baton_dtype_size(adt), ws = baton_dtype_size(wdt);
+    void *dpg = dev_upload(hpg, (size_t)(P * n2) * as), *dgw = dev_alloc((size_t)n2 * ws);
+    dev_poison(dgw, (size_t)n2 * ws);
+    kctx k;
+    kctx_init(&k, 0);
+    baton_rms_grad_weight_desc d = {.part_grad_size = P, .n2 = n2, .pg_dtype = adt, .w_dtype = wdt};
+    void *bufs[3] = {dpg, (void *)dw, dgw};
+    cr_assert_eq(kcuda_rms_norm_grad_weight(&k.ctx, bufs, (const char *)&d, sizeof d), 0,
+                 "rms_norm_grad_weight failed: %s", k.err);
+    kctx_deinit(&k);
+    void *gw = host_download(dgw, (size_t)n2 * ws),
+         *pg2 = host_download(dpg, (size_t)(P * n2) * as);
+    cr_assert_eq(memcmp(pg2, hpg, (size_t)(P * n2) * as), 0,
+                 "rms_norm_grad_weight wrote into its input part_grad");
+    free(pg2);
+    CK(cudaFree(dpg));
+    CK(cudaFree(dgw));
+    return gw;
+}
+
+Test(kernels_cuda, rms_norm_grad_weight_gives_the_backwards_bits_from_its_part_grad)
+{
+    SKIP_WITHOUT_GPU();
+    /* Every backward family: the split kernels with at most 8 and more than 8 blocks (12, 16:
+     * the finish re-reads part_grad), staged with a row-splitting cluster (cy 16, cy 2 at P 256),
+     * trailing empty blocks, scalar rows, one streamed row, f64 x (an f64 part_grad). */
+    static const struct {
+        baton_dtype xdt, wdt;
+        int64_t n1, n2, P;
+    } cases[] = {
+        {BATON_DTYPE_BF16, BATON_DTYPE_BF16, 4, 262144, 4},
+        {BATON_DTYPE_BF16, BATON_DTYPE_BF16, 4, 262144, 16},
+        {BATON_DTYPE_BF16, BATON_DTYPE_BF16, 12, 262144, 16},
+        {BATON_DTYPE_F32, BATON_DTYPE_F32, 16, 262144, 16},
+        {BATON_DTYPE_BF16, BATON_DTYPE_BF16, 8192, 4096, 16},
+        {BATON_DTYPE_F32, BATON_DTYPE_F32, 8192, 4096, 256},
+        {BATON_DTYPE_BF16, BATON_DTYPE_F32, 1000, 4096, 1000},
+        {BATON_DTYPE_F16, BATON_DTYPE_BF16, 33, 4095, 7},
+        {BATON_DTYPE_BF16, BATON_DTYPE_BF16, 1, 1048576, 16},
+        {BATON_DTYPE_F64, BATON_DTYPE_F16, 300, 4096, 16},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        const baton_dtype xdt = cases[i].xdt, wdt = cases[i].wdt, adt = acc_dtype(xdt);
+        const int64_t n1 = cases[i].n1, n2 = cases[i].n2, P = cases[i].P;
+        const uint64_t seed = test_fresh_seed();
+        test_rng rng = {seed};
+        dev_bwd b;
+        dev_bwd_init(&b, &rng, xdt, wdt, n1, n2);
+        void *gw, *pg;
+        dev_bwd_rows(&b, xdt, wdt, 0, n1, n2, P, &gw, &pg, NULL);
+        void *gw2 = dev_grad_weight(pg, adt, b.w, wdt, P, n2);
+        cr_expect(memcmp(gw, gw2, (size_t)n2 * baton_dtype_size(wdt)) == 0,
+                  "x %s, w %s, %lld x %lld, P %lld: rms_norm_grad_weight(part_grad) is not "
+                  "rms_norm_bwd's grad_weight (seed %llu)",
+                  baton_dtype_name(xdt), baton_dtype_name(wdt), (long long)n1, (long long)n2,
+                  (long long)P, (unsigned long long)seed);
+        free(gw), free(pg), free(gw2);
+        dev_bwd_deinit(&b);
+    }
+}
+
+static void cuda_shard_case(baton_dtype xdt, baton_dtype wdt, int64_t n1, int64_t n2, int64_t P,
+                            int N)
+{
+    cr_assert(n1 % P == 0 && P % N == 0, "a shard case needs P | n1 and N | P");
+    const baton_dtype adt = acc_dtype(xdt);
+    const size_t as = baton_dtype_size(adt), ws = baton_dtype_size(wdt);
+    const size_t xs = baton_dtype_size(xdt);
+    const uint64_t seed = test_fresh_seed();
+    test_rng rng = {seed};
+    char what[200];
+    snprintf(what, sizeof what, "x %s, w %s, %lld x %lld, P %lld over %d shards (seed %llu)",
+             baton_dtype_name(xdt), baton_dtype_name(wdt), (long long)n1, (long long)n2,
+             (long long)P, N, (unsigned long long)seed);
+    dev_bwd b;
+    dev_bwd_init(&b, &rng, xdt, wdt, n1, n2);
+    void *gw, *pg, *gi;
+    dev_bwd_rows(&b, xdt, wdt, 0, n1, n2, P, &gw, &pg, &gi);
+    const int64_t rows = n1 / N, Ps = P / N;
+    char *gathered = malloc((size_t)(P * n2) * as);
+    cr_assert(gathered);
+    for (int i = 0; i < N; i++) {
+        void *sgw, *spg, *sgi;
+        dev_bwd_rows(&b, xdt, wdt, i * rows, rows, n2, Ps, &sgw, &spg, &sgi);
+        memcpy(gathered + (size_t)(i * Ps * n2) * as, spg, (size_t)(Ps * n2) * as);
+        cr_expect(
+            memcmp(sgi, (char *)gi + (size_t)(i * rows * n2) * xs, (size_t)(rows * n2) * xs) == 0,
+            "shard %d's grad_input differs from its rows of the full one (%s)", i, what);
+        free(sgw), free(spg), free(sgi);
+    }
+    int64_t first_bad = -1;
+    for (int64_t p = 0; p < P && first_bad < 0; p++)
+        if (memcmp(gathered + (size_t)(p * n2) * as, (char *)pg + (size_t)(p * n2) * as,
+                   (size_t)n2 * as) != 0)
+            first_bad = p;
+    cr_expect(first_bad < 0,
+              "part_grad block %lld of the shards differs from the full backward's: the shard's "
+              "layout adds the block's rows in another order (%s)",
+              (long long)first_bad, what);
+    void *ggw = dev_grad_weight(gathered, adt, b.w, wdt, P, n2);
+    cr_expect(memcmp(ggw, gw, (size_t)n2 * ws) == 0,
+              "grad_weight of the gathered part_grads differs from the full backward's (%s)", what);
+    free(ggw), free(gathered), free(gw), free(pg), free(gi);
+    dev_bwd_deinit(&b);
+}
+
+Test(kernels_cuda, row_shards_give_the_full_part_grad_and_grad_weight_bitwise)
+{
+    SKIP_WITHOUT_GPU();
+    for (int N = 2; N <= 4; N += 2) {
+        /* The tutorial: 4 x 512 x 512 over a 512 x 512 weight, its declared part_grad of 4. */
+        cuda_shard_case(BATON_DTYPE_BF16, BATON_DTYPE_BF16, 4, 262144, 4, N);
+        cuda_shard_case(BATON_DTYPE_BF16, BATON_DTYPE_BF16, 8192, 4096, 16, N);
+        cuda_shard_case(BATON_DTYPE_F32, BATON_DTYPE_F32, 8192, 4096, 16, N);
+        cuda_shard_case(BATON_DTYPE_BF16, BATON_DTYPE_BF16, 16, 262144, 16, N);
+    }
+}
+
+Test(kernels_cuda, rms_norm_grad_weight_rejects_bad_descriptors_and_launches_nothing)
+{
+    SKIP_WITHOUT_GPU();
+    const int64_t P = 4, n2 = 64;
+    void *pg = dev_alloc(P * n2 * 4), *w = dev_alloc(n2 * 2), *gw = dev_alloc(n2 * 2);
+    dev_poison(gw, n2 * 2);
+    const baton_rms_grad_weight_desc good = {
+        .part_grad_size = P, .n2 = n2, .pg_dtype = BATON_DTYPE_F32, .w_dtype = BATON_DTYPE_BF16};
+    struct {
+        baton_rms_grad_weight_desc d;
+        size_t len;
+        const char *must_say;
+    } bad[] = {
+        {good, 23, "24"},
+        {{.part_grad_size = P, .n2 = n2, .pg_dtype = BATON_DTYPE_BF16, .w_dtype = 1},
+         24,
+         "pg_dtype"},
+        {{.part_grad_size = P, .n2 = n2, .pg_dtype = BATON_DTYPE_F32, .w_dtype = 5}, 24, "w_dtype"},
+        {{.part_grad_size = 0, .n2 = n2, .pg_dtype = BATON_DTYPE_F32, .w_dtype = 1}, 24, ">= 1"},
+        {{.part_grad_size = P, .n2 = INT64_MAX, .pg_dtype = BATON_DTYPE_F32, .w_dtype = 1},
+         24,
+         "64 bits"},
+    };
+    void *bufs[3] = {pg, w, gw};
+    kctx k;
+    kctx_init(&k, 0);
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        k.err[0] = 0;
+        int rc = kcuda_rms_norm_grad_weight(&k.ctx, bufs, (const char *)&bad[i].d, bad[i].len);
+        cr_expect_eq(rc, BATON_EINVAL, "case %zu: rc %d", i, rc);
+        cr_expect(strstr(k.err, bad[i].must_say) && strstr(k.err, "rms_norm_grad_weight"),
+                  "case %zu: \"%s\" does not say %s", i, k.err, bad[i].must_say);
+    }
+    void *nul[3] = {pg, NULL, gw};
+    cr_expect_eq(kcuda_rms_norm_grad_weight(&k.ctx, nul, (const char *)&good, sizeof good),
+                 BATON_EINVAL);
+    kctx_deinit(&k);
+    cr_expect(all_poisoned(gw, n2 * 2), "a refused call wrote grad_weight");
+    CK(cudaFree(pg));
+    CK(cudaFree(w));
+    CK(cudaFree(gw));
+}
+
 Test(kernels_cuda, rms_norm_with_programmatic_dependent_launch_is_correct)
 {
     SKIP_WITHOUT_GPU();

@@ -355,6 +355,50 @@ Test(rms_layout, few_long_rows_backward_takes_the_split_kernels)
     cr_expect_eq(L.mode, KCUDA_RMS_STAGED);
 }
 
+/* The data-parallel plan (scripts/shard.py) gets the one-GPU part_grad bits only where a shard's
+ * backward (n1 / N rows, P / N blocks) adds each block's rows in the full call's order: the same
+ * family and the same cy (the rank-ordered split of a block's rows). cy is
+ * min(ceil(2 SMs / blocks), rows per block, 16), so it holds where 16 caps both, as at these
+ * shapes (test_kernels_cuda checks their bits on a GPU), and not at e.g. P 256 (cy 2 vs 3). */
+Test(rms_layout, row_shards_of_the_shard_tests_keep_the_full_backwards_row_order)
+{
+    static const struct {
+        baton_dtype x;
+        int64_t n1, n2, P;
+    } cases[] = {{BF16, 4, 262144, 4},
+                 {BF16, 8192, 4096, 16},
+                 {F32, 8192, 4096, 16},
+                 {BF16, 16, 262144, 16}};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+        for (int N = 2; N <= 4; N += 2) {
+            baton_rms_norm_desc full = desc(cases[i].x, cases[i].x, cases[i].n1, cases[i].n2,
+                                            cases[i].P),
+                                shard = desc(cases[i].x, cases[i].x, cases[i].n1 / N, cases[i].n2,
+                                             cases[i].P / N);
+            kcuda_rms_layout Lf, Ls;
+            char why[256], what[200];
+            cr_assert_eq(kcuda_rms_bwd_layout(&full, ALIGNED, &H100, NULL, &Lf, why, sizeof why), 0,
+                         "%s", why);
+            cr_assert_eq(kcuda_rms_bwd_layout(&shard, ALIGNED, &H100, NULL, &Ls, why, sizeof why),
+                         0, "%s", why);
+            name_of(what, sizeof what, "bwd", &full, &H100);
+            cr_expect(Lf.mode == Ls.mode && Lf.cy == Ls.cy && Lf.B == Ls.B,
+                      "%s over %d shards: full mode %d cy %d B %lld, shard mode %d cy %d B %lld",
+                      what, N, Lf.mode, Lf.cy, (long long)Lf.B, Ls.mode, Ls.cy, (long long)Ls.B);
+        }
+    /* Where it does not hold: documented in docs/shard.md. */
+    baton_rms_norm_desc full = desc(F32, F32, 8192, 4096, 256),
+                        shard = desc(F32, F32, 4096, 4096, 128);
+    kcuda_rms_layout Lf, Ls;
+    char why[256];
+    cr_assert_eq(kcuda_rms_bwd_layout(&full, ALIGNED, &H100, NULL, &Lf, why, sizeof why), 0);
+    cr_assert_eq(kcuda_rms_bwd_layout(&shard, ALIGNED, &H100, NULL, &Ls, why, sizeof why), 0);
+    cr_expect(Lf.cy == 2 && Ls.cy == 3,
+              "8192 x 4096 at P 256: cy %d, its halves at P 128: cy %d "
+              "(update docs/shard.md if this changed)",
+              Lf.cy, Ls.cy);
+}
+
 Test(rms_layout, rows_that_are_not_whole_vectors_or_unaligned_buffers_load_scalars)
 {
     /* 4095 columns: scalars in registers would need 1024 threads: the block streams. */

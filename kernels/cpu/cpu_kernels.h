@@ -8,6 +8,10 @@
 
 int kcpu_rms_norm_fwd(const baton_exec_ctx *ctx, void **buffers, const char *opaque, size_t len);
 int kcpu_rms_norm_bwd(const baton_exec_ctx *ctx, void **buffers, const char *opaque, size_t len);
+/* grad_weight from rms_norm_bwd's part_grad (baton_rms_grad_weight_desc): the same bits as the
+ * backward's own grad_weight from that part_grad. */
+int kcpu_rms_norm_grad_weight(const baton_exec_ctx *ctx, void **buffers, const char *opaque,
+                              size_t len);
 int kcpu_softshrink(const baton_exec_ctx *ctx, void **buffers, const char *opaque, size_t len);
 int kcpu_add(const baton_exec_ctx *ctx, void **buffers, const char *opaque, size_t len);
 int kcpu_mul(const baton_exec_ctx *ctx, void **buffers, const char *opaque, size_t len);

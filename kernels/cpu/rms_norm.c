@@ -1,6 +1,7 @@
-/* rms_norm.c: RMSNorm forward and backward on the CPU, the reference path every GPU kernel is
- * checked against. Accumulates in double; rows are processed in chunks converted to double on
- * the stack, so nothing is allocated and a 262144-element row takes well under a millisecond. */
+/* rms_norm.c: RMSNorm forward, backward and grad_weight from a part_grad on the CPU, the reference
+ * path every GPU kernel is checked against. Accumulates in double; rows are processed in chunks
+ * converted to double on the stack, so nothing is allocated and a 262144-element row takes well
+ * under a millisecond. */
 #include <math.h>
 #include <string.h>
 
@@ -78,6 +79,25 @@ int kcpu_rms_norm_fwd(const baton_exec_ctx *ctx, void **buffers, const char *opa
     return 0;
 }
 
+/* grad_weight = the column sum of part_grad (P rows of n2, dtype pgdt), in block order, in
+ * double and rounded once to wdt: deterministic. rms_norm_bwd and rms_norm_grad_weight both call
+ * this, so that from the same part_grad they write the same bits. */
+static void column_sum(baton_dtype pgdt, const void *part, int64_t P, int64_t n2, baton_dtype wdt,
+                       void *gw)
+{
+    double acc[CHUNK], pb[CHUNK];
+    for (int64_t j = 0; j < n2; j += CHUNK) {
+        int c = n2 - j < CHUNK ? (int)(n2 - j) : CHUNK;
+        memset(acc, 0, sizeof(double) * (size_t)c);
+        for (int64_t p = 0; p < P; p++) {
+            load_chunk(pgdt, part, p * n2 + j, c, pb);
+            for (int i = 0; i < c; i++)
+                acc[i] += pb[i];
+        }
+        store_chunk(wdt, gw, j, c, acc);
+    }
+}
+
 int kcpu_rms_norm_bwd(const baton_exec_ctx *ctx, void **buffers, const char *opaque, size_t len)
 {
     baton_rms_norm_desc d;
@@ -138,16 +158,36 @@ int kcpu_rms_norm_bwd(const baton_exec_ctx *ctx, void **buffers, const char *opa
         }
     }
 
-    /* grad_weight = the column sum of the stored part_grad, in block order: deterministic. */
-    for (int64_t j = 0; j < d.n2; j += CHUNK) {
-        int c = d.n2 - j < CHUNK ? (int)(d.n2 - j) : CHUNK;
-        memset(acc, 0, sizeof(double) * (size_t)c);
-        for (int64_t p = 0; p < pgs; p++) {
-            load_chunk(ivdt, part, p * d.n2 + j, c, gb);
-            for (int i = 0; i < c; i++)
-                acc[i] += gb[i];
-        }
-        store_chunk(wdt, gw, j, c, acc);
-    }
+    column_sum(ivdt, part, pgs, d.n2, wdt, gw);
+    return 0;
+}
+
+int kcpu_rms_norm_grad_weight(const baton_exec_ctx *ctx, void **buffers, const char *opaque,
+                              size_t len)
+{
+    const char *name = "rms_norm_grad_weight";
+    baton_rms_grad_weight_desc d;
+    int rc = read_opaque(ctx, name, opaque, len, &d, sizeof d,
+                         "baton_rms_grad_weight_desc: part_grad_size, n2, pg_dtype, w_dtype");
+    if (rc)
+        return rc;
+    if (d.pg_dtype != BATON_DTYPE_F32 && d.pg_dtype != BATON_DTYPE_F64)
+        return ctx_fail(ctx, BATON_EINVAL, "%s: pg_dtype is code %d, not f32 (3) or f64 (4)", name,
+                        (int)d.pg_dtype);
+    if (!dtype_is_float((baton_dtype)d.w_dtype))
+        return ctx_fail(ctx, BATON_EINVAL,
+                        "%s: w_dtype is code %d, not bf16 (1), f16 (2), f32 (3) or f64 (4)", name,
+                        (int)d.w_dtype);
+    if (d.part_grad_size < 1 || d.n2 < 1 || d.part_grad_size > INT64_MAX / 8 / d.n2)
+        return ctx_fail(ctx, BATON_EINVAL,
+                        "%s: part_grad_size = %lld rows of n2 = %lld elements: both must be >= 1 "
+                        "and their product fit in 64 bits",
+                        name, (long long)d.part_grad_size, (long long)d.n2);
+    rc = check_buffers(ctx, name, buffers, 3);
+    if (rc)
+        return rc;
+    /* buffers[1], the weight, only gave the plan grad_weight's dtype and shape. */
+    column_sum((baton_dtype)d.pg_dtype, buffers[0], d.part_grad_size, d.n2, (baton_dtype)d.w_dtype,
+               buffers[2]);
     return 0;
 }

@@ -12,6 +12,8 @@ extern "C" {
 
 int kcuda_rms_norm_fwd(const baton_exec_ctx *ctx, void **buffers, const char *opaque, size_t len);
 int kcuda_rms_norm_bwd(const baton_exec_ctx *ctx, void **buffers, const char *opaque, size_t len);
+int kcuda_rms_norm_grad_weight(const baton_exec_ctx *ctx, void **buffers, const char *opaque,
+                               size_t len);
 int kcuda_softshrink(const baton_exec_ctx *ctx, void **buffers, const char *opaque, size_t len);
 int kcuda_add(const baton_exec_ctx *ctx, void **buffers, const char *opaque, size_t len);
 int kcuda_mul(const baton_exec_ctx *ctx, void **buffers, const char *opaque, size_t len);

@@ -1,7 +1,8 @@
 /* rms_norm_bwd.cu: the RMSNorm backward on CUDA, for the 16 (x, weight) dtype pairs: grad_input in
  * one pass over grad_output and x, a deterministic grad_weight through the part_grad buffer that
  * kernels/descriptors.h defines, the split two-kernel backward for few long rows, and their
- * launch; rms_norm_layout.c chooses the layout. No allocation, no synchronisation. */
+ * launch; rms_norm_layout.c chooses the layout. rms_norm_grad_weight (grad_weight from a given
+ * part_grad) runs the same column sum. No allocation, no synchronisation. */
 #include "kernels/cuda/kcuda_common.cuh"
 
 #include <type_traits>
@@ -459,37 +460,58 @@ __global__ void __launch_bounds__(KCUDA_MAX_THREADS) rms_bwd_kernel(BwdArgs a)
     pdl_trigger();
 }
 
-/* grad_weight[j] = the sum over p of part_grad[p][j]. Lane (lx, ly) of a 32 x 8 block adds the
- * rows p = ly, ly + 8, ... of column j in order, then row ly = 0 adds the eight partial sums in
- * order: one fixed shape per column, so the result is deterministic. The blocks from `active` on
- * hold no rows: this kernel writes their zeros (the main kernel launches no block for them) and
- * leaves them out of the sum, where they would add nothing. */
+/* grad_weight[j] = the sum over p of part_grad[p][j], in one fixed shape per column: lane k of
+ * KCUDA_COLSUM_LANES adds the rows p = k, k + 8, ... below `active` in order, then the lanes' sums
+ * are added in lane order. The rows from `active` on hold zeros, which add nothing (a sum that
+ * starts at +0 is never -0, so adding +0 leaves its bits), so leaving them out or not gives the
+ * same bits: rms_norm_grad_weight sums all P rows of a part_grad whose trailing blocks came back
+ * as zeros. Both kernels below and the split backward's finish use these two functions. */
+#define KCUDA_COLSUM_LANES 8
+
+template <typename A>
+__device__ __forceinline__ A colsum_lane(const A *pg, int64_t n2, int64_t j, int lane,
+                                         int64_t active)
+{
+    A s = 0;
+#pragma unroll 4
+    for (int64_t p = lane; p < active; p += KCUDA_COLSUM_LANES)
+        s += pg[p * n2 + j];
+    return s;
+}
+
+/* Adds the lanes' sums in lane order: lane(k) is lane k's sum. */
+template <typename A, typename F> __device__ __forceinline__ A colsum_combine(F lane)
+{
+    A t = 0;
+#pragma unroll
+    for (int k = 0; k < KCUDA_COLSUM_LANES; k++)
+        t += lane(k);
+    return t;
+}
+
+/* Column j of a 32 x 8 block: lane (lx, ly) is colsum_lane ly of column j0 + lx. The blocks from
+ * `active` on hold no rows: this kernel writes their zeros (the main kernel launches no block for
+ * them) and leaves them out of the sum. */
 template <typename A, typename TW>
 __global__ void __launch_bounds__(256) rms_colsum_kernel(A *__restrict__ pg, TW *__restrict__ gw,
                                                          int64_t P, int64_t active, int64_t n2)
 {
-    __shared__ A part[8][33];
+    static_assert(KCUDA_COLSUM_LANES == 8, "a block is 32 columns x KCUDA_COLSUM_LANES lanes");
+    __shared__ A part[KCUDA_COLSUM_LANES][33];
     const int lx = threadIdx.x & 31, ly = threadIdx.x >> 5;
     pdl_wait();
     for (int64_t j0 = (int64_t)blockIdx.x * 32; j0 < n2; j0 += (int64_t)gridDim.x * 32) {
         const int64_t j = j0 + lx;
         A s = 0;
         if (j < n2) {
-#pragma unroll 4
-            for (int64_t p = ly; p < active; p += 8)
-                s += pg[p * n2 + j];
-            for (int64_t p = active + ly; p < P; p += 8)
+            s = colsum_lane(pg, n2, j, ly, active);
+            for (int64_t p = active + ly; p < P; p += KCUDA_COLSUM_LANES)
                 pg[p * n2 + j] = 0;
         }
         part[ly][lx] = s;
         __syncthreads();
-        if (ly == 0 && j < n2) {
-            A t = 0;
-#pragma unroll
-            for (int k = 0; k < 8; k++)
-                t += part[k][lx];
-            gw[j] = from_acc<TW>(t);
-        }
+        if (ly == 0 && j < n2)
+            gw[j] = from_acc<TW>(colsum_combine<A>([&](int k) { return part[k][lx]; }));
         __syncthreads();
     }
     pdl_trigger();
@@ -723,6 +745,18 @@ __global__ void __launch_bounds__(KCUDA_SPLIT_THREADS) rms_bwd_split_finish(Spli
             z[e] = 0;
         for (int64_t p = a.active; p < a.P; p++)
             st(pg + p * a.n2 + col0 + idx, z);
+        /* grad_weight in the column sum's order (rms_colsum_kernel's, so that
+         * rms_norm_grad_weight gives the same bits from this part_grad). With at most
+         * KCUDA_COLSUM_LANES blocks, each lane holds one block or none and the lanes add up in
+         * block order: tot's order. With more (up to KCUDA_SPLIT_ROWS), the part_grad cells this
+         * thread just wrote are read back and added in that order. */
+        if (a.active > KCUDA_COLSUM_LANES) {
+            const A *pgc = pg + col0 + idx;
+#pragma unroll
+            for (int e = 0; e < VEC; e++)
+                tot[e] = colsum_combine<A>(
+                    [&](int k) { return colsum_lane(pgc, a.n2, e, k, a.active); });
+        }
         TW o[VEC];
 #pragma unroll
         for (int e = 0; e < VEC; e++)
@@ -877,4 +911,62 @@ extern "C" int kcuda_rms_norm_bwd(const baton_exec_ctx *ctx, void **buffers, con
                                   size_t len)
 {
     return kcuda_rms_norm_bwd_cfg(ctx, buffers, opaque, len, NULL, NULL);
+}
+
+/* grad_weight from a part_grad: the backward's column sum kernel over all P rows (none to zero,
+ * so the input is only read). */
+template <typename A>
+static int grad_weight_w(const baton_exec_ctx *ctx, void **buffers,
+                         const baton_rms_grad_weight_desc &d, long long grid)
+{
+    const char *name = "rms_norm_grad_weight";
+    A *pg = static_cast<A *>(buffers[0]);
+    const int64_t P = d.part_grad_size, n2 = d.n2;
+    switch (d.w_dtype) {
+    case BATON_DTYPE_BF16:
+        return launch(ctx, name, rms_colsum_kernel<A, __nv_bfloat16>, (unsigned)grid, 256u, 0, 1,
+                      pg, (__nv_bfloat16 *)buffers[2], P, P, n2);
+    case BATON_DTYPE_F16:
+        return launch(ctx, name, rms_colsum_kernel<A, __half>, (unsigned)grid, 256u, 0, 1, pg,
+                      (__half *)buffers[2], P, P, n2);
+    case BATON_DTYPE_F32:
+        return launch(ctx, name, rms_colsum_kernel<A, float>, (unsigned)grid, 256u, 0, 1, pg,
+                      (float *)buffers[2], P, P, n2);
+    default:
+        return launch(ctx, name, rms_colsum_kernel<A, double>, (unsigned)grid, 256u, 0, 1, pg,
+                      (double *)buffers[2], P, P, n2);
+    }
+}
+
+extern "C" int kcuda_rms_norm_grad_weight(const baton_exec_ctx *ctx, void **buffers,
+                                          const char *opaque, size_t len)
+{
+    const char *name = "rms_norm_grad_weight";
+    baton_rms_grad_weight_desc d;
+    if (!opaque || len != sizeof d)
+        return ctx_fail(ctx, BATON_EINVAL,
+                        "%s: the descriptor is %zu bytes but must be %zu (baton_rms_grad_weight_"
+                        "desc: part_grad_size, n2, pg_dtype, w_dtype; see docs/kernels.md)",
+                        name, opaque ? len : 0, sizeof d);
+    memcpy(&d, opaque, sizeof d);
+    if (d.pg_dtype != BATON_DTYPE_F32 && d.pg_dtype != BATON_DTYPE_F64)
+        return ctx_fail(ctx, BATON_EINVAL, "%s: pg_dtype is code %d, not f32 (3) or f64 (4)", name,
+                        (int)d.pg_dtype);
+    if (d.w_dtype != BATON_DTYPE_BF16 && d.w_dtype != BATON_DTYPE_F16 &&
+        d.w_dtype != BATON_DTYPE_F32 && d.w_dtype != BATON_DTYPE_F64)
+        return ctx_fail(ctx, BATON_EINVAL,
+                        "%s: w_dtype is code %d, not bf16 (1), f16 (2), f32 (3) or f64 (4)", name,
+                        (int)d.w_dtype);
+    if (d.part_grad_size < 1 || d.n2 < 1 || d.part_grad_size > INT64_MAX / 8 / d.n2)
+        return ctx_fail(ctx, BATON_EINVAL,
+                        "%s: part_grad_size = %lld rows of n2 = %lld elements: both must be >= 1 "
+                        "and their product fit in 64 bits",
+                        name, (long long)d.part_grad_size, (long long)d.n2);
+    if (!buffers || !buffers[0] || !buffers[1] || !buffers[2])
+        return ctx_fail(ctx, BATON_EINVAL, "%s: a buffer (part_grad, weight, grad_weight) is NULL",
+                        name);
+    const long long grid =
+        kcuda_rms_colsum_grid(d.n2, d.part_grad_size, d.part_grad_size, device_facts(ctx).sms);
+    return d.pg_dtype == BATON_DTYPE_F32 ? grad_weight_w<float>(ctx, buffers, d, grid)
+                                         : grad_weight_w<double>(ctx, buffers, d, grid);
 }

@@ -484,14 +484,19 @@ int kcuda_rms_bwd_layout(const baton_rms_norm_desc *d, void *const *buffers,
         shape_chunk(L, &s, 1, smem_max, d->n2, L->cx, VX, o, st, per);
     }
     L->may_shrink = cl > 8 && !(o && (o->cx || o->cy));
-    /* grad_weight: a column of 32 per block, up to 8 blocks per SM. Zeroing empty part_grad blocks
-     * is memory-bound work: let it use every SM. */
-    long long cgrid = ceil_div(d->n2, 32);
+    L->colsum_grid = kcuda_rms_colsum_grid(d->n2, P, active, sms);
+    return 0;
+}
+
+long long kcuda_rms_colsum_grid(int64_t n2, int64_t P, int64_t active, int sms)
+{
+    /* A column of 32 per block, up to 8 blocks per SM. Zeroing empty part_grad blocks is
+     * memory-bound work: let it use every SM. */
+    long long cgrid = ceil_div(n2, 32);
     if (cgrid > 8LL * sms)
         cgrid = 8LL * sms;
     const long long min_grid = P > active ? 4LL * sms : 1;
-    if (cgrid < min_grid && ceil_div(d->n2, 32) >= min_grid)
+    if (cgrid < min_grid && ceil_div(n2, 32) >= min_grid)
         cgrid = min_grid;
-    L->colsum_grid = cgrid;
-    return 0;
+    return cgrid;
 }

@@ -77,6 +77,11 @@ int kcuda_rms_bwd_layout(const baton_rms_norm_desc *d, void *const *buffers,
  * give each the same number of rows, so that no tail runs alone. */
 void kcuda_rms_spread(kcuda_rms_layout *L, int blocks_per_sm, int sms);
 
+/* The grid of the grad_weight (column sum) kernel over part_grad's P rows of n2, of which the
+ * rows from `active` on are to be zeroed (active == P: none); the backward's and
+ * rms_norm_grad_weight's, so that both launch the same column sum. */
+long long kcuda_rms_colsum_grid(int64_t n2, int64_t P, int64_t active, int sms);
+
 /* Copies what L launches into *chosen (NULL: nothing). */
 void kcuda_rms_report(const kcuda_rms_layout *L, kcuda_rms_cfg *chosen);
 
