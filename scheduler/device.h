@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "baton/baton.h"
+#include "core/tune.h"
 
 typedef struct dev_ctx dev_ctx; /* one per device a runtime uses; defined by each backend */
 struct dev_counters;            /* below */
@@ -156,6 +157,11 @@ typedef struct dev_ops {
      * the spans of all work completed so far are in t. NULL: no timeline (the CPU). */
     int (*trace_attach)(dev_ctx *d, dev_trace *t, baton_error *err);
     void (*trace_sync)(dev_ctx *d);
+    /* Prepare-time tuning of kernel call c (core/tune.h): runs `tune` on c's buffers and the
+     * device's stream, outside any capture, and returns once its work is done, with its account
+     * in note. NULL: the device does not tune (the CPU, the test device). */
+    int (*tune)(dev_ctx *d, dev_call *c, kernel_tune_fn tune, char *note, size_t note_len,
+                baton_error *err);
 } dev_ops;
 
 /* Zeroed host memory aligned to 256 bytes, as the memory plan's offsets assume; NULL on failure.

@@ -598,9 +598,10 @@ int cmd_bench(cli *c)
         printf("]}\n");
     } else {
         printf("plan '%s', %d timed runs per mode after %d warm-up runs; baton %s; --gpu=%s, "
-               "pdl %s, queue-ahead %s\n",
+               "pdl %s, queue-ahead %s, autotune %s\n",
                cli_esc(baton_plan_name(plan)), iters, c->warmup, baton_version_string(),
-               gpu_asked(c->opts.gpu), pdl ? "on" : "off", ahead ? "on" : "off");
+               gpu_asked(c->opts.gpu), pdl ? "on" : "off", ahead ? "on" : "off",
+               c->opts.no_autotune ? "off" : "on");
         printf("%-9s %-18s %11s %11s %11s %11s %9s %9s %12s\n", "mode", "ran on", "mean us",
                "p50 us", "p99 us", "waits/run", "calls/run", "graphs", "strict/mode");
         for (int i = 0; i < nres; i++) {
