@@ -8,6 +8,7 @@
 
 #include "baton/baton.h"
 #include "core/core.h"
+#include "core/tune.h"
 
 /* Where a thing was written in the plan file, for messages. 0 means unknown. */
 typedef struct plan_pos {
@@ -58,6 +59,7 @@ typedef struct plan_step {
     char *name;
     char *target_name;
     const baton_target *target; /* resolved by the validator */
+    kernel_tune_fn cuda_tune;   /* its CUDA kernel's tuning hook (targets/builtin.h), or NULL */
     baton_target_kind kind;
     baton_device device;
     int n_inputs, n_outputs;

@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "baton/baton.h"
+#include "core/tune.h"
 
 typedef struct dev_ctx dev_ctx; /* one per device a runtime uses; defined by each backend */
 struct dev_counters;            /* below */
@@ -193,6 +194,11 @@ typedef struct dev_ops {
     int (*coll_prepare)(dev_coll *c, baton_error *err);
     int (*coll_run)(dev_coll *c, baton_error *err);
     void (*coll_release)(dev_coll *c);
+    /* Prepare-time tuning of kernel call c (core/tune.h): runs `tune` on c's buffers and the
+     * device's stream, outside any capture, and returns once its work is done, with its account
+     * in note. NULL: the device does not tune (the CPU, the test device). */
+    int (*tune)(dev_ctx *d, dev_call *c, kernel_tune_fn tune, char *note, size_t note_len,
+                baton_error *err);
 } dev_ops;
 
 /* Zeroed host memory aligned to 256 bytes, as the memory plan's offsets assume; NULL on failure.

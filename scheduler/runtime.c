@@ -392,6 +392,7 @@ static int build_calls(baton_runtime *rt, baton_error *err)
             .errbuf_len = ERRBUF_LEN,
             .sig = &rt->sigs[i],
             .user = s->target->user,
+            .autotune = !rt->opts.no_autotune,
         };
         /* PDL only between two kernels of one GPU segment that both honour it: the first
          * kernel of a segment follows copies or the host. */
@@ -438,6 +439,34 @@ out:
     free(devs);
     free(kinds);
     return rc;
+}
+
+/* Prepare-time tuning: each kernel step on a device that tunes (CUDA) whose kernel has a tuning
+ * hook times its variants now, on its own buffers (nothing they hold matters yet), so that its
+ * calls, captured or not, launch the fastest (baton_exec_ctx.autotune). */
+static int tune_calls(baton_runtime *rt, baton_error *err)
+{
+    const baton_plan *plan = rt->plan;
+    if (rt->opts.no_autotune)
+        return 0;
+    for (int i = 0; i < plan->n_steps; i++) {
+        const plan_step *s = &plan->steps[i];
+        rt_device *rd = &rt->dev[rt->step_dev[i]];
+        if (s->kind != BATON_TARGET_KERNEL || !s->cuda_tune || !rd->ops->tune)
+            continue;
+        if (!rt->tuning && !(rt->tuning = calloc((size_t)plan->n_steps, ERRBUF_LEN)))
+            return err_set(err, BATON_ENOMEM, "prepare: out of memory");
+        baton_error derr = {0};
+        int rc = rd->ops->tune(rd->ctx, &rt->calls[i], s->cuda_tune,
+                               rt->tuning + (size_t)i * ERRBUF_LEN, ERRBUF_LEN, &derr);
+        if (rc) {
+            char name[32];
+            return plan_error(err, rc, plan, s->pos, "step '%s': tuning '%s' on %s: %s", s->name,
+                              s->target_name, baton_device_format(s->device, name, sizeof name),
+                              derr.message);
+        }
+    }
+    return 0;
 }
 
 static int build_transfers(baton_runtime *rt, baton_error *err)
@@ -714,6 +743,8 @@ static int prepare(const baton_plan *plan, const baton_options *opts, const bato
     if (!rc)
         rc = build_calls(rt, err);
     if (!rc)
+        rc = tune_calls(rt, err);
+    if (!rc)
         rc = build_transfers(rt, err);
     if (!rc)
         rc = build_collectives(rt, err);
@@ -805,6 +836,7 @@ void baton_runtime_destroy(baton_runtime *rt)
     free(rt->step_dev);
     free(rt->calls);
     free(rt->errbufs);
+    free(rt->tuning);
     free(rt->bufs);
     free(rt->descs);
     free(rt->names);

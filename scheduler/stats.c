@@ -20,6 +20,14 @@ const char *baton_runtime_note(const baton_runtime *rt)
     return rt->note[0] ? rt->note : NULL;
 }
 
+const char *baton_runtime_tuning(const baton_runtime *rt, int step)
+{
+    if (!rt || !rt->tuning || step < 0 || step >= rt->plan->n_steps)
+        return NULL;
+    const char *t = rt->tuning + (size_t)step * ERRBUF_LEN;
+    return t[0] ? t : NULL;
+}
+
 int baton_runtime_recapture(baton_runtime *rt)
 {
     if (!rt)

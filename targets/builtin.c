@@ -780,3 +780,16 @@ const baton_target *const baton_builtin_targets[] = {
 
 const int baton_builtin_target_count =
     (int)(sizeof baton_builtin_targets / sizeof baton_builtin_targets[0]);
+
+kernel_tune_fn target_kernel_tuner(baton_kernel_fn kernel)
+{
+#ifdef BATON_CUDA
+    if (kernel == kcuda_rms_norm_fwd)
+        return kcuda_rms_norm_fwd_tune;
+    if (kernel == kcuda_rms_norm_bwd)
+        return kcuda_rms_norm_bwd_tune;
+#else
+    (void)kernel;
+#endif
+    return NULL;
+}

@@ -15,6 +15,8 @@
 #include "baton/baton_xla.h"
 #include "kernels/cuda/cuda_kernels.h"
 #include "kernels/cuda/rms_norm_cuda.h"
+#include "kernels/cuda/rms_norm_layout.h"
+#include "kernels/cuda/rms_norm_tune.h"
 #include "kernels/descriptors.h"
 #include "core/dtype.h"
 #include "tests/support.h"
@@ -647,6 +649,290 @@ Test(kernels_cuda, rms_norm_grad_weight_rejects_bad_descriptors_and_launches_not
     CK(cudaFree(pg));
     CK(cudaFree(w));
     CK(cudaFree(gw));
+}
+
+/* ---- tuning: every variant the tuner may choose gives the default's bits ----------------------
+ */
+
+/* The layout's view of device 0, as the launchers build it. */
+static kcuda_rms_device this_gpu(void)
+{
+    int sms = 0, optin = 0;
+    CK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
+    CK(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, 0));
+    return (kcuda_rms_device){.sms = sms, .smem_optin = optin, .max_cluster = KCUDA_MAX_CLUSTER};
+}
+
+/* The first byte at which two buffers differ, or -1. */
+static long long first_diff(const void *a, const void *b, size_t n)
+{
+    const unsigned char *x = a, *y = b;
+    for (size_t i = 0; i < n; i++)
+        if (x[i] != y[i])
+            return (long long)i;
+    return -1;
+}
+
+typedef struct tune_bufs {
+    void *d[8];   /* x, w, g, y, invvar, grad_input, grad_weight, part_grad */
+    size_t n[8];  /* their bytes */
+    void *ref[8]; /* the default's outputs (indices 3..7), host copies */
+} tune_bufs;
+
+/* Runs pass bwd with override o (NULL: plain) on poisoned outputs; returns the host copies of
+ * its outputs in out[3..7] (those of the pass). */
+static void run_pass(kctx *k, tune_bufs *b, const baton_rms_norm_desc *d, int bwd,
+                     const kcuda_rms_cfg *o, kcuda_rms_cfg *chosen, void **out, const char *what)
+{
+    const int lo = bwd ? 5 : 3, hi = bwd ? 8 : 5;
+    for (int i = lo; i < hi; i++)
+        dev_poison(b->d[i], b->n[i]);
+    void *fb[4] = {b->d[0], b->d[1], b->d[3], b->d[4]};
+    void *bb[7] = {b->d[2], b->d[4], b->d[0], b->d[1], b->d[5], b->d[6], b->d[7]};
+    const int rc = bwd ? kcuda_rms_norm_bwd_cfg(&k->ctx, bb, (const char *)d, sizeof *d, o, chosen)
+                       : kcuda_rms_norm_fwd_cfg(&k->ctx, fb, (const char *)d, sizeof *d, o, chosen);
+    cr_assert_eq(rc, 0, "%s: %s", what, k->err);
+    CK(cudaStreamSynchronize(k->stream));
+    for (int i = lo; i < hi; i++)
+        out[i] = host_download(b->d[i], b->n[i]);
+}
+
+static const char *const OUT_NAMES[8] = {
+    "", "", "", "y", "invvar", "grad_input", "grad_weight", "part_grad"};
+
+/* Returns how many variants other than the default it checked. */
+static int check_variants(baton_dtype xdt, baton_dtype wdt, int64_t n1, int64_t n2, int64_t P)
+{
+    const baton_dtype adt = acc_dtype(xdt);
+    const size_t xs = baton_dtype_size(xdt), ws = baton_dtype_size(wdt), as = baton_dtype_size(adt);
+    const int64_t n = n1 * n2;
+    const uint64_t seed = test_fresh_seed();
+    test_rng rng = {seed};
+    char what[200];
+    snprintf(what, sizeof what, "x %s, w %s, %lld x %lld, part_grad %lld (seed %llu)",
+             baton_dtype_name(xdt), baton_dtype_name(wdt), (long long)n1, (long long)n2,
+             (long long)P, (unsigned long long)seed);
+    tune_bufs b;
+    memset(&b, 0, sizeof b);
+    const size_t sizes[8] = {(size_t)n * xs,  (size_t)n2 * ws,      (size_t)n * ws,
+                             (size_t)n * ws,  (size_t)n1 * as,      (size_t)n * xs,
+                             (size_t)n2 * ws, (size_t)(P * n2) * as};
+    for (int i = 0; i < 8; i++) {
+        b.n[i] = sizes[i];
+        b.d[i] = dev_alloc(sizes[i]);
+    }
+    void *h = malloc(b.n[0] > b.n[2] ? b.n[0] : b.n[2]);
+    cr_assert(h);
+    test_fill_random(&rng, xdt, h, n, 1.0);
+    CK(cudaMemcpy(b.d[0], h, b.n[0], cudaMemcpyHostToDevice));
+    test_fill_random(&rng, wdt, h, n2, 1.0);
+    CK(cudaMemcpy(b.d[1], h, b.n[1], cudaMemcpyHostToDevice));
+    test_fill_random(&rng, wdt, h, n, 1.0);
+    CK(cudaMemcpy(b.d[2], h, b.n[2], cudaMemcpyHostToDevice));
+    CK(cudaDeviceSynchronize());
+    free(h);
+
+    kctx k;
+    kctx_init(&k, 0);
+    const baton_rms_norm_desc d = {
+        .n1 = n1, .n2 = n2, .eps = 1e-5, .x_dtype = xdt, .w_dtype = wdt, .part_grad_size = P};
+    const kcuda_rms_device dev = this_gpu();
+    int checked = 0;
+    for (int bwd = 0; bwd < 2; bwd++) {
+        const int lo = bwd ? 5 : 3, hi = bwd ? 8 : 5;
+        kcuda_rms_cfg base;
+        run_pass(&k, &b, &d, bwd, NULL, &base, b.ref, what);
+        void *const bufs_f[4] = {b.d[0], b.d[1], b.d[3], b.d[4]};
+        void *const bufs_b[7] = {b.d[2], b.d[4], b.d[0], b.d[1], b.d[5], b.d[6], b.d[7]};
+        kcuda_rms_layout L;
+        char why[512] = "";
+        const int rc = bwd ? kcuda_rms_bwd_layout(&d, bufs_b, &dev, NULL, &L, why, sizeof why)
+                           : kcuda_rms_fwd_layout(&d, bufs_f, &dev, NULL, &L, why, sizeof why);
+        cr_assert_eq(rc, 0, "%s: %s", what, why);
+        cr_assert_eq(base.mode, L.mode, "%s: the host's layout is not the launch's", what);
+        kcuda_rms_variant v[KCUDA_RMS_MAX_VARIANTS];
+        const int nv = kcuda_rms_variants(&d, bwd, &dev, &L, v, KCUDA_RMS_MAX_VARIANTS);
+        for (int i = 1; i < nv; i++) {
+            const kcuda_rms_cfg o = {.variant = v[i]};
+            kcuda_rms_cfg got;
+            void *out[8] = {0};
+            run_pass(&k, &b, &d, bwd, &o, &got, out, what);
+            cr_assert(got.variant.kernel == v[i].kernel && got.variant.stages == v[i].stages &&
+                          got.threads == base.threads && got.cx == base.cx && got.cy == base.cy,
+                      "%s: variant {%d, %d} launched {%d, %d}, %d threads (default %d)", what,
+                      v[i].kernel, v[i].stages, got.variant.kernel, got.variant.stages, got.threads,
+                      base.threads);
+            for (int j = lo; j < hi; j++) {
+                const long long at = first_diff(b.ref[j], out[j], b.n[j]);
+                cr_expect_eq(at, -1,
+                             "%s: %s of variant {kernel %d, stages %d} (mode %d, %d stages) "
+                             "differs from the default's (mode %d) at byte %lld",
+                             what, OUT_NAMES[j], v[i].kernel, v[i].stages, got.mode, got.stages,
+                             base.mode, at);
+                free(out[j]);
+            }
+            checked++;
+        }
+        for (int j = lo; j < hi; j++)
+            free(b.ref[j]);
+    }
+    kctx_deinit(&k);
+    for (int i = 0; i < 8; i++)
+        CK(cudaFree(b.d[i]));
+    return checked;
+}
+
+Test(kernels_cuda, rms_norm_every_tuning_variant_gives_the_default_bits)
+{
+    SKIP_WITHOUT_GPU();
+    const struct {
+        baton_dtype x, w;
+        int64_t n1, n2, P;
+        int want; /* variants expected: 1 at least, or 0 to accept none */
+    } cases[] = {
+        /* the benchmark shapes: register rows forward, staged backward */
+        {BATON_DTYPE_BF16, BATON_DTYPE_BF16, 4096, 4096, 256, 1},
+        {BATON_DTYPE_BF16, BATON_DTYPE_BF16, 16384, 8192, 256, 1},
+        {BATON_DTYPE_F32, BATON_DTYPE_F32, 4096, 4096, 256, 1},
+        {BATON_DTYPE_F32, BATON_DTYPE_F32, 16384, 8192, 256, 1},
+        /* the bulk-copy forward (wide weights), and split over clusters (few long rows) */
+        {BATON_DTYPE_BF16, BATON_DTYPE_F64, 2048, 4096, 64, 1},
+        {BATON_DTYPE_BF16, BATON_DTYPE_BF16, 100, 65536, 16, 1},
+        /* odd shapes: mixed dtypes, rows of odd vector counts, part_grad that does not divide */
+        {BATON_DTYPE_F16, BATON_DTYPE_F32, 1000, 2056, 100, 1},
+        {BATON_DTYPE_F32, BATON_DTYPE_BF16, 300, 4100, 7, 1},
+        {BATON_DTYPE_F16, BATON_DTYPE_F16, 5000, 6144, 300, 1},
+        {BATON_DTYPE_BF16, BATON_DTYPE_F16, 777, 1032, 33, 0},
+        {BATON_DTYPE_F64, BATON_DTYPE_F64, 3000, 2048, 30, 0},
+    };
+    int total = 0;
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        const int n = check_variants(cases[i].x, cases[i].w, cases[i].n1, cases[i].n2, cases[i].P);
+        if (cases[i].want)
+            cr_expect_gt(n, 0, "case %zu: no variant to check", i);
+        total += n;
+    }
+    cr_log_info("%d variants checked bitwise against their defaults", total);
+}
+
+Test(kernels_cuda, rms_norm_calls_with_autotune_launch_the_tuned_variant_with_the_same_bits)
+{
+    SKIP_WITHOUT_GPU();
+    kcuda_rms_tune_reset();
+    struct cudaDeviceProp prop;
+    CK(cudaGetDeviceProperties(&prop, 0));
+    char gpu[64];
+    memcpy(gpu, prop.name, sizeof gpu - 1); /* as the kernels key it: at most 63 bytes */
+    gpu[sizeof gpu - 1] = 0;
+    const int64_t n1 = 4096, n2 = 4096, P = 256;
+    test_rng rng = {test_fresh_seed()};
+    tune_bufs b;
+    memset(&b, 0, sizeof b);
+    const size_t sizes[8] = {n1 * n2 * 2, n2 * 2,      n1 * n2 * 2, n1 * n2 * 2,
+                             n1 * 4,      n1 * n2 * 2, n2 * 2,      P * n2 * 4};
+    for (int i = 0; i < 8; i++) {
+        b.n[i] = sizes[i];
+        b.d[i] = dev_alloc(sizes[i]);
+    }
+    void *h = malloc(sizes[0]);
+    cr_assert(h);
+    const int srcs[3] = {0, 1, 2};
+    for (int i = 0; i < 3; i++) {
+        test_fill_random(&rng, BATON_DTYPE_BF16, h, (int64_t)(sizes[srcs[i]] / 2), 1.0);
+        CK(cudaMemcpy(b.d[srcs[i]], h, sizes[srcs[i]], cudaMemcpyHostToDevice));
+    }
+    CK(cudaDeviceSynchronize());
+    free(h);
+    kctx k;
+    kctx_init(&k, 0);
+    const baton_rms_norm_desc d = {.n1 = n1,
+                                   .n2 = n2,
+                                   .eps = 1e-5,
+                                   .x_dtype = BATON_DTYPE_BF16,
+                                   .w_dtype = BATON_DTYPE_BF16,
+                                   .part_grad_size = P};
+    const kcuda_rms_device dev = this_gpu();
+    for (int bwd = 0; bwd < 2; bwd++) {
+        const int lo = bwd ? 5 : 3, hi = bwd ? 8 : 5;
+        void *const bufs_f[4] = {b.d[0], b.d[1], b.d[3], b.d[4]};
+        void *const bufs_b[7] = {b.d[2], b.d[4], b.d[0], b.d[1], b.d[5], b.d[6], b.d[7]};
+        kcuda_rms_layout L;
+        char why[512] = "";
+        cr_assert_eq(bwd ? kcuda_rms_bwd_layout(&d, bufs_b, &dev, NULL, &L, why, sizeof why)
+                         : kcuda_rms_fwd_layout(&d, bufs_f, &dev, NULL, &L, why, sizeof why),
+                     0, "%s", why);
+        kcuda_rms_variant v[KCUDA_RMS_MAX_VARIANTS];
+        const int nv = kcuda_rms_variants(&d, bwd, &dev, &L, v, KCUDA_RMS_MAX_VARIANTS);
+        cr_assert_gt(nv, 1, "pass %d: no variant", bwd);
+        kcuda_rms_cfg got;
+        k.ctx.autotune = 0;
+        run_pass(&k, &b, &d, bwd, NULL, &got, b.ref, "default");
+        kcuda_rms_tune_key key;
+        kcuda_rms_tune_key_make(&key, gpu, bwd, &d, &L);
+        for (int i = 1; i < nv; i++) {
+            kcuda_rms_tune_reset();
+            cr_assert_eq(kcuda_rms_tune_store(&key, &v[i]), 0);
+            void *out[8] = {0};
+            /* Without autotune the cache is not read; with it, the variant runs. */
+            k.ctx.autotune = 0;
+            run_pass(&k, &b, &d, bwd, NULL, &got, out, "autotune off");
+            cr_assert(got.variant.kernel == 0 && got.variant.stages == 0);
+            for (int j = lo; j < hi; j++)
+                free(out[j]);
+            k.ctx.autotune = 1;
+            run_pass(&k, &b, &d, bwd, NULL, &got, out, "autotune on");
+            cr_assert(got.variant.kernel == v[i].kernel && got.variant.stages == v[i].stages,
+                      "pass %d: the cached variant {%d, %d} did not run ({%d, %d})", bwd,
+                      v[i].kernel, v[i].stages, got.variant.kernel, got.variant.stages);
+            for (int j = lo; j < hi; j++) {
+                cr_expect_eq(first_diff(b.ref[j], out[j], b.n[j]), -1, "%s differs, variant %d",
+                             OUT_NAMES[j], i);
+                free(out[j]);
+            }
+        }
+        /* The tuner itself: measures, caches, says what it chose; refuses to time a capture. */
+        kcuda_rms_tune_reset();
+        char note[256] = "";
+        void *fb[4] = {b.d[0], b.d[1], b.d[3], b.d[4]};
+        void *bb[7] = {b.d[2], b.d[4], b.d[0], b.d[1], b.d[5], b.d[6], b.d[7]};
+        k.ctx.autotune = 0;
+        int rc =
+            bwd ? kcuda_rms_norm_bwd_tune(&k.ctx, bb, (const char *)&d, sizeof d, note, sizeof note)
+                : kcuda_rms_norm_fwd_tune(&k.ctx, fb, (const char *)&d, sizeof d, note,
+                                          sizeof note);
+        cr_assert_eq(rc, 0, "%s", k.err);
+        cr_assert(strstr(note, "tuned:") || strstr(note, "default: measured"), "%s", note);
+        cr_log_info("pass %d on %s: %s", bwd, gpu, note);
+        kcuda_rms_variant have;
+        cr_assert_eq(kcuda_rms_tune_find(&key, &have), 1, "nothing cached");
+        k.ctx.autotune = 1;
+        void *out[8] = {0};
+        run_pass(&k, &b, &d, bwd, NULL, &got, out, "tuned");
+        cr_assert(got.variant.kernel == have.kernel && got.variant.stages == have.stages);
+        for (int j = lo; j < hi; j++) {
+            cr_expect_eq(first_diff(b.ref[j], out[j], b.n[j]), -1, "%s differs after tuning",
+                         OUT_NAMES[j]);
+            free(out[j]);
+            free(b.ref[j]);
+        }
+        rc =
+            bwd ? kcuda_rms_norm_bwd_tune(&k.ctx, bb, (const char *)&d, sizeof d, note, sizeof note)
+                : kcuda_rms_norm_fwd_tune(&k.ctx, fb, (const char *)&d, sizeof d, note,
+                                          sizeof note);
+        cr_assert(rc == 0 && strstr(note, "measured earlier"), "%s", note);
+        k.ctx.capturing = 1;
+        rc =
+            bwd ? kcuda_rms_norm_bwd_tune(&k.ctx, bb, (const char *)&d, sizeof d, note, sizeof note)
+                : kcuda_rms_norm_fwd_tune(&k.ctx, fb, (const char *)&d, sizeof d, note,
+                                          sizeof note);
+        k.ctx.capturing = 0;
+        cr_assert_eq(rc, BATON_ESTATE, "tuning while capturing: %d", rc);
+        cr_assert(strstr(k.err, "captured") != NULL, "%s", k.err);
+    }
+    kctx_deinit(&k);
+    for (int i = 0; i < 8; i++)
+        CK(cudaFree(b.d[i]));
+    kcuda_rms_tune_reset();
 }
 
 Test(kernels_cuda, rms_norm_with_programmatic_dependent_launch_is_correct)

@@ -1,13 +1,15 @@
 /* test_rms_layout.c: the CUDA RMSNorm's host-side layout choice (kernels/cuda/rms_norm_layout.c),
  * on the CPU with made-up devices and buffer addresses: the layouts of named shapes (decode rows,
  * many rows, the tutorial's few long rows), every override path and its errors, and invariants
- * (limits, shared memory, coverage of columns, rows and part_grad blocks) over a grid of shapes. */
+ * (limits, shared memory, coverage of columns, rows and part_grad blocks) over a grid of shapes;
+ * the tuner's variants (what each may change) and its cache (kernels/cuda/rms_norm_tune.c). */
 #include <criterion/criterion.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "kernels/cuda/rms_norm_layout.h"
+#include "kernels/cuda/rms_norm_tune.h"
 
 /* An H100 SXM (and H200): 132 SMs, 227 KB of opt-in shared memory, 16-block clusters. */
 static const kcuda_rms_device H100 = {.sms = 132, .smem_optin = 227 * 1024, .max_cluster = 16};
@@ -722,4 +724,291 @@ Test(rms_layout, overridden_layouts_keep_within_the_limits)
                                                          sizeof why) == 0)
                                     check_bwd(&d, &H100, &o, &L);
                             }
+}
+
+/* ---- tuning: the variants and the cache -------------------------------------------------------
+ */
+
+static int variants_of(int bwd, const kcuda_rms_device *dev, baton_rms_norm_desc d,
+                       kcuda_rms_layout *L, kcuda_rms_variant *v)
+{
+    char why[512] = "";
+    const int rc = bwd ? kcuda_rms_bwd_layout(&d, ALIGNED, dev, NULL, L, why, sizeof why)
+                       : kcuda_rms_fwd_layout(&d, ALIGNED, dev, NULL, L, why, sizeof why);
+    cr_assert_eq(rc, 0, "%s", why);
+    return kcuda_rms_variants(&d, bwd, dev, L, v, KCUDA_RMS_MAX_VARIANTS);
+}
+
+Test(rms_layout, register_rows_may_be_replaced_by_bulk_copies_at_the_same_threads)
+{
+    const baton_rms_norm_desc d = desc(BF16, BF16, 16384, 8192, 1);
+    kcuda_rms_layout L;
+    kcuda_rms_variant v[KCUDA_RMS_MAX_VARIANTS];
+    const int n = variants_of(0, &H100, d, &L, v);
+    cr_assert_eq(L.mode, KCUDA_RMS_ROWS);
+    cr_assert_eq(n, 4, "the default and the bulk-copy kernel with 2, 3, 4 stages: %d", n);
+    cr_assert(v[0].kernel == 0 && v[0].stages == 0);
+    for (int i = 1; i < n; i++) {
+        cr_assert_eq(v[i].kernel, KCUDA_RMS_VK_BULK);
+        cr_assert_eq(v[i].stages, i + 1);
+        kcuda_rms_layout T = L;
+        cr_assert_eq(kcuda_rms_apply_variant(&d, 0, &H100, &v[i], &T, NULL, 0), 0);
+        cr_assert_eq(T.mode, KCUDA_RMS_STAGED);
+        cr_assert_eq(T.threads, L.threads, "the same threads: the same vectors per thread");
+        cr_assert(T.cx == 1 && T.chunk == d.n2 && T.vec == L.vec && T.grid == L.grid && T.spread);
+        cr_assert_eq(T.stages, v[i].stages);
+        cr_assert_eq(T.smem, (size_t)(8192 * 2 + v[i].stages * 8192 * 2));
+        cr_assert_eq(T.variant.kernel, KCUDA_RMS_VK_BULK);
+        kcuda_rms_cfg rep;
+        kcuda_rms_report(&T, &rep);
+        cr_assert(rep.variant.kernel == KCUDA_RMS_VK_BULK && rep.variant.stages == v[i].stages);
+    }
+}
+
+Test(rms_layout, bulk_copy_forward_varies_its_stages_and_may_take_cp_async)
+{
+    /* f64 weights with many rows: the staged bulk-copy kernel */
+    const baton_rms_norm_desc d = desc(BF16, F64, 4096, 4096, 1);
+    kcuda_rms_layout L;
+    kcuda_rms_variant v[KCUDA_RMS_MAX_VARIANTS];
+    const int n = variants_of(0, &H100, d, &L, v);
+    cr_assert(L.mode == KCUDA_RMS_STAGED && L.stages >= 2, "mode %d, stages %d", L.mode, L.stages);
+    int cp = 0, stages = 0;
+    for (int i = 1; i < n; i++) {
+        kcuda_rms_layout T = L;
+        cr_assert_eq(kcuda_rms_apply_variant(&d, 0, &H100, &v[i], &T, NULL, 0), 0);
+        cr_assert(T.threads == L.threads && T.cx == L.cx && T.chunk == L.chunk &&
+                  T.grid == L.grid && T.spread == L.spread);
+        cr_assert_leq((int64_t)T.smem, kcuda_rms_smem_max(&H100));
+        if (v[i].kernel == KCUDA_RMS_VK_CP) {
+            cr_assert_eq(T.mode, KCUDA_RMS_STAGED_CP);
+            cr_assert_leq(T.stages, KCUDA_CP_STAGES);
+            cp++;
+        } else {
+            cr_assert_eq(v[i].kernel, 0);
+            cr_assert(T.mode == KCUDA_RMS_STAGED && T.stages >= 2 && T.stages != L.stages);
+            stages++;
+        }
+    }
+    cr_assert_eq(cp, 3, "cp.async with 2, 3 and 4 stages");
+    cr_assert_geq(stages, 3, "bulk copies with other stages");
+}
+
+Test(rms_layout, staged_backward_varies_only_its_stages)
+{
+    const baton_rms_norm_desc d = desc(BF16, BF16, 16384, 8192, 256);
+    kcuda_rms_layout L;
+    kcuda_rms_variant v[KCUDA_RMS_MAX_VARIANTS];
+    const int n = variants_of(1, &H100, d, &L, v);
+    cr_assert_eq(L.mode, KCUDA_RMS_STAGED);
+    cr_assert_eq(n, 4, "the default and three other stage counts: %d", n);
+    for (int i = 1; i < n; i++) {
+        kcuda_rms_layout T = L;
+        cr_assert_eq(v[i].kernel, 0);
+        cr_assert_eq(kcuda_rms_apply_variant(&d, 1, &H100, &v[i], &T, NULL, 0), 0);
+        cr_assert(T.mode == L.mode && T.threads == L.threads && T.cx == L.cx && T.cy == L.cy &&
+                  T.chunk == L.chunk && T.grid == L.grid && T.B == L.B && T.P == L.P &&
+                  T.active == L.active && T.colsum_grid == L.colsum_grid);
+        cr_assert(T.stages == v[i].stages && T.stages != L.stages);
+    }
+    /* A block of one row has nothing to stage ahead; the split kernels and decode rows have no
+     * variants either. */
+    cr_assert_eq(variants_of(1, &H100, desc(BF16, BF16, 256, 4096, 256), &L, v), 1);
+    cr_assert_eq(variants_of(1, &H100, desc(BF16, BF16, 4, 262144, 4), &L, v), 1);
+    cr_assert_eq(variants_of(0, &H100, desc(BF16, BF16, 4, 262144, 1), &L, v), 1);
+    cr_assert_eq(variants_of(0, &H100, desc(BF16, BF16, 32, 4096, 1), &L, v), 1);
+    cr_assert_eq(variants_of(0, &H100, desc(F32, F32, 1000, 4095, 1), &L, v), 1);
+}
+
+Test(rms_layout, variants_that_do_not_apply_are_refused_with_the_reason)
+{
+    char why[512];
+    kcuda_rms_layout L;
+    const baton_rms_norm_desc rows = desc(BF16, BF16, 16384, 4096, 1);
+    const baton_rms_norm_desc wide = desc(BF16, F64, 4096, 4096, 1);
+    const baton_rms_norm_desc back = desc(F32, F32, 16384, 8192, 256);
+    struct {
+        const baton_rms_norm_desc *d;
+        int bwd;
+        kcuda_rms_variant v;
+        const char *why;
+    } bad[] = {
+        {&rows, 0, {KCUDA_RMS_VK_CP, 0}, "applies where the bulk-copy kernel"},
+        {&rows, 0, {0, 3}, "applies to a staged layout"},
+        {&rows, 0, {KCUDA_RMS_VK_BULK, 1}, "needs 2 to 8 stages"},
+        {&wide, 0, {KCUDA_RMS_VK_BULK, 0}, "applies where register rows"},
+        {&wide, 0, {KCUDA_RMS_VK_CP, 8}, "takes 1 to 4 stages"},
+        {&back, 1, {KCUDA_RMS_VK_BULK, 2}, "change only its stages"},
+        {&back, 1, {0, 8}, "applies to a staged layout"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        const kcuda_rms_cfg o = {.variant = bad[i].v};
+        why[0] = 0;
+        const int rc =
+            bad[i].bwd ? kcuda_rms_bwd_layout(bad[i].d, ALIGNED, &H100, &o, &L, why, sizeof why)
+                       : kcuda_rms_fwd_layout(bad[i].d, ALIGNED, &H100, &o, &L, why, sizeof why);
+        cr_expect_eq(rc, BATON_EINVAL, "variant %zu", i);
+        cr_expect(strstr(why, bad[i].why) != NULL, "variant %zu: \"%s\", wanted \"%s\"", i, why,
+                  bad[i].why);
+    }
+    /* Shared memory: four stages of 16 KB f32 rows (and grad_output) do not fit in 99 KB. */
+    const baton_rms_norm_desc big = desc(F32, F32, 4096, 4096, 64);
+    const kcuda_rms_cfg o = {.variant = {0, 4}};
+    cr_assert_eq(kcuda_rms_bwd_layout(&big, ALIGNED, &SMALL, &o, &L, why, sizeof why),
+                 BATON_EINVAL);
+    cr_assert(strstr(why, "shared memory") != NULL, "%s", why);
+    const kcuda_rms_cfg out_of_range = {.variant = {3, 0}};
+    cr_assert_eq(kcuda_rms_fwd_layout(&rows, ALIGNED, &H100, &out_of_range, &L, why, sizeof why),
+                 BATON_EINVAL);
+    cr_assert(strstr(why, "variant kernel = 3") != NULL, "%s", why);
+}
+
+Test(rms_layout, every_variant_keeps_the_threads_chunks_and_clusters_of_its_default)
+{
+    /* The bitwise promise on the host side: a variant changes the kernel or its stages, never
+     * what decides the order of a row's sum (threads, vectors, columns per block, clusters) or
+     * which rows a part_grad block adds (P, B, cy). The GPU test checks the bits themselves. */
+    static const int64_t n1s[] = {1, 17, 264, 265, 1000, 4096, 16384};
+    static const int64_t n2s[] = {8, 1024, 4096, 8192, 16384, 65536, 262144};
+    const kcuda_rms_device *devs[] = {&H100, &SMALL};
+    int with = 0;
+    for (size_t dv = 0; dv < 2; dv++)
+        for (int a = 0; a < 4; a++)
+            for (int b = 0; b < 4; b++)
+                for (size_t i = 0; i < sizeof n1s / sizeof n1s[0]; i++)
+                    for (size_t j = 0; j < sizeof n2s / sizeof n2s[0]; j++)
+                        for (int bwd = 0; bwd < 2; bwd++) {
+                            const baton_rms_norm_desc d =
+                                desc(FLOATS[a], FLOATS[b], n1s[i], n2s[j], 256);
+                            kcuda_rms_layout L;
+                            kcuda_rms_variant v[KCUDA_RMS_MAX_VARIANTS];
+                            const int n = variants_of(bwd, devs[dv], d, &L, v);
+                            cr_assert(n >= 1 && n <= KCUDA_RMS_MAX_VARIANTS);
+                            with += n > 1;
+                            for (int k = 1; k < n; k++) {
+                                kcuda_rms_layout T = L;
+                                const kcuda_rms_cfg o = {.variant = v[k]};
+                                char why[512] = "";
+                                const int rc = bwd ? kcuda_rms_bwd_layout(&d, ALIGNED, devs[dv], &o,
+                                                                          &T, why, sizeof why)
+                                                   : kcuda_rms_fwd_layout(&d, ALIGNED, devs[dv], &o,
+                                                                          &T, why, sizeof why);
+                                cr_assert_eq(rc, 0, "%s", why);
+                                if (bwd)
+                                    check_bwd(&d, devs[dv], &o, &T);
+                                else
+                                    check_fwd(&d, devs[dv], &o, &T);
+                                cr_assert(T.threads == L.threads && T.vec == L.vec &&
+                                          T.cx == L.cx && T.cy == L.cy && T.chunk == L.chunk &&
+                                          T.grid == L.grid && T.P == L.P && T.B == L.B);
+                                cr_assert(T.mode == KCUDA_RMS_STAGED ||
+                                          T.mode == KCUDA_RMS_STAGED_CP);
+                            }
+                        }
+    cr_assert_gt(with, 100, "variants on %d shapes", with);
+}
+
+Test(rms_layout, tuning_keys_group_rows_by_powers_of_two_and_name_the_gpu)
+{
+    kcuda_rms_layout L;
+    kcuda_rms_variant v[KCUDA_RMS_MAX_VARIANTS];
+    kcuda_rms_tune_key a, b;
+    baton_rms_norm_desc d = desc(BF16, BF16, 16384, 8192, 1);
+    variants_of(0, &H100, d, &L, v);
+    kcuda_rms_tune_key_make(&a, "NVIDIA H100 80GB HBM3", 0, &d, &L);
+    d.n1 = 32767;
+    kcuda_rms_tune_key_make(&b, "NVIDIA H100 80GB HBM3", 0, &d, &L);
+    cr_assert_eq(memcmp(&a, &b, sizeof a), 0, "16384 and 32767 rows: one class");
+    d.n1 = 32768;
+    kcuda_rms_tune_key_make(&b, "NVIDIA H100 80GB HBM3", 0, &d, &L);
+    cr_assert_neq(memcmp(&a, &b, sizeof a), 0, "32768 rows: the next class");
+    d.n1 = 16384;
+    kcuda_rms_tune_key_make(&b, "NVIDIA H200", 0, &d, &L);
+    cr_assert_neq(memcmp(&a, &b, sizeof a), 0, "another GPU");
+    kcuda_rms_tune_key_make(&b, "NVIDIA H100 80GB HBM3", 1, &d, &L);
+    cr_assert_neq(memcmp(&a, &b, sizeof a), 0, "the backward");
+    d.n2 = 8200;
+    kcuda_rms_tune_key_make(&b, "NVIDIA H100 80GB HBM3", 0, &d, &L);
+    cr_assert_neq(memcmp(&a, &b, sizeof a), 0, "another row length");
+    /* A name longer than the key's room is cut, not overrun. */
+    char longname[200];
+    memset(longname, 'x', sizeof longname - 1);
+    longname[sizeof longname - 1] = 0;
+    kcuda_rms_tune_key_make(&b, longname, 0, &d, &L);
+    cr_assert_eq(strlen(b.device), sizeof b.device - 1);
+}
+
+Test(rms_layout, the_tuning_cache_keeps_the_first_choice_per_class_and_refuses_when_full)
+{
+    kcuda_rms_tune_reset();
+    cr_assert(kcuda_rms_tune_empty());
+    kcuda_rms_layout L;
+    kcuda_rms_variant v[KCUDA_RMS_MAX_VARIANTS], got;
+    baton_rms_norm_desc d = desc(BF16, BF16, 16384, 8192, 1);
+    variants_of(0, &H100, d, &L, v);
+    kcuda_rms_tune_key k;
+    kcuda_rms_tune_key_make(&k, "GPU A", 0, &d, &L);
+    cr_assert_eq(kcuda_rms_tune_find(&k, &got), 0);
+    cr_assert_eq(kcuda_rms_tune_store(&k, &v[2]), 0);
+    cr_assert(!kcuda_rms_tune_empty());
+    cr_assert_eq(kcuda_rms_tune_store(&k, &v[3]), 0);
+    cr_assert_eq(kcuda_rms_tune_find(&k, &got), 1);
+    cr_assert(got.kernel == v[2].kernel && got.stages == v[2].stages, "the first choice stays");
+
+    /* A plain call with autotune finds it and launches it; another GPU's call does not. */
+    kcuda_rms_layout T = L;
+    kcuda_rms_apply_tuned("GPU A", 0, &d, &H100, &T);
+    cr_assert(T.mode == KCUDA_RMS_STAGED && T.variant.kernel == KCUDA_RMS_VK_BULK &&
+              T.stages == v[2].stages && T.threads == L.threads);
+    T = L;
+    kcuda_rms_apply_tuned("GPU B", 0, &d, &H100, &T);
+    cr_assert(T.mode == KCUDA_RMS_ROWS && T.variant.kernel == 0);
+
+    /* A class whose variant does not apply to this call's layout keeps the layout. */
+    baton_rms_norm_desc w = desc(BF16, F64, 4096, 4096, 1);
+    kcuda_rms_layout W;
+    variants_of(0, &H100, w, &W, v);
+    kcuda_rms_tune_key kw;
+    kcuda_rms_tune_key_make(&kw, "GPU A", 0, &w, &W);
+    const kcuda_rms_variant wrong = {KCUDA_RMS_VK_BULK, 2};
+    cr_assert_eq(kcuda_rms_tune_store(&kw, &wrong), 0);
+    kcuda_rms_layout T2 = W;
+    kcuda_rms_apply_tuned("GPU A", 0, &w, &H100, &T2);
+    cr_assert(memcmp(&T2, &W, sizeof W) == 0);
+
+    /* Full: the class keeps its default, and says so. */
+    int stored = 2;
+    for (int i = 0; stored < KCUDA_RMS_TUNE_SLOTS; i++, stored++) {
+        d.n2 = 16 + 8 * i;
+        kcuda_rms_tune_key_make(&k, "GPU C", 0, &d, &L);
+        cr_assert_eq(kcuda_rms_tune_store(&k, &v[1]), 0);
+    }
+    d.n2 = 1 << 20;
+    kcuda_rms_tune_key_make(&k, "GPU C", 0, &d, &L);
+    cr_assert_eq(kcuda_rms_tune_store(&k, &v[1]), BATON_ENOMEM);
+    cr_assert_eq(kcuda_rms_tune_find(&k, &got), 0);
+    kcuda_rms_tune_reset();
+    cr_assert(kcuda_rms_tune_empty());
+    d = desc(BF16, BF16, 16384, 8192, 1);
+    kcuda_rms_tune_key_make(&k, "GPU A", 0, &d, &L);
+    cr_assert_eq(kcuda_rms_tune_find(&k, &got), 0);
+}
+
+Test(rms_layout, descriptions_name_the_kernel_the_stages_and_the_order)
+{
+    char buf[160];
+    kcuda_rms_layout L;
+    kcuda_rms_variant v[KCUDA_RMS_MAX_VARIANTS];
+    const baton_rms_norm_desc d = desc(BF16, BF16, 16384, 8192, 1);
+    variants_of(0, &H100, d, &L, v);
+    kcuda_rms_describe(&L, 0, buf, sizeof buf);
+    cr_assert(strstr(buf, "register rows") != NULL, "%s", buf);
+    kcuda_rms_apply_variant(&d, 0, &H100, &v[2], &L, NULL, 0);
+    kcuda_rms_describe(&L, 0, buf, sizeof buf);
+    cr_assert(strstr(buf, "bulk copies, 3 stages") && strstr(buf, "register rows' order"), "%s",
+              buf);
+    const baton_rms_norm_desc b = desc(BF16, BF16, 16384, 8192, 256);
+    variants_of(1, &H100, b, &L, v);
+    kcuda_rms_describe(&L, 1, buf, sizeof buf);
+    cr_assert(strstr(buf, "cp.async") != NULL, "%s", buf);
 }

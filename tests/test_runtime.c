@@ -441,6 +441,84 @@ Test(runtime, results_are_bitwise_identical_across_modes)
     }
 }
 
+#ifdef TEST_ON_CUDA
+/* RMSNorm forward and backward at a size whose layouts have variants to tune (register rows or
+ * bulk copies forward, the stages of the staged backward), part_grad 256. */
+static const char *tune_plan =
+    "{\"format\": \"baton.plan\", \"version\": 1, \"name\": \"tune\",\n"
+    " \"tensors\": [\n"
+    "  {\"name\": \"x\", \"dtype\": \"bf16\", \"shape\": [16384, 8192], \"role\": \"input\"},\n"
+    "  {\"name\": \"w\", \"dtype\": \"bf16\", \"shape\": [8192], \"role\": \"input\"},\n"
+    "  {\"name\": \"gy\", \"dtype\": \"bf16\", \"shape\": [16384, 8192], \"role\": \"input\"},\n"
+    "  {\"name\": \"y\", \"dtype\": \"bf16\", \"shape\": [16384, 8192], \"role\": \"output\"},\n"
+    "  {\"name\": \"inv\", \"dtype\": \"f32\", \"shape\": [16384], \"role\": \"output\"},\n"
+    "  {\"name\": \"gx\", \"dtype\": \"bf16\", \"shape\": [16384, 8192], \"role\": \"output\"},\n"
+    "  {\"name\": \"gw\", \"dtype\": \"bf16\", \"shape\": [8192], \"role\": \"output\"},\n"
+    "  {\"name\": \"pg\", \"dtype\": \"f32\", \"shape\": [256, 8192], \"role\": \"output\"}],\n"
+    " \"steps\": [\n"
+    "  {\"name\": \"fwd\", \"kernel\": \"rms_norm_fwd\", \"device\": \"cuda:0\", \"inputs\": "
+    "[\"x\", \"w\"], \"outputs\": [\"y\", \"inv\"]},\n"
+    "  {\"name\": \"bwd\", \"kernel\": \"rms_norm_bwd\", \"device\": \"cuda:0\", \"inputs\": "
+    "[\"gy\", \"inv\", \"x\", \"w\"], \"outputs\": [\"gx\", \"gw\", \"pg\"]}]}\n";
+#endif
+
+Test(runtime, autotuned_kernels_give_the_same_bits_as_their_defaults)
+{
+#ifndef TEST_ON_CUDA
+    cr_skip("tuning happens on CUDA devices only (test_runtime_cuda)");
+#else
+    NEED_BACKEND();
+    baton_plan *p = load_text(tune_plan);
+    const char *outs[] = {"y", "inv", "gx", "gw", "pg"};
+    const uint64_t seed = test_fresh_seed();
+    void *want[5] = {0};
+    for (int tuned = 0; tuned < 2; tuned++)
+        for (int m = BATON_SYNC_BOUNDARY; m <= BATON_SYNC_GRAPH; m++) {
+            baton_options o;
+            baton_options_init(&o);
+            o.gpu = BATON_GPU_CUDA;
+            o.mode = (baton_sync_mode)m;
+            o.quiet = 1;
+            o.no_autotune = !tuned;
+            baton_runtime *rt = NULL;
+            baton_error err = {0};
+            cr_assert_eq(baton_runtime_create(p, &o, &rt, &err), 0, "%s", err.message);
+            for (int st = 0; st < 2; st++) {
+                const char *t = baton_runtime_tuning(rt, st);
+                if (tuned) {
+                    cr_assert(t != NULL, "step %d: no account of its tuning", st);
+                    cr_log_info("%s mode, step %d: %s", baton_sync_mode_name(o.mode), st, t);
+                } else {
+                    cr_assert(t == NULL, "step %d tuned with no_autotune: %s", st, t);
+                }
+            }
+            cr_assert_null(baton_runtime_tuning(rt, 2));
+            cr_assert_null(baton_runtime_tuning(rt, -1));
+            test_rng r = {seed};
+            for (int t = 0; t < p->n_tensors; t++)
+                if (p->tensors[t].role == BATON_ROLE_INPUT)
+                    set_random_input(rt, p, p->tensors[t].name, &r, NULL);
+            run_ok(rt);
+            run_ok(rt);
+            for (int k = 0; k < 5; k++) {
+                void *o2 = output(rt, p, outs[k]);
+                const size_t n = p->tensors[baton_plan_tensor_index(p, outs[k])].nbytes;
+                if (!want[k]) {
+                    want[k] = o2;
+                    continue;
+                }
+                cr_assert_eq(memcmp(want[k], o2, n), 0, "%s differs (%s, %s mode)", outs[k],
+                             tuned ? "autotune" : "no_autotune", baton_sync_mode_name(o.mode));
+                free(o2);
+            }
+            baton_runtime_destroy(rt);
+        }
+    for (int k = 0; k < 5; k++)
+        free(want[k]);
+    baton_plan_free(p);
+#endif
+}
+
 /* ---- faults --------------------------------------------------------------------------------- */
 
 /* The fault tests run on the test device; on a machine with a GPU, only missing_gpu_* would

@@ -27,6 +27,9 @@ static const char *usage_common =
     "  --no-pdl                 do not use programmatic dependent launch between kernels\n"
     "  --no-queue-ahead         graph mode: do not queue a GPU segment before the CPU segment\n"
     "                           that feeds it (behind a gate the host opens)\n"
+    "  --no-autotune            kernels that tune (RMSNorm on CUDA) keep their fixed default\n"
+    "                           instead of the variant measured fastest at prepare (the same\n"
+    "                           bits either way; for timings that must not depend on it)\n"
     "  -q, --quiet              no warnings\n";
 
 void cli_print_usage(const char *cmd)
@@ -129,6 +132,7 @@ static const char *option_commands(const char *a)
         {"--no-pdl", "run bench"},
         {"--no-queue-ahead", "run bench"},
         {"--queue-ahead", "bench"},
+        {"--no-autotune", "run bench"},
         {"--iters", "run bench"},
         {"--warmup", "bench"},
         {"--inflight", "bench"},
@@ -205,6 +209,8 @@ static int parse(int argc, char **argv, cli *c, char *msg, size_t msglen)
             c->opts.disable_queue_ahead = 1;
         } else if (strcmp(a, "--queue-ahead") == 0) {
             c->opts.disable_queue_ahead = -1;
+        } else if (strcmp(a, "--no-autotune") == 0) {
+            c->opts.no_autotune = 1;
         } else if (strcmp(a, "--steps") == 0) {
             c->per_step = 1;
         } else if (strcmp(a, "--print") == 0) {

@@ -200,6 +200,12 @@ static int cmd_run(cli *c)
            (long long)st.graph_updates);
     if (baton_runtime_note(rt))
         printf("note: %s\n", cli_esc(baton_runtime_note(rt)));
+    for (int i = 0; i < baton_plan_step_count(plan); i++) {
+        const char *t = baton_runtime_tuning(rt, i);
+        baton_step_info si;
+        if (t && baton_plan_step_info(plan, i, &si) == 0)
+            printf("tuning: step '%s': %s\n", cli_esc(si.name), cli_esc(t));
+    }
     for (int t = 0; t < baton_plan_tensor_count(plan); t++) {
         baton_tensor_info ti;
         baton_plan_tensor_info(plan, t, &ti);

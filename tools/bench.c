@@ -441,6 +441,8 @@ int cmd_bench(cli *c)
     baton_sync_mode want[3];
     int nwant = 0;
     int64_t *times = NULL, *step_ns = NULL, *lat_all = NULL;
+    char *tuning = NULL; /* the first runtime's "tuning: ..." lines (table format) */
+    size_t tuning_len = 0;
     void **inputs = NULL;
     int rc = parse_modes(c->modes, want, &nwant);
     if (rc)
@@ -493,6 +495,17 @@ int cmd_bench(cli *c)
             break;
         }
         c->opts.quiet = 1; /* say the notes once */
+        if (m == 0 && strcmp(c->format, "table") == 0) {
+            FILE *f = open_memstream(&tuning, &tuning_len);
+            for (int i = 0; f && i < nsteps; i++) {
+                const char *t = baton_runtime_tuning(rt, i);
+                baton_step_info si;
+                if (t && baton_plan_step_info(plan, i, &si) == 0)
+                    fprintf(f, "tuning: step '%s': %s\n", cli_esc(si.name), cli_esc(t));
+            }
+            if (f)
+                fclose(f);
+        }
         for (int i = 0; i < c->warmup && !rc; i++) {
             if (baton_runtime_run(rt, &err))
                 rc = EXIT_RUN;
@@ -602,9 +615,10 @@ int cmd_bench(cli *c)
         printf("]}\n");
     } else {
         printf("plan '%s', %d timed runs per mode after %d warm-up runs; baton %s; --gpu=%s, "
-               "pdl %s, queue-ahead %s\n",
+               "pdl %s, queue-ahead %s, autotune %s\n",
                cli_esc(baton_plan_name(plan)), iters, c->warmup, baton_version_string(),
-               gpu_asked(c->opts.gpu), pdl ? "on" : "off", ahead ? "on" : "off");
+               gpu_asked(c->opts.gpu), pdl ? "on" : "off", ahead ? "on" : "off",
+               c->opts.no_autotune ? "off" : "on");
         printf("%-9s %-18s %11s %11s %11s %11s %9s %9s %12s\n", "mode", "ran on", "mean us",
                "p50 us", "p99 us", "waits/run", "calls/run", "graphs", "strict/mode");
         for (int i = 0; i < nres; i++) {
@@ -624,6 +638,8 @@ int cmd_bench(cli *c)
                                                    : "");
         else
             printf("strict/mode p50 ratio: n/a (%s)\n", why_no_ratio);
+        if (tuning && tuning_len)
+            fputs(tuning, stdout);
         if (c->per_step) {
             printf("\nhost time per step and run, ns (GPU steps: issue time except in strict "
                    "mode; graph mode: the whole segment's launch on its first step)\n%-24s",
@@ -645,6 +661,7 @@ int cmd_bench(cli *c)
     if (c->report)
         rc = bench_report(c, plan, inputs, res, nres, lat_all, iters, uses_gpu, ratios, strict_p50);
 out:
+    free(tuning);
     free(times);
     free(lat_all);
     free(step_ns);

@@ -227,6 +227,12 @@ typedef struct baton_exec_ctx {
      * as the runtime. (A pointer, not the fields, keeps the per-step call small: bench_host.) */
     const struct baton_sig_args *sig;
     void *user; /* the target's user pointer (baton_target.user), given at registration */
+    /* Nonzero: the kernel may launch the variant that prepare-time tuning measured fastest for
+     * this GPU model and shape class, where it has one; zero: its fixed default. The runtime sets
+     * it unless baton_options.no_autotune. baton's kernels tune only among variants that give
+     * the default's bits (docs/kernels.md, "Tuning per GPU"), so it changes speed, never results.
+     */
+    int autotune;
 } baton_exec_ctx;
 
 /* A kernel: a stateless custom call in the XLA custom-call convention. `buffers` holds the
@@ -531,6 +537,12 @@ typedef struct baton_options {
     int n_arenas;
     const struct baton_stream *streams;
     int n_streams;
+    /* Kernels that can tune (baton's RMSNorm on CUDA) time their variants that give the
+     * default's bits at baton_runtime_create, on the step's own buffers, and run the fastest for
+     * this GPU model and shape class (cached in the process: later runtimes reuse it). 0 (the
+     * default): tune; 1: their fixed defaults, for timings that must not depend on a measurement
+     * (`--no-autotune`). Results are the same bits either way (docs/kernels.md). */
+    int no_autotune;
 } baton_options;
 
 /* Fills the defaults: graph mode, BATON_GPU_AUTO, everything else 0; struct_size = sizeof. */
@@ -647,6 +659,13 @@ BATON_API void baton_runtime_stats(const baton_runtime *rt, baton_run_stats *out
 BATON_API void baton_runtime_reset_stats(baton_runtime *rt);
 /* Why a GPU segment runs uncaptured in graph mode, or NULL. */
 BATON_API const char *baton_runtime_note(const baton_runtime *rt);
+/* What prepare-time tuning chose for step `step` (baton_options.no_autotune), one line: the
+ * layout the step launches and whether it was measured here, measured earlier in the process or
+ * the only candidate ("staged by bulk copies, 3 stages, 256 threads, register rows' order
+ * (tuned: 98.1 us against 101.5 us for the default, 4 variants measured on NVIDIA H100 80GB
+ * HBM3)"). NULL for a step that was not tuned: no tuning hook, not on a CUDA GPU, or tuning
+ * off. The string lives as long as the runtime. */
+BATON_API const char *baton_runtime_tuning(const baton_runtime *rt, int step);
 /* Makes the next graph-mode run capture every GPU segment again and update the executable graphs
  * in place (cudaGraphExecUpdate), e.g. after a delegate changed its algorithm. Counted in
  * baton_run_stats.graph_updates. */

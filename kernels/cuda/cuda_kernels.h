@@ -22,6 +22,16 @@ int kcuda_copy(const baton_exec_ctx *ctx, void **buffers, const char *opaque, si
 int kcuda_argmax(const baton_exec_ctx *ctx, void **buffers, const char *opaque, size_t len);
 int kcuda_noop(const baton_exec_ctx *ctx, void **buffers, const char *opaque, size_t len);
 
+/* Prepare-time tuning of the RMSNorm kernels (rms_norm_tune.cu; core/tune.h's kernel_tune_fn):
+ * times the variants that give the default's bits on the call's own buffers, which it overwrites,
+ * and caches the fastest for the GPU's name and the shape class, where calls with
+ * ctx->autotune find it. Writes what the call will launch, and why, into note. Never while
+ * capturing (BATON_ESTATE). */
+int kcuda_rms_norm_fwd_tune(const baton_exec_ctx *ctx, void **buffers, const char *opaque,
+                            size_t len, char *note, size_t note_len);
+int kcuda_rms_norm_bwd_tune(const baton_exec_ctx *ctx, void **buffers, const char *opaque,
+                            size_t len, char *note, size_t note_len);
+
 #ifdef __cplusplus
 }
 #endif

@@ -481,6 +481,36 @@ static inline DeviceFacts device_facts(const baton_exec_ctx *ctx)
     return f;
 }
 
+/* The name of ctx's GPU (cudaDeviceProp.name, at most 63 bytes), asked once per device; "" when
+ * the runtime cannot say. Keys the tuned variants (rms_norm_tune.h): GPUs of one name share them.
+ */
+static inline const char *device_name(const baton_exec_ctx *ctx)
+{
+    static char names[KCUDA_MAX_DEVICES][64];
+    static std::atomic<int> state[KCUDA_MAX_DEVICES]; /* 0 unknown, 1 being written, 2 known */
+    const int dev = device_of(ctx);
+    if (dev < 0 || dev >= KCUDA_MAX_DEVICES)
+        return "";
+    int st = state[dev].load(std::memory_order_acquire);
+    if (st == 2)
+        return names[dev];
+    if (st == 0 && state[dev].compare_exchange_strong(st, 1, std::memory_order_acq_rel)) {
+        cudaDeviceProp p;
+        if (cudaGetDeviceProperties(&p, dev) != cudaSuccess) {
+            (void)cudaGetLastError();
+            state[dev].store(0, std::memory_order_release);
+            return "";
+        }
+        memcpy(names[dev], p.name, sizeof names[dev] - 1);
+        names[dev][sizeof names[dev] - 1] = 0;
+        state[dev].store(2, std::memory_order_release);
+        return names[dev];
+    }
+    while ((st = state[dev].load(std::memory_order_acquire)) == 1)
+        ; /* another thread is writing it: a few microseconds, once per process */
+    return st == 2 ? names[dev] : "";
+}
+
 /* One kernel's facts: bit d of a mask is device d. `occ` packs the last occupancy answer:
  * valid (1) | device (6) | threads / 32 (5) | dynamic shared memory (18) | blocks per SM (8). */
 struct FnFacts {

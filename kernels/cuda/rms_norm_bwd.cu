@@ -10,6 +10,7 @@
 #include "kernels/cuda/cuda_kernels.h"
 #include "kernels/cuda/rms_norm_cuda.h"
 #include "kernels/cuda/rms_norm_layout.h"
+#include "kernels/cuda/rms_norm_tune.h"
 #include "kernels/descriptors.h"
 
 namespace kcuda
@@ -835,6 +836,8 @@ static int bwd_typed(const baton_exec_ctx *ctx, void **buffers, const baton_rms_
         int rc = kcuda_rms_bwd_layout(&d, buffers, &dev, o, &L, why, sizeof why);
         if (rc)
             return ctx_fail(ctx, rc, "%s", why);
+        if (!o && ctx && ctx->autotune && !kcuda_rms_tune_empty())
+            kcuda_rms_apply_tuned(device_name(ctx), 1, &d, &dev, &L);
         if (L.mode == KCUDA_RMS_SPLIT) {
             kcuda_rms_report(&L, chosen);
             return bwd_split<TX, TW>(ctx, buffers, d, L);

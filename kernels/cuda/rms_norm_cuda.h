@@ -58,7 +58,36 @@ enum {
  *   stages   staged mode: rows in flight per block (1 to 8 in the forward, 1 to 4 in the
  *            backward, which lowers a larger override to 4)
  *   grid     blocks launched (the main kernel)
- *   smem     dynamic shared memory per block, bytes */
+ *   smem     dynamic shared memory per block, bytes
+ *   variant  a tuning variant (below), applied to the layout that the other fields choose; it
+ *            does not count as an override field (a plain call's choices stay). In the report:
+ *            the variant that ran, {0, 0} for the layout as chosen. */
+
+/* Variants: what the per-device tuner (rms_norm_tune.cu) may change in the layout that a call
+ * chooses. Each one launches the same per-row reduction (the same threads, each adding the same
+ * vectors in the same order, then the same block reduction and the same rounding), so every
+ * output bit (y and invvar; grad_input, grad_weight and part_grad) equals the default's:
+ *   kernel KCUDA_RMS_VK_BULK  forward, where register rows (mode 5) is chosen: the bulk-copy
+ *                             staged kernel at register rows' threads, reducing each row in
+ *                             register rows' order (a shuffle tree over the warps' sums, and
+ *                             mean = sum / n2); `stages` 2 to 8 rows in flight (0: as the
+ *                             staged layout would choose)
+ *          KCUDA_RMS_VK_CP    forward, where the bulk-copy kernel (mode 0, 2 or more stages) is
+ *                             chosen: the cp.async staged kernel (mode 4); `stages` 2 to 4 (0:
+ *                             the chosen stages, at most 4)
+ *          0                  the kernel chosen; `stages` (nonzero) changes only the rows in
+ *                             flight of a staged layout: forward 2 to 8 on the bulk-copy
+ *                             kernel, backward 1 to 4
+ * Anything else (register rows with other vectors per thread, other threads, clusters or grids of
+ * part_grad blocks) reduces in another order and is not a variant. A variant that does not apply
+ * to the chosen layout, or whose shared memory does not fit, is BATON_EINVAL with the reason. */
+enum { KCUDA_RMS_VK_BULK = 1, KCUDA_RMS_VK_CP = 2 };
+
+typedef struct kcuda_rms_variant {
+    int kernel; /* 0, KCUDA_RMS_VK_BULK or KCUDA_RMS_VK_CP */
+    int stages; /* 0: as chosen */
+} kcuda_rms_variant;
+
 typedef struct kcuda_rms_cfg {
     int mode;
     int threads;
@@ -69,6 +98,7 @@ typedef struct kcuda_rms_cfg {
     int stages;
     long long grid;
     long long smem;
+    kcuda_rms_variant variant;
 } kcuda_rms_cfg;
 
 /* kcuda_rms_norm_fwd / _bwd with an optional override (NULL: choose) and an optional report of

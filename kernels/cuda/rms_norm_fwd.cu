@@ -8,6 +8,7 @@
 #include "kernels/cuda/cuda_kernels.h"
 #include "kernels/cuda/rms_norm_cuda.h"
 #include "kernels/cuda/rms_norm_layout.h"
+#include "kernels/cuda/rms_norm_tune.h"
 #include "kernels/descriptors.h"
 
 namespace kcuda
@@ -32,7 +33,24 @@ struct FwdArgs {
     int64_t chunk; /* columns per block; cx * chunk >= n2 */
     int cx;        /* blocks per row (cluster size) */
     int stages;    /* staged kernel: rows in flight per block (1..4) */
+    /* rms_fwd_bulk: reduce each row as rms_fwd_rows does (the tuner's variant
+     * KCUDA_RMS_VK_BULK), so that the two give the same bits */
+    int rows_order;
 };
+
+/* Sum over the block in register rows' order (rows_step): each warp's shuffle tree, then one
+ * shuffle tree over the warps' sums; every thread gets the same bits. The leading barrier lets a
+ * caller reuse `red` in a loop, as block_sum's does. */
+template <typename A> __device__ __forceinline__ A block_sum_rows(A v, A *red)
+{
+    v = warp_sum(v);
+    const int lane = threadIdx.x & 31, nw = blockDim.x >> 5;
+    __syncthreads();
+    if (lane == 0)
+        red[threadIdx.x >> 5] = v;
+    __syncthreads();
+    return warp_sum(lane < nw ? red[lane] : A(0));
+}
 
 /* The 16-byte path. A block handles `chunk` columns of a row (all of it when cx == 1), rows
  * strided over the grid. Each thread copies its own 16-byte vectors of x (and, once, of w) into
@@ -220,7 +238,7 @@ __global__ void __launch_bounds__(KCUDA_MAX_THREADS) rms_fwd_bulk(FwdArgs a)
                 ss += f * f;
             }
         }
-        ss = block_sum(ss, red);
+        ss = a.rows_order ? block_sum_rows(ss, red) : block_sum(ss, red);
         /* Every thread has finished the previous row: refill its stage S rows ahead. */
         if (tid == 0) {
             const int prev = stage == 0 ? S - 1 : stage - 1;
@@ -237,7 +255,8 @@ __global__ void __launch_bounds__(KCUDA_MAX_THREADS) rms_fwd_bulk(FwdArgs a)
             ss = cluster_sum(ss, &slots[slot], cx);
             slot ^= 1;
         }
-        const A r = rsqrt_acc(ss * inv_n + eps);
+        /* Register rows' mean is sum / n2, not sum * (1 / n2): the same bits as it, where asked. */
+        const A r = a.rows_order ? rsqrt_acc(ss / A(a.n2) + eps) : rsqrt_acc(ss * inv_n + eps);
         if (crank == 0 && tid == 0)
             inv[row] = r;
         TW *yr = y + row * a.n2 + col0;
@@ -510,6 +529,7 @@ static FwdArgs fwd_args(void **buffers, const baton_rms_norm_desc &d, const kcud
     a.chunk = L.chunk;
     a.cx = L.cx;
     a.stages = L.stages;
+    a.rows_order = L.variant.kernel == KCUDA_RMS_VK_BULK;
     return a;
 }
 
@@ -559,6 +579,8 @@ static int fwd_typed(const baton_exec_ctx *ctx, void **buffers, const baton_rms_
         int rc = kcuda_rms_fwd_layout(&d, buffers, &dev, o, &L, why, sizeof why);
         if (rc)
             return ctx_fail(ctx, rc, "%s", why);
+        if (!o && ctx && ctx->autotune && !kcuda_rms_tune_empty())
+            kcuda_rms_apply_tuned(device_name(ctx), 0, &d, &dev, &L);
         const FwdKernel k = fwd_kernel_for<TX, TW>(L);
         rc = prepare(k, ctx, "rms_norm_fwd", L.cx * L.cy, L.grid, L.threads, L.smem, smem_max,
                      L.may_shrink);

@@ -151,6 +151,11 @@ static int check_override(const char *what, const kcuda_rms_cfg *o, char *why, s
     if (o->grid < 0 || o->mode < 0 || o->mode > KCUDA_RMS_ROWS)
         return why_set(why, wl, BATON_EINVAL, "%s: override grid = %lld, mode = %d", what, o->grid,
                        o->mode);
+    if (o->variant.kernel < 0 || o->variant.kernel > KCUDA_RMS_VK_CP || o->variant.stages < 0 ||
+        o->variant.stages > KCUDA_FWD_BULK_STAGES)
+        return why_set(why, wl, BATON_EINVAL,
+                       "%s: variant kernel = %d, stages = %d (kernel 0, 1 or 2; stages 0..%d)",
+                       what, o->variant.kernel, o->variant.stages, KCUDA_FWD_BULK_STAGES);
     return 0;
 }
 
@@ -257,9 +262,20 @@ void kcuda_rms_report(const kcuda_rms_layout *L, kcuda_rms_cfg *chosen)
     chosen->mode = L->mode;
     chosen->grid = L->grid;
     chosen->smem = (long long)L->smem;
+    chosen->variant = L->variant;
 }
 
 /* ---- forward --------------------------------------------------------------------------------- */
+
+/* The staged forward's rows in flight when a block has more than one row: about 64 KB of x per
+ * block (measured best on an H100: 4 stages of 16 KB rows, 3 of 32 KB; bench_kernels --sweep), at
+ * least 2. */
+static int fwd_deep(const sizes *s, int64_t chunk)
+{
+    const int64_t row_bytes = chunk * (int64_t)s->x;
+    int deep = (int)(1 + (64 << 10) / (row_bytes > 0 ? row_bytes : 1));
+    return deep < 2 ? 2 : deep > KCUDA_FWD_STAGES ? KCUDA_FWD_STAGES : deep;
+}
 
 /* rms_fwd_rows: NV vectors per thread and the fewest threads that cover the row; the grid is a
  * block per row until kcuda_rms_spread evens it out over the resident blocks. */
@@ -296,9 +312,9 @@ static int fwd_rows(const baton_rms_norm_desc *d, const sizes *s, const kcuda_rm
     return 0;
 }
 
-int kcuda_rms_fwd_layout(const baton_rms_norm_desc *d, void *const *buffers,
-                         const kcuda_rms_device *dev, const kcuda_rms_cfg *o, kcuda_rms_layout *L,
-                         char *why, size_t wl)
+static int fwd_layout(const baton_rms_norm_desc *d, void *const *buffers,
+                      const kcuda_rms_device *dev, const kcuda_rms_cfg *o, kcuda_rms_layout *L,
+                      char *why, size_t wl)
 {
     const sizes s = sizes_of(d);
     const int VX = s.vx;
@@ -344,12 +360,8 @@ int kcuda_rms_fwd_layout(const baton_rms_norm_desc *d, void *const *buffers,
                        KCUDA_CP_STAGES);
     const int cx = choose_cx(d->n1, d->n2, sms, dev->max_cluster, o);
     /* Many rows: a persistent grid, each block staging the next rows while it reduces one (and
-     * reading w once). Few rows: a block (or cluster) per row. Stages: about 64 KB of x in flight
-     * per block (measured best on an H100: 4 stages of 16 KB rows, 3 of 32 KB; bench_kernels
-     * --sweep), at least 2. */
-    const int64_t row_bytes = ceil_div(d->n2, cx) * (int64_t)s.x;
-    int deep = (int)(1 + (64 << 10) / (row_bytes > 0 ? row_bytes : 1));
-    deep = deep < 2 ? 2 : deep > KCUDA_FWD_STAGES ? KCUDA_FWD_STAGES : deep;
+     * reading w once). Few rows: a block (or cluster) per row. */
+    const int deep = fwd_deep(&s, ceil_div(d->n2, cx));
     int want_stages;
     if (o && o->stages)
         want_stages = o->stages;
@@ -374,11 +386,21 @@ int kcuda_rms_fwd_layout(const baton_rms_norm_desc *d, void *const *buffers,
     return 0;
 }
 
-/* ---- backward -------------------------------------------------------------------------------- */
-
-int kcuda_rms_bwd_layout(const baton_rms_norm_desc *d, void *const *buffers,
+int kcuda_rms_fwd_layout(const baton_rms_norm_desc *d, void *const *buffers,
                          const kcuda_rms_device *dev, const kcuda_rms_cfg *o, kcuda_rms_layout *L,
                          char *why, size_t wl)
+{
+    const int rc = fwd_layout(d, buffers, dev, o, L, why, wl);
+    if (rc || !o || (!o->variant.kernel && !o->variant.stages))
+        return rc;
+    return kcuda_rms_apply_variant(d, 0, dev, &o->variant, L, why, wl);
+}
+
+/* ---- backward -------------------------------------------------------------------------------- */
+
+static int bwd_layout(const baton_rms_norm_desc *d, void *const *buffers,
+                      const kcuda_rms_device *dev, const kcuda_rms_cfg *o, kcuda_rms_layout *L,
+                      char *why, size_t wl)
 {
     const sizes s = sizes_of(d);
     const int VX = s.vx;
@@ -499,4 +521,152 @@ long long kcuda_rms_colsum_grid(int64_t n2, int64_t P, int64_t active, int sms)
     if (cgrid < min_grid && ceil_div(n2, 32) >= min_grid)
         cgrid = min_grid;
     return cgrid;
+}
+
+int kcuda_rms_bwd_layout(const baton_rms_norm_desc *d, void *const *buffers,
+                         const kcuda_rms_device *dev, const kcuda_rms_cfg *o, kcuda_rms_layout *L,
+                         char *why, size_t wl)
+{
+    const int rc = bwd_layout(d, buffers, dev, o, L, why, wl);
+    if (rc || !o || (!o->variant.kernel && !o->variant.stages))
+        return rc;
+    return kcuda_rms_apply_variant(d, 1, dev, &o->variant, L, why, wl);
+}
+
+/* ---- variants: what the tuner may change without changing a bit ------------------------------ */
+
+int kcuda_rms_apply_variant(const baton_rms_norm_desc *d, int bwd, const kcuda_rms_device *dev,
+                            const kcuda_rms_variant *v, kcuda_rms_layout *L, char *why, size_t wl)
+{
+    const char *what = bwd ? "rms_norm_bwd" : "rms_norm_fwd";
+    const sizes s = sizes_of(d);
+    const size_t smem_max = (size_t)kcuda_rms_smem_max(dev);
+    int st = v->stages;
+    int mode = L->mode;
+    if (v->kernel < 0 || v->kernel > KCUDA_RMS_VK_CP || st < 0)
+        return why_set(why, wl, BATON_EINVAL,
+                       "%s: variant kernel = %d, stages = %d (kernel 0, 1 or 2; stages >= 0)", what,
+                       v->kernel, st);
+    if (bwd && v->kernel)
+        return why_set(why, wl, BATON_EINVAL,
+                       "%s: variant kernel %d: the backward's variants change only its stages",
+                       what, v->kernel);
+    if (v->kernel == KCUDA_RMS_VK_BULK) {
+        if (L->mode != KCUDA_RMS_ROWS)
+            return why_set(why, wl, BATON_EINVAL,
+                           "%s: variant kernel 1 (bulk copies in register rows' order) applies "
+                           "where register rows (mode 5) is chosen; this call's layout is mode %d",
+                           what, L->mode);
+        if (!st)
+            st = fwd_deep(&s, L->chunk);
+        if (st < 2)
+            return why_set(why, wl, BATON_EINVAL,
+                           "%s: variant kernel 1 needs 2 to %d stages (the bulk-copy kernel), "
+                           "not %d",
+                           what, KCUDA_FWD_BULK_STAGES, st);
+        mode = KCUDA_RMS_STAGED;
+    } else if (v->kernel == KCUDA_RMS_VK_CP) {
+        if (L->mode != KCUDA_RMS_STAGED || L->stages < 2 || L->variant.kernel)
+            return why_set(why, wl, BATON_EINVAL,
+                           "%s: variant kernel 2 (cp.async) applies where the bulk-copy kernel "
+                           "(mode 0, 2 or more stages) is chosen; this call's layout is mode %d "
+                           "with %d stages",
+                           what, L->mode, L->stages);
+        if (!st)
+            st = L->stages < KCUDA_CP_STAGES ? L->stages : KCUDA_CP_STAGES;
+        if (st > KCUDA_CP_STAGES)
+            return why_set(why, wl, BATON_EINVAL,
+                           "%s: variant kernel 2 (cp.async) takes 1 to %d stages, not %d", what,
+                           KCUDA_CP_STAGES, st);
+        mode = KCUDA_RMS_STAGED_CP;
+    } else {
+        /* Stages only: the forward's bulk-copy kernel (one stage would be the cp.async kernel:
+         * variant kernel 2 says so), any staged backward. */
+        const int ok = bwd ? L->mode == KCUDA_RMS_STAGED
+                           : L->mode == KCUDA_RMS_STAGED && L->stages >= 2 && st >= 2;
+        if (!ok || st > (bwd ? KCUDA_CP_STAGES : KCUDA_FWD_BULK_STAGES))
+            return why_set(why, wl, BATON_EINVAL,
+                           "%s: variant stages = %d applies to a staged layout (%s); this call's "
+                           "layout is mode %d with %d stages",
+                           what, st,
+                           bwd ? "1 to 4 stages" : "the bulk-copy kernel: mode 0, 2 to 8 stages",
+                           L->mode, L->stages);
+    }
+    const size_t smem = staged_smem(&s, bwd, L->chunk, st);
+    if (smem > smem_max)
+        return why_set(why, wl, BATON_EINVAL,
+                       "%s: variant with %d stages needs %zu bytes of shared memory per block; "
+                       "the device allows %zu",
+                       what, st, smem, smem_max);
+    L->mode = mode;
+    L->stages = st;
+    L->smem = smem;
+    L->nv = 0;
+    L->variant.kernel = v->kernel;
+    L->variant.stages = st;
+    return 0;
+}
+
+int kcuda_rms_variants(const baton_rms_norm_desc *d, int bwd, const kcuda_rms_device *dev,
+                       const kcuda_rms_layout *L, kcuda_rms_variant *out, int max)
+{
+    int n = 0;
+    if (max < 1)
+        return 0;
+    out[n++] = (kcuda_rms_variant){0, 0};
+    kcuda_rms_variant want[KCUDA_RMS_MAX_VARIANTS];
+    int nw = 0;
+    if (!bwd && L->mode == KCUDA_RMS_ROWS) {
+        for (int st = 2; st <= KCUDA_FWD_STAGES; st++)
+            want[nw++] = (kcuda_rms_variant){KCUDA_RMS_VK_BULK, st};
+    } else if (!bwd && L->mode == KCUDA_RMS_STAGED && L->stages >= 2) {
+        static const int bulk[] = {2, 3, 4, 6, 8};
+        for (size_t i = 0; i < sizeof bulk / sizeof bulk[0]; i++)
+            if (bulk[i] != L->stages)
+                want[nw++] = (kcuda_rms_variant){0, bulk[i]};
+        for (int st = 2; st <= KCUDA_CP_STAGES; st++)
+            want[nw++] = (kcuda_rms_variant){KCUDA_RMS_VK_CP, st};
+    } else if (bwd && L->mode == KCUDA_RMS_STAGED && ceil_div(L->B, L->cy) > 1) {
+        /* Stages matter only where a block has more than one row. */
+        for (int st = 1; st <= KCUDA_CP_STAGES; st++)
+            if (st != L->stages)
+                want[nw++] = (kcuda_rms_variant){0, st};
+    }
+    for (int i = 0; i < nw && n < max; i++) {
+        kcuda_rms_layout t = *L;
+        if (kcuda_rms_apply_variant(d, bwd, dev, &want[i], &t, NULL, 0) == 0)
+            out[n++] = want[i];
+    }
+    return n;
+}
+
+void kcuda_rms_describe(const kcuda_rms_layout *L, int bwd, char *buf, size_t cap)
+{
+    if (!buf || !cap)
+        return;
+    switch (L->mode) {
+    case KCUDA_RMS_ROWS:
+        snprintf(buf, cap, "register rows, %d vectors per thread, %d threads", L->nv, L->threads);
+        break;
+    case KCUDA_RMS_STAGED:
+        snprintf(buf, cap, "staged by %s, %d stage%s, %d threads%s%s",
+                 L->stages >= 2 && !bwd ? "bulk copies" : "cp.async", L->stages,
+                 L->stages == 1 ? "" : "s", L->threads,
+                 L->variant.kernel == KCUDA_RMS_VK_BULK ? ", register rows' order" : "",
+                 L->cx > 1   ? ", split over a cluster"
+                 : L->cy > 1 ? ", rows over a cluster"
+                             : "");
+        break;
+    case KCUDA_RMS_STAGED_CP:
+        snprintf(buf, cap, "staged by cp.async, %d stage%s, %d threads", L->stages,
+                 L->stages == 1 ? "" : "s", L->threads);
+        break;
+    case KCUDA_RMS_REGS:
+        snprintf(buf, cap, "%s, %d threads",
+                 L->vec > 1 ? "decode rows in registers" : "scalar loads", L->threads);
+        break;
+    case KCUDA_RMS_STREAM: snprintf(buf, cap, "streaming, %d threads", L->threads); break;
+    case KCUDA_RMS_SPLIT: snprintf(buf, cap, "split over %lld blocks", L->grid); break;
+    default: snprintf(buf, cap, "mode %d", L->mode); break;
+    }
 }

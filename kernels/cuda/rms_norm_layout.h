@@ -49,6 +49,9 @@ typedef struct kcuda_rms_layout {
      * the grad_weight (column sum) kernel's grid. */
     int64_t P, B, active;
     long long colsum_grid;
+    /* The variant applied (rms_norm_cuda.h), stages resolved; {0, 0}: the layout as chosen.
+     * Forward kernel KCUDA_RMS_VK_BULK: the staged kernel reduces in register rows' order. */
+    kcuda_rms_variant variant;
 } kcuda_rms_layout;
 
 /* Checks a call: the descriptor (opaque, len), the nbuf buffers (none NULL) and the override
@@ -71,6 +74,26 @@ int kcuda_rms_fwd_layout(const baton_rms_norm_desc *d, void *const *buffers,
 int kcuda_rms_bwd_layout(const baton_rms_norm_desc *d, void *const *buffers,
                          const kcuda_rms_device *dev, const kcuda_rms_cfg *override,
                          kcuda_rms_layout *L, char *why, size_t whylen);
+
+/* Applies variant v (rms_norm_cuda.h) to L, the layout chosen for d on dev (bwd: the backward's):
+ * 0, or BATON_EINVAL with the reason in why when v does not apply to L or its shared memory does
+ * not fit. kcuda_rms_fwd_layout and _bwd_layout call it for an override's variant. */
+int kcuda_rms_apply_variant(const baton_rms_norm_desc *d, int bwd, const kcuda_rms_device *dev,
+                            const kcuda_rms_variant *v, kcuda_rms_layout *L, char *why,
+                            size_t whylen);
+
+/* The variants a tuner may measure for a call whose chosen layout is L (no variant applied):
+ * {0, 0}, the layout as chosen, first, then each variant that applies to L and fits, at most max
+ * in all; returns how many. Register rows: the bulk-copy kernel in rows' order with 2 to 4 stages;
+ * the bulk-copy forward: 2, 3, 4, 6 or 8 stages, and the cp.async kernel with 2 to 4; a staged
+ * backward whose blocks have more than one row: 1 to 4 stages. Anything else: none but {0, 0}. */
+#define KCUDA_RMS_MAX_VARIANTS 12
+int kcuda_rms_variants(const baton_rms_norm_desc *d, int bwd, const kcuda_rms_device *dev,
+                       const kcuda_rms_layout *L, kcuda_rms_variant *out, int max);
+
+/* A short description of what L launches ("register rows, 2 vectors per thread, 256 threads"),
+ * for the tuner's report; bwd: L is the backward's. */
+void kcuda_rms_describe(const kcuda_rms_layout *L, int bwd, char *buf, size_t cap);
 
 /* Evens out L's grid when L->spread: blocks_per_sm of the chosen kernel (at L->threads and
  * L->smem) times sms clusters run at once; a grid with more rows than that gets as few blocks as

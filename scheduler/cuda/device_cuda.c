@@ -922,6 +922,30 @@ static void cuda_coll_release(dev_coll *c)
     c->impl = NULL;
 }
 
+/* Tunes at prepare: the stream is idle and nothing is being captured. */
+static int cuda_tune(dev_ctx *d, dev_call *c, kernel_tune_fn tune, char *note, size_t note_len,
+                     baton_error *err)
+{
+    cudaError_t e = make_current(d);
+    if (e != cudaSuccess)
+        return cuda_reason(err, d, NULL, "cudaSetDevice", NULL, e);
+    if (d->capturing)
+        return err_set(err, BATON_ESTATE, "%s: cannot tune while a segment is being captured",
+                       d->name);
+    if (c->ctx.errbuf && c->ctx.errbuf_len)
+        c->ctx.errbuf[0] = 0;
+    c->ctx.capturing = 0;
+    int rc = tune(&c->ctx, c->buffers, c->opaque, c->opaque_len, note, note_len);
+    if (rc)
+        return err_set(err, rc, "%s",
+                       c->ctx.errbuf && c->ctx.errbuf[0] ? c->ctx.errbuf : baton_strerror(rc));
+    if ((e = cudaStreamSynchronize(d->stream)) != cudaSuccess)
+        return cuda_reason(err, d, NULL, "cudaStreamSynchronize", "after tuning", e);
+    if ((e = cudaGetLastError()) != cudaSuccess)
+        return cuda_reason(err, d, NULL, "a kernel launch", "while tuning", e);
+    return 0;
+}
+
 const dev_ops dev_cuda_ops = {
     .name = "cuda",
     .open = cuda_open,
@@ -951,6 +975,7 @@ const dev_ops dev_cuda_ops = {
     .graph_rebind = cuda_graph_rebind,
     .trace_attach = cuda_trace_attach,
     .trace_sync = cuda_trace_sync,
+    .tune = cuda_tune,
 #ifdef BATON_TESTING
     .inject = cuda_inject,
 #endif

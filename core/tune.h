@@ -1,0 +1,19 @@
+/* tune.h: the prepare-time tuning hook of a kernel, shared by the layers that provide it (the
+ * CUDA kernels), name it (the registry, the plan) and call it (the CUDA device), so that none of
+ * them includes another's headers the wrong way. */
+#ifndef BATON_CORE_TUNE_H
+#define BATON_CORE_TUNE_H
+
+#include <stddef.h>
+
+#include "baton/baton.h"
+
+/* Chooses, for a call as the kernel will receive it (ctx not capturing, buffers, opaque), among
+ * the kernel's variants that give its default's bits, by timing them on these buffers (which it
+ * may overwrite: call it before their contents matter), and remembers the choice where the
+ * kernel's calls with ctx->autotune find it. Writes a one-line account of the choice into note
+ * (note_len bytes, may be 0). Returns 0, or a negative code with the reason in ctx->errbuf. */
+typedef int (*kernel_tune_fn)(const baton_exec_ctx *ctx, void **buffers, const char *opaque,
+                              size_t opaque_len, char *note, size_t note_len);
+
+#endif /* BATON_CORE_TUNE_H */
