@@ -28,8 +28,8 @@
 
 struct dev_ctx {
     baton_device dev;
-    int ordinal;    /* the CUDA device it runs on: dev.index, unless aliased (DEV_TEST_CUDA_ALIAS) */
-    char name[24];  /* "cuda:0", for messages */
+    int ordinal;   /* the CUDA device it runs on: dev.index, unless aliased (DEV_TEST_CUDA_ALIAS) */
+    char name[24]; /* "cuda:0", for messages */
     int set_device; /* nonzero: make dev current before each call (several GPUs, or not 0) */
     int pdl;        /* compute capability >= 9 */
     cudaStream_t stream;
