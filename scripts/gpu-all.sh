@@ -5,7 +5,8 @@
 # floors they are read against (bench_floors), and `baton bench` on the bundled plans. Logs are packed into $OUT/logs.tgz (the device tool returns few files);
 # a summary prints last.
 #   From the device tool: run(command="bash scripts/gpu-all.sh", carry=[".deps"])
-#   env: PARTS (default "tests host floors kernels sched plans embed"; also "trace", "async", "jax"),
+#   env: PARTS (default "tests host floors kernels sched plans embed"; also "trace", "async", "jax",
+#        "multi"),
 #        JOBS (16)
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -137,6 +138,24 @@ if has jax; then
     say "== examples/jax/$ex on $(nvidia-smi -L | wc -l) GPU(s): rc $?"
     tail -25 "$work/jax_$ex.log" | tee -a "$summary" > /dev/null
   done
+fi
+
+if has multi; then
+  # Several GPUs (issue 14): the copy and collective costs against cudaMemcpyPeer and NCCL, the
+  # sharded tutorial plan against the one-GPU plan on real GPUs, XLA's own scaling, and the
+  # 2-GPU tests' log. On one GPU each says why it measures nothing.
+  export NCCL_NVLS_ENABLE=0
+  ngpu=$(nvidia-smi -L | wc -l)
+  say "== several GPUs ($ngpu present)"
+  timeout 300 "$BUILD/bench_multigpu" 2>&1 | tee -a "$summary"
+  grep -hE "PASS|FAIL|SKIP|Synthesis" "$BUILD/Testing/Temporary/LastTest.log" 2>/dev/null |
+    grep -i multigpu | tee -a "$summary"
+  if [ "$ngpu" -ge 2 ]; then
+    BATON_E2E_GPUS="cuda" timeout 600 bash tests/test_shard_e2e.sh "$BUILD/baton" 2>&1 |
+      tail -6 | tee -a "$summary"
+    JAX_PLATFORMS=cuda timeout 300 python3 bench/multigpu/xla_scaling.py 2>&1 | tail -6 |
+      tee -a "$summary"
+  fi
 fi
 
 if has kernels; then
