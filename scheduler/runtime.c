@@ -19,6 +19,18 @@
 
 /* ---- prepare ------------------------------------------------------------------------------ */
 
+/* Testing builds: the number of GPUs that DEV_TEST_CUDA_ALIAS folds a plan's cuda:N onto, or 0
+ * when it is off. */
+static int cuda_alias(void)
+{
+#ifdef BATON_TESTING
+    const char *alias = getenv(DEV_TEST_CUDA_ALIAS);
+    if (alias && strcmp(alias, "1") == 0)
+        return baton_cuda_device_count();
+#endif
+    return 0;
+}
+
 static int choose_backend(baton_runtime *rt, baton_error *err)
 {
     const baton_plan *plan = rt->plan;
@@ -41,11 +53,8 @@ static int choose_backend(baton_runtime *rt, baton_error *err)
     if (rt->backend == BATON_GPU_SIM || rt->backend == BATON_GPU_CPU)
         return 0;
     int have = baton_cuda_device_count();
-#ifdef BATON_TESTING
-    const char *alias = getenv(DEV_TEST_CUDA_ALIAS);
-    if (alias && strcmp(alias, "1") == 0 && have > 0)
-        have = need + 1; /* the CUDA device maps the others onto those present */
-#endif
+    if (cuda_alias() > 0)
+        have = need + 1; /* the CUDA device folds the others onto those present */
     if (have > need) {
         rt->backend = BATON_GPU_CUDA;
         return 0;
@@ -394,6 +403,8 @@ static int build_calls(baton_runtime *rt, baton_error *err)
             .user = s->target->user,
             .autotune = !rt->opts.no_autotune,
         };
+        if (rt->backend == BATON_GPU_CUDA && cuda_alias() > 0) /* kernels launch on the GPU */
+            c->ctx.device.index %= cuda_alias();
         /* PDL only between two kernels of one GPU segment that both honour it: the first
          * kernel of a segment follows copies or the host. */
         if (use_pdl && s->kind == BATON_TARGET_KERNEL && im->supports_pdl && i > 0 &&
@@ -413,7 +424,7 @@ static int build_calls(baton_runtime *rt, baton_error *err)
         baton_delegate_init info = {
             .step_index = i,
             .step_name = s->name,
-            .device = s->device,
+            .device = c->ctx.device, /* s->device, folded as above */
             .stream = c->ctx.stream,
             .sig = &sig,
             .n_steps = n,
