@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "plan/plan_internal.h"
+#include "scheduler/runtime.h"
 #include "scheduler/testing.h"
 #include "tests/support.h"
 
@@ -343,49 +344,46 @@ Test(multigpu, two_gpus_equal_one_in_every_mode_with_the_waits_the_analysis_prom
 }
 
 /* cuda:0 writes in two steps; cuda:1 reads what it wrote (a GPU-to-GPU boundary, no host wait). */
-static const char *
-    relay = "{\"format\": \"baton.plan\", \"version\": 1, \"name\": \"relay\", \"tensors\": "
-            "[" TENSOR("x", "[4, 64]", "input") "," TENSOR(
-                "a", "[4, 64]",
-                "intermediate") "," TENSOR("b", "[4, 64]",
-                                           "intermediate") "," TENSOR("y", "[4, 64]",
-                                                                      "output") "],"
-                                                                                "\"steps\": ["
-                                                                                "{\"name\": \"w\", "
-                                                                                "\"kernel\": "
-                                                                                "\"add_scalar\", "
-                                                                                "\"device\": "
-                                                                                "\"cuda:0\", "
-                                                                                "\"inputs\": "
-                                                                                "[\"x\"], "
-                                                                                "\"outputs\": "
-                                                                                "[\"b\"], "
-                                                                                "\"attrs\": "
-                                                                                "{\"value\": 0.5}},"
-                                                                                "{\"name\": "
-                                                                                "\"w2\", "
-                                                                                "\"kernel\": "
-                                                                                "\"add_scalar\", "
-                                                                                "\"device\": "
-                                                                                "\"cuda:0\", "
-                                                                                "\"inputs\": "
-                                                                                "[\"b\"], "
-                                                                                "\"outputs\": "
-                                                                                "[\"a\"], "
-                                                                                "\"attrs\": "
-                                                                                "{\"value\": 0.5}},"
-                                                                                "{\"name\": \"r\", "
-                                                                                "\"kernel\": "
-                                                                                "\"add_scalar\", "
-                                                                                "\"device\": "
-                                                                                "\"cuda:1\", "
-                                                                                "\"inputs\": "
-                                                                                "[\"a\"], "
-                                                                                "\"outputs\": "
-                                                                                "[\"y\"], "
-                                                                                "\"attrs\": "
-                                                                                "{\"value\": "
-                                                                                "1.0}}]}";
+static const char *relay =
+    "{\"format\": \"baton.plan\", \"version\": 1, \"name\": \"relay\", \"tensors\": "
+    "[" TENSOR("x", "[4, 64]", "input") "," TENSOR("a", "[4, 64]", "intermediate") "," TENSOR(
+        "b", "[4, 64]", "intermediate") "," TENSOR("y", "[4, 64]", "output") "],"
+                                                                             "\"steps\": ["
+                                                                             "{\"name\": \"w\", "
+                                                                             "\"kernel\": "
+                                                                             "\"add_scalar\", "
+                                                                             "\"device\": "
+                                                                             "\"cuda:0\", "
+                                                                             "\"inputs\": "
+                                                                             "[\"x\"], "
+                                                                             "\"outputs\": "
+                                                                             "[\"b\"], "
+                                                                             "\"attrs\": "
+                                                                             "{\"value\": 0.5}},"
+                                                                             "{\"name\": "
+                                                                             "\"w2\", "
+                                                                             "\"kernel\": "
+                                                                             "\"add_scalar\", "
+                                                                             "\"device\": "
+                                                                             "\"cuda:0\", "
+                                                                             "\"inputs\": "
+                                                                             "[\"b\"], "
+                                                                             "\"outputs\": "
+                                                                             "[\"a\"], "
+                                                                             "\"attrs\": "
+                                                                             "{\"value\": 0.5}},"
+                                                                             "{\"name\": \"r\", "
+                                                                             "\"kernel\": "
+                                                                             "\"add_scalar\", "
+                                                                             "\"device\": "
+                                                                             "\"cuda:1\", "
+                                                                             "\"inputs\": "
+                                                                             "[\"a\"], "
+                                                                             "\"outputs\": "
+                                                                             "[\"y\"], "
+                                                                             "\"attrs\": "
+                                                                             "{\"value\": "
+                                                                             "1.0}}]}";
 
 /* Runs the relay plan `runs` times on fresh inputs; returns how many outputs were not what the
  * three additions give (each rounded to f32, as every backend's add_scalar rounds). */
@@ -451,6 +449,58 @@ Test(multigpu, a_gpu_to_gpu_boundary_runs_on_cuda_in_every_mode)
         cr_assert_eq(relay_stale(BATON_GPU_CUDA, (baton_sync_mode)m, 0, 0, 20), 0,
                      "%s: wrong results", baton_sync_mode_name((baton_sync_mode)m));
     unsetenv(DEV_TEST_CUDA_ALIAS);
+}
+#endif
+
+#ifndef TEST_ON_CUDA
+/* Two GPUs with nothing between them run at once: on the test device each operation starts 20 ms
+ * late, so the kernels of cuda:0 and cuda:1 start together in the devices' timelines only if
+ * neither waited for the other (no host wait, no event). */
+Test(multigpu, independent_segments_on_two_gpus_run_concurrently)
+{
+    static const char *json =
+        "{\"format\": \"baton.plan\", \"version\": 1, \"name\": \"apart\", \"tensors\": "
+        "[" TENSOR("x0", "[4, 64]", "input") "," TENSOR("x1", "[4, 64]", "input") "," TENSOR(
+            "y0", "[4, 64]",
+            "output") "," TENSOR("y1", "[4, 64]",
+                                 "output") "],"
+                                           "\"steps\": ["
+                                           "{\"name\": \"k0\", \"kernel\": \"add_scalar\", "
+                                           "\"device\": \"cuda:0\", \"inputs\": "
+                                           "[\"x0\"], \"outputs\": [\"y0\"], \"attrs\": "
+                                           "{\"value\": 1.0}},"
+                                           "{\"name\": \"k1\", \"kernel\": \"add_scalar\", "
+                                           "\"device\": \"cuda:1\", \"inputs\": "
+                                           "[\"x1\"], \"outputs\": [\"y1\"], \"attrs\": "
+                                           "{\"value\": 1.0}}]}";
+    baton_plan *plan = load(json);
+    for (int m = BATON_SYNC_BOUNDARY; m <= BATON_SYNC_GRAPH; m++) {
+        baton_runtime *rt = make(plan, BATON_GPU_SIM, (baton_sync_mode)m, 20000);
+        cr_assert_eq(baton_runtime_trace_begin(rt, 64), 0);
+        baton_error err = {0};
+        cr_assert_eq(baton_runtime_run(rt, &err), 0, "%s", err.message);
+        int64_t t0[2] = {0, 0}, t1[2] = {0, 0};
+        for (int g = 0; g < 2; g++) {
+            baton_device dev = {BATON_DEVICE_CUDA, g};
+            const dev_trace *t = &rt->dev_trace[plan_memory_index(plan, dev)];
+            size_t n = atomic_load(&t->n);
+            for (size_t i = 0; i < n; i++)
+                if (strcmp(t->spans[i].cat, "kernel") == 0) {
+                    t0[g] = t->spans[i].t0;
+                    t1[g] = t->spans[i].t1;
+                }
+            cr_assert(t1[g] > 0, "%s: no kernel in cuda:%d's timeline",
+                      baton_sync_mode_name((baton_sync_mode)m), g);
+        }
+        /* run one after the other, the second GPU's kernel would start two delays (a copy
+         * and a kernel, 40 ms) after the first's; at once, within much less than one */
+        int64_t apart = t0[0] > t0[1] ? t0[0] - t0[1] : t0[1] - t0[0];
+        cr_assert_lt(apart, 10000000,
+                     "%s: the two GPUs' kernels started %.1f ms apart: one waited for the other",
+                     baton_sync_mode_name((baton_sync_mode)m), apart / 1e6);
+        baton_runtime_destroy(rt);
+    }
+    baton_plan_free(plan);
 }
 #endif
 
