@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "baton/baton_uv.h"
 #include "plan/plan_internal.h"
 #include "scheduler/runtime.h"
 #include "scheduler/testing.h"
@@ -453,7 +454,7 @@ Test(multigpu, a_gpu_to_gpu_boundary_runs_on_cuda_in_every_mode)
 #endif
 
 #ifndef TEST_ON_CUDA
-/* Two GPUs with nothing between them run at once: on the test device each operation starts 20 ms
+/* Two GPUs with nothing between them run at once: on the test device each operation starts 50 ms
  * late, so the kernels of cuda:0 and cuda:1 start together in the devices' timelines only if
  * neither waited for the other (no host wait, no event). */
 Test(multigpu, independent_segments_on_two_gpus_run_concurrently)
@@ -475,7 +476,7 @@ Test(multigpu, independent_segments_on_two_gpus_run_concurrently)
                                            "{\"value\": 1.0}}]}";
     baton_plan *plan = load(json);
     for (int m = BATON_SYNC_BOUNDARY; m <= BATON_SYNC_GRAPH; m++) {
-        baton_runtime *rt = make(plan, BATON_GPU_SIM, (baton_sync_mode)m, 20000);
+        baton_runtime *rt = make(plan, BATON_GPU_SIM, (baton_sync_mode)m, 50000);
         cr_assert_eq(baton_runtime_trace_begin(rt, 64), 0);
         baton_error err = {0};
         cr_assert_eq(baton_runtime_run(rt, &err), 0, "%s", err.message);
@@ -493,14 +494,97 @@ Test(multigpu, independent_segments_on_two_gpus_run_concurrently)
                       baton_sync_mode_name((baton_sync_mode)m), g);
         }
         /* run one after the other, the second GPU's kernel would start two delays (a copy
-         * and a kernel, 40 ms) after the first's; at once, within much less than one */
+         * and a kernel, 100 ms) after the first's; at once, well within one (a loaded machine
+         * may wake a worker late, never by a whole delay) */
         int64_t apart = t0[0] > t0[1] ? t0[0] - t0[1] : t0[1] - t0[0];
-        cr_assert_lt(apart, 10000000,
+        cr_assert_lt(apart, 50000000,
                      "%s: the two GPUs' kernels started %.1f ms apart: one waited for the other",
                      baton_sync_mode_name((baton_sync_mode)m), apart / 1e6);
         baton_runtime_destroy(rt);
     }
     baton_plan_free(plan);
+}
+#endif
+
+#ifndef TEST_ON_CUDA
+enum { POOL_JOBS = 7 };
+
+typedef struct pool_slot {
+    baton_job job;
+    baton_binding in[2], out[2];
+    float x0[N], x1[N], r1[N], o1[N];
+    int status, called;
+} pool_slot;
+
+static void pool_done(baton_job *job, int status)
+{
+    pool_slot *p = job->data;
+    p->status = status;
+    p->called++;
+}
+
+static void pool_closed(void *arg)
+{
+    *(int *)arg = 1;
+}
+
+/* Runs in flight on a baton_uv pool over two GPUs: each instance has its own streams, events and
+ * collective rendezvous; every run equals a synchronous run of the same inputs. */
+Test(multigpu, runs_in_flight_over_two_gpus_equal_synchronous_runs)
+{
+    baton_plan *two = load(two_gpus);
+    baton_runtime *sync_rt = make(two, BATON_GPU_SIM, BATON_SYNC_GRAPH, 0);
+    baton_options o;
+    baton_options_init(&o);
+    o.gpu = BATON_GPU_SIM;
+    o.quiet = 1;
+    o.sim_delay_us = 500;
+    uv_loop_t loop;
+    cr_assert_eq(uv_loop_init(&loop), 0);
+    baton_pool *pool = NULL;
+    baton_error err = {0};
+    cr_assert_eq(baton_pool_create(&loop, two, &o, 3, &pool, &err), 0, "%s", err.message);
+    static pool_slot slots[POOL_JOBS];
+    test_rng rng = {test_fresh_seed()};
+    for (int j = 0; j < POOL_JOBS; j++) {
+        pool_slot *p = &slots[j];
+        baton_job_init(&p->job);
+        p->job.data = p;
+        test_fill_random(&rng, BATON_DTYPE_F32, p->x0, N, 1.0);
+        test_fill_random(&rng, BATON_DTYPE_F32, p->x1, N, 1.0);
+        test_poison(p->r1, sizeof p->r1);
+        test_poison(p->o1, sizeof p->o1);
+        p->in[0] = (baton_binding){"x0", p->x0, sizeof p->x0};
+        p->in[1] = (baton_binding){"x1", p->x1, sizeof p->x1};
+        p->out[0] = (baton_binding){"r1", p->r1, sizeof p->r1};
+        p->out[1] = (baton_binding){"o1", p->o1, sizeof p->o1};
+        p->job.inputs = p->in;
+        p->job.n_inputs = 2;
+        p->job.outputs = p->out;
+        p->job.n_outputs = 2;
+        cr_assert_eq(baton_pool_submit(pool, &p->job, pool_done), 0, "%s", p->job.err.message);
+    }
+    uv_run(&loop, UV_RUN_DEFAULT);
+    for (int j = 0; j < POOL_JOBS; j++) {
+        pool_slot *p = &slots[j];
+        cr_assert_eq(p->called, 1);
+        cr_assert_eq(p->status, 0, "job %d: %s", j, p->job.err.message);
+        static float r1[N], o1[N];
+        set(sync_rt, "x0", p->x0);
+        set(sync_rt, "x1", p->x1);
+        cr_assert_eq(baton_runtime_run(sync_rt, &err), 0, "%s", err.message);
+        get(sync_rt, "r1", r1, N);
+        get(sync_rt, "o1", o1, N);
+        cr_assert_arr_eq(p->r1, r1, sizeof r1, "job %d: all_reduce differs", j);
+        cr_assert_arr_eq(p->o1, o1, sizeof o1, "job %d: cuda:0 -> cuda:1 differs", j);
+    }
+    int closed = 0;
+    baton_pool_close(pool, pool_closed, &closed);
+    uv_run(&loop, UV_RUN_DEFAULT);
+    cr_assert(closed);
+    cr_assert_eq(uv_loop_close(&loop), 0);
+    baton_runtime_destroy(sync_rt);
+    baton_plan_free(two);
 }
 #endif
 
