@@ -151,6 +151,20 @@ if has multi; then
   grep -hE "PASS|FAIL|SKIP|Synthesis" "$BUILD/Testing/Temporary/LastTest.log" 2>/dev/null |
     grep -i multigpu | tee -a "$summary"
   if [ "$ngpu" -ge 2 ]; then
+    # The tutorial plan at 2 x 65536 x 4096 bf16 rows, on one GPU and sharded over two.
+    python3 - "$work/one.json" <<'PY'
+import json, sys
+p = json.load(open("examples/plans/rmsnorm_tutorial.json"))
+shapes = {"x": [131072, 4096], "grad_y": [131072, 4096], "y": [131072, 4096],
+          "grad_x": [131072, 4096], "weight": [4096], "grad_weight": [4096],
+          "invvar": [131072], "part_grad": [16, 4096]}
+for t in p["tensors"]:
+    t["shape"] = shapes[t["name"]]
+p["name"] = "rmsnorm-tutorial-large"
+json.dump(p, open(sys.argv[1], "w"))
+PY
+    python3 scripts/shard.py --devices cuda:0,cuda:1 "$work/one.json" > "$work/two.json"
+    timeout 300 "$BUILD/bench_scaling" "$work/one.json" "$work/two.json" 2>&1 | tee -a "$summary"
     BATON_E2E_GPUS="cuda" timeout 600 bash tests/test_shard_e2e.sh "$BUILD/baton" 2>&1 |
       tail -6 | tee -a "$summary"
     JAX_PLATFORMS=cuda timeout 300 python3 bench/multigpu/xla_scaling.py 2>&1 | tail -6 |

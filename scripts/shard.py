@@ -193,13 +193,14 @@ def shard(path, plan, devices, reduce):
     ba = {k: v for k, v in attrs.items()}
     ba["part_grad_size"] = Ps
     fname, bname = p["fwd"].get("name", "forward"), p["bwd"].get("name", "backward")
+    # Device by device, forward then backward: one segment (one graph) per GPU, issued one after
+    # the other by the host and run at once by the GPUs, which do not wait for each other.
     for i, dev in enumerate(devices):
         s = {"name": sh(fname, i), "kernel": "rms_norm_fwd", "device": dev,
              "inputs": [sh(p["x"], i), p["w"]], "outputs": [sh(p["y"], i), sh(p["iv"], i)]}
         if fa:
             s["attrs"] = fa
         steps.append(s)
-    for i, dev in enumerate(devices):
         steps.append({"name": sh(bname, i), "kernel": "rms_norm_bwd", "device": dev,
                       "inputs": [sh(p["gy"], i), sh(p["iv"], i), sh(p["x"], i), p["w"]],
                       "outputs": [sh(p["gx"], i), "%s.%d.partial" % (p["gw"], i),
