@@ -28,6 +28,8 @@ t0=$(date +%s)
 
 eval "$(bash scripts/deps-prefix.sh)"
 export BATON_SOURCE_DIR=$root
+# NVLink multicast stays off on the lent machines (NCCL, under baton and under JAX alike).
+export NCCL_NVLS_ENABLE=0
 inc=$(python3 -c "import jax.ffi; print(jax.ffi.include_dir())" 2>/dev/null || true)
 ffi=()
 [ -n "$inc" ] && ffi=(-DBATON_XLA_FFI_INCLUDE="$inc")
@@ -144,7 +146,6 @@ if has multi; then
   # Several GPUs (issue 14): the copy and collective costs against cudaMemcpyPeer and NCCL, the
   # sharded tutorial plan against the one-GPU plan on real GPUs, XLA's own scaling, and the
   # 2-GPU tests' log. On one GPU each says why it measures nothing.
-  export NCCL_NVLS_ENABLE=0
   ngpu=$(nvidia-smi -L | wc -l)
   say "== several GPUs ($ngpu present)"
   timeout 300 "$BUILD/bench_multigpu" 2>&1 | tee -a "$summary"
