@@ -29,11 +29,10 @@ int plan_memory_index(const baton_plan *plan, baton_device dev)
 
 int plan_segment_runs_on(const baton_plan *plan, int s, baton_device dev)
 {
-    const plan_step *st = &plan->steps[plan->segments[s].first_step];
-    if (!plan->segments[s].collective)
-        return device_eq(plan->segments[s].device, dev);
-    for (int g = 0; g < st->n_group; g++)
-        if (device_eq(st->group[g], dev))
+    int nd;
+    const baton_device *devs = step_devices(&plan->steps[plan->segments[s].first_step], &nd);
+    for (int g = 0; g < nd; g++)
+        if (device_eq(devs[g], dev))
             return 1;
     return 0;
 }
@@ -74,8 +73,10 @@ static int build_segments(baton_plan *plan, baton_error *err)
     plan->memory[0].device = (baton_device){BATON_DEVICE_CPU, 0};
     for (int i = 0; i < n; i++) {
         const plan_step *s = &plan->steps[i];
-        for (int g = 0; g < (s->n_group ? s->n_group : 1); g++) {
-            baton_device d = s->n_group ? s->group[g] : s->device;
+        int nd;
+        const baton_device *devs = step_devices(s, &nd);
+        for (int g = 0; g < nd; g++) {
+            baton_device d = devs[g];
             if (plan_memory_index(plan, d) >= 0)
                 continue;
             if (plan->n_devices == PLAN_MAX_DEVICES)
@@ -559,8 +560,10 @@ static int build_boundaries_and_syncs(baton_plan *plan, baton_error *err)
     /* strict: after every GPU step (a collective: on each device of its group). */
     for (int i = 0; i < plan->n_steps; i++) {
         const plan_step *st = &plan->steps[i];
-        for (int g = 0; g < (st->n_group ? st->n_group : 1); g++) {
-            baton_device dev = st->n_group ? st->group[g] : st->device;
+        int nd;
+        const baton_device *devs = step_devices(st, &nd);
+        for (int g = 0; g < nd; g++) {
+            baton_device dev = devs[g];
             if (dev.kind == BATON_DEVICE_CUDA &&
                 push_sync(plan, BATON_SYNC_STRICT, cap, i, dev, "step"))
                 return err_set(err, BATON_ENOMEM, "analysis: out of memory");
@@ -603,12 +606,11 @@ static int build_boundaries_and_syncs(baton_plan *plan, baton_error *err)
                             return err_set(err, BATON_ENOMEM, "analysis: out of memory");
                         pending[d] = 0;
                     }
-            } else if (seg->collective) {
-                const plan_step *st = &plan->steps[seg->first_step];
-                for (int g = 0; g < st->n_group; g++)
-                    pending[plan_memory_index(plan, st->group[g])] = 1;
-            } else if (seg->device.kind == BATON_DEVICE_CUDA) {
-                pending[plan_memory_index(plan, seg->device)] = 1;
+            } else if (seg->device.kind == BATON_DEVICE_CUDA) { /* a collective: its group */
+                int nd;
+                const baton_device *devs = step_devices(&plan->steps[seg->first_step], &nd);
+                for (int g = 0; g < nd; g++)
+                    pending[plan_memory_index(plan, devs[g])] = 1;
             }
         }
         for (int d = 1; d < plan->n_devices; d++)

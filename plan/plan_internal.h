@@ -96,6 +96,13 @@ static inline baton_device step_arg_device(const plan_step *s, int k)
     return s->n_group ? s->group[k] : s->device;
 }
 
+/* The devices a step runs on (*n of them): a collective's group, else its one device. */
+static inline const baton_device *step_devices(const plan_step *s, int *n)
+{
+    *n = s->n_group ? s->n_group : 1;
+    return s->n_group ? s->group : &s->device;
+}
+
 /* ---- analysis ---- */
 
 /* A maximal run of consecutive steps on one device, or one collective step (a segment of its own,

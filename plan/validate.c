@@ -402,8 +402,10 @@ int plan_validate(baton_plan *plan, baton_error *err)
     }
     for (int si = 0; si < plan->n_steps; si++) {
         plan_step *s = &plan->steps[si];
-        for (int g = 0; g < (s->n_group ? s->n_group : 1); g++) {
-            baton_device dev = s->n_group ? s->group[g] : s->device;
+        int nd;
+        const baton_device *devs = step_devices(s, &nd);
+        for (int g = 0; g < nd; g++) {
+            baton_device dev = devs[g];
             int known = 0;
             for (int d = 0; d < n_devices && !known; d++)
                 known = device_eq(devices[d], dev);

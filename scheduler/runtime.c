@@ -37,8 +37,10 @@ static int choose_backend(baton_runtime *rt, baton_error *err)
     int need = -1, first_step = -1; /* the highest cuda index the plan uses */
     for (int i = 0; i < plan->n_steps; i++) {
         const plan_step *st = &plan->steps[i];
-        for (int g = 0; g < (st->n_group ? st->n_group : 1); g++) {
-            baton_device dv = st->n_group ? st->group[g] : st->device;
+        int nd;
+        const baton_device *devs = step_devices(st, &nd);
+        for (int g = 0; g < nd; g++) {
+            baton_device dv = devs[g];
             if (dv.kind == BATON_DEVICE_CUDA && dv.index > need) {
                 need = dv.index;
                 first_step = i;
@@ -331,6 +333,7 @@ static int build_calls(baton_runtime *rt, baton_error *err)
         kinds[i] = plan->steps[i].kind;
     }
     int use_pdl = rt->opts.mode != BATON_SYNC_STRICT && !rt->opts.disable_pdl;
+    const int alias = rt->backend == BATON_GPU_CUDA ? cuda_alias() : 0;
     void **b = rt->bufs;
     baton_tensor_desc *dd = rt->descs;
     const char **nn = rt->names;
@@ -343,9 +346,9 @@ static int build_calls(baton_runtime *rt, baton_error *err)
             rt->step_dev[i] = d;
             rt->calls[i].buffers = b;
             for (int k = 0; k < s->n_inputs; k++)
-                *b++ = slot_addr(rt, plan_memory_index(plan, s->group[k]), s->inputs[k]);
+                *b++ = slot_addr(rt, plan_memory_index(plan, step_arg_device(s, k)), s->inputs[k]);
             for (int k = 0; k < s->n_outputs; k++)
-                *b++ = slot_addr(rt, plan_memory_index(plan, s->group[k]), s->outputs[k]);
+                *b++ = slot_addr(rt, plan_memory_index(plan, step_arg_device(s, k)), s->outputs[k]);
             continue;
         }
         baton_device_kind impl_kind = rd->ops == &dev_cpu_ops || rd->ops == &dev_sim_ops
@@ -403,8 +406,8 @@ static int build_calls(baton_runtime *rt, baton_error *err)
             .user = s->target->user,
             .autotune = !rt->opts.no_autotune,
         };
-        if (rt->backend == BATON_GPU_CUDA && cuda_alias() > 0) /* kernels launch on the GPU */
-            c->ctx.device.index %= cuda_alias();
+        if (alias > 0) /* testing: kernels launch on the GPU the step is folded onto */
+            c->ctx.device.index %= alias;
         /* PDL only between two kernels of one GPU segment that both honour it: the first
          * kernel of a segment follows copies or the host. */
         if (use_pdl && s->kind == BATON_TARGET_KERNEL && im->supports_pdl && i > 0 &&
@@ -603,16 +606,16 @@ static void count_graph_bytes(baton_runtime *rt)
     }
 }
 
-/* Every place that holds the address of an input or output tensor, so that binding a caller's
- * buffer rewrites them without a search (baton_runtime_bind). */
 /* The device of step i's buffer k (inputs then outputs): a collective's member device. */
 static int site_dev(const baton_runtime *rt, int i, int k)
 {
     const plan_step *st = &rt->plan->steps[i];
-    if (!st->n_group)
-        return rt->step_dev[i];
-    return plan_memory_index(rt->plan, st->group[k < st->n_inputs ? k : k - st->n_inputs]);
+    return plan_memory_index(rt->plan,
+                             step_arg_device(st, k < st->n_inputs ? k : k - st->n_inputs));
 }
+
+/* Every place that holds the address of an input or output tensor, so that binding a caller's
+ * buffer rewrites them without a search (baton_runtime_bind). */
 
 static int build_sites(baton_runtime *rt, baton_error *err)
 {
