@@ -212,9 +212,9 @@ static inline void *dev_host_zeroed(size_t bytes)
     return p;
 }
 
-/* Testing builds: with this environment variable set to 1, a plan's cuda:N beyond the GPUs present
- * runs on GPU N % count, so that a one-GPU machine runs the multi-GPU paths (events between
- * streams, copies between "GPUs", graphs) on two streams of one GPU. NCCL refuses such a group. */
+/* Testing builds: with this environment variable set to 1, the runtime opens a plan's cuda:N on
+ * GPU N % count (each with its own stream), so that a one-GPU machine runs the multi-GPU paths
+ * (events between streams, copies between "GPUs", graphs) on one GPU. NCCL refuses such a group. */
 #define DEV_TEST_CUDA_ALIAS "BATON_TEST_CUDA_ALIAS"
 
 extern const dev_ops dev_cpu_ops;

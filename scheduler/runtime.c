@@ -31,6 +31,14 @@ static int cuda_alias(void)
     return 0;
 }
 
+/* The device a plan's device runs on: itself, unless the test alias folds it (CUDA only). */
+static baton_device run_on(const baton_runtime *rt, baton_device dv)
+{
+    if (rt->alias_gpus > 0 && rt->backend == BATON_GPU_CUDA && dv.kind == BATON_DEVICE_CUDA)
+        dv.index %= rt->alias_gpus;
+    return dv;
+}
+
 static int choose_backend(baton_runtime *rt, baton_error *err)
 {
     const baton_plan *plan = rt->plan;
@@ -55,8 +63,8 @@ static int choose_backend(baton_runtime *rt, baton_error *err)
     if (rt->backend == BATON_GPU_SIM || rt->backend == BATON_GPU_CPU)
         return 0;
     int have = baton_cuda_device_count();
-    if (cuda_alias() > 0)
-        have = need + 1; /* the CUDA device folds the others onto those present */
+    if ((rt->alias_gpus = cuda_alias()) > 0)
+        have = need + 1; /* run_on() folds the others onto those present */
     if (have > need) {
         rt->backend = BATON_GPU_CUDA;
         return 0;
@@ -195,8 +203,8 @@ static int open_devices(baton_runtime *rt, int fault_dev, dev_fault fault, baton
         rd->gpu = dv.kind == BATON_DEVICE_CUDA;
         rd->ops = ops_for(rt, dv);
         /* events: WAIT_SLOT, and one per segment that another GPU waits for (SEG_EVENT) */
-        if ((rc = rd->ops->open(dv, &rt->opts, plan->n_segments, SEG_EVENT(plan->n_segments),
-                                &rd->ctx, err)))
+        if ((rc = rd->ops->open(run_on(rt, dv), &rt->opts, plan->n_segments,
+                                SEG_EVENT(plan->n_segments), &rd->ctx, err)))
             return rc;
         if (d == fault_dev && rd->ops->inject)
             rd->ops->inject(rd->ctx, fault);
@@ -333,7 +341,6 @@ static int build_calls(baton_runtime *rt, baton_error *err)
         kinds[i] = plan->steps[i].kind;
     }
     int use_pdl = rt->opts.mode != BATON_SYNC_STRICT && !rt->opts.disable_pdl;
-    const int alias = rt->backend == BATON_GPU_CUDA ? cuda_alias() : 0;
     void **b = rt->bufs;
     baton_tensor_desc *dd = rt->descs;
     const char **nn = rt->names;
@@ -392,7 +399,7 @@ static int build_calls(baton_runtime *rt, baton_error *err)
         c->opaque = s->opaque;
         c->opaque_len = s->opaque_len;
         c->ctx = (baton_exec_ctx){
-            .device = s->device,
+            .device = run_on(rt, s->device), /* kernels launch on the GPU it runs on */
             .stream = rd->ops->stream(rd->ctx),
             .next_device = s->next_device,
             .next_kind = s->next_kind,
@@ -406,8 +413,6 @@ static int build_calls(baton_runtime *rt, baton_error *err)
             .user = s->target->user,
             .autotune = !rt->opts.no_autotune,
         };
-        if (alias > 0) /* testing: kernels launch on the GPU the step is folded onto */
-            c->ctx.device.index %= alias;
         /* PDL only between two kernels of one GPU segment that both honour it: the first
          * kernel of a segment follows copies or the host. */
         if (use_pdl && s->kind == BATON_TARGET_KERNEL && im->supports_pdl && i > 0 &&
@@ -427,7 +432,7 @@ static int build_calls(baton_runtime *rt, baton_error *err)
         baton_delegate_init info = {
             .step_index = i,
             .step_name = s->name,
-            .device = c->ctx.device, /* s->device, folded as above */
+            .device = c->ctx.device,
             .stream = c->ctx.stream,
             .sig = &sig,
             .n_steps = n,
@@ -746,9 +751,10 @@ static int prepare(const baton_plan *plan, const baton_options *opts, const bato
     rt->plan = plan_retain(plan); /* baton_runtime_destroy releases it */
     rt->opts = o;
     rt->share = share;
-    if (share)
-        rt->backend = share->backend; /* an instance runs where its first one does */
-    else
+    if (share) { /* an instance runs where its first one does */
+        rt->backend = share->backend;
+        rt->alias_gpus = share->alias_gpus;
+    } else
         rc = choose_backend(rt, err);
     if (!rc)
         rc = open_devices(rt, fault_dev, fault, err);

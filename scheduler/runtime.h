@@ -80,7 +80,8 @@ struct baton_runtime {
     const baton_plan *plan;
     baton_options opts;
     baton_gpu_backend backend; /* what GPU steps actually run on */
-    int gpu_only; /* testing (runtime_gpu_only): runs skip the CPU segments and their waits */
+    int alias_gpus; /* testing (DEV_TEST_CUDA_ALIAS): the GPUs a plan's cuda:N fold onto, or 0 */
+    int gpu_only;   /* testing (runtime_gpu_only): runs skip the CPU segments and their waits */
     int nd;
     rt_device dev[PLAN_MAX_DEVICES];
     int *step_dev; /* per step: device index */

@@ -28,8 +28,7 @@
 
 struct dev_ctx {
     baton_device dev;
-    int ordinal;   /* the CUDA device it runs on: dev.index, unless aliased (DEV_TEST_CUDA_ALIAS) */
-    char name[24]; /* "cuda:0", for messages */
+    char name[24];  /* "cuda:0", for messages */
     int set_device; /* nonzero: make dev current before each call (several GPUs, or not 0) */
     int pdl;        /* compute capability >= 9 */
     cudaStream_t stream;
@@ -100,7 +99,7 @@ static cudaError_t make_current(const dev_ctx *d)
 {
     if (!d->set_device)
         return cudaSuccess;
-    return cudaSetDevice(d->ordinal);
+    return cudaSetDevice(d->dev.index);
 }
 
 static int is_capture_error(cudaError_t e)
@@ -171,13 +170,7 @@ static int open_device(baton_device dev, const baton_options *opts, int n_graphs
         return err_set(err, BATON_ENODEV, "%s: no CUDA device is usable: %s: %s", name,
                        cudaGetErrorName(e), cudaGetErrorString(e));
     }
-    int ordinal = dev.index;
-#ifdef BATON_TESTING
-    const char *alias = getenv(DEV_TEST_CUDA_ALIAS);
-    if (alias && strcmp(alias, "1") == 0 && count > 0)
-        ordinal = dev.index % count;
-#endif
-    if (ordinal >= count)
+    if (dev.index >= count)
         return err_set(err, BATON_ENODEV,
                        "%s: no such device (%d CUDA device%s present); place the step on "
                        "cuda:0..cuda:%d or on cpu",
@@ -186,9 +179,8 @@ static int open_device(baton_device dev, const baton_options *opts, int n_graphs
     if (!d)
         return err_set(err, BATON_ENOMEM, "%s: out of memory opening the device", name);
     d->dev = dev;
-    d->ordinal = ordinal;
     memcpy(d->name, name, sizeof d->name);
-    d->set_device = count > 1 || ordinal != 0;
+    d->set_device = count > 1 || dev.index != 0;
     d->n_events = n_events;
     d->n_graphs = n_graphs;
     d->events = calloc((size_t)(n_events > 0 ? n_events : 1), sizeof *d->events);
@@ -199,10 +191,10 @@ static int open_device(baton_device dev, const baton_options *opts, int n_graphs
         cuda_close(d);
         return err_set(err, BATON_ENOMEM, "%s: out of memory opening the device", name);
     }
-    if ((e = cudaSetDevice(ordinal)) != cudaSuccess)
+    if ((e = cudaSetDevice(dev.index)) != cudaSuccess)
         return open_failed(d, cuda_reason(err, d, NULL, "cudaSetDevice", NULL, e));
     int major = 0;
-    if ((e = cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, ordinal)) !=
+    if ((e = cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev.index)) !=
         cudaSuccess)
         return open_failed(
             d, cuda_reason(err, d, NULL, "cudaDeviceGetAttribute", "compute capability", e));
@@ -217,13 +209,13 @@ static int open_device(baton_device dev, const baton_options *opts, int n_graphs
             return open_failed(d, cuda_reason(err, d, NULL, "cudaStreamGetDevice",
                                               "the caller's stream (baton_options.streams)", e));
         }
-        if (on != ordinal) {
+        if (on != dev.index) {
             d->stream = NULL;
             cuda_close(d);
             return err_set(err, BATON_EINVAL,
                            "%s: the caller's stream (baton_options.streams) belongs to cuda:%d; "
                            "create it with cuda:%d current",
-                           name, on, ordinal);
+                           name, on, dev.index);
         }
     } else {
         /* Non-blocking: the legacy default stream, which other code in the process may use,
@@ -788,7 +780,7 @@ static int cuda_mem_check(dev_ctx *d, const void *p, size_t bytes, int host, bat
                        "memory at %p is not device memory; allocate it with cudaMalloc with %s "
                        "current",
                        p, d->name);
-    if (a.device != d->ordinal)
+    if (a.device != d->dev.index)
         return err_set(err, BATON_EINVAL, "memory at %p is on cuda:%d, not on %s", p, a.device,
                        d->name);
     return 0;
@@ -878,15 +870,15 @@ static int cuda_stream_wait(dev_ctx *d, dev_ctx *other, int slot, baton_error *e
 static int cuda_peer_enable(dev_ctx *d, dev_ctx *other, baton_error *err)
 {
     int can = 0;
-    if (d->ordinal == other->ordinal)
-        return 0; /* aliased onto one GPU (testing) */
-    cudaError_t e = cudaDeviceCanAccessPeer(&can, d->ordinal, other->ordinal);
+    if (d->dev.index == other->dev.index)
+        return 0; /* one GPU twice (the runtime's test alias) */
+    cudaError_t e = cudaDeviceCanAccessPeer(&can, d->dev.index, other->dev.index);
     if (e != cudaSuccess)
         return cuda_reason(err, d, NULL, "cudaDeviceCanAccessPeer", other->name, e);
     if (!can)
         return 0;
-    if ((e = cudaSetDevice(d->ordinal)) == cudaSuccess)
-        e = cudaDeviceEnablePeerAccess(other->ordinal, 0);
+    if ((e = cudaSetDevice(d->dev.index)) == cudaSuccess)
+        e = cudaDeviceEnablePeerAccess(other->dev.index, 0);
     if (e == cudaErrorPeerAccessAlreadyEnabled) {
         (void)cudaGetLastError(); /* enabled by another runtime of this process: fine */
         e = cudaSuccess;
@@ -900,7 +892,7 @@ static int cuda_coll_prepare(dev_coll *c, baton_error *err)
 {
     int ordinals[DEV_MAX_GROUP];
     for (int k = 0; k < c->n; k++)
-        ordinals[k] = c->group[k]->ordinal;
+        ordinals[k] = c->group[k]->dev.index;
     return nccl_comms_create(c->n, ordinals, &c->impl, err);
 }
 
