@@ -171,10 +171,16 @@ static void meet(const sim_op *op)
     uv_mutex_unlock(&r->lock);
 }
 
-static void sim_run_op(dev_ctx *d, const sim_op *op)
+/* opts->sim_delay_us before an operation, in whole milliseconds (what uv_sleep takes) */
+static void op_delay(const dev_ctx *d)
 {
     if (d->delay_us > 0)
         uv_sleep((unsigned)(d->delay_us + 999) / 1000);
+}
+
+static void sim_run_op(dev_ctx *d, const sim_op *op)
+{
+    op_delay(d);
     /* Waits and collectives are passed even after a fault, like gates: another device's work
      * depends on them, and its host would otherwise wait forever. */
     if (op->kind == SIM_WAIT) {
@@ -203,8 +209,8 @@ static void sim_run_op(dev_ctx *d, const sim_op *op)
         for (int i = 0; i < g->n; i++) {
             /* a graph of n operations takes as long as they would: a replay is one launch, not
              * less work, and a slow writer's graph must stay slow for the tests' races */
-            if (i > 0 && d->delay_us > 0)
-                uv_sleep((unsigned)(d->delay_us + 999) / 1000);
+            if (i > 0)
+                op_delay(d);
             int64_t c0 = t0 ? mono_ns() : 0;
             if (g->ops[i].kind == SIM_GATE)
                 gate_pass(d);
