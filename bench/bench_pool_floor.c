@@ -163,10 +163,8 @@ int main(int argc, char **argv)
     printf("bench_pool_floor: %s, %s mode%s, %d in flight, GPU backend %s, %d rounds x %d "
            "requests\n",
            path, baton_sync_mode_name(o.mode),
-           o.disable_queue_ahead < 0 || (n <= BATON_POOL_QUEUE_AHEAD_MAX && !o.disable_queue_ahead)
-               ? " (queueing ahead)"
-               : " (no queueing ahead)",
-           n, baton_pool_gpu_backend(w[0].pool) == BATON_GPU_CUDA ? "cuda" : "not cuda", rounds,
+           baton_pool_queues_ahead(w[0].pool) ? " (queueing ahead)" : " (no queueing ahead)", n,
+           baton_pool_gpu_backend(w[0].pool) == BATON_GPU_CUDA ? "cuda" : "not cuda", rounds,
            requests);
     double secs[2] = {0, 0};
     int64_t *keep[2] = {w[0].lat_ns, w[1].lat_ns};

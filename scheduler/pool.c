@@ -54,6 +54,7 @@ struct baton_pool {
     uv_async_t async;
     int stopping;    /* guarded by lock: workers exit */
     int64_t spin_ns; /* how long a worker that finished looks for its next job before sleeping */
+    int queue_ahead; /* the instances queue ahead in graph mode (baton_pool_queues_ahead) */
     /* loop thread only */
     baton_job *queue_head, *queue_tail;
     int free_list[POOL_MAX_INSTANCES], n_free;
@@ -301,6 +302,7 @@ int baton_pool_create(uv_loop_t *loop, const baton_plan *plan, const baton_optio
     int rc = options_read(opts, &o, err);
     if (!rc && instances > BATON_POOL_QUEUE_AHEAD_MAX && o.disable_queue_ahead == 0)
         o.disable_queue_ahead = 1;
+    p->queue_ahead = o.disable_queue_ahead <= 0;
     for (int i = 0; i < instances && !rc; i++) {
         pool_worker *w = &p->w[i];
         w->pool = p;
@@ -479,6 +481,11 @@ int baton_pool_pending(const baton_pool *p)
 baton_gpu_backend baton_pool_gpu_backend(const baton_pool *p)
 {
     return p && p->n > 0 ? baton_runtime_gpu_backend(p->w[0].rt) : BATON_GPU_CPU;
+}
+
+int baton_pool_queues_ahead(const baton_pool *p)
+{
+    return p ? p->queue_ahead : 0;
 }
 
 baton_runtime *pool_instance(baton_pool *p, int i)

@@ -180,7 +180,7 @@ static int bench_inflight(cli *c, const baton_plan *plan, const baton_sync_mode 
         double runs_per_s, p50_us, p99_us, loop_us, busy; /* busy < 0: not measured */
         char busy_why[160];
     } res[3];
-    int nres = 0;
+    int nres = 0, queues_ahead = 0;
     uv_loop_t loop;
     int loop_ok = 0;
     if (!inputs || !F.lat_ns) {
@@ -246,6 +246,7 @@ static int bench_inflight(cli *c, const baton_plan *plan, const baton_sync_mode 
             break;
         }
         c->opts.quiet = 1; /* say the notes once */
+        queues_ahead = baton_pool_queues_ahead(F.pool);
         /* warm-up: two rounds of n runs put two on every instance (all free, one each), so graph
          * capture and first launches stay out of the numbers */
         F.prog = NULL;
@@ -337,11 +338,7 @@ static int bench_inflight(cli *c, const baton_plan *plan, const baton_sync_mode 
     } else {
         printf("plan '%s', %d in flight on a pool of %d instances: %d timed runs per mode after "
                "2 warm-up runs per instance; graph mode queues ahead: %s\n",
-               cli_esc(baton_plan_name(plan)), n, n, iters,
-               c->opts.disable_queue_ahead < 0 ||
-                       (n <= BATON_POOL_QUEUE_AHEAD_MAX && c->opts.disable_queue_ahead == 0)
-                   ? "yes"
-                   : "no");
+               cli_esc(baton_plan_name(plan)), n, n, iters, queues_ahead ? "yes" : "no");
         printf("%-9s %11s %11s %11s %14s %9s\n", "mode", "runs/s", "p50 us", "p99 us",
                "loop us/run", "GPU busy");
         int any_na = 0;

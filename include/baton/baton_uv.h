@@ -109,6 +109,9 @@ BATON_API void baton_pool_memory(const baton_pool *pool, size_t *const_bytes, si
 BATON_API int baton_pool_pending(const baton_pool *pool);
 /* The GPU backend the pool's instances use after any fallback (baton_runtime_gpu_backend). */
 BATON_API baton_gpu_backend baton_pool_gpu_backend(const baton_pool *pool);
+/* 1 when the pool's instances queue ahead in graph mode (disable_queue_ahead, with the pool's
+ * default of BATON_POOL_QUEUE_AHEAD_MAX applied), else 0. */
+BATON_API int baton_pool_queues_ahead(const baton_pool *pool);
 
 #ifdef __cplusplus
 }
