@@ -7,17 +7,29 @@ and block_until_ready (dispatch included: some tens of microseconds, which matte
 shapes only). Run torch and JAX in separate processes (--only), so that neither holds memory the
 other preallocates. Effective bandwidth counts the same bytes as bench_kernels.
 
-    python3 bench/kernels/peers.py [--runs N] [--quick]
+With --device-time LIB (libkernel_times.so, target kernel_times: bench/kernels/kernel_times.c),
+each framework's calls are timed on the device as well, as baton's kernels are: CUPTI records the
+kernels of each call, run alone (launched, waited for, its records collected), and the call's device
+time is the sum of its kernels' durations (and its span, first start to last end, which adds the
+gaps between them); the median over the calls is reported as "jaxdev" and "torchdev", with the
+kernels of one call named, so that one can say which fusions XLA ran. CUPTI is started only around
+those calls, after the warm-up (so the framework has its CUDA context: CUPTI 13 records kernels of
+contexts that exist already) and after the wall-clock and event timings, which it would slow. The
+library is loaded after the framework, so that a libcupti the framework brings is the one used.
+
+    python3 bench/kernels/peers.py [--runs N] [--quick] [--only torch|jax] [--shapes AxB,...]
+                                   [--device-time build/libkernel_times.so]
 Lines starting with RESULT are for scripts/gpu-kernels.sh's table.
 """
 import argparse
+import ctypes
 import os
 import statistics
 import sys
 import time
 
 RUNS = 100
-BIG = [(16384, 8192), (32768, 4096), (65536, 4096)]
+BIG = [(16384, 8192), (32768, 4096), (65536, 4096), (4096, 4096)]
 # (x shape, weight shape): the tutorial's x (4, 512, 512) with w (512, 512), and decode rows
 SMALL = [((4, 512, 512), (512, 512)), ((1, 4096), (4096,)), ((32, 4096), (4096,))]
 
@@ -30,13 +42,111 @@ def sets_for(bytes_per_set, l2):
     return max(2, min(64, -(-2 * l2 // bytes_per_set)))
 
 
-def bench_torch(runs, quick):
+def shape_name(xs, ws):
+    """The rows x columns that RESULT lines and --shapes name a case by."""
+    n, n2 = 1, 1
+    for d in xs:
+        n *= d
+    for d in ws:
+        n2 *= d
+    return f"{n // n2}x{n2}"
+
+
+class KernelTimes:
+    """libkernel_times.so through ctypes: the GPU kernels each of a series of calls runs. After the
+    first failure that would repeat (CUPTI cannot start, or calls run no GPU kernel), it says why
+    once and measures nothing more."""
+
+    def __init__(self, path):
+        self.off = None
+        try:
+            lib = ctypes.CDLL(path)
+        except OSError as e:
+            self.stop_measuring(f"cannot load {path}: {e}")
+            return
+        lib.kt_error.restype = ctypes.c_char_p
+        for f in ("kt_start", "kt_flush", "kt_stop"):
+            getattr(lib, f).restype = ctypes.c_int
+        u64 = ctypes.POINTER(ctypes.c_ulonglong)
+        lib.kt_get.argtypes = [ctypes.c_int, ctypes.POINTER(ctypes.c_char_p), u64, u64]
+        lib.kt_get.restype = ctypes.c_int
+        self.lib = lib
+
+    def stop_measuring(self, why):
+        self.off = why
+        print(f"device time: measuring nothing: {why}", flush=True)
+
+    def why(self):
+        return self.lib.kt_error().decode(errors="replace")
+
+    def records(self, n):
+        name, t0, t1 = ctypes.c_char_p(), ctypes.c_ulonglong(), ctypes.c_ulonglong()
+        out = []
+        for i in range(n):
+            if self.lib.kt_get(i, ctypes.byref(name), ctypes.byref(t0), ctypes.byref(t1)) == 0:
+                out.append((name.value.decode(errors="replace"), t0.value, t1.value))
+        return sorted(out, key=lambda r: r[1])
+
+    def measure(self, launch, sync, calls):
+        """(median sum us, median span us, kernels per call, names of one call), or None with a
+        line saying why. Each call is collected alone, so its kernels are exactly those it ran,
+        however many XLA or torch launch for it."""
+        if self.off:
+            return None
+        if self.lib.kt_start() < 0:
+            self.stop_measuring(self.why())
+            return None
+        per_call, err = [], None
+        try:
+            for i in range(calls):
+                self.lib.kt_clear()
+                launch(i)
+                sync()
+                n = self.lib.kt_flush()
+                if n < 0:
+                    err = self.why()
+                    break
+                per_call.append(self.records(n))
+        finally:
+            if self.lib.kt_stop() < 0 and err is None:
+                err = self.why()
+            self.lib.kt_clear()
+        if err:
+            print(f"device time: this case measured nothing: {err}", flush=True)
+            return None
+        if not all(per_call):
+            self.stop_measuring("a call ran no kernel on a GPU (is the framework on the CPU?)")
+            return None
+        counts = [len(c) for c in per_call]
+        if min(counts) != max(counts):
+            print(f"device time: kernels per call vary from {min(counts)} to {max(counts)}",
+                  flush=True)
+        busy = statistics.median(sum(t1 - t0 for _, t0, t1 in c) for c in per_call) / 1e3
+        span = statistics.median(c[-1][2] - c[0][1] for c in per_call) / 1e3
+        typical = statistics.mode(counts)
+        names = [r[0] for r in next(c for c in per_call if len(c) == typical)]
+        return busy, span, typical, names
+
+
+def device_result(who, pas, name, shape, nbytes, dev):
+    """The RESULT line of a device-timed pass, and the kernels that made it."""
+    if dev is None:
+        return
+    us, span, k, names = dev
+    result(f"{who}dev {pas} {name} {shape} us={us:.2f} tbs={nbytes / us / 1e6:.3f} kernels={k} "
+           f"span_us={span:.2f}")
+    print(f"  {who}dev {pas} {name:5} {shape:>14} {us:10.2f} us {nbytes / us / 1e6:6.3f} TB/s  "
+          f"span {span:.2f} us, {k} kernel(s): {', '.join(names)}", flush=True)
+
+
+def bench_torch(runs, quick, shapes, kt_path):
     import torch
     import torch.nn.functional as F
     dev = torch.device("cuda")
     props = torch.cuda.get_device_properties(0)
     l2 = getattr(props, "L2_cache_size", 50 << 20)
     print(f"torch {torch.__version__} on {props.name}", flush=True)
+    kt = KernelTimes(kt_path) if kt_path else None
 
     def timed(fn, nsets):
         for i in range(5):
@@ -54,7 +164,7 @@ def bench_torch(runs, quick):
     cases = [((n1, n2), (n2,), dt) for dt in (torch.bfloat16, torch.float32) for n1, n2 in BIG]
     cases += [(xs, ws, torch.bfloat16) for xs, ws in SMALL]
     for xs, ws, dt in cases:
-        if quick and dt == torch.float32:
+        if quick and dt == torch.float32 or shapes and shape_name(xs, ws) not in shapes:
             continue
         e = torch.finfo(dt).bits // 8
         n = 1
@@ -80,15 +190,28 @@ def bench_torch(runs, quick):
               f"bwd {bwd_us:10.2f} us {bb / bwd_us / 1e6:6.3f} TB/s", flush=True)
         result(f"torch fwd {name} {shape} us={fwd_us:.2f} tbs={fb / fwd_us / 1e6:.3f}")
         result(f"torch bwd {name} {shape} us={bwd_us:.2f} tbs={bb / bwd_us / 1e6:.3f}")
+        if kt:
+            def fwd(i):
+                with torch.no_grad():
+                    F.rms_norm(xs_[i % nsets], ws, w_[i % nsets], 1e-5)
+
+            def bwd(i):
+                k = i % nsets
+                torch.autograd.grad(ys[k], (xs_[k], w_[k]), g_[k], retain_graph=True)
+
+            sync = torch.cuda.synchronize
+            device_result("torch", "fwd", name, shape, fb, kt.measure(fwd, sync, runs))
+            device_result("torch", "bwd", name, shape, bb, kt.measure(bwd, sync, runs))
         del xs_, w_, g_, ys
         torch.cuda.empty_cache()
 
 
-def bench_jax(runs, quick):
+def bench_jax(runs, quick, shapes, kt_path):
     import jax
     import jax.numpy as jnp
     print(f"jax {jax.__version__} on {jax.devices()[0].device_kind}", flush=True)
     l2 = 50 << 20
+    kt = KernelTimes(kt_path) if kt_path else None
 
     def rms_norm(x, w, eps=1e-5):
         axes = tuple(range(x.ndim - w.ndim, x.ndim))
@@ -118,7 +241,7 @@ def bench_jax(runs, quick):
     cases = [((n1, n2), (n2,), dt) for dt in (jnp.bfloat16, jnp.float32) for n1, n2 in BIG]
     cases += [(xs, ws, jnp.bfloat16) for xs, ws in SMALL]
     for xs, ws, dt in cases:
-        if quick and dt == jnp.float32:
+        if quick and dt == jnp.float32 or shapes and shape_name(xs, ws) not in shapes:
             continue
         e = jnp.dtype(dt).itemsize
         n = 1
@@ -133,7 +256,8 @@ def bench_jax(runs, quick):
             key, a, b, c = jax.random.split(key, 4)
             sets.append((jax.random.normal(a, xs, dt), jax.random.normal(b, ws, dt),
                          jax.random.normal(c, xs, dt)))
-        fwd_us = wall(fwd, [(x, w) for x, w, _ in sets])
+        fwd_sets = [(x, w) for x, w, _ in sets]
+        fwd_us = wall(fwd, fwd_sets)
         bwd_us = wall(bwd, sets)
         fb = n * e * 2 + n2 * e
         bb = n * e * 3 + n2 * e * 2 + (n // n2) * 4
@@ -144,7 +268,17 @@ def bench_jax(runs, quick):
         result(f"jax fwd {name} {shape} us={fwd_us:.2f} tbs={fb / fwd_us / 1e6:.3f}")
         result(f"jax bwd {name} {shape} us={bwd_us:.2f} tbs={bb / bwd_us / 1e6:.3f}")
         print(line, flush=True)
-        del sets
+        if kt:
+            # the calls of wall(), input sets rotated the same way; each call's outputs are
+            # waited for before its kernels are collected
+            out = []
+            dev_f = kt.measure(lambda i: out.append(fwd(*fwd_sets[i % nsets])),
+                               lambda: jax.block_until_ready(out.pop()), runs)
+            device_result("jax", "fwd", name, shape, fb, dev_f)
+            dev_b = kt.measure(lambda i: out.append(bwd(*sets[i % nsets])),
+                               lambda: jax.block_until_ready(out.pop()), runs)
+            device_result("jax", "bwd", name, shape, bb, dev_b)
+        del sets, fwd_sets
 
 
 def main():
@@ -152,18 +286,27 @@ def main():
     ap.add_argument("--runs", type=int, default=RUNS)
     ap.add_argument("--quick", action="store_true", help="bf16 only")
     ap.add_argument("--only", choices=["torch", "jax"], default=None)
+    ap.add_argument("--shapes", default="",
+                    help="these shapes only, as RESULT lines name them: 16384x8192,4096x4096")
+    ap.add_argument("--device-time", metavar="LIB", default=None,
+                    help="libkernel_times.so: also time each call's kernels on the device (CUPTI)")
     args = ap.parse_args()
     runs = max(50, args.runs)
+    shapes = {s.strip() for s in args.shapes.split(",") if s.strip()}
+    known = {shape_name((n1, n2), (n2,)) for n1, n2 in BIG} | {shape_name(*c) for c in SMALL}
+    if shapes - known:
+        ap.error(f"no case has shape {', '.join(sorted(shapes - known))}; "
+                 f"the shapes are {', '.join(sorted(known))}")
     ok = True
     if args.only in (None, "torch"):
         try:
-            bench_torch(runs, args.quick)
+            bench_torch(runs, args.quick, shapes, args.device_time)
         except Exception as e:  # report and go on to JAX
             print(f"torch: {type(e).__name__}: {e}", flush=True)
             ok = False
     if args.only in (None, "jax"):
         try:
-            bench_jax(runs, args.quick)
+            bench_jax(runs, args.quick, shapes, args.device_time)
         except Exception as e:
             print(f"jax: {type(e).__name__}: {e}", flush=True)
             ok = False
