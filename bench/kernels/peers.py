@@ -62,8 +62,12 @@ class KernelTimes:
         try:
             lib = ctypes.CDLL(path)
         except OSError as e:
-            self.stop_measuring(f"cannot load {path}: {e}")
-            return
+            # built elsewhere, its runpath may miss this machine's libcupti: a loaded one by the
+            # same name serves it
+            if "libcupti" not in str(e) or not self.preload_cupti():
+                self.stop_measuring(f"cannot load {path}: {e}")
+                return
+            lib = ctypes.CDLL(path)
         lib.kt_error.restype = ctypes.c_char_p
         for f in ("kt_start", "kt_flush", "kt_stop"):
             getattr(lib, f).restype = ctypes.c_int
@@ -71,6 +75,23 @@ class KernelTimes:
         lib.kt_get.argtypes = [ctypes.c_int, ctypes.POINTER(ctypes.c_char_p), u64, u64]
         lib.kt_get.restype = ctypes.c_int
         self.lib = lib
+
+    @staticmethod
+    def preload_cupti():
+        """Loads libcupti.so.13 from the CUDA toolkit or NVIDIA's wheels; whether one loaded."""
+        import glob
+        import site
+        cuda = os.environ.get("CUDA_HOME", "/usr/local/cuda")
+        places = [f"{cuda}/extras/CUPTI/lib64", f"{cuda}/lib64", f"{cuda}/lib"]
+        for sp in site.getsitepackages() + [site.getusersitepackages()]:
+            places += glob.glob(f"{sp}/nvidia/*/lib") + glob.glob(f"{sp}/nvidia/*/*/lib")
+        for place in places:
+            try:
+                ctypes.CDLL(os.path.join(place, "libcupti.so.13"), mode=ctypes.RTLD_GLOBAL)
+                return True
+            except OSError:
+                pass
+        return False
 
     def stop_measuring(self, why):
         self.off = why
