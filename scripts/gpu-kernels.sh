@@ -2,12 +2,15 @@
 # gpu-kernels.sh: on the GPU machine, the CUDA-kernel checks and benchmarks of issue 3 in one call:
 # the kernel tests, compute-sanitizer memcheck and racecheck on a representative set, the
 # bandwidth benchmark (bench_kernels), the JAX example on CUDA through libbaton_jax, and the
-# PyTorch / JAX peers. Logs go under $OUT (at most 8 files come back); a short table prints last.
+# PyTorch / JAX peers, by the clock and, with libkernel_times.so, in device time (CUPTI: the jaxdev
+# and torchdev columns, issue 11). Logs go under $OUT (at most 8 files come back); a short table
+# prints last.
 #
 #   bash scripts/gpu-kernels.sh [--no-tests] [--no-sanitizer] [--no-bench] [--no-peers] [--no-jax]
 #                               [--sweep]
-#   env: OUT (default ./gpu-kernels-out), BIN (prebuilt test_kernels_cuda, bench_kernels and
-#        libbaton_jax.so; default build-gpubin), BUILD (build dir when BIN has none; build-gpu),
+#   env: OUT (default ./gpu-kernels-out), BIN (prebuilt test_kernels_cuda, bench_kernels,
+#        libbaton_jax.so and libkernel_times.so; default build-gpubin), BUILD (build dir when BIN
+#        has none; build-gpu),
 #        JOBS (16)
 # Build here first (scripts/gpu-kernels.sh --prebuild, on the development machine: nvcc compiles
 # for sm_90 without a GPU), then from the device tool:
@@ -34,14 +37,16 @@ for a in "$@"; do
   esac
 done
 
-# ---- --prebuild: on the development machine, build the three artefacts into $BIN -------------
+# ---- --prebuild: on the development machine, build the artefacts into $BIN -------------------
 if [ $prebuild = 1 ]; then
   inc=$(python3 -c "import jax.ffi; print(jax.ffi.include_dir())" 2>/dev/null ||
         "$root"/.venv-jax/bin/python -c "import jax.ffi; print(jax.ffi.include_dir())")
   cmake -S . -B "$BUILD" -DBATON_CUDA=ON -DCMAKE_BUILD_TYPE=Release \
         -DBATON_XLA_FFI_INCLUDE="$inc" > /dev/null &&
-  cmake --build "$BUILD" -j"${PREBUILD_JOBS:-2}" --target test_kernels_cuda bench_kernels baton_jax &&
-  mkdir -p "$BIN" && cp "$BUILD"/test_kernels_cuda "$BUILD"/bench_kernels "$BUILD"/libbaton_jax.so "$BIN"/ &&
+  cmake --build "$BUILD" -j"${PREBUILD_JOBS:-2}" --target test_kernels_cuda bench_kernels baton_jax \
+    kernel_times &&
+  mkdir -p "$BIN" && cp "$BUILD"/test_kernels_cuda "$BUILD"/bench_kernels "$BUILD"/libbaton_jax.so \
+    "$BUILD"/libkernel_times.so "$BIN"/ &&
   ls -la "$BIN"
   exit $?
 fi
@@ -63,7 +68,7 @@ else
   if cmake -C "$BATON_DEPS_PREFIX/deps.cmake" -S . -B "$BUILD" -DBATON_CUDA=ON \
        -DCMAKE_BUILD_TYPE=Release -DBATON_XLA_FFI_INCLUDE="$inc" > "$OUT/build.log" 2>&1 &&
      cmake --build "$BUILD" -j"$JOBS" --target test_kernels_cuda bench_kernels baton_jax \
-       >> "$OUT/build.log" 2>&1; then
+       kernel_times >> "$OUT/build.log" 2>&1; then
     status build "ok ($(( $(date +%s) - t_start )) s)"
   else
     status build "FAILED (see build.log)"; grep -E "error" "$OUT/build.log" | head -20; exit 1
@@ -98,11 +103,19 @@ fi
 if [ $do_peers = 1 ]; then
   t0=$(date +%s)
   : > "$OUT/peers.log"
-  PYTHONUNBUFFERED=1 timeout 100 python3 bench/kernels/peers.py --only torch >> "$OUT/peers.log" 2>&1
+  # device time as well where the CUPTI helper was built (a prebuilt $BIN may predate it)
+  devtime=()
+  [ -f "$BIN/libkernel_times.so" ] && devtime=(--device-time "$BIN/libkernel_times.so")
+  PYTHONUNBUFFERED=1 timeout 180 python3 bench/kernels/peers.py --only torch "${devtime[@]}" \
+    >> "$OUT/peers.log" 2>&1
   r1=$?
-  JAX_PLATFORMS=cuda XLA_PYTHON_CLIENT_PREALLOCATE=false PYTHONUNBUFFERED=1 timeout 100 \
-    python3 bench/kernels/peers.py --only jax >> "$OUT/peers.log" 2>&1
-  status peers "torch rc $r1, jax rc $? ($(( $(date +%s) - t0 )) s)"
+  JAX_PLATFORMS=cuda XLA_PYTHON_CLIENT_PREALLOCATE=false PYTHONUNBUFFERED=1 timeout 180 \
+    python3 bench/kernels/peers.py --only jax "${devtime[@]}" >> "$OUT/peers.log" 2>&1
+  r2=$?
+  dev="no libkernel_times.so"
+  [ ${#devtime[@]} -gt 0 ] && dev="$(grep -c '^RESULT peers [a-z]*dev ' "$OUT/peers.log") device-timed"
+  status peers "torch rc $r1, jax rc $r2, $dev ($(( $(date +%s) - t0 )) s)"
+  grep -E "^device time:" "$OUT/peers.log" | sort -u | head -5
 fi
 
 if [ $do_san = 1 ]; then
@@ -128,8 +141,8 @@ fi
 
 # ---- the short table, last --------------------------------------------------------------------
 cat "$OUT"/bench_kernels.log "$OUT"/peers.log 2>/dev/null | grep '^RESULT ' > "$OUT/results.txt"
-python3 - "$OUT/results.txt" <<'PY'
-import re, sys
+python3 - "$OUT/results.txt" "$OUT/peers.log" <<'PY'
+import os, re, sys
 rows = [l.split()[1:] for l in open(sys.argv[1])]
 kv = lambda r: dict(x.split("=", 1) for x in r if "=" in x)
 copy = next((float(kv(r)["tbs"]) for r in rows if r[:2] == ["kernels", "copy"]), None)
@@ -137,8 +150,26 @@ peers = {}
 for r in rows:
     if r[0] == "peers":
         peers[(r[1], r[2], r[3], r[4])] = kv(r)
-print(f"\ncopy bandwidth: {copy} TB/s")
-print(f"{'pass':4} {'dt':4} {'shape':>13} {'P':>6} {'how':10} {'us':>9} {'TB/s':>6} {'%copy':>6} | {'torch us':>9} {'TB/s':>6} | {'jax us':>9} {'TB/s':>6}")
+# device-timed torch only when it was measured: the table is wide enough
+cols = ["torch", "jax", "jaxdev"] + (["torchdev"] if any(k[0] == "torchdev" for k in peers) else [])
+print(f"\ncopy bandwidth: {copy} TB/s   (jax: wall clock; jaxdev, torchdev: device time, CUPTI, "
+      "sum of one call's kernels, k kernels a call)")
+print(f"{'pass':4} {'dt':4} {'shape':>13} {'P':>6} {'how':10} {'us':>9} {'TB/s':>6} {'%copy':>6}" +
+      "".join(f" | {c + ' us':>11} {'TB/s':>6}" + (f" {'k':>2}" if c.endswith("dev") else "")
+              for c in cols))
+
+
+def peer_cols(p, dt, shape):
+    out = ""
+    for c in cols:
+        d = peers.get((c, p, dt, shape), {})
+        out += f" | {d.get('us', '-'):>11} {d.get('tbs', '-'):>6}"
+        if c.endswith("dev"):
+            out += f" {d.get('kernels', '-'):>2}"
+    return out
+
+
+shown = set()
 for r in rows:
     if r[0] != "kernels" or r[1] not in ("fwd", "bwd"):
         continue
@@ -146,14 +177,24 @@ for r in rows:
     p, dt, shape, P, how = r[1], r[2], r[3], r[4], r[5]
     if how == "sweep":
         continue
-    t = peers.get(("torch", p, dt, shape), {})
-    j = peers.get(("jax", p, dt, shape), {})
+    shown.add((p, dt, shape))
     print(f"{p:4} {dt:4} {shape:>13} {P[2:]:>6} {how:10} {float(d['us']):9.2f} {float(d['tbs']):6.3f} "
-          f"{float(d.get('pct_copy', 0)):6.1f} | {t.get('us', '-'):>9} {t.get('tbs', '-'):>6} | "
-          f"{j.get('us', '-'):>9} {j.get('tbs', '-'):>6}")
+          f"{float(d.get('pct_copy', 0)):6.1f}" + peer_cols(p, dt, shape))
+# shapes the peers ran that bench_kernels did not (4096x4096 of issue 11)
+for p, dt, shape in sorted({k[1:] for k in peers} - shown):
+    print(f"{p:4} {dt:4} {shape:>13} {'-':>6} {'peers only':10} {'-':>9} {'-':>6} {'-':>6}" +
+          peer_cols(p, dt, shape))
 for r in rows:
     if r[:2] == ["kernels", "noop"]:
         print("noop", r[2], kv(r)["us"], "us per launch")
+# which kernels XLA ran for a call (the same list for many shapes: each list once)
+seen = {}
+for line in open(sys.argv[2]) if os.path.exists(sys.argv[2]) else []:
+    m = re.match(r"  jaxdev (fwd|bwd) +(\S+) +(\S+) .* kernel\(s\): (.*)", line)
+    if m:
+        seen.setdefault((m[1], m[4].strip()), []).append(f"{m[2]} {m[3]}")
+for (p, names), where in sorted(seen.items()):
+    print(f"XLA {p}: {names}   ({', '.join(where)})")
 PY
 echo "total $(( $(date +%s) - t_start )) s"
 cat "$OUT/status.txt" | grep -v "^GPU\|^name" | tail -20
