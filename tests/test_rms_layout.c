@@ -265,13 +265,20 @@ Test(rms_layout, decode_rows_backward_is_staged_with_a_cluster_per_part_grad_blo
     cr_expect_eq(L.active, 16);
 }
 
-Test(rms_layout, many_rows_forward_takes_register_rows_evened_over_resident_blocks)
+Test(rms_layout, many_rows_forward_takes_register_rows_a_block_per_row)
 {
-    /* bf16: 2 vectors per thread; 512 vectors a row: 256 threads. */
+    /* bf16: 2 vectors per thread; 512 vectors a row: 256 threads; a block for every row. */
     kcuda_rms_layout L = fwd_on(&H100, BF16, BF16, 65536, 4096, NULL);
     expect_layout(L, KCUDA_RMS_ROWS, 256, 65536, 1, 1, 0, 2, 0);
-    cr_expect(L.spread);
-    /* 8 blocks per SM: 1056 resident; 63 rows each need only 1041 blocks. */
+    cr_expect(!L.spread);
+    kcuda_rms_spread(&L, 8, H100.sms);
+    cr_expect_eq(L.grid, 65536, "a block per row is not evened out");
+    /* The persistent variant is: 8 blocks per SM, 1056 resident; 63 rows each need only 1041
+     * blocks. */
+    const baton_rms_norm_desc d = desc(BF16, BF16, 65536, 4096, 1);
+    const kcuda_rms_variant persist = {KCUDA_RMS_VK_PERSIST, 0};
+    cr_assert_eq(kcuda_rms_apply_variant(&d, 0, &H100, &persist, &L, NULL, 0), 0);
+    cr_expect(L.mode == KCUDA_RMS_ROWS && L.threads == 256 && L.nv == 2 && L.spread);
     kcuda_rms_spread(&L, 8, H100.sms);
     cr_expect_eq(L.grid, 1041);
     /* f32: 4 vectors per thread. */
@@ -746,11 +753,18 @@ Test(rms_layout, register_rows_may_be_replaced_by_bulk_copies_at_the_same_thread
     kcuda_rms_variant v[KCUDA_RMS_MAX_VARIANTS];
     const int n = variants_of(0, &H100, d, &L, v);
     cr_assert_eq(L.mode, KCUDA_RMS_ROWS);
-    cr_assert_eq(n, 4, "the default and the bulk-copy kernel with 2, 3, 4 stages: %d", n);
+    cr_assert_eq(
+        n, 5, "the default, a persistent grid and the bulk-copy kernel with 2, 3, 4 stages: %d", n);
     cr_assert(v[0].kernel == 0 && v[0].stages == 0);
-    for (int i = 1; i < n; i++) {
+    cr_assert(v[1].kernel == KCUDA_RMS_VK_PERSIST && v[1].stages == 0);
+    kcuda_rms_layout P = L;
+    cr_assert_eq(kcuda_rms_apply_variant(&d, 0, &H100, &v[1], &P, NULL, 0), 0);
+    cr_assert(P.mode == L.mode && P.threads == L.threads && P.nv == L.nv && P.grid == L.grid &&
+                  P.spread && !L.spread,
+              "the same kernel and threads, on a grid to be evened out");
+    for (int i = 2; i < n; i++) {
         cr_assert_eq(v[i].kernel, KCUDA_RMS_VK_BULK);
-        cr_assert_eq(v[i].stages, i + 1);
+        cr_assert_eq(v[i].stages, i);
         kcuda_rms_layout T = L;
         cr_assert_eq(kcuda_rms_apply_variant(&d, 0, &H100, &v[i], &T, NULL, 0), 0);
         cr_assert_eq(T.mode, KCUDA_RMS_STAGED);
@@ -836,6 +850,8 @@ Test(rms_layout, variants_that_do_not_apply_are_refused_with_the_reason)
         {&rows, 0, {KCUDA_RMS_VK_CP, 0}, "applies where the bulk-copy kernel"},
         {&rows, 0, {0, 3}, "applies to a staged layout"},
         {&rows, 0, {KCUDA_RMS_VK_BULK, 1}, "needs 2 to 8 stages"},
+        {&rows, 0, {KCUDA_RMS_VK_PERSIST, 2}, "with stages 0"},
+        {&wide, 0, {KCUDA_RMS_VK_PERSIST, 0}, "a persistent grid"},
         {&wide, 0, {KCUDA_RMS_VK_BULK, 0}, "applies where register rows"},
         {&wide, 0, {KCUDA_RMS_VK_CP, 8}, "takes 1 to 4 stages"},
         {&back, 1, {KCUDA_RMS_VK_BULK, 2}, "change only its stages"},
@@ -857,10 +873,10 @@ Test(rms_layout, variants_that_do_not_apply_are_refused_with_the_reason)
     cr_assert_eq(kcuda_rms_bwd_layout(&big, ALIGNED, &SMALL, &o, &L, why, sizeof why),
                  BATON_EINVAL);
     cr_assert(strstr(why, "shared memory") != NULL, "%s", why);
-    const kcuda_rms_cfg out_of_range = {.variant = {3, 0}};
+    const kcuda_rms_cfg out_of_range = {.variant = {4, 0}};
     cr_assert_eq(kcuda_rms_fwd_layout(&rows, ALIGNED, &H100, &out_of_range, &L, why, sizeof why),
                  BATON_EINVAL);
-    cr_assert(strstr(why, "variant kernel = 3") != NULL, "%s", why);
+    cr_assert(strstr(why, "variant kernel = 4") != NULL, "%s", why);
 }
 
 Test(rms_layout, every_variant_keeps_the_threads_chunks_and_clusters_of_its_default)
@@ -901,8 +917,11 @@ Test(rms_layout, every_variant_keeps_the_threads_chunks_and_clusters_of_its_defa
                                 cr_assert(T.threads == L.threads && T.vec == L.vec &&
                                           T.cx == L.cx && T.cy == L.cy && T.chunk == L.chunk &&
                                           T.grid == L.grid && T.P == L.P && T.B == L.B);
-                                cr_assert(T.mode == KCUDA_RMS_STAGED ||
-                                          T.mode == KCUDA_RMS_STAGED_CP);
+                                if (v[k].kernel == KCUDA_RMS_VK_PERSIST)
+                                    cr_assert(T.mode == L.mode && T.nv == L.nv && T.spread);
+                                else
+                                    cr_assert(T.mode == KCUDA_RMS_STAGED ||
+                                              T.mode == KCUDA_RMS_STAGED_CP);
                             }
                         }
     cr_assert_gt(with, 100, "variants on %d shapes", with);
@@ -1002,8 +1021,12 @@ Test(rms_layout, descriptions_name_the_kernel_the_stages_and_the_order)
     const baton_rms_norm_desc d = desc(BF16, BF16, 16384, 8192, 1);
     variants_of(0, &H100, d, &L, v);
     kcuda_rms_describe(&L, 0, buf, sizeof buf);
-    cr_assert(strstr(buf, "register rows") != NULL, "%s", buf);
-    kcuda_rms_apply_variant(&d, 0, &H100, &v[2], &L, NULL, 0);
+    cr_assert(strstr(buf, "register rows") && strstr(buf, "a block per row"), "%s", buf);
+    kcuda_rms_layout P = L;
+    kcuda_rms_apply_variant(&d, 0, &H100, &v[1], &P, NULL, 0);
+    kcuda_rms_describe(&P, 0, buf, sizeof buf);
+    cr_assert(strstr(buf, "register rows") && strstr(buf, "a persistent grid"), "%s", buf);
+    kcuda_rms_apply_variant(&d, 0, &H100, &v[3], &L, NULL, 0);
     kcuda_rms_describe(&L, 0, buf, sizeof buf);
     cr_assert(strstr(buf, "bulk copies, 3 stages") && strstr(buf, "register rows' order"), "%s",
               buf);

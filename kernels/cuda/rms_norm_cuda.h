@@ -75,16 +75,20 @@ enum {
  *          KCUDA_RMS_VK_CP    forward, where the bulk-copy kernel (mode 0, 2 or more stages) is
  *                             chosen: the cp.async staged kernel (mode 4); `stages` 2 to 4 (0:
  *                             the chosen stages, at most 4)
+ *          KCUDA_RMS_VK_PERSIST forward, where register rows (mode 5) is chosen: the same kernel
+ *                             on a persistent grid (evened out over the resident blocks, each
+ *                             block loading its next row while it reduces one) instead of a
+ *                             block per row; `stages` 0
  *          0                  the kernel chosen; `stages` (nonzero) changes only the rows in
  *                             flight of a staged layout: forward 2 to 8 on the bulk-copy
  *                             kernel, backward 1 to 4
  * Anything else (register rows with other vectors per thread, other threads, clusters or grids of
  * part_grad blocks) reduces in another order and is not a variant. A variant that does not apply
  * to the chosen layout, or whose shared memory does not fit, is BATON_EINVAL with the reason. */
-enum { KCUDA_RMS_VK_BULK = 1, KCUDA_RMS_VK_CP = 2 };
+enum { KCUDA_RMS_VK_BULK = 1, KCUDA_RMS_VK_CP = 2, KCUDA_RMS_VK_PERSIST = 3 };
 
 typedef struct kcuda_rms_variant {
-    int kernel; /* 0, KCUDA_RMS_VK_BULK or KCUDA_RMS_VK_CP */
+    int kernel; /* 0 or KCUDA_RMS_VK_* */
     int stages; /* 0: as chosen */
 } kcuda_rms_variant;
 

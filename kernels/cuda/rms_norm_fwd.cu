@@ -328,13 +328,13 @@ __device__ __forceinline__ void rows_step(const FwdArgs &a, int64_t row, int64_t
         }
 }
 
-/* The register forward for many rows of 16-byte vectors: a persistent grid, a block per row,
- * each thread holding NV vectors of x. Row i + grid's loads are issued before row i's reduction,
- * so every block has a row in flight at all times without shared-memory staging, and several
- * blocks per SM hide each other's barriers: occupancy matters more than anything else here (w
- * held in registers, four partial sums and L1-bypassing loads, together, cost 2 blocks per SM and
- * were 3-6 % slower on an H200). A register row copy, a block per row and no arithmetic, reaches
- * 92-94 % of cudaMemcpy on an H200 and an H100 at 2 to 8 blocks per SM (bench_floors mem). */
+/* The register forward for many rows of 16-byte vectors: a block per row, each thread holding NV
+ * vectors of x. Launched with a block for every row (the default), the hardware keeps as many
+ * rows in flight as fit; on a persistent grid (the tuner's KCUDA_RMS_VK_PERSIST) row i + grid's
+ * loads are issued before row i's reduction, so every block has a row in flight without
+ * shared-memory staging. Either way several blocks per SM hide each other's barriers: occupancy
+ * matters more than anything else here (w held in registers, four partial sums and L1-bypassing
+ * loads, together, cost 2 blocks per SM and were 3-6 % slower on an H200). */
 template <typename TX, typename TW, int NV>
 __global__ void __launch_bounds__(KCUDA_MAX_THREADS) rms_fwd_rows(FwdArgs a)
 {

@@ -3,6 +3,7 @@
  * compile it and tests/test_rms_layout.c checks its choices; rms_norm_{fwd,bwd}.cu launch them. */
 #include "kernels/cuda/rms_norm_layout.h"
 
+#include <limits.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -151,11 +152,11 @@ static int check_override(const char *what, const kcuda_rms_cfg *o, char *why, s
     if (o->grid < 0 || o->mode < 0 || o->mode > KCUDA_RMS_ROWS)
         return why_set(why, wl, BATON_EINVAL, "%s: override grid = %lld, mode = %d", what, o->grid,
                        o->mode);
-    if (o->variant.kernel < 0 || o->variant.kernel > KCUDA_RMS_VK_CP || o->variant.stages < 0 ||
-        o->variant.stages > KCUDA_FWD_BULK_STAGES)
+    if (o->variant.kernel < 0 || o->variant.kernel > KCUDA_RMS_VK_PERSIST ||
+        o->variant.stages < 0 || o->variant.stages > KCUDA_FWD_BULK_STAGES)
         return why_set(why, wl, BATON_EINVAL,
-                       "%s: variant kernel = %d, stages = %d (kernel 0, 1 or 2; stages 0..%d)",
-                       what, o->variant.kernel, o->variant.stages, KCUDA_FWD_BULK_STAGES);
+                       "%s: variant kernel = %d, stages = %d (kernel 0 to 3; stages 0..%d)", what,
+                       o->variant.kernel, o->variant.stages, KCUDA_FWD_BULK_STAGES);
     return 0;
 }
 
@@ -277,8 +278,12 @@ static int fwd_deep(const sizes *s, int64_t chunk)
     return deep < 2 ? 2 : deep > KCUDA_FWD_STAGES ? KCUDA_FWD_STAGES : deep;
 }
 
-/* rms_fwd_rows: NV vectors per thread and the fewest threads that cover the row; the grid is a
- * block per row until kcuda_rms_spread evens it out over the resident blocks. */
+/* rms_fwd_rows: NV vectors per thread and the fewest threads that cover the row, a block per
+ * row. A block per row keeps more bytes in flight than a persistent grid that loads each block's
+ * next row ahead: on an H100 it moves 2.95-3.0 TB/s, cudaMemcpy's own rate, where the persistent
+ * grid (KCUDA_RMS_VK_PERSIST, which the tuner may still choose) and every persistent copy kernel
+ * stay at 2.70-2.83 (bench/RESULTS.md, session 7). Only a grid too large to launch is evened out
+ * over the resident blocks instead. */
 static int fwd_rows(const baton_rms_norm_desc *d, const sizes *s, const kcuda_rms_cfg *o,
                     kcuda_rms_layout *L, char *why, size_t wl)
 {
@@ -308,7 +313,7 @@ static int fwd_rows(const baton_rms_norm_desc *d, const sizes *s, const kcuda_rm
     L->cx = L->cy = 1;
     L->chunk = d->n2;
     L->grid = (o && o->grid) ? o->grid : d->n1;
-    L->spread = !(o && o->grid);
+    L->spread = !(o && o->grid) && d->n1 > INT_MAX;
     return 0;
 }
 
@@ -393,7 +398,10 @@ int kcuda_rms_fwd_layout(const baton_rms_norm_desc *d, void *const *buffers,
     const int rc = fwd_layout(d, buffers, dev, o, L, why, wl);
     if (rc || !o || (!o->variant.kernel && !o->variant.stages))
         return rc;
-    return kcuda_rms_apply_variant(d, 0, dev, &o->variant, L, why, wl);
+    const int vrc = kcuda_rms_apply_variant(d, 0, dev, &o->variant, L, why, wl);
+    if (o->grid)
+        L->spread = 0; /* a grid that was asked for is kept */
+    return vrc;
 }
 
 /* ---- backward -------------------------------------------------------------------------------- */
@@ -543,14 +551,25 @@ int kcuda_rms_apply_variant(const baton_rms_norm_desc *d, int bwd, const kcuda_r
     const size_t smem_max = (size_t)kcuda_rms_smem_max(dev);
     int st = v->stages;
     int mode = L->mode;
-    if (v->kernel < 0 || v->kernel > KCUDA_RMS_VK_CP || st < 0)
+    if (v->kernel < 0 || v->kernel > KCUDA_RMS_VK_PERSIST || st < 0)
         return why_set(why, wl, BATON_EINVAL,
-                       "%s: variant kernel = %d, stages = %d (kernel 0, 1 or 2; stages >= 0)", what,
+                       "%s: variant kernel = %d, stages = %d (kernel 0 to 3; stages >= 0)", what,
                        v->kernel, st);
     if (bwd && v->kernel)
         return why_set(why, wl, BATON_EINVAL,
                        "%s: variant kernel %d: the backward's variants change only its stages",
                        what, v->kernel);
+    if (v->kernel == KCUDA_RMS_VK_PERSIST) {
+        if (L->mode != KCUDA_RMS_ROWS || st)
+            return why_set(why, wl, BATON_EINVAL,
+                           "%s: variant kernel 3 (a persistent grid) applies, with stages 0, where "
+                           "register rows (mode 5) is chosen; this call's layout is mode %d",
+                           what, L->mode);
+        L->spread = 1;
+        L->variant.kernel = v->kernel;
+        L->variant.stages = 0;
+        return 0;
+    }
     if (v->kernel == KCUDA_RMS_VK_BULK) {
         if (L->mode != KCUDA_RMS_ROWS)
             return why_set(why, wl, BATON_EINVAL,
@@ -565,6 +584,7 @@ int kcuda_rms_apply_variant(const baton_rms_norm_desc *d, int bwd, const kcuda_r
                            "not %d",
                            what, KCUDA_FWD_BULK_STAGES, st);
         mode = KCUDA_RMS_STAGED;
+        L->spread = 1; /* rows in flight need a persistent grid */
     } else if (v->kernel == KCUDA_RMS_VK_CP) {
         if (L->mode != KCUDA_RMS_STAGED || L->stages < 2 || L->variant.kernel)
             return why_set(why, wl, BATON_EINVAL,
@@ -617,6 +637,7 @@ int kcuda_rms_variants(const baton_rms_norm_desc *d, int bwd, const kcuda_rms_de
     kcuda_rms_variant want[KCUDA_RMS_MAX_VARIANTS];
     int nw = 0;
     if (!bwd && L->mode == KCUDA_RMS_ROWS) {
+        want[nw++] = (kcuda_rms_variant){KCUDA_RMS_VK_PERSIST, 0};
         for (int st = 2; st <= KCUDA_FWD_STAGES; st++)
             want[nw++] = (kcuda_rms_variant){KCUDA_RMS_VK_BULK, st};
     } else if (!bwd && L->mode == KCUDA_RMS_STAGED && L->stages >= 2) {
@@ -646,7 +667,8 @@ void kcuda_rms_describe(const kcuda_rms_layout *L, int bwd, char *buf, size_t ca
         return;
     switch (L->mode) {
     case KCUDA_RMS_ROWS:
-        snprintf(buf, cap, "register rows, %d vectors per thread, %d threads", L->nv, L->threads);
+        snprintf(buf, cap, "register rows, %d vectors per thread, %d threads, %s", L->nv,
+                 L->threads, L->spread ? "a persistent grid" : "a block per row");
         break;
     case KCUDA_RMS_STAGED:
         snprintf(buf, cap, "staged by %s, %d stage%s, %d threads%s%s",
