@@ -22,6 +22,7 @@
 
 #include "baton/baton.h"
 #include "bench/cuda/bench_common.h"
+#include "bench/cuda/copy_kernels.cuh"
 #include "kernels/cuda/kcuda_common.cuh"
 #include "kernels/cuda/rms_norm_cuda.h"
 #include "kernels/descriptors.h"
@@ -37,86 +38,6 @@
     } while (0)
 
 /* ---- memory ---------------------------------------------------------------------------------- */
-
-template <int U>
-__global__ void copy16(const uint4 *__restrict__ x, uint4 *__restrict__ y, size_t n)
-{
-    const size_t stride = (size_t)gridDim.x * blockDim.x;
-    size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
-    for (; i + (U - 1) * stride < n; i += U * stride) {
-        uint4 v[U];
-#pragma unroll
-        for (int u = 0; u < U; u++)
-            v[u] = x[i + u * stride];
-#pragma unroll
-        for (int u = 0; u < U; u++)
-            y[i + u * stride] = v[u];
-    }
-    for (; i < n; i += stride)
-        y[i] = x[i];
-}
-
-/* A block per row, the row held in registers, written after a block-wide barrier: the access
- * pattern of a one-pass row normalisation without its arithmetic. */
-__global__ void rowcopy16(const uint4 *__restrict__ x, uint4 *__restrict__ y, int64_t rows,
-                          int vecs)
-{
-    for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
-        uint4 v[4];
-        int k = 0;
-        for (int c = threadIdx.x; c < vecs && k < 4; c += blockDim.x, k++)
-            v[k] = x[r * vecs + c];
-        __syncthreads();
-        k = 0;
-        for (int c = threadIdx.x; c < vecs && k < 4; c += blockDim.x, k++)
-            y[r * vecs + c] = v[k];
-    }
-}
-
-/* The copy engine's way: one thread per block moves CH-byte chunks through S shared-memory
- * stages with bulk copies (global to shared on an mbarrier, shared to global in bulk groups), so
- * no register holds the data. Chunks are strided over the grid. */
-__global__ void bulkcopy(const char *__restrict__ x, char *__restrict__ y, int64_t nch, int ch,
-                         int S)
-{
-    extern __shared__ __align__(128) unsigned char stage[];
-    __shared__ __align__(8) unsigned long long full[8];
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-    if (threadIdx.x != 0)
-        return;
-    for (int k = 0; k < S; k++)
-        kcuda::mbar_init(&full[k], 1);
-    kcuda::mbar_fence_init();
-    const int64_t G = gridDim.x;
-    const unsigned long long pol = kcuda::l2_evict_first();
-    for (int k = 0; k < S; k++) {
-        const int64_t c = blockIdx.x + k * G;
-        if (c < nch) {
-            kcuda::mbar_arrive_tx(&full[k], (unsigned)ch);
-            kcuda::bulk_g2s(stage + (size_t)k * ch, x + c * ch, (unsigned)ch, &full[k], pol);
-        }
-    }
-    for (int64_t i = 0;; i++) {
-        const int64_t c = blockIdx.x + i * G;
-        if (c >= nch)
-            break;
-        const int s = (int)(i % S);
-        kcuda::mbar_wait(&full[s], (unsigned)((i / S) & 1));
-        asm volatile("cp.async.bulk.global.shared::cta.bulk_group [%0], [%1], %2;\n\t"
-                     "cp.async.bulk.commit_group;" ::"l"(y + c * ch),
-                     "r"(kcuda::smem_u32(stage + (size_t)s * ch)), "r"(ch)
-                     : "memory");
-        const int64_t cn = c + S * G;
-        if (cn < nch) {
-            /* the stage is refilled once the store has read it out */
-            asm volatile("cp.async.bulk.wait_group.read 0;" ::: "memory");
-            kcuda::mbar_arrive_tx(&full[s], (unsigned)ch);
-            kcuda::bulk_g2s(stage + (size_t)s * ch, x + cn * ch, (unsigned)ch, &full[s], pol);
-        }
-    }
-    asm volatile("cp.async.bulk.wait_group 0;" ::: "memory");
-#endif
-}
 
 static void bench_mem(const cudaDeviceProp &prop, cudaStream_t s)
 {
@@ -214,6 +135,18 @@ static void bench_mem(const cudaDeviceProp &prop, cudaStream_t s)
             best_row = std::max(best_row, moved / u / 1e6);
             printf("row copy, %5d B rows, %d blocks/SM x %4d %9.1f us %7.3f TB/s (%.1f %%)\n",
                    cols_vec * 16, per, threads, u, moved / u / 1e6, 100.0 * moved / u / 1e6 / ref);
+        }
+        /* A block for every row: the hardware, not the grid, keeps rows in flight. */
+        for (int threads : {cols_vec / 4, cols_vec / 2}) {
+            double u = timeit(
+                [&] {
+                    rowcopy16<<<(unsigned)rows, threads, 0, s>>>((const uint4 *)a, (uint4 *)b, rows,
+                                                                 cols_vec);
+                },
+                11);
+            best_row = std::max(best_row, moved / u / 1e6);
+            printf("row copy, %5d B rows, a block per row x %4d %9.1f us %7.3f TB/s (%.1f %%)\n",
+                   cols_vec * 16, threads, u, moved / u / 1e6, 100.0 * moved / u / 1e6 / ref);
         }
     }
     printf("best of each, against cudaMemcpy: copy kernel %.3f TB/s (%.1f %%), bulk copy %.3f "

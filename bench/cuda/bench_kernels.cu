@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "bench/cuda/bench_common.h"
+#include "bench/cuda/copy_kernels.cuh"
 #include "kernels/cuda/cuda_kernels.h"
 #include "kernels/cuda/rms_norm_cuda.h"
 #include "kernels/descriptors.h"
@@ -202,11 +203,17 @@ static void cfg_str(const kcuda_rms_cfg &c, char *b, size_t n)
     /* Forward mode 0 with 2+ stages is the bulk-copy kernel; 4 the cp.async one. */
     static const char *modes[] = {"staged", "regs", "stream", "split", "staged-cp", "rows"};
     const char *m = c.mode >= 0 && c.mode <= 5 ? modes[c.mode] : "?";
-    snprintf(b, n, "%s t%d nv%d s%d cx%d cy%d grid%lld smem%lldK", m, c.threads, c.nv, c.stages,
-             c.cx, c.cy, c.grid, c.smem / 1024);
+    snprintf(b, n, "%s t%d nv%d s%d cx%d cy%d grid%lld smem%lldK%s", m, c.threads, c.nv, c.stages,
+             c.cx, c.cy, c.grid, c.smem / 1024,
+             c.variant.kernel == KCUDA_RMS_VK_PERSIST ? " persistent"
+             : c.variant.kernel == KCUDA_RMS_VK_BULK  ? " rows-order"
+                                                      : "");
 }
 
 static double copy_tbs; /* bytes read + written per second / 1e12 */
+/* The shape being measured: the best copy kernel and cudaMemcpy moving x's bytes (read) and as
+ * many written, timed as its calls are (0: not measured). */
+static double floor_tbs, floor_memcpy_tbs;
 
 struct Result {
     double us, tbs;
@@ -279,14 +286,17 @@ static void print_result(const char *pass, int64_t n1, int64_t n2, int dt, int64
 {
     char c[128];
     cfg_str(r.cfg, c, sizeof c);
-    printf("  %-4s %-5s %6lldx%-7lld P%-4lld %-8s %10.2f us %6.3f TB/s %6.1f%% of copy  [%s]\n",
+    const double best = floor_tbs > 0 ? 100.0 * r.tbs / floor_tbs : 0;
+    const double mc = floor_memcpy_tbs > 0 ? 100.0 * r.tbs / floor_memcpy_tbs : 0;
+    printf("  %-4s %-5s %6lldx%-7lld P%-4lld %-8s %10.2f us %6.3f TB/s %6.1f%% of copy %6.1f%% "
+           "of best copy kernel %6.1f%% of memcpy (same bytes)  [%s]\n",
            pass, dt_name(dt), (long long)n1, (long long)n2, (long long)P, tag, r.us, r.tbs,
-           100.0 * r.tbs / copy_tbs, c);
+           100.0 * r.tbs / copy_tbs, best, mc, c);
     if (result_line)
-        printf(
-            "RESULT kernels %s %s %lldx%lld P=%lld %s us=%.2f tbs=%.3f pct_copy=%.1f cfg=\"%s\"\n",
-            pass, dt_name(dt), (long long)n1, (long long)n2, (long long)P, tag, r.us, r.tbs,
-            100.0 * r.tbs / copy_tbs, c);
+        printf("RESULT kernels %s %s %lldx%lld P=%lld %s us=%.2f tbs=%.3f pct_copy=%.1f "
+               "pct_best=%.1f pct_memcpy=%.1f cfg=\"%s\"\n",
+               pass, dt_name(dt), (long long)n1, (long long)n2, (long long)P, tag, r.us, r.tbs,
+               100.0 * r.tbs / copy_tbs, best, mc, c);
     fflush(stdout);
 }
 
@@ -307,6 +317,84 @@ static void measure_copy(void)
     printf("RESULT kernels copy d2d %zuMiB us=%.1f tbs=%.3f\n", bytes >> 20, us, copy_tbs);
     CHECK_CUDA(cudaFree(a));
     CHECK_CUDA(cudaFree(b));
+}
+
+/* The floor of one shape: the best of copy_kernels.cuh's copies (a grid-stride sweep, row copies
+ * of the shape's rows on a persistent grid and a block per row, bulk copies) and cudaMemcpy, each
+ * moving x's bytes into y, rotated over the shape's sets and timed as its calls are. Sets
+ * floor_tbs and floor_memcpy_tbs. */
+static void measure_floor(int64_t n1, int64_t n2, int dt, Sets &s)
+{
+    const size_t bytes = (size_t)(n1 * n2) * dt_size(dt), n16 = bytes / 16;
+    const int vecs = (int)(n2 * (int64_t)dt_size(dt) / 16);
+    double best = 0;
+    char which[64] = "";
+    auto consider = [&](const char *name, auto launch) {
+        const double us = time_events(
+            [&](int i) {
+                launch(s.x[i % s.n], s.y[i % s.n]);
+                CHECK_CUDA(cudaGetLastError());
+            },
+            g_runs);
+        const double tbs = 2.0 * bytes / (us * 1e-6) / 1e12;
+        if (tbs > best) {
+            best = tbs;
+            snprintf(which, sizeof which, "%s", name);
+        }
+    };
+    char name[64];
+    for (int per : {1, 2, 4})
+        for (int th : {512, 1024}) {
+            snprintf(name, sizeof name, "grid-stride %dx%d", per, th);
+            consider(name, [&](void *x, void *y) {
+                copy16<4><<<g_sms * per, th, 0, g_stream>>>((const uint4 *)x, (uint4 *)y, n16);
+            });
+        }
+    if (bytes % ((size_t)vecs * 16) == 0 && vecs <= 4 * 1024) {
+        for (int per4 : {4, 2}) { /* vectors per thread */
+            const int th = vecs / per4;
+            if (th < 32 || th > 1024 || vecs % per4)
+                continue;
+            snprintf(name, sizeof name, "row copy, a block per row x %d", th);
+            consider(name, [&](void *x, void *y) {
+                rowcopy16<<<(unsigned)n1, th, 0, g_stream>>>((const uint4 *)x, (uint4 *)y, n1,
+                                                             vecs);
+            });
+            for (int per : {2, 4}) {
+                if (per * th > 2048)
+                    continue;
+                snprintf(name, sizeof name, "row copy, %d blocks/SM x %d", per, th);
+                consider(name, [&](void *x, void *y) {
+                    rowcopy16<<<g_sms * per, th, 0, g_stream>>>((const uint4 *)x, (uint4 *)y, n1,
+                                                                vecs);
+                });
+            }
+        }
+    }
+    const int ch = 16384;
+    if (bytes % ch == 0) {
+        CHECK_CUDA(
+            cudaFuncSetAttribute(bulkcopy, cudaFuncAttributeMaxDynamicSharedMemorySize, 4 * ch));
+        consider("bulk copy 16 KB x 4 stages, 2 blocks/SM", [&](void *x, void *y) {
+            bulkcopy<<<g_sms * 2, 32, 4 * ch, g_stream>>>((const char *)x, (char *)y,
+                                                          (int64_t)(bytes / ch), ch, 4);
+        });
+    }
+    const double mus = time_events(
+        [&](int i) {
+            CHECK_CUDA(cudaMemcpyAsync(s.y[i % s.n], s.x[i % s.n], bytes, cudaMemcpyDeviceToDevice,
+                                       g_stream));
+        },
+        g_runs);
+    floor_tbs = best;
+    floor_memcpy_tbs = 2.0 * bytes / (mus * 1e-6) / 1e12;
+    printf("  floor %-5s %6lldx%-7lld best copy kernel %.3f TB/s (%s), cudaMemcpy %.3f TB/s\n",
+           dt_name(dt), (long long)n1, (long long)n2, best, which, floor_memcpy_tbs);
+    for (char *c = which; *c; c++) /* one word on the RESULT line */
+        *c = *c == ' ' || *c == ',' ? '_' : *c;
+    printf("RESULT kernels floor %s %lldx%lld tbs=%.3f memcpy_tbs=%.3f which=%s\n", dt_name(dt),
+           (long long)n1, (long long)n2, best, floor_memcpy_tbs, which);
+    fflush(stdout);
 }
 
 int main(int argc, char **argv)
@@ -344,15 +432,16 @@ int main(int argc, char **argv)
     measure_copy();
 
     /* ---- the bandwidth shapes ---- */
-    const int64_t big[][2] = {{16384, 8192}, {32768, 4096}, {65536, 4096}};
+    const int64_t big[][2] = {{16384, 8192}, {32768, 4096}, {65536, 4096}, {4096, 4096}};
     const int dts[] = {BATON_DTYPE_BF16, BATON_DTYPE_F32};
     const int64_t Ps[] = {16, 256};
     for (int di = 0; di < (small_only ? 0 : 2); di++) {
-        for (int si = 0; si < 3; si++) {
+        for (int si = 0; si < 4; si++) {
             const int dt = dts[di];
             const int64_t n1 = big[si][0], n2 = big[si][1];
             const size_t e = dt_size(dt), per = (size_t)(n1 * n2) * e;
             Sets s = make_sets(n1, n2, dt, 256, true, 3 * per);
+            measure_floor(n1, n2, dt, s);
             Result r = bench_fwd(n1, n2, dt, NULL, s);
             print_result("fwd", n1, n2, dt, 0, "default", r, true);
             if (sweep) {
@@ -380,6 +469,12 @@ int main(int argc, char **argv)
                     memset(&v, 0, sizeof v);
                     v.mode = 4;
                     v.threads = t;
+                    vs.push_back(v);
+                }
+                for (int k : {KCUDA_RMS_VK_PERSIST, KCUDA_RMS_VK_BULK}) {
+                    kcuda_rms_cfg v;
+                    memset(&v, 0, sizeof v);
+                    v.variant.kernel = k;
                     vs.push_back(v);
                 }
                 Result best = r;
@@ -425,6 +520,7 @@ int main(int argc, char **argv)
                 }
             }
             s.free_all();
+            floor_tbs = floor_memcpy_tbs = 0;
         }
     }
 

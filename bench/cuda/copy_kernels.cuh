@@ -1,0 +1,94 @@
+/* copy_kernels.cuh: the copy kernels that RMSNorm's bandwidth is read against (bench_floors at
+ * 1 GiB, bench_kernels at each shape's own bytes): a grid-stride copy, row copies in a forward's
+ * access pattern (a persistent grid, or a block for every row) and the copy engine's bulk copies
+ * through shared memory. Header-only, for the benchmark programs in bench/cuda/. */
+#ifndef BATON_BENCH_COPY_KERNELS_CUH
+#define BATON_BENCH_COPY_KERNELS_CUH
+
+#include <stdint.h>
+
+#include "kernels/cuda/kcuda_common.cuh"
+
+/* 16-byte loads and stores strided over the grid, U vectors in flight per thread. */
+template <int U>
+__global__ void copy16(const uint4 *__restrict__ x, uint4 *__restrict__ y, size_t n)
+{
+    const size_t stride = (size_t)gridDim.x * blockDim.x;
+    size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    for (; i + (U - 1) * stride < n; i += U * stride) {
+        uint4 v[U];
+#pragma unroll
+        for (int u = 0; u < U; u++)
+            v[u] = x[i + u * stride];
+#pragma unroll
+        for (int u = 0; u < U; u++)
+            y[i + u * stride] = v[u];
+    }
+    for (; i < n; i += stride)
+        y[i] = x[i];
+}
+
+/* Rows of `vecs` 16-byte vectors (at most 4 per thread), each held in registers and written after
+ * a block-wide barrier: the access pattern of a one-pass row normalisation without its arithmetic.
+ * Rows are strided over the grid: launched with a block for every row, each block copies one. */
+__global__ void rowcopy16(const uint4 *__restrict__ x, uint4 *__restrict__ y, int64_t rows,
+                          int vecs)
+{
+    for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
+        uint4 v[4];
+        int k = 0;
+        for (int c = threadIdx.x; c < vecs && k < 4; c += blockDim.x, k++)
+            v[k] = x[r * vecs + c];
+        __syncthreads();
+        k = 0;
+        for (int c = threadIdx.x; c < vecs && k < 4; c += blockDim.x, k++)
+            y[r * vecs + c] = v[k];
+    }
+}
+
+/* The copy engine's way: one thread per block moves CH-byte chunks through S shared-memory
+ * stages with bulk copies (global to shared on an mbarrier, shared to global in bulk groups), so
+ * no register holds the data. Chunks are strided over the grid. */
+__global__ void bulkcopy(const char *__restrict__ x, char *__restrict__ y, int64_t nch, int ch,
+                         int S)
+{
+    extern __shared__ __align__(128) unsigned char stage[];
+    __shared__ __align__(8) unsigned long long full[8];
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    if (threadIdx.x != 0)
+        return;
+    for (int k = 0; k < S; k++)
+        kcuda::mbar_init(&full[k], 1);
+    kcuda::mbar_fence_init();
+    const int64_t G = gridDim.x;
+    const unsigned long long pol = kcuda::l2_evict_first();
+    for (int k = 0; k < S; k++) {
+        const int64_t c = blockIdx.x + k * G;
+        if (c < nch) {
+            kcuda::mbar_arrive_tx(&full[k], (unsigned)ch);
+            kcuda::bulk_g2s(stage + (size_t)k * ch, x + c * ch, (unsigned)ch, &full[k], pol);
+        }
+    }
+    for (int64_t i = 0;; i++) {
+        const int64_t c = blockIdx.x + i * G;
+        if (c >= nch)
+            break;
+        const int s = (int)(i % S);
+        kcuda::mbar_wait(&full[s], (unsigned)((i / S) & 1));
+        asm volatile("cp.async.bulk.global.shared::cta.bulk_group [%0], [%1], %2;\n\t"
+                     "cp.async.bulk.commit_group;" ::"l"(y + c * ch),
+                     "r"(kcuda::smem_u32(stage + (size_t)s * ch)), "r"(ch)
+                     : "memory");
+        const int64_t cn = c + S * G;
+        if (cn < nch) {
+            /* the stage is refilled once the store has read it out */
+            asm volatile("cp.async.bulk.wait_group.read 0;" ::: "memory");
+            kcuda::mbar_arrive_tx(&full[s], (unsigned)ch);
+            kcuda::bulk_g2s(stage + (size_t)s * ch, x + cn * ch, (unsigned)ch, &full[s], pol);
+        }
+    }
+    asm volatile("cp.async.bulk.wait_group 0;" ::: "memory");
+#endif
+}
+
+#endif /* BATON_BENCH_COPY_KERNELS_CUH */
