@@ -85,7 +85,7 @@ fi
 
 if [ $do_bench = 1 ]; then
   t0=$(date +%s)
-  timeout 200 "$BIN/bench_kernels" --runs 100 $sweep > "$OUT/bench_kernels.log" 2>&1
+  timeout 300 "$BIN/bench_kernels" --runs 100 $sweep > "$OUT/bench_kernels.log" 2>&1
   status bench_kernels "rc $? ($(( $(date +%s) - t0 )) s)"
 fi
 if [ $do_bench = 1 ] && [ $do_jax = 1 ]; then
@@ -109,8 +109,13 @@ if [ $do_peers = 1 ]; then
   PYTHONUNBUFFERED=1 timeout 180 python3 bench/kernels/peers.py --only torch "${devtime[@]}" \
     >> "$OUT/peers.log" 2>&1
   r1=$?
-  JAX_PLATFORMS=cuda XLA_PYTHON_CLIENT_PREALLOCATE=false PYTHONUNBUFFERED=1 timeout 180 \
-    python3 bench/kernels/peers.py --only jax "${devtime[@]}" >> "$OUT/peers.log" 2>&1
+  # baton's own kernels timed by the same records, in the JAX process, through its FFI handlers
+  batonjax=()
+  [ ${#devtime[@]} -gt 0 ] && [ -f "$BIN/libbaton_jax.so" ] &&
+    batonjax=(--baton-jax "$BIN/libbaton_jax.so")
+  JAX_PLATFORMS=cuda XLA_PYTHON_CLIENT_PREALLOCATE=false PYTHONUNBUFFERED=1 timeout 240 \
+    python3 bench/kernels/peers.py --only jax "${devtime[@]}" "${batonjax[@]}" \
+    >> "$OUT/peers.log" 2>&1
   r2=$?
   dev="no libkernel_times.so"
   [ ${#devtime[@]} -gt 0 ] && dev="$(grep -c '^RESULT peers [a-z]*dev ' "$OUT/peers.log") device-timed"
@@ -151,10 +156,14 @@ for r in rows:
     if r[0] == "peers":
         peers[(r[1], r[2], r[3], r[4])] = kv(r)
 # device-timed torch only when it was measured: the table is wide enough
-cols = ["torch", "jax", "jaxdev"] + (["torchdev"] if any(k[0] == "torchdev" for k in peers) else [])
-print(f"\ncopy bandwidth: {copy} TB/s   (jax: wall clock; jaxdev, torchdev: device time, CUPTI, "
-      "sum of one call's kernels, k kernels a call)")
-print(f"{'pass':4} {'dt':4} {'shape':>13} {'P':>6} {'how':10} {'us':>9} {'TB/s':>6} {'%copy':>6}" +
+cols = ["torch", "jax", "jaxdev"] + [c for c in ("batondev", "torchdev")
+                                     if any(k[0] == c for k in peers)]
+print(f"\ncopy bandwidth: {copy} TB/s   (jax: wall clock; jaxdev, batondev, torchdev: device "
+      "time, CUPTI, sum of one call's kernels, k kernels a call; batondev: baton's kernels through "
+      "its FFI handlers in the JAX process)")
+print("%best: of the best copy kernel moving the shape's x bytes (bench_kernels measure_floor); "
+      "%mcpy: of cudaMemcpy of those bytes; %copy: of a 2 GiB cudaMemcpy")
+print(f"{'pass':4} {'dt':4} {'shape':>13} {'P':>6} {'how':10} {'us':>9} {'TB/s':>6} {'%copy':>6} {'%best':>6} {'%mcpy':>6}" +
       "".join(f" | {c + ' us':>11} {'TB/s':>6}" + (f" {'k':>2}" if c.endswith("dev") else "")
               for c in cols))
 
@@ -179,11 +188,17 @@ for r in rows:
         continue
     shown.add((p, dt, shape))
     print(f"{p:4} {dt:4} {shape:>13} {P[2:]:>6} {how:10} {float(d['us']):9.2f} {float(d['tbs']):6.3f} "
-          f"{float(d.get('pct_copy', 0)):6.1f}" + peer_cols(p, dt, shape))
+          f"{float(d.get('pct_copy', 0)):6.1f} {float(d.get('pct_best', 0)):6.1f} "
+          f"{float(d.get('pct_memcpy', 0)):6.1f}" + peer_cols(p, dt, shape))
 # shapes the peers ran that bench_kernels did not (4096x4096 of issue 11)
 for p, dt, shape in sorted({k[1:] for k in peers} - shown):
-    print(f"{p:4} {dt:4} {shape:>13} {'-':>6} {'peers only':10} {'-':>9} {'-':>6} {'-':>6}" +
+    print(f"{p:4} {dt:4} {shape:>13} {'-':>6} {'peers only':10} {'-':>9} {'-':>6} {'-':>6} {'-':>6} {'-':>6}" +
           peer_cols(p, dt, shape))
+for r in rows:
+    if r[:2] == ["kernels", "floor"]:
+        d = kv(r)
+        print(f"floor {r[2]} {r[3]}: best copy kernel {d['tbs']} TB/s ({d['which']}), "
+              f"cudaMemcpy {d['memcpy_tbs']} TB/s")
 for r in rows:
     if r[:2] == ["kernels", "noop"]:
         print("noop", r[2], kv(r)["us"], "us per launch")

@@ -227,12 +227,31 @@ def bench_torch(runs, quick, shapes, kt_path):
         torch.cuda.empty_cache()
 
 
-def bench_jax(runs, quick, shapes, kt_path):
+def baton_ffi(path):
+    """examples/jax/rms_norm.py with baton's FFI handlers registered from libbaton_jax.so at
+    path: its fwd_call and bwd_call run baton's CUDA kernels inside a jitted JAX function, so that
+    they are timed by the same CUPTI records, in the same process, as XLA's fusions."""
+    import importlib.util
+    here = os.path.dirname(os.path.abspath(__file__))
+    spec = importlib.util.spec_from_file_location(
+        "baton_rms_norm", os.path.join(here, "..", "..", "examples", "jax", "rms_norm.py"))
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    if "cuda" not in mod.register(path):
+        raise RuntimeError(f"{path} has no CUDA handlers")
+    return mod
+
+
+def bench_jax(runs, quick, shapes, kt_path, baton_path=None):
     import jax
     import jax.numpy as jnp
     print(f"jax {jax.__version__} on {jax.devices()[0].device_kind}", flush=True)
     l2 = 50 << 20
     kt = KernelTimes(kt_path) if kt_path else None
+    bj = baton_ffi(baton_path) if baton_path and kt else None
+    if bj:
+        bfwd = jax.jit(lambda x, w: bj.fwd_call(x, w, 1e-5))
+        bbwd = jax.jit(lambda g, iv, x, w: bj.bwd_call(g, iv, x, w, 1e-5))
 
     def rms_norm(x, w, eps=1e-5):
         axes = tuple(range(x.ndim - w.ndim, x.ndim))
@@ -299,6 +318,18 @@ def bench_jax(runs, quick, shapes, kt_path):
             dev_b = kt.measure(lambda i: out.append(bwd(*sets[i % nsets])),
                                lambda: jax.block_until_ready(out.pop()), runs)
             device_result("jax", "bwd", name, shape, bb, dev_b)
+        if bj:
+            # baton's kernels through its FFI handlers, the same sets and the same records
+            out = []
+            dev_f = kt.measure(lambda i: out.append(bfwd(*fwd_sets[i % nsets])),
+                               lambda: jax.block_until_ready(out.pop()), runs)
+            device_result("baton", "fwd", name, shape, fb, dev_f)
+            ivs = [bfwd(x, w)[1] for x, w in fwd_sets]
+            dev_b = kt.measure(
+                lambda i: out.append(bbwd(sets[i % nsets][2], ivs[i % nsets], *fwd_sets[i % nsets])),
+                lambda: jax.block_until_ready(out.pop()), runs)
+            device_result("baton", "bwd", name, shape, bb, dev_b)
+            del ivs
         del sets, fwd_sets
 
 
@@ -311,6 +342,9 @@ def main():
                     help="these shapes only, as RESULT lines name them: 16384x8192,4096x4096")
     ap.add_argument("--device-time", metavar="LIB", default=None,
                     help="libkernel_times.so: also time each call's kernels on the device (CUPTI)")
+    ap.add_argument("--baton-jax", metavar="LIB", default=None,
+                    help="libbaton_jax.so: with --device-time, also time baton's kernels through "
+                         "its FFI handlers in the JAX process (batondev)")
     args = ap.parse_args()
     runs = max(50, args.runs)
     shapes = {s.strip() for s in args.shapes.split(",") if s.strip()}
@@ -327,7 +361,7 @@ def main():
             ok = False
     if args.only in (None, "jax"):
         try:
-            bench_jax(runs, args.quick, shapes, args.device_time)
+            bench_jax(runs, args.quick, shapes, args.device_time, args.baton_jax)
         except Exception as e:
             print(f"jax: {type(e).__name__}: {e}", flush=True)
             ok = False
