@@ -281,9 +281,9 @@ Test(rms_layout, many_rows_forward_takes_register_rows_a_block_per_row)
     cr_expect(L.mode == KCUDA_RMS_ROWS && L.threads == 256 && L.nv == 2 && L.spread);
     kcuda_rms_spread(&L, 8, H100.sms);
     cr_expect_eq(L.grid, 1041);
-    /* f32: 4 vectors per thread. */
+    /* f32: 2 vectors per thread as well, while 512 threads cover the row; 4 above. */
     L = fwd_on(&H100, F32, F32, 65536, 4096, NULL);
-    expect_layout(L, KCUDA_RMS_ROWS, 256, 65536, 1, 1, 0, 4, 0);
+    expect_layout(L, KCUDA_RMS_ROWS, 512, 65536, 1, 1, 0, 2, 0);
     L = fwd_on(&H100, BF16, BF16, 16384, 8192, NULL);
     expect_layout(L, KCUDA_RMS_ROWS, 512, 16384, 1, 1, 0, 2, 0);
     L = fwd_on(&H100, F32, F32, 16384, 8192, NULL);

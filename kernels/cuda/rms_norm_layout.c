@@ -289,9 +289,10 @@ static int fwd_rows(const baton_rms_norm_desc *d, const sizes *s, const kcuda_rm
 {
     const int VX = s->vx;
     const int64_t nvec = ceil_shr(d->n2, s->vsh);
-    /* Measured on an H200 (bench_kernels --sweep): 2-byte x runs best at 2 vectors per thread
-     * (8 at 8192 columns is as fast), 4-byte x at 4; longer rows take more per thread. */
-    int nv = (o && o->nv) ? o->nv : s->x == 2 ? 2 : 4;
+    /* 2 vectors per thread, more where a row needs more than 512 threads: with a block per row,
+     * 4-byte x too runs best at 2 (an H100, 4096 columns: 0.5-2 % faster than 4; the persistent
+     * grid had preferred 4 on an H200). */
+    int nv = (o && o->nv) ? o->nv : 2;
     while (nv < 8 && nvec > (int64_t)nv * KCUDA_MAX_THREADS)
         nv *= 2;
     int64_t t = ceil_div(ceil_div(nvec, nv), 32) * 32;
