@@ -5,11 +5,11 @@
  * runtime) against NCCL's own call on the same bytes, each as a host-timed round trip that ends
  * when both GPUs are done. Needs two GPUs (prints why and exits 0 otherwise) and NCCL for (2).
  *   bench_multigpu [--reps N]     (keep NCCL_NVLS_ENABLE=0 on the GPU machines) */
-#include <dlfcn.h>
 #include <nccl.h>
 
 #include "baton/baton.h"
 #include "bench/cuda/bench_common.h"
+#include "core/dynlib.h"
 
 static struct {
     ncclResult_t (*init_all)(ncclComm_t *, int, const int *);
@@ -23,17 +23,14 @@ static struct {
 
 static int load_nccl(void)
 {
-    const char *env = getenv("BATON_NCCL_LIBRARY");
-    void *lib = dlopen(env && *env ? env : "libnccl.so.2", RTLD_NOW | RTLD_LOCAL);
-    if (!lib)
-        return 0;
-    *(void **)&nccl.init_all = dlsym(lib, "ncclCommInitAll");
-    *(void **)&nccl.all_reduce = dlsym(lib, "ncclAllReduce");
-    *(void **)&nccl.all_gather = dlsym(lib, "ncclAllGather");
-    *(void **)&nccl.group_start = dlsym(lib, "ncclGroupStart");
-    *(void **)&nccl.group_end = dlsym(lib, "ncclGroupEnd");
-    return nccl.init_all && nccl.all_reduce && nccl.all_gather && nccl.group_start &&
-           nccl.group_end;
+    const char *const names[] = {getenv("BATON_NCCL_LIBRARY"), "libnccl.so.2"};
+    const dynlib_sym syms[] = {
+        {"ncclCommInitAll", &nccl.init_all}, {"ncclAllReduce", &nccl.all_reduce},
+        {"ncclAllGather", &nccl.all_gather}, {"ncclGroupStart", &nccl.group_start},
+        {"ncclGroupEnd", &nccl.group_end},
+    };
+    const char *missing;
+    return dynlib_open(names, 2, syms, sizeof syms / sizeof syms[0], &missing, NULL, 0) != NULL;
 }
 
 /* (1) GB/s of `bytes` from cuda:0 to cuda:1 on cuda:1's stream, either way, alternating. */

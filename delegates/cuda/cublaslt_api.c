@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/dynlib.h"
 #include "delegates/cuda/cublaslt_api.h"
 
 #define LT_FIX                                                                                     \
@@ -17,28 +18,24 @@
 int lt_api_open(const char *path, lt_api *api, char *msg, size_t msg_len)
 {
     memset(api, 0, sizeof *api);
-    void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
-    if (!h) {
-        const char *why = dlerror();
+#define LT_API_SYM(fn) {#fn, &api->fn},
+    const dynlib_sym syms[] = {LT_API_CALLS(LT_API_SYM)};
+#undef LT_API_SYM
+    const char *missing;
+    char why[256];
+    void *h = dynlib_open(&path, 1, syms, sizeof syms / sizeof syms[0], &missing, why, sizeof why);
+    if (!h && !missing) {
         snprintf(
             msg, msg_len,
             "cannot load %s (cuBLASLt, which the gemm delegate uses on CUDA devices): %s; " LT_FIX,
-            path, why ? why : "dlopen failed");
+            path, why);
         return -1;
     }
-    void *sym;
-#define LT_API_LOAD(fn)                                                                            \
-    sym = dlsym(h, #fn);                                                                           \
-    if (!sym) {                                                                                    \
-        snprintf(msg, msg_len, "%s has no %s: it is not cuBLASLt %d or newer; " LT_FIX, path, #fn, \
-                 CUBLAS_VER_MAJOR);                                                                \
-        dlclose(h);                                                                                \
-        memset(api, 0, sizeof *api);                                                               \
-        return -1;                                                                                 \
-    }                                                                                              \
-    memcpy(&api->fn, &sym, sizeof sym); /* object to function pointer, as POSIX allows */
-    LT_API_CALLS(LT_API_LOAD)
-#undef LT_API_LOAD
+    if (!h) {
+        snprintf(msg, msg_len, "%s has no %s: it is not cuBLASLt %d or newer; " LT_FIX, path,
+                 missing, CUBLAS_VER_MAJOR);
+        return -1;
+    }
     /* The structs baton passes by value (algorithms, heuristic results) keep their layout
      * within a major version only. */
     size_t version = api->cublasLtGetVersion();

@@ -9,13 +9,13 @@
 #include <string.h>
 
 #include "core/core.h"
+#include "core/dynlib.h"
 #include "scheduler/cuda/cupti.h"
 
 #ifdef BATON_CUPTI
 
 #include <cuda_runtime_api.h>
 #include <cupti.h>
-#include <dlfcn.h>
 #include <pthread.h>
 #include <time.h>
 
@@ -76,33 +76,28 @@ static int load(baton_error *err)
     if (api.lib)
         return 0;
     static const char *const names[] = {"libcupti.so.13", "libcupti.so.12", "libcupti.so"};
-    void *lib = NULL;
-    for (size_t i = 0; i < sizeof names / sizeof names[0] && !lib; i++)
-        lib = dlopen(names[i], RTLD_NOW | RTLD_LOCAL);
+    const dynlib_sym syms[] = {
+        {"cuptiActivityRegisterCallbacks", &api.register_callbacks},
+        {"cuptiActivityEnable", &api.enable},
+        {"cuptiActivityDisable", &api.disable},
+        {"cuptiActivityFlushAll", &api.flush_all},
+        {"cuptiActivityGetNextRecord", &api.next_record},
+        {"cuptiGetTimestamp", &api.get_timestamp},
+        {"cuptiGetStreamIdEx", &api.stream_id},
+        {"cuptiActivityPushExternalCorrelationId", &api.push_ext},
+        {"cuptiActivityPopExternalCorrelationId", &api.pop_ext},
+    };
+    const char *missing;
+    char why[256];
+    void *lib = dynlib_open(names, sizeof names / sizeof names[0], syms,
+                            sizeof syms / sizeof syms[0], &missing, why, sizeof why);
+    if (!lib && missing)
+        return err_set(err, BATON_ENOTSUP, "no device timeline: libcupti lacks %s", missing);
     if (!lib)
         return err_set(err, BATON_ENOTSUP,
                        "no device timeline: libcupti.so cannot be loaded (%s); put the CUDA "
                        "toolkit's CUPTI library on the library path",
-                       dlerror());
-#define SYM(field, name)                                                                           \
-    do {                                                                                           \
-        void *p_ = dlsym(lib, name);                                                               \
-        if (!p_) {                                                                                 \
-            dlclose(lib);                                                                          \
-            return err_set(err, BATON_ENOTSUP, "no device timeline: libcupti lacks %s", name);     \
-        }                                                                                          \
-        memcpy(&api.field, &p_, sizeof p_);                                                        \
-    } while (0)
-    SYM(register_callbacks, "cuptiActivityRegisterCallbacks");
-    SYM(enable, "cuptiActivityEnable");
-    SYM(disable, "cuptiActivityDisable");
-    SYM(flush_all, "cuptiActivityFlushAll");
-    SYM(next_record, "cuptiActivityGetNextRecord");
-    SYM(get_timestamp, "cuptiGetTimestamp");
-    SYM(stream_id, "cuptiGetStreamIdEx");
-    SYM(push_ext, "cuptiActivityPushExternalCorrelationId");
-    SYM(pop_ext, "cuptiActivityPopExternalCorrelationId");
-#undef SYM
+                       why);
     api.lib = lib;
     return 0;
 }

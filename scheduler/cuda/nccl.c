@@ -2,11 +2,11 @@
  * dlopen on first use, as CUPTI is: baton links no NCCL, so its users need none unless a plan has
  * a collective. The header comes from the system or the nvidia-nccl-cu13 wheel at build time
  * (CMakeLists.txt); without it (BATON_NCCL undefined) every call says how to get it. */
-#include <dlfcn.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "core/core.h"
+#include "core/dynlib.h"
 #include "scheduler/cuda/nccl.h"
 
 #ifdef BATON_NCCL
@@ -31,40 +31,31 @@ static int load(baton_error *err)
 {
     if (api.lib)
         return 0;
-    const char *env = getenv("BATON_NCCL_LIBRARY");
-    const char *names[] = {env && *env ? env : "libnccl.so.2", "libnccl.so.2", "libnccl.so",
+    const char *const names[] = {getenv("BATON_NCCL_LIBRARY"), "libnccl.so.2", "libnccl.so",
 #ifdef BATON_NCCL_LIBDIR
-                           BATON_NCCL_LIBDIR "/libnccl.so.2"
+                                 BATON_NCCL_LIBDIR "/libnccl.so.2"
 #else
-                           "libnccl.so"
+                                 NULL
 #endif
     };
-    void *lib = NULL;
-    for (size_t i = 0; i < sizeof names / sizeof names[0] && !lib; i++)
-        lib = dlopen(names[i], RTLD_NOW | RTLD_LOCAL);
+    const dynlib_sym syms[] = {
+        {"ncclCommInitAll", &api.init_all},        {"ncclCommDestroy", &api.destroy},
+        {"ncclAllReduce", &api.all_reduce},        {"ncclAllGather", &api.all_gather},
+        {"ncclGroupStart", &api.group_start},      {"ncclGroupEnd", &api.group_end},
+        {"ncclGetErrorString", &api.error_string},
+    };
+    const char *missing;
+    char why[256];
+    void *lib = dynlib_open(names, sizeof names / sizeof names[0], syms,
+                            sizeof syms / sizeof syms[0], &missing, why, sizeof why);
+    if (!lib && missing)
+        return err_set(err, BATON_ENOTSUP, "collectives: this libnccl lacks %s", missing);
     if (!lib)
         return err_set(err, BATON_ENOTSUP,
                        "collectives need NCCL, and libnccl.so.2 cannot be loaded (%s); install "
                        "it (libnccl2, or pip install nvidia-nccl-cu13) or name it in "
                        "BATON_NCCL_LIBRARY",
-                       dlerror());
-#define SYM(field, name)                                                                           \
-    do {                                                                                           \
-        void *p_ = dlsym(lib, name);                                                               \
-        if (!p_) {                                                                                 \
-            dlclose(lib);                                                                          \
-            return err_set(err, BATON_ENOTSUP, "collectives: this libnccl lacks %s", name);        \
-        }                                                                                          \
-        memcpy(&api.field, &p_, sizeof p_);                                                        \
-    } while (0)
-    SYM(init_all, "ncclCommInitAll");
-    SYM(destroy, "ncclCommDestroy");
-    SYM(all_reduce, "ncclAllReduce");
-    SYM(all_gather, "ncclAllGather");
-    SYM(group_start, "ncclGroupStart");
-    SYM(group_end, "ncclGroupEnd");
-    SYM(error_string, "ncclGetErrorString");
-#undef SYM
+                       why);
     api.lib = lib;
     return 0;
 }
