@@ -22,22 +22,6 @@
 
 #define NBUF 8
 
-#define CHECK(call)                                                                                \
-    do {                                                                                           \
-        if ((call) != 0) {                                                                         \
-            fprintf(stderr, "bench_bind: %s failed: %s\n", #call, err.message);                    \
-            exit(1);                                                                               \
-        }                                                                                          \
-    } while (0)
-#define CUDA(call)                                                                                 \
-    do {                                                                                           \
-        cudaError_t e_ = (call);                                                                   \
-        if (e_ != cudaSuccess) {                                                                   \
-            fprintf(stderr, "bench_bind: %s failed: %s\n", #call, cudaGetErrorString(e_));         \
-            exit(1);                                                                               \
-        }                                                                                          \
-    } while (0)
-
 enum { COPIES, FIXED, HOSTFIXED, MOVING, HOST, RECAPTURE, NWAYS };
 static const char *const way_name[NWAYS] = {"copies", "fixed", "host-fixed",
                                             "moving", "host",  "recapture"};

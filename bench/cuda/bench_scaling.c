@@ -15,22 +15,6 @@
 #include "baton/baton.h"
 #include "bench/cuda/bench_stats.h"
 
-#define CHECK(call)                                                                                \
-    do {                                                                                           \
-        if ((call) != 0) {                                                                         \
-            fprintf(stderr, "bench_scaling: %s failed: %s\n", #call, err.message);                 \
-            exit(1);                                                                               \
-        }                                                                                          \
-    } while (0)
-#define CUDA(call)                                                                                 \
-    do {                                                                                           \
-        cudaError_t e_ = (call);                                                                   \
-        if (e_ != cudaSuccess) {                                                                   \
-            fprintf(stderr, "bench_scaling: %s failed: %s\n", #call, cudaGetErrorString(e_));      \
-            exit(1);                                                                               \
-        }                                                                                          \
-    } while (0)
-
 static baton_error err;
 
 /* Binds every input and output of rt to a new device buffer on the first GPU it lives on (the

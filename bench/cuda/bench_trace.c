@@ -32,14 +32,6 @@ static int floor_on(int on, double *busy)
     return on ? baton_gpu_busy_begin(&e) == 0 : baton_gpu_busy_end(busy, &e) == 0;
 }
 
-#define CHECK(call)                                                                                \
-    do {                                                                                           \
-        if ((call) != 0) {                                                                         \
-            fprintf(stderr, "bench_trace: %s failed: %s\n", #call, err.message);                   \
-            exit(1);                                                                               \
-        }                                                                                          \
-    } while (0)
-
 int main(int argc, char **argv)
 {
     signal(SIGSEGV, on_segv);
