@@ -74,6 +74,42 @@ double test_rng_normal(test_rng *r)
     return sqrt(-2.0 * log(u1)) * cos(2.0 * M_PI * u2);
 }
 
+static int64_t argmax_int(test_rng *r, baton_dtype dt, int kind)
+{
+    const int64_t small = (int64_t)(test_rng_next(r) % 9) - 4,
+                  low = (int64_t)(test_rng_next(r) % 4);
+    const int64_t hi = dt == BATON_DTYPE_I32 ? INT32_MAX : INT64_MAX;
+    const int64_t lo = dt == BATON_DTYPE_I32 ? INT32_MIN : INT64_MIN;
+    switch (kind) {
+    case 0: return small;
+    case 1: return hi - low;
+    case 2: return lo + low;
+    case 3: return dt == BATON_DTYPE_I32 ? (int32_t)test_rng_next(r) : ((int64_t)1 << 60) + low;
+    default: return 7;
+    }
+}
+
+void test_fill_argmax_ints(test_rng *r, baton_dtype dt, int64_t n1, int64_t n2, int64_t *v, void *x)
+{
+    for (int64_t i = 0; i < n1; i++)
+        for (int64_t j = 0; j < n2; j++) {
+            v[i * n2 + j] = argmax_int(r, dt, (int)(i % 5));
+            if (dt == BATON_DTYPE_I32)
+                ((int32_t *)x)[i * n2 + j] = (int32_t)v[i * n2 + j];
+            else
+                ((int64_t *)x)[i * n2 + j] = v[i * n2 + j];
+        }
+}
+
+int64_t test_argmax_row(const int64_t *v, int64_t n2, int64_t r)
+{
+    int64_t best = 0;
+    for (int64_t j = 1; j < n2; j++)
+        if (v[r * n2 + j] > v[r * n2 + best])
+            best = j;
+    return best;
+}
+
 void test_fill_random(test_rng *r, baton_dtype dt, void *p, int64_t n, double scale)
 {
     for (int64_t i = 0; i < n; i++)

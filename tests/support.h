@@ -23,6 +23,14 @@ double test_rng_normal(test_rng *r);  /* N(0, 1) */
 
 /* Fills n elements of dtype dt with N(0, scale) values (rounded to the dtype). */
 void test_fill_random(test_rng *r, baton_dtype dt, void *p, int64_t n, double scale);
+/* Integer rows for argmax (the CPU and CUDA kernels' tests, by the same rules): n1 rows of n2
+ * values of dtype dt (i32 or i64) into x, and as int64 into v, row r of kind r % 5: few distinct
+ * values (ties, so the first maximum must win), the top or the bottom of dt's range, i64 values
+ * above 2^53 that differ only in their low bits, a constant row. */
+void test_fill_argmax_ints(test_rng *r, baton_dtype dt, int64_t n1, int64_t n2, int64_t *v,
+                           void *x);
+/* The exact reference: the first index of the maximum of row r of v (n2 values a row). */
+int64_t test_argmax_row(const int64_t *v, int64_t n2, int64_t r);
 /* Fills a buffer with a NaN pattern (0xFF bytes), so an unwritten element fails any check. */
 void test_poison(void *p, size_t nbytes);
 /* ||a - ref|| / ||ref|| over n elements, a of dtype dt and ref in double; +inf if a has a NaN. */

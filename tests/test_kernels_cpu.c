@@ -1362,24 +1362,9 @@ Test(argmax_cpu, finds_the_first_maximum_of_each_row_with_nan_as_the_maximum)
         }
 }
 
-/* Integer x, as the CUDA kernel takes it: fresh random rows of a few kinds (few distinct values,
- * so ties are common; values at the top or bottom of the dtype's range; i64 values above 2^53 that
- * differ only in their low bits; constant rows), against an exact reference where the first
- * maximum wins. tests/test_kernels_cuda.c checks the CUDA kernel against the same rules. */
-static int64_t int_value(test_rng *r, baton_dtype dt, int kind)
-{
-    const int64_t small = (int64_t)(test_rng_next(r) % 9) - 4,
-                  low = (int64_t)(test_rng_next(r) % 4);
-    const int64_t hi = dt == BATON_DTYPE_I32 ? INT32_MAX : INT64_MAX;
-    const int64_t lo = dt == BATON_DTYPE_I32 ? INT32_MIN : INT64_MIN;
-    switch (kind) {
-    case 0: return small;
-    case 1: return hi - low;
-    case 2: return lo + low;
-    case 3: return dt == BATON_DTYPE_I32 ? (int32_t)test_rng_next(r) : ((int64_t)1 << 60) + low;
-    default: return 7;
-    }
-}
+/* Integer x, as the CUDA kernel takes it: fresh random rows of a few kinds (test_fill_argmax_ints)
+ * against an exact reference where the first maximum wins. tests/test_kernels_cuda.c checks the
+ * CUDA kernel against the same rules. */
 
 Test(argmax_cpu, finds_the_first_maximum_of_random_integer_rows_with_ties)
 {
@@ -1394,22 +1379,12 @@ Test(argmax_cpu, finds_the_first_maximum_of_random_integer_rows_with_ties)
             void *x = poisoned(dt, n1 * n2);
             int64_t *v = malloc(sizeof(int64_t) * (size_t)(n1 * n2));
             cr_assert(v, "out of memory");
-            for (int64_t r = 0; r < n1; r++)
-                for (int64_t j = 0; j < n2; j++) {
-                    v[r * n2 + j] = int_value(&rng, dt, (int)(r % 5));
-                    if (dt == BATON_DTYPE_I32)
-                        ((int32_t *)x)[r * n2 + j] = (int32_t)v[r * n2 + j];
-                    else
-                        ((int64_t *)x)[r * n2 + j] = v[r * n2 + j];
-                }
+            test_fill_argmax_ints(&rng, dt, n1, n2, v, x);
             int64_t *y = poisoned(BATON_DTYPE_I64, n1);
             void *bufs[2] = {x, y};
             run_kernel("argmax", kcpu_argmax, &a, bufs);
             for (int64_t r = 0; r < n1; r++) {
-                int64_t best = 0;
-                for (int64_t j = 1; j < n2; j++)
-                    if (v[r * n2 + j] > v[r * n2 + best])
-                        best = j;
+                const int64_t best = test_argmax_row(v, n2, r);
                 cr_assert_eq(y[r], best,
                              "argmax %s n2=%lld row %lld (kind %d): %lld, expected %lld",
                              baton_dtype_name(dt), (long long)n2, (long long)r, (int)(r % 5),

@@ -1133,6 +1133,26 @@ Test(kernels_cuda, elementwise_kernels_match_reference_for_every_dtype)
     }
 }
 
+/* kcuda_argmax over n1 rows of n2 values of dtype dt (host hx), into a poisoned output: the
+ * indices, downloaded (free() them). */
+static int64_t *argmax_on_gpu(const void *hx, baton_dtype dt, int64_t n1, int64_t n2)
+{
+    void *dx = dev_upload(hx, (size_t)(n1 * n2) * baton_dtype_size(dt));
+    void *dout = dev_alloc((size_t)n1 * 8);
+    dev_poison(dout, (size_t)n1 * 8);
+    kctx k;
+    kctx_init(&k, 0);
+    baton_argmax_desc d = {.n1 = n1, .n2 = n2, .dtype = dt};
+    void *b[2] = {dx, dout};
+    cr_assert_eq(kcuda_argmax(&k.ctx, b, (const char *)&d, sizeof d), 0, "%s", k.err);
+    CK(cudaStreamSynchronize(k.stream));
+    int64_t *out = host_download(dout, (size_t)n1 * 8);
+    kctx_deinit(&k);
+    CK(cudaFree(dx));
+    CK(cudaFree(dout));
+    return out;
+}
+
 Test(kernels_cuda, argmax_finds_the_first_maximum_and_nan_wins)
 {
     SKIP_WITHOUT_GPU();
@@ -1152,15 +1172,7 @@ Test(kernels_cuda, argmax_finds_the_first_maximum_and_nan_wins)
             if (n1 > 1)
                 for (int64_t j = 0; j < n2; j++)
                     store_f64(dt, hx, n2 + j, -INFINITY);
-            void *dx = dev_upload(hx, (size_t)n * es), *dout = dev_alloc((size_t)n1 * 8);
-            dev_poison(dout, (size_t)n1 * 8);
-            kctx k;
-            kctx_init(&k, 0);
-            baton_argmax_desc d = {.n1 = n1, .n2 = n2, .dtype = dt};
-            void *b[2] = {dx, dout};
-            cr_assert_eq(kcuda_argmax(&k.ctx, b, (const char *)&d, sizeof d), 0, "%s", k.err);
-            CK(cudaStreamSynchronize(k.stream));
-            int64_t *out = host_download(dout, (size_t)n1 * 8);
+            int64_t *out = argmax_on_gpu(hx, dt, n1, n2);
             for (int64_t r = 0; r < n1; r++) {
                 int64_t best = 0;
                 for (int64_t j = 1; j < n2; j++) {
@@ -1176,9 +1188,6 @@ Test(kernels_cuda, argmax_finds_the_first_maximum_and_nan_wins)
                     break;
                 }
             }
-            kctx_deinit(&k);
-            CK(cudaFree(dx));
-            CK(cudaFree(dout));
             free(hx);
             free(out);
         }
@@ -1186,23 +1195,9 @@ Test(kernels_cuda, argmax_finds_the_first_maximum_and_nan_wins)
 }
 
 /* Integer x, as the CPU kernel takes it (tests/test_kernels_cpu.c checks it by the same rules):
- * fresh random rows of a few kinds (few distinct values, so ties are common and the first index
- * must win across threads, warps and blocks; the top or bottom of the dtype's range; i64 values
- * above 2^53 that differ only in their low bits; constant rows), against an exact reference. */
-static int64_t int_value(test_rng *r, baton_dtype dt, int kind)
-{
-    const int64_t small = (int64_t)(test_rng_next(r) % 9) - 4,
-                  low = (int64_t)(test_rng_next(r) % 4);
-    const int64_t hi = dt == BATON_DTYPE_I32 ? INT32_MAX : INT64_MAX;
-    const int64_t lo = dt == BATON_DTYPE_I32 ? INT32_MIN : INT64_MIN;
-    switch (kind) {
-    case 0: return small;
-    case 1: return hi - low;
-    case 2: return lo + low;
-    case 3: return dt == BATON_DTYPE_I32 ? (int32_t)test_rng_next(r) : ((int64_t)1 << 60) + low;
-    default: return 7;
-    }
-}
+ * fresh random rows of a few kinds (test_fill_argmax_ints: ties, where the first index must win
+ * across threads, warps and blocks, extremes of the range, i64 values above 2^53), against an
+ * exact reference. */
 
 Test(kernels_cuda, argmax_on_integers_finds_the_first_maximum_exactly)
 {
@@ -1217,28 +1212,10 @@ Test(kernels_cuda, argmax_on_integers_finds_the_first_maximum_exactly)
             int64_t *v = malloc(sizeof(int64_t) * (size_t)n);
             void *hx = malloc((size_t)n * es);
             cr_assert(v && hx, "out of memory");
-            for (int64_t r = 0; r < n1; r++)
-                for (int64_t j = 0; j < n2; j++) {
-                    v[r * n2 + j] = int_value(&rng, dt, (int)(r % 5));
-                    if (dt == BATON_DTYPE_I32)
-                        ((int32_t *)hx)[r * n2 + j] = (int32_t)v[r * n2 + j];
-                    else
-                        ((int64_t *)hx)[r * n2 + j] = v[r * n2 + j];
-                }
-            void *dx = dev_upload(hx, (size_t)n * es), *dout = dev_alloc((size_t)n1 * 8);
-            dev_poison(dout, (size_t)n1 * 8);
-            kctx k;
-            kctx_init(&k, 0);
-            baton_argmax_desc d = {.n1 = n1, .n2 = n2, .dtype = dt};
-            void *b[2] = {dx, dout};
-            cr_assert_eq(kcuda_argmax(&k.ctx, b, (const char *)&d, sizeof d), 0, "%s", k.err);
-            CK(cudaStreamSynchronize(k.stream));
-            int64_t *out = host_download(dout, (size_t)n1 * 8);
+            test_fill_argmax_ints(&rng, dt, n1, n2, v, hx);
+            int64_t *out = argmax_on_gpu(hx, dt, n1, n2);
             for (int64_t r = 0; r < n1; r++) {
-                int64_t best = 0;
-                for (int64_t j = 1; j < n2; j++)
-                    if (v[r * n2 + j] > v[r * n2 + best])
-                        best = j;
+                const int64_t best = test_argmax_row(v, n2, r);
                 if (out[r] != best) {
                     cr_expect_eq(out[r], best,
                                  "argmax %s (%lld x %lld) row %lld (kind %d): %lld, expected %lld",
@@ -1247,9 +1224,6 @@ Test(kernels_cuda, argmax_on_integers_finds_the_first_maximum_exactly)
                     break;
                 }
             }
-            kctx_deinit(&k);
-            CK(cudaFree(dx));
-            CK(cudaFree(dout));
             free(hx);
             free(v);
             free(out);
