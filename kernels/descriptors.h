@@ -35,8 +35,9 @@ typedef struct baton_rms_norm_desc {
 /* rms_norm_grad_weight: 24 bytes.
  *   0  int64   part_grad_size  rows P of part_grad
  *   8  int64   n2              numel of the weight (part_grad's row length)
- *  16  int32   pg_dtype        baton_dtype code of part_grad: f32, or f64 (rms_norm_bwd's for f64
- * x) 20  int32   w_dtype         baton_dtype code of the weight and of grad_weight
+ *  16  int32   pg_dtype        baton_dtype code of part_grad: f32, or f64 (rms_norm_bwd's for
+ *                              f64 x)
+ *  20  int32   w_dtype         baton_dtype code of the weight and of grad_weight
  *
  * Buffers: part_grad, weight | grad_weight. The weight is never read: it is an input so that the
  * plan states grad_weight's dtype and shape where rms_norm_bwd does. grad_weight is the column sum

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "kernels/cpu/cpu_common.h"
+#include "kernels/desc_check.h"
 #include "kernels/descriptors.h"
 
 /* Validates the descriptor and the buffers; on success *d holds the descriptor. */
@@ -167,22 +168,9 @@ int kcpu_rms_norm_grad_weight(const baton_exec_ctx *ctx, void **buffers, const c
 {
     const char *name = "rms_norm_grad_weight";
     baton_rms_grad_weight_desc d;
-    int rc = read_opaque(ctx, name, opaque, len, &d, sizeof d,
-                         "baton_rms_grad_weight_desc: part_grad_size, n2, pg_dtype, w_dtype");
+    int rc = rms_grad_weight_desc_read(ctx, opaque, len, &d);
     if (rc)
         return rc;
-    if (d.pg_dtype != BATON_DTYPE_F32 && d.pg_dtype != BATON_DTYPE_F64)
-        return ctx_fail(ctx, BATON_EINVAL, "%s: pg_dtype is code %d, not f32 (3) or f64 (4)", name,
-                        (int)d.pg_dtype);
-    if (!dtype_is_float((baton_dtype)d.w_dtype))
-        return ctx_fail(ctx, BATON_EINVAL,
-                        "%s: w_dtype is code %d, not bf16 (1), f16 (2), f32 (3) or f64 (4)", name,
-                        (int)d.w_dtype);
-    if (d.part_grad_size < 1 || d.n2 < 1 || d.part_grad_size > INT64_MAX / 8 / d.n2)
-        return ctx_fail(ctx, BATON_EINVAL,
-                        "%s: part_grad_size = %lld rows of n2 = %lld elements: both must be >= 1 "
-                        "and their product fit in 64 bits",
-                        name, (long long)d.part_grad_size, (long long)d.n2);
     rc = check_buffers(ctx, name, buffers, 3);
     if (rc)
         return rc;
