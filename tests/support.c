@@ -110,6 +110,22 @@ int64_t test_argmax_row(const int64_t *v, int64_t n2, int64_t r)
     return best;
 }
 
+baton_runtime *test_runtime(const baton_plan *plan, baton_gpu_backend gpu, baton_sync_mode mode,
+                            int delay_us, int fallback_is_error)
+{
+    baton_options o;
+    baton_options_init(&o);
+    o.gpu = gpu;
+    o.mode = mode;
+    o.quiet = 1;
+    o.fallback_is_error = fallback_is_error;
+    o.sim_delay_us = delay_us;
+    baton_runtime *rt = NULL;
+    baton_error err = {0};
+    cr_assert_eq(baton_runtime_create(plan, &o, &rt, &err), 0, "%s", err.message);
+    return rt;
+}
+
 void test_fill_random(test_rng *r, baton_dtype dt, void *p, int64_t n, double scale)
 {
     for (int64_t i = 0; i < n; i++)

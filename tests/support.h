@@ -43,6 +43,11 @@ const char *test_path(const char *rel);
 /* Reads a whole file; NULL if it cannot. free() the result. */
 char *test_read_file(const char *path, size_t *len);
 
+/* A quiet runtime of plan on gpu in mode, the test device delaying each operation by delay_us,
+ * with baton_options.fallback_is_error as given. Asserts that it is created. */
+baton_runtime *test_runtime(const baton_plan *plan, baton_gpu_backend gpu, baton_sync_mode mode,
+                            int delay_us, int fallback_is_error);
+
 /* Number of CUDA devices, 0 without a device or without CUDA in the build. */
 int test_cuda_devices(void);
 

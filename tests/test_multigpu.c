@@ -109,17 +109,7 @@ static baton_plan *load(const char *json)
 static baton_runtime *make(const baton_plan *plan, baton_gpu_backend gpu, baton_sync_mode mode,
                            int delay_us)
 {
-    baton_options o;
-    baton_options_init(&o);
-    o.gpu = gpu;
-    o.mode = mode;
-    o.quiet = 1;
-    o.fallback_is_error = 1;
-    o.sim_delay_us = delay_us;
-    baton_runtime *rt = NULL;
-    baton_error err = {0};
-    cr_assert_eq(baton_runtime_create(plan, &o, &rt, &err), 0, "%s", err.message);
-    return rt;
+    return test_runtime(plan, gpu, mode, delay_us, 1);
 }
 
 static void set(baton_runtime *rt, const char *name, const float *v)

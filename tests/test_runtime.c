@@ -148,16 +148,7 @@ static baton_plan *load_text(const char *json)
 static baton_runtime *make(const baton_plan *p, baton_gpu_backend gpu, baton_sync_mode mode,
                            int delay_us)
 {
-    baton_options o;
-    baton_options_init(&o);
-    o.gpu = gpu;
-    o.mode = mode;
-    o.quiet = 1;
-    o.sim_delay_us = delay_us;
-    baton_runtime *rt = NULL;
-    baton_error err = {0};
-    cr_assert_eq(baton_runtime_create(p, &o, &rt, &err), 0, "%s", err.message);
-    return rt;
+    return test_runtime(p, gpu, mode, delay_us, 0);
 }
 
 static void run_ok(baton_runtime *rt)
