@@ -68,11 +68,11 @@ int main(int argc, char **argv)
     void *x = malloc(ii.nbytes), *y = malloc(oi.nbytes), *ref = malloc(oi.nbytes);
     CHECK(baton_fill_normal(x, ii.desc.dtype, baton_tensor_desc_numel(&ii.desc), 7, 0, 1));
     for (int k = 0; k < NBUF; k++) {
-        CUDA(cudaMalloc(&xd[k], ii.nbytes));
-        CUDA(cudaMalloc(&yd[k], oi.nbytes));
-        CUDA(cudaMallocHost(&xh[k], ii.nbytes));
-        CUDA(cudaMallocHost(&yh[k], oi.nbytes));
-        CUDA(cudaMemcpy(xd[k], x, ii.nbytes, cudaMemcpyHostToDevice));
+        CHECK_CUDA(cudaMalloc(&xd[k], ii.nbytes));
+        CHECK_CUDA(cudaMalloc(&yd[k], oi.nbytes));
+        CHECK_CUDA(cudaMallocHost(&xh[k], ii.nbytes));
+        CHECK_CUDA(cudaMallocHost(&yh[k], oi.nbytes));
+        CHECK_CUDA(cudaMemcpy(xd[k], x, ii.nbytes, cudaMemcpyHostToDevice));
         memcpy(xh[k], x, ii.nbytes);
     }
     const baton_device cpu = {BATON_DEVICE_CPU, 0}, gpu = {BATON_DEVICE_CUDA, 0};

@@ -16,15 +16,7 @@
 
 #include <cuda_runtime.h>
 
-#define CHECK_CUDA(call)                                                                           \
-    do {                                                                                           \
-        cudaError_t e_ = (call);                                                                   \
-        if (e_ != cudaSuccess) {                                                                   \
-            fprintf(stderr, "%s:%d: %s failed: %s\n", __FILE__, __LINE__, #call,                   \
-                    cudaGetErrorString(e_));                                                       \
-            exit(1);                                                                               \
-        }                                                                                          \
-    } while (0)
+#include "bench/cuda/bench_check.h"
 
 /* The median (NAN for no samples); the sample is taken by value and sorted. */
 template <typename T> static inline double median(std::vector<T> v)

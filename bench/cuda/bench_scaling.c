@@ -34,12 +34,12 @@ static int bind_all(baton_runtime *rt, const baton_plan *plan, const void *x, co
         int bound = 0;
         for (int d = 0; d < ngpu && !bound; d++) {
             void *p;
-            CUDA(cudaSetDevice(d));
-            CUDA(cudaMalloc(&p, ti.nbytes));
+            CHECK_CUDA(cudaSetDevice(d));
+            CHECK_CUDA(cudaMalloc(&p, ti.nbytes));
             baton_buffer b = {{BATON_DEVICE_CUDA, d}, p, ti.nbytes, ti.desc.dtype};
             baton_error e2 = {0};
             if (baton_runtime_bind(rt, t, &b, &e2)) {
-                CUDA(cudaFree(p));
+                CHECK_CUDA(cudaFree(p));
                 continue;
             }
             bound = 1;
@@ -47,8 +47,8 @@ static int bind_all(baton_runtime *rt, const baton_plan *plan, const void *x, co
             if (ti.role == BATON_ROLE_INPUT && (ti.name[0] == 'x' || ti.name[0] == 'g')) {
                 int is_x = ti.name[0] == 'x';
                 size_t *at = is_x ? &at_x : &at_g;
-                CUDA(cudaMemcpy(p, (const char *)(is_x ? x : g) + *at, ti.nbytes,
-                                cudaMemcpyHostToDevice));
+                CHECK_CUDA(cudaMemcpy(p, (const char *)(is_x ? x : g) + *at, ti.nbytes,
+                                      cudaMemcpyHostToDevice));
                 *at += ti.nbytes;
             }
             if (ti.role == BATON_ROLE_OUTPUT && strcmp(ti.name, "grad_weight") == 0) {
@@ -138,8 +138,8 @@ int main(int argc, char **argv)
     void *h[2];
     for (int k = 0; k < 2; k++) {
         h[k] = malloc(wi.nbytes);
-        CUDA(cudaSetDevice(gw_dev[k]));
-        CUDA(cudaMemcpy(h[k], gw[k], wi.nbytes, cudaMemcpyDeviceToHost));
+        CHECK_CUDA(cudaSetDevice(gw_dev[k]));
+        CHECK_CUDA(cudaMemcpy(h[k], gw[k], wi.nbytes, cudaMemcpyDeviceToHost));
     }
     int same = memcmp(h[0], h[1], wi.nbytes) == 0;
     printf("grad_weight: %s bits in both plans\nRESULT scaling.grad_weight_bitwise %d\n",

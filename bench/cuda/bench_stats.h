@@ -1,12 +1,13 @@
-/* bench_stats.h: the clock, percentiles and failure checks the C benchmarks share
- * (bench_common.h is the C++ benchmarks' counterpart). */
+/* bench_stats.h: the clock, percentiles and failure checks the C benchmarks share (CUDA's in
+ * bench_check.h; bench_common.h is the C++ benchmarks' counterpart). */
 #ifndef BATON_BENCH_STATS_H
 #define BATON_BENCH_STATS_H
 
-#include <cuda_runtime_api.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <time.h>
+
+#include "bench/cuda/bench_check.h"
 
 /* A baton call that must return 0: otherwise the benchmark names it, prints the message of the
  * baton_error `err` in scope, and exits. */
@@ -14,17 +15,6 @@
     do {                                                                                           \
         if ((call) != 0) {                                                                         \
             fprintf(stderr, "%s:%d: %s failed: %s\n", __FILE__, __LINE__, #call, err.message);     \
-            exit(1);                                                                               \
-        }                                                                                          \
-    } while (0)
-
-/* A CUDA runtime call that must succeed, likewise. */
-#define CUDA(call)                                                                                 \
-    do {                                                                                           \
-        cudaError_t e_ = (call);                                                                   \
-        if (e_ != cudaSuccess) {                                                                   \
-            fprintf(stderr, "%s:%d: %s failed: %s\n", __FILE__, __LINE__, #call,                   \
-                    cudaGetErrorString(e_));                                                       \
             exit(1);                                                                               \
         }                                                                                          \
     } while (0)
