@@ -349,16 +349,20 @@ Test(kernels_cuda, rms_norm_is_correct_on_every_launch_path)
          0,
          1,
          1},
-        /* the register forward (mode 5; the backward's mode is not checked): 2, 4 and 8
-         * vectors per thread, a row that is not a multiple of the block's vectors, one-vector
+        /* the register forward and backward (mode 5; the backward's mode is not checked): 2, 4 and
+         * 8 vectors per thread, a row that is not a multiple of the block's vectors, one-vector
          * rows, and an odd number of rows per block (the loop runs two rows per iteration) */
         {BATON_DTYPE_BF16, BATON_DTYPE_BF16, 300, 4096, 30, {.mode = 5, .nv = 2}, -1, 0, 0},
         {BATON_DTYPE_F32, BATON_DTYPE_BF16, 257, 8192, 16, {.mode = 5, .nv = 8}, -1, 0, 0},
         {BATON_DTYPE_F16, BATON_DTYPE_F32, 130, 4104, 13, {.mode = 5, .nv = 4}, -1, 0, 0},
         {BATON_DTYPE_BF16, BATON_DTYPE_F16, 70, 8, 7, {.mode = 5}, -1, 0, 0},
         {BATON_DTYPE_BF16, BATON_DTYPE_BF16, 101, 2048, 101, {.mode = 5, .grid = 7}, -1, 0, 0},
-        /* the default forward on many rows (the register kernel) */
-        {BATON_DTYPE_F32, BATON_DTYPE_BF16, 3000, 1024, 30, {0}, 0, 1, 0},
+        /* the default forward and backward on many rows (the register kernels; 100 rows a
+         * part_grad block: clusters of 4) */
+        {BATON_DTYPE_F32, BATON_DTYPE_BF16, 3000, 1024, 30, {0}, 5, 1, 4},
+        /* the register backward forced: one row per part_grad block, and clusters of 2 */
+        {BATON_DTYPE_BF16, BATON_DTYPE_F32, 300, 2048, 300, {.mode = 5}, 5, 1, 1},
+        {BATON_DTYPE_F16, BATON_DTYPE_BF16, 300, 1000, 3, {.mode = 5, .cy = 2}, 5, 1, 2},
     };
     for (size_t i = 0; i < sizeof paths / sizeof paths[0]; i++) {
         rms_case c = {.xdt = paths[i].x,

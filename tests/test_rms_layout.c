@@ -79,6 +79,12 @@ static void check_common(const char *what, const baton_rms_norm_desc *d,
         cr_assert(L->vec == vx && L->stages >= 1 && L->smem > 0 && L->nv == 0,
                   "%s: staged with vec %d, stages %d, smem %zu, nv %d", what, L->vec, L->stages,
                   L->smem, L->nv);
+    } else if (L->mode == KCUDA_RMS_ROWS && L->cy > 1) {
+        /* the register backward's column sums, for the cluster's combine */
+        const size_t a = baton_dtype_size((baton_dtype)d->x_dtype) == 8 ? 8 : 4;
+        cr_assert(L->stages == 0 && L->smem >= (size_t)d->n2 * a,
+                  "%s: register rows over a cluster with stages %d, smem %zu", what, L->stages,
+                  L->smem);
     } else {
         cr_assert(L->stages == 0 && L->smem == 0, "%s: mode %d with stages %d, smem %zu", what,
                   L->mode, L->stages, L->smem);
@@ -132,8 +138,18 @@ static void check_bwd(const baton_rms_norm_desc *d, const kcuda_rms_device *dev,
     cr_assert(L->active >= 1 && L->active <= P && (L->active - 1) * L->B < n1 &&
                   L->active * L->B >= n1,
               "%s: active %lld of B %lld", what, (long long)L->active, (long long)L->B);
-    cr_assert(L->mode != KCUDA_RMS_ROWS && L->mode != KCUDA_RMS_STAGED_CP, "%s: mode %d", what,
-              L->mode);
+    cr_assert(L->mode != KCUDA_RMS_STAGED_CP, "%s: mode %d", what, L->mode);
+    if (L->mode == KCUDA_RMS_ROWS) {
+        cr_assert(baton_dtype_size((baton_dtype)d->x_dtype) <= 4 &&
+                      baton_dtype_size((baton_dtype)d->w_dtype) <= 4,
+                  "%s: register rows need x and w of at most 4 bytes", what);
+        cr_assert(L->nv == 1 || L->nv == 2 || L->nv == 4 || L->nv == 8, "%s: nv %d", what, L->nv);
+        cr_assert_leq(n2, (int64_t)L->threads * L->nv * L->vec, "%s: the row does not fit", what);
+        cr_assert_eq(L->cx, 1, "%s", what);
+        if (!(o && o->cy)) /* cy from B alone: each block keeps 16 rows or more */
+            cr_assert(L->cy == 1 || L->B >= 16LL * L->cy, "%s: cy %d for blocks of %lld rows", what,
+                      L->cy, (long long)L->B);
+    }
     if (L->mode == KCUDA_RMS_SPLIT) {
         const int vx = 16 / (int)baton_dtype_size((baton_dtype)d->x_dtype);
         cr_assert(n1 <= KCUDA_SPLIT_ROWS && L->vec == vx && L->threads == KCUDA_SPLIT_THREADS,
@@ -152,8 +168,8 @@ static void check_bwd(const baton_rms_norm_desc *d, const kcuda_rms_device *dev,
     if (!(o && o->grid))
         cr_assert_leq(L->grid / (L->cx * L->cy), L->active, "%s: grid %lld", what, L->grid);
     if (L->cy > 1)
-        cr_assert(L->cx == 1 && L->mode == KCUDA_RMS_STAGED, "%s: cy %d with cx %d, mode %d", what,
-                  L->cy, L->cx, L->mode);
+        cr_assert(L->cx == 1 && (L->mode == KCUDA_RMS_STAGED || L->mode == KCUDA_RMS_ROWS),
+                  "%s: cy %d with cx %d, mode %d", what, L->cy, L->cx, L->mode);
     if (!(o && o->cy))
         cr_assert_leq(L->cy, L->B, "%s: a cluster of %d over part_grad blocks of %lld rows", what,
                       L->cy, (long long)L->B);
@@ -307,27 +323,54 @@ Test(rms_layout, many_rows_with_wide_weights_are_staged_by_bulk_copies)
     expect_layout(L, KCUDA_RMS_STAGED, 256, 4096, 1, 1, 4, 0, 32768 + 4 * 16384);
 }
 
-Test(rms_layout, many_rows_backward_stages_by_the_row_width)
+Test(rms_layout, many_rows_backward_takes_register_rows_with_cy_from_the_rows_per_block)
 {
-    /* 256 part_grad blocks of 256 rows, a cluster of 2 on each: 512 blocks, crowded (>= 3 per
-     * SM). 16-bit rows of 8 KB: no row ahead. */
+    /* bf16 rows of 4096: one vector per thread, 512 threads. 256 part_grad blocks of 256 rows:
+     * clusters of 16, 16 rows each, the column sums (16 KB) in shared memory for the combine. */
     kcuda_rms_layout L = bwd_on(&H100, BF16, BF16, 65536, 4096, 256, NULL);
+    expect_layout(L, KCUDA_RMS_ROWS, 512, 256 * 16, 1, 16, 0, 1, 16384);
+    cr_expect(L.may_shrink, "a chosen cluster of 16 may be shrunk");
+    /* f32 rows of 4096: 2 vectors per thread. */
+    L = bwd_on(&H100, F32, F32, 65536, 4096, 256, NULL);
+    expect_layout(L, KCUDA_RMS_ROWS, 512, 256 * 16, 1, 16, 0, 2, 16384);
+    /* f32 rows of 8192: 4 vectors; 256 blocks of 64 rows: clusters of 4. */
+    L = bwd_on(&H100, F32, F32, 16384, 8192, 256, NULL);
+    expect_layout(L, KCUDA_RMS_ROWS, 512, 256 * 4, 1, 4, 0, 4, 32768);
+    /* The benchmark's part_grad_size 16: 1024 rows a block, clusters of 16. */
+    L = bwd_on(&H100, BF16, BF16, 16384, 8192, 16, NULL);
+    expect_layout(L, KCUDA_RMS_ROWS, 512, 16 * 16, 1, 16, 0, 2, 32768);
+    cr_expect_eq(L.colsum_grid, 256);
+    /* 16 rows a block: no cluster, nothing to combine. */
+    L = bwd_on(&H100, BF16, BF16, 4096, 4096, 256, NULL);
+    expect_layout(L, KCUDA_RMS_ROWS, 512, 256, 1, 1, 0, 1, 0);
+    /* Rows of more than 2048 vectors take another kernel; fewer rows than 2 per SM are staged. */
+    L = bwd_on(&H100, BF16, BF16, 4096, 32768, 16, NULL);
+    cr_expect_neq(L.mode, KCUDA_RMS_ROWS);
+    L = bwd_on(&H100, BF16, BF16, 200, 4096, 16, NULL);
+    cr_expect_eq(L.mode, KCUDA_RMS_STAGED, "mode %d", L.mode);
+}
+
+Test(rms_layout, staged_backward_stages_by_the_row_width)
+{
+    /* The staged kernel where a cluster is asked for (cy); its stages as it chooses them. 256
+     * part_grad blocks of 256 rows, a cluster of 2 on each: 512 blocks, crowded (>= 3 per SM).
+     * 16-bit rows of 8 KB: no row ahead. */
+    kcuda_rms_cfg o = {.cy = 2};
+    kcuda_rms_layout L = bwd_on(&H100, BF16, BF16, 65536, 4096, 256, &o);
     expect_layout(L, KCUDA_RMS_STAGED, 128, 512, 1, 2, 1, 0, 8192 + 16384 + 16 + 16384);
     /* 32-bit rows, crowded: three ahead (4 stages). */
-    L = bwd_on(&H100, F32, F32, 65536, 4096, 256, NULL);
+    L = bwd_on(&H100, F32, F32, 65536, 4096, 256, &o);
     expect_layout(L, KCUDA_RMS_STAGED, 256, 512, 1, 2, 4, 0,
                   16384 + 16384 + 32 + 4 * (16384 + 16384));
     /* 32 KB f32 rows: 4 stages do not fit in 226 KB, 2 do. */
-    L = bwd_on(&H100, F32, F32, 16384, 8192, 256, NULL);
+    L = bwd_on(&H100, F32, F32, 16384, 8192, 256, &o);
     expect_layout(L, KCUDA_RMS_STAGED, 512, 512, 1, 2, 2, 0,
                   32768 + 32768 + 16 + 2 * (32768 + 32768));
-    /* The benchmark's part_grad_size 16: clusters of 16 on 16 blocks, not crowded: 2 stages and
-     * 8 vectors per thread (the comment's "t256 s2"). */
-    L = bwd_on(&H100, F32, F32, 16384, 8192, 16, NULL);
+    /* Clusters of 16 on 16 blocks, not crowded: 2 stages and 8 vectors per thread. */
+    o.cy = 16;
+    L = bwd_on(&H100, F32, F32, 16384, 8192, 16, &o);
     expect_layout(L, KCUDA_RMS_STAGED, 256, 256, 1, 16, 2, 0,
                   32768 + 32768 + 16 + 2 * (32768 + 32768));
-    cr_expect(L.may_shrink, "a chosen cluster of 16 may be shrunk");
-    cr_expect_eq(L.colsum_grid, 256);
 }
 
 Test(rms_layout, tutorial_shape_splits_rows_over_clusters_forward_and_kernels_backward)
@@ -366,18 +409,17 @@ Test(rms_layout, few_long_rows_backward_takes_the_split_kernels)
 
 /* The data-parallel plan (scripts/shard.py) gets the one-GPU part_grad bits only where a shard's
  * backward (n1 / N rows, P / N blocks) adds each block's rows in the full call's order: the same
- * family and the same cy (the rank-ordered split of a block's rows). cy is
- * min(ceil(2 SMs / blocks), rows per block, 16), so it holds where 16 caps both, as at these
- * shapes (test_kernels_cuda checks their bits on a GPU), and not at e.g. P 256 (cy 2 vs 3). */
+ * family and the same cy (the rank-ordered split of a block's rows). The register backward takes cy
+ * from the rows per block alone, so it holds wherever full and shard both take it
+ * (test_kernels_cuda checks the bits on a GPU); the staged backward's cy, min(ceil(2 SMs / blocks),
+ * rows per block, 16), holds where 16 caps both, as at the few-row shape below. */
 Test(rms_layout, row_shards_of_the_shard_tests_keep_the_full_backwards_row_order)
 {
     static const struct {
         baton_dtype x;
         int64_t n1, n2, P;
-    } cases[] = {{BF16, 4, 262144, 4},
-                 {BF16, 8192, 4096, 16},
-                 {F32, 8192, 4096, 16},
-                 {BF16, 16, 262144, 16}};
+    } cases[] = {{BF16, 4, 262144, 4},   {BF16, 8192, 4096, 16}, {F32, 8192, 4096, 16},
+                 {BF16, 16, 262144, 16}, {F32, 8192, 4096, 32},  {F32, 8192, 4096, 256}};
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
         for (int N = 2; N <= 4; N += 2) {
             baton_rms_norm_desc full = desc(cases[i].x, cases[i].x, cases[i].n1, cases[i].n2,
@@ -395,17 +437,17 @@ Test(rms_layout, row_shards_of_the_shard_tests_keep_the_full_backwards_row_order
                       "%s over %d shards: full mode %d cy %d B %lld, shard mode %d cy %d B %lld",
                       what, N, Lf.mode, Lf.cy, (long long)Lf.B, Ls.mode, Ls.cy, (long long)Ls.B);
         }
-    /* Where it does not hold: documented in docs/shard.md. */
-    baton_rms_norm_desc full = desc(F32, F32, 8192, 4096, 256),
-                        shard = desc(F32, F32, 4096, 4096, 128);
+    /* Where it does not hold: a shard of fewer rows than 2 per SM takes the staged kernel
+     * (documented in docs/shard.md). */
+    baton_rms_norm_desc full = desc(F32, F32, 512, 4096, 32), shard = desc(F32, F32, 256, 4096, 16);
     kcuda_rms_layout Lf, Ls;
     char why[256];
     cr_assert_eq(kcuda_rms_bwd_layout(&full, ALIGNED, &H100, NULL, &Lf, why, sizeof why), 0);
     cr_assert_eq(kcuda_rms_bwd_layout(&shard, ALIGNED, &H100, NULL, &Ls, why, sizeof why), 0);
-    cr_expect(Lf.cy == 2 && Ls.cy == 3,
-              "8192 x 4096 at P 256: cy %d, its halves at P 128: cy %d "
+    cr_expect(Lf.mode == KCUDA_RMS_ROWS && Ls.mode == KCUDA_RMS_STAGED,
+              "512 x 4096 at P 32: mode %d, its halves at P 16: mode %d "
               "(update docs/shard.md if this changed)",
-              Lf.cy, Ls.cy);
+              Lf.mode, Ls.mode);
 }
 
 Test(rms_layout, rows_that_are_not_whole_vectors_or_unaligned_buffers_load_scalars)
@@ -446,11 +488,17 @@ Test(rms_layout, a_small_gpu_gets_fewer_stages_and_portable_clusters)
     /* 98 KB for the stages: 2 of the f64 forward's 32 KB rows (3 on an H100). */
     kcuda_rms_layout L = fwd_on(&SMALL, F64, F64, 4096, 4096, NULL);
     expect_layout(L, KCUDA_RMS_STAGED, 512, 4096, 1, 1, 2, 0, 3 * 32768);
-    /* The f32 backward of 32 KB rows does not fit one stage: it streams (staged on an H100). */
-    L = bwd_on(&SMALL, F32, F32, 4096, 8192, 16, NULL);
+    /* f64 weights (no register rows): the f32 backward of 32 KB rows does not fit one stage, so
+     * it streams (staged on an H100). */
+    L = bwd_on(&SMALL, F32, F64, 4096, 8192, 16, NULL);
     cr_expect_eq(L.mode, KCUDA_RMS_STREAM, "mode %d", L.mode);
-    L = bwd_on(&H100, F32, F32, 4096, 8192, 16, NULL);
+    L = bwd_on(&H100, F32, F64, 4096, 8192, 16, NULL);
     cr_expect_eq(L.mode, KCUDA_RMS_STAGED, "mode %d", L.mode);
+    /* Many rows: register rows, a cluster of at most 8 where 16 cannot run. */
+    L = bwd_on(&SMALL, F32, F32, 4096, 8192, 16, NULL);
+    expect_layout(L, KCUDA_RMS_ROWS, 512, 16 * 8, 1, 8, 0, 4, 32768);
+    L = bwd_on(&H100, F32, F32, 4096, 8192, 16, NULL);
+    expect_layout(L, KCUDA_RMS_ROWS, 512, 16 * 16, 1, 16, 0, 4, 32768);
     /* Long rows split over at most 8 blocks. */
     L = fwd_on(&SMALL, F32, F32, 2, 1048576, NULL);
     cr_expect_eq(L.cx, 8);
@@ -541,7 +589,7 @@ Test(rms_layout, the_gpu_tests_forced_paths_get_the_layouts_they_assert)
         {F16, F32, 130, 4104, 13, {.mode = 5, .nv = 4}, -1, 0, 0},
         {BF16, F16, 70, 8, 7, {.mode = 5}, -1, 0, 0},
         {BF16, BF16, 101, 2048, 101, {.mode = 5, .grid = 7}, -1, 0, 0},
-        {F32, BF16, 3000, 1024, 30, {0}, 0, 1, 0},
+        {F32, BF16, 3000, 1024, 30, {0}, 5, 1, 4},
     };
     for (size_t i = 0; i < sizeof paths / sizeof paths[0]; i++) {
         const kcuda_rms_cfg *o = paths[i].over.mode || paths[i].over.threads || paths[i].over.vec ||
@@ -810,7 +858,8 @@ Test(rms_layout, bulk_copy_forward_varies_its_stages_and_may_take_cp_async)
 
 Test(rms_layout, staged_backward_varies_only_its_stages)
 {
-    const baton_rms_norm_desc d = desc(BF16, BF16, 16384, 8192, 256);
+    /* Fewer rows than 2 per SM: the staged kernel, 4 rows per cluster block. */
+    const baton_rms_norm_desc d = desc(BF16, BF16, 256, 8192, 4);
     kcuda_rms_layout L;
     kcuda_rms_variant v[KCUDA_RMS_MAX_VARIANTS];
     const int n = variants_of(1, &H100, d, &L, v);
@@ -840,7 +889,7 @@ Test(rms_layout, variants_that_do_not_apply_are_refused_with_the_reason)
     kcuda_rms_layout L;
     const baton_rms_norm_desc rows = desc(BF16, BF16, 16384, 4096, 1);
     const baton_rms_norm_desc wide = desc(BF16, F64, 4096, 4096, 1);
-    const baton_rms_norm_desc back = desc(F32, F32, 16384, 8192, 256);
+    const baton_rms_norm_desc back = desc(F32, F32, 256, 8192, 4);
     struct {
         const baton_rms_norm_desc *d;
         int bwd;
@@ -868,7 +917,7 @@ Test(rms_layout, variants_that_do_not_apply_are_refused_with_the_reason)
                   bad[i].why);
     }
     /* Shared memory: four stages of 16 KB f32 rows (and grad_output) do not fit in 99 KB. */
-    const baton_rms_norm_desc big = desc(F32, F32, 4096, 4096, 64);
+    const baton_rms_norm_desc big = desc(F32, F32, 32, 4096, 4);
     const kcuda_rms_cfg o = {.variant = {0, 4}};
     cr_assert_eq(kcuda_rms_bwd_layout(&big, ALIGNED, &SMALL, &o, &L, why, sizeof why),
                  BATON_EINVAL);
@@ -1031,7 +1080,12 @@ Test(rms_layout, descriptions_name_the_kernel_the_stages_and_the_order)
     cr_assert(strstr(buf, "bulk copies, 3 stages") && strstr(buf, "register rows' order"), "%s",
               buf);
     const baton_rms_norm_desc b = desc(BF16, BF16, 16384, 8192, 256);
-    variants_of(1, &H100, b, &L, v);
+    cr_assert_eq(variants_of(1, &H100, b, &L, v), 1, "the register backward has no variant");
+    kcuda_rms_describe(&L, 1, buf, sizeof buf);
+    cr_assert(strstr(buf, "register rows, 2 vectors per thread, 512 threads, rows over a cluster"),
+              "%s", buf);
+    const baton_rms_norm_desc c = desc(BF16, BF16, 256, 8192, 4);
+    variants_of(1, &H100, c, &L, v);
     kcuda_rms_describe(&L, 1, buf, sizeof buf);
     cr_assert(strstr(buf, "cp.async") != NULL, "%s", buf);
 }

@@ -407,6 +407,67 @@ int kcuda_rms_fwd_layout(const baton_rms_norm_desc *d, void *const *buffers,
 
 /* ---- backward -------------------------------------------------------------------------------- */
 
+/* The register backward's rows per block, at least: below it the cluster's combine, once per
+ * part_grad block, costs more than the blocks it adds gain. */
+#define BWD_ROWS_MIN 16
+
+/* rms_bwd_rows (L's P, B and active already set): the fewest vectors per thread (1, 2, 4, or 8
+ * where a row needs them) at up to 512 threads, and a part_grad block's rows split over a cluster
+ * of cy blocks, doubled up to 16 while each block keeps BWD_ROWS_MIN rows or more. cy depends on
+ * rows per part_grad block (B) alone, not on how many blocks there are: a plan sharded by rows
+ * (scripts/shard.py, B the same on every GPU) then adds each block's rows in the one-GPU order.
+ * Measured on an H100 (bench_explore, session 7): 95-99 % of the best copy kernel at part_grad
+ * sizes 16 to 256 on the four benchmark shapes, against 74-93 % for the staged kernel. */
+static int bwd_rows(const baton_rms_norm_desc *d, const sizes *s, const kcuda_rms_device *dev,
+                    const kcuda_rms_cfg *o, kcuda_rms_layout *L, char *why, size_t wl)
+{
+    const int64_t nvec = ceil_shr(d->n2, s->vsh);
+    int nv = (o && o->nv) ? o->nv : 1;
+    while (nv < 8 && nvec > (int64_t)nv * KCUDA_MAX_THREADS)
+        nv *= 2;
+    int64_t t = ceil_div(ceil_div(nvec, nv), 32) * 32;
+    if (o && o->threads) {
+        if ((int64_t)o->threads * nv < nvec)
+            return why_set(why, wl, BATON_EINVAL,
+                           "rms_norm_bwd: override threads = %d with nv = %d cannot hold %lld "
+                           "vectors",
+                           o->threads, nv, (long long)nvec);
+        t = o->threads;
+    }
+    if (t < 32)
+        t = 32;
+    int64_t cy = 1;
+    if (o && o->cy)
+        cy = o->cy;
+    else
+        while (2 * cy <= dev->max_cluster && L->B >= 2 * cy * BWD_ROWS_MIN)
+            cy *= 2;
+    L->mode = KCUDA_RMS_ROWS;
+    L->vec = s->vx;
+    L->nv = nv;
+    L->threads = (int)t;
+    L->cx = 1;
+    L->cy = (int)cy;
+    L->chunk = d->n2;
+    L->stages = 0;
+    L->smem = cy > 1 ? pad16((size_t)d->n2 * s->a) : 0; /* the cluster's column sums */
+    if ((int64_t)L->smem > kcuda_rms_smem_max(dev))
+        return why_set(why, wl, BATON_EINVAL,
+                       "rms_norm_bwd: register rows over a cluster of %lld need %zu bytes of "
+                       "shared memory per block; the device allows %lld",
+                       (long long)cy, L->smem, (long long)kcuda_rms_smem_max(dev));
+    long long groups = L->active;
+    if (o && o->grid)
+        groups = o->grid / cy > 0 ? o->grid / cy : 1;
+    const long long cap = (1LL << 30) / cy;
+    if (groups > cap)
+        groups = cap;
+    L->grid = groups * cy;
+    L->may_shrink = cy > 8 && !(o && o->cy);
+    L->colsum_grid = kcuda_rms_colsum_grid(d->n2, L->P, L->active, dev->sms);
+    return 0;
+}
+
 static int bwd_layout(const baton_rms_norm_desc *d, void *const *buffers,
                       const kcuda_rms_device *dev, const kcuda_rms_cfg *o, kcuda_rms_layout *L,
                       char *why, size_t wl)
@@ -462,6 +523,23 @@ static int bwd_layout(const baton_rms_norm_desc *d, void *const *buffers,
             L->grid = nb;
             return 0;
         }
+    }
+    {
+        /* Many rows of 16-byte vectors, x and w of at most 4 bytes: the register backward. */
+        const int64_t nvec_row = ceil_shr(d->n2, s.vsh);
+        const int rows_fit =
+            L->vec == VX && s.x <= 4 && s.w <= 4 && nvec_row <= 8LL * KCUDA_MAX_THREADS;
+        const int forced = o && o->mode == KCUDA_RMS_ROWS;
+        const int plain = !o || !(o->mode || o->threads || o->stages || o->grid || o->cx || o->cy ||
+                                  o->vec || o->nv);
+        if (forced && !rows_fit)
+            return why_set(why, wl, BATON_EINVAL,
+                           "rms_norm_bwd: override mode 5 (register rows) needs 16-byte vectors, "
+                           "x and w of at most 4 bytes and n2 <= %d vectors",
+                           8 * KCUDA_MAX_THREADS);
+        if (rows_fit &&
+            (forced || (plain && d->n1 >= 2LL * sms && nvec_row <= 4LL * KCUDA_MAX_THREADS)))
+            return bwd_rows(d, &s, dev, o, L, why, wl);
     }
     /* Few rows: split each over a cluster (cx); many rows but few part_grad blocks: split each
      * block's rows over a cluster (cy). */
@@ -668,8 +746,12 @@ void kcuda_rms_describe(const kcuda_rms_layout *L, int bwd, char *buf, size_t ca
         return;
     switch (L->mode) {
     case KCUDA_RMS_ROWS:
-        snprintf(buf, cap, "register rows, %d vectors per thread, %d threads, %s", L->nv,
-                 L->threads, L->spread ? "a persistent grid" : "a block per row");
+        if (bwd)
+            snprintf(buf, cap, "register rows, %d vector%s per thread, %d threads%s", L->nv,
+                     L->nv == 1 ? "" : "s", L->threads, L->cy > 1 ? ", rows over a cluster" : "");
+        else
+            snprintf(buf, cap, "register rows, %d vectors per thread, %d threads, %s", L->nv,
+                     L->threads, L->spread ? "a persistent grid" : "a block per row");
         break;
     case KCUDA_RMS_STAGED:
         snprintf(buf, cap, "staged by %s, %d stage%s, %d threads%s%s",
