@@ -591,7 +591,8 @@ static inline cudaError_t occupancy(const baton_exec_ctx *ctx, const void *kerne
 /* prepare()'s work when a launch needs an attribute (below). */
 template <typename K>
 static int prepare_attrs(K kernel, const baton_exec_ctx *ctx, const char *what, int cluster,
-                         long long grid, int threads, size_t smem, size_t smem_max, bool may_shrink)
+                         long long grid, int threads, size_t smem, size_t smem_max, bool may_shrink,
+                         bool max_shared)
 {
     cudaError_t e;
     FnFacts *f = fn_facts((const void *)kernel);
@@ -599,8 +600,9 @@ static int prepare_attrs(K kernel, const baton_exec_ctx *ctx, const char *what, 
     /* The staged kernels want all of the SM's shared memory for their stages: prefer the largest
      * carveout (more blocks per SM) and allow above 48 KB per block (with the static part). */
     if (smem > 0 && !facts_has(f, &FnFacts::smem_set, dev)) {
-        if ((e = cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout,
-                                      cudaSharedmemCarveoutMaxShared)) != cudaSuccess ||
+        if ((max_shared &&
+             (e = cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout,
+                                       cudaSharedmemCarveoutMaxShared)) != cudaSuccess) ||
             (e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                       (int)smem_max)) != cudaSuccess) {
             ctx_fail(ctx, BATON_ECUDA,
@@ -665,11 +667,12 @@ static int prepare_attrs(K kernel, const baton_exec_ctx *ctx, const char *what, 
 template <typename K>
 static inline int prepare(K kernel, const baton_exec_ctx *ctx, const char *what, int cluster,
                           long long grid, int threads, size_t smem, size_t smem_max,
-                          bool may_shrink)
+                          bool may_shrink, bool max_shared = true)
 {
     if (smem == 0 && cluster <= 8)
         return 0; /* nothing to allow (most launches): no call */
-    return prepare_attrs(kernel, ctx, what, cluster, grid, threads, smem, smem_max, may_shrink);
+    return prepare_attrs(kernel, ctx, what, cluster, grid, threads, smem, smem_max, may_shrink,
+                         max_shared);
 }
 
 /* Launches kernel<<<grid, block, smem, ctx->stream>>> through cudaLaunchKernelEx, with the

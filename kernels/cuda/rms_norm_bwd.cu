@@ -1003,7 +1003,9 @@ static int bwd_typed(const baton_exec_ctx *ctx, void **buffers, const baton_rms_
         }
         const int cl = L.cx * L.cy;
         const BwdKernel k = bwd_kernel_for<TX, TW>(L);
-        rc = prepare(k, ctx, "rms_norm_bwd", cl, L.grid, L.threads, L.smem, smem_max, L.may_shrink);
+        /* The register backward keeps L1 for its loads in flight: no shared-memory carveout. */
+        rc = prepare(k, ctx, "rms_norm_bwd", cl, L.grid, L.threads, L.smem, smem_max, L.may_shrink,
+                     L.mode != KCUDA_RMS_ROWS);
         if (rc > 0) { /* 16-block clusters cannot run here */
             dev.max_cluster = 8;
             continue;
