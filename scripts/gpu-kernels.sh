@@ -85,7 +85,7 @@ fi
 
 if [ $do_bench = 1 ]; then
   t0=$(date +%s)
-  timeout 300 "$BIN/bench_kernels" --runs 100 $sweep > "$OUT/bench_kernels.log" 2>&1
+  timeout ${BENCH_TIMEOUT:-300} "$BIN/bench_kernels" --runs 100 $sweep > "$OUT/bench_kernels.log" 2>&1
   status bench_kernels "rc $? ($(( $(date +%s) - t0 )) s)"
 fi
 if [ $do_bench = 1 ] && [ $do_jax = 1 ]; then

@@ -79,12 +79,8 @@ static void check_common(const char *what, const baton_rms_norm_desc *d,
         cr_assert(L->vec == vx && L->stages >= 1 && L->smem > 0 && L->nv == 0,
                   "%s: staged with vec %d, stages %d, smem %zu, nv %d", what, L->vec, L->stages,
                   L->smem, L->nv);
-    } else if (L->mode == KCUDA_RMS_ROWS && L->cy > 1) {
-        /* the register backward's column sums, for the cluster's combine */
-        const size_t a = baton_dtype_size((baton_dtype)d->x_dtype) == 8 ? 8 : 4;
-        cr_assert(L->stages == 0 && L->smem >= (size_t)d->n2 * a,
-                  "%s: register rows over a cluster with stages %d, smem %zu", what, L->stages,
-                  L->smem);
+    } else if (L->mode == KCUDA_RMS_ROWS) {
+        /* stages and shared memory: check_fwd and check_bwd */
     } else {
         cr_assert(L->stages == 0 && L->smem == 0, "%s: mode %d with stages %d, smem %zu", what,
                   L->mode, L->stages, L->smem);
@@ -115,6 +111,8 @@ static void check_fwd(const baton_rms_norm_desc *d, const kcuda_rms_device *dev,
         cr_assert_leq(d->n2, (int64_t)L->threads * L->nv * L->vec, "%s: the row does not fit",
                       what);
         cr_assert_eq(L->cx, 1, "%s", what);
+        cr_assert(L->stages == 0 && L->smem == 0, "%s: register rows with stages %d, smem %zu",
+                  what, L->stages, L->smem);
     }
     if (L->mode == KCUDA_RMS_STAGED || L->mode == KCUDA_RMS_STAGED_CP)
         cr_assert_leq(L->stages, KCUDA_FWD_BULK_STAGES, "%s: stages %d", what, L->stages);
@@ -146,9 +144,13 @@ static void check_bwd(const baton_rms_norm_desc *d, const kcuda_rms_device *dev,
         cr_assert(L->nv == 1 || L->nv == 2 || L->nv == 4 || L->nv == 8, "%s: nv %d", what, L->nv);
         cr_assert_leq(n2, (int64_t)L->threads * L->nv * L->vec, "%s: the row does not fit", what);
         cr_assert_eq(L->cx, 1, "%s", what);
-        if (!(o && o->cy)) /* cy from B alone: each block keeps 16 rows or more */
-            cr_assert(L->cy == 1 || L->B >= 16LL * L->cy, "%s: cy %d for blocks of %lld rows", what,
-                      L->cy, (long long)L->B);
+        cr_assert(L->stages >= 2 && L->stages <= (L->nv > 2 ? 2 : KCUDA_BWD_ROWS_MAX),
+                  "%s: register rows holding %d rows at nv %d", what, L->stages, L->nv);
+        /* the column sums for the cluster's combine, only where there is a cluster */
+        const size_t a = 4, want = L->cy > 1 ? ((size_t)n2 * a + 15) / 16 * 16 : 0;
+        cr_assert_eq(L->smem, want, "%s: register rows over a cluster of %d with smem %zu", what,
+                     L->cy, L->smem);
+        cr_assert(!L->fit_cy || L->cy == 1, "%s: cy %d left to fit", what, L->cy);
     }
     if (L->mode == KCUDA_RMS_SPLIT) {
         const int vx = 16 / (int)baton_dtype_size((baton_dtype)d->x_dtype);
@@ -192,16 +194,50 @@ static kcuda_rms_layout fwd_on(const kcuda_rms_device *dev, baton_dtype x, baton
     return L;
 }
 
-static kcuda_rms_layout bwd_on(const kcuda_rms_device *dev, baton_dtype x, baton_dtype w,
-                               int64_t n1, int64_t n2, int64_t P, const kcuda_rms_cfg *o)
+/* A model of cudaOccupancyMaxActiveClusters: a cluster runs within one GPC, whose SMs each take
+ * `per_sm` blocks. The H100's GPCs as modelled here (132 SMs) give the counts measured on one (7
+ * clusters of 16, 15 of 8, 66 of 2 at a block per SM; 31 of 4 against 30); the small GPU has two
+ * GPCs of 10. */
+typedef struct gpu_model {
+    const kcuda_rms_device *dev;
+    int per_sm;
+} gpu_model;
+
+static int model_clusters(void *u, int cy)
+{
+    static const int h100[] = {18, 18, 18, 18, 16, 16, 16, 12}, small[] = {10, 10};
+    const gpu_model *m = u;
+    const int big = m->dev->sms == 132;
+    const int *gpc = big ? h100 : small, n = big ? 8 : 2;
+    cr_assert(cy >= 2 && cy <= m->dev->max_cluster, "asked about clusters of %d", cy);
+    int total = 0;
+    for (int i = 0; i < n; i++)
+        total += gpc[i] * m->per_sm / cy;
+    return total;
+}
+
+/* The backward's layout on dev, its cy fitted (where the layout leaves it to fit) for a kernel of
+ * per_sm blocks per SM on the model above. */
+static kcuda_rms_layout bwd_fit(const kcuda_rms_device *dev, baton_dtype x, baton_dtype w,
+                                int64_t n1, int64_t n2, int64_t P, const kcuda_rms_cfg *o,
+                                int per_sm)
 {
     const baton_rms_norm_desc d = desc(x, w, n1, n2, P);
     kcuda_rms_layout L;
     char why[512] = "";
     const int rc = kcuda_rms_bwd_layout(&d, ALIGNED, dev, o, &L, why, sizeof why);
     cr_assert_eq(rc, 0, "backward %lld x %lld: %s", (long long)n1, (long long)n2, why);
+    gpu_model m = {dev, per_sm};
+    if (L.fit_cy)
+        kcuda_rms_fit_cy(&L, &d, dev, per_sm, model_clusters, &m);
     check_bwd(&d, dev, o, &L);
     return L;
+}
+
+static kcuda_rms_layout bwd_on(const kcuda_rms_device *dev, baton_dtype x, baton_dtype w,
+                               int64_t n1, int64_t n2, int64_t P, const kcuda_rms_cfg *o)
+{
+    return bwd_fit(dev, x, w, n1, n2, P, o, 1);
 }
 
 /* The layout's reason when it refuses, or "" when it does not. */
@@ -323,31 +359,69 @@ Test(rms_layout, many_rows_with_wide_weights_are_staged_by_bulk_copies)
     expect_layout(L, KCUDA_RMS_STAGED, 256, 4096, 1, 1, 4, 0, 32768 + 4 * 16384);
 }
 
-Test(rms_layout, many_rows_backward_takes_register_rows_with_cy_from_the_rows_per_block)
+Test(rms_layout, many_rows_backward_takes_register_rows_with_clusters_that_all_fit_at_once)
 {
-    /* bf16 rows of 4096: one vector per thread, 512 threads. 256 part_grad blocks of 256 rows:
-     * clusters of 16, 16 rows each, the column sums (16 KB) in shared memory for the combine. */
+    /* bf16 rows of 4096: one vector per thread, 512 threads, 3 rows held (16 KB rows: 32 KB
+     * loading). 256 part_grad blocks: more than the 132 SMs hold at a block each, so no cluster
+     * and nothing to combine. */
     kcuda_rms_layout L = bwd_on(&H100, BF16, BF16, 65536, 4096, 256, NULL);
-    expect_layout(L, KCUDA_RMS_ROWS, 512, 256 * 16, 1, 16, 0, 1, 16384);
-    cr_expect(L.may_shrink, "a chosen cluster of 16 may be shrunk");
-    /* f32 rows of 4096: 2 vectors per thread. */
+    expect_layout(L, KCUDA_RMS_ROWS, 512, 256, 1, 1, 3, 1, 0);
+    cr_expect(!L.may_shrink);
+    /* f32 rows of 4096: 2 vectors per thread, 2 rows held (32 KB rows). */
     L = bwd_on(&H100, F32, F32, 65536, 4096, 256, NULL);
-    expect_layout(L, KCUDA_RMS_ROWS, 512, 256 * 16, 1, 16, 0, 2, 16384);
-    /* f32 rows of 8192: 4 vectors; 256 blocks of 64 rows: clusters of 4. */
+    expect_layout(L, KCUDA_RMS_ROWS, 512, 256, 1, 1, 2, 2, 0);
+    /* f32 rows of 8192: 4 vectors. */
     L = bwd_on(&H100, F32, F32, 16384, 8192, 256, NULL);
-    expect_layout(L, KCUDA_RMS_ROWS, 512, 256 * 4, 1, 4, 0, 4, 32768);
-    /* The benchmark's part_grad_size 16: 1024 rows a block, clusters of 16. */
+    expect_layout(L, KCUDA_RMS_ROWS, 512, 256, 1, 1, 2, 4, 0);
+    /* The tutorial's part_grad_size 16 at a block per SM: 16 clusters of 8 would be 128 blocks,
+     * but only 15 clusters of 8 (or 7) fit in the modelled GPCs at once; 16 of 6 do. */
     L = bwd_on(&H100, BF16, BF16, 16384, 8192, 16, NULL);
-    expect_layout(L, KCUDA_RMS_ROWS, 512, 16 * 16, 1, 16, 0, 2, 32768);
+    expect_layout(L, KCUDA_RMS_ROWS, 512, 16 * 6, 1, 6, 2, 2, 32768);
     cr_expect_eq(L.colsum_grid, 256);
-    /* 16 rows a block: no cluster, nothing to combine. */
+    /* Two blocks per SM: 16 clusters of 13 to 16 do not fit, of 12 they do. */
+    L = bwd_fit(&H100, BF16, BF16, 32768, 4096, 16, NULL, 2);
+    expect_layout(L, KCUDA_RMS_ROWS, 512, 16 * 12, 1, 12, 3, 1, 16384);
+    /* 16 rows a block but 256 blocks: no cluster. 16 blocks of 256 rows: clusters of 6. */
     L = bwd_on(&H100, BF16, BF16, 4096, 4096, 256, NULL);
-    expect_layout(L, KCUDA_RMS_ROWS, 512, 256, 1, 1, 0, 1, 0);
+    expect_layout(L, KCUDA_RMS_ROWS, 512, 256, 1, 1, 3, 1, 0);
+    L = bwd_on(&H100, BF16, BF16, 4096, 4096, 16, NULL);
+    expect_layout(L, KCUDA_RMS_ROWS, 512, 96, 1, 6, 3, 1, 16384);
+    /* A cluster no larger than the rows of a block: 300 rows in 100 blocks of 3. */
+    L = bwd_fit(&H100, BF16, BF16, 300, 1024, 100, NULL, 8);
+    cr_expect_eq(L.cy, 3, "cy %d", L.cy);
     /* Rows of more than 2048 vectors take another kernel; fewer rows than 2 per SM are staged. */
     L = bwd_on(&H100, BF16, BF16, 4096, 32768, 16, NULL);
     cr_expect_neq(L.mode, KCUDA_RMS_ROWS);
     L = bwd_on(&H100, BF16, BF16, 200, 4096, 16, NULL);
     cr_expect_eq(L.mode, KCUDA_RMS_STAGED, "mode %d", L.mode);
+}
+
+Test(rms_layout, register_backward_cy_is_left_to_fit_unless_asked_for)
+{
+    const baton_rms_norm_desc d = desc(BF16, BF16, 16384, 4096, 16);
+    kcuda_rms_layout L;
+    char why[256];
+    cr_assert_eq(kcuda_rms_bwd_layout(&d, ALIGNED, &H100, NULL, &L, why, sizeof why), 0, "%s", why);
+    cr_expect(L.mode == KCUDA_RMS_ROWS && L.fit_cy && L.cy == 1 && L.fit_stages == 3,
+              "mode %d, fit_cy %d, cy %d, fit_stages %d", L.mode, L.fit_cy, L.cy, L.fit_stages);
+    /* A cy or a grid asked for is kept. */
+    kcuda_rms_cfg o = {.mode = 5, .cy = 4};
+    cr_assert_eq(kcuda_rms_bwd_layout(&d, ALIGNED, &H100, &o, &L, why, sizeof why), 0, "%s", why);
+    cr_expect(!L.fit_cy && L.cy == 4 && L.grid == 64 && L.smem == 16384,
+              "fit_cy %d, cy %d, grid %lld, smem %zu", L.fit_cy, L.cy, L.grid, L.smem);
+    /* A variant's rows held do not move cy: the fit is for the layout's own kernel. */
+    o = (kcuda_rms_cfg){.variant = {0, 2}};
+    cr_assert_eq(kcuda_rms_bwd_layout(&d, ALIGNED, &H100, &o, &L, why, sizeof why), 0, "%s", why);
+    cr_expect(L.fit_cy && L.stages == 2 && L.fit_stages == 3, "fit_cy %d, stages %d, fit %d",
+              L.fit_cy, L.stages, L.fit_stages);
+    /* Nothing fits (the runtime answers 0 for every size): one block per part_grad block. */
+    gpu_model none = {&SMALL, 0};
+    cr_assert_eq(kcuda_rms_fit_cy(&L, &d, &H100, 1, model_clusters, &none), 1);
+    cr_expect(L.grid == 16 && L.smem == 0 && !L.fit_cy, "grid %lld, smem %zu", L.grid, L.smem);
+    /* Set again from a remembered answer. */
+    kcuda_rms_bwd_set_cy(&L, &d, 5);
+    cr_expect(L.cy == 5 && L.grid == 80 && L.smem == 16384, "cy %d grid %lld smem %zu", L.cy,
+              L.grid, L.smem);
 }
 
 Test(rms_layout, staged_backward_stages_by_the_row_width)
@@ -409,45 +483,34 @@ Test(rms_layout, few_long_rows_backward_takes_the_split_kernels)
 
 /* The data-parallel plan (scripts/shard.py) gets the one-GPU part_grad bits only where a shard's
  * backward (n1 / N rows, P / N blocks) adds each block's rows in the full call's order: the same
- * family and the same cy (the rank-ordered split of a block's rows). The register backward takes cy
- * from the rows per block alone, so it holds wherever full and shard both take it
- * (test_kernels_cuda checks the bits on a GPU); the staged backward's cy, min(ceil(2 SMs / blocks),
- * rows per block, 16), holds where 16 caps both, as at the few-row shape below. */
-Test(rms_layout, row_shards_of_the_shard_tests_keep_the_full_backwards_row_order)
+ * family and the same cy (the rank-ordered split of a block's rows). The split kernels (few long
+ * rows, the tutorial's shape) add a block's rows in row order at any size. The register backward
+ * fits cy to the clusters resident at once, which depends on the number of blocks: a shard, with
+ * fewer blocks, fits larger clusters (docs/shard.md). */
+Test(rms_layout, row_shards_keep_the_full_backwards_row_order_only_in_the_split_kernels)
 {
     static const struct {
         baton_dtype x;
         int64_t n1, n2, P;
-    } cases[] = {{BF16, 4, 262144, 4},   {BF16, 8192, 4096, 16}, {F32, 8192, 4096, 16},
-                 {BF16, 16, 262144, 16}, {F32, 8192, 4096, 32},  {F32, 8192, 4096, 256}};
+    } cases[] = {{BF16, 4, 262144, 4}, {BF16, 16, 262144, 16}, {F32, 8, 131072, 8}};
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
         for (int N = 2; N <= 4; N += 2) {
-            baton_rms_norm_desc full = desc(cases[i].x, cases[i].x, cases[i].n1, cases[i].n2,
-                                            cases[i].P),
-                                shard = desc(cases[i].x, cases[i].x, cases[i].n1 / N, cases[i].n2,
-                                             cases[i].P / N);
-            kcuda_rms_layout Lf, Ls;
-            char why[256], what[200];
-            cr_assert_eq(kcuda_rms_bwd_layout(&full, ALIGNED, &H100, NULL, &Lf, why, sizeof why), 0,
-                         "%s", why);
-            cr_assert_eq(kcuda_rms_bwd_layout(&shard, ALIGNED, &H100, NULL, &Ls, why, sizeof why),
-                         0, "%s", why);
-            name_of(what, sizeof what, "bwd", &full, &H100);
-            cr_expect(Lf.mode == Ls.mode && Lf.cy == Ls.cy && Lf.B == Ls.B,
-                      "%s over %d shards: full mode %d cy %d B %lld, shard mode %d cy %d B %lld",
-                      what, N, Lf.mode, Lf.cy, (long long)Lf.B, Ls.mode, Ls.cy, (long long)Ls.B);
+            const kcuda_rms_layout Lf = bwd_on(&H100, cases[i].x, cases[i].x, cases[i].n1,
+                                               cases[i].n2, cases[i].P, NULL),
+                                   Ls = bwd_on(&H100, cases[i].x, cases[i].x, cases[i].n1 / N,
+                                               cases[i].n2, cases[i].P / N, NULL);
+            cr_expect(Lf.mode == KCUDA_RMS_SPLIT && Ls.mode == KCUDA_RMS_SPLIT && Lf.B == Ls.B,
+                      "case %zu over %d shards: full mode %d B %lld, shard mode %d B %lld", i, N,
+                      Lf.mode, (long long)Lf.B, Ls.mode, (long long)Ls.B);
         }
-    /* Where it does not hold: a shard of fewer rows than 2 per SM takes the staged kernel
-     * (documented in docs/shard.md). */
-    baton_rms_norm_desc full = desc(F32, F32, 512, 4096, 32), shard = desc(F32, F32, 256, 4096, 16);
-    kcuda_rms_layout Lf, Ls;
-    char why[256];
-    cr_assert_eq(kcuda_rms_bwd_layout(&full, ALIGNED, &H100, NULL, &Lf, why, sizeof why), 0);
-    cr_assert_eq(kcuda_rms_bwd_layout(&shard, ALIGNED, &H100, NULL, &Ls, why, sizeof why), 0);
-    cr_expect(Lf.mode == KCUDA_RMS_ROWS && Ls.mode == KCUDA_RMS_STAGED,
-              "512 x 4096 at P 32: mode %d, its halves at P 16: mode %d "
+    /* Where it does not hold: 8192 x 4096 at P 16 fits clusters of 6 (16 of them), its halves at
+     * P 8 clusters of 12 (8 of them). */
+    const kcuda_rms_layout Lf = bwd_on(&H100, BF16, BF16, 8192, 4096, 16, NULL),
+                           Ls = bwd_on(&H100, BF16, BF16, 4096, 4096, 8, NULL);
+    cr_expect(Lf.mode == KCUDA_RMS_ROWS && Ls.mode == KCUDA_RMS_ROWS && Lf.cy == 6 && Ls.cy == 12,
+              "8192 x 4096 at P 16: mode %d cy %d, its halves at P 8: mode %d cy %d "
               "(update docs/shard.md if this changed)",
-              Lf.mode, Ls.mode);
+              Lf.mode, Lf.cy, Ls.mode, Ls.cy);
 }
 
 Test(rms_layout, rows_that_are_not_whole_vectors_or_unaligned_buffers_load_scalars)
@@ -494,11 +557,14 @@ Test(rms_layout, a_small_gpu_gets_fewer_stages_and_portable_clusters)
     cr_expect_eq(L.mode, KCUDA_RMS_STREAM, "mode %d", L.mode);
     L = bwd_on(&H100, F32, F64, 4096, 8192, 16, NULL);
     cr_expect_eq(L.mode, KCUDA_RMS_STAGED, "mode %d", L.mode);
-    /* Many rows: register rows, a cluster of at most 8 where 16 cannot run. */
+    /* Many rows: register rows. At a block per SM, 20 SMs hold one block of each of the 16
+     * part_grad blocks; at 8 per SM, clusters of at most 8 where 16 cannot run (10 would fit). */
     L = bwd_on(&SMALL, F32, F32, 4096, 8192, 16, NULL);
-    expect_layout(L, KCUDA_RMS_ROWS, 512, 16 * 8, 1, 8, 0, 4, 32768);
+    expect_layout(L, KCUDA_RMS_ROWS, 512, 16, 1, 1, 2, 4, 0);
+    L = bwd_fit(&SMALL, F32, F32, 4096, 8192, 16, NULL, 8);
+    expect_layout(L, KCUDA_RMS_ROWS, 512, 16 * 8, 1, 8, 2, 4, 32768);
     L = bwd_on(&H100, F32, F32, 4096, 8192, 16, NULL);
-    expect_layout(L, KCUDA_RMS_ROWS, 512, 16 * 16, 1, 16, 0, 4, 32768);
+    expect_layout(L, KCUDA_RMS_ROWS, 512, 16 * 6, 1, 6, 2, 4, 32768);
     /* Long rows split over at most 8 blocks. */
     L = fwd_on(&SMALL, F32, F32, 2, 1048576, NULL);
     cr_expect_eq(L.cx, 8);
@@ -589,7 +655,11 @@ Test(rms_layout, the_gpu_tests_forced_paths_get_the_layouts_they_assert)
         {F16, F32, 130, 4104, 13, {.mode = 5, .nv = 4}, -1, 0, 0},
         {BF16, F16, 70, 8, 7, {.mode = 5}, -1, 0, 0},
         {BF16, BF16, 101, 2048, 101, {.mode = 5, .grid = 7}, -1, 0, 0},
-        {F32, BF16, 3000, 1024, 30, {0}, 5, 1, 4},
+        {F32, BF16, 3000, 1024, 30, {0}, 5, 1, 0},
+        {BF16, F32, 300, 2048, 300, {.mode = 5}, 5, 1, 1},
+        {F16, BF16, 300, 1000, 3, {.mode = 5, .cy = 2}, 5, 1, 2},
+        {BF16, BF16, 301, 1024, 3, {.mode = 5, .stages = 4}, 5, 1, 0},
+        {F32, F32, 301, 2048, 5, {.mode = 5, .stages = 3, .cy = 3}, 5, 1, 3},
     };
     for (size_t i = 0; i < sizeof paths / sizeof paths[0]; i++) {
         const kcuda_rms_cfg *o = paths[i].over.mode || paths[i].over.threads || paths[i].over.vec ||
@@ -627,6 +697,12 @@ Test(rms_layout, overrides_that_cannot_run_are_refused_with_the_reason)
     cr_expect_str_empty(refusal(1, BF16, BF16, 100, 4096, 64, &o));
     o = (kcuda_rms_cfg){.mode = KCUDA_RMS_SPLIT};
     cr_expect(strstr(refusal(1, BF16, BF16, 17, 8192, 16, &o), "n1 <= 16"));
+    /* The register backward holds 2 to 4 rows, and only 2 from 4 vectors per thread on. */
+    o = (kcuda_rms_cfg){.mode = KCUDA_RMS_ROWS, .stages = 1};
+    cr_expect(strstr(refusal(1, BF16, BF16, 1000, 4096, 16, &o), "stages = 1 with register rows"));
+    o = (kcuda_rms_cfg){.mode = KCUDA_RMS_ROWS, .stages = 3, .nv = 4};
+    cr_expect(strstr(refusal(1, BF16, BF16, 1000, 4096, 16, &o), "2 to 2"));
+    o = (kcuda_rms_cfg){.mode = KCUDA_RMS_SPLIT};
     /* 10 blocks, the last of 8 columns: P rows of 8 cells for 160 partials. */
     cr_expect(strstr(refusal(1, BF16, BF16, 16, 9224, 19, &o), "part_grad room"));
     cr_expect_str_empty(refusal(1, BF16, BF16, 16, 9224, 20, &o));
@@ -968,6 +1044,10 @@ Test(rms_layout, every_variant_keeps_the_threads_chunks_and_clusters_of_its_defa
                                           T.grid == L.grid && T.P == L.P && T.B == L.B);
                                 if (v[k].kernel == KCUDA_RMS_VK_PERSIST)
                                     cr_assert(T.mode == L.mode && T.nv == L.nv && T.spread);
+                                else if (bwd && L.mode == KCUDA_RMS_ROWS)
+                                    cr_assert(T.mode == L.mode && T.nv == L.nv &&
+                                              T.stages == v[k].stages &&
+                                              T.fit_stages == L.fit_stages && T.smem == L.smem);
                                 else
                                     cr_assert(T.mode == KCUDA_RMS_STAGED ||
                                               T.mode == KCUDA_RMS_STAGED_CP);
@@ -1080,10 +1160,13 @@ Test(rms_layout, descriptions_name_the_kernel_the_stages_and_the_order)
     cr_assert(strstr(buf, "bulk copies, 3 stages") && strstr(buf, "register rows' order"), "%s",
               buf);
     const baton_rms_norm_desc b = desc(BF16, BF16, 16384, 8192, 256);
-    cr_assert_eq(variants_of(1, &H100, b, &L, v), 1, "the register backward has no variant");
+    cr_assert_eq(variants_of(1, &H100, b, &L, v), 3, "the register backward holding 2 to 4 rows");
     kcuda_rms_describe(&L, 1, buf, sizeof buf);
-    cr_assert(strstr(buf, "register rows, 2 vectors per thread, 512 threads, rows over a cluster"),
-              "%s", buf);
+    cr_assert(strstr(buf, "register rows, 2 vectors per thread, 512 threads, 2 rows held"), "%s",
+              buf);
+    kcuda_rms_bwd_set_cy(&L, &b, 8);
+    kcuda_rms_describe(&L, 1, buf, sizeof buf);
+    cr_assert(strstr(buf, "rows over a cluster"), "%s", buf);
     const baton_rms_norm_desc c = desc(BF16, BF16, 256, 8192, 4);
     variants_of(1, &H100, c, &L, v);
     kcuda_rms_describe(&L, 1, buf, sizeof buf);

@@ -491,22 +491,42 @@ int main(int argc, char **argv)
                     continue;
                 Result rb = bench_bwd(n1, n2, dt, P, NULL, s);
                 print_result("bwd", n1, n2, dt, P, "default", rb, true);
-                if (sweep && getenv("BENCH_SWEEP_BWD")) {
+                if (sweep) {
+                    /* The register backward holding 2 to 4 rows (tuning variants: the same
+                     * bits), forced at other cluster sizes (other bits: what the fit chose
+                     * against), and the staged kernel at the cluster that it used to choose
+                     * (min(ceil(2 SMs / P), 16)). BENCH_SWEEP_BWD=1 adds the staged kernel's
+                     * threads and stages. */
                     std::vector<kcuda_rms_cfg> vs;
-                    for (int t : {128, 256, 512})
-                        for (int st = 1; st <= 4; st++) {
-                            kcuda_rms_cfg v;
-                            memset(&v, 0, sizeof v);
-                            v.threads = t;
-                            v.stages = st;
-                            vs.push_back(v);
-                        }
-                    for (int cy : {4, 8, 16}) {
+                    for (int st = 2; st <= 4; st++) {
                         kcuda_rms_cfg v;
                         memset(&v, 0, sizeof v);
+                        v.variant.stages = st;
+                        vs.push_back(v);
+                    }
+                    for (int cy : {1, 2, 4, 6, 7, 8, 12, 14, 16}) {
+                        kcuda_rms_cfg v;
+                        memset(&v, 0, sizeof v);
+                        v.mode = 5;
                         v.cy = cy;
                         vs.push_back(v);
                     }
+                    {
+                        kcuda_rms_cfg v;
+                        memset(&v, 0, sizeof v);
+                        const int64_t cy = (2 * g_sms + P - 1) / P;
+                        v.cy = (int)(cy > 16 ? 16 : cy);
+                        vs.push_back(v);
+                    }
+                    if (getenv("BENCH_SWEEP_BWD"))
+                        for (int t : {128, 256, 512})
+                            for (int st = 1; st <= 4; st++) {
+                                kcuda_rms_cfg v;
+                                memset(&v, 0, sizeof v);
+                                v.threads = t;
+                                v.stages = st;
+                                vs.push_back(v);
+                            }
                     Result best = rb;
                     for (const auto &v : vs) {
                         if (v.cy && (P * v.cy > 4096 || (n1 + P - 1) / P < v.cy))

@@ -520,6 +520,7 @@ struct FnFacts {
     std::atomic<uint64_t> cl_known; /* whether a 16-block cluster can run: known ... */
     std::atomic<uint64_t> cl_ok;    /* ... and the answer */
     std::atomic<uint64_t> occ;
+    std::atomic<uint64_t> fit; /* a kernel's own answer for the last key it was asked (below) */
 };
 
 #define KCUDA_FN_SLOTS 1024
@@ -588,6 +589,27 @@ static inline cudaError_t occupancy(const baton_exec_ctx *ctx, const void *kerne
     return cudaSuccess;
 }
 
+/* A small per-kernel memo for answers that cost CUDA calls (the register backward's fitted cy):
+ * `key` must be nonzero and fit in 56 bits; the answer in 8. */
+static inline bool fit_get(const void *kernel, uint64_t key, int *answer)
+{
+    FnFacts *f = fn_facts(kernel);
+    if (!f || !key || key >> 56)
+        return false;
+    const uint64_t v = f->fit.load(std::memory_order_acquire);
+    if (v >> 8 != key)
+        return false;
+    *answer = (int)(v & 0xff);
+    return true;
+}
+
+static inline void fit_put(const void *kernel, uint64_t key, int answer)
+{
+    FnFacts *f = fn_facts(kernel);
+    if (f && key && !(key >> 56) && answer >= 0 && answer < 256)
+        f->fit.store(key << 8 | (uint64_t)answer, std::memory_order_release);
+}
+
 /* prepare()'s work when a launch needs an attribute (below). */
 template <typename K>
 static int prepare_attrs(K kernel, const baton_exec_ctx *ctx, const char *what, int cluster,
@@ -636,7 +658,7 @@ static int prepare_attrs(K kernel, const baton_exec_ctx *ctx, const char *what, 
     cfg.gridDim = dim3((unsigned)grid, 1, 1);
     cfg.blockDim = dim3((unsigned)threads, 1, 1);
     cfg.dynamicSmemBytes = smem;
-    cfg.stream = (cudaStream_t)ctx->stream;
+    cfg.stream = ctx ? (cudaStream_t)ctx->stream : (cudaStream_t)0;
     cudaLaunchAttribute at;
     memset(&at, 0, sizeof at);
     at.id = cudaLaunchAttributeClusterDimension;

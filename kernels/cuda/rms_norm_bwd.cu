@@ -229,15 +229,22 @@ template <typename TX, typename TW, typename A, int NV, int VEC> struct BwdRow {
 
 /* The register backward for many rows of 16-byte vectors: as rms_bwd_staged with cx == 1 (the
  * cluster of cy blocks owns part_grad block p, rank k taking rows rb + k, rb + k + cy, ...), but
- * each thread holds its NV vectors of w, of the row and of its column sums in registers, and loads
- * the next row's grad_output, x and invvar before it reduces the current one, so every block has a
- * row in flight without shared-memory staging (on an H100, 95-99 % of the best copy kernel where
- * the staged kernel reaches 74-93 %). A thread's vectors, the sum's order, the block reduction and
- * the rank-order combine are the staged kernel's, at the same threads and cy. Dynamic shared
- * memory: cy > 1, the column sums for the cluster's combine (n2 values). Where a thread holds at
- * most 8 elements a row, two blocks per SM fit in registers: asked for (64 registers). */
-template <typename TX, typename TW, int NV>
-__global__ void __launch_bounds__(KCUDA_MAX_THREADS, NV * 16 / sizeof(TX) <= 8 ? 2 : 1)
+ * each thread holds its NV vectors of w, of its column sums and of D rows in registers: it reduces
+ * one row while the next D - 1 are in flight, so every block keeps rows loading without
+ * shared-memory staging. A thread's vectors, the sum's order, the block reduction and the
+ * rank-order combine are the staged kernel's, at the same threads and cy; D changes only how far
+ * ahead the loads run, never a bit (a tuning variant). Dynamic shared memory: cy > 1, the column
+ * sums for the cluster's combine (n2 values). Where the rows and sums fit in 64 registers, two
+ * blocks of 512 threads fit on an SM: asked for, so that the layout can fit more clusters. */
+template <typename TX, typename TW, int NV, int D> struct BwdRowsFit {
+    static constexpr int VEC = 16 / (int)sizeof(TX);
+    static constexpr int w32 = NV * VEC * (int)sizeof(TW) / 4; /* registers of w's (or g's) */
+    static constexpr int regs = D * (w32 + NV * 4 + 1) + w32 + NV * VEC;
+    static constexpr int min_blocks = regs <= 44 ? 2 : 1;
+};
+
+template <typename TX, typename TW, int NV, int D>
+__global__ void __launch_bounds__(KCUDA_MAX_THREADS, (BwdRowsFit<TX, TW, NV, D>::min_blocks))
     rms_bwd_rows(BwdArgs a)
 {
     using A = typename acc_of<TX>::type;
@@ -277,9 +284,11 @@ __global__ void __launch_bounds__(KCUDA_MAX_THREADS, NV * 16 / sizeof(TX) <= 8 ?
         d.r = inv[row];
     };
     A acc[NV][VEC];
-    /* One row: grad_input written, its part added to acc; one barrier (slot alternates between
-     * rows, as in rms_fwd_rows). */
-    auto step = [&](int64_t row, const Row &cur, int slot) {
+    /* One row: grad_input written, its part added to acc; one barrier, the reduction's slot
+     * alternating between consecutive rows (a slot is rewritten only after every thread has
+     * passed the barrier of the row between). */
+    int slot = 0;
+    auto step = [&](int64_t row, const Row &cur) {
         A d = 0;
 #pragma unroll
         for (int v = 0; v < NV; v++)
@@ -295,6 +304,7 @@ __global__ void __launch_bounds__(KCUDA_MAX_THREADS, NV * 16 / sizeof(TX) <= 8 ?
         d = 0;
         for (int i = 0; i < nw; i++) /* block_sum's order */
             d += red[slot][i];
+        slot ^= 1;
         const A r = cur.r;
         const A c = d * inv_n * r * r;
         TX *__restrict__ gir = static_cast<TX *>(a.gi) + row * a.n2;
@@ -323,20 +333,26 @@ __global__ void __launch_bounds__(KCUDA_MAX_THREADS, NV * 16 / sizeof(TX) <= 8 ?
 #pragma unroll
             for (int e = 0; e < VEC; e++)
                 acc[v][e] = 0;
-        Row ra, rb_;
-        int64_t row = rb + srank;
-        if (row < re)
-            load(row, ra);
-        /* Unrolled by two so that the two rows in registers swap roles without copies. */
-        for (; row < re; row += 2 * (int64_t)cy) {
-            if (row + cy < re)
-                load(row + cy, rb_);
-            step(row, ra, 0);
-            if (row + cy >= re)
-                break;
-            if (row + 2 * (int64_t)cy < re)
-                load(row + 2 * (int64_t)cy, ra);
-            step(row + cy, rb_, 1);
+        /* D rows in registers; unrolled by D so that every buffer index is a constant and the
+         * rows stay in registers: the j-th row of a round reduces buffer j, and the load it
+         * issues first (D - 1 rows ahead) refills the buffer that the round's previous row
+         * freed. */
+        Row buf[D];
+        const int64_t first = rb + srank, dcy = (int64_t)cy;
+#pragma unroll
+        for (int j = 0; j < D - 1; j++)
+            if (first + j * dcy < re)
+                load(first + j * dcy, buf[j]);
+        for (int64_t row = first; row < re; row += D * dcy) {
+#pragma unroll
+            for (int j = 0; j < D; j++) {
+                const int64_t r = row + j * dcy;
+                if (r >= re)
+                    break;
+                if (r + (D - 1) * dcy < re)
+                    load(r + (D - 1) * dcy, buf[(j + D - 1) % D]);
+                step(r, buf[j]);
+            }
         }
         A *pgr = static_cast<A *>(a.pg) + p * a.n2;
         if (cy == 1) {
@@ -917,22 +933,26 @@ __global__ void __launch_bounds__(KCUDA_SPLIT_THREADS) rms_bwd_split_finish(Spli
 
 typedef void (*BwdKernel)(BwdArgs);
 
-template <typename TX, typename TW, int NV> static BwdKernel bwd_rows_kernel()
+template <typename TX, typename TW, int NV> static BwdKernel bwd_rows_kernel(int rows)
 {
-    if constexpr (sizeof(TX) <= 4 && sizeof(TW) <= 4)
-        return rms_bwd_rows<TX, TW, NV>;
-    else
+    if constexpr (sizeof(TX) > 4 || sizeof(TW) > 4)
         return NULL; /* the layout takes register rows only for x and w of at most 4 bytes */
+    else if constexpr (NV > 2)
+        return rms_bwd_rows<TX, TW, NV, 2>; /* rows of 32 KB or more: the layout holds 2 */
+    else
+        return rows <= 2   ? rms_bwd_rows<TX, TW, NV, 2>
+               : rows == 3 ? rms_bwd_rows<TX, TW, NV, 3>
+                           : rms_bwd_rows<TX, TW, NV, 4>;
 }
 
 template <typename TX, typename TW> static BwdKernel bwd_kernel_for(const kcuda_rms_layout &L)
 {
     constexpr int VX = 16 / (int)sizeof(TX);
     if (L.mode == KCUDA_RMS_ROWS)
-        return L.nv == 1   ? bwd_rows_kernel<TX, TW, 1>()
-               : L.nv == 2 ? bwd_rows_kernel<TX, TW, 2>()
-               : L.nv == 4 ? bwd_rows_kernel<TX, TW, 4>()
-                           : bwd_rows_kernel<TX, TW, 8>();
+        return L.nv == 1   ? bwd_rows_kernel<TX, TW, 1>(L.stages)
+               : L.nv == 2 ? bwd_rows_kernel<TX, TW, 2>(L.stages)
+               : L.nv == 4 ? bwd_rows_kernel<TX, TW, 4>(L.stages)
+                           : bwd_rows_kernel<TX, TW, 8>(L.stages);
     if (L.mode == KCUDA_RMS_STAGED)
         return rms_bwd_staged<TX, TW>;
     if (L.vec == 1)
@@ -977,6 +997,87 @@ static int bwd_split(const baton_exec_ctx *ctx, void **buffers, const baton_rms_
                   (unsigned)KCUDA_SPLIT_THREADS, 0, 1, a);
 }
 
+/* cudaOccupancyMaxActiveClusters for the register backward at cluster size cy (0 on error). */
+struct ClusterAsk {
+    BwdKernel k;
+    int threads;
+    size_t smem;
+    cudaStream_t stream;
+};
+
+static int clusters_at(void *u, int cy)
+{
+    const ClusterAsk *q = static_cast<const ClusterAsk *>(u);
+    cudaLaunchConfig_t cfg;
+    memset(&cfg, 0, sizeof cfg);
+    cfg.gridDim = dim3((unsigned)cy, 1, 1);
+    cfg.blockDim = dim3((unsigned)q->threads, 1, 1);
+    cfg.dynamicSmemBytes = q->smem;
+    cfg.stream = q->stream;
+    cudaLaunchAttribute at;
+    memset(&at, 0, sizeof at);
+    at.id = cudaLaunchAttributeClusterDimension;
+    at.val.clusterDim.x = (unsigned)cy;
+    at.val.clusterDim.y = 1;
+    at.val.clusterDim.z = 1;
+    cfg.attrs = &at;
+    cfg.numAttrs = 1;
+    int n = 0;
+    if (cudaOccupancyMaxActiveClusters(&n, q->k, &cfg) != cudaSuccess) {
+        cudaGetLastError();
+        return 0;
+    }
+    return n;
+}
+
+/* kcuda_rms_fit_cy for L (the register backward) with the CUDA runtime's answers for the kernel of
+ * the layout's own rows held, remembered per kernel for the last (device, threads, shared memory,
+ * blocks, rows per block) asked: only a new shape pays the occupancy queries. Returns 0, or
+ * BATON_ECUDA with the reason in ctx's errbuf. */
+template <typename TX, typename TW>
+static int bwd_fit_cy(const baton_exec_ctx *ctx, const baton_rms_norm_desc &d,
+                      kcuda_rms_device *dev, size_t smem_max, kcuda_rms_layout *L)
+{
+    using A = typename acc_of<TX>::type;
+    kcuda_rms_layout Lf = *L;
+    Lf.stages = L->fit_stages;
+    const BwdKernel k = bwd_kernel_for<TX, TW>(Lf);
+    const size_t smem = ((size_t)d.n2 * sizeof(A) + 15) & ~(size_t)15; /* at cy > 1 */
+    const int devno = device_of(ctx);
+    const int64_t bc = L->B < 16 ? L->B : 16;
+    const bool keyable = devno >= 0 && devno < 64 && L->threads % 32 == 0 &&
+                         L->threads <= KCUDA_MAX_THREADS && smem / 16 < (1u << 14) &&
+                         L->active < (1 << 13);
+    const uint64_t key = keyable ? (1ull << 55) | (uint64_t)devno << 49 |
+                                       (uint64_t)(L->threads / 32 - 1) << 45 |
+                                       (uint64_t)(smem / 16) << 31 | (uint64_t)L->active << 18 |
+                                       (uint64_t)bc << 13 | (uint64_t)(dev->max_cluster > 8)
+                                 : 0;
+    int cy = 0;
+    if (fit_get((const void *)k, key, &cy)) {
+        kcuda_rms_bwd_set_cy(L, &d, cy);
+        return 0;
+    }
+    /* Clusters above 8 need the non-portable attribute before the runtime can count them. */
+    int rc = prepare(k, ctx, "rms_norm_bwd", dev->max_cluster, (long long)dev->max_cluster,
+                     L->threads, smem, smem_max, true, false);
+    if (rc < 0)
+        return BATON_ECUDA;
+    if (rc > 0)
+        dev->max_cluster = 8;
+    int per_sm = 0;
+    cudaError_t e = occupancy(ctx, (const void *)k, L->threads, smem, &per_sm);
+    if (e != cudaSuccess)
+        return ctx_fail(ctx, BATON_ECUDA,
+                        "cudaOccupancyMaxActiveBlocksPerMultiprocessor(rms_norm_bwd, %d threads) "
+                        "failed: %s",
+                        L->threads, cudaGetErrorString(e));
+    ClusterAsk q = {k, L->threads, smem, ctx ? (cudaStream_t)ctx->stream : (cudaStream_t)0};
+    cy = kcuda_rms_fit_cy(L, &d, dev, per_sm, clusters_at, &q);
+    fit_put((const void *)k, key, cy);
+    return 0;
+}
+
 template <typename TX, typename TW>
 static int bwd_typed(const baton_exec_ctx *ctx, void **buffers, const baton_rms_norm_desc &d,
                      const kcuda_rms_cfg *o, kcuda_rms_cfg *chosen)
@@ -997,6 +1098,8 @@ static int bwd_typed(const baton_exec_ctx *ctx, void **buffers, const baton_rms_
             return ctx_fail(ctx, rc, "%s", why);
         if (!o && ctx && ctx->autotune && !kcuda_rms_tune_empty())
             kcuda_rms_apply_tuned(device_name(ctx), 1, &d, &dev, &L);
+        if (L.fit_cy && (rc = bwd_fit_cy<TX, TW>(ctx, d, &dev, smem_max, &L)) != 0)
+            return rc;
         if (L.mode == KCUDA_RMS_SPLIT) {
             kcuda_rms_report(&L, chosen);
             return bwd_split<TX, TW>(ctx, buffers, d, L);

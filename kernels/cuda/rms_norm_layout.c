@@ -407,17 +407,45 @@ int kcuda_rms_fwd_layout(const baton_rms_norm_desc *d, void *const *buffers,
 
 /* ---- backward -------------------------------------------------------------------------------- */
 
-/* The register backward's rows per block, at least: below it the cluster's combine, once per
- * part_grad block, costs more than the blocks it adds gain. */
-#define BWD_ROWS_MIN 16
+/* The register backward's rows in flight: enough rows held (D, 2 to 4) that the D - 1 rows
+ * loading while one is reduced are at least this many bytes of grad_output and x per block. */
+#define BWD_ROWS_AHEAD_BYTES (32 << 10)
+
+/* The most rows the register backward holds at nv vectors per thread: 2 from 4 vectors on (rows
+ * of 32 KB or more, registers full), else KCUDA_BWD_ROWS_MAX. */
+static int bwd_rows_max(int nv)
+{
+    return nv > 2 ? 2 : KCUDA_BWD_ROWS_MAX;
+}
+
+static int bwd_rows_depth(const baton_rms_norm_desc *d, const sizes *s)
+{
+    const int64_t row = d->n2 * (int64_t)(s->x + s->w); /* grad_output has w's (y's) dtype */
+    int D = 2;
+    while (D < KCUDA_BWD_ROWS_MAX && (int64_t)(D - 1) * row < BWD_ROWS_AHEAD_BYTES)
+        D++;
+    return D;
+}
+
+/* Sets L's cy and what follows from it: the cluster's shared memory, the grid. */
+static void bwd_rows_set_cy(kcuda_rms_layout *L, const baton_rms_norm_desc *d, const sizes *s,
+                            int cy, long long grid_asked)
+{
+    L->fit_cy = 0;
+    L->cy = cy;
+    L->smem = cy > 1 ? pad16((size_t)d->n2 * s->a) : 0; /* the cluster's column sums */
+    long long groups = L->active;
+    if (grid_asked)
+        groups = grid_asked / cy > 0 ? grid_asked / cy : 1;
+    const long long cap = (1LL << 30) / cy;
+    if (groups > cap)
+        groups = cap;
+    L->grid = groups * cy;
+}
 
 /* rms_bwd_rows (L's P, B and active already set): the fewest vectors per thread (1, 2, 4, or 8
- * where a row needs them) at up to 512 threads, and a part_grad block's rows split over a cluster
- * of cy blocks, doubled up to 16 while each block keeps BWD_ROWS_MIN rows or more. cy depends on
- * rows per part_grad block (B) alone, not on how many blocks there are: a plan sharded by rows
- * (scripts/shard.py, B the same on every GPU) then adds each block's rows in the one-GPU order.
- * Measured on an H100 (bench_explore, session 7): 95-99 % of the best copy kernel at part_grad
- * sizes 16 to 256 on the four benchmark shapes, against 74-93 % for the staged kernel. */
+ * where a row needs them) at up to 512 threads, D rows held (bwd_rows_depth), and cy left for
+ * kcuda_rms_fit_cy (L->fit_cy) unless the override sets it. */
 static int bwd_rows(const baton_rms_norm_desc *d, const sizes *s, const kcuda_rms_device *dev,
                     const kcuda_rms_cfg *o, kcuda_rms_layout *L, char *why, size_t wl)
 {
@@ -436,36 +464,64 @@ static int bwd_rows(const baton_rms_norm_desc *d, const sizes *s, const kcuda_rm
     }
     if (t < 32)
         t = 32;
-    int64_t cy = 1;
-    if (o && o->cy)
-        cy = o->cy;
-    else
-        while (2 * cy <= dev->max_cluster && L->B >= 2 * cy * BWD_ROWS_MIN)
-            cy *= 2;
     L->mode = KCUDA_RMS_ROWS;
     L->vec = s->vx;
     L->nv = nv;
     L->threads = (int)t;
     L->cx = 1;
-    L->cy = (int)cy;
     L->chunk = d->n2;
-    L->stages = 0;
-    L->smem = cy > 1 ? pad16((size_t)d->n2 * s->a) : 0; /* the cluster's column sums */
+    L->stages = bwd_rows_depth(d, s);
+    if (L->stages > bwd_rows_max(nv))
+        L->stages = bwd_rows_max(nv);
+    L->fit_stages = L->stages;
+    if (o && o->stages) {
+        if (o->stages < 2 || o->stages > bwd_rows_max(nv))
+            return why_set(why, wl, BATON_EINVAL,
+                           "rms_norm_bwd: override stages = %d with register rows at %d vectors "
+                           "per thread (rows held per block): 2 to %d",
+                           o->stages, nv, bwd_rows_max(nv));
+        L->stages = o->stages;
+    }
+    bwd_rows_set_cy(L, d, s, (o && o->cy) ? o->cy : 1, o ? o->grid : 0);
+    L->fit_cy = !(o && (o->cy || o->grid));
     if ((int64_t)L->smem > kcuda_rms_smem_max(dev))
         return why_set(why, wl, BATON_EINVAL,
-                       "rms_norm_bwd: register rows over a cluster of %lld need %zu bytes of "
+                       "rms_norm_bwd: register rows over a cluster of %d need %zu bytes of "
                        "shared memory per block; the device allows %lld",
-                       (long long)cy, L->smem, (long long)kcuda_rms_smem_max(dev));
-    long long groups = L->active;
-    if (o && o->grid)
-        groups = o->grid / cy > 0 ? o->grid / cy : 1;
-    const long long cap = (1LL << 30) / cy;
-    if (groups > cap)
-        groups = cap;
-    L->grid = groups * cy;
-    L->may_shrink = cy > 8 && !(o && o->cy);
+                       L->cy, L->smem, (long long)kcuda_rms_smem_max(dev));
+    L->may_shrink = 0;
     L->colsum_grid = kcuda_rms_colsum_grid(d->n2, L->P, L->active, dev->sms);
     return 0;
+}
+
+int kcuda_rms_fit_cy(kcuda_rms_layout *L, const baton_rms_norm_desc *d, const kcuda_rms_device *dev,
+                     int blocks_per_sm, int (*clusters)(void *u, int cy), void *u)
+{
+    if (!L->fit_cy)
+        return L->cy;
+    const sizes s = sizes_of(d);
+    /* The most blocks of every part_grad block that are resident at once, at most 16 each. */
+    int64_t cap = L->active > 0 ? (int64_t)dev->sms * blocks_per_sm / L->active : 0;
+    if (cap > dev->max_cluster)
+        cap = dev->max_cluster;
+    if (cap > L->B)
+        cap = L->B;
+    int cy = 1;
+    for (int c = (int)cap; c >= 2; c--)
+        if (clusters(u, c) >= L->active) {
+            cy = c;
+            break;
+        }
+    if (cy > 1 && (int64_t)pad16((size_t)d->n2 * s.a) > kcuda_rms_smem_max(dev))
+        cy = 1; /* no room for the combine's column sums: one block per part_grad block */
+    bwd_rows_set_cy(L, d, &s, cy, 0);
+    return cy;
+}
+
+void kcuda_rms_bwd_set_cy(kcuda_rms_layout *L, const baton_rms_norm_desc *d, int cy)
+{
+    const sizes s = sizes_of(d);
+    bwd_rows_set_cy(L, d, &s, cy, 0);
 }
 
 static int bwd_layout(const baton_rms_norm_desc *d, void *const *buffers,
@@ -678,6 +734,17 @@ int kcuda_rms_apply_variant(const baton_rms_norm_desc *d, int bwd, const kcuda_r
                            "%s: variant kernel 2 (cp.async) takes 1 to %d stages, not %d", what,
                            KCUDA_CP_STAGES, st);
         mode = KCUDA_RMS_STAGED_CP;
+    } else if (bwd && L->mode == KCUDA_RMS_ROWS) {
+        /* The register backward: rows held per block (how far ahead its loads run). */
+        if (st < 2 || st > bwd_rows_max(L->nv))
+            return why_set(why, wl, BATON_EINVAL,
+                           "%s: variant stages = %d: the register backward at %d vectors per "
+                           "thread holds 2 to %d rows",
+                           what, st, L->nv, bwd_rows_max(L->nv));
+        L->stages = st;
+        L->variant.kernel = 0;
+        L->variant.stages = st;
+        return 0;
     } else {
         /* Stages only: the forward's bulk-copy kernel (one stage would be the cp.async kernel:
          * variant kernel 2 says so), any staged backward. */
@@ -726,6 +793,10 @@ int kcuda_rms_variants(const baton_rms_norm_desc *d, int bwd, const kcuda_rms_de
                 want[nw++] = (kcuda_rms_variant){0, bulk[i]};
         for (int st = 2; st <= KCUDA_CP_STAGES; st++)
             want[nw++] = (kcuda_rms_variant){KCUDA_RMS_VK_CP, st};
+    } else if (bwd && L->mode == KCUDA_RMS_ROWS && ceil_div(L->B, L->cy) > 1) {
+        for (int st = 2; st <= bwd_rows_max(L->nv); st++)
+            if (st != L->stages)
+                want[nw++] = (kcuda_rms_variant){0, st};
     } else if (bwd && L->mode == KCUDA_RMS_STAGED && ceil_div(L->B, L->cy) > 1) {
         /* Stages matter only where a block has more than one row. */
         for (int st = 1; st <= KCUDA_CP_STAGES; st++)
@@ -747,8 +818,9 @@ void kcuda_rms_describe(const kcuda_rms_layout *L, int bwd, char *buf, size_t ca
     switch (L->mode) {
     case KCUDA_RMS_ROWS:
         if (bwd)
-            snprintf(buf, cap, "register rows, %d vector%s per thread, %d threads%s", L->nv,
-                     L->nv == 1 ? "" : "s", L->threads, L->cy > 1 ? ", rows over a cluster" : "");
+            snprintf(buf, cap, "register rows, %d vector%s per thread, %d threads, %d rows held%s",
+                     L->nv, L->nv == 1 ? "" : "s", L->threads, L->stages,
+                     L->cy > 1 ? ", rows over a cluster" : "");
         else
             snprintf(buf, cap, "register rows, %d vectors per thread, %d threads, %s", L->nv,
                      L->threads, L->spread ? "a persistent grid" : "a block per row");

@@ -23,6 +23,7 @@ extern "C" {
 #define KCUDA_MAX_CLUSTER     16   /* blocks per cluster (above 8: non-portable) */
 #define KCUDA_SPLIT_ROWS      16   /* the split backward's most rows */
 #define KCUDA_SPLIT_THREADS   128  /* the split backward's threads per block */
+#define KCUDA_BWD_ROWS_MAX    4    /* the register backward's most rows held per block */
 #define KCUDA_STATIC_SMEM     1024 /* room left for the kernels' static shared memory */
 
 /* What the layout needs to know of the device (the .cu side fills it from the CUDA runtime). */
@@ -45,6 +46,11 @@ typedef struct kcuda_rms_layout {
     /* The cluster (cx * cy blocks) is above 8 and was not asked for: if the device cannot run
      * it, choose again with max_cluster 8. */
     int may_shrink;
+    /* Register backward: cy is to be fitted to the clusters that are resident at once, which only
+     * the CUDA runtime can say: call kcuda_rms_fit_cy with its answers, for the kernel that
+     * holds fit_stages rows (the layout's own choice, so that a tuning variant of other stages
+     * gets the same cy, hence the same bits). */
+    int fit_cy, fit_stages;
     /* Backward: part_grad blocks (part_grad_size), rows per block, blocks that hold rows, and
      * the grad_weight (column sum) kernel's grid. */
     int64_t P, B, active;
@@ -99,6 +105,21 @@ void kcuda_rms_describe(const kcuda_rms_layout *L, int bwd, char *buf, size_t ca
  * L->smem) times sms clusters run at once; a grid with more rows than that gets as few blocks as
  * give each the same number of rows, so that no tail runs alone. */
 void kcuda_rms_spread(kcuda_rms_layout *L, int blocks_per_sm, int sms);
+
+/* Fits the register backward's cy when L->fit_cy: the largest cy (at most 16, or dev->max_cluster,
+ * and the rows per part_grad block) such that all L->active clusters of cy blocks are resident at
+ * once: active * cy <= sms * blocks_per_sm and clusters(u, cy) >= active, where clusters() is
+ * cudaOccupancyMaxActiveClusters for that cluster size (the GPCs decide how many fit, which no
+ * formula here knows). 1 where none fits. Every block then has work from the start and none waits
+ * for a second wave; on an H100 clusters of 16 fit only 7 at a time. Sets cy, smem and grid, clears
+ * fit_cy and returns cy. part_grad's bits depend on cy, so they are fixed for one GPU model and
+ * one build (the occupancy of the compiled kernel enters), not across them. */
+int kcuda_rms_fit_cy(kcuda_rms_layout *L, const baton_rms_norm_desc *d, const kcuda_rms_device *dev,
+                     int blocks_per_sm, int (*clusters)(void *u, int cy), void *u);
+
+/* Sets the register backward's cy to a value kcuda_rms_fit_cy chose before (for the same call),
+ * with the shared memory and grid that follow; clears fit_cy. */
+void kcuda_rms_bwd_set_cy(kcuda_rms_layout *L, const baton_rms_norm_desc *d, int cy);
 
 /* The grid of the grad_weight (column sum) kernel over part_grad's P rows of n2, of which the
  * rows from `active` on are to be zeroed (active == P: none); the backward's and
