@@ -504,6 +504,22 @@ int main(int argc, char **argv)
                         v.variant.stages = st;
                         vs.push_back(v);
                     }
+                    {
+                        /* half the threads, twice the vectors each: more blocks per SM */
+                        const int64_t nvec = n2 / (16 / (int64_t)e);
+                        int nv = 1;
+                        while (nv < 8 && nvec > (int64_t)nv * 512)
+                            nv *= 2;
+                        for (int st = 2; st <= (2 * nv > 2 ? 2 : 4); st++) {
+                            kcuda_rms_cfg v;
+                            memset(&v, 0, sizeof v);
+                            v.mode = 5;
+                            v.nv = 2 * nv;
+                            v.stages = st;
+                            if (2 * nv <= 8)
+                                vs.push_back(v);
+                        }
+                    }
                     for (int cy : {1, 2, 4, 6, 7, 8, 12, 14, 16}) {
                         kcuda_rms_cfg v;
                         memset(&v, 0, sizeof v);

@@ -227,20 +227,24 @@ template <typename TX, typename TW, typename A, int NV, int VEC> struct BwdRow {
     A r;
 };
 
-/* The register backward for many rows of 16-byte vectors: as rms_bwd_staged with cx == 1 (the
- * cluster of cy blocks owns part_grad block p, rank k taking rows rb + k, rb + k + cy, ...), but
- * each thread holds its NV vectors of w, of its column sums and of D rows in registers: it reduces
- * one row while the next D - 1 are in flight, so every block keeps rows loading without
- * shared-memory staging. A thread's vectors, the sum's order, the block reduction and the
- * rank-order combine are the staged kernel's, at the same threads and cy; D changes only how far
- * ahead the loads run, never a bit (a tuning variant). Dynamic shared memory: cy > 1, the column
- * sums for the cluster's combine (n2 values). Where the rows and sums fit in 64 registers, two
- * blocks of 512 threads fit on an SM: asked for, so that the layout can fit more clusters. */
+/* The register backward for many rows of 16-byte vectors: the cluster of cy blocks owns part_grad
+ * block p (rank k taking rows rb + k, rb + k + cy, ..., as rms_bwd_staged with cx == 1), but each
+ * thread holds its NV vectors of w, of its column sums and of D rows in registers, so every block
+ * keeps rows loading without shared-memory staging. G = D / 2 rows at a time where D is 4 (short
+ * rows: two rows' reductions share one barrier and their latencies overlap), else one; the other
+ * D - G rows are in flight meanwhile. A row's sum is each thread's vectors in order, each warp's
+ * shuffle tree, then one shuffle tree over the warps' sums (every thread the same bits); the
+ * column sums add the block's rows in row order, and the cluster adds its ranks' sums in rank
+ * order. D (and so G) changes only how far ahead the loads run, never a bit: a tuning variant.
+ * Dynamic shared memory: cy > 1, the column sums for the cluster's combine (n2 values). Where the
+ * rows and sums fit in 64 registers, two blocks of 512 threads fit on an SM: asked for, so that
+ * the layout can fit more clusters. */
 template <typename TX, typename TW, int NV, int D> struct BwdRowsFit {
     static constexpr int VEC = 16 / (int)sizeof(TX);
     static constexpr int w32 = NV * VEC * (int)sizeof(TW) / 4; /* registers of w's (or g's) */
     static constexpr int regs = D * (w32 + NV * 4 + 1) + w32 + NV * VEC;
     static constexpr int min_blocks = regs <= 44 ? 2 : 1;
+    static constexpr int G = D == 4 ? 2 : 1; /* rows reduced at a time */
 };
 
 template <typename TX, typename TW, int NV, int D>
@@ -249,13 +253,14 @@ __global__ void __launch_bounds__(KCUDA_MAX_THREADS, (BwdRowsFit<TX, TW, NV, D>:
 {
     using A = typename acc_of<TX>::type;
     constexpr int VEC = 16 / (int)sizeof(TX);
+    constexpr int G = BwdRowsFit<TX, TW, NV, D>::G;
     using Row = BwdRow<TX, TW, A, NV, VEC>;
     extern __shared__ __align__(16) unsigned char dyn[];
-    __shared__ A red[2][32];
+    __shared__ A red[2][G][32];
     const TW *__restrict__ g = static_cast<const TW *>(a.g);
     const TX *__restrict__ x = static_cast<const TX *>(a.x);
     const A *__restrict__ inv = static_cast<const A *>(a.invvar);
-    const int tid = threadIdx.x, T = blockDim.x, nw = T >> 5, cy = a.cy;
+    const int tid = threadIdx.x, T = blockDim.x, nw = T >> 5, lane = tid & 31, cy = a.cy;
     const int srank = cy > 1 ? (int)(blockIdx.x % (unsigned)cy) : 0;
     const int cols = (int)a.n2;
     const A inv_n = A(1) / A(a.n2);
@@ -284,44 +289,57 @@ __global__ void __launch_bounds__(KCUDA_MAX_THREADS, (BwdRowsFit<TX, TW, NV, D>:
         d.r = inv[row];
     };
     A acc[NV][VEC];
-    /* One row: grad_input written, its part added to acc; one barrier, the reduction's slot
-     * alternating between consecutive rows (a slot is rewritten only after every thread has
-     * passed the barrier of the row between). */
+    /* Rows rows[0..n) (n <= G, buffers cur[0..n)): their sums share one barrier; the reduction's
+     * slot alternates between steps (a slot is rewritten only after every thread has passed the
+     * barrier of the step between). Then grad_input, and the rows added to acc in row order. */
     int slot = 0;
-    auto step = [&](int64_t row, const Row &cur) {
-        A d = 0;
+    auto step = [&](const int64_t *rows, const Row *const *cur, int n) {
+        A d[G];
 #pragma unroll
-        for (int v = 0; v < NV; v++)
-            if (idx[v] >= 0) {
+        for (int k = 0; k < G; k++) {
+            d[k] = 0;
+            if (k < n) {
 #pragma unroll
-                for (int e = 0; e < VEC; e++)
-                    d += to_acc<A>(wv[v][e]) * to_acc<A>(cur.g[v][e]) * to_acc<A>(cur.x[v][e]);
+                for (int v = 0; v < NV; v++)
+                    if (idx[v] >= 0) {
+#pragma unroll
+                        for (int e = 0; e < VEC; e++)
+                            d[k] += to_acc<A>(wv[v][e]) * to_acc<A>(cur[k]->g[v][e]) *
+                                    to_acc<A>(cur[k]->x[v][e]);
+                    }
             }
-        d = warp_sum(d);
-        if ((tid & 31) == 0)
-            red[slot][tid >> 5] = d;
+            d[k] = warp_sum(d[k]);
+            if (lane == 0)
+                red[slot][k][tid >> 5] = d[k];
+        }
         __syncthreads();
-        d = 0;
-        for (int i = 0; i < nw; i++) /* block_sum's order */
-            d += red[slot][i];
+#pragma unroll
+        for (int k = 0; k < G; k++)
+            d[k] = warp_sum(lane < nw ? red[slot][k][lane] : A(0));
         slot ^= 1;
-        const A r = cur.r;
-        const A c = d * inv_n * r * r;
-        TX *__restrict__ gir = static_cast<TX *>(a.gi) + row * a.n2;
 #pragma unroll
-        for (int v = 0; v < NV; v++)
-            if (idx[v] >= 0) {
-                A of[VEC];
-                TX out[VEC];
+        for (int k = 0; k < G; k++) {
+            if (k >= n)
+                break;
+            const Row &rw = *cur[k];
+            const A r = rw.r;
+            const A c = d[k] * inv_n * r * r;
+            TX *__restrict__ gir = static_cast<TX *>(a.gi) + rows[k] * a.n2;
 #pragma unroll
-                for (int e = 0; e < VEC; e++) {
-                    const A gf = to_acc<A>(cur.g[v][e]), xf = to_acc<A>(cur.x[v][e]);
-                    of[e] = r * (to_acc<A>(wv[v][e]) * gf - xf * c);
-                    acc[v][e] += gf * xf * r;
+            for (int v = 0; v < NV; v++)
+                if (idx[v] >= 0) {
+                    A of[VEC];
+                    TX out[VEC];
+#pragma unroll
+                    for (int e = 0; e < VEC; e++) {
+                        const A gf = to_acc<A>(rw.g[v][e]), xf = to_acc<A>(rw.x[v][e]);
+                        of[e] = r * (to_acc<A>(wv[v][e]) * gf - xf * c);
+                        acc[v][e] += gf * xf * r;
+                    }
+                    pack_vec(of, out);
+                    stg(gir + idx[v], out);
                 }
-                pack_vec(of, out);
-                stg(gir + idx[v], out);
-            }
+        }
     };
 
     const int64_t pstep = gridDim.x / (unsigned)cy;
@@ -334,24 +352,34 @@ __global__ void __launch_bounds__(KCUDA_MAX_THREADS, (BwdRowsFit<TX, TW, NV, D>:
             for (int e = 0; e < VEC; e++)
                 acc[v][e] = 0;
         /* D rows in registers; unrolled by D so that every buffer index is a constant and the
-         * rows stay in registers: the j-th row of a round reduces buffer j, and the load it
-         * issues first (D - 1 rows ahead) refills the buffer that the round's previous row
-         * freed. */
+         * rows stay in registers. Step j of a round reduces buffers j*G .. j*G+G-1; the loads it
+         * issues first (D - G rows ahead) refill the buffers that the previous step freed. */
         Row buf[D];
         const int64_t first = rb + srank, dcy = (int64_t)cy;
 #pragma unroll
-        for (int j = 0; j < D - 1; j++)
+        for (int j = 0; j < D - G; j++)
             if (first + j * dcy < re)
                 load(first + j * dcy, buf[j]);
         for (int64_t row = first; row < re; row += D * dcy) {
 #pragma unroll
-            for (int j = 0; j < D; j++) {
-                const int64_t r = row + j * dcy;
-                if (r >= re)
+            for (int j = 0; j < D; j += G) {
+                const int64_t r0 = row + j * dcy;
+                if (r0 >= re)
                     break;
-                if (r + (D - 1) * dcy < re)
-                    load(r + (D - 1) * dcy, buf[(j + D - 1) % D]);
-                step(r, buf[j]);
+#pragma unroll
+                for (int k = 0; k < G; k++)
+                    if (r0 + (D - G + k) * dcy < re)
+                        load(r0 + (D - G + k) * dcy, buf[(j + D - G + k) % D]);
+                int64_t rows[G];
+                const Row *cur[G];
+                int n = 0;
+#pragma unroll
+                for (int k = 0; k < G; k++) {
+                    rows[k] = r0 + k * dcy;
+                    cur[k] = &buf[j + k];
+                    n += rows[k] < re;
+                }
+                step(rows, cur, n);
             }
         }
         A *pgr = static_cast<A *>(a.pg) + p * a.n2;
