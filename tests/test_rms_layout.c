@@ -361,11 +361,11 @@ Test(rms_layout, many_rows_with_wide_weights_are_staged_by_bulk_copies)
 
 Test(rms_layout, many_rows_backward_takes_register_rows_with_clusters_that_all_fit_at_once)
 {
-    /* bf16 rows of 4096: one vector per thread, 512 threads, 3 rows held (16 KB rows: 32 KB
-     * loading). 256 part_grad blocks: more than the 132 SMs hold at a block each, so no cluster
-     * and nothing to combine. */
+    /* bf16 rows of 4096: two vectors per thread (16-bit rows), 256 threads, 4 rows held (two
+     * reducing, two loading). 256 part_grad blocks: more than the 132 SMs hold at a block each,
+     * so no cluster and nothing to combine. */
     kcuda_rms_layout L = bwd_on(&H100, BF16, BF16, 65536, 4096, 256, NULL);
-    expect_layout(L, KCUDA_RMS_ROWS, 512, 256, 1, 1, 3, 1, 0);
+    expect_layout(L, KCUDA_RMS_ROWS, 256, 256, 1, 1, 4, 2, 0);
     cr_expect(!L.may_shrink);
     /* f32 rows of 4096: 2 vectors per thread, 2 rows held (32 KB rows). */
     L = bwd_on(&H100, F32, F32, 65536, 4096, 256, NULL);
@@ -376,16 +376,19 @@ Test(rms_layout, many_rows_backward_takes_register_rows_with_clusters_that_all_f
     /* The tutorial's part_grad_size 16 at a block per SM: 16 clusters of 8 would be 128 blocks,
      * but only 15 clusters of 8 (or 7) fit in the modelled GPCs at once; 16 of 6 do. */
     L = bwd_on(&H100, BF16, BF16, 16384, 8192, 16, NULL);
-    expect_layout(L, KCUDA_RMS_ROWS, 512, 16 * 6, 1, 6, 2, 2, 32768);
+    expect_layout(L, KCUDA_RMS_ROWS, 512, 16 * 6, 1, 6, 4, 2, 32768);
     cr_expect_eq(L.colsum_grid, 256);
     /* Two blocks per SM: 16 clusters of 13 to 16 do not fit, of 12 they do. */
     L = bwd_fit(&H100, BF16, BF16, 32768, 4096, 16, NULL, 2);
-    expect_layout(L, KCUDA_RMS_ROWS, 512, 16 * 12, 1, 12, 3, 1, 16384);
+    expect_layout(L, KCUDA_RMS_ROWS, 256, 16 * 12, 1, 12, 4, 2, 16384);
     /* 16 rows a block but 256 blocks: no cluster. 16 blocks of 256 rows: clusters of 6. */
     L = bwd_on(&H100, BF16, BF16, 4096, 4096, 256, NULL);
-    expect_layout(L, KCUDA_RMS_ROWS, 512, 256, 1, 1, 3, 1, 0);
+    expect_layout(L, KCUDA_RMS_ROWS, 256, 256, 1, 1, 4, 2, 0);
     L = bwd_on(&H100, BF16, BF16, 4096, 4096, 16, NULL);
-    expect_layout(L, KCUDA_RMS_ROWS, 512, 96, 1, 6, 3, 1, 16384);
+    expect_layout(L, KCUDA_RMS_ROWS, 256, 96, 1, 6, 4, 2, 16384);
+    /* f32 rows of 2048 (16 KB): 3 rows held. */
+    L = bwd_on(&H100, F32, F32, 65536, 2048, 256, NULL);
+    expect_layout(L, KCUDA_RMS_ROWS, 512, 256, 1, 1, 3, 1, 0);
     /* A cluster no larger than the rows of a block: 300 rows in 100 blocks of 3. */
     L = bwd_fit(&H100, BF16, BF16, 300, 1024, 100, NULL, 8);
     cr_expect_eq(L.cy, 3, "cy %d", L.cy);
@@ -402,7 +405,7 @@ Test(rms_layout, register_backward_cy_is_left_to_fit_unless_asked_for)
     kcuda_rms_layout L;
     char why[256];
     cr_assert_eq(kcuda_rms_bwd_layout(&d, ALIGNED, &H100, NULL, &L, why, sizeof why), 0, "%s", why);
-    cr_expect(L.mode == KCUDA_RMS_ROWS && L.fit_cy && L.cy == 1 && L.fit_stages == 3,
+    cr_expect(L.mode == KCUDA_RMS_ROWS && L.fit_cy && L.cy == 1 && L.fit_stages == 4,
               "mode %d, fit_cy %d, cy %d, fit_stages %d", L.mode, L.fit_cy, L.cy, L.fit_stages);
     /* A cy or a grid asked for is kept. */
     kcuda_rms_cfg o = {.mode = 5, .cy = 4};
@@ -412,7 +415,7 @@ Test(rms_layout, register_backward_cy_is_left_to_fit_unless_asked_for)
     /* A variant's rows held do not move cy: the fit is for the layout's own kernel. */
     o = (kcuda_rms_cfg){.variant = {0, 2}};
     cr_assert_eq(kcuda_rms_bwd_layout(&d, ALIGNED, &H100, &o, &L, why, sizeof why), 0, "%s", why);
-    cr_expect(L.fit_cy && L.stages == 2 && L.fit_stages == 3, "fit_cy %d, stages %d, fit %d",
+    cr_expect(L.fit_cy && L.stages == 2 && L.fit_stages == 4, "fit_cy %d, stages %d, fit %d",
               L.fit_cy, L.stages, L.fit_stages);
     /* Nothing fits (the runtime answers 0 for every size): one block per part_grad block. */
     gpu_model none = {&SMALL, 0};
@@ -1162,7 +1165,7 @@ Test(rms_layout, descriptions_name_the_kernel_the_stages_and_the_order)
     const baton_rms_norm_desc b = desc(BF16, BF16, 16384, 8192, 256);
     cr_assert_eq(variants_of(1, &H100, b, &L, v), 3, "the register backward holding 2 to 4 rows");
     kcuda_rms_describe(&L, 1, buf, sizeof buf);
-    cr_assert(strstr(buf, "register rows, 2 vectors per thread, 512 threads, 2 rows held"), "%s",
+    cr_assert(strstr(buf, "register rows, 2 vectors per thread, 512 threads, 4 rows held"), "%s",
               buf);
     kcuda_rms_bwd_set_cy(&L, &b, 8);
     kcuda_rms_describe(&L, 1, buf, sizeof buf);

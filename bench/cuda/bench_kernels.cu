@@ -276,7 +276,10 @@ static Result bench_bwd(int64_t n1, int64_t n2, int dt, int64_t P, const kcuda_r
     r.us = time_events(call, g_runs);
     if (failed)
         r.us = 1e30;
-    const double bytes = (double)n1 * n2 * e * 3 + (double)n2 * e * 2 + (double)n1 * 4;
+    /* g, x read and grad_input written; w read and grad_weight written; invvar read; part_grad
+     * written by the main kernel and read by the column sum (f32) */
+    const double bytes =
+        (double)n1 * n2 * e * 3 + (double)n2 * e * 2 + (double)n1 * 4 + 2.0 * (double)P * n2 * 4;
     r.tbs = bytes / (r.us * 1e-6) / 1e12;
     return r;
 }
@@ -498,7 +501,12 @@ int main(int argc, char **argv)
                      * (min(ceil(2 SMs / P), 16)). BENCH_SWEEP_BWD=1 adds the staged kernel's
                      * threads and stages. */
                     std::vector<kcuda_rms_cfg> vs;
-                    for (int st = 2; st <= 4; st++) {
+                    /* the layout's vectors per thread (rms_norm_layout.c's bwd_rows) */
+                    const int64_t nvec = n2 / (16 / (int64_t)e);
+                    int nv = e == 2 ? 2 : 1;
+                    while (nv < 8 && nvec > (int64_t)nv * 512)
+                        nv *= 2;
+                    for (int st = 2; st <= (nv > 2 ? 2 : 4); st++) {
                         kcuda_rms_cfg v;
                         memset(&v, 0, sizeof v);
                         v.variant.stages = st;
@@ -506,10 +514,6 @@ int main(int argc, char **argv)
                     }
                     {
                         /* half the threads, twice the vectors each: more blocks per SM */
-                        const int64_t nvec = n2 / (16 / (int64_t)e);
-                        int nv = 1;
-                        while (nv < 8 && nvec > (int64_t)nv * 512)
-                            nv *= 2;
                         for (int st = 2; st <= (2 * nv > 2 ? 2 : 4); st++) {
                             kcuda_rms_cfg v;
                             memset(&v, 0, sizeof v);

@@ -407,10 +407,6 @@ int kcuda_rms_fwd_layout(const baton_rms_norm_desc *d, void *const *buffers,
 
 /* ---- backward -------------------------------------------------------------------------------- */
 
-/* The register backward's rows in flight: enough rows held (D, 2 to 4) that the D - 1 rows
- * loading while one is reduced are at least this many bytes of grad_output and x per block. */
-#define BWD_ROWS_AHEAD_BYTES (32 << 10)
-
 /* The most rows the register backward holds at nv vectors per thread: 2 from 4 vectors on (rows
  * of 32 KB or more, registers full), else KCUDA_BWD_ROWS_MAX. */
 static int bwd_rows_max(int nv)
@@ -418,13 +414,18 @@ static int bwd_rows_max(int nv)
     return nv > 2 ? 2 : KCUDA_BWD_ROWS_MAX;
 }
 
-static int bwd_rows_depth(const baton_rms_norm_desc *d, const sizes *s)
+/* Rows held (D). Measured on an H100 (bench_kernels --sweep, bench/RESULTS.md, session 8):
+ * 16-bit rows want 4 (two reducing, two loading: a pair's reductions share one barrier), 92-94 %
+ * of the best copy kernel at 8192 columns against 84 % holding 2; 32-bit rows want 2 where a row
+ * is 32 KB or more (94-96 %) and 3 below, never 4 (a pair measured slower). */
+static int bwd_rows_depth(const baton_rms_norm_desc *d, const sizes *s, int nv)
 {
+    if (bwd_rows_max(nv) < 4)
+        return 2;
+    if (s->x == 2)
+        return 4;
     const int64_t row = d->n2 * (int64_t)(s->x + s->w); /* grad_output has w's (y's) dtype */
-    int D = 2;
-    while (D < KCUDA_BWD_ROWS_MAX && (int64_t)(D - 1) * row < BWD_ROWS_AHEAD_BYTES)
-        D++;
-    return D;
+    return row >= (32 << 10) ? 2 : 3;
 }
 
 /* Sets L's cy and what follows from it: the cluster's shared memory, the grid. */
@@ -450,7 +451,10 @@ static int bwd_rows(const baton_rms_norm_desc *d, const sizes *s, const kcuda_rm
                     const kcuda_rms_cfg *o, kcuda_rms_layout *L, char *why, size_t wl)
 {
     const int64_t nvec = ceil_shr(d->n2, s->vsh);
-    int nv = (o && o->nv) ? o->nv : 1;
+    /* 16-bit rows: at least 2 vectors per thread, so that four rows fit in registers at two
+     * blocks of 256 threads per SM (one vector of 512 threads holds 4 rows at one block per SM:
+     * 69 against 88 % of the best copy kernel, bf16 32768 x 4096). */
+    int nv = (o && o->nv) ? o->nv : s->x == 2 ? 2 : 1;
     while (nv < 8 && nvec > (int64_t)nv * KCUDA_MAX_THREADS)
         nv *= 2;
     int64_t t = ceil_div(ceil_div(nvec, nv), 32) * 32;
@@ -470,9 +474,7 @@ static int bwd_rows(const baton_rms_norm_desc *d, const sizes *s, const kcuda_rm
     L->threads = (int)t;
     L->cx = 1;
     L->chunk = d->n2;
-    L->stages = bwd_rows_depth(d, s);
-    if (L->stages > bwd_rows_max(nv))
-        L->stages = bwd_rows_max(nv);
+    L->stages = bwd_rows_depth(d, s, nv);
     L->fit_stages = L->stages;
     if (o && o->stages) {
         if (o->stages < 2 || o->stages > bwd_rows_max(nv))
