@@ -83,8 +83,14 @@ elif cmd == "compare":  # compare WHOLE exact|close PART...
 EOF
 
 one="$root/examples/plans/rmsnorm_tutorial.json"
+# CUDA runs as many devices as the machine has (the plan names cuda:0 .. cuda:N-1).
+ngpu=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU' || true)
 for gpu in ${BATON_E2E_GPUS:-sim cpu}; do
   for N in 2 4; do
+    if [ "$gpu" = cuda ] && [ "$N" -gt "${ngpu:-0}" ]; then
+      echo "skip: --gpu=cuda, $N devices: ${ngpu:-0} GPU(s) present"
+      continue
+    fi
     devs=$(seq -s, -f "cuda:%g" 0 $((N - 1)))
     d="$tmp/$gpu.$N"
     mkdir -p "$d"

@@ -20,7 +20,7 @@ enum {
     KCUDA_RMS_STREAM = 2,    /* the block's share of a row read twice */
     KCUDA_RMS_SPLIT = 3,     /* backward: partial-dot and finishing kernels */
     KCUDA_RMS_STAGED_CP = 4, /* forward: staged, copied by cp.async instead of bulk copies */
-    KCUDA_RMS_ROWS = 5       /* forward: register rows, a persistent grid */
+    KCUDA_RMS_ROWS = 5       /* register rows (forward and backward) */
 };
 
 /* How a call is laid out on the GPU. In an override, 0 means "choose"; in the report, every field
@@ -44,7 +44,12 @@ enum {
  *            5 register rows (forward, many rows of 16-byte vectors, x and w of at most 4
  *              bytes): a persistent grid, a block per row, `nv` (2, 4 or 8) vectors of x per
  *              thread, the next row loaded while this one is reduced; the default there.
- *              An override of 2 forces streaming, 3 the split backward, 4 the cp.async
+ *              Backward (many rows of 16-byte vectors, x and w of at most 4 bytes): each thread
+ *              holds its vectors of w, of its column sums and of `stages` rows (2 to 4; 2 from 4
+ *              vectors per thread on) in registers, two rows reduced at a time where it holds 4;
+ *              a part_grad block's rows split over a cluster of cy blocks, cy fitted to the
+ *              clusters resident at once (rms_norm_layout.h, kcuda_rms_fit_cy); the default
+ *              there. An override of 2 forces streaming, 3 the split backward, 4 the cp.async
  *              forward, 5 register rows (test and benchmark hooks); 0 and 1 choose. Any nonzero
  *              field of an override but nv (and, in the forward, cy) also turns off the choices
  *              that only a plain call gets: the decode path, register rows, the split backward.
@@ -81,7 +86,8 @@ enum {
  *                             block per row; `stages` 0
  *          0                  the kernel chosen; `stages` (nonzero) changes only the rows in
  *                             flight of a staged layout: forward 2 to 8 on the bulk-copy
- *                             kernel, backward 1 to 4
+ *                             kernel, backward 1 to 4; the register backward (mode 5): the
+ *                             rows it holds, 2 to 4 (cy stays as fitted for its own choice)
  * Anything else (register rows with other vectors per thread, other threads, clusters or grids of
  * part_grad blocks) reduces in another order and is not a variant. A variant that does not apply
  * to the chosen layout, or whose shared memory does not fit, is BATON_EINVAL with the reason. */
