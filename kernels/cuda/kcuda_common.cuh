@@ -610,6 +610,29 @@ static inline void fit_put(const void *kernel, uint64_t key, int answer)
         f->fit.store(key << 8 | (uint64_t)answer, std::memory_order_release);
 }
 
+/* cudaOccupancyMaxActiveClusters for `kernel` launched as `grid` blocks of `threads` in x-clusters
+ * of `cluster`, `smem` bytes of dynamic shared memory each. */
+static inline cudaError_t max_active_clusters(const void *kernel, unsigned grid, int threads,
+                                              size_t smem, int cluster, cudaStream_t stream, int *n)
+{
+    cudaLaunchConfig_t cfg;
+    memset(&cfg, 0, sizeof cfg);
+    cfg.gridDim = dim3(grid, 1, 1);
+    cfg.blockDim = dim3((unsigned)threads, 1, 1);
+    cfg.dynamicSmemBytes = smem;
+    cfg.stream = stream;
+    cudaLaunchAttribute at;
+    memset(&at, 0, sizeof at);
+    at.id = cudaLaunchAttributeClusterDimension;
+    at.val.clusterDim.x = (unsigned)cluster;
+    at.val.clusterDim.y = 1;
+    at.val.clusterDim.z = 1;
+    cfg.attrs = &at;
+    cfg.numAttrs = 1;
+    *n = 0;
+    return cudaOccupancyMaxActiveClusters(n, kernel, &cfg);
+}
+
 /* prepare()'s work when a launch needs an attribute (below). */
 template <typename K>
 static int prepare_attrs(K kernel, const baton_exec_ctx *ctx, const char *what, int cluster,
@@ -653,22 +676,9 @@ static int prepare_attrs(K kernel, const baton_exec_ctx *ctx, const char *what, 
         return 0;
     if (facts_has(f, &FnFacts::cl_known, dev))
         return facts_has(f, &FnFacts::cl_ok, dev) ? 0 : 1;
-    cudaLaunchConfig_t cfg;
-    memset(&cfg, 0, sizeof cfg);
-    cfg.gridDim = dim3((unsigned)grid, 1, 1);
-    cfg.blockDim = dim3((unsigned)threads, 1, 1);
-    cfg.dynamicSmemBytes = smem;
-    cfg.stream = ctx ? (cudaStream_t)ctx->stream : (cudaStream_t)0;
-    cudaLaunchAttribute at;
-    memset(&at, 0, sizeof at);
-    at.id = cudaLaunchAttributeClusterDimension;
-    at.val.clusterDim.x = (unsigned)cluster;
-    at.val.clusterDim.y = 1;
-    at.val.clusterDim.z = 1;
-    cfg.attrs = &at;
-    cfg.numAttrs = 1;
     int n = 0;
-    if (cudaOccupancyMaxActiveClusters(&n, kernel, &cfg) != cudaSuccess) {
+    if (max_active_clusters((const void *)kernel, (unsigned)grid, threads, smem, cluster,
+                            ctx ? (cudaStream_t)ctx->stream : (cudaStream_t)0, &n) != cudaSuccess) {
         cudaGetLastError();
         return 1; /* not remembered: it may be a passing failure */
     }

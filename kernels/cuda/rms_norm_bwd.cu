@@ -1036,22 +1036,9 @@ struct ClusterAsk {
 static int clusters_at(void *u, int cy)
 {
     const ClusterAsk *q = static_cast<const ClusterAsk *>(u);
-    cudaLaunchConfig_t cfg;
-    memset(&cfg, 0, sizeof cfg);
-    cfg.gridDim = dim3((unsigned)cy, 1, 1);
-    cfg.blockDim = dim3((unsigned)q->threads, 1, 1);
-    cfg.dynamicSmemBytes = q->smem;
-    cfg.stream = q->stream;
-    cudaLaunchAttribute at;
-    memset(&at, 0, sizeof at);
-    at.id = cudaLaunchAttributeClusterDimension;
-    at.val.clusterDim.x = (unsigned)cy;
-    at.val.clusterDim.y = 1;
-    at.val.clusterDim.z = 1;
-    cfg.attrs = &at;
-    cfg.numAttrs = 1;
     int n = 0;
-    if (cudaOccupancyMaxActiveClusters(&n, q->k, &cfg) != cudaSuccess) {
+    if (max_active_clusters((const void *)q->k, (unsigned)cy, q->threads, q->smem, cy, q->stream,
+                            &n) != cudaSuccess) {
         cudaGetLastError();
         return 0;
     }

@@ -278,6 +278,29 @@ static int fwd_deep(const sizes *s, int64_t chunk)
     return deep < 2 ? 2 : deep > KCUDA_FWD_STAGES ? KCUDA_FWD_STAGES : deep;
 }
 
+/* The register-rows kernels' vectors per thread (*nv: at least nv0, or the override's, doubled up
+ * to 8 while a row needs more than 512 threads) and threads (*t: the row's vectors over *nv, in
+ * whole warps, or the override's): 0, or BATON_EINVAL when the override's threads cannot hold the
+ * row. */
+static int rows_threads(const char *what, int64_t nvec, int nv0, const kcuda_rms_cfg *o, int *nv,
+                        int *t, char *why, size_t wl)
+{
+    int n = (o && o->nv) ? o->nv : nv0;
+    while (n < 8 && nvec > (int64_t)n * KCUDA_MAX_THREADS)
+        n *= 2;
+    int64_t th = ceil_div(ceil_div(nvec, n), 32) * 32;
+    if (o && o->threads) {
+        if ((int64_t)o->threads * n < nvec)
+            return why_set(why, wl, BATON_EINVAL,
+                           "%s: override threads = %d with nv = %d cannot hold %lld vectors", what,
+                           o->threads, n, (long long)nvec);
+        th = o->threads;
+    }
+    *nv = n;
+    *t = th < 32 ? 32 : (int)th;
+    return 0;
+}
+
 /* rms_fwd_rows: NV vectors per thread and the fewest threads that cover the row, a block per
  * row. A block per row keeps more bytes in flight than a persistent grid that loads each block's
  * next row ahead: on an H100 it moves 2.95-3.0 TB/s, cudaMemcpy's own rate, where the persistent
@@ -292,20 +315,10 @@ static int fwd_rows(const baton_rms_norm_desc *d, const sizes *s, const kcuda_rm
     /* 2 vectors per thread, more where a row needs more than 512 threads: with a block per row,
      * 4-byte x too runs best at 2 (an H100, 4096 columns: 0.5-2 % faster than 4; the persistent
      * grid had preferred 4 on an H200). */
-    int nv = (o && o->nv) ? o->nv : 2;
-    while (nv < 8 && nvec > (int64_t)nv * KCUDA_MAX_THREADS)
-        nv *= 2;
-    int64_t t = ceil_div(ceil_div(nvec, nv), 32) * 32;
-    if (o && o->threads) {
-        if ((int64_t)o->threads * nv < nvec)
-            return why_set(why, wl, BATON_EINVAL,
-                           "rms_norm_fwd: override threads = %d with nv = %d cannot hold %lld "
-                           "vectors",
-                           o->threads, nv, (long long)nvec);
-        t = o->threads;
-    }
-    if (t < 32)
-        t = 32;
+    int nv = 1, t = 32;
+    const int rc = rows_threads("rms_norm_fwd", nvec, 2, o, &nv, &t, why, wl);
+    if (rc)
+        return rc;
     memset(L, 0, sizeof *L);
     L->mode = KCUDA_RMS_ROWS;
     L->vec = VX;
@@ -454,20 +467,10 @@ static int bwd_rows(const baton_rms_norm_desc *d, const sizes *s, const kcuda_rm
     /* 16-bit rows: at least 2 vectors per thread, so that four rows fit in registers at two
      * blocks of 256 threads per SM (one vector of 512 threads holds 4 rows at one block per SM:
      * 69 against 88 % of the best copy kernel, bf16 32768 x 4096). */
-    int nv = (o && o->nv) ? o->nv : s->x == 2 ? 2 : 1;
-    while (nv < 8 && nvec > (int64_t)nv * KCUDA_MAX_THREADS)
-        nv *= 2;
-    int64_t t = ceil_div(ceil_div(nvec, nv), 32) * 32;
-    if (o && o->threads) {
-        if ((int64_t)o->threads * nv < nvec)
-            return why_set(why, wl, BATON_EINVAL,
-                           "rms_norm_bwd: override threads = %d with nv = %d cannot hold %lld "
-                           "vectors",
-                           o->threads, nv, (long long)nvec);
-        t = o->threads;
-    }
-    if (t < 32)
-        t = 32;
+    int nv = 1, t = 32;
+    const int rc = rows_threads("rms_norm_bwd", nvec, s->x == 2 ? 2 : 1, o, &nv, &t, why, wl);
+    if (rc)
+        return rc;
     L->mode = KCUDA_RMS_ROWS;
     L->vec = s->vx;
     L->nv = nv;
