@@ -32,6 +32,18 @@ typedef struct baton_rms_norm_desc {
     int64_t part_grad_size;
 } baton_rms_norm_desc;
 
+/* rms_norm_bwd also takes 48 bytes: the 40 above, then
+ *  40  int64   unsharded_part_grad_size  0, or the part_grad_size of the call that this one is a
+ *                                        row shard of (>= part_grad_size). The CUDA backward
+ *                                        then splits each block's rows as that call would, so
+ *                                        that the shards' part_grads, gathered, are its bits
+ *                                        (docs/shard.md). The CPU adds rows in order anyway.
+ * A 40-byte descriptor (the JAX tutorial's) reads it as 0. */
+typedef struct baton_rms_norm_shard_desc {
+    baton_rms_norm_desc rms;
+    int64_t unsharded_part_grad_size;
+} baton_rms_norm_shard_desc;
+
 /* rms_norm_grad_weight: 24 bytes.
  *   0  int64   part_grad_size  rows P of part_grad
  *   8  int64   n2              numel of the weight (part_grad's row length)
@@ -80,6 +92,7 @@ typedef struct baton_argmax_desc {
 
 #if defined(__STDC_VERSION__) && __STDC_VERSION__ >= 201112L
 _Static_assert(sizeof(baton_rms_norm_desc) == 40, "rms_norm descriptor layout");
+_Static_assert(sizeof(baton_rms_norm_shard_desc) == 48, "rms_norm shard descriptor layout");
 _Static_assert(sizeof(baton_rms_grad_weight_desc) == 24, "rms_norm_grad_weight descriptor layout");
 _Static_assert(sizeof(baton_ew_desc) == 32, "elementwise descriptor layout");
 _Static_assert(sizeof(baton_argmax_desc) == 24, "argmax descriptor layout");

@@ -192,6 +192,10 @@ def shard(path, plan, devices, reduce):
     fa = {k: v for k, v in (p["fwd"].get("attrs") or {}).items()}
     ba = {k: v for k, v in attrs.items()}
     ba["part_grad_size"] = Ps
+    if reduce == "gather":
+        # CUDA fits a block's row split to the number of blocks: tell each shard the one-device
+        # call's, so that it adds each block's rows as that call does (docs/shard.md).
+        ba["unsharded_part_grad_size"] = P
     fname, bname = p["fwd"].get("name", "forward"), p["bwd"].get("name", "backward")
     # Device by device, forward then backward: one segment (one graph) per GPU, issued one after
     # the other by the host and run at once by the GPUs, which do not wait for each other.

@@ -301,6 +301,24 @@ static int rms_bwd_resolve(const baton_sig_args *a, rms_info *info, double *eps,
     return 0;
 }
 
+/* unsharded_part_grad_size: 0 (absent), or the part_grad_size of the call that this step is a
+ * row shard of (scripts/shard.py sets it), at least this step's own. */
+static int rms_bwd_unsharded(const baton_sig_args *a, int64_t pgs, int64_t *u, char *msg,
+                             size_t len)
+{
+    int rc = attr_int(a, "unsharded_part_grad_size", 0, u, msg, len);
+    if (rc)
+        return rc;
+    if (find_attr(a, "unsharded_part_grad_size") && *u < pgs)
+        return reason_set(msg, len, BATON_EPLAN,
+                          "unsharded_part_grad_size is %lld but part_grad_size is %lld: it must be "
+                          "at least part_grad_size (it is the part_grad_size of the call that "
+                          "this step is a row shard of: for N equal shards, N times this step's), "
+                          "or leave it out",
+                          (long long)*u, (long long)pgs);
+    return 0;
+}
+
 static int rms_bwd_check(const baton_sig_args *a, baton_tensor_desc *expected, char *msg,
                          size_t len)
 {
@@ -308,7 +326,10 @@ static int rms_bwd_check(const baton_sig_args *a, baton_tensor_desc *expected, c
     double eps;
     int64_t pgs;
     int flat;
+    int64_t unsharded;
     int rc = rms_bwd_resolve(a, &info, &eps, &pgs, &flat, msg, len);
+    if (rc == 0)
+        rc = rms_bwd_unsharded(a, pgs, &unsharded, msg, len);
     if (rc)
         return rc;
     if (expected) {
@@ -365,16 +386,21 @@ static int rms_bwd_pack(const baton_sig_args *a, char *opaque, size_t cap)
     double eps;
     int64_t pgs;
     int flat;
+    int64_t unsharded;
     int rc = rms_bwd_resolve(a, &info, &eps, &pgs, &flat, msg, sizeof msg);
+    if (rc == 0)
+        rc = rms_bwd_unsharded(a, pgs, &unsharded, msg, sizeof msg);
     if (rc)
         return rc;
-    baton_rms_norm_desc d = {.n1 = info.n1,
-                             .n2 = info.n2,
-                             .eps = eps,
-                             .x_dtype = (int32_t)a->inputs[2].dtype,
-                             .w_dtype = (int32_t)a->inputs[3].dtype,
-                             .part_grad_size = pgs};
-    return put_desc(&d, sizeof d, opaque, cap);
+    /* The tutorial's 40 bytes, or 48 with unsharded_part_grad_size where the plan sets it. */
+    baton_rms_norm_shard_desc d = {{.n1 = info.n1,
+                                    .n2 = info.n2,
+                                    .eps = eps,
+                                    .x_dtype = (int32_t)a->inputs[2].dtype,
+                                    .w_dtype = (int32_t)a->inputs[3].dtype,
+                                    .part_grad_size = pgs},
+                                   unsharded};
+    return put_desc(&d, unsharded ? sizeof d : sizeof d.rms, opaque, cap);
 }
 
 /* ---- rms_norm_grad_weight ----------------------------------------------------------------------
@@ -665,7 +691,11 @@ static const baton_target target_rms_norm_bwd = {
     .attrs = {{"eps", BATON_ATTR_FLOAT, 0, "as in the forward step (invvar already holds it)"},
               {"part_grad_size", BATON_ATTR_INT, 0,
                "row blocks of the partial-gradient buffer; default: the rows of the declared "
-               "part_grad, else min(rows, 256); >= 1"}},
+               "part_grad, else min(rows, 256); >= 1"},
+              {"unsharded_part_grad_size", BATON_ATTR_INT, 0,
+               "in a row shard (scripts/shard.py): the unsharded call's part_grad_size, so that "
+               "CUDA adds each block's rows in that call's order and the gathered part_grads give "
+               "its grad_weight bits; >= part_grad_size"}},
     .check = rms_bwd_check,
     .pack = rms_bwd_pack,
     IMPLS(rms_norm_bwd),

@@ -365,6 +365,18 @@ Test(rms_norm_check, backward_gives_grads_and_a_part_grad_of_part_grad_size_rows
     cr_assert_eq(pack("rms_norm_bwd", &a, op), 40);
     cr_assert_eq(rd_i64(op, 32), 3);
     cr_assert_eq(rd_f64(op, 16), 1e-3);
+
+    /* A row shard's step: 48 bytes, the unsharded call's part_grad_size last. */
+    baton_attr sh[2] = {attr_i("part_grad_size", 3), attr_i("unsharded_part_grad_size", 6)};
+    a = sig(4, in64, 3, 2, sh);
+    check_ok("rms_norm_bwd", &a, e);
+    cr_assert_eq(pack("rms_norm_bwd", &a, op), 48);
+    cr_assert_eq(rd_i64(op, 32), 3);
+    cr_assert_eq(rd_i64(op, 40), 6);
+    sh[1] = attr_i("unsharded_part_grad_size", 2);
+    a = sig(4, in64, 3, 2, sh);
+    check_bad("rms_norm_bwd", &a, "unsharded_part_grad_size is 2 but part_grad_size is 3",
+              "row shard");
 }
 
 Test(rms_norm_check, backward_rejects_mismatched_grad_output_invvar_and_part_grad_size)
@@ -1472,11 +1484,25 @@ Test(bad_descriptors, a_wrong_length_or_missing_descriptor_is_an_error_not_a_cra
     for (int i = 0; i < N_KERNELS; i++) {
         const kcase *k = &KERNELS[i];
         good_desc(k, op);
+        const int bwd = !strcmp(k->name, "rms_norm_bwd");
         size_t lens[] = {0, k->len - 1, k->len + 1, k->len + 8, 4};
         for (int l = 0; l < 5; l++)
-            for (int c = 0; c < 3; c++)
+            for (int c = 0; c < 3; c++) {
+                if (bwd && lens[l] == 48) /* the row-shard form: below */
+                    continue;
                 cr_assert_eq(call_bad(k, op, lens[l], c), BATON_EINVAL, "%s len %zu", k->name,
                              lens[l]);
+            }
+        if (bwd) {
+            /* 48 bytes: unsharded_part_grad_size 0 (none) or >= part_grad_size (2) */
+            cr_assert_eq(call_bad(k, op, 48, 1), 0, "rms_norm_bwd, 48 bytes, unsharded 0");
+            const int64_t u[] = {4, 1, -1};
+            for (int i = 0; i < 3; i++) {
+                memcpy(op + 40, &u[i], sizeof u[i]);
+                cr_assert_eq(call_bad(k, op, 48, 1), i == 0 ? 0 : BATON_EINVAL,
+                             "rms_norm_bwd, unsharded_part_grad_size %lld", (long long)u[i]);
+            }
+        }
         cr_assert_eq(call_bad(k, NULL, k->len, 1), BATON_EINVAL, "%s NULL opaque", k->name);
     }
 }

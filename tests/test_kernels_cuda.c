@@ -464,9 +464,10 @@ static void dev_bwd_deinit(dev_bwd *b)
 
 /* The backward over rows r0 .. r0 + n1 - 1 of b with P blocks; returns the host copies of
  * grad_weight and part_grad (poisoned on the device first), and grad_input in *gi when asked. */
+/* unsharded > 0: the 48-byte row-shard descriptor with that unsharded_part_grad_size. */
 static void dev_bwd_rows(const dev_bwd *b, baton_dtype xdt, baton_dtype wdt, int64_t r0, int64_t n1,
-                         int64_t n2, int64_t P, const kcuda_rms_cfg *o, void **gw, void **pg,
-                         void **gi)
+                         int64_t n2, int64_t P, const kcuda_rms_cfg *o, int64_t unsharded,
+                         void **gw, void **pg, void **gi)
 {
     const baton_dtype adt = acc_dtype(xdt);
     const size_t xs = baton_dtype_size(xdt), ws = baton_dtype_size(wdt);
@@ -487,9 +488,11 @@ static void dev_bwd_rows(const dev_bwd *b, baton_dtype xdt, baton_dtype wdt, int
                    dgi,
                    dgw,
                    dpg};
-    cr_assert_eq(kcuda_rms_norm_bwd_cfg(&k.ctx, bb, (const char *)&d, sizeof d, o, NULL), 0,
-                 "backward of rows %lld..%lld failed: %s", (long long)r0, (long long)(r0 + n1 - 1),
-                 k.err);
+    const baton_rms_norm_shard_desc sd = {d, unsharded};
+    cr_assert_eq(kcuda_rms_norm_bwd_cfg(&k.ctx, bb, (const char *)&sd,
+                                        unsharded ? sizeof sd : sizeof d, o, NULL),
+                 0, "backward of rows %lld..%lld failed: %s", (long long)r0,
+                 (long long)(r0 + n1 - 1), k.err);
     kctx_deinit(&k);
     *gw = host_download(dgw, (size_t)n2 * ws);
     *pg = host_download(dpg, (size_t)(P * n2) * as);
@@ -554,7 +557,7 @@ Test(kernels_cuda, rms_norm_grad_weight_gives_the_backwards_bits_from_its_part_g
         dev_bwd b;
         dev_bwd_init(&b, &rng, xdt, wdt, n1, n2);
         void *gw, *pg;
-        dev_bwd_rows(&b, xdt, wdt, 0, n1, n2, P, NULL, &gw, &pg, NULL);
+        dev_bwd_rows(&b, xdt, wdt, 0, n1, n2, P, NULL, 0, &gw, &pg, NULL);
         void *gw2 = dev_grad_weight(pg, adt, b.w, wdt, P, n2);
         cr_expect(memcmp(gw, gw2, (size_t)n2 * baton_dtype_size(wdt)) == 0,
                   "x %s, w %s, %lld x %lld, P %lld: rms_norm_grad_weight(part_grad) is not "
@@ -566,9 +569,10 @@ Test(kernels_cuda, rms_norm_grad_weight_gives_the_backwards_bits_from_its_part_g
     }
 }
 
-/* o: the layout for the full call and its shards alike (NULL: each chooses its own). */
+/* o: the layout for the full call and its shards alike (NULL: each chooses its own); told: the
+ * shards get the 48-byte descriptor with unsharded_part_grad_size P (scripts/shard.py's gather). */
 static void cuda_shard_case(baton_dtype xdt, baton_dtype wdt, int64_t n1, int64_t n2, int64_t P,
-                            int N, const kcuda_rms_cfg *o)
+                            int N, const kcuda_rms_cfg *o, int told)
 {
     cr_assert(n1 % P == 0 && P % N == 0, "a shard case needs P | n1 and N | P");
     const baton_dtype adt = acc_dtype(xdt);
@@ -583,13 +587,13 @@ static void cuda_shard_case(baton_dtype xdt, baton_dtype wdt, int64_t n1, int64_
     dev_bwd b;
     dev_bwd_init(&b, &rng, xdt, wdt, n1, n2);
     void *gw, *pg, *gi;
-    dev_bwd_rows(&b, xdt, wdt, 0, n1, n2, P, o, &gw, &pg, &gi);
+    dev_bwd_rows(&b, xdt, wdt, 0, n1, n2, P, o, 0, &gw, &pg, &gi);
     const int64_t rows = n1 / N, Ps = P / N;
     char *gathered = malloc((size_t)(P * n2) * as);
     cr_assert(gathered);
     for (int i = 0; i < N; i++) {
         void *sgw, *spg, *sgi;
-        dev_bwd_rows(&b, xdt, wdt, i * rows, rows, n2, Ps, o, &sgw, &spg, &sgi);
+        dev_bwd_rows(&b, xdt, wdt, i * rows, rows, n2, Ps, o, told ? P : 0, &sgw, &spg, &sgi);
         memcpy(gathered + (size_t)(i * Ps * n2) * as, spg, (size_t)(Ps * n2) * as);
         cr_expect(
             memcmp(sgi, (char *)gi + (size_t)(i * rows * n2) * xs, (size_t)(rows * n2) * xs) == 0,
@@ -617,13 +621,16 @@ Test(kernels_cuda, row_shards_give_the_full_part_grad_and_grad_weight_bitwise)
     SKIP_WITHOUT_GPU();
     for (int N = 2; N <= 4; N += 2) {
         /* The tutorial: 4 x 512 x 512 over a 512 x 512 weight, its declared part_grad of 4. */
-        cuda_shard_case(BATON_DTYPE_BF16, BATON_DTYPE_BF16, 4, 262144, 4, N, NULL);
-        cuda_shard_case(BATON_DTYPE_BF16, BATON_DTYPE_BF16, 16, 262144, 16, N, NULL);
+        cuda_shard_case(BATON_DTYPE_BF16, BATON_DTYPE_BF16, 4, 262144, 4, N, NULL, 0);
+        cuda_shard_case(BATON_DTYPE_BF16, BATON_DTYPE_BF16, 16, 262144, 16, N, NULL, 0);
         /* Many rows: the register backward fits cy to the number of blocks, which a shard
-         * divides, so the property holds at one cy for both (docs/shard.md). */
+         * divides: the property holds at one cy forced on both, and where the shards are told
+         * the unsharded call's blocks (docs/shard.md). */
         const kcuda_rms_cfg rows8 = {.mode = 5, .cy = 8};
-        cuda_shard_case(BATON_DTYPE_BF16, BATON_DTYPE_BF16, 8192, 4096, 16, N, &rows8);
-        cuda_shard_case(BATON_DTYPE_F32, BATON_DTYPE_F32, 8192, 4096, 16, N, &rows8);
+        cuda_shard_case(BATON_DTYPE_BF16, BATON_DTYPE_BF16, 8192, 4096, 16, N, &rows8, 0);
+        cuda_shard_case(BATON_DTYPE_F32, BATON_DTYPE_F32, 8192, 4096, 16, N, &rows8, 0);
+        cuda_shard_case(BATON_DTYPE_BF16, BATON_DTYPE_BF16, 8192, 4096, 16, N, NULL, 1);
+        cuda_shard_case(BATON_DTYPE_F32, BATON_DTYPE_F32, 8192, 4096, 16, N, NULL, 1);
     }
 }
 

@@ -725,7 +725,7 @@ static const char *check_why(int bwd, const baton_rms_norm_desc *d, size_t len, 
     baton_rms_norm_desc out;
     why[0] = 0;
     const int rc = kcuda_rms_check(bwd ? "rms_norm_bwd" : "rms_norm_fwd", buffers, bwd ? 7 : 4,
-                                   (const char *)d, len, bwd, o, &out, why, sizeof why);
+                                   (const char *)d, len, bwd, o, &out, NULL, why, sizeof why);
     if (rc == 0) {
         cr_expect(memcmp(&out, d, sizeof out) == 0, "the checked descriptor is the one given");
         return "";
@@ -734,6 +734,59 @@ static const char *check_why(int bwd, const baton_rms_norm_desc *d, size_t len, 
     cr_assert(strncmp(why, bwd ? "rms_norm_bwd: " : "rms_norm_fwd: ", 14) == 0,
               "the reason names the kernel: %s", why);
     return why;
+}
+
+Test(rms_layout, the_backward_takes_a_48_byte_row_shard_descriptor)
+{
+    void *b[7];
+    memcpy(b, ALIGNED, sizeof b);
+    baton_rms_norm_shard_desc sd = {desc(BF16, BF16, 4096, 4096, 8), 16};
+    baton_rms_norm_desc out;
+    int64_t u = -1;
+    char why[512] = "";
+    cr_assert_eq(kcuda_rms_check("rms_norm_bwd", b, 7, (const char *)&sd, sizeof sd, 1, NULL, &out,
+                                 &u, why, sizeof why),
+                 0, "%s", why);
+    cr_expect(u == 16 && memcmp(&out, &sd.rms, sizeof out) == 0, "unsharded %lld", (long long)u);
+    /* 40 bytes: none */
+    cr_assert_eq(kcuda_rms_check("rms_norm_bwd", b, 7, (const char *)&sd, sizeof sd.rms, 1, NULL,
+                                 &out, &u, why, sizeof why),
+                 0, "%s", why);
+    cr_expect_eq(u, 0);
+    /* the forward does not take it; fewer blocks than the shard's own are refused */
+    cr_expect_neq(kcuda_rms_check("rms_norm_fwd", b, 4, (const char *)&sd, sizeof sd, 0, NULL, &out,
+                                  NULL, why, sizeof why),
+                  0);
+    cr_expect(strstr(why, "is 48 bytes, expected 40"), "%s", why);
+    sd.unsharded_part_grad_size = 4;
+    cr_expect_neq(kcuda_rms_check("rms_norm_bwd", b, 7, (const char *)&sd, sizeof sd, 1, NULL, &out,
+                                  &u, why, sizeof why),
+                  0);
+    cr_expect(strstr(why, "unsharded_part_grad_size = 4; it must be 0 or >= part_grad_size (8)"),
+              "%s", why);
+}
+
+/* A row shard told the unsharded call's number of blocks fits cy as that call does: the layout
+ * of 8192 x 4096 at P 16 and of its halves at P 8 with fit_blocks 16 agree (on the H100 model). */
+Test(rms_layout, a_row_shard_fits_cy_for_the_unsharded_blocks)
+{
+    const baton_rms_norm_desc full = desc(BF16, BF16, 8192, 4096, 16),
+                              half = desc(BF16, BF16, 4096, 4096, 8);
+    kcuda_rms_layout Lf, Ls;
+    char why[256];
+    gpu_model m = {&H100, 2};
+    cr_assert_eq(kcuda_rms_bwd_layout(&full, ALIGNED, &H100, NULL, &Lf, why, sizeof why), 0);
+    cr_assert_eq(kcuda_rms_bwd_layout(&half, ALIGNED, &H100, NULL, &Ls, why, sizeof why), 0);
+    cr_assert(Lf.fit_blocks == 16 && Ls.fit_blocks == 8, "fit_blocks %lld, %lld",
+              (long long)Lf.fit_blocks, (long long)Ls.fit_blocks);
+    kcuda_rms_layout Lo = Ls;
+    kcuda_rms_fit_cy(&Lf, &full, &H100, 2, model_clusters, &m);
+    kcuda_rms_fit_cy(&Lo, &half, &H100, 2, model_clusters, &m);
+    Ls.fit_blocks = 16;
+    kcuda_rms_fit_cy(&Ls, &half, &H100, 2, model_clusters, &m);
+    cr_expect(Lf.cy == 12 && Lo.cy == 16 && Ls.cy == 12,
+              "full cy %d, shard cy %d on its own, %d told 16 blocks", Lf.cy, Lo.cy, Ls.cy);
+    cr_expect_eq(Ls.grid, 8 * 12, "the shard launches its own 8 clusters");
 }
 
 Test(rms_layout, bad_descriptors_buffers_and_overrides_are_refused_by_name)

@@ -88,7 +88,9 @@ def check_plan(plan, devices, reduce):
         check(b is not None and b["kernel"] == "rms_norm_bwd" and b["device"] == dev
               and b["inputs"] == ["grad_y.%d" % i, "invvar.%d" % i, "x.%d" % i, "weight"]
               and b["outputs"][0] == "grad_x.%d" % i and b["outputs"][2] == "part_grad.%d" % i
-              and b.get("attrs") == {"eps": 1e-05, "part_grad_size": 4 // N},
+              and b.get("attrs") == dict({"eps": 1e-05, "part_grad_size": 4 // N},
+                                         **({"unsharded_part_grad_size": 4}
+                                            if reduce == "gather" else {})),
               "%s: backward.%d: %s" % (what, i, b))
     coll = [s for s in steps if "collective" in s]
     check(len(coll) == 1, "%s: one collective step, got %d" % (what, len(coll)))

@@ -13,10 +13,29 @@
 static int read_desc(const baton_exec_ctx *ctx, const char *name, void **buffers, int n_buffers,
                      const char *opaque, size_t len, int bwd, baton_rms_norm_desc *d)
 {
-    int rc = read_opaque(ctx, name, opaque, len, d, sizeof *d,
-                         "baton_rms_norm_desc: n1, n2, eps, x_dtype, w_dtype, part_grad_size");
+    /* The backward's 48-byte form adds unsharded_part_grad_size, which only the CUDA layout
+     * reads (the CPU adds a block's rows in order at any size): checked, then ignored. */
+    baton_rms_norm_shard_desc sd;
+    const int shard = bwd && opaque && len == sizeof sd;
+    int rc = shard ? read_opaque(ctx, name, opaque, len, &sd, sizeof sd, "")
+                   : read_opaque(ctx, name, opaque, len, d, sizeof *d,
+                                 bwd ? "baton_rms_norm_desc: n1, n2, eps, x_dtype, w_dtype, "
+                                       "part_grad_size; or 48 bytes, then "
+                                       "unsharded_part_grad_size"
+                                     : "baton_rms_norm_desc: n1, n2, eps, x_dtype, w_dtype, "
+                                       "part_grad_size");
     if (rc)
         return rc;
+    if (shard) {
+        *d = sd.rms;
+        if (sd.unsharded_part_grad_size < 0 ||
+            (sd.unsharded_part_grad_size > 0 && sd.unsharded_part_grad_size < d->part_grad_size))
+            return ctx_fail(ctx, BATON_EINVAL,
+                            "%s: unsharded_part_grad_size is %lld: it must be 0 or >= "
+                            "part_grad_size (%lld)",
+                            name, (long long)sd.unsharded_part_grad_size,
+                            (long long)d->part_grad_size);
+    }
     if (!dtype_is_float((baton_dtype)d->x_dtype))
         return ctx_fail(ctx, BATON_EINVAL,
                         "%s: x_dtype is code %d, not bf16 (1), f16 (2), f32 (3) or f64 (4)", name,

@@ -1060,12 +1060,13 @@ static int bwd_fit_cy(const baton_exec_ctx *ctx, const baton_rms_norm_desc &d,
     const size_t smem = ((size_t)d.n2 * sizeof(A) + 15) & ~(size_t)15; /* at cy > 1 */
     const int devno = device_of(ctx);
     const int64_t bc = L->B < 16 ? L->B : 16;
+    const int64_t need = L->fit_blocks > L->active ? L->fit_blocks : L->active;
     const bool keyable = devno >= 0 && devno < 64 && L->threads % 32 == 0 &&
                          L->threads <= KCUDA_MAX_THREADS && smem / 16 < (1u << 14) &&
-                         L->active < (1 << 13);
+                         need < (1 << 13);
     const uint64_t key = keyable ? (1ull << 55) | (uint64_t)devno << 49 |
                                        (uint64_t)(L->threads / 32 - 1) << 45 |
-                                       (uint64_t)(smem / 16) << 31 | (uint64_t)L->active << 18 |
+                                       (uint64_t)(smem / 16) << 31 | (uint64_t)need << 18 |
                                        (uint64_t)bc << 13 | (uint64_t)(dev->max_cluster > 8)
                                  : 0;
     int cy = 0;
@@ -1095,7 +1096,7 @@ static int bwd_fit_cy(const baton_exec_ctx *ctx, const baton_rms_norm_desc &d,
 
 template <typename TX, typename TW>
 static int bwd_typed(const baton_exec_ctx *ctx, void **buffers, const baton_rms_norm_desc &d,
-                     const kcuda_rms_cfg *o, kcuda_rms_cfg *chosen)
+                     int64_t unsharded, const kcuda_rms_cfg *o, kcuda_rms_cfg *chosen)
 {
     using A = typename acc_of<TX>::type;
     /* buffers: grad_output, invvar, x, weight | grad_input, grad_weight, part_grad */
@@ -1113,6 +1114,8 @@ static int bwd_typed(const baton_exec_ctx *ctx, void **buffers, const baton_rms_
             return ctx_fail(ctx, rc, "%s", why);
         if (!o && ctx && ctx->autotune && !kcuda_rms_tune_empty())
             kcuda_rms_apply_tuned(device_name(ctx), 1, &d, &dev, &L);
+        if (unsharded > L.fit_blocks) /* a row shard: cy as the unsharded call fits it */
+            L.fit_blocks = unsharded;
         if (L.fit_cy && (rc = bwd_fit_cy<TX, TW>(ctx, d, &dev, smem_max, &L)) != 0)
             return rc;
         if (L.mode == KCUDA_RMS_SPLIT) {
@@ -1157,14 +1160,14 @@ static int bwd_typed(const baton_exec_ctx *ctx, void **buffers, const baton_rms_
 }
 
 template <typename TX>
-static int bwd_w(const baton_exec_ctx *ctx, void **b, const baton_rms_norm_desc &d,
+static int bwd_w(const baton_exec_ctx *ctx, void **b, const baton_rms_norm_desc &d, int64_t u,
                  const kcuda_rms_cfg *o, kcuda_rms_cfg *c)
 {
     switch (d.w_dtype) {
-    case BATON_DTYPE_BF16: return bwd_typed<TX, __nv_bfloat16>(ctx, b, d, o, c);
-    case BATON_DTYPE_F16: return bwd_typed<TX, __half>(ctx, b, d, o, c);
-    case BATON_DTYPE_F32: return bwd_typed<TX, float>(ctx, b, d, o, c);
-    default: return bwd_typed<TX, double>(ctx, b, d, o, c);
+    case BATON_DTYPE_BF16: return bwd_typed<TX, __nv_bfloat16>(ctx, b, d, u, o, c);
+    case BATON_DTYPE_F16: return bwd_typed<TX, __half>(ctx, b, d, u, o, c);
+    case BATON_DTYPE_F32: return bwd_typed<TX, float>(ctx, b, d, u, o, c);
+    default: return bwd_typed<TX, double>(ctx, b, d, u, o, c);
     }
 }
 
@@ -1176,16 +1179,17 @@ extern "C" int kcuda_rms_norm_bwd_cfg(const baton_exec_ctx *ctx, void **buffers,
                                       size_t len, const kcuda_rms_cfg *o, kcuda_rms_cfg *chosen)
 {
     baton_rms_norm_desc d;
+    int64_t u = 0;
     char why[512];
     const int rc =
-        kcuda_rms_check("rms_norm_bwd", buffers, 7, opaque, len, 1, o, &d, why, sizeof why);
+        kcuda_rms_check("rms_norm_bwd", buffers, 7, opaque, len, 1, o, &d, &u, why, sizeof why);
     if (rc)
         return ctx_fail(ctx, rc, "%s", why);
     switch (d.x_dtype) {
-    case BATON_DTYPE_BF16: return bwd_w<__nv_bfloat16>(ctx, buffers, d, o, chosen);
-    case BATON_DTYPE_F16: return bwd_w<__half>(ctx, buffers, d, o, chosen);
-    case BATON_DTYPE_F32: return bwd_w<float>(ctx, buffers, d, o, chosen);
-    default: return bwd_w<double>(ctx, buffers, d, o, chosen);
+    case BATON_DTYPE_BF16: return bwd_w<__nv_bfloat16>(ctx, buffers, d, u, o, chosen);
+    case BATON_DTYPE_F16: return bwd_w<__half>(ctx, buffers, d, u, o, chosen);
+    case BATON_DTYPE_F32: return bwd_w<float>(ctx, buffers, d, u, o, chosen);
+    default: return bwd_w<double>(ctx, buffers, d, u, o, chosen);
     }
 }
 

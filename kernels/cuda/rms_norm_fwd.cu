@@ -628,7 +628,7 @@ extern "C" int kcuda_rms_norm_fwd_cfg(const baton_exec_ctx *ctx, void **buffers,
     baton_rms_norm_desc d;
     char why[512];
     const int rc =
-        kcuda_rms_check("rms_norm_fwd", buffers, 4, opaque, len, 0, o, &d, why, sizeof why);
+        kcuda_rms_check("rms_norm_fwd", buffers, 4, opaque, len, 0, o, &d, NULL, why, sizeof why);
     if (rc)
         return ctx_fail(ctx, rc, "%s", why);
     switch (d.x_dtype) {

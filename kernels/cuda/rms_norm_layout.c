@@ -7,6 +7,7 @@
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stddef.h>
 #include <string.h>
 
 #include "core/core.h"
@@ -96,14 +97,27 @@ int64_t kcuda_rms_smem_max(const kcuda_rms_device *dev)
 /* ---- checks ---------------------------------------------------------------------------------- */
 
 static int check_desc(const char *what, void **buffers, int nbuf, const char *opaque, size_t len,
-                      baton_rms_norm_desc *d, int bwd, char *why, size_t wl)
+                      baton_rms_norm_desc *d, int64_t *unsharded, int bwd, char *why, size_t wl)
 {
-    if (!opaque || len != sizeof(baton_rms_norm_desc))
+    const int shard = bwd && len == sizeof(baton_rms_norm_shard_desc);
+    if (!opaque || (len != sizeof(baton_rms_norm_desc) && !shard))
         return why_set(why, wl, BATON_EINVAL,
                        "%s: the descriptor is %zu bytes, expected %zu (baton_rms_norm_desc: n1, "
-                       "n2, eps, x_dtype, w_dtype, part_grad_size)",
-                       what, opaque ? len : (size_t)0, sizeof(baton_rms_norm_desc));
+                       "n2, eps, x_dtype, w_dtype, part_grad_size)%s",
+                       what, opaque ? len : (size_t)0, sizeof(baton_rms_norm_desc),
+                       bwd ? " or 48 (then unsharded_part_grad_size)" : "");
     memcpy(d, opaque, sizeof *d);
+    int64_t u = 0;
+    if (shard)
+        memcpy(&u, opaque + offsetof(baton_rms_norm_shard_desc, unsharded_part_grad_size),
+               sizeof u);
+    if (unsharded)
+        *unsharded = u;
+    if (u < 0 || (u > 0 && u < d->part_grad_size))
+        return why_set(why, wl, BATON_EINVAL,
+                       "%s: unsharded_part_grad_size = %lld; it must be 0 or >= part_grad_size "
+                       "(%lld): the part_grad_size of the call that this one is a row shard of",
+                       what, (long long)u, (long long)d->part_grad_size);
     if (d->n1 < 1 || d->n2 < 1)
         return why_set(why, wl, BATON_EINVAL,
                        "%s: zero-sized shape (n1 = %lld rows, n2 = %lld columns); both must be "
@@ -161,10 +175,10 @@ static int check_override(const char *what, const kcuda_rms_cfg *o, char *why, s
 }
 
 int kcuda_rms_check(const char *what, void **buffers, int nbuf, const char *opaque, size_t len,
-                    int bwd, const kcuda_rms_cfg *o, baton_rms_norm_desc *d, char *why,
-                    size_t whylen)
+                    int bwd, const kcuda_rms_cfg *o, baton_rms_norm_desc *d, int64_t *unsharded,
+                    char *why, size_t whylen)
 {
-    const int rc = check_desc(what, buffers, nbuf, opaque, len, d, bwd, why, whylen);
+    const int rc = check_desc(what, buffers, nbuf, opaque, len, d, unsharded, bwd, why, whylen);
     return rc ? rc : check_override(what, o, why, whylen);
 }
 
@@ -489,6 +503,7 @@ static int bwd_rows(const baton_rms_norm_desc *d, const sizes *s, const kcuda_rm
     }
     bwd_rows_set_cy(L, d, s, (o && o->cy) ? o->cy : 1, o ? o->grid : 0);
     L->fit_cy = !(o && (o->cy || o->grid));
+    L->fit_blocks = L->active;
     if ((int64_t)L->smem > kcuda_rms_smem_max(dev))
         return why_set(why, wl, BATON_EINVAL,
                        "rms_norm_bwd: register rows over a cluster of %d need %zu bytes of "
@@ -505,15 +520,17 @@ int kcuda_rms_fit_cy(kcuda_rms_layout *L, const baton_rms_norm_desc *d, const kc
     if (!L->fit_cy)
         return L->cy;
     const sizes s = sizes_of(d);
-    /* The most blocks of every part_grad block that are resident at once, at most 16 each. */
-    int64_t cap = L->active > 0 ? (int64_t)dev->sms * blocks_per_sm / L->active : 0;
+    /* The most blocks of every part_grad block that are resident at once, at most 16 each (for
+     * fit_blocks part_grad blocks: the unsharded call's, in a row shard). */
+    const int64_t need = L->fit_blocks > L->active ? L->fit_blocks : L->active;
+    int64_t cap = need > 0 ? (int64_t)dev->sms * blocks_per_sm / need : 0;
     if (cap > dev->max_cluster)
         cap = dev->max_cluster;
     if (cap > L->B)
         cap = L->B;
     int cy = 1;
     for (int c = (int)cap; c >= 2; c--)
-        if (clusters(u, c) >= L->active) {
+        if (clusters(u, c) >= need) {
             cy = c;
             break;
         }

@@ -51,6 +51,9 @@ typedef struct kcuda_rms_layout {
      * holds fit_stages rows (the layout's own choice, so that a tuning variant of other stages
      * gets the same cy, hence the same bits). */
     int fit_cy, fit_stages;
+    /* ... for this many part_grad blocks: the layout's active ones, raised by the caller to the
+     * unsharded call's (a row shard's descriptor says how many) so that cy is that call's. */
+    int64_t fit_blocks;
     /* Backward: part_grad blocks (part_grad_size), rows per block, blocks that hold rows, and
      * the grad_weight (column sum) kernel's grid. */
     int64_t P, B, active;
@@ -61,12 +64,13 @@ typedef struct kcuda_rms_layout {
 } kcuda_rms_layout;
 
 /* Checks a call: the descriptor (opaque, len), the nbuf buffers (none NULL) and the override
- * (NULL: none). On success copies the descriptor to *d and returns 0; otherwise returns
+ * (NULL: none). On success copies the descriptor to *d, the backward's unsharded_part_grad_size
+ * (0 for a 40-byte descriptor) to *unsharded (NULL: not wanted), and returns 0; otherwise returns
  * BATON_EINVAL with the reason, prefixed by `what`, in why (whylen bytes, may be 0). bwd: the
  * backward's descriptor (part_grad_size counts). */
 int kcuda_rms_check(const char *what, void **buffers, int nbuf, const char *opaque, size_t len,
-                    int bwd, const kcuda_rms_cfg *override, baton_rms_norm_desc *d, char *why,
-                    size_t whylen);
+                    int bwd, const kcuda_rms_cfg *override, baton_rms_norm_desc *d,
+                    int64_t *unsharded, char *why, size_t whylen);
 
 /* The forward's layout for a checked call: d, its buffers (x, weight, y, invvar: only their
  * alignment is read), the device and the override (NULL: choose). Returns 0, or BATON_EINVAL
@@ -110,10 +114,11 @@ void kcuda_rms_spread(kcuda_rms_layout *L, int blocks_per_sm, int sms);
  * and the rows per part_grad block) such that all L->active clusters of cy blocks are resident at
  * once: active * cy <= sms * blocks_per_sm and clusters(u, cy) >= active, where clusters() is
  * cudaOccupancyMaxActiveClusters for that cluster size (the GPCs decide how many fit, which no
- * formula here knows). 1 where none fits. Every block then has work from the start and none waits
- * for a second wave; on an H100 clusters of 16 fit only 7 at a time. Sets cy, smem and grid, clears
- * fit_cy and returns cy. part_grad's bits depend on cy, so they are fixed for one GPU model and
- * one build (the occupancy of the compiled kernel enters), not across them. */
+ * formula here knows); active is L->fit_blocks where that is larger. 1 where none fits. Every block
+ * then has work from the start and none waits for a second wave; on an H100 clusters of 16 fit only
+ * 7 at a time. Sets cy, smem and grid, clears fit_cy and returns cy. part_grad's bits depend on cy,
+ * so they are fixed for one GPU model and one build (the occupancy of the compiled kernel enters),
+ * not across them. */
 int kcuda_rms_fit_cy(kcuda_rms_layout *L, const baton_rms_norm_desc *d, const kcuda_rms_device *dev,
                      int blocks_per_sm, int (*clusters)(void *u, int cy), void *u);
 

@@ -84,8 +84,8 @@ static int tune(int bwd, const baton_exec_ctx *ctx, void **buffers, const char *
         note[0] = 0;
     baton_rms_norm_desc d;
     char why[512];
-    int rc =
-        kcuda_rms_check(what, buffers, bwd ? 7 : 4, opaque, len, bwd, NULL, &d, why, sizeof why);
+    int rc = kcuda_rms_check(what, buffers, bwd ? 7 : 4, opaque, len, bwd, NULL, &d, NULL, why,
+                             sizeof why);
     if (rc)
         return ctx_fail(ctx, rc, "%s", why);
     if (!ctx || !ctx->stream)
