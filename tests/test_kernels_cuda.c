@@ -1305,7 +1305,7 @@ Test(kernels_cuda, bad_descriptors_are_rejected_with_a_reason_and_launch_nothing
         const char *must_say;
     } bad[] = {
         {good, 39, "40"},
-        {good, 48, "40"},
+        {good, 56, "40"},
         {{.n1 = n1, .n2 = n2, .eps = 1e-5, .x_dtype = 9, .w_dtype = 3, .part_grad_size = 16},
          40,
          "dtype"},
@@ -1350,6 +1350,12 @@ Test(kernels_cuda, bad_descriptors_are_rejected_with_a_reason_and_launch_nothing
         cr_expect(strstr(k.err, bad[i].must_say), "case %zu: '%s' does not say '%s'", i, k.err,
                   bad[i].must_say);
     }
+    /* The backward's 48-byte row-shard form with fewer unsharded blocks than its own (8 < 16),
+     * and the forward, which takes only 40 bytes (row_shards_... runs the valid form). */
+    const baton_rms_norm_shard_desc sd = {good, 8};
+    cr_expect_eq(kcuda_rms_norm_bwd(&k.ctx, bb, (const char *)&sd, sizeof sd), BATON_EINVAL);
+    cr_expect(strstr(k.err, "unsharded_part_grad_size = 8"), "'%s'", k.err);
+    cr_expect_eq(kcuda_rms_norm_fwd(&k.ctx, fb, (const char *)&sd, sizeof sd), BATON_EINVAL);
     baton_rms_norm_desc nopg = good;
     nopg.part_grad_size = 0;
     cr_expect_eq(kcuda_rms_norm_bwd(&k.ctx, bb, (const char *)&nopg, sizeof nopg), BATON_EINVAL);
