@@ -356,6 +356,20 @@ __device__ __forceinline__ void pdl_trigger()
 
 /* ---- reductions ------------------------------------------------------------------------------ */
 
+/* The register-rows kernels' vectors of a row: thread tid holds vectors v * T + tid (v < NV) of
+ * VEC elements each; idx[v] is its first column, or -1 past the row's `cols`. */
+template <int NV, int VEC>
+__device__ __forceinline__ void rows_vector_offsets(int (&idx)[NV], int cols)
+{
+    const int tid = threadIdx.x, T = blockDim.x;
+#pragma unroll
+    for (int v = 0; v < NV; v++) {
+        idx[v] = (v * T + tid) * VEC;
+        if (idx[v] >= cols)
+            idx[v] = -1;
+    }
+}
+
 template <typename A> __device__ __forceinline__ A warp_sum(A v)
 {
 #pragma unroll

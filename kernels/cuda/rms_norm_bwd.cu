@@ -265,12 +265,7 @@ __global__ void __launch_bounds__(KCUDA_MAX_THREADS, (BwdRowsFit<TX, TW, NV, D>:
     const int cols = (int)a.n2;
     const A inv_n = A(1) / A(a.n2);
     int idx[NV];
-#pragma unroll
-    for (int v = 0; v < NV; v++) {
-        idx[v] = (v * T + tid) * VEC;
-        if (idx[v] >= cols)
-            idx[v] = -1;
-    }
+    rows_vector_offsets<NV, VEC>(idx, cols);
 
     pdl_wait();
 

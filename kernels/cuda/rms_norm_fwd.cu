@@ -341,15 +341,10 @@ __global__ void __launch_bounds__(KCUDA_MAX_THREADS) rms_fwd_rows(FwdArgs a)
     using A = typename acc_of<TX>::type;
     constexpr int VEC = 16 / (int)sizeof(TX);
     __shared__ A red[2][32];
-    const int tid = threadIdx.x, T = blockDim.x, cols = (int)a.n2;
+    const int cols = (int)a.n2;
     const int64_t G = gridDim.x;
     int idx[NV];
-#pragma unroll
-    for (int v = 0; v < NV; v++) {
-        idx[v] = (v * T + tid) * VEC;
-        if (idx[v] >= cols)
-            idx[v] = -1;
-    }
+    rows_vector_offsets<NV, VEC>(idx, cols);
 
     pdl_wait(); /* x and w may be a predecessor's outputs */
 
