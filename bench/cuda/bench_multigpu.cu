@@ -3,7 +3,12 @@
  * the reader's stream after an event wait) against cudaMemcpyPeerAsync of the same bytes; (2) a
  * collective step (a plan of one all_reduce or all_gather over cuda:0 and cuda:1, run by the
  * runtime) against NCCL's own call on the same bytes, each as a host-timed round trip that ends
- * when both GPUs are done. Needs two GPUs (prints why and exits 0 otherwise) and NCCL for (2).
+ * when both GPUs are done; (3) where graph mode keeps a GPU-to-GPU dependency: a run of K small
+ * kernels on cuda:0, a peer copy and K kernels on cuda:1, as per-GPU graphs with the event record
+ * and wait outside them (what baton does), with event record/wait nodes inside them, or captured
+ * into one graph over both GPUs; µs per run over back-to-back runs, each variant checked for the
+ * values that the dependencies promise. Needs two GPUs (prints why and exits 0 otherwise) and
+ * NCCL for (2).
  *   bench_multigpu [--reps N]     (keep NCCL_NVLS_ENABLE=0 on the GPU machines) */
 #include <nccl.h>
 
@@ -159,6 +164,220 @@ static void collective(baton_registry *reg, const char *op, long long elems, int
     baton_plan_free(plan);
 }
 
+/* ---- (3) where graph mode keeps a GPU-to-GPU dependency ------------------------------------ */
+
+__global__ void bump(float *p, int n)
+{
+    const int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n)
+        p[i] += 1.0f;
+}
+
+enum { PLACE_ELEMS = 1024, PLACE_KERNELS = 4 };
+
+/* The two GPUs' work of one run: cuda:0 bumps a K times; cuda:1 copies a into b and bumps b K
+ * times. In the graphs below it is captured as it is issued here. */
+static void place_gpu0(float *a, cudaStream_t s0)
+{
+    for (int k = 0; k < PLACE_KERNELS; k++)
+        bump<<<PLACE_ELEMS / 256, 256, 0, s0>>>(a, PLACE_ELEMS);
+}
+
+static void place_gpu1(float *a, float *b, cudaStream_t s1)
+{
+    CHECK_CUDA(cudaMemcpyAsync(b, a, PLACE_ELEMS * sizeof(float), cudaMemcpyDefault, s1));
+    for (int k = 0; k < PLACE_KERNELS; k++)
+        bump<<<PLACE_ELEMS / 256, 256, 0, s1>>>(b, PLACE_ELEMS);
+}
+
+/* A variant that cannot be built here says why and is skipped (not every driver captures across
+ * devices); returns false then. */
+static bool place_ok(cudaError_t e, const char *what, const char *variant)
+{
+    if (e == cudaSuccess)
+        return true;
+    printf("graph placement: %s: %s failed: %s (variant skipped)\n", variant, what,
+           cudaGetErrorString(e));
+    cudaGetLastError();
+    return false;
+}
+
+/* µs per run of `runs` back-to-back runs issued by launch(), over `rounds` rounds (median), after
+ * a check: b[0] must be K * (runs + 1) + ... as the dependencies make it, else the variant lost
+ * an ordering and its time means nothing. */
+template <typename F>
+static double place_time(const char *variant, float *a, float *b, cudaStream_t s0, cudaStream_t s1,
+                         int runs, int rounds, F launch)
+{
+    std::vector<double> t;
+    for (int r = 0; r < rounds + 1; r++) {
+        CHECK_CUDA(cudaSetDevice(0));
+        CHECK_CUDA(cudaMemsetAsync(a, 0, PLACE_ELEMS * sizeof(float), s0));
+        CHECK_CUDA(cudaStreamSynchronize(s0));
+        const double t0 = now_ns();
+        for (int i = 0; i < runs; i++)
+            launch();
+        CHECK_CUDA(cudaSetDevice(1));
+        CHECK_CUDA(cudaStreamSynchronize(s1));
+        CHECK_CUDA(cudaSetDevice(0));
+        CHECK_CUDA(cudaStreamSynchronize(s0));
+        const double t1 = now_ns();
+        float got = 0;
+        CHECK_CUDA(cudaSetDevice(1));
+        CHECK_CUDA(cudaMemcpy(&got, b, sizeof got, cudaMemcpyDeviceToHost));
+        CHECK_CUDA(cudaSetDevice(0));
+        /* run i copies a after cuda:0's i + 1 rounds of K bumps, then bumps K times */
+        const float want = (float)(PLACE_KERNELS * runs + PLACE_KERNELS);
+        if (got != want) {
+            printf("graph placement: %s: b[0] = %g after %d runs, expected %g: an ordering was "
+                   "lost (variant not timed)\n",
+                   variant, got, runs, want);
+            return -1;
+        }
+        if (r > 0)
+            t.push_back((t1 - t0) / 1e3 / runs);
+    }
+    return median(t);
+}
+
+static void graph_placement(int runs)
+{
+    float *a, *b;
+    cudaStream_t s0, s1;
+    cudaEvent_t e01, e10;
+    CHECK_CUDA(cudaSetDevice(0));
+    CHECK_CUDA(cudaMalloc(&a, PLACE_ELEMS * sizeof(float)));
+    CHECK_CUDA(cudaStreamCreateWithFlags(&s0, cudaStreamNonBlocking));
+    CHECK_CUDA(cudaEventCreateWithFlags(&e01, cudaEventDisableTiming));
+    CHECK_CUDA(cudaSetDevice(1));
+    CHECK_CUDA(cudaMalloc(&b, PLACE_ELEMS * sizeof(float)));
+    CHECK_CUDA(cudaStreamCreateWithFlags(&s1, cudaStreamNonBlocking));
+    CHECK_CUDA(cudaEventCreateWithFlags(&e10, cudaEventDisableTiming));
+    int peer = 0;
+    CHECK_CUDA(cudaDeviceCanAccessPeer(&peer, 1, 0));
+    if (peer)
+        cudaDeviceEnablePeerAccess(0, 0), cudaGetLastError();
+    CHECK_CUDA(cudaSetDevice(0));
+    if (peer)
+        cudaDeviceEnablePeerAccess(1, 0), cudaGetLastError();
+
+    /* (a) baton's: a graph per GPU; the record and the wait are stream calls between launches.
+     * e10 is the back edge: cuda:0 rewrites a only after cuda:1 has copied it. */
+    cudaGraph_t g;
+    cudaGraphExec_t x0 = NULL, x1 = NULL, y0 = NULL, y1 = NULL, z = NULL;
+    CHECK_CUDA(cudaSetDevice(0));
+    CHECK_CUDA(cudaStreamBeginCapture(s0, cudaStreamCaptureModeThreadLocal));
+    place_gpu0(a, s0);
+    CHECK_CUDA(cudaStreamEndCapture(s0, &g));
+    CHECK_CUDA(cudaGraphInstantiate(&x0, g, 0));
+    CHECK_CUDA(cudaGraphDestroy(g));
+    CHECK_CUDA(cudaSetDevice(1));
+    CHECK_CUDA(cudaStreamBeginCapture(s1, cudaStreamCaptureModeThreadLocal));
+    place_gpu1(a, b, s1);
+    CHECK_CUDA(cudaStreamEndCapture(s1, &g));
+    CHECK_CUDA(cudaGraphInstantiate(&x1, g, 0));
+    CHECK_CUDA(cudaGraphDestroy(g));
+    const double outside = place_time("waits outside", a, b, s0, s1, runs, 5, [&] {
+        CHECK_CUDA(cudaSetDevice(0));
+        CHECK_CUDA(cudaStreamWaitEvent(s0, e10, 0));
+        CHECK_CUDA(cudaGraphLaunch(x0, s0));
+        CHECK_CUDA(cudaEventRecord(e01, s0));
+        CHECK_CUDA(cudaSetDevice(1));
+        CHECK_CUDA(cudaStreamWaitEvent(s1, e01, 0));
+        CHECK_CUDA(cudaGraphLaunch(x1, s1));
+        CHECK_CUDA(cudaEventRecord(e10, s1));
+    });
+
+    /* (b) event nodes inside the per-GPU graphs (captured with the External flags): each launch
+     * carries its own wait and record. */
+    bool ok = true;
+    CHECK_CUDA(cudaSetDevice(0));
+    ok = ok && place_ok(cudaStreamBeginCapture(s0, cudaStreamCaptureModeThreadLocal), "capture",
+                        "event nodes");
+    ok = ok &&
+         place_ok(cudaStreamWaitEvent(s0, e10, cudaEventWaitExternal), "wait node", "event nodes");
+    if (ok)
+        place_gpu0(a, s0);
+    ok = ok && place_ok(cudaEventRecordWithFlags(e01, s0, cudaEventRecordExternal), "record node",
+                        "event nodes");
+    cudaError_t ec = cudaStreamEndCapture(s0, &g);
+    ok = ok && place_ok(ec, "end capture", "event nodes") &&
+         place_ok(cudaGraphInstantiate(&y0, g, 0), "instantiate", "event nodes");
+    if (ec == cudaSuccess)
+        cudaGraphDestroy(g);
+    CHECK_CUDA(cudaSetDevice(1));
+    if (ok) {
+        ok = place_ok(cudaStreamBeginCapture(s1, cudaStreamCaptureModeThreadLocal), "capture",
+                      "event nodes") &&
+             place_ok(cudaStreamWaitEvent(s1, e01, cudaEventWaitExternal), "wait node",
+                      "event nodes");
+        if (ok)
+            place_gpu1(a, b, s1);
+        ok = ok && place_ok(cudaEventRecordWithFlags(e10, s1, cudaEventRecordExternal),
+                            "record node", "event nodes");
+        ec = cudaStreamEndCapture(s1, &g);
+        ok = ok && place_ok(ec, "end capture", "event nodes") &&
+             place_ok(cudaGraphInstantiate(&y1, g, 0), "instantiate", "event nodes");
+        if (ec == cudaSuccess)
+            cudaGraphDestroy(g);
+    }
+    double nodes = -1;
+    if (ok)
+        nodes = place_time("event nodes", a, b, s0, s1, runs, 5, [&] {
+            CHECK_CUDA(cudaSetDevice(0));
+            CHECK_CUDA(cudaGraphLaunch(y0, s0));
+            CHECK_CUDA(cudaSetDevice(1));
+            CHECK_CUDA(cudaGraphLaunch(y1, s1));
+        });
+
+    /* (c) one graph over both GPUs: s1 joins s0's capture through e01 and rejoins through e10;
+     * launched on s0, a run starts after the whole previous run. */
+    CHECK_CUDA(cudaSetDevice(0));
+    ok = place_ok(cudaStreamBeginCapture(s0, cudaStreamCaptureModeThreadLocal), "capture",
+                  "one graph");
+    if (ok) {
+        place_gpu0(a, s0);
+        ok = place_ok(cudaEventRecord(e01, s0), "fork record", "one graph");
+        CHECK_CUDA(cudaSetDevice(1));
+        ok = ok && place_ok(cudaStreamWaitEvent(s1, e01, 0), "fork wait", "one graph");
+        if (ok)
+            place_gpu1(a, b, s1);
+        ok = ok && place_ok(cudaEventRecord(e10, s1), "join record", "one graph");
+        CHECK_CUDA(cudaSetDevice(0));
+        ok = ok && place_ok(cudaStreamWaitEvent(s0, e10, 0), "join wait", "one graph");
+        ec = cudaStreamEndCapture(s0, &g);
+        ok = ok && place_ok(ec, "end capture", "one graph") &&
+             place_ok(cudaGraphInstantiate(&z, g, 0), "instantiate", "one graph");
+        if (ec == cudaSuccess)
+            cudaGraphDestroy(g);
+    }
+    double one = -1;
+    if (ok)
+        one = place_time("one graph", a, b, s0, s1, runs, 5, [&] {
+            CHECK_CUDA(cudaSetDevice(0));
+            CHECK_CUDA(cudaGraphLaunch(z, s0));
+        });
+
+    printf("graph placement, %d kernels per GPU + a %zu B peer copy per run, %d runs:   waits "
+           "outside %7.2f us/run   event nodes %7.2f   one graph %7.2f   (-1: skipped)\n",
+           PLACE_KERNELS, (size_t)PLACE_ELEMS * sizeof(float), runs, outside, nodes, one);
+    printf("RESULT place outside_us %.3f nodes_us %.3f one_graph_us %.3f\n", outside, nodes, one);
+    CHECK_CUDA(cudaSetDevice(0));
+    CHECK_CUDA(cudaDeviceSynchronize());
+    CHECK_CUDA(cudaSetDevice(1));
+    CHECK_CUDA(cudaDeviceSynchronize());
+    for (cudaGraphExec_t e : {x0, x1, y0, y1, z})
+        if (e)
+            cudaGraphExecDestroy(e);
+    CHECK_CUDA(cudaFree(b));
+    CHECK_CUDA(cudaStreamDestroy(s1));
+    CHECK_CUDA(cudaEventDestroy(e10));
+    CHECK_CUDA(cudaSetDevice(0));
+    CHECK_CUDA(cudaFree(a));
+    CHECK_CUDA(cudaStreamDestroy(s0));
+    CHECK_CUDA(cudaEventDestroy(e01));
+}
+
 int main(int argc, char **argv)
 {
     int reps = 50;
@@ -172,6 +391,7 @@ int main(int argc, char **argv)
     }
     for (size_t mb : {16, 256, 1024})
         peer_copy(mb << 20, reps);
+    graph_placement(20 * reps);
     if (!load_nccl()) {
         printf("bench_multigpu: libnccl.so.2 cannot be loaded: no collective measured\n");
         return 0;
