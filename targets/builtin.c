@@ -213,8 +213,10 @@ static int64_t rms_declared_part_grad(const baton_sig_args *a, const baton_tenso
     return 0;
 }
 
+/* unsharded: 0 (absent), or the part_grad_size of the call that this step is a row shard of
+ * (scripts/shard.py sets it), at least this step's own. */
 static int rms_bwd_resolve(const baton_sig_args *a, rms_info *info, double *eps, int64_t *pgs,
-                           int *flat, char *msg, size_t len)
+                           int64_t *unsharded, int *flat, char *msg, size_t len)
 {
     int rc = counts_ok(a, 4, 3, "rms_norm_bwd", msg, len);
     if (rc)
@@ -298,24 +300,16 @@ static int rms_bwd_resolve(const baton_sig_args *a, rms_info *info, double *eps,
             "the weight has rank %d, so part_grad ([part_grad_size] + weight shape) would "
             "exceed rank %d: reshape the weight to fewer dims",
             w->rank, BATON_MAX_RANK);
-    return 0;
-}
-
-/* unsharded_part_grad_size: 0 (absent), or the part_grad_size of the call that this step is a
- * row shard of (scripts/shard.py sets it), at least this step's own. */
-static int rms_bwd_unsharded(const baton_sig_args *a, int64_t pgs, int64_t *u, char *msg,
-                             size_t len)
-{
-    int rc = attr_int(a, "unsharded_part_grad_size", 0, u, msg, len);
+    rc = attr_int(a, "unsharded_part_grad_size", 0, unsharded, msg, len);
     if (rc)
         return rc;
-    if (find_attr(a, "unsharded_part_grad_size") && *u < pgs)
+    if (find_attr(a, "unsharded_part_grad_size") && *unsharded < *pgs)
         return reason_set(msg, len, BATON_EPLAN,
                           "unsharded_part_grad_size is %lld but part_grad_size is %lld: it must be "
                           "at least part_grad_size (it is the part_grad_size of the call that "
                           "this step is a row shard of: for N equal shards, N times this step's), "
                           "or leave it out",
-                          (long long)*u, (long long)pgs);
+                          (long long)*unsharded, (long long)*pgs);
     return 0;
 }
 
@@ -327,9 +321,7 @@ static int rms_bwd_check(const baton_sig_args *a, baton_tensor_desc *expected, c
     int64_t pgs;
     int flat;
     int64_t unsharded;
-    int rc = rms_bwd_resolve(a, &info, &eps, &pgs, &flat, msg, len);
-    if (rc == 0)
-        rc = rms_bwd_unsharded(a, pgs, &unsharded, msg, len);
+    int rc = rms_bwd_resolve(a, &info, &eps, &pgs, &unsharded, &flat, msg, len);
     if (rc)
         return rc;
     if (expected) {
@@ -387,9 +379,7 @@ static int rms_bwd_pack(const baton_sig_args *a, char *opaque, size_t cap)
     int64_t pgs;
     int flat;
     int64_t unsharded;
-    int rc = rms_bwd_resolve(a, &info, &eps, &pgs, &flat, msg, sizeof msg);
-    if (rc == 0)
-        rc = rms_bwd_unsharded(a, pgs, &unsharded, msg, sizeof msg);
+    int rc = rms_bwd_resolve(a, &info, &eps, &pgs, &unsharded, &flat, msg, sizeof msg);
     if (rc)
         return rc;
     /* The tutorial's 40 bytes, or 48 with unsharded_part_grad_size where the plan sets it. */
