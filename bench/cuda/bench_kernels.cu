@@ -501,11 +501,7 @@ int main(int argc, char **argv)
                      * (min(ceil(2 SMs / P), 16)). BENCH_SWEEP_BWD=1 adds the staged kernel's
                      * threads and stages. */
                     std::vector<kcuda_rms_cfg> vs;
-                    /* the layout's vectors per thread (rms_norm_layout.c's bwd_rows) */
-                    const int64_t nvec = n2 / (16 / (int64_t)e);
-                    int nv = e == 2 ? 2 : 1;
-                    while (nv < 8 && nvec > (int64_t)nv * 512)
-                        nv *= 2;
+                    const int nv = rb.cfg.nv; /* as the default launched it */
                     for (int st = 2; st <= (nv > 2 ? 2 : 4); st++) {
                         kcuda_rms_cfg v;
                         memset(&v, 0, sizeof v);

@@ -1048,11 +1048,12 @@ template <typename TX, typename TW>
 static int bwd_fit_cy(const baton_exec_ctx *ctx, const baton_rms_norm_desc &d,
                       kcuda_rms_device *dev, size_t smem_max, kcuda_rms_layout *L)
 {
-    using A = typename acc_of<TX>::type;
+    /* The kernel of the layout's own rows held, and its shared memory at any cy > 1. */
     kcuda_rms_layout Lf = *L;
     Lf.stages = L->fit_stages;
+    kcuda_rms_bwd_set_cy(&Lf, &d, 2);
     const BwdKernel k = bwd_kernel_for<TX, TW>(Lf);
-    const size_t smem = ((size_t)d.n2 * sizeof(A) + 15) & ~(size_t)15; /* at cy > 1 */
+    const size_t smem = Lf.smem;
     const int devno = device_of(ctx);
     const int64_t bc = L->B < 16 ? L->B : 16;
     const int64_t need = L->fit_blocks > L->active ? L->fit_blocks : L->active;
