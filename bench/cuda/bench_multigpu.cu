@@ -202,6 +202,29 @@ static bool place_ok(cudaError_t e, const char *what, const char *variant)
     return false;
 }
 
+/* Captures body() (false: it failed and said why) on s into *x, with an event-wait node on `wait`
+ * first and an event-record node on `record` last where they are given. false, having said why,
+ * when the driver refuses a step. */
+template <typename F>
+static bool capture_graph(const char *variant, cudaStream_t s, cudaEvent_t wait, cudaEvent_t record,
+                          F body, cudaGraphExec_t *x)
+{
+    if (!place_ok(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal), "capture", variant))
+        return false;
+    bool ok = !wait ||
+              place_ok(cudaStreamWaitEvent(s, wait, cudaEventWaitExternal), "wait node", variant);
+    ok = ok && body();
+    ok = ok && (!record || place_ok(cudaEventRecordWithFlags(record, s, cudaEventRecordExternal),
+                                    "record node", variant));
+    cudaGraph_t g;
+    const cudaError_t ec = cudaStreamEndCapture(s, &g);
+    ok = ok && place_ok(ec, "end capture", variant) &&
+         place_ok(cudaGraphInstantiate(x, g, 0), "instantiate", variant);
+    if (ec == cudaSuccess)
+        cudaGraphDestroy(g);
+    return ok;
+}
+
 /* µs per run of `runs` back-to-back runs issued by launch(), over `rounds` rounds (median), after
  * a check: b[0] must be K * (runs + 1) + ... as the dependencies make it, else the variant lost
  * an ordering and its time means nothing. */
@@ -263,20 +286,21 @@ static void graph_placement(int runs)
 
     /* (a) baton's: a graph per GPU; the record and the wait are stream calls between launches.
      * e10 is the back edge: cuda:0 rewrites a only after cuda:1 has copied it. */
-    cudaGraph_t g;
     cudaGraphExec_t x0 = NULL, x1 = NULL, y0 = NULL, y1 = NULL, z = NULL;
+    const auto gpu0 = [&] {
+        place_gpu0(a, s0);
+        return true;
+    };
+    const auto gpu1 = [&] {
+        place_gpu1(a, b, s1);
+        return true;
+    };
     CHECK_CUDA(cudaSetDevice(0));
-    CHECK_CUDA(cudaStreamBeginCapture(s0, cudaStreamCaptureModeThreadLocal));
-    place_gpu0(a, s0);
-    CHECK_CUDA(cudaStreamEndCapture(s0, &g));
-    CHECK_CUDA(cudaGraphInstantiate(&x0, g, 0));
-    CHECK_CUDA(cudaGraphDestroy(g));
+    bool ok = capture_graph("waits outside", s0, NULL, NULL, gpu0, &x0);
     CHECK_CUDA(cudaSetDevice(1));
-    CHECK_CUDA(cudaStreamBeginCapture(s1, cudaStreamCaptureModeThreadLocal));
-    place_gpu1(a, b, s1);
-    CHECK_CUDA(cudaStreamEndCapture(s1, &g));
-    CHECK_CUDA(cudaGraphInstantiate(&x1, g, 0));
-    CHECK_CUDA(cudaGraphDestroy(g));
+    ok = ok && capture_graph("waits outside", s1, NULL, NULL, gpu1, &x1);
+    if (!ok)
+        exit(1); /* baton's own way must build */
     const double outside = place_time("waits outside", a, b, s0, s1, runs, 5, [&] {
         CHECK_CUDA(cudaSetDevice(0));
         CHECK_CUDA(cudaStreamWaitEvent(s0, e10, 0));
@@ -288,39 +312,11 @@ static void graph_placement(int runs)
         CHECK_CUDA(cudaEventRecord(e10, s1));
     });
 
-    /* (b) event nodes inside the per-GPU graphs (captured with the External flags): each launch
-     * carries its own wait and record. */
-    bool ok = true;
+    /* (b) event nodes inside the per-GPU graphs: each launch carries its own wait and record. */
     CHECK_CUDA(cudaSetDevice(0));
-    ok = ok && place_ok(cudaStreamBeginCapture(s0, cudaStreamCaptureModeThreadLocal), "capture",
-                        "event nodes");
-    ok = ok &&
-         place_ok(cudaStreamWaitEvent(s0, e10, cudaEventWaitExternal), "wait node", "event nodes");
-    if (ok)
-        place_gpu0(a, s0);
-    ok = ok && place_ok(cudaEventRecordWithFlags(e01, s0, cudaEventRecordExternal), "record node",
-                        "event nodes");
-    cudaError_t ec = cudaStreamEndCapture(s0, &g);
-    ok = ok && place_ok(ec, "end capture", "event nodes") &&
-         place_ok(cudaGraphInstantiate(&y0, g, 0), "instantiate", "event nodes");
-    if (ec == cudaSuccess)
-        cudaGraphDestroy(g);
+    ok = capture_graph("event nodes", s0, e10, e01, gpu0, &y0);
     CHECK_CUDA(cudaSetDevice(1));
-    if (ok) {
-        ok = place_ok(cudaStreamBeginCapture(s1, cudaStreamCaptureModeThreadLocal), "capture",
-                      "event nodes") &&
-             place_ok(cudaStreamWaitEvent(s1, e01, cudaEventWaitExternal), "wait node",
-                      "event nodes");
-        if (ok)
-            place_gpu1(a, b, s1);
-        ok = ok && place_ok(cudaEventRecordWithFlags(e10, s1, cudaEventRecordExternal),
-                            "record node", "event nodes");
-        ec = cudaStreamEndCapture(s1, &g);
-        ok = ok && place_ok(ec, "end capture", "event nodes") &&
-             place_ok(cudaGraphInstantiate(&y1, g, 0), "instantiate", "event nodes");
-        if (ec == cudaSuccess)
-            cudaGraphDestroy(g);
-    }
+    ok = ok && capture_graph("event nodes", s1, e01, e10, gpu1, &y1);
     double nodes = -1;
     if (ok)
         nodes = place_time("event nodes", a, b, s0, s1, runs, 5, [&] {
@@ -333,24 +329,20 @@ static void graph_placement(int runs)
     /* (c) one graph over both GPUs: s1 joins s0's capture through e01 and rejoins through e10;
      * launched on s0, a run starts after the whole previous run. */
     CHECK_CUDA(cudaSetDevice(0));
-    ok = place_ok(cudaStreamBeginCapture(s0, cudaStreamCaptureModeThreadLocal), "capture",
-                  "one graph");
-    if (ok) {
-        place_gpu0(a, s0);
-        ok = place_ok(cudaEventRecord(e01, s0), "fork record", "one graph");
-        CHECK_CUDA(cudaSetDevice(1));
-        ok = ok && place_ok(cudaStreamWaitEvent(s1, e01, 0), "fork wait", "one graph");
-        if (ok)
-            place_gpu1(a, b, s1);
-        ok = ok && place_ok(cudaEventRecord(e10, s1), "join record", "one graph");
-        CHECK_CUDA(cudaSetDevice(0));
-        ok = ok && place_ok(cudaStreamWaitEvent(s0, e10, 0), "join wait", "one graph");
-        ec = cudaStreamEndCapture(s0, &g);
-        ok = ok && place_ok(ec, "end capture", "one graph") &&
-             place_ok(cudaGraphInstantiate(&z, g, 0), "instantiate", "one graph");
-        if (ec == cudaSuccess)
-            cudaGraphDestroy(g);
-    }
+    ok = capture_graph(
+        "one graph", s0, NULL, NULL,
+        [&] {
+            place_gpu0(a, s0);
+            bool fine = place_ok(cudaEventRecord(e01, s0), "fork record", "one graph");
+            CHECK_CUDA(cudaSetDevice(1));
+            fine = fine && place_ok(cudaStreamWaitEvent(s1, e01, 0), "fork wait", "one graph");
+            if (fine)
+                place_gpu1(a, b, s1);
+            fine = fine && place_ok(cudaEventRecord(e10, s1), "join record", "one graph");
+            CHECK_CUDA(cudaSetDevice(0));
+            return fine && place_ok(cudaStreamWaitEvent(s0, e10, 0), "join wait", "one graph");
+        },
+        &z);
     double one = -1;
     if (ok)
         one = place_time("one graph", a, b, s0, s1, runs, 5, [&] {
