@@ -374,6 +374,21 @@ Test(kernels_cuda, rms_norm_is_correct_on_every_launch_path)
          5,
          1,
          3},
+        /* chained clusters: 2 with cy fitted, 3 of 2 blocks over blocks of 100 rows (the last
+         * cluster 32), 4 of one block each; 6 and 8 rows held */
+        {BATON_DTYPE_BF16, BATON_DTYPE_BF16, 301, 1024, 3, {.mode = 5, .kx = 2}, 5, 1, 0},
+        {BATON_DTYPE_F32, BATON_DTYPE_BF16, 500, 2048, 5, {.mode = 5, .kx = 3, .cy = 2}, 5, 1, 2},
+        {BATON_DTYPE_BF16, BATON_DTYPE_F32, 1000, 4096, 4, {.mode = 5, .kx = 4, .cy = 1}, 5, 1, 1},
+        {BATON_DTYPE_BF16, BATON_DTYPE_BF16, 999, 2048, 7, {.mode = 5, .stages = 8}, 5, 1, 0},
+        {BATON_DTYPE_F16,
+         BATON_DTYPE_F16,
+         640,
+         4096,
+         2,
+         {.mode = 5, .stages = 6, .kx = 2},
+         5,
+         1,
+         0},
     };
     for (size_t i = 0; i < sizeof paths / sizeof paths[0]; i++) {
         rms_case c = {.xdt = paths[i].x,
@@ -397,6 +412,12 @@ Test(kernels_cuda, rms_norm_is_correct_on_every_launch_path)
         if (paths[i].want_cy)
             cr_expect_eq(bc.cy, paths[i].want_cy, "path %zu: backward cy %d, not %d", i, bc.cy,
                          paths[i].want_cy);
+        if (paths[i].over.kx)
+            cr_expect_eq(bc.kx, paths[i].over.kx, "path %zu: backward kx %d, not %d", i, bc.kx,
+                         paths[i].over.kx);
+        if (paths[i].over.stages && paths[i].over.mode == 5)
+            cr_expect_eq(bc.stages, paths[i].over.stages, "path %zu: backward held %d rows, not %d",
+                         i, bc.stages, paths[i].over.stages);
     }
 }
 

@@ -168,7 +168,11 @@ static void check_bwd(const baton_rms_norm_desc *d, const kcuda_rms_device *dev,
     /* Only clusters that hold rows are launched, unless asked for; the grad_weight kernel zeroes
      * the rest. */
     if (!(o && o->grid))
-        cr_assert_leq(L->grid / (L->cx * L->cy), L->active, "%s: grid %lld", what, L->grid);
+        cr_assert_leq(L->grid / (L->cx * L->cy), L->active * (L->kx > 1 ? L->kx : 1),
+                      "%s: grid %lld", what, L->grid);
+    if (L->kx > 1)
+        cr_assert(L->mode == KCUDA_RMS_ROWS && L->kx <= KCUDA_BWD_CHAIN_MAX && L->chain_ok,
+                  "%s: kx %d in mode %d", what, L->kx, L->mode);
     if (L->cy > 1)
         cr_assert(L->cx == 1 && (L->mode == KCUDA_RMS_STAGED || L->mode == KCUDA_RMS_ROWS),
                   "%s: cy %d with cx %d, mode %d", what, L->cy, L->cx, L->mode);
@@ -367,9 +371,10 @@ Test(rms_layout, many_rows_backward_takes_register_rows_with_clusters_that_all_f
     kcuda_rms_layout L = bwd_on(&H100, BF16, BF16, 65536, 4096, 256, NULL);
     expect_layout(L, KCUDA_RMS_ROWS, 256, 256, 1, 1, 4, 2, 0);
     cr_expect(!L.may_shrink);
-    /* f32 rows of 4096: 2 vectors per thread, 2 rows held (32 KB rows). */
+    /* f32 rows of 4096: 2 vectors per thread, 3 rows held. */
     L = bwd_on(&H100, F32, F32, 65536, 4096, 256, NULL);
-    expect_layout(L, KCUDA_RMS_ROWS, 512, 256, 1, 1, 2, 2, 0);
+    expect_layout(L, KCUDA_RMS_ROWS, 512, 256, 1, 1, 3, 2, 0);
+    cr_expect_eq(L.kx, 1, "256 part_grad blocks fill the SMs: no chain");
     /* f32 rows of 8192: 4 vectors. */
     L = bwd_on(&H100, F32, F32, 16384, 8192, 256, NULL);
     expect_layout(L, KCUDA_RMS_ROWS, 512, 256, 1, 1, 2, 4, 0);
@@ -377,15 +382,40 @@ Test(rms_layout, many_rows_backward_takes_register_rows_with_clusters_that_all_f
      * but only 15 clusters of 8 (or 7) fit in the modelled GPCs at once; 16 of 6 do. */
     L = bwd_on(&H100, BF16, BF16, 16384, 8192, 16, NULL);
     expect_layout(L, KCUDA_RMS_ROWS, 512, 16 * 6, 1, 6, 4, 2, 32768);
+    cr_expect_eq(L.kx, 1, "clusters are chained only when asked for");
     cr_expect_eq(L.colsum_grid, 256);
-    /* Two blocks per SM: 16 clusters of 13 to 16 do not fit, of 12 they do. */
+    /* Asked for, 4 chained clusters of 2 fill 128 SMs. */
+    const kcuda_rms_cfg four = {.kx = 4};
+    L = bwd_on(&H100, BF16, BF16, 16384, 8192, 16, &four);
+    expect_layout(L, KCUDA_RMS_ROWS, 512, 16 * 4 * 2, 1, 2, 4, 2, 32768);
+    cr_expect_eq(L.kx, 4);
+    /* Two blocks per SM: 16 clusters of 13 to 16 do not fit, of 12 they do; 64 chained
+     * clusters of 4 do. */
     L = bwd_fit(&H100, BF16, BF16, 32768, 4096, 16, NULL, 2);
     expect_layout(L, KCUDA_RMS_ROWS, 256, 16 * 12, 1, 12, 4, 2, 16384);
+    L = bwd_fit(&H100, BF16, BF16, 32768, 4096, 16, &four, 2);
+    expect_layout(L, KCUDA_RMS_ROWS, 256, 16 * 4 * 4, 1, 4, 4, 2, 16384);
     /* 16 rows a block but 256 blocks: no cluster. 16 blocks of 256 rows: clusters of 6. */
     L = bwd_on(&H100, BF16, BF16, 4096, 4096, 256, NULL);
     expect_layout(L, KCUDA_RMS_ROWS, 256, 256, 1, 1, 4, 2, 0);
     L = bwd_on(&H100, BF16, BF16, 4096, 4096, 16, NULL);
     expect_layout(L, KCUDA_RMS_ROWS, 256, 96, 1, 6, 4, 2, 16384);
+    cr_expect(L.chain_ok && L.kx == 1, "chain_ok %d, kx %d", L.chain_ok, L.kx);
+    /* No room in grad_weight for the chain's counters (64 bf16 columns: 128 bytes for 1 + 16 *
+     * 16 counters), or grad_weight not aligned for them: one cluster per part_grad block. */
+    L = bwd_on(&H100, BF16, BF16, 65536, 64, 16, NULL);
+    cr_expect(L.mode == KCUDA_RMS_ROWS && !L.chain_ok && L.kx == 1, "mode %d, chain_ok %d, kx %d",
+              L.mode, L.chain_ok, L.kx);
+    void *odd[7];
+    memcpy(odd, ALIGNED, sizeof odd);
+    odd[5] = (char *)odd[5] + 2;
+    const baton_rms_norm_desc dd = desc(BF16, BF16, 4096, 4096, 16);
+    char why[256];
+    cr_assert_eq(kcuda_rms_bwd_layout(&dd, odd, &H100, NULL, &L, why, sizeof why), 0, "%s", why);
+    cr_expect(!L.chain_ok, "grad_weight at 2 bytes past alignment");
+    const kcuda_rms_cfg two = {.kx = 2};
+    cr_expect_eq(kcuda_rms_bwd_layout(&dd, odd, &H100, &two, &L, why, sizeof why), BATON_EINVAL);
+    cr_expect(strstr(why, "aligned to 4 bytes"), "%s", why);
     /* f32 rows of 2048 (16 KB): 3 rows held. */
     L = bwd_on(&H100, F32, F32, 65536, 2048, 256, NULL);
     expect_layout(L, KCUDA_RMS_ROWS, 512, 256, 1, 1, 3, 1, 0);
@@ -417,12 +447,18 @@ Test(rms_layout, register_backward_cy_is_left_to_fit_unless_asked_for)
     cr_assert_eq(kcuda_rms_bwd_layout(&d, ALIGNED, &H100, &o, &L, why, sizeof why), 0, "%s", why);
     cr_expect(L.fit_cy && L.stages == 2 && L.fit_stages == 4, "fit_cy %d, stages %d, fit %d",
               L.fit_cy, L.stages, L.fit_stages);
+    /* ... but rows held that the override asks of the layout do: the fit is for their kernel. */
+    o = (kcuda_rms_cfg){.mode = 5, .stages = 8};
+    cr_assert_eq(kcuda_rms_bwd_layout(&d, ALIGNED, &H100, &o, &L, why, sizeof why), 0, "%s", why);
+    cr_expect(L.fit_cy && L.stages == 8 && L.fit_stages == 8, "fit_cy %d, stages %d, fit %d",
+              L.fit_cy, L.stages, L.fit_stages);
     /* Nothing fits (the runtime answers 0 for every size): one block per part_grad block. */
     gpu_model none = {&SMALL, 0};
     cr_assert_eq(kcuda_rms_fit_cy(&L, &d, &H100, 1, model_clusters, &none), 1);
-    cr_expect(L.grid == 16 && L.smem == 0 && !L.fit_cy, "grid %lld, smem %zu", L.grid, L.smem);
+    cr_expect(L.grid == 16 * L.kx && L.smem == 0 && !L.fit_cy, "grid %lld, kx %d, smem %zu", L.grid,
+              L.kx, L.smem);
     /* Set again from a remembered answer. */
-    kcuda_rms_bwd_set_cy(&L, &d, 5);
+    kcuda_rms_bwd_set_cy(&L, &d, 1, 5);
     cr_expect(L.cy == 5 && L.grid == 80 && L.smem == 16384, "cy %d grid %lld smem %zu", L.cy,
               L.grid, L.smem);
 }
@@ -510,10 +546,11 @@ Test(rms_layout, row_shards_keep_the_full_backwards_row_order_only_in_the_split_
      * P 8 clusters of 12 (8 of them). */
     const kcuda_rms_layout Lf = bwd_on(&H100, BF16, BF16, 8192, 4096, 16, NULL),
                            Ls = bwd_on(&H100, BF16, BF16, 4096, 4096, 8, NULL);
-    cr_expect(Lf.mode == KCUDA_RMS_ROWS && Ls.mode == KCUDA_RMS_ROWS && Lf.cy == 6 && Ls.cy == 12,
-              "8192 x 4096 at P 16: mode %d cy %d, its halves at P 8: mode %d cy %d "
+    cr_expect(Lf.mode == KCUDA_RMS_ROWS && Ls.mode == KCUDA_RMS_ROWS &&
+                  (Lf.cy != Ls.cy || Lf.kx != Ls.kx),
+              "8192 x 4096 at P 16: mode %d kx %d cy %d, its halves at P 8: mode %d kx %d cy %d "
               "(update docs/shard.md if this changed)",
-              Lf.mode, Lf.cy, Ls.mode, Ls.cy);
+              Lf.mode, Lf.kx, Lf.cy, Ls.mode, Ls.kx, Ls.cy);
 }
 
 Test(rms_layout, rows_that_are_not_whole_vectors_or_unaligned_buffers_load_scalars)
@@ -700,11 +737,30 @@ Test(rms_layout, overrides_that_cannot_run_are_refused_with_the_reason)
     cr_expect_str_empty(refusal(1, BF16, BF16, 100, 4096, 64, &o));
     o = (kcuda_rms_cfg){.mode = KCUDA_RMS_SPLIT};
     cr_expect(strstr(refusal(1, BF16, BF16, 17, 8192, 16, &o), "n1 <= 16"));
-    /* The register backward holds 2 to 4 rows, and only 2 from 4 vectors per thread on. */
+    /* The register backward holds 2 to 4 rows, only 2 from 4 vectors per thread on, and 6 or 8
+     * only in blocks of at most 256 threads whose rows fit in registers. */
     o = (kcuda_rms_cfg){.mode = KCUDA_RMS_ROWS, .stages = 1};
     cr_expect(strstr(refusal(1, BF16, BF16, 1000, 4096, 16, &o), "stages = 1 with register rows"));
     o = (kcuda_rms_cfg){.mode = KCUDA_RMS_ROWS, .stages = 3, .nv = 4};
-    cr_expect(strstr(refusal(1, BF16, BF16, 1000, 4096, 16, &o), "2 to 2"));
+    cr_expect(strstr(refusal(1, BF16, BF16, 1000, 4096, 16, &o), "one of 2"));
+    o = (kcuda_rms_cfg){.mode = KCUDA_RMS_ROWS, .stages = 5};
+    cr_expect(strstr(refusal(1, BF16, BF16, 1000, 4096, 16, &o), "one of 2, 3, 4, 6, 8"));
+    o = (kcuda_rms_cfg){.mode = KCUDA_RMS_ROWS, .stages = 6};
+    cr_expect_str_empty(refusal(1, BF16, BF16, 1000, 4096, 16, &o));
+    cr_expect(strstr(refusal(1, BF16, BF16, 1000, 8192, 16, &o), "512 threads"));
+    /* Chained clusters: 1 to 4, on the register backward only, and not with a grid. */
+    o = (kcuda_rms_cfg){.kx = 5};
+    cr_expect(strstr(refusal(1, BF16, BF16, 1000, 4096, 16, &o), "1 to 4 clusters"));
+    o = (kcuda_rms_cfg){.mode = KCUDA_RMS_ROWS, .kx = 2, .grid = 64};
+    cr_expect(strstr(refusal(1, BF16, BF16, 1000, 4096, 16, &o), "no grid override"));
+    o = (kcuda_rms_cfg){.mode = KCUDA_RMS_STREAM, .kx = 2};
+    cr_expect(strstr(refusal(1, BF16, BF16, 1000, 4096, 16, &o), "not mode 2"));
+    o = (kcuda_rms_cfg){.kx = 2};
+    cr_expect(strstr(refusal(1, BF16, BF16, 16, 4096, 16, &o), "cannot have"));
+    /* bf16 x with f32 weights at 2 vectors: 8 rows would not fit in registers. */
+    o = (kcuda_rms_cfg){.mode = KCUDA_RMS_ROWS, .stages = 8};
+    const char *m = refusal(1, BF16, F32, 1000, 4096, 16, &o);
+    cr_expect(strstr(m, "one of 2, 3, 4") && !strstr(m, "4, 6"), "%s", m);
     o = (kcuda_rms_cfg){.mode = KCUDA_RMS_SPLIT};
     /* 10 blocks, the last of 8 columns: P rows of 8 cells for 160 partials. */
     cr_expect(strstr(refusal(1, BF16, BF16, 16, 9224, 19, &o), "part_grad room"));
@@ -784,9 +840,10 @@ Test(rms_layout, a_row_shard_fits_cy_for_the_unsharded_blocks)
     kcuda_rms_fit_cy(&Lo, &half, &H100, 2, model_clusters, &m);
     Ls.fit_blocks = 16;
     kcuda_rms_fit_cy(&Ls, &half, &H100, 2, model_clusters, &m);
-    cr_expect(Lf.cy == 12 && Lo.cy == 16 && Ls.cy == 12,
-              "full cy %d, shard cy %d on its own, %d told 16 blocks", Lf.cy, Lo.cy, Ls.cy);
-    cr_expect_eq(Ls.grid, 8 * 12, "the shard launches its own 8 clusters");
+    cr_expect(Ls.kx == Lf.kx && Ls.cy == Lf.cy && (Lo.kx != Lf.kx || Lo.cy != Lf.cy),
+              "full kx %d cy %d, shard on its own kx %d cy %d, told 16 blocks kx %d cy %d", Lf.kx,
+              Lf.cy, Lo.kx, Lo.cy, Ls.kx, Ls.cy);
+    cr_expect_eq(Ls.grid, 8 * Lf.kx * Lf.cy, "the shard launches its own 8 part_grad blocks");
 }
 
 Test(rms_layout, bad_descriptors_buffers_and_overrides_are_refused_by_name)
@@ -1220,7 +1277,7 @@ Test(rms_layout, descriptions_name_the_kernel_the_stages_and_the_order)
     kcuda_rms_describe(&L, 1, buf, sizeof buf);
     cr_assert(strstr(buf, "register rows, 2 vectors per thread, 512 threads, 4 rows held"), "%s",
               buf);
-    kcuda_rms_bwd_set_cy(&L, &b, 8);
+    kcuda_rms_bwd_set_cy(&L, &b, 1, 8);
     kcuda_rms_describe(&L, 1, buf, sizeof buf);
     cr_assert(strstr(buf, "rows over a cluster"), "%s", buf);
     const baton_rms_norm_desc c = desc(BF16, BF16, 256, 8192, 4);

@@ -203,8 +203,8 @@ static void cfg_str(const kcuda_rms_cfg &c, char *b, size_t n)
     /* Forward mode 0 with 2+ stages is the bulk-copy kernel; 4 the cp.async one. */
     static const char *modes[] = {"staged", "regs", "stream", "split", "staged-cp", "rows"};
     const char *m = c.mode >= 0 && c.mode <= 5 ? modes[c.mode] : "?";
-    snprintf(b, n, "%s t%d nv%d s%d cx%d cy%d grid%lld smem%lldK%s", m, c.threads, c.nv, c.stages,
-             c.cx, c.cy, c.grid, c.smem / 1024,
+    snprintf(b, n, "%s t%d nv%d s%d cx%d kx%d cy%d grid%lld smem%lldK%s", m, c.threads, c.nv,
+             c.stages, c.cx, c.kx, c.cy, c.grid, c.smem / 1024,
              c.variant.kernel == KCUDA_RMS_VK_PERSIST ? " persistent"
              : c.variant.kernel == KCUDA_RMS_VK_BULK  ? " rows-order"
                                                       : "");
@@ -495,30 +495,40 @@ int main(int argc, char **argv)
                 Result rb = bench_bwd(n1, n2, dt, P, NULL, s);
                 print_result("bwd", n1, n2, dt, P, "default", rb, true);
                 if (sweep) {
-                    /* The register backward holding 2 to 4 rows (tuning variants: the same
-                     * bits), forced at other cluster sizes (other bits: what the fit chose
-                     * against), and the staged kernel at the cluster that it used to choose
-                     * (min(ceil(2 SMs / P), 16)). BENCH_SWEEP_BWD=1 adds the staged kernel's
-                     * threads and stages. */
+                    /* The register backward holding 2 to 8 rows (tuning variants: the same
+                     * bits), the layout as if it held 3 to 8 (cy fitted for that kernel: other
+                     * bits), half the threads at twice the vectors, forced at other cluster
+                     * sizes (other bits: what the fit chose against), 2 to 4 chained
+                     * clusters per part_grad block (kx), deeper rows at forced clusters, and
+                     * the staged kernel at the cluster that it used to choose
+                     * (min(ceil(2 SMs / P), 16)). Rows a layout cannot hold fail and are left
+                     * out. BENCH_SWEEP_BWD=1 adds the staged kernel's threads and stages. */
                     std::vector<kcuda_rms_cfg> vs;
                     const int nv = rb.cfg.nv; /* as the default launched it */
-                    for (int st = 2; st <= (nv > 2 ? 2 : 4); st++) {
+                    const int rows[] = {2, 3, 4, 6, 8};
+                    for (int st : rows) {
                         kcuda_rms_cfg v;
                         memset(&v, 0, sizeof v);
                         v.variant.stages = st;
                         vs.push_back(v);
                     }
-                    {
+                    for (int st : rows) {
+                        kcuda_rms_cfg v;
+                        memset(&v, 0, sizeof v);
+                        v.mode = 5;
+                        v.stages = st;
+                        if (st != rb.cfg.stages && st > 2)
+                            vs.push_back(v);
+                    }
+                    for (int st : rows) {
                         /* half the threads, twice the vectors each: more blocks per SM */
-                        for (int st = 2; st <= (2 * nv > 2 ? 2 : 4); st++) {
-                            kcuda_rms_cfg v;
-                            memset(&v, 0, sizeof v);
-                            v.mode = 5;
-                            v.nv = 2 * nv;
-                            v.stages = st;
-                            if (2 * nv <= 8)
-                                vs.push_back(v);
-                        }
+                        kcuda_rms_cfg v;
+                        memset(&v, 0, sizeof v);
+                        v.mode = 5;
+                        v.nv = 2 * nv;
+                        v.stages = st;
+                        if (2 * nv <= 8)
+                            vs.push_back(v);
                     }
                     for (int cy : {1, 2, 4, 6, 7, 8, 12, 14, 16}) {
                         kcuda_rms_cfg v;
@@ -527,6 +537,24 @@ int main(int argc, char **argv)
                         v.cy = cy;
                         vs.push_back(v);
                     }
+                    for (int kx = 2; kx <= 4; kx++) /* chained clusters, cy fitted for them */
+                        for (int st : {0, 6}) {
+                            kcuda_rms_cfg v;
+                            memset(&v, 0, sizeof v);
+                            v.mode = 5;
+                            v.kx = kx;
+                            v.stages = st;
+                            vs.push_back(v);
+                        }
+                    for (int st : {6, 8})
+                        for (int cy : {6, 8, 12, 16}) {
+                            kcuda_rms_cfg v;
+                            memset(&v, 0, sizeof v);
+                            v.mode = 5;
+                            v.stages = st;
+                            v.cy = cy;
+                            vs.push_back(v);
+                        }
                     {
                         kcuda_rms_cfg v;
                         memset(&v, 0, sizeof v);
@@ -545,9 +573,12 @@ int main(int argc, char **argv)
                             }
                     Result best = rb;
                     for (const auto &v : vs) {
-                        if (v.cy && (P * v.cy > 4096 || (n1 + P - 1) / P < v.cy))
+                        if (v.cy && (P * v.cy * (v.kx ? v.kx : 1) > 4096 ||
+                                     (n1 + P - 1) / P < v.cy * (v.kx ? v.kx : 1)))
                             continue;
                         Result rv = bench_bwd(n1, n2, dt, P, &v, s);
+                        if (rv.us >= 1e29)
+                            continue; /* not a layout this call can have (printed) */
                         print_result("bwd", n1, n2, dt, P, "sweep", rv, false);
                         if (rv.us < best.us)
                             best = rv;

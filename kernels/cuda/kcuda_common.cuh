@@ -157,6 +157,28 @@ template <typename T, int N> __device__ __forceinline__ void ld_rw(const T *p, T
     }
 }
 
+/* Vector load from L2 (ld.global.cg): data another block wrote and published after this block
+ * started, which this SM's L1 must not answer from a stale line. */
+template <typename T, int N> __device__ __forceinline__ void ld_l2(const T *p, T (&out)[N])
+{
+    using P = piece<T, N>;
+    using R = typename raw<P::unit>::type;
+#pragma unroll
+    for (int k = 0; k < P::count; k++) {
+        R r = __ldcg(reinterpret_cast<const R *>(p) + k);
+        memcpy(&out[k * P::per], &r, sizeof r);
+    }
+}
+
+/* A counter another block publishes to (atomicAdd after __threadfence): an acquire load at GPU
+ * scope, so that the writes it counts are visible to what this thread reads next. */
+__device__ __forceinline__ unsigned ld_acquire(const unsigned *p)
+{
+    unsigned v;
+    asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+    return v;
+}
+
 template <typename T, int N> __device__ __forceinline__ void st(T *p, const T (&in)[N])
 {
     using P = piece<T, N>;

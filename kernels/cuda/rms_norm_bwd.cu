@@ -54,7 +54,9 @@ struct BwdArgs {
     int64_t active; /* blocks that hold rows: ceil(n1 / B); the rest are zeroed by colsum */
     int64_t chunk;
     int cx, cy;
-    int stages; /* staged kernel: rows in flight per block (1..4) */
+    int stages;      /* staged kernel: rows in flight per block (1..4) */
+    int kx;          /* register backward: clusters per part_grad block (chained when > 1) */
+    unsigned *chain; /* kx > 1: kcuda_rms_chain_bytes of zeroed counters (in grad_weight) */
 };
 
 /* The 16-byte path of the backward pass. The cluster (cx * cy blocks, one of cx, cy is 1) owns
@@ -230,9 +232,9 @@ template <typename TX, typename TW, typename A, int NV, int VEC> struct BwdRow {
 /* The register backward for many rows of 16-byte vectors: the cluster of cy blocks owns part_grad
  * block p (rank k taking rows rb + k, rb + k + cy, ..., as rms_bwd_staged with cx == 1), but each
  * thread holds its NV vectors of w, of its column sums and of D rows in registers, so every block
- * keeps rows loading without shared-memory staging. G = D / 2 rows at a time where D is 4 (short
- * rows: two rows' reductions share one barrier and their latencies overlap), else one; the other
- * D - G rows are in flight meanwhile. A row's sum is each thread's vectors in order, each warp's
+ * keeps rows loading without shared-memory staging. Two rows at a time where D is 4, 6 or 8 (their
+ * reductions share one barrier and their latencies overlap), else one; the other D - G rows are in
+ * flight meanwhile. A row's sum is each thread's vectors in order, each warp's
  * shuffle tree, then one shuffle tree over the warps' sums (every thread the same bits); the
  * column sums add the block's rows in row order, and the cluster adds its ranks' sums in rank
  * order. D (and so G) changes only how far ahead the loads run, never a bit: a tuning variant.
@@ -240,16 +242,18 @@ template <typename TX, typename TW, typename A, int NV, int VEC> struct BwdRow {
  * rows and sums fit in 64 registers, two blocks of 512 threads fit on an SM: asked for, so that
  * the layout can fit more clusters. */
 template <typename TX, typename TW, int NV, int D> struct BwdRowsFit {
-    static constexpr int VEC = 16 / (int)sizeof(TX);
-    static constexpr int w32 = NV * VEC * (int)sizeof(TW) / 4; /* registers of w's (or g's) */
-    static constexpr int regs = D * (w32 + NV * 4 + 1) + w32 + NV * VEC;
+    static constexpr int regs = KCUDA_BWD_ROWS_REGS((int)sizeof(TX), (int)sizeof(TW), NV, D);
     static constexpr int min_blocks = regs <= 44 ? 2 : 1;
-    static constexpr int G = D == 4 ? 2 : 1; /* rows reduced at a time */
+    /* More than 4 rows: blocks of at most KCUDA_BWD_DEEP_THREADS, so that a thread may have the
+     * registers (the layout holds them only there). */
+    static constexpr int max_threads = D > 4 ? KCUDA_BWD_DEEP_THREADS : KCUDA_MAX_THREADS;
+    static constexpr int G = D >= 4 && D % 2 == 0 ? 2 : 1; /* rows reduced at a time */
+    static constexpr bool ok = D <= 4 ? (NV <= 2 || D == 2) : regs <= KCUDA_BWD_DEEP_REGS;
 };
 
 template <typename TX, typename TW, int NV, int D>
-__global__ void __launch_bounds__(KCUDA_MAX_THREADS, (BwdRowsFit<TX, TW, NV, D>::min_blocks))
-    rms_bwd_rows(BwdArgs a)
+__global__ void __launch_bounds__((BwdRowsFit<TX, TW, NV, D>::max_threads),
+                                  (BwdRowsFit<TX, TW, NV, D>::min_blocks)) rms_bwd_rows(BwdArgs a)
 {
     using A = typename acc_of<TX>::type;
     constexpr int VEC = 16 / (int)sizeof(TX);
@@ -337,10 +341,30 @@ __global__ void __launch_bounds__(KCUDA_MAX_THREADS, (BwdRowsFit<TX, TW, NV, D>:
         }
     };
 
-    const int64_t pstep = gridDim.x / (unsigned)cy;
-    for (int64_t p = blockIdx.x / (unsigned)cy; p < a.active; p += pstep) {
-        const int64_t rb = p * a.B;
-        const int64_t re = rb + a.B < a.n1 ? rb + a.B : a.n1;
+    /* kx == 1: cluster c owns part_grad blocks c, c + clusters, ... (one each when the grid
+     * covers them). kx > 1: each cluster takes one kx-th of one part_grad block, in the order in
+     * which the clusters claim their work from chain[0] (k-th of block p: claim k * active + p),
+     * so that the cluster that waits for k - 1's sums below only waits for one that is running. */
+    const int kx = a.kx;
+    __shared__ int64_t claimed;
+    int64_t first_item = blockIdx.x / (unsigned)cy, items = a.active, stride = gridDim.x / cy;
+    if (kx > 1) {
+        if (srank == 0 && tid == 0)
+            claimed = (int64_t)atomicAdd(a.chain, 1u);
+        if (cy > 1)
+            cg::this_cluster().sync();
+        else
+            __syncthreads();
+        first_item = cy > 1 ? *cg::this_cluster().map_shared_rank(&claimed, 0) : claimed;
+        items = a.active * kx;
+        stride = items; /* one item */
+    }
+    for (int64_t item = first_item; item < items; item += stride) {
+        const int64_t p = kx > 1 ? item % a.active : item, k = kx > 1 ? item / a.active : 0;
+        const int64_t sub = (a.B + kx - 1) / kx; /* the rows of each of the kx clusters */
+        const int64_t pe = p * a.B + a.B < a.n1 ? p * a.B + a.B : a.n1;
+        const int64_t rb = p * a.B + k * sub;
+        const int64_t re = rb + sub < pe ? rb + sub : pe;
 #pragma unroll
         for (int v = 0; v < NV; v++)
 #pragma unroll
@@ -378,11 +402,28 @@ __global__ void __launch_bounds__(KCUDA_MAX_THREADS, (BwdRowsFit<TX, TW, NV, D>:
             }
         }
         A *pgr = static_cast<A *>(a.pg) + p * a.n2;
+        /* Chained: this rank's columns of part_grad block p hold clusters 0..k-1's sums once
+         * chain[1 + p * cy + srank] counts k; add this cluster's after them, then count it. */
+        unsigned *ctr = a.chain + 1 + p * cy + srank;
+        if (k > 0) {
+            if (tid == 0)
+                while (ld_acquire(ctr) < (unsigned)k)
+                    __nanosleep(64);
+            __syncthreads();
+        }
         if (cy == 1) {
 #pragma unroll
             for (int v = 0; v < NV; v++)
-                if (idx[v] >= 0)
+                if (idx[v] >= 0) {
+                    if (k > 0) {
+                        A before[VEC];
+                        ld_l2(pgr + idx[v], before);
+#pragma unroll
+                        for (int e = 0; e < VEC; e++)
+                            acc[v][e] = before[e] + acc[v][e];
+                    }
                     stg(pgr + idx[v], acc[v]);
+                }
         } else {
             A *accs = reinterpret_cast<A *>(dyn);
 #pragma unroll
@@ -393,11 +434,18 @@ __global__ void __launch_bounds__(KCUDA_MAX_THREADS, (BwdRowsFit<TX, TW, NV, D>:
             cluster.sync();
             for (int j = srank * T + tid; j < cols; j += T * cy) {
                 A sum = 0;
-                for (int k = 0; k < cy; k++)
-                    sum += *cluster.map_shared_rank(accs + j, k);
-                pgr[j] = sum;
+                for (int q = 0; q < cy; q++)
+                    sum += *cluster.map_shared_rank(accs + j, q);
+                pgr[j] = k > 0 ? __ldcg(pgr + j) + sum : sum;
             }
             cluster.sync(); /* every rank's sums are read before they are overwritten or freed */
+        }
+        if (kx > 1 && k < kx - 1) {
+            __syncthreads();
+            if (tid == 0) {
+                __threadfence(); /* this block's part_grad writes before the count */
+                atomicAdd(ctr, 1u);
+            }
         }
     }
     pdl_trigger();
@@ -956,16 +1004,27 @@ __global__ void __launch_bounds__(KCUDA_SPLIT_THREADS) rms_bwd_split_finish(Spli
 
 typedef void (*BwdKernel)(BwdArgs);
 
+template <typename TX, typename TW, int NV, int D> static BwdKernel bwd_rows_at()
+{
+    if constexpr (BwdRowsFit<TX, TW, NV, D>::ok)
+        return rms_bwd_rows<TX, TW, NV, D>;
+    else
+        return NULL; /* never compiled: the layout does not hold D rows at this NV */
+}
+
+/* The register backward holding `rows` rows (2, 3, 4, 6 or 8: the layout's kcuda_rms_bwd_rows_ok),
+ * NULL where it is not compiled. */
 template <typename TX, typename TW, int NV> static BwdKernel bwd_rows_kernel(int rows)
 {
     if constexpr (sizeof(TX) > 4 || sizeof(TW) > 4)
         return NULL; /* the layout takes register rows only for x and w of at most 4 bytes */
-    else if constexpr (NV > 2)
-        return rms_bwd_rows<TX, TW, NV, 2>; /* rows of 32 KB or more: the layout holds 2 */
     else
-        return rows <= 2   ? rms_bwd_rows<TX, TW, NV, 2>
-               : rows == 3 ? rms_bwd_rows<TX, TW, NV, 3>
-                           : rms_bwd_rows<TX, TW, NV, 4>;
+        return rows <= 2   ? bwd_rows_at<TX, TW, NV, 2>()
+               : rows == 3 ? bwd_rows_at<TX, TW, NV, 3>()
+               : rows == 4 ? bwd_rows_at<TX, TW, NV, 4>()
+               : rows == 6 ? bwd_rows_at<TX, TW, NV, 6>()
+               : rows == 8 ? bwd_rows_at<TX, TW, NV, 8>()
+                           : NULL;
 }
 
 template <typename TX, typename TW> static BwdKernel bwd_kernel_for(const kcuda_rms_layout &L)
@@ -1020,6 +1079,16 @@ static int bwd_split(const baton_exec_ctx *ctx, void **buffers, const baton_rms_
                   (unsigned)KCUDA_SPLIT_THREADS, 0, 1, a);
 }
 
+/* A layout that names a kernel this build does not compile: the layout and the kernel's
+ * BwdRowsFit disagree, a bug to report rather than a launch of NULL. */
+static int no_kernel(const baton_exec_ctx *ctx, const kcuda_rms_layout &L)
+{
+    return ctx_fail(ctx, BATON_ENOTSUP,
+                    "rms_norm_bwd: no kernel for mode %d, %d vectors per thread, %d threads, %d "
+                    "rows held (the layout and rms_norm_bwd.cu disagree: please report it)",
+                    L.mode, L.nv, L.threads, L.stages);
+}
+
 /* cudaOccupancyMaxActiveClusters for the register backward at cluster size cy (0 on error). */
 struct ClusterAsk {
     BwdKernel k;
@@ -1051,23 +1120,29 @@ static int bwd_fit_cy(const baton_exec_ctx *ctx, const baton_rms_norm_desc &d,
     /* The kernel of the layout's own rows held, and its shared memory at any cy > 1. */
     kcuda_rms_layout Lf = *L;
     Lf.stages = L->fit_stages;
-    kcuda_rms_bwd_set_cy(&Lf, &d, 2);
+    kcuda_rms_bwd_set_cy(&Lf, &d, 1, 2);
     const BwdKernel k = bwd_kernel_for<TX, TW>(Lf);
+    if (!k)
+        return no_kernel(ctx, Lf);
     const size_t smem = Lf.smem;
     const int devno = device_of(ctx);
-    const int64_t bc = L->B < 16 ? L->B : 16;
+    /* Everything the fit reads besides the kernel: the rows per part_grad block (to 1024: the
+     * chain's cap is at most 16 * KCUDA_BWD_CHAIN_MAX * 2 * 8), whether and how the chain may
+     * run. The answer is (kx - 1) * 32 + cy. */
+    const int64_t bc = L->B < 1024 ? L->B : 1024;
     const int64_t need = L->fit_blocks > L->active ? L->fit_blocks : L->active;
     const bool keyable = devno >= 0 && devno < 64 && L->threads % 32 == 0 &&
                          L->threads <= KCUDA_MAX_THREADS && smem / 16 < (1u << 14) &&
-                         need < (1 << 13);
-    const uint64_t key = keyable ? (1ull << 55) | (uint64_t)devno << 49 |
-                                       (uint64_t)(L->threads / 32 - 1) << 45 |
-                                       (uint64_t)(smem / 16) << 31 | (uint64_t)need << 18 |
-                                       (uint64_t)bc << 13 | (uint64_t)(dev->max_cluster > 8)
-                                 : 0;
-    int cy = 0;
-    if (fit_get((const void *)k, key, &cy)) {
-        kcuda_rms_bwd_set_cy(L, &d, cy);
+                         need < (1 << 13) && L->kx >= 0 && L->kx <= KCUDA_BWD_CHAIN_MAX;
+    const uint64_t key =
+        keyable ? (1ull << 55) | (uint64_t)devno << 49 | (uint64_t)(L->threads / 32 - 1) << 45 |
+                      (uint64_t)(smem / 16) << 31 | (uint64_t)need << 18 | (uint64_t)(bc - 1) << 8 |
+                      (uint64_t)(dev->max_cluster > 8) << 7 | (uint64_t)(L->chain_ok != 0) << 6 |
+                      (uint64_t)L->kx << 3
+                : 0;
+    int got = 0;
+    if (fit_get((const void *)k, key, &got)) {
+        kcuda_rms_bwd_set_cy(L, &d, got / 32 + 1, got % 32);
         return 0;
     }
     /* Clusters above 8 need the non-portable attribute before the runtime can count them. */
@@ -1085,8 +1160,8 @@ static int bwd_fit_cy(const baton_exec_ctx *ctx, const baton_rms_norm_desc &d,
                         "failed: %s",
                         L->threads, cudaGetErrorString(e));
     ClusterAsk q = {k, L->threads, smem, ctx ? (cudaStream_t)ctx->stream : (cudaStream_t)0};
-    cy = kcuda_rms_fit_cy(L, &d, dev, per_sm, clusters_at, &q);
-    fit_put((const void *)k, key, cy);
+    const int cy = kcuda_rms_fit_cy(L, &d, dev, per_sm, clusters_at, &q);
+    fit_put((const void *)k, key, (L->kx - 1) * 32 + cy);
     return 0;
 }
 
@@ -1120,6 +1195,8 @@ static int bwd_typed(const baton_exec_ctx *ctx, void **buffers, const baton_rms_
         }
         const int cl = L.cx * L.cy;
         const BwdKernel k = bwd_kernel_for<TX, TW>(L);
+        if (!k)
+            return no_kernel(ctx, L);
         /* The register backward keeps L1 for its loads in flight: no shared-memory carveout. */
         rc = prepare(k, ctx, "rms_norm_bwd", cl, L.grid, L.threads, L.smem, smem_max, L.may_shrink,
                      L.mode != KCUDA_RMS_ROWS);
@@ -1145,8 +1222,28 @@ static int bwd_typed(const baton_exec_ctx *ctx, void **buffers, const baton_rms_
         a.cx = L.cx;
         a.cy = L.cy;
         a.stages = L.stages;
+        a.kx = L.mode == KCUDA_RMS_ROWS && L.kx > 1 ? L.kx : 1;
+        a.chain = a.kx > 1 ? static_cast<unsigned *>(buffers[5]) : NULL;
         kcuda_rms_report(&L, chosen);
-        rc = launch(ctx, "rms_norm_bwd", k, (unsigned)L.grid, (unsigned)L.threads, L.smem, cl, a);
+        baton_exec_ctx c1;
+        const baton_exec_ctx *lc = ctx;
+        if (a.kx > 1) {
+            /* The chain's counters, in grad_weight until the column sum writes it. The kernel
+             * then waits for the memset as a whole (no programmatic dependent launch). */
+            const cudaStream_t st = ctx ? (cudaStream_t)ctx->stream : (cudaStream_t)0;
+            const size_t bytes = kcuda_rms_chain_bytes(L.active, L.cy);
+            const cudaError_t e = cudaMemsetAsync(a.chain, 0, bytes, st);
+            if (e != cudaSuccess)
+                return ctx_fail(ctx, BATON_ECUDA,
+                                "rms_norm_bwd: cudaMemsetAsync of the chain's %zu bytes failed: %s",
+                                bytes, cudaGetErrorString(e));
+            memset(&c1, 0, sizeof c1);
+            if (ctx)
+                c1 = *ctx;
+            c1.pdl = 0;
+            lc = &c1;
+        }
+        rc = launch(lc, "rms_norm_bwd", k, (unsigned)L.grid, (unsigned)L.threads, L.smem, cl, a);
         if (rc)
             return rc;
         return launch(ctx, "rms_norm_bwd grad_weight", rms_colsum_kernel<A, TW>,

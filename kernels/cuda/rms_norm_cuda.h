@@ -45,8 +45,10 @@ enum {
  *              bytes): a persistent grid, a block per row, `nv` (2, 4 or 8) vectors of x per
  *              thread, the next row loaded while this one is reduced; the default there.
  *              Backward (many rows of 16-byte vectors, x and w of at most 4 bytes): each thread
- *              holds its vectors of w, of its column sums and of `stages` rows (2 to 4; 2 from 4
- *              vectors per thread on) in registers, two rows reduced at a time where it holds 4;
+ *              holds its vectors of w, of its column sums and of `stages` rows (2, 3, 4, or 6
+ *              and 8 in blocks of at most 256 threads whose rows fit in registers; 2 from 4
+ *              vectors per thread on) in registers, two rows reduced at a time where it holds 4,
+ *              6 or 8;
  *              a part_grad block's rows split over a cluster of cy blocks, cy fitted to the
  *              clusters resident at once (rms_norm_layout.h, kcuda_rms_fit_cy); the default
  *              there. An override of 2 forces streaming, 3 the split backward, 4 the cp.async
@@ -60,6 +62,11 @@ enum {
  *   cx       blocks that share one row (a thread-block cluster when > 1; at most 16)
  *   cy       backward only: blocks that share one part_grad block, combined through
  *            distributed shared memory in a fixed order (at most 16)
+ *   kx       register backward only: clusters that share one part_grad block (1 to 4), each
+ *            taking a kx-th of its rows and adding its sums to part_grad after the one before it
+ *            (counters in grad_weight's bytes until the column sum writes it); 0: 1. Only an
+ *            override chains clusters (measured slower than one per part_grad block on an H100
+ *            at all but one benchmark shape: bench/RESULTS.md, session 9)
  *   stages   staged mode: rows in flight per block (1 to 8 in the forward, 1 to 4 in the
  *            backward, which lowers a larger override to 4)
  *   grid     blocks launched (the main kernel)
@@ -87,7 +94,8 @@ enum {
  *          0                  the kernel chosen; `stages` (nonzero) changes only the rows in
  *                             flight of a staged layout: forward 2 to 8 on the bulk-copy
  *                             kernel, backward 1 to 4; the register backward (mode 5): the
- *                             rows it holds, 2 to 4 (cy stays as fitted for its own choice)
+ *                             rows it holds, 2, 3, 4, 6 or 8 as mode 5 allows (kx and cy stay
+ *                             as fitted for its own choice)
  * Anything else (register rows with other vectors per thread, other threads, clusters or grids of
  * part_grad blocks) reduces in another order and is not a variant. A variant that does not apply
  * to the chosen layout, or whose shared memory does not fit, is BATON_EINVAL with the reason. */
@@ -109,6 +117,7 @@ typedef struct kcuda_rms_cfg {
     long long grid;
     long long smem;
     kcuda_rms_variant variant;
+    int kx;
 } kcuda_rms_cfg;
 
 /* kcuda_rms_norm_fwd / _bwd with an optional override (NULL: choose) and an optional report of

@@ -273,6 +273,7 @@ void kcuda_rms_report(const kcuda_rms_layout *L, kcuda_rms_cfg *chosen)
     chosen->vec = L->vec;
     chosen->cx = L->cx;
     chosen->cy = L->cy;
+    chosen->kx = L->kx;
     chosen->stages = L->stages;
     chosen->mode = L->mode;
     chosen->grid = L->grid;
@@ -434,41 +435,66 @@ int kcuda_rms_fwd_layout(const baton_rms_norm_desc *d, void *const *buffers,
 
 /* ---- backward -------------------------------------------------------------------------------- */
 
-/* The most rows the register backward holds at nv vectors per thread: 2 from 4 vectors on (rows
- * of 32 KB or more, registers full), else KCUDA_BWD_ROWS_MAX. */
-static int bwd_rows_max(int nv)
+/* Whether the register backward holds D rows (2, 3, 4, 6 or 8) at nv vectors per thread and t
+ * threads: up to 4 at 1 or 2 vectors, 2 from 4 vectors on (rows of 32 KB or more, registers
+ * full); 6 or 8 only in blocks of at most KCUDA_BWD_DEEP_THREADS whose rows fit in registers
+ * (KCUDA_BWD_ROWS_REGS: the kernel compiles exactly these). */
+static int bwd_rows_ok(const sizes *s, int nv, int t, int D)
 {
-    return nv > 2 ? 2 : KCUDA_BWD_ROWS_MAX;
+    if (D < 2 || D > KCUDA_BWD_ROWS_MAX || D == 5 || D == 7)
+        return 0;
+    if (D <= 4)
+        return nv <= 2 || D == 2;
+    return t <= KCUDA_BWD_DEEP_THREADS &&
+           KCUDA_BWD_ROWS_REGS((int)s->x, (int)s->w, nv, D) <= KCUDA_BWD_DEEP_REGS;
 }
 
-/* Rows held (D). Measured on an H100 (bench_kernels --sweep, bench/RESULTS.md, session 8):
- * 16-bit rows want 4 (two reducing, two loading: a pair's reductions share one barrier), 92-94 %
- * of the best copy kernel at 8192 columns against 84 % holding 2; 32-bit rows want 2 where a row
- * is 32 KB or more (94-96 %) and 3 below, never 4 (a pair measured slower). */
+/* The rows held that bwd_rows_ok allows, as "2, 3, 4" for an error message. */
+static const char *bwd_rows_list(const sizes *s, int nv, int t, char *buf, size_t cap)
+{
+    size_t n = 0;
+    buf[0] = 0;
+    for (int D = 2; D <= KCUDA_BWD_ROWS_MAX && n < cap; D++)
+        if (bwd_rows_ok(s, nv, t, D))
+            n += (size_t)snprintf(buf + n, cap - n, "%s%d", n ? ", " : "", D);
+    return buf;
+}
+
+/* Rows held (D). Measured on an H100 (bench_kernels --sweep, bench/RESULTS.md, sessions 8 and
+ * 9): 16-bit rows want 4 (two reducing, two loading: a pair's reductions share one barrier), 92-94
+ * % of the best copy kernel at 8192 columns against 84 % holding 2 (6 and 8 help only where one
+ * block per SM suffices: a tuning variant); 32-bit rows at up to 2 vectors per thread want 3 (f32
+ * 4096 columns at part_grad 16: 97.3 against 95.1 % holding 2, 92.5 against 90.8 at 4096 rows),
+ * never 4 (a pair measured slower); from 4 vectors on, 2 (registers full). */
 static int bwd_rows_depth(const baton_rms_norm_desc *d, const sizes *s, int nv)
 {
-    if (bwd_rows_max(nv) < 4)
+    (void)d;
+    if (!bwd_rows_ok(s, nv, KCUDA_MAX_THREADS, 4))
         return 2;
-    if (s->x == 2)
-        return 4;
-    const int64_t row = d->n2 * (int64_t)(s->x + s->w); /* grad_output has w's (y's) dtype */
-    return row >= (32 << 10) ? 2 : 3;
+    return s->x == 2 ? 4 : 3;
 }
 
-/* Sets L's cy and what follows from it: the cluster's shared memory, the grid. */
+/* Sets L's kx and cy and what follows from them: the cluster's shared memory, the grid (kx
+ * clusters of cy blocks for every part_grad block that holds rows, or the grid asked for). */
 static void bwd_rows_set_cy(kcuda_rms_layout *L, const baton_rms_norm_desc *d, const sizes *s,
-                            int cy, long long grid_asked)
+                            int kx, int cy, long long grid_asked)
 {
     L->fit_cy = 0;
+    L->kx = kx < 1 ? 1 : kx;
     L->cy = cy;
     L->smem = cy > 1 ? pad16((size_t)d->n2 * s->a) : 0; /* the cluster's column sums */
-    long long groups = L->active;
+    long long groups = L->active * L->kx;
     if (grid_asked)
         groups = grid_asked / cy > 0 ? grid_asked / cy : 1;
     const long long cap = (1LL << 30) / cy;
     if (groups > cap)
         groups = cap;
     L->grid = groups * cy;
+}
+
+size_t kcuda_rms_chain_bytes(int64_t active, int cy)
+{
+    return sizeof(unsigned) * (size_t)(1 + active * (cy < 1 ? 1 : cy));
 }
 
 /* rms_bwd_rows (L's P, B and active already set): the fewest vectors per thread (1, 2, 4, or 8
@@ -494,15 +520,29 @@ static int bwd_rows(const baton_rms_norm_desc *d, const sizes *s, const kcuda_rm
     L->stages = bwd_rows_depth(d, s, nv);
     L->fit_stages = L->stages;
     if (o && o->stages) {
-        if (o->stages < 2 || o->stages > bwd_rows_max(nv))
+        char ok[32];
+        if (!bwd_rows_ok(s, nv, t, o->stages))
             return why_set(why, wl, BATON_EINVAL,
                            "rms_norm_bwd: override stages = %d with register rows at %d vectors "
-                           "per thread (rows held per block): 2 to %d",
-                           o->stages, nv, bwd_rows_max(nv));
-        L->stages = o->stages;
+                           "per thread and %d threads (rows held per block): one of %s",
+                           o->stages, nv, t, bwd_rows_list(s, nv, t, ok, sizeof ok));
+        /* The layout as if it held these rows itself: cy is fitted for their kernel. */
+        L->stages = L->fit_stages = o->stages;
     }
-    bwd_rows_set_cy(L, d, s, (o && o->cy) ? o->cy : 1, o ? o->grid : 0);
+    const int kx = o ? o->kx : 0;
+    if (kx < 0 || kx > KCUDA_BWD_CHAIN_MAX)
+        return why_set(why, wl, BATON_EINVAL,
+                       "rms_norm_bwd: override kx = %d: 1 to %d clusters per part_grad block", kx,
+                       KCUDA_BWD_CHAIN_MAX);
+    if (kx > 1 && (o->grid || !L->chain_ok))
+        return why_set(why, wl, BATON_EINVAL, "rms_norm_bwd: override kx = %d needs %s", kx,
+                       o->grid ? "the grid that it sets (no grid override)"
+                               : "grad_weight aligned to 4 bytes with room for the counters");
+    bwd_rows_set_cy(L, d, s, kx, (o && o->cy) ? o->cy : 1, o ? o->grid : 0);
     L->fit_cy = !(o && (o->cy || o->grid));
+    L->kx = kx; /* 0: kcuda_rms_fit_cy chooses */
+    if (!L->fit_cy && !kx)
+        L->kx = 1;
     L->fit_blocks = L->active;
     if ((int64_t)L->smem > kcuda_rms_smem_max(dev))
         return why_set(why, wl, BATON_EINVAL,
@@ -514,36 +554,65 @@ static int bwd_rows(const baton_rms_norm_desc *d, const sizes *s, const kcuda_rm
     return 0;
 }
 
+/* The largest cy <= cap (from 2) at which `want` clusters are resident at once; 1 if none. */
+static int fit_clusters(int64_t cap, int64_t want, int (*clusters)(void *u, int cy), void *u)
+{
+    for (int c = (int)cap; c >= 2; c--)
+        if (clusters(u, c) >= want)
+            return c;
+    return 1;
+}
+
 int kcuda_rms_fit_cy(kcuda_rms_layout *L, const baton_rms_norm_desc *d, const kcuda_rms_device *dev,
                      int blocks_per_sm, int (*clusters)(void *u, int cy), void *u)
 {
     if (!L->fit_cy)
         return L->cy;
     const sizes s = sizes_of(d);
-    /* The most blocks of every part_grad block that are resident at once, at most 16 each (for
-     * fit_blocks part_grad blocks: the unsharded call's, in a row shard). */
     const int64_t need = L->fit_blocks > L->active ? L->fit_blocks : L->active;
-    int64_t cap = need > 0 ? (int64_t)dev->sms * blocks_per_sm / need : 0;
-    if (cap > dev->max_cluster)
-        cap = dev->max_cluster;
-    if (cap > L->B)
-        cap = L->B;
-    int cy = 1;
-    for (int c = (int)cap; c >= 2; c--)
-        if (clusters(u, c) >= need) {
-            cy = c;
+    const int64_t slots = (int64_t)dev->sms * blocks_per_sm;
+    const int no_combine = (int64_t)pad16((size_t)d->n2 * s.a) > kcuda_rms_smem_max(dev);
+    int best_kx = 0, best_cy = 1;
+    int64_t best = -1;
+    /* Chained clusters only where asked for: on an H100 they fill the SMs but every bf16 and f32
+     * benchmark shape but one ran slower than one cluster per part_grad block (bench/RESULTS.md,
+     * session 9); the override keeps them measurable. */
+    const int lo = L->kx ? L->kx : 1, hi = L->kx ? L->kx : 1;
+    for (int kx = lo; kx <= hi; kx++) {
+        if (kx > 1 && need * kx > slots)
             break;
+        /* At most 16 (or max_cluster) blocks, every one resident, and (chained) each with at
+         * least two rounds of the rows it holds. */
+        int64_t cap = need > 0 ? slots / (need * kx) : 0;
+        if (cap > dev->max_cluster)
+            cap = dev->max_cluster;
+        const int64_t rows = ceil_div(L->B, kx);
+        if (cap > rows)
+            cap = rows;
+        if (kx > 1 && cap > rows / (2 * L->fit_stages))
+            cap = rows / (2 * L->fit_stages);
+        if (cap < 1)
+            continue;
+        const int cy = no_combine ? 1 : fit_clusters(cap, need * kx, clusters, u);
+        const int64_t blocks = need * kx * cy;
+        if (best < 0 || blocks > best) {
+            best = blocks;
+            best_kx = kx;
+            best_cy = cy;
         }
-    if (cy > 1 && (int64_t)pad16((size_t)d->n2 * s.a) > kcuda_rms_smem_max(dev))
-        cy = 1; /* no room for the combine's column sums: one block per part_grad block */
-    bwd_rows_set_cy(L, d, &s, cy, 0);
-    return cy;
+    }
+    if (best < 0) { /* the asked kx cannot have every cluster resident: one block each */
+        best_kx = lo;
+        best_cy = 1;
+    }
+    bwd_rows_set_cy(L, d, &s, best_kx, best_cy, 0);
+    return best_cy;
 }
 
-void kcuda_rms_bwd_set_cy(kcuda_rms_layout *L, const baton_rms_norm_desc *d, int cy)
+void kcuda_rms_bwd_set_cy(kcuda_rms_layout *L, const baton_rms_norm_desc *d, int kx, int cy)
 {
     const sizes s = sizes_of(d);
-    bwd_rows_set_cy(L, d, &s, cy, 0);
+    bwd_rows_set_cy(L, d, &s, kx, cy, 0);
 }
 
 static int bwd_layout(const baton_rms_norm_desc *d, void *const *buffers,
@@ -555,7 +624,9 @@ static int bwd_layout(const baton_rms_norm_desc *d, void *const *buffers,
     const int sms = dev->sms;
     const int max_cl = dev->max_cluster;
     kcuda_rms_cfg o4;
-    if (o && o->stages > KCUDA_CP_STAGES) { /* the staged backward is a cp.async kernel */
+    /* The staged backward is a cp.async kernel: more stages are lowered to its most. The
+     * register backward (mode KCUDA_RMS_ROWS) checks its own rows held. */
+    if (o && o->stages > KCUDA_CP_STAGES && o->mode != KCUDA_RMS_ROWS) {
         o4 = *o;
         o4.stages = KCUDA_CP_STAGES;
         o = &o4;
@@ -572,6 +643,14 @@ static int bwd_layout(const baton_rms_norm_desc *d, void *const *buffers,
     L->P = P;
     L->B = B;
     L->active = active;
+    /* grad_weight's bytes hold the chained backward's counters until the column sum writes it. */
+    L->chain_ok = is_aligned(buffers[5], sizeof(unsigned)) &&
+                  (size_t)d->n2 * s.w >= kcuda_rms_chain_bytes(active, KCUDA_MAX_CLUSTER);
+    if (o && o->kx > 1 && !(o->mode == KCUDA_RMS_ROWS || o->mode == 0))
+        return why_set(why, wl, BATON_EINVAL,
+                       "rms_norm_bwd: override kx = %d applies to the register backward (mode 5), "
+                       "not mode %d",
+                       o->kx, o->mode);
     {
         /* Few long rows: the split kernels use every SM (a cluster per row would use at most 16
          * blocks a row). They need room for the copies of the partials in each block's columns. */
@@ -591,7 +670,7 @@ static int bwd_layout(const baton_rms_norm_desc *d, void *const *buffers,
                            "part_grad room for the partials (n1 %lld, n2 %lld, part_grad_size "
                            "%lld)",
                            KCUDA_SPLIT_ROWS, (long long)d->n1, (long long)d->n2, (long long)P);
-        if (fits && (forced || want)) {
+        if (fits && (forced || want) && !(o && o->kx > 1)) {
             L->mode = KCUDA_RMS_SPLIT;
             L->threads = KCUDA_SPLIT_THREADS;
             L->nv = (int)(nvt < 1 ? 1 : nvt);
@@ -619,6 +698,11 @@ static int bwd_layout(const baton_rms_norm_desc *d, void *const *buffers,
             (forced || (plain && d->n1 >= 2LL * sms && nvec_row <= 4LL * KCUDA_MAX_THREADS)))
             return bwd_rows(d, &s, dev, o, L, why, wl);
     }
+    if (o && o->kx > 1)
+        return why_set(why, wl, BATON_EINVAL,
+                       "rms_norm_bwd: override kx = %d applies to the register backward, which "
+                       "this call cannot have (mode 5 forces it where it can run)",
+                       o->kx);
     /* Few rows: split each over a cluster (cx); many rows but few part_grad blocks: split each
      * block's rows over a cluster (cy). */
     const int64_t smem_max = kcuda_rms_smem_max(dev);
@@ -758,11 +842,13 @@ int kcuda_rms_apply_variant(const baton_rms_norm_desc *d, int bwd, const kcuda_r
         mode = KCUDA_RMS_STAGED_CP;
     } else if (bwd && L->mode == KCUDA_RMS_ROWS) {
         /* The register backward: rows held per block (how far ahead its loads run). */
-        if (st < 2 || st > bwd_rows_max(L->nv))
+        char ok[32];
+        if (!bwd_rows_ok(&s, L->nv, L->threads, st))
             return why_set(why, wl, BATON_EINVAL,
                            "%s: variant stages = %d: the register backward at %d vectors per "
-                           "thread holds 2 to %d rows",
-                           what, st, L->nv, bwd_rows_max(L->nv));
+                           "thread and %d threads holds %s rows",
+                           what, st, L->nv, L->threads,
+                           bwd_rows_list(&s, L->nv, L->threads, ok, sizeof ok));
         L->stages = st;
         L->variant.kernel = 0;
         L->variant.stages = st;
@@ -816,8 +902,9 @@ int kcuda_rms_variants(const baton_rms_norm_desc *d, int bwd, const kcuda_rms_de
         for (int st = 2; st <= KCUDA_CP_STAGES; st++)
             want[nw++] = (kcuda_rms_variant){KCUDA_RMS_VK_CP, st};
     } else if (bwd && L->mode == KCUDA_RMS_ROWS && ceil_div(L->B, L->cy) > 1) {
-        for (int st = 2; st <= bwd_rows_max(L->nv); st++)
-            if (st != L->stages)
+        const sizes s = sizes_of(d);
+        for (int st = 2; st <= KCUDA_BWD_ROWS_MAX; st++)
+            if (st != L->stages && bwd_rows_ok(&s, L->nv, L->threads, st))
                 want[nw++] = (kcuda_rms_variant){0, st};
     } else if (bwd && L->mode == KCUDA_RMS_STAGED && ceil_div(L->B, L->cy) > 1) {
         /* Stages matter only where a block has more than one row. */
@@ -840,9 +927,10 @@ void kcuda_rms_describe(const kcuda_rms_layout *L, int bwd, char *buf, size_t ca
     switch (L->mode) {
     case KCUDA_RMS_ROWS:
         if (bwd)
-            snprintf(buf, cap, "register rows, %d vector%s per thread, %d threads, %d rows held%s",
-                     L->nv, L->nv == 1 ? "" : "s", L->threads, L->stages,
-                     L->cy > 1 ? ", rows over a cluster" : "");
+            snprintf(
+                buf, cap, "register rows, %d vector%s per thread, %d threads, %d rows held%s%s",
+                L->nv, L->nv == 1 ? "" : "s", L->threads, L->stages,
+                L->cy > 1 ? ", rows over a cluster" : "", L->kx > 1 ? ", clusters chained" : "");
         else
             snprintf(buf, cap, "register rows, %d vectors per thread, %d threads, %s", L->nv,
                      L->threads, L->spread ? "a persistent grid" : "a block per row");

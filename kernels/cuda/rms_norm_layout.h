@@ -16,15 +16,26 @@ extern "C" {
 #endif
 
 /* What the kernels are compiled for; the layout never asks for more. */
-#define KCUDA_MAX_THREADS     512  /* threads per block (__launch_bounds__) */
-#define KCUDA_FWD_STAGES      4    /* the most rows in flight the forward chooses by itself */
-#define KCUDA_FWD_BULK_STAGES 8    /* the most rows in flight of the bulk-copy forward */
-#define KCUDA_CP_STAGES       4    /* the cp.async kernels wait on at most 3 groups */
-#define KCUDA_MAX_CLUSTER     16   /* blocks per cluster (above 8: non-portable) */
-#define KCUDA_SPLIT_ROWS      16   /* the split backward's most rows */
-#define KCUDA_SPLIT_THREADS   128  /* the split backward's threads per block */
-#define KCUDA_BWD_ROWS_MAX    4    /* the register backward's most rows held per block */
-#define KCUDA_STATIC_SMEM     1024 /* room left for the kernels' static shared memory */
+#define KCUDA_MAX_THREADS      512  /* threads per block (__launch_bounds__) */
+#define KCUDA_FWD_STAGES       4    /* the most rows in flight the forward chooses by itself */
+#define KCUDA_FWD_BULK_STAGES  8    /* the most rows in flight of the bulk-copy forward */
+#define KCUDA_CP_STAGES        4    /* the cp.async kernels wait on at most 3 groups */
+#define KCUDA_MAX_CLUSTER      16   /* blocks per cluster (above 8: non-portable) */
+#define KCUDA_SPLIT_ROWS       16   /* the split backward's most rows */
+#define KCUDA_SPLIT_THREADS    128  /* the split backward's threads per block */
+#define KCUDA_BWD_ROWS_MAX     8    /* the register backward's most rows held per block */
+#define KCUDA_BWD_DEEP_THREADS 256  /* its threads per block where it holds more than 4 rows */
+#define KCUDA_BWD_DEEP_REGS    168  /* ... and the most registers KCUDA_BWD_ROWS_REGS may say */
+#define KCUDA_BWD_CHAIN_MAX    4    /* its most clusters per part_grad block */
+#define KCUDA_STATIC_SMEM      1024 /* room left for the kernels' static shared memory */
+
+/* The register backward's estimate of the registers a thread needs to hold D rows of NV 16-byte
+ * vectors of x (XB bytes an element) and of grad_output (WB, w's dtype), plus w and its column
+ * sums (4 bytes each). The kernel (its launch bounds) and the layout (which rows it may hold)
+ * read the same formula, so that the layout never asks for a kernel that spills. */
+#define KCUDA_BWD_ROWS_REGS(XB, WB, NV, D)                                                         \
+    ((D) * ((NV) * (16 / (XB)) * (WB) / 4 + (NV)*4 + 1) + (NV) * (16 / (XB)) * (WB) / 4 +          \
+     (NV) * (16 / (XB)))
 
 /* What the layout needs to know of the device (the .cu side fills it from the CUDA runtime). */
 typedef struct kcuda_rms_device {
@@ -37,6 +48,11 @@ typedef struct kcuda_rms_device {
 typedef struct kcuda_rms_layout {
     int mode; /* KCUDA_RMS_* */
     int vec, nv, threads, cx, cy, stages;
+    /* Register backward: clusters per part_grad block (1, or up to KCUDA_BWD_CHAIN_MAX chained
+     * through part_grad in a fixed order, counting in grad_weight's bytes: an override only; 0
+     * until kcuda_rms_fit_cy sets it), and whether grad_weight has the room and alignment for
+     * the counters (kcuda_rms_chain_bytes). */
+    int kx, chain_ok;
     int64_t chunk;  /* columns per block (a row is cx chunks) */
     long long grid; /* blocks of the main kernel (the split backward: of each kernel) */
     size_t smem;    /* dynamic shared memory per block */
@@ -94,9 +110,11 @@ int kcuda_rms_apply_variant(const baton_rms_norm_desc *d, int bwd, const kcuda_r
 
 /* The variants a tuner may measure for a call whose chosen layout is L (no variant applied):
  * {0, 0}, the layout as chosen, first, then each variant that applies to L and fits, at most max
- * in all; returns how many. Register rows: the bulk-copy kernel in rows' order with 2 to 4 stages;
- * the bulk-copy forward: 2, 3, 4, 6 or 8 stages, and the cp.async kernel with 2 to 4; a staged
- * backward whose blocks have more than one row: 1 to 4 stages. Anything else: none but {0, 0}. */
+ * in all; returns how many. The register forward: the persistent grid, and the bulk-copy kernel in
+ * rows' order with 2 to 4 stages; the bulk-copy forward: 2, 3, 4, 6 or 8 stages, and the cp.async
+ * kernel with 2 to 4; the register backward whose blocks have more than one row: the other rows
+ * held (2, 3, 4, 6 or 8) that its threads and registers allow; a staged backward whose blocks have
+ * more than one row: 1 to 4 stages. Anything else: none but {0, 0}. */
 #define KCUDA_RMS_MAX_VARIANTS 12
 int kcuda_rms_variants(const baton_rms_norm_desc *d, int bwd, const kcuda_rms_device *dev,
                        const kcuda_rms_layout *L, kcuda_rms_variant *out, int max);
@@ -110,21 +128,34 @@ void kcuda_rms_describe(const kcuda_rms_layout *L, int bwd, char *buf, size_t ca
  * give each the same number of rows, so that no tail runs alone. */
 void kcuda_rms_spread(kcuda_rms_layout *L, int blocks_per_sm, int sms);
 
-/* Fits the register backward's cy when L->fit_cy: the largest cy (at most 16, or dev->max_cluster,
- * and the rows per part_grad block) such that all L->active clusters of cy blocks are resident at
- * once: active * cy <= sms * blocks_per_sm and clusters(u, cy) >= active, where clusters() is
- * cudaOccupancyMaxActiveClusters for that cluster size (the GPCs decide how many fit, which no
- * formula here knows); active is L->fit_blocks where that is larger. 1 where none fits. Every block
- * then has work from the start and none waits for a second wave; on an H100 clusters of 16 fit only
- * 7 at a time. Sets cy, smem and grid, clears fit_cy and returns cy. part_grad's bits depend on cy,
- * so they are fixed for one GPU model and one build (the occupancy of the compiled kernel enters),
- * not across them. */
+/* Fits the register backward's clusters when L->fit_cy, for active part_grad blocks (L->active,
+ * or L->fit_blocks where that is larger: a row shard fits as its unsharded call):
+ *  - kx = 1: the largest cy (at most 16, or dev->max_cluster, and the rows per part_grad block)
+ *    such that all active clusters of cy blocks are resident at once: active * cy <= sms *
+ *    blocks_per_sm and clusters(u, cy) >= active, where clusters() is
+ *    cudaOccupancyMaxActiveClusters for that cluster size (the GPCs decide how many fit, which no
+ *    formula here knows; on an H100 clusters of 16 fit only 7 at a time). 1 where none fits.
+ *  - kx > 1 (only where the override asks for it, and L->chain_ok): kx clusters per part_grad
+ *    block, each taking a kx-th of its rows (at least 2 rounds of rows held per block), with the
+ *    largest cy at which all active * kx clusters are resident. Cluster k adds its sums to
+ *    part_grad after cluster k - 1 (a fixed order). Not the default: on an H100 it filled the SMs
+ *    but ran slower than one cluster per part_grad block at every benchmark shape but one
+ *    (bench/RESULTS.md, session 9).
+ * Every block then has work from the start and none waits for a second wave. Sets kx, cy, smem
+ * and grid, clears fit_cy and returns cy. part_grad's bits depend on kx and cy, so they are fixed
+ * for one GPU model and one build (the occupancy of the compiled kernel enters), not across them.
+ */
 int kcuda_rms_fit_cy(kcuda_rms_layout *L, const baton_rms_norm_desc *d, const kcuda_rms_device *dev,
                      int blocks_per_sm, int (*clusters)(void *u, int cy), void *u);
 
-/* Sets the register backward's cy to a value kcuda_rms_fit_cy chose before (for the same call),
- * with the shared memory and grid that follow; clears fit_cy. */
-void kcuda_rms_bwd_set_cy(kcuda_rms_layout *L, const baton_rms_norm_desc *d, int cy);
+/* Sets the register backward's kx and cy to values kcuda_rms_fit_cy chose before (for the same
+ * call), with the shared memory and grid that follow; clears fit_cy. */
+void kcuda_rms_bwd_set_cy(kcuda_rms_layout *L, const baton_rms_norm_desc *d, int kx, int cy);
+
+/* The bytes of grad_weight that the chained register backward (kx > 1) counts in before the
+ * column sum overwrites them: a counter that hands out the clusters' work in launch order, and
+ * one per part_grad block and cluster rank; zeroed before the launch. */
+size_t kcuda_rms_chain_bytes(int64_t active, int cy);
 
 /* The grid of the grad_weight (column sum) kernel over part_grad's P rows of n2, of which the
  * rows from `active` on are to be zeroed (active == P: none); the backward's and
