@@ -530,31 +530,24 @@ int main(int argc, char **argv)
                         if (2 * nv <= 8)
                             vs.push_back(v);
                     }
-                    for (int cy : {1, 2, 4, 6, 7, 8, 12, 14, 16}) {
+                    /* register rows (mode 5) with kx, rows held and cy as given (0: chosen) */
+                    auto rows_at = [&vs](int kx, int st, int cy) {
                         kcuda_rms_cfg v;
                         memset(&v, 0, sizeof v);
                         v.mode = 5;
+                        v.kx = kx;
+                        v.stages = st;
                         v.cy = cy;
                         vs.push_back(v);
-                    }
+                    };
+                    for (int cy : {1, 2, 4, 6, 7, 8, 12, 14, 16})
+                        rows_at(0, 0, cy);
                     for (int kx = 2; kx <= 4; kx++) /* chained clusters, cy fitted for them */
-                        for (int st : {0, 6}) {
-                            kcuda_rms_cfg v;
-                            memset(&v, 0, sizeof v);
-                            v.mode = 5;
-                            v.kx = kx;
-                            v.stages = st;
-                            vs.push_back(v);
-                        }
+                        for (int st : {0, 6})
+                            rows_at(kx, st, 0);
                     for (int st : {6, 8})
-                        for (int cy : {6, 8, 12, 16}) {
-                            kcuda_rms_cfg v;
-                            memset(&v, 0, sizeof v);
-                            v.mode = 5;
-                            v.stages = st;
-                            v.cy = cy;
-                            vs.push_back(v);
-                        }
+                        for (int cy : {6, 8, 12, 16})
+                            rows_at(0, st, cy);
                     {
                         kcuda_rms_cfg v;
                         memset(&v, 0, sizeof v);

@@ -133,16 +133,23 @@ template <typename T, int N> struct piece {
     static constexpr int per = unit / (int)sizeof(T); /* elements per piece */
 };
 
-/* Read-only (non-coherent) vector load of N elements at p, which is aligned to the piece size. */
-template <typename T, int N> __device__ __forceinline__ void ld_ro(const T *p, T (&out)[N])
+/* Vector load of N elements at p, aligned to the piece size, each piece by load(const R *). */
+template <typename T, int N, typename Load>
+__device__ __forceinline__ void ld_pieces(const T *p, T (&out)[N], Load load)
 {
     using P = piece<T, N>;
     using R = typename raw<P::unit>::type;
 #pragma unroll
     for (int k = 0; k < P::count; k++) {
-        R r = __ldg(reinterpret_cast<const R *>(p) + k);
+        R r = load(reinterpret_cast<const R *>(p) + k);
         memcpy(&out[k * P::per], &r, sizeof r);
     }
+}
+
+/* Read-only (non-coherent) vector load of N elements at p, which is aligned to the piece size. */
+template <typename T, int N> __device__ __forceinline__ void ld_ro(const T *p, T (&out)[N])
+{
+    ld_pieces(p, out, [](const auto *q) { return __ldg(q); });
 }
 
 /* Coherent vector load (for buffers the same kernel writes, e.g. part_grad in loop mode). */
@@ -161,13 +168,7 @@ template <typename T, int N> __device__ __forceinline__ void ld_rw(const T *p, T
  * started, which this SM's L1 must not answer from a stale line. */
 template <typename T, int N> __device__ __forceinline__ void ld_l2(const T *p, T (&out)[N])
 {
-    using P = piece<T, N>;
-    using R = typename raw<P::unit>::type;
-#pragma unroll
-    for (int k = 0; k < P::count; k++) {
-        R r = __ldcg(reinterpret_cast<const R *>(p) + k);
-        memcpy(&out[k * P::per], &r, sizeof r);
-    }
+    ld_pieces(p, out, [](const auto *q) { return __ldcg(q); });
 }
 
 /* A counter another block publishes to (atomicAdd after __threadfence): an acquire load at GPU
