@@ -1012,7 +1012,7 @@ template <typename TX, typename TW, int NV, int D> static BwdKernel bwd_rows_at(
         return NULL; /* never compiled: the layout does not hold D rows at this NV */
 }
 
-/* The register backward holding `rows` rows (2, 3, 4, 6 or 8: the layout's kcuda_rms_bwd_rows_ok),
+/* The register backward holding `rows` rows (2, 3, 4, 6 or 8: rms_norm_layout.c's bwd_rows_ok),
  * NULL where it is not compiled. */
 template <typename TX, typename TW, int NV> static BwdKernel bwd_rows_kernel(int rows)
 {
