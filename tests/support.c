@@ -110,8 +110,8 @@ int64_t test_argmax_row(const int64_t *v, int64_t n2, int64_t r)
     return best;
 }
 
-baton_runtime *test_runtime(const baton_plan *plan, baton_gpu_backend gpu, baton_sync_mode mode,
-                            int delay_us, int fallback_is_error)
+baton_options test_options(baton_gpu_backend gpu, baton_sync_mode mode, int delay_us,
+                           int fallback_is_error)
 {
     baton_options o;
     baton_options_init(&o);
@@ -120,6 +120,13 @@ baton_runtime *test_runtime(const baton_plan *plan, baton_gpu_backend gpu, baton
     o.quiet = 1;
     o.fallback_is_error = fallback_is_error;
     o.sim_delay_us = delay_us;
+    return o;
+}
+
+baton_runtime *test_runtime(const baton_plan *plan, baton_gpu_backend gpu, baton_sync_mode mode,
+                            int delay_us, int fallback_is_error)
+{
+    const baton_options o = test_options(gpu, mode, delay_us, fallback_is_error);
     baton_runtime *rt = NULL;
     baton_error err = {0};
     cr_assert_eq(baton_runtime_create(plan, &o, &rt, &err), 0, "%s", err.message);

@@ -43,8 +43,13 @@ const char *test_path(const char *rel);
 /* Reads a whole file; NULL if it cannot. free() the result. */
 char *test_read_file(const char *path, size_t *len);
 
-/* A quiet runtime of plan on gpu in mode, the test device delaying each operation by delay_us,
- * with baton_options.fallback_is_error as given. Asserts that it is created. */
+/* Quiet options for gpu in mode, the test device delaying each operation by delay_us, with
+ * baton_options.fallback_is_error as given. */
+baton_options test_options(baton_gpu_backend gpu, baton_sync_mode mode, int delay_us,
+                           int fallback_is_error);
+
+/* A runtime of plan with test_options(gpu, mode, delay_us, fallback_is_error). Asserts that it
+ * is created. */
 baton_runtime *test_runtime(const baton_plan *plan, baton_gpu_backend gpu, baton_sync_mode mode,
                             int delay_us, int fallback_is_error);
 

@@ -126,13 +126,7 @@ static baton_plan *load(const char *cpu_step)
 
 static baton_options opts_for(baton_sync_mode mode, int delay_us)
 {
-    baton_options o;
-    baton_options_init(&o);
-    o.mode = mode;
-    o.gpu = GPU;
-    o.quiet = 1;
-    o.sim_delay_us = delay_us;
-    return o;
+    return test_options(GPU, mode, delay_us, 0);
 }
 
 enum { ELEMS = 4 * 64, MAX_JOBS = 64 };
