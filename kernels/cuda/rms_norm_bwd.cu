@@ -59,6 +59,26 @@ struct BwdArgs {
     unsigned *chain; /* kx > 1: kcuda_rms_chain_bytes of zeroed counters (in grad_weight) */
 };
 
+/* The cluster's combine of its cy ranks' column sums (each rank's at sums, in its shared memory)
+ * into part_grad's row dst: this rank writes columns srank * T + tid, stepping T * cy, each the
+ * ranks' sums added in rank order (one fixed shape, so the same bits on every run), added onto
+ * what dst holds when `onto` (a chained cluster after the first; read from L2). Between two
+ * cluster barriers: every rank's sums are written before, and read before they change after. */
+template <typename A>
+__device__ __forceinline__ void cluster_rank_sums(const A *sums, A *dst, int cols, int srank,
+                                                  int tid, int T, int cy, bool onto)
+{
+    cg::cluster_group cluster = cg::this_cluster();
+    cluster.sync();
+    for (int j = srank * T + tid; j < cols; j += T * cy) {
+        A s = 0;
+        for (int q = 0; q < cy; q++)
+            s += *cluster.map_shared_rank(sums + j, q);
+        dst[j] = onto ? __ldcg(dst + j) + s : s;
+    }
+    cluster.sync();
+}
+
 /* The 16-byte path of the backward pass. The cluster (cx * cy blocks, one of cx, cy is 1) owns
  * part_grad block p; with cx > 1 its blocks split each row's columns, with cy > 1 they split the
  * block's rows. Each thread stages its own vectors of grad_output and x `stages` rows ahead with
@@ -203,15 +223,8 @@ __global__ void __launch_bounds__(KCUDA_MAX_THREADS) rms_bwd_staged(BwdArgs a)
                 stg(pgr + idx, av);
             }
         } else {
-            cg::cluster_group cluster = cg::this_cluster();
-            cluster.sync();
-            for (int j = srank * T + tid; j < cols; j += T * cy) {
-                A s = 0;
-                for (int k = 0; k < cy; k++)
-                    s += *cluster.map_shared_rank(acc + j, k);
-                pgr[j] = s;
-            }
-            cluster.sync(); /* acc is zeroed for the next block, or freed at exit */
+            /* acc is zeroed for the next block, or freed at exit, after the combine */
+            cluster_rank_sums(acc, pgr, cols, srank, tid, T, cy, false);
         }
     }
     cp_commit();
@@ -430,15 +443,7 @@ __global__ void __launch_bounds__((BwdRowsFit<TX, TW, NV, D>::max_threads),
             for (int v = 0; v < NV; v++)
                 if (idx[v] >= 0)
                     st(accs + idx[v], acc[v]);
-            cg::cluster_group cluster = cg::this_cluster();
-            cluster.sync();
-            for (int j = srank * T + tid; j < cols; j += T * cy) {
-                A sum = 0;
-                for (int q = 0; q < cy; q++)
-                    sum += *cluster.map_shared_rank(accs + j, q);
-                pgr[j] = k > 0 ? __ldcg(pgr + j) + sum : sum;
-            }
-            cluster.sync(); /* every rank's sums are read before they are overwritten or freed */
+            cluster_rank_sums(accs, pgr, cols, srank, tid, T, cy, k > 0);
         }
         if (kx > 1 && k < kx - 1) {
             __syncthreads();
@@ -590,9 +595,8 @@ __global__ void __launch_bounds__(KCUDA_MAX_THREADS) rms_bwd_kernel(BwdArgs a)
                         st(pgr + idx, acc[v]);
                 }
             } else {
-                /* Add the cy blocks' column sums in rank order: every column's sum has one
-                 * fixed shape, so part_grad is the same bits on every run. */
-                cg::cluster_group cluster = cg::this_cluster();
+                /* Add the cy blocks' column sums in rank order (buf is rewritten by the next
+                 * block, or freed at exit, after the combine). */
                 A *buf = reinterpret_cast<A *>(dyn);
 #pragma unroll
                 for (int v = 0; v < NV; v++) {
@@ -600,14 +604,7 @@ __global__ void __launch_bounds__(KCUDA_MAX_THREADS) rms_bwd_kernel(BwdArgs a)
                     if (idx < cols)
                         st(buf + idx, acc[v]);
                 }
-                cluster.sync();
-                for (int j = srank * T + tid; j < cols; j += T * cy) {
-                    A s = 0;
-                    for (int k = 0; k < cy; k++)
-                        s += *cluster.map_shared_rank(buf + j, k);
-                    pgr[j] = s;
-                }
-                cluster.sync(); /* buf is rewritten by the next block, or freed at exit */
+                cluster_rank_sums(buf, pgr, cols, srank, tid, T, cy, false);
             }
         } else {
             /* Streaming: the chunk does not fit in registers. cy == 1 here (the host ensures it),
