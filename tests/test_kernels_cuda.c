@@ -805,17 +805,18 @@ static int check_variants(baton_dtype xdt, baton_dtype wdt, int64_t n1, int64_t 
             void *out[8] = {0};
             run_pass(&k, &b, &d, bwd, &o, &got, out, what);
             cr_assert(got.variant.kernel == v[i].kernel && got.variant.stages == v[i].stages &&
-                          got.threads == base.threads && got.cx == base.cx && got.cy == base.cy,
-                      "%s: variant {%d, %d} launched {%d, %d}, %d threads (default %d)", what,
-                      v[i].kernel, v[i].stages, got.variant.kernel, got.variant.stages, got.threads,
-                      base.threads);
+                          got.variant.prefetch == v[i].prefetch && got.threads == base.threads &&
+                          got.cx == base.cx && got.cy == base.cy,
+                      "%s: variant {%d, %d, %d} launched {%d, %d, %d}, %d threads (default %d)",
+                      what, v[i].kernel, v[i].stages, v[i].prefetch, got.variant.kernel,
+                      got.variant.stages, got.variant.prefetch, got.threads, base.threads);
             for (int j = lo; j < hi; j++) {
                 const long long at = first_diff(b.ref[j], out[j], b.n[j]);
                 cr_expect_eq(at, -1,
-                             "%s: %s of variant {kernel %d, stages %d} (mode %d, %d stages) "
-                             "differs from the default's (mode %d) at byte %lld",
-                             what, OUT_NAMES[j], v[i].kernel, v[i].stages, got.mode, got.stages,
-                             base.mode, at);
+                             "%s: %s of variant {kernel %d, stages %d, prefetch %d} (mode %d, %d "
+                             "stages) differs from the default's (mode %d) at byte %lld",
+                             what, OUT_NAMES[j], v[i].kernel, v[i].stages, v[i].prefetch, got.mode,
+                             got.stages, base.mode, at);
                 free(out[j]);
             }
             checked++;
@@ -926,14 +927,16 @@ Test(kernels_cuda, rms_norm_calls_with_autotune_launch_the_tuned_variant_with_th
             /* Without autotune the cache is not read; with it, the variant runs. */
             k.ctx.autotune = 0;
             run_pass(&k, &b, &d, bwd, NULL, &got, out, "autotune off");
-            cr_assert(got.variant.kernel == 0 && got.variant.stages == 0);
+            cr_assert(kcuda_rms_variant_none(&got.variant));
             for (int j = lo; j < hi; j++)
                 free(out[j]);
             k.ctx.autotune = 1;
             run_pass(&k, &b, &d, bwd, NULL, &got, out, "autotune on");
-            cr_assert(got.variant.kernel == v[i].kernel && got.variant.stages == v[i].stages,
-                      "pass %d: the cached variant {%d, %d} did not run ({%d, %d})", bwd,
-                      v[i].kernel, v[i].stages, got.variant.kernel, got.variant.stages);
+            cr_assert(got.variant.kernel == v[i].kernel && got.variant.stages == v[i].stages &&
+                          got.variant.prefetch == v[i].prefetch,
+                      "pass %d: the cached variant {%d, %d, %d} did not run ({%d, %d, %d})", bwd,
+                      v[i].kernel, v[i].stages, v[i].prefetch, got.variant.kernel,
+                      got.variant.stages, got.variant.prefetch);
             for (int j = lo; j < hi; j++) {
                 cr_expect_eq(first_diff(b.ref[j], out[j], b.n[j]), -1, "%s differs, variant %d",
                              OUT_NAMES[j], i);
@@ -958,7 +961,8 @@ Test(kernels_cuda, rms_norm_calls_with_autotune_launch_the_tuned_variant_with_th
         k.ctx.autotune = 1;
         void *out[8] = {0};
         run_pass(&k, &b, &d, bwd, NULL, &got, out, "tuned");
-        cr_assert(got.variant.kernel == have.kernel && got.variant.stages == have.stages);
+        cr_assert(got.variant.kernel == have.kernel && got.variant.stages == have.stages &&
+                  got.variant.prefetch == have.prefetch);
         for (int j = lo; j < hi; j++) {
             cr_expect_eq(first_diff(b.ref[j], out[j], b.n[j]), -1, "%s differs after tuning",
                          OUT_NAMES[j]);

@@ -332,7 +332,7 @@ Test(rms_layout, many_rows_forward_takes_register_rows_a_block_per_row)
     /* The persistent variant is: 8 blocks per SM, 1056 resident; 63 rows each need only 1041
      * blocks. */
     const baton_rms_norm_desc d = desc(BF16, BF16, 65536, 4096, 1);
-    const kcuda_rms_variant persist = {KCUDA_RMS_VK_PERSIST, 0};
+    const kcuda_rms_variant persist = {KCUDA_RMS_VK_PERSIST, 0, 0};
     cr_assert_eq(kcuda_rms_apply_variant(&d, 0, &H100, &persist, &L, NULL, 0), 0);
     cr_expect(L.mode == KCUDA_RMS_ROWS && L.threads == 256 && L.nv == 2 && L.spread);
     kcuda_rms_spread(&L, 8, H100.sms);
@@ -1079,21 +1079,29 @@ Test(rms_layout, variants_that_do_not_apply_are_refused_with_the_reason)
     const baton_rms_norm_desc rows = desc(BF16, BF16, 16384, 4096, 1);
     const baton_rms_norm_desc wide = desc(BF16, F64, 4096, 4096, 1);
     const baton_rms_norm_desc back = desc(F32, F32, 256, 8192, 4);
+    /* register backward rows: 8-byte rows of grad_output (bf16, 1020 columns) */
+    const baton_rms_norm_desc odd = desc(F32, BF16, 16384, 1020, 16);
+    const baton_rms_norm_desc deep = desc(BF16, BF16, 16384, 4096, 16);
     struct {
         const baton_rms_norm_desc *d;
         int bwd;
         kcuda_rms_variant v;
         const char *why;
     } bad[] = {
-        {&rows, 0, {KCUDA_RMS_VK_CP, 0}, "applies where the bulk-copy kernel"},
-        {&rows, 0, {0, 3}, "applies to a staged layout"},
-        {&rows, 0, {KCUDA_RMS_VK_BULK, 1}, "needs 2 to 8 stages"},
-        {&rows, 0, {KCUDA_RMS_VK_PERSIST, 2}, "with stages 0"},
-        {&wide, 0, {KCUDA_RMS_VK_PERSIST, 0}, "a persistent grid"},
-        {&wide, 0, {KCUDA_RMS_VK_BULK, 0}, "applies where register rows"},
-        {&wide, 0, {KCUDA_RMS_VK_CP, 8}, "takes 1 to 4 stages"},
-        {&back, 1, {KCUDA_RMS_VK_BULK, 2}, "change only its stages"},
-        {&back, 1, {0, 8}, "applies to a staged layout"},
+        {&rows, 0, {KCUDA_RMS_VK_CP, 0, 0}, "applies where the bulk-copy kernel"},
+        {&rows, 0, {0, 3, 0}, "applies to a staged layout"},
+        {&rows, 0, {KCUDA_RMS_VK_BULK, 1, 0}, "needs 2 to 8 stages"},
+        {&rows, 0, {KCUDA_RMS_VK_PERSIST, 2, 0}, "with stages 0"},
+        {&wide, 0, {KCUDA_RMS_VK_PERSIST, 0, 0}, "a persistent grid"},
+        {&wide, 0, {KCUDA_RMS_VK_BULK, 0, 0}, "applies where register rows"},
+        {&wide, 0, {KCUDA_RMS_VK_CP, 8, 0}, "takes 1 to 4 stages"},
+        {&back, 1, {KCUDA_RMS_VK_BULK, 2, 0}, "change only its stages"},
+        {&back, 1, {0, 8, 0}, "applies to a staged layout"},
+        {&rows, 0, {0, 0, 2}, "applies to the register backward"},
+        {&back, 1, {0, 0, 2}, "applies to the register backward"},
+        {&odd, 1, {0, 0, 1}, "16-byte aligned"},
+        {&deep, 1, {0, 6, 1}, "3 or 4 rows"},
+        {&deep, 1, {0, 0, 5}, "prefetch = 5 (0..4)"},
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         const kcuda_rms_cfg o = {.variant = bad[i].v};
@@ -1159,7 +1167,8 @@ Test(rms_layout, every_variant_keeps_the_threads_chunks_and_clusters_of_its_defa
                                     cr_assert(T.mode == L.mode && T.nv == L.nv && T.spread);
                                 else if (bwd && L.mode == KCUDA_RMS_ROWS)
                                     cr_assert(T.mode == L.mode && T.nv == L.nv &&
-                                              T.stages == v[k].stages &&
+                                              T.stages == (v[k].stages ? v[k].stages : L.stages) &&
+                                              T.variant.prefetch == v[k].prefetch &&
                                               T.fit_stages == L.fit_stages && T.smem == L.smem);
                                 else
                                     cr_assert(T.mode == KCUDA_RMS_STAGED ||
@@ -1231,7 +1240,7 @@ Test(rms_layout, the_tuning_cache_keeps_the_first_choice_per_class_and_refuses_w
     variants_of(0, &H100, w, &W, v);
     kcuda_rms_tune_key kw;
     kcuda_rms_tune_key_make(&kw, "GPU A", 0, &w, &W);
-    const kcuda_rms_variant wrong = {KCUDA_RMS_VK_BULK, 2};
+    const kcuda_rms_variant wrong = {KCUDA_RMS_VK_BULK, 2, 0};
     cr_assert_eq(kcuda_rms_tune_store(&kw, &wrong), 0);
     kcuda_rms_layout T2 = W;
     kcuda_rms_apply_tuned("GPU A", 0, &w, &H100, &T2);
@@ -1273,10 +1282,18 @@ Test(rms_layout, descriptions_name_the_kernel_the_stages_and_the_order)
     cr_assert(strstr(buf, "bulk copies, 3 stages") && strstr(buf, "register rows' order"), "%s",
               buf);
     const baton_rms_norm_desc b = desc(BF16, BF16, 16384, 8192, 256);
-    cr_assert_eq(variants_of(1, &H100, b, &L, v), 3, "the register backward holding 2 to 4 rows");
+    cr_assert_eq(variants_of(1, &H100, b, &L, v), 7,
+                 "the register backward holding 2 or 3 rows, or 3 or 4 and asking 1 or 2 rounds "
+                 "more into L2");
     kcuda_rms_describe(&L, 1, buf, sizeof buf);
     cr_assert(strstr(buf, "register rows, 2 vectors per thread, 512 threads, 4 rows held"), "%s",
               buf);
+    cr_assert(v[6].prefetch == 2 && !v[6].stages, "{%d, %d, %d}", v[6].kernel, v[6].stages,
+              v[6].prefetch);
+    kcuda_rms_layout F = L;
+    cr_assert_eq(kcuda_rms_apply_variant(&b, 1, &H100, &v[6], &F, NULL, 0), 0);
+    kcuda_rms_describe(&F, 1, buf, sizeof buf);
+    cr_assert(strstr(buf, "4 rows held") && strstr(buf, "more asked into L2 (2)"), "%s", buf);
     kcuda_rms_bwd_set_cy(&L, &b, 1, 8);
     kcuda_rms_describe(&L, 1, buf, sizeof buf);
     cr_assert(strstr(buf, "rows over a cluster"), "%s", buf);

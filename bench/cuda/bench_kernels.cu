@@ -203,11 +203,15 @@ static void cfg_str(const kcuda_rms_cfg &c, char *b, size_t n)
     /* Forward mode 0 with 2+ stages is the bulk-copy kernel; 4 the cp.async one. */
     static const char *modes[] = {"staged", "regs", "stream", "split", "staged-cp", "rows"};
     const char *m = c.mode >= 0 && c.mode <= 5 ? modes[c.mode] : "?";
-    snprintf(b, n, "%s t%d nv%d s%d cx%d kx%d cy%d grid%lld smem%lldK%s", m, c.threads, c.nv,
+    char pf[16] = "";
+    if (c.variant.prefetch)
+        snprintf(pf, sizeof pf, " pf%d", c.variant.prefetch);
+    snprintf(b, n, "%s t%d nv%d s%d cx%d kx%d cy%d grid%lld smem%lldK%s%s", m, c.threads, c.nv,
              c.stages, c.cx, c.kx, c.cy, c.grid, c.smem / 1024,
              c.variant.kernel == KCUDA_RMS_VK_PERSIST ? " persistent"
              : c.variant.kernel == KCUDA_RMS_VK_BULK  ? " rows-order"
-                                                      : "");
+                                                      : "",
+             pf);
 }
 
 static double copy_tbs; /* bytes read + written per second / 1e12 */
@@ -438,6 +442,8 @@ int main(int argc, char **argv)
     const int64_t big[][2] = {{16384, 8192}, {32768, 4096}, {65536, 4096}, {4096, 4096}};
     const int dts[] = {BATON_DTYPE_BF16, BATON_DTYPE_F32};
     const int64_t Ps[] = {16, 256};
+    /* BENCH_P: the backward at this part_grad size only (a shorter sweep) */
+    const int64_t only_p = getenv("BENCH_P") ? atoll(getenv("BENCH_P")) : 0;
     for (int di = 0; di < (small_only ? 0 : 2); di++) {
         for (int si = 0; si < 4; si++) {
             const int dt = dts[di];
@@ -490,7 +496,7 @@ int main(int argc, char **argv)
                 print_result("fwd", n1, n2, dt, 0, "best", best, true);
             }
             for (int64_t P : Ps) {
-                if (quick && P != 16)
+                if ((quick && P != 16) || (only_p && P != only_p))
                     continue;
                 Result rb = bench_bwd(n1, n2, dt, P, NULL, s);
                 print_result("bwd", n1, n2, dt, P, "default", rb, true);
@@ -512,6 +518,15 @@ int main(int argc, char **argv)
                         v.variant.stages = st;
                         vs.push_back(v);
                     }
+                    /* rounds of rows asked into L2 beyond those held (tuning variants too) */
+                    for (int st : {0, 3, 4})
+                        for (int pf : {1, 2}) {
+                            kcuda_rms_cfg v;
+                            memset(&v, 0, sizeof v);
+                            v.variant.stages = st;
+                            v.variant.prefetch = pf;
+                            vs.push_back(v);
+                        }
                     for (int st : rows) {
                         kcuda_rms_cfg v;
                         memset(&v, 0, sizeof v);

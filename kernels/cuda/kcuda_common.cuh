@@ -348,6 +348,16 @@ __device__ __forceinline__ void bulk_g2s(void *s, const void *g, unsigned bytes,
 #endif
 }
 
+/* Asks the copy engine to bring `bytes` (a multiple of 16, from a 16-byte aligned address) of
+ * global memory into L2 without waiting: a hint that raises the bytes in flight past what the
+ * registers hold. */
+__device__ __forceinline__ void prefetch_l2_bulk(const void *g, unsigned bytes)
+{
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(g), "r"(bytes) : "memory");
+#endif
+}
+
 /* Shared-memory vector load/store (aligned to the piece size). */
 template <typename T, int N> __device__ __forceinline__ void ld_sh(const T *p, T (&out)[N])
 {

@@ -56,6 +56,7 @@ struct BwdArgs {
     int cx, cy;
     int stages;      /* staged kernel: rows in flight per block (1..4) */
     int kx;          /* register backward: clusters per part_grad block (chained when > 1) */
+    int prefetch;    /* register backward: this block's rows ahead of its loads asked into L2 */
     unsigned *chain; /* kx > 1: kcuda_rms_chain_bytes of zeroed counters (in grad_weight) */
 };
 
@@ -264,7 +265,7 @@ template <typename TX, typename TW, int NV, int D> struct BwdRowsFit {
     static constexpr bool ok = D <= 4 ? (NV <= 2 || D == 2) : regs <= KCUDA_BWD_DEEP_REGS;
 };
 
-template <typename TX, typename TW, int NV, int D>
+template <typename TX, typename TW, int NV, int D, bool PF>
 __global__ void __launch_bounds__((BwdRowsFit<TX, TW, NV, D>::max_threads),
                                   (BwdRowsFit<TX, TW, NV, D>::min_blocks)) rms_bwd_rows(BwdArgs a)
 {
@@ -299,6 +300,19 @@ __global__ void __launch_bounds__((BwdRowsFit<TX, TW, NV, D>::max_threads),
                 ld_ro(x + row * a.n2 + idx[v], d.x[v]);
             }
         d.r = inv[row];
+    };
+    /* PF: rounds of D rows further ahead than the registers hold, asked into L2 by one thread at
+     * the top of a round (a hint: no bit depends on it). A template flag, because even a zero
+     * distance read at run time cost the 16-bit rows' kernel at 4 rows its last registers. */
+    const int pf = PF ? a.prefetch : 0;
+    auto prefetch_round = [&](int64_t row0, int64_t dcy, int64_t end) {
+        if (tid != 0)
+            return;
+        for (int j = 0; j < D && row0 + j * dcy < end; j++) {
+            const int64_t at = (row0 + j * dcy) * a.n2;
+            prefetch_l2_bulk(g + at, (unsigned)(a.n2 * (int64_t)sizeof(TW)));
+            prefetch_l2_bulk(x + at, (unsigned)(a.n2 * (int64_t)sizeof(TX)));
+        }
     };
     A acc[NV][VEC];
     /* Rows rows[0..n) (n <= G, buffers cur[0..n)): their sums share one barrier; the reduction's
@@ -388,11 +402,15 @@ __global__ void __launch_bounds__((BwdRowsFit<TX, TW, NV, D>::max_threads),
          * issues first (D - G rows ahead) refill the buffers that the previous step freed. */
         Row buf[D];
         const int64_t first = rb + srank, dcy = (int64_t)cy;
+        for (int k = 1; k < pf; k++)
+            prefetch_round(first + k * D * dcy, dcy, re);
 #pragma unroll
         for (int j = 0; j < D - G; j++)
             if (first + j * dcy < re)
                 load(first + j * dcy, buf[j]);
         for (int64_t row = first; row < re; row += D * dcy) {
+            if (pf)
+                prefetch_round(row + pf * D * dcy, dcy, re);
 #pragma unroll
             for (int j = 0; j < D; j += G) {
                 const int64_t r0 = row + j * dcy;
@@ -1001,37 +1019,41 @@ __global__ void __launch_bounds__(KCUDA_SPLIT_THREADS) rms_bwd_split_finish(Spli
 
 typedef void (*BwdKernel)(BwdArgs);
 
-template <typename TX, typename TW, int NV, int D> static BwdKernel bwd_rows_at()
+template <typename TX, typename TW, int NV, int D> static BwdKernel bwd_rows_at(bool pf)
 {
-    if constexpr (BwdRowsFit<TX, TW, NV, D>::ok)
-        return rms_bwd_rows<TX, TW, NV, D>;
-    else
+    if constexpr (!BwdRowsFit<TX, TW, NV, D>::ok)
         return NULL; /* never compiled: the layout does not hold D rows at this NV */
+    else if constexpr (KCUDA_BWD_PF_OK(NV, D))
+        return pf ? rms_bwd_rows<TX, TW, NV, D, true> : rms_bwd_rows<TX, TW, NV, D, false>;
+    else
+        return pf ? NULL : rms_bwd_rows<TX, TW, NV, D, false>;
 }
 
 /* The register backward holding `rows` rows (2, 3, 4, 6 or 8: rms_norm_layout.c's bwd_rows_ok),
- * NULL where it is not compiled. */
-template <typename TX, typename TW, int NV> static BwdKernel bwd_rows_kernel(int rows)
+ * asking rows into L2 when pf; NULL where it is not compiled. */
+template <typename TX, typename TW, int NV> static BwdKernel bwd_rows_kernel(int rows, bool pf)
 {
     if constexpr (sizeof(TX) > 4 || sizeof(TW) > 4)
         return NULL; /* the layout takes register rows only for x and w of at most 4 bytes */
     else
-        return rows <= 2   ? bwd_rows_at<TX, TW, NV, 2>()
-               : rows == 3 ? bwd_rows_at<TX, TW, NV, 3>()
-               : rows == 4 ? bwd_rows_at<TX, TW, NV, 4>()
-               : rows == 6 ? bwd_rows_at<TX, TW, NV, 6>()
-               : rows == 8 ? bwd_rows_at<TX, TW, NV, 8>()
+        return rows <= 2   ? bwd_rows_at<TX, TW, NV, 2>(pf)
+               : rows == 3 ? bwd_rows_at<TX, TW, NV, 3>(pf)
+               : rows == 4 ? bwd_rows_at<TX, TW, NV, 4>(pf)
+               : rows == 6 ? bwd_rows_at<TX, TW, NV, 6>(pf)
+               : rows == 8 ? bwd_rows_at<TX, TW, NV, 8>(pf)
                            : NULL;
 }
 
 template <typename TX, typename TW> static BwdKernel bwd_kernel_for(const kcuda_rms_layout &L)
 {
     constexpr int VX = 16 / (int)sizeof(TX);
-    if (L.mode == KCUDA_RMS_ROWS)
-        return L.nv == 1   ? bwd_rows_kernel<TX, TW, 1>(L.stages)
-               : L.nv == 2 ? bwd_rows_kernel<TX, TW, 2>(L.stages)
-               : L.nv == 4 ? bwd_rows_kernel<TX, TW, 4>(L.stages)
-                           : bwd_rows_kernel<TX, TW, 8>(L.stages);
+    if (L.mode == KCUDA_RMS_ROWS) {
+        const bool pf = L.variant.prefetch > 0;
+        return L.nv == 1   ? bwd_rows_kernel<TX, TW, 1>(L.stages, pf)
+               : L.nv == 2 ? bwd_rows_kernel<TX, TW, 2>(L.stages, pf)
+               : L.nv == 4 ? bwd_rows_kernel<TX, TW, 4>(L.stages, pf)
+                           : bwd_rows_kernel<TX, TW, 8>(L.stages, pf);
+    }
     if (L.mode == KCUDA_RMS_STAGED)
         return rms_bwd_staged<TX, TW>;
     if (L.vec == 1)
@@ -1117,6 +1139,7 @@ static int bwd_fit_cy(const baton_exec_ctx *ctx, const baton_rms_norm_desc &d,
     /* The kernel of the layout's own rows held, and its shared memory at any cy > 1. */
     kcuda_rms_layout Lf = *L;
     Lf.stages = L->fit_stages;
+    Lf.variant.prefetch = 0; /* the layout's own kernel: a variant must not move cy */
     kcuda_rms_bwd_set_cy(&Lf, &d, 1, 2);
     const BwdKernel k = bwd_kernel_for<TX, TW>(Lf);
     if (!k)
@@ -1220,6 +1243,7 @@ static int bwd_typed(const baton_exec_ctx *ctx, void **buffers, const baton_rms_
         a.cy = L.cy;
         a.stages = L.stages;
         a.kx = L.mode == KCUDA_RMS_ROWS && L.kx > 1 ? L.kx : 1;
+        a.prefetch = L.mode == KCUDA_RMS_ROWS ? L.variant.prefetch : 0;
         a.chain = a.kx > 1 ? static_cast<unsigned *>(buffers[5]) : NULL;
         kcuda_rms_report(&L, chosen);
         baton_exec_ctx c1;

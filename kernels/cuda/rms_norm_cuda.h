@@ -73,7 +73,7 @@ enum {
  *   smem     dynamic shared memory per block, bytes
  *   variant  a tuning variant (below), applied to the layout that the other fields choose; it
  *            does not count as an override field (a plain call's choices stay). In the report:
- *            the variant that ran, {0, 0} for the layout as chosen. */
+ *            the variant that ran, {0, 0, 0} for the layout as chosen. */
 
 /* Variants: what the per-device tuner (rms_norm_tune.cu) may change in the layout that a call
  * chooses. Each one launches the same per-row reduction (the same threads, each adding the same
@@ -95,16 +95,31 @@ enum {
  *                             flight of a staged layout: forward 2 to 8 on the bulk-copy
  *                             kernel, backward 1 to 4; the register backward (mode 5): the
  *                             rows it holds, 2, 3, 4, 6 or 8 as mode 5 allows (kx and cy stay
- *                             as fitted for its own choice)
+ *                             as fitted for its own choice); `prefetch` (the register backward
+ *                             at up to 2 vectors per thread holding 3 or 4 rows, 16-byte aligned
+ *                             rows; 1 to KCUDA_BWD_PREFETCH_MAX): at the top of each round of
+ *                             the rows it holds, one thread asks the copy engine to bring the
+ *                             round that many rounds ahead into L2 (cp.async.bulk.prefetch),
+ *                             raising the bytes in flight where the registers cannot
  * Anything else (register rows with other vectors per thread, other threads, clusters or grids of
  * part_grad blocks) reduces in another order and is not a variant. A variant that does not apply
  * to the chosen layout, or whose shared memory does not fit, is BATON_EINVAL with the reason. */
 enum { KCUDA_RMS_VK_BULK = 1, KCUDA_RMS_VK_CP = 2, KCUDA_RMS_VK_PERSIST = 3 };
 
 typedef struct kcuda_rms_variant {
-    int kernel; /* 0 or KCUDA_RMS_VK_* */
-    int stages; /* 0: as chosen */
+    int kernel;   /* 0 or KCUDA_RMS_VK_* */
+    int stages;   /* 0: as chosen */
+    int prefetch; /* the register backward: rounds of rows asked into L2 ahead (0: none) */
 } kcuda_rms_variant;
+
+/* The most rows a variant may ask into L2 ahead of the register backward's loads. */
+#define KCUDA_BWD_PREFETCH_MAX 4
+
+/* Whether v is {0, 0, 0}: the layout as chosen. */
+static inline int kcuda_rms_variant_none(const kcuda_rms_variant *v)
+{
+    return !v->kernel && !v->stages && !v->prefetch;
+}
 
 typedef struct kcuda_rms_cfg {
     int mode;

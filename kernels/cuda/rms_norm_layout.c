@@ -167,10 +167,13 @@ static int check_override(const char *what, const kcuda_rms_cfg *o, char *why, s
         return why_set(why, wl, BATON_EINVAL, "%s: override grid = %lld, mode = %d", what, o->grid,
                        o->mode);
     if (o->variant.kernel < 0 || o->variant.kernel > KCUDA_RMS_VK_PERSIST ||
-        o->variant.stages < 0 || o->variant.stages > KCUDA_FWD_BULK_STAGES)
+        o->variant.stages < 0 || o->variant.stages > KCUDA_FWD_BULK_STAGES ||
+        o->variant.prefetch < 0 || o->variant.prefetch > KCUDA_BWD_PREFETCH_MAX)
         return why_set(why, wl, BATON_EINVAL,
-                       "%s: variant kernel = %d, stages = %d (kernel 0 to 3; stages 0..%d)", what,
-                       o->variant.kernel, o->variant.stages, KCUDA_FWD_BULK_STAGES);
+                       "%s: variant kernel = %d, stages = %d, prefetch = %d (kernel 0 to 3; "
+                       "stages 0..%d; prefetch 0..%d)",
+                       what, o->variant.kernel, o->variant.stages, o->variant.prefetch,
+                       KCUDA_FWD_BULK_STAGES, KCUDA_BWD_PREFETCH_MAX);
     return 0;
 }
 
@@ -425,7 +428,7 @@ int kcuda_rms_fwd_layout(const baton_rms_norm_desc *d, void *const *buffers,
                          char *why, size_t wl)
 {
     const int rc = fwd_layout(d, buffers, dev, o, L, why, wl);
-    if (rc || !o || (!o->variant.kernel && !o->variant.stages))
+    if (rc || !o || kcuda_rms_variant_none(&o->variant))
         return rc;
     const int vrc = kcuda_rms_apply_variant(d, 0, dev, &o->variant, L, why, wl);
     if (o->grid)
@@ -646,6 +649,8 @@ static int bwd_layout(const baton_rms_norm_desc *d, void *const *buffers,
     /* grad_weight's bytes hold the chained backward's counters until the column sum writes it. */
     L->chain_ok = is_aligned(buffers[5], sizeof(unsigned)) &&
                   (size_t)d->n2 * s.w >= kcuda_rms_chain_bytes(active, KCUDA_MAX_CLUSTER);
+    L->pf_ok = is_aligned(buffers[0], 16) && is_aligned(buffers[2], 16) &&
+               ((size_t)d->n2 * s.w) % 16 == 0 && ((size_t)d->n2 * s.x) % 16 == 0;
     if (o && o->kx > 1 && !(o->mode == KCUDA_RMS_ROWS || o->mode == 0))
         return why_set(why, wl, BATON_EINVAL,
                        "rms_norm_bwd: override kx = %d applies to the register backward (mode 5), "
@@ -777,7 +782,7 @@ int kcuda_rms_bwd_layout(const baton_rms_norm_desc *d, void *const *buffers,
                          char *why, size_t wl)
 {
     const int rc = bwd_layout(d, buffers, dev, o, L, why, wl);
-    if (rc || !o || (!o->variant.kernel && !o->variant.stages))
+    if (rc || !o || kcuda_rms_variant_none(&o->variant))
         return rc;
     return kcuda_rms_apply_variant(d, 1, dev, &o->variant, L, why, wl);
 }
@@ -800,6 +805,14 @@ int kcuda_rms_apply_variant(const baton_rms_norm_desc *d, int bwd, const kcuda_r
         return why_set(why, wl, BATON_EINVAL,
                        "%s: variant kernel %d: the backward's variants change only its stages",
                        what, v->kernel);
+    if (v->prefetch && !(bwd && L->mode == KCUDA_RMS_ROWS))
+        return why_set(why, wl, BATON_EINVAL,
+                       "%s: variant prefetch = %d applies to the register backward (mode 5); this "
+                       "call's layout is mode %d",
+                       what, v->prefetch, L->mode);
+    if (v->prefetch < 0 || v->prefetch > KCUDA_BWD_PREFETCH_MAX)
+        return why_set(why, wl, BATON_EINVAL, "%s: variant prefetch = %d (0..%d)", what,
+                       v->prefetch, KCUDA_BWD_PREFETCH_MAX);
     if (v->kernel == KCUDA_RMS_VK_PERSIST) {
         if (L->mode != KCUDA_RMS_ROWS || st)
             return why_set(why, wl, BATON_EINVAL,
@@ -841,17 +854,31 @@ int kcuda_rms_apply_variant(const baton_rms_norm_desc *d, int bwd, const kcuda_r
                            KCUDA_CP_STAGES, st);
         mode = KCUDA_RMS_STAGED_CP;
     } else if (bwd && L->mode == KCUDA_RMS_ROWS) {
-        /* The register backward: rows held per block (how far ahead its loads run). */
+        /* The register backward: rows held per block (how far ahead its loads run; 0: as
+         * chosen), and rows asked into L2 beyond them. */
         char ok[32];
+        if (!st)
+            st = L->stages;
         if (!bwd_rows_ok(&s, L->nv, L->threads, st))
             return why_set(why, wl, BATON_EINVAL,
                            "%s: variant stages = %d: the register backward at %d vectors per "
                            "thread and %d threads holds %s rows",
                            what, st, L->nv, L->threads,
                            bwd_rows_list(&s, L->nv, L->threads, ok, sizeof ok));
+        if (v->prefetch && !KCUDA_BWD_PF_OK(L->nv, st))
+            return why_set(why, wl, BATON_EINVAL,
+                           "%s: variant prefetch = %d: compiled for up to 2 vectors per thread "
+                           "holding 3 or 4 rows, not %d vectors and %d rows",
+                           what, v->prefetch, L->nv, st);
+        if (v->prefetch && !L->pf_ok)
+            return why_set(why, wl, BATON_EINVAL,
+                           "%s: variant prefetch = %d needs grad_output's and x's rows to start "
+                           "16-byte aligned",
+                           what, v->prefetch);
         L->stages = st;
         L->variant.kernel = 0;
-        L->variant.stages = st;
+        L->variant.stages = v->stages ? st : 0;
+        L->variant.prefetch = v->prefetch;
         return 0;
     } else {
         /* Stages only: the forward's bulk-copy kernel (one stage would be the cp.async kernel:
@@ -887,30 +914,35 @@ int kcuda_rms_variants(const baton_rms_norm_desc *d, int bwd, const kcuda_rms_de
     int n = 0;
     if (max < 1)
         return 0;
-    out[n++] = (kcuda_rms_variant){0, 0};
+    out[n++] = (kcuda_rms_variant){0, 0, 0};
     kcuda_rms_variant want[KCUDA_RMS_MAX_VARIANTS];
     int nw = 0;
     if (!bwd && L->mode == KCUDA_RMS_ROWS) {
-        want[nw++] = (kcuda_rms_variant){KCUDA_RMS_VK_PERSIST, 0};
+        want[nw++] = (kcuda_rms_variant){KCUDA_RMS_VK_PERSIST, 0, 0};
         for (int st = 2; st <= KCUDA_FWD_STAGES; st++)
-            want[nw++] = (kcuda_rms_variant){KCUDA_RMS_VK_BULK, st};
+            want[nw++] = (kcuda_rms_variant){KCUDA_RMS_VK_BULK, st, 0};
     } else if (!bwd && L->mode == KCUDA_RMS_STAGED && L->stages >= 2) {
         static const int bulk[] = {2, 3, 4, 6, 8};
         for (size_t i = 0; i < sizeof bulk / sizeof bulk[0]; i++)
             if (bulk[i] != L->stages)
-                want[nw++] = (kcuda_rms_variant){0, bulk[i]};
+                want[nw++] = (kcuda_rms_variant){0, bulk[i], 0};
         for (int st = 2; st <= KCUDA_CP_STAGES; st++)
-            want[nw++] = (kcuda_rms_variant){KCUDA_RMS_VK_CP, st};
+            want[nw++] = (kcuda_rms_variant){KCUDA_RMS_VK_CP, st, 0};
     } else if (bwd && L->mode == KCUDA_RMS_ROWS && ceil_div(L->B, L->cy) > 1) {
         const sizes s = sizes_of(d);
         for (int st = 2; st <= KCUDA_BWD_ROWS_MAX; st++)
             if (st != L->stages && bwd_rows_ok(&s, L->nv, L->threads, st))
-                want[nw++] = (kcuda_rms_variant){0, st};
+                want[nw++] = (kcuda_rms_variant){0, st, 0};
+        /* and a round or two of rows asked into L2 beyond those held (an H200 wants more bytes
+         * in flight than an H100 at the same clusters) */
+        for (int st = 3; st <= 4; st++)
+            for (int pf = 1; pf <= 2; pf++)
+                want[nw++] = (kcuda_rms_variant){0, st == L->stages ? 0 : st, pf};
     } else if (bwd && L->mode == KCUDA_RMS_STAGED && ceil_div(L->B, L->cy) > 1) {
         /* Stages matter only where a block has more than one row. */
         for (int st = 1; st <= KCUDA_CP_STAGES; st++)
             if (st != L->stages)
-                want[nw++] = (kcuda_rms_variant){0, st};
+                want[nw++] = (kcuda_rms_variant){0, st, 0};
     }
     for (int i = 0; i < nw && n < max; i++) {
         kcuda_rms_layout t = *L;
@@ -926,14 +958,19 @@ void kcuda_rms_describe(const kcuda_rms_layout *L, int bwd, char *buf, size_t ca
         return;
     switch (L->mode) {
     case KCUDA_RMS_ROWS:
-        if (bwd)
-            snprintf(
-                buf, cap, "register rows, %d vector%s per thread, %d threads, %d rows held%s%s",
-                L->nv, L->nv == 1 ? "" : "s", L->threads, L->stages,
-                L->cy > 1 ? ", rows over a cluster" : "", L->kx > 1 ? ", clusters chained" : "");
-        else
+        if (!bwd) {
             snprintf(buf, cap, "register rows, %d vectors per thread, %d threads, %s", L->nv,
                      L->threads, L->spread ? "a persistent grid" : "a block per row");
+            break;
+        }
+        snprintf(buf, cap, "register rows, %d vector%s per thread, %d threads, %d rows held%s%s%s",
+                 L->nv, L->nv == 1 ? "" : "s", L->threads, L->stages,
+                 L->cy > 1 ? ", rows over a cluster" : "", L->kx > 1 ? ", clusters chained" : "",
+                 L->variant.prefetch ? ", more asked into L2" : "");
+        if (L->variant.prefetch) {
+            const size_t used = strlen(buf);
+            snprintf(buf + used, cap - used, " (%d)", L->variant.prefetch);
+        }
         break;
     case KCUDA_RMS_STAGED:
         snprintf(buf, cap, "staged by %s, %d stage%s, %d threads%s%s",

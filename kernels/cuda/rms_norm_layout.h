@@ -29,6 +29,10 @@ extern "C" {
 #define KCUDA_BWD_CHAIN_MAX    4    /* its most clusters per part_grad block */
 #define KCUDA_STATIC_SMEM      1024 /* room left for the kernels' static shared memory */
 
+/* The register backward kernels compiled to ask rows into L2 (variant prefetch): up to 2 vectors
+ * per thread holding 3 or 4 rows (where it paid on an H200: bench/RESULTS.md, session 10). */
+#define KCUDA_BWD_PF_OK(NV, D) ((NV) <= 2 && ((D) == 3 || (D) == 4))
+
 /* The register backward's estimate of the registers a thread needs to hold D rows of NV 16-byte
  * vectors of x (XB bytes an element) and of grad_output (WB, w's dtype), plus w and its column
  * sums (4 bytes each). The kernel (its launch bounds) and the layout (which rows it may hold)
@@ -53,6 +57,9 @@ typedef struct kcuda_rms_layout {
      * until kcuda_rms_fit_cy sets it), and whether grad_weight has the room and alignment for
      * the counters (kcuda_rms_chain_bytes). */
     int kx, chain_ok;
+    /* Register backward: grad_output's and x's rows start 16-byte aligned, so that the copy
+     * engine may be asked to bring whole rows into L2 (variant prefetch). */
+    int pf_ok;
     int64_t chunk;  /* columns per block (a row is cx chunks) */
     long long grid; /* blocks of the main kernel (the split backward: of each kernel) */
     size_t smem;    /* dynamic shared memory per block */
@@ -74,7 +81,7 @@ typedef struct kcuda_rms_layout {
      * the grad_weight (column sum) kernel's grid. */
     int64_t P, B, active;
     long long colsum_grid;
-    /* The variant applied (rms_norm_cuda.h), stages resolved; {0, 0}: the layout as chosen.
+    /* The variant applied (rms_norm_cuda.h), stages resolved; {0, 0, 0}: the layout as chosen.
      * Forward kernel KCUDA_RMS_VK_BULK: the staged kernel reduces in register rows' order. */
     kcuda_rms_variant variant;
 } kcuda_rms_layout;
@@ -109,12 +116,13 @@ int kcuda_rms_apply_variant(const baton_rms_norm_desc *d, int bwd, const kcuda_r
                             size_t whylen);
 
 /* The variants a tuner may measure for a call whose chosen layout is L (no variant applied):
- * {0, 0}, the layout as chosen, first, then each variant that applies to L and fits, at most max
- * in all; returns how many. The register forward: the persistent grid, and the bulk-copy kernel in
- * rows' order with 2 to 4 stages; the bulk-copy forward: 2, 3, 4, 6 or 8 stages, and the cp.async
- * kernel with 2 to 4; the register backward whose blocks have more than one row: the other rows
- * held (2, 3, 4, 6 or 8) that its threads and registers allow; a staged backward whose blocks have
- * more than one row: 1 to 4 stages. Anything else: none but {0, 0}. */
+ * {0, 0, 0}, the layout as chosen, first, then each variant that applies to L and fits, at most
+ * max in all; returns how many. The register forward: the persistent grid, and the bulk-copy
+ * kernel in rows' order with 2 to 4 stages; the bulk-copy forward: 2, 3, 4, 6 or 8 stages, and the
+ * cp.async kernel with 2 to 4; the register backward whose blocks have more than one row: the
+ * other rows held (2, 3, 4, 6 or 8) that its threads and registers allow, and 3 or 4 rows held
+ * with 1 or 2 rounds asked into L2 (prefetch) where its rows are aligned for it; a staged backward
+ * whose blocks have more than one row: 1 to 4 stages. Anything else: none but {0, 0, 0}. */
 #define KCUDA_RMS_MAX_VARIANTS 12
 int kcuda_rms_variants(const baton_rms_norm_desc *d, int bwd, const kcuda_rms_device *dev,
                        const kcuda_rms_layout *L, kcuda_rms_variant *out, int max);

@@ -92,7 +92,7 @@ void kcuda_rms_apply_tuned(const char *device, int bwd, const baton_rms_norm_des
     kcuda_rms_tune_key k;
     kcuda_rms_variant v;
     kcuda_rms_tune_key_make(&k, device, bwd, d, L);
-    if (!kcuda_rms_tune_find(&k, &v) || (!v.kernel && !v.stages))
+    if (!kcuda_rms_tune_find(&k, &v) || kcuda_rms_variant_none(&v))
         return;
     kcuda_rms_layout t = *L;
     if (kcuda_rms_apply_variant(d, bwd, dev, &v, &t, NULL, 0) == 0)

@@ -71,7 +71,7 @@ static void describe_variant(const kcuda_rms_layout &L0, int bwd, const baton_rm
                              size_t cap)
 {
     kcuda_rms_layout t = L0;
-    if ((v.kernel || v.stages) && kcuda_rms_apply_variant(&d, bwd, &dev, &v, &t, NULL, 0))
+    if (!kcuda_rms_variant_none(&v) && kcuda_rms_apply_variant(&d, bwd, &dev, &v, &t, NULL, 0))
         t = L0;
     kcuda_rms_describe(&t, bwd, buf, cap);
 }
@@ -119,7 +119,7 @@ static int tune(int bwd, const baton_exec_ctx *ctx, void **buffers, const char *
     if (kcuda_rms_tune_find(&key, &have)) {
         describe_variant(L0, bwd, d, dev, have, chosen, sizeof chosen);
         snprintf(note, note_len, "%s (%s; measured earlier for this shape class on %s)", chosen,
-                 have.kernel || have.stages ? "tuned" : "default", gpu);
+                 !kcuda_rms_variant_none(&have) ? "tuned" : "default", gpu);
         return 0;
     }
 
