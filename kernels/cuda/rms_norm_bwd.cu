@@ -1139,7 +1139,7 @@ static int bwd_fit_cy(const baton_exec_ctx *ctx, const baton_rms_norm_desc &d,
     /* The kernel of the layout's own rows held, and its shared memory at any cy > 1. */
     kcuda_rms_layout Lf = *L;
     Lf.stages = L->fit_stages;
-    Lf.variant.prefetch = 0; /* the layout's own kernel: a variant must not move cy */
+    Lf.variant = kcuda_rms_variant{0, 0, 0}; /* the layout's own kernel: no variant moves cy */
     kcuda_rms_bwd_set_cy(&Lf, &d, 1, 2);
     const BwdKernel k = bwd_kernel_for<TX, TW>(Lf);
     if (!k)

@@ -112,7 +112,7 @@ typedef struct kcuda_rms_variant {
     int prefetch; /* the register backward: rounds of rows asked into L2 ahead (0: none) */
 } kcuda_rms_variant;
 
-/* The most rows a variant may ask into L2 ahead of the register backward's loads. */
+/* The most rounds of rows a variant may ask into L2 ahead of the register backward's loads. */
 #define KCUDA_BWD_PREFETCH_MAX 4
 
 /* Whether v is {0, 0, 0}: the layout as chosen. */

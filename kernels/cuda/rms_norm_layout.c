@@ -963,14 +963,13 @@ void kcuda_rms_describe(const kcuda_rms_layout *L, int bwd, char *buf, size_t ca
                      L->threads, L->spread ? "a persistent grid" : "a block per row");
             break;
         }
+        char pf[40] = "";
+        if (L->variant.prefetch)
+            snprintf(pf, sizeof pf, ", more asked into L2 (%d)", L->variant.prefetch);
         snprintf(buf, cap, "register rows, %d vector%s per thread, %d threads, %d rows held%s%s%s",
                  L->nv, L->nv == 1 ? "" : "s", L->threads, L->stages,
                  L->cy > 1 ? ", rows over a cluster" : "", L->kx > 1 ? ", clusters chained" : "",
-                 L->variant.prefetch ? ", more asked into L2" : "");
-        if (L->variant.prefetch) {
-            const size_t used = strlen(buf);
-            snprintf(buf + used, cap - used, " (%d)", L->variant.prefetch);
-        }
+                 pf);
         break;
     case KCUDA_RMS_STAGED:
         snprintf(buf, cap, "staged by %s, %d stage%s, %d threads%s%s",
