@@ -379,7 +379,7 @@ __device__ __forceinline__ void pdl_wait()
 
 /* Lets the next PDL kernel on the stream start launching. Usually called after this block's last
  * global store: the dependent still waits for this grid's completion before it reads this grid's
- * output (the split backward calls it early; rms_norm_bwd.cu says why that is safe there). */
+ * output (the backward's first kernels call it early; rms_norm_bwd.cu says why that is safe). */
 __device__ __forceinline__ void pdl_trigger()
 {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
@@ -752,6 +752,20 @@ static inline int prepare(K kernel, const baton_exec_ctx *ctx, const char *what,
         return 0; /* nothing to allow (most launches): no call */
     return prepare_attrs(kernel, ctx, what, cluster, grid, threads, smem, smem_max, may_shrink,
                          max_shared);
+}
+
+/* The context for a call's second kernel, which waits for its first through pdl_wait: launched
+ * with programmatic dependent launch on any stream but the legacy one, so that its blocks are
+ * placed while the first kernel still runs (about 1.5 us of kernel boundary otherwise). */
+static inline baton_exec_ctx follow_ctx(const baton_exec_ctx *ctx)
+{
+    baton_exec_ctx c;
+    memset(&c, 0, sizeof c);
+    if (ctx)
+        c = *ctx;
+    if (c.stream)
+        c.pdl = 1;
+    return c;
 }
 
 /* Launches kernel<<<grid, block, smem, ctx->stream>>> through cudaLaunchKernelEx, with the

@@ -80,6 +80,11 @@ __device__ __forceinline__ void cluster_rank_sums(const A *sums, A *dst, int col
     cluster.sync();
 }
 
+/* Early trigger: each main kernel of the backward lets the column sum that follows it launch
+ * (pdl_trigger) right after its own pdl_wait. The column sum's first act is pdl_wait, which waits
+ * for the whole of this grid and its writes, so no bit can change; its blocks only wait on the SMs
+ * that this grid leaves free, and start the moment it ends, rather than a launch later. */
+
 /* The 16-byte path of the backward pass. The cluster (cx * cy blocks, one of cx, cy is 1) owns
  * part_grad block p; with cx > 1 its blocks split each row's columns, with cy > 1 they split the
  * block's rows. Each thread stages its own vectors of grad_output and x `stages` rows ahead with
@@ -122,6 +127,7 @@ __global__ void __launch_bounds__(KCUDA_MAX_THREADS) rms_bwd_staged(BwdArgs a)
     TX *xs = reinterpret_cast<TX *>(sp + (size_t)S * gstride * sizeof(TW));
 
     pdl_wait();
+    pdl_trigger(); /* the column sum: see "Early trigger" above */
 
     for (int idx = tid * VEC; idx < cols; idx += T * VEC)
         cp_async<TW, VEC>(ws + idx, w + col0 + idx);
@@ -232,7 +238,6 @@ __global__ void __launch_bounds__(KCUDA_MAX_THREADS) rms_bwd_staged(BwdArgs a)
     cp_wait(0);
     if (cl > 1)
         cluster_exit_barrier();
-    pdl_trigger();
 }
 
 /* One row's inputs of the register backward: grad_output (y's dtype) and x, NV vectors each, and
@@ -286,6 +291,8 @@ __global__ void __launch_bounds__((BwdRowsFit<TX, TW, NV, D>::max_threads),
     rows_vector_offsets<NV, VEC>(idx, cols);
 
     pdl_wait();
+    if (a.kx <= 1) /* a chain's clusters wait for each other: trigger only as they finish */
+        pdl_trigger();
 
     TW wv[NV][VEC];
 #pragma unroll
@@ -471,7 +478,8 @@ __global__ void __launch_bounds__((BwdRowsFit<TX, TW, NV, D>::max_threads),
             }
         }
     }
-    pdl_trigger();
+    if (kx > 1)
+        pdl_trigger();
 }
 
 /* The cluster (cx * cy blocks, one of cx, cy is 1) owns part_grad block p; with cx > 1 its blocks
@@ -502,6 +510,7 @@ __global__ void __launch_bounds__(KCUDA_MAX_THREADS) rms_bwd_kernel(BwdArgs a)
     const A inv_n = A(1) / A(a.n2);
 
     pdl_wait();
+    pdl_trigger(); /* the column sum: see "Early trigger" above */
 
     TW wv[NV][VEC]; /* packed: converted at each use (see opaque()) */
     if constexpr (fits) {
@@ -706,7 +715,6 @@ __global__ void __launch_bounds__(KCUDA_MAX_THREADS) rms_bwd_kernel(BwdArgs a)
     }
     if (cl > 1)
         cluster_exit_barrier();
-    pdl_trigger();
 }
 
 /* grad_weight[j] = the sum over p of part_grad[p][j], in one fixed shape per column: lane k of
@@ -1086,14 +1094,8 @@ static int bwd_split(const baton_exec_ctx *ctx, void **buffers, const baton_rms_
                     (unsigned)KCUDA_SPLIT_THREADS, 0, 1, a);
     if (rc)
         return rc;
-    /* The finish kernel waits for the dot kernel before anything else: let it launch early
-     * (programmatic dependent launch) on any stream but the legacy one. */
-    baton_exec_ctx c2;
-    memset(&c2, 0, sizeof c2);
-    if (ctx)
-        c2 = *ctx;
-    if (c2.stream)
-        c2.pdl = 1;
+    /* The finish kernel waits for the dot kernel before anything else: let it launch early. */
+    const baton_exec_ctx c2 = follow_ctx(ctx);
     return launch(&c2, "rms_norm_bwd finish", rms_bwd_split_finish<TX, TW>, (unsigned)L.grid,
                   (unsigned)KCUDA_SPLIT_THREADS, 0, 1, a);
 }
@@ -1267,7 +1269,10 @@ static int bwd_typed(const baton_exec_ctx *ctx, void **buffers, const baton_rms_
         rc = launch(lc, "rms_norm_bwd", k, (unsigned)L.grid, (unsigned)L.threads, L.smem, cl, a);
         if (rc)
             return rc;
-        return launch(ctx, "rms_norm_bwd grad_weight", rms_colsum_kernel<A, TW>,
+        /* The column sum reads part_grad only after its pdl_wait: its blocks wait on the SMs
+         * that the main kernel leaves free (see pdl_trigger there). */
+        const baton_exec_ctx c2 = follow_ctx(ctx);
+        return launch(&c2, "rms_norm_bwd grad_weight", rms_colsum_kernel<A, TW>,
                       (unsigned)L.colsum_grid, 256u, 0, 1, (A *)buffers[6], (TW *)buffers[5], L.P,
                       L.active, d.n2);
     }
