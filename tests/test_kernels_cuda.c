@@ -821,6 +821,26 @@ static int check_variants(baton_dtype xdt, baton_dtype wdt, int64_t n1, int64_t 
             }
             checked++;
         }
+        /* Chained clusters (kx: other part_grad bits): grad_input does not depend on how
+         * part_grad's rows are shared, so it must come back with the default's bits. */
+        for (int kx = 2; bwd && L.mode == KCUDA_RMS_ROWS && kx <= 3; kx++) {
+            const kcuda_rms_cfg o = {.kx = kx};
+            kcuda_rms_layout Lk;
+            if (kcuda_rms_bwd_layout(&d, bufs_b, &dev, &o, &Lk, why, sizeof why) != 0)
+                continue; /* grad_weight without room or alignment for the chain's counters */
+            kcuda_rms_cfg got;
+            void *out[8] = {0};
+            run_pass(&k, &b, &d, bwd, &o, &got, out, what);
+            cr_assert_eq(got.kx, kx, "%s: kx %d launched %d", what, kx, got.kx);
+            const long long at = first_diff(b.ref[5], out[5], b.n[5]);
+            cr_expect_eq(at, -1,
+                         "%s: grad_input with %d chained clusters per part_grad block differs "
+                         "from the default's at byte %lld",
+                         what, kx, at);
+            for (int j = lo; j < hi; j++)
+                free(out[j]);
+            checked++;
+        }
         for (int j = lo; j < hi; j++)
             free(b.ref[j]);
     }
