@@ -159,7 +159,7 @@ for r in rows:
 cols = ["torch", "jax", "jaxdev"] + [c for c in ("batondev", "torchdev")
                                      if any(k[0] == c for k in peers)]
 print(f"\ncopy bandwidth: {copy} TB/s   (jax: wall clock; jaxdev, batondev, torchdev: device "
-      "time, CUPTI, sum of one call's kernels, k kernels a call; batondev: baton's kernels through "
+      "time, CUPTI, the union of one call's kernels' intervals, k kernels a call; batondev: baton's kernels through "
       "its FFI handlers in the JAX process)")
 print("%best: of the best copy kernel moving the shape's x bytes (bench_kernels measure_floor); "
       "%mcpy: of cudaMemcpy of those bytes; %copy: of a 2 GiB cudaMemcpy")

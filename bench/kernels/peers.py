@@ -10,8 +10,9 @@ other preallocates. Effective bandwidth counts the same bytes as bench_kernels.
 With --device-time LIB (libkernel_times.so, target kernel_times: bench/kernels/kernel_times.c),
 each framework's calls are timed on the device as well, as baton's kernels are: CUPTI records the
 kernels of each call, run alone (launched, waited for, its records collected), and the call's device
-time is the sum of its kernels' durations (and its span, first start to last end, which adds the
-gaps between them); the median over the calls is reported as "jaxdev" and "torchdev", with the
+time is the time any of its kernels ran: the union of their intervals, which is their sum unless
+one overlaps another, as a kernel launched with programmatic dependent launch does (and its span,
+first start to last end, which adds the gaps between them); the median over the calls is reported as "jaxdev" and "torchdev", with the
 kernels of one call named, so that one can say which fusions XLA ran. CUPTI is started only around
 those calls, after the warm-up (so the framework has its CUDA context: CUPTI 13 records kernels of
 contexts that exist already) and after the wall-clock and event timings, which it would slow. The
@@ -50,6 +51,22 @@ def shape_name(xs, ws):
     for d in ws:
         n2 *= d
     return f"{n // n2}x{n2}"
+
+
+def busy_ns(records):
+    """The time the GPU ran any of a call's kernels: the union of their [start, end) intervals
+    (records sorted by start). Not their sum: a kernel launched with programmatic dependent launch
+    starts before the one it waits for ends (baton's backward column sum does), and a sum would
+    count the overlap twice."""
+    total, lo, hi = 0, None, None
+    for _, t0, t1 in records:
+        if hi is None or t0 > hi:
+            if hi is not None:
+                total += hi - lo
+            lo, hi = t0, t1
+        else:
+            hi = max(hi, t1)
+    return total + (hi - lo if hi is not None else 0)
 
 
 class KernelTimes:
@@ -109,7 +126,7 @@ class KernelTimes:
         return sorted(out, key=lambda r: r[1])
 
     def measure(self, launch, sync, calls):
-        """(median sum us, median span us, kernels per call, names of one call), or None with a
+        """(median busy us, median span us, kernels per call, names of one call), or None with a
         line saying why. Each call is collected alone, so its kernels are exactly those it ran,
         however many XLA or torch launch for it."""
         if self.off:
@@ -142,8 +159,8 @@ class KernelTimes:
         if min(counts) != max(counts):
             print(f"device time: kernels per call vary from {min(counts)} to {max(counts)}",
                   flush=True)
-        busy = statistics.median(sum(t1 - t0 for _, t0, t1 in c) for c in per_call) / 1e3
-        span = statistics.median(c[-1][2] - c[0][1] for c in per_call) / 1e3
+        busy = statistics.median(busy_ns(c) for c in per_call) / 1e3
+        span = statistics.median(max(t1 for _, _, t1 in c) - c[0][1] for c in per_call) / 1e3
         typical = statistics.mode(counts)
         names = [r[0] for r in next(c for c in per_call if len(c) == typical)]
         return busy, span, typical, names
