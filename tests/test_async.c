@@ -474,13 +474,17 @@ Test(async, the_loop_stays_responsive_with_sixteen_slow_runs_in_flight)
         }
         uv_run(&loop, UV_RUN_DEFAULT);
     }
-    /* Up to three measurements of 160 runs: a shared machine (a VM's vCPU taken away, another
-     * process) can delay any thread now and then, which no library can prevent; the loop must
-     * meet the bound in one of them, and every measurement is reported. */
+    /* Up to five measurements of 160 runs, 200 ms apart: a shared machine (a VM's vCPU taken
+     * away, another process) can delay any thread for a while, which no library can prevent (CI
+     * once saw three measurements in a row late by 3.5-5.4 ms, where the same build passed five
+     * runs out of five after); the loop must meet the bound in one of them, and every
+     * measurement is reported. A loop that a run blocks is late by its 5 ms step every time. */
     char seen[256] = "";
     size_t used = 0;
     int64_t best = INT64_MAX;
-    for (int attempt = 0; attempt < 3 && best > 2000000; attempt++) {
+    for (int attempt = 0; attempt < 5 && best > 2000000; attempt++) {
+        if (attempt)
+            usleep(200000);
         completed = 0;
         for (int j = 0; j < 160; j++) {
             prepare_slot(&slots[j], &r);
