@@ -12,8 +12,8 @@ each framework's calls are timed on the device as well, as baton's kernels are: 
 kernels of each call, run alone (launched, waited for, its records collected), and the call's device
 time is the time any of its kernels ran: the union of their intervals, which is their sum unless
 one overlaps another, as a kernel launched with programmatic dependent launch does (and its span,
-first start to last end, which adds the gaps between them); the median over the calls is reported as "jaxdev" and "torchdev", with the
-kernels of one call named, so that one can say which fusions XLA ran. CUPTI is started only around
+first start to last end, which adds the gaps between them); the median over the calls is reported
+as "jaxdev" and "torchdev", with the kernels of one call named, so that one can say which fusions XLA ran. CUPTI is started only around
 those calls, after the warm-up (so the framework has its CUDA context: CUPTI 13 records kernels of
 contexts that exist already) and after the wall-clock and event timings, which it would slow. The
 library is loaded after the framework, so that a libcupti the framework brings is the one used.

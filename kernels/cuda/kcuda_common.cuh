@@ -754,18 +754,17 @@ static inline int prepare(K kernel, const baton_exec_ctx *ctx, const char *what,
                          max_shared);
 }
 
-/* The context for a call's second kernel, which waits for its first through pdl_wait: launched
- * with programmatic dependent launch on any stream but the legacy one, so that its blocks are
- * placed while the first kernel still runs (0.3-1.3 us a call saved: bench/RESULTS.md, session
- * 11). */
-static inline baton_exec_ctx follow_ctx(const baton_exec_ctx *ctx)
+/* A copy of ctx (or of an empty one) launching with programmatic dependent launch when `on`, on
+ * any stream but the legacy one. A call's second kernel, which waits for its first through
+ * pdl_wait, is launched so: its blocks are placed while the first kernel still runs (0.3-1.3 us a
+ * call saved: bench/RESULTS.md, session 11). */
+static inline baton_exec_ctx with_pdl(const baton_exec_ctx *ctx, bool on)
 {
     baton_exec_ctx c;
     memset(&c, 0, sizeof c);
     if (ctx)
         c = *ctx;
-    if (c.stream)
-        c.pdl = 1;
+    c.pdl = on && c.stream;
     return c;
 }
 

@@ -1095,7 +1095,7 @@ static int bwd_split(const baton_exec_ctx *ctx, void **buffers, const baton_rms_
     if (rc)
         return rc;
     /* The finish kernel waits for the dot kernel before anything else: let it launch early. */
-    const baton_exec_ctx c2 = follow_ctx(ctx);
+    const baton_exec_ctx c2 = with_pdl(ctx, true);
     return launch(&c2, "rms_norm_bwd finish", rms_bwd_split_finish<TX, TW>, (unsigned)L.grid,
                   (unsigned)KCUDA_SPLIT_THREADS, 0, 1, a);
 }
@@ -1248,8 +1248,8 @@ static int bwd_typed(const baton_exec_ctx *ctx, void **buffers, const baton_rms_
         a.prefetch = L.mode == KCUDA_RMS_ROWS ? L.variant.prefetch : 0;
         a.chain = a.kx > 1 ? static_cast<unsigned *>(buffers[5]) : NULL;
         kcuda_rms_report(&L, chosen);
-        baton_exec_ctx c1;
         const baton_exec_ctx *lc = ctx;
+        const baton_exec_ctx c1 = with_pdl(ctx, false);
         if (a.kx > 1) {
             /* The chain's counters, in grad_weight until the column sum writes it. The kernel
              * then waits for the memset as a whole (no programmatic dependent launch). */
@@ -1260,10 +1260,6 @@ static int bwd_typed(const baton_exec_ctx *ctx, void **buffers, const baton_rms_
                 return ctx_fail(ctx, BATON_ECUDA,
                                 "rms_norm_bwd: cudaMemsetAsync of the chain's %zu bytes failed: %s",
                                 bytes, cudaGetErrorString(e));
-            memset(&c1, 0, sizeof c1);
-            if (ctx)
-                c1 = *ctx;
-            c1.pdl = 0;
             lc = &c1;
         }
         rc = launch(lc, "rms_norm_bwd", k, (unsigned)L.grid, (unsigned)L.threads, L.smem, cl, a);
@@ -1271,7 +1267,7 @@ static int bwd_typed(const baton_exec_ctx *ctx, void **buffers, const baton_rms_
             return rc;
         /* The column sum reads part_grad only after its pdl_wait: its blocks wait on the SMs
          * that the main kernel leaves free (see pdl_trigger there). */
-        const baton_exec_ctx c2 = follow_ctx(ctx);
+        const baton_exec_ctx c2 = with_pdl(ctx, true);
         return launch(&c2, "rms_norm_bwd grad_weight", rms_colsum_kernel<A, TW>,
                       (unsigned)L.colsum_grid, 256u, 0, 1, (A *)buffers[6], (TW *)buffers[5], L.P,
                       L.active, d.n2);
