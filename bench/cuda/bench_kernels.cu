@@ -8,8 +8,12 @@
  * grad_output, x, w and invvar read, grad_input and grad_weight written (part_grad, scratch, is
  * not counted).
  *
- *   bench_kernels [--runs N] [--quick] [--sweep] [--small]
+ *   bench_kernels [--runs N] [--quick] [--sweep] [--small] [--layout-floor]
  * --small: only the tutorial and decode shapes (a quick same-run A/B of two builds).
+ * Environment: BENCH_P=16 or 256, the backward at that part_grad size only; BENCH_SHAPE="bf16
+ * 32768x4096", that large shape only (for a profiler).
+ * --layout-floor: after each default backward, its bytes moved without arithmetic at its own
+ * layout and at a free one (layout_floor below).
  * Lines starting with RESULT are for scripts/gpu-kernels.sh's table. */
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
@@ -404,9 +408,115 @@ static void measure_floor(int64_t n1, int64_t n2, int dt, Sets &s)
     fflush(stdout);
 }
 
+/* bwdcopy<NV, D, BAR> for the NV and D given (NULL for others). */
+typedef void (*BwdCopyFn)(const uint4 *, const uint4 *, const float *, uint4 *, int64_t, int,
+                          int64_t, int);
+template <int NV, bool BAR> static BwdCopyFn bwdcopy_d(int D)
+{
+    switch (D) {
+    case 3: return bwdcopy<NV, 3, BAR>;
+    case 4: return bwdcopy<NV, 4, BAR>;
+    case 6: return bwdcopy<NV, 6, BAR>;
+    case 8: return bwdcopy<NV, 8, BAR>;
+    }
+    return NULL;
+}
+
+static BwdCopyFn bwdcopy_for(int nv, int D, bool bar)
+{
+    if (nv == 2)
+        return bar ? bwdcopy_d<2, true>(D) : bwdcopy_d<2, false>(D);
+    if (nv == 4)
+        return bar ? bwdcopy_d<4, true>(D) : bwdcopy_d<4, false>(D);
+    return NULL;
+}
+
+/* --layout-floor: the backward's bytes moved by bwdcopy (copy_kernels.cuh) at the layout the
+ * default backward `def` launched (its grid, cluster, threads and vectors per thread) and, for
+ * comparison, at a free layout (a block for every slot, no cluster: what part_grad 16 cannot
+ * have with its bits fixed by the cluster), holding 3 to 8 rows, with and without the row sums'
+ * barrier, at 1 or 2 blocks per SM. Is the part_grad 16 gap the kernel's or the layout's? */
+static void layout_floor(int64_t n1, int64_t n2, int dt, int64_t P, const kcuda_rms_cfg &def,
+                         Sets &s)
+{
+    const size_t e = dt_size(dt);
+    const int vecs = (int)(n2 * (int64_t)e / 16), T = def.threads, nv = def.nv;
+    if (def.mode != 5 || (int64_t)vecs * 16 != n2 * (int64_t)e || T * nv < vecs || T < 32)
+        return;
+    cudaDeviceProp prop;
+    CHECK_CUDA(cudaGetDeviceProperties(&prop, 0));
+    const double bytes =
+        (double)n1 * n2 * e * 3 + (double)n2 * e * 2 + (double)n1 * 4 + 2.0 * (double)P * n2 * 4;
+    const int64_t Bp = (n1 + P - 1) / P;
+    for (int free_layout = 0; free_layout < 2; free_layout++)
+        for (int bps : {1, 2})
+            for (int D : {3, 4, 6, 8})
+                for (int bar = 0; bar < 2; bar++) {
+                    BwdCopyFn fn = bwdcopy_for(nv, D, bar);
+                    if (!fn || (D > 4 && T > 256))
+                        continue;
+                    const int cy = free_layout ? 1 : (int)def.cy;
+                    const int64_t groups =
+                        free_layout ? (int64_t)bps * g_sms : (int64_t)def.grid / (cy ? cy : 1);
+                    const int64_t B = free_layout ? (n1 + groups - 1) / groups : Bp;
+                    size_t smem = (size_t)prop.sharedMemPerMultiprocessor / bps -
+                                  prop.reservedSharedMemPerBlock;
+                    if (smem > prop.sharedMemPerBlockOptin)
+                        smem = prop.sharedMemPerBlockOptin;
+                    CHECK_CUDA(cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                                    (int)smem));
+                    CHECK_CUDA(cudaFuncSetAttribute(
+                        fn, cudaFuncAttributeNonPortableClusterSizeAllowed, 1));
+                    cudaLaunchAttribute at[1];
+                    at[0].id = cudaLaunchAttributeClusterDimension;
+                    at[0].val.clusterDim.x = (unsigned)cy;
+                    at[0].val.clusterDim.y = at[0].val.clusterDim.z = 1;
+                    cudaLaunchConfig_t lc;
+                    memset(&lc, 0, sizeof lc);
+                    lc.gridDim = dim3((unsigned)(groups * cy));
+                    lc.blockDim = dim3((unsigned)T);
+                    lc.dynamicSmemBytes = smem;
+                    lc.stream = g_stream;
+                    lc.attrs = at;
+                    lc.numAttrs = cy > 1 ? 1 : 0;
+                    bool failed = false;
+                    const double us = time_events(
+                        [&](int i) {
+                            const int k = i % s.n;
+                            if (failed)
+                                return;
+                            cudaError_t rc = cudaLaunchKernelEx(
+                                &lc, fn, (const uint4 *)s.g[k], (const uint4 *)s.x[k],
+                                (const float *)s.iv[k], (uint4 *)s.gi[k], n1, vecs, B, cy);
+                            if (rc != cudaSuccess) {
+                                printf("  layout floor: %s\n", cudaGetErrorString(rc));
+                                failed = true;
+                                cudaGetLastError();
+                            }
+                        },
+                        g_runs);
+                    if (failed)
+                        continue;
+                    const double tbs = bytes / (us * 1e-6) / 1e12;
+                    const char *lay = free_layout ? "free" : "fitted";
+                    printf("  bwd  %-5s %6lldx%-7lld P%-4lld floor-%-6s %10.2f us %6.3f TB/s "
+                           "%6.1f%% of best copy kernel  [bwdcopy t%d nv%d D%d %s cy%d grid%lld "
+                           "%d/SM]\n",
+                           dt_name(dt), (long long)n1, (long long)n2, (long long)P, lay, us, tbs,
+                           floor_tbs > 0 ? 100.0 * tbs / floor_tbs : 0, T, nv, D,
+                           bar ? "bar" : "nobar", cy, (long long)(groups * cy), bps);
+                    printf("RESULT kernels layoutfloor %s %lldx%lld P=%lld %s t=%d nv=%d D=%d "
+                           "bar=%d cy=%d grid=%lld bps=%d us=%.2f pct_best=%.1f\n",
+                           dt_name(dt), (long long)n1, (long long)n2, (long long)P, lay, T, nv, D,
+                           bar, cy, (long long)(groups * cy), bps, us,
+                           floor_tbs > 0 ? 100.0 * tbs / floor_tbs : 0);
+                    fflush(stdout);
+                }
+}
+
 int main(int argc, char **argv)
 {
-    bool quick = false, sweep = false, small_only = false;
+    bool quick = false, sweep = false, small_only = false, lfloor = false;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--runs") && i + 1 < argc)
             g_runs = atoi(argv[++i]);
@@ -416,8 +526,11 @@ int main(int argc, char **argv)
             sweep = true;
         else if (!strcmp(argv[i], "--small"))
             small_only = true;
+        else if (!strcmp(argv[i], "--layout-floor"))
+            lfloor = true;
         else {
-            fprintf(stderr, "usage: %s [--runs N] [--quick] [--sweep] [--small]\n", argv[0]);
+            fprintf(stderr, "usage: %s [--runs N] [--quick] [--sweep] [--small] [--layout-floor]\n",
+                    argv[0]);
             return 2;
         }
     }
@@ -448,6 +561,13 @@ int main(int argc, char **argv)
         for (int si = 0; si < 4; si++) {
             const int dt = dts[di];
             const int64_t n1 = big[si][0], n2 = big[si][1];
+            if (getenv("BENCH_SHAPE")) { /* e.g. "bf16 32768x4096": that shape only */
+                char name[64];
+                snprintf(name, sizeof name, "%s %lldx%lld", dt_name(dt), (long long)n1,
+                         (long long)n2);
+                if (strcmp(name, getenv("BENCH_SHAPE")))
+                    continue;
+            }
             const size_t e = dt_size(dt), per = (size_t)(n1 * n2) * e;
             Sets s = make_sets(n1, n2, dt, 256, true, 3 * per);
             measure_floor(n1, n2, dt, s);
@@ -500,6 +620,8 @@ int main(int argc, char **argv)
                     continue;
                 Result rb = bench_bwd(n1, n2, dt, P, NULL, s);
                 print_result("bwd", n1, n2, dt, P, "default", rb, true);
+                if (lfloor)
+                    layout_floor(n1, n2, dt, P, rb.cfg, s);
                 if (sweep) {
                     /* The register backward holding 2 to 8 rows (tuning variants: the same
                      * bits), the layout as if it held 3 to 8 (cy fitted for that kernel: other

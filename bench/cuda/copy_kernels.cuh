@@ -91,4 +91,72 @@ __global__ void bulkcopy(const char *__restrict__ x, char *__restrict__ y, int64
 #endif
 }
 
+/* The register backward's memory traffic without its arithmetic: the floor of a layout, not of
+ * the GPU. Part_grad block p's rows go to a cluster of cy blocks (rank k taking rows rb + k,
+ * rb + k + cy, ...), each thread holding NV 16-byte vectors (v * T + tid) of grad_output's and
+ * x's rows and D rows in flight exactly as rms_bwd_rows loads them (G rows consumed a step while
+ * D - G load), and grad_input written as one vector of each pair's bits mixed. BAR adds the one
+ * barrier a step that the row sums need. Launched at the backward's own grid and cluster, with
+ * dynamic shared memory only to hold the blocks per SM where the real kernel's registers do. */
+template <int NV, int D, bool BAR>
+__global__ void __launch_bounds__(D > 4 ? 256 : 512)
+    bwdcopy(const uint4 *__restrict__ g, const uint4 *__restrict__ x, const float *__restrict__ iv,
+            uint4 *__restrict__ gi, int64_t n1, int vecs, int64_t B, int cy)
+{
+    constexpr int G = D >= 4 && D % 2 == 0 ? 2 : 1;
+    struct Row {
+        uint4 g[NV], x[NV];
+        float r;
+    };
+    const int tid = threadIdx.x, T = blockDim.x;
+    const int64_t p = blockIdx.x / (unsigned)cy, dcy = cy;
+    const int64_t rb = p * B, re = rb + B < n1 ? rb + B : n1;
+    const int64_t first = rb + (int64_t)(blockIdx.x % (unsigned)cy);
+    auto load = [&](int64_t row, Row &d) {
+#pragma unroll
+        for (int v = 0; v < NV; v++) {
+            const int c = v * T + tid;
+            if (c < vecs) {
+                d.g[v] = __ldg(g + row * vecs + c);
+                d.x[v] = __ldg(x + row * vecs + c);
+            }
+        }
+        d.r = __ldg(iv + row);
+    };
+    Row buf[D];
+#pragma unroll
+    for (int j = 0; j < D - G; j++)
+        if (first + j * dcy < re)
+            load(first + j * dcy, buf[j]);
+    for (int64_t row = first; row < re; row += D * dcy) {
+#pragma unroll
+        for (int j = 0; j < D; j += G) {
+            const int64_t r0 = row + j * dcy;
+            if (r0 >= re)
+                break;
+#pragma unroll
+            for (int k = 0; k < G; k++)
+                if (r0 + (D - G + k) * dcy < re)
+                    load(r0 + (D - G + k) * dcy, buf[(j + D - G + k) % D]);
+            if (BAR)
+                __syncthreads();
+#pragma unroll
+            for (int k = 0; k < G; k++) {
+                const int64_t rr = r0 + k * dcy;
+                if (rr >= re)
+                    break;
+                const Row &d = buf[j + k];
+                const unsigned m = __float_as_uint(d.r);
+#pragma unroll
+                for (int v = 0; v < NV; v++) {
+                    const int c = v * T + tid;
+                    if (c < vecs)
+                        gi[rr * vecs + c] = make_uint4(d.g[v].x ^ d.x[v].x ^ m, d.g[v].y ^ d.x[v].y,
+                                                       d.g[v].z ^ d.x[v].z, d.g[v].w ^ d.x[v].w);
+                }
+            }
+        }
+    }
+}
+
 #endif /* BATON_BENCH_COPY_KERNELS_CUH */
