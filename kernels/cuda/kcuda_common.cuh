@@ -64,6 +64,24 @@ template <> __device__ __forceinline__ double to_acc<double, double>(double v)
     return v;
 }
 
+/* Element e of a vector held in registers, as the accumulator type. For bf16 it is the 32-bit
+ * word that holds the pair, shifted or masked: one instruction, where unpacking the pair and
+ * converting each half takes two for the upper one (a PRMT, then the shift). The same bits as
+ * __bfloat162float: the widening is exact either way. e must be a constant after unrolling. */
+template <typename A, typename T, int N>
+__device__ __forceinline__ A elem_acc(const T (&v)[N], int e)
+{
+    return to_acc<A>(v[e]);
+}
+template <typename A, int N>
+__device__ __forceinline__ A elem_acc(const __nv_bfloat16 (&v)[N], int e)
+{
+    static_assert(N % 2 == 0, "bf16 vectors hold whole pairs");
+    uint32_t w;
+    memcpy(&w, &v[e & ~1], sizeof w);
+    return (A)__uint_as_float(e & 1 ? w & 0xffff0000u : w << 16);
+}
+
 template <typename T> __device__ __forceinline__ T from_f(float v);
 template <> __device__ __forceinline__ __nv_bfloat16 from_f<__nv_bfloat16>(float v)
 {
