@@ -326,8 +326,8 @@ __global__ void __launch_bounds__((BwdRowsFit<TX, TW, NV, D>::max_threads),
      * slot alternates between steps (a slot is rewritten only after every thread has passed the
      * barrier of the step between). Then grad_input, and the rows added to acc in row order.
      * 16-bit rows are widened from their 32-bit words (elem_acc) and grad_input's difference is
-     * one fma: 21 % fewer instructions a 16-bit element, 2-4 % faster on an H200 at part_grad 16
-     * (bench/RESULTS.md, session 12). */
+     * one fma: about a fifth fewer instructions a 16-bit element (by the SASS before), and 2-4 %
+     * faster on an H200 at part_grad 16 (bench/RESULTS.md, session 12). */
     int slot = 0;
     auto step = [&](const int64_t *rows, const Row *const *cur, int n) {
         A d[G];
