@@ -33,6 +33,7 @@
 #include "kernels/descriptors.h"
 
 static int g_runs = 100;
+static cudaDeviceProp g_prop; /* device 0's, read once in main */
 static int g_sms = 132;
 static size_t g_l2 = 50u << 20;
 static cudaStream_t g_stream;
@@ -254,6 +255,13 @@ static Result bench_fwd(int64_t n1, int64_t n2, int dt, const kcuda_rms_cfg *ove
     return r;
 }
 
+/* The backward's bytes: g, x read and grad_input written; w read and grad_weight written; invvar
+ * read; part_grad written by the main kernel and read by the column sum (f32). */
+static double bwd_bytes(int64_t n1, int64_t n2, size_t e, int64_t P)
+{
+    return (double)n1 * n2 * e * 3 + (double)n2 * e * 2 + (double)n1 * 4 + 2.0 * (double)P * n2 * 4;
+}
+
 static Result bench_bwd(int64_t n1, int64_t n2, int dt, int64_t P, const kcuda_rms_cfg *over,
                         Sets &s)
 {
@@ -284,11 +292,7 @@ static Result bench_bwd(int64_t n1, int64_t n2, int dt, int64_t P, const kcuda_r
     r.us = time_events(call, g_runs);
     if (failed)
         r.us = 1e30;
-    /* g, x read and grad_input written; w read and grad_weight written; invvar read; part_grad
-     * written by the main kernel and read by the column sum (f32) */
-    const double bytes =
-        (double)n1 * n2 * e * 3 + (double)n2 * e * 2 + (double)n1 * 4 + 2.0 * (double)P * n2 * 4;
-    r.tbs = bytes / (r.us * 1e-6) / 1e12;
+    r.tbs = bwd_bytes(n1, n2, e, P) / (r.us * 1e-6) / 1e12;
     return r;
 }
 
@@ -441,12 +445,10 @@ static void layout_floor(int64_t n1, int64_t n2, int dt, int64_t P, const kcuda_
 {
     const size_t e = dt_size(dt);
     const int vecs = (int)(n2 * (int64_t)e / 16), T = def.threads, nv = def.nv;
-    if (def.mode != 5 || (int64_t)vecs * 16 != n2 * (int64_t)e || T * nv < vecs || T < 32)
+    if (def.mode != KCUDA_RMS_ROWS || (int64_t)vecs * 16 != n2 * (int64_t)e || T * nv < vecs ||
+        T < 32)
         return;
-    cudaDeviceProp prop;
-    CHECK_CUDA(cudaGetDeviceProperties(&prop, 0));
-    const double bytes =
-        (double)n1 * n2 * e * 3 + (double)n2 * e * 2 + (double)n1 * 4 + 2.0 * (double)P * n2 * 4;
+    const double bytes = bwd_bytes(n1, n2, e, P);
     const int64_t Bp = (n1 + P - 1) / P;
     for (int free_layout = 0; free_layout < 2; free_layout++)
         for (int bps : {1, 2})
@@ -459,10 +461,10 @@ static void layout_floor(int64_t n1, int64_t n2, int dt, int64_t P, const kcuda_
                     const int64_t groups =
                         free_layout ? (int64_t)bps * g_sms : (int64_t)def.grid / (cy ? cy : 1);
                     const int64_t B = free_layout ? (n1 + groups - 1) / groups : Bp;
-                    size_t smem = (size_t)prop.sharedMemPerMultiprocessor / bps -
-                                  prop.reservedSharedMemPerBlock;
-                    if (smem > prop.sharedMemPerBlockOptin)
-                        smem = prop.sharedMemPerBlockOptin;
+                    size_t smem = (size_t)g_prop.sharedMemPerMultiprocessor / bps -
+                                  g_prop.reservedSharedMemPerBlock;
+                    if (smem > g_prop.sharedMemPerBlockOptin)
+                        smem = g_prop.sharedMemPerBlockOptin;
                     CHECK_CUDA(cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                                     (int)smem));
                     CHECK_CUDA(cudaFuncSetAttribute(
@@ -498,18 +500,17 @@ static void layout_floor(int64_t n1, int64_t n2, int dt, int64_t P, const kcuda_
                     if (failed)
                         continue;
                     const double tbs = bytes / (us * 1e-6) / 1e12;
+                    const double pct = floor_tbs > 0 ? 100.0 * tbs / floor_tbs : 0;
                     const char *lay = free_layout ? "free" : "fitted";
                     printf("  bwd  %-5s %6lldx%-7lld P%-4lld floor-%-6s %10.2f us %6.3f TB/s "
                            "%6.1f%% of best copy kernel  [bwdcopy t%d nv%d D%d %s cy%d grid%lld "
                            "%d/SM]\n",
                            dt_name(dt), (long long)n1, (long long)n2, (long long)P, lay, us, tbs,
-                           floor_tbs > 0 ? 100.0 * tbs / floor_tbs : 0, T, nv, D,
-                           bar ? "bar" : "nobar", cy, (long long)(groups * cy), bps);
+                           pct, T, nv, D, bar ? "bar" : "nobar", cy, (long long)(groups * cy), bps);
                     printf("RESULT kernels layoutfloor %s %lldx%lld P=%lld %s t=%d nv=%d D=%d "
                            "bar=%d cy=%d grid=%lld bps=%d us=%.2f pct_best=%.1f\n",
                            dt_name(dt), (long long)n1, (long long)n2, (long long)P, lay, T, nv, D,
-                           bar, cy, (long long)(groups * cy), bps, us,
-                           floor_tbs > 0 ? 100.0 * tbs / floor_tbs : 0);
+                           bar, cy, (long long)(groups * cy), bps, us, pct);
                     fflush(stdout);
                 }
 }
@@ -541,8 +542,8 @@ int main(int argc, char **argv)
         printf("no CUDA device: nothing to measure\n");
         return 0;
     }
-    cudaDeviceProp prop;
-    CHECK_CUDA(cudaGetDeviceProperties(&prop, 0));
+    CHECK_CUDA(cudaGetDeviceProperties(&g_prop, 0));
+    const cudaDeviceProp &prop = g_prop;
     g_sms = prop.multiProcessorCount;
     g_l2 = (size_t)prop.l2CacheSize;
     CHECK_CUDA(cudaStreamCreateWithFlags(&g_stream, cudaStreamNonBlocking));
