@@ -427,21 +427,30 @@ Test(async, bad_submissions_are_clear_errors)
 #else /* TEST_LOOP_LATENCY: built alone as test_async_loop, which ctest runs serially, so that no  \
        * other test shares the machine's cores while the loop's timing is measured */
 
-/* The loop stays responsive: a 1 ms timer is never late by more than 2 ms while 16 runs are in
- * flight whose CPU steps take 5 ms each. */
-static int64_t last_tick_ns, worst_late_ns, ticks;
+/* The loop stays responsive: while 16 runs are in flight whose CPU steps take 5 ms each, nine
+ * ticks in ten of a 1 ms timer are late by at most 2 ms. A loop that ran those steps itself
+ * would make nearly every tick late by about 4 ms; a thread that the machine preempts makes a
+ * few ticks late by any amount, which is why the bound is on the 90th percentile, not the worst
+ * (CI saw the worst at 2.9-15.5 ms in five measurements in a row on a busy 2-core machine). */
+#define MAX_TICKS 16384
+static int64_t last_tick_ns, ticks, n_late;
+static int64_t late_ns[MAX_TICKS];
 static uv_timer_t timer;
 
 static void on_tick(uv_timer_t *t)
 {
+    (void)t;
     int64_t now = (int64_t)uv_hrtime();
-    if (last_tick_ns) {
-        int64_t late = now - last_tick_ns - 1000000;
-        if (late > worst_late_ns)
-            worst_late_ns = late;
-    }
+    if (last_tick_ns && n_late < MAX_TICKS)
+        late_ns[n_late++] = now - last_tick_ns - 1000000;
     last_tick_ns = now;
     ticks++;
+}
+
+static int cmp_i64(const void *a, const void *b)
+{
+    const int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+    return (x > y) - (x < y);
 }
 
 static baton_pool *stop_pool;
@@ -475,10 +484,9 @@ Test(async, the_loop_stays_responsive_with_sixteen_slow_runs_in_flight)
         uv_run(&loop, UV_RUN_DEFAULT);
     }
     /* Up to five measurements of 160 runs, 200 ms apart: a shared machine (a VM's vCPU taken
-     * away, another process) can delay any thread for a while, which no library can prevent (CI
-     * once saw three measurements in a row late by 3.5-5.4 ms, where the same build passed five
-     * runs out of five after); the loop must meet the bound in one of them, and every
-     * measurement is reported. A loop that a run blocks is late by its 5 ms step every time. */
+     * away, another process) can delay any thread for a while, which no library can prevent; the
+     * loop must meet the bound in one of them, and every measurement is reported (90th
+     * percentile / worst). A loop that a run blocks is late by its 5 ms step every time. */
     char seen[256] = "";
     size_t used = 0;
     int64_t best = INT64_MAX;
@@ -490,7 +498,7 @@ Test(async, the_loop_stays_responsive_with_sixteen_slow_runs_in_flight)
             prepare_slot(&slots[j], &r);
             cr_assert_eq(baton_pool_submit(pool, &slots[j].job, on_done_stop_timer), 0);
         }
-        last_tick_ns = worst_late_ns = ticks = 0;
+        last_tick_ns = ticks = n_late = 0;
         cr_assert_eq(uv_timer_init(&loop, &timer), 0);
         cr_assert_eq(uv_timer_start(&timer, on_tick, 1, 1), 0);
         uv_run(&loop, UV_RUN_DEFAULT);
@@ -499,13 +507,17 @@ Test(async, the_loop_stays_responsive_with_sixteen_slow_runs_in_flight)
         for (int j = 0; j < 160; j++)
             cr_assert_eq(slots[j].status, 0, "job %d: %s", j, slots[j].job.err.message);
         cr_expect_gt(ticks, 10, "the timer ticked %lld times", (long long)ticks);
-        if (worst_late_ns < best)
-            best = worst_late_ns;
-        int k = snprintf(seen + used, sizeof seen - used, "%s%.2f ms", attempt ? ", " : "",
-                         (double)worst_late_ns / 1e6);
+        qsort(late_ns, (size_t)n_late, sizeof late_ns[0], cmp_i64);
+        const int64_t p90 = n_late ? late_ns[n_late * 9 / 10] : INT64_MAX;
+        const int64_t worst = n_late ? late_ns[n_late - 1] : INT64_MAX;
+        if (p90 < best)
+            best = p90;
+        int k = snprintf(seen + used, sizeof seen - used, "%s%.2f / %.2f ms", attempt ? ", " : "",
+                         (double)p90 / 1e6, (double)worst / 1e6);
         used += k > 0 && (size_t)k < sizeof seen - used ? (size_t)k : 0;
     }
-    cr_expect_leq(best, 2000000, "the 1 ms timer was late by %s", seen);
+    cr_expect_leq(best, 2000000, "the 1 ms timer's ticks were late by (90th percentile / worst) %s",
+                  seen);
     close_pool(&loop, pool);
     baton_plan_free(plan);
 }
