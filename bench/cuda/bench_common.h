@@ -1,6 +1,7 @@
 /* bench_common.h: what every CUDA benchmark needs: a CUDA call that exits naming itself on
- * failure, the median of a sample, a monotonic clock, and bf16 conversions. Header-only, for the
- * benchmark programs in bench/cuda/ (each is one translation unit). */
+ * failure, the median of a sample, a monotonic clock, bf16 conversions, a GPU spin, random
+ * inputs and a graph's time per call. Header-only, for the benchmark programs in bench/cuda/
+ * (each is one translation unit, compiled by nvcc). */
 #ifndef BATON_BENCH_COMMON_H
 #define BATON_BENCH_COMMON_H
 
@@ -50,6 +51,77 @@ static inline float bf2f(uint16_t h)
     float f;
     memcpy(&f, &u, 4);
     return f;
+}
+
+/* Busy for `ns` nanoseconds of the GPU's global timer: holds a stream while the host queues the
+ * work behind it, or stands for a segment's work. */
+__global__ void spin_kernel(long long ns)
+{
+    long long t0, t;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t0));
+    do {
+        asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+    } while (t - t0 < ns);
+}
+
+__global__ void fill_kernel(uint16_t *p, size_t n, uint32_t seed)
+{
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
+         i += (size_t)gridDim.x * blockDim.x) {
+        uint32_t h = (uint32_t)i * 2654435761u ^ seed;
+        h ^= h >> 15;
+        h *= 2246822519u;
+        h ^= h >> 13;
+        /* a bf16 or half of the f32 pattern: values in [-2, 2), never zero-only data */
+        float f = ((h & 0xffffu) / 32768.0f) - 1.0f + 0.001f;
+        float g = f * 2.0f;
+        uint32_t u;
+        memcpy(&u, &g, 4);
+        p[i] = (uint16_t)(u >> 16);
+    }
+}
+
+/* Random inputs, never zeros: any bit pattern of 16-bit halves of small floats, so bf16 values in
+ * [-2, 2], and for f32 a pair of such halves is also a finite float of moderate size. */
+static inline void fill_random(cudaStream_t s, void *p, size_t bytes, uint32_t seed)
+{
+    fill_kernel<<<1024, 256, 0, s>>>((uint16_t *)p, bytes / 2, seed);
+    CHECK_CUDA(cudaGetLastError());
+}
+
+/* Captures `k` calls of fn(i) (fn launches on s) into one graph and times `reps` replays, each
+ * between two events, behind a spin kernel long enough for the host to queue them all; returns
+ * the median per call in microseconds. */
+template <typename F> static double time_graph(cudaStream_t s, F fn, int k, int reps)
+{
+    cudaGraph_t g;
+    cudaGraphExec_t ge;
+    CHECK_CUDA(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
+    for (int i = 0; i < k; i++)
+        fn(i);
+    CHECK_CUDA(cudaStreamEndCapture(s, &g));
+    CHECK_CUDA(cudaGraphInstantiate(&ge, g, 0));
+    for (int i = 0; i < 3; i++)
+        CHECK_CUDA(cudaGraphLaunch(ge, s));
+    CHECK_CUDA(cudaStreamSynchronize(s));
+    std::vector<cudaEvent_t> ev(2 * (size_t)reps);
+    for (auto &e : ev)
+        CHECK_CUDA(cudaEventCreate(&e));
+    spin_kernel<<<1, 1, 0, s>>>(std::min(50000000LL, 100000LL * reps));
+    for (int i = 0; i < reps; i++) {
+        CHECK_CUDA(cudaEventRecord(ev[2 * i], s));
+        CHECK_CUDA(cudaGraphLaunch(ge, s));
+        CHECK_CUDA(cudaEventRecord(ev[2 * i + 1], s));
+    }
+    CHECK_CUDA(cudaStreamSynchronize(s));
+    std::vector<float> ms(reps);
+    for (int i = 0; i < reps; i++)
+        CHECK_CUDA(cudaEventElapsedTime(&ms[i], ev[2 * i], ev[2 * i + 1]));
+    for (auto &e : ev)
+        CHECK_CUDA(cudaEventDestroy(e));
+    CHECK_CUDA(cudaGraphExecDestroy(ge));
+    CHECK_CUDA(cudaGraphDestroy(g));
+    return median(ms) * 1000.0 / k;
 }
 
 #endif /* BATON_BENCH_COMMON_H */

@@ -168,16 +168,6 @@ __global__ void empty_kernel()
 typedef CUresult (*wait32_fn)(CUstream, CUdeviceptr, cuuint32_t, unsigned int);
 typedef CUresult (*write32_fn)(CUstream, CUdeviceptr, cuuint32_t, unsigned int);
 
-/* Busy for `ns` nanoseconds of the GPU's global timer: stands for the segment before a gate. */
-__global__ void spin_kernel(long long ns)
-{
-    long long t0, t;
-    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t0));
-    do {
-        asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
-    } while (t - t0 < ns);
-}
-
 /* A gate as a kernel: one thread polls the flag in mapped host memory, then closes it. */
 __global__ void gate_kernel(volatile unsigned *flag)
 {

@@ -76,23 +76,6 @@ __global__ void __launch_bounds__(THREADS)
     column_sums(part, (int)gridDim.x, out);
 }
 
-/* Random inputs (a hash of the index in [-1, 1)), never zeros. */
-__global__ void fill_random(float4 *in, size_t n4)
-{
-    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n4;
-         i += (size_t)gridDim.x * blockDim.x) {
-        float v[4];
-        for (int k = 0; k < 4; k++) {
-            uint32_t h = (uint32_t)(i * 4 + k) * 2654435761u;
-            h ^= h >> 15;
-            h *= 2246822519u;
-            h ^= h >> 13;
-            v[k] = (float)(h >> 8) * (2.f / 16777216.f) - 1.f;
-        }
-        in[i] = make_float4(v[0], v[1], v[2], v[3]);
-    }
-}
-
 static void launch(cudaStream_t s, const void *fn, void **args, unsigned grid, unsigned cl,
                    bool coop)
 {
@@ -123,7 +106,7 @@ enum { MAIN_ONLY, TWO_KERNELS, FUSED };
 static const char *const mode_names[] = {"main kernel alone", "main + column-sum kernel",
                                          "one kernel, grid.sync"};
 
-/* Median over 20 graph launches of one call's time (PER_GRAPH calls a graph), in us. */
+/* One call's time in us: the median over 20 replays of a graph of PER_GRAPH calls. */
 static double time_mode(cudaStream_t s, int mode, const float4 *in, size_t n4, float *part,
                         float *out, unsigned grid, unsigned cl)
 {
@@ -131,10 +114,7 @@ static double time_mode(cudaStream_t s, int mode, const float4 *in, size_t n4, f
     void *main_args[] = {&in, &n4, &part};
     void *tail_args[] = {&part, &rows, &out};
     void *fused_args[] = {&in, &n4, &part, &out};
-    cudaGraph_t g;
-    cudaGraphExec_t ge;
-    CHECK_CUDA(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
-    for (int i = 0; i < PER_GRAPH; i++) {
+    auto call = [&](int) {
         if (mode == FUSED) {
             launch(s, (const void *)fused_kernel, fused_args, grid, cl, true);
         } else {
@@ -142,29 +122,8 @@ static double time_mode(cudaStream_t s, int mode, const float4 *in, size_t n4, f
             if (mode == TWO_KERNELS)
                 launch(s, (const void *)tail_kernel, tail_args, COLS / 32, 1, false);
         }
-    }
-    CHECK_CUDA(cudaStreamEndCapture(s, &g));
-    CHECK_CUDA(cudaGraphInstantiate(&ge, g, 0));
-    CHECK_CUDA(cudaGraphLaunch(ge, s));
-    CHECK_CUDA(cudaStreamSynchronize(s));
-    cudaEvent_t a, b;
-    CHECK_CUDA(cudaEventCreate(&a));
-    CHECK_CUDA(cudaEventCreate(&b));
-    std::vector<float> us;
-    for (int r = 0; r < 20; r++) {
-        CHECK_CUDA(cudaEventRecord(a, s));
-        CHECK_CUDA(cudaGraphLaunch(ge, s));
-        CHECK_CUDA(cudaEventRecord(b, s));
-        CHECK_CUDA(cudaEventSynchronize(b));
-        float ms = 0.f;
-        CHECK_CUDA(cudaEventElapsedTime(&ms, a, b));
-        us.push_back(ms * 1000.f / PER_GRAPH);
-    }
-    CHECK_CUDA(cudaEventDestroy(a));
-    CHECK_CUDA(cudaEventDestroy(b));
-    CHECK_CUDA(cudaGraphExecDestroy(ge));
-    CHECK_CUDA(cudaGraphDestroy(g));
-    return median(us);
+    };
+    return time_graph(s, call, PER_GRAPH, 20);
 }
 
 int main(int argc, char **argv)
@@ -184,8 +143,7 @@ int main(int argc, char **argv)
     float4 *in;
     float *part, *out[2];
     CHECK_CUDA(cudaMalloc(&in, n4 * sizeof(float4)));
-    fill_random<<<1024, THREADS, 0, s>>>(in, n4);
-    CHECK_CUDA(cudaGetLastError());
+    fill_random(s, in, n4 * sizeof(float4), 7);
     CHECK_CUDA(cudaStreamSynchronize(s));
     CHECK_CUDA(cudaMalloc(&part, (size_t)16 * 16 * COLS * sizeof(float)));
     for (int k = 0; k < 2; k++)

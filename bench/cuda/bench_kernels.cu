@@ -38,40 +38,6 @@ static int g_sms = 132;
 static size_t g_l2 = 50u << 20;
 static cudaStream_t g_stream;
 
-__global__ void spin_kernel(long long ns)
-{
-    unsigned long long t0, t;
-    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t0));
-    do {
-        asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
-    } while ((long long)(t - t0) < ns);
-}
-
-__global__ void fill_kernel(uint16_t *p, size_t n, uint32_t seed)
-{
-    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
-         i += (size_t)gridDim.x * blockDim.x) {
-        uint32_t h = (uint32_t)i * 2654435761u ^ seed;
-        h ^= h >> 15;
-        h *= 2246822519u;
-        h ^= h >> 13;
-        /* a bf16 or half of the f32 pattern: values in [-2, 2), never zero-only data */
-        float f = ((h & 0xffffu) / 32768.0f) - 1.0f + 0.001f;
-        float g = f * 2.0f;
-        uint32_t u;
-        memcpy(&u, &g, 4);
-        p[i] = (uint16_t)(u >> 16);
-    }
-}
-
-static void fill_random(void *p, size_t bytes, uint32_t seed)
-{
-    /* Any bit pattern of 16-bit halves of small floats: bf16 values in [-2, 2], and for f32 a
-     * pair of such halves is also a finite float of moderate size. */
-    fill_kernel<<<g_sms * 8, 256, 0, g_stream>>>((uint16_t *)p, bytes / 2, seed);
-    CHECK_CUDA(cudaGetLastError());
-}
-
 static void *dalloc(size_t n)
 {
     void *p;
@@ -104,40 +70,6 @@ template <typename F> static double time_events(F fn, int runs, int warm = 5)
     for (auto &e : ev)
         CHECK_CUDA(cudaEventDestroy(e));
     return median(ms) * 1000.0;
-}
-
-/* Captures `k` calls of fn(i) (fn launches on g_stream) into one graph and times `reps` replays;
- * returns the median per call in microseconds. */
-template <typename F> static double time_graph(F fn, int k, int reps)
-{
-    cudaGraph_t g;
-    cudaGraphExec_t ge;
-    CHECK_CUDA(cudaStreamBeginCapture(g_stream, cudaStreamCaptureModeThreadLocal));
-    for (int i = 0; i < k; i++)
-        fn(i);
-    CHECK_CUDA(cudaStreamEndCapture(g_stream, &g));
-    CHECK_CUDA(cudaGraphInstantiate(&ge, g, 0));
-    for (int i = 0; i < 3; i++)
-        CHECK_CUDA(cudaGraphLaunch(ge, g_stream));
-    CHECK_CUDA(cudaStreamSynchronize(g_stream));
-    std::vector<cudaEvent_t> ev(2 * (size_t)reps);
-    for (auto &e : ev)
-        CHECK_CUDA(cudaEventCreate(&e));
-    spin_kernel<<<1, 1, 0, g_stream>>>(std::min(50000000LL, 100000LL * reps));
-    for (int i = 0; i < reps; i++) {
-        CHECK_CUDA(cudaEventRecord(ev[2 * i], g_stream));
-        CHECK_CUDA(cudaGraphLaunch(ge, g_stream));
-        CHECK_CUDA(cudaEventRecord(ev[2 * i + 1], g_stream));
-    }
-    CHECK_CUDA(cudaStreamSynchronize(g_stream));
-    std::vector<float> ms(reps);
-    for (int i = 0; i < reps; i++)
-        CHECK_CUDA(cudaEventElapsedTime(&ms[i], ev[2 * i], ev[2 * i + 1]));
-    for (auto &e : ev)
-        CHECK_CUDA(cudaEventDestroy(e));
-    CHECK_CUDA(cudaGraphExecDestroy(ge));
-    CHECK_CUDA(cudaGraphDestroy(g));
-    return median(ms) * 1000.0 / k;
 }
 
 static const char *dt_name(int dt)
@@ -175,14 +107,14 @@ static Sets make_sets(int64_t n1, int64_t n2, int dt, int64_t P, bool bwd, size_
         s.w.push_back(dalloc((size_t)n2 * e));
         s.y.push_back(dalloc(n * e));
         s.iv.push_back(dalloc((size_t)n1 * 4));
-        fill_random(s.x.back(), n * e, 17 + i);
-        fill_random(s.w.back(), (size_t)n2 * e, 91 + i);
+        fill_random(g_stream, s.x.back(), n * e, 17 + i);
+        fill_random(g_stream, s.w.back(), (size_t)n2 * e, 91 + i);
         if (bwd) {
             s.g.push_back(dalloc(n * e));
             s.gi.push_back(dalloc(n * e));
             s.gw.push_back(dalloc((size_t)n2 * e));
             s.pg.push_back(dalloc((size_t)(P * n2) * 4));
-            fill_random(s.g.back(), n * e, 1234 + i);
+            fill_random(g_stream, s.g.back(), n * e, 1234 + i);
         }
     }
     CHECK_CUDA(cudaStreamSynchronize(g_stream));
@@ -319,7 +251,7 @@ static void measure_copy(void)
 {
     const size_t bytes = 2ull << 30;
     void *a = dalloc(bytes), *b = dalloc(bytes);
-    fill_random(a, bytes, 5);
+    fill_random(g_stream, a, bytes, 5);
     double us = time_events(
         [&](int i) {
             CHECK_CUDA(cudaMemcpyAsync(i & 1 ? a : b, i & 1 ? b : a, bytes,
@@ -795,6 +727,7 @@ int main(int argc, char **argv)
             const char *tag = pdl ? "graph+pdl" : "graph";
             if (sh.P == 16) {
                 r.us = time_graph(
+                    g_stream,
                     [&](int i) {
                         int k = i % s.n;
                         void *b[4] = {s.x[k], s.w[k], s.y[k], s.iv[k]};
@@ -808,6 +741,7 @@ int main(int argc, char **argv)
                 print_result("fwd", sh.n1, sh.n2, dt, 0, tag, r, true);
             }
             rb.us = time_graph(
+                g_stream,
                 [&](int i) {
                     int k = i % s.n;
                     void *b[7] = {s.g[k], s.iv[k], s.x[k], s.w[k], s.gi[k], s.gw[k], s.pg[k]};
@@ -829,6 +763,7 @@ int main(int argc, char **argv)
         for (int pdl = 0; pdl < 2; pdl++) {
             baton_exec_ctx ctx = make_ctx(pdl, err, sizeof err);
             double us = time_graph(
+                g_stream,
                 [&](int) {
                     if (kcuda_noop(&ctx, NULL, NULL, 0)) {
                         fprintf(stderr, "noop: %s\n", err);
