@@ -1,7 +1,7 @@
 /* bench_common.h: what every CUDA benchmark needs: a CUDA call that exits naming itself on
  * failure, the median of a sample, a monotonic clock, bf16 conversions, a GPU spin, random
- * inputs and a graph's time per call. Header-only, for the benchmark programs in bench/cuda/
- * (each is one translation unit, compiled by nvcc). */
+ * inputs and event timing of calls and of a graph's calls. Header-only, for the benchmark programs
+ * in bench/cuda/ (each is one translation unit, compiled by nvcc). */
 #ifndef BATON_BENCH_COMMON_H
 #define BATON_BENCH_COMMON_H
 
@@ -89,9 +89,35 @@ static inline void fill_random(cudaStream_t s, void *p, size_t bytes, uint32_t s
     CHECK_CUDA(cudaGetLastError());
 }
 
-/* Captures `k` calls of fn(i) (fn launches on s) into one graph and times `reps` replays, each
- * between two events, behind a spin kernel long enough for the host to queue them all; returns
- * the median per call in microseconds. */
+/* Times `runs` calls of fn(i) (fn launches on s), each between two events, after `warm` calls
+ * and behind a spin kernel long enough for the host to queue them all. Returns the median in
+ * microseconds. */
+template <typename F> static double time_events(cudaStream_t s, F fn, int runs, int warm = 5)
+{
+    for (int i = 0; i < warm; i++)
+        fn(i);
+    CHECK_CUDA(cudaStreamSynchronize(s));
+    std::vector<cudaEvent_t> ev(2 * (size_t)runs);
+    for (auto &e : ev)
+        CHECK_CUDA(cudaEventCreate(&e));
+    spin_kernel<<<1, 1, 0, s>>>(std::min(50000000LL, 200000LL * runs));
+    CHECK_CUDA(cudaGetLastError());
+    for (int i = 0; i < runs; i++) {
+        CHECK_CUDA(cudaEventRecord(ev[2 * i], s));
+        fn(warm + i);
+        CHECK_CUDA(cudaEventRecord(ev[2 * i + 1], s));
+    }
+    CHECK_CUDA(cudaStreamSynchronize(s));
+    std::vector<float> ms(runs);
+    for (int i = 0; i < runs; i++)
+        CHECK_CUDA(cudaEventElapsedTime(&ms[i], ev[2 * i], ev[2 * i + 1]));
+    for (auto &e : ev)
+        CHECK_CUDA(cudaEventDestroy(e));
+    return median(ms) * 1000.0;
+}
+
+/* Captures `k` calls of fn(i) (fn launches on s) into one graph and times `reps` replays of it
+ * (time_events, after 3); returns the median per call in microseconds. */
 template <typename F> static double time_graph(cudaStream_t s, F fn, int k, int reps)
 {
     cudaGraph_t g;
@@ -101,27 +127,12 @@ template <typename F> static double time_graph(cudaStream_t s, F fn, int k, int 
         fn(i);
     CHECK_CUDA(cudaStreamEndCapture(s, &g));
     CHECK_CUDA(cudaGraphInstantiate(&ge, g, 0));
-    for (int i = 0; i < 3; i++)
-        CHECK_CUDA(cudaGraphLaunch(ge, s));
-    CHECK_CUDA(cudaStreamSynchronize(s));
-    std::vector<cudaEvent_t> ev(2 * (size_t)reps);
-    for (auto &e : ev)
-        CHECK_CUDA(cudaEventCreate(&e));
-    spin_kernel<<<1, 1, 0, s>>>(std::min(50000000LL, 100000LL * reps));
-    for (int i = 0; i < reps; i++) {
-        CHECK_CUDA(cudaEventRecord(ev[2 * i], s));
-        CHECK_CUDA(cudaGraphLaunch(ge, s));
-        CHECK_CUDA(cudaEventRecord(ev[2 * i + 1], s));
-    }
-    CHECK_CUDA(cudaStreamSynchronize(s));
-    std::vector<float> ms(reps);
-    for (int i = 0; i < reps; i++)
-        CHECK_CUDA(cudaEventElapsedTime(&ms[i], ev[2 * i], ev[2 * i + 1]));
-    for (auto &e : ev)
-        CHECK_CUDA(cudaEventDestroy(e));
+    const double us = time_events(
+                          s, [&](int) { CHECK_CUDA(cudaGraphLaunch(ge, s)); }, reps, 3) /
+                      k;
     CHECK_CUDA(cudaGraphExecDestroy(ge));
     CHECK_CUDA(cudaGraphDestroy(g));
-    return median(ms) * 1000.0 / k;
+    return us;
 }
 
 #endif /* BATON_BENCH_COMMON_H */

@@ -45,33 +45,6 @@ static void *dalloc(size_t n)
     return p;
 }
 
-/* Times `runs` calls of fn(i), each between two events, after a spin kernel long enough for the
- * host to queue them all. Returns the median in microseconds. */
-template <typename F> static double time_events(F fn, int runs, int warm = 5)
-{
-    for (int i = 0; i < warm; i++)
-        fn(i);
-    CHECK_CUDA(cudaStreamSynchronize(g_stream));
-    std::vector<cudaEvent_t> ev(2 * (size_t)runs);
-    for (auto &e : ev)
-        CHECK_CUDA(cudaEventCreate(&e));
-    long long spin = std::min(50000000LL, 200000LL * runs);
-    spin_kernel<<<1, 1, 0, g_stream>>>(spin);
-    CHECK_CUDA(cudaGetLastError());
-    for (int i = 0; i < runs; i++) {
-        CHECK_CUDA(cudaEventRecord(ev[2 * i], g_stream));
-        fn(warm + i);
-        CHECK_CUDA(cudaEventRecord(ev[2 * i + 1], g_stream));
-    }
-    CHECK_CUDA(cudaStreamSynchronize(g_stream));
-    std::vector<float> ms(runs);
-    for (int i = 0; i < runs; i++)
-        CHECK_CUDA(cudaEventElapsedTime(&ms[i], ev[2 * i], ev[2 * i + 1]));
-    for (auto &e : ev)
-        CHECK_CUDA(cudaEventDestroy(e));
-    return median(ms) * 1000.0;
-}
-
 static const char *dt_name(int dt)
 {
     return dt == BATON_DTYPE_BF16 ? "bf16" : dt == BATON_DTYPE_F32 ? "f32" : "?";
@@ -179,7 +152,7 @@ static Result bench_fwd(int64_t n1, int64_t n2, int dt, const kcuda_rms_cfg *ove
             cudaGetLastError();
         }
     };
-    r.us = time_events(call, g_runs);
+    r.us = time_events(g_stream, call, g_runs);
     if (failed)
         r.us = 1e30;
     const double bytes = (double)n1 * n2 * e * 2 + (double)n2 * e + (double)n1 * 4;
@@ -221,7 +194,7 @@ static Result bench_bwd(int64_t n1, int64_t n2, int dt, int64_t P, const kcuda_r
             cudaGetLastError();
         }
     };
-    r.us = time_events(call, g_runs);
+    r.us = time_events(g_stream, call, g_runs);
     if (failed)
         r.us = 1e30;
     r.tbs = bwd_bytes(n1, n2, e, P) / (r.us * 1e-6) / 1e12;
@@ -253,6 +226,7 @@ static void measure_copy(void)
     void *a = dalloc(bytes), *b = dalloc(bytes);
     fill_random(g_stream, a, bytes, 5);
     double us = time_events(
+        g_stream,
         [&](int i) {
             CHECK_CUDA(cudaMemcpyAsync(i & 1 ? a : b, i & 1 ? b : a, bytes,
                                        cudaMemcpyDeviceToDevice, g_stream));
@@ -278,6 +252,7 @@ static void measure_floor(int64_t n1, int64_t n2, int dt, Sets &s)
     char which[64] = "";
     auto consider = [&](const char *name, auto launch) {
         const double us = time_events(
+            g_stream,
             [&](int i) {
                 launch(s.x[i % s.n], s.y[i % s.n]);
                 CHECK_CUDA(cudaGetLastError());
@@ -328,6 +303,7 @@ static void measure_floor(int64_t n1, int64_t n2, int dt, Sets &s)
         });
     }
     const double mus = time_events(
+        g_stream,
         [&](int i) {
             CHECK_CUDA(cudaMemcpyAsync(s.y[i % s.n], s.x[i % s.n], bytes, cudaMemcpyDeviceToDevice,
                                        g_stream));
@@ -415,6 +391,7 @@ static void layout_floor(int64_t n1, int64_t n2, int dt, int64_t P, const kcuda_
                     lc.numAttrs = cy > 1 ? 1 : 0;
                     bool failed = false;
                     const double us = time_events(
+                        g_stream,
                         [&](int i) {
                             const int k = i % s.n;
                             if (failed)
