@@ -8,12 +8,14 @@
  * grad_output, x, w and invvar read, grad_input and grad_weight written (part_grad, scratch, is
  * not counted).
  *
- *   bench_kernels [--runs N] [--quick] [--sweep] [--small] [--layout-floor]
+ *   bench_kernels [--runs N] [--quick] [--sweep] [--small] [--layout-floor] [--wait-floor]
  * --small: only the tutorial and decode shapes (a quick same-run A/B of two builds).
  * Environment: BENCH_P=16 or 256, the backward at that part_grad size only; BENCH_SHAPE="bf16
- * 32768x4096", that large shape only (for a profiler).
+ * 32768x4096", that large shape only (for a profiler; several: comma-separated).
  * --layout-floor: after each default backward, its bytes moved without arithmetic at its own
  * layout and at a free one (layout_floor below).
+ * --wait-floor: after each default forward and backward, the least that any kernel of its
+ * structure must wait for (fwd_wait_floor, tail_floor below).
  * Lines starting with RESULT are for scripts/gpu-kernels.sh's table. */
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
@@ -320,16 +322,17 @@ static void measure_floor(int64_t n1, int64_t n2, int dt, Sets &s)
     fflush(stdout);
 }
 
-/* bwdcopy<NV, D, BAR> for the NV and D given (NULL for others). */
+/* bwdcopy<NV, D, BAR, TAIL> for the NV and D given (NULL for others). */
 typedef void (*BwdCopyFn)(const uint4 *, const uint4 *, const float *, uint4 *, int64_t, int,
-                          int64_t, int);
-template <int NV, bool BAR> static BwdCopyFn bwdcopy_d(int D)
+                          int64_t, int, float *);
+template <int NV, bool BAR, int TAIL> static BwdCopyFn bwdcopy_d(int D)
 {
     switch (D) {
-    case 3: return bwdcopy<NV, 3, BAR>;
-    case 4: return bwdcopy<NV, 4, BAR>;
-    case 6: return bwdcopy<NV, 6, BAR>;
-    case 8: return bwdcopy<NV, 8, BAR>;
+    case 2: return bwdcopy<NV, 2, BAR, TAIL>;
+    case 3: return bwdcopy<NV, 3, BAR, TAIL>;
+    case 4: return bwdcopy<NV, 4, BAR, TAIL>;
+    case 6: return bwdcopy<NV, 6, BAR, TAIL>;
+    case 8: return bwdcopy<NV, 8, BAR, TAIL>;
     }
     return NULL;
 }
@@ -337,11 +340,69 @@ template <int NV, bool BAR> static BwdCopyFn bwdcopy_d(int D)
 static BwdCopyFn bwdcopy_for(int nv, int D, bool bar)
 {
     if (nv == 2)
-        return bar ? bwdcopy_d<2, true>(D) : bwdcopy_d<2, false>(D);
+        return bar ? bwdcopy_d<2, true, 0>(D) : bwdcopy_d<2, false, 0>(D);
     if (nv == 4)
-        return bar ? bwdcopy_d<4, true>(D) : bwdcopy_d<4, false>(D);
+        return bar ? bwdcopy_d<4, true, 0>(D) : bwdcopy_d<4, false, 0>(D);
     return NULL;
 }
+
+/* bwdcopy with the barrier and the tail's least work (copy_kernels.cuh), x's elements of xb
+ * bytes. */
+static BwdCopyFn bwdtail_for(int nv, int D, size_t xb)
+{
+    if (nv == 2)
+        return xb == 2 ? bwdcopy_d<2, true, 2>(D) : bwdcopy_d<2, true, 4>(D);
+    if (nv == 4)
+        return xb == 2 ? bwdcopy_d<4, true, 2>(D) : bwdcopy_d<4, true, 4>(D);
+    return NULL;
+}
+
+/* Launches fn as bwdcopy at groups clusters of cy blocks of T threads, held to bps blocks per SM
+ * by its dynamic shared memory (bps 0: only the smem bytes it needs, so that a kernel launched
+ * behind it may place its blocks beside it, as behind the backward); false (after printing why)
+ * if the launch fails. */
+struct BwdCopyLaunch {
+    BwdCopyFn fn;
+    cudaLaunchConfig_t lc;
+    cudaLaunchAttribute at[1];
+    bool setup(BwdCopyFn f, int64_t groups, int cy, int T, int bps, size_t need = 0)
+    {
+        fn = f;
+        size_t smem =
+            bps ? (size_t)g_prop.sharedMemPerMultiprocessor / bps - g_prop.reservedSharedMemPerBlock
+                : need;
+        if (smem > g_prop.sharedMemPerBlockOptin)
+            smem = g_prop.sharedMemPerBlockOptin;
+        if (cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem) ||
+            cudaFuncSetAttribute(fn, cudaFuncAttributeNonPortableClusterSizeAllowed, 1)) {
+            printf("  layout floor: %s\n", cudaGetErrorString(cudaGetLastError()));
+            return false;
+        }
+        at[0].id = cudaLaunchAttributeClusterDimension;
+        at[0].val.clusterDim.x = (unsigned)cy;
+        at[0].val.clusterDim.y = at[0].val.clusterDim.z = 1;
+        memset(&lc, 0, sizeof lc);
+        lc.gridDim = dim3((unsigned)(groups * cy));
+        lc.blockDim = dim3((unsigned)T);
+        lc.dynamicSmemBytes = smem;
+        lc.stream = g_stream;
+        lc.attrs = at;
+        lc.numAttrs = cy > 1 ? 1 : 0;
+        return true;
+    }
+    bool launch(Sets &s, int k, int64_t n1, int vecs, int64_t B, int cy)
+    {
+        cudaError_t rc = cudaLaunchKernelEx(&lc, fn, (const uint4 *)s.g[k], (const uint4 *)s.x[k],
+                                            (const float *)s.iv[k], (uint4 *)s.gi[k], n1, vecs, B,
+                                            cy, (float *)s.pg[k]);
+        if (rc != cudaSuccess) {
+            printf("  layout floor: %s\n", cudaGetErrorString(rc));
+            cudaGetLastError();
+            return false;
+        }
+        return true;
+    }
+};
 
 /* --layout-floor: the backward's bytes moved by bwdcopy (copy_kernels.cuh) at the layout the
  * default backward `def` launched (its grid, cluster, threads and vectors per thread) and, for
@@ -369,41 +430,13 @@ static void layout_floor(int64_t n1, int64_t n2, int dt, int64_t P, const kcuda_
                     const int64_t groups =
                         free_layout ? (int64_t)bps * g_sms : (int64_t)def.grid / (cy ? cy : 1);
                     const int64_t B = free_layout ? (n1 + groups - 1) / groups : Bp;
-                    size_t smem = (size_t)g_prop.sharedMemPerMultiprocessor / bps -
-                                  g_prop.reservedSharedMemPerBlock;
-                    if (smem > g_prop.sharedMemPerBlockOptin)
-                        smem = g_prop.sharedMemPerBlockOptin;
-                    CHECK_CUDA(cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                                    (int)smem));
-                    CHECK_CUDA(cudaFuncSetAttribute(
-                        fn, cudaFuncAttributeNonPortableClusterSizeAllowed, 1));
-                    cudaLaunchAttribute at[1];
-                    at[0].id = cudaLaunchAttributeClusterDimension;
-                    at[0].val.clusterDim.x = (unsigned)cy;
-                    at[0].val.clusterDim.y = at[0].val.clusterDim.z = 1;
-                    cudaLaunchConfig_t lc;
-                    memset(&lc, 0, sizeof lc);
-                    lc.gridDim = dim3((unsigned)(groups * cy));
-                    lc.blockDim = dim3((unsigned)T);
-                    lc.dynamicSmemBytes = smem;
-                    lc.stream = g_stream;
-                    lc.attrs = at;
-                    lc.numAttrs = cy > 1 ? 1 : 0;
-                    bool failed = false;
+                    BwdCopyLaunch bl;
+                    bool failed = !bl.setup(fn, groups, cy, T, bps);
                     const double us = time_events(
                         g_stream,
                         [&](int i) {
-                            const int k = i % s.n;
-                            if (failed)
-                                return;
-                            cudaError_t rc = cudaLaunchKernelEx(
-                                &lc, fn, (const uint4 *)s.g[k], (const uint4 *)s.x[k],
-                                (const float *)s.iv[k], (uint4 *)s.gi[k], n1, vecs, B, cy);
-                            if (rc != cudaSuccess) {
-                                printf("  layout floor: %s\n", cudaGetErrorString(rc));
-                                failed = true;
-                                cudaGetLastError();
-                            }
+                            if (!failed)
+                                failed = !bl.launch(s, i % s.n, n1, vecs, B, cy);
                         },
                         g_runs);
                     if (failed)
@@ -424,9 +457,123 @@ static void layout_floor(int64_t n1, int64_t n2, int dt, int64_t P, const kcuda_
                 }
 }
 
+/* --wait-floor, the backward: what its tail waits for, at the default's own grid, cluster, threads,
+ * vectors and rows held, with only the shared memory it needs or held to 2 blocks per SM (the
+ * best of the two): bwdcopy with the row sums'
+ * barrier ("bytes"); with its column sums and part_grad's row written, across the cluster's ranks
+ * by the kernel's own combine where cy > 1 ("+ combine"); and with the column sum of part_grad
+ * launched behind it as the backward launches it (rms_norm_grad_weight, programmatic dependent
+ * launch: "+ column sum"). The last does the least that any backward with these bits must do
+ * after its last row: the floor of its structure, against which the kernel is read. */
+static void tail_floor(int64_t n1, int64_t n2, int dt, int64_t P, const kcuda_rms_cfg &def, Sets &s)
+{
+    const size_t e = dt_size(dt);
+    const int vecs = (int)(n2 * (int64_t)e / 16), T = def.threads, nv = def.nv, D = def.stages;
+    const int cy = def.cy > 0 ? def.cy : 1;
+    if (def.mode != KCUDA_RMS_ROWS || (int64_t)vecs * 16 != n2 * (int64_t)e || T * nv < vecs ||
+        T < 32 || def.kx > 1 || !bwdtail_for(nv, D, e))
+        return;
+    const double bytes = bwd_bytes(n1, n2, e, P);
+    const int64_t B = (n1 + P - 1) / P, groups = (int64_t)def.grid / cy;
+    const baton_rms_grad_weight_desc gd = {P, n2, BATON_DTYPE_F32, dt};
+    char err[512] = "";
+    const baton_exec_ctx ctx = make_ctx(1, err, sizeof err);
+    static const char *forms[] = {"bytes", "+ combine", "+ column sum"};
+    for (int form = 0; form < 3; form++) {
+        double best = 1e30;
+        int best_bps = 0;
+        for (int bps : {0, 2}) {
+            BwdCopyLaunch bl;
+            bool failed = !bl.setup(form ? bwdtail_for(nv, D, e) : bwdcopy_for(nv, D, true), groups,
+                                    cy, T, bps, form && cy > 1 ? (size_t)n2 * 4 : 0);
+            const double us = time_events(
+                g_stream,
+                [&](int i) {
+                    const int k = i % s.n;
+                    if (failed)
+                        return;
+                    failed = !bl.launch(s, k, n1, vecs, B, cy);
+                    if (failed || form < 2)
+                        return;
+                    void *b[3] = {s.pg[k], s.w[k], s.gw[k]};
+                    if (kcuda_rms_norm_grad_weight(&ctx, b, (const char *)&gd, sizeof gd)) {
+                        printf("  tail floor: %s\n", err);
+                        failed = true;
+                    }
+                },
+                g_runs);
+            if (!failed && us < best) {
+                best = us;
+                best_bps = bps;
+            }
+        }
+        if (best >= 1e29)
+            continue;
+        const double pct = floor_tbs > 0 ? 100.0 * bytes / (best * 1e-6) / 1e12 / floor_tbs : 0;
+        printf("  bwd  %-5s %6lldx%-7lld P%-4lld floor-tail %9.2f us %6.1f%% of best copy kernel "
+               " [%s: bwdcopy t%d nv%d D%d cy%d grid%lld %s]\n",
+               dt_name(dt), (long long)n1, (long long)n2, (long long)P, best, pct, forms[form], T,
+               nv, D, cy, (long long)def.grid, best_bps ? "2/SM" : "smem as needed");
+        printf("RESULT kernels tailfloor %s %lldx%lld P=%lld form=%d us=%.2f pct_best=%.1f\n",
+               dt_name(dt), (long long)n1, (long long)n2, (long long)P, form, best, pct);
+        fflush(stdout);
+    }
+}
+
+/* rowfold16<NV, R> for the NV and R given (NULL for others). */
+typedef void (*RowFoldFn)(const uint4 *, uint4 *, int64_t, int);
+static RowFoldFn rowfold_for(int nv, int R)
+{
+    switch (nv * 10 + R) {
+    case 11: return rowfold16<1, 1>;
+    case 12: return rowfold16<1, 2>;
+    case 21: return rowfold16<2, 1>;
+    case 22: return rowfold16<2, 2>;
+    case 41: return rowfold16<4, 1>;
+    case 42: return rowfold16<4, 2>;
+    }
+    return NULL;
+}
+
+/* --wait-floor, the forward: x's rows copied to y by rowfold16 (copy_kernels.cuh), each store
+ * waiting for its whole row as y waits for the row's sum, at 1, 2 or 4 vectors per thread and 1
+ * or 2 rows a block; the forward's bytes (w and invvar too), % of the best copy kernel. */
+static void fwd_wait_floor(int64_t n1, int64_t n2, int dt, Sets &s)
+{
+    const size_t e = dt_size(dt);
+    const int vecs = (int)(n2 * (int64_t)e / 16);
+    if ((int64_t)vecs * 16 != n2 * (int64_t)e)
+        return;
+    const double bytes = (double)n1 * n2 * e * 2 + (double)n2 * e + (double)n1 * 4;
+    for (int nv : {1, 2, 4})
+        for (int R : {1, 2}) {
+            const int T = (vecs + nv - 1) / nv;
+            if (T % 32 || T > 512 || !rowfold_for(nv, R))
+                continue;
+            const RowFoldFn fn = rowfold_for(nv, R);
+            const unsigned grid = (unsigned)((n1 + R - 1) / R);
+            const double us = time_events(
+                g_stream,
+                [&](int i) {
+                    fn<<<grid, T, 0, g_stream>>>((const uint4 *)s.x[i % s.n], (uint4 *)s.y[i % s.n],
+                                                 n1, vecs);
+                    CHECK_CUDA(cudaGetLastError());
+                },
+                g_runs);
+            const double pct = floor_tbs > 0 ? 100.0 * bytes / (us * 1e-6) / 1e12 / floor_tbs : 0;
+            printf("  fwd  %-5s %6lldx%-7lld P0    floor-wait %9.2f us %6.1f%% of best copy kernel "
+                   " [rowfold t%d nv%d %d row%s a block]\n",
+                   dt_name(dt), (long long)n1, (long long)n2, us, pct, T, nv, R, R > 1 ? "s" : "");
+            printf("RESULT kernels waitfloor fwd %s %lldx%lld t=%d nv=%d R=%d us=%.2f "
+                   "pct_best=%.1f\n",
+                   dt_name(dt), (long long)n1, (long long)n2, T, nv, R, us, pct);
+            fflush(stdout);
+        }
+}
+
 int main(int argc, char **argv)
 {
-    bool quick = false, sweep = false, small_only = false, lfloor = false;
+    bool quick = false, sweep = false, small_only = false, lfloor = false, wfloor = false;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--runs") && i + 1 < argc)
             g_runs = atoi(argv[++i]);
@@ -438,8 +585,12 @@ int main(int argc, char **argv)
             small_only = true;
         else if (!strcmp(argv[i], "--layout-floor"))
             lfloor = true;
+        else if (!strcmp(argv[i], "--wait-floor"))
+            wfloor = true;
         else {
-            fprintf(stderr, "usage: %s [--runs N] [--quick] [--sweep] [--small] [--layout-floor]\n",
+            fprintf(stderr,
+                    "usage: %s [--runs N] [--quick] [--sweep] [--small] [--layout-floor] "
+                    "[--wait-floor]\n",
                     argv[0]);
             return 2;
         }
@@ -471,11 +622,14 @@ int main(int argc, char **argv)
         for (int si = 0; si < 4; si++) {
             const int dt = dts[di];
             const int64_t n1 = big[si][0], n2 = big[si][1];
-            if (getenv("BENCH_SHAPE")) { /* e.g. "bf16 32768x4096": that shape only */
+            const char *only_shape = getenv("BENCH_SHAPE");
+            if (only_shape && *only_shape) { /* e.g. "bf16 32768x4096,f32 4096x4096" */
                 char name[64];
                 snprintf(name, sizeof name, "%s %lldx%lld", dt_name(dt), (long long)n1,
                          (long long)n2);
-                if (strcmp(name, getenv("BENCH_SHAPE")))
+                const char *at = strstr(only_shape, name);
+                const size_t k = strlen(name);
+                if (!at || (at != only_shape && at[-1] != ',') || (at[k] && at[k] != ','))
                     continue;
             }
             const size_t e = dt_size(dt), per = (size_t)(n1 * n2) * e;
@@ -483,6 +637,8 @@ int main(int argc, char **argv)
             measure_floor(n1, n2, dt, s);
             Result r = bench_fwd(n1, n2, dt, NULL, s);
             print_result("fwd", n1, n2, dt, 0, "default", r, true);
+            if (wfloor)
+                fwd_wait_floor(n1, n2, dt, s);
             if (sweep) {
                 /* The register kernel (mode 5) at 2, 4 and 8 vectors per thread, the bulk-copy
                  * kernel (stages 2 to 8), and the cp.async kernel (mode 4). */
@@ -532,6 +688,8 @@ int main(int argc, char **argv)
                 print_result("bwd", n1, n2, dt, P, "default", rb, true);
                 if (lfloor)
                     layout_floor(n1, n2, dt, P, rb.cfg, s);
+                if (wfloor)
+                    tail_floor(n1, n2, dt, P, rb.cfg, s);
                 if (sweep) {
                     /* The register backward holding 2 to 8 rows (tuning variants: the same
                      * bits), the layout as if it held 3 to 8 (cy fitted for that kernel: other

@@ -471,6 +471,26 @@ __device__ __forceinline__ void cluster_exit_barrier()
                      : "memory");
 }
 
+/* The cluster's combine of its cy ranks' column sums (each rank's at sums, in its shared memory)
+ * into part_grad's row dst: this rank writes columns srank * T + tid, stepping T * cy, each the
+ * ranks' sums added in rank order (one fixed shape, so the same bits on every run), added onto
+ * what dst holds when `onto` (a chained cluster after the first; read from L2). Between two
+ * cluster barriers: every rank's sums are written before, and read before they change after. */
+template <typename A>
+__device__ __forceinline__ void cluster_rank_sums(const A *sums, A *dst, int cols, int srank,
+                                                  int tid, int T, int cy, bool onto)
+{
+    cg::cluster_group cluster = cg::this_cluster();
+    cluster.sync();
+    for (int j = srank * T + tid; j < cols; j += T * cy) {
+        A s = 0;
+        for (int q = 0; q < cy; q++)
+            s += *cluster.map_shared_rank(sums + j, q);
+        dst[j] = onto ? __ldcg(dst + j) + s : s;
+    }
+    cluster.sync();
+}
+
 /* ---- the checked launcher -------------------------------------------------------------------- */
 
 /* ---- per-device, per-kernel facts, looked up once ----------------------------------------------

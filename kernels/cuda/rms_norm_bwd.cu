@@ -60,26 +60,6 @@ struct BwdArgs {
     unsigned *chain; /* kx > 1: kcuda_rms_chain_bytes of zeroed counters (in grad_weight) */
 };
 
-/* The cluster's combine of its cy ranks' column sums (each rank's at sums, in its shared memory)
- * into part_grad's row dst: this rank writes columns srank * T + tid, stepping T * cy, each the
- * ranks' sums added in rank order (one fixed shape, so the same bits on every run), added onto
- * what dst holds when `onto` (a chained cluster after the first; read from L2). Between two
- * cluster barriers: every rank's sums are written before, and read before they change after. */
-template <typename A>
-__device__ __forceinline__ void cluster_rank_sums(const A *sums, A *dst, int cols, int srank,
-                                                  int tid, int T, int cy, bool onto)
-{
-    cg::cluster_group cluster = cg::this_cluster();
-    cluster.sync();
-    for (int j = srank * T + tid; j < cols; j += T * cy) {
-        A s = 0;
-        for (int q = 0; q < cy; q++)
-            s += *cluster.map_shared_rank(sums + j, q);
-        dst[j] = onto ? __ldcg(dst + j) + s : s;
-    }
-    cluster.sync();
-}
-
 /* Early trigger: each main kernel of the backward lets the column sum that follows it launch
  * (pdl_trigger) right after its own pdl_wait. The column sum's first act is pdl_wait, which waits
  * for the whole of this grid and its writes, so no bit can change; its blocks only wait on the SMs
