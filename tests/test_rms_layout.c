@@ -111,8 +111,12 @@ static void check_fwd(const baton_rms_norm_desc *d, const kcuda_rms_device *dev,
         cr_assert_leq(d->n2, (int64_t)L->threads * L->nv * L->vec, "%s: the row does not fit",
                       what);
         cr_assert_eq(L->cx, 1, "%s", what);
-        cr_assert(L->stages == 0 && L->smem == 0, "%s: register rows with stages %d, smem %zu",
-                  what, L->stages, L->smem);
+        /* shared memory only for the row kernel's w */
+        const size_t wrow = (size_t)d->n2 * baton_dtype_size((baton_dtype)d->w_dtype);
+        cr_assert(L->stages == 0 &&
+                      L->smem ==
+                          (L->variant.kernel == KCUDA_RMS_VK_ROW ? (wrow + 15) / 16 * 16 : 0),
+                  "%s: register rows with stages %d, smem %zu", what, L->stages, L->smem);
     }
     if (L->mode == KCUDA_RMS_STAGED || L->mode == KCUDA_RMS_STAGED_CP)
         cr_assert_leq(L->stages, KCUDA_FWD_BULK_STAGES, "%s: stages %d", what, L->stages);
@@ -990,8 +994,10 @@ Test(rms_layout, register_rows_may_be_replaced_by_bulk_copies_at_the_same_thread
     kcuda_rms_variant v[KCUDA_RMS_MAX_VARIANTS];
     const int n = variants_of(0, &H100, d, &L, v);
     cr_assert_eq(L.mode, KCUDA_RMS_ROWS);
-    cr_assert_eq(
-        n, 5, "the default, a persistent grid and the bulk-copy kernel with 2, 3, 4 stages: %d", n);
+    cr_assert_eq(n, 6,
+                 "the default, a persistent grid, the bulk-copy kernel with 2, 3, 4 stages and a "
+                 "row a block: %d",
+                 n);
     cr_assert(v[0].kernel == 0 && v[0].stages == 0);
     cr_assert(v[1].kernel == KCUDA_RMS_VK_PERSIST && v[1].stages == 0);
     kcuda_rms_layout P = L;
@@ -999,7 +1005,13 @@ Test(rms_layout, register_rows_may_be_replaced_by_bulk_copies_at_the_same_thread
     cr_assert(P.mode == L.mode && P.threads == L.threads && P.nv == L.nv && P.grid == L.grid &&
                   P.spread && !L.spread,
               "the same kernel and threads, on a grid to be evened out");
-    for (int i = 2; i < n; i++) {
+    cr_assert(v[n - 1].kernel == KCUDA_RMS_VK_ROW && v[n - 1].stages == 0);
+    kcuda_rms_layout R = L;
+    cr_assert_eq(kcuda_rms_apply_variant(&d, 0, &H100, &v[n - 1], &R, NULL, 0), 0);
+    cr_assert(R.mode == L.mode && R.threads == L.threads && R.nv == L.nv && R.grid == L.grid &&
+                  !R.spread && R.smem == 8192 * 2 && L.smem == 0,
+              "the same threads and a block per row, w's row in shared memory");
+    for (int i = 2; i < n - 1; i++) {
         cr_assert_eq(v[i].kernel, KCUDA_RMS_VK_BULK);
         cr_assert_eq(v[i].stages, i);
         kcuda_rms_layout T = L;
@@ -1093,6 +1105,8 @@ Test(rms_layout, variants_that_do_not_apply_are_refused_with_the_reason)
         {&rows, 0, {KCUDA_RMS_VK_BULK, 1, 0}, "needs 2 to 8 stages"},
         {&rows, 0, {KCUDA_RMS_VK_PERSIST, 2, 0}, "with stages 0"},
         {&wide, 0, {KCUDA_RMS_VK_PERSIST, 0, 0}, "a persistent grid"},
+        {&rows, 0, {KCUDA_RMS_VK_ROW, 2, 0}, "with stages 0"},
+        {&wide, 0, {KCUDA_RMS_VK_ROW, 0, 0}, "a row a block"},
         {&wide, 0, {KCUDA_RMS_VK_BULK, 0, 0}, "applies where register rows"},
         {&wide, 0, {KCUDA_RMS_VK_CP, 8, 0}, "takes 1 to 4 stages"},
         {&back, 1, {KCUDA_RMS_VK_BULK, 2, 0}, "change only its stages"},
@@ -1119,10 +1133,10 @@ Test(rms_layout, variants_that_do_not_apply_are_refused_with_the_reason)
     cr_assert_eq(kcuda_rms_bwd_layout(&big, ALIGNED, &SMALL, &o, &L, why, sizeof why),
                  BATON_EINVAL);
     cr_assert(strstr(why, "shared memory") != NULL, "%s", why);
-    const kcuda_rms_cfg out_of_range = {.variant = {4, 0}};
+    const kcuda_rms_cfg out_of_range = {.variant = {5, 0}};
     cr_assert_eq(kcuda_rms_fwd_layout(&rows, ALIGNED, &H100, &out_of_range, &L, why, sizeof why),
                  BATON_EINVAL);
-    cr_assert(strstr(why, "variant kernel = 4") != NULL, "%s", why);
+    cr_assert(strstr(why, "variant kernel = 5") != NULL, "%s", why);
 }
 
 Test(rms_layout, every_variant_keeps_the_threads_chunks_and_clusters_of_its_default)
@@ -1165,6 +1179,10 @@ Test(rms_layout, every_variant_keeps_the_threads_chunks_and_clusters_of_its_defa
                                           T.grid == L.grid && T.P == L.P && T.B == L.B);
                                 if (v[k].kernel == KCUDA_RMS_VK_PERSIST)
                                     cr_assert(T.mode == L.mode && T.nv == L.nv && T.spread);
+                                else if (v[k].kernel == KCUDA_RMS_VK_ROW)
+                                    cr_assert(T.mode == L.mode && T.nv == L.nv && !T.spread &&
+                                              T.smem >= (size_t)d.n2 * baton_dtype_size(
+                                                                           (baton_dtype)d.w_dtype));
                                 else if (bwd && L.mode == KCUDA_RMS_ROWS)
                                     cr_assert(T.mode == L.mode && T.nv == L.nv &&
                                               T.stages == (v[k].stages ? v[k].stages : L.stages) &&

@@ -122,6 +122,7 @@ static void cfg_str(const kcuda_rms_cfg &c, char *b, size_t n)
              c.stages, c.cx, c.kx, c.cy, c.grid, c.smem / 1024,
              c.variant.kernel == KCUDA_RMS_VK_PERSIST ? " persistent"
              : c.variant.kernel == KCUDA_RMS_VK_BULK  ? " rows-order"
+             : c.variant.kernel == KCUDA_RMS_VK_ROW   ? " row-w-smem"
                                                       : "",
              pf);
 }
@@ -666,7 +667,7 @@ int main(int argc, char **argv)
                     v.threads = t;
                     vs.push_back(v);
                 }
-                for (int k : {KCUDA_RMS_VK_PERSIST, KCUDA_RMS_VK_BULK}) {
+                for (int k : {KCUDA_RMS_VK_PERSIST, KCUDA_RMS_VK_BULK, KCUDA_RMS_VK_ROW}) {
                     kcuda_rms_cfg v;
                     memset(&v, 0, sizeof v);
                     v.variant.kernel = k;

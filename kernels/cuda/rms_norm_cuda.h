@@ -91,6 +91,12 @@ enum {
  *                             on a persistent grid (evened out over the resident blocks, each
  *                             block loading its next row while it reduces one) instead of a
  *                             block per row; `stages` 0
+ *          KCUDA_RMS_VK_ROW   forward, where register rows (mode 5) is chosen with a block per
+ *                             row: a kernel for exactly that, which holds one row (no buffer for
+ *                             a next one, so fewer registers: 4 blocks of 512 threads per SM at
+ *                             2 vectors per thread) and copies its vectors of w into shared
+ *                             memory (cp.async) as the row loads, so that the row's scaling
+ *                             does not wait for w after the row's barrier; `stages` 0
  *          0                  the kernel chosen; `stages` (nonzero) changes only the rows in
  *                             flight of a staged layout: forward 2 to 8 on the bulk-copy
  *                             kernel, backward 1 to 4; the register backward (mode 5): the
@@ -104,7 +110,7 @@ enum {
  * Anything else (register rows with other vectors per thread, other threads, clusters or grids of
  * part_grad blocks) reduces in another order and is not a variant. A variant that does not apply
  * to the chosen layout, or whose shared memory does not fit, is BATON_EINVAL with the reason. */
-enum { KCUDA_RMS_VK_BULK = 1, KCUDA_RMS_VK_CP = 2, KCUDA_RMS_VK_PERSIST = 3 };
+enum { KCUDA_RMS_VK_BULK = 1, KCUDA_RMS_VK_CP = 2, KCUDA_RMS_VK_PERSIST = 3, KCUDA_RMS_VK_ROW = 4 };
 
 typedef struct kcuda_rms_variant {
     int kernel;   /* 0 or KCUDA_RMS_VK_* */

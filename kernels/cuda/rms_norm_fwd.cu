@@ -23,6 +23,19 @@ __device__ __forceinline__ double rsqrt_acc(double v)
     return rsqrt(v);
 }
 
+/* invvar in register rows' order: rsqrt(sum / n2 + eps), the add rounded on its own. The kernels
+ * that must give the same bits (rms_fwd_rows, rms_fwd_row, rms_fwd_bulk in rows' order) call
+ * this: written as one expression, the same sums gave other invvar bits in rms_fwd_row than in
+ * rms_fwd_rows (ptxas may fuse the division's multiply into the add in one kernel only). */
+__device__ __forceinline__ float rows_invvar(float ss, int64_t n2, float eps)
+{
+    return rsqrt_acc(__fadd_rn(ss / (float)n2, eps));
+}
+__device__ __forceinline__ double rows_invvar(double ss, int64_t n2, double eps)
+{
+    return rsqrt_acc(__dadd_rn(ss / (double)n2, eps));
+}
+
 struct FwdArgs {
     const void *x;
     const void *w;
@@ -256,7 +269,7 @@ __global__ void __launch_bounds__(KCUDA_MAX_THREADS) rms_fwd_bulk(FwdArgs a)
             slot ^= 1;
         }
         /* Register rows' mean is sum / n2, not sum * (1 / n2): the same bits as it, where asked. */
-        const A r = a.rows_order ? rsqrt_acc(ss / A(a.n2) + eps) : rsqrt_acc(ss * inv_n + eps);
+        const A r = a.rows_order ? rows_invvar(ss, a.n2, eps) : rsqrt_acc(ss * inv_n + eps);
         if (crank == 0 && tid == 0)
             inv[row] = r;
         TW *yr = y + row * a.n2 + col0;
@@ -314,7 +327,7 @@ __device__ __forceinline__ void rows_step(const FwdArgs &a, int64_t row, int64_t
         slot[tid >> 5] = ss;
     __syncthreads();
     ss = warp_sum((tid & 31) < nw ? slot[tid & 31] : A(0));
-    const A r = rsqrt_acc(ss / A(a.n2) + (A)a.eps);
+    const A r = rows_invvar(ss, a.n2, (A)a.eps);
     if (tid == 0)
         static_cast<A *>(a.invvar)[row] = r;
     TW *__restrict__ yr = static_cast<TW *>(a.y) + row * a.n2;
@@ -365,6 +378,72 @@ __global__ void __launch_bounds__(KCUDA_MAX_THREADS) rms_fwd_rows(FwdArgs a)
             break;
         rows_step<TX, TW, A, VEC, NV>(a, row + G, row + 2 * G, idx, xb, xa, red[1]);
     }
+    pdl_trigger();
+}
+
+/* The register forward with a block for every row, for exactly that launch (the tuner's
+ * KCUDA_RMS_VK_ROW): rms_fwd_rows' row, without the buffer for a next row, so that 4 blocks of 512
+ * threads fit an SM at 2 vectors per thread (32 registers), and with the thread's vectors of w
+ * copied into shared memory by cp.async while the row loads: rms_fwd_rows reads w only after the
+ * row's barrier, and on an H200 that read was the forward's whole gap to the copy kernels at bf16
+ * 4096 x 4096 (95 against 102 % of the best copy kernel with w left out; bench/RESULTS.md,
+ * session 14). Each thread reads back only the w it copied, so cp.async's wait orders it. The
+ * same sums, invvar and scaling as rms_fwd_rows: the same bits. */
+template <typename TX, typename TW, int NV>
+__global__ void __launch_bounds__(KCUDA_MAX_THREADS, NV == 2 ? 4 : 0) rms_fwd_row(FwdArgs a)
+{
+    using A = typename acc_of<TX>::type;
+    constexpr int VEC = 16 / (int)sizeof(TX);
+    __shared__ A red[32];
+    extern __shared__ __align__(16) unsigned char fwd_row_w[];
+    TW *ws = reinterpret_cast<TW *>(fwd_row_w); /* n2 elements */
+    const int tid = threadIdx.x, nw = blockDim.x >> 5;
+    const int64_t row = blockIdx.x;
+    int idx[NV];
+    rows_vector_offsets<NV, VEC>(idx, (int)a.n2);
+
+    pdl_wait(); /* x and w may be a predecessor's outputs */
+
+    const TW *__restrict__ w = static_cast<const TW *>(a.w);
+#pragma unroll
+    for (int v = 0; v < NV; v++)
+        if (idx[v] >= 0)
+            cp_async<TW, VEC>(ws + idx[v], w + idx[v]);
+    cp_commit();
+    TX xv[NV][VEC];
+    const TX *__restrict__ xr = static_cast<const TX *>(a.x) + row * a.n2;
+#pragma unroll
+    for (int v = 0; v < NV; v++)
+        if (idx[v] >= 0)
+            ld_ro(xr + idx[v], xv[v]);
+    A ss = 0;
+#pragma unroll
+    for (int v = 0; v < NV; v++)
+        if (idx[v] >= 0) {
+#pragma unroll
+            for (int e = 0; e < VEC; e++) {
+                const A f = to_acc<A>(xv[v][e]);
+                ss += f * f;
+            }
+        }
+    ss = warp_sum(ss);
+    if ((tid & 31) == 0)
+        red[tid >> 5] = ss;
+    cp_wait(0);
+    __syncthreads();
+    ss = warp_sum((tid & 31) < nw ? red[tid & 31] : A(0));
+    const A r = rows_invvar(ss, a.n2, (A)a.eps);
+    if (tid == 0)
+        static_cast<A *>(a.invvar)[row] = r;
+    TW *__restrict__ yr = static_cast<TW *>(a.y) + row * a.n2;
+#pragma unroll
+    for (int v = 0; v < NV; v++)
+        if (idx[v] >= 0) {
+            TW u[VEC], out[VEC];
+            memcpy(u, ws + idx[v], sizeof u);
+            scale_vec<TX, TW, A, VEC>(xv[v], u, r, out);
+            stg(yr + idx[v], out);
+        }
     pdl_trigger();
 }
 
@@ -530,10 +609,10 @@ static FwdArgs fwd_args(void **buffers, const baton_rms_norm_desc &d, const kcud
 
 typedef void (*FwdKernel)(FwdArgs);
 
-template <typename TX, typename TW, int NV> static FwdKernel fwd_rows_kernel()
+template <typename TX, typename TW, int NV> static FwdKernel fwd_rows_kernel(bool one_row)
 {
     if constexpr (sizeof(TX) <= 4 && sizeof(TW) <= 4)
-        return rms_fwd_rows<TX, TW, NV>;
+        return one_row ? rms_fwd_row<TX, TW, NV> : rms_fwd_rows<TX, TW, NV>;
     else
         return NULL; /* the layout takes register rows only for x and w of at most 4 bytes */
 }
@@ -542,10 +621,12 @@ template <typename TX, typename TW> static FwdKernel fwd_kernel_for(const kcuda_
 {
     constexpr int VX = 16 / (int)sizeof(TX);
     switch (L.mode) {
-    case KCUDA_RMS_ROWS:
-        return L.nv == 2   ? fwd_rows_kernel<TX, TW, 2>()
-               : L.nv == 4 ? fwd_rows_kernel<TX, TW, 4>()
-                           : fwd_rows_kernel<TX, TW, 8>();
+    case KCUDA_RMS_ROWS: {
+        const bool one = L.variant.kernel == KCUDA_RMS_VK_ROW;
+        return L.nv == 2   ? fwd_rows_kernel<TX, TW, 2>(one)
+               : L.nv == 4 ? fwd_rows_kernel<TX, TW, 4>(one)
+                           : fwd_rows_kernel<TX, TW, 8>(one);
+    }
     case KCUDA_RMS_STAGED: return L.stages >= 2 ? rms_fwd_bulk<TX, TW> : rms_fwd_staged<TX, TW>;
     case KCUDA_RMS_STAGED_CP: return rms_fwd_staged<TX, TW>;
     default: break;
@@ -577,8 +658,10 @@ static int fwd_typed(const baton_exec_ctx *ctx, void **buffers, const baton_rms_
         if (!o && ctx && ctx->autotune && !kcuda_rms_tune_empty())
             kcuda_rms_apply_tuned(device_name(ctx), 0, &d, &dev, &L);
         const FwdKernel k = fwd_kernel_for<TX, TW>(L);
+        /* Register rows keep L1 for their loads in flight: no shared-memory carveout (with the
+         * largest, w staged in shared memory made the bf16 rows 4-23 % slower on an H200). */
         rc = prepare(k, ctx, "rms_norm_fwd", L.cx * L.cy, L.grid, L.threads, L.smem, smem_max,
-                     L.may_shrink);
+                     L.may_shrink, L.mode != KCUDA_RMS_ROWS);
         if (rc > 0) { /* 16-block clusters cannot run here */
             dev.max_cluster = 8;
             continue;

@@ -166,11 +166,11 @@ static int check_override(const char *what, const kcuda_rms_cfg *o, char *why, s
     if (o->grid < 0 || o->mode < 0 || o->mode > KCUDA_RMS_ROWS)
         return why_set(why, wl, BATON_EINVAL, "%s: override grid = %lld, mode = %d", what, o->grid,
                        o->mode);
-    if (o->variant.kernel < 0 || o->variant.kernel > KCUDA_RMS_VK_PERSIST ||
-        o->variant.stages < 0 || o->variant.stages > KCUDA_FWD_BULK_STAGES ||
-        o->variant.prefetch < 0 || o->variant.prefetch > KCUDA_BWD_PREFETCH_MAX)
+    if (o->variant.kernel < 0 || o->variant.kernel > KCUDA_RMS_VK_ROW || o->variant.stages < 0 ||
+        o->variant.stages > KCUDA_FWD_BULK_STAGES || o->variant.prefetch < 0 ||
+        o->variant.prefetch > KCUDA_BWD_PREFETCH_MAX)
         return why_set(why, wl, BATON_EINVAL,
-                       "%s: variant kernel = %d, stages = %d, prefetch = %d (kernel 0 to 3; "
+                       "%s: variant kernel = %d, stages = %d, prefetch = %d (kernel 0 to 4; "
                        "stages 0..%d; prefetch 0..%d)",
                        what, o->variant.kernel, o->variant.stages, o->variant.prefetch,
                        KCUDA_FWD_BULK_STAGES, KCUDA_BWD_PREFETCH_MAX);
@@ -797,9 +797,9 @@ int kcuda_rms_apply_variant(const baton_rms_norm_desc *d, int bwd, const kcuda_r
     const size_t smem_max = (size_t)kcuda_rms_smem_max(dev);
     int st = v->stages;
     int mode = L->mode;
-    if (v->kernel < 0 || v->kernel > KCUDA_RMS_VK_PERSIST || st < 0)
+    if (v->kernel < 0 || v->kernel > KCUDA_RMS_VK_ROW || st < 0)
         return why_set(why, wl, BATON_EINVAL,
-                       "%s: variant kernel = %d, stages = %d (kernel 0 to 3; stages >= 0)", what,
+                       "%s: variant kernel = %d, stages = %d (kernel 0 to 4; stages >= 0)", what,
                        v->kernel, st);
     if (bwd && v->kernel)
         return why_set(why, wl, BATON_EINVAL,
@@ -820,6 +820,24 @@ int kcuda_rms_apply_variant(const baton_rms_norm_desc *d, int bwd, const kcuda_r
                            "register rows (mode 5) is chosen; this call's layout is mode %d",
                            what, L->mode);
         L->spread = 1;
+        L->variant.kernel = v->kernel;
+        L->variant.stages = 0;
+        return 0;
+    }
+    if (v->kernel == KCUDA_RMS_VK_ROW) {
+        if (L->mode != KCUDA_RMS_ROWS || st || L->spread || L->variant.kernel)
+            return why_set(why, wl, BATON_EINVAL,
+                           "%s: variant kernel 4 (a row a block, w in shared memory) applies, "
+                           "with stages 0, where register rows (mode 5) is chosen with a block "
+                           "per row; this call's layout is mode %d%s",
+                           what, L->mode, L->spread ? " on a persistent grid" : "");
+        const size_t smem = (size_t)ceil_div(d->n2 * (int64_t)s.w, 16) * 16;
+        if (smem > smem_max)
+            return why_set(why, wl, BATON_EINVAL,
+                           "%s: variant kernel 4 needs %zu bytes of shared memory for w; the "
+                           "device allows %zu",
+                           what, smem, smem_max);
+        L->smem = smem;
         L->variant.kernel = v->kernel;
         L->variant.stages = 0;
         return 0;
@@ -921,6 +939,7 @@ int kcuda_rms_variants(const baton_rms_norm_desc *d, int bwd, const kcuda_rms_de
         want[nw++] = (kcuda_rms_variant){KCUDA_RMS_VK_PERSIST, 0, 0};
         for (int st = 2; st <= KCUDA_FWD_STAGES; st++)
             want[nw++] = (kcuda_rms_variant){KCUDA_RMS_VK_BULK, st, 0};
+        want[nw++] = (kcuda_rms_variant){KCUDA_RMS_VK_ROW, 0, 0};
     } else if (!bwd && L->mode == KCUDA_RMS_STAGED && L->stages >= 2) {
         static const int bulk[] = {2, 3, 4, 6, 8};
         for (size_t i = 0; i < sizeof bulk / sizeof bulk[0]; i++)
@@ -960,7 +979,10 @@ void kcuda_rms_describe(const kcuda_rms_layout *L, int bwd, char *buf, size_t ca
     case KCUDA_RMS_ROWS:
         if (!bwd) {
             snprintf(buf, cap, "register rows, %d vectors per thread, %d threads, %s", L->nv,
-                     L->threads, L->spread ? "a persistent grid" : "a block per row");
+                     L->threads,
+                     L->spread                               ? "a persistent grid"
+                     : L->variant.kernel == KCUDA_RMS_VK_ROW ? "a row a block, w in shared memory"
+                                                             : "a block per row");
             break;
         }
         char pf[40] = "";

@@ -117,12 +117,13 @@ int kcuda_rms_apply_variant(const baton_rms_norm_desc *d, int bwd, const kcuda_r
 
 /* The variants a tuner may measure for a call whose chosen layout is L (no variant applied):
  * {0, 0, 0}, the layout as chosen, first, then each variant that applies to L and fits, at most
- * max in all; returns how many. The register forward: the persistent grid, and the bulk-copy
- * kernel in rows' order with 2 to 4 stages; the bulk-copy forward: 2, 3, 4, 6 or 8 stages, and the
- * cp.async kernel with 2 to 4; the register backward whose blocks have more than one row: the
- * other rows held (2, 3, 4, 6 or 8) that its threads and registers allow, and 3 or 4 rows held
- * with 1 or 2 rounds asked into L2 (prefetch) where its rows are aligned for it; a staged backward
- * whose blocks have more than one row: 1 to 4 stages. Anything else: none but {0, 0, 0}. */
+ * max in all; returns how many. The register forward: the persistent grid, the bulk-copy kernel
+ * in rows' order with 2 to 4 stages, and a row a block with w in shared memory; the bulk-copy
+ * forward: 2, 3, 4, 6 or 8 stages, and the cp.async kernel with 2 to 4; the register backward whose
+ * blocks have more than one row: the other rows held (2, 3, 4, 6 or 8) that its threads and
+ * registers allow, and 3 or 4 rows held with 1 or 2 rounds asked into L2 (prefetch) where its rows
+ * are aligned for it; a staged backward whose blocks have more than one row: 1 to 4 stages.
+ * Anything else: none but {0, 0, 0}. */
 #define KCUDA_RMS_MAX_VARIANTS 12
 int kcuda_rms_variants(const baton_rms_norm_desc *d, int bwd, const kcuda_rms_device *dev,
                        const kcuda_rms_layout *L, kcuda_rms_variant *out, int max);
