@@ -659,7 +659,7 @@ static int fwd_typed(const baton_exec_ctx *ctx, void **buffers, const baton_rms_
             kcuda_rms_apply_tuned(device_name(ctx), 0, &d, &dev, &L);
         const FwdKernel k = fwd_kernel_for<TX, TW>(L);
         /* Register rows keep L1 for their loads in flight: no shared-memory carveout (with the
-         * largest, w staged in shared memory made the bf16 rows 4-23 % slower on an H200). */
+         * largest, register rows with w in shared memory ran 2-10 points slower on an H200). */
         rc = prepare(k, ctx, "rms_norm_fwd", L.cx * L.cy, L.grid, L.threads, L.smem, smem_max,
                      L.may_shrink, L.mode != KCUDA_RMS_ROWS);
         if (rc > 0) { /* 16-block clusters cannot run here */
