@@ -292,23 +292,15 @@ __global__ void __launch_bounds__(KCUDA_MAX_THREADS) rms_fwd_bulk(FwdArgs a)
     pdl_trigger();
 }
 
-/* One row of the register forward: x's vectors are already in `cur`; the next row's loads go
- * out into `nxt` before this row's barrier, so the block keeps a row in flight while it waits.
- * idx[v] is the thread's column of vector v, or -1 past the row's end. */
-template <typename TX, typename TW, typename A, int VEC, int NV>
-__device__ __forceinline__ void rows_step(const FwdArgs &a, int64_t row, int64_t next,
-                                          const int (&idx)[NV], TX (&cur)[NV][VEC],
-                                          TX (&nxt)[NV][VEC], A *slot)
+/* A row's invvar from the thread's vectors `cur` of it, in register rows' order: each thread's
+ * squares in vector order, each warp's shuffle tree, then one shuffle tree over the warps' sums
+ * (the same bits in every thread), through `slot` behind one barrier, before which `at_barrier`
+ * runs (a kernel's wait for what it must have by then). Thread 0 stores it. */
+template <typename TX, typename A, int VEC, int NV, typename F>
+__device__ __forceinline__ A rows_row_invvar(const FwdArgs &a, int64_t row, const int (&idx)[NV],
+                                             const TX (&cur)[NV][VEC], A *slot, F at_barrier)
 {
-    const TW *__restrict__ w = static_cast<const TW *>(a.w);
     const int tid = threadIdx.x, nw = blockDim.x >> 5;
-    if (next < a.n1) {
-        const TX *__restrict__ xn = static_cast<const TX *>(a.x) + next * a.n2;
-#pragma unroll
-        for (int v = 0; v < NV; v++)
-            if (idx[v] >= 0)
-                ld_ro(xn + idx[v], nxt[v]);
-    }
     A ss = 0;
 #pragma unroll
     for (int v = 0; v < NV; v++)
@@ -319,26 +311,56 @@ __device__ __forceinline__ void rows_step(const FwdArgs &a, int64_t row, int64_t
                 ss += f * f;
             }
         }
-    /* One barrier per row (the caller alternates `slot` between rows: a thread reaches row
-     * k + 2's write only after row k + 1's barrier, which every thread passes after its reads of
-     * row k). The warps' sums are added by a second shuffle tree: the same bits in every thread. */
     ss = warp_sum(ss);
     if ((tid & 31) == 0)
         slot[tid >> 5] = ss;
+    at_barrier();
     __syncthreads();
     ss = warp_sum((tid & 31) < nw ? slot[tid & 31] : A(0));
     const A r = rows_invvar(ss, a.n2, (A)a.eps);
     if (tid == 0)
         static_cast<A *>(a.invvar)[row] = r;
+    return r;
+}
+
+/* y's row from the thread's vectors `cur` of x's: w's vector v from w_at(v, u). */
+template <typename TX, typename TW, typename A, int VEC, int NV, typename W>
+__device__ __forceinline__ void rows_row_scale(const FwdArgs &a, int64_t row, const int (&idx)[NV],
+                                               const TX (&cur)[NV][VEC], A r, W w_at)
+{
     TW *__restrict__ yr = static_cast<TW *>(a.y) + row * a.n2;
 #pragma unroll
     for (int v = 0; v < NV; v++)
         if (idx[v] >= 0) {
             TW u[VEC], out[VEC];
-            ld_ro(w + idx[v], u); /* every block of the SM reads the same w: L1 hits */
+            w_at(v, u);
             scale_vec<TX, TW, A, VEC>(cur[v], u, r, out);
             stg(yr + idx[v], out);
         }
+}
+
+/* One row of the register forward: x's vectors are already in `cur`; the next row's loads go
+ * out into `nxt` before this row's barrier, so the block keeps a row in flight while it waits.
+ * idx[v] is the thread's column of vector v, or -1 past the row's end. One barrier per row (the
+ * caller alternates `slot` between rows: a thread reaches row k + 2's write only after row
+ * k + 1's barrier, which every thread passes after its reads of row k). */
+template <typename TX, typename TW, typename A, int VEC, int NV>
+__device__ __forceinline__ void rows_step(const FwdArgs &a, int64_t row, int64_t next,
+                                          const int (&idx)[NV], TX (&cur)[NV][VEC],
+                                          TX (&nxt)[NV][VEC], A *slot)
+{
+    const TW *__restrict__ w = static_cast<const TW *>(a.w);
+    if (next < a.n1) {
+        const TX *__restrict__ xn = static_cast<const TX *>(a.x) + next * a.n2;
+#pragma unroll
+        for (int v = 0; v < NV; v++)
+            if (idx[v] >= 0)
+                ld_ro(xn + idx[v], nxt[v]);
+    }
+    const A r = rows_row_invvar<TX, A, VEC, NV>(a, row, idx, cur, slot, [] {});
+    /* every block of the SM reads the same w: L1 hits */
+    rows_row_scale<TX, TW, A, VEC, NV>(a, row, idx, cur, r,
+                                       [&](int v, TW(&u)[VEC]) { ld_ro(w + idx[v], u); });
 }
 
 /* The register forward for many rows of 16-byte vectors: a block per row, each thread holding NV
@@ -397,7 +419,6 @@ __global__ void __launch_bounds__(KCUDA_MAX_THREADS, NV == 2 ? 4 : 0) rms_fwd_ro
     __shared__ A red[32];
     extern __shared__ __align__(16) unsigned char fwd_row_w[];
     TW *ws = reinterpret_cast<TW *>(fwd_row_w); /* n2 elements */
-    const int tid = threadIdx.x, nw = blockDim.x >> 5;
     const int64_t row = blockIdx.x;
     int idx[NV];
     rows_vector_offsets<NV, VEC>(idx, (int)a.n2);
@@ -416,34 +437,9 @@ __global__ void __launch_bounds__(KCUDA_MAX_THREADS, NV == 2 ? 4 : 0) rms_fwd_ro
     for (int v = 0; v < NV; v++)
         if (idx[v] >= 0)
             ld_ro(xr + idx[v], xv[v]);
-    A ss = 0;
-#pragma unroll
-    for (int v = 0; v < NV; v++)
-        if (idx[v] >= 0) {
-#pragma unroll
-            for (int e = 0; e < VEC; e++) {
-                const A f = to_acc<A>(xv[v][e]);
-                ss += f * f;
-            }
-        }
-    ss = warp_sum(ss);
-    if ((tid & 31) == 0)
-        red[tid >> 5] = ss;
-    cp_wait(0);
-    __syncthreads();
-    ss = warp_sum((tid & 31) < nw ? red[tid & 31] : A(0));
-    const A r = rows_invvar(ss, a.n2, (A)a.eps);
-    if (tid == 0)
-        static_cast<A *>(a.invvar)[row] = r;
-    TW *__restrict__ yr = static_cast<TW *>(a.y) + row * a.n2;
-#pragma unroll
-    for (int v = 0; v < NV; v++)
-        if (idx[v] >= 0) {
-            TW u[VEC], out[VEC];
-            memcpy(u, ws + idx[v], sizeof u);
-            scale_vec<TX, TW, A, VEC>(xv[v], u, r, out);
-            stg(yr + idx[v], out);
-        }
+    const A r = rows_row_invvar<TX, A, VEC, NV>(a, row, idx, xv, red, [] { cp_wait(0); });
+    rows_row_scale<TX, TW, A, VEC, NV>(
+        a, row, idx, xv, r, [&](int v, TW(&u)[VEC]) { memcpy(u, ws + idx[v], sizeof u); });
     pdl_trigger();
 }
 
