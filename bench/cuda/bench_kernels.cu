@@ -132,6 +132,23 @@ static double copy_tbs; /* bytes read + written per second / 1e12 */
  * many written, timed as its calls are (0: not measured). */
 static double floor_tbs, floor_memcpy_tbs;
 
+/* TB/s of bytes moved in us microseconds, and that as % of the shape's best copy kernel (0: not
+ * measured). */
+static double tbs_of(double bytes, double us)
+{
+    return bytes / (us * 1e-6) / 1e12;
+}
+static double pct_of_best(double tbs)
+{
+    return floor_tbs > 0 ? 100.0 * tbs / floor_tbs : 0;
+}
+
+/* The forward's bytes: x read and y written, w read, invvar written (f32). */
+static double fwd_bytes(int64_t n1, int64_t n2, size_t e)
+{
+    return (double)n1 * n2 * e * 2 + (double)n2 * e + (double)n1 * 4;
+}
+
 struct Result {
     double us, tbs;
     kcuda_rms_cfg cfg;
@@ -158,8 +175,7 @@ static Result bench_fwd(int64_t n1, int64_t n2, int dt, const kcuda_rms_cfg *ove
     r.us = time_events(g_stream, call, g_runs);
     if (failed)
         r.us = 1e30;
-    const double bytes = (double)n1 * n2 * e * 2 + (double)n2 * e + (double)n1 * 4;
-    r.tbs = bytes / (r.us * 1e-6) / 1e12;
+    r.tbs = tbs_of(fwd_bytes(n1, n2, e), r.us);
     return r;
 }
 
@@ -200,7 +216,7 @@ static Result bench_bwd(int64_t n1, int64_t n2, int dt, int64_t P, const kcuda_r
     r.us = time_events(g_stream, call, g_runs);
     if (failed)
         r.us = 1e30;
-    r.tbs = bwd_bytes(n1, n2, e, P) / (r.us * 1e-6) / 1e12;
+    r.tbs = tbs_of(bwd_bytes(n1, n2, e, P), r.us);
     return r;
 }
 
@@ -209,7 +225,7 @@ static void print_result(const char *pass, int64_t n1, int64_t n2, int dt, int64
 {
     char c[128];
     cfg_str(r.cfg, c, sizeof c);
-    const double best = floor_tbs > 0 ? 100.0 * r.tbs / floor_tbs : 0;
+    const double best = pct_of_best(r.tbs);
     const double mc = floor_memcpy_tbs > 0 ? 100.0 * r.tbs / floor_memcpy_tbs : 0;
     printf("  %-4s %-5s %6lldx%-7lld P%-4lld %-8s %10.2f us %6.3f TB/s %6.1f%% of copy %6.1f%% "
            "of best copy kernel %6.1f%% of memcpy (same bytes)  [%s]\n",
@@ -235,7 +251,7 @@ static void measure_copy(void)
                                        cudaMemcpyDeviceToDevice, g_stream));
         },
         std::max(20, g_runs / 2), 3);
-    copy_tbs = 2.0 * bytes / (us * 1e-6) / 1e12;
+    copy_tbs = tbs_of(2.0 * bytes, us);
     printf("copy: device-to-device %zu MiB: %.1f us, %.3f TB/s (read + written)\n", bytes >> 20, us,
            copy_tbs);
     printf("RESULT kernels copy d2d %zuMiB us=%.1f tbs=%.3f\n", bytes >> 20, us, copy_tbs);
@@ -261,7 +277,7 @@ static void measure_floor(int64_t n1, int64_t n2, int dt, Sets &s)
                 CHECK_CUDA(cudaGetLastError());
             },
             g_runs);
-        const double tbs = 2.0 * bytes / (us * 1e-6) / 1e12;
+        const double tbs = tbs_of(2.0 * bytes, us);
         if (tbs > best) {
             best = tbs;
             snprintf(which, sizeof which, "%s", name);
@@ -313,7 +329,7 @@ static void measure_floor(int64_t n1, int64_t n2, int dt, Sets &s)
         },
         g_runs);
     floor_tbs = best;
-    floor_memcpy_tbs = 2.0 * bytes / (mus * 1e-6) / 1e12;
+    floor_memcpy_tbs = tbs_of(2.0 * bytes, mus);
     printf("  floor %-5s %6lldx%-7lld best copy kernel %.3f TB/s (%s), cudaMemcpy %.3f TB/s\n",
            dt_name(dt), (long long)n1, (long long)n2, best, which, floor_memcpy_tbs);
     for (char *c = which; *c; c++) /* one word on the RESULT line */
@@ -442,8 +458,7 @@ static void layout_floor(int64_t n1, int64_t n2, int dt, int64_t P, const kcuda_
                         g_runs);
                     if (failed)
                         continue;
-                    const double tbs = bytes / (us * 1e-6) / 1e12;
-                    const double pct = floor_tbs > 0 ? 100.0 * tbs / floor_tbs : 0;
+                    const double tbs = tbs_of(bytes, us), pct = pct_of_best(tbs);
                     const char *lay = free_layout ? "free" : "fitted";
                     printf("  bwd  %-5s %6lldx%-7lld P%-4lld floor-%-6s %10.2f us %6.3f TB/s "
                            "%6.1f%% of best copy kernel  [bwdcopy t%d nv%d D%d %s cy%d grid%lld "
@@ -510,7 +525,7 @@ static void tail_floor(int64_t n1, int64_t n2, int dt, int64_t P, const kcuda_rm
         }
         if (best >= 1e29)
             continue;
-        const double pct = floor_tbs > 0 ? 100.0 * bytes / (best * 1e-6) / 1e12 / floor_tbs : 0;
+        const double pct = pct_of_best(tbs_of(bytes, best));
         printf("  bwd  %-5s %6lldx%-7lld P%-4lld floor-tail %9.2f us %6.1f%% of best copy kernel "
                " [%s: bwdcopy t%d nv%d D%d cy%d grid%lld %s]\n",
                dt_name(dt), (long long)n1, (long long)n2, (long long)P, best, pct, forms[form], T,
@@ -545,7 +560,7 @@ static void fwd_wait_floor(int64_t n1, int64_t n2, int dt, Sets &s)
     const int vecs = (int)(n2 * (int64_t)e / 16);
     if ((int64_t)vecs * 16 != n2 * (int64_t)e)
         return;
-    const double bytes = (double)n1 * n2 * e * 2 + (double)n2 * e + (double)n1 * 4;
+    const double bytes = fwd_bytes(n1, n2, e);
     for (int nv : {1, 2, 4})
         for (int R : {1, 2}) {
             const int T = (vecs + nv - 1) / nv;
@@ -561,7 +576,7 @@ static void fwd_wait_floor(int64_t n1, int64_t n2, int dt, Sets &s)
                     CHECK_CUDA(cudaGetLastError());
                 },
                 g_runs);
-            const double pct = floor_tbs > 0 ? 100.0 * bytes / (us * 1e-6) / 1e12 / floor_tbs : 0;
+            const double pct = pct_of_best(tbs_of(bytes, us));
             printf("  fwd  %-5s %6lldx%-7lld P0    floor-wait %9.2f us %6.1f%% of best copy kernel "
                    " [rowfold t%d nv%d %d row%s a block]\n",
                    dt_name(dt), (long long)n1, (long long)n2, us, pct, T, nv, R, R > 1 ? "s" : "");
@@ -873,7 +888,7 @@ int main(int argc, char **argv)
                         }
                     },
                     64, g_runs);
-                r.tbs = ((double)sh.n1 * sh.n2 * 4 + sh.n2 * 2 + sh.n1 * 4) / (r.us * 1e-6) / 1e12;
+                r.tbs = tbs_of(fwd_bytes(sh.n1, sh.n2, 2), r.us);
                 print_result("fwd", sh.n1, sh.n2, dt, 0, tag, r, true);
             }
             rb.us = time_graph(
@@ -887,7 +902,7 @@ int main(int argc, char **argv)
                     }
                 },
                 64, g_runs);
-            rb.tbs = ((double)sh.n1 * sh.n2 * 6 + sh.n2 * 4 + sh.n1 * 4) / (rb.us * 1e-6) / 1e12;
+            rb.tbs = tbs_of((double)sh.n1 * sh.n2 * 6 + sh.n2 * 4 + sh.n1 * 4, rb.us);
             print_result("bwd", sh.n1, sh.n2, dt, sh.P, tag, rb, true);
         }
         s.free_all();

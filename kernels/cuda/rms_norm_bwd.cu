@@ -1202,9 +1202,8 @@ static int bwd_typed(const baton_exec_ctx *ctx, void **buffers, const baton_rms_
         const BwdKernel k = bwd_kernel_for<TX, TW>(L);
         if (!k)
             return no_kernel(ctx, L);
-        /* The register backward keeps L1 for its loads in flight: no shared-memory carveout. */
         rc = prepare(k, ctx, "rms_norm_bwd", cl, L.grid, L.threads, L.smem, smem_max, L.may_shrink,
-                     L.mode != KCUDA_RMS_ROWS);
+                     kcuda_rms_max_carveout(&L));
         if (rc > 0) { /* 16-block clusters cannot run here */
             dev.max_cluster = 8;
             continue;

@@ -292,6 +292,18 @@ __global__ void __launch_bounds__(KCUDA_MAX_THREADS) rms_fwd_bulk(FwdArgs a)
     pdl_trigger();
 }
 
+/* The thread's vectors of x's row `row` (idx[v] its columns, -1 past the row's end). */
+template <typename TX, int VEC, int NV>
+__device__ __forceinline__ void rows_row_load(const FwdArgs &a, int64_t row, const int (&idx)[NV],
+                                              TX (&dst)[NV][VEC])
+{
+    const TX *__restrict__ xr = static_cast<const TX *>(a.x) + row * a.n2;
+#pragma unroll
+    for (int v = 0; v < NV; v++)
+        if (idx[v] >= 0)
+            ld_ro(xr + idx[v], dst[v]);
+}
+
 /* A row's invvar from the thread's vectors `cur` of it, in register rows' order: each thread's
  * squares in vector order, each warp's shuffle tree, then one shuffle tree over the warps' sums
  * (the same bits in every thread), through `slot` behind one barrier, before which `at_barrier`
@@ -350,13 +362,8 @@ __device__ __forceinline__ void rows_step(const FwdArgs &a, int64_t row, int64_t
                                           TX (&nxt)[NV][VEC], A *slot)
 {
     const TW *__restrict__ w = static_cast<const TW *>(a.w);
-    if (next < a.n1) {
-        const TX *__restrict__ xn = static_cast<const TX *>(a.x) + next * a.n2;
-#pragma unroll
-        for (int v = 0; v < NV; v++)
-            if (idx[v] >= 0)
-                ld_ro(xn + idx[v], nxt[v]);
-    }
+    if (next < a.n1)
+        rows_row_load<TX, VEC, NV>(a, next, idx, nxt);
     const A r = rows_row_invvar<TX, A, VEC, NV>(a, row, idx, cur, slot, [] {});
     /* every block of the SM reads the same w: L1 hits */
     rows_row_scale<TX, TW, A, VEC, NV>(a, row, idx, cur, r,
@@ -385,13 +392,8 @@ __global__ void __launch_bounds__(KCUDA_MAX_THREADS) rms_fwd_rows(FwdArgs a)
 
     TX xa[NV][VEC], xb[NV][VEC];
     int64_t row = blockIdx.x;
-    if (row < a.n1) {
-        const TX *__restrict__ xr = static_cast<const TX *>(a.x) + row * a.n2;
-#pragma unroll
-        for (int v = 0; v < NV; v++)
-            if (idx[v] >= 0)
-                ld_ro(xr + idx[v], xa[v]);
-    }
+    if (row < a.n1)
+        rows_row_load<TX, VEC, NV>(a, row, idx, xa);
     /* Unrolled by two so that the two register buffers (and the two reduction slots) swap roles
      * without copies. */
     for (; row < a.n1; row += 2 * G) {
@@ -432,11 +434,7 @@ __global__ void __launch_bounds__(KCUDA_MAX_THREADS, NV == 2 ? 4 : 0) rms_fwd_ro
             cp_async<TW, VEC>(ws + idx[v], w + idx[v]);
     cp_commit();
     TX xv[NV][VEC];
-    const TX *__restrict__ xr = static_cast<const TX *>(a.x) + row * a.n2;
-#pragma unroll
-    for (int v = 0; v < NV; v++)
-        if (idx[v] >= 0)
-            ld_ro(xr + idx[v], xv[v]);
+    rows_row_load<TX, VEC, NV>(a, row, idx, xv);
     const A r = rows_row_invvar<TX, A, VEC, NV>(a, row, idx, xv, red, [] { cp_wait(0); });
     rows_row_scale<TX, TW, A, VEC, NV>(
         a, row, idx, xv, r, [&](int v, TW(&u)[VEC]) { memcpy(u, ws + idx[v], sizeof u); });
@@ -654,10 +652,8 @@ static int fwd_typed(const baton_exec_ctx *ctx, void **buffers, const baton_rms_
         if (!o && ctx && ctx->autotune && !kcuda_rms_tune_empty())
             kcuda_rms_apply_tuned(device_name(ctx), 0, &d, &dev, &L);
         const FwdKernel k = fwd_kernel_for<TX, TW>(L);
-        /* Register rows keep L1 for their loads in flight: no shared-memory carveout (with the
-         * largest, register rows with w in shared memory ran 2-10 points slower on an H200). */
         rc = prepare(k, ctx, "rms_norm_fwd", L.cx * L.cy, L.grid, L.threads, L.smem, smem_max,
-                     L.may_shrink, L.mode != KCUDA_RMS_ROWS);
+                     L.may_shrink, kcuda_rms_max_carveout(&L));
         if (rc > 0) { /* 16-block clusters cannot run here */
             dev.max_cluster = 8;
             continue;

@@ -171,6 +171,15 @@ size_t kcuda_rms_chain_bytes(int64_t active, int cy);
  * rms_norm_grad_weight's, so that both launch the same column sum. */
 long long kcuda_rms_colsum_grid(int64_t n2, int64_t P, int64_t active, int sms);
 
+/* Whether L's kernel wants the largest shared-memory carveout: the staged kernels do (their
+ * stages are the bytes in flight; more blocks per SM); register rows, forward and backward,
+ * keep L1 for their loads in flight (with the largest carveout, the register forward with w in
+ * shared memory ran 2-10 points slower on an H200: bench/RESULTS.md, session 14). */
+static inline int kcuda_rms_max_carveout(const kcuda_rms_layout *L)
+{
+    return L->mode != KCUDA_RMS_ROWS;
+}
+
 /* Copies what L launches into *chosen (NULL: nothing). */
 void kcuda_rms_report(const kcuda_rms_layout *L, kcuda_rms_cfg *chosen);
 
