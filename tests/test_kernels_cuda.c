@@ -1009,6 +1009,87 @@ Test(kernels_cuda, rms_norm_calls_with_autotune_launch_the_tuned_variant_with_th
     kcuda_rms_tune_reset();
 }
 
+/* The built-in picks for this GPU (kernels/cuda/rms_norm_tune.c), which the JAX/XLA entry points
+ * launch: with autotune and nothing measured, each pick runs on its class's own shape and gives
+ * the default's bits; with BATON_NO_AUTOTUNE's answer (autotune 0) the default runs. */
+Test(kernels_cuda, the_built_in_picks_launch_on_their_gpu_with_the_default_bits)
+{
+    SKIP_WITHOUT_GPU();
+    struct cudaDeviceProp prop;
+    CK(cudaGetDeviceProperties(&prop, 0));
+    char gpu[64];
+    memcpy(gpu, prop.name, sizeof gpu - 1); /* as the kernels key it: at most 63 bytes */
+    gpu[sizeof gpu - 1] = 0;
+    kctx k;
+    kctx_init(&k, 0);
+    int ran = 0;
+    for (int i = 0; i < kcuda_rms_tune_builtin_count(); i++) {
+        kcuda_rms_tune_key key;
+        kcuda_rms_variant pick;
+        kcuda_rms_tune_builtin_at(i, &key, &pick);
+        if (strcmp(key.device, gpu) != 0)
+            continue;
+        const baton_dtype xdt = (baton_dtype)key.x_dtype, wdt = (baton_dtype)key.w_dtype;
+        const int bwd = key.bwd;
+        const int64_t n1 = (int64_t)1 << key.n1_log2, n2 = key.n2;
+        const int64_t P = bwd ? (int64_t)1 << key.p_log2 : 1;
+        const size_t xs = baton_dtype_size(xdt), ws = baton_dtype_size(wdt);
+        const size_t as = baton_dtype_size(acc_dtype(xdt));
+        const baton_rms_norm_desc d = {
+            .n1 = n1, .n2 = n2, .eps = 1e-5, .x_dtype = xdt, .w_dtype = wdt, .part_grad_size = P};
+        tune_bufs b;
+        memset(&b, 0, sizeof b);
+        const size_t sizes[8] = {n1 * n2 * xs, n2 * ws,      n1 * n2 * ws, n1 * n2 * ws,
+                                 n1 * as,      n1 * n2 * xs, n2 * ws,      P * n2 * as};
+        for (int j = 0; j < 8; j++) {
+            b.n[j] = sizes[j];
+            b.d[j] = dev_alloc(sizes[j]);
+        }
+        test_rng rng = {test_fresh_seed()};
+        const baton_dtype fill[3] = {xdt, wdt, wdt}; /* x, w, grad_output */
+        for (int j = 0; j < 3; j++) {
+            void *h = malloc(sizes[j]);
+            cr_assert(h);
+            test_fill_random(&rng, fill[j], h, (int64_t)(sizes[j] / baton_dtype_size(fill[j])),
+                             1.0);
+            CK(cudaMemcpy(b.d[j], h, sizes[j], cudaMemcpyHostToDevice));
+            free(h);
+        }
+        if (bwd) { /* invvar as the forward leaves it */
+            void *fb[4] = {b.d[0], b.d[1], b.d[3], b.d[4]};
+            cr_assert_eq(kcuda_rms_norm_fwd(&k.ctx, fb, (const char *)&d, sizeof d), 0, "%s",
+                         k.err);
+        }
+        const int lo = bwd ? 5 : 3, hi = bwd ? 8 : 5;
+        kcuda_rms_cfg got;
+        kcuda_rms_tune_reset();
+        k.ctx.autotune = 0;
+        run_pass(&k, &b, &d, bwd, NULL, &got, b.ref, "default");
+        cr_assert(kcuda_rms_variant_none(&got.variant));
+        k.ctx.autotune = 1;
+        void *out[8] = {0};
+        run_pass(&k, &b, &d, bwd, NULL, &got, out, "built-in pick");
+        cr_assert(got.variant.kernel == pick.kernel && got.variant.stages == pick.stages &&
+                      got.variant.prefetch == pick.prefetch,
+                  "pick %d (%s %lld x %lld, part_grad %lld): {%d, %d, %d} ran instead of {%d, %d, "
+                  "%d}",
+                  i, bwd ? "bwd" : "fwd", (long long)n1, (long long)n2, (long long)P,
+                  got.variant.kernel, got.variant.stages, got.variant.prefetch, pick.kernel,
+                  pick.stages, pick.prefetch);
+        for (int j = lo; j < hi; j++) {
+            cr_expect_eq(first_diff(b.ref[j], out[j], b.n[j]), -1, "pick %d: %s differs", i,
+                         OUT_NAMES[j]);
+            free(out[j]);
+            free(b.ref[j]);
+        }
+        for (int j = 0; j < 8; j++)
+            CK(cudaFree(b.d[j]));
+        ran++;
+    }
+    kctx_deinit(&k);
+    cr_log_info("%d built-in picks for %s run against their defaults", ran, gpu);
+}
+
 Test(kernels_cuda, rms_norm_with_programmatic_dependent_launch_is_correct)
 {
     SKIP_WITHOUT_GPU();

@@ -1282,6 +1282,62 @@ Test(rms_layout, the_tuning_cache_keeps_the_first_choice_per_class_and_refuses_w
     cr_assert_eq(kcuda_rms_tune_find(&k, &got), 0);
 }
 
+/* The built-in picks (what the JAX/XLA entry points launch): each names a class whose layout, on
+ * an H100 or H200 (the same SMs and shared memory), is what the pick was measured on, and the pick
+ * applies to it; a plain call with autotune gets it on that GPU only, and a measurement wins. */
+Test(rms_layout, the_built_in_picks_apply_to_the_layouts_their_classes_choose)
+{
+    kcuda_rms_tune_reset();
+    const int n = kcuda_rms_tune_builtin_count();
+    cr_assert_gt(n, 0);
+    for (int i = 0; i < n; i++) {
+        kcuda_rms_tune_key key, again;
+        kcuda_rms_variant pick, got;
+        kcuda_rms_tune_builtin_at(i, &key, &pick);
+        cr_assert(!kcuda_rms_variant_none(&pick), "pick %d is the default", i);
+        baton_rms_norm_desc d =
+            desc((baton_dtype)key.x_dtype, (baton_dtype)key.w_dtype, (int64_t)1 << key.n1_log2,
+                 key.n2, key.bwd ? (int64_t)1 << key.p_log2 : 1);
+        kcuda_rms_layout L;
+        kcuda_rms_variant v[KCUDA_RMS_MAX_VARIANTS];
+        const int nv = variants_of(key.bwd, &H100, d, &L, v);
+        kcuda_rms_tune_key_make(&again, key.device, key.bwd, &d, &L);
+        cr_assert_eq(memcmp(&again, &key, sizeof key), 0,
+                     "pick %d: the class's layout is mode %d, vec %d now", i, L.mode, L.vec);
+        cr_assert_eq(kcuda_rms_tune_builtin(&key, &got), 1);
+        int listed = 0; /* the tuner measures it there */
+        for (int j = 1; j < nv; j++) {
+            kcuda_rms_layout a = L, b = L;
+            cr_assert_eq(kcuda_rms_apply_variant(&d, key.bwd, &H100, &v[j], &a, NULL, 0), 0);
+            if (kcuda_rms_apply_variant(&d, key.bwd, &H100, &pick, &b, NULL, 0) == 0 &&
+                memcmp(&a, &b, sizeof a) == 0)
+                listed = 1;
+        }
+        cr_assert(listed, "pick %d {%d, %d, %d} is not among its class's variants", i, pick.kernel,
+                  pick.stages, pick.prefetch);
+        kcuda_rms_layout T = L;
+        kcuda_rms_apply_tuned(key.device, key.bwd, &d, &H100, &T);
+        cr_assert(T.variant.kernel == pick.kernel && T.variant.prefetch == pick.prefetch &&
+                      (!pick.stages || T.stages == pick.stages),
+                  "pick %d did not apply", i);
+        T = L;
+        kcuda_rms_apply_tuned("NVIDIA A100-SXM4-80GB", key.bwd, &d, &H100, &T);
+        cr_assert(memcmp(&T, &L, sizeof L) == 0, "pick %d applied on another GPU", i);
+        const kcuda_rms_variant measured = {0, 0, 0};
+        cr_assert_eq(kcuda_rms_tune_store(&key, &measured), 0);
+        T = L;
+        kcuda_rms_apply_tuned(key.device, key.bwd, &d, &H100, &T);
+        cr_assert(memcmp(&T, &L, sizeof L) == 0, "pick %d overrode a measurement", i);
+        kcuda_rms_tune_reset();
+    }
+    /* One row length more: no pick. */
+    kcuda_rms_tune_key k0;
+    kcuda_rms_variant got;
+    kcuda_rms_tune_builtin_at(0, &k0, &got);
+    k0.n2 += 8;
+    cr_assert_eq(kcuda_rms_tune_builtin(&k0, &got), 0);
+}
+
 Test(rms_layout, descriptions_name_the_kernel_the_stages_and_the_order)
 {
     char buf[160];

@@ -23,6 +23,11 @@
  *    (an f32 or f64 scalar). They answer XLA's metadata query with the command-buffer-compatible
  *    trait, so XLA may capture them into its CUDA graphs. examples/jax/rms_norm.py registers them.
  *
+ * Both CUDA conventions launch, for the GPUs and shape classes that baton's tuning measured
+ * (docs/kernels.md, "Tuning per GPU"), the variant it chose there: bitwise the same outputs as
+ * the fixed default, only faster. Set BATON_NO_AUTOTUNE=1 in the environment for the fixed
+ * defaults (reproducible timing).
+ *
  * The stream is `void *` (a cudaStream_t) so that this header needs no CUDA include. */
 #ifndef BATON_XLA_H
 #define BATON_XLA_H

@@ -1188,7 +1188,7 @@ static int bwd_typed(const baton_exec_ctx *ctx, void **buffers, const baton_rms_
         int rc = kcuda_rms_bwd_layout(&d, buffers, &dev, o, &L, why, sizeof why);
         if (rc)
             return ctx_fail(ctx, rc, "%s", why);
-        if (!o && ctx && ctx->autotune && !kcuda_rms_tune_empty())
+        if (!o && ctx && ctx->autotune)
             kcuda_rms_apply_tuned(device_name(ctx), 1, &d, &dev, &L);
         if (unsharded > L.fit_blocks) /* a row shard: cy as the unsharded call fits it */
             L.fit_blocks = unsharded;

@@ -649,7 +649,7 @@ static int fwd_typed(const baton_exec_ctx *ctx, void **buffers, const baton_rms_
         int rc = kcuda_rms_fwd_layout(&d, buffers, &dev, o, &L, why, sizeof why);
         if (rc)
             return ctx_fail(ctx, rc, "%s", why);
-        if (!o && ctx && ctx->autotune && !kcuda_rms_tune_empty())
+        if (!o && ctx && ctx->autotune)
             kcuda_rms_apply_tuned(device_name(ctx), 0, &d, &dev, &L);
         const FwdKernel k = fwd_kernel_for<TX, TW>(L);
         rc = prepare(k, ctx, "rms_norm_fwd", L.cx * L.cy, L.grid, L.threads, L.smem, smem_max,

@@ -16,6 +16,7 @@
 #include "baton/baton_xla.h"
 #include "core/core.h"
 #include "kernels/cuda/cuda_kernels.h"
+#include "kernels/cuda/rms_norm_tune.h"
 
 typedef void (*status_set_failure_fn)(void *status, const char *message, size_t message_len);
 
@@ -30,6 +31,8 @@ static int call(baton_kernel_fn fn, const char *name, void *stream, void **buffe
     ctx.device.kind = BATON_DEVICE_CUDA;
     ctx.device.index = dev;
     ctx.stream = stream;
+    /* No prepare step to time at: the GPU's built-in picks (the same bits as the defaults). */
+    ctx.autotune = kcuda_rms_autotune_from_env();
     (void)name; /* report() names the call */
     ctx.errbuf = err;
     ctx.errbuf_len = errlen;

@@ -15,6 +15,7 @@
 #include "kernels/descriptors.h"
 #ifdef BATON_CUDA
 #include "kernels/cuda/cuda_kernels.h"
+#include "kernels/cuda/rms_norm_tune.h"
 #endif
 
 #define FFI_MSG_MAX 1024
@@ -169,6 +170,10 @@ static XLA_FFI_Error *run(XLA_FFI_CallFrame *f, const char *what, baton_kernel_f
         if (e)
             return e;
         ctx.stream = sa.stream;
+#ifdef BATON_CUDA
+        /* No prepare step to time at: the GPU's built-in picks (the same bits as the defaults). */
+        ctx.autotune = kcuda_rms_autotune_from_env();
+#endif
         const size_t need = offsetof(XLA_FFI_Api, XLA_FFI_DeviceOrdinal_Get) +
                             sizeof f->api->XLA_FFI_DeviceOrdinal_Get;
         if (f->api->struct_size >= need && f->api->XLA_FFI_DeviceOrdinal_Get) {
