@@ -710,6 +710,15 @@ static kcuda_rms_device this_gpu(void)
     return (kcuda_rms_device){.sms = sms, .smem_optin = optin, .max_cluster = KCUDA_MAX_CLUSTER};
 }
 
+/* Device 0's name as the kernels key their tuning by it: at most 63 bytes. */
+static void this_gpu_name(char (*gpu)[64])
+{
+    struct cudaDeviceProp prop;
+    CK(cudaGetDeviceProperties(&prop, 0));
+    memcpy(*gpu, prop.name, sizeof *gpu - 1);
+    (*gpu)[sizeof *gpu - 1] = 0;
+}
+
 /* The first byte at which two buffers differ, or -1. */
 static long long first_diff(const void *a, const void *b, size_t n)
 {
@@ -890,11 +899,8 @@ Test(kernels_cuda, rms_norm_calls_with_autotune_launch_the_tuned_variant_with_th
 {
     SKIP_WITHOUT_GPU();
     kcuda_rms_tune_reset();
-    struct cudaDeviceProp prop;
-    CK(cudaGetDeviceProperties(&prop, 0));
     char gpu[64];
-    memcpy(gpu, prop.name, sizeof gpu - 1); /* as the kernels key it: at most 63 bytes */
-    gpu[sizeof gpu - 1] = 0;
+    this_gpu_name(&gpu);
     const int64_t n1 = 4096, n2 = 4096, P = 256;
     test_rng rng = {test_fresh_seed()};
     tune_bufs b;
@@ -1015,11 +1021,8 @@ Test(kernels_cuda, rms_norm_calls_with_autotune_launch_the_tuned_variant_with_th
 Test(kernels_cuda, the_built_in_picks_launch_on_their_gpu_with_the_default_bits)
 {
     SKIP_WITHOUT_GPU();
-    struct cudaDeviceProp prop;
-    CK(cudaGetDeviceProperties(&prop, 0));
     char gpu[64];
-    memcpy(gpu, prop.name, sizeof gpu - 1); /* as the kernels key it: at most 63 bytes */
-    gpu[sizeof gpu - 1] = 0;
+    this_gpu_name(&gpu);
     kctx k;
     kctx_init(&k, 0);
     int ran = 0;

@@ -228,10 +228,10 @@ typedef struct baton_exec_ctx {
     const struct baton_sig_args *sig;
     void *user; /* the target's user pointer (baton_target.user), given at registration */
     /* Nonzero: the kernel may launch the variant that prepare-time tuning measured fastest for
-     * this GPU model and shape class, where it has one; zero: its fixed default. The runtime sets
-     * it unless baton_options.no_autotune. baton's kernels tune only among variants that give
-     * the default's bits (docs/kernels.md, "Tuning per GPU"), so it changes speed, never results.
-     */
+     * this GPU model and shape class, or else baton's built-in pick for them, where it has one;
+     * zero: its fixed default. The runtime sets it unless baton_options.no_autotune. baton's
+     * kernels tune only among variants that give the default's bits (docs/kernels.md, "Tuning
+     * per GPU"), so it changes speed, never results. */
     int autotune;
 } baton_exec_ctx;
 

@@ -708,14 +708,36 @@ __global__ void __launch_bounds__(KCUDA_MAX_THREADS) rms_bwd_kernel(BwdArgs a)
  * as zeros. Both kernels below and the split backward's finish use these two functions. */
 #define KCUDA_COLSUM_LANES 8
 
-template <typename A>
+/* Lane `lane`'s sum of column j, its rows added in row order. BATCH (many rows: part_grad 256 has
+ * 32 a lane) loads them KCUDA_COLSUM_BATCH at a time before adding any, so that their latencies
+ * overlap: bf16 4096 x 4096's backward at part_grad 256 3 % faster on an H100 and an H200
+ * (bench/RESULTS.md, session 15). A template flag, not a branch: with both loops in one kernel
+ * the decode rows' backward lost 0.1-0.2 us. The bits are the same either way. */
+#define KCUDA_COLSUM_BATCH 16
+template <bool BATCH, typename A>
 __device__ __forceinline__ A colsum_lane(const A *pg, int64_t n2, int64_t j, int lane,
                                          int64_t active)
 {
     A s = 0;
+    if constexpr (!BATCH) {
 #pragma unroll 4
-    for (int64_t p = lane; p < active; p += KCUDA_COLSUM_LANES)
-        s += pg[p * n2 + j];
+        for (int64_t p = lane; p < active; p += KCUDA_COLSUM_LANES)
+            s += pg[p * n2 + j];
+    } else {
+        constexpr int64_t L = KCUDA_COLSUM_LANES, NB = KCUDA_COLSUM_BATCH;
+        int64_t p = lane;
+        for (; p + (NB - 1) * L < active; p += NB * L) {
+            A v[NB];
+#pragma unroll
+            for (int k = 0; k < NB; k++)
+                v[k] = pg[(p + k * L) * n2 + j];
+#pragma unroll
+            for (int k = 0; k < NB; k++)
+                s += v[k];
+        }
+        for (; p < active; p += L)
+            s += pg[p * n2 + j];
+    }
     return s;
 }
 
@@ -732,7 +754,7 @@ template <typename A, typename F> __device__ __forceinline__ A colsum_combine(F 
 /* Column j of a 32 x 8 block: lane (lx, ly) is colsum_lane ly of column j0 + lx. The blocks from
  * `active` on hold no rows: this kernel writes their zeros (the main kernel launches no block for
  * them) and leaves them out of the sum. */
-template <typename A, typename TW>
+template <typename A, typename TW, bool BATCH>
 __global__ void __launch_bounds__(256) rms_colsum_kernel(A *__restrict__ pg, TW *__restrict__ gw,
                                                          int64_t P, int64_t active, int64_t n2)
 {
@@ -744,7 +766,7 @@ __global__ void __launch_bounds__(256) rms_colsum_kernel(A *__restrict__ pg, TW 
         const int64_t j = j0 + lx;
         A s = 0;
         if (j < n2) {
-            s = colsum_lane(pg, n2, j, ly, active);
+            s = colsum_lane<BATCH>(pg, n2, j, ly, active);
             for (int64_t p = active + ly; p < P; p += KCUDA_COLSUM_LANES)
                 pg[p * n2 + j] = 0;
         }
@@ -755,6 +777,15 @@ __global__ void __launch_bounds__(256) rms_colsum_kernel(A *__restrict__ pg, TW 
         __syncthreads();
     }
     pdl_trigger();
+}
+
+/* The column sum for `active` part_grad blocks: batched loads where the lanes have many rows. */
+template <typename A, typename TW>
+using ColsumKernel = void (*)(A *, TW *, int64_t, int64_t, int64_t);
+template <typename A, typename TW> static ColsumKernel<A, TW> colsum_kernel_for(int64_t active)
+{
+    return active >= KCUDA_COLSUM_LANES * KCUDA_COLSUM_BATCH ? rms_colsum_kernel<A, TW, true>
+                                                             : rms_colsum_kernel<A, TW, false>;
 }
 
 /* ---- the split backward: few long rows over the whole GPU, in two kernels ----------------------
@@ -995,7 +1026,7 @@ __global__ void __launch_bounds__(KCUDA_SPLIT_THREADS) rms_bwd_split_finish(Spli
 #pragma unroll
             for (int e = 0; e < VEC; e++)
                 tot[e] = colsum_combine<A>(
-                    [&](int k) { return colsum_lane(pgc, a.n2, e, k, a.active); });
+                    [&](int k) { return colsum_lane<false>(pgc, a.n2, e, k, a.active); });
         }
         TW o[VEC];
 #pragma unroll
@@ -1250,7 +1281,7 @@ static int bwd_typed(const baton_exec_ctx *ctx, void **buffers, const baton_rms_
         /* The column sum reads part_grad only after its pdl_wait: its blocks wait on the SMs
          * that the main kernel leaves free (see pdl_trigger there). */
         const baton_exec_ctx c2 = with_pdl(ctx, true);
-        return launch(&c2, "rms_norm_bwd grad_weight", rms_colsum_kernel<A, TW>,
+        return launch(&c2, "rms_norm_bwd grad_weight", colsum_kernel_for<A, TW>(L.active),
                       (unsigned)L.colsum_grid, 256u, 0, 1, (A *)buffers[6], (TW *)buffers[5], L.P,
                       L.active, d.n2);
     }
@@ -1307,16 +1338,16 @@ static int grad_weight_w(const baton_exec_ctx *ctx, void **buffers,
     const int64_t P = d.part_grad_size, n2 = d.n2;
     switch (d.w_dtype) {
     case BATON_DTYPE_BF16:
-        return launch(ctx, name, rms_colsum_kernel<A, __nv_bfloat16>, (unsigned)grid, 256u, 0, 1,
+        return launch(ctx, name, colsum_kernel_for<A, __nv_bfloat16>(P), (unsigned)grid, 256u, 0, 1,
                       pg, (__nv_bfloat16 *)buffers[2], P, P, n2);
     case BATON_DTYPE_F16:
-        return launch(ctx, name, rms_colsum_kernel<A, __half>, (unsigned)grid, 256u, 0, 1, pg,
+        return launch(ctx, name, colsum_kernel_for<A, __half>(P), (unsigned)grid, 256u, 0, 1, pg,
                       (__half *)buffers[2], P, P, n2);
     case BATON_DTYPE_F32:
-        return launch(ctx, name, rms_colsum_kernel<A, float>, (unsigned)grid, 256u, 0, 1, pg,
+        return launch(ctx, name, colsum_kernel_for<A, float>(P), (unsigned)grid, 256u, 0, 1, pg,
                       (float *)buffers[2], P, P, n2);
     default:
-        return launch(ctx, name, rms_colsum_kernel<A, double>, (unsigned)grid, 256u, 0, 1, pg,
+        return launch(ctx, name, colsum_kernel_for<A, double>(P), (unsigned)grid, 256u, 0, 1, pg,
                       (double *)buffers[2], P, P, n2);
     }
 }
