@@ -87,11 +87,10 @@ int kcuda_rms_tune_empty(void)
     return atomic_load_explicit(&claimed, memory_order_acquire) == 0;
 }
 
-/* A built-in pick: a shape class (its fields as kcuda_rms_tune_key names them) and its variant. */
+/* A built-in pick: a shape class, as the cache keys it, and its variant. The keys are static, so
+ * their padding is zero, as kcuda_rms_tune_key_make leaves it: they compare with memcmp. */
 typedef struct builtin_pick {
-    const char *device;
-    int bwd, x_dtype, w_dtype, mode, vec, n1_log2, p_log2;
-    int64_t n2;
+    kcuda_rms_tune_key key; /* device, bwd, x_dtype, w_dtype, mode, vec, n1_log2, p_log2, n2 */
     kcuda_rms_variant v;
 } builtin_pick;
 
@@ -107,21 +106,21 @@ typedef struct builtin_pick {
  * with a round of rows asked into L2. Classes where the default measured fastest are left out. */
 static const builtin_pick builtin[] = {
     /* bf16 4096 x 4096 forward: 25.8 against 26.3 us (H100), 19.8 against 20.6 (H200) */
-    {H100_SXM, 0, BF16, BF16, ROWS, 8, 12, 0, 4096, {KCUDA_RMS_VK_ROW, 0, 0}},
-    {H200, 0, BF16, BF16, ROWS, 8, 12, 0, 4096, {KCUDA_RMS_VK_ROW, 0, 0}},
+    {{H100_SXM, 0, BF16, BF16, ROWS, 8, 12, 0, 4096}, {KCUDA_RMS_VK_ROW, 0, 0}},
+    {{H200, 0, BF16, BF16, ROWS, 8, 12, 0, 4096}, {KCUDA_RMS_VK_ROW, 0, 0}},
     /* H100 backward, bf16: 16384 x 8192 at part_grad 256 holds 2 rows (290.4 against 294.3 us),
      * at 16 holds 3 (288.4 against 292.1); 32768 x 4096 at 256 holds 6 (290.3 against 299.2), at
      * 16 holds 2 (288.0 against 309.8) */
-    {H100_SXM, 1, BF16, BF16, ROWS, 8, 14, 8, 8192, {0, 2, 0}},
-    {H100_SXM, 1, BF16, BF16, ROWS, 8, 14, 4, 8192, {0, 3, 0}},
-    {H100_SXM, 1, BF16, BF16, ROWS, 8, 15, 8, 4096, {0, 6, 0}},
-    {H100_SXM, 1, BF16, BF16, ROWS, 8, 15, 4, 4096, {0, 2, 0}},
+    {{H100_SXM, 1, BF16, BF16, ROWS, 8, 14, 8, 8192}, {0, 2, 0}},
+    {{H100_SXM, 1, BF16, BF16, ROWS, 8, 14, 4, 8192}, {0, 3, 0}},
+    {{H100_SXM, 1, BF16, BF16, ROWS, 8, 15, 8, 4096}, {0, 6, 0}},
+    {{H100_SXM, 1, BF16, BF16, ROWS, 8, 15, 4, 4096}, {0, 2, 0}},
     /* H200 backward: bf16 32768 x 4096 at part_grad 256 holds 2 rows (213.0 against 220.3 us);
      * bf16 16384 x 8192 at 16 asks a round into L2 (222.7 against 235.7); f32 32768 x 4096 at 16
      * (the default holds 3 rows) asks a round into L2 (398.7 against 424.7) */
-    {H200, 1, BF16, BF16, ROWS, 8, 15, 8, 4096, {0, 2, 0}},
-    {H200, 1, BF16, BF16, ROWS, 8, 14, 4, 8192, {0, 0, 1}},
-    {H200, 1, F32, F32, ROWS, 4, 15, 4, 4096, {0, 0, 1}},
+    {{H200, 1, BF16, BF16, ROWS, 8, 15, 8, 4096}, {0, 2, 0}},
+    {{H200, 1, BF16, BF16, ROWS, 8, 14, 4, 8192}, {0, 0, 1}},
+    {{H200, 1, F32, F32, ROWS, 4, 15, 4, 4096}, {0, 0, 1}},
 };
 
 int kcuda_rms_tune_builtin_count(void)
@@ -131,32 +130,17 @@ int kcuda_rms_tune_builtin_count(void)
 
 void kcuda_rms_tune_builtin_at(int i, kcuda_rms_tune_key *k, kcuda_rms_variant *v)
 {
-    const builtin_pick *b = &builtin[i];
-    memset(k, 0, sizeof *k);
-    strncpy(k->device, b->device, sizeof k->device - 1);
-    k->bwd = b->bwd;
-    k->x_dtype = b->x_dtype;
-    k->w_dtype = b->w_dtype;
-    k->mode = b->mode;
-    k->vec = b->vec;
-    k->n1_log2 = b->n1_log2;
-    k->p_log2 = b->p_log2;
-    k->n2 = b->n2;
-    *v = b->v;
+    memcpy(k, &builtin[i].key, sizeof *k); /* the padding too: keys compare with memcmp */
+    *v = builtin[i].v;
 }
 
 int kcuda_rms_tune_builtin(const kcuda_rms_tune_key *k, kcuda_rms_variant *v)
 {
-    /* Field by field, cheapest first: every plain call with autotune on reads this. */
-    for (int i = 0; i < kcuda_rms_tune_builtin_count(); i++) {
-        const builtin_pick *b = &builtin[i];
-        if (b->n2 == k->n2 && b->bwd == k->bwd && b->n1_log2 == k->n1_log2 &&
-            b->p_log2 == k->p_log2 && b->x_dtype == k->x_dtype && b->w_dtype == k->w_dtype &&
-            b->mode == k->mode && b->vec == k->vec && strcmp(b->device, k->device) == 0) {
-            *v = b->v;
+    for (int i = 0; i < kcuda_rms_tune_builtin_count(); i++)
+        if (memcmp(&builtin[i].key, k, sizeof *k) == 0) {
+            *v = builtin[i].v;
             return 1;
         }
-    }
     return 0;
 }
 

@@ -41,7 +41,7 @@ int kcuda_rms_tune_find(const kcuda_rms_tune_key *k, kcuda_rms_variant *v);
 int kcuda_rms_tune_store(const kcuda_rms_tune_key *k, const kcuda_rms_variant *v);
 /* Empties the cache, for tests; not while another thread uses it. */
 void kcuda_rms_tune_reset(void);
-/* Nonzero while the cache holds nothing: a call then skips the lookup. */
+/* Nonzero while the cache holds nothing (for tests). */
 int kcuda_rms_tune_empty(void);
 
 /* The built-in picks: what prepare-time tuning chose, per GPU name and shape class, on the GPUs
