@@ -8,13 +8,15 @@
  *      backward: grad_output, invvar, x, weight | grad_input, grad_weight, part_grad
  *    The plain form cannot report failure: on a bad descriptor (wrong opaque_len, unknown dtype
  *    code, zero-sized shape) or a failed launch it launches nothing and writes the reason to
- *    stderr. The _status form (XLA's API_VERSION_STATUS_RETURNING) reports it to XLA through
- *    XlaCustomCallStatusSetFailure, looked up at run time in every loaded object, so libbaton
- *    does not need XLA to link; where that symbol is absent the reason goes to the log callback
- *    (stderr by default) and the outputs stay unwritten. pip's jaxlib (checked: 0.11.2 and its
- *    CUDA plugin) exports no such symbol, so under JAX a failure is only logged: use the typed
- *    FFI handlers below (examples/jax/rms_norm.py) where errors must reach Python.
- *    examples/jax/legacy_custom_call.py runs this ABI inside JAX (docs/kernels.md).
+ *    stderr. The _status form (XLA's API_VERSION_STATUS_RETURNING) reports it to XLA, which
+ *    raises it (a Python exception under JAX): through XlaCustomCallStatusSetFailure where the
+ *    process has it (looked up at run time in every loaded object, so libbaton links without
+ *    XLA); else, as under pip's jaxlib, which has no such symbol, by writing the status in the
+ *    layout XLA gives it, std::optional<std::string>, only when the XLA that called is built
+ *    against libstdc++'s C++11 strings (it imports them; jaxlib's CUDA plugin does) and the
+ *    status is still empty. Where neither holds, the reason goes to the log callback (stderr by
+ *    default) and the outputs stay unwritten. examples/jax/legacy_custom_call.py runs this ABI
+ *    inside JAX (docs/kernels.md).
  *
  * 2. Typed XLA FFI handlers (libbaton_jax.so, built when CMake is given
  *    -DBATON_XLA_FFI_INCLUDE=<jax.ffi.include_dir()>): for XLA's CPU platform on the CPU kernels,

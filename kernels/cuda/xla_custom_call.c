@@ -1,13 +1,6 @@
 /* xla_custom_call.c: the legacy XLA GPU custom-call ABI over the CUDA RMSNorm kernels (see
- * include/baton/baton_xla.h). XlaCustomCallStatusSetFailure is looked up in the process at the
- * time of a failure (in every loaded object: Python loads jaxlib with RTLD_LOCAL), so libbaton
- * links without XLA. */
-#ifndef _GNU_SOURCE
-#define _GNU_SOURCE /* dl_iterate_phdr */
-#endif
-#include <dlfcn.h>
-#include <link.h>
-#include <stdatomic.h>
+ * include/baton/baton_xla.h). Failures of the status-returning forms reach XLA through
+ * kernels/xla_status.c, so libbaton links without XLA. */
 #include <stdio.h>
 #include <string.h>
 
@@ -17,8 +10,7 @@
 #include "core/core.h"
 #include "kernels/cuda/cuda_kernels.h"
 #include "kernels/cuda/rms_norm_tune.h"
-
-typedef void (*status_set_failure_fn)(void *status, const char *message, size_t message_len);
+#include "kernels/xla_status.h"
 
 static int call(baton_kernel_fn fn, const char *name, void *stream, void **buffers,
                 const char *opaque, size_t opaque_len, char *err, size_t errlen)
@@ -40,47 +32,14 @@ static int call(baton_kernel_fn fn, const char *name, void *stream, void **buffe
     return fn(&ctx, buffers, opaque, opaque_len);
 }
 
-/* Asks one loaded object for the symbol (a handle that only references it: RTLD_NOLOAD). */
-static int find_in(struct dl_phdr_info *info, size_t size, void *out)
+/* A failure of the _status forms goes to XLA (xla_status.h), or where it cannot, to the log as the
+ * plain forms' failures do. `caller` is the entry point's return address: XLA's thunk. */
+static void report(void *status, const void *caller, const char *name, const char *msg)
 {
-    (void)size;
-    if (!info->dlpi_name || !info->dlpi_name[0])
-        return 0;
-    void *h = dlopen(info->dlpi_name, RTLD_LAZY | RTLD_NOLOAD);
-    if (!h)
-        return 0;
-    void *sym = dlsym(h, "XlaCustomCallStatusSetFailure");
-    dlclose(h);
-    if (!sym)
-        return 0;
-    *(void **)out = sym;
-    return 1;
-}
-
-/* XLA's XlaCustomCallStatusSetFailure, wherever the process has it: in the global scope (an XLA
- * linked into the program), or in a library loaded with RTLD_LOCAL, as Python loads jaxlib. */
-static status_set_failure_fn status_setter(void)
-{
-    static _Atomic(void *) cached;
-    void *sym = atomic_load(&cached);
-    if (!sym) {
-        sym = dlsym(RTLD_DEFAULT, "XlaCustomCallStatusSetFailure");
-        if (!sym)
-            dl_iterate_phdr(find_in, &sym);
-        atomic_store(&cached, sym);
-    }
-    status_set_failure_fn set = NULL;
-    memcpy(&set, &sym, sizeof set); /* object to function pointer, as POSIX allows */
-    return set;
-}
-
-static void report(void *status, const char *name, const char *msg)
-{
-    status_set_failure_fn set = status ? status_setter() : NULL;
-    if (set) {
-        set(status, msg, strlen(msg));
+    char named[BATON_ERROR_MAX + 64];
+    snprintf(named, sizeof named, "%s: %s", name, msg);
+    if (status && xla_status_fail(status, caller, named) != XLA_STATUS_NOT_SET)
         return;
-    }
     log_msg(BATON_LOG_ERROR, "%s failed: %s", name, msg);
 }
 
@@ -89,7 +48,7 @@ void baton_rms_norm_fwd(void *stream, void **buffers, const char *opaque, size_t
     char err[BATON_ERROR_MAX];
     if (call(kcuda_rms_norm_fwd, "baton_rms_norm_fwd", stream, buffers, opaque, opaque_len, err,
              sizeof err))
-        report(NULL, "baton_rms_norm_fwd", err);
+        report(NULL, NULL, "baton_rms_norm_fwd", err);
 }
 
 void baton_rms_norm_bwd(void *stream, void **buffers, const char *opaque, size_t opaque_len)
@@ -97,7 +56,7 @@ void baton_rms_norm_bwd(void *stream, void **buffers, const char *opaque, size_t
     char err[BATON_ERROR_MAX];
     if (call(kcuda_rms_norm_bwd, "baton_rms_norm_bwd", stream, buffers, opaque, opaque_len, err,
              sizeof err))
-        report(NULL, "baton_rms_norm_bwd", err);
+        report(NULL, NULL, "baton_rms_norm_bwd", err);
 }
 
 void baton_rms_norm_fwd_status(void *stream, void **buffers, const char *opaque, size_t opaque_len,
@@ -106,7 +65,7 @@ void baton_rms_norm_fwd_status(void *stream, void **buffers, const char *opaque,
     char err[BATON_ERROR_MAX];
     if (call(kcuda_rms_norm_fwd, "baton_rms_norm_fwd", stream, buffers, opaque, opaque_len, err,
              sizeof err))
-        report(status, "baton_rms_norm_fwd", err);
+        report(status, __builtin_return_address(0), "baton_rms_norm_fwd", err);
 }
 
 void baton_rms_norm_bwd_status(void *stream, void **buffers, const char *opaque, size_t opaque_len,
@@ -115,5 +74,5 @@ void baton_rms_norm_bwd_status(void *stream, void **buffers, const char *opaque,
     char err[BATON_ERROR_MAX];
     if (call(kcuda_rms_norm_bwd, "baton_rms_norm_bwd", stream, buffers, opaque, opaque_len, err,
              sizeof err))
-        report(status, "baton_rms_norm_bwd", err);
+        report(status, __builtin_return_address(0), "baton_rms_norm_bwd", err);
 }
