@@ -133,18 +133,20 @@ static int has_name(const struct object_at *o, const char *part)
     return memmem(o->strtab, o->strsz, part, strlen(part)) != NULL;
 }
 
-/* Writes msg into a status in XLA's layout, if the object at `caller` uses libstdc++'s C++11
- * std::string (it imports it) and not libc++'s, and the status is still empty. The buffer of a
- * long message comes from operator new as the caller binds it, since XLA's std::string frees it
- * with operator delete. */
+/* Writes msg into a status in XLA's layout, if the object at `caller` was built against
+ * libstdc++'s C++11 std::string (its dynamic symbols name the type: jaxlib's CUDA plugin imports
+ * no string function, all are inlined, but exports thousands that take a std::string) and not
+ * against libc++'s (std::__1), and the status is still empty. The buffer of a long message comes
+ * from operator new as the caller binds it, since XLA's std::string frees it with operator
+ * delete. */
 static int write_in_layout(void *status, const void *caller, const char *msg)
 {
     struct object_at o = {.addr = (uintptr_t)caller};
     if (!caller)
         return 0;
     dl_iterate_phdr(find_object, &o);
-    if (!o.found || !o.strtab || !has_name(&o, "_ZNSt7__cxx1112basic_stringIcSt11char_traits") ||
-        has_name(&o, "_ZNSt3__1"))
+    if (!o.found || !o.strtab || !has_name(&o, "St7__cxx1112basic_stringIcSt11char_traitsIcE") ||
+        has_name(&o, "St3__1"))
         return 0;
     struct xla_status_layout *s = status;
     if (s->engaged) /* not the empty status XLA makes: not ours to touch */

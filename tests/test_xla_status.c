@@ -1,73 +1,90 @@
 /* test_xla_status.c: failing an XLA legacy custom call (kernels/xla_status.c) where the process
- * has no XlaCustomCallStatusSetFailure, as under pip's jaxlib: the status written in XLA's layout
- * is read back by C++ code that declares it as XLA does (tests/xla_status_probe.cpp), and an
- * object that does not share that layout, or a status already set, is left alone. */
+ * has no XlaCustomCallStatusSetFailure, as under pip's jaxlib. A stand-in for XLA's plugin
+ * (tests/xla_status_probe.cpp, a C++ shared library that declares the status as XLA does) runs
+ * the custom calls below and reads back what baton wrote; an object that does not share that
+ * layout, or a status already set, is left alone. */
 #include <criterion/criterion.h>
 #include <dlfcn.h>
 #include <string.h>
 
 #include "kernels/xla_status.h"
 
-void *probe_status_create(void);
-void probe_status_destroy(void *s);
-long probe_status_message(const void *s, char *out, size_t cap);
-int probe_fail(void *s, const char *msg);
+typedef int (*probe_custom_call)(void *status, const char *msg);
+long probe_run(probe_custom_call call, const char *msg, const char *preset, int *how, char *out,
+               size_t cap);
 
-static void fails_with(const char *msg)
+/* As baton's _status entry points do: the caller is the plugin. */
+static int fail_from_return_address(void *status, const char *msg)
 {
-    void *s = probe_status_create();
-    cr_assert_not_null(s);
+    return xla_status_fail(status, __builtin_return_address(0), msg);
+}
+
+/* Callers that say nothing of the status's layout: C code in libc, no address, the stack. */
+static int fail_from_libc(void *status, const char *msg)
+{
+    return xla_status_fail(status, dlsym(RTLD_DEFAULT, "gnu_get_libc_version"), msg);
+}
+static int fail_from_null(void *status, const char *msg)
+{
+    return xla_status_fail(status, NULL, msg);
+}
+static int fail_from_stack(void *status, const char *msg)
+{
+    int on_stack = 0;
+    return xla_status_fail(status, &on_stack, msg);
+}
+
+static void reaches_the_plugin(const char *msg)
+{
     char got[512];
-    cr_assert_eq(probe_status_message(s, got, sizeof got), -1, "a new status holds no message");
-    cr_assert_eq(probe_fail(s, msg), XLA_STATUS_BY_LAYOUT);
-    cr_assert_eq(probe_status_message(s, got, sizeof got), (long)strlen(msg));
+    int how = -1;
+    long n = probe_run(fail_from_return_address, msg, NULL, &how, got, sizeof got);
+    cr_assert_eq(how, XLA_STATUS_BY_LAYOUT, "for a %zu-byte message", strlen(msg));
+    cr_assert_eq(n, (long)strlen(msg));
     cr_assert_str_eq(got, msg);
-    probe_status_destroy(s); /* XLA's delete of the message: ASan checks the pairing */
 }
 
 Test(xla_status, a_short_message_reaches_a_reader_that_declares_the_status_as_xla_does)
 {
     cr_assert_null(dlsym(RTLD_DEFAULT, "XlaCustomCallStatusSetFailure"),
                    "this test is about processes without XLA's setter");
-    fails_with("");
-    fails_with("bad opaque");
-    fails_with("exactly 15 char"); /* the longest that fits the string's own buffer */
+    reaches_the_plugin("");
+    reaches_the_plugin("bad opaque");
+    reaches_the_plugin("exactly 15 char"); /* the longest that fits the string's own buffer */
 }
 
 Test(xla_status, a_long_message_is_allocated_as_the_reader_frees_it)
 {
-    fails_with("exactly 16 chars");
+    reaches_the_plugin("exactly 16 chars");
     char msg[400];
     memset(msg, 'x', sizeof msg - 1);
     msg[sizeof msg - 1] = 0;
     memcpy(msg, "baton_rms_norm_fwd: ", 20);
-    fails_with(msg);
+    reaches_the_plugin(msg); /* ASan checks that the plugin's delete matches baton's new */
 }
 
 Test(xla_status, a_status_already_failed_keeps_its_first_message)
 {
-    void *s = probe_status_create();
-    cr_assert_eq(probe_fail(s, "the first failure, long enough to be allocated"),
-                 XLA_STATUS_BY_LAYOUT);
-    cr_assert_eq(probe_fail(s, "a second"), XLA_STATUS_NOT_SET);
     char got[128];
-    probe_status_message(s, got, sizeof got);
-    cr_assert_str_eq(got, "the first failure, long enough to be allocated");
-    probe_status_destroy(s);
+    int how = -1;
+    const char *first = "the first failure, long enough to be allocated";
+    cr_assert_eq(probe_run(fail_from_return_address, "a second", first, &how, got, sizeof got),
+                 (long)strlen(first));
+    cr_assert_eq(how, XLA_STATUS_NOT_SET);
+    cr_assert_str_eq(got, first);
 }
 
-Test(xla_status, a_caller_without_cxx11_strings_or_unknown_is_refused)
+Test(xla_status, a_caller_that_says_nothing_of_the_layout_leaves_the_status_alone)
 {
-    void *s = probe_status_create();
-    /* C code in libc: it does not use std::string, so nothing says the status has this layout. */
-    void *libc_fn = dlsym(RTLD_DEFAULT, "gnu_get_libc_version");
-    cr_assert_not_null(libc_fn);
-    cr_assert_eq(xla_status_fail(s, libc_fn, "no"), XLA_STATUS_NOT_SET);
-    cr_assert_eq(xla_status_fail(s, NULL, "no"), XLA_STATUS_NOT_SET);
-    int on_stack;
-    cr_assert_eq(xla_status_fail(s, &on_stack, "no"), XLA_STATUS_NOT_SET, "not in any object");
-    char got[16];
-    cr_assert_eq(probe_status_message(s, got, sizeof got), -1, "the status is untouched");
-    cr_assert_eq(xla_status_fail(NULL, (const void *)probe_fail, "no"), XLA_STATUS_NOT_SET);
-    probe_status_destroy(s);
+    cr_assert_not_null(dlsym(RTLD_DEFAULT, "gnu_get_libc_version"));
+    const probe_custom_call calls[] = {fail_from_libc, fail_from_null, fail_from_stack};
+    for (size_t i = 0; i < sizeof calls / sizeof calls[0]; i++) {
+        char got[16];
+        int how = -1;
+        cr_assert_eq(probe_run(calls[i], "no", NULL, &how, got, sizeof got), -1,
+                     "case %zu: the status is untouched", i);
+        cr_assert_eq(how, XLA_STATUS_NOT_SET, "case %zu", i);
+    }
+    cr_assert_eq(xla_status_fail(NULL, (const void *)fail_from_return_address, "no"),
+                 XLA_STATUS_NOT_SET);
 }

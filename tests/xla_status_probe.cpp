@@ -1,50 +1,48 @@
-// xla_status_probe.cpp: XLA's legacy custom-call status exactly as XLA declares it
-// (xla/service/custom_call_status_internal.h), compiled with this machine's C++ library, for
-// tests/test_xla_status.c to check that kernels/xla_status.c writes what XLA would read.
+// xla_status_probe.cpp: a stand-in for XLA's GPU plugin, built as a shared library as jaxlib's
+// is, for tests/test_xla_status.c. It declares the legacy custom-call status exactly as XLA does
+// (xla/service/custom_call_status_internal.h) and runs a custom call as XLA's thunk runs one: an
+// empty status, the call, then the message read as CustomCallStatusGetMessage reads it.
 #include <cstring>
-#include <new>
 #include <optional>
 #include <string>
 
-#include "kernels/xla_status.h"
+#define PROBE_API __attribute__((visibility("default")))
 
 struct XlaCustomCallStatus_ {
     // A message present means failure.
     std::optional<std::string> message;
 };
 
+namespace probe
+{
+
+// Exported, as the plugin exports thousands of functions that take a std::string: so this
+// object's dynamic symbols name libstdc++'s C++11 string, which is what baton looks for.
+PROBE_API size_t copy_message(const std::string &m, char *out, size_t cap)
+{
+    std::strncpy(out, m.c_str(), cap);
+    out[cap - 1] = 0;
+    return m.size();
+}
+
+} // namespace probe
+
 extern "C" {
 
-void *probe_status_create(void)
-{
-    return new (std::nothrow) XlaCustomCallStatus_();
-}
+typedef int (*probe_custom_call)(void *status, const char *msg);
 
-// Frees the status and its message with operator delete, as XLA does after the call.
-void probe_status_destroy(void *s)
+// Runs `call` on a new status, first failed with `preset` when that is not NULL. *how gets the
+// call's return. Returns -1 when the status then holds no message, else the message's length
+// (copied to out). The status, message included, is then freed as XLA frees it.
+PROBE_API long probe_run(probe_custom_call call, const char *msg, const char *preset, int *how,
+                         char *out, size_t cap)
 {
-    delete static_cast<XlaCustomCallStatus_ *>(s);
-}
-
-// Reads the message as XLA's CustomCallStatusGetMessage does (an optional view), then copies it
-// through std::string's own members: -1 when the status holds none, else its length.
-long probe_status_message(const void *s, char *out, size_t cap)
-{
-    const auto &m = static_cast<const XlaCustomCallStatus_ *>(s)->message;
-    if (!m)
+    XlaCustomCallStatus_ status;
+    if (preset)
+        status.message = std::string(preset);
+    *how = call(&status, msg);
+    if (!status.message)
         return -1;
-    std::string copy;
-    copy.reserve(m->size() + 1);
-    copy.append(m->data(), m->size());
-    std::strncpy(out, copy.c_str(), cap);
-    out[cap - 1] = 0;
-    return static_cast<long>(copy.size());
-}
-
-// Fails the status from C++ code, as XLA's thunk calls a custom call: this function is in the
-// object that uses XLA's layout.
-int probe_fail(void *s, const char *msg)
-{
-    return xla_status_fail(s, reinterpret_cast<const void *>(&probe_fail), msg);
+    return static_cast<long>(probe::copy_message(*status.message, out, cap));
 }
 }

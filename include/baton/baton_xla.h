@@ -12,9 +12,9 @@
  *    raises it (a Python exception under JAX): through XlaCustomCallStatusSetFailure where the
  *    process has it (looked up at run time in every loaded object, so libbaton links without
  *    XLA); else, as under pip's jaxlib, which has no such symbol, by writing the status in the
- *    layout XLA gives it, std::optional<std::string>, only when the XLA that called is built
- *    against libstdc++'s C++11 strings (it imports them; jaxlib's CUDA plugin does) and the
- *    status is still empty. Where neither holds, the reason goes to the log callback (stderr by
+ *    layout XLA gives it, std::optional<std::string>, only when the XLA that called was built
+ *    against libstdc++'s C++11 strings (its symbols name them, as jaxlib's CUDA plugin's do)
+ *    and the status is still empty. Where neither holds, the reason goes to the log callback (stderr by
  *    default) and the outputs stay unwritten. examples/jax/legacy_custom_call.py runs this ABI
  *    inside JAX (docs/kernels.md).
  *
