@@ -12,6 +12,7 @@
 #include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
 typedef void (*status_set_failure_fn)(void *status, const char *message, size_t message_len);
@@ -137,8 +138,10 @@ static int has_name(const struct object_at *o, const char *part)
  * libstdc++'s C++11 std::string (its dynamic symbols name the type: jaxlib's CUDA plugin imports
  * no string function, all are inlined, but exports thousands that take a std::string) and not
  * against libc++'s (std::__1), and the status is still empty. The buffer of a long message comes
- * from operator new as the caller binds it, since XLA's std::string frees it with operator
- * delete. */
+ * from operator new, since XLA's std::string frees it with operator delete: the process's own
+ * where it has one, which is what the caller binds to, else the caller's dependencies'. Where no
+ * loaded object exports one, the caller carries a private copy of libstdc++ (linked statically),
+ * whose delete is free(), so the buffer comes from malloc. */
 static int write_in_layout(void *status, const void *caller, const char *msg)
 {
     struct object_at o = {.addr = (uintptr_t)caller};
@@ -155,14 +158,20 @@ static int write_in_layout(void *status, const void *caller, const char *msg)
     size_t len = strlen(msg);
     char *buf = s->message.u.local;
     if (len >= sizeof s->message.u.local) {
-        void *h = o.name[0] ? dlopen(o.name, RTLD_LAZY | RTLD_NOLOAD) : dlopen(NULL, RTLD_LAZY);
-        void *sym = h ? dlsym(h, "_ZnwmRKSt9nothrow_t") : NULL; /* operator new(size, nothrow) */
-        if (h)
-            dlclose(h);
+        /* operator new(size, nothrow), looked up as the caller's own references bind: the global
+         * scope first, then the caller's dependencies (a plugin loaded RTLD_LOCAL). */
+        const char *new_name = "_ZnwmRKSt9nothrow_t";
+        void *sym = dlsym(RTLD_DEFAULT, new_name);
+        if (!sym) {
+            void *h = o.name[0] ? dlopen(o.name, RTLD_LAZY | RTLD_NOLOAD) : NULL;
+            sym = h ? dlsym(h, new_name) : NULL;
+            if (h)
+                dlclose(h);
+        }
         operator_new_fn new_nothrow = NULL;
         memcpy(&new_nothrow, &sym, sizeof new_nothrow);
         static const char nothrow_tag; /* std::nothrow_t is empty: only its address is passed */
-        buf = new_nothrow ? new_nothrow(len + 1, &nothrow_tag) : NULL;
+        buf = new_nothrow ? new_nothrow(len + 1, &nothrow_tag) : malloc(len + 1);
         if (!buf)
             return 0;
         s->message.u.capacity = len;
