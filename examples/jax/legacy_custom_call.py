@@ -130,7 +130,8 @@ def check(shape, wshape, dtype, key):
 
 def bad_descriptor_raises():
     """A descriptor that disagrees with the buffers' real size must come back as a Python error
-    through XlaCustomCallStatusSetFailure, with baton's reason, and leave the process usable."""
+    through the status (XLA's setter; under pip's jaxlib, which lacks it, the status as baton
+    writes it, kernels/xla_status.c), with baton's reason, and leave the process usable."""
     x = jnp.ones((4, 256), jnp.float32)
     w = jnp.ones((256,), jnp.float32)
     out = (jax.ShapeDtypeStruct(x.shape, w.dtype), jax.ShapeDtypeStruct((4,), jnp.float32))
