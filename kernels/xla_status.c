@@ -129,6 +129,20 @@ static int find_object(struct dl_phdr_info *info, size_t size, void *arg)
     return 1;
 }
 
+/* BATON_XLA_STATUS_LAYOUT=0 turns the writing off, for an XLA whose status is not the one above
+ * (the reason is then logged). Read once per process. */
+static int layout_allowed(void)
+{
+    static atomic_int cached = -1; /* racing first readers compute the same answer */
+    int on = atomic_load_explicit(&cached, memory_order_relaxed);
+    if (on < 0) {
+        const char *e = getenv("BATON_XLA_STATUS_LAYOUT");
+        on = !(e && strcmp(e, "0") == 0);
+        atomic_store_explicit(&cached, on, memory_order_relaxed);
+    }
+    return on;
+}
+
 static int has_name(const struct object_at *o, const char *part)
 {
     return memmem(o->strtab, o->strsz, part, strlen(part)) != NULL;
@@ -145,7 +159,7 @@ static int has_name(const struct object_at *o, const char *part)
 static int write_in_layout(void *status, const void *caller, const char *msg)
 {
     struct object_at o = {.addr = (uintptr_t)caller};
-    if (!caller)
+    if (!caller || !layout_allowed())
         return 0;
     dl_iterate_phdr(find_object, &o);
     if (!o.found || !o.strtab || !has_name(&o, "St7__cxx1112basic_stringIcSt11char_traitsIcE") ||

@@ -22,7 +22,8 @@ enum {
  * __builtin_return_address(0)): when the process has no XlaCustomCallStatusSetFailure (pip's
  * jaxlib has none), the status is written directly only if that object was built against
  * libstdc++'s C++11 strings, whose layout XLA's status then has, and only if the status is
- * still unset. Thread-safe; allocates only for messages over 15 bytes. */
+ * still unset; BATON_XLA_STATUS_LAYOUT=0 in the environment turns that off. Thread-safe;
+ * allocates only for messages over 15 bytes. */
 int xla_status_fail(void *status, const void *caller, const char *msg);
 
 #ifdef __cplusplus

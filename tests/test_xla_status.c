@@ -5,9 +5,18 @@
  * layout, or a status already set, is left alone. */
 #include <criterion/criterion.h>
 #include <dlfcn.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "kernels/xla_status.h"
+
+/* Each test runs in a process of its own, which reads BATON_XLA_STATUS_LAYOUT once: the tests
+ * start from the default (on) whatever the caller's environment says. */
+static void layout_on(void)
+{
+    unsetenv("BATON_XLA_STATUS_LAYOUT");
+}
+TestSuite(xla_status, .init = layout_on);
 
 typedef int (*probe_custom_call)(void *status, const char *msg);
 long probe_run(probe_custom_call call, const char *msg, const char *preset, int *how, char *out,
@@ -87,4 +96,13 @@ Test(xla_status, a_caller_that_says_nothing_of_the_layout_leaves_the_status_alon
     }
     cr_assert_eq(xla_status_fail(NULL, (const void *)fail_from_return_address, "no"),
                  XLA_STATUS_NOT_SET);
+}
+
+Test(xla_status, the_environment_turns_the_layout_off)
+{
+    cr_assert_eq(setenv("BATON_XLA_STATUS_LAYOUT", "0", 1), 0);
+    char got[16];
+    int how = -1;
+    cr_assert_eq(probe_run(fail_from_return_address, "no", NULL, &how, got, sizeof got), -1);
+    cr_assert_eq(how, XLA_STATUS_NOT_SET);
 }

@@ -14,8 +14,9 @@
  *    XLA); else, as under pip's jaxlib, which has no such symbol, by writing the status in the
  *    layout XLA gives it, std::optional<std::string>, only when the XLA that called was built
  *    against libstdc++'s C++11 strings (its symbols name them, as jaxlib's CUDA plugin's do)
- *    and the status is still empty. Where neither holds, the reason goes to the log callback
- *    (stderr by default) and the outputs stay unwritten. examples/jax/legacy_custom_call.py
+ *    and the status is still empty (BATON_XLA_STATUS_LAYOUT=0 in the environment turns this
+ *    off). Where neither holds, the reason goes to the log callback (stderr by default) and the
+ *    outputs stay unwritten. examples/jax/legacy_custom_call.py
  *    runs this ABI inside JAX (docs/kernels.md).
  *
  * 2. Typed XLA FFI handlers (libbaton_jax.so, built when CMake is given
