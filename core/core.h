@@ -53,6 +53,14 @@ int ctx_fail(const baton_exec_ctx *ctx, int code, const char *fmt, ...) CORE_PRI
 /* Sends one message line (no newline) to the log callback (baton_log_set; stderr by default). */
 void log_msg(baton_log_level level, const char *fmt, ...) CORE_PRINTF(2, 3);
 
+/* ---- the environment (core/env.c) ---- */
+
+/* What the boolean environment variable `name` says, read once per process into *cache (a static
+ * of the caller's, starting at ENV_UNREAD): -1 when it is unset or "", 0 when it is "0", 1 for
+ * any other value. Thread-safe. */
+#define ENV_UNREAD (-2)
+int env_flag(const char *name, int *cache);
+
 /* ---- tensor descriptors and names (core/names.c) ---- */
 
 /* "f32[8,4096]" into buf (truncated to cap), for messages that compare shapes. */

@@ -15,6 +15,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/core.h"
+
 typedef void (*status_set_failure_fn)(void *status, const char *message, size_t message_len);
 typedef void *(*operator_new_fn)(size_t size, const void *nothrow_tag);
 
@@ -133,14 +135,8 @@ static int find_object(struct dl_phdr_info *info, size_t size, void *arg)
  * (the reason is then logged). Read once per process. */
 static int layout_allowed(void)
 {
-    static atomic_int cached = -1; /* racing first readers compute the same answer */
-    int on = atomic_load_explicit(&cached, memory_order_relaxed);
-    if (on < 0) {
-        const char *e = getenv("BATON_XLA_STATUS_LAYOUT");
-        on = !(e && strcmp(e, "0") == 0);
-        atomic_store_explicit(&cached, on, memory_order_relaxed);
-    }
-    return on;
+    static int cache = ENV_UNREAD;
+    return env_flag("BATON_XLA_STATUS_LAYOUT", &cache) != 0;
 }
 
 static int has_name(const struct object_at *o, const char *part)

@@ -4,10 +4,10 @@
 #include "kernels/cuda/rms_norm_tune.h"
 
 #include <stdatomic.h>
-#include <stdlib.h>
 #include <string.h>
 
 #include "baton/baton.h"
+#include "core/core.h"
 
 typedef struct tune_slot {
     atomic_int ready; /* 1 once key and v are written */
@@ -146,14 +146,8 @@ int kcuda_rms_tune_builtin(const kcuda_rms_tune_key *k, kcuda_rms_variant *v)
 
 int kcuda_rms_autotune_from_env(void)
 {
-    static atomic_int cached = -1; /* racing first readers compute the same answer */
-    int on = atomic_load_explicit(&cached, memory_order_relaxed);
-    if (on < 0) {
-        const char *e = getenv("BATON_NO_AUTOTUNE");
-        on = !(e && *e && strcmp(e, "0") != 0);
-        atomic_store_explicit(&cached, on, memory_order_relaxed);
-    }
-    return on;
+    static int cache = ENV_UNREAD;
+    return env_flag("BATON_NO_AUTOTUNE", &cache) != 1;
 }
 
 void kcuda_rms_apply_tuned(const char *device, int bwd, const baton_rms_norm_desc *d,

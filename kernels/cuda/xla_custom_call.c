@@ -36,10 +36,12 @@ static int call(baton_kernel_fn fn, const char *name, void *stream, void **buffe
  * plain forms' failures do. `caller` is the entry point's return address: XLA's thunk. */
 static void report(void *status, const void *caller, const char *name, const char *msg)
 {
-    char named[BATON_ERROR_MAX + 64];
-    snprintf(named, sizeof named, "%s: %s", name, msg);
-    if (status && xla_status_fail(status, caller, named) != XLA_STATUS_NOT_SET)
-        return;
+    if (status) {
+        char named[BATON_ERROR_MAX + 64];
+        snprintf(named, sizeof named, "%s: %s", name, msg);
+        if (xla_status_fail(status, caller, named) != XLA_STATUS_NOT_SET)
+            return;
+    }
     log_msg(BATON_LOG_ERROR, "%s failed: %s", name, msg);
 }
 
