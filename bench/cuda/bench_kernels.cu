@@ -11,7 +11,8 @@
  *   bench_kernels [--runs N] [--quick] [--sweep] [--small] [--layout-floor] [--wait-floor]
  * --small: only the tutorial and decode shapes (a quick same-run A/B of two builds).
  * Environment: BENCH_P=16 or 256, the backward at that part_grad size only; BENCH_SHAPE="bf16
- * 32768x4096", that large shape only (for a profiler; several: comma-separated).
+ * 32768x4096", that large shape only (for a profiler; several: comma-separated); BENCH_OVR=
+ * "mode=5,kx=4,cy=2;pf=1", after each default backward those overrides too (parse_override).
  * --layout-floor: after each default backward, its bytes moved without arithmetic at its own
  * layout and at a free one (layout_floor below).
  * --wait-floor: after each default forward and backward, the least that any kernel of its
@@ -587,6 +588,45 @@ static void fwd_wait_floor(int64_t n1, int64_t n2, int dt, Sets &s)
         }
 }
 
+/* One override of BENCH_OVR's list, "mode=5,kx=4,cy=2;pf=1": keys mode, nv, threads, cx, cy, kx,
+ * st (stages), vst (the variant's stages) and pf (its prefetch), comma-separated; configurations
+ * separated by ';'. Fills *v and returns where the next configuration starts; an unknown key or a
+ * malformed pair ends this one. */
+static const char *parse_override(const char *c, kcuda_rms_cfg *v)
+{
+    memset(v, 0, sizeof *v);
+    struct {
+        const char *key;
+        int *field;
+    } keys[] = {{"mode", &v->mode},
+                {"nv", &v->nv},
+                {"threads", &v->threads},
+                {"cx", &v->cx},
+                {"cy", &v->cy},
+                {"kx", &v->kx},
+                {"st", &v->stages},
+                {"vst", &v->variant.stages},
+                {"pf", &v->variant.prefetch}};
+    while (*c && *c != ';') {
+        char key[16];
+        int val = 0, n = 0;
+        if (sscanf(c, "%15[a-z]=%d%n", key, &val, &n) != 2)
+            break;
+        size_t k = 0;
+        while (k < sizeof keys / sizeof keys[0] && strcmp(keys[k].key, key))
+            k++;
+        if (k == sizeof keys / sizeof keys[0])
+            break;
+        *keys[k].field = val;
+        c += n;
+        if (*c == ',')
+            c++;
+    }
+    while (*c && *c != ';')
+        c++;
+    return *c == ';' ? c + 1 : c;
+}
+
 int main(int argc, char **argv)
 {
     bool quick = false, sweep = false, small_only = false, lfloor = false, wfloor = false;
@@ -702,6 +742,14 @@ int main(int argc, char **argv)
                     continue;
                 Result rb = bench_bwd(n1, n2, dt, P, NULL, s);
                 print_result("bwd", n1, n2, dt, P, "default", rb, true);
+                /* BENCH_OVR: overrides of this backward to measure beside its default */
+                for (const char *c = getenv("BENCH_OVR"); c && *c;) {
+                    kcuda_rms_cfg v;
+                    c = parse_override(c, &v);
+                    Result rv = bench_bwd(n1, n2, dt, P, &v, s);
+                    if (rv.us < 1e29)
+                        print_result("bwd", n1, n2, dt, P, "ovr", rv, true);
+                }
                 if (lfloor)
                     layout_floor(n1, n2, dt, P, rb.cfg, s);
                 if (wfloor)
