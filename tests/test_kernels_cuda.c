@@ -756,42 +756,59 @@ static void run_pass(kctx *k, tune_bufs *b, const baton_rms_norm_desc *d, int bw
 static const char *const OUT_NAMES[8] = {
     "", "", "", "y", "invvar", "grad_input", "grad_weight", "part_grad"};
 
+/* Allocates b's buffers for d, in tune_bufs' order, and fills x, w and grad_output with random
+ * values from rng; the outputs are left for run_pass to poison. */
+static void tune_bufs_init(tune_bufs *b, const baton_rms_norm_desc *d, test_rng *rng)
+{
+    const baton_dtype xdt = (baton_dtype)d->x_dtype, wdt = (baton_dtype)d->w_dtype;
+    const size_t xs = baton_dtype_size(xdt), ws = baton_dtype_size(wdt);
+    const size_t as = baton_dtype_size(acc_dtype(xdt));
+    const size_t n = (size_t)(d->n1 * d->n2), n2 = (size_t)d->n2;
+    const size_t sizes[8] = {n * xs,
+                             n2 * ws,
+                             n * ws,
+                             n * ws,
+                             (size_t)d->n1 * as,
+                             n * xs,
+                             n2 * ws,
+                             (size_t)d->part_grad_size * n2 * as};
+    memset(b, 0, sizeof *b);
+    for (int i = 0; i < 8; i++) {
+        b->n[i] = sizes[i];
+        b->d[i] = dev_alloc(sizes[i]);
+    }
+    const baton_dtype fill[3] = {xdt, wdt, wdt}; /* x, w, grad_output */
+    const size_t count[3] = {n, n2, n};
+    for (int i = 0; i < 3; i++) {
+        void *h = malloc(sizes[i]);
+        cr_assert(h);
+        test_fill_random(rng, fill[i], h, (int64_t)count[i], 1.0);
+        CK(cudaMemcpy(b->d[i], h, sizes[i], cudaMemcpyHostToDevice));
+        free(h);
+    }
+}
+
+static void tune_bufs_deinit(tune_bufs *b)
+{
+    for (int i = 0; i < 8; i++)
+        CK(cudaFree(b->d[i]));
+}
+
 /* Returns how many variants other than the default it checked. */
 static int check_variants(baton_dtype xdt, baton_dtype wdt, int64_t n1, int64_t n2, int64_t P)
 {
-    const baton_dtype adt = acc_dtype(xdt);
-    const size_t xs = baton_dtype_size(xdt), ws = baton_dtype_size(wdt), as = baton_dtype_size(adt);
-    const int64_t n = n1 * n2;
     const uint64_t seed = test_fresh_seed();
     test_rng rng = {seed};
     char what[200];
     snprintf(what, sizeof what, "x %s, w %s, %lld x %lld, part_grad %lld (seed %llu)",
              baton_dtype_name(xdt), baton_dtype_name(wdt), (long long)n1, (long long)n2,
              (long long)P, (unsigned long long)seed);
-    tune_bufs b;
-    memset(&b, 0, sizeof b);
-    const size_t sizes[8] = {(size_t)n * xs,  (size_t)n2 * ws,      (size_t)n * ws,
-                             (size_t)n * ws,  (size_t)n1 * as,      (size_t)n * xs,
-                             (size_t)n2 * ws, (size_t)(P * n2) * as};
-    for (int i = 0; i < 8; i++) {
-        b.n[i] = sizes[i];
-        b.d[i] = dev_alloc(sizes[i]);
-    }
-    void *h = malloc(b.n[0] > b.n[2] ? b.n[0] : b.n[2]);
-    cr_assert(h);
-    test_fill_random(&rng, xdt, h, n, 1.0);
-    CK(cudaMemcpy(b.d[0], h, b.n[0], cudaMemcpyHostToDevice));
-    test_fill_random(&rng, wdt, h, n2, 1.0);
-    CK(cudaMemcpy(b.d[1], h, b.n[1], cudaMemcpyHostToDevice));
-    test_fill_random(&rng, wdt, h, n, 1.0);
-    CK(cudaMemcpy(b.d[2], h, b.n[2], cudaMemcpyHostToDevice));
-    CK(cudaDeviceSynchronize());
-    free(h);
-
-    kctx k;
-    kctx_init(&k, 0);
     const baton_rms_norm_desc d = {
         .n1 = n1, .n2 = n2, .eps = 1e-5, .x_dtype = xdt, .w_dtype = wdt, .part_grad_size = P};
+    tune_bufs b;
+    tune_bufs_init(&b, &d, &rng);
+    kctx k;
+    kctx_init(&k, 0);
     const kcuda_rms_device dev = this_gpu();
     int checked = 0;
     for (int bwd = 0; bwd < 2; bwd++) {
@@ -854,8 +871,7 @@ static int check_variants(baton_dtype xdt, baton_dtype wdt, int64_t n1, int64_t 
             free(b.ref[j]);
     }
     kctx_deinit(&k);
-    for (int i = 0; i < 8; i++)
-        CK(cudaFree(b.d[i]));
+    tune_bufs_deinit(&b);
     return checked;
 }
 
@@ -901,33 +917,17 @@ Test(kernels_cuda, rms_norm_calls_with_autotune_launch_the_tuned_variant_with_th
     kcuda_rms_tune_reset();
     char gpu[64];
     this_gpu_name(&gpu);
-    const int64_t n1 = 4096, n2 = 4096, P = 256;
     test_rng rng = {test_fresh_seed()};
-    tune_bufs b;
-    memset(&b, 0, sizeof b);
-    const size_t sizes[8] = {n1 * n2 * 2, n2 * 2,      n1 * n2 * 2, n1 * n2 * 2,
-                             n1 * 4,      n1 * n2 * 2, n2 * 2,      P * n2 * 4};
-    for (int i = 0; i < 8; i++) {
-        b.n[i] = sizes[i];
-        b.d[i] = dev_alloc(sizes[i]);
-    }
-    void *h = malloc(sizes[0]);
-    cr_assert(h);
-    const int srcs[3] = {0, 1, 2};
-    for (int i = 0; i < 3; i++) {
-        test_fill_random(&rng, BATON_DTYPE_BF16, h, (int64_t)(sizes[srcs[i]] / 2), 1.0);
-        CK(cudaMemcpy(b.d[srcs[i]], h, sizes[srcs[i]], cudaMemcpyHostToDevice));
-    }
-    CK(cudaDeviceSynchronize());
-    free(h);
-    kctx k;
-    kctx_init(&k, 0);
-    const baton_rms_norm_desc d = {.n1 = n1,
-                                   .n2 = n2,
+    const baton_rms_norm_desc d = {.n1 = 4096,
+                                   .n2 = 4096,
                                    .eps = 1e-5,
                                    .x_dtype = BATON_DTYPE_BF16,
                                    .w_dtype = BATON_DTYPE_BF16,
-                                   .part_grad_size = P};
+                                   .part_grad_size = 256};
+    tune_bufs b;
+    tune_bufs_init(&b, &d, &rng);
+    kctx k;
+    kctx_init(&k, 0);
     const kcuda_rms_device dev = this_gpu();
     for (int bwd = 0; bwd < 2; bwd++) {
         const int lo = bwd ? 5 : 3, hi = bwd ? 8 : 5;
@@ -1010,8 +1010,7 @@ Test(kernels_cuda, rms_norm_calls_with_autotune_launch_the_tuned_variant_with_th
         cr_assert(strstr(k.err, "captured") != NULL, "%s", k.err);
     }
     kctx_deinit(&k);
-    for (int i = 0; i < 8; i++)
-        CK(cudaFree(b.d[i]));
+    tune_bufs_deinit(&b);
     kcuda_rms_tune_reset();
 }
 
@@ -1036,28 +1035,11 @@ Test(kernels_cuda, the_built_in_picks_launch_on_their_gpu_with_the_default_bits)
         const int bwd = key.bwd;
         const int64_t n1 = (int64_t)1 << key.n1_log2, n2 = key.n2;
         const int64_t P = bwd ? (int64_t)1 << key.p_log2 : 1;
-        const size_t xs = baton_dtype_size(xdt), ws = baton_dtype_size(wdt);
-        const size_t as = baton_dtype_size(acc_dtype(xdt));
         const baton_rms_norm_desc d = {
             .n1 = n1, .n2 = n2, .eps = 1e-5, .x_dtype = xdt, .w_dtype = wdt, .part_grad_size = P};
-        tune_bufs b;
-        memset(&b, 0, sizeof b);
-        const size_t sizes[8] = {n1 * n2 * xs, n2 * ws,      n1 * n2 * ws, n1 * n2 * ws,
-                                 n1 * as,      n1 * n2 * xs, n2 * ws,      P * n2 * as};
-        for (int j = 0; j < 8; j++) {
-            b.n[j] = sizes[j];
-            b.d[j] = dev_alloc(sizes[j]);
-        }
         test_rng rng = {test_fresh_seed()};
-        const baton_dtype fill[3] = {xdt, wdt, wdt}; /* x, w, grad_output */
-        for (int j = 0; j < 3; j++) {
-            void *h = malloc(sizes[j]);
-            cr_assert(h);
-            test_fill_random(&rng, fill[j], h, (int64_t)(sizes[j] / baton_dtype_size(fill[j])),
-                             1.0);
-            CK(cudaMemcpy(b.d[j], h, sizes[j], cudaMemcpyHostToDevice));
-            free(h);
-        }
+        tune_bufs b;
+        tune_bufs_init(&b, &d, &rng);
         if (bwd) { /* invvar as the forward leaves it */
             void *fb[4] = {b.d[0], b.d[1], b.d[3], b.d[4]};
             cr_assert_eq(kcuda_rms_norm_fwd(&k.ctx, fb, (const char *)&d, sizeof d), 0, "%s",
@@ -1085,8 +1067,7 @@ Test(kernels_cuda, the_built_in_picks_launch_on_their_gpu_with_the_default_bits)
             free(out[j]);
             free(b.ref[j]);
         }
-        for (int j = 0; j < 8; j++)
-            CK(cudaFree(b.d[j]));
+        tune_bufs_deinit(&b);
         ran++;
     }
     kctx_deinit(&k);
