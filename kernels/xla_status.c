@@ -20,17 +20,26 @@
 typedef void (*status_set_failure_fn)(void *status, const char *message, size_t message_len);
 typedef void *(*operator_new_fn)(size_t size, const void *nothrow_tag);
 
-/* Asks one loaded object for XLA's setter (a handle that only references it: RTLD_NOLOAD). */
+/* Symbol `name` as the loaded object `object` (its path; "" for the main program, NULL for none)
+ * and its dependencies resolve it, through a handle that only references the object
+ * (RTLD_NOLOAD): NULL where it has none. */
+static void *sym_in_object(const char *object, const char *name)
+{
+    if (!object || !object[0])
+        return NULL;
+    void *h = dlopen(object, RTLD_LAZY | RTLD_NOLOAD);
+    if (!h)
+        return NULL;
+    void *sym = dlsym(h, name);
+    dlclose(h);
+    return sym;
+}
+
+/* dl_iterate_phdr's callback: XLA's setter in one loaded object, into *out. */
 static int find_setter_in(struct dl_phdr_info *info, size_t size, void *out)
 {
     (void)size;
-    if (!info->dlpi_name || !info->dlpi_name[0])
-        return 0;
-    void *h = dlopen(info->dlpi_name, RTLD_LAZY | RTLD_NOLOAD);
-    if (!h)
-        return 0;
-    void *sym = dlsym(h, "XlaCustomCallStatusSetFailure");
-    dlclose(h);
+    void *sym = sym_in_object(info->dlpi_name, "XlaCustomCallStatusSetFailure");
     if (!sym)
         return 0;
     *(void **)out = sym;
@@ -172,12 +181,8 @@ static int write_in_layout(void *status, const void *caller, const char *msg)
          * scope first, then the caller's dependencies (a plugin loaded RTLD_LOCAL). */
         const char *new_name = "_ZnwmRKSt9nothrow_t";
         void *sym = dlsym(RTLD_DEFAULT, new_name);
-        if (!sym) {
-            void *h = o.name[0] ? dlopen(o.name, RTLD_LAZY | RTLD_NOLOAD) : NULL;
-            sym = h ? dlsym(h, new_name) : NULL;
-            if (h)
-                dlclose(h);
-        }
+        if (!sym)
+            sym = sym_in_object(o.name, new_name);
         operator_new_fn new_nothrow = NULL;
         memcpy(&new_nothrow, &sym, sizeof new_nothrow);
         static const char nothrow_tag; /* std::nothrow_t is empty: only its address is passed */
