@@ -16,8 +16,8 @@
  *    against libstdc++'s C++11 strings (its symbols name them, as jaxlib's CUDA plugin's do)
  *    and the status is still empty (BATON_XLA_STATUS_LAYOUT=0 in the environment turns this
  *    off). Where neither holds, the reason goes to the log callback (stderr by default) and the
- *    outputs stay unwritten. examples/jax/legacy_custom_call.py
- *    runs this ABI inside JAX (docs/kernels.md).
+ *    outputs stay unwritten. examples/jax/legacy_custom_call.py runs this ABI inside JAX
+ *    (docs/kernels.md).
  *
  * 2. Typed XLA FFI handlers (libbaton_jax.so, built when CMake is given
  *    -DBATON_XLA_FFI_INCLUDE=<jax.ffi.include_dir()>): for XLA's CPU platform on the CPU kernels,
