@@ -307,7 +307,13 @@ __global__ void __launch_bounds__((BwdRowsFit<TX, TW, NV, D>::max_threads),
      * barrier of the step between). Then grad_input, and the rows added to acc in row order.
      * 16-bit rows are widened from their 32-bit words (elem_acc) and grad_input's difference is
      * one fma: about a fifth fewer instructions a 16-bit element (by the SASS before), and 2-4 %
-     * faster on an H200 at part_grad 16 (bench/RESULTS.md, session 12). */
+     * faster on an H200 at part_grad 16 (bench/RESULTS.md, session 12).
+     * SUMS_EARLY (16-bit x): the row's dot takes g * x once for the dot and the column sums (w *
+     * (g * x)), one multiply an element fewer than forming it again after the barrier: 4-5 %
+     * faster at bf16 16384 x 8192 on an H200 (session 18). 32-bit rows lost 7 % that way (a
+     * longer stretch before the barrier), so they keep the column sums after it. The column sums'
+     * bits are the same either way; the dot's are each kernel's own, the same in every variant. */
+    constexpr bool SUMS_EARLY = sizeof(TX) == 2;
     int slot = 0;
     auto step = [&](const int64_t *rows, const Row *const *cur, int n) {
         A d[G];
@@ -315,13 +321,22 @@ __global__ void __launch_bounds__((BwdRowsFit<TX, TW, NV, D>::max_threads),
         for (int k = 0; k < G; k++) {
             d[k] = 0;
             if (k < n) {
+                const A r = cur[k]->r;
 #pragma unroll
                 for (int v = 0; v < NV; v++)
                     if (idx[v] >= 0) {
 #pragma unroll
-                        for (int e = 0; e < VEC; e++)
-                            d[k] += to_acc<A>(wv[v][e]) * elem_acc<A>(cur[k]->g[v], e) *
-                                    elem_acc<A>(cur[k]->x[v], e);
+                        for (int e = 0; e < VEC; e++) {
+                            const A gf = elem_acc<A>(cur[k]->g[v], e),
+                                    xf = elem_acc<A>(cur[k]->x[v], e);
+                            if constexpr (SUMS_EARLY) {
+                                const A gx = gf * xf;
+                                d[k] += to_acc<A>(wv[v][e]) * gx;
+                                acc[v][e] += gx * r;
+                            } else {
+                                d[k] += to_acc<A>(wv[v][e]) * gf * xf;
+                            }
+                        }
                     }
             }
             d[k] = warp_sum(d[k]);
@@ -350,7 +365,8 @@ __global__ void __launch_bounds__((BwdRowsFit<TX, TW, NV, D>::max_threads),
                     for (int e = 0; e < VEC; e++) {
                         const A gf = elem_acc<A>(rw.g[v], e), xf = elem_acc<A>(rw.x[v], e);
                         of[e] = r * fma(-xf, c, to_acc<A>(wv[v][e]) * gf);
-                        acc[v][e] += gf * xf * r;
+                        if constexpr (!SUMS_EARLY)
+                            acc[v][e] += gf * xf * r;
                     }
                     pack_vec(of, out);
                     stg(gir + idx[v], out);
