@@ -20,9 +20,10 @@
 typedef void (*status_set_failure_fn)(void *status, const char *message, size_t message_len);
 typedef void *(*operator_new_fn)(size_t size, const void *nothrow_tag);
 
-/* Symbol `name` as the loaded object `object` (its path; "" for the main program, NULL for none)
- * and its dependencies resolve it, through a handle that only references the object
- * (RTLD_NOLOAD): NULL where it has none. */
+/* Symbol `name` as the loaded object at path `object` and its dependencies resolve it, through a
+ * handle that only references the object (RTLD_NOLOAD); NULL where they have none, and for the
+ * main program ("", as dl_iterate_phdr names it) or no object (NULL), which callers ask about
+ * through RTLD_DEFAULT instead. */
 static void *sym_in_object(const char *object, const char *name)
 {
     if (!object || !object[0])

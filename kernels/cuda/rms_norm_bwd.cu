@@ -321,7 +321,6 @@ __global__ void __launch_bounds__((BwdRowsFit<TX, TW, NV, D>::max_threads),
         for (int k = 0; k < G; k++) {
             d[k] = 0;
             if (k < n) {
-                const A r = cur[k]->r;
 #pragma unroll
                 for (int v = 0; v < NV; v++)
                     if (idx[v] >= 0) {
@@ -332,7 +331,7 @@ __global__ void __launch_bounds__((BwdRowsFit<TX, TW, NV, D>::max_threads),
                             if constexpr (SUMS_EARLY) {
                                 const A gx = gf * xf;
                                 d[k] += to_acc<A>(wv[v][e]) * gx;
-                                acc[v][e] += gx * r;
+                                acc[v][e] += gx * cur[k]->r;
                             } else {
                                 d[k] += to_acc<A>(wv[v][e]) * gf * xf;
                             }
