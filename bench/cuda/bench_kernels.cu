@@ -9,6 +9,7 @@
  * not counted).
  *
  *   bench_kernels [--runs N] [--quick] [--sweep] [--small] [--layout-floor] [--wait-floor]
+ *                 [--timeline]
  * --small: only the tutorial and decode shapes (a quick same-run A/B of two builds).
  * Environment: BENCH_P=16 or 256, the backward at that part_grad size only; BENCH_SHAPE="bf16
  * 32768x4096", that large shape only (for a profiler; several: comma-separated); BENCH_OVR=
@@ -17,6 +18,8 @@
  * layout and at a free one (layout_floor below).
  * --wait-floor: after each default forward and backward, the least that any kernel of its
  * structure must wait for (fwd_wait_floor, tail_floor below).
+ * --timeline (a build with -DBATON_KERNEL_TIMELINE=ON): after each register backward, where its
+ * blocks spent their time (bench_timeline.h).
  * Lines starting with RESULT are for scripts/gpu-kernels.sh's table. */
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
@@ -31,6 +34,9 @@
 
 #include "bench/cuda/bench_common.h"
 #include "bench/cuda/copy_kernels.cuh"
+#ifdef KCUDA_TIMELINE
+#include "bench/cuda/bench_timeline.h"
+#endif
 #include "kernels/cuda/cuda_kernels.h"
 #include "kernels/cuda/rms_norm_cuda.h"
 #include "kernels/descriptors.h"
@@ -592,6 +598,22 @@ static void fwd_wait_floor(int64_t n1, int64_t n2, int dt, Sets &s)
  * st (stages), vst (the variant's stages) and pf (its prefetch), comma-separated; configurations
  * separated by ';'. Fills *v and returns where the next configuration starts; an unknown key or a
  * malformed pair ends this one. */
+/* --timeline: the last call's stamps (the register backward's only) */
+static void bwd_timeline(int64_t n1, int64_t n2, int dt, int64_t P, const char *tag,
+                         const kcuda_rms_cfg &c)
+{
+#ifdef KCUDA_TIMELINE
+    if (c.mode != KCUDA_RMS_ROWS)
+        return;
+    char what[96];
+    snprintf(what, sizeof what, "bwd %s %lldx%lld P%lld %s", dt_name(dt), (long long)n1,
+             (long long)n2, (long long)P, tag);
+    print_bwd_timeline(what, c.cy);
+#else
+    (void)n1, (void)n2, (void)dt, (void)P, (void)tag, (void)c;
+#endif
+}
+
 static const char *parse_override(const char *c, kcuda_rms_cfg *v)
 {
     memset(v, 0, sizeof *v);
@@ -630,6 +652,7 @@ static const char *parse_override(const char *c, kcuda_rms_cfg *v)
 int main(int argc, char **argv)
 {
     bool quick = false, sweep = false, small_only = false, lfloor = false, wfloor = false;
+    bool timeline = false;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--runs") && i + 1 < argc)
             g_runs = atoi(argv[++i]);
@@ -643,10 +666,19 @@ int main(int argc, char **argv)
             lfloor = true;
         else if (!strcmp(argv[i], "--wait-floor"))
             wfloor = true;
-        else {
+        else if (!strcmp(argv[i], "--timeline")) {
+#ifndef KCUDA_TIMELINE
+            fprintf(stderr,
+                    "%s: --timeline needs a timeline build: configure with "
+                    "-DBATON_KERNEL_TIMELINE=ON (docs/benchmarks.md)\n",
+                    argv[0]);
+            return 2;
+#endif
+            timeline = true;
+        } else {
             fprintf(stderr,
                     "usage: %s [--runs N] [--quick] [--sweep] [--small] [--layout-floor] "
-                    "[--wait-floor]\n",
+                    "[--wait-floor] [--timeline]\n",
                     argv[0]);
             return 2;
         }
@@ -742,13 +774,18 @@ int main(int argc, char **argv)
                     continue;
                 Result rb = bench_bwd(n1, n2, dt, P, NULL, s);
                 print_result("bwd", n1, n2, dt, P, "default", rb, true);
+                if (timeline)
+                    bwd_timeline(n1, n2, dt, P, "default", rb.cfg);
                 /* BENCH_OVR: overrides of this backward to measure beside its default */
                 for (const char *c = getenv("BENCH_OVR"); c && *c;) {
                     kcuda_rms_cfg v;
                     c = parse_override(c, &v);
                     Result rv = bench_bwd(n1, n2, dt, P, &v, s);
-                    if (rv.us < 1e29)
+                    if (rv.us < 1e29) {
                         print_result("bwd", n1, n2, dt, P, "ovr", rv, true);
+                        if (timeline)
+                            bwd_timeline(n1, n2, dt, P, "ovr", rv.cfg);
+                    }
                 }
                 if (lfloor)
                     layout_floor(n1, n2, dt, P, rb.cfg, s);

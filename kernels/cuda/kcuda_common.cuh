@@ -475,19 +475,31 @@ __device__ __forceinline__ void cluster_exit_barrier()
  * into part_grad's row dst: this rank writes columns srank * T + tid, stepping T * cy, each the
  * ranks' sums added in rank order (one fixed shape, so the same bits on every run), added onto
  * what dst holds when `onto` (a chained cluster after the first; read from L2). Between two
- * cluster barriers: every rank's sums are written before, and read before they change after. */
-template <typename A>
+ * cluster barriers: every rank's sums are written before, and read before they change after.
+ * marks: the timeline's stamps after the first barrier and after the adds (none by default). */
+struct no_marks {
+    __device__ void synced() const
+    {
+    }
+    __device__ void combined() const
+    {
+    }
+};
+template <typename A, typename Marks = no_marks>
 __device__ __forceinline__ void cluster_rank_sums(const A *sums, A *dst, int cols, int srank,
-                                                  int tid, int T, int cy, bool onto)
+                                                  int tid, int T, int cy, bool onto,
+                                                  Marks marks = Marks())
 {
     cg::cluster_group cluster = cg::this_cluster();
     cluster.sync();
+    marks.synced();
     for (int j = srank * T + tid; j < cols; j += T * cy) {
         A s = 0;
         for (int q = 0; q < cy; q++)
             s += *cluster.map_shared_rank(sums + j, q);
         dst[j] = onto ? __ldcg(dst + j) + s : s;
     }
+    marks.combined();
     cluster.sync();
 }
 

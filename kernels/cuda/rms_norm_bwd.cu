@@ -220,6 +220,41 @@ __global__ void __launch_bounds__(KCUDA_MAX_THREADS) rms_bwd_staged(BwdArgs a)
         cluster_exit_barrier();
 }
 
+/* ---- the timeline (timeline builds only: rms_norm_cuda.h) ----------------------------------- */
+#ifdef KCUDA_TIMELINE
+static __device__ unsigned long long tl_main[KCUDA_TL_MAX_BLOCKS][KCUDA_TL_SLOTS];
+static __device__ unsigned long long tl_colsum[KCUDA_TL_MAX_BLOCKS][KCUDA_TL_SLOTS];
+__device__ __forceinline__ void tl_stamp(unsigned long long (*tl)[KCUDA_TL_SLOTS], int slot)
+{
+    if (threadIdx.x != 0 || blockIdx.x >= KCUDA_TL_MAX_BLOCKS)
+        return;
+    unsigned long long t;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+    tl[blockIdx.x][slot] = t;
+    if (slot == KCUDA_TL_ENTRY) {
+        unsigned sm;
+        asm volatile("mov.u32 %0, %%smid;" : "=r"(sm));
+        tl[blockIdx.x][KCUDA_TL_SM] = sm | (unsigned long long)gridDim.x << 32;
+    }
+}
+#define TL_MAIN(slot)   tl_stamp(tl_main, KCUDA_TL_##slot)
+#define TL_COLSUM(slot) tl_stamp(tl_colsum, KCUDA_TL_##slot)
+struct tl_marks {
+    __device__ void synced() const
+    {
+        TL_MAIN(SYNCED);
+    }
+    __device__ void combined() const
+    {
+        TL_MAIN(COMBINED);
+    }
+};
+#else
+#define TL_MAIN(slot)   ((void)0)
+#define TL_COLSUM(slot) ((void)0)
+typedef no_marks tl_marks;
+#endif
+
 /* One row's inputs of the register backward: grad_output (y's dtype) and x, NV vectors each, and
  * invvar. */
 template <typename TX, typename TW, typename A, int NV, int VEC> struct BwdRow {
@@ -270,7 +305,9 @@ __global__ void __launch_bounds__((BwdRowsFit<TX, TW, NV, D>::max_threads),
     int idx[NV];
     rows_vector_offsets<NV, VEC>(idx, cols);
 
+    TL_MAIN(ENTRY);
     pdl_wait();
+    TL_MAIN(WAITED);
     if (a.kx <= 1) /* a chain's clusters wait for each other: trigger only as they finish */
         pdl_trigger();
 
@@ -435,8 +472,11 @@ __global__ void __launch_bounds__((BwdRowsFit<TX, TW, NV, D>::max_threads),
                     n += rows[k] < re;
                 }
                 step(rows, cur, n);
+                if (r0 == first)
+                    TL_MAIN(FIRST_STEP);
             }
         }
+        TL_MAIN(ROWS_DONE);
         A *pgr = static_cast<A *>(a.pg) + p * a.n2;
         /* Chained: this rank's columns of part_grad block p hold clusters 0..k-1's sums once
          * chain[1 + p * cy + srank] counts k; add this cluster's after them, then count it. */
@@ -466,7 +506,7 @@ __global__ void __launch_bounds__((BwdRowsFit<TX, TW, NV, D>::max_threads),
             for (int v = 0; v < NV; v++)
                 if (idx[v] >= 0)
                     st(accs + idx[v], acc[v]);
-            cluster_rank_sums(accs, pgr, cols, srank, tid, T, cy, k > 0);
+            cluster_rank_sums(accs, pgr, cols, srank, tid, T, cy, k > 0, tl_marks());
         }
         if (kx > 1 && k < kx - 1) {
             __syncthreads();
@@ -478,6 +518,7 @@ __global__ void __launch_bounds__((BwdRowsFit<TX, TW, NV, D>::max_threads),
     }
     if (kx > 1)
         pdl_trigger();
+    TL_MAIN(EXIT);
 }
 
 /* The cluster (cx * cy blocks, one of cx, cy is 1) owns part_grad block p; with cx > 1 its blocks
@@ -776,7 +817,9 @@ __global__ void __launch_bounds__(256) rms_colsum_kernel(A *__restrict__ pg, TW 
     static_assert(KCUDA_COLSUM_LANES == 8, "a block is 32 columns x KCUDA_COLSUM_LANES lanes");
     __shared__ A part[KCUDA_COLSUM_LANES][33];
     const int lx = threadIdx.x & 31, ly = threadIdx.x >> 5;
+    TL_COLSUM(ENTRY);
     pdl_wait();
+    TL_COLSUM(WAITED);
     for (int64_t j0 = (int64_t)blockIdx.x * 32; j0 < n2; j0 += (int64_t)gridDim.x * 32) {
         const int64_t j = j0 + lx;
         A s = 0;
@@ -791,6 +834,7 @@ __global__ void __launch_bounds__(256) rms_colsum_kernel(A *__restrict__ pg, TW 
             gw[j] = from_acc<TW>(colsum_combine<A>([&](int k) { return part[k][lx]; }));
         __syncthreads();
     }
+    TL_COLSUM(EXIT);
     pdl_trigger();
 }
 
@@ -1383,3 +1427,22 @@ extern "C" int kcuda_rms_norm_grad_weight(const baton_exec_ctx *ctx, void **buff
     return d.pg_dtype == BATON_DTYPE_F32 ? grad_weight_w<float>(ctx, buffers, d, grid)
                                          : grad_weight_w<double>(ctx, buffers, d, grid);
 }
+
+#ifdef KCUDA_TIMELINE
+extern "C" int kcuda_rms_bwd_timeline(unsigned long long (*main)[KCUDA_TL_SLOTS], int *n_main,
+                                      unsigned long long (*colsum)[KCUDA_TL_SLOTS], int *n_colsum)
+{
+    const size_t bytes = sizeof(unsigned long long) * KCUDA_TL_MAX_BLOCKS * KCUDA_TL_SLOTS;
+    cudaError_t e = cudaDeviceSynchronize();
+    if (e == cudaSuccess)
+        e = cudaMemcpyFromSymbol(main, kcuda::tl_main, bytes);
+    if (e == cudaSuccess)
+        e = cudaMemcpyFromSymbol(colsum, kcuda::tl_colsum, bytes);
+    if (e != cudaSuccess)
+        return (int)e;
+    /* every block records its grid's size beside its SM */
+    *n_main = (int)(main[0][KCUDA_TL_SM] >> 32);
+    *n_colsum = (int)(colsum[0][KCUDA_TL_SM] >> 32);
+    return 0;
+}
+#endif

@@ -149,6 +149,33 @@ int kcuda_rms_norm_fwd_cfg(const baton_exec_ctx *ctx, void **buffers, const char
 int kcuda_rms_norm_bwd_cfg(const baton_exec_ctx *ctx, void **buffers, const char *opaque,
                            size_t len, const kcuda_rms_cfg *override, kcuda_rms_cfg *chosen);
 
+#ifdef KCUDA_TIMELINE
+/* Timeline builds only (cmake -DBATON_KERNEL_TIMELINE=ON; bench_kernels --timeline): each block
+ * of the register backward and of its column sum stamps %globaltimer (ns) at these phases of the
+ * last launch, and KCUDA_TL_SM holds its SM (%smid). In every other build the stamps compile to
+ * nothing and this is not declared. */
+enum {
+    KCUDA_TL_ENTRY,      /* the block starts */
+    KCUDA_TL_WAITED,     /* past the wait for the kernel before (PDL) */
+    KCUDA_TL_FIRST_STEP, /* its first rows reduced and written: the rows' first loads landed */
+    KCUDA_TL_ROWS_DONE,  /* its last row written */
+    KCUDA_TL_SYNCED,     /* every rank of its cluster done: past the combine's first barrier */
+    KCUDA_TL_COMBINED,   /* its columns of part_grad written */
+    KCUDA_TL_EXIT,       /* it leaves (past the combine's second barrier, in a cluster) */
+    KCUDA_TL_SM,
+    KCUDA_TL_SLOTS
+};
+/* The column sum's blocks stamp KCUDA_TL_ENTRY, KCUDA_TL_WAITED (its wait for the whole of the
+ * main kernel), KCUDA_TL_EXIT and KCUDA_TL_SM. */
+#define KCUDA_TL_MAX_BLOCKS 2048
+
+/* Copies the last register backward's stamps: main[b] for its *n_main blocks, colsum[b] for its
+ * column sum's *n_colsum blocks (arrays of KCUDA_TL_MAX_BLOCKS). Waits for the device. 0 or a
+ * CUDA error code. */
+int kcuda_rms_bwd_timeline(unsigned long long (*main)[KCUDA_TL_SLOTS], int *n_main,
+                           unsigned long long (*colsum)[KCUDA_TL_SLOTS], int *n_colsum);
+#endif
+
 #ifdef __cplusplus
 }
 #endif
