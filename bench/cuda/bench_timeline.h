@@ -50,7 +50,13 @@ static void print_bwd_timeline(const char *what, int cy)
     unsigned long long t0 = m[0][KCUDA_TL_ENTRY];
     for (int b = 0; b < nm; b++)
         t0 = std::min(t0, m[b][KCUDA_TL_ENTRY]);
+    /* a stamp older than this launch (a phase that a block did not reach: no rows, say) is
+     * left out */
     auto us = [&](unsigned long long t) { return t >= t0 ? (double)(t - t0) / 1e3 : -1.0; };
+    auto add = [&](std::vector<double> &v, unsigned long long t) {
+        if (t >= t0)
+            v.push_back(us(t));
+    };
     auto sm_of = [&](int b) { return (int)(m[b][KCUDA_TL_SM] & 0xffffffffu); };
 
     std::map<int, int> per_sm;
@@ -79,7 +85,7 @@ static void print_bwd_timeline(const char *what, int cy)
             continue;
         std::vector<double> v;
         for (int b = 0; b < nm; b++)
-            v.push_back(us(m[b][ph.slot]));
+            add(v, m[b][ph.slot]);
         tl_quantiles(v, q, sizeof q);
         printf("    %-26s %s\n", ph.name, q);
     }
@@ -87,7 +93,7 @@ static void print_bwd_timeline(const char *what, int cy)
         std::vector<double> v;
         for (int b = 0; b < nm; b++)
             if ((per_sm[sm_of(b)] > 1) == (bool)shared)
-                v.push_back(us(m[b][KCUDA_TL_ROWS_DONE]));
+                add(v, m[b][KCUDA_TL_ROWS_DONE]);
         tl_quantiles(v, q, sizeof q);
         printf("    %-26s %s  (%zu blocks)\n",
                shared ? "rows done, SM shared" : "rows done, alone on an SM", q, v.size());
@@ -99,7 +105,7 @@ static void print_bwd_timeline(const char *what, int cy)
     for (const auto &ph : cphases) {
         std::vector<double> v;
         for (int b = 0; b < nc; b++)
-            v.push_back(us(c[b][ph.slot]));
+            add(v, c[b][ph.slot]);
         tl_quantiles(v, q, sizeof q);
         printf("    %-26s %s\n", ph.name, q);
     }
@@ -134,7 +140,7 @@ static void print_bwd_timeline(const char *what, int cy)
         for (int b : g.second) {
             cl.insert(b / cy);
             sms.insert(sm_of(b));
-            v.push_back(us(m[b][KCUDA_TL_ROWS_DONE]));
+            add(v, m[b][KCUDA_TL_ROWS_DONE]);
         }
         tl_quantiles(v, q, sizeof q);
         char name[48];
