@@ -594,10 +594,6 @@ static void fwd_wait_floor(int64_t n1, int64_t n2, int dt, Sets &s)
         }
 }
 
-/* One override of BENCH_OVR's list, "mode=5,kx=4,cy=2;pf=1": keys mode, nv, threads, cx, cy, kx,
- * st (stages), vst (the variant's stages) and pf (its prefetch), comma-separated; configurations
- * separated by ';'. Fills *v and returns where the next configuration starts; an unknown key or a
- * malformed pair ends this one. */
 /* --timeline: the last call's stamps (the register backward's only) */
 static void bwd_timeline(int64_t n1, int64_t n2, int dt, int64_t P, const char *tag,
                          const kcuda_rms_cfg &c)
@@ -614,6 +610,10 @@ static void bwd_timeline(int64_t n1, int64_t n2, int dt, int64_t P, const char *
 #endif
 }
 
+/* One override of BENCH_OVR's list, "mode=5,kx=4,cy=2;pf=1": keys mode, nv, threads, cx, cy, kx,
+ * st (stages), vst (the variant's stages) and pf (its prefetch), comma-separated; configurations
+ * separated by ';'. Fills *v and returns where the next configuration starts; an unknown key or a
+ * malformed pair ends this one. */
 static const char *parse_override(const char *c, kcuda_rms_cfg *v)
 {
     memset(v, 0, sizeof *v);
