@@ -152,8 +152,9 @@ int kcuda_rms_norm_bwd_cfg(const baton_exec_ctx *ctx, void **buffers, const char
 #ifdef KCUDA_TIMELINE
 /* Timeline builds only (cmake -DBATON_KERNEL_TIMELINE=ON; bench_kernels --timeline): each block
  * of the register backward and of its column sum stamps %globaltimer (ns) at these phases of the
- * last launch, and KCUDA_TL_SM holds its SM (%smid). In every other build the stamps compile to
- * nothing and this is not declared. */
+ * last launch, and KCUDA_TL_SM holds its SM (%smid) in the low 32 bits and its grid's size in the
+ * high 32 (how kcuda_rms_bwd_timeline counts the blocks). In every other build the stamps compile
+ * to nothing and this is not declared. */
 enum {
     KCUDA_TL_ENTRY,      /* the block starts */
     KCUDA_TL_WAITED,     /* past the wait for the kernel before (PDL) */
