@@ -590,6 +590,80 @@ Test(kernels_cuda, rms_norm_grad_weight_gives_the_backwards_bits_from_its_part_g
     }
 }
 
+/* Whether gw (f32, n2) is part_grad's column sum in the lane order of docs/kernels.md: lane k of 8
+ * adds rows k, k + 8, ... in row order from +0, then the lanes are added in lane order, in the
+ * accumulator's dtype adt, and rounded once to f32. *bad: the first column that differs. */
+static int in_lane_order(const void *pg, baton_dtype adt, const float *gw, int64_t P, int64_t n2,
+                         int64_t *bad)
+{
+    for (int64_t j = 0; j < n2; j++) {
+        float t;
+        if (adt == BATON_DTYPE_F32) {
+            float lanes[8] = {0}, s = 0;
+            for (int64_t p = 0; p < P; p++)
+                lanes[p % 8] += ((const float *)pg)[p * n2 + j];
+            for (int k = 0; k < 8; k++)
+                s += lanes[k];
+            t = s;
+        } else {
+            double lanes[8] = {0}, s = 0;
+            for (int64_t p = 0; p < P; p++)
+                lanes[p % 8] += ((const double *)pg)[p * n2 + j];
+            for (int k = 0; k < 8; k++)
+                s += lanes[k];
+            t = (float)s;
+        }
+        if (memcmp(&t, gw + j, sizeof t) != 0) {
+            *bad = j;
+            return 0;
+        }
+    }
+    return 1;
+}
+
+Test(kernels_cuda, grad_weight_adds_part_grad_in_lane_order)
+{
+    SKIP_WITHOUT_GPU();
+    /* Both column sum kernels (a thread per column up to KCUDA_COLSUM_COLS_P rows, in one round
+     * of 16 and in two; 32 columns by 8 lanes above, with and without batched loads) and the split
+     * backward's own, against the order on the host, bitwise: f32 weights, so the sum is rounded
+     * at most once (f64 x). Part_grad blocks without rows (P 24 over 100 rows: 20 hold rows)
+     * must add nothing. */
+    static const struct {
+        baton_dtype xdt;
+        int64_t n1, n2, P;
+    } cases[] = {
+        {BATON_DTYPE_F32, 8192, 4096, 16}, {BATON_DTYPE_BF16, 4096, 4096, 16},
+        {BATON_DTYPE_F32, 100, 4096, 24},  {BATON_DTYPE_F32, 8192, 2048, 32},
+        {BATON_DTYPE_F32, 4096, 4096, 40}, {BATON_DTYPE_F32, 8192, 4096, 256},
+        {BATON_DTYPE_F32, 12, 262144, 16}, {BATON_DTYPE_F64, 300, 4096, 16},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        const baton_dtype xdt = cases[i].xdt, wdt = BATON_DTYPE_F32, adt = acc_dtype(xdt);
+        const int64_t n1 = cases[i].n1, n2 = cases[i].n2, P = cases[i].P;
+        const uint64_t seed = test_fresh_seed();
+        test_rng rng = {seed};
+        dev_bwd b;
+        dev_bwd_init(&b, &rng, xdt, wdt, n1, n2);
+        void *gw, *pg;
+        dev_bwd_rows(&b, xdt, wdt, 0, n1, n2, P, NULL, 0, &gw, &pg, NULL);
+        void *gw2 = dev_grad_weight(pg, adt, b.w, wdt, P, n2);
+        int64_t bad = -1;
+        cr_expect(in_lane_order(pg, adt, gw, P, n2, &bad),
+                  "x %s, %lld x %lld, P %lld: rms_norm_bwd's grad_weight[%lld] is not part_grad's "
+                  "column sum in lane order (seed %llu)",
+                  baton_dtype_name(xdt), (long long)n1, (long long)n2, (long long)P, (long long)bad,
+                  (unsigned long long)seed);
+        cr_expect(in_lane_order(pg, adt, gw2, P, n2, &bad),
+                  "x %s, %lld x %lld, P %lld: rms_norm_grad_weight's grad_weight[%lld] is not "
+                  "part_grad's column sum in lane order (seed %llu)",
+                  baton_dtype_name(xdt), (long long)n1, (long long)n2, (long long)P, (long long)bad,
+                  (unsigned long long)seed);
+        free(gw), free(pg), free(gw2);
+        dev_bwd_deinit(&b);
+    }
+}
+
 /* o: the layout for the full call and its shards alike (NULL: each chooses its own); told: the
  * shards get the 48-byte descriptor with unsharded_part_grad_size P (scripts/shard.py's gather). */
 static void cuda_shard_case(baton_dtype xdt, baton_dtype wdt, int64_t n1, int64_t n2, int64_t P,

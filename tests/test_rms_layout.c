@@ -311,13 +311,27 @@ Test(rms_layout, decode_rows_end_at_two_rows_per_sm_and_2048_vectors)
     cr_expect_eq(L.chunk, 4104, "chunk %lld", (long long)L.chunk);
 }
 
+Test(rms_layout, the_column_sum_grid_follows_its_kernel)
+{
+    /* Up to KCUDA_COLSUM_COLS_P rows of part_grad: a thread per column, at most 8 blocks an SM;
+     * more: 32 columns a block. */
+    cr_expect_eq(kcuda_rms_colsum_grid(4096, 16, 16, 132), 4096 / KCUDA_COLSUM_COLS_THREADS);
+    cr_expect_eq(kcuda_rms_colsum_grid(4096, KCUDA_COLSUM_COLS_P, 20, 132),
+                 4096 / KCUDA_COLSUM_COLS_THREADS);
+    cr_expect_eq(kcuda_rms_colsum_grid(4095, 1, 1, 132), 32,
+                 "a partial block for the last columns");
+    cr_expect_eq(kcuda_rms_colsum_grid(1 << 20, 16, 16, 132), 8 * 132);
+    cr_expect_eq(kcuda_rms_colsum_grid(4096, KCUDA_COLSUM_COLS_P + 1, KCUDA_COLSUM_COLS_P + 1, 132),
+                 4096 / 32);
+}
+
 Test(rms_layout, decode_rows_backward_is_staged_with_a_cluster_per_part_grad_block)
 {
     /* 1 row: one block, one stage. Shared memory: w 8 KB, sums 16 KB, 2 invvar slots, 8 + 8 KB of
      * grad_output and x. */
     kcuda_rms_layout L = bwd_on(&H100, BF16, BF16, 1, 4096, 16, NULL);
     expect_layout(L, KCUDA_RMS_STAGED, 128, 1, 1, 1, 1, 0, 8192 + 16384 + 16 + 16384);
-    cr_expect_eq(L.colsum_grid, 128);
+    cr_expect_eq(L.colsum_grid, 4096 / KCUDA_COLSUM_COLS_THREADS, "a thread per column");
     /* 32 rows in 16 part_grad blocks of 2: each block's rows over a cluster of 2. */
     L = bwd_on(&H100, BF16, BF16, 32, 4096, 16, NULL);
     expect_layout(L, KCUDA_RMS_STAGED, 128, 32, 1, 2, 1, 0, 8192 + 16384 + 16 + 16384);
@@ -387,7 +401,7 @@ Test(rms_layout, many_rows_backward_takes_register_rows_with_clusters_that_all_f
     L = bwd_on(&H100, BF16, BF16, 16384, 8192, 16, NULL);
     expect_layout(L, KCUDA_RMS_ROWS, 512, 16 * 6, 1, 6, 4, 2, 32768);
     cr_expect_eq(L.kx, 1, "clusters are chained only when asked for");
-    cr_expect_eq(L.colsum_grid, 256);
+    cr_expect_eq(L.colsum_grid, 8192 / KCUDA_COLSUM_COLS_THREADS, "a thread per column");
     /* Asked for, 4 chained clusters of 2 fill 128 SMs. */
     const kcuda_rms_cfg four = {.kx = 4};
     L = bwd_on(&H100, BF16, BF16, 16384, 8192, 16, &four);

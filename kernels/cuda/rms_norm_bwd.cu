@@ -761,7 +761,7 @@ __global__ void __launch_bounds__(KCUDA_MAX_THREADS) rms_bwd_kernel(BwdArgs a)
  * are added in lane order. The rows from `active` on hold zeros, which add nothing (a sum that
  * starts at +0 is never -0, so adding +0 leaves its bits), so leaving them out or not gives the
  * same bits: rms_norm_grad_weight sums all P rows of a part_grad whose trailing blocks came back
- * as zeros. Both kernels below and the split backward's finish use these two functions. */
+ * as zeros. The kernels below and the split backward's finish add in this shape. */
 #define KCUDA_COLSUM_LANES 8
 
 /* Lane `lane`'s sum of column j, its rows added in row order. BATCH (many rows: part_grad 256 has
@@ -838,6 +838,48 @@ __global__ void __launch_bounds__(256) rms_colsum_kernel(A *__restrict__ pg, TW 
     pdl_trigger();
 }
 
+/* The column sum of at most KCUDA_COLSUM_COLS_P part_grad rows (the tutorial's 16; decode rows):
+ * a thread per column loads all of its rows before adding any, one round trip to L2 where a
+ * lane of rms_colsum_kernel waits for each of its rows in turn, then adds them as the lanes do
+ * and the lanes in lane order (the same bits), with no barrier between lanes. bf16 4096 x 4096's
+ * backward at part_grad 16 0.7-0.9 us faster on an H100 (bench/RESULTS.md, session 20). */
+template <typename A, typename TW>
+__global__ void __launch_bounds__(KCUDA_COLSUM_COLS_THREADS)
+    rms_colsum_cols(A *__restrict__ pg, TW *__restrict__ gw, int64_t P, int64_t active, int64_t n2)
+{
+    constexpr int L = KCUDA_COLSUM_LANES;
+    static_assert(KCUDA_COLSUM_COLS_P % (2 * L) == 0, "whole rounds of 2 rows a lane");
+    TL_COLSUM(ENTRY);
+    pdl_wait();
+    TL_COLSUM(WAITED);
+    for (int64_t j = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; j < n2;
+         j += (int64_t)gridDim.x * blockDim.x) {
+        A lanes[L];
+#pragma unroll
+        for (int k = 0; k < L; k++)
+            lanes[k] = 0;
+#pragma unroll
+        for (int p0 = 0; p0 < KCUDA_COLSUM_COLS_P; p0 += 2 * L) {
+            if (p0 >= active)
+                break;
+            /* rows p0 .. p0 + 15: lane k's rows p0 + k and p0 + k + 8, in its order */
+            A v[2 * L];
+#pragma unroll
+            for (int i = 0; i < 2 * L; i++)
+                v[i] = p0 + i < active ? pg[(p0 + i) * n2 + j] : A(0);
+#pragma unroll
+            for (int i = 0; i < 2 * L; i++)
+                if (p0 + i < active)
+                    lanes[i % L] += v[i];
+        }
+        for (int64_t p = active; p < P; p++)
+            pg[p * n2 + j] = 0;
+        gw[j] = from_acc<TW>(colsum_combine<A>([&](int k) { return lanes[k]; }));
+    }
+    TL_COLSUM(EXIT);
+    pdl_trigger();
+}
+
 /* The column sum for `active` part_grad blocks: batched loads where the lanes have many rows. */
 template <typename A, typename TW>
 using ColsumKernel = void (*)(A *, TW *, int64_t, int64_t, int64_t);
@@ -845,6 +887,19 @@ template <typename A, typename TW> static ColsumKernel<A, TW> colsum_kernel_for(
 {
     return active >= KCUDA_COLSUM_LANES * KCUDA_COLSUM_BATCH ? rms_colsum_kernel<A, TW, true>
                                                              : rms_colsum_kernel<A, TW, false>;
+}
+
+/* Launches the column sum of part_grad's P rows (`active` of them with rows) into grad_weight on
+ * kcuda_rms_colsum_grid's grid: the backward's second kernel and rms_norm_grad_weight alike. */
+template <typename A, typename TW>
+static int launch_colsum(const baton_exec_ctx *ctx, const char *name, long long grid, A *pg, TW *gw,
+                         int64_t P, int64_t active, int64_t n2)
+{
+    if (P <= KCUDA_COLSUM_COLS_P)
+        return launch(ctx, name, rms_colsum_cols<A, TW>, (unsigned)grid,
+                      (unsigned)KCUDA_COLSUM_COLS_THREADS, 0, 1, pg, gw, P, active, n2);
+    return launch(ctx, name, colsum_kernel_for<A, TW>(active), (unsigned)grid, 256u, 0, 1, pg, gw,
+                  P, active, n2);
 }
 
 /* ---- the split backward: few long rows over the whole GPU, in two kernels ----------------------
@@ -1340,9 +1395,8 @@ static int bwd_typed(const baton_exec_ctx *ctx, void **buffers, const baton_rms_
         /* The column sum reads part_grad only after its pdl_wait: its blocks wait on the SMs
          * that the main kernel leaves free (see pdl_trigger there). */
         const baton_exec_ctx c2 = with_pdl(ctx, true);
-        return launch(&c2, "rms_norm_bwd grad_weight", colsum_kernel_for<A, TW>(L.active),
-                      (unsigned)L.colsum_grid, 256u, 0, 1, (A *)buffers[6], (TW *)buffers[5], L.P,
-                      L.active, d.n2);
+        return launch_colsum(&c2, "rms_norm_bwd grad_weight", L.colsum_grid, (A *)buffers[6],
+                             (TW *)buffers[5], L.P, L.active, d.n2);
     }
 }
 
@@ -1397,17 +1451,10 @@ static int grad_weight_w(const baton_exec_ctx *ctx, void **buffers,
     const int64_t P = d.part_grad_size, n2 = d.n2;
     switch (d.w_dtype) {
     case BATON_DTYPE_BF16:
-        return launch(ctx, name, colsum_kernel_for<A, __nv_bfloat16>(P), (unsigned)grid, 256u, 0, 1,
-                      pg, (__nv_bfloat16 *)buffers[2], P, P, n2);
-    case BATON_DTYPE_F16:
-        return launch(ctx, name, colsum_kernel_for<A, __half>(P), (unsigned)grid, 256u, 0, 1, pg,
-                      (__half *)buffers[2], P, P, n2);
-    case BATON_DTYPE_F32:
-        return launch(ctx, name, colsum_kernel_for<A, float>(P), (unsigned)grid, 256u, 0, 1, pg,
-                      (float *)buffers[2], P, P, n2);
-    default:
-        return launch(ctx, name, colsum_kernel_for<A, double>(P), (unsigned)grid, 256u, 0, 1, pg,
-                      (double *)buffers[2], P, P, n2);
+        return launch_colsum(ctx, name, grid, pg, (__nv_bfloat16 *)buffers[2], P, P, n2);
+    case BATON_DTYPE_F16: return launch_colsum(ctx, name, grid, pg, (__half *)buffers[2], P, P, n2);
+    case BATON_DTYPE_F32: return launch_colsum(ctx, name, grid, pg, (float *)buffers[2], P, P, n2);
+    default: return launch_colsum(ctx, name, grid, pg, (double *)buffers[2], P, P, n2);
     }
 }
 

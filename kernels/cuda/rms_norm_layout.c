@@ -766,6 +766,10 @@ static int bwd_layout(const baton_rms_norm_desc *d, void *const *buffers,
 
 long long kcuda_rms_colsum_grid(int64_t n2, int64_t P, int64_t active, int sms)
 {
+    if (P <= KCUDA_COLSUM_COLS_P) { /* a thread per column, up to 8 blocks per SM */
+        const long long cgrid = ceil_div(n2, KCUDA_COLSUM_COLS_THREADS);
+        return cgrid < 8LL * sms ? cgrid : 8LL * sms;
+    }
     /* A column of 32 per block, up to 8 blocks per SM. Zeroing empty part_grad blocks is
      * memory-bound work: let it use every SM. */
     long long cgrid = ceil_div(n2, 32);

@@ -166,6 +166,12 @@ void kcuda_rms_bwd_set_cy(kcuda_rms_layout *L, const baton_rms_norm_desc *d, int
  * one per part_grad block and cluster rank; zeroed before the launch. */
 size_t kcuda_rms_chain_bytes(int64_t active, int cy);
 
+/* The column sum (grad_weight from part_grad) has two kernels with the same bits: up to
+ * KCUDA_COLSUM_COLS_P rows of part_grad, a thread per column in blocks of
+ * KCUDA_COLSUM_COLS_THREADS; more rows, blocks of 32 columns by 8 lanes of rows. */
+#define KCUDA_COLSUM_COLS_P       32
+#define KCUDA_COLSUM_COLS_THREADS 128
+
 /* The grid of the grad_weight (column sum) kernel over part_grad's P rows of n2, of which the
  * rows from `active` on are to be zeroed (active == P: none); the backward's and
  * rms_norm_grad_weight's, so that both launch the same column sum. */
