@@ -11,9 +11,10 @@
  *   bench_kernels [--runs N] [--quick] [--sweep] [--small] [--layout-floor] [--wait-floor]
  *                 [--timeline]
  * --small: only the tutorial and decode shapes (a quick same-run A/B of two builds).
- * Environment: BENCH_P=16 or 256, the backward at that part_grad size only; BENCH_SHAPE="bf16
- * 32768x4096", that large shape only (for a profiler; several: comma-separated); BENCH_OVR=
- * "mode=5,kx=4,cy=2;pf=1", after each default backward those overrides too (parse_override).
+ * Environment: BENCH_P=1 to 256, the backward at that part_grad size only (else 16 and 256);
+ * BENCH_SHAPE="bf16 32768x4096", that large shape only (for a profiler; several: comma-separated);
+ * BENCH_OVR="mode=5,kx=4,cy=2;pf=1", after each default backward those overrides too
+ * (parse_override).
  * --layout-floor: after each default backward, its bytes moved without arithmetic at its own
  * layout and at a free one (layout_floor below).
  * --wait-floor: after each default forward and backward, the least that any kernel of its
@@ -703,9 +704,20 @@ int main(int argc, char **argv)
     /* ---- the bandwidth shapes ---- */
     const int64_t big[][2] = {{16384, 8192}, {32768, 4096}, {65536, 4096}, {4096, 4096}};
     const int dts[] = {BATON_DTYPE_BF16, BATON_DTYPE_F32};
-    const int64_t Ps[] = {16, 256};
-    /* BENCH_P: the backward at this part_grad size only (a shorter sweep) */
-    const int64_t only_p = getenv("BENCH_P") ? atoll(getenv("BENCH_P")) : 0;
+    /* BENCH_P: the backward at this part_grad size only, any of 1..256 (the sets hold 256 rows of
+     * part_grad) */
+    int64_t Ps[] = {16, 256};
+    const char *only_p = getenv("BENCH_P");
+    if (only_p && *only_p) {
+        char *end = NULL;
+        const long long p = strtoll(only_p, &end, 10);
+        if (*end || p < 1 || p > 256) {
+            fprintf(stderr, "bench_kernels: BENCH_P=%s: give a part_grad size from 1 to 256\n",
+                    only_p);
+            return 2;
+        }
+        Ps[0] = Ps[1] = p;
+    }
     for (int di = 0; di < (small_only ? 0 : 2); di++) {
         for (int si = 0; si < 4; si++) {
             const int dt = dts[di];
@@ -769,8 +781,9 @@ int main(int argc, char **argv)
                 }
                 print_result("fwd", n1, n2, dt, 0, "best", best, true);
             }
-            for (int64_t P : Ps) {
-                if ((quick && P != 16) || (only_p && P != only_p))
+            for (int i = 0; i < 2; i++) {
+                const int64_t P = Ps[i];
+                if ((quick && P != 16) || (i == 1 && P == Ps[0]))
                     continue;
                 Result rb = bench_bwd(n1, n2, dt, P, NULL, s);
                 print_result("bwd", n1, n2, dt, P, "default", rb, true);
