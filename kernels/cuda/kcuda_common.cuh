@@ -476,6 +476,10 @@ __device__ __forceinline__ void cluster_exit_barrier()
  * ranks' sums added in rank order (one fixed shape, so the same bits on every run), added onto
  * what dst holds when `onto` (a chained cluster after the first; read from L2). Between two
  * cluster barriers: every rank's sums are written before, and read before they change after.
+ * The second orders no memory (as cluster_exit_barrier): a rank's reads of its peers' sums are
+ * added into what it stores before it arrives, and waiting for those part_grad stores to land
+ * cost bf16 4096 x 4096 at part_grad 16 0.4-1.0 us on an H100 (bench/RESULTS.md, session 20); a
+ * caller that publishes dst to other blocks fences it itself.
  * marks: the timeline's stamps after the first barrier and after the adds (none by default). */
 struct no_marks {
     __device__ void synced() const
@@ -500,7 +504,7 @@ __device__ __forceinline__ void cluster_rank_sums(const A *sums, A *dst, int col
         dst[j] = onto ? __ldcg(dst + j) + s : s;
     }
     marks.combined();
-    cluster.sync();
+    cluster_exit_barrier(); /* the peers' sums are read (and added) before each arrives */
 }
 
 /* ---- the checked launcher -------------------------------------------------------------------- */

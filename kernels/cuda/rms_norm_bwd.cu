@@ -509,11 +509,11 @@ __global__ void __launch_bounds__((BwdRowsFit<TX, TW, NV, D>::max_threads),
             cluster_rank_sums(accs, pgr, cols, srank, tid, T, cy, k > 0, tl_marks());
         }
         if (kx > 1 && k < kx - 1) {
+            __threadfence(); /* every thread's part_grad writes (the combine's last barrier does
+                              * not order them) before the count */
             __syncthreads();
-            if (tid == 0) {
-                __threadfence(); /* this block's part_grad writes before the count */
+            if (tid == 0)
                 atomicAdd(ctr, 1u);
-            }
         }
     }
     if (kx > 1)
