@@ -315,14 +315,12 @@ Test(rms_layout, the_column_sum_grid_follows_its_kernel)
 {
     /* Up to KCUDA_COLSUM_COLS_P rows of part_grad: a thread per column, at most 8 blocks an SM;
      * more: 32 columns a block. */
-    cr_expect_eq(kcuda_rms_colsum_grid(4096, 16, 16, 132), 4096 / KCUDA_COLSUM_COLS_THREADS);
-    cr_expect_eq(kcuda_rms_colsum_grid(4096, KCUDA_COLSUM_COLS_P, 20, 132),
+    cr_expect_eq(kcuda_rms_colsum_grid(4096, 16, 132), 4096 / KCUDA_COLSUM_COLS_THREADS);
+    cr_expect_eq(kcuda_rms_colsum_grid(4096, KCUDA_COLSUM_COLS_P, 132),
                  4096 / KCUDA_COLSUM_COLS_THREADS);
-    cr_expect_eq(kcuda_rms_colsum_grid(4095, 1, 1, 132), 32,
-                 "a partial block for the last columns");
-    cr_expect_eq(kcuda_rms_colsum_grid(1 << 20, 16, 16, 132), 8 * 132);
-    cr_expect_eq(kcuda_rms_colsum_grid(4096, KCUDA_COLSUM_COLS_P + 1, KCUDA_COLSUM_COLS_P + 1, 132),
-                 4096 / 32);
+    cr_expect_eq(kcuda_rms_colsum_grid(4095, 1, 132), 32, "a partial block for the last columns");
+    cr_expect_eq(kcuda_rms_colsum_grid(1 << 20, 16, 132), 8 * 132);
+    cr_expect_eq(kcuda_rms_colsum_grid(4096, KCUDA_COLSUM_COLS_P + 1, 132), 4096 / 32);
 }
 
 Test(rms_layout, decode_rows_backward_is_staged_with_a_cluster_per_part_grad_block)

@@ -1470,8 +1470,7 @@ extern "C" int kcuda_rms_norm_grad_weight(const baton_exec_ctx *ctx, void **buff
     if (!buffers || !buffers[0] || !buffers[1] || !buffers[2])
         return ctx_fail(ctx, BATON_EINVAL, "%s: a buffer (part_grad, weight, grad_weight) is NULL",
                         name);
-    const long long grid =
-        kcuda_rms_colsum_grid(d.n2, d.part_grad_size, d.part_grad_size, device_facts(ctx).sms);
+    const long long grid = kcuda_rms_colsum_grid(d.n2, d.part_grad_size, device_facts(ctx).sms);
     return d.pg_dtype == BATON_DTYPE_F32 ? grad_weight_w<float>(ctx, buffers, d, grid)
                                          : grad_weight_w<double>(ctx, buffers, d, grid);
 }

@@ -553,7 +553,7 @@ static int bwd_rows(const baton_rms_norm_desc *d, const sizes *s, const kcuda_rm
                        "shared memory per block; the device allows %lld",
                        L->cy, L->smem, (long long)kcuda_rms_smem_max(dev));
     L->may_shrink = 0;
-    L->colsum_grid = kcuda_rms_colsum_grid(d->n2, L->P, L->active, dev->sms);
+    L->colsum_grid = kcuda_rms_colsum_grid(d->n2, L->P, dev->sms);
     return 0;
 }
 
@@ -760,25 +760,15 @@ static int bwd_layout(const baton_rms_norm_desc *d, void *const *buffers,
         shape_chunk(L, &s, 1, smem_max, d->n2, L->cx, VX, o, st, per);
     }
     L->may_shrink = cl > 8 && !(o && (o->cx || o->cy));
-    L->colsum_grid = kcuda_rms_colsum_grid(d->n2, P, active, sms);
+    L->colsum_grid = kcuda_rms_colsum_grid(d->n2, P, sms);
     return 0;
 }
 
-long long kcuda_rms_colsum_grid(int64_t n2, int64_t P, int64_t active, int sms)
+long long kcuda_rms_colsum_grid(int64_t n2, int64_t P, int sms)
 {
-    if (P <= KCUDA_COLSUM_COLS_P) { /* a thread per column, up to 8 blocks per SM */
-        const long long cgrid = ceil_div(n2, KCUDA_COLSUM_COLS_THREADS);
-        return cgrid < 8LL * sms ? cgrid : 8LL * sms;
-    }
-    /* A column of 32 per block, up to 8 blocks per SM. Zeroing empty part_grad blocks is
-     * memory-bound work: let it use every SM. */
-    long long cgrid = ceil_div(n2, 32);
-    if (cgrid > 8LL * sms)
-        cgrid = 8LL * sms;
-    const long long min_grid = P > active ? 4LL * sms : 1;
-    if (cgrid < min_grid && ceil_div(n2, 32) >= min_grid)
-        cgrid = min_grid;
-    return cgrid;
+    /* A block's columns: a thread each, or 32 by 8 lanes; up to 8 blocks per SM. */
+    const long long cgrid = ceil_div(n2, P <= KCUDA_COLSUM_COLS_P ? KCUDA_COLSUM_COLS_THREADS : 32);
+    return cgrid < 8LL * sms ? cgrid : 8LL * sms;
 }
 
 int kcuda_rms_bwd_layout(const baton_rms_norm_desc *d, void *const *buffers,

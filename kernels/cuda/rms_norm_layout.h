@@ -172,10 +172,9 @@ size_t kcuda_rms_chain_bytes(int64_t active, int cy);
 #define KCUDA_COLSUM_COLS_P       32
 #define KCUDA_COLSUM_COLS_THREADS 128
 
-/* The grid of the grad_weight (column sum) kernel over part_grad's P rows of n2, of which the
- * rows from `active` on are to be zeroed (active == P: none); the backward's and
- * rms_norm_grad_weight's, so that both launch the same column sum. */
-long long kcuda_rms_colsum_grid(int64_t n2, int64_t P, int64_t active, int sms);
+/* The grid of the grad_weight (column sum) kernel over part_grad's P rows of n2: the backward's
+ * and rms_norm_grad_weight's, so that both launch the same column sum. */
+long long kcuda_rms_colsum_grid(int64_t n2, int64_t P, int sms);
 
 /* Whether L's kernel wants the largest shared-memory carveout: the staged kernels do (their
  * stages are the bytes in flight; more blocks per SM); register rows, forward and backward,
