@@ -707,6 +707,7 @@ int main(int argc, char **argv)
     /* BENCH_P: the backward at this part_grad size only, any of 1..256 (the sets hold 256 rows of
      * part_grad) */
     int64_t Ps[] = {16, 256};
+    int nps = 2;
     const char *only_p = getenv("BENCH_P");
     if (only_p && *only_p) {
         char *end = NULL;
@@ -716,7 +717,8 @@ int main(int argc, char **argv)
                     only_p);
             return 2;
         }
-        Ps[0] = Ps[1] = p;
+        Ps[0] = p;
+        nps = 1;
     }
     for (int di = 0; di < (small_only ? 0 : 2); di++) {
         for (int si = 0; si < 4; si++) {
@@ -781,9 +783,9 @@ int main(int argc, char **argv)
                 }
                 print_result("fwd", n1, n2, dt, 0, "best", best, true);
             }
-            for (int i = 0; i < 2; i++) {
+            for (int i = 0; i < nps; i++) {
                 const int64_t P = Ps[i];
-                if ((quick && P != 16) || (i == 1 && P == Ps[0]))
+                if (quick && P != 16)
                     continue;
                 Result rb = bench_bwd(n1, n2, dt, P, NULL, s);
                 print_result("bwd", n1, n2, dt, P, "default", rb, true);
