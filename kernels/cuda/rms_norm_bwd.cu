@@ -863,15 +863,15 @@ __global__ void __launch_bounds__(KCUDA_COLSUM_COLS_THREADS)
         for (int p0 = 0; p0 < KCUDA_COLSUM_COLS_P; p0 += 2 * L) {
             if (p0 >= active)
                 break;
-            /* rows p0 .. p0 + 15: lane k's rows p0 + k and p0 + k + 8, in its order */
+            /* rows p0 .. p0 + 15: lane k's rows p0 + k and p0 + k + 8, in its order; a row past
+             * `active` adds +0, which leaves a lane's bits (see above) */
             A v[2 * L];
 #pragma unroll
             for (int i = 0; i < 2 * L; i++)
                 v[i] = p0 + i < active ? pg[(p0 + i) * n2 + j] : A(0);
 #pragma unroll
             for (int i = 0; i < 2 * L; i++)
-                if (p0 + i < active)
-                    lanes[i % L] += v[i];
+                lanes[i % L] += v[i];
         }
         for (int64_t p = active; p < P; p++)
             pg[p * n2 + j] = 0;
