@@ -482,13 +482,16 @@ static void layout_floor(int64_t n1, int64_t n2, int dt, int64_t P, const kcuda_
 }
 
 /* --wait-floor, the backward: what its tail waits for, at the default's own grid, cluster, threads,
- * vectors and rows held, with only the shared memory it needs or held to 2 blocks per SM (the
- * best of the two): bwdcopy with the row sums'
- * barrier ("bytes"); with its column sums and part_grad's row written, across the cluster's ranks
- * by the kernel's own combine where cy > 1 ("+ combine"); and with the column sum of part_grad
- * launched behind it as the backward launches it (rms_norm_grad_weight, programmatic dependent
- * launch: "+ column sum"). The last does the least that any backward with these bits must do
- * after its last row: the floor of its structure, against which the kernel is read. */
+ * vectors and rows held, with only the shared memory it needs or held to 1 or 2 blocks per SM:
+ * bwdcopy with the row sums' barrier ("bytes"); with its column sums and part_grad's row written,
+ * across the cluster's ranks by the kernel's own combine where cy > 1 ("+ combine"); and with the
+ * column sum of part_grad launched behind it as the backward launches it (rms_norm_grad_weight,
+ * programmatic dependent launch: "+ column sum"). The last does the least that any backward with
+ * these bits must do after its last row: the floor of its structure, against which the kernel is
+ * read. Each occupancy prints a line of its own (tailfloor_at) as well as the best. The copy
+ * needs few registers; the kernel it stands for holds its rows and column sums in up to 128 a
+ * thread, which keeps it to 2 blocks of 256 threads per SM (1 of 512), so that line is the floor
+ * the kernel can reach (bench/RESULTS.md, session 24). */
 static void tail_floor(int64_t n1, int64_t n2, int dt, int64_t P, const kcuda_rms_cfg &def, Sets &s)
 {
     const size_t e = dt_size(dt);
@@ -506,7 +509,7 @@ static void tail_floor(int64_t n1, int64_t n2, int dt, int64_t P, const kcuda_rm
     for (int form = 0; form < 3; form++) {
         double best = 1e30;
         int best_bps = 0;
-        for (int bps : {0, 2}) {
+        for (int bps : {0, 1, 2}) {
             BwdCopyLaunch bl;
             bool failed = !bl.setup(form ? bwdtail_for(nv, D, e) : bwdcopy_for(nv, D, true), groups,
                                     cy, T, bps, form && cy > 1 ? (size_t)n2 * 4 : 0);
@@ -526,7 +529,13 @@ static void tail_floor(int64_t n1, int64_t n2, int dt, int64_t P, const kcuda_rm
                     }
                 },
                 g_runs);
-            if (!failed && us < best) {
+            if (failed)
+                continue;
+            printf("RESULT kernels tailfloor_at %s %lldx%lld P=%lld form=%d bps=%d us=%.2f "
+                   "pct_best=%.1f\n",
+                   dt_name(dt), (long long)n1, (long long)n2, (long long)P, form, bps, us,
+                   pct_of_best(tbs_of(bytes, us)));
+            if (us < best) {
                 best = us;
                 best_bps = bps;
             }
@@ -534,10 +543,13 @@ static void tail_floor(int64_t n1, int64_t n2, int dt, int64_t P, const kcuda_rm
         if (best >= 1e29)
             continue;
         const double pct = pct_of_best(tbs_of(bytes, best));
+        char held[32] = "smem as needed";
+        if (best_bps)
+            snprintf(held, sizeof held, "%d/SM", best_bps);
         printf("  bwd  %-5s %6lldx%-7lld P%-4lld floor-tail %9.2f us %6.1f%% of best copy kernel "
                " [%s: bwdcopy t%d nv%d D%d cy%d grid%lld %s]\n",
                dt_name(dt), (long long)n1, (long long)n2, (long long)P, best, pct, forms[form], T,
-               nv, D, cy, (long long)def.grid, best_bps ? "2/SM" : "smem as needed");
+               nv, D, cy, (long long)def.grid, held);
         printf("RESULT kernels tailfloor %s %lldx%lld P=%lld form=%d us=%.2f pct_best=%.1f\n",
                dt_name(dt), (long long)n1, (long long)n2, (long long)P, form, best, pct);
         fflush(stdout);
