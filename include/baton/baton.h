@@ -312,6 +312,14 @@ typedef struct baton_attr_spec {
 #define BATON_MAX_IMPLS      4
 #define BATON_MAX_ATTR_SPECS 8
 
+/* An in-place pair of a target: output `output` is written into the buffer of input `input` (a
+ * KV cache updated where it lies). A step may name one tensor as both only for such a pair. */
+typedef struct baton_alias {
+    int output;
+    int input;
+} baton_alias;
+#define BATON_MAX_ALIASES 4
+
 /* A target's signature and implementations. The registry copies the struct and what it points
  * to (name, summary, attribute names and help, delegate tables), so none of it need outlive the
  * call; the functions (kernels, check, pack, a delegate's callbacks) must stay loaded as long as
@@ -340,6 +348,9 @@ typedef struct baton_target {
     /* Given back to every call of the target (baton_exec_ctx.user, baton_delegate_init.user), so
      * that a host runtime needs no globals. baton never dereferences it. */
     void *user;
+    /* Output k written in place into input i (n_aliases entries; 0: none). */
+    baton_alias aliases[BATON_MAX_ALIASES];
+    int n_aliases;
 } baton_target;
 
 /* ---------------------------------------------------------------------------------------------
