@@ -77,8 +77,7 @@ enum { ACT_SILU_MUL, ACT_SILU, ACT_GELU_ERF, ACT_GELU_TANH };
 #define EXP    expf
 #define COS    cosf
 #define SIN    sinf
-#define ERF    erff
-#define TANH   tanhf
+#define ERFC   erfcf
 #include "kernels/cpu/decoder_impl.h"
 #undef T
 #undef SFX
@@ -87,8 +86,7 @@ enum { ACT_SILU_MUL, ACT_SILU, ACT_GELU_ERF, ACT_GELU_TANH };
 #undef EXP
 #undef COS
 #undef SIN
-#undef ERF
-#undef TANH
+#undef ERFC
 #define T      double
 #define SFX(n) n##_f64
 #define LD     ld_f64
@@ -96,8 +94,7 @@ enum { ACT_SILU_MUL, ACT_SILU, ACT_GELU_ERF, ACT_GELU_TANH };
 #define EXP    exp
 #define COS    cos
 #define SIN    sin
-#define ERF    erf
-#define TANH   tanh
+#define ERFC   erfc
 #include "kernels/cpu/decoder_impl.h"
 
 /* ---- the kernels ------------------------------------------------------------------------------

@@ -2,7 +2,7 @@
  * included twice by decoder.c: T = float (bf16, f16, f32 data) and T = double (f64 data). Each
  * function works on runs of elements converted into stack chunks, so the inner loops are plain
  * contiguous loops over T that the compiler vectorises. Needs T, SFX(name), LD, ST, EXP, COS, SIN,
- * ERF, TANH defined. */
+ * ERFC defined. */
 
 static void SFX(rope)(baton_dtype dt, const void *x, const baton_dtype pdt, const void *pos,
                       const float *inv_freq, void *y, int64_t rows, int64_t F, int64_t Dh,
@@ -138,14 +138,16 @@ static void SFX(act)(int kind, baton_dtype dt, const void *a, const void *b, voi
             for (int i = 0; i < c; i++)
                 va[i] = va[i] / ((T)1 + EXP(-va[i]));
             break;
+        /* Both gelu forms as x * (something in (0, 1)) that does not cancel for negative x:
+         * 1 + erf(x/sqrt2) = erfc(-x/sqrt2), and (1 + tanh(u)) / 2 = 1 / (1 + exp(-2u)). */
         case ACT_GELU_ERF:
             for (int i = 0; i < c; i++)
-                va[i] = (T)0.5 * va[i] * ((T)1 + ERF(va[i] * rs2));
+                va[i] = (T)0.5 * va[i] * ERFC(-va[i] * rs2);
             break;
         default:
             for (int i = 0; i < c; i++) {
                 const T v = va[i];
-                va[i] = (T)0.5 * v * ((T)1 + TANH(k0 * (v + k1 * v * v * v)));
+                va[i] = v / ((T)1 + EXP((T)-2 * k0 * (v + k1 * v * v * v)));
             }
             break;
         }
@@ -158,7 +160,8 @@ static void SFX(softmax)(baton_dtype dt, const void *x, void *y, int64_t rows, i
     T v[CHUNK];
     for (int64_t r = 0; r < rows; r++) {
         const int64_t base = r * N;
-        T mx = -INFINITY, sum = 0;
+        T mx = -INFINITY;
+        double sum = 0; /* chunk sums in T, added in double: 128k-wide rows stay accurate */
         for (int64_t j = 0; j < N; j += CHUNK) {
             const int c = N - j < CHUNK ? (int)(N - j) : CHUNK;
             LD(dt, x, base + j, c, v);
@@ -169,10 +172,12 @@ static void SFX(softmax)(baton_dtype dt, const void *x, void *y, int64_t rows, i
         for (int64_t j = 0; j < N; j += CHUNK) {
             const int c = N - j < CHUNK ? (int)(N - j) : CHUNK;
             LD(dt, x, base + j, c, v);
+            T part = 0;
             for (int i = 0; i < c; i++)
-                sum += EXP(v[i] - mx);
+                part += EXP(v[i] - mx);
+            sum += part;
         }
-        const T inv = (T)1 / sum;
+        const T inv = (T)(1.0 / sum);
         for (int64_t j = 0; j < N; j += CHUNK) {
             const int c = N - j < CHUNK ? (int)(N - j) : CHUNK;
             LD(dt, x, base + j, c, v);
