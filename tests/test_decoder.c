@@ -645,7 +645,8 @@ static const int64_t EW_N[] = {1, 7, 4096, 8192 * 3 + 5};
 static double gelu_ref(double x, int tanh_form)
 {
     if (tanh_form)
-        return 0.5 * x * (1 + tanh(sqrt(2 / M_PI) * (x + 0.044715 * x * x * x)));
+        return 0.5 * x *
+               (1 + tanh(0.7978845608028654 * /* sqrt(2 / pi) */ (x + 0.044715 * x * x * x)));
     return 0.5 * x * (1 + erf(x / sqrt(2.0)));
 }
 

@@ -44,7 +44,7 @@ template <typename I> __device__ __forceinline__ long long ld_idx(const I *p, lo
  */
 
 /* E elements of T in one 16-byte register group. */
-template <typename T> struct U16 {
+template <typename T> struct alignas(16) U16 {
     static constexpr int E = 16 / (int)sizeof(T);
     T v[E];
 };
@@ -126,7 +126,7 @@ __global__ void rope_kernel(const T *x, const void *pos, int pos64, const float 
                             long long rows_total)
 {
     using A = typename Acc<T>::A;
-    extern __shared__ unsigned char smem_raw[];
+    extern __shared__ __align__(16) unsigned char smem_raw[];
     A *cs = reinterpret_cast<A *>(smem_raw), *sn = cs + Dh / 2;
     const long long r = blockIdx.x;
     if (r >= rows_total)
@@ -487,8 +487,9 @@ __global__ void act_kernel(const TI *a, const TI *b, TO *y, long long n, int vec
     if (vec) {
         const long long units = n / 8;
         for (long long u = t0; u < units; u += stride) {
-            TI va[8], vb[8];
-            TO vy[8];
+            alignas(16) TI va[8];
+            alignas(16) TI vb[8];
+            alignas(16) TO vy[8];
             ld8(a + u * 8, va);
             if (K == ACT_SILU_MUL)
                 ld8(b + u * 8, vb);
@@ -525,8 +526,8 @@ __global__ void cast_kernel(const TI *x, TO *y, long long n, int vec)
     };
     if (vec) {
         for (long long u = t0; u < n / 8; u += stride) {
-            TI v[8];
-            TO w[8];
+            alignas(16) TI v[8];
+            alignas(16) TO w[8];
             ld8(x + u * 8, v);
 #pragma unroll
             for (int e = 0; e < 8; e++)
@@ -656,7 +657,6 @@ __global__ void __launch_bounds__(SMP_THREADS)
     __shared__ unsigned s_key;
     __shared__ long long s_idx;
     __shared__ Cut s_cut;
-    __shared__ unsigned long long s_before;
     const long long row = blockIdx.x;
     const T *x = logits + row * V;
     const long long step = step64 ? *(const long long *)stepp : *(const int *)stepp;
@@ -783,7 +783,6 @@ __global__ void __launch_bounds__(SMP_THREADS)
         }
         const unsigned long long tb = block_excl_scan(tm, scan_sh, &ttot);
         if (tid == 0) {
-            s_before = 0;
             s_cut.t = prefix;
             s_cut.i_cut = -1;
         }
