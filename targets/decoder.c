@@ -132,3 +132,32 @@ DEC_TARGET(sample, 2,
                      {"top_p", BATON_ATTR_FLOAT, 0,
                       "keep the smallest most-likely set of mass >= top_p; (0, 1], 1 = off"},
                      {"seed", BATON_ATTR_INT, 0, "the generator's seed; default 0"}});
+
+int target_opaque_check(const baton_target *t, const baton_sig_args *a, const char *opaque,
+                        size_t len, char *msg, size_t cap)
+{
+    static const struct {
+        int (*check)(const baton_sig_args *, baton_tensor_desc *, char *, size_t);
+        int op;
+    } ops[] = {{embedding_check, DEC_EMBEDDING},
+               {rope_check, DEC_ROPE},
+               {kv_cache_update_check, DEC_KV_CACHE_UPDATE},
+               {attention_check, DEC_ATTENTION},
+               {silu_mul_check, DEC_SILU_MUL},
+               {silu_check, DEC_SILU},
+               {gelu_check, DEC_GELU},
+               {softmax_check, DEC_SOFTMAX},
+               {cast_check, DEC_CAST},
+               {sample_check, DEC_SAMPLE}};
+    int op = 0;
+    for (size_t i = 0; t && i < sizeof ops / sizeof ops[0]; i++)
+        if (t->check == ops[i].check)
+            op = ops[i].op;
+    if (!op)
+        return 0;
+    baton_decoder_desc d;
+    dec_shape s;
+    if (dec_desc_read(op, opaque, len, &d, msg, cap) || dec_shapes(op, a, &d, &s, NULL, msg, cap))
+        return BATON_EPLAN;
+    return 0;
+}

@@ -1110,3 +1110,39 @@ Test(decoder_check, registers_every_op_and_the_cache_alias)
     const baton_target *k = baton_registry_find(registry(), "kv_cache_update");
     cr_assert(k->aliases[0].output == 0 && k->aliases[0].input == 0);
 }
+
+/* A plan's verbatim "opaque" for a decoder op is decoded and checked at load. */
+Test(decoder_check, checks_a_plans_opaque_descriptor_at_load)
+{
+    const char *fmt =
+        "{\"format\": \"baton.plan\", \"version\": 1, \"name\": \"o\", \"tensors\": ["
+        "{\"name\": \"x\", \"dtype\": \"f32\", \"shape\": [4], \"role\": \"input\"},"
+        "{\"name\": \"y\", \"dtype\": \"f32\", \"shape\": [4], \"role\": \"output\"}],"
+        "\"steps\": [{\"name\": \"s\", \"kernel\": \"silu\", \"device\": \"cpu\", "
+        "\"inputs\": [\"x\"], \"outputs\": [\"y\"], \"opaque\": \"%s\"}]}";
+    baton_decoder_desc d = {.op = DEC_SILU};
+    char hex[2 * sizeof d + 1], json[1024];
+    for (size_t i = 0; i < sizeof d; i++)
+        snprintf(hex + 2 * i, 3, "%02x", ((const unsigned char *)&d)[i]);
+    baton_plan *plan = NULL;
+    baton_error err;
+    snprintf(json, sizeof json, fmt, hex);
+    cr_assert_eq(
+        baton_plan_load_string(registry(), json, strlen(json), "o.json", NULL, &plan, &err), 0,
+        "%s", err.message);
+    baton_plan_free(plan);
+    d.op = DEC_GELU; /* another op's descriptor */
+    for (size_t i = 0; i < sizeof d; i++)
+        snprintf(hex + 2 * i, 3, "%02x", ((const unsigned char *)&d)[i]);
+    snprintf(json, sizeof json, fmt, hex);
+    cr_assert_eq(
+        baton_plan_load_string(registry(), json, strlen(json), "o.json", NULL, &plan, &err),
+        BATON_EPLAN);
+    cr_assert(strstr(err.message, "\"opaque\" descriptor") && strstr(err.message, "for op 7"), "%s",
+              err.message);
+    snprintf(json, sizeof json, fmt, "0011");
+    cr_assert_eq(
+        baton_plan_load_string(registry(), json, strlen(json), "o.json", NULL, &plan, &err),
+        BATON_EPLAN);
+    cr_assert(strstr(err.message, "2 bytes but must be 56"), "%s", err.message);
+}
