@@ -319,25 +319,36 @@ __global__ void __launch_bounds__(ATT_THREADS)
         l[g] = 0.f;
     }
     const T *kbase = kc + kvh * Dh + sub * E, *vbase = vc + kvh * Dh + sub * E;
-    /* Block-uniform trip count: every lane reaches every shuffle (groups of a warp differ). */
-    for (long long jb = k_begin; jb < k_end; jb += (long long)NG * ATT_UNROLL) {
-        U16<T> kr[ATT_UNROLL], vr[ATT_UNROLL];
+    /* Block-uniform trip count: every lane reaches every shuffle (groups of a warp differ). The
+     * next batch's K and V are loaded before this batch is computed (registers, double-buffered),
+     * so the loads of one batch overlap the arithmetic of the previous. Each batch of ATT_UNROLL
+     * keys updates the softmax state once: one rescale per batch, one ex2 per key. */
+    const long long batch = (long long)NG * ATT_UNROLL;
+    U16<T> kr[ATT_UNROLL], vr[ATT_UNROLL], kn[ATT_UNROLL], vn[ATT_UNROLL];
+    auto load = [&](long long jb, U16<T>(&kd)[ATT_UNROLL], U16<T>(&vd)[ATT_UNROLL]) {
 #pragma unroll
         for (int u = 0; u < ATT_UNROLL; u++) {
             const long long j = jb + (long long)u * NG + grp;
             if (j < k_end) {
-                kr[u] = ld16_stream(kbase + j * KF);
-                vr[u] = ld16_stream(vbase + j * KF);
+                kd[u] = ld16_stream(kbase + j * KF);
+                vd[u] = ld16_stream(vbase + j * KF);
             } else {
-                *reinterpret_cast<uint4 *>(kr[u].v) = make_uint4(0, 0, 0, 0);
-                *reinterpret_cast<uint4 *>(vr[u].v) = make_uint4(0, 0, 0, 0);
+                *reinterpret_cast<uint4 *>(kd[u].v) = make_uint4(0, 0, 0, 0);
+                *reinterpret_cast<uint4 *>(vd[u].v) = make_uint4(0, 0, 0, 0);
             }
         }
+    };
+    if (k_begin < k_end)
+        load(k_begin, kr, vr);
+    for (long long jb = k_begin; jb < k_end; jb += batch) {
+        if (jb + batch < k_end)
+            load(jb + batch, kn, vn);
 #pragma unroll
-        for (int u = 0; u < ATT_UNROLL; u++) {
-            const bool valid = jb + (long long)u * NG + grp < k_end;
+        for (int g = 0; g < ATT_GB; g++) {
+            float sc[ATT_UNROLL];
+            float mn = m[g];
 #pragma unroll
-            for (int g = 0; g < ATT_GB; g++) {
+            for (int u = 0; u < ATT_UNROLL; u++) {
                 float s = 0.f;
 #pragma unroll
                 for (int e = 0; e < E; e++)
@@ -345,16 +356,32 @@ __global__ void __launch_bounds__(ATT_THREADS)
 #pragma unroll
                 for (int off = LPK / 2; off > 0; off >>= 1)
                     s += __shfl_xor_sync(0xffffffffu, s, off);
-                if (valid) { /* keys in ascending order per group: a fixed order */
-                    const float mn = fmaxf(m[g], s);
-                    const float corr = exp2f(m[g] - mn), p = exp2f(s - mn);
-                    l[g] = l[g] * corr + p;
-#pragma unroll
-                    for (int e = 0; e < E; e++)
-                        acc[g][e] = fmaf(p, to_f(vr[u].v[e]), acc[g][e] * corr);
-                    m[g] = mn;
-                }
+                const bool valid = jb + (long long)u * NG + grp < k_end;
+                sc[u] = valid ? s : -INFINITY;
+                mn = fmaxf(mn, sc[u]);
             }
+            if (mn == -INFINITY) /* no key of this group yet (the same for its lanes) */
+                continue;
+            const float corr = m[g] == -INFINITY ? 0.f : exp2f(m[g] - mn);
+            float ps = 0.f;
+#pragma unroll
+            for (int e = 0; e < E; e++)
+                acc[g][e] *= corr;
+#pragma unroll
+            for (int u = 0; u < ATT_UNROLL; u++) { /* keys in ascending order: a fixed order */
+                const float p = sc[u] == -INFINITY ? 0.f : exp2f(sc[u] - mn);
+                ps += p;
+#pragma unroll
+                for (int e = 0; e < E; e++)
+                    acc[g][e] = fmaf(p, to_f(vr[u].v[e]), acc[g][e]);
+            }
+            l[g] = l[g] * corr + ps;
+            m[g] = mn;
+        }
+#pragma unroll
+        for (int u = 0; u < ATT_UNROLL; u++) {
+            kr[u] = kn[u];
+            vr[u] = vn[u];
         }
     }
     /* The groups of the block, merged in group order. */
@@ -836,10 +863,11 @@ __global__ void __launch_bounds__(SMP_THREADS)
 
 /* ---- the decode GEMV: y[n] = sum_k W[n, k] x[k], bf16 in and out, f32 accumulation --------------
  * A warp per R rows of W; lane l reads 16 bytes at k = 8 (32 i + l): a row of K = 2048 is 8 loads
- * per lane, all issued before the first FMA. x sits in shared memory as f32. Each lane adds its
- * products in k order and the warp adds the lanes in a fixed butterfly: the same bits every run. */
+ * per lane, UN of them issued before the first FMA (all 8 for one row a warp). x sits in shared
+ * memory as f32. Each lane adds its products in k order and the warp adds the lanes in a fixed
+ * butterfly: the same bits every run. */
 
-template <int R>
+template <int R, int UN>
 __global__ void __launch_bounds__(256)
     gemv_bf16_kernel(const __nv_bfloat16 *x, const __nv_bfloat16 *w, __nv_bfloat16 *y, long long n,
                      long long k)
@@ -857,7 +885,6 @@ __global__ void __launch_bounds__(256)
 #pragma unroll
     for (int r = 0; r < R; r++)
         acc[r] = 0.f;
-    constexpr int UN = 4;
     for (long long k0 = (long long)lane * 8; k0 < k; k0 += 256LL * UN) {
         U16<__nv_bfloat16> wv[R][UN];
 #pragma unroll
@@ -1241,11 +1268,11 @@ extern "C" int kcuda_gemv_bf16(const void *x, const void *w, void *y, long long 
     const size_t smem = sizeof(__nv_bfloat16) * (size_t)k;
     if (n >= 16384) {
         const long long grid = (n + warps * 2 - 1) / (warps * 2);
-        gemv_bf16_kernel<2><<<(unsigned)grid, warps * 32, smem, (cudaStream_t)stream>>>(
+        gemv_bf16_kernel<2, 4><<<(unsigned)grid, warps * 32, smem, (cudaStream_t)stream>>>(
             (const __nv_bfloat16 *)x, (const __nv_bfloat16 *)w, (__nv_bfloat16 *)y, n, k);
     } else {
         const long long grid = (n + warps - 1) / warps;
-        gemv_bf16_kernel<1><<<(unsigned)grid, warps * 32, smem, (cudaStream_t)stream>>>(
+        gemv_bf16_kernel<1, 8><<<(unsigned)grid, warps * 32, smem, (cudaStream_t)stream>>>(
             (const __nv_bfloat16 *)x, (const __nv_bfloat16 *)w, (__nv_bfloat16 *)y, n, k);
     }
     return (int)cudaGetLastError();
