@@ -491,13 +491,15 @@ static const struct {
     int prefill; /* positions p0 .. p0+T-1 (causal prefill); else random positions */
     baton_dtype pdt;
 } ATT[] = {
-    {1, 64, 32, 8, 64, 0, BATON_DTYPE_I64},  /* Llama-3.2-1B decode, short cache */
-    {1, 600, 4, 1, 64, 0, BATON_DTYPE_I64},  /* decode, long enough for many splits */
-    {1, 2100, 2, 2, 64, 0, BATON_DTYPE_I32}, /* decode, no grouping */
-    {13, 40, 4, 2, 16, 1, BATON_DTYPE_I64},  /* causal prefill after a prefix */
-    {70, 70, 8, 2, 64, 1, BATON_DTYPE_I64},  /* prefill from position 0 */
-    {5, 32, 6, 3, 128, 0, BATON_DTYPE_I32},  /* head_dim 128 */
-    {3, 9, 3, 1, 5, 0, BATON_DTYPE_I64},     /* odd head_dim */
+    {1, 64, 32, 8, 64, 0, BATON_DTYPE_I64},   /* Llama-3.2-1B decode, short cache */
+    {1, 600, 4, 1, 64, 0, BATON_DTYPE_I64},   /* decode, long enough for many splits */
+    {1, 2100, 2, 2, 64, 0, BATON_DTYPE_I32},  /* decode, no grouping */
+    {13, 40, 4, 2, 16, 1, BATON_DTYPE_I64},   /* causal prefill after a prefix */
+    {70, 70, 8, 2, 64, 1, BATON_DTYPE_I64},   /* prefill from position 0 */
+    {5, 32, 6, 3, 128, 0, BATON_DTYPE_I32},   /* head_dim 128 */
+    {3, 9, 3, 1, 5, 0, BATON_DTYPE_I64},      /* odd head_dim */
+    {40, 100, 4, 1, 128, 1, BATON_DTYPE_I64}, /* prefill, head_dim 128 (CUDA: tensor cores) */
+    {20, 50, 4, 2, 64, 0, BATON_DTYPE_I32},   /* 20 rows at random positions */
 };
 
 static void attention_table(baton_device_kind kind)

@@ -9,6 +9,7 @@
 #include "kernels/cuda/kcuda_common.cuh"
 
 #include <math.h>
+#include <mma.h>
 
 #include "kernels/cuda/cuda_decoder.h"
 #include "kernels/decoder_desc.h"
@@ -434,6 +435,181 @@ __global__ void __launch_bounds__(ATT_THREADS)
         }
     }
     cluster_exit_barrier();
+}
+
+/* ---- attention: prefill on tensor cores --------------------------------------------------------
+ * A block of 4 warps takes BM = 64 query rows of one head; each warp holds 16 of them. Keys come in
+ * tiles of BN = 64 rows of K and V staged in shared memory; a warp forms its 16 x 64 scores with
+ * WMMA (bf16/f16 in, f32 out), masks key j of row r unless j <= positions[r], updates the rows'
+ * online softmax (two lanes a row, f32, base 2), rounds P to the data's type (as FlashAttention
+ * does) and adds P V into its 16 x head_dim output, kept in f32 in shared memory and rescaled row
+ * by row. Every sum runs in a fixed order: the same bits every run. Rows past T are masked out. */
+
+#define PF_BM 64
+#define PF_BN 64
+
+template <int DH> struct PfLayout {
+    static constexpr int LDQ = DH + 8;    /* elements: Q, K, V rows (16-bit) */
+    static constexpr int LDS = PF_BN + 4; /* floats: scores */
+    static constexpr int LDP = PF_BN + 8; /* elements: P (16-bit) */
+    static constexpr int LDO = DH + 4;    /* floats: output */
+    static constexpr size_t OFF_K = (size_t)PF_BM * LDQ * 2;
+    static constexpr size_t OFF_V = OFF_K + (size_t)PF_BN * LDQ * 2;
+    static constexpr size_t OFF_S = OFF_V + (size_t)PF_BN * LDQ * 2;
+    static constexpr size_t OFF_P = OFF_S + (size_t)PF_BM * LDS * 4;
+    static constexpr size_t OFF_O = OFF_P + (size_t)PF_BM * LDP * 2;
+    static constexpr size_t OFF_ROWS = OFF_O + (size_t)PF_BM * LDO * 4;
+    /* then m, l, corr (floats) and the rows' positions (long long) */
+    static constexpr size_t BYTES = OFF_ROWS + (size_t)PF_BM * 4 * 3 + (size_t)PF_BM * 8;
+};
+
+template <typename T, int DH>
+__global__ void __launch_bounds__(128)
+    attn_prefill_kernel(const T *q, const T *kc, const T *vc, const void *pos, int pos64, T *o,
+                        long long rows, long long S, int H, int Hkv, float qscale, int step)
+{
+    using namespace nvcuda;
+    using L = PfLayout<DH>;
+    extern __shared__ __align__(128) unsigned char pf_smem[];
+    T *sQ = reinterpret_cast<T *>(pf_smem);
+    T *sK = reinterpret_cast<T *>(pf_smem + L::OFF_K);
+    T *sV = reinterpret_cast<T *>(pf_smem + L::OFF_V);
+    float *sS = reinterpret_cast<float *>(pf_smem + L::OFF_S);
+    T *sP = reinterpret_cast<T *>(pf_smem + L::OFF_P);
+    float *sO = reinterpret_cast<float *>(pf_smem + L::OFF_O);
+    float *sM = reinterpret_cast<float *>(pf_smem + L::OFF_ROWS), *sL = sM + PF_BM,
+          *sC = sL + PF_BM;
+    long long *sPos = reinterpret_cast<long long *>(sC + PF_BM);
+
+    const long long tiles = (rows + PF_BM - 1) / PF_BM;
+    const int h = (int)(blockIdx.x % H);
+    const long long tile = tiles - 1 - (long long)(blockIdx.x / H); /* the longest rows first */
+    const int kvh = h / (H / Hkv);
+    const long long r0 = tile * PF_BM, F = (long long)H * DH, KF = (long long)Hkv * DH;
+    const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
+    constexpr int VR = DH / 8; /* 16-byte vectors a row */
+
+    if (tid < PF_BM) {
+        const long long r = r0 + tid;
+        long long p = -1; /* a row past T: every key masked, nothing written */
+        if (r < rows) {
+            p = pos64 ? ((const long long *)pos)[r] : ((const int *)pos)[r];
+            if (p < 0 || p >= S) {
+                if (h == 0)
+                    record(DEC_ATTENTION, step, r, p, S);
+                p = p < 0 ? 0 : S - 1;
+            }
+        }
+        sPos[tid] = p;
+        sM[tid] = -INFINITY;
+        sL[tid] = 0.f;
+    }
+    for (int v = tid; v < PF_BM * VR; v += 128) {
+        const int rr = v / VR, c = (v % VR) * 8;
+        const long long r = r0 + rr;
+        const uint4 x =
+            r < rows ? __ldg(reinterpret_cast<const uint4 *>(q + r * F + (long long)h * DH + c))
+                     : make_uint4(0, 0, 0, 0);
+        *reinterpret_cast<uint4 *>(sQ + rr * L::LDQ + c) = x;
+    }
+    for (int i = tid; i < PF_BM * DH; i += 128)
+        sO[(i / DH) * L::LDO + i % DH] = 0.f;
+    __syncthreads();
+    long long kmax = -1;
+    for (int i = 0; i < PF_BM; i++)
+        kmax = sPos[i] > kmax ? sPos[i] : kmax;
+
+    const int wr = warp * 16; /* this warp's first row in the tile */
+    for (long long j0 = 0; j0 <= kmax; j0 += PF_BN) {
+        for (int v = tid; v < PF_BN * VR; v += 128) {
+            const int jj = v / VR, c = (v % VR) * 8;
+            const long long j = j0 + jj;
+            uint4 kx = make_uint4(0, 0, 0, 0), vx = kx;
+            if (j < S) {
+                kx = __ldcs(reinterpret_cast<const uint4 *>(kc + j * KF + (long long)kvh * DH + c));
+                vx = __ldcs(reinterpret_cast<const uint4 *>(vc + j * KF + (long long)kvh * DH + c));
+            }
+            *reinterpret_cast<uint4 *>(sK + jj * L::LDQ + c) = kx;
+            *reinterpret_cast<uint4 *>(sV + jj * L::LDQ + c) = vx;
+        }
+        __syncthreads();
+        /* S = Q K^T for the warp's 16 rows */
+#pragma unroll
+        for (int n0 = 0; n0 < PF_BN; n0 += 16) {
+            wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc;
+            wmma::fill_fragment(acc, 0.f);
+#pragma unroll
+            for (int kk = 0; kk < DH; kk += 16) {
+                wmma::fragment<wmma::matrix_a, 16, 16, 16, T, wmma::row_major> a;
+                wmma::fragment<wmma::matrix_b, 16, 16, 16, T, wmma::col_major> b;
+                wmma::load_matrix_sync(a, sQ + wr * L::LDQ + kk, L::LDQ);
+                wmma::load_matrix_sync(b, sK + n0 * L::LDQ + kk, L::LDQ);
+                wmma::mma_sync(acc, a, b, acc);
+            }
+            wmma::store_matrix_sync(sS + wr * L::LDS + n0, acc, L::LDS, wmma::mem_row_major);
+        }
+        __syncwarp();
+        /* the online softmax: two lanes a row, each half of the tile's columns */
+        {
+            const int rr = wr + (lane >> 1), c0 = (lane & 1) * (PF_BN / 2);
+            const long long pr = sPos[rr];
+            float *srow = sS + rr * L::LDS;
+            T *prow = sP + rr * L::LDP;
+            float mx = -INFINITY;
+            for (int c = c0; c < c0 + PF_BN / 2; c++) {
+                const float sc = j0 + c <= pr ? srow[c] * qscale : -INFINITY;
+                srow[c] = sc;
+                mx = fmaxf(mx, sc);
+            }
+            mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+            const float mold = sM[rr], mnew = fmaxf(mold, mx);
+            float corr = 1.f, sum = 0.f;
+            if (mnew == -INFINITY) {
+                for (int c = c0; c < c0 + PF_BN / 2; c++)
+                    prow[c] = from_f<T>(0.f);
+            } else {
+                corr = mold == -INFINITY ? 0.f : exp2f(mold - mnew);
+                for (int c = c0; c < c0 + PF_BN / 2; c++) {
+                    const float p = srow[c] == -INFINITY ? 0.f : exp2f(srow[c] - mnew);
+                    prow[c] = from_f<T>(p);
+                    sum += p;
+                }
+            }
+            sum += __shfl_xor_sync(0xffffffffu, sum, 1);
+            __syncwarp();
+            if ((lane & 1) == 0) {
+                sM[rr] = mnew;
+                sL[rr] = sL[rr] * corr + sum;
+                sC[rr] = corr;
+            }
+        }
+        __syncwarp();
+        for (int i = lane; i < 16 * DH; i += 32)
+            sO[(wr + i / DH) * L::LDO + i % DH] *= sC[wr + i / DH];
+        __syncwarp();
+        /* O += P V */
+#pragma unroll
+        for (int n0 = 0; n0 < DH; n0 += 16) {
+            wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc;
+            wmma::load_matrix_sync(acc, sO + wr * L::LDO + n0, L::LDO, wmma::mem_row_major);
+#pragma unroll
+            for (int kk = 0; kk < PF_BN; kk += 16) {
+                wmma::fragment<wmma::matrix_a, 16, 16, 16, T, wmma::row_major> a;
+                wmma::fragment<wmma::matrix_b, 16, 16, 16, T, wmma::row_major> b;
+                wmma::load_matrix_sync(a, sP + wr * L::LDP + kk, L::LDP);
+                wmma::load_matrix_sync(b, sV + kk * L::LDQ + n0, L::LDQ);
+                wmma::mma_sync(acc, a, b, acc);
+            }
+            wmma::store_matrix_sync(sO + wr * L::LDO + n0, acc, L::LDO, wmma::mem_row_major);
+        }
+        __syncthreads(); /* before the next tile overwrites K and V */
+    }
+    for (int i = tid; i < PF_BM * DH; i += 128) {
+        const int rr = i / DH, d = i % DH;
+        const long long r = r0 + rr;
+        if (r < rows)
+            o[r * F + (long long)h * DH + d] = from_f<T>(sO[rr * L::LDO + d] / sL[rr]);
+    }
 }
 
 /* Any dtype and head_dim (f64 included): a block per (row, head), a thread per feature, one key
@@ -1067,12 +1243,38 @@ static int attn_split(const baton_exec_ctx *ctx, void **b, const baton_decoder_d
                   (int)d.n_heads, (int)d.n_kv_heads, G, chunks, qscale, ctx->step_index);
 }
 
+template <typename T, int DH>
+static int attn_prefill(const baton_exec_ctx *ctx, void **b, const baton_decoder_desc &d,
+                        const dec_shape &s)
+{
+    const long long tiles = (s.rows + PF_BM - 1) / PF_BM, grid = tiles * d.n_heads;
+    if (grid > 0x7fffffffLL)
+        return ctx_fail(ctx, BATON_EINVAL, "attention: too many rows for one launch");
+    auto kern = attn_prefill_kernel<T, DH>;
+    const size_t smem = PfLayout<DH>::BYTES;
+    if (prepare(kern, ctx, "attention", 1, grid, 128, smem, smem, false) < 0)
+        return BATON_ECUDA;
+    const float qscale = (float)(d.scale * 1.4426950408889634);
+    return launch(ctx, "attention", kern, (unsigned)grid, 128, smem, 1, (const T *)b[0],
+                  (const T *)b[1], (const T *)b[2], (const void *)b[3],
+                  (int)(s.idx_dt == BATON_DTYPE_I64), (T *)b[4], (long long)s.rows, (long long)s.S,
+                  (int)d.n_heads, (int)d.n_kv_heads, qscale, ctx->step_index);
+}
+
 template <typename T>
 static int attn_typed(const baton_exec_ctx *ctx, void **b, const baton_decoder_desc &d,
                       const dec_shape &s)
 {
     const int bytes = d.head_dim * (int)sizeof(T);
     const bool al = al16(b[0]) && al16(b[1]) && al16(b[2]);
+    if constexpr (sizeof(T) == 2) {
+        /* prefill (16 rows or more): tensor cores */
+        if (al && s.rows >= 16 && (d.head_dim == 64 || d.head_dim == 128)) {
+            if (d.head_dim == 64)
+                return attn_prefill<T, 64>(ctx, b, d, s);
+            return attn_prefill<T, 128>(ctx, b, d, s);
+        }
+    }
     if constexpr (sizeof(T) < 8) {
         if (al) {
             switch (bytes) {
