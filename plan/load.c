@@ -219,15 +219,15 @@ static int load_item_head(loader *L, enum item_kind kind, int i, int obj, const 
 
 /* ---- tensors --------------------------------------------------------------------------------- */
 
-static const char *const dtype_words[] = {"bf16", "f16", "f32", "f64", "i32", "i64"};
+static const char *const dtype_words[] = {"bf16", "f16", "f32", "f64", "i32", "i64", "u8", "bool"};
 static const char *const role_words[] = {"input", "output", "constant", "intermediate"};
 static const baton_role role_values[] = {BATON_ROLE_INPUT, BATON_ROLE_OUTPUT, BATON_ROLE_CONSTANT,
                                          BATON_ROLE_INTERMEDIATE};
-static const char *const init_words[] = {"fill", "normal", "uniform", "npy", "values"};
+static const char *const init_words[] = {"fill", "normal", "uniform", "npy", "values", "safetensors"};
 /* The same lists for messages, spelled out so that the hot path formats nothing. */
-#define DTYPE_LIST "bf16, f16, f32, f64, i32, i64"
+#define DTYPE_LIST "bf16, f16, f32, f64, i32, i64, u8, bool"
 #define ROLE_LIST  "input, output, constant, intermediate"
-#define INIT_LIST  "fill, normal, uniform, npy, values"
+#define INIT_LIST  "fill, normal, uniform, npy, values, safetensors"
 
 /* Reads the number at node v (key `key` of the init object `obj`). */
 static int get_number(loader *L, int obj, int v, const char *key, const char *subj, int required,
@@ -252,6 +252,14 @@ static int check_value(loader *L, int v, const char *subj, baton_dtype dt)
 {
     plan_pos pos = node_pos(L, v);
     double x = J(L, v)->f;
+    if (dt == BATON_DTYPE_U8 || dt == BATON_DTYPE_BOOL) {
+        double hi = dt == BATON_DTYPE_U8 ? 255 : 1;
+        if (x != floor(x) || x < 0 || x > hi)
+            return load_fail(L, BATON_EPLAN, pos, "%s: value %g is not %s, as a %s tensor holds",
+                             subj, x, dt == BATON_DTYPE_U8 ? "an integer from 0 to 255" : "0 or 1",
+                             baton_dtype_name(dt));
+        return 0;
+    }
     if (dt == BATON_DTYPE_I32 || dt == BATON_DTYPE_I64) {
         double lo = dt == BATON_DTYPE_I32 ? -2147483648.0 : -9223372036854775808.0;
         if (x != floor(x))
@@ -287,6 +295,73 @@ static char *resolve_path(const char *base_dir, const char *path)
     if (out)
         snprintf(out, n, "%s/%s", base_dir, path);
     return out;
+}
+
+/* {"kind": "safetensors", "path": "w.safetensors", "key": "model.norm.weight"}: the file is
+ * mapped (once per process) and its header checked here, so that a missing key or a wrong dtype or
+ * shape fails at load; the bytes are read only where the runtime uses them. */
+static int load_safetensors(loader *L, plan_tensor *t, int ji, const char *subj)
+{
+    static const char *const keys[] = {"kind", "path", "key"};
+    tensor_init *in = &t->init;
+    plan_pos pos = node_pos(L, ji);
+    int f[3], rc;
+    in->kind = INIT_SAFETENSORS;
+    if ((rc = collect(L, ji, subj, keys, 3, f)))
+        return rc;
+    int jp = f[1], jk = f[2];
+    if (!is_type(L, jp, J_STRING) || J(L, jp)->len == 0)
+        return load_fail(L, BATON_EPLAN, jp >= 0 ? node_pos(L, jp) : pos,
+                         "%s: a safetensors init needs \"path\", the .safetensors file relative "
+                         "to the plan file",
+                         subj);
+    if (!is_type(L, jk, J_STRING) || J(L, jk)->len == 0)
+        return load_fail(L, BATON_EPLAN, jk >= 0 ? node_pos(L, jk) : pos,
+                         "%s: a safetensors init needs \"key\", the tensor's name in the file, "
+                         "e.g. \"model.norm.weight\"",
+                         subj);
+    plan_pos ppos = node_pos(L, jp), kpos = node_pos(L, jk);
+    if (!(in->path = resolve_path(L->plan->base_dir, J(L, jp)->s)) ||
+        !(in->key = strdup(J(L, jk)->s)))
+        return load_fail(L, BATON_ENOMEM, ppos, "out of memory");
+    baton_error serr = {0};
+    if ((rc = st_open(in->path, &in->st, &serr)))
+        return load_fail(L, rc == BATON_ENOMEM ? BATON_ENOMEM : BATON_EIO, ppos,
+                         "%s: cannot use safetensors init: %s", subj, serr.message);
+    const st_header *h = st_file_header(in->st);
+    int e = st_header_find(h, in->key);
+    if (e < 0) {
+        plan_suggest sg;
+        char hint[PLAN_MAX_NAME + 40] = "";
+        plan_suggest_init(&sg, in->key);
+        for (int k = 0; k < h->n; k++)
+            plan_suggest_try(&sg, h->entries[k].name);
+        if (plan_suggest_best(&sg))
+            snprintf(hint, sizeof hint, " (did you mean '%.*s'?)", PLAN_MAX_NAME,
+                     plan_suggest_best(&sg));
+        return load_fail(L, BATON_EPLAN, kpos,
+                         "%s: %s holds no tensor '%.128s'%s; it has %d tensors (list them with "
+                         "python -c \"import safetensors; print(safetensors.safe_open('%s', "
+                         "'np').keys())\")",
+                         subj, J(L, jp)->s, in->key, hint, h->n, J(L, jp)->s);
+    }
+    const st_entry *en = &h->entries[e];
+    int same = en->desc.dtype == t->desc.dtype && en->desc.rank == t->desc.rank;
+    for (int i = 0; same && i < en->desc.rank; i++)
+        same = en->desc.shape[i] == t->desc.shape[i];
+    if (!same) {
+        char have[160], want[160];
+        desc_format(have, sizeof have, &en->desc);
+        desc_format(want, sizeof want, &t->desc);
+        return load_fail(L, BATON_EPLAN, kpos,
+                         "%s: key '%.128s' of %s holds %s but the tensor is declared %s; declare "
+                         "the tensor as the file has it (or convert the file)",
+                         subj, in->key, J(L, jp)->s, have, want);
+    }
+    in->mapped = st_file_data(in->st, e);
+    size_t es = baton_dtype_size(t->desc.dtype);
+    in->in_place = ((uintptr_t)in->mapped % es) == 0;
+    return 0;
 }
 
 static int load_init(loader *L, plan_tensor *t, int ji, const char *subj)
@@ -395,6 +470,8 @@ static int load_init(loader *L, plan_tensor *t, int ji, const char *subj)
         }
         return 0;
     }
+    if (strcmp(kind, "safetensors") == 0)
+        return load_safetensors(L, t, ji, subj);
     if (strcmp(kind, "values") == 0) {
         in->kind = INIT_VALUES;
         if ((rc = collect(L, ji, subj, values_keys, 2, f)))
@@ -433,7 +510,7 @@ static int load_init(loader *L, plan_tensor *t, int ji, const char *subj)
     }
     return load_fail(L, BATON_EPLAN, node_pos(L, jk),
                      "%s: unknown init kind '%.64s'%s; use one of %s", subj, kind,
-                     did_you_mean(hint, sizeof hint, kind, init_words, 5), INIT_LIST);
+                     did_you_mean(hint, sizeof hint, kind, init_words, 6), INIT_LIST);
 }
 
 enum { T_NAME, T_DTYPE, T_SHAPE, T_ROLE, T_INIT, T_N };
@@ -463,7 +540,7 @@ static int load_tensor(loader *L, int i, int jt)
     if (t->desc.dtype == BATON_DTYPE_INVALID)
         return load_fail(L, BATON_EPLAN, node_pos(L, jd),
                          "%s: unknown dtype '%.64s'%s; valid dtypes: " DTYPE_LIST, subj,
-                         J(L, jd)->s, did_you_mean(hint, sizeof hint, J(L, jd)->s, dtype_words, 6));
+                         J(L, jd)->s, did_you_mean(hint, sizeof hint, J(L, jd)->s, dtype_words, 8));
 
     int js = f[T_SHAPE];
     if (js < 0)

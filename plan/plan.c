@@ -294,6 +294,8 @@ void baton_plan_free(baton_plan *plan)
         plan_tensor *t = &plan->tensors[i];
         free(t->init.path);
         free(t->init.values);
+        free(t->init.key);
+        st_release(t->init.st);
     }
     free(plan->tensors);
     free(plan->steps); /* what the steps point to is in the pool */

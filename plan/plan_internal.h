@@ -22,8 +22,11 @@ typedef enum init_kind {
     INIT_NORMAL,   /* seeded N(mean, std) */
     INIT_UNIFORM,  /* seeded U[low, high) */
     INIT_NPY,      /* a .npy file, path relative to the plan file */
-    INIT_VALUES    /* inline values, exactly numel of them */
+    INIT_VALUES,   /* inline values, exactly numel of them */
+    INIT_SAFETENSORS /* a tensor of a safetensors file (plan/safetensors.c), mapped */
 } init_kind;
+
+typedef struct st_file st_file;
 
 typedef struct tensor_init {
     init_kind kind;
@@ -34,6 +37,12 @@ typedef struct tensor_init {
     char *path;       /* NPY, resolved against the plan's directory */
     double *values;   /* VALUES, numel entries */
     int64_t n_values;
+    char *key;          /* SAFETENSORS: the tensor's name in the file */
+    st_file *st;        /* SAFETENSORS: the mapping (one reference, dropped by baton_plan_free) */
+    const void *mapped; /* SAFETENSORS: its bytes in the mapping (read-only) */
+    /* SAFETENSORS: nonzero when the bytes are aligned to the element size, so that a CPU step
+     * reads them in place instead of a copy in the arena (analyse.c gives them no slot). */
+    int in_place;
 } tensor_init;
 
 typedef struct plan_tensor {
@@ -266,6 +275,39 @@ int npy_parse(const void *buf, size_t len, uint64_t file_size, const char *name,
  * into buf (NPY_PREFIX_MAX bytes fit any desc). Returns its length, or 0 when desc has no .npy
  * form (invalid dtype, rank or dimension; a size that overflows). */
 size_t npy_format_header(const baton_tensor_desc *desc, unsigned char *buf, size_t cap);
+
+/* plan/safetensors.c: the header of a safetensors file. entries are sorted by name; begin and end
+ * are offsets into the data, which starts at byte data_start of the file. */
+typedef struct st_entry {
+    const char *name;
+    baton_tensor_desc desc;
+    uint64_t begin, end;
+} st_entry;
+typedef struct st_header {
+    int n;
+    st_entry *entries;
+    char *names; /* the entries' names, one block */
+    uint64_t data_start, data_len;
+} st_header;
+/* Parses and checks the header of a safetensors file of file_size bytes whose first len bytes
+ * are buf (len >= 8 + the header's length, or the whole file). BATON_EIO with a message naming
+ * `name`, what is wrong and the fix (printable ASCII only); BATON_ENOMEM. Free with
+ * st_header_free (also safe after a failure). */
+int st_parse(const void *buf, size_t len, uint64_t file_size, const char *name, st_header *out,
+             baton_error *err);
+void st_header_free(st_header *h);
+/* The entry of that name, or -1. */
+int st_header_find(const st_header *h, const char *key);
+/* Maps a regular file read-only and checks its header, or takes another reference on the
+ * process's mapping of the same file (device and inode, unchanged size and mtime). Thread-safe.
+ * Errors as st_parse, and plan_open_regular's for what is not a readable regular file. */
+int st_open(const char *path, st_file **out, baton_error *err);
+/* Drops a reference; the last unmaps the file. NULL is a no-op. */
+void st_release(st_file *f);
+const st_header *st_file_header(const st_file *f);
+const void *st_file_data(const st_file *f, int entry);
+/* How many files the process has mapped now (tests). */
+int st_cache_count(void);
 
 /* plan/plan.c: formats "source:line:column: message" into err and returns code. */
 int plan_error(baton_error *err, int code, const baton_plan *plan, plan_pos pos, const char *fmt,

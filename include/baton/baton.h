@@ -111,9 +111,11 @@ typedef enum baton_dtype {
     BATON_DTYPE_F32 = 3,
     BATON_DTYPE_F64 = 4,
     BATON_DTYPE_I32 = 5,
-    BATON_DTYPE_I64 = 6
+    BATON_DTYPE_I64 = 6,
+    BATON_DTYPE_U8 = 7,  /* unsigned byte (safetensors U8, numpy |u1) */
+    BATON_DTYPE_BOOL = 8 /* one byte, 0 or 1 (safetensors BOOL, numpy |b1); stores v != 0 */
 } baton_dtype;
-#define BATON_DTYPE_COUNT 7
+#define BATON_DTYPE_COUNT 9
 
 BATON_API const char *baton_dtype_name(baton_dtype dt);    /* "bf16"; "invalid" for others */
 BATON_API size_t baton_dtype_size(baton_dtype dt);         /* bytes per element; 0 if invalid */
