@@ -85,6 +85,7 @@ const char *baton_role_name(baton_role role)
     case BATON_ROLE_INPUT: return "input";
     case BATON_ROLE_OUTPUT: return "output";
     case BATON_ROLE_CONSTANT: return "constant";
+    case BATON_ROLE_STATE: return "state";
     default: return "invalid";
     }
 }

@@ -298,6 +298,7 @@ void baton_plan_free(baton_plan *plan)
         st_release(t->init.st);
     }
     free(plan->tensors);
+    free(plan->dims);  /* their names are in the pool */
     free(plan->steps); /* what the steps point to is in the pool */
     while (plan->pool) {
         plan_pool_block *prev = plan->pool->prev;

@@ -47,11 +47,22 @@ typedef struct tensor_init {
 
 typedef struct plan_tensor {
     char *name;
-    baton_tensor_desc desc;
+    baton_tensor_desc desc; /* a dimension named in the shape counts at its max */
     baton_role role;
     tensor_init init;
-    size_t nbytes;
+    size_t nbytes; /* at the dims' max */
     plan_pos pos;
+    /* Per axis: the plan's dimension (plan.dims) that sizes it at run time, or -1 (fixed). */
+    signed char dim[BATON_MAX_RANK];
+    int has_dims;
+    /* "view_of": the tensor whose bytes this one is (-1: none), and the end of that chain, whose
+     * slot holds the bytes (the tensor itself when it is no view). */
+    int view_of;
+    int storage;
+    plan_pos view_pos;
+    /* A state tensor: the device whose steps use it (all on one), in memory-plan order of
+     * plan_memory_index once analysed; -1 before validation or when no step uses it. */
+    baton_device state_device;
     /* dataflow, filled by the validator */
     int producer;   /* step index that writes it, -1 for inputs and constants */
     int first_read; /* first step that reads it, -1 if none */
@@ -92,6 +103,7 @@ typedef struct plan_step {
     plan_collective coll;
     int n_group;
     baton_device *group;
+    int has_dims; /* reads or writes a tensor sized by a dimension */
     /* analysis */
     int segment;
     baton_device next_device;
@@ -168,6 +180,17 @@ typedef struct plan_name_slot {
     uint32_t tag;
 } plan_name_slot;
 
+/* A dimension bound at run time ("dims"): memory is planned for max. */
+typedef struct plan_dim {
+    char *name;
+    int64_t min, max;
+    plan_pos pos;
+} plan_dim;
+
+/* memory.offset of a constant that CPU steps read in place from its mapping (safetensors), so it
+ * takes no room in the arena. */
+#define PLAN_OFFSET_MAPPED (-2)
+
 struct baton_plan {
     /* The loader's reference plus one per runtime; the plan holds one on its registry. */
     atomic_int refs;
@@ -179,6 +202,9 @@ struct baton_plan {
     plan_tensor *tensors;
     int n_steps;
     plan_step *steps;
+    int n_dims;
+    plan_dim *dims;
+    int has_state; /* a tensor has role state */
 
     /* analysis (plan/analyse.c) */
     int n_segments;
@@ -241,8 +267,8 @@ void plan_suggest_init(plan_suggest *s, const char *word);
 void plan_suggest_try(plan_suggest *s, const char *candidate);
 const char *plan_suggest_best(const plan_suggest *s);
 
-/* plan/init.c: fills dst (the tensor's nbytes) with a constant's initial value, rounded to its
- * dtype. Deterministic on every machine for fill, normal, uniform and values; docs/plan-format.md
+/* plan/init.c: fills dst (the tensor's nbytes) with a constant's or a state tensor's initial
+ * value (a state without init: zeros), rounded to its dtype. Deterministic on every machine for fill, normal, uniform and values; docs/plan-format.md
  * gives the algorithms. BATON_EINVAL for a tensor that is not a constant; npy errors as
  * baton_npy_read gives them, prefixed with the tensor. */
 int plan_tensor_materialize(const baton_plan *plan, int tensor, void *dst, baton_error *err);

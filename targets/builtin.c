@@ -716,6 +716,7 @@ static const baton_target target_softshrink = {
     .check = softshrink_check,
     .pack = softshrink_pack,
     IMPLS(softshrink),
+    .aliases = {{0, 0}}, .n_aliases = 1, /* elementwise: in place on state */
 };
 
 static const baton_target target_add = {
@@ -728,6 +729,7 @@ static const baton_target target_add = {
     .check = add_check,
     .pack = add_pack,
     IMPLS(add),
+    .aliases = {{0, 0}}, .n_aliases = 1, /* elementwise: in place on state (b may repeat) */
 };
 
 static const baton_target target_mul = {
@@ -740,6 +742,7 @@ static const baton_target target_mul = {
     .check = mul_check,
     .pack = mul_pack,
     IMPLS(mul),
+    .aliases = {{0, 0}}, .n_aliases = 1, /* elementwise: in place on state (b may repeat) */
 };
 
 static const baton_target target_add_scalar = {
@@ -753,6 +756,7 @@ static const baton_target target_add_scalar = {
     .check = add_scalar_check,
     .pack = add_scalar_pack,
     IMPLS(add_scalar),
+    .aliases = {{0, 0}}, .n_aliases = 1, /* elementwise: in place on state */
 };
 
 static const baton_target target_copy = {
@@ -765,6 +769,7 @@ static const baton_target target_copy = {
     .check = copy_check,
     .pack = copy_pack,
     IMPLS(copy),
+    .aliases = {{0, 0}}, .n_aliases = 1, /* elementwise: in place on state */
 };
 
 static const baton_target target_argmax = {

@@ -155,7 +155,11 @@ typedef enum baton_role {
     BATON_ROLE_INTERMEDIATE = 0,
     BATON_ROLE_INPUT = 1,
     BATON_ROLE_OUTPUT = 2,
-    BATON_ROLE_CONSTANT = 3
+    BATON_ROLE_CONSTANT = 3,
+    /* Persists across the runs of one runtime (a pool instance owns its own): initialised from
+     * its init (zeros without one) at baton_runtime_create and baton_runtime_reset_state; steps
+     * may read and write it, in place where the target declares an alias (baton_alias). */
+    BATON_ROLE_STATE = 4
 } baton_role;
 
 BATON_API const char *baton_role_name(baton_role role);
@@ -314,6 +318,16 @@ typedef struct baton_attr_spec {
 #define BATON_MAX_IMPLS      4
 #define BATON_MAX_ATTR_SPECS 8
 
+/* An in-place pair of a target: output `output` may be the same tensor as input `input` (the
+ * kernel then gets one buffer for both). A plan may name one tensor as both only for a declared
+ * pair, and only when the tensor is a state tensor ("role": "state"); baton's elementwise targets
+ * declare (0, 0). */
+typedef struct baton_alias {
+    int output;
+    int input;
+} baton_alias;
+#define BATON_MAX_ALIASES 4
+
 /* A target's signature and implementations. The registry copies the struct and what it points
  * to (name, summary, attribute names and help, delegate tables), so none of it need outlive the
  * call; the functions (kernels, check, pack, a delegate's callbacks) must stay loaded as long as
@@ -342,6 +356,11 @@ typedef struct baton_target {
     /* Given back to every call of the target (baton_exec_ctx.user, baton_delegate_init.user), so
      * that a host runtime needs no globals. baton never dereferences it. */
     void *user;
+    /* In-place pairs (see baton_alias): n_aliases entries, 0 to BATON_MAX_ALIASES, each output
+     * and input in range, no output twice. A target built against a header without them has
+     * none. */
+    baton_alias aliases[BATON_MAX_ALIASES];
+    int n_aliases;
 } baton_target;
 
 /* ---------------------------------------------------------------------------------------------
