@@ -497,6 +497,11 @@ static int place_device(baton_plan *plan, analysis_scratch *sc, int d, baton_err
             continue;
         size_t size = align_up(plan->tensors[t].nbytes ? plan->tensors[t].nbytes : 1);
         int constant = plan->tensors[t].role == BATON_ROLE_CONSTANT;
+        if (constant && d == 0 && plan->tensors[t].init.in_place) {
+            /* CPU steps read it where the file is mapped: no bytes of the arena */
+            m->offset[t] = PLAN_OFFSET_MAPPED;
+            continue;
+        }
         found[ns++] = (slot){t, sc->begin[k], sc->end[k], size, constant};
         if (constant)
             m->const_bytes += size;

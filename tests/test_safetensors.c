@@ -321,6 +321,11 @@ Test(safetensors_plan, runs_a_plan_reading_a_constant_from_the_file)
                                 "\"key\": \"model.w\"}",
                                 "[2, 3]", &plan, &err),
                  0, "%s", err.message);
+    /* aligned to its element size: CPU steps read the mapping, the arena holds no copy */
+    int w = plan_find_tensor(plan, "w");
+    cr_expect_eq(plan->memory[0].offset[w], PLAN_OFFSET_MAPPED);
+    cr_expect_eq(plan->memory[0].const_bytes, 0);
+    cr_expect(plan->tensors[w].init.mapped != NULL);
     baton_gpu_backend gpus[] = {BATON_GPU_AUTO, BATON_GPU_SIM};
     for (int g = 0; g < 2; g++) {
         baton_runtime *rt = test_runtime(plan, gpus[g], BATON_SYNC_GRAPH, 0, 0);
@@ -406,4 +411,30 @@ Test(safetensors_plan, shares_one_mapping_between_plans_and_drops_it_with_the_la
     cr_expect_eq(st_cache_count(), before + 1);
     baton_plan_free(b);
     cr_expect_eq(st_cache_count(), before);
+}
+
+Test(safetensors_plan, copies_a_misaligned_tensor_into_the_arena)
+{
+    /* "model.w" at data offset 2: not aligned to its 4-byte elements */
+    unsigned char all[2 + sizeof weights] = {0};
+    memcpy(all + 2, weights, sizeof weights);
+    write_st("weights.safetensors",
+             "{\"pad\": {\"dtype\": \"U8\", \"shape\": [2], \"data_offsets\": [0, 2]}, "
+             "\"model.w\": {\"dtype\": \"F32\", \"shape\": [2, 3], \"data_offsets\": [2, 26]}}",
+             all, sizeof all);
+    baton_plan *plan = NULL;
+    baton_error err = {0};
+    cr_assert_eq(load_plan_with("{\"kind\": \"safetensors\", \"path\": \"weights.safetensors\", "
+                                "\"key\": \"model.w\"}",
+                                "[2, 3]", &plan, &err),
+                 0, "%s", err.message);
+    int w = plan_find_tensor(plan, "w");
+    cr_expect_geq(plan->memory[0].offset[w], 0);
+    baton_runtime *rt = test_runtime(plan, BATON_GPU_AUTO, BATON_SYNC_GRAPH, 0, 0);
+    cr_assert_eq(baton_runtime_run(rt, &err), 0, "%s", err.message);
+    float y[6];
+    cr_assert_eq(baton_runtime_get_output(rt, "y", y, sizeof y, &err), 0, "%s", err.message);
+    cr_expect_eq(memcmp(y, weights, sizeof y), 0);
+    baton_runtime_destroy(rt);
+    baton_plan_free(plan);
 }

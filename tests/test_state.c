@@ -283,3 +283,236 @@ Test(views_plan, refuses_writes_roles_and_cycles)
                    "[\"a\"], \"outputs\": [\"y\"]}",
                    "a cycle of views");
 }
+
+/* ---- runs ------------------------------------------------------------------------------------ */
+
+TestSuite(state_run, .init = setup, .fini = teardown, .timeout = 60);
+TestSuite(dims_run, .init = setup, .fini = teardown, .timeout = 60);
+TestSuite(views_run, .init = setup, .fini = teardown, .timeout = 60);
+
+static const baton_gpu_backend gpus[] = {BATON_GPU_AUTO, BATON_GPU_SIM};
+static const baton_sync_mode modes[] = {BATON_SYNC_STRICT, BATON_SYNC_BOUNDARY, BATON_SYNC_GRAPH};
+
+/* s += x on `dev` every run (state s starts at 1), y = s + 0 read back on the CPU. */
+static baton_plan *accumulator(const char *dev)
+{
+    char steps[1024];
+    snprintf(steps, sizeof steps,
+             "{\"name\": \"acc\", \"kernel\": \"add\", \"device\": \"%s\", \"inputs\": [\"s\", "
+             "\"x\"], \"outputs\": [\"s\"]}, {\"name\": \"rd\", \"kernel\": \"copy\", "
+             "\"device\": \"%s\", \"inputs\": [\"s\"], \"outputs\": [\"h\"]}, {\"name\": "
+             "\"out\", \"kernel\": \"add_scalar\", \"device\": \"cpu\", \"inputs\": [\"h\"], "
+             "\"outputs\": [\"y\"], \"attrs\": {\"value\": 0}}",
+             dev, dev);
+    return expect_loads(NULL,
+                        T_X ", {\"name\": \"s\", \"dtype\": \"f32\", \"shape\": [4], \"role\": "
+                            "\"state\", \"init\": {\"kind\": \"fill\", \"value\": 1}}, {\"name\": "
+                            "\"h\", \"dtype\": \"f32\", \"shape\": [4]}," T_Y,
+                        steps);
+}
+
+Test(state_run, keeps_state_across_runs_on_every_device_and_mode)
+{
+    const char *devs[] = {"cpu", "cuda:0"};
+    for (int dv = 0; dv < 2; dv++) {
+        baton_plan *plan = accumulator(devs[dv]);
+        for (int g = 0; g < 2; g++)
+            for (int m = 0; m < 3; m++) {
+                baton_runtime *rt = test_runtime(plan, gpus[g], modes[m], 0, 0);
+                baton_error err = {0};
+                const float x[4] = {1, 2, 3, 4};
+                float y[4], s[4];
+                cr_assert_eq(baton_runtime_set_input(rt, "x", x, sizeof x, &err), 0, "%s",
+                             err.message);
+                /* before any run the state holds its init */
+                cr_assert_eq(baton_runtime_get_output(rt, "s", s, sizeof s, &err), 0, "%s",
+                             err.message);
+                cr_expect(s[0] == 1 && s[3] == 1, "init: %g %g", s[0], s[3]);
+                for (int r = 1; r <= 3; r++) {
+                    cr_assert_eq(baton_runtime_run(rt, &err), 0, "%s", err.message);
+                    test_poison(y, sizeof y);
+                    cr_assert_eq(baton_runtime_get_output(rt, "y", y, sizeof y, &err), 0, "%s",
+                                 err.message);
+                    for (int i = 0; i < 4; i++)
+                        cr_expect_eq(y[i], 1 + r * x[i], "%s gpu %d mode %d run %d y[%d] = %g",
+                                     devs[dv], g, m, r, i, y[i]);
+                }
+                /* written by name, read back by name, then reset to its init */
+                const float v[4] = {10, 20, 30, 40};
+                cr_assert_eq(baton_runtime_set_input(rt, "s", v, sizeof v, &err), 0, "%s",
+                             err.message);
+                cr_assert_eq(baton_runtime_run(rt, &err), 0, "%s", err.message);
+                cr_assert_eq(baton_runtime_get_output(rt, "s", s, sizeof s, &err), 0, "%s",
+                             err.message);
+                cr_expect(s[0] == 11 && s[3] == 44, "after set: %g %g", s[0], s[3]);
+                cr_assert_eq(baton_runtime_reset_state(rt, &err), 0, "%s", err.message);
+                cr_assert_eq(baton_runtime_get_output(rt, "s", s, sizeof s, &err), 0, "%s",
+                             err.message);
+                cr_expect(s[0] == 1 && s[3] == 1, "after reset: %g", s[0]);
+                cr_expect_eq(baton_runtime_get_output(rt, "s", s, 8, &err), BATON_EINVAL);
+                cr_expect(strstr(err.message, "state tensor 's'") != NULL, "%s", err.message);
+                baton_runtime_destroy(rt);
+            }
+        baton_plan_free(plan);
+    }
+}
+
+Test(state_run, gives_each_runtime_of_a_plan_its_own_state)
+{
+    baton_plan *plan = accumulator("cpu");
+    baton_runtime *a = test_runtime(plan, BATON_GPU_AUTO, BATON_SYNC_GRAPH, 0, 0);
+    baton_runtime *b = test_runtime(plan, BATON_GPU_AUTO, BATON_SYNC_GRAPH, 0, 0);
+    baton_error err = {0};
+    const float x[4] = {1, 1, 1, 1};
+    float s[4];
+    cr_assert_eq(baton_runtime_set_input(a, "x", x, sizeof x, &err), 0);
+    cr_assert_eq(baton_runtime_set_input(b, "x", x, sizeof x, &err), 0);
+    for (int r = 0; r < 3; r++)
+        cr_assert_eq(baton_runtime_run(a, &err), 0, "%s", err.message);
+    cr_assert_eq(baton_runtime_run(b, &err), 0, "%s", err.message);
+    cr_assert_eq(baton_runtime_get_output(a, "s", s, sizeof s, &err), 0);
+    cr_expect_eq(s[0], 4);
+    cr_assert_eq(baton_runtime_get_output(b, "s", s, sizeof s, &err), 0);
+    cr_expect_eq(s[0], 2);
+    baton_runtime_destroy(a);
+    baton_runtime_destroy(b);
+    baton_plan_free(plan);
+}
+
+/* y = x + 1 on `dev`, x and y [seq, 4] with seq in 2..8 */
+static baton_plan *dims_plan(const char *dev)
+{
+    char steps[512];
+    snprintf(steps, sizeof steps,
+             "{\"name\": \"inc\", \"kernel\": \"add_scalar\", \"device\": \"%s\", \"inputs\": "
+             "[\"x\"], \"outputs\": [\"y\"], \"attrs\": {\"value\": 1}}",
+             dev);
+    return expect_loads("{\"seq\": {\"min\": 2, \"max\": 8}}", T_XD "," T_YD, steps);
+}
+
+static void run_seq(baton_runtime *rt, int seq, int by_input)
+{
+    baton_error err = {0};
+    float x[32], y[32 + 4];
+    for (int i = 0; i < 32; i++)
+        x[i] = (float)(i * 3 + seq);
+    if (!by_input)
+        cr_assert_eq(baton_runtime_set_dims(rt, "seq", seq, &err), 0, "%s", err.message);
+    size_t n = (size_t)seq * 4;
+    cr_assert_eq(baton_runtime_set_input(rt, "x", x, n * sizeof(float), &err), 0, "%s",
+                 err.message);
+    cr_assert_eq(baton_runtime_run(rt, &err), 0, "%s", err.message);
+    test_poison(y, sizeof y);
+    cr_assert_eq(baton_runtime_get_output(rt, "y", y, n * sizeof(float), &err), 0, "%s",
+                 err.message);
+    for (size_t i = 0; i < n; i++)
+        cr_expect_eq(y[i], x[i] + 1, "%s, seq %d (%s): y[%zu] = %g",
+                     baton_sync_mode_name(baton_runtime_mode(rt)), seq,
+                     by_input ? "bound by the input" : "set_dims", i, y[i]);
+}
+
+Test(dims_run, runs_at_the_bounds_and_between_on_every_device_and_mode)
+{
+    const char *devs[] = {"cpu", "cuda:0"};
+    for (int dv = 0; dv < 2; dv++) {
+        baton_plan *plan = dims_plan(devs[dv]);
+        for (int g = 0; g < 2; g++)
+            for (int m = 0; m < 3; m++) {
+                baton_runtime *rt = test_runtime(plan, gpus[g], modes[m], 0, 0);
+                int seqs[] = {8, 2, 5, 5, 2, 8, 3};
+                for (int k = 0; k < 7; k++)
+                    run_seq(rt, seqs[k], k % 2);
+                baton_runtime_destroy(rt);
+            }
+        baton_plan_free(plan);
+    }
+}
+
+Test(dims_run, refuses_values_out_of_bounds_and_unknown_names)
+{
+    baton_plan *plan = dims_plan("cpu");
+    baton_runtime *rt = test_runtime(plan, BATON_GPU_AUTO, BATON_SYNC_GRAPH, 0, 0);
+    baton_error err = {0};
+    cr_expect_eq(baton_runtime_set_dims(rt, "seq", 9, &err), BATON_EINVAL);
+    cr_expect(strstr(err.message, "dimension 'seq' = 9 is outside its bounds 2..8") != NULL, "%s",
+              err.message);
+    cr_expect_eq(baton_runtime_set_dims(rt, "seq", 1, &err), BATON_EINVAL);
+    cr_expect_eq(baton_runtime_set_dims(rt, "sqe", 4, &err), BATON_ENOENT);
+    cr_expect(strstr(err.message, "(did you mean 'seq'?)") != NULL, "%s", err.message);
+    float x[40] = {0};
+    cr_expect_eq(baton_runtime_set_input(rt, "x", x, 1 * 4 * sizeof(float), &err), BATON_EINVAL);
+    cr_expect(strstr(err.message,
+                     "input 'x' implies dimension 'seq' = 1, outside its bounds 2..8") != NULL,
+              "%s", err.message);
+    cr_expect_eq(baton_runtime_set_input(rt, "x", x, 10 * sizeof(float), &err), BATON_EINVAL);
+    cr_expect(strstr(err.message, "whole number of rows") != NULL, "%s", err.message);
+    int64_t v = 0;
+    cr_expect_eq(baton_runtime_get_dims(rt, "seq", &v), 0);
+    cr_expect_eq(v, 8, "a refused binding leaves the last one");
+    /* the runtime stays usable */
+    run_seq(rt, 4, 0);
+    baton_runtime_destroy(rt);
+    baton_plan_free(plan);
+}
+
+Test(dims_run, refuses_inputs_that_disagree)
+{
+    baton_plan *plan =
+        expect_loads("{\"seq\": {\"min\": 1, \"max\": 8}}",
+                     T_XD ", {\"name\": \"z\", \"dtype\": \"f32\", \"shape\": [\"seq\", 4], "
+                          "\"role\": \"input\"}," T_YD,
+                     "{\"name\": \"a\", \"kernel\": \"add\", \"device\": \"cpu\", \"inputs\": "
+                     "[\"x\", \"z\"], \"outputs\": [\"y\"]}");
+    baton_runtime *rt = test_runtime(plan, BATON_GPU_AUTO, BATON_SYNC_GRAPH, 0, 0);
+    baton_error err = {0};
+    float x[32] = {0};
+    cr_assert_eq(baton_runtime_set_input(rt, "x", x, 3 * 16, &err), 0, "%s", err.message);
+    cr_expect_eq(baton_runtime_set_input(rt, "z", x, 5 * 16, &err), BATON_EINVAL);
+    cr_expect(strstr(err.message, "input 'z' implies dimension 'seq' = 5 but input 'x' bound it "
+                                  "to 3") != NULL,
+              "%s", err.message);
+    baton_runtime_destroy(rt);
+    baton_plan_free(plan);
+}
+
+Test(dims_run, keeps_a_graph_per_binding_and_hits_it_again)
+{
+    baton_plan *plan = dims_plan("cuda:0");
+    baton_runtime *rt = test_runtime(plan, BATON_GPU_SIM, BATON_SYNC_GRAPH, 0, 0);
+    /* 1 in 8 runs changes seq: 3 distinct values, so after their first use every run hits */
+    int values[] = {4, 6, 4, 7, 4, 6};
+    int changes = 0;
+    for (int r = 0; r < 48; r++) {
+        int seq = values[r / 8];
+        changes += r % 8 == 0;
+        run_seq(rt, seq, 0);
+    }
+    baton_run_stats st;
+    baton_runtime_stats(rt, &st);
+    /* the max binding (first capture), then 4, 6, 7: one capture each; the repeats hit */
+    cr_expect_eq(st.captures, 3, "captures %lld", (long long)st.captures);
+    cr_expect_eq(baton_runtime_graph_hits(rt), changes - 3, "hits %lld",
+                 (long long)baton_runtime_graph_hits(rt));
+    cr_expect_eq(st.graph_updates, 0);
+    baton_runtime_destroy(rt);
+    baton_plan_free(plan);
+}
+
+Test(views_run, read_the_bases_bytes_without_a_copy)
+{
+    baton_plan *plan = expect_loads(NULL, T_X8 "," T_H "," T_V "," T_Y8, MK_H "," RD_V);
+    for (int g = 0; g < 2; g++) {
+        baton_runtime *rt = test_runtime(plan, gpus[g], BATON_SYNC_GRAPH, 0, 0);
+        baton_error err = {0};
+        float x[8], y[8];
+        for (int i = 0; i < 8; i++)
+            x[i] = (float)i;
+        cr_assert_eq(baton_runtime_set_input(rt, "x", x, sizeof x, &err), 0, "%s", err.message);
+        cr_assert_eq(baton_runtime_run(rt, &err), 0, "%s", err.message);
+        cr_assert_eq(baton_runtime_get_output(rt, "y", y, sizeof y, &err), 0, "%s", err.message);
+        for (int i = 0; i < 8; i++)
+            cr_expect_eq(y[i], x[i] + 1);
+        baton_runtime_destroy(rt);
+    }
+    baton_plan_free(plan);
+}

@@ -622,6 +622,34 @@ BATON_API int baton_runtime_set_input(baton_runtime *rt, const char *name, const
 BATON_API int baton_runtime_get_output(baton_runtime *rt, const char *name, void *data,
                                        size_t nbytes, baton_error *err);
 
+/* State tensors ("role": "state") keep their bytes from one run of a runtime to the next;
+ * baton_runtime_get_output and baton_runtime_set_input read and write them by name (exactly the
+ * tensor's bytes, between runs, at any time: before the first run they hold their init). They
+ * are initialised from their init (zeros without one) at baton_runtime_create and by this call,
+ * which puts every state tensor back so. Errors: BATON_EINVAL without a runtime, a device's
+ * copy failure. */
+BATON_API int baton_runtime_reset_state(baton_runtime *rt, baton_error *err);
+
+/* Dimensions bound at run time (the plan's "dims"): binds `name` to `value` for the next runs.
+ * Every run starts at the dims' max; a run after a change first gives the steps that use a
+ * dimension their actual shapes (baton_exec_ctx.sig, and their descriptors packed again) after
+ * their target's check() accepted them, and its copies move the actual bytes (no allocation). An
+ * input sized by one dimension may bind it instead: baton_runtime_set_input with the byte count
+ * of its actual shape (two inputs that imply different values before a run: BATON_EINVAL naming
+ * both); outputs are then read with the byte count of the last run's shape. BATON_ENOENT for a
+ * name the plan does not declare (with a suggestion), BATON_EINVAL for a value outside its
+ * bounds (naming the dimension and the bounds); a binding that a step's check() refuses fails the
+ * next run with BATON_EINVAL naming the step and the dims, and the previous binding stays. */
+BATON_API int baton_runtime_set_dims(baton_runtime *rt, const char *name, int64_t value,
+                                     baton_error *err);
+/* The value the next run binds `name` to. BATON_ENOENT for an unknown name. */
+BATON_API int baton_runtime_get_dims(const baton_runtime *rt, const char *name, int64_t *value);
+/* Graph mode keeps up to 8 executable graphs per GPU segment that depends on the dims, one per
+ * binding: how many runs found their binding's graph ready (no capture, no update). Captures
+ * and in-place updates count in baton_run_stats.captures and .graph_updates. Reset with
+ * baton_runtime_reset_stats. */
+BATON_API int64_t baton_runtime_graph_hits(const baton_runtime *rt);
+
 /* Caller-owned input and output buffers, read and written in place by the runs (no copies). */
 typedef struct baton_buffer {
     baton_device device; /* where data lives: BATON_DEVICE_CPU (host memory) or cuda:N */
