@@ -452,3 +452,15 @@ void runtime_graphs_free(baton_runtime *rt)
     free(rt->slot_used);
     free(rt->slot_ok);
 }
+
+int baton_runtime_tensor_desc(const baton_runtime *rt, const char *name, baton_tensor_desc *out)
+{
+    if (!rt || !name || !out)
+        return BATON_EINVAL;
+    int t = plan_find_tensor(rt->plan, name);
+    if (t < 0)
+        return BATON_ENOENT;
+    const int64_t *dims = rt->plan->tensors[t].role == BATON_ROLE_OUTPUT ? rt->dims_ran : rt->dims;
+    bound_desc(rt->plan, dims, t, out);
+    return 0;
+}

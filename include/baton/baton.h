@@ -496,6 +496,15 @@ typedef struct baton_tensor_info {
 
 BATON_API int baton_plan_tensor_info(const baton_plan *plan, int i, baton_tensor_info *out);
 
+/* The plan's dimensions bound at run time ("dims"): how many, and dimension i's name (it lives as
+ * long as the plan) and bounds. A tensor's desc and nbytes (baton_tensor_info) are at the dims'
+ * max; baton_plan_tensor_dim says which dimension sizes axis `axis` of tensor `tensor` (-1: a
+ * fixed axis, or out of range). BATON_EINVAL for i out of range. */
+BATON_API int baton_plan_dim_count(const baton_plan *plan);
+BATON_API int baton_plan_dim_info(const baton_plan *plan, int i, const char **name, int64_t *min,
+                                  int64_t *max);
+BATON_API int baton_plan_tensor_dim(const baton_plan *plan, int tensor, int axis);
+
 typedef struct baton_step_info {
     const char *name;
     const char *target;
@@ -649,6 +658,11 @@ BATON_API int baton_runtime_get_dims(const baton_runtime *rt, const char *name, 
  * and in-place updates count in baton_run_stats.captures and .graph_updates. Reset with
  * baton_runtime_reset_stats. */
 BATON_API int64_t baton_runtime_graph_hits(const baton_runtime *rt);
+/* Tensor `name`'s dtype and shape under the dims: the last run's for an output, the next run's
+ * otherwise (its byte count is what get_output and set_input take). BATON_ENOENT for an unknown
+ * name, BATON_EINVAL for NULL arguments. */
+BATON_API int baton_runtime_tensor_desc(const baton_runtime *rt, const char *name,
+                                        baton_tensor_desc *out);
 
 /* Caller-owned input and output buffers, read and written in place by the runs (no copies). */
 typedef struct baton_buffer {
