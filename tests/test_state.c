@@ -516,3 +516,65 @@ Test(views_run, read_the_bases_bytes_without_a_copy)
     }
     baton_plan_free(plan);
 }
+
+/* ---- pools: an instance owns its state ------------------------------------------------------- */
+
+#include "baton/baton_uv.h"
+
+static int pool_done;
+static void on_job(baton_job *job, int status)
+{
+    cr_expect_eq(status, 0, "%s", job->err.message);
+    pool_done++;
+}
+
+Test(state_run, pool_instances_own_their_state_and_pinned_jobs_reach_theirs)
+{
+    baton_plan *plan = accumulator("cuda:0");
+    for (int g = 0; g < 2; g++) {
+        uv_loop_t loop;
+        cr_assert_eq(uv_loop_init(&loop), 0);
+        baton_options o = test_options(gpus[g], BATON_SYNC_GRAPH, 0, 0);
+        baton_pool *pool = NULL;
+        baton_error err = {0};
+        cr_assert_eq(baton_pool_create(&loop, plan, &o, 2, &pool, &err), 0, "%s", err.message);
+        static const float x[4] = {1, 2, 3, 4};
+        baton_binding in = {"x", (void *)x, sizeof x};
+        baton_job jobs[5];
+        int pins[5] = {0, 1, 0, 0, 1};
+        pool_done = 0;
+        for (int k = 0; k < 5; k++) {
+            baton_job_init(&jobs[k]);
+            jobs[k].inputs = &in;
+            jobs[k].n_inputs = 1;
+            cr_assert_eq(baton_pool_submit_to(pool, pins[k], &jobs[k], on_job), 0, "%s",
+                         jobs[k].err.message);
+        }
+        uv_run(&loop, UV_RUN_DEFAULT);
+        cr_expect_eq(pool_done, 5);
+        for (int k = 0; k < 5; k++)
+            cr_expect_eq(jobs[k].instance, pins[k], "job %d ran on %d", k, jobs[k].instance);
+        float s[4];
+        cr_assert_eq(baton_pool_get_state(pool, 0, "s", s, sizeof s, &err), 0, "%s", err.message);
+        cr_expect(s[0] == 1 + 3 * 1 && s[3] == 1 + 3 * 4, "instance 0: %g %g", s[0], s[3]);
+        cr_assert_eq(baton_pool_get_state(pool, 1, "s", s, sizeof s, &err), 0, "%s", err.message);
+        cr_expect(s[0] == 1 + 2 * 1 && s[3] == 1 + 2 * 4, "instance 1: %g %g", s[0], s[3]);
+        cr_assert_eq(baton_pool_reset_state(pool, 0, &err), 0, "%s", err.message);
+        cr_assert_eq(baton_pool_get_state(pool, 0, "s", s, sizeof s, &err), 0, "%s", err.message);
+        cr_expect_eq(s[0], 1);
+        const float v[4] = {7, 7, 7, 7};
+        cr_assert_eq(baton_pool_set_state(pool, 1, "s", v, sizeof v, &err), 0, "%s", err.message);
+        cr_assert_eq(baton_pool_get_state(pool, 1, "s", s, sizeof s, &err), 0, "%s", err.message);
+        cr_expect_eq(s[2], 7);
+        cr_expect_eq(baton_pool_get_state(pool, 2, "s", s, sizeof s, &err), BATON_EINVAL);
+        cr_expect_eq(baton_pool_get_state(pool, 0, "x", s, sizeof s, &err), BATON_EINVAL);
+        cr_expect(strstr(err.message, "'x' is not a state tensor") != NULL, "%s", err.message);
+        baton_job bad;
+        baton_job_init(&bad);
+        cr_expect_eq(baton_pool_submit_to(pool, 2, &bad, on_job), BATON_EINVAL);
+        baton_pool_close(pool, NULL, NULL);
+        uv_run(&loop, UV_RUN_DEFAULT);
+        cr_expect_eq(uv_loop_close(&loop), 0);
+    }
+    baton_plan_free(plan);
+}
