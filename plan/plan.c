@@ -294,8 +294,11 @@ void baton_plan_free(baton_plan *plan)
         plan_tensor *t = &plan->tensors[i];
         free(t->init.path);
         free(t->init.values);
+        free(t->init.key);
+        st_release(t->init.st);
     }
     free(plan->tensors);
+    free(plan->dims);  /* their names are in the pool */
     free(plan->steps); /* what the steps point to is in the pool */
     while (plan->pool) {
         plan_pool_block *prev = plan->pool->prev;
