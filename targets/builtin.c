@@ -717,6 +717,7 @@ static const baton_target target_softshrink = {
     .check = softshrink_check,
     .pack = softshrink_pack,
     IMPLS(softshrink),
+    .aliases = {{0, 0}}, .n_aliases = 1, /* elementwise: in place on state */
 };
 
 static const baton_target target_add = {
@@ -729,6 +730,7 @@ static const baton_target target_add = {
     .check = add_check,
     .pack = add_pack,
     IMPLS(add),
+    .aliases = {{0, 0}}, .n_aliases = 1, /* elementwise: in place on state (b may repeat) */
 };
 
 static const baton_target target_mul = {
@@ -741,6 +743,7 @@ static const baton_target target_mul = {
     .check = mul_check,
     .pack = mul_pack,
     IMPLS(mul),
+    .aliases = {{0, 0}}, .n_aliases = 1, /* elementwise: in place on state (b may repeat) */
 };
 
 static const baton_target target_add_scalar = {
@@ -754,6 +757,7 @@ static const baton_target target_add_scalar = {
     .check = add_scalar_check,
     .pack = add_scalar_pack,
     IMPLS(add_scalar),
+    .aliases = {{0, 0}}, .n_aliases = 1, /* elementwise: in place on state */
 };
 
 static const baton_target target_copy = {
@@ -766,6 +770,7 @@ static const baton_target target_copy = {
     .check = copy_check,
     .pack = copy_pack,
     IMPLS(copy),
+    .aliases = {{0, 0}}, .n_aliases = 1, /* elementwise: in place on state */
 };
 
 static const baton_target target_argmax = {
