@@ -172,7 +172,7 @@ static int run_call(baton_device_kind kind, const call *c, void *out, char *err,
     cr_assert_eq(cudaStreamSynchronize(st), cudaSuccess);
     cr_assert_eq(cudaGetLastError(), cudaSuccess);
     if (rc == 0)
-        rc = kcuda_decoder_error_take(0, err, err_len);
+        rc = kcuda_decoder_error_take(0, NULL, err, err_len);
     cr_assert_eq(cudaMemcpy(out, bufs[c->n_in], ob, cudaMemcpyDeviceToHost), cudaSuccess);
     for (int i = 0; i < c->n_in; i++)
         cudaFree(bufs[i]);
@@ -1158,4 +1158,48 @@ Test(decoder_check, checks_a_plans_opaque_descriptor_at_load)
         baton_plan_load_string(registry(), json, strlen(json), "o.json", NULL, &plan, &err),
         BATON_EPLAN);
     cr_assert(strstr(err.message, "2 bytes but must be 56"), "%s", err.message);
+}
+
+/* Through a runtime, in graph mode: an id out of range fails the run (on CUDA at its end, where
+ * the host waits), naming the step; the next run with good ids succeeds (the record was cleared).
+ */
+static void run_with_bad_id(const char *device, baton_gpu_backend gpu)
+{
+    char json[1024];
+    snprintf(json, sizeof json,
+             "{\"format\": \"baton.plan\", \"version\": 1, \"name\": \"e\", \"tensors\": ["
+             "{\"name\": \"ids\", \"dtype\": \"i64\", \"shape\": [2], \"role\": \"input\"},"
+             "{\"name\": \"table\", \"dtype\": \"bf16\", \"shape\": [10, 64], \"role\": "
+             "\"constant\", \"init\": {\"kind\": \"normal\", \"seed\": 1, \"mean\": 0, "
+             "\"std\": 1}},"
+             "{\"name\": \"y\", \"dtype\": \"bf16\", \"shape\": [2, 64], \"role\": \"output\"}],"
+             "\"steps\": [{\"name\": \"emb\", \"kernel\": \"embedding\", \"device\": \"%s\", "
+             "\"inputs\": [\"ids\", \"table\"], \"outputs\": [\"y\"]}]}",
+             device);
+    baton_plan *plan = NULL;
+    baton_error err;
+    cr_assert_eq(
+        baton_plan_load_string(registry(), json, strlen(json), "e.json", NULL, &plan, &err), 0,
+        "%s", err.message);
+    baton_runtime *rt = test_runtime(plan, gpu, BATON_SYNC_GRAPH, 0, 1);
+    int64_t bad[2] = {3, 12}, good[2] = {3, 9};
+    cr_assert_eq(baton_runtime_set_input(rt, "ids", bad, sizeof bad, &err), 0, "%s", err.message);
+    cr_assert_eq(baton_runtime_run(rt, &err), BATON_EKERNEL);
+    cr_assert(strstr(err.message, "step 'emb'") && strstr(err.message, "ids[1] = 12") &&
+                  strstr(err.message, "[0, 10)"),
+              "%s", err.message);
+    cr_assert_eq(baton_runtime_set_input(rt, "ids", good, sizeof good, &err), 0, "%s", err.message);
+    cr_assert_eq(baton_runtime_run(rt, &err), 0, "%s", err.message);
+    baton_runtime_destroy(rt);
+    baton_plan_free(plan);
+}
+
+Test(decoder_embedding, a_run_fails_naming_the_step_of_an_id_out_of_range)
+{
+    run_with_bad_id("cpu", BATON_GPU_AUTO);
+}
+Test(gpu_embedding, a_run_fails_naming_the_step_of_an_id_out_of_range)
+{
+    skip_without_gpu();
+    run_with_bad_id("cuda:0", BATON_GPU_CUDA);
 }

@@ -209,7 +209,7 @@ static void bench_op(const char *label, const char *target, std::vector<baton_te
     };
     call(0);
     CHECK_CUDA(cudaStreamSynchronize(g_stream));
-    if (kcuda_decoder_error_take(0, msg, sizeof msg)) {
+    if (kcuda_decoder_error_take(0, NULL, msg, sizeof msg)) {
         fprintf(stderr, "bench_decoder: %s: %s\n", label, msg);
         exit(1);
     }

@@ -1429,8 +1429,10 @@ extern "C" int kcuda_sample(const baton_exec_ctx *ctx, void **buffers, const cha
 #undef SMP_LAUNCH
 }
 
-extern "C" int kcuda_decoder_error_take(int device, char *msg, size_t len)
+extern "C" int kcuda_decoder_error_take(int device, int *step_out, char *msg, size_t len)
 {
+    if (step_out)
+        *step_out = -1;
     int prev = 0;
     if (cudaGetDevice(&prev) != cudaSuccess)
         return reason_set(msg, len, BATON_ECUDA, "cudaGetDevice failed");
@@ -1450,6 +1452,8 @@ extern "C" int kcuda_decoder_error_take(int device, char *msg, size_t len)
     if (!rec[0])
         return 0;
     const int op = (int)(rec[0] >> 32), step = (int)(rec[0] & 0xffffffffu) - 1;
+    if (step_out)
+        *step_out = step;
     const char *what = op == DEC_EMBEDDING ? "ids" : "positions";
     const char *range = op == DEC_EMBEDDING   ? "the table's rows"
                         : op == DEC_ATTENTION ? "the caches' rows"
