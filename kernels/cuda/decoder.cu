@@ -135,15 +135,22 @@ __global__ void rope_kernel(const T *x, const void *pos, int pos64, const float 
     const long long p = pos64 ? ((const long long *)pos)[r] : ((const int *)pos)[r];
     const int half = Dh / 2;
     for (int i = threadIdx.x; i < half; i += blockDim.x) {
-        double ang;
-        if (sizeof(T) == 8)
-            ang = (double)p * (double)inv_freq[i];
-        else
-            ang = (double)__fmul_rn((float)p, inv_freq[i]); /* HF's f32 angle */
-        double s, c;
-        sincos(ang, &s, &c);
-        cs[i] = (A)(c * scale);
-        sn[i] = (A)(s * scale);
+        if constexpr (sizeof(T) == 8) {
+            double s, c;
+            sincos((double)p * (double)inv_freq[i], &s, &c);
+            cs[i] = (A)(c * scale);
+            sn[i] = (A)(s * scale);
+        } else {
+            /* HF's f32 angle, reduced to [-pi, pi] in double (a few FP64 operations, exact
+             * enough for any position), then the fast f32 sincos, accurate on that range */
+            const double ang = (double)__fmul_rn((float)p, inv_freq[i]);
+            const double k = rint(ang * 0.15915494309189535);
+            const float r = (float)fma(-k, 6.283185307179586, ang);
+            float s, c;
+            __sincosf(r, &s, &c);
+            cs[i] = (A)(c * (float)scale);
+            sn[i] = (A)(s * (float)scale);
+        }
     }
     __syncthreads();
     const T *xr = x + r * F;
@@ -787,6 +794,50 @@ template <typename T> __global__ void softmax_kernel(const T *x, T *y, long long
         yr[j] = from_acc<T>(exp(ld_a<A>(xr[j]) - mx) * inv);
 }
 
+/* A few long rows (the logits of a decode step): a cluster of blocks per row, each taking a slice
+ * of it; the slices' maxima and sums are combined through distributed shared memory in rank
+ * order, so every block gets the same bits and the result is the same every run. */
+template <typename T> __global__ void softmax_cluster_kernel(const T *x, T *y, long long N)
+{
+    using A = typename Acc<T>::A;
+    __shared__ A red[32];
+    __shared__ A slot[2];
+    cg::cluster_group cluster = cg::this_cluster();
+    const int C = (int)cluster.num_blocks(), rank = (int)cluster.block_rank();
+    const long long row = blockIdx.x / C;
+    const long long per = (N + C - 1) / C, lo = min(N, rank * per), hi = min(N, lo + per);
+    const T *xr = x + row * N;
+    T *yr = y + row * N;
+    A mx = -INFINITY;
+    for (long long j = lo + threadIdx.x; j < hi; j += blockDim.x) {
+        const A v = ld_a<A>(xr[j]);
+        mx = v > mx ? v : mx;
+    }
+    mx = block_max<A>(mx, red);
+    if (threadIdx.x == 0)
+        slot[0] = mx;
+    cluster.sync();
+    A m = -INFINITY;
+    for (int k = 0; k < C; k++) {
+        const A v = *cluster.map_shared_rank(&slot[0], k);
+        m = v > m ? v : m;
+    }
+    A sum = 0;
+    for (long long j = lo + threadIdx.x; j < hi; j += blockDim.x)
+        sum += exp(ld_a<A>(xr[j]) - m);
+    sum = block_sum<A>(sum, red);
+    if (threadIdx.x == 0)
+        slot[1] = sum;
+    cluster.sync();
+    A total = 0;
+    for (int k = 0; k < C; k++)
+        total += *cluster.map_shared_rank(&slot[1], k);
+    const A inv = (A)1 / total;
+    for (long long j = lo + threadIdx.x; j < hi; j += blockDim.x)
+        yr[j] = from_acc<T>(exp(ld_a<A>(xr[j]) - m) * inv);
+    cluster_exit_barrier(); /* peers may still read this block's slots */
+}
+
 /* ---- sample -------------------------------------------------------------------------------------
  * The CPU's algorithm (kernels/cpu/decoder.c): order keys, weights in 2^-40 fixed point (integer
  * sums: exact, so atomics in shared memory still give the same bits), radix selection of the top_k
@@ -1390,6 +1441,25 @@ extern "C" int kcuda_softmax(const baton_exec_ctx *ctx, void **buffers, const ch
         return ctx_fail(ctx, BATON_EINVAL, "softmax: too many rows for one launch");
     const int threads = s.F >= 8192 ? 1024 : s.F >= 1024 ? 256 : 64;
     const unsigned g = (unsigned)s.rows;
+    /* few rows of many elements: 8 blocks a row (a portable cluster) */
+    if (s.F >= 16384 && s.rows * 8 <= 2LL * sm_count(ctx)) {
+        const unsigned gc = g * 8u;
+        switch (s.x_dt) {
+        case BATON_DTYPE_BF16:
+            return launch(ctx, "softmax", softmax_cluster_kernel<__nv_bfloat16>, gc, 1024, 0, 8,
+                          (const __nv_bfloat16 *)buffers[0], (__nv_bfloat16 *)buffers[1],
+                          (long long)s.F);
+        case BATON_DTYPE_F16:
+            return launch(ctx, "softmax", softmax_cluster_kernel<__half>, gc, 1024, 0, 8,
+                          (const __half *)buffers[0], (__half *)buffers[1], (long long)s.F);
+        case BATON_DTYPE_F32:
+            return launch(ctx, "softmax", softmax_cluster_kernel<float>, gc, 1024, 0, 8,
+                          (const float *)buffers[0], (float *)buffers[1], (long long)s.F);
+        default:
+            return launch(ctx, "softmax", softmax_cluster_kernel<double>, gc, 1024, 0, 8,
+                          (const double *)buffers[0], (double *)buffers[1], (long long)s.F);
+        }
+    }
     switch (s.x_dt) {
     case BATON_DTYPE_BF16:
         return launch(ctx, "softmax", softmax_kernel<__nv_bfloat16>, g, threads, 0, 1,
