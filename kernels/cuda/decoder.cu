@@ -870,6 +870,28 @@ struct Cut {
     long long i_cut;
 };
 
+/* The radix digits of the selections: 11, 11 and 10 bits from the top. Three passes; and a first
+ * digit of sign, exponent and 3 mantissa bits spreads logits over many buckets, where 8 bits put
+ * nearly all of them in two (shared-memory atomics on one address serialise). The selected key
+ * does not depend on the digits: the CPU's 8-bit passes select the same. */
+__device__ __forceinline__ int smp_shift(int pass)
+{
+    return pass == 0 ? 21 : pass == 1 ? 10 : 0;
+}
+__device__ __forceinline__ unsigned smp_digit_mask(int pass)
+{
+    return pass == 2 ? 1023u : 2047u;
+}
+
+/* cnt[b] += 1 for each lane, one atomic per distinct bucket of the warp's active lanes (integer
+ * counts: any order gives the same sum). */
+__device__ __forceinline__ void count_bucket(unsigned *cnt, unsigned b)
+{
+    const unsigned act = __activemask(), peers = __match_any_sync(act, b);
+    if ((threadIdx.x & 31) == __ffs(peers) - 1)
+        atomicAdd(&cnt[b], (unsigned)__popc(peers));
+}
+
 __device__ __forceinline__ bool is_member(const Cut &c, unsigned key, long long i)
 {
     return key > c.t || (key == c.t && i <= c.i_cut);
@@ -906,8 +928,8 @@ __global__ void __launch_bounds__(SMP_THREADS)
     sample_kernel(const T *logits, const void *stepp, int step64, long long *out, long long V,
                   double temperature, int top_k, double top_p, unsigned long long seed)
 {
-    __shared__ unsigned long long mass[256], scan_sh[32];
-    __shared__ unsigned cnt[256];
+    __shared__ unsigned long long mass[2048], scan_sh[32];
+    __shared__ unsigned cnt[2048];
     __shared__ unsigned s_key;
     __shared__ long long s_idx;
     __shared__ Cut s_cut;
@@ -952,21 +974,23 @@ __global__ void __launch_bounds__(SMP_THREADS)
     if (top_k > 0 && top_k < V) {
         unsigned prefix = 0, mask = 0;
         long long need = top_k;
-        for (int shift = 24; shift >= 0; shift -= 8) {
-            for (int b = tid; b < 256; b += SMP_THREADS)
+        for (int pass = 0; pass < 3; pass++) {
+            const int shift = smp_shift(pass);
+            const unsigned dm = smp_digit_mask(pass);
+            for (int b = tid; b <= (int)dm; b += SMP_THREADS)
                 cnt[b] = 0;
             __syncthreads();
             for (long long i = tid; i < V; i += SMP_THREADS) {
                 const unsigned k = key_at(x, i);
                 if ((k & mask) == prefix)
-                    atomicAdd(&cnt[(k >> shift) & 255], 1u);
+                    count_bucket(cnt, (k >> shift) & dm);
             }
             __syncthreads();
-            int b = 255; /* every thread walks the same counts: the same answer */
+            int b = (int)dm; /* every thread walks the same counts: the same answer */
             for (; b > 0 && (long long)cnt[b] < need; b--)
                 need -= cnt[b];
             prefix |= (unsigned)b << shift;
-            mask |= 255u << shift;
+            mask |= dm << shift;
             __syncthreads();
         }
         /* the need-th tie of key == prefix, in index order */
@@ -997,8 +1021,10 @@ __global__ void __launch_bounds__(SMP_THREADS)
         const unsigned long long target = (unsigned long long)ceil(top_p * (double)total);
         unsigned prefix = 0, mask = 0;
         unsigned long long before = 0;
-        for (int shift = 24; shift >= 0; shift -= 8) {
-            for (int b = tid; b < 256; b += SMP_THREADS) {
+        for (int pass = 0; pass < 3; pass++) {
+            const int shift = smp_shift(pass);
+            const unsigned dm = smp_digit_mask(pass);
+            for (int b = tid; b <= (int)dm; b += SMP_THREADS) {
                 cnt[b] = 0;
                 mass[b] = 0;
             }
@@ -1006,12 +1032,14 @@ __global__ void __launch_bounds__(SMP_THREADS)
             for (long long i = tid; i < V; i += SMP_THREADS) {
                 const unsigned k = key_at(x, i);
                 if ((k & mask) == prefix && is_member(c, k, i)) {
-                    atomicAdd(&cnt[(k >> shift) & 255], 1u);
-                    atomicAdd(&mass[(k >> shift) & 255], weight_at(x, i, mx, inv_t));
+                    count_bucket(cnt, (k >> shift) & dm);
+                    const unsigned long long w = weight_at(x, i, mx, inv_t);
+                    if (w)
+                        atomicAdd(&mass[(k >> shift) & dm], w);
                 }
             }
             __syncthreads();
-            int b = 255, lowest = -1;
+            int b = (int)dm, lowest = -1;
             for (; b >= 0; b--) {
                 if (!cnt[b])
                     continue;
@@ -1025,7 +1053,7 @@ __global__ void __launch_bounds__(SMP_THREADS)
                 before -= mass[b];
             }
             prefix |= (unsigned)b << shift;
-            mask |= 255u << shift;
+            mask |= dm << shift;
             __syncthreads();
         }
         /* ties of key == prefix among the members, in index order, until the mass reaches it */
