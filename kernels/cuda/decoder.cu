@@ -407,9 +407,11 @@ __global__ void __launch_bounds__(ATT_THREADS)
     for (int t = threadIdx.x; t < ATT_GB * Dh; t += ATT_THREADS) {
         const int g = t / Dh, d = t % Dh;
         float M = -INFINITY;
+#pragma unroll 8
         for (int k = 0; k < NG; k++)
             M = fmaxf(M, red_m[k][g]);
         float a = 0.f, s = 0.f;
+#pragma unroll 8
         for (int k = 0; k < NG; k++) {
             const float w = red_m[k][g] == -INFINITY ? 0.f : exp2f(red_m[k][g] - M);
             a = fmaf(w, red_acc[k][g][d], a);
@@ -421,24 +423,41 @@ __global__ void __launch_bounds__(ATT_THREADS)
             blk_l[g] = s;
         }
     }
-    /* The blocks of the cluster, merged by rank 0 in rank order. */
+    /* The blocks of the cluster, merged in rank order. Every block merges a slice of the
+     * outputs (a rank's share of the head_dim x heads values), and each thread issues its 16
+     * remote loads before it uses any: distributed shared memory answers in hundreds of cycles,
+     * and one block waiting on them one after another took most of the kernel's time. */
     cluster.sync();
-    if (rank == 0) {
-        for (int t = threadIdx.x; t < ATT_GB * Dh; t += ATT_THREADS) {
+    {
+        constexpr int CMAX = 16;
+        const int per = (ATT_GB * Dh + C - 1) / C;
+        for (int t = rank * per + threadIdx.x; t < min(ATT_GB * Dh, (rank + 1) * per);
+             t += ATT_THREADS) {
             const int g = t / Dh, d = t % Dh;
             if (g >= nh)
                 continue;
+            float mk[CMAX], ak[CMAX], lk[CMAX];
+#pragma unroll
+            for (int k = 0; k < CMAX; k++)
+                if (k < C) {
+                    mk[k] = *cluster.map_shared_rank(&blk_m[g], k);
+                    ak[k] = *cluster.map_shared_rank(&blk_acc[g][d], k);
+                    lk[k] = *cluster.map_shared_rank(&blk_l[g], k);
+                }
             float M = -INFINITY;
-            for (int k = 0; k < C; k++)
-                M = fmaxf(M, *cluster.map_shared_rank(&blk_m[g], k));
-            float a = 0.f, s = 0.f;
-            for (int k = 0; k < C; k++) {
-                const float mk = *cluster.map_shared_rank(&blk_m[g], k);
-                const float w = mk == -INFINITY ? 0.f : exp2f(mk - M);
-                a = fmaf(w, *cluster.map_shared_rank(&blk_acc[g][d], k), a);
-                s = fmaf(w, *cluster.map_shared_rank(&blk_l[g], k), s);
-            }
-            o[r * F + (long long)(h0 + g) * Dh + d] = from_f<T>(a / s);
+#pragma unroll
+            for (int k = 0; k < CMAX; k++)
+                if (k < C)
+                    M = fmaxf(M, mk[k]);
+            float a = 0.f, sl = 0.f;
+#pragma unroll
+            for (int k = 0; k < CMAX; k++)
+                if (k < C) {
+                    const float w = mk[k] == -INFINITY ? 0.f : exp2f(mk[k] - M);
+                    a = fmaf(w, ak[k], a);
+                    sl = fmaf(w, lk[k], sl);
+                }
+            o[r * F + (long long)(h0 + g) * Dh + d] = from_f<T>(a / sl);
         }
     }
     cluster_exit_barrier();
