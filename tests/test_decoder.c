@@ -1439,3 +1439,64 @@ Test(gpu_fused, rope_cache_update_gives_rope_and_cache_update_bits)
     skip_without_gpu();
     rope_cache_table(BATON_DEVICE_CUDA);
 }
+
+/* gemm_add through a runtime: y = x W^T + c against float64, f32 and bf16. */
+static void gemm_add_case(const char *device, baton_gpu_backend gpu, baton_dtype dt)
+{
+    const int64_t M = 3, K = 40, N = 24;
+    char json[1400];
+    const char *d = baton_dtype_name(dt);
+    snprintf(
+        json, sizeof json,
+        "{\"format\": \"baton.plan\", \"version\": 1, \"name\": \"ga\", \"tensors\": ["
+        "{\"name\": \"x\", \"dtype\": \"%s\", \"shape\": [1, %lld, %lld], \"role\": \"input\"},"
+        "{\"name\": \"w\", \"dtype\": \"%s\", \"shape\": [%lld, %lld], \"role\": \"input\"},"
+        "{\"name\": \"c\", \"dtype\": \"%s\", \"shape\": [1, %lld, %lld], \"role\": \"input\"},"
+        "{\"name\": \"y\", \"dtype\": \"%s\", \"shape\": [1, %lld, %lld], \"role\": \"output\"}],"
+        "\"steps\": [{\"name\": \"ga\", \"delegate\": \"gemm_add\", \"device\": \"%s\", "
+        "\"inputs\": [\"x\", \"w\", \"c\"], \"outputs\": [\"y\"], \"attrs\": {\"trans_b\": "
+        "true}}]}",
+        d, (long long)M, (long long)K, d, (long long)N, (long long)K, d, (long long)M, (long long)N,
+        d, (long long)M, (long long)N, device);
+    baton_plan *plan = NULL;
+    baton_error err;
+    cr_assert_eq(
+        baton_plan_load_string(registry(), json, strlen(json), "ga.json", NULL, &plan, &err), 0,
+        "%s", err.message);
+    baton_runtime *rt = test_runtime(plan, gpu, BATON_SYNC_GRAPH, 0, 1);
+    test_rng r = {test_fresh_seed()};
+    baton_tensor_desc xd = DESC(dt, 1, M, K), wd = DESC(dt, N, K), cd = DESC(dt, 1, M, N);
+    void *x = rand_buf(&r, &xd, 1.0), *w = rand_buf(&r, &wd, 1.0), *c = rand_buf(&r, &cd, 1.0);
+    void *y = malloc(nbytes(&cd));
+    cr_assert_eq(baton_runtime_set_input(rt, "x", x, nbytes(&xd), &err), 0, "%s", err.message);
+    cr_assert_eq(baton_runtime_set_input(rt, "w", w, nbytes(&wd), &err), 0, "%s", err.message);
+    cr_assert_eq(baton_runtime_set_input(rt, "c", c, nbytes(&cd), &err), 0, "%s", err.message);
+    cr_assert_eq(baton_runtime_run(rt, &err), 0, "%s", err.message);
+    cr_assert_eq(baton_runtime_get_output(rt, "y", y, nbytes(&cd), &err), 0, "%s", err.message);
+    double ref[3 * 24];
+    for (int64_t i = 0; i < M; i++)
+        for (int64_t j = 0; j < N; j++) {
+            double s = load_f64(dt, c, i * N + j);
+            for (int64_t k = 0; k < K; k++)
+                s += load_f64(dt, x, i * K + k) * load_f64(dt, w, j * K + k);
+            ref[i * N + j] = s;
+        }
+    double e = test_rel_err(dt, y, ref, M * N);
+    cr_assert(e <= (dt == BATON_DTYPE_F32 ? 1e-5 : 1e-2), "gemm_add %s on %s: rel err %.3g", d,
+              device, e);
+    free(x), free(w), free(c), free(y);
+    baton_runtime_destroy(rt);
+    baton_plan_free(plan);
+}
+
+Test(decoder_fused, gemm_add_adds_c_to_the_product)
+{
+    gemm_add_case("cpu", BATON_GPU_AUTO, BATON_DTYPE_F32);
+    gemm_add_case("cpu", BATON_GPU_AUTO, BATON_DTYPE_BF16);
+}
+Test(gpu_fused, gemm_add_adds_c_to_the_product)
+{
+    skip_without_gpu();
+    gemm_add_case("cuda:0", BATON_GPU_CUDA, BATON_DTYPE_F32);
+    gemm_add_case("cuda:0", BATON_GPU_CUDA, BATON_DTYPE_BF16);
+}

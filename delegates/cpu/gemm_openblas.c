@@ -121,10 +121,16 @@ static int gemm_cpu_execute(void *state, const baton_exec_ctx *ctx, void **buffe
     if (!g) {
         return ctx_fail(ctx, BATON_EINVAL, "gemm (cpu): no state: init() did not run or failed");
     }
-    if (!buffers || !buffers[0] || !buffers[1] || !buffers[2]) {
+    const baton_gemm_desc *d = &g->d;
+    const int add = d->beta != 0; /* gemm_add: buffers a, b, c, y */
+    if (!buffers || !buffers[0] || !buffers[1] || !buffers[2] || (add && !buffers[3])) {
         return ctx_fail(ctx, BATON_EINVAL, "gemm (cpu): a NULL buffer (a, b, out expected)");
     }
-    const baton_gemm_desc *d = &g->d;
+    void *y = buffers[add ? 3 : 2];
+    const size_t mn = (size_t)d->m * (size_t)d->n;
+    /* gemm_add: y = c first, then the product added into it (beta 1): one rounding */
+    if (add && y != buffers[2] && (d->dtype == BATON_DTYPE_F32 || d->dtype == BATON_DTYPE_F64))
+        memmove(y, buffers[2], mn * (d->dtype == BATON_DTYPE_F32 ? 4 : 8));
     int m = (int)d->m, n = (int)d->n, k = (int)d->k;
     int ta = (d->flags & BATON_GEMM_TRANS_A) != 0, tb = (d->flags & BATON_GEMM_TRANS_B) != 0;
     /* Row-major: a is [M,K] (lda K) or [K,M] (lda M); b is [K,N] (ldb N) or [N,K] (ldb K). */
@@ -134,20 +140,22 @@ static int gemm_cpu_execute(void *state, const baton_exec_ctx *ctx, void **buffe
     switch ((baton_dtype)d->dtype) {
     case BATON_DTYPE_F32:
         cblas_sgemm(CblasRowMajor, opa, opb, m, n, k, (float)d->alpha, buffers[0], lda, buffers[1],
-                    ldb, 0.0f, buffers[2], ldc);
+                    ldb, (float)d->beta, y, ldc);
         return 0;
     case BATON_DTYPE_F64:
         cblas_dgemm(CblasRowMajor, opa, opb, m, n, k, d->alpha, buffers[0], lda, buffers[1], ldb,
-                    0.0, buffers[2], ldc);
+                    d->beta, y, ldc);
         return 0;
     case BATON_DTYPE_BF16:
     case BATON_DTYPE_F16:
         widen((baton_dtype)d->dtype, buffers[0], g->sa, (size_t)d->m * (size_t)d->k);
         if (!g->b_cached)
             widen((baton_dtype)d->dtype, buffers[1], g->sb, (size_t)d->k * (size_t)d->n);
-        cblas_sgemm(CblasRowMajor, opa, opb, m, n, k, (float)d->alpha, g->sa, lda, g->sb, ldb, 0.0f,
-                    g->sc, ldc);
-        narrow((baton_dtype)d->dtype, g->sc, buffers[2], (size_t)d->m * (size_t)d->n);
+        if (add)
+            widen((baton_dtype)d->dtype, buffers[2], g->sc, mn);
+        cblas_sgemm(CblasRowMajor, opa, opb, m, n, k, (float)d->alpha, g->sa, lda, g->sb, ldb,
+                    (float)d->beta, g->sc, ldc);
+        narrow((baton_dtype)d->dtype, g->sc, y, mn);
         return 0;
     default:
         return ctx_fail(ctx, BATON_EINVAL,
