@@ -163,8 +163,9 @@ struct baton_plan {
     /* The loader's reference plus one per runtime; the plan holds one on its registry. */
     atomic_int refs;
     const baton_registry *registry;
-    char *source;   /* the file name, for messages */
-    char *base_dir; /* for npy paths */
+    const log_sink *log; /* the registry's (registry_log): where its runtimes' messages go */
+    char *source;        /* the file name, for messages */
+    char *base_dir;      /* for npy paths */
     char *name;
     int n_tensors;
     plan_tensor *tensors;

@@ -189,7 +189,8 @@ static int check_signature(baton_plan *plan, plan_step *s, baton_error *err)
         want[i] = decl[i];
         out_names[i] = plan->tensors[s->outputs[i]].name;
     }
-    baton_sig_args args = {.n_inputs = s->n_inputs,
+    baton_sig_args args = {.struct_size = sizeof(baton_sig_args),
+                           .n_inputs = s->n_inputs,
                            .inputs = in,
                            .n_outputs = s->n_outputs,
                            .outputs = decl,

@@ -39,6 +39,28 @@ static baton_device run_on(const baton_runtime *rt, baton_device dv)
     return dv;
 }
 
+/* A warning or note of baton_runtime_create, logged when it succeeds (flush_deferred_log): a
+ * refused create says everything in its error, once. */
+static void defer_log(baton_runtime *rt, baton_log_level level, const char *fmt, ...)
+    CORE_PRINTF(3, 4);
+static void defer_log(baton_runtime *rt, baton_log_level level, const char *fmt, ...)
+{
+    if (rt->opts.quiet || rt->n_deferred >= RT_MAX_DEFERRED)
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(rt->deferred[rt->n_deferred], ERRBUF_LEN, fmt, ap);
+    va_end(ap);
+    rt->deferred_level[rt->n_deferred++] = level;
+}
+
+static void flush_deferred_log(baton_runtime *rt)
+{
+    for (int i = 0; i < rt->n_deferred; i++)
+        log_to(rt->plan->log, rt->deferred_level[i], "%s", rt->deferred[i]);
+    rt->n_deferred = 0;
+}
+
 static int choose_backend(baton_runtime *rt, baton_error *err)
 {
     const baton_plan *plan = rt->plan;
@@ -76,14 +98,14 @@ static int choose_backend(baton_runtime *rt, baton_error *err)
         snprintf(why, sizeof why, "%d CUDA device(s) present", have);
     if (rt->backend == BATON_GPU_CUDA || rt->opts.fallback_is_error)
         return err_set(err, BATON_ENODEV,
-                       "%s: step '%s' needs cuda:%d but %s; run its steps on the CPU with "
-                       "--gpu=cpu (or allow the fallback)",
+                       "%s: step '%s' needs cuda:%d but %s; set baton_options.gpu = "
+                       "BATON_GPU_CPU to run its steps on the CPU, or BATON_GPU_AUTO without "
+                       "baton_options.fallback_is_error to fall back",
                        plan->source, plan->steps[first_step].name, need, why);
-    if (!rt->opts.quiet)
-        log_msg(BATON_LOG_WARNING,
-                "%s: step '%s' needs cuda:%d but %s; running the GPU steps on the CPU "
-                "(--no-fallback makes this an error)",
-                plan->source, plan->steps[first_step].name, need, why);
+    defer_log(rt, BATON_LOG_WARNING,
+              "%s: step '%s' needs cuda:%d but %s; running the GPU steps on the CPU "
+              "(baton_options.fallback_is_error makes this an error)",
+              plan->source, plan->steps[first_step].name, need, why);
     rt->backend = BATON_GPU_CPU;
     return 0;
 }
@@ -112,7 +134,7 @@ static const baton_arena *caller_arena(const baton_runtime *rt, int d)
 
 /* baton_options.arenas and .streams name devices the plan uses, once each, with memory and
  * streams that can be used; checked before anything is opened. */
-static int check_caller_resources(const baton_runtime *rt, baton_error *err)
+static int check_caller_resources(baton_runtime *rt, baton_error *err)
 {
     const baton_plan *plan = rt->plan;
     const baton_options *o = &rt->opts;
@@ -180,6 +202,15 @@ static int check_caller_resources(const baton_runtime *rt, baton_error *err)
 #else
         int on_cuda = 0;
 #endif
+        /* On the CPU (the fallback, or asked for) no step uses a stream: the caller's is
+         * ignored, as a program written for a GPU expects on a machine without one. */
+        if (!on_cuda && rt->backend == BATON_GPU_CPU) {
+            defer_log(rt, BATON_LOG_NOTE,
+                      "baton_runtime_create: options.streams[%d] (%s) is not used: plan '%s' "
+                      "runs its GPU steps on the CPU here",
+                      i, name, plan->name);
+            continue;
+        }
         if (!on_cuda)
             return err_set(err, BATON_EINVAL,
                            "baton_runtime_create: options.streams[%d] is for %s, which runs on "
@@ -388,7 +419,8 @@ static int build_calls(baton_runtime *rt, baton_error *err)
             *dd++ = plan->tensors[s->outputs[k]].desc;
             *nn++ = plan->tensors[s->outputs[k]].name;
         }
-        rt->sigs[i] = (baton_sig_args){.n_inputs = s->n_inputs,
+        rt->sigs[i] = (baton_sig_args){.struct_size = sizeof(baton_sig_args),
+                                       .n_inputs = s->n_inputs,
                                        .inputs = step_descs,
                                        .n_outputs = s->n_outputs,
                                        .outputs = step_descs + s->n_inputs,
@@ -399,6 +431,7 @@ static int build_calls(baton_runtime *rt, baton_error *err)
         c->opaque = s->opaque;
         c->opaque_len = s->opaque_len;
         c->ctx = (baton_exec_ctx){
+            .struct_size = sizeof(baton_exec_ctx),
             .device = run_on(rt, s->device), /* kernels launch on the GPU it runs on */
             .stream = rd->ops->stream(rd->ctx),
             .next_device = s->next_device,
@@ -430,6 +463,7 @@ static int build_calls(baton_runtime *rt, baton_error *err)
         for (int k = 0; k < s->n_inputs; k++)
             is_const[k] = plan->tensors[s->inputs[k]].role == BATON_ROLE_CONSTANT;
         baton_delegate_init info = {
+            .struct_size = sizeof(baton_delegate_init),
             .step_index = i,
             .step_name = s->name,
             .device = c->ctx.device,
@@ -572,7 +606,8 @@ static int build_collectives(baton_runtime *rt, baton_error *err)
         if (!ops->coll_prepare || !ops->coll_run)
             return plan_error(err, BATON_ENOTSUP, plan, st->pos,
                               "step '%s': %s on %s: this backend (%s) has no collectives; run the "
-                              "plan with --gpu=cuda (NCCL), sim or cpu",
+                              "plan with baton_options.gpu = BATON_GPU_CUDA (NCCL), BATON_GPU_SIM "
+                              "or BATON_GPU_CPU",
                               st->name, st->target_name,
                               baton_device_format(st->device, name, sizeof name), ops->name);
         int rc = ops->coll_prepare(c, err);
@@ -784,6 +819,7 @@ static int prepare(const baton_plan *plan, const baton_options *opts, const bato
         baton_runtime_destroy(rt);
         return rc;
     }
+    flush_deferred_log(rt);
     *out = rt;
     return 0;
 }
@@ -880,6 +916,39 @@ void baton_runtime_destroy(baton_runtime *rt)
 
 /* ---- inputs and outputs ------------------------------------------------------------------- */
 
+/* An unknown name given to set_input (want_input) or get_output: the closest name of the right
+ * role ("did you mean", as the CLI says) and the names there are. */
+static int no_such_tensor(const baton_plan *plan, const char *name, int want_input,
+                          baton_error *err)
+{
+    plan_suggest sg;
+    plan_suggest_init(&sg, name);
+    char list[320] = "";
+    size_t len = 0;
+    int listed = 0;
+    for (int i = 0; i < plan->n_tensors; i++) {
+        const plan_tensor *c = &plan->tensors[i];
+        if (c->role != BATON_ROLE_INPUT && (want_input || c->role != BATON_ROLE_OUTPUT))
+            continue;
+        plan_suggest_try(&sg, c->name);
+        if (len + strlen(c->name) + 8 < sizeof list) {
+            len += (size_t)snprintf(list + len, sizeof list - len, "%s'%s'", listed ? ", " : "",
+                                    c->name);
+            listed++;
+        } else if (len + 6 < sizeof list && list[len - 1] != '.') {
+            len += (size_t)snprintf(list + len, sizeof list - len, ", ...");
+        }
+    }
+    const char *near = plan_suggest_best(&sg);
+    char mean[128] = "";
+    if (near)
+        snprintf(mean, sizeof mean, " (did you mean '%.64s'?)", near);
+    return err_set(err, BATON_ENOENT, "%s: %s: plan '%s' has no tensor named '%s'%s; its %s: %s",
+                   want_input ? "baton_runtime_set_input" : "baton_runtime_get_output",
+                   plan->source, plan->name, name, mean,
+                   want_input ? "inputs" : "outputs and inputs", listed ? list : "none");
+}
+
 static int host_tensor(baton_runtime *rt, const char *name, size_t nbytes, int want_input,
                        void **addr, baton_error *err)
 {
@@ -888,7 +957,7 @@ static int host_tensor(baton_runtime *rt, const char *name, size_t nbytes, int w
     const baton_plan *plan = rt->plan;
     int t = baton_plan_tensor_index(plan, name);
     if (t < 0)
-        return err_set(err, BATON_ENOENT, "%s: no tensor named '%s'", plan->source, name);
+        return no_such_tensor(plan, name, want_input, err);
     const plan_tensor *pt = &plan->tensors[t];
     if (want_input && pt->role != BATON_ROLE_INPUT)
         return err_set(err, BATON_EINVAL,
@@ -1333,7 +1402,7 @@ static int segment_capturable(baton_runtime *rt, int s)
                          "cannot be captured",
                          s, plan->steps[i].target_name, plan->steps[i].name);
                 if (!rt->opts.quiet)
-                    log_msg(BATON_LOG_NOTE, "%s", rt->note);
+                    log_to(rt->plan->log, BATON_LOG_NOTE, "%s", rt->note);
             }
             return 0;
         }
@@ -1385,7 +1454,7 @@ static int capture_segment(baton_runtime *rt, int s, baton_error *err)
                      plan->steps[seg->first_step].name, plan->steps[seg->last_step].name,
                      rc ? (err ? err->message : "") : cerr.message);
             if (!rt->opts.quiet)
-                log_msg(BATON_LOG_NOTE, "%s", rt->note);
+                log_to(rt->plan->log, BATON_LOG_NOTE, "%s", rt->note);
         }
         rd->ops->graph_reset(rd->ctx, s);
         return BATON_ENOTSUP;

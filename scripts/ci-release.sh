@@ -13,11 +13,12 @@ cd "$root"
 build=${BUILD:-$root/build-release}
 jobs=$(nproc 2>/dev/null || echo 2)
 
+mkdir -p "$build"
+log=$build/ci-release.log
 # shellcheck disable=SC2086
 cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release -DBATON_TESTS=OFF -DBATON_CUDA=OFF \
-      -DBATON_WERROR=ON ${BATON_CMAKE_ARGS:-} > "$build.log" 2>&1 ||
-  { cat "$build.log"; exit 1; }
-cmake --build "$build" -j"$jobs" >> "$build.log" 2>&1 || { tail -n 60 "$build.log"; exit 1; }
+      -DBATON_WERROR=ON ${BATON_CMAKE_ARGS:-} > "$log" 2>&1 || { cat "$log"; exit 1; }
+cmake --build "$build" -j"$jobs" >> "$log" 2>&1 || { tail -n 60 "$log"; exit 1; }
 echo "release: built $build"
 
 python3 scripts/check-exports.py "$build/libbaton.so" include/baton/*.h \

@@ -108,6 +108,7 @@ static baton_exec_ctx make_ctx(int pdl, char *err, size_t len)
 {
     baton_exec_ctx c;
     memset(&c, 0, sizeof c);
+    c.struct_size = sizeof c;
     c.device.kind = BATON_DEVICE_CUDA;
     c.device.index = 0;
     c.stream = g_stream;
