@@ -5,9 +5,13 @@
  * Conventions (as in libuv): every fallible call returns an int, 0 on success or a negative
  * BATON_E* code; baton_strerror() names the code, and a caller-provided baton_error receives a
  * message that names the place (file:line:column, step, tensor) and the fix. Handles are opaque.
- * State hangs off a registry, a plan, a runtime or a pool. The only process-wide state is a set of
- * caches of CUDA device and kernel facts (multiprocessor counts, kernel attributes, occupancy),
- * filled once per device and kernel with atomic operations, so any thread may read or fill them. */
+ * State hangs off a registry, a plan, a runtime or a pool. Process-wide state (docs/api.md lists
+ * it): the log callback of baton_log_set (the default for registries without their own); caches
+ * of CUDA device and kernel facts (multiprocessor counts, kernel attributes, occupancy; one per
+ * translation unit that needs them) and the tuning results of baton's CUDA kernels, all filled
+ * once with atomic operations so that any thread may read or fill them; the cuBLASLt library and
+ * its function table, loaded once; and CUPTI's activity recording while a trace or
+ * baton_gpu_busy_begin uses it. */
 #ifndef BATON_H
 #define BATON_H
 
