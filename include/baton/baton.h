@@ -720,7 +720,7 @@ BATON_API int baton_runtime_step_time_ns(const baton_runtime *rt, int step, int6
  * else the GPU processes are absent and the metadata says why). Spans carry args: step, target,
  * run, mode, bytes. Tracing off costs one branch per step. trace_begin(rt, 0) stops tracing
  * and frees the spans: a GPU timeline is process-wide (CUPTI records every kernel of the process
- * while any runtime traces), and costs time per kernel (bench/RESULTS.md). */
+ * while any runtime traces), and costs time per kernel (see baton_gpu_busy_begin). */
 BATON_API int baton_runtime_trace_begin(baton_runtime *rt, size_t max_events);
 BATON_API int baton_runtime_trace_write(baton_runtime *rt, const char *path, baton_error *err);
 
