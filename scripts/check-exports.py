@@ -7,7 +7,8 @@ be hidden, and a program calling it would not link). The library is built with
 A static library (LIB ending in .a) is checked for collisions instead: every global symbol it
 defines must be a BATON_API function of the headers or carry the internal prefix (--internal,
 `baton__` as libuv's `uv__`), so that a program linking libbaton.a can have its own `log_msg`.
-Weak symbols (C++ inline functions and templates of .cu files) are not collisions and are skipped.
+Weak symbols (C++ inline functions and templates of .cu files) are not collisions and are skipped,
+and so are C++ (mangled, _Z...) symbols of the .cu files: a C program cannot name them.
 
 Usage: check-exports.py LIB HEADER... [--expect REGEX]... [--nm NM] [--internal PREFIX]
                         [--report-only] [--symbols FILE]
@@ -75,7 +76,8 @@ def static_globals(lib, nm):
         parts = line.split()
         # "ADDRESS TYPE NAME"; member headers ("file.o:") and blank lines have fewer fields
         if len(parts) >= 3 and parts[1] not in ("W", "V", "w", "v", "u"):
-            syms.add(parts[2])
+            if not parts[2].startswith("_Z"):
+                syms.add(parts[2])
     return syms
 
 
