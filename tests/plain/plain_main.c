@@ -77,6 +77,24 @@ static const cr_plain_suite *suite_of(const cr_plain_test *t)
     return NULL;
 }
 
+/* The test being run: statics, so that nothing setjmp's frame keeps can be clobbered. */
+static void (*cur_init)(void), (*cur_fn)(void), (*cur_fini)(void);
+
+/* Runs cur_fn between cur_init and cur_fini; returns 2 when it skipped, else 0 or 1. */
+static int run_one(void)
+{
+    volatile int inited = 0, how = setjmp(test_exit);
+    if (how == 0) {
+        if (cur_init)
+            cur_init();
+        inited = 1;
+        cur_fn();
+    }
+    if (inited && cur_fini && setjmp(test_exit) == 0)
+        cur_fini();
+    return how;
+}
+
 int main(int argc, char **argv)
 {
     /* Criterion's flags (--jobs=N) are accepted and ignored; a bare argument selects tests whose
@@ -93,22 +111,14 @@ int main(int argc, char **argv)
         if ((only && !strstr(full, only)) || t->opts.disabled)
             continue;
         const cr_plain_suite *s = suite_of(t);
-        void (*init)(void) = t->opts.init ? t->opts.init : s ? s->opts.init : NULL;
-        void (*fini)(void) = t->opts.fini ? t->opts.fini : s ? s->opts.fini : NULL;
+        cur_init = t->opts.init ? t->opts.init : s ? s->opts.init : NULL;
+        cur_fini = t->opts.fini ? t->opts.fini : s ? s->opts.fini : NULL;
+        cur_fn = t->fn;
         struct criterion_test cur = {t->name, t->suite};
         criterion_current_test = &cur;
         fprintf(stderr, "[RUN ] %s\n", full);
         test_failed = 0;
-        volatile int inited = 0;
-        int how = setjmp(test_exit);
-        if (how == 0) {
-            if (init)
-                init();
-            inited = 1;
-            t->fn();
-        }
-        if (inited && fini && setjmp(test_exit) == 0)
-            fini();
+        int how = run_one();
         if (how == 2 && !test_failed) {
             skipped++;
             fprintf(stderr, "[SKIP] %s\n", full);
