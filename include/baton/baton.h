@@ -562,8 +562,9 @@ typedef struct baton_options {
     /* Caller-owned memory and streams (docs/embedding.md); NULL/0: baton allocates and creates
      * its own. `arenas` gives the memory of some or all of the plan's devices
      * (baton_plan_arena_info says how much each needs); `streams` the cudaStream_t each CUDA
-     * device runs on. Both arrays are read at baton_runtime_create; the memory and streams must
-     * outlive the runtime, which never frees or destroys them. */
+     * device runs on (ignored, with a note, for a device whose steps run on the CPU). Both arrays
+     * are read at baton_runtime_create; the memory and streams must outlive the runtime, which
+     * never frees or destroys them. */
     const struct baton_arena *arenas;
     int n_arenas;
     const struct baton_stream *streams;
