@@ -255,6 +255,12 @@ typedef struct baton_sig_args {
      * caller has no names (a step built by hand): a check then names the tensor by its role. */
     const char *const *input_names;
     const char *const *output_names;
+    /* The plan's verbatim "opaque" bytes of this step (NULL and 0 when the plan gives none, and
+     * always at run time): they replace what pack() would build, and the kernel trusts them, so
+     * a check() that accepts them decodes and checks them here against the tensors and its own
+     * ranges, and refuses a mismatch naming the field and both values (docs/plugins.md). */
+    const char *opaque;
+    size_t opaque_len;
 } baton_sig_args;
 
 /* The largest descriptor a target's pack() may produce. */

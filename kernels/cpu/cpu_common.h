@@ -16,19 +16,6 @@
 /* Elements per stack chunk: 4 KiB of doubles per buffer. */
 #define CHUNK 512
 
-/* Copies the descriptor into *desc when opaque holds exactly size bytes; layout names the struct
- * and its fields for the message. */
-static inline int read_opaque(const baton_exec_ctx *ctx, const char *name, const char *opaque,
-                              size_t len, void *desc, size_t size, const char *layout)
-{
-    if (!opaque || len != size)
-        return ctx_fail(ctx, BATON_EINVAL,
-                        "%s: the descriptor is %zu bytes but must be %zu (%s; see docs/kernels.md)",
-                        name, opaque ? len : 0, size, layout);
-    memcpy(desc, opaque, size);
-    return 0;
-}
-
 /* Checks that the first n buffers are there. */
 static inline int check_buffers(const baton_exec_ctx *ctx, const char *name, void **buffers, int n)
 {
