@@ -28,7 +28,9 @@ static baton_dtype invvar_dtype(baton_dtype x)
     return x == BATON_DTYPE_F64 ? BATON_DTYPE_F64 : BATON_DTYPE_F32;
 }
 
-int kcpu_rms_norm_fwd(const baton_exec_ctx *ctx, void **buffers, const char *opaque, size_t len)
+/* Outside noinline, so that no floating-point operation moves across the mode switch. */
+__attribute__((noinline)) static int rms_norm_fwd_ieee(const baton_exec_ctx *ctx, void **buffers,
+                                                       const char *opaque, size_t len)
 {
     baton_rms_norm_desc d;
     int rc = read_desc(ctx, "rms_norm_fwd", buffers, 4, opaque, len, 0, &d);
@@ -80,7 +82,9 @@ static void column_sum(baton_dtype pgdt, const void *part, int64_t P, int64_t n2
     }
 }
 
-int kcpu_rms_norm_bwd(const baton_exec_ctx *ctx, void **buffers, const char *opaque, size_t len)
+/* Outside noinline, so that no floating-point operation moves across the mode switch. */
+__attribute__((noinline)) static int rms_norm_bwd_ieee(const baton_exec_ctx *ctx, void **buffers,
+                                                       const char *opaque, size_t len)
 {
     baton_rms_norm_desc d;
     int rc = read_desc(ctx, "rms_norm_bwd", buffers, 7, opaque, len, 1, &d);
@@ -144,8 +148,8 @@ int kcpu_rms_norm_bwd(const baton_exec_ctx *ctx, void **buffers, const char *opa
     return 0;
 }
 
-int kcpu_rms_norm_grad_weight(const baton_exec_ctx *ctx, void **buffers, const char *opaque,
-                              size_t len)
+__attribute__((noinline)) static int
+rms_norm_grad_weight_ieee(const baton_exec_ctx *ctx, void **buffers, const char *opaque, size_t len)
 {
     const char *name = "rms_norm_grad_weight";
     baton_rms_grad_weight_desc d;
@@ -159,4 +163,29 @@ int kcpu_rms_norm_grad_weight(const baton_exec_ctx *ctx, void **buffers, const c
     column_sum((baton_dtype)d.pg_dtype, buffers[0], d.part_grad_size, d.n2, (baton_dtype)d.w_dtype,
                buffers[2]);
     return 0;
+}
+
+int kcpu_rms_norm_fwd(const baton_exec_ctx *ctx, void **buffers, const char *opaque, size_t len)
+{
+    const fp_mode m = fp_mode_ieee();
+    const int rc = rms_norm_fwd_ieee(ctx, buffers, opaque, len);
+    fp_mode_restore(m);
+    return rc;
+}
+
+int kcpu_rms_norm_bwd(const baton_exec_ctx *ctx, void **buffers, const char *opaque, size_t len)
+{
+    const fp_mode m = fp_mode_ieee();
+    const int rc = rms_norm_bwd_ieee(ctx, buffers, opaque, len);
+    fp_mode_restore(m);
+    return rc;
+}
+
+int kcpu_rms_norm_grad_weight(const baton_exec_ctx *ctx, void **buffers, const char *opaque,
+                              size_t len)
+{
+    const fp_mode m = fp_mode_ieee();
+    const int rc = rms_norm_grad_weight_ieee(ctx, buffers, opaque, len);
+    fp_mode_restore(m);
+    return rc;
 }
