@@ -86,6 +86,27 @@ int rms_norm_desc_decode(const char *opaque, size_t len, int bwd, baton_rms_norm
     return 0;
 }
 
+int rms_norm_desc_empty_batch(const char *opaque, size_t len, int bwd, baton_rms_norm_shard_desc *d)
+{
+    char copy[sizeof(baton_rms_norm_shard_desc)], why[8];
+    if (!opaque || len > sizeof copy || len < sizeof(int64_t))
+        return 0;
+    memcpy(copy, opaque, len);
+    /* n1 is the first field in both layouts: 4 bytes in the tutorial's, 8 in baton's. */
+    const size_t w =
+        len == sizeof(baton_rms_norm_tutorial_desc) ? sizeof(int32_t) : sizeof(int64_t);
+    int64_t n1 = 0;
+    memcpy(&n1, copy, w); /* little-endian: the low bytes */
+    if (n1 != 0)
+        return 0;
+    const int64_t one = 1;
+    memcpy(copy, &one, w);
+    if (rms_norm_desc_decode(copy, len, bwd, d, NULL, why, sizeof why))
+        return 0;
+    d->rms.n1 = 0;
+    return 1;
+}
+
 /* A _decode's reason, prefixed with the kernel's name, into ctx. */
 static int ctx_reason(const baton_exec_ctx *ctx, const char *name, int rc, const char *msg)
 {

@@ -29,6 +29,11 @@ int rms_norm_desc_decode(const char *opaque, size_t len, int bwd, baton_rms_norm
                          int *tutorial, char *msg, size_t msg_len);
 int rms_norm_desc_read(const baton_exec_ctx *ctx, const char *name, const char *opaque, size_t len,
                        int bwd, baton_rms_norm_shard_desc *d);
+/* 1 when (opaque, len) is a valid RMSNorm descriptor but for n1 = 0, an empty batch (x of shape
+ * (0, n)), which the XLA entry points answer without a kernel: nothing for the forward, zeros
+ * for grad_weight and part_grad for the backward, as PyTorch does; *d is then decoded (n1 0). */
+int rms_norm_desc_empty_batch(const char *opaque, size_t len, int bwd,
+                              baton_rms_norm_shard_desc *d);
 
 /* rms_norm_grad_weight: 24 bytes; pg_dtype f32 or f64, w_dtype a float, part_grad_size and n2 at
  * least 1 with their product in 64 bits. */
