@@ -7,7 +7,13 @@
  * message that names the place (file:line:column, step, tensor) and the fix. Handles are opaque.
  * State hangs off a registry, a plan, a runtime or a pool. The only process-wide state is a set of
  * caches of CUDA device and kernel facts (multiprocessor counts, kernel attributes, occupancy),
- * filled once per device and kernel with atomic operations, so any thread may read or fill them. */
+ * filled once per device and kernel with atomic operations, so any thread may read or fill them.
+ *
+ * NULL: a fallible call given NULL for a handle or a pointer it needs returns BATON_EINVAL (a NULL
+ * baton_error * is always allowed: the message is then dropped); a function returning a pointer
+ * returns NULL, a count 0, a mode or backend query of a NULL runtime or pool BATON_SYNC_STRICT or
+ * BATON_GPU_CPU; a void function does nothing (baton_runtime_stats of a NULL runtime zeroes *out).
+ * tests/test_api_null.c checks every function. */
 #ifndef BATON_H
 #define BATON_H
 
@@ -144,7 +150,7 @@ typedef struct baton_device {
     int index; /* cuda:N; 0 for the CPU */
 } baton_device;
 
-/* Writes "cpu", "cuda:0" or "none" into buf; returns buf. */
+/* Writes "cpu", "cuda:0" or "none" into buf; returns buf (a NULL buf or len 0: writes nothing). */
 BATON_API char *baton_device_format(baton_device dev, char *buf, size_t len);
 /* Parses "cpu" or "cuda:N". Returns 0 or BATON_EINVAL. */
 BATON_API int baton_device_parse(const char *text, baton_device *out);
