@@ -643,7 +643,9 @@ BATON_API int baton_runtime_bind(baton_runtime *rt, int tensor, const baton_buff
 
 /* Runs the plan once. Allocates nothing, except in the first graph-mode run and the first run after
  * baton_runtime_recapture, which capture and instantiate the GPU segments' graphs. On failure err
- * names the step, device and call; the runtime stays usable. */
+ * names the step, device and call; the runtime stays usable. One run at a time per runtime: a call
+ * while another thread's run of the same runtime is in progress returns BATON_ESTATE at once (an
+ * atomic flag; use one runtime per thread, or a baton_pool). */
 BATON_API int baton_runtime_run(baton_runtime *rt, baton_error *err);
 
 /* Counters accumulated over the runs since the runtime was created or its counters reset
