@@ -197,15 +197,28 @@ static int check_signature(baton_plan *plan, plan_step *s, baton_error *err)
                            .n_attrs = s->n_attrs,
                            .attrs = s->attrs,
                            .input_names = in_names,
-                           .output_names = out_names};
+                           .output_names = out_names,
+                           .opaque = s->opaque_verbatim ? s->opaque : NULL,
+                           .opaque_len = s->opaque_verbatim ? s->opaque_len : 0};
     if (t->check) {
         char msg[512] = "";
         rc = t->check(&args, want, msg, sizeof msg);
+        msg[sizeof msg - 1] = 0; /* a plugin's check() may leave it unterminated */
         if (rc)
             return plan_fail(err, plan, BATON_EPLAN, s->pos, "step '%s' (%s '%s'): %s", s->name,
                              kind_word(t->kind), t->name,
                              msg[0] ? msg : "the signature check failed");
         for (int i = 0; i < s->n_outputs; i++) {
+            /* A plugin's check() may write anything: only a descriptor baton could declare is
+             * compared, and printed. */
+            if (want[i].rank < 0 || want[i].rank > BATON_MAX_RANK || want[i].dtype <= 0 ||
+                want[i].dtype >= BATON_DTYPE_COUNT)
+                return plan_fail(err, plan, BATON_EPLAN, s->pos,
+                                 "step '%s': %s '%s''s check() gave output %d rank %d and dtype "
+                                 "code %d, which no tensor can have (rank 0 to %d, dtype 1 to %d): "
+                                 "the target's check() is wrong",
+                                 s->name, kind_word(t->kind), t->name, i, want[i].rank,
+                                 (int)want[i].dtype, BATON_MAX_RANK, BATON_DTYPE_COUNT - 1);
             int same = want[i].dtype == decl[i].dtype && want[i].rank == decl[i].rank;
             for (int d = 0; same && d < decl[i].rank && d < BATON_MAX_RANK; d++)
                 same = want[i].shape[d] == decl[i].shape[d];

@@ -7,7 +7,13 @@
  * message that names the place (file:line:column, step, tensor) and the fix. Handles are opaque.
  * State hangs off a registry, a plan, a runtime or a pool. The only process-wide state is a set of
  * caches of CUDA device and kernel facts (multiprocessor counts, kernel attributes, occupancy),
- * filled once per device and kernel with atomic operations, so any thread may read or fill them. */
+ * filled once per device and kernel with atomic operations, so any thread may read or fill them.
+ *
+ * NULL: a fallible call given NULL for a handle or a pointer it needs returns BATON_EINVAL (a NULL
+ * baton_error * is always allowed: the message is then dropped); a function returning a pointer
+ * returns NULL, a count 0, a mode or backend query of a NULL runtime or pool BATON_SYNC_STRICT or
+ * BATON_GPU_CPU; a void function does nothing (baton_runtime_stats of a NULL runtime zeroes *out).
+ * tests/test_api_null.c checks every function. */
 #ifndef BATON_H
 #define BATON_H
 
@@ -146,7 +152,7 @@ typedef struct baton_device {
     int index; /* cuda:N; 0 for the CPU */
 } baton_device;
 
-/* Writes "cpu", "cuda:0" or "none" into buf; returns buf. */
+/* Writes "cpu", "cuda:0" or "none" into buf; returns buf (a NULL buf or len 0: writes nothing). */
 BATON_API char *baton_device_format(baton_device dev, char *buf, size_t len);
 /* Parses "cpu" or "cuda:N". Returns 0 or BATON_EINVAL. */
 BATON_API int baton_device_parse(const char *text, baton_device *out);
@@ -261,6 +267,12 @@ typedef struct baton_sig_args {
      * caller has no names (a step built by hand): a check then names the tensor by its role. */
     const char *const *input_names;
     const char *const *output_names;
+    /* The plan's verbatim "opaque" bytes of this step (NULL and 0 when the plan gives none, and
+     * always at run time): they replace what pack() would build, and the kernel trusts them, so
+     * a check() that accepts them decodes and checks them here against the tensors and its own
+     * ranges, and refuses a mismatch naming the field and both values (docs/plugins.md). */
+    const char *opaque;
+    size_t opaque_len;
 } baton_sig_args;
 
 /* The largest descriptor a target's pack() may produce. */
@@ -694,7 +706,9 @@ BATON_API int baton_runtime_bind(baton_runtime *rt, int tensor, const baton_buff
 
 /* Runs the plan once. Allocates nothing, except in the first graph-mode run and the first run after
  * baton_runtime_recapture, which capture and instantiate the GPU segments' graphs. On failure err
- * names the step, device and call; the runtime stays usable. */
+ * names the step, device and call; the runtime stays usable. One run at a time per runtime: a call
+ * while another thread's run of the same runtime is in progress returns BATON_ESTATE at once (an
+ * atomic flag; use one runtime per thread, or a baton_pool). */
 BATON_API int baton_runtime_run(baton_runtime *rt, baton_error *err);
 
 /* Counters accumulated over the runs since the runtime was created or its counters reset
