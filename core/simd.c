@@ -50,6 +50,20 @@ simd_level simd_level_get(void)
     return simd_level_set(want);
 }
 
+int simd_has_bf16_dot(void)
+{
+#ifdef SIMD_X86
+    static int has = -1;
+    if (has < 0) {
+        __builtin_cpu_init();
+        has = __builtin_cpu_supports("avx512bf16") ? 1 : 0;
+    }
+    return has && simd_level_get() == SIMD_AVX512;
+#else
+    return 0;
+#endif
+}
+
 const char *simd_level_name(simd_level l)
 {
     return l == SIMD_AVX512 ? "avx512" : l == SIMD_AVX2 ? "avx2" : "scalar";

@@ -21,6 +21,9 @@ simd_level simd_level_get(void);
  * detected one; returns the level in force. */
 simd_level simd_level_set(simd_level l);
 const char *simd_level_name(simd_level l);
+/* Nonzero when the level is AVX-512 and the CPU has AVX512-BF16 (vdpbf16ps: 32 bf16 products
+ * summed in pairs into 16 f32 lanes per instruction; it treats subnormal inputs as zero). */
+int simd_has_bf16_dot(void);
 
 /* n elements of src (bf16, f16 or f32) as f32 into dst, and back with rounding to nearest even:
  * the same bits as bf16_to_f32/f16_to_f32 and f32_to_bf16/f32_to_f16 element by element. */
@@ -31,8 +34,9 @@ void cvt_from_f32(baton_dtype dt, const float *src, void *dst, int64_t n);
 #define SIMD_X86 1
 #include <immintrin.h>
 
-#define SIMD_T512 __attribute__((target("avx512f,avx512bw,avx512vl,avx2,fma,f16c")))
-#define SIMD_T256 __attribute__((target("avx2,fma,f16c")))
+#define SIMD_T512   __attribute__((target("avx512f,avx512bw,avx512vl,avx2,fma,f16c")))
+#define SIMD_T256   __attribute__((target("avx2,fma,f16c")))
+#define SIMD_T512BF __attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16,avx2,fma,f16c")))
 
 /* ---- AVX-512: 16 lanes; m masks a tail ---- */
 

@@ -28,6 +28,10 @@ typedef struct gemv_job {
      * block of 32 (xp, K rounded up to 32, zero padded), and the [K, N] form's partial sums hold
      * columns in the same order (the reduction puts them back). */
     int perm;
+    /* AVX512-BF16 (bf16 weights, [N, K]): x rounded back to bf16 (exact: it came from bf16) and
+     * dotted with W in pairs by vdpbf16ps, no widening at all. */
+    int bfdot;
+    const uint16_t *xb;
     const float *xp;
     int64_t kpad, npad;
 } gemv_job;
@@ -360,6 +364,65 @@ static SIMD_T512 void knp512(const gemv_job *j, int64_t k0, int64_t k1, float *p
         knp_rows(1, j, k, k0, p);
 }
 
+/* ---- AVX512-BF16: W [N, K] bf16 dotted with x in bf16, pairs at a time ---- */
+
+static ALWAYS_INLINE SIMD_T512BF void nkd_block(const int MB, const int R, const gemv_job *j,
+                                                int64_t m0, int64_t n)
+{
+    const int64_t K = j->K, KP = j->kpad;
+    __m512 acc[4][4];
+    for (int a = 0; a < MB; a++)
+        for (int r = 0; r < R; r++)
+            acc[a][r] = _mm512_setzero_ps();
+    const uint16_t *w = (const uint16_t *)j->w + n * K;
+    int64_t k = 0;
+    for (; k + 32 <= K; k += 32) {
+        __m512i b[4];
+        for (int r = 0; r < R; r++)
+            b[r] = _mm512_loadu_si512(w + r * K + k);
+        for (int a = 0; a < MB; a++) {
+            __m512i xv = _mm512_loadu_si512(j->xb + (m0 + a) * KP + k);
+            for (int r = 0; r < R; r++)
+                acc[a][r] = _mm512_dpbf16_ps(acc[a][r], (__m512bh)xv, (__m512bh)b[r]);
+        }
+    }
+    if (k < K) {
+        __mmask32 msk = tail32(K - k);
+        for (int r = 0; r < R; r++) {
+            __m512i b = _mm512_maskz_loadu_epi16(msk, w + r * K + k);
+            for (int a = 0; a < MB; a++) {
+                __m512i xv = _mm512_loadu_si512(j->xb + (m0 + a) * KP + k); /* zero padded */
+                acc[a][r] = _mm512_dpbf16_ps(acc[a][r], (__m512bh)xv, (__m512bh)b);
+            }
+        }
+    }
+    for (int a = 0; a < MB; a++)
+        for (int r = 0; r < R; r++)
+            j->y[(m0 + a) * j->N + n + r] = j->alpha * v16_sum(acc[a][r]);
+}
+
+static ALWAYS_INLINE SIMD_T512BF void nkd_mb(const int MB, const gemv_job *j, int64_t m0,
+                                             int64_t n0, int64_t n1)
+{
+    int64_t n = n0;
+    for (; n + 4 <= n1; n += 4)
+        nkd_block(MB, 4, j, m0, n);
+    for (; n < n1; n++)
+        nkd_block(MB, 1, j, m0, n);
+}
+
+static SIMD_T512BF void nkd512(const gemv_job *j, int64_t n0, int64_t n1)
+{
+    for (int64_t m0 = 0; m0 < j->M; m0 += 4) {
+        switch (j->M - m0 < 4 ? (int)(j->M - m0) : 4) {
+        case 1: nkd_mb(1, j, m0, n0, n1); break;
+        case 2: nkd_mb(2, j, m0, n0, n1); break;
+        case 3: nkd_mb(3, j, m0, n0, n1); break;
+        default: nkd_mb(4, j, m0, n0, n1); break;
+        }
+    }
+}
+
 /* ---- AVX2 ------------------------------------------------------------------------------------ */
 
 static ALWAYS_INLINE SIMD_T256 void nk256_block(const baton_dtype dt, const int MB, const int R,
@@ -467,7 +530,9 @@ static void nk_task(void *arg, int64_t t)
     const gemv_job *j = arg;
     int64_t n0 = t * j->per_task, n1 = n0 + j->per_task < j->N ? n0 + j->per_task : j->N;
 #ifdef SIMD_X86
-    if (j->perm)
+    if (j->bfdot)
+        nkd512(j, n0, n1);
+    else if (j->perm)
         nkp512(j, n0, n1);
     else if (j->level == SIMD_AVX512)
         nk512(j, n0, n1);
@@ -536,7 +601,14 @@ void gemv_run(baton_dtype wdt, int trans_b, int64_t M, int64_t N, int64_t K, flo
     int64_t per_kn = rows_per_task(K, N * es, KN_GRAIN, KN_MAX_TASKS);
     int64_t tasks_kn = (K + per_kn - 1) / per_kn;
     if (trans_b) {
-        if (j.perm) { /* x in the bf16 order, after the [K, N] form's space */
+        j.bfdot = j.perm && simd_has_bf16_dot();
+        if (j.bfdot) { /* x back in bf16 [M, kpad], zero padded, after the [K, N] form's space */
+            uint16_t *xb = (uint16_t *)(partial + tasks_kn * M * j.npad);
+            for (int64_t m = 0; m < M; m++)
+                for (int64_t k = 0; k < j.kpad; k++)
+                    xb[m * j.kpad + k] = k < K ? f32_to_bf16(x[m * K + k]) : 0;
+            j.xb = xb;
+        } else if (j.perm) { /* x in the bf16 order, after the [K, N] form's space */
             float *xp = partial + tasks_kn * M * j.npad;
             for (int64_t m = 0; m < M; m++)
                 for (int64_t k = 0; k < j.kpad; k++) {
