@@ -156,3 +156,82 @@ void cvt_from_f32(baton_dtype dt, const float *src, void *dst, int64_t n)
         for (; i < n; i++)
             d[i] = f32_to_f16(src[i]);
 }
+
+#ifdef SIMD_X86
+static SIMD_T512 float dot_512(const float *a, const float *b, int64_t n)
+{
+    __m512 acc = _mm512_setzero_ps();
+    for (int64_t i = 0; i < n; i += 16) {
+        __mmask16 m = v16_tail(n - i);
+        acc =
+            _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, a + i), _mm512_maskz_loadu_ps(m, b + i), acc);
+    }
+    return v16_sum(acc);
+}
+
+static SIMD_T256 float dot_256(const float *a, const float *b, int64_t n)
+{
+    __m256 acc = _mm256_setzero_ps();
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        acc = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i), acc);
+    float s = v8_sum(acc);
+    for (; i < n; i++)
+        s += a[i] * b[i];
+    return s;
+}
+
+static SIMD_T512 void axpy_512(float s, const float *x, float *y, int64_t n)
+{
+    const __m512 sv = _mm512_set1_ps(s);
+    for (int64_t i = 0; i < n; i += 16) {
+        __mmask16 m = v16_tail(n - i);
+        _mm512_mask_storeu_ps(
+            y + i, m,
+            _mm512_fmadd_ps(sv, _mm512_maskz_loadu_ps(m, x + i), _mm512_maskz_loadu_ps(m, y + i)));
+    }
+}
+
+static SIMD_T256 void axpy_256(float s, const float *x, float *y, int64_t n)
+{
+    const __m256 sv = _mm256_set1_ps(s);
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        _mm256_storeu_ps(y + i,
+                         _mm256_fmadd_ps(sv, _mm256_loadu_ps(x + i), _mm256_loadu_ps(y + i)));
+    for (; i < n; i++)
+        y[i] = __builtin_fmaf(s, x[i], y[i]);
+}
+#endif
+
+float simd_dot_f32(const float *a, const float *b, int64_t n)
+{
+#ifdef SIMD_X86
+    simd_level l = simd_level_get();
+    if (l == SIMD_AVX512)
+        return dot_512(a, b, n);
+    if (l == SIMD_AVX2)
+        return dot_256(a, b, n);
+#endif
+    float s = 0;
+    for (int64_t i = 0; i < n; i++)
+        s += a[i] * b[i];
+    return s;
+}
+
+void simd_axpy_f32(float s, const float *x, float *y, int64_t n)
+{
+#ifdef SIMD_X86
+    simd_level l = simd_level_get();
+    if (l == SIMD_AVX512) {
+        axpy_512(s, x, y, n);
+        return;
+    }
+    if (l == SIMD_AVX2) {
+        axpy_256(s, x, y, n);
+        return;
+    }
+#endif
+    for (int64_t i = 0; i < n; i++)
+        y[i] += s * x[i];
+}

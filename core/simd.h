@@ -30,6 +30,12 @@ int simd_has_bf16_dot(void);
 void cvt_to_f32(baton_dtype dt, const void *src, float *dst, int64_t n);
 void cvt_from_f32(baton_dtype dt, const float *src, void *dst, int64_t n);
 
+/* sum a[i] * b[i] in f32, in an order fixed by the vector level (16 lanes, 8 lanes or in turn):
+ * the same bits on every call and thread at one level. */
+float simd_dot_f32(const float *a, const float *b, int64_t n);
+/* y[i] += s * x[i] (fused where the level has FMA). */
+void simd_axpy_f32(float s, const float *x, float *y, int64_t n);
+
 #if defined(__x86_64__) && defined(__GNUC__)
 #define SIMD_X86 1
 #include <immintrin.h>

@@ -194,9 +194,8 @@ Test(cpu_simd, elementwise_vectors_give_the_scalar_bits_on_every_dtype_and_tail)
                                 bad = i;
                         if (bad >= 0)
                             fprintf(stderr, "element %lld: a %g b %g: %g vs scalar %g\n",
-                                    (long long)bad, load_f64(dt, a, bad),
-                                    load_f64(dt, b, bad % nb), load_f64(dt, y, bad),
-                                    load_f64(dt, ref, bad));
+                                    (long long)bad, load_f64(dt, a, bad), load_f64(dt, b, bad % nb),
+                                    load_f64(dt, y, bad), load_f64(dt, ref, bad));
                         cr_assert(bad < 0,
                                   "%s %s n=%lld nb=%lld at %s differs from the scalar path "
                                   "(seed %llu)",
@@ -468,4 +467,54 @@ Test(cpu_gemv, constant_weights_are_widened_once_and_shared_between_steps)
     baton_gemm_openblas_iface.destroy(s2);
     cr_assert_eq(gemm_cpu_prepared_bytes(), before, "the last step frees the copy");
     free(w), free(x), free(y), free(ref);
+}
+
+/* ---- the helpers of kernels/cpu/cpu_simd.h ---- */
+
+#include "kernels/cpu/cpu_simd.h"
+
+static void rows_mark(void *arg, int64_t r0, int64_t r1)
+{
+    _Atomic int *hits = arg;
+    for (int64_t r = r0; r < r1; r++)
+        atomic_fetch_add(&hits[r], 1);
+}
+
+Test(cpu_simd, parallel_rows_covers_every_row_once_and_dot_and_axpy_match_float64)
+{
+    for (int64_t rows = 1; rows <= 3000; rows = rows * 3 + 1) {
+        _Atomic int *hits = calloc((size_t)rows, sizeof *hits);
+        kcpu_parallel_rows(rows, 4096, 65536, rows_mark, hits);
+        for (int64_t r = 0; r < rows; r++)
+            cr_assert_eq(atomic_load(&hits[r]), 1, "row %lld of %lld", (long long)r,
+                         (long long)rows);
+        free(hits);
+    }
+    uint64_t seed = test_fresh_seed();
+    test_rng r = {seed};
+    static const simd_level ALL[] = {SIMD_SCALAR, SIMD_AVX2, SIMD_AVX512};
+    float a[67], b[67], y[67], y0[67];
+    for (size_t li = 0; li < 3; li++) {
+        if (simd_level_set(ALL[li]) != ALL[li])
+            continue;
+        for (int64_t n = 1; n <= 67; n++) {
+            test_fill_random(&r, BATON_DTYPE_F32, a, n, 1.0);
+            test_fill_random(&r, BATON_DTYPE_F32, b, n, 1.0);
+            double ref = 0, mag = 0;
+            for (int64_t i = 0; i < n; i++)
+                ref += (double)a[i] * b[i], mag += fabs((double)a[i] * b[i]);
+            float d = simd_dot_f32(a, b, n);
+            cr_assert_leq(fabs(d - ref), 1e-6 * mag + 1e-30, "dot n=%lld at %s: %g vs %g",
+                          (long long)n, simd_level_name(ALL[li]), d, ref);
+            cr_assert_eq(d, simd_dot_f32(a, b, n), "the same bits on every call");
+            memcpy(y, b, sizeof(float) * (size_t)n);
+            memcpy(y0, b, sizeof(float) * (size_t)n);
+            simd_axpy_f32(0.25f, a, y, n);
+            for (int64_t i = 0; i < n; i++)
+                cr_assert_leq(fabs(y[i] - (y0[i] + 0.25 * a[i])), 1e-7 * (fabs(y0[i]) + 1),
+                              "axpy n=%lld element %lld at %s", (long long)n, (long long)i,
+                              simd_level_name(ALL[li]));
+        }
+    }
+    simd_level_set(SIMD_AVX512);
 }
