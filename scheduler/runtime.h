@@ -1,6 +1,7 @@
 /* runtime.h: the runtime's state, shared by the files of scheduler/ that make up baton_runtime:
- * runtime.c (prepare and run), stats.c (counters and accessors), trace.c (step timing and the
- * Chrome trace) and, in testing builds, testing.c (fault injection). Private to scheduler/. */
+ * prepare.c (create and destroy), bind.c (inputs, outputs and caller-owned buffers), run.c (the
+ * run loop), stats.c (counters and accessors), trace.c (step timing and the Chrome trace) and, in
+ * testing builds, testing.c (fault injection). Private to scheduler/. */
 #ifndef BATON_SCHEDULER_RUNTIME_H
 #define BATON_SCHEDULER_RUNTIME_H
 
@@ -139,7 +140,7 @@ void trace_add(baton_runtime *rt, const char *name, const char *cat, int tid, in
 /* Stops the devices' timelines and frees the trace (baton_runtime_destroy). */
 void trace_end(baton_runtime *rt);
 
-/* runtime.c: baton_runtime_create with `fault` armed on device index `fault_dev` (the plan's
+/* prepare.c: baton_runtime_create with `fault` armed on device index `fault_dev` (the plan's
  * memory index: 0 is the CPU) right after it is opened; fault_dev -1 arms nothing. */
 int runtime_prepare(const baton_plan *plan, const baton_options *opts, int fault_dev,
                     dev_fault fault, baton_runtime **out, baton_error *err);
@@ -148,6 +149,17 @@ int runtime_prepare(const baton_plan *plan, const baton_options *opts, int fault
 int runtime_prepare_instance(const baton_runtime *share, baton_runtime **out, baton_error *err);
 /* The bytes one runtime holds per device: its constants (shared by instances) and the rest. */
 void runtime_memory(const baton_runtime *rt, size_t *const_bytes, size_t *private_bytes);
+
+/* prepare.c: the address of tensor t in device index d's arena (constants or private part), or
+ * NULL when t has no slot there. */
+void *runtime_slot_addr(const baton_runtime *rt, int d, int t);
+
+/* bind.c: every place that holds the address of an input or output tensor (rt->sites), so that
+ * binding a caller's buffer rewrites them without a search; called once by prepare. */
+int runtime_build_sites(baton_runtime *rt, baton_error *err);
+/* bind.c: what each GPU segment's graph copies per launch (rt->seg_bytes), less the transfers
+ * that bound buffers make needless; again after each change of those. */
+void runtime_count_graph_bytes(baton_runtime *rt);
 
 /* options.c: the caller's options (NULL: the defaults) as this library's baton_options, read by
  * their struct_size (core/abi.h): fields past it keep baton_options_init's values. */
