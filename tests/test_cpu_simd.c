@@ -518,3 +518,83 @@ Test(cpu_simd, parallel_rows_covers_every_row_once_and_dot_and_axpy_match_float6
     }
     simd_level_set(SIMD_AVX512);
 }
+
+/* ---- the options, through a runtime ---- */
+
+static const char *POOL_PLAN =
+    "{\"format\": \"baton.plan\", \"version\": 1, \"name\": \"pool\", \"tensors\": ["
+    "{\"name\": \"x\", \"dtype\": \"f32\", \"shape\": [300, 1001], \"role\": \"input\"},"
+    "{\"name\": \"y\", \"dtype\": \"f32\", \"shape\": [300, 1001], \"role\": \"output\"}],"
+    "\"steps\": [{\"name\": \"shrink\", \"kernel\": \"softshrink\", \"device\": \"cpu\", "
+    "\"inputs\": [\"x\"], \"outputs\": [\"y\"], \"attrs\": {\"lambda\": 0.5}}]}";
+
+static int pool_calls;
+static void counting_run(void *pool, int64_t n, baton_task_fn fn, void *arg)
+{
+    pool_calls++;
+    for (int64_t t = 0; t < n; t++)
+        fn(arg, t);
+}
+
+static void run_pool_plan(const baton_options *o, const float *x, float *y)
+{
+    baton_registry *reg = NULL;
+    baton_plan *plan = NULL;
+    baton_runtime *rt = NULL;
+    baton_error err = {0};
+    cr_assert_eq(baton_registry_create(&reg), 0);
+    cr_assert_eq(
+        baton_plan_load_string(reg, POOL_PLAN, strlen(POOL_PLAN), "pool", NULL, &plan, &err), 0,
+        "%s", err.message);
+    cr_assert_eq(baton_runtime_create(plan, o, &rt, &err), 0, "%s", err.message);
+    const size_t bytes = sizeof(float) * 300 * 1001;
+    cr_assert_eq(baton_runtime_set_input(rt, "x", x, bytes, &err), 0, "%s", err.message);
+    cr_assert_eq(baton_runtime_run(rt, &err), 0, "%s", err.message);
+    cr_assert_eq(baton_runtime_get_output(rt, "y", y, bytes, &err), 0, "%s", err.message);
+    baton_runtime_destroy(rt);
+    baton_plan_free(plan);
+    baton_registry_destroy(reg);
+}
+
+Test(cpu_pool, runtimes_use_the_embedders_pool_and_refuse_bad_thread_options)
+{
+    uint64_t seed = test_fresh_seed();
+    test_rng r = {seed};
+    const int64_t n = 300 * 1001;
+    float *x = malloc(sizeof(float) * n), *y1 = malloc(sizeof(float) * n);
+    float *y2 = malloc(sizeof(float) * n);
+    test_fill_random(&r, BATON_DTYPE_F32, x, n, 1.0);
+    baton_options o;
+    baton_options_init(&o);
+    o.quiet = 1;
+    o.cpu_threads = 1;
+    run_pool_plan(&o, x, y1);
+    baton_parallel_for ext = {
+        .struct_size = sizeof ext, .run = counting_run, .pool = NULL, .n_threads = 2};
+    o.cpu_threads = 0;
+    o.cpu_pool = &ext;
+    pool_calls = 0;
+    run_pool_plan(&o, x, y2);
+    cr_assert_gt(pool_calls, 0, "the runtime's CPU step did not use the embedder's pool");
+    cr_assert(memcmp(y1, y2, sizeof(float) * n) == 0, "the same bits with either pool");
+    /* bad options */
+    baton_registry *reg = NULL;
+    baton_plan *plan = NULL;
+    baton_runtime *rt = NULL;
+    baton_error err = {0};
+    cr_assert_eq(baton_registry_create(&reg), 0);
+    cr_assert_eq(
+        baton_plan_load_string(reg, POOL_PLAN, strlen(POOL_PLAN), "pool", NULL, &plan, &err), 0);
+    o.cpu_pool = NULL;
+    o.cpu_threads = -1;
+    cr_assert_eq(baton_runtime_create(plan, &o, &rt, &err), BATON_EINVAL);
+    cr_assert(strstr(err.message, "cpu_threads"), "%s", err.message);
+    o.cpu_threads = 0;
+    ext.run = NULL;
+    o.cpu_pool = &ext;
+    cr_assert_eq(baton_runtime_create(plan, &o, &rt, &err), BATON_EINVAL);
+    cr_assert(strstr(err.message, "cpu_pool") && strstr(err.message, "run"), "%s", err.message);
+    baton_plan_free(plan);
+    baton_registry_destroy(reg);
+    free(x), free(y1), free(y2);
+}

@@ -609,8 +609,8 @@ typedef struct baton_runtime baton_runtime;
 /* Prepares a plan for running: allocates each device's arena, loads constants, creates
  * streams and delegate states. opts NULL means baton_options_init()'s defaults; opts is read by
  * its struct_size ("Versions and the ABI"; 0 is BATON_EINVAL); a field out of range (an unknown
- * mode or gpu backend, a negative or over-1 s sim_delay_us) is BATON_EINVAL naming the field and
- * its allowed values. */
+ * mode or gpu backend, a negative or over-1 s sim_delay_us, a negative cpu_threads, a cpu_pool
+ * without run) is BATON_EINVAL naming the field and its allowed values. */
 BATON_API int baton_runtime_create(const baton_plan *plan, const baton_options *opts,
                                    baton_runtime **out, baton_error *err);
 BATON_API void baton_runtime_destroy(baton_runtime *rt);

@@ -21,17 +21,7 @@ struct dev_ctx {
 static int cpu_open(baton_device dev, const baton_options *opts, int n_graphs, int n_events,
                     dev_ctx **out, baton_error *err)
 {
-    if (opts && opts->cpu_threads < 0)
-        return err_set(err, BATON_EINVAL,
-                       "baton_options.cpu_threads is %d: it must be 0 (every core), 1 (the "
-                       "calling thread only) or a cap >= 2",
-                       opts->cpu_threads);
-    if (opts && opts->cpu_pool &&
-        (opts->cpu_pool->struct_size < sizeof(baton_parallel_for) || !opts->cpu_pool->run))
-        return err_set(err, BATON_EINVAL, "baton_options.cpu_pool: %s",
-                       !opts->cpu_pool->run ? "run is NULL: it must be the pool's parallel-for"
-                                            : "struct_size is too small: set it to "
-                                              "sizeof(baton_parallel_for)");
+    /* options.cpu_threads and cpu_pool were checked by baton_runtime_create */
     dev_ctx *d = calloc(1, sizeof *d);
     if (!d)
         return err_set(err, BATON_ENOMEM, "cpu: out of memory");
