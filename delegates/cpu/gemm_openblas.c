@@ -20,11 +20,13 @@
 #include "delegates/cpu/gemv.h"
 #include "delegates/gemm.h"
 
-/* Rows of x up to which baton's own kernels (gemv.c) run instead of OpenBLAS, per dtype:
- * measured (docs/decisions/cpu-gemm.md). */
-static int64_t gemv_max_m(baton_dtype dt)
+/* Rows of x up to which baton's own kernels (gemv.c) run instead of OpenBLAS: measured
+ * (docs/decisions/cpu-gemm.md). W [N, K] is read as rows dotted with each row of x, which stays
+ * ahead of sgemm past 16 rows; W [K, N] accumulates partial sums per row of x, which sgemm
+ * overtakes between 8 and 16. */
+static int64_t gemv_max_m(const baton_gemm_desc *d)
 {
-    return dt == BATON_DTYPE_F32 ? 8 : GEMV_MAX_M;
+    return (d->flags & BATON_GEMM_TRANS_B) ? GEMV_MAX_M : 8;
 }
 
 /* f32 copies of constant 16-bit weights for the OpenBLAS path, shared by every step (of every
@@ -158,14 +160,14 @@ static int gemm_cpu_init(const baton_delegate_init *info, void **state, baton_er
     const baton_dtype dt = (baton_dtype)d.dtype;
     const int half = dt == BATON_DTYPE_BF16 || dt == BATON_DTYPE_F16;
     if (dt != BATON_DTYPE_F64) {
-        int64_t gm = d.m < gemv_max_m(dt) ? d.m : gemv_max_m(dt);
+        int64_t gm = d.m < gemv_max_m(&d) ? d.m : gemv_max_m(&d);
         g->xf = malloc(sizeof(float) * (size_t)(gm * d.k));
         g->yf = half ? malloc(sizeof(float) * (size_t)(gm * d.n)) : NULL;
         g->partial = malloc(sizeof(float) * gemv_partial_floats(gm, d.n, d.k, dt));
         if (!g->xf || (half && !g->yf) || !g->partial)
             goto nomem;
     }
-    if (half && d.m > gemv_max_m(dt)) {
+    if (half && d.m > gemv_max_m(&d)) {
         g->sa = malloc(sizeof(float) * (size_t)d.m * (size_t)d.k);
         g->sc = malloc(sizeof(float) * (size_t)d.m * (size_t)d.n);
         if (!g->sa || !g->sc)
@@ -251,7 +253,7 @@ static int gemm_cpu_execute(void *state, const baton_exec_ctx *ctx, void **buffe
     int ta = (d->flags & BATON_GEMM_TRANS_A) != 0, tb = (d->flags & BATON_GEMM_TRANS_B) != 0;
     const baton_dtype dt = (baton_dtype)d->dtype;
     const int half = dt == BATON_DTYPE_BF16 || dt == BATON_DTYPE_F16;
-    if (dt != BATON_DTYPE_F64 && rm <= gemv_max_m(dt)) {
+    if (dt != BATON_DTYPE_F64 && rm <= gemv_max_m(d)) {
         /* A few rows: x to f32 (small), the weight streamed as stored. */
         const float *x = g->xf;
         if (dt == BATON_DTYPE_F32 && !ta) {

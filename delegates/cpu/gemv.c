@@ -191,40 +191,48 @@ static SIMD_T512 void nk512(const gemv_job *j, int64_t n0, int64_t n1)
         nk512_dt(BATON_DTYPE_F32, j, n0, n1);
 }
 
-/* Rows k .. k+kb-1 of W (kb <= 4) into the partial sums p, for every m. */
-static ALWAYS_INLINE SIMD_T512 void kn512_dt(const baton_dtype dt, const gemv_job *j, int64_t k0,
-                                             int64_t k1, float *p)
+/* Rows k .. k+KB-1 of W into the partial sums p, for every m: two chains of sums per vector of
+ * columns, joined before the store. */
+static ALWAYS_INLINE SIMD_T512 void kn_rows(const baton_dtype dt, const int KB, const gemv_job *j,
+                                            int64_t k, int64_t k0, float *p)
 {
     const size_t es = baton_dtype_size(dt);
     const int64_t N = j->N, K = j->K;
-    for (int64_t k = k0; k < k1; k += 4) {
-        const int kb = k1 - k < 4 ? (int)(k1 - k) : 4;
-        const char *w = j->w + es * (size_t)(k * N);
-        for (int64_t n = 0; n < N; n += 16) {
+    const char *w = j->w + es * (size_t)(k * N);
+    for (int64_t n = 0; n < N; n += 16) {
+        __m512 b[8];
+        if (n + 16 <= N) {
+            for (int r = 0; r < KB; r++)
+                b[r] = wvec16u(dt, w + es * (size_t)(r * N + n));
+        } else {
             __mmask16 msk = v16_tail(N - n);
-            const int full = n + 16 <= N;
-#define WV(off)                                                                                    \
-    (full ? wvec16u(dt, w + es * (size_t)(off)) : wvec16(dt, w + es * (size_t)(off), msk))
-            __m512 b0 = WV(n);
-            __m512 b1 = kb > 1 ? WV(N + n) : _mm512_setzero_ps();
-            __m512 b2 = kb > 2 ? WV(2 * N + n) : _mm512_setzero_ps();
-            __m512 b3 = kb > 3 ? WV(3 * N + n) : _mm512_setzero_ps();
-#undef WV
-            for (int64_t m = 0; m < j->M; m++) {
-                const float *x = j->x + m * K + k;
-                float *pm = p + m * j->npad + n;
-                __m512 acc = k == k0 ? _mm512_setzero_ps() : _mm512_loadu_ps(pm);
-                acc = _mm512_fmadd_ps(_mm512_set1_ps(x[0]), b0, acc);
-                if (kb > 1)
-                    acc = _mm512_fmadd_ps(_mm512_set1_ps(x[1]), b1, acc);
-                if (kb > 2)
-                    acc = _mm512_fmadd_ps(_mm512_set1_ps(x[2]), b2, acc);
-                if (kb > 3)
-                    acc = _mm512_fmadd_ps(_mm512_set1_ps(x[3]), b3, acc);
-                _mm512_storeu_ps(pm, acc); /* the partial sums are padded to 32 columns */
+            for (int r = 0; r < KB; r++)
+                b[r] = wvec16(dt, w + es * (size_t)(r * N + n), msk);
+        }
+        for (int64_t m = 0; m < j->M; m++) {
+            const float *x = j->x + m * K + k;
+            float *pm = p + m * j->npad + n;
+            __m512 acc = k == k0 ? _mm512_setzero_ps() : _mm512_loadu_ps(pm);
+            __m512 acc2 = _mm512_setzero_ps();
+            for (int r = 0; r < KB; r++) {
+                if (r % 2 == 0)
+                    acc = _mm512_fmadd_ps(_mm512_set1_ps(x[r]), b[r], acc);
+                else
+                    acc2 = _mm512_fmadd_ps(_mm512_set1_ps(x[r]), b[r], acc2);
             }
+            _mm512_storeu_ps(pm, KB > 1 ? _mm512_add_ps(acc, acc2) : acc); /* padded to 32 */
         }
     }
+}
+
+static ALWAYS_INLINE SIMD_T512 void kn512_dt(const baton_dtype dt, const gemv_job *j, int64_t k0,
+                                             int64_t k1, float *p)
+{
+    int64_t k = k0;
+    for (; k + 8 <= k1; k += 8)
+        kn_rows(dt, 8, j, k, k0, p);
+    for (; k < k1; k++)
+        kn_rows(dt, 1, j, k, k0, p);
 }
 
 static SIMD_T512 void kn512(const gemv_job *j, int64_t k0, int64_t k1, float *p)
