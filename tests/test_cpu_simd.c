@@ -598,3 +598,28 @@ Test(cpu_pool, runtimes_use_the_embedders_pool_and_refuse_bad_thread_options)
     baton_registry_destroy(reg);
     free(x), free(y1), free(y2);
 }
+
+Test(cpu_simd, outputs_larger_than_the_caches_are_streamed_with_the_scalar_bits)
+{
+    uint64_t seed = test_fresh_seed();
+    test_rng r = {seed};
+    /* 9 MB of f32 and of bf16 output, the output one element off the vector alignment */
+    for (int d = 0; d < 3; d++) {
+        baton_dtype dt = FLOATS[d];
+        const int64_t n = (9 << 20) / (int64_t)baton_dtype_size(dt) + 13;
+        size_t es = baton_dtype_size(dt);
+        char *a = malloc(es * (size_t)n), *b = malloc(es * (size_t)n);
+        char *y = malloc(es * (size_t)(n + 1)), *ref = malloc(es * (size_t)n);
+        test_fill_random(&r, dt, a, n, 1.0);
+        test_fill_random(&r, dt, b, n, 1.0);
+        for (int k = 0; k < 2; k++) {
+            baton_kernel_fn fn = k ? kcpu_add : kcpu_softshrink;
+            run_ew(fn, SIMD_SCALAR, dt, n, k ? n : 0, 0.5, a, b, ref);
+            run_ew(fn, SIMD_AVX512, dt, n, k ? n : 0, 0.5, a, b, y + es);
+            cr_assert(memcmp(y + es, ref, es * (size_t)n) == 0, "%s %s (seed %llu)",
+                      k ? "add" : "softshrink", baton_dtype_name(dt), (unsigned long long)seed);
+        }
+        free(a), free(b), free(y), free(ref);
+    }
+    simd_level_set(SIMD_AVX512);
+}
