@@ -200,7 +200,7 @@ static ALWAYS_INLINE SIMD_T512 void kn_rows(const baton_dtype dt, const int KB, 
     const int64_t N = j->N, K = j->K;
     const char *w = j->w + es * (size_t)(k * N);
     for (int64_t n = 0; n < N; n += 16) {
-        __m512 b[8];
+        __m512 b[16];
         if (n + 16 <= N) {
             for (int r = 0; r < KB; r++)
                 b[r] = wvec16u(dt, w + es * (size_t)(r * N + n));
@@ -229,8 +229,8 @@ static ALWAYS_INLINE SIMD_T512 void kn512_dt(const baton_dtype dt, const gemv_jo
                                              int64_t k1, float *p)
 {
     int64_t k = k0;
-    for (; k + 8 <= k1; k += 8)
-        kn_rows(dt, 8, j, k, k0, p);
+    for (; k + 16 <= k1; k += 16)
+        kn_rows(dt, 16, j, k, k0, p);
     for (; k < k1; k++)
         kn_rows(dt, 1, j, k, k0, p);
 }
@@ -338,7 +338,7 @@ static ALWAYS_INLINE SIMD_T512 void knp_rows(const int KB, const gemv_job *j, in
     const int64_t N = j->N, NP = j->npad, K = j->K;
     const uint16_t *w = (const uint16_t *)j->w + k * N;
     for (int64_t n = 0; n < N; n += 32) {
-        __m512 e[4], o[4];
+        __m512 e[8], o[8];
         if (n + 32 <= N) {
             for (int r = 0; r < KB; r++)
                 bf16_pair_u(w + r * N + n, &e[r], &o[r]);
@@ -366,8 +366,8 @@ static ALWAYS_INLINE SIMD_T512 void knp_rows(const int KB, const gemv_job *j, in
 static SIMD_T512 void knp512(const gemv_job *j, int64_t k0, int64_t k1, float *p)
 {
     int64_t k = k0;
-    for (; k + 4 <= k1; k += 4)
-        knp_rows(4, j, k, k0, p);
+    for (; k + 8 <= k1; k += 8)
+        knp_rows(8, j, k, k0, p);
     for (; k < k1; k++)
         knp_rows(1, j, k, k0, p);
 }
