@@ -378,14 +378,14 @@ static ALWAYS_INLINE SIMD_T512BF void nkd_block(const int MB, const int R, const
                                                 int64_t m0, int64_t n)
 {
     const int64_t K = j->K, KP = j->kpad;
-    __m512 acc[4][4];
+    __m512 acc[4][8];
     for (int a = 0; a < MB; a++)
         for (int r = 0; r < R; r++)
             acc[a][r] = _mm512_setzero_ps();
     const uint16_t *w = (const uint16_t *)j->w + n * K;
     int64_t k = 0;
     for (; k + 32 <= K; k += 32) {
-        __m512i b[4];
+        __m512i b[8];
         for (int r = 0; r < R; r++)
             b[r] = _mm512_loadu_si512(w + r * K + k);
         for (int a = 0; a < MB; a++) {
@@ -413,6 +413,9 @@ static ALWAYS_INLINE SIMD_T512BF void nkd_mb(const int MB, const gemv_job *j, in
                                              int64_t n0, int64_t n1)
 {
     int64_t n = n0;
+    if (MB == 1) /* one row of x: eight rows of W at once, more loads in flight */
+        for (; n + 8 <= n1; n += 8)
+            nkd_block(1, 8, j, m0, n);
     for (; n + 4 <= n1; n += 4)
         nkd_block(MB, 4, j, m0, n);
     for (; n < n1; n++)
