@@ -554,6 +554,22 @@ typedef enum baton_gpu_backend {
     BATON_GPU_SIM = 3   /* the test device: a worker thread per GPU that behaves like a stream */
 } baton_gpu_backend;
 
+/* An embedder's thread pool, handed to baton for its CPU steps (baton_options.cpu_pool), so that
+ * a program with its own pool does not get a second one competing for the same cores. baton
+ * splits a step into tasks by the step's size alone, never by the number of threads, and orders
+ * every reduction by task: results are the same bits with any pool, any thread count, or none. */
+typedef void (*baton_task_fn)(void *arg, int64_t task);
+typedef struct baton_parallel_for {
+    size_t struct_size; /* sizeof(baton_parallel_for) */
+    /* Calls fn(arg, t) exactly once for each t in [0, n_tasks), on the pool's threads and/or the
+     * calling thread, in any order, and returns when every call has returned. It may run them
+     * all on the calling thread (baton calls it from inside a step; it must not deadlock when
+     * two runtimes call it at once). */
+    void (*run)(void *pool, int64_t n_tasks, baton_task_fn fn, void *arg);
+    void *pool;    /* passed back to run */
+    int n_threads; /* how many threads run tasks at once, the caller's included (>= 1) */
+} baton_parallel_for;
+
 /* Start from baton_options_init(), which sets struct_size and the defaults, then change fields. */
 typedef struct baton_options {
     size_t struct_size; /* sizeof(baton_options); see "Versions and the ABI" above */
@@ -585,6 +601,15 @@ typedef struct baton_options {
      * default): tune; 1: their fixed defaults, for timings that must not depend on a measurement
      * (`--no-autotune`). Results are the same bits either way (docs/kernels.md). */
     int no_autotune;
+    /* Threads for the CPU's steps: 0 (the default) as many as the machine's cores available to
+     * the process; 1 the calling thread only; N at most N. baton keeps one pool per process,
+     * shared by its runtimes: a step finding the pool busy (another runtime's step, or a step of
+     * baton_uv's own worker threads) runs on its calling thread rather than oversubscribe the
+     * cores. Small steps always run on the calling thread. Results do not depend on it. */
+    int cpu_threads;
+    /* An embedder's pool to run the CPU steps' tasks on instead of baton's (cpu_threads then
+     * caps nothing); NULL: baton's. Read at baton_runtime_create; must outlive the runtime. */
+    const baton_parallel_for *cpu_pool;
 } baton_options;
 
 /* Fills the defaults: graph mode, BATON_GPU_AUTO, everything else 0; struct_size = sizeof. */
@@ -626,8 +651,8 @@ typedef struct baton_runtime baton_runtime;
 /* Prepares a plan for running: allocates each device's arena, loads constants, creates
  * streams and delegate states. opts NULL means baton_options_init()'s defaults; opts is read by
  * its struct_size ("Versions and the ABI"; 0 is BATON_EINVAL); a field out of range (an unknown
- * mode or gpu backend, a negative or over-1 s sim_delay_us) is BATON_EINVAL naming the field and
- * its allowed values. */
+ * mode or gpu backend, a negative or over-1 s sim_delay_us, a negative cpu_threads, a cpu_pool
+ * without run) is BATON_EINVAL naming the field and its allowed values. */
 BATON_API int baton_runtime_create(const baton_plan *plan, const baton_options *opts,
                                    baton_runtime **out, baton_error *err);
 BATON_API void baton_runtime_destroy(baton_runtime *rt);
