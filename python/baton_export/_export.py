@@ -75,7 +75,8 @@ class _Lowering:
 
     # the supported set, for the error message
     def supported(self):
-        return sorted(_packet_name(k) for k in LOWERINGS)
+        return sorted({_packet_name(k) for k in LOWERINGS if isinstance(k, torch._ops.OpOverload)
+                       and k is not aten._assert_tensor_metadata.default})
 
     def unsupported(self, node, why=None):
         op = node.target
@@ -180,7 +181,6 @@ class _Lowering:
         xin = x
         if x.target in (aten._to_copy.default, aten.to.dtype) and _meta(x).dtype == torch.float32:
             xin = x.args[0]
-            interior.append(x)
         interior += [pw, mean, add, r]
         if weight is not None:
             interior.append(norm)
@@ -188,8 +188,6 @@ class _Lowering:
             interior.append(cast)
         inner = set(interior) | {root}
         for n in interior:
-            if n is x and xin is x:
-                continue
             if not only_in(n, inner):
                 return None
         if weight is None:
@@ -197,8 +195,8 @@ class _Lowering:
             interior = [n for n in interior if n is not root]
         if weight is not None and _shape(weight)[0] != _shape(xin)[-1]:
             return None
-        if x is not xin and not only_in(x, inner):
-            return None
+        if x is not xin and only_in(x, inner):
+            interior.append(x)  # the cast to f32 has no other reader: it goes with the pattern
         return xin, weight, eps, interior
 
     # ---- the walk ----------------------------------------------------------------------------

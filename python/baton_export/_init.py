@@ -89,7 +89,8 @@ def _store(t, values, init):
 
 def seeded_normal_(t, seed, std=1.0, mean=0.0):
     """Fills t (in place) with baton's `normal` init and marks it so that export() writes the
-    init (`{"kind": "normal", ...}`) instead of the tensor's bytes."""
+    init (`{"kind": "normal", ...}`) instead of the tensor's bytes. Call it on the nn.Parameter
+    (or buffer) itself: the mark is an attribute of that object."""
     init = {"kind": "normal", "seed": int(seed), "std": float(std)}
     if mean:
         init["mean"] = float(mean)
