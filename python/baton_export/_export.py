@@ -632,11 +632,13 @@ def export(module, args, out_dir, *, device="cuda:0", cpu_ops=(), name=None, che
 
     device: where steps go ("cuda:0", "cpu"); cpu_ops: torch ops (torch.ops.aten.add, an
     overload, or "aten.add") whose steps go on the CPU; name: the plan's name (default: the
-    module's class name); check: run the plan with the baton CLI (`baton` argument, $BATON, or
-    PATH) on args and compare with module(*args); output_names: names for the outputs instead of
-    output / output.0, output.1, ...; weights_format: "safetensors" (default) or "npy" (one
-    .npy per constant under out_dir/weights/, for baton builds without the safetensors init). Raises ExportError naming the op and source line of anything
-    that does not lower."""
+    module's class name); check: run the plan with the baton CLI on args and report the max
+    error of each output against module(*args); baton: that CLI (default $BATON, then PATH); a
+    CUDA build's `baton targets --json` also says which targets run on CUDA; output_names: names
+    for the outputs instead of output / output.0, output.1, ...; weights_format: "safetensors"
+    (default) or "npy" (one .npy per constant under out_dir/weights/, for baton builds without
+    the safetensors init). Raises ExportError naming the op and source line of anything that
+    does not lower. Returns an ExportResult."""
     if not isinstance(args, tuple):
         args = (args,)
     cpu = {_packet_name(p) for p in cpu_ops}
@@ -654,6 +656,12 @@ def export(module, args, out_dir, *, device="cuda:0", cpu_ops=(), name=None, che
         consts.setdefault(k, v)
     plan = Plan(name or type(module).__name__, device=device, verbose=verbose,
                 weights_format=weights_format)
+    if device != "cpu":
+        from ._plan import targets_from_cli
+
+        known = targets_from_cli(baton)
+        if known:
+            plan.cuda_targets, plan.delegates = known
     L = _Lowering(ep, plan, cpu, names_in, consts, output_names)
     L.run()
     os.makedirs(out_dir, exist_ok=True)

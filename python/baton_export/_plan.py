@@ -26,6 +26,29 @@ CUDA_TARGETS = {
 }
 DELEGATES = {"gemm"}
 
+
+def targets_from_cli(baton=None):
+    """(CUDA targets, delegates) as a CUDA build of the baton CLI reports them (`baton targets
+    --json`, which also lists plugins' targets), or None when no such CLI is found; the tables
+    above are the fallback. A CPU-only build is not asked: it lists no CUDA implementation of
+    anything, which says nothing about the GPU machine the plan is for."""
+    import shutil
+    import subprocess
+
+    exe = baton or os.environ.get("BATON") or shutil.which("baton")
+    if not exe:
+        return None
+    try:
+        r = subprocess.run([exe, "targets", "--json"], capture_output=True, text=True, timeout=30)
+        doc = json.loads(r.stdout) if r.returncode == 0 else None
+    except (OSError, ValueError, subprocess.SubprocessError):
+        return None
+    if not isinstance(doc, dict) or not doc.get("cuda_built"):
+        return None
+    ts = doc.get("targets") or []
+    return ({t["name"] for t in ts if "cuda" in t.get("devices", ())},
+            {t["name"] for t in ts if t.get("kind") == "delegate"})
+
 _NAME_OK = re.compile(r"^[A-Za-z0-9_.:-]{1,255}$")
 
 
@@ -58,6 +81,7 @@ class Plan:
         if weights_format not in ("safetensors", "npy"):
             raise ExportError(f"weights_format '{weights_format}': use 'safetensors' or 'npy'")
         self.weights_format = weights_format
+        self.cuda_targets, self.delegates = CUDA_TARGETS, DELEGATES
         if device != "cpu" and not re.match(r"^cuda:([0-9]|1[0-4])$", device):
             raise ExportError(f"device '{device}': use 'cpu' or 'cuda:N' with N from 0 to 14")
         self.name = name
@@ -141,11 +165,11 @@ class Plan:
         if dev != "cpu" and cpu:
             dev = "cpu"
             self._note(f"step '{sname}' ({target}) placed on cpu: {why or 'its op is in cpu_ops'}")
-        elif dev != "cpu" and target not in CUDA_TARGETS:
+        elif dev != "cpu" and target not in self.cuda_targets:
             dev = "cpu"
             self._note(f"step '{sname}' ({target}) placed on cpu: baton has no CUDA "
                        f"implementation of '{target}'")
-        s = {"name": sname, ("delegate" if target in DELEGATES else "kernel"): target,
+        s = {"name": sname, ("delegate" if target in self.delegates else "kernel"): target,
              "device": dev, "inputs": [v.name for v in inputs],
              "outputs": [v.name for v in outputs]}
         if attrs:

@@ -275,3 +275,16 @@ def test_bundled_rfc_plan_is_the_exporters_output(tmp_path):
     with open(os.path.join(ROOT, "examples", "plans", "rfc.json")) as f:
         assert f.read() == (tmp_path / "rfc.json").read_text(), \
             "examples/plans/rfc.json is stale: run python3 scripts/export_rfc.py"
+
+
+def test_a_target_without_a_cuda_implementation_goes_on_the_cpu_with_a_note(tmp_path):
+    from baton_export._plan import Plan
+
+    p = Plan("t", device="cuda:0", verbose=False)
+    p.cuda_targets = p.cuda_targets - {"softshrink"}  # as a build whose softshrink is CPU-only
+    x = p.tensor("x", "f32", [4], role="input")
+    y = p.tensor("y", "f32", [4], role="output")
+    s = p.step("softshrink", [x], [y])
+    assert s["device"] == "cpu"
+    assert p.notes == ["step 'y' (softshrink) placed on cpu: baton has no CUDA implementation "
+                       "of 'softshrink'"]
