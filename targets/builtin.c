@@ -11,6 +11,7 @@
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/descriptors.h"
 #include "targets/builtin.h"
+#include "targets/decoder.h"
 #ifdef BATON_CUDA
 #include "kernels/cuda/cuda_kernels.h"
 #endif
@@ -716,6 +717,7 @@ static const baton_target target_softshrink = {
     .check = softshrink_check,
     .pack = softshrink_pack,
     IMPLS(softshrink),
+    .aliases = {{0, 0}}, .n_aliases = 1, /* elementwise: in place on state */
 };
 
 static const baton_target target_add = {
@@ -728,6 +730,7 @@ static const baton_target target_add = {
     .check = add_check,
     .pack = add_pack,
     IMPLS(add),
+    .aliases = {{0, 0}}, .n_aliases = 1, /* elementwise: in place on state (b may repeat) */
 };
 
 static const baton_target target_mul = {
@@ -740,6 +743,7 @@ static const baton_target target_mul = {
     .check = mul_check,
     .pack = mul_pack,
     IMPLS(mul),
+    .aliases = {{0, 0}}, .n_aliases = 1, /* elementwise: in place on state (b may repeat) */
 };
 
 static const baton_target target_add_scalar = {
@@ -753,6 +757,7 @@ static const baton_target target_add_scalar = {
     .check = add_scalar_check,
     .pack = add_scalar_pack,
     IMPLS(add_scalar),
+    .aliases = {{0, 0}}, .n_aliases = 1, /* elementwise: in place on state */
 };
 
 static const baton_target target_copy = {
@@ -765,6 +770,7 @@ static const baton_target target_copy = {
     .check = copy_check,
     .pack = copy_pack,
     IMPLS(copy),
+    .aliases = {{0, 0}}, .n_aliases = 1, /* elementwise: in place on state */
 };
 
 static const baton_target target_argmax = {
@@ -796,6 +802,7 @@ const baton_target *const baton_builtin_targets[] = {
     &target_rms_norm_fwd, &target_rms_norm_bwd, &target_rms_norm_grad_weight, &target_softshrink,
     &target_add,          &target_mul,          &target_add_scalar,           &target_copy,
     &target_argmax,       &target_noop,         &baton_target_gemm,
+    BATON_DECODER_TARGETS,
 };
 
 const int baton_builtin_target_count =

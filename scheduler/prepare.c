@@ -1,0 +1,789 @@
+/* prepare.c: prepares an analysed plan for running (baton_runtime_create) and frees it.
+ *
+ * Prepare does everything that allocates: arenas from the memory plan, constants, one device
+ * context (stream) per device, delegate states, and one prebuilt call per step, so that a run
+ * (run.c) only walks the segments and binding a caller's buffer (bind.c) only rewrites the
+ * addresses prepare recorded. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "scheduler/runtime.h"
+
+/* ---- prepare ------------------------------------------------------------------------------ */
+
+/* Testing builds: the number of GPUs that DEV_TEST_CUDA_ALIAS folds a plan's cuda:N onto, or 0
+ * when it is off. */
+static int cuda_alias(void)
+{
+#ifdef BATON_TESTING
+    const char *alias = getenv(DEV_TEST_CUDA_ALIAS);
+    if (alias && strcmp(alias, "1") == 0)
+        return baton_cuda_device_count();
+#endif
+    return 0;
+}
+
+/* The device a plan's device runs on: itself, unless the test alias folds it (CUDA only). */
+static baton_device run_on(const baton_runtime *rt, baton_device dv)
+{
+    if (rt->alias_gpus > 0 && rt->backend == BATON_GPU_CUDA && dv.kind == BATON_DEVICE_CUDA)
+        dv.index %= rt->alias_gpus;
+    return dv;
+}
+
+static int choose_backend(baton_runtime *rt, baton_error *err)
+{
+    const baton_plan *plan = rt->plan;
+    int need = -1, first_step = -1; /* the highest cuda index the plan uses */
+    for (int i = 0; i < plan->n_steps; i++) {
+        const plan_step *st = &plan->steps[i];
+        int nd;
+        const baton_device *devs = step_devices(st, &nd);
+        for (int g = 0; g < nd; g++) {
+            baton_device dv = devs[g];
+            if (dv.kind == BATON_DEVICE_CUDA && dv.index > need) {
+                need = dv.index;
+                first_step = i;
+            }
+        }
+    }
+    rt->backend = rt->opts.gpu;
+    if (need < 0) {
+        rt->backend = BATON_GPU_CPU;
+        return 0;
+    }
+    if (rt->backend == BATON_GPU_SIM || rt->backend == BATON_GPU_CPU)
+        return 0;
+    int have = baton_cuda_device_count();
+    if ((rt->alias_gpus = cuda_alias()) > 0)
+        have = need + 1; /* run_on() folds the others onto those present */
+    if (have > need) {
+        rt->backend = BATON_GPU_CUDA;
+        return 0;
+    }
+    char why[160];
+    if (!baton_cuda_built())
+        snprintf(why, sizeof why, "this build of baton has no CUDA support");
+    else
+        snprintf(why, sizeof why, "%d CUDA device(s) present", have);
+    if (rt->backend == BATON_GPU_CUDA || rt->opts.fallback_is_error)
+        return err_set(err, BATON_ENODEV,
+                       "%s: step '%s' needs cuda:%d but %s; run its steps on the CPU with "
+                       "--gpu=cpu (or allow the fallback)",
+                       plan->source, plan->steps[first_step].name, need, why);
+    if (!rt->opts.quiet)
+        log_msg(BATON_LOG_WARNING,
+                "%s: step '%s' needs cuda:%d but %s; running the GPU steps on the CPU "
+                "(--no-fallback makes this an error)",
+                plan->source, plan->steps[first_step].name, need, why);
+    rt->backend = BATON_GPU_CPU;
+    return 0;
+}
+
+static const dev_ops *ops_for(const baton_runtime *rt, baton_device dev)
+{
+    if (dev.kind != BATON_DEVICE_CUDA)
+        return &dev_cpu_ops;
+    switch (rt->backend) {
+#ifdef BATON_CUDA
+    case BATON_GPU_CUDA: return &dev_cuda_ops;
+#endif
+    case BATON_GPU_SIM: return &dev_sim_ops;
+    default: return &dev_cpu_ops;
+    }
+}
+
+/* The caller's arena for device d (baton_options.arenas), or NULL. */
+static const baton_arena *caller_arena(const baton_runtime *rt, int d)
+{
+    for (int i = 0; i < rt->opts.n_arenas; i++)
+        if (device_eq(rt->opts.arenas[i].device, rt->plan->memory[d].device))
+            return &rt->opts.arenas[i];
+    return NULL;
+}
+
+/* baton_options.arenas and .streams name devices the plan uses, once each, with memory and
+ * streams that can be used; checked before anything is opened. */
+static int check_caller_resources(const baton_runtime *rt, baton_error *err)
+{
+    const baton_plan *plan = rt->plan;
+    const baton_options *o = &rt->opts;
+    char name[32];
+    if (o->n_arenas < 0 || (o->n_arenas > 0 && !o->arenas) || o->n_streams < 0 ||
+        (o->n_streams > 0 && !o->streams))
+        return err_set(err, BATON_EINVAL,
+                       "baton_runtime_create: options.arenas/n_arenas and streams/n_streams "
+                       "must be an array and its length (NULL and 0 for none)");
+    if ((o->n_arenas || o->n_streams) && rt->share)
+        return err_set(err, BATON_EINVAL,
+                       "baton_pool_create: options.arenas and options.streams belong to one "
+                       "runtime; a pool's instances each need their own, so a pool allocates "
+                       "them (leave both empty)");
+    for (int i = 0; i < o->n_arenas; i++) {
+        const baton_arena *a = &o->arenas[i];
+        baton_device_format(a->device, name, sizeof name);
+        int d = plan_memory_index(plan, a->device);
+        if (d < 0)
+            return err_set(err, BATON_EINVAL,
+                           "baton_runtime_create: options.arenas[%d] is for %s, which plan '%s' "
+                           "does not use (baton_plan_arena_info lists its devices)",
+                           i, name, plan->name);
+        for (int j = 0; j < i; j++)
+            if (device_eq(o->arenas[j].device, a->device))
+                return err_set(err, BATON_EINVAL,
+                               "baton_runtime_create: options.arenas[%d] and [%d] are both for "
+                               "%s; give one arena per device",
+                               j, i, name);
+        if (!a->data || ((uintptr_t)a->data & (BATON_ARENA_ALIGN - 1)))
+            return err_set(err, BATON_EINVAL,
+                           "baton_runtime_create: options.arenas[%d] (%s): data %p is %s; pass "
+                           "memory aligned to BATON_ARENA_ALIGN (%d bytes), as cudaMalloc "
+                           "and aligned_alloc(256, ...) give",
+                           i, name, a->data, a->data ? "misaligned" : "NULL", BATON_ARENA_ALIGN);
+        if (a->nbytes < plan->memory[d].arena_bytes)
+            return err_set(err, BATON_EINVAL,
+                           "baton_runtime_create: options.arenas[%d] (%s) has %zu bytes; plan "
+                           "'%s' needs %zu there (baton_plan_arena_info)",
+                           i, name, a->nbytes, plan->name, plan->memory[d].arena_bytes);
+    }
+    for (int i = 0; i < o->n_streams; i++) {
+        const baton_stream *st = &o->streams[i];
+        baton_device_format(st->device, name, sizeof name);
+        if (st->device.kind != BATON_DEVICE_CUDA || plan_memory_index(plan, st->device) < 0)
+            return err_set(err, BATON_EINVAL,
+                           "baton_runtime_create: options.streams[%d] is for %s, which is not a "
+                           "CUDA device plan '%s' uses",
+                           i, name, plan->name);
+        for (int j = 0; j < i; j++)
+            if (device_eq(o->streams[j].device, st->device))
+                return err_set(err, BATON_EINVAL,
+                               "baton_runtime_create: options.streams[%d] and [%d] are both for "
+                               "%s; give one stream per device",
+                               j, i, name);
+        /* 0, cudaStreamLegacy (1) and cudaStreamPerThread (2) are not streams of one's own */
+        if ((uintptr_t)st->stream <= 2)
+            return err_set(err, BATON_EINVAL,
+                           "baton_runtime_create: options.streams[%d] (%s) is the default stream "
+                           "(%p); pass a stream made with cudaStreamCreate(WithFlags): the "
+                           "default stream cannot be captured into a graph",
+                           i, name, st->stream);
+#ifdef BATON_CUDA
+        int on_cuda = ops_for(rt, st->device) == &dev_cuda_ops;
+#else
+        int on_cuda = 0;
+#endif
+        if (!on_cuda)
+            return err_set(err, BATON_EINVAL,
+                           "baton_runtime_create: options.streams[%d] is for %s, which runs on "
+                           "%s here, not on CUDA: a caller's stream needs the CUDA backend "
+                           "(leave streams empty)",
+                           i, name, rt->backend == BATON_GPU_SIM ? "the test device" : "the CPU");
+    }
+    return 0;
+}
+
+static int open_devices(baton_runtime *rt, int fault_dev, dev_fault fault, baton_error *err)
+{
+    const baton_plan *plan = rt->plan;
+    rt->nd = plan->n_devices;
+    int rc = check_caller_resources(rt, err);
+    if (rc)
+        return rc;
+    for (int d = 0; d < rt->nd; d++) {
+        rt_device *rd = &rt->dev[d];
+        baton_device dv = plan->memory[d].device;
+        rd->gpu = dv.kind == BATON_DEVICE_CUDA;
+        rd->ops = ops_for(rt, dv);
+        /* events: WAIT_SLOT, and one per segment that another GPU waits for (SEG_EVENT) */
+        if ((rc = rd->ops->open(run_on(rt, dv), &rt->opts, plan->n_segments * rt->graph_ways,
+                                SEG_EVENT(plan->n_segments), &rd->ctx, err)))
+            return rc;
+        if (d == fault_dev && rd->ops->inject)
+            rd->ops->inject(rd->ctx, fault);
+    }
+    /* Host memory that GPUs copy from and to is pinned: take it from the first real GPU. */
+    rt->dev[0].arena_ops = rt->dev[0].ops;
+    rt->dev[0].arena_ctx = rt->dev[0].ctx;
+    rt->dev[0].host_mem = 1;
+    for (int d = 1; d < rt->nd; d++)
+        if (rt->dev[d].ops != &dev_cpu_ops) {
+            rt->dev[0].arena_ops = rt->dev[d].ops;
+            rt->dev[0].arena_ctx = rt->dev[d].ctx;
+            break;
+        }
+    for (int d = 0; d < rt->nd; d++) {
+        rt_device *rd = &rt->dev[d];
+        size_t cbytes = plan->memory[d].const_bytes;
+        size_t bytes = plan->memory[d].arena_bytes - (rt->share ? cbytes : 0);
+        const baton_arena *mine = caller_arena(rt, d);
+        if (d > 0) {
+            rd->arena_ops = rd->ops;
+            rd->arena_ctx = rd->ctx;
+        }
+        if (mine) {
+            /* the caller's: checked for its kind of memory, never freed */
+            if (rd->arena_ops->mem_check &&
+                (rc = rd->arena_ops->mem_check(rd->arena_ctx, mine->data, mine->nbytes, d == 0,
+                                               err))) {
+                char name[32], inner[BATON_ERROR_MAX];
+                snprintf(inner, sizeof inner, "%s", err ? err->message : "");
+                return err_set(err, rc, "baton_runtime_create: the caller's arena for %s: %s",
+                               baton_device_format(plan->memory[d].device, name, sizeof name),
+                               inner);
+            }
+            rd->arena = mine->data;
+            rd->consts = rd->arena;
+            rd->priv = rd->arena + cbytes;
+            continue;
+        }
+        rd->own_arena = 1;
+        if (d == 0) {
+            rd->arena = rd->arena_ops->host_alloc(rd->arena_ctx, bytes ? bytes : 256, err);
+        } else {
+            rd->arena = rd->ops->alloc(rd->ctx, bytes ? bytes : 256, err);
+        }
+        if (!rd->arena) {
+            char name[32];
+            char inner[BATON_ERROR_MAX];
+            snprintf(inner, sizeof inner, "%s", err ? err->message : "");
+            return err_set(err, BATON_ENOMEM, "%s: cannot allocate the %zu-byte arena of %s: %s",
+                           plan->source, bytes,
+                           baton_device_format(plan->memory[d].device, name, sizeof name), inner);
+        }
+        rd->consts = rt->share ? rt->share->dev[d].consts : rd->arena;
+        rd->priv = rt->share ? rd->arena : rd->arena + cbytes;
+    }
+    return 0;
+}
+void *runtime_slot_addr(const baton_runtime *rt, int d, int t)
+{
+    const plan_memory *m = &rt->plan->memory[d];
+    int64_t off = m->offset[t];
+    if (off == PLAN_OFFSET_MAPPED) /* read in place from its file's mapping (read-only) */
+        return (void *)rt->plan->tensors[rt->plan->tensors[t].storage].init.mapped;
+    if (off < 0)
+        return NULL;
+    if ((size_t)off < m->const_bytes)
+        return rt->dev[d].consts + off;
+    return rt->dev[d].priv + ((size_t)off - m->const_bytes);
+}
+
+static int load_constants(baton_runtime *rt, baton_error *err)
+{
+    const baton_plan *plan = rt->plan;
+    if (rt->share)
+        return 0; /* already loaded, by the runtime that owns them */
+    for (int t = 0; t < plan->n_tensors; t++) {
+        const plan_tensor *pt = &plan->tensors[t];
+        if (pt->role != BATON_ROLE_CONSTANT)
+            continue;
+        void *host = NULL;
+        for (int d = 0; d < rt->nd; d++) {
+            void *dst = runtime_slot_addr(rt, d, t);
+            if (!dst || plan->memory[d].offset[t] == PLAN_OFFSET_MAPPED)
+                continue;
+            if (!host) {
+                host = malloc(pt->nbytes ? pt->nbytes : 1);
+                if (!host)
+                    return err_set(err, BATON_ENOMEM, "constant '%s': out of memory", pt->name);
+                int rc = plan_tensor_materialize(plan, t, host, err);
+                if (rc) {
+                    free(host);
+                    return rc;
+                }
+            }
+            int rc = d == 0 ? (memcpy(dst, host, pt->nbytes), 0)
+                            : rt->dev[d].ops->copy_sync(rt->dev[d].ctx, dst, host, pt->nbytes,
+                                                        DEV_COPY_H2D, err);
+            if (rc) {
+                free(host);
+                return rc;
+            }
+        }
+        free(host);
+    }
+    return 0;
+}
+
+static int build_calls(baton_runtime *rt, baton_error *err)
+{
+    const baton_plan *plan = rt->plan;
+    int n = plan->n_steps, nb = 0;
+    for (int i = 0; i < n; i++)
+        nb += plan->steps[i].n_inputs + plan->steps[i].n_outputs;
+    rt->step_dev = calloc((size_t)n + 1, sizeof *rt->step_dev);
+    rt->calls = calloc((size_t)n + 1, sizeof *rt->calls);
+    rt->errbufs = calloc((size_t)n + 1, ERRBUF_LEN);
+    rt->bufs = calloc((size_t)nb + 1, sizeof *rt->bufs);
+    rt->descs = calloc((size_t)nb + 1, sizeof *rt->descs);
+    rt->names = calloc((size_t)nb + 1, sizeof *rt->names);
+    rt->sigs = calloc((size_t)n + 1, sizeof *rt->sigs);
+    rt->states = calloc((size_t)n + 1, sizeof *rt->states);
+    rt->impls = calloc((size_t)n + 1, sizeof *rt->impls);
+    rt->step_ns = calloc((size_t)n + 1, sizeof *rt->step_ns);
+    baton_device *devs = calloc((size_t)n + 1, sizeof *devs);
+    baton_target_kind *kinds = calloc((size_t)n + 1, sizeof *kinds);
+    int rc = 0;
+    if (!rt->step_dev || !rt->calls || !rt->errbufs || !rt->bufs || !rt->descs || !rt->names ||
+        !rt->sigs || !rt->states || !rt->impls || !rt->step_ns || !devs || !kinds) {
+        rc = err_set(err, BATON_ENOMEM, "prepare: out of memory");
+        goto out;
+    }
+    for (int i = 0; i < n; i++) {
+        devs[i] = plan->steps[i].device;
+        kinds[i] = plan->steps[i].kind;
+    }
+    int use_pdl = rt->opts.mode != BATON_SYNC_STRICT && !rt->opts.disable_pdl;
+    void **b = rt->bufs;
+    baton_tensor_desc *dd = rt->descs;
+    const char **nn = rt->names;
+    for (int i = 0; i < n; i++) {
+        const plan_step *s = &plan->steps[i];
+        int d = plan_memory_index(plan, s->device);
+        rt_device *rd = &rt->dev[d];
+        if (s->kind == BATON_TARGET_COLLECTIVE) {
+            /* no call: the buffers, on each member's device, for its dev_coll */
+            rt->step_dev[i] = d;
+            rt->calls[i].buffers = b;
+            for (int k = 0; k < s->n_inputs; k++)
+                *b++ = runtime_slot_addr(rt, plan_memory_index(plan, step_arg_device(s, k)),
+                                         s->inputs[k]);
+            for (int k = 0; k < s->n_outputs; k++)
+                *b++ = runtime_slot_addr(rt, plan_memory_index(plan, step_arg_device(s, k)),
+                                         s->outputs[k]);
+            continue;
+        }
+        baton_device_kind impl_kind = rd->ops == &dev_cpu_ops || rd->ops == &dev_sim_ops
+                                          ? BATON_DEVICE_CPU
+                                          : BATON_DEVICE_CUDA;
+        const baton_target_impl *im = baton_target_impl_for(s->target, impl_kind);
+        char name[32];
+        if (!im) {
+            rc = plan_error(err, BATON_ENOTARGET, plan, s->pos,
+                            "step '%s': target '%s' has no %s implementation to run it on %s",
+                            s->name, s->target_name, impl_kind == BATON_DEVICE_CPU ? "CPU" : "CUDA",
+                            baton_device_format(s->device, name, sizeof name));
+            goto out;
+        }
+        rt->impls[i] = im;
+        rt->step_dev[i] = d;
+        dev_call *c = &rt->calls[i];
+        c->buffers = b;
+        for (int k = 0; k < s->n_inputs; k++)
+            *b++ = runtime_slot_addr(rt, d, s->inputs[k]);
+        for (int k = 0; k < s->n_outputs; k++)
+            *b++ = runtime_slot_addr(rt, d, s->outputs[k]);
+        baton_tensor_desc *step_descs = dd;
+        const char **step_names = nn;
+        for (int k = 0; k < s->n_inputs; k++) {
+            *dd++ = plan->tensors[s->inputs[k]].desc;
+            *nn++ = plan->tensors[s->inputs[k]].name;
+        }
+        for (int k = 0; k < s->n_outputs; k++) {
+            *dd++ = plan->tensors[s->outputs[k]].desc;
+            *nn++ = plan->tensors[s->outputs[k]].name;
+        }
+        rt->sigs[i] = (baton_sig_args){.n_inputs = s->n_inputs,
+                                       .inputs = step_descs,
+                                       .n_outputs = s->n_outputs,
+                                       .outputs = step_descs + s->n_inputs,
+                                       .n_attrs = s->n_attrs,
+                                       .attrs = s->attrs,
+                                       .input_names = step_names,
+                                       .output_names = step_names + s->n_inputs};
+        c->opaque = s->opaque;
+        c->opaque_len = s->opaque_len;
+        c->ctx = (baton_exec_ctx){
+            .device = run_on(rt, s->device), /* kernels launch on the GPU it runs on */
+            .stream = rd->ops->stream(rd->ctx),
+            .next_device = s->next_device,
+            .next_kind = s->next_kind,
+            .capturing = 0,
+            .pdl = 0,
+            .step_name = s->name,
+            .step_index = i,
+            .errbuf = rt->errbufs + (size_t)i * ERRBUF_LEN,
+            .errbuf_len = ERRBUF_LEN,
+            .sig = &rt->sigs[i],
+            .user = s->target->user,
+            .autotune = !rt->opts.no_autotune,
+        };
+        /* PDL only between two kernels of one GPU segment that both honour it: the first
+         * kernel of a segment follows copies or the host. */
+        if (use_pdl && s->kind == BATON_TARGET_KERNEL && im->supports_pdl && i > 0 &&
+            plan->steps[i - 1].segment == s->segment &&
+            plan->steps[i - 1].kind == BATON_TARGET_KERNEL && rt->impls[i - 1]->supports_pdl &&
+            rd->ops->supports_pdl(rd->ctx))
+            c->ctx.pdl = 1;
+        if (s->kind == BATON_TARGET_KERNEL) {
+            c->kernel = im->kernel;
+            continue;
+        }
+        c->delegate = im->delegate;
+        const baton_sig_args sig = rt->sigs[i];
+        int is_const[PLAN_MAX_STEP_ARGS] = {0};
+        for (int k = 0; k < s->n_inputs; k++)
+            is_const[k] = plan->tensors[s->inputs[k]].role == BATON_ROLE_CONSTANT;
+        baton_delegate_init info = {
+            .step_index = i,
+            .step_name = s->name,
+            .device = c->ctx.device,
+            .stream = c->ctx.stream,
+            .sig = &sig,
+            .n_steps = n,
+            .step_devices = devs,
+            .step_kinds = kinds,
+            .input_constant = is_const,
+            .input_data = c->buffers,
+            .user = s->target->user,
+        };
+        if (im->delegate->init) {
+            baton_error derr = {0};
+            rc = im->delegate->init(&info, &rt->states[i], &derr);
+            if (rc) {
+                rc = plan_error(err, rc, plan, s->pos, "step '%s': delegate '%s' init on %s: %s",
+                                s->name, s->target_name,
+                                baton_device_format(s->device, name, sizeof name), derr.message);
+                goto out;
+            }
+        }
+        c->state = rt->states[i];
+    }
+out:
+    free(devs);
+    free(kinds);
+    return rc;
+}
+
+/* Prepare-time tuning: each kernel step on a device that tunes (CUDA) whose kernel has a tuning
+ * hook times its variants now, on its own buffers (nothing they hold matters yet), so that its
+ * calls, captured or not, launch the fastest (baton_exec_ctx.autotune). */
+static int tune_calls(baton_runtime *rt, baton_error *err)
+{
+    const baton_plan *plan = rt->plan;
+    if (rt->opts.no_autotune)
+        return 0;
+    for (int i = 0; i < plan->n_steps; i++) {
+        const plan_step *s = &plan->steps[i];
+        rt_device *rd = &rt->dev[rt->step_dev[i]];
+        if (s->kind != BATON_TARGET_KERNEL || !s->cuda_tune || !rd->ops->tune)
+            continue;
+        if (!rt->tuning && !(rt->tuning = calloc((size_t)plan->n_steps, ERRBUF_LEN)))
+            return err_set(err, BATON_ENOMEM, "prepare: out of memory");
+        baton_error derr = {0};
+        int rc = rd->ops->tune(rd->ctx, &rt->calls[i], s->cuda_tune,
+                               rt->tuning + (size_t)i * ERRBUF_LEN, ERRBUF_LEN, &derr);
+        if (rc) {
+            char name[32];
+            return plan_error(err, rc, plan, s->pos, "step '%s': tuning '%s' on %s: %s", s->name,
+                              s->target_name, baton_device_format(s->device, name, sizeof name),
+                              derr.message);
+        }
+    }
+    return 0;
+}
+
+static int build_transfers(baton_runtime *rt, baton_error *err)
+{
+    const baton_plan *plan = rt->plan;
+    int rc;
+    rt->xfers = calloc((size_t)plan->n_transfers + 1, sizeof *rt->xfers);
+    rt->xfer_first = calloc((size_t)plan->n_segments + 2, sizeof *rt->xfer_first);
+    rt->seg_signal = calloc((size_t)plan->n_segments + 1, sizeof *rt->seg_signal);
+    if (rt->xfer_first)
+        for (int s = 0, x = 0; s <= plan->n_segments + 1; s++) {
+            while (x < plan->n_transfers && plan->transfers[x].segment < s)
+                x++;
+            rt->xfer_first[s] = x;
+        }
+    if (!rt->xfers || !rt->xfer_first || !rt->seg_signal)
+        return err_set(err, BATON_ENOMEM, "prepare: out of memory");
+    for (int i = 0; i < plan->n_transfers; i++) {
+        const plan_transfer *x = &plan->transfers[i];
+        rt_transfer *r = &rt->xfers[i];
+        int from = plan_memory_index(plan, x->from), to = plan_memory_index(plan, x->to);
+        char a[32], b[32];
+        r->src = runtime_slot_addr(rt, from, x->tensor);
+        r->dst = runtime_slot_addr(rt, to, x->tensor);
+        r->bytes = plan->tensors[x->tensor].nbytes;
+        r->from = from;
+        r->kind = to == 0 ? DEV_COPY_D2H : from == 0 ? DEV_COPY_H2D : DEV_COPY_D2D;
+        r->wait_seg = -1;
+        if (r->kind == DEV_COPY_D2D) {
+            /* GPU to GPU: the reader copies on its stream after waiting, on the GPU, for the
+             * event the writer records after the segment that wrote the tensor */
+            const rt_device *rf = &rt->dev[from], *rtd = &rt->dev[to];
+            if (!rtd->ops->stream_wait || rf->ops != rtd->ops)
+                return err_set(err, BATON_ENOTSUP,
+                               "%s: tensor '%s' moves from %s to %s, which this backend (%s) "
+                               "cannot order without the host; place both steps on one GPU",
+                               plan->source, plan->tensors[x->tensor].name,
+                               baton_device_format(x->from, a, sizeof a),
+                               baton_device_format(x->to, b, sizeof b), rtd->ops->name);
+            r->wait_seg = plan->steps[plan->tensors[x->tensor].producer].segment;
+            rt->seg_signal[r->wait_seg] |= 1u << from;
+            if (rtd->ops->peer_enable && (rc = rtd->ops->peer_enable(rtd->ctx, rf->ctx, err))) {
+                char inner[BATON_ERROR_MAX];
+                snprintf(inner, sizeof inner, "%s", err ? err->message : "");
+                return err_set(err, rc, "%s: peer access %s -> %s: %s", plan->source,
+                               baton_device_format(x->to, a, sizeof a),
+                               baton_device_format(x->from, b, sizeof b), inner);
+            }
+        }
+        r->issuer = r->kind == DEV_COPY_D2H ? from : to;
+        /* On the CPU fallback both arenas are host memory: a memcpy, not a device transfer. */
+        r->host_copy = rt->dev[from].ops == &dev_cpu_ops && rt->dev[to].ops == &dev_cpu_ops;
+        r->graph_seg = -1;
+        snprintf(r->what, sizeof r->what, "transfer %s %s -> %s", plan->tensors[x->tensor].name,
+                 baton_device_format(x->from, a, sizeof a),
+                 baton_device_format(x->to, b, sizeof b));
+    }
+    return 0;
+}
+
+/* Each collective step's dev_coll: its members and what they send and receive (the addresses are
+ * read again from its call's buffers before each run, which baton_runtime_bind may rewrite). */
+static int build_collectives(baton_runtime *rt, baton_error *err)
+{
+    const baton_plan *plan = rt->plan;
+    rt->colls = calloc((size_t)plan->n_segments + 1, sizeof *rt->colls);
+    if (!rt->colls)
+        return err_set(err, BATON_ENOMEM, "prepare: out of memory");
+    for (int s = 0; s < plan->n_segments; s++) {
+        if (!plan->segments[s].collective)
+            continue;
+        int i = plan->segments[s].first_step;
+        const plan_step *st = &plan->steps[i];
+        dev_coll *c = &rt->colls[s];
+        c->op = st->coll == PLAN_COLL_ALL_REDUCE ? DEV_COLL_ALL_REDUCE : DEV_COLL_ALL_GATHER;
+        c->dtype = plan->tensors[st->inputs[0]].desc.dtype;
+        c->count = plan->tensors[st->inputs[0]].nbytes / baton_dtype_size(c->dtype);
+        c->n = st->n_group;
+        c->what = st->name;
+        const dev_ops *ops = rt->dev[plan_memory_index(plan, st->group[0])].ops;
+        for (int k = 0; k < c->n; k++)
+            c->group[k] = rt->dev[plan_memory_index(plan, st->group[k])].ctx;
+        char name[32];
+        if (!ops->coll_prepare || !ops->coll_run)
+            return plan_error(err, BATON_ENOTSUP, plan, st->pos,
+                              "step '%s': %s on %s: this backend (%s) has no collectives; run the "
+                              "plan with --gpu=cuda (NCCL), sim or cpu",
+                              st->name, st->target_name,
+                              baton_device_format(st->device, name, sizeof name), ops->name);
+        int rc = ops->coll_prepare(c, err);
+        if (rc) {
+            char inner[BATON_ERROR_MAX];
+            snprintf(inner, sizeof inner, "%s", err ? err->message : "");
+            return plan_error(err, rc, plan, st->pos, "step '%s' (%s): %s", st->name,
+                              st->target_name, inner);
+        }
+    }
+    return 0;
+}
+
+/* Which GPU segments are queued ahead: in graph mode, a GPU segment s after a CPU segment after a
+ * GPU segment on the same device whose gate works, small enough to issue outside a graph. */
+static int plan_queue_ahead(baton_runtime *rt, baton_error *err)
+{
+    const baton_plan *plan = rt->plan;
+    rt->ahead = -1;
+    rt->ahead_ok = calloc((size_t)plan->n_segments + 1, 1);
+    if (!rt->ahead_ok)
+        return err_set(err, BATON_ENOMEM, "prepare: out of memory");
+    if (rt->opts.mode != BATON_SYNC_GRAPH || rt->opts.disable_queue_ahead > 0)
+        return 0;
+    for (int s = 2; s < plan->n_segments; s++) {
+        const plan_segment *g = &plan->segments[s], *c = &plan->segments[s - 1],
+                           *p = &plan->segments[s - 2];
+        if (g->device.kind == BATON_DEVICE_CPU || c->device.kind != BATON_DEVICE_CPU ||
+            p->device.kind == BATON_DEVICE_CPU || g->collective || p->collective)
+            continue;
+        int d = plan_memory_index(plan, g->device);
+        const rt_device *rd = &rt->dev[d];
+        if (plan_memory_index(plan, p->device) != d || !rd->ops->can_gate ||
+            !rd->ops->can_gate(rd->ctx))
+            continue;
+        /* its gate, steps, incoming transfers and (at most) the transfers into the next one */
+        int ops = 1 + g->last_step - g->first_step + 1;
+        ops += rt->xfer_first[s + 2] - rt->xfer_first[s];
+        rt->ahead_ok[s] = ops <= AHEAD_MAX_OPS;
+    }
+    return 0;
+}
+
+/* Options a caller filled in by hand may hold anything: name the field and what it may be. */
+static int check_options(const baton_options *o, baton_error *err)
+{
+    if ((unsigned)o->mode > BATON_SYNC_GRAPH)
+        return err_set(err, BATON_EINVAL,
+                       "baton_runtime_create: options.mode is %d; use BATON_SYNC_STRICT, "
+                       "BATON_SYNC_BOUNDARY or BATON_SYNC_GRAPH (0 to 2)",
+                       (int)o->mode);
+    if ((unsigned)o->gpu > BATON_GPU_SIM)
+        return err_set(err, BATON_EINVAL,
+                       "baton_runtime_create: options.gpu is %d; use BATON_GPU_AUTO, "
+                       "BATON_GPU_CUDA, BATON_GPU_CPU or BATON_GPU_SIM (0 to 3)",
+                       (int)o->gpu);
+    if (o->sim_delay_us < 0 || o->sim_delay_us > RT_MAX_SIM_DELAY_US)
+        return err_set(err, BATON_EINVAL,
+                       "baton_runtime_create: options.sim_delay_us is %d; use 0 (no delay) "
+                       "to %d microseconds",
+                       o->sim_delay_us, RT_MAX_SIM_DELAY_US);
+    return 0;
+}
+
+static int prepare(const baton_plan *plan, const baton_options *opts, const baton_runtime *share,
+                   int fault_dev, dev_fault fault, baton_runtime **out, baton_error *err)
+{
+    err_clear(err);
+    if (!plan || !out)
+        return err_set(err, BATON_EINVAL, "baton_runtime_create: plan and out are required");
+    *out = NULL;
+    baton_options o;
+    int rc = options_read(opts, &o, err);
+    if (!rc)
+        rc = check_options(&o, err);
+    if (rc)
+        return rc;
+    baton_runtime *rt = calloc(1, sizeof *rt);
+    if (!rt)
+        return err_set(err, BATON_ENOMEM, "prepare: out of memory");
+    rt->plan = plan_retain(plan); /* baton_runtime_destroy releases it */
+    rt->opts = o;
+    rt->share = share;
+    if (share) { /* an instance runs where its first one does */
+        rt->backend = share->backend;
+        rt->alias_gpus = share->alias_gpus;
+    } else
+        rc = choose_backend(rt, err);
+    rt->graph_ways = plan->n_dims && o.mode == BATON_SYNC_GRAPH ? RT_GRAPH_WAYS : 1;
+    if (!rc)
+        rc = open_devices(rt, fault_dev, fault, err);
+    if (!rc)
+        rc = load_constants(rt, err);
+    if (!rc)
+        rc = baton_runtime_reset_state(rt, err); /* each instance owns its state */
+    if (!rc)
+        rc = runtime_dims_prepare(rt, err);
+    if (!rc)
+        rc = build_calls(rt, err);
+    if (!rc)
+        rc = tune_calls(rt, err);
+    if (!rc)
+        rc = build_transfers(rt, err);
+    if (!rc)
+        rc = build_collectives(rt, err);
+    if (!rc) {
+        rt->graph_state = calloc((size_t)plan->n_segments + 1, sizeof *rt->graph_state);
+        rt->seg_bytes = calloc(2 * (size_t)plan->n_segments + 2, sizeof *rt->seg_bytes);
+        if (!rt->graph_state || !rt->seg_bytes)
+            rc = err_set(err, BATON_ENOMEM, "prepare: out of memory");
+    }
+    if (!rc)
+        rc = runtime_graphs_prepare(rt, err);
+    if (!rc)
+        runtime_count_graph_bytes(rt);
+    if (!rc)
+        rc = runtime_build_sites(rt, err);
+    if (!rc)
+        rc = plan_queue_ahead(rt, err);
+    if (rc) {
+        baton_runtime_destroy(rt);
+        return rc;
+    }
+    *out = rt;
+    return 0;
+}
+
+int runtime_prepare(const baton_plan *plan, const baton_options *opts, int fault_dev,
+                    dev_fault fault, baton_runtime **out, baton_error *err)
+{
+    return prepare(plan, opts, NULL, fault_dev, fault, out, err);
+}
+
+int runtime_prepare_instance(const baton_runtime *share, baton_runtime **out, baton_error *err)
+{
+    if (!share)
+        return err_set(err, BATON_EINVAL, "runtime_prepare_instance: no runtime to share");
+    return prepare(share->plan, &share->opts, share, -1, DEV_FAULT_NONE, out, err);
+}
+
+void runtime_memory(const baton_runtime *rt, size_t *const_bytes, size_t *private_bytes)
+{
+    size_t c = 0, p = 0;
+    for (int d = 0; d < rt->nd; d++) {
+        const plan_memory *m = &rt->plan->memory[d];
+        c += m->const_bytes;
+        p += m->arena_bytes - m->const_bytes;
+    }
+    *const_bytes = c;
+    *private_bytes = p;
+}
+
+int baton_runtime_create(const baton_plan *plan, const baton_options *opts, baton_runtime **out,
+                         baton_error *err)
+{
+    return prepare(plan, opts, NULL, -1, DEV_FAULT_NONE, out, err);
+}
+
+void baton_runtime_destroy(baton_runtime *rt)
+{
+    if (!rt)
+        return;
+    trace_end(rt); /* detaches the devices' timelines while they are open */
+    for (int d = 0; d < rt->nd; d++)
+        if (rt->dev[d].ctx && rt->dev[d].ops->drain)
+            rt->dev[d].ops->drain(rt->dev[d].ctx);
+    if (rt->states && rt->impls)
+        for (int i = 0; i < rt->plan->n_steps; i++)
+            if (rt->states[i] && rt->impls[i] && rt->impls[i]->delegate &&
+                rt->impls[i]->delegate->destroy)
+                rt->impls[i]->delegate->destroy(rt->states[i]);
+    if (rt->colls) /* after the drains: no member still runs a collective */
+        for (int s = 0; s < rt->plan->n_segments; s++)
+            if (rt->colls[s].impl) {
+                int d = plan_memory_index(rt->plan, rt->plan->segments[s].device);
+                if (rt->dev[d].ops->coll_release)
+                    rt->dev[d].ops->coll_release(&rt->colls[s]);
+            }
+    free(rt->colls);
+    /* The CPU arena may come from a GPU's pinned allocator: free it before closing that GPU. */
+    for (int d = 0; d < rt->nd; d++) {
+        rt_device *rd = &rt->dev[d];
+        if (!rd->arena || !rd->own_arena)
+            continue;
+        if (rd->host_mem)
+            rd->arena_ops->host_free(rd->arena_ctx, rd->arena);
+        else
+            rd->arena_ops->free(rd->arena_ctx, rd->arena);
+    }
+    for (int d = 0; d < rt->nd; d++)
+        if (rt->dev[d].ctx)
+            rt->dev[d].ops->close(rt->dev[d].ctx);
+    runtime_dims_free(rt);
+    runtime_graphs_free(rt);
+    free(rt->step_dev);
+    free(rt->calls);
+    free(rt->errbufs);
+    free(rt->tuning);
+    free(rt->bufs);
+    free(rt->descs);
+    free(rt->names);
+    free(rt->sigs);
+    free(rt->states);
+    free(rt->impls);
+    free(rt->step_ns);
+    free(rt->xfers);
+    free(rt->seg_signal);
+    free(rt->graph_state);
+    free(rt->seg_bytes);
+    free(rt->xfer_first);
+    free(rt->ahead_ok);
+    free(rt->bind_dev);
+    free(rt->bind_data);
+    free(rt->sites);
+    free(rt->site_first);
+    baton_plan_free((baton_plan *)rt->plan); /* drops the runtime's reference */
+    free(rt);
+}

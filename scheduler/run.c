@@ -1,0 +1,519 @@
+/* run.c: runs a prepared plan in a sync mode (baton_runtime_run).
+ *
+ * A run only walks the segments: GPU segments are issued on their device's stream without waiting
+ * (or replayed from a captured graph), and the host waits where the analysis says: after every GPU
+ * step in strict mode, at GPU -> CPU boundaries and at the end otherwise.
+ *
+ * Queueing ahead (graph mode): in GPU -> CPU -> GPU on one device, the second GPU segment's graph
+ * is launched before the CPU segment runs, behind the device's gate, which the host opens when
+ * the CPU segment is done. The GPU then starts it without a launch in between; the host still
+ * waits once at the boundary, on an event recorded before the queued work. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "scheduler/runtime.h"
+
+/* ---- run ---------------------------------------------------------------------------------- */
+
+/* Wraps a device's error with the step, its target and device. */
+/* The one place a failure is tied to its step: "step 'norm' (kernel 'rms_norm_fwd' on cuda:0):"
+ * and the reason the device or the call gave, the same words on every backend. A kernel or
+ * delegate that refused its arguments (BATON_EINVAL, as it answers a direct call) is reported as
+ * BATON_EKERNEL: for the runtime's caller, the step failed. */
+static int step_fail(baton_runtime *rt, int i, int rc, baton_error *err)
+{
+    const plan_step *s = &rt->plan->steps[i];
+    char name[32], inner[BATON_ERROR_MAX];
+    snprintf(inner, sizeof inner, "%s", err ? err->message : "");
+    if (rc == BATON_EINVAL)
+        rc = BATON_EKERNEL;
+    return err_set(err, rc, "step '%s' (%s '%s' on %s): %s", s->name,
+                   s->kind == BATON_TARGET_KERNEL ? "kernel" : "delegate", s->target_name,
+                   baton_device_format(s->device, name, sizeof name), inner);
+}
+
+static int issue_step(baton_runtime *rt, int i, baton_error *err)
+{
+    rt_device *rd = &rt->dev[rt->step_dev[i]];
+    dev_call *c = &rt->calls[i];
+    c->ctx.errbuf[0] = 0;
+    if (rt->capturing && rd->ops->capture_tag)
+        rd->ops->capture_tag(rd->ctx, i);
+    int64_t t0 = rt->timing || rt->trace ? now_ns() : 0;
+    int rc = rd->ops->call(rd->ctx, c, err);
+    if (t0) {
+        int64_t t1 = now_ns();
+        rt->step_ns[i] += t1 - t0;
+        if (rt->trace)
+            trace_add(rt, rt->plan->steps[i].name, "step", rt->step_dev[i], i, 0, t0, t1);
+    }
+    if (rc)
+        return step_fail(rt, i, rc, err);
+    return 0;
+}
+
+static int issue_transfer(baton_runtime *rt, int x, baton_error *err)
+{
+    rt_transfer *r = &rt->xfers[x];
+    rt_device *rd = &rt->dev[r->issuer];
+    if (r->skip)
+        return 0;
+    if (rt->capturing) {
+        r->graph_seg = rt->capture_seg;
+        if (rd->ops->capture_tag)
+            rd->ops->capture_tag(rd->ctx, rt->plan->n_steps + x);
+    }
+    int64_t t0 = rt->trace ? now_ns() : 0;
+    int rc = rd->ops->copy(rd->ctx, r->dst, r->src, r->bytes, r->kind, r->what, err);
+    if (rc) {
+        char name[32], inner[BATON_ERROR_MAX];
+        snprintf(inner, sizeof inner, "%s", err ? err->message : "");
+        return err_set(err, rc, "%s (issued on %s): %s", r->what,
+                       baton_device_format(rt->plan->memory[r->issuer].device, name, sizeof name),
+                       inner);
+    }
+    if (t0)
+        trace_add(rt, r->what, "transfer", r->issuer, -1, (int64_t)r->bytes, t0, now_ns());
+    if (rt->capturing)
+        return 0; /* counted on each launch of the graph */
+    rd->pending = 1;
+    if (r->host_copy)
+        return 0; /* not bytes moved to or from a device (baton_run_stats) */
+    if (r->kind == DEV_COPY_H2D)
+        rt->stats.bytes_h2d += (int64_t)r->bytes;
+    else if (r->kind == DEV_COPY_D2H)
+        rt->stats.bytes_d2h += (int64_t)r->bytes;
+    else
+        rt->stats.bytes_d2d += (int64_t)r->bytes;
+    return 0;
+}
+
+/* Waits for device d. A failure of earlier asynchronous work surfaces here: it is tied to the step
+ * the device says failed, else to `step` when the caller knows it (strict mode waits after each
+ * step), else to the wait itself. */
+static int host_wait_step(baton_runtime *rt, int d, const char *where, int step, baton_error *err)
+{
+    rt_device *rd = &rt->dev[d];
+    int64_t t0 = rt->trace ? now_ns() : 0;
+    /* With work queued ahead, the event was recorded before it: wait for what precedes it. */
+    int rc = rd->recorded ? 0 : rd->ops->record(rd->ctx, WAIT_SLOT, err);
+    if (!rc) {
+        rc = rd->ops->wait(rd->ctx, WAIT_SLOT, where, err);
+        if (rc) {
+            /* an asynchronous failure: name its step when the device knows it */
+            int fs = rd->ops->failed_step ? rd->ops->failed_step(rd->ctx) : -1;
+            if (fs < 0)
+                fs = step;
+            if (fs >= 0 && fs < rt->plan->n_steps)
+                rc = step_fail(rt, fs, rc, err);
+            else {
+                char inner[BATON_ERROR_MAX], name[32];
+                snprintf(inner, sizeof inner, "%s", err ? err->message : "");
+                rc = err_set(err, rc, "%s, at the wait %s: %s",
+                             baton_device_format(rt->plan->memory[d].device, name, sizeof name),
+                             where, inner);
+            }
+        }
+    }
+    if (t0)
+        trace_add(rt, where, "wait", d, step, 0, t0, now_ns());
+    rd->pending = rd->recorded && rd->queued;
+    rd->recorded = rd->queued = 0;
+    /* A GPU step run on the CPU (fallback) finished when it was issued: nothing was waited. */
+    if (rd->gpu && rd->ops != &dev_cpu_ops)
+        rt->stats.host_waits++;
+    return rc;
+}
+
+static int host_wait(baton_runtime *rt, int d, const char *where, baton_error *err)
+{
+    return host_wait_step(rt, d, where, -1, err);
+}
+
+/* Transfers issued at the end of GPU segment s on device d: those into the next segment (a CPU
+ * one) that come from d, and, after the last segment, the outputs that go back to the host. */
+static int issue_outgoing(baton_runtime *rt, int s, int d, baton_error *err)
+{
+    const baton_plan *plan = rt->plan;
+    int into = s + 1; /* the next segment, or the end of the run after the last one */
+    if (into < plan->n_segments && plan->segments[into].device.kind != BATON_DEVICE_CPU)
+        return 0;
+    for (int x = rt->xfer_first[into]; x < rt->xfer_first[into + 1]; x++)
+        if (rt->xfers[x].from == d) {
+            int rc = issue_transfer(rt, x, err);
+            if (rc)
+                return rc;
+        }
+    return 0;
+}
+
+static int issue_incoming(baton_runtime *rt, int s, baton_error *err)
+{
+    for (int x = rt->xfer_first[s], rc; x < rt->xfer_first[s + 1]; x++)
+        if ((rc = issue_transfer(rt, x, err)))
+            return rc;
+    return 0;
+}
+
+/* Graph mode: whether segment s may be captured. A delegate that says it cannot be captured
+ * keeps its segment out of CUDA graphs (the test device replays any recorded call). */
+static int segment_capturable(baton_runtime *rt, int s)
+{
+    const baton_plan *plan = rt->plan;
+    const plan_segment *seg = &plan->segments[s];
+    rt_device *rd = &rt->dev[plan_memory_index(plan, seg->device)];
+    if (rt->graph_state[s] != 0)
+        return rt->graph_state[s] > 0;
+    if (!rd->ops->capture_begin)
+        return 0;
+    for (int i = seg->first_step; i <= seg->last_step && rd->ops != &dev_sim_ops; i++) {
+        const dev_call *c = &rt->calls[i];
+        if (c->delegate && !c->delegate->capturable) {
+            rt->graph_state[s] = -1;
+            if (!rt->note[0]) {
+                snprintf(rt->note, sizeof rt->note,
+                         "segment %d runs without a CUDA graph: delegate '%s' of step '%s' "
+                         "cannot be captured",
+                         s, plan->steps[i].target_name, plan->steps[i].name);
+                if (!rt->opts.quiet)
+                    log_msg(BATON_LOG_NOTE, "%s", rt->note);
+            }
+            return 0;
+        }
+    }
+    return 1;
+}
+
+/* Captures segment s — its incoming transfers, its steps and its outgoing transfers — into graph
+ * slot s. Returns 0 when captured, BATON_ENOTSUP when the segment cannot be captured (then it is
+ * marked to run uncaptured and the note says why), or the failing step's error. */
+static int capture_segment(baton_runtime *rt, int s, baton_error *err)
+{
+    const baton_plan *plan = rt->plan;
+    const plan_segment *seg = &plan->segments[s];
+    int d = plan_memory_index(plan, seg->device);
+    rt_device *rd = &rt->dev[d];
+    rt->capturing = 1;
+    rt->capture_seg = s;
+    int slot = rt->graph_slot[s];
+    int rc = rd->ops->capture_begin(rd->ctx, slot, err);
+    if (!rc && rt->ahead_ok[s])
+        rc = rd->ops->gate_wait(rd->ctx, err); /* before the copies of the CPU's outputs */
+    if (!rc)
+        rc = issue_incoming(rt, s, err);
+    for (int i = seg->first_step; !rc && i <= seg->last_step; i++) {
+        rt->calls[i].ctx.capturing = 1;
+        rc = issue_step(rt, i, err);
+        rt->calls[i].ctx.capturing = 0;
+    }
+    if (!rc)
+        rc = issue_outgoing(rt, s, d, err);
+    rt->capturing = 0;
+    int updated = 0;
+    baton_error cerr = {0};
+    int rc2 = rd->ops->capture_end(rd->ctx, slot, &updated, &cerr);
+    if (rc && rc != BATON_ENOTSUP)
+        return rc; /* a failing step fails the run; the next run captures again */
+    if (!rc && rc2 && rc2 != BATON_ENOTSUP) {
+        if (err)
+            *err = cerr;
+        return rc2;
+    }
+    if (rc || rc2) {
+        rt->graph_state[s] = -1;
+        if (!rt->note[0]) {
+            char name[32];
+            snprintf(rt->note, sizeof rt->note,
+                     "segment %d (%s, steps '%s'..'%s') runs without a CUDA graph: %.300s", s,
+                     baton_device_format(seg->device, name, sizeof name),
+                     plan->steps[seg->first_step].name, plan->steps[seg->last_step].name,
+                     rc ? (err ? err->message : "") : cerr.message);
+            if (!rt->opts.quiet)
+                log_msg(BATON_LOG_NOTE, "%s", rt->note);
+        }
+        rd->ops->graph_reset(rd->ctx, slot);
+        return BATON_ENOTSUP;
+    }
+    rt->graph_state[s] = 1;
+    runtime_graph_used(rt, s, 1);
+    rt->stats.captures++;
+    if (updated)
+        rt->stats.graph_updates++;
+    return 0;
+}
+
+static int issue_gpu_segment(baton_runtime *rt, int s, baton_error *err)
+{
+    const baton_plan *plan = rt->plan;
+    const plan_segment *seg = &plan->segments[s];
+    int d = plan_memory_index(plan, seg->device), rc;
+    rt_device *rd = &rt->dev[d];
+    int strict = rt->opts.mode == BATON_SYNC_STRICT;
+
+    if (rt->opts.mode == BATON_SYNC_GRAPH && segment_capturable(rt, s)) {
+        if (rt->graph_state[s] == 0 || rt->recapture) {
+            rc = capture_segment(rt, s, err);
+            if (rc && rc != BATON_ENOTSUP)
+                return rc;
+        }
+        if (rt->graph_state[s] == 1) {
+            int64_t t0 = rt->timing || rt->trace ? now_ns() : 0;
+            rc = rd->ops->graph_launch(rd->ctx, rt->graph_slot[s], err);
+            runtime_graph_used(rt, s, 0);
+            if (t0) {
+                int64_t t1 = now_ns();
+                rt->step_ns[seg->first_step] += t1 - t0;
+                if (rt->trace)
+                    trace_add(rt, "graph", "graph", d, seg->first_step, 0, t0, t1);
+            }
+            if (rc)
+                return step_fail(rt, seg->first_step, rc, err);
+            rd->gate_armed = rt->ahead_ok[s];
+            rt->stats.graph_launches++;
+            rt->stats.steps += seg->last_step - seg->first_step + 1;
+            rt->stats.bytes_h2d += rt->seg_bytes[2 * s];
+            rt->stats.bytes_d2h += rt->seg_bytes[2 * s + 1];
+            rd->pending = 1;
+            return 0;
+        }
+    }
+
+    if (rt->ahead_ok[s]) {
+        if ((rc = rd->ops->gate_wait(rd->ctx, err)))
+            return step_fail(rt, seg->first_step, rc, err);
+        rd->gate_armed = 1;
+    }
+    if ((rc = issue_incoming(rt, s, err)))
+        return rc;
+    for (int i = seg->first_step; i <= seg->last_step; i++) {
+        if ((rc = issue_step(rt, i, err)))
+            return rc;
+        rt->stats.steps++;
+        if (rd->ops != &dev_cpu_ops) /* the CPU fallback runs the call inline: no launch */
+            rt->stats.kernel_launches++;
+        rd->pending = 1;
+        if (strict) {
+            /* the copies to the host go before the last step's wait, so it covers them */
+            if (i == seg->last_step && (rc = issue_outgoing(rt, s, d, err)))
+                return rc;
+            if ((rc = host_wait_step(rt, d, plan->steps[i].name, i, err)))
+                return rc; /* host_wait_step named the step */
+        }
+    }
+    if (strict)
+        return 0;
+    rd->pending = 1;
+    return issue_outgoing(rt, s, d, err);
+}
+
+/* Before segment s reads what another GPU wrote: its copies wait, on the reader's stream, for the
+ * event the writer recorded after the writing segment. Never inside a capture: the wait stays
+ * on the stream, before the graph's launch. */
+static int cross_waits(baton_runtime *rt, int s, baton_error *err)
+{
+    for (int x = rt->xfer_first[s]; x < rt->xfer_first[s + 1] && !rt->no_cross_wait; x++) {
+        const rt_transfer *r = &rt->xfers[x];
+        if (r->wait_seg < 0 || r->skip)
+            continue;
+        rt_device *rd = &rt->dev[r->issuer];
+        int rc = rd->ops->stream_wait(rd->ctx, rt->dev[r->from].ctx, SEG_EVENT(r->wait_seg), err);
+        if (rc) {
+            char inner[BATON_ERROR_MAX];
+            snprintf(inner, sizeof inner, "%s", err ? err->message : "");
+            return err_set(err, rc, "%s: waiting for the writer: %s", r->what, inner);
+        }
+    }
+    return 0;
+}
+
+/* After segment s: the events other GPUs' copies of its outputs wait for. */
+static int signal_segment(baton_runtime *rt, int s, baton_error *err)
+{
+    for (uint32_t m = rt->seg_signal[s]; m; m &= m - 1) {
+        rt_device *rd = &rt->dev[__builtin_ctz(m)];
+        int rc = rd->ops->record(rd->ctx, SEG_EVENT(s), err);
+        if (rc)
+            return rc;
+    }
+    return 0;
+}
+
+static int run_gpu_segment(baton_runtime *rt, int s, baton_error *err)
+{
+    int rc = cross_waits(rt, s, err);
+    if (!rc)
+        rc = issue_gpu_segment(rt, s, err);
+    if (!rc)
+        rc = signal_segment(rt, s, err);
+    return rc;
+}
+
+/* A collective step: its members' incoming copies, then the collective on every member's
+ * stream. It is never captured: NCCL's calls over several devices are issued as one group. */
+static int run_collective(baton_runtime *rt, int s, baton_error *err)
+{
+    const baton_plan *plan = rt->plan;
+    int i = plan->segments[s].first_step, rc;
+    const plan_step *st = &plan->steps[i];
+    if ((rc = cross_waits(rt, s, err)) || (rc = issue_incoming(rt, s, err)))
+        return rc;
+    dev_coll *c = &rt->colls[s];
+    void **b = rt->calls[i].buffers; /* baton_runtime_bind may have moved them */
+    for (int k = 0; k < c->n; k++) {
+        c->send[k] = b[k];
+        c->recv[k] = b[st->n_inputs + k];
+    }
+    rt_device *r0 = &rt->dev[rt->step_dev[i]];
+    int64_t t0 = rt->timing || rt->trace ? now_ns() : 0;
+    rc = r0->ops->coll_run(c, err);
+    if (t0) {
+        int64_t t1 = now_ns();
+        rt->step_ns[i] += t1 - t0;
+        if (rt->trace)
+            trace_add(rt, st->name, "step", rt->step_dev[i], i, 0, t0, t1);
+    }
+    if (rc)
+        return step_fail(rt, i, rc, err);
+    rt->stats.steps++;
+    if (r0->ops != &dev_cpu_ops)
+        rt->stats.kernel_launches += c->n;
+    for (int k = 0; k < c->n; k++) { /* every member's call is issued: waiting is safe */
+        int d = plan_memory_index(plan, st->group[k]);
+        rt->dev[d].pending = 1;
+        if ((rc = issue_outgoing(rt, s, d, err)))
+            return rc;
+        if (rt->opts.mode == BATON_SYNC_STRICT && (rc = host_wait_step(rt, d, st->name, i, err)))
+            return rc;
+    }
+    return signal_segment(rt, s, err);
+}
+
+static int run_cpu_segment(baton_runtime *rt, int s, baton_error *err)
+{
+    const baton_plan *plan = rt->plan;
+    const plan_segment *seg = &plan->segments[s];
+    int rc, prev = s > 0 ? plan_memory_index(plan, plan->segments[s - 1].device) : -1;
+    int need[PLAN_MAX_DEVICES] = {0};
+    if (prev > 0)
+        need[prev] = 1;
+    for (int x = rt->xfer_first[s]; x < rt->xfer_first[s + 1]; x++) {
+        need[rt->xfers[x].from] = 1;
+        if (rt->xfers[x].from != prev && (rc = issue_transfer(rt, x, err)))
+            return rc;
+    }
+    for (int d = 1; d < rt->nd; d++)
+        if (need[d] && rt->dev[d].pending &&
+            (rc = host_wait(rt, d, plan->steps[seg->first_step].name, err)))
+            return rc;
+    for (int i = seg->first_step; i <= seg->last_step; i++) {
+        if ((rc = issue_step(rt, i, err)))
+            return rc;
+        rt->stats.steps++;
+    }
+    return 0;
+}
+
+/* Queues GPU segment s (graph mode, ahead_ok) behind its device's gate, before the CPU segment
+ * s - 1 runs. That segment's wait uses an event recorded first, so it does not wait for s. */
+static int queue_ahead(baton_runtime *rt, int s, baton_error *err)
+{
+    int d = plan_memory_index(rt->plan, rt->plan->segments[s].device);
+    rt_device *rd = &rt->dev[d];
+    int rc = rd->ops->record(rd->ctx, WAIT_SLOT, err);
+    if (rc)
+        return rc;
+    rd->recorded = 1;
+    rt->ahead = s;
+    if ((rc = run_gpu_segment(rt, s, err)))
+        return rc;
+    rd->queued = 1;
+    rt->stats.queued_ahead++;
+    return 0;
+}
+
+/* The CPU segment before s is done and its outputs are in host memory: let s start. */
+static void open_gate(baton_runtime *rt, int s)
+{
+    int d = plan_memory_index(rt->plan, rt->plan->segments[s].device);
+    rt_device *rd = &rt->dev[d];
+    int64_t t0 = rt->trace ? now_ns() : 0;
+    if (rd->recorded) { /* no wait used the event: s is simply pending */
+        rd->recorded = 0;
+        rd->pending = 1;
+    }
+    rd->ops->gate_open(rd->ctx);
+    rd->gate_armed = 0;
+    if (t0)
+        trace_add(rt, "open gate", "gate", d, -1, 0, t0, now_ns());
+}
+
+/* After a failure: let every stream finish (or fail) what it has, so nothing still writes into
+ * the arenas, and forget partial captures. The prepared plan stays usable. */
+static void recover(baton_runtime *rt)
+{
+    for (int d = 0; d < rt->nd; d++) {
+        rt_device *rd = &rt->dev[d];
+        if (rd->gate_armed) /* or the stream never drains; what runs behind it is discarded */
+            rd->ops->gate_open(rd->ctx);
+        rd->gate_armed = rd->recorded = rd->queued = 0;
+        rd->ops->drain(rd->ctx);
+        rd->pending = 0;
+    }
+    rt->ahead = -1;
+    for (int i = 0; i < rt->plan->n_steps; i++)
+        rt->calls[i].ctx.capturing = 0;
+}
+
+int baton_runtime_run(baton_runtime *rt, baton_error *err)
+{
+    err_clear(err);
+    if (!rt)
+        return err_set(err, BATON_EINVAL, "baton_runtime_run: no runtime");
+    const baton_plan *plan = rt->plan;
+    int rc = runtime_apply_dims(rt, err); /* a changed binding, before anything is issued */
+    if (rc)
+        return rc;
+    rt->ahead = -1;
+    int64_t run_t0 = rt->trace ? now_ns() : 0;
+    for (int s = 0; s < plan->n_segments && !rc; s++) {
+        if (plan->segments[s].device.kind == BATON_DEVICE_CPU) {
+            if (rt->gpu_only)
+                continue;
+            rc = run_cpu_segment(rt, s, err);
+            if (!rc && rt->ahead == s + 1)
+                open_gate(rt, s + 1);
+            continue;
+        }
+        if (plan->segments[s].collective) {
+            rc = run_collective(rt, s, err);
+            continue;
+        }
+        if (s != rt->ahead)
+            rc = run_gpu_segment(rt, s, err);
+        if (!rc && s + 2 < plan->n_segments && rt->ahead_ok[s + 2])
+            rc = queue_ahead(rt, s + 2, err);
+    }
+    if (!rc) {
+        /* the outputs of the devices the last segment ran on went home at its end */
+        int end = plan->n_segments;
+        for (int x = rt->xfer_first[end]; x < rt->xfer_first[end + 1] && !rc; x++)
+            if (!end ||
+                !plan_segment_runs_on(plan, end - 1, plan->memory[rt->xfers[x].from].device))
+                rc = issue_transfer(rt, x, err);
+        for (int d = 1; d < rt->nd && !rc; d++)
+            if (rt->dev[d].pending)
+                rc = host_wait(rt, d, "end of run", err);
+    }
+    if (run_t0)
+        trace_add(rt, rc ? "run (failed)" : "run", "run", TRACE_RUN_LANE, -1, 0, run_t0, now_ns());
+    rt->last_run = rc ? -1 : 1; /* whether outputs hold a result (get_output) */
+    if (rc) {
+        recover(rt);
+        return rc;
+    }
+    rt->recapture = 0;
+    rt->stats.runs++;
+    err_clear(err); /* a segment that fell back to running uncaptured left its reason there */
+    return 0;
+}
