@@ -565,6 +565,41 @@ def _ignore(L, n):
     return None
 
 
+def _args(n, names, defaults):
+    """A custom op's arguments by name: positional, keyword, or the schema's default."""
+    out = dict(defaults)
+    out.update(zip(names, n.args))
+    out.update(n.kwargs)
+    return out
+
+
+def _baton_rope(L, n):
+    a = _args(n, ["x", "positions", "inv_freq", "head_dim", "interleaved", "scale"],
+              {"interleaved": False, "scale": 1.0})
+    attrs = {"head_dim": int(a["head_dim"])}
+    if a["interleaved"]:
+        attrs["interleaved"] = True
+    if a["scale"] != 1.0:
+        attrs["scale"] = float(a["scale"])
+    out = L.result(n)
+    L.step(n, "rope", [L.val(a["x"], n), L.val(a["positions"], n), L.val(a["inv_freq"], n)],
+           [out], attrs)
+    return out
+
+
+def _baton_attention(L, n):
+    a = _args(n, ["q", "k_cache", "v_cache", "positions", "head_dim", "n_heads", "n_kv_heads",
+                  "scale"], {"scale": None})
+    attrs = {"head_dim": int(a["head_dim"]), "n_heads": int(a["n_heads"]),
+             "n_kv_heads": int(a["n_kv_heads"])}
+    if a["scale"] is not None:
+        attrs["scale"] = float(a["scale"])
+    out = L.result(n)
+    L.step(n, "attention", [L.val(a[k], n) for k in ("q", "k_cache", "v_cache", "positions")],
+           [out], attrs)
+    return out
+
+
 TORCH_DT = {v: k for k, v in DTYPES.items()}
 
 LOWERINGS = {
@@ -607,6 +642,10 @@ LOWERINGS = {
     aten._assert_tensor_metadata.default: _ignore,
     operator.getitem: _getitem,
 }
+from . import ops as _ops  # noqa: E402,F401  (registers torch.ops.baton.*)
+
+LOWERINGS[torch.ops.baton.rope.default] = _baton_rope
+LOWERINGS[torch.ops.baton.attention.default] = _baton_attention
 
 
 # ---- the entry point ----------------------------------------------------------------------------

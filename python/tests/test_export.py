@@ -288,3 +288,33 @@ def test_a_target_without_a_cuda_implementation_goes_on_the_cpu_with_a_note(tmp_
     assert s["device"] == "cpu"
     assert p.notes == ["step 'y' (softshrink) placed on cpu: baton has no CUDA implementation "
                        "of 'softshrink'"]
+
+
+def test_decoder_ops_written_as_torch_ops_baton_lower_to_their_targets(tmp_path, baton, caps):
+    from baton_export import ops
+
+    H, Hkv, Dh, S = 4, 2, 16, 12
+
+    class Block(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.emb = nn.Embedding(50, H * Dh)
+            self.q = nn.Linear(H * Dh, H * Dh, bias=False)
+            self.register_buffer("inv_freq", 1.0 / (10000 ** (torch.arange(0, Dh, 2) / Dh)))
+
+        def forward(self, ids, pos, k_cache, v_cache):
+            h = self.emb(ids)
+            q = ops.rope(self.q(h), pos, self.inv_freq, Dh)
+            return ops.attention(q, k_cache, v_cache, pos, Dh, H, Hkv)
+
+    args = (torch.tensor([[3, 9, 4]]), torch.tensor([5, 6, 7]), torch.randn(S, Hkv * Dh),
+            torch.randn(S, Hkv * Dh))
+    r = baton_export.export(Block(), args, tmp_path, device="cpu", verbose=False,
+                            weights_format=caps.weights_format)
+    assert [s.get("kernel", s.get("delegate")) for s in r.plan["steps"]] == \
+        ["embedding", "gemm", "rope", "attention"]
+    assert steps(r, "attention")[0]["attrs"] == {"head_dim": Dh, "n_heads": H, "n_kv_heads": Hkv}
+    caps.need("embedding", "rope", "attention")
+    r = baton_export.export(Block(), args, tmp_path, device="cpu", check=True, baton=baton,
+                            verbose=False, weights_format=caps.weights_format)
+    assert r.errors["output"] < 1e-5
