@@ -37,11 +37,22 @@ static void log_v(const log_sink *sink, baton_log_level level, const char *fmt, 
         atomic_load (&log_fn)(atomic_load(&log_user), level, line);
 }
 
+/* The registry's sink while one of its runtimes is prepared on this thread (log_scope), so that
+ * what a delegate or kernel logs at prepare, knowing no registry, reaches that registry. */
+static _Thread_local const log_sink *scoped;
+
+const log_sink *log_scope(const log_sink *sink)
+{
+    const log_sink *prev = scoped;
+    scoped = sink;
+    return prev;
+}
+
 void log_msg(baton_log_level level, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
-    log_v(NULL, level, fmt, ap);
+    log_v(scoped, level, fmt, ap);
     va_end(ap);
 }
 

@@ -207,3 +207,32 @@ Test(embedder, an_unknown_tensor_name_gets_did_you_mean_and_the_choices)
     baton_plan_free(p);
     baton_registry_destroy(reg);
 }
+
+Test(embedder, what_a_built_in_delegate_logs_at_create_reaches_the_registrys_callback)
+{
+    /* a bf16 gemm of 16 rows on the CPU takes the OpenBLAS path, which makes an f32 copy of its
+     * constant weight and says so in a note */
+    static const char gemm_json[] =
+        "{\"format\": \"baton.plan\", \"version\": 1, \"name\": \"mm\", \"tensors\": ["
+        "{\"name\": \"x\", \"dtype\": \"bf16\", \"shape\": [16, 32], \"role\": \"input\"},"
+        "{\"name\": \"w\", \"dtype\": \"bf16\", \"shape\": [32, 32], \"role\": \"constant\","
+        " \"init\": {\"kind\": \"normal\", \"seed\": 3, \"std\": 0.02}},"
+        "{\"name\": \"y\", \"dtype\": \"bf16\", \"shape\": [16, 32], \"role\": \"output\"}],"
+        "\"steps\": [{\"name\": \"mm\", \"delegate\": \"gemm\", \"device\": \"cpu\","
+        " \"inputs\": [\"x\", \"w\"], \"outputs\": [\"y\"]}]}";
+    baton_registry *reg = NULL;
+    cr_assert_eq(baton_registry_create(&reg), 0);
+    baton_registry_set_log(reg, capture, &mine);
+    baton_plan *p = NULL;
+    baton_error err = {0};
+    cr_assert_eq(
+        baton_plan_load_string(reg, gemm_json, strlen(gemm_json), "mm.json", NULL, &p, &err), 0,
+        "%s", err.message);
+    create_default(p);
+    cr_assert_eq(global.n, 0, "reached the process-wide callback: %s", global.line[0]);
+    cr_assert_eq(mine.n, 1, "got %d messages", mine.n);
+    cr_assert_eq(mine.level[0], BATON_LOG_NOTE);
+    cr_assert(strstr(mine.line[0], "step mm (gemm on cpu)"), "%s", mine.line[0]);
+    baton_plan_free(p);
+    baton_registry_destroy(reg);
+}
