@@ -9,6 +9,7 @@
 
 #include "plan/plan_internal.h"
 #include "targets/builtin.h"
+#include "targets/decoder.h"
 
 static int plan_fail(baton_error *err, const baton_plan *plan, int code, plan_pos pos,
                      const char *fmt, ...)
@@ -221,8 +222,16 @@ static int check_signature(baton_plan *plan, plan_step *s, baton_error *err)
                              o->pos.line, o->pos.column, need);
         }
     }
-    if (s->opaque_verbatim)
+    if (s->opaque_verbatim) {
+        /* a descriptor the plan gives is decoded and checked now, not at the first run */
+        char msg[512] = "";
+        if (target_opaque_check(t, &args, s->opaque, s->opaque_len, msg, sizeof msg))
+            return plan_fail(err, plan, BATON_EPLAN, s->pos,
+                             "step '%s' (%s '%s'): its \"opaque\" "
+                             "descriptor: %s",
+                             s->name, kind_word(t->kind), t->name, msg);
         return 0;
+    }
     s->opaque = plan_no_descriptor;
     s->opaque_len = 0;
     if (t->pack) {

@@ -11,6 +11,7 @@
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/descriptors.h"
 #include "targets/builtin.h"
+#include "targets/decoder.h"
 #ifdef BATON_CUDA
 #include "kernels/cuda/cuda_kernels.h"
 #endif
@@ -801,6 +802,7 @@ const baton_target *const baton_builtin_targets[] = {
     &target_rms_norm_fwd, &target_rms_norm_bwd, &target_rms_norm_grad_weight, &target_softshrink,
     &target_add,          &target_mul,          &target_add_scalar,           &target_copy,
     &target_argmax,       &target_noop,         &baton_target_gemm,
+    BATON_DECODER_TARGETS,
 };
 
 const int baton_builtin_target_count =

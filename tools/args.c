@@ -16,6 +16,8 @@ const char *cli_usage_main =
     "  inspect    show a plan's analysis: segments, boundaries, transfers, memory plan, waits\n"
     "  run        run a plan, reading inputs from and writing outputs to .npy files\n"
     "  bench      time runs of a plan in one or more sync modes\n"
+    "  targets    list the registered kernels and delegates (--json; --plugin=PATH adds a\n"
+    "             plugin's)\n"
     "\n"
     "`baton <command> --help` lists a command's options.\n"
     "exit codes: 0 success, 1 invalid plan, 2 bad usage, 3 run failed, 4 file error\n";
@@ -74,6 +76,10 @@ void cli_print_usage(const char *cmd)
                "  --queue-ahead     with --inflight above 4: queue ahead anyway (a pool of\n"
                "                    more than 4 instances does not by default)\n");
         fputs(usage_common, stdout);
+    } else if (strcmp(cmd, "targets") == 0) {
+        printf("usage: baton targets [--json] [--plugin=PATH]...\n\nLists every registered "
+               "kernel and delegate: kind, devices, inputs, outputs,\nin-place aliases and "
+               "attributes (docs/targets.md).\n  --json   machine-readable output\n");
     } else {
         fputs(cli_usage_main, stdout);
         return;

@@ -123,5 +123,7 @@ void cli_progress_end(cli_progress *p); /* clears the line */
 
 /* baton.c / bench.c */
 int cmd_bench(cli *c);
+/* `baton targets [--json] [--plugin=PATH]...` (targets.c): argv as main got it. */
+int cmd_targets(int argc, char **argv);
 
 #endif
