@@ -578,3 +578,45 @@ Test(state_run, pool_instances_own_their_state_and_pinned_jobs_reach_theirs)
     }
     baton_plan_free(plan);
 }
+
+Test(state_run, kv_cache_appends_in_place_across_runs_with_a_bound_sequence)
+{
+    /* a KV cache as generate.c uses it: prefill writes rows 0..seq-1, decode appends one row */
+    baton_plan *plan = expect_loads(
+        "{\"seq\": {\"min\": 1, \"max\": 6}}",
+        "{\"name\": \"cache\", \"dtype\": \"f32\", \"shape\": [8, 4], \"role\": \"state\"}, "
+        "{\"name\": \"new\", \"dtype\": \"f32\", \"shape\": [\"seq\", 4], \"role\": \"input\"}, "
+        "{\"name\": \"pos\", \"dtype\": \"i64\", \"shape\": [\"seq\"], \"role\": \"input\"}",
+        "{\"name\": \"kv\", \"kernel\": \"kv_cache_update\", \"device\": \"cuda:0\", \"inputs\": "
+        "[\"cache\", \"new\", \"pos\"], \"outputs\": [\"cache\"]}");
+    for (int g = 0; g < 2; g++)
+        for (int m = 0; m < 3; m++) {
+            baton_runtime *rt = test_runtime(plan, gpus[g], modes[m], 0, 0);
+            baton_error err = {0};
+            float rows[6 * 4];
+            for (int i = 0; i < 24; i++)
+                rows[i] = (float)(100 + i);
+            int64_t pos[6] = {0, 1, 2, 3, 4, 5};
+            /* prefill 3 rows, then two decode steps of one row each */
+            cr_assert_eq(baton_runtime_set_input(rt, "new", rows, 3 * 16, &err), 0, "%s",
+                         err.message);
+            cr_assert_eq(baton_runtime_set_input(rt, "pos", pos, 3 * 8, &err), 0, "%s",
+                         err.message);
+            cr_assert_eq(baton_runtime_run(rt, &err), 0, "%s", err.message);
+            for (int step = 3; step < 5; step++) {
+                cr_assert_eq(baton_runtime_set_input(rt, "new", rows + 4 * step, 16, &err), 0, "%s",
+                             err.message);
+                cr_assert_eq(baton_runtime_set_input(rt, "pos", &pos[step], 8, &err), 0, "%s",
+                             err.message);
+                cr_assert_eq(baton_runtime_run(rt, &err), 0, "%s", err.message);
+            }
+            float cache[8 * 4];
+            cr_assert_eq(baton_runtime_get_output(rt, "cache", cache, sizeof cache, &err), 0, "%s",
+                         err.message);
+            for (int i = 0; i < 32; i++)
+                cr_expect_eq(cache[i], i < 20 ? rows[i] : 0, "gpu %d mode %d cache[%d] = %g", g, m,
+                             i, cache[i]);
+            baton_runtime_destroy(rt);
+        }
+    baton_plan_free(plan);
+}
