@@ -380,21 +380,27 @@ Test(state_run, gives_each_runtime_of_a_plan_its_own_state)
 }
 
 /* y = x + 1 on `dev`, x and y [seq, 4] with seq in 2..8 */
-static baton_plan *dims_plan(const char *dev)
+static baton_plan *dims_plan_max(const char *dev, int max)
 {
-    char steps[512];
+    char steps[512], dims[128];
+    snprintf(dims, sizeof dims, "{\"seq\": {\"min\": 2, \"max\": %d}}", max);
     snprintf(steps, sizeof steps,
              "{\"name\": \"inc\", \"kernel\": \"add_scalar\", \"device\": \"%s\", \"inputs\": "
              "[\"x\"], \"outputs\": [\"y\"], \"attrs\": {\"value\": 1}}",
              dev);
-    return expect_loads("{\"seq\": {\"min\": 2, \"max\": 8}}", T_XD "," T_YD, steps);
+    return expect_loads(dims, T_XD "," T_YD, steps);
+}
+
+static baton_plan *dims_plan(const char *dev)
+{
+    return dims_plan_max(dev, 8);
 }
 
 static void run_seq(baton_runtime *rt, int seq, int by_input)
 {
     baton_error err = {0};
-    float x[32], y[32 + 4];
-    for (int i = 0; i < 32; i++)
+    float x[64], y[64 + 4];
+    for (int i = 0; i < 64; i++)
         x[i] = (float)(i * 3 + seq);
     if (!by_input)
         cr_assert_eq(baton_runtime_set_dims(rt, "seq", seq, &err), 0, "%s", err.message);
@@ -475,26 +481,37 @@ Test(dims_run, refuses_inputs_that_disagree)
     baton_plan_free(plan);
 }
 
+/* Graph mode on the test device, and on CUDA when a GPU is present (the lead's GPU run). */
 Test(dims_run, keeps_a_graph_per_binding_and_hits_it_again)
 {
-    baton_plan *plan = dims_plan("cuda:0");
-    baton_runtime *rt = test_runtime(plan, BATON_GPU_SIM, BATON_SYNC_GRAPH, 0, 0);
-    /* 1 in 8 runs changes seq: 3 distinct values, so after their first use every run hits */
-    int values[] = {4, 6, 4, 7, 4, 6};
-    int changes = 0;
-    for (int r = 0; r < 48; r++) {
-        int seq = values[r / 8];
-        changes += r % 8 == 0;
-        run_seq(rt, seq, 0);
+    baton_plan *plan = dims_plan_max("cuda:0", 16);
+    baton_gpu_backend backs[2] = {BATON_GPU_SIM, BATON_GPU_CUDA};
+    for (int b = 0; b < (test_cuda_devices() > 0 ? 2 : 1); b++) {
+        baton_runtime *rt = test_runtime(plan, backs[b], BATON_SYNC_GRAPH, 0, 1);
+        /* 1 in 8 runs changes seq: 3 distinct values, so after their first use every run hits */
+        int values[] = {4, 6, 4, 7, 4, 6};
+        int changes = 0;
+        for (int r = 0; r < 48; r++) {
+            int seq = values[r / 8];
+            changes += r % 8 == 0;
+            run_seq(rt, seq, 0);
+        }
+        baton_run_stats st;
+        baton_runtime_stats(rt, &st);
+        /* 4, 6 and 7: one capture each (the max was never run); the repeats hit */
+        cr_expect_eq(st.captures, 3, "%s: captures %lld", b ? "cuda" : "sim",
+                     (long long)st.captures);
+        cr_expect_eq(baton_runtime_graph_hits(rt), changes - 3, "%s: hits %lld", b ? "cuda" : "sim",
+                     (long long)baton_runtime_graph_hits(rt));
+        cr_expect_eq(st.graph_updates, 0);
+        /* more bindings than slots: the least recently used slot is updated in place */
+        for (int seq = 2; seq <= 16; seq++)
+            run_seq(rt, seq, 0);
+        baton_runtime_stats(rt, &st);
+        cr_expect_gt(st.graph_updates, 0, "%s: updates %lld", b ? "cuda" : "sim",
+                     (long long)st.graph_updates);
+        baton_runtime_destroy(rt);
     }
-    baton_run_stats st;
-    baton_runtime_stats(rt, &st);
-    /* the max binding (first capture), then 4, 6, 7: one capture each; the repeats hit */
-    cr_expect_eq(st.captures, 3, "captures %lld", (long long)st.captures);
-    cr_expect_eq(baton_runtime_graph_hits(rt), changes - 3, "hits %lld",
-                 (long long)baton_runtime_graph_hits(rt));
-    cr_expect_eq(st.graph_updates, 0);
-    baton_runtime_destroy(rt);
     baton_plan_free(plan);
 }
 
