@@ -637,3 +637,43 @@ Test(state_run, kv_cache_appends_in_place_across_runs_with_a_bound_sequence)
         }
     baton_plan_free(plan);
 }
+
+Test(dims_run, gemm_multiplies_the_bound_rows_only)
+{
+    baton_plan *plan = expect_loads(
+        "{\"seq\": {\"min\": 1, \"max\": 16}}",
+        "{\"name\": \"x\", \"dtype\": \"f32\", \"shape\": [\"seq\", 8], \"role\": \"input\"}, "
+        "{\"name\": \"w\", \"dtype\": \"f32\", \"shape\": [8, 4], \"role\": \"constant\", "
+        "\"init\": {\"kind\": \"normal\", \"seed\": 3, \"std\": 1}}, "
+        "{\"name\": \"y\", \"dtype\": \"f32\", \"shape\": [\"seq\", 4], \"role\": \"output\"}",
+        "{\"name\": \"mm\", \"delegate\": \"gemm\", \"device\": \"cpu\", \"inputs\": [\"x\", "
+        "\"w\"], \"outputs\": [\"y\"]}");
+    float w[32];
+    baton_error err = {0};
+    cr_assert_eq(plan_tensor_materialize(plan, plan_find_tensor(plan, "w"), w, &err), 0);
+    baton_runtime *rt = test_runtime(plan, BATON_GPU_AUTO, BATON_SYNC_GRAPH, 0, 0);
+    test_rng r = {test_fresh_seed()};
+    int seqs[] = {3, 16, 1, 7};
+    for (int k = 0; k < 4; k++) {
+        int seq = seqs[k];
+        float x[16 * 8], y[16 * 4];
+        test_fill_random(&r, BATON_DTYPE_F32, x, seq * 8, 1.0);
+        cr_assert_eq(baton_runtime_set_input(rt, "x", x, (size_t)seq * 8 * 4, &err), 0, "%s",
+                     err.message);
+        cr_assert_eq(baton_runtime_run(rt, &err), 0, "%s", err.message);
+        test_poison(y, sizeof y);
+        cr_assert_eq(baton_runtime_get_output(rt, "y", y, (size_t)seq * 4 * 4, &err), 0, "%s",
+                     err.message);
+        double ref[16 * 4];
+        for (int i = 0; i < seq; i++)
+            for (int j = 0; j < 4; j++) {
+                ref[i * 4 + j] = 0;
+                for (int q = 0; q < 8; q++)
+                    ref[i * 4 + j] += (double)x[i * 8 + q] * w[q * 4 + j];
+            }
+        double e = test_rel_err(BATON_DTYPE_F32, y, ref, seq * 4);
+        cr_expect_leq(e, test_tolerance(BATON_DTYPE_F32), "seq %d: rel err %g", seq, e);
+    }
+    baton_runtime_destroy(rt);
+    baton_plan_free(plan);
+}

@@ -125,6 +125,13 @@ static int gemm_cpu_execute(void *state, const baton_exec_ctx *ctx, void **buffe
         return ctx_fail(ctx, BATON_EINVAL, "gemm (cpu): a NULL buffer (a, b, out expected)");
     }
     const baton_gemm_desc *d = &g->d;
+    /* A plan's dims may bind fewer rows than init saw (docs/plan-format.md): the run's shapes
+     * are in ctx->sig. Only M may shrink; the scratch buffers hold the max. */
+    baton_gemm_desc run;
+    char why[8];
+    if (ctx && ctx->sig && baton_gemm_resolve(ctx->sig, &run, NULL, why, sizeof why) == 0 &&
+        run.m <= d->m && run.n == d->n && run.k == d->k && run.m != d->m)
+        d = &run;
     int m = (int)d->m, n = (int)d->n, k = (int)d->k;
     int ta = (d->flags & BATON_GEMM_TRANS_A) != 0, tb = (d->flags & BATON_GEMM_TRANS_B) != 0;
     /* Row-major: a is [M,K] (lda K) or [K,M] (lda M); b is [K,N] (ldb N) or [N,K] (ldb K). */
