@@ -470,7 +470,9 @@ static void cancel_queued(baton_pool *p, baton_job *job)
 
 int baton_pool_cancel(baton_job *job)
 {
-    if (!job || !job->pool_ || job->state_ != JOB_QUEUED)
+    if (!job)
+        return BATON_EINVAL;
+    if (!job->pool_ || job->state_ != JOB_QUEUED)
         return BATON_ESTATE;
     for (baton_job *q = job->pool_->queue_head; q; q = q->next_)
         if (q == job) {

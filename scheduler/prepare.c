@@ -638,6 +638,18 @@ static int check_options(const baton_options *o, baton_error *err)
                        "baton_runtime_create: options.sim_delay_us is %d; use 0 (no delay) "
                        "to %d microseconds",
                        o->sim_delay_us, RT_MAX_SIM_DELAY_US);
+    if (o->cpu_threads < 0)
+        return err_set(err, BATON_EINVAL,
+                       "baton_runtime_create: options.cpu_threads is %d; use 0 (every core), 1 "
+                       "(the calling thread only) or a cap >= 2",
+                       o->cpu_threads);
+    if (o->cpu_pool && (o->cpu_pool->struct_size < sizeof(baton_parallel_for) ||
+                        !o->cpu_pool->run || o->cpu_pool->n_threads < 1))
+        return err_set(err, BATON_EINVAL, "baton_runtime_create: options.cpu_pool: %s",
+                       o->cpu_pool->struct_size < sizeof(baton_parallel_for)
+                           ? "struct_size is too small; set it to sizeof(baton_parallel_for)"
+                       : !o->cpu_pool->run ? "run is NULL; it must be the pool's parallel-for"
+                                           : "n_threads must be >= 1");
     return 0;
 }
 

@@ -5,6 +5,7 @@
 #ifndef BATON_SCHEDULER_RUNTIME_H
 #define BATON_SCHEDULER_RUNTIME_H
 
+#include <stdatomic.h>
 #include <stdint.h>
 #include <time.h>
 
@@ -109,8 +110,9 @@ struct baton_runtime {
     int no_cross_wait;       /* testing (runtime_skip_cross_waits): GPU->GPU copies do not wait */
     int ahead;               /* the segment queued ahead in this run, or -1 */
     char note[ERRBUF_LEN];
-    int last_run;    /* 0: none yet, 1: the last run succeeded, -1: it failed */
-    int capture_seg; /* the segment being captured, or -1 */
+    int last_run;       /* 0: none yet, 1: the last run succeeded, -1: it failed */
+    atomic_int running; /* a baton_runtime_run is in progress (run_claim) */
+    int capture_seg;    /* the segment being captured, or -1 */
     /* caller-owned buffers (baton_runtime_bind): per tensor, the device index it is bound on
      * (-1: none) and the address; the sites of every input and output, by tensor */
     int *bind_dev;

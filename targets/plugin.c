@@ -83,6 +83,8 @@ int baton_registry_load_plugin(baton_registry *reg, const char *path, baton_erro
     }
     baton_error perr = {0};
     int rc = init(reg, &plugin_api, &perr);
+    /* the plugin's message is its to fill, perhaps without a NUL: bound it before any read */
+    perr.message[sizeof perr.message - 1] = 0;
     if (!rc && registry_keep_plugin(reg, h))
         rc = err_set(&perr, BATON_ENOMEM, "out of memory");
     if (rc) {

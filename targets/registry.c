@@ -173,7 +173,7 @@ static int name_ok(const char *s, char *why, size_t cap)
         snprintf(why, cap, "is empty");
         return 0;
     }
-    size_t n = strlen(s);
+    size_t n = strnlen(s, CORE_MAX_NAME + 1); /* a plugin's name may lack its NUL */
     if (n > CORE_MAX_NAME) {
         snprintf(why, cap, "is %zu bytes long (at most %d)", n, CORE_MAX_NAME);
         return 0;

@@ -7,7 +7,13 @@
  * message that names the place (file:line:column, step, tensor) and the fix. Handles are opaque.
  * State hangs off a registry, a plan, a runtime or a pool. The only process-wide state is a set of
  * caches of CUDA device and kernel facts (multiprocessor counts, kernel attributes, occupancy),
- * filled once per device and kernel with atomic operations, so any thread may read or fill them. */
+ * filled once per device and kernel with atomic operations, so any thread may read or fill them.
+ *
+ * NULL: a fallible call given NULL for a handle or a pointer it needs returns BATON_EINVAL (a NULL
+ * baton_error * is always allowed: the message is then dropped); a function returning a pointer
+ * returns NULL, a count 0, a mode or backend query of a NULL runtime or pool BATON_SYNC_STRICT or
+ * BATON_GPU_CPU; a void function does nothing (baton_runtime_stats of a NULL runtime zeroes *out).
+ * tests/test_api_null.c checks every function. */
 #ifndef BATON_H
 #define BATON_H
 
@@ -146,7 +152,7 @@ typedef struct baton_device {
     int index; /* cuda:N; 0 for the CPU */
 } baton_device;
 
-/* Writes "cpu", "cuda:0" or "none" into buf; returns buf. */
+/* Writes "cpu", "cuda:0" or "none" into buf; returns buf (a NULL buf or len 0: writes nothing). */
 BATON_API char *baton_device_format(baton_device dev, char *buf, size_t len);
 /* Parses "cpu" or "cuda:N". Returns 0 or BATON_EINVAL. */
 BATON_API int baton_device_parse(const char *text, baton_device *out);
@@ -261,6 +267,12 @@ typedef struct baton_sig_args {
      * caller has no names (a step built by hand): a check then names the tensor by its role. */
     const char *const *input_names;
     const char *const *output_names;
+    /* The plan's verbatim "opaque" bytes of this step (NULL and 0 when the plan gives none, and
+     * always at run time): they replace what pack() would build, and the kernel trusts them, so
+     * a check() that accepts them decodes and checks them here against the tensors and its own
+     * ranges, and refuses a mismatch naming the field and both values (docs/plugins.md). */
+    const char *opaque;
+    size_t opaque_len;
 } baton_sig_args;
 
 /* The largest descriptor a target's pack() may produce. */
@@ -542,6 +554,22 @@ typedef enum baton_gpu_backend {
     BATON_GPU_SIM = 3   /* the test device: a worker thread per GPU that behaves like a stream */
 } baton_gpu_backend;
 
+/* An embedder's thread pool, handed to baton for its CPU steps (baton_options.cpu_pool), so that
+ * a program with its own pool does not get a second one competing for the same cores. baton
+ * splits a step into tasks by the step's size alone, never by the number of threads, and orders
+ * every reduction by task: results are the same bits with any pool, any thread count, or none. */
+typedef void (*baton_task_fn)(void *arg, int64_t task);
+typedef struct baton_parallel_for {
+    size_t struct_size; /* sizeof(baton_parallel_for) */
+    /* Calls fn(arg, t) exactly once for each t in [0, n_tasks), on the pool's threads and/or the
+     * calling thread, in any order, and returns when every call has returned. It may run them
+     * all on the calling thread (baton calls it from inside a step; it must not deadlock when
+     * two runtimes call it at once). */
+    void (*run)(void *pool, int64_t n_tasks, baton_task_fn fn, void *arg);
+    void *pool;    /* passed back to run */
+    int n_threads; /* how many threads run tasks at once, the caller's included (>= 1) */
+} baton_parallel_for;
+
 /* Start from baton_options_init(), which sets struct_size and the defaults, then change fields. */
 typedef struct baton_options {
     size_t struct_size; /* sizeof(baton_options); see "Versions and the ABI" above */
@@ -573,6 +601,15 @@ typedef struct baton_options {
      * default): tune; 1: their fixed defaults, for timings that must not depend on a measurement
      * (`--no-autotune`). Results are the same bits either way (docs/kernels.md). */
     int no_autotune;
+    /* Threads for the CPU's steps: 0 (the default) as many as the machine's cores available to
+     * the process; 1 the calling thread only; N at most N. baton keeps one pool per process,
+     * shared by its runtimes: a step finding the pool busy (another runtime's step, or a step of
+     * baton_uv's own worker threads) runs on its calling thread rather than oversubscribe the
+     * cores. Small steps always run on the calling thread. Results do not depend on it. */
+    int cpu_threads;
+    /* An embedder's pool to run the CPU steps' tasks on instead of baton's (cpu_threads then
+     * caps nothing); NULL: baton's. Read at baton_runtime_create; must outlive the runtime. */
+    const baton_parallel_for *cpu_pool;
 } baton_options;
 
 /* Fills the defaults: graph mode, BATON_GPU_AUTO, everything else 0; struct_size = sizeof. */
@@ -614,8 +651,8 @@ typedef struct baton_runtime baton_runtime;
 /* Prepares a plan for running: allocates each device's arena, loads constants, creates
  * streams and delegate states. opts NULL means baton_options_init()'s defaults; opts is read by
  * its struct_size ("Versions and the ABI"; 0 is BATON_EINVAL); a field out of range (an unknown
- * mode or gpu backend, a negative or over-1 s sim_delay_us) is BATON_EINVAL naming the field and
- * its allowed values. */
+ * mode or gpu backend, a negative or over-1 s sim_delay_us, a negative cpu_threads, a cpu_pool
+ * without run) is BATON_EINVAL naming the field and its allowed values. */
 BATON_API int baton_runtime_create(const baton_plan *plan, const baton_options *opts,
                                    baton_runtime **out, baton_error *err);
 BATON_API void baton_runtime_destroy(baton_runtime *rt);
@@ -694,7 +731,9 @@ BATON_API int baton_runtime_bind(baton_runtime *rt, int tensor, const baton_buff
 
 /* Runs the plan once. Allocates nothing, except in the first graph-mode run and the first run after
  * baton_runtime_recapture, which capture and instantiate the GPU segments' graphs. On failure err
- * names the step, device and call; the runtime stays usable. */
+ * names the step, device and call; the runtime stays usable. One run at a time per runtime: a call
+ * while another thread's run of the same runtime is in progress returns BATON_ESTATE at once (an
+ * atomic flag; use one runtime per thread, or a baton_pool). */
 BATON_API int baton_runtime_run(baton_runtime *rt, baton_error *err);
 
 /* Counters accumulated over the runs since the runtime was created or its counters reset

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "core/core.h"
+#include "kernels/desc_check.h"
 
 #if defined(__GNUC__)
 __attribute__((format(printf, 4, 5)))
@@ -99,44 +100,15 @@ int64_t kcuda_rms_smem_max(const kcuda_rms_device *dev)
 static int check_desc(const char *what, void **buffers, int nbuf, const char *opaque, size_t len,
                       baton_rms_norm_desc *d, int64_t *unsharded, int bwd, char *why, size_t wl)
 {
-    const int shard = bwd && len == sizeof(baton_rms_norm_shard_desc);
-    if (!opaque || (len != sizeof(baton_rms_norm_desc) && !shard))
-        return why_set(why, wl, BATON_EINVAL,
-                       "%s: the descriptor is %zu bytes, expected %zu (baton_rms_norm_desc: n1, "
-                       "n2, eps, x_dtype, w_dtype, part_grad_size)%s",
-                       what, opaque ? len : (size_t)0, sizeof(baton_rms_norm_desc),
-                       bwd ? " or 48 (then unsharded_part_grad_size)" : "");
-    memcpy(d, opaque, sizeof *d);
-    int64_t u = 0;
-    if (shard)
-        memcpy(&u, opaque + offsetof(baton_rms_norm_shard_desc, unsharded_part_grad_size),
-               sizeof u);
+    /* One decoder for every reader (kernels/desc_check.c): the same layouts, the same words. */
+    baton_rms_norm_shard_desc sd;
+    char reason[320];
+    const int rc = rms_norm_desc_decode(opaque, len, bwd, &sd, NULL, reason, sizeof reason);
+    if (rc)
+        return why_set(why, wl, rc, "%s: %s", what, reason);
+    *d = sd.rms;
     if (unsharded)
-        *unsharded = u;
-    if (u < 0 || (u > 0 && u < d->part_grad_size))
-        return why_set(why, wl, BATON_EINVAL,
-                       "%s: unsharded_part_grad_size = %lld; it must be 0 or >= part_grad_size "
-                       "(%lld): the part_grad_size of the call that this one is a row shard of",
-                       what, (long long)u, (long long)d->part_grad_size);
-    if (d->n1 < 1 || d->n2 < 1)
-        return why_set(why, wl, BATON_EINVAL,
-                       "%s: zero-sized shape (n1 = %lld rows, n2 = %lld columns); both must be "
-                       ">= 1",
-                       what, (long long)d->n1, (long long)d->n2);
-    if (d->n1 > INT64_MAX / 8 / d->n2)
-        return why_set(why, wl, BATON_EINVAL, "%s: n1 * n2 = %lld * %lld overflows", what,
-                       (long long)d->n1, (long long)d->n2);
-    if (!dtype_is_float((baton_dtype)d->x_dtype) || !dtype_is_float((baton_dtype)d->w_dtype))
-        return why_set(why, wl, BATON_EINVAL,
-                       "%s: unknown dtype code (x_dtype %d, w_dtype %d); RMSNorm takes 1 (bf16), "
-                       "2 (f16), 3 (f32) or 4 (f64)",
-                       what, (int)d->x_dtype, (int)d->w_dtype);
-    if (!(d->eps >= 0.0) || !isfinite(d->eps))
-        return why_set(why, wl, BATON_EINVAL, "%s: eps = %g; it must be finite and >= 0", what,
-                       d->eps);
-    if (bwd && d->part_grad_size < 1)
-        return why_set(why, wl, BATON_EINVAL, "%s: part_grad_size = %lld; it must be >= 1", what,
-                       (long long)d->part_grad_size);
+        *unsharded = sd.unsharded_part_grad_size;
     if (!buffers)
         return why_set(why, wl, BATON_EINVAL, "%s: buffers is NULL", what);
     for (int i = 0; i < nbuf; i++)
