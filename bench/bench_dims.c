@@ -4,7 +4,9 @@
  * at R: the dims plan should cost what the static one does (within 3 %). Part 2 runs the dims plan
  * 1,000 times changing seq every 8th run among a few values, and counts captures, in-place graph
  * updates and hits of a kept graph (a value seen before launches its graph as is), with the
- * latency of the runs that changed the binding and of those that did not. Prints one JSON object.
+ * latency of the runs that changed the binding and of those that did not. Part 3 cycles 12 values
+ * (more than the 8 graphs kept per segment), so each change captures and updates a graph in place:
+ * the cost of an update over an unchanged run. Prints one JSON object.
  *
  *   bench_dims [--gpu cuda|sim] [--steps K] [--rows R] [--features F] [--iters N] */
 #include <stdint.h>
@@ -104,8 +106,8 @@ int main(int argc, char **argv)
             return 2;
         }
     }
-    if (steps < 1 || rows < 8 || feats < 1 || iters < 10) {
-        fprintf(stderr, "bench_dims: steps >= 1, rows >= 8, features >= 1, iters >= 10\n");
+    if (steps < 1 || rows < 16 || feats < 1 || iters < 10) {
+        fprintf(stderr, "bench_dims: steps >= 1, rows >= 16, features >= 1, iters >= 10\n");
         return 2;
     }
     baton_registry *reg = NULL;
@@ -174,7 +176,27 @@ int main(int argc, char **argv)
     }
     baton_run_stats s;
     baton_runtime_stats(rt, &s);
+    int64_t hits = baton_runtime_graph_hits(rt);
     timing tc = summarize(chg, n_chg), ts = summarize(same, n_same);
+
+    /* part 3: more values than kept graphs (12 > 8): every change captures and updates the least
+     * recently used graph in place; its cost is that of a changed run over an unchanged one */
+    baton_runtime_reset_stats(rt);
+    int n_upd = 0;
+    for (int r = 0; r < 1000; r++) {
+        int seq = rows - (r / 8) % 12;
+        int64_t t0 = now_ns();
+        if (baton_runtime_set_input(rt, "x", x, (size_t)seq * feats * sizeof *x, &err) ||
+            baton_runtime_run(rt, &err)) {
+            fprintf(stderr, "bench_dims: run %d: %s\n", r, err.message);
+            return 1;
+        }
+        if (r % 8 == 0 && r >= 8 * 12)
+            chg[n_upd++] = now_ns() - t0; /* past the first round: slots full */
+    }
+    baton_run_stats s3;
+    baton_runtime_stats(rt, &s3);
+    timing tu = summarize(chg, n_upd);
     printf("{\"bench\": \"dims\", \"gpu\": \"%s\", \"steps\": %d, \"rows\": %d, \"features\": %d, "
            "\"iters\": %d,\n"
            " \"static\": {\"p50_us\": %.2f, \"mean_us\": %.2f},\n"
@@ -182,12 +204,16 @@ int main(int argc, char **argv)
            " \"ratio_p50_dims_over_static\": %.4f, \"within_3_percent\": %s,\n"
            " \"pattern\": {\"runs\": 1000, \"changes\": %d, \"values\": [%d, %d, %d, %d], "
            "\"captures\": %lld, \"graph_updates\": %lld, \"graph_hits\": %lld, "
-           "\"changed_run_p50_us\": %.2f, \"unchanged_run_p50_us\": %.2f}}\n",
+           "\"changed_run_p50_us\": %.2f, \"unchanged_run_p50_us\": %.2f},\n"
+           " \"update_pattern\": {\"runs\": 1000, \"values\": 12, \"kept_graphs\": 8, "
+           "\"captures\": %lld, \"graph_updates\": %lld, \"graph_hits\": %lld, "
+           "\"updating_run_p50_us\": %.2f, \"update_cost_p50_us\": %.2f}}\n",
            gpu == BATON_GPU_SIM ? "sim" : "cuda", steps, rows, feats, iters, st.p50_us, st.mean_us,
            dy.p50_us, dy.mean_us, dy.p50_us / st.p50_us,
            dy.p50_us <= st.p50_us * 1.03 ? "true" : "false", n_chg, values[0], values[1], values[2],
-           values[3], (long long)s.captures, (long long)s.graph_updates,
-           (long long)baton_runtime_graph_hits(rt), tc.p50_us, ts.p50_us);
+           values[3], (long long)s.captures, (long long)s.graph_updates, (long long)hits, tc.p50_us,
+           ts.p50_us, (long long)s3.captures, (long long)s3.graph_updates,
+           (long long)baton_runtime_graph_hits(rt), tu.p50_us, tu.p50_us - ts.p50_us);
     for (int k = 0; k < 2; k++) {
         baton_runtime_destroy(rts[k]);
         baton_plan_free(plans[k]);
