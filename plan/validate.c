@@ -396,6 +396,11 @@ static int check_no_view_written(const baton_plan *plan, const plan_step *s, bat
         dims |= plan->tensors[s->inputs[k]].has_dims;
     for (int k = 0; k < s->n_outputs; k++)
         dims |= plan->tensors[s->outputs[k]].has_dims;
+    if (dims && s->kind == BATON_TARGET_COLLECTIVE)
+        return plan_fail(err, plan, BATON_EPLAN, s->pos,
+                         "step '%s' is a collective over a tensor sized by a dimension; a "
+                         "collective's tensors have fixed shapes (give them the dimension's max)",
+                         s->name);
     if (dims && s->opaque_verbatim)
         return plan_fail(err, plan, BATON_EPLAN, s->pos,
                          "step '%s' has a verbatim \"opaque\" but a tensor sized by a dimension; "

@@ -208,6 +208,19 @@ Test(dims_plan, refuses_dims_on_a_constant)
                    "a constant has a fixed shape");
 }
 
+Test(dims_plan, refuses_a_collective_over_a_tensor_with_dims)
+{
+    expect_refused(DIMS,
+                   "{\"name\": \"a\", \"dtype\": \"f32\", \"shape\": [\"seq\", 4], \"role\": "
+                   "\"input\"}, {\"name\": \"b\", \"dtype\": \"f32\", \"shape\": [\"seq\", 4], "
+                   "\"role\": \"input\"}, {\"name\": \"c\", \"dtype\": \"f32\", \"shape\": "
+                   "[\"seq\", 4], \"role\": \"output\"}, {\"name\": \"d\", \"dtype\": \"f32\", "
+                   "\"shape\": [\"seq\", 4], \"role\": \"output\"}",
+                   "{\"name\": \"ar\", \"collective\": \"all_reduce\", \"devices\": [\"cuda:0\", "
+                   "\"cuda:1\"], \"inputs\": [\"a\", \"b\"], \"outputs\": [\"c\", \"d\"]}",
+                   "a collective's tensors have fixed shapes");
+}
+
 Test(dims_plan, refuses_a_verbatim_descriptor_on_a_step_with_dims)
 {
     expect_refused(DIMS, T_XD "," T_YD,
