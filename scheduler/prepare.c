@@ -311,10 +311,16 @@ static int load_constants(baton_runtime *rt, baton_error *err)
         if (pt->role != BATON_ROLE_CONSTANT)
             continue;
         void *host = NULL;
+        int mapped = 0;
         for (int d = 0; d < rt->nd; d++) {
             void *dst = runtime_slot_addr(rt, d, t);
             if (!dst || plan->memory[d].offset[t] == PLAN_OFFSET_MAPPED)
                 continue;
+            if (!host && pt->init.kind == INIT_SAFETENSORS) {
+                /* straight from the mapping: no host copy of a file's weights per runtime */
+                host = (void *)pt->init.mapped;
+                mapped = 1;
+            }
             if (!host) {
                 host = malloc(pt->nbytes ? pt->nbytes : 1);
                 if (!host)
@@ -329,11 +335,13 @@ static int load_constants(baton_runtime *rt, baton_error *err)
                             : rt->dev[d].ops->copy_sync(rt->dev[d].ctx, dst, host, pt->nbytes,
                                                         DEV_COPY_H2D, err);
             if (rc) {
-                free(host);
+                if (!mapped)
+                    free(host);
                 return rc;
             }
         }
-        free(host);
+        if (!mapped)
+            free(host);
     }
     return 0;
 }
