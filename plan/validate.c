@@ -111,6 +111,7 @@ static int resolve_target(const baton_plan *plan, plan_step *s, baton_error *err
     s->target = t;
     const baton_target_impl *cuda = baton_target_impl_for(t, BATON_DEVICE_CUDA);
     s->cuda_tune = cuda && cuda->kernel ? target_kernel_tuner(cuda->kernel) : NULL;
+    s->cuda_errors = cuda && cuda->kernel ? target_kernel_errors(cuda->kernel) : NULL;
     return 0;
 }
 
