@@ -196,7 +196,7 @@ static int open_devices(baton_runtime *rt, int fault_dev, dev_fault fault, baton
         rd->gpu = dv.kind == BATON_DEVICE_CUDA;
         rd->ops = ops_for(rt, dv);
         /* events: WAIT_SLOT, and one per segment that another GPU waits for (SEG_EVENT) */
-        if ((rc = rd->ops->open(run_on(rt, dv), &rt->opts, plan->n_segments,
+        if ((rc = rd->ops->open(run_on(rt, dv), &rt->opts, plan->n_segments * rt->graph_ways,
                                 SEG_EVENT(plan->n_segments), &rd->ctx, err)))
             return rc;
         if (d == fault_dev && rd->ops->inject)
@@ -260,6 +260,8 @@ void *runtime_slot_addr(const baton_runtime *rt, int d, int t)
 {
     const plan_memory *m = &rt->plan->memory[d];
     int64_t off = m->offset[t];
+    if (off == PLAN_OFFSET_MAPPED) /* read in place from its file's mapping (read-only) */
+        return (void *)rt->plan->tensors[rt->plan->tensors[t].storage].init.mapped;
     if (off < 0)
         return NULL;
     if ((size_t)off < m->const_bytes)
@@ -279,7 +281,7 @@ static int load_constants(baton_runtime *rt, baton_error *err)
         void *host = NULL;
         for (int d = 0; d < rt->nd; d++) {
             void *dst = runtime_slot_addr(rt, d, t);
-            if (!dst)
+            if (!dst || plan->memory[d].offset[t] == PLAN_OFFSET_MAPPED)
                 continue;
             if (!host) {
                 host = malloc(pt->nbytes ? pt->nbytes : 1);
@@ -628,6 +630,18 @@ static int check_options(const baton_options *o, baton_error *err)
                        "baton_runtime_create: options.sim_delay_us is %d; use 0 (no delay) "
                        "to %d microseconds",
                        o->sim_delay_us, RT_MAX_SIM_DELAY_US);
+    if (o->cpu_threads < 0)
+        return err_set(err, BATON_EINVAL,
+                       "baton_runtime_create: options.cpu_threads is %d; use 0 (every core), 1 "
+                       "(the calling thread only) or a cap >= 2",
+                       o->cpu_threads);
+    if (o->cpu_pool && (o->cpu_pool->struct_size < sizeof(baton_parallel_for) ||
+                        !o->cpu_pool->run || o->cpu_pool->n_threads < 1))
+        return err_set(err, BATON_EINVAL, "baton_runtime_create: options.cpu_pool: %s",
+                       o->cpu_pool->struct_size < sizeof(baton_parallel_for)
+                           ? "struct_size is too small; set it to sizeof(baton_parallel_for)"
+                       : !o->cpu_pool->run ? "run is NULL; it must be the pool's parallel-for"
+                                           : "n_threads must be >= 1");
     return 0;
 }
 
@@ -655,10 +669,15 @@ static int prepare(const baton_plan *plan, const baton_options *opts, const bato
         rt->alias_gpus = share->alias_gpus;
     } else
         rc = choose_backend(rt, err);
+    rt->graph_ways = plan->n_dims && o.mode == BATON_SYNC_GRAPH ? RT_GRAPH_WAYS : 1;
     if (!rc)
         rc = open_devices(rt, fault_dev, fault, err);
     if (!rc)
         rc = load_constants(rt, err);
+    if (!rc)
+        rc = baton_runtime_reset_state(rt, err); /* each instance owns its state */
+    if (!rc)
+        rc = runtime_dims_prepare(rt, err);
     if (!rc)
         rc = build_calls(rt, err);
     if (!rc)
@@ -673,6 +692,8 @@ static int prepare(const baton_plan *plan, const baton_options *opts, const bato
         if (!rt->graph_state || !rt->seg_bytes)
             rc = err_set(err, BATON_ENOMEM, "prepare: out of memory");
     }
+    if (!rc)
+        rc = runtime_graphs_prepare(rt, err);
     if (!rc)
         runtime_count_graph_bytes(rt);
     if (!rc)
@@ -752,6 +773,8 @@ void baton_runtime_destroy(baton_runtime *rt)
     for (int d = 0; d < rt->nd; d++)
         if (rt->dev[d].ctx)
             rt->dev[d].ops->close(rt->dev[d].ctx);
+    runtime_dims_free(rt);
+    runtime_graphs_free(rt);
     free(rt->step_dev);
     free(rt->calls);
     free(rt->errbufs);

@@ -14,6 +14,7 @@
 #include "kernels/desc_check.h"
 #include "kernels/descriptors.h"
 #include "targets/builtin.h"
+#include "targets/decoder.h"
 #ifdef BATON_CUDA
 #include "kernels/cuda/cuda_kernels.h"
 #endif
@@ -986,6 +987,7 @@ static const baton_target target_softshrink = {
     .check = softshrink_check,
     .pack = softshrink_pack,
     IMPLS(softshrink),
+    .aliases = {{0, 0}}, .n_aliases = 1, /* elementwise: in place on state */
 };
 
 static const baton_target target_add = {
@@ -998,6 +1000,7 @@ static const baton_target target_add = {
     .check = add_check,
     .pack = add_pack,
     IMPLS(add),
+    .aliases = {{0, 0}}, .n_aliases = 1, /* elementwise: in place on state (b may repeat) */
 };
 
 static const baton_target target_mul = {
@@ -1010,6 +1013,7 @@ static const baton_target target_mul = {
     .check = mul_check,
     .pack = mul_pack,
     IMPLS(mul),
+    .aliases = {{0, 0}}, .n_aliases = 1, /* elementwise: in place on state (b may repeat) */
 };
 
 static const baton_target target_add_scalar = {
@@ -1023,6 +1027,7 @@ static const baton_target target_add_scalar = {
     .check = add_scalar_check,
     .pack = add_scalar_pack,
     IMPLS(add_scalar),
+    .aliases = {{0, 0}}, .n_aliases = 1, /* elementwise: in place on state */
 };
 
 static const baton_target target_copy = {
@@ -1035,6 +1040,7 @@ static const baton_target target_copy = {
     .check = copy_check,
     .pack = copy_pack,
     IMPLS(copy),
+    .aliases = {{0, 0}}, .n_aliases = 1, /* elementwise: in place on state */
 };
 
 static const baton_target target_argmax = {
@@ -1066,6 +1072,7 @@ const baton_target *const baton_builtin_targets[] = {
     &target_rms_norm_fwd, &target_rms_norm_bwd, &target_rms_norm_grad_weight, &target_softshrink,
     &target_add,          &target_mul,          &target_add_scalar,           &target_copy,
     &target_argmax,       &target_noop,         &baton_target_gemm,
+    BATON_DECODER_TARGETS,
 };
 
 const int baton_builtin_target_count =

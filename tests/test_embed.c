@@ -303,7 +303,7 @@ Test(bind, refuses_what_does_not_fit_and_stays_usable)
     expect_refused(rt, f.in, b, "NULL");
     b = good, b.device = (baton_device){BATON_DEVICE_CUDA, 7};
     expect_refused(rt, f.in, b, "does not live on cuda:7");
-    int inter = baton_plan_tensor_index(f.plan, "h0");
+    int inter = baton_plan_tensor_index(f.plan, "matmul"); /* the first layer's GEMM output */
     cr_assert(inter >= 0);
     expect_refused(rt, inter, good, "intermediate");
     cr_assert_eq(baton_runtime_bind(rt, 9999, &good, &err), BATON_EINVAL);
