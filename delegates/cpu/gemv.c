@@ -445,7 +445,7 @@ static ALWAYS_INLINE SIMD_T512BF void knd_rows(const int PAIRS, const int ALL, c
     /* ALL: every row of the pass exists (no checks in the loop) */
     const int64_t rows = ALL ? 2 * PAIRS : k1 - k < 2 * PAIRS ? k1 - k : 2 * PAIRS;
     for (int64_t n = 0; n < N; n += 32) {
-        __m512i lo[4], hi[4];
+        __m512i lo[8], hi[8];
         const int full = n + 32 <= N;
         const __mmask32 msk = tail32(N - n);
         for (int pr = 0; pr < PAIRS; pr++) {
@@ -487,8 +487,8 @@ static ALWAYS_INLINE SIMD_T512BF void knd_rows(const int PAIRS, const int ALL, c
 static SIMD_T512BF void knd512(const gemv_job *j, int64_t k0, int64_t k1, float *p)
 {
     int64_t k = k0;
-    for (; k + 8 <= k1; k += 8)
-        knd_rows(4, 1, j, k, k1, k0, p);
+    for (; k + 16 <= k1; k += 16)
+        knd_rows(8, 1, j, k, k1, k0, p);
     for (; k < k1; k += 2)
         knd_rows(1, 0, j, k, k1, k0, p);
 }
@@ -642,17 +642,25 @@ static void reduce_task(void *arg, int64_t t)
     for (int64_t m = 0; m < j->M; m++) {
         float *y = j->y + m * j->N;
         const float *p = j->partial + m * j->npad;
-        for (int64_t n = n0; n < n1; n++) {
-            /* column n's place in the partial sums: as is, or in the bf16 order */
-            int64_t c = n & 31, q = n;
-            if (j->perm == 2) /* the unpack order: see knd_rows */
-                q = (n & ~31) + ((c & 7) < 4 ? 0 : 16) + (c >> 3) * 4 + (c & 3);
-            else if (j->perm)
-                q = (n & ~31) + (c >> 1) + ((n & 1) << 4);
-            float s = p[q];
-            for (int64_t t2 = 1; t2 < j->n_tasks; t2++)
-                s += p[(size_t)t2 * stride + (size_t)q];
-            y[n] = j->alpha * s;
+        /* blocks of 32 stored columns (the partial sums are padded to 32), summed in task order
+         * lane by lane, then put back in column order */
+        for (int64_t b = n0; b < n1; b += 32) {
+            float acc[32];
+            memcpy(acc, p + b, sizeof acc);
+            for (int64_t s = 1; s < j->n_tasks; s++) {
+                const float *ps = p + (size_t)s * stride + (size_t)b;
+                for (int i = 0; i < 32; i++)
+                    acc[i] += ps[i];
+            }
+            const int64_t e = b + 32 < n1 ? b + 32 : n1;
+            for (int64_t n = b; n < e; n++) {
+                int c = (int)(n & 31), q = c;
+                if (j->perm == 2) /* the unpack order: see knd_rows */
+                    q = ((c & 7) < 4 ? 0 : 16) + (c >> 3) * 4 + (c & 3);
+                else if (j->perm)
+                    q = (c >> 1) + ((c & 1) << 4);
+                y[n] = j->alpha * acc[q];
+            }
         }
     }
 }
