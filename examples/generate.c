@@ -307,6 +307,33 @@ int main(int argc, char **argv)
         goto out;
     for (int64_t i = 0; i < T; i++)
         pos[i] = i;
+    /* A prefill exported with prefill_logits="last" takes a one-hot `last_row` that selects the
+     * prompt's last token, and returns the logits of that row only. */
+    int64_t lr_rows = T;
+    void *last_row = NULL;
+    size_t last_row_bytes = 0;
+    int lrt = baton_plan_tensor_index(pre, "last_row");
+    if (lrt >= 0) {
+        baton_tensor_info lri;
+        baton_plan_tensor_info(pre, lrt, &lri);
+        float *onehot = calloc((size_t)T, sizeof *onehot);
+        last_row_bytes = (size_t)T * baton_dtype_size(lri.desc.dtype);
+        last_row = malloc(last_row_bytes);
+        int ok = onehot && last_row;
+        if (ok) {
+            onehot[T - 1] = 1.0f;
+            ok = baton_convert(last_row, lri.desc.dtype, onehot, BATON_DTYPE_F32, T) == 0;
+        }
+        if (!ok) {
+            free(onehot);
+            free(last_row);
+            free(pos);
+            fprintf(stderr, "generate: cannot make the last_row input\n");
+            goto out;
+        }
+        free(onehot);
+        lr_rows = 1;
+    }
     /* Warm-up runs (--warmup) capture graph mode's graph for this length first; each run writes
      * the same cache rows, so the timed one starts from the same state. */
     double tp = 0;
@@ -320,14 +347,17 @@ int main(int argc, char **argv)
         if (rc == 0)
             rc = baton_runtime_set_input(pre_rt, "cache_position", pos, (size_t)T * sizeof *pos,
                                          &err);
+        if (rc == 0 && last_row)
+            rc = baton_runtime_set_input(pre_rt, "last_row", last_row, last_row_bytes, &err);
         if (rc == 0)
             rc = baton_runtime_run(pre_rt, &err);
     }
     free(pos);
+    free(last_row);
     if (rc == 0)
-        rc = baton_runtime_get_output(pre_rt, "logits", logits, (size_t)T * row_bytes, &err);
+        rc = baton_runtime_get_output(pre_rt, "logits", logits, (size_t)lr_rows * row_bytes, &err);
     if (rc == 0)
-        rc = next_token(samp_rt, (char *)logits + (size_t)(T - 1) * row_bytes, row_bytes,
+        rc = next_token(samp_rt, (char *)logits + (size_t)(lr_rows - 1) * row_bytes, row_bytes,
                         li.desc.dtype, row_f32, vocab, 0, &out_ids[0], &err);
     if (rc) {
         fail("prefill", &err);

@@ -10,7 +10,8 @@ transformers builds the model when importable; otherwise a stand-in with the sam
 state_dict names and default rope (the figures do not depend on the rope frequencies).
 
   PYTHONPATH=python python3 bench/llm/bench_generate.py --generate build/generate
-      [--prompt 1024] [--new 129] [--modes graph,boundary,strict] [--layers 16] [--out DIR]"""
+      [--prompt 1024] [--new 129] [--modes graph,boundary,strict] [--layers 16] [--out DIR]
+      [--prefill-logits last|all]"""
 import argparse
 import json
 import os
@@ -113,6 +114,8 @@ def main():
     ap.add_argument("--modes", default="graph,boundary,strict")
     ap.add_argument("--layers", type=int, default=CFG["num_hidden_layers"])
     ap.add_argument("--warmup", type=int, default=2)
+    ap.add_argument("--prefill-logits", choices=["all", "last"], default="last",
+                    help="export_causal_lm's prefill_logits (last: one row of logits back)")
     ap.add_argument("--out", help="keep the exported plans here (default: a temporary folder)")
     ap.add_argument("--json", help="write the figures here")
     a = ap.parse_args()
@@ -127,7 +130,7 @@ def main():
     d = a.out or tempfile.mkdtemp(prefix="bench_generate_")
     t = time.time()
     baton_export.export_causal_lm(model, d, max_seq_len=a.prompt + a.new, device="cuda:0",
-                                  verbose=False)
+                                  verbose=False, prefill_logits=a.prefill_logits)
     t_export = time.time() - t
     wbytes = os.path.getsize(os.path.join(d, "weights.safetensors"))
     del model
@@ -137,7 +140,8 @@ def main():
     kv = 2 * L * ctx * Hkv * Dh * 2
     floor_ms = (wbytes + kv) / rate * 1e3
     print(f"device {torch.cuda.get_device_name()}; model: {how}, {L} layers, bf16; built in "
-          f"{t_model:.1f} s, exported in {t_export:.1f} s; weights {wbytes / 1e9:.2f} GB")
+          f"{t_model:.1f} s, exported in {t_export:.1f} s; weights {wbytes / 1e9:.2f} GB; "
+          f"prefill logits: {a.prefill_logits}")
     print(f"read rate {rate / 1e12:.2f} TB/s; decode floor at mean context {ctx:.0f}: "
           f"{floor_ms:.3f} ms/token (weights {wbytes / 1e9:.2f} GB + KV {kv / 1e6:.1f} MB)")
     res = {"device": torch.cuda.get_device_name(), "model": how, "export_s": t_export,
