@@ -46,8 +46,15 @@ if has decoder; then
     > "$work/decoder_peers.log" 2>&1
   say "== decoder_peers (rc $?)"; grep -v "^RESULT" "$work/decoder_peers.log" | tail -40 | tee -a "$summary" >/dev/null
 fi
-if has llm && [ -x scripts/gpu-llm.sh ]; then
-  BUILD=$BUILD bash scripts/gpu-llm.sh 2>&1 | tee -a "$summary"
+if has llm; then
+  say "== bench_generate (baton's decode and prefill of a Llama-3.2-1B-shaped model)"
+  PYTHONPATH=python timeout 420 python3 bench/llm/bench_generate.py --generate "$BUILD/generate" \
+    --json "$final/bench_generate.json" ${LLM_ARGS:-} > "$work/bench_generate.log" 2>&1
+  say "(rc $?)"; tail -n 30 "$work/bench_generate.log" | tee -a "$summary" > /dev/null
+  say "== torch_decode (the gpt-fast recipe, same machine)"
+  timeout 400 python3 bench/llm/torch_decode.py --context 1024 --prefill 1024 --steps 200 \
+    > "$work/torch_decode.log" 2>&1
+  say "(rc $?)"; grep -vE "Warning|warn\(" "$work/torch_decode.log" | tail -n 12 | tee -a "$summary" > /dev/null
 fi
 if has host; then
   timeout 120 "$BUILD/bench_host" > "$work/bench_host.log" 2>&1; tail -30 "$work/bench_host.log" | tee -a "$summary"
