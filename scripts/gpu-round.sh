@@ -4,7 +4,8 @@
 # Llama-3.2-1B-shaped model against the gpt-fast PyTorch recipe, all in one call so every ratio
 # has its floor and peer from the same machine and minute. Figures go to $OUT (logs.tgz, *.json).
 #   From the device tool: run(command="bash scripts/gpu-round.sh", carry=[".deps"])
-#   env: PARTS (default "tests decoder"; also "llm", "host"), JOBS (16)
+#   env: PARTS (default "tests decoder"; also "cputests", "llm", "host"), JOBS (16),
+#        CTEST_ARGS (e.g. "-R decoder" to run some GPU tests only), LLM_ARGS (bench_generate.py)
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
@@ -30,7 +31,7 @@ else
   say "build: FAILED"; grep -E "error" "$work/build.log" | head -30
 fi
 if has tests; then
-  (cd "$BUILD" && ctest -L gpu --output-on-failure --timeout 300 -j4) > "$work/ctest_gpu.log" 2>&1
+  (cd "$BUILD" && ctest -L gpu ${CTEST_ARGS:-} --output-on-failure --timeout 300 -j4) > "$work/ctest_gpu.log" 2>&1
   say "ctest -L gpu: $(grep -E 'tests passed' "$work/ctest_gpu.log" | tail -1)"
   grep -E "\*\*\*Failed|\[FAIL\]|Failed  |Exception" "$work/ctest_gpu.log" | head -20
   if has cputests; then
