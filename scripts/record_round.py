@@ -20,11 +20,15 @@ def load(d, name):
         return json.load(f)
 
 
-def best_peer(peers, op, cold):
-    """PyTorch's fastest implementation of `op` timed the same way (cold or warm), or None."""
+def best_peer(peers, op, shape, cold):
+    """PyTorch's fastest implementation of `op` timed the same way (cold or warm), at the same
+    shape where the peer names shapes as baton does (the GEMVs), or None."""
     if not peers:
         return None
+    op = op.replace(" (warm)", "")
     cands = [r for r in peers["results"] if r["op"] == op and r.get("cold") == cold and r["us"]]
+    same = [r for r in cands if r.get("shape") == shape]
+    cands = same or [r for r in cands if not r.get("shape", "").startswith("x[")]
     return min(cands, key=lambda r: r["us"]) if cands else None
 
 
@@ -36,7 +40,7 @@ def decoder_rows(dec, peers):
         what = f"{r['op']} {r['shape']}" + ("" if r["impl"] == "baton" else " (cuBLASLt, gemm)")
         what += ", cold" if r["cold"] else ", warm"
         ratio = r["ratio_to_copy"]
-        peer = best_peer(peers, r["op"], r["cold"])
+        peer = best_peer(peers, r["op"], r["shape"], r["cold"])
         rows.append({
             "what": what,
             "figure": round(r["us"], 2),
