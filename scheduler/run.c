@@ -205,7 +205,7 @@ static int segment_capturable(baton_runtime *rt, int s)
                          "cannot be captured",
                          s, plan->steps[i].target_name, plan->steps[i].name);
                 if (!rt->opts.quiet)
-                    log_msg(BATON_LOG_NOTE, "%s", rt->note);
+                    log_to(rt->plan->log, BATON_LOG_NOTE, "%s", rt->note);
             }
             return 0;
         }
@@ -258,7 +258,7 @@ static int capture_segment(baton_runtime *rt, int s, baton_error *err)
                      plan->steps[seg->first_step].name, plan->steps[seg->last_step].name,
                      rc ? (err ? err->message : "") : cerr.message);
             if (!rt->opts.quiet)
-                log_msg(BATON_LOG_NOTE, "%s", rt->note);
+                log_to(rt->plan->log, BATON_LOG_NOTE, "%s", rt->note);
         }
         rd->ops->graph_reset(rd->ctx, slot);
         return BATON_ENOTSUP;
@@ -493,11 +493,37 @@ static void recover(baton_runtime *rt)
         rt->calls[i].ctx.capturing = 0;
 }
 
+/* Two threads running one runtime at once would share its arenas and streams: not allowed
+ * (baton.h), and detected with one atomic exchange a run. 1 when the caller may run. */
+static int run_claim(baton_runtime *rt)
+{
+    return atomic_exchange_explicit(&rt->running, 1, memory_order_acquire) == 0;
+}
+
+static void run_release(baton_runtime *rt)
+{
+    atomic_store_explicit(&rt->running, 0, memory_order_release);
+}
+
+static int run_plan(baton_runtime *rt, baton_error *err);
+
 int baton_runtime_run(baton_runtime *rt, baton_error *err)
 {
     err_clear(err);
     if (!rt)
         return err_set(err, BATON_EINVAL, "baton_runtime_run: no runtime");
+    if (!run_claim(rt))
+        return err_set(err, BATON_ESTATE,
+                       "baton_runtime_run: this runtime is already running on another thread; a "
+                       "runtime runs one run at a time (create one per thread, or use a "
+                       "baton_pool)");
+    const int rc = run_plan(rt, err);
+    run_release(rt);
+    return rc;
+}
+
+static int run_plan(baton_runtime *rt, baton_error *err)
+{
     const baton_plan *plan = rt->plan;
     int rc = runtime_apply_dims(rt, err); /* a changed binding, before anything is issued */
     if (rc)
