@@ -690,3 +690,81 @@ Test(dims_run, gemm_multiplies_the_bound_rows_only)
     baton_runtime_destroy(rt);
     baton_plan_free(plan);
 }
+
+Test(state_run, a_decode_runtime_shares_the_prefill_runtimes_cache)
+{
+    static const char *const cache = "{\"name\": \"cache\", \"dtype\": \"f32\", \"shape\": [8, 4], "
+                                     "\"role\": \"state\"}, ";
+    char tensors[1024];
+    snprintf(tensors, sizeof tensors,
+             "%s{\"name\": \"new\", \"dtype\": \"f32\", \"shape\": [\"seq\", 4], \"role\": "
+             "\"input\"}, {\"name\": \"pos\", \"dtype\": \"i64\", \"shape\": [\"seq\"], \"role\": "
+             "\"input\"}",
+             cache);
+    baton_plan *prefill =
+        expect_loads("{\"seq\": {\"min\": 1, \"max\": 6}}", tensors,
+                     "{\"name\": \"kv\", \"kernel\": \"kv_cache_update\", \"device\": \"cuda:0\", "
+                     "\"inputs\": [\"cache\", \"new\", \"pos\"], \"outputs\": [\"cache\"]}");
+    snprintf(tensors, sizeof tensors,
+             "%s{\"name\": \"new\", \"dtype\": \"f32\", \"shape\": [1, 4], \"role\": \"input\"}, "
+             "{\"name\": \"pos\", \"dtype\": \"i64\", \"shape\": [1], \"role\": \"input\"}, "
+             "{\"name\": \"y\", \"dtype\": \"f32\", \"shape\": [8, 4], \"role\": \"output\"}",
+             cache);
+    baton_plan *decode =
+        expect_loads(NULL, tensors,
+                     "{\"name\": \"kv\", \"kernel\": \"kv_cache_update\", \"device\": \"cuda:0\", "
+                     "\"inputs\": [\"cache\", \"new\", \"pos\"], \"outputs\": [\"cache\"]}, "
+                     "{\"name\": \"rd\", \"kernel\": \"copy\", \"device\": \"cuda:0\", \"inputs\": "
+                     "[\"cache\"], \"outputs\": [\"y\"]}");
+    for (int g = 0; g < 2; g++)
+        for (int m = 0; m < 3; m++) {
+            baton_runtime *a = test_runtime(prefill, gpus[g], modes[m], 0, 0);
+            baton_runtime *b = test_runtime(decode, gpus[g], modes[m], 0, 0);
+            baton_error err = {0};
+            float rows[24], y[32];
+            for (int i = 0; i < 24; i++)
+                rows[i] = (float)(10 + i);
+            int64_t pos[6] = {0, 1, 2, 3, 4, 5};
+            /* b runs once on its own cache first, so that its graphs hold its own slots */
+            cr_assert_eq(baton_runtime_set_input(b, "new", rows, 16, &err), 0, "%s", err.message);
+            cr_assert_eq(baton_runtime_set_input(b, "pos", &pos[0], 8, &err), 0);
+            cr_assert_eq(baton_runtime_run(b, &err), 0, "%s", err.message);
+            cr_assert_eq(baton_runtime_reset_state(b, &err), 0, "%s", err.message);
+            cr_assert_eq(baton_runtime_share_state(b, a, &err), 0, "%s", err.message);
+            cr_assert_eq(baton_runtime_set_input(a, "new", rows, 3 * 16, &err), 0, "%s",
+                         err.message);
+            cr_assert_eq(baton_runtime_set_input(a, "pos", pos, 3 * 8, &err), 0, "%s", err.message);
+            cr_assert_eq(baton_runtime_run(a, &err), 0, "%s", err.message);
+            cr_assert_eq(baton_runtime_set_input(b, "new", rows + 12, 16, &err), 0, "%s",
+                         err.message);
+            cr_assert_eq(baton_runtime_set_input(b, "pos", &pos[3], 8, &err), 0, "%s", err.message);
+            cr_assert_eq(baton_runtime_run(b, &err), 0, "%s", err.message);
+            test_poison(y, sizeof y);
+            cr_assert_eq(baton_runtime_get_output(b, "y", y, sizeof y, &err), 0, "%s", err.message);
+            for (int i = 0; i < 32; i++)
+                cr_expect_eq(y[i], i < 16 ? rows[i] : 0, "gpu %d mode %d: y[%d] = %g", g, m, i,
+                             y[i]);
+            /* the prefill runtime sees the decode's append: one cache */
+            float c[32];
+            cr_assert_eq(baton_runtime_get_output(a, "cache", c, sizeof c, &err), 0, "%s",
+                         err.message);
+            cr_expect_eq(c[12], rows[12]);
+            baton_runtime_destroy(b);
+            baton_runtime_destroy(a);
+        }
+    /* a mismatch is refused, naming the tensor */
+    baton_plan *other = expect_loads(
+        NULL, "{\"name\": \"cache\", \"dtype\": \"f32\", \"shape\": [9, 4], \"role\": \"state\"}",
+        "{\"name\": \"n\", \"kernel\": \"copy\", \"device\": \"cuda:0\", \"inputs\": [\"cache\"], "
+        "\"outputs\": [\"cache\"]}");
+    baton_runtime *a = test_runtime(prefill, BATON_GPU_SIM, BATON_SYNC_GRAPH, 0, 0);
+    baton_runtime *o = test_runtime(other, BATON_GPU_SIM, BATON_SYNC_GRAPH, 0, 0);
+    baton_error err = {0};
+    cr_expect_eq(baton_runtime_share_state(o, a, &err), BATON_EINVAL);
+    cr_expect(strstr(err.message, "state tensor 'cache' is f32[9,4]") != NULL, "%s", err.message);
+    baton_runtime_destroy(o);
+    baton_runtime_destroy(a);
+    baton_plan_free(other);
+    baton_plan_free(prefill);
+    baton_plan_free(decode);
+}
