@@ -768,3 +768,46 @@ Test(state_run, a_decode_runtime_shares_the_prefill_runtimes_cache)
     baton_plan_free(prefill);
     baton_plan_free(decode);
 }
+
+Test(dims_run, pool_jobs_bind_dims_from_their_inputs)
+{
+    baton_plan *plan = dims_plan("cuda:0");
+    uv_loop_t loop;
+    cr_assert_eq(uv_loop_init(&loop), 0);
+    baton_options o = test_options(BATON_GPU_SIM, BATON_SYNC_GRAPH, 0, 0);
+    baton_pool *pool = NULL;
+    baton_error err = {0};
+    cr_assert_eq(baton_pool_create(&loop, plan, &o, 2, &pool, &err), 0, "%s", err.message);
+    static float x[4][32], y[4][32];
+    int seqs[4] = {3, 8, 2, 5};
+    baton_binding in[4], out[4];
+    baton_job jobs[4];
+    pool_done = 0;
+    for (int k = 0; k < 4; k++) {
+        for (int i = 0; i < 32; i++)
+            x[k][i] = (float)(k * 100 + i);
+        in[k] = (baton_binding){"x", x[k], (size_t)seqs[k] * 16};
+        out[k] = (baton_binding){"y", y[k], (size_t)seqs[k] * 16};
+        baton_job_init(&jobs[k]);
+        jobs[k].inputs = &in[k];
+        jobs[k].n_inputs = 1;
+        jobs[k].outputs = &out[k];
+        jobs[k].n_outputs = 1;
+        cr_assert_eq(baton_pool_submit(pool, &jobs[k], on_job), 0, "%s", jobs[k].err.message);
+    }
+    uv_run(&loop, UV_RUN_DEFAULT);
+    cr_expect_eq(pool_done, 4);
+    for (int k = 0; k < 4; k++)
+        for (int i = 0; i < seqs[k] * 4; i++)
+            cr_expect_eq(y[k][i], x[k][i] + 1, "job %d y[%d] = %g", k, i, y[k][i]);
+    baton_job big;
+    baton_job_init(&big);
+    baton_binding too = {"x", x[0], 9 * 16};
+    big.inputs = &too;
+    big.n_inputs = 1;
+    cr_expect_eq(baton_pool_submit(pool, &big, on_job), BATON_EINVAL);
+    baton_pool_close(pool, NULL, NULL);
+    uv_run(&loop, UV_RUN_DEFAULT);
+    cr_expect_eq(uv_loop_close(&loop), 0);
+    baton_plan_free(plan);
+}
