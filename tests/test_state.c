@@ -811,3 +811,29 @@ Test(dims_run, pool_jobs_bind_dims_from_their_inputs)
     cr_expect_eq(uv_loop_close(&loop), 0);
     baton_plan_free(plan);
 }
+
+Test(dims_run, a_kept_graph_follows_a_buffer_bound_after_it_was_captured)
+{
+    baton_plan *plan = dims_plan("cuda:0");
+    baton_runtime *rt = test_runtime(plan, BATON_GPU_SIM, BATON_SYNC_GRAPH, 0, 0);
+    run_seq(rt, 3, 0); /* a graph for seq 3 */
+    run_seq(rt, 5, 0); /* and one for seq 5 */
+    baton_error err = {0};
+    float *mine = aligned_alloc(256, 8 * 4 * sizeof(float));
+    test_poison(mine, 8 * 4 * sizeof(float));
+    baton_buffer b = {{BATON_DEVICE_CPU, 0}, mine, 8 * 4 * sizeof(float), BATON_DTYPE_F32};
+    cr_assert_eq(baton_runtime_bind(rt, plan_find_tensor(plan, "y"), &b, &err), 0, "%s",
+                 err.message);
+    float x[32];
+    for (int i = 0; i < 32; i++)
+        x[i] = (float)i;
+    cr_assert_eq(baton_runtime_set_dims(rt, "seq", 3, &err), 0);
+    cr_assert_eq(baton_runtime_set_input(rt, "x", x, 3 * 16, &err), 0, "%s", err.message);
+    cr_assert_eq(baton_runtime_run(rt, &err), 0, "%s", err.message);
+    for (int i = 0; i < 12; i++)
+        cr_expect_eq(mine[i], x[i] + 1, "the seq-3 graph wrote the bound buffer: y[%d] = %g", i,
+                     mine[i]);
+    baton_runtime_destroy(rt);
+    free(mine);
+    baton_plan_free(plan);
+}
