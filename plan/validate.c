@@ -111,6 +111,7 @@ static int resolve_target(const baton_plan *plan, plan_step *s, baton_error *err
     s->target = t;
     const baton_target_impl *cuda = baton_target_impl_for(t, BATON_DEVICE_CUDA);
     s->cuda_tune = cuda && cuda->kernel ? target_kernel_tuner(cuda->kernel) : NULL;
+    s->cuda_errors = cuda && cuda->kernel ? target_kernel_errors(cuda->kernel) : NULL;
     return 0;
 }
 
@@ -190,7 +191,8 @@ static int check_signature(baton_plan *plan, plan_step *s, baton_error *err)
         want[i] = decl[i];
         out_names[i] = plan->tensors[s->outputs[i]].name;
     }
-    baton_sig_args args = {.n_inputs = s->n_inputs,
+    baton_sig_args args = {.struct_size = sizeof(baton_sig_args),
+                           .n_inputs = s->n_inputs,
                            .inputs = in,
                            .n_outputs = s->n_outputs,
                            .outputs = decl,
