@@ -13,9 +13,8 @@ static const char *const dtype_names[BATON_DTYPE_COUNT] = {
 };
 
 static const size_t dtype_sizes[BATON_DTYPE_COUNT] = {
-    [BATON_DTYPE_BF16] = 2, [BATON_DTYPE_F16] = 2, [BATON_DTYPE_F32] = 4,
-    [BATON_DTYPE_F64] = 8,  [BATON_DTYPE_I32] = 4, [BATON_DTYPE_I64] = 8,
-    [BATON_DTYPE_U8] = 1,   [BATON_DTYPE_BOOL] = 1,
+    [BATON_DTYPE_BF16] = 2, [BATON_DTYPE_F16] = 2, [BATON_DTYPE_F32] = 4, [BATON_DTYPE_F64] = 8,
+    [BATON_DTYPE_I32] = 4,  [BATON_DTYPE_I64] = 8, [BATON_DTYPE_U8] = 1,  [BATON_DTYPE_BOOL] = 1,
 };
 
 const char *baton_dtype_name(baton_dtype dt)

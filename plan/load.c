@@ -1289,6 +1289,7 @@ int baton_plan_load_string(const baton_registry *reg, const char *json, size_t l
     baton_plan *plan = L.plan;
     atomic_init(&plan->refs, 1);
     plan->registry = registry_retain(reg); /* baton_plan_free releases it */
+    plan->log = registry_log(reg);
     plan->source = strdup(source ? source : "<string>");
     plan->base_dir = base_dir ? strdup(base_dir) : NULL;
     int rc = 0;

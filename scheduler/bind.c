@@ -10,6 +10,39 @@
 
 /* ---- inputs and outputs ------------------------------------------------------------------- */
 
+/* An unknown name given to set_input (want_input) or get_output: the closest name of the right
+ * role ("did you mean", as the CLI says) and the names there are. */
+static int no_such_tensor(const baton_plan *plan, const char *name, int want_input,
+                          baton_error *err)
+{
+    plan_suggest sg;
+    plan_suggest_init(&sg, name);
+    char list[320] = "";
+    size_t len = 0;
+    int listed = 0;
+    for (int i = 0; i < plan->n_tensors; i++) {
+        const plan_tensor *c = &plan->tensors[i];
+        if (c->role != BATON_ROLE_INPUT && (want_input || c->role != BATON_ROLE_OUTPUT))
+            continue;
+        plan_suggest_try(&sg, c->name);
+        if (len + strlen(c->name) + 8 < sizeof list) {
+            len += (size_t)snprintf(list + len, sizeof list - len, "%s'%s'", listed ? ", " : "",
+                                    c->name);
+            listed++;
+        } else if (len + 6 < sizeof list && list[len - 1] != '.') {
+            len += (size_t)snprintf(list + len, sizeof list - len, ", ...");
+        }
+    }
+    const char *near = plan_suggest_best(&sg);
+    char mean[128] = "";
+    if (near)
+        snprintf(mean, sizeof mean, " (did you mean '%.64s'?)", near);
+    return err_set(err, BATON_ENOENT, "%s: %s: plan '%s' has no tensor named '%s'%s; its %s: %s",
+                   want_input ? "baton_runtime_set_input" : "baton_runtime_get_output",
+                   plan->source, plan->name, name, mean,
+                   want_input ? "inputs" : "outputs and inputs", listed ? list : "none");
+}
+
 static int host_tensor(baton_runtime *rt, const char *name, size_t nbytes, int want_input,
                        void **addr, baton_error *err)
 {
@@ -18,7 +51,7 @@ static int host_tensor(baton_runtime *rt, const char *name, size_t nbytes, int w
     const baton_plan *plan = rt->plan;
     int t = baton_plan_tensor_index(plan, name);
     if (t < 0)
-        return err_set(err, BATON_ENOENT, "%s: no tensor named '%s'", plan->source, name);
+        return no_such_tensor(plan, name, want_input, err);
     const plan_tensor *pt = &plan->tensors[t];
     if (want_input && pt->role != BATON_ROLE_INPUT)
         return err_set(err, BATON_EINVAL,

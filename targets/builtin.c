@@ -564,7 +564,7 @@ static int rms_gw_resolve(const baton_sig_args *a, baton_rms_grad_weight_desc *d
 
 static int rms_gw_check(const baton_sig_args *a, baton_tensor_desc *expected, char *msg, size_t len)
 {
-    baton_rms_grad_weight_desc d, have;
+    baton_rms_grad_weight_desc d = {0}, have; /* GCC 12 -O3 cannot see rms_gw_resolve fill it */
     int rc = rms_gw_resolve(a, &d, msg, len);
     if (rc == 0 && a->opaque) {
         char why[320], pn[80], wn[80];
@@ -987,7 +987,8 @@ static const baton_target target_softshrink = {
     .check = softshrink_check,
     .pack = softshrink_pack,
     IMPLS(softshrink),
-    .aliases = {{0, 0}}, .n_aliases = 1, /* elementwise: in place on state */
+    .aliases = {{0, 0}},
+    .n_aliases = 1, /* elementwise: in place on state */
 };
 
 static const baton_target target_add = {
@@ -1000,7 +1001,8 @@ static const baton_target target_add = {
     .check = add_check,
     .pack = add_pack,
     IMPLS(add),
-    .aliases = {{0, 0}}, .n_aliases = 1, /* elementwise: in place on state (b may repeat) */
+    .aliases = {{0, 0}},
+    .n_aliases = 1, /* elementwise: in place on state (b may repeat) */
 };
 
 static const baton_target target_mul = {
@@ -1013,7 +1015,8 @@ static const baton_target target_mul = {
     .check = mul_check,
     .pack = mul_pack,
     IMPLS(mul),
-    .aliases = {{0, 0}}, .n_aliases = 1, /* elementwise: in place on state (b may repeat) */
+    .aliases = {{0, 0}},
+    .n_aliases = 1, /* elementwise: in place on state (b may repeat) */
 };
 
 static const baton_target target_add_scalar = {
@@ -1027,7 +1030,8 @@ static const baton_target target_add_scalar = {
     .check = add_scalar_check,
     .pack = add_scalar_pack,
     IMPLS(add_scalar),
-    .aliases = {{0, 0}}, .n_aliases = 1, /* elementwise: in place on state */
+    .aliases = {{0, 0}},
+    .n_aliases = 1, /* elementwise: in place on state */
 };
 
 static const baton_target target_copy = {
@@ -1040,7 +1044,8 @@ static const baton_target target_copy = {
     .check = copy_check,
     .pack = copy_pack,
     IMPLS(copy),
-    .aliases = {{0, 0}}, .n_aliases = 1, /* elementwise: in place on state */
+    .aliases = {{0, 0}},
+    .n_aliases = 1, /* elementwise: in place on state */
 };
 
 static const baton_target target_argmax = {
@@ -1071,8 +1076,7 @@ static const baton_target target_noop = {
 const baton_target *const baton_builtin_targets[] = {
     &target_rms_norm_fwd, &target_rms_norm_bwd, &target_rms_norm_grad_weight, &target_softshrink,
     &target_add,          &target_mul,          &target_add_scalar,           &target_copy,
-    &target_argmax,       &target_noop,         &baton_target_gemm,
-    BATON_DECODER_TARGETS,
+    &target_argmax,       &target_noop,         &baton_target_gemm,           BATON_DECODER_TARGETS,
 };
 
 const int baton_builtin_target_count =

@@ -11,6 +11,22 @@
 
 #include "baton/baton.h"
 
+/* The declared version, as BATON_PLUGIN_DECLARE_VERSION() exports it, but writable so that the
+ * "version" mode can claim a newer plugin API and "old" the first one; dlopen runs the
+ * constructor before the loader reads it. In those modes init() registers without checking
+ * anything, so only the loader's check keeps the registry unchanged. */
+__attribute__((visibility("default"))) unsigned int baton_plugin_api_version =
+    BATON_PLUGIN_API_VERSION;
+
+__attribute__((constructor)) static void pick_version(void)
+{
+    const char *mode = getenv("BATON_TEST_PLUGIN_MODE");
+    if (mode && strcmp(mode, "version") == 0)
+        baton_plugin_api_version = BATON_PLUGIN_API_VERSION + 1;
+    if (mode && strcmp(mode, "old") == 0)
+        baton_plugin_api_version = 1;
+}
+
 static int nop(const baton_exec_ctx *ctx, void **buffers, const char *opaque, size_t len)
 {
     (void)ctx, (void)buffers, (void)opaque, (void)len;
@@ -45,12 +61,6 @@ __attribute__((visibility("default"))) int
 baton_plugin_init(baton_registry *reg, const baton_plugin_api *api, baton_error *err)
 {
     const char *mode = getenv("BATON_TEST_PLUGIN_MODE");
-    if (mode && strcmp(mode, "version") == 0) {
-        snprintf(err->message, sizeof err->message,
-                 "built for plugin API %d, the library offers %u; rebuild the plugin",
-                 BATON_PLUGIN_API_VERSION + 1, api->api_version);
-        return err->code = BATON_ENOTSUP;
-    }
     if (mode && strcmp(mode, "code") == 0)
         return 7;                             /* not a BATON_E* code, and no message */
     if (mode && strcmp(mode, "nonul") == 0) { /* a message without its terminating NUL */
@@ -78,7 +88,8 @@ baton_plugin_init(baton_registry *reg, const baton_plugin_api *api, baton_error 
             rc = api->registry_add(reg, &t, err);
         return rc;
     }
-    if (mode && strcmp(mode, "ok") == 0)
+    if (mode &&
+        (strcmp(mode, "ok") == 0 || strcmp(mode, "version") == 0 || strcmp(mode, "old") == 0))
         return rc;
     t.name = "copy"; /* a built-in, replaced */
     if (!rc)

@@ -1043,8 +1043,8 @@ static void hex_of(const void *p, size_t n, char *out)
 }
 
 /* A one-step plan of `kernel` over `tensors` with the descriptor bytes as its "opaque". */
-static char *opaque_plan(const char *tensors, const char *kernel, const char *ins,
-                         const char *outs, const char *attrs, const void *desc, size_t n)
+static char *opaque_plan(const char *tensors, const char *kernel, const char *ins, const char *outs,
+                         const char *attrs, const void *desc, size_t n)
 {
     char hex[2 * BATON_OPAQUE_MAX + 1], step[4096];
     hex_of(desc, n, hex);

@@ -88,7 +88,9 @@ Test(plugin, what_is_no_plugin_is_a_clear_error)
     /* a shared library without the entry point: the bad plugin's sibling, the example, has it;
      * libbaton itself does not */
     expect_unchanged_after(BATON_TEST_PLUGIN_BAD, "fail", BATON_ENODEV, "on purpose");
+    /* the loader refuses another plugin API version before init runs (init would register) */
     expect_unchanged_after(BATON_TEST_PLUGIN_BAD, "version", BATON_ENOTSUP, "rebuild the plugin");
+    expect_unchanged_after(BATON_TEST_PLUGIN_BAD, "old", BATON_ENOTSUP, "built for plugin API 1");
     /* a return that is not a BATON_E* code is EINVAL, and the message says what it was */
     expect_unchanged_after(BATON_TEST_PLUGIN_BAD, "code", BATON_EINVAL, "failed with 7");
 }

@@ -873,14 +873,17 @@ Test(rms_layout, bad_descriptors_buffers_and_overrides_are_refused_by_name)
     cr_expect_str_empty(check_why(1, &d, sizeof d, b, NULL));
     cr_expect(strstr(check_why(0, &d, sizeof d - 16, b, NULL), "is 24 bytes but must be 40 or 32"));
     d.n1 = 0;
-    cr_expect(strstr(check_why(0, &d, sizeof d, b, NULL), "n1 = 0 rows of n2 = 4096 elements: both must be >= 1"));
+    cr_expect(strstr(check_why(0, &d, sizeof d, b, NULL),
+                     "n1 = 0 rows of n2 = 4096 elements: both must be >= 1"));
     d.n1 = INT64_MAX / 4;
     cr_expect(strstr(check_why(0, &d, sizeof d, b, NULL), "product fit in 64 bits"));
     d = desc(BATON_DTYPE_I32, BF16, 4, 4096, 16);
-    cr_expect(strstr(check_why(0, &d, sizeof d, b, NULL), "x_dtype is code 5: it must be bf16 (1)"));
+    cr_expect(
+        strstr(check_why(0, &d, sizeof d, b, NULL), "x_dtype is code 5: it must be bf16 (1)"));
     d = desc(BF16, BF16, 4, 4096, 16);
     d.eps = -1;
-    cr_expect(strstr(check_why(0, &d, sizeof d, b, NULL), "rms_norm_fwd: eps is -1: it must be a finite number >= 0"));
+    cr_expect(strstr(check_why(0, &d, sizeof d, b, NULL),
+                     "rms_norm_fwd: eps is -1: it must be a finite number >= 0"));
     d.eps = 1e-5;
     b[5] = NULL;
     cr_expect_str_empty(check_why(0, &d, sizeof d, b, NULL), "the forward has 4 buffers");

@@ -1096,7 +1096,8 @@ Test(runtime, a_delegate_with_more_than_16_inputs_sees_every_one)
 }
 
 /* A second thread's run of a runtime that is running is refused at once (BATON_ESTATE), not run
- * over the first one's arenas (issue 38); the first run is unharmed and the runtime stays usable. */
+ * over the first one's arenas (issue 38); the first run is unharmed and the runtime stays usable.
+ */
 typedef struct concurrent_run {
     baton_runtime *rt;
     int rc;
@@ -1120,8 +1121,8 @@ Test(runtime, a_concurrent_run_of_one_runtime_is_refused)
         "\"inputs\": [\"x\"], \"outputs\": [\"y\"]}]}";
     baton_plan *plan = NULL;
     baton_error err;
-    cr_assert_eq(baton_plan_load_string(reg, text, strlen(text), "slow.json", NULL, &plan, &err),
-                 0, "%s", err.message);
+    cr_assert_eq(baton_plan_load_string(reg, text, strlen(text), "slow.json", NULL, &plan, &err), 0,
+                 "%s", err.message);
     baton_runtime *rt = test_runtime(plan, BATON_GPU_CPU, BATON_SYNC_STRICT, 0, 0);
     const float x[4] = {1, 2, 3, 4};
     cr_assert_eq(baton_runtime_set_input(rt, "x", x, sizeof x, &err), 0);

@@ -1,9 +1,9 @@
 /* test_xla_status.c: failing an XLA legacy custom call (kernels/xla_status.c) where the process
  * has no XlaCustomCallStatusSetFailure, as under pip's jaxlib. Built with
- * -DBATON_XLA_STATUS_LAYOUT=ON (CI's sanitizer build) the layout is written; by default it is not. A stand-in for XLA's plugin
- * (tests/xla_status_probe.cpp, a C++ shared library that declares the status as XLA does) runs
- * the custom calls below and reads back what baton wrote; an object that does not share that
- * layout, or a status already set, is left alone. */
+ * -DBATON_XLA_STATUS_LAYOUT=ON (CI's sanitizer build) the layout is written; by default it is not.
+ * A stand-in for XLA's plugin (tests/xla_status_probe.cpp, a C++ shared library that declares the
+ * status as XLA does) runs the custom calls below and reads back what baton wrote; an object that
+ * does not share that layout, or a status already set, is left alone. */
 #include <criterion/criterion.h>
 #include <dlfcn.h>
 #include <stdlib.h>

@@ -66,6 +66,8 @@ size_t cli_escape(const char *src, char *dst, size_t cap, int keep_newlines);
 const char *cli_esc(const char *s);
 /* The CLI's log callback (baton_log_set): "baton: warning: ..." on stderr, escaped. */
 void cli_log(void *user, baton_log_level level, const char *message);
+/* Rewrites the baton_options fields a library message names into the CLI's flags (--gpu=cpu). */
+void cli_flags(const char *message, char *out, size_t cap);
 /* Writes len bytes of text (newlines kept, NULs escaped) escaped to f. */
 void cli_fputs_safe(const char *s, size_t len, FILE *f);
 /* Levenshtein distance of a and b, or limit + 1 when it is larger (or a name is over 64 bytes). */

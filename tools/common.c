@@ -618,7 +618,8 @@ void cli_log(void *user, baton_log_level level, const char *message)
 {
     (void)user;
     static const char *const names[] = {"error", "warning", "note"};
-    char line[2048]; /* not cli_esc's shared buffers: a pool's workers may log too */
-    cli_escape(message, line, sizeof line, 0);
+    char said[2048], line[2048]; /* not cli_esc's shared buffers: a pool's workers may log too */
+    cli_flags(message, said, sizeof said);
+    cli_escape(said, line, sizeof line, 0);
     fprintf(stderr, "baton: %s: %s\n", (unsigned)level < 3 ? names[level] : "message", line);
 }

@@ -117,19 +117,14 @@ static int scale_check(const baton_sig_args *a, baton_tensor_desc *expected, cha
     return 0;
 }
 
+/* The plugin API version this file was built against: the loader compares it with its own before
+ * it calls anything here. */
+BATON_PLUGIN_DECLARE_VERSION();
+
 /* The plugin's entry point, found by name (BATON_PLUGIN_INIT_SYMBOL). */
 __attribute__((visibility("default"))) int
 baton_plugin_init(baton_registry *reg, const baton_plugin_api *api, baton_error *err)
 {
-    if (!api || api->api_version != BATON_PLUGIN_API_VERSION) {
-        if (err) {
-            err->code = BATON_ENOTSUP;
-            snprintf(err->message, sizeof err->message,
-                     "built for plugin API %d, the library offers %u; rebuild the plugin",
-                     BATON_PLUGIN_API_VERSION, api ? api->api_version : 0);
-        }
-        return BATON_ENOTSUP;
-    }
     plugin.api = api;
     baton_target t;
     memset(&t, 0, sizeof t);

@@ -295,7 +295,7 @@ static int rows_threads(const char *what, int64_t nvec, int nv0, const kcuda_rms
  * row. A block per row keeps more bytes in flight than a persistent grid that loads each block's
  * next row ahead: on an H100 it moves 2.95-3.0 TB/s, cudaMemcpy's own rate, where the persistent
  * grid (KCUDA_RMS_VK_PERSIST, which the tuner may still choose) and every persistent copy kernel
- * stay at 2.70-2.83 (bench/RESULTS.md, session 7). Only a grid too large to launch is evened out
+ * stay at 2.70-2.83 (bench_kernels). Only a grid too large to launch is evened out
  * over the resident blocks instead. */
 static int fwd_rows(const baton_rms_norm_desc *d, const sizes *s, const kcuda_rms_cfg *o,
                     kcuda_rms_layout *L, char *why, size_t wl)
@@ -435,12 +435,12 @@ static const char *bwd_rows_list(const sizes *s, int nv, int t, char *buf, size_
     return buf;
 }
 
-/* Rows held (D). Measured on an H100 (bench_kernels --sweep, bench/RESULTS.md, sessions 8 and
- * 9): 16-bit rows want 4 (two reducing, two loading: a pair's reductions share one barrier), 92-94
- * % of the best copy kernel at 8192 columns against 84 % holding 2 (6 and 8 help only where one
- * block per SM suffices: a tuning variant); 32-bit rows at up to 2 vectors per thread want 3 (f32
- * 4096 columns at part_grad 16: 97.3 against 95.1 % holding 2, 92.5 against 90.8 at 4096 rows),
- * never 4 (a pair measured slower); from 4 vectors on, 2 (registers full). */
+/* Rows held (D). Measured on an H100 (bench_kernels --sweep): 16-bit rows want 4 (two reducing, two
+ * loading: a pair's reductions share one barrier), 92-94 % of the best copy kernel at 8192 columns
+ * against 84 % holding 2 (6 and 8 help only where one block per SM suffices: a tuning variant);
+ * 32-bit rows at up to 2 vectors per thread want 3 (f32 4096 columns at part_grad 16: 97.3
+ * against 95.1 % holding 2, 92.5 against 90.8 at 4096 rows), never 4 (a pair measured slower); from
+ * 4 vectors on, 2 (registers full). */
 static int bwd_rows_depth(const baton_rms_norm_desc *d, const sizes *s, int nv)
 {
     (void)d;
@@ -550,8 +550,8 @@ int kcuda_rms_fit_cy(kcuda_rms_layout *L, const baton_rms_norm_desc *d, const kc
     int best_kx = 0, best_cy = 1;
     int64_t best = -1;
     /* Chained clusters only where asked for: on an H100 they fill the SMs but every bf16 and f32
-     * benchmark shape but one ran slower than one cluster per part_grad block (bench/RESULTS.md,
-     * session 9); the override keeps them measurable. */
+     * benchmark shape but one ran slower than one cluster per part_grad block (bench_kernels);
+     * the override keeps them measurable. */
     const int lo = L->kx ? L->kx : 1, hi = L->kx ? L->kx : 1;
     for (int kx = lo; kx <= hi; kx++) {
         if (kx > 1 && need * kx > slots)

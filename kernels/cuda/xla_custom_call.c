@@ -57,6 +57,7 @@ static int call(baton_kernel_fn fn, const char *name, void *stream, void **buffe
         return empty_rc;
     baton_exec_ctx ctx;
     memset(&ctx, 0, sizeof ctx);
+    ctx.struct_size = sizeof ctx;
     int dev = 0;
     if (cudaGetDevice(&dev) != cudaSuccess)
         dev = -1;

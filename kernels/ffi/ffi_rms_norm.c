@@ -188,6 +188,7 @@ static XLA_FFI_Error *run(XLA_FFI_CallFrame *f, const char *what, baton_kernel_f
     err[0] = 0;
     baton_exec_ctx ctx;
     memset(&ctx, 0, sizeof ctx);
+    ctx.struct_size = sizeof ctx;
     ctx.device.kind = cuda ? BATON_DEVICE_CUDA : BATON_DEVICE_CPU;
     ctx.device.index = cuda ? -1 : 0; /* -1: the current device */
     ctx.errbuf = err;
