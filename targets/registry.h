@@ -5,9 +5,13 @@
 #define BATON_TARGETS_REGISTRY_H
 
 #include "baton/baton.h"
+#include "core/core.h"
 
 /* Takes one more reference on reg (thread-safe); returns reg. */
 const baton_registry *registry_retain(const baton_registry *reg);
+/* Where messages about reg's plans and runtimes go (baton_registry_set_log); lives as long as
+ * reg. */
+const log_sink *registry_log(const baton_registry *reg);
 
 /* abi.c: the caller's target `in` as this library's baton_target, read by its struct_size (and
  * its delegate tables by theirs, into ifaces[], which out->impls then point to); fields past a

@@ -11,6 +11,7 @@
 #include "core/simd.h"
 #include "core/threads.h"
 #include "kernels/cpu/cpu_common.h"
+#include "kernels/desc_check.h"
 #include "kernels/descriptors.h"
 
 /* Elements per task of a parallel step: below two of these a step stays on its calling thread. */
@@ -213,40 +214,12 @@ static int ew_vector(ew_job *j)
 
 enum ew_kind { EW_UNARY = 0, EW_BINARY = 1 };
 
-/* Validates an elementwise descriptor and its buffers. */
+/* Validates an elementwise descriptor (desc_check.h) and its buffers. */
 static int read_ew(const baton_exec_ctx *ctx, const char *name, int binary, int ints,
                    void **buffers, const char *opaque, size_t len, baton_ew_desc *d)
 {
-    int rc = read_opaque(ctx, name, opaque, len, d, sizeof *d,
-                         "baton_ew_desc: n, nb, dtype, reserved, value");
-    if (rc)
-        return rc;
-    if (!dtype_is_float((baton_dtype)d->dtype) && !(ints && dtype_is_int((baton_dtype)d->dtype)))
-        return ctx_fail(ctx, BATON_EINVAL, "%s: dtype is code %d, not %s", name, (int)d->dtype,
-                        ints ? "bf16 (1), f16 (2), f32 (3), f64 (4), i32 (5) or i64 (6)"
-                             : "bf16 (1), f16 (2), f32 (3) or f64 (4)");
-    if (d->n < 1 || d->n > INT64_MAX / 8)
-        return ctx_fail(ctx, BATON_EINVAL, "%s: n is %lld elements: it must be >= 1", name,
-                        (long long)d->n);
-    if (binary) {
-        if (d->nb < 1 || d->nb > d->n || d->n % d->nb != 0)
-            return ctx_fail(
-                ctx, BATON_EINVAL,
-                "%s: nb is %lld but n is %lld: b must have n elements or a divisor of n "
-                "(then it repeats)",
-                name, (long long)d->nb, (long long)d->n);
-    } else if (d->nb != 0) {
-        return ctx_fail(ctx, BATON_EINVAL,
-                        "%s: nb is %lld: it must be 0 for a kernel with one input", name,
-                        (long long)d->nb);
-    }
-    if (d->reserved != 0)
-        return ctx_fail(ctx, BATON_EINVAL,
-                        "%s: the reserved field (bytes 20-23) is %d: it must be 0", name,
-                        (int)d->reserved);
-    if (!isfinite(d->value))
-        return ctx_fail(ctx, BATON_EINVAL, "%s: value is %g: it must be finite", name, d->value);
-    return check_buffers(ctx, name, buffers, binary ? 3 : 2);
+    int rc = ew_desc_read(ctx, name, opaque, len, binary, ints, d);
+    return rc ? rc : check_buffers(ctx, name, buffers, binary ? 3 : 2);
 }
 
 /* The scalar as the computation sees it: f32 for bf16/f16/f32 data, as GPU kernels use it. */
@@ -471,24 +444,9 @@ static void argmax_task(void *arg, int64_t t)
 int kcpu_argmax(const baton_exec_ctx *ctx, void **buffers, const char *opaque, size_t len)
 {
     baton_argmax_desc d;
-    int rc = read_opaque(ctx, "argmax", opaque, len, &d, sizeof d,
-                         "baton_argmax_desc: n1, n2, dtype, reserved");
+    int rc = argmax_desc_read(ctx, opaque, len, &d);
     if (rc)
         return rc;
-    if (!dtype_is_float((baton_dtype)d.dtype) && !dtype_is_int((baton_dtype)d.dtype))
-        return ctx_fail(
-            ctx, BATON_EINVAL,
-            "argmax: dtype is code %d, not bf16 (1), f16 (2), f32 (3), f64 (4), i32 (5) "
-            "or i64 (6)",
-            (int)d.dtype);
-    if (d.n1 < 1 || d.n2 < 1 || d.n1 > INT64_MAX / 8 / d.n2)
-        return ctx_fail(ctx, BATON_EINVAL,
-                        "argmax: n1 = %lld rows of n2 = %lld elements: both must be >= 1",
-                        (long long)d.n1, (long long)d.n2);
-    if (d.reserved != 0)
-        return ctx_fail(ctx, BATON_EINVAL,
-                        "argmax: the reserved field (bytes 20-23) is %d: it must be 0",
-                        (int)d.reserved);
     if (!buffers || !buffers[0] || !buffers[1])
         return ctx_fail(ctx, BATON_EINVAL, "argmax: a NULL buffer (x, out expected)");
     const baton_dtype dt = (baton_dtype)d.dtype;

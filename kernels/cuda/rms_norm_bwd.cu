@@ -344,10 +344,10 @@ __global__ void __launch_bounds__((BwdRowsFit<TX, TW, NV, D>::max_threads),
      * barrier of the step between). Then grad_input, and the rows added to acc in row order.
      * 16-bit rows are widened from their 32-bit words (elem_acc) and grad_input's difference is
      * one fma: about a fifth fewer instructions a 16-bit element (by the SASS before), and 2-4 %
-     * faster on an H200 at part_grad 16 (bench/RESULTS.md, session 12).
+     * faster on an H200 at part_grad 16 (bench_kernels).
      * SUMS_EARLY (16-bit x): the row's dot takes g * x once for the dot and the column sums (w *
      * (g * x)), one multiply an element fewer than forming it again after the barrier: 4-5 %
-     * faster at bf16 16384 x 8192 on an H200 (session 18). 32-bit rows lost 7 % that way (a
+     * faster at bf16 16384 x 8192 on an H200. 32-bit rows lost 7 % that way (a
      * longer stretch before the barrier), so they keep the column sums after it. The column sums'
      * bits are the same either way; the dot's are each kernel's own, the same in every variant. */
     constexpr bool SUMS_EARLY = sizeof(TX) == 2;
@@ -767,7 +767,7 @@ __global__ void __launch_bounds__(KCUDA_MAX_THREADS) rms_bwd_kernel(BwdArgs a)
 /* Lane `lane`'s sum of column j, its rows added in row order. BATCH (many rows: part_grad 256 has
  * 32 a lane) loads them KCUDA_COLSUM_BATCH at a time before adding any, so that their latencies
  * overlap: bf16 4096 x 4096's backward at part_grad 256 3 % faster on an H100 and an H200
- * (bench/RESULTS.md, session 15). A template flag, not a branch: with both loops in one kernel
+ * (bench_kernels). A template flag, not a branch: with both loops in one kernel
  * the decode rows' backward lost 0.1-0.2 us. The bits are the same either way. */
 #define KCUDA_COLSUM_BATCH 16
 template <bool BATCH, typename A>
@@ -842,8 +842,7 @@ __global__ void __launch_bounds__(256) rms_colsum_kernel(A *__restrict__ pg, TW 
  * a thread per column loads all of its rows before adding any, one round trip to L2 where a
  * lane of rms_colsum_kernel waits for each of its rows in turn, then adds them as the lanes do
  * and the lanes in lane order (the same bits), with no barrier between lanes. bf16 4096 x 4096's
- * backward at part_grad 16 0.2-0.9 us faster on an H100 and an H200 (bench/RESULTS.md, session
- * 20). */
+ * backward at part_grad 16 0.2-0.9 us faster on an H100 and an H200 (bench_kernels). */
 template <typename A, typename TW>
 __global__ void __launch_bounds__(KCUDA_COLSUM_COLS_THREADS)
     rms_colsum_cols(A *__restrict__ pg, TW *__restrict__ gw, int64_t P, int64_t active, int64_t n2)
