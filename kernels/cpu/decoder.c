@@ -7,6 +7,8 @@
 #include <string.h>
 
 #include "core/dtype.h"
+#include "core/simd.h"
+#include "core/threads.h"
 #include "kernels/cpu/cpu_common.h"
 #include "kernels/cpu/cpu_decoder.h"
 #include "kernels/decoder_desc.h"
@@ -69,6 +71,18 @@ enum { ACT_SILU_MUL, ACT_SILU, ACT_GELU_ERF, ACT_GELU_TANH };
  * per block of the online softmax. */
 #define ATT_GROUP 8
 #define ATT_BLOCK 32
+/* Multiply-adds of an attention step from which its (row, head block) tasks go to the CPU pool. */
+#define ATT_PAR_MIN (1 << 18)
+
+/* Dot products: f32 in vectors (simd_dot_f32: a fixed order at each vector level, so the same
+ * bits on every thread), f64 in turn. */
+static inline double dot_f64(const double *a, const double *b, int64_t n)
+{
+    double s = 0;
+    for (int64_t i = 0; i < n; i++)
+        s += a[i] * b[i];
+    return s;
+}
 
 #define T      float
 #define SFX(n) n##_f32
@@ -78,6 +92,7 @@ enum { ACT_SILU_MUL, ACT_SILU, ACT_GELU_ERF, ACT_GELU_TANH };
 #define COS    cosf
 #define SIN    sinf
 #define ERFC   erfcf
+#define DOT    simd_dot_f32
 #include "kernels/cpu/decoder_impl.h"
 #undef T
 #undef SFX
@@ -87,6 +102,7 @@ enum { ACT_SILU_MUL, ACT_SILU, ACT_GELU_ERF, ACT_GELU_TANH };
 #undef COS
 #undef SIN
 #undef ERFC
+#undef DOT
 #define T      double
 #define SFX(n) n##_f64
 #define LD     ld_f64
@@ -95,6 +111,7 @@ enum { ACT_SILU_MUL, ACT_SILU, ACT_GELU_ERF, ACT_GELU_TANH };
 #define COS    cos
 #define SIN    sin
 #define ERFC   erfc
+#define DOT    dot_f64
 #include "kernels/cpu/decoder_impl.h"
 
 /* ---- the kernels ------------------------------------------------------------------------------
