@@ -15,36 +15,15 @@
 
 /* ---- conversions of runs of elements --------------------------------------------------------- */
 
+/* bf16/f16/f32 runs to and from f32 in vectors (core/simd.h: the scalar conversions' bits). */
 static inline void ld_f32(baton_dtype dt, const void *p, int64_t off, int n, float *out)
 {
-    if (dt == BATON_DTYPE_BF16) {
-        const uint16_t *s = (const uint16_t *)p + off;
-        for (int i = 0; i < n; i++) {
-            uint32_t u = (uint32_t)s[i] << 16;
-            memcpy(&out[i], &u, 4);
-        }
-    } else if (dt == BATON_DTYPE_F16) {
-        const uint16_t *s = (const uint16_t *)p + off;
-        for (int i = 0; i < n; i++)
-            out[i] = f16_to_f32(s[i]);
-    } else {
-        memcpy(out, (const float *)p + off, sizeof(float) * (size_t)n);
-    }
+    cvt_to_f32(dt, (const char *)p + baton_dtype_size(dt) * (size_t)off, out, n);
 }
 
 static inline void st_f32(baton_dtype dt, void *p, int64_t off, int n, const float *in)
 {
-    if (dt == BATON_DTYPE_BF16) {
-        uint16_t *d = (uint16_t *)p + off;
-        for (int i = 0; i < n; i++)
-            d[i] = f32_to_bf16(in[i]);
-    } else if (dt == BATON_DTYPE_F16) {
-        uint16_t *d = (uint16_t *)p + off;
-        for (int i = 0; i < n; i++)
-            d[i] = f32_to_f16(in[i]);
-    } else {
-        memcpy((float *)p + off, in, sizeof(float) * (size_t)n);
-    }
+    cvt_from_f32(dt, in, (char *)p + baton_dtype_size(dt) * (size_t)off, n);
 }
 
 static inline void ld_f64(baton_dtype dt, const void *p, int64_t off, int n, double *out)
