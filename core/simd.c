@@ -53,12 +53,14 @@ simd_level simd_level_get(void)
 int simd_has_bf16_dot(void)
 {
 #ifdef SIMD_X86
-    static int has = -1;
-    if (has < 0) {
+    static _Atomic int has = -1;
+    int h = atomic_load_explicit(&has, memory_order_relaxed);
+    if (h < 0) {
         __builtin_cpu_init();
-        has = __builtin_cpu_supports("avx512bf16") ? 1 : 0;
+        h = __builtin_cpu_supports("avx512bf16") ? 1 : 0;
+        atomic_store_explicit(&has, h, memory_order_relaxed);
     }
-    return has && simd_level_get() == SIMD_AVX512;
+    return h && simd_level_get() == SIMD_AVX512;
 #else
     return 0;
 #endif

@@ -111,6 +111,7 @@ static int resolve_target(const baton_plan *plan, plan_step *s, baton_error *err
     s->target = t;
     const baton_target_impl *cuda = baton_target_impl_for(t, BATON_DEVICE_CUDA);
     s->cuda_tune = cuda && cuda->kernel ? target_kernel_tuner(cuda->kernel) : NULL;
+    s->cuda_errors = cuda && cuda->kernel ? target_kernel_errors(cuda->kernel) : NULL;
     return 0;
 }
 
@@ -388,9 +389,26 @@ static int use_state(baton_plan *plan, const plan_step *s, int k, int ti, plan_p
                      baton_device_format(root->state_device, b, sizeof b));
 }
 
-/* Before the signature, whose message about shapes would mislead: views are never written. */
+/* Before the signature, whose message about shapes or descriptors would mislead: views are never
+ * written, and a verbatim descriptor cannot follow tensors sized by dimensions. */
 static int check_no_view_written(const baton_plan *plan, const plan_step *s, baton_error *err)
 {
+    int dims = 0;
+    for (int k = 0; k < s->n_inputs; k++)
+        dims |= plan->tensors[s->inputs[k]].has_dims;
+    for (int k = 0; k < s->n_outputs; k++)
+        dims |= plan->tensors[s->outputs[k]].has_dims;
+    if (dims && s->kind == BATON_TARGET_COLLECTIVE)
+        return plan_fail(err, plan, BATON_EPLAN, s->pos,
+                         "step '%s' is a collective over a tensor sized by a dimension; a "
+                         "collective's tensors have fixed shapes (give them the dimension's max)",
+                         s->name);
+    if (dims && s->opaque_verbatim)
+        return plan_fail(err, plan, BATON_EPLAN, s->pos,
+                         "step '%s' has a verbatim \"opaque\" but a tensor sized by a dimension; "
+                         "its descriptor could not follow the run's shapes: remove \"opaque\" so "
+                         "that the target packs it",
+                         s->name);
     for (int o = 0; o < s->n_outputs; o++) {
         const plan_tensor *t = &plan->tensors[s->outputs[o]];
         if (t->view_of >= 0)

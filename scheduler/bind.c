@@ -432,6 +432,37 @@ int baton_runtime_bind(baton_runtime *rt, int tensor, const baton_buffer *buf, b
                            "is read on more devices than %s (it lives on %s); bind it on the host "
                            "(device cpu), which feeds them all",
                            dname, have);
+    /* A caller's buffer shared with another bound tensor, or lying in an arena, would be
+     * overwritten by that tensor's or the plan's other writes. */
+    const uintptr_t b0 = (uintptr_t)buf->data, b1 = b0 + buf->nbytes;
+    for (int t = 0; t < plan->n_tensors; t++) {
+        const uintptr_t o0 = (uintptr_t)rt->bind_data[t], o1 = o0 + plan->tensors[t].nbytes;
+        if (t != tensor && rt->bind_dev[t] >= 0 && b0 < o1 && o0 < b1)
+            return bind_refuse(err, plan, pt->name,
+                               "the buffer %p (%zu bytes) overlaps the one bound to '%s' (%p, "
+                               "%zu bytes); give each tensor its own memory",
+                               buf->data, buf->nbytes, plan->tensors[t].name, rt->bind_data[t],
+                               plan->tensors[t].nbytes);
+    }
+    for (int k = 0; k < rt->nd; k++) {
+        const plan_memory *m = &plan->memory[k];
+        const struct {
+            const char *base;
+            size_t n;
+        } part[2] = {{rt->dev[k].consts, m->const_bytes},
+                     {rt->dev[k].priv, m->arena_bytes - m->const_bytes}};
+        for (int p = 0; p < 2; p++) {
+            const uintptr_t a0 = (uintptr_t)part[p].base, a1 = a0 + part[p].n;
+            if (part[p].base && part[p].n && b0 < a1 && a0 < b1) {
+                char aname[32];
+                return bind_refuse(err, plan, pt->name,
+                                   "the buffer %p (%zu bytes) lies in the runtime's arena of %s; "
+                                   "give it memory of its own",
+                                   buf->data, buf->nbytes,
+                                   baton_device_format(m->device, aname, sizeof aname));
+            }
+        }
+    }
     if (rd->arena_ops->mem_check) {
         baton_error merr = {0};
         int rc = rd->arena_ops->mem_check(rd->arena_ctx, buf->data, buf->nbytes, d == 0, &merr);

@@ -389,6 +389,13 @@ static int check_bindings(const baton_pool *p, const baton_binding *b, int n, ba
             return err_set(err, BATON_EINVAL,
                            "baton_pool_submit: %s '%s': %s; it takes a buffer of %zu bytes", what,
                            b[i].name, b[i].data ? "wrong size" : "NULL data", ti.nbytes);
+        /* as the CLI refuses a repeated --input: which of the two would the run read? */
+        for (int k = 0; k < i; k++)
+            if (strcmp(b[k].name, b[i].name) == 0)
+                return err_set(err, BATON_EINVAL,
+                               "baton_pool_submit: %ss %d and %d both bind '%s'; bind each "
+                               "tensor once",
+                               what, k, i, b[i].name);
     }
     return 0;
 }

@@ -170,6 +170,25 @@ static int check_caller_resources(baton_runtime *rt, baton_error *err)
                            "'%s' needs %zu there (baton_plan_arena_info)",
                            i, name, a->nbytes, plan->name, plan->memory[d].arena_bytes);
     }
+    /* Two devices' arenas in one memory would have each overwrite the other's tensors: the
+     * address space is one (CUDA's unified addressing), so the ranges baton uses must not meet. */
+    for (int i = 0; i < o->n_arenas; i++)
+        for (int j = 0; j < i; j++) {
+            const baton_arena *a = &o->arenas[i], *b = &o->arenas[j];
+            const uintptr_t a0 = (uintptr_t)a->data, b0 = (uintptr_t)b->data;
+            const size_t an = plan->memory[plan_memory_index(plan, a->device)].arena_bytes,
+                         bn = plan->memory[plan_memory_index(plan, b->device)].arena_bytes;
+            if (an && bn && a0 < b0 + bn && b0 < a0 + an) {
+                char other[32];
+                baton_device_format(a->device, name, sizeof name);
+                baton_device_format(b->device, other, sizeof other);
+                return err_set(err, BATON_EINVAL,
+                               "baton_runtime_create: options.arenas[%d] (%s, %p, %zu bytes used) "
+                               "and [%d] (%s, %p, %zu bytes used) overlap; give each device its "
+                               "own memory",
+                               j, other, b->data, bn, i, name, a->data, an);
+            }
+        }
     for (int i = 0; i < o->n_streams; i++) {
         const baton_stream *st = &o->streams[i];
         baton_device_format(st->device, name, sizeof name);
@@ -311,10 +330,16 @@ static int load_constants(baton_runtime *rt, baton_error *err)
         if (pt->role != BATON_ROLE_CONSTANT)
             continue;
         void *host = NULL;
+        int mapped = 0;
         for (int d = 0; d < rt->nd; d++) {
             void *dst = runtime_slot_addr(rt, d, t);
             if (!dst || plan->memory[d].offset[t] == PLAN_OFFSET_MAPPED)
                 continue;
+            if (!host && pt->init.kind == INIT_SAFETENSORS) {
+                /* straight from the mapping: no host copy of a file's weights per runtime */
+                host = (void *)pt->init.mapped;
+                mapped = 1;
+            }
             if (!host) {
                 host = malloc(pt->nbytes ? pt->nbytes : 1);
                 if (!host)
@@ -329,11 +354,13 @@ static int load_constants(baton_runtime *rt, baton_error *err)
                             : rt->dev[d].ops->copy_sync(rt->dev[d].ctx, dst, host, pt->nbytes,
                                                         DEV_COPY_H2D, err);
             if (rc) {
-                free(host);
+                if (!mapped)
+                    free(host);
                 return rc;
             }
         }
-        free(host);
+        if (!mapped)
+            free(host);
     }
     return 0;
 }

@@ -33,6 +33,34 @@ static int step_fail(baton_runtime *rt, int i, int rc, baton_error *err)
                    baton_device_format(s->device, name, sizeof name), inner);
 }
 
+/* Errors that CUDA kernels recorded on the device instead of reading out of bounds (the decoder
+ * ops' ids and positions), read once the host has waited for every GPU at the end of a run: the
+ * run fails naming the step. Only plans with such kernels on a real GPU pay the read (one small
+ * synchronous copy per device and run). */
+static int take_kernel_errors(baton_runtime *rt, baton_error *err)
+{
+    const baton_plan *plan = rt->plan;
+    uint64_t polled = 0;
+    for (int i = 0; i < plan->n_steps; i++) {
+        const plan_step *s = &plan->steps[i];
+        if (!s->cuda_errors || !rt->impls[i] || rt->impls[i]->device != BATON_DEVICE_CUDA ||
+            rt->calls[i].kernel != rt->impls[i]->kernel)
+            continue;
+        const int dev = rt->calls[i].ctx.device.index;
+        if (dev < 0 || dev >= 64 || (polled >> dev & 1))
+            continue;
+        polled |= 1ull << dev;
+        char msg[BATON_ERROR_MAX / 2];
+        int step = -1;
+        int rc = s->cuda_errors(dev, &step, msg, sizeof msg);
+        if (rc) {
+            err_set(err, rc, "%s", msg);
+            return step >= 0 && step < plan->n_steps ? step_fail(rt, step, rc, err) : rc;
+        }
+    }
+    return 0;
+}
+
 static int issue_step(baton_runtime *rt, int i, baton_error *err)
 {
     rt_device *rd = &rt->dev[rt->step_dev[i]];
@@ -530,6 +558,8 @@ static int run_plan(baton_runtime *rt, baton_error *err)
         for (int d = 1; d < rt->nd && !rc; d++)
             if (rt->dev[d].pending)
                 rc = host_wait(rt, d, "end of run", err);
+        if (!rc)
+            rc = take_kernel_errors(rt, err);
     }
     if (run_t0)
         trace_add(rt, rc ? "run (failed)" : "run", "run", TRACE_RUN_LANE, -1, 0, run_t0, now_ns());

@@ -46,6 +46,9 @@ int baton_runtime_recapture(baton_runtime *rt)
     if (!rt)
         return BATON_EINVAL;
     rt->recapture = 1;
+    /* the graphs kept for other bindings of the dims are captured again when next used */
+    if (rt->slot_ok)
+        memset(rt->slot_ok, 0, (size_t)rt->plan->n_segments * (size_t)rt->graph_ways);
     return 0;
 }
 

@@ -17,6 +17,9 @@ venv=$(bash scripts/py-venv.sh | tail -n 1)
 echo "ci-python: $("$venv/bin/python" -c 'import torch, transformers; print("torch", torch.__version__, "transformers", transformers.__version__)') ($(( $(date +%s) - t0 )) s)"
 export BATON="$BUILD/baton"
 if [ -x "$BUILD/generate" ]; then export BATON_GENERATE="$BUILD/generate"; fi
+# One seed per run for the random models and inputs, printed so that a failure can be replayed.
+export BATON_TEST_SEED=${BATON_TEST_SEED:-$(( (RANDOM << 15) | RANDOM ))}
+echo "ci-python: test seed: $BATON_TEST_SEED (BATON_TEST_SEED=$BATON_TEST_SEED replays it)"
 # Every target and plan feature the tests use is on main: a skip for a missing one is a failure.
 export BATON_EXPORT_REQUIRE_ALL=1
 # python/tests' conftest puts only python/tests on sys.path: the installed package is tested

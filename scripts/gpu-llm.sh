@@ -1,27 +1,30 @@
 #!/bin/bash
-# gpu-llm.sh: decode and prefill of a Llama-3.2-1B-shaped model (random weights, bf16, batch 1)
-# through baton (bench/llm/export_1b.py, then build/generate in graph mode) against the gpt-fast
-# PyTorch recipe (bench/llm/torch_decode.py) in the same call. Run by scripts/gpu-round.sh when
-# PARTS has llm; BUILD names the CUDA build directory.
+# gpu-llm.sh: issue 42's GPU figures: builds baton with CUDA (the CLI and `generate`), checks
+# `generate` against transformers on a small model where transformers is importable (the python
+# tests' generate case, on the GPU machine's CPU), then bench/llm/bench_generate.py: a
+# Llama-3.2-1B-shaped model (random bf16 weights) exported by baton_export and run by `generate`
+# on cuda:0 in each sync mode (prefill tokens/s, decode ms/token, host waits per token, share of
+# the decode floor). Needs torch (python3); transformers is optional.
+#   From the device tool: run(command="bash scripts/gpu-llm.sh", carry=[".deps"])
+#   env: JOBS (16), BENCH_ARGS (extra bench_generate.py arguments)
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
-BUILD=${BUILD:-build-gpu}
-dir=$(mktemp -d)/llm1b
-ctx=${CONTEXT:-1024}
-new=${NEW_TOKENS:-256}
-echo "== export (bench/llm/export_1b.py)"
-PYTHONPATH=$root/python timeout 300 python3 bench/llm/export_1b.py "$dir" --max-seq-len $((ctx + new + 8)) 2>&1 | tail -4
-prompt=$(python3 -c "import random; random.seed(1); print(','.join(str(random.randrange(128000)) for _ in range($ctx)))")
-for mode in graph boundary; do
-  echo "== generate, $mode mode, prompt $ctx tokens, $new new"
-  /usr/bin/time -f "generate: %e s wall, %M KB max RSS" timeout 300 "$BUILD/generate" "$dir" \
-    --prompt "$prompt" --max-new-tokens "$new" --gpu=cuda --mode=$mode 2>&1 >"$dir/ids-$mode.txt" | tail -8
-  tail -c 200 "$dir/ids-$mode.txt"; echo
-done
-cmp -s "$dir/ids-graph.txt" "$dir/ids-boundary.txt" && echo "graph and boundary tokens: equal" ||
-  echo "graph and boundary tokens: DIFFER"
-echo "== PyTorch peer (bench/llm/torch_decode.py)"
-timeout 400 python3 bench/llm/torch_decode.py --context "$ctx" --prefill "$ctx" --steps 200 2>&1 |
-  grep -vE "Warning|warn\(" | tail -12
-rm -rf "$(dirname "$dir")"
+out=${OUT:-$root/gpu-llm-out}
+mkdir -p "$out"
+BUILD=build-gpu
+JOBS=${JOBS:-16}
+eval "$(bash scripts/deps-prefix.sh)"
+if ! { cmake -C "$BATON_DEPS_PREFIX/deps.cmake" -S . -B "$BUILD" -DBATON_CUDA=ON \
+         -DCMAKE_BUILD_TYPE=Release -DBATON_TESTS=OFF &&
+       cmake --build "$BUILD" -j"$JOBS" --target baton_cli generate; } > "$out/build.log" 2>&1; then
+  tail -n 40 "$out/build.log"
+  exit 1
+fi
+echo "build: ok"
+if python3 -c "import transformers, pytest" 2>/dev/null; then
+  BATON="$BUILD/baton" BATON_GENERATE="$BUILD/generate" PYTHONPATH=python \
+    python3 -m pytest -q -p no:cacheprovider python/tests/test_llm.py 2>&1 | tail -n 5
+fi
+PYTHONPATH=python python3 bench/llm/bench_generate.py --generate "$BUILD/generate" \
+  --json "$out/bench_generate.json" ${BENCH_ARGS:-} 2>&1 | tee "$out/bench_generate.txt"

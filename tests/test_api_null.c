@@ -206,6 +206,48 @@ static int r_pool(void)
            a == 0 && b == 0;
 }
 
+static int r_dims_and_state(void)
+{
+    const char *name;
+    int64_t v, lo, hi;
+    baton_tensor_desc d;
+    baton_error e;
+    return baton_plan_dim_count(NULL) == 0 &&
+           EINVAL_(baton_plan_dim_info(NULL, 0, &name, &lo, &hi)) &&
+           baton_plan_tensor_dim(NULL, 0, 0) == -1 &&
+           EINVAL_(baton_runtime_reset_state(NULL, &e)) &&
+           EINVAL_(baton_runtime_set_dims(NULL, "seq", 1, &e)) &&
+           EINVAL_(baton_runtime_set_dims(rt_(), NULL, 1, &e)) &&
+           EINVAL_(baton_runtime_get_dims(NULL, "seq", &v)) &&
+           EINVAL_(baton_runtime_get_dims(rt_(), NULL, &v)) &&
+           EINVAL_(baton_runtime_get_dims(rt_(), "seq", NULL)) &&
+           baton_runtime_graph_hits(NULL) == 0 &&
+           EINVAL_(baton_runtime_tensor_desc(NULL, "x", &d)) &&
+           EINVAL_(baton_runtime_tensor_desc(rt_(), NULL, &d)) &&
+           EINVAL_(baton_runtime_tensor_desc(rt_(), "x", NULL));
+}
+static int r_pool_state(void)
+{
+    baton_job job;
+    float f[4];
+    baton_error e;
+    baton_job_init(&job);
+    return EINVAL_(baton_pool_submit_to(NULL, 0, &job, NULL)) &&
+           EINVAL_(baton_pool_get_state(NULL, 0, "s", f, sizeof f, &e)) &&
+           EINVAL_(baton_pool_set_state(NULL, 0, "s", f, sizeof f, &e)) &&
+           EINVAL_(baton_pool_reset_state(NULL, 0, &e));
+}
+static int r_no_pointers(void)
+{
+    /* functions without pointer arguments, called for completeness */
+    baton_log_set(NULL, NULL);
+    return baton_version() != 0 && baton_version_string() && baton_strerror(BATON_EINVAL) &&
+           baton_dtype_name(BATON_DTYPE_F32) && baton_dtype_size(BATON_DTYPE_F32) == 4 &&
+           baton_role_name(BATON_ROLE_INPUT) && baton_sync_mode_name(BATON_SYNC_GRAPH) &&
+           baton_cuda_built() >= 0 && baton_cuda_device_count() >= 0 &&
+           (baton_gpu_busy_begin(NULL), 1);
+}
+
 typedef struct null_row {
     const char *what;
     int (*ok)(void);
@@ -231,7 +273,13 @@ static const null_row rows[] = {
     {"baton_npy_read, baton_npy_write", r_npy},
     {"baton_gpu_busy_end", r_gpu_busy},
     {"baton_job_init, baton_pool_*", r_pool},
+    {"baton_plan_dim_*, baton_plan_tensor_dim, baton_runtime_*_dims, _state, _tensor_desc",
+     r_dims_and_state},
+    {"baton_pool_submit_to, baton_pool_*_state", r_pool_state},
+    {"functions without pointer arguments", r_no_pointers},
 };
+/* Not here: baton_xla.h's entry points, which XLA calls with its own buffers (the FFI handlers
+ * and the legacy custom calls check their arguments themselves). */
 
 ParameterizedTestParameters(api_null, every_public_function_survives_null)
 {

@@ -421,7 +421,16 @@ Test(arenas, caller_arenas_give_the_same_results)
     bad[0] = ar[1]; /* two for cuda:0 */
     cr_assert_eq(baton_runtime_create(f.plan, &o, &rt, &err), BATON_EINVAL);
     cr_assert(strstr(err.message, "one arena per device"), "%s", err.message);
+    /* one memory given for two devices (issue 38): each would overwrite the other's tensors */
     bad[0] = ar[0];
+    bad[1] = ar[1];
+    bad[1].data = ar[0].data;
+    cr_assert_eq(baton_runtime_create(f.plan, &o, &rt, &err), BATON_EINVAL);
+    cr_assert(strstr(err.message, "overlap"), "%s", err.message);
+    bad[1].data = (char *)ar[0].data + 256; /* a part of it */
+    cr_assert_eq(baton_runtime_create(f.plan, &o, &rt, &err), BATON_EINVAL);
+    cr_assert(strstr(err.message, "overlap"), "%s", err.message);
+    bad[1] = ar[1];
     bad[1].device.index = 5;
     cr_assert_eq(baton_runtime_create(f.plan, &o, &rt, &err), BATON_EINVAL);
     cr_assert(strstr(err.message, "does not use"), "%s", err.message);
@@ -629,4 +638,35 @@ Test(targets, a_kernel_sees_its_descriptors_attributes_tensor_names_and_user_poi
     baton_runtime_destroy(rt);
     baton_plan_free(p);
     baton_registry_destroy(reg);
+}
+
+/* A caller's buffer bound to two tensors, or overlapping another's, is refused (issue 38): the
+ * plan's writes to one would overwrite the other. */
+Test(bind, overlapping_buffers_are_refused)
+{
+    NEED_BACKEND();
+    fixture f;
+    load(&f, "examples/plans/rfc.json");
+    baton_runtime *rt = make(&f, MODES[0], NULL);
+    size_t n = f.ii.nbytes > f.oi.nbytes ? f.ii.nbytes : f.oi.nbytes;
+    char *mem = caller_alloc(0, 2 * n + 512);
+    baton_buffer bx = {CPU, mem, f.ii.nbytes, f.ii.desc.dtype};
+    baton_error err;
+    cr_assert_eq(baton_runtime_bind(rt, f.in, &bx, &err), 0, "%s", err.message);
+    baton_buffer by = {CPU, mem, f.oi.nbytes, f.oi.desc.dtype};
+    cr_expect_eq(baton_runtime_bind(rt, f.out, &by, &err), BATON_EINVAL);
+    cr_expect(strstr(err.message, "overlaps the one bound to"), "%s", err.message);
+    by.data = mem + 256; /* inside x's buffer (x is at least 256 bytes) */
+    if (f.ii.nbytes > 256) {
+        cr_expect_eq(baton_runtime_bind(rt, f.out, &by, &err), BATON_EINVAL);
+        cr_expect(strstr(err.message, "overlaps"), "%s", err.message);
+    }
+    by.data = mem + ((f.ii.nbytes + 255) / 256) * 256; /* right after it: fine */
+    cr_expect_eq(baton_runtime_bind(rt, f.out, &by, &err), 0, "%s", err.message);
+    /* rebinding a tensor to its own buffer is no overlap */
+    cr_expect_eq(baton_runtime_bind(rt, f.in, &bx, &err), 0, "%s", err.message);
+    cr_expect_eq(baton_runtime_run(rt, &err), 0, "%s", err.message);
+    baton_runtime_destroy(rt);
+    caller_free(0, mem);
+    unload(&f);
 }

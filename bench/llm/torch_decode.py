@@ -74,6 +74,7 @@ class Model(nn.Module):
         self.blocks = nn.ModuleList(Block(c, max_seq, dtype) for _ in range(c["layers"]))
         self.norm = nn.RMSNorm(c["dim"], eps=1e-5)
         self.out = nn.Linear(c["dim"], c["vocab"], bias=False)
+        self.out.weight = self.emb.weight  # tied, as Llama-3.2-1B's (2.47 GB of weights)
         hd = c["dim"] // c["heads"]
         inv = 1.0 / (c["theta"] ** (torch.arange(0, hd, 2, dtype=torch.float32) / hd))
         ang = torch.outer(torch.arange(max_seq, dtype=torch.float32), inv)
@@ -121,7 +122,7 @@ def main():
     max_seq = max(a.context, a.prefill) + a.steps + 8
     with torch.device("cuda"):
         m = Model(c, max_seq, dtype).to(dtype).eval()
-    wbytes = sum(p.numel() * p.element_size() for p in m.parameters())
+    wbytes = sum(p.numel() * p.element_size() for p in m.parameters())  # tied: once
     hd = c["dim"] // c["heads"]
     kv_bytes = 2 * c["layers"] * c["kv_heads"] * hd * 2 * a.context
     rate = copy_rate(1 << 30)

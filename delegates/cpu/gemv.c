@@ -434,6 +434,65 @@ static SIMD_T512BF void nkd512(const gemv_job *j, int64_t n0, int64_t n1)
     }
 }
 
+/* W [K, N] bf16 by pairs of rows: W[k][n] and W[k+1][n] interleaved (vpunpck{l,h}wd within each
+ * 128-bit lane) and dotted with (x[k], x[k+1]) by vdpbf16ps. The low unpack holds columns
+ * 8L..8L+3 of lane L, the high one 8L+4..8L+7: the partial sums keep that order (perm 2). */
+static ALWAYS_INLINE SIMD_T512BF void knd_rows(const int PAIRS, const int ALL, const gemv_job *j,
+                                               int64_t k, int64_t k1, int64_t k0, float *p)
+{
+    const int64_t N = j->N, NP = j->npad, KP = j->kpad;
+    const uint16_t *w = (const uint16_t *)j->w + k * N;
+    /* ALL: every row of the pass exists (no checks in the loop) */
+    const int64_t rows = ALL ? 2 * PAIRS : k1 - k < 2 * PAIRS ? k1 - k : 2 * PAIRS;
+    for (int64_t n = 0; n < N; n += 32) {
+        __m512i lo[8], hi[8];
+        const int full = n + 32 <= N;
+        const __mmask32 msk = tail32(N - n);
+        for (int pr = 0; pr < PAIRS; pr++) {
+            __m512i a = _mm512_setzero_si512(), b = _mm512_setzero_si512();
+            if (ALL && full) {
+                a = _mm512_loadu_si512(w + 2 * pr * N + n);
+                b = _mm512_loadu_si512(w + (2 * pr + 1) * N + n);
+            } else {
+                if (2 * pr < rows)
+                    a = full ? _mm512_loadu_si512(w + 2 * pr * N + n)
+                             : _mm512_maskz_loadu_epi16(msk, w + 2 * pr * N + n);
+                if (2 * pr + 1 < rows)
+                    b = full ? _mm512_loadu_si512(w + (2 * pr + 1) * N + n)
+                             : _mm512_maskz_loadu_epi16(msk, w + (2 * pr + 1) * N + n);
+            }
+            lo[pr] = _mm512_unpacklo_epi16(a, b);
+            hi[pr] = _mm512_unpackhi_epi16(a, b);
+        }
+        for (int64_t m = 0; m < j->M; m++) {
+            /* x in bf16, zero padded to kpad, so a lone last row pairs with a zero */
+            const uint16_t *x = j->xb + m * KP + k;
+            float *pm = p + m * NP + n;
+            __m512 al = k == k0 ? _mm512_setzero_ps() : _mm512_loadu_ps(pm);
+            __m512 ah = k == k0 ? _mm512_setzero_ps() : _mm512_loadu_ps(pm + 16);
+            for (int pr = 0; pr < PAIRS; pr++) {
+                /* a lone last row pairs with zeros on both sides (0 * inf would be NaN) */
+                uint32_t hi16 = 2 * pr + 1 < rows ? (uint32_t)x[2 * pr + 1] << 16 : 0;
+                uint32_t xp2 = (uint32_t)x[2 * pr] | hi16;
+                __m512i xv = _mm512_set1_epi32((int)xp2);
+                al = _mm512_dpbf16_ps(al, (__m512bh)lo[pr], (__m512bh)xv);
+                ah = _mm512_dpbf16_ps(ah, (__m512bh)hi[pr], (__m512bh)xv);
+            }
+            _mm512_storeu_ps(pm, al);
+            _mm512_storeu_ps(pm + 16, ah);
+        }
+    }
+}
+
+static SIMD_T512BF void knd512(const gemv_job *j, int64_t k0, int64_t k1, float *p)
+{
+    int64_t k = k0;
+    for (; k + 16 <= k1; k += 16)
+        knd_rows(8, 1, j, k, k1, k0, p);
+    for (; k < k1; k += 2)
+        knd_rows(1, 0, j, k, k1, k0, p);
+}
+
 /* ---- AVX2 ------------------------------------------------------------------------------------ */
 
 static ALWAYS_INLINE SIMD_T256 void nk256_block(const baton_dtype dt, const int MB, const int R,
@@ -560,7 +619,9 @@ static void kn_task(void *arg, int64_t t)
     int64_t k0 = t * j->per_task, k1 = k0 + j->per_task < j->K ? k0 + j->per_task : j->K;
     float *p = j->partial + t * j->M * j->npad;
 #ifdef SIMD_X86
-    if (j->perm)
+    if (j->bfdot)
+        knd512(j, k0, k1, p);
+    else if (j->perm)
         knp512(j, k0, k1, p);
     else if (j->level == SIMD_AVX512)
         kn512(j, k0, k1, p);
@@ -581,13 +642,25 @@ static void reduce_task(void *arg, int64_t t)
     for (int64_t m = 0; m < j->M; m++) {
         float *y = j->y + m * j->N;
         const float *p = j->partial + m * j->npad;
-        for (int64_t n = n0; n < n1; n++) {
-            /* column n's place in the partial sums: as is, or in the bf16 order */
-            int64_t q = j->perm ? (n & ~31) + ((n & 31) >> 1) + ((n & 1) << 4) : n;
-            float s = p[q];
-            for (int64_t t2 = 1; t2 < j->n_tasks; t2++)
-                s += p[(size_t)t2 * stride + (size_t)q];
-            y[n] = j->alpha * s;
+        /* blocks of 32 stored columns (the partial sums are padded to 32), summed in task order
+         * lane by lane, then put back in column order */
+        for (int64_t b = n0; b < n1; b += 32) {
+            float acc[32];
+            memcpy(acc, p + b, sizeof acc);
+            for (int64_t s = 1; s < j->n_tasks; s++) {
+                const float *ps = p + (size_t)s * stride + (size_t)b;
+                for (int i = 0; i < 32; i++)
+                    acc[i] += ps[i];
+            }
+            const int64_t e = b + 32 < n1 ? b + 32 : n1;
+            for (int64_t n = b; n < e; n++) {
+                int c = (int)(n & 31), q = c;
+                if (j->perm == 2) /* the unpack order: see knd_rows */
+                    q = ((c & 7) < 4 ? 0 : 16) + (c >> 3) * 4 + (c & 3);
+                else if (j->perm)
+                    q = (c >> 1) + ((c & 1) << 4);
+                y[n] = j->alpha * acc[q];
+            }
         }
     }
 }
@@ -611,14 +684,19 @@ void gemv_run(baton_dtype wdt, int trans_b, int64_t M, int64_t N, int64_t K, flo
     const int64_t es = (int64_t)baton_dtype_size(wdt);
     int64_t per_kn = rows_per_task(K, N * es, KN_GRAIN, KN_MAX_TASKS);
     int64_t tasks_kn = (K + per_kn - 1) / per_kn;
+    j.bfdot = j.perm && simd_has_bf16_dot();
+    if (j.bfdot) { /* x back in bf16 [M, kpad] (exact), zero padded, after the partial sums */
+        uint16_t *xb = (uint16_t *)(partial + tasks_kn * M * j.npad);
+        for (int64_t m = 0; m < M; m++)
+            for (int64_t k = 0; k < j.kpad; k++)
+                xb[m * j.kpad + k] = k < K ? f32_to_bf16(x[m * K + k]) : 0;
+        j.xb = xb;
+        if (!trans_b)
+            j.perm = 2;
+    }
     if (trans_b) {
-        j.bfdot = j.perm && simd_has_bf16_dot();
-        if (j.bfdot) { /* x back in bf16 [M, kpad], zero padded, after the [K, N] form's space */
-            uint16_t *xb = (uint16_t *)(partial + tasks_kn * M * j.npad);
-            for (int64_t m = 0; m < M; m++)
-                for (int64_t k = 0; k < j.kpad; k++)
-                    xb[m * j.kpad + k] = k < K ? f32_to_bf16(x[m * K + k]) : 0;
-            j.xb = xb;
+        if (j.bfdot) {
+            /* x is in xb already */
         } else if (j.perm) { /* x in the bf16 order, after the [K, N] form's space */
             float *xp = partial + tasks_kn * M * j.npad;
             for (int64_t m = 0; m < M; m++)

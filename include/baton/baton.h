@@ -647,7 +647,9 @@ typedef struct baton_options {
 /* Fills the defaults: graph mode, BATON_GPU_AUTO, everything else 0; struct_size = sizeof. */
 BATON_API void baton_options_init(baton_options *opts);
 
-/* Caller-owned memory: one arena per device a plan uses. A runtime needs `nbytes` on `device`,
+/* Caller-owned memory: one arena per device a plan uses, each its own memory (arenas that overlap
+ * are BATON_EINVAL: each device would overwrite the other's tensors). A runtime needs `nbytes` on
+ * `device`,
  * aligned to BATON_ARENA_ALIGN: device memory (cudaMalloc) for cuda:N, host memory for the CPU,
  * pinned (cudaHostAlloc, or cudaHostRegister'ed) when a CUDA device takes part, since transfers
  * and graphs copy from it asynchronously. baton writes the plan's constants into it at
@@ -757,7 +759,8 @@ typedef struct baton_buffer {
  * Checks, each a BATON_EINVAL naming the tensor and the fix (the runtime stays usable and the
  * previous binding stays): not an input or output; nbytes, dtype or alignment wrong; a device the
  * tensor does not live on; on CUDA, memory that is not on that GPU (cudaPointerGetAttributes) or
- * host memory that is not pinned. Call between runs (not while a run is in progress). */
+ * host memory that is not pinned; a buffer that overlaps another bound tensor's or lies in the
+ * runtime's arenas. Call between runs (not while a run is in progress). */
 BATON_API int baton_runtime_bind(baton_runtime *rt, int tensor, const baton_buffer *buf,
                                  baton_error *err);
 

@@ -87,8 +87,8 @@ BATON_API int baton_pool_create(uv_loop_t *loop, const baton_plan *plan, const b
 
 /* Queues a run; cb is called on the loop thread when it ends. Allocates nothing. BATON_EINVAL for
  * a NULL job or callback or bindings that do not fit (checked here, before anything runs:
- * unknown names, wrong sizes, NULL data); BATON_ESTATE when the pool is closing or the job is
- * already submitted. */
+ * unknown names, wrong sizes, NULL data, a tensor bound twice); BATON_ESTATE when the pool is
+ * closing or the job is already submitted. */
 BATON_API int baton_pool_submit(baton_pool *pool, baton_job *job, baton_job_cb cb);
 
 /* baton_pool_submit for a job that must run on instance `instance` (0 to instances - 1; -1: any,

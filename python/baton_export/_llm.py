@@ -62,17 +62,21 @@ def _rotary(model):
 
 
 def export_causal_lm(model, out_dir, *, max_seq_len, device="cuda:0", dtype=None, verbose=True,
-                     logits_dtype=None):
+                     logits_dtype=None, prefill_logits="all"):
     """Writes out_dir/prefill.json, out_dir/decode.json and out_dir/weights.safetensors for a
     Hugging Face Llama-family causal LM (LlamaForCausalLM, Mistral, Qwen2 with its qkv bias,
     Qwen3 with its q/k norms, SmolLM). max_seq_len: rows of the KV cache (the longest prompt plus
     generated tokens); dtype: convert the weights (default: the model's); logits_dtype: the
-    logits' dtype (default: the weights'). Returns {"prefill": path, "decode": path,
+    logits' dtype (default: the weights'); prefill_logits: "all" (logits [1, seq, vocab]) or
+    "last" (an extra input `last_row`, a one-hot [1, 1, seq] of the weights' dtype selecting the
+    prompt's last token, and logits [1, 1, vocab]: the lm_head runs on one row). Returns {"prefill": path, "decode": path,
     "weights": path}."""
     cfg = model.config
     if max_seq_len < 1:
         raise ExportError("max_seq_len must be >= 1")
     _check_config(model, cfg, max_seq_len)
+    if prefill_logits not in ("all", "last"):
+        raise ExportError(f"prefill_logits '{prefill_logits}': use 'all' or 'last'")
     sd = {k: v for k, v in model.state_dict().items()}
     pre = _layer_prefix(sd)
     D = cfg.hidden_size
@@ -204,11 +208,20 @@ def export_causal_lm(model, out_dir, *, max_seq_len, device="cuda:0", dtype=None
             p.step("add", [h1, d], [h2], name=n + "resid2")
             h = h2
         x = norm("final_norm", h, f"{pre}norm.weight")
-        logits = p.tensor("logits", ldt, [1, rows, V], role="output")
+        lrows = rows
+        if rows == "seq" and prefill_logits == "last":
+            # last_row (one-hot [1, 1, seq]) @ x [seq, D]: the last token's row, exactly (a sum of
+            # one product by 1 and zeros), so the lm_head runs on one row and one row goes back
+            sel = p.tensor("last_row", wname, [1, 1, "seq"], role="input")
+            xl = p.temp("final_norm.last", wname, [1, 1, D])
+            p.step("gemm", [sel, p.view("final_norm.rows", x, ["seq", D])], [xl],
+                   name="last_row")
+            x, lrows = xl, 1
+        logits = p.tensor("logits", ldt, [1, lrows, V], role="output")
         if ldt == wname:
             p.step("gemm", [x, W(head)], [logits], {"trans_b": True}, name="lm_head")
         else:
-            lw = T("lm_head", V)
+            lw = p.temp("lm_head", wname, [1, lrows, V])
             p.step("gemm", [x, W(head)], [lw], {"trans_b": True}, name="lm_head")
             p.step("cast", [lw], [logits], name="logits_cast")
         unused = [k for k in weights if k not in used and not k.endswith(".inv_freq")]

@@ -208,22 +208,37 @@ def write_plan(path, p):
         f.write("}\n")
 
 
-def write_weights(path, weights):
-    """weights.safetensors: every constant under its PyTorch name. Tied parameters share storage,
-    which safetensors refuses, so each tensor is written from its own contiguous copy."""
-    from safetensors.torch import save_file
+_ST_DTYPES = {torch.bfloat16: "BF16", torch.float16: "F16", torch.float32: "F32",
+              torch.float64: "F64", torch.int32: "I32", torch.int64: "I64", torch.uint8: "U8",
+              torch.bool: "BOOL"}
 
-    seen, out = set(), {}
+
+def write_weights(path, weights):
+    """weights.safetensors: every constant under its PyTorch name, in the safetensors layout (an
+    8-byte little-endian header length, a JSON header padded to 8 bytes, the tensors' bytes in
+    header order). Written here rather than by the safetensors package so that a machine with
+    torch alone (a GPU box without network) can export; tied parameters are written once per
+    name, each from its own bytes."""
+    header, order, off = {}, [], 0
     for k, t in weights.items():
-        t = t.detach().to("cpu")
-        ptr = t.untyped_storage().data_ptr() if t.numel() else None
-        if ptr in seen or not t.is_contiguous():
-            t = t.clone(memory_format=torch.contiguous_format)
-        elif ptr is not None:
-            seen.add(ptr)
-        out[k] = t
+        if t.dtype not in _ST_DTYPES:
+            raise ExportError(f"weight '{k}': dtype {t.dtype} has no safetensors equivalent")
+        n = t.numel() * t.element_size()
+        header[k] = {"dtype": _ST_DTYPES[t.dtype], "shape": list(t.shape),
+                     "data_offsets": [off, off + n]}
+        order.append(k)
+        off += n
+    header["__metadata__"] = {"format": "pt", "writer": "baton_export"}
+    h = json.dumps(header, separators=(",", ":")).encode()
+    h += b" " * (-len(h) % 8)
     tmp = path + ".tmp"
-    save_file(out, tmp)
+    with open(tmp, "wb") as f:
+        f.write(len(h).to_bytes(8, "little"))
+        f.write(h)
+        for k in order:
+            t = weights[k].detach().to("cpu").contiguous()
+            if t.numel():
+                f.write(memoryview(t.view(torch.uint8).reshape(-1).numpy()))
     os.replace(tmp, path)
 
 

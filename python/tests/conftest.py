@@ -7,6 +7,8 @@ import shutil
 import subprocess
 import tempfile
 
+import random
+
 import pytest
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
@@ -101,3 +103,12 @@ class Caps:
 @pytest.fixture(scope="session")
 def caps(baton):
     return Caps(baton)
+
+
+# One seed per run, printed, replayable with BATON_TEST_SEED=N (as the C suite does).
+SEED = int(os.environ.get("BATON_TEST_SEED") or random.SystemRandom().randrange(1 << 31))
+os.environ["BATON_TEST_SEED"] = str(SEED)
+
+
+def pytest_report_header(config):
+    return f"test seed: {SEED} (BATON_TEST_SEED={SEED} replays this run)"

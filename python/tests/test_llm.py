@@ -55,8 +55,12 @@ def _hf_tokens(m, prompt=PROMPT, new=NEW):
 def _reference_tokens(d, prompt=PROMPT, new=NEW):
     pre, dec = Runner(os.path.join(d, "prefill.json")), Runner(os.path.join(d, "decode.json"))
     T = len(prompt)
-    o = pre.run({"input_ids": torch.tensor([prompt]), "cache_position": torch.arange(T)},
-                {"seq": T})
+    ins = {"input_ids": torch.tensor([prompt]), "cache_position": torch.arange(T)}
+    if "last_row" in pre.tensors:
+        sel = torch.zeros(1, 1, T)
+        sel[0, 0, -1] = 1
+        ins["last_row"] = sel.to(torch.float32)
+    o = pre.run(ins, {"seq": T})
     toks = [int(o["logits"][0, -1].argmax())]
     dec.state = dict(pre.state)
     for i in range(new - 1):
@@ -85,14 +89,27 @@ def test_plans_generate_transformers_tokens(tmp_path, kind):
     assert tp["input_ids"]["shape"] == [1, "seq"] and tp["logits"]["shape"] == [1, "seq", 97]
 
 
-@pytest.mark.parametrize("kind", ["llama", "qwen2", "qwen3", "smollm-tied"])
-def test_generate_example_matches_transformers(tmp_path, kind, caps, generate_exe):
+def test_prefill_of_the_last_row_only_gives_the_same_tokens(tmp_path):
+    m = _build("llama")
+    paths = baton_export.export_causal_lm(m, tmp_path, max_seq_len=32, verbose=False,
+                                          prefill_logits="last")
+    pre = {t["name"]: t for t in json.load(open(paths["prefill"]))["tensors"]}
+    assert pre["logits"]["shape"] == [1, 1, 97]
+    assert pre["last_row"] == {"name": "last_row", "dtype": "f32", "shape": [1, 1, "seq"],
+                               "role": "input"}
+    assert _reference_tokens(str(tmp_path)) == _hf_tokens(m)
+
+
+@pytest.mark.parametrize("kind,last", [("llama", False), ("qwen2", False), ("qwen3", False),
+                                       ("smollm-tied", False), ("llama", True)])
+def test_generate_example_matches_transformers(tmp_path, kind, last, caps, generate_exe):
     caps.need("embedding", "rope", "kv_cache_update", "attention", "silu_mul", "safetensors",
-              *(["view_of"] if kind == "qwen3" else []))
+              *(["view_of"] if kind == "qwen3" or last else []))
     if not generate_exe:
         pytest.skip("no generate binary (built with the state-and-dims API)")
     m = _build(kind)
-    baton_export.export_causal_lm(m, tmp_path, max_seq_len=32, verbose=False)
+    baton_export.export_causal_lm(m, tmp_path, max_seq_len=32, verbose=False,
+                                  prefill_logits="last" if last else "all")
     r = subprocess.run([generate_exe, str(tmp_path), "--prompt", ",".join(map(str, PROMPT)),
                         "--max-new-tokens", str(NEW), "--gpu=cpu"],
                        capture_output=True, text=True, timeout=120)
