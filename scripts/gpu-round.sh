@@ -54,7 +54,7 @@ if has llm; then
   say "(rc $?)"; tail -n 30 "$work/bench_generate.log" | tee -a "$summary" > /dev/null
   say "== torch_decode (the gpt-fast recipe, same machine)"
   timeout 400 python3 bench/llm/torch_decode.py --context 1024 --prefill 1024 --steps 200 \
-    > "$work/torch_decode.log" 2>&1
+    --json "$final/torch_decode.json" > "$work/torch_decode.log" 2>&1
   say "(rc $?)"; grep -vE "Warning|warn\(" "$work/torch_decode.log" | tail -n 12 | tee -a "$summary" > /dev/null
 fi
 if has host; then
