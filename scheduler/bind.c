@@ -22,14 +22,16 @@ static int no_such_tensor(const baton_plan *plan, const char *name, int want_inp
     int listed = 0;
     for (int i = 0; i < plan->n_tensors; i++) {
         const plan_tensor *c = &plan->tensors[i];
-        if (c->role != BATON_ROLE_INPUT && (want_input || c->role != BATON_ROLE_OUTPUT))
+        /* what set_input (inputs and state) or get_output (outputs too) accepts */
+        if (c->role != BATON_ROLE_INPUT && c->role != BATON_ROLE_STATE &&
+            (want_input || c->role != BATON_ROLE_OUTPUT))
             continue;
         plan_suggest_try(&sg, c->name);
         if (len + strlen(c->name) + 8 < sizeof list) {
             len += (size_t)snprintf(list + len, sizeof list - len, "%s'%s'", listed ? ", " : "",
                                     c->name);
             listed++;
-        } else if (len + 6 < sizeof list && list[len - 1] != '.') {
+        } else if (len > 0 && len + 6 < sizeof list && list[len - 1] != '.') {
             len += (size_t)snprintf(list + len, sizeof list - len, ", ...");
         }
     }
@@ -40,7 +42,8 @@ static int no_such_tensor(const baton_plan *plan, const char *name, int want_inp
     return err_set(err, BATON_ENOENT, "%s: %s: plan '%s' has no tensor named '%s'%s; its %s: %s",
                    want_input ? "baton_runtime_set_input" : "baton_runtime_get_output",
                    plan->source, plan->name, name, mean,
-                   want_input ? "inputs" : "outputs and inputs", listed ? list : "none");
+                   want_input ? "inputs and state" : "outputs, inputs and state",
+                   listed ? list : "none");
 }
 
 static int host_tensor(baton_runtime *rt, const char *name, size_t nbytes, int want_input,
