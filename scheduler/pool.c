@@ -376,8 +376,9 @@ int baton_pool_submit(baton_pool *p, baton_job *job, baton_job_cb cb)
 {
     if (!p || !job || !cb)
         return BATON_EINVAL;
+    /* A job in flight belongs to its worker, which clears and fills job->err: touch nothing. */
     if (job->state_ == JOB_QUEUED || job->state_ == JOB_RUNNING)
-        return err_set(&job->err, BATON_ESTATE, "baton_pool_submit: the job is in flight");
+        return BATON_ESTATE;
     if (p->closing)
         return err_set(&job->err, BATON_ESTATE, "baton_pool_submit: the pool is closing");
     int rc = check_bindings(p, job->inputs, job->n_inputs, BATON_ROLE_INPUT, &job->err);

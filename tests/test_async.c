@@ -6,6 +6,7 @@
  * run only; queued runs start in submission order and can be
  * cancelled; the instances share one set of constants; closing leaves the loop empty. */
 #include <criterion/criterion.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -77,9 +78,8 @@ static const char *plan_json(const char *cpu_step, char *buf, size_t cap)
 }
 
 /* A CPU step that takes 5 ms (it sleeps, as a host step waiting on I/O would): y = x + value. */
-static int slow_kernel(const baton_exec_ctx *ctx, void **buffers, const char *opaque, size_t len)
+static int slow_kernel_math(const char *opaque, void **buffers)
 {
-    usleep(5000);
     const baton_ew_desc *d = (const void *)opaque;
     const float *x = buffers[0];
     float *y = buffers[1];
@@ -88,22 +88,46 @@ static int slow_kernel(const baton_exec_ctx *ctx, void **buffers, const char *op
     return 0;
 }
 
+static int slow_kernel(const baton_exec_ctx *ctx, void **buffers, const char *opaque, size_t len)
+{
+    usleep(5000);
+    return slow_kernel_math(opaque, buffers);
+}
+
+/* A CPU step that holds its run until the test opens `gate` (y = x + value), so a test can act
+ * while a job is certainly running. */
+static atomic_int gate_entered, gate_open;
+static int gated_kernel(const baton_exec_ctx *ctx, void **buffers, const char *opaque, size_t len)
+{
+    atomic_store(&gate_entered, 1);
+    while (!atomic_load(&gate_open))
+        usleep(100);
+    return slow_kernel_math(opaque, buffers);
+}
+
 static baton_registry *reg;
+
+static void add_cpu_variant(const char *name, baton_kernel_fn fn)
+{
+    const baton_target *add = baton_registry_find(reg, "add_scalar");
+    cr_assert_not_null(add);
+    baton_target t = *add;
+    t.name = name;
+    t.n_impls = 1;
+    memset(t.impls, 0, sizeof t.impls);
+    t.impls[0].device = BATON_DEVICE_CPU;
+    t.impls[0].kernel = fn;
+    baton_error err = {0};
+    cr_assert_eq(baton_registry_add(reg, &t, &err), 0, "%s", err.message);
+}
 
 static void setup(void)
 {
     cr_assert_eq(baton_registry_create(&reg), 0);
-    /* slow_add: add_scalar's signature and descriptor, slow_kernel on the CPU */
-    const baton_target *add = baton_registry_find(reg, "add_scalar");
-    cr_assert_not_null(add);
-    baton_target t = *add;
-    t.name = "slow_add";
-    t.n_impls = 1;
-    memset(t.impls, 0, sizeof t.impls);
-    t.impls[0].device = BATON_DEVICE_CPU;
-    t.impls[0].kernel = slow_kernel;
-    baton_error err = {0};
-    cr_assert_eq(baton_registry_add(reg, &t, &err), 0, "%s", err.message);
+    /* slow_add, gated_add: add_scalar's signature and descriptor, run on the CPU by the kernels
+     * above */
+    add_cpu_variant("slow_add", slow_kernel);
+    add_cpu_variant("gated_add", gated_kernel);
 }
 
 static void teardown(void)
@@ -364,6 +388,42 @@ Test(async, a_fault_fails_its_run_only_and_the_instance_recovers)
         }
         close_pool(&loop, pool);
     }
+    baton_plan_free(plan);
+}
+
+/* Submitting a job that is running is refused and leaves the job alone: its worker owns
+ * job->err until the callback (writing it there raced with the worker's own writes). */
+Test(async, resubmitting_a_running_job_is_refused_without_touching_it)
+{
+    NEED_BACKEND();
+    baton_plan *plan = load("gated_add");
+    baton_options o = opts_for(BATON_SYNC_BOUNDARY, 0);
+    baton_error err = {0};
+    uv_loop_t loop;
+    cr_assert_eq(uv_loop_init(&loop), 0);
+    baton_pool *pool = NULL;
+    cr_assert_eq(baton_pool_create(&loop, plan, &o, 1, &pool, &err), 0, "%s", err.message);
+    static run_slot s;
+    test_rng r = {test_fresh_seed()};
+    prepare_slot(&s, &r);
+    atomic_store(&gate_entered, 0);
+    atomic_store(&gate_open, 0);
+    completed = 0;
+    cr_assert_eq(baton_pool_submit(pool, &s.job, on_done), 0, "%s", s.job.err.message);
+    while (!atomic_load(&gate_entered)) /* the worker has cleared job->err and is running it */
+        usleep(100);
+    cr_expect_eq(baton_pool_submit(pool, &s.job, on_done), BATON_ESTATE);
+    /* The worker wrote job->err before entering the gate and writes nothing while it waits
+     * there, so this read is ordered after its writes (the atomics) and sees only what the
+     * refused submit may have written. */
+    cr_expect_eq(s.job.err.code, 0, "the refused submit wrote the running job's error: %s",
+                 s.job.err.message);
+    cr_expect_str_empty(s.job.err.message, "the refused submit wrote the running job's error");
+    atomic_store(&gate_open, 1);
+    uv_run(&loop, UV_RUN_DEFAULT);
+    cr_expect_eq(s.called, 1);
+    cr_expect_eq(s.status, 0, "%s", s.job.err.message);
+    close_pool(&loop, pool);
     baton_plan_free(plan);
 }
 

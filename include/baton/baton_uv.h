@@ -86,8 +86,9 @@ BATON_API int baton_pool_create(uv_loop_t *loop, const baton_plan *plan, const b
 
 /* Queues a run; cb is called on the loop thread when it ends. Allocates nothing. BATON_EINVAL for
  * a NULL job or callback or bindings that do not fit (checked here, before anything runs:
- * unknown names, wrong sizes, NULL data); BATON_ESTATE when the pool is closing or the job is
- * already submitted. */
+ * unknown names, wrong sizes, NULL data; job->err says which); BATON_ESTATE when the pool is
+ * closing (job->err says so) or the job is already submitted and its callback has not run: then
+ * the job is left untouched, job->err included, since its run may be writing it. */
 BATON_API int baton_pool_submit(baton_pool *pool, baton_job *job, baton_job_cb cb);
 
 /* Cancels a job that has not started: it leaves the queue and its callback is called (on a later
