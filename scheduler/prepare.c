@@ -773,6 +773,7 @@ void baton_runtime_destroy(baton_runtime *rt)
     free(rt->bind_data);
     free(rt->sites);
     free(rt->site_first);
+    free(rt->input_set);
     baton_plan_free((baton_plan *)rt->plan); /* drops the runtime's reference */
     free(rt);
 }

@@ -467,6 +467,8 @@ int baton_runtime_run(baton_runtime *rt, baton_error *err)
     err_clear(err);
     if (!rt)
         return err_set(err, BATON_EINVAL, "baton_runtime_run: no runtime");
+    if (rt->n_unset_inputs > 0 && !rt->opts.allow_unset_inputs)
+        return runtime_unset_inputs(rt, err);
     const baton_plan *plan = rt->plan;
     int rc = 0;
     rt->ahead = -1;

@@ -117,6 +117,9 @@ struct baton_runtime {
     void **bind_data;
     rt_site *sites;
     int *site_first; /* per tensor t: sites [site_first[t], site_first[t + 1]) */
+    /* per tensor: 1 once baton_runtime_set_input wrote the runtime's own memory of an input */
+    unsigned char *input_set;
+    int n_unset_inputs; /* inputs neither set (input_set) nor bound: a run refuses them */
     baton_run_stats stats;
     int timing;
     int64_t *step_ns;
@@ -160,6 +163,9 @@ int runtime_build_sites(baton_runtime *rt, baton_error *err);
 /* bind.c: what each GPU segment's graph copies per launch (rt->seg_bytes), less the transfers
  * that bound buffers make needless; again after each change of those. */
 void runtime_count_graph_bytes(baton_runtime *rt);
+/* bind.c: BATON_ESTATE naming the inputs that were never given a value (rt->n_unset_inputs > 0),
+ * for a run that refuses them (baton_options.allow_unset_inputs). */
+int runtime_unset_inputs(const baton_runtime *rt, baton_error *err);
 
 /* options.c: the caller's options (NULL: the defaults) as this library's baton_options, read by
  * their struct_size (core/abi.h): fields past it keep baton_options_init's values. */

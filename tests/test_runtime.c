@@ -858,6 +858,47 @@ Test(runtime, an_output_is_readable_only_after_a_run_that_succeeded)
     baton_plan_free(p);
 }
 
+/* An input that was never given a value would make a run compute on whatever its memory held:
+ * the run is refused, naming it, until the input is set or bound, or the caller opts in. */
+Test(runtime, a_run_refuses_an_input_never_set_unless_asked)
+{
+    NEED_BACKEND();
+    baton_plan *p = load_text(fail_plan);
+    baton_runtime *rt = make(p, GPU, BATON_SYNC_BOUNDARY, 0);
+    baton_error err = {0};
+    cr_assert_eq(baton_runtime_run(rt, &err), BATON_ESTATE, "a run on an unset input succeeded");
+    cr_assert_eq(err.code, BATON_ESTATE);
+    cr_assert(strstr(err.message, "input 'x' was never set") &&
+                  strstr(err.message, "baton_runtime_set_input") &&
+                  strstr(err.message, "options.allow_unset_inputs"),
+              "%s", err.message);
+    float y[64];
+    cr_assert_eq(baton_runtime_get_output(rt, "y", y, sizeof y, &err), BATON_ESTATE,
+                 "a refused run left an output readable");
+    /* a buffer bound in its place gives it a value; unbound, the runtime's memory has none */
+    float *host = aligned_alloc(BATON_ARENA_ALIGN, 256);
+    for (int i = 0; i < 64; i++)
+        host[i] = (float)i;
+    baton_buffer b = {{BATON_DEVICE_CPU, 0}, host, 256, BATON_DTYPE_F32};
+    int xt = baton_plan_tensor_index(p, "x");
+    cr_assert_eq(baton_runtime_bind(rt, xt, &b, &err), 0, "%s", err.message);
+    cr_assert_eq(baton_runtime_run(rt, &err), 0, "%s", err.message);
+    cr_assert_eq(baton_runtime_bind(rt, xt, NULL, &err), 0, "%s", err.message);
+    cr_assert_eq(baton_runtime_run(rt, &err), BATON_ESTATE, "unbound, 'x' has no value again");
+    /* set once, it keeps its value for every later run */
+    expect_good_run(rt, p, 1);
+    cr_assert_eq(baton_runtime_run(rt, &err), 0, "%s", err.message);
+    baton_runtime_destroy(rt);
+    free(host);
+    /* the caller may opt in */
+    baton_options o = test_options(GPU, BATON_SYNC_BOUNDARY, 0, 0);
+    o.allow_unset_inputs = 1;
+    cr_assert_eq(baton_runtime_create(p, &o, &rt, &err), 0, "%s", err.message);
+    cr_assert_eq(baton_runtime_run(rt, &err), 0, "%s", err.message);
+    baton_runtime_destroy(rt);
+    baton_plan_free(p);
+}
+
 Test(runtime, create_refuses_options_out_of_range_naming_the_field)
 {
     baton_plan *p = load_text(fail_plan);

@@ -543,6 +543,11 @@ typedef struct baton_options {
      * default): tune; 1: their fixed defaults, for timings that must not depend on a measurement
      * (`--no-autotune`). Results are the same bits either way (docs/kernels.md). */
     int no_autotune;
+    /* 0 (the default): baton_runtime_run refuses (BATON_ESTATE, naming it) to run while an input
+     * has never been given a value, by baton_runtime_set_input or a buffer bound with
+     * baton_runtime_bind, since it would compute on whatever the memory held. 1: run anyway, for
+     * a caller that fills inputs through other means or times runs whose values do not matter. */
+    int allow_unset_inputs;
 } baton_options;
 
 /* Fills the defaults: graph mode, BATON_GPU_AUTO, everything else 0; struct_size = sizeof. */
@@ -590,8 +595,9 @@ BATON_API int baton_runtime_create(const baton_plan *plan, const baton_options *
                                    baton_runtime **out, baton_error *err);
 BATON_API void baton_runtime_destroy(baton_runtime *rt);
 
-/* Copies a host buffer of exactly the tensor's byte size into an input tensor. BATON_EINVAL for a
- * tensor that is not an input, a wrong size or a NULL data. */
+/* Copies a host buffer of exactly the tensor's byte size into an input tensor, which keeps it for
+ * the runs that follow until set again. BATON_EINVAL for a tensor that is not an input, a wrong
+ * size or a NULL data. */
 BATON_API int baton_runtime_set_input(baton_runtime *rt, const char *name, const void *data,
                                       size_t nbytes, baton_error *err);
 /* Copies an output tensor, after a run that succeeded, or an input tensor (what was set) to a
