@@ -62,6 +62,9 @@ typedef struct plan_step {
     kernel_tune_fn cuda_tune;   /* its CUDA kernel's tuning hook (targets/builtin.h), or NULL */
     baton_target_kind kind;
     baton_device device;
+    /* The device the plan wrote when the validator moved the step to the CPU (a cuda:N step whose
+     * target has only a CPU implementation: the per-step fallback), else kind NONE. */
+    baton_device fallback_from;
     int n_inputs, n_outputs;
     int *inputs;  /* tensor indices */
     int *outputs; /* tensor indices */

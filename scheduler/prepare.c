@@ -81,6 +81,23 @@ static int choose_backend(baton_runtime *rt, baton_error *err)
     return 0;
 }
 
+/* The steps the validator moved to the CPU (plan_step.fallback_from) run there on every backend:
+ * say so once per runtime, as the whole-plan fallback of choose_backend does. */
+static void note_cpu_fallbacks(const baton_runtime *rt)
+{
+    const baton_plan *plan = rt->plan;
+    for (int i = 0; i < plan->n_steps && !rt->opts.quiet; i++) {
+        const plan_step *s = &plan->steps[i];
+        char from[32];
+        if (s->fallback_from.kind != BATON_DEVICE_NONE)
+            log_msg(BATON_LOG_NOTE,
+                    "%s: step '%s' runs on the CPU, not %s: %s '%s' has only a CPU "
+                    "implementation (its inputs and outputs are copied to and from the host)",
+                    plan->source, s->name, baton_device_format(s->fallback_from, from, sizeof from),
+                    s->kind == BATON_TARGET_KERNEL ? "kernel" : "delegate", s->target_name);
+    }
+}
+
 static const dev_ops *ops_for(const baton_runtime *rt, baton_device dev)
 {
     if (dev.kind != BATON_DEVICE_CUDA)
@@ -653,8 +670,8 @@ static int prepare(const baton_plan *plan, const baton_options *opts, const bato
     if (share) { /* an instance runs where its first one does */
         rt->backend = share->backend;
         rt->alias_gpus = share->alias_gpus;
-    } else
-        rc = choose_backend(rt, err);
+    } else if (!(rc = choose_backend(rt, err)))
+        note_cpu_fallbacks(rt);
     if (!rc)
         rc = open_devices(rt, fault_dev, fault, err);
     if (!rc)
