@@ -417,7 +417,7 @@ int baton_runtime_bind(baton_runtime *rt, int tensor, const baton_buffer *buf, b
                            "as cudaMalloc and aligned_alloc(256, ...) give",
                            buf->data, buf->data ? "misaligned" : "NULL", BATON_ARENA_ALIGN);
     const rt_device *rd = &rt->dev[d];
-    if (d > 0 && rd->ops == &dev_cpu_ops)
+    if (d > 0 && !dev_has(rd->ops, DEV_CAP_DEVICE_MEMORY))
         return bind_refuse(err, plan, pt->name,
                            "%s runs on the CPU here (the fallback: no GPU), so there is no device "
                            "memory to bind; bind a host buffer (device cpu) instead",
@@ -427,12 +427,9 @@ int baton_runtime_bind(baton_runtime *rt, int tensor, const baton_buffer *buf, b
                            "is read on more devices than %s (it lives on %s); bind it on the host "
                            "(device cpu), which feeds them all",
                            dname, have);
-    if (rd->arena_ops->mem_check) {
-        baton_error merr = {0};
-        int rc = rd->arena_ops->mem_check(rd->arena_ctx, buf->data, buf->nbytes, d == 0, &merr);
-        if (rc)
-            return bind_refuse(err, plan, pt->name, "%s", merr.message);
-    }
+    baton_error merr = {0};
+    if (dev_mem_check(rd->arena_ops, rd->arena_ctx, buf->data, buf->nbytes, d == 0, &merr))
+        return bind_refuse(err, plan, pt->name, "%s", merr.message);
     if (old >= 0 && old != d) {
         set_sites(rt, tensor, old, runtime_slot_addr(rt, old, tensor));
         set_skips(rt, tensor, old, 0);

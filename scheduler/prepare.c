@@ -185,12 +185,7 @@ static int check_caller_resources(const baton_runtime *rt, baton_error *err)
                            "(%p); pass a stream made with cudaStreamCreate(WithFlags): the "
                            "default stream cannot be captured into a graph",
                            i, name, st->stream);
-#ifdef BATON_CUDA
-        int on_cuda = ops_for(rt, st->device) == &dev_cuda_ops;
-#else
-        int on_cuda = 0;
-#endif
-        if (!on_cuda)
+        if (!dev_has(ops_for(rt, st->device), DEV_CAP_CALLER_STREAM))
             return err_set(err, BATON_EINVAL,
                            "baton_runtime_create: options.streams[%d] is for %s, which runs on "
                            "%s here, not on CUDA: a caller's stream needs the CUDA backend "
@@ -224,7 +219,7 @@ static int open_devices(baton_runtime *rt, int fault_dev, dev_fault fault, baton
     rt->dev[0].arena_ctx = rt->dev[0].ctx;
     rt->dev[0].host_mem = 1;
     for (int d = 1; d < rt->nd; d++)
-        if (rt->dev[d].ops != &dev_cpu_ops) {
+        if (dev_has(rt->dev[d].ops, DEV_CAP_ASYNC)) {
             rt->dev[0].arena_ops = rt->dev[d].ops;
             rt->dev[0].arena_ctx = rt->dev[d].ctx;
             break;
@@ -240,9 +235,8 @@ static int open_devices(baton_runtime *rt, int fault_dev, dev_fault fault, baton
         }
         if (mine) {
             /* the caller's: checked for its kind of memory, never freed */
-            if (rd->arena_ops->mem_check &&
-                (rc = rd->arena_ops->mem_check(rd->arena_ctx, mine->data, mine->nbytes, d == 0,
-                                               err))) {
+            if ((rc = dev_mem_check(rd->arena_ops, rd->arena_ctx, mine->data, mine->nbytes, d == 0,
+                                    err))) {
                 char name[32], inner[BATON_ERROR_MAX];
                 snprintf(inner, sizeof inner, "%s", err ? err->message : "");
                 return err_set(err, rc, "baton_runtime_create: the caller's arena for %s: %s",
@@ -369,9 +363,8 @@ static int build_calls(baton_runtime *rt, baton_error *err)
                                          s->outputs[k]);
             continue;
         }
-        baton_device_kind impl_kind = rd->ops == &dev_cpu_ops || rd->ops == &dev_sim_ops
-                                          ? BATON_DEVICE_CPU
-                                          : BATON_DEVICE_CUDA;
+        baton_device_kind impl_kind =
+            dev_has(rd->ops, DEV_CAP_CPU_KERNELS) ? BATON_DEVICE_CPU : BATON_DEVICE_CUDA;
         const baton_target_impl *im = baton_target_impl_for(s->target, impl_kind);
         char name[32];
         if (!im) {
@@ -429,7 +422,7 @@ static int build_calls(baton_runtime *rt, baton_error *err)
         if (use_pdl && s->kind == BATON_TARGET_KERNEL && im->supports_pdl && i > 0 &&
             plan->steps[i - 1].segment == s->segment &&
             plan->steps[i - 1].kind == BATON_TARGET_KERNEL && rt->impls[i - 1]->supports_pdl &&
-            rd->ops->supports_pdl(rd->ctx))
+            dev_supports_pdl(rd->ops, rd->ctx))
             c->ctx.pdl = 1;
         if (s->kind == BATON_TARGET_KERNEL) {
             c->kernel = im->kernel;
@@ -482,7 +475,7 @@ static int tune_calls(baton_runtime *rt, baton_error *err)
     for (int i = 0; i < plan->n_steps; i++) {
         const plan_step *s = &plan->steps[i];
         rt_device *rd = &rt->dev[rt->step_dev[i]];
-        if (s->kind != BATON_TARGET_KERNEL || !s->cuda_tune || !rd->ops->tune)
+        if (s->kind != BATON_TARGET_KERNEL || !s->cuda_tune || !dev_can_tune(rd->ops))
             continue;
         if (!rt->tuning && !(rt->tuning = calloc((size_t)plan->n_steps, ERRBUF_LEN)))
             return err_set(err, BATON_ENOMEM, "prepare: out of memory");
@@ -529,7 +522,7 @@ static int build_transfers(baton_runtime *rt, baton_error *err)
             /* GPU to GPU: the reader copies on its stream after waiting, on the GPU, for the
              * event the writer records after the segment that wrote the tensor */
             const rt_device *rf = &rt->dev[from], *rtd = &rt->dev[to];
-            if (!rtd->ops->stream_wait || rf->ops != rtd->ops)
+            if (!dev_can_order_peers(rtd->ops) || rf->ops != rtd->ops)
                 return err_set(err, BATON_ENOTSUP,
                                "%s: tensor '%s' moves from %s to %s, which this backend (%s) "
                                "cannot order without the host; place both steps on one GPU",
@@ -548,7 +541,8 @@ static int build_transfers(baton_runtime *rt, baton_error *err)
         }
         r->issuer = r->kind == DEV_COPY_D2H ? from : to;
         /* On the CPU fallback both arenas are host memory: a memcpy, not a device transfer. */
-        r->host_copy = rt->dev[from].ops == &dev_cpu_ops && rt->dev[to].ops == &dev_cpu_ops;
+        r->host_copy =
+            !dev_has(rt->dev[from].ops, DEV_CAP_ASYNC) && !dev_has(rt->dev[to].ops, DEV_CAP_ASYNC);
         r->graph_seg = -1;
         snprintf(r->what, sizeof r->what, "transfer %s %s -> %s", plan->tensors[x->tensor].name,
                  baton_device_format(x->from, a, sizeof a),
@@ -580,7 +574,7 @@ static int build_collectives(baton_runtime *rt, baton_error *err)
         for (int k = 0; k < c->n; k++)
             c->group[k] = rt->dev[plan_memory_index(plan, st->group[k])].ctx;
         char name[32];
-        if (!ops->coll_prepare || !ops->coll_run)
+        if (!dev_has_collectives(ops))
             return plan_error(err, BATON_ENOTSUP, plan, st->pos,
                               "step '%s': %s on %s: this backend (%s) has no collectives; run the "
                               "plan with --gpu=cuda (NCCL), sim or cpu",
@@ -616,8 +610,7 @@ static int plan_queue_ahead(baton_runtime *rt, baton_error *err)
             continue;
         int d = plan_memory_index(plan, g->device);
         const rt_device *rd = &rt->dev[d];
-        if (plan_memory_index(plan, p->device) != d || !rd->ops->can_gate ||
-            !rd->ops->can_gate(rd->ctx))
+        if (plan_memory_index(plan, p->device) != d || !dev_can_gate(rd->ops, rd->ctx))
             continue;
         /* its gate, steps, incoming transfers and (at most) the transfers into the next one */
         int ops = 1 + g->last_step - g->first_step + 1;

@@ -940,6 +940,8 @@ static int cuda_tune(dev_ctx *d, dev_call *c, kernel_tune_fn tune, char *note, s
 
 const dev_ops dev_cuda_ops = {
     .name = "cuda",
+    .label = "GPU",
+    .caps = DEV_CAP_ASYNC | DEV_CAP_DEVICE_MEMORY | DEV_CAP_CALLER_STREAM,
     .open = cuda_open,
     .close = cuda_close,
     .stream = cuda_stream,
