@@ -8,7 +8,7 @@
 #include <string.h>
 
 #include "plan/plan_internal.h"
-#include "targets/builtin.h"
+#include "targets/registry.h"
 
 static int plan_fail(baton_error *err, const baton_plan *plan, int code, plan_pos pos,
                      const char *fmt, ...)
@@ -114,8 +114,7 @@ static int resolve_target(const baton_plan *plan, plan_step *s, baton_error *err
             s->name, kind_word(t->kind), t->name, dev, list[0] ? list : "no device");
     }
     s->target = t;
-    const baton_target_impl *cuda = baton_target_impl_for(t, BATON_DEVICE_CUDA);
-    s->cuda_tune = cuda && cuda->kernel ? target_kernel_tuner(cuda->kernel) : NULL;
+    s->cuda_tune = registry_tuner(t, BATON_DEVICE_CUDA);
     return 0;
 }
 

@@ -792,24 +792,26 @@ static const baton_target target_noop = {
     IMPLS(noop),
 };
 
-const baton_target *const baton_builtin_targets[] = {
-    &target_rms_norm_fwd, &target_rms_norm_bwd, &target_rms_norm_grad_weight, &target_softshrink,
-    &target_add,          &target_mul,          &target_add_scalar,           &target_copy,
-    &target_argmax,       &target_noop,         &baton_target_gemm,
+/* The tuning hook of IMPLS(fn)'s CUDA implementation (impls[1]). */
+#ifdef BATON_CUDA
+#define CUDA_TUNE(fn) .tune = {NULL, kcuda_##fn##_tune}
+#else
+#define CUDA_TUNE(fn) .tune = {NULL}
+#endif
+
+const builtin_target baton_builtin_targets[] = {
+    {&target_rms_norm_fwd, CUDA_TUNE(rms_norm_fwd)},
+    {&target_rms_norm_bwd, CUDA_TUNE(rms_norm_bwd)},
+    {&target_rms_norm_grad_weight, {NULL}},
+    {&target_softshrink, {NULL}},
+    {&target_add, {NULL}},
+    {&target_mul, {NULL}},
+    {&target_add_scalar, {NULL}},
+    {&target_copy, {NULL}},
+    {&target_argmax, {NULL}},
+    {&target_noop, {NULL}},
+    {&baton_target_gemm, {NULL}},
 };
 
 const int baton_builtin_target_count =
     (int)(sizeof baton_builtin_targets / sizeof baton_builtin_targets[0]);
-
-kernel_tune_fn target_kernel_tuner(baton_kernel_fn kernel)
-{
-#ifdef BATON_CUDA
-    if (kernel == kcuda_rms_norm_fwd)
-        return kcuda_rms_norm_fwd_tune;
-    if (kernel == kcuda_rms_norm_bwd)
-        return kcuda_rms_norm_bwd_tune;
-#else
-    (void)kernel;
-#endif
-    return NULL;
-}
