@@ -94,6 +94,8 @@ static inline double load_f64(baton_dtype dt, const void *p, int64_t i)
     case BATON_DTYPE_F64: return ((const double *)p)[i];
     case BATON_DTYPE_I32: return ((const int32_t *)p)[i];
     case BATON_DTYPE_I64: return (double)((const int64_t *)p)[i];
+    case BATON_DTYPE_U8: return ((const uint8_t *)p)[i];
+    case BATON_DTYPE_BOOL: return ((const uint8_t *)p)[i] != 0;
     default: return NAN;
     }
 }
@@ -119,6 +121,8 @@ static inline void store_f64(baton_dtype dt, void *p, int64_t i, double v)
     case BATON_DTYPE_F64: ((double *)p)[i] = v; break;
     case BATON_DTYPE_I32: ((int32_t *)p)[i] = (int32_t)v; break;
     case BATON_DTYPE_I64: ((int64_t *)p)[i] = (int64_t)v; break;
+    case BATON_DTYPE_U8: ((uint8_t *)p)[i] = (uint8_t)v; break;
+    case BATON_DTYPE_BOOL: ((uint8_t *)p)[i] = v != 0; break;
     default: break;
     }
 }
@@ -131,6 +135,8 @@ static inline void store_f64_clamped(baton_dtype dt, void *p, int64_t i, double 
         double lo = dt == BATON_DTYPE_I32 ? -2147483648.0 : -9223372036854775808.0;
         double hi = dt == BATON_DTYPE_I32 ? 2147483647.0 : 9223372036854774784.0; /* < 2^63 */
         v = isnan(v) ? 0 : v < lo ? lo : v > hi ? hi : v;
+    } else if (dt == BATON_DTYPE_U8) {
+        v = isnan(v) ? 0 : v < 0 ? 0 : v > 255 ? 255 : v;
     }
     store_f64(dt, p, i, v);
 }

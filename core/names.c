@@ -9,12 +9,13 @@
 static const char *const dtype_names[BATON_DTYPE_COUNT] = {
     [BATON_DTYPE_INVALID] = "invalid", [BATON_DTYPE_BF16] = "bf16", [BATON_DTYPE_F16] = "f16",
     [BATON_DTYPE_F32] = "f32",         [BATON_DTYPE_F64] = "f64",   [BATON_DTYPE_I32] = "i32",
-    [BATON_DTYPE_I64] = "i64",
+    [BATON_DTYPE_I64] = "i64",         [BATON_DTYPE_U8] = "u8",     [BATON_DTYPE_BOOL] = "bool",
 };
 
 static const size_t dtype_sizes[BATON_DTYPE_COUNT] = {
     [BATON_DTYPE_BF16] = 2, [BATON_DTYPE_F16] = 2, [BATON_DTYPE_F32] = 4,
     [BATON_DTYPE_F64] = 8,  [BATON_DTYPE_I32] = 4, [BATON_DTYPE_I64] = 8,
+    [BATON_DTYPE_U8] = 1,   [BATON_DTYPE_BOOL] = 1,
 };
 
 const char *baton_dtype_name(baton_dtype dt)
@@ -84,6 +85,7 @@ const char *baton_role_name(baton_role role)
     case BATON_ROLE_INPUT: return "input";
     case BATON_ROLE_OUTPUT: return "output";
     case BATON_ROLE_CONSTANT: return "constant";
+    case BATON_ROLE_STATE: return "state";
     default: return "invalid";
     }
 }

@@ -108,6 +108,9 @@ typedef struct analysis_scratch {
 
 static int home_device(const baton_plan *plan, const plan_tensor *t)
 {
+    if (t->role == BATON_ROLE_STATE) /* its one device (validate.c), the host when unused */
+        return t->state_device.kind == BATON_DEVICE_NONE ? 0
+                                                         : plan_memory_index(plan, t->state_device);
     if (t->producer < 0)
         return 0; /* inputs live on the host */
     const plan_step *p = &plan->steps[t->producer];
@@ -163,10 +166,10 @@ static int plan_lifetimes(baton_plan *plan, analysis_scratch *sc, baton_error *e
             touch(sc, plan_memory_index(plan, step_arg_device(s, k)), s->outputs[k], 2 * i + 1);
         for (int k = 0; k < s->n_inputs; k++) {
             int d = plan_memory_index(plan, step_arg_device(s, k));
-            int t = s->inputs[k];
+            int t = plan->tensors[s->inputs[k]].storage; /* a view reads its base's bytes */
             const plan_tensor *pt = &plan->tensors[t];
             size_t key = SLOT(sc, d, t);
-            if (pt->role == BATON_ROLE_CONSTANT) {
+            if (pt->role == BATON_ROLE_CONSTANT || pt->role == BATON_ROLE_STATE) {
                 touch(sc, d, t, 0);
                 touch(sc, d, t, END);
                 continue;
@@ -196,6 +199,11 @@ static int plan_lifetimes(baton_plan *plan, analysis_scratch *sc, baton_error *e
         if (pt->role == BATON_ROLE_INPUT) {
             touch(sc, 0, t, 0);
             touch(sc, 0, t, END);
+        } else if (pt->role == BATON_ROLE_STATE) {
+            /* live for the whole run (and across runs: no other slot ever takes its bytes) */
+            int home = home_device(plan, pt);
+            touch(sc, home, t, 0);
+            touch(sc, home, t, END);
         } else if (pt->role == BATON_ROLE_OUTPUT && pt->producer >= 0) {
             int home = home_device(plan, pt);
             touch(sc, home, t, END);
@@ -489,6 +497,11 @@ static int place_device(baton_plan *plan, analysis_scratch *sc, int d, baton_err
             continue;
         size_t size = align_up(plan->tensors[t].nbytes ? plan->tensors[t].nbytes : 1);
         int constant = plan->tensors[t].role == BATON_ROLE_CONSTANT;
+        if (constant && d == 0 && plan->tensors[t].init.in_place) {
+            /* CPU steps read it where the file is mapped: no bytes of the arena */
+            m->offset[t] = PLAN_OFFSET_MAPPED;
+            continue;
+        }
         found[ns++] = (slot){t, sc->begin[k], sc->end[k], size, constant};
         if (constant)
             m->const_bytes += size;
@@ -510,6 +523,15 @@ static int place_device(baton_plan *plan, analysis_scratch *sc, int d, baton_err
         m->offset[slots[i].tensor] = (int64_t)fl_alloc(&fl, slots[i].size);
     }
     m->arena_bytes = fl.top;
+    /* a view is its base's bytes: same offset, same life */
+    for (int t = 0; t < nt; t++) {
+        int r = plan->tensors[t].storage;
+        if (r != t) {
+            m->offset[t] = m->offset[r];
+            m->live_begin[t] = m->live_begin[r];
+            m->live_end[t] = m->live_end[r];
+        }
+    }
 out:
     free(fl.h);
     free(found);

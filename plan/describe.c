@@ -23,6 +23,19 @@ static void shape_str(const baton_tensor_desc *d, char *buf, size_t len)
         snprintf(buf + n, len - n, "]");
 }
 
+/* The shape as the plan writes it: a dimension by its name, "[seq,4]". */
+static void dims_str(const baton_plan *plan, const plan_tensor *pt, char *buf, size_t len)
+{
+    size_t n = (size_t)snprintf(buf, len, "[");
+    for (int i = 0; i < pt->desc.rank && n < len; i++)
+        n += pt->dim[i] >= 0 ? (size_t)snprintf(buf + n, len - n, "%s%s", i ? "," : "",
+                                                plan->dims[pt->dim[i]].name)
+                             : (size_t)snprintf(buf + n, len - n, "%s%lld", i ? "," : "",
+                                                (long long)pt->desc.shape[i]);
+    if (n < len)
+        snprintf(buf + n, len - n, "]");
+}
+
 static json_t *dev_json(baton_device d)
 {
     char b[32];
@@ -37,6 +50,15 @@ static json_t *describe_json(const baton_plan *plan)
     json_object_set_new(root, "version", json_integer(1));
     json_object_set_new(root, "name", json_string(plan->name ? plan->name : ""));
     json_object_set_new(root, "source", json_string(plan->source ? plan->source : ""));
+    json_t *dims = json_array();
+    for (int k = 0; k < plan->n_dims; k++) {
+        json_t *o = json_object();
+        json_object_set_new(o, "name", json_string(plan->dims[k].name));
+        json_object_set_new(o, "min", json_integer((json_int_t)plan->dims[k].min));
+        json_object_set_new(o, "max", json_integer((json_int_t)plan->dims[k].max));
+        json_array_append_new(dims, o);
+    }
+    json_object_set_new(root, "dims", dims);
 
     json_t *tensors = json_array();
     for (int t = 0; t < plan->n_tensors; t++) {
@@ -52,6 +74,27 @@ static json_t *describe_json(const baton_plan *plan)
         json_object_set_new(o, "producer",
                             pt->producer >= 0 ? json_string(plan->steps[pt->producer].name)
                                               : json_null());
+        if (pt->has_dims) { /* per axis: the dimension that sizes it (shape holds its max) */
+            json_t *dims = json_array();
+            for (int i = 0; i < pt->desc.rank; i++)
+                json_array_append_new(
+                    dims, pt->dim[i] >= 0 ? json_string(plan->dims[pt->dim[i]].name) : json_null());
+            json_object_set_new(o, "dims", dims);
+        }
+        if (pt->view_of >= 0)
+            json_object_set_new(o, "view_of", json_string(plan->tensors[pt->view_of].name));
+        if (pt->init.kind == INIT_SAFETENSORS) {
+            json_t *src = json_object();
+            json_object_set_new(src, "path", json_string(pt->init.path));
+            json_object_set_new(src, "key", json_string(pt->init.key));
+            json_object_set_new(src, "in_place", json_boolean(pt->init.in_place));
+            json_object_set_new(o, "safetensors", src);
+        }
+        if (pt->role == BATON_ROLE_STATE)
+            json_object_set_new(o, "state_device",
+                                pt->state_device.kind == BATON_DEVICE_NONE
+                                    ? json_string("cpu")
+                                    : dev_json(pt->state_device));
         json_array_append_new(tensors, o);
     }
     json_object_set_new(root, "tensors", tensors);
@@ -175,6 +218,57 @@ static void describe_text(const baton_plan *plan, FILE *f)
             plan->name ? plan->name : "", plan->source ? plan->source : "", plan->n_tensors,
             plan->n_steps, plan->n_segments, plan->n_boundaries, plan->n_transfers);
 
+    if (plan->n_dims) {
+        fprintf(f, "\ndims (bound at run time; memory planned for the max)\n");
+        for (int k = 0; k < plan->n_dims; k++)
+            fprintf(f, "  %-16s %lld..%lld\n", plan->dims[k].name, (long long)plan->dims[k].min,
+                    (long long)plan->dims[k].max);
+    }
+    int n_state = 0, n_views = 0, n_dimmed = 0;
+    for (int t = 0; t < plan->n_tensors; t++) {
+        n_state += plan->tensors[t].role == BATON_ROLE_STATE;
+        n_views += plan->tensors[t].view_of >= 0;
+        n_dimmed += plan->tensors[t].has_dims && plan->tensors[t].view_of < 0;
+    }
+    if (n_dimmed) {
+        fprintf(f, "\ntensors sized by dims\n");
+        for (int t = 0; t < plan->n_tensors; t++) {
+            const plan_tensor *pt = &plan->tensors[t];
+            if (!pt->has_dims || pt->view_of >= 0)
+                continue;
+            char sh[256];
+            dims_str(plan, pt, sh, sizeof sh);
+            fprintf(f, "  %-16s %-4s %s (at most %zu B)\n", pt->name,
+                    baton_dtype_name(pt->desc.dtype), sh, pt->nbytes);
+        }
+    }
+    if (n_state) {
+        fprintf(f, "\nstate (kept across runs; live the whole run)\n");
+        for (int t = 0; t < plan->n_tensors; t++) {
+            const plan_tensor *pt = &plan->tensors[t];
+            if (pt->role != BATON_ROLE_STATE)
+                continue;
+            shape_str(&pt->desc, shape, sizeof shape);
+            baton_device d = pt->state_device.kind == BATON_DEVICE_NONE
+                                 ? (baton_device){BATON_DEVICE_CPU, 0}
+                                 : pt->state_device;
+            fprintf(f, "  %-16s %-4s %-14s on %s, written by %s\n", pt->name,
+                    baton_dtype_name(pt->desc.dtype), shape, baton_device_format(d, b1, sizeof b1),
+                    pt->producer >= 0 ? plan->steps[pt->producer].name : "no step");
+        }
+    }
+    if (n_views) {
+        fprintf(f, "\nviews (the base's bytes, no copy)\n");
+        for (int t = 0; t < plan->n_tensors; t++) {
+            const plan_tensor *pt = &plan->tensors[t];
+            if (pt->view_of < 0)
+                continue;
+            dims_str(plan, pt, shape, sizeof shape);
+            fprintf(f, "  %-16s %-14s view of %s\n", pt->name, shape,
+                    plan->tensors[pt->view_of].name);
+        }
+    }
+
     fprintf(f, "\nsteps\n");
     fprintf(f, "  %-4s %-20s %-9s %-16s %-8s %-4s %s\n", "#", "name", "kind", "target", "device",
             "seg", "next");
@@ -231,7 +325,12 @@ static void describe_text(const baton_plan *plan, FILE *f)
         fprintf(f, "  %s: arena %zu bytes (%zu without reuse)\n",
                 baton_device_format(m->device, b1, sizeof b1), m->arena_bytes, m->naive_bytes);
         for (int t = 0; t < plan->n_tensors; t++) {
-            if (m->offset[t] < 0)
+            if (m->offset[t] == PLAN_OFFSET_MAPPED) {
+                fprintf(f, "    %-16s read in place from %s (no arena bytes)\n",
+                        plan->tensors[t].name, plan->tensors[t].init.path);
+                continue;
+            }
+            if (m->offset[t] < 0 || plan->tensors[t].view_of >= 0)
                 continue;
             const plan_tensor *pt = &plan->tensors[t];
             shape_str(&pt->desc, shape, sizeof shape);

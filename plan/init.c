@@ -23,9 +23,10 @@ int plan_tensor_materialize(const baton_plan *plan, int tensor, void *dst, baton
     const tensor_init *in = &t->init;
     baton_dtype dt = t->desc.dtype;
     int64_t n = baton_tensor_desc_numel(&t->desc);
-    if (t->role != BATON_ROLE_CONSTANT || in->kind == INIT_NONE)
+    if ((t->role != BATON_ROLE_CONSTANT && t->role != BATON_ROLE_STATE) || in->kind == INIT_NONE)
         return plan_error(err, BATON_EINVAL, plan, t->pos,
-                          "tensor '%s' is not a constant; only constants have an initial value",
+                          "tensor '%s' is not a constant or state; only those have an initial "
+                          "value",
                           t->name);
     switch (in->kind) {
     case INIT_FILL:
@@ -64,6 +65,10 @@ int plan_tensor_materialize(const baton_plan *plan, int tensor, void *dst, baton
         free(data);
         return 0;
     }
+    case INIT_SAFETENSORS:
+        /* mapped at load, checked against the declaration there */
+        memcpy(dst, in->mapped, t->nbytes);
+        return 0;
     default:
         return plan_error(err, BATON_EINVAL, plan, t->pos, "tensor '%s' has no initialiser",
                           t->name);

@@ -219,15 +219,16 @@ static int load_item_head(loader *L, enum item_kind kind, int i, int obj, const 
 
 /* ---- tensors --------------------------------------------------------------------------------- */
 
-static const char *const dtype_words[] = {"bf16", "f16", "f32", "f64", "i32", "i64"};
-static const char *const role_words[] = {"input", "output", "constant", "intermediate"};
+static const char *const dtype_words[] = {"bf16", "f16", "f32", "f64", "i32", "i64", "u8", "bool"};
+static const char *const role_words[] = {"input", "output", "constant", "intermediate", "state"};
 static const baton_role role_values[] = {BATON_ROLE_INPUT, BATON_ROLE_OUTPUT, BATON_ROLE_CONSTANT,
-                                         BATON_ROLE_INTERMEDIATE};
-static const char *const init_words[] = {"fill", "normal", "uniform", "npy", "values"};
+                                         BATON_ROLE_INTERMEDIATE, BATON_ROLE_STATE};
+static const char *const init_words[] = {"fill", "normal", "uniform",
+                                         "npy",  "values", "safetensors"};
 /* The same lists for messages, spelled out so that the hot path formats nothing. */
-#define DTYPE_LIST "bf16, f16, f32, f64, i32, i64"
-#define ROLE_LIST  "input, output, constant, intermediate"
-#define INIT_LIST  "fill, normal, uniform, npy, values"
+#define DTYPE_LIST "bf16, f16, f32, f64, i32, i64, u8, bool"
+#define ROLE_LIST  "input, output, constant, intermediate, state"
+#define INIT_LIST  "fill, normal, uniform, npy, values, safetensors"
 
 /* Reads the number at node v (key `key` of the init object `obj`). */
 static int get_number(loader *L, int obj, int v, const char *key, const char *subj, int required,
@@ -252,6 +253,14 @@ static int check_value(loader *L, int v, const char *subj, baton_dtype dt)
 {
     plan_pos pos = node_pos(L, v);
     double x = J(L, v)->f;
+    if (dt == BATON_DTYPE_U8 || dt == BATON_DTYPE_BOOL) {
+        double hi = dt == BATON_DTYPE_U8 ? 255 : 1;
+        if (x != floor(x) || x < 0 || x > hi)
+            return load_fail(L, BATON_EPLAN, pos, "%s: value %g is not %s, as a %s tensor holds",
+                             subj, x, dt == BATON_DTYPE_U8 ? "an integer from 0 to 255" : "0 or 1",
+                             baton_dtype_name(dt));
+        return 0;
+    }
     if (dt == BATON_DTYPE_I32 || dt == BATON_DTYPE_I64) {
         double lo = dt == BATON_DTYPE_I32 ? -2147483648.0 : -9223372036854775808.0;
         if (x != floor(x))
@@ -287,6 +296,73 @@ static char *resolve_path(const char *base_dir, const char *path)
     if (out)
         snprintf(out, n, "%s/%s", base_dir, path);
     return out;
+}
+
+/* {"kind": "safetensors", "path": "w.safetensors", "key": "model.norm.weight"}: the file is
+ * mapped (once per process) and its header checked here, so that a missing key or a wrong dtype or
+ * shape fails at load; the bytes are read only where the runtime uses them. */
+static int load_safetensors(loader *L, plan_tensor *t, int ji, const char *subj)
+{
+    static const char *const keys[] = {"kind", "path", "key"};
+    tensor_init *in = &t->init;
+    plan_pos pos = node_pos(L, ji);
+    int f[3], rc;
+    in->kind = INIT_SAFETENSORS;
+    if ((rc = collect(L, ji, subj, keys, 3, f)))
+        return rc;
+    int jp = f[1], jk = f[2];
+    if (!is_type(L, jp, J_STRING) || J(L, jp)->len == 0)
+        return load_fail(L, BATON_EPLAN, jp >= 0 ? node_pos(L, jp) : pos,
+                         "%s: a safetensors init needs \"path\", the .safetensors file relative "
+                         "to the plan file",
+                         subj);
+    if (!is_type(L, jk, J_STRING) || J(L, jk)->len == 0)
+        return load_fail(L, BATON_EPLAN, jk >= 0 ? node_pos(L, jk) : pos,
+                         "%s: a safetensors init needs \"key\", the tensor's name in the file, "
+                         "e.g. \"model.norm.weight\"",
+                         subj);
+    plan_pos ppos = node_pos(L, jp), kpos = node_pos(L, jk);
+    if (!(in->path = resolve_path(L->plan->base_dir, J(L, jp)->s)) ||
+        !(in->key = strdup(J(L, jk)->s)))
+        return load_fail(L, BATON_ENOMEM, ppos, "out of memory");
+    baton_error serr = {0};
+    if ((rc = st_open(in->path, &in->st, &serr)))
+        return load_fail(L, rc == BATON_ENOMEM ? BATON_ENOMEM : BATON_EIO, ppos,
+                         "%s: cannot use safetensors init: %s", subj, serr.message);
+    const st_header *h = st_file_header(in->st);
+    int e = st_header_find(h, in->key);
+    if (e < 0) {
+        plan_suggest sg;
+        char hint[PLAN_MAX_NAME + 40] = "";
+        plan_suggest_init(&sg, in->key);
+        for (int k = 0; k < h->n; k++)
+            plan_suggest_try(&sg, h->entries[k].name);
+        if (plan_suggest_best(&sg))
+            snprintf(hint, sizeof hint, " (did you mean '%.*s'?)", PLAN_MAX_NAME,
+                     plan_suggest_best(&sg));
+        return load_fail(L, BATON_EPLAN, kpos,
+                         "%s: %s holds no tensor '%.128s'%s; it has %d tensors (list them with "
+                         "python -c \"import safetensors; print(safetensors.safe_open('%s', "
+                         "'np').keys())\")",
+                         subj, J(L, jp)->s, in->key, hint, h->n, J(L, jp)->s);
+    }
+    const st_entry *en = &h->entries[e];
+    int same = en->desc.dtype == t->desc.dtype && en->desc.rank == t->desc.rank;
+    for (int i = 0; same && i < en->desc.rank; i++)
+        same = en->desc.shape[i] == t->desc.shape[i];
+    if (!same) {
+        char have[160], want[160];
+        desc_format(have, sizeof have, &en->desc);
+        desc_format(want, sizeof want, &t->desc);
+        return load_fail(L, BATON_EPLAN, kpos,
+                         "%s: key '%.128s' of %s holds %s but the tensor is declared %s; declare "
+                         "the tensor as the file has it (or convert the file)",
+                         subj, in->key, J(L, jp)->s, have, want);
+    }
+    in->mapped = st_file_data(in->st, e);
+    size_t es = baton_dtype_size(t->desc.dtype);
+    in->in_place = ((uintptr_t)in->mapped % es) == 0;
+    return 0;
 }
 
 static int load_init(loader *L, plan_tensor *t, int ji, const char *subj)
@@ -395,6 +471,8 @@ static int load_init(loader *L, plan_tensor *t, int ji, const char *subj)
         }
         return 0;
     }
+    if (strcmp(kind, "safetensors") == 0)
+        return load_safetensors(L, t, ji, subj);
     if (strcmp(kind, "values") == 0) {
         in->kind = INIT_VALUES;
         if ((rc = collect(L, ji, subj, values_keys, 2, f)))
@@ -433,14 +511,156 @@ static int load_init(loader *L, plan_tensor *t, int ji, const char *subj)
     }
     return load_fail(L, BATON_EPLAN, node_pos(L, jk),
                      "%s: unknown init kind '%.64s'%s; use one of %s", subj, kind,
-                     did_you_mean(hint, sizeof hint, kind, init_words, 5), INIT_LIST);
+                     did_you_mean(hint, sizeof hint, kind, init_words, 6), INIT_LIST);
 }
 
-enum { T_NAME, T_DTYPE, T_SHAPE, T_ROLE, T_INIT, T_N };
+static int find_dim(const baton_plan *plan, const char *name)
+{
+    for (int k = 0; k < plan->n_dims; k++)
+        if (strcmp(plan->dims[k].name, name) == 0)
+            return k;
+    return -1;
+}
+
+/* "dims": {"seq": {"min": 1, "max": 2048}, ...}: the dimensions a run binds. */
+static int load_dims(loader *L, int jd)
+{
+    static const char *const keys[] = {"min", "max"};
+    baton_plan *plan = L->plan;
+    if (jd < 0)
+        return 0;
+    if (!is_type(L, jd, J_OBJECT))
+        return load_fail(L, BATON_EPLAN, node_pos(L, jd),
+                         "\"dims\" must be an object such as {\"seq\": {\"min\": 1, \"max\": "
+                         "2048}}, not %s",
+                         json_kind(L, jd));
+    int n = J(L, jd)->n;
+    if (n > 127)
+        return load_fail(L, BATON_EPLAN, node_pos(L, jd),
+                         "\"dims\" declares %d dimensions; a plan has at most 127", n);
+    if (!(plan->dims = calloc((size_t)(n ? n : 1), sizeof *plan->dims)))
+        return load_fail(L, BATON_ENOMEM, node_pos(L, jd), "out of memory");
+    for (int c = J(L, jd)->first; c >= 0; c = J(L, c)->next) {
+        const char *name = J(L, c)->key;
+        char subj[PLAN_MAX_NAME + 32];
+        snprintf(subj, sizeof subj, "dimension '%.64s'", name);
+        plan_pos pos = key_pos(L, c);
+        if (strlen(name) > PLAN_MAX_NAME || !valid_name(name))
+            return load_fail(L, BATON_EPLAN, pos,
+                             "dimension name \"%.64s\" is invalid; a name is 1 to %d characters "
+                             "from A-Z a-z 0-9 _ . : -",
+                             name, PLAN_MAX_NAME);
+        if (!is_type(L, c, J_OBJECT))
+            return load_fail(L, BATON_EPLAN, node_pos(L, c),
+                             "%s must be an object {\"min\": 1, \"max\": 2048}, not %s", subj,
+                             json_kind(L, c));
+        int f[2], rc;
+        if ((rc = collect(L, c, subj, keys, 2, f)))
+            return rc;
+        for (int k = 0; k < 2; k++)
+            if (f[k] < 0 || !is_type(L, f[k], J_INT) || J(L, f[k])->i < 1 ||
+                J(L, f[k])->i > PLAN_MAX_TENSOR_BYTES)
+                return load_fail(L, BATON_EPLAN, f[k] >= 0 ? node_pos(L, f[k]) : node_pos(L, c),
+                                 "%s needs \"%s\", an integer from 1 to 2^40", subj, keys[k]);
+        plan_dim *d = &plan->dims[plan->n_dims];
+        d->min = J(L, f[0])->i;
+        d->max = J(L, f[1])->i;
+        d->pos = pos;
+        if (d->min > d->max)
+            return load_fail(L, BATON_EPLAN, node_pos(L, f[0]),
+                             "%s has min %lld above max %lld; give min <= max", subj,
+                             (long long)d->min, (long long)d->max);
+        if (!(d->name = plan_strdup(plan, name, strlen(name))))
+            return load_fail(L, BATON_ENOMEM, pos, "out of memory");
+        plan->n_dims++;
+    }
+    return 0;
+}
+
+/* The fixed part of a tensor's element count and how often it names each dimension: two shapes
+ * hold the same elements for every binding exactly when both agree. */
+static int64_t shape_signature(const baton_plan *plan, const plan_tensor *t, int *count)
+{
+    int64_t fixed = 1;
+    for (int k = 0; k < plan->n_dims; k++)
+        count[k] = 0;
+    for (int d = 0; d < t->desc.rank; d++) {
+        if (t->dim[d] >= 0)
+            count[t->dim[d]]++;
+        else
+            fixed *= t->desc.shape[d];
+    }
+    return fixed;
+}
+
+/* Once every tensor is declared: each view's base, the end of its chain (its storage) and the
+ * rules: a declared base, no cycle, the same dtype and as many elements for every binding. */
+static int resolve_views(loader *L)
+{
+    baton_plan *plan = L->plan;
+    int ca[128], cb[128];
+    for (int i = 0; i < plan->n_tensors; i++) {
+        plan_tensor *t = &plan->tensors[i];
+        if (t->view_of > -2)
+            continue;
+        int jv = -2 - t->view_of;
+        const char *name = J(L, jv)->s;
+        int b = plan_find_tensor(plan, name);
+        if (b < 0 || b == i) {
+            plan_suggest sg;
+            char hint[PLAN_MAX_NAME + 32] = "";
+            plan_suggest_init(&sg, name);
+            for (int k = 0; k < plan->n_tensors; k++)
+                if (k != i)
+                    plan_suggest_try(&sg, plan->tensors[k].name);
+            if (plan_suggest_best(&sg))
+                snprintf(hint, sizeof hint, " (did you mean '%s'?)", plan_suggest_best(&sg));
+            return load_fail(L, BATON_EPLAN, t->view_pos,
+                             "tensor '%s' is a view of '%.64s', %s%s; name another declared tensor",
+                             t->name, name, b == i ? "itself" : "which is not declared", hint);
+        }
+        t->view_of = b;
+    }
+    for (int i = 0; i < plan->n_tensors; i++) {
+        plan_tensor *t = &plan->tensors[i];
+        if (t->view_of < 0)
+            continue;
+        int r = i, hops = 0;
+        while (plan->tensors[r].view_of >= 0 && hops++ <= plan->n_tensors)
+            r = plan->tensors[r].view_of;
+        if (hops > plan->n_tensors)
+            return load_fail(L, BATON_EPLAN, t->view_pos,
+                             "tensor '%s' is a view in a cycle of views; one tensor of the chain "
+                             "must hold the bytes (no \"view_of\")",
+                             t->name);
+        t->storage = r;
+        const plan_tensor *base = &plan->tensors[t->view_of];
+        int64_t fa = shape_signature(plan, t, ca), fb = shape_signature(plan, base, cb);
+        int same = fa == fb && t->desc.dtype == base->desc.dtype;
+        for (int k = 0; same && k < plan->n_dims; k++)
+            same = ca[k] == cb[k];
+        if (!same) {
+            char a[160], bb[160];
+            desc_format(a, sizeof a, &t->desc);
+            desc_format(bb, sizeof bb, &base->desc);
+            return load_fail(L, BATON_EPLAN, t->view_pos,
+                             "tensor '%s' (%s) is a view of '%s' (%s) but does not hold the same "
+                             "elements of the same dtype%s; a view reshapes without a copy: give "
+                             "it the base's dtype and element count",
+                             t->name, a, base->name, bb,
+                             t->has_dims || base->has_dims ? " for every value of the dimensions"
+                                                           : "");
+        }
+        t->has_dims = t->has_dims || base->has_dims;
+    }
+    return 0;
+}
+
+enum { T_NAME, T_DTYPE, T_SHAPE, T_ROLE, T_INIT, T_VIEW_OF, T_N };
 
 static int load_tensor(loader *L, int i, int jt)
 {
-    static const char *const keys[T_N] = {"name", "dtype", "shape", "role", "init"};
+    static const char *const keys[T_N] = {"name", "dtype", "shape", "role", "init", "view_of"};
     baton_plan *plan = L->plan;
     plan_tensor *t = &plan->tensors[i];
     char subj[PLAN_MAX_NAME + 32], hint[96];
@@ -463,7 +683,7 @@ static int load_tensor(loader *L, int i, int jt)
     if (t->desc.dtype == BATON_DTYPE_INVALID)
         return load_fail(L, BATON_EPLAN, node_pos(L, jd),
                          "%s: unknown dtype '%.64s'%s; valid dtypes: " DTYPE_LIST, subj,
-                         J(L, jd)->s, did_you_mean(hint, sizeof hint, J(L, jd)->s, dtype_words, 6));
+                         J(L, jd)->s, did_you_mean(hint, sizeof hint, J(L, jd)->s, dtype_words, 8));
 
     int js = f[T_SHAPE];
     if (js < 0)
@@ -481,12 +701,38 @@ static int load_tensor(loader *L, int i, int jt)
     t->desc.rank = J(L, js)->n;
     int64_t numel = 1;
     int d = 0;
+    for (int k = 0; k < BATON_MAX_RANK; k++)
+        t->dim[k] = -1;
     for (int c = J(L, js)->first; c >= 0; c = J(L, c)->next, d++) {
-        if (!is_type(L, c, J_INT) || J(L, c)->i < 1)
+        int64_t n;
+        if (is_type(L, c, J_STRING)) {
+            /* a dimension bound at run time: memory for its max */
+            int k = find_dim(L->plan, J(L, c)->s);
+            if (k < 0) {
+                char h2[PLAN_MAX_NAME + 32] = "";
+                plan_suggest sg;
+                plan_suggest_init(&sg, J(L, c)->s);
+                for (int q = 0; q < L->plan->n_dims; q++)
+                    plan_suggest_try(&sg, L->plan->dims[q].name);
+                if (plan_suggest_best(&sg))
+                    snprintf(h2, sizeof h2, " (did you mean '%s'?)", plan_suggest_best(&sg));
+                return load_fail(L, BATON_EPLAN, node_pos(L, c),
+                                 "%s: shape[%d] names dimension '%.64s', which is not declared%s; "
+                                 "declare it under \"dims\", e.g. \"dims\": {\"%.64s\": "
+                                 "{\"min\": 1, \"max\": 2048}}",
+                                 subj, d, J(L, c)->s, h2, J(L, c)->s);
+            }
+            t->dim[d] = (signed char)k;
+            t->has_dims = 1;
+            n = L->plan->dims[k].max;
+        } else if (!is_type(L, c, J_INT) || J(L, c)->i < 1) {
             return load_fail(L, BATON_EPLAN, node_pos(L, c),
-                             "%s: shape[%d] must be an integer >= 1 (a scalar has shape [])", subj,
-                             d);
-        int64_t n = (int64_t)J(L, c)->i;
+                             "%s: shape[%d] must be an integer >= 1 or the name of a dimension "
+                             "(a scalar has shape [])",
+                             subj, d);
+        } else {
+            n = (int64_t)J(L, c)->i;
+        }
         if (n > PLAN_MAX_TENSOR_BYTES || numel > PLAN_MAX_TENSOR_BYTES / n)
             numel = PLAN_MAX_TENSOR_BYTES + 1;
         else
@@ -507,23 +753,58 @@ static int load_tensor(loader *L, int i, int jt)
                              "%s: \"role\" must be a string (one of " ROLE_LIST "), not %s", subj,
                              json_kind(L, jr));
         int found = -1;
-        for (int r = 0; r < 4; r++)
+        for (int r = 0; r < 5; r++)
             if (strcmp(J(L, jr)->s, role_words[r]) == 0)
                 found = r;
         if (found < 0)
             return load_fail(L, BATON_EPLAN, node_pos(L, jr),
                              "%s: unknown role '%.64s'%s; valid roles: " ROLE_LIST, subj,
                              J(L, jr)->s,
-                             did_you_mean(hint, sizeof hint, J(L, jr)->s, role_words, 4));
+                             did_you_mean(hint, sizeof hint, J(L, jr)->s, role_words, 5));
         t->role = role_values[found];
     }
 
     int ji = f[T_INIT];
+    t->view_of = -1;
+    t->storage = i;
+    t->state_device = (baton_device){BATON_DEVICE_NONE, 0};
+    if (f[T_VIEW_OF] >= 0) {
+        int jv = f[T_VIEW_OF];
+        t->view_pos = node_pos(L, jv);
+        if (!is_type(L, jv, J_STRING))
+            return load_fail(L, BATON_EPLAN, t->view_pos,
+                             "%s: \"view_of\" must be the name of the tensor whose bytes this one "
+                             "reads, not %s",
+                             subj, json_kind(L, jv));
+        if (t->role != BATON_ROLE_INTERMEDIATE || ji >= 0)
+            return load_fail(L, BATON_EPLAN, t->view_pos,
+                             "%s is a view (\"view_of\") and so has no role and no init of its "
+                             "own: remove its \"%s\"",
+                             subj, ji >= 0 ? "init" : "role");
+        /* resolved once every tensor is declared (resolve_views) */
+        t->view_of = -2 - jv;
+        return 0;
+    }
+    if (t->has_dims && (t->role == BATON_ROLE_CONSTANT || t->role == BATON_ROLE_STATE))
+        return load_fail(L, BATON_EPLAN, node_pos(L, js),
+                         "%s: a %s has a fixed shape (its bytes live across runs); give "
+                         "its dimensions as numbers, the max of a dimension if need be",
+                         subj, baton_role_name(t->role));
+    if (t->role == BATON_ROLE_STATE) {
+        L->plan->has_state = 1;
+        if (ji < 0) {
+            /* zeros by default */
+            t->init.kind = INIT_FILL;
+            t->init.value = 0;
+            return 0;
+        }
+        return load_init(L, t, ji, subj);
+    }
     if (t->role != BATON_ROLE_CONSTANT) {
         if (ji >= 0)
             return load_fail(L, BATON_EPLAN, key_pos(L, ji),
-                             "%s has an init but its role is '%s'; only constants take one: set "
-                             "\"role\": \"constant\" or remove \"init\"",
+                             "%s has an init but its role is '%s'; only constants and state take "
+                             "one: set \"role\": \"constant\" or remove \"init\"",
                              subj, baton_role_name(t->role));
         return 0;
     }
@@ -870,11 +1151,11 @@ static int load_step(loader *L, int i, int js)
 
 /* ---- the top level --------------------------------------------------------------------------- */
 
-enum { P_FORMAT, P_VERSION, P_NAME, P_TENSORS, P_STEPS, P_N };
+enum { P_FORMAT, P_VERSION, P_NAME, P_TENSORS, P_STEPS, P_DIMS, P_N };
 
 static int build(loader *L)
 {
-    static const char *const keys[P_N] = {"format", "version", "name", "tensors", "steps"};
+    static const char *const keys[P_N] = {"format", "version", "name", "tensors", "steps", "dims"};
     baton_plan *plan = L->plan;
     const int root = 0;
     plan_pos rpos = node_pos(L, root);
@@ -948,11 +1229,15 @@ static int build(loader *L)
     plan->n_steps = ns;
     if (plan_index_create(plan))
         return load_fail(L, BATON_ENOMEM, rpos, "out of memory");
+    if ((rc = load_dims(L, f[P_DIMS])))
+        return rc;
 
     int i = 0;
     for (int c = J(L, jt)->first; c >= 0; c = J(L, c)->next, i++)
         if ((rc = load_tensor(L, i, c)))
             return rc;
+    if ((rc = resolve_views(L)))
+        return rc;
     i = 0;
     for (int c = J(L, js)->first; c >= 0; c = J(L, c)->next, i++)
         if ((rc = load_step(L, i, c)))

@@ -25,11 +25,11 @@ static const struct {
 } npy_types[] = {
     {"<f4", BATON_DTYPE_F32},  {"<f8", BATON_DTYPE_F64}, {"<f2", BATON_DTYPE_F16},
     {"<i4", BATON_DTYPE_I32},  {"<i8", BATON_DTYPE_I64}, {"|V2", BATON_DTYPE_BF16},
-    {"<V2", BATON_DTYPE_BF16},
+    {"<V2", BATON_DTYPE_BF16}, {"|u1", BATON_DTYPE_U8},  {"|b1", BATON_DTYPE_BOOL},
 };
 #define N_TYPES (sizeof npy_types / sizeof npy_types[0])
 
-#define SUPPORTED "little-endian f2, f4, f8, i4, i8, or bfloat16 as |V2"
+#define SUPPORTED "little-endian f2, f4, f8, i4, i8, |u1, |b1, or bfloat16 as |V2"
 #define RESAVE    "re-save the array with numpy.save"
 
 static int not_regular(const char *path, mode_t mode, const char *what, baton_error *err)

@@ -294,8 +294,11 @@ void baton_plan_free(baton_plan *plan)
         plan_tensor *t = &plan->tensors[i];
         free(t->init.path);
         free(t->init.values);
+        free(t->init.key);
+        st_release(t->init.st);
     }
     free(plan->tensors);
+    free(plan->dims);  /* their names are in the pool */
     free(plan->steps); /* what the steps point to is in the pool */
     while (plan->pool) {
         plan_pool_block *prev = plan->pool->prev;
@@ -412,4 +415,31 @@ int baton_plan_arena_info(const baton_plan *plan, int i, baton_arena *out)
     out->data = NULL;
     out->nbytes = plan->memory[i].arena_bytes;
     return 0;
+}
+
+int baton_plan_dim_count(const baton_plan *plan)
+{
+    return plan ? plan->n_dims : 0;
+}
+
+int baton_plan_dim_info(const baton_plan *plan, int i, const char **name, int64_t *min,
+                        int64_t *max)
+{
+    if (!plan || i < 0 || i >= plan->n_dims)
+        return BATON_EINVAL;
+    if (name)
+        *name = plan->dims[i].name;
+    if (min)
+        *min = plan->dims[i].min;
+    if (max)
+        *max = plan->dims[i].max;
+    return 0;
+}
+
+int baton_plan_tensor_dim(const baton_plan *plan, int tensor, int axis)
+{
+    if (!plan || tensor < 0 || tensor >= plan->n_tensors || axis < 0 ||
+        axis >= plan->tensors[tensor].desc.rank)
+        return -1;
+    return plan->tensors[tensor].dim[axis];
 }

@@ -22,8 +22,11 @@ typedef enum init_kind {
     INIT_NORMAL,   /* seeded N(mean, std) */
     INIT_UNIFORM,  /* seeded U[low, high) */
     INIT_NPY,      /* a .npy file, path relative to the plan file */
-    INIT_VALUES    /* inline values, exactly numel of them */
+    INIT_VALUES,   /* inline values, exactly numel of them */
+    INIT_SAFETENSORS /* a tensor of a safetensors file (plan/safetensors.c), mapped */
 } init_kind;
+
+typedef struct st_file st_file;
 
 typedef struct tensor_init {
     init_kind kind;
@@ -34,15 +37,32 @@ typedef struct tensor_init {
     char *path;       /* NPY, resolved against the plan's directory */
     double *values;   /* VALUES, numel entries */
     int64_t n_values;
+    char *key;          /* SAFETENSORS: the tensor's name in the file */
+    st_file *st;        /* SAFETENSORS: the mapping (one reference, dropped by baton_plan_free) */
+    const void *mapped; /* SAFETENSORS: its bytes in the mapping (read-only) */
+    /* SAFETENSORS: nonzero when the bytes are aligned to the element size, so that a CPU step
+     * reads them in place instead of a copy in the arena (analyse.c gives them no slot). */
+    int in_place;
 } tensor_init;
 
 typedef struct plan_tensor {
     char *name;
-    baton_tensor_desc desc;
+    baton_tensor_desc desc; /* a dimension named in the shape counts at its max */
     baton_role role;
     tensor_init init;
-    size_t nbytes;
+    size_t nbytes; /* at the dims' max */
     plan_pos pos;
+    /* Per axis: the plan's dimension (plan.dims) that sizes it at run time, or -1 (fixed). */
+    signed char dim[BATON_MAX_RANK];
+    int has_dims;
+    /* "view_of": the tensor whose bytes this one is (-1: none), and the end of that chain, whose
+     * slot holds the bytes (the tensor itself when it is no view). */
+    int view_of;
+    int storage;
+    plan_pos view_pos;
+    /* A state tensor: the device whose steps use it (all on one), in memory-plan order of
+     * plan_memory_index once analysed; -1 before validation or when no step uses it. */
+    baton_device state_device;
     /* dataflow, filled by the validator */
     int producer;   /* step index that writes it, -1 for inputs and constants */
     int first_read; /* first step that reads it, -1 if none */
@@ -86,6 +106,7 @@ typedef struct plan_step {
     plan_collective coll;
     int n_group;
     baton_device *group;
+    int has_dims; /* reads or writes a tensor sized by a dimension */
     /* analysis */
     int segment;
     baton_device next_device;
@@ -162,6 +183,17 @@ typedef struct plan_name_slot {
     uint32_t tag;
 } plan_name_slot;
 
+/* A dimension bound at run time ("dims"): memory is planned for max. */
+typedef struct plan_dim {
+    char *name;
+    int64_t min, max;
+    plan_pos pos;
+} plan_dim;
+
+/* memory.offset of a constant that CPU steps read in place from its mapping (safetensors), so it
+ * takes no room in the arena. */
+#define PLAN_OFFSET_MAPPED (-2)
+
 struct baton_plan {
     /* The loader's reference plus one per runtime; the plan holds one on its registry. */
     atomic_int refs;
@@ -173,6 +205,9 @@ struct baton_plan {
     plan_tensor *tensors;
     int n_steps;
     plan_step *steps;
+    int n_dims;
+    plan_dim *dims;
+    int has_state; /* a tensor has role state */
 
     /* analysis (plan/analyse.c) */
     int n_segments;
@@ -235,8 +270,8 @@ void plan_suggest_init(plan_suggest *s, const char *word);
 void plan_suggest_try(plan_suggest *s, const char *candidate);
 const char *plan_suggest_best(const plan_suggest *s);
 
-/* plan/init.c: fills dst (the tensor's nbytes) with a constant's initial value, rounded to its
- * dtype. Deterministic on every machine for fill, normal, uniform and values; docs/plan-format.md
+/* plan/init.c: fills dst (the tensor's nbytes) with a constant's or a state tensor's initial
+ * value (a state without init: zeros), rounded to its dtype. Deterministic on every machine for fill, normal, uniform and values; docs/plan-format.md
  * gives the algorithms. BATON_EINVAL for a tensor that is not a constant; npy errors as
  * baton_npy_read gives them, prefixed with the tensor. */
 int plan_tensor_materialize(const baton_plan *plan, int tensor, void *dst, baton_error *err);
@@ -269,6 +304,39 @@ int npy_parse(const void *buf, size_t len, uint64_t file_size, const char *name,
  * into buf (NPY_PREFIX_MAX bytes fit any desc). Returns its length, or 0 when desc has no .npy
  * form (invalid dtype, rank or dimension; a size that overflows). */
 size_t npy_format_header(const baton_tensor_desc *desc, unsigned char *buf, size_t cap);
+
+/* plan/safetensors.c: the header of a safetensors file. entries are sorted by name; begin and end
+ * are offsets into the data, which starts at byte data_start of the file. */
+typedef struct st_entry {
+    const char *name;
+    baton_tensor_desc desc;
+    uint64_t begin, end;
+} st_entry;
+typedef struct st_header {
+    int n;
+    st_entry *entries;
+    char *names; /* the entries' names, one block */
+    uint64_t data_start, data_len;
+} st_header;
+/* Parses and checks the header of a safetensors file of file_size bytes whose first len bytes
+ * are buf (len >= 8 + the header's length, or the whole file). BATON_EIO with a message naming
+ * `name`, what is wrong and the fix (printable ASCII only); BATON_ENOMEM. Free with
+ * st_header_free (also safe after a failure). */
+int st_parse(const void *buf, size_t len, uint64_t file_size, const char *name, st_header *out,
+             baton_error *err);
+void st_header_free(st_header *h);
+/* The entry of that name, or -1. */
+int st_header_find(const st_header *h, const char *key);
+/* Maps a regular file read-only and checks its header, or takes another reference on the
+ * process's mapping of the same file (device and inode, unchanged size and mtime). Thread-safe.
+ * Errors as st_parse, and plan_open_regular's for what is not a readable regular file. */
+int st_open(const char *path, st_file **out, baton_error *err);
+/* Drops a reference; the last unmaps the file. NULL is a no-op. */
+void st_release(st_file *f);
+const st_header *st_file_header(const st_file *f);
+const void *st_file_data(const st_file *f, int entry);
+/* How many files the process has mapped now (tests). */
+int st_cache_count(void);
 
 /* plan/plan.c: formats "source:line:column: message" into err and returns code. */
 int plan_error(baton_error *err, int code, const baton_plan *plan, plan_pos pos, const char *fmt,

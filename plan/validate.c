@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "plan/plan_internal.h"
+#include "targets/decoder.h"
 #include "targets/registry.h"
 
 static int plan_fail(baton_error *err, const baton_plan *plan, int code, plan_pos pos,
@@ -226,8 +227,16 @@ static int check_signature(baton_plan *plan, plan_step *s, baton_error *err)
                              o->pos.line, o->pos.column, need);
         }
     }
-    if (s->opaque_verbatim)
+    if (s->opaque_verbatim) {
+        /* a descriptor the plan gives is decoded and checked now, not at the first run */
+        char msg[512] = "";
+        if (target_opaque_check(t, &args, s->opaque, s->opaque_len, msg, sizeof msg))
+            return plan_fail(err, plan, BATON_EPLAN, s->pos,
+                             "step '%s' (%s '%s'): its \"opaque\" "
+                             "descriptor: %s",
+                             s->name, kind_word(t->kind), t->name, msg);
         return 0;
+    }
     s->opaque = plan_no_descriptor;
     s->opaque_len = 0;
     if (t->pack) {
@@ -332,24 +341,94 @@ static int later_writer(const baton_plan *plan, int after, int t)
     return -1;
 }
 
+/* Whether target t declares output k written in place into input i. */
+static int declares_alias(const baton_target *t, int k, int i)
+{
+    for (int a = 0; t && a < t->n_aliases && a < BATON_MAX_ALIASES; a++)
+        if (t->aliases[a].output == k && t->aliases[a].input == i)
+            return 1;
+    return 0;
+}
+
+/* A state tensor lives on one device, so that every read and write of it is ordered by that
+ * device's queue, across segments and runs, with no copy to keep coherent. */
+static int use_state(baton_plan *plan, const plan_step *s, int k, int ti, plan_pos pos,
+                     baton_error *err)
+{
+    plan_tensor *root = &plan->tensors[plan->tensors[ti].storage];
+    if (root->role != BATON_ROLE_STATE)
+        return 0;
+    if (s->kind == BATON_TARGET_COLLECTIVE)
+        return plan_fail(err, plan, BATON_EPLAN, pos,
+                         "step '%s' is a collective over state tensor '%s'; a state tensor lives "
+                         "on one device: copy it into an intermediate first",
+                         s->name, root->name);
+    baton_device dev = step_arg_device(s, k);
+    if (root->state_device.kind == BATON_DEVICE_NONE) {
+        root->state_device = dev;
+        return 0;
+    }
+    if (device_eq(root->state_device, dev))
+        return 0;
+    char a[32], b[32];
+    return plan_fail(err, plan, BATON_EPLAN, pos,
+                     "step '%s' uses state tensor '%s' on %s but earlier steps use it on %s; a "
+                     "state tensor lives on one device: run every step that reads or writes it "
+                     "there (copy what another device needs into an intermediate)",
+                     s->name, root->name, baton_device_format(dev, a, sizeof a),
+                     baton_device_format(root->state_device, b, sizeof b));
+}
+
+/* Before the signature, whose message about shapes would mislead: views are never written. */
+static int check_no_view_written(const baton_plan *plan, const plan_step *s, baton_error *err)
+{
+    for (int o = 0; o < s->n_outputs; o++) {
+        const plan_tensor *t = &plan->tensors[s->outputs[o]];
+        if (t->view_of >= 0)
+            return plan_fail(err, plan, BATON_EPLAN, s->output_pos ? s->output_pos[o] : s->pos,
+                             "step '%s' writes tensor '%s', a view of '%s'; views are read-only: "
+                             "write '%s' and read the view",
+                             s->name, t->name, plan->tensors[t->view_of].name,
+                             plan->tensors[t->storage].name);
+    }
+    return 0;
+}
+
 static int check_dataflow(baton_plan *plan, int si, baton_error *err)
 {
     plan_step *s = &plan->steps[si];
+    int rc;
     for (int i = 0; i < s->n_inputs; i++) {
         int ti = s->inputs[i];
         plan_tensor *t = &plan->tensors[ti];
+        plan_tensor *root = &plan->tensors[t->storage];
         plan_pos pos = s->input_pos ? s->input_pos[i] : s->pos;
-        for (int o = 0; o < s->n_outputs; o++)
-            if (s->outputs[o] == ti)
-                return plan_fail(
-                    err, plan, BATON_EPLAN, pos,
-                    "step '%s' reads and writes tensor '%s'; steps do not run in place: "
-                    "write to a new tensor and read that one afterwards",
-                    s->name, t->name);
-        int readable = t->role == BATON_ROLE_INPUT || t->role == BATON_ROLE_CONSTANT ||
-                       (t->producer >= 0 && t->producer < si);
+        s->has_dims |= t->has_dims;
+        for (int o = 0; o < s->n_outputs; o++) {
+            if (s->outputs[o] != ti)
+                continue;
+            if (t->role == BATON_ROLE_STATE && declares_alias(s->target, o, i))
+                continue;
+            if (t->role == BATON_ROLE_STATE)
+                return plan_fail(err, plan, BATON_EPLAN, pos,
+                                 "step '%s' writes state tensor '%s' in place (input %d, output "
+                                 "%d) but %s '%s' declares no such alias; write a new tensor, or "
+                                 "use a target that updates its input in place",
+                                 s->name, t->name, i, o,
+                                 s->kind == BATON_TARGET_COLLECTIVE ? "collective"
+                                                                    : kind_word(s->kind),
+                                 s->target_name);
+            return plan_fail(err, plan, BATON_EPLAN, pos,
+                             "step '%s' reads and writes tensor '%s'; steps do not run in place "
+                             "(except on state tensors, \"role\": \"state\"): write to a new "
+                             "tensor and read that one afterwards",
+                             s->name, t->name);
+        }
+        int readable = root->role == BATON_ROLE_INPUT || root->role == BATON_ROLE_CONSTANT ||
+                       root->role == BATON_ROLE_STATE ||
+                       (root->producer >= 0 && root->producer < si);
         if (!readable) {
-            int later = later_writer(plan, si, ti);
+            int later = later_writer(plan, si, t->storage);
             if (later >= 0)
                 return plan_fail(err, plan, BATON_EPLAN, pos,
                                  "step '%s' reads tensor '%s' before step '%s' (line %d:%d) writes "
@@ -363,25 +442,42 @@ static int check_dataflow(baton_plan *plan, int si, baton_error *err)
                              "writes it",
                              s->name, t->name);
         }
+        if ((rc = use_state(plan, s, i, ti, pos, err)))
+            return rc;
         if (t->first_read < 0)
             t->first_read = si;
         t->last_read = si;
+        if (root != t) {
+            if (root->first_read < 0)
+                root->first_read = si;
+            root->last_read = si;
+        }
     }
     for (int o = 0; o < s->n_outputs; o++) {
         int ti = s->outputs[o];
         plan_tensor *t = &plan->tensors[ti];
         plan_pos pos = s->output_pos ? s->output_pos[o] : s->pos;
+        s->has_dims |= t->has_dims;
         if (t->role == BATON_ROLE_INPUT || t->role == BATON_ROLE_CONSTANT)
             return plan_fail(err, plan, BATON_EPLAN, pos,
                              "step '%s' writes %s tensor '%s'; inputs and constants are read-only: "
                              "write to a new intermediate or output tensor",
                              s->name, baton_role_name(t->role), t->name);
-        if (t->producer == si)
-            return plan_fail(
-                err, plan, BATON_EPLAN, pos,
-                "step '%s' lists tensor '%s' twice in its outputs; each output needs its "
-                "own tensor",
-                s->name, t->name);
+        for (int p = 0; p < o; p++)
+            if (s->outputs[p] == ti)
+                return plan_fail(
+                    err, plan, BATON_EPLAN, pos,
+                    "step '%s' lists tensor '%s' twice in its outputs; each output needs its "
+                    "own tensor",
+                    s->name, t->name);
+        if ((rc = use_state(plan, s, o, ti, pos, err)))
+            return rc;
+        if (t->role == BATON_ROLE_STATE) {
+            /* written by as many steps as the plan says, in step order on its device */
+            if (t->producer < 0)
+                t->producer = si;
+            continue;
+        }
         if (t->producer >= 0) {
             const plan_step *p = &plan->steps[t->producer];
             return plan_fail(err, plan, BATON_EPLAN, pos,
@@ -392,6 +488,12 @@ static int check_dataflow(baton_plan *plan, int si, baton_error *err)
         }
         t->producer = si;
     }
+    if (s->has_dims && s->opaque_verbatim)
+        return plan_fail(err, plan, BATON_EPLAN, s->pos,
+                         "step '%s' has a verbatim \"opaque\" but a tensor sized by a dimension; "
+                         "its descriptor could not follow the run's shapes: remove \"opaque\" so "
+                         "that the target packs it",
+                         s->name);
     return 0;
 }
 
@@ -404,6 +506,7 @@ int plan_validate(baton_plan *plan, baton_error *err)
     for (int ti = 0; ti < plan->n_tensors; ti++) {
         plan->tensors[ti].producer = -1;
         plan->tensors[ti].first_read = plan->tensors[ti].last_read = -1;
+        plan->tensors[ti].state_device = (baton_device){BATON_DEVICE_NONE, 0};
     }
     for (int si = 0; si < plan->n_steps; si++) {
         plan_step *s = &plan->steps[si];
@@ -422,7 +525,9 @@ int plan_validate(baton_plan *plan, baton_error *err)
                                  PLAN_MAX_DEVICES);
             devices[n_devices++] = dev;
         }
-        int rc;
+        int rc = check_no_view_written(plan, s, err);
+        if (rc)
+            return rc;
         if (s->kind == BATON_TARGET_COLLECTIVE)
             rc = check_collective(plan, s, err);
         else if (!(rc = resolve_target(plan, s, err)))

@@ -27,15 +27,19 @@ static int host_tensor(baton_runtime *rt, const char *name, size_t nbytes, int w
                        plan->source, name, baton_role_name(pt->role));
     if (!want_input && pt->role != BATON_ROLE_OUTPUT && pt->role != BATON_ROLE_INPUT)
         return err_set(err, BATON_EINVAL,
-                       "%s: tensor '%s' is %s; only outputs (and inputs) can be read after a "
-                       "run, since the memory plan reuses other tensors' space (give it "
+                       "%s: tensor '%s' is %s; only outputs, inputs and state can be read "
+                       "after a run, since the memory plan reuses other tensors' space (give it "
                        "\"role\": \"output\")",
                        plan->source, name, baton_role_name(pt->role));
-    if (nbytes != pt->nbytes)
+    /* a tensor sized by a dimension holds the bytes of the binding: the next run's for an
+     * input, the last run's for an output */
+    size_t want = runtime_tensor_bytes(rt, t, pt->role == BATON_ROLE_OUTPUT);
+    if (nbytes != want)
         return err_set(err, BATON_EINVAL,
-                       "%s: tensor '%s' (%s, %lld elements) has %zu bytes, not %zu", plan->source,
+                       "%s: tensor '%s' (%s, %lld elements%s) has %zu bytes, not %zu", plan->source,
                        name, baton_dtype_name(pt->desc.dtype),
-                       (long long)baton_tensor_desc_numel(&pt->desc), pt->nbytes, nbytes);
+                       (long long)(want / baton_dtype_size(pt->desc.dtype)),
+                       pt->has_dims ? " with the dims bound now" : "", want, nbytes);
     *addr = rt->bind_dev[t] == 0 ? rt->bind_data[t] : runtime_slot_addr(rt, 0, t);
     if (!*addr && rt->bind_dev[t] < 0)
         return err_set(err, BATON_ESTATE, "%s: tensor '%s' has no host copy", plan->source, name);
@@ -105,6 +109,14 @@ int baton_runtime_set_input(baton_runtime *rt, const char *name, const void *dat
 {
     err_clear(err);
     void *dst;
+    int st = rt && name ? baton_plan_tensor_index(rt->plan, name) : -1;
+    if (st >= 0 && rt->plan->tensors[st].role == BATON_ROLE_STATE)
+        return runtime_state_access(rt, st, (void *)data, nbytes, 1, err);
+    if (st >= 0 && rt->plan->tensors[st].role == BATON_ROLE_INPUT) {
+        int brc = runtime_bind_from_input(rt, st, nbytes, err);
+        if (brc)
+            return brc;
+    }
     int rc = host_tensor(rt, name, nbytes, 1, &dst, err);
     if (rc)
         return rc;
@@ -128,6 +140,9 @@ int baton_runtime_get_output(baton_runtime *rt, const char *name, void *data, si
 {
     err_clear(err);
     void *src;
+    int st = rt && name ? baton_plan_tensor_index(rt->plan, name) : -1;
+    if (st >= 0 && rt->plan->tensors[st].role == BATON_ROLE_STATE)
+        return runtime_state_access(rt, st, data, nbytes, 0, err);
     int rc = host_tensor(rt, name, nbytes, 0, &src, err);
     if (rc)
         return rc;
@@ -217,6 +232,7 @@ int runtime_build_sites(baton_runtime *rt, baton_error *err)
             const plan_step *st = &plan->steps[i];
             for (int k = 0; k < st->n_inputs + st->n_outputs; k++, pos++) {
                 int t = k < st->n_inputs ? st->inputs[k] : st->outputs[k - st->n_inputs];
+                t = plan->tensors[t].storage; /* a view's buffer is its base's bytes */
                 if (!BINDABLE(t))
                     continue;
                 if (!pass) {
@@ -265,9 +281,14 @@ static void rebind_graph(baton_runtime *rt, int seg, int tag, const dev_call *c,
     rt_device *rd = &rt->dev[plan_memory_index(plan, plan->segments[seg].device)];
     baton_error perr = {0};
     int rc = BATON_ENOTSUP;
+    int slot = rt->graph_slot[seg];
+    /* the segment's graphs for other bindings hold the old address: captured again when used */
+    for (int j = seg * rt->graph_ways; rt->slot_ok && j < (seg + 1) * rt->graph_ways; j++)
+        if (j != slot)
+            rt->slot_ok[j] = 0;
     if (rd->ops->graph_rebind)
-        rc = c ? rd->ops->graph_rebind(rd->ctx, seg, tag, c, NULL, NULL, 0, DEV_COPY_H2D, &perr)
-               : rd->ops->graph_rebind(rd->ctx, seg, tag, NULL, r->dst, r->src, r->bytes, r->kind,
+        rc = c ? rd->ops->graph_rebind(rd->ctx, slot, tag, c, NULL, NULL, 0, DEV_COPY_H2D, &perr)
+               : rd->ops->graph_rebind(rd->ctx, slot, tag, NULL, r->dst, r->src, r->bytes, r->kind,
                                        &perr);
     if (rc) {
         rt->graph_state[seg] = 0;

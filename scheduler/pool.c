@@ -164,14 +164,40 @@ static void worker_main(void *arg)
 }
 
 /* Loop thread: hands queued jobs to free instances, oldest first. */
+/* Loop thread: the first queued job that can start now (one pinned to a busy instance waits,
+ * the others pass it), taken out of the queue with its instance taken out of the free list. */
+static baton_job *next_startable(baton_pool *p, int *instance)
+{
+    baton_job *prev = NULL;
+    for (baton_job *job = p->queue_head; job; prev = job, job = job->next_) {
+        int k = -1;
+        if (job->instance < 0) {
+            k = p->n_free - 1;
+        } else {
+            for (int f = 0; f < p->n_free && k < 0; f++)
+                if (p->free_list[f] == job->instance)
+                    k = f;
+            if (k < 0)
+                continue;
+        }
+        *instance = p->free_list[k];
+        p->free_list[k] = p->free_list[--p->n_free];
+        if (prev)
+            prev->next_ = job->next_;
+        else
+            p->queue_head = job->next_;
+        if (p->queue_tail == job)
+            p->queue_tail = prev;
+        return job;
+    }
+    return NULL;
+}
+
 static void dispatch(baton_pool *p)
 {
-    while (p->queue_head && p->n_free > 0) {
-        baton_job *job = p->queue_head;
-        p->queue_head = job->next_;
-        if (!p->queue_head)
-            p->queue_tail = NULL;
-        int i = p->free_list[--p->n_free];
+    baton_job *job;
+    int i;
+    while (p->n_free > 0 && (job = next_startable(p, &i)) != NULL) {
         job->next_ = NULL;
         job->state_ = JOB_RUNNING;
         job->instance = i;
@@ -354,7 +380,8 @@ static int check_bindings(const baton_pool *p, const baton_binding *b, int n, ba
         int t = b[i].name ? baton_plan_tensor_index(p->plan, b[i].name) : -1;
         baton_tensor_info ti;
         if (t < 0 || baton_plan_tensor_info(p->plan, t, &ti) ||
-            (ti.role != role && !(role == BATON_ROLE_OUTPUT && ti.role == BATON_ROLE_INPUT)))
+            (ti.role != role && ti.role != BATON_ROLE_STATE &&
+             !(role == BATON_ROLE_OUTPUT && ti.role == BATON_ROLE_INPUT)))
             return err_set(err, BATON_EINVAL,
                            "baton_pool_submit: %s %d: '%s' is not an %s of plan '%s'", what, i,
                            b[i].name ? b[i].name : "(null)", what, baton_plan_name(p->plan));
@@ -374,11 +401,21 @@ void baton_job_init(baton_job *job)
 
 int baton_pool_submit(baton_pool *p, baton_job *job, baton_job_cb cb)
 {
+    return baton_pool_submit_to(p, -1, job, cb);
+}
+
+int baton_pool_submit_to(baton_pool *p, int instance, baton_job *job, baton_job_cb cb)
+{
     if (!p || !job || !cb)
         return BATON_EINVAL;
     /* A job in flight belongs to its worker, which clears and fills job->err: touch nothing. */
     if (job->state_ == JOB_QUEUED || job->state_ == JOB_RUNNING)
         return BATON_ESTATE;
+    if (instance < -1 || instance >= p->n)
+        return err_set(&job->err, BATON_EINVAL,
+                       "baton_pool_submit_to: instance %d; the pool has instances 0 to %d (or -1: "
+                       "any)",
+                       instance, p->n - 1);
     if (p->closing)
         return err_set(&job->err, BATON_ESTATE, "baton_pool_submit: the pool is closing");
     int rc = check_bindings(p, job->inputs, job->n_inputs, BATON_ROLE_INPUT, &job->err);
@@ -391,7 +428,9 @@ int baton_pool_submit(baton_pool *p, baton_job *job, baton_job_cb cb)
     job->next_ = NULL;
     job->state_ = JOB_QUEUED;
     job->status_ = 0;
-    job->instance = -1;
+    /* while queued, `instance` holds the instance it is pinned to (-1: any); set to the one
+     * that runs it at dispatch, back to -1 if it is cancelled */
+    job->instance = instance;
     job->err.code = 0;
     job->err.message[0] = 0;
     memset(&job->stats, 0, sizeof job->stats);
@@ -423,6 +462,7 @@ static void cancel_queued(baton_pool *p, baton_job *job)
     job->status_ = BATON_ECANCELED;
     err_set(&job->err, BATON_ECANCELED, "the run was cancelled before it started");
     job->state_ = JOB_QUEUED; /* not running: no instance to give back */
+    job->instance = -1;       /* it held the pin while queued */
     uv_mutex_lock(&p->lock);
     done_push(p, job);
     uv_mutex_unlock(&p->lock);
@@ -492,4 +532,54 @@ int baton_pool_queues_ahead(const baton_pool *p)
 baton_runtime *pool_instance(baton_pool *p, int i)
 {
     return p && i >= 0 && i < p->n ? p->w[i].rt : NULL;
+}
+
+/* Loop thread: whether instance i is idle (in the free list), so its state may be touched. */
+static int instance_idle(const baton_pool *p, int i)
+{
+    for (int f = 0; f < p->n_free; f++)
+        if (p->free_list[f] == i)
+            return 1;
+    return 0;
+}
+
+static int state_call(baton_pool *p, int instance, const char *name, const char *fn,
+                      baton_error *err)
+{
+    if (!p)
+        return err_set(err, BATON_EINVAL, "%s: no pool", fn);
+    baton_tensor_info ti;
+    int t = name ? baton_plan_tensor_index(p->plan, name) : -1;
+    if (name && (t < 0 || baton_plan_tensor_info(p->plan, t, &ti) || ti.role != BATON_ROLE_STATE))
+        return err_set(err, BATON_EINVAL, "%s: '%s' is not a state tensor of plan '%s'", fn, name,
+                       baton_plan_name(p->plan));
+    if (instance < 0 || instance >= p->n)
+        return err_set(err, BATON_EINVAL, "%s: instance %d; the pool has instances 0 to %d", fn,
+                       instance, p->n - 1);
+    if (!instance_idle(p, instance))
+        return err_set(err, BATON_ESTATE,
+                       "%s: instance %d is running a job; touch its state from a job's "
+                       "callback or when it is idle",
+                       fn, instance);
+    return 0;
+}
+
+int baton_pool_get_state(baton_pool *p, int instance, const char *name, void *data, size_t nbytes,
+                         baton_error *err)
+{
+    int rc = state_call(p, instance, name, "baton_pool_get_state", err);
+    return rc ? rc : baton_runtime_get_output(p->w[instance].rt, name, data, nbytes, err);
+}
+
+int baton_pool_set_state(baton_pool *p, int instance, const char *name, const void *data,
+                         size_t nbytes, baton_error *err)
+{
+    int rc = state_call(p, instance, name, "baton_pool_set_state", err);
+    return rc ? rc : baton_runtime_set_input(p->w[instance].rt, name, data, nbytes, err);
+}
+
+int baton_pool_reset_state(baton_pool *p, int instance, baton_error *err)
+{
+    int rc = state_call(p, instance, NULL, "baton_pool_reset_state", err);
+    return rc ? rc : baton_runtime_reset_state(p->w[instance].rt, err);
 }

@@ -208,7 +208,7 @@ static int open_devices(baton_runtime *rt, int fault_dev, dev_fault fault, baton
         rd->gpu = dv.kind == BATON_DEVICE_CUDA;
         rd->ops = ops_for(rt, dv);
         /* events: WAIT_SLOT, and one per segment that another GPU waits for (SEG_EVENT) */
-        if ((rc = rd->ops->open(run_on(rt, dv), &rt->opts, plan->n_segments,
+        if ((rc = rd->ops->open(run_on(rt, dv), &rt->opts, plan->n_segments * rt->graph_ways,
                                 SEG_EVENT(plan->n_segments), &rd->ctx, err)))
             return rc;
         if (d == fault_dev && rd->ops->inject)
@@ -271,6 +271,8 @@ void *runtime_slot_addr(const baton_runtime *rt, int d, int t)
 {
     const plan_memory *m = &rt->plan->memory[d];
     int64_t off = m->offset[t];
+    if (off == PLAN_OFFSET_MAPPED) /* read in place from its file's mapping (read-only) */
+        return (void *)rt->plan->tensors[rt->plan->tensors[t].storage].init.mapped;
     if (off < 0)
         return NULL;
     if ((size_t)off < m->const_bytes)
@@ -290,7 +292,7 @@ static int load_constants(baton_runtime *rt, baton_error *err)
         void *host = NULL;
         for (int d = 0; d < rt->nd; d++) {
             void *dst = runtime_slot_addr(rt, d, t);
-            if (!dst)
+            if (!dst || plan->memory[d].offset[t] == PLAN_OFFSET_MAPPED)
                 continue;
             if (!host) {
                 host = malloc(pt->nbytes ? pt->nbytes : 1);
@@ -665,10 +667,15 @@ static int prepare(const baton_plan *plan, const baton_options *opts, const bato
         rt->alias_gpus = share->alias_gpus;
     } else if (!(rc = choose_backend(rt, err)))
         note_cpu_fallbacks(rt);
+    rt->graph_ways = plan->n_dims && o.mode == BATON_SYNC_GRAPH ? RT_GRAPH_WAYS : 1;
     if (!rc)
         rc = open_devices(rt, fault_dev, fault, err);
     if (!rc)
         rc = load_constants(rt, err);
+    if (!rc)
+        rc = baton_runtime_reset_state(rt, err); /* each instance owns its state */
+    if (!rc)
+        rc = runtime_dims_prepare(rt, err);
     if (!rc)
         rc = build_calls(rt, err);
     if (!rc)
@@ -683,6 +690,8 @@ static int prepare(const baton_plan *plan, const baton_options *opts, const bato
         if (!rt->graph_state || !rt->seg_bytes)
             rc = err_set(err, BATON_ENOMEM, "prepare: out of memory");
     }
+    if (!rc)
+        rc = runtime_graphs_prepare(rt, err);
     if (!rc)
         runtime_count_graph_bytes(rt);
     if (!rc)
@@ -762,6 +771,8 @@ void baton_runtime_destroy(baton_runtime *rt)
     for (int d = 0; d < rt->nd; d++)
         if (rt->dev[d].ctx)
             rt->dev[d].ops->close(rt->dev[d].ctx);
+    runtime_dims_free(rt);
+    runtime_graphs_free(rt);
     free(rt->step_dev);
     free(rt->calls);
     free(rt->errbufs);

@@ -197,7 +197,8 @@ static int capture_segment(baton_runtime *rt, int s, baton_error *err)
     rt_device *rd = &rt->dev[d];
     rt->capturing = 1;
     rt->capture_seg = s;
-    int rc = rd->ops->capture_begin(rd->ctx, s, err);
+    int slot = rt->graph_slot[s];
+    int rc = rd->ops->capture_begin(rd->ctx, slot, err);
     if (!rc && rt->ahead_ok[s])
         rc = rd->ops->gate_wait(rd->ctx, err); /* before the copies of the CPU's outputs */
     if (!rc)
@@ -212,7 +213,7 @@ static int capture_segment(baton_runtime *rt, int s, baton_error *err)
     rt->capturing = 0;
     int updated = 0;
     baton_error cerr = {0};
-    int rc2 = rd->ops->capture_end(rd->ctx, s, &updated, &cerr);
+    int rc2 = rd->ops->capture_end(rd->ctx, slot, &updated, &cerr);
     if (rc && rc != BATON_ENOTSUP)
         return rc; /* a failing step fails the run; the next run captures again */
     if (!rc && rc2 && rc2 != BATON_ENOTSUP) {
@@ -232,10 +233,11 @@ static int capture_segment(baton_runtime *rt, int s, baton_error *err)
             if (!rt->opts.quiet)
                 log_msg(BATON_LOG_NOTE, "%s", rt->note);
         }
-        rd->ops->graph_reset(rd->ctx, s);
+        rd->ops->graph_reset(rd->ctx, slot);
         return BATON_ENOTSUP;
     }
     rt->graph_state[s] = 1;
+    runtime_graph_used(rt, s, 1);
     rt->stats.captures++;
     if (updated)
         rt->stats.graph_updates++;
@@ -258,7 +260,8 @@ static int issue_gpu_segment(baton_runtime *rt, int s, baton_error *err)
         }
         if (rt->graph_state[s] == 1) {
             int64_t t0 = rt->timing || rt->trace ? now_ns() : 0;
-            rc = rd->ops->graph_launch(rd->ctx, s, err);
+            rc = rd->ops->graph_launch(rd->ctx, rt->graph_slot[s], err);
+            runtime_graph_used(rt, s, 0);
             if (t0) {
                 int64_t t1 = now_ns();
                 rt->step_ns[seg->first_step] += t1 - t0;
@@ -471,7 +474,9 @@ int baton_runtime_run(baton_runtime *rt, baton_error *err)
     if (rt->n_unset_inputs > 0 && !rt->opts.allow_unset_inputs)
         return runtime_unset_inputs(rt, err);
     const baton_plan *plan = rt->plan;
-    int rc = 0;
+    int rc = runtime_apply_dims(rt, err); /* a changed binding, before anything is issued */
+    if (rc)
+        return rc;
     rt->ahead = -1;
     int64_t run_t0 = rt->trace ? now_ns() : 0;
     for (int s = 0; s < plan->n_segments && !rc; s++) {

@@ -121,6 +121,21 @@ struct baton_runtime {
     unsigned char *input_set;
     int n_unset_inputs; /* inputs neither set (input_set) nor bound: a run refuses them */
     baton_run_stats stats;
+    /* state.c: the dims the next run binds, those the descriptors hold now, the input that
+     * bound each since the last run (-1), and the repacked descriptors (n_steps *
+     * BATON_OPAQUE_MAX bytes) */
+    int64_t *dims, *dims_ran;
+    int *dims_by;
+    char *opaques;
+    /* graph mode: executable graphs per binding. Segment s uses graph slot graph_slot[s] of its
+     * graph_ways slots (s * graph_ways onwards); per slot its binding (n_dims values), when it
+     * was last launched, whether it was ever captured and whether it holds the current
+     * addresses. seg_dims[s]: the segment depends on the binding. */
+    int graph_ways;
+    int *graph_slot;
+    unsigned char *seg_dims;
+    int64_t *slot_key, *slot_tick, graph_clock, graph_hits;
+    unsigned char *slot_used, *slot_ok;
     int timing;
     int64_t *step_ns;
     trace_event *trace;
@@ -166,6 +181,23 @@ void runtime_count_graph_bytes(baton_runtime *rt);
 /* bind.c: BATON_ESTATE naming the inputs that were never given a value (rt->n_unset_inputs > 0),
  * for a run that refuses them (baton_options.allow_unset_inputs). */
 int runtime_unset_inputs(const baton_runtime *rt, baton_error *err);
+
+/* state.c: state tensors and dims (issue 40). */
+#define RT_GRAPH_WAYS 8 /* executable graphs kept per segment that depends on the dims */
+int runtime_state_access(baton_runtime *rt, int t, void *data, size_t nbytes, int write,
+                         baton_error *err);
+int runtime_dims_prepare(baton_runtime *rt, baton_error *err);
+void runtime_dims_free(baton_runtime *rt);
+/* The bytes tensor t holds under the binding of the next run (ran 0) or of the last (ran 1). */
+size_t runtime_tensor_bytes(const baton_runtime *rt, int t, int ran);
+/* set_input of an input sized by a dimension with nbytes: binds the dimension it implies. */
+int runtime_bind_from_input(baton_runtime *rt, int t, size_t nbytes, baton_error *err);
+/* At the start of a run: a changed binding reaches descriptors, transfers and graphs. */
+int runtime_apply_dims(baton_runtime *rt, baton_error *err);
+int runtime_graphs_prepare(baton_runtime *rt, baton_error *err);
+/* Segment s's graph was launched (captured: it was captured just before). */
+void runtime_graph_used(baton_runtime *rt, int s, int captured);
+void runtime_graphs_free(baton_runtime *rt);
 
 /* options.c: the caller's options (NULL: the defaults) as this library's baton_options, read by
  * their struct_size (core/abi.h): fields past it keep baton_options_init's values. */

@@ -13,6 +13,12 @@ void baton_runtime_reset_stats(baton_runtime *rt)
 {
     memset(&rt->stats, 0, sizeof rt->stats);
     memset(rt->step_ns, 0, (size_t)rt->plan->n_steps * sizeof *rt->step_ns);
+    rt->graph_hits = 0;
+}
+
+int64_t baton_runtime_graph_hits(const baton_runtime *rt)
+{
+    return rt ? rt->graph_hits : 0;
 }
 
 const char *baton_runtime_note(const baton_runtime *rt)

@@ -16,6 +16,7 @@ static const abi_field target_fields[] = {
     ABI_FIELD(baton_target, attrs),       ABI_FIELD(baton_target, check),
     ABI_FIELD(baton_target, pack),        ABI_FIELD(baton_target, impls),
     ABI_FIELD(baton_target, n_impls),     ABI_FIELD(baton_target, user),
+    ABI_FIELD(baton_target, aliases),     ABI_FIELD(baton_target, n_aliases),
 };
 
 static const abi_field iface_fields[] = {

@@ -11,6 +11,7 @@
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/descriptors.h"
 #include "targets/builtin.h"
+#include "targets/decoder.h"
 #ifdef BATON_CUDA
 #include "kernels/cuda/cuda_kernels.h"
 #endif
@@ -716,6 +717,8 @@ static const baton_target target_softshrink = {
     .check = softshrink_check,
     .pack = softshrink_pack,
     IMPLS(softshrink),
+    .aliases = {{0, 0}},
+    .n_aliases = 1, /* elementwise: in place on state */
 };
 
 static const baton_target target_add = {
@@ -728,6 +731,8 @@ static const baton_target target_add = {
     .check = add_check,
     .pack = add_pack,
     IMPLS(add),
+    .aliases = {{0, 0}},
+    .n_aliases = 1, /* elementwise: in place on state (b may repeat) */
 };
 
 static const baton_target target_mul = {
@@ -740,6 +745,8 @@ static const baton_target target_mul = {
     .check = mul_check,
     .pack = mul_pack,
     IMPLS(mul),
+    .aliases = {{0, 0}},
+    .n_aliases = 1, /* elementwise: in place on state (b may repeat) */
 };
 
 static const baton_target target_add_scalar = {
@@ -753,6 +760,8 @@ static const baton_target target_add_scalar = {
     .check = add_scalar_check,
     .pack = add_scalar_pack,
     IMPLS(add_scalar),
+    .aliases = {{0, 0}},
+    .n_aliases = 1, /* elementwise: in place on state */
 };
 
 static const baton_target target_copy = {
@@ -765,6 +774,8 @@ static const baton_target target_copy = {
     .check = copy_check,
     .pack = copy_pack,
     IMPLS(copy),
+    .aliases = {{0, 0}},
+    .n_aliases = 1, /* elementwise: in place on state */
 };
 
 static const baton_target target_argmax = {
@@ -798,7 +809,10 @@ static const baton_target target_noop = {
 #else
 #define CUDA_TUNE(fn) .tune = {NULL}
 #endif
+#define UNTUNED(t) {&t, {NULL}},
 
+/* One target a line. */
+/* clang-format off */
 const builtin_target baton_builtin_targets[] = {
     {&target_rms_norm_fwd, CUDA_TUNE(rms_norm_fwd)},
     {&target_rms_norm_bwd, CUDA_TUNE(rms_norm_bwd)},
@@ -811,7 +825,9 @@ const builtin_target baton_builtin_targets[] = {
     {&target_argmax, {NULL}},
     {&target_noop, {NULL}},
     {&baton_target_gemm, {NULL}},
+    BATON_DECODER_TARGETS(UNTUNED)
 };
+/* clang-format on */
 
 const int baton_builtin_target_count =
     (int)(sizeof baton_builtin_targets / sizeof baton_builtin_targets[0]);

@@ -322,6 +322,22 @@ static int check_target(const char *fn, const baton_target *t, baton_error *err)
         return refuse(err, fn, t,
                       "n_inputs is %d and n_outputs %d; each must be 0 to %d (exact counts)",
                       t->n_inputs, t->n_outputs, CORE_MAX_STEP_ARGS);
+    if (t->n_aliases < 0 || t->n_aliases > BATON_MAX_ALIASES)
+        return refuse(err, fn, t, "n_aliases is %d; give 0 to %d in-place pairs", t->n_aliases,
+                      BATON_MAX_ALIASES);
+    for (int a = 0; a < t->n_aliases; a++) {
+        const baton_alias *al = &t->aliases[a];
+        if (al->output < 0 || al->output >= t->n_outputs || al->input < 0 ||
+            al->input >= t->n_inputs)
+            return refuse(err, fn, t,
+                          "aliases[%d] pairs output %d with input %d; the target has outputs 0 to "
+                          "%d and inputs 0 to %d",
+                          a, al->output, al->input, t->n_outputs - 1, t->n_inputs - 1);
+        for (int b = 0; b < a; b++)
+            if (t->aliases[b].output == al->output && t->aliases[b].input == al->input)
+                return refuse(err, fn, t, "aliases[%d] repeats aliases[%d]; list a pair once", a,
+                              b);
+    }
     int rc = check_impls(fn, t, err);
     if (!rc)
         rc = check_attr_specs(fn, t, err);
@@ -344,6 +360,9 @@ static const char *signature_diff(const baton_target *have, const baton_target *
         snprintf(buf, cap, "its check() is another function");
     else if (have->pack != t->pack)
         snprintf(buf, cap, "its pack() is another function");
+    else if (have->n_aliases != t->n_aliases ||
+             memcmp(have->aliases, t->aliases, (size_t)t->n_aliases * sizeof *t->aliases) != 0)
+        snprintf(buf, cap, "its in-place aliases differ");
     else {
         for (int k = 0; k < BATON_MAX_ATTR_SPECS; k++) {
             const baton_attr_spec *a = &have->attrs[k], *b = &t->attrs[k];

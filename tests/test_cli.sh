@@ -232,5 +232,29 @@ check "bench on the CPU fallback" 0 "$baton" bench --gpu=cpu --iters=3 --warmup=
   examples/plans/rmsnorm_tutorial.json
 contains "bench fallback ratio" "$tmp/out" "n/a (fallback"
 
+# issue 40: state kept across --iters and written with --output, dims from --dim or --input
+sd=tests/data/good/state-dims-views.json
+python3 -c "
+import struct, sys
+hdr = \"{'descr': '<f4', 'fortran_order': False, 'shape': (3, 4), }\"
+hdr += ' ' * (63 - (10 + len(hdr)) % 64) + '\\n'
+d = struct.pack('<12f', *range(12))
+open(sys.argv[1], 'wb').write(b'\\x93NUMPY\\x01\\x00' + struct.pack('<H', len(hdr)) + hdr.encode() + d)
+" "$tmp/x3.npy"
+check "state and dims from an input" 0 "$baton" run -q --iters=3 --input "x=$tmp/x3.npy" \
+  --output "y=$tmp/y3.npy" --output "total=$tmp/total.npy" "$sd"
+check "the state after 3 runs is 3 w" 0 python3 -c "
+import struct, sys
+b = open(sys.argv[1], 'rb').read(); hl = struct.unpack('<H', b[8:10])[0]
+assert struct.unpack('<4f', b[10 + hl:]) == (1.5, -3.0, 6.0, 0.75), b[10 + hl:]
+b = open(sys.argv[2], 'rb').read(); hl = struct.unpack('<H', b[8:10])[0]
+assert b'(3, 2, 2)' in b[:10 + hl], b[:10 + hl]
+" "$tmp/total.npy" "$tmp/y3.npy"
+check "--dim binds a dimension" 0 "$baton" run -q --dim seq=2 "$sd"
+contains "the output has the bound shape" "$tmp/out" "y f32 [2,2,2]"
+check "--dim out of bounds" 2 "$baton" run -q --dim seq=9 "$sd"
+contains "the bounds are named" "$tmp/err" "dimension 'seq' = 9 is outside its bounds 1..8"
+check "--dim of an unknown dimension" 2 "$baton" run -q --dim sq=2 "$sd"
+
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]

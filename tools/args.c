@@ -16,6 +16,8 @@ const char *cli_usage_main =
     "  inspect    show a plan's analysis: segments, boundaries, transfers, memory plan, waits\n"
     "  run        run a plan, reading inputs from and writing outputs to .npy files\n"
     "  bench      time runs of a plan in one or more sync modes\n"
+    "  targets    list the registered kernels and delegates (--json; --plugin=PATH adds a\n"
+    "             plugin's)\n"
     "\n"
     "`baton <command> --help` lists a command's options.\n"
     "exit codes: 0 success, 1 invalid plan, 2 bad usage, 3 run failed, 4 file error\n";
@@ -52,7 +54,10 @@ void cli_print_usage(const char *cmd)
             "  --iters=N                     run N times (default 1); outputs are from the last\n"
             "  --input NAME=FILE.npy         bind an input (inputs not bound are filled with\n"
             "                                seeded N(0,1) values, with a note)\n"
-            "  --output NAME=FILE.npy        write an output after the last run\n"
+            "  --output NAME=FILE.npy        write an output (or a state tensor) after the last\n"
+            "                                run\n"
+            "  --dim NAME=VALUE              bind a dimension of the plan (\"dims\"); inputs\n"
+            "                                given with --input bind theirs from their shapes\n"
             "  --trace=FILE.json             write a Chrome trace (open it in Perfetto)\n"
             "  --print                       print every output's values, not just a summary\n");
         fputs(usage_common, stdout);
@@ -71,6 +76,10 @@ void cli_print_usage(const char *cmd)
                "  --queue-ahead     with --inflight above 4: queue ahead anyway (a pool of\n"
                "                    more than 4 instances does not by default)\n");
         fputs(usage_common, stdout);
+    } else if (strcmp(cmd, "targets") == 0) {
+        printf("usage: baton targets [--json] [--plugin=PATH]...\n\nLists every registered "
+               "kernel and delegate: kind, devices, inputs, outputs,\nin-place aliases and "
+               "attributes (docs/targets.md).\n  --json   machine-readable output\n");
     } else {
         fputs(cli_usage_main, stdout);
         return;
@@ -106,9 +115,9 @@ static int parse_count(const char *v, long lo, long hi, int *out)
 /* The options that take a value, so that one given last without it gets the right message. */
 static int needs_value(const char *a)
 {
-    static const char *const with_value[] = {"--mode",   "--modes",    "--gpu",    "--iters",
-                                             "--warmup", "--format",   "--trace",  "--input",
-                                             "--output", "--inflight", "--plugin", "--report"};
+    static const char *const with_value[] = {
+        "--mode",  "--modes",  "--gpu",      "--iters",  "--warmup", "--format", "--trace",
+        "--input", "--output", "--inflight", "--plugin", "--report", "--dim"};
     for (size_t i = 0; i < sizeof with_value / sizeof with_value[0]; i++)
         if (strcmp(a, with_value[i]) == 0)
             return 1;
@@ -141,6 +150,7 @@ static const char *option_commands(const char *a)
         {"--trace", "run"},
         {"--input", "run bench"},
         {"--output", "run"},
+        {"--dim", "run"},
     };
     size_t n = strcspn(a, "=");
     for (size_t i = 0; i < sizeof table / sizeof table[0]; i++)
@@ -270,6 +280,24 @@ static int parse(int argc, char **argv, cli *c, char *msg, size_t msglen)
                 return -1;
             }
             c->plugins[c->n_plugins++] = v;
+        } else if ((v = opt_value(argc, argv, &i, "--dim"))) {
+            const char *eq = strchr(v, '=');
+            char *end = NULL;
+            long long val = eq ? strtoll(eq + 1, &end, 10) : 0;
+            if (!eq || eq == v || (size_t)(eq - v) >= MAX_NAME || !end || end == eq + 1 || *end ||
+                val < 1) {
+                snprintf(msg, msglen,
+                         "baton: --dim takes NAME=VALUE, a dimension of the plan and a size >= 1 "
+                         "(e.g. --dim seq=17), not '%.200s'",
+                         v);
+                return -1;
+            }
+            if (c->n_dims == MAX_BINDINGS) {
+                snprintf(msg, msglen, "baton: at most %d --dim options", MAX_BINDINGS);
+                return -1;
+            }
+            snprintf(c->dim_name[c->n_dims], MAX_NAME, "%.*s", (int)(eq - v), v);
+            c->dim_value[c->n_dims++] = val;
         } else if ((v = opt_value(argc, argv, &i, "--input")) ||
                    (v = opt_value(argc, argv, &i, "--output"))) {
             int is_in = strncmp(a, "--input", 7) == 0;

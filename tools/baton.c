@@ -169,9 +169,12 @@ static int cmd_run(cli *c)
             rc = EXIT_IO;
             goto out;
         }
-        void *buf = malloc(ti.nbytes ? ti.nbytes : 1);
-        int got = buf ? baton_runtime_get_output(rt, ti.name, buf, ti.nbytes, &err) : BATON_ENOMEM;
-        int wrote = got ? -1 : baton_npy_write(staged[n_staged++].tmp, &ti.desc, buf, &err);
+        baton_tensor_desc run_desc = ti.desc; /* the last run's shape, under its dims */
+        baton_runtime_tensor_desc(rt, ti.name, &run_desc);
+        size_t nb = (size_t)baton_tensor_desc_numel(&run_desc) * baton_dtype_size(run_desc.dtype);
+        void *buf = malloc(nb ? nb : 1);
+        int got = buf ? baton_runtime_get_output(rt, ti.name, buf, nb, &err) : BATON_ENOMEM;
+        int wrote = got ? -1 : baton_npy_write(staged[n_staged++].tmp, &run_desc, buf, &err);
         free(buf);
         if (got || wrote) {
             fprintf(stderr, "baton: --output %s: %s\n", cli_esc(ti.name),
@@ -211,6 +214,8 @@ static int cmd_run(cli *c)
         baton_plan_tensor_info(plan, t, &ti);
         if (ti.role != BATON_ROLE_OUTPUT)
             continue;
+        baton_runtime_tensor_desc(rt, ti.name, &ti.desc);
+        ti.nbytes = (size_t)baton_tensor_desc_numel(&ti.desc) * baton_dtype_size(ti.desc.dtype);
         void *buf = malloc(ti.nbytes ? ti.nbytes : 1);
         if (buf && baton_runtime_get_output(rt, ti.name, buf, ti.nbytes, &err) == 0)
             print_output(&ti, buf, c->print);
@@ -240,6 +245,11 @@ int main(int argc, char **argv)
         printf("baton %s (plan format %d, CUDA %s)\n", baton_version_string(),
                BATON_PLAN_FORMAT_VERSION, baton_cuda_built() ? "built" : "not built");
         return 0;
+    }
+    if (strcmp(argv[1], "targets") == 0) { /* takes no plan: its own small parser */
+        baton_log_set(cli_log, NULL);
+        int rc = cmd_targets(argc, argv);
+        return fflush(stdout) || ferror(stdout) ? (rc ? rc : EXIT_IO) : rc;
     }
     const char *cmds[] = {"validate", "inspect", "run", "bench"};
     int known = 0;

@@ -44,6 +44,10 @@ typedef struct cli {
     int help;     /* --help was given: print the command's usage and exit 0 */
     const char *plugins[MAX_PLUGINS]; /* --plugin, loaded in order before the plan */
     int n_plugins;
+    /* --dim NAME=VALUE: the plan's dimensions bound before the inputs (run) */
+    int n_dims;
+    char dim_name[MAX_BINDINGS][MAX_NAME];
+    long long dim_value[MAX_BINDINGS];
 } cli;
 
 /* args.c */
@@ -119,5 +123,7 @@ void cli_progress_end(cli_progress *p); /* clears the line */
 
 /* baton.c / bench.c */
 int cmd_bench(cli *c);
+/* `baton targets [--json] [--plugin=PATH]...` (targets.c): argv as main got it. */
+int cmd_targets(int argc, char **argv);
 
 #endif

@@ -85,6 +85,7 @@ static const char *role_name(baton_role r)
     return r == BATON_ROLE_INPUT      ? "an input"
            : r == BATON_ROLE_OUTPUT   ? "an output"
            : r == BATON_ROLE_CONSTANT ? "a constant"
+           : r == BATON_ROLE_STATE    ? "a state tensor"
                                       : "an intermediate tensor";
 }
 
@@ -150,9 +151,28 @@ int cli_check_bindings(const cli *c, const baton_plan *plan)
     for (int i = 0; i < c->n_in; i++)
         if ((rc = check_name(plan, "--input", c->in[i].name, BATON_ROLE_INPUT)))
             return rc;
-    for (int i = 0; i < c->n_out; i++)
+    for (int i = 0; i < c->n_out; i++) {
+        baton_tensor_info ti;
+        int t = baton_plan_tensor_index(plan, c->out[i].name);
+        if (t >= 0 && baton_plan_tensor_info(plan, t, &ti) == 0 && ti.role == BATON_ROLE_STATE)
+            continue; /* state is read after the runs like an output */
         if ((rc = check_name(plan, "--output", c->out[i].name, BATON_ROLE_OUTPUT)))
             return rc;
+    }
+    for (int i = 0; i < c->n_dims; i++) {
+        int known = 0;
+        const char *name;
+        for (int k = 0; k < baton_plan_dim_count(plan); k++)
+            if (baton_plan_dim_info(plan, k, &name, NULL, NULL) == 0 &&
+                strcmp(name, c->dim_name[i]) == 0)
+                known = 1;
+        if (!known) {
+            fprintf(stderr, "baton: --dim %s: the plan has no dimension of that name%s\n",
+                    cli_esc(c->dim_name[i]),
+                    baton_plan_dim_count(plan) ? "" : " (it declares no \"dims\")");
+            return EXIT_USAGE;
+        }
+    }
     for (int i = 0; i < c->n_out; i++) {
         for (int k = 0; k < i; k++)
             if (strcmp(c->out[k].path, c->out[i].path) == 0) {
@@ -179,8 +199,54 @@ static void shape_str(const baton_tensor_desc *d, char *buf, size_t cap)
         snprintf(buf + o, cap - o, "]");
 }
 
+/* The bytes of each input read by cli_read_inputs (its shape may bind dims), by tensor. */
+static size_t *in_bytes;
+
+/* Whether an input file's shape fits tensor t: fixed axes equal, an axis sized by a dimension
+ * within its bounds. */
+static int shape_fits(const baton_plan *plan, int t, const baton_tensor_desc *want,
+                      const baton_tensor_desc *got)
+{
+    if (got->dtype != want->dtype || got->rank != want->rank)
+        return 0;
+    for (int k = 0; k < got->rank; k++) {
+        int d = baton_plan_tensor_dim(plan, t, k);
+        int64_t lo, hi;
+        if (d < 0) {
+            if (got->shape[k] != want->shape[k])
+                return 0;
+        } else if (baton_plan_dim_info(plan, d, NULL, &lo, &hi) || got->shape[k] < lo ||
+                   got->shape[k] > hi) {
+            return 0;
+        }
+    }
+    return 1;
+}
+
+/* Tensor t's bytes with the --dim values (the max for the others). */
+static size_t bytes_with_dims(const cli *c, const baton_plan *plan, int t,
+                              const baton_tensor_info *ti)
+{
+    size_t n = baton_dtype_size(ti->desc.dtype);
+    for (int k = 0; k < ti->desc.rank; k++) {
+        int64_t v = ti->desc.shape[k];
+        int d = baton_plan_tensor_dim(plan, t, k);
+        const char *name;
+        if (d >= 0 && baton_plan_dim_info(plan, d, &name, NULL, NULL) == 0)
+            for (int i = 0; i < c->n_dims; i++)
+                if (strcmp(c->dim_name[i], name) == 0)
+                    v = c->dim_value[i];
+        n *= (size_t)v;
+    }
+    return n;
+}
+
 int cli_read_inputs(const cli *c, const baton_plan *plan, void **bufs, int note)
 {
+    free(in_bytes);
+    in_bytes = calloc((size_t)baton_plan_tensor_count(plan) + 1, sizeof *in_bytes);
+    if (!in_bytes)
+        return EXIT_RUN;
     baton_error err = {0};
     int nt = baton_plan_tensor_count(plan);
     for (int t = 0; t < nt; t++)
@@ -203,10 +269,7 @@ int cli_read_inputs(const cli *c, const baton_plan *plan, void **bufs, int note)
                 return err.code == BATON_ENOMEM ? EXIT_RUN : EXIT_IO;
             }
             /* the exact dtype and shape, as for a constant's npy init: a (2,2) file is not [4] */
-            int same = d.dtype == ti.desc.dtype && d.rank == ti.desc.rank;
-            for (int k = 0; same && k < d.rank; k++)
-                same = d.shape[k] == ti.desc.shape[k];
-            if (!same) {
+            if (!shape_fits(plan, t, &ti.desc, &d)) {
                 char got[256], want[256];
                 shape_str(&d, got, sizeof got);
                 shape_str(&ti.desc, want, sizeof want);
@@ -219,7 +282,9 @@ int cli_read_inputs(const cli *c, const baton_plan *plan, void **bufs, int note)
                 return EXIT_USAGE;
             }
             bufs[t] = buf;
+            in_bytes[t] = (size_t)baton_tensor_desc_numel(&d) * baton_dtype_size(d.dtype);
         } else {
+            in_bytes[t] = bytes_with_dims(c, plan, t, &ti);
             bufs[t] = malloc(ti.nbytes ? ti.nbytes : 1);
             if (!bufs[t]) {
                 cli_free_inputs(plan, bufs);
@@ -240,17 +305,26 @@ void cli_free_inputs(const baton_plan *plan, void **bufs)
         free(bufs[t]);
         bufs[t] = NULL;
     }
+    free(in_bytes);
+    in_bytes = NULL;
 }
 
 int cli_bind_inputs(const cli *c, const baton_plan *plan, baton_runtime *rt, void **bufs)
 {
     baton_error err = {0};
+    for (int i = 0; i < c->n_dims; i++)
+        if (baton_runtime_set_dims(rt, c->dim_name[i], c->dim_value[i], &err)) {
+            fprintf(stderr, "baton: --dim %s=%lld: %s\n", cli_esc(c->dim_name[i]), c->dim_value[i],
+                    cli_esc(err.message));
+            return EXIT_USAGE;
+        }
     for (int t = 0; t < baton_plan_tensor_count(plan); t++) {
         baton_tensor_info ti;
         baton_plan_tensor_info(plan, t, &ti);
         if (ti.role != BATON_ROLE_INPUT)
             continue;
-        if (baton_runtime_set_input(rt, ti.name, bufs[t], ti.nbytes, &err)) {
+        size_t n = in_bytes && in_bytes[t] ? in_bytes[t] : ti.nbytes;
+        if (baton_runtime_set_input(rt, ti.name, bufs[t], n, &err)) {
             fprintf(stderr, "baton: %s\n", cli_esc(err.message));
             return EXIT_RUN;
         }

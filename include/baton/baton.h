@@ -111,9 +111,11 @@ typedef enum baton_dtype {
     BATON_DTYPE_F32 = 3,
     BATON_DTYPE_F64 = 4,
     BATON_DTYPE_I32 = 5,
-    BATON_DTYPE_I64 = 6
+    BATON_DTYPE_I64 = 6,
+    BATON_DTYPE_U8 = 7,  /* unsigned byte (safetensors U8, numpy |u1) */
+    BATON_DTYPE_BOOL = 8 /* one byte, 0 or 1 (safetensors BOOL, numpy |b1); stores v != 0 */
 } baton_dtype;
-#define BATON_DTYPE_COUNT 7
+#define BATON_DTYPE_COUNT 9
 
 BATON_API const char *baton_dtype_name(baton_dtype dt);    /* "bf16"; "invalid" for others */
 BATON_API size_t baton_dtype_size(baton_dtype dt);         /* bytes per element; 0 if invalid */
@@ -153,7 +155,11 @@ typedef enum baton_role {
     BATON_ROLE_INTERMEDIATE = 0,
     BATON_ROLE_INPUT = 1,
     BATON_ROLE_OUTPUT = 2,
-    BATON_ROLE_CONSTANT = 3
+    BATON_ROLE_CONSTANT = 3,
+    /* Persists across the runs of one runtime (a pool instance owns its own): initialised from
+     * its init (zeros without one) at baton_runtime_create and baton_runtime_reset_state; steps
+     * may read and write it, in place where the target declares an alias (baton_alias). */
+    BATON_ROLE_STATE = 4
 } baton_role;
 
 BATON_API const char *baton_role_name(baton_role role);
@@ -312,6 +318,16 @@ typedef struct baton_attr_spec {
 #define BATON_MAX_IMPLS      4
 #define BATON_MAX_ATTR_SPECS 8
 
+/* An in-place pair of a target: output `output` may be the same tensor as input `input` (the
+ * kernel then gets one buffer for both). A plan may name one tensor as both only for a declared
+ * pair, and only when the tensor is a state tensor ("role": "state"); baton's elementwise targets
+ * declare (0, 0). */
+typedef struct baton_alias {
+    int output;
+    int input;
+} baton_alias;
+#define BATON_MAX_ALIASES 4
+
 /* A target's signature and implementations. The registry copies the struct and what it points
  * to (name, summary, attribute names and help, delegate tables), so none of it need outlive the
  * call; the functions (kernels, check, pack, a delegate's callbacks) must stay loaded as long as
@@ -340,6 +356,11 @@ typedef struct baton_target {
     /* Given back to every call of the target (baton_exec_ctx.user, baton_delegate_init.user), so
      * that a host runtime needs no globals. baton never dereferences it. */
     void *user;
+    /* In-place pairs (see baton_alias): n_aliases entries, 0 to BATON_MAX_ALIASES, each output
+     * and input in range, no output twice. A target built against a header without them has
+     * none. */
+    baton_alias aliases[BATON_MAX_ALIASES];
+    int n_aliases;
 } baton_target;
 
 /* ---------------------------------------------------------------------------------------------
@@ -475,6 +496,15 @@ typedef struct baton_tensor_info {
 
 BATON_API int baton_plan_tensor_info(const baton_plan *plan, int i, baton_tensor_info *out);
 
+/* The plan's dimensions bound at run time ("dims"): how many, and dimension i's name (it lives as
+ * long as the plan) and bounds. A tensor's desc and nbytes (baton_tensor_info) are at the dims'
+ * max; baton_plan_tensor_dim says which dimension sizes axis `axis` of tensor `tensor` (-1: a
+ * fixed axis, or out of range). BATON_EINVAL for i out of range. */
+BATON_API int baton_plan_dim_count(const baton_plan *plan);
+BATON_API int baton_plan_dim_info(const baton_plan *plan, int i, const char **name, int64_t *min,
+                                  int64_t *max);
+BATON_API int baton_plan_tensor_dim(const baton_plan *plan, int tensor, int axis);
+
 typedef struct baton_step_info {
     const char *name;
     const char *target;
@@ -606,6 +636,39 @@ BATON_API int baton_runtime_set_input(baton_runtime *rt, const char *name, const
  * BATON_ESTATE. BATON_EINVAL for a wrong size or a NULL data. */
 BATON_API int baton_runtime_get_output(baton_runtime *rt, const char *name, void *data,
                                        size_t nbytes, baton_error *err);
+
+/* State tensors ("role": "state") keep their bytes from one run of a runtime to the next;
+ * baton_runtime_get_output and baton_runtime_set_input read and write them by name (exactly the
+ * tensor's bytes, between runs, at any time: before the first run they hold their init). They
+ * are initialised from their init (zeros without one) at baton_runtime_create and by this call,
+ * which puts every state tensor back so. Errors: BATON_EINVAL without a runtime, a device's
+ * copy failure. */
+BATON_API int baton_runtime_reset_state(baton_runtime *rt, baton_error *err);
+
+/* Dimensions bound at run time (the plan's "dims"): binds `name` to `value` for the next runs.
+ * Every run starts at the dims' max; a run after a change first gives the steps that use a
+ * dimension their actual shapes (baton_exec_ctx.sig, and their descriptors packed again) after
+ * their target's check() accepted them, and its copies move the actual bytes (no allocation). An
+ * input sized by one dimension may bind it instead: baton_runtime_set_input with the byte count
+ * of its actual shape (two inputs that imply different values before a run: BATON_EINVAL naming
+ * both); outputs are then read with the byte count of the last run's shape. BATON_ENOENT for a
+ * name the plan does not declare (with a suggestion), BATON_EINVAL for a value outside its
+ * bounds (naming the dimension and the bounds); a binding that a step's check() refuses fails the
+ * next run with BATON_EINVAL naming the step and the dims, and the previous binding stays. */
+BATON_API int baton_runtime_set_dims(baton_runtime *rt, const char *name, int64_t value,
+                                     baton_error *err);
+/* The value the next run binds `name` to. BATON_ENOENT for an unknown name. */
+BATON_API int baton_runtime_get_dims(const baton_runtime *rt, const char *name, int64_t *value);
+/* Graph mode keeps up to 8 executable graphs per GPU segment that depends on the dims, one per
+ * binding: how many runs found their binding's graph ready (no capture, no update). Captures
+ * and in-place updates count in baton_run_stats.captures and .graph_updates. Reset with
+ * baton_runtime_reset_stats. */
+BATON_API int64_t baton_runtime_graph_hits(const baton_runtime *rt);
+/* Tensor `name`'s dtype and shape under the dims: the last run's for an output, the next run's
+ * otherwise (its byte count is what get_output and set_input take). BATON_ENOENT for an unknown
+ * name, BATON_EINVAL for NULL arguments. */
+BATON_API int baton_runtime_tensor_desc(const baton_runtime *rt, const char *name,
+                                        baton_tensor_desc *out);
 
 /* Caller-owned input and output buffers, read and written in place by the runs (no copies). */
 typedef struct baton_buffer {

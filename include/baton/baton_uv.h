@@ -91,6 +91,24 @@ BATON_API int baton_pool_create(uv_loop_t *loop, const baton_plan *plan, const b
  * the job is left untouched, job->err included, since its run may be writing it. */
 BATON_API int baton_pool_submit(baton_pool *pool, baton_job *job, baton_job_cb cb);
 
+/* baton_pool_submit for a job that must run on instance `instance` (0 to instances - 1; -1: any,
+ * as baton_pool_submit). An instance owns its state tensors (a plan's "role": "state"), so the
+ * runs of one session (a conversation's KV cache) go to one instance; a pinned job waits for its
+ * instance while later jobs for other instances pass it. BATON_EINVAL for an instance out of
+ * range, else as baton_pool_submit. Bindings may name state tensors (read or written with the
+ * run, like inputs and outputs). */
+BATON_API int baton_pool_submit_to(baton_pool *pool, int instance, baton_job *job, baton_job_cb cb);
+
+/* An instance's state tensors, by name, between its runs (on the loop thread, e.g. in a job's
+ * callback): read, write (exactly the tensor's bytes) and reset to their init (as
+ * baton_runtime_get_output, set_input and reset_state). BATON_ESTATE while the instance runs a
+ * job, BATON_EINVAL for an instance out of range or a tensor that is not state (or wrong size). */
+BATON_API int baton_pool_get_state(baton_pool *pool, int instance, const char *name, void *data,
+                                   size_t nbytes, baton_error *err);
+BATON_API int baton_pool_set_state(baton_pool *pool, int instance, const char *name,
+                                   const void *data, size_t nbytes, baton_error *err);
+BATON_API int baton_pool_reset_state(baton_pool *pool, int instance, baton_error *err);
+
 /* Cancels a job that has not started: it leaves the queue and its callback is called (on a later
  * turn of the loop) with BATON_ECANCELED. BATON_ESTATE if it is running or has ended. */
 BATON_API int baton_pool_cancel(baton_job *job);

@@ -1,0 +1,515 @@
+/* bench_decoder.cu: baton's decoder ops on CUDA at the Llama-3.2-1B shapes (hidden 2048, 32 heads,
+ * 8 KV heads, head_dim 64, intermediate 8192, vocab 128256), bf16, batch 1, against floors
+ * measured in the same run: an empty kernel (the latency floor) and a 16-byte grid-stride copy of
+ * the same bytes (read + written, as the op moves them). Each call reads cold data: the inputs
+ * rotate over distinct buffers, together over 2.5x the L2 (at least 64 MB) where a graph of that
+ * many calls fits; every call is timed inside a CUDA graph of k calls (per-call time = replay
+ * time / k). Decode attention at contexts 1024, 4096 and 32768, both cold (rotated caches) and
+ * warm (the same caches every call, as PyTorch's published figures were taken); prefill attention
+ * at T = 1024 and 4096; the decode GEMV x[1, 2048] . W[N, 2048]^T for N = 2048, 2560, 8192, 16384,
+ * 128256 with baton's own kernel (kcuda_gemv_bf16) and the gemm delegate (cuBLASLt), checked
+ * against each other.
+ *
+ * Usage: bench_decoder [--json FILE] [--reps N]. Prints a table; --json writes the results
+ * (format "baton.bench_decoder", docs/bench_decoder.schema.json). */
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include <cuda_runtime.h>
+
+#include "baton/baton.h"
+#include "bench/cuda/bench_common.h"
+#include "bench/cuda/copy_kernels.cuh"
+#include "delegates/cuda/gemm_cublaslt.h"
+#include "kernels/cuda/cuda_decoder.h"
+
+static cudaStream_t g_stream;
+static cudaDeviceProp g_prop;
+static int g_reps = 20;
+static baton_registry *g_reg;
+
+struct Result {
+    std::string op, shape, impl;
+    double bytes, us, gbps, copy_us, copy_gbps, ratio, floor_us;
+    int cold;
+    std::string peer;
+    double peer_us;
+};
+static std::vector<Result> g_results;
+static double g_floor_us;
+
+__global__ void empty_kernel() {}
+
+/* Pools of `sets` copies of one tensor, set i at i * stride bytes. */
+struct Pool {
+    char *base = nullptr;
+    size_t stride = 0;
+    int sets = 0;
+    void *at(int i) const
+    {
+        return base + (size_t)(i % sets) * stride;
+    }
+};
+
+static Pool pool_alloc(size_t bytes, int sets)
+{
+    Pool p;
+    p.stride = (bytes + 255) & ~(size_t)255;
+    p.sets = sets;
+    CHECK_CUDA(cudaMalloc((void **)&p.base, p.stride * (size_t)sets));
+    return p;
+}
+
+static int sets_for(double bytes_per_call, int cap)
+{
+    const double want = std::max(64.0 * (1 << 20), 2.5 * (double)g_prop.l2CacheSize);
+    int s = (int)ceil(want / std::max(bytes_per_call, 1.0));
+    return std::max(1, std::min(s, cap));
+}
+
+static double time_calls(int k, const std::function<void(int)> &fn)
+{
+    return time_graph(g_stream, fn, k, g_reps);
+}
+
+/* The copy floor: a 16-byte grid-stride copy moving `bytes` in total (bytes / 2 read, bytes / 2
+ * written), rotated over as many sets as the op used. */
+static double copy_us(double bytes, int sets, int k)
+{
+    const size_t half = ((size_t)(bytes / 2) + 15) & ~(size_t)15;
+    Pool src = pool_alloc(half, sets), dst = pool_alloc(half, sets);
+    fill_random(g_stream, src.base, src.stride * sets, 11);
+    const size_t n = half / 16;
+    const int grid = std::max(1, std::min((int)((n + 255) / 256), g_prop.multiProcessorCount * 8));
+    double us = time_calls(k, [&](int i) {
+        copy16<4><<<grid, 256, 0, g_stream>>>((const uint4 *)src.at(i), (uint4 *)dst.at(i), n);
+    });
+    CHECK_CUDA(cudaFree(src.base));
+    CHECK_CUDA(cudaFree(dst.base));
+    return us;
+}
+
+static baton_tensor_desc td(baton_dtype dt, std::initializer_list<int64_t> shape)
+{
+    baton_tensor_desc d;
+    memset(&d, 0, sizeof d);
+    d.dtype = dt;
+    for (int64_t s : shape)
+        d.shape[d.rank++] = s;
+    return d;
+}
+
+static size_t nbytes(const baton_tensor_desc &d)
+{
+    return (size_t)baton_tensor_desc_numel(&d) * baton_dtype_size(d.dtype);
+}
+
+static void desc_shape(char *buf, size_t cap, const baton_tensor_desc &d)
+{
+    size_t n = (size_t)snprintf(buf, cap, "%s[", baton_dtype_name(d.dtype));
+    for (int i = 0; i < d.rank && n < cap; i++)
+        n += (size_t)snprintf(buf + n, cap - n, i ? ",%lld" : "%lld", (long long)d.shape[i]);
+    if (n < cap)
+        snprintf(buf + n, cap - n, "]");
+}
+
+/* How an input is filled: random floats, indices (i64) in [lo, hi), or the ramp lo, lo+1, ...;
+ * a shared input has one copy that every call reads (a 500 MB table, inv_freq). */
+struct Fill {
+    int index = 0, ramp = 0, shared = 0;
+    int64_t lo = 0, hi = 0;
+};
+
+static void fill_index(const Pool &p, const baton_tensor_desc &d, const Fill &f, uint64_t seed)
+{
+    const int64_t n = baton_tensor_desc_numel(&d);
+    std::vector<int64_t> h((size_t)n);
+    for (int s = 0; s < p.sets; s++) {
+        for (int64_t i = 0; i < n; i++) {
+            seed = seed * 6364136223846793005ull + 1442695040888963407ull;
+            h[(size_t)i] = f.ramp            ? f.lo + i
+                           : f.hi - f.lo <= 1 ? f.lo
+                                              : f.lo + (int64_t)((seed >> 33) % (uint64_t)(f.hi - f.lo));
+        }
+        CHECK_CUDA(cudaMemcpy(p.at(s), h.data(), (size_t)n * 8, cudaMemcpyHostToDevice));
+    }
+}
+
+/* Times one baton kernel moving `bytes` a call: inputs rotated over sets (or all calls on set 0
+ * when warm); alias0: the output is input 0 (the cache of kv_cache_update). */
+static void bench_op(const char *label, const char *target, std::vector<baton_tensor_desc> in,
+                     std::vector<Fill> fills, baton_tensor_desc out, std::vector<baton_attr> attrs,
+                     double bytes, bool warm = false, int max_k = 1024, bool alias0 = false)
+{
+    const baton_target *t = baton_registry_find(g_reg, target);
+    if (!t) {
+        fprintf(stderr, "bench_decoder: no target %s\n", target);
+        exit(1);
+    }
+    baton_sig_args sig;
+    memset(&sig, 0, sizeof sig);
+    sig.n_inputs = (int)in.size();
+    sig.inputs = in.data();
+    sig.n_outputs = 1;
+    sig.outputs = &out;
+    sig.n_attrs = (int)attrs.size();
+    sig.attrs = attrs.data();
+    char msg[512] = "";
+    baton_tensor_desc want;
+    if (t->check(&sig, &want, msg, sizeof msg)) {
+        fprintf(stderr, "bench_decoder: %s: %s\n", label, msg);
+        exit(1);
+    }
+    char opaque[BATON_OPAQUE_MAX];
+    const int olen = t->pack(&sig, opaque, sizeof opaque);
+    const baton_target_impl *impl = baton_target_impl_for(t, BATON_DEVICE_CUDA);
+    const double per_call = bytes;
+    const int sets = warm ? 1 : sets_for(per_call, 1 << 14);
+    const int k = std::min(warm ? 64 : sets, max_k);
+    std::vector<Pool> pools;
+    for (size_t j = 0; j < in.size(); j++) {
+        pools.push_back(pool_alloc(nbytes(in[j]), fills[j].shared ? 1 : sets));
+        if (fills[j].index)
+            fill_index(pools.back(), in[j], fills[j], 1234 + j);
+        else
+            fill_random(g_stream, pools.back().base, pools.back().stride * sets, 7 + (uint32_t)j);
+    }
+    Pool po = alias0 ? pools[0] : pool_alloc(nbytes(out), sets);
+    CHECK_CUDA(cudaDeviceSynchronize());
+    char errbuf[512] = "";
+    baton_exec_ctx ctx;
+    memset(&ctx, 0, sizeof ctx);
+    ctx.device.kind = BATON_DEVICE_CUDA;
+    ctx.stream = g_stream;
+    ctx.step_name = label;
+    ctx.errbuf = errbuf;
+    ctx.errbuf_len = sizeof errbuf;
+    ctx.sig = &sig;
+    auto call = [&](int i) {
+        void *bufs[8];
+        for (size_t j = 0; j < in.size(); j++)
+            bufs[j] = pools[j].at(i);
+        bufs[in.size()] = po.at(i);
+        if (impl->kernel(&ctx, bufs, opaque, (size_t)olen)) {
+            fprintf(stderr, "bench_decoder: %s: %s\n", label, errbuf);
+            exit(1);
+        }
+    };
+    call(0);
+    CHECK_CUDA(cudaStreamSynchronize(g_stream));
+    if (kcuda_decoder_error_take(0, msg, sizeof msg)) {
+        fprintf(stderr, "bench_decoder: %s: %s\n", label, msg);
+        exit(1);
+    }
+    ctx.capturing = 1;
+    const double us = time_calls(k, call);
+    ctx.capturing = 0;
+    const int cold = !warm && (double)k * per_call > 2.0 * g_prop.l2CacheSize;
+    const double cus = copy_us(bytes, warm ? 1 : sets, k);
+    Result r;
+    r.op = label;
+    char sh[160];
+    desc_shape(sh, sizeof sh, in[0]);
+    r.shape = sh;
+    r.impl = "baton";
+    r.bytes = bytes;
+    r.us = us;
+    r.gbps = bytes / us * 1e-3;
+    r.copy_us = cus;
+    r.copy_gbps = bytes / cus * 1e-3;
+    r.ratio = us / cus;
+    r.floor_us = g_floor_us;
+    r.cold = cold;
+    r.peer_us = NAN;
+    g_results.push_back(r);
+    for (auto &p : pools)
+        CHECK_CUDA(cudaFree(p.base));
+    if (!alias0)
+        CHECK_CUDA(cudaFree(po.base));
+}
+
+static baton_attr ai(const char *n, int64_t v)
+{
+    baton_attr a;
+    memset(&a, 0, sizeof a);
+    a.name = n;
+    a.type = BATON_ATTR_INT;
+    a.i = v;
+    a.f = (double)v;
+    return a;
+}
+
+static baton_attr af(const char *n, double v)
+{
+    baton_attr a;
+    memset(&a, 0, sizeof a);
+    a.name = n;
+    a.type = BATON_ATTR_FLOAT;
+    a.f = v;
+    return a;
+}
+
+/* The decode GEMV: baton's kernel and the gemm delegate (cuBLASLt, trans_b) on the same W sets. */
+static void bench_gemv(int64_t N)
+{
+    const int64_t K = 2048;
+    const double wbytes = (double)(N * K * 2);
+    const int sets = sets_for(wbytes, 64);
+    const int k = sets;
+    Pool W = pool_alloc((size_t)wbytes, sets), X = pool_alloc(K * 2, sets),
+         Y1 = pool_alloc(N * 2, sets), Y2 = pool_alloc(N * 2, sets);
+    fill_random(g_stream, W.base, W.stride * sets, 3);
+    fill_random(g_stream, X.base, X.stride * sets, 5);
+    CHECK_CUDA(cudaDeviceSynchronize());
+    auto ours = [&](int i) {
+        int e = kcuda_gemv_bf16(X.at(i), W.at(i), Y1.at(i), N, K, g_stream);
+        if (e) {
+            fprintf(stderr, "bench_decoder: gemv: %s\n", cudaGetErrorString((cudaError_t)e));
+            exit(1);
+        }
+    };
+    /* the delegate as the runtime prepares it: x [1, K], W [N, K], trans_b */
+    baton_tensor_desc in[2] = {td(BATON_DTYPE_BF16, {1, K}), td(BATON_DTYPE_BF16, {N, K})},
+                      out = td(BATON_DTYPE_BF16, {1, N});
+    baton_attr tb;
+    memset(&tb, 0, sizeof tb);
+    tb.name = "trans_b";
+    tb.type = BATON_ATTR_BOOL;
+    tb.i = 1;
+    baton_sig_args sig;
+    memset(&sig, 0, sizeof sig);
+    sig.n_inputs = 2, sig.inputs = in, sig.n_outputs = 1, sig.outputs = &out;
+    sig.n_attrs = 1, sig.attrs = &tb;
+    baton_device dev = {BATON_DEVICE_CUDA, 0};
+    baton_target_kind kind = BATON_TARGET_DELEGATE;
+    baton_delegate_init info;
+    memset(&info, 0, sizeof info);
+    info.step_name = "gemv";
+    info.device = dev;
+    info.stream = g_stream;
+    info.sig = &sig;
+    info.n_steps = 1;
+    info.step_devices = &dev;
+    info.step_kinds = &kind;
+    void *state = NULL;
+    baton_error err;
+    if (baton_gemm_cublaslt_iface.init(&info, &state, &err)) {
+        fprintf(stderr, "bench_decoder: gemm init: %s\n", err.message);
+        exit(1);
+    }
+    char errbuf[256] = "";
+    baton_exec_ctx ctx;
+    memset(&ctx, 0, sizeof ctx);
+    ctx.device = dev;
+    ctx.stream = g_stream;
+    ctx.step_name = "gemv";
+    ctx.errbuf = errbuf;
+    ctx.errbuf_len = sizeof errbuf;
+    ctx.sig = &sig;
+    auto theirs = [&](int i) {
+        void *bufs[3] = {X.at(i), W.at(i), Y2.at(i)};
+        if (baton_gemm_cublaslt_iface.execute(state, &ctx, bufs)) {
+            fprintf(stderr, "bench_decoder: gemm execute: %s\n", errbuf);
+            exit(1);
+        }
+    };
+    ours(0);
+    theirs(0);
+    CHECK_CUDA(cudaStreamSynchronize(g_stream));
+    std::vector<uint16_t> a((size_t)N), b((size_t)N);
+    CHECK_CUDA(cudaMemcpy(a.data(), Y1.at(0), (size_t)N * 2, cudaMemcpyDeviceToHost));
+    CHECK_CUDA(cudaMemcpy(b.data(), Y2.at(0), (size_t)N * 2, cudaMemcpyDeviceToHost));
+    double num = 0, den = 0;
+    for (int64_t i = 0; i < N; i++) {
+        const double x = bf2f(a[(size_t)i]), y = bf2f(b[(size_t)i]);
+        num += (x - y) * (x - y);
+        den += y * y;
+    }
+    const double diff = sqrt(num / std::max(den, 1e-30));
+    if (!(diff < 2e-2)) {
+        fprintf(stderr, "bench_decoder: gemv N=%lld differs from cuBLASLt: %.3g\n", (long long)N,
+                diff);
+        exit(1);
+    }
+    ctx.capturing = 1;
+    const double t_ours = time_calls(k, ours), t_lt = time_calls(k, theirs);
+    ctx.capturing = 0;
+    const double bytes = wbytes + K * 2 + N * 2;
+    const double cus = copy_us(bytes, sets, k);
+    char sh[64];
+    snprintf(sh, sizeof sh, "x[1,2048].W[%lld,2048]^T", (long long)N);
+    for (int which = 0; which < 2; which++) {
+        Result r;
+        r.op = "gemv";
+        r.shape = sh;
+        r.impl = which ? "cublaslt" : "baton";
+        r.bytes = bytes;
+        r.us = which ? t_lt : t_ours;
+        r.gbps = bytes / r.us * 1e-3;
+        r.copy_us = cus;
+        r.copy_gbps = bytes / cus * 1e-3;
+        r.ratio = r.us / cus;
+        r.floor_us = g_floor_us;
+        r.cold = (double)k * wbytes > 2.0 * g_prop.l2CacheSize;
+        r.peer = which ? "baton" : "cublaslt";
+        r.peer_us = which ? t_ours : t_lt;
+        g_results.push_back(r);
+    }
+    baton_gemm_cublaslt_iface.destroy(state);
+    CHECK_CUDA(cudaFree(W.base));
+    CHECK_CUDA(cudaFree(X.base));
+    CHECK_CUDA(cudaFree(Y1.base));
+    CHECK_CUDA(cudaFree(Y2.base));
+}
+
+static void write_json(const char *path, int argc, char **argv)
+{
+    FILE *f = fopen(path, "w");
+    if (!f) {
+        fprintf(stderr, "bench_decoder: cannot write %s\n", path);
+        exit(1);
+    }
+    char date[64];
+    time_t now = time(NULL);
+    strftime(date, sizeof date, "%Y-%m-%dT%H:%M:%SZ", gmtime(&now));
+    std::string cmd;
+    for (int i = 0; i < argc; i++)
+        cmd += std::string(i ? " " : "") + argv[i];
+    fprintf(f,
+            "{\n  \"format\": \"baton.bench_decoder\",\n  \"format_version\": 1,\n  \"date\": "
+            "\"%s\",\n  \"device\": \"%s\",\n  \"l2_bytes\": %d,\n  \"command\": \"%s\",\n  "
+            "\"latency_floor_us\": %.3f,\n  \"results\": [\n",
+            date, g_prop.name, g_prop.l2CacheSize, cmd.c_str(), g_floor_us);
+    for (size_t i = 0; i < g_results.size(); i++) {
+        const Result &r = g_results[i];
+        fprintf(f,
+                "    {\"op\": \"%s\", \"shape\": \"%s\", \"impl\": \"%s\", \"bytes\": %.0f, "
+                "\"us\": %.3f, \"gbps\": %.1f, \"copy_us\": %.3f, \"copy_gbps\": %.1f, "
+                "\"ratio_to_copy\": %.3f, \"floor_us\": %.3f, \"cold\": %s, \"peer\": %s%s%s, "
+                "\"peer_us\": ",
+                r.op.c_str(), r.shape.c_str(), r.impl.c_str(), r.bytes, r.us, r.gbps, r.copy_us,
+                r.copy_gbps, r.ratio, r.floor_us, r.cold ? "true" : "false",
+                r.peer.empty() ? "" : "\"", r.peer.empty() ? "null" : r.peer.c_str(),
+                r.peer.empty() ? "" : "\"");
+        if (isnan(r.peer_us))
+            fprintf(f, "null}");
+        else
+            fprintf(f, "%.3f}", r.peer_us);
+        fprintf(f, "%s\n", i + 1 < g_results.size() ? "," : "");
+    }
+    fprintf(f, "  ]\n}\n");
+    fclose(f);
+}
+
+int main(int argc, char **argv)
+{
+    const char *json = NULL;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--json") && i + 1 < argc)
+            json = argv[++i];
+        else if (!strcmp(argv[i], "--reps") && i + 1 < argc)
+            g_reps = std::max(5, atoi(argv[++i]));
+        else {
+            fprintf(stderr, "usage: bench_decoder [--json FILE] [--reps N]\n");
+            return 2;
+        }
+    }
+    int ndev = 0;
+    if (cudaGetDeviceCount(&ndev) != cudaSuccess || ndev == 0) {
+        fprintf(stderr, "bench_decoder: no CUDA device\n");
+        return 1;
+    }
+    CHECK_CUDA(cudaGetDeviceProperties(&g_prop, 0));
+    CHECK_CUDA(cudaStreamCreateWithFlags(&g_stream, cudaStreamNonBlocking));
+    if (baton_registry_create(&g_reg)) {
+        fprintf(stderr, "bench_decoder: no registry\n");
+        return 1;
+    }
+    printf("device: %s, %d SMs, L2 %d MB; bf16, batch 1; Llama-3.2-1B shapes; median of %d graph "
+           "replays\n",
+           g_prop.name, g_prop.multiProcessorCount, g_prop.l2CacheSize >> 20, g_reps);
+    g_floor_us = time_calls(256, [&](int) { empty_kernel<<<1, 32, 0, g_stream>>>(); });
+
+    const baton_dtype BF = BATON_DTYPE_BF16, I64 = BATON_DTYPE_I64, F32 = BATON_DTYPE_F32;
+    const int64_t D = 2048, H = 32, HKV = 8, DH = 64, FF = 8192, V = 128256;
+    Fill fl, ids, pos4k, shared;
+    ids.index = 1, ids.lo = 0, ids.hi = V;
+    pos4k.index = 1, pos4k.lo = 0, pos4k.hi = 4096;
+    shared.shared = 1;
+    Fill invf = shared; /* inv_freq: random floats in [-2, 2) are as good as any for timing */
+    for (int64_t rows : {1, 8192}) {
+        bench_op("embedding", "embedding", {td(I64, {rows}), td(BF, {V, D})}, {ids, shared},
+                 td(BF, {rows, D}), {}, (double)(rows * D * 2 * 2 + rows * 8));
+    }
+    for (int64_t rows : {1, 8192})
+        bench_op("rope", "rope", {td(BF, {rows, H * DH}), td(I64, {rows}), td(F32, {DH / 2})},
+                 {fl, pos4k, invf}, td(BF, {rows, H * DH}), {ai("head_dim", DH)},
+                 (double)(rows * H * DH * 2 * 2 + rows * 8));
+    for (int64_t rows : {1, 2048})
+        bench_op("silu_mul", "silu_mul", {td(BF, {rows, FF}), td(BF, {rows, FF})}, {fl, fl},
+                 td(BF, {rows, FF}), {}, (double)(rows * FF * 2 * 3));
+    for (int64_t rows : {1, 256})
+        bench_op("cast", "cast", {td(BF, {rows, V})}, {fl}, td(F32, {rows, V}), {},
+                 (double)(rows * V * 6));
+    bench_op("softmax", "softmax", {td(F32, {1, V})}, {fl}, td(F32, {1, V}), {}, (double)(V * 8));
+    bench_op("sample", "sample", {td(F32, {1, V}), td(I64, {1})}, {fl, pos4k}, td(I64, {1}),
+             {ai("top_k", 50), af("top_p", 0.9), af("temperature", 0.7), ai("seed", 1)},
+             (double)(V * 4));
+    {
+        Fill p;
+        p.index = 1, p.lo = 0, p.hi = 32768;
+        bench_op("kv_cache_update", "kv_cache_update",
+                 {td(BF, {32768, HKV * DH}), td(BF, {1, HKV * DH}), td(I64, {1})},
+                 {shared, fl, p}, td(BF, {32768, HKV * DH}), {}, (double)(HKV * DH * 2 * 2 + 8),
+                 false, 1024, true);
+    }
+    for (int64_t ctx : {1024, 4096, 32768})
+        for (int warm = 0; warm < 2; warm++) {
+            Fill p;
+            p.index = 1, p.lo = ctx - 1, p.hi = ctx; /* positions[0] = ctx - 1: ctx keys */
+            const double kv = (double)(ctx * HKV * DH * 2 * 2);
+            char label[64];
+            snprintf(label, sizeof label, "attention decode ctx %lld%s", (long long)ctx,
+                     warm ? " (warm)" : "");
+            bench_op(label, "attention",
+                     {td(BF, {1, H * DH}), td(BF, {ctx, HKV * DH}), td(BF, {ctx, HKV * DH}),
+                      td(I64, {1})},
+                     {fl, fl, fl, p}, td(BF, {1, H * DH}),
+                     {ai("head_dim", DH), ai("n_heads", H), ai("n_kv_heads", HKV)},
+                     kv + 2.0 * H * DH * 2, warm != 0);
+        }
+    for (int64_t T : {1024, 4096}) {
+        /* causal prefill from position 0: row r attends to rows 0..r */
+        Fill p;
+        p.index = 1, p.ramp = 1, p.lo = 0;
+        char label[64];
+        snprintf(label, sizeof label, "attention prefill T %lld", (long long)T);
+        bench_op(label, "attention",
+                 {td(BF, {T, H * DH}), td(BF, {T, HKV * DH}), td(BF, {T, HKV * DH}), td(I64, {T})},
+                 {fl, fl, fl, p}, td(BF, {T, H * DH}),
+                 {ai("head_dim", DH), ai("n_heads", H), ai("n_kv_heads", HKV)},
+                 (double)(T * HKV * DH * 2 * 2 + 2.0 * T * H * DH * 2), true, 8);
+    }
+    for (int64_t N : {2048, 2560, 8192, 16384, 128256})
+        bench_gemv(N);
+
+    printf("\nlatency floor (empty kernel in a graph): %.2f us\n\n", g_floor_us);
+    printf("%-40s %-26s %-9s %10s %9s %9s %9s %7s %5s %9s\n", "op", "shape", "impl", "bytes",
+           "us", "GB/s", "copy us", "x copy", "cold", "peer us");
+    for (const Result &r : g_results)
+        printf("%-40s %-26s %-9s %10.0f %9.2f %9.1f %9.2f %7.2f %5s %9.2f\n", r.op.c_str(),
+               r.shape.c_str(), r.impl.c_str(), r.bytes, r.us, r.gbps, r.copy_us, r.ratio,
+               r.cold ? "yes" : "no", r.peer_us);
+    if (json)
+        write_json(json, argc, argv);
+    baton_registry_destroy(g_reg);
+    return 0;
+}

@@ -1,0 +1,141 @@
+"""decoder_peers.py: PyTorch's side of bench/cuda/bench_decoder.cu, on the same Llama-3.2-1B shapes
+(bf16, batch 1): F.scaled_dot_product_attention for one decode token against 1024, 4096 and 32768
+cached positions (32 query heads, 8 KV heads, head_dim 64, enable_gqa), with the flash and cuDNN
+backends where they take the case and whatever PyTorch picks; prefill (causal, T = 1024, 4096); and
+F.linear for x [1, 2048] by W [N, 2048] (N = 2048, 2560, 8192, 16384, 128256). Each is timed two
+ways: warm (the same inputs every call, as PyTorch's published figures were taken) and cold (the
+inputs rotated over sets that together exceed 2.5x the L2 and 64 MB, as bench_decoder times
+baton). Calls are captured k at a time into a CUDA graph and the per-call time is the median graph
+replay over k, as bench_decoder does, so launch overhead is not counted for either.
+
+    python3 bench/kernels/decoder_peers.py [--reps N] [--json FILE]
+"""
+import argparse
+import json
+import statistics
+import sys
+import time
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--reps", type=int, default=20)
+    ap.add_argument("--json")
+    args = ap.parse_args()
+    try:
+        import torch
+        import torch.nn.functional as F
+    except ImportError as e:
+        print("decoder_peers: needs torch (%s)" % e)
+        return 1
+    if not torch.cuda.is_available():
+        print("decoder_peers: no CUDA device")
+        return 1
+    dev = torch.device("cuda")
+    props = torch.cuda.get_device_properties(0)
+    l2 = getattr(props, "L2_cache_size", 50 << 20)
+    print("device: %s, L2 %d MB, torch %s" % (props.name, l2 >> 20, torch.__version__))
+    results = []
+
+    def sets_for(nbytes, cap=256):
+        want = max(64 << 20, int(2.5 * l2))
+        return max(1, min(cap, -(-want // max(nbytes, 1))))
+
+    def time_graph(fn, k):
+        s = torch.cuda.Stream()
+        s.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(s):
+            for i in range(3):  # warm-up outside the capture (kernel selection, workspaces)
+                fn(i)
+        torch.cuda.current_stream().wait_stream(s)
+        g = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(g):
+            for i in range(k):
+                fn(i)
+        for _ in range(3):
+            g.replay()
+        torch.cuda.synchronize()
+        times = []
+        for _ in range(args.reps):
+            a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            a.record()
+            g.replay()
+            b.record()
+            b.synchronize()
+            times.append(a.elapsed_time(b) * 1000.0 / k)
+        return statistics.median(times)
+
+    def record(op, shape, impl, nbytes, us, warm):
+        gbps = nbytes / us * 1e-3
+        results.append({"op": op, "shape": shape, "impl": impl, "bytes": nbytes, "us": us,
+                        "gbps": gbps, "cold": not warm})
+        print("%-34s %-28s %-22s %8.2f us %8.1f GB/s %s" %
+              (op, shape, impl, us, gbps, "warm" if warm else "cold"))
+
+    H, HKV, DH = 32, 8, 64
+    backends = [("auto", None)]
+    try:
+        from torch.nn.attention import SDPBackend, sdpa_kernel
+        backends += [("flash", SDPBackend.FLASH_ATTENTION), ("cudnn", SDPBackend.CUDNN_ATTENTION),
+                     ("efficient", SDPBackend.EFFICIENT_ATTENTION)]
+    except ImportError:
+        sdpa_kernel = None
+    import contextlib
+
+    for ctx in (1024, 4096, 32768):
+        kv_bytes = 2 * ctx * HKV * DH * 2
+        for warm in (True, False):
+            n = 1 if warm else sets_for(kv_bytes)
+            q = [torch.randn(1, H, 1, DH, device=dev, dtype=torch.bfloat16) for _ in range(n)]
+            k = [torch.randn(1, HKV, ctx, DH, device=dev, dtype=torch.bfloat16) for _ in range(n)]
+            v = [torch.randn(1, HKV, ctx, DH, device=dev, dtype=torch.bfloat16) for _ in range(n)]
+            for name, be in backends:
+                cm = sdpa_kernel(be) if be is not None and sdpa_kernel else contextlib.nullcontext()
+                try:
+                    with cm:
+                        us = time_graph(lambda i: F.scaled_dot_product_attention(
+                            q[i % n], k[i % n], v[i % n], enable_gqa=True), min(max(n, 16), 256))
+                except Exception as e:  # a backend that refuses the case (or GQA)
+                    print("  sdpa %s at ctx %d: not available (%s)" % (name, ctx,
+                                                                      str(e).split("\n")[0]))
+                    continue
+                record("attention decode ctx %d" % ctx, "q[1,32,1,64] kv[1,8,%d,64]" % ctx,
+                       "torch sdpa " + name, kv_bytes + 2 * H * DH * 2, us, warm)
+            del q, k, v
+    for T in (1024, 4096):
+        q = torch.randn(1, H, T, DH, device=dev, dtype=torch.bfloat16)
+        k = torch.randn(1, HKV, T, DH, device=dev, dtype=torch.bfloat16)
+        v = torch.randn(1, HKV, T, DH, device=dev, dtype=torch.bfloat16)
+        for name, be in backends:
+            cm = sdpa_kernel(be) if be is not None and sdpa_kernel else contextlib.nullcontext()
+            try:
+                with cm:
+                    us = time_graph(lambda i: F.scaled_dot_product_attention(
+                        q, k, v, is_causal=True, enable_gqa=True), 8)
+            except Exception as e:
+                print("  sdpa %s prefill T %d: not available (%s)" % (name, T,
+                                                                      str(e).split("\n")[0]))
+                continue
+            record("attention prefill T %d" % T, "q[1,32,%d,64]" % T, "torch sdpa " + name,
+                   T * HKV * DH * 2 * 2 + 2 * T * H * DH * 2, us, True)
+    for N in (2048, 2560, 8192, 16384, 128256):
+        wbytes = N * 2048 * 2
+        for warm in (True, False):
+            n = 1 if warm else sets_for(wbytes, 64)
+            x = [torch.randn(1, 2048, device=dev, dtype=torch.bfloat16) for _ in range(n)]
+            w = [torch.randn(N, 2048, device=dev, dtype=torch.bfloat16) * 0.02 for _ in range(n)]
+            us = time_graph(lambda i: F.linear(x[i % n], w[i % n]), n if not warm else 16)
+            record("gemv", "x[1,2048].W[%d,2048]^T" % N, "torch F.linear",
+                   wbytes + 2048 * 2 + N * 2, us, warm)
+            del x, w
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"format": "baton.bench_decoder_peers", "format_version": 1,
+                       "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+                       "device": props.name, "torch": torch.__version__,
+                       "command": " ".join(sys.argv), "results": results}, f, indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,23 @@
+/* cpu_decoder.h: the decoder ops on the CPU (kernels/cpu/decoder.c), in the baton_kernel_fn
+ * convention; the descriptor is baton_decoder_desc (kernels/decoder_desc.h) and the shapes come
+ * from ctx->sig. */
+#ifndef BATON_KERNELS_CPU_DECODER_H
+#define BATON_KERNELS_CPU_DECODER_H
+
+#include "baton/baton.h"
+
+#define KCPU_DECODER_FN(name)                                                                      \
+    int kcpu_##name(const baton_exec_ctx *ctx, void **buffers, const char *opaque, size_t len);
+KCPU_DECODER_FN(embedding)
+KCPU_DECODER_FN(rope)
+KCPU_DECODER_FN(kv_cache_update)
+KCPU_DECODER_FN(attention)
+KCPU_DECODER_FN(silu_mul)
+KCPU_DECODER_FN(silu)
+KCPU_DECODER_FN(gelu)
+KCPU_DECODER_FN(softmax)
+KCPU_DECODER_FN(cast)
+KCPU_DECODER_FN(sample)
+#undef KCPU_DECODER_FN
+
+#endif

@@ -1,0 +1,409 @@
+/* decoder.c: the decoder ops on the CPU (embedding, rope, kv_cache_update, attention, silu_mul,
+ * silu, gelu, softmax, cast, sample). Math in f32 for bf16/f16/f32 data and in f64 for f64 data
+ * (decoder_impl.h, included once per type); shapes from ctx->sig on every call; nothing is
+ * allocated. Indices and positions are checked before anything is written, so a run error leaves
+ * the outputs (the KV cache included) as they were. */
+#include <math.h>
+#include <string.h>
+
+#include "core/dtype.h"
+#include "kernels/cpu/cpu_common.h"
+#include "kernels/cpu/cpu_decoder.h"
+#include "kernels/decoder_desc.h"
+
+/* ---- conversions of runs of elements --------------------------------------------------------- */
+
+static inline void ld_f32(baton_dtype dt, const void *p, int64_t off, int n, float *out)
+{
+    if (dt == BATON_DTYPE_BF16) {
+        const uint16_t *s = (const uint16_t *)p + off;
+        for (int i = 0; i < n; i++) {
+            uint32_t u = (uint32_t)s[i] << 16;
+            memcpy(&out[i], &u, 4);
+        }
+    } else if (dt == BATON_DTYPE_F16) {
+        const uint16_t *s = (const uint16_t *)p + off;
+        for (int i = 0; i < n; i++)
+            out[i] = f16_to_f32(s[i]);
+    } else {
+        memcpy(out, (const float *)p + off, sizeof(float) * (size_t)n);
+    }
+}
+
+static inline void st_f32(baton_dtype dt, void *p, int64_t off, int n, const float *in)
+{
+    if (dt == BATON_DTYPE_BF16) {
+        uint16_t *d = (uint16_t *)p + off;
+        for (int i = 0; i < n; i++)
+            d[i] = f32_to_bf16(in[i]);
+    } else if (dt == BATON_DTYPE_F16) {
+        uint16_t *d = (uint16_t *)p + off;
+        for (int i = 0; i < n; i++)
+            d[i] = f32_to_f16(in[i]);
+    } else {
+        memcpy((float *)p + off, in, sizeof(float) * (size_t)n);
+    }
+}
+
+static inline void ld_f64(baton_dtype dt, const void *p, int64_t off, int n, double *out)
+{
+    (void)dt;
+    memcpy(out, (const double *)p + off, sizeof(double) * (size_t)n);
+}
+
+static inline void st_f64(baton_dtype dt, void *p, int64_t off, int n, const double *in)
+{
+    (void)dt;
+    memcpy((double *)p + off, in, sizeof(double) * (size_t)n);
+}
+
+static inline int64_t idx_at(baton_dtype dt, const void *p, int64_t i)
+{
+    return dt == BATON_DTYPE_I32 ? (int64_t)((const int32_t *)p)[i] : ((const int64_t *)p)[i];
+}
+
+/* ---- the arithmetic, once per accumulation type ---------------------------------------------- */
+
+enum { ACT_SILU_MUL, ACT_SILU, ACT_GELU_ERF, ACT_GELU_TANH };
+/* Heads of one KV group processed together, so each cached row is converted once for them; keys
+ * per block of the online softmax. */
+#define ATT_GROUP 8
+#define ATT_BLOCK 32
+
+#define T      float
+#define SFX(n) n##_f32
+#define LD     ld_f32
+#define ST     st_f32
+#define EXP    expf
+#define COS    cosf
+#define SIN    sinf
+#define ERFC   erfcf
+#include "kernels/cpu/decoder_impl.h"
+#undef T
+#undef SFX
+#undef LD
+#undef ST
+#undef EXP
+#undef COS
+#undef SIN
+#undef ERFC
+#define T      double
+#define SFX(n) n##_f64
+#define LD     ld_f64
+#define ST     st_f64
+#define EXP    exp
+#define COS    cos
+#define SIN    sin
+#define ERFC   erfc
+#include "kernels/cpu/decoder_impl.h"
+
+/* ---- the kernels ------------------------------------------------------------------------------
+ */
+
+/* Every index of p (n of them, dtype dt) in [0, limit), else the first bad one as a run error. */
+static int indices_ok(const baton_exec_ctx *ctx, const char *op, const char *what, baton_dtype dt,
+                      const void *p, int64_t n, int64_t limit, const char *range)
+{
+    for (int64_t i = 0; i < n; i++) {
+        const int64_t v = idx_at(dt, p, i);
+        if (v < 0 || v >= limit)
+            return ctx_fail(ctx, BATON_EKERNEL, "%s: %s[%lld] = %lld is outside [0, %lld) (%s)", op,
+                            what, (long long)i, (long long)v, (long long)limit, range);
+    }
+    return 0;
+}
+
+#define READ(op, nbuf)                                                                             \
+    baton_decoder_desc d;                                                                          \
+    dec_shape s;                                                                                   \
+    int rc = dec_call_read(ctx, op, buffers, nbuf, opaque, len, &d, &s);                           \
+    if (rc)                                                                                        \
+    return rc
+
+int kcpu_embedding(const baton_exec_ctx *ctx, void **buffers, const char *opaque, size_t len)
+{
+    READ(DEC_EMBEDDING, 3);
+    const void *ids = buffers[0];
+    const char *table = buffers[1];
+    char *out = buffers[2];
+    if ((rc = indices_ok(ctx, "embedding", "ids", s.idx_dt, ids, s.rows, s.V, "the table's rows")))
+        return rc;
+    const size_t row = (size_t)s.F * baton_dtype_size(s.x_dt);
+    for (int64_t r = 0; r < s.rows; r++)
+        memcpy(out + (size_t)r * row, table + (size_t)idx_at(s.idx_dt, ids, r) * row, row);
+    return 0;
+}
+
+int kcpu_rope(const baton_exec_ctx *ctx, void **buffers, const char *opaque, size_t len)
+{
+    READ(DEC_ROPE, 4);
+    const int il = (d.flags & DEC_FLAG_INTERLEAVED) != 0;
+    if (s.x_dt == BATON_DTYPE_F64)
+        rope_f64(s.x_dt, buffers[0], s.idx_dt, buffers[1], buffers[2], buffers[3], s.rows, s.F,
+                 d.head_dim, il, d.scale);
+    else
+        rope_f32(s.x_dt, buffers[0], s.idx_dt, buffers[1], buffers[2], buffers[3], s.rows, s.F,
+                 d.head_dim, il, d.scale);
+    return 0;
+}
+
+int kcpu_kv_cache_update(const baton_exec_ctx *ctx, void **buffers, const char *opaque, size_t len)
+{
+    READ(DEC_KV_CACHE_UPDATE, 4);
+    const char *cache = buffers[0], *nw = buffers[1];
+    const void *pos = buffers[2];
+    char *out = buffers[3];
+    if ((rc = indices_ok(ctx, "kv_cache_update", "positions", s.idx_dt, pos, s.rows, s.S,
+                         "the cache's rows")))
+        return rc;
+    const size_t row = (size_t)s.F * baton_dtype_size(s.x_dt);
+    /* In place (the alias) the cache is already the output; otherwise carry it over first. */
+    if (out != cache)
+        memmove(out, cache, row * (size_t)s.S);
+    for (int64_t r = 0; r < s.rows; r++)
+        memcpy(out + (size_t)idx_at(s.idx_dt, pos, r) * row, nw + (size_t)r * row, row);
+    return 0;
+}
+
+int kcpu_attention(const baton_exec_ctx *ctx, void **buffers, const char *opaque, size_t len)
+{
+    READ(DEC_ATTENTION, 5);
+    if ((rc = indices_ok(ctx, "attention", "positions", s.idx_dt, buffers[3], s.rows, s.S,
+                         "the caches' rows")))
+        return rc;
+    if (s.x_dt == BATON_DTYPE_F64)
+        attention_f64(s.x_dt, buffers[0], buffers[1], buffers[2], s.idx_dt, buffers[3], buffers[4],
+                      s.rows, d.head_dim, d.n_heads, d.n_kv_heads, d.scale);
+    else
+        attention_f32(s.x_dt, buffers[0], buffers[1], buffers[2], s.idx_dt, buffers[3], buffers[4],
+                      s.rows, d.head_dim, d.n_heads, d.n_kv_heads, d.scale);
+    return 0;
+}
+
+static int act(const baton_exec_ctx *ctx, void **buffers, const char *opaque, size_t len, int op)
+{
+    const int binary = op == DEC_SILU_MUL;
+    READ(op, binary ? 3 : 2);
+    int kind = op == DEC_SILU_MUL          ? ACT_SILU_MUL
+               : op == DEC_SILU            ? ACT_SILU
+               : (d.flags & DEC_FLAG_TANH) ? ACT_GELU_TANH
+                                           : ACT_GELU_ERF;
+    const void *b = binary ? buffers[1] : NULL;
+    void *y = buffers[binary ? 2 : 1];
+    if (s.x_dt == BATON_DTYPE_F64)
+        act_f64(kind, s.x_dt, buffers[0], b, y, s.n);
+    else
+        act_f32(kind, s.x_dt, buffers[0], b, y, s.n);
+    return 0;
+}
+
+int kcpu_silu_mul(const baton_exec_ctx *ctx, void **buffers, const char *opaque, size_t len)
+{
+    return act(ctx, buffers, opaque, len, DEC_SILU_MUL);
+}
+
+int kcpu_silu(const baton_exec_ctx *ctx, void **buffers, const char *opaque, size_t len)
+{
+    return act(ctx, buffers, opaque, len, DEC_SILU);
+}
+
+int kcpu_gelu(const baton_exec_ctx *ctx, void **buffers, const char *opaque, size_t len)
+{
+    return act(ctx, buffers, opaque, len, DEC_GELU);
+}
+
+int kcpu_softmax(const baton_exec_ctx *ctx, void **buffers, const char *opaque, size_t len)
+{
+    READ(DEC_SOFTMAX, 2);
+    if (s.x_dt == BATON_DTYPE_F64)
+        softmax_f64(s.x_dt, buffers[0], buffers[1], s.rows, s.F);
+    else
+        softmax_f32(s.x_dt, buffers[0], buffers[1], s.rows, s.F);
+    return 0;
+}
+
+int kcpu_cast(const baton_exec_ctx *ctx, void **buffers, const char *opaque, size_t len)
+{
+    READ(DEC_CAST, 2);
+    if (s.x_dt == s.y_dt) {
+        memmove(buffers[1], buffers[0], (size_t)s.n * baton_dtype_size(s.x_dt));
+        return 0;
+    }
+    /* f64 <-> anything goes through double (exact for every float dtype); the rest through
+     * float, which holds bf16 and f16 exactly. */
+    const int wide = s.x_dt == BATON_DTYPE_F64 || s.y_dt == BATON_DTYPE_F64;
+    double bd[CHUNK];
+    float bf[CHUNK];
+    for (int64_t j = 0; j < s.n; j += CHUNK) {
+        const int c = s.n - j < CHUNK ? (int)(s.n - j) : CHUNK;
+        if (wide) {
+            load_chunk(s.x_dt, buffers[0], j, c, bd);
+            store_chunk(s.y_dt, buffers[1], j, c, bd);
+        } else {
+            ld_f32(s.x_dt, buffers[0], j, c, bf);
+            st_f32(s.y_dt, buffers[1], j, c, bf);
+        }
+    }
+    return 0;
+}
+
+/* ---- sample -------------------------------------------------------------------------------------
+ * Per row: keys order the logits (dec_order_key; NaN counts as -inf); weights are
+ * w = exp((z - max) / temperature) in 2^-40 fixed point, so that every sum is exact and the same in
+ * any order (the CUDA kernel sums them across threads). The kept set is a prefix of the order
+ * (key descending, index ascending): the top_k, then the shortest prefix of those with mass >=
+ * top_p of theirs. Both cuts are found by radix selection over the keys (4 passes of 8 bits) with
+ * no sort and no scratch. The token is the first kept index, ascending, whose running weight
+ * exceeds u * total, u = dec_uniform(seed, step, row). */
+
+#define SAMPLE_ONE 1099511627776.0 /* 2^40 */
+
+static inline uint32_t key_of(baton_dtype dt, const void *p, int64_t i)
+{
+    float f = (float)load_f64(dt, p, i);
+    if (f != f)
+        f = -INFINITY;
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    return dec_order_key(u);
+}
+
+static inline uint64_t weight_of(baton_dtype dt, const void *p, int64_t i, float mx, float inv_t)
+{
+    float f = (float)load_f64(dt, p, i);
+    if (f != f)
+        return 0;
+    return (uint64_t)llrint((double)expf((f - mx) * inv_t) * SAMPLE_ONE);
+}
+
+/* A cut of the order: member(i) iff key > t or (key == t and i <= i_cut). */
+typedef struct cut {
+    uint32_t t;
+    int64_t i_cut;
+} cut;
+
+static inline int member(const cut *c, uint32_t key, int64_t i)
+{
+    return key > c->t || (key == c->t && i <= c->i_cut);
+}
+
+static void sample_row(baton_dtype dt, const void *x, int64_t V, const baton_decoder_desc *d,
+                       int64_t step, int64_t row, int64_t *out)
+{
+    uint32_t kmax = 0;
+    int64_t imax = 0;
+    for (int64_t i = 0; i < V; i++) {
+        uint32_t k = key_of(dt, x, i);
+        if (k > kmax || i == 0) {
+            kmax = k;
+            imax = i;
+        }
+    }
+    const float mx = (float)load_f64(dt, x, imax);
+    if (mx == -INFINITY || mx != mx) {
+        *out = imax;
+        return;
+    }
+    const float inv_t = (float)(1.0 / d->temperature);
+    cut c = {0, INT64_MAX}; /* everything */
+    if (d->top_k > 0 && d->top_k < V) {
+        uint32_t prefix = 0, mask = 0;
+        int64_t need = d->top_k;
+        for (int shift = 24; shift >= 0; shift -= 8) {
+            int64_t hist[256] = {0};
+            for (int64_t i = 0; i < V; i++) {
+                uint32_t k = key_of(dt, x, i);
+                if ((k & mask) == prefix)
+                    hist[(k >> shift) & 255]++;
+            }
+            int b = 255;
+            for (; b > 0 && hist[b] < need; b--)
+                need -= hist[b];
+            prefix |= (uint32_t)b << shift;
+            mask |= 255u << shift;
+        }
+        c.t = prefix;
+        for (int64_t i = 0; i < V; i++)
+            if (key_of(dt, x, i) == prefix && --need == 0) {
+                c.i_cut = i;
+                break;
+            }
+    }
+    uint64_t total = 0;
+    for (int64_t i = 0; i < V; i++)
+        if (member(&c, key_of(dt, x, i), i))
+            total += weight_of(dt, x, i, mx, inv_t);
+    if (d->top_p < 1) {
+        const uint64_t target = (uint64_t)ceil(d->top_p * (double)total);
+        uint32_t prefix = 0, mask = 0;
+        uint64_t before = 0;
+        for (int shift = 24; shift >= 0; shift -= 8) {
+            uint64_t mass[256] = {0};
+            int64_t cnt[256] = {0};
+            for (int64_t i = 0; i < V; i++) {
+                uint32_t k = key_of(dt, x, i);
+                if ((k & mask) == prefix && member(&c, k, i)) {
+                    mass[(k >> shift) & 255] += weight_of(dt, x, i, mx, inv_t);
+                    cnt[(k >> shift) & 255]++;
+                }
+            }
+            int b = 255, lowest = -1;
+            for (; b >= 0; b--) {
+                if (!cnt[b])
+                    continue;
+                lowest = b;
+                if (before + mass[b] >= target)
+                    break;
+                before += mass[b];
+            }
+            if (b < 0) { /* the members' mass falls short of the target: keep them all */
+                b = lowest;
+                before -= mass[b];
+            }
+            prefix |= (uint32_t)b << shift;
+            mask |= 255u << shift;
+        }
+        cut p = {prefix, -1};
+        uint64_t cum = before;
+        for (int64_t i = 0; i < V; i++) {
+            uint32_t k = key_of(dt, x, i);
+            if (k == prefix && member(&c, k, i)) {
+                p.i_cut = i;
+                cum += weight_of(dt, x, i, mx, inv_t);
+                if (cum >= target)
+                    break;
+            }
+        }
+        /* The earlier of the two cuts in the order. */
+        if (p.t > c.t || (p.t == c.t && p.i_cut < c.i_cut))
+            c = p;
+        total = 0;
+        for (int64_t i = 0; i < V; i++)
+            if (member(&c, key_of(dt, x, i), i))
+                total += weight_of(dt, x, i, mx, inv_t);
+    }
+    const uint64_t target =
+        (uint64_t)(dec_uniform(d->seed, step, row) * (double)total); /* < total */
+    uint64_t cum = 0;
+    int64_t pick = imax;
+    for (int64_t i = 0; i < V; i++) {
+        if (!member(&c, key_of(dt, x, i), i))
+            continue;
+        pick = i;
+        cum += weight_of(dt, x, i, mx, inv_t);
+        if (cum > target)
+            break;
+    }
+    *out = pick;
+}
+
+int kcpu_sample(const baton_exec_ctx *ctx, void **buffers, const char *opaque, size_t len)
+{
+    READ(DEC_SAMPLE, 3);
+    const int64_t step = idx_at(s.idx_dt, buffers[1], 0);
+    const size_t esz = baton_dtype_size(s.x_dt);
+    for (int64_t r = 0; r < s.rows; r++)
+        sample_row(s.x_dt, (const char *)buffers[0] + (size_t)(r * s.V) * esz, s.V, &d, step, r,
+                   (int64_t *)buffers[2] + r);
+    return 0;
+}

@@ -1,0 +1,44 @@
+/* cuda_decoder.h: the decoder ops on CUDA (kernels/cuda/decoder.cu), in the baton_kernel_fn
+ * convention. No CUDA header here, so the registry can name them in any build. */
+#ifndef BATON_KERNELS_CUDA_DECODER_H
+#define BATON_KERNELS_CUDA_DECODER_H
+
+#include <stddef.h>
+
+#include "baton/baton.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define KCUDA_DECODER_FN(name)                                                                     \
+    int kcuda_##name(const baton_exec_ctx *ctx, void **buffers, const char *opaque, size_t len);
+KCUDA_DECODER_FN(embedding)
+KCUDA_DECODER_FN(rope)
+KCUDA_DECODER_FN(kv_cache_update)
+KCUDA_DECODER_FN(attention)
+KCUDA_DECODER_FN(silu_mul)
+KCUDA_DECODER_FN(silu)
+KCUDA_DECODER_FN(gelu)
+KCUDA_DECODER_FN(softmax)
+KCUDA_DECODER_FN(cast)
+KCUDA_DECODER_FN(sample)
+#undef KCUDA_DECODER_FN
+
+/* Run-time errors of the decoder kernels (an id or a position out of range): a kernel that meets
+ * one clamps the access, so nothing is read or written out of bounds, and records the first such
+ * error of the device in a device-side word (first writer wins). This reads and clears that
+ * record of `device`: 0 when none, else BATON_EKERNEL with "step 'NAME' (#i): id 130000 is
+ * outside [0, 128256)" in msg (the step named by its index; the caller adds its name). It copies
+ * synchronously from the device: call it where the host waits anyway (the end of a run). */
+int kcuda_decoder_error_take(int device, char *msg, size_t len);
+
+/* The decode GEMV of baton's own: y[1, N] = x[1, K] . W[N, K]^T in bf16 (f32 accumulation), a
+ * warp per output row, 16-byte loads of W. Returns a cudaError_t value (0 on success). Used by
+ * bench/cuda/bench_decoder.cu against cuBLASLt. */
+int kcuda_gemv_bf16(const void *x, const void *w, void *y, long long n, long long k, void *stream);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

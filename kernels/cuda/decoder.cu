@@ -1,0 +1,1252 @@
+/* decoder.cu: the decoder ops on CUDA (embedding, rope, kv_cache_update, attention, silu_mul,
+ * silu, gelu, softmax, cast, sample) and the decode GEMV of baton's own. Aimed at the memory
+ * roofline of an H100/H200 at batch 1: 16-byte loads wherever rows allow them, decode attention
+ * split over the keys across a thread-block cluster whose partial softmaxes are combined through
+ * distributed shared memory (no workspace, no second launch, a fixed order: the same bits every
+ * run), shapes from ctx->sig on every call and positions read on the device (a captured graph
+ * stays valid as the sequence grows). An index out of range is clamped, never followed, and
+ * recorded in a device word that kcuda_decoder_error_take() reads at the next host wait. */
+#include "kernels/cuda/kcuda_common.cuh"
+
+#include <math.h>
+
+#include "kernels/cuda/cuda_decoder.h"
+#include "kernels/decoder_desc.h"
+
+namespace kcuda
+{
+namespace dec
+{
+
+/* ---- run-time errors ----------------------------------------------------------------------------
+ * err[0]: 0, or (op << 32) | (step_index + 1) of the first failing call (atomicCAS: first wins);
+ * err[1]: the element's index; err[2]: its value; err[3]: the exclusive limit. */
+__device__ unsigned long long g_err[4];
+
+__device__ __noinline__ void record(int op, int step, long long i, long long v, long long limit)
+{
+    const unsigned long long tag =
+        ((unsigned long long)op << 32) | (unsigned long long)(unsigned)(step + 1);
+    if (atomicCAS(&g_err[0], 0ull, tag) == 0ull) {
+        g_err[1] = (unsigned long long)i;
+        g_err[2] = (unsigned long long)v;
+        g_err[3] = (unsigned long long)limit;
+        __threadfence_system();
+    }
+}
+
+template <typename I> __device__ __forceinline__ long long ld_idx(const I *p, long long i)
+{
+    return (long long)__ldg(p + i);
+}
+
+/* ---- 16-byte units ------------------------------------------------------------------------------
+ */
+
+/* E elements of T in one 16-byte register group. */
+template <typename T> struct alignas(16) U16 {
+    static constexpr int E = 16 / (int)sizeof(T);
+    T v[E];
+};
+
+template <typename T> __device__ __forceinline__ U16<T> ld16(const T *p)
+{
+    U16<T> u;
+    *reinterpret_cast<uint4 *>(u.v) = __ldg(reinterpret_cast<const uint4 *>(p));
+    return u;
+}
+
+/* Streaming load: read once (the KV cache, weights), do not keep in L1. */
+template <typename T> __device__ __forceinline__ U16<T> ld16_stream(const T *p)
+{
+    U16<T> u;
+    *reinterpret_cast<uint4 *>(u.v) = __ldcs(reinterpret_cast<const uint4 *>(p));
+    return u;
+}
+
+template <typename T> __device__ __forceinline__ void st16(T *p, const U16<T> &u)
+{
+    *reinterpret_cast<uint4 *>(p) = *reinterpret_cast<const uint4 *>(u.v);
+}
+
+static inline bool al16(const void *p)
+{
+    return ((uintptr_t)p & 15) == 0;
+}
+
+template <typename T> struct Acc {
+    using A = float;
+};
+template <> struct Acc<double> {
+    using A = double;
+};
+
+template <typename A, typename T> __device__ __forceinline__ A ld_a(T v)
+{
+    return to_acc<A>(v);
+}
+
+/* ---- embedding ----------------------------------------------------------------------------------
+ */
+
+/* Block (row, chunk): copies the id's table row into out, 16 bytes per thread when vec. */
+template <typename I, bool VEC>
+__global__ void embedding_kernel(const I *ids, const char *table, char *out, long long rows,
+                                 long long V, long long row_bytes, long long chunks, int step)
+{
+    const long long b = blockIdx.x, r = b / chunks, c = b % chunks;
+    long long id = ld_idx(ids, r);
+    if (id < 0 || id >= V) {
+        if (c == 0 && threadIdx.x == 0)
+            record(DEC_EMBEDDING, step, r, id, V);
+        id = id < 0 ? 0 : V - 1;
+    }
+    const char *src = table + id * row_bytes;
+    char *dst = out + r * row_bytes;
+    if (VEC) {
+        const long long k = (c * blockDim.x + threadIdx.x) * 16;
+        if (k < row_bytes)
+            *reinterpret_cast<uint4 *>(dst + k) = __ldg(reinterpret_cast<const uint4 *>(src + k));
+    } else {
+        for (long long k = c * blockDim.x * 16 + threadIdx.x;
+             k < (c + 1) * blockDim.x * 16 && k < row_bytes; k += blockDim.x)
+            dst[k] = src[k];
+    }
+}
+
+/* ---- rope ---------------------------------------------------------------------------------------
+ */
+
+/* Block per row: cos and sin of the row's position for each of the head_dim / 2 frequencies go to
+ * shared memory (in double, so fast-math's sin does not lose large angles), then every head's
+ * pairs are turned, E elements per thread where the layout allows. */
+template <typename T, int E>
+__global__ void rope_kernel(const T *x, const void *pos, int pos64, const float *inv_freq, T *y,
+                            long long F, int Dh, int interleaved, double scale,
+                            long long rows_total)
+{
+    using A = typename Acc<T>::A;
+    extern __shared__ __align__(16) unsigned char smem_raw[];
+    A *cs = reinterpret_cast<A *>(smem_raw), *sn = cs + Dh / 2;
+    const long long r = blockIdx.x;
+    if (r >= rows_total)
+        return;
+    const long long p = pos64 ? ((const long long *)pos)[r] : ((const int *)pos)[r];
+    const int half = Dh / 2;
+    for (int i = threadIdx.x; i < half; i += blockDim.x) {
+        double ang;
+        if (sizeof(T) == 8)
+            ang = (double)p * (double)inv_freq[i];
+        else
+            ang = (double)__fmul_rn((float)p, inv_freq[i]); /* HF's f32 angle */
+        double s, c;
+        sincos(ang, &s, &c);
+        cs[i] = (A)(c * scale);
+        sn[i] = (A)(s * scale);
+    }
+    __syncthreads();
+    const T *xr = x + r * F;
+    T *yr = y + r * F;
+    const long long heads = F / Dh;
+    if (!interleaved) {
+        const int per_head = half / E; /* units of E pairs */
+        const long long units = heads * per_head;
+        for (long long u = threadIdx.x; u < units; u += blockDim.x) {
+            const long long h = u / per_head;
+            const int i0 = (int)(u % per_head) * E;
+            const long long b = h * Dh + i0;
+            T a[E], c2[E];
+            if (E > 1) {
+                U16<T> ua = ld16(xr + b), ub = ld16(xr + b + half);
+#pragma unroll
+                for (int e = 0; e < E; e++) {
+                    a[e] = ua.v[e];
+                    c2[e] = ub.v[e];
+                }
+            } else {
+                a[0] = xr[b];
+                c2[0] = xr[b + half];
+            }
+#pragma unroll
+            for (int e = 0; e < E; e++) {
+                const A x1 = ld_a<A>(a[e]), x2 = ld_a<A>(c2[e]);
+                a[e] = from_acc<T>(x1 * cs[i0 + e] - x2 * sn[i0 + e]);
+                c2[e] = from_acc<T>(x2 * cs[i0 + e] + x1 * sn[i0 + e]);
+            }
+            if (E > 1) {
+                U16<T> ua, ub;
+#pragma unroll
+                for (int e = 0; e < E; e++) {
+                    ua.v[e] = a[e];
+                    ub.v[e] = c2[e];
+                }
+                st16(yr + b, ua);
+                st16(yr + b + half, ub);
+            } else {
+                yr[b] = a[0];
+                yr[b + half] = c2[0];
+            }
+        }
+    } else {
+        /* E consecutive elements hold E/2 pairs (E even), or one element of a pair (E == 1). */
+        const int EP = E > 1 ? E : 2;
+        const long long units = F / EP;
+        for (long long u = threadIdx.x; u < units; u += blockDim.x) {
+            const long long b = u * EP;
+            const int i0 = (int)((b % Dh) / 2);
+            T a[EP];
+            if (E > 1) {
+                U16<T> ua = ld16(xr + b);
+#pragma unroll
+                for (int e = 0; e < EP; e++)
+                    a[e] = ua.v[e];
+            } else {
+                a[0] = xr[b];
+                a[1] = xr[b + 1];
+            }
+#pragma unroll
+            for (int e = 0; e < EP / 2; e++) {
+                const A x0 = ld_a<A>(a[2 * e]), x1 = ld_a<A>(a[2 * e + 1]);
+                a[2 * e] = from_acc<T>(x0 * cs[i0 + e] - x1 * sn[i0 + e]);
+                a[2 * e + 1] = from_acc<T>(x1 * cs[i0 + e] + x0 * sn[i0 + e]);
+            }
+            if (E > 1) {
+                U16<T> ua;
+#pragma unroll
+                for (int e = 0; e < EP; e++)
+                    ua.v[e] = a[e];
+                st16(yr + b, ua);
+            } else {
+                yr[b] = a[0];
+                yr[b + 1] = a[1];
+            }
+        }
+    }
+}
+
+/* ---- kv_cache_update ----------------------------------------------------------------------------
+ */
+
+template <typename I>
+__global__ void kv_update_kernel(char *cache, const char *nw, const I *pos, long long rows,
+                                 long long S, long long row_bytes, long long chunks, int vec,
+                                 int step)
+{
+    const long long b = blockIdx.x, r = b / chunks, c = b % chunks;
+    const long long p = ld_idx(pos, r);
+    if (p < 0 || p >= S) {
+        if (c == 0 && threadIdx.x == 0)
+            record(DEC_KV_CACHE_UPDATE, step, r, p, S);
+        return; /* a write outside the cache is dropped, not clamped onto a real row */
+    }
+    char *dst = cache + p * row_bytes;
+    const char *src = nw + r * row_bytes;
+    if (vec) {
+        const long long k = (c * blockDim.x + threadIdx.x) * 16;
+        if (k < row_bytes)
+            *reinterpret_cast<uint4 *>(dst + k) = __ldg(reinterpret_cast<const uint4 *>(src + k));
+    } else {
+        for (long long k = c * blockDim.x * 16 + threadIdx.x;
+             k < (c + 1) * blockDim.x * 16 && k < row_bytes; k += blockDim.x)
+            dst[k] = src[k];
+    }
+}
+
+/* ---- attention: the split-K decode over a cluster
+ * ------------------------------------------------ A cluster of C blocks serves one (query row r,
+ * KV head kvh, chunk of up to GB query heads of that KV head's group). Its L = positions[r] + 1
+ * keys are split into C contiguous ranges, one per block. In a block, lanes form groups of LPK
+ * lanes, each lane holding E = 16 / sizeof(T) of the head_dim = LPK * E features; group q takes
+ * keys q, q + NG, ... of the range (NG groups per block), keeping an online softmax (max, sum,
+ * weighted V) per query head in registers. The groups' states are merged in shared memory in group
+ * order, then the blocks' states by rank 0 of the cluster in rank order, through distributed shared
+ * memory: fixed orders, so the same bits every run, and no workspace in global memory. Scores are
+ * kept in base 2 (q is scaled by scale * log2(e)), so one ex2 per weight. */
+
+#define ATT_GB      4   /* query heads per cluster (of one KV head's group) */
+#define ATT_THREADS 256 /* 8 warps */
+#define ATT_UNROLL  4   /* keys in flight per group */
+#define ATT_MAX_DH  256
+
+template <typename T, int LPK>
+__global__ void __launch_bounds__(ATT_THREADS)
+    attn_split_kernel(const T *q, const T *kc, const T *vc, const void *pos, int pos64, T *o,
+                      long long rows, long long S, int H, int Hkv, int G, int chunks_per_group,
+                      float qscale, int step)
+{
+    constexpr int E = 16 / (int)sizeof(T);
+    constexpr int Dh = LPK * E;
+    constexpr int GPW = 32 / LPK;
+    constexpr int NG = (ATT_THREADS / 32) * GPW;
+    __shared__ float red_m[NG][ATT_GB], red_l[NG][ATT_GB];
+    __shared__ float red_acc[NG][ATT_GB][Dh];
+    __shared__ float blk_m[ATT_GB], blk_l[ATT_GB], blk_acc[ATT_GB][Dh];
+
+    cg::cluster_group cluster = cg::this_cluster();
+    const int C = (int)cluster.num_blocks(), rank = (int)cluster.block_rank();
+    const long long cid = blockIdx.x / C;
+    const int hc = (int)(cid % chunks_per_group);
+    const long long kvh = (cid / chunks_per_group) % Hkv;
+    const long long r = cid / ((long long)chunks_per_group * Hkv);
+    const int h0 = (int)kvh * G + hc * ATT_GB; /* first query head of this cluster */
+    const int nh = min(ATT_GB, G - hc * ATT_GB);
+
+    long long last = pos64 ? ((const long long *)pos)[r] : ((const int *)pos)[r];
+    if (last < 0 || last >= S) {
+        if (rank == 0 && threadIdx.x == 0 && kvh == 0 && hc == 0)
+            record(DEC_ATTENTION, step, r, last, S);
+        last = last < 0 ? 0 : S - 1;
+    }
+    const long long L = last + 1;
+    const long long per = (L + C - 1) / C;
+    const long long k_begin = min(L, (long long)rank * per), k_end = min(L, k_begin + per);
+
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    const int grp = warp * GPW + lane / LPK, sub = lane % LPK;
+    const long long F = (long long)H * Dh, KF = (long long)Hkv * Dh;
+
+    float qv[ATT_GB][E], acc[ATT_GB][E], m[ATT_GB], l[ATT_GB];
+#pragma unroll
+    for (int g = 0; g < ATT_GB; g++) {
+        const int h = h0 + (g < nh ? g : 0);
+        U16<T> u = ld16(q + r * F + (long long)h * Dh + sub * E);
+#pragma unroll
+        for (int e = 0; e < E; e++) {
+            qv[g][e] = to_f(u.v[e]) * qscale;
+            acc[g][e] = 0.f;
+        }
+        m[g] = -INFINITY;
+        l[g] = 0.f;
+    }
+    const T *kbase = kc + kvh * Dh + sub * E, *vbase = vc + kvh * Dh + sub * E;
+    /* Block-uniform trip count: every lane reaches every shuffle (groups of a warp differ). */
+    for (long long jb = k_begin; jb < k_end; jb += (long long)NG * ATT_UNROLL) {
+        U16<T> kr[ATT_UNROLL], vr[ATT_UNROLL];
+#pragma unroll
+        for (int u = 0; u < ATT_UNROLL; u++) {
+            const long long j = jb + (long long)u * NG + grp;
+            if (j < k_end) {
+                kr[u] = ld16_stream(kbase + j * KF);
+                vr[u] = ld16_stream(vbase + j * KF);
+            } else {
+                *reinterpret_cast<uint4 *>(kr[u].v) = make_uint4(0, 0, 0, 0);
+                *reinterpret_cast<uint4 *>(vr[u].v) = make_uint4(0, 0, 0, 0);
+            }
+        }
+#pragma unroll
+        for (int u = 0; u < ATT_UNROLL; u++) {
+            const bool valid = jb + (long long)u * NG + grp < k_end;
+#pragma unroll
+            for (int g = 0; g < ATT_GB; g++) {
+                float s = 0.f;
+#pragma unroll
+                for (int e = 0; e < E; e++)
+                    s = fmaf(qv[g][e], to_f(kr[u].v[e]), s);
+#pragma unroll
+                for (int off = LPK / 2; off > 0; off >>= 1)
+                    s += __shfl_xor_sync(0xffffffffu, s, off);
+                if (valid) { /* keys in ascending order per group: a fixed order */
+                    const float mn = fmaxf(m[g], s);
+                    const float corr = exp2f(m[g] - mn), p = exp2f(s - mn);
+                    l[g] = l[g] * corr + p;
+#pragma unroll
+                    for (int e = 0; e < E; e++)
+                        acc[g][e] = fmaf(p, to_f(vr[u].v[e]), acc[g][e] * corr);
+                    m[g] = mn;
+                }
+            }
+        }
+    }
+    /* The groups of the block, merged in group order. */
+#pragma unroll
+    for (int g = 0; g < ATT_GB; g++) {
+        if (sub == 0) {
+            red_m[grp][g] = m[g];
+            red_l[grp][g] = l[g];
+        }
+#pragma unroll
+        for (int e = 0; e < E; e++)
+            red_acc[grp][g][sub * E + e] = acc[g][e];
+    }
+    __syncthreads();
+    for (int t = threadIdx.x; t < ATT_GB * Dh; t += ATT_THREADS) {
+        const int g = t / Dh, d = t % Dh;
+        float M = -INFINITY;
+        for (int k = 0; k < NG; k++)
+            M = fmaxf(M, red_m[k][g]);
+        float a = 0.f, s = 0.f;
+        for (int k = 0; k < NG; k++) {
+            const float w = red_m[k][g] == -INFINITY ? 0.f : exp2f(red_m[k][g] - M);
+            a = fmaf(w, red_acc[k][g][d], a);
+            s = fmaf(w, red_l[k][g], s);
+        }
+        blk_acc[g][d] = a;
+        if (d == 0) {
+            blk_m[g] = M;
+            blk_l[g] = s;
+        }
+    }
+    /* The blocks of the cluster, merged by rank 0 in rank order. */
+    cluster.sync();
+    if (rank == 0) {
+        for (int t = threadIdx.x; t < ATT_GB * Dh; t += ATT_THREADS) {
+            const int g = t / Dh, d = t % Dh;
+            if (g >= nh)
+                continue;
+            float M = -INFINITY;
+            for (int k = 0; k < C; k++)
+                M = fmaxf(M, *cluster.map_shared_rank(&blk_m[g], k));
+            float a = 0.f, s = 0.f;
+            for (int k = 0; k < C; k++) {
+                const float mk = *cluster.map_shared_rank(&blk_m[g], k);
+                const float w = mk == -INFINITY ? 0.f : exp2f(mk - M);
+                a = fmaf(w, *cluster.map_shared_rank(&blk_acc[g][d], k), a);
+                s = fmaf(w, *cluster.map_shared_rank(&blk_l[g], k), s);
+            }
+            o[r * F + (long long)(h0 + g) * Dh + d] = from_f<T>(a / s);
+        }
+    }
+    cluster_exit_barrier();
+}
+
+/* Any dtype and head_dim (f64 included): a block per (row, head), a thread per feature, one key
+ * at a time with a block-wide dot product. Slow, but exact to its accumulation type. */
+template <typename T>
+__global__ void attn_generic_kernel(const T *q, const T *kc, const T *vc, const void *pos,
+                                    int pos64, T *o, long long S, int H, int Hkv, int Dh,
+                                    double scale, int step)
+{
+    using A = typename Acc<T>::A;
+    __shared__ A red[32];
+    const long long r = blockIdx.x / H;
+    const int h = (int)(blockIdx.x % H), kvh = h / (H / Hkv);
+    long long last = pos64 ? ((const long long *)pos)[r] : ((const int *)pos)[r];
+    if (last < 0 || last >= S) {
+        if (h == 0 && threadIdx.x == 0)
+            record(DEC_ATTENTION, step, r, last, S);
+        last = last < 0 ? 0 : S - 1;
+    }
+    const long long F = (long long)H * Dh, KF = (long long)Hkv * Dh;
+    const int d = threadIdx.x;
+    const bool on = d < Dh;
+    const A qd = on ? ld_a<A>(q[r * F + (long long)h * Dh + d]) * (A)scale : (A)0;
+    A m = -INFINITY, l = 0, acc = 0;
+    for (long long j = 0; j <= last; j++) {
+        const A kd = on ? ld_a<A>(kc[j * KF + (long long)kvh * Dh + d]) : (A)0;
+        const A s = block_sum<A>(qd * kd, red);
+        const A mn = s > m ? s : m;
+        const A corr = exp(m - mn), p = exp(s - mn);
+        l = l * corr + p;
+        if (on)
+            acc = acc * corr + p * ld_a<A>(vc[j * KF + (long long)kvh * Dh + d]);
+        m = mn;
+    }
+    if (on)
+        o[r * F + (long long)h * Dh + d] = from_acc<T>(acc / l);
+}
+
+/* ---- elementwise: silu_mul, silu, gelu, cast
+ * ------------------------------------------------------ */
+
+enum { ACT_SILU_MUL, ACT_SILU, ACT_GELU_ERF, ACT_GELU_TANH, ACT_CAST };
+
+template <typename A, int K> __device__ __forceinline__ A act_f(A a, A b)
+{
+    if constexpr (K == ACT_SILU_MUL)
+        return a / ((A)1 + exp(-a)) * b;
+    else if constexpr (K == ACT_SILU)
+        return a / ((A)1 + exp(-a));
+    else if constexpr (K == ACT_GELU_ERF) /* 1 + erf(x/sqrt2) = erfc(-x/sqrt2): no cancellation */
+        return (A)0.5 * a * erfc(-a * (A)0.7071067811865476);
+    else if constexpr (K == ACT_GELU_TANH) /* (1 + tanh(u)) / 2 = 1 / (1 + exp(-2u)) */
+        return a / ((A)1 + exp((A)-1.5957691216057308 * (a + (A)0.044715 * a * a * a)));
+    else
+        return a;
+}
+
+/* 8 elements per unit: 16 bytes of bf16/f16, two loads of f32, four of f64. */
+template <typename T> __device__ __forceinline__ void ld8(const T *p, T (&v)[8])
+{
+#pragma unroll
+    for (int k = 0; k < (int)sizeof(T) * 8 / 16; k++)
+        reinterpret_cast<uint4 *>(v)[k] = __ldcs(reinterpret_cast<const uint4 *>(p) + k);
+}
+template <typename T> __device__ __forceinline__ void st8(T *p, const T (&v)[8])
+{
+#pragma unroll
+    for (int k = 0; k < (int)sizeof(T) * 8 / 16; k++)
+        reinterpret_cast<uint4 *>(p)[k] = reinterpret_cast<const uint4 *>(v)[k];
+}
+
+template <typename TI, typename TO, int K>
+__global__ void act_kernel(const TI *a, const TI *b, TO *y, long long n, int vec)
+{
+    using A = typename Acc<TI>::A;
+    const long long stride = (long long)gridDim.x * blockDim.x;
+    const long long t0 = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (vec) {
+        const long long units = n / 8;
+        for (long long u = t0; u < units; u += stride) {
+            alignas(16) TI va[8];
+            alignas(16) TI vb[8];
+            alignas(16) TO vy[8];
+            ld8(a + u * 8, va);
+            if (K == ACT_SILU_MUL)
+                ld8(b + u * 8, vb);
+#pragma unroll
+            for (int e = 0; e < 8; e++) {
+                const A x = ld_a<A>(va[e]);
+                const A z = K == ACT_SILU_MUL ? ld_a<A>(vb[e]) : (A)0;
+                vy[e] = from_acc<TO>(act_f<A, K>(x, z));
+            }
+            st8(y + u * 8, vy);
+        }
+    } else {
+        for (long long i = t0; i < n; i += stride) {
+            const A x = ld_a<A>(a[i]);
+            const A z = K == ACT_SILU_MUL ? ld_a<A>(b[i]) : (A)0;
+            y[i] = from_acc<TO>(act_f<A, K>(x, z));
+        }
+    }
+}
+
+/* Rounds as baton_convert does (core/dtype.h): f64 to bf16/f16 through f32. */
+template <typename TI, typename TO>
+__global__ void cast_kernel(const TI *x, TO *y, long long n, int vec)
+{
+    const long long stride = (long long)gridDim.x * blockDim.x;
+    const long long t0 = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    auto cv = [](TI v) -> TO {
+        if constexpr (sizeof(TI) == 8 && sizeof(TO) == 8)
+            return v;
+        else if constexpr (sizeof(TI) == 8)
+            return from_f<TO>((float)v);
+        else
+            return from_f<TO>(to_f(v));
+    };
+    if (vec) {
+        for (long long u = t0; u < n / 8; u += stride) {
+            alignas(16) TI v[8];
+            alignas(16) TO w[8];
+            ld8(x + u * 8, v);
+#pragma unroll
+            for (int e = 0; e < 8; e++)
+                w[e] = cv(v[e]);
+            st8(y + u * 8, w);
+        }
+    } else {
+        for (long long i = t0; i < n; i += stride)
+            y[i] = cv(x[i]);
+    }
+}
+
+/* ---- softmax ------------------------------------------------------------------------------------
+ */
+
+/* Max over the block (blockDim.x a multiple of 32); every thread gets it. */
+template <typename A> __device__ __forceinline__ A block_max(A v, A *red)
+{
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) {
+        const A t = __shfl_xor_sync(0xffffffffu, v, o);
+        v = t > v ? t : v;
+    }
+    const int lane = threadIdx.x & 31, wid = threadIdx.x >> 5, nw = blockDim.x >> 5;
+    __syncthreads();
+    if (lane == 0)
+        red[wid] = v;
+    __syncthreads();
+    A m = red[0];
+    for (int i = 1; i < nw; i++)
+        m = red[i] > m ? red[i] : m;
+    return m;
+}
+
+/* Block per row; each thread adds its strided elements in order, then a fixed tree. */
+template <typename T> __global__ void softmax_kernel(const T *x, T *y, long long N)
+{
+    using A = typename Acc<T>::A;
+    __shared__ A red[32];
+    const T *xr = x + blockIdx.x * N;
+    T *yr = y + blockIdx.x * N;
+    A mx = -INFINITY;
+    for (long long j = threadIdx.x; j < N; j += blockDim.x) {
+        const A v = ld_a<A>(xr[j]);
+        mx = v > mx ? v : mx;
+    }
+    mx = block_max<A>(mx, red);
+    A s = 0;
+    for (long long j = threadIdx.x; j < N; j += blockDim.x)
+        s += exp(ld_a<A>(xr[j]) - mx);
+    s = block_sum<A>(s, red);
+    const A inv = (A)1 / s;
+    for (long long j = threadIdx.x; j < N; j += blockDim.x)
+        yr[j] = from_acc<T>(exp(ld_a<A>(xr[j]) - mx) * inv);
+}
+
+/* ---- sample -------------------------------------------------------------------------------------
+ * The CPU's algorithm (kernels/cpu/decoder.c): order keys, weights in 2^-40 fixed point (integer
+ * sums: exact, so atomics in shared memory still give the same bits), radix selection of the top_k
+ * and top_p cuts, then the first kept index, ascending, whose running weight exceeds u * total.
+ * Index-ordered walks use a block scan over contiguous per-thread ranges. One block per row. */
+
+#define SMP_THREADS 1024
+
+template <typename T> __device__ __forceinline__ float logit_f(const T *x, long long i)
+{
+    float f = to_f(x[i]);
+    return f != f ? -INFINITY : f;
+}
+
+template <typename T> __device__ __forceinline__ unsigned key_at(const T *x, long long i)
+{
+    return dec_order_key(__float_as_uint(logit_f(x, i)));
+}
+
+template <typename T>
+__device__ __forceinline__ unsigned long long weight_at(const T *x, long long i, float mx,
+                                                        float inv_t)
+{
+    return (unsigned long long)llrint((double)__expf((logit_f(x, i) - mx) * inv_t) *
+                                      1099511627776.0);
+}
+
+struct Cut {
+    unsigned t;
+    long long i_cut;
+};
+
+__device__ __forceinline__ bool is_member(const Cut &c, unsigned key, long long i)
+{
+    return key > c.t || (key == c.t && i <= c.i_cut);
+}
+
+/* Exclusive scan of one value per thread over the block (fixed order); *total gets the sum. */
+__device__ unsigned long long block_excl_scan(unsigned long long v, unsigned long long *sh,
+                                              unsigned long long *total)
+{
+    const int lane = threadIdx.x & 31, wid = threadIdx.x >> 5, nw = blockDim.x >> 5;
+    unsigned long long inc = v;
+#pragma unroll
+    for (int o = 1; o < 32; o <<= 1) {
+        const unsigned long long t = __shfl_up_sync(0xffffffffu, inc, o);
+        if (lane >= o)
+            inc += t;
+    }
+    __syncthreads();
+    if (lane == 31)
+        sh[wid] = inc;
+    __syncthreads();
+    unsigned long long before = 0, all = 0;
+    for (int w = 0; w < nw; w++) {
+        if (w < wid)
+            before += sh[w];
+        all += sh[w];
+    }
+    *total = all;
+    return before + inc - v;
+}
+
+template <typename T>
+__global__ void __launch_bounds__(SMP_THREADS)
+    sample_kernel(const T *logits, const void *stepp, int step64, long long *out, long long V,
+                  double temperature, int top_k, double top_p, unsigned long long seed)
+{
+    __shared__ unsigned long long mass[256], scan_sh[32];
+    __shared__ unsigned cnt[256];
+    __shared__ unsigned s_key;
+    __shared__ long long s_idx;
+    __shared__ Cut s_cut;
+    const long long row = blockIdx.x;
+    const T *x = logits + row * V;
+    const long long step = step64 ? *(const long long *)stepp : *(const int *)stepp;
+    const int tid = threadIdx.x;
+    const long long per = (V + SMP_THREADS - 1) / SMP_THREADS;
+    const long long lo = min(V, tid * per), hi = min(V, lo + per);
+
+    /* the maximum: largest key, first index */
+    unsigned kmax = 0;
+    long long imax = -1;
+    for (long long i = lo; i < hi; i++) {
+        const unsigned k = key_at(x, i);
+        if (imax < 0 || k > kmax) {
+            kmax = k;
+            imax = i;
+        }
+    }
+    if (tid == 0) {
+        s_key = 0;
+        s_idx = V;
+    }
+    __syncthreads();
+    if (imax >= 0)
+        atomicMax(&s_key, kmax);
+    __syncthreads();
+    if (imax >= 0 && kmax == s_key)
+        atomicMin((unsigned long long *)&s_idx, (unsigned long long)imax);
+    __syncthreads();
+    const long long i_max = s_idx;
+    const float mx = logit_f(x, i_max);
+    if (mx == -INFINITY) {
+        if (tid == 0)
+            out[row] = i_max;
+        return;
+    }
+    const float inv_t = (float)(1.0 / temperature);
+    Cut c = {0u, 0x7fffffffffffffffLL};
+
+    if (top_k > 0 && top_k < V) {
+        unsigned prefix = 0, mask = 0;
+        long long need = top_k;
+        for (int shift = 24; shift >= 0; shift -= 8) {
+            for (int b = tid; b < 256; b += SMP_THREADS)
+                cnt[b] = 0;
+            __syncthreads();
+            for (long long i = tid; i < V; i += SMP_THREADS) {
+                const unsigned k = key_at(x, i);
+                if ((k & mask) == prefix)
+                    atomicAdd(&cnt[(k >> shift) & 255], 1u);
+            }
+            __syncthreads();
+            int b = 255; /* every thread walks the same counts: the same answer */
+            for (; b > 0 && (long long)cnt[b] < need; b--)
+                need -= cnt[b];
+            prefix |= (unsigned)b << shift;
+            mask |= 255u << shift;
+            __syncthreads();
+        }
+        /* the need-th tie of key == prefix, in index order */
+        unsigned long long mine = 0, tot;
+        for (long long i = lo; i < hi; i++)
+            mine += key_at(x, i) == prefix;
+        const unsigned long long before = block_excl_scan(mine, scan_sh, &tot);
+        if (before < (unsigned long long)need && before + mine >= (unsigned long long)need) {
+            unsigned long long k = before;
+            for (long long i = lo; i < hi; i++)
+                if (key_at(x, i) == prefix && ++k == (unsigned long long)need) {
+                    s_cut.t = prefix;
+                    s_cut.i_cut = i;
+                    break;
+                }
+        }
+        __syncthreads();
+        c = s_cut;
+    }
+
+    unsigned long long mine = 0, total;
+    for (long long i = lo; i < hi; i++)
+        if (is_member(c, key_at(x, i), i))
+            mine += weight_at(x, i, mx, inv_t);
+    block_excl_scan(mine, scan_sh, &total);
+
+    if (top_p < 1) {
+        const unsigned long long target = (unsigned long long)ceil(top_p * (double)total);
+        unsigned prefix = 0, mask = 0;
+        unsigned long long before = 0;
+        for (int shift = 24; shift >= 0; shift -= 8) {
+            for (int b = tid; b < 256; b += SMP_THREADS) {
+                cnt[b] = 0;
+                mass[b] = 0;
+            }
+            __syncthreads();
+            for (long long i = tid; i < V; i += SMP_THREADS) {
+                const unsigned k = key_at(x, i);
+                if ((k & mask) == prefix && is_member(c, k, i)) {
+                    atomicAdd(&cnt[(k >> shift) & 255], 1u);
+                    atomicAdd(&mass[(k >> shift) & 255], weight_at(x, i, mx, inv_t));
+                }
+            }
+            __syncthreads();
+            int b = 255, lowest = -1;
+            for (; b >= 0; b--) {
+                if (!cnt[b])
+                    continue;
+                lowest = b;
+                if (before + mass[b] >= target)
+                    break;
+                before += mass[b];
+            }
+            if (b < 0) {
+                b = lowest;
+                before -= mass[b];
+            }
+            prefix |= (unsigned)b << shift;
+            mask |= 255u << shift;
+            __syncthreads();
+        }
+        /* ties of key == prefix among the members, in index order, until the mass reaches it */
+        unsigned long long tm = 0, ttot;
+        for (long long i = lo; i < hi; i++) {
+            const unsigned k = key_at(x, i);
+            if (k == prefix && is_member(c, k, i))
+                tm += weight_at(x, i, mx, inv_t);
+        }
+        const unsigned long long tb = block_excl_scan(tm, scan_sh, &ttot);
+        if (tid == 0) {
+            s_cut.t = prefix;
+            s_cut.i_cut = -1;
+        }
+        __syncthreads();
+        /* the thread whose range crosses the target, or (short of it) the last tie */
+        const bool cross = before + tb < target && before + tb + tm >= target;
+        const bool last_tie = before + ttot < target && tm > 0 && tb + tm == ttot;
+        if (cross || last_tie) {
+            unsigned long long cum = before + tb;
+            for (long long i = lo; i < hi; i++) {
+                const unsigned k = key_at(x, i);
+                if (k == prefix && is_member(c, k, i)) {
+                    s_cut.i_cut = i;
+                    cum += weight_at(x, i, mx, inv_t);
+                    if (cum >= target && cross)
+                        break;
+                }
+            }
+        }
+        __syncthreads();
+        const Cut p = s_cut;
+        if (p.t > c.t || (p.t == c.t && p.i_cut < c.i_cut))
+            c = p;
+        mine = 0;
+        for (long long i = lo; i < hi; i++)
+            if (is_member(c, key_at(x, i), i))
+                mine += weight_at(x, i, mx, inv_t);
+        block_excl_scan(mine, scan_sh, &total);
+    }
+
+    const unsigned long long target =
+        (unsigned long long)(dec_uniform(seed, step, row) * (double)total);
+    mine = 0;
+    for (long long i = lo; i < hi; i++)
+        if (is_member(c, key_at(x, i), i))
+            mine += weight_at(x, i, mx, inv_t);
+    unsigned long long tot2;
+    const unsigned long long before = block_excl_scan(mine, scan_sh, &tot2);
+    if (before <= target && before + mine > target) {
+        unsigned long long cum = before;
+        for (long long i = lo; i < hi; i++)
+            if (is_member(c, key_at(x, i), i)) {
+                cum += weight_at(x, i, mx, inv_t);
+                if (cum > target) {
+                    out[row] = i;
+                    break;
+                }
+            }
+    }
+}
+
+/* ---- the decode GEMV: y[n] = sum_k W[n, k] x[k], bf16 in and out, f32 accumulation --------------
+ * A warp per R rows of W; lane l reads 16 bytes at k = 8 (32 i + l): a row of K = 2048 is 8 loads
+ * per lane, all issued before the first FMA. x sits in shared memory as f32. Each lane adds its
+ * products in k order and the warp adds the lanes in a fixed butterfly: the same bits every run. */
+
+template <int R>
+__global__ void __launch_bounds__(256)
+    gemv_bf16_kernel(const __nv_bfloat16 *x, const __nv_bfloat16 *w, __nv_bfloat16 *y, long long n,
+                     long long k)
+{
+    extern __shared__ uint4 xs_raw[]; /* x as bf16: lane l reads bytes 16 l.., no bank conflict */
+    __nv_bfloat16 *xs = reinterpret_cast<__nv_bfloat16 *>(xs_raw);
+    for (long long i = threadIdx.x; i < k; i += blockDim.x)
+        xs[i] = x[i];
+    __syncthreads();
+    const int lane = threadIdx.x & 31;
+    const long long row0 = ((long long)blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5)) * R;
+    if (row0 >= n)
+        return;
+    float acc[R];
+#pragma unroll
+    for (int r = 0; r < R; r++)
+        acc[r] = 0.f;
+    constexpr int UN = 4;
+    for (long long k0 = (long long)lane * 8; k0 < k; k0 += 256LL * UN) {
+        U16<__nv_bfloat16> wv[R][UN];
+#pragma unroll
+        for (int r = 0; r < R; r++)
+#pragma unroll
+            for (int u = 0; u < UN; u++) {
+                const long long kk = k0 + 256LL * u;
+                if (kk < k && row0 + r < n)
+                    wv[r][u] = ld16_stream(w + (row0 + r) * k + kk);
+            }
+#pragma unroll
+        for (int u = 0; u < UN; u++) {
+            const long long kk = k0 + 256LL * u;
+            if (kk >= k)
+                break;
+            U16<__nv_bfloat16> xv;
+            *reinterpret_cast<uint4 *>(xv.v) = *reinterpret_cast<const uint4 *>(xs + kk);
+#pragma unroll
+            for (int r = 0; r < R; r++)
+                if (row0 + r < n)
+#pragma unroll
+                    for (int e = 0; e < 8; e++)
+                        acc[r] = fmaf(__bfloat162float(wv[r][u].v[e]), __bfloat162float(xv.v[e]),
+                                      acc[r]);
+        }
+    }
+#pragma unroll
+    for (int r = 0; r < R; r++) {
+        const float s = warp_sum(acc[r]);
+        if (lane == 0 && row0 + r < n)
+            y[row0 + r] = __float2bfloat16_rn(s);
+    }
+}
+
+} /* namespace dec */
+} /* namespace kcuda */
+
+using namespace kcuda;
+using namespace kcuda::dec;
+
+/* ---- host side
+ * ------------------------------------------------------------------------------------ */
+
+#define DEC_READ(op, nbuf)                                                                         \
+    baton_decoder_desc d;                                                                          \
+    dec_shape s;                                                                                   \
+    int rc = dec_call_read(ctx, op, buffers, nbuf, opaque, len, &d, &s);                           \
+    if (rc)                                                                                        \
+    return rc
+
+static int blocks_for(const baton_exec_ctx *ctx, long long work, int threads)
+{
+    long long b = (work + threads - 1) / threads, cap = 16LL * sm_count(ctx);
+    return (int)(b < 1 ? 1 : b > cap ? cap : b);
+}
+
+extern "C" int kcuda_embedding(const baton_exec_ctx *ctx, void **buffers, const char *opaque,
+                               size_t len)
+{
+    DEC_READ(DEC_EMBEDDING, 3);
+    const long long row_bytes = s.F * (long long)baton_dtype_size(s.x_dt);
+    const bool vec = row_bytes % 16 == 0 && al16(buffers[1]) && al16(buffers[2]);
+    const int threads = 256;
+    const long long chunks = (row_bytes + threads * 16LL - 1) / (threads * 16LL);
+    const long long grid = s.rows * chunks;
+    if (grid > 0x7fffffffLL)
+        return ctx_fail(ctx, BATON_EINVAL, "embedding: %lld rows is too many for one launch",
+                        (long long)s.rows);
+    const int st = ctx->step_index;
+    if (s.idx_dt == BATON_DTYPE_I32)
+        return vec ? launch(ctx, "embedding", embedding_kernel<int, true>, (unsigned)grid, threads,
+                            0, 1, (const int *)buffers[0], (const char *)buffers[1],
+                            (char *)buffers[2], (long long)s.rows, (long long)s.V, row_bytes,
+                            chunks, st)
+                   : launch(ctx, "embedding", embedding_kernel<int, false>, (unsigned)grid, threads,
+                            0, 1, (const int *)buffers[0], (const char *)buffers[1],
+                            (char *)buffers[2], (long long)s.rows, (long long)s.V, row_bytes,
+                            chunks, st);
+    return vec ? launch(ctx, "embedding", embedding_kernel<long long, true>, (unsigned)grid,
+                        threads, 0, 1, (const long long *)buffers[0], (const char *)buffers[1],
+                        (char *)buffers[2], (long long)s.rows, (long long)s.V, row_bytes, chunks,
+                        st)
+               : launch(ctx, "embedding", embedding_kernel<long long, false>, (unsigned)grid,
+                        threads, 0, 1, (const long long *)buffers[0], (const char *)buffers[1],
+                        (char *)buffers[2], (long long)s.rows, (long long)s.V, row_bytes, chunks,
+                        st);
+}
+
+template <typename T>
+static int rope_typed(const baton_exec_ctx *ctx, void **b, const baton_decoder_desc &d,
+                      const dec_shape &s)
+{
+    constexpr int E = 16 / (int)sizeof(T);
+    const int il = (d.flags & DEC_FLAG_INTERLEAVED) != 0, half = d.head_dim / 2;
+    const bool vec =
+        al16(b[0]) && al16(b[3]) && (il ? d.head_dim % E == 0 && E % 2 == 0 : half % E == 0);
+    const size_t smem = sizeof(typename Acc<T>::A) * (size_t)d.head_dim;
+    if (smem > 48 * 1024)
+        return ctx_fail(ctx, BATON_EINVAL, "rope: head_dim %d is too large for the CUDA kernel",
+                        (int)d.head_dim);
+    if (s.rows > 0x7fffffffLL)
+        return ctx_fail(ctx, BATON_EINVAL, "rope: too many rows for one launch");
+    const int threads = 128;
+    const int p64 = s.idx_dt == BATON_DTYPE_I64;
+    if (vec)
+        return launch(ctx, "rope", rope_kernel<T, E>, (unsigned)s.rows, threads, smem, 1,
+                      (const T *)b[0], (const void *)b[1], p64, (const float *)b[2], (T *)b[3],
+                      (long long)s.F, (int)d.head_dim, il, d.scale, (long long)s.rows);
+    return launch(ctx, "rope", rope_kernel<T, 1>, (unsigned)s.rows, threads, smem, 1,
+                  (const T *)b[0], (const void *)b[1], p64, (const float *)b[2], (T *)b[3],
+                  (long long)s.F, (int)d.head_dim, il, d.scale, (long long)s.rows);
+}
+
+extern "C" int kcuda_rope(const baton_exec_ctx *ctx, void **buffers, const char *opaque, size_t len)
+{
+    DEC_READ(DEC_ROPE, 4);
+    switch (s.x_dt) {
+    case BATON_DTYPE_BF16: return rope_typed<__nv_bfloat16>(ctx, buffers, d, s);
+    case BATON_DTYPE_F16: return rope_typed<__half>(ctx, buffers, d, s);
+    case BATON_DTYPE_F32: return rope_typed<float>(ctx, buffers, d, s);
+    default: return rope_typed<double>(ctx, buffers, d, s);
+    }
+}
+
+extern "C" int kcuda_kv_cache_update(const baton_exec_ctx *ctx, void **buffers, const char *opaque,
+                                     size_t len)
+{
+    DEC_READ(DEC_KV_CACHE_UPDATE, 4);
+    const long long row_bytes = s.F * (long long)baton_dtype_size(s.x_dt);
+    if (buffers[3] != buffers[0]) { /* not in place: carry the cache over first */
+        cudaError_t e = cudaMemcpyAsync(buffers[3], buffers[0], (size_t)(row_bytes * s.S),
+                                        cudaMemcpyDeviceToDevice, (cudaStream_t)ctx->stream);
+        if (e != cudaSuccess)
+            return ctx_fail(ctx, BATON_ECUDA, "kv_cache_update: cudaMemcpyAsync failed: %s",
+                            cudaGetErrorString(e));
+    }
+    const int vec = row_bytes % 16 == 0 && al16(buffers[1]) && al16(buffers[3]);
+    const int threads = 256;
+    const long long chunks = (row_bytes + threads * 16LL - 1) / (threads * 16LL);
+    const long long grid = s.rows * chunks;
+    if (grid > 0x7fffffffLL)
+        return ctx_fail(ctx, BATON_EINVAL, "kv_cache_update: too many rows for one launch");
+    if (s.idx_dt == BATON_DTYPE_I32)
+        return launch(ctx, "kv_cache_update", kv_update_kernel<int>, (unsigned)grid, threads, 0, 1,
+                      (char *)buffers[3], (const char *)buffers[1], (const int *)buffers[2],
+                      (long long)s.rows, (long long)s.S, row_bytes, chunks, vec, ctx->step_index);
+    return launch(ctx, "kv_cache_update", kv_update_kernel<long long>, (unsigned)grid, threads, 0,
+                  1, (char *)buffers[3], (const char *)buffers[1], (const long long *)buffers[2],
+                  (long long)s.rows, (long long)s.S, row_bytes, chunks, vec, ctx->step_index);
+}
+
+/* The cluster size of the split decode: up to 16 blocks (an H100/H200 takes non-portable 16),
+ * fewer when the (row, KV head, head chunk) clusters alone fill the GPU, 1 for long prefill. */
+template <typename T, int LPK>
+static int attn_split(const baton_exec_ctx *ctx, void **b, const baton_decoder_desc &d,
+                      const dec_shape &s)
+{
+    const int G = d.n_heads / d.n_kv_heads, chunks = (G + ATT_GB - 1) / ATT_GB;
+    const long long clusters = s.rows * d.n_kv_heads * chunks;
+    const int sms = sm_count(ctx);
+    int C = 16;
+    while (C > 1 && clusters * C > 4LL * sms)
+        C /= 2;
+    while (C > 1 && (s.S + C - 1) / C < 32)
+        C /= 2; /* at least 32 keys per block of a full cache */
+    auto kern = attn_split_kernel<T, LPK>;
+    if (C > 8) {
+        const int pr = prepare(kern, ctx, "attention", C, clusters * C, ATT_THREADS, 0, 0, true);
+        if (pr < 0)
+            return BATON_ECUDA;
+        if (pr > 0)
+            C = 8;
+    }
+    if (clusters * C > 0x7fffffffLL)
+        return ctx_fail(ctx, BATON_EINVAL, "attention: too many rows for one launch");
+    const float qscale = (float)(d.scale * 1.4426950408889634);
+    return launch(ctx, "attention", kern, (unsigned)(clusters * C), ATT_THREADS, 0, C,
+                  (const T *)b[0], (const T *)b[1], (const T *)b[2], (const void *)b[3],
+                  (int)(s.idx_dt == BATON_DTYPE_I64), (T *)b[4], (long long)s.rows, (long long)s.S,
+                  (int)d.n_heads, (int)d.n_kv_heads, G, chunks, qscale, ctx->step_index);
+}
+
+template <typename T>
+static int attn_typed(const baton_exec_ctx *ctx, void **b, const baton_decoder_desc &d,
+                      const dec_shape &s)
+{
+    const int bytes = d.head_dim * (int)sizeof(T);
+    const bool al = al16(b[0]) && al16(b[1]) && al16(b[2]);
+    if constexpr (sizeof(T) < 8) {
+        if (al) {
+            switch (bytes) {
+            case 64: return attn_split<T, 4>(ctx, b, d, s);
+            case 128: return attn_split<T, 8>(ctx, b, d, s);
+            case 256: return attn_split<T, 16>(ctx, b, d, s);
+            case 512: return attn_split<T, 32>(ctx, b, d, s);
+            default: break;
+            }
+        }
+    }
+    const long long grid = s.rows * d.n_heads;
+    if (grid > 0x7fffffffLL)
+        return ctx_fail(ctx, BATON_EINVAL, "attention: too many rows for one launch");
+    const int threads = ((d.head_dim + 31) / 32) * 32;
+    return launch(ctx, "attention", attn_generic_kernel<T>, (unsigned)grid, threads, 0, 1,
+                  (const T *)b[0], (const T *)b[1], (const T *)b[2], (const void *)b[3],
+                  (int)(s.idx_dt == BATON_DTYPE_I64), (T *)b[4], (long long)s.S, (int)d.n_heads,
+                  (int)d.n_kv_heads, (int)d.head_dim, d.scale, ctx->step_index);
+}
+
+extern "C" int kcuda_attention(const baton_exec_ctx *ctx, void **buffers, const char *opaque,
+                               size_t len)
+{
+    DEC_READ(DEC_ATTENTION, 5);
+    switch (s.x_dt) {
+    case BATON_DTYPE_BF16: return attn_typed<__nv_bfloat16>(ctx, buffers, d, s);
+    case BATON_DTYPE_F16: return attn_typed<__half>(ctx, buffers, d, s);
+    case BATON_DTYPE_F32: return attn_typed<float>(ctx, buffers, d, s);
+    default: return attn_typed<double>(ctx, buffers, d, s);
+    }
+}
+
+template <typename TI, typename TO, int K>
+static int act_launch(const baton_exec_ctx *ctx, void **b, const dec_shape &s, int binary)
+{
+    const int vec =
+        s.n % 8 == 0 && al16(b[0]) && al16(b[binary ? 2 : 1]) && (!binary || al16(b[1]));
+    const int threads = 256;
+    const int grid = blocks_for(ctx, vec ? s.n / 8 : s.n, threads);
+    return launch(ctx, "elementwise", act_kernel<TI, TO, K>, (unsigned)grid, threads, 0, 1,
+                  (const TI *)b[0], binary ? (const TI *)b[1] : (const TI *)nullptr,
+                  (TO *)b[binary ? 2 : 1], (long long)s.n, vec);
+}
+
+template <int K> static int act_dispatch(const baton_exec_ctx *ctx, void **b, const dec_shape &s)
+{
+    const int binary = K == ACT_SILU_MUL;
+    switch (s.x_dt) {
+    case BATON_DTYPE_BF16: return act_launch<__nv_bfloat16, __nv_bfloat16, K>(ctx, b, s, binary);
+    case BATON_DTYPE_F16: return act_launch<__half, __half, K>(ctx, b, s, binary);
+    case BATON_DTYPE_F32: return act_launch<float, float, K>(ctx, b, s, binary);
+    default: return act_launch<double, double, K>(ctx, b, s, binary);
+    }
+}
+
+extern "C" int kcuda_silu_mul(const baton_exec_ctx *ctx, void **buffers, const char *opaque,
+                              size_t len)
+{
+    DEC_READ(DEC_SILU_MUL, 3);
+    return act_dispatch<ACT_SILU_MUL>(ctx, buffers, s);
+}
+
+extern "C" int kcuda_silu(const baton_exec_ctx *ctx, void **buffers, const char *opaque, size_t len)
+{
+    DEC_READ(DEC_SILU, 2);
+    return act_dispatch<ACT_SILU>(ctx, buffers, s);
+}
+
+extern "C" int kcuda_gelu(const baton_exec_ctx *ctx, void **buffers, const char *opaque, size_t len)
+{
+    DEC_READ(DEC_GELU, 2);
+    return (d.flags & DEC_FLAG_TANH) ? act_dispatch<ACT_GELU_TANH>(ctx, buffers, s)
+                                     : act_dispatch<ACT_GELU_ERF>(ctx, buffers, s);
+}
+
+template <typename TI, typename TO>
+static int cast_launch(const baton_exec_ctx *ctx, void **b, const dec_shape &s)
+{
+    const int vec = s.n % 8 == 0 && al16(b[0]) && al16(b[1]);
+    const int threads = 256;
+    const int grid = blocks_for(ctx, vec ? s.n / 8 : s.n, threads);
+    return launch(ctx, "cast", cast_kernel<TI, TO>, (unsigned)grid, threads, 0, 1, (const TI *)b[0],
+                  (TO *)b[1], (long long)s.n, vec);
+}
+
+template <typename TI> static int cast_to(const baton_exec_ctx *ctx, void **b, const dec_shape &s)
+{
+    switch (s.y_dt) {
+    case BATON_DTYPE_BF16: return cast_launch<TI, __nv_bfloat16>(ctx, b, s);
+    case BATON_DTYPE_F16: return cast_launch<TI, __half>(ctx, b, s);
+    case BATON_DTYPE_F32: return cast_launch<TI, float>(ctx, b, s);
+    default: return cast_launch<TI, double>(ctx, b, s);
+    }
+}
+
+extern "C" int kcuda_cast(const baton_exec_ctx *ctx, void **buffers, const char *opaque, size_t len)
+{
+    DEC_READ(DEC_CAST, 2);
+    switch (s.x_dt) {
+    case BATON_DTYPE_BF16: return cast_to<__nv_bfloat16>(ctx, buffers, s);
+    case BATON_DTYPE_F16: return cast_to<__half>(ctx, buffers, s);
+    case BATON_DTYPE_F32: return cast_to<float>(ctx, buffers, s);
+    default: return cast_to<double>(ctx, buffers, s);
+    }
+}
+
+extern "C" int kcuda_softmax(const baton_exec_ctx *ctx, void **buffers, const char *opaque,
+                             size_t len)
+{
+    DEC_READ(DEC_SOFTMAX, 2);
+    if (s.rows > 0x7fffffffLL)
+        return ctx_fail(ctx, BATON_EINVAL, "softmax: too many rows for one launch");
+    const int threads = s.F >= 8192 ? 1024 : s.F >= 1024 ? 256 : 64;
+    const unsigned g = (unsigned)s.rows;
+    switch (s.x_dt) {
+    case BATON_DTYPE_BF16:
+        return launch(ctx, "softmax", softmax_kernel<__nv_bfloat16>, g, threads, 0, 1,
+                      (const __nv_bfloat16 *)buffers[0], (__nv_bfloat16 *)buffers[1],
+                      (long long)s.F);
+    case BATON_DTYPE_F16:
+        return launch(ctx, "softmax", softmax_kernel<__half>, g, threads, 0, 1,
+                      (const __half *)buffers[0], (__half *)buffers[1], (long long)s.F);
+    case BATON_DTYPE_F32:
+        return launch(ctx, "softmax", softmax_kernel<float>, g, threads, 0, 1,
+                      (const float *)buffers[0], (float *)buffers[1], (long long)s.F);
+    default:
+        return launch(ctx, "softmax", softmax_kernel<double>, g, threads, 0, 1,
+                      (const double *)buffers[0], (double *)buffers[1], (long long)s.F);
+    }
+}
+
+extern "C" int kcuda_sample(const baton_exec_ctx *ctx, void **buffers, const char *opaque,
+                            size_t len)
+{
+    DEC_READ(DEC_SAMPLE, 3);
+    if (s.rows > 0x7fffffffLL)
+        return ctx_fail(ctx, BATON_EINVAL, "sample: too many rows for one launch");
+    const unsigned g = (unsigned)s.rows;
+    const int s64 = s.idx_dt == BATON_DTYPE_I64;
+    long long *out = (long long *)buffers[2];
+#define SMP_LAUNCH(T)                                                                              \
+    launch(ctx, "sample", sample_kernel<T>, g, SMP_THREADS, 0, 1, (const T *)buffers[0],           \
+           (const void *)buffers[1], s64, out, (long long)s.V, d.temperature, (int)d.top_k,        \
+           d.top_p, (unsigned long long)d.seed)
+    switch (s.x_dt) {
+    case BATON_DTYPE_BF16: return SMP_LAUNCH(__nv_bfloat16);
+    case BATON_DTYPE_F16: return SMP_LAUNCH(__half);
+    case BATON_DTYPE_F32: return SMP_LAUNCH(float);
+    default: return SMP_LAUNCH(double);
+    }
+#undef SMP_LAUNCH
+}
+
+extern "C" int kcuda_decoder_error_take(int device, char *msg, size_t len)
+{
+    int prev = 0;
+    if (cudaGetDevice(&prev) != cudaSuccess)
+        return reason_set(msg, len, BATON_ECUDA, "cudaGetDevice failed");
+    if (device != prev && cudaSetDevice(device) != cudaSuccess)
+        return reason_set(msg, len, BATON_ECUDA, "cudaSetDevice(%d) failed", device);
+    unsigned long long rec[4] = {0, 0, 0, 0};
+    cudaError_t e = cudaMemcpyFromSymbol(rec, g_err, sizeof rec);
+    if (e == cudaSuccess && rec[0]) {
+        const unsigned long long zero[4] = {0, 0, 0, 0};
+        e = cudaMemcpyToSymbol(g_err, zero, sizeof zero);
+    }
+    if (device != prev)
+        cudaSetDevice(prev);
+    if (e != cudaSuccess)
+        return reason_set(msg, len, BATON_ECUDA, "reading the decoder kernels' error record: %s",
+                          cudaGetErrorString(e));
+    if (!rec[0])
+        return 0;
+    const int op = (int)(rec[0] >> 32), step = (int)(rec[0] & 0xffffffffu) - 1;
+    const char *what = op == DEC_EMBEDDING ? "ids" : "positions";
+    const char *range = op == DEC_EMBEDDING   ? "the table's rows"
+                        : op == DEC_ATTENTION ? "the caches' rows"
+                                              : "the cache's rows";
+    return reason_set(msg, len, BATON_EKERNEL,
+                      "%s at step #%d on cuda:%d: %s[%lld] = %lld is outside [0, %lld) (%s; the "
+                      "access was clamped and the result is not valid)",
+                      dec_op_name(op), step, device, what, (long long)rec[1], (long long)rec[2],
+                      (long long)rec[3], range);
+}
+
+extern "C" int kcuda_gemv_bf16(const void *x, const void *w, void *y, long long n, long long k,
+                               void *stream)
+{
+    if (n < 1 || k < 8 || k % 8 || k > 24576 || ((uintptr_t)w & 15))
+        return (int)cudaErrorInvalidValue;
+    const int warps = 8;
+    const size_t smem = sizeof(__nv_bfloat16) * (size_t)k;
+    if (n >= 16384) {
+        const long long grid = (n + warps * 2 - 1) / (warps * 2);
+        gemv_bf16_kernel<2><<<(unsigned)grid, warps * 32, smem, (cudaStream_t)stream>>>(
+            (const __nv_bfloat16 *)x, (const __nv_bfloat16 *)w, (__nv_bfloat16 *)y, n, k);
+    } else {
+        const long long grid = (n + warps - 1) / warps;
+        gemv_bf16_kernel<1><<<(unsigned)grid, warps * 32, smem, (cudaStream_t)stream>>>(
+            (const __nv_bfloat16 *)x, (const __nv_bfloat16 *)w, (__nv_bfloat16 *)y, n, k);
+    }
+    return (int)cudaGetLastError();
+}

@@ -1,0 +1,141 @@
+/* decoder_desc.h: the descriptor of the decoder ops (embedding, rope, kv_cache_update, attention,
+ * silu_mul, silu, gelu, softmax, cast, sample) and the shape rules they share. The signature
+ * checks (targets/decoder.c) and the CPU and CUDA kernels call the same functions, so a load-time
+ * check and a run-time call refuse the same shapes with the same words. Shapes come from the
+ * step's signature (ctx->sig) on every call: a plan with run-time dims changes them between runs;
+ * the descriptor carries only the attributes. */
+#ifndef BATON_KERNELS_DECODER_DESC_H
+#define BATON_KERNELS_DECODER_DESC_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "baton/baton.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#ifdef __CUDACC__
+#define DEC_HD __host__ __device__
+#else
+#define DEC_HD
+#endif
+
+/* Which op a descriptor is for (byte 0 of it). */
+typedef enum dec_op {
+    DEC_EMBEDDING = 1,
+    DEC_ROPE = 2,
+    DEC_KV_CACHE_UPDATE = 3,
+    DEC_ATTENTION = 4,
+    DEC_SILU_MUL = 5,
+    DEC_SILU = 6,
+    DEC_GELU = 7,
+    DEC_SOFTMAX = 8,
+    DEC_CAST = 9,
+    DEC_SAMPLE = 10
+} dec_op;
+#define DEC_OP_MAX 10
+
+/* flags */
+#define DEC_FLAG_INTERLEAVED 1u /* rope: GPT-J pairs (2i, 2i+1) instead of HF rotate_half */
+#define DEC_FLAG_TANH        2u /* gelu: the tanh approximation */
+
+/* The decoder ops' descriptor: 56 bytes, little-endian (docs/kernels.md, docs/targets.md).
+ *   0  int32   op           dec_op code; a kernel refuses another op's descriptor
+ *   4  uint32  flags        DEC_FLAG_*; other bits 0
+ *   8  int32   head_dim     rope, attention (even for rope); else 0
+ *  12  int32   n_heads      attention; else 0
+ *  16  int32   n_kv_heads   attention (divides n_heads); else 0
+ *  20  int32   top_k        sample: 0 = off
+ *  24  float64 scale        rope: multiplies cos and sin (HF attention_scaling, 1 = none);
+ *                           attention: the softmax scale (1/sqrt(head_dim) by default)
+ *  32  float64 temperature  sample: > 0
+ *  40  float64 top_p        sample: in (0, 1]; 1 = off
+ *  48  uint64  seed         sample */
+typedef struct baton_decoder_desc {
+    int32_t op;
+    uint32_t flags;
+    int32_t head_dim;
+    int32_t n_heads;
+    int32_t n_kv_heads;
+    int32_t top_k;
+    double scale;
+    double temperature;
+    double top_p;
+    uint64_t seed;
+} baton_decoder_desc;
+
+#if defined(__STDC_VERSION__) && __STDC_VERSION__ >= 201112L
+_Static_assert(sizeof(baton_decoder_desc) == 56, "decoder descriptor layout");
+#endif
+
+/* A call's shapes, as dec_shapes() reads them from a signature. Token-major: a tensor [..., F] is
+ * rows = numel / F tokens of F features. */
+typedef struct dec_shape {
+    int64_t n;          /* elements of the first input (elementwise ops, softmax, rope, cast) */
+    int64_t rows;       /* token rows: ids (embedding), x / new / q rows, logits rows */
+    int64_t F;          /* features per row: D (embedding), H*Dh (rope, q), Hkv*Dh (caches), N */
+    int64_t V;          /* embedding: table rows; sample: vocabulary */
+    int64_t S;          /* cache rows S_max (kv_cache_update, attention) */
+    int64_t KF;         /* attention: cache row width Hkv*Dh */
+    baton_dtype x_dt;   /* the float data: table, x, cache, q, a, logits */
+    baton_dtype y_dt;   /* the (first) output */
+    baton_dtype idx_dt; /* ids, positions or the step: i32 or i64 (0 when the op has none) */
+} dec_shape;
+
+/* The op of a target name ("rope" -> DEC_ROPE), or 0; and back ("rope"; "?" for others). */
+int dec_op_of(const char *target);
+const char *dec_op_name(int op);
+
+/* The attributes of a step of `op` (a->attrs) as a descriptor, each checked (head_dim >= 1 and
+ * even for rope, n_kv_heads dividing n_heads, temperature > 0, top_p in (0, 1], top_k >= 0, a
+ * finite scale), with unused fields zero. 0, or BATON_EPLAN with the reason in msg naming the
+ * attribute and the value it must have. */
+int dec_desc_from_attrs(int op, const baton_sig_args *a, baton_decoder_desc *d, char *msg,
+                        size_t len);
+
+/* Checks a descriptor's bytes (size, op, flags, ranges) into *d: 0 or BATON_EINVAL, reason in
+ * msg. */
+int dec_desc_read(int op, const char *opaque, size_t opaque_len, baton_decoder_desc *d, char *msg,
+                  size_t len);
+
+/* The shape rules: the inputs of a, for the op and attributes of d, into *s, and the outputs the
+ * step must declare into expected (a->n_outputs entries; NULL: not wanted). For cast, the
+ * output's dtype is the declared one (a->outputs[0].dtype). 0, or BATON_EPLAN with the reason in
+ * msg naming the tensor (by its plan name where a gives names) and the expected value. */
+int dec_shapes(int op, const baton_sig_args *a, const baton_decoder_desc *d, dec_shape *s,
+               baton_tensor_desc *expected, char *msg, size_t len);
+
+/* For a kernel: the descriptor (opaque) and ctx->sig, read and checked as above, and the n
+ * buffers present. 0, or BATON_EINVAL with the reason (naming the op) in ctx->errbuf. */
+int dec_call_read(const baton_exec_ctx *ctx, int op, void **buffers, int n_buffers,
+                  const char *opaque, size_t opaque_len, baton_decoder_desc *d, dec_shape *s);
+
+/* The sampler's counter-based generator: a uniform double in [0, 1) for (seed, step, row), the
+ * same on every device (splitmix64 finalisers over the three keys). */
+DEC_HD static inline uint64_t dec_mix64(uint64_t z)
+{
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+DEC_HD static inline double dec_uniform(uint64_t seed, int64_t step, int64_t row)
+{
+    uint64_t h = dec_mix64(seed + 0x9e3779b97f4a7c15ull);
+    h = dec_mix64(h ^ ((uint64_t)step * 0xd1b54a32d192ed03ull + 0x9e3779b97f4a7c15ull));
+    h = dec_mix64(h ^ ((uint64_t)row * 0xaef17502108ef2d9ull + 0x632be59bd9b4e019ull));
+    return (double)(h >> 11) * (1.0 / 9007199254740992.0);
+}
+
+/* A float's order as an unsigned key: a < b (floats, NaN aside) iff key(a) < key(b). The sampler
+ * selects its top-k and top-p sets by radix-selecting these keys, with no sort and no scratch. */
+DEC_HD static inline uint32_t dec_order_key(uint32_t bits)
+{
+    return (bits & 0x80000000u) ? ~bits : bits | 0x80000000u;
+}
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* BATON_KERNELS_DECODER_DESC_H */

@@ -1,0 +1,56 @@
+#!/bin/bash
+# gpu-round.sh: this round's GPU call in one go: build with CUDA, the GPU and CPU tests, the decoder
+# ops' benchmark and its PyTorch peers, and (PARTS has llm) the decode of an exported
+# Llama-3.2-1B-shaped model against the gpt-fast PyTorch recipe, all in one call so every ratio
+# has its floor and peer from the same machine and minute. Figures go to $OUT (logs.tgz, *.json).
+#   From the device tool: run(command="bash scripts/gpu-round.sh", carry=[".deps"])
+#   env: PARTS (default "tests decoder"; also "llm", "host"), JOBS (16)
+set -uo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+cd "$root"
+final=${OUT:-$root/gpu-round-out}
+mkdir -p "$final"
+work=$final/logs
+mkdir -p "$work"
+PARTS=${PARTS:-"tests decoder"}
+JOBS=${JOBS:-16}
+BUILD=build-gpu
+has() { [[ " $PARTS " == *" $1 "* ]]; }
+summary=$final/summary.txt
+say() { echo "$*" | tee -a "$summary"; }
+t0=$(date +%s)
+{ nvidia-smi -L; nvcc --version | tail -1; } 2>&1 | tee -a "$summary"
+eval "$(bash scripts/deps-prefix.sh)"
+export NCCL_NVLS_ENABLE=0
+if cmake -C "$BATON_DEPS_PREFIX/deps.cmake" -S . -B "$BUILD" -DBATON_CUDA=ON \
+     -DCMAKE_BUILD_TYPE=Release ${BATON_CMAKE_ARGS:-} > "$work/build.log" 2>&1 &&
+   cmake --build "$BUILD" -j"$JOBS" >> "$work/build.log" 2>&1; then
+  say "build: ok in $(( $(date +%s) - t0 )) s"
+else
+  say "build: FAILED"; grep -E "error" "$work/build.log" | head -30
+fi
+if has tests; then
+  (cd "$BUILD" && ctest -L gpu --output-on-failure --timeout 300 -j4) > "$work/ctest_gpu.log" 2>&1
+  say "ctest -L gpu: $(grep -E 'tests passed' "$work/ctest_gpu.log" | tail -1)"
+  grep -E "\*\*\*Failed|\[FAIL\]|Failed  |Exception" "$work/ctest_gpu.log" | head -20
+  if has cputests; then
+    (cd "$BUILD" && ctest -L cpu --output-on-failure --timeout 300 -j12) > "$work/ctest_cpu.log" 2>&1
+    say "ctest -L cpu: $(grep -E 'tests passed' "$work/ctest_cpu.log" | tail -1)"
+    grep -E "\*\*\*Failed|\[FAIL\]" "$work/ctest_cpu.log" | head -10
+  fi
+fi
+if has decoder; then
+  timeout 200 "$BUILD/bench_decoder" --json "$final/bench_decoder.json" > "$work/bench_decoder.log" 2>&1
+  say "== bench_decoder (rc $?)"; grep -v "^RESULT" "$work/bench_decoder.log" | tee -a "$summary" >/dev/null
+  timeout 200 python3 bench/kernels/decoder_peers.py --json "$final/decoder_peers.json" \
+    > "$work/decoder_peers.log" 2>&1
+  say "== decoder_peers (rc $?)"; grep -v "^RESULT" "$work/decoder_peers.log" | tail -40 | tee -a "$summary" >/dev/null
+fi
+if has llm && [ -x scripts/gpu-llm.sh ]; then
+  BUILD=$BUILD bash scripts/gpu-llm.sh 2>&1 | tee -a "$summary"
+fi
+if has host; then
+  timeout 120 "$BUILD/bench_host" > "$work/bench_host.log" 2>&1; tail -30 "$work/bench_host.log" | tee -a "$summary"
+fi
+say "== done in $(( $(date +%s) - t0 )) s"
+tar -czf "$final/logs.tgz" -C "$final" logs 2>/dev/null && rm -rf "$work"

@@ -1,0 +1,1148 @@
+/* test_decoder.c: the decoder ops (embedding, rope, kv_cache_update, attention, silu_mul, silu,
+ * gelu, softmax, cast, sample) through their registered targets: check() and pack() as a plan
+ * load runs them, then the kernel of each device, on a case table per op, against float64
+ * references computed here on fresh random inputs (BATON_TEST_SEED replays them), with the
+ * outputs poisoned first. The same tables run on the CPU (suites decoder_*) and on CUDA (suites
+ * gpu_*, which skip without a GPU; CTest runs them as test_decoder_gpu, labelled gpu). Also the
+ * load-time refusals (shapes, dtypes, head counts, attributes) and the run-time errors (an id or a
+ * position out of range, which must name it and leave the outputs unwritten).
+ *
+ * Tolerances (relative L2 error against float64, per output dtype): bf16 1e-2, f16 2e-3,
+ * f32 2e-5 (5e-5 on CUDA, whose exp and erf are the fast forms), f64 1e-12. Embedding, the cache
+ * update and cast are exact. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <criterion/criterion.h>
+
+#include "core/core.h"
+#include "core/dtype.h"
+#include "kernels/decoder_desc.h"
+#include "tests/support.h"
+#ifdef BATON_CUDA
+#include <cuda_runtime.h>
+
+#include "kernels/cuda/cuda_decoder.h"
+#endif
+
+#define MAXT 6
+
+static const baton_dtype FLOATS[4] = {BATON_DTYPE_BF16, BATON_DTYPE_F16, BATON_DTYPE_F32,
+                                      BATON_DTYPE_F64};
+
+static double tol(baton_dtype dt, baton_device_kind kind)
+{
+    switch (dt) {
+    case BATON_DTYPE_BF16: return 1e-2;
+    case BATON_DTYPE_F16: return 2e-3;
+    case BATON_DTYPE_F32: return kind == BATON_DEVICE_CUDA ? 5e-5 : 2e-5;
+    default: return 1e-12;
+    }
+}
+
+static baton_tensor_desc desc(baton_dtype dt, int rank, const int64_t *shape)
+{
+    baton_tensor_desc d = {.dtype = dt, .rank = rank};
+    for (int i = 0; i < rank; i++)
+        d.shape[i] = shape[i];
+    return d;
+}
+
+#define DESC(dt, ...)                                                                              \
+    desc(dt, (int)(sizeof((int64_t[]){__VA_ARGS__}) / sizeof(int64_t)), (int64_t[]){__VA_ARGS__})
+
+static size_t nbytes(const baton_tensor_desc *d)
+{
+    return (size_t)baton_tensor_desc_numel(d) * baton_dtype_size(d->dtype);
+}
+
+static baton_attr A_INT(const char *n, int64_t v)
+{
+    return (baton_attr){.name = n, .type = BATON_ATTR_INT, .i = v, .f = (double)v};
+}
+static baton_attr A_FLT(const char *n, double v)
+{
+    return (baton_attr){.name = n, .type = BATON_ATTR_FLOAT, .f = v};
+}
+static baton_attr A_BOOL(const char *n, int v)
+{
+    return (baton_attr){.name = n, .type = BATON_ATTR_BOOL, .i = v};
+}
+
+/* One call of a target: inputs (host data), the declared output, attributes. */
+typedef struct call {
+    const char *target;
+    int n_in;
+    baton_tensor_desc in[MAXT];
+    void *host[MAXT];
+    baton_tensor_desc out;
+    baton_attr attrs[8];
+    int n_attrs;
+    int alias0; /* the output is written into input 0's buffer (kv_cache_update) */
+} call;
+
+static baton_registry *registry(void)
+{
+    static baton_registry *reg;
+    if (!reg)
+        cr_assert_eq(baton_registry_create(&reg), 0);
+    return reg;
+}
+
+static baton_sig_args sig_of(const call *c)
+{
+    return (baton_sig_args){.n_inputs = c->n_in,
+                            .inputs = c->in,
+                            .n_outputs = 1,
+                            .outputs = &c->out,
+                            .n_attrs = c->n_attrs,
+                            .attrs = c->attrs};
+}
+
+/* check() as the validator runs it: 0 and the expected output, or the code and msg. */
+static int check_call(const call *c, baton_tensor_desc *expected, char *msg, size_t len)
+{
+    const baton_target *t = baton_registry_find(registry(), c->target);
+    cr_assert(t, "target %s is not registered", c->target);
+    baton_sig_args a = sig_of(c);
+    msg[0] = 0;
+    return t->check(&a, expected, msg, len);
+}
+
+/* Runs c on a device, writing the output into out (host, nbytes(&c->out)), poisoned first.
+ * Returns the kernel's code; its message in err. */
+static int run_call(baton_device_kind kind, const call *c, void *out, char *err, size_t err_len)
+{
+    char msg[512];
+    baton_tensor_desc want;
+    int rc = check_call(c, &want, msg, sizeof msg);
+    cr_assert_eq(rc, 0, "%s: check() refused a good call: %s", c->target, msg);
+    char dw[128], dd[128];
+    desc_format(dw, sizeof dw, &want);
+    desc_format(dd, sizeof dd, &c->out);
+    cr_assert_str_eq(dw, dd, "%s: check() expects %s, the test declares %s", c->target, dw, dd);
+    const baton_target *t = baton_registry_find(registry(), c->target);
+    baton_sig_args a = sig_of(c);
+    char opaque[BATON_OPAQUE_MAX];
+    int n = t->pack(&a, opaque, sizeof opaque);
+    cr_assert_eq(n, (int)sizeof(baton_decoder_desc), "%s: pack() gave %d", c->target, n);
+    const baton_target_impl *impl = baton_target_impl_for(t, kind);
+    cr_assert(impl && impl->kernel, "%s has no kernel for this device", c->target);
+    baton_exec_ctx ctx = {.device = {.kind = kind},
+                          .step_name = "test",
+                          .errbuf = err,
+                          .errbuf_len = err_len,
+                          .sig = &a};
+    err[0] = 0;
+    const size_t ob = nbytes(&c->out);
+    void *bufs[MAXT + 1];
+    if (kind == BATON_DEVICE_CPU) {
+        for (int i = 0; i < c->n_in; i++)
+            bufs[i] = c->host[i];
+        if (c->alias0) {
+            bufs[c->n_in] = c->host[0];
+        } else {
+            test_poison(out, ob);
+            bufs[c->n_in] = out;
+        }
+        rc = impl->kernel(&ctx, bufs, opaque, (size_t)n);
+        if (c->alias0)
+            memcpy(out, c->host[0], ob);
+        return rc;
+    }
+#ifdef BATON_CUDA
+    cudaStream_t st;
+    cr_assert_eq(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking), cudaSuccess);
+    ctx.stream = st;
+    for (int i = 0; i < c->n_in; i++) {
+        cr_assert_eq(cudaMalloc(&bufs[i], nbytes(&c->in[i]) + 16), cudaSuccess);
+        cr_assert_eq(cudaMemcpy(bufs[i], c->host[i], nbytes(&c->in[i]), cudaMemcpyHostToDevice),
+                     cudaSuccess);
+    }
+    if (c->alias0) {
+        bufs[c->n_in] = bufs[0];
+    } else {
+        cr_assert_eq(cudaMalloc(&bufs[c->n_in], ob + 16), cudaSuccess);
+        cr_assert_eq(cudaMemset(bufs[c->n_in], 0xff, ob), cudaSuccess);
+    }
+    cr_assert_eq(cudaDeviceSynchronize(), cudaSuccess);
+    rc = impl->kernel(&ctx, bufs, opaque, (size_t)n);
+    cr_assert_eq(cudaStreamSynchronize(st), cudaSuccess);
+    cr_assert_eq(cudaGetLastError(), cudaSuccess);
+    if (rc == 0)
+        rc = kcuda_decoder_error_take(0, err, err_len);
+    cr_assert_eq(cudaMemcpy(out, bufs[c->n_in], ob, cudaMemcpyDeviceToHost), cudaSuccess);
+    for (int i = 0; i < c->n_in; i++)
+        cudaFree(bufs[i]);
+    if (!c->alias0)
+        cudaFree(bufs[c->n_in]);
+    cudaStreamDestroy(st);
+    return rc;
+#else
+    cr_skip("this build has no CUDA");
+    return -1;
+#endif
+}
+
+static void skip_without_gpu(void)
+{
+    if (test_cuda_devices() == 0)
+        cr_skip("no CUDA device on this machine: the CUDA decoder kernels need one");
+}
+
+static void *rand_buf(test_rng *r, const baton_tensor_desc *d, double scale)
+{
+    void *p = malloc(nbytes(d) + 16);
+    cr_assert(p);
+    test_fill_random(r, d->dtype, p, baton_tensor_desc_numel(d), scale);
+    return p;
+}
+
+/* n indices in [0, limit) of dtype dt (i32 or i64); with `at` >= 0, element at is `bad`. */
+static void *index_buf(test_rng *r, baton_dtype dt, int64_t n, int64_t limit)
+{
+    void *p = malloc((size_t)n * 8 + 8);
+    for (int64_t i = 0; i < n; i++) {
+        int64_t v = (int64_t)(test_rng_uniform(r) * (double)limit);
+        if (dt == BATON_DTYPE_I32)
+            ((int32_t *)p)[i] = (int32_t)v;
+        else
+            ((int64_t *)p)[i] = v;
+    }
+    return p;
+}
+
+static int64_t idx(baton_dtype dt, const void *p, int64_t i)
+{
+    return dt == BATON_DTYPE_I32 ? ((const int32_t *)p)[i] : ((const int64_t *)p)[i];
+}
+
+static void set_idx(baton_dtype dt, void *p, int64_t i, int64_t v)
+{
+    if (dt == BATON_DTYPE_I32)
+        ((int32_t *)p)[i] = (int32_t)v;
+    else
+        ((int64_t *)p)[i] = v;
+}
+
+static void free_call(call *c)
+{
+    for (int i = 0; i < c->n_in; i++)
+        free(c->host[i]);
+}
+
+static void expect_close(const call *c, baton_device_kind kind, const void *out, const double *ref,
+                         const char *what)
+{
+    const int64_t n = baton_tensor_desc_numel(&c->out);
+    double e = test_rel_err(c->out.dtype, out, ref, n);
+    char dd[128];
+    desc_format(dd, sizeof dd, &c->out);
+    cr_assert(e <= tol(c->out.dtype, kind), "%s %s (%s): relative error %.3g > %.3g", c->target, dd,
+              what, e, tol(c->out.dtype, kind));
+}
+
+/* ---- embedding ------------------------------------------------------------------------------ */
+
+static const struct {
+    baton_dtype idt;
+    int64_t rows, V, D;
+} EMB[] = {
+    {BATON_DTYPE_I64, 1, 1000, 64}, {BATON_DTYPE_I32, 7, 50, 33}, {BATON_DTYPE_I64, 17, 300, 2048}};
+
+static void embedding_table(baton_device_kind kind)
+{
+    for (size_t k = 0; k < sizeof EMB / sizeof EMB[0]; k++)
+        for (int f = 0; f < 4; f++) {
+            test_rng r = {test_fresh_seed()};
+            call c = {.target = "embedding", .n_in = 2};
+            c.in[0] = DESC(EMB[k].idt, 1, EMB[k].rows);
+            c.in[1] = DESC(FLOATS[f], EMB[k].V, EMB[k].D);
+            c.out = DESC(FLOATS[f], 1, EMB[k].rows, EMB[k].D);
+            c.host[0] = index_buf(&r, EMB[k].idt, EMB[k].rows, EMB[k].V);
+            c.host[1] = rand_buf(&r, &c.in[1], 1.0);
+            size_t ob = nbytes(&c.out), row = (size_t)EMB[k].D * baton_dtype_size(FLOATS[f]);
+            char *out = malloc(ob), err[512];
+            cr_assert_eq(run_call(kind, &c, out, err, sizeof err), 0, "%s", err);
+            for (int64_t i = 0; i < EMB[k].rows; i++)
+                cr_assert(memcmp(out + i * row,
+                                 (char *)c.host[1] + idx(EMB[k].idt, c.host[0], i) * row, row) == 0,
+                          "embedding row %lld differs from table row", (long long)i);
+            free(out);
+            free_call(&c);
+        }
+}
+
+Test(decoder_embedding, gathers_table_rows_exactly)
+{
+    embedding_table(BATON_DEVICE_CPU);
+}
+Test(gpu_embedding, gathers_table_rows_exactly)
+{
+    skip_without_gpu();
+    embedding_table(BATON_DEVICE_CUDA);
+}
+
+static void embedding_bad_id(baton_device_kind kind)
+{
+    test_rng r = {test_fresh_seed()};
+    call c = {.target = "embedding", .n_in = 2};
+    c.in[0] = DESC(BATON_DTYPE_I64, 4);
+    c.in[1] = DESC(BATON_DTYPE_F32, 10, 8);
+    c.out = DESC(BATON_DTYPE_F32, 4, 8);
+    c.host[0] = index_buf(&r, BATON_DTYPE_I64, 4, 10);
+    ((int64_t *)c.host[0])[2] = 10;
+    c.host[1] = rand_buf(&r, &c.in[1], 1.0);
+    char out[4 * 8 * 4], err[512];
+    int rc = run_call(kind, &c, out, err, sizeof err);
+    cr_assert_eq(rc, BATON_EKERNEL, "an id of 10 in a table of 10 rows gave %d", rc);
+    cr_assert(strstr(err, "10") && strstr(err, "[0, 10)"), "message: %s", err);
+    if (kind == BATON_DEVICE_CUDA)
+        cr_assert(strstr(err, "step #0"), "the CUDA message names the step: %s", err);
+    free_call(&c);
+}
+
+Test(decoder_embedding, refuses_an_id_outside_the_table_at_run_time)
+{
+    embedding_bad_id(BATON_DEVICE_CPU);
+}
+Test(gpu_embedding, records_an_id_outside_the_table_without_reading_out_of_bounds)
+{
+    skip_without_gpu();
+    embedding_bad_id(BATON_DEVICE_CUDA);
+}
+
+/* ---- rope ----------------------------------------------------------------------------------- */
+
+static const struct {
+    int64_t rows, H, Dh;
+    int interleaved;
+    double scale;
+    baton_dtype pdt;
+} ROPE[] = {{1, 32, 64, 0, 1.0, BATON_DTYPE_I64},
+            {5, 8, 64, 1, 1.0, BATON_DTYPE_I32},
+            {9, 3, 128, 0, 0.7, BATON_DTYPE_I64},
+            {3, 2, 6, 1, 1.3, BATON_DTYPE_I64},
+            {2, 4, 2, 0, 1.0, BATON_DTYPE_I32}};
+
+/* Llama's inverse frequencies: 1 / 500000^(2i / Dh), in f32. */
+static float *inv_freq(int64_t Dh)
+{
+    float *f = malloc(sizeof(float) * (size_t)(Dh / 2) + 16);
+    for (int64_t i = 0; i < Dh / 2; i++)
+        f[i] = (float)(1.0 / pow(500000.0, (double)(2 * i) / (double)Dh));
+    return f;
+}
+
+static void rope_table(baton_device_kind kind)
+{
+    for (size_t k = 0; k < sizeof ROPE / sizeof ROPE[0]; k++)
+        for (int f = 0; f < 4; f++) {
+            test_rng r = {test_fresh_seed()};
+            const int64_t rows = ROPE[k].rows, F = ROPE[k].H * ROPE[k].Dh, Dh = ROPE[k].Dh;
+            const baton_dtype dt = FLOATS[f];
+            call c = {.target = "rope", .n_in = 3, .n_attrs = 3};
+            c.in[0] = DESC(dt, 1, rows, F);
+            c.in[1] = DESC(ROPE[k].pdt, rows);
+            c.in[2] = DESC(BATON_DTYPE_F32, Dh / 2);
+            c.out = c.in[0];
+            c.attrs[0] = A_INT("head_dim", Dh);
+            c.attrs[1] = A_BOOL("interleaved", ROPE[k].interleaved);
+            c.attrs[2] = A_FLT("scale", ROPE[k].scale);
+            c.host[0] = rand_buf(&r, &c.in[0], 1.0);
+            c.host[1] = index_buf(&r, ROPE[k].pdt, rows, 32768);
+            c.host[2] = inv_freq(Dh);
+            const float *fr = c.host[2];
+            double *ref = malloc(sizeof(double) * (size_t)(rows * F));
+            for (int64_t t = 0; t < rows; t++) {
+                const int64_t p = idx(ROPE[k].pdt, c.host[1], t);
+                for (int64_t h = 0; h < F / Dh; h++)
+                    for (int64_t i = 0; i < Dh / 2; i++) {
+                        /* the angle as HF forms it: an f32 product (f64 for f64 data) */
+                        double ang = dt == BATON_DTYPE_F64 ? (double)p * (double)fr[i]
+                                                           : (double)((float)p * fr[i]);
+                        double cs = cos(ang) * ROPE[k].scale, sn = sin(ang) * ROPE[k].scale;
+                        int64_t i1 = ROPE[k].interleaved ? 2 * i : i,
+                                i2 = ROPE[k].interleaved ? 2 * i + 1 : i + Dh / 2;
+                        int64_t b = t * F + h * Dh;
+                        double x1 = load_f64(dt, c.host[0], b + i1),
+                               x2 = load_f64(dt, c.host[0], b + i2);
+                        ref[b + i1] = x1 * cs - x2 * sn;
+                        ref[b + i2] = x2 * cs + x1 * sn;
+                    }
+            }
+            void *out = malloc(nbytes(&c.out));
+            char err[512];
+            cr_assert_eq(run_call(kind, &c, out, err, sizeof err), 0, "%s", err);
+            expect_close(&c, kind, out, ref, ROPE[k].interleaved ? "interleaved" : "half-split");
+            free(out);
+            free(ref);
+            free_call(&c);
+        }
+}
+
+Test(decoder_rope, matches_float64_in_both_forms)
+{
+    rope_table(BATON_DEVICE_CPU);
+}
+Test(gpu_rope, matches_float64_in_both_forms)
+{
+    skip_without_gpu();
+    rope_table(BATON_DEVICE_CUDA);
+}
+
+/* ---- kv_cache_update ------------------------------------------------------------------------ */
+
+static const struct {
+    int64_t S, KF, rows;
+    baton_dtype pdt;
+} KVU[] = {
+    {16, 512, 1, BATON_DTYPE_I64}, {64, 24, 7, BATON_DTYPE_I32}, {33, 130, 33, BATON_DTYPE_I64}};
+
+static void kv_update_table(baton_device_kind kind)
+{
+    for (size_t k = 0; k < sizeof KVU / sizeof KVU[0]; k++)
+        for (int f = 0; f < 4; f++) {
+            test_rng r = {test_fresh_seed()};
+            const baton_dtype dt = FLOATS[f];
+            call c = {.target = "kv_cache_update", .n_in = 3, .alias0 = 1};
+            c.in[0] = DESC(dt, KVU[k].S, KVU[k].KF);
+            c.in[1] = DESC(dt, 1, KVU[k].rows, KVU[k].KF);
+            c.in[2] = DESC(KVU[k].pdt, KVU[k].rows);
+            c.out = c.in[0];
+            c.host[0] = rand_buf(&r, &c.in[0], 1.0);
+            c.host[1] = rand_buf(&r, &c.in[1], 1.0);
+            /* distinct positions: a permutation's prefix (index_copy_ with repeats is undefined) */
+            c.host[2] = malloc(8 * (size_t)KVU[k].rows);
+            int64_t *perm = malloc(sizeof(int64_t) * (size_t)KVU[k].S);
+            for (int64_t i = 0; i < KVU[k].S; i++)
+                perm[i] = i;
+            for (int64_t i = KVU[k].S - 1; i > 0; i--) {
+                int64_t j = (int64_t)(test_rng_uniform(&r) * (double)(i + 1)), t = perm[i];
+                perm[i] = perm[j];
+                perm[j] = t;
+            }
+            for (int64_t i = 0; i < KVU[k].rows; i++)
+                set_idx(KVU[k].pdt, c.host[2], i, perm[i]);
+            const size_t row = (size_t)KVU[k].KF * baton_dtype_size(dt), cb = nbytes(&c.in[0]);
+            char *want = malloc(cb), *out = malloc(cb), err[512];
+            memcpy(want, c.host[0], cb);
+            for (int64_t i = 0; i < KVU[k].rows; i++)
+                memcpy(want + perm[i] * row, (char *)c.host[1] + i * row, row);
+            cr_assert_eq(run_call(kind, &c, out, err, sizeof err), 0, "%s", err);
+            cr_assert(memcmp(out, want, cb) == 0, "kv_cache_update: the cache differs (case %zu)",
+                      k);
+            free(perm);
+            free(want);
+            free(out);
+            free_call(&c);
+        }
+}
+
+Test(decoder_kv_cache_update, writes_rows_at_positions_in_place)
+{
+    kv_update_table(BATON_DEVICE_CPU);
+}
+Test(gpu_kv_cache_update, writes_rows_at_positions_in_place)
+{
+    skip_without_gpu();
+    kv_update_table(BATON_DEVICE_CUDA);
+}
+
+static void kv_update_bad_pos(baton_device_kind kind)
+{
+    test_rng r = {test_fresh_seed()};
+    call c = {.target = "kv_cache_update", .n_in = 3, .alias0 = 1};
+    c.in[0] = DESC(BATON_DTYPE_BF16, 8, 16);
+    c.in[1] = DESC(BATON_DTYPE_BF16, 2, 16);
+    c.in[2] = DESC(BATON_DTYPE_I64, 2);
+    c.out = c.in[0];
+    c.host[0] = rand_buf(&r, &c.in[0], 1.0);
+    c.host[1] = rand_buf(&r, &c.in[1], 1.0);
+    c.host[2] = malloc(16);
+    ((int64_t *)c.host[2])[0] = 3;
+    ((int64_t *)c.host[2])[1] = 8;
+    char before[8 * 16 * 2], out[8 * 16 * 2], err[512];
+    memcpy(before, c.host[0], sizeof before);
+    int rc = run_call(kind, &c, out, err, sizeof err);
+    cr_assert_eq(rc, BATON_EKERNEL, "position 8 in a cache of 8 rows gave %d", rc);
+    cr_assert(strstr(err, "positions[1] = 8") && strstr(err, "[0, 8)"), "message: %s", err);
+    if (kind == BATON_DEVICE_CPU)
+        cr_assert(memcmp(before, out, sizeof out) == 0, "the CPU wrote the cache before failing");
+    free_call(&c);
+}
+
+Test(decoder_kv_cache_update, refuses_a_position_outside_the_cache_and_leaves_it)
+{
+    kv_update_bad_pos(BATON_DEVICE_CPU);
+}
+Test(gpu_kv_cache_update, records_a_position_outside_the_cache)
+{
+    skip_without_gpu();
+    kv_update_bad_pos(BATON_DEVICE_CUDA);
+}
+
+/* ---- attention ------------------------------------------------------------------------------ */
+
+static const struct {
+    int64_t T, S, H, Hkv, Dh;
+    int prefill; /* positions p0 .. p0+T-1 (causal prefill); else random positions */
+    baton_dtype pdt;
+} ATT[] = {
+    {1, 64, 32, 8, 64, 0, BATON_DTYPE_I64},  /* Llama-3.2-1B decode, short cache */
+    {1, 600, 4, 1, 64, 0, BATON_DTYPE_I64},  /* decode, long enough for many splits */
+    {1, 2100, 2, 2, 64, 0, BATON_DTYPE_I32}, /* decode, no grouping */
+    {13, 40, 4, 2, 16, 1, BATON_DTYPE_I64},  /* causal prefill after a prefix */
+    {70, 70, 8, 2, 64, 1, BATON_DTYPE_I64},  /* prefill from position 0 */
+    {5, 32, 6, 3, 128, 0, BATON_DTYPE_I32},  /* head_dim 128 */
+    {3, 9, 3, 1, 5, 0, BATON_DTYPE_I64},     /* odd head_dim */
+};
+
+static void attention_table(baton_device_kind kind)
+{
+    for (size_t k = 0; k < sizeof ATT / sizeof ATT[0]; k++)
+        for (int f = 0; f < 4; f++) {
+            test_rng r = {test_fresh_seed()};
+            const baton_dtype dt = FLOATS[f];
+            const int64_t T = ATT[k].T, S = ATT[k].S, H = ATT[k].H, Hkv = ATT[k].Hkv,
+                          Dh = ATT[k].Dh, F = H * Dh, KF = Hkv * Dh;
+            call c = {.target = "attention", .n_in = 4, .n_attrs = 3};
+            c.in[0] = DESC(dt, 1, T, F);
+            c.in[1] = DESC(dt, S, KF);
+            c.in[2] = DESC(dt, S, KF);
+            c.in[3] = DESC(ATT[k].pdt, T);
+            c.out = c.in[0];
+            c.attrs[0] = A_INT("head_dim", Dh);
+            c.attrs[1] = A_INT("n_heads", H);
+            c.attrs[2] = A_INT("n_kv_heads", Hkv);
+            c.host[0] = rand_buf(&r, &c.in[0], 1.0);
+            c.host[1] = rand_buf(&r, &c.in[1], 1.0);
+            c.host[2] = rand_buf(&r, &c.in[2], 1.0);
+            c.host[3] = index_buf(&r, ATT[k].pdt, T, S);
+            if (ATT[k].prefill)
+                for (int64_t t = 0; t < T; t++)
+                    set_idx(ATT[k].pdt, c.host[3], t, S - T + t);
+            else if (k == 0)
+                set_idx(ATT[k].pdt, c.host[3], 0, S - 1);
+            const double scale = 1.0 / sqrt((double)Dh);
+            double *ref = malloc(sizeof(double) * (size_t)(T * F)),
+                   *sc = malloc(sizeof(double) * (size_t)S);
+            for (int64_t t = 0; t < T; t++) {
+                const int64_t last = idx(ATT[k].pdt, c.host[3], t);
+                for (int64_t h = 0; h < H; h++) {
+                    const int64_t kvh = h / (H / Hkv);
+                    double mx = -INFINITY, sum = 0;
+                    for (int64_t j = 0; j <= last; j++) {
+                        double s = 0;
+                        for (int64_t d = 0; d < Dh; d++)
+                            s += load_f64(dt, c.host[0], t * F + h * Dh + d) *
+                                 load_f64(dt, c.host[1], j * KF + kvh * Dh + d);
+                        sc[j] = s * scale;
+                        mx = fmax(mx, sc[j]);
+                    }
+                    for (int64_t j = 0; j <= last; j++)
+                        sum += (sc[j] = exp(sc[j] - mx));
+                    for (int64_t d = 0; d < Dh; d++) {
+                        double o = 0;
+                        for (int64_t j = 0; j <= last; j++)
+                            o += sc[j] * load_f64(dt, c.host[2], j * KF + kvh * Dh + d);
+                        ref[t * F + h * Dh + d] = o / sum;
+                    }
+                }
+            }
+            void *out = malloc(nbytes(&c.out));
+            char err[512];
+            cr_assert_eq(run_call(kind, &c, out, err, sizeof err), 0, "%s", err);
+            char what[64];
+            snprintf(what, sizeof what, "case %zu", k);
+            expect_close(&c, kind, out, ref, what);
+            free(out);
+            free(ref);
+            free(sc);
+            free_call(&c);
+        }
+}
+
+Test(decoder_attention, matches_float64_for_gqa_decode_and_causal_prefill, .timeout = 600)
+{
+    attention_table(BATON_DEVICE_CPU);
+}
+Test(gpu_attention, matches_float64_for_gqa_decode_and_causal_prefill, .timeout = 600)
+{
+    skip_without_gpu();
+    attention_table(BATON_DEVICE_CUDA);
+}
+
+#ifdef BATON_CUDA
+/* Bitwise stability: the split-KV decode and its combine add in a fixed order. */
+Test(gpu_attention, gives_the_same_bits_run_to_run)
+{
+    skip_without_gpu();
+    test_rng r = {test_fresh_seed()};
+    call c = {.target = "attention", .n_in = 4, .n_attrs = 3};
+    c.in[0] = DESC(BATON_DTYPE_BF16, 1, 2048);
+    c.in[1] = DESC(BATON_DTYPE_BF16, 5000, 512);
+    c.in[2] = c.in[1];
+    c.in[3] = DESC(BATON_DTYPE_I64, 1);
+    c.out = c.in[0];
+    c.attrs[0] = A_INT("head_dim", 64);
+    c.attrs[1] = A_INT("n_heads", 32);
+    c.attrs[2] = A_INT("n_kv_heads", 8);
+    for (int i = 0; i < 3; i++)
+        c.host[i] = rand_buf(&r, &c.in[i], 1.0);
+    c.host[3] = malloc(8);
+    ((int64_t *)c.host[3])[0] = 4999;
+    char a[4096], b[4096], err[512];
+    cr_assert_eq(run_call(BATON_DEVICE_CUDA, &c, a, err, sizeof err), 0, "%s", err);
+    for (int rep = 0; rep < 5; rep++) {
+        cr_assert_eq(run_call(BATON_DEVICE_CUDA, &c, b, err, sizeof err), 0, "%s", err);
+        cr_assert(memcmp(a, b, sizeof a) == 0, "run %d gave other bits", rep);
+    }
+    free_call(&c);
+}
+#endif
+
+static void attention_bad_pos(baton_device_kind kind)
+{
+    test_rng r = {test_fresh_seed()};
+    call c = {.target = "attention", .n_in = 4, .n_attrs = 3};
+    c.in[0] = DESC(BATON_DTYPE_F32, 2, 8);
+    c.in[1] = DESC(BATON_DTYPE_F32, 4, 8);
+    c.in[2] = c.in[1];
+    c.in[3] = DESC(BATON_DTYPE_I32, 2);
+    c.out = c.in[0];
+    c.attrs[0] = A_INT("head_dim", 8);
+    c.attrs[1] = A_INT("n_heads", 1);
+    c.attrs[2] = A_INT("n_kv_heads", 1);
+    for (int i = 0; i < 3; i++)
+        c.host[i] = rand_buf(&r, &c.in[i], 1.0);
+    c.host[3] = malloc(8);
+    ((int32_t *)c.host[3])[0] = 1;
+    ((int32_t *)c.host[3])[1] = -1;
+    char out[64], err[512];
+    int rc = run_call(kind, &c, out, err, sizeof err);
+    cr_assert_eq(rc, BATON_EKERNEL, "position -1 gave %d", rc);
+    cr_assert(strstr(err, "positions[1] = -1") && strstr(err, "[0, 4)"), "message: %s", err);
+    free_call(&c);
+}
+
+Test(decoder_attention, refuses_a_position_outside_the_cache)
+{
+    attention_bad_pos(BATON_DEVICE_CPU);
+}
+Test(gpu_attention, records_a_position_outside_the_cache)
+{
+    skip_without_gpu();
+    attention_bad_pos(BATON_DEVICE_CUDA);
+}
+
+/* ---- silu_mul, silu, gelu, softmax, cast ---------------------------------------------------- */
+
+static const int64_t EW_N[] = {1, 7, 4096, 8192 * 3 + 5};
+
+static double gelu_ref(double x, int tanh_form)
+{
+    if (tanh_form)
+        return 0.5 * x *
+               (1 + tanh(0.7978845608028654 * /* sqrt(2 / pi) */ (x + 0.044715 * x * x * x)));
+    return 0.5 * x * (1 + erf(x / sqrt(2.0)));
+}
+
+static void act_table(baton_device_kind kind)
+{
+    static const char *ops[] = {"silu_mul", "silu", "gelu", "gelu"};
+    for (int o = 0; o < 4; o++)
+        for (size_t k = 0; k < sizeof EW_N / sizeof EW_N[0]; k++)
+            for (int f = 0; f < 4; f++) {
+                test_rng r = {test_fresh_seed()};
+                const baton_dtype dt = FLOATS[f];
+                const int64_t n = EW_N[k];
+                call c = {.target = ops[o], .n_in = o == 0 ? 2 : 1};
+                c.in[0] = DESC(dt, 1, n);
+                c.in[1] = c.in[0];
+                c.out = c.in[0];
+                if (o >= 2) {
+                    c.attrs[0] = A_BOOL("approximate", o == 3);
+                    c.n_attrs = 1;
+                }
+                for (int i = 0; i < c.n_in; i++)
+                    c.host[i] = rand_buf(&r, &c.in[i], 3.0);
+                double *ref = malloc(sizeof(double) * (size_t)n);
+                for (int64_t i = 0; i < n; i++) {
+                    double x = load_f64(dt, c.host[0], i);
+                    ref[i] = o == 0   ? x / (1 + exp(-x)) * load_f64(dt, c.host[1], i)
+                             : o == 1 ? x / (1 + exp(-x))
+                                      : gelu_ref(x, o == 3);
+                }
+                void *out = malloc(nbytes(&c.out));
+                char err[512];
+                cr_assert_eq(run_call(kind, &c, out, err, sizeof err), 0, "%s", err);
+                expect_close(&c, kind, out, ref, o == 3 ? "tanh" : "");
+                free(out);
+                free(ref);
+                free_call(&c);
+            }
+}
+
+Test(decoder_activations, silu_mul_silu_and_gelu_match_float64)
+{
+    act_table(BATON_DEVICE_CPU);
+}
+Test(gpu_activations, silu_mul_silu_and_gelu_match_float64)
+{
+    skip_without_gpu();
+    act_table(BATON_DEVICE_CUDA);
+}
+
+static const int64_t SM[][2] = {{1, 1}, {3, 10}, {4, 2048}, {2, 128256}, {9, 1000}};
+
+static void softmax_table(baton_device_kind kind)
+{
+    for (size_t k = 0; k < sizeof SM / sizeof SM[0]; k++)
+        for (int f = 0; f < 4; f++) {
+            test_rng r = {test_fresh_seed()};
+            const baton_dtype dt = FLOATS[f];
+            const int64_t rows = SM[k][0], N = SM[k][1];
+            call c = {.target = "softmax", .n_in = 1};
+            c.in[0] = DESC(dt, rows, N);
+            c.out = c.in[0];
+            c.host[0] = rand_buf(&r, &c.in[0], 4.0);
+            double *ref = malloc(sizeof(double) * (size_t)(rows * N));
+            for (int64_t t = 0; t < rows; t++) {
+                double mx = -INFINITY, s = 0;
+                for (int64_t j = 0; j < N; j++)
+                    mx = fmax(mx, load_f64(dt, c.host[0], t * N + j));
+                for (int64_t j = 0; j < N; j++)
+                    s += (ref[t * N + j] = exp(load_f64(dt, c.host[0], t * N + j) - mx));
+                for (int64_t j = 0; j < N; j++)
+                    ref[t * N + j] /= s;
+            }
+            void *out = malloc(nbytes(&c.out));
+            char err[512];
+            cr_assert_eq(run_call(kind, &c, out, err, sizeof err), 0, "%s", err);
+            expect_close(&c, kind, out, ref, "");
+            free(out);
+            free(ref);
+            free_call(&c);
+        }
+}
+
+Test(decoder_softmax, matches_float64_over_the_last_dim)
+{
+    softmax_table(BATON_DEVICE_CPU);
+}
+Test(gpu_softmax, matches_float64_over_the_last_dim)
+{
+    skip_without_gpu();
+    softmax_table(BATON_DEVICE_CUDA);
+}
+
+static void cast_table(baton_device_kind kind)
+{
+    for (int a = 0; a < 4; a++)
+        for (int b = 0; b < 4; b++)
+            for (size_t k = 0; k < sizeof EW_N / sizeof EW_N[0]; k++) {
+                test_rng r = {test_fresh_seed()};
+                const int64_t n = EW_N[k];
+                call c = {.target = "cast", .n_in = 1};
+                c.in[0] = DESC(FLOATS[a], n);
+                c.out = DESC(FLOATS[b], n);
+                c.host[0] = rand_buf(&r, &c.in[0], 100.0);
+                void *want = malloc(nbytes(&c.out)), *out = malloc(nbytes(&c.out));
+                cr_assert_eq(baton_convert(want, FLOATS[b], c.host[0], FLOATS[a], n), 0);
+                char err[512];
+                cr_assert_eq(run_call(kind, &c, out, err, sizeof err), 0, "%s", err);
+                cr_assert(memcmp(out, want, nbytes(&c.out)) == 0,
+                          "cast %s -> %s of %lld elements differs from baton_convert",
+                          baton_dtype_name(FLOATS[a]), baton_dtype_name(FLOATS[b]), (long long)n);
+                free(want);
+                free(out);
+                free_call(&c);
+            }
+}
+
+Test(decoder_cast, rounds_to_nearest_even_as_baton_convert)
+{
+    cast_table(BATON_DEVICE_CPU);
+}
+Test(gpu_cast, rounds_to_nearest_even_as_baton_convert)
+{
+    skip_without_gpu();
+    cast_table(BATON_DEVICE_CUDA);
+}
+
+/* ---- sample --------------------------------------------------------------------------------- */
+
+/* The sampler's definition, by sorting, in double: the order (value desc, index asc), the top_k,
+ * the shortest prefix of mass >= top_p, then the first index ascending whose running weight
+ * exceeds u * total. */
+static const double *g_vals;
+static int by_value_desc(const void *a, const void *b)
+{
+    int64_t i = *(const int64_t *)a, j = *(const int64_t *)b;
+    float x = (float)g_vals[i], y = (float)g_vals[j];
+    return x > y ? -1 : x < y ? 1 : (i > j) - (i < j);
+}
+
+static int64_t sample_ref(const double *v, int64_t V, double temp, int top_k, double top_p,
+                          uint64_t seed, int64_t step, int64_t row)
+{
+    int64_t *ord = malloc(sizeof(int64_t) * (size_t)V);
+    uint64_t *w = malloc(sizeof(uint64_t) * (size_t)V);
+    char *keep = calloc((size_t)V, 1);
+    for (int64_t i = 0; i < V; i++)
+        ord[i] = i;
+    g_vals = v;
+    qsort(ord, (size_t)V, sizeof *ord, by_value_desc);
+    const float mx = (float)v[ord[0]];
+    int64_t n = top_k > 0 && top_k < V ? top_k : V;
+    uint64_t z = 0; /* weights in 2^-40 units, as the kernels count them: exact sums */
+    for (int64_t i = 0; i < V; i++)
+        w[i] = (uint64_t)llrint((double)expf(((float)v[i] - mx) * (float)(1.0 / temp)) *
+                                1099511627776.0);
+    for (int64_t i = 0; i < n; i++)
+        z += w[ord[i]];
+    if (top_p < 1) {
+        uint64_t target = (uint64_t)ceil(top_p * (double)z), cum = 0;
+        int64_t m = 0;
+        while (m < n && cum < target)
+            cum += w[ord[m++]];
+        n = m;
+    }
+    uint64_t tot = 0;
+    for (int64_t i = 0; i < n; i++) {
+        keep[ord[i]] = 1;
+        tot += w[ord[i]];
+    }
+    uint64_t target = (uint64_t)(dec_uniform(seed, step, row) * (double)tot), cum = 0;
+    int64_t pick = -1;
+    for (int64_t i = 0; i < V && pick < 0; i++)
+        if (keep[i] && (cum += w[i]) > target)
+            pick = i;
+    free(ord);
+    free(w);
+    free(keep);
+    return pick;
+}
+
+static const struct {
+    int64_t rows, V;
+    double temp;
+    int top_k;
+    double top_p;
+} SMP[] = {{1, 128256, 0.8, 50, 0.9}, {3, 1000, 1.0, 0, 1.0}, {2, 1000, 0.6, 0, 0.7},
+           {4, 5000, 1.3, 40, 1.0},   {1, 7, 1.0, 1, 1.0},    {2, 300, 2.0, 300, 0.5}};
+
+static void sample_table(baton_device_kind kind)
+{
+    for (size_t k = 0; k < sizeof SMP / sizeof SMP[0]; k++)
+        for (int f = 0; f < 4; f++) {
+            test_rng r = {test_fresh_seed()};
+            const baton_dtype dt = FLOATS[f];
+            const int64_t rows = SMP[k].rows, V = SMP[k].V;
+            const uint64_t seed = test_rng_next(&r);
+            call c = {.target = "sample", .n_in = 2, .n_attrs = 4};
+            c.in[0] = DESC(dt, rows, V);
+            c.in[1] = DESC(BATON_DTYPE_I64, 1);
+            c.out = DESC(BATON_DTYPE_I64, rows);
+            c.attrs[0] = A_FLT("temperature", SMP[k].temp);
+            c.attrs[1] = A_INT("top_k", SMP[k].top_k);
+            c.attrs[2] = A_FLT("top_p", SMP[k].top_p);
+            c.attrs[3] = A_INT("seed", (int64_t)(seed >> 1));
+            c.host[0] = rand_buf(&r, &c.in[0], 2.0);
+            c.host[1] = malloc(8);
+            double *v = malloc(sizeof(double) * (size_t)V);
+            for (int64_t step = 0; step < 6; step++) {
+                ((int64_t *)c.host[1])[0] = step * 1000 + 3;
+                int64_t out[8], again[8];
+                char err[512];
+                cr_assert_eq(run_call(kind, &c, out, err, sizeof err), 0, "%s", err);
+                cr_assert_eq(run_call(kind, &c, again, err, sizeof err), 0, "%s", err);
+                for (int64_t t = 0; t < rows; t++) {
+                    cr_assert_eq(out[t], again[t], "sample is not deterministic per (seed, step)");
+                    for (int64_t i = 0; i < V; i++)
+                        v[i] = load_f64(dt, c.host[0], t * V + i);
+                    int64_t want = sample_ref(v, V, SMP[k].temp, SMP[k].top_k, SMP[k].top_p,
+                                              seed >> 1, step * 1000 + 3, t);
+                    cr_assert_eq(out[t], want,
+                                 "case %zu %s row %lld step %lld: sampled %lld, the definition "
+                                 "gives %lld",
+                                 k, baton_dtype_name(dt), (long long)t, (long long)step,
+                                 (long long)out[t], (long long)want);
+                }
+            }
+            free(v);
+            free_call(&c);
+        }
+}
+
+Test(decoder_sample, follows_its_definition_deterministically, .timeout = 600)
+{
+    sample_table(BATON_DEVICE_CPU);
+}
+Test(gpu_sample, follows_its_definition_deterministically, .timeout = 600)
+{
+    skip_without_gpu();
+    sample_table(BATON_DEVICE_CUDA);
+}
+
+/* Flat logits: the step's value moves the draw (32 steps over 1000 equal tokens). */
+static void sample_steps(baton_device_kind kind)
+{
+    call c = {.target = "sample", .n_in = 2, .n_attrs = 1};
+    c.in[0] = DESC(BATON_DTYPE_F32, 1000);
+    c.in[1] = DESC(BATON_DTYPE_I32, 1);
+    c.out = DESC(BATON_DTYPE_I64, 1);
+    c.attrs[0] = A_INT("seed", 7);
+    c.host[0] = calloc(1000, sizeof(float));
+    c.host[1] = malloc(4);
+    int64_t seen[32];
+    int distinct = 0;
+    for (int step = 0; step < 32; step++) {
+        ((int32_t *)c.host[1])[0] = step;
+        char err[512];
+        cr_assert_eq(run_call(kind, &c, &seen[step], err, sizeof err), 0, "%s", err);
+        cr_assert(seen[step] >= 0 && seen[step] < 1000);
+        int dup = 0;
+        for (int j = 0; j < step; j++)
+            dup |= seen[j] == seen[step];
+        distinct += !dup;
+    }
+    cr_assert_gt(distinct, 20, "32 steps over 1000 equal tokens drew %d distinct ones", distinct);
+    free_call(&c);
+}
+
+Test(decoder_sample, draws_anew_at_each_step)
+{
+    sample_steps(BATON_DEVICE_CPU);
+}
+Test(gpu_sample, draws_anew_at_each_step)
+{
+    skip_without_gpu();
+    sample_steps(BATON_DEVICE_CUDA);
+}
+
+/* ---- load-time refusals --------------------------------------------------------------------- */
+
+static void expect_refusal(call *c, const char *a, const char *b)
+{
+    char msg[512];
+    baton_tensor_desc want;
+    int rc = check_call(c, &want, msg, sizeof msg);
+    cr_assert_eq(rc, BATON_EPLAN, "%s: check() accepted a bad call", c->target);
+    cr_assert(strstr(msg, a) && (!b || strstr(msg, b)), "%s: message lacks '%s'%s%s: %s", c->target,
+              a, b ? " or " : "", b ? b : "", msg);
+}
+
+Test(decoder_check, refuses_bad_shapes_dtypes_heads_and_attributes)
+{
+    call c = {.target = "attention", .n_in = 4, .n_attrs = 3};
+    c.in[0] = DESC(BATON_DTYPE_BF16, 1, 2048);
+    c.in[1] = DESC(BATON_DTYPE_BF16, 100, 512);
+    c.in[2] = c.in[1];
+    c.in[3] = DESC(BATON_DTYPE_I64, 1);
+    c.out = c.in[0];
+    c.attrs[0] = A_INT("head_dim", 64);
+    c.attrs[1] = A_INT("n_heads", 32);
+    c.attrs[2] = A_INT("n_kv_heads", 8);
+    baton_tensor_desc want;
+    char msg[512];
+    cr_assert_eq(check_call(&c, &want, msg, sizeof msg), 0, "%s", msg);
+    c.attrs[2] = A_INT("n_kv_heads", 5);
+    expect_refusal(&c, "n_kv_heads is 5", "divide n_heads");
+    c.attrs[2] = A_INT("n_kv_heads", 8);
+    c.in[1] = DESC(BATON_DTYPE_BF16, 100, 256);
+    expect_refusal(&c, "k_cache", "512");
+    c.in[1] = c.in[2];
+    c.in[2] = DESC(BATON_DTYPE_F16, 100, 512);
+    expect_refusal(&c, "v_cache", "f16");
+    c.in[2] = c.in[1];
+    c.in[3] = DESC(BATON_DTYPE_F32, 1);
+    expect_refusal(&c, "positions", "i32 or i64");
+    c.in[3] = DESC(BATON_DTYPE_I64, 2);
+    expect_refusal(&c, "positions", "[1]");
+    c.in[3] = DESC(BATON_DTYPE_I64, 1);
+    c.in[0] = DESC(BATON_DTYPE_BF16, 1, 2000);
+    expect_refusal(&c, "q", "2048");
+
+    call r = {.target = "rope", .n_in = 3, .n_attrs = 1};
+    r.in[0] = DESC(BATON_DTYPE_BF16, 3, 96);
+    r.in[1] = DESC(BATON_DTYPE_I64, 3);
+    r.in[2] = DESC(BATON_DTYPE_F32, 16);
+    r.out = r.in[0];
+    r.attrs[0] = A_INT("head_dim", 32);
+    cr_assert_eq(check_call(&r, &want, msg, sizeof msg), 0, "%s", msg);
+    r.attrs[0] = A_INT("head_dim", 7);
+    expect_refusal(&r, "head_dim is 7", "even");
+    r.attrs[0] = A_INT("head_dim", 64);
+    expect_refusal(&r, "96 features", "head_dim 64");
+    r.attrs[0] = A_INT("head_dim", 32);
+    r.in[2] = DESC(BATON_DTYPE_F32, 32);
+    expect_refusal(&r, "inv_freq", "f32 [16]");
+    r.in[2] = DESC(BATON_DTYPE_F32, 16);
+    r.n_attrs = 0;
+    expect_refusal(&r, "head_dim", NULL);
+
+    call s = {.target = "sample", .n_in = 2, .n_attrs = 1};
+    s.in[0] = DESC(BATON_DTYPE_F32, 2, 100);
+    s.in[1] = DESC(BATON_DTYPE_I64, 1);
+    s.out = DESC(BATON_DTYPE_I64, 2);
+    s.attrs[0] = A_FLT("temperature", 0);
+    expect_refusal(&s, "temperature is 0", "argmax");
+    s.attrs[0] = A_FLT("top_p", 1.5);
+    expect_refusal(&s, "top_p is 1.5", "(0, 1]");
+    s.attrs[0] = A_INT("top_k", 101);
+    expect_refusal(&s, "top_k is 101", "at most 100");
+    s.attrs[0] = A_INT("top_k", -1);
+    expect_refusal(&s, "top_k", "[0,");
+
+    call e = {.target = "embedding", .n_in = 2};
+    e.in[0] = DESC(BATON_DTYPE_F32, 3);
+    e.in[1] = DESC(BATON_DTYPE_BF16, 10, 4);
+    e.out = DESC(BATON_DTYPE_BF16, 3, 4);
+    expect_refusal(&e, "ids", "i32 or i64");
+    e.in[0] = DESC(BATON_DTYPE_I64, 3);
+    e.in[1] = DESC(BATON_DTYPE_BF16, 40);
+    expect_refusal(&e, "table", "[V, D]");
+
+    call k = {.target = "kv_cache_update", .n_in = 3};
+    k.in[0] = DESC(BATON_DTYPE_BF16, 16, 64);
+    k.in[1] = DESC(BATON_DTYPE_F32, 1, 64);
+    k.in[2] = DESC(BATON_DTYPE_I64, 1);
+    k.out = k.in[0];
+    expect_refusal(&k, "new", "one dtype");
+    k.in[1] = DESC(BATON_DTYPE_BF16, 2, 64);
+    expect_refusal(&k, "positions", "[2]");
+
+    call m = {.target = "silu_mul", .n_in = 2};
+    m.in[0] = DESC(BATON_DTYPE_BF16, 4, 8);
+    m.in[1] = DESC(BATON_DTYPE_BF16, 4, 9);
+    m.out = m.in[0];
+    expect_refusal(&m, "[4, 9]", "[4, 8]");
+
+    call ca = {.target = "cast", .n_in = 1};
+    ca.in[0] = DESC(BATON_DTYPE_F32, 4);
+    ca.out = DESC(BATON_DTYPE_I32, 4);
+    expect_refusal(&ca, "i32", "bf16, f16, f32 or f64");
+}
+
+Test(decoder_check, names_the_plans_tensors)
+{
+    call c = {.target = "silu_mul", .n_in = 2};
+    c.in[0] = DESC(BATON_DTYPE_BF16, 4, 8);
+    c.in[1] = DESC(BATON_DTYPE_F16, 4, 8);
+    c.out = c.in[0];
+    const char *in_names[] = {"gate", "up"}, *out_names[] = {"act"};
+    baton_sig_args a = sig_of(&c);
+    a.input_names = in_names;
+    a.output_names = out_names;
+    char msg[512] = "";
+    baton_tensor_desc want;
+    const baton_target *t = baton_registry_find(registry(), "silu_mul");
+    cr_assert_eq(t->check(&a, &want, msg, sizeof msg), BATON_EPLAN);
+    cr_assert(strstr(msg, "b 'up' is f16") && strstr(msg, "a 'gate' is bf16"), "%s", msg);
+}
+
+Test(decoder_check, kernels_refuse_another_ops_descriptor_and_a_missing_sig)
+{
+    call c = {.target = "silu", .n_in = 1};
+    c.in[0] = DESC(BATON_DTYPE_F32, 4);
+    c.out = c.in[0];
+    baton_sig_args a = sig_of(&c);
+    const baton_target *t = baton_registry_find(registry(), "silu"),
+                       *g = baton_registry_find(registry(), "gelu");
+    char opaque[BATON_OPAQUE_MAX], err[512];
+    int n = t->pack(&a, opaque, sizeof opaque);
+    float x[4] = {0}, y[4];
+    void *bufs[] = {x, y};
+    baton_exec_ctx ctx = {.errbuf = err, .errbuf_len = sizeof err, .sig = &a};
+    const baton_target_impl *gi = baton_target_impl_for(g, BATON_DEVICE_CPU);
+    cr_assert_eq(gi->kernel(&ctx, bufs, opaque, (size_t)n), BATON_EINVAL);
+    cr_assert(strstr(err, "for op 6 (silu)"), "%s", err);
+    const baton_target_impl *si = baton_target_impl_for(t, BATON_DEVICE_CPU);
+    cr_assert_eq(si->kernel(&ctx, bufs, opaque, (size_t)n - 1), BATON_EINVAL);
+    cr_assert(strstr(err, "55 bytes but must be 56"), "%s", err);
+    ctx.sig = NULL;
+    cr_assert_eq(si->kernel(&ctx, bufs, opaque, (size_t)n), BATON_EINVAL);
+    cr_assert(strstr(err, "ctx->sig"), "%s", err);
+}
+
+/* A plan of run-time size: the kernel takes the shapes of the call's sig, not those packed. */
+Test(decoder_check, kernels_read_shapes_from_the_sig_of_each_call)
+{
+    call c = {.target = "softmax", .n_in = 1};
+    c.in[0] = DESC(BATON_DTYPE_F32, 8, 4);
+    c.out = c.in[0];
+    baton_sig_args a = sig_of(&c);
+    const baton_target *t = baton_registry_find(registry(), "softmax");
+    char opaque[BATON_OPAQUE_MAX], err[512];
+    int n = t->pack(&a, opaque, sizeof opaque);
+    float x[32], y[32];
+    for (int i = 0; i < 32; i++) {
+        x[i] = (float)i;
+        y[i] = -1;
+    }
+    c.in[0].shape[0] = 2; /* the run binds 2 rows */
+    c.out = c.in[0];
+    void *bufs[] = {x, y};
+    baton_exec_ctx ctx = {.errbuf = err, .errbuf_len = sizeof err, .sig = &a};
+    cr_assert_eq(baton_target_impl_for(t, BATON_DEVICE_CPU)->kernel(&ctx, bufs, opaque, (size_t)n),
+                 0, "%s", err);
+    cr_assert(y[7] > 0 && y[8] == -1, "rows past the sig's 2 were written");
+}
+
+/* The built-in table: every decoder op once, a CPU kernel, CUDA where built, the cache alias. */
+Test(decoder_check, registers_every_op_and_the_cache_alias)
+{
+    static const char *ops[] = {"embedding", "rope", "kv_cache_update", "attention", "silu_mul",
+                                "silu",      "gelu", "softmax",         "cast",      "sample"};
+    for (int i = 0; i < 10; i++) {
+        const baton_target *t = baton_registry_find(registry(), ops[i]);
+        cr_assert(t, "%s is not registered", ops[i]);
+        cr_assert(baton_target_impl_for(t, BATON_DEVICE_CPU), "%s has no CPU kernel", ops[i]);
+#ifdef BATON_CUDA
+        cr_assert(baton_target_impl_for(t, BATON_DEVICE_CUDA), "%s has no CUDA kernel", ops[i]);
+#endif
+        cr_assert_eq(t->n_aliases, i == 2, "%s: %d aliases", ops[i], t->n_aliases);
+    }
+    const baton_target *k = baton_registry_find(registry(), "kv_cache_update");
+    cr_assert(k->aliases[0].output == 0 && k->aliases[0].input == 0);
+}
+
+/* A plan's verbatim "opaque" for a decoder op is decoded and checked at load. */
+Test(decoder_check, checks_a_plans_opaque_descriptor_at_load)
+{
+    const char *fmt =
+        "{\"format\": \"baton.plan\", \"version\": 1, \"name\": \"o\", \"tensors\": ["
+        "{\"name\": \"x\", \"dtype\": \"f32\", \"shape\": [4], \"role\": \"input\"},"
+        "{\"name\": \"y\", \"dtype\": \"f32\", \"shape\": [4], \"role\": \"output\"}],"
+        "\"steps\": [{\"name\": \"s\", \"kernel\": \"silu\", \"device\": \"cpu\", "
+        "\"inputs\": [\"x\"], \"outputs\": [\"y\"], \"opaque\": \"%s\"}]}";
+    baton_decoder_desc d = {.op = DEC_SILU};
+    char hex[2 * sizeof d + 1], json[1024];
+    for (size_t i = 0; i < sizeof d; i++)
+        snprintf(hex + 2 * i, 3, "%02x", ((const unsigned char *)&d)[i]);
+    baton_plan *plan = NULL;
+    baton_error err;
+    snprintf(json, sizeof json, fmt, hex);
+    cr_assert_eq(
+        baton_plan_load_string(registry(), json, strlen(json), "o.json", NULL, &plan, &err), 0,
+        "%s", err.message);
+    baton_plan_free(plan);
+    d.op = DEC_GELU; /* another op's descriptor */
+    for (size_t i = 0; i < sizeof d; i++)
+        snprintf(hex + 2 * i, 3, "%02x", ((const unsigned char *)&d)[i]);
+    snprintf(json, sizeof json, fmt, hex);
+    cr_assert_eq(
+        baton_plan_load_string(registry(), json, strlen(json), "o.json", NULL, &plan, &err),
+        BATON_EPLAN);
+    cr_assert(strstr(err.message, "\"opaque\" descriptor") && strstr(err.message, "for op 7"), "%s",
+              err.message);
+    snprintf(json, sizeof json, fmt, "0011");
+    cr_assert_eq(
+        baton_plan_load_string(registry(), json, strlen(json), "o.json", NULL, &plan, &err),
+        BATON_EPLAN);
+    cr_assert(strstr(err.message, "2 bytes but must be 56"), "%s", err.message);
+}
