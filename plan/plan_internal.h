@@ -17,12 +17,12 @@ typedef struct plan_pos {
 } plan_pos;
 
 typedef enum init_kind {
-    INIT_NONE = 0, /* inputs and intermediates */
-    INIT_FILL,     /* every element = value */
-    INIT_NORMAL,   /* seeded N(mean, std) */
-    INIT_UNIFORM,  /* seeded U[low, high) */
-    INIT_NPY,      /* a .npy file, path relative to the plan file */
-    INIT_VALUES,   /* inline values, exactly numel of them */
+    INIT_NONE = 0,   /* inputs and intermediates */
+    INIT_FILL,       /* every element = value */
+    INIT_NORMAL,     /* seeded N(mean, std) */
+    INIT_UNIFORM,    /* seeded U[low, high) */
+    INIT_NPY,        /* a .npy file, path relative to the plan file */
+    INIT_VALUES,     /* inline values, exactly numel of them */
     INIT_SAFETENSORS /* a tensor of a safetensors file (plan/safetensors.c), mapped */
 } init_kind;
 
@@ -78,8 +78,9 @@ typedef enum plan_collective {
 typedef struct plan_step {
     char *name;
     char *target_name;
-    const baton_target *target; /* resolved by the validator */
-    kernel_tune_fn cuda_tune;   /* its CUDA kernel's tuning hook (targets/builtin.h), or NULL */
+    const baton_target *target;     /* resolved by the validator */
+    kernel_tune_fn cuda_tune;       /* its CUDA kernel's tuning hook (targets/builtin.h), or NULL */
+    kernel_prepare_fn cuda_prepare; /* its CUDA kernel's prepare hook (core/tune.h), or NULL */
     baton_target_kind kind;
     baton_device device;
     /* The device the plan wrote when the validator moved the step to the CPU (a cuda:N step whose
@@ -271,9 +272,10 @@ void plan_suggest_try(plan_suggest *s, const char *candidate);
 const char *plan_suggest_best(const plan_suggest *s);
 
 /* plan/init.c: fills dst (the tensor's nbytes) with a constant's or a state tensor's initial
- * value (a state without init: zeros), rounded to its dtype. Deterministic on every machine for fill, normal, uniform and values; docs/plan-format.md
- * gives the algorithms. BATON_EINVAL for a tensor that is not a constant; npy errors as
- * baton_npy_read gives them, prefixed with the tensor. */
+ * value (a state without init: zeros), rounded to its dtype. Deterministic on every machine for
+ * fill, normal, uniform and values; docs/plan-format.md gives the algorithms. BATON_EINVAL for a
+ * tensor that is not a constant; npy errors as baton_npy_read gives them, prefixed with the tensor.
+ */
 int plan_tensor_materialize(const baton_plan *plan, int tensor, void *dst, baton_error *err);
 
 /* plan/validate.c: resolves targets, checks signatures and dataflow, packs descriptors. */

@@ -116,6 +116,7 @@ static int resolve_target(const baton_plan *plan, plan_step *s, baton_error *err
     }
     s->target = t;
     s->cuda_tune = registry_tuner(t, BATON_DEVICE_CUDA);
+    s->cuda_prepare = registry_preparer(t, BATON_DEVICE_CUDA);
     return 0;
 }
 

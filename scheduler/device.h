@@ -219,6 +219,11 @@ typedef struct dev_ops {
      * in note. NULL: the device does not tune (the CPU, the test device). */
     int (*tune)(dev_ctx *d, dev_call *c, kernel_tune_fn tune, char *note, size_t note_len,
                 baton_error *err);
+    /* Prepare-time decision of kernel call c (core/tune.h): runs `prepare` for c on this device,
+     * outside any capture, and stores what it keeps in *state (NULL: nothing). NULL: the device's
+     * kernels decide on every call (the CPU, the test device). */
+    int (*prepare_call)(dev_ctx *d, dev_call *c, kernel_prepare_fn prepare, void **state,
+                        baton_error *err);
 } dev_ops;
 
 static inline int dev_has(const dev_ops *ops, unsigned cap)
@@ -245,6 +250,11 @@ static inline int dev_supports_pdl(const dev_ops *ops, dev_ctx *d)
 static inline int dev_can_tune(const dev_ops *ops)
 {
     return ops->tune != NULL;
+}
+
+static inline int dev_can_prepare_calls(const dev_ops *ops)
+{
+    return ops->prepare_call != NULL;
 }
 
 /* 0 when the device takes any memory (no mem_check). */

@@ -494,6 +494,35 @@ static int tune_calls(baton_runtime *rt, baton_error *err)
     return 0;
 }
 
+/* Each kernel step whose kernel decides its calls once (core/tune.h; baton's CUDA RMSNorm
+ * forward) does so now, after tuning chose its variant: its calls get the result as
+ * ctx->prepared, so the run loop only launches. */
+static int prepare_kernel_calls(baton_runtime *rt, baton_error *err)
+{
+    const baton_plan *plan = rt->plan;
+    for (int i = 0; i < plan->n_steps; i++) {
+        const plan_step *s = &plan->steps[i];
+        rt_device *rd = &rt->dev[rt->step_dev[i]];
+        if (s->kind != BATON_TARGET_KERNEL || !s->cuda_prepare || !dev_can_prepare_calls(rd->ops) ||
+            dev_has(rd->ops, DEV_CAP_CPU_KERNELS))
+            continue;
+        if (!rt->kernel_states &&
+            !(rt->kernel_states = calloc((size_t)plan->n_steps, sizeof *rt->kernel_states)))
+            return err_set(err, BATON_ENOMEM, "prepare: out of memory");
+        baton_error derr = {0};
+        int rc = rd->ops->prepare_call(rd->ctx, &rt->calls[i], s->cuda_prepare,
+                                       &rt->kernel_states[i], &derr);
+        if (rc) {
+            char name[32];
+            return plan_error(err, rc, plan, s->pos, "step '%s': preparing '%s' on %s: %s", s->name,
+                              s->target_name, baton_device_format(s->device, name, sizeof name),
+                              derr.message);
+        }
+        rt->calls[i].ctx.prepared = rt->kernel_states[i];
+    }
+    return 0;
+}
+
 static int build_transfers(baton_runtime *rt, baton_error *err)
 {
     const baton_plan *plan = rt->plan;
@@ -681,6 +710,8 @@ static int prepare(const baton_plan *plan, const baton_options *opts, const bato
     if (!rc)
         rc = tune_calls(rt, err);
     if (!rc)
+        rc = prepare_kernel_calls(rt, err);
+    if (!rc)
         rc = build_transfers(rt, err);
     if (!rc)
         rc = build_collectives(rt, err);
@@ -777,6 +808,9 @@ void baton_runtime_destroy(baton_runtime *rt)
     free(rt->calls);
     free(rt->errbufs);
     free(rt->tuning);
+    for (int i = 0; rt->kernel_states && i < rt->plan->n_steps; i++)
+        free(rt->kernel_states[i]);
+    free(rt->kernel_states);
     free(rt->bufs);
     free(rt->descs);
     free(rt->names);

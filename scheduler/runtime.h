@@ -89,6 +89,7 @@ struct baton_runtime {
     dev_call *calls;
     char *errbufs;            /* n_steps * ERRBUF_LEN */
     char *tuning;             /* n_steps * ERRBUF_LEN: what tuning chose ("" untuned), or NULL */
+    void **kernel_states;     /* per step: its kernel's prepared call (ctx.prepared), or NULL */
     void **bufs;              /* all steps' buffer arrays */
     baton_tensor_desc *descs; /* all steps' tensor descriptors, in the order of bufs */
     const char **names;       /* all steps' tensor names, in the order of bufs */

@@ -803,28 +803,30 @@ static const baton_target target_noop = {
     IMPLS(noop),
 };
 
-/* The tuning hook of IMPLS(fn)'s CUDA implementation (impls[1]). */
+/* The hooks of IMPLS(fn)'s CUDA implementation (impls[1]). */
 #ifdef BATON_CUDA
-#define CUDA_TUNE(fn) .tune = {NULL, kcuda_##fn##_tune}
+#define CUDA_TUNE(fn)         .tune = {NULL, kcuda_##fn##_tune}
+#define CUDA_TUNE_PREPARE(fn) CUDA_TUNE(fn), .prepare = {NULL, kcuda_##fn##_prepare}
 #else
-#define CUDA_TUNE(fn) .tune = {NULL}
+#define CUDA_TUNE_PREPARE(fn) .tune = {NULL}
+#define CUDA_TUNE(fn)         .tune = {NULL}
 #endif
-#define UNTUNED(t) {&t, {NULL}},
+#define UNTUNED(t) {.target = &t},
 
 /* One target a line. */
 /* clang-format off */
 const builtin_target baton_builtin_targets[] = {
-    {&target_rms_norm_fwd, CUDA_TUNE(rms_norm_fwd)},
-    {&target_rms_norm_bwd, CUDA_TUNE(rms_norm_bwd)},
-    {&target_rms_norm_grad_weight, {NULL}},
-    {&target_softshrink, {NULL}},
-    {&target_add, {NULL}},
-    {&target_mul, {NULL}},
-    {&target_add_scalar, {NULL}},
-    {&target_copy, {NULL}},
-    {&target_argmax, {NULL}},
-    {&target_noop, {NULL}},
-    {&baton_target_gemm, {NULL}},
+    {.target = &target_rms_norm_fwd, CUDA_TUNE_PREPARE(rms_norm_fwd)},
+    {.target = &target_rms_norm_bwd, CUDA_TUNE(rms_norm_bwd)},
+    {.target = &target_rms_norm_grad_weight},
+    {.target = &target_softshrink},
+    {.target = &target_add},
+    {.target = &target_mul},
+    {.target = &target_add_scalar},
+    {.target = &target_copy},
+    {.target = &target_argmax},
+    {.target = &target_noop},
+    {.target = &baton_target_gemm},
     BATON_DECODER_TARGETS(UNTUNED)
 };
 /* clang-format on */

@@ -20,8 +20,9 @@ int target_opaque_check(const baton_target *t, const baton_sig_args *a, const ch
  * each target t, so that the table can describe each as it needs (none has a tuning hook). */
 #define BATON_DECODER_TARGETS(X)                                                                   \
     X(baton_target_embedding)                                                                      \
-    X(baton_target_rope) X(baton_target_kv_cache_update) X(baton_target_attention)                 \
-        X(baton_target_silu_mul) X(baton_target_silu) X(baton_target_gelu) X(baton_target_softmax) \
-            X(baton_target_cast) X(baton_target_sample)
+    X(baton_target_rope)                                                                           \
+    X(baton_target_kv_cache_update) X(baton_target_attention) X(baton_target_silu_mul)             \
+        X(baton_target_silu) X(baton_target_gelu) X(baton_target_softmax) X(baton_target_cast)     \
+            X(baton_target_sample)
 
 #endif

@@ -17,7 +17,9 @@
 typedef struct reg_entry {
     baton_target t;
     baton_delegate_iface ifaces[BATON_MAX_IMPLS];
-    kernel_tune_fn tune[BATON_MAX_IMPLS]; /* t.impls[k]'s tuning hook (baton's own kernels) */
+    /* t.impls[k]'s prepare-time hooks (baton's own kernels) */
+    kernel_tune_fn tune[BATON_MAX_IMPLS];
+    kernel_prepare_fn prepare[BATON_MAX_IMPLS];
     char strings[]; /* name, summary, attribute names and help, NUL-separated */
 } reg_entry;
 
@@ -51,7 +53,9 @@ int baton_registry_create(baton_registry **out)
             return rc;
         }
         /* the entry just appended keeps the hooks beside its implementations */
-        memcpy(((reg_entry *)reg->targets[reg->n - 1])->tune, b->tune, sizeof b->tune);
+        reg_entry *e = (reg_entry *)reg->targets[reg->n - 1];
+        memcpy(e->tune, b->tune, sizeof b->tune);
+        memcpy(e->prepare, b->prepare, sizeof b->prepare);
     }
     *out = reg;
     return 0;
@@ -424,8 +428,10 @@ static baton_target *entry_build(const baton_target *sig, const baton_target_imp
     for (int i = 0; prev && i < n_impls; i++)
         for (int k = 0; k < prev->n_impls; k++)
             if (prev->impls[k].device == impls[i].device && impls[i].kernel &&
-                prev->impls[k].kernel == impls[i].kernel)
+                prev->impls[k].kernel == impls[i].kernel) {
                 e->tune[i] = ((const reg_entry *)prev)->tune[k];
+                e->prepare[i] = ((const reg_entry *)prev)->prepare[k];
+            }
     return &e->t;
 }
 
@@ -561,6 +567,14 @@ kernel_tune_fn registry_tuner(const baton_target *t, baton_device_kind kind)
     for (int k = 0; t && k < t->n_impls; k++)
         if (t->impls[k].device == kind)
             return ((const reg_entry *)t)->tune[k];
+    return NULL;
+}
+
+kernel_prepare_fn registry_preparer(const baton_target *t, baton_device_kind kind)
+{
+    for (int k = 0; t && k < t->n_impls; k++)
+        if (t->impls[k].device == kind)
+            return ((const reg_entry *)t)->prepare[k];
     return NULL;
 }
 

@@ -239,6 +239,11 @@ typedef struct baton_exec_ctx {
      * kernels tune only among variants that give the default's bits (docs/kernels.md, "Tuning
      * per GPU"), so it changes speed, never results. */
     int autotune;
+    /* What the kernel decided for this call at prepare (baton's built-in CUDA RMSNorm decodes its
+     * descriptor, chooses its layout and tuned variant there), or NULL: the kernel decides on
+     * every call. Owned by the runtime; a kernel that finds it stale (another descriptor after a
+     * change of the plan's dims, buffers of another alignment) decides again. */
+    void *prepared;
 } baton_exec_ctx;
 
 /* A kernel: a stateless custom call in the XLA custom-call convention. `buffers` holds the
