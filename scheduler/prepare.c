@@ -132,11 +132,6 @@ static int check_caller_resources(const baton_runtime *rt, baton_error *err)
         return err_set(err, BATON_EINVAL,
                        "baton_runtime_create: options.arenas/n_arenas and streams/n_streams "
                        "must be an array and its length (NULL and 0 for none)");
-    if ((o->n_arenas || o->n_streams) && rt->share)
-        return err_set(err, BATON_EINVAL,
-                       "baton_pool_create: options.arenas and options.streams belong to one "
-                       "runtime; a pool's instances each need their own, so a pool allocates "
-                       "them (leave both empty)");
     for (int i = 0; i < o->n_arenas; i++) {
         const baton_arena *a = &o->arenas[i];
         baton_device_format(a->device, name, sizeof name);
@@ -158,11 +153,14 @@ static int check_caller_resources(const baton_runtime *rt, baton_error *err)
                            "memory aligned to BATON_ARENA_ALIGN (%d bytes), as cudaMalloc "
                            "and aligned_alloc(256, ...) give",
                            i, name, a->data, a->data ? "misaligned" : "NULL", BATON_ARENA_ALIGN);
-        if (a->nbytes < plan->memory[d].arena_bytes)
+        /* an instance of a pool reads the constants of the pool's first runtime */
+        size_t need = plan->memory[d].arena_bytes - (rt->share ? plan->memory[d].const_bytes : 0);
+        if (a->nbytes < need)
             return err_set(err, BATON_EINVAL,
                            "baton_runtime_create: options.arenas[%d] (%s) has %zu bytes; plan "
-                           "'%s' needs %zu there (baton_plan_arena_info)",
-                           i, name, a->nbytes, plan->name, plan->memory[d].arena_bytes);
+                           "'%s' needs %zu there (%s)",
+                           i, name, a->nbytes, plan->name, need,
+                           rt->share ? "baton_pool_arena_info" : "baton_plan_arena_info");
     }
     for (int i = 0; i < o->n_streams; i++) {
         const baton_stream *st = &o->streams[i];
@@ -244,8 +242,8 @@ static int open_devices(baton_runtime *rt, int fault_dev, dev_fault fault, baton
                                inner);
             }
             rd->arena = mine->data;
-            rd->consts = rd->arena;
-            rd->priv = rd->arena + cbytes;
+            rd->consts = rt->share ? rt->share->dev[d].consts : rd->arena;
+            rd->priv = rt->share ? rd->arena : rd->arena + cbytes;
             continue;
         }
         rd->own_arena = 1;
@@ -743,11 +741,17 @@ int runtime_prepare(const baton_plan *plan, const baton_options *opts, int fault
     return prepare(plan, opts, NULL, fault_dev, fault, out, err);
 }
 
-int runtime_prepare_instance(const baton_runtime *share, baton_runtime **out, baton_error *err)
+int runtime_prepare_instance(const baton_runtime *share, const baton_options *own,
+                             baton_runtime **out, baton_error *err)
 {
     if (!share)
         return err_set(err, BATON_EINVAL, "runtime_prepare_instance: no runtime to share");
-    return prepare(share->plan, &share->opts, share, -1, DEV_FAULT_NONE, out, err);
+    baton_options o = share->opts; /* the same options; its own memory and streams, if any */
+    o.arenas = own ? own->arenas : NULL;
+    o.n_arenas = own ? own->n_arenas : 0;
+    o.streams = own ? own->streams : NULL;
+    o.n_streams = own ? own->n_streams : 0;
+    return prepare(share->plan, &o, share, -1, DEV_FAULT_NONE, out, err);
 }
 
 void runtime_memory(const baton_runtime *rt, size_t *const_bytes, size_t *private_bytes)

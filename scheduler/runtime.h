@@ -164,8 +164,11 @@ void trace_end(baton_runtime *rt);
 int runtime_prepare(const baton_plan *plan, const baton_options *opts, int fault_dev,
                     dev_fault fault, baton_runtime **out, baton_error *err);
 /* runtime_prepare for another instance of `share`'s plan (same plan, same options): its constants
- * are `share`'s, which must outlive it; it has its own arenas, streams and delegate states. */
-int runtime_prepare_instance(const baton_runtime *share, baton_runtime **out, baton_error *err);
+ * are `share`'s, which must outlive it; it has its own arenas, streams and delegate states, the
+ * caller's where `own` gives them (its arenas, streams and their counts; NULL: none), an arena
+ * then holding the private part only (baton_pool_arena_info). */
+int runtime_prepare_instance(const baton_runtime *share, const baton_options *own,
+                             baton_runtime **out, baton_error *err);
 /* The bytes one runtime holds per device: its constants (shared by instances) and the rest. */
 void runtime_memory(const baton_runtime *rt, size_t *const_bytes, size_t *private_bytes);
 
