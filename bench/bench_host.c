@@ -205,7 +205,8 @@ int main(int argc, char **argv)
     /* the floor: the same kernel called directly through a function pointer */
     volatile baton_kernel_fn fn = kcpu_noop;
     char ebuf[64];
-    baton_exec_ctx ctx = {.errbuf = ebuf, .errbuf_len = sizeof ebuf};
+    baton_exec_ctx ctx = {
+        .struct_size = sizeof(baton_exec_ctx), .errbuf = ebuf, .errbuf_len = sizeof ebuf};
     void *bufs[2] = {0, 0};
     for (int r = 0; r < reps; r++) {
         int64_t t0 = now_ns();

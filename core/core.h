@@ -52,6 +52,16 @@ int reason_set(char *buf, size_t len, int code, const char *fmt, ...) CORE_PRINT
 int ctx_fail(const baton_exec_ctx *ctx, int code, const char *fmt, ...) CORE_PRINTF(3, 4);
 /* Sends one message line (no newline) to the log callback (baton_log_set; stderr by default). */
 void log_msg(baton_log_level level, const char *fmt, ...) CORE_PRINTF(2, 3);
+/* A registry's own log callback (baton_registry_set_log); fn NULL: the process-wide one. */
+typedef struct log_sink {
+    baton_log_fn fn;
+    void *user;
+} log_sink;
+/* As log_msg, to `sink`'s callback when it has one (sink may be NULL). */
+void log_to(const log_sink *sink, baton_log_level level, const char *fmt, ...) CORE_PRINTF(3, 4);
+/* Makes log_msg on this thread go to `sink` (NULL: the process-wide callback) until the next call;
+ * returns the previous one, to restore. The runtime sets its registry's around prepare. */
+const log_sink *log_scope(const log_sink *sink);
 
 /* ---- the environment (core/env.c) ---- */
 

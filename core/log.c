@@ -1,6 +1,7 @@
 /* log.c: where the library's messages go. Nothing in libbaton writes to stderr itself: warnings
- * and notes go through one process-wide callback, which an embedding runtime replaces with its
- * own logger and the CLI with one that honours -q. */
+ * and notes go to the callback of the registry they concern (baton_registry_set_log), else to the
+ * process-wide one, which an embedding runtime replaces with its own logger and the CLI with one
+ * that honours -q. */
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -26,13 +27,39 @@ void baton_log_set(baton_log_fn fn, void *user)
     atomic_store(&log_fn, fn ? fn : log_stderr);
 }
 
-void log_msg(baton_log_level level, const char *fmt, ...)
+static void log_v(const log_sink *sink, baton_log_level level, const char *fmt, va_list ap)
 {
     char line[BATON_ERROR_MAX + 256];
+    vsnprintf(line, sizeof line, fmt, ap);
+    if (sink && sink->fn)
+        sink->fn(sink->user, level, line);
+    else
+        atomic_load (&log_fn)(atomic_load(&log_user), level, line);
+}
+
+/* The registry's sink while one of its runtimes is prepared on this thread (log_scope), so that
+ * what a delegate or kernel logs at prepare, knowing no registry, reaches that registry. */
+static _Thread_local const log_sink *scoped;
+
+const log_sink *log_scope(const log_sink *sink)
+{
+    const log_sink *prev = scoped;
+    scoped = sink;
+    return prev;
+}
+
+void log_msg(baton_log_level level, const char *fmt, ...)
+{
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(line, sizeof line, fmt, ap);
+    log_v(scoped, level, fmt, ap);
     va_end(ap);
-    baton_log_fn fn = atomic_load(&log_fn);
-    fn(atomic_load(&log_user), level, line);
+}
+
+void log_to(const log_sink *sink, baton_log_level level, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    log_v(sink, level, fmt, ap);
+    va_end(ap);
 }

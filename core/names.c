@@ -13,9 +13,8 @@ static const char *const dtype_names[BATON_DTYPE_COUNT] = {
 };
 
 static const size_t dtype_sizes[BATON_DTYPE_COUNT] = {
-    [BATON_DTYPE_BF16] = 2, [BATON_DTYPE_F16] = 2, [BATON_DTYPE_F32] = 4,
-    [BATON_DTYPE_F64] = 8,  [BATON_DTYPE_I32] = 4, [BATON_DTYPE_I64] = 8,
-    [BATON_DTYPE_U8] = 1,   [BATON_DTYPE_BOOL] = 1,
+    [BATON_DTYPE_BF16] = 2, [BATON_DTYPE_F16] = 2, [BATON_DTYPE_F32] = 4, [BATON_DTYPE_F64] = 8,
+    [BATON_DTYPE_I32] = 4,  [BATON_DTYPE_I64] = 8, [BATON_DTYPE_U8] = 1,  [BATON_DTYPE_BOOL] = 1,
 };
 
 const char *baton_dtype_name(baton_dtype dt)
@@ -44,6 +43,8 @@ baton_dtype baton_dtype_from_name(const char *name)
 
 char *baton_device_format(baton_device dev, char *buf, size_t len)
 {
+    if (!buf || !len)
+        return buf;
     switch (dev.kind) {
     case BATON_DEVICE_CPU: snprintf(buf, len, "cpu"); break;
     case BATON_DEVICE_CUDA: snprintf(buf, len, "cuda:%d", dev.index); break;
@@ -111,6 +112,8 @@ int64_t baton_tensor_desc_numel(const baton_tensor_desc *d)
 
 const baton_attr *baton_attrs_find(const baton_attr *attrs, int n, const char *name)
 {
+    if (!attrs || !name)
+        return NULL;
     for (int i = 0; i < n; i++)
         if (attrs[i].name && strcmp(attrs[i].name, name) == 0)
             return &attrs[i];
@@ -129,6 +132,8 @@ const char *baton_sync_mode_name(baton_sync_mode mode)
 
 int baton_sync_mode_parse(const char *text, baton_sync_mode *out)
 {
+    if (!out)
+        return BATON_EINVAL;
     for (int m = 0; m < 3; m++)
         if (text && strcmp(text, baton_sync_mode_name((baton_sync_mode)m)) == 0) {
             *out = (baton_sync_mode)m;

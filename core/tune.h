@@ -25,5 +25,10 @@ typedef int (*kernel_tune_fn)(const baton_exec_ctx *ctx, void **buffers, const c
  * in ctx->errbuf. */
 typedef int (*kernel_prepare_fn)(const baton_exec_ctx *ctx, void **buffers, const char *opaque,
                                  size_t opaque_len, void **state);
+/* The run-time error record of a CUDA kernel family (the decoder ops record an index out of range
+ * on the device, clamping the access): reads and clears it for CUDA device `device` once the host
+ * has waited for the device. 0 when none; else a negative code, the failing step's index in *step
+ * (-1 if unknown) and the reason in msg. */
+typedef int (*kernel_error_fn)(int device, int *step, char *msg, size_t len);
 
 #endif /* BATON_CORE_TUNE_H */

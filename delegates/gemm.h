@@ -33,6 +33,9 @@ _Static_assert(sizeof(baton_gemm_desc) == 48, "gemm descriptor layout");
 
 /* The CPU backend (delegates/cpu/gemm_openblas.c). */
 extern const baton_delegate_iface baton_gemm_openblas_iface;
+/* Bytes the CPU backend holds in prepared copies of constant weights (f32 copies of bf16/f16
+ * weights for its OpenBLAS path), all steps and runtimes together. */
+size_t gemm_cpu_prepared_bytes(void);
 
 /* Resolves a gemm step: inputs a [M,K] (or [K,M] with trans_a; without trans_a, a's leading dims
  * fold into M) and b [K,N] (or [N,K] with trans_b), attrs trans_a, trans_b, alpha. Fills *desc

@@ -14,7 +14,10 @@ __global__ void exec_gelu(const float *x, float *y, long long n)
 extern "C" int exec_gelu_cuda(void *stream, const float *x, float *y, long long n)
 {
     long long blocks = (n + 255) / 256;
-    exec_gelu<<<(unsigned)(blocks < 1 ? 1 : blocks > 4096 ? 4096 : blocks), 256, 0,
-                (cudaStream_t)stream>>>(x, y, n);
+    if (blocks < 1)
+        blocks = 1;
+    if (blocks > 4096)
+        blocks = 4096; /* the grid-stride loop covers the rest */
+    exec_gelu<<<(unsigned)blocks, 256, 0, (cudaStream_t)stream>>>(x, y, n);
     return cudaGetLastError() == cudaSuccess ? 0 : -1;
 }

@@ -44,6 +44,29 @@ typedef struct baton_rms_norm_shard_desc {
     int64_t unsharded_part_grad_size;
 } baton_rms_norm_shard_desc;
 
+/* rms_norm_fwd and rms_norm_bwd also take the JAX custom-operation tutorial's own
+ * RMSNormDescriptor, 32 bytes on x86-64 and AArch64:
+ *   struct RMSNormDescriptor { int n1; int n2; double eps; ElementType x_type, w_type;
+ *                              int part_grad_size; };  enum ElementType { BF16, F16, F32, F64 };
+ *   0  int32   n1
+ *   4  int32   n2
+ *   8  float64 eps
+ *  16  int32   x_type          ElementType: 0 bf16, 1 f16, 2 f32, 3 f64 (baton's code minus 1)
+ *  20  int32   w_type          ElementType
+ *  24  int32   part_grad_size
+ *  28  4 bytes of padding      ignored (the tutorial copies the struct with whatever it holds)
+ * The length tells the layouts apart: 32 is the tutorial's, 40 (or 48 for the backward) baton's.
+ * desc_check.h decodes both into baton_rms_norm_shard_desc. */
+typedef struct baton_rms_norm_tutorial_desc {
+    int32_t n1;
+    int32_t n2;
+    double eps;
+    int32_t x_type;
+    int32_t w_type;
+    int32_t part_grad_size;
+    int32_t padding;
+} baton_rms_norm_tutorial_desc;
+
 /* rms_norm_grad_weight: 24 bytes.
  *   0  int64   part_grad_size  rows P of part_grad
  *   8  int64   n2              numel of the weight (part_grad's row length)
@@ -93,6 +116,7 @@ typedef struct baton_argmax_desc {
 #if defined(__STDC_VERSION__) && __STDC_VERSION__ >= 201112L
 _Static_assert(sizeof(baton_rms_norm_desc) == 40, "rms_norm descriptor layout");
 _Static_assert(sizeof(baton_rms_norm_shard_desc) == 48, "rms_norm shard descriptor layout");
+_Static_assert(sizeof(baton_rms_norm_tutorial_desc) == 32, "the JAX tutorial's descriptor layout");
 _Static_assert(sizeof(baton_rms_grad_weight_desc) == 24, "rms_norm_grad_weight descriptor layout");
 _Static_assert(sizeof(baton_ew_desc) == 32, "elementwise descriptor layout");
 _Static_assert(sizeof(baton_argmax_desc) == 24, "argmax descriptor layout");

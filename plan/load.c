@@ -287,6 +287,14 @@ static int check_value(loader *L, int v, const char *subj, baton_dtype dt)
     return 0;
 }
 
+/* Whether x, rounded to float dtype dt, stays finite. */
+static int fits_dtype(baton_dtype dt, double x)
+{
+    unsigned char tmp[8];
+    store_f64(dt, tmp, 0, x);
+    return !isinf(load_f64(dt, tmp, 0));
+}
+
 static char *resolve_path(const char *base_dir, const char *path)
 {
     if (!base_dir || !*base_dir || path[0] == '/')
@@ -419,6 +427,16 @@ static int load_init(loader *L, plan_tensor *t, int ji, const char *subj)
                 return load_fail(L, BATON_EPLAN, node_pos(L, f[2]),
                                  "%s: \"std\" is %g; a standard deviation must be >= 0", subj,
                                  in->std);
+            /* The generator's draws reach 8.58 standard deviations (sqrt(-2 ln 2^-53)): a
+             * mean and std whose extreme overflows the dtype would store infinities, as a
+             * "fill" beyond it would, and is refused as that is. */
+            const double extreme = fabs(in->mean) + 8.58 * in->std;
+            if (!dtype_is_int(t->desc.dtype) && !fits_dtype(t->desc.dtype, extreme))
+                return load_fail(L, BATON_EPLAN, node_pos(L, f[2]),
+                                 "%s: a normal init with mean %g and std %g draws values up to "
+                                 "8.58 std from the mean, which overflow %s; give a smaller "
+                                 "std or a wider dtype",
+                                 subj, in->mean, in->std, baton_dtype_name(t->desc.dtype));
             return 0;
         }
         if ((rc = get_number(L, ji, f[2], "low", subj, 1, &in->low)) ||
@@ -432,6 +450,12 @@ static int load_init(loader *L, plan_tensor *t, int ji, const char *subj)
             return load_fail(L, BATON_EPLAN, node_pos(L, f[3]),
                              "%s: uniform init range [%g, %g) is wider than a double can hold",
                              subj, in->low, in->high);
+        if (!dtype_is_int(t->desc.dtype) &&
+            (!fits_dtype(t->desc.dtype, in->low) || !fits_dtype(t->desc.dtype, in->high)))
+            return load_fail(L, BATON_EPLAN, node_pos(L, f[3]),
+                             "%s: uniform init range [%g, %g) overflows %s; give bounds within "
+                             "its range",
+                             subj, in->low, in->high, baton_dtype_name(t->desc.dtype));
         return 0;
     }
     if (strcmp(kind, "npy") == 0) {
@@ -1265,6 +1289,7 @@ int baton_plan_load_string(const baton_registry *reg, const char *json, size_t l
     baton_plan *plan = L.plan;
     atomic_init(&plan->refs, 1);
     plan->registry = registry_retain(reg); /* baton_plan_free releases it */
+    plan->log = registry_log(reg);
     plan->source = strdup(source ? source : "<string>");
     plan->base_dir = base_dir ? strdup(base_dir) : NULL;
     int rc = 0;

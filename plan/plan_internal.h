@@ -81,6 +81,7 @@ typedef struct plan_step {
     const baton_target *target;     /* resolved by the validator */
     kernel_tune_fn cuda_tune;       /* its CUDA kernel's tuning hook (targets/builtin.h), or NULL */
     kernel_prepare_fn cuda_prepare; /* its CUDA kernel's prepare hook (core/tune.h), or NULL */
+    kernel_error_fn cuda_errors;    /* its CUDA kernel's run-time error record, or NULL */
     baton_target_kind kind;
     baton_device device;
     /* The device the plan wrote when the validator moved the step to the CPU (a cuda:N step whose
@@ -199,8 +200,9 @@ struct baton_plan {
     /* The loader's reference plus one per runtime; the plan holds one on its registry. */
     atomic_int refs;
     const baton_registry *registry;
-    char *source;   /* the file name, for messages */
-    char *base_dir; /* for npy paths */
+    const log_sink *log; /* the registry's (registry_log): where its runtimes' messages go */
+    char *source;        /* the file name, for messages */
+    char *base_dir;      /* for npy paths */
     char *name;
     int n_tensors;
     plan_tensor *tensors;

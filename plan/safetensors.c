@@ -441,6 +441,18 @@ int st_open(const char *path, st_file **out, baton_error *err)
         return rc;
     }
     pthread_mutex_lock(&cache_lock);
+    /* another thread may have mapped the same file meanwhile: keep one mapping */
+    for (st_file *g = cache; g; g = g->next)
+        if (g->dev == f->dev && g->ino == f->ino && g->size == f->size &&
+            g->mtime.tv_sec == f->mtime.tv_sec && g->mtime.tv_nsec == f->mtime.tv_nsec) {
+            g->refs++;
+            pthread_mutex_unlock(&cache_lock);
+            munmap(f->map, f->map_len);
+            st_header_free(&f->h);
+            free(f);
+            *out = g;
+            return 0;
+        }
     f->next = cache;
     cache = f;
     pthread_mutex_unlock(&cache_lock);

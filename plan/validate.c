@@ -117,6 +117,8 @@ static int resolve_target(const baton_plan *plan, plan_step *s, baton_error *err
     s->target = t;
     s->cuda_tune = registry_tuner(t, BATON_DEVICE_CUDA);
     s->cuda_prepare = registry_preparer(t, BATON_DEVICE_CUDA);
+    const baton_target_impl *cuda = baton_target_impl_for(t, BATON_DEVICE_CUDA);
+    s->cuda_errors = cuda && cuda->kernel ? target_kernel_errors(cuda->kernel) : NULL;
     return 0;
 }
 
@@ -196,22 +198,36 @@ static int check_signature(baton_plan *plan, plan_step *s, baton_error *err)
         want[i] = decl[i];
         out_names[i] = plan->tensors[s->outputs[i]].name;
     }
-    baton_sig_args args = {.n_inputs = s->n_inputs,
+    baton_sig_args args = {.struct_size = sizeof(baton_sig_args),
+                           .n_inputs = s->n_inputs,
                            .inputs = in,
                            .n_outputs = s->n_outputs,
                            .outputs = decl,
                            .n_attrs = s->n_attrs,
                            .attrs = s->attrs,
                            .input_names = in_names,
-                           .output_names = out_names};
+                           .output_names = out_names,
+                           .opaque = s->opaque_verbatim ? s->opaque : NULL,
+                           .opaque_len = s->opaque_verbatim ? s->opaque_len : 0};
     if (t->check) {
         char msg[512] = "";
         rc = t->check(&args, want, msg, sizeof msg);
+        msg[sizeof msg - 1] = 0; /* a plugin's check() may leave it unterminated */
         if (rc)
             return plan_fail(err, plan, BATON_EPLAN, s->pos, "step '%s' (%s '%s'): %s", s->name,
                              kind_word(t->kind), t->name,
                              msg[0] ? msg : "the signature check failed");
         for (int i = 0; i < s->n_outputs; i++) {
+            /* A plugin's check() may write anything: only a descriptor baton could declare is
+             * compared, and printed. */
+            if (want[i].rank < 0 || want[i].rank > BATON_MAX_RANK || want[i].dtype <= 0 ||
+                want[i].dtype >= BATON_DTYPE_COUNT)
+                return plan_fail(err, plan, BATON_EPLAN, s->pos,
+                                 "step '%s': %s '%s''s check() gave output %d rank %d and dtype "
+                                 "code %d, which no tensor can have (rank 0 to %d, dtype 1 to %d): "
+                                 "the target's check() is wrong",
+                                 s->name, kind_word(t->kind), t->name, i, want[i].rank,
+                                 (int)want[i].dtype, BATON_MAX_RANK, BATON_DTYPE_COUNT - 1);
             int same = want[i].dtype == decl[i].dtype && want[i].rank == decl[i].rank;
             for (int d = 0; same && d < decl[i].rank && d < BATON_MAX_RANK; d++)
                 same = want[i].shape[d] == decl[i].shape[d];
@@ -380,9 +396,26 @@ static int use_state(baton_plan *plan, const plan_step *s, int k, int ti, plan_p
                      baton_device_format(root->state_device, b, sizeof b));
 }
 
-/* Before the signature, whose message about shapes would mislead: views are never written. */
+/* Before the signature, whose message about shapes or descriptors would mislead: views are never
+ * written, and a verbatim descriptor cannot follow tensors sized by dimensions. */
 static int check_no_view_written(const baton_plan *plan, const plan_step *s, baton_error *err)
 {
+    int dims = 0;
+    for (int k = 0; k < s->n_inputs; k++)
+        dims |= plan->tensors[s->inputs[k]].has_dims;
+    for (int k = 0; k < s->n_outputs; k++)
+        dims |= plan->tensors[s->outputs[k]].has_dims;
+    if (dims && s->kind == BATON_TARGET_COLLECTIVE)
+        return plan_fail(err, plan, BATON_EPLAN, s->pos,
+                         "step '%s' is a collective over a tensor sized by a dimension; a "
+                         "collective's tensors have fixed shapes (give them the dimension's max)",
+                         s->name);
+    if (dims && s->opaque_verbatim)
+        return plan_fail(err, plan, BATON_EPLAN, s->pos,
+                         "step '%s' has a verbatim \"opaque\" but a tensor sized by a dimension; "
+                         "its descriptor could not follow the run's shapes: remove \"opaque\" so "
+                         "that the target packs it",
+                         s->name);
     for (int o = 0; o < s->n_outputs; o++) {
         const plan_tensor *t = &plan->tensors[s->outputs[o]];
         if (t->view_of >= 0)

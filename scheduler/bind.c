@@ -10,6 +10,39 @@
 
 /* ---- inputs and outputs ------------------------------------------------------------------- */
 
+/* An unknown name given to set_input (want_input) or get_output: the closest name of the right
+ * role ("did you mean", as the CLI says) and the names there are. */
+static int no_such_tensor(const baton_plan *plan, const char *name, int want_input,
+                          baton_error *err)
+{
+    plan_suggest sg;
+    plan_suggest_init(&sg, name);
+    char list[320] = "";
+    size_t len = 0;
+    int listed = 0;
+    for (int i = 0; i < plan->n_tensors; i++) {
+        const plan_tensor *c = &plan->tensors[i];
+        if (c->role != BATON_ROLE_INPUT && (want_input || c->role != BATON_ROLE_OUTPUT))
+            continue;
+        plan_suggest_try(&sg, c->name);
+        if (len + strlen(c->name) + 8 < sizeof list) {
+            len += (size_t)snprintf(list + len, sizeof list - len, "%s'%s'", listed ? ", " : "",
+                                    c->name);
+            listed++;
+        } else if (len + 6 < sizeof list && list[len - 1] != '.') {
+            len += (size_t)snprintf(list + len, sizeof list - len, ", ...");
+        }
+    }
+    const char *near = plan_suggest_best(&sg);
+    char mean[128] = "";
+    if (near)
+        snprintf(mean, sizeof mean, " (did you mean '%.64s'?)", near);
+    return err_set(err, BATON_ENOENT, "%s: %s: plan '%s' has no tensor named '%s'%s; its %s: %s",
+                   want_input ? "baton_runtime_set_input" : "baton_runtime_get_output",
+                   plan->source, plan->name, name, mean,
+                   want_input ? "inputs" : "outputs and inputs", listed ? list : "none");
+}
+
 static int host_tensor(baton_runtime *rt, const char *name, size_t nbytes, int want_input,
                        void **addr, baton_error *err)
 {
@@ -18,7 +51,7 @@ static int host_tensor(baton_runtime *rt, const char *name, size_t nbytes, int w
     const baton_plan *plan = rt->plan;
     int t = baton_plan_tensor_index(plan, name);
     if (t < 0)
-        return err_set(err, BATON_ENOENT, "%s: no tensor named '%s'", plan->source, name);
+        return no_such_tensor(plan, name, want_input, err);
     const plan_tensor *pt = &plan->tensors[t];
     if (want_input && pt->role != BATON_ROLE_INPUT)
         return err_set(err, BATON_EINVAL,
@@ -448,6 +481,37 @@ int baton_runtime_bind(baton_runtime *rt, int tensor, const baton_buffer *buf, b
                            "is read on more devices than %s (it lives on %s); bind it on the host "
                            "(device cpu), which feeds them all",
                            dname, have);
+    /* A caller's buffer shared with another bound tensor, or lying in an arena, would be
+     * overwritten by that tensor's or the plan's other writes. */
+    const uintptr_t b0 = (uintptr_t)buf->data, b1 = b0 + buf->nbytes;
+    for (int t = 0; t < plan->n_tensors; t++) {
+        const uintptr_t o0 = (uintptr_t)rt->bind_data[t], o1 = o0 + plan->tensors[t].nbytes;
+        if (t != tensor && rt->bind_dev[t] >= 0 && b0 < o1 && o0 < b1)
+            return bind_refuse(err, plan, pt->name,
+                               "the buffer %p (%zu bytes) overlaps the one bound to '%s' (%p, "
+                               "%zu bytes); give each tensor its own memory",
+                               buf->data, buf->nbytes, plan->tensors[t].name, rt->bind_data[t],
+                               plan->tensors[t].nbytes);
+    }
+    for (int k = 0; k < rt->nd; k++) {
+        const plan_memory *m = &plan->memory[k];
+        const struct {
+            const char *base;
+            size_t n;
+        } part[2] = {{rt->dev[k].consts, m->const_bytes},
+                     {rt->dev[k].priv, m->arena_bytes - m->const_bytes}};
+        for (int p = 0; p < 2; p++) {
+            const uintptr_t a0 = (uintptr_t)part[p].base, a1 = a0 + part[p].n;
+            if (part[p].base && part[p].n && b0 < a1 && a0 < b1) {
+                char aname[32];
+                return bind_refuse(err, plan, pt->name,
+                                   "the buffer %p (%zu bytes) lies in the runtime's arena of %s; "
+                                   "give it memory of its own",
+                                   buf->data, buf->nbytes,
+                                   baton_device_format(m->device, aname, sizeof aname));
+            }
+        }
+    }
     baton_error merr = {0};
     if (dev_mem_check(rd->arena_ops, rd->arena_ctx, buf->data, buf->nbytes, d == 0, &merr))
         return bind_refuse(err, plan, pt->name, "%s", merr.message);

@@ -439,6 +439,13 @@ static int check_bindings(const baton_pool *p, const baton_binding *b, int n, ba
             return err_set(err, BATON_EINVAL,
                            "baton_pool_submit: %s '%s': %s; it takes a buffer of %zu bytes", what,
                            b[i].name, b[i].data ? "wrong size" : "NULL data", ti.nbytes);
+        /* as the CLI refuses a repeated --input: which of the two would the run read? */
+        for (int k = 0; k < i; k++)
+            if (strcmp(b[k].name, b[i].name) == 0)
+                return err_set(err, BATON_EINVAL,
+                               "baton_pool_submit: %ss %d and %d both bind '%s'; bind each "
+                               "tensor once",
+                               what, k, i, b[i].name);
     }
     return 0;
 }
@@ -521,7 +528,9 @@ static void cancel_queued(baton_pool *p, baton_job *job)
 
 int baton_pool_cancel(baton_job *job)
 {
-    if (!job || !job->pool_ || job->state_ != JOB_QUEUED)
+    if (!job)
+        return BATON_EINVAL;
+    if (!job->pool_ || job->state_ != JOB_QUEUED)
         return BATON_ESTATE;
     for (baton_job *q = job->pool_->queue_head; q; q = q->next_)
         if (q == job) {

@@ -4,6 +4,7 @@
  * context (stream) per device, delegate states, and one prebuilt call per step, so that a run
  * (run.c) only walks the segments and binding a caller's buffer (bind.c) only rewrites the
  * addresses prepare recorded. */
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -30,6 +31,28 @@ static baton_device run_on(const baton_runtime *rt, baton_device dv)
     if (rt->alias_gpus > 0 && rt->backend == BATON_GPU_CUDA && dv.kind == BATON_DEVICE_CUDA)
         dv.index %= rt->alias_gpus;
     return dv;
+}
+
+/* A warning or note of baton_runtime_create, logged when it succeeds (flush_deferred_log): a
+ * refused create says everything in its error, once. */
+static void defer_log(baton_runtime *rt, baton_log_level level, const char *fmt, ...)
+    CORE_PRINTF(3, 4);
+static void defer_log(baton_runtime *rt, baton_log_level level, const char *fmt, ...)
+{
+    if (rt->opts.quiet || rt->n_deferred >= RT_MAX_DEFERRED)
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(rt->deferred[rt->n_deferred], ERRBUF_LEN, fmt, ap);
+    va_end(ap);
+    rt->deferred_level[rt->n_deferred++] = level;
+}
+
+static void flush_deferred_log(baton_runtime *rt)
+{
+    for (int i = 0; i < rt->n_deferred; i++)
+        log_to(rt->plan->log, rt->deferred_level[i], "%s", rt->deferred[i]);
+    rt->n_deferred = 0;
 }
 
 static int choose_backend(baton_runtime *rt, baton_error *err)
@@ -69,14 +92,14 @@ static int choose_backend(baton_runtime *rt, baton_error *err)
         snprintf(why, sizeof why, "%d CUDA device(s) present", have);
     if (rt->backend == BATON_GPU_CUDA || rt->opts.fallback_is_error)
         return err_set(err, BATON_ENODEV,
-                       "%s: step '%s' needs cuda:%d but %s; run its steps on the CPU with "
-                       "--gpu=cpu (or allow the fallback)",
+                       "%s: step '%s' needs cuda:%d but %s; set baton_options.gpu = "
+                       "BATON_GPU_CPU to run its steps on the CPU, or BATON_GPU_AUTO without "
+                       "baton_options.fallback_is_error to fall back",
                        plan->source, plan->steps[first_step].name, need, why);
-    if (!rt->opts.quiet)
-        log_msg(BATON_LOG_WARNING,
-                "%s: step '%s' needs cuda:%d but %s; running the GPU steps on the CPU "
-                "(--no-fallback makes this an error)",
-                plan->source, plan->steps[first_step].name, need, why);
+    defer_log(rt, BATON_LOG_WARNING,
+              "%s: step '%s' needs cuda:%d but %s; running the GPU steps on the CPU "
+              "(baton_options.fallback_is_error makes this an error)",
+              plan->source, plan->steps[first_step].name, need, why);
     rt->backend = BATON_GPU_CPU;
     return 0;
 }
@@ -122,7 +145,7 @@ static const baton_arena *caller_arena(const baton_runtime *rt, int d)
 
 /* baton_options.arenas and .streams name devices the plan uses, once each, with memory and
  * streams that can be used; checked before anything is opened. */
-static int check_caller_resources(const baton_runtime *rt, baton_error *err)
+static int check_caller_resources(baton_runtime *rt, baton_error *err)
 {
     const baton_plan *plan = rt->plan;
     const baton_options *o = &rt->opts;
@@ -162,6 +185,25 @@ static int check_caller_resources(const baton_runtime *rt, baton_error *err)
                            i, name, a->nbytes, plan->name, need,
                            rt->share ? "baton_pool_arena_info" : "baton_plan_arena_info");
     }
+    /* Two devices' arenas in one memory would have each overwrite the other's tensors: the
+     * address space is one (CUDA's unified addressing), so the ranges baton uses must not meet. */
+    for (int i = 0; i < o->n_arenas; i++)
+        for (int j = 0; j < i; j++) {
+            const baton_arena *a = &o->arenas[i], *b = &o->arenas[j];
+            const uintptr_t a0 = (uintptr_t)a->data, b0 = (uintptr_t)b->data;
+            const size_t an = plan->memory[plan_memory_index(plan, a->device)].arena_bytes,
+                         bn = plan->memory[plan_memory_index(plan, b->device)].arena_bytes;
+            if (an && bn && a0 < b0 + bn && b0 < a0 + an) {
+                char other[32];
+                baton_device_format(a->device, name, sizeof name);
+                baton_device_format(b->device, other, sizeof other);
+                return err_set(err, BATON_EINVAL,
+                               "baton_runtime_create: options.arenas[%d] (%s, %p, %zu bytes used) "
+                               "and [%d] (%s, %p, %zu bytes used) overlap; give each device its "
+                               "own memory",
+                               j, other, b->data, bn, i, name, a->data, an);
+            }
+        }
     for (int i = 0; i < o->n_streams; i++) {
         const baton_stream *st = &o->streams[i];
         baton_device_format(st->device, name, sizeof name);
@@ -183,7 +225,17 @@ static int check_caller_resources(const baton_runtime *rt, baton_error *err)
                            "(%p); pass a stream made with cudaStreamCreate(WithFlags): the "
                            "default stream cannot be captured into a graph",
                            i, name, st->stream);
-        if (!dev_has(ops_for(rt, st->device), DEV_CAP_CALLER_STREAM))
+        int on_cuda = dev_has(ops_for(rt, st->device), DEV_CAP_CALLER_STREAM);
+        /* On the CPU (the fallback, or asked for) no step uses a stream: the caller's is
+         * ignored, as a program written for a GPU expects on a machine without one. */
+        if (!on_cuda && rt->backend == BATON_GPU_CPU) {
+            defer_log(rt, BATON_LOG_NOTE,
+                      "baton_runtime_create: options.streams[%d] (%s) is not used: plan '%s' "
+                      "runs its GPU steps on the CPU here",
+                      i, name, plan->name);
+            continue;
+        }
+        if (!on_cuda)
             return err_set(err, BATON_EINVAL,
                            "baton_runtime_create: options.streams[%d] is for %s, which runs on "
                            "%s here, not on CUDA: a caller's stream needs the CUDA backend "
@@ -288,10 +340,16 @@ static int load_constants(baton_runtime *rt, baton_error *err)
         if (pt->role != BATON_ROLE_CONSTANT)
             continue;
         void *host = NULL;
+        int mapped = 0;
         for (int d = 0; d < rt->nd; d++) {
             void *dst = runtime_slot_addr(rt, d, t);
             if (!dst || plan->memory[d].offset[t] == PLAN_OFFSET_MAPPED)
                 continue;
+            if (!host && pt->init.kind == INIT_SAFETENSORS) {
+                /* straight from the mapping: no host copy of a file's weights per runtime */
+                host = (void *)pt->init.mapped;
+                mapped = 1;
+            }
             if (!host) {
                 host = malloc(pt->nbytes ? pt->nbytes : 1);
                 if (!host)
@@ -306,11 +364,13 @@ static int load_constants(baton_runtime *rt, baton_error *err)
                             : rt->dev[d].ops->copy_sync(rt->dev[d].ctx, dst, host, pt->nbytes,
                                                         DEV_COPY_H2D, err);
             if (rc) {
-                free(host);
+                if (!mapped)
+                    free(host);
                 return rc;
             }
         }
-        free(host);
+        if (!mapped)
+            free(host);
     }
     return 0;
 }
@@ -392,7 +452,8 @@ static int build_calls(baton_runtime *rt, baton_error *err)
             *dd++ = plan->tensors[s->outputs[k]].desc;
             *nn++ = plan->tensors[s->outputs[k]].name;
         }
-        rt->sigs[i] = (baton_sig_args){.n_inputs = s->n_inputs,
+        rt->sigs[i] = (baton_sig_args){.struct_size = sizeof(baton_sig_args),
+                                       .n_inputs = s->n_inputs,
                                        .inputs = step_descs,
                                        .n_outputs = s->n_outputs,
                                        .outputs = step_descs + s->n_inputs,
@@ -403,6 +464,7 @@ static int build_calls(baton_runtime *rt, baton_error *err)
         c->opaque = s->opaque;
         c->opaque_len = s->opaque_len;
         c->ctx = (baton_exec_ctx){
+            .struct_size = sizeof(baton_exec_ctx),
             .device = run_on(rt, s->device), /* kernels launch on the GPU it runs on */
             .stream = rd->ops->stream(rd->ctx),
             .next_device = s->next_device,
@@ -434,6 +496,7 @@ static int build_calls(baton_runtime *rt, baton_error *err)
         for (int k = 0; k < s->n_inputs; k++)
             is_const[k] = plan->tensors[s->inputs[k]].role == BATON_ROLE_CONSTANT;
         baton_delegate_init info = {
+            .struct_size = sizeof(baton_delegate_init),
             .step_index = i,
             .step_name = s->name,
             .device = c->ctx.device,
@@ -606,7 +669,8 @@ static int build_collectives(baton_runtime *rt, baton_error *err)
         if (!dev_has_collectives(ops))
             return plan_error(err, BATON_ENOTSUP, plan, st->pos,
                               "step '%s': %s on %s: this backend (%s) has no collectives; run the "
-                              "plan with --gpu=cuda (NCCL), sim or cpu",
+                              "plan with baton_options.gpu = BATON_GPU_CUDA (NCCL), BATON_GPU_SIM "
+                              "or BATON_GPU_CPU",
                               st->name, st->target_name,
                               baton_device_format(st->device, name, sizeof name), ops->name);
         int rc = ops->coll_prepare(c, err);
@@ -667,6 +731,18 @@ static int check_options(const baton_options *o, baton_error *err)
                        "baton_runtime_create: options.sim_delay_us is %d; use 0 (no delay) "
                        "to %d microseconds",
                        o->sim_delay_us, RT_MAX_SIM_DELAY_US);
+    if (o->cpu_threads < 0)
+        return err_set(err, BATON_EINVAL,
+                       "baton_runtime_create: options.cpu_threads is %d; use 0 (every core), 1 "
+                       "(the calling thread only) or a cap >= 2",
+                       o->cpu_threads);
+    if (o->cpu_pool && (o->cpu_pool->struct_size < sizeof(baton_parallel_for) ||
+                        !o->cpu_pool->run || o->cpu_pool->n_threads < 1))
+        return err_set(err, BATON_EINVAL, "baton_runtime_create: options.cpu_pool: %s",
+                       o->cpu_pool->struct_size < sizeof(baton_parallel_for)
+                           ? "struct_size is too small; set it to sizeof(baton_parallel_for)"
+                       : !o->cpu_pool->run ? "run is NULL; it must be the pool's parallel-for"
+                                           : "n_threads must be >= 1");
     return 0;
 }
 
@@ -689,6 +765,8 @@ static int prepare(const baton_plan *plan, const baton_options *opts, const bato
     rt->plan = plan_retain(plan); /* baton_runtime_destroy releases it */
     rt->opts = o;
     rt->share = share;
+    /* what delegates and kernels log while they prepare goes to the plan's registry */
+    const log_sink *outer_log = log_scope(plan->log);
     if (share) { /* an instance runs where its first one does */
         rt->backend = share->backend;
         rt->alias_gpus = share->alias_gpus;
@@ -727,10 +805,12 @@ static int prepare(const baton_plan *plan, const baton_options *opts, const bato
         rc = runtime_build_sites(rt, err);
     if (!rc)
         rc = plan_queue_ahead(rt, err);
+    log_scope(outer_log);
     if (rc) {
         baton_runtime_destroy(rt);
         return rc;
     }
+    flush_deferred_log(rt);
     *out = rt;
     return 0;
 }

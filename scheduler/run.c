@@ -33,6 +33,34 @@ static int step_fail(baton_runtime *rt, int i, int rc, baton_error *err)
                    baton_device_format(s->device, name, sizeof name), inner);
 }
 
+/* Errors that CUDA kernels recorded on the device instead of reading out of bounds (the decoder
+ * ops' ids and positions), read once the host has waited for every GPU at the end of a run: the
+ * run fails naming the step. Only plans with such kernels on a real GPU pay the read (one small
+ * synchronous copy per device and run). */
+static int take_kernel_errors(baton_runtime *rt, baton_error *err)
+{
+    const baton_plan *plan = rt->plan;
+    uint64_t polled = 0;
+    for (int i = 0; i < plan->n_steps; i++) {
+        const plan_step *s = &plan->steps[i];
+        if (!s->cuda_errors || !rt->impls[i] || rt->impls[i]->device != BATON_DEVICE_CUDA ||
+            rt->calls[i].kernel != rt->impls[i]->kernel)
+            continue;
+        const int dev = rt->calls[i].ctx.device.index;
+        if (dev < 0 || dev >= 64 || (polled >> dev & 1))
+            continue;
+        polled |= 1ull << dev;
+        char msg[BATON_ERROR_MAX / 2];
+        int step = -1;
+        int rc = s->cuda_errors(dev, &step, msg, sizeof msg);
+        if (rc) {
+            err_set(err, rc, "%s", msg);
+            return step >= 0 && step < plan->n_steps ? step_fail(rt, step, rc, err) : rc;
+        }
+    }
+    return 0;
+}
+
 static int issue_step(baton_runtime *rt, int i, baton_error *err)
 {
     rt_device *rd = &rt->dev[rt->step_dev[i]];
@@ -178,7 +206,7 @@ static int segment_capturable(baton_runtime *rt, int s)
                          "cannot be captured",
                          s, plan->steps[i].target_name, plan->steps[i].name);
                 if (!rt->opts.quiet)
-                    log_msg(BATON_LOG_NOTE, "%s", rt->note);
+                    log_to(rt->plan->log, BATON_LOG_NOTE, "%s", rt->note);
             }
             return 0;
         }
@@ -231,7 +259,7 @@ static int capture_segment(baton_runtime *rt, int s, baton_error *err)
                      plan->steps[seg->first_step].name, plan->steps[seg->last_step].name,
                      rc ? (err ? err->message : "") : cerr.message);
             if (!rt->opts.quiet)
-                log_msg(BATON_LOG_NOTE, "%s", rt->note);
+                log_to(rt->plan->log, BATON_LOG_NOTE, "%s", rt->note);
         }
         rd->ops->graph_reset(rd->ctx, slot);
         return BATON_ENOTSUP;
@@ -466,11 +494,37 @@ static void recover(baton_runtime *rt)
         rt->calls[i].ctx.capturing = 0;
 }
 
+/* Two threads running one runtime at once would share its arenas and streams: not allowed
+ * (baton.h), and detected with one atomic exchange a run. 1 when the caller may run. */
+static int run_claim(baton_runtime *rt)
+{
+    return atomic_exchange_explicit(&rt->running, 1, memory_order_acquire) == 0;
+}
+
+static void run_release(baton_runtime *rt)
+{
+    atomic_store_explicit(&rt->running, 0, memory_order_release);
+}
+
+static int run_plan(baton_runtime *rt, baton_error *err);
+
 int baton_runtime_run(baton_runtime *rt, baton_error *err)
 {
     err_clear(err);
     if (!rt)
         return err_set(err, BATON_EINVAL, "baton_runtime_run: no runtime");
+    if (!run_claim(rt))
+        return err_set(err, BATON_ESTATE,
+                       "baton_runtime_run: this runtime is already running on another thread; a "
+                       "runtime runs one run at a time (create one per thread, or use a "
+                       "baton_pool)");
+    const int rc = run_plan(rt, err);
+    run_release(rt);
+    return rc;
+}
+
+static int run_plan(baton_runtime *rt, baton_error *err)
+{
     if (rt->n_unset_inputs > 0 && !rt->opts.allow_unset_inputs)
         return runtime_unset_inputs(rt, err);
     const baton_plan *plan = rt->plan;
@@ -507,6 +561,8 @@ int baton_runtime_run(baton_runtime *rt, baton_error *err)
         for (int d = 1; d < rt->nd && !rc; d++)
             if (rt->dev[d].pending)
                 rc = host_wait(rt, d, "end of run", err);
+        if (!rc)
+            rc = take_kernel_errors(rt, err);
     }
     if (run_t0)
         trace_add(rt, rc ? "run (failed)" : "run", "run", TRACE_RUN_LANE, -1, 0, run_t0, now_ns());

@@ -5,14 +5,16 @@
 #ifndef BATON_SCHEDULER_RUNTIME_H
 #define BATON_SCHEDULER_RUNTIME_H
 
+#include <stdatomic.h>
 #include <stdint.h>
 #include <time.h>
 
 #include "plan/plan_internal.h"
 #include "scheduler/device.h"
 
-#define ERRBUF_LEN 512
-#define WAIT_SLOT  0
+#define ERRBUF_LEN      512
+#define RT_MAX_DEFERRED 4 /* create's warning (a fallback) and notes (ignored streams) */
+#define WAIT_SLOT       0
 /* The event a GPU records after segment s when another GPU reads what s wrote. */
 #define SEG_EVENT(s) (1 + (s))
 /* The most operations a segment queued ahead may issue outside a graph (when it cannot be
@@ -110,8 +112,13 @@ struct baton_runtime {
     int no_cross_wait;       /* testing (runtime_skip_cross_waits): GPU->GPU copies do not wait */
     int ahead;               /* the segment queued ahead in this run, or -1 */
     char note[ERRBUF_LEN];
-    int last_run;    /* 0: none yet, 1: the last run succeeded, -1: it failed */
-    int capture_seg; /* the segment being captured, or -1 */
+    /* baton_runtime_create's warnings and notes, logged once it succeeds (defer_log) */
+    char deferred[RT_MAX_DEFERRED][ERRBUF_LEN];
+    baton_log_level deferred_level[RT_MAX_DEFERRED];
+    int n_deferred;
+    int last_run;       /* 0: none yet, 1: the last run succeeded, -1: it failed */
+    atomic_int running; /* a baton_runtime_run is in progress (run_claim) */
+    int capture_seg;    /* the segment being captured, or -1 */
     /* caller-owned buffers (baton_runtime_bind): per tensor, the device index it is bound on
      * (-1: none) and the address; the sites of every input and output, by tensor */
     int *bind_dev;

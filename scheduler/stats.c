@@ -6,11 +6,18 @@
 
 void baton_runtime_stats(const baton_runtime *rt, baton_run_stats *out)
 {
-    *out = rt->stats;
+    if (!out)
+        return;
+    if (!rt)
+        memset(out, 0, sizeof *out);
+    else
+        *out = rt->stats;
 }
 
 void baton_runtime_reset_stats(baton_runtime *rt)
 {
+    if (!rt)
+        return;
     memset(&rt->stats, 0, sizeof rt->stats);
     memset(rt->step_ns, 0, (size_t)rt->plan->n_steps * sizeof *rt->step_ns);
     rt->graph_hits = 0;
@@ -23,7 +30,7 @@ int64_t baton_runtime_graph_hits(const baton_runtime *rt)
 
 const char *baton_runtime_note(const baton_runtime *rt)
 {
-    return rt->note[0] ? rt->note : NULL;
+    return rt && rt->note[0] ? rt->note : NULL;
 }
 
 const char *baton_runtime_tuning(const baton_runtime *rt, int step)
@@ -39,15 +46,18 @@ int baton_runtime_recapture(baton_runtime *rt)
     if (!rt)
         return BATON_EINVAL;
     rt->recapture = 1;
+    /* the graphs kept for other bindings of the dims are captured again when next used */
+    if (rt->slot_ok)
+        memset(rt->slot_ok, 0, (size_t)rt->plan->n_segments * (size_t)rt->graph_ways);
     return 0;
 }
 
 baton_sync_mode baton_runtime_mode(const baton_runtime *rt)
 {
-    return rt->opts.mode;
+    return rt ? rt->opts.mode : BATON_SYNC_STRICT;
 }
 
 baton_gpu_backend baton_runtime_gpu_backend(const baton_runtime *rt)
 {
-    return rt->backend;
+    return rt ? rt->backend : BATON_GPU_CPU;
 }

@@ -27,7 +27,7 @@ int baton_runtime_enable_step_timing(baton_runtime *rt, int enable)
 
 int baton_runtime_step_time_ns(const baton_runtime *rt, int step, int64_t *total_ns)
 {
-    if (!rt || step < 0 || step >= rt->plan->n_steps)
+    if (!rt || !total_ns || step < 0 || step >= rt->plan->n_steps)
         return BATON_EINVAL;
     *total_ns = rt->step_ns[step];
     return 0;
@@ -149,7 +149,11 @@ static int64_t run_at(const int64_t *ts, const int64_t *id, size_t n, int64_t t)
 int baton_runtime_trace_write(baton_runtime *rt, const char *path, baton_error *err)
 {
     err_clear(err);
-    if (!rt || !rt->trace)
+    if (!rt || !path)
+        return err_set(err, BATON_EINVAL,
+                       "baton_runtime_trace_write: a runtime and a path are "
+                       "required");
+    if (!rt->trace)
         return err_set(err, BATON_ESTATE, "trace: call baton_runtime_trace_begin first");
     for (int d = 1; d < rt->nd; d++)
         if (rt->dev_trace[d].spans && rt->dev[d].ops->trace_sync)

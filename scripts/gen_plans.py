@@ -1,6 +1,8 @@
 #!/usr/bin/env python3
-"""gen_plans.py: writes the bundled plans in examples/plans/ (run from the repo root).
-The plans are committed; this script is how they were made, so they can be re-made or varied."""
+"""gen_plans.py: writes the bundled plans in examples/plans/ that the PyTorch exporter cannot make
+(run from the repo root): the tutorial's backward and the RMSNorm chain. rfc.json is exported from a
+PyTorch module by scripts/export_rfc.py. The plans are committed; this script is how they were
+made, so they can be re-made or varied."""
 import json, os
 
 OUT = os.path.join(os.path.dirname(__file__), "..", "examples", "plans")
@@ -44,36 +46,6 @@ def tutorial():
     write("rmsnorm_tutorial.json", plan("rmsnorm-tutorial", t, s))
 
 
-def rfc(layers=8, d=4096):
-    t = [{"name": "x0", "dtype": "bf16", "shape": [1, d], "role": "input"},
-         {"name": "A", "dtype": "bf16", "shape": [d, d], "role": "constant",
-          "init": {"kind": "normal", "seed": 7, "std": 0.02}}]
-    s = []
-    for i in range(layers):
-        last = i == layers - 1
-        t += [
-            {"name": f"w{i}", "dtype": "bf16", "shape": [d], "role": "constant",
-             "init": {"kind": "normal", "seed": 100 + i, "mean": 1.0, "std": 0.05}},
-            {"name": f"h{i}", "dtype": "bf16", "shape": [1, d]},
-            {"name": f"n{i}", "dtype": "bf16", "shape": [1, d]},
-            {"name": f"inv{i}", "dtype": "f32", "shape": [1]},
-            {"name": f"s{i}", "dtype": "bf16", "shape": [1, d]},
-            {"name": f"x{i+1}", "dtype": "bf16", "shape": [1, d],
-             **({"role": "output"} if last else {})},
-        ]
-        s += [
-            {"name": f"proj{i}", "delegate": "gemm", "device": "cuda:0",
-             "inputs": [f"x{i}", "A"], "outputs": [f"h{i}"]},
-            {"name": f"norm{i}", "kernel": "rms_norm_fwd", "device": "cuda:0",
-             "inputs": [f"h{i}", f"w{i}"], "outputs": [f"n{i}", f"inv{i}"], "attrs": {"eps": 1e-5}},
-            {"name": f"shrink{i}", "kernel": "softshrink", "device": "cuda:0",
-             "inputs": [f"n{i}"], "outputs": [f"s{i}"], "attrs": {"lambda": 0.5}},
-            {"name": f"post{i}", "kernel": "add_scalar", "device": "cpu",
-             "inputs": [f"s{i}"], "outputs": [f"x{i+1}"], "attrs": {"value": 1.0}},
-        ]
-    write("rfc.json", plan("executorch-rfc", t, s))
-
-
 def chain(n=64, d=4096, rows=1):
     t = [{"name": "x", "dtype": "bf16", "shape": [rows, d], "role": "input"},
          {"name": "w", "dtype": "bf16", "shape": [d], "role": "constant",
@@ -95,5 +67,4 @@ def chain(n=64, d=4096, rows=1):
 if __name__ == "__main__":
     os.makedirs(OUT, exist_ok=True)
     tutorial()
-    rfc()
     chain()

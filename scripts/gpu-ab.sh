@@ -28,7 +28,7 @@ eval "$(bash scripts/deps-prefix.sh)"
 export BATON_SOURCE_DIR=$root
 
 build() { # build SRC DIR
-  cmake -C "$BATON_DEPS_PREFIX/deps.cmake" -S "$1" -B "$2" -DBATON_CUDA=ON \
+  cmake -C "$BATON_DEPS_PREFIX/deps.cmake" -S "$1" -B "$2" -DBATON_CUDA=ON -DBATON_BENCH=ON \
     -DCMAKE_BUILD_TYPE=Release > "$OUT/build-$(basename "$2").log" 2>&1 &&
     cmake --build "$2" -j"$JOBS" >> "$OUT/build-$(basename "$2").log" 2>&1
 }

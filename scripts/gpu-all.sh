@@ -34,7 +34,7 @@ inc=$(python3 -c "import jax.ffi; print(jax.ffi.include_dir())" 2>/dev/null || t
 ffi=()
 [ -n "$inc" ] && ffi=(-DBATON_XLA_FFI_INCLUDE="$inc")
 if cmake -C "$BATON_DEPS_PREFIX/deps.cmake" -S . -B "$BUILD" -DBATON_CUDA=ON \
-     -DCMAKE_BUILD_TYPE=Release "${ffi[@]}" > "$work/build.log" 2>&1 &&
+     -DCMAKE_BUILD_TYPE=Release -DBATON_BENCH=ON "${ffi[@]}" > "$work/build.log" 2>&1 &&
    cmake --build "$BUILD" -j"$JOBS" >> "$work/build.log" 2>&1; then
   say "build: ok in $(( $(date +%s) - t0 )) s"
 else

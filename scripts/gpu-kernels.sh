@@ -41,8 +41,8 @@ done
 if [ $prebuild = 1 ]; then
   inc=$(python3 -c "import jax.ffi; print(jax.ffi.include_dir())" 2>/dev/null ||
         "$root"/.venv-jax/bin/python -c "import jax.ffi; print(jax.ffi.include_dir())")
-  cmake -S . -B "$BUILD" -DBATON_CUDA=ON -DCMAKE_BUILD_TYPE=Release \
-        -DBATON_XLA_FFI_INCLUDE="$inc" > /dev/null &&
+  cmake -S . -B "$BUILD" -DBATON_CUDA=ON -DCMAKE_BUILD_TYPE=Release -DBATON_BENCH=ON \
+        -DBATON_XLA_FFI_INCLUDE="$inc" -DBATON_XLA_STATUS_LAYOUT=ON > /dev/null &&
   cmake --build "$BUILD" -j"${PREBUILD_JOBS:-2}" --target test_kernels_cuda bench_kernels baton_jax \
     kernel_times &&
   mkdir -p "$BIN" && cp "$BUILD"/test_kernels_cuda "$BUILD"/bench_kernels "$BUILD"/libbaton_jax.so \
@@ -66,7 +66,7 @@ else
   BIN=$BUILD
   inc=$(python3 -c "import jax.ffi; print(jax.ffi.include_dir())")
   if cmake -C "$BATON_DEPS_PREFIX/deps.cmake" -S . -B "$BUILD" -DBATON_CUDA=ON \
-       -DCMAKE_BUILD_TYPE=Release -DBATON_XLA_FFI_INCLUDE="$inc" > "$OUT/build.log" 2>&1 &&
+       -DCMAKE_BUILD_TYPE=Release -DBATON_BENCH=ON -DBATON_XLA_FFI_INCLUDE="$inc" -DBATON_XLA_STATUS_LAYOUT=ON > "$OUT/build.log" 2>&1 &&
      cmake --build "$BUILD" -j"$JOBS" --target test_kernels_cuda bench_kernels baton_jax \
        kernel_times >> "$OUT/build.log" 2>&1; then
     status build "ok ($(( $(date +%s) - t_start )) s)"

@@ -4,7 +4,8 @@
 # Llama-3.2-1B-shaped model against the gpt-fast PyTorch recipe, all in one call so every ratio
 # has its floor and peer from the same machine and minute. Figures go to $OUT (logs.tgz, *.json).
 #   From the device tool: run(command="bash scripts/gpu-round.sh", carry=[".deps"])
-#   env: PARTS (default "tests decoder"; also "llm", "host"), JOBS (16)
+#   env: PARTS (default "tests decoder"; also "cputests", "llm", "host"), JOBS (16),
+#        CTEST_ARGS (e.g. "-R decoder" to run some GPU tests only), LLM_ARGS (bench_generate.py)
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
@@ -23,14 +24,14 @@ t0=$(date +%s)
 eval "$(bash scripts/deps-prefix.sh)"
 export NCCL_NVLS_ENABLE=0
 if cmake -C "$BATON_DEPS_PREFIX/deps.cmake" -S . -B "$BUILD" -DBATON_CUDA=ON \
-     -DCMAKE_BUILD_TYPE=Release ${BATON_CMAKE_ARGS:-} > "$work/build.log" 2>&1 &&
+     -DCMAKE_BUILD_TYPE=Release -DBATON_BENCH=ON ${BATON_CMAKE_ARGS:-} > "$work/build.log" 2>&1 &&
    cmake --build "$BUILD" -j"$JOBS" >> "$work/build.log" 2>&1; then
   say "build: ok in $(( $(date +%s) - t0 )) s"
 else
   say "build: FAILED"; grep -E "error" "$work/build.log" | head -30
 fi
 if has tests; then
-  (cd "$BUILD" && ctest -L gpu --output-on-failure --timeout 300 -j4) > "$work/ctest_gpu.log" 2>&1
+  (cd "$BUILD" && ctest -L gpu ${CTEST_ARGS:-} --output-on-failure --timeout 300 -j4) > "$work/ctest_gpu.log" 2>&1
   say "ctest -L gpu: $(grep -E 'tests passed' "$work/ctest_gpu.log" | tail -1)"
   grep -E "\*\*\*Failed|\[FAIL\]|Failed  |Exception" "$work/ctest_gpu.log" | head -20
   if has cputests; then
@@ -46,8 +47,15 @@ if has decoder; then
     > "$work/decoder_peers.log" 2>&1
   say "== decoder_peers (rc $?)"; grep -v "^RESULT" "$work/decoder_peers.log" | tail -40 | tee -a "$summary" >/dev/null
 fi
-if has llm && [ -x scripts/gpu-llm.sh ]; then
-  BUILD=$BUILD bash scripts/gpu-llm.sh 2>&1 | tee -a "$summary"
+if has llm; then
+  say "== bench_generate (baton's decode and prefill of a Llama-3.2-1B-shaped model)"
+  PYTHONPATH=python timeout 420 python3 bench/llm/bench_generate.py --generate "$BUILD/generate" \
+    --json "$final/bench_generate.json" ${LLM_ARGS:-} > "$work/bench_generate.log" 2>&1
+  say "(rc $?)"; tail -n 30 "$work/bench_generate.log" | tee -a "$summary" > /dev/null
+  say "== torch_decode (the gpt-fast recipe, same machine)"
+  timeout 400 python3 bench/llm/torch_decode.py --context 1024 --prefill 1024 --steps 200 \
+    --json "$final/torch_decode.json" > "$work/torch_decode.log" 2>&1
+  say "(rc $?)"; grep -vE "Warning|warn\(" "$work/torch_decode.log" | tail -n 12 | tee -a "$summary" > /dev/null
 fi
 if has host; then
   timeout 120 "$BUILD/bench_host" > "$work/bench_host.log" 2>&1; tail -30 "$work/bench_host.log" | tee -a "$summary"

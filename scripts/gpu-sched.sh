@@ -33,7 +33,7 @@ t_start=$(date +%s)
   nvcc --version | tail -1; } 2>&1 | tee -a "$OUT/status.txt"
 
 eval "$(bash scripts/deps-prefix.sh)"
-if ! cmake -C "$BATON_DEPS_PREFIX/deps.cmake" -S . -B "$BUILD" -DBATON_CUDA=ON \
+if ! cmake -C "$BATON_DEPS_PREFIX/deps.cmake" -S . -B "$BUILD" -DBATON_CUDA=ON -DBATON_BENCH=ON \
      -DCMAKE_BUILD_TYPE=Release > "$OUT/build.log" 2>&1; then
   status configure "FAILED (see build.log)"; tail -20 "$OUT/build.log"; exit 1
 fi

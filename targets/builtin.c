@@ -1,14 +1,17 @@
 /* builtin.c: the signatures of baton's built-in kernels (what dtypes and shapes each accepts, what
  * its outputs are, how its attributes become the descriptor of kernels/descriptors.h) and the
  * table of built-in targets that baton_registry_create() adds. */
+#include <float.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "core/core.h"
+#include "core/dtype.h"
 #include "core/sig.h"
 #include "kernels/cpu/cpu_kernels.h"
+#include "kernels/desc_check.h"
 #include "kernels/descriptors.h"
 #include "targets/builtin.h"
 #include "targets/decoder.h"
@@ -94,6 +97,71 @@ static int attr_int(const baton_sig_args *a, const char *name, int64_t def, int6
     return reason_set(msg, len, BATON_EPLAN, "attribute %s must be an integer", name);
 }
 
+/* ---- a plan's own descriptor -------------------------------------------------------------------
+ * A plan's "opaque" replaces the descriptor pack() would build, and the kernels trust it, so each
+ * check decodes it (kernels/desc_check.c: its own ranges) and compares it field by field with what
+ * the step's tensors and attributes give. A mismatch names the field and both values. */
+
+#define OPAQUE_FIX "; fix the bytes, or leave \"opaque\" out and baton packs the descriptor"
+
+static int opaque_bad(char *msg, size_t len, const char *why)
+{
+    return reason_set(msg, len, BATON_EPLAN, "\"opaque\": %s" OPAQUE_FIX, why);
+}
+
+/* An integer field: `have` from the bytes, `want` as the tensors give it: "... but <tensor>
+ * <shape> has <want> <unit>". */
+static int opaque_int(const char *field, int64_t have, int64_t want, const char *tensor,
+                      const baton_tensor_desc *t, const char *unit, char *msg, size_t len)
+{
+    if (have == want)
+        return 0;
+    char sh[200];
+    return reason_set(msg, len, BATON_EPLAN,
+                      "\"opaque\" field %s is %lld but %s %s %s has %lld %s" OPAQUE_FIX, field,
+                      (long long)have, tensor, baton_dtype_name(t->dtype),
+                      shape_str(t, sh, sizeof sh), (long long)want, unit);
+}
+
+static const char *code_name(int32_t code)
+{
+    return code >= BATON_DTYPE_BF16 && code < BATON_DTYPE_COUNT
+               ? baton_dtype_name((baton_dtype)code)
+               : "no dtype";
+}
+
+/* A dtype field; `tutorial`: the bytes hold the JAX tutorial's ElementType (baton's code - 1). */
+static int opaque_dtype(const char *field, int32_t have, int32_t want, const char *tensor,
+                        int tutorial, char *msg, size_t len)
+{
+    if (have == want)
+        return 0;
+    const char *kind = tutorial ? "ElementType" : "code";
+    const int off = tutorial ? 1 : 0;
+    return reason_set(msg, len, BATON_EPLAN,
+                      "\"opaque\" field %s is %s %d (%s) but %s is %s (%s %d)" OPAQUE_FIX, field,
+                      kind, (int)have - off, code_name(have), tensor, code_name(want), kind,
+                      (int)want - off);
+}
+
+/* A float field that an attribute may also give: they must agree. */
+static int opaque_attr(const baton_sig_args *a, const char *field, double have, const char *attr,
+                       double want, char *msg, size_t len)
+{
+    if (!find_attr(a, attr) || have == want)
+        return 0;
+    return reason_set(msg, len, BATON_EPLAN,
+                      "\"opaque\" field %s is %.17g but attribute %s is %.17g: give one, or "
+                      "the same value in both",
+                      field, have, attr, want);
+}
+
+/* The name a message gives input i: the plan's name, else its role. */
+static const char *in_name(const baton_sig_args *a, int i, const char *role)
+{
+    return a->input_names && i < a->n_inputs && a->input_names[i] ? a->input_names[i] : role;
+}
+
 /* ---- rms_norm ---------------------------------------------------------------------------------
  */
 
@@ -172,6 +240,53 @@ static int rms_eps(const baton_sig_args *a, double *eps, char *msg, size_t len)
     return 0;
 }
 
+/* The plan's rms_norm_fwd/bwd descriptor (baton's layout or the tutorial's) against the step:
+ * n1, n2 and the dtypes from x and the weight, part_grad_size (bwd) from part_grad's rows, eps
+ * and unsharded_part_grad_size against their attributes where the plan gives those too. */
+static int rms_opaque_check(const baton_sig_args *a, int bwd, const rms_info *info, double eps,
+                            int64_t pgs, int64_t unsharded, char *msg, size_t len)
+{
+    baton_rms_norm_shard_desc d;
+    int tut;
+    char why[320];
+    if (rms_norm_desc_decode(a->opaque, a->opaque_len, bwd, &d, &tut, why, sizeof why))
+        return opaque_bad(msg, len, why);
+    const int xi = bwd ? 2 : 0, wi = bwd ? 3 : 1;
+    const baton_tensor_desc *x = &a->inputs[xi], *w = &a->inputs[wi];
+    char xn[80], wn[80];
+    snprintf(xn, sizeof xn, "x '%.64s'", in_name(a, xi, "x"));
+    snprintf(wn, sizeof wn, "weight '%.64s'", in_name(a, wi, "weight"));
+    int rc = opaque_int("n1", d.rms.n1, info->n1, xn, x, "rows", msg, len);
+    if (rc == 0)
+        rc = opaque_int("n2", d.rms.n2, info->n2, wn, w, "elements", msg, len);
+    if (rc == 0)
+        rc = opaque_dtype(tut ? "x_type" : "x_dtype", d.rms.x_dtype, (int32_t)x->dtype, xn, tut,
+                          msg, len);
+    if (rc == 0)
+        rc = opaque_dtype(tut ? "w_type" : "w_dtype", d.rms.w_dtype, (int32_t)w->dtype, wn, tut,
+                          msg, len);
+    if (rc == 0)
+        rc = opaque_attr(a, "eps", d.rms.eps, "eps", eps, msg, len);
+    if (rc || !bwd)
+        return rc;
+    if (d.rms.part_grad_size != pgs) {
+        const baton_tensor_desc *pg = a->n_outputs > 2 && a->outputs ? &a->outputs[2] : NULL;
+        const char *pn = out_name(a, 2);
+        char sh[200];
+        return reason_set(msg, len, BATON_EPLAN,
+                          "\"opaque\" field part_grad_size is %lld but part_grad '%.64s'%s%s "
+                          "has %lld rows (part_grad_size %lld)" OPAQUE_FIX,
+                          (long long)d.rms.part_grad_size, pn ? pn : "part_grad", pg ? " " : "",
+                          pg ? shape_str(pg, sh, sizeof sh) : "", (long long)pgs, (long long)pgs);
+    }
+    if (find_attr(a, "unsharded_part_grad_size") && d.unsharded_part_grad_size != unsharded)
+        return reason_set(msg, len, BATON_EPLAN,
+                          "\"opaque\" field unsharded_part_grad_size is %lld but attribute "
+                          "unsharded_part_grad_size is %lld: give one, or the same value in both",
+                          (long long)d.unsharded_part_grad_size, (long long)unsharded);
+    return 0;
+}
+
 static int rms_fwd_check(const baton_sig_args *a, baton_tensor_desc *expected, char *msg,
                          size_t len)
 {
@@ -182,6 +297,8 @@ static int rms_fwd_check(const baton_sig_args *a, baton_tensor_desc *expected, c
         rc = rms_resolve(&a->inputs[0], &a->inputs[1], "rms_norm_fwd", &info, msg, len);
     if (rc == 0)
         rc = rms_eps(a, &eps, msg, len);
+    if (rc == 0 && a->opaque)
+        rc = rms_opaque_check(a, 0, &info, eps, 0, 0, msg, len);
     if (rc)
         return rc;
     if (expected) {
@@ -323,6 +440,8 @@ static int rms_bwd_check(const baton_sig_args *a, baton_tensor_desc *expected, c
     int flat;
     int64_t unsharded;
     int rc = rms_bwd_resolve(a, &info, &eps, &pgs, &unsharded, &flat, msg, len);
+    if (rc == 0 && a->opaque)
+        rc = rms_opaque_check(a, 1, &info, eps, pgs, unsharded, msg, len);
     if (rc)
         return rc;
     if (expected) {
@@ -445,8 +564,23 @@ static int rms_gw_resolve(const baton_sig_args *a, baton_rms_grad_weight_desc *d
 
 static int rms_gw_check(const baton_sig_args *a, baton_tensor_desc *expected, char *msg, size_t len)
 {
-    baton_rms_grad_weight_desc d;
+    baton_rms_grad_weight_desc d = {0}, have; /* GCC 12 -O3 cannot see rms_gw_resolve fill it */
     int rc = rms_gw_resolve(a, &d, msg, len);
+    if (rc == 0 && a->opaque) {
+        char why[320], pn[80], wn[80];
+        if (rms_grad_weight_desc_decode(a->opaque, a->opaque_len, &have, why, sizeof why))
+            return opaque_bad(msg, len, why);
+        snprintf(pn, sizeof pn, "part_grad '%.64s'", in_name(a, 0, "part_grad"));
+        snprintf(wn, sizeof wn, "weight '%.64s'", in_name(a, 1, "weight"));
+        rc = opaque_int("part_grad_size", have.part_grad_size, d.part_grad_size, pn, &a->inputs[0],
+                        "rows", msg, len);
+        if (rc == 0)
+            rc = opaque_int("n2", have.n2, d.n2, wn, &a->inputs[1], "elements", msg, len);
+        if (rc == 0)
+            rc = opaque_dtype("pg_dtype", have.pg_dtype, d.pg_dtype, pn, 0, msg, len);
+        if (rc == 0)
+            rc = opaque_dtype("w_dtype", have.w_dtype, d.w_dtype, wn, 0, msg, len);
+    }
     if (rc == 0 && expected)
         expected[0] = a->inputs[1];
     return rc;
@@ -520,6 +654,40 @@ static int ew_check_out(const baton_sig_args *a, baton_tensor_desc *expected)
     return 0;
 }
 
+static double dtype_max_finite(baton_dtype dt)
+{
+    switch (dt) {
+    case BATON_DTYPE_BF16: return 3.3895313892515355e38; /* 0x7f7f */
+    case BATON_DTYPE_F16: return 65504.0;
+    case BATON_DTYPE_F32: return FLT_MAX;
+    default: return DBL_MAX;
+    }
+}
+
+/* A scalar attribute must be representable in x's dtype: an integer within range for i32/i64,
+ * finite once rounded for the floats (as the plan's "fill" init requires), so that 1e300 on f32
+ * is refused here rather than turning every element into inf. */
+static int scalar_fits(const char *name, double v, baton_dtype dt, char *msg, size_t len)
+{
+    if (dtype_is_int(dt)) {
+        double lim = dt == BATON_DTYPE_I32 ? 2147483648.0 : 9223372036854775808.0;
+        if (v != floor(v) || v >= lim || v < -lim)
+            return reason_set(msg, len, BATON_EPLAN,
+                              "%s is %.17g but x is %s: give an integer value within %s's range, "
+                              "or make x a float tensor",
+                              name, v, baton_dtype_name(dt), baton_dtype_name(dt));
+        return 0;
+    }
+    unsigned char tmp[8];
+    store_f64(dt, tmp, 0, v);
+    if (isinf(load_f64(dt, tmp, 0)))
+        return reason_set(msg, len, BATON_EPLAN,
+                          "%s is %g but x is %s, whose largest finite value is %g: it overflows "
+                          "to inf; give a smaller value or a wider dtype",
+                          name, v, baton_dtype_name(dt), dtype_max_finite(dt));
+    return 0;
+}
+
 static int softshrink_resolve(const baton_sig_args *a, baton_ew_desc *d, char *msg, size_t len)
 {
     int rc = ew_resolve(a, "softshrink", 1, 0, d, msg, len);
@@ -530,7 +698,7 @@ static int softshrink_resolve(const baton_sig_args *a, baton_ew_desc *d, char *m
     if (d->value < 0)
         return reason_set(msg, len, BATON_EPLAN,
                           "lambda is %g: it must be >= 0 (0.5 is the default)", d->value);
-    return 0;
+    return scalar_fits("lambda", d->value, (baton_dtype)d->dtype, msg, len);
 }
 
 static int add_scalar_resolve(const baton_sig_args *a, baton_ew_desc *d, char *msg, size_t len)
@@ -538,43 +706,133 @@ static int add_scalar_resolve(const baton_sig_args *a, baton_ew_desc *d, char *m
     int rc = ew_resolve(a, "add_scalar", 1, 1, d, msg, len);
     if (rc == 0)
         rc = attr_float(a, "value", 0, 1, &d->value, msg, len);
-    if (rc)
-        return rc;
-    if (dtype_is_int((baton_dtype)d->dtype)) {
-        double lim = d->dtype == BATON_DTYPE_I32 ? 2147483648.0 : 9223372036854775808.0;
-        if (d->value != floor(d->value) || d->value >= lim || d->value < -lim)
-            return reason_set(
-                msg, len, BATON_EPLAN,
-                "value is %.17g but x is %s: give an integer value within %s's range, or "
-                "make x a float tensor",
-                d->value, baton_dtype_name((baton_dtype)d->dtype),
-                baton_dtype_name((baton_dtype)d->dtype));
-    }
-    return 0;
+    return rc ? rc : scalar_fits("value", d->value, (baton_dtype)d->dtype, msg, len);
 }
 
-#define EW_TARGET_FNS(name, resolve_expr)                                                          \
-    static int name##_check(const baton_sig_args *a, baton_tensor_desc *expected, char *msg,       \
-                            size_t len)                                                            \
-    {                                                                                              \
-        baton_ew_desc d;                                                                           \
-        int rc = resolve_expr;                                                                     \
-        return rc ? rc : ew_check_out(a, expected);                                                \
-    }                                                                                              \
-    static int name##_pack(const baton_sig_args *a, char *opaque, size_t cap)                      \
-    {                                                                                              \
-        baton_ew_desc d;                                                                           \
-        char msg[256];                                                                             \
-        size_t len = sizeof msg;                                                                   \
-        int rc = resolve_expr;                                                                     \
-        return rc ? rc : put_desc(&d, sizeof d, opaque, cap);                                      \
-    }
+static int add_resolve(const baton_sig_args *a, baton_ew_desc *d, char *msg, size_t len)
+{
+    return ew_resolve(a, "add", 2, 1, d, msg, len);
+}
 
-EW_TARGET_FNS(softshrink, softshrink_resolve(a, &d, msg, len))
-EW_TARGET_FNS(add, ew_resolve(a, "add", 2, 1, &d, msg, len))
-EW_TARGET_FNS(mul, ew_resolve(a, "mul", 2, 1, &d, msg, len))
-EW_TARGET_FNS(add_scalar, add_scalar_resolve(a, &d, msg, len))
-EW_TARGET_FNS(copy, ew_resolve(a, "copy", 1, 1, &d, msg, len))
+static int mul_resolve(const baton_sig_args *a, baton_ew_desc *d, char *msg, size_t len)
+{
+    return ew_resolve(a, "mul", 2, 1, d, msg, len);
+}
+
+static int copy_resolve(const baton_sig_args *a, baton_ew_desc *d, char *msg, size_t len)
+{
+    return ew_resolve(a, "copy", 1, 1, d, msg, len);
+}
+
+/* What tells the elementwise targets apart: how the descriptor is resolved, whether integers
+ * are taken, and the attribute that gives the descriptor's value (NULL: value is 0). */
+typedef struct ew_kind {
+    int (*resolve)(const baton_sig_args *a, baton_ew_desc *d, char *msg, size_t len);
+    int ints;
+    const char *scalar;
+} ew_kind;
+
+static const ew_kind ew_softshrink = {softshrink_resolve, 0, "lambda"};
+static const ew_kind ew_add = {add_resolve, 1, NULL};
+static const ew_kind ew_mul = {mul_resolve, 1, NULL};
+static const ew_kind ew_add_scalar = {add_scalar_resolve, 1, "value"};
+static const ew_kind ew_copy = {copy_resolve, 1, NULL};
+
+/* The plan's elementwise descriptor against the step's: n, nb and dtype from the tensors, value
+ * in x's dtype's range and equal to the attribute where the plan gives that too. */
+static int ew_opaque_check(const baton_sig_args *a, const ew_kind *k, const baton_ew_desc *want,
+                           char *msg, size_t len)
+{
+    baton_ew_desc d;
+    char why[320], xn[80], bn[80];
+    const int binary = a->n_inputs == 2;
+    if (ew_desc_decode(a->opaque, a->opaque_len, binary, k->ints, &d, why, sizeof why))
+        return opaque_bad(msg, len, why);
+    snprintf(xn, sizeof xn, "%s '%.64s'", binary ? "a" : "x", in_name(a, 0, binary ? "a" : "x"));
+    int rc = opaque_int("n", d.n, want->n, xn, &a->inputs[0], "elements", msg, len);
+    if (rc == 0 && binary) {
+        snprintf(bn, sizeof bn, "b '%.64s'", in_name(a, 1, "b"));
+        rc = opaque_int("nb", d.nb, want->nb, bn, &a->inputs[1], "elements", msg, len);
+    }
+    if (rc == 0)
+        rc = opaque_dtype("dtype", d.dtype, want->dtype, xn, 0, msg, len);
+    if (rc)
+        return rc;
+    if (!k->scalar) {
+        if (d.value != 0)
+            return reason_set(msg, len, BATON_EPLAN,
+                              "\"opaque\" field value is %g but this kernel takes no scalar: it "
+                              "must be 0" OPAQUE_FIX,
+                              d.value);
+        return 0;
+    }
+    if (find_attr(a, k->scalar))
+        return opaque_attr(a, "value", d.value, k->scalar, want->value, msg, len);
+    if (k->ints == 0 && d.value < 0) /* softshrink's lambda */
+        return reason_set(msg, len, BATON_EPLAN,
+                          "\"opaque\" field value (lambda) is %g: it must be >= 0" OPAQUE_FIX,
+                          d.value);
+    return scalar_fits("\"opaque\" field value", d.value, (baton_dtype)d.dtype, msg, len);
+}
+
+static int ew_check(const ew_kind *k, const baton_sig_args *a, baton_tensor_desc *expected,
+                    char *msg, size_t len)
+{
+    baton_ew_desc d;
+    int rc = k->resolve(a, &d, msg, len);
+    if (rc == 0 && a->opaque)
+        rc = ew_opaque_check(a, k, &d, msg, len);
+    return rc ? rc : ew_check_out(a, expected);
+}
+
+static int ew_pack(const ew_kind *k, const baton_sig_args *a, char *opaque, size_t cap)
+{
+    baton_ew_desc d;
+    char msg[256];
+    int rc = k->resolve(a, &d, msg, sizeof msg);
+    return rc ? rc : put_desc(&d, sizeof d, opaque, cap);
+}
+
+static int softshrink_check(const baton_sig_args *a, baton_tensor_desc *e, char *msg, size_t len)
+{
+    return ew_check(&ew_softshrink, a, e, msg, len);
+}
+static int softshrink_pack(const baton_sig_args *a, char *opaque, size_t cap)
+{
+    return ew_pack(&ew_softshrink, a, opaque, cap);
+}
+static int add_check(const baton_sig_args *a, baton_tensor_desc *e, char *msg, size_t len)
+{
+    return ew_check(&ew_add, a, e, msg, len);
+}
+static int add_pack(const baton_sig_args *a, char *opaque, size_t cap)
+{
+    return ew_pack(&ew_add, a, opaque, cap);
+}
+static int mul_check(const baton_sig_args *a, baton_tensor_desc *e, char *msg, size_t len)
+{
+    return ew_check(&ew_mul, a, e, msg, len);
+}
+static int mul_pack(const baton_sig_args *a, char *opaque, size_t cap)
+{
+    return ew_pack(&ew_mul, a, opaque, cap);
+}
+static int add_scalar_check(const baton_sig_args *a, baton_tensor_desc *e, char *msg, size_t len)
+{
+    return ew_check(&ew_add_scalar, a, e, msg, len);
+}
+static int add_scalar_pack(const baton_sig_args *a, char *opaque, size_t cap)
+{
+    return ew_pack(&ew_add_scalar, a, opaque, cap);
+}
+static int copy_check(const baton_sig_args *a, baton_tensor_desc *e, char *msg, size_t len)
+{
+    return ew_check(&ew_copy, a, e, msg, len);
+}
+static int copy_pack(const baton_sig_args *a, char *opaque, size_t cap)
+{
+    return ew_pack(&ew_copy, a, opaque, cap);
+}
 
 /* ---- argmax -----------------------------------------------------------------------------------
  */
@@ -617,8 +875,20 @@ static int argmax_resolve(const baton_sig_args *a, baton_argmax_desc *d, baton_t
 
 static int argmax_check(const baton_sig_args *a, baton_tensor_desc *expected, char *msg, size_t len)
 {
-    baton_argmax_desc d;
-    return argmax_resolve(a, &d, expected, msg, len);
+    baton_argmax_desc d, have;
+    int rc = argmax_resolve(a, &d, expected, msg, len);
+    if (rc || !a->opaque)
+        return rc;
+    char why[320], xn[80];
+    if (argmax_desc_decode(a->opaque, a->opaque_len, &have, why, sizeof why))
+        return opaque_bad(msg, len, why);
+    snprintf(xn, sizeof xn, "x '%.64s'", in_name(a, 0, "x"));
+    rc = opaque_int("n1", have.n1, d.n1, xn, &a->inputs[0], "rows", msg, len);
+    if (rc == 0)
+        rc = opaque_int("n2", have.n2, d.n2, xn, &a->inputs[0], "elements per row", msg, len);
+    if (rc == 0)
+        rc = opaque_dtype("dtype", have.dtype, d.dtype, xn, 0, msg, len);
+    return rc;
 }
 
 static int argmax_pack(const baton_sig_args *a, char *opaque, size_t cap)

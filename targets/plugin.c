@@ -70,6 +70,21 @@ int baton_registry_load_plugin(baton_registry *reg, const char *path, baton_erro
                        "plugin %s exports no %s(); a baton plugin defines it (docs/plugins.md)",
                        path, BATON_PLUGIN_INIT_SYMBOL);
     }
+    /* The loader checks the version, not the plugin (as ggml's backend loader does): a plugin
+     * built against another baton.h would misread the structs it is handed before it could
+     * check anything. One without the declaration predates it: version 1. */
+    const unsigned int *declared = dlsym(h, BATON_PLUGIN_VERSION_SYMBOL);
+    unsigned int version = declared ? *declared : 1;
+    if (version != BATON_PLUGIN_API_VERSION) {
+        dlclose(h);
+        return err_set(err, BATON_ENOTSUP,
+                       "plugin %s was built for plugin API %u%s, and this library offers %u: "
+                       "rebuild the plugin against this baton's baton.h "
+                       "(with BATON_PLUGIN_DECLARE_VERSION(); docs/plugins.md)",
+                       path, version,
+                       declared ? "" : " (it declares no " BATON_PLUGIN_VERSION_SYMBOL ")",
+                       BATON_PLUGIN_API_VERSION);
+    }
     baton_plugin_init_fn init;
     memcpy(&init, &sym, sizeof init);  /* object to function pointer, as POSIX allows */
     if (registry_has_plugin(reg, h)) { /* already loaded here: dlopen counted one more */
@@ -83,6 +98,8 @@ int baton_registry_load_plugin(baton_registry *reg, const char *path, baton_erro
     }
     baton_error perr = {0};
     int rc = init(reg, &plugin_api, &perr);
+    /* the plugin's message is its to fill, perhaps without a NUL: bound it before any read */
+    perr.message[sizeof perr.message - 1] = 0;
     if (!rc && registry_keep_plugin(reg, h))
         rc = err_set(&perr, BATON_ENOMEM, "out of memory");
     if (rc) {

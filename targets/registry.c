@@ -34,7 +34,21 @@ struct baton_registry {
     /* Plugins loaded into it (dlopen handles): closed when it is freed, after every plan. */
     int n_plugins;
     void **plugins;
+    log_sink log; /* baton_registry_set_log; its plans and runtimes log here */
 };
+
+void baton_registry_set_log(baton_registry *reg, baton_log_fn fn, void *user)
+{
+    if (!reg)
+        return;
+    reg->log.fn = fn;
+    reg->log.user = user;
+}
+
+const log_sink *registry_log(const baton_registry *reg)
+{
+    return &reg->log;
+}
 
 int baton_registry_create(baton_registry **out)
 {
@@ -181,7 +195,7 @@ static int name_ok(const char *s, char *why, size_t cap)
         snprintf(why, cap, "is empty");
         return 0;
     }
-    size_t n = strlen(s);
+    size_t n = strnlen(s, CORE_MAX_NAME + 1); /* a plugin's name may lack its NUL */
     if (n > CORE_MAX_NAME) {
         snprintf(why, cap, "is %zu bytes long (at most %d)", n, CORE_MAX_NAME);
         return 0;

@@ -5,6 +5,7 @@
 #define BATON_TARGETS_REGISTRY_H
 
 #include "baton/baton.h"
+#include "core/core.h"
 #include "core/tune.h"
 
 /* The prepare-time tuning hook of target t's implementation for `kind` (baton's own CUDA
@@ -15,6 +16,9 @@ kernel_prepare_fn registry_preparer(const baton_target *t, baton_device_kind kin
 
 /* Takes one more reference on reg (thread-safe); returns reg. */
 const baton_registry *registry_retain(const baton_registry *reg);
+/* Where messages about reg's plans and runtimes go (baton_registry_set_log); lives as long as
+ * reg. */
+const log_sink *registry_log(const baton_registry *reg);
 
 /* abi.c: the caller's target `in` as this library's baton_target, read by its struct_size (and
  * its delegate tables by theirs, into ifaces[], which out->impls then point to); fields past a

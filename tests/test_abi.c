@@ -3,7 +3,8 @@
  * baton_delegate_iface) are read by their struct_size: a caller built against an older header
  * (a smaller struct_size) gets the defaults of the fields it does not have, one built against a
  * newer header is accepted when it leaves the unknown fields zero, and a struct_size that was
- * never set is refused. */
+ * never set is refused. The structs baton hands to callbacks (baton_exec_ctx, baton_sig_args,
+ * baton_delegate_init) carry their struct_size. */
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -257,5 +258,87 @@ Test(registry_abi, an_older_delegate_table_gets_defaults_for_the_fields_it_lacks
     cr_assert(strstr(err.message, "impls[0].delegate: struct_size is 0; set it to "
                                   "sizeof(baton_delegate_iface)"),
               "%s", err.message);
+    baton_registry_destroy(r);
+}
+
+/* ---- structs handed to callbacks ---------------------------------------------------------- */
+
+/* What the callbacks saw: the struct_size of each struct baton handed them. */
+static size_t seen_check_sig, seen_kernel_ctx, seen_kernel_sig, seen_init, seen_init_sig,
+    seen_exec_ctx;
+
+static int sized_check(const baton_sig_args *a, baton_tensor_desc *expected, char *msg, size_t len)
+{
+    seen_check_sig = a->struct_size;
+    expected[0] = a->inputs[0];
+    return 0;
+}
+
+static int sized_kernel(const baton_exec_ctx *ctx, void **buffers, const char *opaque, size_t len)
+{
+    seen_kernel_ctx = ctx->struct_size;
+    /* what a plugin built against a newer header does before it reads a field of its own */
+    if (BATON_HAS_FIELD(ctx, baton_exec_ctx, sig))
+        seen_kernel_sig = ctx->sig->struct_size;
+    return 0;
+}
+
+static int sized_init(const baton_delegate_init *info, void **state, baton_error *err)
+{
+    seen_init = info->struct_size;
+    seen_init_sig = info->sig->struct_size;
+    *state = NULL;
+    return 0;
+}
+
+static int sized_execute(void *state, const baton_exec_ctx *ctx, void **buffers)
+{
+    seen_exec_ctx = ctx->struct_size;
+    return 0;
+}
+
+Test(callback_abi, every_struct_baton_hands_a_callback_carries_its_struct_size)
+{
+    baton_registry *r = NULL;
+    cr_assert_eq(baton_registry_create(&r), 0);
+    baton_target k = kernel_target("abi.kernel");
+    k.check = sized_check;
+    k.impls[0].kernel = sized_kernel;
+    baton_error err = {0};
+    cr_assert_eq(baton_registry_add(r, &k, &err), 0, "%s", err.message);
+    static const baton_delegate_iface d = {
+        .struct_size = sizeof(baton_delegate_iface), .init = sized_init, .execute = sized_execute};
+    baton_target dt = kernel_target("abi.delegate");
+    dt.kind = BATON_TARGET_DELEGATE;
+    dt.check = sized_check;
+    dt.impls[0] = (baton_target_impl){.device = BATON_DEVICE_CPU, .delegate = &d};
+    cr_assert_eq(baton_registry_add(r, &dt, &err), 0, "%s", err.message);
+    static const char json[] =
+        "{\"format\": \"baton.plan\", \"version\": 1, \"name\": \"sized\", \"tensors\": ["
+        "{\"name\": \"x\", \"dtype\": \"f32\", \"shape\": [4], \"role\": \"input\"},"
+        "{\"name\": \"t\", \"dtype\": \"f32\", \"shape\": [4]},"
+        "{\"name\": \"y\", \"dtype\": \"f32\", \"shape\": [4], \"role\": \"output\"}],"
+        "\"steps\": ["
+        "{\"name\": \"k\", \"kernel\": \"abi.kernel\", \"device\": \"cpu\", \"inputs\": [\"x\"],"
+        " \"outputs\": [\"t\"]},"
+        "{\"name\": \"d\", \"delegate\": \"abi.delegate\", \"device\": \"cpu\", \"inputs\": "
+        "[\"t\"],"
+        " \"outputs\": [\"y\"]}]}";
+    baton_plan *p = NULL;
+    cr_assert_eq(baton_plan_load_string(r, json, strlen(json), "sized.json", NULL, &p, &err), 0,
+                 "%s", err.message);
+    cr_assert_eq(seen_check_sig, sizeof(baton_sig_args));
+    baton_runtime *rt = NULL;
+    cr_assert_eq(baton_runtime_create(p, NULL, &rt, &err), 0, "%s", err.message);
+    cr_assert_eq(seen_init, sizeof(baton_delegate_init));
+    cr_assert_eq(seen_init_sig, sizeof(baton_sig_args));
+    float x[4] = {1, 2, 3, 4};
+    cr_assert_eq(baton_runtime_set_input(rt, "x", x, sizeof x, &err), 0, "%s", err.message);
+    cr_assert_eq(baton_runtime_run(rt, &err), 0, "%s", err.message);
+    cr_assert_eq(seen_kernel_ctx, sizeof(baton_exec_ctx));
+    cr_assert_eq(seen_kernel_sig, sizeof(baton_sig_args));
+    cr_assert_eq(seen_exec_ctx, sizeof(baton_exec_ctx));
+    baton_runtime_destroy(rt);
+    baton_plan_free(p);
     baton_registry_destroy(r);
 }

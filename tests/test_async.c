@@ -703,6 +703,12 @@ Test(async, bad_submissions_are_clear_errors)
     cr_expect_eq(baton_pool_submit(pool, &s.job, on_done), BATON_EINVAL);
     cr_expect(strstr(s.job.err.message, "1024 bytes") != NULL, "%s", s.job.err.message);
     prepare_slot(&s, &r);
+    baton_binding twice[2] = {s.in, s.in}; /* the same input twice, as the CLI refuses */
+    s.job.inputs = twice;
+    s.job.n_inputs = 2;
+    cr_expect_eq(baton_pool_submit(pool, &s.job, on_done), BATON_EINVAL);
+    cr_expect(strstr(s.job.err.message, "both bind 'x0'") != NULL, "%s", s.job.err.message);
+    prepare_slot(&s, &r);
     s.out.data = NULL;
     cr_expect_eq(baton_pool_submit(pool, &s.job, on_done), BATON_EINVAL);
     cr_expect_eq(baton_pool_submit(pool, &s.job, NULL), BATON_EINVAL);

@@ -106,10 +106,10 @@ contains "it says the name is an output and lists the inputs" "$tmp/err" \
 check "--input of an unknown name" 2 "$baton" run -q --input "x_0=$tmp/x4.npy" \
   examples/plans/rfc.json
 contains "an unknown input gets a did-you-mean" "$tmp/err" "(did you mean 'x0'?); its inputs: x0"
-check "--input naming an intermediate tensor" 2 "$baton" run -q --input "x1=$tmp/x4.npy" \
+check "--input naming an intermediate tensor" 2 "$baton" run -q --input "softshrink=$tmp/x4.npy" \
   examples/plans/rfc.json
-contains "it says what x1 is, with no did-you-mean" "$tmp/err" \
-  "'x1' is an intermediate tensor of the plan, not one of its inputs; its inputs: x0"
+contains "it says what softshrink is, with no did-you-mean" "$tmp/err" \
+  "'softshrink' is an intermediate tensor of the plan, not one of its inputs; its inputs: x0"
 check "--input of a (2,2) file for an f32[4] input" 2 "$baton" run -q --input "x=$tmp/x22.npy" \
   "$minimal"
 contains "the mismatch shows both shapes" "$tmp/err" "holds f32 [2,2], the plan's input is f32 [4]"
@@ -231,6 +231,95 @@ contains "bench says where it ran" "$tmp/out" "sim (test device)"
 check "bench on the CPU fallback" 0 "$baton" bench --gpu=cpu --iters=3 --warmup=1 -q \
   examples/plans/rmsnorm_tutorial.json
 contains "bench fallback ratio" "$tmp/out" "n/a (fallback"
+
+# ---- issue 38: hostile paths, allocation failures, signals, names --------------------------------
+cat > "$tmp/two.json" <<'JSON'
+{"format": "baton.plan", "version": 1, "name": "two",
+ "tensors": [{"name": "x", "dtype": "f32", "shape": [4], "role": "input"},
+             {"name": "y", "dtype": "f32", "shape": [4], "role": "output"},
+             {"name": "z", "dtype": "f32", "shape": [4], "role": "output"}],
+ "steps": [{"name": "a", "kernel": "copy", "device": "cpu", "inputs": ["x"], "outputs": ["y"]},
+           {"name": "b", "kernel": "copy", "device": "cpu", "inputs": ["x"], "outputs": ["z"]}]}
+JSON
+cp "$tmp/two.json" "$tmp/base.json" # what follows must not depend on two.json surviving
+mkfifo "$tmp/report.fifo"
+check "bench --report of a FIFO does not block" 4 timeout 20 "$baton" bench --gpu=sim --iters=2 \
+  --warmup=0 -q --report="$tmp/report.fifo" examples/plans/rmsnorm_tutorial.json
+contains "the FIFO report is named" "$tmp/err" "is not a regular file"
+echo "the old report" > "$tmp/old.html"
+ls /tmp/baton-report-* 2>/dev/null | sort > "$tmp/reports.before"
+check "a failed bench" 3 "$baton" bench --gpu=cuda --no-fallback --iters=2 -q \
+  --report="$tmp/old.html" examples/plans/rmsnorm_tutorial.json
+contains "a failed bench leaves the old report" "$tmp/old.html" "the old report"
+ls /tmp/baton-report-* 2>/dev/null | sort > "$tmp/reports.after"
+check "a failed bench leaves no /tmp/baton-report-*" 0 cmp "$tmp/reports.before" "$tmp/reports.after"
+check "bench --report" 0 "$baton" bench --gpu=sim --iters=2 --warmup=0 -q \
+  --report="$tmp/old.html" examples/plans/rmsnorm_tutorial.json
+contains "the report replaced the old one" "$tmp/old.html" "<!doctype html>"
+ls "$tmp"/old.html.baton-* >/dev/null 2>&1 && { fail=$((fail + 1)); echo "FAIL report temporary left"; } ||
+  pass=$((pass + 1))
+"$baton" run --gpu=cpu -q --output "y=$tmp/in.npy" "$tmp/two.json" >/dev/null 2>&1
+cp "$tmp/in.npy" "$tmp/in.copy"
+check "--report naming an --input" 2 "$baton" bench --gpu=cpu --iters=2 -q --input "x=$tmp/in.npy" \
+  --report="$tmp/./in.npy" "$tmp/two.json"
+contains "the input is named" "$tmp/err" "a file written must not be one that is read"
+check "the input survives" 0 cmp "$tmp/in.npy" "$tmp/in.copy"
+check "--output naming an --input" 2 "$baton" run --gpu=cpu -q --input "x=$tmp/in.npy" \
+  --output "y=$tmp/in.npy" "$tmp/two.json"
+check "two outputs, one file by two names" 2 "$baton" run --gpu=cpu -q \
+  --output "y=$tmp/o.npy" --output "z=$tmp/./o.npy" "$tmp/two.json"
+contains "both outputs are named" "$tmp/err" "give each file written its own path"
+ln -sf "$tmp/o.npy" "$tmp/link.npy"
+touch "$tmp/o.npy"
+check "an output and a link to it" 2 "$baton" run --gpu=cpu -q \
+  --output "y=$tmp/o.npy" --output "z=$tmp/link.npy" "$tmp/two.json"
+check "--trace naming an output" 2 "$baton" run --gpu=cpu -q --output "y=$tmp/o.npy" \
+  --trace="$tmp/o.npy" "$tmp/two.json"
+check "--trace naming the plan" 2 "$baton" run --gpu=cpu -q --trace="$tmp/two.json" "$tmp/two.json"
+check "the plan survives" 0 cmp "$tmp/two.json" "$tmp/base.json"
+check "two outputs to /dev/null" 0 "$baton" run --gpu=cpu -q --output "y=/dev/null" \
+  --output "z=/dev/null" "$tmp/two.json"
+check "an empty --trace=" 2 "$baton" run --gpu=cpu -q --trace= "$tmp/two.json"
+contains "the empty trace is named" "$tmp/err" "--trace= names no file"
+# allocations the CLI cannot make say what and how much (a 16 GiB input under a 2 GiB limit)
+sed 's/"shape": \[4\]/"shape": [4096, 1048576]/g' "$tmp/base.json" > "$tmp/huge.json"
+check "an input too large for memory" 3 bash -c "ulimit -v 2000000; exec '$baton' run --gpu=cpu -q '$tmp/huge.json'"
+contains "the input's allocation is named" "$tmp/err" "cannot allocate input 'x' (17179869184 bytes, 16.0 GiB)"
+check "bench --inflight too large for memory" 3 bash -c \
+  "ulimit -v 2000000; exec '$baton' bench --gpu=cpu -q --inflight=4 --iters=2 '$tmp/huge.json'"
+contains "bench --inflight says what it could not allocate" "$tmp/err" "out of memory"
+# SIGINT or SIGTERM while the outputs are written leaves no temporaries. (A background job of a
+# script ignores SIGINT, so SIGINT is sent to a child started with it restored, from Python.)
+sed 's/"shape": \[4\]/"shape": [32, 1048576]/g' "$tmp/base.json" > "$tmp/mid.json"
+interrupt() { # signal: run mid.json, signal it once its first temporary exists, check none is left
+  rm -rf "$tmp/sig" && mkdir "$tmp/sig"
+  python3 - "$baton" "$tmp" "$1" <<'PY'
+import glob, os, signal, subprocess, sys, time
+baton, tmp, sig = sys.argv[1], sys.argv[2], getattr(signal, sys.argv[3])
+p = subprocess.Popen([baton, "run", "--gpu=cpu", "-q", "--output", f"y={tmp}/sig/y.npy",
+                      "--output", f"z={tmp}/sig/z.npy", f"{tmp}/mid.json"],
+                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                     preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+t0 = time.time()
+while p.poll() is None and not glob.glob(f"{tmp}/sig/*.baton-*") and time.time() - t0 < 60:
+    time.sleep(0.002)
+p.send_signal(sig)
+p.wait()
+left = glob.glob(f"{tmp}/sig/*.baton-*")
+print(f"exit {p.returncode}, temporaries left: {left}")
+sys.exit(1 if left else 0)
+PY
+}
+if command -v python3 >/dev/null; then
+  check "SIGINT while writing outputs leaves no temporaries" 0 interrupt SIGINT
+  check "SIGTERM while writing outputs leaves no temporaries" 0 interrupt SIGTERM
+fi
+# inspect escapes the plan's name as run and validate do
+printf '{"format": "baton.plan", "version": 1, "name": "evil\\nFORGED line\\tx", "tensors": [{"name": "x", "dtype": "f32", "shape": [4], "role": "input"}, {"name": "y", "dtype": "f32", "shape": [4], "role": "output"}], "steps": [{"name": "c", "kernel": "copy", "device": "cpu", "inputs": ["x"], "outputs": ["y"]}]}' > "$tmp/evil.json"
+check "inspect a plan whose name holds a newline" 0 "$baton" inspect "$tmp/evil.json"
+contains "the name is escaped" "$tmp/out" 'evil\x0aFORGED line\x09x'
+if grep -q '^FORGED' "$tmp/out"; then fail=$((fail + 1)); echo "FAIL inspect printed a forged line"; else
+  pass=$((pass + 1)); fi
 
 # issue 40: state kept across --iters and written with --output, dims from --dim or --input
 sd=tests/data/good/state-dims-views.json

@@ -25,6 +25,16 @@
 #define NEED_BACKEND() ((void)0)
 #endif
 
+/* The RFC plan's structure (eight blocks of gemm, RMSNorm and softshrink on the GPU, each handing
+ * over to a CPU step) at 4096 wide on a GPU; on the CPU the same plan 256 wide
+ * (tests/data/good/rfc-small.json), since its bf16 4096 × 4096 GEMMs took a minute there and the
+ * tests need the structure, not the size. */
+#ifdef TEST_ON_CUDA
+#define RFC_PLAN "examples/plans/rfc.json"
+#else
+#define RFC_PLAN "tests/data/good/rfc-small.json"
+#endif
+
 static const baton_device CPU = {BATON_DEVICE_CPU, 0};
 static const baton_device GPU0 = {BATON_DEVICE_CUDA, 0};
 
@@ -223,7 +233,7 @@ Test(bind, host_buffers_give_the_copied_results_in_every_mode)
 {
     NEED_BACKEND();
     for (int m = 0; m < 3; m++) {
-        check_bound("examples/plans/rfc.json", MODES[m], 0, 0);
+        check_bound(RFC_PLAN, MODES[m], 0, 0);
         check_bound("examples/plans/rmsnorm_chain64.json", MODES[m], 0, 0);
     }
 }
@@ -233,7 +243,7 @@ Test(bind, device_buffers_give_the_copied_results_in_every_mode)
     NEED_BACKEND();
     for (int m = 0; m < 3; m++) {
         /* the RFC plan's output comes from a CPU step: it is bound on the host */
-        check_bound("examples/plans/rfc.json", MODES[m], 1, 0);
+        check_bound(RFC_PLAN, MODES[m], 1, 0);
         check_bound("examples/plans/rmsnorm_chain64.json", MODES[m], 1, 1);
     }
 }
@@ -291,7 +301,7 @@ Test(bind, refuses_what_does_not_fit_and_stays_usable)
 {
     NEED_BACKEND();
     fixture f;
-    load(&f, "examples/plans/rfc.json");
+    load(&f, RFC_PLAN);
     baton_runtime *rt = make(&f, BATON_SYNC_GRAPH, NULL);
     void *x = caller_alloc(0, f.ii.nbytes + 512);
     baton_buffer good = {CPU, x, f.ii.nbytes, f.ii.desc.dtype}, b;
@@ -307,7 +317,7 @@ Test(bind, refuses_what_does_not_fit_and_stays_usable)
     expect_refused(rt, f.in, b, "NULL");
     b = good, b.device = (baton_device){BATON_DEVICE_CUDA, 7};
     expect_refused(rt, f.in, b, "does not live on cuda:7");
-    int inter = baton_plan_tensor_index(f.plan, "h0");
+    int inter = baton_plan_tensor_index(f.plan, "matmul"); /* the first layer's GEMM output */
     cr_assert(inter >= 0);
     expect_refused(rt, inter, good, "intermediate");
     cr_assert_eq(baton_runtime_bind(rt, 9999, &good, &err), BATON_EINVAL);
@@ -367,7 +377,7 @@ Test(arenas, caller_arenas_give_the_same_results)
 {
     NEED_BACKEND();
     fixture f;
-    load(&f, "examples/plans/rfc.json");
+    load(&f, RFC_PLAN);
     int n = baton_plan_arena_count(f.plan);
     cr_assert_eq(n, 2, "the RFC plan uses the CPU and cuda:0");
     baton_arena ar[2];
@@ -415,7 +425,16 @@ Test(arenas, caller_arenas_give_the_same_results)
     bad[0] = ar[1]; /* two for cuda:0 */
     cr_assert_eq(baton_runtime_create(f.plan, &o, &rt, &err), BATON_EINVAL);
     cr_assert(strstr(err.message, "one arena per device"), "%s", err.message);
+    /* one memory given for two devices (issue 38): each would overwrite the other's tensors */
     bad[0] = ar[0];
+    bad[1] = ar[1];
+    bad[1].data = ar[0].data;
+    cr_assert_eq(baton_runtime_create(f.plan, &o, &rt, &err), BATON_EINVAL);
+    cr_assert(strstr(err.message, "overlap"), "%s", err.message);
+    bad[1].data = (char *)ar[0].data + 256; /* a part of it */
+    cr_assert_eq(baton_runtime_create(f.plan, &o, &rt, &err), BATON_EINVAL);
+    cr_assert(strstr(err.message, "overlap"), "%s", err.message);
+    bad[1] = ar[1];
     bad[1].device.index = 5;
     cr_assert_eq(baton_runtime_create(f.plan, &o, &rt, &err), BATON_EINVAL);
     cr_assert(strstr(err.message, "does not use"), "%s", err.message);
@@ -437,7 +456,7 @@ Test(streams, a_caller_stream_is_used_and_left_alone)
 {
     NEED_BACKEND();
     fixture f;
-    load(&f, "examples/plans/rfc.json");
+    load(&f, RFC_PLAN);
     baton_options o;
     baton_options_init(&o);
     o.gpu = GPU;
@@ -623,4 +642,35 @@ Test(targets, a_kernel_sees_its_descriptors_attributes_tensor_names_and_user_poi
     baton_runtime_destroy(rt);
     baton_plan_free(p);
     baton_registry_destroy(reg);
+}
+
+/* A caller's buffer bound to two tensors, or overlapping another's, is refused (issue 38): the
+ * plan's writes to one would overwrite the other. */
+Test(bind, overlapping_buffers_are_refused)
+{
+    NEED_BACKEND();
+    fixture f;
+    load(&f, "examples/plans/rfc.json");
+    baton_runtime *rt = make(&f, MODES[0], NULL);
+    size_t n = f.ii.nbytes > f.oi.nbytes ? f.ii.nbytes : f.oi.nbytes;
+    char *mem = caller_alloc(0, 2 * n + 512);
+    baton_buffer bx = {CPU, mem, f.ii.nbytes, f.ii.desc.dtype};
+    baton_error err;
+    cr_assert_eq(baton_runtime_bind(rt, f.in, &bx, &err), 0, "%s", err.message);
+    baton_buffer by = {CPU, mem, f.oi.nbytes, f.oi.desc.dtype};
+    cr_expect_eq(baton_runtime_bind(rt, f.out, &by, &err), BATON_EINVAL);
+    cr_expect(strstr(err.message, "overlaps the one bound to"), "%s", err.message);
+    by.data = mem + 256; /* inside x's buffer (x is at least 256 bytes) */
+    if (f.ii.nbytes > 256) {
+        cr_expect_eq(baton_runtime_bind(rt, f.out, &by, &err), BATON_EINVAL);
+        cr_expect(strstr(err.message, "overlaps"), "%s", err.message);
+    }
+    by.data = mem + ((f.ii.nbytes + 255) / 256) * 256; /* right after it: fine */
+    cr_expect_eq(baton_runtime_bind(rt, f.out, &by, &err), 0, "%s", err.message);
+    /* rebinding a tensor to its own buffer is no overlap */
+    cr_expect_eq(baton_runtime_bind(rt, f.in, &bx, &err), 0, "%s", err.message);
+    cr_expect_eq(baton_runtime_run(rt, &err), 0, "%s", err.message);
+    baton_runtime_destroy(rt);
+    caller_free(0, mem);
+    unload(&f);
 }

@@ -12,14 +12,16 @@
 #include "baton/baton_uv.h"
 #include "tests/support.h"
 
-/* A copy step whose verbatim descriptor is 1 byte instead of 32: the kernel refuses it. */
+/* A step whose kernel refuses its descriptor at run time. baton's own targets now refuse a bad
+ * "opaque" at load time, so "copy" is replaced (below) by a target whose check accepts any bytes
+ * and whose kernel refuses a 1-byte descriptor, as a plugin's might. */
 static const char *bad_plan =
     "{\"format\": \"baton.plan\", \"version\": 1, \"name\": \"bad-descriptor\", \"tensors\": ["
     "{\"name\": \"x\", \"dtype\": \"f32\", \"shape\": [8], \"role\": \"input\"},"
     "{\"name\": \"h\", \"dtype\": \"f32\", \"shape\": [8]},"
     "{\"name\": \"y\", \"dtype\": \"f32\", \"shape\": [8], \"role\": \"output\"}],"
     "\"steps\": ["
-    "{\"name\": \"first\", \"kernel\": \"copy\", \"device\": \"cuda:0\", \"inputs\": [\"x\"], "
+    "{\"name\": \"first\", \"kernel\": \"noop\", \"device\": \"cuda:0\", \"inputs\": [\"x\"], "
     "\"outputs\": [\"h\"]},"
     "{\"name\": \"broken\", \"kernel\": \"copy\", \"device\": \"cuda:0\", \"inputs\": [\"h\"], "
     "\"outputs\": [\"y\"], \"opaque\": \"00\"}]}";
@@ -32,6 +34,20 @@ static int count(const char *hay, const char *needle)
     return n;
 }
 
+static int any_check(const baton_sig_args *a, baton_tensor_desc *expected, char *msg, size_t len)
+{
+    (void)msg, (void)len;
+    expected[0] = a->inputs[0];
+    return 0;
+}
+
+static int refusing_copy(const baton_exec_ctx *ctx, void **buffers, const char *opaque, size_t len)
+{
+    (void)buffers, (void)opaque;
+    snprintf(ctx->errbuf, ctx->errbuf_len, "copy: the descriptor is %zu bytes but must be 32", len);
+    return BATON_EINVAL;
+}
+
 static void run_bad(baton_gpu_backend gpu, baton_sync_mode mode, baton_error *err, int *rc)
 {
     baton_registry *reg = NULL;
@@ -39,6 +55,12 @@ static void run_bad(baton_gpu_backend gpu, baton_sync_mode mode, baton_error *er
     baton_runtime *rt = NULL;
     baton_error e = {0};
     cr_assert_eq(baton_registry_create(&reg), 0);
+    baton_target t = *baton_registry_find(reg, "copy");
+    t.check = any_check;
+    t.pack = NULL;
+    t.impls[0] = (baton_target_impl){.device = BATON_DEVICE_CPU, .kernel = refusing_copy};
+    t.n_impls = 1;
+    cr_assert_eq(baton_registry_replace(reg, &t, &e), 0, "%s", e.message);
     cr_assert_eq(
         baton_plan_load_string(reg, bad_plan, strlen(bad_plan), "bad.json", NULL, &plan, &e), 0,
         "%s", e.message);

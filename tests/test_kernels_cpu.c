@@ -1632,3 +1632,75 @@ Test(argmax_cpu, compares_i32_and_i64_exactly)
     baton_tensor_desc want = DESC(BATON_DTYPE_I64, 3);
     ASSERT_DESC(e[0], want);
 }
+
+/* ---- the caller's floating-point mode ---------------------------------------------------------
+ * XLA:CPU calls custom calls with flush-to-zero and denormals-are-zero set. A row whose RMS is
+ * above 8.5e37 has an invvar below FLT_MIN: flushed, it made grad_weight all zeros under JAX
+ * (issue 38). The kernels run in IEEE mode whatever the caller's, and give it back. */
+#if defined(__x86_64__)
+#include <xmmintrin.h>
+
+Test(rms_norm_cpu, gives_the_same_bits_under_flush_to_zero_and_restores_the_mode)
+{
+    enum { N1 = 3, N2 = 16, P = 2 };
+    float x[N1 * N2], w[N2], g[N1 * N2];
+    test_rng r = {test_fresh_seed()};
+    test_fill_random(&r, BATON_DTYPE_F32, x, N1 * N2, 1.0);
+    test_fill_random(&r, BATON_DTYPE_F32, w, N2, 1.0);
+    test_fill_random(&r, BATON_DTYPE_F32, g, N1 * N2, 1.0);
+    for (int i = 0; i < N2; i++)
+        x[i] = x[i] < 0 ? -1.5e38f : 1.5e38f; /* row 0: RMS 1.5e38, invvar 6.7e-39: subnormal */
+    const baton_rms_norm_desc fd = {N1, N2, 1e-5, BATON_DTYPE_F32, BATON_DTYPE_F32, 0},
+                              bd = {N1, N2, 1e-5, BATON_DTYPE_F32, BATON_DTYPE_F32, P};
+    float out[2][N1 * N2 + N1 + N1 * N2 + N2 + P * N2];
+    char eb[256];
+    baton_exec_ctx c = cpu_ctx(eb, sizeof eb);
+    for (int ftz = 0; ftz < 2; ftz++) {
+        float *y = out[ftz], *iv = y + N1 * N2, *gx = iv + N1, *gw = gx + N1 * N2, *pg = gw + N2;
+        test_poison(out[ftz], sizeof out[ftz]);
+        const unsigned int saved = _mm_getcsr();
+        if (ftz)
+            _mm_setcsr(saved | 0x8040u);
+        void *fb[4] = {x, w, y, iv}, *bb[7] = {g, iv, x, w, gx, gw, pg};
+        int rf = kcpu_rms_norm_fwd(&c, fb, (const char *)&fd, sizeof fd);
+        int rb = kcpu_rms_norm_bwd(&c, bb, (const char *)&bd, sizeof bd);
+        const unsigned int after = _mm_getcsr();
+        _mm_setcsr(saved);
+        cr_assert(rf == 0 && rb == 0, "%s", eb);
+        cr_expect_eq(after, ftz ? (saved | 0x8040u) : saved, "the caller's mode is given back");
+        cr_expect(iv[0] > 0 && iv[0] < 1.2e-38f, "invvar of row 0 is %g: a subnormal", iv[0]);
+    }
+    cr_expect(memcmp(out[0], out[1], sizeof out[0]) == 0,
+              "flush-to-zero changed the results (grad_weight[0] %g without, %g with)",
+              out[0][N1 * N2 + N1 + N1 * N2], out[1][N1 * N2 + N1 + N1 * N2]);
+}
+#endif
+
+/* The JAX tutorial's 32-byte descriptor gives the kernels what baton's 40 bytes give. */
+Test(rms_norm_cpu, takes_the_jax_tutorials_descriptor_as_baton_s_own)
+{
+    enum { N1 = 5, N2 = 24 };
+    float x[N1 * N2], w[N2], y[2][N1 * N2], iv[2][N1];
+    test_rng r = {test_fresh_seed()};
+    test_fill_random(&r, BATON_DTYPE_F32, x, N1 * N2, 1.0);
+    test_fill_random(&r, BATON_DTYPE_F32, w, N2, 1.0);
+    baton_rms_norm_tutorial_desc t;
+    memset(&t, 0x5A, sizeof t);
+    t.n1 = N1;
+    t.n2 = N2;
+    t.eps = 1e-6;
+    t.x_type = 2; /* ElementType F32 */
+    t.w_type = 2;
+    t.part_grad_size = 16;
+    const baton_rms_norm_desc d = {N1, N2, 1e-6, BATON_DTYPE_F32, BATON_DTYPE_F32, 16};
+    char eb[256];
+    baton_exec_ctx c = cpu_ctx(eb, sizeof eb);
+    test_poison(y, sizeof y);
+    void *b0[4] = {x, w, y[0], iv[0]}, *b1[4] = {x, w, y[1], iv[1]};
+    cr_assert_eq(kcpu_rms_norm_fwd(&c, b0, (const char *)&t, sizeof t), 0, "%s", eb);
+    cr_assert_eq(kcpu_rms_norm_fwd(&c, b1, (const char *)&d, sizeof d), 0, "%s", eb);
+    cr_expect(memcmp(y[0], y[1], sizeof y[0]) == 0 && memcmp(iv[0], iv[1], sizeof iv[0]) == 0);
+    t.x_type = 4;
+    cr_expect_neq(kcpu_rms_norm_fwd(&c, b0, (const char *)&t, sizeof t), 0);
+    cr_expect(strstr(eb, "rms_norm_fwd: x_type is ElementType 4 in the tutorial's"), "%s", eb);
+}

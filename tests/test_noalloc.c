@@ -296,3 +296,72 @@ Test(runtime_memory, runs_allocate_nothing_on_cuda)
     }
 }
 #endif
+
+/* Issue 40: a run whose dims changed repacks its steps' descriptors and counts its copies in
+ * prepare's buffers, and in graph mode a binding seen before launches its kept graph: runs that
+ * switch between two seen bindings, and runs carrying state, allocate nothing. */
+static void expect_no_allocation_dims(baton_gpu_backend gpu, baton_sync_mode mode)
+{
+    static const char text[] =
+        "{\"format\": \"baton.plan\", \"version\": 1, \"name\": \"dims\", \"dims\": {\"seq\": "
+        "{\"min\": 1, \"max\": 8}}, \"tensors\": [{\"name\": \"x\", \"dtype\": \"f32\", "
+        "\"shape\": [\"seq\", 4], \"role\": \"input\"}, {\"name\": \"h\", \"dtype\": \"f32\", "
+        "\"shape\": [\"seq\", 4]}, {\"name\": \"y\", \"dtype\": \"f32\", \"shape\": [\"seq\", 4], "
+        "\"role\": \"output\"}, {\"name\": \"s\", \"dtype\": \"f32\", \"shape\": [4], \"role\": "
+        "\"state\"}, {\"name\": \"one\", \"dtype\": \"f32\", \"shape\": [4], \"role\": "
+        "\"constant\", \"init\": {\"kind\": \"fill\", \"value\": 1}}], \"steps\": [{\"name\": "
+        "\"a\", \"kernel\": \"add_scalar\", \"device\": \"cuda:0\", \"inputs\": [\"x\"], "
+        "\"outputs\": [\"h\"], \"attrs\": {\"value\": 1}}, {\"name\": \"b\", \"kernel\": "
+        "\"add_scalar\", \"device\": \"cpu\", \"inputs\": [\"h\"], \"outputs\": [\"y\"], "
+        "\"attrs\": {\"value\": 1}}, {\"name\": \"c\", \"kernel\": \"add\", \"device\": "
+        "\"cuda:0\", \"inputs\": [\"s\", \"one\"], \"outputs\": [\"s\"]}]}";
+    baton_registry *reg = NULL;
+    baton_plan *plan = NULL;
+    baton_runtime *rt = NULL;
+    baton_error err = {0};
+    cr_assert_eq(baton_registry_create(&reg), 0);
+    cr_assert_eq(baton_plan_load_string(reg, text, sizeof text - 1, "dims.json", NULL, &plan, &err),
+                 0, "%s", err.message);
+    baton_options o;
+    baton_options_init(&o);
+    o.gpu = gpu;
+    o.mode = mode;
+    o.quiet = 1;
+    o.allow_unset_inputs = 1; /* what the inputs hold does not matter here */
+    cr_assert_eq(baton_runtime_create(plan, &o, &rt, &err), 0, "%s", err.message);
+    static float x[32];
+    for (int seq = 3; seq <= 5; seq += 2) { /* each binding's graph captured once */
+        cr_assert_eq(baton_runtime_set_dims(rt, "seq", seq, &err), 0, "%s", err.message);
+        cr_assert_eq(baton_runtime_run(rt, &err), 0, "%s", err.message);
+    }
+    allocations = 0;
+    counting = 1;
+    int rc = 0;
+    for (int i = 0; i < 6 && !rc; i++) {
+        int seq = i % 2 ? 5 : 3;
+        rc = baton_runtime_set_input(rt, "x", x, (size_t)seq * 16, &err);
+        if (!rc)
+            rc = baton_runtime_run(rt, &err);
+    }
+    counting = 0;
+    cr_assert_eq(rc, 0, "%s", err.message);
+    cr_assert_eq(allocations, 0, "dims, %s mode: %ld allocations in 6 runs that change seq",
+                 baton_sync_mode_name(mode), allocations);
+    cr_assert_eq(cuda_allocations, 0, "dims, %s mode: %ld CUDA allocations",
+                 baton_sync_mode_name(mode), cuda_allocations);
+    baton_runtime_destroy(rt);
+    baton_plan_free(plan);
+    baton_registry_destroy(reg);
+}
+
+Test(runtime_memory, runs_that_change_dims_allocate_nothing)
+{
+    for (int m = 0; m < 3; m++) {
+        expect_no_allocation_dims(BATON_GPU_SIM, (baton_sync_mode)m);
+        expect_no_allocation_dims(BATON_GPU_CPU, (baton_sync_mode)m);
+#ifdef TEST_ON_CUDA
+        if (baton_cuda_device_count() > 0)
+            expect_no_allocation_dims(BATON_GPU_CUDA, (baton_sync_mode)m);
+#endif
+    }
+}

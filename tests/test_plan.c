@@ -606,7 +606,7 @@ Test(plan_load, passes_opaque_hex_through_verbatim)
     cr_expect_eq(d.value, 0.5);
     baton_plan_free(plan);
 
-    plan = load_ok(X_Y, "{\"name\": \"a\", \"kernel\": \"copy\", \"device\": \"cpu\", "
+    plan = load_ok(X_Y, "{\"name\": \"a\", \"kernel\": \"noop\", \"device\": \"cpu\", "
                         "\"inputs\": [\"x\"], \"outputs\": [\"y\"], \"opaque\": \"00fFa5\"}");
     cr_assert_eq(plan->steps[0].opaque_len, 3);
     cr_expect_eq((unsigned char)plan->steps[0].opaque[0], 0x00);
@@ -614,7 +614,7 @@ Test(plan_load, passes_opaque_hex_through_verbatim)
     cr_expect_eq((unsigned char)plan->steps[0].opaque[2], 0xa5);
     baton_plan_free(plan);
 
-    plan = load_ok(X_Y, "{\"name\": \"a\", \"kernel\": \"copy\", \"device\": \"cpu\", "
+    plan = load_ok(X_Y, "{\"name\": \"a\", \"kernel\": \"noop\", \"device\": \"cpu\", "
                         "\"inputs\": [\"x\"], \"outputs\": [\"y\"], \"opaque\": \"\"}");
     cr_expect_eq(plan->steps[0].opaque_len, 0);
     cr_expect_eq(plan->steps[0].opaque_verbatim, 1);
@@ -627,9 +627,10 @@ Test(plan_load, accepts_an_opaque_of_exactly_the_maximum_size)
     for (int i = 0; i < BATON_OPAQUE_MAX; i++)
         snprintf(hex + 2 * i, 3, "%02x", i & 0xff);
     snprintf(step, sizeof step,
-             "{\"name\": \"a\", \"kernel\": \"copy\", \"device\": \"cpu\", \"inputs\": [\"x\"], "
+             "{\"name\": \"a\", \"kernel\": \"noop\", \"device\": \"cpu\", \"inputs\": [\"x\"], "
              "\"outputs\": [\"y\"], \"opaque\": \"%s\"}",
              hex);
+    /* noop reads no descriptor, so any bytes pass its check; copy's would be decoded */
     baton_plan *plan = load_ok(X_Y, step);
     cr_assert_eq(plan->steps[0].opaque_len, BATON_OPAQUE_MAX);
     cr_expect_eq((unsigned char)plan->steps[0].opaque[255], 0xff);
@@ -1025,4 +1026,249 @@ Test(plan_load, parses_json_exactly_as_jansson_does)
             expect_same_verdict(deep, k, what);
         }
     }
+}
+
+/* ---- a plan's own descriptor ("opaque") ------------------------------------------------------
+ * The kernels trust the bytes, so load decodes each built-in target's descriptor and compares it
+ * with the step's tensors: a mismatch is refused in validate, naming the step, the field and
+ * both values (issue 38: a copy of f32[4] saying 2^20 elements wrote past the arena). */
+
+TestSuite(plan_opaque, .init = setup, .fini = teardown);
+
+static void hex_of(const void *p, size_t n, char *out)
+{
+    for (size_t i = 0; i < n; i++)
+        sprintf(out + 2 * i, "%02x", ((const unsigned char *)p)[i]);
+    out[2 * n] = 0;
+}
+
+/* A one-step plan of `kernel` over `tensors` with the descriptor bytes as its "opaque". */
+static char *opaque_plan(const char *tensors, const char *kernel, const char *ins, const char *outs,
+                         const char *attrs, const void *desc, size_t n)
+{
+    char hex[2 * BATON_OPAQUE_MAX + 1], step[4096];
+    hex_of(desc, n, hex);
+    snprintf(step, sizeof step,
+             "{\"name\": \"s\", \"kernel\": \"%s\", \"device\": \"cpu\", \"inputs\": [%s], "
+             "\"outputs\": [%s]%s%s, \"opaque\": \"%s\"}",
+             kernel, ins, outs, attrs ? ", \"attrs\": " : "", attrs ? attrs : "", hex);
+    return plan_text(tensors, step);
+}
+
+static void opaque_refused(const char *tensors, const char *kernel, const char *ins,
+                           const char *outs, const char *attrs, const void *desc, size_t n,
+                           const char *want)
+{
+    char *text = opaque_plan(tensors, kernel, ins, outs, attrs, desc, n);
+    baton_plan *plan = NULL;
+    baton_error err = {0};
+    int rc = load_text(text, &plan, &err);
+    cr_expect_eq(rc, BATON_EPLAN, "%s: rc %d, message %s", kernel, rc, err.message);
+    cr_expect(strstr(err.message, "step 's'") && strstr(err.message, want),
+              "%s: message \"%s\" lacks \"%s\"", kernel, err.message, want);
+    baton_plan_free(plan);
+    free(text);
+}
+
+static baton_plan *opaque_loads(const char *tensors, const char *kernel, const char *ins,
+                                const char *outs, const char *attrs, const void *desc, size_t n)
+{
+    char *text = opaque_plan(tensors, kernel, ins, outs, attrs, desc, n);
+    baton_plan *plan = NULL;
+    baton_error err = {0};
+    cr_assert_eq(load_text(text, &plan, &err), 0, "%s: %s", kernel, err.message);
+    free(text);
+    return plan;
+}
+
+static const char *const EW4 =
+    "{\"name\": \"x\", \"dtype\": \"f32\", \"shape\": [4], \"role\": \"input\"}, "
+    "{\"name\": \"b\", \"dtype\": \"f32\", \"shape\": [4], \"role\": \"input\"}, "
+    "{\"name\": \"y\", \"dtype\": \"f32\", \"shape\": [4], \"role\": \"output\"}";
+
+Test(plan_opaque, refuses_elementwise_descriptors_that_disagree_with_the_tensors)
+{
+    const baton_ew_desc ok = {.n = 4, .dtype = BATON_DTYPE_F32};
+    baton_plan_free(opaque_loads(EW4, "copy", "\"x\"", "\"y\"", NULL, &ok, sizeof ok));
+    baton_ew_desc d = ok;
+    d.n = 1048576; /* the issue's overrun */
+    opaque_refused(EW4, "copy", "\"x\"", "\"y\"", NULL, &d, sizeof d,
+                   "\"opaque\" field n is 1048576 but x 'x' f32 [4] has 4 elements");
+    d.n = 5; /* a small one corrupts silently */
+    opaque_refused(EW4, "add_scalar", "\"x\"", "\"y\"", "{\"value\": 0}", &d, sizeof d,
+                   "field n is 5 but");
+    d = ok;
+    d.dtype = BATON_DTYPE_F64;
+    opaque_refused(EW4, "copy", "\"x\"", "\"y\"", NULL, &d, sizeof d,
+                   "field dtype is code 4 (f64) but x 'x' is f32 (code 3)");
+    d = ok;
+    d.nb = 4;
+    opaque_refused(EW4, "add", "\"x\", \"b\"", "\"y\"", NULL, &ok, sizeof ok, "nb is 0 but n");
+    d.nb = 2;
+    opaque_refused(EW4, "mul", "\"x\", \"b\"", "\"y\"", NULL, &d, sizeof d,
+                   "field nb is 2 but b 'b' f32 [4] has 4 elements");
+    d = ok;
+    d.value = 1e300;
+    opaque_refused(EW4, "softshrink", "\"x\"", "\"y\"", NULL, &d, sizeof d, "overflows to inf");
+    opaque_refused(EW4, "copy", "\"x\"", "\"y\"", NULL, &d, sizeof d,
+                   "field value is 1e+300 but this kernel takes no scalar");
+    d.value = 2;
+    opaque_refused(EW4, "add_scalar", "\"x\"", "\"y\"", "{\"value\": 1}", &d, sizeof d,
+                   "field value is 2 but attribute value is 1");
+    d.value = -1;
+    opaque_refused(EW4, "softshrink", "\"x\"", "\"y\"", NULL, &d, sizeof d, "must be >= 0");
+    d = ok;
+    d.reserved = 7;
+    opaque_refused(EW4, "copy", "\"x\"", "\"y\"", NULL, &d, sizeof d, "reserved (bytes 20-23)");
+    opaque_refused(EW4, "copy", "\"x\"", "\"y\"", NULL, &ok, sizeof ok - 1,
+                   "the descriptor is 31 bytes but must be 32");
+}
+
+static const char *const RMS_T =
+    "{\"name\": \"x\", \"dtype\": \"f32\", \"shape\": [6, 8], \"role\": \"input\"}, "
+    "{\"name\": \"w\", \"dtype\": \"bf16\", \"shape\": [8], \"role\": \"input\"}, "
+    "{\"name\": \"y\", \"dtype\": \"bf16\", \"shape\": [6, 8], \"role\": \"output\"}, "
+    "{\"name\": \"iv\", \"dtype\": \"f32\", \"shape\": [6], \"role\": \"output\"}";
+
+static const char *const RMS_BWD_T =
+    "{\"name\": \"g\", \"dtype\": \"bf16\", \"shape\": [6, 8], \"role\": \"input\"}, "
+    "{\"name\": \"iv\", \"dtype\": \"f32\", \"shape\": [6], \"role\": \"input\"}, "
+    "{\"name\": \"x\", \"dtype\": \"f32\", \"shape\": [6, 8], \"role\": \"input\"}, "
+    "{\"name\": \"w\", \"dtype\": \"bf16\", \"shape\": [8], \"role\": \"input\"}, "
+    "{\"name\": \"gx\", \"dtype\": \"f32\", \"shape\": [6, 8], \"role\": \"output\"}, "
+    "{\"name\": \"gw\", \"dtype\": \"bf16\", \"shape\": [8], \"role\": \"output\"}, "
+    "{\"name\": \"pg\", \"dtype\": \"f32\", \"shape\": [3, 8], \"role\": \"output\"}";
+
+Test(plan_opaque, refuses_rms_norm_descriptors_that_disagree_with_the_tensors)
+{
+    const char *in = "\"x\", \"w\"", *out = "\"y\", \"iv\"";
+    const baton_rms_norm_desc ok = {6, 8, 1e-5, BATON_DTYPE_F32, BATON_DTYPE_BF16, 0};
+    baton_plan_free(opaque_loads(RMS_T, "rms_norm_fwd", in, out, NULL, &ok, sizeof ok));
+    baton_rms_norm_desc d = ok;
+    d.n1 = 7;
+    opaque_refused(RMS_T, "rms_norm_fwd", in, out, NULL, &d, sizeof d,
+                   "field n1 is 7 but x 'x' f32 [6, 8] has 6 rows");
+    d = ok;
+    d.n2 = 1 << 20;
+    opaque_refused(RMS_T, "rms_norm_fwd", in, out, NULL, &d, sizeof d,
+                   "field n2 is 1048576 but weight 'w' bf16 [8] has 8 elements");
+    d = ok;
+    d.w_dtype = BATON_DTYPE_F32;
+    opaque_refused(RMS_T, "rms_norm_fwd", in, out, NULL, &d, sizeof d,
+                   "field w_dtype is code 3 (f32) but weight 'w' is bf16 (code 1)");
+    d = ok;
+    d.eps = -1;
+    opaque_refused(RMS_T, "rms_norm_fwd", in, out, NULL, &d, sizeof d, "eps is -1");
+    d.eps = 1e-3;
+    opaque_refused(RMS_T, "rms_norm_fwd", in, out, "{\"eps\": 1e-5}", &d, sizeof d,
+                   "field eps is 0.001 but attribute eps is 1.0000000000000001e-05");
+
+    const char *bin = "\"g\", \"iv\", \"x\", \"w\"", *bout = "\"gx\", \"gw\", \"pg\"";
+    baton_rms_norm_shard_desc b = {{6, 8, 1e-5, BATON_DTYPE_F32, BATON_DTYPE_BF16, 3}, 0};
+    baton_plan_free(opaque_loads(RMS_BWD_T, "rms_norm_bwd", bin, bout, NULL, &b, sizeof b.rms));
+    b.rms.part_grad_size = 4096; /* part_grad holds 3 rows */
+    opaque_refused(RMS_BWD_T, "rms_norm_bwd", bin, bout, NULL, &b, sizeof b.rms,
+                   "field part_grad_size is 4096 but part_grad 'pg' [3, 8] has 3 rows");
+    b.rms.part_grad_size = 3;
+    b.unsharded_part_grad_size = 2;
+    opaque_refused(RMS_BWD_T, "rms_norm_bwd", bin, bout, NULL, &b, sizeof b,
+                   "unsharded_part_grad_size is 2: it must be 0 or >= part_grad_size (3)");
+    b.unsharded_part_grad_size = 6;
+    baton_plan_free(opaque_loads(RMS_BWD_T, "rms_norm_bwd", bin, bout, NULL, &b, sizeof b));
+    opaque_refused(RMS_BWD_T, "rms_norm_bwd", bin, bout, "{\"unsharded_part_grad_size\": 12}", &b,
+                   sizeof b, "unsharded_part_grad_size is 6 but attribute");
+
+    const char *gw_t = "{\"name\": \"pg\", \"dtype\": \"f32\", \"shape\": [3, 8], \"role\": "
+                       "\"input\"}, {\"name\": \"w\", \"dtype\": \"bf16\", \"shape\": [8], "
+                       "\"role\": \"input\"}, {\"name\": \"gw\", \"dtype\": \"bf16\", \"shape\": "
+                       "[8], \"role\": \"output\"}";
+    baton_rms_grad_weight_desc g = {3, 8, BATON_DTYPE_F32, BATON_DTYPE_BF16};
+    baton_plan_free(
+        opaque_loads(gw_t, "rms_norm_grad_weight", "\"pg\", \"w\"", "\"gw\"", NULL, &g, sizeof g));
+    g.part_grad_size = 300;
+    opaque_refused(gw_t, "rms_norm_grad_weight", "\"pg\", \"w\"", "\"gw\"", NULL, &g, sizeof g,
+                   "field part_grad_size is 300 but part_grad 'pg' f32 [3, 8] has 3 rows");
+    g.part_grad_size = 3;
+    g.pg_dtype = BATON_DTYPE_F64;
+    opaque_refused(gw_t, "rms_norm_grad_weight", "\"pg\", \"w\"", "\"gw\"", NULL, &g, sizeof g,
+                   "field pg_dtype is code 4 (f64) but part_grad 'pg' is f32");
+
+    const char *am_t = "{\"name\": \"x\", \"dtype\": \"f32\", \"shape\": [4, 8], \"role\": "
+                       "\"input\"}, {\"name\": \"y\", \"dtype\": \"i64\", \"shape\": [4], "
+                       "\"role\": \"output\"}";
+    baton_argmax_desc am = {4, 8, BATON_DTYPE_F32, 0};
+    baton_plan_free(opaque_loads(am_t, "argmax", "\"x\"", "\"y\"", NULL, &am, sizeof am));
+    am.n1 = 40;
+    opaque_refused(am_t, "argmax", "\"x\"", "\"y\"", NULL, &am, sizeof am,
+                   "field n1 is 40 but x 'x' f32 [4, 8] has 4 rows");
+}
+
+/* The JAX tutorial's RMSNormDescriptor, as its C++ lays it out: {int n1; int n2; double eps;
+ * ElementType x_type, w_type; int part_grad_size;}, ElementType {BF16, F16, F32, F64}. */
+static baton_rms_norm_tutorial_desc tutorial_desc(int n1, int n2, double eps, int xt, int wt,
+                                                  int pgs)
+{
+    baton_rms_norm_tutorial_desc t;
+    memset(&t, 0xAB, sizeof t); /* the padding holds whatever the tutorial's stack held */
+    t.n1 = n1;
+    t.n2 = n2;
+    t.eps = eps;
+    t.x_type = xt;
+    t.w_type = wt;
+    t.part_grad_size = pgs;
+    return t;
+}
+
+/* The tutorial's bytes run and give the bits that baton's own descriptor gives. */
+static void run_fwd(baton_plan *plan, const float *x, const uint16_t *w, uint16_t *y, float *iv)
+{
+    baton_runtime *rt = test_runtime(plan, BATON_GPU_CPU, BATON_SYNC_STRICT, 0, 0);
+    baton_error err;
+    cr_assert_eq(baton_runtime_set_input(rt, "x", x, 48 * sizeof(float), &err), 0, "%s",
+                 err.message);
+    cr_assert_eq(baton_runtime_set_input(rt, "w", w, 8 * sizeof(uint16_t), &err), 0, "%s",
+                 err.message);
+    cr_assert_eq(baton_runtime_run(rt, &err), 0, "%s", err.message);
+    cr_assert_eq(baton_runtime_get_output(rt, "y", y, 48 * sizeof(uint16_t), &err), 0);
+    cr_assert_eq(baton_runtime_get_output(rt, "iv", iv, 6 * sizeof(float), &err), 0);
+    baton_runtime_destroy(rt);
+}
+
+Test(plan_opaque, accepts_the_jax_tutorials_32_byte_descriptor)
+{
+    const char *in = "\"x\", \"w\"", *out = "\"y\", \"iv\"";
+    baton_rms_norm_tutorial_desc t = tutorial_desc(6, 8, 1e-5, 2 /* F32 */, 0 /* BF16 */, 16);
+    baton_plan *tut = opaque_loads(RMS_T, "rms_norm_fwd", in, out, NULL, &t, sizeof t);
+    const baton_rms_norm_desc own = {6, 8, 1e-5, BATON_DTYPE_F32, BATON_DTYPE_BF16, 0};
+    baton_plan *mine = opaque_loads(RMS_T, "rms_norm_fwd", in, out, NULL, &own, sizeof own);
+    test_rng r = {test_fresh_seed()};
+    float x[48], iv1[6], iv2[6];
+    uint16_t w[8], y1[48], y2[48];
+    test_fill_random(&r, BATON_DTYPE_F32, x, 48, 1.0);
+    test_fill_random(&r, BATON_DTYPE_BF16, w, 8, 1.0);
+    test_poison(y1, sizeof y1);
+    test_poison(y2, sizeof y2);
+    run_fwd(tut, x, w, y1, iv1);
+    run_fwd(mine, x, w, y2, iv2);
+    cr_expect(memcmp(y1, y2, sizeof y1) == 0 && memcmp(iv1, iv2, sizeof iv1) == 0,
+              "the tutorial's descriptor gives other bits than baton's");
+    baton_plan_free(tut);
+    baton_plan_free(mine);
+
+    /* and it is checked like baton's */
+    t = tutorial_desc(6, 9, 1e-5, 2, 0, 16);
+    opaque_refused(RMS_T, "rms_norm_fwd", in, out, NULL, &t, sizeof t,
+                   "field n2 is 9 but weight 'w' bf16 [8] has 8 elements");
+    t = tutorial_desc(6, 8, 1e-5, 3 /* F64 */, 0, 16);
+    opaque_refused(RMS_T, "rms_norm_fwd", in, out, NULL, &t, sizeof t,
+                   "field x_type is ElementType 3 (f64) but x 'x' is f32 (ElementType 2)");
+    t = tutorial_desc(6, 8, 1e-5, 2, 7, 16);
+    opaque_refused(RMS_T, "rms_norm_fwd", in, out, NULL, &t, sizeof t,
+                   "w_type is ElementType 7 in the tutorial's 32-byte descriptor");
+    const char *bin = "\"g\", \"iv\", \"x\", \"w\"", *bout = "\"gx\", \"gw\", \"pg\"";
+    t = tutorial_desc(6, 8, 1e-5, 2, 0, 3);
+    baton_plan_free(opaque_loads(RMS_BWD_T, "rms_norm_bwd", bin, bout, NULL, &t, sizeof t));
+    t = tutorial_desc(6, 8, 1e-5, 2, 0, 16);
+    opaque_refused(RMS_BWD_T, "rms_norm_bwd", bin, bout, NULL, &t, sizeof t,
+                   "field part_grad_size is 16 but part_grad 'pg'");
 }

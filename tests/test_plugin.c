@@ -88,7 +88,9 @@ Test(plugin, what_is_no_plugin_is_a_clear_error)
     /* a shared library without the entry point: the bad plugin's sibling, the example, has it;
      * libbaton itself does not */
     expect_unchanged_after(BATON_TEST_PLUGIN_BAD, "fail", BATON_ENODEV, "on purpose");
+    /* the loader refuses another plugin API version before init runs (init would register) */
     expect_unchanged_after(BATON_TEST_PLUGIN_BAD, "version", BATON_ENOTSUP, "rebuild the plugin");
+    expect_unchanged_after(BATON_TEST_PLUGIN_BAD, "old", BATON_ENOTSUP, "built for plugin API 1");
     /* a return that is not a BATON_E* code is EINVAL, and the message says what it was */
     expect_unchanged_after(BATON_TEST_PLUGIN_BAD, "code", BATON_EINVAL, "failed with 7");
 }
@@ -173,5 +175,91 @@ Test(plugin, one_library_by_another_path_loads_once)
     rmdir(dir);
     cr_assert_eq(rc, 0, "%s", err.message);
     cr_assert_eq(baton_registry_count(reg), before + 1);
+    baton_registry_destroy(reg);
+}
+
+/* A plugin's strings are bounded and its numbers range-checked before use (issue 38): an init
+ * message without a NUL, a check() message without one, a check() giving rank 1000000. */
+Test(plugin, unterminated_messages_and_impossible_ranks_are_contained)
+{
+    baton_registry *reg;
+    baton_error err;
+    cr_assert_eq(baton_registry_create(&reg), 0);
+    setenv("BATON_TEST_PLUGIN_MODE", "nonul", 1);
+    int rc = baton_registry_load_plugin(reg, BATON_TEST_PLUGIN_BAD, &err);
+    cr_expect_eq(rc, BATON_EINVAL);
+    cr_expect(memchr(err.message, 0, sizeof err.message) != NULL);
+    cr_expect(strstr(err.message, "AAAA") != NULL, "%s", err.message);
+    setenv("BATON_TEST_PLUGIN_MODE", "checks", 1);
+    rc = baton_registry_load_plugin(reg, BATON_TEST_PLUGIN_BAD, &err);
+    unsetenv("BATON_TEST_PLUGIN_MODE");
+    cr_assert_eq(rc, 0, "%s", err.message);
+    const char *fmt = "{\"format\": \"baton.plan\", \"version\": 1, \"name\": \"p\", \"tensors\": "
+                      "[{\"name\": \"x\", \"dtype\": \"f32\", \"shape\": [4], \"role\": "
+                      "\"input\"}, {\"name\": \"y\", \"dtype\": \"f32\", \"shape\": [4], "
+                      "\"role\": \"output\"}], \"steps\": [{\"name\": \"s\", \"kernel\": \"%s\", "
+                      "\"device\": \"cpu\", \"inputs\": [\"x\"], \"outputs\": [\"y\"]}]}";
+    char text[1024];
+    baton_plan *plan = NULL;
+    snprintf(text, sizeof text, fmt, "bad.nonul");
+    rc = baton_plan_load_string(reg, text, strlen(text), "p.json", NULL, &plan, &err);
+    cr_expect_eq(rc, BATON_EPLAN);
+    cr_expect(memchr(err.message, 0, sizeof err.message) && strstr(err.message, "MMMM"), "%s",
+              err.message);
+    snprintf(text, sizeof text, fmt, "bad.rank");
+    rc = baton_plan_load_string(reg, text, strlen(text), "p.json", NULL, &plan, &err);
+    cr_expect_eq(rc, BATON_EPLAN);
+    cr_expect(strstr(err.message, "rank 1000000") && strstr(err.message, "check() is wrong"), "%s",
+              err.message);
+    baton_registry_destroy(reg);
+}
+
+/* The example plugin owns the check of its "opaque" (docs/plugins.md): 8 bytes {alpha, beta},
+ * finite, not given twice; the kernel then uses them. */
+Test(plugin, the_example_plugin_checks_its_own_descriptor)
+{
+    baton_registry *reg;
+    baton_error err;
+    cr_assert_eq(baton_registry_create(&reg), 0);
+    cr_assert_eq(baton_registry_load_plugin(reg, BATON_TEST_PLUGIN, &err), 0, "%s", err.message);
+    const char *fmt = "{\"format\": \"baton.plan\", \"version\": 1, \"name\": \"p\", \"tensors\": "
+                      "[{\"name\": \"x\", \"dtype\": \"f32\", \"shape\": [4], \"role\": "
+                      "\"input\"}, {\"name\": \"y\", \"dtype\": \"f32\", \"shape\": [4], "
+                      "\"role\": \"output\"}], \"steps\": [{\"name\": \"s\", \"kernel\": "
+                      "\"example.scale\", \"device\": \"cpu\", \"inputs\": [\"x\"], \"outputs\": "
+                      "[\"y\"]%s, \"opaque\": \"%s\"}]}";
+    char text[1024], hex[64];
+    const float ab[2] = {3.0f, -1.0f}, inf[2] = {INFINITY, 0};
+    baton_plan *plan = NULL;
+    struct {
+        const char *attrs, *hex, *want;
+    } bad[] = {{"", "0000", "is 8 bytes"},
+               {"", NULL, "must be finite"},
+               {", \"attrs\": {\"alpha\": 2}", "", "give them one way"}};
+    for (int i = 0; i < 3; i++) {
+        const float *v = bad[i].hex ? ab : inf;
+        for (int k = 0; k < 8; k++)
+            sprintf(hex + 2 * k, "%02x", ((const unsigned char *)v)[k]);
+        snprintf(text, sizeof text, fmt, bad[i].attrs,
+                 bad[i].hex && bad[i].hex[0] ? bad[i].hex : hex);
+        int rc = baton_plan_load_string(reg, text, strlen(text), "p.json", NULL, &plan, &err);
+        cr_expect_eq(rc, BATON_EPLAN, "case %d", i);
+        cr_expect(strstr(err.message, bad[i].want), "case %d: %s", i, err.message);
+    }
+    for (int k = 0; k < 8; k++)
+        sprintf(hex + 2 * k, "%02x", ((const unsigned char *)ab)[k]);
+    snprintf(text, sizeof text, fmt, "", hex);
+    cr_assert_eq(baton_plan_load_string(reg, text, strlen(text), "p.json", NULL, &plan, &err), 0,
+                 "%s", err.message);
+    baton_runtime *rt = test_runtime(plan, BATON_GPU_CPU, BATON_SYNC_STRICT, 0, 0);
+    const float x[4] = {1, 2, -3, 0.5f};
+    float y[4];
+    cr_assert_eq(baton_runtime_set_input(rt, "x", x, sizeof x, &err), 0);
+    cr_assert_eq(baton_runtime_run(rt, &err), 0, "%s", err.message);
+    cr_assert_eq(baton_runtime_get_output(rt, "y", y, sizeof y, &err), 0);
+    for (int i = 0; i < 4; i++)
+        cr_expect_eq(y[i], x[i] * 3.0f - 1.0f, "y[%d] = %g", i, y[i]);
+    baton_runtime_destroy(rt);
+    baton_plan_free(plan);
     baton_registry_destroy(reg);
 }

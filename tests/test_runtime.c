@@ -1213,3 +1213,53 @@ Test(runtime, a_delegate_with_more_than_16_inputs_sees_every_one)
     baton_runtime_destroy(rt);
     baton_plan_free(p);
 }
+
+/* A second thread's run of a runtime that is running is refused at once (BATON_ESTATE), not run
+ * over the first one's arenas (issue 38); the first run is unharmed and the runtime stays usable.
+ */
+typedef struct concurrent_run {
+    baton_runtime *rt;
+    int rc;
+    baton_error err;
+} concurrent_run;
+
+static void *run_in_thread(void *arg)
+{
+    concurrent_run *c = arg;
+    c->rc = baton_runtime_run(c->rt, &c->err);
+    return NULL;
+}
+
+Test(runtime, a_concurrent_run_of_one_runtime_is_refused)
+{
+    const char *text =
+        "{\"format\": \"baton.plan\", \"version\": 1, \"name\": \"slow\", \"tensors\": ["
+        "{\"name\": \"x\", \"dtype\": \"f32\", \"shape\": [4], \"role\": \"input\"},"
+        "{\"name\": \"y\", \"dtype\": \"f32\", \"shape\": [4], \"role\": \"output\"}],"
+        "\"steps\": [{\"name\": \"s\", \"kernel\": \"test_fail\", \"device\": \"cpu\", "
+        "\"inputs\": [\"x\"], \"outputs\": [\"y\"]}]}";
+    baton_plan *plan = NULL;
+    baton_error err;
+    cr_assert_eq(baton_plan_load_string(reg, text, strlen(text), "slow.json", NULL, &plan, &err), 0,
+                 "%s", err.message);
+    baton_runtime *rt = test_runtime(plan, BATON_GPU_CPU, BATON_SYNC_STRICT, 0, 0);
+    const float x[4] = {1, 2, 3, 4};
+    cr_assert_eq(baton_runtime_set_input(rt, "x", x, sizeof x, &err), 0);
+    slow_us = 400000; /* the first run sleeps in its step */
+    concurrent_run first = {.rt = rt};
+    pthread_t th;
+    cr_assert_eq(pthread_create(&th, NULL, run_in_thread, &first), 0);
+    usleep(100000);
+    int rc = baton_runtime_run(rt, &err);
+    pthread_join(th, NULL);
+    slow_us = 0;
+    cr_expect_eq(rc, BATON_ESTATE, "the second run: %d (%s)", rc, err.message);
+    cr_expect(strstr(err.message, "already running"), "%s", err.message);
+    cr_expect_eq(first.rc, 0, "the first run: %s", first.err.message);
+    cr_expect_eq(baton_runtime_run(rt, &err), 0, "%s", err.message);
+    float y[4];
+    cr_assert_eq(baton_runtime_get_output(rt, "y", y, sizeof y, &err), 0);
+    cr_expect_eq(memcmp(x, y, sizeof y), 0);
+    baton_runtime_destroy(rt);
+    baton_plan_free(plan);
+}

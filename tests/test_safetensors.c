@@ -438,3 +438,41 @@ Test(safetensors_plan, copies_a_misaligned_tensor_into_the_arena)
     baton_runtime_destroy(rt);
     baton_plan_free(plan);
 }
+
+#include <pthread.h>
+
+static st_file *opened[8];
+static char shared_path[256];
+
+static void *open_one(void *arg)
+{
+    baton_error err = {0};
+    int i = (int)(intptr_t)arg;
+    if (st_open(shared_path, &opened[i], &err))
+        opened[i] = NULL;
+    return NULL;
+}
+
+Test(safetensors, threads_opening_one_file_share_one_mapping)
+{
+    static const float w[4] = {1, 2, 3, 4};
+    write_st("w.safetensors",
+             "{\"w\": {\"dtype\": \"F32\", \"shape\": [4], \"data_offsets\": [0, 16]}}", w,
+             sizeof w);
+    /* tmp() is not thread-safe: resolve the path once, before the threads */
+    snprintf(shared_path, sizeof shared_path, "%s", tmp("w.safetensors"));
+    int before = st_cache_count();
+    pthread_t th[8];
+    for (int i = 0; i < 8; i++)
+        cr_assert_eq(pthread_create(&th[i], NULL, open_one, (void *)(intptr_t)i), 0);
+    for (int i = 0; i < 8; i++)
+        pthread_join(th[i], NULL);
+    for (int i = 0; i < 8; i++) {
+        cr_expect_not_null(opened[i]);
+        cr_expect_eq(opened[i], opened[0], "thread %d got its own mapping", i);
+    }
+    cr_expect_eq(st_cache_count(), before + 1);
+    for (int i = 0; i < 8; i++)
+        st_release(opened[i]);
+    cr_expect_eq(st_cache_count(), before);
+}

@@ -208,6 +208,19 @@ Test(dims_plan, refuses_dims_on_a_constant)
                    "a constant has a fixed shape");
 }
 
+Test(dims_plan, refuses_a_collective_over_a_tensor_with_dims)
+{
+    expect_refused(DIMS,
+                   "{\"name\": \"a\", \"dtype\": \"f32\", \"shape\": [\"seq\", 4], \"role\": "
+                   "\"input\"}, {\"name\": \"b\", \"dtype\": \"f32\", \"shape\": [\"seq\", 4], "
+                   "\"role\": \"input\"}, {\"name\": \"c\", \"dtype\": \"f32\", \"shape\": "
+                   "[\"seq\", 4], \"role\": \"output\"}, {\"name\": \"d\", \"dtype\": \"f32\", "
+                   "\"shape\": [\"seq\", 4], \"role\": \"output\"}",
+                   "{\"name\": \"ar\", \"collective\": \"all_reduce\", \"devices\": [\"cuda:0\", "
+                   "\"cuda:1\"], \"inputs\": [\"a\", \"b\"], \"outputs\": [\"c\", \"d\"]}",
+                   "a collective's tensors have fixed shapes");
+}
+
 Test(dims_plan, refuses_a_verbatim_descriptor_on_a_step_with_dims)
 {
     expect_refused(DIMS, T_XD "," T_YD,
@@ -380,21 +393,27 @@ Test(state_run, gives_each_runtime_of_a_plan_its_own_state)
 }
 
 /* y = x + 1 on `dev`, x and y [seq, 4] with seq in 2..8 */
-static baton_plan *dims_plan(const char *dev)
+static baton_plan *dims_plan_max(const char *dev, int max)
 {
-    char steps[512];
+    char steps[512], dims[128];
+    snprintf(dims, sizeof dims, "{\"seq\": {\"min\": 2, \"max\": %d}}", max);
     snprintf(steps, sizeof steps,
              "{\"name\": \"inc\", \"kernel\": \"add_scalar\", \"device\": \"%s\", \"inputs\": "
              "[\"x\"], \"outputs\": [\"y\"], \"attrs\": {\"value\": 1}}",
              dev);
-    return expect_loads("{\"seq\": {\"min\": 2, \"max\": 8}}", T_XD "," T_YD, steps);
+    return expect_loads(dims, T_XD "," T_YD, steps);
+}
+
+static baton_plan *dims_plan(const char *dev)
+{
+    return dims_plan_max(dev, 8);
 }
 
 static void run_seq(baton_runtime *rt, int seq, int by_input)
 {
     baton_error err = {0};
-    float x[32], y[32 + 4];
-    for (int i = 0; i < 32; i++)
+    float x[64], y[64 + 4];
+    for (int i = 0; i < 64; i++)
         x[i] = (float)(i * 3 + seq);
     if (!by_input)
         cr_assert_eq(baton_runtime_set_dims(rt, "seq", seq, &err), 0, "%s", err.message);
@@ -475,26 +494,37 @@ Test(dims_run, refuses_inputs_that_disagree)
     baton_plan_free(plan);
 }
 
+/* Graph mode on the test device, and on CUDA when a GPU is present (the lead's GPU run). */
 Test(dims_run, keeps_a_graph_per_binding_and_hits_it_again)
 {
-    baton_plan *plan = dims_plan("cuda:0");
-    baton_runtime *rt = test_runtime(plan, BATON_GPU_SIM, BATON_SYNC_GRAPH, 0, 0);
-    /* 1 in 8 runs changes seq: 3 distinct values, so after their first use every run hits */
-    int values[] = {4, 6, 4, 7, 4, 6};
-    int changes = 0;
-    for (int r = 0; r < 48; r++) {
-        int seq = values[r / 8];
-        changes += r % 8 == 0;
-        run_seq(rt, seq, 0);
+    baton_plan *plan = dims_plan_max("cuda:0", 16);
+    baton_gpu_backend backs[2] = {BATON_GPU_SIM, BATON_GPU_CUDA};
+    for (int b = 0; b < (test_cuda_devices() > 0 ? 2 : 1); b++) {
+        baton_runtime *rt = test_runtime(plan, backs[b], BATON_SYNC_GRAPH, 0, 1);
+        /* 1 in 8 runs changes seq: 3 distinct values, so after their first use every run hits */
+        int values[] = {4, 6, 4, 7, 4, 6};
+        int changes = 0;
+        for (int r = 0; r < 48; r++) {
+            int seq = values[r / 8];
+            changes += r % 8 == 0;
+            run_seq(rt, seq, 0);
+        }
+        baton_run_stats st;
+        baton_runtime_stats(rt, &st);
+        /* 4, 6 and 7: one capture each (the max was never run); the repeats hit */
+        cr_expect_eq(st.captures, 3, "%s: captures %lld", b ? "cuda" : "sim",
+                     (long long)st.captures);
+        cr_expect_eq(baton_runtime_graph_hits(rt), changes - 3, "%s: hits %lld", b ? "cuda" : "sim",
+                     (long long)baton_runtime_graph_hits(rt));
+        cr_expect_eq(st.graph_updates, 0);
+        /* more bindings than slots: the least recently used slot is updated in place */
+        for (int seq = 2; seq <= 16; seq++)
+            run_seq(rt, seq, 0);
+        baton_runtime_stats(rt, &st);
+        cr_expect_gt(st.graph_updates, 0, "%s: updates %lld", b ? "cuda" : "sim",
+                     (long long)st.graph_updates);
+        baton_runtime_destroy(rt);
     }
-    baton_run_stats st;
-    baton_runtime_stats(rt, &st);
-    /* the max binding (first capture), then 4, 6, 7: one capture each; the repeats hit */
-    cr_expect_eq(st.captures, 3, "captures %lld", (long long)st.captures);
-    cr_expect_eq(baton_runtime_graph_hits(rt), changes - 3, "hits %lld",
-                 (long long)baton_runtime_graph_hits(rt));
-    cr_expect_eq(st.graph_updates, 0);
-    baton_runtime_destroy(rt);
     baton_plan_free(plan);
 }
 
@@ -576,5 +606,87 @@ Test(state_run, pool_instances_own_their_state_and_pinned_jobs_reach_theirs)
         uv_run(&loop, UV_RUN_DEFAULT);
         cr_expect_eq(uv_loop_close(&loop), 0);
     }
+    baton_plan_free(plan);
+}
+
+Test(state_run, kv_cache_appends_in_place_across_runs_with_a_bound_sequence)
+{
+    /* a KV cache as generate.c uses it: prefill writes rows 0..seq-1, decode appends one row */
+    baton_plan *plan = expect_loads(
+        "{\"seq\": {\"min\": 1, \"max\": 6}}",
+        "{\"name\": \"cache\", \"dtype\": \"f32\", \"shape\": [8, 4], \"role\": \"state\"}, "
+        "{\"name\": \"new\", \"dtype\": \"f32\", \"shape\": [\"seq\", 4], \"role\": \"input\"}, "
+        "{\"name\": \"pos\", \"dtype\": \"i64\", \"shape\": [\"seq\"], \"role\": \"input\"}",
+        "{\"name\": \"kv\", \"kernel\": \"kv_cache_update\", \"device\": \"cuda:0\", \"inputs\": "
+        "[\"cache\", \"new\", \"pos\"], \"outputs\": [\"cache\"]}");
+    for (int g = 0; g < 2; g++)
+        for (int m = 0; m < 3; m++) {
+            baton_runtime *rt = test_runtime(plan, gpus[g], modes[m], 0, 0);
+            baton_error err = {0};
+            float rows[6 * 4];
+            for (int i = 0; i < 24; i++)
+                rows[i] = (float)(100 + i);
+            int64_t pos[6] = {0, 1, 2, 3, 4, 5};
+            /* prefill 3 rows, then two decode steps of one row each */
+            cr_assert_eq(baton_runtime_set_input(rt, "new", rows, 3 * 16, &err), 0, "%s",
+                         err.message);
+            cr_assert_eq(baton_runtime_set_input(rt, "pos", pos, 3 * 8, &err), 0, "%s",
+                         err.message);
+            cr_assert_eq(baton_runtime_run(rt, &err), 0, "%s", err.message);
+            for (int step = 3; step < 5; step++) {
+                cr_assert_eq(baton_runtime_set_input(rt, "new", rows + 4 * step, 16, &err), 0, "%s",
+                             err.message);
+                cr_assert_eq(baton_runtime_set_input(rt, "pos", &pos[step], 8, &err), 0, "%s",
+                             err.message);
+                cr_assert_eq(baton_runtime_run(rt, &err), 0, "%s", err.message);
+            }
+            float cache[8 * 4];
+            cr_assert_eq(baton_runtime_get_output(rt, "cache", cache, sizeof cache, &err), 0, "%s",
+                         err.message);
+            for (int i = 0; i < 32; i++)
+                cr_expect_eq(cache[i], i < 20 ? rows[i] : 0, "gpu %d mode %d cache[%d] = %g", g, m,
+                             i, cache[i]);
+            baton_runtime_destroy(rt);
+        }
+    baton_plan_free(plan);
+}
+
+Test(dims_run, gemm_multiplies_the_bound_rows_only)
+{
+    baton_plan *plan = expect_loads(
+        "{\"seq\": {\"min\": 1, \"max\": 16}}",
+        "{\"name\": \"x\", \"dtype\": \"f32\", \"shape\": [\"seq\", 8], \"role\": \"input\"}, "
+        "{\"name\": \"w\", \"dtype\": \"f32\", \"shape\": [8, 4], \"role\": \"constant\", "
+        "\"init\": {\"kind\": \"normal\", \"seed\": 3, \"std\": 1}}, "
+        "{\"name\": \"y\", \"dtype\": \"f32\", \"shape\": [\"seq\", 4], \"role\": \"output\"}",
+        "{\"name\": \"mm\", \"delegate\": \"gemm\", \"device\": \"cpu\", \"inputs\": [\"x\", "
+        "\"w\"], \"outputs\": [\"y\"]}");
+    float w[32];
+    baton_error err = {0};
+    cr_assert_eq(plan_tensor_materialize(plan, plan_find_tensor(plan, "w"), w, &err), 0);
+    baton_runtime *rt = test_runtime(plan, BATON_GPU_AUTO, BATON_SYNC_GRAPH, 0, 0);
+    test_rng r = {test_fresh_seed()};
+    int seqs[] = {3, 16, 1, 7};
+    for (int k = 0; k < 4; k++) {
+        int seq = seqs[k];
+        float x[16 * 8], y[16 * 4];
+        test_fill_random(&r, BATON_DTYPE_F32, x, seq * 8, 1.0);
+        cr_assert_eq(baton_runtime_set_input(rt, "x", x, (size_t)seq * 8 * 4, &err), 0, "%s",
+                     err.message);
+        cr_assert_eq(baton_runtime_run(rt, &err), 0, "%s", err.message);
+        test_poison(y, sizeof y);
+        cr_assert_eq(baton_runtime_get_output(rt, "y", y, (size_t)seq * 4 * 4, &err), 0, "%s",
+                     err.message);
+        double ref[16 * 4];
+        for (int i = 0; i < seq; i++)
+            for (int j = 0; j < 4; j++) {
+                ref[i * 4 + j] = 0;
+                for (int q = 0; q < 8; q++)
+                    ref[i * 4 + j] += (double)x[i * 8 + q] * w[q * 4 + j];
+            }
+        double e = test_rel_err(BATON_DTYPE_F32, y, ref, seq * 4);
+        cr_expect_leq(e, test_tolerance(BATON_DTYPE_F32), "seq %d: rel err %g", seq, e);
+    }
+    baton_runtime_destroy(rt);
     baton_plan_free(plan);
 }

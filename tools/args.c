@@ -32,6 +32,8 @@ static const char *usage_common =
     "  --no-autotune            kernels that tune (RMSNorm on CUDA) keep their fixed default\n"
     "                           instead of the variant measured fastest at prepare (the same\n"
     "                           bits either way; for timings that must not depend on it)\n"
+    "  --cpu-threads=N          threads for the CPU's steps: 1 the calling thread only, N at\n"
+    "                           most N (default: every core; the same results either way)\n"
     "  -q, --quiet              no warnings\n";
 
 void cli_print_usage(const char *cmd)
@@ -142,6 +144,7 @@ static const char *option_commands(const char *a)
         {"--no-queue-ahead", "run bench"},
         {"--queue-ahead", "bench"},
         {"--no-autotune", "run bench"},
+        {"--cpu-threads", "run bench"},
         {"--iters", "run bench"},
         {"--warmup", "bench"},
         {"--inflight", "bench"},
@@ -244,6 +247,11 @@ static int parse(int argc, char **argv, cli *c, char *msg, size_t msglen)
                 c->opts.gpu = BATON_GPU_SIM;
             else {
                 snprintf(msg, msglen, "baton: unknown --gpu '%s' (use auto, cuda, cpu or sim)", v);
+                return -1;
+            }
+        } else if ((v = opt_value(argc, argv, &i, "--cpu-threads"))) {
+            if (parse_count(v, 1, 4096, &c->opts.cpu_threads)) {
+                snprintf(msg, msglen, "baton: --cpu-threads '%s' is not a count from 1 to 4096", v);
                 return -1;
             }
         } else if ((v = opt_value(argc, argv, &i, "--iters"))) {

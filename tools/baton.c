@@ -30,6 +30,30 @@ static int cmd_validate(const cli *c)
     return rc;
 }
 
+/* The described text, escaped, with the newlines and tabs of its layout kept, but not those of
+ * the plan's name (the one free-form string in it): the name is printed escaped, as `run` and
+ * `validate` print it, so that it cannot forge lines. */
+static void print_described(const char *text, size_t len, const char *name)
+{
+    const size_t nl = name ? strlen(name) : 0;
+    if (!nl || !strpbrk(name, "\n\t\r")) {
+        cli_fputs_safe(text, len, stdout);
+        return;
+    }
+    size_t at = 0;
+    for (size_t i = 0; i + nl <= len;) {
+        if (memcmp(text + i, name, nl) != 0) {
+            i++;
+            continue;
+        }
+        cli_fputs_safe(text + at, i - at, stdout);
+        fputs(cli_esc(name), stdout);
+        i += nl;
+        at = i;
+    }
+    cli_fputs_safe(text + at, len - at, stdout);
+}
+
 static int cmd_inspect(const cli *c)
 {
     baton_registry *reg = NULL;
@@ -52,7 +76,7 @@ static int cmd_inspect(const cli *c)
             if (bad)
                 rc = EXIT_IO;
             else
-                cli_fputs_safe(text, len, stdout);
+                print_described(text, len, baton_plan_name(plan));
             free(text);
         }
     }
@@ -112,15 +136,20 @@ static int cmd_run(cli *c)
     if ((rc = cli_check_bindings(c, plan)))
         goto out;
     inputs = calloc((size_t)baton_plan_tensor_count(plan) + 1, sizeof *inputs);
-    staged = calloc((size_t)c->n_out + 1, sizeof *staged);
+    staged = calloc((size_t)c->n_out + 2, sizeof *staged);
     if (!inputs || !staged) {
-        rc = EXIT_RUN;
+        rc = cli_oom("the command's tables", 0);
         goto out;
     }
     if ((rc = cli_read_inputs(c, plan, inputs, 1)))
         goto out;
     if (baton_runtime_create(plan, &c->opts, &rt, &err)) {
-        fprintf(stderr, "%s\n", cli_esc(err.message));
+        char need[64];
+        if (err.code == BATON_ENOMEM)
+            fprintf(stderr, "baton: out of memory preparing the plan (its arenas need %s): %s\n",
+                    cli_arena_total(plan, need, sizeof need), cli_esc(err.message));
+        else
+            fprintf(stderr, "%s\n", cli_esc(err.message));
         rc = EXIT_RUN;
         goto out;
     }
@@ -173,12 +202,18 @@ static int cmd_run(cli *c)
         baton_runtime_tensor_desc(rt, ti.name, &run_desc);
         size_t nb = (size_t)baton_tensor_desc_numel(&run_desc) * baton_dtype_size(run_desc.dtype);
         void *buf = malloc(nb ? nb : 1);
-        int got = buf ? baton_runtime_get_output(rt, ti.name, buf, nb, &err) : BATON_ENOMEM;
+        if (!buf) {
+            char what[600];
+            snprintf(what, sizeof what, "--output %s's copy", cli_esc(ti.name));
+            rc = cli_oom(what, nb);
+            n_staged++;
+            goto out;
+        }
+        int got = baton_runtime_get_output(rt, ti.name, buf, nb, &err);
         int wrote = got ? -1 : baton_npy_write(staged[n_staged++].tmp, &run_desc, buf, &err);
         free(buf);
         if (got || wrote) {
-            fprintf(stderr, "baton: --output %s: %s\n", cli_esc(ti.name),
-                    got == BATON_ENOMEM ? baton_strerror(got) : cli_esc(err.message));
+            fprintf(stderr, "baton: --output %s: %s\n", cli_esc(ti.name), cli_esc(err.message));
             rc = got ? EXIT_RUN : EXIT_IO;
             goto out;
         }
@@ -260,6 +295,7 @@ int main(int argc, char **argv)
         return EXIT_USAGE;
     }
     baton_log_set(cli_log, NULL);
+    cli_clean_up_on_signals();
     static cli c; /* large (the bindings' names): not on the stack */
     char msg[1024];
     if (cli_parse(argc, argv, &c, msg, sizeof msg)) {

@@ -184,7 +184,7 @@ static int bench_inflight(cli *c, const baton_plan *plan, const baton_sync_mode 
     uv_loop_t loop;
     int loop_ok = 0;
     if (!inputs || !F.lat_ns) {
-        rc = EXIT_RUN;
+        rc = cli_oom("the latency table", (size_t)(iters > n ? iters : n) * sizeof *F.lat_ns);
         goto out;
     }
     if ((rc = cli_read_inputs(c, plan, inputs, 1)))
@@ -193,7 +193,7 @@ static int bench_inflight(cli *c, const baton_plan *plan, const baton_sync_mode 
     request *req = calloc((size_t)n, sizeof *req);
     F.req = req;
     if (!req) {
-        rc = EXIT_RUN;
+        rc = cli_oom("the requests in flight", (size_t)n * sizeof *req);
         goto out;
     }
     for (int k = 0; k < n; k++) {
@@ -204,7 +204,7 @@ static int bench_inflight(cli *c, const baton_plan *plan, const baton_sync_mode 
         r->in = calloc((size_t)n_in + 1, sizeof *r->in);
         r->out = calloc((size_t)n_out + 1, sizeof *r->out);
         if (!r->in || !r->out) {
-            rc = EXIT_RUN;
+            rc = cli_oom("the requests' bindings", 0);
             goto out;
         }
         for (int t = 0; t < nt; t++) {
@@ -217,7 +217,12 @@ static int bench_inflight(cli *c, const baton_plan *plan, const baton_sync_mode 
                 baton_binding *b = &r->out[r->job.n_outputs++];
                 b->name = ti.name, b->nbytes = ti.nbytes;
                 if (!(b->data = malloc(ti.nbytes ? ti.nbytes : 1))) {
-                    rc = EXIT_RUN;
+                    char what[700];
+                    snprintf(what, sizeof what,
+                             "output '%s' for request %d of --inflight=%d (each request in "
+                             "flight has its own outputs; give a smaller --inflight)",
+                             cli_esc(ti.name), k + 1, n);
+                    rc = cli_oom(what, ti.nbytes);
                     goto out;
                 }
             }
@@ -240,8 +245,16 @@ static int bench_inflight(cli *c, const baton_plan *plan, const baton_sync_mode 
         o.mode = want[m];
         if (baton_pool_create(&loop, plan, &o, n, &F.pool, &err)) {
             cli_progress_end(&prog);
-            fprintf(stderr, "baton bench: %s mode: %s\n", baton_sync_mode_name(want[m]),
-                    cli_esc(err.message));
+            char need[64];
+            if (err.code == BATON_ENOMEM)
+                fprintf(stderr,
+                        "baton bench: %s mode: out of memory creating %d instances (each "
+                        "needs arenas of %s; give a smaller --inflight): %s\n",
+                        baton_sync_mode_name(want[m]), n, cli_arena_total(plan, need, sizeof need),
+                        cli_esc(err.message));
+            else
+                fprintf(stderr, "baton bench: %s mode: %s\n", baton_sync_mode_name(want[m]),
+                        cli_esc(err.message));
             rc = EXIT_RUN;
             break;
         }
@@ -400,6 +413,7 @@ static int bench_report(cli *c, const baton_plan *plan, void **inputs, const mod
             break;
         }
         close(fd);
+        cli_temp_add(paths[m]); /* removed on SIGINT too */
         made = m + 1;
         if (baton_runtime_create(plan, &o, &rt, &err) || cli_bind_inputs(c, plan, rt, inputs)) {
             fprintf(stderr, "%s\n", cli_esc(err.message));
@@ -423,10 +437,26 @@ static int bench_report(cli *c, const baton_plan *plan, void **inputs, const mod
                               res[m].graphs, lat_all + (size_t)m * (size_t)iters,
                               iters,         paths[m]};
     }
-    if (!rc)
-        rc = cli_report_write(c, plan, rm, nres, ratios, strict_p50, c->report);
-    for (int m = 0; m < made; m++)
+    /* the page is written beside its path and renamed over it at the end, as --output is: a
+     * failure or a signal leaves the old report in place */
+    if (!rc) {
+        cli_staged st;
+        if (cli_stage(&st, c->report)) {
+            fprintf(stderr, "baton bench: --report: cannot create a file beside %s: %s\n",
+                    cli_esc(c->report), strerror(errno));
+            rc = EXIT_IO;
+        } else {
+            rc = cli_report_write(c, plan, rm, nres, ratios, strict_p50, st.tmp);
+            if (rc)
+                cli_discard(&st, 1);
+            else
+                rc = cli_commit(&st, 1);
+        }
+    }
+    for (int m = 0; m < made; m++) {
         unlink(paths[m]);
+        cli_temp_remove(paths[m]);
+    }
     return rc;
 }
 
@@ -455,21 +485,11 @@ int cmd_bench(cli *c)
     int nres = 0;
     times = malloc((size_t)iters * sizeof *times);
     lat_all = malloc((size_t)iters * 3 * sizeof *lat_all);
-    if (c->report) { /* writable before the first run, not after the last */
-        FILE *rf = fopen(c->report, "w");
-        if (!rf) {
-            fprintf(stderr, "baton bench: --report=%s: cannot create it: %s\n", cli_esc(c->report),
-                    strerror(errno));
-            rc = EXIT_IO;
-            goto out;
-        }
-        fclose(rf);
-    }
     int nsteps = baton_plan_step_count(plan);
     step_ns = calloc((size_t)(nsteps ? nsteps : 1) * 3, sizeof *step_ns);
     inputs = calloc((size_t)baton_plan_tensor_count(plan) + 1, sizeof *inputs);
     if (!times || !step_ns || !inputs || !lat_all) {
-        rc = EXIT_RUN;
+        rc = cli_oom("the latency tables", (size_t)iters * 4 * sizeof *times);
         goto out;
     }
     if ((rc = cli_read_inputs(c, plan, inputs, 1)))

@@ -66,6 +66,8 @@ size_t cli_escape(const char *src, char *dst, size_t cap, int keep_newlines);
 const char *cli_esc(const char *s);
 /* The CLI's log callback (baton_log_set): "baton: warning: ..." on stderr, escaped. */
 void cli_log(void *user, baton_log_level level, const char *message);
+/* Rewrites the baton_options fields a library message names into the CLI's flags (--gpu=cpu). */
+void cli_flags(const char *message, char *out, size_t cap);
 /* Writes len bytes of text (newlines kept, NULs escaped) escaped to f. */
 void cli_fputs_safe(const char *s, size_t len, FILE *f);
 /* Levenshtein distance of a and b, or limit + 1 when it is larger (or a name is over 64 bytes). */
@@ -85,6 +87,10 @@ int cli_report_write(const cli *c, const baton_plan *plan, const report_mode *mo
                      int ratios, double strict_p50, const char *path);
 
 /* common.c */
+/* "baton: out of memory: cannot allocate <what> (<bytes>)" on stderr; returns EXIT_RUN. */
+int cli_oom(const char *what, size_t bytes);
+/* "N bytes, X GiB": what the arenas of one runtime of the plan take, into buf. */
+const char *cli_arena_total(const baton_plan *plan, char *buf, size_t cap);
 int cli_load(const cli *c, baton_registry **reg, baton_plan **plan);
 /* Checks --input and --output names against the plan (an unknown name lists the choices), and
  * every --output and --trace path for writing, before anything runs. 0 or an exit code. */
@@ -106,6 +112,12 @@ typedef struct cli_staged {
     int written;    /* tmp exists and is ours to remove */
 } cli_staged;
 int cli_stage(cli_staged *s, const char *path);
+/* Registers a temporary file (the path must stay valid) to be removed if a signal ends the
+ * command; cli_temp_remove forgets it. cli_stage and cli_commit/cli_discard call them. */
+void cli_temp_add(const char *path);
+void cli_temp_remove(const char *path);
+/* Installs the handler that removes the registered temporaries on SIGINT, SIGTERM and SIGHUP. */
+void cli_clean_up_on_signals(void);
 /* Renames every staged file over its path; on failure removes those not yet renamed. */
 int cli_commit(cli_staged *s, int n);
 void cli_discard(cli_staged *s, int n);

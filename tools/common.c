@@ -2,6 +2,8 @@
  * plan's inputs from .npy files or seeded values, and the clock.
  */
 #include <errno.h>
+#include <limits.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,14 +15,35 @@
 
 #include "cli.h"
 
+int cli_oom(const char *what, size_t bytes)
+{
+    char size[64] = "";
+    if (bytes >= (1u << 30))
+        snprintf(size, sizeof size, " (%zu bytes, %.1f GiB)", bytes, (double)bytes / (1u << 30));
+    else if (bytes)
+        snprintf(size, sizeof size, " (%zu bytes)", bytes);
+    fprintf(stderr, "baton: out of memory: cannot allocate %s%s\n", what, size);
+    return EXIT_RUN;
+}
+
+const char *cli_arena_total(const baton_plan *plan, char *buf, size_t cap)
+{
+    double total = 0;
+    for (int i = 0; i < baton_plan_arena_count(plan); i++) {
+        baton_arena a;
+        if (baton_plan_arena_info(plan, i, &a) == 0)
+            total += (double)a.nbytes;
+    }
+    snprintf(buf, cap, "%.0f bytes, %.1f GiB", total, total / (1u << 30));
+    return buf;
+}
+
 int cli_load(const cli *c, baton_registry **reg, baton_plan **plan)
 {
     baton_error err = {0};
     int rc = baton_registry_create(reg);
-    if (rc) {
-        fprintf(stderr, "baton: %s\n", baton_strerror(rc));
-        return EXIT_RUN;
-    }
+    if (rc)
+        return cli_oom("the registry of targets", 0);
     for (int i = 0; i < c->n_plugins; i++) {
         rc = baton_registry_load_plugin(*reg, c->plugins[i], &err);
         if (rc) {
@@ -145,6 +168,105 @@ static int check_writable(const char *opt, const char *name, const char *path)
     return EXIT_IO;
 }
 
+/* A file as the system names it: its device and inode when it exists, and its resolved path
+ * (realpath of the file, or of its directory plus its name when it does not exist yet). */
+typedef struct file_id {
+    int exists, chr;
+    dev_t dev;
+    ino_t ino;
+    char path[PATH_MAX + 256];
+} file_id;
+
+static void file_id_of(const char *path, file_id *f)
+{
+    struct stat st;
+    memset(f, 0, sizeof *f);
+    if (stat(path, &st) == 0) {
+        f->exists = 1;
+        f->chr = S_ISCHR(st.st_mode);
+        f->dev = st.st_dev;
+        f->ino = st.st_ino;
+    }
+    char buf[PATH_MAX];
+    if (realpath(path, buf)) {
+        snprintf(f->path, sizeof f->path, "%s", buf);
+        return;
+    }
+    char *d1 = strdup(path), *d2 = strdup(path);
+    if (d1 && d2 && realpath(dirname(d1), buf))
+        snprintf(f->path, sizeof f->path, "%s/%s", buf, basename(d2));
+    else
+        snprintf(f->path, sizeof f->path, "%s", path);
+    free(d1);
+    free(d2);
+}
+
+/* Whether two paths name one file: the same device and inode, or the same resolved path. Two
+ * character devices are not a conflict (writing /dev/null twice loses nothing). */
+static int same_file(const file_id *a, const file_id *b)
+{
+    if (a->chr && b->chr)
+        return 0;
+    if (a->exists && b->exists)
+        return a->dev == b->dev && a->ino == b->ino;
+    return strcmp(a->path, b->path) == 0;
+}
+
+/* The files a command reads and writes: each written one must be no other. */
+typedef struct file_use {
+    char label[MAX_NAME + 32];
+    const char *path;
+    int writes;
+    file_id id;
+} file_use;
+
+static int check_distinct(const cli *c)
+{
+    const int cap = 2 * MAX_BINDINGS + 4;
+    file_use *u = calloc((size_t)cap, sizeof *u);
+    if (!u)
+        return cli_oom("the list of the command's files", (size_t)cap * sizeof *u);
+    int n = 0;
+    snprintf(u[n].label, sizeof u[n].label, "the plan file");
+    u[n++].path = c->plan_path;
+    for (int i = 0; i < c->n_in; i++) {
+        snprintf(u[n].label, sizeof u[n].label, "--input %s", cli_esc(c->in[i].name));
+        u[n++].path = c->in[i].path;
+    }
+    for (int i = 0; i < c->n_out; i++) {
+        snprintf(u[n].label, sizeof u[n].label, "--output %s", cli_esc(c->out[i].name));
+        u[n].writes = 1;
+        u[n++].path = c->out[i].path;
+    }
+    if (c->trace) {
+        snprintf(u[n].label, sizeof u[n].label, "--trace");
+        u[n].writes = 1;
+        u[n++].path = c->trace;
+    }
+    if (c->report) {
+        snprintf(u[n].label, sizeof u[n].label, "--report");
+        u[n].writes = 1;
+        u[n++].path = c->report;
+    }
+    for (int i = 0; i < n; i++)
+        file_id_of(u[i].path, &u[i].id);
+    int rc = 0;
+    for (int i = 0; i < n && !rc; i++)
+        for (int k = 0; k < i && !rc; k++) {
+            if (!(u[i].writes || u[k].writes) || !same_file(&u[i].id, &u[k].id))
+                continue;
+            fprintf(stderr,
+                    "baton: %s (%s) and %s (%s) are the same file; %s; nothing was run or "
+                    "written\n",
+                    u[k].label, cli_esc(u[k].path), u[i].label, cli_esc(u[i].path),
+                    u[i].writes && u[k].writes ? "give each file written its own path"
+                                               : "a file written must not be one that is read");
+            rc = EXIT_USAGE;
+        }
+    free(u);
+    return rc;
+}
+
 int cli_check_bindings(const cli *c, const baton_plan *plan)
 {
     int rc;
@@ -173,19 +295,21 @@ int cli_check_bindings(const cli *c, const baton_plan *plan)
             return EXIT_USAGE;
         }
     }
-    for (int i = 0; i < c->n_out; i++) {
-        for (int k = 0; k < i; k++)
-            if (strcmp(c->out[k].path, c->out[i].path) == 0) {
-                fprintf(stderr,
-                        "baton: --output %s and --output %s both write %s; give each "
-                        "output its own file\n",
-                        cli_esc(c->out[k].name), cli_esc(c->out[i].name), cli_esc(c->out[i].path));
-                return EXIT_USAGE;
-            }
+    const char *empty = c->trace && !c->trace[0]     ? "--trace"
+                        : c->report && !c->report[0] ? "--report"
+                                                     : NULL;
+    if (empty) {
+        fprintf(stderr, "baton: %s= names no file; give a path (%s=FILE)\n", empty, empty);
+        return EXIT_USAGE;
+    }
+    if ((rc = check_distinct(c)))
+        return rc;
+    for (int i = 0; i < c->n_out; i++)
         if ((rc = check_writable("--output", c->out[i].name, c->out[i].path)))
             return rc;
-    }
     if (c->trace && (rc = check_writable("--trace", NULL, c->trace)))
+        return rc;
+    if (c->report && (rc = check_writable("--report", NULL, c->report)))
         return rc;
     return 0;
 }
@@ -264,7 +388,8 @@ int cli_read_inputs(const cli *c, const baton_plan *plan, void **bufs, int note)
             baton_tensor_desc d;
             void *buf = NULL;
             if (baton_npy_read(path, &d, &buf, &err)) {
-                fprintf(stderr, "baton: --input %s: %s\n", cli_esc(ti.name), cli_esc(err.message));
+                fprintf(stderr, "baton: --input %s: %s\n", cli_esc(ti.name),
+                        err.message[0] ? cli_esc(err.message) : baton_strerror(err.code));
                 cli_free_inputs(plan, bufs);
                 return err.code == BATON_ENOMEM ? EXIT_RUN : EXIT_IO;
             }
@@ -288,7 +413,9 @@ int cli_read_inputs(const cli *c, const baton_plan *plan, void **bufs, int note)
             bufs[t] = malloc(ti.nbytes ? ti.nbytes : 1);
             if (!bufs[t]) {
                 cli_free_inputs(plan, bufs);
-                return EXIT_RUN;
+                char what[600];
+                snprintf(what, sizeof what, "input '%s'", cli_esc(ti.name));
+                return cli_oom(what, ti.nbytes);
             }
             fill_default(&ti, bufs[t], (uint64_t)t + 1);
             if (note && !c->opts.quiet)
@@ -339,6 +466,54 @@ int64_t cli_clock_ns(void)
     return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 
+/* Temporaries to remove if the command is interrupted (SIGINT, SIGTERM, SIGHUP): the handler may
+ * only unlink, which is async-signal-safe, then dies of the signal as it would have. */
+#define CLI_MAX_TEMPS (MAX_BINDINGS + 8)
+static const char *volatile temps[CLI_MAX_TEMPS];
+
+void cli_temp_add(const char *path)
+{
+    for (int i = 0; i < CLI_MAX_TEMPS; i++)
+        if (!temps[i]) {
+            temps[i] = path;
+            return;
+        }
+}
+
+void cli_temp_remove(const char *path)
+{
+    for (int i = 0; i < CLI_MAX_TEMPS; i++)
+        if (temps[i] == path)
+            temps[i] = NULL;
+}
+
+static void remove_temps(int sig)
+{
+    for (int i = 0; i < CLI_MAX_TEMPS; i++)
+        if (temps[i])
+            unlink(temps[i]);
+    signal(sig, SIG_DFL);
+    raise(sig);
+}
+
+void cli_clean_up_on_signals(void)
+{
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = remove_temps;
+    sigemptyset(&sa.sa_mask);
+    const int sigs[] = {SIGINT, SIGTERM, SIGHUP};
+    for (size_t i = 0; i < sizeof sigs / sizeof sigs[0]; i++)
+        sigaddset(&sa.sa_mask, sigs[i]);
+    for (size_t i = 0; i < sizeof sigs / sizeof sigs[0]; i++) {
+        struct sigaction old;
+        /* a signal ignored by whoever started us (nohup, a background job) stays ignored */
+        if (sigaction(sigs[i], NULL, &old) == 0 && old.sa_handler == SIG_IGN)
+            continue;
+        sigaction(sigs[i], &sa, NULL);
+    }
+}
+
 /* Output files appear whole or not at all: each is written to a temporary name beside it and
  * renamed over its path only when every file of the command has been written. A character device
  * (/dev/null, /dev/stdout) is written directly. */
@@ -367,6 +542,7 @@ int cli_stage(cli_staged *s, const char *path)
     }
     close(fd);
     s->written = 1;
+    cli_temp_add(s->tmp);
     return 0;
 }
 
@@ -380,6 +556,7 @@ int cli_commit(cli_staged *s, int n)
             return EXIT_IO;
         } else {
             s[i].written = 0;
+            cli_temp_remove(s[i].tmp);
         }
     return 0;
 }
@@ -389,6 +566,7 @@ void cli_discard(cli_staged *s, int n)
     for (int i = 0; i < n; i++)
         if (s[i].written && !s[i].direct) {
             unlink(s[i].tmp);
+            cli_temp_remove(s[i].tmp);
             s[i].written = 0;
         }
 }
@@ -438,7 +616,8 @@ void cli_log(void *user, baton_log_level level, const char *message)
 {
     (void)user;
     static const char *const names[] = {"error", "warning", "note"};
-    char line[2048]; /* not cli_esc's shared buffers: a pool's workers may log too */
-    cli_escape(message, line, sizeof line, 0);
+    char said[2048], line[2048]; /* not cli_esc's shared buffers: a pool's workers may log too */
+    cli_flags(message, said, sizeof said);
+    cli_escape(said, line, sizeof line, 0);
     fprintf(stderr, "baton: %s: %s\n", (unsigned)level < 3 ? names[level] : "message", line);
 }

@@ -269,7 +269,8 @@ int cli_report_write(const cli *c, const baton_plan *plan, const report_mode *mo
 {
     FILE *f = fopen(path, "w");
     if (!f) {
-        fprintf(stderr, "baton bench: --report=%s: cannot create it\n", cli_esc(path));
+        fprintf(stderr, "baton bench: --report=%s: cannot create it\n",
+                cli_esc(c->report ? c->report : path));
         return EXIT_IO;
     }
     fputs("<!doctype html>\n<html><head><meta charset=\"utf-8\"><title>baton bench: ", f);
@@ -350,7 +351,8 @@ int cli_report_write(const cli *c, const baton_plan *plan, const report_mode *mo
     fputs("</body></html>\n", f);
     int bad = ferror(f);
     if (fclose(f) || bad) {
-        fprintf(stderr, "baton bench: --report=%s: write failed\n", cli_esc(path));
+        fprintf(stderr, "baton bench: --report=%s: write failed\n",
+                cli_esc(c->report ? c->report : path));
         return EXIT_IO;
     }
     return 0;

@@ -73,13 +73,48 @@ size_t cli_escape(const char *src, char *dst, size_t cap, int keep_newlines)
     return o;
 }
 
+/* The library's messages name baton_options fields (an embedder's words); the CLI says its flags
+ * instead. Each phrase is one the library writes (scheduler/runtime.c). */
+static const char *const api_to_flag[][2] = {
+    {"set baton_options.gpu = BATON_GPU_CPU", "use --gpu=cpu"},
+    {"or BATON_GPU_AUTO without baton_options.fallback_is_error",
+     "or drop --gpu=cuda and --no-fallback"},
+    {"baton_options.fallback_is_error", "--no-fallback"},
+    {"baton_options.gpu = BATON_GPU_CUDA (NCCL), BATON_GPU_SIM or BATON_GPU_CPU",
+     "--gpu=cuda (NCCL), sim or cpu"},
+};
+
+void cli_flags(const char *message, char *out, size_t cap)
+{
+    size_t n = 0;
+    while (*message && n + 1 < cap) {
+        size_t k = 0, len = 0;
+        for (; k < sizeof api_to_flag / sizeof api_to_flag[0]; k++) {
+            len = strlen(api_to_flag[k][0]);
+            if (strncmp(message, api_to_flag[k][0], len) == 0)
+                break;
+        }
+        if (k == sizeof api_to_flag / sizeof api_to_flag[0]) {
+            out[n++] = *message++;
+            continue;
+        }
+        n += (size_t)snprintf(out + n, cap - n, "%s", api_to_flag[k][1]);
+        if (n >= cap)
+            n = cap - 1;
+        message += len;
+    }
+    out[n] = 0;
+}
+
 const char *cli_esc(const char *s)
 {
     /* a few rotating buffers, so that one printf can show several names */
     static char buf[8][1024];
     static unsigned next;
     char *b = buf[next++ % 8];
-    cli_escape(s, b, sizeof buf[0], 0);
+    char said[1024 + 64];
+    cli_flags(s, said, sizeof said);
+    cli_escape(said, b, sizeof buf[0], 0);
     return b;
 }
 

@@ -46,7 +46,9 @@ struct Result {
 static std::vector<Result> g_results;
 static double g_floor_us;
 
-__global__ void empty_kernel() {}
+__global__ void empty_kernel()
+{
+}
 
 /* Pools of `sets` copies of one tensor, set i at i * stride bytes. */
 struct Pool {
@@ -135,9 +137,10 @@ static void fill_index(const Pool &p, const baton_tensor_desc &d, const Fill &f,
     for (int s = 0; s < p.sets; s++) {
         for (int64_t i = 0; i < n; i++) {
             seed = seed * 6364136223846793005ull + 1442695040888963407ull;
-            h[(size_t)i] = f.ramp            ? f.lo + i
-                           : f.hi - f.lo <= 1 ? f.lo
-                                              : f.lo + (int64_t)((seed >> 33) % (uint64_t)(f.hi - f.lo));
+            h[(size_t)i] = f.ramp ? f.lo + i
+                           : f.hi - f.lo <= 1
+                               ? f.lo
+                               : f.lo + (int64_t)((seed >> 33) % (uint64_t)(f.hi - f.lo));
         }
         CHECK_CUDA(cudaMemcpy(p.at(s), h.data(), (size_t)n * 8, cudaMemcpyHostToDevice));
     }
@@ -180,7 +183,8 @@ static void bench_op(const char *label, const char *target, std::vector<baton_te
         if (fills[j].index)
             fill_index(pools.back(), in[j], fills[j], 1234 + j);
         else
-            fill_random(g_stream, pools.back().base, pools.back().stride * sets, 7 + (uint32_t)j);
+            fill_random(g_stream, pools.back().base, pools.back().stride * pools.back().sets,
+                        7 + (uint32_t)j);
     }
     Pool po = alias0 ? pools[0] : pool_alloc(nbytes(out), sets);
     CHECK_CUDA(cudaDeviceSynchronize());
@@ -205,7 +209,7 @@ static void bench_op(const char *label, const char *target, std::vector<baton_te
     };
     call(0);
     CHECK_CUDA(cudaStreamSynchronize(g_stream));
-    if (kcuda_decoder_error_take(0, msg, sizeof msg)) {
+    if (kcuda_decoder_error_take(0, NULL, msg, sizeof msg)) {
         fprintf(stderr, "bench_decoder: %s: %s\n", label, msg);
         exit(1);
     }
@@ -467,9 +471,8 @@ int main(int argc, char **argv)
         Fill p;
         p.index = 1, p.lo = 0, p.hi = 32768;
         bench_op("kv_cache_update", "kv_cache_update",
-                 {td(BF, {32768, HKV * DH}), td(BF, {1, HKV * DH}), td(I64, {1})},
-                 {shared, fl, p}, td(BF, {32768, HKV * DH}), {}, (double)(HKV * DH * 2 * 2 + 8),
-                 false, 1024, true);
+                 {td(BF, {32768, HKV * DH}), td(BF, {1, HKV * DH}), td(I64, {1})}, {shared, fl, p},
+                 td(BF, {32768, HKV * DH}), {}, (double)(HKV * DH * 2 * 2 + 8), false, 1024, true);
     }
     for (int64_t ctx : {1024, 4096, 32768})
         for (int warm = 0; warm < 2; warm++) {
@@ -502,8 +505,8 @@ int main(int argc, char **argv)
         bench_gemv(N);
 
     printf("\nlatency floor (empty kernel in a graph): %.2f us\n\n", g_floor_us);
-    printf("%-40s %-26s %-9s %10s %9s %9s %9s %7s %5s %9s\n", "op", "shape", "impl", "bytes",
-           "us", "GB/s", "copy us", "x copy", "cold", "peer us");
+    printf("%-40s %-26s %-9s %10s %9s %9s %9s %7s %5s %9s\n", "op", "shape", "impl", "bytes", "us",
+           "GB/s", "copy us", "x copy", "cold", "peer us");
     for (const Result &r : g_results)
         printf("%-40s %-26s %-9s %10.0f %9.2f %9.1f %9.2f %7.2f %5s %9.2f\n", r.op.c_str(),
                r.shape.c_str(), r.impl.c_str(), r.bytes, r.us, r.gbps, r.copy_us, r.ratio,

@@ -611,6 +611,7 @@ static void drive_rms(cudaStream_t s, const char *dt, int64_t n1, int64_t n2, in
     char eb[256];
     baton_exec_ctx ctx;
     memset(&ctx, 0, sizeof ctx);
+    ctx.struct_size = sizeof ctx;
     ctx.device.kind = BATON_DEVICE_CUDA;
     ctx.stream = s;
     ctx.step_name = "drive";

@@ -125,6 +125,7 @@ int main(int argc, char **argv)
         char errbuf[256] = "";
         baton_exec_ctx ctx;
         memset(&ctx, 0, sizeof ctx);
+        ctx.struct_size = sizeof ctx;
         ctx.device = dev;
         ctx.stream = stream;
         ctx.step_name = "bench";

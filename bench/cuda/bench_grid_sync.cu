@@ -2,7 +2,8 @@
  * costs against a grid-wide barrier in one cooperative kernel, at the backward's own layout: a
  * grid of 16 clusters streams the bytes, each block writes a row of column sums, and the tail adds
  * the rows of each column. It decides whether fusing the column sum into the main kernel can pay
- * (bench/RESULTS.md, session 13); it is not a benchmark of baton's kernels. */
+ * (docs/decisions/0003-column-sum-inside-the-backward.md); it is not a benchmark of baton's
+ * kernels. */
 #include <cooperative_groups.h>
 
 #include "bench/cuda/bench_common.h"

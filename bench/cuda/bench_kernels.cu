@@ -108,6 +108,7 @@ static baton_exec_ctx make_ctx(int pdl, char *err, size_t len)
 {
     baton_exec_ctx c;
     memset(&c, 0, sizeof c);
+    c.struct_size = sizeof c;
     c.device.kind = BATON_DEVICE_CUDA;
     c.device.index = 0;
     c.stream = g_stream;
@@ -491,7 +492,7 @@ static void layout_floor(int64_t n1, int64_t n2, int dt, int64_t P, const kcuda_
  * read. Each occupancy prints a line of its own (tailfloor_at) as well as the best. The copy
  * needs few registers; the kernel it stands for holds its rows and column sums in up to 128 a
  * thread, which keeps it to 2 blocks of 256 threads per SM (1 of 512), so that line is the floor
- * the kernel can reach (bench/RESULTS.md, session 24). */
+ * the kernel can reach (docs/decisions/0005-part-grad-sums-kept-in-l2.md). */
 static void tail_floor(int64_t n1, int64_t n2, int dt, int64_t P, const kcuda_rms_cfg &def, Sets &s)
 {
     const size_t e = dt_size(dt);

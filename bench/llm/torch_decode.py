@@ -10,6 +10,7 @@ PREFILL tokens, and prints the floor: the bytes a step must read (weights + the 
 context) at the read rate of a device-to-device copy measured in the same process.
 
     python3 bench/llm/torch_decode.py [--context 1024] [--prefill 1024] [--steps 200] [--eager]
+                                       [--json FILE]
 Lines starting with RESULT are for scripts/gpu-llm.sh's table.
 """
 import argparse
@@ -74,6 +75,7 @@ class Model(nn.Module):
         self.blocks = nn.ModuleList(Block(c, max_seq, dtype) for _ in range(c["layers"]))
         self.norm = nn.RMSNorm(c["dim"], eps=1e-5)
         self.out = nn.Linear(c["dim"], c["vocab"], bias=False)
+        self.out.weight = self.emb.weight  # tied, as Llama-3.2-1B's (2.47 GB of weights)
         hd = c["dim"] // c["heads"]
         inv = 1.0 / (c["theta"] ** (torch.arange(0, hd, 2, dtype=torch.float32) / hd))
         ang = torch.outer(torch.arange(max_seq, dtype=torch.float32), inv)
@@ -114,6 +116,7 @@ def main():
     ap.add_argument("--prefill", type=int, default=1024)
     ap.add_argument("--steps", type=int, default=200)
     ap.add_argument("--eager", action="store_true", help="also time eager PyTorch")
+    ap.add_argument("--json", help="write the figures to this file")
     a = ap.parse_args()
     torch.manual_seed(0)
     c = LLAMA_1B
@@ -121,7 +124,7 @@ def main():
     max_seq = max(a.context, a.prefill) + a.steps + 8
     with torch.device("cuda"):
         m = Model(c, max_seq, dtype).to(dtype).eval()
-    wbytes = sum(p.numel() * p.element_size() for p in m.parameters())
+    wbytes = sum(p.numel() * p.element_size() for p in m.parameters())  # tied: once
     hd = c["dim"] // c["heads"]
     kv_bytes = 2 * c["layers"] * c["kv_heads"] * hd * 2 * a.context
     rate = copy_rate(1 << 30)
@@ -152,6 +155,7 @@ def main():
         print(f"{label:<44} {t:8.3f} ms/token  ({1e3 / t:7.1f} tok/s, floor share "
               f"{floor_ms / t * 100:5.1f} %)")
         print(f"RESULT torch_decode {label.split()[0]} ms {t:.4f}")
+        figures[label] = t
         return t
 
     def time_prefill(f, label):
@@ -168,13 +172,21 @@ def main():
             t = (time.perf_counter() - t0) / n * 1e3
         print(f"{label:<44} {t:8.3f} ms ({a.prefill / t * 1e3:9.0f} tok/s)")
         print(f"RESULT torch_prefill {label.split()[0]} ms {t:.4f}")
+        figures[label] = t
 
+    figures = {}
     compiled = torch.compile(m, mode="reduce-overhead", fullgraph=True)
     time_decode(compiled, "compiled (gpt-fast recipe): decode")
     time_prefill(torch.compile(m, fullgraph=True, dynamic=False), "compiled: prefill")
     if a.eager:
         time_decode(m, "eager: decode")
         time_prefill(m, "eager: prefill")
+    if a.json:
+        import json
+        with open(a.json, "w", encoding="utf-8") as f:
+            json.dump({"device": torch.cuda.get_device_name(), "torch": torch.__version__,
+                       "context": a.context, "prefill": a.prefill, "floor_ms": floor_ms,
+                       "weights_bytes": wbytes, "ms": figures}, f, indent=1)
 
 
 if __name__ == "__main__":

@@ -1,43 +1,109 @@
-/* gemm_openblas.c: the CPU backend of the gemm delegate, on OpenBLAS's cblas. f32 and f64 go
- * straight to sgemm/dgemm; bf16 and f16 are widened to f32 into scratch buffers that init()
- * allocates, multiplied with sgemm and rounded back (nearest even), so execute() allocates nothing.
- */
+/* gemm_openblas.c: the CPU backend of the gemm delegate. A few rows of x (the GEMV of decode) go
+ * to baton's own kernels (gemv.c), which read the weight as stored, in either layout; more rows go
+ * to OpenBLAS's sgemm/dgemm, bf16 and f16 through f32 copies (a constant weight's made once at
+ * init and shared between steps). execute() allocates nothing. docs/decisions/cpu-gemm.md says
+ * what was measured. */
 #include <cblas.h>
 #include <limits.h>
+#include <stdatomic.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include <pthread.h>
+
 #include "core/core.h"
-#include "delegates/gemm.h"
 #include "core/dtype.h"
+#include "core/simd.h"
+#include "core/threads.h"
+#include "delegates/cpu/gemv.h"
+#include "delegates/gemm.h"
+
+/* Rows of x up to which baton's own kernels (gemv.c) run instead of OpenBLAS: measured
+ * (docs/decisions/cpu-gemm.md). W [N, K] is read as rows dotted with each row of x, which stays
+ * ahead of sgemm past 16 rows; W [K, N] accumulates partial sums per row of x, which sgemm
+ * overtakes between 8 and 16. */
+static int64_t gemv_max_m(const baton_gemm_desc *d)
+{
+    return (d->flags & BATON_GEMM_TRANS_B) ? GEMV_MAX_M : 8;
+}
+
+/* f32 copies of constant 16-bit weights for the OpenBLAS path, shared by every step (of every
+ * runtime) that multiplies by the same constant: made once, counted, freed with the last step. */
+typedef struct wcopy {
+    struct wcopy *next;
+    const void *src;
+    baton_dtype dt;
+    size_t n;
+    float *f32;
+    int refs;
+} wcopy;
+
+static pthread_mutex_t wcopy_lock = PTHREAD_MUTEX_INITIALIZER;
+static wcopy *wcopies;
+static size_t wcopy_bytes;
+
+size_t gemm_cpu_prepared_bytes(void)
+{
+    pthread_mutex_lock(&wcopy_lock);
+    size_t b = wcopy_bytes;
+    pthread_mutex_unlock(&wcopy_lock);
+    return b;
+}
+
+static wcopy *wcopy_get(const void *src, baton_dtype dt, size_t n, int *made)
+{
+    pthread_mutex_lock(&wcopy_lock);
+    wcopy *c = wcopies;
+    while (c && !(c->src == src && c->dt == dt && c->n == n))
+        c = c->next;
+    *made = 0;
+    if (c) {
+        c->refs++;
+    } else if ((c = calloc(1, sizeof *c)) && (c->f32 = malloc(sizeof(float) * n))) {
+        c->src = src;
+        c->dt = dt;
+        c->n = n;
+        c->refs = 1;
+        cvt_to_f32(dt, src, c->f32, (int64_t)n);
+        c->next = wcopies;
+        wcopies = c;
+        wcopy_bytes += sizeof(float) * n;
+        *made = 1;
+    } else {
+        free(c);
+        c = NULL;
+    }
+    pthread_mutex_unlock(&wcopy_lock);
+    return c;
+}
+
+static void wcopy_put(wcopy *c)
+{
+    if (!c)
+        return;
+    pthread_mutex_lock(&wcopy_lock);
+    if (--c->refs == 0) {
+        wcopy **pp = &wcopies;
+        while (*pp != c)
+            pp = &(*pp)->next;
+        *pp = c->next;
+        wcopy_bytes -= sizeof(float) * c->n;
+        free(c->f32);
+        free(c);
+    }
+    pthread_mutex_unlock(&wcopy_lock);
+}
 
 typedef struct gemm_cpu {
-    baton_gemm_desc d;
-    float *sa, *sb, *sc; /* f32 copies of a, b and the product (bf16/f16 only) */
-    int b_cached;        /* b is a plan constant: sb was widened once, at init */
+    baton_gemm_desc d; /* at the plan's largest shapes */
+    /* OpenBLAS path (M above gemv_max_m), bf16/f16: f32 copies of a, b and the product */
+    float *sa, *sb, *sc;
+    wcopy *wc; /* b is a plan constant: its shared f32 copy, in place of sb */
+    /* gemv path: x in f32 [M, K], y in f32 [M, N] (16-bit outputs), the per-task sums */
+    float *xf, *yf, *partial;
 } gemm_cpu;
-
-static void widen(baton_dtype dt, const uint16_t *src, float *dst, size_t n)
-{
-    if (dt == BATON_DTYPE_BF16)
-        for (size_t i = 0; i < n; i++)
-            dst[i] = bf16_to_f32(src[i]);
-    else
-        for (size_t i = 0; i < n; i++)
-            dst[i] = f16_to_f32(src[i]);
-}
-
-static void narrow(baton_dtype dt, const float *src, uint16_t *dst, size_t n)
-{
-    if (dt == BATON_DTYPE_BF16)
-        for (size_t i = 0; i < n; i++)
-            dst[i] = f32_to_bf16(src[i]);
-    else
-        for (size_t i = 0; i < n; i++)
-            dst[i] = f32_to_f16(src[i]);
-}
 
 static void gemm_cpu_destroy(void *state)
 {
@@ -47,6 +113,10 @@ static void gemm_cpu_destroy(void *state)
     free(g->sa);
     free(g->sb);
     free(g->sc);
+    free(g->xf);
+    free(g->yf);
+    free(g->partial);
+    wcopy_put(g->wc);
     free(g);
 }
 
@@ -87,18 +157,40 @@ static int gemm_cpu_init(const baton_delegate_init *info, void **state, baton_er
     if (!g)
         goto nomem;
     g->d = d;
-    if (d.dtype == BATON_DTYPE_BF16 || d.dtype == BATON_DTYPE_F16) {
-        g->sa = malloc(sizeof(float) * (size_t)d.m * (size_t)d.k);
-        g->sb = malloc(sizeof(float) * (size_t)d.k * (size_t)d.n);
-        g->sc = malloc(sizeof(float) * (size_t)d.m * (size_t)d.n);
-        if (!g->sa || !g->sb || !g->sc)
+    const baton_dtype dt = (baton_dtype)d.dtype;
+    const int half = dt == BATON_DTYPE_BF16 || dt == BATON_DTYPE_F16;
+    if (dt != BATON_DTYPE_F64) {
+        int64_t gm = d.m < gemv_max_m(&d) ? d.m : gemv_max_m(&d);
+        g->xf = malloc(sizeof(float) * (size_t)(gm * d.k));
+        g->yf = half ? malloc(sizeof(float) * (size_t)(gm * d.n)) : NULL;
+        g->partial = malloc(sizeof(float) * gemv_partial_floats(gm, d.n, d.k, dt));
+        if (!g->xf || (half && !g->yf) || !g->partial)
             goto nomem;
-        /* A constant weight never changes: widen it once instead of on every call (for a
-         * 4096 x 4096 weight that is most of the step's time). */
+    }
+    if (half && d.m > gemv_max_m(&d)) {
+        g->sa = malloc(sizeof(float) * (size_t)d.m * (size_t)d.k);
+        g->sc = malloc(sizeof(float) * (size_t)d.m * (size_t)d.n);
+        if (!g->sa || !g->sc)
+            goto nomem;
+        /* A constant weight never changes: widen it once, shared by every step using it,
+         * instead of on every call (for a 4096 x 4096 weight that is most of the step's time). */
         if (info->input_constant && info->input_constant[1] && info->input_data &&
             info->input_data[1]) {
-            widen((baton_dtype)d.dtype, info->input_data[1], g->sb, (size_t)d.k * (size_t)d.n);
-            g->b_cached = 1;
+            int made = 0;
+            g->wc = wcopy_get(info->input_data[1], dt, (size_t)d.k * (size_t)d.n, &made);
+            if (!g->wc)
+                goto nomem;
+            if (made)
+                log_msg(BATON_LOG_NOTE,
+                        "step %s (gemm on cpu): an f32 copy of its constant %s weight for "
+                        "OpenBLAS (M up to %lld): %zu bytes, shared with every step using it; "
+                        "%zu bytes of such copies in all",
+                        step, baton_dtype_name(dt), (long long)d.m,
+                        sizeof(float) * (size_t)d.k * (size_t)d.n, gemm_cpu_prepared_bytes());
+        } else {
+            g->sb = malloc(sizeof(float) * (size_t)d.k * (size_t)d.n);
+            if (!g->sb)
+                goto nomem;
         }
     }
     *state = g;
@@ -108,11 +200,37 @@ nomem:
     if (err) {
         err->code = BATON_ENOMEM;
         snprintf(err->message, sizeof err->message,
-                 "step %s (gemm on cpu): out of memory for the f32 scratch buffers of a %lldx%lld "
+                 "step %s (gemm on cpu): out of memory for the scratch buffers of a %lldx%lld "
                  "by %lldx%lld product",
                  step, (long long)d.m, (long long)d.k, (long long)d.k, (long long)d.n);
     }
     return BATON_ENOMEM;
+}
+
+/* The run's M: from the step's signature as the runtime bound it (a plan with dims), else init's.
+ */
+static int64_t run_m(const gemm_cpu *g, const baton_exec_ctx *ctx)
+{
+    const baton_sig_args *s = ctx->sig;
+    if (!s || s->n_inputs < 1 || !s->inputs)
+        return g->d.m;
+    const baton_tensor_desc *a = &s->inputs[0];
+    if (g->d.flags & BATON_GEMM_TRANS_A)
+        return a->rank == 2 ? a->shape[1] : -1;
+    int64_t m = 1;
+    for (int i = 0; i < a->rank - 1; i++)
+        m *= a->shape[i];
+    return a->rank >= 2 ? m : -1;
+}
+
+/* OpenBLAS's threads follow the step's thread budget (its own pool, not baton's: the two never
+ * run at once, since the calling thread waits in sgemm). */
+static void blas_threads(void)
+{
+    static _Atomic int last = 0;
+    int want = par_threads();
+    if (atomic_exchange(&last, want) != want)
+        openblas_set_num_threads(want);
 }
 
 static int gemm_cpu_execute(void *state, const baton_exec_ctx *ctx, void **buffers)
@@ -125,13 +243,40 @@ static int gemm_cpu_execute(void *state, const baton_exec_ctx *ctx, void **buffe
         return ctx_fail(ctx, BATON_EINVAL, "gemm (cpu): a NULL buffer (a, b, out expected)");
     }
     const baton_gemm_desc *d = &g->d;
-    int m = (int)d->m, n = (int)d->n, k = (int)d->k;
+    const int64_t rm = run_m(g, ctx);
+    if (rm < 1 || rm > d->m)
+        return ctx_fail(ctx, BATON_EINVAL,
+                        "gemm (cpu): this run's a gives M = %lld, outside 1..%lld, the M the step "
+                        "was prepared for",
+                        (long long)rm, (long long)d->m);
+    int m = (int)rm, n = (int)d->n, k = (int)d->k;
     int ta = (d->flags & BATON_GEMM_TRANS_A) != 0, tb = (d->flags & BATON_GEMM_TRANS_B) != 0;
+    const baton_dtype dt = (baton_dtype)d->dtype;
+    const int half = dt == BATON_DTYPE_BF16 || dt == BATON_DTYPE_F16;
+    if (dt != BATON_DTYPE_F64 && rm <= gemv_max_m(d)) {
+        /* A few rows: x to f32 (small), the weight streamed as stored. */
+        const float *x = g->xf;
+        if (dt == BATON_DTYPE_F32 && !ta) {
+            x = buffers[0];
+        } else if (!ta) {
+            cvt_to_f32(dt, buffers[0], g->xf, rm * d->k);
+        } else {
+            for (int64_t p = 0; p < d->k; p++)
+                for (int64_t i = 0; i < rm; i++)
+                    g->xf[i * d->k + p] = load_f32(dt, buffers[0], p * rm + i);
+        }
+        float *y = half ? g->yf : buffers[2];
+        gemv_run(dt, tb, rm, d->n, d->k, (float)d->alpha, x, buffers[1], y, g->partial);
+        if (half)
+            cvt_from_f32(dt, y, buffers[2], rm * d->n);
+        return 0;
+    }
     /* Row-major: a is [M,K] (lda K) or [K,M] (lda M); b is [K,N] (ldb N) or [N,K] (ldb K). */
     int lda = ta ? m : k, ldb = tb ? k : n, ldc = n;
     enum CBLAS_TRANSPOSE opa = ta ? CblasTrans : CblasNoTrans;
     enum CBLAS_TRANSPOSE opb = tb ? CblasTrans : CblasNoTrans;
-    switch ((baton_dtype)d->dtype) {
+    blas_threads();
+    switch (dt) {
     case BATON_DTYPE_F32:
         cblas_sgemm(CblasRowMajor, opa, opb, m, n, k, (float)d->alpha, buffers[0], lda, buffers[1],
                     ldb, 0.0f, buffers[2], ldc);
@@ -141,14 +286,16 @@ static int gemm_cpu_execute(void *state, const baton_exec_ctx *ctx, void **buffe
                     0.0, buffers[2], ldc);
         return 0;
     case BATON_DTYPE_BF16:
-    case BATON_DTYPE_F16:
-        widen((baton_dtype)d->dtype, buffers[0], g->sa, (size_t)d->m * (size_t)d->k);
-        if (!g->b_cached)
-            widen((baton_dtype)d->dtype, buffers[1], g->sb, (size_t)d->k * (size_t)d->n);
-        cblas_sgemm(CblasRowMajor, opa, opb, m, n, k, (float)d->alpha, g->sa, lda, g->sb, ldb, 0.0f,
+    case BATON_DTYPE_F16: {
+        cvt_to_f32(dt, buffers[0], g->sa, rm * d->k);
+        const float *b = g->wc ? g->wc->f32 : g->sb;
+        if (!g->wc)
+            cvt_to_f32(dt, buffers[1], g->sb, d->k * d->n);
+        cblas_sgemm(CblasRowMajor, opa, opb, m, n, k, (float)d->alpha, g->sa, lda, b, ldb, 0.0f,
                     g->sc, ldc);
-        narrow((baton_dtype)d->dtype, g->sc, buffers[2], (size_t)d->m * (size_t)d->n);
+        cvt_from_f32(dt, g->sc, buffers[2], rm * d->n);
         return 0;
+    }
     default:
         return ctx_fail(ctx, BATON_EINVAL,
                         "gemm (cpu): dtype code %d is not one of f32, f64, bf16, f16",

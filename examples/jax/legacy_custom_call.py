@@ -49,9 +49,19 @@ def find_library():
     return hits[-1] if hits else None
 
 
+# Which layout descriptor() packs: baton's 40 bytes, or the tutorial's own 32 (main runs both).
+LAYOUT = {"tutorial": False}
+
+
 def descriptor(n1, n2, eps, x_dtype, w_dtype, part_grad_size=PART_GRAD_SIZE):
     """The tutorial's descriptor as baton lays it out: int64 n1, int64 n2, float64 eps, int32
-    x_type, int32 w_type, int64 part_grad_size; little-endian, 40 bytes."""
+    x_type, int32 w_type, int64 part_grad_size; little-endian, 40 bytes. With
+    LAYOUT["tutorial"], the tutorial's own RMSNormDescriptor bytes instead: int n1, int n2,
+    double eps, ElementType x_type, w_type (BF16 0, F16 1, F32 2, F64 3), int part_grad_size, 4
+    bytes of padding: 32 bytes, which baton takes as well (docs/kernels.md)."""
+    if LAYOUT["tutorial"]:
+        return struct.pack("<iidiii4x", n1, n2, eps, DTYPE_CODE[x_dtype] - 1,
+                           DTYPE_CODE[w_dtype] - 1, part_grad_size)
     return struct.pack("<qqdiiq", n1, n2, eps, DTYPE_CODE[x_dtype], DTYPE_CODE[w_dtype],
                        part_grad_size)
 
@@ -150,6 +160,21 @@ def bad_descriptor_raises():
     return False
 
 
+def empty_batch():
+    """x of shape (0, n) under jax.grad, as in PyTorch: empty y and grad_x, zero grad_weight."""
+    x = jnp.zeros((0, 256), jnp.float32)
+    w = jnp.ones((256,), jnp.float32)
+    try:
+        y = jax.jit(rms_norm)(x, w)
+        gx, gw = jax.jit(jax.grad(functools.partial(loss, rms_norm), argnums=(0, 1)))(x, w)
+        ok = y.shape == (0, 256) and gx.shape == (0, 256) and not np.any(np.asarray(gw))
+        why = "" if ok else f" (grad_w {np.asarray(gw)[:4]})"
+    except Exception as e:  # XlaRuntimeError / JaxRuntimeError
+        ok, why = False, f" ({str(e).splitlines()[0][:150]})"
+    print(f"  empty batch (0, 256): empty grad_x, zero grad_w{why}  {'ok' if ok else 'FAILED'}")
+    return ok
+
+
 def main():
     try:
         if not jax.devices("gpu"):
@@ -174,6 +199,15 @@ def main():
     # still usable after the error
     key, sub = jax.random.split(key)
     ok &= check((8, 1024), (1024,), jnp.float32, sub)
+    ok &= empty_batch()
+    # the tutorial's own 32-byte descriptor, as its C++ packs it
+    LAYOUT["tutorial"] = True
+    print("  with the tutorial's 32-byte RMSNormDescriptor:")
+    for dtype in (jnp.bfloat16, jnp.float32):
+        key, sub = jax.random.split(key)
+        ok &= check((4, 512, 512), (512, 512), dtype, sub)
+    ok &= empty_batch()
+    LAYOUT["tutorial"] = False
     print("legacy custom calls:", "ok" if ok else "FAILED")
     return 0 if ok else 1
 

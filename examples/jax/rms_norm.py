@@ -202,6 +202,50 @@ def check_tutorial_part_grad(key):
         return same and good
 
 
+def check_huge_rows(key):
+    """Rows whose RMS exceeds 8.5e37 have an invvar below FLT_MIN, a subnormal f32. XLA:CPU runs
+    custom calls with flush-to-zero and denormals-are-zero, which once made grad_weight all zeros;
+    the kernels keep subnormals whatever the caller's mode. Checked against a float64 numpy
+    reference of the same formula (jax.numpy under XLA flushes the reference itself)."""
+    kx, kw = jax.random.split(key)
+    n2 = 64
+    x = np.array(jax.random.normal(kx, (8, n2), jnp.float32))
+    x[:4] = np.where(x[:4] < 0, -1.5e38, 1.5e38).astype(np.float32)  # RMS 1.5e38: invvar 6.7e-39
+    w = np.asarray(1.0 + 0.1 * jax.random.normal(kw, (n2,), jnp.float32))
+    _, gw = jax.jit(jax.grad(lambda a, b: jnp.sum(rms_norm(a, b)), argnums=(0, 1)))(x, w)
+    # d/dw sum(w * x * invvar) = sum over rows of x * invvar, in float64
+    xd = x.astype(np.float64)
+    iv = 1.0 / np.sqrt(np.mean(xd * xd, axis=1, keepdims=True) + 1e-5)
+    gw_ref = np.sum(xd * iv.astype(np.float32).astype(np.float64), axis=0)
+    e = rel_err(gw, gw_ref)
+    ok = e <= 1e-5
+    print(f"rows with RMS 1.5e38 (subnormal invvar, under XLA's flush-to-zero): grad_w {e:9.2e}  "
+          f"{'ok' if ok else 'FAIL'}")
+    return ok
+
+
+def check_empty_batch():
+    """x of shape (0, n) works under jax.grad as in PyTorch: an empty y and grad_x, a zero
+    grad_weight."""
+    ok = True
+    for dtype in (jnp.bfloat16, jnp.float32):
+        x = jnp.zeros((0, 32), dtype)
+        w = jnp.ones((32,), dtype)
+        try:
+            y = jax.jit(rms_norm)(x, w)
+            gx, gw = jax.jit(jax.grad(functools.partial(loss, rms_norm), argnums=(0, 1)))(x, w)
+            good = (y.shape == (0, 32) and gx.shape == (0, 32) and gw.shape == (32,) and
+                    gx.dtype == dtype and gw.dtype == dtype and
+                    not np.any(np.asarray(gw, dtype=np.float32)))
+            why = "" if good else f" (y {y.shape}, grad_x {gx.shape}, grad_w {np.asarray(gw)[:4]})"
+        except Exception as e:  # XLA raises its own exception type
+            good, why = False, f" ({str(e).splitlines()[0][:100]})"
+        print(f"empty batch (0, 32) {jnp.dtype(dtype).name}: empty grad_x, zero grad_w{why}  "
+              f"{'ok' if good else 'FAIL'}")
+        ok = ok and good
+    return ok
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--lib", help="path to libbaton_jax.so (default: $BATON_JAX_LIB or build*/)")
@@ -228,6 +272,9 @@ def main():
 
     key, sub = jax.random.split(key)
     ok = check_tutorial_part_grad(sub) and ok
+    key, sub = jax.random.split(key)
+    ok = check_huge_rows(sub) and ok
+    ok = check_empty_batch() and ok
 
     # Bad input gives an error, not a crash: x whose trailing dims are not the weight's.
     try:

@@ -5,9 +5,19 @@
  * Conventions (as in libuv): every fallible call returns an int, 0 on success or a negative
  * BATON_E* code; baton_strerror() names the code, and a caller-provided baton_error receives a
  * message that names the place (file:line:column, step, tensor) and the fix. Handles are opaque.
- * State hangs off a registry, a plan, a runtime or a pool. The only process-wide state is a set of
- * caches of CUDA device and kernel facts (multiprocessor counts, kernel attributes, occupancy),
- * filled once per device and kernel with atomic operations, so any thread may read or fill them. */
+ * State hangs off a registry, a plan, a runtime or a pool. Process-wide state (docs/api.md lists
+ * it): the log callback of baton_log_set (the default for registries without their own); caches
+ * of CUDA device and kernel facts (multiprocessor counts, kernel attributes, occupancy; one per
+ * translation unit that needs them) and the tuning results of baton's CUDA kernels, all filled
+ * once with atomic operations so that any thread may read or fill them; the cuBLASLt library and
+ * its function table, loaded once; and CUPTI's activity recording while a trace or
+ * baton_gpu_busy_begin uses it.
+ *
+ * NULL: a fallible call given NULL for a handle or a pointer it needs returns BATON_EINVAL (a NULL
+ * baton_error * is always allowed: the message is then dropped); a function returning a pointer
+ * returns NULL, a count 0, a mode or backend query of a NULL runtime or pool BATON_SYNC_STRICT or
+ * BATON_GPU_CPU; a void function does nothing (baton_runtime_stats of a NULL runtime zeroes *out).
+ * tests/test_api_null.c checks every function. */
 #ifndef BATON_H
 #define BATON_H
 
@@ -42,7 +52,11 @@ extern "C" {
  *    BATON_ENOTSUP (the program asks for something this library cannot do). A struct_size below
  *    sizeof(size_t), e.g. 0, is BATON_EINVAL;
  *  - structs that baton passes to callbacks (baton_exec_ctx, baton_delegate_init,
- *    baton_sig_args) may grow at the end: a callback reads the fields its header knows;
+ *    baton_sig_args) start with `size_t struct_size` too, set by baton to the sizeof of its own
+ *    header, and grow only at the end: a callback built against a newer header than the library
+ *    reads a field it added only when BATON_HAS_FIELD says the struct reaches it (fields of its
+ *    own header's version or older are always there). A plugin built for another plugin API
+ *    version is refused by the loader before it runs (BATON_PLUGIN_API_VERSION);
  *  - every other struct keeps its layout (baton_error, baton_tensor_desc, baton_attr,
  *    baton_attr_spec, baton_target_impl, baton_run_stats, baton_tensor_info, baton_step_info,
  *    baton_arena, baton_stream, baton_buffer, baton_job): new information comes through new
@@ -57,6 +71,10 @@ extern "C" {
     ((BATON_VERSION_MAJOR << 16) | (BATON_VERSION_MINOR << 8) | BATON_VERSION_PATCH)
 /* The plan-file format version this library reads. */
 #define BATON_PLAN_FORMAT_VERSION 1
+
+/* Whether the struct *p, of type `type` and starting with struct_size, reaches `field`. */
+#define BATON_HAS_FIELD(p, type, field)                                                            \
+    ((p)->struct_size >= offsetof(type, field) + sizeof(((type *)0)->field))
 
 /* The library's version, as BATON_VERSION encodes it, and as "0.1.0". The string is static. */
 BATON_API unsigned int baton_version(void);
@@ -146,7 +164,7 @@ typedef struct baton_device {
     int index; /* cuda:N; 0 for the CPU */
 } baton_device;
 
-/* Writes "cpu", "cuda:0" or "none" into buf; returns buf. */
+/* Writes "cpu", "cuda:0" or "none" into buf; returns buf (a NULL buf or len 0: writes nothing). */
 BATON_API char *baton_device_format(baton_device dev, char *buf, size_t len);
 /* Parses "cpu" or "cuda:N". Returns 0 or BATON_EINVAL. */
 BATON_API int baton_device_parse(const char *text, baton_device *out);
@@ -217,6 +235,7 @@ typedef enum baton_target_kind {
  * (so a backend can keep work queued when the next step stays on its device), and whether the
  * call is being captured into a CUDA graph (then it must not synchronise or allocate). */
 typedef struct baton_exec_ctx {
+    size_t struct_size; /* sizeof(baton_exec_ctx) of the library; see "Versions and the ABI" */
     baton_device device;
     void *stream; /* cudaStream_t on CUDA devices; NULL on the CPU */
     baton_device next_device;
@@ -255,6 +274,7 @@ typedef int (*baton_kernel_fn)(const baton_exec_ctx *ctx, void **buffers, const 
 
 /* A step as a target's signature check sees it. */
 typedef struct baton_sig_args {
+    size_t struct_size; /* sizeof(baton_sig_args) of the caller; see "Versions and the ABI" */
     int n_inputs;
     const baton_tensor_desc *inputs;
     int n_outputs;
@@ -266,6 +286,12 @@ typedef struct baton_sig_args {
      * caller has no names (a step built by hand): a check then names the tensor by its role. */
     const char *const *input_names;
     const char *const *output_names;
+    /* The plan's verbatim "opaque" bytes of this step (NULL and 0 when the plan gives none, and
+     * always at run time): they replace what pack() would build, and the kernel trusts them, so
+     * a check() that accepts them decodes and checks them here against the tensors and its own
+     * ranges, and refuses a mismatch naming the field and both values (docs/plugins.md). */
+    const char *opaque;
+    size_t opaque_len;
 } baton_sig_args;
 
 /* The largest descriptor a target's pack() may produce. */
@@ -274,6 +300,7 @@ typedef struct baton_sig_args {
 /* Everything a delegate learns at prepare time: its step, and the whole ordered plan with each
  * step's device, so it can decide how much work to keep queued. */
 typedef struct baton_delegate_init {
+    size_t struct_size; /* sizeof(baton_delegate_init) of the library; "Versions and the ABI" */
     int step_index;
     const char *step_name;
     baton_device device;
@@ -427,13 +454,28 @@ BATON_API const baton_target_impl *baton_target_impl_for(const baton_target *t,
  * A plugin is a shared library that exports
  *     int baton_plugin_init(baton_registry *reg, const baton_plugin_api *api, baton_error *err);
  * which registers its targets through api (so it need not link libbaton) and returns 0, or a
- * negative code with err filled. It first checks api->api_version: a plugin built against a newer
- * plugin API than the library offers refuses with BATON_ENOTSUP. Within one api_version the table
- * only grows at its end (struct_size says how far it reaches).
+ * negative code with err filled, and declares the plugin API it was built against with
+ * BATON_PLUGIN_DECLARE_VERSION(); at file scope. The loader reads that before it calls anything:
+ * a plugin built for another version (one without the declaration counts as version 1) is
+ * refused with BATON_ENOTSUP, naming both versions. Within one api_version the table only grows
+ * at its end (struct_size says how far it reaches).
+ *
+ * Version 2: baton_exec_ctx, baton_sig_args and baton_delegate_init
+ * start with struct_size, and the loader checks the version.
  * ------------------------------------------------------------------------------------------- */
 
-#define BATON_PLUGIN_API_VERSION 1
-#define BATON_PLUGIN_INIT_SYMBOL "baton_plugin_init"
+#define BATON_PLUGIN_API_VERSION    2
+#define BATON_PLUGIN_INIT_SYMBOL    "baton_plugin_init"
+#define BATON_PLUGIN_VERSION_SYMBOL "baton_plugin_api_version"
+#ifdef __cplusplus
+#define BATON_PLUGIN_EXTERN_ extern "C"
+#else
+#define BATON_PLUGIN_EXTERN_
+#endif
+/* In one file of a plugin, at file scope: exports the plugin API version it was built against. */
+#define BATON_PLUGIN_DECLARE_VERSION()                                                             \
+    BATON_PLUGIN_EXTERN_ __attribute__((visibility("default")))                                    \
+    const unsigned int baton_plugin_api_version = BATON_PLUGIN_API_VERSION
 
 typedef struct baton_plugin_api {
     size_t struct_size;         /* sizeof(baton_plugin_api) of the loading library */
@@ -455,7 +497,8 @@ typedef int (*baton_plugin_init_fn)(baton_registry *reg, const baton_plugin_api 
  * reg. The library stays loaded until the registry is freed (after the last plan loaded from it),
  * so its kernels outlive every runtime that uses them. Errors name the path and the fix:
  * BATON_EIO when it is missing, not a file or cannot be loaded (the loader's reason),
- * BATON_ENOTARGET when it exports no baton_plugin_init, or the code its init returned, with its
+ * BATON_ENOTARGET when it exports no baton_plugin_init, BATON_ENOTSUP when it declares another
+ * plugin API version (nothing of it runs then), or the code its init returned, with its
  * message (BATON_EINVAL when that is not a BATON_E* code). A failed init leaves the registry as it
  * was (targets it added or replaced are undone). Loading the same library (by any path) into the
  * same registry again does nothing and returns 0. Not concurrently with other calls on reg. */
@@ -547,6 +590,22 @@ typedef enum baton_gpu_backend {
     BATON_GPU_SIM = 3   /* the test device: a worker thread per GPU that behaves like a stream */
 } baton_gpu_backend;
 
+/* An embedder's thread pool, handed to baton for its CPU steps (baton_options.cpu_pool), so that
+ * a program with its own pool does not get a second one competing for the same cores. baton
+ * splits a step into tasks by the step's size alone, never by the number of threads, and orders
+ * every reduction by task: results are the same bits with any pool, any thread count, or none. */
+typedef void (*baton_task_fn)(void *arg, int64_t task);
+typedef struct baton_parallel_for {
+    size_t struct_size; /* sizeof(baton_parallel_for) */
+    /* Calls fn(arg, t) exactly once for each t in [0, n_tasks), on the pool's threads and/or the
+     * calling thread, in any order, and returns when every call has returned. It may run them
+     * all on the calling thread (baton calls it from inside a step; it must not deadlock when
+     * two runtimes call it at once). */
+    void (*run)(void *pool, int64_t n_tasks, baton_task_fn fn, void *arg);
+    void *pool;    /* passed back to run */
+    int n_threads; /* how many threads run tasks at once, the caller's included (>= 1) */
+} baton_parallel_for;
+
 /* Start from baton_options_init(), which sets struct_size and the defaults, then change fields. */
 typedef struct baton_options {
     size_t struct_size; /* sizeof(baton_options); see "Versions and the ABI" above */
@@ -566,8 +625,9 @@ typedef struct baton_options {
     /* Caller-owned memory and streams (docs/embedding.md); NULL/0: baton allocates and creates
      * its own. `arenas` gives the memory of some or all of the plan's devices
      * (baton_plan_arena_info says how much each needs); `streams` the cudaStream_t each CUDA
-     * device runs on. Both arrays are read at baton_runtime_create; the memory and streams must
-     * outlive the runtime, which never frees or destroys them. */
+     * device runs on (ignored, with a note, for a device whose steps run on the CPU). Both arrays
+     * are read at baton_runtime_create; the memory and streams must outlive the runtime, which
+     * never frees or destroys them. */
     const struct baton_arena *arenas;
     int n_arenas;
     const struct baton_stream *streams;
@@ -578,6 +638,15 @@ typedef struct baton_options {
      * default): tune; 1: their fixed defaults, for timings that must not depend on a measurement
      * (`--no-autotune`). Results are the same bits either way (docs/kernels.md). */
     int no_autotune;
+    /* Threads for the CPU's steps: 0 (the default) as many as the machine's cores available to
+     * the process; 1 the calling thread only; N at most N. baton keeps one pool per process,
+     * shared by its runtimes: a step finding the pool busy (another runtime's step, or a step of
+     * baton_uv's own worker threads) runs on its calling thread rather than oversubscribe the
+     * cores. Small steps always run on the calling thread. Results do not depend on it. */
+    int cpu_threads;
+    /* An embedder's pool to run the CPU steps' tasks on instead of baton's (cpu_threads then
+     * caps nothing); NULL: baton's. Read at baton_runtime_create; must outlive the runtime. */
+    const baton_parallel_for *cpu_pool;
     /* 0 (the default): baton_runtime_run refuses (BATON_ESTATE, naming it) to run while an input
      * has never been given a value, by baton_runtime_set_input or a buffer bound with
      * baton_runtime_bind, since it would compute on whatever the memory held. 1: run anyway, for
@@ -588,7 +657,9 @@ typedef struct baton_options {
 /* Fills the defaults: graph mode, BATON_GPU_AUTO, everything else 0; struct_size = sizeof. */
 BATON_API void baton_options_init(baton_options *opts);
 
-/* Caller-owned memory: one arena per device a plan uses. A runtime needs `nbytes` on `device`,
+/* Caller-owned memory: one arena per device a plan uses, each its own memory (arenas that overlap
+ * are BATON_EINVAL: each device would overwrite the other's tensors). A runtime needs `nbytes` on
+ * `device`,
  * aligned to BATON_ARENA_ALIGN: device memory (cudaMalloc) for cuda:N, host memory for the CPU,
  * pinned (cudaHostAlloc, or cudaHostRegister'ed) when a CUDA device takes part, since transfers
  * and graphs copy from it asynchronously. baton writes the plan's constants into it at
@@ -624,8 +695,8 @@ typedef struct baton_runtime baton_runtime;
 /* Prepares a plan for running: allocates each device's arena, loads constants, creates
  * streams and delegate states. opts NULL means baton_options_init()'s defaults; opts is read by
  * its struct_size ("Versions and the ABI"; 0 is BATON_EINVAL); a field out of range (an unknown
- * mode or gpu backend, a negative or over-1 s sim_delay_us) is BATON_EINVAL naming the field and
- * its allowed values. */
+ * mode or gpu backend, a negative or over-1 s sim_delay_us, a negative cpu_threads, a cpu_pool
+ * without run) is BATON_EINVAL naming the field and its allowed values. */
 BATON_API int baton_runtime_create(const baton_plan *plan, const baton_options *opts,
                                    baton_runtime **out, baton_error *err);
 BATON_API void baton_runtime_destroy(baton_runtime *rt);
@@ -699,13 +770,16 @@ typedef struct baton_buffer {
  * Checks, each a BATON_EINVAL naming the tensor and the fix (the runtime stays usable and the
  * previous binding stays): not an input or output; nbytes, dtype or alignment wrong; a device the
  * tensor does not live on; on CUDA, memory that is not on that GPU (cudaPointerGetAttributes) or
- * host memory that is not pinned. Call between runs (not while a run is in progress). */
+ * host memory that is not pinned; a buffer that overlaps another bound tensor's or lies in the
+ * runtime's arenas. Call between runs (not while a run is in progress). */
 BATON_API int baton_runtime_bind(baton_runtime *rt, int tensor, const baton_buffer *buf,
                                  baton_error *err);
 
 /* Runs the plan once. Allocates nothing, except in the first graph-mode run and the first run after
  * baton_runtime_recapture, which capture and instantiate the GPU segments' graphs. On failure err
- * names the step, device and call; the runtime stays usable. */
+ * names the step, device and call; the runtime stays usable. One run at a time per runtime: a call
+ * while another thread's run of the same runtime is in progress returns BATON_ESTATE at once (an
+ * atomic flag; use one runtime per thread, or a baton_pool). */
 BATON_API int baton_runtime_run(baton_runtime *rt, baton_error *err);
 
 /* Counters accumulated over the runs since the runtime was created or its counters reset
@@ -763,7 +837,7 @@ BATON_API int baton_runtime_step_time_ns(const baton_runtime *rt, int step, int6
  * else the GPU processes are absent and the metadata says why). Spans carry args: step, target,
  * run, mode, bytes. Tracing off costs one branch per step. trace_begin(rt, 0) stops tracing
  * and frees the spans: a GPU timeline is process-wide (CUPTI records every kernel of the process
- * while any runtime traces), and costs time per kernel (bench/RESULTS.md). */
+ * while any runtime traces), and costs time per kernel (see baton_gpu_busy_begin). */
 BATON_API int baton_runtime_trace_begin(baton_runtime *rt, size_t max_events);
 BATON_API int baton_runtime_trace_write(baton_runtime *rt, const char *path, baton_error *err);
 
@@ -800,9 +874,17 @@ typedef enum baton_log_level {
 typedef void (*baton_log_fn)(void *user, baton_log_level level, const char *message);
 
 /* Installs the process-wide log callback (NULL: the default, which writes "baton: warning: ..."
- * lines to stderr). The library writes nothing to stderr or stdout itself. Set it before other
- * threads use baton; baton_options.quiet still silences a runtime's warnings and notes. */
+ * lines to stderr). The library writes nothing to stderr or stdout itself. It receives what no
+ * registry's own callback does (baton_registry_set_log). Set it before other threads use baton;
+ * baton_options.quiet still silences a runtime's warnings and notes. */
 BATON_API void baton_log_set(baton_log_fn fn, void *user);
+/* Gives one registry its own log callback, so that two embedders in one process keep their
+ * messages apart: what concerns the plans loaded from reg and the runtimes and pools prepared
+ * from them goes to fn (with `user`) instead of the process-wide callback (the notes of built-in
+ * delegates at baton_runtime_create included); NULL goes back to that. Messages with no registry
+ * (the legacy XLA entry points) stay process-wide. Set it before
+ * loading plans, and not concurrently with other calls on reg. */
+BATON_API void baton_registry_set_log(baton_registry *reg, baton_log_fn fn, void *user);
 
 /* Whether this build has CUDA support, and how many CUDA devices are present (0 if none). */
 BATON_API int baton_cuda_built(void);

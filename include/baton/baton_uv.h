@@ -74,8 +74,9 @@ BATON_API void baton_job_init(baton_job *job);
 /* The most instances of a pool that queue ahead by default (baton_options.disable_queue_ahead 0;
  * -1 forces it on, 1 off). Queueing ahead hides a run's host hand-off from the GPU at the cost of
  * a gate on the GPU; once enough runs are in flight, the other runs fill the hand-off and the
- * gates only cost GPU time. RFC plan on an H100 (bench/RESULTS.md): on was 3-29 % faster at 2 and
- * 4 in flight, off about 3 % faster at 8; about 4.5 runs keep that GPU busy. */
+ * gates only cost GPU time. RFC plan on an H100: on was 3-29 % faster at 2 and 4 in flight,
+ * off about 3 % faster at 8; about 4.5 runs keep that GPU busy
+ * (docs/decisions/0001-pool-queue-ahead.md). */
 #define BATON_POOL_QUEUE_AHEAD_MAX 4
 
 /* Creates a pool of `instances` (1 to 64) instances of `plan` with `opts` on `loop`: prepares the
@@ -122,9 +123,10 @@ BATON_API int baton_pool_bind(baton_pool *pool, int instance, int tensor, const 
 
 /* Queues a run; cb is called on the loop thread when it ends. Allocates nothing. BATON_EINVAL for
  * a NULL job or callback or bindings that do not fit (checked here, before anything runs:
- * unknown names, wrong sizes, NULL data; job->err says which); BATON_ESTATE when the pool is
- * closing (job->err says so) or the job is already submitted and its callback has not run: then
- * the job is left untouched, job->err included, since its run may be writing it. */
+ * unknown names, wrong sizes, NULL data, a tensor bound twice; job->err says which);
+ * BATON_ESTATE when the pool is closing (job->err says so) or the job is already submitted and its
+ * callback has not run: then the job is left untouched, job->err included, since its run may be
+ * writing it. */
 BATON_API int baton_pool_submit(baton_pool *pool, baton_job *job, baton_job_cb cb);
 
 /* baton_pool_submit for a job that must run on instance `instance` (0 to instances - 1; -1: any,

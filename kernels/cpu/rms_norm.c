@@ -9,55 +9,17 @@
 #include "kernels/desc_check.h"
 #include "kernels/descriptors.h"
 
-/* Validates the descriptor and the buffers; on success *d holds the descriptor. */
+/* Validates the descriptor (any layout desc_check.h accepts) and the buffers; on success *d
+ * holds it in baton's layout. The 48-byte form's unsharded_part_grad_size is only read by the
+ * CUDA layout (the CPU adds a block's rows in order at any size): checked, then ignored. */
 static int read_desc(const baton_exec_ctx *ctx, const char *name, void **buffers, int n_buffers,
                      const char *opaque, size_t len, int bwd, baton_rms_norm_desc *d)
 {
-    /* The backward's 48-byte form adds unsharded_part_grad_size, which only the CUDA layout
-     * reads (the CPU adds a block's rows in order at any size): checked, then ignored. */
     baton_rms_norm_shard_desc sd;
-    const int shard = bwd && opaque && len == sizeof sd;
-    int rc = shard ? read_opaque(ctx, name, opaque, len, &sd, sizeof sd, "")
-                   : read_opaque(ctx, name, opaque, len, d, sizeof *d,
-                                 bwd ? "baton_rms_norm_desc: n1, n2, eps, x_dtype, w_dtype, "
-                                       "part_grad_size; or 48 bytes, then "
-                                       "unsharded_part_grad_size"
-                                     : "baton_rms_norm_desc: n1, n2, eps, x_dtype, w_dtype, "
-                                       "part_grad_size");
+    int rc = rms_norm_desc_read(ctx, name, opaque, len, bwd, &sd);
     if (rc)
         return rc;
-    if (shard) {
-        *d = sd.rms;
-        if (sd.unsharded_part_grad_size < 0 ||
-            (sd.unsharded_part_grad_size > 0 && sd.unsharded_part_grad_size < d->part_grad_size))
-            return ctx_fail(ctx, BATON_EINVAL,
-                            "%s: unsharded_part_grad_size is %lld: it must be 0 or >= "
-                            "part_grad_size (%lld)",
-                            name, (long long)sd.unsharded_part_grad_size,
-                            (long long)d->part_grad_size);
-    }
-    if (!dtype_is_float((baton_dtype)d->x_dtype))
-        return ctx_fail(ctx, BATON_EINVAL,
-                        "%s: x_dtype is code %d, not bf16 (1), f16 (2), f32 (3) or f64 (4)", name,
-                        (int)d->x_dtype);
-    if (!dtype_is_float((baton_dtype)d->w_dtype))
-        return ctx_fail(ctx, BATON_EINVAL,
-                        "%s: w_dtype is code %d, not bf16 (1), f16 (2), f32 (3) or f64 (4)", name,
-                        (int)d->w_dtype);
-    if (d->n1 < 1 || d->n2 < 1)
-        return ctx_fail(ctx, BATON_EINVAL,
-                        "%s: n1 = %lld rows and n2 = %lld elements per row: both must be >= 1",
-                        name, (long long)d->n1, (long long)d->n2);
-    if (d->n1 > INT64_MAX / 8 / d->n2)
-        return ctx_fail(ctx, BATON_EINVAL, "%s: n1 = %lld times n2 = %lld elements is too large",
-                        name, (long long)d->n1, (long long)d->n2);
-    if (!(d->eps >= 0) || !isfinite(d->eps))
-        return ctx_fail(ctx, BATON_EINVAL, "%s: eps is %g: it must be a finite number >= 0", name,
-                        d->eps);
-    if (bwd && (d->part_grad_size < 1 || d->part_grad_size > INT64_MAX / 8 / d->n2))
-        return ctx_fail(ctx, BATON_EINVAL,
-                        "%s: part_grad_size is %lld: it must be >= 1 (16 is usual)", name,
-                        (long long)d->part_grad_size);
+    *d = sd.rms;
     return check_buffers(ctx, name, buffers, n_buffers);
 }
 
@@ -66,7 +28,9 @@ static baton_dtype invvar_dtype(baton_dtype x)
     return x == BATON_DTYPE_F64 ? BATON_DTYPE_F64 : BATON_DTYPE_F32;
 }
 
-int kcpu_rms_norm_fwd(const baton_exec_ctx *ctx, void **buffers, const char *opaque, size_t len)
+/* Outside noinline, so that no floating-point operation moves across the mode switch. */
+__attribute__((noinline)) static int rms_norm_fwd_ieee(const baton_exec_ctx *ctx, void **buffers,
+                                                       const char *opaque, size_t len)
 {
     baton_rms_norm_desc d;
     int rc = read_desc(ctx, "rms_norm_fwd", buffers, 4, opaque, len, 0, &d);
@@ -118,7 +82,9 @@ static void column_sum(baton_dtype pgdt, const void *part, int64_t P, int64_t n2
     }
 }
 
-int kcpu_rms_norm_bwd(const baton_exec_ctx *ctx, void **buffers, const char *opaque, size_t len)
+/* Outside noinline, so that no floating-point operation moves across the mode switch. */
+__attribute__((noinline)) static int rms_norm_bwd_ieee(const baton_exec_ctx *ctx, void **buffers,
+                                                       const char *opaque, size_t len)
 {
     baton_rms_norm_desc d;
     int rc = read_desc(ctx, "rms_norm_bwd", buffers, 7, opaque, len, 1, &d);
@@ -182,8 +148,8 @@ int kcpu_rms_norm_bwd(const baton_exec_ctx *ctx, void **buffers, const char *opa
     return 0;
 }
 
-int kcpu_rms_norm_grad_weight(const baton_exec_ctx *ctx, void **buffers, const char *opaque,
-                              size_t len)
+__attribute__((noinline)) static int
+rms_norm_grad_weight_ieee(const baton_exec_ctx *ctx, void **buffers, const char *opaque, size_t len)
 {
     const char *name = "rms_norm_grad_weight";
     baton_rms_grad_weight_desc d;
@@ -197,4 +163,29 @@ int kcpu_rms_norm_grad_weight(const baton_exec_ctx *ctx, void **buffers, const c
     column_sum((baton_dtype)d.pg_dtype, buffers[0], d.part_grad_size, d.n2, (baton_dtype)d.w_dtype,
                buffers[2]);
     return 0;
+}
+
+int kcpu_rms_norm_fwd(const baton_exec_ctx *ctx, void **buffers, const char *opaque, size_t len)
+{
+    const fp_mode m = fp_mode_ieee();
+    const int rc = rms_norm_fwd_ieee(ctx, buffers, opaque, len);
+    fp_mode_restore(m);
+    return rc;
+}
+
+int kcpu_rms_norm_bwd(const baton_exec_ctx *ctx, void **buffers, const char *opaque, size_t len)
+{
+    const fp_mode m = fp_mode_ieee();
+    const int rc = rms_norm_bwd_ieee(ctx, buffers, opaque, len);
+    fp_mode_restore(m);
+    return rc;
+}
+
+int kcpu_rms_norm_grad_weight(const baton_exec_ctx *ctx, void **buffers, const char *opaque,
+                              size_t len)
+{
+    const fp_mode m = fp_mode_ieee();
+    const int rc = rms_norm_grad_weight_ieee(ctx, buffers, opaque, len);
+    fp_mode_restore(m);
+    return rc;
 }

@@ -28,10 +28,11 @@ KCUDA_DECODER_FN(sample)
 /* Run-time errors of the decoder kernels (an id or a position out of range): a kernel that meets
  * one clamps the access, so nothing is read or written out of bounds, and records the first such
  * error of the device in a device-side word (first writer wins). This reads and clears that
- * record of `device`: 0 when none, else BATON_EKERNEL with "step 'NAME' (#i): id 130000 is
- * outside [0, 128256)" in msg (the step named by its index; the caller adds its name). It copies
- * synchronously from the device: call it where the host waits anyway (the end of a run). */
-int kcuda_decoder_error_take(int device, char *msg, size_t len);
+ * record of `device`: 0 when none, else BATON_EKERNEL, the step's index (ctx->step_index of the
+ * call) in *step (may be NULL) and "embedding at step #3 on cuda:0: ids[0] = 130000 is outside
+ * [0, 128256) ..." in msg. It copies synchronously from the device: call it where the host has
+ * waited anyway (the runtime does, at the end of a run: core/tune.h's kernel_error_fn). */
+int kcuda_decoder_error_take(int device, int *step, char *msg, size_t len);
 
 /* The decode GEMV of baton's own: y[1, N] = x[1, K] . W[N, K]^T in bf16 (f32 accumulation), a
  * warp per output row, 16-byte loads of W. Returns a cudaError_t value (0 on success). Used by

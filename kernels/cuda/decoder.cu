@@ -9,6 +9,7 @@
 #include "kernels/cuda/kcuda_common.cuh"
 
 #include <math.h>
+#include <mma.h>
 
 #include "kernels/cuda/cuda_decoder.h"
 #include "kernels/decoder_desc.h"
@@ -134,15 +135,22 @@ __global__ void rope_kernel(const T *x, const void *pos, int pos64, const float 
     const long long p = pos64 ? ((const long long *)pos)[r] : ((const int *)pos)[r];
     const int half = Dh / 2;
     for (int i = threadIdx.x; i < half; i += blockDim.x) {
-        double ang;
-        if (sizeof(T) == 8)
-            ang = (double)p * (double)inv_freq[i];
-        else
-            ang = (double)__fmul_rn((float)p, inv_freq[i]); /* HF's f32 angle */
-        double s, c;
-        sincos(ang, &s, &c);
-        cs[i] = (A)(c * scale);
-        sn[i] = (A)(s * scale);
+        if constexpr (sizeof(T) == 8) {
+            double s, c;
+            sincos((double)p * (double)inv_freq[i], &s, &c);
+            cs[i] = (A)(c * scale);
+            sn[i] = (A)(s * scale);
+        } else {
+            /* HF's f32 angle, reduced to [-pi, pi] in double (a few FP64 operations, exact
+             * enough for any position), then the fast f32 sincos, accurate on that range */
+            const double ang = (double)__fmul_rn((float)p, inv_freq[i]);
+            const double k = rint(ang * 0.15915494309189535);
+            const float r = (float)fma(-k, 6.283185307179586, ang);
+            float s, c;
+            __sincosf(r, &s, &c);
+            cs[i] = (A)(c * (float)scale);
+            sn[i] = (A)(s * (float)scale);
+        }
     }
     __syncthreads();
     const T *xr = x + r * F;
@@ -319,25 +327,36 @@ __global__ void __launch_bounds__(ATT_THREADS)
         l[g] = 0.f;
     }
     const T *kbase = kc + kvh * Dh + sub * E, *vbase = vc + kvh * Dh + sub * E;
-    /* Block-uniform trip count: every lane reaches every shuffle (groups of a warp differ). */
-    for (long long jb = k_begin; jb < k_end; jb += (long long)NG * ATT_UNROLL) {
-        U16<T> kr[ATT_UNROLL], vr[ATT_UNROLL];
+    /* Block-uniform trip count: every lane reaches every shuffle (groups of a warp differ). The
+     * next batch's K and V are loaded before this batch is computed (registers, double-buffered),
+     * so the loads of one batch overlap the arithmetic of the previous. Each batch of ATT_UNROLL
+     * keys updates the softmax state once: one rescale per batch, one ex2 per key. */
+    const long long batch = (long long)NG * ATT_UNROLL;
+    U16<T> kr[ATT_UNROLL], vr[ATT_UNROLL], kn[ATT_UNROLL], vn[ATT_UNROLL];
+    auto load = [&](long long jb, U16<T>(&kd)[ATT_UNROLL], U16<T>(&vd)[ATT_UNROLL]) {
 #pragma unroll
         for (int u = 0; u < ATT_UNROLL; u++) {
             const long long j = jb + (long long)u * NG + grp;
             if (j < k_end) {
-                kr[u] = ld16_stream(kbase + j * KF);
-                vr[u] = ld16_stream(vbase + j * KF);
+                kd[u] = ld16_stream(kbase + j * KF);
+                vd[u] = ld16_stream(vbase + j * KF);
             } else {
-                *reinterpret_cast<uint4 *>(kr[u].v) = make_uint4(0, 0, 0, 0);
-                *reinterpret_cast<uint4 *>(vr[u].v) = make_uint4(0, 0, 0, 0);
+                *reinterpret_cast<uint4 *>(kd[u].v) = make_uint4(0, 0, 0, 0);
+                *reinterpret_cast<uint4 *>(vd[u].v) = make_uint4(0, 0, 0, 0);
             }
         }
+    };
+    if (k_begin < k_end)
+        load(k_begin, kr, vr);
+    for (long long jb = k_begin; jb < k_end; jb += batch) {
+        if (jb + batch < k_end)
+            load(jb + batch, kn, vn);
 #pragma unroll
-        for (int u = 0; u < ATT_UNROLL; u++) {
-            const bool valid = jb + (long long)u * NG + grp < k_end;
+        for (int g = 0; g < ATT_GB; g++) {
+            float sc[ATT_UNROLL];
+            float mn = m[g];
 #pragma unroll
-            for (int g = 0; g < ATT_GB; g++) {
+            for (int u = 0; u < ATT_UNROLL; u++) {
                 float s = 0.f;
 #pragma unroll
                 for (int e = 0; e < E; e++)
@@ -345,16 +364,32 @@ __global__ void __launch_bounds__(ATT_THREADS)
 #pragma unroll
                 for (int off = LPK / 2; off > 0; off >>= 1)
                     s += __shfl_xor_sync(0xffffffffu, s, off);
-                if (valid) { /* keys in ascending order per group: a fixed order */
-                    const float mn = fmaxf(m[g], s);
-                    const float corr = exp2f(m[g] - mn), p = exp2f(s - mn);
-                    l[g] = l[g] * corr + p;
-#pragma unroll
-                    for (int e = 0; e < E; e++)
-                        acc[g][e] = fmaf(p, to_f(vr[u].v[e]), acc[g][e] * corr);
-                    m[g] = mn;
-                }
+                const bool valid = jb + (long long)u * NG + grp < k_end;
+                sc[u] = valid ? s : -INFINITY;
+                mn = fmaxf(mn, sc[u]);
             }
+            if (mn == -INFINITY) /* no key of this group yet (the same for its lanes) */
+                continue;
+            const float corr = m[g] == -INFINITY ? 0.f : exp2f(m[g] - mn);
+            float ps = 0.f;
+#pragma unroll
+            for (int e = 0; e < E; e++)
+                acc[g][e] *= corr;
+#pragma unroll
+            for (int u = 0; u < ATT_UNROLL; u++) { /* keys in ascending order: a fixed order */
+                const float p = sc[u] == -INFINITY ? 0.f : exp2f(sc[u] - mn);
+                ps += p;
+#pragma unroll
+                for (int e = 0; e < E; e++)
+                    acc[g][e] = fmaf(p, to_f(vr[u].v[e]), acc[g][e]);
+            }
+            l[g] = l[g] * corr + ps;
+            m[g] = mn;
+        }
+#pragma unroll
+        for (int u = 0; u < ATT_UNROLL; u++) {
+            kr[u] = kn[u];
+            vr[u] = vn[u];
         }
     }
     /* The groups of the block, merged in group order. */
@@ -407,6 +442,181 @@ __global__ void __launch_bounds__(ATT_THREADS)
         }
     }
     cluster_exit_barrier();
+}
+
+/* ---- attention: prefill on tensor cores --------------------------------------------------------
+ * A block of 4 warps takes BM = 64 query rows of one head; each warp holds 16 of them. Keys come in
+ * tiles of BN = 64 rows of K and V staged in shared memory; a warp forms its 16 x 64 scores with
+ * WMMA (bf16/f16 in, f32 out), masks key j of row r unless j <= positions[r], updates the rows'
+ * online softmax (two lanes a row, f32, base 2), rounds P to the data's type (as FlashAttention
+ * does) and adds P V into its 16 x head_dim output, kept in f32 in shared memory and rescaled row
+ * by row. Every sum runs in a fixed order: the same bits every run. Rows past T are masked out. */
+
+#define PF_BM 64
+#define PF_BN 64
+
+template <int DH> struct PfLayout {
+    static constexpr int LDQ = DH + 8;    /* elements: Q, K, V rows (16-bit) */
+    static constexpr int LDS = PF_BN + 4; /* floats: scores */
+    static constexpr int LDP = PF_BN + 8; /* elements: P (16-bit) */
+    static constexpr int LDO = DH + 4;    /* floats: output */
+    static constexpr size_t OFF_K = (size_t)PF_BM * LDQ * 2;
+    static constexpr size_t OFF_V = OFF_K + (size_t)PF_BN * LDQ * 2;
+    static constexpr size_t OFF_S = OFF_V + (size_t)PF_BN * LDQ * 2;
+    static constexpr size_t OFF_P = OFF_S + (size_t)PF_BM * LDS * 4;
+    static constexpr size_t OFF_O = OFF_P + (size_t)PF_BM * LDP * 2;
+    static constexpr size_t OFF_ROWS = OFF_O + (size_t)PF_BM * LDO * 4;
+    /* then m, l, corr (floats) and the rows' positions (long long) */
+    static constexpr size_t BYTES = OFF_ROWS + (size_t)PF_BM * 4 * 3 + (size_t)PF_BM * 8;
+};
+
+template <typename T, int DH>
+__global__ void __launch_bounds__(128)
+    attn_prefill_kernel(const T *q, const T *kc, const T *vc, const void *pos, int pos64, T *o,
+                        long long rows, long long S, int H, int Hkv, float qscale, int step)
+{
+    using namespace nvcuda;
+    using L = PfLayout<DH>;
+    extern __shared__ __align__(128) unsigned char pf_smem[];
+    T *sQ = reinterpret_cast<T *>(pf_smem);
+    T *sK = reinterpret_cast<T *>(pf_smem + L::OFF_K);
+    T *sV = reinterpret_cast<T *>(pf_smem + L::OFF_V);
+    float *sS = reinterpret_cast<float *>(pf_smem + L::OFF_S);
+    T *sP = reinterpret_cast<T *>(pf_smem + L::OFF_P);
+    float *sO = reinterpret_cast<float *>(pf_smem + L::OFF_O);
+    float *sM = reinterpret_cast<float *>(pf_smem + L::OFF_ROWS), *sL = sM + PF_BM,
+          *sC = sL + PF_BM;
+    long long *sPos = reinterpret_cast<long long *>(sC + PF_BM);
+
+    const long long tiles = (rows + PF_BM - 1) / PF_BM;
+    const int h = (int)(blockIdx.x % H);
+    const long long tile = tiles - 1 - (long long)(blockIdx.x / H); /* the longest rows first */
+    const int kvh = h / (H / Hkv);
+    const long long r0 = tile * PF_BM, F = (long long)H * DH, KF = (long long)Hkv * DH;
+    const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
+    constexpr int VR = DH / 8; /* 16-byte vectors a row */
+
+    if (tid < PF_BM) {
+        const long long r = r0 + tid;
+        long long p = -1; /* a row past T: every key masked, nothing written */
+        if (r < rows) {
+            p = pos64 ? ((const long long *)pos)[r] : ((const int *)pos)[r];
+            if (p < 0 || p >= S) {
+                if (h == 0)
+                    record(DEC_ATTENTION, step, r, p, S);
+                p = p < 0 ? 0 : S - 1;
+            }
+        }
+        sPos[tid] = p;
+        sM[tid] = -INFINITY;
+        sL[tid] = 0.f;
+    }
+    for (int v = tid; v < PF_BM * VR; v += 128) {
+        const int rr = v / VR, c = (v % VR) * 8;
+        const long long r = r0 + rr;
+        const uint4 x =
+            r < rows ? __ldg(reinterpret_cast<const uint4 *>(q + r * F + (long long)h * DH + c))
+                     : make_uint4(0, 0, 0, 0);
+        *reinterpret_cast<uint4 *>(sQ + rr * L::LDQ + c) = x;
+    }
+    for (int i = tid; i < PF_BM * DH; i += 128)
+        sO[(i / DH) * L::LDO + i % DH] = 0.f;
+    __syncthreads();
+    long long kmax = -1;
+    for (int i = 0; i < PF_BM; i++)
+        kmax = sPos[i] > kmax ? sPos[i] : kmax;
+
+    const int wr = warp * 16; /* this warp's first row in the tile */
+    for (long long j0 = 0; j0 <= kmax; j0 += PF_BN) {
+        for (int v = tid; v < PF_BN * VR; v += 128) {
+            const int jj = v / VR, c = (v % VR) * 8;
+            const long long j = j0 + jj;
+            uint4 kx = make_uint4(0, 0, 0, 0), vx = kx;
+            if (j < S) {
+                kx = __ldcs(reinterpret_cast<const uint4 *>(kc + j * KF + (long long)kvh * DH + c));
+                vx = __ldcs(reinterpret_cast<const uint4 *>(vc + j * KF + (long long)kvh * DH + c));
+            }
+            *reinterpret_cast<uint4 *>(sK + jj * L::LDQ + c) = kx;
+            *reinterpret_cast<uint4 *>(sV + jj * L::LDQ + c) = vx;
+        }
+        __syncthreads();
+        /* S = Q K^T for the warp's 16 rows */
+#pragma unroll
+        for (int n0 = 0; n0 < PF_BN; n0 += 16) {
+            wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc;
+            wmma::fill_fragment(acc, 0.f);
+#pragma unroll
+            for (int kk = 0; kk < DH; kk += 16) {
+                wmma::fragment<wmma::matrix_a, 16, 16, 16, T, wmma::row_major> a;
+                wmma::fragment<wmma::matrix_b, 16, 16, 16, T, wmma::col_major> b;
+                wmma::load_matrix_sync(a, sQ + wr * L::LDQ + kk, L::LDQ);
+                wmma::load_matrix_sync(b, sK + n0 * L::LDQ + kk, L::LDQ);
+                wmma::mma_sync(acc, a, b, acc);
+            }
+            wmma::store_matrix_sync(sS + wr * L::LDS + n0, acc, L::LDS, wmma::mem_row_major);
+        }
+        __syncwarp();
+        /* the online softmax: two lanes a row, each half of the tile's columns */
+        {
+            const int rr = wr + (lane >> 1), c0 = (lane & 1) * (PF_BN / 2);
+            const long long pr = sPos[rr];
+            float *srow = sS + rr * L::LDS;
+            T *prow = sP + rr * L::LDP;
+            float mx = -INFINITY;
+            for (int c = c0; c < c0 + PF_BN / 2; c++) {
+                const float sc = j0 + c <= pr ? srow[c] * qscale : -INFINITY;
+                srow[c] = sc;
+                mx = fmaxf(mx, sc);
+            }
+            mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+            const float mold = sM[rr], mnew = fmaxf(mold, mx);
+            float corr = 1.f, sum = 0.f;
+            if (mnew == -INFINITY) {
+                for (int c = c0; c < c0 + PF_BN / 2; c++)
+                    prow[c] = from_f<T>(0.f);
+            } else {
+                corr = mold == -INFINITY ? 0.f : exp2f(mold - mnew);
+                for (int c = c0; c < c0 + PF_BN / 2; c++) {
+                    const float p = srow[c] == -INFINITY ? 0.f : exp2f(srow[c] - mnew);
+                    prow[c] = from_f<T>(p);
+                    sum += p;
+                }
+            }
+            sum += __shfl_xor_sync(0xffffffffu, sum, 1);
+            __syncwarp();
+            if ((lane & 1) == 0) {
+                sM[rr] = mnew;
+                sL[rr] = sL[rr] * corr + sum;
+                sC[rr] = corr;
+            }
+        }
+        __syncwarp();
+        for (int i = lane; i < 16 * DH; i += 32)
+            sO[(wr + i / DH) * L::LDO + i % DH] *= sC[wr + i / DH];
+        __syncwarp();
+        /* O += P V */
+#pragma unroll
+        for (int n0 = 0; n0 < DH; n0 += 16) {
+            wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc;
+            wmma::load_matrix_sync(acc, sO + wr * L::LDO + n0, L::LDO, wmma::mem_row_major);
+#pragma unroll
+            for (int kk = 0; kk < PF_BN; kk += 16) {
+                wmma::fragment<wmma::matrix_a, 16, 16, 16, T, wmma::row_major> a;
+                wmma::fragment<wmma::matrix_b, 16, 16, 16, T, wmma::row_major> b;
+                wmma::load_matrix_sync(a, sP + wr * L::LDP + kk, L::LDP);
+                wmma::load_matrix_sync(b, sV + kk * L::LDQ + n0, L::LDQ);
+                wmma::mma_sync(acc, a, b, acc);
+            }
+            wmma::store_matrix_sync(sO + wr * L::LDO + n0, acc, L::LDO, wmma::mem_row_major);
+        }
+        __syncthreads(); /* before the next tile overwrites K and V */
+    }
+    for (int i = tid; i < PF_BM * DH; i += 128) {
+        const int rr = i / DH, d = i % DH;
+        const long long r = r0 + rr;
+        if (r < rows)
+            o[r * F + (long long)h * DH + d] = from_f<T>(sO[rr * L::LDO + d] / sL[rr]);
+    }
 }
 
 /* Any dtype and head_dim (f64 included): a block per (row, head), a thread per feature, one key
@@ -582,6 +792,50 @@ template <typename T> __global__ void softmax_kernel(const T *x, T *y, long long
     const A inv = (A)1 / s;
     for (long long j = threadIdx.x; j < N; j += blockDim.x)
         yr[j] = from_acc<T>(exp(ld_a<A>(xr[j]) - mx) * inv);
+}
+
+/* A few long rows (the logits of a decode step): a cluster of blocks per row, each taking a slice
+ * of it; the slices' maxima and sums are combined through distributed shared memory in rank
+ * order, so every block gets the same bits and the result is the same every run. */
+template <typename T> __global__ void softmax_cluster_kernel(const T *x, T *y, long long N)
+{
+    using A = typename Acc<T>::A;
+    __shared__ A red[32];
+    __shared__ A slot[2];
+    cg::cluster_group cluster = cg::this_cluster();
+    const int C = (int)cluster.num_blocks(), rank = (int)cluster.block_rank();
+    const long long row = blockIdx.x / C;
+    const long long per = (N + C - 1) / C, lo = min(N, rank * per), hi = min(N, lo + per);
+    const T *xr = x + row * N;
+    T *yr = y + row * N;
+    A mx = -INFINITY;
+    for (long long j = lo + threadIdx.x; j < hi; j += blockDim.x) {
+        const A v = ld_a<A>(xr[j]);
+        mx = v > mx ? v : mx;
+    }
+    mx = block_max<A>(mx, red);
+    if (threadIdx.x == 0)
+        slot[0] = mx;
+    cluster.sync();
+    A m = -INFINITY;
+    for (int k = 0; k < C; k++) {
+        const A v = *cluster.map_shared_rank(&slot[0], k);
+        m = v > m ? v : m;
+    }
+    A sum = 0;
+    for (long long j = lo + threadIdx.x; j < hi; j += blockDim.x)
+        sum += exp(ld_a<A>(xr[j]) - m);
+    sum = block_sum<A>(sum, red);
+    if (threadIdx.x == 0)
+        slot[1] = sum;
+    cluster.sync();
+    A total = 0;
+    for (int k = 0; k < C; k++)
+        total += *cluster.map_shared_rank(&slot[1], k);
+    const A inv = (A)1 / total;
+    for (long long j = lo + threadIdx.x; j < hi; j += blockDim.x)
+        yr[j] = from_acc<T>(exp(ld_a<A>(xr[j]) - m) * inv);
+    cluster_exit_barrier(); /* peers may still read this block's slots */
 }
 
 /* ---- sample -------------------------------------------------------------------------------------
@@ -836,10 +1090,11 @@ __global__ void __launch_bounds__(SMP_THREADS)
 
 /* ---- the decode GEMV: y[n] = sum_k W[n, k] x[k], bf16 in and out, f32 accumulation --------------
  * A warp per R rows of W; lane l reads 16 bytes at k = 8 (32 i + l): a row of K = 2048 is 8 loads
- * per lane, all issued before the first FMA. x sits in shared memory as f32. Each lane adds its
- * products in k order and the warp adds the lanes in a fixed butterfly: the same bits every run. */
+ * per lane, UN of them issued before the first FMA (all 8 for one row a warp). x sits in shared
+ * memory as f32. Each lane adds its products in k order and the warp adds the lanes in a fixed
+ * butterfly: the same bits every run. */
 
-template <int R>
+template <int R, int UN>
 __global__ void __launch_bounds__(256)
     gemv_bf16_kernel(const __nv_bfloat16 *x, const __nv_bfloat16 *w, __nv_bfloat16 *y, long long n,
                      long long k)
@@ -857,7 +1112,6 @@ __global__ void __launch_bounds__(256)
 #pragma unroll
     for (int r = 0; r < R; r++)
         acc[r] = 0.f;
-    constexpr int UN = 4;
     for (long long k0 = (long long)lane * 8; k0 < k; k0 += 256LL * UN) {
         U16<__nv_bfloat16> wv[R][UN];
 #pragma unroll
@@ -1040,12 +1294,38 @@ static int attn_split(const baton_exec_ctx *ctx, void **b, const baton_decoder_d
                   (int)d.n_heads, (int)d.n_kv_heads, G, chunks, qscale, ctx->step_index);
 }
 
+template <typename T, int DH>
+static int attn_prefill(const baton_exec_ctx *ctx, void **b, const baton_decoder_desc &d,
+                        const dec_shape &s)
+{
+    const long long tiles = (s.rows + PF_BM - 1) / PF_BM, grid = tiles * d.n_heads;
+    if (grid > 0x7fffffffLL)
+        return ctx_fail(ctx, BATON_EINVAL, "attention: too many rows for one launch");
+    auto kern = attn_prefill_kernel<T, DH>;
+    const size_t smem = PfLayout<DH>::BYTES;
+    if (prepare(kern, ctx, "attention", 1, grid, 128, smem, smem, false) < 0)
+        return BATON_ECUDA;
+    const float qscale = (float)(d.scale * 1.4426950408889634);
+    return launch(ctx, "attention", kern, (unsigned)grid, 128, smem, 1, (const T *)b[0],
+                  (const T *)b[1], (const T *)b[2], (const void *)b[3],
+                  (int)(s.idx_dt == BATON_DTYPE_I64), (T *)b[4], (long long)s.rows, (long long)s.S,
+                  (int)d.n_heads, (int)d.n_kv_heads, qscale, ctx->step_index);
+}
+
 template <typename T>
 static int attn_typed(const baton_exec_ctx *ctx, void **b, const baton_decoder_desc &d,
                       const dec_shape &s)
 {
     const int bytes = d.head_dim * (int)sizeof(T);
     const bool al = al16(b[0]) && al16(b[1]) && al16(b[2]);
+    if constexpr (sizeof(T) == 2) {
+        /* prefill (16 rows or more): tensor cores */
+        if (al && s.rows >= 16 && (d.head_dim == 64 || d.head_dim == 128)) {
+            if (d.head_dim == 64)
+                return attn_prefill<T, 64>(ctx, b, d, s);
+            return attn_prefill<T, 128>(ctx, b, d, s);
+        }
+    }
     if constexpr (sizeof(T) < 8) {
         if (al) {
             switch (bytes) {
@@ -1161,6 +1441,25 @@ extern "C" int kcuda_softmax(const baton_exec_ctx *ctx, void **buffers, const ch
         return ctx_fail(ctx, BATON_EINVAL, "softmax: too many rows for one launch");
     const int threads = s.F >= 8192 ? 1024 : s.F >= 1024 ? 256 : 64;
     const unsigned g = (unsigned)s.rows;
+    /* few rows of many elements: 8 blocks a row (a portable cluster) */
+    if (s.F >= 16384 && s.rows * 8 <= 2LL * sm_count(ctx)) {
+        const unsigned gc = g * 8u;
+        switch (s.x_dt) {
+        case BATON_DTYPE_BF16:
+            return launch(ctx, "softmax", softmax_cluster_kernel<__nv_bfloat16>, gc, 1024, 0, 8,
+                          (const __nv_bfloat16 *)buffers[0], (__nv_bfloat16 *)buffers[1],
+                          (long long)s.F);
+        case BATON_DTYPE_F16:
+            return launch(ctx, "softmax", softmax_cluster_kernel<__half>, gc, 1024, 0, 8,
+                          (const __half *)buffers[0], (__half *)buffers[1], (long long)s.F);
+        case BATON_DTYPE_F32:
+            return launch(ctx, "softmax", softmax_cluster_kernel<float>, gc, 1024, 0, 8,
+                          (const float *)buffers[0], (float *)buffers[1], (long long)s.F);
+        default:
+            return launch(ctx, "softmax", softmax_cluster_kernel<double>, gc, 1024, 0, 8,
+                          (const double *)buffers[0], (double *)buffers[1], (long long)s.F);
+        }
+    }
     switch (s.x_dt) {
     case BATON_DTYPE_BF16:
         return launch(ctx, "softmax", softmax_kernel<__nv_bfloat16>, g, threads, 0, 1,
@@ -1200,8 +1499,10 @@ extern "C" int kcuda_sample(const baton_exec_ctx *ctx, void **buffers, const cha
 #undef SMP_LAUNCH
 }
 
-extern "C" int kcuda_decoder_error_take(int device, char *msg, size_t len)
+extern "C" int kcuda_decoder_error_take(int device, int *step_out, char *msg, size_t len)
 {
+    if (step_out)
+        *step_out = -1;
     int prev = 0;
     if (cudaGetDevice(&prev) != cudaSuccess)
         return reason_set(msg, len, BATON_ECUDA, "cudaGetDevice failed");
@@ -1221,6 +1522,8 @@ extern "C" int kcuda_decoder_error_take(int device, char *msg, size_t len)
     if (!rec[0])
         return 0;
     const int op = (int)(rec[0] >> 32), step = (int)(rec[0] & 0xffffffffu) - 1;
+    if (step_out)
+        *step_out = step;
     const char *what = op == DEC_EMBEDDING ? "ids" : "positions";
     const char *range = op == DEC_EMBEDDING   ? "the table's rows"
                         : op == DEC_ATTENTION ? "the caches' rows"
@@ -1241,11 +1544,11 @@ extern "C" int kcuda_gemv_bf16(const void *x, const void *w, void *y, long long 
     const size_t smem = sizeof(__nv_bfloat16) * (size_t)k;
     if (n >= 16384) {
         const long long grid = (n + warps * 2 - 1) / (warps * 2);
-        gemv_bf16_kernel<2><<<(unsigned)grid, warps * 32, smem, (cudaStream_t)stream>>>(
+        gemv_bf16_kernel<2, 4><<<(unsigned)grid, warps * 32, smem, (cudaStream_t)stream>>>(
             (const __nv_bfloat16 *)x, (const __nv_bfloat16 *)w, (__nv_bfloat16 *)y, n, k);
     } else {
         const long long grid = (n + warps - 1) / warps;
-        gemv_bf16_kernel<1><<<(unsigned)grid, warps * 32, smem, (cudaStream_t)stream>>>(
+        gemv_bf16_kernel<1, 8><<<(unsigned)grid, warps * 32, smem, (cudaStream_t)stream>>>(
             (const __nv_bfloat16 *)x, (const __nv_bfloat16 *)w, (__nv_bfloat16 *)y, n, k);
     }
     return (int)cudaGetLastError();

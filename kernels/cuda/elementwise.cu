@@ -6,6 +6,7 @@
 #include <math.h>
 
 #include "kernels/cuda/cuda_kernels.h"
+#include "kernels/desc_check.h"
 #include "kernels/descriptors.h"
 
 namespace kcuda
@@ -153,37 +154,10 @@ static int ew_call(const baton_exec_ctx *ctx, void **buffers, const char *opaque
     const char *what = ew_names[OP];
     const bool binary = OP == EW_ADD || OP == EW_MUL;
     baton_ew_desc d;
-    if (!opaque || len != sizeof d)
-        return ctx_fail(
-            ctx, BATON_EINVAL,
-            "%s: the descriptor is %zu bytes, expected %zu (baton_ew_desc: n, nb, dtype, "
-            "reserved, value)",
-            what, opaque ? len : (size_t)0, sizeof d);
-    memcpy(&d, opaque, sizeof d);
-    if (d.n < 1 || d.n > INT64_MAX / 8)
-        return ctx_fail(ctx, BATON_EINVAL, "%s: n = %lld elements; it must be >= 1", what,
-                        (long long)d.n);
-    if (binary && (d.nb < 1 || d.nb > d.n || d.n % d.nb != 0))
-        return ctx_fail(ctx, BATON_EINVAL,
-                        "%s: the second operand has nb = %lld elements; it must have n = %lld or a "
-                        "divisor of n (then it repeats)",
-                        what, (long long)d.nb, (long long)d.n);
-    if (!binary && d.nb != 0)
-        return ctx_fail(ctx, BATON_EINVAL,
-                        "%s: nb = %lld; it must be 0 for a kernel with one input", what,
-                        (long long)d.nb);
-    if (d.reserved != 0)
-        return ctx_fail(ctx, BATON_EINVAL,
-                        "%s: the reserved field (bytes 20-23) is %d; it must be 0", what,
-                        (int)d.reserved);
+    const int rc = ew_desc_read(ctx, what, opaque, len, binary, OP != EW_SOFTSHRINK, &d);
+    if (rc)
+        return rc;
     const bool ints = d.dtype == BATON_DTYPE_I32 || d.dtype == BATON_DTYPE_I64;
-    if (dtype_bytes(d.dtype) == 0 || (ints && OP == EW_SOFTSHRINK))
-        return ctx_fail(
-            ctx, BATON_EINVAL, "%s: unknown dtype code %d; expected %s", what, (int)d.dtype,
-            OP == EW_SOFTSHRINK ? "1 (bf16), 2 (f16), 3 (f32) or 4 (f64)"
-                                : "1 (bf16), 2 (f16), 3 (f32), 4 (f64), 5 (i32) or 6 (i64)");
-    if (!isfinite(d.value))
-        return ctx_fail(ctx, BATON_EINVAL, "%s: value = %g; it must be finite", what, d.value);
     if (OP == EW_SOFTSHRINK && d.value < 0.0)
         return ctx_fail(ctx, BATON_EINVAL, "softshrink: lambda = %g; it must be >= 0", d.value);
     if (OP == EW_ADD_SCALAR && ints) {
@@ -374,19 +348,9 @@ extern "C" int kcuda_argmax(const baton_exec_ctx *ctx, void **buffers, const cha
                             size_t len)
 {
     baton_argmax_desc d;
-    if (!opaque || len != sizeof d)
-        return ctx_fail(
-            ctx, BATON_EINVAL,
-            "argmax: the descriptor is %zu bytes, expected %zu (baton_argmax_desc: n1, n2, "
-            "dtype, reserved)",
-            opaque ? len : (size_t)0, sizeof d);
-    memcpy(&d, opaque, sizeof d);
-    if (d.n1 < 1 || d.n2 < 1)
-        return ctx_fail(
-            ctx, BATON_EINVAL,
-            "argmax: zero-sized shape (n1 = %lld rows, n2 = %lld columns); both must be "
-            ">= 1",
-            (long long)d.n1, (long long)d.n2);
+    const int rc = argmax_desc_read(ctx, opaque, len, &d);
+    if (rc)
+        return rc;
     if (!buffers || !buffers[0] || !buffers[1])
         return ctx_fail(ctx, BATON_EINVAL, "argmax: a buffer is NULL");
     switch (d.dtype) {

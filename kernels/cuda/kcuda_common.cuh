@@ -478,7 +478,7 @@ __device__ __forceinline__ void cluster_exit_barrier()
  * cluster barriers: every rank's sums are written before, and read before they change after.
  * The second orders no memory (as cluster_exit_barrier): a rank's reads of its peers' sums are
  * added into what it stores before it arrives, and waiting for those part_grad stores to land
- * cost bf16 4096 x 4096 at part_grad 16 0.4-1.0 us on an H100 (bench/RESULTS.md, session 20); a
+ * cost bf16 4096 x 4096 at part_grad 16 0.4-1.0 us on an H100 (bench_kernels); a
  * caller that publishes dst to other blocks fences it itself.
  * marks: the timeline's stamps after the first barrier and after the adds (none by default). */
 struct no_marks {
@@ -811,7 +811,7 @@ static inline int prepare(K kernel, const baton_exec_ctx *ctx, const char *what,
 /* A copy of ctx (or of an empty one) launching with programmatic dependent launch when `on`, on
  * any stream but the legacy one. A call's second kernel, which waits for its first through
  * pdl_wait, is launched so: its blocks are placed while the first kernel still runs (0.3-1.3 us a
- * call saved: bench/RESULTS.md, session 11). */
+ * call saved, in bench_kernels). */
 static inline baton_exec_ctx with_pdl(const baton_exec_ctx *ctx, bool on)
 {
     baton_exec_ctx c;

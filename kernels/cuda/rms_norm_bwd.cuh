@@ -79,7 +79,7 @@ typedef void (*BwdKernel)(BwdArgs);
 /* Lane `lane`'s sum of column j, its rows added in row order. BATCH (many rows: part_grad 256 has
  * 32 a lane) loads them KCUDA_COLSUM_BATCH at a time before adding any, so that their latencies
  * overlap: bf16 4096 x 4096's backward at part_grad 256 3 % faster on an H100 and an H200
- * (bench/RESULTS.md, session 15). A template flag, not a branch: with both loops in one kernel
+ * (bench_kernels). A template flag, not a branch: with both loops in one kernel
  * the decode rows' backward lost 0.1-0.2 us. The bits are the same either way. */
 #define KCUDA_COLSUM_BATCH 16
 template <bool BATCH, typename A>

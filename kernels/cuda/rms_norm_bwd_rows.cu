@@ -98,10 +98,10 @@ __global__ void __launch_bounds__((BwdRowsFit<TX, TW, NV, D>::max_threads),
      * barrier of the step between). Then grad_input, and the rows added to acc in row order.
      * 16-bit rows are widened from their 32-bit words (elem_acc) and grad_input's difference is
      * one fma: about a fifth fewer instructions a 16-bit element (by the SASS before), and 2-4 %
-     * faster on an H200 at part_grad 16 (bench/RESULTS.md, session 12).
+     * faster on an H200 at part_grad 16 (bench_kernels).
      * SUMS_EARLY (16-bit x): the row's dot takes g * x once for the dot and the column sums (w *
      * (g * x)), one multiply an element fewer than forming it again after the barrier: 4-5 %
-     * faster at bf16 16384 x 8192 on an H200 (session 18). 32-bit rows lost 7 % that way (a
+     * faster at bf16 16384 x 8192 on an H200. 32-bit rows lost 7 % that way (a
      * longer stretch before the barrier), so they keep the column sums after it. The column sums'
      * bits are the same either way; the dot's are each kernel's own, the same in every variant. */
     constexpr bool SUMS_EARLY = sizeof(TX) == 2;

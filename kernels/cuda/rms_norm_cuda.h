@@ -37,7 +37,7 @@ enum {
  *              a block per row, four 16-byte vectors of x and w per thread in registers.
  *            4 staged with cp.async (forward, an override only): mode 0's layout, but the rows
  *              are staged by the per-thread cp.async kernel even with 2 to 4 stages (the kernel
- *              that the bulk copies replaced, kept to compare against them: bench/RESULTS.md);
+ *              that the bulk copies replaced, kept to compare against them in bench_kernels);
  *              more than 4 stages is BATON_EINVAL. Reported as 4 when it ran staged (an
  *              override of 4 on a shape that streams reports 2). The backward has no such
  *              kernel: there an override of 4 chooses, as 1 does.
@@ -66,7 +66,7 @@ enum {
  *            taking a kx-th of its rows and adding its sums to part_grad after the one before it
  *            (counters in grad_weight's bytes until the column sum writes it); 0: 1. Only an
  *            override chains clusters (measured slower than one per part_grad block on an H100
- *            at all but one benchmark shape: bench/RESULTS.md, session 9)
+ *            at all but one benchmark shape in bench_kernels)
  *   stages   staged mode: rows in flight per block (1 to 8 in the forward, 1 to 4 in the
  *            backward, which lowers a larger override to 4)
  *   grid     blocks launched (the main kernel)

@@ -410,9 +410,9 @@ __global__ void __launch_bounds__(KCUDA_MAX_THREADS) rms_fwd_rows(FwdArgs a)
  * threads fit an SM at 2 vectors per thread (32 registers), and with the thread's vectors of w
  * copied into shared memory by cp.async while the row loads: rms_fwd_rows reads w only after the
  * row's barrier, and on an H200 that read was the forward's whole gap to the copy kernels at bf16
- * 4096 x 4096 (95 against 102 % of the best copy kernel with w left out; bench/RESULTS.md,
- * session 14). Each thread reads back only the w it copied, so cp.async's wait orders it. The
- * same sums, invvar and scaling as rms_fwd_rows: the same bits. */
+ * 4096 x 4096 (95 against 102 % of the best copy kernel with w left out; bench_kernels). Each
+ * thread reads back only the w it copied, so cp.async's wait orders it. The same sums, invvar and
+ * scaling as rms_fwd_rows: the same bits. */
 template <typename TX, typename TW, int NV>
 __global__ void __launch_bounds__(KCUDA_MAX_THREADS, NV == 2 ? 4 : 0) rms_fwd_row(FwdArgs a)
 {

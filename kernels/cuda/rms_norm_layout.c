@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "core/core.h"
+#include "kernels/desc_check.h"
 
 #if defined(__GNUC__)
 __attribute__((format(printf, 4, 5)))
@@ -99,44 +100,15 @@ int64_t kcuda_rms_smem_max(const kcuda_rms_device *dev)
 static int check_desc(const char *what, void **buffers, int nbuf, const char *opaque, size_t len,
                       baton_rms_norm_desc *d, int64_t *unsharded, int bwd, char *why, size_t wl)
 {
-    const int shard = bwd && len == sizeof(baton_rms_norm_shard_desc);
-    if (!opaque || (len != sizeof(baton_rms_norm_desc) && !shard))
-        return why_set(why, wl, BATON_EINVAL,
-                       "%s: the descriptor is %zu bytes, expected %zu (baton_rms_norm_desc: n1, "
-                       "n2, eps, x_dtype, w_dtype, part_grad_size)%s",
-                       what, opaque ? len : (size_t)0, sizeof(baton_rms_norm_desc),
-                       bwd ? " or 48 (then unsharded_part_grad_size)" : "");
-    memcpy(d, opaque, sizeof *d);
-    int64_t u = 0;
-    if (shard)
-        memcpy(&u, opaque + offsetof(baton_rms_norm_shard_desc, unsharded_part_grad_size),
-               sizeof u);
+    /* One decoder for every reader (kernels/desc_check.c): the same layouts, the same words. */
+    baton_rms_norm_shard_desc sd;
+    char reason[320];
+    const int rc = rms_norm_desc_decode(opaque, len, bwd, &sd, NULL, reason, sizeof reason);
+    if (rc)
+        return why_set(why, wl, rc, "%s: %s", what, reason);
+    *d = sd.rms;
     if (unsharded)
-        *unsharded = u;
-    if (u < 0 || (u > 0 && u < d->part_grad_size))
-        return why_set(why, wl, BATON_EINVAL,
-                       "%s: unsharded_part_grad_size = %lld; it must be 0 or >= part_grad_size "
-                       "(%lld): the part_grad_size of the call that this one is a row shard of",
-                       what, (long long)u, (long long)d->part_grad_size);
-    if (d->n1 < 1 || d->n2 < 1)
-        return why_set(why, wl, BATON_EINVAL,
-                       "%s: zero-sized shape (n1 = %lld rows, n2 = %lld columns); both must be "
-                       ">= 1",
-                       what, (long long)d->n1, (long long)d->n2);
-    if (d->n1 > INT64_MAX / 8 / d->n2)
-        return why_set(why, wl, BATON_EINVAL, "%s: n1 * n2 = %lld * %lld overflows", what,
-                       (long long)d->n1, (long long)d->n2);
-    if (!dtype_is_float((baton_dtype)d->x_dtype) || !dtype_is_float((baton_dtype)d->w_dtype))
-        return why_set(why, wl, BATON_EINVAL,
-                       "%s: unknown dtype code (x_dtype %d, w_dtype %d); RMSNorm takes 1 (bf16), "
-                       "2 (f16), 3 (f32) or 4 (f64)",
-                       what, (int)d->x_dtype, (int)d->w_dtype);
-    if (!(d->eps >= 0.0) || !isfinite(d->eps))
-        return why_set(why, wl, BATON_EINVAL, "%s: eps = %g; it must be finite and >= 0", what,
-                       d->eps);
-    if (bwd && d->part_grad_size < 1)
-        return why_set(why, wl, BATON_EINVAL, "%s: part_grad_size = %lld; it must be >= 1", what,
-                       (long long)d->part_grad_size);
+        *unsharded = sd.unsharded_part_grad_size;
     if (!buffers)
         return why_set(why, wl, BATON_EINVAL, "%s: buffers is NULL", what);
     for (int i = 0; i < nbuf; i++)
@@ -323,7 +295,7 @@ static int rows_threads(const char *what, int64_t nvec, int nv0, const kcuda_rms
  * row. A block per row keeps more bytes in flight than a persistent grid that loads each block's
  * next row ahead: on an H100 it moves 2.95-3.0 TB/s, cudaMemcpy's own rate, where the persistent
  * grid (KCUDA_RMS_VK_PERSIST, which the tuner may still choose) and every persistent copy kernel
- * stay at 2.70-2.83 (bench/RESULTS.md, session 7). Only a grid too large to launch is evened out
+ * stay at 2.70-2.83 (bench_kernels). Only a grid too large to launch is evened out
  * over the resident blocks instead. */
 static int fwd_rows(const baton_rms_norm_desc *d, const sizes *s, const kcuda_rms_cfg *o,
                     kcuda_rms_layout *L, char *why, size_t wl)
@@ -463,12 +435,12 @@ static const char *bwd_rows_list(const sizes *s, int nv, int t, char *buf, size_
     return buf;
 }
 
-/* Rows held (D). Measured on an H100 (bench_kernels --sweep, bench/RESULTS.md, sessions 8 and
- * 9): 16-bit rows want 4 (two reducing, two loading: a pair's reductions share one barrier), 92-94
- * % of the best copy kernel at 8192 columns against 84 % holding 2 (6 and 8 help only where one
- * block per SM suffices: a tuning variant); 32-bit rows at up to 2 vectors per thread want 3 (f32
- * 4096 columns at part_grad 16: 97.3 against 95.1 % holding 2, 92.5 against 90.8 at 4096 rows),
- * never 4 (a pair measured slower); from 4 vectors on, 2 (registers full). */
+/* Rows held (D). Measured on an H100 (bench_kernels --sweep): 16-bit rows want 4 (two reducing, two
+ * loading: a pair's reductions share one barrier), 92-94 % of the best copy kernel at 8192 columns
+ * against 84 % holding 2 (6 and 8 help only where one block per SM suffices: a tuning variant);
+ * 32-bit rows at up to 2 vectors per thread want 3 (f32 4096 columns at part_grad 16: 97.3
+ * against 95.1 % holding 2, 92.5 against 90.8 at 4096 rows), never 4 (a pair measured slower); from
+ * 4 vectors on, 2 (registers full). */
 static int bwd_rows_depth(const baton_rms_norm_desc *d, const sizes *s, int nv)
 {
     (void)d;
@@ -578,8 +550,8 @@ int kcuda_rms_fit_cy(kcuda_rms_layout *L, const baton_rms_norm_desc *d, const kc
     int best_kx = 0, best_cy = 1;
     int64_t best = -1;
     /* Chained clusters only where asked for: on an H100 they fill the SMs but every bf16 and f32
-     * benchmark shape but one ran slower than one cluster per part_grad block (bench/RESULTS.md,
-     * session 9); the override keeps them measurable. */
+     * benchmark shape but one ran slower than one cluster per part_grad block (bench_kernels);
+     * the override keeps them measurable. */
     const int lo = L->kx ? L->kx : 1, hi = L->kx ? L->kx : 1;
     for (int kx = lo; kx <= hi; kx++) {
         if (kx > 1 && need * kx > slots)

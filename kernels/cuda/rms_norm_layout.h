@@ -30,7 +30,7 @@ extern "C" {
 #define KCUDA_STATIC_SMEM      1024 /* room left for the kernels' static shared memory */
 
 /* The register backward kernels compiled to ask rows into L2 (variant prefetch): up to 2 vectors
- * per thread holding 3 or 4 rows (where it paid on an H200: bench/RESULTS.md, session 10). */
+ * per thread holding 3 or 4 rows (where it paid on an H200, in bench_kernels' sweeps). */
 #define KCUDA_BWD_PF_OK(NV, D) ((NV) <= 2 && ((D) == 3 || (D) == 4))
 
 /* The register backward's estimate of the registers a thread needs to hold D rows of NV 16-byte
@@ -149,7 +149,7 @@ void kcuda_rms_spread(kcuda_rms_layout *L, int blocks_per_sm, int sms);
  *    largest cy at which all active * kx clusters are resident. Cluster k adds its sums to
  *    part_grad after cluster k - 1 (a fixed order). Not the default: on an H100 it filled the SMs
  *    but ran slower than one cluster per part_grad block at every benchmark shape but one
- *    (bench/RESULTS.md, session 9).
+ *    (bench_kernels).
  * Every block then has work from the start and none waits for a second wave. Sets kx, cy, smem
  * and grid, clears fit_cy and returns cy. part_grad's bits depend on kx and cy, so they are fixed
  * for one GPU model and one build (the occupancy of the compiled kernel enters), not across them.
@@ -179,7 +179,7 @@ long long kcuda_rms_colsum_grid(int64_t n2, int64_t P, int sms);
 /* Whether L's kernel wants the largest shared-memory carveout: the staged kernels do (their
  * stages are the bytes in flight; more blocks per SM); register rows, forward and backward,
  * keep L1 for their loads in flight (with the largest carveout, the register forward with w in
- * shared memory ran 2-10 points slower on an H200: bench/RESULTS.md, session 14). */
+ * shared memory ran 2-10 points slower on an H200 in bench_kernels). */
 static inline int kcuda_rms_max_carveout(const kcuda_rms_layout *L)
 {
     return L->mode != KCUDA_RMS_ROWS;

@@ -101,9 +101,9 @@ typedef struct builtin_pick {
 #define ROWS     KCUDA_RMS_ROWS
 
 /* `baton bench bench/kernels/rmsnorm_tune.json --gpu=cuda --modes=graph` on each GPU, the steps
- * whose tuning chose a variant over the default (bench/RESULTS.md, sessions 14 and 17), and the
+ * whose tuning chose a variant over the default (bench/notebook/ has the runs), and the
  * H100's bf16 65536 x 4096 at part_grad 16 from bench_kernels' sweeps (too large for the plan; the
- * built-in picks' GPU test checks its bits like the others', session 19). The forward
+ * built-in picks' GPU test checks its bits like the others'). The forward
  * at 4096 x 4096 takes a row a block with w in shared memory; the backwards hold other rows, some
  * with a round of rows asked into L2. Classes where the default measured fastest are left out. */
 static const builtin_pick builtin[] = {
@@ -113,7 +113,7 @@ static const builtin_pick builtin[] = {
     /* H100 backward, bf16: 16384 x 8192 at part_grad 256 holds 2 rows (290.4 against 294.3 us),
      * at 16 holds 3 (288.4 against 292.1); 32768 x 4096 at 256 holds 6 (290.3 against 299.2), at
      * 16 holds 2 (288.0 against 309.8); 65536 x 4096 at 16 holds 2 (568.7 against 605.0,
-     * bench_kernels, sessions 14 and 18) */
+     * bench_kernels) */
     {{H100_SXM, 1, BF16, BF16, ROWS, 8, 14, 8, 8192}, {0, 2, 0}},
     {{H100_SXM, 1, BF16, BF16, ROWS, 8, 14, 4, 8192}, {0, 3, 0}},
     {{H100_SXM, 1, BF16, BF16, ROWS, 8, 15, 8, 4096}, {0, 6, 0}},
@@ -122,7 +122,7 @@ static const builtin_pick builtin[] = {
     /* H200 backward: bf16 32768 x 4096 at part_grad 256 holds 2 rows (213.0 against 220.3 us);
      * bf16 16384 x 8192 at 16 asks a round into L2 (222.7 against 235.7); f32 32768 x 4096 at 16
      * (the default holds 3 rows) asks a round into L2 (398.7 against 424.7); f32 4096 x 4096 at
-     * 16 holds 4 rows (60.1 against 62.6, bench_kernels --sweep, session 17) */
+     * 16 holds 4 rows (60.1 against 62.6, bench_kernels --sweep) */
     {{H200, 1, BF16, BF16, ROWS, 8, 15, 8, 4096}, {0, 2, 0}},
     {{H200, 1, BF16, BF16, ROWS, 8, 14, 4, 8192}, {0, 0, 1}},
     {{H200, 1, F32, F32, ROWS, 4, 15, 4, 4096}, {0, 0, 1}},

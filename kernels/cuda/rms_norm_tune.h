@@ -45,11 +45,11 @@ void kcuda_rms_tune_reset(void);
 int kcuda_rms_tune_empty(void);
 
 /* The built-in picks: what prepare-time tuning chose, per GPU name and shape class, on the GPUs
- * baton's benchmarks ran on (bench/RESULTS.md, sessions 14 and 17). They serve calls that ask for
- * tuned variants but whose class this process has not measured: the JAX/XLA entry points, which
- * have no prepare step to time at. A measurement in this process (the cache) always comes first.
- * kcuda_rms_tune_builtin: 1 and *v when the table has k's class, else 0. _count and _at list the
- * table (tests check that every pick applies to the layout its class chooses). */
+ * baton's benchmarks ran on (bench/kernels/rmsnorm_tune.json, bench_kernels). They serve calls that
+ * ask for tuned variants but whose class this process has not measured: the JAX/XLA entry points,
+ * which have no prepare step to time at. A measurement in this process (the cache) always comes
+ * first. kcuda_rms_tune_builtin: 1 and *v when the table has k's class, else 0. _count and _at list
+ * the table (tests check that every pick applies to the layout its class chooses). */
 int kcuda_rms_tune_builtin(const kcuda_rms_tune_key *k, kcuda_rms_variant *v);
 int kcuda_rms_tune_builtin_count(void);
 void kcuda_rms_tune_builtin_at(int i, kcuda_rms_tune_key *k, kcuda_rms_variant *v);

@@ -10,13 +10,54 @@
 #include "core/core.h"
 #include "kernels/cuda/cuda_kernels.h"
 #include "kernels/cuda/rms_norm_tune.h"
+#include "kernels/desc_check.h"
 #include "kernels/xla_status.h"
+
+int kcuda_zero_async(void *p, size_t bytes, void *stream, char *err, size_t errlen)
+{
+    if (bytes == 0)
+        return 0;
+    const cudaError_t e = cudaMemsetAsync(p, 0, bytes, (cudaStream_t)stream);
+    if (e != cudaSuccess)
+        return reason_set(err, errlen, BATON_ECUDA, "cudaMemsetAsync of %zu bytes failed: %s",
+                          bytes, cudaGetErrorString(e));
+    return 0;
+}
+
+/* An empty batch (n1 = 0; the tutorial's jax.grad over x of shape (0, n)) launches no kernel:
+ * the forward writes nothing, the backward zeros grad_weight and part_grad, as PyTorch gives.
+ * 1 when it was one (rc in *rc), 0 to run the kernel. */
+static int empty_batch(baton_kernel_fn fn, void *stream, void **buffers, const char *opaque,
+                       size_t opaque_len, char *err, size_t errlen, int *rc)
+{
+    const int bwd = fn == kcuda_rms_norm_bwd;
+    baton_rms_norm_shard_desc d;
+    if (!rms_norm_desc_empty_batch(opaque, opaque_len, bwd, &d))
+        return 0;
+    *rc = 0;
+    if (bwd && buffers && buffers[5] && buffers[6]) {
+        const size_t iv = d.rms.x_dtype == BATON_DTYPE_F64 ? 8 : 4;
+        *rc = kcuda_zero_async(buffers[5], (size_t)d.rms.n2 * baton_dtype_size(d.rms.w_dtype),
+                               stream, err, errlen);
+        if (*rc == 0)
+            *rc = kcuda_zero_async(buffers[6], (size_t)(d.rms.part_grad_size * d.rms.n2) * iv,
+                                   stream, err, errlen);
+    } else if (bwd) {
+        *rc = reason_set(err, errlen, BATON_EINVAL, "a NULL buffer");
+    }
+    return 1;
+}
 
 static int call(baton_kernel_fn fn, const char *name, void *stream, void **buffers,
                 const char *opaque, size_t opaque_len, char *err, size_t errlen)
 {
+    int empty_rc;
+    err[0] = 0;
+    if (empty_batch(fn, stream, buffers, opaque, opaque_len, err, errlen, &empty_rc))
+        return empty_rc;
     baton_exec_ctx ctx;
     memset(&ctx, 0, sizeof ctx);
+    ctx.struct_size = sizeof ctx;
     int dev = 0;
     if (cudaGetDevice(&dev) != cudaSuccess)
         dev = -1;

@@ -144,10 +144,41 @@ static XLA_FFI_Error *rows_of(const XLA_FFI_CallFrame *f, const char *what, cons
                            (long long)w->dims[i]);
     *n2 = numel(w);
     *n1 = *n2 > 0 ? numel(x) / *n2 : 0;
-    if (*n1 < 1 || *n2 < 1)
-        return invalid(f, what, "zero-sized shape (n1 = %lld rows, n2 = %lld columns)",
+    /* n1 = 0 is an empty batch, x of shape (0, n): answered without a kernel (empty_batch). */
+    if (*n1 < 0 || *n2 < 1)
+        return invalid(f, what,
+                       "zero-sized weight (n1 = %lld rows, n2 = %lld columns): the weight needs "
+                       "at least one element",
                        (long long)*n1, (long long)*n2);
     return NULL;
+}
+
+/* The backward of an empty batch: grad_input is empty, grad_weight and part_grad are zeros (as
+ * PyTorch gives); the forward writes nothing. Zero bits are +0 in every float dtype. */
+static XLA_FFI_Error *zero_fill(XLA_FFI_CallFrame *f, const char *what, int cuda,
+                                const XLA_FFI_Buffer *b)
+{
+    const size_t bytes = (size_t)numel(b) * baton_dtype_size(from_xla(b->dtype));
+    if (!cuda) {
+        if (bytes)
+            memset(b->data, 0, bytes);
+        return NULL;
+    }
+#ifdef BATON_CUDA
+    XLA_FFI_Stream_Get_Args sa;
+    memset(&sa, 0, sizeof sa);
+    sa.struct_size = XLA_FFI_Stream_Get_Args_STRUCT_SIZE;
+    sa.ctx = f->ctx;
+    XLA_FFI_Error *e = f->api->XLA_FFI_Stream_Get(&sa);
+    if (e)
+        return e;
+    char err[FFI_MSG_MAX];
+    if (kcuda_zero_async(b->data, bytes, sa.stream, err, sizeof err))
+        return invalid(f, what, "%s", err);
+    return NULL;
+#else
+    return invalid(f, what, "CUDA is not in this build");
+#endif
 }
 
 static XLA_FFI_Error *run(XLA_FFI_CallFrame *f, const char *what, baton_kernel_fn fn, int cuda,
@@ -157,6 +188,7 @@ static XLA_FFI_Error *run(XLA_FFI_CallFrame *f, const char *what, baton_kernel_f
     err[0] = 0;
     baton_exec_ctx ctx;
     memset(&ctx, 0, sizeof ctx);
+    ctx.struct_size = sizeof ctx;
     ctx.device.kind = cuda ? BATON_DEVICE_CUDA : BATON_DEVICE_CPU;
     ctx.device.index = cuda ? -1 : 0; /* -1: the current device */
     ctx.errbuf = err;
@@ -228,6 +260,8 @@ static XLA_FFI_Error *fwd(XLA_FFI_CallFrame *f, baton_kernel_fn fn, int cuda)
     if (from_xla(b[3]->dtype) != iv || numel(b[3]) != d.n1)
         return invalid(f, what, "invvar must hold n1 = %lld elements of %s", (long long)d.n1,
                        baton_dtype_name(iv));
+    if (d.n1 == 0)
+        return NULL; /* an empty batch: y and invvar are empty */
     void *buffers[4] = {b[0]->data, b[1]->data, b[2]->data, b[3]->data};
     return run(f, what, fn, cuda, buffers, &d);
 }
@@ -296,6 +330,10 @@ static XLA_FFI_Error *bwd(XLA_FFI_CallFrame *f, baton_kernel_fn fn, int cuda)
                        baton_dtype_name(iv), (long long)d.n2);
     }
     d.part_grad_size = b[6]->dims[0];
+    if (d.n1 == 0) { /* an empty batch */
+        XLA_FFI_Error *z = zero_fill(f, what, cuda, b[5]);
+        return z ? z : zero_fill(f, what, cuda, b[6]);
+    }
     void *buffers[7];
     for (int i = 0; i < 7; i++)
         buffers[i] = b[i]->data;

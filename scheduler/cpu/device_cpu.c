@@ -5,21 +5,33 @@
 #include <string.h>
 
 #include "core/core.h"
+#include "core/threads.h"
 #include "scheduler/device.h"
 
 struct dev_ctx {
     baton_device dev;
     dev_counters counters;
     dev_fault fault;
+    /* The runtime's thread options, bound around each call: kernels read them through
+     * core/threads.h without a field in baton_exec_ctx. */
+    baton_parallel_for ext;
+    par_ctx par;
 };
 
 static int cpu_open(baton_device dev, const baton_options *opts, int n_graphs, int n_events,
                     dev_ctx **out, baton_error *err)
 {
+    /* options.cpu_threads and cpu_pool were checked by baton_runtime_create */
     dev_ctx *d = calloc(1, sizeof *d);
     if (!d)
         return err_set(err, BATON_ENOMEM, "cpu: out of memory");
     d->dev = dev;
+    if (opts && opts->cpu_pool) {
+        d->ext = *opts->cpu_pool;
+        d->par.ext = &d->ext;
+    }
+    d->par.max_threads = opts ? opts->cpu_threads : 0;
+    par_cores(); /* sizes the pool now rather than inside the first run */
     *out = d;
     return 0;
 }
@@ -71,8 +83,10 @@ static int cpu_call(dev_ctx *d, dev_call *c, baton_error *err)
         return err_set(err, BATON_EKERNEL, "launch failed (injected fault)");
     }
     d->counters.launches++;
+    const par_ctx *prev = par_bind(&d->par);
     int rc = c->kernel ? c->kernel(&c->ctx, c->buffers, c->opaque, c->opaque_len)
                        : c->delegate->execute(c->state, &c->ctx, c->buffers);
+    par_bind(prev);
     if (rc)
         return err_set(err, rc < 0 ? rc : BATON_EKERNEL, "%s",
                        c->ctx.errbuf && c->ctx.errbuf[0] ? c->ctx.errbuf

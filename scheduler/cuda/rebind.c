@@ -8,7 +8,7 @@
  * other difference means the op cannot be patched this way. From then on a rebind writes the new
  * addresses into a saved copy of the parameters and calls cudaGraphExecKernelNodeSetParams, which
  * costs about a microsecond per node. Whole-segment re-capture with cudaGraphExecUpdate remains
- * the fallback (bench/RESULTS.md compares the two). */
+ * the fallback (bench/cuda/bench_bind.c compares the two). */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>

@@ -56,7 +56,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             abort(); /* a loaded plan has at least one step */
         for (int i = 0; i < plan->n_tensors; i++) {
             const plan_tensor *t = &plan->tensors[i];
-            if (t->role != BATON_ROLE_CONSTANT || t->nbytes > (1u << 16))
+            /* a view's chain ends at a tensor that holds bytes, and shares its slot */
+            if (plan->tensors[t->storage].view_of >= 0 ||
+                plan->memory[0].offset[i] != plan->memory[0].offset[t->storage])
+                abort();
+            if ((t->role != BATON_ROLE_CONSTANT && t->role != BATON_ROLE_STATE) ||
+                t->nbytes > (1u << 16))
                 continue;
             void *buf = malloc(t->nbytes ? t->nbytes : 1);
             if (buf && plan_tensor_materialize(plan, i, buf, &err) != 0 && t->init.kind != INIT_NPY)

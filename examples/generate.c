@@ -1,0 +1,450 @@
+/* generate.c: text generation with a causal LM exported by baton_export.export_causal_lm, through
+ * the public API only. The prefill plan runs the prompt, its KV cache moves to the decode plan's
+ * runtime by name, and the decode plan runs one token at a time (docs/generate.md).
+ *
+ *   build/generate DIR --prompt 1,5,7 --max-new-tokens N [--gpu=auto|cuda|cpu|sim]
+ *                  [--mode=strict|boundary|graph] [--temperature T --top-k K --top-p P --seed S]
+ *
+ * Prints the generated ids space-separated as the last line of stdout, rates on stderr.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "baton/baton.h"
+
+#define MAX_PROMPT 65536
+
+typedef struct gen_args {
+    const char *dir;
+    int64_t prompt[MAX_PROMPT];
+    int n_prompt;
+    long max_new;
+    baton_options opts;
+    int sampling;
+    double temperature, top_p;
+    long top_k;
+    unsigned long long seed;
+    long warmup;
+} gen_args;
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static int usage(const char *msg)
+{
+    if (msg)
+        fprintf(stderr, "generate: %s\n", msg);
+    fprintf(stderr,
+            "usage: generate DIR --prompt ID,ID,... --max-new-tokens N [--gpu=auto|cuda|cpu|sim]\n"
+            "                [--mode=strict|boundary|graph] [--temperature T] [--top-k K]\n"
+            "                [--top-p P] [--seed S] [--warmup N]\n"
+            "DIR holds prefill.json, decode.json and weights.safetensors from\n"
+            "baton_export.export_causal_lm. Greedy unless --temperature is given.\n"
+            "--warmup N runs the prompt N times before the timed prefill (for benchmarks).\n");
+    return 2;
+}
+
+/* The value of "--name=V" or "--name V"; NULL when argv[*i] is not --name. */
+static const char *opt_value(int argc, char **argv, int *i, const char *name)
+{
+    size_t n = strlen(name);
+    if (strncmp(argv[*i], name, n) != 0)
+        return NULL;
+    if (argv[*i][n] == '=')
+        return argv[*i] + n + 1;
+    if (argv[*i][n] == '\0' && *i + 1 < argc)
+        return argv[++*i];
+    return NULL;
+}
+
+static int parse_num(const char *s, double *out)
+{
+    char *end;
+    errno = 0;
+    *out = strtod(s, &end);
+    return errno || end == s || *end ? -1 : 0;
+}
+
+static int parse_int(const char *s, long long *out)
+{
+    char *end;
+    errno = 0;
+    *out = strtoll(s, &end, 10);
+    return errno || end == s || *end ? -1 : 0;
+}
+
+static int parse_args(int argc, char **argv, gen_args *a)
+{
+    baton_options_init(&a->opts);
+    a->max_new = -1;
+    a->temperature = 0;
+    a->top_p = 1.0;
+    for (int i = 1; i < argc; i++) {
+        const char *v;
+        long long n;
+        double d;
+        if ((v = opt_value(argc, argv, &i, "--prompt"))) {
+            const char *p = v;
+            while (*p) {
+                char *end;
+                errno = 0;
+                long long id = strtoll(p, &end, 10);
+                if (errno || end == p || id < 0 || (*end && *end != ','))
+                    return usage("--prompt takes token ids separated by commas, e.g. 1,5,7");
+                if (a->n_prompt == MAX_PROMPT)
+                    return usage("--prompt: too many tokens");
+                a->prompt[a->n_prompt++] = id;
+                p = *end ? end + 1 : end;
+            }
+        } else if ((v = opt_value(argc, argv, &i, "--max-new-tokens"))) {
+            if (parse_int(v, &n) || n < 1)
+                return usage("--max-new-tokens takes an integer >= 1");
+            a->max_new = (long)n;
+        } else if ((v = opt_value(argc, argv, &i, "--gpu"))) {
+            if (!strcmp(v, "auto"))
+                a->opts.gpu = BATON_GPU_AUTO;
+            else if (!strcmp(v, "cuda"))
+                a->opts.gpu = BATON_GPU_CUDA;
+            else if (!strcmp(v, "cpu"))
+                a->opts.gpu = BATON_GPU_CPU;
+            else if (!strcmp(v, "sim"))
+                a->opts.gpu = BATON_GPU_SIM;
+            else
+                return usage("--gpu takes auto, cuda, cpu or sim");
+        } else if ((v = opt_value(argc, argv, &i, "--mode"))) {
+            if (baton_sync_mode_parse(v, &a->opts.mode) != 0)
+                return usage("--mode takes strict, boundary or graph");
+        } else if ((v = opt_value(argc, argv, &i, "--temperature"))) {
+            if (parse_num(v, &d) || !(d > 0))
+                return usage("--temperature takes a number > 0 (greedy is the default)");
+            a->temperature = d;
+            a->sampling = 1;
+        } else if ((v = opt_value(argc, argv, &i, "--top-k"))) {
+            if (parse_int(v, &n) || n < 0)
+                return usage("--top-k takes an integer >= 0 (0: off)");
+            a->top_k = (long)n;
+        } else if ((v = opt_value(argc, argv, &i, "--top-p"))) {
+            if (parse_num(v, &d) || !(d > 0 && d <= 1))
+                return usage("--top-p takes a number in (0, 1]");
+            a->top_p = d;
+        } else if ((v = opt_value(argc, argv, &i, "--seed"))) {
+            if (parse_int(v, &n) || n < 0)
+                return usage("--seed takes an integer >= 0");
+            a->seed = (unsigned long long)n;
+        } else if ((v = opt_value(argc, argv, &i, "--warmup"))) {
+            if (parse_int(v, &n) || n < 0)
+                return usage("--warmup takes an integer >= 0");
+            a->warmup = (long)n;
+        } else if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
+            return usage(NULL);
+        } else if (argv[i][0] == '-' || a->dir) {
+            fprintf(stderr, "generate: unknown argument '%s'\n", argv[i]);
+            return usage(NULL);
+        } else {
+            a->dir = argv[i];
+        }
+    }
+    if (!a->dir || !a->n_prompt || a->max_new < 0)
+        return usage("DIR, --prompt and --max-new-tokens are required");
+    if (!a->sampling && (a->top_k || a->top_p != 1.0 || a->seed))
+        return usage("--top-k, --top-p and --seed need --temperature (sampling)");
+    return 0;
+}
+
+static int fail(const char *what, const baton_error *err)
+{
+    fprintf(stderr, "generate: %s: %s\n", what, err->message);
+    return 1;
+}
+
+static int load(baton_registry *reg, const char *dir, const char *file, baton_plan **plan,
+                baton_error *err)
+{
+    char path[4096];
+    snprintf(path, sizeof path, "%s/%s", dir, file);
+    return baton_plan_load(reg, path, plan, err);
+}
+
+/* Index of the largest logit (the first one on ties, as torch.argmax). */
+static int64_t argmax_row(const float *x, int64_t n)
+{
+    int64_t best = 0;
+    for (int64_t i = 1; i < n; i++)
+        if (x[i] > x[best])
+            best = i;
+    return best;
+}
+
+/* The sampler: a one-step CPU plan around the `sample` kernel, made from the command line's
+ * settings, so a decode plan needs no re-export to change them. */
+static int make_sampler(baton_registry *reg, const gen_args *a, baton_dtype logits_dtype,
+                        int64_t vocab, baton_plan **plan, baton_runtime **rt, baton_error *err)
+{
+    char json[2048];
+    snprintf(json, sizeof json,
+             "{\"format\": \"baton.plan\", \"version\": 1, \"name\": \"sampler\", \"tensors\": ["
+             "{\"name\": \"logits\", \"dtype\": \"%s\", \"shape\": [1, %" PRId64 "], "
+             "\"role\": \"input\"},"
+             "{\"name\": \"step\", \"dtype\": \"i64\", \"shape\": [1], \"role\": \"input\"},"
+             "{\"name\": \"ids\", \"dtype\": \"i64\", \"shape\": [1], \"role\": \"output\"}],"
+             "\"steps\": [{\"name\": \"sample\", \"kernel\": \"sample\", \"device\": \"cpu\", "
+             "\"inputs\": [\"logits\", \"step\"], \"outputs\": [\"ids\"], \"attrs\": "
+             "{\"temperature\": %.17g, \"top_k\": %ld, \"top_p\": %.17g, \"seed\": %llu}}]}",
+             baton_dtype_name(logits_dtype), vocab, a->temperature, a->top_k, a->top_p, a->seed);
+    int rc = baton_plan_load_string(reg, json, strlen(json), "sampler", NULL, plan, err);
+    if (rc == 0)
+        rc = baton_runtime_create(*plan, NULL, rt, err);
+    return rc;
+}
+
+/* The next token from a row of logits: argmax on the host, or the sampler plan. */
+static int next_token(baton_runtime *sampler, const void *row, size_t row_bytes, baton_dtype dtype,
+                      float *row_f32, int64_t vocab, int64_t step, int64_t *tok, baton_error *err)
+{
+    if (!sampler) {
+        if (baton_convert(row_f32, BATON_DTYPE_F32, row, dtype, vocab) != 0) {
+            snprintf(err->message, sizeof err->message, "logits of dtype %s cannot be read",
+                     baton_dtype_name(dtype));
+            return BATON_EINVAL;
+        }
+        *tok = argmax_row(row_f32, vocab);
+        return 0;
+    }
+    int rc = baton_runtime_set_input(sampler, "logits", row, row_bytes, err);
+    if (rc == 0)
+        rc = baton_runtime_set_input(sampler, "step", &step, sizeof step, err);
+    if (rc == 0)
+        rc = baton_runtime_run(sampler, err);
+    if (rc == 0)
+        rc = baton_runtime_get_output(sampler, "ids", tok, sizeof *tok, err);
+    return rc;
+}
+
+int main(int argc, char **argv)
+{
+    static gen_args a;
+    int rc = parse_args(argc, argv, &a);
+    if (rc)
+        return rc;
+
+    baton_error err = {0};
+    baton_registry *reg = NULL;
+    baton_plan *pre = NULL, *dec = NULL, *samp_plan = NULL;
+    baton_runtime *pre_rt = NULL, *dec_rt = NULL, *samp_rt = NULL;
+    void *logits = NULL, *state = NULL;
+    float *row_f32 = NULL;
+    int64_t *out_ids = NULL;
+    int status = 1;
+    double t0 = now_s();
+
+    if (baton_registry_create(&reg) != 0)
+        return 1;
+    /* 1. Both plans, and one runtime each. They read the same weights.safetensors. */
+    if (load(reg, a.dir, "prefill.json", &pre, &err) ||
+        load(reg, a.dir, "decode.json", &dec, &err)) {
+        fail("loading the plans", &err);
+        goto out;
+    }
+    if (baton_runtime_create(pre, &a.opts, &pre_rt, &err) ||
+        baton_runtime_create(dec, &a.opts, &dec_rt, &err)) {
+        fail("preparing the plans", &err);
+        goto out;
+    }
+    double t_loaded = now_s();
+
+    /* 2. Sizes from the decode plan: logits [1, 1, vocab], caches [max_seq_len, ...]. */
+    baton_tensor_info li, ki;
+    int lt = baton_plan_tensor_index(dec, "logits"), kt = baton_plan_tensor_index(dec, "k_cache.0");
+    if (lt < 0 || kt < 0 || baton_plan_tensor_info(dec, lt, &li) ||
+        baton_plan_tensor_info(dec, kt, &ki) || li.desc.rank != 3) {
+        fprintf(stderr,
+                "generate: %s/decode.json has no logits [1, 1, vocab] or k_cache.0; "
+                "export it with baton_export.export_causal_lm\n",
+                a.dir);
+        goto out;
+    }
+    int64_t vocab = li.desc.shape[2], max_seq = ki.desc.shape[0];
+    size_t esize = baton_dtype_size(li.desc.dtype), row_bytes = (size_t)vocab * esize;
+    int64_t T = a.n_prompt;
+    if (T + a.max_new > max_seq) {
+        fprintf(stderr,
+                "generate: the prompt (%" PRId64 ") plus --max-new-tokens (%ld) exceed the "
+                "plans' max_seq_len %" PRId64 "; re-export with a larger max_seq_len\n",
+                T, a.max_new, max_seq);
+        goto out;
+    }
+    for (int i = 0; i < a.n_prompt; i++)
+        if (a.prompt[i] >= vocab) {
+            fprintf(stderr,
+                    "generate: prompt token %" PRId64 " is outside the vocabulary (%" PRId64
+                    " ids)\n",
+                    a.prompt[i], vocab);
+            goto out;
+        }
+    logits = malloc((size_t)T * row_bytes);
+    row_f32 = malloc((size_t)vocab * sizeof *row_f32);
+    out_ids = malloc((size_t)a.max_new * sizeof *out_ids);
+    if (!logits || !row_f32 || !out_ids) {
+        fprintf(stderr, "generate: out of memory\n");
+        goto out;
+    }
+    if (a.sampling && make_sampler(reg, &a, li.desc.dtype, vocab, &samp_plan, &samp_rt, &err)) {
+        fail("the sampler", &err);
+        goto out;
+    }
+
+    /* 3. Prefill: bind the prompt length to the plan's "seq" dim, then the inputs. */
+    int64_t *pos = malloc((size_t)T * sizeof *pos);
+    if (!pos)
+        goto out;
+    for (int64_t i = 0; i < T; i++)
+        pos[i] = i;
+    /* A prefill exported with prefill_logits="last" takes a one-hot `last_row` that selects the
+     * prompt's last token, and returns the logits of that row only. */
+    int64_t lr_rows = T;
+    void *last_row = NULL;
+    size_t last_row_bytes = 0;
+    int lrt = baton_plan_tensor_index(pre, "last_row");
+    if (lrt >= 0) {
+        baton_tensor_info lri;
+        baton_plan_tensor_info(pre, lrt, &lri);
+        float *onehot = calloc((size_t)T, sizeof *onehot);
+        last_row_bytes = (size_t)T * baton_dtype_size(lri.desc.dtype);
+        last_row = malloc(last_row_bytes);
+        int ok = onehot && last_row;
+        if (ok) {
+            onehot[T - 1] = 1.0f;
+            ok = baton_convert(last_row, lri.desc.dtype, onehot, BATON_DTYPE_F32, T) == 0;
+        }
+        if (!ok) {
+            free(onehot);
+            free(last_row);
+            free(pos);
+            fprintf(stderr, "generate: cannot make the last_row input\n");
+            goto out;
+        }
+        free(onehot);
+        lr_rows = 1;
+    }
+    /* Warm-up runs (--warmup) capture graph mode's graph for this length first; each run writes
+     * the same cache rows, so the timed one starts from the same state. */
+    double tp = 0;
+    rc = 0;
+    for (long w = 0; w <= a.warmup && rc == 0; w++) {
+        tp = now_s();
+        rc = baton_runtime_set_dims(pre_rt, "seq", T, &err);
+        if (rc == 0)
+            rc = baton_runtime_set_input(pre_rt, "input_ids", a.prompt, (size_t)T * sizeof(int64_t),
+                                         &err);
+        if (rc == 0)
+            rc = baton_runtime_set_input(pre_rt, "cache_position", pos, (size_t)T * sizeof *pos,
+                                         &err);
+        if (rc == 0 && last_row)
+            rc = baton_runtime_set_input(pre_rt, "last_row", last_row, last_row_bytes, &err);
+        if (rc == 0)
+            rc = baton_runtime_run(pre_rt, &err);
+    }
+    free(pos);
+    free(last_row);
+    if (rc == 0)
+        rc = baton_runtime_get_output(pre_rt, "logits", logits, (size_t)lr_rows * row_bytes, &err);
+    if (rc == 0)
+        rc = next_token(samp_rt, (char *)logits + (size_t)(lr_rows - 1) * row_bytes, row_bytes,
+                        li.desc.dtype, row_f32, vocab, 0, &out_ids[0], &err);
+    if (rc) {
+        fail("prefill", &err);
+        goto out;
+    }
+    double t_prefill = now_s() - tp;
+
+    /* 4. The KV cache, every state tensor of the decode plan, from the prefill runtime by name:
+     * once per prompt. */
+    for (int t = 0; t < baton_plan_tensor_count(dec); t++) {
+        baton_tensor_info si;
+        baton_plan_tensor_info(dec, t, &si);
+        if (si.role != BATON_ROLE_STATE)
+            continue;
+        void *buf = realloc(state, si.nbytes);
+        if (!buf)
+            goto out;
+        state = buf;
+        if (baton_runtime_get_output(pre_rt, si.name, state, si.nbytes, &err) ||
+            baton_runtime_set_input(dec_rt, si.name, state, si.nbytes, &err)) {
+            fail("copying the KV cache to the decode runtime", &err);
+            goto out;
+        }
+    }
+    double t_first = now_s() - t0;
+
+    /* 5. Decode: one token per run; the position is an input, so graph mode replays one graph.
+     * The first run captures it: the rate counts the runs after it. */
+    double td = now_s(), t_decode1 = 0;
+    baton_run_stats st0 = {0}, st1;
+    for (long i = 1; i < a.max_new; i++) {
+        if (i == 2) {
+            t_decode1 = now_s() - td;
+            td = now_s();
+            baton_runtime_stats(dec_rt, &st0);
+        }
+        int64_t id = out_ids[i - 1], p = T + i - 1;
+        rc = baton_runtime_set_input(dec_rt, "input_ids", &id, sizeof id, &err);
+        if (rc == 0)
+            rc = baton_runtime_set_input(dec_rt, "cache_position", &p, sizeof p, &err);
+        if (rc == 0)
+            rc = baton_runtime_run(dec_rt, &err);
+        if (rc == 0)
+            rc = baton_runtime_get_output(dec_rt, "logits", logits, row_bytes, &err);
+        if (rc == 0)
+            rc = next_token(samp_rt, logits, row_bytes, li.desc.dtype, row_f32, vocab, i,
+                            &out_ids[i], &err);
+        if (rc) {
+            fprintf(stderr, "generate: decode token %ld: %s\n", i, err.message);
+            goto out;
+        }
+    }
+    double t_decode = now_s() - td;
+    baton_runtime_stats(dec_rt, &st1);
+
+    fprintf(stderr, "load+prepare %.3f s, first token %.3f s after start\n", t_loaded - t0,
+            t_first);
+    fprintf(stderr, "prefill: %" PRId64 " tokens in %.3f ms (%.1f tokens/s)\n", T, t_prefill * 1e3,
+            (double)T / t_prefill);
+    if (a.max_new > 1)
+        fprintf(stderr, "decode: first run %.3f ms (graph mode captures there)\n",
+                t_decode1 ? t_decode1 * 1e3 : t_decode * 1e3);
+    if (a.max_new > 2) {
+        double n = (double)(a.max_new - 2);
+        fprintf(stderr,
+                "decode: %ld tokens in %.3f ms (%.1f tokens/s, %.3f ms/token), per token %.2f "
+                "host waits, %.2f graph launches, %.2f kernel launches\n",
+                a.max_new - 2, t_decode * 1e3, n / t_decode, t_decode * 1e3 / n,
+                (double)(st1.host_waits - st0.host_waits) / n,
+                (double)(st1.graph_launches - st0.graph_launches) / n,
+                (double)(st1.kernel_launches - st0.kernel_launches) / n);
+    }
+    for (long i = 0; i < a.max_new; i++)
+        printf("%s%" PRId64, i ? " " : "", out_ids[i]);
+    printf("\n");
+    status = 0;
+out:
+    free(logits);
+    free(state);
+    free(row_f32);
+    free(out_ids);
+    baton_runtime_destroy(samp_rt);
+    baton_runtime_destroy(dec_rt);
+    baton_runtime_destroy(pre_rt);
+    baton_plan_free(samp_plan);
+    baton_plan_free(dec);
+    baton_plan_free(pre);
+    baton_registry_destroy(reg);
+    return status;
+}

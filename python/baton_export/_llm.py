@@ -1,0 +1,247 @@
+"""export_causal_lm(): the prefill and decode plans of a Hugging Face Llama-family causal LM, built
+from the model's config and state_dict with a Llama template (as gpt-fast and llama.cpp's
+converters do) rather than by tracing generate(). Plan shape: docs/generate.md."""
+import json
+import os
+
+import torch
+
+from ._plan import ExportError, Plan, dtype_name, write_plan, write_weights
+
+SUPPORTED = ("llama", "mistral", "qwen2", "qwen3", "smollm3")
+
+
+def _cfg(cfg, name, default=None):
+    v = getattr(cfg, name, None)
+    return default if v is None else v
+
+
+def _layer_prefix(sd):
+    for p in ("model.layers.", "layers."):
+        if any(k.startswith(p) for k in sd):
+            return p[:-len("layers.")]
+    raise ExportError("state_dict has no model.layers.*: not a Llama-family causal LM")
+
+
+def _check_config(model, cfg, max_seq_len):
+    mt = getattr(cfg, "model_type", "?")
+    if mt not in SUPPORTED:
+        raise ExportError(f"model_type '{mt}' is not one export_causal_lm knows; it supports "
+                          f"{', '.join(SUPPORTED)} (Llama-architecture decoders)")
+    act = _cfg(cfg, "hidden_act", "silu")
+    if act != "silu":
+        raise ExportError(f"hidden_act '{act}': the Llama template's MLP is silu(gate) * up")
+    rs = _cfg(cfg, "rope_scaling") or {}
+    rtype = rs.get("rope_type", rs.get("type", "default")) if isinstance(rs, dict) else "default"
+    if rtype not in ("default", "llama3", "linear"):
+        # these change inv_freq only, which the template reads from the model; others (yarn's
+        # per-position mscale, dynamic's length-dependent base, longrope) change more
+        raise ExportError(f"rope_scaling type '{rtype}' is not supported (default, llama3, linear)")
+    sw = _cfg(cfg, "sliding_window")
+    use_sw = _cfg(cfg, "use_sliding_window", mt == "mistral")
+    if sw and use_sw and max_seq_len > sw:
+        raise ExportError(f"sliding_window {sw} < max_seq_len {max_seq_len}: baton's attention "
+                          "is full causal; export with max_seq_len <= sliding_window")
+    lt = _cfg(cfg, "layer_types")
+    if lt and any(t != "full_attention" for t in lt) and not (max_seq_len <= (sw or 0)):
+        raise ExportError(f"layer_types {sorted(set(lt))}: only full_attention layers are supported")
+    if mt == "smollm3":
+        nope = _cfg(cfg, "no_rope_layers")
+        if nope and not all(nope):
+            raise ExportError("smollm3 with no_rope_layers (layers without rope) is not supported")
+
+
+def _rotary(model):
+    m = getattr(model, "model", model)
+    rot = getattr(m, "rotary_emb", None)
+    if rot is None or not hasattr(rot, "inv_freq"):
+        raise ExportError("the model has no model.rotary_emb.inv_freq buffer; export_causal_lm "
+                          "reads rope frequencies from it")
+    return rot.inv_freq.detach().to(torch.float32).cpu(), float(
+        getattr(rot, "attention_scaling", 1.0) or 1.0)
+
+
+def export_causal_lm(model, out_dir, *, max_seq_len, device="cuda:0", dtype=None, verbose=True,
+                     logits_dtype=None, prefill_logits="all"):
+    """Writes out_dir/prefill.json, out_dir/decode.json and out_dir/weights.safetensors for a
+    Hugging Face Llama-family causal LM (LlamaForCausalLM, Mistral, Qwen2 with its qkv bias,
+    Qwen3 with its q/k norms, SmolLM). max_seq_len: rows of the KV cache (the longest prompt plus
+    generated tokens); dtype: convert the weights (default: the model's); logits_dtype: the
+    logits' dtype (default: the weights'); prefill_logits: "all" (logits [1, seq, vocab]) or
+    "last" (an extra input `last_row`, a one-hot [1, 1, seq] of the weights' dtype selecting the
+    prompt's last token, and logits [1, 1, vocab]: the lm_head runs on one row). Returns {"prefill": path, "decode": path,
+    "weights": path}."""
+    cfg = model.config
+    if max_seq_len < 1:
+        raise ExportError("max_seq_len must be >= 1")
+    _check_config(model, cfg, max_seq_len)
+    if prefill_logits not in ("all", "last"):
+        raise ExportError(f"prefill_logits '{prefill_logits}': use 'all' or 'last'")
+    sd = {k: v for k, v in model.state_dict().items()}
+    pre = _layer_prefix(sd)
+    D = cfg.hidden_size
+    H = cfg.num_attention_heads
+    Hkv = _cfg(cfg, "num_key_value_heads", H)
+    Dh = _cfg(cfg, "head_dim", D // H)
+    V = cfg.vocab_size
+    nl = cfg.num_hidden_layers
+    eps = float(_cfg(cfg, "rms_norm_eps", 1e-6))
+    inv_freq, rope_scale = _rotary(model)
+    if inv_freq.numel() * 2 != Dh:
+        raise ExportError(f"rotary_emb.inv_freq has {inv_freq.numel()} entries; a head_dim of "
+                          f"{Dh} needs {Dh // 2} (partial rotary is not supported)")
+    wdt = dtype or sd[f"{pre}embed_tokens.weight"].dtype
+    wname = dtype_name(wdt, "dtype")
+    if wname not in ("bf16", "f16", "f32", "f64"):
+        raise ExportError(f"dtype {wdt}: weights must be a float dtype")
+    idt = "f64" if wname == "f64" else "f32"  # rms_norm_fwd's invvar
+    ldt = dtype_name(logits_dtype, "logits_dtype") if logits_dtype is not None else wname
+
+    # the weights both plans read: the state_dict (in dtype) and rope's frequencies in f32
+    weights = {}
+    for k, v in sd.items():
+        if k.endswith("rotary_emb.inv_freq"):
+            continue
+        weights[k] = v.detach().to(wdt) if v.is_floating_point() else v.detach()
+    rope_key = f"{pre}rotary_emb.inv_freq"
+    weights[rope_key] = inv_freq
+    head = "lm_head.weight"
+    if head not in weights or _cfg(cfg, "tie_word_embeddings", False):
+        head = f"{pre}embed_tokens.weight"  # tied: the embedding table is the output projection
+        weights.pop("lm_head.weight", None)
+    scale = Dh ** -0.5
+    mt = cfg.model_type
+
+    def build(name, rows):
+        """rows: 1 (decode) or "seq" (prefill)."""
+        p = Plan(name, device=device, verbose=verbose)
+        used = set()
+
+        def W(key):
+            if key not in weights:
+                raise ExportError(f"state_dict has no '{key}' ({mt} layout expected)")
+            used.add(key)
+            if key in p.tensors:
+                return p_vals[key]
+            t = weights[key]
+            v = p.tensor(key, dtype_name(t.dtype, key), list(t.shape), role="constant",
+                         init={"kind": "safetensors", "path": "weights.safetensors", "key": key})
+            p_vals[key] = v
+            return v
+
+        p_vals = {}
+        if rows == "seq":
+            p.dims = {"seq": {"min": 1, "max": max_seq_len}}
+        ids = p.tensor("input_ids", "i64", [1, rows], role="input")
+        pos = p.tensor("cache_position", "i64", [rows], role="input")
+        caches = []
+        for i in range(nl):
+            caches.append((p.tensor(f"k_cache.{i}", wname, [max_seq_len, Hkv * Dh], role="state"),
+                           p.tensor(f"v_cache.{i}", wname, [max_seq_len, Hkv * Dh],
+                                    role="state")))
+        inv = W(rope_key)
+
+        def T(base, width, dt=wname):
+            return p.temp(base, dt, [1, rows, width])
+
+        def linear(base, x, key, width, out=None):
+            y = out or T(base, width)
+            bias = key[:-len("weight")] + "bias"
+            if bias in weights:
+                mm = T(base + ".mm", width)
+                p.step("gemm", [x, W(key)], [mm], {"trans_b": True}, name=base + ".mm")
+                p.step("add", [mm, W(bias)], [y], name=base)
+            else:
+                p.step("gemm", [x, W(key)], [y], {"trans_b": True}, name=base)
+            return y
+
+        def norm(base, x, key):
+            y = T(base, x.shape[-1])
+            r = p.temp(base + ".invvar", idt, [1, rows])
+            p.step("rms_norm_fwd", [x, W(key)], [y, r], {"eps": eps}, name=base)
+            return y
+
+        def head_norm(base, x, key, heads):
+            # Qwen3's q/k norm: RMSNorm over each head's Dh features, through zero-copy views
+            xv = p.view(base + ".in", x, [1, rows, heads, Dh])
+            y = p.temp(base + ".y", wname, [1, rows, heads, Dh])
+            r = p.temp(base + ".invvar", idt, [1, rows, heads])
+            p.step("rms_norm_fwd", [xv, W(key)], [y, r], {"eps": eps}, name=base)
+            return p.view(base, y, [1, rows, heads * Dh])
+
+        h = T("embed", D)
+        p.step("embedding", [ids, W(f"{pre}embed_tokens.weight")], [h], name="embed")
+        for i in range(nl):
+            L = f"{pre}layers.{i}."
+            n = f"l{i}."
+            x = norm(n + "attn_norm", h, L + "input_layernorm.weight")
+            q = linear(n + "q", x, L + "self_attn.q_proj.weight", H * Dh)
+            k = linear(n + "k", x, L + "self_attn.k_proj.weight", Hkv * Dh)
+            v = linear(n + "v", x, L + "self_attn.v_proj.weight", Hkv * Dh)
+            if L + "self_attn.q_norm.weight" in weights:
+                q = head_norm(n + "q_norm", q, L + "self_attn.q_norm.weight", H)
+                k = head_norm(n + "k_norm", k, L + "self_attn.k_norm.weight", Hkv)
+            rattrs = {"head_dim": Dh}
+            if rope_scale != 1.0:
+                rattrs["scale"] = rope_scale
+            qr, kr = T(n + "q_rope", H * Dh), T(n + "k_rope", Hkv * Dh)
+            p.step("rope", [q, pos, inv], [qr], rattrs, name=n + "q_rope")
+            p.step("rope", [k, pos, inv], [kr], rattrs, name=n + "k_rope")
+            kc, vc = caches[i]
+            p.step("kv_cache_update", [kc, kr, pos], [kc], name=n + "k_cache")
+            p.step("kv_cache_update", [vc, v, pos], [vc], name=n + "v_cache")
+            o = T(n + "attn", H * Dh)
+            p.step("attention", [qr, kc, vc, pos], [o],
+                   {"head_dim": Dh, "n_heads": H, "n_kv_heads": Hkv, "scale": scale},
+                   name=n + "attn")
+            a = linear(n + "o", o, L + "self_attn.o_proj.weight", D)
+            h1 = T(n + "resid1", D)
+            p.step("add", [h, a], [h1], name=n + "resid1")
+            x2 = norm(n + "mlp_norm", h1, L + "post_attention_layernorm.weight")
+            F = weights[L + "mlp.gate_proj.weight"].shape[0]
+            g = linear(n + "gate", x2, L + "mlp.gate_proj.weight", F)
+            u = linear(n + "up", x2, L + "mlp.up_proj.weight", F)
+            m = T(n + "silu_mul", F)
+            p.step("silu_mul", [g, u], [m], name=n + "silu_mul")
+            d = linear(n + "down", m, L + "mlp.down_proj.weight", D)
+            h2 = T(n + "resid2", D)
+            p.step("add", [h1, d], [h2], name=n + "resid2")
+            h = h2
+        x = norm("final_norm", h, f"{pre}norm.weight")
+        lrows = rows
+        if rows == "seq" and prefill_logits == "last":
+            # last_row (one-hot [1, 1, seq]) @ x [seq, D]: the last token's row, exactly (a sum of
+            # one product by 1 and zeros), so the lm_head runs on one row and one row goes back
+            sel = p.tensor("last_row", wname, [1, 1, "seq"], role="input")
+            xl = p.temp("final_norm.last", wname, [1, 1, D])
+            p.step("gemm", [sel, p.view("final_norm.rows", x, ["seq", D])], [xl],
+                   name="last_row")
+            x, lrows = xl, 1
+        logits = p.tensor("logits", ldt, [1, lrows, V], role="output")
+        if ldt == wname:
+            p.step("gemm", [x, W(head)], [logits], {"trans_b": True}, name="lm_head")
+        else:
+            lw = p.temp("lm_head", wname, [1, lrows, V])
+            p.step("gemm", [x, W(head)], [lw], {"trans_b": True}, name="lm_head")
+            p.step("cast", [lw], [logits], name="logits_cast")
+        unused = [k for k in weights if k not in used and not k.endswith(".inv_freq")]
+        if unused:
+            raise ExportError(f"weights the Llama template does not use: {unused[:5]}"
+                              f"{' ...' if len(unused) > 5 else ''}; the model is not the Llama "
+                              "architecture this exporter knows")
+        return p
+
+    os.makedirs(out_dir, exist_ok=True)
+    paths = {}
+    for name, rows in (("prefill", "seq"), ("decode", 1)):
+        p = build(f"{getattr(cfg, 'model_type', 'llm')}-{name}", rows)
+        paths[name] = os.path.join(out_dir, f"{name}.json")
+        p.write(paths[name])
+    paths["weights"] = os.path.join(out_dir, "weights.safetensors")
+    write_weights(paths["weights"], weights)
+    with open(os.path.join(out_dir, "config.json"), "w") as f:
+        json.dump({"format": "baton.causal_lm", "version": 1, "model_type": cfg.model_type,
+                   "vocab_size": V, "max_seq_len": max_seq_len, "n_layers": nl,
+                   "eos_token_id": _cfg(cfg, "eos_token_id"),
+                   "bos_token_id": _cfg(cfg, "bos_token_id")}, f, indent=1)
+    return paths

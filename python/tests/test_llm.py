@@ -1,0 +1,167 @@
+"""export_causal_lm on small Llama-family models built from a config with random weights (nothing
+is downloaded): greedy tokens equal transformers' generate(do_sample=False) in f32 on the CPU,
+through baton's `generate` example, and through the PyTorch plan interpreter (which needs no
+baton build and checks the plans' structure)."""
+import json
+import os
+import subprocess
+
+import pytest
+import torch
+
+import baton_export
+from baton_export import ExportError
+from baton_export.reference import Runner
+
+SEED = int(os.environ.get("BATON_TEST_SEED", "0") or 0)
+PROMPT = [1, 5, 7, 11, 3]
+NEW = 12
+SMALL = dict(vocab_size=97, hidden_size=64, intermediate_size=96, num_hidden_layers=2,
+             num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=256)
+
+
+def _models():
+    import transformers as tf
+
+    return {
+        "llama": lambda: tf.LlamaForCausalLM(tf.LlamaConfig(**SMALL)),
+        "llama-bias-llama3-rope": lambda: tf.LlamaForCausalLM(tf.LlamaConfig(
+            **SMALL, attention_bias=True, mlp_bias=True, rope_scaling={
+                "rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0,
+                "high_freq_factor": 4.0, "original_max_position_embeddings": 64})),
+        "smollm-tied": lambda: tf.LlamaForCausalLM(tf.LlamaConfig(
+            **dict(SMALL, num_key_value_heads=4), tie_word_embeddings=True)),
+        "mistral": lambda: tf.MistralForCausalLM(tf.MistralConfig(**SMALL, sliding_window=None)),
+        "qwen2": lambda: tf.Qwen2ForCausalLM(tf.Qwen2Config(**SMALL)),
+        "qwen3": lambda: tf.Qwen3ForCausalLM(tf.Qwen3Config(**SMALL, head_dim=32)),
+    }
+
+
+def _build(kind):
+    torch.manual_seed(SEED)
+    m = _models()[kind]().eval()
+    m.generation_config.eos_token_id = None  # exactly NEW tokens, as generate (the C one) does
+    m.generation_config.pad_token_id = 0
+    return m
+
+
+def _hf_tokens(m, prompt=PROMPT, new=NEW):
+    with torch.no_grad():
+        out = m.generate(torch.tensor([prompt]), max_new_tokens=new, min_new_tokens=new,
+                         do_sample=False)
+    return out[0, len(prompt):].tolist()
+
+
+def _reference_tokens(d, prompt=PROMPT, new=NEW):
+    pre, dec = Runner(os.path.join(d, "prefill.json")), Runner(os.path.join(d, "decode.json"))
+    T = len(prompt)
+    ins = {"input_ids": torch.tensor([prompt]), "cache_position": torch.arange(T)}
+    if "last_row" in pre.tensors:
+        sel = torch.zeros(1, 1, T)
+        sel[0, 0, -1] = 1
+        ins["last_row"] = sel.to(torch.float32)
+    o = pre.run(ins, {"seq": T})
+    toks = [int(o["logits"][0, -1].argmax())]
+    dec.state = dict(pre.state)
+    for i in range(new - 1):
+        o = dec.run({"input_ids": torch.tensor([[toks[-1]]]),
+                     "cache_position": torch.tensor([T + i])})
+        toks.append(int(o["logits"][0, -1].argmax()))
+    return toks
+
+
+@pytest.mark.parametrize("kind", list(_models()))
+def test_plans_generate_transformers_tokens(tmp_path, kind):
+    m = _build(kind)
+    paths = baton_export.export_causal_lm(m, tmp_path, max_seq_len=32, verbose=False)
+    assert _reference_tokens(str(tmp_path)) == _hf_tokens(m)
+    dec = json.load(open(paths["decode"]))
+    t = {x["name"]: x for x in dec["tensors"]}
+    assert t["input_ids"]["shape"] == [1, 1] and t["cache_position"]["shape"] == [1]
+    assert t["logits"]["shape"] == [1, 1, 97] and t["logits"]["role"] == "output"
+    Hkv = m.config.num_key_value_heads
+    Dh = getattr(m.config, "head_dim", None) or 16
+    assert t["k_cache.0"] == {"name": "k_cache.0", "dtype": "f32", "shape": [32, Hkv * Dh],
+                              "role": "state"}
+    pre = json.load(open(paths["prefill"]))
+    assert pre["dims"] == {"seq": {"min": 1, "max": 32}}
+    tp = {x["name"]: x for x in pre["tensors"]}
+    assert tp["input_ids"]["shape"] == [1, "seq"] and tp["logits"]["shape"] == [1, "seq", 97]
+
+
+def test_prefill_of_the_last_row_only_gives_the_same_tokens(tmp_path):
+    m = _build("llama")
+    paths = baton_export.export_causal_lm(m, tmp_path, max_seq_len=32, verbose=False,
+                                          prefill_logits="last")
+    pre = {t["name"]: t for t in json.load(open(paths["prefill"]))["tensors"]}
+    assert pre["logits"]["shape"] == [1, 1, 97]
+    assert pre["last_row"] == {"name": "last_row", "dtype": "f32", "shape": [1, 1, "seq"],
+                               "role": "input"}
+    assert _reference_tokens(str(tmp_path)) == _hf_tokens(m)
+
+
+@pytest.mark.parametrize("kind,last", [("llama", False), ("qwen2", False), ("qwen3", False),
+                                       ("smollm-tied", False), ("llama", True)])
+def test_generate_example_matches_transformers(tmp_path, kind, last, caps, generate_exe):
+    caps.need("embedding", "rope", "kv_cache_update", "attention", "silu_mul", "safetensors",
+              *(["view_of"] if kind == "qwen3" or last else []))
+    if not generate_exe:
+        pytest.skip("no generate binary (built with the state-and-dims API)")
+    m = _build(kind)
+    baton_export.export_causal_lm(m, tmp_path, max_seq_len=32, verbose=False,
+                                  prefill_logits="last" if last else "all")
+    r = subprocess.run([generate_exe, str(tmp_path), "--prompt", ",".join(map(str, PROMPT)),
+                        "--max-new-tokens", str(NEW), "--gpu=cpu"],
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    got = [int(x) for x in r.stdout.strip().splitlines()[-1].split()]
+    assert got == _hf_tokens(m)
+    assert "prefill:" in r.stderr and "decode:" in r.stderr
+
+
+def test_generate_example_samples_reproducibly(tmp_path, caps, generate_exe):
+    caps.need("embedding", "rope", "kv_cache_update", "attention", "silu_mul", "safetensors",
+              "sample")
+    if not generate_exe:
+        pytest.skip("no generate binary (built with the state-and-dims API)")
+    baton_export.export_causal_lm(_build("llama"), tmp_path, max_seq_len=32, verbose=False)
+
+    def run(seed):
+        r = subprocess.run([generate_exe, str(tmp_path), "--prompt", "1,2,3", "--max-new-tokens",
+                            "10", "--gpu=cpu", "--temperature", "1.5", "--top-k", "20",
+                            "--top-p", "0.95", "--seed", str(seed)],
+                           capture_output=True, text=True, timeout=120)
+        assert r.returncode == 0, r.stderr
+        return r.stdout.strip().splitlines()[-1]
+
+    a, b, c = run(1), run(1), run(2)
+    assert a == b and len(a.split()) == 10
+    assert a != c  # 10 tokens from 20 candidates each: equal by chance with negligible odds
+
+
+def test_unsupported_architectures_are_refused_by_name(tmp_path):
+    import transformers as tf
+
+    m = tf.LlamaForCausalLM(tf.LlamaConfig(**SMALL, hidden_act="gelu"))
+    with pytest.raises(ExportError, match="hidden_act 'gelu'"):
+        baton_export.export_causal_lm(m, tmp_path, max_seq_len=16)
+    m = tf.MistralForCausalLM(tf.MistralConfig(**SMALL, sliding_window=8))
+    with pytest.raises(ExportError, match="sliding_window 8"):
+        baton_export.export_causal_lm(m, tmp_path, max_seq_len=16)
+    gpt2 = tf.GPT2LMHeadModel(tf.GPT2Config(n_layer=1, n_embd=32, n_head=2, vocab_size=50))
+    with pytest.raises(ExportError, match="model_type 'gpt2'"):
+        baton_export.export_causal_lm(gpt2, tmp_path, max_seq_len=16)
+
+
+def test_weights_file_holds_hf_names_once(tmp_path):
+    from safetensors.torch import load_file
+
+    m = _build("smollm-tied")
+    paths = baton_export.export_causal_lm(m, tmp_path, max_seq_len=16, dtype=torch.bfloat16,
+                                          verbose=False)
+    w = load_file(paths["weights"])
+    assert "lm_head.weight" not in w  # tied: the plans read model.embed_tokens.weight twice
+    assert w["model.embed_tokens.weight"].dtype == torch.bfloat16
+    assert w["model.rotary_emb.inv_freq"].dtype == torch.float32
+    sd = {k for k in m.state_dict() if k != "lm_head.weight"}
+    assert set(w) == sd | {"model.rotary_emb.inv_freq"}

@@ -1,0 +1,116 @@
+#!/usr/bin/env python3
+"""record_round.py: turns the JSON that one scripts/gpu-round.sh call brings back (bench_decoder.json,
+decoder_peers.json, bench_generate.json, torch_decode.json) into one results record for
+bench/results/ (the format scripts/results_table.py reads), so that every row of the decoder and
+LLM tables carries its floor and its peer from the same call.
+
+    python3 scripts/record_round.py DIR --out bench/results/DATE-h200-decoder.json [--source TEXT]
+"""
+import argparse
+import json
+import os
+import sys
+
+
+def load(d, name):
+    p = os.path.join(d, name)
+    if not os.path.exists(p):
+        return None
+    with open(p, encoding="utf-8") as f:
+        return json.load(f)
+
+
+def best_peer(peers, op, shape, cold):
+    """PyTorch's fastest implementation of `op` timed the same way (cold or warm), at the same
+    shape where the peer names shapes as baton does (the GEMVs), or None."""
+    if not peers:
+        return None
+    op = op.replace(" (warm)", "")
+    cands = [r for r in peers["results"] if r["op"] == op and r.get("cold") == cold and r["us"]]
+    same = [r for r in cands if r.get("shape") == shape]
+    cands = same or [r for r in cands if not r.get("shape", "").startswith("x[")]
+    return min(cands, key=lambda r: r["us"]) if cands else None
+
+
+def decoder_rows(dec, peers):
+    rows = []
+    for r in dec["results"]:
+        if r["impl"] not in ("baton", "cublaslt"):
+            continue
+        what = f"{r['op']} {r['shape']}" + ("" if r["impl"] == "baton" else " (cuBLASLt, gemm)")
+        what += ", cold" if r["cold"] else ", warm"
+        ratio = r["ratio_to_copy"]
+        peer = best_peer(peers, r["op"], r["shape"], r["cold"])
+        rows.append({
+            "what": what,
+            "figure": round(r["us"], 2),
+            "unit": f"µs ({ratio:.2f}× the copy)",
+            "floor": f"copy kernel of the same bytes {r['copy_us']:.2f} µs; empty kernel "
+                     f"{dec['latency_floor_us']:.2f} µs",
+            "peer": f"PyTorch {peer['impl']} {peer['us']:.2f} µs" if peer else None,
+        })
+    return rows
+
+
+def llm_rows(gen, torch_dec):
+    rows = []
+    tmap = (torch_dec or {}).get("ms", {})
+    t_dec = next((v for k, v in tmap.items() if k.startswith("compiled") and "decode" in k), None)
+    t_pre = next((v for k, v in tmap.items() if k.startswith("compiled") and "prefill" in k), None)
+    for run in gen["runs"]:
+        m = run["mode"]
+        share = gen["floor_ms_per_token"] / run["decode_ms_per_token"] * 100
+        rows.append({
+            "what": f"Llama-3.2-1B-shaped decode, bf16, batch 1, prompt {gen['prompt']}, {m} mode",
+            "figure": round(run["decode_ms_per_token"], 3),
+            "unit": f"ms/token ({share:.0f} % of the floor, "
+                    f"{run['host_waits_per_token']:.2f} host waits/token)",
+            "floor": f"weights + KV bytes at the read rate of the same process "
+                     f"{gen['floor_ms_per_token']:.3f} ms/token",
+            "peer": f"PyTorch gpt-fast recipe (torch.compile reduce-overhead) {t_dec:.3f} ms/token"
+                    if t_dec else None,
+        })
+        rows.append({
+            "what": f"Llama-3.2-1B-shaped prefill of {gen['prompt']} tokens, {m} mode",
+            "figure": round(run["prefill_ms"], 3),
+            "unit": "ms",
+            "floor": None,
+            "peer": f"PyTorch torch.compile {t_pre:.3f} ms" if t_pre else None,
+        })
+        rows.append({
+            "what": f"generate start-up (load + prepare + first token), {m} mode",
+            "figure": round(run["first_token_s"], 2),
+            "unit": "s",
+            "floor": None,
+            "peer": None,
+        })
+    rows.append({"what": "export_causal_lm of the Llama-3.2-1B-shaped model (2.47 GB bf16)",
+                 "figure": round(gen["export_s"], 1), "unit": "s", "floor": None, "peer": None})
+    return rows
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("dir")
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--source", default="")
+    ap.add_argument("--command", default="PARTS=\"tests decoder llm\" bash scripts/gpu-round.sh")
+    a = ap.parse_args()
+    dec = load(a.dir, "bench_decoder.json")
+    peers = load(a.dir, "decoder_peers.json")
+    gen = load(a.dir, "bench_generate.json")
+    tdec = load(a.dir, "torch_decode.json")
+    if not dec and not gen:
+        sys.exit(f"record_round: {a.dir} has neither bench_decoder.json nor bench_generate.json")
+    rows = (decoder_rows(dec, peers) if dec else []) + (llm_rows(gen, tdec) if gen else [])
+    device = (dec or gen)["device"]
+    date = (dec["date"][:10] if dec else None) or "unknown"
+    rec = {"date": date, "device": device, "command": a.command, "source": a.source, "rows": rows}
+    with open(a.out, "w", encoding="utf-8") as f:
+        json.dump(rec, f, indent=1, ensure_ascii=False)
+        f.write("\n")
+    print(f"record_round: {len(rows)} rows -> {a.out}")
+
+
+if __name__ == "__main__":
+    main()
