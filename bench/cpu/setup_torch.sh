@@ -2,8 +2,9 @@
 # setup_torch.sh DIR: PyTorch for bench/cpu/peers.py on a CPU-only machine, in DIR (not the system's
 # site-packages). PyPI's Linux wheel is the CUDA build and pulls some GB of CUDA wheels; its CPU ops
 # need none of them. This installs the wheel alone (--no-deps, with the few pure-Python packages it
-# imports, and numpy for baton_export) and, for the CUDA libraries it links at load time but never calls on the CPU, builds
-# stubs that abort if called. Prints the environment to run peers.py with.
+# imports, and numpy for baton_export) and, for the CUDA libraries it links at load time but never
+# calls on the CPU, builds stubs that abort if called. Prints the environment to run peers.py and
+# bench_llm.py with.
 # Needs: pip, gcc, nm; the CUDA toolkit's lib64 where it exists (libcudart, libcublas, ... are
 # taken from there; stubs are made only for what is missing).
 set -euo pipefail
