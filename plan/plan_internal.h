@@ -78,8 +78,8 @@ typedef enum plan_collective {
 typedef struct plan_step {
     char *name;
     char *target_name;
-    const baton_target *target; /* resolved by the validator */
-    kernel_tune_fn cuda_tune;   /* its CUDA kernel's tuning hook (targets/builtin.h), or NULL */
+    const baton_target *target;  /* resolved by the validator */
+    kernel_tune_fn cuda_tune;    /* its CUDA kernel's tuning hook (targets/builtin.h), or NULL */
     kernel_error_fn cuda_errors; /* its CUDA kernel's run-time error record, or NULL */
     baton_target_kind kind;
     baton_device device;

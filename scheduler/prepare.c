@@ -842,6 +842,7 @@ void baton_runtime_destroy(baton_runtime *rt)
             rt->dev[d].ops->close(rt->dev[d].ctx);
     runtime_dims_free(rt);
     runtime_graphs_free(rt);
+    free(rt->state_ptr);
     free(rt->step_dev);
     free(rt->calls);
     free(rt->errbufs);

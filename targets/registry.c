@@ -187,9 +187,11 @@ static int name_ok(const char *s, char *why, size_t cap)
         snprintf(why, cap, "is empty");
         return 0;
     }
-    size_t n = strnlen(s, CORE_MAX_NAME + 1); /* a plugin's name may lack its NUL */
+    size_t n = strnlen(s, (size_t)1 << 16); /* a plugin's name may lack its NUL: bounded */
     if (n > CORE_MAX_NAME) {
-        snprintf(why, cap, "is %zu bytes long (at most %d)", n, CORE_MAX_NAME);
+        snprintf(why, cap, n == (size_t)1 << 16 ? "is over %zu bytes long (at most %d)"
+                                                 : "is %zu bytes long (at most %d)",
+                 n, CORE_MAX_NAME);
         return 0;
     }
     for (size_t i = 0; i < n; i++) {
