@@ -197,8 +197,9 @@ static int name_ok(const char *s, char *why, size_t cap)
     }
     size_t n = strnlen(s, (size_t)1 << 16); /* a plugin's name may lack its NUL: bounded */
     if (n > CORE_MAX_NAME) {
-        snprintf(why, cap, n == (size_t)1 << 16 ? "is over %zu bytes long (at most %d)"
-                                                 : "is %zu bytes long (at most %d)",
+        snprintf(why, cap,
+                 n == (size_t)1 << 16 ? "is over %zu bytes long (at most %d)"
+                                      : "is %zu bytes long (at most %d)",
                  n, CORE_MAX_NAME);
         return 0;
     }
