@@ -64,6 +64,11 @@ if has dims; then
     timeout 150 "$BUILD/bench_dims" --gpu cuda $a > "$work/bench_dims.log" 2>&1
     say "(bench_dims $a: rc $?)"; grep -v "^RESULT" "$work/bench_dims.log" | tail -n 14 | tee -a "$summary" > /dev/null
   done
+  python3 scripts/rfc_dims.py examples/plans/rfc.json "$work/rfc-dims.json"
+  for plan in examples/plans/rfc.json "$work/rfc-dims.json" examples/plans/rfc.json "$work/rfc-dims.json"; do
+    say "baton bench --modes=graph $(basename "$plan"): $(timeout 120 "$BUILD/baton" bench --gpu=cuda \
+      --modes=graph --iters=1000 --warmup=50 -q "$plan" 2>&1 | grep -E '^graph')"
+  done
   timeout 150 "$BUILD/bench_safetensors_load" > "$work/st_load.log" 2>&1
   say "(bench_safetensors_load: rc $?)"; tail -n 6 "$work/st_load.log" | tee -a "$summary" > /dev/null
 fi
