@@ -239,10 +239,11 @@ static int gemm_cpu_execute(void *state, const baton_exec_ctx *ctx, void **buffe
     if (!g) {
         return ctx_fail(ctx, BATON_EINVAL, "gemm (cpu): no state: init() did not run or failed");
     }
-    if (!buffers || !buffers[0] || !buffers[1] || !buffers[2]) {
+    const baton_gemm_desc *d = &g->d;
+    const int add = d->beta != 0; /* gemm_add: buffers a, b, c, y */
+    if (!buffers || !buffers[0] || !buffers[1] || !buffers[2] || (add && !buffers[3])) {
         return ctx_fail(ctx, BATON_EINVAL, "gemm (cpu): a NULL buffer (a, b, out expected)");
     }
-    const baton_gemm_desc *d = &g->d;
     const int64_t rm = run_m(g, ctx);
     if (rm < 1 || rm > d->m)
         return ctx_fail(ctx, BATON_EINVAL,
@@ -250,6 +251,8 @@ static int gemm_cpu_execute(void *state, const baton_exec_ctx *ctx, void **buffe
                         "was prepared for",
                         (long long)rm, (long long)d->m);
     int m = (int)rm, n = (int)d->n, k = (int)d->k;
+    void *out = buffers[add ? 3 : 2];
+    const int64_t mn = rm * d->n;
     int ta = (d->flags & BATON_GEMM_TRANS_A) != 0, tb = (d->flags & BATON_GEMM_TRANS_B) != 0;
     const baton_dtype dt = (baton_dtype)d->dtype;
     const int half = dt == BATON_DTYPE_BF16 || dt == BATON_DTYPE_F16;
@@ -265,12 +268,18 @@ static int gemm_cpu_execute(void *state, const baton_exec_ctx *ctx, void **buffe
                 for (int64_t i = 0; i < rm; i++)
                     g->xf[i * d->k + p] = load_f32(dt, buffers[0], p * rm + i);
         }
-        float *y = half ? g->yf : buffers[2];
+        float *y = half ? g->yf : out;
         gemv_run(dt, tb, rm, d->n, d->k, (float)d->alpha, x, buffers[1], y, g->partial);
+        if (add) /* gemm_add: the product, then c added in f32 */
+            for (int64_t i = 0; i < mn; i++)
+                y[i] += load_f32(dt, buffers[2], i);
         if (half)
-            cvt_from_f32(dt, y, buffers[2], rm * d->n);
+            cvt_from_f32(dt, y, out, mn);
         return 0;
     }
+    /* gemm_add on the BLAS path: y = c, then the product added into it (beta 1): one rounding */
+    if (add && out != buffers[2] && !half)
+        memmove(out, buffers[2], (size_t)mn * (dt == BATON_DTYPE_F32 ? 4 : 8));
     /* Row-major: a is [M,K] (lda K) or [K,M] (lda M); b is [K,N] (ldb N) or [N,K] (ldb K). */
     int lda = ta ? m : k, ldb = tb ? k : n, ldc = n;
     enum CBLAS_TRANSPOSE opa = ta ? CblasTrans : CblasNoTrans;
@@ -279,11 +288,11 @@ static int gemm_cpu_execute(void *state, const baton_exec_ctx *ctx, void **buffe
     switch (dt) {
     case BATON_DTYPE_F32:
         cblas_sgemm(CblasRowMajor, opa, opb, m, n, k, (float)d->alpha, buffers[0], lda, buffers[1],
-                    ldb, 0.0f, buffers[2], ldc);
+                    ldb, (float)d->beta, out, ldc);
         return 0;
     case BATON_DTYPE_F64:
         cblas_dgemm(CblasRowMajor, opa, opb, m, n, k, d->alpha, buffers[0], lda, buffers[1], ldb,
-                    0.0, buffers[2], ldc);
+                    d->beta, out, ldc);
         return 0;
     case BATON_DTYPE_BF16:
     case BATON_DTYPE_F16: {
@@ -291,9 +300,11 @@ static int gemm_cpu_execute(void *state, const baton_exec_ctx *ctx, void **buffe
         const float *b = g->wc ? g->wc->f32 : g->sb;
         if (!g->wc)
             cvt_to_f32(dt, buffers[1], g->sb, d->k * d->n);
-        cblas_sgemm(CblasRowMajor, opa, opb, m, n, k, (float)d->alpha, g->sa, lda, b, ldb, 0.0f,
-                    g->sc, ldc);
-        cvt_from_f32(dt, g->sc, buffers[2], rm * d->n);
+        if (add)
+            cvt_to_f32(dt, buffers[2], g->sc, mn);
+        cblas_sgemm(CblasRowMajor, opa, opb, m, n, k, (float)d->alpha, g->sa, lda, b, ldb,
+                    (float)d->beta, g->sc, ldc);
+        cvt_from_f32(dt, g->sc, out, mn);
         return 0;
     }
     default:
@@ -307,6 +318,94 @@ const baton_delegate_iface baton_gemm_openblas_iface = {
     .struct_size = sizeof(baton_delegate_iface),
     .init = gemm_cpu_init,
     .execute = gemm_cpu_execute,
+    .destroy = gemm_cpu_destroy,
+    .capturable = 0,
+};
+
+/* ---- gemm_add: y = alpha * op(x) . op(W) + c, as the gemm then an add --------------------------
+ * Inputs x, W, c (c of y's shape); the product is rounded to the dtype, then c is added in f32
+ * (double for f64) and the sum rounded: the bits of a gemm step followed by an add step. */
+
+static int gemm_add_cpu_init(const baton_delegate_init *info, void **state, baton_error *err)
+{
+    if (!info || !state || !info->sig || info->sig->n_inputs != 3 || !info->sig->inputs) {
+        if (state)
+            *state = NULL;
+        if (err) {
+            err->code = BATON_EPLAN;
+            snprintf(err->message, sizeof err->message,
+                     "step %s (gemm_add on cpu): takes 3 inputs (x, W, c), got %d",
+                     info && info->step_name ? info->step_name : "?",
+                     info && info->sig ? info->sig->n_inputs : 0);
+        }
+        return BATON_EPLAN;
+    }
+    baton_sig_args sig2 = *info->sig;
+    sig2.n_inputs = 2;
+    baton_delegate_init info2 = *info;
+    info2.sig = &sig2;
+    int rc = gemm_cpu_init(&info2, state, err);
+    if (rc)
+        return rc;
+    const gemm_cpu *g = *state;
+    const baton_tensor_desc *c = &info->sig->inputs[2];
+    int64_t numel = 1;
+    for (int i = 0; i < c->rank; i++)
+        numel *= c->shape[i];
+    if (c->dtype != (baton_dtype)g->d.dtype || c->rank < 1 || c->shape[c->rank - 1] != g->d.n ||
+        numel != g->d.m * g->d.n) {
+        gemm_cpu_destroy(*state);
+        *state = NULL;
+        if (err) {
+            err->code = BATON_EPLAN;
+            snprintf(err->message, sizeof err->message,
+                     "step %s (gemm_add on cpu): c must have the output's shape ([..., %lld], "
+                     "%lld elements) and dtype %s",
+                     info->step_name ? info->step_name : "?", (long long)g->d.n,
+                     (long long)(g->d.m * g->d.n), baton_dtype_name((baton_dtype)g->d.dtype));
+        }
+        return BATON_EPLAN;
+    }
+    return 0;
+}
+
+static int gemm_add_cpu_execute(void *state, const baton_exec_ctx *ctx, void **buffers)
+{
+    gemm_cpu *g = state;
+    if (!buffers || !buffers[0] || !buffers[1] || !buffers[2] || !buffers[3])
+        return ctx_fail(ctx, BATON_EINVAL, "gemm_add (cpu): a NULL buffer (x, W, c, y expected)");
+    void *gb[3] = {buffers[0], buffers[1], buffers[3]};
+    int rc = gemm_cpu_execute(state, ctx, gb);
+    if (rc)
+        return rc;
+    const baton_dtype dt = (baton_dtype)g->d.dtype;
+    const int64_t n = run_m(g, ctx) * g->d.n;
+    if (dt == BATON_DTYPE_F64) {
+        double *y = buffers[3];
+        const double *c = buffers[2];
+        for (int64_t i = 0; i < n; i++)
+            y[i] += c[i];
+        return 0;
+    }
+    enum { C = 1024 };
+    float fy[C], fc[C];
+    const size_t es = baton_dtype_size(dt);
+    for (int64_t i = 0; i < n; i += C) {
+        const int64_t k = n - i < C ? n - i : C;
+        char *y = (char *)buffers[3] + es * (size_t)i;
+        cvt_to_f32(dt, y, fy, k);
+        cvt_to_f32(dt, (const char *)buffers[2] + es * (size_t)i, fc, k);
+        for (int64_t t = 0; t < k; t++)
+            fy[t] += fc[t];
+        cvt_from_f32(dt, fy, y, k);
+    }
+    return 0;
+}
+
+const baton_delegate_iface baton_gemm_add_openblas_iface = {
+    .struct_size = sizeof(baton_delegate_iface),
+    .init = gemm_add_cpu_init,
+    .execute = gemm_add_cpu_execute,
     .destroy = gemm_cpu_destroy,
     .capturable = 0,
 };
