@@ -1272,3 +1272,23 @@ Test(plan_opaque, accepts_the_jax_tutorials_32_byte_descriptor)
     opaque_refused(RMS_BWD_T, "rms_norm_bwd", bin, bout, NULL, &t, sizeof t,
                    "field part_grad_size is 16 but part_grad 'pg'");
 }
+
+/* The decoder targets (targets/decoder.c) check a plan's descriptor at load too: the bytes baton
+ * packs load back, one byte short or of another op is refused in validate. */
+Test(plan_opaque, the_decoder_targets_check_a_plans_descriptor_at_load)
+{
+    const char *t =
+        "{\"name\": \"x\", \"dtype\": \"f32\", \"shape\": [2, 8], \"role\": \"input\"}, "
+        "{\"name\": \"y\", \"dtype\": \"f32\", \"shape\": [2, 8], \"role\": \"output\"}";
+    baton_plan *packed =
+        load_ok(t, "{\"name\": \"s\", \"kernel\": \"softmax\", \"device\": \"cpu\", "
+                   "\"inputs\": [\"x\"], \"outputs\": [\"y\"]}");
+    const size_t n = packed->steps[0].opaque_len;
+    cr_assert_gt(n, 1);
+    char bytes[BATON_OPAQUE_MAX];
+    memcpy(bytes, packed->steps[0].opaque, n);
+    baton_plan_free(packed);
+    baton_plan_free(opaque_loads(t, "softmax", "\"x\"", "\"y\"", NULL, bytes, n));
+    opaque_refused(t, "softmax", "\"x\"", "\"y\"", NULL, bytes, n - 1, "softmax");
+    opaque_refused(t, "silu", "\"x\"", "\"y\"", NULL, bytes, n, "silu");
+}
