@@ -22,14 +22,16 @@ static int no_such_tensor(const baton_plan *plan, const char *name, int want_inp
     int listed = 0;
     for (int i = 0; i < plan->n_tensors; i++) {
         const plan_tensor *c = &plan->tensors[i];
-        if (c->role != BATON_ROLE_INPUT && (want_input || c->role != BATON_ROLE_OUTPUT))
+        /* what set_input (inputs and state) or get_output (outputs too) accepts */
+        if (c->role != BATON_ROLE_INPUT && c->role != BATON_ROLE_STATE &&
+            (want_input || c->role != BATON_ROLE_OUTPUT))
             continue;
         plan_suggest_try(&sg, c->name);
         if (len + strlen(c->name) + 8 < sizeof list) {
             len += (size_t)snprintf(list + len, sizeof list - len, "%s'%s'", listed ? ", " : "",
                                     c->name);
             listed++;
-        } else if (len + 6 < sizeof list && list[len - 1] != '.') {
+        } else if (len > 0 && len + 6 < sizeof list && list[len - 1] != '.') {
             len += (size_t)snprintf(list + len, sizeof list - len, ", ...");
         }
     }
@@ -40,7 +42,8 @@ static int no_such_tensor(const baton_plan *plan, const char *name, int want_inp
     return err_set(err, BATON_ENOENT, "%s: %s: plan '%s' has no tensor named '%s'%s; its %s: %s",
                    want_input ? "baton_runtime_set_input" : "baton_runtime_get_output",
                    plan->source, plan->name, name, mean,
-                   want_input ? "inputs" : "outputs and inputs", listed ? list : "none");
+                   want_input ? "inputs and state" : "outputs, inputs and state",
+                   listed ? list : "none");
 }
 
 static int host_tensor(baton_runtime *rt, const char *name, size_t nbytes, int want_input,
@@ -95,6 +98,48 @@ static int bound_copy(baton_runtime *rt, const char *name, void *dst, const void
     return 0;
 }
 
+/* Whether input t has a value for the next run: set into the runtime's memory, or bound. */
+static int input_given(const baton_runtime *rt, int t)
+{
+    return rt->input_set[t] || rt->bind_dev[t] >= 0;
+}
+
+/* Records that input t was set (set 1) or bound/unbound (set 0: the binding changed), keeping
+ * rt->n_unset_inputs, which a run checks, in step. `was` is input_given before the change. */
+static void input_changed(baton_runtime *rt, int t, int was, int set)
+{
+    if (rt->plan->tensors[t].role != BATON_ROLE_INPUT)
+        return;
+    if (set)
+        rt->input_set[t] = 1;
+    rt->n_unset_inputs += was - input_given(rt, t);
+}
+
+int runtime_unset_inputs(const baton_runtime *rt, baton_error *err)
+{
+    const baton_plan *plan = rt->plan;
+    char names[320] = "";
+    size_t len = 0;
+    int n = 0;
+    for (int t = 0; t < plan->n_tensors; t++) {
+        if (plan->tensors[t].role != BATON_ROLE_INPUT || input_given(rt, t))
+            continue;
+        if (n++ < 4 && len < sizeof names) {
+            int k = snprintf(names + len, sizeof names - len, "%s'%.60s'", n > 1 ? ", " : "",
+                             plan->tensors[t].name);
+            len += k > 0 ? (size_t)k : 0;
+        }
+    }
+    if (n > 4 && len < sizeof names)
+        snprintf(names + len, sizeof names - len, " and %d more", n - 4);
+    return err_set(err, BATON_ESTATE,
+                   "baton_runtime_run: %s: input%s %s %s never set; give %s a value with "
+                   "baton_runtime_set_input (or bind a buffer with baton_runtime_bind) before the "
+                   "run, or set options.allow_unset_inputs to run on whatever the memory holds",
+                   plan->source, n > 1 ? "s" : "", names, n > 1 ? "were" : "was",
+                   n > 1 ? "each" : "it");
+}
+
 int baton_runtime_set_input(baton_runtime *rt, const char *name, const void *data, size_t nbytes,
                             baton_error *err)
 {
@@ -121,6 +166,8 @@ int baton_runtime_set_input(baton_runtime *rt, const char *name, const void *dat
         return bound_copy(rt, name, rt->bind_data[t], data, nbytes, 1, err);
     if (nbytes)
         memcpy(dst, data, nbytes);
+    if (rt->bind_dev[t] < 0) /* the runtime's own memory holds it now (else the caller's) */
+        input_changed(rt, t, input_given(rt, t), 1);
     return 0;
 }
 
@@ -203,10 +250,13 @@ int runtime_build_sites(baton_runtime *rt, baton_error *err)
     rt->bind_dev = malloc(((size_t)nt + 1) * sizeof *rt->bind_dev);
     rt->bind_data = calloc((size_t)nt + 1, sizeof *rt->bind_data);
     rt->site_first = calloc((size_t)nt + 2, sizeof *rt->site_first);
-    if (!rt->bind_dev || !rt->bind_data || !rt->site_first)
+    rt->input_set = calloc((size_t)nt + 1, 1);
+    if (!rt->bind_dev || !rt->bind_data || !rt->site_first || !rt->input_set)
         return err_set(err, BATON_ENOMEM, "prepare: out of memory");
-    for (int t = 0; t < nt; t++)
+    for (int t = 0; t < nt; t++) {
         rt->bind_dev[t] = -1;
+        rt->n_unset_inputs += plan->tensors[t].role == BATON_ROLE_INPUT;
+    }
 #define BINDABLE(t)                                                                                \
     (plan->tensors[t].role == BATON_ROLE_INPUT || plan->tensors[t].role == BATON_ROLE_OUTPUT)
     /* count, then fill in tensor order */
@@ -256,6 +306,15 @@ int runtime_build_sites(baton_runtime *rt, baton_error *err)
     return 0;
 }
 
+/* The segment's graphs kept for other bindings of the dims hold the old addresses or copies:
+ * each is captured again (and updated in place) when its binding comes back. */
+static void forget_other_bindings(baton_runtime *rt, int seg)
+{
+    for (int j = seg * rt->graph_ways; rt->slot_ok && j < (seg + 1) * rt->graph_ways; j++)
+        if (j != rt->graph_slot[seg])
+            rt->slot_ok[j] = 0;
+}
+
 /* Points a captured graph's op at its new addresses, or, when the device cannot patch it, marks
  * the segment for capture on the next run (which updates the executable graph in place). */
 static void rebind_graph(baton_runtime *rt, int seg, int tag, const dev_call *c,
@@ -268,10 +327,7 @@ static void rebind_graph(baton_runtime *rt, int seg, int tag, const dev_call *c,
     baton_error perr = {0};
     int rc = BATON_ENOTSUP;
     int slot = rt->graph_slot[seg];
-    /* the segment's graphs for other bindings hold the old address: captured again when used */
-    for (int j = seg * rt->graph_ways; rt->slot_ok && j < (seg + 1) * rt->graph_ways; j++)
-        if (j != slot)
-            rt->slot_ok[j] = 0;
+    forget_other_bindings(rt, seg);
     if (rd->ops->graph_rebind)
         rc = c ? rd->ops->graph_rebind(rd->ctx, slot, tag, c, NULL, NULL, 0, DEV_COPY_H2D, &perr)
                : rd->ops->graph_rebind(rd->ctx, slot, tag, NULL, r->dst, r->src, r->bytes, r->kind,
@@ -347,10 +403,14 @@ static void set_skips(baton_runtime *rt, int t, int d, int on)
         changed = 1;
         int seg = plan->transfers[st->xfer].segment;
         for (int g = seg - 1; g <= seg; g++) /* captured into the segment before or its own */
-            if (g >= 0 && g < plan->n_segments && rt->graph_state[g] == 1)
+            if (g >= 0 && g < plan->n_segments && rt->graph_state[g] == 1) {
                 rt->graph_state[g] = 0;
-        if (r->graph_seg >= 0 && rt->graph_state[r->graph_seg] == 1)
+                forget_other_bindings(rt, g);
+            }
+        if (r->graph_seg >= 0 && rt->graph_state[r->graph_seg] == 1) {
             rt->graph_state[r->graph_seg] = 0;
+            forget_other_bindings(rt, r->graph_seg);
+        }
     }
     if (changed)
         runtime_count_graph_bytes(rt);
@@ -393,8 +453,10 @@ int baton_runtime_bind(baton_runtime *rt, int tensor, const baton_buffer *buf, b
             set_sites(rt, tensor, old, runtime_slot_addr(rt, old, tensor));
             set_skips(rt, tensor, old, 0);
         }
+        int was = input_given(rt, tensor);
         rt->bind_dev[tensor] = -1;
         rt->bind_data[tensor] = NULL;
+        input_changed(rt, tensor, was, 0);
         return 0;
     }
     char dname[32], have[160] = "";
@@ -422,7 +484,7 @@ int baton_runtime_bind(baton_runtime *rt, int tensor, const baton_buffer *buf, b
                            "as cudaMalloc and aligned_alloc(256, ...) give",
                            buf->data, buf->data ? "misaligned" : "NULL", BATON_ARENA_ALIGN);
     const rt_device *rd = &rt->dev[d];
-    if (d > 0 && rd->ops == &dev_cpu_ops)
+    if (d > 0 && !dev_has(rd->ops, DEV_CAP_DEVICE_MEMORY))
         return bind_refuse(err, plan, pt->name,
                            "%s runs on the CPU here (the fallback: no GPU), so there is no device "
                            "memory to bind; bind a host buffer (device cpu) instead",
@@ -463,19 +525,18 @@ int baton_runtime_bind(baton_runtime *rt, int tensor, const baton_buffer *buf, b
             }
         }
     }
-    if (rd->arena_ops->mem_check) {
-        baton_error merr = {0};
-        int rc = rd->arena_ops->mem_check(rd->arena_ctx, buf->data, buf->nbytes, d == 0, &merr);
-        if (rc)
-            return bind_refuse(err, plan, pt->name, "%s", merr.message);
-    }
+    baton_error merr = {0};
+    if (dev_mem_check(rd->arena_ops, rd->arena_ctx, buf->data, buf->nbytes, d == 0, &merr))
+        return bind_refuse(err, plan, pt->name, "%s", merr.message);
     if (old >= 0 && old != d) {
         set_sites(rt, tensor, old, runtime_slot_addr(rt, old, tensor));
         set_skips(rt, tensor, old, 0);
     }
     set_sites(rt, tensor, d, buf->data);
     set_skips(rt, tensor, d, 1);
+    int was = input_given(rt, tensor);
     rt->bind_dev[tensor] = d;
     rt->bind_data[tensor] = buf->data;
+    input_changed(rt, tensor, was, 0);
     return 0;
 }

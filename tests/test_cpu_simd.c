@@ -623,3 +623,64 @@ Test(cpu_simd, outputs_larger_than_the_caches_are_streamed_with_the_scalar_bits)
     }
     simd_level_set(SIMD_AVX512);
 }
+
+/* gemm_add on the CPU: the bits of the gemm delegate followed by the add kernel. */
+Test(cpu_gemv, gemm_add_gives_the_bits_of_gemm_then_add)
+{
+    uint64_t seed = test_fresh_seed();
+    test_rng r = {seed};
+    static const baton_dtype T3[] = {BATON_DTYPE_BF16, BATON_DTYPE_F16, BATON_DTYPE_F32,
+                                     BATON_DTYPE_F64};
+    for (int d = 0; d < 4; d++)
+        for (int64_t M = 1; M <= 20; M += 19) {
+            const baton_dtype dt = T3[d];
+            const int64_t N = 37, K = 45;
+            const size_t es = baton_dtype_size(dt);
+            baton_tensor_desc in[3] = {{.dtype = dt, .rank = 2, .shape = {M, K}},
+                                       {.dtype = dt, .rank = 2, .shape = {N, K}},
+                                       {.dtype = dt, .rank = 2, .shape = {M, N}}};
+            baton_attr at[1] = {{.name = "trans_b", .type = BATON_ATTR_BOOL, .i = 1}};
+            baton_tensor_desc out = in[2];
+            baton_sig_args sig3 = {.n_inputs = 3,
+                                   .inputs = in,
+                                   .n_outputs = 1,
+                                   .outputs = &out,
+                                   .n_attrs = 1,
+                                   .attrs = at};
+            baton_sig_args sig2 = sig3;
+            sig2.n_inputs = 2;
+            char *x = malloc(es * (size_t)(M * K)), *w = malloc(es * (size_t)(N * K));
+            char *c = malloc(es * (size_t)(M * N)), *y = malloc(es * (size_t)(M * N));
+            char *ref = malloc(es * (size_t)(M * N));
+            test_fill_random(&r, dt, x, M * K, 1.0);
+            test_fill_random(&r, dt, w, N * K, 1.0);
+            test_fill_random(&r, dt, c, M * N, 1.0);
+            baton_error err = {0};
+            char errbuf[256] = "";
+            void *s2 = NULL, *s3 = NULL;
+            baton_delegate_init i2 = {.step_name = "g", .sig = &sig2},
+                                i3 = {.step_name = "ga", .sig = &sig3};
+            cr_assert_eq(baton_gemm_openblas_iface.init(&i2, &s2, &err), 0, "%s", err.message);
+            cr_assert_eq(baton_gemm_add_openblas_iface.init(&i3, &s3, &err), 0, "%s", err.message);
+            baton_exec_ctx ctx = {.errbuf = errbuf, .errbuf_len = sizeof errbuf};
+            void *b2[3] = {x, w, ref};
+            cr_assert_eq(baton_gemm_openblas_iface.execute(s2, &ctx, b2), 0, "%s", errbuf);
+            char *prod = malloc(es * (size_t)(M * N));
+            memcpy(prod, ref, es * (size_t)(M * N));
+            run_ew(kcpu_add, simd_level_get(), dt, M * N, M * N, 0, prod, c, ref);
+            free(prod);
+            void *b3[4] = {x, w, c, y};
+            test_poison(y, es * (size_t)(M * N));
+            cr_assert_eq(baton_gemm_add_openblas_iface.execute(s3, &ctx, b3), 0, "%s", errbuf);
+            cr_assert(memcmp(y, ref, es * (size_t)(M * N)) == 0, "gemm_add %s M=%lld (seed %llu)",
+                      baton_dtype_name(dt), (long long)M, (unsigned long long)seed);
+            baton_gemm_openblas_iface.destroy(s2);
+            baton_gemm_add_openblas_iface.destroy(s3);
+            /* a c of another shape is refused at init, naming the step */
+            in[2].shape[1] = N + 1;
+            void *s4 = (void *)1;
+            cr_assert_eq(baton_gemm_add_openblas_iface.init(&i3, &s4, &err), BATON_EPLAN);
+            cr_assert(s4 == NULL && strstr(err.message, "ga"), "%s", err.message);
+            free(x), free(w), free(c), free(y), free(ref);
+        }
+}

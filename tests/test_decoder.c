@@ -19,6 +19,7 @@
 
 #include "core/core.h"
 #include "core/dtype.h"
+#include "core/threads.h"
 #include "kernels/decoder_desc.h"
 #include "tests/support.h"
 #ifdef BATON_CUDA
@@ -585,6 +586,40 @@ Test(gpu_attention, matches_float64_for_gqa_decode_and_causal_prefill, .timeout 
 {
     skip_without_gpu();
     attention_table(BATON_DEVICE_CUDA);
+}
+
+/* The CPU's attention splits a long context's (row, head block) work over the CPU pool: the same
+ * bits with one thread, all of them, and at every vector level's own order run to run. */
+Test(decoder_attention, gives_the_same_bits_with_threads_on_and_off)
+{
+    test_rng r = {test_fresh_seed()};
+    call c = {.target = "attention", .n_in = 4, .n_attrs = 3};
+    c.in[0] = DESC(BATON_DTYPE_BF16, 3, 1024);
+    c.in[1] = DESC(BATON_DTYPE_BF16, 3000, 256);
+    c.in[2] = c.in[1];
+    c.in[3] = DESC(BATON_DTYPE_I64, 3);
+    c.out = c.in[0];
+    c.attrs[0] = A_INT("head_dim", 64);
+    c.attrs[1] = A_INT("n_heads", 16);
+    c.attrs[2] = A_INT("n_kv_heads", 4);
+    for (int i = 0; i < 3; i++)
+        c.host[i] = rand_buf(&r, &c.in[i], 1.0);
+    c.host[3] = malloc(24);
+    ((int64_t *)c.host[3])[0] = 2999;
+    ((int64_t *)c.host[3])[1] = 1500;
+    ((int64_t *)c.host[3])[2] = 7;
+    static char a[3 * 2048], b[3 * 2048];
+    char err[512];
+    const par_ctx one = {.max_threads = 1};
+    const par_ctx *prev = par_bind(&one);
+    cr_assert_eq(run_call(BATON_DEVICE_CPU, &c, a, err, sizeof err), 0, "%s", err);
+    par_bind(NULL);
+    for (int rep = 0; rep < 3; rep++) {
+        cr_assert_eq(run_call(BATON_DEVICE_CPU, &c, b, err, sizeof err), 0, "%s", err);
+        cr_assert(memcmp(a, b, sizeof a) == 0, "threads on gave other bits (run %d)", rep);
+    }
+    par_bind(prev);
+    free_call(&c);
 }
 
 #ifdef BATON_CUDA

@@ -321,3 +321,91 @@ const baton_delegate_iface baton_gemm_openblas_iface = {
     .destroy = gemm_cpu_destroy,
     .capturable = 0,
 };
+
+/* ---- gemm_add: y = alpha * op(x) . op(W) + c, as the gemm then an add --------------------------
+ * Inputs x, W, c (c of y's shape); the product is rounded to the dtype, then c is added in f32
+ * (double for f64) and the sum rounded: the bits of a gemm step followed by an add step. */
+
+static int gemm_add_cpu_init(const baton_delegate_init *info, void **state, baton_error *err)
+{
+    if (!info || !state || !info->sig || info->sig->n_inputs != 3 || !info->sig->inputs) {
+        if (state)
+            *state = NULL;
+        if (err) {
+            err->code = BATON_EPLAN;
+            snprintf(err->message, sizeof err->message,
+                     "step %s (gemm_add on cpu): takes 3 inputs (x, W, c), got %d",
+                     info && info->step_name ? info->step_name : "?",
+                     info && info->sig ? info->sig->n_inputs : 0);
+        }
+        return BATON_EPLAN;
+    }
+    baton_sig_args sig2 = *info->sig;
+    sig2.n_inputs = 2;
+    baton_delegate_init info2 = *info;
+    info2.sig = &sig2;
+    int rc = gemm_cpu_init(&info2, state, err);
+    if (rc)
+        return rc;
+    const gemm_cpu *g = *state;
+    const baton_tensor_desc *c = &info->sig->inputs[2];
+    int64_t numel = 1;
+    for (int i = 0; i < c->rank; i++)
+        numel *= c->shape[i];
+    if (c->dtype != (baton_dtype)g->d.dtype || c->rank < 1 || c->shape[c->rank - 1] != g->d.n ||
+        numel != g->d.m * g->d.n) {
+        gemm_cpu_destroy(*state);
+        *state = NULL;
+        if (err) {
+            err->code = BATON_EPLAN;
+            snprintf(err->message, sizeof err->message,
+                     "step %s (gemm_add on cpu): c must have the output's shape ([..., %lld], "
+                     "%lld elements) and dtype %s",
+                     info->step_name ? info->step_name : "?", (long long)g->d.n,
+                     (long long)(g->d.m * g->d.n), baton_dtype_name((baton_dtype)g->d.dtype));
+        }
+        return BATON_EPLAN;
+    }
+    return 0;
+}
+
+static int gemm_add_cpu_execute(void *state, const baton_exec_ctx *ctx, void **buffers)
+{
+    gemm_cpu *g = state;
+    if (!buffers || !buffers[0] || !buffers[1] || !buffers[2] || !buffers[3])
+        return ctx_fail(ctx, BATON_EINVAL, "gemm_add (cpu): a NULL buffer (x, W, c, y expected)");
+    void *gb[3] = {buffers[0], buffers[1], buffers[3]};
+    int rc = gemm_cpu_execute(state, ctx, gb);
+    if (rc)
+        return rc;
+    const baton_dtype dt = (baton_dtype)g->d.dtype;
+    const int64_t n = run_m(g, ctx) * g->d.n;
+    if (dt == BATON_DTYPE_F64) {
+        double *y = buffers[3];
+        const double *c = buffers[2];
+        for (int64_t i = 0; i < n; i++)
+            y[i] += c[i];
+        return 0;
+    }
+    enum { C = 1024 };
+    float fy[C], fc[C];
+    const size_t es = baton_dtype_size(dt);
+    for (int64_t i = 0; i < n; i += C) {
+        const int64_t k = n - i < C ? n - i : C;
+        char *y = (char *)buffers[3] + es * (size_t)i;
+        cvt_to_f32(dt, y, fy, k);
+        cvt_to_f32(dt, (const char *)buffers[2] + es * (size_t)i, fc, k);
+        for (int64_t t = 0; t < k; t++)
+            fy[t] += fc[t];
+        cvt_from_f32(dt, fy, y, k);
+    }
+    return 0;
+}
+
+const baton_delegate_iface baton_gemm_add_openblas_iface = {
+    .struct_size = sizeof(baton_delegate_iface),
+    .init = gemm_add_cpu_init,
+    .execute = gemm_add_cpu_execute,
+    .destroy = gemm_cpu_destroy,
+    .capturable = 0,
+};
