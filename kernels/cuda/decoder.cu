@@ -653,9 +653,9 @@ __global__ void __launch_bounds__(128)
 /* Any dtype and head_dim (f64 included): a block per (row, head), a thread per feature, one key
  * at a time with a block-wide dot product. Slow, but exact to its accumulation type. */
 template <typename T>
-__global__ void attn_generic_kernel(const T *q, const T *kc, const T *vc, const void *pos,
-                                    int pos64, T *o, long long S, int H, int Hkv, int Dh,
-                                    double scale, int step)
+__global__ void __launch_bounds__(1024)
+    attn_generic_kernel(const T *q, const T *kc, const T *vc, const void *pos, int pos64, T *o,
+                        long long S, int H, int Hkv, int Dh, double scale, int step)
 {
     using A = typename Acc<T>::A;
     __shared__ A red[32];
@@ -834,7 +834,8 @@ template <typename A> __device__ __forceinline__ A block_max(A v, A *red)
 }
 
 /* Block per row; each thread adds its strided elements in order, then a fixed tree. */
-template <typename T> __global__ void softmax_kernel(const T *x, T *y, long long N)
+template <typename T>
+__global__ void __launch_bounds__(1024) softmax_kernel(const T *x, T *y, long long N)
 {
     using A = typename Acc<T>::A;
     __shared__ A red[32];
@@ -858,7 +859,8 @@ template <typename T> __global__ void softmax_kernel(const T *x, T *y, long long
 /* A few long rows (the logits of a decode step): a cluster of blocks per row, each taking a slice
  * of it; the slices' maxima and sums are combined through distributed shared memory in rank
  * order, so every block gets the same bits and the result is the same every run. */
-template <typename T> __global__ void softmax_cluster_kernel(const T *x, T *y, long long N)
+template <typename T>
+__global__ void __launch_bounds__(1024) softmax_cluster_kernel(const T *x, T *y, long long N)
 {
     using A = typename Acc<T>::A;
     __shared__ A red[32];
@@ -1620,47 +1622,52 @@ extern "C" int kcuda_cast(const baton_exec_ctx *ctx, void **buffers, const char 
     }
 }
 
+/* Whether clusters of 8 blocks of softmax_cluster_kernel<T> can run on ctx's device (asked once
+ * per device: a MIG slice or a small GPU may not hold one); otherwise the one-block kernel. */
+template <typename T> static bool softmax_cluster_ok(const baton_exec_ctx *ctx, unsigned grid)
+{
+    static std::atomic<int> known[KCUDA_MAX_DEVICES];
+    const int dev = device_of(ctx);
+    if (dev < 0 || dev >= KCUDA_MAX_DEVICES)
+        return false;
+    int v = known[dev].load(std::memory_order_relaxed);
+    if (v == 0) {
+        int n = 0;
+        if (max_active_clusters((const void *)softmax_cluster_kernel<T>, grid, 1024, 0, 8,
+                                (cudaStream_t)ctx->stream, &n) != cudaSuccess) {
+            (void)cudaGetLastError();
+            n = 0;
+        }
+        v = n >= 1 ? 1 : 2;
+        known[dev].store(v, std::memory_order_relaxed);
+    }
+    return v == 1;
+}
+
+template <typename T>
+static int softmax_launch(const baton_exec_ctx *ctx, void **b, const dec_shape &s)
+{
+    const unsigned g = (unsigned)s.rows;
+    /* few rows of many elements: 8 blocks a row (a portable cluster) */
+    if (s.F >= 16384 && s.rows * 8 <= 2LL * sm_count(ctx) && softmax_cluster_ok<T>(ctx, g * 8u))
+        return launch(ctx, "softmax", softmax_cluster_kernel<T>, g * 8u, 1024, 0, 8,
+                      (const T *)b[0], (T *)b[1], (long long)s.F);
+    const int threads = s.F >= 8192 ? 1024 : s.F >= 1024 ? 256 : 64;
+    return launch(ctx, "softmax", softmax_kernel<T>, g, threads, 0, 1, (const T *)b[0], (T *)b[1],
+                  (long long)s.F);
+}
+
 extern "C" int kcuda_softmax(const baton_exec_ctx *ctx, void **buffers, const char *opaque,
                              size_t len)
 {
     DEC_READ(DEC_SOFTMAX, 2);
-    if (s.rows > 0x7fffffffLL)
+    if (s.rows > 0x7fffffffLL / 8)
         return ctx_fail(ctx, BATON_EINVAL, "softmax: too many rows for one launch");
-    const int threads = s.F >= 8192 ? 1024 : s.F >= 1024 ? 256 : 64;
-    const unsigned g = (unsigned)s.rows;
-    /* few rows of many elements: 8 blocks a row (a portable cluster) */
-    if (s.F >= 16384 && s.rows * 8 <= 2LL * sm_count(ctx)) {
-        const unsigned gc = g * 8u;
-        switch (s.x_dt) {
-        case BATON_DTYPE_BF16:
-            return launch(ctx, "softmax", softmax_cluster_kernel<__nv_bfloat16>, gc, 1024, 0, 8,
-                          (const __nv_bfloat16 *)buffers[0], (__nv_bfloat16 *)buffers[1],
-                          (long long)s.F);
-        case BATON_DTYPE_F16:
-            return launch(ctx, "softmax", softmax_cluster_kernel<__half>, gc, 1024, 0, 8,
-                          (const __half *)buffers[0], (__half *)buffers[1], (long long)s.F);
-        case BATON_DTYPE_F32:
-            return launch(ctx, "softmax", softmax_cluster_kernel<float>, gc, 1024, 0, 8,
-                          (const float *)buffers[0], (float *)buffers[1], (long long)s.F);
-        default:
-            return launch(ctx, "softmax", softmax_cluster_kernel<double>, gc, 1024, 0, 8,
-                          (const double *)buffers[0], (double *)buffers[1], (long long)s.F);
-        }
-    }
     switch (s.x_dt) {
-    case BATON_DTYPE_BF16:
-        return launch(ctx, "softmax", softmax_kernel<__nv_bfloat16>, g, threads, 0, 1,
-                      (const __nv_bfloat16 *)buffers[0], (__nv_bfloat16 *)buffers[1],
-                      (long long)s.F);
-    case BATON_DTYPE_F16:
-        return launch(ctx, "softmax", softmax_kernel<__half>, g, threads, 0, 1,
-                      (const __half *)buffers[0], (__half *)buffers[1], (long long)s.F);
-    case BATON_DTYPE_F32:
-        return launch(ctx, "softmax", softmax_kernel<float>, g, threads, 0, 1,
-                      (const float *)buffers[0], (float *)buffers[1], (long long)s.F);
-    default:
-        return launch(ctx, "softmax", softmax_kernel<double>, g, threads, 0, 1,
-                      (const double *)buffers[0], (double *)buffers[1], (long long)s.F);
+    case BATON_DTYPE_BF16: return softmax_launch<__nv_bfloat16>(ctx, buffers, s);
+    case BATON_DTYPE_F16: return softmax_launch<__half>(ctx, buffers, s);
+    case BATON_DTYPE_F32: return softmax_launch<float>(ctx, buffers, s);
+    default: return softmax_launch<double>(ctx, buffers, s);
     }
 }
 
