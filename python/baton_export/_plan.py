@@ -22,9 +22,10 @@ TORCH_DTYPES = {v: k for k, v in DTYPES.items()}
 CUDA_TARGETS = {
     "gemm", "rms_norm_fwd", "rms_norm_bwd", "rms_norm_grad_weight", "softshrink", "add", "mul",
     "add_scalar", "copy", "argmax", "noop", "embedding", "rope", "kv_cache_update", "attention",
-    "silu_mul", "silu", "gelu", "softmax", "cast", "sample",
+    "silu_mul", "silu", "gelu", "softmax", "cast", "sample", "swiglu", "rope_cache_update",
+    "gemm_add",
 }
-DELEGATES = {"gemm"}
+DELEGATES = {"gemm", "gemm_add"}
 
 
 def targets_from_cli(baton=None):
