@@ -190,3 +190,21 @@ def test_weights_file_holds_hf_names_once(tmp_path):
     baton_export.export_causal_lm(m, tmp_path / "u", max_seq_len=16, verbose=False, fused=False)
     assert set(load_file(str(tmp_path / "u" / "weights.safetensors"))) == sd | {
         "model.rotary_emb.inv_freq"}
+
+
+def test_graph_decode_replays_one_graph_per_token_with_one_wait(tmp_path, caps, generate_exe):
+    # the test GPU device (sim) captures graphs as CUDA does: after the first decode run a token
+    # is one graph launch and one host wait (the logits), with no capture or graph update
+    caps.need("embedding", "rope_cache_update", "swiglu", "gemm_add", "attention", "safetensors")
+    if not generate_exe:
+        pytest.skip("no generate binary (built with the state-and-dims API)")
+    m = _build("llama")
+    baton_export.export_causal_lm(m, tmp_path, max_seq_len=32, verbose=False)
+    r = subprocess.run([generate_exe, str(tmp_path), "--prompt", ",".join(map(str, PROMPT)),
+                        "--max-new-tokens", str(NEW), "--gpu=sim", "--mode=graph"],
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert [int(x) for x in r.stdout.strip().splitlines()[-1].split()] == _hf_tokens(m)
+    assert "graph mode captures there: 1 captures" in r.stderr, r.stderr
+    assert "per token 1.00 host waits, 1.00 graph launches, 0.00 kernel launches" in r.stderr
+    assert "after the first run 0 captures, 0 graph updates\n" in r.stderr, r.stderr
