@@ -84,6 +84,57 @@ def run_case(baton, shape, wshape, dtype, key, tmp, fn=train_step,
     return ok
 
 
+def check_legacy(baton, key, tmp):
+    """The tutorial's legacy custom calls (examples/jax/legacy_custom_call.py: descriptor bytes,
+    baton's 40-byte layout and the tutorial's 32-byte one) are only traced here (their handlers
+    are CUDA-only): the exported plan, run by the CLI, has the bits of the typed-FFI calls."""
+    import json
+
+    import legacy_custom_call as LC
+
+    kx, kw, kg = jax.random.split(key, 3)
+    x = jax.random.normal(kx, (8, 256), jnp.float32).astype(jnp.bfloat16)
+    w = (1.0 + 0.1 * jax.random.normal(kw, (256,), jnp.float32)).astype(jnp.bfloat16)
+    g = jax.random.normal(kg, x.shape, jnp.float32).astype(jnp.bfloat16)
+
+    def legacy(x, w, g):
+        y, inv = LC._fwd_call(x, w, 1e-5)
+        gx, gw, _ = LC._bwd_call(g, inv, x, w, 1e-5)
+        return y, gx, gw
+
+    def typed(x, w, g):
+        y, inv = R.fwd_call(x, w, 1e-5)
+        gx, gw, _ = R.bwd_call(g, inv, x, w, 1e-5, part_grad_shape=(LC.PART_GRAD_SIZE, w.size))
+        return y, gx, gw
+
+    want = [np.asarray(t) for t in jax.jit(typed)(x, w, g)]
+    ok = True
+    for layout in (False, True):
+        LC.LAYOUT["tutorial"] = layout
+        d = os.path.join(tmp, f"legacy_{int(layout)}")
+        res = bj.export(jax.jit(legacy), (x, w, g), d, baton=baton, verbose=False)
+        steps = json.load(open(res["plan"]))["steps"]
+        attrs = [s.get("attrs") for s in steps]
+        cmd = [baton, "run", "--gpu=cpu", "-q"]
+        for n, a in (("x", x), ("w", w), ("g", g)):
+            np.save(os.path.join(d, n + ".npy"), np.asarray(a), allow_pickle=False)
+            cmd += ["--input", f"{n}={os.path.join(d, n + '.npy')}"]
+        for n in res["outputs"]:
+            cmd += ["--output", f"{n}={os.path.join(d, n + '.npy')}"]
+        r = subprocess.run(cmd + [res["plan"]], capture_output=True, text=True)
+        same = r.returncode == 0 and all(
+            np.array_equal(bits(np.load(os.path.join(d, n + ".npy"))), bits(ref))
+            for n, ref in zip(res["outputs"], want))
+        good = same and attrs[1].get("part_grad_size") == LC.PART_GRAD_SIZE and all(
+            abs(a["eps"] - 1e-5) < 1e-12 for a in attrs)
+        print(f"legacy descriptors ({'tutorial 32' if layout else 'baton 40'} bytes): attrs "
+              f"{attrs}; {'same bits as the typed FFI' if same else 'DIFFERENT: ' + r.stderr}  "
+              f"{'ok' if good else 'FAIL'}")
+        ok = ok and good
+    LC.LAYOUT["tutorial"] = False
+    return ok
+
+
 def check_refusal(tmp):
     def f(x, w):
         return jnp.exp(R.rms_norm(x, w))
@@ -119,6 +170,8 @@ def main():
             key, sub = jax.random.split(key)
             ok = run_case(a.baton, (8, 256), (256,), dtype, sub, tmp, sgd_step,
                           ("new_w", "grad_x")) and ok
+        key, sub = jax.random.split(key)
+        ok = check_legacy(a.baton, sub, tmp) and ok
         ok = check_refusal(tmp) and ok
     print("all checks passed" if ok else "SOME CHECKS FAILED")
     return 0 if ok else 1
