@@ -28,8 +28,12 @@ command -v pkg-config >/dev/null || need+=(pkg-config)
 python3 -c "import ensurepip" 2>/dev/null || need+=(python3-venv)
 pkg-config --exists jansson 2>/dev/null || need+=(libjansson-dev)
 pkg-config --exists libuv 2>/dev/null || need+=(libuv1-dev)
-ls /usr/include/*/cblas.h /usr/include/cblas.h /usr/include/*/openblas-pthread/cblas.h \
-  >/dev/null 2>&1 || need+=(libopenblas-dev)
+# any one of the places a cblas.h lives (ls of all three fails when one is missing)
+cblas=0
+for f in /usr/include/cblas.h /usr/include/*/cblas.h /usr/include/*/openblas-pthread/cblas.h; do
+  [ -e "$f" ] && cblas=1
+done
+[ "$cblas" = 1 ] || need+=(libopenblas-dev)
 if [ ${#need[@]} -gt 0 ]; then
   echo "ci-jax: installing ${need[*]}"
   sudo=""
