@@ -183,6 +183,7 @@ int main(int argc, char **argv)
     baton_options o;
     baton_options_init(&o);
     o.mode = BATON_SYNC_BOUNDARY;
+    o.allow_unset_inputs = 1; /* dispatch time only: the input's values do not matter */
     baton_runtime *rt = NULL;
     if (baton_runtime_create(p, &o, &rt, &err)) {
         fprintf(stderr, "%s\n", err.message);

@@ -33,10 +33,6 @@ _Static_assert(sizeof(baton_gemm_desc) == 48, "gemm descriptor layout");
 
 /* The CPU backend (delegates/cpu/gemm_openblas.c). */
 extern const baton_delegate_iface baton_gemm_openblas_iface;
-/* gemm_add on the CPU (contract.md's fused decoder targets): inputs x, W, c (c of the output's
- * shape), y = alpha * op(x) . op(W) + c with the bits of a gemm step then an add step; the same
- * attributes as gemm. For the target's registration (targets/). */
-extern const baton_delegate_iface baton_gemm_add_openblas_iface;
 /* Bytes the CPU backend holds in prepared copies of constant weights (f32 copies of bf16/f16
  * weights for its OpenBLAS path), all steps and runtimes together. */
 size_t gemm_cpu_prepared_bytes(void);

@@ -78,11 +78,15 @@ typedef enum plan_collective {
 typedef struct plan_step {
     char *name;
     char *target_name;
-    const baton_target *target;  /* resolved by the validator */
-    kernel_tune_fn cuda_tune;    /* its CUDA kernel's tuning hook (targets/builtin.h), or NULL */
-    kernel_error_fn cuda_errors; /* its CUDA kernel's run-time error record, or NULL */
+    const baton_target *target;     /* resolved by the validator */
+    kernel_tune_fn cuda_tune;       /* its CUDA kernel's tuning hook (targets/builtin.h), or NULL */
+    kernel_prepare_fn cuda_prepare; /* its CUDA kernel's prepare hook (core/tune.h), or NULL */
+    kernel_error_fn cuda_errors;    /* its CUDA kernel's run-time error record, or NULL */
     baton_target_kind kind;
     baton_device device;
+    /* The device the plan wrote when the validator moved the step to the CPU (a cuda:N step whose
+     * target has only a CPU implementation: the per-step fallback), else kind NONE. */
+    baton_device fallback_from;
     int n_inputs, n_outputs;
     int *inputs;  /* tensor indices */
     int *outputs; /* tensor indices */

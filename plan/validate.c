@@ -8,8 +8,8 @@
 #include <string.h>
 
 #include "plan/plan_internal.h"
-#include "targets/builtin.h"
 #include "targets/decoder.h"
+#include "targets/registry.h"
 
 static int plan_fail(baton_error *err, const baton_plan *plan, int code, plan_pos pos,
                      const char *fmt, ...)
@@ -74,7 +74,7 @@ static int resolve_target(const baton_plan *plan, plan_step *s, baton_error *err
             if (!c || c->kind != s->kind)
                 continue;
             if (!baton_target_impl_for(c, s->device.kind) &&
-                !(s->device.kind == BATON_DEVICE_CUDA && !baton_cuda_built() &&
+                !(s->device.kind == BATON_DEVICE_CUDA &&
                   baton_target_impl_for(c, BATON_DEVICE_CPU)))
                 continue;
             append(list, sizeof list, c->name);
@@ -92,12 +92,18 @@ static int resolve_target(const baton_plan *plan, plan_step *s, baton_error *err
                          "step '%s': '%s' is a %s, not a %s; write \"%s\": \"%s\"", s->name,
                          t->name, kind_word(t->kind), kind_word(s->kind), kind_word(t->kind),
                          t->name);
-    /* A CPU-only build runs cuda:N steps on the CPU (the runtime warns), so there a CPU
-     * implementation is enough for them. */
-    int runnable = baton_target_impl_for(t, s->device.kind) != NULL ||
-                   (s->device.kind == BATON_DEVICE_CUDA && !baton_cuda_built() &&
-                    baton_target_impl_for(t, BATON_DEVICE_CPU) != NULL);
-    if (!runnable) {
+    /* One rule in every build: a cuda:N step whose target has only a CPU implementation runs on
+     * the CPU, that step alone (the runtime notes it). With CUDA built in, the step moves to the
+     * CPU here, so that the analysis copies its inputs and outputs like any CPU step's; a CPU-only
+     * build runs every cuda:N step on the CPU already, on the device's own (host) memory. */
+    int cpu_fallback = s->device.kind == BATON_DEVICE_CUDA &&
+                       !baton_target_impl_for(t, BATON_DEVICE_CUDA) &&
+                       baton_target_impl_for(t, BATON_DEVICE_CPU) != NULL;
+    if (cpu_fallback && baton_cuda_built()) {
+        s->fallback_from = s->device;
+        s->device = (baton_device){BATON_DEVICE_CPU, 0};
+    }
+    if (!cpu_fallback && !baton_target_impl_for(t, s->device.kind)) {
         char list[128] = "", dev[32];
         baton_device_format(s->device, dev, sizeof dev);
         for (int i = 0; i < t->n_impls && i < BATON_MAX_IMPLS; i++)
@@ -109,8 +115,9 @@ static int resolve_target(const baton_plan *plan, plan_step *s, baton_error *err
             s->name, kind_word(t->kind), t->name, dev, list[0] ? list : "no device");
     }
     s->target = t;
+    s->cuda_tune = registry_tuner(t, BATON_DEVICE_CUDA);
+    s->cuda_prepare = registry_preparer(t, BATON_DEVICE_CUDA);
     const baton_target_impl *cuda = baton_target_impl_for(t, BATON_DEVICE_CUDA);
-    s->cuda_tune = cuda && cuda->kernel ? target_kernel_tuner(cuda->kernel) : NULL;
     s->cuda_errors = cuda && cuda->kernel ? target_kernel_errors(cuda->kernel) : NULL;
     return 0;
 }

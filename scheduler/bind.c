@@ -98,6 +98,48 @@ static int bound_copy(baton_runtime *rt, const char *name, void *dst, const void
     return 0;
 }
 
+/* Whether input t has a value for the next run: set into the runtime's memory, or bound. */
+static int input_given(const baton_runtime *rt, int t)
+{
+    return rt->input_set[t] || rt->bind_dev[t] >= 0;
+}
+
+/* Records that input t was set (set 1) or bound/unbound (set 0: the binding changed), keeping
+ * rt->n_unset_inputs, which a run checks, in step. `was` is input_given before the change. */
+static void input_changed(baton_runtime *rt, int t, int was, int set)
+{
+    if (rt->plan->tensors[t].role != BATON_ROLE_INPUT)
+        return;
+    if (set)
+        rt->input_set[t] = 1;
+    rt->n_unset_inputs += was - input_given(rt, t);
+}
+
+int runtime_unset_inputs(const baton_runtime *rt, baton_error *err)
+{
+    const baton_plan *plan = rt->plan;
+    char names[320] = "";
+    size_t len = 0;
+    int n = 0;
+    for (int t = 0; t < plan->n_tensors; t++) {
+        if (plan->tensors[t].role != BATON_ROLE_INPUT || input_given(rt, t))
+            continue;
+        if (n++ < 4 && len < sizeof names) {
+            int k = snprintf(names + len, sizeof names - len, "%s'%.60s'", n > 1 ? ", " : "",
+                             plan->tensors[t].name);
+            len += k > 0 ? (size_t)k : 0;
+        }
+    }
+    if (n > 4 && len < sizeof names)
+        snprintf(names + len, sizeof names - len, " and %d more", n - 4);
+    return err_set(err, BATON_ESTATE,
+                   "baton_runtime_run: %s: input%s %s %s never set; give %s a value with "
+                   "baton_runtime_set_input (or bind a buffer with baton_runtime_bind) before the "
+                   "run, or set options.allow_unset_inputs to run on whatever the memory holds",
+                   plan->source, n > 1 ? "s" : "", names, n > 1 ? "were" : "was",
+                   n > 1 ? "each" : "it");
+}
+
 int baton_runtime_set_input(baton_runtime *rt, const char *name, const void *data, size_t nbytes,
                             baton_error *err)
 {
@@ -124,6 +166,8 @@ int baton_runtime_set_input(baton_runtime *rt, const char *name, const void *dat
         return bound_copy(rt, name, rt->bind_data[t], data, nbytes, 1, err);
     if (nbytes)
         memcpy(dst, data, nbytes);
+    if (rt->bind_dev[t] < 0) /* the runtime's own memory holds it now (else the caller's) */
+        input_changed(rt, t, input_given(rt, t), 1);
     return 0;
 }
 
@@ -206,10 +250,13 @@ int runtime_build_sites(baton_runtime *rt, baton_error *err)
     rt->bind_dev = malloc(((size_t)nt + 1) * sizeof *rt->bind_dev);
     rt->bind_data = calloc((size_t)nt + 1, sizeof *rt->bind_data);
     rt->site_first = calloc((size_t)nt + 2, sizeof *rt->site_first);
-    if (!rt->bind_dev || !rt->bind_data || !rt->site_first)
+    rt->input_set = calloc((size_t)nt + 1, 1);
+    if (!rt->bind_dev || !rt->bind_data || !rt->site_first || !rt->input_set)
         return err_set(err, BATON_ENOMEM, "prepare: out of memory");
-    for (int t = 0; t < nt; t++)
+    for (int t = 0; t < nt; t++) {
         rt->bind_dev[t] = -1;
+        rt->n_unset_inputs += plan->tensors[t].role == BATON_ROLE_INPUT;
+    }
 #define BINDABLE(t)                                                                                \
     (plan->tensors[t].role == BATON_ROLE_INPUT || plan->tensors[t].role == BATON_ROLE_OUTPUT)
     /* count, then fill in tensor order */
@@ -406,8 +453,10 @@ int baton_runtime_bind(baton_runtime *rt, int tensor, const baton_buffer *buf, b
             set_sites(rt, tensor, old, runtime_slot_addr(rt, old, tensor));
             set_skips(rt, tensor, old, 0);
         }
+        int was = input_given(rt, tensor);
         rt->bind_dev[tensor] = -1;
         rt->bind_data[tensor] = NULL;
+        input_changed(rt, tensor, was, 0);
         return 0;
     }
     char dname[32], have[160] = "";
@@ -435,7 +484,7 @@ int baton_runtime_bind(baton_runtime *rt, int tensor, const baton_buffer *buf, b
                            "as cudaMalloc and aligned_alloc(256, ...) give",
                            buf->data, buf->data ? "misaligned" : "NULL", BATON_ARENA_ALIGN);
     const rt_device *rd = &rt->dev[d];
-    if (d > 0 && rd->ops == &dev_cpu_ops)
+    if (d > 0 && !dev_has(rd->ops, DEV_CAP_DEVICE_MEMORY))
         return bind_refuse(err, plan, pt->name,
                            "%s runs on the CPU here (the fallback: no GPU), so there is no device "
                            "memory to bind; bind a host buffer (device cpu) instead",
@@ -476,19 +525,18 @@ int baton_runtime_bind(baton_runtime *rt, int tensor, const baton_buffer *buf, b
             }
         }
     }
-    if (rd->arena_ops->mem_check) {
-        baton_error merr = {0};
-        int rc = rd->arena_ops->mem_check(rd->arena_ctx, buf->data, buf->nbytes, d == 0, &merr);
-        if (rc)
-            return bind_refuse(err, plan, pt->name, "%s", merr.message);
-    }
+    baton_error merr = {0};
+    if (dev_mem_check(rd->arena_ops, rd->arena_ctx, buf->data, buf->nbytes, d == 0, &merr))
+        return bind_refuse(err, plan, pt->name, "%s", merr.message);
     if (old >= 0 && old != d) {
         set_sites(rt, tensor, old, runtime_slot_addr(rt, old, tensor));
         set_skips(rt, tensor, old, 0);
     }
     set_sites(rt, tensor, d, buf->data);
     set_skips(rt, tensor, d, 1);
+    int was = input_given(rt, tensor);
     rt->bind_dev[tensor] = d;
     rt->bind_data[tensor] = buf->data;
+    input_changed(rt, tensor, was, 0);
     return 0;
 }

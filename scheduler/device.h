@@ -99,10 +99,30 @@ typedef struct dev_coll {
  * integers wrap), so a sum over two devices has the bits of `add` on one. */
 void dev_coll_host(const dev_coll *c);
 
+/* What a backend can do, so that the runtime asks instead of comparing tables (ggml's
+ * ggml_backend_dev_caps). Read through dev_has() and the wrappers below. */
+enum dev_cap {
+    /* Calls and copies are queued on a stream and finish later: a host wait is a real wait and a
+     * call is a launch. Without it the device runs them inline, on the calling thread (the CPU). */
+    DEV_CAP_ASYNC = 1u << 0,
+    /* The device runs the targets' CPU implementations (the CPU, and the test device that stands
+     * for a GPU); without it, their implementation for the device's own kind (CUDA). */
+    DEV_CAP_CPU_KERNELS = 1u << 1,
+    /* alloc() gives memory of the device's own, which a caller's buffer may stand for
+     * (baton_runtime_bind on the device); without it the device's memory is the host's. */
+    DEV_CAP_DEVICE_MEMORY = 1u << 2,
+    /* A graph records any call, so a delegate that CUDA graphs cannot capture is captured too. */
+    DEV_CAP_CAPTURE_ANY = 1u << 3,
+    /* The device runs on a caller's stream (baton_options.streams). */
+    DEV_CAP_CALLER_STREAM = 1u << 4,
+};
+
 /* The number of graph slots and event slots a device offers; the runtime uses one graph per GPU
  * segment and one event per boundary. */
 typedef struct dev_ops {
-    const char *name; /* "cpu", "cuda", "sim" */
+    const char *name;  /* "cpu", "cuda", "sim" */
+    const char *label; /* the device in a trace's words: "CPU", "GPU", "test device" */
+    unsigned caps;     /* enum dev_cap bits */
     /* Opens a device for a runtime (a stream, a worker, a handle). */
     int (*open)(baton_device dev, const baton_options *opts, int n_graphs, int n_events,
                 dev_ctx **out, baton_error *err);
@@ -199,7 +219,66 @@ typedef struct dev_ops {
      * in note. NULL: the device does not tune (the CPU, the test device). */
     int (*tune)(dev_ctx *d, dev_call *c, kernel_tune_fn tune, char *note, size_t note_len,
                 baton_error *err);
+    /* Prepare-time decision of kernel call c (core/tune.h): runs `prepare` for c on this device,
+     * outside any capture, and stores what it keeps in *state (NULL: nothing). NULL: the device's
+     * kernels decide on every call (the CPU, the test device). */
+    int (*prepare_call)(dev_ctx *d, dev_call *c, kernel_prepare_fn prepare, void **state,
+                        baton_error *err);
 } dev_ops;
+
+static inline int dev_has(const dev_ops *ops, unsigned cap)
+{
+    return (ops->caps & cap) == cap;
+}
+
+/* The optional slots, with their defaults (a NULL slot means "not supported"). */
+static inline int dev_can_capture(const dev_ops *ops)
+{
+    return ops->capture_begin != NULL;
+}
+
+static inline int dev_can_gate(const dev_ops *ops, dev_ctx *d)
+{
+    return ops->can_gate && ops->can_gate(d);
+}
+
+static inline int dev_supports_pdl(const dev_ops *ops, dev_ctx *d)
+{
+    return ops->supports_pdl && ops->supports_pdl(d);
+}
+
+static inline int dev_can_tune(const dev_ops *ops)
+{
+    return ops->tune != NULL;
+}
+
+static inline int dev_can_prepare_calls(const dev_ops *ops)
+{
+    return ops->prepare_call != NULL;
+}
+
+/* 0 when the device takes any memory (no mem_check). */
+static inline int dev_mem_check(const dev_ops *ops, dev_ctx *d, const void *p, size_t bytes,
+                                int host, baton_error *err)
+{
+    return ops->mem_check ? ops->mem_check(d, p, bytes, host, err) : 0;
+}
+
+/* The step that failed asynchronously, or -1 (no failed_step). */
+static inline int dev_failed_step(const dev_ops *ops, dev_ctx *d)
+{
+    return ops->failed_step ? ops->failed_step(d) : -1;
+}
+
+static inline int dev_can_order_peers(const dev_ops *ops)
+{
+    return ops->stream_wait != NULL;
+}
+
+static inline int dev_has_collectives(const dev_ops *ops)
+{
+    return ops->coll_prepare && ops->coll_run;
+}
 
 /* Zeroed host memory aligned to 256 bytes, as the memory plan's offsets assume; NULL on failure.
  * The CPU and test devices allocate their arenas with it (free() releases it). */

@@ -25,7 +25,7 @@ static const abi_field options_fields[] = {
     ABI_FIELD(baton_options, arenas),      ABI_FIELD(baton_options, n_arenas),
     ABI_FIELD(baton_options, streams),     ABI_FIELD(baton_options, n_streams),
     ABI_FIELD(baton_options, no_autotune), ABI_FIELD(baton_options, cpu_threads),
-    ABI_FIELD(baton_options, cpu_pool),
+    ABI_FIELD(baton_options, cpu_pool),    ABI_FIELD(baton_options, allow_unset_inputs),
 };
 
 int options_read(const baton_options *in, baton_options *out, baton_error *err)

@@ -8,6 +8,7 @@
  * freed instances the next queued jobs, in submission order. Jobs are linked through their own
  * `next_` field, so nothing is allocated per run. */
 #include <stdatomic.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -18,6 +19,7 @@
 #endif
 
 #include "baton/baton_uv.h"
+#include "core/abi.h"
 #include "scheduler/pool.h"
 #include "scheduler/runtime.h"
 
@@ -297,8 +299,32 @@ static void finish_close(uv_handle_t *h)
         cb(arg);
 }
 
+/* Every field of baton_pool_instance, in order (core/abi.h). */
+static const abi_field instance_fields[] = {
+    ABI_FIELD(baton_pool_instance, struct_size), ABI_FIELD(baton_pool_instance, arenas),
+    ABI_FIELD(baton_pool_instance, n_arenas),    ABI_FIELD(baton_pool_instance, streams),
+    ABI_FIELD(baton_pool_instance, n_streams),
+};
+
+int baton_pool_arena_info(const baton_plan *plan, int instance, int i, baton_arena *out)
+{
+    int rc = baton_plan_arena_info(plan, i, out);
+    if (rc || instance < 0 || instance >= POOL_MAX_INSTANCES)
+        return rc ? rc : BATON_EINVAL;
+    if (instance > 0) /* the constants, placed first, are instance 0's */
+        out->nbytes -= plan->memory[i].const_bytes;
+    return 0;
+}
+
 int baton_pool_create(uv_loop_t *loop, const baton_plan *plan, const baton_options *opts,
                       int instances, baton_pool **out, baton_error *err)
+{
+    return baton_pool_create_with(loop, plan, opts, instances, NULL, out, err);
+}
+
+int baton_pool_create_with(uv_loop_t *loop, const baton_plan *plan, const baton_options *opts,
+                           int instances, const baton_pool_instance *per_instance, baton_pool **out,
+                           baton_error *err)
 {
     err_clear(err);
     if (out)
@@ -326,6 +352,11 @@ int baton_pool_create(uv_loop_t *loop, const baton_plan *plan, const baton_optio
     }
     baton_options o;
     int rc = options_read(opts, &o, err);
+    if (!rc && (o.n_arenas || o.n_streams))
+        rc = err_set(err, BATON_EINVAL,
+                     "baton_pool_create: options.arenas and options.streams belong to one "
+                     "runtime; give each instance its own with baton_pool_create_with (or leave "
+                     "both empty: the pool allocates them)");
     if (!rc && instances > BATON_POOL_QUEUE_AHEAD_MAX && o.disable_queue_ahead == 0)
         o.disable_queue_ahead = 1;
     p->queue_ahead = o.disable_queue_ahead <= 0;
@@ -338,8 +369,27 @@ int baton_pool_create(uv_loop_t *loop, const baton_plan *plan, const baton_optio
             break;
         }
         w->cond_ok = 1;
-        rc = i == 0 ? baton_runtime_create(plan, &o, &w->rt, err)
-                    : runtime_prepare_instance(p->w[0].rt, &w->rt, err);
+        baton_options oi = o; /* this instance's memory and streams, if the caller gives them */
+        if (per_instance) {
+            baton_pool_instance pi;
+            rc = abi_read(&pi, sizeof pi, &per_instance[i], instance_fields,
+                          (int)(sizeof instance_fields / sizeof instance_fields[0]),
+                          "baton_pool_create_with: per_instance[i] (set struct_size)",
+                          "baton_pool_instance", err);
+            if (rc)
+                break;
+            oi.arenas = pi.arenas;
+            oi.n_arenas = pi.n_arenas;
+            oi.streams = pi.streams;
+            oi.n_streams = pi.n_streams;
+        }
+        rc = i == 0 ? baton_runtime_create(plan, &oi, &w->rt, err)
+                    : runtime_prepare_instance(p->w[0].rt, &oi, &w->rt, err);
+        if (rc && per_instance) {
+            char inner[BATON_ERROR_MAX];
+            snprintf(inner, sizeof inner, "%s", err ? err->message : "");
+            rc = err_set(err, rc, "baton_pool_create_with: instance %d: %s", i, inner);
+        }
         if (!rc)
             p->n = i + 1;
     }
@@ -421,13 +471,14 @@ int baton_pool_submit_to(baton_pool *p, int instance, baton_job *job, baton_job_
 {
     if (!p || !job || !cb)
         return BATON_EINVAL;
+    /* A job in flight belongs to its worker, which clears and fills job->err: touch nothing. */
+    if (job->state_ == JOB_QUEUED || job->state_ == JOB_RUNNING)
+        return BATON_ESTATE;
     if (instance < -1 || instance >= p->n)
         return err_set(&job->err, BATON_EINVAL,
                        "baton_pool_submit_to: instance %d; the pool has instances 0 to %d (or -1: "
                        "any)",
                        instance, p->n - 1);
-    if (job->state_ == JOB_QUEUED || job->state_ == JOB_RUNNING)
-        return err_set(&job->err, BATON_ESTATE, "baton_pool_submit: the job is in flight");
     if (p->closing)
         return err_set(&job->err, BATON_ESTATE, "baton_pool_submit: the pool is closing");
     int rc = check_bindings(p, job->inputs, job->n_inputs, BATON_ROLE_INPUT, &job->err);
@@ -590,6 +641,26 @@ int baton_pool_set_state(baton_pool *p, int instance, const char *name, const vo
 {
     int rc = state_call(p, instance, name, "baton_pool_set_state", err);
     return rc ? rc : baton_runtime_set_input(p->w[instance].rt, name, data, nbytes, err);
+}
+
+int baton_pool_bind(baton_pool *p, int instance, int tensor, const baton_buffer *buf,
+                    baton_error *err)
+{
+    err_clear(err);
+    if (!p)
+        return err_set(err, BATON_EINVAL, "baton_pool_bind: no pool");
+    if (instance < 0 || instance >= p->n)
+        return err_set(err, BATON_EINVAL,
+                       "baton_pool_bind: instance %d; the pool has instances 0 to %d", instance,
+                       p->n - 1);
+    /* idle: in the free list, so its worker does not touch its runtime until dispatch hands it
+     * a job under the lock, after these writes */
+    if (!instance_idle(p, instance))
+        return err_set(err, BATON_ESTATE,
+                       "baton_pool_bind: instance %d is running a job; bind from a job's callback "
+                       "or when it is idle",
+                       instance);
+    return baton_runtime_bind(p->w[instance].rt, tensor, buf, err);
 }
 
 int baton_pool_reset_state(baton_pool *p, int instance, baton_error *err)

@@ -104,6 +104,24 @@ static int choose_backend(baton_runtime *rt, baton_error *err)
     return 0;
 }
 
+/* The steps the validator moved to the CPU (plan_step.fallback_from) run there on every backend:
+ * say so once per runtime, as the whole-plan fallback of choose_backend does, to the registry's
+ * log and only once the runtime exists (a refused create reports through its error alone). */
+static void note_cpu_fallbacks(const baton_runtime *rt)
+{
+    const baton_plan *plan = rt->plan;
+    for (int i = 0; i < plan->n_steps && !rt->opts.quiet; i++) {
+        const plan_step *s = &plan->steps[i];
+        char from[32];
+        if (s->fallback_from.kind != BATON_DEVICE_NONE)
+            log_to(plan->log, BATON_LOG_NOTE,
+                   "%s: step '%s' runs on the CPU, not %s: %s '%s' has only a CPU "
+                   "implementation (its inputs and outputs are copied to and from the host)",
+                   plan->source, s->name, baton_device_format(s->fallback_from, from, sizeof from),
+                   s->kind == BATON_TARGET_KERNEL ? "kernel" : "delegate", s->target_name);
+    }
+}
+
 static const dev_ops *ops_for(const baton_runtime *rt, baton_device dev)
 {
     if (dev.kind != BATON_DEVICE_CUDA)
@@ -138,11 +156,6 @@ static int check_caller_resources(baton_runtime *rt, baton_error *err)
         return err_set(err, BATON_EINVAL,
                        "baton_runtime_create: options.arenas/n_arenas and streams/n_streams "
                        "must be an array and its length (NULL and 0 for none)");
-    if ((o->n_arenas || o->n_streams) && rt->share)
-        return err_set(err, BATON_EINVAL,
-                       "baton_pool_create: options.arenas and options.streams belong to one "
-                       "runtime; a pool's instances each need their own, so a pool allocates "
-                       "them (leave both empty)");
     for (int i = 0; i < o->n_arenas; i++) {
         const baton_arena *a = &o->arenas[i];
         baton_device_format(a->device, name, sizeof name);
@@ -164,11 +177,14 @@ static int check_caller_resources(baton_runtime *rt, baton_error *err)
                            "memory aligned to BATON_ARENA_ALIGN (%d bytes), as cudaMalloc "
                            "and aligned_alloc(256, ...) give",
                            i, name, a->data, a->data ? "misaligned" : "NULL", BATON_ARENA_ALIGN);
-        if (a->nbytes < plan->memory[d].arena_bytes)
+        /* an instance of a pool reads the constants of the pool's first runtime */
+        size_t need = plan->memory[d].arena_bytes - (rt->share ? plan->memory[d].const_bytes : 0);
+        if (a->nbytes < need)
             return err_set(err, BATON_EINVAL,
                            "baton_runtime_create: options.arenas[%d] (%s) has %zu bytes; plan "
-                           "'%s' needs %zu there (baton_plan_arena_info)",
-                           i, name, a->nbytes, plan->name, plan->memory[d].arena_bytes);
+                           "'%s' needs %zu there (%s)",
+                           i, name, a->nbytes, plan->name, need,
+                           rt->share ? "baton_pool_arena_info" : "baton_plan_arena_info");
     }
     /* Two devices' arenas in one memory would have each overwrite the other's tensors: the
      * address space is one (CUDA's unified addressing), so the ranges baton uses must not meet. */
@@ -210,11 +226,7 @@ static int check_caller_resources(baton_runtime *rt, baton_error *err)
                            "(%p); pass a stream made with cudaStreamCreate(WithFlags): the "
                            "default stream cannot be captured into a graph",
                            i, name, st->stream);
-#ifdef BATON_CUDA
-        int on_cuda = ops_for(rt, st->device) == &dev_cuda_ops;
-#else
-        int on_cuda = 0;
-#endif
+        int on_cuda = dev_has(ops_for(rt, st->device), DEV_CAP_CALLER_STREAM);
         /* On the CPU (the fallback, or asked for) no step uses a stream: the caller's is
          * ignored, as a program written for a GPU expects on a machine without one. */
         if (!on_cuda && rt->backend == BATON_GPU_CPU) {
@@ -258,7 +270,7 @@ static int open_devices(baton_runtime *rt, int fault_dev, dev_fault fault, baton
     rt->dev[0].arena_ctx = rt->dev[0].ctx;
     rt->dev[0].host_mem = 1;
     for (int d = 1; d < rt->nd; d++)
-        if (rt->dev[d].ops != &dev_cpu_ops) {
+        if (dev_has(rt->dev[d].ops, DEV_CAP_ASYNC)) {
             rt->dev[0].arena_ops = rt->dev[d].ops;
             rt->dev[0].arena_ctx = rt->dev[d].ctx;
             break;
@@ -274,9 +286,8 @@ static int open_devices(baton_runtime *rt, int fault_dev, dev_fault fault, baton
         }
         if (mine) {
             /* the caller's: checked for its kind of memory, never freed */
-            if (rd->arena_ops->mem_check &&
-                (rc = rd->arena_ops->mem_check(rd->arena_ctx, mine->data, mine->nbytes, d == 0,
-                                               err))) {
+            if ((rc = dev_mem_check(rd->arena_ops, rd->arena_ctx, mine->data, mine->nbytes, d == 0,
+                                    err))) {
                 char name[32], inner[BATON_ERROR_MAX];
                 snprintf(inner, sizeof inner, "%s", err ? err->message : "");
                 return err_set(err, rc, "baton_runtime_create: the caller's arena for %s: %s",
@@ -284,8 +295,8 @@ static int open_devices(baton_runtime *rt, int fault_dev, dev_fault fault, baton
                                inner);
             }
             rd->arena = mine->data;
-            rd->consts = rd->arena;
-            rd->priv = rd->arena + cbytes;
+            rd->consts = rt->share ? rt->share->dev[d].consts : rd->arena;
+            rd->priv = rt->share ? rd->arena : rd->arena + cbytes;
             continue;
         }
         rd->own_arena = 1;
@@ -413,9 +424,8 @@ static int build_calls(baton_runtime *rt, baton_error *err)
                                          s->outputs[k]);
             continue;
         }
-        baton_device_kind impl_kind = rd->ops == &dev_cpu_ops || rd->ops == &dev_sim_ops
-                                          ? BATON_DEVICE_CPU
-                                          : BATON_DEVICE_CUDA;
+        baton_device_kind impl_kind =
+            dev_has(rd->ops, DEV_CAP_CPU_KERNELS) ? BATON_DEVICE_CPU : BATON_DEVICE_CUDA;
         const baton_target_impl *im = baton_target_impl_for(s->target, impl_kind);
         char name[32];
         if (!im) {
@@ -475,7 +485,7 @@ static int build_calls(baton_runtime *rt, baton_error *err)
         if (use_pdl && s->kind == BATON_TARGET_KERNEL && im->supports_pdl && i > 0 &&
             plan->steps[i - 1].segment == s->segment &&
             plan->steps[i - 1].kind == BATON_TARGET_KERNEL && rt->impls[i - 1]->supports_pdl &&
-            rd->ops->supports_pdl(rd->ctx))
+            dev_supports_pdl(rd->ops, rd->ctx))
             c->ctx.pdl = 1;
         if (s->kind == BATON_TARGET_KERNEL) {
             c->kernel = im->kernel;
@@ -529,7 +539,7 @@ static int tune_calls(baton_runtime *rt, baton_error *err)
     for (int i = 0; i < plan->n_steps; i++) {
         const plan_step *s = &plan->steps[i];
         rt_device *rd = &rt->dev[rt->step_dev[i]];
-        if (s->kind != BATON_TARGET_KERNEL || !s->cuda_tune || !rd->ops->tune)
+        if (s->kind != BATON_TARGET_KERNEL || !s->cuda_tune || !dev_can_tune(rd->ops))
             continue;
         if (!rt->tuning && !(rt->tuning = calloc((size_t)plan->n_steps, ERRBUF_LEN)))
             return err_set(err, BATON_ENOMEM, "prepare: out of memory");
@@ -542,6 +552,35 @@ static int tune_calls(baton_runtime *rt, baton_error *err)
                               s->target_name, baton_device_format(s->device, name, sizeof name),
                               derr.message);
         }
+    }
+    return 0;
+}
+
+/* Each kernel step whose kernel decides its calls once (core/tune.h; baton's CUDA RMSNorm
+ * forward) does so now, after tuning chose its variant: its calls get the result as
+ * ctx->prepared, so the run loop only launches. */
+static int prepare_kernel_calls(baton_runtime *rt, baton_error *err)
+{
+    const baton_plan *plan = rt->plan;
+    for (int i = 0; i < plan->n_steps; i++) {
+        const plan_step *s = &plan->steps[i];
+        rt_device *rd = &rt->dev[rt->step_dev[i]];
+        if (s->kind != BATON_TARGET_KERNEL || !s->cuda_prepare || !dev_can_prepare_calls(rd->ops) ||
+            dev_has(rd->ops, DEV_CAP_CPU_KERNELS))
+            continue;
+        if (!rt->kernel_states &&
+            !(rt->kernel_states = calloc((size_t)plan->n_steps, sizeof *rt->kernel_states)))
+            return err_set(err, BATON_ENOMEM, "prepare: out of memory");
+        baton_error derr = {0};
+        int rc = rd->ops->prepare_call(rd->ctx, &rt->calls[i], s->cuda_prepare,
+                                       &rt->kernel_states[i], &derr);
+        if (rc) {
+            char name[32];
+            return plan_error(err, rc, plan, s->pos, "step '%s': preparing '%s' on %s: %s", s->name,
+                              s->target_name, baton_device_format(s->device, name, sizeof name),
+                              derr.message);
+        }
+        rt->calls[i].ctx.prepared = rt->kernel_states[i];
     }
     return 0;
 }
@@ -576,7 +615,7 @@ static int build_transfers(baton_runtime *rt, baton_error *err)
             /* GPU to GPU: the reader copies on its stream after waiting, on the GPU, for the
              * event the writer records after the segment that wrote the tensor */
             const rt_device *rf = &rt->dev[from], *rtd = &rt->dev[to];
-            if (!rtd->ops->stream_wait || rf->ops != rtd->ops)
+            if (!dev_can_order_peers(rtd->ops) || rf->ops != rtd->ops)
                 return err_set(err, BATON_ENOTSUP,
                                "%s: tensor '%s' moves from %s to %s, which this backend (%s) "
                                "cannot order without the host; place both steps on one GPU",
@@ -595,7 +634,8 @@ static int build_transfers(baton_runtime *rt, baton_error *err)
         }
         r->issuer = r->kind == DEV_COPY_D2H ? from : to;
         /* On the CPU fallback both arenas are host memory: a memcpy, not a device transfer. */
-        r->host_copy = rt->dev[from].ops == &dev_cpu_ops && rt->dev[to].ops == &dev_cpu_ops;
+        r->host_copy =
+            !dev_has(rt->dev[from].ops, DEV_CAP_ASYNC) && !dev_has(rt->dev[to].ops, DEV_CAP_ASYNC);
         r->graph_seg = -1;
         snprintf(r->what, sizeof r->what, "transfer %s %s -> %s", plan->tensors[x->tensor].name,
                  baton_device_format(x->from, a, sizeof a),
@@ -627,7 +667,7 @@ static int build_collectives(baton_runtime *rt, baton_error *err)
         for (int k = 0; k < c->n; k++)
             c->group[k] = rt->dev[plan_memory_index(plan, st->group[k])].ctx;
         char name[32];
-        if (!ops->coll_prepare || !ops->coll_run)
+        if (!dev_has_collectives(ops))
             return plan_error(err, BATON_ENOTSUP, plan, st->pos,
                               "step '%s': %s on %s: this backend (%s) has no collectives; run the "
                               "plan with baton_options.gpu = BATON_GPU_CUDA (NCCL), BATON_GPU_SIM "
@@ -664,8 +704,7 @@ static int plan_queue_ahead(baton_runtime *rt, baton_error *err)
             continue;
         int d = plan_memory_index(plan, g->device);
         const rt_device *rd = &rt->dev[d];
-        if (plan_memory_index(plan, p->device) != d || !rd->ops->can_gate ||
-            !rd->ops->can_gate(rd->ctx))
+        if (plan_memory_index(plan, p->device) != d || !dev_can_gate(rd->ops, rd->ctx))
             continue;
         /* its gate, steps, incoming transfers and (at most) the transfers into the next one */
         int ops = 1 + g->last_step - g->first_step + 1;
@@ -748,6 +787,8 @@ static int prepare(const baton_plan *plan, const baton_options *opts, const bato
     if (!rc)
         rc = tune_calls(rt, err);
     if (!rc)
+        rc = prepare_kernel_calls(rt, err);
+    if (!rc)
         rc = build_transfers(rt, err);
     if (!rc)
         rc = build_collectives(rt, err);
@@ -771,6 +812,8 @@ static int prepare(const baton_plan *plan, const baton_options *opts, const bato
         return rc;
     }
     flush_deferred_log(rt);
+    if (!share)
+        note_cpu_fallbacks(rt);
     *out = rt;
     return 0;
 }
@@ -781,11 +824,17 @@ int runtime_prepare(const baton_plan *plan, const baton_options *opts, int fault
     return prepare(plan, opts, NULL, fault_dev, fault, out, err);
 }
 
-int runtime_prepare_instance(const baton_runtime *share, baton_runtime **out, baton_error *err)
+int runtime_prepare_instance(const baton_runtime *share, const baton_options *own,
+                             baton_runtime **out, baton_error *err)
 {
     if (!share)
         return err_set(err, BATON_EINVAL, "runtime_prepare_instance: no runtime to share");
-    return prepare(share->plan, &share->opts, share, -1, DEV_FAULT_NONE, out, err);
+    baton_options o = share->opts; /* the same options; its own memory and streams, if any */
+    o.arenas = own ? own->arenas : NULL;
+    o.n_arenas = own ? own->n_arenas : 0;
+    o.streams = own ? own->streams : NULL;
+    o.n_streams = own ? own->n_streams : 0;
+    return prepare(share->plan, &o, share, -1, DEV_FAULT_NONE, out, err);
 }
 
 void runtime_memory(const baton_runtime *rt, size_t *const_bytes, size_t *private_bytes)
@@ -847,6 +896,9 @@ void baton_runtime_destroy(baton_runtime *rt)
     free(rt->calls);
     free(rt->errbufs);
     free(rt->tuning);
+    for (int i = 0; rt->kernel_states && i < rt->plan->n_steps; i++)
+        free(rt->kernel_states[i]);
+    free(rt->kernel_states);
     free(rt->bufs);
     free(rt->descs);
     free(rt->names);
@@ -864,6 +916,7 @@ void baton_runtime_destroy(baton_runtime *rt)
     free(rt->bind_data);
     free(rt->sites);
     free(rt->site_first);
+    free(rt->input_set);
     baton_plan_free((baton_plan *)rt->plan); /* drops the runtime's reference */
     free(rt);
 }

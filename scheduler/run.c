@@ -149,7 +149,7 @@ static int host_wait_step(baton_runtime *rt, int d, const char *where, int step,
     rd->pending = rd->recorded && rd->queued;
     rd->recorded = rd->queued = 0;
     /* A GPU step run on the CPU (fallback) finished when it was issued: nothing was waited. */
-    if (rd->gpu && rd->ops != &dev_cpu_ops)
+    if (rd->gpu && dev_has(rd->ops, DEV_CAP_ASYNC))
         rt->stats.host_waits++;
     return rc;
 }
@@ -195,7 +195,8 @@ static int segment_capturable(baton_runtime *rt, int s)
         return rt->graph_state[s] > 0;
     if (!rd->ops->capture_begin)
         return 0;
-    for (int i = seg->first_step; i <= seg->last_step && rd->ops != &dev_sim_ops; i++) {
+    for (int i = seg->first_step; i <= seg->last_step && !dev_has(rd->ops, DEV_CAP_CAPTURE_ANY);
+         i++) {
         const dev_call *c = &rt->calls[i];
         if (c->delegate && !c->delegate->capturable) {
             rt->graph_state[s] = -1;
@@ -318,7 +319,7 @@ static int issue_gpu_segment(baton_runtime *rt, int s, baton_error *err)
         if ((rc = issue_step(rt, i, err)))
             return rc;
         rt->stats.steps++;
-        if (rd->ops != &dev_cpu_ops) /* the CPU fallback runs the call inline: no launch */
+        if (dev_has(rd->ops, DEV_CAP_ASYNC)) /* the CPU fallback runs it inline: no launch */
             rt->stats.kernel_launches++;
         rd->pending = 1;
         if (strict) {
@@ -404,7 +405,7 @@ static int run_collective(baton_runtime *rt, int s, baton_error *err)
     if (rc)
         return step_fail(rt, i, rc, err);
     rt->stats.steps++;
-    if (r0->ops != &dev_cpu_ops)
+    if (dev_has(r0->ops, DEV_CAP_ASYNC))
         rt->stats.kernel_launches += c->n;
     for (int k = 0; k < c->n; k++) { /* every member's call is issued: waiting is safe */
         int d = plan_memory_index(plan, st->group[k]);
@@ -524,6 +525,8 @@ int baton_runtime_run(baton_runtime *rt, baton_error *err)
 
 static int run_plan(baton_runtime *rt, baton_error *err)
 {
+    if (rt->n_unset_inputs > 0 && !rt->opts.allow_unset_inputs)
+        return runtime_unset_inputs(rt, err);
     const baton_plan *plan = rt->plan;
     int rc = runtime_apply_dims(rt, err); /* a changed binding, before anything is issued */
     if (rc)

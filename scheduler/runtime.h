@@ -91,6 +91,7 @@ struct baton_runtime {
     dev_call *calls;
     char *errbufs;            /* n_steps * ERRBUF_LEN */
     char *tuning;             /* n_steps * ERRBUF_LEN: what tuning chose ("" untuned), or NULL */
+    void **kernel_states;     /* per step: its kernel's prepared call (ctx.prepared), or NULL */
     void **bufs;              /* all steps' buffer arrays */
     baton_tensor_desc *descs; /* all steps' tensor descriptors, in the order of bufs */
     const char **names;       /* all steps' tensor names, in the order of bufs */
@@ -124,6 +125,9 @@ struct baton_runtime {
     void **bind_data;
     rt_site *sites;
     int *site_first; /* per tensor t: sites [site_first[t], site_first[t + 1]) */
+    /* per tensor: 1 once baton_runtime_set_input wrote the runtime's own memory of an input */
+    unsigned char *input_set;
+    int n_unset_inputs; /* inputs neither set (input_set) nor bound: a run refuses them */
     baton_run_stats stats;
     /* state.c: the dims the next run binds, those the descriptors hold now, the input that
      * bound each since the last run (-1), and the repacked descriptors (n_steps *
@@ -168,8 +172,11 @@ void trace_end(baton_runtime *rt);
 int runtime_prepare(const baton_plan *plan, const baton_options *opts, int fault_dev,
                     dev_fault fault, baton_runtime **out, baton_error *err);
 /* runtime_prepare for another instance of `share`'s plan (same plan, same options): its constants
- * are `share`'s, which must outlive it; it has its own arenas, streams and delegate states. */
-int runtime_prepare_instance(const baton_runtime *share, baton_runtime **out, baton_error *err);
+ * are `share`'s, which must outlive it; it has its own arenas, streams and delegate states, the
+ * caller's where `own` gives them (its arenas, streams and their counts; NULL: none), an arena
+ * then holding the private part only (baton_pool_arena_info). */
+int runtime_prepare_instance(const baton_runtime *share, const baton_options *own,
+                             baton_runtime **out, baton_error *err);
 /* The bytes one runtime holds per device: its constants (shared by instances) and the rest. */
 void runtime_memory(const baton_runtime *rt, size_t *const_bytes, size_t *private_bytes);
 
@@ -183,6 +190,9 @@ int runtime_build_sites(baton_runtime *rt, baton_error *err);
 /* bind.c: what each GPU segment's graph copies per launch (rt->seg_bytes), less the transfers
  * that bound buffers make needless; again after each change of those. */
 void runtime_count_graph_bytes(baton_runtime *rt);
+/* bind.c: BATON_ESTATE naming the inputs that were never given a value (rt->n_unset_inputs > 0),
+ * for a run that refuses them (baton_options.allow_unset_inputs). */
+int runtime_unset_inputs(const baton_runtime *rt, baton_error *err);
 
 /* state.c: state tensors and dims (issue 40). */
 #define RT_GRAPH_WAYS 8 /* executable graphs kept per segment that depends on the dims */

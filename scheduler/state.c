@@ -27,7 +27,7 @@ static int state_copy(baton_runtime *rt, int t, void *host, size_t n, int to_dev
     if (!slot)
         return err_set(err, BATON_ESTATE, "state tensor '%s' has no slot",
                        rt->plan->tensors[t].name);
-    if (!rd->gpu || rd->ops == &dev_cpu_ops) {
+    if (!rd->gpu || !dev_has(rd->ops, DEV_CAP_DEVICE_MEMORY)) { /* host memory */
         if (to_device)
             memcpy(slot, host, n);
         else

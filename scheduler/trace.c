@@ -192,8 +192,7 @@ int baton_runtime_trace_write(baton_runtime *rt, const char *path, baton_error *
         if (!rt->dev_trace[d].spans)
             continue;
         baton_device_format(rt->plan->memory[d].device, name, sizeof name);
-        snprintf(label, sizeof label, "%s (%s)", name,
-                 rt->dev[d].ops == &dev_sim_ops ? "test device" : "GPU");
+        snprintf(label, sizeof label, "%s (%s)", name, rt->dev[d].ops->label);
         meta(f, "process_name", 1 + d, 0, label, d);
         meta(f, "thread_name", 1 + d, 0, "stream", 0);
         meta(f, "thread_name", 1 + d, 1, "inside graphs", 1);

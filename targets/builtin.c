@@ -1073,24 +1073,33 @@ static const baton_target target_noop = {
     IMPLS(noop),
 };
 
-const baton_target *const baton_builtin_targets[] = {
-    &target_rms_norm_fwd, &target_rms_norm_bwd, &target_rms_norm_grad_weight, &target_softshrink,
-    &target_add,          &target_mul,          &target_add_scalar,           &target_copy,
-    &target_argmax,       &target_noop,         &baton_target_gemm,           BATON_DECODER_TARGETS,
+/* The hooks of IMPLS(fn)'s CUDA implementation (impls[1]). */
+#ifdef BATON_CUDA
+#define CUDA_TUNE(fn)         .tune = {NULL, kcuda_##fn##_tune}
+#define CUDA_TUNE_PREPARE(fn) CUDA_TUNE(fn), .prepare = {NULL, kcuda_##fn##_prepare}
+#else
+#define CUDA_TUNE_PREPARE(fn) .tune = {NULL}
+#define CUDA_TUNE(fn)         .tune = {NULL}
+#endif
+#define UNTUNED(t) {.target = &t},
+
+/* One target a line. */
+/* clang-format off */
+const builtin_target baton_builtin_targets[] = {
+    {.target = &target_rms_norm_fwd, CUDA_TUNE_PREPARE(rms_norm_fwd)},
+    {.target = &target_rms_norm_bwd, CUDA_TUNE(rms_norm_bwd)},
+    {.target = &target_rms_norm_grad_weight},
+    {.target = &target_softshrink},
+    {.target = &target_add},
+    {.target = &target_mul},
+    {.target = &target_add_scalar},
+    {.target = &target_copy},
+    {.target = &target_argmax},
+    {.target = &target_noop},
+    {.target = &baton_target_gemm},
+    BATON_DECODER_TARGETS(UNTUNED)
 };
+/* clang-format on */
 
 const int baton_builtin_target_count =
     (int)(sizeof baton_builtin_targets / sizeof baton_builtin_targets[0]);
-
-kernel_tune_fn target_kernel_tuner(baton_kernel_fn kernel)
-{
-#ifdef BATON_CUDA
-    if (kernel == kcuda_rms_norm_fwd)
-        return kcuda_rms_norm_fwd_tune;
-    if (kernel == kcuda_rms_norm_bwd)
-        return kcuda_rms_norm_bwd_tune;
-#else
-    (void)kernel;
-#endif
-    return NULL;
-}

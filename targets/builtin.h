@@ -8,11 +8,18 @@
 #include "core/tune.h"
 
 extern const baton_target baton_target_gemm;
-extern const baton_target *const baton_builtin_targets[];
-extern const int baton_builtin_target_count;
 
-/* The prepare-time tuning hook of a built-in CUDA kernel (kcuda_rms_norm_fwd and _bwd have one),
- * or NULL: keyed by the kernel function, so a target replaced by another kernel has none. */
-kernel_tune_fn target_kernel_tuner(baton_kernel_fn kernel);
+/* A built-in target as baton describes it: its public description, and what only baton's own
+ * implementations have: impls[k]'s prepare-time hooks (core/tune.h), tuning (the CUDA RMSNorm
+ * kernels) and deciding each call once (the CUDA RMSNorm forward), or NULL. The registry keeps
+ * each hook with its implementation. */
+typedef struct builtin_target {
+    const baton_target *target;
+    kernel_tune_fn tune[BATON_MAX_IMPLS];
+    kernel_prepare_fn prepare[BATON_MAX_IMPLS]; /* impls[k]'s prepare hook (core/tune.h) */
+} builtin_target;
+
+extern const builtin_target baton_builtin_targets[];
+extern const int baton_builtin_target_count;
 
 #endif /* BATON_TARGETS_BUILTIN_H */

@@ -22,11 +22,21 @@ int target_opaque_check(const baton_target *t, const baton_sig_args *a, const ch
  * decoder ops' CUDA kernels, NULL for any other kernel (and in a CPU-only build). */
 kernel_error_fn target_kernel_errors(baton_kernel_fn kernel);
 
-/* The entries of the built-in table (targets/builtin.c lists them with this one line). */
-#define BATON_DECODER_TARGETS                                                                      \
-    &baton_target_embedding, &baton_target_rope, &baton_target_kv_cache_update,                    \
-        &baton_target_attention, &baton_target_silu_mul, &baton_target_silu, &baton_target_gelu,   \
-        &baton_target_softmax, &baton_target_cast, &baton_target_sample, &baton_target_swiglu,     \
-        &baton_target_rope_cache_update, &baton_target_gemm_add
+/* The entries of the built-in table (targets/builtin.c lists them with this one line): X(t) for
+ * each target t, so that the table can describe each as it needs (none has a tuning hook). */
+#define BATON_DECODER_TARGETS(X)                                                                   \
+    X(baton_target_embedding)                                                                      \
+    X(baton_target_rope)                                                                           \
+    X(baton_target_kv_cache_update)                                                                \
+    X(baton_target_attention)                                                                      \
+    X(baton_target_silu_mul)                                                                       \
+    X(baton_target_silu)                                                                           \
+    X(baton_target_gelu)                                                                           \
+    X(baton_target_softmax)                                                                        \
+    X(baton_target_cast)                                                                           \
+    X(baton_target_sample)                                                                         \
+    X(baton_target_swiglu)                                                                         \
+    X(baton_target_rope_cache_update)                                                              \
+    X(baton_target_gemm_add)
 
 #endif

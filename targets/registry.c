@@ -17,6 +17,9 @@
 typedef struct reg_entry {
     baton_target t;
     baton_delegate_iface ifaces[BATON_MAX_IMPLS];
+    /* t.impls[k]'s prepare-time hooks (baton's own kernels) */
+    kernel_tune_fn tune[BATON_MAX_IMPLS];
+    kernel_prepare_fn prepare[BATON_MAX_IMPLS];
     char strings[]; /* name, summary, attribute names and help, NUL-separated */
 } reg_entry;
 
@@ -57,11 +60,16 @@ int baton_registry_create(baton_registry **out)
         return BATON_ENOMEM;
     atomic_init(&reg->refs, 1);
     for (int i = 0; i < baton_builtin_target_count; i++) {
-        int rc = baton_registry_add(reg, baton_builtin_targets[i], NULL);
+        const builtin_target *b = &baton_builtin_targets[i];
+        int rc = baton_registry_add(reg, b->target, NULL);
         if (rc) {
             baton_registry_destroy(reg);
             return rc;
         }
+        /* the entry just appended keeps the hooks beside its implementations */
+        reg_entry *e = (reg_entry *)reg->targets[reg->n - 1];
+        memcpy(e->tune, b->tune, sizeof b->tune);
+        memcpy(e->prepare, b->prepare, sizeof b->prepare);
     }
     *out = reg;
     return 0;
@@ -189,8 +197,9 @@ static int name_ok(const char *s, char *why, size_t cap)
     }
     size_t n = strnlen(s, (size_t)1 << 16); /* a plugin's name may lack its NUL: bounded */
     if (n > CORE_MAX_NAME) {
-        snprintf(why, cap, n == (size_t)1 << 16 ? "is over %zu bytes long (at most %d)"
-                                                 : "is %zu bytes long (at most %d)",
+        snprintf(why, cap,
+                 n == (size_t)1 << 16 ? "is over %zu bytes long (at most %d)"
+                                      : "is %zu bytes long (at most %d)",
                  n, CORE_MAX_NAME);
         return 0;
     }
@@ -402,9 +411,11 @@ static char *put(char **p, const char *s)
 }
 
 /* A new entry: sig's signature and strings, with n_impls implementations (delegate tables
- * copied). NULL when out of memory. */
+ * copied). An implementation that `prev` (the entry it supersedes, or NULL) had, the same kernel
+ * for the same device kind, keeps its tuning hook: the hook tunes that kernel, no other. NULL when
+ * out of memory. */
 static baton_target *entry_build(const baton_target *sig, const baton_target_impl *impls,
-                                 int n_impls)
+                                 int n_impls, const baton_target *prev)
 {
     size_t len = strlen(sig->name) + 1 + (sig->summary ? strlen(sig->summary) + 1 : 0);
     for (int k = 0; k < BATON_MAX_ATTR_SPECS && sig->attrs[k].name; k++)
@@ -431,6 +442,13 @@ static baton_target *entry_build(const baton_target *sig, const baton_target_imp
         }
     }
     e->t.n_impls = n_impls;
+    for (int i = 0; prev && i < n_impls; i++)
+        for (int k = 0; k < prev->n_impls; k++)
+            if (prev->impls[k].device == impls[i].device && impls[i].kernel &&
+                prev->impls[k].kernel == impls[i].kernel) {
+                e->tune[i] = ((const reg_entry *)prev)->tune[k];
+                e->prepare[i] = ((const reg_entry *)prev)->prepare[k];
+            }
     return &e->t;
 }
 
@@ -492,7 +510,7 @@ int baton_registry_add(baton_registry *reg, const baton_target *t, baton_error *
     if (i < 0) {
         baton_target *e = NULL;
         if (reserve(&reg->targets, reg->n, &reg->cap) ||
-            !(e = entry_build(t, t->impls, t->n_impls)))
+            !(e = entry_build(t, t->impls, t->n_impls, NULL)))
             return out_of_memory(err, fn, t);
         commit(reg, reg->n, e);
         return 0;
@@ -529,7 +547,7 @@ int baton_registry_add(baton_registry *reg, const baton_target *t, baton_error *
     }
     baton_target *e = NULL;
     if (reserve(&reg->retired, reg->n_retired, &reg->cap_retired) ||
-        !(e = entry_build(have, all, n)))
+        !(e = entry_build(have, all, n, have)))
         return out_of_memory(err, fn, t);
     commit(reg, i, e);
     return 0;
@@ -555,10 +573,26 @@ int baton_registry_replace(baton_registry *reg, const baton_target *t, baton_err
     }
     baton_target *e = NULL;
     if (reserve(&reg->retired, reg->n_retired, &reg->cap_retired) ||
-        !(e = entry_build(t, t->impls, t->n_impls)))
+        !(e = entry_build(t, t->impls, t->n_impls, reg->targets[i])))
         return out_of_memory(err, fn, t);
     commit(reg, i, e);
     return 0;
+}
+
+kernel_tune_fn registry_tuner(const baton_target *t, baton_device_kind kind)
+{
+    for (int k = 0; t && k < t->n_impls; k++)
+        if (t->impls[k].device == kind)
+            return ((const reg_entry *)t)->tune[k];
+    return NULL;
+}
+
+kernel_prepare_fn registry_preparer(const baton_target *t, baton_device_kind kind)
+{
+    for (int k = 0; t && k < t->n_impls; k++)
+        if (t->impls[k].device == kind)
+            return ((const reg_entry *)t)->prepare[k];
+    return NULL;
 }
 
 const baton_target *baton_registry_find(const baton_registry *reg, const char *name)

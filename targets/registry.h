@@ -6,6 +6,13 @@
 
 #include "baton/baton.h"
 #include "core/core.h"
+#include "core/tune.h"
+
+/* The prepare-time tuning hook of target t's implementation for `kind` (baton's own CUDA
+ * kernels have one), or NULL. t must be a registered target (baton_registry_find's). */
+kernel_tune_fn registry_tuner(const baton_target *t, baton_device_kind kind);
+/* Its hook that decides each call once at prepare (core/tune.h), or NULL; as registry_tuner. */
+kernel_prepare_fn registry_preparer(const baton_target *t, baton_device_kind kind);
 
 /* Takes one more reference on reg (thread-safe); returns reg. */
 const baton_registry *registry_retain(const baton_registry *reg);

@@ -6,6 +6,7 @@
  * run only; queued runs start in submission order and can be
  * cancelled; the instances share one set of constants; closing leaves the loop empty. */
 #include <criterion/criterion.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,6 +21,7 @@
 #include "tests/support.h"
 
 #ifdef TEST_ON_CUDA
+#include <cuda_runtime_api.h>
 #define GPU BATON_GPU_CUDA
 #define NEED_BACKEND()                                                                             \
     do {                                                                                           \
@@ -77,9 +79,8 @@ static const char *plan_json(const char *cpu_step, char *buf, size_t cap)
 }
 
 /* A CPU step that takes 5 ms (it sleeps, as a host step waiting on I/O would): y = x + value. */
-static int slow_kernel(const baton_exec_ctx *ctx, void **buffers, const char *opaque, size_t len)
+static int slow_kernel_math(const char *opaque, void **buffers)
 {
-    usleep(5000);
     const baton_ew_desc *d = (const void *)opaque;
     const float *x = buffers[0];
     float *y = buffers[1];
@@ -88,22 +89,46 @@ static int slow_kernel(const baton_exec_ctx *ctx, void **buffers, const char *op
     return 0;
 }
 
+static int slow_kernel(const baton_exec_ctx *ctx, void **buffers, const char *opaque, size_t len)
+{
+    usleep(5000);
+    return slow_kernel_math(opaque, buffers);
+}
+
+/* A CPU step that holds its run until the test opens `gate` (y = x + value), so a test can act
+ * while a job is certainly running. */
+static atomic_int gate_entered, gate_open;
+static int gated_kernel(const baton_exec_ctx *ctx, void **buffers, const char *opaque, size_t len)
+{
+    atomic_store(&gate_entered, 1);
+    while (!atomic_load(&gate_open))
+        usleep(100);
+    return slow_kernel_math(opaque, buffers);
+}
+
 static baton_registry *reg;
+
+static void add_cpu_variant(const char *name, baton_kernel_fn fn)
+{
+    const baton_target *add = baton_registry_find(reg, "add_scalar");
+    cr_assert_not_null(add);
+    baton_target t = *add;
+    t.name = name;
+    t.n_impls = 1;
+    memset(t.impls, 0, sizeof t.impls);
+    t.impls[0].device = BATON_DEVICE_CPU;
+    t.impls[0].kernel = fn;
+    baton_error err = {0};
+    cr_assert_eq(baton_registry_add(reg, &t, &err), 0, "%s", err.message);
+}
 
 static void setup(void)
 {
     cr_assert_eq(baton_registry_create(&reg), 0);
-    /* slow_add: add_scalar's signature and descriptor, slow_kernel on the CPU */
-    const baton_target *add = baton_registry_find(reg, "add_scalar");
-    cr_assert_not_null(add);
-    baton_target t = *add;
-    t.name = "slow_add";
-    t.n_impls = 1;
-    memset(t.impls, 0, sizeof t.impls);
-    t.impls[0].device = BATON_DEVICE_CPU;
-    t.impls[0].kernel = slow_kernel;
-    baton_error err = {0};
-    cr_assert_eq(baton_registry_add(reg, &t, &err), 0, "%s", err.message);
+    /* slow_add, gated_add: add_scalar's signature and descriptor, run on the CPU by the kernels
+     * above */
+    add_cpu_variant("slow_add", slow_kernel);
+    add_cpu_variant("gated_add", gated_kernel);
 }
 
 static void teardown(void)
@@ -364,6 +389,266 @@ Test(async, a_fault_fails_its_run_only_and_the_instance_recovers)
         }
         close_pool(&loop, pool);
     }
+    baton_plan_free(plan);
+}
+
+/* Submitting a job that is running is refused and leaves the job alone: its worker owns
+ * job->err until the callback (writing it there raced with the worker's own writes). */
+Test(async, resubmitting_a_running_job_is_refused_without_touching_it)
+{
+    NEED_BACKEND();
+    baton_plan *plan = load("gated_add");
+    baton_options o = opts_for(BATON_SYNC_BOUNDARY, 0);
+    baton_error err = {0};
+    uv_loop_t loop;
+    cr_assert_eq(uv_loop_init(&loop), 0);
+    baton_pool *pool = NULL;
+    cr_assert_eq(baton_pool_create(&loop, plan, &o, 1, &pool, &err), 0, "%s", err.message);
+    static run_slot s;
+    test_rng r = {test_fresh_seed()};
+    prepare_slot(&s, &r);
+    atomic_store(&gate_entered, 0);
+    atomic_store(&gate_open, 0);
+    completed = 0;
+    cr_assert_eq(baton_pool_submit(pool, &s.job, on_done), 0, "%s", s.job.err.message);
+    while (!atomic_load(&gate_entered)) /* the worker has cleared job->err and is running it */
+        usleep(100);
+    cr_expect_eq(baton_pool_submit(pool, &s.job, on_done), BATON_ESTATE);
+    /* The worker wrote job->err before entering the gate and writes nothing while it waits
+     * there, so this read is ordered after its writes (the atomics) and sees only what the
+     * refused submit may have written. */
+    cr_expect_eq(s.job.err.code, 0, "the refused submit wrote the running job's error: %s",
+                 s.job.err.message);
+    cr_expect_str_empty(s.job.err.message, "the refused submit wrote the running job's error");
+    atomic_store(&gate_open, 1);
+    uv_run(&loop, UV_RUN_DEFAULT);
+    cr_expect_eq(s.called, 1);
+    cr_expect_eq(s.status, 0, "%s", s.job.err.message);
+    close_pool(&loop, pool);
+    baton_plan_free(plan);
+}
+
+/* Memory the caller owns, 256-aligned: device memory on a GPU's arena (CUDA), pinned host memory
+ * on the host's; plain host memory where the test device stands for the GPU. */
+static void *caller_alloc(int on_device, size_t n)
+{
+    void *p = NULL;
+    n = (n + 255) & ~(size_t)255;
+#ifdef TEST_ON_CUDA
+    cr_assert_eq(on_device ? cudaMalloc(&p, n ? n : 256) : cudaMallocHost(&p, n ? n : 256),
+                 cudaSuccess);
+#else
+    (void)on_device;
+    p = aligned_alloc(256, n ? n : 256);
+    cr_assert_not_null(p);
+#endif
+    return p;
+}
+
+static void caller_free(int on_device, void *p)
+{
+#ifdef TEST_ON_CUDA
+    if (on_device)
+        cudaFree(p);
+    else
+        cudaFreeHost(p);
+#else
+    (void)on_device;
+    free(p);
+#endif
+}
+
+enum { POOL_N = 3, MAX_ARENAS = 4 };
+
+/* Each instance of a pool runs in the caller's arenas (instance 0's hold the constants, the
+ * others' only their private part), and its runs equal synchronous ones. */
+static void check_caller_arenas(baton_gpu_backend gpu)
+{
+    baton_plan *plan = load("add_scalar");
+    baton_options o = test_options(gpu, BATON_SYNC_GRAPH, 0, 0);
+    const int gpu_mem = gpu == GPU; /* the GPU's arena is device memory (the CPU backend's: host) */
+    baton_error err = {0};
+    int na = baton_plan_arena_count(plan);
+    cr_assert(na >= 2 && na <= MAX_ARENAS);
+    baton_arena arenas[POOL_N][MAX_ARENAS];
+    baton_pool_instance per[POOL_N];
+    for (int i = 0; i < POOL_N; i++) {
+        for (int a = 0; a < na; a++) {
+            cr_assert_eq(baton_pool_arena_info(plan, i, a, &arenas[i][a]), 0);
+            baton_arena whole;
+            cr_assert_eq(baton_plan_arena_info(plan, a, &whole), 0);
+            cr_assert_eq(arenas[i][a].nbytes, whole.nbytes - (i ? plan->memory[a].const_bytes : 0),
+                         "instance %d, arena %d: %zu bytes", i, a, arenas[i][a].nbytes);
+            arenas[i][a].data = caller_alloc(a > 0 && gpu_mem, arenas[i][a].nbytes);
+        }
+        per[i] = (baton_pool_instance){
+            .struct_size = sizeof per[i], .arenas = arenas[i], .n_arenas = na};
+    }
+    uv_loop_t loop;
+    cr_assert_eq(uv_loop_init(&loop), 0);
+    baton_pool *pool = NULL;
+    cr_assert_eq(baton_pool_create_with(&loop, plan, &o, POOL_N, per, &pool, &err), 0, "%s",
+                 err.message);
+    for (int i = 0; i < POOL_N; i++) {
+        const baton_runtime *rt = pool_instance(pool, i);
+        for (int a = 0; a < na; a++) {
+            char *mine = arenas[i][a].data;
+            cr_expect_eq(rt->dev[a].priv, mine + (i ? 0 : plan->memory[a].const_bytes),
+                         "instance %d does not run in its arena %d", i, a);
+            cr_expect_eq(rt->dev[a].consts, (char *)arenas[0][a].data,
+                         "instance %d does not read instance 0's constants", i);
+        }
+    }
+    baton_runtime *sync_rt = NULL;
+    cr_assert_eq(baton_runtime_create(plan, &o, &sync_rt, &err), 0, "%s", err.message);
+    static run_slot slots[3 * POOL_N];
+    test_rng r = {test_fresh_seed()};
+    for (int j = 0; j < 3 * POOL_N; j++) {
+        prepare_slot(&slots[j], &r);
+        cr_assert_eq(baton_pool_submit_to(pool, j % POOL_N, &slots[j].job, on_done), 0, "%s",
+                     slots[j].job.err.message);
+    }
+    uv_run(&loop, UV_RUN_DEFAULT);
+    for (int j = 0; j < 3 * POOL_N; j++) {
+        cr_assert_eq(slots[j].status, 0, "job %d: %s", j, slots[j].job.err.message);
+        float want[ELEMS];
+        cr_assert_eq(baton_runtime_set_input(sync_rt, "x0", slots[j].x, sizeof slots[j].x, &err),
+                     0);
+        cr_assert_eq(baton_runtime_run(sync_rt, &err), 0, "%s", err.message);
+        cr_assert_eq(baton_runtime_get_output(sync_rt, "y", want, sizeof want, &err), 0);
+        cr_expect_arr_eq(slots[j].y, want, sizeof want, "job %d (instance %d) differs", j,
+                         slots[j].job.instance);
+    }
+    close_pool(&loop, pool);
+    baton_runtime_destroy(sync_rt);
+    for (int i = 0; i < POOL_N; i++)
+        for (int a = 0; a < na; a++)
+            caller_free(a > 0 && gpu_mem, arenas[i][a].data);
+    baton_plan_free(plan);
+}
+
+Test(async, instances_run_in_the_callers_arenas)
+{
+    NEED_BACKEND();
+    check_caller_arenas(GPU);
+    check_caller_arenas(BATON_GPU_CPU);
+}
+
+Test(async, caller_arenas_that_do_not_fit_are_refused_naming_the_instance)
+{
+    NEED_BACKEND();
+    baton_plan *plan = load("add_scalar");
+    baton_options o = opts_for(BATON_SYNC_GRAPH, 0);
+    baton_error err = {0};
+    uv_loop_t loop;
+    cr_assert_eq(uv_loop_init(&loop), 0);
+    baton_pool *pool = NULL;
+    /* one set of arenas in the options cannot serve several instances */
+    baton_arena one;
+    cr_assert_eq(baton_plan_arena_info(plan, 1, &one), 0);
+    one.data = caller_alloc(1, one.nbytes);
+    baton_options shared = o;
+    shared.arenas = &one;
+    shared.n_arenas = 1;
+    cr_assert_eq(baton_pool_create(&loop, plan, &shared, 2, &pool, &err), BATON_EINVAL);
+    cr_assert(strstr(err.message, "baton_pool_create_with"), "%s", err.message);
+    /* instance 1's arena one byte short of what baton_pool_arena_info says */
+    baton_arena a0 = one, a1;
+    cr_assert_eq(baton_pool_arena_info(plan, 1, 1, &a1), 0);
+    a1.nbytes -= 1;
+    a1.data = caller_alloc(1, a1.nbytes + 1);
+    baton_pool_instance per[2] = {{sizeof per[0], &a0, 1, NULL, 0},
+                                  {sizeof per[1], &a1, 1, NULL, 0}};
+    cr_assert_eq(baton_pool_create_with(&loop, plan, &o, 2, per, &pool, &err), BATON_EINVAL);
+    cr_assert_null(pool);
+    cr_assert(strstr(err.message, "instance 1") && strstr(err.message, "options.arenas[0]"), "%s",
+              err.message);
+    a1.nbytes += 1;
+    cr_assert_eq(baton_pool_create_with(&loop, plan, &o, 2, per, &pool, &err), 0, "%s",
+                 err.message);
+    close_pool(&loop, pool);
+    caller_free(1, one.data);
+    caller_free(1, a1.data);
+    baton_plan_free(plan);
+}
+
+/* A device buffer bound to one instance: its jobs read the input and write the output there, with
+ * no copy; binding while the instance runs is refused. */
+Test(async, an_instance_runs_its_jobs_on_bound_device_buffers)
+{
+    NEED_BACKEND();
+    baton_plan *plan = load("gated_add");
+    baton_options o = opts_for(BATON_SYNC_BOUNDARY, 0);
+    baton_error err = {0};
+    uv_loop_t loop;
+    cr_assert_eq(uv_loop_init(&loop), 0);
+    baton_pool *pool = NULL;
+    cr_assert_eq(baton_pool_create(&loop, plan, &o, 2, &pool, &err), 0, "%s", err.message);
+    baton_runtime *sync_rt = NULL;
+    cr_assert_eq(baton_runtime_create(plan, &o, &sync_rt, &err), 0, "%s", err.message);
+    int xt = baton_plan_tensor_index(plan, "x0"), yt = baton_plan_tensor_index(plan, "y");
+    float *xd = caller_alloc(1, ELEMS * sizeof(float)),
+          *yh = caller_alloc(0, ELEMS * sizeof(float));
+    baton_buffer bx = {{BATON_DEVICE_CUDA, 0}, xd, ELEMS * sizeof(float), BATON_DTYPE_F32};
+    baton_buffer by = {{BATON_DEVICE_CPU, 0}, yh, ELEMS * sizeof(float), BATON_DTYPE_F32};
+    cr_assert_eq(baton_pool_bind(pool, 1, xt, &bx, &err), 0, "%s", err.message);
+    cr_assert_eq(baton_pool_bind(pool, 1, yt, &by, &err), 0, "%s", err.message);
+    cr_assert_eq(baton_pool_bind(pool, 2, yt, &by, &err), BATON_EINVAL);
+    atomic_store(&gate_open, 1);
+    test_rng r = {test_fresh_seed()};
+    for (int round = 0; round < 3; round++) {
+        float x[ELEMS], want[ELEMS];
+        test_fill_random(&r, BATON_DTYPE_F32, x, ELEMS, 1.0);
+#ifdef TEST_ON_CUDA
+        cr_assert_eq(cudaMemcpy(xd, x, sizeof x, cudaMemcpyHostToDevice), cudaSuccess);
+#else
+        memcpy(xd, x, sizeof x);
+#endif
+        test_poison(yh, sizeof want);
+        static run_slot s;
+        baton_job_init(&s.job); /* no bindings: the instance's bound buffers */
+        s.job.data = &s;
+        cr_assert_eq(baton_pool_submit_to(pool, 1, &s.job, on_done), 0, "%s", s.job.err.message);
+        uv_run(&loop, UV_RUN_DEFAULT);
+        cr_assert_eq(s.status, 0, "%s", s.job.err.message);
+        cr_assert_eq(baton_runtime_set_input(sync_rt, "x0", x, sizeof x, &err), 0);
+        baton_runtime_reset_stats(sync_rt);
+        cr_assert_eq(baton_runtime_run(sync_rt, &err), 0, "%s", err.message);
+        baton_run_stats st;
+        baton_runtime_stats(sync_rt, &st);
+        /* x0's copy to the GPU is gone (x1's, from the CPU step, stays) */
+        cr_assert_eq(s.job.stats.bytes_h2d, st.bytes_h2d - (int64_t)sizeof x,
+                     "bytes copied to the GPU: %lld, a copied run %lld",
+                     (long long)s.job.stats.bytes_h2d, (long long)st.bytes_h2d);
+        cr_assert_eq(baton_runtime_get_output(sync_rt, "y", want, sizeof want, &err), 0);
+        cr_expect_arr_eq(yh, want, sizeof want, "round %d: the bound output differs", round);
+    }
+    /* instance 0 keeps the runtime's own memory: a job there without bindings has no input */
+    static run_slot u;
+    baton_job_init(&u.job);
+    u.job.data = &u;
+    cr_assert_eq(baton_pool_submit_to(pool, 0, &u.job, on_done), 0);
+    uv_run(&loop, UV_RUN_DEFAULT);
+    cr_expect_eq(u.status, BATON_ESTATE, "%s", u.job.err.message);
+    cr_expect(strstr(u.job.err.message, "input 'x0' was never set"), "%s", u.job.err.message);
+    /* while instance 1 runs, its bindings stay */
+    static run_slot g;
+    prepare_slot(&g, &r);
+    atomic_store(&gate_entered, 0);
+    atomic_store(&gate_open, 0);
+    cr_assert_eq(baton_pool_submit_to(pool, 1, &g.job, on_done), 0);
+    while (!atomic_load(&gate_entered))
+        usleep(100);
+    cr_expect_eq(baton_pool_bind(pool, 1, xt, NULL, &err), BATON_ESTATE);
+    cr_expect(strstr(err.message, "instance 1 is running a job"), "%s", err.message);
+    atomic_store(&gate_open, 1);
+    uv_run(&loop, UV_RUN_DEFAULT);
+    cr_expect_eq(g.status, 0, "%s", g.job.err.message);
+    cr_assert_eq(baton_pool_bind(pool, 1, xt, NULL, &err), 0, "%s", err.message);
+    close_pool(&loop, pool);
+    baton_runtime_destroy(sync_rt);
+    caller_free(1, xd);
+    caller_free(0, yh);
     baton_plan_free(plan);
 }
 

@@ -258,6 +258,10 @@ Test(bind, device_buffers_remove_their_copies_from_the_counters)
         baton_runtime *rt = make(&f, MODES[m], NULL);
         baton_error err;
         baton_run_stats st;
+        void *zero = calloc(1, f.ii.nbytes);
+        cr_assert_eq(baton_runtime_set_input(rt, f.ii.name, zero, f.ii.nbytes, &err), 0, "%s",
+                     err.message);
+        free(zero);
         cr_assert_eq(baton_runtime_run(rt, &err), 0, "%s", err.message);
         baton_runtime_stats(rt, &st);
         cr_assert_eq(st.bytes_h2d, (int64_t)f.ii.nbytes);

@@ -26,8 +26,8 @@ static const baton_dtype ALL[6] = {BATON_DTYPE_BF16, BATON_DTYPE_F16, BATON_DTYP
 static const baton_target *target(const char *name)
 {
     for (int i = 0; i < baton_builtin_target_count; i++)
-        if (strcmp(baton_builtin_targets[i]->name, name) == 0)
-            return baton_builtin_targets[i];
+        if (strcmp(baton_builtin_targets[i].target->name, name) == 0)
+            return baton_builtin_targets[i].target;
     cr_assert_fail("built-in target %s is missing", name);
     return NULL;
 }
@@ -200,7 +200,7 @@ Test(builtin_targets, lists_every_kernel_and_the_gemm_delegate_once_with_a_cpu_i
     for (int i = 0; i < 11; i++) {
         int found = 0;
         for (int j = 0; j < baton_builtin_target_count; j++) {
-            const baton_target *t = baton_builtin_targets[j];
+            const baton_target *t = baton_builtin_targets[j].target;
             if (strcmp(t->name, names[i]) != 0)
                 continue;
             found++;

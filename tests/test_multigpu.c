@@ -293,8 +293,11 @@ Test(multigpu, independent_segments_on_two_gpus_run_concurrently)
         "{\"name\": \"k1\", \"kernel\": \"add_scalar\", \"device\": \"cuda:1\", \"inputs\": "
         "[\"x1\"], \"outputs\": [\"y1\"], \"attrs\": {\"value\": 1.0}}]}";
     baton_plan *plan = load(json);
+    const float zero[N] = {0};
     for (int m = BATON_SYNC_BOUNDARY; m <= BATON_SYNC_GRAPH; m++) {
         baton_runtime *rt = make(plan, BATON_GPU_SIM, (baton_sync_mode)m, 50000);
+        set(rt, "x0", zero);
+        set(rt, "x1", zero);
         cr_assert_eq(baton_runtime_trace_begin(rt, 64), 0);
         baton_error err = {0};
         cr_assert_eq(baton_runtime_run(rt, &err), 0, "%s", err.message);

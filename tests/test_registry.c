@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "targets/registry.h"
 #include "tests/support.h"
 
 static baton_registry *reg;
@@ -456,6 +457,32 @@ Test(registry_replace, overrides_a_builtin_for_plans_loaded_afterwards)
         cr_assert_float_eq(y[i], x[i] + 1.0f, 0);
     baton_runtime_destroy(rt);
     baton_plan_free(before);
+}
+
+/* A built-in kernel's tuning hook belongs to that kernel: a replacement that keeps the kernel
+ * keeps it, one with another kernel has none (it would tune a kernel that no longer runs). */
+Test(registry_replace, a_tuning_hook_stays_with_its_kernel)
+{
+    const baton_target *fwd = baton_registry_find(reg, "rms_norm_fwd");
+    kernel_tune_fn hook = registry_tuner(fwd, BATON_DEVICE_CUDA);
+    cr_assert_eq(hook != NULL, baton_cuda_built(), "the CUDA RMSNorm tunes in CUDA builds only");
+    cr_assert_null(registry_tuner(fwd, BATON_DEVICE_CPU));
+    cr_assert_null(registry_tuner(baton_registry_find(reg, "add"), BATON_DEVICE_CUDA));
+    baton_error err = {0};
+    baton_target same = *fwd;
+    same.summary = "the same kernels, another summary";
+    cr_assert_eq(baton_registry_replace(reg, &same, &err), 0, "%s", err.message);
+    fwd = baton_registry_find(reg, "rms_norm_fwd");
+    cr_assert_eq(registry_tuner(fwd, BATON_DEVICE_CUDA), hook, "the same kernel lost its hook");
+    baton_target other = *fwd;
+    for (int k = 0; k < other.n_impls; k++)
+        other.impls[k].kernel = fill_42;
+    if (other.n_impls == 1) /* a CPU-only build: give it a CUDA kernel of the caller's */
+        other.impls[other.n_impls++] =
+            (baton_target_impl){.device = BATON_DEVICE_CUDA, .kernel = fill_42};
+    cr_assert_eq(baton_registry_replace(reg, &other, &err), 0, "%s", err.message);
+    cr_assert_null(registry_tuner(baton_registry_find(reg, "rms_norm_fwd"), BATON_DEVICE_CUDA),
+                   "another kernel kept the built-in's tuning hook");
 }
 
 Test(registry_replace, refuses_an_unknown_name_and_an_invalid_target)

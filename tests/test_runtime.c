@@ -866,6 +866,125 @@ Test(runtime, an_output_is_readable_only_after_a_run_that_succeeded)
     baton_plan_free(p);
 }
 
+/* An input that was never given a value would make a run compute on whatever its memory held:
+ * the run is refused, naming it, until the input is set or bound, or the caller opts in. */
+Test(runtime, a_run_refuses_an_input_never_set_unless_asked)
+{
+    NEED_BACKEND();
+    baton_plan *p = load_text(fail_plan);
+    baton_runtime *rt = make(p, GPU, BATON_SYNC_BOUNDARY, 0);
+    baton_error err = {0};
+    cr_assert_eq(baton_runtime_run(rt, &err), BATON_ESTATE, "a run on an unset input succeeded");
+    cr_assert_eq(err.code, BATON_ESTATE);
+    cr_assert(strstr(err.message, "input 'x' was never set") &&
+                  strstr(err.message, "baton_runtime_set_input") &&
+                  strstr(err.message, "options.allow_unset_inputs"),
+              "%s", err.message);
+    float y[64];
+    cr_assert_eq(baton_runtime_get_output(rt, "y", y, sizeof y, &err), BATON_ESTATE,
+                 "a refused run left an output readable");
+    /* a buffer bound in its place gives it a value; unbound, the runtime's memory has none */
+    float *host = aligned_alloc(BATON_ARENA_ALIGN, 256);
+    for (int i = 0; i < 64; i++)
+        host[i] = (float)i;
+    baton_buffer b = {{BATON_DEVICE_CPU, 0}, host, 256, BATON_DTYPE_F32};
+    int xt = baton_plan_tensor_index(p, "x");
+    cr_assert_eq(baton_runtime_bind(rt, xt, &b, &err), 0, "%s", err.message);
+    cr_assert_eq(baton_runtime_run(rt, &err), 0, "%s", err.message);
+    cr_assert_eq(baton_runtime_bind(rt, xt, NULL, &err), 0, "%s", err.message);
+    cr_assert_eq(baton_runtime_run(rt, &err), BATON_ESTATE, "unbound, 'x' has no value again");
+    /* set once, it keeps its value for every later run */
+    expect_good_run(rt, p, 1);
+    cr_assert_eq(baton_runtime_run(rt, &err), 0, "%s", err.message);
+    baton_runtime_destroy(rt);
+    free(host);
+    /* the caller may opt in */
+    baton_options o = test_options(GPU, BATON_SYNC_BOUNDARY, 0, 0);
+    o.allow_unset_inputs = 1;
+    cr_assert_eq(baton_runtime_create(p, &o, &rt, &err), 0, "%s", err.message);
+    cr_assert_eq(baton_runtime_run(rt, &err), 0, "%s", err.message);
+    baton_runtime_destroy(rt);
+    baton_plan_free(p);
+}
+
+/* A custom target with only a CPU implementation: y = 2x (f32), test_fail's signature. */
+static int cpu_twice_kernel(const baton_exec_ctx *ctx, void **buffers, const char *opaque,
+                            size_t len)
+{
+    const baton_ew_desc *d = (const void *)opaque;
+    const float *x = buffers[0];
+    float *y = buffers[1];
+    for (int64_t i = 0; i < d->n; i++)
+        y[i] = 2.0f * x[i];
+    return 0;
+}
+
+static float times_2_plus_4(float x)
+{
+    return 2.0f * (x + 1.0f) + 2.0f;
+}
+
+static char fallback_log[2048];
+static void catch_note(void *user, baton_log_level level, const char *message)
+{
+    (void)user;
+    if (level == BATON_LOG_NOTE && strstr(message, "step 'twice'"))
+        snprintf(fallback_log, sizeof fallback_log, "%s", message);
+}
+
+/* One rule in every build (docs/embedding.md §3): a cuda:0 step whose target has only a CPU
+ * implementation loads and runs on the CPU, that step alone, between GPU steps; where CUDA is
+ * built in, the runtime notes it (a CPU-only build runs every cuda:N step on the CPU). */
+Test(runtime, a_cpu_only_target_on_a_gpu_falls_back_to_the_cpu_for_its_step)
+{
+    NEED_BACKEND();
+    baton_target t = test_fail_target;
+    t.name = "cpu_twice";
+    t.impls[0].kernel = cpu_twice_kernel;
+    t.n_impls = 1;
+    baton_error err = {0};
+    cr_assert_eq(baton_registry_add(reg, &t, &err), 0, "%s", err.message);
+    baton_plan *p = load_text(
+        "{\"format\": \"baton.plan\", \"version\": 1, \"name\": \"fallback\",\n"
+        " \"tensors\": [\n"
+        "  {\"name\": \"x\", \"dtype\": \"f32\", \"shape\": [64], \"role\": \"input\"},\n"
+        "  {\"name\": \"a\", \"dtype\": \"f32\", \"shape\": [64]},\n"
+        "  {\"name\": \"b\", \"dtype\": \"f32\", \"shape\": [64]},\n"
+        "  {\"name\": \"y\", \"dtype\": \"f32\", \"shape\": [64], \"role\": \"output\"}],\n"
+        " \"steps\": [\n"
+        "  {\"name\": \"first\", \"kernel\": \"add_scalar\", \"device\": \"cuda:0\", \"inputs\": "
+        "[\"x\"], \"outputs\": [\"a\"], \"attrs\": {\"value\": 1}},\n"
+        "  {\"name\": \"twice\", \"kernel\": \"cpu_twice\", \"device\": \"cuda:0\", \"inputs\": "
+        "[\"a\"], \"outputs\": [\"b\"]},\n"
+        "  {\"name\": \"last\", \"kernel\": \"add_scalar\", \"device\": \"cuda:0\", \"inputs\": "
+        "[\"b\"], \"outputs\": [\"y\"], \"attrs\": {\"value\": 2}}]}\n");
+    baton_step_info si;
+    cr_assert_eq(baton_plan_step_info(p, 1, &si), 0);
+    cr_expect_eq(si.device.kind, baton_cuda_built() ? BATON_DEVICE_CPU : BATON_DEVICE_CUDA,
+                 "the fallback step is placed on %s",
+                 si.device.kind == BATON_DEVICE_CPU ? "cpu" : "cuda");
+    const baton_gpu_backend backends[] = {GPU, BATON_GPU_CPU};
+    for (int b = 0; b < 2; b++)
+        for (int m = 0; m < 3; m++) {
+            baton_options o = test_options(backends[b], (baton_sync_mode)m, 0, 0);
+            o.quiet = 0;
+            fallback_log[0] = 0;
+            baton_log_set(catch_note, NULL);
+            baton_runtime *rt = NULL;
+            int rc = baton_runtime_create(p, &o, &rt, &err);
+            baton_log_set(NULL, NULL);
+            cr_assert_eq(rc, 0, "%s", err.message);
+            if (baton_cuda_built())
+                cr_expect(strstr(fallback_log, "step 'twice' runs on the CPU, not cuda:0") &&
+                              strstr(fallback_log, "has only a CPU implementation"),
+                          "no note of the fallback: '%s'", fallback_log);
+            expect_run(rt, 1.0f, times_2_plus_4);
+            expect_run(rt, -40.0f, times_2_plus_4);
+            baton_runtime_destroy(rt);
+        }
+    baton_plan_free(p);
+}
+
 Test(runtime, create_refuses_options_out_of_range_naming_the_field)
 {
     baton_plan *p = load_text(fail_plan);

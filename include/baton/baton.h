@@ -258,6 +258,11 @@ typedef struct baton_exec_ctx {
      * kernels tune only among variants that give the default's bits (docs/kernels.md, "Tuning
      * per GPU"), so it changes speed, never results. */
     int autotune;
+    /* What the kernel decided for this call at prepare (baton's built-in CUDA RMSNorm decodes its
+     * descriptor, chooses its layout and tuned variant there), or NULL: the kernel decides on
+     * every call. Owned by the runtime; a kernel that finds it stale (another descriptor after a
+     * change of the plan's dims, buffers of another alignment) decides again. */
+    void *prepared;
 } baton_exec_ctx;
 
 /* A kernel: a stateless custom call in the XLA custom-call convention. `buffers` holds the
@@ -642,6 +647,11 @@ typedef struct baton_options {
     /* An embedder's pool to run the CPU steps' tasks on instead of baton's (cpu_threads then
      * caps nothing); NULL: baton's. Read at baton_runtime_create; must outlive the runtime. */
     const baton_parallel_for *cpu_pool;
+    /* 0 (the default): baton_runtime_run refuses (BATON_ESTATE, naming it) to run while an input
+     * has never been given a value, by baton_runtime_set_input or a buffer bound with
+     * baton_runtime_bind, since it would compute on whatever the memory held. 1: run anyway, for
+     * a caller that fills inputs through other means or times runs whose values do not matter. */
+    int allow_unset_inputs;
 } baton_options;
 
 /* Fills the defaults: graph mode, BATON_GPU_AUTO, everything else 0; struct_size = sizeof. */
@@ -691,8 +701,9 @@ BATON_API int baton_runtime_create(const baton_plan *plan, const baton_options *
                                    baton_runtime **out, baton_error *err);
 BATON_API void baton_runtime_destroy(baton_runtime *rt);
 
-/* Copies a host buffer of exactly the tensor's byte size into an input tensor. BATON_EINVAL for a
- * tensor that is not an input, a wrong size or a NULL data. */
+/* Copies a host buffer of exactly the tensor's byte size into an input tensor, which keeps it for
+ * the runs that follow until set again. BATON_EINVAL for a tensor that is not an input, a wrong
+ * size or a NULL data. */
 BATON_API int baton_runtime_set_input(baton_runtime *rt, const char *name, const void *data,
                                       size_t nbytes, baton_error *err);
 /* Copies an output tensor, after a run that succeeded, or an input tensor (what was set) to a

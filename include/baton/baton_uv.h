@@ -88,10 +88,48 @@ BATON_API void baton_job_init(baton_job *job);
 BATON_API int baton_pool_create(uv_loop_t *loop, const baton_plan *plan, const baton_options *opts,
                                 int instances, baton_pool **out, baton_error *err);
 
+/* One instance's own memory and streams, as baton_options.arenas and .streams are for one runtime
+ * (baton.h): the arenas of some or all of the plan's devices and the cudaStream_t of each GPU.
+ * Start from a zeroed struct with struct_size = sizeof(baton_pool_instance). */
+typedef struct baton_pool_instance {
+    size_t struct_size;
+    const baton_arena *arenas;
+    int n_arenas;
+    const baton_stream *streams;
+    int n_streams;
+} baton_pool_instance;
+
+/* How much memory instance `instance` of a pool of `plan` needs on the plan's arena i (as
+ * baton_plan_arena_info): instance 0 holds the pool's constants, the one copy every instance
+ * reads, and needs the whole arena; the others need it less the constants. */
+BATON_API int baton_pool_arena_info(const baton_plan *plan, int instance, int i, baton_arena *out);
+
+/* baton_pool_create with the caller's memory and streams per instance: per_instance[i] (an array
+ * of `instances`, or NULL: baton allocates everything) gives instance i's, each checked as
+ * baton_runtime_create checks options.arenas and .streams, the sizes as baton_pool_arena_info
+ * says; a refusal names the instance. opts itself must give no arenas or streams (one set cannot
+ * serve several instances). The memory and streams must outlive the pool, which never frees or
+ * destroys them. */
+BATON_API int baton_pool_create_with(uv_loop_t *loop, const baton_plan *plan,
+                                     const baton_options *opts, int instances,
+                                     const baton_pool_instance *per_instance, baton_pool **out,
+                                     baton_error *err);
+
+/* Binds a caller's buffer (host or device memory; NULL: unbind) to input or output `tensor` of
+ * one instance, as baton_runtime_bind does for a runtime: every job that instance runs reads the
+ * input there or writes the output there, with no copy, until it is bound again (a job's own
+ * host binding of that tensor is copied into or out of it). On the loop thread, while the
+ * instance is idle (BATON_ESTATE while it runs a job: bind from a job's callback, and pin the
+ * jobs with baton_pool_submit_to); BATON_EINVAL as baton_runtime_bind. */
+BATON_API int baton_pool_bind(baton_pool *pool, int instance, int tensor, const baton_buffer *buf,
+                              baton_error *err);
+
 /* Queues a run; cb is called on the loop thread when it ends. Allocates nothing. BATON_EINVAL for
  * a NULL job or callback or bindings that do not fit (checked here, before anything runs:
- * unknown names, wrong sizes, NULL data, a tensor bound twice); BATON_ESTATE when the pool is
- * closing or the job is already submitted. */
+ * unknown names, wrong sizes, NULL data, a tensor bound twice; job->err says which);
+ * BATON_ESTATE when the pool is closing (job->err says so) or the job is already submitted and its
+ * callback has not run: then the job is left untouched, job->err included, since its run may be
+ * writing it. */
 BATON_API int baton_pool_submit(baton_pool *pool, baton_job *job, baton_job_cb cb);
 
 /* baton_pool_submit for a job that must run on instance `instance` (0 to instances - 1; -1: any,

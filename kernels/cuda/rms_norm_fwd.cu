@@ -633,10 +633,19 @@ template <typename TX, typename TW> static FwdKernel fwd_kernel_for(const kcuda_
     return rms_fwd_kernel<TX, TW, VX, 2, true>;
 }
 
+/* A call decided: its descriptor decoded, its layout (the tuned variant applied, spread over the
+ * SMs) and the kernel that runs it, with its attributes set. */
+struct FwdDecision {
+    baton_rms_norm_desc d;
+    kcuda_rms_layout L;
+    FwdKernel k;
+};
+
 template <typename TX, typename TW>
-static int fwd_typed(const baton_exec_ctx *ctx, void **buffers, const baton_rms_norm_desc &d,
-                     const kcuda_rms_cfg *o, kcuda_rms_cfg *chosen)
+static int fwd_decide(const baton_exec_ctx *ctx, void **buffers, const kcuda_rms_cfg *o,
+                      FwdDecision *out)
 {
+    const baton_rms_norm_desc &d = out->d;
     const DeviceFacts facts = device_facts(ctx);
     kcuda_rms_device dev;
     dev.sms = facts.sms;
@@ -644,7 +653,7 @@ static int fwd_typed(const baton_exec_ctx *ctx, void **buffers, const baton_rms_
     dev.max_cluster = KCUDA_MAX_CLUSTER;
     const size_t smem_max = (size_t)kcuda_rms_smem_max(&dev);
     char why[512];
-    kcuda_rms_layout L;
+    kcuda_rms_layout &L = out->L;
     for (;;) {
         int rc = kcuda_rms_fwd_layout(&d, buffers, &dev, o, &L, why, sizeof why);
         if (rc)
@@ -670,22 +679,87 @@ static int fwd_typed(const baton_exec_ctx *ctx, void **buffers, const baton_rms_
                     cudaGetErrorString(e));
             kcuda_rms_spread(&L, per_sm, dev.sms);
         }
-        kcuda_rms_report(&L, chosen);
-        return launch(ctx, "rms_norm_fwd", k, (unsigned)L.grid, (unsigned)L.threads, L.smem, L.cx,
-                      fwd_args(buffers, d, L));
+        out->k = k;
+        return 0;
     }
 }
 
 template <typename TX>
-static int fwd_w(const baton_exec_ctx *ctx, void **b, const baton_rms_norm_desc &d,
-                 const kcuda_rms_cfg *o, kcuda_rms_cfg *c)
+static int fwd_decide_w(const baton_exec_ctx *ctx, void **b, const kcuda_rms_cfg *o,
+                        FwdDecision *out)
 {
-    switch (d.w_dtype) {
-    case BATON_DTYPE_BF16: return fwd_typed<TX, __nv_bfloat16>(ctx, b, d, o, c);
-    case BATON_DTYPE_F16: return fwd_typed<TX, __half>(ctx, b, d, o, c);
-    case BATON_DTYPE_F32: return fwd_typed<TX, float>(ctx, b, d, o, c);
-    default: return fwd_typed<TX, double>(ctx, b, d, o, c);
+    switch (out->d.w_dtype) {
+    case BATON_DTYPE_BF16: return fwd_decide<TX, __nv_bfloat16>(ctx, b, o, out);
+    case BATON_DTYPE_F16: return fwd_decide<TX, __half>(ctx, b, o, out);
+    case BATON_DTYPE_F32: return fwd_decide<TX, float>(ctx, b, o, out);
+    default: return fwd_decide<TX, double>(ctx, b, o, out);
     }
+}
+
+/* Checks and decodes the descriptor, then decides the call (the override o: NULL to choose). */
+static int fwd_decide_call(const baton_exec_ctx *ctx, void **buffers, const char *opaque,
+                           size_t len, const kcuda_rms_cfg *o, FwdDecision *out)
+{
+    char why[512];
+    const int rc = kcuda_rms_check("rms_norm_fwd", buffers, 4, opaque, len, 0, o, &out->d, NULL,
+                                   why, sizeof why);
+    if (rc)
+        return ctx_fail(ctx, rc, "%s", why);
+    switch (out->d.x_dtype) {
+    case BATON_DTYPE_BF16: return fwd_decide_w<__nv_bfloat16>(ctx, buffers, o, out);
+    case BATON_DTYPE_F16: return fwd_decide_w<__half>(ctx, buffers, o, out);
+    case BATON_DTYPE_F32: return fwd_decide_w<float>(ctx, buffers, o, out);
+    default: return fwd_decide_w<double>(ctx, buffers, o, out);
+    }
+}
+
+static int fwd_launch(const baton_exec_ctx *ctx, void **buffers, const FwdDecision &c)
+{
+    return launch(ctx, "rms_norm_fwd", c.k, (unsigned)c.L.grid, (unsigned)c.L.threads, c.L.smem,
+                  c.L.cx, fwd_args(buffers, c.d, c.L));
+}
+
+/* What a step keeps from prepare (ctx->prepared): the decision, keyed by what it was derived
+ * from. The layout reads the buffers' alignment only (to 16 bytes) and the variant depends on
+ * the GPU and autotune, so a call with the same descriptor bytes, buffer addresses equal modulo
+ * 16, device and autotune is decided alike: it only launches. Anything else (the plan's dims
+ * re-packed the descriptor, a bound buffer of another alignment) decides again and keeps that. */
+struct FwdPrepared {
+    unsigned char opaque[sizeof(baton_rms_norm_desc)];
+    size_t len;
+    unsigned char low[4]; /* the buffers' addresses modulo 16 */
+    int device, autotune;
+    FwdDecision c;
+};
+
+static bool fwd_prepared_matches(const FwdPrepared *p, const baton_exec_ctx *ctx, void **buffers,
+                                 const char *opaque, size_t len)
+{
+    if (len != p->len || memcmp(opaque, p->opaque, len) != 0 || ctx->device.index != p->device ||
+        ctx->autotune != p->autotune)
+        return false;
+    for (int k = 0; k < 4; k++)
+        if (((uintptr_t)buffers[k] & 15) != p->low[k])
+            return false;
+    return true;
+}
+
+static int fwd_prepared_fill(FwdPrepared *p, const baton_exec_ctx *ctx, void **buffers,
+                             const char *opaque, size_t len)
+{
+    p->len = 0;                            /* matches nothing until decided */
+    if (!opaque || len > sizeof p->opaque) /* not the 40-byte descriptor: kcuda_rms_check says */
+        return fwd_decide_call(ctx, buffers, opaque, len, NULL, &p->c);
+    int rc = fwd_decide_call(ctx, buffers, opaque, len, NULL, &p->c);
+    if (rc)
+        return rc;
+    memcpy(p->opaque, opaque, len);
+    p->len = len;
+    for (int k = 0; k < 4; k++)
+        p->low[k] = (unsigned char)((uintptr_t)buffers[k] & 15);
+    p->device = ctx->device.index;
+    p->autotune = ctx->autotune;
+    return 0;
 }
 
 } /* namespace kcuda */
@@ -695,22 +769,42 @@ using namespace kcuda;
 extern "C" int kcuda_rms_norm_fwd_cfg(const baton_exec_ctx *ctx, void **buffers, const char *opaque,
                                       size_t len, const kcuda_rms_cfg *o, kcuda_rms_cfg *chosen)
 {
-    baton_rms_norm_desc d;
-    char why[512];
-    const int rc =
-        kcuda_rms_check("rms_norm_fwd", buffers, 4, opaque, len, 0, o, &d, NULL, why, sizeof why);
+    FwdDecision c;
+    int rc = fwd_decide_call(ctx, buffers, opaque, len, o, &c);
     if (rc)
-        return ctx_fail(ctx, rc, "%s", why);
-    switch (d.x_dtype) {
-    case BATON_DTYPE_BF16: return fwd_w<__nv_bfloat16>(ctx, buffers, d, o, chosen);
-    case BATON_DTYPE_F16: return fwd_w<__half>(ctx, buffers, d, o, chosen);
-    case BATON_DTYPE_F32: return fwd_w<float>(ctx, buffers, d, o, chosen);
-    default: return fwd_w<double>(ctx, buffers, d, o, chosen);
-    }
+        return rc;
+    kcuda_rms_report(&c.L, chosen);
+    return fwd_launch(ctx, buffers, c);
 }
 
+extern "C" int kcuda_rms_norm_fwd_prepare(const baton_exec_ctx *ctx, void **buffers,
+                                          const char *opaque, size_t len, void **state)
+{
+    *state = NULL;
+    FwdPrepared *p = (FwdPrepared *)calloc(1, sizeof *p);
+    if (!p)
+        return ctx_fail(ctx, BATON_ENOMEM, "rms_norm_fwd: out of memory");
+    int rc = fwd_prepared_fill(p, ctx, buffers, opaque, len);
+    if (rc) {
+        free(p);
+        return rc;
+    }
+    *state = p;
+    return 0;
+}
+
+/* The runtime's calls carry ctx->prepared; the XLA-ABI entry points (xla_custom_call.c) and
+ * direct callers do not, and decide on every call as before. */
 extern "C" int kcuda_rms_norm_fwd(const baton_exec_ctx *ctx, void **buffers, const char *opaque,
                                   size_t len)
 {
-    return kcuda_rms_norm_fwd_cfg(ctx, buffers, opaque, len, NULL, NULL);
+    FwdPrepared *p = ctx ? (FwdPrepared *)ctx->prepared : NULL;
+    if (!p)
+        return kcuda_rms_norm_fwd_cfg(ctx, buffers, opaque, len, NULL, NULL);
+    if (!fwd_prepared_matches(p, ctx, buffers, opaque, len)) {
+        int rc = fwd_prepared_fill(p, ctx, buffers, opaque, len);
+        if (rc)
+            return rc;
+    }
+    return fwd_launch(ctx, buffers, p->c);
 }

@@ -156,6 +156,8 @@ static void cpu_inject(dev_ctx *d, dev_fault fault)
 
 const dev_ops dev_cpu_ops = {
     .name = "cpu",
+    .label = "CPU",
+    .caps = DEV_CAP_CPU_KERNELS,
     .open = cpu_open,
     .close = cpu_close,
     .stream = cpu_stream,

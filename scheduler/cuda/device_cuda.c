@@ -938,8 +938,26 @@ static int cuda_tune(dev_ctx *d, dev_call *c, kernel_tune_fn tune, char *note, s
     return 0;
 }
 
+static int cuda_prepare_call(dev_ctx *d, dev_call *c, kernel_prepare_fn prepare, void **state,
+                             baton_error *err)
+{
+    *state = NULL;
+    cudaError_t e = make_current(d);
+    if (e != cudaSuccess)
+        return cuda_reason(err, d, NULL, "cudaSetDevice", NULL, e);
+    if (c->ctx.errbuf && c->ctx.errbuf_len)
+        c->ctx.errbuf[0] = 0;
+    int rc = prepare(&c->ctx, c->buffers, c->opaque, c->opaque_len, state);
+    if (rc)
+        return err_set(err, rc, "%s",
+                       c->ctx.errbuf && c->ctx.errbuf[0] ? c->ctx.errbuf : baton_strerror(rc));
+    return 0;
+}
+
 const dev_ops dev_cuda_ops = {
     .name = "cuda",
+    .label = "GPU",
+    .caps = DEV_CAP_ASYNC | DEV_CAP_DEVICE_MEMORY | DEV_CAP_CALLER_STREAM,
     .open = cuda_open,
     .close = cuda_close,
     .stream = cuda_stream,
@@ -968,6 +986,7 @@ const dev_ops dev_cuda_ops = {
     .trace_attach = cuda_trace_attach,
     .trace_sync = cuda_trace_sync,
     .tune = cuda_tune,
+    .prepare_call = cuda_prepare_call,
 #ifdef BATON_TESTING
     .inject = cuda_inject,
 #endif

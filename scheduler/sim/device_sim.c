@@ -664,6 +664,8 @@ static void sim_inject(dev_ctx *d, dev_fault fault)
 
 const dev_ops dev_sim_ops = {
     .name = "sim",
+    .label = "test device",
+    .caps = DEV_CAP_ASYNC | DEV_CAP_CPU_KERNELS | DEV_CAP_DEVICE_MEMORY | DEV_CAP_CAPTURE_ANY,
     .open = sim_open,
     .close = sim_close,
     .stream = sim_stream,
