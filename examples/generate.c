@@ -418,8 +418,9 @@ int main(int argc, char **argv)
     fprintf(stderr, "prefill: %" PRId64 " tokens in %.3f ms (%.1f tokens/s)\n", T, t_prefill * 1e3,
             (double)T / t_prefill);
     if (a.max_new > 1)
-        fprintf(stderr, "decode: first run %.3f ms (graph mode captures there)\n",
-                t_decode1 ? t_decode1 * 1e3 : t_decode * 1e3);
+        fprintf(stderr, "decode: first run %.3f ms (graph mode captures there: %lld captures)\n",
+                t_decode1 ? t_decode1 * 1e3 : t_decode * 1e3,
+                (long long)(a.max_new > 2 ? st0.captures : st1.captures));
     if (a.max_new > 2) {
         double n = (double)(a.max_new - 2);
         fprintf(stderr,
@@ -429,6 +430,12 @@ int main(int argc, char **argv)
                 (double)(st1.host_waits - st0.host_waits) / n,
                 (double)(st1.graph_launches - st0.graph_launches) / n,
                 (double)(st1.kernel_launches - st0.kernel_launches) / n);
+        /* After the first run a token is its inputs' memcpys, one graph replay (graph mode) and
+         * the one wait for the logits: a capture or graph update here would be a regression. */
+        long long caps = (long long)(st1.captures - st0.captures);
+        long long upd = (long long)(st1.graph_updates - st0.graph_updates);
+        fprintf(stderr, "decode: after the first run %lld captures, %lld graph updates%s\n", caps,
+                upd, caps || upd ? " (expected 0: the graph is not being reused)" : "");
     }
     for (long i = 0; i < a.max_new; i++)
         printf("%s%" PRId64, i ? " " : "", out_ids[i]);

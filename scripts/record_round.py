@@ -58,7 +58,8 @@ def llm_rows(gen, torch_dec):
     t_dec = next((v for k, v in tmap.items() if k.startswith("compiled") and "decode" in k), None)
     t_pre = next((v for k, v in tmap.items() if k.startswith("compiled") and "prefill" in k), None)
     for run in gen["runs"]:
-        m = run["mode"]
+        # bench_generate.py runs the fused plans and, by default, the unfused ones too
+        m = run["mode"] + (", unfused plan" if run.get("fused") is False else "")
         share = gen["floor_ms_per_token"] / run["decode_ms_per_token"] * 100
         rows.append({
             "what": f"Llama-3.2-1B-shaped decode, bf16, batch 1, prompt {gen['prompt']}, {m} mode",

@@ -103,6 +103,9 @@ def run_generate(exe, d, prompt, new, mode, warmup):
     if m:
         f["decode_ms_per_token"] = float(m.group(3))
         f["host_waits_per_token"] = float(m.group(4))
+    m = re.search(r"after the first run (\d+) captures, (\d+) graph updates", e)
+    if m:
+        f["captures_after_first"], f["graph_updates_after_first"] = int(m.group(1)), int(m.group(2))
     return f
 
 
@@ -116,6 +119,9 @@ def main():
     ap.add_argument("--warmup", type=int, default=2)
     ap.add_argument("--prefill-logits", choices=["all", "last"], default="last",
                     help="export_causal_lm's prefill_logits (last: one row of logits back)")
+    ap.add_argument("--fused", choices=["on", "off", "both"], default="both",
+                    help="export_causal_lm's fused plans (qkv+rope_cache_update, gate_up+swiglu, "
+                         "gemm_add residuals), the unfused per-op plans, or both (default)")
     ap.add_argument("--out", help="keep the exported plans here (default: a temporary folder)")
     ap.add_argument("--json", help="write the figures here")
     a = ap.parse_args()
@@ -127,34 +133,45 @@ def main():
     t = time.time()
     model, how = make_model(cfg, dev)
     t_model = time.time() - t
-    d = a.out or tempfile.mkdtemp(prefix="bench_generate_")
-    t = time.time()
-    baton_export.export_causal_lm(model, d, max_seq_len=a.prompt + a.new, device="cuda:0",
-                                  verbose=False, prefill_logits=a.prefill_logits)
-    t_export = time.time() - t
-    wbytes = os.path.getsize(os.path.join(d, "weights.safetensors"))
+    base = a.out or tempfile.mkdtemp(prefix="bench_generate_")
+    variants = {"on": [True], "off": [False], "both": [True, False]}[a.fused]
+    dirs, t_exports = {}, {}
+    for fused in variants:
+        d = dirs[fused] = os.path.join(base, "fused" if fused else "unfused")
+        t = time.time()
+        baton_export.export_causal_lm(model, d, max_seq_len=a.prompt + a.new, device="cuda:0",
+                                      verbose=False, prefill_logits=a.prefill_logits,
+                                      fused=fused)
+        t_exports[fused] = time.time() - t
+    t_export = t_exports[variants[0]]
+    wbytes = os.path.getsize(os.path.join(dirs[variants[0]], "weights.safetensors"))
     del model
     torch.cuda.empty_cache()
     L, Hkv, Dh = cfg["num_hidden_layers"], cfg["num_key_value_heads"], cfg["head_dim"]
     ctx = a.prompt + a.new / 2
     kv = 2 * L * ctx * Hkv * Dh * 2
     floor_ms = (wbytes + kv) / rate * 1e3
+    exp_s = ", ".join(f"{v:.1f} s {'fused' if k else 'unfused'}" for k, v in t_exports.items())
     print(f"device {torch.cuda.get_device_name()}; model: {how}, {L} layers, bf16; built in "
-          f"{t_model:.1f} s, exported in {t_export:.1f} s; weights {wbytes / 1e9:.2f} GB; "
+          f"{t_model:.1f} s, exported in {exp_s}; weights {wbytes / 1e9:.2f} GB; "
           f"prefill logits: {a.prefill_logits}")
     print(f"read rate {rate / 1e12:.2f} TB/s; decode floor at mean context {ctx:.0f}: "
           f"{floor_ms:.3f} ms/token (weights {wbytes / 1e9:.2f} GB + KV {kv / 1e6:.1f} MB)")
     res = {"device": torch.cuda.get_device_name(), "model": how, "export_s": t_export,
+           "export_s_by_variant": {("fused" if k else "unfused"): v for k, v in t_exports.items()},
            "read_rate_Bps": rate, "floor_ms_per_token": floor_ms, "prompt": a.prompt,
            "new": a.new, "runs": []}
-    for mode in a.modes.split(","):
-        f = run_generate(a.generate, d, a.prompt, a.new, mode, a.warmup)
+    for fused, mode in [(f, m) for f in variants for m in a.modes.split(",")]:
+        f = run_generate(a.generate, dirs[fused], a.prompt, a.new, mode, a.warmup)
+        f["fused"] = fused
         res["runs"].append(f)
         share = floor_ms / f["decode_ms_per_token"] if "decode_ms_per_token" in f else 0
-        print(f"{mode:9s} prefill {a.prompt} tokens {f['prefill_ms']:8.3f} ms "
-              f"({a.prompt / f['prefill_ms'] * 1e3:9.0f} tokens/s); decode "
-              f"{f.get('decode_ms_per_token', float('nan')):.3f} ms/token ({share:.0%} of the "
-              f"floor), {f.get('host_waits_per_token', float('nan')):.2f} host waits/token; "
+        print(f"{'fused' if fused else 'unfused':7s} {mode:9s} prefill {a.prompt} tokens "
+              f"{f['prefill_ms']:8.3f} ms ({a.prompt / f['prefill_ms'] * 1e3:9.0f} tokens/s); "
+              f"decode {f.get('decode_ms_per_token', float('nan')):.3f} ms/token ({share:.0%} of "
+              f"the floor), {f.get('host_waits_per_token', float('nan')):.2f} host waits/token, "
+              f"{f.get('captures_after_first', '?')} captures and "
+              f"{f.get('graph_updates_after_first', '?')} graph updates after the first run; "
               f"load+prepare {f['load_prepare_s']:.2f} s")
     if a.json:
         with open(a.json, "w") as fh:

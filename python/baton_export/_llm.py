@@ -61,16 +61,46 @@ def _rotary(model):
         getattr(rot, "attention_scaling", 1.0) or 1.0)
 
 
+def _fuse_weights(weights, pre, nl):
+    """Concatenates each layer's q/k/v projections into self_attn.qkv_proj.{weight,bias}
+    ([(H + 2 Hkv) Dh, D], q rows first: rope_cache_update's layout) and gate/up into
+    mlp.gate_up_proj.{weight,bias} ([2F, D], gate rows first: swiglu's layout), so one GEMM reads
+    each. Layers with Qwen3's q/k norms keep q/k/v apart (the norms sit between the GEMM and rope).
+    Returns the set of layers whose attention was fused."""
+    fused_attn = set()
+    for i in range(nl):
+        L = f"{pre}layers.{i}."
+        a, m = L + "self_attn.", L + "mlp."
+        if a + "q_norm.weight" not in weights and all(
+                a + f"{x}_proj.weight" in weights for x in "qkv"):
+            for kind in ("weight", "bias"):
+                parts = [a + f"{x}_proj.{kind}" for x in "qkv"]
+                have = [k in weights for k in parts]
+                if all(have):
+                    weights[a + f"qkv_proj.{kind}"] = torch.cat([weights.pop(k) for k in parts])
+                elif any(have):
+                    raise ExportError(f"{L}: some of q/k/v_proj have a {kind} and some do not")
+            fused_attn.add(i)
+        if all(m + f"{x}_proj.weight" in weights for x in ("gate", "up")):
+            for kind in ("weight", "bias"):
+                parts = [m + f"{x}_proj.{kind}" for x in ("gate", "up")]
+                if all(k in weights for k in parts):
+                    weights[m + f"gate_up_proj.{kind}"] = torch.cat([weights.pop(k) for k in parts])
+    return fused_attn
+
+
 def export_causal_lm(model, out_dir, *, max_seq_len, device="cuda:0", dtype=None, verbose=True,
-                     logits_dtype=None, prefill_logits="all"):
+                     logits_dtype=None, prefill_logits="all", fused=True):
     """Writes out_dir/prefill.json, out_dir/decode.json and out_dir/weights.safetensors for a
     Hugging Face Llama-family causal LM (LlamaForCausalLM, Mistral, Qwen2 with its qkv bias,
     Qwen3 with its q/k norms, SmolLM). max_seq_len: rows of the KV cache (the longest prompt plus
     generated tokens); dtype: convert the weights (default: the model's); logits_dtype: the
     logits' dtype (default: the weights'); prefill_logits: "all" (logits [1, seq, vocab]) or
     "last" (an extra input `last_row`, a one-hot [1, 1, seq] of the weights' dtype selecting the
-    prompt's last token, and logits [1, 1, vocab]: the lm_head runs on one row). Returns {"prefill": path, "decode": path,
-    "weights": path}."""
+    prompt's last token, and logits [1, 1, vocab]: the lm_head runs on one row); fused (default
+    True): one qkv GEMM then rope_cache_update, one gate_up GEMM then swiglu, o_proj and down_proj
+    as gemm_add with the residual (weights renamed, docs/export.md); False: one step per HF op.
+    Returns {"prefill": path, "decode": path, "weights": path}."""
     cfg = model.config
     if max_seq_len < 1:
         raise ExportError("max_seq_len must be >= 1")
@@ -111,6 +141,7 @@ def export_causal_lm(model, out_dir, *, max_seq_len, device="cuda:0", dtype=None
         weights.pop("lm_head.weight", None)
     scale = Dh ** -0.5
     mt = cfg.model_type
+    fused_attn = _fuse_weights(weights, pre, nl) if fused else set()
 
     def build(name, rows):
         """rows: 1 (decode) or "seq" (prefill)."""
@@ -155,6 +186,16 @@ def export_causal_lm(model, out_dir, *, max_seq_len, device="cuda:0", dtype=None
                 p.step("gemm", [x, W(key)], [y], {"trans_b": True}, name=base)
             return y
 
+        def residual(base, x, key, res, rname):
+            """res + x @ W^T: one gemm_add (the residual as c) when fused and unbiased."""
+            y = T(rname, D)
+            if fused and key[:-len("weight")] + "bias" not in weights:
+                p.step("gemm_add", [x, W(key), res], [y], {"trans_b": True}, name=base)
+            else:
+                a = linear(base, x, key, D)
+                p.step("add", [res, a], [y], name=rname)
+            return y
+
         def norm(base, x, key):
             y = T(base, x.shape[-1])
             r = p.temp(base + ".invvar", idt, [1, rows])
@@ -175,37 +216,46 @@ def export_causal_lm(model, out_dir, *, max_seq_len, device="cuda:0", dtype=None
             L = f"{pre}layers.{i}."
             n = f"l{i}."
             x = norm(n + "attn_norm", h, L + "input_layernorm.weight")
-            q = linear(n + "q", x, L + "self_attn.q_proj.weight", H * Dh)
-            k = linear(n + "k", x, L + "self_attn.k_proj.weight", Hkv * Dh)
-            v = linear(n + "v", x, L + "self_attn.v_proj.weight", Hkv * Dh)
-            if L + "self_attn.q_norm.weight" in weights:
-                q = head_norm(n + "q_norm", q, L + "self_attn.q_norm.weight", H)
-                k = head_norm(n + "k_norm", k, L + "self_attn.k_norm.weight", Hkv)
             rattrs = {"head_dim": Dh}
             if rope_scale != 1.0:
                 rattrs["scale"] = rope_scale
-            qr, kr = T(n + "q_rope", H * Dh), T(n + "k_rope", Hkv * Dh)
-            p.step("rope", [q, pos, inv], [qr], rattrs, name=n + "q_rope")
-            p.step("rope", [k, pos, inv], [kr], rattrs, name=n + "k_rope")
             kc, vc = caches[i]
-            p.step("kv_cache_update", [kc, kr, pos], [kc], name=n + "k_cache")
-            p.step("kv_cache_update", [vc, v, pos], [vc], name=n + "v_cache")
+            qr = T(n + "q_rope", H * Dh)
+            if i in fused_attn:
+                qkv = linear(n + "qkv", x, L + "self_attn.qkv_proj.weight", (H + 2 * Hkv) * Dh)
+                p.step("rope_cache_update", [qkv, pos, inv, kc, vc], [qr, kc, vc],
+                       dict(rattrs, n_heads=H, n_kv_heads=Hkv), name=n + "rope_cache")
+            else:
+                q = linear(n + "q", x, L + "self_attn.q_proj.weight", H * Dh)
+                k = linear(n + "k", x, L + "self_attn.k_proj.weight", Hkv * Dh)
+                v = linear(n + "v", x, L + "self_attn.v_proj.weight", Hkv * Dh)
+                if L + "self_attn.q_norm.weight" in weights:
+                    q = head_norm(n + "q_norm", q, L + "self_attn.q_norm.weight", H)
+                    k = head_norm(n + "k_norm", k, L + "self_attn.k_norm.weight", Hkv)
+                kr = T(n + "k_rope", Hkv * Dh)
+                p.step("rope", [q, pos, inv], [qr], rattrs, name=n + "q_rope")
+                p.step("rope", [k, pos, inv], [kr], rattrs, name=n + "k_rope")
+                p.step("kv_cache_update", [kc, kr, pos], [kc], name=n + "k_cache")
+                p.step("kv_cache_update", [vc, v, pos], [vc], name=n + "v_cache")
             o = T(n + "attn", H * Dh)
             p.step("attention", [qr, kc, vc, pos], [o],
                    {"head_dim": Dh, "n_heads": H, "n_kv_heads": Hkv, "scale": scale},
                    name=n + "attn")
-            a = linear(n + "o", o, L + "self_attn.o_proj.weight", D)
-            h1 = T(n + "resid1", D)
-            p.step("add", [h, a], [h1], name=n + "resid1")
+            h1 = residual(n + "o", o, L + "self_attn.o_proj.weight", h, n + "resid1")
             x2 = norm(n + "mlp_norm", h1, L + "post_attention_layernorm.weight")
-            F = weights[L + "mlp.gate_proj.weight"].shape[0]
-            g = linear(n + "gate", x2, L + "mlp.gate_proj.weight", F)
-            u = linear(n + "up", x2, L + "mlp.up_proj.weight", F)
-            m = T(n + "silu_mul", F)
-            p.step("silu_mul", [g, u], [m], name=n + "silu_mul")
-            d = linear(n + "down", m, L + "mlp.down_proj.weight", D)
-            h2 = T(n + "resid2", D)
-            p.step("add", [h1, d], [h2], name=n + "resid2")
+            gu_key = L + "mlp.gate_up_proj.weight"
+            if gu_key in weights:
+                F = weights[gu_key].shape[0] // 2
+                gu = linear(n + "gate_up", x2, gu_key, 2 * F)
+                m = T(n + "swiglu", F)
+                p.step("swiglu", [gu], [m], name=n + "swiglu")
+            else:
+                F = weights[L + "mlp.gate_proj.weight"].shape[0]
+                g = linear(n + "gate", x2, L + "mlp.gate_proj.weight", F)
+                u = linear(n + "up", x2, L + "mlp.up_proj.weight", F)
+                m = T(n + "silu_mul", F)
+                p.step("silu_mul", [g, u], [m], name=n + "silu_mul")
+            h2 = residual(n + "down", m, L + "mlp.down_proj.weight", h1, n + "resid2")
             h = h2
         x = norm("final_norm", h, f"{pre}norm.weight")
         lrows = rows

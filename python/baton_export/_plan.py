@@ -7,6 +7,8 @@ import sys
 
 import torch
 
+from ._base import CUDA_TARGETS, DELEGATES, ExportError, write_plan  # noqa: F401
+
 DTYPES = {
     torch.bfloat16: "bf16",
     torch.float16: "f16",
@@ -16,16 +18,6 @@ DTYPES = {
     torch.int64: "i64",
 }
 TORCH_DTYPES = {v: k for k, v in DTYPES.items()}
-
-# Targets with a CUDA implementation in baton (docs/kernels.md and the decoder ops of the
-# contract). A step whose target is not here is placed on the CPU whatever `device` says.
-CUDA_TARGETS = {
-    "gemm", "rms_norm_fwd", "rms_norm_bwd", "rms_norm_grad_weight", "softshrink", "add", "mul",
-    "add_scalar", "copy", "argmax", "noop", "embedding", "rope", "kv_cache_update", "attention",
-    "silu_mul", "silu", "gelu", "softmax", "cast", "sample",
-}
-DELEGATES = {"gemm"}
-
 
 def targets_from_cli(baton=None):
     """(CUDA targets, delegates) as a CUDA build of the baton CLI reports them (`baton targets
@@ -57,10 +49,6 @@ def dtype_name(dt, what):
         raise ExportError(f"{what}: dtype {dt} has no baton equivalent; baton has "
                           + ", ".join(str(d).replace("torch.", "") for d in DTYPES))
     return DTYPES[dt]
-
-
-class ExportError(Exception):
-    """An op, dtype or shape the exporter cannot lower; the message says which and why."""
 
 
 class Value:
@@ -193,19 +181,6 @@ class Plan:
 
     def write(self, path):
         write_plan(path, self.to_json())
-
-
-def write_plan(path, p):
-    """One tensor or step per line, as scripts/gen_plans.py writes the bundled plans."""
-    with open(path, "w") as f:
-        f.write('{\n  "format": "baton.plan", "version": 1, "name": %s,\n' % json.dumps(p["name"]))
-        if p.get("dims"):
-            f.write('  "dims": %s,\n' % json.dumps(p["dims"]))
-        for key in ("tensors", "steps"):
-            f.write('  "%s": [\n' % key)
-            f.write(",\n".join("    " + json.dumps(x) for x in p[key]))
-            f.write("\n  ]%s\n" % ("," if key == "tensors" else ""))
-        f.write("}\n")
 
 
 _ST_DTYPES = {torch.bfloat16: "BF16", torch.float16: "F16", torch.float32: "F32",

@@ -68,6 +68,30 @@ def _gemm(ins, attrs, out):
     return [y.to(out[0])]
 
 
+def _gemm_add(ins, attrs, out):
+    # baton's CPU gemm_add is the gemm (rounded to the output dtype) then the add
+    y = _gemm(ins[:2], attrs, out)[0]
+    return [(y.to(_math(y.dtype)) + ins[2].to(_math(y.dtype))).to(out[0])]
+
+
+def _swiglu(ins, attrs, out):
+    gu = ins[0]
+    F = gu.shape[-1] // 2
+    return _ew(lambda a, b, at: torch.nn.functional.silu(a) * b)([gu[..., :F], gu[..., F:]],
+                                                                attrs, out)
+
+
+def _rope_cache_update(ins, at, out):
+    qkv, pos, inv, kc, vc = ins
+    Dh, H, Hkv = at["head_dim"], at["n_heads"], at["n_kv_heads"]
+    ra = {k: at[k] for k in ("scale", "interleaved") if k in at}
+    q = _rope(qkv[..., :H * Dh].contiguous(), pos, inv, Dh, **ra)
+    k = _rope(qkv[..., H * Dh:(H + Hkv) * Dh].contiguous(), pos, inv, Dh, **ra)
+    _kv_update(kc, k, pos)
+    _kv_update(vc, qkv[..., (H + Hkv) * Dh:], pos)
+    return [q, kc, vc]
+
+
 def _rms(ins, attrs, out):
     x, w = ins
     md = _math(x.dtype)
@@ -80,6 +104,9 @@ def _rms(ins, attrs, out):
 
 TARGETS = {
     "gemm": _gemm,
+    "gemm_add": _gemm_add,
+    "swiglu": _swiglu,
+    "rope_cache_update": _rope_cache_update,
     "rms_norm_fwd": _rms,
     "add": _ew(lambda a, b, at: a + _bcast(a, b)),
     "mul": _ew(lambda a, b, at: a * _bcast(a, b)),

@@ -73,10 +73,16 @@ class Caps:
         f32 = lambda n, s, **k: {"name": n, "dtype": "f32", "shape": s, **k}  # noqa: E731
         self.have = {}
         for t in ("silu", "cast", "silu_mul", "softmax", "gelu", "embedding", "rope",
-                  "kv_cache_update", "attention", "sample"):
+                  "kv_cache_update", "attention", "sample", "swiglu", "rope_cache_update"):
             # a registered target fails on the signature; an unknown one says "no kernel named"
             self.have[t] = "no kernel named" not in _validate_msg(baton, _one_step(
                 t, [f32("a", [4], role="input"), f32("y", [4], role="output")], ["a"], ["y"]))
+        r = subprocess.run([baton, "targets", "--json"], capture_output=True, text=True)
+        try:
+            names = {t["name"] for t in json.loads(r.stdout).get("targets", [])}
+        except ValueError:
+            names = set()
+        self.have["gemm_add"] = "gemm_add" in names
         self.have["view_of"] = _validates(baton, _one_step(
             "copy", [f32("a", [2, 2], role="input"), f32("v", [4], view_of="a"),
                      f32("y", [4], role="output")], ["v"], ["y"]))

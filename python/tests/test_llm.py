@@ -70,12 +70,22 @@ def _reference_tokens(d, prompt=PROMPT, new=NEW):
     return toks
 
 
+@pytest.mark.parametrize("fused", [True, False], ids=["fused", "unfused"])
 @pytest.mark.parametrize("kind", list(_models()))
-def test_plans_generate_transformers_tokens(tmp_path, kind):
+def test_plans_generate_transformers_tokens(tmp_path, kind, fused):
     m = _build(kind)
-    paths = baton_export.export_causal_lm(m, tmp_path, max_seq_len=32, verbose=False)
+    paths = baton_export.export_causal_lm(m, tmp_path, max_seq_len=32, verbose=False, fused=fused)
     assert _reference_tokens(str(tmp_path)) == _hf_tokens(m)
     dec = json.load(open(paths["decode"]))
+    targets = [s.get("kernel") or s.get("delegate") for s in dec["steps"]]
+    nl = m.config.num_hidden_layers
+    qknorm = kind == "qwen3"
+    biased = kind.startswith("llama-bias")  # o_proj/down_proj biases: gemm, add bias, add
+    assert targets.count("swiglu") == (nl if fused else 0)
+    assert targets.count("silu_mul") == (0 if fused else nl)
+    assert targets.count("rope_cache_update") == (nl if fused and not qknorm else 0)
+    assert targets.count("rope") == (0 if fused and not qknorm else 2 * nl)
+    assert targets.count("gemm_add") == (2 * nl if fused and not biased else 0)
     t = {x["name"]: x for x in dec["tensors"]}
     assert t["input_ids"]["shape"] == [1, 1] and t["cache_position"]["shape"] == [1]
     assert t["logits"]["shape"] == [1, 1, 97] and t["logits"]["role"] == "output"
@@ -100,16 +110,19 @@ def test_prefill_of_the_last_row_only_gives_the_same_tokens(tmp_path):
     assert _reference_tokens(str(tmp_path)) == _hf_tokens(m)
 
 
-@pytest.mark.parametrize("kind,last", [("llama", False), ("qwen2", False), ("qwen3", False),
-                                       ("smollm-tied", False), ("llama", True)])
-def test_generate_example_matches_transformers(tmp_path, kind, last, caps, generate_exe):
+@pytest.mark.parametrize("kind,last,fused", [
+    ("llama", False, True), ("qwen2", False, True), ("qwen3", False, True),
+    ("smollm-tied", False, True), ("llama", True, True), ("llama-bias-llama3-rope", False, True),
+    ("llama", False, False), ("qwen2", False, False), ("qwen3", False, False)])
+def test_generate_example_matches_transformers(tmp_path, kind, last, fused, caps, generate_exe):
     caps.need("embedding", "rope", "kv_cache_update", "attention", "silu_mul", "safetensors",
-              *(["view_of"] if kind == "qwen3" or last else []))
+              *(["view_of"] if kind == "qwen3" or last else []),
+              *(["swiglu", "rope_cache_update", "gemm_add"] if fused else []))
     if not generate_exe:
         pytest.skip("no generate binary (built with the state-and-dims API)")
     m = _build(kind)
     baton_export.export_causal_lm(m, tmp_path, max_seq_len=32, verbose=False,
-                                  prefill_logits="last" if last else "all")
+                                  prefill_logits="last" if last else "all", fused=fused)
     r = subprocess.run([generate_exe, str(tmp_path), "--prompt", ",".join(map(str, PROMPT)),
                         "--max-new-tokens", str(NEW), "--gpu=cpu"],
                        capture_output=True, text=True, timeout=120)
@@ -164,4 +177,34 @@ def test_weights_file_holds_hf_names_once(tmp_path):
     assert w["model.embed_tokens.weight"].dtype == torch.bfloat16
     assert w["model.rotary_emb.inv_freq"].dtype == torch.float32
     sd = {k for k in m.state_dict() if k != "lm_head.weight"}
-    assert set(w) == sd | {"model.rotary_emb.inv_freq"}
+    fused = {k for k in sd if any(f"{x}_proj" in k for x in ("q", "k", "v", "gate", "up"))}
+    new = {f"model.layers.{i}.{n}.weight" for i in range(m.config.num_hidden_layers)
+           for n in ("self_attn.qkv_proj", "mlp.gate_up_proj")}
+    assert set(w) == (sd - fused) | new | {"model.rotary_emb.inv_freq"}
+    sa = m.model.layers[1].self_attn
+    want = torch.cat([sa.q_proj.weight, sa.k_proj.weight, sa.v_proj.weight]).to(torch.bfloat16)
+    assert torch.equal(w["model.layers.1.self_attn.qkv_proj.weight"], want)
+    mlp = m.model.layers[0].mlp
+    want = torch.cat([mlp.gate_proj.weight, mlp.up_proj.weight]).to(torch.bfloat16)
+    assert torch.equal(w["model.layers.0.mlp.gate_up_proj.weight"], want)
+    baton_export.export_causal_lm(m, tmp_path / "u", max_seq_len=16, verbose=False, fused=False)
+    assert set(load_file(str(tmp_path / "u" / "weights.safetensors"))) == sd | {
+        "model.rotary_emb.inv_freq"}
+
+
+def test_graph_decode_replays_one_graph_per_token_with_one_wait(tmp_path, caps, generate_exe):
+    # the test GPU device (sim) captures graphs as CUDA does: after the first decode run a token
+    # is one graph launch and one host wait (the logits), with no capture or graph update
+    caps.need("embedding", "rope_cache_update", "swiglu", "gemm_add", "attention", "safetensors")
+    if not generate_exe:
+        pytest.skip("no generate binary (built with the state-and-dims API)")
+    m = _build("llama")
+    baton_export.export_causal_lm(m, tmp_path, max_seq_len=32, verbose=False)
+    r = subprocess.run([generate_exe, str(tmp_path), "--prompt", ",".join(map(str, PROMPT)),
+                        "--max-new-tokens", str(NEW), "--gpu=sim", "--mode=graph"],
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert [int(x) for x in r.stdout.strip().splitlines()[-1].split()] == _hf_tokens(m)
+    assert "graph mode captures there: 1 captures" in r.stderr, r.stderr
+    assert "per token 1.00 host waits, 1.00 graph launches, 0.00 kernel launches" in r.stderr
+    assert "after the first run 0 captures, 0 graph updates\n" in r.stderr, r.stderr
