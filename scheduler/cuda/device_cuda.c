@@ -684,6 +684,55 @@ static int cuda_capture_begin(dev_ctx *d, int slot, baton_error *err)
     return 0;
 }
 
+/* BATON_GRAPH_EDGES=1: prints what each capture produced, to see whether PDL launches became
+ * programmatic edges (issue 43: graph mode measured no PDL overlap). Kernel-to-kernel edges of
+ * the default type are where a launch's PDL attribute was lost. Diagnostic only. */
+static void report_graph(const dev_ctx *d, int slot, cudaGraph_t g)
+{
+    const char *env = getenv("BATON_GRAPH_EDGES");
+    if (!env || !*env || *env == '0')
+        return;
+    size_t nn = 0, ne = 0;
+    if (cudaGraphGetNodes(g, NULL, &nn) != cudaSuccess ||
+        cudaGraphGetEdges(g, NULL, NULL, NULL, &ne) != cudaSuccess) {
+        (void)cudaGetLastError();
+        ne = 0; /* a lossy query (programmatic edges without edge data): count them below */
+        if (cudaGraphGetNodes(g, NULL, &nn) != cudaSuccess) {
+            (void)cudaGetLastError();
+            return;
+        }
+    }
+    size_t cap = nn * 4 + 16; /* the query needs a count first; a chain has fewer edges */
+    cudaGraphNode_t *nodes = calloc(nn + 1, sizeof *nodes);
+    cudaGraphNode_t *from = calloc(cap, sizeof *from), *to = calloc(cap, sizeof *to);
+    cudaGraphEdgeData *ed = calloc(cap, sizeof *ed);
+    int kernels = 0, prog = 0, plain_kk = 0;
+    ne = cap;
+    if (nodes && from && to && ed && cudaGraphGetNodes(g, nodes, &nn) == cudaSuccess &&
+        cudaGraphGetEdges(g, from, to, ed, &ne) == cudaSuccess) {
+        for (size_t i = 0; i < nn; i++) {
+            enum cudaGraphNodeType t;
+            kernels +=
+                cudaGraphNodeGetType(nodes[i], &t) == cudaSuccess && t == cudaGraphNodeTypeKernel;
+        }
+        for (size_t i = 0; i < ne && i < cap; i++) {
+            enum cudaGraphNodeType tf, tt;
+            if (ed[i].type == cudaGraphDependencyTypeProgrammatic)
+                prog++;
+            else if (cudaGraphNodeGetType(from[i], &tf) == cudaSuccess &&
+                     cudaGraphNodeGetType(to[i], &tt) == cudaSuccess &&
+                     tf == cudaGraphNodeTypeKernel && tt == cudaGraphNodeTypeKernel)
+                plain_kk++;
+        }
+        fprintf(stderr,
+                "baton: %s graph %d captured: %zu nodes (%d kernels), %zu edges: %d programmatic, "
+                "%d kernel-to-kernel of the default type\n",
+                d->name, slot, nn, kernels, ne, prog, plain_kk);
+    }
+    (void)cudaGetLastError();
+    free(nodes), free(from), free(to), free(ed);
+}
+
 static int cuda_capture_end(dev_ctx *d, int slot, int *updated, baton_error *err)
 {
     if (updated)
@@ -715,6 +764,7 @@ static int cuda_capture_end(dev_ctx *d, int slot, int *updated, baton_error *err
                        "graph: cudaStreamEndCapture: %s: %s",
                        d->name, cudaGetErrorName(e), cudaGetErrorString(e));
     }
+    report_graph(d, slot, g);
     if (d->graphs[slot]) {
         /* Same topology, new addresses or parameters: patch the executable graph in place,
          * which costs a fraction of a new instantiation. */
@@ -828,7 +878,15 @@ static void cuda_trace_sync(dev_ctx *d)
 
 static void cuda_capture_tag(dev_ctx *d, int tag)
 {
-    if (d->capturing && !d->capture_failed)
+    /* BATON_NO_CAPTURE_TAGS=1 (diagnostic, issue 43): no capture-info queries between a
+     * segment's ops while capturing; rebinding its buffers then captures again instead of
+     * patching. To measure whether the queries cost graph mode its PDL overlap. */
+    static _Atomic int off = -1;
+    if (off < 0) {
+        const char *env = getenv("BATON_NO_CAPTURE_TAGS");
+        off = env && *env && *env != '0';
+    }
+    if (d->capturing && !d->capture_failed && !off)
         rb_capture_tag(&d->cap, d->stream, tag);
 }
 
