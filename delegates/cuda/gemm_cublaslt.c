@@ -315,11 +315,13 @@ static int gemm_init(const baton_delegate_init *info, void **state, baton_error 
      * and wants workspace most); plans for other Ms get algorithms that fit in it. */
     s->workspace_cap = GEMM_MAX_WORKSPACE;
     char why2[512];
-    if ((rc = plan_fill(s, &s->plan[0], desc.m, why2, sizeof why2)) != 0 ||
-        (desc.m > 1 && (rc = plan_fill(s, &s->plan[1], 1, why2, sizeof why2)) != 0)) {
+    if ((rc = plan_fill(s, &s->plan[0], desc.m, why2, sizeof why2)) != 0) {
         rc = init_fail(err, rc, info, "%s", why2);
         goto fail;
     }
+    /* M = 1 only sizes the workspace: without an algorithm there, the step still runs at max M */
+    if (desc.m > 1 && plan_fill(s, &s->plan[1], 1, why2, sizeof why2) != 0)
+        s->plan[1].stamp = 0;
     s->cur = 0;
     if (s->workspace_bytes > 0) {
         ce = cudaMalloc(&s->workspace, s->workspace_bytes);
