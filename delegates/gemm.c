@@ -147,3 +147,16 @@ int baton_gemm_resolve(const baton_sig_args *sig, baton_gemm_desc *desc, baton_t
         *out = o;
     return 0;
 }
+
+int64_t baton_gemm_run_m(const baton_gemm_desc *desc, const baton_sig_args *sig)
+{
+    if (!sig || sig->n_inputs < 1 || !sig->inputs)
+        return desc->m;
+    const baton_tensor_desc *a = &sig->inputs[0];
+    if (desc->flags & BATON_GEMM_TRANS_A)
+        return a->rank == 2 ? a->shape[1] : -1;
+    int64_t m = 1;
+    for (int i = 0; i < a->rank - 1; i++)
+        m *= a->shape[i];
+    return a->rank >= 2 ? m : -1;
+}

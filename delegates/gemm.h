@@ -47,4 +47,9 @@ size_t gemm_cpu_prepared_bytes(void);
 int baton_gemm_resolve(const baton_sig_args *sig, baton_gemm_desc *desc, baton_tensor_desc *out,
                        char *msg, size_t msg_len);
 
+/* The run's M: from the step's signature as the runtime bound it (a plan with dims rebinds
+ * sig->inputs[0] when the dims change), else desc->m (init's, the max). -1 for a signature gemm
+ * does not take. Every backend multiplies this many rows, not the max. */
+int64_t baton_gemm_run_m(const baton_gemm_desc *desc, const baton_sig_args *sig);
+
 #endif /* BATON_DELEGATES_GEMM_H */

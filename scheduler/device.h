@@ -138,6 +138,10 @@ typedef struct dev_ops {
     /* Synchronous copy for prepare time (constants) and for reading results. */
     int (*copy_sync)(dev_ctx *d, void *dst, const void *src, size_t bytes, dev_copy_kind kind,
                      baton_error *err);
+    /* Prepare time: about `bytes` of constants are to be copied in with copy_sync() (0: done).
+     * The CUDA device then copies from pageable host memory through pinned staging buffers,
+     * allocated here and freed at 0. NULL: copy_sync() is as fast from any memory. */
+    void (*stage_uploads)(dev_ctx *d, size_t bytes);
 
     /* ---- the hot path: nothing below allocates ---- */
     /* Issues a call on the device's stream (or runs it, on the CPU). */

@@ -331,11 +331,9 @@ void *runtime_slot_addr(const baton_runtime *rt, int d, int t)
     return rt->dev[d].priv + ((size_t)off - m->const_bytes);
 }
 
-static int load_constants(baton_runtime *rt, baton_error *err)
+static int upload_constants(baton_runtime *rt, baton_error *err)
 {
     const baton_plan *plan = rt->plan;
-    if (rt->share)
-        return 0; /* already loaded, by the runtime that owns them */
     for (int t = 0; t < plan->n_tensors; t++) {
         const plan_tensor *pt = &plan->tensors[t];
         if (pt->role != BATON_ROLE_CONSTANT)
@@ -374,6 +372,31 @@ static int load_constants(baton_runtime *rt, baton_error *err)
             free(host);
     }
     return 0;
+}
+
+/* Tells each device the constant bytes it is about to receive (the CUDA device then uploads
+ * through pinned staging buffers: dev_ops.stage_uploads), uploads them, and lets it free the
+ * buffers again. */
+static int load_constants(baton_runtime *rt, baton_error *err)
+{
+    const baton_plan *plan = rt->plan;
+    if (rt->share)
+        return 0; /* already loaded, by the runtime that owns them */
+    for (int d = 1; d < rt->nd; d++) {
+        if (!rt->dev[d].ops->stage_uploads)
+            continue;
+        size_t bytes = 0;
+        for (int t = 0; t < plan->n_tensors; t++)
+            if (plan->tensors[t].role == BATON_ROLE_CONSTANT &&
+                plan->memory[d].offset[t] != PLAN_OFFSET_MAPPED && runtime_slot_addr(rt, d, t))
+                bytes += plan->tensors[t].nbytes;
+        rt->dev[d].ops->stage_uploads(rt->dev[d].ctx, bytes);
+    }
+    int rc = upload_constants(rt, err);
+    for (int d = 1; d < rt->nd; d++)
+        if (rt->dev[d].ops->stage_uploads)
+            rt->dev[d].ops->stage_uploads(rt->dev[d].ctx, 0);
+    return rc;
 }
 
 static int build_calls(baton_runtime *rt, baton_error *err)

@@ -260,6 +260,68 @@ Test(gemm_cpu, multiplies_a_batch_folded_into_m)
     }
 }
 
+/* A plan with dims rebinds the step's signature to fewer rows than init's max: execute()
+ * multiplies ctx->sig's M rows (the reference's), and leaves the rows past them as they were. */
+Test(gemm_cpu, follows_the_runs_m_from_the_signature)
+{
+    uint64_t seed = test_fresh_seed();
+    test_rng rng = {seed};
+    const int64_t max_m = 20, n = 9, k = 31;
+    const int64_t ms[] = {20, 1, 7, 3, 20, 2};
+    for (int d = 0; d < 4; d++)
+        for (int ta = 0; ta < 2; ta++) {
+            baton_dtype dt = DTYPES[d];
+            baton_tensor_desc in[2] = {ta ? DESC(dt, k, max_m) : DESC(dt, max_m, k),
+                                       DESC(dt, k, n)};
+            baton_attr at[1] = {attr_b("trans_a", ta)};
+            baton_sig_args a = sig(in, 1, at);
+            baton_device cpu = {BATON_DEVICE_CPU, 0};
+            baton_target_kind kind = BATON_TARGET_DELEGATE;
+            baton_delegate_init info = {.step_name = "proj",
+                                        .device = cpu,
+                                        .sig = &a,
+                                        .n_steps = 1,
+                                        .step_devices = &cpu,
+                                        .step_kinds = &kind};
+            void *state = NULL;
+            baton_error err = {0};
+            cr_assert_eq(baton_gemm_openblas_iface.init(&info, &state, &err), 0, "%s", err.message);
+            const size_t es = baton_dtype_size(dt), cbytes = (size_t)(max_m * n) * es;
+            unsigned char *C = malloc(cbytes), *poison = malloc(cbytes);
+            double *ref = malloc(sizeof(double) * (size_t)(max_m * n));
+            cr_assert(C && poison && ref);
+            test_poison(poison, cbytes);
+            for (size_t i = 0; i < sizeof ms / sizeof ms[0]; i++) {
+                const int64_t m = ms[i];
+                baton_tensor_desc rin[2] = {ta ? DESC(dt, k, m) : DESC(dt, m, k), in[1]};
+                baton_sig_args ra = sig(rin, 1, at);
+                void *A = rnd(&rng, dt, m * k), *B = rnd(&rng, dt, k * n);
+                ref_gemm(dt, A, B, m, n, k, ta, 0, 1.0, ref);
+                memcpy(C, poison, cbytes);
+                char errbuf[256] = "";
+                baton_exec_ctx ctx = {.device = cpu,
+                                      .step_name = "proj",
+                                      .sig = &ra,
+                                      .errbuf = errbuf,
+                                      .errbuf_len = sizeof errbuf};
+                void *bufs[3] = {A, B, C};
+                cr_assert_eq(baton_gemm_openblas_iface.execute(state, &ctx, bufs), 0, "%s", errbuf);
+                double e = test_rel_err(dt, C, ref, m * n);
+                double tol = test_tolerance(dt) + (dt == BATON_DTYPE_F64 ? 0 : 2e-7 * sqrt(31.0));
+                cr_expect_leq(e, tol, "%s ta=%d M=%lld of %lld: rel err %g (seed %llu)",
+                              baton_dtype_name(dt), ta, (long long)m, (long long)max_m, e,
+                              (unsigned long long)seed);
+                const size_t used = (size_t)(m * n) * es;
+                cr_expect(memcmp(C + used, poison + used, cbytes - used) == 0,
+                          "%s ta=%d M=%lld: rows past the run's M were written",
+                          baton_dtype_name(dt), ta, (long long)m);
+                free(A), free(B);
+            }
+            baton_gemm_openblas_iface.destroy(state);
+            free(C), free(poison), free(ref);
+        }
+}
+
 Test(gemm_cpu, init_rejects_a_bad_signature_naming_the_step)
 {
     baton_tensor_desc in[2] = {DESC(BATON_DTYPE_F32, 8, 16), DESC(BATON_DTYPE_F32, 8, 16)};

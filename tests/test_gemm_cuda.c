@@ -309,6 +309,122 @@ Test(gemm_cuda, execute_is_capture_safe_and_a_replay_reads_new_inputs)
     cudaStreamDestroy(stream);
 }
 
+/* A plan with dims binds fewer rows than init's max: execute() follows ctx->sig's M. Runs at
+ * more distinct Ms than the delegate keeps plans for (some twice, after they were evicted), each
+ * against the float64 reference, with the rows past M left as poisoned (so the matmul ran at M,
+ * not at the max); then graphs captured at two Ms replay each its own M. */
+static void run_dims_case(baton_dtype dt, int ta, int tb, cudaStream_t stream)
+{
+    const int64_t max_m = 96, n = 80, k = 136;
+    const int64_t ms[] = {96, 1, 17, 64, 1, 2, 3, 5, 7, 9, 11, 13, 96, 33, 17};
+    gemm_case c;
+    case_init(&c, dt, max_m, n, k, ta, tb, 1.0, stream);
+    uint64_t seed = test_fresh_seed();
+    test_rng rng = {seed};
+    gemm_bufs g;
+    bufs_alloc(&g, &c, 0);
+    void *state = NULL;
+    baton_error err = {0};
+    cr_assert_eq(baton_gemm_cublaslt_iface.init(&c.info, &state, &err), 0, "%s", err.message);
+    char errbuf[256] = "";
+    void *buffers[3] = {g.dev[0], g.dev[1], g.dev[2]};
+    const size_t es = baton_dtype_size(dt);
+    unsigned char *tail = malloc(g.bytes[2]);
+    cr_assert(tail);
+    for (size_t i = 0; i < sizeof ms / sizeof ms[0]; i++) {
+        gemm_case r; /* the step as the runtime rebinds it for M = ms[i] */
+        case_init(&r, dt, ms[i], n, k, ta, tb, 1.0, stream);
+        bufs_fill(&g, &r, &rng);
+        baton_exec_ctx ctx = {.device = c.devs[0],
+                              .stream = stream,
+                              .step_name = "proj",
+                              .sig = &r.sig,
+                              .errbuf = errbuf,
+                              .errbuf_len = sizeof errbuf};
+        cr_assert_eq(baton_gemm_cublaslt_iface.execute(state, &ctx, buffers), 0,
+                     "execute at M=%lld: %s", (long long)ms[i], errbuf);
+        CU(cudaStreamSynchronize(stream));
+        double e = bufs_check(&g, &r);
+        cr_expect(e <= tolerance(dt),
+                  "%s ta=%d tb=%d M=%lld of %lld: rel err %.3g > %.3g (seed %llu)",
+                  baton_dtype_name(dt), ta, tb, (long long)ms[i], (long long)max_m, e,
+                  tolerance(dt), (unsigned long long)seed);
+        const size_t used = (size_t)(ms[i] * n) * es;
+        CU(cudaMemcpy(tail, g.dev[2], g.bytes[2], cudaMemcpyDeviceToHost));
+        size_t bad = 0;
+        for (size_t b = used; b < g.bytes[2]; b++)
+            bad += tail[b] != 0xff;
+        cr_expect_eq(bad, 0, "%s M=%lld: %zu bytes written past the run's %lld rows",
+                     baton_dtype_name(dt), (long long)ms[i], bad, (long long)ms[i]);
+    }
+
+    /* graphs captured at M=5 and M=40 (40 new: captured while the plan is made), each replayed */
+    const int64_t gm[2] = {5, 40};
+    cudaGraphExec_t exec[2];
+    gemm_case r[2];
+    for (int i = 0; i < 2; i++) {
+        case_init(&r[i], dt, gm[i], n, k, ta, tb, 1.0, stream);
+        baton_exec_ctx ctx = {.device = c.devs[0],
+                              .stream = stream,
+                              .capturing = 1,
+                              .step_name = "proj",
+                              .sig = &r[i].sig,
+                              .errbuf = errbuf,
+                              .errbuf_len = sizeof errbuf};
+        cudaGraph_t graph;
+        CU(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
+        int rc = baton_gemm_cublaslt_iface.execute(state, &ctx, buffers);
+        CU(cudaStreamEndCapture(stream, &graph));
+        cr_assert_eq(rc, 0, "execute during capture at M=%lld: %s", (long long)gm[i], errbuf);
+        CU(cudaGraphInstantiate(&exec[i], graph, 0));
+        cudaGraphDestroy(graph);
+    }
+    for (int rep = 0; rep < 2; rep++)
+        for (int i = 1; i >= 0; i--) {
+            bufs_fill(&g, &r[i], &rng);
+            CU(cudaGraphLaunch(exec[i], stream));
+            CU(cudaStreamSynchronize(stream));
+            double e = bufs_check(&g, &r[i]);
+            cr_expect(e <= tolerance(dt), "%s graph at M=%lld: rel err %.3g (seed %llu)",
+                      baton_dtype_name(dt), (long long)gm[i], e, (unsigned long long)seed);
+        }
+    for (int i = 0; i < 2; i++)
+        cudaGraphExecDestroy(exec[i]);
+    free(tail);
+    baton_gemm_cublaslt_iface.destroy(state);
+    bufs_free(&g);
+}
+
+Test(gemm_cuda, follows_the_runs_m_from_the_signature_at_several_m)
+{
+    SKIP_WITHOUT_GPU();
+    cudaStream_t stream;
+    CU(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+    for (int d = 0; d < 3; d++)
+        for (int t = 0; t < 4; t++)
+            run_dims_case(gpu_dtypes[d], t & 1, (t >> 1) & 1, stream);
+    cudaStreamDestroy(stream);
+}
+
+/* A signature binding more rows than init's max is refused, naming both. */
+Test(gemm_cuda, refuses_a_run_binding_more_rows_than_prepared)
+{
+    SKIP_WITHOUT_GPU();
+    gemm_case c, r;
+    case_init(&c, BATON_DTYPE_BF16, 8, 16, 32, 0, 0, 1.0, NULL);
+    case_init(&r, BATON_DTYPE_BF16, 9, 16, 32, 0, 0, 1.0, NULL);
+    void *state = NULL;
+    baton_error err = {0};
+    cr_assert_eq(baton_gemm_cublaslt_iface.init(&c.info, &state, &err), 0, "%s", err.message);
+    char errbuf[256] = "";
+    baton_exec_ctx ctx = {
+        .device = c.devs[0], .sig = &r.sig, .errbuf = errbuf, .errbuf_len = sizeof errbuf};
+    void *buffers[3] = {NULL, NULL, NULL};
+    cr_expect_eq(baton_gemm_cublaslt_iface.execute(state, &ctx, buffers), BATON_EINVAL);
+    cr_expect(strstr(errbuf, "M=9") && strstr(errbuf, "at most 8"), "%s", errbuf);
+    baton_gemm_cublaslt_iface.destroy(state);
+}
+
 /* These fail before any CUDA call, so they run on machines without a GPU too. */
 Test(gemm_cuda, rejects_f64_at_init_giving_the_alternatives)
 {

@@ -339,6 +339,55 @@ Test(safetensors_plan, runs_a_plan_reading_a_constant_from_the_file)
     baton_plan_free(plan);
 }
 
+/* A constant larger than the CUDA device's two 64 MB staging buffers together (136 MB), read
+ * back bit for bit: on a GPU the upload goes through the pinned buffers in three pieces, the
+ * third reusing the first buffer once its copy is done (scheduler/cuda/device_cuda.c,
+ * copy_staged); elsewhere the steps fall back to the CPU and read the mapping. */
+Test(safetensors_plan, uploads_a_constant_larger_than_the_staging_buffers, .timeout = 120)
+{
+    const int64_t n = 34 * 1000 * 1000;
+    const size_t bytes = (size_t)n * sizeof(float);
+    float *w = malloc(bytes), *y = malloc(bytes);
+    cr_assert(w && y);
+    uint64_t x = test_fresh_seed() | 1;
+    for (int64_t i = 0; i < n; i++) {
+        x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+        w[i] = (float)(int32_t)(x >> 40) * 0.125f;
+    }
+    char header[256];
+    snprintf(header, sizeof header,
+             "{\"big\": {\"dtype\": \"F32\", \"shape\": [%lld], \"data_offsets\": [0, %zu]}}",
+             (long long)n, bytes);
+    write_st("big.safetensors", header, w, bytes);
+    char text[1024];
+    snprintf(text, sizeof text,
+             "{\"format\": \"baton.plan\", \"version\": 1, \"name\": \"big\",\n"
+             " \"tensors\": [\n"
+             "  {\"name\": \"w\", \"dtype\": \"f32\", \"shape\": [%lld], \"role\": \"constant\",\n"
+             "   \"init\": {\"kind\": \"safetensors\", \"path\": \"big.safetensors\", \"key\": "
+             "\"big\"}},\n"
+             "  {\"name\": \"y\", \"dtype\": \"f32\", \"shape\": [%lld], \"role\": \"output\"}],\n"
+             " \"steps\": [{\"name\": \"s\", \"kernel\": \"copy\", \"device\": \"cuda:0\", "
+             "\"inputs\": [\"w\"], \"outputs\": [\"y\"]}]}\n",
+             (long long)n, (long long)n);
+    write_raw("big.json", text, strlen(text));
+    baton_plan *plan = NULL;
+    baton_error err = {0};
+    cr_assert_eq(baton_plan_load(reg, tmp("big.json"), &plan, &err), 0, "%s", err.message);
+    baton_runtime *rt = test_runtime(plan, BATON_GPU_AUTO, BATON_SYNC_STRICT, 0, 0);
+    cr_assert_eq(baton_runtime_run(rt, &err), 0, "%s", err.message);
+    test_poison(y, bytes);
+    cr_assert_eq(baton_runtime_get_output(rt, "y", y, bytes, &err), 0, "%s", err.message);
+    int64_t bad = -1;
+    for (int64_t i = 0; i < n && bad < 0; i++)
+        if (memcmp(&w[i], &y[i], sizeof(float)) != 0)
+            bad = i;
+    cr_expect_eq(bad, -1, "element %lld of 34M differs after the upload", (long long)bad);
+    baton_runtime_destroy(rt);
+    baton_plan_free(plan);
+    free(w), free(y);
+}
+
 Test(safetensors_plan, suggests_the_closest_key)
 {
     write_weights();

@@ -651,44 +651,58 @@ Test(state_run, kv_cache_appends_in_place_across_runs_with_a_bound_sequence)
     baton_plan_free(plan);
 }
 
+/* On cpu (OpenBLAS) and cuda:0 (cuBLASLt on a GPU machine, the CPU fallback elsewhere), in
+ * strict and graph mode: more distinct row counts than the cuBLASLt delegate keeps plans for,
+ * some repeated after they were evicted, each against the float64 reference. */
 Test(dims_run, gemm_multiplies_the_bound_rows_only)
 {
-    baton_plan *plan = expect_loads(
-        "{\"seq\": {\"min\": 1, \"max\": 16}}",
-        "{\"name\": \"x\", \"dtype\": \"f32\", \"shape\": [\"seq\", 8], \"role\": \"input\"}, "
-        "{\"name\": \"w\", \"dtype\": \"f32\", \"shape\": [8, 4], \"role\": \"constant\", "
-        "\"init\": {\"kind\": \"normal\", \"seed\": 3, \"std\": 1}}, "
-        "{\"name\": \"y\", \"dtype\": \"f32\", \"shape\": [\"seq\", 4], \"role\": \"output\"}",
-        "{\"name\": \"mm\", \"delegate\": \"gemm\", \"device\": \"cpu\", \"inputs\": [\"x\", "
-        "\"w\"], \"outputs\": [\"y\"]}");
-    float w[32];
-    baton_error err = {0};
-    cr_assert_eq(plan_tensor_materialize(plan, plan_find_tensor(plan, "w"), w, &err), 0);
-    baton_runtime *rt = test_runtime(plan, BATON_GPU_AUTO, BATON_SYNC_GRAPH, 0, 0);
-    test_rng r = {test_fresh_seed()};
-    int seqs[] = {3, 16, 1, 7};
-    for (int k = 0; k < 4; k++) {
-        int seq = seqs[k];
-        float x[16 * 8], y[16 * 4];
-        test_fill_random(&r, BATON_DTYPE_F32, x, seq * 8, 1.0);
-        cr_assert_eq(baton_runtime_set_input(rt, "x", x, (size_t)seq * 8 * 4, &err), 0, "%s",
-                     err.message);
-        cr_assert_eq(baton_runtime_run(rt, &err), 0, "%s", err.message);
-        test_poison(y, sizeof y);
-        cr_assert_eq(baton_runtime_get_output(rt, "y", y, (size_t)seq * 4 * 4, &err), 0, "%s",
-                     err.message);
-        double ref[16 * 4];
-        for (int i = 0; i < seq; i++)
-            for (int j = 0; j < 4; j++) {
-                ref[i * 4 + j] = 0;
-                for (int q = 0; q < 8; q++)
-                    ref[i * 4 + j] += (double)x[i * 8 + q] * w[q * 4 + j];
+    static const char *const devices[] = {"cpu", "cuda:0"};
+    static const baton_sync_mode gm_modes[] = {BATON_SYNC_STRICT, BATON_SYNC_GRAPH};
+    for (int dv = 0; dv < 2; dv++)
+        for (int md = 0; md < 2; md++) {
+            char steps[512];
+            snprintf(steps, sizeof steps,
+                     "{\"name\": \"mm\", \"delegate\": \"gemm\", \"device\": \"%s\", "
+                     "\"inputs\": [\"x\", \"w\"], \"outputs\": [\"y\"]}",
+                     devices[dv]);
+            baton_plan *plan = expect_loads(
+                "{\"seq\": {\"min\": 1, \"max\": 16}}",
+                "{\"name\": \"x\", \"dtype\": \"f32\", \"shape\": [\"seq\", 8], \"role\": "
+                "\"input\"}, {\"name\": \"w\", \"dtype\": \"f32\", \"shape\": [8, 4], \"role\": "
+                "\"constant\", \"init\": {\"kind\": \"normal\", \"seed\": 3, \"std\": 1}}, "
+                "{\"name\": \"y\", \"dtype\": \"f32\", \"shape\": [\"seq\", 4], \"role\": "
+                "\"output\"}",
+                steps);
+            float w[32];
+            baton_error err = {0};
+            cr_assert_eq(plan_tensor_materialize(plan, plan_find_tensor(plan, "w"), w, &err), 0);
+            baton_runtime *rt = test_runtime(plan, BATON_GPU_AUTO, gm_modes[md], 0, 0);
+            test_rng r = {test_fresh_seed()};
+            const int seqs[] = {3, 16, 1, 7, 2, 4, 5, 6, 9, 11, 13, 3, 16, 1, 15};
+            for (size_t k = 0; k < sizeof seqs / sizeof seqs[0]; k++) {
+                int seq = seqs[k];
+                float x[16 * 8], y[16 * 4];
+                test_fill_random(&r, BATON_DTYPE_F32, x, seq * 8, 1.0);
+                cr_assert_eq(baton_runtime_set_input(rt, "x", x, (size_t)seq * 8 * 4, &err), 0,
+                             "%s", err.message);
+                cr_assert_eq(baton_runtime_run(rt, &err), 0, "%s", err.message);
+                test_poison(y, sizeof y);
+                cr_assert_eq(baton_runtime_get_output(rt, "y", y, (size_t)seq * 4 * 4, &err), 0,
+                             "%s", err.message);
+                double ref[16 * 4];
+                for (int i = 0; i < seq; i++)
+                    for (int j = 0; j < 4; j++) {
+                        ref[i * 4 + j] = 0;
+                        for (int q = 0; q < 8; q++)
+                            ref[i * 4 + j] += (double)x[i * 8 + q] * w[q * 4 + j];
+                    }
+                double e = test_rel_err(BATON_DTYPE_F32, y, ref, seq * 4);
+                cr_expect_leq(e, test_tolerance(BATON_DTYPE_F32), "%s mode %d seq %d: rel err %g",
+                              devices[dv], (int)gm_modes[md], seq, e);
             }
-        double e = test_rel_err(BATON_DTYPE_F32, y, ref, seq * 4);
-        cr_expect_leq(e, test_tolerance(BATON_DTYPE_F32), "seq %d: rel err %g", seq, e);
-    }
-    baton_runtime_destroy(rt);
-    baton_plan_free(plan);
+            baton_runtime_destroy(rt);
+            baton_plan_free(plan);
+        }
 }
 
 Test(state_run, a_decode_runtime_shares_the_prefill_runtimes_cache)

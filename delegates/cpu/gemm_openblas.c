@@ -211,16 +211,7 @@ nomem:
  */
 static int64_t run_m(const gemm_cpu *g, const baton_exec_ctx *ctx)
 {
-    const baton_sig_args *s = ctx->sig;
-    if (!s || s->n_inputs < 1 || !s->inputs)
-        return g->d.m;
-    const baton_tensor_desc *a = &s->inputs[0];
-    if (g->d.flags & BATON_GEMM_TRANS_A)
-        return a->rank == 2 ? a->shape[1] : -1;
-    int64_t m = 1;
-    for (int i = 0; i < a->rank - 1; i++)
-        m *= a->shape[i];
-    return a->rank >= 2 ? m : -1;
+    return baton_gemm_run_m(&g->d, ctx->sig);
 }
 
 /* OpenBLAS's threads follow the step's thread budget (its own pool, not baton's: the two never

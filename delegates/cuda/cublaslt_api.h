@@ -22,6 +22,7 @@
     X(cublasLtMatmulDescSetAttribute)                                                              \
     X(cublasLtMatrixLayoutCreate)                                                                  \
     X(cublasLtMatrixLayoutDestroy)                                                                 \
+    X(cublasLtMatrixLayoutSetAttribute)                                                            \
     X(cublasLtMatmulPreferenceCreate)                                                              \
     X(cublasLtMatmulPreferenceDestroy)                                                             \
     X(cublasLtMatmulPreferenceSetAttribute)                                                        \

@@ -1,7 +1,13 @@
 /* gemm_cublaslt.c: the "gemm" delegate on CUDA devices, through cuBLASLt. init() resolves the
  * step's sizes with the same function as the CPU backend, builds the matmul and layout
  * descriptors, asks cuBLASLt's heuristic for an algorithm and allocates its workspace, so that
- * execute() is one capture-safe cublasLtMatmul on the run's stream. */
+ * execute() is one capture-safe cublasLtMatmul on the run's stream.
+ *
+ * A plan with dims binds fewer rows than the max (prefill of 1024 tokens in a 1161-row plan):
+ * execute() multiplies the run's M (ctx->sig, rebound by the runtime when the dims change), with
+ * layouts and algorithms chosen for that M. They live in a small per-M cache whose layout objects
+ * are created at init, so the first run of a new M only sets their sizes and asks the heuristic
+ * (host calls, legal during capture), and a run whose M is the last one's does nothing extra. */
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -21,19 +27,33 @@
  * buffers (256 bytes), arena slots (16), and anything element-aligned. execute() uses the first
  * one the actual pointers satisfy, so a badly aligned tensor is slower, never wrong. */
 #define GEMM_TIERS 3
+/* Per-M plans kept: as many as the runtime keeps graphs per segment (one per dims binding), so a
+ * run switching among the bindings it keeps graphs for never re-plans. */
+#define GEMM_PLANS 8
 
-typedef struct gemm_state {
-    const lt_api *api; /* cuBLASLt, loaded on the first init() (cublaslt_api.h) */
-    cublasLtHandle_t lt;
-    cublasLtMatmulDesc_t op;
-    cublasLtMatrixLayout_t lay_b; /* cuBLASLt's "A": the stored B (column-major view) */
+/* The layouts and algorithms for one M (B's layout does not depend on M). */
+typedef struct gemm_plan {
+    int64_t m;                    /* 0: not filled */
+    uint64_t stamp;               /* when last switched to: the least recent is refilled first */
     cublasLtMatrixLayout_t lay_a; /* cuBLASLt's "B": the stored A */
     cublasLtMatrixLayout_t lay_c;
     int n_algos;
     cublasLtMatmulAlgo_t algo[GEMM_TIERS];
     uintptr_t align[GEMM_TIERS];
+} gemm_plan;
+
+typedef struct gemm_state {
+    const lt_api *api; /* cuBLASLt, loaded on the first init() (cublaslt_api.h) */
+    cublasLtHandle_t lt;
+    cublasLtMatmulDesc_t op;
+    cublasLtMatrixLayout_t lay_b;    /* cuBLASLt's "A": the stored B (column-major view) */
+    cublasLtMatmulPreference_t pref; /* kept for plans made at run time */
+    gemm_plan plan[GEMM_PLANS];
+    int cur; /* the plan the last execute() used */
+    uint64_t clock;
     void *workspace;
-    size_t workspace_bytes;
+    size_t workspace_bytes; /* allocated; bounds the algorithms of every plan */
+    size_t workspace_cap;   /* what the heuristic may ask for: the max at init, then the above */
     float alpha, beta;
     baton_gemm_desc desc;
     int device;
@@ -70,6 +90,103 @@ static int cuda_type(baton_dtype dt, cudaDataType_t *out)
     case BATON_DTYPE_F32: *out = CUDA_R_32F; return 0;
     default: return -1;
     }
+}
+
+/* Points plan p's layouts at M rows: A [M,K] is K x M (ld K), or with trans_a [K,M] is M x K
+ * (ld M); C [M,N] is N x M (ld N). */
+static cublasStatus_t plan_resize(const gemm_state *s, gemm_plan *p, int64_t m)
+{
+    const int ta = (s->desc.flags & BATON_GEMM_TRANS_A) != 0;
+    const uint64_t M = (uint64_t)m, K = (uint64_t)s->desc.k;
+    const uint64_t a_rows = ta ? M : K, a_cols = ta ? K : M, c_cols = M;
+    const int64_t a_ld = (int64_t)(ta ? M : K);
+    cublasStatus_t st;
+    if ((st = s->api->cublasLtMatrixLayoutSetAttribute(p->lay_a, CUBLASLT_MATRIX_LAYOUT_ROWS,
+                                                       &a_rows, sizeof a_rows)) !=
+            CUBLAS_STATUS_SUCCESS ||
+        (st = s->api->cublasLtMatrixLayoutSetAttribute(p->lay_a, CUBLASLT_MATRIX_LAYOUT_COLS,
+                                                       &a_cols, sizeof a_cols)) !=
+            CUBLAS_STATUS_SUCCESS ||
+        (st = s->api->cublasLtMatrixLayoutSetAttribute(p->lay_a, CUBLASLT_MATRIX_LAYOUT_LD, &a_ld,
+                                                       sizeof a_ld)) != CUBLAS_STATUS_SUCCESS ||
+        (st = s->api->cublasLtMatrixLayoutSetAttribute(p->lay_c, CUBLASLT_MATRIX_LAYOUT_COLS,
+                                                       &c_cols, sizeof c_cols)) !=
+            CUBLAS_STATUS_SUCCESS)
+        return st;
+    return CUBLAS_STATUS_SUCCESS;
+}
+
+/* Makes plan p the plan for M = m: resizes its layouts and asks the heuristic for an algorithm
+ * per alignment tier, within s->workspace_cap (raising s->workspace_bytes at init). Host calls
+ * only, no allocation of ours: legal while the stream is being captured. Returns 0, or a code
+ * with the reason in msg (then p is left unfilled). */
+static int plan_fill(gemm_state *s, gemm_plan *p, int64_t m, char *msg, size_t msg_len)
+{
+    p->m = 0;
+    p->n_algos = 0;
+    cublasStatus_t st = plan_resize(s, p, m);
+    if (st != CUBLAS_STATUS_SUCCESS) {
+        snprintf(msg, msg_len, "cublasLtMatrixLayoutSetAttribute (M=%lld) failed: %s", (long long)m,
+                 s->api->cublasLtGetStatusName(st));
+        return BATON_ECUDA;
+    }
+    size_t cap = s->workspace_cap;
+    if ((st = s->api->cublasLtMatmulPreferenceSetAttribute(
+             s->pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &cap, sizeof cap)) !=
+        CUBLAS_STATUS_SUCCESS) {
+        snprintf(msg, msg_len, "cublasLtMatmulPreferenceSetAttribute failed: %s",
+                 s->api->cublasLtGetStatusName(st));
+        return BATON_ECUDA;
+    }
+    const uint32_t esize = (uint32_t)baton_dtype_size((baton_dtype)s->desc.dtype);
+    const uint32_t tiers[GEMM_TIERS] = {256, 16, esize};
+    cublasStatus_t last = CUBLAS_STATUS_SUCCESS;
+    for (int t = 0; t < GEMM_TIERS; t++) {
+        const cublasLtMatmulPreferenceAttributes_t al[4] = {
+            CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
+            CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES};
+        for (int j = 0; j < 4; j++) {
+            if ((st = s->api->cublasLtMatmulPreferenceSetAttribute(
+                     s->pref, al[j], &tiers[t], sizeof tiers[t])) != CUBLAS_STATUS_SUCCESS) {
+                snprintf(msg, msg_len,
+                         "cublasLtMatmulPreferenceSetAttribute (alignment) failed: %s",
+                         s->api->cublasLtGetStatusName(st));
+                return BATON_ECUDA;
+            }
+        }
+        cublasLtMatmulHeuristicResult_t res[4];
+        int n_res = 0;
+        memset(res, 0, sizeof res);
+        st = s->api->cublasLtMatmulAlgoGetHeuristic(s->lt, s->op, s->lay_b, p->lay_a, p->lay_c,
+                                                    p->lay_c, s->pref, 4, res, &n_res);
+        if (st != CUBLAS_STATUS_SUCCESS) {
+            last = st; /* no algorithm at this alignment: try the next tier */
+            continue;
+        }
+        for (int r = 0; r < n_res; r++) {
+            if (res[r].state != CUBLAS_STATUS_SUCCESS || res[r].workspaceSize > cap)
+                continue;
+            p->algo[p->n_algos] = res[r].algo;
+            p->align[p->n_algos] = tiers[t];
+            p->n_algos++;
+            if (res[r].workspaceSize > s->workspace_bytes)
+                s->workspace_bytes = res[r].workspaceSize;
+            break;
+        }
+    }
+    if (p->n_algos == 0) {
+        const int ta = (s->desc.flags & BATON_GEMM_TRANS_A) != 0;
+        const int tb = (s->desc.flags & BATON_GEMM_TRANS_B) != 0;
+        snprintf(msg, msg_len, "cuBLASLt has no algorithm for %s M=%lld N=%lld K=%lld%s%s (%s)",
+                 baton_dtype_name((baton_dtype)s->desc.dtype), (long long)m, (long long)s->desc.n,
+                 (long long)s->desc.k, ta ? " trans_a" : "", tb ? " trans_b" : "",
+                 last != CUBLAS_STATUS_SUCCESS ? s->api->cublasLtGetStatusName(last)
+                                               : "no heuristic result");
+        return BATON_ENOTSUP;
+    }
+    p->m = m;
+    p->stamp = ++s->clock;
+    return 0;
 }
 
 static int gemm_init(const baton_delegate_init *info, void **state, baton_error *err)
@@ -139,7 +256,6 @@ static int gemm_init(const baton_delegate_init *info, void **state, baton_error 
     const uint64_t M = (uint64_t)desc.m, N = (uint64_t)desc.n, K = (uint64_t)desc.k;
 
     cublasStatus_t st;
-    cublasLtMatmulPreference_t pref = NULL;
     if ((st = s->api->cublasLtCreate(&s->lt)) != CUBLAS_STATUS_SUCCESS) {
         s->lt = NULL;
         rc = lt_fail(err, info, s, "cublasLtCreate", st);
@@ -164,85 +280,49 @@ static int gemm_init(const baton_delegate_init *info, void **state, baton_error 
         rc = lt_fail(err, info, s, "cublasLtMatmulDescSetAttribute", st);
         goto fail;
     }
-    /* Column-major views of the row-major buffers: B [K,N] is N x K (ld N), or with trans_b
-     * [N,K] is K x N (ld K); A [M,K] is K x M (ld K), or with trans_a [K,M] is M x K (ld M). */
+    /* Column-major view of the row-major B [K,N]: N x K (ld N), or with trans_b [N,K]: K x N
+     * (ld K). */
     if ((st = s->api->cublasLtMatrixLayoutCreate(&s->lay_b, ty, tb ? K : N, tb ? N : K,
                                                  (int64_t)(tb ? K : N))) != CUBLAS_STATUS_SUCCESS) {
         s->lay_b = NULL;
         rc = lt_fail(err, info, s, "cublasLtMatrixLayoutCreate (b)", st);
         goto fail;
     }
-    if ((st = s->api->cublasLtMatrixLayoutCreate(&s->lay_a, ty, ta ? M : K, ta ? K : M,
-                                                 (int64_t)(ta ? M : K))) != CUBLAS_STATUS_SUCCESS) {
-        s->lay_a = NULL;
-        rc = lt_fail(err, info, s, "cublasLtMatrixLayoutCreate (a)", st);
-        goto fail;
-    }
-    if ((st = s->api->cublasLtMatrixLayoutCreate(&s->lay_c, ty, N, M, (int64_t)N)) !=
-        CUBLAS_STATUS_SUCCESS) {
-        s->lay_c = NULL;
-        rc = lt_fail(err, info, s, "cublasLtMatrixLayoutCreate (c)", st);
-        goto fail;
+    /* Every plan's layouts now, at the max M, so that a plan made at run time only resizes them
+     * (cublasLtMatrixLayoutSetAttribute allocates nothing). */
+    for (int p = 0; p < GEMM_PLANS; p++) {
+        if ((st = s->api->cublasLtMatrixLayoutCreate(&s->plan[p].lay_a, ty, ta ? M : K, ta ? K : M,
+                                                     (int64_t)(ta ? M : K))) !=
+            CUBLAS_STATUS_SUCCESS) {
+            s->plan[p].lay_a = NULL;
+            rc = lt_fail(err, info, s, "cublasLtMatrixLayoutCreate (a)", st);
+            goto fail;
+        }
+        if ((st = s->api->cublasLtMatrixLayoutCreate(&s->plan[p].lay_c, ty, N, M, (int64_t)N)) !=
+            CUBLAS_STATUS_SUCCESS) {
+            s->plan[p].lay_c = NULL;
+            rc = lt_fail(err, info, s, "cublasLtMatrixLayoutCreate (c)", st);
+            goto fail;
+        }
     }
 
-    if ((st = s->api->cublasLtMatmulPreferenceCreate(&pref)) != CUBLAS_STATUS_SUCCESS) {
-        pref = NULL;
+    if ((st = s->api->cublasLtMatmulPreferenceCreate(&s->pref)) != CUBLAS_STATUS_SUCCESS) {
+        s->pref = NULL;
         rc = lt_fail(err, info, s, "cublasLtMatmulPreferenceCreate", st);
         goto fail;
     }
-    size_t max_ws = GEMM_MAX_WORKSPACE;
-    if ((st = s->api->cublasLtMatmulPreferenceSetAttribute(
-             pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &max_ws, sizeof max_ws)) !=
-        CUBLAS_STATUS_SUCCESS) {
-        rc = lt_fail(err, info, s, "cublasLtMatmulPreferenceSetAttribute", st);
+    /* The workspace is sized by the plans for the max M and for M = 1 (where cuBLASLt splits K
+     * and wants workspace most); plans for other Ms get algorithms that fit in it. */
+    s->workspace_cap = GEMM_MAX_WORKSPACE;
+    char why2[512];
+    if ((rc = plan_fill(s, &s->plan[0], desc.m, why2, sizeof why2)) != 0) {
+        rc = init_fail(err, rc, info, "%s", why2);
         goto fail;
     }
-    const uint32_t esize = (uint32_t)baton_dtype_size((baton_dtype)desc.dtype);
-    const uint32_t tiers[GEMM_TIERS] = {256, 16, esize};
-    cublasStatus_t last = CUBLAS_STATUS_SUCCESS;
-    for (int t = 0; t < GEMM_TIERS; t++) {
-        const cublasLtMatmulPreferenceAttributes_t al[4] = {
-            CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
-            CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES};
-        for (int j = 0; j < 4; j++) {
-            if ((st = s->api->cublasLtMatmulPreferenceSetAttribute(
-                     pref, al[j], &tiers[t], sizeof tiers[t])) != CUBLAS_STATUS_SUCCESS) {
-                rc = lt_fail(err, info, s, "cublasLtMatmulPreferenceSetAttribute (alignment)", st);
-                goto fail;
-            }
-        }
-        cublasLtMatmulHeuristicResult_t res[4];
-        int n_res = 0;
-        memset(res, 0, sizeof res);
-        st = s->api->cublasLtMatmulAlgoGetHeuristic(s->lt, s->op, s->lay_b, s->lay_a, s->lay_c,
-                                                    s->lay_c, pref, 4, res, &n_res);
-        if (st != CUBLAS_STATUS_SUCCESS) {
-            last = st; /* no algorithm at this alignment: try the next tier */
-            continue;
-        }
-        for (int r = 0; r < n_res; r++) {
-            if (res[r].state != CUBLAS_STATUS_SUCCESS)
-                continue;
-            s->algo[s->n_algos] = res[r].algo;
-            s->align[s->n_algos] = tiers[t];
-            s->n_algos++;
-            if (res[r].workspaceSize > s->workspace_bytes)
-                s->workspace_bytes = res[r].workspaceSize;
-            break;
-        }
-    }
-    if (s->n_algos == 0) {
-        rc = init_fail(err, BATON_ENOTSUP, info,
-                       "cuBLASLt has no algorithm for %s M=%lld N=%lld K=%lld%s%s (%s)",
-                       baton_dtype_name((baton_dtype)desc.dtype), (long long)desc.m,
-                       (long long)desc.n, (long long)desc.k, ta ? " trans_a" : "",
-                       tb ? " trans_b" : "",
-                       last != CUBLAS_STATUS_SUCCESS ? s->api->cublasLtGetStatusName(last)
-                                                     : "no heuristic result");
-        goto fail;
-    }
-    s->api->cublasLtMatmulPreferenceDestroy(pref);
-    pref = NULL;
+    /* M = 1 only sizes the workspace: without an algorithm there, the step still runs at max M */
+    if (desc.m > 1 && plan_fill(s, &s->plan[1], 1, why2, sizeof why2) != 0)
+        s->plan[1].stamp = 0;
+    s->cur = 0;
     if (s->workspace_bytes > 0) {
         ce = cudaMalloc(&s->workspace, s->workspace_bytes);
         if (ce != cudaSuccess) {
@@ -255,12 +335,11 @@ static int gemm_init(const baton_delegate_init *info, void **state, baton_error 
             goto fail;
         }
     }
+    s->workspace_cap = s->workspace_bytes;
     *state = s;
     return 0;
 
 fail:
-    if (pref)
-        s->api->cublasLtMatmulPreferenceDestroy(pref);
     gemm_destroy(s);
     return rc;
 }
@@ -276,25 +355,63 @@ static int exec_fail(const baton_exec_ctx *ctx, int code, const char *fmt, ...)
     return code;
 }
 
+/* The plan for the run's M: the last one used (the common case: nothing to do), another one
+ * kept, or the least recently used one refilled for m. NULL with the reason in ctx->errbuf. */
+static const gemm_plan *plan_for(gemm_state *s, const baton_exec_ctx *ctx, int64_t m)
+{
+    if (s->plan[s->cur].m == m)
+        return &s->plan[s->cur];
+    int lru = 0;
+    for (int p = 0; p < GEMM_PLANS; p++) {
+        if (s->plan[p].m == m) {
+            s->cur = p;
+            s->plan[p].stamp = ++s->clock;
+            return &s->plan[p];
+        }
+        if (s->plan[p].stamp < s->plan[lru].stamp)
+            lru = p; /* an unfilled plan has stamp 0: it goes first */
+    }
+    char why[512];
+    int rc = plan_fill(s, &s->plan[lru], m, why, sizeof why);
+    if (rc != 0) {
+        s->plan[lru].stamp = 0;
+        (void)exec_fail(ctx, rc, "gemm (cuBLASLt): %s", why);
+        return NULL;
+    }
+    s->cur = lru;
+    return &s->plan[lru];
+}
+
 static int gemm_execute(void *state, const baton_exec_ctx *ctx, void **buffers)
 {
-    const gemm_state *s = state;
+    gemm_state *s = state;
+    const int64_t m = baton_gemm_run_m(&s->desc, ctx->sig);
+    if (m == 0)
+        return 0; /* no rows bound: nothing to write */
+    if (m < 0 || m > s->desc.m)
+        return exec_fail(ctx, BATON_EINVAL,
+                         "gemm (cuBLASLt): the run binds M=%lld rows but the step was prepared "
+                         "for at most %lld",
+                         (long long)m, (long long)s->desc.m);
+    const gemm_plan *p = plan_for(s, ctx, m);
+    if (!p)
+        return BATON_ENOTSUP;
     const void *a = buffers[0], *b = buffers[1];
     /* gemm_add (beta 1): C is the added input, D the output; gemm: both are the output */
     const int add = s->desc.beta != 0;
     void *c = buffers[2], *dst = buffers[add ? 3 : 2];
     const uintptr_t addr = (uintptr_t)a | (uintptr_t)b | (uintptr_t)c | (uintptr_t)dst;
     int t = 0;
-    while (t < s->n_algos && (addr & (s->align[t] - 1)) != 0)
+    while (t < p->n_algos && (addr & (p->align[t] - 1)) != 0)
         t++;
-    if (t == s->n_algos)
+    if (t == p->n_algos)
         return exec_fail(ctx, BATON_EINVAL,
                          "gemm (cuBLASLt): buffers a=%p b=%p c=%p are not aligned to their "
                          "element size",
                          a, b, (void *)c);
     cublasStatus_t st = s->api->cublasLtMatmul(
-        s->lt, s->op, &s->alpha, b, s->lay_b, a, s->lay_a, &s->beta, c, s->lay_c, dst, s->lay_c,
-        &s->algo[t], s->workspace, s->workspace_bytes, (cudaStream_t)ctx->stream);
+        s->lt, s->op, &s->alpha, b, s->lay_b, a, p->lay_a, &s->beta, c, p->lay_c, dst, p->lay_c,
+        &p->algo[t], s->workspace, s->workspace_bytes, (cudaStream_t)ctx->stream);
     if (st != CUBLAS_STATUS_SUCCESS)
         return exec_fail(ctx, BATON_ECUDA, "cublasLtMatmul failed: %s: %s",
                          s->api->cublasLtGetStatusName(st), s->api->cublasLtGetStatusString(st));
@@ -308,10 +425,14 @@ static void gemm_destroy(void *p)
         return;
     if (s->workspace)
         cudaFree(s->workspace); /* waits for work that still uses it */
-    if (s->lay_c)
-        s->api->cublasLtMatrixLayoutDestroy(s->lay_c);
-    if (s->lay_a)
-        s->api->cublasLtMatrixLayoutDestroy(s->lay_a);
+    if (s->pref)
+        s->api->cublasLtMatmulPreferenceDestroy(s->pref);
+    for (int i = 0; i < GEMM_PLANS; i++) {
+        if (s->plan[i].lay_c)
+            s->api->cublasLtMatrixLayoutDestroy(s->plan[i].lay_c);
+        if (s->plan[i].lay_a)
+            s->api->cublasLtMatrixLayoutDestroy(s->plan[i].lay_a);
+    }
     if (s->lay_b)
         s->api->cublasLtMatrixLayoutDestroy(s->lay_b);
     if (s->op)

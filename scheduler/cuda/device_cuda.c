@@ -57,6 +57,10 @@ struct dev_ctx {
      * the GPU sees it */
     volatile unsigned *gate;
     volatile unsigned *gate_dev;
+    /* prepare-time uploads: two pinned buffers and the copies out of them (stage_uploads) */
+    void *stage[2];
+    cudaEvent_t stage_ev[2];
+    size_t stage_bytes;
 };
 
 /* Sets up the gate's flag. Without mapped pinned memory the device simply has no gate. */
@@ -143,6 +147,93 @@ static void capture_failed(dev_ctx *d, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(d->capture_reason, sizeof d->capture_reason, fmt, ap);
     va_end(ap);
+}
+
+/* Prepare-time uploads. cudaMemcpy from pageable memory (a safetensors mapping, a materialised
+ * constant) runs at ~1.8 GB/s, most of a 2.5 GB model's load: the driver stages it through its
+ * own small pinned buffer, one piece at a time. Here the host copies one piece into a pinned
+ * buffer while the DMA engine copies the previous piece out of the other one, so the upload runs
+ * at the slower of memcpy and the link instead of their sum at small pieces. Two buffers of up to
+ * 64 MB, allocated when the runtime announces the bytes to come and freed when it is done.
+ * (cudaHostRegister of the mapped range would avoid the host copy, but registering pins the
+ * whole file's pages at once and costs time per page; unmeasured here, so the standard form.) */
+#define STAGE_MAX ((size_t)64 << 20)
+#define STAGE_MIN ((size_t)8 << 20) /* below this in all, pinning costs more than it saves */
+
+static void stage_release(dev_ctx *d)
+{
+    for (int i = 0; i < 2; i++) {
+        if (d->stage_ev[i])
+            cudaEventDestroy(d->stage_ev[i]);
+        if (d->stage[i])
+            cudaFreeHost(d->stage[i]);
+        d->stage_ev[i] = NULL;
+        d->stage[i] = NULL;
+    }
+    d->stage_bytes = 0;
+    (void)cudaGetLastError();
+}
+
+static void cuda_stage_uploads(dev_ctx *d, size_t bytes)
+{
+    if (make_current(d) != cudaSuccess) {
+        (void)cudaGetLastError();
+        return;
+    }
+    if (d->stream)
+        (void)cudaStreamSynchronize(d->stream); /* no copy still reads a buffer freed below */
+    stage_release(d);
+    if (bytes < STAGE_MIN)
+        return; /* done, or too little to be worth pinning: copy_sync copies directly */
+    size_t half = (bytes / 2 + ((size_t)1 << 20) - 1) & ~(((size_t)1 << 20) - 1);
+    d->stage_bytes = half < STAGE_MAX ? half : STAGE_MAX;
+    for (int i = 0; i < 2; i++) {
+        if (cudaHostAlloc(&d->stage[i], d->stage_bytes, cudaHostAllocDefault) != cudaSuccess) {
+            d->stage[i] = NULL;
+            stage_release(d); /* no pinned memory to spare: the plain copy still works */
+            return;
+        }
+        if (cudaEventCreateWithFlags(&d->stage_ev[i], cudaEventDisableTiming) != cudaSuccess) {
+            d->stage_ev[i] = NULL;
+            stage_release(d);
+            return;
+        }
+    }
+}
+
+/* Whether src is pageable host memory (a pinned or device pointer needs no staging). */
+static int is_pageable(const void *src)
+{
+    struct cudaPointerAttributes a;
+    if (cudaPointerGetAttributes(&a, src) != cudaSuccess) {
+        (void)cudaGetLastError();
+        return 1;
+    }
+    return a.type == cudaMemoryTypeUnregistered;
+}
+
+/* An upload through the two staging buffers, double-buffered, on the run's stream. */
+static int copy_staged(dev_ctx *d, void *dst, const void *src, size_t bytes, baton_error *err)
+{
+    cudaError_t e;
+    int pending[2] = {0, 0};
+    size_t n;
+    for (size_t off = 0, i = 0; off < bytes; off += n, i ^= 1) {
+        n = bytes - off < d->stage_bytes ? bytes - off : d->stage_bytes;
+        /* the copy that last read this buffer has finished */
+        if (pending[i] && (e = cudaEventSynchronize(d->stage_ev[i])) != cudaSuccess)
+            return cuda_reason(err, d, NULL, "cudaEventSynchronize", "staged upload", e);
+        memcpy(d->stage[i], (const char *)src + off, n);
+        if ((e = cudaMemcpyAsync((char *)dst + off, d->stage[i], n, cudaMemcpyHostToDevice,
+                                 d->stream)) != cudaSuccess)
+            return cuda_reason(err, d, NULL, "cudaMemcpyAsync", "staged upload", e);
+        if ((e = cudaEventRecord(d->stage_ev[i], d->stream)) != cudaSuccess)
+            return cuda_reason(err, d, NULL, "cudaEventRecord", "staged upload", e);
+        pending[i] = 1;
+    }
+    if ((e = cudaStreamSynchronize(d->stream)) != cudaSuccess)
+        return cuda_reason(err, d, NULL, "cudaStreamSynchronize", "staged upload", e);
+    return 0;
 }
 
 static void cuda_close(dev_ctx *d);
@@ -286,7 +377,7 @@ static void cuda_close(dev_ctx *d)
         cudaStreamDestroy(d->probe);
     if (d->gate)
         cudaFreeHost((void *)d->gate);
-    (void)cudaGetLastError();
+    stage_release(d);
     if (prev >= 0 && d->set_device)
         (void)cudaSetDevice(prev);
     free(d->graphs);
@@ -388,6 +479,8 @@ static int cuda_copy_sync(dev_ctx *d, void *dst, const void *src, size_t bytes, 
                        d->name);
     if (bytes == 0)
         return 0;
+    if (kind == DEV_COPY_H2D && d->stage[0] && bytes >= ((size_t)1 << 20) && is_pageable(src))
+        return copy_staged(d, dst, src, bytes, err);
     /* Ordered after the work already on the run's stream (a plain cudaMemcpy would use the
      * legacy stream, which does not wait for it). */
     if ((e = cudaMemcpyAsync(dst, src, bytes, memcpy_kind(kind), d->stream)) != cudaSuccess)
@@ -591,6 +684,55 @@ static int cuda_capture_begin(dev_ctx *d, int slot, baton_error *err)
     return 0;
 }
 
+/* BATON_GRAPH_EDGES=1: prints what each capture produced, to see whether PDL launches became
+ * programmatic edges (issue 43: graph mode measured no PDL overlap). Kernel-to-kernel edges of
+ * the default type are where a launch's PDL attribute was lost. Diagnostic only. */
+static void report_graph(const dev_ctx *d, int slot, cudaGraph_t g)
+{
+    const char *env = getenv("BATON_GRAPH_EDGES");
+    if (!env || !*env || *env == '0')
+        return;
+    size_t nn = 0, ne = 0;
+    if (cudaGraphGetNodes(g, NULL, &nn) != cudaSuccess ||
+        cudaGraphGetEdges(g, NULL, NULL, NULL, &ne) != cudaSuccess) {
+        (void)cudaGetLastError();
+        ne = 0; /* a lossy query (programmatic edges without edge data): count them below */
+        if (cudaGraphGetNodes(g, NULL, &nn) != cudaSuccess) {
+            (void)cudaGetLastError();
+            return;
+        }
+    }
+    size_t cap = nn * 4 + 16; /* the query needs a count first; a chain has fewer edges */
+    cudaGraphNode_t *nodes = calloc(nn + 1, sizeof *nodes);
+    cudaGraphNode_t *from = calloc(cap, sizeof *from), *to = calloc(cap, sizeof *to);
+    cudaGraphEdgeData *ed = calloc(cap, sizeof *ed);
+    int kernels = 0, prog = 0, plain_kk = 0;
+    ne = cap;
+    if (nodes && from && to && ed && cudaGraphGetNodes(g, nodes, &nn) == cudaSuccess &&
+        cudaGraphGetEdges(g, from, to, ed, &ne) == cudaSuccess) {
+        for (size_t i = 0; i < nn; i++) {
+            enum cudaGraphNodeType t;
+            kernels +=
+                cudaGraphNodeGetType(nodes[i], &t) == cudaSuccess && t == cudaGraphNodeTypeKernel;
+        }
+        for (size_t i = 0; i < ne && i < cap; i++) {
+            enum cudaGraphNodeType tf, tt;
+            if (ed[i].type == cudaGraphDependencyTypeProgrammatic)
+                prog++;
+            else if (cudaGraphNodeGetType(from[i], &tf) == cudaSuccess &&
+                     cudaGraphNodeGetType(to[i], &tt) == cudaSuccess &&
+                     tf == cudaGraphNodeTypeKernel && tt == cudaGraphNodeTypeKernel)
+                plain_kk++;
+        }
+        fprintf(stderr,
+                "baton: %s graph %d captured: %zu nodes (%d kernels), %zu edges: %d programmatic, "
+                "%d kernel-to-kernel of the default type\n",
+                d->name, slot, nn, kernels, ne, prog, plain_kk);
+    }
+    (void)cudaGetLastError();
+    free(nodes), free(from), free(to), free(ed);
+}
+
 static int cuda_capture_end(dev_ctx *d, int slot, int *updated, baton_error *err)
 {
     if (updated)
@@ -622,6 +764,7 @@ static int cuda_capture_end(dev_ctx *d, int slot, int *updated, baton_error *err
                        "graph: cudaStreamEndCapture: %s: %s",
                        d->name, cudaGetErrorName(e), cudaGetErrorString(e));
     }
+    report_graph(d, slot, g);
     if (d->graphs[slot]) {
         /* Same topology, new addresses or parameters: patch the executable graph in place,
          * which costs a fraction of a new instantiation. */
@@ -735,7 +878,15 @@ static void cuda_trace_sync(dev_ctx *d)
 
 static void cuda_capture_tag(dev_ctx *d, int tag)
 {
-    if (d->capturing && !d->capture_failed)
+    /* BATON_NO_CAPTURE_TAGS=1 (diagnostic, issue 43): no capture-info queries between a
+     * segment's ops while capturing; rebinding its buffers then captures again instead of
+     * patching. To measure whether the queries cost graph mode its PDL overlap. */
+    static _Atomic int off = -1;
+    if (off < 0) {
+        const char *env = getenv("BATON_NO_CAPTURE_TAGS");
+        off = env && *env && *env != '0';
+    }
+    if (d->capturing && !d->capture_failed && !off)
         rb_capture_tag(&d->cap, d->stream, tag);
 }
 
@@ -966,6 +1117,7 @@ const dev_ops dev_cuda_ops = {
     .host_alloc = cuda_host_alloc,
     .host_free = cuda_host_free,
     .copy_sync = cuda_copy_sync,
+    .stage_uploads = cuda_stage_uploads,
     .call = cuda_call,
     .copy = cuda_copy,
     .record = cuda_record,
