@@ -1087,7 +1087,7 @@ static const baton_target target_noop = {
 /* clang-format off */
 const builtin_target baton_builtin_targets[] = {
     {.target = &target_rms_norm_fwd, CUDA_TUNE_PREPARE(rms_norm_fwd)},
-    {.target = &target_rms_norm_bwd, CUDA_TUNE(rms_norm_bwd)},
+    {.target = &target_rms_norm_bwd, CUDA_TUNE_PREPARE(rms_norm_bwd)},
     {.target = &target_rms_norm_grad_weight},
     {.target = &target_softshrink},
     {.target = &target_add},
