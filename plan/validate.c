@@ -117,8 +117,7 @@ static int resolve_target(const baton_plan *plan, plan_step *s, baton_error *err
     s->target = t;
     s->cuda_tune = registry_tuner(t, BATON_DEVICE_CUDA);
     s->cuda_prepare = registry_preparer(t, BATON_DEVICE_CUDA);
-    const baton_target_impl *cuda = baton_target_impl_for(t, BATON_DEVICE_CUDA);
-    s->cuda_errors = cuda && cuda->kernel ? target_kernel_errors(cuda->kernel) : NULL;
+    s->cuda_errors = registry_errors(t, BATON_DEVICE_CUDA);
     return 0;
 }
 

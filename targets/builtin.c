@@ -16,6 +16,7 @@
 #include "targets/builtin.h"
 #include "targets/decoder.h"
 #ifdef BATON_CUDA
+#include "kernels/cuda/cuda_decoder.h"
 #include "kernels/cuda/cuda_kernels.h"
 #endif
 
@@ -1081,13 +1082,19 @@ static const baton_target target_noop = {
 #define CUDA_TUNE_PREPARE(fn) .tune = {NULL}
 #define CUDA_TUNE(fn)         .tune = {NULL}
 #endif
+/* The decoder ops (targets/decoder.c, DEC_IMPLS): their CUDA kernels (impls[1]) record an index
+ * out of range on the device, read after the host waits (core/tune.h's kernel_error_fn). */
+#ifdef BATON_CUDA
+#define UNTUNED(t) {.target = &t, .errors = {NULL, kcuda_decoder_error_take}},
+#else
 #define UNTUNED(t) {.target = &t},
+#endif
 
 /* One target a line. */
 /* clang-format off */
 const builtin_target baton_builtin_targets[] = {
     {.target = &target_rms_norm_fwd, CUDA_TUNE_PREPARE(rms_norm_fwd)},
-    {.target = &target_rms_norm_bwd, CUDA_TUNE(rms_norm_bwd)},
+    {.target = &target_rms_norm_bwd, CUDA_TUNE_PREPARE(rms_norm_bwd)},
     {.target = &target_rms_norm_grad_weight},
     {.target = &target_softshrink},
     {.target = &target_add},

@@ -11,12 +11,14 @@ extern const baton_target baton_target_gemm;
 
 /* A built-in target as baton describes it: its public description, and what only baton's own
  * implementations have: impls[k]'s prepare-time hooks (core/tune.h), tuning (the CUDA RMSNorm
- * kernels) and deciding each call once (the CUDA RMSNorm forward), or NULL. The registry keeps
- * each hook with its implementation. */
+ * kernels) and deciding each call once (the CUDA RMSNorm forward and backward), and the run-time
+ * error record (the decoder ops' CUDA kernels), or NULL. The
+ * registry keeps each hook with its implementation. */
 typedef struct builtin_target {
     const baton_target *target;
     kernel_tune_fn tune[BATON_MAX_IMPLS];
     kernel_prepare_fn prepare[BATON_MAX_IMPLS]; /* impls[k]'s prepare hook (core/tune.h) */
+    kernel_error_fn errors[BATON_MAX_IMPLS];    /* impls[k]'s run-time error record, or NULL */
 } builtin_target;
 
 extern const builtin_target baton_builtin_targets[];

@@ -187,20 +187,3 @@ int target_opaque_check(const baton_target *t, const baton_sig_args *a, const ch
         return BATON_EPLAN;
     return 0;
 }
-
-kernel_error_fn target_kernel_errors(baton_kernel_fn kernel)
-{
-#ifdef BATON_CUDA
-    static const baton_kernel_fn ours[] = {
-        kcuda_embedding, kcuda_rope,     kcuda_kv_cache_update,
-        kcuda_attention, kcuda_silu_mul, kcuda_silu,
-        kcuda_gelu,      kcuda_softmax,  kcuda_cast,
-        kcuda_sample,    kcuda_swiglu,   kcuda_rope_cache_update};
-    for (size_t i = 0; i < sizeof ours / sizeof ours[0]; i++)
-        if (kernel && kernel == ours[i])
-            return kcuda_decoder_error_take;
-#else
-    (void)kernel;
-#endif
-    return NULL;
-}

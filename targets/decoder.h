@@ -18,10 +18,6 @@ extern const baton_target baton_target_embedding, baton_target_rope, baton_targe
 int target_opaque_check(const baton_target *t, const baton_sig_args *a, const char *opaque,
                         size_t len, char *msg, size_t cap);
 
-/* The run-time error record behind a kernel (core/tune.h): kcuda_decoder_error_take for the
- * decoder ops' CUDA kernels, NULL for any other kernel (and in a CPU-only build). */
-kernel_error_fn target_kernel_errors(baton_kernel_fn kernel);
-
 /* The entries of the built-in table (targets/builtin.c lists them with this one line): X(t) for
  * each target t, so that the table can describe each as it needs (none has a tuning hook). */
 #define BATON_DECODER_TARGETS(X)                                                                   \

@@ -20,6 +20,7 @@ typedef struct reg_entry {
     /* t.impls[k]'s prepare-time hooks (baton's own kernels) */
     kernel_tune_fn tune[BATON_MAX_IMPLS];
     kernel_prepare_fn prepare[BATON_MAX_IMPLS];
+    kernel_error_fn errors[BATON_MAX_IMPLS];
     char strings[]; /* name, summary, attribute names and help, NUL-separated */
 } reg_entry;
 
@@ -70,6 +71,7 @@ int baton_registry_create(baton_registry **out)
         reg_entry *e = (reg_entry *)reg->targets[reg->n - 1];
         memcpy(e->tune, b->tune, sizeof b->tune);
         memcpy(e->prepare, b->prepare, sizeof b->prepare);
+        memcpy(e->errors, b->errors, sizeof b->errors);
     }
     *out = reg;
     return 0;
@@ -448,6 +450,7 @@ static baton_target *entry_build(const baton_target *sig, const baton_target_imp
                 prev->impls[k].kernel == impls[i].kernel) {
                 e->tune[i] = ((const reg_entry *)prev)->tune[k];
                 e->prepare[i] = ((const reg_entry *)prev)->prepare[k];
+                e->errors[i] = ((const reg_entry *)prev)->errors[k];
             }
     return &e->t;
 }
@@ -584,6 +587,14 @@ kernel_tune_fn registry_tuner(const baton_target *t, baton_device_kind kind)
     for (int k = 0; t && k < t->n_impls; k++)
         if (t->impls[k].device == kind)
             return ((const reg_entry *)t)->tune[k];
+    return NULL;
+}
+
+kernel_error_fn registry_errors(const baton_target *t, baton_device_kind kind)
+{
+    for (int k = 0; t && k < t->n_impls; k++)
+        if (t->impls[k].device == kind)
+            return ((const reg_entry *)t)->errors[k];
     return NULL;
 }
 

@@ -13,6 +13,8 @@
 kernel_tune_fn registry_tuner(const baton_target *t, baton_device_kind kind);
 /* Its hook that decides each call once at prepare (core/tune.h), or NULL; as registry_tuner. */
 kernel_prepare_fn registry_preparer(const baton_target *t, baton_device_kind kind);
+/* Its run-time error record (core/tune.h; the decoder ops' CUDA kernels), or NULL. */
+kernel_error_fn registry_errors(const baton_target *t, baton_device_kind kind);
 
 /* Takes one more reference on reg (thread-safe); returns reg. */
 const baton_registry *registry_retain(const baton_registry *reg);

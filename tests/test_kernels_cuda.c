@@ -1123,6 +1123,135 @@ Test(kernels_cuda, the_built_in_picks_launch_on_their_gpu_with_the_default_bits)
     cr_log_info("%d built-in picks for %s run against their defaults", ran, gpu);
 }
 
+/* The forward's y and invvar for descriptor d on buffers fb (x, w, y, invvar; y and invvar
+ * poisoned first), with ctx->prepared as given; host copies in out[0..1]. */
+static void fwd_prepared_pass(kctx *k, void *const *fb, const size_t *nb,
+                              const baton_rms_norm_desc *d, void *prepared, void **out)
+{
+    dev_poison(fb[2], nb[2]);
+    dev_poison(fb[3], nb[3]);
+    k->ctx.prepared = prepared;
+    const int rc = kcuda_rms_norm_fwd(&k->ctx, (void **)fb, (const char *)d, sizeof *d);
+    k->ctx.prepared = NULL;
+    cr_assert_eq(rc, 0, "%s", k->err);
+    CK(cudaStreamSynchronize(k->stream));
+    out[0] = host_download(fb[2], nb[2]);
+    out[1] = host_download(fb[3], nb[3]);
+}
+
+/* A call decided at prepare (ctx->prepared) launches what a plain call launches, bit for bit, and
+ * decides again when the descriptor changes (a plan's dims) or a buffer's alignment does. */
+Test(kernels_cuda, rms_norm_fwd_decided_at_prepare_follows_its_descriptor)
+{
+    SKIP_WITHOUT_GPU();
+    test_rng rng = {test_fresh_seed()};
+    const baton_rms_norm_desc big = {.n1 = 64,
+                                     .n2 = 1024,
+                                     .eps = 1e-5,
+                                     .x_dtype = BATON_DTYPE_BF16,
+                                     .w_dtype = BATON_DTYPE_F32,
+                                     .part_grad_size = 16};
+    baton_rms_norm_desc small = big;
+    small.n1 = 7;
+    small.n2 = 96;
+    tune_bufs b;
+    tune_bufs_init(&b, &big, &rng);
+    kctx k;
+    kctx_init(&k, 0);
+    void *fb[4] = {b.d[0], b.d[1], b.d[3], b.d[4]};
+    const size_t nb[4] = {b.n[0], b.n[1], b.n[3], b.n[4]};
+    void *state = NULL;
+    cr_assert_eq(kcuda_rms_norm_fwd_prepare(&k.ctx, fb, (const char *)&big, sizeof big, &state), 0,
+                 "%s", k.err);
+    cr_assert_not_null(state);
+    const baton_rms_norm_desc *seq[4] = {&big, &small, &big, &small};
+    for (int shifted = 0; shifted < 2; shifted++) {
+        /* x 2 bytes off its 16-byte alignment: the scalar path, decided again */
+        fb[0] = (char *)b.d[0] + (shifted ? 2 : 0);
+        for (int i = 0; i < 4; i++) {
+            if (shifted && seq[i] == &big)
+                continue; /* big's x does not fit past the shift */
+            void *want[2], *got[2];
+            fwd_prepared_pass(&k, fb, nb, seq[i], NULL, want);
+            fwd_prepared_pass(&k, fb, nb, seq[i], state, got);
+            for (int o = 0; o < 2; o++) {
+                cr_expect_eq(first_diff(want[o], got[o], nb[2 + o]), -1,
+                             "call %d (%lld x %lld, x shifted %d): the prepared call's %s differs "
+                             "from a plain call's",
+                             i, (long long)seq[i]->n1, (long long)seq[i]->n2, shifted,
+                             o ? "invvar" : "y");
+                free(want[o]);
+                free(got[o]);
+            }
+        }
+    }
+    free(state);
+    kctx_deinit(&k);
+    tune_bufs_deinit(&b);
+}
+
+/* The backward's grad_input, grad_weight and part_grad for descriptor d on buffers bb (their
+ * outputs poisoned first), with ctx->prepared as given; host copies in out[0..2]. */
+static void bwd_prepared_pass(kctx *k, void *const *bb, const size_t *nb,
+                              const baton_rms_norm_desc *d, void *prepared, void **out)
+{
+    for (int o = 4; o < 7; o++)
+        dev_poison(bb[o], nb[o]);
+    k->ctx.prepared = prepared;
+    const int rc = kcuda_rms_norm_bwd(&k->ctx, (void **)bb, (const char *)d, sizeof *d);
+    k->ctx.prepared = NULL;
+    cr_assert_eq(rc, 0, "%s", k->err);
+    CK(cudaStreamSynchronize(k->stream));
+    for (int o = 4; o < 7; o++)
+        out[o - 4] = host_download(bb[o], nb[o]);
+}
+
+Test(kernels_cuda, rms_norm_bwd_decided_at_prepare_follows_its_descriptor)
+{
+    SKIP_WITHOUT_GPU();
+    test_rng rng = {test_fresh_seed()};
+    const baton_rms_norm_desc big = {.n1 = 64,
+                                     .n2 = 1024,
+                                     .eps = 1e-5,
+                                     .x_dtype = BATON_DTYPE_BF16,
+                                     .w_dtype = BATON_DTYPE_F32,
+                                     .part_grad_size = 16};
+    baton_rms_norm_desc small = big, split = big;
+    small.n1 = 7;
+    small.n2 = 96;
+    small.part_grad_size = 4;
+    split.n1 = 4; /* few long rows: the split backward, where it applies */
+    tune_bufs b;
+    tune_bufs_init(&b, &big, &rng);
+    kctx k;
+    kctx_init(&k, 0);
+    void *fb[4] = {b.d[0], b.d[1], b.d[3], b.d[4]};
+    cr_assert_eq(kcuda_rms_norm_fwd(&k.ctx, fb, (const char *)&big, sizeof big), 0, "%s", k.err);
+    void *bb[7] = {b.d[2], b.d[4], b.d[0], b.d[1], b.d[5], b.d[6], b.d[7]};
+    const size_t nb[7] = {b.n[2], b.n[4], b.n[0], b.n[1], b.n[5], b.n[6], b.n[7]};
+    void *state = NULL;
+    cr_assert_eq(kcuda_rms_norm_bwd_prepare(&k.ctx, bb, (const char *)&big, sizeof big, &state), 0,
+                 "%s", k.err);
+    cr_assert_not_null(state);
+    const baton_rms_norm_desc *seq[5] = {&big, &small, &split, &big, &small};
+    for (int i = 0; i < 5; i++) {
+        void *want[3], *got[3];
+        bwd_prepared_pass(&k, bb, nb, seq[i], NULL, want);
+        bwd_prepared_pass(&k, bb, nb, seq[i], state, got);
+        for (int o = 0; o < 3; o++) {
+            cr_expect_eq(first_diff(want[o], got[o], nb[4 + o]), -1,
+                         "call %d (%lld x %lld): the prepared call's output %d differs from a "
+                         "plain call's",
+                         i, (long long)seq[i]->n1, (long long)seq[i]->n2, o);
+            free(want[o]);
+            free(got[o]);
+        }
+    }
+    free(state);
+    kctx_deinit(&k);
+    tune_bufs_deinit(&b);
+}
+
 Test(kernels_cuda, rms_norm_with_programmatic_dependent_launch_is_correct)
 {
     SKIP_WITHOUT_GPU();

@@ -468,6 +468,11 @@ Test(registry_replace, a_tuning_hook_stays_with_its_kernel)
     cr_assert_eq(hook != NULL, baton_cuda_built(), "the CUDA RMSNorm tunes in CUDA builds only");
     cr_assert_null(registry_tuner(fwd, BATON_DEVICE_CPU));
     cr_assert_null(registry_tuner(baton_registry_find(reg, "add"), BATON_DEVICE_CUDA));
+    /* the decoder ops' CUDA kernels keep their run-time error record the same way */
+    cr_assert_eq(registry_errors(baton_registry_find(reg, "embedding"), BATON_DEVICE_CUDA) != NULL,
+                 baton_cuda_built());
+    cr_assert_null(registry_errors(baton_registry_find(reg, "embedding"), BATON_DEVICE_CPU));
+    cr_assert_eq(registry_preparer(fwd, BATON_DEVICE_CUDA) != NULL, baton_cuda_built());
     baton_error err = {0};
     baton_target same = *fwd;
     same.summary = "the same kernels, another summary";

@@ -35,11 +35,14 @@ int kcuda_rms_norm_bwd_tune(const baton_exec_ctx *ctx, void **buffers, const cha
 /* cudaMemsetAsync(p, 0, bytes) on stream, for the XLA entry points (kernels/ffi/ may not include
  * CUDA headers): 0, or BATON_ECUDA with the reason in err. */
 int kcuda_zero_async(void *p, size_t bytes, void *stream, char *err, size_t errlen);
-/* Decides the forward's call once (core/tune.h's kernel_prepare_fn): checks the descriptor and
- * keeps it decoded, with the layout, the tuned variant and the kernel chosen for it, which
- * kcuda_rms_norm_fwd then only launches while the descriptor and its buffers' alignment stay
- * those it was decided for. */
+
+/* Decide an RMSNorm call once (core/tune.h's kernel_prepare_fn): check the descriptor and keep
+ * it decoded, with the layout, the tuned variant and the kernels chosen for it, which
+ * kcuda_rms_norm_fwd / _bwd then only launch (given it as ctx->prepared) while the descriptor,
+ * the buffers' alignment, the device and autotune stay those it was decided for. */
 int kcuda_rms_norm_fwd_prepare(const baton_exec_ctx *ctx, void **buffers, const char *opaque,
+                               size_t len, void **state);
+int kcuda_rms_norm_bwd_prepare(const baton_exec_ctx *ctx, void **buffers, const char *opaque,
                                size_t len, void **state);
 
 #ifdef __cplusplus

@@ -110,11 +110,36 @@ static int bwd_fit_cy(const baton_exec_ctx *ctx, const baton_rms_norm_desc &d,
     return 0;
 }
 
+/* A call decided: its descriptor decoded, its layout (the tuned variant applied, cy fitted) and
+ * what launches it: the split backward's launcher, or the main kernel (its attributes set) and
+ * the column sum's launcher, typed for the call's dtypes. */
+typedef int (*BwdSplitFn)(const baton_exec_ctx *, void **, const baton_rms_norm_desc &,
+                          const kcuda_rms_layout &);
+typedef int (*ColsumFn)(const baton_exec_ctx *, void **, long long, int64_t, int64_t, int64_t);
+struct BwdDecision {
+    baton_rms_norm_desc d;
+    kcuda_rms_layout L;
+    BwdKernel k;
+    BwdSplitFn split; /* the split backward, or NULL */
+    ColsumFn colsum;
+};
+
+/* launch_colsum on the call's part_grad (buffers[6]) and grad_weight (buffers[5]). */
+template <typename A, typename TW>
+static int colsum_of(const baton_exec_ctx *ctx, void **buffers, long long grid, int64_t P,
+                     int64_t active, int64_t n2)
+{
+    return launch_colsum(ctx, "rms_norm_bwd grad_weight", grid, (A *)buffers[6], (TW *)buffers[5],
+                         P, active, n2);
+}
+
 template <typename TX, typename TW>
-static int bwd_typed(const baton_exec_ctx *ctx, void **buffers, const baton_rms_norm_desc &d,
-                     int64_t unsharded, const kcuda_rms_cfg *o, kcuda_rms_cfg *chosen)
+static int bwd_decide(const baton_exec_ctx *ctx, void **buffers, int64_t unsharded,
+                      const kcuda_rms_cfg *o, BwdDecision *out)
 {
     using A = typename acc_of<TX>::type;
+    const baton_rms_norm_desc &d = out->d;
+    kcuda_rms_layout &L = out->L;
     /* buffers: grad_output, invvar, x, weight | grad_input, grad_weight, part_grad */
     const DeviceFacts facts = device_facts(ctx);
     kcuda_rms_device dev;
@@ -123,7 +148,9 @@ static int bwd_typed(const baton_exec_ctx *ctx, void **buffers, const baton_rms_
     dev.max_cluster = KCUDA_MAX_CLUSTER;
     const size_t smem_max = (size_t)kcuda_rms_smem_max(&dev);
     char why[512];
-    kcuda_rms_layout L;
+    out->split = NULL;
+    out->k = NULL;
+    out->colsum = colsum_of<A, TW>;
     for (;;) {
         int rc = kcuda_rms_bwd_layout(&d, buffers, &dev, o, &L, why, sizeof why);
         if (rc)
@@ -135,8 +162,8 @@ static int bwd_typed(const baton_exec_ctx *ctx, void **buffers, const baton_rms_
         if (L.fit_cy && (rc = bwd_fit_cy<TX, TW>(ctx, d, &dev, smem_max, &L)) != 0)
             return rc;
         if (L.mode == KCUDA_RMS_SPLIT) {
-            kcuda_rms_report(&L, chosen);
-            return bwd_split<TX, TW>(ctx, buffers, d, L);
+            out->split = bwd_split<TX, TW>;
+            return 0;
         }
         const int cl = L.cx * L.cy;
         const BwdKernel k = bwd_kernel_for<TX, TW>(L);
@@ -150,61 +177,127 @@ static int bwd_typed(const baton_exec_ctx *ctx, void **buffers, const baton_rms_
         }
         if (rc < 0)
             return BATON_ECUDA;
-        BwdArgs a;
-        a.g = buffers[0];
-        a.invvar = buffers[1];
-        a.x = buffers[2];
-        a.w = buffers[3];
-        a.gi = buffers[4];
-        a.pg = buffers[6];
-        a.n1 = d.n1;
-        a.n2 = d.n2;
-        a.P = L.P;
-        a.B = L.B;
-        a.active = L.active;
-        a.chunk = L.chunk;
-        a.cx = L.cx;
-        a.cy = L.cy;
-        a.stages = L.stages;
-        a.kx = L.mode == KCUDA_RMS_ROWS && L.kx > 1 ? L.kx : 1;
-        a.prefetch = L.mode == KCUDA_RMS_ROWS ? L.variant.prefetch : 0;
-        a.chain = a.kx > 1 ? static_cast<unsigned *>(buffers[5]) : NULL;
-        kcuda_rms_report(&L, chosen);
-        const baton_exec_ctx *lc = ctx;
-        const baton_exec_ctx c1 = with_pdl(ctx, false);
-        if (a.kx > 1) {
-            /* The chain's counters, in grad_weight until the column sum writes it. The kernel
-             * then waits for the memset as a whole (no programmatic dependent launch). */
-            const cudaStream_t st = ctx ? (cudaStream_t)ctx->stream : (cudaStream_t)0;
-            const size_t bytes = kcuda_rms_chain_bytes(L.active, L.cy);
-            const cudaError_t e = cudaMemsetAsync(a.chain, 0, bytes, st);
-            if (e != cudaSuccess)
-                return ctx_fail(ctx, BATON_ECUDA,
-                                "rms_norm_bwd: cudaMemsetAsync of the chain's %zu bytes failed: %s",
-                                bytes, cudaGetErrorString(e));
-            lc = &c1;
-        }
-        rc = launch(lc, "rms_norm_bwd", k, (unsigned)L.grid, (unsigned)L.threads, L.smem, cl, a);
-        if (rc)
-            return rc;
-        /* The column sum reads part_grad only after its pdl_wait: its blocks wait on the SMs
-         * that the main kernel leaves free (see pdl_trigger there). */
-        const baton_exec_ctx c2 = with_pdl(ctx, true);
-        return launch_colsum(&c2, "rms_norm_bwd grad_weight", L.colsum_grid, (A *)buffers[6],
-                             (TW *)buffers[5], L.P, L.active, d.n2);
+        out->k = k;
+        return 0;
     }
 }
 
-template <typename TX>
-static int bwd_w(const baton_exec_ctx *ctx, void **b, const baton_rms_norm_desc &d, int64_t u,
-                 const kcuda_rms_cfg *o, kcuda_rms_cfg *c)
+static int bwd_launch(const baton_exec_ctx *ctx, void **buffers, const BwdDecision &c)
 {
-    switch (d.w_dtype) {
-    case BATON_DTYPE_BF16: return bwd_typed<TX, __nv_bfloat16>(ctx, b, d, u, o, c);
-    case BATON_DTYPE_F16: return bwd_typed<TX, __half>(ctx, b, d, u, o, c);
-    case BATON_DTYPE_F32: return bwd_typed<TX, float>(ctx, b, d, u, o, c);
-    default: return bwd_typed<TX, double>(ctx, b, d, u, o, c);
+    const baton_rms_norm_desc &d = c.d;
+    const kcuda_rms_layout &L = c.L;
+    if (c.split)
+        return c.split(ctx, buffers, d, L);
+    BwdArgs a;
+    a.g = buffers[0];
+    a.invvar = buffers[1];
+    a.x = buffers[2];
+    a.w = buffers[3];
+    a.gi = buffers[4];
+    a.pg = buffers[6];
+    a.n1 = d.n1;
+    a.n2 = d.n2;
+    a.P = L.P;
+    a.B = L.B;
+    a.active = L.active;
+    a.chunk = L.chunk;
+    a.cx = L.cx;
+    a.cy = L.cy;
+    a.stages = L.stages;
+    a.kx = L.mode == KCUDA_RMS_ROWS && L.kx > 1 ? L.kx : 1;
+    a.prefetch = L.mode == KCUDA_RMS_ROWS ? L.variant.prefetch : 0;
+    a.chain = a.kx > 1 ? static_cast<unsigned *>(buffers[5]) : NULL;
+    const baton_exec_ctx *lc = ctx;
+    const baton_exec_ctx c1 = with_pdl(ctx, false);
+    if (a.kx > 1) {
+        /* The chain's counters, in grad_weight until the column sum writes it. The kernel then
+         * waits for the memset as a whole (no programmatic dependent launch). */
+        const cudaStream_t st = ctx ? (cudaStream_t)ctx->stream : (cudaStream_t)0;
+        const size_t bytes = kcuda_rms_chain_bytes(L.active, L.cy);
+        const cudaError_t e = cudaMemsetAsync(a.chain, 0, bytes, st);
+        if (e != cudaSuccess)
+            return ctx_fail(ctx, BATON_ECUDA,
+                            "rms_norm_bwd: cudaMemsetAsync of the chain's %zu bytes failed: %s",
+                            bytes, cudaGetErrorString(e));
+        lc = &c1;
     }
+    int rc = launch(lc, "rms_norm_bwd", c.k, (unsigned)L.grid, (unsigned)L.threads, L.smem,
+                    L.cx * L.cy, a);
+    if (rc)
+        return rc;
+    /* The column sum reads part_grad only after its pdl_wait: its blocks wait on the SMs that the
+     * main kernel leaves free (see pdl_trigger there). */
+    const baton_exec_ctx c2 = with_pdl(ctx, true);
+    return c.colsum(&c2, buffers, L.colsum_grid, L.P, L.active, d.n2);
+}
+
+template <typename TX>
+static int bwd_decide_w(const baton_exec_ctx *ctx, void **b, int64_t u, const kcuda_rms_cfg *o,
+                        BwdDecision *out)
+{
+    switch (out->d.w_dtype) {
+    case BATON_DTYPE_BF16: return bwd_decide<TX, __nv_bfloat16>(ctx, b, u, o, out);
+    case BATON_DTYPE_F16: return bwd_decide<TX, __half>(ctx, b, u, o, out);
+    case BATON_DTYPE_F32: return bwd_decide<TX, float>(ctx, b, u, o, out);
+    default: return bwd_decide<TX, double>(ctx, b, u, o, out);
+    }
+}
+
+/* Checks and decodes the descriptor, then decides the call (the override o: NULL to choose). */
+static int bwd_decide_call(const baton_exec_ctx *ctx, void **buffers, const char *opaque,
+                           size_t len, const kcuda_rms_cfg *o, BwdDecision *out)
+{
+    int64_t u = 0;
+    char why[512];
+    const int rc = kcuda_rms_check("rms_norm_bwd", buffers, 7, opaque, len, 1, o, &out->d, &u, why,
+                                   sizeof why);
+    if (rc)
+        return ctx_fail(ctx, rc, "%s", why);
+    switch (out->d.x_dtype) {
+    case BATON_DTYPE_BF16: return bwd_decide_w<__nv_bfloat16>(ctx, buffers, u, o, out);
+    case BATON_DTYPE_F16: return bwd_decide_w<__half>(ctx, buffers, u, o, out);
+    case BATON_DTYPE_F32: return bwd_decide_w<float>(ctx, buffers, u, o, out);
+    default: return bwd_decide_w<double>(ctx, buffers, u, o, out);
+    }
+}
+
+/* What a step keeps from prepare (ctx->prepared), keyed as the forward's (rms_norm_fwd.cu): the
+ * descriptor's bytes, the buffers' addresses modulo 16 (the layout reads their alignment only),
+ * the device and autotune. */
+struct BwdPrepared {
+    unsigned char opaque[64];
+    size_t len;
+    unsigned char low[7];
+    int device, autotune;
+    BwdDecision c;
+};
+
+static bool bwd_prepared_matches(const BwdPrepared *p, const baton_exec_ctx *ctx, void **buffers,
+                                 const char *opaque, size_t len)
+{
+    if (len != p->len || memcmp(opaque, p->opaque, len) != 0 || ctx->device.index != p->device ||
+        ctx->autotune != p->autotune)
+        return false;
+    for (int k = 0; k < 7; k++)
+        if (((uintptr_t)buffers[k] & 15) != p->low[k])
+            return false;
+    return true;
+}
+
+static int bwd_prepared_fill(BwdPrepared *p, const baton_exec_ctx *ctx, void **buffers,
+                             const char *opaque, size_t len)
+{
+    p->len = 0; /* matches nothing until decided */
+    int rc = bwd_decide_call(ctx, buffers, opaque, len, NULL, &p->c);
+    if (rc || !opaque || len > sizeof p->opaque) /* kept only when it has a key */
+        return rc;
+    memcpy(p->opaque, opaque, len);
+    p->len = len;
+    for (int k = 0; k < 7; k++)
+        p->low[k] = (unsigned char)((uintptr_t)buffers[k] & 15);
+    p->device = ctx->device.index;
+    p->autotune = ctx->autotune;
+    return 0;
 }
 
 } /* namespace kcuda */
@@ -214,25 +307,44 @@ using namespace kcuda;
 extern "C" int kcuda_rms_norm_bwd_cfg(const baton_exec_ctx *ctx, void **buffers, const char *opaque,
                                       size_t len, const kcuda_rms_cfg *o, kcuda_rms_cfg *chosen)
 {
-    baton_rms_norm_desc d;
-    int64_t u = 0;
-    char why[512];
-    const int rc =
-        kcuda_rms_check("rms_norm_bwd", buffers, 7, opaque, len, 1, o, &d, &u, why, sizeof why);
+    BwdDecision c;
+    int rc = bwd_decide_call(ctx, buffers, opaque, len, o, &c);
     if (rc)
-        return ctx_fail(ctx, rc, "%s", why);
-    switch (d.x_dtype) {
-    case BATON_DTYPE_BF16: return bwd_w<__nv_bfloat16>(ctx, buffers, d, u, o, chosen);
-    case BATON_DTYPE_F16: return bwd_w<__half>(ctx, buffers, d, u, o, chosen);
-    case BATON_DTYPE_F32: return bwd_w<float>(ctx, buffers, d, u, o, chosen);
-    default: return bwd_w<double>(ctx, buffers, d, u, o, chosen);
-    }
+        return rc;
+    kcuda_rms_report(&c.L, chosen);
+    return bwd_launch(ctx, buffers, c);
 }
 
+extern "C" int kcuda_rms_norm_bwd_prepare(const baton_exec_ctx *ctx, void **buffers,
+                                          const char *opaque, size_t len, void **state)
+{
+    *state = NULL;
+    BwdPrepared *p = (BwdPrepared *)calloc(1, sizeof *p);
+    if (!p)
+        return ctx_fail(ctx, BATON_ENOMEM, "rms_norm_bwd: out of memory");
+    int rc = bwd_prepared_fill(p, ctx, buffers, opaque, len);
+    if (rc) {
+        free(p);
+        return rc;
+    }
+    *state = p;
+    return 0;
+}
+
+/* The runtime's calls carry ctx->prepared; the XLA-ABI entry points and direct callers do not,
+ * and decide on every call. */
 extern "C" int kcuda_rms_norm_bwd(const baton_exec_ctx *ctx, void **buffers, const char *opaque,
                                   size_t len)
 {
-    return kcuda_rms_norm_bwd_cfg(ctx, buffers, opaque, len, NULL, NULL);
+    BwdPrepared *p = ctx ? (BwdPrepared *)ctx->prepared : NULL;
+    if (!p)
+        return kcuda_rms_norm_bwd_cfg(ctx, buffers, opaque, len, NULL, NULL);
+    if (!bwd_prepared_matches(p, ctx, buffers, opaque, len)) {
+        int rc = bwd_prepared_fill(p, ctx, buffers, opaque, len);
+        if (rc)
+            return rc;
+    }
+    return bwd_launch(ctx, buffers, p->c);
 }
 
 #ifdef KCUDA_TIMELINE
