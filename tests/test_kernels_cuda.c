@@ -1602,10 +1602,10 @@ Test(kernels_cuda, bad_descriptors_are_rejected_with_a_reason_and_launch_nothing
          "dtype"},
         {{.n1 = 0, .n2 = n2, .eps = 1e-5, .x_dtype = 3, .w_dtype = 3, .part_grad_size = 16},
          40,
-         "zero-sized"},
+         "both must be >= 1"},
         {{.n1 = n1, .n2 = 0, .eps = 1e-5, .x_dtype = 3, .w_dtype = 3, .part_grad_size = 16},
          40,
-         "zero-sized"},
+         "both must be >= 1"},
         {{.n1 = n1, .n2 = n2, .eps = -1, .x_dtype = 3, .w_dtype = 3, .part_grad_size = 16},
          40,
          "eps"},
@@ -1619,7 +1619,7 @@ Test(kernels_cuda, bad_descriptors_are_rejected_with_a_reason_and_launch_nothing
           .w_dtype = 3,
           .part_grad_size = 16},
          40,
-         "overflow"},
+         "fit in 64 bits"},
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         char opaque[64] = {0};
@@ -1642,7 +1642,7 @@ Test(kernels_cuda, bad_descriptors_are_rejected_with_a_reason_and_launch_nothing
      * and the forward, which takes only 40 bytes (row_shards_... runs the valid form). */
     const baton_rms_norm_shard_desc sd = {good, 8};
     cr_expect_eq(kcuda_rms_norm_bwd(&k.ctx, bb, (const char *)&sd, sizeof sd), BATON_EINVAL);
-    cr_expect(strstr(k.err, "unsharded_part_grad_size = 8"), "'%s'", k.err);
+    cr_expect(strstr(k.err, "unsharded_part_grad_size is 8"), "'%s'", k.err);
     cr_expect_eq(kcuda_rms_norm_fwd(&k.ctx, fb, (const char *)&sd, sizeof sd), BATON_EINVAL);
     baton_rms_norm_desc nopg = good;
     nopg.part_grad_size = 0;
