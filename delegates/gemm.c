@@ -29,8 +29,9 @@ int baton_gemm_resolve(const baton_sig_args *sig, baton_gemm_desc *desc, baton_t
                        char *msg, size_t len)
 {
     char s1[200], s2[200];
-    if (!sig || sig->n_inputs != 2 || !sig->inputs)
-        return reason_set(msg, len, BATON_EPLAN, "gemm takes 2 inputs (a, b), got %d",
+    if (!sig || (sig->n_inputs != 2 && sig->n_inputs != 3) || !sig->inputs)
+        return reason_set(msg, len, BATON_EPLAN,
+                          "gemm takes 2 inputs (a, b), gemm_add 3 (a, b, c), got %d",
                           sig ? sig->n_inputs : 0);
     if (sig->n_outputs != 1)
         return reason_set(msg, len, BATON_EPLAN, "gemm writes 1 output, got %d", sig->n_outputs);
@@ -115,19 +116,34 @@ int baton_gemm_resolve(const baton_sig_args *sig, baton_gemm_desc *desc, baton_t
         desc->dtype = (int32_t)dt;
         desc->flags = (ta ? BATON_GEMM_TRANS_A : 0) | (tb ? BATON_GEMM_TRANS_B : 0);
         desc->alpha = alpha;
-        desc->beta = 0.0;
+        desc->beta = sig->n_inputs == 3 ? 1.0 : 0.0;
     }
-    if (out) {
-        memset(out, 0, sizeof *out);
-        out->dtype = dt;
-        if (ta) {
-            out->rank = 2;
-            out->shape[0] = m;
-        } else {
-            out->rank = a->rank;
-            memcpy(out->shape, a->shape, sizeof(int64_t) * (size_t)(a->rank - 1));
+    baton_tensor_desc o;
+    memset(&o, 0, sizeof o);
+    o.dtype = dt;
+    if (ta) {
+        o.rank = 2;
+        o.shape[0] = m;
+    } else {
+        o.rank = a->rank;
+        memcpy(o.shape, a->shape, sizeof(int64_t) * (size_t)(a->rank - 1));
+    }
+    o.shape[o.rank - 1] = n;
+    if (sig->n_inputs == 3) { /* gemm_add: c is added, so it has the output's type */
+        const baton_tensor_desc *c = &sig->inputs[2];
+        int same = c->dtype == o.dtype && c->rank == o.rank;
+        for (int i = 0; same && i < o.rank; i++)
+            same = c->shape[i] == o.shape[i];
+        if (!same) {
+            char s3[200];
+            return reason_set(msg, len, BATON_EPLAN,
+                              "c is %s%s but gemm_add's output is %s%s here: c must have the "
+                              "output's dtype and shape (it is added to the product)",
+                              baton_dtype_name(c->dtype), shape_str(c, s1, sizeof s1),
+                              baton_dtype_name(o.dtype), shape_str(&o, s3, sizeof s3));
         }
-        out->shape[out->rank - 1] = n;
     }
+    if (out)
+        *out = o;
     return 0;
 }

@@ -39,7 +39,9 @@ size_t gemm_cpu_prepared_bytes(void);
 
 /* Resolves a gemm step: inputs a [M,K] (or [K,M] with trans_a; without trans_a, a's leading dims
  * fold into M) and b [K,N] (or [N,K] with trans_b), attrs trans_a, trans_b, alpha. Fills *desc
- * (beta = 0) and *out (the output's desc: a's leading dims then N) when non-NULL. On a bad
+ * (beta = 0) and *out (the output's desc: a's leading dims then N) when non-NULL. A third input c
+ * (gemm_add: y = op(a) op(b) + c) must have the output's dtype and shape; desc->beta is then 1,
+ * and the buffers are a, b, c, y. On a bad
  * signature writes a one-line reason (what is wrong and what would be right) into msg and returns
  * BATON_EPLAN. */
 int baton_gemm_resolve(const baton_sig_args *sig, baton_gemm_desc *desc, baton_tensor_desc *out,

@@ -10,8 +10,8 @@
 #include "core/sig.h"
 
 static const char *const op_names[DEC_OP_MAX + 1] = {
-    "?",    "embedding", "rope", "kv_cache_update", "attention", "silu_mul", "silu",
-    "gelu", "softmax",   "cast", "sample"};
+    "?",    "embedding", "rope", "kv_cache_update", "attention", "silu_mul",         "silu",
+    "gelu", "softmax",   "cast", "sample",          "swiglu",    "rope_cache_update"};
 
 int dec_op_of(const char *target)
 {
@@ -116,6 +116,29 @@ int dec_desc_from_attrs(int op, const baton_sig_args *a, baton_decoder_desc *d, 
             return rc;
         d->flags = b ? DEC_FLAG_INTERLEAVED : 0;
         return attr_num(a, nm, "scale", 1.0, 0, &d->scale, msg, len);
+    case DEC_ROPE_CACHE_UPDATE: {
+        int64_t h, hkv;
+        if ((rc = attr_int(a, nm, "head_dim", 0, 1, 2, 1024, &v, msg, len)) ||
+            (rc = attr_int(a, nm, "n_heads", 0, 1, 1, 1 << 16, &h, msg, len)) ||
+            (rc = attr_int(a, nm, "n_kv_heads", 0, 1, 1, 1 << 16, &hkv, msg, len)))
+            return rc;
+        if (v % 2)
+            return reason_set(msg, len, BATON_EPLAN,
+                              "%s: head_dim is %lld: it must be even (rope turns pairs)", nm,
+                              (long long)v);
+        if (h % hkv)
+            return reason_set(msg, len, BATON_EPLAN,
+                              "%s: n_kv_heads is %lld but n_heads is %lld: n_kv_heads must divide "
+                              "n_heads",
+                              nm, (long long)hkv, (long long)h);
+        d->head_dim = (int32_t)v;
+        d->n_heads = (int32_t)h;
+        d->n_kv_heads = (int32_t)hkv;
+        if ((rc = attr_bool(a, nm, "interleaved", &b, msg, len)))
+            return rc;
+        d->flags = b ? DEC_FLAG_INTERLEAVED : 0;
+        return attr_num(a, nm, "scale", 1.0, 0, &d->scale, msg, len);
+    }
     case DEC_ATTENTION: {
         int64_t h, hkv;
         if ((rc = attr_int(a, nm, "head_dim", 0, 1, 1, 1024, &v, msg, len)) ||
@@ -187,10 +210,19 @@ int dec_desc_read(int op, const char *opaque, size_t opaque_len, baton_decoder_d
         return reason_set(msg, len, BATON_EINVAL,
                           "%s: the descriptor is for op %d (%s), not %d (%s)", nm, (int)d->op,
                           dec_op_name(d->op), op, nm);
-    uint32_t allowed = op == DEC_ROPE ? DEC_FLAG_INTERLEAVED : op == DEC_GELU ? DEC_FLAG_TANH : 0;
+    uint32_t allowed = op == DEC_ROPE || op == DEC_ROPE_CACHE_UPDATE ? DEC_FLAG_INTERLEAVED
+                       : op == DEC_GELU                              ? DEC_FLAG_TANH
+                                                                     : 0;
     if (d->flags & ~allowed)
         return reason_set(msg, len, BATON_EINVAL, "%s: flags 0x%x has bits %s does not define", nm,
                           (unsigned)d->flags, nm);
+    if (op == DEC_ROPE_CACHE_UPDATE &&
+        (d->head_dim < 2 || d->head_dim % 2 || d->head_dim > 1024 || d->n_heads < 1 ||
+         d->n_kv_heads < 1 || d->n_heads % d->n_kv_heads || !isfinite(d->scale)))
+        return reason_set(msg, len, BATON_EINVAL,
+                          "rope_cache_update: head_dim %d (even, 2 to 1024), n_heads %d, "
+                          "n_kv_heads %d (dividing n_heads) or scale %g (finite) is out of range",
+                          (int)d->head_dim, (int)d->n_heads, (int)d->n_kv_heads, d->scale);
     if (op == DEC_ROPE && (d->head_dim < 2 || d->head_dim % 2 || !isfinite(d->scale)))
         return reason_set(msg, len, BATON_EINVAL,
                           "rope: head_dim %d must be even and >= 2, scale %g finite",
@@ -316,7 +348,8 @@ static int same_shape(const baton_sig_args *a, int i, int j, const char *ri, con
                       tn(a, 0, i, ri, n1, sizeof n1), shape_str(x, s1, sizeof s1), op);
 }
 
-static const int op_inputs[DEC_OP_MAX + 1] = {0, 2, 3, 3, 4, 2, 1, 1, 1, 1, 2};
+static const int op_inputs[DEC_OP_MAX + 1] = {0, 2, 3, 3, 4, 2, 1, 1, 1, 1, 2, 1, 5};
+static const int op_outputs[DEC_OP_MAX + 1] = {0, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 3};
 
 int dec_shapes(int op, const baton_sig_args *a, const baton_decoder_desc *d, dec_shape *s,
                baton_tensor_desc *expected, char *msg, size_t len)
@@ -328,8 +361,9 @@ int dec_shapes(int op, const baton_sig_args *a, const baton_decoder_desc *d, dec
     if (!a || a->n_inputs != op_inputs[op] || !a->inputs)
         return reason_set(msg, len, BATON_EPLAN, "%s takes %d input%s, got %d", nm, op_inputs[op],
                           op_inputs[op] == 1 ? "" : "s", a ? a->n_inputs : 0);
-    if (a->n_outputs != 1)
-        return reason_set(msg, len, BATON_EPLAN, "%s writes 1 output, got %d", nm, a->n_outputs);
+    if (a->n_outputs != op_outputs[op])
+        return reason_set(msg, len, BATON_EPLAN, "%s writes %d output%s, got %d", nm,
+                          op_outputs[op], op_outputs[op] == 1 ? "" : "s", a->n_outputs);
     int rc = 0;
     char nb[300], sb[200];
     const baton_tensor_desc *x = &a->inputs[0];
@@ -459,6 +493,59 @@ int dec_shapes(int op, const baton_sig_args *a, const baton_decoder_desc *d, dec
         s->n = numel(x);
         s->x_dt = x->dtype;
         break;
+    case DEC_SWIGLU: {
+        int64_t f2 = 0;
+        if ((rc = want_float(a, 0, "gu", nm, msg, len)) ||
+            (rc = rows_of(a, 0, "gu", nm, 0, "", &s->rows, &f2, msg, len)))
+            return rc;
+        if (f2 % 2)
+            return reason_set(msg, len, BATON_EPLAN,
+                              "%s has %lld features per row: swiglu takes [..., 2F] (the gate's F "
+                              "then the up projection's F), an even count",
+                              tn(a, 0, 0, "gu", nb, sizeof nb), (long long)f2);
+        s->F = f2 / 2;
+        s->n = s->rows * s->F;
+        s->x_dt = x->dtype;
+        out.shape[out.rank - 1] = s->F;
+        break;
+    }
+    case DEC_ROPE_CACHE_UPDATE: {
+        char why[96];
+        const int64_t Dh = d->head_dim, QF = (int64_t)d->n_heads * Dh,
+                      KF = (int64_t)d->n_kv_heads * Dh;
+        snprintf(why, sizeof why, "(n_heads %d + 2 x n_kv_heads %d) x head_dim %d", (int)d->n_heads,
+                 (int)d->n_kv_heads, (int)Dh);
+        if ((rc = want_float(a, 0, "qkv", nm, msg, len)) ||
+            (rc = rows_of(a, 0, "qkv", nm, QF + 2 * KF, why, &s->rows, &s->QKV, msg, len)) ||
+            (rc = want_index(a, 1, "positions", nm, s->rows, msg, len)))
+            return rc;
+        const baton_tensor_desc *f = &a->inputs[2];
+        if (f->dtype != BATON_DTYPE_F32 || numel(f) != Dh / 2 || f->rank < 1)
+            return reason_set(msg, len, BATON_EPLAN,
+                              "%s is %s%s but %s needs f32 [%d] (head_dim / 2 inverse "
+                              "frequencies)",
+                              tn(a, 0, 2, "inv_freq", nb, sizeof nb), baton_dtype_name(f->dtype),
+                              shape_str(f, sb, sizeof sb), nm, (int)Dh / 2);
+        snprintf(why, sizeof why, "n_kv_heads %d x head_dim %d", (int)d->n_kv_heads, (int)Dh);
+        if ((rc = want_float(a, 3, "k_cache", nm, msg, len)) ||
+            (rc = same_dtype(a, 0, 3, "qkv", "k_cache", nm, msg, len)) ||
+            (rc = rows_of(a, 3, "k_cache", nm, KF, why, &s->S, NULL, msg, len)) ||
+            (rc = want_float(a, 4, "v_cache", nm, msg, len)) ||
+            (rc = same_dtype(a, 0, 4, "qkv", "v_cache", nm, msg, len)) ||
+            (rc = same_shape(a, 3, 4, "k_cache", "v_cache", nm, msg, len)))
+            return rc;
+        s->F = QF;
+        s->KF = KF;
+        s->n = s->rows * QF;
+        s->x_dt = x->dtype;
+        s->idx_dt = a->inputs[1].dtype;
+        out.shape[out.rank - 1] = QF;
+        if (expected) {
+            expected[1] = a->inputs[3];
+            expected[2] = a->inputs[4];
+        }
+        break;
+    }
     case DEC_SAMPLE:
         if ((rc = want_float(a, 0, "logits", nm, msg, len)) ||
             (rc = rows_of(a, 0, "logits", nm, 0, "", &s->rows, &s->V, msg, len)) ||

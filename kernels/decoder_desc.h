@@ -33,9 +33,11 @@ typedef enum dec_op {
     DEC_GELU = 7,
     DEC_SOFTMAX = 8,
     DEC_CAST = 9,
-    DEC_SAMPLE = 10
+    DEC_SAMPLE = 10,
+    DEC_SWIGLU = 11,           /* silu(gu[..., :F]) * gu[..., F:] */
+    DEC_ROPE_CACHE_UPDATE = 12 /* rope of q and k from a packed qkv, k and v into the caches */
 } dec_op;
-#define DEC_OP_MAX 10
+#define DEC_OP_MAX 12
 
 /* flags */
 #define DEC_FLAG_INTERLEAVED 1u /* rope: GPT-J pairs (2i, 2i+1) instead of HF rotate_half */
@@ -44,9 +46,9 @@ typedef enum dec_op {
 /* The decoder ops' descriptor: 56 bytes, little-endian (docs/kernels.md, docs/targets.md).
  *   0  int32   op           dec_op code; a kernel refuses another op's descriptor
  *   4  uint32  flags        DEC_FLAG_*; other bits 0
- *   8  int32   head_dim     rope, attention (even for rope); else 0
- *  12  int32   n_heads      attention; else 0
- *  16  int32   n_kv_heads   attention (divides n_heads); else 0
+ *   8  int32   head_dim     rope, attention, rope_cache_update (even for the ropes); else 0
+ *  12  int32   n_heads      attention, rope_cache_update; else 0
+ *  16  int32   n_kv_heads   attention, rope_cache_update (divides n_heads); else 0
  *  20  int32   top_k        sample: 0 = off
  *  24  float64 scale        rope: multiplies cos and sin (HF attention_scaling, 1 = none);
  *                           attention: the softmax scale (1/sqrt(head_dim) by default)
@@ -78,7 +80,8 @@ typedef struct dec_shape {
     int64_t F;          /* features per row: D (embedding), H*Dh (rope, q), Hkv*Dh (caches), N */
     int64_t V;          /* embedding: table rows; sample: vocabulary */
     int64_t S;          /* cache rows S_max (kv_cache_update, attention) */
-    int64_t KF;         /* attention: cache row width Hkv*Dh */
+    int64_t KF;         /* attention, rope_cache_update: cache row width Hkv*Dh */
+    int64_t QKV;        /* rope_cache_update: qkv's row width (H + 2 Hkv) * Dh */
     baton_dtype x_dt;   /* the float data: table, x, cache, q, a, logits */
     baton_dtype y_dt;   /* the (first) output */
     baton_dtype idx_dt; /* ids, positions or the step: i32 or i64 (0 when the op has none) */

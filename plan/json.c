@@ -26,6 +26,8 @@ typedef struct jparser {
     int err_line, err_col;
     char err[160];
     int nomem;
+    int max_nodes; /* the memory bound (JSON_MEMORY_FACTOR) in nodes */
+    int too_big;   /* the document has more values than the bound allows */
 } jparser;
 
 static void jfail(jparser *p, const char *what)
@@ -67,8 +69,22 @@ static void jskip_ws(jparser *p)
 static int jnew(jparser *p, jtype type, int line, int col)
 {
     jdoc *t = p->t;
+    if (t->n == p->max_nodes) {
+        p->too_big = 1;
+        snprintf(p->err, sizeof p->err,
+                 "the document holds more than %d values in its %zu bytes; baton's reader keeps "
+                 "its memory within %d times the file (%zu bytes a value)",
+                 p->max_nodes, p->len, JSON_MEMORY_FACTOR + 1, sizeof(jnode));
+        p->failed = 1;
+        p->err_line = p->line;
+        p->err_col = p->col;
+        return -1;
+    }
     if (t->n == t->cap) {
+        /* double, but never past the bound: the doubling would otherwise take up to twice it */
         int cap = t->cap ? 2 * t->cap : 1024;
+        if (cap > p->max_nodes || cap < t->cap)
+            cap = p->max_nodes;
         jnode *v = t->cap > (1 << 29) ? NULL : realloc(t->v, (size_t)cap * sizeof *v);
         if (!v) {
             p->nomem = 1;
@@ -539,6 +555,12 @@ static int jparse(jparser *p, jdoc *t, const char *s, size_t len)
     p->line = 1;
     p->col = 1;
     p->t = t;
+    /* The nodes and the string arena (at most the text's size) stay within JSON_MEMORY_FACTOR
+     * times the text, or JSON_MEMORY_FLOOR for a small one. */
+    size_t budget = len <= JSON_MEMORY_FLOOR / JSON_MEMORY_FACTOR ? JSON_MEMORY_FLOOR
+                                                                  : JSON_MEMORY_FACTOR * len;
+    size_t nodes = (budget - (len + 1 < budget ? len + 1 : 0)) / sizeof(jnode);
+    p->max_nodes = nodes > (1u << 29) ? (1 << 29) : (int)nodes;
     t->arena = malloc(len + 1);
     p->c_locale = newlocale(LC_NUMERIC_MASK, "C", (locale_t)0);
     if (!t->arena || p->c_locale == (locale_t)0) {
@@ -557,6 +579,8 @@ static int jparse(jparser *p, jdoc *t, const char *s, size_t len)
     freelocale(p->c_locale);
     if (p->nomem)
         return BATON_ENOMEM;
+    if (p->too_big)
+        return BATON_EPLAN;
     return p->failed ? BATON_EPARSE : 0;
 }
 
@@ -564,11 +588,24 @@ int plan_json_parse(jdoc *doc, const char *text, size_t len, jerror *e)
 {
     jparser p;
     int rc = jparse(&p, doc, text, len);
+    if (rc == BATON_EPLAN) {
+        e->line = p.err_line;
+        e->col = p.err_col;
+        snprintf(e->text, sizeof e->text, "%s", p.err);
+    }
     if (rc != BATON_EPARSE)
         return rc;
-    /* Not well-formed: Jansson, the reference parser, words the message. */
+    /* Not well-formed: Jansson, the reference parser, words the message; for a small text only,
+     * since its tree of a large one would take far more memory than ours (the bound above). */
     json_error_t jerr;
-    json_t *root = json_loadb(text, len, JSON_REJECT_DUPLICATES, &jerr);
+    json_t *root = NULL;
+    if (len > JSON_JANSSON_MAX) {
+        e->line = p.err_line;
+        e->col = p.err_col;
+        snprintf(e->text, sizeof e->text, "%s", p.err);
+        return BATON_EPARSE;
+    }
+    root = json_loadb(text, len, JSON_REJECT_DUPLICATES, &jerr);
     if (!root) {
         e->line = jerr.line;
         e->col = jerr.column;

@@ -8,6 +8,17 @@
 
 #include "baton/baton.h" /* the BATON_E* codes it returns */
 
+/* The reader's memory (its nodes and decoded strings) stays within JSON_MEMORY_FACTOR times the
+ * text's size, or JSON_MEMORY_FLOOR for small texts, so that with the text itself a parse needs
+ * at most 8 times the file: a document with more values than that allows (more than one per 8
+ * bytes; baton's own plans have one per 10 to 12) is refused with BATON_EPLAN rather than grown
+ * into. */
+#define JSON_MEMORY_FACTOR 7
+#define JSON_MEMORY_FLOOR  (4u << 20)
+/* A syntax error's message comes from Jansson for texts up to this size (its tree of a larger one
+ * would break the bound above), else from this reader. */
+#define JSON_JANSSON_MAX (1u << 20)
+
 /* Jansson's JSON_PARSER_MAX_DEPTH: every value, not only containers, counts toward it. */
 #define JSON_MAX_DEPTH 2048
 
@@ -56,8 +67,9 @@ typedef struct jerror {
  * failure). The root must be an object or an array. Accepts exactly what Jansson's
  * json_loadb(JSON_REJECT_DUPLICATES) accepts, except a NUL byte right after a number or a literal,
  * which Jansson skips and this reader refuses ("NUL byte in the text"). Returns 0, BATON_ENOMEM,
- * or BATON_EPARSE with *e filled: Jansson's message and position when Jansson also refuses the
- * text (the reference wording), else this reader's own. */
+ * BATON_EPLAN with *e filled when the text holds more values than the memory bound allows, or
+ * BATON_EPARSE with *e filled: Jansson's message and position when Jansson also refuses the
+ * text (the reference wording, for texts up to JSON_JANSSON_MAX), else this reader's own. */
 int plan_json_parse(jdoc *doc, const char *text, size_t len, jerror *e);
 void plan_json_free(jdoc *doc);
 

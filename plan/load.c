@@ -1301,7 +1301,13 @@ int baton_plan_load_string(const baton_registry *reg, const char *json, size_t l
     jerror jerr;
     rc = plan_json_parse(&L.t, json, len, &jerr);
     if (rc == BATON_ENOMEM) {
-        rc = err_set(err, BATON_ENOMEM, "out of memory parsing a plan");
+        rc = plan_error(err, BATON_ENOMEM, plan, (plan_pos){0, 0},
+                        "out of memory parsing the plan's %zu bytes", len);
+        goto done;
+    }
+    if (rc == BATON_EPLAN) {
+        rc = plan_error(err, BATON_EPLAN, plan, (plan_pos){jerr.line, jerr.col},
+                        "%s; move large inline data to an npy or safetensors init", jerr.text);
         goto done;
     }
     if (rc) {

@@ -22,14 +22,16 @@ static int no_such_tensor(const baton_plan *plan, const char *name, int want_inp
     int listed = 0;
     for (int i = 0; i < plan->n_tensors; i++) {
         const plan_tensor *c = &plan->tensors[i];
-        if (c->role != BATON_ROLE_INPUT && (want_input || c->role != BATON_ROLE_OUTPUT))
+        /* what set_input (inputs and state) or get_output (outputs too) accepts */
+        if (c->role != BATON_ROLE_INPUT && c->role != BATON_ROLE_STATE &&
+            (want_input || c->role != BATON_ROLE_OUTPUT))
             continue;
         plan_suggest_try(&sg, c->name);
         if (len + strlen(c->name) + 8 < sizeof list) {
             len += (size_t)snprintf(list + len, sizeof list - len, "%s'%s'", listed ? ", " : "",
                                     c->name);
             listed++;
-        } else if (len + 6 < sizeof list && list[len - 1] != '.') {
+        } else if (len > 0 && len + 6 < sizeof list && list[len - 1] != '.') {
             len += (size_t)snprintf(list + len, sizeof list - len, ", ...");
         }
     }
@@ -40,7 +42,8 @@ static int no_such_tensor(const baton_plan *plan, const char *name, int want_inp
     return err_set(err, BATON_ENOENT, "%s: %s: plan '%s' has no tensor named '%s'%s; its %s: %s",
                    want_input ? "baton_runtime_set_input" : "baton_runtime_get_output",
                    plan->source, plan->name, name, mean,
-                   want_input ? "inputs" : "outputs and inputs", listed ? list : "none");
+                   want_input ? "inputs and state" : "outputs, inputs and state",
+                   listed ? list : "none");
 }
 
 static int host_tensor(baton_runtime *rt, const char *name, size_t nbytes, int want_input,
@@ -303,6 +306,15 @@ int runtime_build_sites(baton_runtime *rt, baton_error *err)
     return 0;
 }
 
+/* The segment's graphs kept for other bindings of the dims hold the old addresses or copies:
+ * each is captured again (and updated in place) when its binding comes back. */
+static void forget_other_bindings(baton_runtime *rt, int seg)
+{
+    for (int j = seg * rt->graph_ways; rt->slot_ok && j < (seg + 1) * rt->graph_ways; j++)
+        if (j != rt->graph_slot[seg])
+            rt->slot_ok[j] = 0;
+}
+
 /* Points a captured graph's op at its new addresses, or, when the device cannot patch it, marks
  * the segment for capture on the next run (which updates the executable graph in place). */
 static void rebind_graph(baton_runtime *rt, int seg, int tag, const dev_call *c,
@@ -315,10 +327,7 @@ static void rebind_graph(baton_runtime *rt, int seg, int tag, const dev_call *c,
     baton_error perr = {0};
     int rc = BATON_ENOTSUP;
     int slot = rt->graph_slot[seg];
-    /* the segment's graphs for other bindings hold the old address: captured again when used */
-    for (int j = seg * rt->graph_ways; rt->slot_ok && j < (seg + 1) * rt->graph_ways; j++)
-        if (j != slot)
-            rt->slot_ok[j] = 0;
+    forget_other_bindings(rt, seg);
     if (rd->ops->graph_rebind)
         rc = c ? rd->ops->graph_rebind(rd->ctx, slot, tag, c, NULL, NULL, 0, DEV_COPY_H2D, &perr)
                : rd->ops->graph_rebind(rd->ctx, slot, tag, NULL, r->dst, r->src, r->bytes, r->kind,
@@ -394,10 +403,14 @@ static void set_skips(baton_runtime *rt, int t, int d, int on)
         changed = 1;
         int seg = plan->transfers[st->xfer].segment;
         for (int g = seg - 1; g <= seg; g++) /* captured into the segment before or its own */
-            if (g >= 0 && g < plan->n_segments && rt->graph_state[g] == 1)
+            if (g >= 0 && g < plan->n_segments && rt->graph_state[g] == 1) {
                 rt->graph_state[g] = 0;
-        if (r->graph_seg >= 0 && rt->graph_state[r->graph_seg] == 1)
+                forget_other_bindings(rt, g);
+            }
+        if (r->graph_seg >= 0 && rt->graph_state[r->graph_seg] == 1) {
             rt->graph_state[r->graph_seg] = 0;
+            forget_other_bindings(rt, r->graph_seg);
+        }
     }
     if (changed)
         runtime_count_graph_bytes(rt);

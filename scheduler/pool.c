@@ -435,7 +435,13 @@ static int check_bindings(const baton_pool *p, const baton_binding *b, int n, ba
             return err_set(err, BATON_EINVAL,
                            "baton_pool_submit: %s %d: '%s' is not an %s of plan '%s'", what, i,
                            b[i].name ? b[i].name : "(null)", what, baton_plan_name(p->plan));
-        if (!b[i].data || b[i].nbytes != ti.nbytes)
+        /* a tensor sized by the plan's dims takes the bytes of its run's shape (at most the max;
+         * the instance checks the rest when it binds the input or reads the output) */
+        int dims = 0;
+        for (int k = 0; k < ti.desc.rank; k++)
+            dims |= baton_plan_tensor_dim(p->plan, t, k) >= 0;
+        int size_ok = dims ? b[i].nbytes > 0 && b[i].nbytes <= ti.nbytes : b[i].nbytes == ti.nbytes;
+        if (!b[i].data || !size_ok)
             return err_set(err, BATON_EINVAL,
                            "baton_pool_submit: %s '%s': %s; it takes a buffer of %zu bytes", what,
                            b[i].name, b[i].data ? "wrong size" : "NULL data", ti.nbytes);

@@ -105,7 +105,8 @@ static int choose_backend(baton_runtime *rt, baton_error *err)
 }
 
 /* The steps the validator moved to the CPU (plan_step.fallback_from) run there on every backend:
- * say so once per runtime, as the whole-plan fallback of choose_backend does. */
+ * say so once per runtime, as the whole-plan fallback of choose_backend does, to the registry's
+ * log and only once the runtime exists (a refused create reports through its error alone). */
 static void note_cpu_fallbacks(const baton_runtime *rt)
 {
     const baton_plan *plan = rt->plan;
@@ -113,11 +114,11 @@ static void note_cpu_fallbacks(const baton_runtime *rt)
         const plan_step *s = &plan->steps[i];
         char from[32];
         if (s->fallback_from.kind != BATON_DEVICE_NONE)
-            log_msg(BATON_LOG_NOTE,
-                    "%s: step '%s' runs on the CPU, not %s: %s '%s' has only a CPU "
-                    "implementation (its inputs and outputs are copied to and from the host)",
-                    plan->source, s->name, baton_device_format(s->fallback_from, from, sizeof from),
-                    s->kind == BATON_TARGET_KERNEL ? "kernel" : "delegate", s->target_name);
+            log_to(plan->log, BATON_LOG_NOTE,
+                   "%s: step '%s' runs on the CPU, not %s: %s '%s' has only a CPU "
+                   "implementation (its inputs and outputs are copied to and from the host)",
+                   plan->source, s->name, baton_device_format(s->fallback_from, from, sizeof from),
+                   s->kind == BATON_TARGET_KERNEL ? "kernel" : "delegate", s->target_name);
     }
 }
 
@@ -770,8 +771,8 @@ static int prepare(const baton_plan *plan, const baton_options *opts, const bato
     if (share) { /* an instance runs where its first one does */
         rt->backend = share->backend;
         rt->alias_gpus = share->alias_gpus;
-    } else if (!(rc = choose_backend(rt, err)))
-        note_cpu_fallbacks(rt);
+    } else
+        rc = choose_backend(rt, err);
     rt->graph_ways = plan->n_dims && o.mode == BATON_SYNC_GRAPH ? RT_GRAPH_WAYS : 1;
     if (!rc)
         rc = open_devices(rt, fault_dev, fault, err);
@@ -811,6 +812,8 @@ static int prepare(const baton_plan *plan, const baton_options *opts, const bato
         return rc;
     }
     flush_deferred_log(rt);
+    if (!share)
+        note_cpu_fallbacks(rt);
     *out = rt;
     return 0;
 }
@@ -888,6 +891,7 @@ void baton_runtime_destroy(baton_runtime *rt)
             rt->dev[d].ops->close(rt->dev[d].ctx);
     runtime_dims_free(rt);
     runtime_graphs_free(rt);
+    free(rt->state_ptr);
     free(rt->step_dev);
     free(rt->calls);
     free(rt->errbufs);

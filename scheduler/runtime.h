@@ -132,6 +132,7 @@ struct baton_runtime {
     /* state.c: the dims the next run binds, those the descriptors hold now, the input that
      * bound each since the last run (-1), and the repacked descriptors (n_steps *
      * BATON_OPAQUE_MAX bytes) */
+    void **state_ptr; /* per tensor: another runtime's state slot this one uses, or NULL */
     int64_t *dims, *dims_ran;
     int *dims_by;
     char *opaques;

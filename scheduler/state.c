@@ -23,7 +23,7 @@ static int state_copy(baton_runtime *rt, int t, void *host, size_t n, int to_dev
 {
     int d = state_dev(rt, t);
     rt_device *rd = &rt->dev[d];
-    void *slot = runtime_slot_addr(rt, d, t);
+    void *slot = rt->state_ptr && rt->state_ptr[t] ? rt->state_ptr[t] : runtime_slot_addr(rt, d, t);
     if (!slot)
         return err_set(err, BATON_ESTATE, "state tensor '%s' has no slot",
                        rt->plan->tensors[t].name);
@@ -462,5 +462,87 @@ int baton_runtime_tensor_desc(const baton_runtime *rt, const char *name, baton_t
         return BATON_ENOENT;
     const int64_t *dims = rt->plan->tensors[t].role == BATON_ROLE_OUTPUT ? rt->dims_ran : rt->dims;
     bound_desc(rt->plan, dims, t, out);
+    return 0;
+}
+
+/* ---- state shared between runtimes ----------------------------------------------------------- */
+
+int baton_runtime_share_state(baton_runtime *rt, const baton_runtime *owner, baton_error *err)
+{
+    err_clear(err);
+    if (!rt || !owner || rt == owner)
+        return err_set(err, BATON_EINVAL,
+                       "baton_runtime_share_state: two different runtimes are required");
+    const baton_plan *plan = rt->plan, *op = owner->plan;
+    if (rt->backend != owner->backend)
+        return err_set(err, BATON_EINVAL,
+                       "baton_runtime_share_state: the runtimes run their GPU steps on different "
+                       "backends; create both with the same baton_options.gpu");
+    /* check every pair first, so that a refusal changes nothing */
+    int n = 0;
+    for (int t = 0; t < plan->n_tensors; t++) {
+        const plan_tensor *pt = &plan->tensors[t];
+        if (pt->role != BATON_ROLE_STATE)
+            continue;
+        int u = plan_find_tensor(op, pt->name);
+        const plan_tensor *ou = u >= 0 ? &op->tensors[u] : NULL;
+        char a[160], b[160], da[32], db[32];
+        if (!ou || ou->role != BATON_ROLE_STATE)
+            return err_set(err, BATON_EINVAL,
+                           "baton_runtime_share_state: state tensor '%s' of %s is not a state "
+                           "tensor of %s; both plans must declare it",
+                           pt->name, plan->source, op->source);
+        int same = pt->desc.dtype == ou->desc.dtype && pt->desc.rank == ou->desc.rank;
+        for (int k = 0; same && k < pt->desc.rank; k++)
+            same = pt->desc.shape[k] == ou->desc.shape[k];
+        if (!same) {
+            desc_format(a, sizeof a, &pt->desc);
+            desc_format(b, sizeof b, &ou->desc);
+            return err_set(err, BATON_EINVAL,
+                           "baton_runtime_share_state: state tensor '%s' is %s in %s but %s in %s",
+                           pt->name, a, plan->source, b, op->source);
+        }
+        baton_device dv = plan->memory[state_dev(rt, t)].device;
+        baton_device dw = op->memory[state_dev(owner, u)].device;
+        if (!device_eq(dv, dw))
+            return err_set(err, BATON_EINVAL,
+                           "baton_runtime_share_state: state tensor '%s' lives on %s in %s but on "
+                           "%s in %s; run the steps that use it on one device in both plans",
+                           pt->name, baton_device_format(dv, da, sizeof da), plan->source,
+                           baton_device_format(dw, db, sizeof db), op->source);
+        n++;
+    }
+    if (!n)
+        return 0;
+    if (!rt->state_ptr && !(rt->state_ptr = calloc((size_t)plan->n_tensors, sizeof(void *))))
+        return err_set(err, BATON_ENOMEM, "baton_runtime_share_state: out of memory");
+    for (int t = 0; t < plan->n_tensors; t++) {
+        const plan_tensor *pt = &plan->tensors[t];
+        if (pt->role != BATON_ROLE_STATE)
+            continue;
+        int u = plan_find_tensor(op, pt->name);
+        void *ptr = owner->state_ptr && owner->state_ptr[u]
+                        ? owner->state_ptr[u]
+                        : runtime_slot_addr(owner, state_dev(owner, u), u);
+        rt->state_ptr[t] = ptr;
+        /* every step buffer that holds it (or a view of it) now holds the owner's slot */
+        for (int i = 0; i < plan->n_steps; i++) {
+            const plan_step *s = &plan->steps[i];
+            int hit = 0;
+            for (int k = 0; k < s->n_inputs + s->n_outputs; k++) {
+                int v = k < s->n_inputs ? s->inputs[k] : s->outputs[k - s->n_inputs];
+                if (plan->tensors[v].storage == t) {
+                    rt->calls[i].buffers[k] = ptr;
+                    hit = 1;
+                }
+            }
+            int g = s->segment;
+            if (hit && rt->graph_state && rt->graph_state[g] == 1)
+                rt->graph_state[g] = 0; /* captured again, the graph updated in place */
+            for (int j = g * rt->graph_ways; hit && rt->slot_ok && j < (g + 1) * rt->graph_ways;
+                 j++)
+                rt->slot_ok[j] = 0;
+        }
+    }
     return 0;
 }

@@ -33,5 +33,7 @@ out = m.generate(torch.tensor([[1, 5, 7]]), max_new_tokens=16, min_new_tokens=16
                  pad_token_id=0)
 print("transformers:", " ".join(map(str, out[0, 3:].tolist())))
 PY
-echo -n "baton:        "
-"$build/generate" "$dir" --prompt 1,5,7 --max-new-tokens 16 "$@" | tail -n 1
+ids=$("$build/generate" "$dir" --prompt 1,5,7 --max-new-tokens 16 "$@" 2> "$dir/generate.log" |
+      tail -n 1) || { cat "$dir/generate.log" >&2; exit 1; }
+echo "baton:        $ids"
+sed 's/^/  /' "$dir/generate.log"

@@ -4,7 +4,7 @@
 # Llama-3.2-1B-shaped model against the gpt-fast PyTorch recipe, all in one call so every ratio
 # has its floor and peer from the same machine and minute. Figures go to $OUT (logs.tgz, *.json).
 #   From the device tool: run(command="bash scripts/gpu-round.sh", carry=[".deps"])
-#   env: PARTS (default "tests decoder"; also "cputests", "llm", "host"), JOBS (16),
+#   env: PARTS (default "tests decoder"; also "cputests", "llm", "dims", "rfcdims", "host"), JOBS (16),
 #        CTEST_ARGS (e.g. "-R decoder" to run some GPU tests only), LLM_ARGS (bench_generate.py)
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -56,6 +56,25 @@ if has llm; then
   timeout 400 python3 bench/llm/torch_decode.py --context 1024 --prefill 1024 --steps 200 \
     --json "$final/torch_decode.json" > "$work/torch_decode.log" 2>&1
   say "(rc $?)"; grep -vE "Warning|warn\(" "$work/torch_decode.log" | tail -n 12 | tee -a "$summary" > /dev/null
+fi
+if has dims; then
+  say "== bench_dims (graph mode: static vs dims unchanged; a 1-in-8 change pattern)"
+  for a in "" "--steps 64 --rows 256 --features 4096"; do
+    # shellcheck disable=SC2086
+    timeout 150 "$BUILD/bench_dims" --gpu cuda $a > "$work/bench_dims.log" 2>&1
+    say "(bench_dims $a: rc $?)"; grep -v "^RESULT" "$work/bench_dims.log" | tail -n 14 | tee -a "$summary" > /dev/null
+  done
+fi
+if has rfcdims; then
+  python3 scripts/rfc_dims.py examples/plans/rfc.json "$work/rfc-dims.json"
+  for plan in examples/plans/rfc.json "$work/rfc-dims.json" examples/plans/rfc.json "$work/rfc-dims.json"; do
+    say "baton bench --modes=graph $(basename "$plan"): $(timeout 120 "$BUILD/baton" bench --gpu=cuda \
+      --modes=graph --iters=1000 --warmup=50 -q "$plan" 2>&1 | grep -E '^graph')"
+  done
+fi
+if has dims; then
+  timeout 150 "$BUILD/bench_safetensors_load" > "$work/st_load.log" 2>&1
+  say "(bench_safetensors_load: rc $?)"; tail -n 6 "$work/st_load.log" | tee -a "$summary" > /dev/null
 fi
 if has host; then
   timeout 120 "$BUILD/bench_host" > "$work/bench_host.log" 2>&1; tail -30 "$work/bench_host.log" | tee -a "$summary"

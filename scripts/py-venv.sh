@@ -22,7 +22,7 @@ if ! python3 -c "import ensurepip" 2>/dev/null; then
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq python3-venv >/dev/null
 fi
 [ -x "$VENV/bin/python" ] || python3 -m venv "$VENV"
-if ! "$VENV/bin/python" -m pip freeze 2>/dev/null | grep -qx "torch==2.15.0"; then
+if ! "$VENV/bin/python" -m pip freeze 2>/dev/null | grep -q "^torch==2\.15\.0\b"; then
   "$VENV/bin/python" -m pip install -q --upgrade pip >/dev/null
   echo "py-venv: installing ${PINS[*]} (a few minutes, once)" >&2
 fi

@@ -12,8 +12,13 @@ A record (one file per run of a benchmark on one device):
 For the same `what` on the same device, the newest record wins.
 
 Usage: results_table.py [--check] [--results DIR] [--out FILE]
-  --check  exit 1 when FILE's table differs from what the records give (the results_table test)"""
+       results_table.py --record BENCH.json --device NAME --command CMD [--date D] [--name N]
+  --check   exit 1 when FILE's table differs from what the records give (the results_table test)
+  --record  turn `baton bench --format=json` output (docs/bench.schema.json) into a record in
+            DIR, one row per mode: its p50, with strict mode's p50 as the peer (a GPU run's
+            sync-mode gain); then run without --record to regenerate the table"""
 import argparse
+import datetime
 import glob
 import json
 import os
@@ -67,6 +72,26 @@ def table(records):
     return "\n".join(lines).rstrip("\n") + "\n"
 
 
+def record_from_bench(bench, device, command, date):
+    """A results record from `baton bench --format=json`."""
+    if bench.get("format") != "baton.bench":
+        sys.exit("--record: not `baton bench --format=json` output (format is not baton.bench)")
+    modes = {m["mode"]: m for m in bench["modes"]}
+    rows = []
+    for m in bench["modes"]:
+        peer = None
+        if m["mode"] != "strict" and "strict" in modes and m["p50_ratio_strict_over_mode"]:
+            peer = (f"strict mode {modes['strict']['p50_us']:.1f} µs "
+                    f"(×{m['p50_ratio_strict_over_mode']:.2f})")
+        where = m["ran_on"] + (" (fallback)" if m["fallback"] and "fallback" not in m["ran_on"]
+                               else "")
+        rows.append({"what": f"plan {bench['plan']}, {m['mode']} mode, p50 per run on {where}",
+                     "figure": round(m["p50_us"], 1), "unit": "µs", "floor": None, "peer": peer})
+    return {"date": date, "device": device, "command": command,
+            "source": f"baton {bench.get('baton_version', '?')}, {bench.get('iters')} runs a mode",
+            "rows": rows}
+
+
 def main():
     here = os.path.dirname(os.path.abspath(__file__))
     root = os.path.dirname(here)
@@ -74,7 +99,24 @@ def main():
     ap.add_argument("--check", action="store_true")
     ap.add_argument("--results", default=os.path.join(root, "bench", "results"))
     ap.add_argument("--out", default=os.path.join(root, "bench", "RESULTS.md"))
+    ap.add_argument("--record")
+    ap.add_argument("--device")
+    ap.add_argument("--command")
+    ap.add_argument("--date", default=datetime.date.today().isoformat())
+    ap.add_argument("--name")
     a = ap.parse_args()
+    if a.record:
+        if not a.device or not a.command:
+            sys.exit("--record needs --device (the GPU's name) and --command (how it was run)")
+        with open(a.record, encoding="utf-8") as f:
+            rec = record_from_bench(json.load(f), a.device, a.command, a.date)
+        name = a.name or f"{a.date}-{rec['rows'][0]['what'].split(',')[0].split()[-1]}.json"
+        path = os.path.join(a.results, name)
+        with open(path, "w", encoding="utf-8") as f:
+            json.dump(rec, f, indent=1, ensure_ascii=False)
+            f.write("\n")
+        print(f"wrote {path}; now run {sys.argv[0]} to regenerate the table")
+        return 0
     text = open(a.out, encoding="utf-8").read()
     if BEGIN not in text or END not in text:
         sys.exit(f"{a.out}: no results table markers ({BEGIN} ... {END})")

@@ -5,6 +5,7 @@
 
 #include "core/core.h"
 #include "kernels/cpu/cpu_decoder.h"
+#include "kernels/cpu/cpu_decoder_fused.h"
 #include "kernels/decoder_desc.h"
 #include "targets/decoder.h"
 #ifdef BATON_CUDA
@@ -56,6 +57,8 @@ DEC_FNS(gelu, DEC_GELU)
 DEC_FNS(softmax, DEC_SOFTMAX)
 DEC_FNS(cast, DEC_CAST)
 DEC_FNS(sample, DEC_SAMPLE)
+DEC_FNS(swiglu, DEC_SWIGLU)
+DEC_FNS(rope_cache_update, DEC_ROPE_CACHE_UPDATE)
 
 #ifdef BATON_CUDA
 #define DEC_IMPLS(fn)                                                                              \
@@ -66,12 +69,13 @@ DEC_FNS(sample, DEC_SAMPLE)
 #define DEC_IMPLS(fn) .impls = {{.device = BATON_DEVICE_CPU, .kernel = kcpu_##fn}}, .n_impls = 1
 #endif
 
-#define DEC_TARGET(fn, n_in, text, ...)                                                            \
+#define DEC_TARGET(fn, n_in, text, ...) DEC_TARGET_N(fn, n_in, 1, text, __VA_ARGS__)
+#define DEC_TARGET_N(fn, n_in, n_out, text, ...)                                                   \
     const baton_target baton_target_##fn = {.struct_size = sizeof(baton_target),                   \
                                             .name = #fn,                                           \
                                             .kind = BATON_TARGET_KERNEL,                           \
                                             .n_inputs = n_in,                                      \
-                                            .n_outputs = 1,                                        \
+                                            .n_outputs = n_out,                                    \
                                             .summary = text,                                       \
                                             .check = fn##_check,                                   \
                                             .pack = fn##_pack,                                     \
@@ -133,6 +137,26 @@ DEC_TARGET(sample, 2,
                       "keep the smallest most-likely set of mass >= top_p; (0, 1], 1 = off"},
                      {"seed", BATON_ATTR_INT, 0, "the generator's seed; default 0"}});
 
+DEC_TARGET(swiglu, 1,
+           "y = silu(gu[..., :F]) * gu[..., F:] for gu [..., 2F] (the gate and up projections of "
+           "one GEMM); the bits of silu_mul on the halves");
+
+DEC_TARGET_N(rope_cache_update, 5, 3,
+             "rope and the KV-cache update of one packed projection: inputs qkv [..., (n_heads + 2 "
+             "n_kv_heads) * head_dim], positions [rows] (i32/i64), inv_freq f32 [head_dim / 2], "
+             "k_cache and v_cache [S_max, n_kv_heads * head_dim] (state); outputs q [..., n_heads "
+             "* head_dim] (roped), k_cache (in place of input 3) with the roped k rows at "
+             "positions, v_cache (in place of input 4) with the v rows; the bits of rope then "
+             "kv_cache_update",
+             .attrs = {{"head_dim", BATON_ATTR_INT, 1, "features per head; even"},
+                       {"n_heads", BATON_ATTR_INT, 1, "query heads"},
+                       {"n_kv_heads", BATON_ATTR_INT, 1, "key/value heads; divides n_heads"},
+                       {"interleaved", BATON_ATTR_BOOL, 0,
+                        "GPT-J pairs (2i, 2i+1); default false: HF rotate_half halves"},
+                       {"scale", BATON_ATTR_FLOAT, 0,
+                        "multiplies cos and sin (HF attention_scaling); default 1"}},
+             .aliases = {{1, 3}, {2, 4}}, .n_aliases = 2);
+
 int target_opaque_check(const baton_target *t, const baton_sig_args *a, const char *opaque,
                         size_t len, char *msg, size_t cap)
 {
@@ -148,7 +172,9 @@ int target_opaque_check(const baton_target *t, const baton_sig_args *a, const ch
                {gelu_check, DEC_GELU},
                {softmax_check, DEC_SOFTMAX},
                {cast_check, DEC_CAST},
-               {sample_check, DEC_SAMPLE}};
+               {sample_check, DEC_SAMPLE},
+               {swiglu_check, DEC_SWIGLU},
+               {rope_cache_update_check, DEC_ROPE_CACHE_UPDATE}};
     int op = 0;
     for (size_t i = 0; t && i < sizeof ops / sizeof ops[0]; i++)
         if (t->check == ops[i].check)

@@ -8,7 +8,8 @@
 
 extern const baton_target baton_target_embedding, baton_target_rope, baton_target_kv_cache_update,
     baton_target_attention, baton_target_silu_mul, baton_target_silu, baton_target_gelu,
-    baton_target_softmax, baton_target_cast, baton_target_sample;
+    baton_target_softmax, baton_target_cast, baton_target_sample, baton_target_swiglu,
+    baton_target_rope_cache_update, baton_target_gemm_add;
 
 /* A plan's verbatim "opaque" for a step of target t (a->the step's tensors and attributes),
  * decoded and checked at load as the kernel will read it: the size, op, flags and ranges of a
@@ -24,7 +25,14 @@ int target_opaque_check(const baton_target *t, const baton_sig_args *a, const ch
     X(baton_target_rope)                                                                           \
     X(baton_target_kv_cache_update)                                                                \
     X(baton_target_attention)                                                                      \
-    X(baton_target_silu_mul) X(baton_target_silu) X(baton_target_gelu) X(baton_target_softmax)     \
-        X(baton_target_cast) X(baton_target_sample)
+    X(baton_target_silu_mul)                                                                       \
+    X(baton_target_silu)                                                                           \
+    X(baton_target_gelu)                                                                           \
+    X(baton_target_softmax)                                                                        \
+    X(baton_target_cast)                                                                           \
+    X(baton_target_sample)                                                                         \
+    X(baton_target_swiglu)                                                                         \
+    X(baton_target_rope_cache_update)                                                              \
+    X(baton_target_gemm_add)
 
 #endif

@@ -28,6 +28,34 @@ static int gemm_pack(const baton_sig_args *sig, char *opaque, size_t cap)
     return (int)sizeof d;
 }
 
+const baton_target baton_target_gemm_add = {
+    .struct_size = sizeof(baton_target),
+    .name = "gemm_add",
+    .kind = BATON_TARGET_DELEGATE,
+    .n_inputs = 3,
+    .n_outputs = 1,
+    .summary = "y = alpha * op(a) * op(b) + c, as gemm with c (the output's dtype and shape) added "
+               "in the same call (cuBLASLt's beta = 1; OpenBLAS's beta = 1): a Linear with a "
+               "residual, or a bias broadcast by the plan beforehand",
+    .attrs = {{"trans_a", BATON_ATTR_BOOL, 0, "a is stored [K, M]; default false"},
+              {"trans_b", BATON_ATTR_BOOL, 0, "b is stored [N, K]; default false"},
+              {"alpha", BATON_ATTR_FLOAT, 0, "scale of the product; default 1"}},
+    .check = gemm_check,
+    .pack = gemm_pack,
+    .impls =
+        {
+            {.device = BATON_DEVICE_CPU, .delegate = &baton_gemm_openblas_iface},
+#ifdef BATON_CUDA
+            {.device = BATON_DEVICE_CUDA, .delegate = &baton_gemm_cublaslt_iface},
+#endif
+        },
+#ifdef BATON_CUDA
+    .n_impls = 2,
+#else
+    .n_impls = 1,
+#endif
+};
+
 const baton_target baton_target_gemm = {
     .struct_size = sizeof(baton_target),
     .name = "gemm",

@@ -72,6 +72,10 @@ int baton_registry_create(baton_registry **out)
         memcpy(e->tune, b->tune, sizeof b->tune);
         memcpy(e->prepare, b->prepare, sizeof b->prepare);
         memcpy(e->errors, b->errors, sizeof b->errors);
+        for (int k = 0; k < BATON_MAX_IMPLS; k++) /* an error record is a kernel's */
+            if (k >= e->t.n_impls || !e->t.impls[k].kernel ||
+                e->t.impls[k].device != BATON_DEVICE_CUDA)
+                e->errors[k] = NULL;
     }
     *out = reg;
     return 0;
@@ -197,9 +201,12 @@ static int name_ok(const char *s, char *why, size_t cap)
         snprintf(why, cap, "is empty");
         return 0;
     }
-    size_t n = strnlen(s, CORE_MAX_NAME + 1); /* a plugin's name may lack its NUL */
+    size_t n = strnlen(s, (size_t)1 << 16); /* a plugin's name may lack its NUL: bounded */
     if (n > CORE_MAX_NAME) {
-        snprintf(why, cap, "is %zu bytes long (at most %d)", n, CORE_MAX_NAME);
+        snprintf(why, cap,
+                 n == (size_t)1 << 16 ? "is over %zu bytes long (at most %d)"
+                                      : "is %zu bytes long (at most %d)",
+                 n, CORE_MAX_NAME);
         return 0;
     }
     for (size_t i = 0; i < n; i++) {

@@ -314,6 +314,29 @@ if command -v python3 >/dev/null; then
   check "SIGINT while writing outputs leaves no temporaries" 0 interrupt SIGINT
   check "SIGTERM while writing outputs leaves no temporaries" 0 interrupt SIGTERM
 fi
+# out of memory while reading a plan is a file that could not be read (4), with a message, even
+# for validate; a plan denser in values than the reader's memory bound is an invalid plan (1)
+if command -v python3 >/dev/null; then
+  python3 - "$tmp" <<'PY'
+import json, sys
+n = 300000
+names = ["x"] + ["h%d" % i for i in range(n - 1)] + ["y"]
+t = [{"name": v, "dtype": "f32", "shape": [4]} for v in names]
+t[0]["role"], t[-1]["role"] = "input", "output"
+s = [{"name": "s%d" % i, "kernel": "copy", "device": "cpu", "inputs": [names[i]],
+      "outputs": [names[i + 1]]} for i in range(n)]
+d = {"format": "baton.plan", "version": 1, "name": "chain", "tensors": t, "steps": s}
+open(sys.argv[1] + "/chain.json", "w").write(json.dumps(d, separators=(",", ":")))
+open(sys.argv[1] + "/dense.json", "w").write('{"format": "baton.plan", "version": 1, "x": [' +
+                                             ",".join(["0"] * 3000000) + "]}")
+PY
+  check "validate out of memory" 4 timeout 120 bash -c \
+    "ulimit -v 250000; OPENBLAS_NUM_THREADS=1 exec '$baton' validate '$tmp/chain.json'"
+  contains "out of memory is said" "$tmp/err" "out of memory parsing the plan's"
+  check "validate a plan too dense for the reader" 1 "$baton" validate "$tmp/dense.json"
+  contains "the bound is named" "$tmp/err" "baton's reader keeps its memory within 8 times the file"
+  rm -f "$tmp/chain.json" "$tmp/dense.json"
+fi
 # inspect escapes the plan's name as run and validate do
 printf '{"format": "baton.plan", "version": 1, "name": "evil\\nFORGED line\\tx", "tensors": [{"name": "x", "dtype": "f32", "shape": [4], "role": "input"}, {"name": "y", "dtype": "f32", "shape": [4], "role": "output"}], "steps": [{"name": "c", "kernel": "copy", "device": "cpu", "inputs": ["x"], "outputs": ["y"]}]}' > "$tmp/evil.json"
 check "inspect a plan whose name holds a newline" 0 "$baton" inspect "$tmp/evil.json"

@@ -19,6 +19,7 @@
 
 #include "core/core.h"
 #include "core/dtype.h"
+#include "core/threads.h"
 #include "kernels/decoder_desc.h"
 #include "tests/support.h"
 #ifdef BATON_CUDA
@@ -585,6 +586,40 @@ Test(gpu_attention, matches_float64_for_gqa_decode_and_causal_prefill, .timeout 
 {
     skip_without_gpu();
     attention_table(BATON_DEVICE_CUDA);
+}
+
+/* The CPU's attention splits a long context's (row, head block) work over the CPU pool: the same
+ * bits with one thread, all of them, and at every vector level's own order run to run. */
+Test(decoder_attention, gives_the_same_bits_with_threads_on_and_off)
+{
+    test_rng r = {test_fresh_seed()};
+    call c = {.target = "attention", .n_in = 4, .n_attrs = 3};
+    c.in[0] = DESC(BATON_DTYPE_BF16, 3, 1024);
+    c.in[1] = DESC(BATON_DTYPE_BF16, 3000, 256);
+    c.in[2] = c.in[1];
+    c.in[3] = DESC(BATON_DTYPE_I64, 3);
+    c.out = c.in[0];
+    c.attrs[0] = A_INT("head_dim", 64);
+    c.attrs[1] = A_INT("n_heads", 16);
+    c.attrs[2] = A_INT("n_kv_heads", 4);
+    for (int i = 0; i < 3; i++)
+        c.host[i] = rand_buf(&r, &c.in[i], 1.0);
+    c.host[3] = malloc(24);
+    ((int64_t *)c.host[3])[0] = 2999;
+    ((int64_t *)c.host[3])[1] = 1500;
+    ((int64_t *)c.host[3])[2] = 7;
+    static char a[3 * 2048], b[3 * 2048];
+    char err[512];
+    const par_ctx one = {.max_threads = 1};
+    const par_ctx *prev = par_bind(&one);
+    cr_assert_eq(run_call(BATON_DEVICE_CPU, &c, a, err, sizeof err), 0, "%s", err);
+    par_bind(NULL);
+    for (int rep = 0; rep < 3; rep++) {
+        cr_assert_eq(run_call(BATON_DEVICE_CPU, &c, b, err, sizeof err), 0, "%s", err);
+        cr_assert(memcmp(a, b, sizeof a) == 0, "threads on gave other bits (run %d)", rep);
+    }
+    par_bind(prev);
+    free_call(&c);
 }
 
 #ifdef BATON_CUDA
@@ -1202,4 +1237,301 @@ Test(gpu_embedding, a_run_fails_naming_the_step_of_an_id_out_of_range)
 {
     skip_without_gpu();
     run_with_bad_id("cuda:0", BATON_GPU_CUDA);
+}
+
+/* ---- the fused targets: the bits of the unfused ones ----------------------------------------- */
+
+/* Runs target with n_in inputs and n_out outputs on a device; output k is written into input
+ * alias[k]'s buffer when alias[k] >= 0. outs[k] receives output k (host). */
+static int run_multi(baton_device_kind kind, const char *target, int n_in,
+                     const baton_tensor_desc *in, void *const *host, int n_out,
+                     const baton_tensor_desc *outd, const int *alias, void **outs,
+                     const baton_attr *attrs, int n_attrs, char *err, size_t err_len)
+{
+    const baton_target *t = baton_registry_find(registry(), target);
+    cr_assert(t, "%s is not registered", target);
+    baton_sig_args a = {.n_inputs = n_in,
+                        .inputs = in,
+                        .n_outputs = n_out,
+                        .outputs = outd,
+                        .n_attrs = n_attrs,
+                        .attrs = attrs};
+    baton_tensor_desc want[4];
+    char msg[512] = "", opaque[BATON_OPAQUE_MAX];
+    cr_assert_eq(t->check(&a, want, msg, sizeof msg), 0, "%s: %s", target, msg);
+    int n = t->pack(&a, opaque, sizeof opaque);
+    const baton_target_impl *impl = baton_target_impl_for(t, kind);
+    baton_exec_ctx ctx = {.device = {.kind = kind},
+                          .step_name = "test",
+                          .errbuf = err,
+                          .errbuf_len = err_len,
+                          .sig = &a};
+    void *bufs[12];
+    int rc;
+    if (kind == BATON_DEVICE_CPU) {
+        void *copies[8];
+        for (int i = 0; i < n_in; i++) {
+            copies[i] = malloc(nbytes(&in[i]) + 16);
+            memcpy(copies[i], host[i], nbytes(&in[i]));
+            bufs[i] = copies[i];
+        }
+        for (int k = 0; k < n_out; k++) {
+            if (alias[k] < 0)
+                test_poison(outs[k], nbytes(&outd[k]));
+            bufs[n_in + k] = alias[k] >= 0 ? copies[alias[k]] : outs[k];
+        }
+        rc = impl->kernel(&ctx, bufs, opaque, (size_t)n);
+        for (int k = 0; k < n_out; k++)
+            if (alias[k] >= 0)
+                memcpy(outs[k], copies[alias[k]], nbytes(&outd[k]));
+        for (int i = 0; i < n_in; i++)
+            free(copies[i]);
+        return rc;
+    }
+#ifdef BATON_CUDA
+    cudaStream_t st;
+    cr_assert_eq(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking), cudaSuccess);
+    ctx.stream = st;
+    for (int i = 0; i < n_in; i++) {
+        cr_assert_eq(cudaMalloc(&bufs[i], nbytes(&in[i]) + 16), cudaSuccess);
+        cr_assert_eq(cudaMemcpy(bufs[i], host[i], nbytes(&in[i]), cudaMemcpyHostToDevice),
+                     cudaSuccess);
+    }
+    for (int k = 0; k < n_out; k++) {
+        if (alias[k] >= 0) {
+            bufs[n_in + k] = bufs[alias[k]];
+        } else {
+            cr_assert_eq(cudaMalloc(&bufs[n_in + k], nbytes(&outd[k]) + 16), cudaSuccess);
+            cr_assert_eq(cudaMemset(bufs[n_in + k], 0xff, nbytes(&outd[k])), cudaSuccess);
+        }
+    }
+    cr_assert_eq(cudaDeviceSynchronize(), cudaSuccess);
+    rc = impl->kernel(&ctx, bufs, opaque, (size_t)n);
+    cr_assert_eq(cudaStreamSynchronize(st), cudaSuccess);
+    if (rc == 0)
+        rc = kcuda_decoder_error_take(0, NULL, err, err_len);
+    for (int k = 0; k < n_out; k++)
+        cr_assert_eq(cudaMemcpy(outs[k], bufs[n_in + k], nbytes(&outd[k]), cudaMemcpyDeviceToHost),
+                     cudaSuccess);
+    for (int i = 0; i < n_in; i++)
+        cudaFree(bufs[i]);
+    for (int k = 0; k < n_out; k++)
+        if (alias[k] < 0)
+            cudaFree(bufs[n_in + k]);
+    cudaStreamDestroy(st);
+    return rc;
+#else
+    cr_skip("this build has no CUDA");
+    return -1;
+#endif
+}
+
+/* swiglu(gu) against silu_mul(gu[:, :F], gu[:, F:]), bit for bit, every dtype. */
+static void swiglu_table(baton_device_kind kind)
+{
+    static const int64_t RF[][2] = {{1, 8192}, {3, 24}, {5, 7}};
+    for (size_t k = 0; k < sizeof RF / sizeof RF[0]; k++)
+        for (int f = 0; f < 4; f++) {
+            test_rng r = {test_fresh_seed()};
+            const baton_dtype dt = FLOATS[f];
+            const int64_t rows = RF[k][0], F = RF[k][1];
+            const size_t esz = baton_dtype_size(dt);
+            baton_tensor_desc gd = DESC(dt, 1, rows, 2 * F), yd = DESC(dt, 1, rows, F);
+            char *gu = rand_buf(&r, &gd, 3.0), *a = malloc(rows * F * esz),
+                 *b = malloc(rows * F * esz);
+            for (int64_t t = 0; t < rows; t++) {
+                memcpy(a + t * F * esz, gu + 2 * t * F * esz, F * esz);
+                memcpy(b + t * F * esz, gu + (2 * t + 1) * F * esz, F * esz);
+            }
+            void *y1 = malloc(nbytes(&yd)), *y2 = malloc(nbytes(&yd));
+            char err[512];
+            const int none[1] = {-1};
+            void *h1[1] = {gu}, *o1[1] = {y1};
+            cr_assert_eq(
+                run_multi(kind, "swiglu", 1, &gd, h1, 1, &yd, none, o1, NULL, 0, err, sizeof err),
+                0, "%s", err);
+            call c = {.target = "silu_mul", .n_in = 2};
+            c.in[0] = yd;
+            c.in[1] = yd;
+            c.out = yd;
+            c.host[0] = a;
+            c.host[1] = b;
+            cr_assert_eq(run_call(kind, &c, y2, err, sizeof err), 0, "%s", err);
+            cr_assert(memcmp(y1, y2, nbytes(&yd)) == 0,
+                      "swiglu %s [%lld, 2x%lld] differs from silu_mul", baton_dtype_name(dt),
+                      (long long)rows, (long long)F);
+            free(y1);
+            free(y2);
+            free_call(&c);
+            free(gu);
+        }
+}
+
+Test(decoder_fused, swiglu_gives_silu_muls_bits)
+{
+    swiglu_table(BATON_DEVICE_CPU);
+}
+Test(gpu_fused, swiglu_gives_silu_muls_bits)
+{
+    skip_without_gpu();
+    swiglu_table(BATON_DEVICE_CUDA);
+}
+
+/* rope_cache_update(qkv) against rope(q part), rope(k part) + kv_cache_update, kv_cache_update(v
+ * part), bit for bit. */
+static void rope_cache_table(baton_device_kind kind)
+{
+    static const struct {
+        int64_t rows, H, Hkv, Dh, S;
+        int il;
+    } RC[] = {{1, 32, 8, 64, 64, 0}, {5, 4, 2, 16, 20, 1}, {3, 2, 1, 6, 9, 0}};
+    for (size_t k = 0; k < sizeof RC / sizeof RC[0]; k++)
+        for (int f = 0; f < 4; f++) {
+            test_rng r = {test_fresh_seed()};
+            const baton_dtype dt = FLOATS[f];
+            const int64_t rows = RC[k].rows, Dh = RC[k].Dh, QF = RC[k].H * Dh, KF = RC[k].Hkv * Dh,
+                          W = QF + 2 * KF, S = RC[k].S;
+            const size_t esz = baton_dtype_size(dt);
+            baton_tensor_desc in[5] = {DESC(dt, 1, rows, W), DESC(BATON_DTYPE_I64, rows),
+                                       DESC(BATON_DTYPE_F32, Dh / 2), DESC(dt, S, KF),
+                                       DESC(dt, S, KF)};
+            baton_tensor_desc outd[3] = {DESC(dt, 1, rows, QF), in[3], in[4]};
+            char *qkv = rand_buf(&r, &in[0], 1.0);
+            int64_t *pos = malloc(8 * (size_t)rows);
+            for (int64_t t = 0; t < rows; t++)
+                pos[t] = (t * 7 + 3) % S; /* distinct while rows <= S / gcd */
+            float *fr = inv_freq(Dh);
+            void *kc = rand_buf(&r, &in[3], 1.0), *vc = rand_buf(&r, &in[4], 1.0);
+            baton_attr at[4] = {A_INT("head_dim", Dh), A_INT("n_heads", RC[k].H),
+                                A_INT("n_kv_heads", RC[k].Hkv), A_BOOL("interleaved", RC[k].il)};
+            void *host[5] = {qkv, pos, fr, kc, vc};
+            void *q1 = malloc(nbytes(&outd[0])), *k1 = malloc(nbytes(&in[3])),
+                 *v1 = malloc(nbytes(&in[4]));
+            void *outs[3] = {q1, k1, v1};
+            const int alias[3] = {-1, 3, 4};
+            char err[512];
+            cr_assert_eq(run_multi(kind, "rope_cache_update", 5, in, host, 3, outd, alias, outs, at,
+                                   4, err, sizeof err),
+                         0, "%s", err);
+            /* the unfused steps */
+            char *qp = malloc(rows * QF * esz), *kp = malloc(rows * KF * esz),
+                 *vp = malloc(rows * KF * esz);
+            for (int64_t t = 0; t < rows; t++) {
+                memcpy(qp + t * QF * esz, qkv + t * W * esz, QF * esz);
+                memcpy(kp + t * KF * esz, qkv + (t * W + QF) * esz, KF * esz);
+                memcpy(vp + t * KF * esz, qkv + (t * W + QF + KF) * esz, KF * esz);
+            }
+            call rq = {.target = "rope", .n_in = 3, .n_attrs = 2};
+            rq.in[0] = DESC(dt, rows, QF);
+            rq.in[1] = in[1];
+            rq.in[2] = in[2];
+            rq.out = rq.in[0];
+            rq.attrs[0] = A_INT("head_dim", Dh);
+            rq.attrs[1] = A_BOOL("interleaved", RC[k].il);
+            rq.host[0] = qp;
+            rq.host[1] = pos;
+            rq.host[2] = fr;
+            void *q2 = malloc(nbytes(&rq.out));
+            cr_assert_eq(run_call(kind, &rq, q2, err, sizeof err), 0, "%s", err);
+            call rk = rq;
+            rk.in[0] = DESC(dt, rows, KF);
+            rk.out = rk.in[0];
+            rk.host[0] = kp;
+            void *k_roped = malloc(nbytes(&rk.out));
+            cr_assert_eq(run_call(kind, &rk, k_roped, err, sizeof err), 0, "%s", err);
+            call uk = {.target = "kv_cache_update", .n_in = 3, .alias0 = 1};
+            uk.in[0] = in[3];
+            uk.in[1] = DESC(dt, rows, KF);
+            uk.in[2] = in[1];
+            uk.out = in[3];
+            uk.host[0] = malloc(nbytes(&in[3]));
+            memcpy(uk.host[0], kc, nbytes(&in[3]));
+            uk.host[1] = k_roped;
+            uk.host[2] = pos;
+            void *k2 = malloc(nbytes(&in[3])), *v2 = malloc(nbytes(&in[4]));
+            cr_assert_eq(run_call(kind, &uk, k2, err, sizeof err), 0, "%s", err);
+            memcpy(uk.host[0], vc, nbytes(&in[4]));
+            uk.host[1] = vp;
+            cr_assert_eq(run_call(kind, &uk, v2, err, sizeof err), 0, "%s", err);
+            cr_assert(memcmp(q1, q2, nbytes(&outd[0])) == 0, "case %zu %s: q differs from rope's",
+                      k, baton_dtype_name(dt));
+            cr_assert(memcmp(k1, k2, nbytes(&in[3])) == 0, "case %zu %s: k_cache differs", k,
+                      baton_dtype_name(dt));
+            cr_assert(memcmp(v1, v2, nbytes(&in[4])) == 0, "case %zu %s: v_cache differs", k,
+                      baton_dtype_name(dt));
+            free(uk.host[0]);
+            free(q1), free(k1), free(v1), free(q2), free(k2), free(v2), free(k_roped);
+            free(qp), free(kp), free(vp), free(qkv), free(pos), free(fr), free(kc), free(vc);
+        }
+}
+
+Test(decoder_fused, rope_cache_update_gives_rope_and_cache_update_bits)
+{
+    rope_cache_table(BATON_DEVICE_CPU);
+}
+Test(gpu_fused, rope_cache_update_gives_rope_and_cache_update_bits)
+{
+    skip_without_gpu();
+    rope_cache_table(BATON_DEVICE_CUDA);
+}
+
+/* gemm_add through a runtime: y = x W^T + c against float64, f32 and bf16. */
+static void gemm_add_case(const char *device, baton_gpu_backend gpu, baton_dtype dt)
+{
+    const int64_t M = 3, K = 40, N = 24;
+    char json[1400];
+    const char *d = baton_dtype_name(dt);
+    snprintf(
+        json, sizeof json,
+        "{\"format\": \"baton.plan\", \"version\": 1, \"name\": \"ga\", \"tensors\": ["
+        "{\"name\": \"x\", \"dtype\": \"%s\", \"shape\": [1, %lld, %lld], \"role\": \"input\"},"
+        "{\"name\": \"w\", \"dtype\": \"%s\", \"shape\": [%lld, %lld], \"role\": \"input\"},"
+        "{\"name\": \"c\", \"dtype\": \"%s\", \"shape\": [1, %lld, %lld], \"role\": \"input\"},"
+        "{\"name\": \"y\", \"dtype\": \"%s\", \"shape\": [1, %lld, %lld], \"role\": \"output\"}],"
+        "\"steps\": [{\"name\": \"ga\", \"delegate\": \"gemm_add\", \"device\": \"%s\", "
+        "\"inputs\": [\"x\", \"w\", \"c\"], \"outputs\": [\"y\"], \"attrs\": {\"trans_b\": "
+        "true}}]}",
+        d, (long long)M, (long long)K, d, (long long)N, (long long)K, d, (long long)M, (long long)N,
+        d, (long long)M, (long long)N, device);
+    baton_plan *plan = NULL;
+    baton_error err;
+    cr_assert_eq(
+        baton_plan_load_string(registry(), json, strlen(json), "ga.json", NULL, &plan, &err), 0,
+        "%s", err.message);
+    baton_runtime *rt = test_runtime(plan, gpu, BATON_SYNC_GRAPH, 0, 1);
+    test_rng r = {test_fresh_seed()};
+    baton_tensor_desc xd = DESC(dt, 1, M, K), wd = DESC(dt, N, K), cd = DESC(dt, 1, M, N);
+    void *x = rand_buf(&r, &xd, 1.0), *w = rand_buf(&r, &wd, 1.0), *c = rand_buf(&r, &cd, 1.0);
+    void *y = malloc(nbytes(&cd));
+    cr_assert_eq(baton_runtime_set_input(rt, "x", x, nbytes(&xd), &err), 0, "%s", err.message);
+    cr_assert_eq(baton_runtime_set_input(rt, "w", w, nbytes(&wd), &err), 0, "%s", err.message);
+    cr_assert_eq(baton_runtime_set_input(rt, "c", c, nbytes(&cd), &err), 0, "%s", err.message);
+    cr_assert_eq(baton_runtime_run(rt, &err), 0, "%s", err.message);
+    cr_assert_eq(baton_runtime_get_output(rt, "y", y, nbytes(&cd), &err), 0, "%s", err.message);
+    double ref[3 * 24];
+    for (int64_t i = 0; i < M; i++)
+        for (int64_t j = 0; j < N; j++) {
+            double s = load_f64(dt, c, i * N + j);
+            for (int64_t k = 0; k < K; k++)
+                s += load_f64(dt, x, i * K + k) * load_f64(dt, w, j * K + k);
+            ref[i * N + j] = s;
+        }
+    double e = test_rel_err(dt, y, ref, M * N);
+    cr_assert(e <= (dt == BATON_DTYPE_F32 ? 1e-5 : 1e-2), "gemm_add %s on %s: rel err %.3g", d,
+              device, e);
+    free(x), free(w), free(c), free(y);
+    baton_runtime_destroy(rt);
+    baton_plan_free(plan);
+}
+
+Test(decoder_fused, gemm_add_adds_c_to_the_product)
+{
+    gemm_add_case("cpu", BATON_GPU_AUTO, BATON_DTYPE_F32);
+    gemm_add_case("cpu", BATON_GPU_AUTO, BATON_DTYPE_BF16);
+}
+Test(gpu_fused, gemm_add_adds_c_to_the_product)
+{
+    skip_without_gpu();
+    gemm_add_case("cuda:0", BATON_GPU_CUDA, BATON_DTYPE_F32);
+    gemm_add_case("cuda:0", BATON_GPU_CUDA, BATON_DTYPE_BF16);
 }

@@ -196,13 +196,13 @@ Test(embedder, an_unknown_tensor_name_gets_did_you_mean_and_the_choices)
     cr_assert(strstr(err.message, "baton_runtime_set_input"), "%s", err.message);
     cr_assert(strstr(err.message, "no tensor named 'token' (did you mean 'tokens'?)"), "%s",
               err.message);
-    cr_assert(strstr(err.message, "its inputs: 'tokens'"), "%s", err.message);
+    cr_assert(strstr(err.message, "its inputs and state: 'tokens'"), "%s", err.message);
     cr_assert_eq(baton_runtime_get_output(rt, "logit", x, sizeof x, &err), BATON_ENOENT);
     cr_assert(strstr(err.message, "(did you mean 'logits'?)"), "%s", err.message);
     /* nothing close: no guess, the choices still */
     cr_assert_eq(baton_runtime_set_input(rt, "zzzzzzzz", x, sizeof x, &err), BATON_ENOENT);
     cr_assert_null(strstr(err.message, "did you mean"), "%s", err.message);
-    cr_assert(strstr(err.message, "its inputs: 'tokens'"), "%s", err.message);
+    cr_assert(strstr(err.message, "its inputs and state: 'tokens'"), "%s", err.message);
     baton_runtime_destroy(rt);
     baton_plan_free(p);
     baton_registry_destroy(reg);

@@ -406,3 +406,40 @@ Test(json, reports_where_the_text_goes_wrong)
     cr_expect_eq(e.line, 1, "%d:%d: %s", e.line, e.col, e.text);
     cr_expect_geq(e.col, 14, "%d:%d: %s", e.line, e.col, e.text);
 }
+
+/* The reader's memory stays within JSON_MEMORY_FACTOR times the text (issue 38: a 50 MB plan
+ * reached 1.2 GB before its first error): a document denser in values than that allows is
+ * refused, naming the bound, with nothing allocated past it; a plan-like one of the same size is
+ * read. */
+Test(json, keeps_its_memory_within_a_multiple_of_the_text)
+{
+    const size_t n = 4u << 20; /* 4 Mi values of "0,": 8 MiB of text */
+    char *text = malloc(2 * n + 2);
+    cr_assert_not_null(text);
+    text[0] = '[';
+    for (size_t i = 0; i < n; i++) {
+        text[1 + 2 * i] = '0';
+        text[2 + 2 * i] = ',';
+    }
+    text[2 * n] = ']';
+    const size_t len = 2 * n + 1;
+    jdoc doc = {0};
+    jerror e;
+    cr_expect_eq(plan_json_parse(&doc, text, len, &e), BATON_EPLAN);
+    cr_expect(strstr(e.text, "baton's reader keeps its memory within 8 times the file"), "%s",
+              e.text);
+    const size_t used = (size_t)doc.cap * sizeof(jnode) + len + 1;
+    cr_expect_leq(used, JSON_MEMORY_FACTOR * len, "%zu bytes for %zu of text", used, len);
+    plan_json_free(&doc);
+    /* one value a 10 bytes or so, as baton's compact plans have: read whole */
+    size_t m = 0;
+    for (size_t i = 0; m + 64 < len; i++)
+        m += (size_t)snprintf(text + m, 64, "%s{\"name\":\"t%zu\",\"dtype\":\"f32\"}",
+                              i ? "," : "[", i);
+    text[m++] = ']';
+    memset(&doc, 0, sizeof doc);
+    cr_expect_eq(plan_json_parse(&doc, text, m, &e), 0, "%s", e.text);
+    cr_expect_leq((size_t)doc.cap * sizeof(jnode) + m + 1, JSON_MEMORY_FACTOR * m);
+    plan_json_free(&doc);
+    free(text);
+}

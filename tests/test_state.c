@@ -690,3 +690,150 @@ Test(dims_run, gemm_multiplies_the_bound_rows_only)
     baton_runtime_destroy(rt);
     baton_plan_free(plan);
 }
+
+Test(state_run, a_decode_runtime_shares_the_prefill_runtimes_cache)
+{
+    static const char *const cache = "{\"name\": \"cache\", \"dtype\": \"f32\", \"shape\": [8, 4], "
+                                     "\"role\": \"state\"}, ";
+    char tensors[1024];
+    snprintf(tensors, sizeof tensors,
+             "%s{\"name\": \"new\", \"dtype\": \"f32\", \"shape\": [\"seq\", 4], \"role\": "
+             "\"input\"}, {\"name\": \"pos\", \"dtype\": \"i64\", \"shape\": [\"seq\"], \"role\": "
+             "\"input\"}",
+             cache);
+    baton_plan *prefill =
+        expect_loads("{\"seq\": {\"min\": 1, \"max\": 6}}", tensors,
+                     "{\"name\": \"kv\", \"kernel\": \"kv_cache_update\", \"device\": \"cuda:0\", "
+                     "\"inputs\": [\"cache\", \"new\", \"pos\"], \"outputs\": [\"cache\"]}");
+    snprintf(tensors, sizeof tensors,
+             "%s{\"name\": \"new\", \"dtype\": \"f32\", \"shape\": [1, 4], \"role\": \"input\"}, "
+             "{\"name\": \"pos\", \"dtype\": \"i64\", \"shape\": [1], \"role\": \"input\"}, "
+             "{\"name\": \"y\", \"dtype\": \"f32\", \"shape\": [8, 4], \"role\": \"output\"}",
+             cache);
+    baton_plan *decode =
+        expect_loads(NULL, tensors,
+                     "{\"name\": \"kv\", \"kernel\": \"kv_cache_update\", \"device\": \"cuda:0\", "
+                     "\"inputs\": [\"cache\", \"new\", \"pos\"], \"outputs\": [\"cache\"]}, "
+                     "{\"name\": \"rd\", \"kernel\": \"copy\", \"device\": \"cuda:0\", \"inputs\": "
+                     "[\"cache\"], \"outputs\": [\"y\"]}");
+    for (int g = 0; g < 2; g++)
+        for (int m = 0; m < 3; m++) {
+            baton_runtime *a = test_runtime(prefill, gpus[g], modes[m], 0, 0);
+            baton_runtime *b = test_runtime(decode, gpus[g], modes[m], 0, 0);
+            baton_error err = {0};
+            float rows[24], y[32];
+            for (int i = 0; i < 24; i++)
+                rows[i] = (float)(10 + i);
+            int64_t pos[6] = {0, 1, 2, 3, 4, 5};
+            /* b runs once on its own cache first, so that its graphs hold its own slots */
+            cr_assert_eq(baton_runtime_set_input(b, "new", rows, 16, &err), 0, "%s", err.message);
+            cr_assert_eq(baton_runtime_set_input(b, "pos", &pos[0], 8, &err), 0);
+            cr_assert_eq(baton_runtime_run(b, &err), 0, "%s", err.message);
+            cr_assert_eq(baton_runtime_reset_state(b, &err), 0, "%s", err.message);
+            cr_assert_eq(baton_runtime_share_state(b, a, &err), 0, "%s", err.message);
+            cr_assert_eq(baton_runtime_set_input(a, "new", rows, 3 * 16, &err), 0, "%s",
+                         err.message);
+            cr_assert_eq(baton_runtime_set_input(a, "pos", pos, 3 * 8, &err), 0, "%s", err.message);
+            cr_assert_eq(baton_runtime_run(a, &err), 0, "%s", err.message);
+            cr_assert_eq(baton_runtime_set_input(b, "new", rows + 12, 16, &err), 0, "%s",
+                         err.message);
+            cr_assert_eq(baton_runtime_set_input(b, "pos", &pos[3], 8, &err), 0, "%s", err.message);
+            cr_assert_eq(baton_runtime_run(b, &err), 0, "%s", err.message);
+            test_poison(y, sizeof y);
+            cr_assert_eq(baton_runtime_get_output(b, "y", y, sizeof y, &err), 0, "%s", err.message);
+            for (int i = 0; i < 32; i++)
+                cr_expect_eq(y[i], i < 16 ? rows[i] : 0, "gpu %d mode %d: y[%d] = %g", g, m, i,
+                             y[i]);
+            /* the prefill runtime sees the decode's append: one cache */
+            float c[32];
+            cr_assert_eq(baton_runtime_get_output(a, "cache", c, sizeof c, &err), 0, "%s",
+                         err.message);
+            cr_expect_eq(c[12], rows[12]);
+            baton_runtime_destroy(b);
+            baton_runtime_destroy(a);
+        }
+    /* a mismatch is refused, naming the tensor */
+    baton_plan *other = expect_loads(
+        NULL, "{\"name\": \"cache\", \"dtype\": \"f32\", \"shape\": [9, 4], \"role\": \"state\"}",
+        "{\"name\": \"n\", \"kernel\": \"copy\", \"device\": \"cuda:0\", \"inputs\": [\"cache\"], "
+        "\"outputs\": [\"cache\"]}");
+    baton_runtime *a = test_runtime(prefill, BATON_GPU_SIM, BATON_SYNC_GRAPH, 0, 0);
+    baton_runtime *o = test_runtime(other, BATON_GPU_SIM, BATON_SYNC_GRAPH, 0, 0);
+    baton_error err = {0};
+    cr_expect_eq(baton_runtime_share_state(o, a, &err), BATON_EINVAL);
+    cr_expect(strstr(err.message, "state tensor 'cache' is f32[9,4]") != NULL, "%s", err.message);
+    baton_runtime_destroy(o);
+    baton_runtime_destroy(a);
+    baton_plan_free(other);
+    baton_plan_free(prefill);
+    baton_plan_free(decode);
+}
+
+Test(dims_run, pool_jobs_bind_dims_from_their_inputs)
+{
+    baton_plan *plan = dims_plan("cuda:0");
+    uv_loop_t loop;
+    cr_assert_eq(uv_loop_init(&loop), 0);
+    baton_options o = test_options(BATON_GPU_SIM, BATON_SYNC_GRAPH, 0, 0);
+    baton_pool *pool = NULL;
+    baton_error err = {0};
+    cr_assert_eq(baton_pool_create(&loop, plan, &o, 2, &pool, &err), 0, "%s", err.message);
+    static float x[4][32], y[4][32];
+    int seqs[4] = {3, 8, 2, 5};
+    baton_binding in[4], out[4];
+    baton_job jobs[4];
+    pool_done = 0;
+    for (int k = 0; k < 4; k++) {
+        for (int i = 0; i < 32; i++)
+            x[k][i] = (float)(k * 100 + i);
+        in[k] = (baton_binding){"x", x[k], (size_t)seqs[k] * 16};
+        out[k] = (baton_binding){"y", y[k], (size_t)seqs[k] * 16};
+        baton_job_init(&jobs[k]);
+        jobs[k].inputs = &in[k];
+        jobs[k].n_inputs = 1;
+        jobs[k].outputs = &out[k];
+        jobs[k].n_outputs = 1;
+        cr_assert_eq(baton_pool_submit(pool, &jobs[k], on_job), 0, "%s", jobs[k].err.message);
+    }
+    uv_run(&loop, UV_RUN_DEFAULT);
+    cr_expect_eq(pool_done, 4);
+    for (int k = 0; k < 4; k++)
+        for (int i = 0; i < seqs[k] * 4; i++)
+            cr_expect_eq(y[k][i], x[k][i] + 1, "job %d y[%d] = %g", k, i, y[k][i]);
+    baton_job big;
+    baton_job_init(&big);
+    baton_binding too = {"x", x[0], 9 * 16};
+    big.inputs = &too;
+    big.n_inputs = 1;
+    cr_expect_eq(baton_pool_submit(pool, &big, on_job), BATON_EINVAL);
+    baton_pool_close(pool, NULL, NULL);
+    uv_run(&loop, UV_RUN_DEFAULT);
+    cr_expect_eq(uv_loop_close(&loop), 0);
+    baton_plan_free(plan);
+}
+
+Test(dims_run, a_kept_graph_follows_a_buffer_bound_after_it_was_captured)
+{
+    baton_plan *plan = dims_plan("cuda:0");
+    baton_runtime *rt = test_runtime(plan, BATON_GPU_SIM, BATON_SYNC_GRAPH, 0, 0);
+    run_seq(rt, 3, 0); /* a graph for seq 3 */
+    run_seq(rt, 5, 0); /* and one for seq 5 */
+    baton_error err = {0};
+    float *mine = aligned_alloc(256, 8 * 4 * sizeof(float));
+    test_poison(mine, 8 * 4 * sizeof(float));
+    baton_buffer b = {{BATON_DEVICE_CPU, 0}, mine, 8 * 4 * sizeof(float), BATON_DTYPE_F32};
+    cr_assert_eq(baton_runtime_bind(rt, plan_find_tensor(plan, "y"), &b, &err), 0, "%s",
+                 err.message);
+    float x[32];
+    for (int i = 0; i < 32; i++)
+        x[i] = (float)i;
+    cr_assert_eq(baton_runtime_set_dims(rt, "seq", 3, &err), 0);
+    cr_assert_eq(baton_runtime_set_input(rt, "x", x, 3 * 16, &err), 0, "%s", err.message);
+    cr_assert_eq(baton_runtime_run(rt, &err), 0, "%s", err.message);
+    for (int i = 0; i < 12; i++)
+        cr_expect_eq(mine[i], x[i] + 1, "the seq-3 graph wrote the bound buffer: y[%d] = %g", i,
+                     mine[i]);
+    baton_runtime_destroy(rt);
+    free(mine);
+    baton_plan_free(plan);
+}

@@ -56,7 +56,9 @@ int cli_load(const cli *c, baton_registry **reg, baton_plan **plan)
     rc = baton_plan_load(*reg, c->plan_path, plan, &err);
     if (rc) {
         fprintf(stderr, "%s\n", cli_esc(err.message));
-        return rc == BATON_EIO ? EXIT_IO : rc == BATON_ENOMEM ? EXIT_RUN : EXIT_PLAN;
+        /* a plan too large to read into memory is a file that could not be read (4), even for
+         * validate, not a failed run (3) */
+        return rc == BATON_EIO || rc == BATON_ENOMEM ? EXIT_IO : EXIT_PLAN;
     }
     return 0;
 }

@@ -2,15 +2,16 @@
 # setup_torch.sh DIR: PyTorch for bench/cpu/peers.py on a CPU-only machine, in DIR (not the system's
 # site-packages). PyPI's Linux wheel is the CUDA build and pulls some GB of CUDA wheels; its CPU ops
 # need none of them. This installs the wheel alone (--no-deps, with the few pure-Python packages it
-# imports) and, for the CUDA libraries it links at load time but never calls on the CPU, builds
-# stubs that abort if called. Prints the environment to run peers.py with.
+# imports, and numpy for baton_export) and, for the CUDA libraries it links at load time but never
+# calls on the CPU, builds stubs that abort if called. Prints the environment to run peers.py and
+# bench_llm.py with.
 # Needs: pip, gcc, nm; the CUDA toolkit's lib64 where it exists (libcudart, libcublas, ... are
 # taken from there; stubs are made only for what is missing).
 set -euo pipefail
 dir=${1:?usage: setup_torch.sh DIR}
 mkdir -p "$dir/site" "$dir/stubs"
 pip install --quiet --no-deps --target "$dir/site" torch
-pip install --quiet --target "$dir/site" typing_extensions filelock sympy networkx jinja2 fsspec
+pip install --quiet --target "$dir/site" typing_extensions filelock sympy networkx jinja2 fsspec numpy
 lib="$dir/site/torch/lib"
 cuda=${CUDA_LIB:-/usr/local/cuda/lib64}
 missing=$(cd "$lib" && LD_LIBRARY_PATH="$cuda:." ldd ./*.so 2>/dev/null | awk '/not found/ {print $1}' | sort -u)

@@ -239,10 +239,11 @@ static int gemm_cpu_execute(void *state, const baton_exec_ctx *ctx, void **buffe
     if (!g) {
         return ctx_fail(ctx, BATON_EINVAL, "gemm (cpu): no state: init() did not run or failed");
     }
-    if (!buffers || !buffers[0] || !buffers[1] || !buffers[2]) {
+    const baton_gemm_desc *d = &g->d;
+    const int add = d->beta != 0; /* gemm_add: buffers a, b, c, y */
+    if (!buffers || !buffers[0] || !buffers[1] || !buffers[2] || (add && !buffers[3])) {
         return ctx_fail(ctx, BATON_EINVAL, "gemm (cpu): a NULL buffer (a, b, out expected)");
     }
-    const baton_gemm_desc *d = &g->d;
     const int64_t rm = run_m(g, ctx);
     if (rm < 1 || rm > d->m)
         return ctx_fail(ctx, BATON_EINVAL,
@@ -250,6 +251,8 @@ static int gemm_cpu_execute(void *state, const baton_exec_ctx *ctx, void **buffe
                         "was prepared for",
                         (long long)rm, (long long)d->m);
     int m = (int)rm, n = (int)d->n, k = (int)d->k;
+    void *out = buffers[add ? 3 : 2];
+    const int64_t mn = rm * d->n;
     int ta = (d->flags & BATON_GEMM_TRANS_A) != 0, tb = (d->flags & BATON_GEMM_TRANS_B) != 0;
     const baton_dtype dt = (baton_dtype)d->dtype;
     const int half = dt == BATON_DTYPE_BF16 || dt == BATON_DTYPE_F16;
@@ -265,12 +268,18 @@ static int gemm_cpu_execute(void *state, const baton_exec_ctx *ctx, void **buffe
                 for (int64_t i = 0; i < rm; i++)
                     g->xf[i * d->k + p] = load_f32(dt, buffers[0], p * rm + i);
         }
-        float *y = half ? g->yf : buffers[2];
+        float *y = half ? g->yf : out;
         gemv_run(dt, tb, rm, d->n, d->k, (float)d->alpha, x, buffers[1], y, g->partial);
+        if (add) /* gemm_add: the product, then c added in f32 */
+            for (int64_t i = 0; i < mn; i++)
+                y[i] += load_f32(dt, buffers[2], i);
         if (half)
-            cvt_from_f32(dt, y, buffers[2], rm * d->n);
+            cvt_from_f32(dt, y, out, mn);
         return 0;
     }
+    /* gemm_add on the BLAS path: y = c, then the product added into it (beta 1): one rounding */
+    if (add && out != buffers[2] && !half)
+        memmove(out, buffers[2], (size_t)mn * (dt == BATON_DTYPE_F32 ? 4 : 8));
     /* Row-major: a is [M,K] (lda K) or [K,M] (lda M); b is [K,N] (ldb N) or [N,K] (ldb K). */
     int lda = ta ? m : k, ldb = tb ? k : n, ldc = n;
     enum CBLAS_TRANSPOSE opa = ta ? CblasTrans : CblasNoTrans;
@@ -279,11 +288,11 @@ static int gemm_cpu_execute(void *state, const baton_exec_ctx *ctx, void **buffe
     switch (dt) {
     case BATON_DTYPE_F32:
         cblas_sgemm(CblasRowMajor, opa, opb, m, n, k, (float)d->alpha, buffers[0], lda, buffers[1],
-                    ldb, 0.0f, buffers[2], ldc);
+                    ldb, (float)d->beta, out, ldc);
         return 0;
     case BATON_DTYPE_F64:
         cblas_dgemm(CblasRowMajor, opa, opb, m, n, k, d->alpha, buffers[0], lda, buffers[1], ldb,
-                    0.0, buffers[2], ldc);
+                    d->beta, out, ldc);
         return 0;
     case BATON_DTYPE_BF16:
     case BATON_DTYPE_F16: {
@@ -291,9 +300,11 @@ static int gemm_cpu_execute(void *state, const baton_exec_ctx *ctx, void **buffe
         const float *b = g->wc ? g->wc->f32 : g->sb;
         if (!g->wc)
             cvt_to_f32(dt, buffers[1], g->sb, d->k * d->n);
-        cblas_sgemm(CblasRowMajor, opa, opb, m, n, k, (float)d->alpha, g->sa, lda, b, ldb, 0.0f,
-                    g->sc, ldc);
-        cvt_from_f32(dt, g->sc, buffers[2], rm * d->n);
+        if (add)
+            cvt_to_f32(dt, buffers[2], g->sc, mn);
+        cblas_sgemm(CblasRowMajor, opa, opb, m, n, k, (float)d->alpha, g->sa, lda, b, ldb,
+                    (float)d->beta, g->sc, ldc);
+        cvt_from_f32(dt, g->sc, out, mn);
         return 0;
     }
     default:

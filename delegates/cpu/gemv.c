@@ -444,6 +444,15 @@ static ALWAYS_INLINE SIMD_T512BF void knd_rows(const int PAIRS, const int ALL, c
     const uint16_t *w = (const uint16_t *)j->w + k * N;
     /* ALL: every row of the pass exists (no checks in the loop) */
     const int64_t rows = ALL ? 2 * PAIRS : k1 - k < 2 * PAIRS ? k1 - k : 2 * PAIRS;
+    /* each row of x's pairs (x[k], x[k+1]) for this pass, made once for all columns; a lone last
+     * row pairs with zeros on both sides (0 * inf would be NaN) */
+    uint32_t xq[GEMV_MAX_M][8];
+    for (int64_t m = 0; m < j->M; m++)
+        for (int pr = 0; pr < PAIRS; pr++) {
+            const uint16_t *x = j->xb + m * KP + k;
+            uint32_t hi16 = 2 * pr + 1 < rows ? (uint32_t)x[2 * pr + 1] << 16 : 0;
+            xq[m][pr] = (uint32_t)x[2 * pr] | hi16;
+        }
     for (int64_t n = 0; n < N; n += 32) {
         __m512i lo[8], hi[8];
         const int full = n + 32 <= N;
@@ -465,16 +474,11 @@ static ALWAYS_INLINE SIMD_T512BF void knd_rows(const int PAIRS, const int ALL, c
             hi[pr] = _mm512_unpackhi_epi16(a, b);
         }
         for (int64_t m = 0; m < j->M; m++) {
-            /* x in bf16, zero padded to kpad, so a lone last row pairs with a zero */
-            const uint16_t *x = j->xb + m * KP + k;
             float *pm = p + m * NP + n;
             __m512 al = k == k0 ? _mm512_setzero_ps() : _mm512_loadu_ps(pm);
             __m512 ah = k == k0 ? _mm512_setzero_ps() : _mm512_loadu_ps(pm + 16);
             for (int pr = 0; pr < PAIRS; pr++) {
-                /* a lone last row pairs with zeros on both sides (0 * inf would be NaN) */
-                uint32_t hi16 = 2 * pr + 1 < rows ? (uint32_t)x[2 * pr + 1] << 16 : 0;
-                uint32_t xp2 = (uint32_t)x[2 * pr] | hi16;
-                __m512i xv = _mm512_set1_epi32((int)xp2);
+                __m512i xv = _mm512_set1_epi32((int)xq[m][pr]);
                 al = _mm512_dpbf16_ps(al, (__m512bh)lo[pr], (__m512bh)xv);
                 ah = _mm512_dpbf16_ps(ah, (__m512bh)hi[pr], (__m512bh)xv);
             }

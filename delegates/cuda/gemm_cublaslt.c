@@ -280,8 +280,10 @@ static int gemm_execute(void *state, const baton_exec_ctx *ctx, void **buffers)
 {
     const gemm_state *s = state;
     const void *a = buffers[0], *b = buffers[1];
-    void *c = buffers[2];
-    const uintptr_t addr = (uintptr_t)a | (uintptr_t)b | (uintptr_t)c;
+    /* gemm_add (beta 1): C is the added input, D the output; gemm: both are the output */
+    const int add = s->desc.beta != 0;
+    void *c = buffers[2], *dst = buffers[add ? 3 : 2];
+    const uintptr_t addr = (uintptr_t)a | (uintptr_t)b | (uintptr_t)c | (uintptr_t)dst;
     int t = 0;
     while (t < s->n_algos && (addr & (s->align[t] - 1)) != 0)
         t++;
@@ -291,7 +293,7 @@ static int gemm_execute(void *state, const baton_exec_ctx *ctx, void **buffers)
                          "element size",
                          a, b, (void *)c);
     cublasStatus_t st = s->api->cublasLtMatmul(
-        s->lt, s->op, &s->alpha, b, s->lay_b, a, s->lay_a, &s->beta, c, s->lay_c, c, s->lay_c,
+        s->lt, s->op, &s->alpha, b, s->lay_b, a, s->lay_a, &s->beta, c, s->lay_c, dst, s->lay_c,
         &s->algo[t], s->workspace, s->workspace_bytes, (cudaStream_t)ctx->stream);
     if (st != CUBLAS_STATUS_SUCCESS)
         return exec_fail(ctx, BATON_ECUDA, "cublasLtMatmul failed: %s: %s",

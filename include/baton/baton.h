@@ -720,6 +720,16 @@ BATON_API int baton_runtime_get_output(baton_runtime *rt, const char *name, void
  * which puts every state tensor back so. Errors: BATON_EINVAL without a runtime, a device's
  * copy failure. */
 BATON_API int baton_runtime_reset_state(baton_runtime *rt, baton_error *err);
+/* Makes rt use `owner`'s state tensors instead of its own, by name: a prefill plan's runtime and
+ * a decode plan's runtime then read and append one KV cache with no copy between them. Every state
+ * tensor of rt's plan must be a state tensor of owner's plan with the same dtype and shape, used
+ * on the same device, and the runtimes must use the same GPU backend (else BATON_EINVAL naming the
+ * tensor, and nothing changes). Reads, writes and resets through either runtime reach the shared
+ * bytes; runs of the two must not overlap (a runtime is not thread-safe anyway), and owner must
+ * outlive rt. Graph mode captures rt's affected segments again on its next run (updated in
+ * place). Call between runs. */
+BATON_API int baton_runtime_share_state(baton_runtime *rt, const baton_runtime *owner,
+                                        baton_error *err);
 
 /* Dimensions bound at run time (the plan's "dims"): binds `name` to `value` for the next runs.
  * Every run starts at the dims' max; a run after a change first gives the steps that use a

@@ -32,7 +32,10 @@ extern "C" {
 typedef struct baton_pool baton_pool;
 typedef struct baton_job baton_job;
 
-/* A tensor a job reads or writes: its name and a caller-owned host buffer of exactly its size. */
+/* A tensor a job reads or writes: its name and a caller-owned host buffer of exactly its size
+ * (for a tensor sized by the plan's dims, the size of the run's shape: an input binds the
+ * dimension on the instance, as baton_runtime_set_input does, and an output is read in the shape
+ * of that run). */
 typedef struct baton_binding {
     const char *name;
     void *data;

@@ -7,42 +7,23 @@
 #include <string.h>
 
 #include "core/dtype.h"
+#include "core/simd.h"
+#include "core/threads.h"
 #include "kernels/cpu/cpu_common.h"
 #include "kernels/cpu/cpu_decoder.h"
 #include "kernels/decoder_desc.h"
 
 /* ---- conversions of runs of elements --------------------------------------------------------- */
 
+/* bf16/f16/f32 runs to and from f32 in vectors (core/simd.h: the scalar conversions' bits). */
 static inline void ld_f32(baton_dtype dt, const void *p, int64_t off, int n, float *out)
 {
-    if (dt == BATON_DTYPE_BF16) {
-        const uint16_t *s = (const uint16_t *)p + off;
-        for (int i = 0; i < n; i++) {
-            uint32_t u = (uint32_t)s[i] << 16;
-            memcpy(&out[i], &u, 4);
-        }
-    } else if (dt == BATON_DTYPE_F16) {
-        const uint16_t *s = (const uint16_t *)p + off;
-        for (int i = 0; i < n; i++)
-            out[i] = f16_to_f32(s[i]);
-    } else {
-        memcpy(out, (const float *)p + off, sizeof(float) * (size_t)n);
-    }
+    cvt_to_f32(dt, (const char *)p + baton_dtype_size(dt) * (size_t)off, out, n);
 }
 
 static inline void st_f32(baton_dtype dt, void *p, int64_t off, int n, const float *in)
 {
-    if (dt == BATON_DTYPE_BF16) {
-        uint16_t *d = (uint16_t *)p + off;
-        for (int i = 0; i < n; i++)
-            d[i] = f32_to_bf16(in[i]);
-    } else if (dt == BATON_DTYPE_F16) {
-        uint16_t *d = (uint16_t *)p + off;
-        for (int i = 0; i < n; i++)
-            d[i] = f32_to_f16(in[i]);
-    } else {
-        memcpy((float *)p + off, in, sizeof(float) * (size_t)n);
-    }
+    cvt_from_f32(dt, in, (char *)p + baton_dtype_size(dt) * (size_t)off, n);
 }
 
 static inline void ld_f64(baton_dtype dt, const void *p, int64_t off, int n, double *out)
@@ -69,6 +50,18 @@ enum { ACT_SILU_MUL, ACT_SILU, ACT_GELU_ERF, ACT_GELU_TANH };
  * per block of the online softmax. */
 #define ATT_GROUP 8
 #define ATT_BLOCK 32
+/* Multiply-adds of an attention step from which its (row, head block) tasks go to the CPU pool. */
+#define ATT_PAR_MIN (1 << 18)
+
+/* Dot products: f32 in vectors (simd_dot_f32: a fixed order at each vector level, so the same
+ * bits on every thread), f64 in turn. */
+static inline double dot_f64(const double *a, const double *b, int64_t n)
+{
+    double s = 0;
+    for (int64_t i = 0; i < n; i++)
+        s += a[i] * b[i];
+    return s;
+}
 
 #define T      float
 #define SFX(n) n##_f32
@@ -78,6 +71,7 @@ enum { ACT_SILU_MUL, ACT_SILU, ACT_GELU_ERF, ACT_GELU_TANH };
 #define COS    cosf
 #define SIN    sinf
 #define ERFC   erfcf
+#define DOT    simd_dot_f32
 #include "kernels/cpu/decoder_impl.h"
 #undef T
 #undef SFX
@@ -87,6 +81,7 @@ enum { ACT_SILU_MUL, ACT_SILU, ACT_GELU_ERF, ACT_GELU_TANH };
 #undef COS
 #undef SIN
 #undef ERFC
+#undef DOT
 #define T      double
 #define SFX(n) n##_f64
 #define LD     ld_f64
@@ -95,6 +90,7 @@ enum { ACT_SILU_MUL, ACT_SILU, ACT_GELU_ERF, ACT_GELU_TANH };
 #define COS    cos
 #define SIN    sin
 #define ERFC   erfc
+#define DOT    dot_f64
 #include "kernels/cpu/decoder_impl.h"
 
 /* ---- the kernels ------------------------------------------------------------------------------

@@ -2,7 +2,7 @@
  * included twice by decoder.c: T = float (bf16, f16, f32 data) and T = double (f64 data). Each
  * function works on runs of elements converted into stack chunks, so the inner loops are plain
  * contiguous loops over T that the compiler vectorises. Needs T, SFX(name), LD, ST, EXP, COS, SIN,
- * ERFC defined. */
+ * ERFC and DOT (a dot product of two T runs) defined. */
 
 static void SFX(rope)(baton_dtype dt, const void *x, const baton_dtype pdt, const void *pos,
                       const float *inv_freq, void *y, int64_t rows, int64_t F, int64_t Dh,
@@ -68,12 +68,8 @@ static void SFX(attend)(baton_dtype dt, const void *q, const void *kc, const voi
         const int nb = last + 1 - j0 < ATT_BLOCK ? (int)(last + 1 - j0) : ATT_BLOCK;
         for (int j = 0; j < nb; j++) {
             LD(dt, kc, (j0 + j) * KF + kvh * Dh, (int)Dh, kr);
-            for (int k = 0; k < g; k++) {
-                T dot = 0;
-                for (int64_t d = 0; d < Dh; d++)
-                    dot += qv[k][d] * kr[d];
-                s[k][j] = dot;
-            }
+            for (int k = 0; k < g; k++)
+                s[k][j] = DOT(qv[k], kr, Dh);
         }
         for (int k = 0; k < g; k++) {
             T mb = m[k];
@@ -106,25 +102,61 @@ static void SFX(attend)(baton_dtype dt, const void *q, const void *kc, const voi
     }
 }
 
+typedef struct SFX(att_job) {
+    baton_dtype dt, pdt;
+    const void *q, *kc, *vc, *pos;
+    void *o;
+    int64_t Dh, H, Hkv, G, groups; /* groups: blocks of ATT_GROUP heads per KV head */
+    double scale;
+} SFX(att_job);
+
+/* Task t: query row t / (Hkv * groups), one block of heads of one KV head. Each task writes its
+ * own heads of its own row, so the split does not change a bit. */
+static void SFX(att_task)(void *arg, int64_t t)
+{
+    const SFX(att_job) *j = arg;
+    const int64_t per_row = j->Hkv * j->groups;
+    const int64_t r = t / per_row, kvh = t % per_row / j->groups;
+    const int64_t g0 = t % j->groups * ATT_GROUP;
+    const int g = j->G - g0 < ATT_GROUP ? (int)(j->G - g0) : ATT_GROUP;
+    const int64_t last = idx_at(j->pdt, j->pos, r);
+    const int64_t F = j->H * j->Dh, KF = j->Hkv * j->Dh;
+    /* clang-format cannot read SFX(name)(args) as a call */
+    // clang-format off
+    SFX(attend)(j->dt, j->q, j->kc, j->vc, j->o, r, F, KF, j->Dh, kvh * j->G + g0, g, kvh, last,
+                (T)j->scale);
+    // clang-format on
+}
+
 static void SFX(attention)(baton_dtype dt, const void *q, const void *kc, const void *vc,
                            baton_dtype pdt, const void *pos, void *o, int64_t rows, int64_t Dh,
                            int64_t H, int64_t Hkv, double scale)
 {
-    const int64_t F = H * Dh, KF = Hkv * Dh, G = H / Hkv;
-    for (int64_t r = 0; r < rows; r++) {
-        const int64_t last = idx_at(pdt, pos, r);
-        for (int64_t kvh = 0; kvh < Hkv; kvh++)
-            for (int64_t g0 = 0; g0 < G; g0 += ATT_GROUP) {
-                const int g = G - g0 < ATT_GROUP ? (int)(G - g0) : ATT_GROUP;
-                SFX(attend)(dt, q, kc, vc, o, r, F, KF, Dh, kvh * G + g0, g, kvh, last, (T)scale);
-            }
+    const int64_t G = H / Hkv;
+    // clang-format off
+    SFX(att_job) j = {.dt = dt, .pdt = pdt, .q = q, .kc = kc, .vc = vc, .pos = pos, .o = o,
+                      .Dh = Dh, .H = H, .Hkv = Hkv, .G = G,
+                      .groups = (G + ATT_GROUP - 1) / ATT_GROUP, .scale = scale};
+    // clang-format on
+    const int64_t tasks = rows * Hkv * j.groups;
+    /* the cache rows read, a measure of the work: a short context stays on the calling thread */
+    int64_t work = 0;
+    for (int64_t r = 0; r < rows && work < ATT_PAR_MIN; r++)
+        work += (idx_at(pdt, pos, r) + 1) * H * Dh;
+    if (work < ATT_PAR_MIN) {
+        for (int64_t t = 0; t < tasks; t++)
+            SFX(att_task)(&j, t);
+        return;
     }
+    par_for(tasks, SFX(att_task), &j);
 }
 
 static void SFX(act)(int kind, baton_dtype dt, const void *a, const void *b, void *y, int64_t n)
 {
     T va[CHUNK], vb[CHUNK];
-    const T k0 = (T)0.7978845608028654, k1 = (T)0.044715, rs2 = (T)0.7071067811865476;
+    /* x / sqrt(2), not x * (1 / sqrt(2)): near x = -38 the two arguments' last bit moves
+     * erfc's (subnormal) result by 1e-10 relative */
+    const T k0 = (T)0.7978845608028654, k1 = (T)0.044715, sq2 = (T)1.4142135623730951;
     for (int64_t j = 0; j < n; j += CHUNK) {
         const int c = n - j < CHUNK ? (int)(n - j) : CHUNK;
         LD(dt, a, j, c, va);
@@ -142,7 +174,7 @@ static void SFX(act)(int kind, baton_dtype dt, const void *a, const void *b, voi
          * 1 + erf(x/sqrt2) = erfc(-x/sqrt2), and (1 + tanh(u)) / 2 = 1 / (1 + exp(-2u)). */
         case ACT_GELU_ERF:
             for (int i = 0; i < c; i++)
-                va[i] = (T)0.5 * va[i] * ERFC(-va[i] * rs2);
+                va[i] = (T)0.5 * va[i] * ERFC(-va[i] / sq2);
             break;
         default:
             for (int i = 0; i < c; i++) {

@@ -23,6 +23,8 @@ KCUDA_DECODER_FN(gelu)
 KCUDA_DECODER_FN(softmax)
 KCUDA_DECODER_FN(cast)
 KCUDA_DECODER_FN(sample)
+KCUDA_DECODER_FN(swiglu)
+KCUDA_DECODER_FN(rope_cache_update)
 #undef KCUDA_DECODER_FN
 
 /* Run-time errors of the decoder kernels (an id or a position out of range): a kernel that meets

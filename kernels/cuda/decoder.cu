@@ -124,8 +124,11 @@ __global__ void embedding_kernel(const I *ids, const char *table, char *out, lon
 template <typename T, int E>
 __global__ void rope_kernel(const T *x, const void *pos, int pos64, const float *inv_freq, T *y,
                             long long F, int Dh, int interleaved, double scale,
-                            long long rows_total)
+                            long long rows_total, long long xstride, long long ystride,
+                            long long cache_rows, int step)
 {
+    /* x's row r at r * xstride; y's at r * ystride, or (cache_rows > 0: rope_cache_update's k)
+     * at positions[r] * ystride of a cache of cache_rows rows, a row outside it dropped */
     using A = typename Acc<T>::A;
     extern __shared__ __align__(16) unsigned char smem_raw[];
     A *cs = reinterpret_cast<A *>(smem_raw), *sn = cs + Dh / 2;
@@ -153,8 +156,16 @@ __global__ void rope_kernel(const T *x, const void *pos, int pos64, const float 
         }
     }
     __syncthreads();
-    const T *xr = x + r * F;
-    T *yr = y + r * F;
+    const T *xr = x + r * xstride;
+    T *yr = y + r * ystride;
+    if (cache_rows > 0) {
+        if (p < 0 || p >= cache_rows) {
+            if (threadIdx.x == 0)
+                record(DEC_ROPE_CACHE_UPDATE, step, r, p, cache_rows);
+            return;
+        }
+        yr = y + p * ystride;
+    }
     const long long heads = F / Dh;
     if (!interleaved) {
         const int per_head = half / E; /* units of E pairs */
@@ -238,17 +249,18 @@ __global__ void rope_kernel(const T *x, const void *pos, int pos64, const float 
 template <typename I>
 __global__ void kv_update_kernel(char *cache, const char *nw, const I *pos, long long rows,
                                  long long S, long long row_bytes, long long chunks, int vec,
-                                 int step)
+                                 int step, long long src_stride, int op)
 {
+    /* new's row r at r * src_stride bytes (rope_cache_update's v inside qkv) */
     const long long b = blockIdx.x, r = b / chunks, c = b % chunks;
     const long long p = ld_idx(pos, r);
     if (p < 0 || p >= S) {
         if (c == 0 && threadIdx.x == 0)
-            record(DEC_KV_CACHE_UPDATE, step, r, p, S);
+            record(op, step, r, p, S);
         return; /* a write outside the cache is dropped, not clamped onto a real row */
     }
     char *dst = cache + p * row_bytes;
-    const char *src = nw + r * row_bytes;
+    const char *src = nw + r * src_stride;
     if (vec) {
         const long long k = (c * blockDim.x + threadIdx.x) * 16;
         if (k < row_bytes)
@@ -407,9 +419,11 @@ __global__ void __launch_bounds__(ATT_THREADS)
     for (int t = threadIdx.x; t < ATT_GB * Dh; t += ATT_THREADS) {
         const int g = t / Dh, d = t % Dh;
         float M = -INFINITY;
+#pragma unroll 8
         for (int k = 0; k < NG; k++)
             M = fmaxf(M, red_m[k][g]);
         float a = 0.f, s = 0.f;
+#pragma unroll 8
         for (int k = 0; k < NG; k++) {
             const float w = red_m[k][g] == -INFINITY ? 0.f : exp2f(red_m[k][g] - M);
             a = fmaf(w, red_acc[k][g][d], a);
@@ -421,24 +435,41 @@ __global__ void __launch_bounds__(ATT_THREADS)
             blk_l[g] = s;
         }
     }
-    /* The blocks of the cluster, merged by rank 0 in rank order. */
+    /* The blocks of the cluster, merged in rank order. Every block merges a slice of the
+     * outputs (a rank's share of the head_dim x heads values), and each thread issues its 16
+     * remote loads before it uses any: distributed shared memory answers in hundreds of cycles,
+     * and one block waiting on them one after another took most of the kernel's time. */
     cluster.sync();
-    if (rank == 0) {
-        for (int t = threadIdx.x; t < ATT_GB * Dh; t += ATT_THREADS) {
+    {
+        constexpr int CMAX = 16;
+        const int per = (ATT_GB * Dh + C - 1) / C;
+        for (int t = rank * per + threadIdx.x; t < min(ATT_GB * Dh, (rank + 1) * per);
+             t += ATT_THREADS) {
             const int g = t / Dh, d = t % Dh;
             if (g >= nh)
                 continue;
+            float mk[CMAX], ak[CMAX], lk[CMAX];
+#pragma unroll
+            for (int k = 0; k < CMAX; k++)
+                if (k < C) {
+                    mk[k] = *cluster.map_shared_rank(&blk_m[g], k);
+                    ak[k] = *cluster.map_shared_rank(&blk_acc[g][d], k);
+                    lk[k] = *cluster.map_shared_rank(&blk_l[g], k);
+                }
             float M = -INFINITY;
-            for (int k = 0; k < C; k++)
-                M = fmaxf(M, *cluster.map_shared_rank(&blk_m[g], k));
-            float a = 0.f, s = 0.f;
-            for (int k = 0; k < C; k++) {
-                const float mk = *cluster.map_shared_rank(&blk_m[g], k);
-                const float w = mk == -INFINITY ? 0.f : exp2f(mk - M);
-                a = fmaf(w, *cluster.map_shared_rank(&blk_acc[g][d], k), a);
-                s = fmaf(w, *cluster.map_shared_rank(&blk_l[g], k), s);
-            }
-            o[r * F + (long long)(h0 + g) * Dh + d] = from_f<T>(a / s);
+#pragma unroll
+            for (int k = 0; k < CMAX; k++)
+                if (k < C)
+                    M = fmaxf(M, mk[k]);
+            float a = 0.f, sl = 0.f;
+#pragma unroll
+            for (int k = 0; k < CMAX; k++)
+                if (k < C) {
+                    const float w = mk[k] == -INFINITY ? 0.f : exp2f(mk[k] - M);
+                    a = fmaf(w, ak[k], a);
+                    sl = fmaf(w, lk[k], sl);
+                }
+            o[r * F + (long long)(h0 + g) * Dh + d] = from_f<T>(a / sl);
         }
     }
     cluster_exit_barrier();
@@ -688,6 +719,36 @@ template <typename T> __device__ __forceinline__ void st8(T *p, const T (&v)[8])
         reinterpret_cast<uint4 *>(p)[k] = reinterpret_cast<const uint4 *>(v)[k];
 }
 
+/* swiglu: y[r, c] = silu(gu[r, c]) * gu[r, F + c], with silu_mul's arithmetic (act_f), so the
+ * same bits; 8 elements a unit when F is a multiple of 8 and the rows start on 16 bytes. */
+template <typename T>
+__global__ void swiglu_kernel(const T *gu, T *y, long long n, long long F, int vec)
+{
+    using A = typename Acc<T>::A;
+    const long long stride = (long long)gridDim.x * blockDim.x;
+    const long long t0 = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (vec) {
+        for (long long u = t0; u < n / 8; u += stride) {
+            const long long i = u * 8, r = i / F, c = i % F;
+            alignas(16) T va[8];
+            alignas(16) T vb[8];
+            alignas(16) T vy[8];
+            ld8(gu + r * 2 * F + c, va);
+            ld8(gu + r * 2 * F + F + c, vb);
+#pragma unroll
+            for (int e = 0; e < 8; e++)
+                vy[e] = from_acc<T>(act_f<A, ACT_SILU_MUL>(ld_a<A>(va[e]), ld_a<A>(vb[e])));
+            st8(y + i, vy);
+        }
+    } else {
+        for (long long i = t0; i < n; i += stride) {
+            const long long r = i / F, c = i % F;
+            y[i] = from_acc<T>(
+                act_f<A, ACT_SILU_MUL>(ld_a<A>(gu[r * 2 * F + c]), ld_a<A>(gu[r * 2 * F + F + c])));
+        }
+    }
+}
+
 template <typename TI, typename TO, int K>
 __global__ void act_kernel(const TI *a, const TI *b, TO *y, long long n, int vec)
 {
@@ -870,6 +931,28 @@ struct Cut {
     long long i_cut;
 };
 
+/* The radix digits of the selections: 11, 11 and 10 bits from the top. Three passes; and a first
+ * digit of sign, exponent and 3 mantissa bits spreads logits over many buckets, where 8 bits put
+ * nearly all of them in two (shared-memory atomics on one address serialise). The selected key
+ * does not depend on the digits: the CPU's 8-bit passes select the same. */
+__device__ __forceinline__ int smp_shift(int pass)
+{
+    return pass == 0 ? 21 : pass == 1 ? 10 : 0;
+}
+__device__ __forceinline__ unsigned smp_digit_mask(int pass)
+{
+    return pass == 2 ? 1023u : 2047u;
+}
+
+/* cnt[b] += 1 for each lane, one atomic per distinct bucket of the warp's active lanes (integer
+ * counts: any order gives the same sum). */
+__device__ __forceinline__ void count_bucket(unsigned *cnt, unsigned b)
+{
+    const unsigned act = __activemask(), peers = __match_any_sync(act, b);
+    if ((threadIdx.x & 31) == __ffs(peers) - 1)
+        atomicAdd(&cnt[b], (unsigned)__popc(peers));
+}
+
 __device__ __forceinline__ bool is_member(const Cut &c, unsigned key, long long i)
 {
     return key > c.t || (key == c.t && i <= c.i_cut);
@@ -906,8 +989,8 @@ __global__ void __launch_bounds__(SMP_THREADS)
     sample_kernel(const T *logits, const void *stepp, int step64, long long *out, long long V,
                   double temperature, int top_k, double top_p, unsigned long long seed)
 {
-    __shared__ unsigned long long mass[256], scan_sh[32];
-    __shared__ unsigned cnt[256];
+    __shared__ unsigned long long mass[2048], scan_sh[32];
+    __shared__ unsigned cnt[2048];
     __shared__ unsigned s_key;
     __shared__ long long s_idx;
     __shared__ Cut s_cut;
@@ -952,21 +1035,23 @@ __global__ void __launch_bounds__(SMP_THREADS)
     if (top_k > 0 && top_k < V) {
         unsigned prefix = 0, mask = 0;
         long long need = top_k;
-        for (int shift = 24; shift >= 0; shift -= 8) {
-            for (int b = tid; b < 256; b += SMP_THREADS)
+        for (int pass = 0; pass < 3; pass++) {
+            const int shift = smp_shift(pass);
+            const unsigned dm = smp_digit_mask(pass);
+            for (int b = tid; b <= (int)dm; b += SMP_THREADS)
                 cnt[b] = 0;
             __syncthreads();
             for (long long i = tid; i < V; i += SMP_THREADS) {
                 const unsigned k = key_at(x, i);
                 if ((k & mask) == prefix)
-                    atomicAdd(&cnt[(k >> shift) & 255], 1u);
+                    count_bucket(cnt, (k >> shift) & dm);
             }
             __syncthreads();
-            int b = 255; /* every thread walks the same counts: the same answer */
+            int b = (int)dm; /* every thread walks the same counts: the same answer */
             for (; b > 0 && (long long)cnt[b] < need; b--)
                 need -= cnt[b];
             prefix |= (unsigned)b << shift;
-            mask |= 255u << shift;
+            mask |= dm << shift;
             __syncthreads();
         }
         /* the need-th tie of key == prefix, in index order */
@@ -997,8 +1082,10 @@ __global__ void __launch_bounds__(SMP_THREADS)
         const unsigned long long target = (unsigned long long)ceil(top_p * (double)total);
         unsigned prefix = 0, mask = 0;
         unsigned long long before = 0;
-        for (int shift = 24; shift >= 0; shift -= 8) {
-            for (int b = tid; b < 256; b += SMP_THREADS) {
+        for (int pass = 0; pass < 3; pass++) {
+            const int shift = smp_shift(pass);
+            const unsigned dm = smp_digit_mask(pass);
+            for (int b = tid; b <= (int)dm; b += SMP_THREADS) {
                 cnt[b] = 0;
                 mass[b] = 0;
             }
@@ -1006,12 +1093,14 @@ __global__ void __launch_bounds__(SMP_THREADS)
             for (long long i = tid; i < V; i += SMP_THREADS) {
                 const unsigned k = key_at(x, i);
                 if ((k & mask) == prefix && is_member(c, k, i)) {
-                    atomicAdd(&cnt[(k >> shift) & 255], 1u);
-                    atomicAdd(&mass[(k >> shift) & 255], weight_at(x, i, mx, inv_t));
+                    count_bucket(cnt, (k >> shift) & dm);
+                    const unsigned long long w = weight_at(x, i, mx, inv_t);
+                    if (w)
+                        atomicAdd(&mass[(k >> shift) & dm], w);
                 }
             }
             __syncthreads();
-            int b = 255, lowest = -1;
+            int b = (int)dm, lowest = -1;
             for (; b >= 0; b--) {
                 if (!cnt[b])
                     continue;
@@ -1025,7 +1114,7 @@ __global__ void __launch_bounds__(SMP_THREADS)
                 before -= mass[b];
             }
             prefix |= (unsigned)b << shift;
-            mask |= 255u << shift;
+            mask |= dm << shift;
             __syncthreads();
         }
         /* ties of key == prefix among the members, in index order, until the mass reaches it */
@@ -1219,10 +1308,84 @@ static int rope_typed(const baton_exec_ctx *ctx, void **b, const baton_decoder_d
     if (vec)
         return launch(ctx, "rope", rope_kernel<T, E>, (unsigned)s.rows, threads, smem, 1,
                       (const T *)b[0], (const void *)b[1], p64, (const float *)b[2], (T *)b[3],
-                      (long long)s.F, (int)d.head_dim, il, d.scale, (long long)s.rows);
+                      (long long)s.F, (int)d.head_dim, il, d.scale, (long long)s.rows,
+                      (long long)s.F, (long long)s.F, 0LL, ctx->step_index);
     return launch(ctx, "rope", rope_kernel<T, 1>, (unsigned)s.rows, threads, smem, 1,
                   (const T *)b[0], (const void *)b[1], p64, (const float *)b[2], (T *)b[3],
-                  (long long)s.F, (int)d.head_dim, il, d.scale, (long long)s.rows);
+                  (long long)s.F, (int)d.head_dim, il, d.scale, (long long)s.rows, (long long)s.F,
+                  (long long)s.F, 0LL, ctx->step_index);
+}
+
+/* rope_cache_update: rope of qkv's q part into q, of its k part into k_cache at the positions,
+ * and its v part copied into v_cache: the rope kernel's and the cache update's own code, so the
+ * bits of rope then kv_cache_update. Three launches, no intermediate tensor. */
+template <typename T>
+static int rope_cache_typed(const baton_exec_ctx *ctx, void **b, const baton_decoder_desc &d,
+                            const dec_shape &s)
+{
+    constexpr int E = 16 / (int)sizeof(T);
+    const int il = (d.flags & DEC_FLAG_INTERLEAVED) != 0, half = d.head_dim / 2;
+    const size_t smem = sizeof(typename Acc<T>::A) * (size_t)d.head_dim;
+    if (s.rows > 0x7fffffffLL)
+        return ctx_fail(ctx, BATON_EINVAL, "rope_cache_update: too many rows for one launch");
+    const T *qkv = (const T *)b[0];
+    T *q = (T *)b[5], *kc = (T *)b[6];
+    char *vc = (char *)b[7];
+    const size_t esz = sizeof(T);
+    cudaStream_t st = (cudaStream_t)ctx->stream;
+    const long long kbytes = s.KF * (long long)esz;
+    if ((void *)kc != b[3] &&
+        cudaMemcpyAsync(kc, b[3], (size_t)(kbytes * s.S), cudaMemcpyDeviceToDevice, st))
+        return ctx_fail(ctx, BATON_ECUDA, "rope_cache_update: cudaMemcpyAsync failed");
+    if ((void *)vc != b[4] &&
+        cudaMemcpyAsync(vc, b[4], (size_t)(kbytes * s.S), cudaMemcpyDeviceToDevice, st))
+        return ctx_fail(ctx, BATON_ECUDA, "rope_cache_update: cudaMemcpyAsync failed");
+    /* 16-byte units only where every row of qkv, q and the caches starts on 16 bytes */
+    const bool vec = al16(qkv) && al16(q) && al16(kc) && (s.QKV * (long long)esz) % 16 == 0 &&
+                     (il ? d.head_dim % E == 0 && E % 2 == 0 : half % E == 0);
+    const int p64 = s.idx_dt == BATON_DTYPE_I64;
+    const int threads = 128;
+    int rc;
+    auto rope = [&](const T *x, T *y, long long F, long long ystride, long long cache_rows) {
+        return vec ? launch(ctx, "rope_cache_update", rope_kernel<T, E>, (unsigned)s.rows, threads,
+                            smem, 1, x, (const void *)b[1], p64, (const float *)b[2], y, F,
+                            (int)d.head_dim, il, d.scale, (long long)s.rows, (long long)s.QKV,
+                            ystride, cache_rows, ctx->step_index)
+                   : launch(ctx, "rope_cache_update", rope_kernel<T, 1>, (unsigned)s.rows, threads,
+                            smem, 1, x, (const void *)b[1], p64, (const float *)b[2], y, F,
+                            (int)d.head_dim, il, d.scale, (long long)s.rows, (long long)s.QKV,
+                            ystride, cache_rows, ctx->step_index);
+    };
+    if ((rc = rope(qkv, q, s.F, s.F, 0)) || (rc = rope(qkv + s.F, kc, s.KF, s.KF, s.S)))
+        return rc;
+    const char *vsrc = (const char *)(qkv + s.F + s.KF);
+    const long long src_stride = s.QKV * (long long)esz;
+    const int vv = kbytes % 16 == 0 && src_stride % 16 == 0 && al16(vsrc) && al16(vc);
+    const int vthreads = 256;
+    const long long chunks = (kbytes + vthreads * 16LL - 1) / (vthreads * 16LL);
+    if (s.rows * chunks > 0x7fffffffLL)
+        return ctx_fail(ctx, BATON_EINVAL, "rope_cache_update: too many rows for one launch");
+    if (s.idx_dt == BATON_DTYPE_I32)
+        return launch(ctx, "rope_cache_update", kv_update_kernel<int>, (unsigned)(s.rows * chunks),
+                      vthreads, 0, 1, vc, vsrc, (const int *)b[1], (long long)s.rows,
+                      (long long)s.S, kbytes, chunks, vv, ctx->step_index, src_stride,
+                      (int)DEC_ROPE_CACHE_UPDATE);
+    return launch(ctx, "rope_cache_update", kv_update_kernel<long long>,
+                  (unsigned)(s.rows * chunks), vthreads, 0, 1, vc, vsrc, (const long long *)b[1],
+                  (long long)s.rows, (long long)s.S, kbytes, chunks, vv, ctx->step_index,
+                  src_stride, (int)DEC_ROPE_CACHE_UPDATE);
+}
+
+extern "C" int kcuda_rope_cache_update(const baton_exec_ctx *ctx, void **buffers,
+                                       const char *opaque, size_t len)
+{
+    DEC_READ(DEC_ROPE_CACHE_UPDATE, 8);
+    switch (s.x_dt) {
+    case BATON_DTYPE_BF16: return rope_cache_typed<__nv_bfloat16>(ctx, buffers, d, s);
+    case BATON_DTYPE_F16: return rope_cache_typed<__half>(ctx, buffers, d, s);
+    case BATON_DTYPE_F32: return rope_cache_typed<float>(ctx, buffers, d, s);
+    default: return rope_cache_typed<double>(ctx, buffers, d, s);
+    }
 }
 
 extern "C" int kcuda_rope(const baton_exec_ctx *ctx, void **buffers, const char *opaque, size_t len)
@@ -1257,10 +1420,12 @@ extern "C" int kcuda_kv_cache_update(const baton_exec_ctx *ctx, void **buffers, 
     if (s.idx_dt == BATON_DTYPE_I32)
         return launch(ctx, "kv_cache_update", kv_update_kernel<int>, (unsigned)grid, threads, 0, 1,
                       (char *)buffers[3], (const char *)buffers[1], (const int *)buffers[2],
-                      (long long)s.rows, (long long)s.S, row_bytes, chunks, vec, ctx->step_index);
+                      (long long)s.rows, (long long)s.S, row_bytes, chunks, vec, ctx->step_index,
+                      row_bytes, (int)DEC_KV_CACHE_UPDATE);
     return launch(ctx, "kv_cache_update", kv_update_kernel<long long>, (unsigned)grid, threads, 0,
                   1, (char *)buffers[3], (const char *)buffers[1], (const long long *)buffers[2],
-                  (long long)s.rows, (long long)s.S, row_bytes, chunks, vec, ctx->step_index);
+                  (long long)s.rows, (long long)s.S, row_bytes, chunks, vec, ctx->step_index,
+                  row_bytes, (int)DEC_KV_CACHE_UPDATE);
 }
 
 /* The cluster size of the split decode: up to 16 blocks (an H100/H200 takes non-portable 16),
@@ -1387,6 +1552,28 @@ extern "C" int kcuda_silu_mul(const baton_exec_ctx *ctx, void **buffers, const c
 {
     DEC_READ(DEC_SILU_MUL, 3);
     return act_dispatch<ACT_SILU_MUL>(ctx, buffers, s);
+}
+
+template <typename T>
+static int swiglu_launch(const baton_exec_ctx *ctx, void **b, const dec_shape &s)
+{
+    const int vec = s.F % 8 == 0 && al16(b[0]) && al16(b[1]);
+    const int threads = 256;
+    const int grid = blocks_for(ctx, vec ? s.n / 8 : s.n, threads);
+    return launch(ctx, "swiglu", swiglu_kernel<T>, (unsigned)grid, threads, 0, 1, (const T *)b[0],
+                  (T *)b[1], (long long)s.n, (long long)s.F, vec);
+}
+
+extern "C" int kcuda_swiglu(const baton_exec_ctx *ctx, void **buffers, const char *opaque,
+                            size_t len)
+{
+    DEC_READ(DEC_SWIGLU, 2);
+    switch (s.x_dt) {
+    case BATON_DTYPE_BF16: return swiglu_launch<__nv_bfloat16>(ctx, buffers, s);
+    case BATON_DTYPE_F16: return swiglu_launch<__half>(ctx, buffers, s);
+    case BATON_DTYPE_F32: return swiglu_launch<float>(ctx, buffers, s);
+    default: return swiglu_launch<double>(ctx, buffers, s);
+    }
 }
 
 extern "C" int kcuda_silu(const baton_exec_ctx *ctx, void **buffers, const char *opaque, size_t len)

@@ -77,9 +77,9 @@ static sizes sizes_of(const baton_rms_norm_desc *d)
 }
 
 /* Dynamic shared memory of the staged kernels for a chunk of columns (their carving of it is in
- * rms_norm_fwd.cu and the rms_norm_bwd*.cu files). Forward: w's chunk, then `stages` chunks of x. Backward:
- * w's chunk, the column sums (accumulation type), stages + 1 invvar slots, then `stages` chunks of
- * grad_output and of x. */
+ * rms_norm_fwd.cu and the rms_norm_bwd*.cu files). Forward: w's chunk, then `stages` chunks of x.
+ * Backward: w's chunk, the column sums (accumulation type), stages + 1 invvar slots, then `stages`
+ * chunks of grad_output and of x. */
 static size_t staged_smem(const sizes *s, int bwd, int64_t chunk, int stages)
 {
     const size_t c = (size_t)chunk;
