@@ -72,6 +72,10 @@ int baton_registry_create(baton_registry **out)
         memcpy(e->tune, b->tune, sizeof b->tune);
         memcpy(e->prepare, b->prepare, sizeof b->prepare);
         memcpy(e->errors, b->errors, sizeof b->errors);
+        for (int k = 0; k < BATON_MAX_IMPLS; k++) /* an error record is a kernel's */
+            if (k >= e->t.n_impls || !e->t.impls[k].kernel ||
+                e->t.impls[k].device != BATON_DEVICE_CUDA)
+                e->errors[k] = NULL;
     }
     *out = reg;
     return 0;

@@ -884,7 +884,12 @@ Test(runtime, a_run_refuses_an_input_never_set_unless_asked)
     cr_assert_eq(baton_runtime_get_output(rt, "y", y, sizeof y, &err), BATON_ESTATE,
                  "a refused run left an output readable");
     /* a buffer bound in its place gives it a value; unbound, the runtime's memory has none */
-    float *host = aligned_alloc(BATON_ARENA_ALIGN, 256);
+    float *host = NULL; /* a host buffer a GPU copies from is pinned */
+#ifdef TEST_ON_CUDA
+    cr_assert_eq(cudaMallocHost((void **)&host, 256), cudaSuccess);
+#else
+    host = aligned_alloc(BATON_ARENA_ALIGN, 256);
+#endif
     for (int i = 0; i < 64; i++)
         host[i] = (float)i;
     baton_buffer b = {{BATON_DEVICE_CPU, 0}, host, 256, BATON_DTYPE_F32};
@@ -897,7 +902,11 @@ Test(runtime, a_run_refuses_an_input_never_set_unless_asked)
     expect_good_run(rt, p, 1);
     cr_assert_eq(baton_runtime_run(rt, &err), 0, "%s", err.message);
     baton_runtime_destroy(rt);
+#ifdef TEST_ON_CUDA
+    cudaFreeHost(host);
+#else
     free(host);
+#endif
     /* the caller may opt in */
     baton_options o = test_options(GPU, BATON_SYNC_BOUNDARY, 0, 0);
     o.allow_unset_inputs = 1;
