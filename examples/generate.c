@@ -258,6 +258,12 @@ int main(int argc, char **argv)
         fail("preparing the plans", &err);
         goto out;
     }
+    /* The decode runtime reads and appends the prefill runtime's KV cache (its state tensors,
+     * by name): no copy per prompt. A build or plan pair that cannot share copies instead. */
+    baton_error serr = {0};
+    int shared = baton_runtime_share_state(dec_rt, pre_rt, &serr) == 0;
+    if (!shared)
+        fprintf(stderr, "generate: the KV cache is copied per prompt (%s)\n", serr.message);
     double t_loaded = now_s();
 
     /* 2. Sizes from the decode plan: logits [1, 1, vocab], caches [max_seq_len, ...]. */
@@ -365,9 +371,9 @@ int main(int argc, char **argv)
     }
     double t_prefill = now_s() - tp;
 
-    /* 4. The KV cache, every state tensor of the decode plan, from the prefill runtime by name:
-     * once per prompt. */
-    for (int t = 0; t < baton_plan_tensor_count(dec); t++) {
+    /* 4. The KV cache: shared since step 1; otherwise every state tensor of the decode plan,
+     * from the prefill runtime by name, once per prompt. */
+    for (int t = 0; !shared && t < baton_plan_tensor_count(dec); t++) {
         baton_tensor_info si;
         baton_plan_tensor_info(dec, t, &si);
         if (si.role != BATON_ROLE_STATE)
