@@ -106,7 +106,7 @@ static void read_run(void *arg)
     read_job *j = arg;
     int64_t tasks = (int64_t)((j->bytes + j->per_task - 1) / j->per_task);
 #ifdef SIMD_X86
-    par_for(tasks, read_task, j);
+    baton__par_for(tasks, read_task, j);
 #else
     (void)tasks;
 #endif
@@ -169,7 +169,7 @@ static double gemm_row(const char *name, const char *peer_key, baton_dtype dt, i
         .n_inputs = 2, .inputs = in, .n_outputs = 1, .outputs = &out, .n_attrs = 1, .attrs = at};
     baton_gemm_desc d;
     char msg[256];
-    if (baton_gemm_resolve(&sig, &d, &out, msg, sizeof msg)) {
+    if (baton__gemm_resolve(&sig, &d, &out, msg, sizeof msg)) {
         fprintf(stderr, "bench_cpu: %s\n", msg);
         exit(1);
     }
@@ -185,7 +185,7 @@ static double gemm_row(const char *name, const char *peer_key, baton_dtype dt, i
                                 .input_constant = constant,
                                 .input_data = data};
     baton_error err = {0};
-    s->iface = &baton_gemm_openblas_iface;
+    s->iface = &baton__gemm_openblas_iface;
     if (s->iface->init(&info, &s->state, &err)) {
         fprintf(stderr, "bench_cpu: %s\n", err.message);
         exit(1);
@@ -246,7 +246,7 @@ static void rms_row(const char *name, const char *peer_key, int64_t n1, int64_t 
     void *w = alloc_rand(BATON_DTYPE_F32, n2, 8, 1.0);
     void *y = alloc_rand(BATON_DTYPE_F32, n1 * n2, 9, 1.0);
     void *inv = alloc_rand(BATON_DTYPE_F32, n1, 10, 1.0);
-    s->kernel = kcpu_rms_norm_fwd;
+    s->kernel = baton__kcpu_rms_norm_fwd;
     s->opaque = &d;
     s->opaque_len = sizeof d;
     s->bufs[0] = x, s->bufs[1] = w, s->bufs[2] = y, s->bufs[3] = inv;
@@ -275,7 +275,7 @@ static void sweep_run(void *arg)
     sweep_job *j = arg;
     int tb = j->trans_b;
     switch (j->which) {
-    case 0: gemv_run(j->dt, tb, j->m, j->n, j->k, 1.0f, j->xf, j->w, j->y, j->partial); break;
+    case 0: baton__gemv_run(j->dt, tb, j->m, j->n, j->k, 1.0f, j->xf, j->w, j->y, j->partial); break;
     case 1:
         cblas_sgemm(CblasRowMajor, CblasNoTrans, tb ? CblasTrans : CblasNoTrans, (int)j->m,
                     (int)j->n, (int)j->k, 1.0f, j->xf, (int)j->k, j->wf, tb ? (int)j->k : (int)j->n,
@@ -295,7 +295,7 @@ static void gemm_sweep(void)
     const int64_t n = 4096, k = 4096;
     static const int64_t ms[] = {1, 2, 4, 8, 16, 32, 64};
     printf("\n%-6s %-4s %4s %12s %12s %12s   (us, median; OpenBLAS with %d threads)\n", "dtype",
-           "W", "M", "baton", "sgemm(f32 W)", "sgemv(f32 W)", par_threads());
+           "W", "M", "baton", "sgemm(f32 W)", "sgemv(f32 W)", baton__par_threads());
     for (int di = 0; di < 2; di++) {
         baton_dtype dt = di == 0 ? BATON_DTYPE_BF16 : BATON_DTYPE_F32;
         for (int tb = 1; tb >= 0; tb--)
@@ -303,10 +303,10 @@ static void gemm_sweep(void)
                 sweep_job j = {.dt = dt, .trans_b = tb, .m = ms[mi], .n = n, .k = k};
                 j.w = alloc_rand(dt, n * k, 2, 0.02);
                 j.wf = malloc(sizeof(float) * (size_t)(n * k));
-                cvt_to_f32(dt == BATON_DTYPE_F32 ? BATON_DTYPE_F32 : dt, j.w, j.wf, n * k);
+                baton__cvt_to_f32(dt == BATON_DTYPE_F32 ? BATON_DTYPE_F32 : dt, j.w, j.wf, n * k);
                 j.xf = alloc_rand(BATON_DTYPE_F32, j.m * k, 1, 1.0);
                 j.y = malloc(sizeof(float) * (size_t)(j.m * n));
-                j.partial = malloc(sizeof(float) * gemv_partial_floats(j.m, n, k, dt));
+                j.partial = malloc(sizeof(float) * baton__gemv_partial_floats(j.m, n, k, dt));
                 double t[3] = {NAN, NAN, NAN};
                 for (int w = 0; w < 3; w++) {
                     if (w == 2 && j.m != 1)
@@ -376,7 +376,7 @@ int main(int argc, char **argv)
     }
     if (reps < 3)
         reps = 3;
-    int threads = par_threads();
+    int threads = baton__par_threads();
     openblas_set_num_threads(threads);
     char *pj = peers ? read_all(peers) : NULL;
     if (peers && !pj) {
@@ -394,15 +394,15 @@ int main(int argc, char **argv)
              4096);
     gemm_row("gemv 1x4096 . 4096x4096 f32, W [K,N]", "gemv_f32_kn", BATON_DTYPE_F32, 0, 1, 4096,
              4096);
-    ew_row("softshrink 2048x4096 f32", "softshrink_f32", kcpu_softshrink, BATON_DTYPE_F32,
+    ew_row("softshrink 2048x4096 f32", "softshrink_f32", baton__kcpu_softshrink, BATON_DTYPE_F32,
            2048LL * 4096, 0, 0.5);
-    ew_row("softshrink 4096 f32 (per call)", "softshrink_small", kcpu_softshrink, BATON_DTYPE_F32,
+    ew_row("softshrink 4096 f32 (per call)", "softshrink_small", baton__kcpu_softshrink, BATON_DTYPE_F32,
            4096, 0, 0.5);
-    ew_row("add 2048x4096 bf16", "add_bf16", kcpu_add, BATON_DTYPE_BF16, 2048LL * 4096, 1, 0);
+    ew_row("add 2048x4096 bf16", "add_bf16", baton__kcpu_add, BATON_DTYPE_BF16, 2048LL * 4096, 1, 0);
     rms_row("rmsnorm 4096x4096 f32", "rmsnorm_f32", 4096, 4096);
 
     printf("baton CPU steps: %d threads, %s, OpenBLAS %s%s\n", threads,
-           simd_level_name(simd_level_get()), openblas_get_config(),
+           baton__simd_level_name(baton__simd_level_get()), openblas_get_config(),
            clock_id == CLOCK_MONOTONIC ? "" : "; CPU time of the calling thread");
     printf("%-40s %10s %10s %7s %12s %9s\n", "step", "baton us", "torch us", "ratio", "read GB/s",
            "bw share");
@@ -426,7 +426,7 @@ int main(int argc, char **argv)
         fprintf(f,
                 "{\"date\": \"%s\", \"device\": \"cpu\", \"threads\": %d, \"isa\": \"%s\",\n "
                 "\"command\": \"bench_cpu\", \"rows\": [\n",
-                date, threads, simd_level_name(simd_level_get()));
+                date, threads, baton__simd_level_name(baton__simd_level_get()));
         for (int i = 0; i < n_rows; i++) {
             row *r = &rows[i];
             fprintf(f, "  {\"step\": \"%s\", \"key\": \"%s\", \"baton_us\": %.2f", r->name,

@@ -203,7 +203,7 @@ int main(int argc, char **argv)
     double per_step = (double)median(t, reps) / 10.0 / steps;
 
     /* the floor: the same kernel called directly through a function pointer */
-    volatile baton_kernel_fn fn = kcpu_noop;
+    volatile baton_kernel_fn fn = baton__kcpu_noop;
     char ebuf[64];
     baton_exec_ctx ctx = {
         .struct_size = sizeof(baton_exec_ctx), .errbuf = ebuf, .errbuf_len = sizeof ebuf};

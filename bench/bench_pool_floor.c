@@ -2,7 +2,7 @@
  * same GPU segments of N instances replayed concurrently with no host steps. Two pools of N
  * instances of one plan take turns in rounds: the plan as it is, and the plan with every run
  * issuing only its GPU segments (each as it would run: its graph or its calls, its copies in and
- * out) and skipping the CPU segments and the host waits they need (runtime_gpu_only, a testing
+ * out) and skipping the CPU segments and the host waits they need (baton__runtime_gpu_only, a testing
  * hook). Closed loop, N requests in flight; prints runs/s and latency percentiles of each way and
  * the ratio of throughputs.
  *
@@ -149,7 +149,7 @@ int main(int argc, char **argv)
         }
         if (k == 1)
             for (int i = 0; i < n; i++)
-                runtime_gpu_only(pool_instance(w[k].pool, i), 1);
+                baton__runtime_gpu_only(baton__pool_instance(w[k].pool, i), 1);
         w[k].lat_ns = malloc((size_t)requests * (size_t)rounds * sizeof(int64_t));
         for (int j = 0; j < n; j++) {
             baton_job_init(&w[k].job[j]);

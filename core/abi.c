@@ -5,13 +5,13 @@
 #include "core/abi.h"
 #include "core/core.h"
 
-int abi_read(void *dst, size_t dst_size, const void *src, const abi_field *fields, int n_fields,
+int baton__abi_read(void *dst, size_t dst_size, const void *src, const abi_field *fields, int n_fields,
              const char *what, const char *type, baton_error *err)
 {
     size_t size;
     memcpy(&size, src, sizeof size); /* struct_size leads every versioned struct */
     if (size < sizeof(size_t))
-        return err_set(err, BATON_EINVAL,
+        return baton__err_set(err, BATON_EINVAL,
                        "%s: struct_size is %zu; set it to sizeof(%s), the size in the "
                        "baton.h the caller compiles against",
                        what, size, type);
@@ -19,7 +19,7 @@ int abi_read(void *dst, size_t dst_size, const void *src, const abi_field *field
         const unsigned char *tail = (const unsigned char *)src + dst_size;
         for (size_t i = 0; i < size - dst_size; i++)
             if (tail[i])
-                return err_set(
+                return baton__err_set(
                     err, BATON_ENOTSUP,
                     "%s: struct_size is %zu but this libbaton %s knows %zu bytes of %s, and byte "
                     "%zu is set: the caller was built against a newer baton.h and uses a field "

@@ -41,12 +41,12 @@ int baton_convert(void *dst, baton_dtype dst_dtype, const void *src, baton_dtype
             const char *s = (const char *)src + ss * (size_t)i;
             char *d = (char *)dst + ds * (size_t)i;
             if (src_dtype == BATON_DTYPE_F32)
-                cvt_from_f32(dst_dtype, (const float *)s, d, c);
+                baton__cvt_from_f32(dst_dtype, (const float *)s, d, c);
             else if (dst_dtype == BATON_DTYPE_F32)
-                cvt_to_f32(src_dtype, s, (float *)d, c);
+                baton__cvt_to_f32(src_dtype, s, (float *)d, c);
             else {
-                cvt_to_f32(src_dtype, s, buf, c);
-                cvt_from_f32(dst_dtype, buf, d, c);
+                baton__cvt_to_f32(src_dtype, s, buf, c);
+                baton__cvt_from_f32(dst_dtype, buf, d, c);
             }
         }
         return 0;

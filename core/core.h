@@ -32,7 +32,7 @@ extern "C" {
 /* ---- errors (core/errors.c) ---- */
 
 /* Sets err (when non-NULL) to code and "prefix" + the formatted message; returns code. */
-int err_vset(baton_error *err, int code, const char *prefix, const char *fmt, va_list ap);
+int baton__err_vset(baton_error *err, int code, const char *prefix, const char *fmt, va_list ap);
 /* Every public entry point that takes a baton_error clears it first, so that success leaves
  * code 0 and an empty message whatever the caller's struct held. */
 static inline void err_clear(baton_error *err)
@@ -44,24 +44,24 @@ static inline void err_clear(baton_error *err)
 }
 
 /* Sets err without a place; returns code. */
-int err_set(baton_error *err, int code, const char *fmt, ...) CORE_PRINTF(3, 4);
+int baton__err_set(baton_error *err, int code, const char *fmt, ...) CORE_PRINTF(3, 4);
 /* Writes a reason into a caller's buffer (a signature check's msg, a kernel's ctx->errbuf) when
  * there is one; returns code. */
-int reason_set(char *buf, size_t len, int code, const char *fmt, ...) CORE_PRINTF(4, 5);
+int baton__reason_set(char *buf, size_t len, int code, const char *fmt, ...) CORE_PRINTF(4, 5);
 /* A kernel's or delegate's failure: the reason into ctx->errbuf (ctx may be NULL); returns code. */
-int ctx_fail(const baton_exec_ctx *ctx, int code, const char *fmt, ...) CORE_PRINTF(3, 4);
+int baton__ctx_fail(const baton_exec_ctx *ctx, int code, const char *fmt, ...) CORE_PRINTF(3, 4);
 /* Sends one message line (no newline) to the log callback (baton_log_set; stderr by default). */
-void log_msg(baton_log_level level, const char *fmt, ...) CORE_PRINTF(2, 3);
+void baton__log_msg(baton_log_level level, const char *fmt, ...) CORE_PRINTF(2, 3);
 /* A registry's own log callback (baton_registry_set_log); fn NULL: the process-wide one. */
 typedef struct log_sink {
     baton_log_fn fn;
     void *user;
 } log_sink;
-/* As log_msg, to `sink`'s callback when it has one (sink may be NULL). */
-void log_to(const log_sink *sink, baton_log_level level, const char *fmt, ...) CORE_PRINTF(3, 4);
-/* Makes log_msg on this thread go to `sink` (NULL: the process-wide callback) until the next call;
+/* As baton__log_msg, to `sink`'s callback when it has one (sink may be NULL). */
+void baton__log_to(const log_sink *sink, baton_log_level level, const char *fmt, ...) CORE_PRINTF(3, 4);
+/* Makes baton__log_msg on this thread go to `sink` (NULL: the process-wide callback) until the next call;
  * returns the previous one, to restore. The runtime sets its registry's around prepare. */
-const log_sink *log_scope(const log_sink *sink);
+const log_sink *baton__log_scope(const log_sink *sink);
 
 /* ---- the environment (core/env.c) ---- */
 
@@ -69,12 +69,12 @@ const log_sink *log_scope(const log_sink *sink);
  * of the caller's, starting at ENV_UNREAD): -1 when it is unset or "", 0 when it is "0", 1 for
  * any other value. Thread-safe. */
 #define ENV_UNREAD (-2)
-int env_flag(const char *name, int *cache);
+int baton__env_flag(const char *name, int *cache);
 
 /* ---- tensor descriptors and names (core/names.c) ---- */
 
 /* "f32[8,4096]" into buf (truncated to cap), for messages that compare shapes. */
-void desc_format(char *buf, size_t cap, const baton_tensor_desc *d);
+void baton__desc_format(char *buf, size_t cap, const baton_tensor_desc *d);
 
 static inline int device_eq(baton_device a, baton_device b)
 {

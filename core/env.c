@@ -4,7 +4,7 @@
 
 #include "core/core.h"
 
-int env_flag(const char *name, int *cache)
+int baton__env_flag(const char *name, int *cache)
 {
     /* GCC/Clang atomics on a plain int, so that core.h stays includable from CUDA C++. */
     int v = __atomic_load_n(cache, __ATOMIC_RELAXED);

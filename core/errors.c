@@ -28,7 +28,7 @@ const char *baton_strerror(int code)
     }
 }
 
-int err_vset(baton_error *err, int code, const char *prefix, const char *fmt, va_list ap)
+int baton__err_vset(baton_error *err, int code, const char *prefix, const char *fmt, va_list ap)
 {
     if (!err)
         return code;
@@ -44,16 +44,16 @@ int err_vset(baton_error *err, int code, const char *prefix, const char *fmt, va
     return code;
 }
 
-int err_set(baton_error *err, int code, const char *fmt, ...)
+int baton__err_set(baton_error *err, int code, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
-    err_vset(err, code, NULL, fmt, ap);
+    baton__err_vset(err, code, NULL, fmt, ap);
     va_end(ap);
     return code;
 }
 
-int reason_set(char *buf, size_t len, int code, const char *fmt, ...)
+int baton__reason_set(char *buf, size_t len, int code, const char *fmt, ...)
 {
     if (buf && len) {
         va_list ap;
@@ -64,7 +64,7 @@ int reason_set(char *buf, size_t len, int code, const char *fmt, ...)
     return code;
 }
 
-int ctx_fail(const baton_exec_ctx *ctx, int code, const char *fmt, ...)
+int baton__ctx_fail(const baton_exec_ctx *ctx, int code, const char *fmt, ...)
 {
     if (ctx && ctx->errbuf && ctx->errbuf_len) {
         va_list ap;

@@ -37,18 +37,18 @@ static void log_v(const log_sink *sink, baton_log_level level, const char *fmt, 
         atomic_load (&log_fn)(atomic_load(&log_user), level, line);
 }
 
-/* The registry's sink while one of its runtimes is prepared on this thread (log_scope), so that
+/* The registry's sink while one of its runtimes is prepared on this thread (baton__log_scope), so that
  * what a delegate or kernel logs at prepare, knowing no registry, reaches that registry. */
 static _Thread_local const log_sink *scoped;
 
-const log_sink *log_scope(const log_sink *sink)
+const log_sink *baton__log_scope(const log_sink *sink)
 {
     const log_sink *prev = scoped;
     scoped = sink;
     return prev;
 }
 
-void log_msg(baton_log_level level, const char *fmt, ...)
+void baton__log_msg(baton_log_level level, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
@@ -56,7 +56,7 @@ void log_msg(baton_log_level level, const char *fmt, ...)
     va_end(ap);
 }
 
-void log_to(const log_sink *sink, baton_log_level level, const char *fmt, ...)
+void baton__log_to(const log_sink *sink, baton_log_level level, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);

@@ -142,7 +142,7 @@ int baton_sync_mode_parse(const char *text, baton_sync_mode *out)
     return BATON_EINVAL;
 }
 
-void desc_format(char *buf, size_t cap, const baton_tensor_desc *d)
+void baton__desc_format(char *buf, size_t cap, const baton_tensor_desc *d)
 {
     size_t used = (size_t)snprintf(buf, cap, "%s[", baton_dtype_name(d->dtype));
     for (int i = 0; i < d->rank && used < cap; i++)

@@ -15,7 +15,7 @@
 #pragma GCC optimize("fp-contract=off")
 #endif
 
-uint64_t rng_splitmix64(uint64_t *state)
+uint64_t baton__rng_splitmix64(uint64_t *state)
 {
     uint64_t z = (*state += 0x9e3779b97f4a7c15ull);
     z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
@@ -77,12 +77,12 @@ static void det_sincos_2pi(double u, double *c, double *s)
     }
 }
 
-void rng_fill_normal(void *dst, baton_dtype dt, int64_t n, uint64_t seed, double mean, double std)
+void baton__rng_fill_normal(void *dst, baton_dtype dt, int64_t n, uint64_t seed, double mean, double std)
 {
     uint64_t state = seed;
     for (int64_t i = 0; i < n; i += 2) {
-        double u1 = (double)((rng_splitmix64(&state) >> 11) + 1) * TWO_M53; /* (0, 1] */
-        double u2 = (double)(rng_splitmix64(&state) >> 11) * TWO_M53;       /* [0, 1) */
+        double u1 = (double)((baton__rng_splitmix64(&state) >> 11) + 1) * TWO_M53; /* (0, 1] */
+        double u2 = (double)(baton__rng_splitmix64(&state) >> 11) * TWO_M53;       /* [0, 1) */
         double l = det_log(u1);
         double radius = sqrt(-2.0 * l);
         double c, s;
@@ -95,12 +95,12 @@ void rng_fill_normal(void *dst, baton_dtype dt, int64_t n, uint64_t seed, double
     }
 }
 
-void rng_fill_uniform(void *dst, baton_dtype dt, int64_t n, uint64_t seed, double low, double high)
+void baton__rng_fill_uniform(void *dst, baton_dtype dt, int64_t n, uint64_t seed, double low, double high)
 {
     uint64_t state = seed;
     double width = high - low;
     for (int64_t i = 0; i < n; i++) {
-        double u = (double)(rng_splitmix64(&state) >> 11) * TWO_M53; /* [0, 1) */
+        double u = (double)(baton__rng_splitmix64(&state) >> 11) * TWO_M53; /* [0, 1) */
         double a = width * u;
         store_f64_clamped(dt, dst, i, low + a);
     }
@@ -111,7 +111,7 @@ int baton_fill_normal(void *dst, baton_dtype dtype, int64_t n, uint64_t seed, do
 {
     if ((!dst && n > 0) || n < 0 || baton_dtype_size(dtype) == 0)
         return BATON_EINVAL;
-    rng_fill_normal(dst, dtype, n, seed, mean, std);
+    baton__rng_fill_normal(dst, dtype, n, seed, mean, std);
     return 0;
 }
 
@@ -120,6 +120,6 @@ int baton_fill_uniform(void *dst, baton_dtype dtype, int64_t n, uint64_t seed, d
 {
     if ((!dst && n > 0) || n < 0 || baton_dtype_size(dtype) == 0)
         return BATON_EINVAL;
-    rng_fill_uniform(dst, dtype, n, seed, low, high);
+    baton__rng_fill_uniform(dst, dtype, n, seed, low, high);
     return 0;
 }

@@ -10,7 +10,7 @@
 
 static _Atomic int level = -1;
 
-simd_level simd_detect(void)
+simd_level baton__simd_detect(void)
 {
 #ifdef SIMD_X86
     __builtin_cpu_init();
@@ -25,9 +25,9 @@ simd_level simd_detect(void)
     return SIMD_SCALAR;
 }
 
-simd_level simd_level_set(simd_level l)
+simd_level baton__simd_level_set(simd_level l)
 {
-    simd_level d = simd_detect();
+    simd_level d = baton__simd_detect();
     if ((int)l > (int)d)
         l = d;
     if ((int)l < 0)
@@ -36,7 +36,7 @@ simd_level simd_level_set(simd_level l)
     return l;
 }
 
-simd_level simd_level_get(void)
+simd_level baton__simd_level_get(void)
 {
     int l = atomic_load_explicit(&level, memory_order_relaxed);
     if (l >= 0)
@@ -47,10 +47,10 @@ simd_level simd_level_get(void)
         want = SIMD_SCALAR;
     else if (e && strcmp(e, "avx2") == 0)
         want = SIMD_AVX2;
-    return simd_level_set(want);
+    return baton__simd_level_set(want);
 }
 
-int simd_has_bf16_dot(void)
+int baton__simd_has_bf16_dot(void)
 {
 #ifdef SIMD_X86
     static _Atomic int has = -1;
@@ -60,13 +60,13 @@ int simd_has_bf16_dot(void)
         h = __builtin_cpu_supports("avx512bf16") ? 1 : 0;
         atomic_store_explicit(&has, h, memory_order_relaxed);
     }
-    return h && simd_level_get() == SIMD_AVX512;
+    return h && baton__simd_level_get() == SIMD_AVX512;
 #else
     return 0;
 #endif
 }
 
-const char *simd_level_name(simd_level l)
+const char *baton__simd_level_name(simd_level l)
 {
     return l == SIMD_AVX512 ? "avx512" : l == SIMD_AVX2 ? "avx2" : "scalar";
 }
@@ -109,7 +109,7 @@ static SIMD_T256 int64_t from_f32_256(baton_dtype dt, const float *src, void *ds
 }
 #endif
 
-void cvt_to_f32(baton_dtype dt, const void *src, float *dst, int64_t n)
+void baton__cvt_to_f32(baton_dtype dt, const void *src, float *dst, int64_t n)
 {
     int64_t i = 0;
     if (dt == BATON_DTYPE_F32) {
@@ -117,7 +117,7 @@ void cvt_to_f32(baton_dtype dt, const void *src, float *dst, int64_t n)
         return;
     }
 #ifdef SIMD_X86
-    simd_level l = simd_level_get();
+    simd_level l = baton__simd_level_get();
     if (l == SIMD_AVX512) {
         to_f32_512(dt, src, dst, n);
         return;
@@ -134,7 +134,7 @@ void cvt_to_f32(baton_dtype dt, const void *src, float *dst, int64_t n)
             dst[i] = f16_to_f32(s[i]);
 }
 
-void cvt_from_f32(baton_dtype dt, const float *src, void *dst, int64_t n)
+void baton__cvt_from_f32(baton_dtype dt, const float *src, void *dst, int64_t n)
 {
     int64_t i = 0;
     if (dt == BATON_DTYPE_F32) {
@@ -142,7 +142,7 @@ void cvt_from_f32(baton_dtype dt, const float *src, void *dst, int64_t n)
         return;
     }
 #ifdef SIMD_X86
-    simd_level l = simd_level_get();
+    simd_level l = baton__simd_level_get();
     if (l == SIMD_AVX512) {
         from_f32_512(dt, src, dst, n);
         return;
@@ -206,10 +206,10 @@ static SIMD_T256 void axpy_256(float s, const float *x, float *y, int64_t n)
 }
 #endif
 
-float simd_dot_f32(const float *a, const float *b, int64_t n)
+float baton__simd_dot_f32(const float *a, const float *b, int64_t n)
 {
 #ifdef SIMD_X86
-    simd_level l = simd_level_get();
+    simd_level l = baton__simd_level_get();
     if (l == SIMD_AVX512)
         return dot_512(a, b, n);
     if (l == SIMD_AVX2)
@@ -221,10 +221,10 @@ float simd_dot_f32(const float *a, const float *b, int64_t n)
     return s;
 }
 
-void simd_axpy_f32(float s, const float *x, float *y, int64_t n)
+void baton__simd_axpy_f32(float s, const float *x, float *y, int64_t n)
 {
 #ifdef SIMD_X86
-    simd_level l = simd_level_get();
+    simd_level l = baton__simd_level_get();
     if (l == SIMD_AVX512) {
         axpy_512(s, x, y, n);
         return;

@@ -13,28 +13,28 @@
 typedef enum simd_level { SIMD_SCALAR = 0, SIMD_AVX2 = 1, SIMD_AVX512 = 2 } simd_level;
 
 /* The best level this CPU has. */
-simd_level simd_detect(void);
+simd_level baton__simd_detect(void);
 /* The level kernels use now: the detected one, or lower when BATON_CPU_ISA (scalar, avx2,
- * avx512) or simd_level_set asked for it. Never above the detected one. */
-simd_level simd_level_get(void);
+ * avx512) or baton__simd_level_set asked for it. Never above the detected one. */
+simd_level baton__simd_level_get(void);
 /* Sets the level for the whole process (tests and benchmarks compare levels); clamped to the
  * detected one; returns the level in force. */
-simd_level simd_level_set(simd_level l);
-const char *simd_level_name(simd_level l);
+simd_level baton__simd_level_set(simd_level l);
+const char *baton__simd_level_name(simd_level l);
 /* Nonzero when the level is AVX-512 and the CPU has AVX512-BF16 (vdpbf16ps: 32 bf16 products
  * summed in pairs into 16 f32 lanes per instruction; it treats subnormal inputs as zero). */
-int simd_has_bf16_dot(void);
+int baton__simd_has_bf16_dot(void);
 
 /* n elements of src (bf16, f16 or f32) as f32 into dst, and back with rounding to nearest even:
  * the same bits as bf16_to_f32/f16_to_f32 and f32_to_bf16/f32_to_f16 element by element. */
-void cvt_to_f32(baton_dtype dt, const void *src, float *dst, int64_t n);
-void cvt_from_f32(baton_dtype dt, const float *src, void *dst, int64_t n);
+void baton__cvt_to_f32(baton_dtype dt, const void *src, float *dst, int64_t n);
+void baton__cvt_from_f32(baton_dtype dt, const float *src, void *dst, int64_t n);
 
 /* sum a[i] * b[i] in f32, in an order fixed by the vector level (16 lanes, 8 lanes or in turn):
  * the same bits on every call and thread at one level. */
-float simd_dot_f32(const float *a, const float *b, int64_t n);
+float baton__simd_dot_f32(const float *a, const float *b, int64_t n);
 /* y[i] += s * x[i] (fused where the level has FMA). */
-void simd_axpy_f32(float s, const float *x, float *y, int64_t n);
+void baton__simd_axpy_f32(float s, const float *x, float *y, int64_t n);
 
 #if defined(__x86_64__) && defined(__GNUC__)
 #define SIMD_X86 1

@@ -61,25 +61,25 @@ static void pool_once(void)
     pool.n_workers = n - 1 > MAX_WORKERS ? MAX_WORKERS : n - 1;
 }
 
-int par_cores(void)
+int baton__par_cores(void)
 {
     pthread_once(&pool.once, pool_once);
     return pool.cores;
 }
 
-const par_ctx *par_bind(const par_ctx *p)
+const par_ctx *baton__par_bind(const par_ctx *p)
 {
     const par_ctx *old = tl_bind;
     tl_bind = p;
     return old;
 }
 
-int par_threads(void)
+int baton__par_threads(void)
 {
     const par_ctx *b = tl_bind;
     if (b && b->ext)
         return b->ext->n_threads > 1 ? b->ext->n_threads : 1;
-    int n = par_cores();
+    int n = baton__par_cores();
     if (b && b->max_threads > 0 && b->max_threads < n)
         n = b->max_threads;
     return n;
@@ -142,7 +142,7 @@ static void run_serial(int64_t n_tasks, baton_task_fn fn, void *arg)
         fn(arg, t);
 }
 
-void par_for(int64_t n_tasks, baton_task_fn fn, void *arg)
+void baton__par_for(int64_t n_tasks, baton_task_fn fn, void *arg)
 {
     if (n_tasks <= 0)
         return;
@@ -155,7 +155,7 @@ void par_for(int64_t n_tasks, baton_task_fn fn, void *arg)
         b->ext->run(b->ext->pool, n_tasks, fn, arg);
         return;
     }
-    int want = par_threads() - 1; /* helpers besides the caller */
+    int want = baton__par_threads() - 1; /* helpers besides the caller */
     if (want > n_tasks - 1)
         want = (int)(n_tasks - 1);
     if (want > pool.n_workers)

@@ -16,20 +16,20 @@ typedef struct par_ctx {
 } par_ctx;
 
 /* The cores this process may run on (sched_getaffinity), at least 1. Read once. */
-int par_cores(void);
+int baton__par_cores(void);
 
 /* Binds the calling thread's parallel-for to *p (NULL: baton's pool, all of its threads) and
  * returns the previous binding, so a caller can restore it. The CPU device binds its runtime's
  * options around each step; the pointer must stay valid while bound. */
-const par_ctx *par_bind(const par_ctx *p);
+const par_ctx *baton__par_bind(const par_ctx *p);
 
-/* How many threads a par_for of the calling thread may use at most. */
-int par_threads(void);
+/* How many threads a baton__par_for of the calling thread may use at most. */
+int baton__par_threads(void);
 
 /* Calls fn(arg, t) for each t in [0, n_tasks) and returns when all have returned. One task, or a
- * binding of one thread, or baton's pool already in use (another step, or a task calling par_for),
+ * binding of one thread, or baton's pool already in use (another step, or a task calling baton__par_for),
  * runs them in order on the calling thread. */
-void par_for(int64_t n_tasks, baton_task_fn fn, void *arg);
+void baton__par_for(int64_t n_tasks, baton_task_fn fn, void *arg);
 
 /* The number of tasks for `work` units cut into pieces of at least `grain` units, at most
  * max_tasks: a function of the sizes alone, so a kernel's split (and its bits) is the same on

@@ -1,5 +1,5 @@
 /* gemm.c: the gemm delegate's signature (a [M,K] x b [K,N], transposes, a's leading dims folded
- * into M) turned into its descriptor. baton_gemm_resolve() is the single source of the sizes for
+ * into M) turned into its descriptor. baton__gemm_resolve() is the single source of the sizes for
  * the target's check and pack (targets/gemm.c) and every backend's init(). */
 #include <math.h>
 #include <stdarg.h>
@@ -17,34 +17,34 @@ static int attr_bool(const baton_sig_args *sig, const char *name, int *out, char
     if (!a)
         return 0;
     if (a->type != BATON_ATTR_BOOL && a->type != BATON_ATTR_INT)
-        return reason_set(msg, len, BATON_EPLAN, "attribute %s must be true or false", name);
+        return baton__reason_set(msg, len, BATON_EPLAN, "attribute %s must be true or false", name);
     if (a->i != 0 && a->i != 1)
-        return reason_set(msg, len, BATON_EPLAN, "attribute %s is %lld: it must be true or false",
+        return baton__reason_set(msg, len, BATON_EPLAN, "attribute %s is %lld: it must be true or false",
                           name, (long long)a->i);
     *out = (int)a->i;
     return 0;
 }
 
-int baton_gemm_resolve(const baton_sig_args *sig, baton_gemm_desc *desc, baton_tensor_desc *out,
+int baton__gemm_resolve(const baton_sig_args *sig, baton_gemm_desc *desc, baton_tensor_desc *out,
                        char *msg, size_t len)
 {
     char s1[200], s2[200];
     if (!sig || (sig->n_inputs != 2 && sig->n_inputs != 3) || !sig->inputs)
-        return reason_set(msg, len, BATON_EPLAN,
+        return baton__reason_set(msg, len, BATON_EPLAN,
                           "gemm takes 2 inputs (a, b), gemm_add 3 (a, b, c), got %d",
                           sig ? sig->n_inputs : 0);
     if (sig->n_outputs != 1)
-        return reason_set(msg, len, BATON_EPLAN, "gemm writes 1 output, got %d", sig->n_outputs);
+        return baton__reason_set(msg, len, BATON_EPLAN, "gemm writes 1 output, got %d", sig->n_outputs);
     if (sig->n_attrs > 0 && !sig->attrs)
-        return reason_set(msg, len, BATON_EPLAN, "gemm: attrs missing");
+        return baton__reason_set(msg, len, BATON_EPLAN, "gemm: attrs missing");
     const baton_tensor_desc *a = &sig->inputs[0], *b = &sig->inputs[1];
     baton_dtype dt = a->dtype;
     if (dt != BATON_DTYPE_F32 && dt != BATON_DTYPE_F64 && dt != BATON_DTYPE_BF16 &&
         dt != BATON_DTYPE_F16)
-        return reason_set(msg, len, BATON_EPLAN, "a is %s but gemm takes f32, f64, bf16 or f16",
+        return baton__reason_set(msg, len, BATON_EPLAN, "a is %s but gemm takes f32, f64, bf16 or f16",
                           baton_dtype_name(dt));
     if (b->dtype != dt)
-        return reason_set(msg, len, BATON_EPLAN,
+        return baton__reason_set(msg, len, BATON_EPLAN,
                           "a is %s but b is %s: gemm needs a, b and the output in one dtype",
                           baton_dtype_name(dt), baton_dtype_name(b->dtype));
     int rc = dims_ok(a, "a", msg, len);
@@ -67,16 +67,16 @@ int baton_gemm_resolve(const baton_sig_args *sig, baton_gemm_desc *desc, baton_t
         else if (al->type == BATON_ATTR_INT)
             alpha = (double)al->i;
         else
-            return reason_set(msg, len, BATON_EPLAN, "attribute alpha must be a number");
+            return baton__reason_set(msg, len, BATON_EPLAN, "attribute alpha must be a number");
         if (!isfinite(alpha))
-            return reason_set(msg, len, BATON_EPLAN, "alpha is %g: it must be a finite number",
+            return baton__reason_set(msg, len, BATON_EPLAN, "alpha is %g: it must be a finite number",
                               alpha);
     }
 
     int64_t m, k;
     if (ta) {
         if (a->rank != 2)
-            return reason_set(
+            return baton__reason_set(
                 msg, len, BATON_EPLAN,
                 "a has shape %s but with trans_a it must be 2-D [K, M] (leading batch "
                 "dims fold into M only without trans_a)",
@@ -85,7 +85,7 @@ int baton_gemm_resolve(const baton_sig_args *sig, baton_gemm_desc *desc, baton_t
         m = a->shape[1];
     } else {
         if (a->rank < 2)
-            return reason_set(msg, len, BATON_EPLAN,
+            return baton__reason_set(msg, len, BATON_EPLAN,
                               "a has shape %s: it must be [M, K] (or [..., M, K])",
                               shape_str(a, s1, sizeof s1));
         k = a->shape[a->rank - 1];
@@ -94,13 +94,13 @@ int baton_gemm_resolve(const baton_sig_args *sig, baton_gemm_desc *desc, baton_t
             m *= a->shape[i];
     }
     if (b->rank != 2)
-        return reason_set(msg, len, BATON_EPLAN,
+        return baton__reason_set(msg, len, BATON_EPLAN,
                           "b has shape %s: it must be 2-D, [K, N] (or [N, K] with trans_b)",
                           shape_str(b, s1, sizeof s1));
     int64_t bk = tb ? b->shape[1] : b->shape[0];
     int64_t n = tb ? b->shape[0] : b->shape[1];
     if (bk != k)
-        return reason_set(
+        return baton__reason_set(
             msg, len, BATON_EPLAN,
             "a is %s%s so K = %lld, but b is %s%s whose K (dim %d) is %lld: b must be "
             "%s",
@@ -136,7 +136,7 @@ int baton_gemm_resolve(const baton_sig_args *sig, baton_gemm_desc *desc, baton_t
             same = c->shape[i] == o.shape[i];
         if (!same) {
             char s3[200];
-            return reason_set(msg, len, BATON_EPLAN,
+            return baton__reason_set(msg, len, BATON_EPLAN,
                               "c is %s%s but gemm_add's output is %s%s here: c must have the "
                               "output's dtype and shape (it is added to the product)",
                               baton_dtype_name(c->dtype), shape_str(c, s1, sizeof s1),
@@ -148,7 +148,7 @@ int baton_gemm_resolve(const baton_sig_args *sig, baton_gemm_desc *desc, baton_t
     return 0;
 }
 
-int64_t baton_gemm_run_m(const baton_gemm_desc *desc, const baton_sig_args *sig)
+int64_t baton__gemm_run_m(const baton_gemm_desc *desc, const baton_sig_args *sig)
 {
     if (!sig || sig->n_inputs < 1 || !sig->inputs)
         return desc->m;

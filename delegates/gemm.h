@@ -32,10 +32,10 @@ _Static_assert(sizeof(baton_gemm_desc) == 48, "gemm descriptor layout");
 #endif
 
 /* The CPU backend (delegates/cpu/gemm_openblas.c). */
-extern const baton_delegate_iface baton_gemm_openblas_iface;
+extern const baton_delegate_iface baton__gemm_openblas_iface;
 /* Bytes the CPU backend holds in prepared copies of constant weights (f32 copies of bf16/f16
  * weights for its OpenBLAS path), all steps and runtimes together. */
-size_t gemm_cpu_prepared_bytes(void);
+size_t baton__gemm_cpu_prepared_bytes(void);
 
 /* Resolves a gemm step: inputs a [M,K] (or [K,M] with trans_a; without trans_a, a's leading dims
  * fold into M) and b [K,N] (or [N,K] with trans_b), attrs trans_a, trans_b, alpha. Fills *desc
@@ -44,12 +44,12 @@ size_t gemm_cpu_prepared_bytes(void);
  * and the buffers are a, b, c, y. On a bad
  * signature writes a one-line reason (what is wrong and what would be right) into msg and returns
  * BATON_EPLAN. */
-int baton_gemm_resolve(const baton_sig_args *sig, baton_gemm_desc *desc, baton_tensor_desc *out,
+int baton__gemm_resolve(const baton_sig_args *sig, baton_gemm_desc *desc, baton_tensor_desc *out,
                        char *msg, size_t msg_len);
 
 /* The run's M: from the step's signature as the runtime bound it (a plan with dims rebinds
  * sig->inputs[0] when the dims change), else desc->m (init's, the max). -1 for a signature gemm
  * does not take. Every backend multiplies this many rows, not the max. */
-int64_t baton_gemm_run_m(const baton_gemm_desc *desc, const baton_sig_args *sig);
+int64_t baton__gemm_run_m(const baton_gemm_desc *desc, const baton_sig_args *sig);
 
 #endif /* BATON_DELEGATES_GEMM_H */

@@ -12,9 +12,9 @@
  * `caller` is the entry point's return address, XLA's thunk. */
 static void report(void *status, const void *caller, const char *name)
 {
-    if (status && xla_status_fail(status, caller, name) != XLA_STATUS_NOT_SET)
+    if (status && baton__xla_status_fail(status, caller, name) != XLA_STATUS_NOT_SET)
         return;
-    log_msg(BATON_LOG_ERROR, "%s", name);
+    baton__log_msg(BATON_LOG_ERROR, "%s", name);
 }
 
 void baton_rms_norm_fwd(void *stream, void **buffers, const char *opaque, size_t opaque_len)

@@ -13,7 +13,7 @@ static const char *const op_names[DEC_OP_MAX + 1] = {
     "?",    "embedding", "rope", "kv_cache_update", "attention", "silu_mul",         "silu",
     "gelu", "softmax",   "cast", "sample",          "swiglu",    "rope_cache_update"};
 
-int dec_op_of(const char *target)
+int baton__dec_op_of(const char *target)
 {
     for (int i = 1; target && i <= DEC_OP_MAX; i++)
         if (strcmp(op_names[i], target) == 0)
@@ -21,7 +21,7 @@ int dec_op_of(const char *target)
     return 0;
 }
 
-const char *dec_op_name(int op)
+const char *baton__dec_op_name(int op)
 {
     return op >= 1 && op <= DEC_OP_MAX ? op_names[op] : "?";
 }
@@ -39,7 +39,7 @@ static int attr_num(const baton_sig_args *a, const char *op, const char *name, d
     const baton_attr *at = attr(a, name);
     *out = def;
     if (!at)
-        return required ? reason_set(msg, len, BATON_EPLAN,
+        return required ? baton__reason_set(msg, len, BATON_EPLAN,
                                      "%s needs attribute %s (a number, e.g. \"%s\": 1.0)", op, name,
                                      name)
                         : 0;
@@ -48,9 +48,9 @@ static int attr_num(const baton_sig_args *a, const char *op, const char *name, d
     else if (at->type == BATON_ATTR_INT)
         *out = (double)at->i;
     else
-        return reason_set(msg, len, BATON_EPLAN, "%s: attribute %s must be a number", op, name);
+        return baton__reason_set(msg, len, BATON_EPLAN, "%s: attribute %s must be a number", op, name);
     if (!isfinite(*out))
-        return reason_set(msg, len, BATON_EPLAN, "%s: attribute %s is %g: it must be finite", op,
+        return baton__reason_set(msg, len, BATON_EPLAN, "%s: attribute %s is %g: it must be finite", op,
                           name, *out);
     return 0;
 }
@@ -63,7 +63,7 @@ static int attr_int(const baton_sig_args *a, const char *op, const char *name, i
     *out = def;
     if (!at) {
         if (required)
-            return reason_set(msg, len, BATON_EPLAN,
+            return baton__reason_set(msg, len, BATON_EPLAN,
                               "%s needs attribute %s (an integer, e.g. \"%s\": 64)", op, name,
                               name);
         return 0;
@@ -73,9 +73,9 @@ static int attr_int(const baton_sig_args *a, const char *op, const char *name, i
     else if (at->type == BATON_ATTR_FLOAT && at->f == floor(at->f) && fabs(at->f) < 9e15)
         *out = (int64_t)at->f;
     else
-        return reason_set(msg, len, BATON_EPLAN, "%s: attribute %s must be an integer", op, name);
+        return baton__reason_set(msg, len, BATON_EPLAN, "%s: attribute %s must be an integer", op, name);
     if (*out < lo || *out > hi)
-        return reason_set(msg, len, BATON_EPLAN,
+        return baton__reason_set(msg, len, BATON_EPLAN,
                           "%s: attribute %s is %lld: it must be in [%lld, %lld]", op, name,
                           (long long)*out, (long long)lo, (long long)hi);
     return 0;
@@ -89,16 +89,16 @@ static int attr_bool(const baton_sig_args *a, const char *op, const char *name, 
     if (!at)
         return 0;
     if (at->type != BATON_ATTR_BOOL && at->type != BATON_ATTR_INT)
-        return reason_set(msg, len, BATON_EPLAN, "%s: attribute %s must be true or false", op,
+        return baton__reason_set(msg, len, BATON_EPLAN, "%s: attribute %s must be true or false", op,
                           name);
     *out = at->i != 0;
     return 0;
 }
 
-int dec_desc_from_attrs(int op, const baton_sig_args *a, baton_decoder_desc *d, char *msg,
+int baton__dec_desc_from_attrs(int op, const baton_sig_args *a, baton_decoder_desc *d, char *msg,
                         size_t len)
 {
-    const char *nm = dec_op_name(op);
+    const char *nm = baton__dec_op_name(op);
     memset(d, 0, sizeof *d);
     d->op = op;
     int64_t v = 0;
@@ -108,7 +108,7 @@ int dec_desc_from_attrs(int op, const baton_sig_args *a, baton_decoder_desc *d, 
         if ((rc = attr_int(a, nm, "head_dim", 0, 1, 2, 1 << 20, &v, msg, len)))
             return rc;
         if (v % 2)
-            return reason_set(msg, len, BATON_EPLAN,
+            return baton__reason_set(msg, len, BATON_EPLAN,
                               "rope: head_dim is %lld: it must be even (rope turns pairs)",
                               (long long)v);
         d->head_dim = (int32_t)v;
@@ -123,11 +123,11 @@ int dec_desc_from_attrs(int op, const baton_sig_args *a, baton_decoder_desc *d, 
             (rc = attr_int(a, nm, "n_kv_heads", 0, 1, 1, 1 << 16, &hkv, msg, len)))
             return rc;
         if (v % 2)
-            return reason_set(msg, len, BATON_EPLAN,
+            return baton__reason_set(msg, len, BATON_EPLAN,
                               "%s: head_dim is %lld: it must be even (rope turns pairs)", nm,
                               (long long)v);
         if (h % hkv)
-            return reason_set(msg, len, BATON_EPLAN,
+            return baton__reason_set(msg, len, BATON_EPLAN,
                               "%s: n_kv_heads is %lld but n_heads is %lld: n_kv_heads must divide "
                               "n_heads",
                               nm, (long long)hkv, (long long)h);
@@ -146,7 +146,7 @@ int dec_desc_from_attrs(int op, const baton_sig_args *a, baton_decoder_desc *d, 
             (rc = attr_int(a, nm, "n_kv_heads", 0, 1, 1, 1 << 16, &hkv, msg, len)))
             return rc;
         if (h % hkv)
-            return reason_set(msg, len, BATON_EPLAN,
+            return baton__reason_set(msg, len, BATON_EPLAN,
                               "attention: n_kv_heads is %lld but n_heads is %lld: n_kv_heads must "
                               "divide n_heads (each KV head serves n_heads / n_kv_heads query "
                               "heads)",
@@ -157,7 +157,7 @@ int dec_desc_from_attrs(int op, const baton_sig_args *a, baton_decoder_desc *d, 
         if ((rc = attr_num(a, nm, "scale", 1.0 / sqrt((double)v), 0, &d->scale, msg, len)))
             return rc;
         if (d->scale == 0)
-            return reason_set(msg, len, BATON_EPLAN,
+            return baton__reason_set(msg, len, BATON_EPLAN,
                               "attention: scale is 0: it must be nonzero (default "
                               "1/sqrt(head_dim) = %g)",
                               1.0 / sqrt((double)v));
@@ -172,7 +172,7 @@ int dec_desc_from_attrs(int op, const baton_sig_args *a, baton_decoder_desc *d, 
         if ((rc = attr_num(a, nm, "temperature", 1.0, 0, &d->temperature, msg, len)))
             return rc;
         if (!(d->temperature > 0))
-            return reason_set(msg, len, BATON_EPLAN,
+            return baton__reason_set(msg, len, BATON_EPLAN,
                               "sample: temperature is %g: it must be > 0 (for greedy decoding "
                               "use an argmax step)",
                               d->temperature);
@@ -182,7 +182,7 @@ int dec_desc_from_attrs(int op, const baton_sig_args *a, baton_decoder_desc *d, 
         if ((rc = attr_num(a, nm, "top_p", 1.0, 0, &d->top_p, msg, len)))
             return rc;
         if (!(d->top_p > 0 && d->top_p <= 1))
-            return reason_set(msg, len, BATON_EPLAN,
+            return baton__reason_set(msg, len, BATON_EPLAN,
                               "sample: top_p is %g: it must be in (0, 1] (1 = off)", d->top_p);
         if ((rc = attr_int(a, nm, "seed", 0, 0, INT64_MIN, INT64_MAX, &v, msg, len)))
             return rc;
@@ -190,53 +190,53 @@ int dec_desc_from_attrs(int op, const baton_sig_args *a, baton_decoder_desc *d, 
         return 0;
     default:
         if (op < 1 || op > DEC_OP_MAX)
-            return reason_set(msg, len, BATON_EPLAN, "not a decoder op (code %d)", op);
+            return baton__reason_set(msg, len, BATON_EPLAN, "not a decoder op (code %d)", op);
         return 0;
     }
 }
 
-int dec_desc_read(int op, const char *opaque, size_t opaque_len, baton_decoder_desc *d, char *msg,
+int baton__dec_desc_read(int op, const char *opaque, size_t opaque_len, baton_decoder_desc *d, char *msg,
                   size_t len)
 {
-    const char *nm = dec_op_name(op);
+    const char *nm = baton__dec_op_name(op);
     if (!opaque || opaque_len != sizeof *d)
-        return reason_set(msg, len, BATON_EINVAL,
+        return baton__reason_set(msg, len, BATON_EINVAL,
                           "%s: the descriptor is %zu bytes but must be %zu (baton_decoder_desc: "
                           "op, flags, head_dim, n_heads, n_kv_heads, top_k, scale, temperature, "
                           "top_p, seed; see docs/targets.md)",
                           nm, opaque ? opaque_len : 0, sizeof *d);
     memcpy(d, opaque, sizeof *d);
     if (d->op != op)
-        return reason_set(msg, len, BATON_EINVAL,
+        return baton__reason_set(msg, len, BATON_EINVAL,
                           "%s: the descriptor is for op %d (%s), not %d (%s)", nm, (int)d->op,
-                          dec_op_name(d->op), op, nm);
+                          baton__dec_op_name(d->op), op, nm);
     uint32_t allowed = op == DEC_ROPE || op == DEC_ROPE_CACHE_UPDATE ? DEC_FLAG_INTERLEAVED
                        : op == DEC_GELU                              ? DEC_FLAG_TANH
                                                                      : 0;
     if (d->flags & ~allowed)
-        return reason_set(msg, len, BATON_EINVAL, "%s: flags 0x%x has bits %s does not define", nm,
+        return baton__reason_set(msg, len, BATON_EINVAL, "%s: flags 0x%x has bits %s does not define", nm,
                           (unsigned)d->flags, nm);
     if (op == DEC_ROPE_CACHE_UPDATE &&
         (d->head_dim < 2 || d->head_dim % 2 || d->head_dim > 1024 || d->n_heads < 1 ||
          d->n_kv_heads < 1 || d->n_heads % d->n_kv_heads || !isfinite(d->scale)))
-        return reason_set(msg, len, BATON_EINVAL,
+        return baton__reason_set(msg, len, BATON_EINVAL,
                           "rope_cache_update: head_dim %d (even, 2 to 1024), n_heads %d, "
                           "n_kv_heads %d (dividing n_heads) or scale %g (finite) is out of range",
                           (int)d->head_dim, (int)d->n_heads, (int)d->n_kv_heads, d->scale);
     if (op == DEC_ROPE && (d->head_dim < 2 || d->head_dim % 2 || !isfinite(d->scale)))
-        return reason_set(msg, len, BATON_EINVAL,
+        return baton__reason_set(msg, len, BATON_EINVAL,
                           "rope: head_dim %d must be even and >= 2, scale %g finite",
                           (int)d->head_dim, d->scale);
     if (op == DEC_ATTENTION &&
         (d->head_dim < 1 || d->head_dim > 1024 || d->n_heads < 1 || d->n_kv_heads < 1 ||
          d->n_heads % d->n_kv_heads || !isfinite(d->scale) || d->scale == 0))
-        return reason_set(msg, len, BATON_EINVAL,
+        return baton__reason_set(msg, len, BATON_EINVAL,
                           "attention: head_dim %d (1 to 1024), n_heads %d, n_kv_heads %d (>= 1, "
                           "dividing n_heads) and scale %g (finite, nonzero) are out of range",
                           (int)d->head_dim, (int)d->n_heads, (int)d->n_kv_heads, d->scale);
     if (op == DEC_SAMPLE && (!(d->temperature > 0) || !isfinite(d->temperature) ||
                              !(d->top_p > 0 && d->top_p <= 1) || d->top_k < 0))
-        return reason_set(msg, len, BATON_EINVAL,
+        return baton__reason_set(msg, len, BATON_EINVAL,
                           "sample: temperature %g (> 0), top_p %g (in (0, 1]) or top_k %d (>= 0) "
                           "is out of range",
                           d->temperature, d->top_p, (int)d->top_k);
@@ -272,7 +272,7 @@ static int want_float(const baton_sig_args *a, int i, const char *role, const ch
     char nb[300];
     const baton_tensor_desc *t = &a->inputs[i];
     if (!dtype_is_float(t->dtype))
-        return reason_set(msg, len, BATON_EPLAN,
+        return baton__reason_set(msg, len, BATON_EPLAN,
                           "%s is %s but %s takes it in bf16, f16, f32 or f64",
                           tn(a, 0, i, role, nb, sizeof nb), baton_dtype_name(t->dtype), op);
     return dims_ok(t, tn(a, 0, i, role, nb, sizeof nb), msg, len);
@@ -284,13 +284,13 @@ static int want_index(const baton_sig_args *a, int i, const char *role, const ch
     char nb[300], s[200];
     const baton_tensor_desc *t = &a->inputs[i];
     if (!dtype_is_int(t->dtype))
-        return reason_set(msg, len, BATON_EPLAN, "%s is %s but %s takes it in i32 or i64",
+        return baton__reason_set(msg, len, BATON_EPLAN, "%s is %s but %s takes it in i32 or i64",
                           tn(a, 0, i, role, nb, sizeof nb), baton_dtype_name(t->dtype), op);
     int rc = dims_ok(t, tn(a, 0, i, role, nb, sizeof nb), msg, len);
     if (rc)
         return rc;
     if (count >= 0 && numel(t) != count)
-        return reason_set(msg, len, BATON_EPLAN,
+        return baton__reason_set(msg, len, BATON_EPLAN,
                           "%s has shape %s (%lld elements) but %s needs %lld, one per token row "
                           "(declare it [%lld])",
                           tn(a, 0, i, role, nb, sizeof nb), shape_str(t, s, sizeof s),
@@ -305,12 +305,12 @@ static int rows_of(const baton_sig_args *a, int i, const char *role, const char 
     char nb[300], s[200];
     const baton_tensor_desc *t = &a->inputs[i];
     if (t->rank < 1)
-        return reason_set(msg, len, BATON_EPLAN,
+        return baton__reason_set(msg, len, BATON_EPLAN,
                           "%s is a scalar: %s takes it as [..., features] (rank >= 1)",
                           tn(a, 0, i, role, nb, sizeof nb), op);
     int64_t last = t->shape[t->rank - 1];
     if (F > 0 && last != F)
-        return reason_set(msg, len, BATON_EPLAN,
+        return baton__reason_set(msg, len, BATON_EPLAN,
                           "%s has shape %s, with %lld features, but %s needs %lld (%s) in its "
                           "last dim",
                           tn(a, 0, i, role, nb, sizeof nb), shape_str(t, s, sizeof s),
@@ -326,7 +326,7 @@ static int same_dtype(const baton_sig_args *a, int i, int j, const char *ri, con
 {
     char n1[300], n2[300];
     if (a->inputs[i].dtype != a->inputs[j].dtype)
-        return reason_set(msg, len, BATON_EPLAN,
+        return baton__reason_set(msg, len, BATON_EPLAN,
                           "%s is %s but %s is %s: %s needs them in one dtype",
                           tn(a, 0, j, rj, n2, sizeof n2), baton_dtype_name(a->inputs[j].dtype),
                           tn(a, 0, i, ri, n1, sizeof n1), baton_dtype_name(a->inputs[i].dtype), op);
@@ -343,7 +343,7 @@ static int same_shape(const baton_sig_args *a, int i, int j, const char *ri, con
     if (same)
         return 0;
     char n1[300], n2[300], s1[200], s2[200];
-    return reason_set(msg, len, BATON_EPLAN, "%s has shape %s but %s has %s: %s needs them equal",
+    return baton__reason_set(msg, len, BATON_EPLAN, "%s has shape %s but %s has %s: %s needs them equal",
                       tn(a, 0, j, rj, n2, sizeof n2), shape_str(y, s2, sizeof s2),
                       tn(a, 0, i, ri, n1, sizeof n1), shape_str(x, s1, sizeof s1), op);
 }
@@ -351,18 +351,18 @@ static int same_shape(const baton_sig_args *a, int i, int j, const char *ri, con
 static const int op_inputs[DEC_OP_MAX + 1] = {0, 2, 3, 3, 4, 2, 1, 1, 1, 1, 2, 1, 5};
 static const int op_outputs[DEC_OP_MAX + 1] = {0, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 3};
 
-int dec_shapes(int op, const baton_sig_args *a, const baton_decoder_desc *d, dec_shape *s,
+int baton__dec_shapes(int op, const baton_sig_args *a, const baton_decoder_desc *d, dec_shape *s,
                baton_tensor_desc *expected, char *msg, size_t len)
 {
-    const char *nm = dec_op_name(op);
+    const char *nm = baton__dec_op_name(op);
     memset(s, 0, sizeof *s);
     if (op < 1 || op > DEC_OP_MAX)
-        return reason_set(msg, len, BATON_EPLAN, "not a decoder op (code %d)", op);
+        return baton__reason_set(msg, len, BATON_EPLAN, "not a decoder op (code %d)", op);
     if (!a || a->n_inputs != op_inputs[op] || !a->inputs)
-        return reason_set(msg, len, BATON_EPLAN, "%s takes %d input%s, got %d", nm, op_inputs[op],
+        return baton__reason_set(msg, len, BATON_EPLAN, "%s takes %d input%s, got %d", nm, op_inputs[op],
                           op_inputs[op] == 1 ? "" : "s", a ? a->n_inputs : 0);
     if (a->n_outputs != op_outputs[op])
-        return reason_set(msg, len, BATON_EPLAN, "%s writes %d output%s, got %d", nm,
+        return baton__reason_set(msg, len, BATON_EPLAN, "%s writes %d output%s, got %d", nm,
                           op_outputs[op], op_outputs[op] == 1 ? "" : "s", a->n_outputs);
     int rc = 0;
     char nb[300], sb[200];
@@ -375,11 +375,11 @@ int dec_shapes(int op, const baton_sig_args *a, const baton_decoder_desc *d, dec
             (rc = want_float(a, 1, "table", nm, msg, len)))
             return rc;
         if (tab->rank != 2)
-            return reason_set(msg, len, BATON_EPLAN,
+            return baton__reason_set(msg, len, BATON_EPLAN,
                               "%s has shape %s but embedding takes the table as [V, D] (rank 2)",
                               tn(a, 0, 1, "table", nb, sizeof nb), shape_str(tab, sb, sizeof sb));
         if (x->rank + 1 > BATON_MAX_RANK)
-            return reason_set(msg, len, BATON_EPLAN,
+            return baton__reason_set(msg, len, BATON_EPLAN,
                               "ids have rank %d: the output ([ids shape..., D]) would exceed rank "
                               "%d; reshape the ids",
                               x->rank, BATON_MAX_RANK);
@@ -397,7 +397,7 @@ int dec_shapes(int op, const baton_sig_args *a, const baton_decoder_desc *d, dec
             (rc = rows_of(a, 0, "x", nm, 0, "", &s->rows, &s->F, msg, len)))
             return rc;
         if (s->F % d->head_dim)
-            return reason_set(msg, len, BATON_EPLAN,
+            return baton__reason_set(msg, len, BATON_EPLAN,
                               "%s has %lld features per row, not a multiple of head_dim %d: x is "
                               "[..., heads * head_dim]",
                               tn(a, 0, 0, "x", nb, sizeof nb), (long long)s->F, (int)d->head_dim);
@@ -405,7 +405,7 @@ int dec_shapes(int op, const baton_sig_args *a, const baton_decoder_desc *d, dec
             return rc;
         const baton_tensor_desc *f = &a->inputs[2];
         if (f->dtype != BATON_DTYPE_F32 || numel(f) != d->head_dim / 2 || f->rank < 1)
-            return reason_set(msg, len, BATON_EPLAN,
+            return baton__reason_set(msg, len, BATON_EPLAN,
                               "%s is %s%s but rope needs f32 [%d] (head_dim / 2 inverse "
                               "frequencies)",
                               tn(a, 0, 2, "inv_freq", nb, sizeof nb), baton_dtype_name(f->dtype),
@@ -419,7 +419,7 @@ int dec_shapes(int op, const baton_sig_args *a, const baton_decoder_desc *d, dec
         if ((rc = want_float(a, 0, "cache", nm, msg, len)))
             return rc;
         if (x->rank < 2)
-            return reason_set(msg, len, BATON_EPLAN,
+            return baton__reason_set(msg, len, BATON_EPLAN,
                               "%s has shape %s but kv_cache_update takes the cache as [S_max, "
                               "kv_heads * head_dim]",
                               tn(a, 0, 0, "cache", nb, sizeof nb), shape_str(x, sb, sizeof sb));
@@ -479,7 +479,7 @@ int dec_shapes(int op, const baton_sig_args *a, const baton_decoder_desc *d, dec
         if (op == DEC_CAST) {
             baton_dtype want = a->outputs ? a->outputs[0].dtype : BATON_DTYPE_INVALID;
             if (!dtype_is_float(want))
-                return reason_set(msg, len, BATON_EPLAN,
+                return baton__reason_set(msg, len, BATON_EPLAN,
                                   "%s is declared %s but cast writes bf16, f16, f32 or f64: "
                                   "declare the dtype to cast to",
                                   tn(a, 1, 0, "y", nb, sizeof nb), baton_dtype_name(want));
@@ -499,7 +499,7 @@ int dec_shapes(int op, const baton_sig_args *a, const baton_decoder_desc *d, dec
             (rc = rows_of(a, 0, "gu", nm, 0, "", &s->rows, &f2, msg, len)))
             return rc;
         if (f2 % 2)
-            return reason_set(msg, len, BATON_EPLAN,
+            return baton__reason_set(msg, len, BATON_EPLAN,
                               "%s has %lld features per row: swiglu takes [..., 2F] (the gate's F "
                               "then the up projection's F), an even count",
                               tn(a, 0, 0, "gu", nb, sizeof nb), (long long)f2);
@@ -521,7 +521,7 @@ int dec_shapes(int op, const baton_sig_args *a, const baton_decoder_desc *d, dec
             return rc;
         const baton_tensor_desc *f = &a->inputs[2];
         if (f->dtype != BATON_DTYPE_F32 || numel(f) != Dh / 2 || f->rank < 1)
-            return reason_set(msg, len, BATON_EPLAN,
+            return baton__reason_set(msg, len, BATON_EPLAN,
                               "%s is %s%s but %s needs f32 [%d] (head_dim / 2 inverse "
                               "frequencies)",
                               tn(a, 0, 2, "inv_freq", nb, sizeof nb), baton_dtype_name(f->dtype),
@@ -552,7 +552,7 @@ int dec_shapes(int op, const baton_sig_args *a, const baton_decoder_desc *d, dec
             (rc = want_index(a, 1, "step", nm, 1, msg, len)))
             return rc;
         if (d->top_k > s->V)
-            return reason_set(msg, len, BATON_EPLAN,
+            return baton__reason_set(msg, len, BATON_EPLAN,
                               "sample: top_k is %d but the vocabulary (the last dim of %s) has "
                               "%lld entries: top_k must be at most %lld (0 = off)",
                               (int)d->top_k, tn(a, 0, 0, "logits", nb, sizeof nb), (long long)s->V,
@@ -573,30 +573,30 @@ int dec_shapes(int op, const baton_sig_args *a, const baton_decoder_desc *d, dec
     return 0;
 }
 
-int dec_call_read(const baton_exec_ctx *ctx, int op, void **buffers, int n_buffers,
+int baton__dec_call_read(const baton_exec_ctx *ctx, int op, void **buffers, int n_buffers,
                   const char *opaque, size_t opaque_len, baton_decoder_desc *d, dec_shape *s)
 {
     char msg[512];
-    const char *nm = dec_op_name(op);
-    int rc = dec_desc_read(op, opaque, opaque_len, d, msg, sizeof msg);
+    const char *nm = baton__dec_op_name(op);
+    int rc = baton__dec_desc_read(op, opaque, opaque_len, d, msg, sizeof msg);
     if (rc)
-        return ctx_fail(ctx, BATON_EINVAL, "%s", msg);
+        return baton__ctx_fail(ctx, BATON_EINVAL, "%s", msg);
     if (!ctx || !ctx->sig)
-        return ctx_fail(ctx, BATON_EINVAL,
+        return baton__ctx_fail(ctx, BATON_EINVAL,
                         "%s reads its shapes from ctx->sig, which is NULL: call it through a "
                         "runtime, or set ctx->sig to the step's signature",
                         nm);
-    if ((rc = dec_shapes(op, ctx->sig, d, s, NULL, msg, sizeof msg)))
-        return ctx_fail(ctx, BATON_EINVAL, "%s", msg);
+    if ((rc = baton__dec_shapes(op, ctx->sig, d, s, NULL, msg, sizeof msg)))
+        return baton__ctx_fail(ctx, BATON_EINVAL, "%s", msg);
     if (!buffers)
-        return ctx_fail(ctx, BATON_EINVAL, "%s: buffers is NULL", nm);
+        return baton__ctx_fail(ctx, BATON_EINVAL, "%s: buffers is NULL", nm);
     for (int i = 0; i < n_buffers; i++)
         if (!buffers[i])
-            return ctx_fail(ctx, BATON_EINVAL, "%s: buffer %d of %d is NULL", nm, i, n_buffers);
+            return baton__ctx_fail(ctx, BATON_EINVAL, "%s: buffer %d of %d is NULL", nm, i, n_buffers);
     /* The declared output, as the kernel will write it (cast takes its dtype from there). */
     if (ctx->sig->outputs && op != DEC_SAMPLE && op != DEC_EMBEDDING &&
         ctx->sig->outputs[0].dtype != s->y_dt)
-        return ctx_fail(ctx, BATON_EINVAL, "%s: the output is %s but must be %s", nm,
+        return baton__ctx_fail(ctx, BATON_EINVAL, "%s: the output is %s but must be %s", nm,
                         baton_dtype_name(ctx->sig->outputs[0].dtype), baton_dtype_name(s->y_dt));
     return 0;
 }

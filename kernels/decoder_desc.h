@@ -72,7 +72,7 @@ typedef struct baton_decoder_desc {
 _Static_assert(sizeof(baton_decoder_desc) == 56, "decoder descriptor layout");
 #endif
 
-/* A call's shapes, as dec_shapes() reads them from a signature. Token-major: a tensor [..., F] is
+/* A call's shapes, as baton__dec_shapes() reads them from a signature. Token-major: a tensor [..., F] is
  * rows = numel / F tokens of F features. */
 typedef struct dec_shape {
     int64_t n;          /* elements of the first input (elementwise ops, softmax, rope, cast) */
@@ -88,31 +88,31 @@ typedef struct dec_shape {
 } dec_shape;
 
 /* The op of a target name ("rope" -> DEC_ROPE), or 0; and back ("rope"; "?" for others). */
-int dec_op_of(const char *target);
-const char *dec_op_name(int op);
+int baton__dec_op_of(const char *target);
+const char *baton__dec_op_name(int op);
 
 /* The attributes of a step of `op` (a->attrs) as a descriptor, each checked (head_dim >= 1 and
  * even for rope, n_kv_heads dividing n_heads, temperature > 0, top_p in (0, 1], top_k >= 0, a
  * finite scale), with unused fields zero. 0, or BATON_EPLAN with the reason in msg naming the
  * attribute and the value it must have. */
-int dec_desc_from_attrs(int op, const baton_sig_args *a, baton_decoder_desc *d, char *msg,
+int baton__dec_desc_from_attrs(int op, const baton_sig_args *a, baton_decoder_desc *d, char *msg,
                         size_t len);
 
 /* Checks a descriptor's bytes (size, op, flags, ranges) into *d: 0 or BATON_EINVAL, reason in
  * msg. */
-int dec_desc_read(int op, const char *opaque, size_t opaque_len, baton_decoder_desc *d, char *msg,
+int baton__dec_desc_read(int op, const char *opaque, size_t opaque_len, baton_decoder_desc *d, char *msg,
                   size_t len);
 
 /* The shape rules: the inputs of a, for the op and attributes of d, into *s, and the outputs the
  * step must declare into expected (a->n_outputs entries; NULL: not wanted). For cast, the
  * output's dtype is the declared one (a->outputs[0].dtype). 0, or BATON_EPLAN with the reason in
  * msg naming the tensor (by its plan name where a gives names) and the expected value. */
-int dec_shapes(int op, const baton_sig_args *a, const baton_decoder_desc *d, dec_shape *s,
+int baton__dec_shapes(int op, const baton_sig_args *a, const baton_decoder_desc *d, dec_shape *s,
                baton_tensor_desc *expected, char *msg, size_t len);
 
 /* For a kernel: the descriptor (opaque) and ctx->sig, read and checked as above, and the n
  * buffers present. 0, or BATON_EINVAL with the reason (naming the op) in ctx->errbuf. */
-int dec_call_read(const baton_exec_ctx *ctx, int op, void **buffers, int n_buffers,
+int baton__dec_call_read(const baton_exec_ctx *ctx, int op, void **buffers, int n_buffers,
                   const char *opaque, size_t opaque_len, baton_decoder_desc *d, dec_shape *s);
 
 /* The sampler's counter-based generator: a uniform double in [0, 1) for (seed, step, row), the

@@ -148,7 +148,7 @@ static int find_object(struct dl_phdr_info *info, size_t size, void *arg)
 static int layout_allowed(void)
 {
     static int cache = ENV_UNREAD;
-    return env_flag("BATON_XLA_STATUS_LAYOUT", &cache) != 0;
+    return baton__env_flag("BATON_XLA_STATUS_LAYOUT", &cache) != 0;
 }
 
 static int has_name(const struct object_at *o, const char *part)
@@ -211,7 +211,7 @@ static int write_in_layout(void *status, const void *caller, const char *msg)
 }
 #endif
 
-int xla_status_fail(void *status, const void *caller, const char *msg)
+int baton__xla_status_fail(void *status, const void *caller, const char *msg)
 {
     if (!status || !msg)
         return XLA_STATUS_NOT_SET;

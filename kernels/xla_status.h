@@ -10,7 +10,7 @@
 extern "C" {
 #endif
 
-/* How xla_status_fail set the status, or why it could not. */
+/* How baton__xla_status_fail set the status, or why it could not. */
 enum {
     XLA_STATUS_NOT_SET = 0,   /* neither way applies: the caller should log the reason */
     XLA_STATUS_BY_XLA = 1,    /* through XLA's own XlaCustomCallStatusSetFailure */
@@ -24,7 +24,7 @@ enum {
  * libstdc++'s C++11 strings, whose layout XLA's status then has, and only if the status is
  * still unset; BATON_XLA_STATUS_LAYOUT=0 in the environment turns that off. Thread-safe;
  * allocates only for messages over 15 bytes. */
-int xla_status_fail(void *status, const void *caller, const char *msg);
+int baton__xla_status_fail(void *status, const void *caller, const char *msg);
 
 #ifdef __cplusplus
 }

@@ -19,7 +19,7 @@ static size_t align_up(size_t v)
     return (v + ARENA_ALIGN - 1) & ~(size_t)(ARENA_ALIGN - 1);
 }
 
-int plan_memory_index(const baton_plan *plan, baton_device dev)
+int baton__plan_memory_index(const baton_plan *plan, baton_device dev)
 {
     for (int i = 0; i < plan->n_devices; i++)
         if (device_eq(plan->memory[i].device, dev))
@@ -27,7 +27,7 @@ int plan_memory_index(const baton_plan *plan, baton_device dev)
     return -1;
 }
 
-int plan_segment_runs_on(const baton_plan *plan, int s, baton_device dev)
+int baton__plan_segment_runs_on(const baton_plan *plan, int s, baton_device dev)
 {
     int nd;
     const baton_device *devs = step_devices(&plan->steps[plan->segments[s].first_step], &nd);
@@ -44,7 +44,7 @@ static int build_segments(baton_plan *plan, baton_error *err)
     int n = plan->n_steps;
     plan->segments = calloc((size_t)(n ? n : 1), sizeof *plan->segments);
     if (!plan->segments)
-        return err_set(err, BATON_ENOMEM, "analysis: out of memory");
+        return baton__err_set(err, BATON_ENOMEM, "analysis: out of memory");
     int ns = 0;
     for (int i = 0; i < n; i++) {
         plan_step *s = &plan->steps[i];
@@ -77,10 +77,10 @@ static int build_segments(baton_plan *plan, baton_error *err)
         const baton_device *devs = step_devices(s, &nd);
         for (int g = 0; g < nd; g++) {
             baton_device d = devs[g];
-            if (plan_memory_index(plan, d) >= 0)
+            if (baton__plan_memory_index(plan, d) >= 0)
                 continue;
             if (plan->n_devices == PLAN_MAX_DEVICES)
-                return plan_error(err, BATON_EPLAN, plan, s->pos,
+                return baton__plan_error(err, BATON_EPLAN, plan, s->pos,
                                   "step '%s': the plan uses more than %d devices", s->name,
                                   PLAN_MAX_DEVICES);
             plan->memory[plan->n_devices++].device = d;
@@ -110,14 +110,14 @@ static int home_device(const baton_plan *plan, const plan_tensor *t)
 {
     if (t->role == BATON_ROLE_STATE) /* its one device (validate.c), the host when unused */
         return t->state_device.kind == BATON_DEVICE_NONE ? 0
-                                                         : plan_memory_index(plan, t->state_device);
+                                                         : baton__plan_memory_index(plan, t->state_device);
     if (t->producer < 0)
         return 0; /* inputs live on the host */
     const plan_step *p = &plan->steps[t->producer];
     for (int k = 0; k < p->n_outputs && p->n_group; k++)
         if (&plan->tensors[p->outputs[k]] == t)
-            return plan_memory_index(plan, p->group[k]);
-    return plan_memory_index(plan, p->device);
+            return baton__plan_memory_index(plan, p->group[k]);
+    return baton__plan_memory_index(plan, p->device);
 }
 
 static void touch(analysis_scratch *sc, int d, int t, int pos)
@@ -163,9 +163,9 @@ static int plan_lifetimes(baton_plan *plan, analysis_scratch *sc, baton_error *e
     for (int i = 0; i < n; i++) {
         const plan_step *s = &plan->steps[i];
         for (int k = 0; k < s->n_outputs; k++)
-            touch(sc, plan_memory_index(plan, step_arg_device(s, k)), s->outputs[k], 2 * i + 1);
+            touch(sc, baton__plan_memory_index(plan, step_arg_device(s, k)), s->outputs[k], 2 * i + 1);
         for (int k = 0; k < s->n_inputs; k++) {
-            int d = plan_memory_index(plan, step_arg_device(s, k));
+            int d = baton__plan_memory_index(plan, step_arg_device(s, k));
             int t = plan->tensors[s->inputs[k]].storage; /* a view reads its base's bytes */
             const plan_tensor *pt = &plan->tensors[t];
             size_t key = SLOT(sc, d, t);
@@ -181,7 +181,7 @@ static int plan_lifetimes(baton_plan *plan, analysis_scratch *sc, baton_error *e
                 int seg = s->segment;
                 int at = 2 * plan->segments[seg].first_step;
                 if (add_transfer(plan, &cap, t, home, d, seg))
-                    return err_set(err, BATON_ENOMEM, "analysis: out of memory");
+                    return baton__err_set(err, BATON_ENOMEM, "analysis: out of memory");
                 touch(sc, d, t, at);
                 touch(sc, home, t, at);
                 /* A host buffer that a GPU copies from asynchronously stays untouched until the
@@ -210,7 +210,7 @@ static int plan_lifetimes(baton_plan *plan, analysis_scratch *sc, baton_error *e
             if (home != 0) {
                 if (sc->begin[SLOT(sc, 0, t)] < 0 &&
                     add_transfer(plan, &cap, t, home, 0, plan->n_segments))
-                    return err_set(err, BATON_ENOMEM, "analysis: out of memory");
+                    return baton__err_set(err, BATON_ENOMEM, "analysis: out of memory");
                 touch(sc, 0, t, END);
             }
         }
@@ -485,7 +485,7 @@ static int place_device(baton_plan *plan, analysis_scratch *sc, int d, baton_err
     slot **by_end = malloc((size_t)(nt ? nt : 1) * sizeof *by_end);
     freelist fl = {.root = -1, .spare = -1, .rng = 2463534242u};
     if (!found || !slots || !by_end) {
-        rc = err_set(err, BATON_ENOMEM, "analysis: out of memory");
+        rc = baton__err_set(err, BATON_ENOMEM, "analysis: out of memory");
         goto out;
     }
     for (int t = 0; t < nt; t++) {
@@ -508,7 +508,7 @@ static int place_device(baton_plan *plan, analysis_scratch *sc, int d, baton_err
         m->naive_bytes += size;
     }
     if (order_slots(found, ns, 2 * plan->n_steps + 1, slots, by_end)) {
-        rc = err_set(err, BATON_ENOMEM, "analysis: out of memory");
+        rc = baton__err_set(err, BATON_ENOMEM, "analysis: out of memory");
         goto out;
     }
     int next_free = 0;
@@ -516,7 +516,7 @@ static int place_device(baton_plan *plan, analysis_scratch *sc, int d, baton_err
         while (next_free < ns && by_end[next_free]->end < slots[i].begin) {
             slot *f = by_end[next_free++];
             if (m->offset[f->tensor] >= 0 && fl_free(&fl, (size_t)m->offset[f->tensor], f->size)) {
-                rc = err_set(err, BATON_ENOMEM, "analysis: out of memory");
+                rc = baton__err_set(err, BATON_ENOMEM, "analysis: out of memory");
                 goto out;
             }
         }
@@ -563,7 +563,7 @@ static int build_boundaries_and_syncs(baton_plan *plan, baton_error *err)
     plan->n_boundaries = ns > 0 ? ns - 1 : 0;
     plan->boundaries = calloc((size_t)(ns ? ns : 1), sizeof *plan->boundaries);
     if (!plan->boundaries)
-        return err_set(err, BATON_ENOMEM, "analysis: out of memory");
+        return baton__err_set(err, BATON_ENOMEM, "analysis: out of memory");
     int ti = 0;
     while (ti < plan->n_transfers && plan->transfers[ti].segment == 0)
         ti++;
@@ -588,7 +588,7 @@ static int build_boundaries_and_syncs(baton_plan *plan, baton_error *err)
             baton_device dev = devs[g];
             if (dev.kind == BATON_DEVICE_CUDA &&
                 push_sync(plan, BATON_SYNC_STRICT, cap, i, dev, "step"))
-                return err_set(err, BATON_ENOMEM, "analysis: out of memory");
+                return baton__err_set(err, BATON_ENOMEM, "analysis: out of memory");
         }
     }
     /* strict, at the end: a GPU whose outputs go home but that is not in the last segment sends
@@ -598,12 +598,12 @@ static int build_boundaries_and_syncs(baton_plan *plan, baton_error *err)
         int sends[PLAN_MAX_DEVICES] = {0};
         for (int t = 0; t < plan->n_transfers; t++)
             if (plan->transfers[t].segment == ns)
-                sends[plan_memory_index(plan, plan->transfers[t].from)] = 1;
+                sends[baton__plan_memory_index(plan, plan->transfers[t].from)] = 1;
         for (int d = 1; d < plan->n_devices; d++)
-            if (sends[d] && !plan_segment_runs_on(plan, ns - 1, plan->memory[d].device) &&
+            if (sends[d] && !baton__plan_segment_runs_on(plan, ns - 1, plan->memory[d].device) &&
                 push_sync(plan, BATON_SYNC_STRICT, cap, plan->n_steps - 1, plan->memory[d].device,
                           "end"))
-                return err_set(err, BATON_ENOMEM, "analysis: out of memory");
+                return baton__err_set(err, BATON_ENOMEM, "analysis: out of memory");
     }
     /* boundary and graph: at GPU -> CPU boundaries (on every GPU that the CPU segment reads
      * from) and at the end on every GPU with work issued since its last wait. */
@@ -613,37 +613,37 @@ static int build_boundaries_and_syncs(baton_plan *plan, baton_error *err)
             const plan_segment *seg = &plan->segments[s];
             if (seg->device.kind == BATON_DEVICE_CPU && s > 0) {
                 int need[PLAN_MAX_DEVICES] = {0};
-                int prev = plan_memory_index(plan, plan->segments[s - 1].device);
+                int prev = baton__plan_memory_index(plan, plan->segments[s - 1].device);
                 if (plan->segments[s - 1].device.kind == BATON_DEVICE_CUDA)
                     need[prev] = 1;
                 /* the transfers into segment s are boundary s-1's (sorted by segment), so this
                  * stays linear in boundaries + transfers rather than their product */
                 const plan_boundary *pb = &plan->boundaries[s - 1];
                 for (int t = pb->first_transfer; t < pb->first_transfer + pb->n_transfers; t++)
-                    need[plan_memory_index(plan, plan->transfers[t].from)] = 1;
+                    need[baton__plan_memory_index(plan, plan->transfers[t].from)] = 1;
                 for (int d = 1; d < plan->n_devices; d++)
                     if (need[d] && pending[d]) {
                         if (push_sync(plan, mode, cap, seg->first_step - 1, plan->memory[d].device,
                                       "boundary"))
-                            return err_set(err, BATON_ENOMEM, "analysis: out of memory");
+                            return baton__err_set(err, BATON_ENOMEM, "analysis: out of memory");
                         pending[d] = 0;
                     }
             } else if (seg->device.kind == BATON_DEVICE_CUDA) { /* a collective: its group */
                 int nd;
                 const baton_device *devs = step_devices(&plan->steps[seg->first_step], &nd);
                 for (int g = 0; g < nd; g++)
-                    pending[plan_memory_index(plan, devs[g])] = 1;
+                    pending[baton__plan_memory_index(plan, devs[g])] = 1;
             }
         }
         for (int d = 1; d < plan->n_devices; d++)
             if (pending[d] &&
                 push_sync(plan, mode, cap, plan->n_steps - 1, plan->memory[d].device, "end"))
-                return err_set(err, BATON_ENOMEM, "analysis: out of memory");
+                return baton__err_set(err, BATON_ENOMEM, "analysis: out of memory");
     }
     return 0;
 }
 
-int plan_analyse(baton_plan *plan, baton_error *err)
+int baton__plan_analyse(baton_plan *plan, baton_error *err)
 {
     int rc = build_segments(plan, err);
     if (rc)
@@ -653,7 +653,7 @@ int plan_analyse(baton_plan *plan, baton_error *err)
     sc.begin = malloc(cells * sizeof *sc.begin);
     sc.end = malloc(cells * sizeof *sc.end);
     if (!sc.begin || !sc.end) {
-        rc = err_set(err, BATON_ENOMEM, "analysis: out of memory");
+        rc = baton__err_set(err, BATON_ENOMEM, "analysis: out of memory");
         goto out;
     }
     for (size_t i = 0; i < cells; i++) {
@@ -670,7 +670,7 @@ int plan_analyse(baton_plan *plan, baton_error *err)
         m->live_begin = malloc(nt * sizeof *m->live_begin);
         m->live_end = malloc(nt * sizeof *m->live_end);
         if (!m->offset || !m->live_begin || !m->live_end) {
-            rc = err_set(err, BATON_ENOMEM, "analysis: out of memory");
+            rc = baton__err_set(err, BATON_ENOMEM, "analysis: out of memory");
             goto out;
         }
         rc = place_device(plan, &sc, d, err);

@@ -358,7 +358,7 @@ static void describe_text(const baton_plan *plan, FILE *f)
             2 * plan->n_steps);
 }
 
-int plan_describe(const baton_plan *plan, FILE *f, int as_json)
+int baton__plan_describe(const baton_plan *plan, FILE *f, int as_json)
 {
     if (!as_json) {
         describe_text(plan, f);
@@ -377,5 +377,5 @@ int baton_plan_describe(const baton_plan *plan, void *file, int as_json)
 {
     if (!plan || !file)
         return BATON_EINVAL;
-    return plan_describe(plan, (FILE *)file, as_json);
+    return baton__plan_describe(plan, (FILE *)file, as_json);
 }

@@ -584,7 +584,7 @@ static int jparse(jparser *p, jdoc *t, const char *s, size_t len)
     return p->failed ? BATON_EPARSE : 0;
 }
 
-int plan_json_parse(jdoc *doc, const char *text, size_t len, jerror *e)
+int baton__plan_json_parse(jdoc *doc, const char *text, size_t len, jerror *e)
 {
     jparser p;
     int rc = jparse(&p, doc, text, len);
@@ -626,7 +626,7 @@ int plan_json_parse(jdoc *doc, const char *text, size_t len, jerror *e)
     return BATON_EPARSE;
 }
 
-void plan_json_free(jdoc *doc)
+void baton__plan_json_free(jdoc *doc)
 {
     free(doc->v);
     free(doc->arena);
@@ -636,7 +636,7 @@ void plan_json_free(jdoc *doc)
     doc->arena_used = 0;
 }
 
-int plan_json_get(const jdoc *doc, int obj, const char *key)
+int baton__plan_json_get(const jdoc *doc, int obj, const char *key)
 {
     if (!jis(doc, obj, J_OBJECT))
         return -1;
@@ -646,7 +646,7 @@ int plan_json_get(const jdoc *doc, int obj, const char *key)
     return -1;
 }
 
-const char *plan_json_kind(const jdoc *doc, int node)
+const char *baton__plan_json_kind(const jdoc *doc, int node)
 {
     switch (node < 0 ? J_NULL : doc->v[node].type) {
     case J_OBJECT: return "an object";

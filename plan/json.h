@@ -63,23 +63,23 @@ typedef struct jerror {
     char text[160]; /* Jansson's JSON_ERROR_TEXT_LENGTH */
 } jerror;
 
-/* Parses len bytes of text into *doc (zero it first; free it with plan_json_free, also after a
+/* Parses len bytes of text into *doc (zero it first; free it with baton__plan_json_free, also after a
  * failure). The root must be an object or an array. Accepts exactly what Jansson's
  * json_loadb(JSON_REJECT_DUPLICATES) accepts, except a NUL byte right after a number or a literal,
  * which Jansson skips and this reader refuses ("NUL byte in the text"). Returns 0, BATON_ENOMEM,
  * BATON_EPLAN with *e filled when the text holds more values than the memory bound allows, or
  * BATON_EPARSE with *e filled: Jansson's message and position when Jansson also refuses the
  * text (the reference wording, for texts up to JSON_JANSSON_MAX), else this reader's own. */
-int plan_json_parse(jdoc *doc, const char *text, size_t len, jerror *e);
-void plan_json_free(jdoc *doc);
+int baton__plan_json_parse(jdoc *doc, const char *text, size_t len, jerror *e);
+void baton__plan_json_free(jdoc *doc);
 
 /* The child of object node obj under key (the first, keys being distinct), or -1 when obj is not
  * an object or has no such key. */
-int plan_json_get(const jdoc *doc, int obj, const char *key);
+int baton__plan_json_get(const jdoc *doc, int obj, const char *key);
 
 /* "an object", "an array", "a string", "an integer", "a number", "a bool" or "null" (also for a
  * node < 0), for messages such as "must be a string, not an integer". */
-const char *plan_json_kind(const jdoc *doc, int node);
+const char *baton__plan_json_kind(const jdoc *doc, int node);
 
 static inline int jis(const jdoc *doc, int node, jtype type)
 {

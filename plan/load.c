@@ -59,12 +59,12 @@ static int is_number(const loader *L, int n)
 
 static int jget(const loader *L, int obj, const char *key)
 {
-    return plan_json_get(&L->t, obj, key);
+    return baton__plan_json_get(&L->t, obj, key);
 }
 
 static const char *json_kind(const loader *L, int n)
 {
-    return plan_json_kind(&L->t, n);
+    return baton__plan_json_kind(&L->t, n);
 }
 
 static int load_fail(loader *L, int code, plan_pos pos, const char *fmt, ...) CORE_PRINTF(4, 5);
@@ -76,7 +76,7 @@ static int load_fail(loader *L, int code, plan_pos pos, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
-    return plan_error(L->err, code, L->plan, pos, "%s", msg);
+    return baton__plan_error(L->err, code, L->plan, pos, "%s", msg);
 }
 
 static void join(char *buf, size_t cap, const char *const *items, int n)
@@ -96,12 +96,12 @@ static const char *did_you_mean(char *buf, size_t cap, const char *word, const c
                                 int n)
 {
     plan_suggest s;
-    plan_suggest_init(&s, word);
+    baton__plan_suggest_init(&s, word);
     for (int i = 0; i < n; i++)
-        plan_suggest_try(&s, cands[i]);
+        baton__plan_suggest_try(&s, cands[i]);
     buf[0] = 0;
-    if (plan_suggest_best(&s))
-        snprintf(buf, cap, " (did you mean '%s'?)", plan_suggest_best(&s));
+    if (baton__plan_suggest_best(&s))
+        snprintf(buf, cap, " (did you mean '%s'?)", baton__plan_suggest_best(&s));
     return buf;
 }
 
@@ -178,7 +178,7 @@ static int get_name(loader *L, int obj, int v, const char *subj, char **out)
             L, BATON_EPLAN, pos,
             "%s: invalid name \"%.64s\"; a name is 1 to %d characters from A-Z a-z 0-9 _ . : -",
             subj, s, PLAN_MAX_NAME);
-    if (!(*out = plan_strdup(L->plan, s, J(L, v)->len)))
+    if (!(*out = baton__plan_strdup(L->plan, s, J(L, v)->len)))
         return load_fail(L, BATON_ENOMEM, pos, "out of memory");
     return 0;
 }
@@ -207,7 +207,7 @@ static int load_item_head(loader *L, enum item_kind kind, int i, int obj, const 
     if ((rc = collect(L, obj, subj, keys, n_keys, fields)) ||
         (rc = get_name(L, obj, fields[0], subj, name)))
         return rc;
-    int prev = kind == ITEM_STEP ? plan_index_add_step(plan, i) : plan_index_add_tensor(plan, i);
+    int prev = kind == ITEM_STEP ? baton__plan_index_add_step(plan, i) : baton__plan_index_add_tensor(plan, i);
     if (prev >= 0) {
         plan_pos first = kind == ITEM_STEP ? plan->steps[prev].pos : plan->tensors[prev].pos;
         return load_fail(L, BATON_EPLAN, node_pos(L, fields[0]),
@@ -334,20 +334,20 @@ static int load_safetensors(loader *L, plan_tensor *t, int ji, const char *subj)
         !(in->key = strdup(J(L, jk)->s)))
         return load_fail(L, BATON_ENOMEM, ppos, "out of memory");
     baton_error serr = {0};
-    if ((rc = st_open(in->path, &in->st, &serr)))
+    if ((rc = baton__st_open(in->path, &in->st, &serr)))
         return load_fail(L, rc == BATON_ENOMEM ? BATON_ENOMEM : BATON_EIO, ppos,
                          "%s: cannot use safetensors init: %s", subj, serr.message);
-    const st_header *h = st_file_header(in->st);
-    int e = st_header_find(h, in->key);
+    const st_header *h = baton__st_file_header(in->st);
+    int e = baton__st_header_find(h, in->key);
     if (e < 0) {
         plan_suggest sg;
         char hint[PLAN_MAX_NAME + 40] = "";
-        plan_suggest_init(&sg, in->key);
+        baton__plan_suggest_init(&sg, in->key);
         for (int k = 0; k < h->n; k++)
-            plan_suggest_try(&sg, h->entries[k].name);
-        if (plan_suggest_best(&sg))
+            baton__plan_suggest_try(&sg, h->entries[k].name);
+        if (baton__plan_suggest_best(&sg))
             snprintf(hint, sizeof hint, " (did you mean '%.*s'?)", PLAN_MAX_NAME,
-                     plan_suggest_best(&sg));
+                     baton__plan_suggest_best(&sg));
         return load_fail(L, BATON_EPLAN, kpos,
                          "%s: %s holds no tensor '%.128s'%s; it has %d tensors (list them with "
                          "python -c \"import safetensors; print(safetensors.safe_open('%s', "
@@ -360,14 +360,14 @@ static int load_safetensors(loader *L, plan_tensor *t, int ji, const char *subj)
         same = en->desc.shape[i] == t->desc.shape[i];
     if (!same) {
         char have[160], want[160];
-        desc_format(have, sizeof have, &en->desc);
-        desc_format(want, sizeof want, &t->desc);
+        baton__desc_format(have, sizeof have, &en->desc);
+        baton__desc_format(want, sizeof want, &t->desc);
         return load_fail(L, BATON_EPLAN, kpos,
                          "%s: key '%.128s' of %s holds %s but the tensor is declared %s; declare "
                          "the tensor as the file has it (or convert the file)",
                          subj, in->key, J(L, jp)->s, have, want);
     }
-    in->mapped = st_file_data(in->st, e);
+    in->mapped = baton__st_file_data(in->st, e);
     size_t es = baton_dtype_size(t->desc.dtype);
     in->in_place = ((uintptr_t)in->mapped % es) == 0;
     return 0;
@@ -486,8 +486,8 @@ static int load_init(loader *L, plan_tensor *t, int ji, const char *subj)
             same = d.shape[i] == t->desc.shape[i];
         if (!same) {
             char have[160], want[160];
-            desc_format(have, sizeof have, &d);
-            desc_format(want, sizeof want, &t->desc);
+            baton__desc_format(have, sizeof have, &d);
+            baton__desc_format(want, sizeof want, &t->desc);
             return load_fail(L, BATON_EPLAN, ppos,
                              "%s: %s holds %s but the tensor is declared %s; convert the file or "
                              "change the declaration",
@@ -594,7 +594,7 @@ static int load_dims(loader *L, int jd)
             return load_fail(L, BATON_EPLAN, node_pos(L, f[0]),
                              "%s has min %lld above max %lld; give min <= max", subj,
                              (long long)d->min, (long long)d->max);
-        if (!(d->name = plan_strdup(plan, name, strlen(name))))
+        if (!(d->name = baton__plan_strdup(plan, name, strlen(name))))
             return load_fail(L, BATON_ENOMEM, pos, "out of memory");
         plan->n_dims++;
     }
@@ -629,16 +629,16 @@ static int resolve_views(loader *L)
             continue;
         int jv = -2 - t->view_of;
         const char *name = J(L, jv)->s;
-        int b = plan_find_tensor(plan, name);
+        int b = baton__plan_find_tensor(plan, name);
         if (b < 0 || b == i) {
             plan_suggest sg;
             char hint[PLAN_MAX_NAME + 32] = "";
-            plan_suggest_init(&sg, name);
+            baton__plan_suggest_init(&sg, name);
             for (int k = 0; k < plan->n_tensors; k++)
                 if (k != i)
-                    plan_suggest_try(&sg, plan->tensors[k].name);
-            if (plan_suggest_best(&sg))
-                snprintf(hint, sizeof hint, " (did you mean '%s'?)", plan_suggest_best(&sg));
+                    baton__plan_suggest_try(&sg, plan->tensors[k].name);
+            if (baton__plan_suggest_best(&sg))
+                snprintf(hint, sizeof hint, " (did you mean '%s'?)", baton__plan_suggest_best(&sg));
             return load_fail(L, BATON_EPLAN, t->view_pos,
                              "tensor '%s' is a view of '%.64s', %s%s; name another declared tensor",
                              t->name, name, b == i ? "itself" : "which is not declared", hint);
@@ -665,8 +665,8 @@ static int resolve_views(loader *L)
             same = ca[k] == cb[k];
         if (!same) {
             char a[160], bb[160];
-            desc_format(a, sizeof a, &t->desc);
-            desc_format(bb, sizeof bb, &base->desc);
+            baton__desc_format(a, sizeof a, &t->desc);
+            baton__desc_format(bb, sizeof bb, &base->desc);
             return load_fail(L, BATON_EPLAN, t->view_pos,
                              "tensor '%s' (%s) is a view of '%s' (%s) but does not hold the same "
                              "elements of the same dtype%s; a view reshapes without a copy: give "
@@ -735,11 +735,11 @@ static int load_tensor(loader *L, int i, int jt)
             if (k < 0) {
                 char h2[PLAN_MAX_NAME + 32] = "";
                 plan_suggest sg;
-                plan_suggest_init(&sg, J(L, c)->s);
+                baton__plan_suggest_init(&sg, J(L, c)->s);
                 for (int q = 0; q < L->plan->n_dims; q++)
-                    plan_suggest_try(&sg, L->plan->dims[q].name);
-                if (plan_suggest_best(&sg))
-                    snprintf(h2, sizeof h2, " (did you mean '%s'?)", plan_suggest_best(&sg));
+                    baton__plan_suggest_try(&sg, L->plan->dims[q].name);
+                if (baton__plan_suggest_best(&sg))
+                    snprintf(h2, sizeof h2, " (did you mean '%s'?)", baton__plan_suggest_best(&sg));
                 return load_fail(L, BATON_EPLAN, node_pos(L, c),
                                  "%s: shape[%d] names dimension '%.64s', which is not declared%s; "
                                  "declare it under \"dims\", e.g. \"dims\": {\"%.64s\": "
@@ -868,7 +868,7 @@ static int find_tensor(loader *L, const char *name)
             t = c;
     }
     if (t < 0)
-        t = plan_find_tensor(plan, name);
+        t = baton__plan_find_tensor(plan, name);
     if (t >= 0)
         L->recent[L->n_recent++ % 4u] = t;
     return t;
@@ -890,8 +890,8 @@ static int load_tensor_list(loader *L, plan_step *s, int ja, const char *key, co
                          subj, n, key, PLAN_MAX_STEP_ARGS);
     if (n == 0)
         return 0;
-    *idx = plan_alloc(L->plan, (size_t)n * sizeof(int));
-    *pos = plan_alloc(L->plan, (size_t)n * sizeof(plan_pos));
+    *idx = baton__plan_alloc(L->plan, (size_t)n * sizeof(int));
+    *pos = baton__plan_alloc(L->plan, (size_t)n * sizeof(plan_pos));
     if (!*idx || !*pos)
         return load_fail(L, BATON_ENOMEM, s->pos, "out of memory");
     int i = 0;
@@ -906,11 +906,11 @@ static int load_tensor_list(loader *L, plan_step *s, int ja, const char *key, co
         if (t < 0) {
             plan_suggest sg;
             char hint[PLAN_MAX_NAME + 32] = "";
-            plan_suggest_init(&sg, name);
+            baton__plan_suggest_init(&sg, name);
             for (int k = 0; k < L->plan->n_tensors; k++)
-                plan_suggest_try(&sg, L->plan->tensors[k].name);
-            if (plan_suggest_best(&sg))
-                snprintf(hint, sizeof hint, " (did you mean '%s'?)", plan_suggest_best(&sg));
+                baton__plan_suggest_try(&sg, L->plan->tensors[k].name);
+            if (baton__plan_suggest_best(&sg))
+                snprintf(hint, sizeof hint, " (did you mean '%s'?)", baton__plan_suggest_best(&sg));
             return load_fail(
                 L, BATON_EPLAN, p,
                 "%s: %s '%.64s' is not a declared tensor%s; declare it under \"tensors\"", subj,
@@ -937,8 +937,8 @@ static int load_attrs(loader *L, plan_step *s, int ja, const char *subj)
     if (n > 64)
         return load_fail(L, BATON_EPLAN, node_pos(L, ja),
                          "%s has %d attributes; a step takes at most 64", subj, n);
-    s->attrs = plan_alloc(L->plan, (size_t)n * sizeof *s->attrs);
-    s->attr_pos = plan_alloc(L->plan, (size_t)n * sizeof *s->attr_pos);
+    s->attrs = baton__plan_alloc(L->plan, (size_t)n * sizeof *s->attrs);
+    s->attr_pos = baton__plan_alloc(L->plan, (size_t)n * sizeof *s->attr_pos);
     if (!s->attrs || !s->attr_pos)
         return load_fail(L, BATON_ENOMEM, s->pos, "out of memory");
     memset(s->attrs, 0, (size_t)n * sizeof *s->attrs);
@@ -946,7 +946,7 @@ static int load_attrs(loader *L, plan_step *s, int ja, const char *subj)
         const jnode *v = J(L, c);
         baton_attr *a = &s->attrs[s->n_attrs];
         s->attr_pos[s->n_attrs] = key_pos(L, c);
-        if (!(a->name = plan_strdup(L->plan, v->key, strlen(v->key))))
+        if (!(a->name = baton__plan_strdup(L->plan, v->key, strlen(v->key))))
             return load_fail(L, BATON_ENOMEM, s->pos, "out of memory");
         s->n_attrs++;
         switch (v->type) {
@@ -966,7 +966,7 @@ static int load_attrs(loader *L, plan_step *s, int ja, const char *subj)
             break;
         case J_STRING:
             a->type = BATON_ATTR_STRING;
-            if (!(a->s = plan_strdup(L->plan, v->s, v->len)))
+            if (!(a->s = baton__plan_strdup(L->plan, v->s, v->len)))
                 return load_fail(L, BATON_ENOMEM, s->pos, "out of memory");
             break;
         default:
@@ -1002,7 +1002,7 @@ static int load_opaque(loader *L, plan_step *s, int jo, const char *subj)
                          "%s: \"opaque\" holds %zu bytes; a descriptor is at most %d bytes", subj,
                          len / 2, BATON_OPAQUE_MAX);
     char *bytes = NULL;
-    if (len && !(bytes = plan_alloc(L->plan, len / 2)))
+    if (len && !(bytes = baton__plan_alloc(L->plan, len / 2)))
         return load_fail(L, BATON_ENOMEM, p, "out of memory");
     for (size_t i = 0; i < len; i += 2) {
         int hi = hexval(h[i]), lo = hexval(h[i + 1]);
@@ -1013,7 +1013,7 @@ static int load_opaque(loader *L, plan_step *s, int jo, const char *subj)
                              subj, hi < 0 ? i : i + 1);
         bytes[i / 2] = (char)(hi << 4 | lo);
     }
-    s->opaque = bytes ? bytes : plan_no_descriptor;
+    s->opaque = bytes ? bytes : baton__plan_no_descriptor;
     s->opaque_len = len / 2;
     s->opaque_verbatim = 1;
     return 0;
@@ -1049,7 +1049,7 @@ static int load_collective(loader *L, plan_step *s, const int *f, const char *su
         return load_fail(L, BATON_EPLAN, s->target_pos,
                          "%s: unknown collective %s%.32s%s; use \"all_reduce\" or \"all_gather\"",
                          subj, op ? "'" : "", op ? op : json_kind(L, jc), op ? "'" : "");
-    if (!(s->target_name = plan_strdup(L->plan, op, strlen(op))))
+    if (!(s->target_name = baton__plan_strdup(L->plan, op, strlen(op))))
         return load_fail(L, BATON_ENOMEM, s->pos, "out of memory");
     if (f[S_KERNEL] >= 0 || f[S_DELEGATE] >= 0 || f[S_DEVICE] >= 0 || f[S_OPAQUE] >= 0) {
         int j = f[S_KERNEL] >= 0     ? f[S_KERNEL]
@@ -1072,7 +1072,7 @@ static int load_collective(loader *L, plan_step *s, const int *f, const char *su
         return load_fail(L, BATON_EPLAN, s->device_pos,
                          "%s lists %d devices; a plan has at most %d GPUs", subj, n,
                          PLAN_MAX_DEVICES - 1);
-    if (!(s->group = plan_alloc(L->plan, (size_t)n * sizeof *s->group)))
+    if (!(s->group = baton__plan_alloc(L->plan, (size_t)n * sizeof *s->group)))
         return load_fail(L, BATON_ENOMEM, s->pos, "out of memory");
     int k = 0;
     for (int c = J(L, jg)->first; c >= 0; c = J(L, c)->next, k++) {
@@ -1120,7 +1120,7 @@ static int load_step(loader *L, int i, int js)
                                    &s->n_outputs)) ||
             (rc = load_attrs(L, s, f[S_ATTRS], subj)))
             return rc;
-        s->opaque = plan_no_descriptor;
+        s->opaque = baton__plan_no_descriptor;
         return 0;
     }
     if (f[S_DEVICES] >= 0)
@@ -1147,7 +1147,7 @@ static int load_step(loader *L, int i, int js)
         return load_fail(L, BATON_EPLAN, s->target_pos,
                          "%s: \"%s\" must be the name of a %s, not %s", subj, tkey, tkey,
                          is_type(L, jt, J_STRING) ? "an empty string" : json_kind(L, jt));
-    if (!(s->target_name = plan_strdup(L->plan, J(L, jt)->s, J(L, jt)->len)))
+    if (!(s->target_name = baton__plan_strdup(L->plan, J(L, jt)->s, J(L, jt)->len)))
         return load_fail(L, BATON_ENOMEM, s->pos, "out of memory");
 
     int jdev = f[S_DEVICE];
@@ -1251,7 +1251,7 @@ static int build(loader *L)
         return load_fail(L, BATON_ENOMEM, rpos, "out of memory");
     plan->n_tensors = nt;
     plan->n_steps = ns;
-    if (plan_index_create(plan))
+    if (baton__plan_index_create(plan))
         return load_fail(L, BATON_ENOMEM, rpos, "out of memory");
     if ((rc = load_dims(L, f[P_DIMS])))
         return rc;
@@ -1280,46 +1280,46 @@ int baton_plan_load_string(const baton_registry *reg, const char *json, size_t l
     if (out)
         *out = NULL;
     if (!reg || !json || !out)
-        return err_set(err, BATON_EINVAL,
+        return baton__err_set(err, BATON_EINVAL,
                        "baton_plan_load_string: registry, text and out must not be NULL");
     loader L = {.err = err, .recent = {-1, -1, -1, -1}};
     L.plan = calloc(1, sizeof *L.plan);
     if (!L.plan)
-        return err_set(err, BATON_ENOMEM, "out of memory loading a plan");
+        return baton__err_set(err, BATON_ENOMEM, "out of memory loading a plan");
     baton_plan *plan = L.plan;
     atomic_init(&plan->refs, 1);
-    plan->registry = registry_retain(reg); /* baton_plan_free releases it */
-    plan->log = registry_log(reg);
+    plan->registry = baton__registry_retain(reg); /* baton_plan_free releases it */
+    plan->log = baton__registry_log(reg);
     plan->source = strdup(source ? source : "<string>");
     plan->base_dir = base_dir ? strdup(base_dir) : NULL;
     int rc = 0;
     if (!plan->source || (base_dir && !plan->base_dir)) {
-        rc = err_set(err, BATON_ENOMEM, "out of memory loading a plan");
+        rc = baton__err_set(err, BATON_ENOMEM, "out of memory loading a plan");
         goto done;
     }
 
     jerror jerr;
-    rc = plan_json_parse(&L.t, json, len, &jerr);
+    rc = baton__plan_json_parse(&L.t, json, len, &jerr);
     if (rc == BATON_ENOMEM) {
-        rc = plan_error(err, BATON_ENOMEM, plan, (plan_pos){0, 0},
+        rc = baton__plan_error(err, BATON_ENOMEM, plan, (plan_pos){0, 0},
                         "out of memory parsing the plan's %zu bytes", len);
         goto done;
     }
     if (rc == BATON_EPLAN) {
-        rc = plan_error(err, BATON_EPLAN, plan, (plan_pos){jerr.line, jerr.col},
+        rc = baton__plan_error(err, BATON_EPLAN, plan, (plan_pos){jerr.line, jerr.col},
                         "%s; move large inline data to an npy or safetensors init", jerr.text);
         goto done;
     }
     if (rc) {
-        rc = plan_error(err, BATON_EPARSE, plan, (plan_pos){jerr.line, jerr.col},
+        rc = baton__plan_error(err, BATON_EPARSE, plan, (plan_pos){jerr.line, jerr.col},
                         "JSON syntax error: %s", jerr.text);
         goto done;
     }
-    if ((rc = build(&L)) || (rc = plan_validate(plan, err)) || (rc = plan_analyse(plan, err)))
+    if ((rc = build(&L)) || (rc = baton__plan_validate(plan, err)) || (rc = baton__plan_analyse(plan, err)))
         goto done;
 
 done:
-    plan_json_free(&L.t);
+    baton__plan_json_free(&L.t);
     if (rc) {
         baton_plan_free(plan);
         return rc;
@@ -1336,18 +1336,18 @@ int baton_plan_load(const baton_registry *reg, const char *path, baton_plan **ou
     if (out)
         *out = NULL;
     if (!reg || !path || !out)
-        return err_set(err, BATON_EINVAL,
+        return baton__err_set(err, BATON_EINVAL,
                        "baton_plan_load: registry, path and out must not be NULL");
     /* only a regular file: a FIFO or device given as the plan must not block or stream forever */
     uint64_t size;
-    int fd = plan_open_regular(path, "plan file", &size, err);
+    int fd = baton__plan_open_regular(path, "plan file", &size, err);
     if (fd < 0)
         return fd;
     FILE *f = fdopen(fd, "rb");
     if (!f) {
         int e = errno;
         close(fd);
-        return err_set(err, BATON_ENOMEM, "%s: cannot open the plan file: %s", path, strerror(e));
+        return baton__err_set(err, BATON_ENOMEM, "%s: cannot open the plan file: %s", path, strerror(e));
     }
     size_t cap = 1 << 16, len = 0;
     char *buf = malloc(cap);
@@ -1370,16 +1370,16 @@ int baton_plan_load(const baton_registry *reg, const char *path, baton_plan **ou
     int read_error = ferror(f);
     fclose(f);
     if (!buf)
-        return err_set(err, BATON_ENOMEM, "%s: out of memory reading the plan file", path);
+        return baton__err_set(err, BATON_ENOMEM, "%s: out of memory reading the plan file", path);
     if (read_error) {
         free(buf);
-        return err_set(err, BATON_EIO, "%s: cannot read the plan file", path);
+        return baton__err_set(err, BATON_EIO, "%s: cannot read the plan file", path);
     }
     /* npy paths are relative to the plan file's directory. */
     char *dir = strdup(path);
     if (!dir) {
         free(buf);
-        return err_set(err, BATON_ENOMEM, "%s: out of memory", path);
+        return baton__err_set(err, BATON_ENOMEM, "%s: out of memory", path);
     }
     char *slash = strrchr(dir, '/');
     if (slash)

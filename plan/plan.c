@@ -78,7 +78,7 @@ static void new_index_key(baton_plan *plan)
     plan->index_key[1] = (uint64_t)(uintptr_t)plan * 0xBF58476D1CE4E5B9ull;
 }
 
-int plan_index_create(baton_plan *plan)
+int baton__plan_index_create(baton_plan *plan)
 {
     int n = plan->n_tensors > plan->n_steps ? plan->n_tensors : plan->n_steps;
     unsigned cap = 16;
@@ -133,17 +133,17 @@ static int index_add(baton_plan *plan, plan_name_slot *table,
     return -1;
 }
 
-int plan_index_add_tensor(baton_plan *plan, int i)
+int baton__plan_index_add_tensor(baton_plan *plan, int i)
 {
     return index_add(plan, plan->tensor_index, tensor_name, i);
 }
 
-int plan_index_add_step(baton_plan *plan, int i)
+int baton__plan_index_add_step(baton_plan *plan, int i)
 {
     return index_add(plan, plan->step_index, step_name, i);
 }
 
-int plan_find_tensor(const baton_plan *plan, const char *name)
+int baton__plan_find_tensor(const baton_plan *plan, const char *name)
 {
     if (!plan || !name || !plan->tensor_index)
         return -1;
@@ -151,7 +151,7 @@ int plan_find_tensor(const baton_plan *plan, const char *name)
     return plan->tensor_index[probe(plan, plan->tensor_index, tensor_name, name, &tag)].item;
 }
 
-int plan_find_step(const baton_plan *plan, const char *name)
+int baton__plan_find_step(const baton_plan *plan, const char *name)
 {
     if (!plan || !name || !plan->step_index)
         return -1;
@@ -169,9 +169,9 @@ typedef struct plan_pool_block {
 #define POOL_FIRST_BLOCK ((size_t)16 << 10)
 #define POOL_MAX_BLOCK   ((size_t)4 << 20)
 
-const char plan_no_descriptor[1];
+const char baton__plan_no_descriptor[1];
 
-void *plan_alloc(baton_plan *plan, size_t size)
+void *baton__plan_alloc(baton_plan *plan, size_t size)
 {
     size = (size + sizeof(max_align_t) - 1) & ~(sizeof(max_align_t) - 1);
     if (size > plan->pool_left) {
@@ -197,9 +197,9 @@ void *plan_alloc(baton_plan *plan, size_t size)
     return p;
 }
 
-char *plan_strdup(baton_plan *plan, const char *s, size_t len)
+char *baton__plan_strdup(baton_plan *plan, const char *s, size_t len)
 {
-    char *d = plan_alloc(plan, len + 1);
+    char *d = baton__plan_alloc(plan, len + 1);
     if (d) {
         memcpy(d, s, len);
         d[len] = 0;
@@ -211,7 +211,7 @@ char *plan_strdup(baton_plan *plan, const char *s, size_t len)
 
 #define SUGGEST_MAX_LEN 64
 
-void plan_suggest_init(plan_suggest *s, const char *word)
+void baton__plan_suggest_init(plan_suggest *s, const char *word)
 {
     s->word = word;
     s->best = NULL;
@@ -256,7 +256,7 @@ static int edit_distance(const char *a, const char *b, int limit)
     return p[lb];
 }
 
-void plan_suggest_try(plan_suggest *s, const char *candidate)
+void baton__plan_suggest_try(plan_suggest *s, const char *candidate)
 {
     if (!s->word || !candidate || strcmp(s->word, candidate) == 0)
         return;
@@ -272,14 +272,14 @@ void plan_suggest_try(plan_suggest *s, const char *candidate)
     }
 }
 
-const char *plan_suggest_best(const plan_suggest *s)
+const char *baton__plan_suggest_best(const plan_suggest *s)
 {
     return s->best;
 }
 
 /* ---- free and accessors ------------------------------------------------------------------ */
 
-const baton_plan *plan_retain(const baton_plan *plan)
+const baton_plan *baton__plan_retain(const baton_plan *plan)
 {
     if (plan) /* the count is the one mutable part of a plan that runtimes share */
         atomic_fetch_add_explicit(&((baton_plan *)plan)->refs, 1, memory_order_relaxed);
@@ -295,7 +295,7 @@ void baton_plan_free(baton_plan *plan)
         free(t->init.path);
         free(t->init.values);
         free(t->init.key);
-        st_release(t->init.st);
+        baton__st_release(t->init.st);
     }
     free(plan->tensors);
     free(plan->dims);  /* their names are in the pool */
@@ -343,7 +343,7 @@ int baton_plan_tensor_index(const baton_plan *plan, const char *name)
 {
     if (!plan || !name)
         return BATON_EINVAL;
-    int i = plan_find_tensor(plan, name);
+    int i = baton__plan_find_tensor(plan, name);
     return i < 0 ? BATON_ENOENT : i;
 }
 
@@ -351,7 +351,7 @@ int baton_plan_step_index(const baton_plan *plan, const char *name)
 {
     if (!plan || !name)
         return BATON_EINVAL;
-    int i = plan_find_step(plan, name);
+    int i = baton__plan_find_step(plan, name);
     return i < 0 ? BATON_ENOENT : i;
 }
 
@@ -386,7 +386,7 @@ int baton_plan_step_info(const baton_plan *plan, int i, baton_step_info *out)
     return 0;
 }
 
-int plan_error(baton_error *err, int code, const baton_plan *plan, plan_pos pos, const char *fmt,
+int baton__plan_error(baton_error *err, int code, const baton_plan *plan, plan_pos pos, const char *fmt,
                ...)
 {
     char prefix[600];
@@ -397,7 +397,7 @@ int plan_error(baton_error *err, int code, const baton_plan *plan, plan_pos pos,
         snprintf(prefix, sizeof prefix, "%s: ", src);
     va_list ap;
     va_start(ap, fmt);
-    err_vset(err, code, prefix, fmt, ap);
+    baton__err_vset(err, code, prefix, fmt, ap);
     va_end(ap);
     return code;
 }

@@ -61,7 +61,7 @@ typedef struct plan_tensor {
     int storage;
     plan_pos view_pos;
     /* A state tensor: the device whose steps use it (all on one), in memory-plan order of
-     * plan_memory_index once analysed; -1 before validation or when no step uses it. */
+     * baton__plan_memory_index once analysed; -1 before validation or when no step uses it. */
     baton_device state_device;
     /* dataflow, filled by the validator */
     int producer;   /* step index that writes it, -1 for inputs and constants */
@@ -200,7 +200,7 @@ struct baton_plan {
     /* The loader's reference plus one per runtime; the plan holds one on its registry. */
     atomic_int refs;
     const baton_registry *registry;
-    const log_sink *log; /* the registry's (registry_log): where its runtimes' messages go */
+    const log_sink *log; /* the registry's (baton__registry_log): where its runtimes' messages go */
     char *source;        /* the file name, for messages */
     char *base_dir;      /* for npy paths */
     char *name;
@@ -242,25 +242,25 @@ struct baton_plan {
 
 /* plan/plan.c: takes one more reference on a plan (thread-safe), as a runtime does; returns it.
  * baton_plan_free drops one. */
-const baton_plan *plan_retain(const baton_plan *plan);
+const baton_plan *baton__plan_retain(const baton_plan *plan);
 
-/* plan/plan.c: name lookup. plan_index_create sizes both tables for n_tensors and n_steps;
+/* plan/plan.c: name lookup. baton__plan_index_create sizes both tables for n_tensors and n_steps;
  * plan_index_add_* return -1 when added, or the index that already holds the name. */
-int plan_index_create(baton_plan *plan);
-int plan_index_add_tensor(baton_plan *plan, int i);
-int plan_index_add_step(baton_plan *plan, int i);
-int plan_find_tensor(const baton_plan *plan, const char *name); /* -1 if absent */
-int plan_find_step(const baton_plan *plan, const char *name);   /* -1 if absent */
+int baton__plan_index_create(baton_plan *plan);
+int baton__plan_index_add_tensor(baton_plan *plan, int i);
+int baton__plan_index_add_step(baton_plan *plan, int i);
+int baton__plan_find_tensor(const baton_plan *plan, const char *name); /* -1 if absent */
+int baton__plan_find_step(const baton_plan *plan, const char *name);   /* -1 if absent */
 
 /* plan/plan.c: memory that lives as long as the plan, carved from a few large blocks that
  * baton_plan_free releases at once, so that a million-step plan does not make millions of small
  * allocations. Names, steps' tensor lists and positions, attributes and descriptors live there;
- * nothing in it is freed on its own. plan_alloc returns size bytes aligned for any field of the
- * plan (NULL when out of memory); plan_strdup copies len bytes and a NUL. */
-void *plan_alloc(baton_plan *plan, size_t size);
-char *plan_strdup(baton_plan *plan, const char *s, size_t len);
+ * nothing in it is freed on its own. baton__plan_alloc returns size bytes aligned for any field of the
+ * plan (NULL when out of memory); baton__plan_strdup copies len bytes and a NUL. */
+void *baton__plan_alloc(baton_plan *plan, size_t size);
+char *baton__plan_strdup(baton_plan *plan, const char *s, size_t len);
 /* The descriptor of a step that has none: zero bytes, but not NULL. */
-extern const char plan_no_descriptor[1];
+extern const char baton__plan_no_descriptor[1];
 
 /* plan/plan.c: "did you mean" for names, keys and enum words: the closest candidate within a
  * small edit distance (case-insensitive, transpositions count 1), or NULL. */
@@ -269,45 +269,45 @@ typedef struct plan_suggest {
     const char *best;
     int best_dist;
 } plan_suggest;
-void plan_suggest_init(plan_suggest *s, const char *word);
-void plan_suggest_try(plan_suggest *s, const char *candidate);
-const char *plan_suggest_best(const plan_suggest *s);
+void baton__plan_suggest_init(plan_suggest *s, const char *word);
+void baton__plan_suggest_try(plan_suggest *s, const char *candidate);
+const char *baton__plan_suggest_best(const plan_suggest *s);
 
 /* plan/init.c: fills dst (the tensor's nbytes) with a constant's or a state tensor's initial
  * value (a state without init: zeros), rounded to its dtype. Deterministic on every machine for
  * fill, normal, uniform and values; docs/plan-format.md gives the algorithms. BATON_EINVAL for a
  * tensor that is not a constant; npy errors as baton_npy_read gives them, prefixed with the tensor.
  */
-int plan_tensor_materialize(const baton_plan *plan, int tensor, void *dst, baton_error *err);
+int baton__plan_tensor_materialize(const baton_plan *plan, int tensor, void *dst, baton_error *err);
 
 /* plan/validate.c: resolves targets, checks signatures and dataflow, packs descriptors. */
-int plan_validate(baton_plan *plan, baton_error *err);
+int baton__plan_validate(baton_plan *plan, baton_error *err);
 /* plan/analyse.c: segments, boundaries, transfers, memory plan, sync points. */
-int plan_analyse(baton_plan *plan, baton_error *err);
+int baton__plan_analyse(baton_plan *plan, baton_error *err);
 /* plan/describe.c */
-int plan_describe(const baton_plan *plan, FILE *f, int as_json);
+int baton__plan_describe(const baton_plan *plan, FILE *f, int as_json);
 
 /* Index of the memory plan for a device, or -1. */
-int plan_memory_index(const baton_plan *plan, baton_device dev);
+int baton__plan_memory_index(const baton_plan *plan, baton_device dev);
 /* plan/analyse.c: whether segment s runs on dev (a collective: on any device of its group). */
-int plan_segment_runs_on(const baton_plan *plan, int s, baton_device dev);
+int baton__plan_segment_runs_on(const baton_plan *plan, int s, baton_device dev);
 
 /* plan/npy.c: opens path for reading if it is a regular file, without ever blocking (a FIFO,
  * directory, device or socket is refused with "PATH is a FIFO, not a regular file: give the path
  * of a WHAT"). Returns the descriptor and its size, or a negative BATON_E* code with err set. */
-int plan_open_regular(const char *path, const char *what, uint64_t *size, baton_error *err);
+int baton__plan_open_regular(const char *path, const char *what, uint64_t *size, baton_error *err);
 
 /* plan/npy.c: parses the magic, version and header of a .npy held in buf: the first len bytes
  * of a file of file_size bytes, with len >= min(file_size, NPY_PREFIX_MAX). On success fills
  * desc and *data_offset, and file_size - *data_offset is exactly the data the header describes.
  * Otherwise returns BATON_EIO with a message naming `name` and the fix. Never reads past len. */
 #define NPY_PREFIX_MAX (12 + 65535)
-int npy_parse(const void *buf, size_t len, uint64_t file_size, const char *name,
+int baton__npy_parse(const void *buf, size_t len, uint64_t file_size, const char *name,
               baton_tensor_desc *desc, size_t *data_offset, baton_error *err);
-/* plan/npy.c: the magic, version, header dict and padding that npy_parse reads back as desc,
+/* plan/npy.c: the magic, version, header dict and padding that baton__npy_parse reads back as desc,
  * into buf (NPY_PREFIX_MAX bytes fit any desc). Returns its length, or 0 when desc has no .npy
  * form (invalid dtype, rank or dimension; a size that overflows). */
-size_t npy_format_header(const baton_tensor_desc *desc, unsigned char *buf, size_t cap);
+size_t baton__npy_format_header(const baton_tensor_desc *desc, unsigned char *buf, size_t cap);
 
 /* plan/safetensors.c: the header of a safetensors file. entries are sorted by name; begin and end
  * are offsets into the data, which starts at byte data_start of the file. */
@@ -325,25 +325,25 @@ typedef struct st_header {
 /* Parses and checks the header of a safetensors file of file_size bytes whose first len bytes
  * are buf (len >= 8 + the header's length, or the whole file). BATON_EIO with a message naming
  * `name`, what is wrong and the fix (printable ASCII only); BATON_ENOMEM. Free with
- * st_header_free (also safe after a failure). */
-int st_parse(const void *buf, size_t len, uint64_t file_size, const char *name, st_header *out,
+ * baton__st_header_free (also safe after a failure). */
+int baton__st_parse(const void *buf, size_t len, uint64_t file_size, const char *name, st_header *out,
              baton_error *err);
-void st_header_free(st_header *h);
+void baton__st_header_free(st_header *h);
 /* The entry of that name, or -1. */
-int st_header_find(const st_header *h, const char *key);
+int baton__st_header_find(const st_header *h, const char *key);
 /* Maps a regular file read-only and checks its header, or takes another reference on the
  * process's mapping of the same file (device and inode, unchanged size and mtime). Thread-safe.
- * Errors as st_parse, and plan_open_regular's for what is not a readable regular file. */
-int st_open(const char *path, st_file **out, baton_error *err);
+ * Errors as baton__st_parse, and baton__plan_open_regular's for what is not a readable regular file. */
+int baton__st_open(const char *path, st_file **out, baton_error *err);
 /* Drops a reference; the last unmaps the file. NULL is a no-op. */
-void st_release(st_file *f);
-const st_header *st_file_header(const st_file *f);
-const void *st_file_data(const st_file *f, int entry);
+void baton__st_release(st_file *f);
+const st_header *baton__st_file_header(const st_file *f);
+const void *baton__st_file_data(const st_file *f, int entry);
 /* How many files the process has mapped now (tests). */
-int st_cache_count(void);
+int baton__st_cache_count(void);
 
 /* plan/plan.c: formats "source:line:column: message" into err and returns code. */
-int plan_error(baton_error *err, int code, const baton_plan *plan, plan_pos pos, const char *fmt,
+int baton__plan_error(baton_error *err, int code, const baton_plan *plan, plan_pos pos, const char *fmt,
                ...) CORE_PRINTF(5, 6);
 
 #endif /* BATON_PLAN_INTERNAL_H */

@@ -67,7 +67,7 @@ static int st_fail(baton_error *err, const char *name, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(what, sizeof what, fmt, ap);
     va_end(ap);
-    return err_set(err, BATON_EIO, "%s: not a valid safetensors file: %s", name, what);
+    return baton__err_set(err, BATON_EIO, "%s: not a valid safetensors file: %s", name, what);
 }
 
 /* How deeply brackets nest outside strings (a string's escapes skipped), stopping early once
@@ -105,7 +105,7 @@ static int cmp_name(const void *a, const void *b)
     return strcmp(((const st_entry *)a)->name, ((const st_entry *)b)->name);
 }
 
-void st_header_free(st_header *h)
+void baton__st_header_free(st_header *h)
 {
     if (!h)
         return;
@@ -124,7 +124,7 @@ static int parse_entry(const jdoc *d, int obj, const char *key, size_t key_len, 
         return st_fail(err, name,
                        "tensor \"%s\" is %s, not an object with dtype, shape and "
                        "data_offsets; " FIX_HINT,
-                       k, plan_json_kind(d, obj));
+                       k, baton__plan_json_kind(d, obj));
     int jd = -1, js = -1, jo = -1;
     for (int c = d->v[obj].first; c >= 0; c = d->v[c].next) {
         const char *ck = d->v[c].key;
@@ -149,7 +149,7 @@ static int parse_entry(const jdoc *d, int obj, const char *key, size_t key_len, 
                                 : "data_offsets");
     if (!jis(d, jd, J_STRING))
         return st_fail(err, name, "tensor \"%s\": dtype is %s, not a string such as \"F32\"", k,
-                       plan_json_kind(d, jd));
+                       baton__plan_json_kind(d, jd));
     const char *dt = d->v[jd].s;
     e->desc.dtype = BATON_DTYPE_INVALID;
     for (size_t i = 0; i < sizeof st_types / sizeof st_types[0]; i++)
@@ -162,7 +162,7 @@ static int parse_entry(const jdoc *d, int obj, const char *key, size_t key_len, 
         char t[128];
         shown(dt, d->v[jd].len, t, sizeof t);
         if (known)
-            return err_set(err, BATON_EIO,
+            return baton__err_set(err, BATON_EIO,
                            "%s: tensor \"%s\" is %s, which baton has no dtype for; baton reads "
                            "" ST_SUPPORTED ": convert that tensor (e.g. to F32 or BF16)",
                            name, k, t);
@@ -173,9 +173,9 @@ static int parse_entry(const jdoc *d, int obj, const char *key, size_t key_len, 
     }
     if (!jis(d, js, J_ARRAY))
         return st_fail(err, name, "tensor \"%s\": shape is %s, not an array of sizes", k,
-                       plan_json_kind(d, js));
+                       baton__plan_json_kind(d, js));
     if (d->v[js].n > BATON_MAX_RANK)
-        return err_set(err, BATON_EIO,
+        return baton__err_set(err, BATON_EIO,
                        "%s: tensor \"%s\" has %d dimensions; baton tensors have at most %d", name,
                        k, d->v[js].n, BATON_MAX_RANK);
     e->desc.rank = d->v[js].n;
@@ -216,7 +216,7 @@ static int parse_entry(const jdoc *d, int obj, const char *key, size_t key_len, 
     return 0;
 }
 
-int st_parse(const void *buf, size_t len, uint64_t file_size, const char *name, st_header *out,
+int baton__st_parse(const void *buf, size_t len, uint64_t file_size, const char *name, st_header *out,
              baton_error *err)
 {
     memset(out, 0, sizeof *out);
@@ -243,7 +243,7 @@ int st_parse(const void *buf, size_t len, uint64_t file_size, const char *name, 
                        "the file is truncated or not safetensors",
                        (unsigned long long)n, (unsigned long long)(file_size - 8));
     if (len < 8 + n)
-        return err_set(err, BATON_EINVAL, "%s: st_parse needs the whole header in memory", name);
+        return baton__err_set(err, BATON_EINVAL, "%s: baton__st_parse needs the whole header in memory", name);
     const char *h = (const char *)p + 8;
     if (h[0] != '{')
         return st_fail(err, name, "the header does not start with '{'; " FIX_HINT);
@@ -255,11 +255,11 @@ int st_parse(const void *buf, size_t len, uint64_t file_size, const char *name, 
                        ST_MAX_DEPTH);
     jdoc doc = {0};
     jerror je;
-    int rc = plan_json_parse(&doc, h, (size_t)n, &je);
+    int rc = baton__plan_json_parse(&doc, h, (size_t)n, &je);
     if (rc) {
-        plan_json_free(&doc);
+        baton__plan_json_free(&doc);
         if (rc == BATON_ENOMEM)
-            return err_set(err, BATON_ENOMEM, "%s: out of memory reading the header", name);
+            return baton__err_set(err, BATON_ENOMEM, "%s: out of memory reading the header", name);
         char t[200];
         shown(je.text, strlen(je.text), t, sizeof t);
         int utf8 = strstr(je.text, "decode byte") || strstr(je.text, "UTF-8");
@@ -268,7 +268,7 @@ int st_parse(const void *buf, size_t len, uint64_t file_size, const char *name, 
     }
     uint64_t data_len = file_size - 8 - n;
     if (!jis(&doc, 0, J_OBJECT)) {
-        plan_json_free(&doc);
+        baton__plan_json_free(&doc);
         return st_fail(err, name, "the header is not a JSON object; " FIX_HINT);
     }
     int count = 0;
@@ -281,9 +281,9 @@ int st_parse(const void *buf, size_t len, uint64_t file_size, const char *name, 
     out->entries = calloc((size_t)count + 1, sizeof *out->entries);
     out->names = malloc(name_bytes + 1);
     if (!out->entries || !out->names) {
-        plan_json_free(&doc);
-        st_header_free(out);
-        return err_set(err, BATON_ENOMEM, "%s: out of memory reading the header", name);
+        baton__plan_json_free(&doc);
+        baton__st_header_free(out);
+        return baton__err_set(err, BATON_ENOMEM, "%s: out of memory reading the header", name);
     }
     char *np = out->names;
     for (int c = doc.v[0].first; c >= 0 && !rc; c = doc.v[c].next) {
@@ -307,9 +307,9 @@ int st_parse(const void *buf, size_t len, uint64_t file_size, const char *name, 
             out->n++;
         }
     }
-    plan_json_free(&doc);
+    baton__plan_json_free(&doc);
     if (rc) {
-        st_header_free(out);
+        baton__st_header_free(out);
         return rc;
     }
     out->data_start = 8 + n;
@@ -331,7 +331,7 @@ int st_parse(const void *buf, size_t len, uint64_t file_size, const char *name, 
                          (unsigned long long)last->begin, (unsigned long long)last->end,
                          shown(e->name, strlen(e->name), b, sizeof b), (unsigned long long)e->begin,
                          (unsigned long long)e->end);
-            st_header_free(out);
+            baton__st_header_free(out);
             return rc;
         }
         last = e;
@@ -340,7 +340,7 @@ int st_parse(const void *buf, size_t len, uint64_t file_size, const char *name, 
     return 0;
 }
 
-int st_header_find(const st_header *h, const char *key)
+int baton__st_header_find(const st_header *h, const char *key)
 {
     int lo = 0, hi = h->n - 1;
     while (lo <= hi) {
@@ -373,18 +373,18 @@ struct st_file {
 static pthread_mutex_t cache_lock = PTHREAD_MUTEX_INITIALIZER;
 static st_file *cache;
 
-int st_open(const char *path, st_file **out, baton_error *err)
+int baton__st_open(const char *path, st_file **out, baton_error *err)
 {
     *out = NULL;
     uint64_t size;
-    int fd = plan_open_regular(path, "safetensors file", &size, err);
+    int fd = baton__plan_open_regular(path, "safetensors file", &size, err);
     if (fd < 0)
         return fd;
     struct stat st;
     if (fstat(fd, &st) != 0) {
         int e = errno;
         close(fd);
-        return err_set(err, BATON_EIO, "%s: cannot stat the safetensors file: %s", path,
+        return baton__err_set(err, BATON_EIO, "%s: cannot stat the safetensors file: %s", path,
                        strerror(e));
     }
     pthread_mutex_lock(&cache_lock);
@@ -403,7 +403,7 @@ int st_open(const char *path, st_file **out, baton_error *err)
     st_file *f = calloc(1, sizeof *f);
     if (!f) {
         close(fd);
-        return err_set(err, BATON_ENOMEM, "%s: out of memory", path);
+        return baton__err_set(err, BATON_ENOMEM, "%s: out of memory", path);
     }
     f->refs = 1;
     f->dev = st.st_dev;
@@ -421,7 +421,7 @@ int st_open(const char *path, st_file **out, baton_error *err)
     if (size > (uint64_t)SIZE_MAX) {
         close(fd);
         free(f);
-        return err_set(err, BATON_EIO, "%s: too large to map on this machine", path);
+        return baton__err_set(err, BATON_EIO, "%s: too large to map on this machine", path);
     }
     /* Mapped, not read: pages come in where a step or an upload touches them. */
     void *m = mmap(NULL, (size_t)size, PROT_READ, MAP_PRIVATE, fd, 0);
@@ -429,12 +429,12 @@ int st_open(const char *path, st_file **out, baton_error *err)
     close(fd);
     if (m == MAP_FAILED) {
         free(f);
-        return err_set(err, BATON_EIO, "%s: cannot map the safetensors file: %s", path,
+        return baton__err_set(err, BATON_EIO, "%s: cannot map the safetensors file: %s", path,
                        strerror(e));
     }
     f->map = m;
     f->map_len = (size_t)size;
-    int rc = st_parse(f->map, f->map_len, size, path, &f->h, err);
+    int rc = baton__st_parse(f->map, f->map_len, size, path, &f->h, err);
     if (rc) {
         munmap(f->map, f->map_len);
         free(f);
@@ -448,7 +448,7 @@ int st_open(const char *path, st_file **out, baton_error *err)
             g->refs++;
             pthread_mutex_unlock(&cache_lock);
             munmap(f->map, f->map_len);
-            st_header_free(&f->h);
+            baton__st_header_free(&f->h);
             free(f);
             *out = g;
             return 0;
@@ -460,7 +460,7 @@ int st_open(const char *path, st_file **out, baton_error *err)
     return 0;
 }
 
-void st_release(st_file *f)
+void baton__st_release(st_file *f)
 {
     if (!f)
         return;
@@ -476,21 +476,21 @@ void st_release(st_file *f)
     if (!last)
         return;
     munmap(f->map, f->map_len);
-    st_header_free(&f->h);
+    baton__st_header_free(&f->h);
     free(f);
 }
 
-const st_header *st_file_header(const st_file *f)
+const st_header *baton__st_file_header(const st_file *f)
 {
     return &f->h;
 }
 
-const void *st_file_data(const st_file *f, int entry)
+const void *baton__st_file_data(const st_file *f, int entry)
 {
     return f->map + f->h.data_start + f->h.entries[entry].begin;
 }
 
-int st_cache_count(void)
+int baton__st_cache_count(void)
 {
     int n = 0;
     pthread_mutex_lock(&cache_lock);

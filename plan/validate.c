@@ -26,7 +26,7 @@ static int plan_fail(baton_error *err, const baton_plan *plan, int code, plan_po
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
-    return plan_error(err, code, plan, pos, "%s", msg);
+    return baton__plan_error(err, code, plan, pos, "%s", msg);
 }
 
 static const char *kind_word(baton_target_kind k)
@@ -68,7 +68,7 @@ static int resolve_target(const baton_plan *plan, plan_step *s, baton_error *err
          * device kind. */
         char list[600] = "", hint[PLAN_MAX_NAME + 32] = "";
         plan_suggest sg;
-        plan_suggest_init(&sg, s->target_name);
+        baton__plan_suggest_init(&sg, s->target_name);
         for (int i = 0; i < baton_registry_count(reg); i++) {
             const baton_target *c = baton_registry_at(reg, i);
             if (!c || c->kind != s->kind)
@@ -78,10 +78,10 @@ static int resolve_target(const baton_plan *plan, plan_step *s, baton_error *err
                   baton_target_impl_for(c, BATON_DEVICE_CPU)))
                 continue;
             append(list, sizeof list, c->name);
-            plan_suggest_try(&sg, c->name);
+            baton__plan_suggest_try(&sg, c->name);
         }
-        if (plan_suggest_best(&sg))
-            snprintf(hint, sizeof hint, " (did you mean '%s'?)", plan_suggest_best(&sg));
+        if (baton__plan_suggest_best(&sg))
+            snprintf(hint, sizeof hint, " (did you mean '%s'?)", baton__plan_suggest_best(&sg));
         return plan_fail(err, plan, BATON_ENOTARGET, s->target_pos,
                          "step '%s': no %s named '%.64s' is registered%s; %ss on %s: %s", s->name,
                          kind_word(s->kind), s->target_name, hint, kind_word(s->kind),
@@ -115,9 +115,9 @@ static int resolve_target(const baton_plan *plan, plan_step *s, baton_error *err
             s->name, kind_word(t->kind), t->name, dev, list[0] ? list : "no device");
     }
     s->target = t;
-    s->cuda_tune = registry_tuner(t, BATON_DEVICE_CUDA);
-    s->cuda_prepare = registry_preparer(t, BATON_DEVICE_CUDA);
-    s->cuda_errors = registry_errors(t, BATON_DEVICE_CUDA);
+    s->cuda_tune = baton__registry_tuner(t, BATON_DEVICE_CUDA);
+    s->cuda_prepare = baton__registry_preparer(t, BATON_DEVICE_CUDA);
+    s->cuda_errors = baton__registry_errors(t, BATON_DEVICE_CUDA);
     return 0;
 }
 
@@ -131,19 +131,19 @@ static int check_attrs(const baton_plan *plan, const plan_step *s, baton_error *
         const baton_attr *at = &s->attrs[a];
         const baton_attr_spec *spec = NULL;
         plan_suggest sg;
-        plan_suggest_init(&sg, at->name);
+        baton__plan_suggest_init(&sg, at->name);
         for (int k = 0; k < n_specs && !spec; k++) {
             if (strcmp(t->attrs[k].name, at->name) == 0)
                 spec = &t->attrs[k];
-            plan_suggest_try(&sg, t->attrs[k].name);
+            baton__plan_suggest_try(&sg, t->attrs[k].name);
         }
         plan_pos pos = s->attr_pos ? s->attr_pos[a] : s->pos;
         if (!spec) {
             char hint[96] = "", accepted[400] = ""; /* formatted only here: this runs per step */
             for (int k = 0; k < n_specs; k++)
                 append(accepted, sizeof accepted, t->attrs[k].name);
-            if (plan_suggest_best(&sg))
-                snprintf(hint, sizeof hint, " (did you mean '%s'?)", plan_suggest_best(&sg));
+            if (baton__plan_suggest_best(&sg))
+                snprintf(hint, sizeof hint, " (did you mean '%s'?)", baton__plan_suggest_best(&sg));
             return plan_fail(err, plan, BATON_EPLAN, pos,
                              "step '%s': %s '%s' takes no attribute '%.64s'%s; accepted: %s",
                              s->name, kind_word(t->kind), t->name, at->name, hint,
@@ -234,8 +234,8 @@ static int check_signature(baton_plan *plan, plan_step *s, baton_error *err)
                 continue;
             char have[160], need[160];
             const plan_tensor *o = &plan->tensors[s->outputs[i]];
-            desc_format(have, sizeof have, &decl[i]);
-            desc_format(need, sizeof need, &want[i]);
+            baton__desc_format(have, sizeof have, &decl[i]);
+            baton__desc_format(need, sizeof need, &want[i]);
             return plan_fail(err, plan, BATON_EPLAN, s->output_pos ? s->output_pos[i] : s->pos,
                              "step '%s': output '%s' is declared %s but %s '%s' produces %s here; "
                              "declare tensor '%s' (line %d:%d) as %s",
@@ -246,14 +246,14 @@ static int check_signature(baton_plan *plan, plan_step *s, baton_error *err)
     if (s->opaque_verbatim) {
         /* a descriptor the plan gives is decoded and checked now, not at the first run */
         char msg[512] = "";
-        if (target_opaque_check(t, &args, s->opaque, s->opaque_len, msg, sizeof msg))
+        if (baton__target_opaque_check(t, &args, s->opaque, s->opaque_len, msg, sizeof msg))
             return plan_fail(err, plan, BATON_EPLAN, s->pos,
                              "step '%s' (%s '%s'): its \"opaque\" "
                              "descriptor: %s",
                              s->name, kind_word(t->kind), t->name, msg);
         return 0;
     }
-    s->opaque = plan_no_descriptor;
+    s->opaque = baton__plan_no_descriptor;
     s->opaque_len = 0;
     if (t->pack) {
         char buf[BATON_OPAQUE_MAX];
@@ -263,7 +263,7 @@ static int check_signature(baton_plan *plan, plan_step *s, baton_error *err)
                              "step '%s': %s '%s' could not pack its descriptor (%s)", s->name,
                              kind_word(t->kind), t->name, baton_strerror(n < 0 ? n : BATON_EINVAL));
         if (n > 0) {
-            char *d = plan_alloc(plan, (size_t)n);
+            char *d = baton__plan_alloc(plan, (size_t)n);
             if (!d)
                 return plan_fail(err, plan, BATON_ENOMEM, s->pos, "out of memory");
             memcpy(d, buf, (size_t)n);
@@ -313,8 +313,8 @@ static int check_collective(baton_plan *plan, plan_step *s, baton_error *err)
         if (same_desc(&t->desc, in0))
             continue;
         char a[160], b[160];
-        desc_format(a, sizeof a, &t->desc);
-        desc_format(b, sizeof b, in0);
+        baton__desc_format(a, sizeof a, &t->desc);
+        baton__desc_format(b, sizeof b, in0);
         return plan_fail(err, plan, BATON_EPLAN, s->input_pos ? s->input_pos[k] : s->pos,
                          "step '%s': %s input '%s' is %s but input '%s' is %s; every device "
                          "contributes the same dtype and shape",
@@ -334,15 +334,15 @@ static int check_collective(baton_plan *plan, plan_step *s, baton_error *err)
         if (same_desc(&o->desc, &want))
             continue;
         char have[160], need[160];
-        desc_format(have, sizeof have, &o->desc);
-        desc_format(need, sizeof need, &want);
+        baton__desc_format(have, sizeof have, &o->desc);
+        baton__desc_format(need, sizeof need, &want);
         return plan_fail(err, plan, BATON_EPLAN, s->output_pos ? s->output_pos[k] : s->pos,
                          "step '%s': output '%s' is declared %s but %s produces %s here; declare "
                          "tensor '%s' (line %d:%d) as %s",
                          s->name, o->name, have, s->target_name, need, o->name, o->pos.line,
                          o->pos.column, need);
     }
-    s->opaque = plan_no_descriptor;
+    s->opaque = baton__plan_no_descriptor;
     s->opaque_len = 0;
     return 0;
 }
@@ -530,10 +530,10 @@ static int check_dataflow(baton_plan *plan, int si, baton_error *err)
     return 0;
 }
 
-int plan_validate(baton_plan *plan, baton_error *err)
+int baton__plan_validate(baton_plan *plan, baton_error *err)
 {
     if (!plan || !plan->registry)
-        return err_set(err, BATON_EINVAL, "plan_validate: no plan or no registry");
+        return baton__err_set(err, BATON_EINVAL, "baton__plan_validate: no plan or no registry");
     baton_device devices[PLAN_MAX_DEVICES];
     int n_devices = 0;
     for (int ti = 0; ti < plan->n_tensors; ti++) {

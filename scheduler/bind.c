@@ -16,7 +16,7 @@ static int no_such_tensor(const baton_plan *plan, const char *name, int want_inp
                           baton_error *err)
 {
     plan_suggest sg;
-    plan_suggest_init(&sg, name);
+    baton__plan_suggest_init(&sg, name);
     char list[320] = "";
     size_t len = 0;
     int listed = 0;
@@ -26,7 +26,7 @@ static int no_such_tensor(const baton_plan *plan, const char *name, int want_inp
         if (c->role != BATON_ROLE_INPUT && c->role != BATON_ROLE_STATE &&
             (want_input || c->role != BATON_ROLE_OUTPUT))
             continue;
-        plan_suggest_try(&sg, c->name);
+        baton__plan_suggest_try(&sg, c->name);
         if (len + strlen(c->name) + 8 < sizeof list) {
             len += (size_t)snprintf(list + len, sizeof list - len, "%s'%s'", listed ? ", " : "",
                                     c->name);
@@ -35,11 +35,11 @@ static int no_such_tensor(const baton_plan *plan, const char *name, int want_inp
             len += (size_t)snprintf(list + len, sizeof list - len, ", ...");
         }
     }
-    const char *near = plan_suggest_best(&sg);
+    const char *near = baton__plan_suggest_best(&sg);
     char mean[128] = "";
     if (near)
         snprintf(mean, sizeof mean, " (did you mean '%.64s'?)", near);
-    return err_set(err, BATON_ENOENT, "%s: %s: plan '%s' has no tensor named '%s'%s; its %s: %s",
+    return baton__err_set(err, BATON_ENOENT, "%s: %s: plan '%s' has no tensor named '%s'%s; its %s: %s",
                    want_input ? "baton_runtime_set_input" : "baton_runtime_get_output",
                    plan->source, plan->name, name, mean,
                    want_input ? "inputs and state" : "outputs, inputs and state",
@@ -50,35 +50,35 @@ static int host_tensor(baton_runtime *rt, const char *name, size_t nbytes, int w
                        void **addr, baton_error *err)
 {
     if (!rt || !name)
-        return err_set(err, BATON_EINVAL, "a runtime and a tensor name are required");
+        return baton__err_set(err, BATON_EINVAL, "a runtime and a tensor name are required");
     const baton_plan *plan = rt->plan;
     int t = baton_plan_tensor_index(plan, name);
     if (t < 0)
         return no_such_tensor(plan, name, want_input, err);
     const plan_tensor *pt = &plan->tensors[t];
     if (want_input && pt->role != BATON_ROLE_INPUT)
-        return err_set(err, BATON_EINVAL,
+        return baton__err_set(err, BATON_EINVAL,
                        "%s: tensor '%s' is %s, not an input; only inputs can be set (give it "
                        "\"role\": \"input\")",
                        plan->source, name, baton_role_name(pt->role));
     if (!want_input && pt->role != BATON_ROLE_OUTPUT && pt->role != BATON_ROLE_INPUT)
-        return err_set(err, BATON_EINVAL,
+        return baton__err_set(err, BATON_EINVAL,
                        "%s: tensor '%s' is %s; only outputs, inputs and state can be read "
                        "after a run, since the memory plan reuses other tensors' space (give it "
                        "\"role\": \"output\")",
                        plan->source, name, baton_role_name(pt->role));
     /* a tensor sized by a dimension holds the bytes of the binding: the next run's for an
      * input, the last run's for an output */
-    size_t want = runtime_tensor_bytes(rt, t, pt->role == BATON_ROLE_OUTPUT);
+    size_t want = baton__runtime_tensor_bytes(rt, t, pt->role == BATON_ROLE_OUTPUT);
     if (nbytes != want)
-        return err_set(err, BATON_EINVAL,
+        return baton__err_set(err, BATON_EINVAL,
                        "%s: tensor '%s' (%s, %lld elements%s) has %zu bytes, not %zu", plan->source,
                        name, baton_dtype_name(pt->desc.dtype),
                        (long long)(want / baton_dtype_size(pt->desc.dtype)),
                        pt->has_dims ? " with the dims bound now" : "", want, nbytes);
-    *addr = rt->bind_dev[t] == 0 ? rt->bind_data[t] : runtime_slot_addr(rt, 0, t);
+    *addr = rt->bind_dev[t] == 0 ? rt->bind_data[t] : baton__runtime_slot_addr(rt, 0, t);
     if (!*addr && rt->bind_dev[t] < 0)
-        return err_set(err, BATON_ESTATE, "%s: tensor '%s' has no host copy", plan->source, name);
+        return baton__err_set(err, BATON_ESTATE, "%s: tensor '%s' has no host copy", plan->source, name);
     return 0;
 }
 
@@ -92,7 +92,7 @@ static int bound_copy(baton_runtime *rt, const char *name, void *dst, const void
     if (rc) {
         char inner[BATON_ERROR_MAX];
         snprintf(inner, sizeof inner, "%s", err ? err->message : "");
-        return err_set(err, rc, "%s: tensor '%s' (bound on the GPU): %s", rt->plan->source, name,
+        return baton__err_set(err, rc, "%s: tensor '%s' (bound on the GPU): %s", rt->plan->source, name,
                        inner);
     }
     return 0;
@@ -115,7 +115,7 @@ static void input_changed(baton_runtime *rt, int t, int was, int set)
     rt->n_unset_inputs += was - input_given(rt, t);
 }
 
-int runtime_unset_inputs(const baton_runtime *rt, baton_error *err)
+int baton__runtime_unset_inputs(const baton_runtime *rt, baton_error *err)
 {
     const baton_plan *plan = rt->plan;
     char names[320] = "";
@@ -132,7 +132,7 @@ int runtime_unset_inputs(const baton_runtime *rt, baton_error *err)
     }
     if (n > 4 && len < sizeof names)
         snprintf(names + len, sizeof names - len, " and %d more", n - 4);
-    return err_set(err, BATON_ESTATE,
+    return baton__err_set(err, BATON_ESTATE,
                    "baton_runtime_run: %s: input%s %s %s never set; give %s a value with "
                    "baton_runtime_set_input (or bind a buffer with baton_runtime_bind) before the "
                    "run, or set options.allow_unset_inputs to run on whatever the memory holds",
@@ -147,9 +147,9 @@ int baton_runtime_set_input(baton_runtime *rt, const char *name, const void *dat
     void *dst;
     int st = rt && name ? baton_plan_tensor_index(rt->plan, name) : -1;
     if (st >= 0 && rt->plan->tensors[st].role == BATON_ROLE_STATE)
-        return runtime_state_access(rt, st, (void *)data, nbytes, 1, err);
+        return baton__runtime_state_access(rt, st, (void *)data, nbytes, 1, err);
     if (st >= 0 && rt->plan->tensors[st].role == BATON_ROLE_INPUT) {
-        int brc = runtime_bind_from_input(rt, st, nbytes, err);
+        int brc = baton__runtime_bind_from_input(rt, st, nbytes, err);
         if (brc)
             return brc;
     }
@@ -157,7 +157,7 @@ int baton_runtime_set_input(baton_runtime *rt, const char *name, const void *dat
     if (rc)
         return rc;
     if (!data && nbytes)
-        return err_set(err, BATON_EINVAL,
+        return baton__err_set(err, BATON_EINVAL,
                        "baton_runtime_set_input: tensor '%s': data is NULL; pass a buffer "
                        "of %zu bytes",
                        name, nbytes);
@@ -178,19 +178,19 @@ int baton_runtime_get_output(baton_runtime *rt, const char *name, void *data, si
     void *src;
     int st = rt && name ? baton_plan_tensor_index(rt->plan, name) : -1;
     if (st >= 0 && rt->plan->tensors[st].role == BATON_ROLE_STATE)
-        return runtime_state_access(rt, st, data, nbytes, 0, err);
+        return baton__runtime_state_access(rt, st, data, nbytes, 0, err);
     int rc = host_tensor(rt, name, nbytes, 0, &src, err);
     if (rc)
         return rc;
     if (!data && nbytes)
-        return err_set(err, BATON_EINVAL,
+        return baton__err_set(err, BATON_EINVAL,
                        "baton_runtime_get_output: tensor '%s': data is NULL; pass a buffer "
                        "of %zu bytes",
                        name, nbytes);
     /* An output holds a result only after a run that succeeded (inputs hold what was set). */
     const plan_tensor *pt = &rt->plan->tensors[baton_plan_tensor_index(rt->plan, name)];
     if (pt->role == BATON_ROLE_OUTPUT && rt->last_run <= 0)
-        return err_set(err, BATON_ESTATE,
+        return baton__err_set(err, BATON_ESTATE,
                        rt->last_run == 0
                            ? "baton_runtime_get_output: output '%s': no run has completed "
                              "yet; call baton_runtime_run first"
@@ -209,7 +209,7 @@ int baton_runtime_get_output(baton_runtime *rt, const char *name, void *data, si
 
 /* What each GPU segment's graph copies per launch: its incoming and outgoing transfers, less
  * those that a bound buffer makes needless. Counted into baton_run_stats on each launch. */
-void runtime_count_graph_bytes(baton_runtime *rt)
+void baton__runtime_count_graph_bytes(baton_runtime *rt)
 {
     const baton_plan *plan = rt->plan;
     memset(rt->seg_bytes, 0, (2 * (size_t)plan->n_segments + 2) * sizeof *rt->seg_bytes);
@@ -224,7 +224,7 @@ void runtime_count_graph_bytes(baton_runtime *rt)
             int src = pt->segment - 1; /* issued at the end of the segment before, if on d */
             if (pt->segment == plan->n_segments)
                 src = plan->n_segments - 1;
-            if (src >= 0 && plan_memory_index(plan, plan->segments[src].device) == r->from &&
+            if (src >= 0 && baton__plan_memory_index(plan, plan->segments[src].device) == r->from &&
                 (pt->segment == plan->n_segments ||
                  plan->segments[pt->segment].device.kind == BATON_DEVICE_CPU))
                 rt->seg_bytes[2 * src + 1] += (int64_t)r->bytes;
@@ -236,14 +236,14 @@ void runtime_count_graph_bytes(baton_runtime *rt)
 static int site_dev(const baton_runtime *rt, int i, int k)
 {
     const plan_step *st = &rt->plan->steps[i];
-    return plan_memory_index(rt->plan,
+    return baton__plan_memory_index(rt->plan,
                              step_arg_device(st, k < st->n_inputs ? k : k - st->n_inputs));
 }
 
 /* Every place that holds the address of an input or output tensor, so that binding a caller's
  * buffer rewrites them without a search (baton_runtime_bind). */
 
-int runtime_build_sites(baton_runtime *rt, baton_error *err)
+int baton__runtime_build_sites(baton_runtime *rt, baton_error *err)
 {
     const baton_plan *plan = rt->plan;
     int nt = plan->n_tensors, n = 0;
@@ -252,7 +252,7 @@ int runtime_build_sites(baton_runtime *rt, baton_error *err)
     rt->site_first = calloc((size_t)nt + 2, sizeof *rt->site_first);
     rt->input_set = calloc((size_t)nt + 1, 1);
     if (!rt->bind_dev || !rt->bind_data || !rt->site_first || !rt->input_set)
-        return err_set(err, BATON_ENOMEM, "prepare: out of memory");
+        return baton__err_set(err, BATON_ENOMEM, "prepare: out of memory");
     for (int t = 0; t < nt; t++) {
         rt->bind_dev[t] = -1;
         rt->n_unset_inputs += plan->tensors[t].role == BATON_ROLE_INPUT;
@@ -263,7 +263,7 @@ int runtime_build_sites(baton_runtime *rt, baton_error *err)
     for (int pass = 0; pass < 2; pass++) {
         int *fill = pass ? calloc((size_t)nt + 1, sizeof *fill) : NULL;
         if (pass && !fill)
-            return err_set(err, BATON_ENOMEM, "prepare: out of memory");
+            return baton__err_set(err, BATON_ENOMEM, "prepare: out of memory");
         for (int i = 0, pos = 0; i < plan->n_steps; i++) {
             const plan_step *st = &plan->steps[i];
             for (int k = 0; k < st->n_inputs + st->n_outputs; k++, pos++) {
@@ -290,7 +290,7 @@ int runtime_build_sites(baton_runtime *rt, baton_error *err)
             rt->sites[rt->site_first[t] + fill[t]++] =
                 (rt_site){t, rt->xfers[x].from, -1, -1, x, 1};
             rt->sites[rt->site_first[t] + fill[t]++] =
-                (rt_site){t, plan_memory_index(plan, plan->transfers[x].to), -1, -1, x, 0};
+                (rt_site){t, baton__plan_memory_index(plan, plan->transfers[x].to), -1, -1, x, 0};
         }
         if (!pass) {
             for (int t = 0; t < nt; t++)
@@ -298,7 +298,7 @@ int runtime_build_sites(baton_runtime *rt, baton_error *err)
             n = rt->site_first[nt];
             rt->sites = calloc((size_t)n + 1, sizeof *rt->sites);
             if (!rt->sites)
-                return err_set(err, BATON_ENOMEM, "prepare: out of memory");
+                return baton__err_set(err, BATON_ENOMEM, "prepare: out of memory");
         }
         free(fill);
     }
@@ -323,7 +323,7 @@ static void rebind_graph(baton_runtime *rt, int seg, int tag, const dev_call *c,
     if (seg < 0 || rt->graph_state[seg] != 1)
         return; /* not captured (yet): the capture takes the addresses as they are then */
     const baton_plan *plan = rt->plan;
-    rt_device *rd = &rt->dev[plan_memory_index(plan, plan->segments[seg].device)];
+    rt_device *rd = &rt->dev[baton__plan_memory_index(plan, plan->segments[seg].device)];
     baton_error perr = {0};
     int rc = BATON_ENOTSUP;
     int slot = rt->graph_slot[seg];
@@ -413,7 +413,7 @@ static void set_skips(baton_runtime *rt, int t, int d, int on)
         }
     }
     if (changed)
-        runtime_count_graph_bytes(rt);
+        baton__runtime_count_graph_bytes(rt);
 }
 
 static int bind_refuse(baton_error *err, const baton_plan *plan, const char *tname, const char *fmt,
@@ -426,7 +426,7 @@ static int bind_refuse(baton_error *err, const baton_plan *plan, const char *tna
     va_start(ap, fmt);
     vsnprintf(why, sizeof why, fmt, ap);
     va_end(ap);
-    return err_set(err, BATON_EINVAL, "baton_runtime_bind: %s: tensor '%s': %s", plan->source,
+    return baton__err_set(err, BATON_EINVAL, "baton_runtime_bind: %s: tensor '%s': %s", plan->source,
                    tname, why);
 }
 
@@ -434,10 +434,10 @@ int baton_runtime_bind(baton_runtime *rt, int tensor, const baton_buffer *buf, b
 {
     err_clear(err);
     if (!rt)
-        return err_set(err, BATON_EINVAL, "baton_runtime_bind: no runtime");
+        return baton__err_set(err, BATON_EINVAL, "baton_runtime_bind: no runtime");
     const baton_plan *plan = rt->plan;
     if (tensor < 0 || tensor >= plan->n_tensors)
-        return err_set(err, BATON_EINVAL,
+        return baton__err_set(err, BATON_EINVAL,
                        "baton_runtime_bind: %s: tensor index %d out of range (the plan has %d; "
                        "baton_plan_tensor_index finds one by name)",
                        plan->source, tensor, plan->n_tensors);
@@ -450,7 +450,7 @@ int baton_runtime_bind(baton_runtime *rt, int tensor, const baton_buffer *buf, b
     int old = rt->bind_dev[tensor];
     if (!buf) { /* back to the runtime's own memory */
         if (old >= 0) {
-            set_sites(rt, tensor, old, runtime_slot_addr(rt, old, tensor));
+            set_sites(rt, tensor, old, baton__runtime_slot_addr(rt, old, tensor));
             set_skips(rt, tensor, old, 0);
         }
         int was = input_given(rt, tensor);
@@ -468,12 +468,12 @@ int baton_runtime_bind(baton_runtime *rt, int tensor, const baton_buffer *buf, b
             snprintf(have + len, sizeof have - len, "%s%s", n++ ? ", " : "",
                      baton_device_format(plan->memory[d].device, one, sizeof one));
         }
-    int d = plan_memory_index(plan, buf->device);
+    int d = baton__plan_memory_index(plan, buf->device);
     if (d < 0 || plan->memory[d].offset[tensor] < 0)
         return bind_refuse(err, plan, pt->name, "does not live on %s; bind it on %s", dname, have);
     if (buf->nbytes != pt->nbytes || buf->dtype != pt->desc.dtype) {
         char want[96];
-        desc_format(want, sizeof want, &pt->desc);
+        baton__desc_format(want, sizeof want, &pt->desc);
         return bind_refuse(err, plan, pt->name,
                            "the buffer is %zu bytes of %s; the tensor is %s, %zu bytes",
                            buf->nbytes, baton_dtype_name(buf->dtype), want, pt->nbytes);
@@ -529,7 +529,7 @@ int baton_runtime_bind(baton_runtime *rt, int tensor, const baton_buffer *buf, b
     if (dev_mem_check(rd->arena_ops, rd->arena_ctx, buf->data, buf->nbytes, d == 0, &merr))
         return bind_refuse(err, plan, pt->name, "%s", merr.message);
     if (old >= 0 && old != d) {
-        set_sites(rt, tensor, old, runtime_slot_addr(rt, old, tensor));
+        set_sites(rt, tensor, old, baton__runtime_slot_addr(rt, old, tensor));
         set_skips(rt, tensor, old, 0);
     }
     set_sites(rt, tensor, d, buf->data);

@@ -8,7 +8,7 @@
 #include "core/dtype.h"
 #include "scheduler/device.h"
 
-void dev_coll_host(const dev_coll *c)
+void baton__dev_coll_host(const dev_coll *c)
 {
     size_t esize = baton_dtype_size(c->dtype), bytes = c->count * esize;
     if (c->op == DEV_COLL_ALL_GATHER) {

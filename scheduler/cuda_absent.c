@@ -16,7 +16,7 @@ int baton_cuda_device_count(void)
 int baton_gpu_busy_begin(baton_error *err)
 {
     err_clear(err);
-    return err_set(err, BATON_ENOTSUP, "GPU busy fraction: this build of baton has no CUDA");
+    return baton__err_set(err, BATON_ENOTSUP, "GPU busy fraction: this build of baton has no CUDA");
 }
 
 int baton_gpu_busy_end(double *fraction, baton_error *err)
@@ -24,5 +24,5 @@ int baton_gpu_busy_end(double *fraction, baton_error *err)
     err_clear(err);
     if (fraction)
         *fraction = 0;
-    return err_set(err, BATON_ESTATE, "GPU busy fraction: call baton_gpu_busy_begin first");
+    return baton__err_set(err, BATON_ESTATE, "GPU busy fraction: call baton_gpu_busy_begin first");
 }

@@ -97,7 +97,7 @@ typedef struct dev_coll {
 /* The collective on the host, in group order: what the CPU and the test device run. all_reduce
  * sums each element as the CPU's `add` kernel does (in double, rounded once to the dtype;
  * integers wrap), so a sum over two devices has the bits of `add` on one. */
-void dev_coll_host(const dev_coll *c);
+void baton__dev_coll_host(const dev_coll *c);
 
 /* What a backend can do, so that the runtime asks instead of comparing tables (ggml's
  * ggml_backend_dev_caps). Read through dev_has() and the wrappers below. */
@@ -300,10 +300,10 @@ static inline void *dev_host_zeroed(size_t bytes)
  * (events between streams, copies between "GPUs", graphs) on one GPU. NCCL refuses such a group. */
 #define DEV_TEST_CUDA_ALIAS "BATON_TEST_CUDA_ALIAS"
 
-extern const dev_ops dev_cpu_ops;
-extern const dev_ops dev_sim_ops;
+extern const dev_ops baton__dev_cpu_ops;
+extern const dev_ops baton__dev_sim_ops;
 #ifdef BATON_CUDA
-extern const dev_ops dev_cuda_ops;
+extern const dev_ops baton__dev_cuda_ops;
 #endif
 
 #endif /* BATON_SCHEDULER_DEVICE_H */

@@ -28,12 +28,12 @@ static const abi_field options_fields[] = {
     ABI_FIELD(baton_options, cpu_pool),    ABI_FIELD(baton_options, allow_unset_inputs),
 };
 
-int options_read(const baton_options *in, baton_options *out, baton_error *err)
+int baton__options_read(const baton_options *in, baton_options *out, baton_error *err)
 {
     baton_options_init(out);
     if (!in)
         return 0;
-    return abi_read(out, sizeof *out, in, options_fields,
+    return baton__abi_read(out, sizeof *out, in, options_fields,
                     (int)(sizeof options_fields / sizeof options_fields[0]),
                     "baton_runtime_create: options (baton_options_init() sets struct_size)",
                     "baton_options", err);

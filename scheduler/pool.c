@@ -330,13 +330,13 @@ int baton_pool_create_with(uv_loop_t *loop, const baton_plan *plan, const baton_
     if (out)
         *out = NULL;
     if (!loop || !plan || !out)
-        return err_set(err, BATON_EINVAL, "baton_pool_create: loop, plan and out are required");
+        return baton__err_set(err, BATON_EINVAL, "baton_pool_create: loop, plan and out are required");
     if (instances < 1 || instances > POOL_MAX_INSTANCES)
-        return err_set(err, BATON_EINVAL, "baton_pool_create: %d instances: a pool holds 1 to %d",
+        return baton__err_set(err, BATON_EINVAL, "baton_pool_create: %d instances: a pool holds 1 to %d",
                        instances, POOL_MAX_INSTANCES);
     baton_pool *p = calloc(1, sizeof *p);
     if (!p)
-        return err_set(err, BATON_ENOMEM, "baton_pool_create: out of memory");
+        return baton__err_set(err, BATON_ENOMEM, "baton_pool_create: out of memory");
     p->loop = loop;
     p->plan = plan;
     /* Spinning for the next job pays only where every worker and the loop have a core of their
@@ -348,12 +348,12 @@ int baton_pool_create_with(uv_loop_t *loop, const baton_plan *plan, const baton_
         p->spin_ns = (int64_t)(atof(spin_env) * 1000.0);
     if (uv_mutex_init(&p->lock)) {
         free(p);
-        return err_set(err, BATON_ENOMEM, "baton_pool_create: uv_mutex_init failed");
+        return baton__err_set(err, BATON_ENOMEM, "baton_pool_create: uv_mutex_init failed");
     }
     baton_options o;
-    int rc = options_read(opts, &o, err);
+    int rc = baton__options_read(opts, &o, err);
     if (!rc && (o.n_arenas || o.n_streams))
-        rc = err_set(err, BATON_EINVAL,
+        rc = baton__err_set(err, BATON_EINVAL,
                      "baton_pool_create: options.arenas and options.streams belong to one "
                      "runtime; give each instance its own with baton_pool_create_with (or leave "
                      "both empty: the pool allocates them)");
@@ -365,14 +365,14 @@ int baton_pool_create_with(uv_loop_t *loop, const baton_plan *plan, const baton_
         w->pool = p;
         w->index = i;
         if (uv_cond_init(&w->wake)) {
-            rc = err_set(err, BATON_ENOMEM, "baton_pool_create: uv_cond_init failed");
+            rc = baton__err_set(err, BATON_ENOMEM, "baton_pool_create: uv_cond_init failed");
             break;
         }
         w->cond_ok = 1;
         baton_options oi = o; /* this instance's memory and streams, if the caller gives them */
         if (per_instance) {
             baton_pool_instance pi;
-            rc = abi_read(&pi, sizeof pi, &per_instance[i], instance_fields,
+            rc = baton__abi_read(&pi, sizeof pi, &per_instance[i], instance_fields,
                           (int)(sizeof instance_fields / sizeof instance_fields[0]),
                           "baton_pool_create_with: per_instance[i] (set struct_size)",
                           "baton_pool_instance", err);
@@ -384,11 +384,11 @@ int baton_pool_create_with(uv_loop_t *loop, const baton_plan *plan, const baton_
             oi.n_streams = pi.n_streams;
         }
         rc = i == 0 ? baton_runtime_create(plan, &oi, &w->rt, err)
-                    : runtime_prepare_instance(p->w[0].rt, &oi, &w->rt, err);
+                    : baton__runtime_prepare_instance(p->w[0].rt, &oi, &w->rt, err);
         if (rc && per_instance) {
             char inner[BATON_ERROR_MAX];
             snprintf(inner, sizeof inner, "%s", err ? err->message : "");
-            rc = err_set(err, rc, "baton_pool_create_with: instance %d: %s", i, inner);
+            rc = baton__err_set(err, rc, "baton_pool_create_with: instance %d: %s", i, inner);
         }
         if (!rc)
             p->n = i + 1;
@@ -396,7 +396,7 @@ int baton_pool_create_with(uv_loop_t *loop, const baton_plan *plan, const baton_
     for (int i = 0; i < p->n && !rc; i++) {
         int e = uv_thread_create(&p->w[i].thread, worker_main, &p->w[i]);
         if (e)
-            rc = err_set(err, BATON_ENOMEM, "baton_pool_create: uv_thread_create: %s",
+            rc = baton__err_set(err, BATON_ENOMEM, "baton_pool_create: uv_thread_create: %s",
                          uv_strerror(e));
         else
             p->w[i].started = 1;
@@ -404,7 +404,7 @@ int baton_pool_create_with(uv_loop_t *loop, const baton_plan *plan, const baton_
     if (!rc) {
         int e = uv_async_init(loop, &p->async, on_async);
         if (e)
-            rc = err_set(err, BATON_EINVAL, "baton_pool_create: uv_async_init: %s", uv_strerror(e));
+            rc = baton__err_set(err, BATON_EINVAL, "baton_pool_create: uv_async_init: %s", uv_strerror(e));
     }
     if (rc) {
         destroy(p);
@@ -425,14 +425,14 @@ static int check_bindings(const baton_pool *p, const baton_binding *b, int n, ba
 {
     const char *what = role == BATON_ROLE_INPUT ? "input" : "output";
     if (n < 0 || (n > 0 && !b))
-        return err_set(err, BATON_EINVAL, "baton_pool_submit: %d %ss but no bindings", n, what);
+        return baton__err_set(err, BATON_EINVAL, "baton_pool_submit: %d %ss but no bindings", n, what);
     for (int i = 0; i < n; i++) {
         int t = b[i].name ? baton_plan_tensor_index(p->plan, b[i].name) : -1;
         baton_tensor_info ti;
         if (t < 0 || baton_plan_tensor_info(p->plan, t, &ti) ||
             (ti.role != role && ti.role != BATON_ROLE_STATE &&
              !(role == BATON_ROLE_OUTPUT && ti.role == BATON_ROLE_INPUT)))
-            return err_set(err, BATON_EINVAL,
+            return baton__err_set(err, BATON_EINVAL,
                            "baton_pool_submit: %s %d: '%s' is not an %s of plan '%s'", what, i,
                            b[i].name ? b[i].name : "(null)", what, baton_plan_name(p->plan));
         /* a tensor sized by the plan's dims takes the bytes of its run's shape (at most the max;
@@ -442,13 +442,13 @@ static int check_bindings(const baton_pool *p, const baton_binding *b, int n, ba
             dims |= baton_plan_tensor_dim(p->plan, t, k) >= 0;
         int size_ok = dims ? b[i].nbytes > 0 && b[i].nbytes <= ti.nbytes : b[i].nbytes == ti.nbytes;
         if (!b[i].data || !size_ok)
-            return err_set(err, BATON_EINVAL,
+            return baton__err_set(err, BATON_EINVAL,
                            "baton_pool_submit: %s '%s': %s; it takes a buffer of %zu bytes", what,
                            b[i].name, b[i].data ? "wrong size" : "NULL data", ti.nbytes);
         /* as the CLI refuses a repeated --input: which of the two would the run read? */
         for (int k = 0; k < i; k++)
             if (strcmp(b[k].name, b[i].name) == 0)
-                return err_set(err, BATON_EINVAL,
+                return baton__err_set(err, BATON_EINVAL,
                                "baton_pool_submit: %ss %d and %d both bind '%s'; bind each "
                                "tensor once",
                                what, k, i, b[i].name);
@@ -475,12 +475,12 @@ int baton_pool_submit_to(baton_pool *p, int instance, baton_job *job, baton_job_
     if (job->state_ == JOB_QUEUED || job->state_ == JOB_RUNNING)
         return BATON_ESTATE;
     if (instance < -1 || instance >= p->n)
-        return err_set(&job->err, BATON_EINVAL,
+        return baton__err_set(&job->err, BATON_EINVAL,
                        "baton_pool_submit_to: instance %d; the pool has instances 0 to %d (or -1: "
                        "any)",
                        instance, p->n - 1);
     if (p->closing)
-        return err_set(&job->err, BATON_ESTATE, "baton_pool_submit: the pool is closing");
+        return baton__err_set(&job->err, BATON_ESTATE, "baton_pool_submit: the pool is closing");
     int rc = check_bindings(p, job->inputs, job->n_inputs, BATON_ROLE_INPUT, &job->err);
     if (!rc)
         rc = check_bindings(p, job->outputs, job->n_outputs, BATON_ROLE_OUTPUT, &job->err);
@@ -523,7 +523,7 @@ static void cancel_queued(baton_pool *p, baton_job *job)
     if (p->queue_tail == job)
         p->queue_tail = prev;
     job->status_ = BATON_ECANCELED;
-    err_set(&job->err, BATON_ECANCELED, "the run was cancelled before it started");
+    baton__err_set(&job->err, BATON_ECANCELED, "the run was cancelled before it started");
     job->state_ = JOB_QUEUED; /* not running: no instance to give back */
     job->instance = -1;       /* it held the pin while queued */
     uv_mutex_lock(&p->lock);
@@ -569,7 +569,7 @@ void baton_pool_memory(const baton_pool *p, size_t *const_bytes, size_t *arena_b
 {
     size_t c = 0, a = 0;
     if (p && p->n > 0)
-        runtime_memory(p->w[0].rt, &c, &a);
+        baton__runtime_memory(p->w[0].rt, &c, &a);
     if (const_bytes)
         *const_bytes = c;
     if (arena_bytes)
@@ -594,7 +594,7 @@ int baton_pool_queues_ahead(const baton_pool *p)
     return p ? p->queue_ahead : 0;
 }
 
-baton_runtime *pool_instance(baton_pool *p, int i)
+baton_runtime *baton__pool_instance(baton_pool *p, int i)
 {
     return p && i >= 0 && i < p->n ? p->w[i].rt : NULL;
 }
@@ -612,17 +612,17 @@ static int state_call(baton_pool *p, int instance, const char *name, const char 
                       baton_error *err)
 {
     if (!p)
-        return err_set(err, BATON_EINVAL, "%s: no pool", fn);
+        return baton__err_set(err, BATON_EINVAL, "%s: no pool", fn);
     baton_tensor_info ti;
     int t = name ? baton_plan_tensor_index(p->plan, name) : -1;
     if (name && (t < 0 || baton_plan_tensor_info(p->plan, t, &ti) || ti.role != BATON_ROLE_STATE))
-        return err_set(err, BATON_EINVAL, "%s: '%s' is not a state tensor of plan '%s'", fn, name,
+        return baton__err_set(err, BATON_EINVAL, "%s: '%s' is not a state tensor of plan '%s'", fn, name,
                        baton_plan_name(p->plan));
     if (instance < 0 || instance >= p->n)
-        return err_set(err, BATON_EINVAL, "%s: instance %d; the pool has instances 0 to %d", fn,
+        return baton__err_set(err, BATON_EINVAL, "%s: instance %d; the pool has instances 0 to %d", fn,
                        instance, p->n - 1);
     if (!instance_idle(p, instance))
-        return err_set(err, BATON_ESTATE,
+        return baton__err_set(err, BATON_ESTATE,
                        "%s: instance %d is running a job; touch its state from a job's "
                        "callback or when it is idle",
                        fn, instance);
@@ -648,15 +648,15 @@ int baton_pool_bind(baton_pool *p, int instance, int tensor, const baton_buffer 
 {
     err_clear(err);
     if (!p)
-        return err_set(err, BATON_EINVAL, "baton_pool_bind: no pool");
+        return baton__err_set(err, BATON_EINVAL, "baton_pool_bind: no pool");
     if (instance < 0 || instance >= p->n)
-        return err_set(err, BATON_EINVAL,
+        return baton__err_set(err, BATON_EINVAL,
                        "baton_pool_bind: instance %d; the pool has instances 0 to %d", instance,
                        p->n - 1);
     /* idle: in the free list, so its worker does not touch its runtime until dispatch hands it
      * a job under the lock, after these writes */
     if (!instance_idle(p, instance))
-        return err_set(err, BATON_ESTATE,
+        return baton__err_set(err, BATON_ESTATE,
                        "baton_pool_bind: instance %d is running a job; bind from a job's callback "
                        "or when it is idle",
                        instance);

@@ -6,6 +6,6 @@
 #include "baton/baton_uv.h"
 
 /* Instance i's runtime, or NULL. */
-baton_runtime *pool_instance(baton_pool *pool, int i);
+baton_runtime *baton__pool_instance(baton_pool *pool, int i);
 
 #endif /* BATON_SCHEDULER_POOL_H */

@@ -51,7 +51,7 @@ static void defer_log(baton_runtime *rt, baton_log_level level, const char *fmt,
 static void flush_deferred_log(baton_runtime *rt)
 {
     for (int i = 0; i < rt->n_deferred; i++)
-        log_to(rt->plan->log, rt->deferred_level[i], "%s", rt->deferred[i]);
+        baton__log_to(rt->plan->log, rt->deferred_level[i], "%s", rt->deferred[i]);
     rt->n_deferred = 0;
 }
 
@@ -91,7 +91,7 @@ static int choose_backend(baton_runtime *rt, baton_error *err)
     else
         snprintf(why, sizeof why, "%d CUDA device(s) present", have);
     if (rt->backend == BATON_GPU_CUDA || rt->opts.fallback_is_error)
-        return err_set(err, BATON_ENODEV,
+        return baton__err_set(err, BATON_ENODEV,
                        "%s: step '%s' needs cuda:%d but %s; set baton_options.gpu = "
                        "BATON_GPU_CPU to run its steps on the CPU, or BATON_GPU_AUTO without "
                        "baton_options.fallback_is_error to fall back",
@@ -114,7 +114,7 @@ static void note_cpu_fallbacks(const baton_runtime *rt)
         const plan_step *s = &plan->steps[i];
         char from[32];
         if (s->fallback_from.kind != BATON_DEVICE_NONE)
-            log_to(plan->log, BATON_LOG_NOTE,
+            baton__log_to(plan->log, BATON_LOG_NOTE,
                    "%s: step '%s' runs on the CPU, not %s: %s '%s' has only a CPU "
                    "implementation (its inputs and outputs are copied to and from the host)",
                    plan->source, s->name, baton_device_format(s->fallback_from, from, sizeof from),
@@ -125,13 +125,13 @@ static void note_cpu_fallbacks(const baton_runtime *rt)
 static const dev_ops *ops_for(const baton_runtime *rt, baton_device dev)
 {
     if (dev.kind != BATON_DEVICE_CUDA)
-        return &dev_cpu_ops;
+        return &baton__dev_cpu_ops;
     switch (rt->backend) {
 #ifdef BATON_CUDA
-    case BATON_GPU_CUDA: return &dev_cuda_ops;
+    case BATON_GPU_CUDA: return &baton__dev_cuda_ops;
 #endif
-    case BATON_GPU_SIM: return &dev_sim_ops;
-    default: return &dev_cpu_ops;
+    case BATON_GPU_SIM: return &baton__dev_sim_ops;
+    default: return &baton__dev_cpu_ops;
     }
 }
 
@@ -153,26 +153,26 @@ static int check_caller_resources(baton_runtime *rt, baton_error *err)
     char name[32];
     if (o->n_arenas < 0 || (o->n_arenas > 0 && !o->arenas) || o->n_streams < 0 ||
         (o->n_streams > 0 && !o->streams))
-        return err_set(err, BATON_EINVAL,
+        return baton__err_set(err, BATON_EINVAL,
                        "baton_runtime_create: options.arenas/n_arenas and streams/n_streams "
                        "must be an array and its length (NULL and 0 for none)");
     for (int i = 0; i < o->n_arenas; i++) {
         const baton_arena *a = &o->arenas[i];
         baton_device_format(a->device, name, sizeof name);
-        int d = plan_memory_index(plan, a->device);
+        int d = baton__plan_memory_index(plan, a->device);
         if (d < 0)
-            return err_set(err, BATON_EINVAL,
+            return baton__err_set(err, BATON_EINVAL,
                            "baton_runtime_create: options.arenas[%d] is for %s, which plan '%s' "
                            "does not use (baton_plan_arena_info lists its devices)",
                            i, name, plan->name);
         for (int j = 0; j < i; j++)
             if (device_eq(o->arenas[j].device, a->device))
-                return err_set(err, BATON_EINVAL,
+                return baton__err_set(err, BATON_EINVAL,
                                "baton_runtime_create: options.arenas[%d] and [%d] are both for "
                                "%s; give one arena per device",
                                j, i, name);
         if (!a->data || ((uintptr_t)a->data & (BATON_ARENA_ALIGN - 1)))
-            return err_set(err, BATON_EINVAL,
+            return baton__err_set(err, BATON_EINVAL,
                            "baton_runtime_create: options.arenas[%d] (%s): data %p is %s; pass "
                            "memory aligned to BATON_ARENA_ALIGN (%d bytes), as cudaMalloc "
                            "and aligned_alloc(256, ...) give",
@@ -180,7 +180,7 @@ static int check_caller_resources(baton_runtime *rt, baton_error *err)
         /* an instance of a pool reads the constants of the pool's first runtime */
         size_t need = plan->memory[d].arena_bytes - (rt->share ? plan->memory[d].const_bytes : 0);
         if (a->nbytes < need)
-            return err_set(err, BATON_EINVAL,
+            return baton__err_set(err, BATON_EINVAL,
                            "baton_runtime_create: options.arenas[%d] (%s) has %zu bytes; plan "
                            "'%s' needs %zu there (%s)",
                            i, name, a->nbytes, plan->name, need,
@@ -192,13 +192,13 @@ static int check_caller_resources(baton_runtime *rt, baton_error *err)
         for (int j = 0; j < i; j++) {
             const baton_arena *a = &o->arenas[i], *b = &o->arenas[j];
             const uintptr_t a0 = (uintptr_t)a->data, b0 = (uintptr_t)b->data;
-            const size_t an = plan->memory[plan_memory_index(plan, a->device)].arena_bytes,
-                         bn = plan->memory[plan_memory_index(plan, b->device)].arena_bytes;
+            const size_t an = plan->memory[baton__plan_memory_index(plan, a->device)].arena_bytes,
+                         bn = plan->memory[baton__plan_memory_index(plan, b->device)].arena_bytes;
             if (an && bn && a0 < b0 + bn && b0 < a0 + an) {
                 char other[32];
                 baton_device_format(a->device, name, sizeof name);
                 baton_device_format(b->device, other, sizeof other);
-                return err_set(err, BATON_EINVAL,
+                return baton__err_set(err, BATON_EINVAL,
                                "baton_runtime_create: options.arenas[%d] (%s, %p, %zu bytes used) "
                                "and [%d] (%s, %p, %zu bytes used) overlap; give each device its "
                                "own memory",
@@ -208,20 +208,20 @@ static int check_caller_resources(baton_runtime *rt, baton_error *err)
     for (int i = 0; i < o->n_streams; i++) {
         const baton_stream *st = &o->streams[i];
         baton_device_format(st->device, name, sizeof name);
-        if (st->device.kind != BATON_DEVICE_CUDA || plan_memory_index(plan, st->device) < 0)
-            return err_set(err, BATON_EINVAL,
+        if (st->device.kind != BATON_DEVICE_CUDA || baton__plan_memory_index(plan, st->device) < 0)
+            return baton__err_set(err, BATON_EINVAL,
                            "baton_runtime_create: options.streams[%d] is for %s, which is not a "
                            "CUDA device plan '%s' uses",
                            i, name, plan->name);
         for (int j = 0; j < i; j++)
             if (device_eq(o->streams[j].device, st->device))
-                return err_set(err, BATON_EINVAL,
+                return baton__err_set(err, BATON_EINVAL,
                                "baton_runtime_create: options.streams[%d] and [%d] are both for "
                                "%s; give one stream per device",
                                j, i, name);
         /* 0, cudaStreamLegacy (1) and cudaStreamPerThread (2) are not streams of one's own */
         if ((uintptr_t)st->stream <= 2)
-            return err_set(err, BATON_EINVAL,
+            return baton__err_set(err, BATON_EINVAL,
                            "baton_runtime_create: options.streams[%d] (%s) is the default stream "
                            "(%p); pass a stream made with cudaStreamCreate(WithFlags): the "
                            "default stream cannot be captured into a graph",
@@ -237,7 +237,7 @@ static int check_caller_resources(baton_runtime *rt, baton_error *err)
             continue;
         }
         if (!on_cuda)
-            return err_set(err, BATON_EINVAL,
+            return baton__err_set(err, BATON_EINVAL,
                            "baton_runtime_create: options.streams[%d] is for %s, which runs on "
                            "%s here, not on CUDA: a caller's stream needs the CUDA backend "
                            "(leave streams empty)",
@@ -290,7 +290,7 @@ static int open_devices(baton_runtime *rt, int fault_dev, dev_fault fault, baton
                                     err))) {
                 char name[32], inner[BATON_ERROR_MAX];
                 snprintf(inner, sizeof inner, "%s", err ? err->message : "");
-                return err_set(err, rc, "baton_runtime_create: the caller's arena for %s: %s",
+                return baton__err_set(err, rc, "baton_runtime_create: the caller's arena for %s: %s",
                                baton_device_format(plan->memory[d].device, name, sizeof name),
                                inner);
             }
@@ -309,7 +309,7 @@ static int open_devices(baton_runtime *rt, int fault_dev, dev_fault fault, baton
             char name[32];
             char inner[BATON_ERROR_MAX];
             snprintf(inner, sizeof inner, "%s", err ? err->message : "");
-            return err_set(err, BATON_ENOMEM, "%s: cannot allocate the %zu-byte arena of %s: %s",
+            return baton__err_set(err, BATON_ENOMEM, "%s: cannot allocate the %zu-byte arena of %s: %s",
                            plan->source, bytes,
                            baton_device_format(plan->memory[d].device, name, sizeof name), inner);
         }
@@ -318,7 +318,7 @@ static int open_devices(baton_runtime *rt, int fault_dev, dev_fault fault, baton
     }
     return 0;
 }
-void *runtime_slot_addr(const baton_runtime *rt, int d, int t)
+void *baton__runtime_slot_addr(const baton_runtime *rt, int d, int t)
 {
     const plan_memory *m = &rt->plan->memory[d];
     int64_t off = m->offset[t];
@@ -341,7 +341,7 @@ static int upload_constants(baton_runtime *rt, baton_error *err)
         void *host = NULL;
         int mapped = 0;
         for (int d = 0; d < rt->nd; d++) {
-            void *dst = runtime_slot_addr(rt, d, t);
+            void *dst = baton__runtime_slot_addr(rt, d, t);
             if (!dst || plan->memory[d].offset[t] == PLAN_OFFSET_MAPPED)
                 continue;
             if (!host && pt->init.kind == INIT_SAFETENSORS) {
@@ -352,8 +352,8 @@ static int upload_constants(baton_runtime *rt, baton_error *err)
             if (!host) {
                 host = malloc(pt->nbytes ? pt->nbytes : 1);
                 if (!host)
-                    return err_set(err, BATON_ENOMEM, "constant '%s': out of memory", pt->name);
-                int rc = plan_tensor_materialize(plan, t, host, err);
+                    return baton__err_set(err, BATON_ENOMEM, "constant '%s': out of memory", pt->name);
+                int rc = baton__plan_tensor_materialize(plan, t, host, err);
                 if (rc) {
                     free(host);
                     return rc;
@@ -388,7 +388,7 @@ static int load_constants(baton_runtime *rt, baton_error *err)
         size_t bytes = 0;
         for (int t = 0; t < plan->n_tensors; t++)
             if (plan->tensors[t].role == BATON_ROLE_CONSTANT &&
-                plan->memory[d].offset[t] != PLAN_OFFSET_MAPPED && runtime_slot_addr(rt, d, t))
+                plan->memory[d].offset[t] != PLAN_OFFSET_MAPPED && baton__runtime_slot_addr(rt, d, t))
                 bytes += plan->tensors[t].nbytes;
         rt->dev[d].ops->stage_uploads(rt->dev[d].ctx, bytes);
     }
@@ -420,7 +420,7 @@ static int build_calls(baton_runtime *rt, baton_error *err)
     int rc = 0;
     if (!rt->step_dev || !rt->calls || !rt->errbufs || !rt->bufs || !rt->descs || !rt->names ||
         !rt->sigs || !rt->states || !rt->impls || !rt->step_ns || !devs || !kinds) {
-        rc = err_set(err, BATON_ENOMEM, "prepare: out of memory");
+        rc = baton__err_set(err, BATON_ENOMEM, "prepare: out of memory");
         goto out;
     }
     for (int i = 0; i < n; i++) {
@@ -433,17 +433,17 @@ static int build_calls(baton_runtime *rt, baton_error *err)
     const char **nn = rt->names;
     for (int i = 0; i < n; i++) {
         const plan_step *s = &plan->steps[i];
-        int d = plan_memory_index(plan, s->device);
+        int d = baton__plan_memory_index(plan, s->device);
         rt_device *rd = &rt->dev[d];
         if (s->kind == BATON_TARGET_COLLECTIVE) {
             /* no call: the buffers, on each member's device, for its dev_coll */
             rt->step_dev[i] = d;
             rt->calls[i].buffers = b;
             for (int k = 0; k < s->n_inputs; k++)
-                *b++ = runtime_slot_addr(rt, plan_memory_index(plan, step_arg_device(s, k)),
+                *b++ = baton__runtime_slot_addr(rt, baton__plan_memory_index(plan, step_arg_device(s, k)),
                                          s->inputs[k]);
             for (int k = 0; k < s->n_outputs; k++)
-                *b++ = runtime_slot_addr(rt, plan_memory_index(plan, step_arg_device(s, k)),
+                *b++ = baton__runtime_slot_addr(rt, baton__plan_memory_index(plan, step_arg_device(s, k)),
                                          s->outputs[k]);
             continue;
         }
@@ -452,7 +452,7 @@ static int build_calls(baton_runtime *rt, baton_error *err)
         const baton_target_impl *im = baton_target_impl_for(s->target, impl_kind);
         char name[32];
         if (!im) {
-            rc = plan_error(err, BATON_ENOTARGET, plan, s->pos,
+            rc = baton__plan_error(err, BATON_ENOTARGET, plan, s->pos,
                             "step '%s': target '%s' has no %s implementation to run it on %s",
                             s->name, s->target_name, impl_kind == BATON_DEVICE_CPU ? "CPU" : "CUDA",
                             baton_device_format(s->device, name, sizeof name));
@@ -463,9 +463,9 @@ static int build_calls(baton_runtime *rt, baton_error *err)
         dev_call *c = &rt->calls[i];
         c->buffers = b;
         for (int k = 0; k < s->n_inputs; k++)
-            *b++ = runtime_slot_addr(rt, d, s->inputs[k]);
+            *b++ = baton__runtime_slot_addr(rt, d, s->inputs[k]);
         for (int k = 0; k < s->n_outputs; k++)
-            *b++ = runtime_slot_addr(rt, d, s->outputs[k]);
+            *b++ = baton__runtime_slot_addr(rt, d, s->outputs[k]);
         baton_tensor_desc *step_descs = dd;
         const char **step_names = nn;
         for (int k = 0; k < s->n_inputs; k++) {
@@ -537,7 +537,7 @@ static int build_calls(baton_runtime *rt, baton_error *err)
             baton_error derr = {0};
             rc = im->delegate->init(&info, &rt->states[i], &derr);
             if (rc) {
-                rc = plan_error(err, rc, plan, s->pos, "step '%s': delegate '%s' init on %s: %s",
+                rc = baton__plan_error(err, rc, plan, s->pos, "step '%s': delegate '%s' init on %s: %s",
                                 s->name, s->target_name,
                                 baton_device_format(s->device, name, sizeof name), derr.message);
                 goto out;
@@ -565,13 +565,13 @@ static int tune_calls(baton_runtime *rt, baton_error *err)
         if (s->kind != BATON_TARGET_KERNEL || !s->cuda_tune || !dev_can_tune(rd->ops))
             continue;
         if (!rt->tuning && !(rt->tuning = calloc((size_t)plan->n_steps, ERRBUF_LEN)))
-            return err_set(err, BATON_ENOMEM, "prepare: out of memory");
+            return baton__err_set(err, BATON_ENOMEM, "prepare: out of memory");
         baton_error derr = {0};
         int rc = rd->ops->tune(rd->ctx, &rt->calls[i], s->cuda_tune,
                                rt->tuning + (size_t)i * ERRBUF_LEN, ERRBUF_LEN, &derr);
         if (rc) {
             char name[32];
-            return plan_error(err, rc, plan, s->pos, "step '%s': tuning '%s' on %s: %s", s->name,
+            return baton__plan_error(err, rc, plan, s->pos, "step '%s': tuning '%s' on %s: %s", s->name,
                               s->target_name, baton_device_format(s->device, name, sizeof name),
                               derr.message);
         }
@@ -593,13 +593,13 @@ static int prepare_kernel_calls(baton_runtime *rt, baton_error *err)
             continue;
         if (!rt->kernel_states &&
             !(rt->kernel_states = calloc((size_t)plan->n_steps, sizeof *rt->kernel_states)))
-            return err_set(err, BATON_ENOMEM, "prepare: out of memory");
+            return baton__err_set(err, BATON_ENOMEM, "prepare: out of memory");
         baton_error derr = {0};
         int rc = rd->ops->prepare_call(rd->ctx, &rt->calls[i], s->cuda_prepare,
                                        &rt->kernel_states[i], &derr);
         if (rc) {
             char name[32];
-            return plan_error(err, rc, plan, s->pos, "step '%s': preparing '%s' on %s: %s", s->name,
+            return baton__plan_error(err, rc, plan, s->pos, "step '%s': preparing '%s' on %s: %s", s->name,
                               s->target_name, baton_device_format(s->device, name, sizeof name),
                               derr.message);
         }
@@ -622,14 +622,14 @@ static int build_transfers(baton_runtime *rt, baton_error *err)
             rt->xfer_first[s] = x;
         }
     if (!rt->xfers || !rt->xfer_first || !rt->seg_signal)
-        return err_set(err, BATON_ENOMEM, "prepare: out of memory");
+        return baton__err_set(err, BATON_ENOMEM, "prepare: out of memory");
     for (int i = 0; i < plan->n_transfers; i++) {
         const plan_transfer *x = &plan->transfers[i];
         rt_transfer *r = &rt->xfers[i];
-        int from = plan_memory_index(plan, x->from), to = plan_memory_index(plan, x->to);
+        int from = baton__plan_memory_index(plan, x->from), to = baton__plan_memory_index(plan, x->to);
         char a[32], b[32];
-        r->src = runtime_slot_addr(rt, from, x->tensor);
-        r->dst = runtime_slot_addr(rt, to, x->tensor);
+        r->src = baton__runtime_slot_addr(rt, from, x->tensor);
+        r->dst = baton__runtime_slot_addr(rt, to, x->tensor);
         r->bytes = plan->tensors[x->tensor].nbytes;
         r->from = from;
         r->kind = to == 0 ? DEV_COPY_D2H : from == 0 ? DEV_COPY_H2D : DEV_COPY_D2D;
@@ -639,7 +639,7 @@ static int build_transfers(baton_runtime *rt, baton_error *err)
              * event the writer records after the segment that wrote the tensor */
             const rt_device *rf = &rt->dev[from], *rtd = &rt->dev[to];
             if (!dev_can_order_peers(rtd->ops) || rf->ops != rtd->ops)
-                return err_set(err, BATON_ENOTSUP,
+                return baton__err_set(err, BATON_ENOTSUP,
                                "%s: tensor '%s' moves from %s to %s, which this backend (%s) "
                                "cannot order without the host; place both steps on one GPU",
                                plan->source, plan->tensors[x->tensor].name,
@@ -650,7 +650,7 @@ static int build_transfers(baton_runtime *rt, baton_error *err)
             if (rtd->ops->peer_enable && (rc = rtd->ops->peer_enable(rtd->ctx, rf->ctx, err))) {
                 char inner[BATON_ERROR_MAX];
                 snprintf(inner, sizeof inner, "%s", err ? err->message : "");
-                return err_set(err, rc, "%s: peer access %s -> %s: %s", plan->source,
+                return baton__err_set(err, rc, "%s: peer access %s -> %s: %s", plan->source,
                                baton_device_format(x->to, a, sizeof a),
                                baton_device_format(x->from, b, sizeof b), inner);
             }
@@ -674,7 +674,7 @@ static int build_collectives(baton_runtime *rt, baton_error *err)
     const baton_plan *plan = rt->plan;
     rt->colls = calloc((size_t)plan->n_segments + 1, sizeof *rt->colls);
     if (!rt->colls)
-        return err_set(err, BATON_ENOMEM, "prepare: out of memory");
+        return baton__err_set(err, BATON_ENOMEM, "prepare: out of memory");
     for (int s = 0; s < plan->n_segments; s++) {
         if (!plan->segments[s].collective)
             continue;
@@ -686,12 +686,12 @@ static int build_collectives(baton_runtime *rt, baton_error *err)
         c->count = plan->tensors[st->inputs[0]].nbytes / baton_dtype_size(c->dtype);
         c->n = st->n_group;
         c->what = st->name;
-        const dev_ops *ops = rt->dev[plan_memory_index(plan, st->group[0])].ops;
+        const dev_ops *ops = rt->dev[baton__plan_memory_index(plan, st->group[0])].ops;
         for (int k = 0; k < c->n; k++)
-            c->group[k] = rt->dev[plan_memory_index(plan, st->group[k])].ctx;
+            c->group[k] = rt->dev[baton__plan_memory_index(plan, st->group[k])].ctx;
         char name[32];
         if (!dev_has_collectives(ops))
-            return plan_error(err, BATON_ENOTSUP, plan, st->pos,
+            return baton__plan_error(err, BATON_ENOTSUP, plan, st->pos,
                               "step '%s': %s on %s: this backend (%s) has no collectives; run the "
                               "plan with baton_options.gpu = BATON_GPU_CUDA (NCCL), BATON_GPU_SIM "
                               "or BATON_GPU_CPU",
@@ -701,7 +701,7 @@ static int build_collectives(baton_runtime *rt, baton_error *err)
         if (rc) {
             char inner[BATON_ERROR_MAX];
             snprintf(inner, sizeof inner, "%s", err ? err->message : "");
-            return plan_error(err, rc, plan, st->pos, "step '%s' (%s): %s", st->name,
+            return baton__plan_error(err, rc, plan, st->pos, "step '%s' (%s): %s", st->name,
                               st->target_name, inner);
         }
     }
@@ -716,7 +716,7 @@ static int plan_queue_ahead(baton_runtime *rt, baton_error *err)
     rt->ahead = -1;
     rt->ahead_ok = calloc((size_t)plan->n_segments + 1, 1);
     if (!rt->ahead_ok)
-        return err_set(err, BATON_ENOMEM, "prepare: out of memory");
+        return baton__err_set(err, BATON_ENOMEM, "prepare: out of memory");
     if (rt->opts.mode != BATON_SYNC_GRAPH || rt->opts.disable_queue_ahead > 0)
         return 0;
     for (int s = 2; s < plan->n_segments; s++) {
@@ -725,9 +725,9 @@ static int plan_queue_ahead(baton_runtime *rt, baton_error *err)
         if (g->device.kind == BATON_DEVICE_CPU || c->device.kind != BATON_DEVICE_CPU ||
             p->device.kind == BATON_DEVICE_CPU || g->collective || p->collective)
             continue;
-        int d = plan_memory_index(plan, g->device);
+        int d = baton__plan_memory_index(plan, g->device);
         const rt_device *rd = &rt->dev[d];
-        if (plan_memory_index(plan, p->device) != d || !dev_can_gate(rd->ops, rd->ctx))
+        if (baton__plan_memory_index(plan, p->device) != d || !dev_can_gate(rd->ops, rd->ctx))
             continue;
         /* its gate, steps, incoming transfers and (at most) the transfers into the next one */
         int ops = 1 + g->last_step - g->first_step + 1;
@@ -741,28 +741,28 @@ static int plan_queue_ahead(baton_runtime *rt, baton_error *err)
 static int check_options(const baton_options *o, baton_error *err)
 {
     if ((unsigned)o->mode > BATON_SYNC_GRAPH)
-        return err_set(err, BATON_EINVAL,
+        return baton__err_set(err, BATON_EINVAL,
                        "baton_runtime_create: options.mode is %d; use BATON_SYNC_STRICT, "
                        "BATON_SYNC_BOUNDARY or BATON_SYNC_GRAPH (0 to 2)",
                        (int)o->mode);
     if ((unsigned)o->gpu > BATON_GPU_SIM)
-        return err_set(err, BATON_EINVAL,
+        return baton__err_set(err, BATON_EINVAL,
                        "baton_runtime_create: options.gpu is %d; use BATON_GPU_AUTO, "
                        "BATON_GPU_CUDA, BATON_GPU_CPU or BATON_GPU_SIM (0 to 3)",
                        (int)o->gpu);
     if (o->sim_delay_us < 0 || o->sim_delay_us > RT_MAX_SIM_DELAY_US)
-        return err_set(err, BATON_EINVAL,
+        return baton__err_set(err, BATON_EINVAL,
                        "baton_runtime_create: options.sim_delay_us is %d; use 0 (no delay) "
                        "to %d microseconds",
                        o->sim_delay_us, RT_MAX_SIM_DELAY_US);
     if (o->cpu_threads < 0)
-        return err_set(err, BATON_EINVAL,
+        return baton__err_set(err, BATON_EINVAL,
                        "baton_runtime_create: options.cpu_threads is %d; use 0 (every core), 1 "
                        "(the calling thread only) or a cap >= 2",
                        o->cpu_threads);
     if (o->cpu_pool && (o->cpu_pool->struct_size < sizeof(baton_parallel_for) ||
                         !o->cpu_pool->run || o->cpu_pool->n_threads < 1))
-        return err_set(err, BATON_EINVAL, "baton_runtime_create: options.cpu_pool: %s",
+        return baton__err_set(err, BATON_EINVAL, "baton_runtime_create: options.cpu_pool: %s",
                        o->cpu_pool->struct_size < sizeof(baton_parallel_for)
                            ? "struct_size is too small; set it to sizeof(baton_parallel_for)"
                        : !o->cpu_pool->run ? "run is NULL; it must be the pool's parallel-for"
@@ -775,22 +775,22 @@ static int prepare(const baton_plan *plan, const baton_options *opts, const bato
 {
     err_clear(err);
     if (!plan || !out)
-        return err_set(err, BATON_EINVAL, "baton_runtime_create: plan and out are required");
+        return baton__err_set(err, BATON_EINVAL, "baton_runtime_create: plan and out are required");
     *out = NULL;
     baton_options o;
-    int rc = options_read(opts, &o, err);
+    int rc = baton__options_read(opts, &o, err);
     if (!rc)
         rc = check_options(&o, err);
     if (rc)
         return rc;
     baton_runtime *rt = calloc(1, sizeof *rt);
     if (!rt)
-        return err_set(err, BATON_ENOMEM, "prepare: out of memory");
-    rt->plan = plan_retain(plan); /* baton_runtime_destroy releases it */
+        return baton__err_set(err, BATON_ENOMEM, "prepare: out of memory");
+    rt->plan = baton__plan_retain(plan); /* baton_runtime_destroy releases it */
     rt->opts = o;
     rt->share = share;
     /* what delegates and kernels log while they prepare goes to the plan's registry */
-    const log_sink *outer_log = log_scope(plan->log);
+    const log_sink *outer_log = baton__log_scope(plan->log);
     if (share) { /* an instance runs where its first one does */
         rt->backend = share->backend;
         rt->alias_gpus = share->alias_gpus;
@@ -804,7 +804,7 @@ static int prepare(const baton_plan *plan, const baton_options *opts, const bato
     if (!rc)
         rc = baton_runtime_reset_state(rt, err); /* each instance owns its state */
     if (!rc)
-        rc = runtime_dims_prepare(rt, err);
+        rc = baton__runtime_dims_prepare(rt, err);
     if (!rc)
         rc = build_calls(rt, err);
     if (!rc)
@@ -819,17 +819,17 @@ static int prepare(const baton_plan *plan, const baton_options *opts, const bato
         rt->graph_state = calloc((size_t)plan->n_segments + 1, sizeof *rt->graph_state);
         rt->seg_bytes = calloc(2 * (size_t)plan->n_segments + 2, sizeof *rt->seg_bytes);
         if (!rt->graph_state || !rt->seg_bytes)
-            rc = err_set(err, BATON_ENOMEM, "prepare: out of memory");
+            rc = baton__err_set(err, BATON_ENOMEM, "prepare: out of memory");
     }
     if (!rc)
-        rc = runtime_graphs_prepare(rt, err);
+        rc = baton__runtime_graphs_prepare(rt, err);
     if (!rc)
-        runtime_count_graph_bytes(rt);
+        baton__runtime_count_graph_bytes(rt);
     if (!rc)
-        rc = runtime_build_sites(rt, err);
+        rc = baton__runtime_build_sites(rt, err);
     if (!rc)
         rc = plan_queue_ahead(rt, err);
-    log_scope(outer_log);
+    baton__log_scope(outer_log);
     if (rc) {
         baton_runtime_destroy(rt);
         return rc;
@@ -841,17 +841,17 @@ static int prepare(const baton_plan *plan, const baton_options *opts, const bato
     return 0;
 }
 
-int runtime_prepare(const baton_plan *plan, const baton_options *opts, int fault_dev,
+int baton__runtime_prepare(const baton_plan *plan, const baton_options *opts, int fault_dev,
                     dev_fault fault, baton_runtime **out, baton_error *err)
 {
     return prepare(plan, opts, NULL, fault_dev, fault, out, err);
 }
 
-int runtime_prepare_instance(const baton_runtime *share, const baton_options *own,
+int baton__runtime_prepare_instance(const baton_runtime *share, const baton_options *own,
                              baton_runtime **out, baton_error *err)
 {
     if (!share)
-        return err_set(err, BATON_EINVAL, "runtime_prepare_instance: no runtime to share");
+        return baton__err_set(err, BATON_EINVAL, "baton__runtime_prepare_instance: no runtime to share");
     baton_options o = share->opts; /* the same options; its own memory and streams, if any */
     o.arenas = own ? own->arenas : NULL;
     o.n_arenas = own ? own->n_arenas : 0;
@@ -860,7 +860,7 @@ int runtime_prepare_instance(const baton_runtime *share, const baton_options *ow
     return prepare(share->plan, &o, share, -1, DEV_FAULT_NONE, out, err);
 }
 
-void runtime_memory(const baton_runtime *rt, size_t *const_bytes, size_t *private_bytes)
+void baton__runtime_memory(const baton_runtime *rt, size_t *const_bytes, size_t *private_bytes)
 {
     size_t c = 0, p = 0;
     for (int d = 0; d < rt->nd; d++) {
@@ -882,7 +882,7 @@ void baton_runtime_destroy(baton_runtime *rt)
 {
     if (!rt)
         return;
-    trace_end(rt); /* detaches the devices' timelines while they are open */
+    baton__trace_end(rt); /* detaches the devices' timelines while they are open */
     for (int d = 0; d < rt->nd; d++)
         if (rt->dev[d].ctx && rt->dev[d].ops->drain)
             rt->dev[d].ops->drain(rt->dev[d].ctx);
@@ -894,7 +894,7 @@ void baton_runtime_destroy(baton_runtime *rt)
     if (rt->colls) /* after the drains: no member still runs a collective */
         for (int s = 0; s < rt->plan->n_segments; s++)
             if (rt->colls[s].impl) {
-                int d = plan_memory_index(rt->plan, rt->plan->segments[s].device);
+                int d = baton__plan_memory_index(rt->plan, rt->plan->segments[s].device);
                 if (rt->dev[d].ops->coll_release)
                     rt->dev[d].ops->coll_release(&rt->colls[s]);
             }
@@ -912,8 +912,8 @@ void baton_runtime_destroy(baton_runtime *rt)
     for (int d = 0; d < rt->nd; d++)
         if (rt->dev[d].ctx)
             rt->dev[d].ops->close(rt->dev[d].ctx);
-    runtime_dims_free(rt);
-    runtime_graphs_free(rt);
+    baton__runtime_dims_free(rt);
+    baton__runtime_graphs_free(rt);
     free(rt->state_ptr);
     free(rt->step_dev);
     free(rt->calls);

@@ -28,7 +28,7 @@ static int step_fail(baton_runtime *rt, int i, int rc, baton_error *err)
     snprintf(inner, sizeof inner, "%s", err ? err->message : "");
     if (rc == BATON_EINVAL)
         rc = BATON_EKERNEL;
-    return err_set(err, rc, "step '%s' (%s '%s' on %s): %s", s->name,
+    return baton__err_set(err, rc, "step '%s' (%s '%s' on %s): %s", s->name,
                    s->kind == BATON_TARGET_KERNEL ? "kernel" : "delegate", s->target_name,
                    baton_device_format(s->device, name, sizeof name), inner);
 }
@@ -54,7 +54,7 @@ static int take_kernel_errors(baton_runtime *rt, baton_error *err)
         int step = -1;
         int rc = s->cuda_errors(dev, &step, msg, sizeof msg);
         if (rc) {
-            err_set(err, rc, "%s", msg);
+            baton__err_set(err, rc, "%s", msg);
             return step >= 0 && step < plan->n_steps ? step_fail(rt, step, rc, err) : rc;
         }
     }
@@ -74,7 +74,7 @@ static int issue_step(baton_runtime *rt, int i, baton_error *err)
         int64_t t1 = now_ns();
         rt->step_ns[i] += t1 - t0;
         if (rt->trace)
-            trace_add(rt, rt->plan->steps[i].name, "step", rt->step_dev[i], i, 0, t0, t1);
+            baton__trace_add(rt, rt->plan->steps[i].name, "step", rt->step_dev[i], i, 0, t0, t1);
     }
     if (rc)
         return step_fail(rt, i, rc, err);
@@ -97,12 +97,12 @@ static int issue_transfer(baton_runtime *rt, int x, baton_error *err)
     if (rc) {
         char name[32], inner[BATON_ERROR_MAX];
         snprintf(inner, sizeof inner, "%s", err ? err->message : "");
-        return err_set(err, rc, "%s (issued on %s): %s", r->what,
+        return baton__err_set(err, rc, "%s (issued on %s): %s", r->what,
                        baton_device_format(rt->plan->memory[r->issuer].device, name, sizeof name),
                        inner);
     }
     if (t0)
-        trace_add(rt, r->what, "transfer", r->issuer, -1, (int64_t)r->bytes, t0, now_ns());
+        baton__trace_add(rt, r->what, "transfer", r->issuer, -1, (int64_t)r->bytes, t0, now_ns());
     if (rt->capturing)
         return 0; /* counted on each launch of the graph */
     rd->pending = 1;
@@ -138,14 +138,14 @@ static int host_wait_step(baton_runtime *rt, int d, const char *where, int step,
             else {
                 char inner[BATON_ERROR_MAX], name[32];
                 snprintf(inner, sizeof inner, "%s", err ? err->message : "");
-                rc = err_set(err, rc, "%s, at the wait %s: %s",
+                rc = baton__err_set(err, rc, "%s, at the wait %s: %s",
                              baton_device_format(rt->plan->memory[d].device, name, sizeof name),
                              where, inner);
             }
         }
     }
     if (t0)
-        trace_add(rt, where, "wait", d, step, 0, t0, now_ns());
+        baton__trace_add(rt, where, "wait", d, step, 0, t0, now_ns());
     rd->pending = rd->recorded && rd->queued;
     rd->recorded = rd->queued = 0;
     /* A GPU step run on the CPU (fallback) finished when it was issued: nothing was waited. */
@@ -190,7 +190,7 @@ static int segment_capturable(baton_runtime *rt, int s)
 {
     const baton_plan *plan = rt->plan;
     const plan_segment *seg = &plan->segments[s];
-    rt_device *rd = &rt->dev[plan_memory_index(plan, seg->device)];
+    rt_device *rd = &rt->dev[baton__plan_memory_index(plan, seg->device)];
     if (rt->graph_state[s] != 0)
         return rt->graph_state[s] > 0;
     if (!rd->ops->capture_begin)
@@ -206,7 +206,7 @@ static int segment_capturable(baton_runtime *rt, int s)
                          "cannot be captured",
                          s, plan->steps[i].target_name, plan->steps[i].name);
                 if (!rt->opts.quiet)
-                    log_to(rt->plan->log, BATON_LOG_NOTE, "%s", rt->note);
+                    baton__log_to(rt->plan->log, BATON_LOG_NOTE, "%s", rt->note);
             }
             return 0;
         }
@@ -221,7 +221,7 @@ static int capture_segment(baton_runtime *rt, int s, baton_error *err)
 {
     const baton_plan *plan = rt->plan;
     const plan_segment *seg = &plan->segments[s];
-    int d = plan_memory_index(plan, seg->device);
+    int d = baton__plan_memory_index(plan, seg->device);
     rt_device *rd = &rt->dev[d];
     rt->capturing = 1;
     rt->capture_seg = s;
@@ -259,13 +259,13 @@ static int capture_segment(baton_runtime *rt, int s, baton_error *err)
                      plan->steps[seg->first_step].name, plan->steps[seg->last_step].name,
                      rc ? (err ? err->message : "") : cerr.message);
             if (!rt->opts.quiet)
-                log_to(rt->plan->log, BATON_LOG_NOTE, "%s", rt->note);
+                baton__log_to(rt->plan->log, BATON_LOG_NOTE, "%s", rt->note);
         }
         rd->ops->graph_reset(rd->ctx, slot);
         return BATON_ENOTSUP;
     }
     rt->graph_state[s] = 1;
-    runtime_graph_used(rt, s, 1);
+    baton__runtime_graph_used(rt, s, 1);
     rt->stats.captures++;
     if (updated)
         rt->stats.graph_updates++;
@@ -276,7 +276,7 @@ static int issue_gpu_segment(baton_runtime *rt, int s, baton_error *err)
 {
     const baton_plan *plan = rt->plan;
     const plan_segment *seg = &plan->segments[s];
-    int d = plan_memory_index(plan, seg->device), rc;
+    int d = baton__plan_memory_index(plan, seg->device), rc;
     rt_device *rd = &rt->dev[d];
     int strict = rt->opts.mode == BATON_SYNC_STRICT;
 
@@ -289,12 +289,12 @@ static int issue_gpu_segment(baton_runtime *rt, int s, baton_error *err)
         if (rt->graph_state[s] == 1) {
             int64_t t0 = rt->timing || rt->trace ? now_ns() : 0;
             rc = rd->ops->graph_launch(rd->ctx, rt->graph_slot[s], err);
-            runtime_graph_used(rt, s, 0);
+            baton__runtime_graph_used(rt, s, 0);
             if (t0) {
                 int64_t t1 = now_ns();
                 rt->step_ns[seg->first_step] += t1 - t0;
                 if (rt->trace)
-                    trace_add(rt, "graph", "graph", d, seg->first_step, 0, t0, t1);
+                    baton__trace_add(rt, "graph", "graph", d, seg->first_step, 0, t0, t1);
             }
             if (rc)
                 return step_fail(rt, seg->first_step, rc, err);
@@ -350,7 +350,7 @@ static int cross_waits(baton_runtime *rt, int s, baton_error *err)
         if (rc) {
             char inner[BATON_ERROR_MAX];
             snprintf(inner, sizeof inner, "%s", err ? err->message : "");
-            return err_set(err, rc, "%s: waiting for the writer: %s", r->what, inner);
+            return baton__err_set(err, rc, "%s: waiting for the writer: %s", r->what, inner);
         }
     }
     return 0;
@@ -400,7 +400,7 @@ static int run_collective(baton_runtime *rt, int s, baton_error *err)
         int64_t t1 = now_ns();
         rt->step_ns[i] += t1 - t0;
         if (rt->trace)
-            trace_add(rt, st->name, "step", rt->step_dev[i], i, 0, t0, t1);
+            baton__trace_add(rt, st->name, "step", rt->step_dev[i], i, 0, t0, t1);
     }
     if (rc)
         return step_fail(rt, i, rc, err);
@@ -408,7 +408,7 @@ static int run_collective(baton_runtime *rt, int s, baton_error *err)
     if (dev_has(r0->ops, DEV_CAP_ASYNC))
         rt->stats.kernel_launches += c->n;
     for (int k = 0; k < c->n; k++) { /* every member's call is issued: waiting is safe */
-        int d = plan_memory_index(plan, st->group[k]);
+        int d = baton__plan_memory_index(plan, st->group[k]);
         rt->dev[d].pending = 1;
         if ((rc = issue_outgoing(rt, s, d, err)))
             return rc;
@@ -422,7 +422,7 @@ static int run_cpu_segment(baton_runtime *rt, int s, baton_error *err)
 {
     const baton_plan *plan = rt->plan;
     const plan_segment *seg = &plan->segments[s];
-    int rc, prev = s > 0 ? plan_memory_index(plan, plan->segments[s - 1].device) : -1;
+    int rc, prev = s > 0 ? baton__plan_memory_index(plan, plan->segments[s - 1].device) : -1;
     int need[PLAN_MAX_DEVICES] = {0};
     if (prev > 0)
         need[prev] = 1;
@@ -447,7 +447,7 @@ static int run_cpu_segment(baton_runtime *rt, int s, baton_error *err)
  * s - 1 runs. That segment's wait uses an event recorded first, so it does not wait for s. */
 static int queue_ahead(baton_runtime *rt, int s, baton_error *err)
 {
-    int d = plan_memory_index(rt->plan, rt->plan->segments[s].device);
+    int d = baton__plan_memory_index(rt->plan, rt->plan->segments[s].device);
     rt_device *rd = &rt->dev[d];
     int rc = rd->ops->record(rd->ctx, WAIT_SLOT, err);
     if (rc)
@@ -464,7 +464,7 @@ static int queue_ahead(baton_runtime *rt, int s, baton_error *err)
 /* The CPU segment before s is done and its outputs are in host memory: let s start. */
 static void open_gate(baton_runtime *rt, int s)
 {
-    int d = plan_memory_index(rt->plan, rt->plan->segments[s].device);
+    int d = baton__plan_memory_index(rt->plan, rt->plan->segments[s].device);
     rt_device *rd = &rt->dev[d];
     int64_t t0 = rt->trace ? now_ns() : 0;
     if (rd->recorded) { /* no wait used the event: s is simply pending */
@@ -474,7 +474,7 @@ static void open_gate(baton_runtime *rt, int s)
     rd->ops->gate_open(rd->ctx);
     rd->gate_armed = 0;
     if (t0)
-        trace_add(rt, "open gate", "gate", d, -1, 0, t0, now_ns());
+        baton__trace_add(rt, "open gate", "gate", d, -1, 0, t0, now_ns());
 }
 
 /* After a failure: let every stream finish (or fail) what it has, so nothing still writes into
@@ -512,9 +512,9 @@ int baton_runtime_run(baton_runtime *rt, baton_error *err)
 {
     err_clear(err);
     if (!rt)
-        return err_set(err, BATON_EINVAL, "baton_runtime_run: no runtime");
+        return baton__err_set(err, BATON_EINVAL, "baton_runtime_run: no runtime");
     if (!run_claim(rt))
-        return err_set(err, BATON_ESTATE,
+        return baton__err_set(err, BATON_ESTATE,
                        "baton_runtime_run: this runtime is already running on another thread; a "
                        "runtime runs one run at a time (create one per thread, or use a "
                        "baton_pool)");
@@ -526,9 +526,9 @@ int baton_runtime_run(baton_runtime *rt, baton_error *err)
 static int run_plan(baton_runtime *rt, baton_error *err)
 {
     if (rt->n_unset_inputs > 0 && !rt->opts.allow_unset_inputs)
-        return runtime_unset_inputs(rt, err);
+        return baton__runtime_unset_inputs(rt, err);
     const baton_plan *plan = rt->plan;
-    int rc = runtime_apply_dims(rt, err); /* a changed binding, before anything is issued */
+    int rc = baton__runtime_apply_dims(rt, err); /* a changed binding, before anything is issued */
     if (rc)
         return rc;
     rt->ahead = -1;
@@ -556,7 +556,7 @@ static int run_plan(baton_runtime *rt, baton_error *err)
         int end = plan->n_segments;
         for (int x = rt->xfer_first[end]; x < rt->xfer_first[end + 1] && !rc; x++)
             if (!end ||
-                !plan_segment_runs_on(plan, end - 1, plan->memory[rt->xfers[x].from].device))
+                !baton__plan_segment_runs_on(plan, end - 1, plan->memory[rt->xfers[x].from].device))
                 rc = issue_transfer(rt, x, err);
         for (int d = 1; d < rt->nd && !rc; d++)
             if (rt->dev[d].pending)
@@ -565,7 +565,7 @@ static int run_plan(baton_runtime *rt, baton_error *err)
             rc = take_kernel_errors(rt, err);
     }
     if (run_t0)
-        trace_add(rt, rc ? "run (failed)" : "run", "run", TRACE_RUN_LANE, -1, 0, run_t0, now_ns());
+        baton__trace_add(rt, rc ? "run (failed)" : "run", "run", TRACE_RUN_LANE, -1, 0, run_t0, now_ns());
     rt->last_run = rc ? -1 : 1; /* whether outputs hold a result (get_output) */
     if (rc) {
         recover(rt);

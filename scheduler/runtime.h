@@ -84,7 +84,7 @@ struct baton_runtime {
     baton_options opts;
     baton_gpu_backend backend; /* what GPU steps actually run on */
     int alias_gpus; /* testing (DEV_TEST_CUDA_ALIAS): the GPUs a plan's cuda:N fold onto, or 0 */
-    int gpu_only;   /* testing (runtime_gpu_only): runs skip the CPU segments and their waits */
+    int gpu_only;   /* testing (baton__runtime_gpu_only): runs skip the CPU segments and their waits */
     int nd;
     rt_device dev[PLAN_MAX_DEVICES];
     int *step_dev; /* per step: device index */
@@ -109,7 +109,7 @@ struct baton_runtime {
     unsigned char *ahead_ok; /* per segment: queued ahead of the CPU segment before it */
     uint32_t *seg_signal;    /* per segment: the devices (bits) that record SEG_EVENT after it */
     dev_coll *colls;         /* per segment: its collective (a collective segment), else unused */
-    int no_cross_wait;       /* testing (runtime_skip_cross_waits): GPU->GPU copies do not wait */
+    int no_cross_wait;       /* testing (baton__runtime_skip_cross_waits): GPU->GPU copies do not wait */
     int ahead;               /* the segment queued ahead in this run, or -1 */
     char note[ERRBUF_LEN];
     /* baton_runtime_create's warnings and notes, logged once it succeeds (defer_log) */
@@ -162,57 +162,57 @@ static inline int64_t now_ns(void)
 }
 
 /* trace.c: records one span when tracing is on and the buffer has room (never allocates). */
-void trace_add(baton_runtime *rt, const char *name, const char *cat, int tid, int step,
+void baton__trace_add(baton_runtime *rt, const char *name, const char *cat, int tid, int step,
                int64_t bytes, int64_t t0, int64_t t1);
 /* Stops the devices' timelines and frees the trace (baton_runtime_destroy). */
-void trace_end(baton_runtime *rt);
+void baton__trace_end(baton_runtime *rt);
 
 /* prepare.c: baton_runtime_create with `fault` armed on device index `fault_dev` (the plan's
  * memory index: 0 is the CPU) right after it is opened; fault_dev -1 arms nothing. */
-int runtime_prepare(const baton_plan *plan, const baton_options *opts, int fault_dev,
+int baton__runtime_prepare(const baton_plan *plan, const baton_options *opts, int fault_dev,
                     dev_fault fault, baton_runtime **out, baton_error *err);
-/* runtime_prepare for another instance of `share`'s plan (same plan, same options): its constants
+/* baton__runtime_prepare for another instance of `share`'s plan (same plan, same options): its constants
  * are `share`'s, which must outlive it; it has its own arenas, streams and delegate states, the
  * caller's where `own` gives them (its arenas, streams and their counts; NULL: none), an arena
  * then holding the private part only (baton_pool_arena_info). */
-int runtime_prepare_instance(const baton_runtime *share, const baton_options *own,
+int baton__runtime_prepare_instance(const baton_runtime *share, const baton_options *own,
                              baton_runtime **out, baton_error *err);
 /* The bytes one runtime holds per device: its constants (shared by instances) and the rest. */
-void runtime_memory(const baton_runtime *rt, size_t *const_bytes, size_t *private_bytes);
+void baton__runtime_memory(const baton_runtime *rt, size_t *const_bytes, size_t *private_bytes);
 
 /* prepare.c: the address of tensor t in device index d's arena (constants or private part), or
  * NULL when t has no slot there. */
-void *runtime_slot_addr(const baton_runtime *rt, int d, int t);
+void *baton__runtime_slot_addr(const baton_runtime *rt, int d, int t);
 
 /* bind.c: every place that holds the address of an input or output tensor (rt->sites), so that
  * binding a caller's buffer rewrites them without a search; called once by prepare. */
-int runtime_build_sites(baton_runtime *rt, baton_error *err);
+int baton__runtime_build_sites(baton_runtime *rt, baton_error *err);
 /* bind.c: what each GPU segment's graph copies per launch (rt->seg_bytes), less the transfers
  * that bound buffers make needless; again after each change of those. */
-void runtime_count_graph_bytes(baton_runtime *rt);
+void baton__runtime_count_graph_bytes(baton_runtime *rt);
 /* bind.c: BATON_ESTATE naming the inputs that were never given a value (rt->n_unset_inputs > 0),
  * for a run that refuses them (baton_options.allow_unset_inputs). */
-int runtime_unset_inputs(const baton_runtime *rt, baton_error *err);
+int baton__runtime_unset_inputs(const baton_runtime *rt, baton_error *err);
 
 /* state.c: state tensors and dims (issue 40). */
 #define RT_GRAPH_WAYS 8 /* executable graphs kept per segment that depends on the dims */
-int runtime_state_access(baton_runtime *rt, int t, void *data, size_t nbytes, int write,
+int baton__runtime_state_access(baton_runtime *rt, int t, void *data, size_t nbytes, int write,
                          baton_error *err);
-int runtime_dims_prepare(baton_runtime *rt, baton_error *err);
-void runtime_dims_free(baton_runtime *rt);
+int baton__runtime_dims_prepare(baton_runtime *rt, baton_error *err);
+void baton__runtime_dims_free(baton_runtime *rt);
 /* The bytes tensor t holds under the binding of the next run (ran 0) or of the last (ran 1). */
-size_t runtime_tensor_bytes(const baton_runtime *rt, int t, int ran);
+size_t baton__runtime_tensor_bytes(const baton_runtime *rt, int t, int ran);
 /* set_input of an input sized by a dimension with nbytes: binds the dimension it implies. */
-int runtime_bind_from_input(baton_runtime *rt, int t, size_t nbytes, baton_error *err);
+int baton__runtime_bind_from_input(baton_runtime *rt, int t, size_t nbytes, baton_error *err);
 /* At the start of a run: a changed binding reaches descriptors, transfers and graphs. */
-int runtime_apply_dims(baton_runtime *rt, baton_error *err);
-int runtime_graphs_prepare(baton_runtime *rt, baton_error *err);
+int baton__runtime_apply_dims(baton_runtime *rt, baton_error *err);
+int baton__runtime_graphs_prepare(baton_runtime *rt, baton_error *err);
 /* Segment s's graph was launched (captured: it was captured just before). */
-void runtime_graph_used(baton_runtime *rt, int s, int captured);
-void runtime_graphs_free(baton_runtime *rt);
+void baton__runtime_graph_used(baton_runtime *rt, int s, int captured);
+void baton__runtime_graphs_free(baton_runtime *rt);
 
 /* options.c: the caller's options (NULL: the defaults) as this library's baton_options, read by
  * their struct_size (core/abi.h): fields past it keep baton_options_init's values. */
-int options_read(const baton_options *in, baton_options *out, baton_error *err);
+int baton__options_read(const baton_options *in, baton_options *out, baton_error *err);
 
 #endif /* BATON_SCHEDULER_RUNTIME_H */

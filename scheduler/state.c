@@ -14,7 +14,7 @@ static int state_dev(const baton_runtime *rt, int t)
     const plan_tensor *pt = &rt->plan->tensors[t];
     if (pt->state_device.kind == BATON_DEVICE_NONE)
         return 0;
-    return plan_memory_index(rt->plan, pt->state_device);
+    return baton__plan_memory_index(rt->plan, pt->state_device);
 }
 
 /* Copies between a host buffer and a state tensor's slot, synchronously. */
@@ -23,9 +23,9 @@ static int state_copy(baton_runtime *rt, int t, void *host, size_t n, int to_dev
 {
     int d = state_dev(rt, t);
     rt_device *rd = &rt->dev[d];
-    void *slot = rt->state_ptr && rt->state_ptr[t] ? rt->state_ptr[t] : runtime_slot_addr(rt, d, t);
+    void *slot = rt->state_ptr && rt->state_ptr[t] ? rt->state_ptr[t] : baton__runtime_slot_addr(rt, d, t);
     if (!slot)
-        return err_set(err, BATON_ESTATE, "state tensor '%s' has no slot",
+        return baton__err_set(err, BATON_ESTATE, "state tensor '%s' has no slot",
                        rt->plan->tensors[t].name);
     if (!rd->gpu || !dev_has(rd->ops, DEV_CAP_DEVICE_MEMORY)) { /* host memory */
         if (to_device)
@@ -39,7 +39,7 @@ static int state_copy(baton_runtime *rt, int t, void *host, size_t n, int to_dev
     if (rc) {
         char inner[BATON_ERROR_MAX], name[32];
         snprintf(inner, sizeof inner, "%s", err ? err->message : "");
-        return err_set(err, rc, "state tensor '%s' on %s: %s", rt->plan->tensors[t].name,
+        return baton__err_set(err, rc, "state tensor '%s' on %s: %s", rt->plan->tensors[t].name,
                        baton_device_format(rt->plan->memory[d].device, name, sizeof name), inner);
     }
     return 0;
@@ -49,7 +49,7 @@ int baton_runtime_reset_state(baton_runtime *rt, baton_error *err)
 {
     err_clear(err);
     if (!rt)
-        return err_set(err, BATON_EINVAL, "baton_runtime_reset_state: no runtime");
+        return baton__err_set(err, BATON_EINVAL, "baton_runtime_reset_state: no runtime");
     const baton_plan *plan = rt->plan;
     if (!plan->has_state)
         return 0;
@@ -59,13 +59,13 @@ int baton_runtime_reset_state(baton_runtime *rt, baton_error *err)
             most = plan->tensors[t].nbytes;
     void *host = malloc(most ? most : 1);
     if (!host)
-        return err_set(err, BATON_ENOMEM, "baton_runtime_reset_state: out of memory");
+        return baton__err_set(err, BATON_ENOMEM, "baton_runtime_reset_state: out of memory");
     int rc = 0;
     for (int t = 0; t < plan->n_tensors && !rc; t++) {
         const plan_tensor *pt = &plan->tensors[t];
         if (pt->role != BATON_ROLE_STATE)
             continue;
-        rc = plan_tensor_materialize(plan, t, host, err);
+        rc = baton__plan_tensor_materialize(plan, t, host, err);
         if (!rc)
             rc = state_copy(rt, t, host, pt->nbytes, 1, err);
     }
@@ -73,17 +73,17 @@ int baton_runtime_reset_state(baton_runtime *rt, baton_error *err)
     return rc;
 }
 
-int runtime_state_access(baton_runtime *rt, int t, void *data, size_t nbytes, int write,
+int baton__runtime_state_access(baton_runtime *rt, int t, void *data, size_t nbytes, int write,
                          baton_error *err)
 {
     const plan_tensor *pt = &rt->plan->tensors[t];
     if (nbytes != pt->nbytes)
-        return err_set(err, BATON_EINVAL,
+        return baton__err_set(err, BATON_EINVAL,
                        "%s: state tensor '%s' (%s, %lld elements) has %zu bytes, not %zu",
                        rt->plan->source, pt->name, baton_dtype_name(pt->desc.dtype),
                        (long long)baton_tensor_desc_numel(&pt->desc), pt->nbytes, nbytes);
     if (!data && nbytes)
-        return err_set(err, BATON_EINVAL,
+        return baton__err_set(err, BATON_EINVAL,
                        "state tensor '%s': data is NULL; pass a buffer of %zu "
                        "bytes",
                        pt->name, nbytes);
@@ -92,7 +92,7 @@ int runtime_state_access(baton_runtime *rt, int t, void *data, size_t nbytes, in
 
 /* ---- dimensions ------------------------------------------------------------------------------ */
 
-int runtime_dims_prepare(baton_runtime *rt, baton_error *err)
+int baton__runtime_dims_prepare(baton_runtime *rt, baton_error *err)
 {
     const baton_plan *plan = rt->plan;
     if (!plan->n_dims)
@@ -102,7 +102,7 @@ int runtime_dims_prepare(baton_runtime *rt, baton_error *err)
     rt->dims_by = calloc((size_t)plan->n_dims, sizeof *rt->dims_by);
     rt->opaques = calloc((size_t)plan->n_steps, BATON_OPAQUE_MAX);
     if (!rt->dims || !rt->dims_ran || !rt->dims_by || !rt->opaques)
-        return err_set(err, BATON_ENOMEM, "prepare: out of memory");
+        return baton__err_set(err, BATON_ENOMEM, "prepare: out of memory");
     /* memory and check() were made for the max: runs start there */
     for (int k = 0; k < plan->n_dims; k++) {
         rt->dims[k] = rt->dims_ran[k] = plan->dims[k].max;
@@ -111,7 +111,7 @@ int runtime_dims_prepare(baton_runtime *rt, baton_error *err)
     return 0;
 }
 
-void runtime_dims_free(baton_runtime *rt)
+void baton__runtime_dims_free(baton_runtime *rt)
 {
     free(rt->dims);
     free(rt->dims_ran);
@@ -131,7 +131,7 @@ static void bound_desc(const baton_plan *plan, const int64_t *dims, int t, baton
             out->shape[a] = dims[pt->dim[a]];
 }
 
-size_t runtime_tensor_bytes(const baton_runtime *rt, int t, int ran)
+size_t baton__runtime_tensor_bytes(const baton_runtime *rt, int t, int ran)
 {
     const plan_tensor *pt = &rt->plan->tensors[t];
     if (!pt->has_dims || !rt->dims)
@@ -155,19 +155,19 @@ static int bind_dim(baton_runtime *rt, int k, int64_t value, int by, baton_error
     const plan_dim *pd = &rt->plan->dims[k];
     if (value < pd->min || value > pd->max) {
         if (by >= 0)
-            return err_set(err, BATON_EINVAL,
+            return baton__err_set(err, BATON_EINVAL,
                            "%s: input '%s' implies dimension '%s' = %lld, outside its bounds "
                            "%lld..%lld; give the input a shape within them",
                            rt->plan->source, rt->plan->tensors[by].name, pd->name, (long long)value,
                            (long long)pd->min, (long long)pd->max);
-        return err_set(err, BATON_EINVAL,
+        return baton__err_set(err, BATON_EINVAL,
                        "%s: dimension '%s' = %lld is outside its bounds %lld..%lld (the plan's "
                        "\"dims\")",
                        rt->plan->source, pd->name, (long long)value, (long long)pd->min,
                        (long long)pd->max);
     }
     if (by >= 0 && rt->dims_by[k] >= 0 && rt->dims_by[k] != by && rt->dims[k] != value)
-        return err_set(err, BATON_EINVAL,
+        return baton__err_set(err, BATON_EINVAL,
                        "%s: input '%s' implies dimension '%s' = %lld but input '%s' bound it to "
                        "%lld for this run; the inputs disagree on '%s'",
                        rt->plan->source, rt->plan->tensors[by].name, pd->name, (long long)value,
@@ -182,7 +182,7 @@ int baton_runtime_set_dims(baton_runtime *rt, const char *name, int64_t value, b
 {
     err_clear(err);
     if (!rt || !name)
-        return err_set(err, BATON_EINVAL,
+        return baton__err_set(err, BATON_EINVAL,
                        "baton_runtime_set_dims: a runtime and a name are "
                        "required");
     const baton_plan *plan = rt->plan;
@@ -190,12 +190,12 @@ int baton_runtime_set_dims(baton_runtime *rt, const char *name, int64_t value, b
     if (k < 0) {
         plan_suggest sg;
         char hint[PLAN_MAX_NAME + 32] = "";
-        plan_suggest_init(&sg, name);
+        baton__plan_suggest_init(&sg, name);
         for (int q = 0; q < plan->n_dims; q++)
-            plan_suggest_try(&sg, plan->dims[q].name);
-        if (plan_suggest_best(&sg))
-            snprintf(hint, sizeof hint, " (did you mean '%s'?)", plan_suggest_best(&sg));
-        return err_set(err, BATON_ENOENT, "%s: the plan declares no dimension '%.64s'%s%s",
+            baton__plan_suggest_try(&sg, plan->dims[q].name);
+        if (baton__plan_suggest_best(&sg))
+            snprintf(hint, sizeof hint, " (did you mean '%s'?)", baton__plan_suggest_best(&sg));
+        return baton__err_set(err, BATON_ENOENT, "%s: the plan declares no dimension '%.64s'%s%s",
                        plan->source, name, hint, plan->n_dims ? "" : "; it has no \"dims\"");
     }
     return bind_dim(rt, k, value, -1, err);
@@ -212,11 +212,11 @@ int baton_runtime_get_dims(const baton_runtime *rt, const char *name, int64_t *v
     return 0;
 }
 
-int runtime_bind_from_input(baton_runtime *rt, int t, size_t nbytes, baton_error *err)
+int baton__runtime_bind_from_input(baton_runtime *rt, int t, size_t nbytes, baton_error *err)
 {
     const baton_plan *plan = rt->plan;
     const plan_tensor *pt = &plan->tensors[t];
-    if (!pt->has_dims || nbytes == runtime_tensor_bytes(rt, t, 0))
+    if (!pt->has_dims || nbytes == baton__runtime_tensor_bytes(rt, t, 0))
         return 0;
     int k = -1, axes = 0;
     size_t fixed = baton_dtype_size(pt->desc.dtype);
@@ -226,19 +226,19 @@ int runtime_bind_from_input(baton_runtime *rt, int t, size_t nbytes, baton_error
             continue;
         }
         if (k >= 0 && pt->dim[a] != k)
-            return err_set(err, BATON_EINVAL,
+            return baton__err_set(err, BATON_EINVAL,
                            "%s: input '%s' has %zu bytes, not the %zu its dimensions give now, and "
                            "its shape names two dimensions, so its size alone cannot bind them; "
                            "call baton_runtime_set_dims first",
-                           plan->source, pt->name, nbytes, runtime_tensor_bytes(rt, t, 0));
+                           plan->source, pt->name, nbytes, baton__runtime_tensor_bytes(rt, t, 0));
         k = pt->dim[a];
         axes++;
     }
     if (axes != 1 || nbytes % fixed != 0)
-        return err_set(err, BATON_EINVAL,
+        return baton__err_set(err, BATON_EINVAL,
                        "%s: input '%s' has %zu bytes, not the %zu its dimensions give now%s; give "
                        "a whole number of rows or call baton_runtime_set_dims first",
-                       plan->source, pt->name, nbytes, runtime_tensor_bytes(rt, t, 0),
+                       plan->source, pt->name, nbytes, baton__runtime_tensor_bytes(rt, t, 0),
                        axes != 1 ? " (a dimension used twice in its shape)" : "");
     return bind_dim(rt, k, (int64_t)(nbytes / fixed), t, err);
 }
@@ -280,8 +280,8 @@ static int check_step(baton_runtime *rt, int i, baton_tensor_desc *dd, baton_err
             same = want[k].shape[a] == o->shape[a];
         if (!same) {
             char have[160], need[160];
-            desc_format(have, sizeof have, o);
-            desc_format(need, sizeof need, &want[k]);
+            baton__desc_format(have, sizeof have, o);
+            baton__desc_format(need, sizeof need, &want[k]);
             snprintf(msg, sizeof msg, "output '%s' is %s with them but the target produces %s",
                      plan->tensors[s->outputs[k]].name, have, need);
             rc = BATON_EPLAN;
@@ -291,7 +291,7 @@ static int check_step(baton_runtime *rt, int i, baton_tensor_desc *dd, baton_err
         return 0;
     char bind[256];
     format_binding(rt, bind, sizeof bind);
-    return err_set(err, BATON_EINVAL,
+    return baton__err_set(err, BATON_EINVAL,
                    "%s: step '%s' (%s '%s') does not accept the dims %s: %s; bind other values",
                    plan->source, s->name, s->kind == BATON_TARGET_KERNEL ? "kernel" : "delegate",
                    s->target_name, bind, msg[0] ? msg : "its check failed");
@@ -342,7 +342,7 @@ static void select_graphs(baton_runtime *rt)
     }
 }
 
-int runtime_apply_dims(baton_runtime *rt, baton_error *err)
+int baton__runtime_apply_dims(baton_runtime *rt, baton_error *err)
 {
     const baton_plan *plan = rt->plan;
     if (!plan->n_dims)
@@ -379,27 +379,27 @@ int runtime_apply_dims(baton_runtime *rt, baton_error *err)
             int n = s->target->pack(sig, buf, BATON_OPAQUE_MAX);
             if (n < 0 || n > BATON_OPAQUE_MAX)
                 n = 0; /* check() accepted these shapes: a pack that fails now is the target's */
-            rt->calls[i].opaque = n ? buf : plan_no_descriptor;
+            rt->calls[i].opaque = n ? buf : baton__plan_no_descriptor;
             rt->calls[i].opaque_len = (size_t)n;
         }
     }
     for (int x = 0; x < plan->n_transfers; x++)
-        rt->xfers[x].bytes = runtime_tensor_bytes(rt, plan->transfers[x].tensor, 0);
-    runtime_count_graph_bytes(rt);
+        rt->xfers[x].bytes = baton__runtime_tensor_bytes(rt, plan->transfers[x].tensor, 0);
+    baton__runtime_count_graph_bytes(rt);
     memcpy(rt->dims_ran, rt->dims, kb);
     if (rt->opts.mode == BATON_SYNC_GRAPH)
         select_graphs(rt);
     return 0;
 }
 
-int runtime_graphs_prepare(baton_runtime *rt, baton_error *err)
+int baton__runtime_graphs_prepare(baton_runtime *rt, baton_error *err)
 {
     const baton_plan *plan = rt->plan;
     int ns = plan->n_segments, ways = rt->graph_ways;
     rt->graph_slot = calloc((size_t)ns + 1, sizeof *rt->graph_slot);
     rt->seg_dims = calloc((size_t)ns + 1, 1);
     if (!rt->graph_slot || !rt->seg_dims)
-        return err_set(err, BATON_ENOMEM, "prepare: out of memory");
+        return baton__err_set(err, BATON_ENOMEM, "prepare: out of memory");
     for (int s = 0; s < ns; s++)
         rt->graph_slot[s] = s * ways;
     if (ways == 1)
@@ -410,7 +410,7 @@ int runtime_graphs_prepare(baton_runtime *rt, baton_error *err)
     rt->slot_used = calloc(nslots + 1, 1);
     rt->slot_ok = calloc(nslots + 1, 1);
     if (!rt->slot_key || !rt->slot_tick || !rt->slot_used || !rt->slot_ok)
-        return err_set(err, BATON_ENOMEM, "prepare: out of memory");
+        return baton__err_set(err, BATON_ENOMEM, "prepare: out of memory");
     for (int s = 0; s < ns; s++) {
         memcpy(rt->slot_key + (size_t)s * ways * plan->n_dims, rt->dims,
                (size_t)plan->n_dims * sizeof *rt->dims);
@@ -431,7 +431,7 @@ int runtime_graphs_prepare(baton_runtime *rt, baton_error *err)
     return 0;
 }
 
-void runtime_graph_used(baton_runtime *rt, int s, int captured)
+void baton__runtime_graph_used(baton_runtime *rt, int s, int captured)
 {
     if (rt->graph_ways == 1)
         return;
@@ -443,7 +443,7 @@ void runtime_graph_used(baton_runtime *rt, int s, int captured)
     }
 }
 
-void runtime_graphs_free(baton_runtime *rt)
+void baton__runtime_graphs_free(baton_runtime *rt)
 {
     free(rt->graph_slot);
     free(rt->seg_dims);
@@ -457,7 +457,7 @@ int baton_runtime_tensor_desc(const baton_runtime *rt, const char *name, baton_t
 {
     if (!rt || !name || !out)
         return BATON_EINVAL;
-    int t = plan_find_tensor(rt->plan, name);
+    int t = baton__plan_find_tensor(rt->plan, name);
     if (t < 0)
         return BATON_ENOENT;
     const int64_t *dims = rt->plan->tensors[t].role == BATON_ROLE_OUTPUT ? rt->dims_ran : rt->dims;
@@ -471,11 +471,11 @@ int baton_runtime_share_state(baton_runtime *rt, const baton_runtime *owner, bat
 {
     err_clear(err);
     if (!rt || !owner || rt == owner)
-        return err_set(err, BATON_EINVAL,
+        return baton__err_set(err, BATON_EINVAL,
                        "baton_runtime_share_state: two different runtimes are required");
     const baton_plan *plan = rt->plan, *op = owner->plan;
     if (rt->backend != owner->backend)
-        return err_set(err, BATON_EINVAL,
+        return baton__err_set(err, BATON_EINVAL,
                        "baton_runtime_share_state: the runtimes run their GPU steps on different "
                        "backends; create both with the same baton_options.gpu");
     /* check every pair first, so that a refusal changes nothing */
@@ -484,11 +484,11 @@ int baton_runtime_share_state(baton_runtime *rt, const baton_runtime *owner, bat
         const plan_tensor *pt = &plan->tensors[t];
         if (pt->role != BATON_ROLE_STATE)
             continue;
-        int u = plan_find_tensor(op, pt->name);
+        int u = baton__plan_find_tensor(op, pt->name);
         const plan_tensor *ou = u >= 0 ? &op->tensors[u] : NULL;
         char a[160], b[160], da[32], db[32];
         if (!ou || ou->role != BATON_ROLE_STATE)
-            return err_set(err, BATON_EINVAL,
+            return baton__err_set(err, BATON_EINVAL,
                            "baton_runtime_share_state: state tensor '%s' of %s is not a state "
                            "tensor of %s; both plans must declare it",
                            pt->name, plan->source, op->source);
@@ -496,16 +496,16 @@ int baton_runtime_share_state(baton_runtime *rt, const baton_runtime *owner, bat
         for (int k = 0; same && k < pt->desc.rank; k++)
             same = pt->desc.shape[k] == ou->desc.shape[k];
         if (!same) {
-            desc_format(a, sizeof a, &pt->desc);
-            desc_format(b, sizeof b, &ou->desc);
-            return err_set(err, BATON_EINVAL,
+            baton__desc_format(a, sizeof a, &pt->desc);
+            baton__desc_format(b, sizeof b, &ou->desc);
+            return baton__err_set(err, BATON_EINVAL,
                            "baton_runtime_share_state: state tensor '%s' is %s in %s but %s in %s",
                            pt->name, a, plan->source, b, op->source);
         }
         baton_device dv = plan->memory[state_dev(rt, t)].device;
         baton_device dw = op->memory[state_dev(owner, u)].device;
         if (!device_eq(dv, dw))
-            return err_set(err, BATON_EINVAL,
+            return baton__err_set(err, BATON_EINVAL,
                            "baton_runtime_share_state: state tensor '%s' lives on %s in %s but on "
                            "%s in %s; run the steps that use it on one device in both plans",
                            pt->name, baton_device_format(dv, da, sizeof da), plan->source,
@@ -515,15 +515,15 @@ int baton_runtime_share_state(baton_runtime *rt, const baton_runtime *owner, bat
     if (!n)
         return 0;
     if (!rt->state_ptr && !(rt->state_ptr = calloc((size_t)plan->n_tensors, sizeof(void *))))
-        return err_set(err, BATON_ENOMEM, "baton_runtime_share_state: out of memory");
+        return baton__err_set(err, BATON_ENOMEM, "baton_runtime_share_state: out of memory");
     for (int t = 0; t < plan->n_tensors; t++) {
         const plan_tensor *pt = &plan->tensors[t];
         if (pt->role != BATON_ROLE_STATE)
             continue;
-        int u = plan_find_tensor(op, pt->name);
+        int u = baton__plan_find_tensor(op, pt->name);
         void *ptr = owner->state_ptr && owner->state_ptr[u]
                         ? owner->state_ptr[u]
-                        : runtime_slot_addr(owner, state_dev(owner, u), u);
+                        : baton__runtime_slot_addr(owner, state_dev(owner, u), u);
         rt->state_ptr[t] = ptr;
         /* every step buffer that holds it (or a view of it) now holds the owner's slot */
         for (int i = 0; i < plan->n_steps; i++) {

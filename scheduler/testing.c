@@ -7,25 +7,25 @@
 #include "scheduler/runtime.h"
 #include "scheduler/testing.h"
 
-int runtime_create_faulty(const baton_plan *plan, const baton_options *opts, int fault_dev,
+int baton__runtime_create_faulty(const baton_plan *plan, const baton_options *opts, int fault_dev,
                           dev_fault fault, baton_runtime **out, baton_error *err)
 {
-    return runtime_prepare(plan, opts, fault_dev, fault, out, err);
+    return baton__runtime_prepare(plan, opts, fault_dev, fault, out, err);
 }
 
-void runtime_inject(baton_runtime *rt, int device, dev_fault fault)
+void baton__runtime_inject(baton_runtime *rt, int device, dev_fault fault)
 {
     if (rt && device >= 0 && device < rt->nd && rt->dev[device].ops->inject)
         rt->dev[device].ops->inject(rt->dev[device].ctx, fault);
 }
 
-void runtime_skip_cross_waits(baton_runtime *rt, int on)
+void baton__runtime_skip_cross_waits(baton_runtime *rt, int on)
 {
     if (rt)
         rt->no_cross_wait = on;
 }
 
-void runtime_gpu_only(baton_runtime *rt, int on)
+void baton__runtime_gpu_only(baton_runtime *rt, int on)
 {
     if (!rt)
         return;

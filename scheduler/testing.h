@@ -9,17 +9,17 @@
 
 /* baton_runtime_create, with `fault` armed on device index `fault_dev` (the plan's memory
  * index: 0 is the CPU) right after it is opened, so that e.g. its arena allocation fails. */
-int runtime_create_faulty(const baton_plan *plan, const baton_options *opts, int fault_dev,
+int baton__runtime_create_faulty(const baton_plan *plan, const baton_options *opts, int fault_dev,
                           dev_fault fault, baton_runtime **out, baton_error *err);
 /* Arms a one-shot fault on a device of a prepared runtime. */
-void runtime_inject(baton_runtime *rt, int device, dev_fault fault);
+void baton__runtime_inject(baton_runtime *rt, int device, dev_fault fault);
 /* From the next run on (call it before the first), runs issue only the plan's GPU segments, each
  * as it would run (its graph, copies included), skipping the CPU segments and the host waits
  * they need; one wait ends the run. Outputs made by CPU steps are then stale. This is the GPU
  * floor a plan's runs in flight are measured against (bench/bench_pool_floor.c). */
-void runtime_gpu_only(baton_runtime *rt, int on);
+void baton__runtime_gpu_only(baton_runtime *rt, int on);
 /* Mutation testing: GPU-to-GPU copies stop waiting for the writer's event, so a test that reads
  * what another device wrote must fail once the writer is slow (sim_delay_us). */
-void runtime_skip_cross_waits(baton_runtime *rt, int on);
+void baton__runtime_skip_cross_waits(baton_runtime *rt, int on);
 
 #endif

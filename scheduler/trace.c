@@ -7,7 +7,7 @@
 
 #include "scheduler/runtime.h"
 
-void trace_add(baton_runtime *rt, const char *name, const char *cat, int tid, int step,
+void baton__trace_add(baton_runtime *rt, const char *name, const char *cat, int tid, int step,
                int64_t bytes, int64_t t0, int64_t t1)
 {
     if (rt->trace_n < rt->trace_cap)
@@ -34,7 +34,7 @@ int baton_runtime_step_time_ns(const baton_runtime *rt, int step, int64_t *total
 }
 
 /* Stops every device's timeline and frees the spans. */
-void trace_end(baton_runtime *rt)
+void baton__trace_end(baton_runtime *rt)
 {
     for (int d = 0; d < rt->nd; d++) {
         rt_device *rd = &rt->dev[d];
@@ -52,7 +52,7 @@ int baton_runtime_trace_begin(baton_runtime *rt, size_t max_events)
 {
     if (!rt)
         return BATON_EINVAL;
-    trace_end(rt);
+    baton__trace_end(rt);
     if (max_events == 0)
         return 0; /* tracing stopped */
     rt->trace = calloc(max_events, sizeof *rt->trace);
@@ -72,7 +72,7 @@ int baton_runtime_trace_begin(baton_runtime *rt, size_t max_events)
         }
         t->spans = calloc(max_events, sizeof *t->spans);
         if (!t->spans) {
-            trace_end(rt);
+            baton__trace_end(rt);
             return BATON_ENOMEM;
         }
         t->cap = max_events;
@@ -150,17 +150,17 @@ int baton_runtime_trace_write(baton_runtime *rt, const char *path, baton_error *
 {
     err_clear(err);
     if (!rt || !path)
-        return err_set(err, BATON_EINVAL,
+        return baton__err_set(err, BATON_EINVAL,
                        "baton_runtime_trace_write: a runtime and a path are "
                        "required");
     if (!rt->trace)
-        return err_set(err, BATON_ESTATE, "trace: call baton_runtime_trace_begin first");
+        return baton__err_set(err, BATON_ESTATE, "trace: call baton_runtime_trace_begin first");
     for (int d = 1; d < rt->nd; d++)
         if (rt->dev_trace[d].spans && rt->dev[d].ops->trace_sync)
             rt->dev[d].ops->trace_sync(rt->dev[d].ctx);
     FILE *f = fopen(path, "w");
     if (!f)
-        return err_set(err, BATON_EIO, "%s: cannot create trace file: %m", path);
+        return baton__err_set(err, BATON_EIO, "%s: cannot create trace file: %m", path);
     const char *mode = baton_sync_mode_name(rt->opts.mode);
     char name[32], label[256];
     fprintf(f,
@@ -248,6 +248,6 @@ int baton_runtime_trace_write(baton_runtime *rt, const char *path, baton_error *
     fprintf(f, "\n]}\n");
     int bad = ferror(f);
     if (fclose(f) != 0 || bad)
-        return err_set(err, BATON_EIO, "%s: write failed", path);
+        return baton__err_set(err, BATON_EIO, "%s: write failed", path);
     return 0;
 }

@@ -27,13 +27,13 @@ static const abi_field iface_fields[] = {
 
 #define N_FIELDS(a) ((int)(sizeof(a) / sizeof(a)[0]))
 
-int target_read(const char *fn, const baton_target *in, baton_target *out,
+int baton__target_read(const char *fn, const baton_target *in, baton_target *out,
                 baton_delegate_iface ifaces[BATON_MAX_IMPLS], baton_error *err)
 {
     char what[120];
     memset(out, 0, sizeof *out);
     snprintf(what, sizeof what, "%s: the target table", fn);
-    int rc = abi_read(out, sizeof *out, in, target_fields, N_FIELDS(target_fields), what,
+    int rc = baton__abi_read(out, sizeof *out, in, target_fields, N_FIELDS(target_fields), what,
                       "baton_target", err);
     if (rc)
         return rc;
@@ -46,7 +46,7 @@ int target_read(const char *fn, const baton_target *in, baton_target *out,
         memset(&ifaces[i], 0, sizeof ifaces[i]);
         snprintf(what, sizeof what, "%s: target '%.64s': impls[%d].delegate", fn,
                  out->name ? out->name : "(NULL)", i);
-        rc = abi_read(&ifaces[i], sizeof ifaces[i], out->impls[i].delegate, iface_fields,
+        rc = baton__abi_read(&ifaces[i], sizeof ifaces[i], out->impls[i].delegate, iface_fields,
                       N_FIELDS(iface_fields), what, "baton_delegate_iface", err);
         if (rc)
             return rc;

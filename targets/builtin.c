@@ -35,13 +35,13 @@ static int counts_ok(const baton_sig_args *a, int n_in, int n_out, const char *t
                      size_t len)
 {
     if (!a || a->n_inputs != n_in || (n_in && !a->inputs))
-        return reason_set(msg, len, BATON_EPLAN, "%s takes %d input%s, got %d", target, n_in,
+        return baton__reason_set(msg, len, BATON_EPLAN, "%s takes %d input%s, got %d", target, n_in,
                           n_in == 1 ? "" : "s", a ? a->n_inputs : 0);
     if (a->n_outputs != n_out)
-        return reason_set(msg, len, BATON_EPLAN, "%s writes %d output%s, got %d", target, n_out,
+        return baton__reason_set(msg, len, BATON_EPLAN, "%s writes %d output%s, got %d", target, n_out,
                           n_out == 1 ? "" : "s", a->n_outputs);
     if (a->n_attrs > 0 && !a->attrs)
-        return reason_set(msg, len, BATON_EPLAN, "%s: attrs missing", target);
+        return baton__reason_set(msg, len, BATON_EPLAN, "%s: attrs missing", target);
     return 0;
 }
 
@@ -64,7 +64,7 @@ static int attr_float(const baton_sig_args *a, const char *name, double def, int
     *out = def;
     if (!at) {
         if (required)
-            return reason_set(msg, len, BATON_EPLAN,
+            return baton__reason_set(msg, len, BATON_EPLAN,
                               "attribute %s is required (a number, e.g. \"%s\": 1.0)", name, name);
         return 0;
     }
@@ -73,9 +73,9 @@ static int attr_float(const baton_sig_args *a, const char *name, double def, int
     else if (at->type == BATON_ATTR_INT)
         *out = (double)at->i;
     else
-        return reason_set(msg, len, BATON_EPLAN, "attribute %s must be a number", name);
+        return baton__reason_set(msg, len, BATON_EPLAN, "attribute %s must be a number", name);
     if (!isfinite(*out))
-        return reason_set(msg, len, BATON_EPLAN, "attribute %s is %g: it must be a finite number",
+        return baton__reason_set(msg, len, BATON_EPLAN, "attribute %s is %g: it must be a finite number",
                           name, *out);
     return 0;
 }
@@ -95,7 +95,7 @@ static int attr_int(const baton_sig_args *a, const char *name, int64_t def, int6
         *out = (int64_t)at->f;
         return 0;
     }
-    return reason_set(msg, len, BATON_EPLAN, "attribute %s must be an integer", name);
+    return baton__reason_set(msg, len, BATON_EPLAN, "attribute %s must be an integer", name);
 }
 
 /* ---- a plan's own descriptor -------------------------------------------------------------------
@@ -107,7 +107,7 @@ static int attr_int(const baton_sig_args *a, const char *name, int64_t def, int6
 
 static int opaque_bad(char *msg, size_t len, const char *why)
 {
-    return reason_set(msg, len, BATON_EPLAN, "\"opaque\": %s" OPAQUE_FIX, why);
+    return baton__reason_set(msg, len, BATON_EPLAN, "\"opaque\": %s" OPAQUE_FIX, why);
 }
 
 /* An integer field: `have` from the bytes, `want` as the tensors give it: "... but <tensor>
@@ -118,7 +118,7 @@ static int opaque_int(const char *field, int64_t have, int64_t want, const char 
     if (have == want)
         return 0;
     char sh[200];
-    return reason_set(msg, len, BATON_EPLAN,
+    return baton__reason_set(msg, len, BATON_EPLAN,
                       "\"opaque\" field %s is %lld but %s %s %s has %lld %s" OPAQUE_FIX, field,
                       (long long)have, tensor, baton_dtype_name(t->dtype),
                       shape_str(t, sh, sizeof sh), (long long)want, unit);
@@ -139,7 +139,7 @@ static int opaque_dtype(const char *field, int32_t have, int32_t want, const cha
         return 0;
     const char *kind = tutorial ? "ElementType" : "code";
     const int off = tutorial ? 1 : 0;
-    return reason_set(msg, len, BATON_EPLAN,
+    return baton__reason_set(msg, len, BATON_EPLAN,
                       "\"opaque\" field %s is %s %d (%s) but %s is %s (%s %d)" OPAQUE_FIX, field,
                       kind, (int)have - off, code_name(have), tensor, code_name(want), kind,
                       (int)want - off);
@@ -151,7 +151,7 @@ static int opaque_attr(const baton_sig_args *a, const char *field, double have, 
 {
     if (!find_attr(a, attr) || have == want)
         return 0;
-    return reason_set(msg, len, BATON_EPLAN,
+    return baton__reason_set(msg, len, BATON_EPLAN,
                       "\"opaque\" field %s is %.17g but attribute %s is %.17g: give one, or "
                       "the same value in both",
                       field, have, attr, want);
@@ -177,10 +177,10 @@ static int rms_resolve(const baton_tensor_desc *x, const baton_tensor_desc *w, c
 {
     char s1[200], s2[200];
     if (!dtype_is_float(x->dtype))
-        return reason_set(msg, len, BATON_EPLAN, "x is %s but %s takes x in bf16, f16, f32 or f64",
+        return baton__reason_set(msg, len, BATON_EPLAN, "x is %s but %s takes x in bf16, f16, f32 or f64",
                           baton_dtype_name(x->dtype), target);
     if (!dtype_is_float(w->dtype))
-        return reason_set(msg, len, BATON_EPLAN,
+        return baton__reason_set(msg, len, BATON_EPLAN,
                           "weight is %s but %s takes the weight in bf16, f16, f32 or f64",
                           baton_dtype_name(w->dtype), target);
     int rc = dims_ok(x, "x", msg, len);
@@ -189,13 +189,13 @@ static int rms_resolve(const baton_tensor_desc *x, const baton_tensor_desc *w, c
     if (rc)
         return rc;
     if (w->rank == 0)
-        return reason_set(
+        return baton__reason_set(
             msg, len, BATON_EPLAN,
             "weight is a scalar (shape []): its shape must equal the normalized (last) "
             "dims of x %s, e.g. [%lld]",
             shape_str(x, s1, sizeof s1), (long long)(x->rank ? x->shape[x->rank - 1] : 1));
     if (w->rank > x->rank)
-        return reason_set(
+        return baton__reason_set(
             msg, len, BATON_EPLAN,
             "weight %s has more dims than x %s: the weight's shape must equal x's last "
             "dims (the normalized ones)",
@@ -206,7 +206,7 @@ static int rms_resolve(const baton_tensor_desc *x, const baton_tensor_desc *w, c
             baton_tensor_desc tail = {.dtype = x->dtype, .rank = w->rank};
             memcpy(tail.shape, x->shape + off, sizeof(int64_t) * (size_t)w->rank);
             char s3[200];
-            return reason_set(msg, len, BATON_EPLAN,
+            return baton__reason_set(msg, len, BATON_EPLAN,
                               "weight %s has %lld elements but x's trailing dims %s (%lld) do not "
                               "match: the weight's shape must equal x's last %d dim%s (x is %s)",
                               shape_str(w, s1, sizeof s1), (long long)numel(w),
@@ -235,7 +235,7 @@ static int rms_eps(const baton_sig_args *a, double *eps, char *msg, size_t len)
     if (rc)
         return rc;
     if (*eps < 0)
-        return reason_set(msg, len, BATON_EPLAN,
+        return baton__reason_set(msg, len, BATON_EPLAN,
                           "eps is %g: it must be >= 0 (it is added to mean(x^2); 1e-5 is usual)",
                           *eps);
     return 0;
@@ -250,7 +250,7 @@ static int rms_opaque_check(const baton_sig_args *a, int bwd, const rms_info *in
     baton_rms_norm_shard_desc d;
     int tut;
     char why[320];
-    if (rms_norm_desc_decode(a->opaque, a->opaque_len, bwd, &d, &tut, why, sizeof why))
+    if (baton__rms_norm_desc_decode(a->opaque, a->opaque_len, bwd, &d, &tut, why, sizeof why))
         return opaque_bad(msg, len, why);
     const int xi = bwd ? 2 : 0, wi = bwd ? 3 : 1;
     const baton_tensor_desc *x = &a->inputs[xi], *w = &a->inputs[wi];
@@ -274,14 +274,14 @@ static int rms_opaque_check(const baton_sig_args *a, int bwd, const rms_info *in
         const baton_tensor_desc *pg = a->n_outputs > 2 && a->outputs ? &a->outputs[2] : NULL;
         const char *pn = out_name(a, 2);
         char sh[200];
-        return reason_set(msg, len, BATON_EPLAN,
+        return baton__reason_set(msg, len, BATON_EPLAN,
                           "\"opaque\" field part_grad_size is %lld but part_grad '%.64s'%s%s "
                           "has %lld rows (part_grad_size %lld)" OPAQUE_FIX,
                           (long long)d.rms.part_grad_size, pn ? pn : "part_grad", pg ? " " : "",
                           pg ? shape_str(pg, sh, sizeof sh) : "", (long long)pgs, (long long)pgs);
     }
     if (find_attr(a, "unsharded_part_grad_size") && d.unsharded_part_grad_size != unsharded)
-        return reason_set(msg, len, BATON_EPLAN,
+        return baton__reason_set(msg, len, BATON_EPLAN,
                           "\"opaque\" field unsharded_part_grad_size is %lld but attribute "
                           "unsharded_part_grad_size is %lld: give one, or the same value in both",
                           (long long)d.unsharded_part_grad_size, (long long)unsharded);
@@ -347,17 +347,17 @@ static int rms_bwd_resolve(const baton_sig_args *a, rms_info *info, double *eps,
         return rc;
     char s1[200], s2[200];
     if (g->dtype != w->dtype)
-        return reason_set(
+        return baton__reason_set(
             msg, len, BATON_EPLAN,
             "grad_output is %s but the weight is %s: grad_output has the dtype of the "
             "forward output y, which is the weight's (%s)",
             baton_dtype_name(g->dtype), baton_dtype_name(w->dtype), baton_dtype_name(w->dtype));
     if (g->rank != x->rank || memcmp(g->shape, x->shape, sizeof(int64_t) * (size_t)x->rank) != 0)
-        return reason_set(msg, len, BATON_EPLAN,
+        return baton__reason_set(msg, len, BATON_EPLAN,
                           "grad_output has shape %s but x has %s: they must be equal",
                           shape_str(g, s1, sizeof s1), shape_str(x, s2, sizeof s2));
     if (iv->dtype != info->invvar_dtype)
-        return reason_set(
+        return baton__reason_set(
             msg, len, BATON_EPLAN,
             "invvar is %s but must be %s (f32, or f64 when x is f64): pass the invvar "
             "output of rms_norm_fwd",
@@ -366,7 +366,7 @@ static int rms_bwd_resolve(const baton_sig_args *a, rms_info *info, double *eps,
     if (rc)
         return rc;
     if (numel(iv) != info->n1)
-        return reason_set(
+        return baton__reason_set(
             msg, len, BATON_EPLAN,
             "invvar has shape %s (%lld elements) but x has %lld rows: invvar must be %s, "
             "one value per row",
@@ -389,7 +389,7 @@ static int rms_bwd_resolve(const baton_sig_args *a, rms_info *info, double *eps,
     if (rc)
         return rc;
     if (*pgs < 1)
-        return reason_set(msg, len, BATON_EPLAN,
+        return baton__reason_set(msg, len, BATON_EPLAN,
                           "part_grad_size is %lld: it must be >= 1 (the number of row blocks whose "
                           "partial sums form grad_weight; the default is min(rows, 256))",
                           (long long)*pgs);
@@ -401,7 +401,7 @@ static int rms_bwd_resolve(const baton_sig_args *a, rms_info *info, double *eps,
                  pg ? "'" : "");
         baton_tensor_desc fix = a->outputs[2];
         fix.shape[0] = *pgs;
-        return reason_set(msg, len, BATON_EPLAN,
+        return baton__reason_set(msg, len, BATON_EPLAN,
                           "part_grad_size is %lld but part_grad%s%s is declared %s, with %lld "
                           "rows: they must agree; set \"part_grad_size\": %lld, or leave the "
                           "attribute out (the declaration then decides), or declare %s as %s",
@@ -410,11 +410,11 @@ static int rms_bwd_resolve(const baton_sig_args *a, rms_info *info, double *eps,
                           (long long)declared, tname, shape_str(&fix, s3, sizeof s3));
     }
     if (*pgs > INT64_MAX / info->n2)
-        return reason_set(msg, len, BATON_EPLAN,
+        return baton__reason_set(msg, len, BATON_EPLAN,
                           "part_grad_size %lld times %lld normalized elements overflows",
                           (long long)*pgs, (long long)info->n2);
     if (!*flat && w->rank + 1 > BATON_MAX_RANK)
-        return reason_set(
+        return baton__reason_set(
             msg, len, BATON_EPLAN,
             "the weight has rank %d, so part_grad ([part_grad_size] + weight shape) would "
             "exceed rank %d: reshape the weight to fewer dims",
@@ -423,7 +423,7 @@ static int rms_bwd_resolve(const baton_sig_args *a, rms_info *info, double *eps,
     if (rc)
         return rc;
     if (find_attr(a, "unsharded_part_grad_size") && *unsharded < *pgs)
-        return reason_set(msg, len, BATON_EPLAN,
+        return baton__reason_set(msg, len, BATON_EPLAN,
                           "unsharded_part_grad_size is %lld but part_grad_size is %lld: it must be "
                           "at least part_grad_size (it is the part_grad_size of the call that "
                           "this step is a row shard of: for N equal shards, N times this step's), "
@@ -529,11 +529,11 @@ static int rms_gw_resolve(const baton_sig_args *a, baton_rms_grad_weight_desc *d
     const baton_tensor_desc *pg = &a->inputs[0], *w = &a->inputs[1];
     char s1[200], s2[200];
     if (!dtype_is_float(w->dtype))
-        return reason_set(msg, len, BATON_EPLAN,
+        return baton__reason_set(msg, len, BATON_EPLAN,
                           "weight is %s but %s takes the weight in bf16, f16, f32 or f64",
                           baton_dtype_name(w->dtype), t);
     if (pg->dtype != BATON_DTYPE_F32 && pg->dtype != BATON_DTYPE_F64)
-        return reason_set(msg, len, BATON_EPLAN,
+        return baton__reason_set(msg, len, BATON_EPLAN,
                           "part_grad is %s but must be f32 (f64 when x is f64): pass the "
                           "part_grad output of rms_norm_bwd",
                           baton_dtype_name(pg->dtype));
@@ -543,7 +543,7 @@ static int rms_gw_resolve(const baton_sig_args *a, baton_rms_grad_weight_desc *d
     if (rc)
         return rc;
     if (w->rank == 0)
-        return reason_set(msg, len, BATON_EPLAN,
+        return baton__reason_set(msg, len, BATON_EPLAN,
                           "weight is a scalar (shape []): pass the weight of the rms_norm_bwd "
                           "step that wrote part_grad");
     const int64_t n2 = numel(w);
@@ -551,7 +551,7 @@ static int rms_gw_resolve(const baton_sig_args *a, baton_rms_grad_weight_desc *d
                      memcmp(pg->shape + 1, w->shape, sizeof(int64_t) * (size_t)w->rank) == 0;
     const int flat = pg->rank == 2 && pg->shape[1] == n2;
     if (!full && !flat)
-        return reason_set(msg, len, BATON_EPLAN,
+        return baton__reason_set(msg, len, BATON_EPLAN,
                           "part_grad has shape %s but the weight is %s: part_grad must be [P] + "
                           "the weight's shape or [P, %lld], as rms_norm_bwd writes it",
                           shape_str(pg, s1, sizeof s1), shape_str(w, s2, sizeof s2), (long long)n2);
@@ -569,7 +569,7 @@ static int rms_gw_check(const baton_sig_args *a, baton_tensor_desc *expected, ch
     int rc = rms_gw_resolve(a, &d, msg, len);
     if (rc == 0 && a->opaque) {
         char why[320], pn[80], wn[80];
-        if (rms_grad_weight_desc_decode(a->opaque, a->opaque_len, &have, why, sizeof why))
+        if (baton__rms_grad_weight_desc_decode(a->opaque, a->opaque_len, &have, why, sizeof why))
             return opaque_bad(msg, len, why);
         snprintf(pn, sizeof pn, "part_grad '%.64s'", in_name(a, 0, "part_grad"));
         snprintf(wn, sizeof wn, "weight '%.64s'", in_name(a, 1, "weight"));
@@ -608,7 +608,7 @@ static int ew_resolve(const baton_sig_args *a, const char *target, int n_in, int
     const baton_tensor_desc *x = &a->inputs[0];
     const char *xname = n_in == 2 ? "a" : "x";
     if (!dtype_is_float(x->dtype) && !(ints && dtype_is_int(x->dtype)))
-        return reason_set(msg, len, BATON_EPLAN, "%s is %s but %s takes %s", xname,
+        return baton__reason_set(msg, len, BATON_EPLAN, "%s is %s but %s takes %s", xname,
                           baton_dtype_name(x->dtype), target,
                           ints ? "bf16, f16, f32, f64, i32 or i64" : "bf16, f16, f32 or f64");
     rc = dims_ok(x, xname, msg, len);
@@ -621,7 +621,7 @@ static int ew_resolve(const baton_sig_args *a, const char *target, int n_in, int
         const baton_tensor_desc *b = &a->inputs[1];
         char s1[200], s2[200];
         if (b->dtype != x->dtype)
-            return reason_set(msg, len, BATON_EPLAN,
+            return baton__reason_set(msg, len, BATON_EPLAN,
                               "a is %s but b is %s: %s needs both in one dtype (%s)",
                               baton_dtype_name(x->dtype), baton_dtype_name(b->dtype), target,
                               baton_dtype_name(x->dtype));
@@ -636,7 +636,7 @@ static int ew_resolve(const baton_sig_args *a, const char *target, int n_in, int
         for (int i = lead; ok && i < b->rank; i++)
             ok = b->shape[i] == x->shape[x->rank - b->rank + i];
         if (!ok)
-            return reason_set(
+            return baton__reason_set(
                 msg, len, BATON_EPLAN,
                 "b has shape %s but a has %s: b must have a's shape or a's trailing dims "
                 "(e.g. [%lld]; leading 1s are allowed), and then repeats over a's leading "
@@ -673,7 +673,7 @@ static int scalar_fits(const char *name, double v, baton_dtype dt, char *msg, si
     if (dtype_is_int(dt)) {
         double lim = dt == BATON_DTYPE_I32 ? 2147483648.0 : 9223372036854775808.0;
         if (v != floor(v) || v >= lim || v < -lim)
-            return reason_set(msg, len, BATON_EPLAN,
+            return baton__reason_set(msg, len, BATON_EPLAN,
                               "%s is %.17g but x is %s: give an integer value within %s's range, "
                               "or make x a float tensor",
                               name, v, baton_dtype_name(dt), baton_dtype_name(dt));
@@ -682,7 +682,7 @@ static int scalar_fits(const char *name, double v, baton_dtype dt, char *msg, si
     unsigned char tmp[8];
     store_f64(dt, tmp, 0, v);
     if (isinf(load_f64(dt, tmp, 0)))
-        return reason_set(msg, len, BATON_EPLAN,
+        return baton__reason_set(msg, len, BATON_EPLAN,
                           "%s is %g but x is %s, whose largest finite value is %g: it overflows "
                           "to inf; give a smaller value or a wider dtype",
                           name, v, baton_dtype_name(dt), dtype_max_finite(dt));
@@ -697,7 +697,7 @@ static int softshrink_resolve(const baton_sig_args *a, baton_ew_desc *d, char *m
     if (rc)
         return rc;
     if (d->value < 0)
-        return reason_set(msg, len, BATON_EPLAN,
+        return baton__reason_set(msg, len, BATON_EPLAN,
                           "lambda is %g: it must be >= 0 (0.5 is the default)", d->value);
     return scalar_fits("lambda", d->value, (baton_dtype)d->dtype, msg, len);
 }
@@ -747,7 +747,7 @@ static int ew_opaque_check(const baton_sig_args *a, const ew_kind *k, const bato
     baton_ew_desc d;
     char why[320], xn[80], bn[80];
     const int binary = a->n_inputs == 2;
-    if (ew_desc_decode(a->opaque, a->opaque_len, binary, k->ints, &d, why, sizeof why))
+    if (baton__ew_desc_decode(a->opaque, a->opaque_len, binary, k->ints, &d, why, sizeof why))
         return opaque_bad(msg, len, why);
     snprintf(xn, sizeof xn, "%s '%.64s'", binary ? "a" : "x", in_name(a, 0, binary ? "a" : "x"));
     int rc = opaque_int("n", d.n, want->n, xn, &a->inputs[0], "elements", msg, len);
@@ -761,7 +761,7 @@ static int ew_opaque_check(const baton_sig_args *a, const ew_kind *k, const bato
         return rc;
     if (!k->scalar) {
         if (d.value != 0)
-            return reason_set(msg, len, BATON_EPLAN,
+            return baton__reason_set(msg, len, BATON_EPLAN,
                               "\"opaque\" field value is %g but this kernel takes no scalar: it "
                               "must be 0" OPAQUE_FIX,
                               d.value);
@@ -770,7 +770,7 @@ static int ew_opaque_check(const baton_sig_args *a, const ew_kind *k, const bato
     if (find_attr(a, k->scalar))
         return opaque_attr(a, "value", d.value, k->scalar, want->value, msg, len);
     if (k->ints == 0 && d.value < 0) /* softshrink's lambda */
-        return reason_set(msg, len, BATON_EPLAN,
+        return baton__reason_set(msg, len, BATON_EPLAN,
                           "\"opaque\" field value (lambda) is %g: it must be >= 0" OPAQUE_FIX,
                           d.value);
     return scalar_fits("\"opaque\" field value", d.value, (baton_dtype)d.dtype, msg, len);
@@ -846,14 +846,14 @@ static int argmax_resolve(const baton_sig_args *a, baton_argmax_desc *d, baton_t
         return rc;
     const baton_tensor_desc *x = &a->inputs[0];
     if (!dtype_is_float(x->dtype) && !dtype_is_int(x->dtype))
-        return reason_set(msg, len, BATON_EPLAN,
+        return baton__reason_set(msg, len, BATON_EPLAN,
                           "x is %s but argmax takes bf16, f16, f32, f64, i32 or i64",
                           baton_dtype_name(x->dtype));
     rc = dims_ok(x, "x", msg, len);
     if (rc)
         return rc;
     if (x->rank < 1)
-        return reason_set(msg, len, BATON_EPLAN,
+        return baton__reason_set(msg, len, BATON_EPLAN,
                           "x is a scalar (shape []): argmax runs over the last dim, so x needs "
                           "rank >= 1, e.g. [n]");
     memset(d, 0, sizeof *d);
@@ -881,7 +881,7 @@ static int argmax_check(const baton_sig_args *a, baton_tensor_desc *expected, ch
     if (rc || !a->opaque)
         return rc;
     char why[320], xn[80];
-    if (argmax_desc_decode(a->opaque, a->opaque_len, &have, why, sizeof why))
+    if (baton__argmax_desc_decode(a->opaque, a->opaque_len, &have, why, sizeof why))
         return opaque_bad(msg, len, why);
     snprintf(xn, sizeof xn, "x '%.64s'", in_name(a, 0, "x"));
     rc = opaque_int("n1", have.n1, d.n1, xn, &a->inputs[0], "rows", msg, len);
@@ -920,11 +920,11 @@ static int noop_check(const baton_sig_args *a, baton_tensor_desc *expected, char
 
 #ifdef BATON_CUDA
 #define IMPLS(fn)                                                                                  \
-    .impls = {{.device = BATON_DEVICE_CPU, .kernel = kcpu_##fn},                                   \
-              {.device = BATON_DEVICE_CUDA, .kernel = kcuda_##fn, .supports_pdl = 1}},             \
+    .impls = {{.device = BATON_DEVICE_CPU, .kernel = baton__kcpu_##fn},                                   \
+              {.device = BATON_DEVICE_CUDA, .kernel = baton__kcuda_##fn, .supports_pdl = 1}},             \
     .n_impls = 2
 #else
-#define IMPLS(fn) .impls = {{.device = BATON_DEVICE_CPU, .kernel = kcpu_##fn}}, .n_impls = 1
+#define IMPLS(fn) .impls = {{.device = BATON_DEVICE_CPU, .kernel = baton__kcpu_##fn}}, .n_impls = 1
 #endif
 
 static const baton_target target_rms_norm_fwd = {
@@ -1076,8 +1076,8 @@ static const baton_target target_noop = {
 
 /* The hooks of IMPLS(fn)'s CUDA implementation (impls[1]). */
 #ifdef BATON_CUDA
-#define CUDA_TUNE(fn)         .tune = {NULL, kcuda_##fn##_tune}
-#define CUDA_TUNE_PREPARE(fn) CUDA_TUNE(fn), .prepare = {NULL, kcuda_##fn##_prepare}
+#define CUDA_TUNE(fn)         .tune = {NULL, baton__kcuda_##fn##_tune}
+#define CUDA_TUNE_PREPARE(fn) CUDA_TUNE(fn), .prepare = {NULL, baton__kcuda_##fn##_prepare}
 #else
 #define CUDA_TUNE_PREPARE(fn) .tune = {NULL}
 #define CUDA_TUNE(fn)         .tune = {NULL}
@@ -1085,14 +1085,14 @@ static const baton_target target_noop = {
 /* The decoder ops (targets/decoder.c, DEC_IMPLS): their CUDA kernels (impls[1]) record an index
  * out of range on the device, read after the host waits (core/tune.h's kernel_error_fn). */
 #ifdef BATON_CUDA
-#define UNTUNED(t) {.target = &t, .errors = {NULL, kcuda_decoder_error_take}},
+#define UNTUNED(t) {.target = &t, .errors = {NULL, baton__kcuda_decoder_error_take}},
 #else
 #define UNTUNED(t) {.target = &t},
 #endif
 
 /* One target a line. */
 /* clang-format off */
-const builtin_target baton_builtin_targets[] = {
+const builtin_target baton__builtin_targets[] = {
     {.target = &target_rms_norm_fwd, CUDA_TUNE_PREPARE(rms_norm_fwd)},
     {.target = &target_rms_norm_bwd, CUDA_TUNE_PREPARE(rms_norm_bwd)},
     {.target = &target_rms_norm_grad_weight},
@@ -1103,10 +1103,10 @@ const builtin_target baton_builtin_targets[] = {
     {.target = &target_copy},
     {.target = &target_argmax},
     {.target = &target_noop},
-    {.target = &baton_target_gemm},
+    {.target = &baton__target_gemm},
     BATON_DECODER_TARGETS(UNTUNED)
 };
 /* clang-format on */
 
-const int baton_builtin_target_count =
-    (int)(sizeof baton_builtin_targets / sizeof baton_builtin_targets[0]);
+const int baton__builtin_target_count =
+    (int)(sizeof baton__builtin_targets / sizeof baton__builtin_targets[0]);

@@ -7,7 +7,7 @@
 #include "baton/baton.h"
 #include "core/tune.h"
 
-extern const baton_target baton_target_gemm;
+extern const baton_target baton__target_gemm;
 
 /* A built-in target as baton describes it: its public description, and what only baton's own
  * implementations have: impls[k]'s prepare-time hooks (core/tune.h), tuning (the CUDA RMSNorm
@@ -21,7 +21,7 @@ typedef struct builtin_target {
     kernel_error_fn errors[BATON_MAX_IMPLS];    /* impls[k]'s run-time error record, or NULL */
 } builtin_target;
 
-extern const builtin_target baton_builtin_targets[];
-extern const int baton_builtin_target_count;
+extern const builtin_target baton__builtin_targets[];
+extern const int baton__builtin_target_count;
 
 #endif /* BATON_TARGETS_BUILTIN_H */

@@ -17,8 +17,8 @@ static int dec_check(int op, const baton_sig_args *a, baton_tensor_desc *expecte
 {
     baton_decoder_desc d;
     dec_shape s;
-    int rc = dec_desc_from_attrs(op, a, &d, msg, len);
-    return rc ? rc : dec_shapes(op, a, &d, &s, expected, msg, len);
+    int rc = baton__dec_desc_from_attrs(op, a, &d, msg, len);
+    return rc ? rc : baton__dec_shapes(op, a, &d, &s, expected, msg, len);
 }
 
 static int dec_pack(int op, const baton_sig_args *a, char *opaque, size_t cap)
@@ -26,9 +26,9 @@ static int dec_pack(int op, const baton_sig_args *a, char *opaque, size_t cap)
     baton_decoder_desc d;
     dec_shape s;
     char msg[512];
-    int rc = dec_desc_from_attrs(op, a, &d, msg, sizeof msg);
+    int rc = baton__dec_desc_from_attrs(op, a, &d, msg, sizeof msg);
     if (rc == 0)
-        rc = dec_shapes(op, a, &d, &s, NULL, msg, sizeof msg);
+        rc = baton__dec_shapes(op, a, &d, &s, NULL, msg, sizeof msg);
     if (rc)
         return rc;
     if (!opaque || cap < sizeof d)
@@ -62,16 +62,16 @@ DEC_FNS(rope_cache_update, DEC_ROPE_CACHE_UPDATE)
 
 #ifdef BATON_CUDA
 #define DEC_IMPLS(fn)                                                                              \
-    .impls = {{.device = BATON_DEVICE_CPU, .kernel = kcpu_##fn},                                   \
-              {.device = BATON_DEVICE_CUDA, .kernel = kcuda_##fn}},                                \
+    .impls = {{.device = BATON_DEVICE_CPU, .kernel = baton__kcpu_##fn},                                   \
+              {.device = BATON_DEVICE_CUDA, .kernel = baton__kcuda_##fn}},                                \
     .n_impls = 2
 #else
-#define DEC_IMPLS(fn) .impls = {{.device = BATON_DEVICE_CPU, .kernel = kcpu_##fn}}, .n_impls = 1
+#define DEC_IMPLS(fn) .impls = {{.device = BATON_DEVICE_CPU, .kernel = baton__kcpu_##fn}}, .n_impls = 1
 #endif
 
 #define DEC_TARGET(fn, n_in, text, ...) DEC_TARGET_N(fn, n_in, 1, text, __VA_ARGS__)
 #define DEC_TARGET_N(fn, n_in, n_out, text, ...)                                                   \
-    const baton_target baton_target_##fn = {.struct_size = sizeof(baton_target),                   \
+    const baton_target baton__target_##fn = {.struct_size = sizeof(baton_target),                   \
                                             .name = #fn,                                           \
                                             .kind = BATON_TARGET_KERNEL,                           \
                                             .n_inputs = n_in,                                      \
@@ -157,7 +157,7 @@ DEC_TARGET_N(rope_cache_update, 5, 3,
                         "multiplies cos and sin (HF attention_scaling); default 1"}},
              .aliases = {{1, 3}, {2, 4}}, .n_aliases = 2);
 
-int target_opaque_check(const baton_target *t, const baton_sig_args *a, const char *opaque,
+int baton__target_opaque_check(const baton_target *t, const baton_sig_args *a, const char *opaque,
                         size_t len, char *msg, size_t cap)
 {
     static const struct {
@@ -183,7 +183,7 @@ int target_opaque_check(const baton_target *t, const baton_sig_args *a, const ch
         return 0;
     baton_decoder_desc d;
     dec_shape s;
-    if (dec_desc_read(op, opaque, len, &d, msg, cap) || dec_shapes(op, a, &d, &s, NULL, msg, cap))
+    if (baton__dec_desc_read(op, opaque, len, &d, msg, cap) || baton__dec_shapes(op, a, &d, &s, NULL, msg, cap))
         return BATON_EPLAN;
     return 0;
 }

@@ -1,5 +1,5 @@
 /* gemm.c: the "gemm" delegate as a target: its signature check and descriptor (both from
- * baton_gemm_resolve, delegates/gemm.c) and its backends, OpenBLAS on the CPU and cuBLASLt on
+ * baton__gemm_resolve, delegates/gemm.c) and its backends, OpenBLAS on the CPU and cuBLASLt on
  * CUDA. */
 #include <string.h>
 
@@ -12,14 +12,14 @@
 static int gemm_check(const baton_sig_args *sig, baton_tensor_desc *expected, char *msg, size_t len)
 {
     baton_gemm_desc d;
-    return baton_gemm_resolve(sig, &d, expected, msg, len);
+    return baton__gemm_resolve(sig, &d, expected, msg, len);
 }
 
 static int gemm_pack(const baton_sig_args *sig, char *opaque, size_t cap)
 {
     baton_gemm_desc d;
     char msg[256];
-    int rc = baton_gemm_resolve(sig, &d, NULL, msg, sizeof msg);
+    int rc = baton__gemm_resolve(sig, &d, NULL, msg, sizeof msg);
     if (rc)
         return rc;
     if (!opaque || cap < sizeof d)
@@ -28,7 +28,7 @@ static int gemm_pack(const baton_sig_args *sig, char *opaque, size_t cap)
     return (int)sizeof d;
 }
 
-const baton_target baton_target_gemm_add = {
+const baton_target baton__target_gemm_add = {
     .struct_size = sizeof(baton_target),
     .name = "gemm_add",
     .kind = BATON_TARGET_DELEGATE,
@@ -44,9 +44,9 @@ const baton_target baton_target_gemm_add = {
     .pack = gemm_pack,
     .impls =
         {
-            {.device = BATON_DEVICE_CPU, .delegate = &baton_gemm_openblas_iface},
+            {.device = BATON_DEVICE_CPU, .delegate = &baton__gemm_openblas_iface},
 #ifdef BATON_CUDA
-            {.device = BATON_DEVICE_CUDA, .delegate = &baton_gemm_cublaslt_iface},
+            {.device = BATON_DEVICE_CUDA, .delegate = &baton__gemm_cublaslt_iface},
 #endif
         },
 #ifdef BATON_CUDA
@@ -56,7 +56,7 @@ const baton_target baton_target_gemm_add = {
 #endif
 };
 
-const baton_target baton_target_gemm = {
+const baton_target baton__target_gemm = {
     .struct_size = sizeof(baton_target),
     .name = "gemm",
     .kind = BATON_TARGET_DELEGATE,
@@ -71,9 +71,9 @@ const baton_target baton_target_gemm = {
     .pack = gemm_pack,
     .impls =
         {
-            {.device = BATON_DEVICE_CPU, .delegate = &baton_gemm_openblas_iface},
+            {.device = BATON_DEVICE_CPU, .delegate = &baton__gemm_openblas_iface},
 #ifdef BATON_CUDA
-            {.device = BATON_DEVICE_CUDA, .delegate = &baton_gemm_cublaslt_iface},
+            {.device = BATON_DEVICE_CUDA, .delegate = &baton__gemm_cublaslt_iface},
 #endif
         },
 #ifdef BATON_CUDA

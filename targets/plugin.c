@@ -23,7 +23,7 @@ static const baton_plugin_api plugin_api = {
     .strerror = baton_strerror,
 };
 
-void plugin_close(void *handle)
+void baton__plugin_close(void *handle)
 {
     if (handle)
         dlclose(handle);
@@ -33,21 +33,21 @@ int baton_registry_load_plugin(baton_registry *reg, const char *path, baton_erro
 {
     err_clear(err);
     if (!reg || !path)
-        return err_set(err, BATON_EINVAL,
+        return baton__err_set(err, BATON_EINVAL,
                        "baton_registry_load_plugin: a registry and a path "
                        "are required");
     struct stat st;
     if (stat(path, &st) != 0) {
         if (errno == ENOENT || errno == ENOTDIR)
-            return err_set(err, BATON_EIO,
+            return baton__err_set(err, BATON_EIO,
                            "plugin %s: no such file; give the path of the plugin's shared "
                            "library (a path without '/' is looked up as a file here, not on the "
                            "library path)",
                            path);
-        return err_set(err, BATON_EIO, "plugin %s cannot be read: %s", path, strerror(errno));
+        return baton__err_set(err, BATON_EIO, "plugin %s cannot be read: %s", path, strerror(errno));
     }
     if (!S_ISREG(st.st_mode))
-        return err_set(err, BATON_EIO,
+        return baton__err_set(err, BATON_EIO,
                        "plugin %s is %s, not a file; give the path of the plugin's shared "
                        "library (the .so file itself)",
                        path, S_ISDIR(st.st_mode) ? "a directory" : "a special file");
@@ -60,13 +60,13 @@ int baton_registry_load_plugin(baton_registry *reg, const char *path, baton_erro
     void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
     if (!h) {
         const char *why = dlerror();
-        return err_set(err, BATON_EIO, "plugin %s cannot be loaded: %s", path,
+        return baton__err_set(err, BATON_EIO, "plugin %s cannot be loaded: %s", path,
                        why ? why : "unknown reason");
     }
     void *sym = dlsym(h, BATON_PLUGIN_INIT_SYMBOL);
     if (!sym) {
         dlclose(h);
-        return err_set(err, BATON_ENOTARGET,
+        return baton__err_set(err, BATON_ENOTARGET,
                        "plugin %s exports no %s(); a baton plugin defines it (docs/plugins.md)",
                        path, BATON_PLUGIN_INIT_SYMBOL);
     }
@@ -77,7 +77,7 @@ int baton_registry_load_plugin(baton_registry *reg, const char *path, baton_erro
     unsigned int version = declared ? *declared : 1;
     if (version != BATON_PLUGIN_API_VERSION) {
         dlclose(h);
-        return err_set(err, BATON_ENOTSUP,
+        return baton__err_set(err, BATON_ENOTSUP,
                        "plugin %s was built for plugin API %u%s, and this library offers %u: "
                        "rebuild the plugin against this baton's baton.h "
                        "(with BATON_PLUGIN_DECLARE_VERSION(); docs/plugins.md)",
@@ -87,34 +87,34 @@ int baton_registry_load_plugin(baton_registry *reg, const char *path, baton_erro
     }
     baton_plugin_init_fn init;
     memcpy(&init, &sym, sizeof init);  /* object to function pointer, as POSIX allows */
-    if (registry_has_plugin(reg, h)) { /* already loaded here: dlopen counted one more */
+    if (baton__registry_has_plugin(reg, h)) { /* already loaded here: dlopen counted one more */
         dlclose(h);
         return 0;
     }
     registry_snapshot snap;
-    if (registry_snapshot_take(reg, &snap)) {
+    if (baton__registry_snapshot_take(reg, &snap)) {
         dlclose(h);
-        return err_set(err, BATON_ENOMEM, "plugin %s: out of memory", path);
+        return baton__err_set(err, BATON_ENOMEM, "plugin %s: out of memory", path);
     }
     baton_error perr = {0};
     int rc = init(reg, &plugin_api, &perr);
     /* the plugin's message is its to fill, perhaps without a NUL: bound it before any read */
     perr.message[sizeof perr.message - 1] = 0;
-    if (!rc && registry_keep_plugin(reg, h))
-        rc = err_set(&perr, BATON_ENOMEM, "out of memory");
+    if (!rc && baton__registry_keep_plugin(reg, h))
+        rc = baton__err_set(&perr, BATON_ENOMEM, "out of memory");
     if (rc) {
         /* undo what it registered, then nothing refers to its code: unload it */
-        registry_snapshot_restore(reg, &snap);
-        registry_snapshot_free(&snap);
+        baton__registry_snapshot_restore(reg, &snap);
+        baton__registry_snapshot_free(&snap);
         dlclose(h);
         /* callers act on BATON_E* codes (the CLI's exit codes): anything else is EINVAL */
         int code = rc < 0 && rc >= BATON_ECANCELED ? rc : BATON_EINVAL;
         if (perr.message[0])
-            return err_set(err, code, "plugin %s: %s() failed: %s", path, BATON_PLUGIN_INIT_SYMBOL,
+            return baton__err_set(err, code, "plugin %s: %s() failed: %s", path, BATON_PLUGIN_INIT_SYMBOL,
                            perr.message);
-        return err_set(err, code, "plugin %s: %s() failed with %d (%s) and no message", path,
+        return baton__err_set(err, code, "plugin %s: %s() failed with %d (%s) and no message", path,
                        BATON_PLUGIN_INIT_SYMBOL, rc, baton_strerror(rc));
     }
-    registry_snapshot_free(&snap);
+    baton__registry_snapshot_free(&snap);
     return 0;
 }

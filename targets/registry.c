@@ -46,7 +46,7 @@ void baton_registry_set_log(baton_registry *reg, baton_log_fn fn, void *user)
     reg->log.user = user;
 }
 
-const log_sink *registry_log(const baton_registry *reg)
+const log_sink *baton__registry_log(const baton_registry *reg)
 {
     return &reg->log;
 }
@@ -60,8 +60,8 @@ int baton_registry_create(baton_registry **out)
     if (!reg)
         return BATON_ENOMEM;
     atomic_init(&reg->refs, 1);
-    for (int i = 0; i < baton_builtin_target_count; i++) {
-        const builtin_target *b = &baton_builtin_targets[i];
+    for (int i = 0; i < baton__builtin_target_count; i++) {
+        const builtin_target *b = &baton__builtin_targets[i];
         int rc = baton_registry_add(reg, b->target, NULL);
         if (rc) {
             baton_registry_destroy(reg);
@@ -81,7 +81,7 @@ int baton_registry_create(baton_registry **out)
     return 0;
 }
 
-const baton_registry *registry_retain(const baton_registry *reg)
+const baton_registry *baton__registry_retain(const baton_registry *reg)
 {
     if (reg) /* the count is the one mutable part of a registry that plans share */
         atomic_fetch_add_explicit(&((baton_registry *)reg)->refs, 1, memory_order_relaxed);
@@ -99,12 +99,12 @@ void baton_registry_destroy(baton_registry *reg)
     free(reg->targets);
     free(reg->retired);
     for (int i = 0; i < reg->n_plugins; i++)
-        plugin_close(reg->plugins[i]);
+        baton__plugin_close(reg->plugins[i]);
     free(reg->plugins);
     free(reg);
 }
 
-int registry_has_plugin(const baton_registry *reg, void *handle)
+int baton__registry_has_plugin(const baton_registry *reg, void *handle)
 {
     for (int i = 0; i < reg->n_plugins; i++)
         if (reg->plugins[i] == handle)
@@ -112,7 +112,7 @@ int registry_has_plugin(const baton_registry *reg, void *handle)
     return 0;
 }
 
-int registry_keep_plugin(baton_registry *reg, void *handle)
+int baton__registry_keep_plugin(baton_registry *reg, void *handle)
 {
     void **np = realloc(reg->plugins, ((size_t)reg->n_plugins + 1) * sizeof *np);
     if (!np)
@@ -122,7 +122,7 @@ int registry_keep_plugin(baton_registry *reg, void *handle)
     return 0;
 }
 
-int registry_snapshot_take(const baton_registry *reg, registry_snapshot *snap)
+int baton__registry_snapshot_take(const baton_registry *reg, registry_snapshot *snap)
 {
     snap->n = reg->n;
     snap->n_retired = reg->n_retired;
@@ -141,7 +141,7 @@ static int in_snapshot(const registry_snapshot *snap, const baton_target *t)
     return 0;
 }
 
-void registry_snapshot_restore(baton_registry *reg, registry_snapshot *snap)
+void baton__registry_snapshot_restore(baton_registry *reg, registry_snapshot *snap)
 {
     /* Entries made since: in the table now, or superseded since and retired. Entries of the
      * snapshot that were superseded go back in place. No plan can point at the new ones: plans
@@ -157,7 +157,7 @@ void registry_snapshot_restore(baton_registry *reg, registry_snapshot *snap)
     reg->n = snap->n;
 }
 
-void registry_snapshot_free(registry_snapshot *snap)
+void baton__registry_snapshot_free(registry_snapshot *snap)
 {
     free(snap->targets);
     snap->targets = NULL;
@@ -235,7 +235,7 @@ static int refuse(baton_error *err, const char *fn, const baton_target *t, const
     va_start(ap, fmt);
     vsnprintf(what, sizeof what, fmt, ap);
     va_end(ap);
-    return err_set(err, BATON_EINVAL, "%s: target '%s': %s", fn, shown(t->name, name, sizeof name),
+    return baton__err_set(err, BATON_EINVAL, "%s: target '%s': %s", fn, shown(t->name, name, sizeof name),
                    what);
 }
 
@@ -332,7 +332,7 @@ static int check_target(const char *fn, const baton_target *t, baton_error *err)
 {
     char why[96], name[80];
     if (!name_ok(t->name, why, sizeof why))
-        return err_set(err, BATON_EINVAL,
+        return baton__err_set(err, BATON_EINVAL,
                        "%s: the target name '%s' %s; plans name targets with " NAME_RULE, fn,
                        shown(t->name, name, sizeof name), why);
     if (t->kind != BATON_TARGET_KERNEL && t->kind != BATON_TARGET_DELEGATE)
@@ -488,7 +488,7 @@ static void commit(baton_registry *reg, int i, baton_target *e)
 static int out_of_memory(baton_error *err, const char *fn, const baton_target *t)
 {
     char name[80];
-    return err_set(err, BATON_ENOMEM, "%s: target '%s': out of memory", fn,
+    return baton__err_set(err, BATON_ENOMEM, "%s: target '%s': out of memory", fn,
                    shown(t->name, name, sizeof name));
 }
 
@@ -498,8 +498,8 @@ static int read_checked(const char *fn, const baton_registry *reg, const baton_t
                         baton_target *full, baton_delegate_iface *ifaces, baton_error *err)
 {
     if (!reg || !t)
-        return err_set(err, BATON_EINVAL, "%s: a registry and a target are required", fn);
-    int rc = target_read(fn, t, full, ifaces, err);
+        return baton__err_set(err, BATON_EINVAL, "%s: a registry and a target are required", fn);
+    int rc = baton__target_read(fn, t, full, ifaces, err);
     return rc ? rc : check_target(fn, full, err);
 }
 
@@ -573,7 +573,7 @@ int baton_registry_replace(baton_registry *reg, const baton_target *t, baton_err
     int i = find_index(reg, t->name);
     if (i < 0) {
         char name[80];
-        return err_set(err, BATON_ENOENT,
+        return baton__err_set(err, BATON_ENOENT,
                        "%s: no target named '%s' is registered, so there is nothing to "
                        "replace; add a new target with baton_registry_add()",
                        fn, shown(t->name, name, sizeof name));
@@ -586,7 +586,7 @@ int baton_registry_replace(baton_registry *reg, const baton_target *t, baton_err
     return 0;
 }
 
-kernel_tune_fn registry_tuner(const baton_target *t, baton_device_kind kind)
+kernel_tune_fn baton__registry_tuner(const baton_target *t, baton_device_kind kind)
 {
     for (int k = 0; t && k < t->n_impls; k++)
         if (t->impls[k].device == kind)
@@ -594,7 +594,7 @@ kernel_tune_fn registry_tuner(const baton_target *t, baton_device_kind kind)
     return NULL;
 }
 
-kernel_error_fn registry_errors(const baton_target *t, baton_device_kind kind)
+kernel_error_fn baton__registry_errors(const baton_target *t, baton_device_kind kind)
 {
     for (int k = 0; t && k < t->n_impls; k++)
         if (t->impls[k].device == kind)
@@ -602,7 +602,7 @@ kernel_error_fn registry_errors(const baton_target *t, baton_device_kind kind)
     return NULL;
 }
 
-kernel_prepare_fn registry_preparer(const baton_target *t, baton_device_kind kind)
+kernel_prepare_fn baton__registry_preparer(const baton_target *t, baton_device_kind kind)
 {
     for (int k = 0; t && k < t->n_impls; k++)
         if (t->impls[k].device == kind)

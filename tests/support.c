@@ -58,7 +58,7 @@ uint64_t test_fresh_seed(void)
 
 uint64_t test_rng_next(test_rng *r)
 {
-    return rng_splitmix64(&r->state); /* the one splitmix64, core's */
+    return baton__rng_splitmix64(&r->state); /* the one splitmix64, core's */
 }
 
 double test_rng_uniform(test_rng *r)

@@ -80,7 +80,7 @@ Test(options, a_caller_with_an_older_smaller_struct_gets_defaults_for_the_newer_
     c.o.struct_size = offsetof(baton_options, disable_queue_ahead);
     baton_options read;
     baton_error err = {0};
-    cr_assert_eq(options_read(&c.o, &read, &err), 0, "%s", err.message);
+    cr_assert_eq(baton__options_read(&c.o, &read, &err), 0, "%s", err.message);
     cr_assert_eq(read.struct_size, sizeof(baton_options));
     cr_assert_eq(read.disable_queue_ahead, 0, "a field past struct_size was read");
     cr_assert_eq(read.quiet, 1);
@@ -90,13 +90,13 @@ Test(options, a_caller_with_an_older_smaller_struct_gets_defaults_for_the_newer_
 
     /* A struct_size that ends inside a field reads none of it. */
     c.o.struct_size = offsetof(baton_options, quiet) + 2;
-    cr_assert_eq(options_read(&c.o, &read, &err), 0, "%s", err.message);
+    cr_assert_eq(baton__options_read(&c.o, &read, &err), 0, "%s", err.message);
     cr_assert_eq(read.quiet, 0);
     cr_assert_eq(read.fallback_is_error, c.o.fallback_is_error);
 
     /* Only struct_size: every field at its default. */
     c.o.struct_size = sizeof(size_t);
-    cr_assert_eq(options_read(&c.o, &read, &err), 0, "%s", err.message);
+    cr_assert_eq(baton__options_read(&c.o, &read, &err), 0, "%s", err.message);
     baton_options def;
     baton_options_init(&def);
     cr_assert_eq(memcmp(&read, &def, sizeof def), 0);

@@ -131,7 +131,7 @@ Test(analysis, bundled_rfc_plan_waits_once_per_layer)
 Test(analysis, chain_of_one_device_reuses_two_buffers)
 {
     baton_plan *p = load_file("examples/plans/rmsnorm_chain64.json");
-    int d = plan_memory_index(p, (baton_device){BATON_DEVICE_CUDA, 0});
+    int d = baton__plan_memory_index(p, (baton_device){BATON_DEVICE_CUDA, 0});
     cr_assert_geq(d, 1);
     const plan_memory *m = &p->memory[d];
     /* h_i = rms_norm(h_{i-1}): each activation dies when the next is written, so the 64
@@ -142,7 +142,7 @@ Test(analysis, chain_of_one_device_reuses_two_buffers)
     for (int k = 1; k <= 64; k++) {
         char name[16];
         snprintf(name, sizeof name, "h%d", k);
-        int t = plan_find_tensor(p, name);
+        int t = baton__plan_find_tensor(p, name);
         cr_assert_geq(t, 0, "%s missing", name);
         int64_t off = m->offset[t];
         cr_assert_geq(off, 0, "%s has no slot on cuda:0", name);
@@ -153,19 +153,19 @@ Test(analysis, chain_of_one_device_reuses_two_buffers)
         /* alternation: h_k never shares a slot with h_{k-1}, which it reads */
         if (k > 1) {
             snprintf(name, sizeof name, "h%d", k - 1);
-            cr_assert_neq(off, m->offset[plan_find_tensor(p, name)], "h%d overwrites its input", k);
+            cr_assert_neq(off, m->offset[baton__plan_find_tensor(p, name)], "h%d overwrites its input", k);
         }
         snprintf(name, sizeof name, "inv%d", k);
-        int iv = plan_find_tensor(p, name);
+        int iv = baton__plan_find_tensor(p, name);
         if (iv >= 0 && k > 1) {
             char prev[16];
             snprintf(prev, sizeof prev, "inv%d", k - 1);
-            cr_assert_eq(m->offset[iv], m->offset[plan_find_tensor(p, prev)],
+            cr_assert_eq(m->offset[iv], m->offset[baton__plan_find_tensor(p, prev)],
                          "%s and %s do not share a slot", name, prev);
         }
     }
     cr_assert_eq(n_slots, 2, "the activations use %d slots", n_slots);
-    size_t w = p->tensors[plan_find_tensor(p, "w")].nbytes;
+    size_t w = p->tensors[baton__plan_find_tensor(p, "w")].nbytes;
     cr_assert_leq(m->arena_bytes, w + 2 * 8192 + 256,
                   "arena %zu: more than weight + 2 slots + "
                   "invvar",
@@ -255,7 +255,7 @@ Test(analysis, analyses_a_100k_step_alternating_plan_exactly)
 
     /* a host buffer that the GPU copies from stays until the end; a GPU buffer is reused as soon
      * as the host has its copy: two slots on cuda:0 whatever the length */
-    const plan_memory *mg = &p->memory[plan_memory_index(p, gpu)];
+    const plan_memory *mg = &p->memory[baton__plan_memory_index(p, gpu)];
     cr_assert_eq(mg->arena_bytes, 2 * 256, "cuda:0 arena %zu", mg->arena_bytes);
     baton_plan_free(p);
 }
@@ -300,7 +300,7 @@ static long check_memory_plan(const baton_plan *p, uint64_t seed)
     /* Every tensor a step touches has a slot on the step's device that is live at the step. */
     for (int i = 0; i < p->n_steps; i++) {
         const plan_step *s = &p->steps[i];
-        int d = plan_memory_index(p, s->device);
+        int d = baton__plan_memory_index(p, s->device);
         const plan_memory *m = &p->memory[d];
         for (int k = 0; k < s->n_inputs + s->n_outputs; k++) {
             int t = k < s->n_inputs ? s->inputs[k] : s->outputs[k - s->n_inputs];

@@ -345,7 +345,7 @@ Test(async, a_fault_fails_its_run_only_and_the_instance_recovers)
         baton_pool *pool = NULL;
         cr_assert_eq(baton_pool_create(&loop, plan, &o, 4, &pool, &err), 0, "%s", err.message);
         /* the GPU device of instance 2 (memory index 1: the CPU is 0) */
-        runtime_inject(pool_instance(pool, 2), 1, faults[f]);
+        baton__runtime_inject(baton__pool_instance(pool, 2), 1, faults[f]);
         static run_slot slots[12];
         test_rng r = {test_fresh_seed()};
         completed = 0;
@@ -366,7 +366,7 @@ Test(async, a_fault_fails_its_run_only_and_the_instance_recovers)
         if (faults[f] == DEV_FAULT_CAPTURE) {
             /* a segment that cannot be captured runs without a graph, and says so */
             cr_expect_eq(failed, 0, "a failed capture failed %d runs", failed);
-            const char *note = baton_runtime_note(pool_instance(pool, 2));
+            const char *note = baton_runtime_note(baton__pool_instance(pool, 2));
             cr_expect(note && strstr(note, "without a CUDA graph"), "note: %s",
                       note ? note : "(none)");
         } else {
@@ -490,7 +490,7 @@ static void check_caller_arenas(baton_gpu_backend gpu)
     cr_assert_eq(baton_pool_create_with(&loop, plan, &o, POOL_N, per, &pool, &err), 0, "%s",
                  err.message);
     for (int i = 0; i < POOL_N; i++) {
-        const baton_runtime *rt = pool_instance(pool, i);
+        const baton_runtime *rt = baton__pool_instance(pool, i);
         for (int a = 0; a < na; a++) {
             char *mine = arenas[i][a].data;
             cr_expect_eq(rt->dev[a].priv, mine + (i ? 0 : plan->memory[a].const_bytes),
@@ -669,9 +669,9 @@ Test(async, instances_share_one_set_of_constants)
     const plan_memory *gm = &plan->memory[1];
     cr_expect_eq(ab, plan->memory[0].arena_bytes + gm->arena_bytes - gm->const_bytes -
                          plan->memory[0].const_bytes);
-    baton_runtime *first = pool_instance(pool, 0);
+    baton_runtime *first = baton__pool_instance(pool, 0);
     for (int i = 1; i < 4; i++) {
-        baton_runtime *rt = pool_instance(pool, i);
+        baton_runtime *rt = baton__pool_instance(pool, i);
         cr_expect_eq(rt->dev[1].consts, first->dev[1].consts, "instance %d has its own constants",
                      i);
         cr_expect_neq(rt->dev[1].priv, first->dev[1].priv, "instance %d shares a private arena", i);

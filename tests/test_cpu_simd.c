@@ -57,7 +57,7 @@ static void fill_bits(test_rng *r, baton_dtype dt, void *p, int64_t n)
 
 static simd_level set_level(simd_level l)
 {
-    return simd_level_set(l);
+    return baton__simd_level_set(l);
 }
 
 Test(cpu_simd, conversions_give_the_scalar_bits_on_every_level_and_tail)
@@ -76,15 +76,15 @@ Test(cpu_simd, conversions_give_the_scalar_bits_on_every_level_and_tail)
                 uint32_t fb[MAXN];
                 fill_bits(&r, dt, h, n);
                 f[n] = 12345.0f; /* nothing past n is written */
-                cvt_to_f32(dt, h, f, n);
+                baton__cvt_to_f32(dt, h, f, n);
                 for (int64_t i = 0; i < n; i++)
                     ref[i] = dt == BATON_DTYPE_BF16 ? bf16_to_f32(h[i]) : f16_to_f32(h[i]);
                 cr_assert(memcmp(f, ref, sizeof(float) * (size_t)n) == 0 && f[n] == 12345.0f,
                           "%s to f32, %s, n=%lld (seed %llu)", baton_dtype_name(dt),
-                          simd_level_name(LEVELS[li]), (long long)n, (unsigned long long)seed);
+                          baton__simd_level_name(LEVELS[li]), (long long)n, (unsigned long long)seed);
                 fill_bits(&r, BATON_DTYPE_F32, fb, n);
                 h2[n] = 0xabcd;
-                cvt_from_f32(dt, (const float *)fb, h2, n);
+                baton__cvt_from_f32(dt, (const float *)fb, h2, n);
                 for (int64_t i = 0; i < n; i++) {
                     float v;
                     memcpy(&v, &fb[i], 4);
@@ -92,14 +92,14 @@ Test(cpu_simd, conversions_give_the_scalar_bits_on_every_level_and_tail)
                     cr_assert_eq(h2[i], want,
                                  "f32 0x%08x to %s: 0x%04x, scalar 0x%04x, %s, n=%lld (seed %llu)",
                                  fb[i], baton_dtype_name(dt), h2[i], want,
-                                 simd_level_name(LEVELS[li]), (long long)n,
+                                 baton__simd_level_name(LEVELS[li]), (long long)n,
                                  (unsigned long long)seed);
                 }
                 cr_assert_eq(h2[n], 0xabcd);
             }
         }
     }
-    simd_level_set(SIMD_AVX512);
+    baton__simd_level_set(SIMD_AVX512);
 }
 
 Test(cpu_simd, baton_convert_between_16_and_32_bit_floats_gives_the_scalar_bits)
@@ -112,9 +112,9 @@ Test(cpu_simd, baton_convert_between_16_and_32_bit_floats_gives_the_scalar_bits)
     for (int s = 0; s < 3; s++)
         for (int d = 0; d < 3; d++) {
             fill_bits(&r, T[s], src, N);
-            simd_level_set(SIMD_SCALAR);
+            baton__simd_level_set(SIMD_SCALAR);
             cr_assert_eq(baton_convert(ref, T[d], src, T[s], N), 0);
-            simd_level_set(SIMD_AVX512);
+            baton__simd_level_set(SIMD_AVX512);
             cr_assert_eq(baton_convert(out, T[d], src, T[s], N), 0);
             cr_assert(memcmp(out, ref, (size_t)N * baton_dtype_size(T[d])) == 0,
                       "%s to %s (seed %llu)", baton_dtype_name(T[s]), baton_dtype_name(T[d]),
@@ -144,7 +144,7 @@ static void run_ew(baton_kernel_fn fn, simd_level level, baton_dtype dt, int64_t
     baton_exec_ctx ctx = {.errbuf = errbuf, .errbuf_len = sizeof errbuf};
     void *bufs[3] = {(void *)a, nb ? (void *)b : y, y};
     test_poison(y, (size_t)n * baton_dtype_size(dt));
-    simd_level_set(level);
+    baton__simd_level_set(level);
     cr_assert_eq(fn(&ctx, bufs, (const char *)&d, sizeof d), 0, "%s", errbuf);
 }
 
@@ -156,14 +156,14 @@ Test(cpu_simd, elementwise_vectors_give_the_scalar_bits_on_every_dtype_and_tail)
         const char *name;
         baton_kernel_fn fn;
         int binary;
-    } K[] = {{"softshrink", kcpu_softshrink, 0},
-             {"add_scalar", kcpu_add_scalar, 0},
-             {"add", kcpu_add, 1},
-             {"mul", kcpu_mul, 1}};
+    } K[] = {{"softshrink", baton__kcpu_softshrink, 0},
+             {"add_scalar", baton__kcpu_add_scalar, 0},
+             {"add", baton__kcpu_add, 1},
+             {"mul", baton__kcpu_mul, 1}};
     enum { MAXN = 67 * 3 };
     static double a[MAXN], b[MAXN], y[MAXN], ref[MAXN];
     for (size_t li = 0; li < sizeof LEVELS / sizeof LEVELS[0]; li++) {
-        if (simd_level_set(LEVELS[li]) != LEVELS[li])
+        if (baton__simd_level_set(LEVELS[li]) != LEVELS[li])
             continue;
         for (int k = 0; k < 4; k++)
             for (int d = 0; d < 4; d++)
@@ -200,11 +200,11 @@ Test(cpu_simd, elementwise_vectors_give_the_scalar_bits_on_every_dtype_and_tail)
                                   "%s %s n=%lld nb=%lld at %s differs from the scalar path "
                                   "(seed %llu)",
                                   K[k].name, baton_dtype_name(dt), (long long)nn, (long long)bnb,
-                                  simd_level_name(LEVELS[li]), (unsigned long long)seed);
+                                  baton__simd_level_name(LEVELS[li]), (unsigned long long)seed);
                     }
                 }
     }
-    simd_level_set(SIMD_AVX512);
+    baton__simd_level_set(SIMD_AVX512);
 }
 
 Test(cpu_simd, argmax_vectors_give_the_scalar_indices_on_every_dtype_and_tail)
@@ -223,8 +223,8 @@ Test(cpu_simd, argmax_vectors_give_the_scalar_indices_on_every_dtype_and_tail)
             char errbuf[256] = "";
             baton_exec_ctx ctx = {.errbuf = errbuf, .errbuf_len = sizeof errbuf};
             void *bufs[2] = {x, out};
-            simd_level_set(SIMD_SCALAR);
-            cr_assert_eq(kcpu_argmax(&ctx, bufs, (const char *)&desc, sizeof desc), 0);
+            baton__simd_level_set(SIMD_SCALAR);
+            cr_assert_eq(baton__kcpu_argmax(&ctx, bufs, (const char *)&desc, sizeof desc), 0);
             memcpy(ref, out, sizeof ref);
             for (int64_t row = 0; row < 4; row++) { /* against a plain scan in double */
                 int64_t best = 0;
@@ -241,8 +241,8 @@ Test(cpu_simd, argmax_vectors_give_the_scalar_indices_on_every_dtype_and_tail)
                 cr_assert_eq(ref[row], best, "%s row %lld n2=%lld", baton_dtype_name(dt),
                              (long long)row, (long long)n2);
             }
-            simd_level_set(SIMD_AVX512);
-            cr_assert_eq(kcpu_argmax(&ctx, bufs, (const char *)&desc, sizeof desc), 0);
+            baton__simd_level_set(SIMD_AVX512);
+            cr_assert_eq(baton__kcpu_argmax(&ctx, bufs, (const char *)&desc, sizeof desc), 0);
             cr_assert(memcmp(out, ref, sizeof ref) == 0, "%s n2=%lld (seed %llu)",
                       baton_dtype_name(dt), (long long)n2, (unsigned long long)seed);
         }
@@ -266,7 +266,7 @@ static void *par_thread(void *arg)
     _Atomic int *hits = calloc((size_t)n, sizeof *hits);
     count_job j = {hits};
     for (int rep = 0; rep < 50; rep++)
-        par_for(n, count_task, &j);
+        baton__par_for(n, count_task, &j);
     for (int64_t t = 0; t < n; t++)
         if (atomic_load(&hits[t]) != 50) {
             free(hits);
@@ -278,7 +278,7 @@ static void *par_thread(void *arg)
 
 Test(cpu_pool, runs_every_task_exactly_once_with_callers_on_several_threads)
 {
-    cr_assert_geq(par_cores(), 1);
+    cr_assert_geq(baton__par_cores(), 1);
     int64_t sizes[3] = {1, 7, 1000};
     pthread_t th[3];
     for (int i = 0; i < 3; i++)
@@ -286,7 +286,7 @@ Test(cpu_pool, runs_every_task_exactly_once_with_callers_on_several_threads)
     for (int i = 0; i < 3; i++) {
         void *rv;
         pthread_join(th[i], &rv);
-        cr_assert_null(rv, "par_for of %lld tasks missed or repeated a task", (long long)sizes[i]);
+        cr_assert_null(rv, "baton__par_for of %lld tasks missed or repeated a task", (long long)sizes[i]);
     }
 }
 
@@ -316,10 +316,10 @@ Test(cpu_pool, threads_on_off_and_an_embedders_pool_give_the_same_bits)
     test_fill_random(&r, BATON_DTYPE_F32, a, n, 1.0);
     test_fill_random(&r, BATON_DTYPE_F32, b, n, 1.0);
     for (int i = 0; i < 3; i++) {
-        par_bind(modes[i]);
-        run_ew(kcpu_add, SIMD_AVX512, BATON_DTYPE_F32, n, n, 0, a, b, y[i]);
+        baton__par_bind(modes[i]);
+        run_ew(baton__kcpu_add, SIMD_AVX512, BATON_DTYPE_F32, n, n, 0, a, b, y[i]);
     }
-    par_bind(NULL);
+    baton__par_bind(NULL);
     cr_assert(memcmp(y[0], y[1], sizeof(float) * n) == 0 &&
               memcmp(y[0], y[2], sizeof(float) * n) == 0);
     cr_assert_gt(ext_calls, 0, "the embedder's pool was not used");
@@ -331,16 +331,16 @@ Test(cpu_pool, threads_on_off_and_an_embedders_pool_give_the_same_bits)
                 const int64_t N = 1031, K = 2053;
                 void *w = malloc(baton_dtype_size(dt) * (size_t)(N * K));
                 float *x = malloc(sizeof(float) * (size_t)(m * K));
-                float *p = malloc(sizeof(float) * gemv_partial_floats(m, N, K, dt));
+                float *p = malloc(sizeof(float) * baton__gemv_partial_floats(m, N, K, dt));
                 test_fill_random(&r, dt, w, N * K, 1.0);
                 test_fill_random(&r, BATON_DTYPE_F32, x, m * K, 1.0);
                 float *out[3];
                 for (int i = 0; i < 3; i++) {
                     out[i] = malloc(sizeof(float) * (size_t)(m * N));
-                    par_bind(modes[i]);
-                    gemv_run(dt, tb, m, N, K, 1.0f, x, w, out[i], p);
+                    baton__par_bind(modes[i]);
+                    baton__gemv_run(dt, tb, m, N, K, 1.0f, x, w, out[i], p);
                 }
-                par_bind(NULL);
+                baton__par_bind(NULL);
                 for (int i = 1; i < 3; i++)
                     cr_assert(memcmp(out[0], out[i], sizeof(float) * (size_t)(m * N)) == 0,
                               "gemv %s trans_b=%d m=%lld: mode %d differs (seed %llu)",
@@ -363,7 +363,7 @@ Test(cpu_gemv, matches_the_float64_reference_at_every_level_with_tails)
     static const simd_level ALL[] = {SIMD_SCALAR, SIMD_AVX2, SIMD_AVX512};
     static const int64_t KS[] = {1, 2, 15, 16, 17, 31, 33, 63, 64, 65, 67, 1000};
     for (size_t li = 0; li < 3; li++) {
-        if (simd_level_set(ALL[li]) != ALL[li])
+        if (baton__simd_level_set(ALL[li]) != ALL[li])
             continue;
         for (int d = 0; d < 3; d++)
             for (int tb = 0; tb < 2; tb++)
@@ -376,7 +376,7 @@ Test(cpu_gemv, matches_the_float64_reference_at_every_level_with_tails)
                         float *x = malloc(sizeof(float) * (size_t)(m * K));
                         float *y = malloc(sizeof(float) * (size_t)(m * N));
                         double *ref = malloc(sizeof(double) * (size_t)(m * N));
-                        float *p = malloc(sizeof(float) * gemv_partial_floats(m, N, K, dt));
+                        float *p = malloc(sizeof(float) * baton__gemv_partial_floats(m, N, K, dt));
                         test_fill_random(&r, dt, w, N * K, 1.0);
                         /* x holds values of the weight's dtype, as the delegate gives it */
                         test_fill_random(&r, dt, x16, m * K, 1.0);
@@ -391,7 +391,7 @@ Test(cpu_gemv, matches_the_float64_reference_at_every_level_with_tails)
                                 ref[i * N + j] = -0.75 * s;
                             }
                         test_poison(y, sizeof(float) * (size_t)(m * N));
-                        gemv_run(dt, tb, m, N, K, -0.75f, x, w, y, p);
+                        baton__gemv_run(dt, tb, m, N, K, -0.75f, x, w, y, p);
                         /* f32 accumulation over K terms (the tolerance of test_gemm_cpu) */
                         double e = test_rel_err(BATON_DTYPE_F32, y, ref, m * N);
                         double tol = test_tolerance(BATON_DTYPE_F32) + 2e-7 * sqrt((double)K);
@@ -399,12 +399,12 @@ Test(cpu_gemv, matches_the_float64_reference_at_every_level_with_tails)
                                       "gemv %s trans_b=%d m=%lld n=%lld k=%lld at %s: rel err %g "
                                       "> %g (seed %llu)",
                                       baton_dtype_name(dt), tb, (long long)m, (long long)N,
-                                      (long long)K, simd_level_name(ALL[li]), e, tol,
+                                      (long long)K, baton__simd_level_name(ALL[li]), e, tol,
                                       (unsigned long long)seed);
                         free(w), free(x16), free(x), free(y), free(ref), free(p);
                     }
     }
-    simd_level_set(SIMD_AVX512);
+    baton__simd_level_set(SIMD_AVX512);
 }
 
 /* The delegate on a plan constant above GEMV_MAX_M rows: OpenBLAS on one shared f32 copy. */
@@ -427,18 +427,18 @@ Test(cpu_gemv, constant_weights_are_widened_once_and_shared_between_steps)
     void *data[2] = {x, w};
     baton_delegate_init info = {
         .step_name = "proj", .sig = &sig, .input_constant = constant, .input_data = data};
-    size_t before = gemm_cpu_prepared_bytes();
+    size_t before = baton__gemm_cpu_prepared_bytes();
     void *s1 = NULL, *s2 = NULL;
     baton_error err = {0};
-    cr_assert_eq(baton_gemm_openblas_iface.init(&info, &s1, &err), 0, "%s", err.message);
-    cr_assert_eq(baton_gemm_openblas_iface.init(&info, &s2, &err), 0, "%s", err.message);
-    cr_assert_eq(gemm_cpu_prepared_bytes() - before, sizeof(float) * (size_t)(N * K),
+    cr_assert_eq(baton__gemm_openblas_iface.init(&info, &s1, &err), 0, "%s", err.message);
+    cr_assert_eq(baton__gemm_openblas_iface.init(&info, &s2, &err), 0, "%s", err.message);
+    cr_assert_eq(baton__gemm_cpu_prepared_bytes() - before, sizeof(float) * (size_t)(N * K),
                  "two steps on one constant hold one f32 copy");
     char errbuf[256] = "";
     baton_exec_ctx ctx = {.errbuf = errbuf, .errbuf_len = sizeof errbuf, .sig = &sig};
     void *bufs[3] = {x, w, y};
     test_poison(y, 2 * (size_t)(M * N));
-    cr_assert_eq(baton_gemm_openblas_iface.execute(s1, &ctx, bufs), 0, "%s", errbuf);
+    cr_assert_eq(baton__gemm_openblas_iface.execute(s1, &ctx, bufs), 0, "%s", errbuf);
     double *ref = malloc(sizeof(double) * (size_t)(M * N));
     for (int64_t i = 0; i < M; i++)
         for (int64_t j = 0; j < N; j++) {
@@ -456,16 +456,16 @@ Test(cpu_gemv, constant_weights_are_widened_once_and_shared_between_steps)
     sig3.inputs = in3;
     ctx.sig = &sig3;
     test_poison(y, 2 * (size_t)(M * N));
-    cr_assert_eq(baton_gemm_openblas_iface.execute(s1, &ctx, bufs), 0, "%s", errbuf);
+    cr_assert_eq(baton__gemm_openblas_iface.execute(s1, &ctx, bufs), 0, "%s", errbuf);
     cr_assert_leq(test_rel_err(BATON_DTYPE_BF16, y, ref, 3 * N),
                   test_tolerance(BATON_DTYPE_BF16) + 2e-7 * sqrt((double)K));
     in3[0].shape[0] = M + 1; /* more rows than prepared: an error, not an overflow */
-    cr_assert_neq(baton_gemm_openblas_iface.execute(s1, &ctx, bufs), 0);
+    cr_assert_neq(baton__gemm_openblas_iface.execute(s1, &ctx, bufs), 0);
     cr_assert(strstr(errbuf, "prepared"), "%s", errbuf);
-    baton_gemm_openblas_iface.destroy(s1);
-    cr_assert_eq(gemm_cpu_prepared_bytes() - before, sizeof(float) * (size_t)(N * K));
-    baton_gemm_openblas_iface.destroy(s2);
-    cr_assert_eq(gemm_cpu_prepared_bytes(), before, "the last step frees the copy");
+    baton__gemm_openblas_iface.destroy(s1);
+    cr_assert_eq(baton__gemm_cpu_prepared_bytes() - before, sizeof(float) * (size_t)(N * K));
+    baton__gemm_openblas_iface.destroy(s2);
+    cr_assert_eq(baton__gemm_cpu_prepared_bytes(), before, "the last step frees the copy");
     free(w), free(x), free(y), free(ref);
 }
 
@@ -495,7 +495,7 @@ Test(cpu_simd, parallel_rows_covers_every_row_once_and_dot_and_axpy_match_float6
     static const simd_level ALL[] = {SIMD_SCALAR, SIMD_AVX2, SIMD_AVX512};
     float a[67], b[67], y[67], y0[67];
     for (size_t li = 0; li < 3; li++) {
-        if (simd_level_set(ALL[li]) != ALL[li])
+        if (baton__simd_level_set(ALL[li]) != ALL[li])
             continue;
         for (int64_t n = 1; n <= 67; n++) {
             test_fill_random(&r, BATON_DTYPE_F32, a, n, 1.0);
@@ -503,20 +503,20 @@ Test(cpu_simd, parallel_rows_covers_every_row_once_and_dot_and_axpy_match_float6
             double ref = 0, mag = 0;
             for (int64_t i = 0; i < n; i++)
                 ref += (double)a[i] * b[i], mag += fabs((double)a[i] * b[i]);
-            float d = simd_dot_f32(a, b, n);
+            float d = baton__simd_dot_f32(a, b, n);
             cr_assert_leq(fabs(d - ref), 1e-6 * mag + 1e-30, "dot n=%lld at %s: %g vs %g",
-                          (long long)n, simd_level_name(ALL[li]), d, ref);
-            cr_assert_eq(d, simd_dot_f32(a, b, n), "the same bits on every call");
+                          (long long)n, baton__simd_level_name(ALL[li]), d, ref);
+            cr_assert_eq(d, baton__simd_dot_f32(a, b, n), "the same bits on every call");
             memcpy(y, b, sizeof(float) * (size_t)n);
             memcpy(y0, b, sizeof(float) * (size_t)n);
-            simd_axpy_f32(0.25f, a, y, n);
+            baton__simd_axpy_f32(0.25f, a, y, n);
             for (int64_t i = 0; i < n; i++)
                 cr_assert_leq(fabs(y[i] - (y0[i] + 0.25 * a[i])), 1e-7 * (fabs(y0[i]) + 1),
                               "axpy n=%lld element %lld at %s", (long long)n, (long long)i,
-                              simd_level_name(ALL[li]));
+                              baton__simd_level_name(ALL[li]));
         }
     }
-    simd_level_set(SIMD_AVX512);
+    baton__simd_level_set(SIMD_AVX512);
 }
 
 /* ---- the options, through a runtime ---- */
@@ -613,7 +613,7 @@ Test(cpu_simd, outputs_larger_than_the_caches_are_streamed_with_the_scalar_bits)
         test_fill_random(&r, dt, a, n, 1.0);
         test_fill_random(&r, dt, b, n, 1.0);
         for (int k = 0; k < 2; k++) {
-            baton_kernel_fn fn = k ? kcpu_add : kcpu_softshrink;
+            baton_kernel_fn fn = k ? baton__kcpu_add : baton__kcpu_softshrink;
             run_ew(fn, SIMD_SCALAR, dt, n, k ? n : 0, 0.5, a, b, ref);
             run_ew(fn, SIMD_AVX512, dt, n, k ? n : 0, 0.5, a, b, y + es);
             cr_assert(memcmp(y + es, ref, es * (size_t)n) == 0, "%s %s (seed %llu)",
@@ -621,5 +621,5 @@ Test(cpu_simd, outputs_larger_than_the_caches_are_streamed_with_the_scalar_bits)
         }
         free(a), free(b), free(y), free(ref);
     }
-    simd_level_set(SIMD_AVX512);
+    baton__simd_level_set(SIMD_AVX512);
 }

@@ -121,8 +121,8 @@ static int run_call(baton_device_kind kind, const call *c, void *out, char *err,
     int rc = check_call(c, &want, msg, sizeof msg);
     cr_assert_eq(rc, 0, "%s: check() refused a good call: %s", c->target, msg);
     char dw[128], dd[128];
-    desc_format(dw, sizeof dw, &want);
-    desc_format(dd, sizeof dd, &c->out);
+    baton__desc_format(dw, sizeof dw, &want);
+    baton__desc_format(dd, sizeof dd, &c->out);
     cr_assert_str_eq(dw, dd, "%s: check() expects %s, the test declares %s", c->target, dw, dd);
     const baton_target *t = baton_registry_find(registry(), c->target);
     baton_sig_args a = sig_of(c);
@@ -173,7 +173,7 @@ static int run_call(baton_device_kind kind, const call *c, void *out, char *err,
     cr_assert_eq(cudaStreamSynchronize(st), cudaSuccess);
     cr_assert_eq(cudaGetLastError(), cudaSuccess);
     if (rc == 0)
-        rc = kcuda_decoder_error_take(0, NULL, err, err_len);
+        rc = baton__kcuda_decoder_error_take(0, NULL, err, err_len);
     cr_assert_eq(cudaMemcpy(out, bufs[c->n_in], ob, cudaMemcpyDeviceToHost), cudaSuccess);
     for (int i = 0; i < c->n_in; i++)
         cudaFree(bufs[i]);
@@ -250,7 +250,7 @@ static void expect_close(const call *c, baton_device_kind kind, const void *out,
     double e = test_rel_err(c->out.dtype, out, rr, n);
     free(rr);
     char dd[128];
-    desc_format(dd, sizeof dd, &c->out);
+    baton__desc_format(dd, sizeof dd, &c->out);
     cr_assert(e <= tol(c->out.dtype, kind), "%s %s (%s): relative error %.3g > %.3g", c->target, dd,
               what, e, tol(c->out.dtype, kind));
 }
@@ -611,14 +611,14 @@ Test(decoder_attention, gives_the_same_bits_with_threads_on_and_off)
     static char a[3 * 2048], b[3 * 2048];
     char err[512];
     const par_ctx one = {.max_threads = 1};
-    const par_ctx *prev = par_bind(&one);
+    const par_ctx *prev = baton__par_bind(&one);
     cr_assert_eq(run_call(BATON_DEVICE_CPU, &c, a, err, sizeof err), 0, "%s", err);
-    par_bind(NULL);
+    baton__par_bind(NULL);
     for (int rep = 0; rep < 3; rep++) {
         cr_assert_eq(run_call(BATON_DEVICE_CPU, &c, b, err, sizeof err), 0, "%s", err);
         cr_assert(memcmp(a, b, sizeof a) == 0, "threads on gave other bits (run %d)", rep);
     }
-    par_bind(prev);
+    baton__par_bind(prev);
     free_call(&c);
 }
 
@@ -1309,7 +1309,7 @@ static int run_multi(baton_device_kind kind, const char *target, int n_in,
     rc = impl->kernel(&ctx, bufs, opaque, (size_t)n);
     cr_assert_eq(cudaStreamSynchronize(st), cudaSuccess);
     if (rc == 0)
-        rc = kcuda_decoder_error_take(0, NULL, err, err_len);
+        rc = baton__kcuda_decoder_error_take(0, NULL, err, err_len);
     for (int k = 0; k < n_out; k++)
         cr_assert_eq(cudaMemcpy(outs[k], bufs[n_in + k], nbytes(&outd[k]), cudaMemcpyDeviceToHost),
                      cudaSuccess);

@@ -19,7 +19,7 @@
             cr_skip("no CUDA device on this machine: the CUDA device needs one");                  \
     } while (0)
 
-static const dev_ops *ops = &dev_cuda_ops;
+static const dev_ops *ops = &baton__dev_cuda_ops;
 static const baton_device cuda0 = {BATON_DEVICE_CUDA, 0};
 
 /* Test "kernels": real stream operations issued through the baton_kernel_fn convention. The
@@ -191,7 +191,7 @@ Test(device_cuda, an_injected_alloc_fault_is_a_real_cuda_failure_and_the_device_
     fixture f;
     fx_open(&f, 4096);
     baton_error err = {0};
-    dev_cuda_inject_fault(f.d, DEV_CUDA_FAULT_ALLOC);
+    baton__dev_cuda_inject_fault(f.d, DEV_CUDA_FAULT_ALLOC);
     void *p = ops->alloc(f.d, 1024, &err);
     cr_expect_null(p);
     cr_expect_eq(err.code, BATON_ECUDA);
@@ -211,7 +211,7 @@ Test(device_cuda, an_injected_launch_fault_fails_the_step_without_running_it)
     fx_open(&f, 1 << 20);
     baton_error err = {0};
     cr_assert_eq(ops->copy_sync(f.d, f.src, f.host_src, f.n, DEV_COPY_H2D, &err), 0);
-    dev_cuda_inject_fault(f.d, DEV_CUDA_FAULT_LAUNCH);
+    baton__dev_cuda_inject_fault(f.d, DEV_CUDA_FAULT_LAUNCH);
     int rc = ops->call(f.d, &f.call, &err);
     cr_expect_eq(rc, BATON_ECUDA);
     cr_expect(strstr(err.message, "kernel launch failed") && !strstr(err.message, "step 'norm'"),
@@ -311,7 +311,7 @@ Test(device_cuda, an_injected_capture_fault_gives_enotsup_and_the_stream_stays_u
     fx_open(&f, 1 << 20);
     baton_error err = {0};
     int updated = -1;
-    dev_cuda_inject_fault(f.d, DEV_CUDA_FAULT_CAPTURE);
+    baton__dev_cuda_inject_fault(f.d, DEV_CUDA_FAULT_CAPTURE);
     cr_assert_eq(ops->capture_begin(f.d, 0, &err), 0, "%s", err.message);
     cr_expect_eq(ops->call(f.d, &f.call, &err), 0, "%s", err.message);
     int rc = ops->capture_end(f.d, 0, &updated, &err);
@@ -335,7 +335,7 @@ Test(device_cuda, an_injected_instantiate_fault_is_a_cuda_error_and_leaves_no_gr
     fx_open(&f, 4096);
     baton_error err = {0};
     int updated = -1;
-    dev_cuda_inject_fault(f.d, DEV_CUDA_FAULT_INSTANTIATE);
+    baton__dev_cuda_inject_fault(f.d, DEV_CUDA_FAULT_INSTANTIATE);
     cr_assert_eq(ops->capture_begin(f.d, 3, &err), 0, "%s", err.message);
     cr_assert_eq(ops->call(f.d, &f.call, &err), 0, "%s", err.message);
     cr_expect_eq(ops->capture_end(f.d, 3, &updated, &err), BATON_ECUDA);
@@ -351,7 +351,7 @@ Test(device_cuda, an_injected_copy_fault_names_the_transfer)
     fixture f;
     fx_open(&f, 4096);
     baton_error err = {0};
-    dev_cuda_inject_fault(f.d, DEV_CUDA_FAULT_COPY);
+    baton__dev_cuda_inject_fault(f.d, DEV_CUDA_FAULT_COPY);
     int rc = ops->copy(f.d, f.host_dst, f.dst, f.n, DEV_COPY_D2H, "transfer h0 -> cpu", &err);
     cr_expect_eq(rc, BATON_ECUDA);
     cr_expect(strstr(err.message, "cudaMemcpyAsync") && strstr(err.message, "transfer h0 -> cpu"),

@@ -160,7 +160,7 @@ static int gemm_init_on_cuda0(void **state, baton_error *err)
                                       .n_steps = 1,
                                       .step_devices = devs,
                                       .step_kinds = kinds};
-    return baton_gemm_cublaslt_iface.init(&info, state, err);
+    return baton__gemm_cublaslt_iface.init(&info, state, err);
 }
 #endif
 
@@ -190,7 +190,7 @@ Test(footprint, a_library_that_is_not_cublaslt_is_refused_naming_the_missing_cal
 #else
     lt_api api;
     char msg[768];
-    cr_assert_eq(lt_api_open("libc.so.6", &api, msg, sizeof msg), -1);
+    cr_assert_eq(baton__lt_api_open("libc.so.6", &api, msg, sizeof msg), -1);
     cr_assert(strstr(msg, "libc.so.6 has no cublasLtGetVersion"), "%s", msg);
     cr_assert_null(api.cublasLtMatmul);
 #endif
@@ -203,7 +203,7 @@ Test(footprint, the_cublaslt_of_the_toolkit_resolves_every_call)
 #else
     lt_api api;
     char msg[768];
-    if (lt_api_open(LT_API_DEFAULT_LIB, &api, msg, sizeof msg) != 0)
+    if (baton__lt_api_open(LT_API_DEFAULT_LIB, &api, msg, sizeof msg) != 0)
         cr_skip("%s is not installed on this machine: %s", LT_API_DEFAULT_LIB, msg);
 #define LT_API_CHECK(fn) cr_assert_not_null(api.fn, "%s was not resolved", #fn);
     LT_API_CALLS(LT_API_CHECK)

@@ -50,7 +50,7 @@ static void expect_out(const baton_sig_args *a, baton_tensor_desc want)
 {
     char msg[512] = "";
     baton_tensor_desc got;
-    int rc = baton_target_gemm.check(a, &got, msg, sizeof msg);
+    int rc = baton__target_gemm.check(a, &got, msg, sizeof msg);
     cr_assert_eq(rc, 0, "gemm check() rejected a good signature: %s", msg);
     cr_assert_eq(got.dtype, want.dtype);
     cr_assert_eq(got.rank, want.rank, "rank %d, want %d", got.rank, want.rank);
@@ -63,13 +63,13 @@ static void expect_bad(const baton_sig_args *a, const char *w1, const char *w2)
 {
     char msg[512] = "";
     baton_tensor_desc got;
-    int rc = baton_target_gemm.check(a, &got, msg, sizeof msg);
+    int rc = baton__target_gemm.check(a, &got, msg, sizeof msg);
     cr_assert_eq(rc, BATON_EPLAN, "gemm check() accepted a bad signature");
     cr_assert(strchr(msg, '\n') == NULL && strlen(msg) > 10, "bad reason: \"%s\"", msg);
     cr_assert(!w1 || strstr(msg, w1), "reason \"%s\" does not mention \"%s\"", msg, w1);
     cr_assert(!w2 || strstr(msg, w2), "reason \"%s\" does not mention \"%s\"", msg, w2);
     char op[BATON_OPAQUE_MAX];
-    cr_assert_lt(baton_target_gemm.pack(a, op, sizeof op), 0, "pack() accepted it");
+    cr_assert_lt(baton__target_gemm.pack(a, op, sizeof op), 0, "pack() accepted it");
 }
 
 Test(gemm_check, gives_m_by_n_and_folds_as_leading_dims_into_m)
@@ -80,7 +80,7 @@ Test(gemm_check, gives_m_by_n_and_folds_as_leading_dims_into_m)
     in[0] = DESC(BATON_DTYPE_BF16, 2, 3, 4096);
     expect_out(&a, DESC(BATON_DTYPE_BF16, 2, 3, 512));
     baton_gemm_desc d;
-    cr_assert_eq(baton_gemm_resolve(&a, &d, NULL, NULL, 0), 0);
+    cr_assert_eq(baton__gemm_resolve(&a, &d, NULL, NULL, 0), 0);
     cr_assert_eq(d.m, 6);
     cr_assert_eq(d.n, 512);
     cr_assert_eq(d.k, 4096);
@@ -94,7 +94,7 @@ Test(gemm_check, reads_the_transposed_layouts)
     expect_out(&a, DESC(BATON_DTYPE_F32, 3, 7));
     char op[BATON_OPAQUE_MAX];
     memset(op, 0xab, sizeof op);
-    cr_assert_eq(baton_target_gemm.pack(&a, op, sizeof op), 48);
+    cr_assert_eq(baton__target_gemm.pack(&a, op, sizeof op), 48);
     int64_t m, n, k;
     int32_t dt, flags;
     double alpha, beta;
@@ -113,7 +113,7 @@ Test(gemm_check, reads_the_transposed_layouts)
     cr_assert_eq(alpha, 2.0, "an integer alpha is accepted");
     cr_assert_eq(beta, 0.0);
     cr_assert_eq((unsigned char)op[48], 0xab, "pack wrote past its 48 bytes");
-    cr_assert_lt(baton_target_gemm.pack(&a, op, 47), 0, "pack() into too small a buffer");
+    cr_assert_lt(baton__target_gemm.pack(&a, op, 47), 0, "pack() into too small a buffer");
     a = sig(in, 1, at + 1); /* only trans_b: a [5,3] is [M=5, K=3], b [7,5] has K=5 */
     expect_bad(&a, "K = 3", "dim 1");
 }
@@ -191,7 +191,7 @@ static void gemm_case(test_rng *rng, uint64_t seed, baton_dtype dt, const baton_
     baton_sig_args a = sig(in, 3, at);
     baton_gemm_desc d;
     char msg[512];
-    cr_assert_eq(baton_gemm_resolve(&a, &d, NULL, msg, sizeof msg), 0, "%s", msg);
+    cr_assert_eq(baton__gemm_resolve(&a, &d, NULL, msg, sizeof msg), 0, "%s", msg);
     baton_device cpu = {BATON_DEVICE_CPU, 0};
     baton_target_kind kind = BATON_TARGET_DELEGATE;
     baton_delegate_init info = {.step_index = 0,
@@ -201,7 +201,7 @@ static void gemm_case(test_rng *rng, uint64_t seed, baton_dtype dt, const baton_
                                 .n_steps = 1,
                                 .step_devices = &cpu,
                                 .step_kinds = &kind};
-    const baton_delegate_iface *iface = &baton_gemm_openblas_iface;
+    const baton_delegate_iface *iface = &baton__gemm_openblas_iface;
     void *state = NULL;
     baton_error err = {0};
     cr_assert_eq(iface->init(&info, &state, &err), 0, "init: %s", err.message);
@@ -285,7 +285,7 @@ Test(gemm_cpu, follows_the_runs_m_from_the_signature)
                                         .step_kinds = &kind};
             void *state = NULL;
             baton_error err = {0};
-            cr_assert_eq(baton_gemm_openblas_iface.init(&info, &state, &err), 0, "%s", err.message);
+            cr_assert_eq(baton__gemm_openblas_iface.init(&info, &state, &err), 0, "%s", err.message);
             const size_t es = baton_dtype_size(dt), cbytes = (size_t)(max_m * n) * es;
             unsigned char *C = malloc(cbytes), *poison = malloc(cbytes);
             double *ref = malloc(sizeof(double) * (size_t)(max_m * n));
@@ -305,7 +305,7 @@ Test(gemm_cpu, follows_the_runs_m_from_the_signature)
                                       .errbuf = errbuf,
                                       .errbuf_len = sizeof errbuf};
                 void *bufs[3] = {A, B, C};
-                cr_assert_eq(baton_gemm_openblas_iface.execute(state, &ctx, bufs), 0, "%s", errbuf);
+                cr_assert_eq(baton__gemm_openblas_iface.execute(state, &ctx, bufs), 0, "%s", errbuf);
                 double e = test_rel_err(dt, C, ref, m * n);
                 double tol = test_tolerance(dt) + (dt == BATON_DTYPE_F64 ? 0 : 2e-7 * sqrt(31.0));
                 cr_expect_leq(e, tol, "%s ta=%d M=%lld of %lld: rel err %g (seed %llu)",
@@ -317,7 +317,7 @@ Test(gemm_cpu, follows_the_runs_m_from_the_signature)
                           baton_dtype_name(dt), ta, (long long)m);
                 free(A), free(B);
             }
-            baton_gemm_openblas_iface.destroy(state);
+            baton__gemm_openblas_iface.destroy(state);
             free(C), free(poison), free(ref);
         }
 }
@@ -330,12 +330,12 @@ Test(gemm_cpu, init_rejects_a_bad_signature_naming_the_step)
     baton_delegate_init info = {.step_name = "proj", .device = cpu, .sig = &a, .n_steps = 1};
     void *state = (void *)1;
     baton_error err = {0};
-    int rc = baton_gemm_openblas_iface.init(&info, &state, &err);
+    int rc = baton__gemm_openblas_iface.init(&info, &state, &err);
     cr_assert_eq(rc, BATON_EPLAN);
     cr_assert_eq(err.code, BATON_EPLAN);
     cr_assert_null(state);
     cr_assert(strstr(err.message, "proj") && strstr(err.message, "K = 16"), "%s", err.message);
-    cr_assert_eq(baton_gemm_openblas_iface.init(NULL, &state, NULL), BATON_EINVAL);
+    cr_assert_eq(baton__gemm_openblas_iface.init(NULL, &state, NULL), BATON_EINVAL);
 }
 
 Test(gemm_cpu, init_refuses_sizes_beyond_openblas_int_range)
@@ -345,7 +345,7 @@ Test(gemm_cpu, init_refuses_sizes_beyond_openblas_int_range)
     baton_delegate_init info = {.step_name = "big", .sig = &a};
     void *state = NULL;
     baton_error err = {0};
-    cr_assert_eq(baton_gemm_openblas_iface.init(&info, &state, &err), BATON_ENOTSUP);
+    cr_assert_eq(baton__gemm_openblas_iface.init(&info, &state, &err), BATON_ENOTSUP);
     cr_assert(strstr(err.message, "big") && strstr(err.message, "split"), "%s", err.message);
 }
 
@@ -356,15 +356,15 @@ Test(gemm_cpu, execute_reports_missing_buffers_or_state_instead_of_crashing)
     baton_delegate_init info = {.step_name = "proj", .sig = &a};
     void *state = NULL;
     baton_error err = {0};
-    cr_assert_eq(baton_gemm_openblas_iface.init(&info, &state, &err), 0, "%s", err.message);
+    cr_assert_eq(baton__gemm_openblas_iface.init(&info, &state, &err), 0, "%s", err.message);
     uint16_t A[16] = {0}, C[16];
     char errbuf[256] = "";
     baton_exec_ctx ctx = {.errbuf = errbuf, .errbuf_len = sizeof errbuf};
     void *bufs[3] = {A, NULL, C};
-    cr_assert_eq(baton_gemm_openblas_iface.execute(state, &ctx, bufs), BATON_EINVAL);
+    cr_assert_eq(baton__gemm_openblas_iface.execute(state, &ctx, bufs), BATON_EINVAL);
     cr_assert(strstr(errbuf, "NULL"), "%s", errbuf);
-    cr_assert_eq(baton_gemm_openblas_iface.execute(state, NULL, NULL), BATON_EINVAL);
-    cr_assert_eq(baton_gemm_openblas_iface.execute(NULL, &ctx, bufs), BATON_EINVAL);
-    baton_gemm_openblas_iface.destroy(state);
-    baton_gemm_openblas_iface.destroy(NULL);
+    cr_assert_eq(baton__gemm_openblas_iface.execute(state, NULL, NULL), BATON_EINVAL);
+    cr_assert_eq(baton__gemm_openblas_iface.execute(NULL, &ctx, bufs), BATON_EINVAL);
+    baton__gemm_openblas_iface.destroy(state);
+    baton__gemm_openblas_iface.destroy(NULL);
 }

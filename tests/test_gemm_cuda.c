@@ -175,7 +175,7 @@ static void run_case(baton_dtype dt, int64_t m, int64_t n, int64_t k, int ta, in
 
     void *state = NULL;
     baton_error err = {0};
-    int rc = baton_gemm_cublaslt_iface.init(&c.info, &state, &err);
+    int rc = baton__gemm_cublaslt_iface.init(&c.info, &state, &err);
     cr_assert_eq(rc, 0, "init %s M=%lld N=%lld K=%lld ta=%d tb=%d: %s", baton_dtype_name(dt),
                  (long long)m, (long long)n, (long long)k, ta, tb, err.message);
     char errbuf[256] = "";
@@ -186,7 +186,7 @@ static void run_case(baton_dtype dt, int64_t m, int64_t n, int64_t k, int ta, in
                           .errbuf = errbuf,
                           .errbuf_len = sizeof errbuf};
     void *buffers[3] = {g.dev[0], g.dev[1], g.dev[2]};
-    rc = baton_gemm_cublaslt_iface.execute(state, &ctx, buffers);
+    rc = baton__gemm_cublaslt_iface.execute(state, &ctx, buffers);
     cr_assert_eq(rc, 0, "execute: %s", errbuf);
     CU(cudaStreamSynchronize(stream));
     double e = bufs_check(&g, &c);
@@ -195,7 +195,7 @@ static void run_case(baton_dtype dt, int64_t m, int64_t n, int64_t k, int ta, in
               "(seed %llu)",
               baton_dtype_name(dt), (long long)m, (long long)n, (long long)k, ta, tb, alpha, shift,
               e, tolerance(dt), (unsigned long long)seed);
-    baton_gemm_cublaslt_iface.destroy(state);
+    baton__gemm_cublaslt_iface.destroy(state);
     bufs_free(&g);
     cudaStreamDestroy(stream);
 }
@@ -248,16 +248,16 @@ Test(gemm_cuda, folds_leading_dims_of_a_into_m)
     bufs_fill(&g, &c, &rng);
     void *state = NULL;
     baton_error err = {0};
-    cr_assert_eq(baton_gemm_cublaslt_iface.init(&c.info, &state, &err), 0, "%s", err.message);
+    cr_assert_eq(baton__gemm_cublaslt_iface.init(&c.info, &state, &err), 0, "%s", err.message);
     char errbuf[256] = "";
     baton_exec_ctx ctx = {
         .device = c.devs[0], .stream = stream, .errbuf = errbuf, .errbuf_len = sizeof errbuf};
     void *buffers[3] = {g.dev[0], g.dev[1], g.dev[2]};
-    cr_assert_eq(baton_gemm_cublaslt_iface.execute(state, &ctx, buffers), 0, "%s", errbuf);
+    cr_assert_eq(baton__gemm_cublaslt_iface.execute(state, &ctx, buffers), 0, "%s", errbuf);
     CU(cudaStreamSynchronize(stream));
     double e = bufs_check(&g, &c);
     cr_expect(e <= tolerance(c.dt), "rel err %.3g (seed %llu)", e, (unsigned long long)seed);
-    baton_gemm_cublaslt_iface.destroy(state);
+    baton__gemm_cublaslt_iface.destroy(state);
     bufs_free(&g);
     cudaStreamDestroy(stream);
 }
@@ -276,8 +276,8 @@ Test(gemm_cuda, execute_is_capture_safe_and_a_replay_reads_new_inputs)
         bufs_alloc(&g, &c, 0);
         void *state = NULL;
         baton_error err = {0};
-        cr_assert_eq(baton_gemm_cublaslt_iface.init(&c.info, &state, &err), 0, "%s", err.message);
-        cr_assert(baton_gemm_cublaslt_iface.capturable);
+        cr_assert_eq(baton__gemm_cublaslt_iface.init(&c.info, &state, &err), 0, "%s", err.message);
+        cr_assert(baton__gemm_cublaslt_iface.capturable);
         char errbuf[256] = "";
         baton_exec_ctx ctx = {.device = c.devs[0],
                               .stream = stream,
@@ -289,7 +289,7 @@ Test(gemm_cuda, execute_is_capture_safe_and_a_replay_reads_new_inputs)
         cudaGraph_t graph;
         cudaGraphExec_t exec;
         CU(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
-        int rc = baton_gemm_cublaslt_iface.execute(state, &ctx, buffers);
+        int rc = baton__gemm_cublaslt_iface.execute(state, &ctx, buffers);
         CU(cudaStreamEndCapture(stream, &graph));
         cr_assert_eq(rc, 0, "execute during capture: %s", errbuf);
         CU(cudaGraphInstantiate(&exec, graph, 0));
@@ -303,7 +303,7 @@ Test(gemm_cuda, execute_is_capture_safe_and_a_replay_reads_new_inputs)
         }
         cudaGraphExecDestroy(exec);
         cudaGraphDestroy(graph);
-        baton_gemm_cublaslt_iface.destroy(state);
+        baton__gemm_cublaslt_iface.destroy(state);
         bufs_free(&g);
     }
     cudaStreamDestroy(stream);
@@ -325,7 +325,7 @@ static void run_dims_case(baton_dtype dt, int ta, int tb, cudaStream_t stream)
     bufs_alloc(&g, &c, 0);
     void *state = NULL;
     baton_error err = {0};
-    cr_assert_eq(baton_gemm_cublaslt_iface.init(&c.info, &state, &err), 0, "%s", err.message);
+    cr_assert_eq(baton__gemm_cublaslt_iface.init(&c.info, &state, &err), 0, "%s", err.message);
     char errbuf[256] = "";
     void *buffers[3] = {g.dev[0], g.dev[1], g.dev[2]};
     const size_t es = baton_dtype_size(dt);
@@ -341,7 +341,7 @@ static void run_dims_case(baton_dtype dt, int ta, int tb, cudaStream_t stream)
                               .sig = &r.sig,
                               .errbuf = errbuf,
                               .errbuf_len = sizeof errbuf};
-        cr_assert_eq(baton_gemm_cublaslt_iface.execute(state, &ctx, buffers), 0,
+        cr_assert_eq(baton__gemm_cublaslt_iface.execute(state, &ctx, buffers), 0,
                      "execute at M=%lld: %s", (long long)ms[i], errbuf);
         CU(cudaStreamSynchronize(stream));
         double e = bufs_check(&g, &r);
@@ -373,7 +373,7 @@ static void run_dims_case(baton_dtype dt, int ta, int tb, cudaStream_t stream)
                               .errbuf_len = sizeof errbuf};
         cudaGraph_t graph;
         CU(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
-        int rc = baton_gemm_cublaslt_iface.execute(state, &ctx, buffers);
+        int rc = baton__gemm_cublaslt_iface.execute(state, &ctx, buffers);
         CU(cudaStreamEndCapture(stream, &graph));
         cr_assert_eq(rc, 0, "execute during capture at M=%lld: %s", (long long)gm[i], errbuf);
         CU(cudaGraphInstantiate(&exec[i], graph, 0));
@@ -391,7 +391,7 @@ static void run_dims_case(baton_dtype dt, int ta, int tb, cudaStream_t stream)
     for (int i = 0; i < 2; i++)
         cudaGraphExecDestroy(exec[i]);
     free(tail);
-    baton_gemm_cublaslt_iface.destroy(state);
+    baton__gemm_cublaslt_iface.destroy(state);
     bufs_free(&g);
 }
 
@@ -415,14 +415,14 @@ Test(gemm_cuda, refuses_a_run_binding_more_rows_than_prepared)
     case_init(&r, BATON_DTYPE_BF16, 9, 16, 32, 0, 0, 1.0, NULL);
     void *state = NULL;
     baton_error err = {0};
-    cr_assert_eq(baton_gemm_cublaslt_iface.init(&c.info, &state, &err), 0, "%s", err.message);
+    cr_assert_eq(baton__gemm_cublaslt_iface.init(&c.info, &state, &err), 0, "%s", err.message);
     char errbuf[256] = "";
     baton_exec_ctx ctx = {
         .device = c.devs[0], .sig = &r.sig, .errbuf = errbuf, .errbuf_len = sizeof errbuf};
     void *buffers[3] = {NULL, NULL, NULL};
-    cr_expect_eq(baton_gemm_cublaslt_iface.execute(state, &ctx, buffers), BATON_EINVAL);
+    cr_expect_eq(baton__gemm_cublaslt_iface.execute(state, &ctx, buffers), BATON_EINVAL);
     cr_expect(strstr(errbuf, "M=9") && strstr(errbuf, "at most 8"), "%s", errbuf);
-    baton_gemm_cublaslt_iface.destroy(state);
+    baton__gemm_cublaslt_iface.destroy(state);
 }
 
 /* These fail before any CUDA call, so they run on machines without a GPU too. */
@@ -432,7 +432,7 @@ Test(gemm_cuda, rejects_f64_at_init_giving_the_alternatives)
     case_init(&c, BATON_DTYPE_F64, 4, 4, 4, 0, 0, 1.0, NULL);
     void *state = (void *)&c;
     baton_error err = {0};
-    int rc = baton_gemm_cublaslt_iface.init(&c.info, &state, &err);
+    int rc = baton__gemm_cublaslt_iface.init(&c.info, &state, &err);
     cr_assert_eq(rc, BATON_ENOTSUP, "rc %d: %s", rc, err.message);
     cr_expect_null(state);
     /* the reason only: the runtime adds the step and device when it prepares the plan */
@@ -448,7 +448,7 @@ Test(gemm_cuda, rejects_operands_of_different_dtypes)
     c.in[1].dtype = BATON_DTYPE_F32;
     void *state = NULL;
     baton_error err = {0};
-    int rc = baton_gemm_cublaslt_iface.init(&c.info, &state, &err);
+    int rc = baton__gemm_cublaslt_iface.init(&c.info, &state, &err);
     cr_expect_neq(rc, 0);
     cr_expect_null(state);
     cr_expect(strstr(err.message, "bf16") && !strstr(err.message, "'proj'"), "%s", err.message);
@@ -461,7 +461,7 @@ Test(gemm_cuda, rejects_mismatched_inner_dimensions)
     c.in[1].shape[0] = 7; /* b [7,5] against a [4,6] */
     void *state = NULL;
     baton_error err = {0};
-    int rc = baton_gemm_cublaslt_iface.init(&c.info, &state, &err);
+    int rc = baton__gemm_cublaslt_iface.init(&c.info, &state, &err);
     cr_expect_neq(rc, 0);
     cr_expect_null(state);
     cr_expect(err.message[0] != 0);

@@ -9,12 +9,12 @@
 
 #include "plan/json.h"
 
-/* Parses text of length len; the document is freed by the caller with plan_json_free. */
+/* Parses text of length len; the document is freed by the caller with baton__plan_json_free. */
 static int parse_n(jdoc *doc, const char *text, size_t len, jerror *e)
 {
     memset(doc, 0, sizeof *doc);
     memset(e, 0, sizeof *e);
-    return plan_json_parse(doc, text, len, e);
+    return baton__plan_json_parse(doc, text, len, e);
 }
 
 /* Parses text that must be well-formed; returns the document. */
@@ -33,7 +33,7 @@ static jerror parse_bad_n(const char *text, size_t len)
     jdoc doc;
     jerror e;
     int rc = parse_n(&doc, text, len, &e);
-    plan_json_free(&doc);
+    baton__plan_json_free(&doc);
     cr_assert_eq(rc, BATON_EPARSE, "'%s' parsed (rc %d) but must be refused", text, rc);
     cr_assert(e.line >= 1 && e.col >= 0, "'%s': no position (%d:%d)", text, e.line, e.col);
     cr_assert(e.text[0] != 0, "'%s': no message", text);
@@ -64,7 +64,7 @@ static void expect_string(const char *text, const char *want, size_t want_len)
     cr_expect_eq(doc.v[s].len, want_len, "%s: %zu bytes, want %zu", text, doc.v[s].len, want_len);
     cr_expect(memcmp(doc.v[s].s, want, want_len) == 0, "%s: wrong bytes", text);
     cr_expect_eq(doc.v[s].s[want_len], 0, "%s: not NUL-terminated", text);
-    plan_json_free(&doc);
+    baton__plan_json_free(&doc);
 }
 
 /* ---- structure --------------------------------------------------------------------------- */
@@ -74,8 +74,8 @@ Test(json, links_children_of_nested_containers_in_document_order)
     jdoc doc = parse_ok("{\"a\": [1, [2, 3], {}], \"b\": {\"c\": null}, \"d\": []}");
     cr_assert(jis(&doc, 0, J_OBJECT));
     cr_expect_eq(doc.v[0].n, 3);
-    int a = plan_json_get(&doc, 0, "a"), b = plan_json_get(&doc, 0, "b");
-    int d = plan_json_get(&doc, 0, "d");
+    int a = baton__plan_json_get(&doc, 0, "a"), b = baton__plan_json_get(&doc, 0, "b");
+    int d = baton__plan_json_get(&doc, 0, "d");
     cr_assert(a >= 0 && b >= 0 && d >= 0);
     cr_expect_eq(a, child(&doc, 0, 0));
     cr_expect_eq(b, child(&doc, 0, 1));
@@ -100,24 +100,24 @@ Test(json, links_children_of_nested_containers_in_document_order)
         if (jis(&doc, k, J_ARRAY) || jis(&doc, k, J_OBJECT))
             for (int c = doc.v[k].first; c >= 0; c = doc.v[c].next)
                 cr_expect_gt(c, k);
-    cr_expect(jis(&doc, plan_json_get(&doc, b, "c"), J_NULL));
+    cr_expect(jis(&doc, baton__plan_json_get(&doc, b, "c"), J_NULL));
     cr_expect_str_eq(doc.v[a].key, "a");
     cr_expect_null(doc.v[child(&doc, a, 0)].key, "array elements have no key");
     cr_expect_eq(doc.n, 10, "one node per value");
-    plan_json_free(&doc);
+    baton__plan_json_free(&doc);
 }
 
 Test(json, answers_get_only_for_objects_and_present_keys)
 {
     jdoc doc = parse_ok("{\"k\": 1, \"kk\": 2, \"list\": [{\"k\": 3}]}");
-    cr_expect_eq(doc.v[plan_json_get(&doc, 0, "kk")].i, 2);
-    cr_expect_eq(plan_json_get(&doc, 0, "missing"), -1);
-    cr_expect_eq(plan_json_get(&doc, 0, ""), -1);
-    int list = plan_json_get(&doc, 0, "list");
-    cr_expect_eq(plan_json_get(&doc, list, "k"), -1, "an array has no keys");
-    cr_expect_eq(plan_json_get(&doc, -1, "k"), -1, "no node, no key");
-    cr_expect_eq(doc.v[plan_json_get(&doc, doc.v[list].first, "k")].i, 3);
-    plan_json_free(&doc);
+    cr_expect_eq(doc.v[baton__plan_json_get(&doc, 0, "kk")].i, 2);
+    cr_expect_eq(baton__plan_json_get(&doc, 0, "missing"), -1);
+    cr_expect_eq(baton__plan_json_get(&doc, 0, ""), -1);
+    int list = baton__plan_json_get(&doc, 0, "list");
+    cr_expect_eq(baton__plan_json_get(&doc, list, "k"), -1, "an array has no keys");
+    cr_expect_eq(baton__plan_json_get(&doc, -1, "k"), -1, "no node, no key");
+    cr_expect_eq(doc.v[baton__plan_json_get(&doc, doc.v[list].first, "k")].i, 3);
+    baton__plan_json_free(&doc);
 }
 
 Test(json, names_each_kind_for_messages)
@@ -127,10 +127,10 @@ Test(json, names_each_kind_for_messages)
                                        "a number",  "a bool",   "a bool",   "null"};
     int k = 0;
     for (int c = doc.v[0].first; c >= 0; c = doc.v[c].next, k++)
-        cr_expect_str_eq(plan_json_kind(&doc, c), want[k]);
+        cr_expect_str_eq(baton__plan_json_kind(&doc, c), want[k]);
     cr_expect_eq(k, 8);
-    cr_expect_str_eq(plan_json_kind(&doc, -1), "null");
-    plan_json_free(&doc);
+    cr_expect_str_eq(baton__plan_json_kind(&doc, -1), "null");
+    baton__plan_json_free(&doc);
 }
 
 Test(json, accepts_only_an_object_or_an_array_at_the_top)
@@ -141,7 +141,7 @@ Test(json, accepts_only_an_object_or_an_array_at_the_top)
         parse_bad(bad[i]);
     jdoc doc = parse_ok(" \t\r\n[] \n");
     cr_expect(jis(&doc, 0, J_ARRAY));
-    plan_json_free(&doc);
+    baton__plan_json_free(&doc);
 }
 
 Test(json, nests_up_to_jansson_depth_and_no_deeper)
@@ -169,7 +169,7 @@ Test(json, nests_up_to_jansson_depth_and_no_deeper)
                 cr_expect_eq(rc, 0, "depth %d%s: %s", depth, scalar ? " + a scalar" : "", e.text);
                 cr_expect_eq(doc.n, depth + scalar);
             }
-            plan_json_free(&doc);
+            baton__plan_json_free(&doc);
         }
     }
 }
@@ -232,8 +232,8 @@ Test(json, decodes_keys_like_values)
 {
     jdoc doc = parse_ok("{\"\\u0061b\\n\": 1}");
     cr_expect_str_eq(doc.v[1].key, "ab\n");
-    cr_expect_eq(plan_json_get(&doc, 0, "ab\n"), 1);
-    plan_json_free(&doc);
+    cr_expect_eq(baton__plan_json_get(&doc, 0, "ab\n"), 1);
+    baton__plan_json_free(&doc);
 }
 
 /* ---- numbers ----------------------------------------------------------------------------- */
@@ -259,7 +259,7 @@ Test(json, reads_integers_to_the_edges_of_64_bits)
         cr_expect_eq(doc.v[c].f, (double)want[k], "element %d: f is the integer's value", k);
     }
     cr_expect_eq(k, 9);
-    plan_json_free(&doc);
+    baton__plan_json_free(&doc);
     jerror e = parse_bad("[9223372036854775808]");
     cr_expect(strstr(e.text, "too big") != NULL, "message: %s", e.text);
     parse_bad("[-9223372036854775809]");
@@ -276,14 +276,14 @@ Test(json, reads_reals_in_every_json_form)
         cr_expect_eq(doc.v[c].f, want[k], "element %d: %g", k, doc.v[c].f);
     }
     cr_expect_eq(k, 7);
-    plan_json_free(&doc);
+    baton__plan_json_free(&doc);
     /* a literal longer than the reader's stack buffer (64 bytes) */
     char text[256];
     snprintf(text, sizeof text, "[0.%0100d1]", 0);
     doc = parse_ok(text);
     cr_expect(jis(&doc, 1, J_REAL));
     cr_expect(doc.v[1].f > 0 && doc.v[1].f < 1e-99, "%g", doc.v[1].f);
-    plan_json_free(&doc);
+    baton__plan_json_free(&doc);
 }
 
 Test(json, refuses_numbers_json_does_not_allow)
@@ -301,7 +301,7 @@ Test(json, reads_literals_as_whole_words)
     cr_expect(jis(&doc, 1, J_TRUE));
     cr_expect(jis(&doc, 2, J_FALSE));
     cr_expect(jis(&doc, 3, J_NULL));
-    plan_json_free(&doc);
+    baton__plan_json_free(&doc);
     static const char *const bad[] = {"[tru]", "[truex]", "[True]", "[nul]", "[nulll]", "[f]"};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
         parse_bad(bad[i]);
@@ -314,7 +314,7 @@ Test(json, refuses_a_key_repeated_in_one_object)
     parse_bad("{\"a\": 1, \"a\": 2}");
     parse_bad("{\"\\u0061\": 1, \"a\": 2}"); /* the same key once decoded */
     jdoc doc = parse_ok("{\"a\": 1, \"b\": {\"a\": 2}, \"c\": [{\"a\": 3}, {\"a\": 4}]}");
-    plan_json_free(&doc);
+    baton__plan_json_free(&doc);
 
     /* a large object is checked by sorting its keys: a duplicate far apart is still found */
     char text[4096];
@@ -324,7 +324,7 @@ Test(json, refuses_a_key_repeated_in_one_object)
     snprintf(text + n, sizeof text - n, "}");
     doc = parse_ok(text);
     cr_expect_eq(doc.v[0].n, 100);
-    plan_json_free(&doc);
+    baton__plan_json_free(&doc);
     snprintf(text + n, sizeof text - n, ", \"k3\": 0}");
     jerror e = parse_bad(text);
     cr_expect(strstr(e.text, "duplicate") != NULL, "message: %s", e.text);
@@ -354,8 +354,8 @@ Test(json, reads_only_the_given_length)
     jdoc doc;
     jerror e;
     cr_assert_eq(parse_n(&doc, text, 13, &e), 0, "%s", e.text);
-    cr_expect_eq(doc.v[plan_json_get(&doc, 0, "a")].n, 2);
-    plan_json_free(&doc);
+    cr_expect_eq(doc.v[baton__plan_json_get(&doc, 0, "a")].n, 2);
+    baton__plan_json_free(&doc);
     parse_bad_n(text, 12); /* cut before the closing brace */
 }
 
@@ -371,7 +371,7 @@ Test(json, records_line_and_column_of_values_and_keys)
     jdoc doc = parse_ok(text);
     cr_expect_eq(doc.v[0].line, 1);
     cr_expect_eq(doc.v[0].col, 1);
-    int a = plan_json_get(&doc, 0, "a");
+    int a = baton__plan_json_get(&doc, 0, "a");
     cr_expect_eq(doc.v[a].key_line, 2);
     cr_expect_eq(doc.v[a].key_col, 3);
     cr_expect_eq(doc.v[a].line, 2);
@@ -384,16 +384,16 @@ Test(json, records_line_and_column_of_values_and_keys)
     cr_expect_eq(doc.v[str].col, 6);
     cr_expect_eq(doc.v[two].line, 3);
     cr_expect_eq(doc.v[two].col, 12, "after two 2-byte characters, columns count characters");
-    int b = plan_json_get(&doc, 0, "b");
+    int b = baton__plan_json_get(&doc, 0, "b");
     cr_expect_eq(doc.v[b].key_line, 4);
     cr_expect_eq(doc.v[b].key_col, 2, "a tab is one column");
     cr_expect_eq(doc.v[b].col, 6);
-    plan_json_free(&doc);
+    baton__plan_json_free(&doc);
 
     /* escapes take as many columns as they are written with */
     doc = parse_ok("[\"\\ud83d\\ude00\\n\", 5]");
     cr_expect_eq(doc.v[2].col, 20);
-    plan_json_free(&doc);
+    baton__plan_json_free(&doc);
 }
 
 Test(json, reports_where_the_text_goes_wrong)
@@ -425,12 +425,12 @@ Test(json, keeps_its_memory_within_a_multiple_of_the_text)
     const size_t len = 2 * n + 1;
     jdoc doc = {0};
     jerror e;
-    cr_expect_eq(plan_json_parse(&doc, text, len, &e), BATON_EPLAN);
+    cr_expect_eq(baton__plan_json_parse(&doc, text, len, &e), BATON_EPLAN);
     cr_expect(strstr(e.text, "baton's reader keeps its memory within 8 times the file"), "%s",
               e.text);
     const size_t used = (size_t)doc.cap * sizeof(jnode) + len + 1;
     cr_expect_leq(used, JSON_MEMORY_FACTOR * len, "%zu bytes for %zu of text", used, len);
-    plan_json_free(&doc);
+    baton__plan_json_free(&doc);
     /* one value a 10 bytes or so, as baton's compact plans have: read whole */
     size_t m = 0;
     for (size_t i = 0; m + 64 < len; i++)
@@ -438,8 +438,8 @@ Test(json, keeps_its_memory_within_a_multiple_of_the_text)
                               i ? "," : "[", i);
     text[m++] = ']';
     memset(&doc, 0, sizeof doc);
-    cr_expect_eq(plan_json_parse(&doc, text, m, &e), 0, "%s", e.text);
+    cr_expect_eq(baton__plan_json_parse(&doc, text, m, &e), 0, "%s", e.text);
     cr_expect_leq((size_t)doc.cap * sizeof(jnode) + m + 1, JSON_MEMORY_FACTOR * m);
-    plan_json_free(&doc);
+    baton__plan_json_free(&doc);
     free(text);
 }

@@ -25,9 +25,9 @@ static const baton_dtype ALL[6] = {BATON_DTYPE_BF16, BATON_DTYPE_F16, BATON_DTYP
 
 static const baton_target *target(const char *name)
 {
-    for (int i = 0; i < baton_builtin_target_count; i++)
-        if (strcmp(baton_builtin_targets[i].target->name, name) == 0)
-            return baton_builtin_targets[i].target;
+    for (int i = 0; i < baton__builtin_target_count; i++)
+        if (strcmp(baton__builtin_targets[i].target->name, name) == 0)
+            return baton__builtin_targets[i].target;
     cr_assert_fail("built-in target %s is missing", name);
     return NULL;
 }
@@ -196,11 +196,11 @@ Test(builtin_targets, lists_every_kernel_and_the_gemm_delegate_once_with_a_cpu_i
     static const int ins[] = {2, 4, 2, 1, 2, 2, 1, 1, 1, 1, 2},
                      outs[] = {2, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1};
     /* these 11, then the 12 decoder ops and gemm_add (tests/test_decoder.c checks those) */
-    cr_assert_eq(baton_builtin_target_count, 24);
+    cr_assert_eq(baton__builtin_target_count, 24);
     for (int i = 0; i < 11; i++) {
         int found = 0;
-        for (int j = 0; j < baton_builtin_target_count; j++) {
-            const baton_target *t = baton_builtin_targets[j].target;
+        for (int j = 0; j < baton__builtin_target_count; j++) {
+            const baton_target *t = baton__builtin_targets[j].target;
             if (strcmp(t->name, names[i]) != 0)
                 continue;
             found++;
@@ -722,7 +722,7 @@ static void rms_case(test_rng *rng, uint64_t seed, baton_dtype xdt, baton_dtype 
     double *ry = dalloc(n1 * n2), *riv = dalloc(n1);
     ref_fwd(xdt, b.x, wdt, b.w, n1, n2, eps, ry, riv);
     void *fb[4] = {b.x, b.w, b.y, b.iv};
-    int rc = kcpu_rms_norm_fwd(&ctx, fb, op, 40);
+    int rc = baton__kcpu_rms_norm_fwd(&ctx, fb, op, 40);
     cr_assert_eq(rc, 0, "rms_norm_fwd failed: %s", errbuf);
     double ey = test_rel_err(wdt, b.y, ry, n1 * n2), eiv = test_rel_err(ivdt, b.iv, riv, n1);
     cr_assert_leq(ey, test_tolerance(wdt),
@@ -753,7 +753,7 @@ static void rms_case(test_rng *rng, uint64_t seed, baton_dtype xdt, baton_dtype 
            *rgw = dalloc(n2);
     ref_bwd(xdt, wdt, b.g, b.iv, b.x, b.w, n1, n2, pgs, rgi, rterms, rpart, rgw);
     void *bb[7] = {b.g, b.iv, b.x, b.w, b.gi, b.gw, b.part};
-    rc = kcpu_rms_norm_bwd(&ctx, bb, op, 40);
+    rc = baton__kcpu_rms_norm_bwd(&ctx, bb, op, 40);
     cr_assert_eq(rc, 0, "rms_norm_bwd failed: %s", errbuf);
     double egi = cancel_err(xdt, b.gi, rgi, rterms, n1 * n2);
     double epart = test_rel_err(ivdt, b.part, rpart, pgs * n2);
@@ -838,7 +838,7 @@ Test(rms_norm_cpu, uses_eps_inside_the_square_root)
     baton_rms_norm_desc d = {
         .n1 = 1, .n2 = 4, .eps = 0.75, .x_dtype = BATON_DTYPE_F64, .w_dtype = BATON_DTYPE_F64};
     void *bufs[4] = {x, w, y, iv};
-    cr_assert_eq(kcpu_rms_norm_fwd(NULL, bufs, (const char *)&d, sizeof d), 0);
+    cr_assert_eq(baton__kcpu_rms_norm_fwd(NULL, bufs, (const char *)&d, sizeof d), 0);
     cr_assert_eq(iv[0], 1.0, "invvar = 1/sqrt(0.25 + 0.75)");
     for (int i = 0; i < 4; i++)
         cr_assert_eq(y[i], 0.5 * (i + 1));
@@ -860,7 +860,7 @@ static void part_grad_case(int64_t n1, int64_t n2, int64_t pgs, baton_dtype xdt)
     char errbuf[256];
     baton_exec_ctx ctx = cpu_ctx(errbuf, sizeof errbuf);
     void *bufs[7] = {g, iv, x, w, gi, gw, part};
-    cr_assert_eq(kcpu_rms_norm_bwd(&ctx, bufs, (const char *)&d, sizeof d), 0, "%s", errbuf);
+    cr_assert_eq(baton__kcpu_rms_norm_bwd(&ctx, bufs, (const char *)&d, sizeof d), 0, "%s", errbuf);
     int64_t block = (n1 + pgs - 1) / pgs;
     for (int64_t p = 0; p < pgs; p++) {
         int64_t r0 = p * block, r1 = r0 + block < n1 ? r0 + block : n1;
@@ -923,7 +923,7 @@ Test(rms_norm_cpu, grad_weight_is_bitwise_identical_across_runs)
         if (k == 1) /* different garbage the second time: the result must not depend on it */
             memset(gw[k], 0x3c, (size_t)n2 * 2), memset(part[k], 0x11, (size_t)(pgs * n2) * 4);
         void *bufs[7] = {g, iv, x, w, gi[k], gw[k], part[k]};
-        cr_assert_eq(kcpu_rms_norm_bwd(NULL, bufs, (const char *)&d, sizeof d), 0);
+        cr_assert_eq(baton__kcpu_rms_norm_bwd(NULL, bufs, (const char *)&d, sizeof d), 0);
     }
     cr_assert_eq(memcmp(gw[0], gw[1], (size_t)n2 * 2), 0, "grad_weight differs between runs");
     cr_assert_eq(memcmp(part[0], part[1], (size_t)(pgs * n2) * 4), 0, "part_grad differs");
@@ -977,7 +977,7 @@ static void bwd_rows(baton_dtype xdt, baton_dtype wdt, const bwd_io *in, int64_t
                      out->pg};
     char errbuf[256];
     baton_exec_ctx ctx = cpu_ctx(errbuf, sizeof errbuf);
-    cr_assert_eq(kcpu_rms_norm_bwd(&ctx, bufs, (const char *)&d, sizeof d), 0, "%s", errbuf);
+    cr_assert_eq(baton__kcpu_rms_norm_bwd(&ctx, bufs, (const char *)&d, sizeof d), 0, "%s", errbuf);
 }
 
 /* rms_norm_grad_weight of a part_grad of P rows, into a fresh poisoned buffer. */
@@ -990,7 +990,7 @@ static void *grad_weight_of(baton_dtype pgdt, const void *pg, const void *w, bat
     void *bufs[3] = {(void *)pg, (void *)w, gw};
     char errbuf[256];
     baton_exec_ctx ctx = cpu_ctx(errbuf, sizeof errbuf);
-    cr_assert_eq(kcpu_rms_norm_grad_weight(&ctx, bufs, (const char *)&d, sizeof d), 0, "%s",
+    cr_assert_eq(baton__kcpu_rms_norm_grad_weight(&ctx, bufs, (const char *)&d, sizeof d), 0, "%s",
                  errbuf);
     return gw;
 }
@@ -1112,7 +1112,7 @@ Test(rms_norm_cpu, normalizes_a_262144_element_row_in_a_few_milliseconds)
     for (int k = 0; k < 5; k++) {
         struct timespec t0, t1;
         clock_gettime(CLOCK_MONOTONIC, &t0);
-        cr_assert_eq(kcpu_rms_norm_fwd(NULL, bufs, (const char *)&d, sizeof d), 0);
+        cr_assert_eq(baton__kcpu_rms_norm_fwd(NULL, bufs, (const char *)&d, sizeof d), 0);
         clock_gettime(CLOCK_MONOTONIC, &t1);
         double ms = (double)(t1.tv_sec - t0.tv_sec) * 1e3 + (double)(t1.tv_nsec - t0.tv_nsec) / 1e6;
         best = ms < best ? ms : best;
@@ -1192,7 +1192,7 @@ Test(elementwise_cpu, softshrink_matches_the_reference_and_zeroes_the_dead_zone)
                 ref[i] = v > l ? v - l : v < -l ? v + l : 0.0;
             }
             void *bufs[2] = {x, y};
-            run_kernel("softshrink", kcpu_softshrink, &a, bufs);
+            run_kernel("softshrink", baton__kcpu_softshrink, &a, bufs);
             double err = test_rel_err(dt, y, ref, n);
             cr_assert_leq(err, test_tolerance(dt), "softshrink %s n=%lld: %g (seed %llu)",
                           baton_dtype_name(dt), (long long)n, err, (unsigned long long)seed);
@@ -1247,7 +1247,7 @@ Test(elementwise_cpu, add_and_mul_match_the_reference_with_and_without_repeating
     for (int d = 0; d < 6; d++)
         for (int k = 0; k < 2; k++) {
             const char *name = k ? "mul" : "add";
-            baton_kernel_fn fn = k ? kcpu_mul : kcpu_add;
+            baton_kernel_fn fn = k ? baton__kcpu_mul : baton__kcpu_add;
             for (int s = 0; s < 4; s++) {
                 baton_tensor_desc ad = DESC(ALL[d], EW_SIZES[s]);
                 binary_case(&rng, seed, name, fn, k, ALL[d], &ad, &ad);
@@ -1277,7 +1277,7 @@ Test(elementwise_cpu, add_scalar_and_copy_match_the_reference_for_every_dtype)
             baton_sig_args a = sig(1, in, 1, 1, at);
             void *x = ew_input(&rng, dt, n), *y = poisoned(dt, n);
             void *bufs[2] = {x, y};
-            run_kernel("add_scalar", kcpu_add_scalar, &a, bufs);
+            run_kernel("add_scalar", baton__kcpu_add_scalar, &a, bufs);
             if (ints) {
                 for (int64_t i = 0; i < n; i++) {
                     uint64_t want = (uint64_t)ld_int(dt, x, i) + (uint64_t)(int64_t)value;
@@ -1297,7 +1297,7 @@ Test(elementwise_cpu, add_scalar_and_copy_match_the_reference_for_every_dtype)
             }
             test_poison(y, (size_t)n * baton_dtype_size(dt));
             a = sig(1, in, 1, 0, NULL);
-            run_kernel("copy", kcpu_copy, &a, bufs);
+            run_kernel("copy", baton__kcpu_copy, &a, bufs);
             cr_assert_eq(memcmp(x, y, (size_t)n * baton_dtype_size(dt)), 0, "copy %s n=%lld",
                          baton_dtype_name(dt), (long long)n);
             free(x), free(y);
@@ -1311,10 +1311,10 @@ Test(elementwise_cpu, add_scalar_rounds_like_f32_arithmetic_for_16_bit_dtypes)
     uint16_t x[2] = {f32_to_bf16(1.0f), f32_to_bf16(1.0f)}, y[2] = {0xffff, 0xffff};
     baton_ew_desc d = {.n = 1, .dtype = BATON_DTYPE_BF16, .value = 0.00390625};
     void *bufs[2] = {x, y};
-    cr_assert_eq(kcpu_add_scalar(NULL, bufs, (const char *)&d, sizeof d), 0);
+    cr_assert_eq(baton__kcpu_add_scalar(NULL, bufs, (const char *)&d, sizeof d), 0);
     cr_assert_eq(bf16_to_f32(y[0]), 1.0f, "tie to even");
     d.value = 3 * 0.00390625;
-    cr_assert_eq(kcpu_add_scalar(NULL, bufs, (const char *)&d, sizeof d), 0);
+    cr_assert_eq(baton__kcpu_add_scalar(NULL, bufs, (const char *)&d, sizeof d), 0);
     cr_assert_eq(bf16_to_f32(y[0]), 1.015625f, "round to nearest");
     cr_assert_eq(y[1], 0xffff, "n = 1 must write one element");
 }
@@ -1361,7 +1361,7 @@ Test(argmax_cpu, finds_the_first_maximum_of_each_row_with_nan_as_the_maximum)
                 store_f64(dt, x, 4 * n2 + 1, NAN);
             }
             void *bufs[2] = {x, y};
-            run_kernel("argmax", kcpu_argmax, &a, bufs);
+            run_kernel("argmax", baton__kcpu_argmax, &a, bufs);
             for (int64_t r = 0; r < n1; r++)
                 cr_assert_eq(y[r], ref_argmax(dt, x, r, n2), "argmax %s n2=%lld row %lld: %lld",
                              baton_dtype_name(dt), (long long)n2, (long long)r, (long long)y[r]);
@@ -1395,7 +1395,7 @@ Test(argmax_cpu, finds_the_first_maximum_of_random_integer_rows_with_ties)
             test_fill_argmax_ints(&rng, dt, n1, n2, v, x);
             int64_t *y = poisoned(BATON_DTYPE_I64, n1);
             void *bufs[2] = {x, y};
-            run_kernel("argmax", kcpu_argmax, &a, bufs);
+            run_kernel("argmax", baton__kcpu_argmax, &a, bufs);
             for (int64_t r = 0; r < n1; r++) {
                 const int64_t best = test_argmax_row(v, n2, r);
                 cr_assert_eq(y[r], best,
@@ -1419,14 +1419,14 @@ typedef struct kcase {
 } kcase;
 
 static const kcase KERNELS[] = {
-    {"rms_norm_fwd", kcpu_rms_norm_fwd, 4, 40},
-    {"rms_norm_bwd", kcpu_rms_norm_bwd, 7, 40},
-    {"softshrink", kcpu_softshrink, 2, 32},
-    {"add", kcpu_add, 3, 32},
-    {"mul", kcpu_mul, 3, 32},
-    {"add_scalar", kcpu_add_scalar, 2, 32},
-    {"copy", kcpu_copy, 2, 32},
-    {"argmax", kcpu_argmax, 2, 24},
+    {"rms_norm_fwd", baton__kcpu_rms_norm_fwd, 4, 40},
+    {"rms_norm_bwd", baton__kcpu_rms_norm_bwd, 7, 40},
+    {"softshrink", baton__kcpu_softshrink, 2, 32},
+    {"add", baton__kcpu_add, 3, 32},
+    {"mul", baton__kcpu_mul, 3, 32},
+    {"add_scalar", baton__kcpu_add_scalar, 2, 32},
+    {"copy", baton__kcpu_copy, 2, 32},
+    {"argmax", baton__kcpu_argmax, 2, 24},
 };
 #define N_KERNELS (int)(sizeof KERNELS / sizeof KERNELS[0])
 
@@ -1524,7 +1524,7 @@ Test(bad_descriptors, an_unknown_dtype_code_is_an_error_not_a_crash)
                 cr_assert_eq(call_bad(k, op, k->len, 2), BATON_EINVAL);
             }
         /* Integer codes where only floats are supported. */
-        if (k->fn == kcpu_rms_norm_fwd || k->fn == kcpu_rms_norm_bwd || k->fn == kcpu_softshrink) {
+        if (k->fn == baton__kcpu_rms_norm_fwd || k->fn == baton__kcpu_rms_norm_bwd || k->fn == baton__kcpu_softshrink) {
             int32_t i32 = BATON_DTYPE_I32;
             good_desc(k, op);
             memcpy(op + offs[0], &i32, 4);
@@ -1616,13 +1616,13 @@ Test(argmax_cpu, compares_i32_and_i64_exactly)
     int64_t y[3] = {-1, -1, -1};
     baton_argmax_desc d = {3, 4, BATON_DTYPE_I64, 0};
     void *b64[2] = {x64, y};
-    cr_assert_eq(kcpu_argmax(&ctx, b64, (const char *)&d, sizeof d), 0, "%s", eb);
+    cr_assert_eq(baton__kcpu_argmax(&ctx, b64, (const char *)&d, sizeof d), 0, "%s", eb);
     cr_assert(y[0] == 1 && y[1] == 1 && y[2] == 0, "i64: %lld %lld %lld", (long long)y[0],
               (long long)y[1], (long long)y[2]);
     static int32_t x32[2][3] = {{INT32_MIN, -1, INT32_MIN}, {5, 9, 9}};
     d = (baton_argmax_desc){2, 3, BATON_DTYPE_I32, 0};
     void *b32[2] = {x32, y};
-    cr_assert_eq(kcpu_argmax(&ctx, b32, (const char *)&d, sizeof d), 0, "%s", eb);
+    cr_assert_eq(baton__kcpu_argmax(&ctx, b32, (const char *)&d, sizeof d), 0, "%s", eb);
     cr_assert(y[0] == 1 && y[1] == 1, "i32: %lld %lld", (long long)y[0], (long long)y[1]);
     /* and the signature check accepts i64 as it does i32 */
     baton_tensor_desc in[1] = {DESC(BATON_DTYPE_I64, 3, 4)};
@@ -1662,8 +1662,8 @@ Test(rms_norm_cpu, gives_the_same_bits_under_flush_to_zero_and_restores_the_mode
         if (ftz)
             _mm_setcsr(saved | 0x8040u);
         void *fb[4] = {x, w, y, iv}, *bb[7] = {g, iv, x, w, gx, gw, pg};
-        int rf = kcpu_rms_norm_fwd(&c, fb, (const char *)&fd, sizeof fd);
-        int rb = kcpu_rms_norm_bwd(&c, bb, (const char *)&bd, sizeof bd);
+        int rf = baton__kcpu_rms_norm_fwd(&c, fb, (const char *)&fd, sizeof fd);
+        int rb = baton__kcpu_rms_norm_bwd(&c, bb, (const char *)&bd, sizeof bd);
         const unsigned int after = _mm_getcsr();
         _mm_setcsr(saved);
         cr_assert(rf == 0 && rb == 0, "%s", eb);
@@ -1697,10 +1697,10 @@ Test(rms_norm_cpu, takes_the_jax_tutorials_descriptor_as_baton_s_own)
     baton_exec_ctx c = cpu_ctx(eb, sizeof eb);
     test_poison(y, sizeof y);
     void *b0[4] = {x, w, y[0], iv[0]}, *b1[4] = {x, w, y[1], iv[1]};
-    cr_assert_eq(kcpu_rms_norm_fwd(&c, b0, (const char *)&t, sizeof t), 0, "%s", eb);
-    cr_assert_eq(kcpu_rms_norm_fwd(&c, b1, (const char *)&d, sizeof d), 0, "%s", eb);
+    cr_assert_eq(baton__kcpu_rms_norm_fwd(&c, b0, (const char *)&t, sizeof t), 0, "%s", eb);
+    cr_assert_eq(baton__kcpu_rms_norm_fwd(&c, b1, (const char *)&d, sizeof d), 0, "%s", eb);
     cr_expect(memcmp(y[0], y[1], sizeof y[0]) == 0 && memcmp(iv[0], iv[1], sizeof iv[0]) == 0);
     t.x_type = 4;
-    cr_expect_neq(kcpu_rms_norm_fwd(&c, b0, (const char *)&t, sizeof t), 0);
+    cr_expect_neq(baton__kcpu_rms_norm_fwd(&c, b0, (const char *)&t, sizeof t), 0);
     cr_expect(strstr(eb, "rms_norm_fwd: x_type is ElementType 4 in the tutorial's"), "%s", eb);
 }

@@ -164,11 +164,11 @@ static void run_rms_case(const rms_case *c, kcuda_rms_cfg *fc, kcuda_rms_cfg *bc
         .n1 = n1, .n2 = n2, .eps = 1e-5, .x_dtype = xdt, .w_dtype = wdt, .part_grad_size = P};
     const int overridden = memcmp(&c->over, &(kcuda_rms_cfg){0}, sizeof c->over) != 0;
     void *fb[4] = {dx, dw, dy, div};
-    int rc = kcuda_rms_norm_fwd_cfg(&k.ctx, fb, (const char *)&d, sizeof d,
+    int rc = baton__kcuda_rms_norm_fwd_cfg(&k.ctx, fb, (const char *)&d, sizeof d,
                                     overridden ? &c->over : NULL, fc);
     cr_assert_eq(rc, 0, "forward failed (%s): %s", what, k.err);
     void *bb[7] = {dg, div, dx, dw, dgi, dgw, dpg};
-    rc = kcuda_rms_norm_bwd_cfg(&k.ctx, bb, (const char *)&d, sizeof d,
+    rc = baton__kcuda_rms_norm_bwd_cfg(&k.ctx, bb, (const char *)&d, sizeof d,
                                 overridden ? &c->over : NULL, bc);
     cr_assert_eq(rc, 0, "backward failed (%s): %s", what, k.err);
     CK(cudaStreamSynchronize(k.stream));
@@ -239,7 +239,7 @@ static void run_rms_case(const rms_case *c, kcuda_rms_cfg *fc, kcuda_rms_cfg *bc
         /* Same inputs again, outputs poisoned: grad_weight and part_grad must be the same bits. */
         dev_poison(dgw, (size_t)n2 * ws);
         dev_poison(dpg, (size_t)P * n2 * as);
-        rc = kcuda_rms_norm_bwd_cfg(&k.ctx, bb, (const char *)&d, sizeof d,
+        rc = baton__kcuda_rms_norm_bwd_cfg(&k.ctx, bb, (const char *)&d, sizeof d,
                                     overridden ? &c->over : NULL, NULL);
         cr_assert_eq(rc, 0, "second backward failed (%s): %s", what, k.err);
         CK(cudaStreamSynchronize(k.stream));
@@ -510,7 +510,7 @@ static void dev_bwd_rows(const dev_bwd *b, baton_dtype xdt, baton_dtype wdt, int
                    dgw,
                    dpg};
     const baton_rms_norm_shard_desc sd = {d, unsharded};
-    cr_assert_eq(kcuda_rms_norm_bwd_cfg(&k.ctx, bb, (const char *)&sd,
+    cr_assert_eq(baton__kcuda_rms_norm_bwd_cfg(&k.ctx, bb, (const char *)&sd,
                                         unsharded ? sizeof sd : sizeof d, o, NULL),
                  0, "backward of rows %lld..%lld failed: %s", (long long)r0,
                  (long long)(r0 + n1 - 1), k.err);
@@ -536,7 +536,7 @@ static void *dev_grad_weight(const void *hpg, baton_dtype adt, const void *dw, b
     kctx_init(&k, 0);
     baton_rms_grad_weight_desc d = {.part_grad_size = P, .n2 = n2, .pg_dtype = adt, .w_dtype = wdt};
     void *bufs[3] = {dpg, (void *)dw, dgw};
-    cr_assert_eq(kcuda_rms_norm_grad_weight(&k.ctx, bufs, (const char *)&d, sizeof d), 0,
+    cr_assert_eq(baton__kcuda_rms_norm_grad_weight(&k.ctx, bufs, (const char *)&d, sizeof d), 0,
                  "rms_norm_grad_weight failed: %s", k.err);
     kctx_deinit(&k);
     void *gw = host_download(dgw, (size_t)n2 * ws),
@@ -732,13 +732,13 @@ Test(kernels_cuda, rms_norm_grad_weight_rejects_bad_descriptors_and_launches_not
     kctx_init(&k, 0);
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         k.err[0] = 0;
-        int rc = kcuda_rms_norm_grad_weight(&k.ctx, bufs, (const char *)&bad[i].d, bad[i].len);
+        int rc = baton__kcuda_rms_norm_grad_weight(&k.ctx, bufs, (const char *)&bad[i].d, bad[i].len);
         cr_expect_eq(rc, BATON_EINVAL, "case %zu: rc %d", i, rc);
         cr_expect(strstr(k.err, bad[i].must_say) && strstr(k.err, "rms_norm_grad_weight"),
                   "case %zu: \"%s\" does not say %s", i, k.err, bad[i].must_say);
     }
     void *nul[3] = {pg, NULL, gw};
-    cr_expect_eq(kcuda_rms_norm_grad_weight(&k.ctx, nul, (const char *)&good, sizeof good),
+    cr_expect_eq(baton__kcuda_rms_norm_grad_weight(&k.ctx, nul, (const char *)&good, sizeof good),
                  BATON_EINVAL);
     kctx_deinit(&k);
     cr_expect(all_poisoned(gw, n2 * 2), "a refused call wrote grad_weight");
@@ -794,8 +794,8 @@ static void run_pass(kctx *k, tune_bufs *b, const baton_rms_norm_desc *d, int bw
         dev_poison(b->d[i], b->n[i]);
     void *fb[4] = {b->d[0], b->d[1], b->d[3], b->d[4]};
     void *bb[7] = {b->d[2], b->d[4], b->d[0], b->d[1], b->d[5], b->d[6], b->d[7]};
-    const int rc = bwd ? kcuda_rms_norm_bwd_cfg(&k->ctx, bb, (const char *)d, sizeof *d, o, chosen)
-                       : kcuda_rms_norm_fwd_cfg(&k->ctx, fb, (const char *)d, sizeof *d, o, chosen);
+    const int rc = bwd ? baton__kcuda_rms_norm_bwd_cfg(&k->ctx, bb, (const char *)d, sizeof *d, o, chosen)
+                       : baton__kcuda_rms_norm_fwd_cfg(&k->ctx, fb, (const char *)d, sizeof *d, o, chosen);
     cr_assert_eq(rc, 0, "%s: %s", what, k->err);
     CK(cudaStreamSynchronize(k->stream));
     for (int i = lo; i < hi; i++)
@@ -868,12 +868,12 @@ static int check_variants(baton_dtype xdt, baton_dtype wdt, int64_t n1, int64_t 
         void *const bufs_b[7] = {b.d[2], b.d[4], b.d[0], b.d[1], b.d[5], b.d[6], b.d[7]};
         kcuda_rms_layout L;
         char why[512] = "";
-        const int rc = bwd ? kcuda_rms_bwd_layout(&d, bufs_b, &dev, NULL, &L, why, sizeof why)
-                           : kcuda_rms_fwd_layout(&d, bufs_f, &dev, NULL, &L, why, sizeof why);
+        const int rc = bwd ? baton__kcuda_rms_bwd_layout(&d, bufs_b, &dev, NULL, &L, why, sizeof why)
+                           : baton__kcuda_rms_fwd_layout(&d, bufs_f, &dev, NULL, &L, why, sizeof why);
         cr_assert_eq(rc, 0, "%s: %s", what, why);
         cr_assert_eq(base.mode, L.mode, "%s: the host's layout is not the launch's", what);
         kcuda_rms_variant v[KCUDA_RMS_MAX_VARIANTS];
-        const int nv = kcuda_rms_variants(&d, bwd, &dev, &L, v, KCUDA_RMS_MAX_VARIANTS);
+        const int nv = baton__kcuda_rms_variants(&d, bwd, &dev, &L, v, KCUDA_RMS_MAX_VARIANTS);
         for (int i = 1; i < nv; i++) {
             const kcuda_rms_cfg o = {.variant = v[i]};
             kcuda_rms_cfg got;
@@ -901,7 +901,7 @@ static int check_variants(baton_dtype xdt, baton_dtype wdt, int64_t n1, int64_t 
         for (int kx = 2; bwd && L.mode == KCUDA_RMS_ROWS && kx <= 3; kx++) {
             const kcuda_rms_cfg o = {.kx = kx};
             kcuda_rms_layout Lk;
-            if (kcuda_rms_bwd_layout(&d, bufs_b, &dev, &o, &Lk, why, sizeof why) != 0)
+            if (baton__kcuda_rms_bwd_layout(&d, bufs_b, &dev, &o, &Lk, why, sizeof why) != 0)
                 continue; /* grad_weight without room or alignment for the chain's counters */
             kcuda_rms_cfg got;
             void *out[8] = {0};
@@ -963,7 +963,7 @@ Test(kernels_cuda, rms_norm_every_tuning_variant_gives_the_default_bits)
 Test(kernels_cuda, rms_norm_calls_with_autotune_launch_the_tuned_variant_with_the_same_bits)
 {
     SKIP_WITHOUT_GPU();
-    kcuda_rms_tune_reset();
+    baton__kcuda_rms_tune_reset();
     char gpu[64];
     this_gpu_name(&gpu);
     test_rng rng = {test_fresh_seed()};
@@ -984,20 +984,20 @@ Test(kernels_cuda, rms_norm_calls_with_autotune_launch_the_tuned_variant_with_th
         void *const bufs_b[7] = {b.d[2], b.d[4], b.d[0], b.d[1], b.d[5], b.d[6], b.d[7]};
         kcuda_rms_layout L;
         char why[512] = "";
-        cr_assert_eq(bwd ? kcuda_rms_bwd_layout(&d, bufs_b, &dev, NULL, &L, why, sizeof why)
-                         : kcuda_rms_fwd_layout(&d, bufs_f, &dev, NULL, &L, why, sizeof why),
+        cr_assert_eq(bwd ? baton__kcuda_rms_bwd_layout(&d, bufs_b, &dev, NULL, &L, why, sizeof why)
+                         : baton__kcuda_rms_fwd_layout(&d, bufs_f, &dev, NULL, &L, why, sizeof why),
                      0, "%s", why);
         kcuda_rms_variant v[KCUDA_RMS_MAX_VARIANTS];
-        const int nv = kcuda_rms_variants(&d, bwd, &dev, &L, v, KCUDA_RMS_MAX_VARIANTS);
+        const int nv = baton__kcuda_rms_variants(&d, bwd, &dev, &L, v, KCUDA_RMS_MAX_VARIANTS);
         cr_assert_gt(nv, 1, "pass %d: no variant", bwd);
         kcuda_rms_cfg got;
         k.ctx.autotune = 0;
         run_pass(&k, &b, &d, bwd, NULL, &got, b.ref, "default");
         kcuda_rms_tune_key key;
-        kcuda_rms_tune_key_make(&key, gpu, bwd, &d, &L);
+        baton__kcuda_rms_tune_key_make(&key, gpu, bwd, &d, &L);
         for (int i = 1; i < nv; i++) {
-            kcuda_rms_tune_reset();
-            cr_assert_eq(kcuda_rms_tune_store(&key, &v[i]), 0);
+            baton__kcuda_rms_tune_reset();
+            cr_assert_eq(baton__kcuda_rms_tune_store(&key, &v[i]), 0);
             void *out[8] = {0};
             /* Without autotune the cache is not read; with it, the variant runs. */
             k.ctx.autotune = 0;
@@ -1019,20 +1019,20 @@ Test(kernels_cuda, rms_norm_calls_with_autotune_launch_the_tuned_variant_with_th
             }
         }
         /* The tuner itself: measures, caches, says what it chose; refuses to time a capture. */
-        kcuda_rms_tune_reset();
+        baton__kcuda_rms_tune_reset();
         char note[256] = "";
         void *fb[4] = {b.d[0], b.d[1], b.d[3], b.d[4]};
         void *bb[7] = {b.d[2], b.d[4], b.d[0], b.d[1], b.d[5], b.d[6], b.d[7]};
         k.ctx.autotune = 0;
         int rc =
-            bwd ? kcuda_rms_norm_bwd_tune(&k.ctx, bb, (const char *)&d, sizeof d, note, sizeof note)
-                : kcuda_rms_norm_fwd_tune(&k.ctx, fb, (const char *)&d, sizeof d, note,
+            bwd ? baton__kcuda_rms_norm_bwd_tune(&k.ctx, bb, (const char *)&d, sizeof d, note, sizeof note)
+                : baton__kcuda_rms_norm_fwd_tune(&k.ctx, fb, (const char *)&d, sizeof d, note,
                                           sizeof note);
         cr_assert_eq(rc, 0, "%s", k.err);
         cr_assert(strstr(note, "tuned:") || strstr(note, "default: measured"), "%s", note);
         cr_log_info("pass %d on %s: %s", bwd, gpu, note);
         kcuda_rms_variant have;
-        cr_assert_eq(kcuda_rms_tune_find(&key, &have), 1, "nothing cached");
+        cr_assert_eq(baton__kcuda_rms_tune_find(&key, &have), 1, "nothing cached");
         k.ctx.autotune = 1;
         void *out[8] = {0};
         run_pass(&k, &b, &d, bwd, NULL, &got, out, "tuned");
@@ -1045,14 +1045,14 @@ Test(kernels_cuda, rms_norm_calls_with_autotune_launch_the_tuned_variant_with_th
             free(b.ref[j]);
         }
         rc =
-            bwd ? kcuda_rms_norm_bwd_tune(&k.ctx, bb, (const char *)&d, sizeof d, note, sizeof note)
-                : kcuda_rms_norm_fwd_tune(&k.ctx, fb, (const char *)&d, sizeof d, note,
+            bwd ? baton__kcuda_rms_norm_bwd_tune(&k.ctx, bb, (const char *)&d, sizeof d, note, sizeof note)
+                : baton__kcuda_rms_norm_fwd_tune(&k.ctx, fb, (const char *)&d, sizeof d, note,
                                           sizeof note);
         cr_assert(rc == 0 && strstr(note, "measured earlier"), "%s", note);
         k.ctx.capturing = 1;
         rc =
-            bwd ? kcuda_rms_norm_bwd_tune(&k.ctx, bb, (const char *)&d, sizeof d, note, sizeof note)
-                : kcuda_rms_norm_fwd_tune(&k.ctx, fb, (const char *)&d, sizeof d, note,
+            bwd ? baton__kcuda_rms_norm_bwd_tune(&k.ctx, bb, (const char *)&d, sizeof d, note, sizeof note)
+                : baton__kcuda_rms_norm_fwd_tune(&k.ctx, fb, (const char *)&d, sizeof d, note,
                                           sizeof note);
         k.ctx.capturing = 0;
         cr_assert_eq(rc, BATON_ESTATE, "tuning while capturing: %d", rc);
@@ -1060,7 +1060,7 @@ Test(kernels_cuda, rms_norm_calls_with_autotune_launch_the_tuned_variant_with_th
     }
     kctx_deinit(&k);
     tune_bufs_deinit(&b);
-    kcuda_rms_tune_reset();
+    baton__kcuda_rms_tune_reset();
 }
 
 /* The built-in picks for this GPU (kernels/cuda/rms_norm_tune.c), which the JAX/XLA entry points
@@ -1074,10 +1074,10 @@ Test(kernels_cuda, the_built_in_picks_launch_on_their_gpu_with_the_default_bits)
     kctx k;
     kctx_init(&k, 0);
     int ran = 0;
-    for (int i = 0; i < kcuda_rms_tune_builtin_count(); i++) {
+    for (int i = 0; i < baton__kcuda_rms_tune_builtin_count(); i++) {
         kcuda_rms_tune_key key;
         kcuda_rms_variant pick;
-        kcuda_rms_tune_builtin_at(i, &key, &pick);
+        baton__kcuda_rms_tune_builtin_at(i, &key, &pick);
         if (strcmp(key.device, gpu) != 0)
             continue;
         const baton_dtype xdt = (baton_dtype)key.x_dtype, wdt = (baton_dtype)key.w_dtype;
@@ -1091,12 +1091,12 @@ Test(kernels_cuda, the_built_in_picks_launch_on_their_gpu_with_the_default_bits)
         tune_bufs_init(&b, &d, &rng);
         if (bwd) { /* invvar as the forward leaves it */
             void *fb[4] = {b.d[0], b.d[1], b.d[3], b.d[4]};
-            cr_assert_eq(kcuda_rms_norm_fwd(&k.ctx, fb, (const char *)&d, sizeof d), 0, "%s",
+            cr_assert_eq(baton__kcuda_rms_norm_fwd(&k.ctx, fb, (const char *)&d, sizeof d), 0, "%s",
                          k.err);
         }
         const int lo = bwd ? 5 : 3, hi = bwd ? 8 : 5;
         kcuda_rms_cfg got;
-        kcuda_rms_tune_reset();
+        baton__kcuda_rms_tune_reset();
         k.ctx.autotune = 0;
         run_pass(&k, &b, &d, bwd, NULL, &got, b.ref, "default");
         cr_assert(kcuda_rms_variant_none(&got.variant));
@@ -1131,7 +1131,7 @@ static void fwd_prepared_pass(kctx *k, void *const *fb, const size_t *nb,
     dev_poison(fb[2], nb[2]);
     dev_poison(fb[3], nb[3]);
     k->ctx.prepared = prepared;
-    const int rc = kcuda_rms_norm_fwd(&k->ctx, (void **)fb, (const char *)d, sizeof *d);
+    const int rc = baton__kcuda_rms_norm_fwd(&k->ctx, (void **)fb, (const char *)d, sizeof *d);
     k->ctx.prepared = NULL;
     cr_assert_eq(rc, 0, "%s", k->err);
     CK(cudaStreamSynchronize(k->stream));
@@ -1161,7 +1161,7 @@ Test(kernels_cuda, rms_norm_fwd_decided_at_prepare_follows_its_descriptor)
     void *fb[4] = {b.d[0], b.d[1], b.d[3], b.d[4]};
     const size_t nb[4] = {b.n[0], b.n[1], b.n[3], b.n[4]};
     void *state = NULL;
-    cr_assert_eq(kcuda_rms_norm_fwd_prepare(&k.ctx, fb, (const char *)&big, sizeof big, &state), 0,
+    cr_assert_eq(baton__kcuda_rms_norm_fwd_prepare(&k.ctx, fb, (const char *)&big, sizeof big, &state), 0,
                  "%s", k.err);
     cr_assert_not_null(state);
     const baton_rms_norm_desc *seq[4] = {&big, &small, &big, &small};
@@ -1198,7 +1198,7 @@ static void bwd_prepared_pass(kctx *k, void *const *bb, const size_t *nb,
     for (int o = 4; o < 7; o++)
         dev_poison(bb[o], nb[o]);
     k->ctx.prepared = prepared;
-    const int rc = kcuda_rms_norm_bwd(&k->ctx, (void **)bb, (const char *)d, sizeof *d);
+    const int rc = baton__kcuda_rms_norm_bwd(&k->ctx, (void **)bb, (const char *)d, sizeof *d);
     k->ctx.prepared = NULL;
     cr_assert_eq(rc, 0, "%s", k->err);
     CK(cudaStreamSynchronize(k->stream));
@@ -1226,7 +1226,7 @@ Test(kernels_cuda, rms_norm_bwd_decided_at_prepare_follows_its_descriptor)
     kctx k;
     kctx_init(&k, 0);
     void *fb[4] = {b.d[0], b.d[1], b.d[3], b.d[4]};
-    cr_assert_eq(kcuda_rms_norm_fwd(&k.ctx, fb, (const char *)&big, sizeof big), 0, "%s", k.err);
+    cr_assert_eq(baton__kcuda_rms_norm_fwd(&k.ctx, fb, (const char *)&big, sizeof big), 0, "%s", k.err);
     void *bb[7] = {b.d[2], b.d[4], b.d[0], b.d[1], b.d[5], b.d[6], b.d[7]};
     const size_t nb[7] = {b.n[2], b.n[4], b.n[0], b.n[1], b.n[5], b.n[6], b.n[7]};
     void *state = NULL;
@@ -1301,11 +1301,11 @@ Test(kernels_cuda, kernel_chains_are_the_same_with_pdl_and_in_a_captured_graph)
             CK(cudaStreamBeginCapture(k.stream, cudaStreamCaptureModeThreadLocal));
         void *b1[] = {x, x2}, *b2[] = {x2, x3}, *b3[] = {x3, w, y, iv};
         void *b4[] = {y, iv, x3, w, gi, gw, pg}, *b5[] = {gi, y, out};
-        cr_assert_eq(kcuda_copy(&k.ctx, b1, (const char *)&cd, sizeof cd), 0, "%s", k.err);
-        cr_assert_eq(kcuda_add_scalar(&k.ctx, b2, (const char *)&ad, sizeof ad), 0, "%s", k.err);
-        cr_assert_eq(kcuda_rms_norm_fwd(&k.ctx, b3, (const char *)&rd, sizeof rd), 0, "%s", k.err);
-        cr_assert_eq(kcuda_rms_norm_bwd(&k.ctx, b4, (const char *)&rd, sizeof rd), 0, "%s", k.err);
-        cr_assert_eq(kcuda_mul(&k.ctx, b5, (const char *)&md, sizeof md), 0, "%s", k.err);
+        cr_assert_eq(baton__kcuda_copy(&k.ctx, b1, (const char *)&cd, sizeof cd), 0, "%s", k.err);
+        cr_assert_eq(baton__kcuda_add_scalar(&k.ctx, b2, (const char *)&ad, sizeof ad), 0, "%s", k.err);
+        cr_assert_eq(baton__kcuda_rms_norm_fwd(&k.ctx, b3, (const char *)&rd, sizeof rd), 0, "%s", k.err);
+        cr_assert_eq(baton__kcuda_rms_norm_bwd(&k.ctx, b4, (const char *)&rd, sizeof rd), 0, "%s", k.err);
+        cr_assert_eq(baton__kcuda_mul(&k.ctx, b5, (const char *)&md, sizeof md), 0, "%s", k.err);
         if (mode == 2) {
             CK(cudaStreamEndCapture(k.stream, &graph));
             CK(cudaGraphInstantiate(&exec, graph, 0));
@@ -1357,8 +1357,8 @@ static double ref_op(int op, double a, double b, double v)
 
 static void run_ew(int op, baton_dtype dt, int64_t n, int64_t nb, double value)
 {
-    static const baton_kernel_fn fns[] = {kcuda_softshrink, kcuda_add, kcuda_mul, kcuda_add_scalar,
-                                          kcuda_copy};
+    static const baton_kernel_fn fns[] = {baton__kcuda_softshrink, baton__kcuda_add, baton__kcuda_mul, baton__kcuda_add_scalar,
+                                          baton__kcuda_copy};
     static const char *names[] = {"softshrink", "add", "mul", "add_scalar", "copy"};
     const int binary = op == OP_ADD || op == OP_MUL;
     const size_t es = baton_dtype_size(dt);
@@ -1450,7 +1450,7 @@ Test(kernels_cuda, elementwise_kernels_match_reference_for_every_dtype)
     }
 }
 
-/* kcuda_argmax over n1 rows of n2 values of dtype dt (host hx), into a poisoned output: the
+/* baton__kcuda_argmax over n1 rows of n2 values of dtype dt (host hx), into a poisoned output: the
  * indices, downloaded (free() them). */
 static int64_t *argmax_on_gpu(const void *hx, baton_dtype dt, int64_t n1, int64_t n2)
 {
@@ -1461,7 +1461,7 @@ static int64_t *argmax_on_gpu(const void *hx, baton_dtype dt, int64_t n1, int64_
     kctx_init(&k, 0);
     baton_argmax_desc d = {.n1 = n1, .n2 = n2, .dtype = dt};
     void *b[2] = {dx, dout};
-    cr_assert_eq(kcuda_argmax(&k.ctx, b, (const char *)&d, sizeof d), 0, "%s", k.err);
+    cr_assert_eq(baton__kcuda_argmax(&k.ctx, b, (const char *)&d, sizeof d), 0, "%s", k.err);
     CK(cudaStreamSynchronize(k.stream));
     int64_t *out = host_download(dout, (size_t)n1 * 8);
     kctx_deinit(&k);
@@ -1555,7 +1555,7 @@ Test(kernels_cuda, noop_launches_one_kernel_and_succeeds)
     kctx_init(&k, 0);
     for (int pdl = 0; pdl < 2; pdl++) {
         k.ctx.pdl = pdl;
-        cr_assert_eq(kcuda_noop(&k.ctx, NULL, NULL, 0), 0, "%s", k.err);
+        cr_assert_eq(baton__kcuda_noop(&k.ctx, NULL, NULL, 0), 0, "%s", k.err);
     }
     CK(cudaStreamSynchronize(k.stream));
     kctx_deinit(&k);
@@ -1625,7 +1625,7 @@ Test(kernels_cuda, bad_descriptors_are_rejected_with_a_reason_and_launch_nothing
         char opaque[64] = {0};
         memcpy(opaque, &bad[i].d, sizeof bad[i].d);
         k.err[0] = 0;
-        int rc = kcuda_rms_norm_fwd(&k.ctx, fb, opaque, bad[i].len);
+        int rc = baton__kcuda_rms_norm_fwd(&k.ctx, fb, opaque, bad[i].len);
         cr_expect_eq(rc, BATON_EINVAL, "case %zu: forward returned %d", i, rc);
         cr_expect(strstr(k.err, bad[i].must_say), "case %zu: '%s' does not say '%s'", i, k.err,
                   bad[i].must_say);
@@ -1633,7 +1633,7 @@ Test(kernels_cuda, bad_descriptors_are_rejected_with_a_reason_and_launch_nothing
         cr_expect(strstr(k.err, "rms_norm_fwd") && !strstr(k.err, "step 'test'"),
                   "case %zu: '%s' does not name the kernel, or names the step", i, k.err);
         k.err[0] = 0;
-        rc = kcuda_rms_norm_bwd(&k.ctx, bb, opaque, bad[i].len);
+        rc = baton__kcuda_rms_norm_bwd(&k.ctx, bb, opaque, bad[i].len);
         cr_expect_eq(rc, BATON_EINVAL, "case %zu: backward returned %d", i, rc);
         cr_expect(strstr(k.err, bad[i].must_say), "case %zu: '%s' does not say '%s'", i, k.err,
                   bad[i].must_say);
@@ -1641,23 +1641,23 @@ Test(kernels_cuda, bad_descriptors_are_rejected_with_a_reason_and_launch_nothing
     /* The backward's 48-byte row-shard form with fewer unsharded blocks than its own (8 < 16),
      * and the forward, which takes only 40 bytes (row_shards_... runs the valid form). */
     const baton_rms_norm_shard_desc sd = {good, 8};
-    cr_expect_eq(kcuda_rms_norm_bwd(&k.ctx, bb, (const char *)&sd, sizeof sd), BATON_EINVAL);
+    cr_expect_eq(baton__kcuda_rms_norm_bwd(&k.ctx, bb, (const char *)&sd, sizeof sd), BATON_EINVAL);
     cr_expect(strstr(k.err, "unsharded_part_grad_size is 8"), "'%s'", k.err);
-    cr_expect_eq(kcuda_rms_norm_fwd(&k.ctx, fb, (const char *)&sd, sizeof sd), BATON_EINVAL);
+    cr_expect_eq(baton__kcuda_rms_norm_fwd(&k.ctx, fb, (const char *)&sd, sizeof sd), BATON_EINVAL);
     baton_rms_norm_desc nopg = good;
     nopg.part_grad_size = 0;
-    cr_expect_eq(kcuda_rms_norm_bwd(&k.ctx, bb, (const char *)&nopg, sizeof nopg), BATON_EINVAL);
+    cr_expect_eq(baton__kcuda_rms_norm_bwd(&k.ctx, bb, (const char *)&nopg, sizeof nopg), BATON_EINVAL);
     cr_expect(strstr(k.err, "part_grad_size"), "'%s'", k.err);
-    cr_expect_eq(kcuda_rms_norm_fwd(&k.ctx, fb, NULL, 40), BATON_EINVAL);
+    cr_expect_eq(baton__kcuda_rms_norm_fwd(&k.ctx, fb, NULL, 40), BATON_EINVAL);
     void *nullb[4] = {x, NULL, y, iv};
-    cr_expect_eq(kcuda_rms_norm_fwd(&k.ctx, nullb, (const char *)&good, sizeof good), BATON_EINVAL);
+    cr_expect_eq(baton__kcuda_rms_norm_fwd(&k.ctx, nullb, (const char *)&good, sizeof good), BATON_EINVAL);
     cr_expect(strstr(k.err, "buffer 1"), "'%s'", k.err);
-    cr_expect_eq(kcuda_rms_norm_fwd(&k.ctx, NULL, (const char *)&good, sizeof good), BATON_EINVAL);
+    cr_expect_eq(baton__kcuda_rms_norm_fwd(&k.ctx, NULL, (const char *)&good, sizeof good), BATON_EINVAL);
     /* A NULL errbuf is allowed. */
     baton_exec_ctx quiet = k.ctx;
     quiet.errbuf = NULL;
     quiet.errbuf_len = 0;
-    cr_expect_eq(kcuda_rms_norm_fwd(&quiet, fb, (const char *)&good, 3), BATON_EINVAL);
+    cr_expect_eq(baton__kcuda_rms_norm_fwd(&quiet, fb, (const char *)&good, 3), BATON_EINVAL);
 
     /* Elementwise and argmax descriptors. */
     const baton_ew_desc ew_bad[] = {
@@ -1670,27 +1670,27 @@ Test(kernels_cuda, bad_descriptors_are_rejected_with_a_reason_and_launch_nothing
     };
     for (size_t i = 0; i < sizeof ew_bad / sizeof ew_bad[0]; i++) {
         void *b2[3] = {x, y, y};
-        cr_expect_eq(kcuda_copy(&k.ctx, b2, (const char *)&ew_bad[i], sizeof ew_bad[i]),
+        cr_expect_eq(baton__kcuda_copy(&k.ctx, b2, (const char *)&ew_bad[i], sizeof ew_bad[i]),
                      BATON_EINVAL, "copy case %zu", i);
-        cr_expect_eq(kcuda_add(&k.ctx, b2, (const char *)&ew_bad[i], 31), BATON_EINVAL);
+        cr_expect_eq(baton__kcuda_add(&k.ctx, b2, (const char *)&ew_bad[i], 31), BATON_EINVAL);
     }
     baton_ew_desc add_nb = {.n = 10, .nb = 3, .dtype = BATON_DTYPE_F32};
     void *b3[3] = {x, w, y};
-    cr_expect_eq(kcuda_add(&k.ctx, b3, (const char *)&add_nb, sizeof add_nb), BATON_EINVAL);
+    cr_expect_eq(baton__kcuda_add(&k.ctx, b3, (const char *)&add_nb, sizeof add_nb), BATON_EINVAL);
     cr_expect(strstr(k.err, "divisor"), "'%s'", k.err);
     baton_ew_desc ss = {.n = 10, .dtype = BATON_DTYPE_F32, .value = -1};
-    cr_expect_eq(kcuda_softshrink(&k.ctx, b3, (const char *)&ss, sizeof ss), BATON_EINVAL);
+    cr_expect_eq(baton__kcuda_softshrink(&k.ctx, b3, (const char *)&ss, sizeof ss), BATON_EINVAL);
     baton_ew_desc ssi = {.n = 10, .dtype = BATON_DTYPE_I32, .value = 1};
-    cr_expect_eq(kcuda_softshrink(&k.ctx, b3, (const char *)&ssi, sizeof ssi), BATON_EINVAL);
+    cr_expect_eq(baton__kcuda_softshrink(&k.ctx, b3, (const char *)&ssi, sizeof ssi), BATON_EINVAL);
     baton_ew_desc asi = {.n = 10, .dtype = BATON_DTYPE_I32, .value = 0.5};
-    cr_expect_eq(kcuda_add_scalar(&k.ctx, b3, (const char *)&asi, sizeof asi), BATON_EINVAL);
+    cr_expect_eq(baton__kcuda_add_scalar(&k.ctx, b3, (const char *)&asi, sizeof asi), BATON_EINVAL);
     cr_expect(strstr(k.err, "integer"), "'%s'", k.err);
     baton_argmax_desc am = {.n1 = 0, .n2 = 4, .dtype = BATON_DTYPE_F32};
-    cr_expect_eq(kcuda_argmax(&k.ctx, b3, (const char *)&am, sizeof am), BATON_EINVAL);
+    cr_expect_eq(baton__kcuda_argmax(&k.ctx, b3, (const char *)&am, sizeof am), BATON_EINVAL);
     am.n1 = 1;
     am.dtype = 42;
-    cr_expect_eq(kcuda_argmax(&k.ctx, b3, (const char *)&am, sizeof am), BATON_EINVAL);
-    cr_expect_eq(kcuda_argmax(&k.ctx, b3, (const char *)&am, 8), BATON_EINVAL);
+    cr_expect_eq(baton__kcuda_argmax(&k.ctx, b3, (const char *)&am, sizeof am), BATON_EINVAL);
+    cr_expect_eq(baton__kcuda_argmax(&k.ctx, b3, (const char *)&am, 8), BATON_EINVAL);
 
     CK(cudaStreamSynchronize(k.stream));
     cr_expect(all_poisoned(y, n1 * n2 * 4), "a rejected call wrote y");
@@ -1715,7 +1715,7 @@ Test(kernels_cuda, a_failed_launch_names_the_call_and_returns_ecuda)
     CK(cudaStreamBeginCapture(cap, cudaStreamCaptureModeGlobal));
     baton_ew_desc d = {.n = 64, .dtype = BATON_DTYPE_F32};
     void *b[2] = {x, y};
-    int rc = kcuda_copy(&k.ctx, b, (const char *)&d, sizeof d);
+    int rc = baton__kcuda_copy(&k.ctx, b, (const char *)&d, sizeof d);
     cudaGraph_t g = NULL;
     cudaStreamEndCapture(cap, &g);
     if (g)
@@ -1727,7 +1727,7 @@ Test(kernels_cuda, a_failed_launch_names_the_call_and_returns_ecuda)
               "'%s' does not name the call, or names the step", k.err);
     /* The next call on a working stream succeeds. */
     k.ctx.stream = k.stream;
-    cr_expect_eq(kcuda_copy(&k.ctx, b, (const char *)&d, sizeof d), 0, "%s", k.err);
+    cr_expect_eq(baton__kcuda_copy(&k.ctx, b, (const char *)&d, sizeof d), 0, "%s", k.err);
     kctx_deinit(&k);
     CK(cudaStreamDestroy(cap));
     CK(cudaFree(x));

@@ -215,7 +215,7 @@ static int relay_stale(baton_gpu_backend gpu, baton_sync_mode mode, int delay_us
 {
     baton_plan *plan = load(relay);
     baton_runtime *rt = make(plan, gpu, mode, delay_us);
-    runtime_skip_cross_waits(rt, skip);
+    baton__runtime_skip_cross_waits(rt, skip);
     static float x[N], y[N];
     int stale = 0;
     baton_error err = {0};
@@ -244,7 +244,7 @@ static int relay_stale(baton_gpu_backend gpu, baton_sync_mode mode, int delay_us
 
 #ifndef TEST_ON_CUDA
 /* cuda:0 writes slowly, cuda:1 reads at once: correct only because cuda:1's copy waits for
- * cuda:0's event. Without the wait (runtime_skip_cross_waits) the copy reads the slot before the
+ * cuda:0's event. Without the wait (baton__runtime_skip_cross_waits) the copy reads the slot before the
  * write: the test device's per-operation delay makes that certain, so this is how a missing wait
  * would be caught. Strict mode waits on the host after each step, so it cannot race. */
 Test(multigpu, a_missing_cross_device_wait_reads_stale_data)
@@ -304,7 +304,7 @@ Test(multigpu, independent_segments_on_two_gpus_run_concurrently)
         int64_t t0[2] = {0, 0}, t1[2] = {0, 0};
         for (int g = 0; g < 2; g++) {
             baton_device dev = {BATON_DEVICE_CUDA, g};
-            const dev_trace *t = &rt->dev_trace[plan_memory_index(plan, dev)];
+            const dev_trace *t = &rt->dev_trace[baton__plan_memory_index(plan, dev)];
             size_t n = atomic_load(&t->n);
             for (size_t i = 0; i < n; i++)
                 if (strcmp(t->spans[i].cat, "kernel") == 0) {

@@ -239,7 +239,7 @@ static void expect_no_allocation(const char *rel, baton_gpu_backend gpu, baton_s
     expect_no_allocation_bound(rel, gpu, mode, 1);
 }
 
-Test(runtime_memory, runs_allocate_nothing_on_the_test_device)
+Test(baton__runtime_memory, runs_allocate_nothing_on_the_test_device)
 {
     for (int m = 0; m < 3; m++) {
         expect_no_allocation("examples/plans/rmsnorm_chain64.json", BATON_GPU_SIM,
@@ -249,12 +249,12 @@ Test(runtime_memory, runs_allocate_nothing_on_the_test_device)
     }
 }
 
-Test(runtime_memory, runs_allocate_nothing_on_the_cpu)
+Test(baton__runtime_memory, runs_allocate_nothing_on_the_cpu)
 {
     expect_no_allocation("examples/plans/rfc.json", BATON_GPU_CPU, BATON_SYNC_BOUNDARY);
 }
 
-Test(runtime_memory, every_wrapped_allocator_is_counted)
+Test(baton__runtime_memory, every_wrapped_allocator_is_counted)
 {
     allocations = 0;
     counting = 1;
@@ -270,7 +270,7 @@ Test(runtime_memory, every_wrapped_allocator_is_counted)
 }
 
 #ifdef TEST_ON_CUDA
-Test(runtime_memory, runs_allocate_nothing_on_cuda)
+Test(baton__runtime_memory, runs_allocate_nothing_on_cuda)
 {
     if (baton_cuda_device_count() == 0)
         cr_skip("no CUDA device: the CUDA no-allocation test needs one");
@@ -354,7 +354,7 @@ static void expect_no_allocation_dims(baton_gpu_backend gpu, baton_sync_mode mod
     baton_registry_destroy(reg);
 }
 
-Test(runtime_memory, runs_that_change_dims_allocate_nothing)
+Test(baton__runtime_memory, runs_that_change_dims_allocate_nothing)
 {
     for (int m = 0; m < 3; m++) {
         expect_no_allocation_dims(BATON_GPU_SIM, (baton_sync_mode)m);

@@ -642,10 +642,10 @@ Test(plan_load, accepts_an_opaque_of_exactly_the_maximum_size)
 static const char *best_of(const char *word, const char *const *cands, int n)
 {
     plan_suggest s;
-    plan_suggest_init(&s, word);
+    baton__plan_suggest_init(&s, word);
     for (int i = 0; i < n; i++)
-        plan_suggest_try(&s, cands[i]);
-    return plan_suggest_best(&s);
+        baton__plan_suggest_try(&s, cands[i]);
+    return baton__plan_suggest_best(&s);
 }
 
 Test(plan_suggest, finds_the_closest_word_within_a_small_distance)
@@ -689,7 +689,7 @@ static void *materialize(baton_plan *plan, const char *name)
     void *buf = malloc(plan->tensors[i].nbytes + 1);
     test_poison(buf, plan->tensors[i].nbytes + 1);
     baton_error err;
-    cr_assert_eq(plan_tensor_materialize(plan, i, buf, &err), 0, "%s", err.message);
+    cr_assert_eq(baton__plan_tensor_materialize(plan, i, buf, &err), 0, "%s", err.message);
     cr_expect_eq(((unsigned char *)buf)[plan->tensors[i].nbytes], 0xff, "wrote past the end");
     return buf;
 }
@@ -827,11 +827,11 @@ Test(plan_init, refuses_tensors_that_are_not_constants)
     baton_plan *plan = load_inits();
     char buf[64];
     baton_error err;
-    cr_expect_eq(plan_tensor_materialize(plan, baton_plan_tensor_index(plan, "x"), buf, &err),
+    cr_expect_eq(baton__plan_tensor_materialize(plan, baton_plan_tensor_index(plan, "x"), buf, &err),
                  BATON_EINVAL);
     cr_expect(strstr(err.message, "tensor 'x' is not a constant") != NULL, "%s", err.message);
-    cr_expect_eq(plan_tensor_materialize(plan, 99, buf, &err), BATON_EINVAL);
-    cr_expect_eq(plan_tensor_materialize(plan, 0, NULL, &err), BATON_EINVAL);
+    cr_expect_eq(baton__plan_tensor_materialize(plan, 99, buf, &err), BATON_EINVAL);
+    cr_expect_eq(baton__plan_tensor_materialize(plan, 0, NULL, &err), BATON_EINVAL);
     baton_plan_free(plan);
 }
 

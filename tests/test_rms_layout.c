@@ -72,7 +72,7 @@ static void check_common(const char *what, const baton_rms_norm_desc *d,
                   (L->chunk * L->cx >= d->n2 && L->chunk * (L->cx - 1) < d->n2),
               "%s: %d chunks of %lld for %lld columns", what, L->cx, (long long)L->chunk,
               (long long)d->n2);
-    cr_assert_leq((int64_t)L->smem, kcuda_rms_smem_max(dev), "%s: %zu bytes of shared memory", what,
+    cr_assert_leq((int64_t)L->smem, baton__kcuda_rms_smem_max(dev), "%s: %zu bytes of shared memory", what,
                   L->smem);
     const int staged = L->mode == KCUDA_RMS_STAGED || L->mode == KCUDA_RMS_STAGED_CP;
     if (staged) {
@@ -196,7 +196,7 @@ static kcuda_rms_layout fwd_on(const kcuda_rms_device *dev, baton_dtype x, baton
     const baton_rms_norm_desc d = desc(x, w, n1, n2, 1);
     kcuda_rms_layout L;
     char why[512] = "";
-    const int rc = kcuda_rms_fwd_layout(&d, ALIGNED, dev, o, &L, why, sizeof why);
+    const int rc = baton__kcuda_rms_fwd_layout(&d, ALIGNED, dev, o, &L, why, sizeof why);
     cr_assert_eq(rc, 0, "forward %lld x %lld: %s", (long long)n1, (long long)n2, why);
     check_fwd(&d, dev, o, &L);
     return L;
@@ -233,11 +233,11 @@ static kcuda_rms_layout bwd_fit(const kcuda_rms_device *dev, baton_dtype x, bato
     const baton_rms_norm_desc d = desc(x, w, n1, n2, P);
     kcuda_rms_layout L;
     char why[512] = "";
-    const int rc = kcuda_rms_bwd_layout(&d, ALIGNED, dev, o, &L, why, sizeof why);
+    const int rc = baton__kcuda_rms_bwd_layout(&d, ALIGNED, dev, o, &L, why, sizeof why);
     cr_assert_eq(rc, 0, "backward %lld x %lld: %s", (long long)n1, (long long)n2, why);
     gpu_model m = {dev, per_sm};
     if (L.fit_cy)
-        kcuda_rms_fit_cy(&L, &d, dev, per_sm, model_clusters, &m);
+        baton__kcuda_rms_fit_cy(&L, &d, dev, per_sm, model_clusters, &m);
     check_bwd(&d, dev, o, &L);
     return L;
 }
@@ -256,8 +256,8 @@ static const char *refusal(int bwd, baton_dtype x, baton_dtype w, int64_t n1, in
     const baton_rms_norm_desc d = desc(x, w, n1, n2, P);
     kcuda_rms_layout L;
     why[0] = 0;
-    const int rc = bwd ? kcuda_rms_bwd_layout(&d, ALIGNED, &H100, o, &L, why, sizeof why)
-                       : kcuda_rms_fwd_layout(&d, ALIGNED, &H100, o, &L, why, sizeof why);
+    const int rc = bwd ? baton__kcuda_rms_bwd_layout(&d, ALIGNED, &H100, o, &L, why, sizeof why)
+                       : baton__kcuda_rms_fwd_layout(&d, ALIGNED, &H100, o, &L, why, sizeof why);
     if (rc == 0)
         return "";
     cr_assert_eq(rc, BATON_EINVAL, "refused with %d, not BATON_EINVAL", rc);
@@ -315,12 +315,12 @@ Test(rms_layout, the_column_sum_grid_follows_its_kernel)
 {
     /* Up to KCUDA_COLSUM_COLS_P rows of part_grad: a thread per column, at most 8 blocks an SM;
      * more: 32 columns a block. */
-    cr_expect_eq(kcuda_rms_colsum_grid(4096, 16, 132), 4096 / KCUDA_COLSUM_COLS_THREADS);
-    cr_expect_eq(kcuda_rms_colsum_grid(4096, KCUDA_COLSUM_COLS_P, 132),
+    cr_expect_eq(baton__kcuda_rms_colsum_grid(4096, 16, 132), 4096 / KCUDA_COLSUM_COLS_THREADS);
+    cr_expect_eq(baton__kcuda_rms_colsum_grid(4096, KCUDA_COLSUM_COLS_P, 132),
                  4096 / KCUDA_COLSUM_COLS_THREADS);
-    cr_expect_eq(kcuda_rms_colsum_grid(4095, 1, 132), 32, "a partial block for the last columns");
-    cr_expect_eq(kcuda_rms_colsum_grid(1 << 20, 16, 132), 8 * 132);
-    cr_expect_eq(kcuda_rms_colsum_grid(4096, KCUDA_COLSUM_COLS_P + 1, 132), 4096 / 32);
+    cr_expect_eq(baton__kcuda_rms_colsum_grid(4095, 1, 132), 32, "a partial block for the last columns");
+    cr_expect_eq(baton__kcuda_rms_colsum_grid(1 << 20, 16, 132), 8 * 132);
+    cr_expect_eq(baton__kcuda_rms_colsum_grid(4096, KCUDA_COLSUM_COLS_P + 1, 132), 4096 / 32);
 }
 
 Test(rms_layout, decode_rows_backward_is_staged_with_a_cluster_per_part_grad_block)
@@ -343,15 +343,15 @@ Test(rms_layout, many_rows_forward_takes_register_rows_a_block_per_row)
     kcuda_rms_layout L = fwd_on(&H100, BF16, BF16, 65536, 4096, NULL);
     expect_layout(L, KCUDA_RMS_ROWS, 256, 65536, 1, 1, 0, 2, 0);
     cr_expect(!L.spread);
-    kcuda_rms_spread(&L, 8, H100.sms);
+    baton__kcuda_rms_spread(&L, 8, H100.sms);
     cr_expect_eq(L.grid, 65536, "a block per row is not evened out");
     /* The persistent variant is: 8 blocks per SM, 1056 resident; 63 rows each need only 1041
      * blocks. */
     const baton_rms_norm_desc d = desc(BF16, BF16, 65536, 4096, 1);
     const kcuda_rms_variant persist = {KCUDA_RMS_VK_PERSIST, 0, 0};
-    cr_assert_eq(kcuda_rms_apply_variant(&d, 0, &H100, &persist, &L, NULL, 0), 0);
+    cr_assert_eq(baton__kcuda_rms_apply_variant(&d, 0, &H100, &persist, &L, NULL, 0), 0);
     cr_expect(L.mode == KCUDA_RMS_ROWS && L.threads == 256 && L.nv == 2 && L.spread);
-    kcuda_rms_spread(&L, 8, H100.sms);
+    baton__kcuda_rms_spread(&L, 8, H100.sms);
     cr_expect_eq(L.grid, 1041);
     /* f32: 2 vectors per thread as well, while 512 threads cover the row; 4 above. */
     L = fwd_on(&H100, F32, F32, 65536, 4096, NULL);
@@ -372,7 +372,7 @@ Test(rms_layout, many_rows_with_wide_weights_are_staged_by_bulk_copies)
     kcuda_rms_layout L = fwd_on(&H100, F64, F64, 4096, 4096, NULL);
     expect_layout(L, KCUDA_RMS_STAGED, 512, 4096, 1, 1, 3, 0, 4 * 32768);
     cr_expect(L.spread);
-    kcuda_rms_spread(&L, 1, H100.sms);
+    baton__kcuda_rms_spread(&L, 1, H100.sms);
     cr_expect_eq(L.grid, 128);
     /* f32 x with f64 weights: 16 KB rows of x, 4 stages. */
     L = fwd_on(&H100, F32, F64, 4096, 4096, NULL);
@@ -427,10 +427,10 @@ Test(rms_layout, many_rows_backward_takes_register_rows_with_clusters_that_all_f
     odd[5] = (char *)odd[5] + 2;
     const baton_rms_norm_desc dd = desc(BF16, BF16, 4096, 4096, 16);
     char why[256];
-    cr_assert_eq(kcuda_rms_bwd_layout(&dd, odd, &H100, NULL, &L, why, sizeof why), 0, "%s", why);
+    cr_assert_eq(baton__kcuda_rms_bwd_layout(&dd, odd, &H100, NULL, &L, why, sizeof why), 0, "%s", why);
     cr_expect(!L.chain_ok, "grad_weight at 2 bytes past alignment");
     const kcuda_rms_cfg two = {.kx = 2};
-    cr_expect_eq(kcuda_rms_bwd_layout(&dd, odd, &H100, &two, &L, why, sizeof why), BATON_EINVAL);
+    cr_expect_eq(baton__kcuda_rms_bwd_layout(&dd, odd, &H100, &two, &L, why, sizeof why), BATON_EINVAL);
     cr_expect(strstr(why, "aligned to 4 bytes"), "%s", why);
     /* f32 rows of 2048 (16 KB): 3 rows held. */
     L = bwd_on(&H100, F32, F32, 65536, 2048, 256, NULL);
@@ -450,31 +450,31 @@ Test(rms_layout, register_backward_cy_is_left_to_fit_unless_asked_for)
     const baton_rms_norm_desc d = desc(BF16, BF16, 16384, 4096, 16);
     kcuda_rms_layout L;
     char why[256];
-    cr_assert_eq(kcuda_rms_bwd_layout(&d, ALIGNED, &H100, NULL, &L, why, sizeof why), 0, "%s", why);
+    cr_assert_eq(baton__kcuda_rms_bwd_layout(&d, ALIGNED, &H100, NULL, &L, why, sizeof why), 0, "%s", why);
     cr_expect(L.mode == KCUDA_RMS_ROWS && L.fit_cy && L.cy == 1 && L.fit_stages == 4,
               "mode %d, fit_cy %d, cy %d, fit_stages %d", L.mode, L.fit_cy, L.cy, L.fit_stages);
     /* A cy or a grid asked for is kept. */
     kcuda_rms_cfg o = {.mode = 5, .cy = 4};
-    cr_assert_eq(kcuda_rms_bwd_layout(&d, ALIGNED, &H100, &o, &L, why, sizeof why), 0, "%s", why);
+    cr_assert_eq(baton__kcuda_rms_bwd_layout(&d, ALIGNED, &H100, &o, &L, why, sizeof why), 0, "%s", why);
     cr_expect(!L.fit_cy && L.cy == 4 && L.grid == 64 && L.smem == 16384,
               "fit_cy %d, cy %d, grid %lld, smem %zu", L.fit_cy, L.cy, L.grid, L.smem);
     /* A variant's rows held do not move cy: the fit is for the layout's own kernel. */
     o = (kcuda_rms_cfg){.variant = {0, 2}};
-    cr_assert_eq(kcuda_rms_bwd_layout(&d, ALIGNED, &H100, &o, &L, why, sizeof why), 0, "%s", why);
+    cr_assert_eq(baton__kcuda_rms_bwd_layout(&d, ALIGNED, &H100, &o, &L, why, sizeof why), 0, "%s", why);
     cr_expect(L.fit_cy && L.stages == 2 && L.fit_stages == 4, "fit_cy %d, stages %d, fit %d",
               L.fit_cy, L.stages, L.fit_stages);
     /* ... but rows held that the override asks of the layout do: the fit is for their kernel. */
     o = (kcuda_rms_cfg){.mode = 5, .stages = 8};
-    cr_assert_eq(kcuda_rms_bwd_layout(&d, ALIGNED, &H100, &o, &L, why, sizeof why), 0, "%s", why);
+    cr_assert_eq(baton__kcuda_rms_bwd_layout(&d, ALIGNED, &H100, &o, &L, why, sizeof why), 0, "%s", why);
     cr_expect(L.fit_cy && L.stages == 8 && L.fit_stages == 8, "fit_cy %d, stages %d, fit %d",
               L.fit_cy, L.stages, L.fit_stages);
     /* Nothing fits (the runtime answers 0 for every size): one block per part_grad block. */
     gpu_model none = {&SMALL, 0};
-    cr_assert_eq(kcuda_rms_fit_cy(&L, &d, &H100, 1, model_clusters, &none), 1);
+    cr_assert_eq(baton__kcuda_rms_fit_cy(&L, &d, &H100, 1, model_clusters, &none), 1);
     cr_expect(L.grid == 16 * L.kx && L.smem == 0 && !L.fit_cy, "grid %lld, kx %d, smem %zu", L.grid,
               L.kx, L.smem);
     /* Set again from a remembered answer. */
-    kcuda_rms_bwd_set_cy(&L, &d, 1, 5);
+    baton__kcuda_rms_bwd_set_cy(&L, &d, 1, 5);
     cr_expect(L.cy == 5 && L.grid == 80 && L.smem == 16384, "cy %d grid %lld smem %zu", L.cy,
               L.grid, L.smem);
 }
@@ -581,7 +581,7 @@ Test(rms_layout, rows_that_are_not_whole_vectors_or_unaligned_buffers_load_scala
     const baton_rms_norm_desc d = desc(BF16, BF16, 8, 2048, 8);
     void *fb[4] = {ALIGNED[0], (char *)ALIGNED[1] + 8, ALIGNED[2], ALIGNED[3]};
     char why[512];
-    cr_assert_eq(kcuda_rms_fwd_layout(&d, fb, &H100, NULL, &L, why, sizeof why), 0, "%s", why);
+    cr_assert_eq(baton__kcuda_rms_fwd_layout(&d, fb, &H100, NULL, &L, why, sizeof why), 0, "%s", why);
     check_fwd(&d, &H100, NULL, &L);
     cr_expect_eq(L.vec, 1);
     cr_expect_eq(L.mode, KCUDA_RMS_REGS);
@@ -592,13 +592,13 @@ Test(rms_layout, rows_that_are_not_whole_vectors_or_unaligned_buffers_load_scala
                    ALIGNED[4],
                    ALIGNED[5],
                    (char *)ALIGNED[6] + 8};
-    cr_assert_eq(kcuda_rms_bwd_layout(&d, bb, &H100, NULL, &L, why, sizeof why), 0, "%s", why);
+    cr_assert_eq(baton__kcuda_rms_bwd_layout(&d, bb, &H100, NULL, &L, why, sizeof why), 0, "%s", why);
     check_bwd(&d, &H100, NULL, &L);
     cr_expect_eq(L.vec, 1, "part_grad 8 bytes off: vec %d", L.vec);
     /* f32 invvar 4-byte aligned is enough. */
     bb[6] = ALIGNED[6];
     bb[1] = (char *)ALIGNED[1] + 4;
-    cr_assert_eq(kcuda_rms_bwd_layout(&d, bb, &H100, NULL, &L, why, sizeof why), 0, "%s", why);
+    cr_assert_eq(baton__kcuda_rms_bwd_layout(&d, bb, &H100, NULL, &L, why, sizeof why), 0, "%s", why);
     cr_expect_eq(L.vec, 8);
 }
 
@@ -650,7 +650,7 @@ Test(rms_layout, overrides_force_each_mode)
     cr_expect(!L.spread, "a grid that was asked for is kept");
     kcuda_rms_cfg c;
     memset(&c, 0xff, sizeof c);
-    kcuda_rms_report(&L, &c);
+    baton__kcuda_rms_report(&L, &c);
     cr_expect(c.mode == 4 && c.stages == 3 && c.grid == 8 && c.nv == 0 && c.threads == 128 &&
                   c.cx == 1 && c.cy == 1 && c.vec == 8 && c.smem == 40960,
               "report: mode %d stages %d grid %lld nv %d", c.mode, c.stages, c.grid, c.nv);
@@ -796,7 +796,7 @@ static const char *check_why(int bwd, const baton_rms_norm_desc *d, size_t len, 
     static char why[512];
     baton_rms_norm_desc out;
     why[0] = 0;
-    const int rc = kcuda_rms_check(bwd ? "rms_norm_bwd" : "rms_norm_fwd", buffers, bwd ? 7 : 4,
+    const int rc = baton__kcuda_rms_check(bwd ? "rms_norm_bwd" : "rms_norm_fwd", buffers, bwd ? 7 : 4,
                                    (const char *)d, len, bwd, o, &out, NULL, why, sizeof why);
     if (rc == 0) {
         cr_expect(memcmp(&out, d, sizeof out) == 0, "the checked descriptor is the one given");
@@ -816,22 +816,22 @@ Test(rms_layout, the_backward_takes_a_48_byte_row_shard_descriptor)
     baton_rms_norm_desc out;
     int64_t u = -1;
     char why[512] = "";
-    cr_assert_eq(kcuda_rms_check("rms_norm_bwd", b, 7, (const char *)&sd, sizeof sd, 1, NULL, &out,
+    cr_assert_eq(baton__kcuda_rms_check("rms_norm_bwd", b, 7, (const char *)&sd, sizeof sd, 1, NULL, &out,
                                  &u, why, sizeof why),
                  0, "%s", why);
     cr_expect(u == 16 && memcmp(&out, &sd.rms, sizeof out) == 0, "unsharded %lld", (long long)u);
     /* 40 bytes: none */
-    cr_assert_eq(kcuda_rms_check("rms_norm_bwd", b, 7, (const char *)&sd, sizeof sd.rms, 1, NULL,
+    cr_assert_eq(baton__kcuda_rms_check("rms_norm_bwd", b, 7, (const char *)&sd, sizeof sd.rms, 1, NULL,
                                  &out, &u, why, sizeof why),
                  0, "%s", why);
     cr_expect_eq(u, 0);
     /* the forward does not take it; fewer blocks than the shard's own are refused */
-    cr_expect_neq(kcuda_rms_check("rms_norm_fwd", b, 4, (const char *)&sd, sizeof sd, 0, NULL, &out,
+    cr_expect_neq(baton__kcuda_rms_check("rms_norm_fwd", b, 4, (const char *)&sd, sizeof sd, 0, NULL, &out,
                                   NULL, why, sizeof why),
                   0);
     cr_expect(strstr(why, "is 48 bytes but must be 40 or 32"), "%s", why);
     sd.unsharded_part_grad_size = 4;
-    cr_expect_neq(kcuda_rms_check("rms_norm_bwd", b, 7, (const char *)&sd, sizeof sd, 1, NULL, &out,
+    cr_expect_neq(baton__kcuda_rms_check("rms_norm_bwd", b, 7, (const char *)&sd, sizeof sd, 1, NULL, &out,
                                   &u, why, sizeof why),
                   0);
     cr_expect(strstr(why, "unsharded_part_grad_size is 4: it must be 0 or >= part_grad_size (8)"),
@@ -847,15 +847,15 @@ Test(rms_layout, a_row_shard_fits_cy_for_the_unsharded_blocks)
     kcuda_rms_layout Lf, Ls;
     char why[256];
     gpu_model m = {&H100, 2};
-    cr_assert_eq(kcuda_rms_bwd_layout(&full, ALIGNED, &H100, NULL, &Lf, why, sizeof why), 0);
-    cr_assert_eq(kcuda_rms_bwd_layout(&half, ALIGNED, &H100, NULL, &Ls, why, sizeof why), 0);
+    cr_assert_eq(baton__kcuda_rms_bwd_layout(&full, ALIGNED, &H100, NULL, &Lf, why, sizeof why), 0);
+    cr_assert_eq(baton__kcuda_rms_bwd_layout(&half, ALIGNED, &H100, NULL, &Ls, why, sizeof why), 0);
     cr_assert(Lf.fit_blocks == 16 && Ls.fit_blocks == 8, "fit_blocks %lld, %lld",
               (long long)Lf.fit_blocks, (long long)Ls.fit_blocks);
     kcuda_rms_layout Lo = Ls;
-    kcuda_rms_fit_cy(&Lf, &full, &H100, 2, model_clusters, &m);
-    kcuda_rms_fit_cy(&Lo, &half, &H100, 2, model_clusters, &m);
+    baton__kcuda_rms_fit_cy(&Lf, &full, &H100, 2, model_clusters, &m);
+    baton__kcuda_rms_fit_cy(&Lo, &half, &H100, 2, model_clusters, &m);
     Ls.fit_blocks = 16;
-    kcuda_rms_fit_cy(&Ls, &half, &H100, 2, model_clusters, &m);
+    baton__kcuda_rms_fit_cy(&Ls, &half, &H100, 2, model_clusters, &m);
     cr_expect(Ls.kx == Lf.kx && Ls.cy == Lf.cy && (Lo.kx != Lf.kx || Lo.cy != Lf.cy),
               "full kx %d cy %d, shard on its own kx %d cy %d, told 16 blocks kx %d cy %d", Lf.kx,
               Lf.cy, Lo.kx, Lo.cy, Ls.kx, Ls.cy);
@@ -929,7 +929,7 @@ Test(rms_layout, every_default_layout_keeps_within_the_limits)
                          * no more rows per cluster than a resident grid would have. */
                         for (int per_sm = 1; per_sm <= 16; per_sm *= 4) {
                             kcuda_rms_layout S = F;
-                            kcuda_rms_spread(&S, per_sm, devs[v]->sms);
+                            baton__kcuda_rms_spread(&S, per_sm, devs[v]->sms);
                             const long long g0 = F.grid / F.cx, g = S.grid / S.cx;
                             long long res = (long long)per_sm * devs[v]->sms / F.cx;
                             res = res < 1 ? 1 : res;
@@ -975,7 +975,7 @@ Test(rms_layout, overridden_layouts_keep_within_the_limits)
                                     desc(FLOATS[a], BF16, shapes[s][0], shapes[s][1], 16);
                                 kcuda_rms_layout L;
                                 char why[512];
-                                if (kcuda_rms_fwd_layout(&d, ALIGNED, &H100, &o, &L, why,
+                                if (baton__kcuda_rms_fwd_layout(&d, ALIGNED, &H100, &o, &L, why,
                                                          sizeof why) == 0) {
                                     check_fwd(&d, &H100, &o, &L);
                                     if (o.cx)
@@ -983,7 +983,7 @@ Test(rms_layout, overridden_layouts_keep_within_the_limits)
                                     if (o.threads)
                                         cr_assert_eq(L.threads, o.threads);
                                 }
-                                if (kcuda_rms_bwd_layout(&d, ALIGNED, &H100, &o, &L, why,
+                                if (baton__kcuda_rms_bwd_layout(&d, ALIGNED, &H100, &o, &L, why,
                                                          sizeof why) == 0)
                                     check_bwd(&d, &H100, &o, &L);
                             }
@@ -996,10 +996,10 @@ static int variants_of(int bwd, const kcuda_rms_device *dev, baton_rms_norm_desc
                        kcuda_rms_layout *L, kcuda_rms_variant *v)
 {
     char why[512] = "";
-    const int rc = bwd ? kcuda_rms_bwd_layout(&d, ALIGNED, dev, NULL, L, why, sizeof why)
-                       : kcuda_rms_fwd_layout(&d, ALIGNED, dev, NULL, L, why, sizeof why);
+    const int rc = bwd ? baton__kcuda_rms_bwd_layout(&d, ALIGNED, dev, NULL, L, why, sizeof why)
+                       : baton__kcuda_rms_fwd_layout(&d, ALIGNED, dev, NULL, L, why, sizeof why);
     cr_assert_eq(rc, 0, "%s", why);
-    return kcuda_rms_variants(&d, bwd, dev, L, v, KCUDA_RMS_MAX_VARIANTS);
+    return baton__kcuda_rms_variants(&d, bwd, dev, L, v, KCUDA_RMS_MAX_VARIANTS);
 }
 
 Test(rms_layout, register_rows_may_be_replaced_by_bulk_copies_at_the_same_threads)
@@ -1016,13 +1016,13 @@ Test(rms_layout, register_rows_may_be_replaced_by_bulk_copies_at_the_same_thread
     cr_assert(v[0].kernel == 0 && v[0].stages == 0);
     cr_assert(v[1].kernel == KCUDA_RMS_VK_PERSIST && v[1].stages == 0);
     kcuda_rms_layout P = L;
-    cr_assert_eq(kcuda_rms_apply_variant(&d, 0, &H100, &v[1], &P, NULL, 0), 0);
+    cr_assert_eq(baton__kcuda_rms_apply_variant(&d, 0, &H100, &v[1], &P, NULL, 0), 0);
     cr_assert(P.mode == L.mode && P.threads == L.threads && P.nv == L.nv && P.grid == L.grid &&
                   P.spread && !L.spread,
               "the same kernel and threads, on a grid to be evened out");
     cr_assert(v[n - 1].kernel == KCUDA_RMS_VK_ROW && v[n - 1].stages == 0);
     kcuda_rms_layout R = L;
-    cr_assert_eq(kcuda_rms_apply_variant(&d, 0, &H100, &v[n - 1], &R, NULL, 0), 0);
+    cr_assert_eq(baton__kcuda_rms_apply_variant(&d, 0, &H100, &v[n - 1], &R, NULL, 0), 0);
     cr_assert(R.mode == L.mode && R.threads == L.threads && R.nv == L.nv && R.grid == L.grid &&
                   !R.spread && R.smem == 8192 * 2 && L.smem == 0,
               "the same threads and a block per row, w's row in shared memory");
@@ -1030,7 +1030,7 @@ Test(rms_layout, register_rows_may_be_replaced_by_bulk_copies_at_the_same_thread
         cr_assert_eq(v[i].kernel, KCUDA_RMS_VK_BULK);
         cr_assert_eq(v[i].stages, i);
         kcuda_rms_layout T = L;
-        cr_assert_eq(kcuda_rms_apply_variant(&d, 0, &H100, &v[i], &T, NULL, 0), 0);
+        cr_assert_eq(baton__kcuda_rms_apply_variant(&d, 0, &H100, &v[i], &T, NULL, 0), 0);
         cr_assert_eq(T.mode, KCUDA_RMS_STAGED);
         cr_assert_eq(T.threads, L.threads, "the same threads: the same vectors per thread");
         cr_assert(T.cx == 1 && T.chunk == d.n2 && T.vec == L.vec && T.grid == L.grid && T.spread);
@@ -1038,7 +1038,7 @@ Test(rms_layout, register_rows_may_be_replaced_by_bulk_copies_at_the_same_thread
         cr_assert_eq(T.smem, (size_t)(8192 * 2 + v[i].stages * 8192 * 2));
         cr_assert_eq(T.variant.kernel, KCUDA_RMS_VK_BULK);
         kcuda_rms_cfg rep;
-        kcuda_rms_report(&T, &rep);
+        baton__kcuda_rms_report(&T, &rep);
         cr_assert(rep.variant.kernel == KCUDA_RMS_VK_BULK && rep.variant.stages == v[i].stages);
     }
 }
@@ -1054,10 +1054,10 @@ Test(rms_layout, bulk_copy_forward_varies_its_stages_and_may_take_cp_async)
     int cp = 0, stages = 0;
     for (int i = 1; i < n; i++) {
         kcuda_rms_layout T = L;
-        cr_assert_eq(kcuda_rms_apply_variant(&d, 0, &H100, &v[i], &T, NULL, 0), 0);
+        cr_assert_eq(baton__kcuda_rms_apply_variant(&d, 0, &H100, &v[i], &T, NULL, 0), 0);
         cr_assert(T.threads == L.threads && T.cx == L.cx && T.chunk == L.chunk &&
                   T.grid == L.grid && T.spread == L.spread);
-        cr_assert_leq((int64_t)T.smem, kcuda_rms_smem_max(&H100));
+        cr_assert_leq((int64_t)T.smem, baton__kcuda_rms_smem_max(&H100));
         if (v[i].kernel == KCUDA_RMS_VK_CP) {
             cr_assert_eq(T.mode, KCUDA_RMS_STAGED_CP);
             cr_assert_leq(T.stages, KCUDA_CP_STAGES);
@@ -1084,7 +1084,7 @@ Test(rms_layout, staged_backward_varies_only_its_stages)
     for (int i = 1; i < n; i++) {
         kcuda_rms_layout T = L;
         cr_assert_eq(v[i].kernel, 0);
-        cr_assert_eq(kcuda_rms_apply_variant(&d, 1, &H100, &v[i], &T, NULL, 0), 0);
+        cr_assert_eq(baton__kcuda_rms_apply_variant(&d, 1, &H100, &v[i], &T, NULL, 0), 0);
         cr_assert(T.mode == L.mode && T.threads == L.threads && T.cx == L.cx && T.cy == L.cy &&
                   T.chunk == L.chunk && T.grid == L.grid && T.B == L.B && T.P == L.P &&
                   T.active == L.active && T.colsum_grid == L.colsum_grid);
@@ -1136,8 +1136,8 @@ Test(rms_layout, variants_that_do_not_apply_are_refused_with_the_reason)
         const kcuda_rms_cfg o = {.variant = bad[i].v};
         why[0] = 0;
         const int rc =
-            bad[i].bwd ? kcuda_rms_bwd_layout(bad[i].d, ALIGNED, &H100, &o, &L, why, sizeof why)
-                       : kcuda_rms_fwd_layout(bad[i].d, ALIGNED, &H100, &o, &L, why, sizeof why);
+            bad[i].bwd ? baton__kcuda_rms_bwd_layout(bad[i].d, ALIGNED, &H100, &o, &L, why, sizeof why)
+                       : baton__kcuda_rms_fwd_layout(bad[i].d, ALIGNED, &H100, &o, &L, why, sizeof why);
         cr_expect_eq(rc, BATON_EINVAL, "variant %zu", i);
         cr_expect(strstr(why, bad[i].why) != NULL, "variant %zu: \"%s\", wanted \"%s\"", i, why,
                   bad[i].why);
@@ -1145,11 +1145,11 @@ Test(rms_layout, variants_that_do_not_apply_are_refused_with_the_reason)
     /* Shared memory: four stages of 16 KB f32 rows (and grad_output) do not fit in 99 KB. */
     const baton_rms_norm_desc big = desc(F32, F32, 32, 4096, 4);
     const kcuda_rms_cfg o = {.variant = {0, 4}};
-    cr_assert_eq(kcuda_rms_bwd_layout(&big, ALIGNED, &SMALL, &o, &L, why, sizeof why),
+    cr_assert_eq(baton__kcuda_rms_bwd_layout(&big, ALIGNED, &SMALL, &o, &L, why, sizeof why),
                  BATON_EINVAL);
     cr_assert(strstr(why, "shared memory") != NULL, "%s", why);
     const kcuda_rms_cfg out_of_range = {.variant = {5, 0}};
-    cr_assert_eq(kcuda_rms_fwd_layout(&rows, ALIGNED, &H100, &out_of_range, &L, why, sizeof why),
+    cr_assert_eq(baton__kcuda_rms_fwd_layout(&rows, ALIGNED, &H100, &out_of_range, &L, why, sizeof why),
                  BATON_EINVAL);
     cr_assert(strstr(why, "variant kernel = 5") != NULL, "%s", why);
 }
@@ -1180,9 +1180,9 @@ Test(rms_layout, every_variant_keeps_the_threads_chunks_and_clusters_of_its_defa
                                 kcuda_rms_layout T = L;
                                 const kcuda_rms_cfg o = {.variant = v[k]};
                                 char why[512] = "";
-                                const int rc = bwd ? kcuda_rms_bwd_layout(&d, ALIGNED, devs[dv], &o,
+                                const int rc = bwd ? baton__kcuda_rms_bwd_layout(&d, ALIGNED, devs[dv], &o,
                                                                           &T, why, sizeof why)
-                                                   : kcuda_rms_fwd_layout(&d, ALIGNED, devs[dv], &o,
+                                                   : baton__kcuda_rms_fwd_layout(&d, ALIGNED, devs[dv], &o,
                                                                           &T, why, sizeof why);
                                 cr_assert_eq(rc, 0, "%s", why);
                                 if (bwd)
@@ -1218,53 +1218,53 @@ Test(rms_layout, tuning_keys_group_rows_by_powers_of_two_and_name_the_gpu)
     kcuda_rms_tune_key a, b;
     baton_rms_norm_desc d = desc(BF16, BF16, 16384, 8192, 1);
     variants_of(0, &H100, d, &L, v);
-    kcuda_rms_tune_key_make(&a, "NVIDIA H100 80GB HBM3", 0, &d, &L);
+    baton__kcuda_rms_tune_key_make(&a, "NVIDIA H100 80GB HBM3", 0, &d, &L);
     d.n1 = 32767;
-    kcuda_rms_tune_key_make(&b, "NVIDIA H100 80GB HBM3", 0, &d, &L);
+    baton__kcuda_rms_tune_key_make(&b, "NVIDIA H100 80GB HBM3", 0, &d, &L);
     cr_assert_eq(memcmp(&a, &b, sizeof a), 0, "16384 and 32767 rows: one class");
     d.n1 = 32768;
-    kcuda_rms_tune_key_make(&b, "NVIDIA H100 80GB HBM3", 0, &d, &L);
+    baton__kcuda_rms_tune_key_make(&b, "NVIDIA H100 80GB HBM3", 0, &d, &L);
     cr_assert_neq(memcmp(&a, &b, sizeof a), 0, "32768 rows: the next class");
     d.n1 = 16384;
-    kcuda_rms_tune_key_make(&b, "NVIDIA H200", 0, &d, &L);
+    baton__kcuda_rms_tune_key_make(&b, "NVIDIA H200", 0, &d, &L);
     cr_assert_neq(memcmp(&a, &b, sizeof a), 0, "another GPU");
-    kcuda_rms_tune_key_make(&b, "NVIDIA H100 80GB HBM3", 1, &d, &L);
+    baton__kcuda_rms_tune_key_make(&b, "NVIDIA H100 80GB HBM3", 1, &d, &L);
     cr_assert_neq(memcmp(&a, &b, sizeof a), 0, "the backward");
     d.n2 = 8200;
-    kcuda_rms_tune_key_make(&b, "NVIDIA H100 80GB HBM3", 0, &d, &L);
+    baton__kcuda_rms_tune_key_make(&b, "NVIDIA H100 80GB HBM3", 0, &d, &L);
     cr_assert_neq(memcmp(&a, &b, sizeof a), 0, "another row length");
     /* A name longer than the key's room is cut, not overrun. */
     char longname[200];
     memset(longname, 'x', sizeof longname - 1);
     longname[sizeof longname - 1] = 0;
-    kcuda_rms_tune_key_make(&b, longname, 0, &d, &L);
+    baton__kcuda_rms_tune_key_make(&b, longname, 0, &d, &L);
     cr_assert_eq(strlen(b.device), sizeof b.device - 1);
 }
 
 Test(rms_layout, the_tuning_cache_keeps_the_first_choice_per_class_and_refuses_when_full)
 {
-    kcuda_rms_tune_reset();
-    cr_assert(kcuda_rms_tune_empty());
+    baton__kcuda_rms_tune_reset();
+    cr_assert(baton__kcuda_rms_tune_empty());
     kcuda_rms_layout L;
     kcuda_rms_variant v[KCUDA_RMS_MAX_VARIANTS], got;
     baton_rms_norm_desc d = desc(BF16, BF16, 16384, 8192, 1);
     variants_of(0, &H100, d, &L, v);
     kcuda_rms_tune_key k;
-    kcuda_rms_tune_key_make(&k, "GPU A", 0, &d, &L);
-    cr_assert_eq(kcuda_rms_tune_find(&k, &got), 0);
-    cr_assert_eq(kcuda_rms_tune_store(&k, &v[2]), 0);
-    cr_assert(!kcuda_rms_tune_empty());
-    cr_assert_eq(kcuda_rms_tune_store(&k, &v[3]), 0);
-    cr_assert_eq(kcuda_rms_tune_find(&k, &got), 1);
+    baton__kcuda_rms_tune_key_make(&k, "GPU A", 0, &d, &L);
+    cr_assert_eq(baton__kcuda_rms_tune_find(&k, &got), 0);
+    cr_assert_eq(baton__kcuda_rms_tune_store(&k, &v[2]), 0);
+    cr_assert(!baton__kcuda_rms_tune_empty());
+    cr_assert_eq(baton__kcuda_rms_tune_store(&k, &v[3]), 0);
+    cr_assert_eq(baton__kcuda_rms_tune_find(&k, &got), 1);
     cr_assert(got.kernel == v[2].kernel && got.stages == v[2].stages, "the first choice stays");
 
     /* A plain call with autotune finds it and launches it; another GPU's call does not. */
     kcuda_rms_layout T = L;
-    kcuda_rms_apply_tuned("GPU A", 0, &d, &H100, &T);
+    baton__kcuda_rms_apply_tuned("GPU A", 0, &d, &H100, &T);
     cr_assert(T.mode == KCUDA_RMS_STAGED && T.variant.kernel == KCUDA_RMS_VK_BULK &&
               T.stages == v[2].stages && T.threads == L.threads);
     T = L;
-    kcuda_rms_apply_tuned("GPU B", 0, &d, &H100, &T);
+    baton__kcuda_rms_apply_tuned("GPU B", 0, &d, &H100, &T);
     cr_assert(T.mode == KCUDA_RMS_ROWS && T.variant.kernel == 0);
 
     /* A class whose variant does not apply to this call's layout keeps the layout. */
@@ -1272,29 +1272,29 @@ Test(rms_layout, the_tuning_cache_keeps_the_first_choice_per_class_and_refuses_w
     kcuda_rms_layout W;
     variants_of(0, &H100, w, &W, v);
     kcuda_rms_tune_key kw;
-    kcuda_rms_tune_key_make(&kw, "GPU A", 0, &w, &W);
+    baton__kcuda_rms_tune_key_make(&kw, "GPU A", 0, &w, &W);
     const kcuda_rms_variant wrong = {KCUDA_RMS_VK_BULK, 2, 0};
-    cr_assert_eq(kcuda_rms_tune_store(&kw, &wrong), 0);
+    cr_assert_eq(baton__kcuda_rms_tune_store(&kw, &wrong), 0);
     kcuda_rms_layout T2 = W;
-    kcuda_rms_apply_tuned("GPU A", 0, &w, &H100, &T2);
+    baton__kcuda_rms_apply_tuned("GPU A", 0, &w, &H100, &T2);
     cr_assert(memcmp(&T2, &W, sizeof W) == 0);
 
     /* Full: the class keeps its default, and says so. */
     int stored = 2;
     for (int i = 0; stored < KCUDA_RMS_TUNE_SLOTS; i++, stored++) {
         d.n2 = 16 + 8 * i;
-        kcuda_rms_tune_key_make(&k, "GPU C", 0, &d, &L);
-        cr_assert_eq(kcuda_rms_tune_store(&k, &v[1]), 0);
+        baton__kcuda_rms_tune_key_make(&k, "GPU C", 0, &d, &L);
+        cr_assert_eq(baton__kcuda_rms_tune_store(&k, &v[1]), 0);
     }
     d.n2 = 1 << 20;
-    kcuda_rms_tune_key_make(&k, "GPU C", 0, &d, &L);
-    cr_assert_eq(kcuda_rms_tune_store(&k, &v[1]), BATON_ENOMEM);
-    cr_assert_eq(kcuda_rms_tune_find(&k, &got), 0);
-    kcuda_rms_tune_reset();
-    cr_assert(kcuda_rms_tune_empty());
+    baton__kcuda_rms_tune_key_make(&k, "GPU C", 0, &d, &L);
+    cr_assert_eq(baton__kcuda_rms_tune_store(&k, &v[1]), BATON_ENOMEM);
+    cr_assert_eq(baton__kcuda_rms_tune_find(&k, &got), 0);
+    baton__kcuda_rms_tune_reset();
+    cr_assert(baton__kcuda_rms_tune_empty());
     d = desc(BF16, BF16, 16384, 8192, 1);
-    kcuda_rms_tune_key_make(&k, "GPU A", 0, &d, &L);
-    cr_assert_eq(kcuda_rms_tune_find(&k, &got), 0);
+    baton__kcuda_rms_tune_key_make(&k, "GPU A", 0, &d, &L);
+    cr_assert_eq(baton__kcuda_rms_tune_find(&k, &got), 0);
 }
 
 /* The built-in picks (what the JAX/XLA entry points launch): each names a class whose layout, on
@@ -1302,13 +1302,13 @@ Test(rms_layout, the_tuning_cache_keeps_the_first_choice_per_class_and_refuses_w
  * applies to it; a plain call with autotune gets it on that GPU only, and a measurement wins. */
 Test(rms_layout, the_built_in_picks_apply_to_the_layouts_their_classes_choose)
 {
-    kcuda_rms_tune_reset();
-    const int n = kcuda_rms_tune_builtin_count();
+    baton__kcuda_rms_tune_reset();
+    const int n = baton__kcuda_rms_tune_builtin_count();
     cr_assert_gt(n, 0);
     for (int i = 0; i < n; i++) {
         kcuda_rms_tune_key key, again;
         kcuda_rms_variant pick, got;
-        kcuda_rms_tune_builtin_at(i, &key, &pick);
+        baton__kcuda_rms_tune_builtin_at(i, &key, &pick);
         cr_assert(!kcuda_rms_variant_none(&pick), "pick %d is the default", i);
         baton_rms_norm_desc d =
             desc((baton_dtype)key.x_dtype, (baton_dtype)key.w_dtype, (int64_t)1 << key.n1_log2,
@@ -1316,41 +1316,41 @@ Test(rms_layout, the_built_in_picks_apply_to_the_layouts_their_classes_choose)
         kcuda_rms_layout L;
         kcuda_rms_variant v[KCUDA_RMS_MAX_VARIANTS];
         const int nv = variants_of(key.bwd, &H100, d, &L, v);
-        kcuda_rms_tune_key_make(&again, key.device, key.bwd, &d, &L);
+        baton__kcuda_rms_tune_key_make(&again, key.device, key.bwd, &d, &L);
         cr_assert_eq(memcmp(&again, &key, sizeof key), 0,
                      "pick %d: the class's layout is mode %d, vec %d now", i, L.mode, L.vec);
-        cr_assert_eq(kcuda_rms_tune_builtin(&key, &got), 1);
+        cr_assert_eq(baton__kcuda_rms_tune_builtin(&key, &got), 1);
         int listed = 0; /* the tuner measures it there */
         for (int j = 1; j < nv; j++) {
             kcuda_rms_layout a = L, b = L;
-            cr_assert_eq(kcuda_rms_apply_variant(&d, key.bwd, &H100, &v[j], &a, NULL, 0), 0);
-            if (kcuda_rms_apply_variant(&d, key.bwd, &H100, &pick, &b, NULL, 0) == 0 &&
+            cr_assert_eq(baton__kcuda_rms_apply_variant(&d, key.bwd, &H100, &v[j], &a, NULL, 0), 0);
+            if (baton__kcuda_rms_apply_variant(&d, key.bwd, &H100, &pick, &b, NULL, 0) == 0 &&
                 memcmp(&a, &b, sizeof a) == 0)
                 listed = 1;
         }
         cr_assert(listed, "pick %d {%d, %d, %d} is not among its class's variants", i, pick.kernel,
                   pick.stages, pick.prefetch);
         kcuda_rms_layout T = L;
-        kcuda_rms_apply_tuned(key.device, key.bwd, &d, &H100, &T);
+        baton__kcuda_rms_apply_tuned(key.device, key.bwd, &d, &H100, &T);
         cr_assert(T.variant.kernel == pick.kernel && T.variant.prefetch == pick.prefetch &&
                       (!pick.stages || T.stages == pick.stages),
                   "pick %d did not apply", i);
         T = L;
-        kcuda_rms_apply_tuned("NVIDIA A100-SXM4-80GB", key.bwd, &d, &H100, &T);
+        baton__kcuda_rms_apply_tuned("NVIDIA A100-SXM4-80GB", key.bwd, &d, &H100, &T);
         cr_assert(memcmp(&T, &L, sizeof L) == 0, "pick %d applied on another GPU", i);
         const kcuda_rms_variant measured = {0, 0, 0};
-        cr_assert_eq(kcuda_rms_tune_store(&key, &measured), 0);
+        cr_assert_eq(baton__kcuda_rms_tune_store(&key, &measured), 0);
         T = L;
-        kcuda_rms_apply_tuned(key.device, key.bwd, &d, &H100, &T);
+        baton__kcuda_rms_apply_tuned(key.device, key.bwd, &d, &H100, &T);
         cr_assert(memcmp(&T, &L, sizeof L) == 0, "pick %d overrode a measurement", i);
-        kcuda_rms_tune_reset();
+        baton__kcuda_rms_tune_reset();
     }
     /* One row length more: no pick. */
     kcuda_rms_tune_key k0;
     kcuda_rms_variant got;
-    kcuda_rms_tune_builtin_at(0, &k0, &got);
+    baton__kcuda_rms_tune_builtin_at(0, &k0, &got);
     k0.n2 += 8;
-    cr_assert_eq(kcuda_rms_tune_builtin(&k0, &got), 0);
+    cr_assert_eq(baton__kcuda_rms_tune_builtin(&k0, &got), 0);
 }
 
 Test(rms_layout, descriptions_name_the_kernel_the_stages_and_the_order)
@@ -1360,34 +1360,34 @@ Test(rms_layout, descriptions_name_the_kernel_the_stages_and_the_order)
     kcuda_rms_variant v[KCUDA_RMS_MAX_VARIANTS];
     const baton_rms_norm_desc d = desc(BF16, BF16, 16384, 8192, 1);
     variants_of(0, &H100, d, &L, v);
-    kcuda_rms_describe(&L, 0, buf, sizeof buf);
+    baton__kcuda_rms_describe(&L, 0, buf, sizeof buf);
     cr_assert(strstr(buf, "register rows") && strstr(buf, "a block per row"), "%s", buf);
     kcuda_rms_layout P = L;
-    kcuda_rms_apply_variant(&d, 0, &H100, &v[1], &P, NULL, 0);
-    kcuda_rms_describe(&P, 0, buf, sizeof buf);
+    baton__kcuda_rms_apply_variant(&d, 0, &H100, &v[1], &P, NULL, 0);
+    baton__kcuda_rms_describe(&P, 0, buf, sizeof buf);
     cr_assert(strstr(buf, "register rows") && strstr(buf, "a persistent grid"), "%s", buf);
-    kcuda_rms_apply_variant(&d, 0, &H100, &v[3], &L, NULL, 0);
-    kcuda_rms_describe(&L, 0, buf, sizeof buf);
+    baton__kcuda_rms_apply_variant(&d, 0, &H100, &v[3], &L, NULL, 0);
+    baton__kcuda_rms_describe(&L, 0, buf, sizeof buf);
     cr_assert(strstr(buf, "bulk copies, 3 stages") && strstr(buf, "register rows' order"), "%s",
               buf);
     const baton_rms_norm_desc b = desc(BF16, BF16, 16384, 8192, 256);
     cr_assert_eq(variants_of(1, &H100, b, &L, v), 7,
                  "the register backward holding 2 or 3 rows, or 3 or 4 and asking 1 or 2 rounds "
                  "more into L2");
-    kcuda_rms_describe(&L, 1, buf, sizeof buf);
+    baton__kcuda_rms_describe(&L, 1, buf, sizeof buf);
     cr_assert(strstr(buf, "register rows, 2 vectors per thread, 512 threads, 4 rows held"), "%s",
               buf);
     cr_assert(v[6].prefetch == 2 && !v[6].stages, "{%d, %d, %d}", v[6].kernel, v[6].stages,
               v[6].prefetch);
     kcuda_rms_layout F = L;
-    cr_assert_eq(kcuda_rms_apply_variant(&b, 1, &H100, &v[6], &F, NULL, 0), 0);
-    kcuda_rms_describe(&F, 1, buf, sizeof buf);
+    cr_assert_eq(baton__kcuda_rms_apply_variant(&b, 1, &H100, &v[6], &F, NULL, 0), 0);
+    baton__kcuda_rms_describe(&F, 1, buf, sizeof buf);
     cr_assert(strstr(buf, "4 rows held") && strstr(buf, "more asked into L2 (2)"), "%s", buf);
-    kcuda_rms_bwd_set_cy(&L, &b, 1, 8);
-    kcuda_rms_describe(&L, 1, buf, sizeof buf);
+    baton__kcuda_rms_bwd_set_cy(&L, &b, 1, 8);
+    baton__kcuda_rms_describe(&L, 1, buf, sizeof buf);
     cr_assert(strstr(buf, "rows over a cluster"), "%s", buf);
     const baton_rms_norm_desc c = desc(BF16, BF16, 256, 8192, 4);
     variants_of(1, &H100, c, &L, v);
-    kcuda_rms_describe(&L, 1, buf, sizeof buf);
+    baton__kcuda_rms_describe(&L, 1, buf, sizeof buf);
     cr_assert(strstr(buf, "cp.async") != NULL, "%s", buf);
 }

@@ -163,7 +163,7 @@ static void *constant(const baton_plan *p, const char *name)
     cr_assert_geq(t, 0);
     void *buf = malloc(p->tensors[t].nbytes);
     baton_error err = {0};
-    cr_assert_eq(plan_tensor_materialize(p, t, buf, &err), 0, "%s", err.message);
+    cr_assert_eq(baton__plan_tensor_materialize(p, t, buf, &err), 0, "%s", err.message);
     return buf;
 }
 
@@ -594,7 +594,7 @@ Test(runtime, an_injected_launch_or_copy_failure_names_the_step_and_recovers)
     for (int f = 0; f < 2; f++) {
         baton_runtime *rt = make(p, GPU, BATON_SYNC_BOUNDARY, 0);
         expect_good_run(rt, p, 1);
-        runtime_inject(rt, 1, faults[f]);
+        baton__runtime_inject(rt, 1, faults[f]);
         baton_error err = {0};
         cr_assert_neq(baton_runtime_run(rt, &err), 0);
         cr_assert(strstr(err.message, "cuda:0") && strstr(err.message, "injected"), "%s",
@@ -697,7 +697,7 @@ Test(runtime, a_failed_allocation_fails_prepare_cleanly)
     o.gpu = GPU;
     baton_runtime *rt = (baton_runtime *)1;
     baton_error err = {0};
-    int rc = runtime_create_faulty(p, &o, 1, DEV_FAULT_ALLOC, &rt, &err);
+    int rc = baton__runtime_create_faulty(p, &o, 1, DEV_FAULT_ALLOC, &rt, &err);
     cr_assert_eq(rc, BATON_ENOMEM);
     cr_assert_null(rt);
     cr_assert(strstr(err.message, "arena") && strstr(err.message, "cuda:0"), "%s", err.message);
@@ -713,7 +713,7 @@ Test(runtime, a_segment_that_cannot_be_captured_runs_uncaptured_and_says_why_onc
     NEED_BACKEND();
     baton_plan *p = load_text(fail_plan);
     baton_runtime *rt = make(p, GPU, BATON_SYNC_GRAPH, 0);
-    runtime_inject(rt, 1, DEV_FAULT_CAPTURE);
+    baton__runtime_inject(rt, 1, DEV_FAULT_CAPTURE);
     expect_good_run(rt, p, 1);
     cr_assert_not_null(baton_runtime_note(rt));
     cr_assert(strstr(baton_runtime_note(rt), "without a CUDA graph"), "%s", baton_runtime_note(rt));
@@ -1156,12 +1156,12 @@ static int wide_init(const baton_delegate_init *info, void **state, baton_error 
 {
     *state = NULL;
     if (info->sig->n_inputs != WIDE_N)
-        return err_set(err, BATON_EKERNEL, "n_inputs %d", info->sig->n_inputs);
+        return baton__err_set(err, BATON_EKERNEL, "n_inputs %d", info->sig->n_inputs);
     for (int k = 0; k < WIDE_N; k++) {
         const baton_tensor_desc *d = &info->sig->inputs[k];
         if (d->dtype != BATON_DTYPE_F32 || d->rank != 1 || d->shape[0] != 64 ||
             info->input_constant[k] != (k % 2))
-            return err_set(err, BATON_EKERNEL, "input %d seen wrong", k);
+            return baton__err_set(err, BATON_EKERNEL, "input %d seen wrong", k);
     }
     return 0;
 }

@@ -81,8 +81,8 @@ static void write_st(const char *name, const char *header, const void *data, siz
 static int open_st(const char *name, baton_error *err)
 {
     st_file *f = NULL;
-    int rc = st_open(tmp(name), &f, err);
-    st_release(f);
+    int rc = baton__st_open(tmp(name), &f, err);
+    baton__st_release(f);
     return rc;
 }
 
@@ -123,24 +123,24 @@ Test(safetensors, reads_every_dtype_baton_maps)
     write_st("all.safetensors", header, data, off);
     st_file *f = NULL;
     baton_error err = {0};
-    cr_assert_eq(st_open(tmp("all.safetensors"), &f, &err), 0, "%s", err.message);
-    const st_header *h = st_file_header(f);
+    cr_assert_eq(baton__st_open(tmp("all.safetensors"), &f, &err), 0, "%s", err.message);
+    const st_header *h = baton__st_file_header(f);
     cr_assert_eq(h->n, 8);
     uint64_t at = 0;
     for (int i = 0; i < 8; i++) {
         char key[8];
         snprintf(key, sizeof key, "t%d", i);
-        int e = st_header_find(h, key);
+        int e = baton__st_header_find(h, key);
         cr_assert_geq(e, 0, "%s", key);
         cr_expect_eq(h->entries[e].desc.dtype, want[i], "%s", names[i]);
         cr_expect_eq(h->entries[e].desc.rank, 2);
         cr_expect_eq(h->entries[e].desc.shape[1], 3);
         size_t n = 6 * baton_dtype_size(want[i]);
-        cr_expect_eq(memcmp(st_file_data(f, e), data + at, n), 0, "%s bytes", names[i]);
+        cr_expect_eq(memcmp(baton__st_file_data(f, e), data + at, n), 0, "%s bytes", names[i]);
         at += n;
     }
-    cr_expect_eq(st_header_find(h, "__metadata__"), -1);
-    st_release(f);
+    cr_expect_eq(baton__st_header_find(h, "__metadata__"), -1);
+    baton__st_release(f);
     free(data);
 }
 
@@ -150,19 +150,19 @@ Test(safetensors, maps_a_file_once_however_often_it_is_opened)
     write_st("w.safetensors",
              "{\"w\": {\"dtype\": \"F32\", \"shape\": [4], \"data_offsets\": [0, 16]}}", w,
              sizeof w);
-    int before = st_cache_count();
+    int before = baton__st_cache_count();
     st_file *a = NULL, *b = NULL;
     baton_error err = {0};
-    cr_assert_eq(st_open(tmp("w.safetensors"), &a, &err), 0, "%s", err.message);
+    cr_assert_eq(baton__st_open(tmp("w.safetensors"), &a, &err), 0, "%s", err.message);
     /* another path to the same inode */
     cr_assert_eq(symlink(tmp("w.safetensors"), tmp("link.safetensors")), 0);
-    cr_assert_eq(st_open(tmp("link.safetensors"), &b, &err), 0, "%s", err.message);
+    cr_assert_eq(baton__st_open(tmp("link.safetensors"), &b, &err), 0, "%s", err.message);
     cr_expect_eq(a, b, "one mapping per file");
-    cr_expect_eq(st_cache_count(), before + 1);
-    st_release(a);
-    cr_expect_eq(st_cache_count(), before + 1, "still held once");
-    st_release(b);
-    cr_expect_eq(st_cache_count(), before, "the last release unmaps");
+    cr_expect_eq(baton__st_cache_count(), before + 1);
+    baton__st_release(a);
+    cr_expect_eq(baton__st_cache_count(), before + 1, "still held once");
+    baton__st_release(b);
+    cr_expect_eq(baton__st_cache_count(), before, "the last release unmaps");
 }
 
 Test(safetensors, refuses_a_file_shorter_than_the_length_field)
@@ -322,7 +322,7 @@ Test(safetensors_plan, runs_a_plan_reading_a_constant_from_the_file)
                                 "[2, 3]", &plan, &err),
                  0, "%s", err.message);
     /* aligned to its element size: CPU steps read the mapping, the arena holds no copy */
-    int w = plan_find_tensor(plan, "w");
+    int w = baton__plan_find_tensor(plan, "w");
     cr_expect_eq(plan->memory[0].offset[w], PLAN_OFFSET_MAPPED);
     cr_expect_eq(plan->memory[0].const_bytes, 0);
     cr_expect(plan->tensors[w].init.mapped != NULL);
@@ -448,18 +448,18 @@ Test(safetensors_plan, requires_path_and_key)
 Test(safetensors_plan, shares_one_mapping_between_plans_and_drops_it_with_the_last)
 {
     write_weights();
-    int before = st_cache_count();
+    int before = baton__st_cache_count();
     baton_plan *a = NULL, *b = NULL;
     baton_error err = {0};
     const char *init =
         "{\"kind\": \"safetensors\", \"path\": \"weights.safetensors\", \"key\": \"model.w\"}";
     cr_assert_eq(load_plan_with(init, "[2, 3]", &a, &err), 0, "%s", err.message);
     cr_assert_eq(load_plan_with(init, "[2, 3]", &b, &err), 0, "%s", err.message);
-    cr_expect_eq(st_cache_count(), before + 1);
+    cr_expect_eq(baton__st_cache_count(), before + 1);
     baton_plan_free(a);
-    cr_expect_eq(st_cache_count(), before + 1);
+    cr_expect_eq(baton__st_cache_count(), before + 1);
     baton_plan_free(b);
-    cr_expect_eq(st_cache_count(), before);
+    cr_expect_eq(baton__st_cache_count(), before);
 }
 
 Test(safetensors_plan, copies_a_misaligned_tensor_into_the_arena)
@@ -477,7 +477,7 @@ Test(safetensors_plan, copies_a_misaligned_tensor_into_the_arena)
                                 "\"key\": \"model.w\"}",
                                 "[2, 3]", &plan, &err),
                  0, "%s", err.message);
-    int w = plan_find_tensor(plan, "w");
+    int w = baton__plan_find_tensor(plan, "w");
     cr_expect_geq(plan->memory[0].offset[w], 0);
     baton_runtime *rt = test_runtime(plan, BATON_GPU_AUTO, BATON_SYNC_GRAPH, 0, 0);
     cr_assert_eq(baton_runtime_run(rt, &err), 0, "%s", err.message);
@@ -497,7 +497,7 @@ static void *open_one(void *arg)
 {
     baton_error err = {0};
     int i = (int)(intptr_t)arg;
-    if (st_open(shared_path, &opened[i], &err))
+    if (baton__st_open(shared_path, &opened[i], &err))
         opened[i] = NULL;
     return NULL;
 }
@@ -510,7 +510,7 @@ Test(safetensors, threads_opening_one_file_share_one_mapping)
              sizeof w);
     /* tmp() is not thread-safe: resolve the path once, before the threads */
     snprintf(shared_path, sizeof shared_path, "%s", tmp("w.safetensors"));
-    int before = st_cache_count();
+    int before = baton__st_cache_count();
     pthread_t th[8];
     for (int i = 0; i < 8; i++)
         cr_assert_eq(pthread_create(&th[i], NULL, open_one, (void *)(intptr_t)i), 0);
@@ -520,8 +520,8 @@ Test(safetensors, threads_opening_one_file_share_one_mapping)
         cr_expect_not_null(opened[i]);
         cr_expect_eq(opened[i], opened[0], "thread %d got its own mapping", i);
     }
-    cr_expect_eq(st_cache_count(), before + 1);
+    cr_expect_eq(baton__st_cache_count(), before + 1);
     for (int i = 0; i < 8; i++)
-        st_release(opened[i]);
-    cr_expect_eq(st_cache_count(), before);
+        baton__st_release(opened[i]);
+    cr_expect_eq(baton__st_cache_count(), before);
 }

@@ -75,7 +75,7 @@ static baton_plan *expect_loads(const char *dims, const char *tensors, const cha
 Test(state_plan, accepts_an_in_place_update_of_a_state_tensor_through_a_declared_alias)
 {
     baton_plan *plan = expect_loads(NULL, T_X "," T_S "," T_Y, ACCUM "," READ_S);
-    int s = plan_find_tensor(plan, "s");
+    int s = baton__plan_find_tensor(plan, "s");
     baton_tensor_info ti;
     cr_assert_eq(baton_plan_tensor_info(plan, s, &ti), 0);
     cr_expect_eq(ti.role, BATON_ROLE_STATE);
@@ -134,7 +134,7 @@ Test(state_plan, refuses_dims_on_a_state_tensor_and_takes_an_init)
                      READ_S);
     float v[4];
     baton_error err = {0};
-    cr_assert_eq(plan_tensor_materialize(plan, plan_find_tensor(plan, "s"), v, &err), 0, "%s",
+    cr_assert_eq(baton__plan_tensor_materialize(plan, baton__plan_find_tensor(plan, "s"), v, &err), 0, "%s",
                  err.message);
     cr_expect(v[0] == 2 && v[3] == 2);
     baton_plan_free(plan);
@@ -167,7 +167,7 @@ Test(state_plan, registry_refuses_aliases_out_of_range)
 Test(dims_plan, plans_memory_for_the_max_and_remembers_the_axis)
 {
     baton_plan *plan = expect_loads(DIMS, T_XD "," T_YD, COPY_XY);
-    const plan_tensor *x = &plan->tensors[plan_find_tensor(plan, "x")];
+    const plan_tensor *x = &plan->tensors[baton__plan_find_tensor(plan, "x")];
     cr_expect_eq(plan->n_dims, 1);
     cr_expect_str_eq(plan->dims[0].name, "seq");
     cr_expect_eq(x->desc.shape[0], 16);
@@ -245,13 +245,13 @@ Test(dims_plan, refuses_a_verbatim_descriptor_on_a_step_with_dims)
 Test(views_plan, shares_the_bases_bytes_in_the_memory_plan)
 {
     baton_plan *plan = expect_loads(NULL, T_X8 "," T_H "," T_V "," T_Y8, MK_H "," RD_V);
-    int h = plan_find_tensor(plan, "h"), v = plan_find_tensor(plan, "v");
+    int h = baton__plan_find_tensor(plan, "h"), v = baton__plan_find_tensor(plan, "v");
     const plan_memory *m = &plan->memory[0];
     cr_expect_geq(m->offset[h], 0);
     cr_expect_eq(m->offset[v], m->offset[h]);
     cr_expect_eq(plan->tensors[v].storage, h);
     /* the base stays live while the view is read: y must not take its bytes */
-    int y = plan_find_tensor(plan, "y");
+    int y = baton__plan_find_tensor(plan, "y");
     cr_expect_neq(m->offset[y], m->offset[h]);
     baton_plan_free(plan);
 }
@@ -675,7 +675,7 @@ Test(dims_run, gemm_multiplies_the_bound_rows_only)
                 steps);
             float w[32];
             baton_error err = {0};
-            cr_assert_eq(plan_tensor_materialize(plan, plan_find_tensor(plan, "w"), w, &err), 0);
+            cr_assert_eq(baton__plan_tensor_materialize(plan, baton__plan_find_tensor(plan, "w"), w, &err), 0);
             baton_runtime *rt = test_runtime(plan, BATON_GPU_AUTO, gm_modes[md], 0, 0);
             test_rng r = {test_fresh_seed()};
             const int seqs[] = {3, 16, 1, 7, 2, 4, 5, 6, 9, 11, 13, 3, 16, 1, 15};
@@ -836,7 +836,7 @@ Test(dims_run, a_kept_graph_follows_a_buffer_bound_after_it_was_captured)
     float *mine = aligned_alloc(256, 8 * 4 * sizeof(float));
     test_poison(mine, 8 * 4 * sizeof(float));
     baton_buffer b = {{BATON_DEVICE_CPU, 0}, mine, 8 * 4 * sizeof(float), BATON_DTYPE_F32};
-    cr_assert_eq(baton_runtime_bind(rt, plan_find_tensor(plan, "y"), &b, &err), 0, "%s",
+    cr_assert_eq(baton_runtime_bind(rt, baton__plan_find_tensor(plan, "y"), &b, &err), 0, "%s",
                  err.message);
     float x[32];
     for (int i = 0; i < 32; i++)

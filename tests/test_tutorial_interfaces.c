@@ -260,7 +260,7 @@ static void argmax_ints(baton_dtype dt)
     char errbuf[256] = "";
     baton_exec_ctx ctx = {
         .device = {BATON_DEVICE_CPU, 0}, .errbuf = errbuf, .errbuf_len = sizeof errbuf};
-    cr_assert_eq(kcpu_argmax(&ctx, bufs, (const char *)&d, sizeof d), 0, "%s", errbuf);
+    cr_assert_eq(baton__kcpu_argmax(&ctx, bufs, (const char *)&d, sizeof d), 0, "%s", errbuf);
     for (int r = 0; r < N1; r++)
         cr_expect_eq(out[r], dt == BATON_DTYPE_I64 ? want64[r] : want32[r], "%s row %d: %lld",
                      baton_dtype_name(dt), r, (long long)out[r]);

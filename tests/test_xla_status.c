@@ -26,22 +26,22 @@ long probe_run(probe_custom_call call, const char *msg, const char *preset, int 
 /* As baton's _status entry points do: the caller is the plugin. */
 static int fail_from_return_address(void *status, const char *msg)
 {
-    return xla_status_fail(status, __builtin_return_address(0), msg);
+    return baton__xla_status_fail(status, __builtin_return_address(0), msg);
 }
 
 /* Callers that say nothing of the status's layout: C code in libc, no address, the stack. */
 static int fail_from_libc(void *status, const char *msg)
 {
-    return xla_status_fail(status, dlsym(RTLD_DEFAULT, "gnu_get_libc_version"), msg);
+    return baton__xla_status_fail(status, dlsym(RTLD_DEFAULT, "gnu_get_libc_version"), msg);
 }
 static int fail_from_null(void *status, const char *msg)
 {
-    return xla_status_fail(status, NULL, msg);
+    return baton__xla_status_fail(status, NULL, msg);
 }
 static int fail_from_stack(void *status, const char *msg)
 {
     int on_stack = 0;
-    return xla_status_fail(status, &on_stack, msg);
+    return baton__xla_status_fail(status, &on_stack, msg);
 }
 
 static void reaches_the_plugin(const char *msg)
@@ -101,7 +101,7 @@ Test(xla_status, a_caller_that_says_nothing_of_the_layout_leaves_the_status_alon
                      "case %zu: the status is untouched", i);
         cr_assert_eq(how, XLA_STATUS_NOT_SET, "case %zu", i);
     }
-    cr_assert_eq(xla_status_fail(NULL, (const void *)fail_from_return_address, "no"),
+    cr_assert_eq(baton__xla_status_fail(NULL, (const void *)fail_from_return_address, "no"),
                  XLA_STATUS_NOT_SET);
 }
 

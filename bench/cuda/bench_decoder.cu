@@ -7,7 +7,7 @@
  * time / k). Decode attention at contexts 1024, 4096 and 32768, both cold (rotated caches) and
  * warm (the same caches every call, as PyTorch's published figures were taken); prefill attention
  * at T = 1024 and 4096; the decode GEMV x[1, 2048] . W[N, 2048]^T for N = 2048, 2560, 8192, 16384,
- * 128256 with baton's own kernel (kcuda_gemv_bf16) and the gemm delegate (cuBLASLt), checked
+ * 128256 with baton's own kernel (baton__kcuda_gemv_bf16) and the gemm delegate (cuBLASLt), checked
  * against each other.
  *
  * Usage: bench_decoder [--json FILE] [--reps N]. Prints a table; --json writes the results
@@ -209,7 +209,7 @@ static void bench_op(const char *label, const char *target, std::vector<baton_te
     };
     call(0);
     CHECK_CUDA(cudaStreamSynchronize(g_stream));
-    if (kcuda_decoder_error_take(0, NULL, msg, sizeof msg)) {
+    if (baton__kcuda_decoder_error_take(0, NULL, msg, sizeof msg)) {
         fprintf(stderr, "bench_decoder: %s: %s\n", label, msg);
         exit(1);
     }
@@ -274,7 +274,7 @@ static void bench_gemv(int64_t N)
     fill_random(g_stream, X.base, X.stride * sets, 5);
     CHECK_CUDA(cudaDeviceSynchronize());
     auto ours = [&](int i) {
-        int e = kcuda_gemv_bf16(X.at(i), W.at(i), Y1.at(i), N, K, g_stream);
+        int e = baton__kcuda_gemv_bf16(X.at(i), W.at(i), Y1.at(i), N, K, g_stream);
         if (e) {
             fprintf(stderr, "bench_decoder: gemv: %s\n", cudaGetErrorString((cudaError_t)e));
             exit(1);
@@ -305,7 +305,7 @@ static void bench_gemv(int64_t N)
     info.step_kinds = &kind;
     void *state = NULL;
     baton_error err;
-    if (baton_gemm_cublaslt_iface.init(&info, &state, &err)) {
+    if (baton__gemm_cublaslt_iface.init(&info, &state, &err)) {
         fprintf(stderr, "bench_decoder: gemm init: %s\n", err.message);
         exit(1);
     }
@@ -320,7 +320,7 @@ static void bench_gemv(int64_t N)
     ctx.sig = &sig;
     auto theirs = [&](int i) {
         void *bufs[3] = {X.at(i), W.at(i), Y2.at(i)};
-        if (baton_gemm_cublaslt_iface.execute(state, &ctx, bufs)) {
+        if (baton__gemm_cublaslt_iface.execute(state, &ctx, bufs)) {
             fprintf(stderr, "bench_decoder: gemm execute: %s\n", errbuf);
             exit(1);
         }
@@ -367,7 +367,7 @@ static void bench_gemv(int64_t N)
         r.peer_us = which ? t_ours : t_lt;
         g_results.push_back(r);
     }
-    baton_gemm_cublaslt_iface.destroy(state);
+    baton__gemm_cublaslt_iface.destroy(state);
     CHECK_CUDA(cudaFree(W.base));
     CHECK_CUDA(cudaFree(X.base));
     CHECK_CUDA(cudaFree(Y1.base));

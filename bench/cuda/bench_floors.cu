@@ -621,8 +621,8 @@ static void drive_rms(cudaStream_t s, const char *dt, int64_t n1, int64_t n2, in
         void *fb[4] = {x, w, y, inv};
         void *bb[7] = {g, inv, x, w, gx, gw, pg};
         int rc =
-            bwd ? kcuda_rms_norm_bwd_cfg(&ctx, bb, (const char *)&desc, sizeof desc, NULL, NULL)
-                : kcuda_rms_norm_fwd_cfg(&ctx, fb, (const char *)&desc, sizeof desc, NULL, NULL);
+            bwd ? baton__kcuda_rms_norm_bwd_cfg(&ctx, bb, (const char *)&desc, sizeof desc, NULL, NULL)
+                : baton__kcuda_rms_norm_fwd_cfg(&ctx, fb, (const char *)&desc, sizeof desc, NULL, NULL);
         if (rc) {
             fprintf(stderr, "drive: %s\n", eb);
             exit(1);

@@ -117,7 +117,7 @@ int main(int argc, char **argv)
         info.step_kinds = &kind;
         void *state = NULL;
         baton_error err;
-        int rc = baton_gemm_cublaslt_iface.init(&info, &state, &err);
+        int rc = baton__gemm_cublaslt_iface.init(&info, &state, &err);
         if (rc) {
             fprintf(stderr, "bench_gemm: init: %s\n", err.message);
             return 1;
@@ -134,7 +134,7 @@ int main(int argc, char **argv)
         const float alpha = 1.0f, beta = 0.0f;
         auto delegate = [&](int s) {
             void *bufs[3] = {A[s], B[s], C[s]};
-            if (baton_gemm_cublaslt_iface.execute(state, &ctx, bufs)) {
+            if (baton__gemm_cublaslt_iface.execute(state, &ctx, bufs)) {
                 fprintf(stderr, "bench_gemm: execute: %s\n", errbuf);
                 exit(1);
             }
@@ -232,7 +232,7 @@ int main(int argc, char **argv)
             printf("  %s: the delegate and cublasGemmEx disagree (rel diff %.3g)\n", name, diff);
             ok = 0;
         }
-        baton_gemm_cublaslt_iface.destroy(state);
+        baton__gemm_cublaslt_iface.destroy(state);
         for (int s = 0; s < sets; s++) {
             cudaFree(A[s]);
             cudaFree(B[s]);

@@ -175,7 +175,7 @@ static Result bench_fwd(int64_t n1, int64_t n2, int dt, const kcuda_rms_cfg *ove
     auto call = [&](int i) {
         int k = i % s.n;
         void *b[4] = {s.x[k], s.w[k], s.y[k], s.iv[k]};
-        if (!failed && kcuda_rms_norm_fwd_cfg(&ctx, b, (const char *)&d, sizeof d, over, &r.cfg)) {
+        if (!failed && baton__kcuda_rms_norm_fwd_cfg(&ctx, b, (const char *)&d, sizeof d, over, &r.cfg)) {
             printf("  fwd %lldx%lld: FAILED: %s\n", (long long)n1, (long long)n2, err);
             failed = true;
             cudaGetLastError();
@@ -207,7 +207,7 @@ static Result bench_bwd(int64_t n1, int64_t n2, int dt, int64_t P, const kcuda_r
     /* invvar from a real forward pass, for every set */
     for (int k = 0; k < s.n; k++) {
         void *b[4] = {s.x[k], s.w[k], s.y[k], s.iv[k]};
-        if (kcuda_rms_norm_fwd(&ctx, b, (const char *)&d, sizeof d)) {
+        if (baton__kcuda_rms_norm_fwd(&ctx, b, (const char *)&d, sizeof d)) {
             fprintf(stderr, "rms_norm_fwd: %s\n", err);
             exit(1);
         }
@@ -216,7 +216,7 @@ static Result bench_bwd(int64_t n1, int64_t n2, int dt, int64_t P, const kcuda_r
     auto call = [&](int i) {
         int k = i % s.n;
         void *b[7] = {s.g[k], s.iv[k], s.x[k], s.w[k], s.gi[k], s.gw[k], s.pg[k]};
-        if (!failed && kcuda_rms_norm_bwd_cfg(&ctx, b, (const char *)&d, sizeof d, over, &r.cfg)) {
+        if (!failed && baton__kcuda_rms_norm_bwd_cfg(&ctx, b, (const char *)&d, sizeof d, over, &r.cfg)) {
             printf("  bwd %lldx%lld: FAILED: %s\n", (long long)n1, (long long)n2, err);
             failed = true;
             cudaGetLastError();
@@ -524,7 +524,7 @@ static void tail_floor(int64_t n1, int64_t n2, int dt, int64_t P, const kcuda_rm
                     if (failed || form < 2)
                         return;
                     void *b[3] = {s.pg[k], s.w[k], s.gw[k]};
-                    if (kcuda_rms_norm_grad_weight(&ctx, b, (const char *)&gd, sizeof gd)) {
+                    if (baton__kcuda_rms_norm_grad_weight(&ctx, b, (const char *)&gd, sizeof gd)) {
                         printf("  tail floor: %s\n", err);
                         failed = true;
                     }
@@ -969,8 +969,8 @@ int main(int argc, char **argv)
                     int k = i % s.n;
                     void *fb[4] = {s.x[k], s.w[k], s.y[k], s.iv[k]};
                     void *bb[7] = {s.g[k], s.iv[k], s.x[k], s.w[k], s.gi[k], s.gw[k], s.pg[k]};
-                    int rc = pass == 0 ? kcuda_rms_norm_fwd(&ctx, fb, (const char *)&d, sizeof d)
-                                       : kcuda_rms_norm_bwd(&ctx, bb, (const char *)&d, sizeof d);
+                    int rc = pass == 0 ? baton__kcuda_rms_norm_fwd(&ctx, fb, (const char *)&d, sizeof d)
+                                       : baton__kcuda_rms_norm_bwd(&ctx, bb, (const char *)&d, sizeof d);
                     if (rc) {
                         fprintf(stderr, "host-cost call: %s\n", err);
                         exit(1);
@@ -995,7 +995,7 @@ int main(int argc, char **argv)
                     [&](int i) {
                         int k = i % s.n;
                         void *b[4] = {s.x[k], s.w[k], s.y[k], s.iv[k]};
-                        if (kcuda_rms_norm_fwd(&ctx, b, (const char *)&d, sizeof d)) {
+                        if (baton__kcuda_rms_norm_fwd(&ctx, b, (const char *)&d, sizeof d)) {
                             fprintf(stderr, "rms_norm_fwd: %s\n", err);
                             exit(1);
                         }
@@ -1009,7 +1009,7 @@ int main(int argc, char **argv)
                 [&](int i) {
                     int k = i % s.n;
                     void *b[7] = {s.g[k], s.iv[k], s.x[k], s.w[k], s.gi[k], s.gw[k], s.pg[k]};
-                    if (kcuda_rms_norm_bwd(&ctx, b, (const char *)&d, sizeof d)) {
+                    if (baton__kcuda_rms_norm_bwd(&ctx, b, (const char *)&d, sizeof d)) {
                         fprintf(stderr, "rms_norm_bwd: %s\n", err);
                         exit(1);
                     }
@@ -1021,7 +1021,7 @@ int main(int argc, char **argv)
         s.free_all();
     }
 
-    /* The floor: an empty kernel (kcuda_noop), one launch per call, from a graph. */
+    /* The floor: an empty kernel (baton__kcuda_noop), one launch per call, from a graph. */
     {
         char err[256] = "";
         for (int pdl = 0; pdl < 2; pdl++) {
@@ -1029,7 +1029,7 @@ int main(int argc, char **argv)
             double us = time_graph(
                 g_stream,
                 [&](int) {
-                    if (kcuda_noop(&ctx, NULL, NULL, 0)) {
+                    if (baton__kcuda_noop(&ctx, NULL, NULL, 0)) {
                         fprintf(stderr, "noop: %s\n", err);
                         exit(1);
                     }

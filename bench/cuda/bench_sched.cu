@@ -103,9 +103,9 @@ static void chain_launch(chain *c, int i, int pdl)
     ctx.errbuf = c->errbuf;
     ctx.errbuf_len = sizeof c->errbuf;
     void *buffers[4] = {i == 0 ? c->x : c->y[i - 1], c->w, c->y[i], c->inv[i]};
-    int rc = kcuda_rms_norm_fwd(&ctx, buffers, (const char *)&c->desc, sizeof c->desc);
+    int rc = baton__kcuda_rms_norm_fwd(&ctx, buffers, (const char *)&c->desc, sizeof c->desc);
     if (rc != 0) {
-        fprintf(stderr, "bench_sched: kcuda_rms_norm_fwd: %s\n", c->errbuf);
+        fprintf(stderr, "bench_sched: baton__kcuda_rms_norm_fwd: %s\n", c->errbuf);
         exit(1);
     }
 }

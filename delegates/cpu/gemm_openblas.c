@@ -44,7 +44,7 @@ static pthread_mutex_t wcopy_lock = PTHREAD_MUTEX_INITIALIZER;
 static wcopy *wcopies;
 static size_t wcopy_bytes;
 
-size_t gemm_cpu_prepared_bytes(void)
+size_t baton__gemm_cpu_prepared_bytes(void)
 {
     pthread_mutex_lock(&wcopy_lock);
     size_t b = wcopy_bytes;
@@ -66,7 +66,7 @@ static wcopy *wcopy_get(const void *src, baton_dtype dt, size_t n, int *made)
         c->dt = dt;
         c->n = n;
         c->refs = 1;
-        cvt_to_f32(dt, src, c->f32, (int64_t)n);
+        baton__cvt_to_f32(dt, src, c->f32, (int64_t)n);
         c->next = wcopies;
         wcopies = c;
         wcopy_bytes += sizeof(float) * n;
@@ -134,7 +134,7 @@ static int gemm_cpu_init(const baton_delegate_init *info, void **state, baton_er
     }
     *state = NULL;
     baton_gemm_desc d;
-    int rc = baton_gemm_resolve(info->sig, &d, NULL, msg, sizeof msg);
+    int rc = baton__gemm_resolve(info->sig, &d, NULL, msg, sizeof msg);
     if (rc) {
         if (err) {
             err->code = rc;
@@ -163,7 +163,7 @@ static int gemm_cpu_init(const baton_delegate_init *info, void **state, baton_er
         int64_t gm = d.m < gemv_max_m(&d) ? d.m : gemv_max_m(&d);
         g->xf = malloc(sizeof(float) * (size_t)(gm * d.k));
         g->yf = half ? malloc(sizeof(float) * (size_t)(gm * d.n)) : NULL;
-        g->partial = malloc(sizeof(float) * gemv_partial_floats(gm, d.n, d.k, dt));
+        g->partial = malloc(sizeof(float) * baton__gemv_partial_floats(gm, d.n, d.k, dt));
         if (!g->xf || (half && !g->yf) || !g->partial)
             goto nomem;
     }
@@ -181,12 +181,12 @@ static int gemm_cpu_init(const baton_delegate_init *info, void **state, baton_er
             if (!g->wc)
                 goto nomem;
             if (made)
-                log_msg(BATON_LOG_NOTE,
+                baton__log_msg(BATON_LOG_NOTE,
                         "step %s (gemm on cpu): an f32 copy of its constant %s weight for "
                         "OpenBLAS (M up to %lld): %zu bytes, shared with every step using it; "
                         "%zu bytes of such copies in all",
                         step, baton_dtype_name(dt), (long long)d.m,
-                        sizeof(float) * (size_t)d.k * (size_t)d.n, gemm_cpu_prepared_bytes());
+                        sizeof(float) * (size_t)d.k * (size_t)d.n, baton__gemm_cpu_prepared_bytes());
         } else {
             g->sb = malloc(sizeof(float) * (size_t)d.k * (size_t)d.n);
             if (!g->sb)
@@ -211,7 +211,7 @@ nomem:
  */
 static int64_t run_m(const gemm_cpu *g, const baton_exec_ctx *ctx)
 {
-    return baton_gemm_run_m(&g->d, ctx->sig);
+    return baton__gemm_run_m(&g->d, ctx->sig);
 }
 
 /* OpenBLAS's threads follow the step's thread budget (its own pool, not baton's: the two never
@@ -219,7 +219,7 @@ static int64_t run_m(const gemm_cpu *g, const baton_exec_ctx *ctx)
 static void blas_threads(void)
 {
     static _Atomic int last = 0;
-    int want = par_threads();
+    int want = baton__par_threads();
     if (atomic_exchange(&last, want) != want)
         openblas_set_num_threads(want);
 }
@@ -228,16 +228,16 @@ static int gemm_cpu_execute(void *state, const baton_exec_ctx *ctx, void **buffe
 {
     gemm_cpu *g = state;
     if (!g) {
-        return ctx_fail(ctx, BATON_EINVAL, "gemm (cpu): no state: init() did not run or failed");
+        return baton__ctx_fail(ctx, BATON_EINVAL, "gemm (cpu): no state: init() did not run or failed");
     }
     const baton_gemm_desc *d = &g->d;
     const int add = d->beta != 0; /* gemm_add: buffers a, b, c, y */
     if (!buffers || !buffers[0] || !buffers[1] || !buffers[2] || (add && !buffers[3])) {
-        return ctx_fail(ctx, BATON_EINVAL, "gemm (cpu): a NULL buffer (a, b, out expected)");
+        return baton__ctx_fail(ctx, BATON_EINVAL, "gemm (cpu): a NULL buffer (a, b, out expected)");
     }
     const int64_t rm = run_m(g, ctx);
     if (rm < 1 || rm > d->m)
-        return ctx_fail(ctx, BATON_EINVAL,
+        return baton__ctx_fail(ctx, BATON_EINVAL,
                         "gemm (cpu): this run's a gives M = %lld, outside 1..%lld, the M the step "
                         "was prepared for",
                         (long long)rm, (long long)d->m);
@@ -253,19 +253,19 @@ static int gemm_cpu_execute(void *state, const baton_exec_ctx *ctx, void **buffe
         if (dt == BATON_DTYPE_F32 && !ta) {
             x = buffers[0];
         } else if (!ta) {
-            cvt_to_f32(dt, buffers[0], g->xf, rm * d->k);
+            baton__cvt_to_f32(dt, buffers[0], g->xf, rm * d->k);
         } else {
             for (int64_t p = 0; p < d->k; p++)
                 for (int64_t i = 0; i < rm; i++)
                     g->xf[i * d->k + p] = load_f32(dt, buffers[0], p * rm + i);
         }
         float *y = half ? g->yf : out;
-        gemv_run(dt, tb, rm, d->n, d->k, (float)d->alpha, x, buffers[1], y, g->partial);
+        baton__gemv_run(dt, tb, rm, d->n, d->k, (float)d->alpha, x, buffers[1], y, g->partial);
         if (add) /* gemm_add: the product, then c added in f32 */
             for (int64_t i = 0; i < mn; i++)
                 y[i] += load_f32(dt, buffers[2], i);
         if (half)
-            cvt_from_f32(dt, y, out, mn);
+            baton__cvt_from_f32(dt, y, out, mn);
         return 0;
     }
     /* gemm_add on the BLAS path: y = c, then the product added into it (beta 1): one rounding */
@@ -287,25 +287,25 @@ static int gemm_cpu_execute(void *state, const baton_exec_ctx *ctx, void **buffe
         return 0;
     case BATON_DTYPE_BF16:
     case BATON_DTYPE_F16: {
-        cvt_to_f32(dt, buffers[0], g->sa, rm * d->k);
+        baton__cvt_to_f32(dt, buffers[0], g->sa, rm * d->k);
         const float *b = g->wc ? g->wc->f32 : g->sb;
         if (!g->wc)
-            cvt_to_f32(dt, buffers[1], g->sb, d->k * d->n);
+            baton__cvt_to_f32(dt, buffers[1], g->sb, d->k * d->n);
         if (add)
-            cvt_to_f32(dt, buffers[2], g->sc, mn);
+            baton__cvt_to_f32(dt, buffers[2], g->sc, mn);
         cblas_sgemm(CblasRowMajor, opa, opb, m, n, k, (float)d->alpha, g->sa, lda, b, ldb,
                     (float)d->beta, g->sc, ldc);
-        cvt_from_f32(dt, g->sc, out, mn);
+        baton__cvt_from_f32(dt, g->sc, out, mn);
         return 0;
     }
     default:
-        return ctx_fail(ctx, BATON_EINVAL,
+        return baton__ctx_fail(ctx, BATON_EINVAL,
                         "gemm (cpu): dtype code %d is not one of f32, f64, bf16, f16",
                         (int)d->dtype);
     }
 }
 
-const baton_delegate_iface baton_gemm_openblas_iface = {
+const baton_delegate_iface baton__gemm_openblas_iface = {
     .struct_size = sizeof(baton_delegate_iface),
     .init = gemm_cpu_init,
     .execute = gemm_cpu_execute,

@@ -55,7 +55,7 @@ static int64_t pad32(int64_t v)
     return (v + 31) / 32 * 32;
 }
 
-size_t gemv_partial_floats(int64_t M, int64_t N, int64_t K, baton_dtype wdt)
+size_t baton__gemv_partial_floats(int64_t M, int64_t N, int64_t K, baton_dtype wdt)
 {
     int64_t per = rows_per_task(K, N * (int64_t)baton_dtype_size(wdt), KN_GRAIN, KN_MAX_TASKS);
     int64_t tasks = (K + per - 1) / per;
@@ -669,7 +669,7 @@ static void reduce_task(void *arg, int64_t t)
     }
 }
 
-void gemv_run(baton_dtype wdt, int trans_b, int64_t M, int64_t N, int64_t K, float alpha,
+void baton__gemv_run(baton_dtype wdt, int trans_b, int64_t M, int64_t N, int64_t K, float alpha,
               const float *x, const void *w, float *y, float *partial)
 {
     gemv_job j = {.dt = wdt,
@@ -681,14 +681,14 @@ void gemv_run(baton_dtype wdt, int trans_b, int64_t M, int64_t N, int64_t K, flo
                   .w = w,
                   .y = y,
                   .partial = partial,
-                  .level = simd_level_get(),
+                  .level = baton__simd_level_get(),
                   .kpad = pad32(K),
                   .npad = pad32(N)};
     j.perm = j.level == SIMD_AVX512 && wdt == BATON_DTYPE_BF16;
     const int64_t es = (int64_t)baton_dtype_size(wdt);
     int64_t per_kn = rows_per_task(K, N * es, KN_GRAIN, KN_MAX_TASKS);
     int64_t tasks_kn = (K + per_kn - 1) / per_kn;
-    j.bfdot = j.perm && simd_has_bf16_dot();
+    j.bfdot = j.perm && baton__simd_has_bf16_dot();
     if (j.bfdot) { /* x back in bf16 [M, kpad] (exact), zero padded, after the partial sums */
         uint16_t *xb = (uint16_t *)(partial + tasks_kn * M * j.npad);
         for (int64_t m = 0; m < M; m++)
@@ -713,11 +713,11 @@ void gemv_run(baton_dtype wdt, int trans_b, int64_t M, int64_t N, int64_t K, flo
         }
         j.per_task = rows_per_task(N, K * es, NK_GRAIN, NK_MAX_TASKS);
         j.n_tasks = (N + j.per_task - 1) / j.per_task;
-        par_for(j.n_tasks, nk_task, &j);
+        baton__par_for(j.n_tasks, nk_task, &j);
         return;
     }
     j.per_task = per_kn;
     j.n_tasks = tasks_kn;
-    par_for(j.n_tasks, kn_task, &j);
-    par_for((N + REDUCE_COLS - 1) / REDUCE_COLS, reduce_task, &j);
+    baton__par_for(j.n_tasks, kn_task, &j);
+    baton__par_for((N + REDUCE_COLS - 1) / REDUCE_COLS, reduce_task, &j);
 }

@@ -15,7 +15,7 @@
         CUBLAS_VER_MAJOR) "), add its directory to LD_LIBRARY_PATH, or set BATON_CUBLASLT to the " \
                           "library's path"
 
-int lt_api_open(const char *path, lt_api *api, char *msg, size_t msg_len)
+int baton__lt_api_open(const char *path, lt_api *api, char *msg, size_t msg_len)
 {
     memset(api, 0, sizeof *api);
 #define LT_API_SYM(fn) {#fn, &api->fn},
@@ -23,7 +23,7 @@ int lt_api_open(const char *path, lt_api *api, char *msg, size_t msg_len)
 #undef LT_API_SYM
     const char *missing;
     char why[256];
-    void *h = dynlib_open(&path, 1, syms, sizeof syms / sizeof syms[0], &missing, why, sizeof why);
+    void *h = baton__dynlib_open(&path, 1, syms, sizeof syms / sizeof syms[0], &missing, why, sizeof why);
     if (!h && !missing) {
         snprintf(
             msg, msg_len,
@@ -60,10 +60,10 @@ static void lt_load_once(void)
     const char *path = getenv("BATON_CUBLASLT");
     if (!path || !path[0])
         path = LT_API_DEFAULT_LIB;
-    lt_ok = lt_api_open(path, &lt_loaded, lt_msg, sizeof lt_msg) == 0;
+    lt_ok = baton__lt_api_open(path, &lt_loaded, lt_msg, sizeof lt_msg) == 0;
 }
 
-const lt_api *lt_api_get(char *msg, size_t msg_len)
+const lt_api *baton__lt_api_get(char *msg, size_t msg_len)
 {
     pthread_once(&lt_once, lt_load_once);
     if (lt_ok)

@@ -44,10 +44,10 @@ typedef struct lt_api {
 /* The process's cuBLASLt, loaded on the first call (thread-safe) from $BATON_CUBLASLT or
  * LT_API_DEFAULT_LIB and kept for the life of the process. NULL when it cannot be loaded; then
  * msg holds the reason, naming the library and what to do. Later calls give the same answer. */
-const lt_api *lt_api_get(char *msg, size_t msg_len);
+const lt_api *baton__lt_api_get(char *msg, size_t msg_len);
 
-/* Loads cuBLASLt from `path` into *api (no caching; lt_api_get uses it). Returns 0, or -1 with
+/* Loads cuBLASLt from `path` into *api (no caching; baton__lt_api_get uses it). Returns 0, or -1 with
  * the reason in msg: the library is missing, lacks a call, or has another major version. */
-int lt_api_open(const char *path, lt_api *api, char *msg, size_t msg_len);
+int baton__lt_api_open(const char *path, lt_api *api, char *msg, size_t msg_len);
 
 #endif /* BATON_DELEGATES_CUBLASLT_API_H */

@@ -72,7 +72,7 @@ static int init_fail(baton_error *err, int code, const baton_delegate_init *info
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
-    return err_set(err, code, "cuBLASLt: %s", msg);
+    return baton__err_set(err, code, "cuBLASLt: %s", msg);
 }
 
 static int lt_fail(baton_error *err, const baton_delegate_init *info, const gemm_state *s,
@@ -193,13 +193,13 @@ static int gemm_init(const baton_delegate_init *info, void **state, baton_error 
 {
     *state = NULL;
     if (!info || !info->sig)
-        return err_set(err, BATON_EINVAL, "gemm (cuBLASLt): init() needs the step's sig");
+        return baton__err_set(err, BATON_EINVAL, "gemm (cuBLASLt): init() needs the step's sig");
     if (info->device.kind != BATON_DEVICE_CUDA)
         return init_fail(err, BATON_EINVAL, info, "this backend runs on CUDA devices only");
 
     baton_gemm_desc desc;
     char msg[512] = "";
-    int rc = baton_gemm_resolve(info->sig, &desc, NULL, msg, sizeof msg);
+    int rc = baton__gemm_resolve(info->sig, &desc, NULL, msg, sizeof msg);
     if (rc != 0)
         return init_fail(err, rc, info, "%s", msg[0] ? msg : baton_strerror(rc));
     const baton_sig_args *sig = info->sig;
@@ -229,7 +229,7 @@ static int gemm_init(const baton_delegate_init *info, void **state, baton_error 
      * missing library is this step's error, and programs that never run a GPU gemm never pay
      * for it. */
     char why[768];
-    const lt_api *api = lt_api_get(why, sizeof why);
+    const lt_api *api = baton__lt_api_get(why, sizeof why);
     if (!api)
         return init_fail(err, BATON_ECUDA, info, "%s", why);
 
@@ -385,7 +385,7 @@ static const gemm_plan *plan_for(gemm_state *s, const baton_exec_ctx *ctx, int64
 static int gemm_execute(void *state, const baton_exec_ctx *ctx, void **buffers)
 {
     gemm_state *s = state;
-    const int64_t m = baton_gemm_run_m(&s->desc, ctx->sig);
+    const int64_t m = baton__gemm_run_m(&s->desc, ctx->sig);
     if (m == 0)
         return 0; /* no rows bound: nothing to write */
     if (m < 0 || m > s->desc.m)
@@ -442,7 +442,7 @@ static void gemm_destroy(void *p)
     free(s);
 }
 
-const baton_delegate_iface baton_gemm_cublaslt_iface = {
+const baton_delegate_iface baton__gemm_cublaslt_iface = {
     .struct_size = sizeof(baton_delegate_iface),
     .init = gemm_init,
     .execute = gemm_execute,

@@ -14,7 +14,7 @@ extern "C" {
  * row-major, bf16, f16 or f32 (all three the same), accumulated in f32 (no TF32 for f32).
  * init() returns BATON_ENOTSUP for other dtypes, BATON_ECUDA when the GPU or cuBLASLt refuses.
  * buffers: a, b | c. */
-extern const baton_delegate_iface baton_gemm_cublaslt_iface;
+extern const baton_delegate_iface baton__gemm_cublaslt_iface;
 
 #ifdef __cplusplus
 }

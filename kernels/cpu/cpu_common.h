@@ -62,10 +62,10 @@ static inline void fp_mode_restore(fp_mode m)
 static inline int check_buffers(const baton_exec_ctx *ctx, const char *name, void **buffers, int n)
 {
     if (!buffers)
-        return ctx_fail(ctx, BATON_EINVAL, "%s: buffers is NULL", name);
+        return baton__ctx_fail(ctx, BATON_EINVAL, "%s: buffers is NULL", name);
     for (int i = 0; i < n; i++)
         if (!buffers[i])
-            return ctx_fail(ctx, BATON_EINVAL, "%s: buffer %d of %d is NULL", name, i, n);
+            return baton__ctx_fail(ctx, BATON_EINVAL, "%s: buffer %d of %d is NULL", name, i, n);
     return 0;
 }
 

@@ -3,10 +3,10 @@
  * registers (core/simd.h), the parallel-for over the CPU pool (core/threads.h), and a row split
  * that depends on the sizes alone, so that a kernel's bits do not depend on the thread count.
  *
- * A kernel in this style: convert a row (or a chunk) to f32 on the stack with cvt_to_f32, compute
+ * A kernel in this style: convert a row (or a chunk) to f32 on the stack with baton__cvt_to_f32, compute
  * in f32 (plain loops vectorise; or the v16_ / v8_ helpers inside a SIMD_T512 / SIMD_T256 function
- * picked by simd_level_get()), round back once with cvt_from_f32; split rows with
- * kcpu_parallel_rows; reduce in a fixed order (simd_dot_f32 sums in a fixed order too). */
+ * picked by baton__simd_level_get()), round back once with baton__cvt_from_f32; split rows with
+ * kcpu_parallel_rows; reduce in a fixed order (baton__simd_dot_f32 sums in a fixed order too). */
 #ifndef BATON_KERNELS_CPU_SIMD_H
 #define BATON_KERNELS_CPU_SIMD_H
 
@@ -43,7 +43,7 @@ static inline void kcpu_parallel_rows(int64_t rows, int64_t row_bytes, int64_t g
     if (tasks > rows)
         tasks = rows;
     kcpu_rows_job j = {fn, arg, rows, (rows + tasks - 1) / tasks};
-    par_for((rows + j.per_task - 1) / j.per_task, kcpu_rows_task, &j);
+    baton__par_for((rows + j.per_task - 1) / j.per_task, kcpu_rows_task, &j);
 }
 
 #endif /* BATON_KERNELS_CPU_SIMD_H */

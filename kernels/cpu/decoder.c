@@ -18,12 +18,12 @@
 /* bf16/f16/f32 runs to and from f32 in vectors (core/simd.h: the scalar conversions' bits). */
 static inline void ld_f32(baton_dtype dt, const void *p, int64_t off, int n, float *out)
 {
-    cvt_to_f32(dt, (const char *)p + baton_dtype_size(dt) * (size_t)off, out, n);
+    baton__cvt_to_f32(dt, (const char *)p + baton_dtype_size(dt) * (size_t)off, out, n);
 }
 
 static inline void st_f32(baton_dtype dt, void *p, int64_t off, int n, const float *in)
 {
-    cvt_from_f32(dt, in, (char *)p + baton_dtype_size(dt) * (size_t)off, n);
+    baton__cvt_from_f32(dt, in, (char *)p + baton_dtype_size(dt) * (size_t)off, n);
 }
 
 static inline void ld_f64(baton_dtype dt, const void *p, int64_t off, int n, double *out)
@@ -53,7 +53,7 @@ enum { ACT_SILU_MUL, ACT_SILU, ACT_GELU_ERF, ACT_GELU_TANH };
 /* Multiply-adds of an attention step from which its (row, head block) tasks go to the CPU pool. */
 #define ATT_PAR_MIN (1 << 18)
 
-/* Dot products: f32 in vectors (simd_dot_f32: a fixed order at each vector level, so the same
+/* Dot products: f32 in vectors (baton__simd_dot_f32: a fixed order at each vector level, so the same
  * bits on every thread), f64 in turn. */
 static inline double dot_f64(const double *a, const double *b, int64_t n)
 {
@@ -71,7 +71,7 @@ static inline double dot_f64(const double *a, const double *b, int64_t n)
 #define COS    cosf
 #define SIN    sinf
 #define ERFC   erfcf
-#define DOT    simd_dot_f32
+#define DOT    baton__simd_dot_f32
 #include "kernels/cpu/decoder_impl.h"
 #undef T
 #undef SFX
@@ -103,7 +103,7 @@ static int indices_ok(const baton_exec_ctx *ctx, const char *op, const char *wha
     for (int64_t i = 0; i < n; i++) {
         const int64_t v = idx_at(dt, p, i);
         if (v < 0 || v >= limit)
-            return ctx_fail(ctx, BATON_EKERNEL, "%s: %s[%lld] = %lld is outside [0, %lld) (%s)", op,
+            return baton__ctx_fail(ctx, BATON_EKERNEL, "%s: %s[%lld] = %lld is outside [0, %lld) (%s)", op,
                             what, (long long)i, (long long)v, (long long)limit, range);
     }
     return 0;
@@ -112,11 +112,11 @@ static int indices_ok(const baton_exec_ctx *ctx, const char *op, const char *wha
 #define READ(op, nbuf)                                                                             \
     baton_decoder_desc d;                                                                          \
     dec_shape s;                                                                                   \
-    int rc = dec_call_read(ctx, op, buffers, nbuf, opaque, len, &d, &s);                           \
+    int rc = baton__dec_call_read(ctx, op, buffers, nbuf, opaque, len, &d, &s);                           \
     if (rc)                                                                                        \
     return rc
 
-int kcpu_embedding(const baton_exec_ctx *ctx, void **buffers, const char *opaque, size_t len)
+int baton__kcpu_embedding(const baton_exec_ctx *ctx, void **buffers, const char *opaque, size_t len)
 {
     READ(DEC_EMBEDDING, 3);
     const void *ids = buffers[0];
@@ -130,7 +130,7 @@ int kcpu_embedding(const baton_exec_ctx *ctx, void **buffers, const char *opaque
     return 0;
 }
 
-int kcpu_rope(const baton_exec_ctx *ctx, void **buffers, const char *opaque, size_t len)
+int baton__kcpu_rope(const baton_exec_ctx *ctx, void **buffers, const char *opaque, size_t len)
 {
     READ(DEC_ROPE, 4);
     const int il = (d.flags & DEC_FLAG_INTERLEAVED) != 0;
@@ -143,7 +143,7 @@ int kcpu_rope(const baton_exec_ctx *ctx, void **buffers, const char *opaque, siz
     return 0;
 }
 
-int kcpu_kv_cache_update(const baton_exec_ctx *ctx, void **buffers, const char *opaque, size_t len)
+int baton__kcpu_kv_cache_update(const baton_exec_ctx *ctx, void **buffers, const char *opaque, size_t len)
 {
     READ(DEC_KV_CACHE_UPDATE, 4);
     const char *cache = buffers[0], *nw = buffers[1];
@@ -161,7 +161,7 @@ int kcpu_kv_cache_update(const baton_exec_ctx *ctx, void **buffers, const char *
     return 0;
 }
 
-int kcpu_attention(const baton_exec_ctx *ctx, void **buffers, const char *opaque, size_t len)
+int baton__kcpu_attention(const baton_exec_ctx *ctx, void **buffers, const char *opaque, size_t len)
 {
     READ(DEC_ATTENTION, 5);
     if ((rc = indices_ok(ctx, "attention", "positions", s.idx_dt, buffers[3], s.rows, s.S,
@@ -193,22 +193,22 @@ static int act(const baton_exec_ctx *ctx, void **buffers, const char *opaque, si
     return 0;
 }
 
-int kcpu_silu_mul(const baton_exec_ctx *ctx, void **buffers, const char *opaque, size_t len)
+int baton__kcpu_silu_mul(const baton_exec_ctx *ctx, void **buffers, const char *opaque, size_t len)
 {
     return act(ctx, buffers, opaque, len, DEC_SILU_MUL);
 }
 
-int kcpu_silu(const baton_exec_ctx *ctx, void **buffers, const char *opaque, size_t len)
+int baton__kcpu_silu(const baton_exec_ctx *ctx, void **buffers, const char *opaque, size_t len)
 {
     return act(ctx, buffers, opaque, len, DEC_SILU);
 }
 
-int kcpu_gelu(const baton_exec_ctx *ctx, void **buffers, const char *opaque, size_t len)
+int baton__kcpu_gelu(const baton_exec_ctx *ctx, void **buffers, const char *opaque, size_t len)
 {
     return act(ctx, buffers, opaque, len, DEC_GELU);
 }
 
-int kcpu_softmax(const baton_exec_ctx *ctx, void **buffers, const char *opaque, size_t len)
+int baton__kcpu_softmax(const baton_exec_ctx *ctx, void **buffers, const char *opaque, size_t len)
 {
     READ(DEC_SOFTMAX, 2);
     if (s.x_dt == BATON_DTYPE_F64)
@@ -218,7 +218,7 @@ int kcpu_softmax(const baton_exec_ctx *ctx, void **buffers, const char *opaque, 
     return 0;
 }
 
-int kcpu_cast(const baton_exec_ctx *ctx, void **buffers, const char *opaque, size_t len)
+int baton__kcpu_cast(const baton_exec_ctx *ctx, void **buffers, const char *opaque, size_t len)
 {
     READ(DEC_CAST, 2);
     if (s.x_dt == s.y_dt) {
@@ -393,7 +393,7 @@ static void sample_row(baton_dtype dt, const void *x, int64_t V, const baton_dec
     *out = pick;
 }
 
-int kcpu_sample(const baton_exec_ctx *ctx, void **buffers, const char *opaque, size_t len)
+int baton__kcpu_sample(const baton_exec_ctx *ctx, void **buffers, const char *opaque, size_t len)
 {
     READ(DEC_SAMPLE, 3);
     const int64_t step = idx_at(s.idx_dt, buffers[1], 0);

@@ -18,11 +18,11 @@ static baton_tensor_desc row_desc(baton_dtype dt, int64_t n)
     return d;
 }
 
-int kcpu_swiglu(const baton_exec_ctx *ctx, void **buffers, const char *opaque, size_t len)
+int baton__kcpu_swiglu(const baton_exec_ctx *ctx, void **buffers, const char *opaque, size_t len)
 {
     baton_decoder_desc d;
     dec_shape s;
-    int rc = dec_call_read(ctx, DEC_SWIGLU, buffers, 2, opaque, len, &d, &s);
+    int rc = baton__dec_call_read(ctx, DEC_SWIGLU, buffers, 2, opaque, len, &d, &s);
     if (rc)
         return rc;
     baton_tensor_desc io[3] = {row_desc(s.x_dt, s.F), row_desc(s.x_dt, s.F), row_desc(s.x_dt, s.F)};
@@ -36,7 +36,7 @@ int kcpu_swiglu(const baton_exec_ctx *ctx, void **buffers, const char *opaque, s
     for (int64_t r = 0; r < s.rows; r++) {
         void *b[3] = {(void *)(gu + 2 * row * (size_t)r), (void *)(gu + 2 * row * (size_t)r + row),
                       y + row * (size_t)r};
-        if ((rc = kcpu_silu_mul(&c, b, (const char *)&sd, sizeof sd)))
+        if ((rc = baton__kcpu_silu_mul(&c, b, (const char *)&sd, sizeof sd)))
             return rc;
     }
     return 0;
@@ -47,12 +47,12 @@ static int64_t pos_at(baton_dtype dt, const void *p, int64_t i)
     return dt == BATON_DTYPE_I32 ? (int64_t)((const int32_t *)p)[i] : ((const int64_t *)p)[i];
 }
 
-int kcpu_rope_cache_update(const baton_exec_ctx *ctx, void **buffers, const char *opaque,
+int baton__kcpu_rope_cache_update(const baton_exec_ctx *ctx, void **buffers, const char *opaque,
                            size_t len)
 {
     baton_decoder_desc d;
     dec_shape s;
-    int rc = dec_call_read(ctx, DEC_ROPE_CACHE_UPDATE, buffers, 8, opaque, len, &d, &s);
+    int rc = baton__dec_call_read(ctx, DEC_ROPE_CACHE_UPDATE, buffers, 8, opaque, len, &d, &s);
     if (rc)
         return rc;
     const char *qkv = buffers[0], *pos = buffers[1];
@@ -61,7 +61,7 @@ int kcpu_rope_cache_update(const baton_exec_ctx *ctx, void **buffers, const char
     for (int64_t r = 0; r < s.rows; r++) { /* every position first: on error nothing is written */
         const int64_t p = pos_at(s.idx_dt, pos, r);
         if (p < 0 || p >= s.S)
-            return ctx_fail(ctx, BATON_EKERNEL,
+            return baton__ctx_fail(ctx, BATON_EKERNEL,
                             "rope_cache_update: positions[%lld] = %lld is outside [0, %lld) (the "
                             "cache's rows)",
                             (long long)r, (long long)p, (long long)s.S);
@@ -91,8 +91,8 @@ int kcpu_rope_cache_update(const baton_exec_ctx *ctx, void **buffers, const char
                        q + (size_t)(r * s.F) * esz};
         void *bk[4] = {(void *)(row + (size_t)s.F * esz), (void *)(pos + (size_t)r * isz),
                        (void *)inv_freq, kc + (size_t)p * krow};
-        if ((rc = kcpu_rope(&cq, bq, (const char *)&rd, sizeof rd)) ||
-            (rc = kcpu_rope(&ck, bk, (const char *)&rd, sizeof rd)))
+        if ((rc = baton__kcpu_rope(&cq, bq, (const char *)&rd, sizeof rd)) ||
+            (rc = baton__kcpu_rope(&ck, bk, (const char *)&rd, sizeof rd)))
             return rc;
         memcpy(vc + (size_t)p * krow, row + (size_t)(s.F + s.KF) * esz, krow);
     }

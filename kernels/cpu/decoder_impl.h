@@ -148,7 +148,7 @@ static void SFX(attention)(baton_dtype dt, const void *q, const void *kc, const 
             SFX(att_task)(&j, t);
         return;
     }
-    par_for(tasks, SFX(att_task), &j);
+    baton__par_for(tasks, SFX(att_task), &j);
 }
 
 static void SFX(act)(int kind, baton_dtype dt, const void *a, const void *b, void *y, int64_t n)

@@ -188,14 +188,14 @@ static void ew_task(void *arg, int64_t t)
 {
     const ew_job *j = arg;
     int64_t i0 = t * j->per_task, i1 = i0 + j->per_task < j->n ? i0 + j->per_task : j->n;
-    ew_range(j, i0, i1, simd_level_get());
+    ew_range(j, i0, i1, baton__simd_level_get());
 }
 
 /* Runs a bf16/f16/f32 job on the vector path; returns 0 when the scalar (double) path must run
  * instead (no vectors on this CPU, or f64). */
 static int ew_vector(ew_job *j)
 {
-    if (simd_level_get() == SIMD_SCALAR || j->dt == BATON_DTYPE_F64)
+    if (baton__simd_level_get() == SIMD_SCALAR || j->dt == BATON_DTYPE_F64)
         return 0;
     /* b of one element is a scalar: one run instead of n runs of one element */
     if (j->b && j->nb == 1) {
@@ -208,7 +208,7 @@ static int ew_vector(ew_job *j)
     /* not in place: a streamed store would evict the input the next vector reads anyway */
     j->stream =
         (size_t)j->n * baton_dtype_size(j->dt) >= EW_STREAM_BYTES && j->y != j->a && j->y != j->b;
-    par_for(tasks, ew_task, j);
+    baton__par_for(tasks, ew_task, j);
     return 1;
 }
 
@@ -218,7 +218,7 @@ enum ew_kind { EW_UNARY = 0, EW_BINARY = 1 };
 static int read_ew(const baton_exec_ctx *ctx, const char *name, int binary, int ints,
                    void **buffers, const char *opaque, size_t len, baton_ew_desc *d)
 {
-    int rc = ew_desc_read(ctx, name, opaque, len, binary, ints, d);
+    int rc = baton__ew_desc_read(ctx, name, opaque, len, binary, ints, d);
     return rc ? rc : check_buffers(ctx, name, buffers, binary ? 3 : 2);
 }
 
@@ -228,14 +228,14 @@ static double scalar_for(baton_dtype dt, double v)
     return dt == BATON_DTYPE_F64 ? v : (double)(float)v;
 }
 
-int kcpu_softshrink(const baton_exec_ctx *ctx, void **buffers, const char *opaque, size_t len)
+int baton__kcpu_softshrink(const baton_exec_ctx *ctx, void **buffers, const char *opaque, size_t len)
 {
     baton_ew_desc d;
     int rc = read_ew(ctx, "softshrink", EW_UNARY, 0, buffers, opaque, len, &d);
     if (rc)
         return rc;
     if (d.value < 0)
-        return ctx_fail(ctx, BATON_EINVAL, "softshrink: lambda is %g: it must be >= 0", d.value);
+        return baton__ctx_fail(ctx, BATON_EINVAL, "softshrink: lambda is %g: it must be >= 0", d.value);
     const baton_dtype dt = (baton_dtype)d.dtype;
     const double l = scalar_for(dt, d.value);
     ew_job job = {
@@ -322,17 +322,17 @@ static int binary(const baton_exec_ctx *ctx, const char *name, enum bin_op op, v
     return 0;
 }
 
-int kcpu_add(const baton_exec_ctx *ctx, void **buffers, const char *opaque, size_t len)
+int baton__kcpu_add(const baton_exec_ctx *ctx, void **buffers, const char *opaque, size_t len)
 {
     return binary(ctx, "add", OP_ADD, buffers, opaque, len);
 }
 
-int kcpu_mul(const baton_exec_ctx *ctx, void **buffers, const char *opaque, size_t len)
+int baton__kcpu_mul(const baton_exec_ctx *ctx, void **buffers, const char *opaque, size_t len)
 {
     return binary(ctx, "mul", OP_MUL, buffers, opaque, len);
 }
 
-int kcpu_add_scalar(const baton_exec_ctx *ctx, void **buffers, const char *opaque, size_t len)
+int baton__kcpu_add_scalar(const baton_exec_ctx *ctx, void **buffers, const char *opaque, size_t len)
 {
     baton_ew_desc d;
     int rc = read_ew(ctx, "add_scalar", EW_UNARY, 1, buffers, opaque, len, &d);
@@ -342,7 +342,7 @@ int kcpu_add_scalar(const baton_exec_ctx *ctx, void **buffers, const char *opaqu
     if (dt == BATON_DTYPE_I32 || dt == BATON_DTYPE_I64) {
         double lim = dt == BATON_DTYPE_I32 ? 2147483648.0 : 9223372036854775808.0;
         if (d.value != floor(d.value) || d.value >= lim || d.value < -lim)
-            return ctx_fail(ctx, BATON_EINVAL,
+            return baton__ctx_fail(ctx, BATON_EINVAL,
                             "add_scalar: value %.17g is not an integer in %s's range", d.value,
                             baton_dtype_name(dt));
         if (dt == BATON_DTYPE_I32) {
@@ -376,7 +376,7 @@ int kcpu_add_scalar(const baton_exec_ctx *ctx, void **buffers, const char *opaqu
     return 0;
 }
 
-int kcpu_copy(const baton_exec_ctx *ctx, void **buffers, const char *opaque, size_t len)
+int baton__kcpu_copy(const baton_exec_ctx *ctx, void **buffers, const char *opaque, size_t len)
 {
     baton_ew_desc d;
     int rc = read_ew(ctx, "copy", EW_UNARY, 1, buffers, opaque, len, &d);
@@ -423,7 +423,7 @@ static void argmax_task(void *arg, int64_t t)
             const size_t es = baton_dtype_size(j->dt);
             for (int64_t c0 = 0; c0 < j->n2 && !found_nan; c0 += CHUNK) {
                 int c = j->n2 - c0 < CHUNK ? (int)(j->n2 - c0) : CHUNK;
-                cvt_to_f32(j->dt, (const char *)j->x + es * (size_t)(r * j->n2 + c0), b, c);
+                baton__cvt_to_f32(j->dt, (const char *)j->x + es * (size_t)(r * j->n2 + c0), b, c);
                 for (int i = 0; i < c; i++) {
                     if (isnan(b[i])) {
                         best = c0 + i;
@@ -441,14 +441,14 @@ static void argmax_task(void *arg, int64_t t)
     }
 }
 
-int kcpu_argmax(const baton_exec_ctx *ctx, void **buffers, const char *opaque, size_t len)
+int baton__kcpu_argmax(const baton_exec_ctx *ctx, void **buffers, const char *opaque, size_t len)
 {
     baton_argmax_desc d;
-    int rc = argmax_desc_read(ctx, opaque, len, &d);
+    int rc = baton__argmax_desc_read(ctx, opaque, len, &d);
     if (rc)
         return rc;
     if (!buffers || !buffers[0] || !buffers[1])
-        return ctx_fail(ctx, BATON_EINVAL, "argmax: a NULL buffer (x, out expected)");
+        return baton__ctx_fail(ctx, BATON_EINVAL, "argmax: a NULL buffer (x, out expected)");
     const baton_dtype dt = (baton_dtype)d.dtype;
     int64_t *out = buffers[1];
     if (dtype_is_int(dt)) { /* exact: an i64 above 2^53 would round through double */
@@ -471,11 +471,11 @@ int kcpu_argmax(const baton_exec_ctx *ctx, void **buffers, const char *opaque, s
     if (tasks > d.n1)
         tasks = d.n1;
     job.rows_per_task = (d.n1 + tasks - 1) / tasks;
-    par_for(tasks, argmax_task, &job);
+    baton__par_for(tasks, argmax_task, &job);
     return 0;
 }
 
-int kcpu_noop(const baton_exec_ctx *ctx, void **buffers, const char *opaque, size_t len)
+int baton__kcpu_noop(const baton_exec_ctx *ctx, void **buffers, const char *opaque, size_t len)
 {
     return 0;
 }

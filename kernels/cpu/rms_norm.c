@@ -16,7 +16,7 @@ static int read_desc(const baton_exec_ctx *ctx, const char *name, void **buffers
                      const char *opaque, size_t len, int bwd, baton_rms_norm_desc *d)
 {
     baton_rms_norm_shard_desc sd;
-    int rc = rms_norm_desc_read(ctx, name, opaque, len, bwd, &sd);
+    int rc = baton__rms_norm_desc_read(ctx, name, opaque, len, bwd, &sd);
     if (rc)
         return rc;
     *d = sd.rms;
@@ -153,7 +153,7 @@ rms_norm_grad_weight_ieee(const baton_exec_ctx *ctx, void **buffers, const char 
 {
     const char *name = "rms_norm_grad_weight";
     baton_rms_grad_weight_desc d;
-    int rc = rms_grad_weight_desc_read(ctx, opaque, len, &d);
+    int rc = baton__rms_grad_weight_desc_read(ctx, opaque, len, &d);
     if (rc)
         return rc;
     rc = check_buffers(ctx, name, buffers, 3);
@@ -165,7 +165,7 @@ rms_norm_grad_weight_ieee(const baton_exec_ctx *ctx, void **buffers, const char 
     return 0;
 }
 
-int kcpu_rms_norm_fwd(const baton_exec_ctx *ctx, void **buffers, const char *opaque, size_t len)
+int baton__kcpu_rms_norm_fwd(const baton_exec_ctx *ctx, void **buffers, const char *opaque, size_t len)
 {
     const fp_mode m = fp_mode_ieee();
     const int rc = rms_norm_fwd_ieee(ctx, buffers, opaque, len);
@@ -173,7 +173,7 @@ int kcpu_rms_norm_fwd(const baton_exec_ctx *ctx, void **buffers, const char *opa
     return rc;
 }
 
-int kcpu_rms_norm_bwd(const baton_exec_ctx *ctx, void **buffers, const char *opaque, size_t len)
+int baton__kcpu_rms_norm_bwd(const baton_exec_ctx *ctx, void **buffers, const char *opaque, size_t len)
 {
     const fp_mode m = fp_mode_ieee();
     const int rc = rms_norm_bwd_ieee(ctx, buffers, opaque, len);
@@ -181,7 +181,7 @@ int kcpu_rms_norm_bwd(const baton_exec_ctx *ctx, void **buffers, const char *opa
     return rc;
 }
 
-int kcpu_rms_norm_grad_weight(const baton_exec_ctx *ctx, void **buffers, const char *opaque,
+int baton__kcpu_rms_norm_grad_weight(const baton_exec_ctx *ctx, void **buffers, const char *opaque,
                               size_t len)
 {
     const fp_mode m = fp_mode_ieee();

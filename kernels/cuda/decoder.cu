@@ -5,7 +5,7 @@
  * distributed shared memory (no workspace, no second launch, a fixed order: the same bits every
  * run), shapes from ctx->sig on every call and positions read on the device (a captured graph
  * stays valid as the sequence grows). An index out of range is clamped, never followed, and
- * recorded in a device word that kcuda_decoder_error_take() reads at the next host wait. */
+ * recorded in a device word that baton__kcuda_decoder_error_take() reads at the next host wait. */
 #include "kernels/cuda/kcuda_common.cuh"
 
 #include <math.h>
@@ -1249,7 +1249,7 @@ using namespace kcuda::dec;
 #define DEC_READ(op, nbuf)                                                                         \
     baton_decoder_desc d;                                                                          \
     dec_shape s;                                                                                   \
-    int rc = dec_call_read(ctx, op, buffers, nbuf, opaque, len, &d, &s);                           \
+    int rc = baton__dec_call_read(ctx, op, buffers, nbuf, opaque, len, &d, &s);                           \
     if (rc)                                                                                        \
     return rc
 
@@ -1259,7 +1259,7 @@ static int blocks_for(const baton_exec_ctx *ctx, long long work, int threads)
     return (int)(b < 1 ? 1 : b > cap ? cap : b);
 }
 
-extern "C" int kcuda_embedding(const baton_exec_ctx *ctx, void **buffers, const char *opaque,
+extern "C" int baton__kcuda_embedding(const baton_exec_ctx *ctx, void **buffers, const char *opaque,
                                size_t len)
 {
     DEC_READ(DEC_EMBEDDING, 3);
@@ -1269,7 +1269,7 @@ extern "C" int kcuda_embedding(const baton_exec_ctx *ctx, void **buffers, const 
     const long long chunks = (row_bytes + threads * 16LL - 1) / (threads * 16LL);
     const long long grid = s.rows * chunks;
     if (grid > 0x7fffffffLL)
-        return ctx_fail(ctx, BATON_EINVAL, "embedding: %lld rows is too many for one launch",
+        return baton__ctx_fail(ctx, BATON_EINVAL, "embedding: %lld rows is too many for one launch",
                         (long long)s.rows);
     const int st = ctx->step_index;
     if (s.idx_dt == BATON_DTYPE_I32)
@@ -1301,10 +1301,10 @@ static int rope_typed(const baton_exec_ctx *ctx, void **b, const baton_decoder_d
         al16(b[0]) && al16(b[3]) && (il ? d.head_dim % E == 0 && E % 2 == 0 : half % E == 0);
     const size_t smem = sizeof(typename Acc<T>::A) * (size_t)d.head_dim;
     if (smem > 48 * 1024)
-        return ctx_fail(ctx, BATON_EINVAL, "rope: head_dim %d is too large for the CUDA kernel",
+        return baton__ctx_fail(ctx, BATON_EINVAL, "rope: head_dim %d is too large for the CUDA kernel",
                         (int)d.head_dim);
     if (s.rows > 0x7fffffffLL)
-        return ctx_fail(ctx, BATON_EINVAL, "rope: too many rows for one launch");
+        return baton__ctx_fail(ctx, BATON_EINVAL, "rope: too many rows for one launch");
     const int threads = 128;
     const int p64 = s.idx_dt == BATON_DTYPE_I64;
     if (vec)
@@ -1329,7 +1329,7 @@ static int rope_cache_typed(const baton_exec_ctx *ctx, void **b, const baton_dec
     const int il = (d.flags & DEC_FLAG_INTERLEAVED) != 0, half = d.head_dim / 2;
     const size_t smem = sizeof(typename Acc<T>::A) * (size_t)d.head_dim;
     if (s.rows > 0x7fffffffLL)
-        return ctx_fail(ctx, BATON_EINVAL, "rope_cache_update: too many rows for one launch");
+        return baton__ctx_fail(ctx, BATON_EINVAL, "rope_cache_update: too many rows for one launch");
     const T *qkv = (const T *)b[0];
     T *q = (T *)b[5], *kc = (T *)b[6];
     char *vc = (char *)b[7];
@@ -1338,10 +1338,10 @@ static int rope_cache_typed(const baton_exec_ctx *ctx, void **b, const baton_dec
     const long long kbytes = s.KF * (long long)esz;
     if ((void *)kc != b[3] &&
         cudaMemcpyAsync(kc, b[3], (size_t)(kbytes * s.S), cudaMemcpyDeviceToDevice, st))
-        return ctx_fail(ctx, BATON_ECUDA, "rope_cache_update: cudaMemcpyAsync failed");
+        return baton__ctx_fail(ctx, BATON_ECUDA, "rope_cache_update: cudaMemcpyAsync failed");
     if ((void *)vc != b[4] &&
         cudaMemcpyAsync(vc, b[4], (size_t)(kbytes * s.S), cudaMemcpyDeviceToDevice, st))
-        return ctx_fail(ctx, BATON_ECUDA, "rope_cache_update: cudaMemcpyAsync failed");
+        return baton__ctx_fail(ctx, BATON_ECUDA, "rope_cache_update: cudaMemcpyAsync failed");
     /* 16-byte units only where every row of qkv, q and the caches starts on 16 bytes */
     const bool vec = al16(qkv) && al16(q) && al16(kc) && (s.QKV * (long long)esz) % 16 == 0 &&
                      (il ? d.head_dim % E == 0 && E % 2 == 0 : half % E == 0);
@@ -1366,7 +1366,7 @@ static int rope_cache_typed(const baton_exec_ctx *ctx, void **b, const baton_dec
     const int vthreads = 256;
     const long long chunks = (kbytes + vthreads * 16LL - 1) / (vthreads * 16LL);
     if (s.rows * chunks > 0x7fffffffLL)
-        return ctx_fail(ctx, BATON_EINVAL, "rope_cache_update: too many rows for one launch");
+        return baton__ctx_fail(ctx, BATON_EINVAL, "rope_cache_update: too many rows for one launch");
     if (s.idx_dt == BATON_DTYPE_I32)
         return launch(ctx, "rope_cache_update", kv_update_kernel<int>, (unsigned)(s.rows * chunks),
                       vthreads, 0, 1, vc, vsrc, (const int *)b[1], (long long)s.rows,
@@ -1378,7 +1378,7 @@ static int rope_cache_typed(const baton_exec_ctx *ctx, void **b, const baton_dec
                   src_stride, (int)DEC_ROPE_CACHE_UPDATE);
 }
 
-extern "C" int kcuda_rope_cache_update(const baton_exec_ctx *ctx, void **buffers,
+extern "C" int baton__kcuda_rope_cache_update(const baton_exec_ctx *ctx, void **buffers,
                                        const char *opaque, size_t len)
 {
     DEC_READ(DEC_ROPE_CACHE_UPDATE, 8);
@@ -1390,7 +1390,7 @@ extern "C" int kcuda_rope_cache_update(const baton_exec_ctx *ctx, void **buffers
     }
 }
 
-extern "C" int kcuda_rope(const baton_exec_ctx *ctx, void **buffers, const char *opaque, size_t len)
+extern "C" int baton__kcuda_rope(const baton_exec_ctx *ctx, void **buffers, const char *opaque, size_t len)
 {
     DEC_READ(DEC_ROPE, 4);
     switch (s.x_dt) {
@@ -1401,7 +1401,7 @@ extern "C" int kcuda_rope(const baton_exec_ctx *ctx, void **buffers, const char 
     }
 }
 
-extern "C" int kcuda_kv_cache_update(const baton_exec_ctx *ctx, void **buffers, const char *opaque,
+extern "C" int baton__kcuda_kv_cache_update(const baton_exec_ctx *ctx, void **buffers, const char *opaque,
                                      size_t len)
 {
     DEC_READ(DEC_KV_CACHE_UPDATE, 4);
@@ -1410,7 +1410,7 @@ extern "C" int kcuda_kv_cache_update(const baton_exec_ctx *ctx, void **buffers, 
         cudaError_t e = cudaMemcpyAsync(buffers[3], buffers[0], (size_t)(row_bytes * s.S),
                                         cudaMemcpyDeviceToDevice, (cudaStream_t)ctx->stream);
         if (e != cudaSuccess)
-            return ctx_fail(ctx, BATON_ECUDA, "kv_cache_update: cudaMemcpyAsync failed: %s",
+            return baton__ctx_fail(ctx, BATON_ECUDA, "kv_cache_update: cudaMemcpyAsync failed: %s",
                             cudaGetErrorString(e));
     }
     const int vec = row_bytes % 16 == 0 && al16(buffers[1]) && al16(buffers[3]);
@@ -1418,7 +1418,7 @@ extern "C" int kcuda_kv_cache_update(const baton_exec_ctx *ctx, void **buffers, 
     const long long chunks = (row_bytes + threads * 16LL - 1) / (threads * 16LL);
     const long long grid = s.rows * chunks;
     if (grid > 0x7fffffffLL)
-        return ctx_fail(ctx, BATON_EINVAL, "kv_cache_update: too many rows for one launch");
+        return baton__ctx_fail(ctx, BATON_EINVAL, "kv_cache_update: too many rows for one launch");
     if (s.idx_dt == BATON_DTYPE_I32)
         return launch(ctx, "kv_cache_update", kv_update_kernel<int>, (unsigned)grid, threads, 0, 1,
                       (char *)buffers[3], (const char *)buffers[1], (const int *)buffers[2],
@@ -1453,7 +1453,7 @@ static int attn_split(const baton_exec_ctx *ctx, void **b, const baton_decoder_d
             C = 8;
     }
     if (clusters * C > 0x7fffffffLL)
-        return ctx_fail(ctx, BATON_EINVAL, "attention: too many rows for one launch");
+        return baton__ctx_fail(ctx, BATON_EINVAL, "attention: too many rows for one launch");
     const float qscale = (float)(d.scale * 1.4426950408889634);
     return launch(ctx, "attention", kern, (unsigned)(clusters * C), ATT_THREADS, 0, C,
                   (const T *)b[0], (const T *)b[1], (const T *)b[2], (const void *)b[3],
@@ -1467,7 +1467,7 @@ static int attn_prefill(const baton_exec_ctx *ctx, void **b, const baton_decoder
 {
     const long long tiles = (s.rows + PF_BM - 1) / PF_BM, grid = tiles * d.n_heads;
     if (grid > 0x7fffffffLL)
-        return ctx_fail(ctx, BATON_EINVAL, "attention: too many rows for one launch");
+        return baton__ctx_fail(ctx, BATON_EINVAL, "attention: too many rows for one launch");
     auto kern = attn_prefill_kernel<T, DH>;
     const size_t smem = PfLayout<DH>::BYTES;
     if (prepare(kern, ctx, "attention", 1, grid, 128, smem, smem, false) < 0)
@@ -1506,7 +1506,7 @@ static int attn_typed(const baton_exec_ctx *ctx, void **b, const baton_decoder_d
     }
     const long long grid = s.rows * d.n_heads;
     if (grid > 0x7fffffffLL)
-        return ctx_fail(ctx, BATON_EINVAL, "attention: too many rows for one launch");
+        return baton__ctx_fail(ctx, BATON_EINVAL, "attention: too many rows for one launch");
     const int threads = ((d.head_dim + 31) / 32) * 32;
     return launch(ctx, "attention", attn_generic_kernel<T>, (unsigned)grid, threads, 0, 1,
                   (const T *)b[0], (const T *)b[1], (const T *)b[2], (const void *)b[3],
@@ -1514,7 +1514,7 @@ static int attn_typed(const baton_exec_ctx *ctx, void **b, const baton_decoder_d
                   (int)d.n_kv_heads, (int)d.head_dim, d.scale, ctx->step_index);
 }
 
-extern "C" int kcuda_attention(const baton_exec_ctx *ctx, void **buffers, const char *opaque,
+extern "C" int baton__kcuda_attention(const baton_exec_ctx *ctx, void **buffers, const char *opaque,
                                size_t len)
 {
     DEC_READ(DEC_ATTENTION, 5);
@@ -1549,7 +1549,7 @@ template <int K> static int act_dispatch(const baton_exec_ctx *ctx, void **b, co
     }
 }
 
-extern "C" int kcuda_silu_mul(const baton_exec_ctx *ctx, void **buffers, const char *opaque,
+extern "C" int baton__kcuda_silu_mul(const baton_exec_ctx *ctx, void **buffers, const char *opaque,
                               size_t len)
 {
     DEC_READ(DEC_SILU_MUL, 3);
@@ -1566,7 +1566,7 @@ static int swiglu_launch(const baton_exec_ctx *ctx, void **b, const dec_shape &s
                   (T *)b[1], (long long)s.n, (long long)s.F, vec);
 }
 
-extern "C" int kcuda_swiglu(const baton_exec_ctx *ctx, void **buffers, const char *opaque,
+extern "C" int baton__kcuda_swiglu(const baton_exec_ctx *ctx, void **buffers, const char *opaque,
                             size_t len)
 {
     DEC_READ(DEC_SWIGLU, 2);
@@ -1578,13 +1578,13 @@ extern "C" int kcuda_swiglu(const baton_exec_ctx *ctx, void **buffers, const cha
     }
 }
 
-extern "C" int kcuda_silu(const baton_exec_ctx *ctx, void **buffers, const char *opaque, size_t len)
+extern "C" int baton__kcuda_silu(const baton_exec_ctx *ctx, void **buffers, const char *opaque, size_t len)
 {
     DEC_READ(DEC_SILU, 2);
     return act_dispatch<ACT_SILU>(ctx, buffers, s);
 }
 
-extern "C" int kcuda_gelu(const baton_exec_ctx *ctx, void **buffers, const char *opaque, size_t len)
+extern "C" int baton__kcuda_gelu(const baton_exec_ctx *ctx, void **buffers, const char *opaque, size_t len)
 {
     DEC_READ(DEC_GELU, 2);
     return (d.flags & DEC_FLAG_TANH) ? act_dispatch<ACT_GELU_TANH>(ctx, buffers, s)
@@ -1611,7 +1611,7 @@ template <typename TI> static int cast_to(const baton_exec_ctx *ctx, void **b, c
     }
 }
 
-extern "C" int kcuda_cast(const baton_exec_ctx *ctx, void **buffers, const char *opaque, size_t len)
+extern "C" int baton__kcuda_cast(const baton_exec_ctx *ctx, void **buffers, const char *opaque, size_t len)
 {
     DEC_READ(DEC_CAST, 2);
     switch (s.x_dt) {
@@ -1657,12 +1657,12 @@ static int softmax_launch(const baton_exec_ctx *ctx, void **b, const dec_shape &
                   (long long)s.F);
 }
 
-extern "C" int kcuda_softmax(const baton_exec_ctx *ctx, void **buffers, const char *opaque,
+extern "C" int baton__kcuda_softmax(const baton_exec_ctx *ctx, void **buffers, const char *opaque,
                              size_t len)
 {
     DEC_READ(DEC_SOFTMAX, 2);
     if (s.rows > 0x7fffffffLL / 8)
-        return ctx_fail(ctx, BATON_EINVAL, "softmax: too many rows for one launch");
+        return baton__ctx_fail(ctx, BATON_EINVAL, "softmax: too many rows for one launch");
     switch (s.x_dt) {
     case BATON_DTYPE_BF16: return softmax_launch<__nv_bfloat16>(ctx, buffers, s);
     case BATON_DTYPE_F16: return softmax_launch<__half>(ctx, buffers, s);
@@ -1671,12 +1671,12 @@ extern "C" int kcuda_softmax(const baton_exec_ctx *ctx, void **buffers, const ch
     }
 }
 
-extern "C" int kcuda_sample(const baton_exec_ctx *ctx, void **buffers, const char *opaque,
+extern "C" int baton__kcuda_sample(const baton_exec_ctx *ctx, void **buffers, const char *opaque,
                             size_t len)
 {
     DEC_READ(DEC_SAMPLE, 3);
     if (s.rows > 0x7fffffffLL)
-        return ctx_fail(ctx, BATON_EINVAL, "sample: too many rows for one launch");
+        return baton__ctx_fail(ctx, BATON_EINVAL, "sample: too many rows for one launch");
     const unsigned g = (unsigned)s.rows;
     const int s64 = s.idx_dt == BATON_DTYPE_I64;
     long long *out = (long long *)buffers[2];
@@ -1693,15 +1693,15 @@ extern "C" int kcuda_sample(const baton_exec_ctx *ctx, void **buffers, const cha
 #undef SMP_LAUNCH
 }
 
-extern "C" int kcuda_decoder_error_take(int device, int *step_out, char *msg, size_t len)
+extern "C" int baton__kcuda_decoder_error_take(int device, int *step_out, char *msg, size_t len)
 {
     if (step_out)
         *step_out = -1;
     int prev = 0;
     if (cudaGetDevice(&prev) != cudaSuccess)
-        return reason_set(msg, len, BATON_ECUDA, "cudaGetDevice failed");
+        return baton__reason_set(msg, len, BATON_ECUDA, "cudaGetDevice failed");
     if (device != prev && cudaSetDevice(device) != cudaSuccess)
-        return reason_set(msg, len, BATON_ECUDA, "cudaSetDevice(%d) failed", device);
+        return baton__reason_set(msg, len, BATON_ECUDA, "cudaSetDevice(%d) failed", device);
     unsigned long long rec[4] = {0, 0, 0, 0};
     cudaError_t e = cudaMemcpyFromSymbol(rec, g_err, sizeof rec);
     if (e == cudaSuccess && rec[0]) {
@@ -1711,7 +1711,7 @@ extern "C" int kcuda_decoder_error_take(int device, int *step_out, char *msg, si
     if (device != prev)
         cudaSetDevice(prev);
     if (e != cudaSuccess)
-        return reason_set(msg, len, BATON_ECUDA, "reading the decoder kernels' error record: %s",
+        return baton__reason_set(msg, len, BATON_ECUDA, "reading the decoder kernels' error record: %s",
                           cudaGetErrorString(e));
     if (!rec[0])
         return 0;
@@ -1722,14 +1722,14 @@ extern "C" int kcuda_decoder_error_take(int device, int *step_out, char *msg, si
     const char *range = op == DEC_EMBEDDING   ? "the table's rows"
                         : op == DEC_ATTENTION ? "the caches' rows"
                                               : "the cache's rows";
-    return reason_set(msg, len, BATON_EKERNEL,
+    return baton__reason_set(msg, len, BATON_EKERNEL,
                       "%s at step #%d on cuda:%d: %s[%lld] = %lld is outside [0, %lld) (%s; the "
                       "access was clamped and the result is not valid)",
-                      dec_op_name(op), step, device, what, (long long)rec[1], (long long)rec[2],
+                      baton__dec_op_name(op), step, device, what, (long long)rec[1], (long long)rec[2],
                       (long long)rec[3], range);
 }
 
-extern "C" int kcuda_gemv_bf16(const void *x, const void *w, void *y, long long n, long long k,
+extern "C" int baton__kcuda_gemv_bf16(const void *x, const void *w, void *y, long long n, long long k,
                                void *stream)
 {
     if (n < 1 || k < 8 || k % 8 || k > 24576 || ((uintptr_t)w & 15))

@@ -154,24 +154,24 @@ static int ew_call(const baton_exec_ctx *ctx, void **buffers, const char *opaque
     const char *what = ew_names[OP];
     const bool binary = OP == EW_ADD || OP == EW_MUL;
     baton_ew_desc d;
-    const int rc = ew_desc_read(ctx, what, opaque, len, binary, OP != EW_SOFTSHRINK, &d);
+    const int rc = baton__ew_desc_read(ctx, what, opaque, len, binary, OP != EW_SOFTSHRINK, &d);
     if (rc)
         return rc;
     const bool ints = d.dtype == BATON_DTYPE_I32 || d.dtype == BATON_DTYPE_I64;
     if (OP == EW_SOFTSHRINK && d.value < 0.0)
-        return ctx_fail(ctx, BATON_EINVAL, "softshrink: lambda = %g; it must be >= 0", d.value);
+        return baton__ctx_fail(ctx, BATON_EINVAL, "softshrink: lambda = %g; it must be >= 0", d.value);
     if (OP == EW_ADD_SCALAR && ints) {
         const double lim = d.dtype == BATON_DTYPE_I32 ? 2147483648.0 : 9223372036854775808.0;
         if (d.value != floor(d.value) || d.value >= lim || d.value < -lim)
-            return ctx_fail(ctx, BATON_EINVAL,
+            return baton__ctx_fail(ctx, BATON_EINVAL,
                             "add_scalar: value %.17g is not an integer in %s's range", d.value,
                             dtype_label(d.dtype));
     }
     if (!buffers)
-        return ctx_fail(ctx, BATON_EINVAL, "%s: buffers is NULL", what);
+        return baton__ctx_fail(ctx, BATON_EINVAL, "%s: buffers is NULL", what);
     for (int i = 0; i < (binary ? 3 : 2); i++)
         if (!buffers[i])
-            return ctx_fail(ctx, BATON_EINVAL, "%s: buffer %d is NULL", what, i);
+            return baton__ctx_fail(ctx, BATON_EINVAL, "%s: buffer %d is NULL", what, i);
     switch (d.dtype) {
     case BATON_DTYPE_BF16: return ew_typed<__nv_bfloat16, OP>(ctx, buffers, d);
     case BATON_DTYPE_F16: return ew_typed<__half, OP>(ctx, buffers, d);
@@ -319,40 +319,40 @@ __global__ void noop_kernel()
 
 using namespace kcuda;
 
-extern "C" int kcuda_softshrink(const baton_exec_ctx *ctx, void **b, const char *o, size_t n)
+extern "C" int baton__kcuda_softshrink(const baton_exec_ctx *ctx, void **b, const char *o, size_t n)
 {
     return ew_call<EW_SOFTSHRINK>(ctx, b, o, n);
 }
 
-extern "C" int kcuda_add(const baton_exec_ctx *ctx, void **b, const char *o, size_t n)
+extern "C" int baton__kcuda_add(const baton_exec_ctx *ctx, void **b, const char *o, size_t n)
 {
     return ew_call<EW_ADD>(ctx, b, o, n);
 }
 
-extern "C" int kcuda_mul(const baton_exec_ctx *ctx, void **b, const char *o, size_t n)
+extern "C" int baton__kcuda_mul(const baton_exec_ctx *ctx, void **b, const char *o, size_t n)
 {
     return ew_call<EW_MUL>(ctx, b, o, n);
 }
 
-extern "C" int kcuda_add_scalar(const baton_exec_ctx *ctx, void **b, const char *o, size_t n)
+extern "C" int baton__kcuda_add_scalar(const baton_exec_ctx *ctx, void **b, const char *o, size_t n)
 {
     return ew_call<EW_ADD_SCALAR>(ctx, b, o, n);
 }
 
-extern "C" int kcuda_copy(const baton_exec_ctx *ctx, void **b, const char *o, size_t n)
+extern "C" int baton__kcuda_copy(const baton_exec_ctx *ctx, void **b, const char *o, size_t n)
 {
     return ew_call<EW_COPY>(ctx, b, o, n);
 }
 
-extern "C" int kcuda_argmax(const baton_exec_ctx *ctx, void **buffers, const char *opaque,
+extern "C" int baton__kcuda_argmax(const baton_exec_ctx *ctx, void **buffers, const char *opaque,
                             size_t len)
 {
     baton_argmax_desc d;
-    const int rc = argmax_desc_read(ctx, opaque, len, &d);
+    const int rc = baton__argmax_desc_read(ctx, opaque, len, &d);
     if (rc)
         return rc;
     if (!buffers || !buffers[0] || !buffers[1])
-        return ctx_fail(ctx, BATON_EINVAL, "argmax: a buffer is NULL");
+        return baton__ctx_fail(ctx, BATON_EINVAL, "argmax: a buffer is NULL");
     switch (d.dtype) {
     case BATON_DTYPE_BF16: return argmax_typed<__nv_bfloat16>(ctx, buffers, d);
     case BATON_DTYPE_F16: return argmax_typed<__half>(ctx, buffers, d);
@@ -361,7 +361,7 @@ extern "C" int kcuda_argmax(const baton_exec_ctx *ctx, void **buffers, const cha
     case BATON_DTYPE_I32: return argmax_typed<int32_t>(ctx, buffers, d);
     case BATON_DTYPE_I64: return argmax_typed<int64_t>(ctx, buffers, d);
     default:
-        return ctx_fail(
+        return baton__ctx_fail(
             ctx, BATON_EINVAL,
             "argmax: unknown dtype code %d; expected 1 (bf16), 2 (f16), 3 (f32), 4 (f64), "
             "5 (i32) or 6 (i64)",
@@ -369,7 +369,7 @@ extern "C" int kcuda_argmax(const baton_exec_ctx *ctx, void **buffers, const cha
     }
 }
 
-extern "C" int kcuda_noop(const baton_exec_ctx *ctx, void **buffers, const char *opaque, size_t len)
+extern "C" int baton__kcuda_noop(const baton_exec_ctx *ctx, void **buffers, const char *opaque, size_t len)
 {
     (void)buffers;
     (void)opaque;

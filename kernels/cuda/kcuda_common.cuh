@@ -27,7 +27,7 @@ namespace cg = cooperative_groups;
 
 /* ---- errors ---------------------------------------------------------------------------------- */
 
-/* Kernels give the reason only, through core's ctx_fail (the runtime names the step). */
+/* Kernels give the reason only, through core's baton__ctx_fail (the runtime names the step). */
 
 /* ---- element types --------------------------------------------------------------------------- */
 
@@ -751,7 +751,7 @@ static int prepare_attrs(K kernel, const baton_exec_ctx *ctx, const char *what, 
                                        cudaSharedmemCarveoutMaxShared)) != cudaSuccess) ||
             (e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                       (int)smem_max)) != cudaSuccess) {
-            ctx_fail(ctx, BATON_ECUDA,
+            baton__ctx_fail(ctx, BATON_ECUDA,
                      "cudaFuncSetAttribute(%s, %zu bytes of shared memory) failed: %s", what, smem,
                      cudaGetErrorString(e));
             return -1;
@@ -767,7 +767,7 @@ static int prepare_attrs(K kernel, const baton_exec_ctx *ctx, const char *what, 
                 cudaGetLastError();
                 return 1;
             }
-            ctx_fail(ctx, BATON_ECUDA, "cudaFuncSetAttribute(%s, non-portable cluster) failed: %s",
+            baton__ctx_fail(ctx, BATON_ECUDA, "cudaFuncSetAttribute(%s, non-portable cluster) failed: %s",
                      what, cudaGetErrorString(e));
             return -1;
         }
@@ -857,7 +857,7 @@ static int launch(const baton_exec_ctx *ctx, const char *name, void (*kernel)(KA
     if (e == cudaSuccess)
         e = cudaGetLastError();
     if (e != cudaSuccess)
-        return ctx_fail(ctx, BATON_ECUDA, "cudaLaunchKernelEx(%s) failed: %s", name,
+        return baton__ctx_fail(ctx, BATON_ECUDA, "cudaLaunchKernelEx(%s) failed: %s", name,
                         cudaGetErrorString(e));
     return 0;
 }

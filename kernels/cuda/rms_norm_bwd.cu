@@ -27,7 +27,7 @@ template <typename TX, typename TW> static BwdKernel bwd_kernel_for(const kcuda_
  * BwdRowsFit disagree, a bug to report rather than a launch of NULL. */
 static int no_kernel(const baton_exec_ctx *ctx, const kcuda_rms_layout &L)
 {
-    return ctx_fail(ctx, BATON_ENOTSUP,
+    return baton__ctx_fail(ctx, BATON_ENOTSUP,
                     "rms_norm_bwd: no kernel for mode %d, %d vectors per thread, %d threads, %d "
                     "rows held (the layout and rms_norm_bwd.cu disagree: please report it)",
                     L.mode, L.nv, L.threads, L.stages);
@@ -53,7 +53,7 @@ static int clusters_at(void *u, int cy)
     return n;
 }
 
-/* kcuda_rms_fit_cy for L (the register backward) with the CUDA runtime's answers for the kernel of
+/* baton__kcuda_rms_fit_cy for L (the register backward) with the CUDA runtime's answers for the kernel of
  * the layout's own rows held, remembered per kernel for the last (device, threads, shared memory,
  * blocks, rows per block) asked: only a new shape pays the occupancy queries. Returns 0, or
  * BATON_ECUDA with the reason in ctx's errbuf. */
@@ -65,7 +65,7 @@ static int bwd_fit_cy(const baton_exec_ctx *ctx, const baton_rms_norm_desc &d,
     kcuda_rms_layout Lf = *L;
     Lf.stages = L->fit_stages;
     Lf.variant = kcuda_rms_variant{0, 0, 0}; /* the layout's own kernel: no variant moves cy */
-    kcuda_rms_bwd_set_cy(&Lf, &d, 1, 2);
+    baton__kcuda_rms_bwd_set_cy(&Lf, &d, 1, 2);
     const BwdKernel k = bwd_kernel_for<TX, TW>(Lf);
     if (!k)
         return no_kernel(ctx, Lf);
@@ -87,7 +87,7 @@ static int bwd_fit_cy(const baton_exec_ctx *ctx, const baton_rms_norm_desc &d,
                 : 0;
     int got = 0;
     if (fit_get((const void *)k, key, &got)) {
-        kcuda_rms_bwd_set_cy(L, &d, got / 32 + 1, got % 32);
+        baton__kcuda_rms_bwd_set_cy(L, &d, got / 32 + 1, got % 32);
         return 0;
     }
     /* Clusters above 8 need the non-portable attribute before the runtime can count them. */
@@ -100,12 +100,12 @@ static int bwd_fit_cy(const baton_exec_ctx *ctx, const baton_rms_norm_desc &d,
     int per_sm = 0;
     cudaError_t e = occupancy(ctx, (const void *)k, L->threads, smem, &per_sm);
     if (e != cudaSuccess)
-        return ctx_fail(ctx, BATON_ECUDA,
+        return baton__ctx_fail(ctx, BATON_ECUDA,
                         "cudaOccupancyMaxActiveBlocksPerMultiprocessor(rms_norm_bwd, %d threads) "
                         "failed: %s",
                         L->threads, cudaGetErrorString(e));
     ClusterAsk q = {k, L->threads, smem, ctx ? (cudaStream_t)ctx->stream : (cudaStream_t)0};
-    const int cy = kcuda_rms_fit_cy(L, &d, dev, per_sm, clusters_at, &q);
+    const int cy = baton__kcuda_rms_fit_cy(L, &d, dev, per_sm, clusters_at, &q);
     fit_put((const void *)k, key, (L->kx - 1) * 32 + cy);
     return 0;
 }
@@ -146,17 +146,17 @@ static int bwd_decide(const baton_exec_ctx *ctx, void **buffers, int64_t unshard
     dev.sms = facts.sms;
     dev.smem_optin = facts.smem_optin;
     dev.max_cluster = KCUDA_MAX_CLUSTER;
-    const size_t smem_max = (size_t)kcuda_rms_smem_max(&dev);
+    const size_t smem_max = (size_t)baton__kcuda_rms_smem_max(&dev);
     char why[512];
     out->split = NULL;
     out->k = NULL;
     out->colsum = colsum_of<A, TW>;
     for (;;) {
-        int rc = kcuda_rms_bwd_layout(&d, buffers, &dev, o, &L, why, sizeof why);
+        int rc = baton__kcuda_rms_bwd_layout(&d, buffers, &dev, o, &L, why, sizeof why);
         if (rc)
-            return ctx_fail(ctx, rc, "%s", why);
+            return baton__ctx_fail(ctx, rc, "%s", why);
         if (!o && ctx && ctx->autotune)
-            kcuda_rms_apply_tuned(device_name(ctx), 1, &d, &dev, &L);
+            baton__kcuda_rms_apply_tuned(device_name(ctx), 1, &d, &dev, &L);
         if (unsharded > L.fit_blocks) /* a row shard: cy as the unsharded call fits it */
             L.fit_blocks = unsharded;
         if (L.fit_cy && (rc = bwd_fit_cy<TX, TW>(ctx, d, &dev, smem_max, &L)) != 0)
@@ -213,10 +213,10 @@ static int bwd_launch(const baton_exec_ctx *ctx, void **buffers, const BwdDecisi
         /* The chain's counters, in grad_weight until the column sum writes it. The kernel then
          * waits for the memset as a whole (no programmatic dependent launch). */
         const cudaStream_t st = ctx ? (cudaStream_t)ctx->stream : (cudaStream_t)0;
-        const size_t bytes = kcuda_rms_chain_bytes(L.active, L.cy);
+        const size_t bytes = baton__kcuda_rms_chain_bytes(L.active, L.cy);
         const cudaError_t e = cudaMemsetAsync(a.chain, 0, bytes, st);
         if (e != cudaSuccess)
-            return ctx_fail(ctx, BATON_ECUDA,
+            return baton__ctx_fail(ctx, BATON_ECUDA,
                             "rms_norm_bwd: cudaMemsetAsync of the chain's %zu bytes failed: %s",
                             bytes, cudaGetErrorString(e));
         lc = &c1;
@@ -249,10 +249,10 @@ static int bwd_decide_call(const baton_exec_ctx *ctx, void **buffers, const char
 {
     int64_t u = 0;
     char why[512];
-    const int rc = kcuda_rms_check("rms_norm_bwd", buffers, 7, opaque, len, 1, o, &out->d, &u, why,
+    const int rc = baton__kcuda_rms_check("rms_norm_bwd", buffers, 7, opaque, len, 1, o, &out->d, &u, why,
                                    sizeof why);
     if (rc)
-        return ctx_fail(ctx, rc, "%s", why);
+        return baton__ctx_fail(ctx, rc, "%s", why);
     switch (out->d.x_dtype) {
     case BATON_DTYPE_BF16: return bwd_decide_w<__nv_bfloat16>(ctx, buffers, u, o, out);
     case BATON_DTYPE_F16: return bwd_decide_w<__half>(ctx, buffers, u, o, out);
@@ -304,14 +304,14 @@ static int bwd_prepared_fill(BwdPrepared *p, const baton_exec_ctx *ctx, void **b
 
 using namespace kcuda;
 
-extern "C" int kcuda_rms_norm_bwd_cfg(const baton_exec_ctx *ctx, void **buffers, const char *opaque,
+extern "C" int baton__kcuda_rms_norm_bwd_cfg(const baton_exec_ctx *ctx, void **buffers, const char *opaque,
                                       size_t len, const kcuda_rms_cfg *o, kcuda_rms_cfg *chosen)
 {
     BwdDecision c;
     int rc = bwd_decide_call(ctx, buffers, opaque, len, o, &c);
     if (rc)
         return rc;
-    kcuda_rms_report(&c.L, chosen);
+    baton__kcuda_rms_report(&c.L, chosen);
     return bwd_launch(ctx, buffers, c);
 }
 
@@ -321,7 +321,7 @@ extern "C" int kcuda_rms_norm_bwd_prepare(const baton_exec_ctx *ctx, void **buff
     *state = NULL;
     BwdPrepared *p = (BwdPrepared *)calloc(1, sizeof *p);
     if (!p)
-        return ctx_fail(ctx, BATON_ENOMEM, "rms_norm_bwd: out of memory");
+        return baton__ctx_fail(ctx, BATON_ENOMEM, "rms_norm_bwd: out of memory");
     int rc = bwd_prepared_fill(p, ctx, buffers, opaque, len);
     if (rc) {
         free(p);
@@ -333,12 +333,12 @@ extern "C" int kcuda_rms_norm_bwd_prepare(const baton_exec_ctx *ctx, void **buff
 
 /* The runtime's calls carry ctx->prepared; the XLA-ABI entry points and direct callers do not,
  * and decide on every call. */
-extern "C" int kcuda_rms_norm_bwd(const baton_exec_ctx *ctx, void **buffers, const char *opaque,
+extern "C" int baton__kcuda_rms_norm_bwd(const baton_exec_ctx *ctx, void **buffers, const char *opaque,
                                   size_t len)
 {
     BwdPrepared *p = ctx ? (BwdPrepared *)ctx->prepared : NULL;
     if (!p)
-        return kcuda_rms_norm_bwd_cfg(ctx, buffers, opaque, len, NULL, NULL);
+        return baton__kcuda_rms_norm_bwd_cfg(ctx, buffers, opaque, len, NULL, NULL);
     if (!bwd_prepared_matches(p, ctx, buffers, opaque, len)) {
         int rc = bwd_prepared_fill(p, ctx, buffers, opaque, len);
         if (rc)

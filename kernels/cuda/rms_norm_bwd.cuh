@@ -62,7 +62,7 @@ struct BwdArgs {
     int stages;      /* staged kernel: rows in flight per block (1..4) */
     int kx;          /* register backward: clusters per part_grad block (chained when > 1) */
     int prefetch;    /* register backward (PF kernels): rounds of rows asked into L2 ahead */
-    unsigned *chain; /* kx > 1: kcuda_rms_chain_bytes of zeroed counters (in grad_weight) */
+    unsigned *chain; /* kx > 1: baton__kcuda_rms_chain_bytes of zeroed counters (in grad_weight) */
 };
 
 typedef void (*BwdKernel)(BwdArgs);

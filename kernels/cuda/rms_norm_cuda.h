@@ -50,7 +50,7 @@ enum {
  *              vectors per thread on) in registers, two rows reduced at a time where it holds 4,
  *              6 or 8;
  *              a part_grad block's rows split over a cluster of cy blocks, cy fitted to the
- *              clusters resident at once (rms_norm_layout.h, kcuda_rms_fit_cy); the default
+ *              clusters resident at once (rms_norm_layout.h, baton__kcuda_rms_fit_cy); the default
  *              there. An override of 2 forces streaming, 3 the split backward, 4 the cp.async
  *              forward, 5 register rows (test and benchmark hooks); 0 and 1 choose. Any nonzero
  *              field of an override but nv (and, in the forward, cy) also turns off the choices
@@ -141,12 +141,12 @@ typedef struct kcuda_rms_cfg {
     int kx;
 } kcuda_rms_cfg;
 
-/* kcuda_rms_norm_fwd / _bwd with an optional override (NULL: choose) and an optional report of
+/* baton__kcuda_rms_norm_fwd / _bwd with an optional override (NULL: choose) and an optional report of
  * the configuration launched (NULL: none). Same errors as the plain calls; an override that cannot
  * run (e.g. threads not a multiple of 32) is BATON_EINVAL. */
-int kcuda_rms_norm_fwd_cfg(const baton_exec_ctx *ctx, void **buffers, const char *opaque,
+int baton__kcuda_rms_norm_fwd_cfg(const baton_exec_ctx *ctx, void **buffers, const char *opaque,
                            size_t len, const kcuda_rms_cfg *override, kcuda_rms_cfg *chosen);
-int kcuda_rms_norm_bwd_cfg(const baton_exec_ctx *ctx, void **buffers, const char *opaque,
+int baton__kcuda_rms_norm_bwd_cfg(const baton_exec_ctx *ctx, void **buffers, const char *opaque,
                            size_t len, const kcuda_rms_cfg *override, kcuda_rms_cfg *chosen);
 
 #ifdef KCUDA_TIMELINE

@@ -651,15 +651,15 @@ static int fwd_decide(const baton_exec_ctx *ctx, void **buffers, const kcuda_rms
     dev.sms = facts.sms;
     dev.smem_optin = facts.smem_optin;
     dev.max_cluster = KCUDA_MAX_CLUSTER;
-    const size_t smem_max = (size_t)kcuda_rms_smem_max(&dev);
+    const size_t smem_max = (size_t)baton__kcuda_rms_smem_max(&dev);
     char why[512];
     kcuda_rms_layout &L = out->L;
     for (;;) {
-        int rc = kcuda_rms_fwd_layout(&d, buffers, &dev, o, &L, why, sizeof why);
+        int rc = baton__kcuda_rms_fwd_layout(&d, buffers, &dev, o, &L, why, sizeof why);
         if (rc)
-            return ctx_fail(ctx, rc, "%s", why);
+            return baton__ctx_fail(ctx, rc, "%s", why);
         if (!o && ctx && ctx->autotune)
-            kcuda_rms_apply_tuned(device_name(ctx), 0, &d, &dev, &L);
+            baton__kcuda_rms_apply_tuned(device_name(ctx), 0, &d, &dev, &L);
         const FwdKernel k = fwd_kernel_for<TX, TW>(L);
         rc = prepare(k, ctx, "rms_norm_fwd", L.cx * L.cy, L.grid, L.threads, L.smem, smem_max,
                      L.may_shrink, kcuda_rms_max_carveout(&L));
@@ -673,11 +673,11 @@ static int fwd_decide(const baton_exec_ctx *ctx, void **buffers, const kcuda_rms
             int per_sm = 0;
             cudaError_t e = occupancy(ctx, (const void *)k, L.threads, L.smem, &per_sm);
             if (e != cudaSuccess)
-                return ctx_fail(
+                return baton__ctx_fail(
                     ctx, BATON_ECUDA,
                     "cudaOccupancyMaxActiveBlocksPerMultiprocessor(rms_norm_fwd) failed: %s",
                     cudaGetErrorString(e));
-            kcuda_rms_spread(&L, per_sm, dev.sms);
+            baton__kcuda_rms_spread(&L, per_sm, dev.sms);
         }
         out->k = k;
         return 0;
@@ -701,10 +701,10 @@ static int fwd_decide_call(const baton_exec_ctx *ctx, void **buffers, const char
                            size_t len, const kcuda_rms_cfg *o, FwdDecision *out)
 {
     char why[512];
-    const int rc = kcuda_rms_check("rms_norm_fwd", buffers, 4, opaque, len, 0, o, &out->d, NULL,
+    const int rc = baton__kcuda_rms_check("rms_norm_fwd", buffers, 4, opaque, len, 0, o, &out->d, NULL,
                                    why, sizeof why);
     if (rc)
-        return ctx_fail(ctx, rc, "%s", why);
+        return baton__ctx_fail(ctx, rc, "%s", why);
     switch (out->d.x_dtype) {
     case BATON_DTYPE_BF16: return fwd_decide_w<__nv_bfloat16>(ctx, buffers, o, out);
     case BATON_DTYPE_F16: return fwd_decide_w<__half>(ctx, buffers, o, out);
@@ -748,7 +748,7 @@ static int fwd_prepared_fill(FwdPrepared *p, const baton_exec_ctx *ctx, void **b
                              const char *opaque, size_t len)
 {
     p->len = 0;                            /* matches nothing until decided */
-    if (!opaque || len > sizeof p->opaque) /* not the 40-byte descriptor: kcuda_rms_check says */
+    if (!opaque || len > sizeof p->opaque) /* not the 40-byte descriptor: baton__kcuda_rms_check says */
         return fwd_decide_call(ctx, buffers, opaque, len, NULL, &p->c);
     int rc = fwd_decide_call(ctx, buffers, opaque, len, NULL, &p->c);
     if (rc)
@@ -766,24 +766,24 @@ static int fwd_prepared_fill(FwdPrepared *p, const baton_exec_ctx *ctx, void **b
 
 using namespace kcuda;
 
-extern "C" int kcuda_rms_norm_fwd_cfg(const baton_exec_ctx *ctx, void **buffers, const char *opaque,
+extern "C" int baton__kcuda_rms_norm_fwd_cfg(const baton_exec_ctx *ctx, void **buffers, const char *opaque,
                                       size_t len, const kcuda_rms_cfg *o, kcuda_rms_cfg *chosen)
 {
     FwdDecision c;
     int rc = fwd_decide_call(ctx, buffers, opaque, len, o, &c);
     if (rc)
         return rc;
-    kcuda_rms_report(&c.L, chosen);
+    baton__kcuda_rms_report(&c.L, chosen);
     return fwd_launch(ctx, buffers, c);
 }
 
-extern "C" int kcuda_rms_norm_fwd_prepare(const baton_exec_ctx *ctx, void **buffers,
+extern "C" int baton__kcuda_rms_norm_fwd_prepare(const baton_exec_ctx *ctx, void **buffers,
                                           const char *opaque, size_t len, void **state)
 {
     *state = NULL;
     FwdPrepared *p = (FwdPrepared *)calloc(1, sizeof *p);
     if (!p)
-        return ctx_fail(ctx, BATON_ENOMEM, "rms_norm_fwd: out of memory");
+        return baton__ctx_fail(ctx, BATON_ENOMEM, "rms_norm_fwd: out of memory");
     int rc = fwd_prepared_fill(p, ctx, buffers, opaque, len);
     if (rc) {
         free(p);
@@ -795,12 +795,12 @@ extern "C" int kcuda_rms_norm_fwd_prepare(const baton_exec_ctx *ctx, void **buff
 
 /* The runtime's calls carry ctx->prepared; the XLA-ABI entry points (xla_custom_call.c) and
  * direct callers do not, and decide on every call as before. */
-extern "C" int kcuda_rms_norm_fwd(const baton_exec_ctx *ctx, void **buffers, const char *opaque,
+extern "C" int baton__kcuda_rms_norm_fwd(const baton_exec_ctx *ctx, void **buffers, const char *opaque,
                                   size_t len)
 {
     FwdPrepared *p = ctx ? (FwdPrepared *)ctx->prepared : NULL;
     if (!p)
-        return kcuda_rms_norm_fwd_cfg(ctx, buffers, opaque, len, NULL, NULL);
+        return baton__kcuda_rms_norm_fwd_cfg(ctx, buffers, opaque, len, NULL, NULL);
     if (!fwd_prepared_matches(p, ctx, buffers, opaque, len)) {
         int rc = fwd_prepared_fill(p, ctx, buffers, opaque, len);
         if (rc)

@@ -89,7 +89,7 @@ static size_t staged_smem(const sizes *s, int bwd, int64_t chunk, int stages)
            (size_t)stages * (pad16(c * s->w) + pad16(c * s->x));
 }
 
-int64_t kcuda_rms_smem_max(const kcuda_rms_device *dev)
+int64_t baton__kcuda_rms_smem_max(const kcuda_rms_device *dev)
 {
     const int64_t m = dev->smem_optin - KCUDA_STATIC_SMEM;
     return m > 0 ? m : 0;
@@ -103,7 +103,7 @@ static int check_desc(const char *what, void **buffers, int nbuf, const char *op
     /* One decoder for every reader (kernels/desc_check.c): the same layouts, the same words. */
     baton_rms_norm_shard_desc sd;
     char reason[320];
-    const int rc = rms_norm_desc_decode(opaque, len, bwd, &sd, NULL, reason, sizeof reason);
+    const int rc = baton__rms_norm_desc_decode(opaque, len, bwd, &sd, NULL, reason, sizeof reason);
     if (rc)
         return why_set(why, wl, rc, "%s: %s", what, reason);
     *d = sd.rms;
@@ -149,7 +149,7 @@ static int check_override(const char *what, const kcuda_rms_cfg *o, char *why, s
     return 0;
 }
 
-int kcuda_rms_check(const char *what, void **buffers, int nbuf, const char *opaque, size_t len,
+int baton__kcuda_rms_check(const char *what, void **buffers, int nbuf, const char *opaque, size_t len,
                     int bwd, const kcuda_rms_cfg *o, baton_rms_norm_desc *d, int64_t *unsharded,
                     char *why, size_t whylen)
 {
@@ -222,7 +222,7 @@ static void shape_chunk(kcuda_rms_layout *L, const sizes *s, int bwd, int64_t sm
         L->mode = KCUDA_RMS_STREAM;
 }
 
-void kcuda_rms_spread(kcuda_rms_layout *L, int blocks_per_sm, int sms)
+void baton__kcuda_rms_spread(kcuda_rms_layout *L, int blocks_per_sm, int sms)
 {
     if (!L->spread)
         return;
@@ -238,7 +238,7 @@ void kcuda_rms_spread(kcuda_rms_layout *L, int blocks_per_sm, int sms)
     L->grid = groups * L->cx;
 }
 
-void kcuda_rms_report(const kcuda_rms_layout *L, kcuda_rms_cfg *chosen)
+void baton__kcuda_rms_report(const kcuda_rms_layout *L, kcuda_rms_cfg *chosen)
 {
     if (!chosen)
         return;
@@ -378,7 +378,7 @@ static int fwd_layout(const baton_rms_norm_desc *d, void *const *buffers,
         want_stages = o->grid / cx < d->n1 ? deep : 1;
     else
         want_stages = d->n1 * cx > 2LL * sms ? deep : 1;
-    shape_chunk(L, &s, 0, kcuda_rms_smem_max(dev), d->n2, cx, VX, o, want_stages, cx > 1 ? 8 : 4);
+    shape_chunk(L, &s, 0, baton__kcuda_rms_smem_max(dev), d->n2, cx, VX, o, want_stages, cx > 1 ? 8 : 4);
     long long groups = d->n1;
     if (o && o->grid)
         groups = o->grid / L->cx > 0 ? o->grid / L->cx : 1;
@@ -395,14 +395,14 @@ static int fwd_layout(const baton_rms_norm_desc *d, void *const *buffers,
     return 0;
 }
 
-int kcuda_rms_fwd_layout(const baton_rms_norm_desc *d, void *const *buffers,
+int baton__kcuda_rms_fwd_layout(const baton_rms_norm_desc *d, void *const *buffers,
                          const kcuda_rms_device *dev, const kcuda_rms_cfg *o, kcuda_rms_layout *L,
                          char *why, size_t wl)
 {
     const int rc = fwd_layout(d, buffers, dev, o, L, why, wl);
     if (rc || !o || kcuda_rms_variant_none(&o->variant))
         return rc;
-    const int vrc = kcuda_rms_apply_variant(d, 0, dev, &o->variant, L, why, wl);
+    const int vrc = baton__kcuda_rms_apply_variant(d, 0, dev, &o->variant, L, why, wl);
     if (o->grid)
         L->spread = 0; /* a grid that was asked for is kept */
     return vrc;
@@ -467,14 +467,14 @@ static void bwd_rows_set_cy(kcuda_rms_layout *L, const baton_rms_norm_desc *d, c
     L->grid = groups * cy;
 }
 
-size_t kcuda_rms_chain_bytes(int64_t active, int cy)
+size_t baton__kcuda_rms_chain_bytes(int64_t active, int cy)
 {
     return sizeof(unsigned) * (size_t)(1 + active * (cy < 1 ? 1 : cy));
 }
 
 /* rms_bwd_rows (L's P, B and active already set): the fewest vectors per thread (1, 2, 4, or 8
  * where a row needs them) at up to 512 threads, D rows held (bwd_rows_depth), and cy left for
- * kcuda_rms_fit_cy (L->fit_cy) unless the override sets it. */
+ * baton__kcuda_rms_fit_cy (L->fit_cy) unless the override sets it. */
 static int bwd_rows(const baton_rms_norm_desc *d, const sizes *s, const kcuda_rms_device *dev,
                     const kcuda_rms_cfg *o, kcuda_rms_layout *L, char *why, size_t wl)
 {
@@ -515,17 +515,17 @@ static int bwd_rows(const baton_rms_norm_desc *d, const sizes *s, const kcuda_rm
                                : "grad_weight aligned to 4 bytes with room for the counters");
     bwd_rows_set_cy(L, d, s, kx, (o && o->cy) ? o->cy : 1, o ? o->grid : 0);
     L->fit_cy = !(o && (o->cy || o->grid));
-    L->kx = kx; /* 0: kcuda_rms_fit_cy chooses */
+    L->kx = kx; /* 0: baton__kcuda_rms_fit_cy chooses */
     if (!L->fit_cy && !kx)
         L->kx = 1;
     L->fit_blocks = L->active;
-    if ((int64_t)L->smem > kcuda_rms_smem_max(dev))
+    if ((int64_t)L->smem > baton__kcuda_rms_smem_max(dev))
         return why_set(why, wl, BATON_EINVAL,
                        "rms_norm_bwd: register rows over a cluster of %d need %zu bytes of "
                        "shared memory per block; the device allows %lld",
-                       L->cy, L->smem, (long long)kcuda_rms_smem_max(dev));
+                       L->cy, L->smem, (long long)baton__kcuda_rms_smem_max(dev));
     L->may_shrink = 0;
-    L->colsum_grid = kcuda_rms_colsum_grid(d->n2, L->P, dev->sms);
+    L->colsum_grid = baton__kcuda_rms_colsum_grid(d->n2, L->P, dev->sms);
     return 0;
 }
 
@@ -538,7 +538,7 @@ static int fit_clusters(int64_t cap, int64_t want, int (*clusters)(void *u, int 
     return 1;
 }
 
-int kcuda_rms_fit_cy(kcuda_rms_layout *L, const baton_rms_norm_desc *d, const kcuda_rms_device *dev,
+int baton__kcuda_rms_fit_cy(kcuda_rms_layout *L, const baton_rms_norm_desc *d, const kcuda_rms_device *dev,
                      int blocks_per_sm, int (*clusters)(void *u, int cy), void *u)
 {
     if (!L->fit_cy)
@@ -546,7 +546,7 @@ int kcuda_rms_fit_cy(kcuda_rms_layout *L, const baton_rms_norm_desc *d, const kc
     const sizes s = sizes_of(d);
     const int64_t need = L->fit_blocks > L->active ? L->fit_blocks : L->active;
     const int64_t slots = (int64_t)dev->sms * blocks_per_sm;
-    const int no_combine = (int64_t)pad16((size_t)d->n2 * s.a) > kcuda_rms_smem_max(dev);
+    const int no_combine = (int64_t)pad16((size_t)d->n2 * s.a) > baton__kcuda_rms_smem_max(dev);
     int best_kx = 0, best_cy = 1;
     int64_t best = -1;
     /* Chained clusters only where asked for: on an H100 they fill the SMs but every bf16 and f32
@@ -584,7 +584,7 @@ int kcuda_rms_fit_cy(kcuda_rms_layout *L, const baton_rms_norm_desc *d, const kc
     return best_cy;
 }
 
-void kcuda_rms_bwd_set_cy(kcuda_rms_layout *L, const baton_rms_norm_desc *d, int kx, int cy)
+void baton__kcuda_rms_bwd_set_cy(kcuda_rms_layout *L, const baton_rms_norm_desc *d, int kx, int cy)
 {
     const sizes s = sizes_of(d);
     bwd_rows_set_cy(L, d, &s, kx, cy, 0);
@@ -620,7 +620,7 @@ static int bwd_layout(const baton_rms_norm_desc *d, void *const *buffers,
     L->active = active;
     /* grad_weight's bytes hold the chained backward's counters until the column sum writes it. */
     L->chain_ok = is_aligned(buffers[5], sizeof(unsigned)) &&
-                  (size_t)d->n2 * s.w >= kcuda_rms_chain_bytes(active, KCUDA_MAX_CLUSTER);
+                  (size_t)d->n2 * s.w >= baton__kcuda_rms_chain_bytes(active, KCUDA_MAX_CLUSTER);
     L->pf_ok = is_aligned(buffers[0], 16) && is_aligned(buffers[2], 16) &&
                ((size_t)d->n2 * s.w) % 16 == 0 && ((size_t)d->n2 * s.x) % 16 == 0;
     if (o && o->kx > 1 && !(o->mode == KCUDA_RMS_ROWS || o->mode == 0))
@@ -682,7 +682,7 @@ static int bwd_layout(const baton_rms_norm_desc *d, void *const *buffers,
                        o->kx);
     /* Few rows: split each over a cluster (cx); many rows but few part_grad blocks: split each
      * block's rows over a cluster (cy). */
-    const int64_t smem_max = kcuda_rms_smem_max(dev);
+    const int64_t smem_max = baton__kcuda_rms_smem_max(dev);
     const int cx = choose_cx(d->n1, d->n2, sms, max_cl, o);
     shape_chunk(L, &s, 1, smem_max, d->n2, cx, VX, o, 1, 4);
     L->cy = 1;
@@ -732,35 +732,35 @@ static int bwd_layout(const baton_rms_norm_desc *d, void *const *buffers,
         shape_chunk(L, &s, 1, smem_max, d->n2, L->cx, VX, o, st, per);
     }
     L->may_shrink = cl > 8 && !(o && (o->cx || o->cy));
-    L->colsum_grid = kcuda_rms_colsum_grid(d->n2, P, sms);
+    L->colsum_grid = baton__kcuda_rms_colsum_grid(d->n2, P, sms);
     return 0;
 }
 
-long long kcuda_rms_colsum_grid(int64_t n2, int64_t P, int sms)
+long long baton__kcuda_rms_colsum_grid(int64_t n2, int64_t P, int sms)
 {
     /* A block's columns: a thread each, or 32 by 8 lanes; up to 8 blocks per SM. */
     const long long cgrid = ceil_div(n2, P <= KCUDA_COLSUM_COLS_P ? KCUDA_COLSUM_COLS_THREADS : 32);
     return cgrid < 8LL * sms ? cgrid : 8LL * sms;
 }
 
-int kcuda_rms_bwd_layout(const baton_rms_norm_desc *d, void *const *buffers,
+int baton__kcuda_rms_bwd_layout(const baton_rms_norm_desc *d, void *const *buffers,
                          const kcuda_rms_device *dev, const kcuda_rms_cfg *o, kcuda_rms_layout *L,
                          char *why, size_t wl)
 {
     const int rc = bwd_layout(d, buffers, dev, o, L, why, wl);
     if (rc || !o || kcuda_rms_variant_none(&o->variant))
         return rc;
-    return kcuda_rms_apply_variant(d, 1, dev, &o->variant, L, why, wl);
+    return baton__kcuda_rms_apply_variant(d, 1, dev, &o->variant, L, why, wl);
 }
 
 /* ---- variants: what the tuner may change without changing a bit ------------------------------ */
 
-int kcuda_rms_apply_variant(const baton_rms_norm_desc *d, int bwd, const kcuda_rms_device *dev,
+int baton__kcuda_rms_apply_variant(const baton_rms_norm_desc *d, int bwd, const kcuda_rms_device *dev,
                             const kcuda_rms_variant *v, kcuda_rms_layout *L, char *why, size_t wl)
 {
     const char *what = bwd ? "rms_norm_bwd" : "rms_norm_fwd";
     const sizes s = sizes_of(d);
-    const size_t smem_max = (size_t)kcuda_rms_smem_max(dev);
+    const size_t smem_max = (size_t)baton__kcuda_rms_smem_max(dev);
     int st = v->stages;
     int mode = L->mode;
     if (v->kernel < 0 || v->kernel > KCUDA_RMS_VK_ROW || st < 0)
@@ -892,7 +892,7 @@ int kcuda_rms_apply_variant(const baton_rms_norm_desc *d, int bwd, const kcuda_r
     return 0;
 }
 
-int kcuda_rms_variants(const baton_rms_norm_desc *d, int bwd, const kcuda_rms_device *dev,
+int baton__kcuda_rms_variants(const baton_rms_norm_desc *d, int bwd, const kcuda_rms_device *dev,
                        const kcuda_rms_layout *L, kcuda_rms_variant *out, int max)
 {
     int n = 0;
@@ -931,13 +931,13 @@ int kcuda_rms_variants(const baton_rms_norm_desc *d, int bwd, const kcuda_rms_de
     }
     for (int i = 0; i < nw && n < max; i++) {
         kcuda_rms_layout t = *L;
-        if (kcuda_rms_apply_variant(d, bwd, dev, &want[i], &t, NULL, 0) == 0)
+        if (baton__kcuda_rms_apply_variant(d, bwd, dev, &want[i], &t, NULL, 0) == 0)
             out[n++] = want[i];
     }
     return n;
 }
 
-void kcuda_rms_describe(const kcuda_rms_layout *L, int bwd, char *buf, size_t cap)
+void baton__kcuda_rms_describe(const kcuda_rms_layout *L, int bwd, char *buf, size_t cap)
 {
     if (!buf || !cap)
         return;

@@ -54,8 +54,8 @@ typedef struct kcuda_rms_layout {
     int vec, nv, threads, cx, cy, stages;
     /* Register backward: clusters per part_grad block (1, or up to KCUDA_BWD_CHAIN_MAX chained
      * through part_grad in a fixed order, counting in grad_weight's bytes: an override only; 0
-     * until kcuda_rms_fit_cy sets it), and whether grad_weight has the room and alignment for
-     * the counters (kcuda_rms_chain_bytes). */
+     * until baton__kcuda_rms_fit_cy sets it), and whether grad_weight has the room and alignment for
+     * the counters (baton__kcuda_rms_chain_bytes). */
     int kx, chain_ok;
     /* Register backward: grad_output's and x's rows start 16-byte aligned, so that the copy
      * engine may be asked to bring whole rows into L2 (variant prefetch). */
@@ -64,13 +64,13 @@ typedef struct kcuda_rms_layout {
     long long grid; /* blocks of the main kernel (the split backward: of each kernel) */
     size_t smem;    /* dynamic shared memory per block */
     /* Forward: the grid is to be evened out over the blocks that are resident at once, which
-     * only the CUDA runtime can say: call kcuda_rms_spread with its answer. */
+     * only the CUDA runtime can say: call baton__kcuda_rms_spread with its answer. */
     int spread;
     /* The cluster (cx * cy blocks) is above 8 and was not asked for: if the device cannot run
      * it, choose again with max_cluster 8. */
     int may_shrink;
     /* Register backward: cy is to be fitted to the clusters that are resident at once, which only
-     * the CUDA runtime can say: call kcuda_rms_fit_cy with its answers, for the kernel that
+     * the CUDA runtime can say: call baton__kcuda_rms_fit_cy with its answers, for the kernel that
      * holds fit_stages rows (the layout's own choice, so that a tuning variant of other stages
      * gets the same cy, hence the same bits). */
     int fit_cy, fit_stages;
@@ -91,27 +91,27 @@ typedef struct kcuda_rms_layout {
  * (0 for a 40-byte descriptor) to *unsharded (NULL: not wanted), and returns 0; otherwise returns
  * BATON_EINVAL with the reason, prefixed by `what`, in why (whylen bytes, may be 0). bwd: the
  * backward's descriptor (part_grad_size counts). */
-int kcuda_rms_check(const char *what, void **buffers, int nbuf, const char *opaque, size_t len,
+int baton__kcuda_rms_check(const char *what, void **buffers, int nbuf, const char *opaque, size_t len,
                     int bwd, const kcuda_rms_cfg *override, baton_rms_norm_desc *d,
                     int64_t *unsharded, char *why, size_t whylen);
 
 /* The forward's layout for a checked call: d, its buffers (x, weight, y, invvar: only their
  * alignment is read), the device and the override (NULL: choose). Returns 0, or BATON_EINVAL
  * with the reason in why when the override cannot run on this shape. */
-int kcuda_rms_fwd_layout(const baton_rms_norm_desc *d, void *const *buffers,
+int baton__kcuda_rms_fwd_layout(const baton_rms_norm_desc *d, void *const *buffers,
                          const kcuda_rms_device *dev, const kcuda_rms_cfg *override,
                          kcuda_rms_layout *L, char *why, size_t whylen);
 
 /* The backward's layout (buffers: grad_output, invvar, x, weight, grad_input, grad_weight,
- * part_grad); as kcuda_rms_fwd_layout. */
-int kcuda_rms_bwd_layout(const baton_rms_norm_desc *d, void *const *buffers,
+ * part_grad); as baton__kcuda_rms_fwd_layout. */
+int baton__kcuda_rms_bwd_layout(const baton_rms_norm_desc *d, void *const *buffers,
                          const kcuda_rms_device *dev, const kcuda_rms_cfg *override,
                          kcuda_rms_layout *L, char *why, size_t whylen);
 
 /* Applies variant v (rms_norm_cuda.h) to L, the layout chosen for d on dev (bwd: the backward's):
  * 0, or BATON_EINVAL with the reason in why when v does not apply to L or its shared memory does
- * not fit. kcuda_rms_fwd_layout and _bwd_layout call it for an override's variant. */
-int kcuda_rms_apply_variant(const baton_rms_norm_desc *d, int bwd, const kcuda_rms_device *dev,
+ * not fit. baton__kcuda_rms_fwd_layout and _bwd_layout call it for an override's variant. */
+int baton__kcuda_rms_apply_variant(const baton_rms_norm_desc *d, int bwd, const kcuda_rms_device *dev,
                             const kcuda_rms_variant *v, kcuda_rms_layout *L, char *why,
                             size_t whylen);
 
@@ -125,17 +125,17 @@ int kcuda_rms_apply_variant(const baton_rms_norm_desc *d, int bwd, const kcuda_r
  * are aligned for it; a staged backward whose blocks have more than one row: 1 to 4 stages.
  * Anything else: none but {0, 0, 0}. */
 #define KCUDA_RMS_MAX_VARIANTS 12
-int kcuda_rms_variants(const baton_rms_norm_desc *d, int bwd, const kcuda_rms_device *dev,
+int baton__kcuda_rms_variants(const baton_rms_norm_desc *d, int bwd, const kcuda_rms_device *dev,
                        const kcuda_rms_layout *L, kcuda_rms_variant *out, int max);
 
 /* A short description of what L launches ("register rows, 2 vectors per thread, 256 threads"),
  * for the tuner's report; bwd: L is the backward's. */
-void kcuda_rms_describe(const kcuda_rms_layout *L, int bwd, char *buf, size_t cap);
+void baton__kcuda_rms_describe(const kcuda_rms_layout *L, int bwd, char *buf, size_t cap);
 
 /* Evens out L's grid when L->spread: blocks_per_sm of the chosen kernel (at L->threads and
  * L->smem) times sms clusters run at once; a grid with more rows than that gets as few blocks as
  * give each the same number of rows, so that no tail runs alone. */
-void kcuda_rms_spread(kcuda_rms_layout *L, int blocks_per_sm, int sms);
+void baton__kcuda_rms_spread(kcuda_rms_layout *L, int blocks_per_sm, int sms);
 
 /* Fits the register backward's clusters when L->fit_cy, for active part_grad blocks (L->active,
  * or L->fit_blocks where that is larger: a row shard fits as its unsharded call):
@@ -154,17 +154,17 @@ void kcuda_rms_spread(kcuda_rms_layout *L, int blocks_per_sm, int sms);
  * and grid, clears fit_cy and returns cy. part_grad's bits depend on kx and cy, so they are fixed
  * for one GPU model and one build (the occupancy of the compiled kernel enters), not across them.
  */
-int kcuda_rms_fit_cy(kcuda_rms_layout *L, const baton_rms_norm_desc *d, const kcuda_rms_device *dev,
+int baton__kcuda_rms_fit_cy(kcuda_rms_layout *L, const baton_rms_norm_desc *d, const kcuda_rms_device *dev,
                      int blocks_per_sm, int (*clusters)(void *u, int cy), void *u);
 
-/* Sets the register backward's kx and cy to values kcuda_rms_fit_cy chose before (for the same
+/* Sets the register backward's kx and cy to values baton__kcuda_rms_fit_cy chose before (for the same
  * call), with the shared memory and grid that follow; clears fit_cy. */
-void kcuda_rms_bwd_set_cy(kcuda_rms_layout *L, const baton_rms_norm_desc *d, int kx, int cy);
+void baton__kcuda_rms_bwd_set_cy(kcuda_rms_layout *L, const baton_rms_norm_desc *d, int kx, int cy);
 
 /* The bytes of grad_weight that the chained register backward (kx > 1) counts in before the
  * column sum overwrites them: a counter that hands out the clusters' work in launch order, and
  * one per part_grad block and cluster rank; zeroed before the launch. */
-size_t kcuda_rms_chain_bytes(int64_t active, int cy);
+size_t baton__kcuda_rms_chain_bytes(int64_t active, int cy);
 
 /* The column sum (grad_weight from part_grad) has two kernels with the same bits: up to
  * KCUDA_COLSUM_COLS_P rows of part_grad, a thread per column in blocks of
@@ -174,7 +174,7 @@ size_t kcuda_rms_chain_bytes(int64_t active, int cy);
 
 /* The grid of the grad_weight (column sum) kernel over part_grad's P rows of n2: the backward's
  * and rms_norm_grad_weight's, so that both launch the same column sum. */
-long long kcuda_rms_colsum_grid(int64_t n2, int64_t P, int sms);
+long long baton__kcuda_rms_colsum_grid(int64_t n2, int64_t P, int sms);
 
 /* Whether L's kernel wants the largest shared-memory carveout: the staged kernels do (their
  * stages are the bytes in flight; more blocks per SM); register rows, forward and backward,
@@ -186,11 +186,11 @@ static inline int kcuda_rms_max_carveout(const kcuda_rms_layout *L)
 }
 
 /* Copies what L launches into *chosen (NULL: nothing). */
-void kcuda_rms_report(const kcuda_rms_layout *L, kcuda_rms_cfg *chosen);
+void baton__kcuda_rms_report(const kcuda_rms_layout *L, kcuda_rms_cfg *chosen);
 
 /* The dynamic shared memory the layout lets a block use: the opt-in limit less the kernels'
  * static part. */
-int64_t kcuda_rms_smem_max(const kcuda_rms_device *dev);
+int64_t baton__kcuda_rms_smem_max(const kcuda_rms_device *dev);
 
 #ifdef __cplusplus
 }

@@ -28,7 +28,7 @@ static int ilog2(int64_t v)
     return r;
 }
 
-void kcuda_rms_tune_key_make(kcuda_rms_tune_key *k, const char *device, int bwd,
+void baton__kcuda_rms_tune_key_make(kcuda_rms_tune_key *k, const char *device, int bwd,
                              const baton_rms_norm_desc *d, const kcuda_rms_layout *L)
 {
     memset(k, 0, sizeof *k);
@@ -44,7 +44,7 @@ void kcuda_rms_tune_key_make(kcuda_rms_tune_key *k, const char *device, int bwd,
     k->n2 = d->n2;
 }
 
-int kcuda_rms_tune_find(const kcuda_rms_tune_key *k, kcuda_rms_variant *v)
+int baton__kcuda_rms_tune_find(const kcuda_rms_tune_key *k, kcuda_rms_variant *v)
 {
     int n = atomic_load_explicit(&claimed, memory_order_acquire);
     if (n > KCUDA_RMS_TUNE_SLOTS)
@@ -60,10 +60,10 @@ int kcuda_rms_tune_find(const kcuda_rms_tune_key *k, kcuda_rms_variant *v)
     return 0;
 }
 
-int kcuda_rms_tune_store(const kcuda_rms_tune_key *k, const kcuda_rms_variant *v)
+int baton__kcuda_rms_tune_store(const kcuda_rms_tune_key *k, const kcuda_rms_variant *v)
 {
     kcuda_rms_variant have;
-    if (kcuda_rms_tune_find(k, &have))
+    if (baton__kcuda_rms_tune_find(k, &have))
         return 0;
     const int i = atomic_fetch_add_explicit(&claimed, 1, memory_order_acq_rel);
     if (i >= KCUDA_RMS_TUNE_SLOTS)
@@ -74,7 +74,7 @@ int kcuda_rms_tune_store(const kcuda_rms_tune_key *k, const kcuda_rms_variant *v
     return 0;
 }
 
-void kcuda_rms_tune_reset(void)
+void baton__kcuda_rms_tune_reset(void)
 {
     const int n = atomic_load(&claimed);
     for (int i = 0; i < n && i < KCUDA_RMS_TUNE_SLOTS; i++)
@@ -82,13 +82,13 @@ void kcuda_rms_tune_reset(void)
     atomic_store(&claimed, 0);
 }
 
-int kcuda_rms_tune_empty(void)
+int baton__kcuda_rms_tune_empty(void)
 {
     return atomic_load_explicit(&claimed, memory_order_acquire) == 0;
 }
 
 /* A built-in pick: a shape class, as the cache keys it, and its variant. The keys are static, so
- * their padding is zero, as kcuda_rms_tune_key_make leaves it: they compare with memcmp. */
+ * their padding is zero, as baton__kcuda_rms_tune_key_make leaves it: they compare with memcmp. */
 typedef struct builtin_pick {
     kcuda_rms_tune_key key; /* device, bwd, x_dtype, w_dtype, mode, vec, n1_log2, p_log2, n2 */
     kcuda_rms_variant v;
@@ -129,20 +129,20 @@ static const builtin_pick builtin[] = {
     {{H200, 1, F32, F32, ROWS, 4, 12, 4, 4096}, {0, 4, 0}},
 };
 
-int kcuda_rms_tune_builtin_count(void)
+int baton__kcuda_rms_tune_builtin_count(void)
 {
     return (int)(sizeof builtin / sizeof builtin[0]);
 }
 
-void kcuda_rms_tune_builtin_at(int i, kcuda_rms_tune_key *k, kcuda_rms_variant *v)
+void baton__kcuda_rms_tune_builtin_at(int i, kcuda_rms_tune_key *k, kcuda_rms_variant *v)
 {
     memcpy(k, &builtin[i].key, sizeof *k); /* the padding too: keys compare with memcmp */
     *v = builtin[i].v;
 }
 
-int kcuda_rms_tune_builtin(const kcuda_rms_tune_key *k, kcuda_rms_variant *v)
+int baton__kcuda_rms_tune_builtin(const kcuda_rms_tune_key *k, kcuda_rms_variant *v)
 {
-    for (int i = 0; i < kcuda_rms_tune_builtin_count(); i++)
+    for (int i = 0; i < baton__kcuda_rms_tune_builtin_count(); i++)
         if (memcmp(&builtin[i].key, k, sizeof *k) == 0) {
             *v = builtin[i].v;
             return 1;
@@ -150,23 +150,23 @@ int kcuda_rms_tune_builtin(const kcuda_rms_tune_key *k, kcuda_rms_variant *v)
     return 0;
 }
 
-int kcuda_rms_autotune_from_env(void)
+int baton__kcuda_rms_autotune_from_env(void)
 {
     static int cache = ENV_UNREAD;
-    return env_flag("BATON_NO_AUTOTUNE", &cache) != 1;
+    return baton__env_flag("BATON_NO_AUTOTUNE", &cache) != 1;
 }
 
-void kcuda_rms_apply_tuned(const char *device, int bwd, const baton_rms_norm_desc *d,
+void baton__kcuda_rms_apply_tuned(const char *device, int bwd, const baton_rms_norm_desc *d,
                            const kcuda_rms_device *dev, kcuda_rms_layout *L)
 {
     kcuda_rms_tune_key k;
     kcuda_rms_variant v;
-    kcuda_rms_tune_key_make(&k, device, bwd, d, L);
-    if (!kcuda_rms_tune_find(&k, &v) && !kcuda_rms_tune_builtin(&k, &v))
+    baton__kcuda_rms_tune_key_make(&k, device, bwd, d, L);
+    if (!baton__kcuda_rms_tune_find(&k, &v) && !baton__kcuda_rms_tune_builtin(&k, &v))
         return;
     if (kcuda_rms_variant_none(&v))
         return;
     kcuda_rms_layout t = *L;
-    if (kcuda_rms_apply_variant(d, bwd, dev, &v, &t, NULL, 0) == 0)
+    if (baton__kcuda_rms_apply_variant(d, bwd, dev, &v, &t, NULL, 0) == 0)
         *L = t;
 }

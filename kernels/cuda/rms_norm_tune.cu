@@ -1,5 +1,5 @@
 /* rms_norm_tune.cu: the prepare-time tuning of the CUDA RMSNorm: times each variant that may
- * replace a call's chosen layout (rms_norm_layout.c: kcuda_rms_variants, all bitwise equal to it)
+ * replace a call's chosen layout (rms_norm_layout.c: baton__kcuda_rms_variants, all bitwise equal to it)
  * on the call's own buffers with CUDA events, and caches the fastest per GPU name and shape class
  * (rms_norm_tune.c), where plain calls whose context asks for it (baton_exec_ctx.autotune) find
  * it. Never called while capturing. */
@@ -60,7 +60,7 @@ static int time_calls(const baton_exec_ctx *ctx, CfgCall call, void **buffers, c
     if (e == cudaSuccess)
         e = cudaEventElapsedTime(&ms, ev.a, ev.b);
     if (e != cudaSuccess)
-        return ctx_fail(ctx, BATON_ECUDA, "rms_norm tuning: timing with CUDA events failed: %s",
+        return baton__ctx_fail(ctx, BATON_ECUDA, "rms_norm tuning: timing with CUDA events failed: %s",
                         cudaGetErrorString(e));
     *us = 1000.0 * ms / reps;
     return 0;
@@ -71,9 +71,9 @@ static void describe_variant(const kcuda_rms_layout &L0, int bwd, const baton_rm
                              size_t cap)
 {
     kcuda_rms_layout t = L0;
-    if (!kcuda_rms_variant_none(&v) && kcuda_rms_apply_variant(&d, bwd, &dev, &v, &t, NULL, 0))
+    if (!kcuda_rms_variant_none(&v) && baton__kcuda_rms_apply_variant(&d, bwd, &dev, &v, &t, NULL, 0))
         t = L0;
-    kcuda_rms_describe(&t, bwd, buf, cap);
+    baton__kcuda_rms_describe(&t, bwd, buf, cap);
 }
 
 static int tune(int bwd, const baton_exec_ctx *ctx, void **buffers, const char *opaque, size_t len,
@@ -84,14 +84,14 @@ static int tune(int bwd, const baton_exec_ctx *ctx, void **buffers, const char *
         note[0] = 0;
     baton_rms_norm_desc d;
     char why[512];
-    int rc = kcuda_rms_check(what, buffers, bwd ? 7 : 4, opaque, len, bwd, NULL, &d, NULL, why,
+    int rc = baton__kcuda_rms_check(what, buffers, bwd ? 7 : 4, opaque, len, bwd, NULL, &d, NULL, why,
                              sizeof why);
     if (rc)
-        return ctx_fail(ctx, rc, "%s", why);
+        return baton__ctx_fail(ctx, rc, "%s", why);
     if (!ctx || !ctx->stream)
-        return ctx_fail(ctx, BATON_EINVAL, "%s tuning: needs a context with a stream", what);
+        return baton__ctx_fail(ctx, BATON_EINVAL, "%s tuning: needs a context with a stream", what);
     if (ctx->capturing)
-        return ctx_fail(ctx, BATON_ESTATE,
+        return baton__ctx_fail(ctx, BATON_ESTATE,
                         "%s tuning: cannot time while a graph is being captured (tune at prepare)",
                         what);
     const DeviceFacts facts = device_facts(ctx);
@@ -100,23 +100,23 @@ static int tune(int bwd, const baton_exec_ctx *ctx, void **buffers, const char *
     dev.smem_optin = facts.smem_optin;
     dev.max_cluster = KCUDA_MAX_CLUSTER;
     kcuda_rms_layout L0;
-    rc = bwd ? kcuda_rms_bwd_layout(&d, buffers, &dev, NULL, &L0, why, sizeof why)
-             : kcuda_rms_fwd_layout(&d, buffers, &dev, NULL, &L0, why, sizeof why);
+    rc = bwd ? baton__kcuda_rms_bwd_layout(&d, buffers, &dev, NULL, &L0, why, sizeof why)
+             : baton__kcuda_rms_fwd_layout(&d, buffers, &dev, NULL, &L0, why, sizeof why);
     if (rc)
-        return ctx_fail(ctx, rc, "%s", why);
+        return baton__ctx_fail(ctx, rc, "%s", why);
     const char *gpu = device_name(ctx);
     kcuda_rms_variant cand[KCUDA_RMS_MAX_VARIANTS];
-    const int n = kcuda_rms_variants(&d, bwd, &dev, &L0, cand, KCUDA_RMS_MAX_VARIANTS);
+    const int n = baton__kcuda_rms_variants(&d, bwd, &dev, &L0, cand, KCUDA_RMS_MAX_VARIANTS);
     char chosen[160];
     kcuda_rms_tune_key key;
-    kcuda_rms_tune_key_make(&key, gpu, bwd, &d, &L0);
+    baton__kcuda_rms_tune_key_make(&key, gpu, bwd, &d, &L0);
     kcuda_rms_variant have;
     if (n <= 1) {
-        kcuda_rms_describe(&L0, bwd, chosen, sizeof chosen);
+        baton__kcuda_rms_describe(&L0, bwd, chosen, sizeof chosen);
         snprintf(note, note_len, "%s (default: no other variant for this shape)", chosen);
         return 0;
     }
-    if (kcuda_rms_tune_find(&key, &have)) {
+    if (baton__kcuda_rms_tune_find(&key, &have)) {
         describe_variant(L0, bwd, d, dev, have, chosen, sizeof chosen);
         snprintf(note, note_len, "%s (%s; measured earlier for this shape class on %s)", chosen,
                  !kcuda_rms_variant_none(&have) ? "tuned" : "default", gpu);
@@ -126,13 +126,13 @@ static int tune(int bwd, const baton_exec_ctx *ctx, void **buffers, const char *
     baton_exec_ctx c = *ctx;
     c.pdl = 0;
     c.autotune = 0;
-    const CfgCall call = bwd ? kcuda_rms_norm_bwd_cfg : kcuda_rms_norm_fwd_cfg;
+    const CfgCall call = bwd ? baton__kcuda_rms_norm_bwd_cfg : baton__kcuda_rms_norm_fwd_cfg;
     Events ev;
     cudaError_t e = cudaEventCreate(&ev.a);
     if (e == cudaSuccess)
         e = cudaEventCreate(&ev.b);
     if (e != cudaSuccess)
-        return ctx_fail(ctx, BATON_ECUDA, "%s tuning: cudaEventCreate failed: %s", what,
+        return baton__ctx_fail(ctx, BATON_ECUDA, "%s tuning: cudaEventCreate failed: %s", what,
                         cudaGetErrorString(e));
     /* One call of each, untimed but for the default's, which sets the repetitions. A variant
      * that cannot run here (a 16-block cluster that shrank to 8, say) drops out. */
@@ -169,7 +169,7 @@ static int tune(int bwd, const baton_exec_ctx *ctx, void **buffers, const char *
             w = i;
     if (w && best[w] > best[0] * (1.0 - TUNE_MARGIN))
         w = 0;
-    if (kcuda_rms_tune_store(&key, &cand[w]))
+    if (baton__kcuda_rms_tune_store(&key, &cand[w]))
         w = 0; /* the cache is full: plain calls keep the default, so say so */
     describe_variant(L0, bwd, d, dev, cand[w], chosen, sizeof chosen);
     int measured = 0;
@@ -189,13 +189,13 @@ static int tune(int bwd, const baton_exec_ctx *ctx, void **buffers, const char *
 
 using namespace kcuda;
 
-extern "C" int kcuda_rms_norm_fwd_tune(const baton_exec_ctx *ctx, void **buffers,
+extern "C" int baton__kcuda_rms_norm_fwd_tune(const baton_exec_ctx *ctx, void **buffers,
                                        const char *opaque, size_t len, char *note, size_t note_len)
 {
     return tune(0, ctx, buffers, opaque, len, note, note_len);
 }
 
-extern "C" int kcuda_rms_norm_bwd_tune(const baton_exec_ctx *ctx, void **buffers,
+extern "C" int baton__kcuda_rms_norm_bwd_tune(const baton_exec_ctx *ctx, void **buffers,
                                        const char *opaque, size_t len, char *note, size_t note_len)
 {
     return tune(1, ctx, buffers, opaque, len, note, note_len);

@@ -29,7 +29,7 @@ typedef struct kcuda_rms_tune_key {
 
 /* Fills *k (every byte: keys are compared with memcmp) for a call d whose layout, chosen with no
  * variant, is L, on a GPU named `device`. */
-void kcuda_rms_tune_key_make(kcuda_rms_tune_key *k, const char *device, int bwd,
+void baton__kcuda_rms_tune_key_make(kcuda_rms_tune_key *k, const char *device, int bwd,
                              const baton_rms_norm_desc *d, const kcuda_rms_layout *L);
 
 /* The cache: process-wide, lock-free (a slot is claimed with an atomic counter and published with
@@ -37,34 +37,34 @@ void kcuda_rms_tune_key_make(kcuda_rms_tune_key *k, const char *device, int bwd,
  * entry, else 0. store: 0, or BATON_ENOMEM when the cache is full (the class then keeps its
  * default); a class stored twice (two tunings racing) keeps the first entry. */
 #define KCUDA_RMS_TUNE_SLOTS 256
-int kcuda_rms_tune_find(const kcuda_rms_tune_key *k, kcuda_rms_variant *v);
-int kcuda_rms_tune_store(const kcuda_rms_tune_key *k, const kcuda_rms_variant *v);
+int baton__kcuda_rms_tune_find(const kcuda_rms_tune_key *k, kcuda_rms_variant *v);
+int baton__kcuda_rms_tune_store(const kcuda_rms_tune_key *k, const kcuda_rms_variant *v);
 /* Empties the cache, for tests; not while another thread uses it. */
-void kcuda_rms_tune_reset(void);
+void baton__kcuda_rms_tune_reset(void);
 /* Nonzero while the cache holds nothing (for tests). */
-int kcuda_rms_tune_empty(void);
+int baton__kcuda_rms_tune_empty(void);
 
 /* The built-in picks: what prepare-time tuning chose, per GPU name and shape class, on the GPUs
  * baton's benchmarks ran on (bench/kernels/rmsnorm_tune.json, bench_kernels). They serve calls that
  * ask for tuned variants but whose class this process has not measured: the JAX/XLA entry points,
  * which have no prepare step to time at. A measurement in this process (the cache) always comes
- * first. kcuda_rms_tune_builtin: 1 and *v when the table has k's class, else 0. _count and _at list
+ * first. baton__kcuda_rms_tune_builtin: 1 and *v when the table has k's class, else 0. _count and _at list
  * the table (tests check that every pick applies to the layout its class chooses). */
-int kcuda_rms_tune_builtin(const kcuda_rms_tune_key *k, kcuda_rms_variant *v);
-int kcuda_rms_tune_builtin_count(void);
-void kcuda_rms_tune_builtin_at(int i, kcuda_rms_tune_key *k, kcuda_rms_variant *v);
+int baton__kcuda_rms_tune_builtin(const kcuda_rms_tune_key *k, kcuda_rms_variant *v);
+int baton__kcuda_rms_tune_builtin_count(void);
+void baton__kcuda_rms_tune_builtin_at(int i, kcuda_rms_tune_key *k, kcuda_rms_variant *v);
 
 /* For a plain call (no override) whose context asks for tuned variants (baton_exec_ctx.autotune):
  * when the cache, or else the built-in table, holds a variant for L's class on the GPU named
  * `device`, applies it to L (the layout chosen for d with no override); else, or when it does not
  * apply, leaves L as it is. Every variant gives the default's bits, so only speed depends on it. */
-void kcuda_rms_apply_tuned(const char *device, int bwd, const baton_rms_norm_desc *d,
+void baton__kcuda_rms_apply_tuned(const char *device, int bwd, const baton_rms_norm_desc *d,
                            const kcuda_rms_device *dev, kcuda_rms_layout *L);
 
 /* Whether the entry points that have no options (the JAX/XLA handlers) ask for tuned variants:
  * yes, unless the environment sets BATON_NO_AUTOTUNE to anything but "" or "0" (the fixed
  * defaults, for reproducible timing, as `baton --no-autotune`). Read once per process. */
-int kcuda_rms_autotune_from_env(void);
+int baton__kcuda_rms_autotune_from_env(void);
 
 #ifdef __cplusplus
 }

@@ -13,13 +13,13 @@
 #include "kernels/desc_check.h"
 #include "kernels/xla_status.h"
 
-int kcuda_zero_async(void *p, size_t bytes, void *stream, char *err, size_t errlen)
+int baton__kcuda_zero_async(void *p, size_t bytes, void *stream, char *err, size_t errlen)
 {
     if (bytes == 0)
         return 0;
     const cudaError_t e = cudaMemsetAsync(p, 0, bytes, (cudaStream_t)stream);
     if (e != cudaSuccess)
-        return reason_set(err, errlen, BATON_ECUDA, "cudaMemsetAsync of %zu bytes failed: %s",
+        return baton__reason_set(err, errlen, BATON_ECUDA, "cudaMemsetAsync of %zu bytes failed: %s",
                           bytes, cudaGetErrorString(e));
     return 0;
 }
@@ -30,20 +30,20 @@ int kcuda_zero_async(void *p, size_t bytes, void *stream, char *err, size_t errl
 static int empty_batch(baton_kernel_fn fn, void *stream, void **buffers, const char *opaque,
                        size_t opaque_len, char *err, size_t errlen, int *rc)
 {
-    const int bwd = fn == kcuda_rms_norm_bwd;
+    const int bwd = fn == baton__kcuda_rms_norm_bwd;
     baton_rms_norm_shard_desc d;
-    if (!rms_norm_desc_empty_batch(opaque, opaque_len, bwd, &d))
+    if (!baton__rms_norm_desc_empty_batch(opaque, opaque_len, bwd, &d))
         return 0;
     *rc = 0;
     if (bwd && buffers && buffers[5] && buffers[6]) {
         const size_t iv = d.rms.x_dtype == BATON_DTYPE_F64 ? 8 : 4;
-        *rc = kcuda_zero_async(buffers[5], (size_t)d.rms.n2 * baton_dtype_size(d.rms.w_dtype),
+        *rc = baton__kcuda_zero_async(buffers[5], (size_t)d.rms.n2 * baton_dtype_size(d.rms.w_dtype),
                                stream, err, errlen);
         if (*rc == 0)
-            *rc = kcuda_zero_async(buffers[6], (size_t)(d.rms.part_grad_size * d.rms.n2) * iv,
+            *rc = baton__kcuda_zero_async(buffers[6], (size_t)(d.rms.part_grad_size * d.rms.n2) * iv,
                                    stream, err, errlen);
     } else if (bwd) {
-        *rc = reason_set(err, errlen, BATON_EINVAL, "a NULL buffer");
+        *rc = baton__reason_set(err, errlen, BATON_EINVAL, "a NULL buffer");
     }
     return 1;
 }
@@ -65,7 +65,7 @@ static int call(baton_kernel_fn fn, const char *name, void *stream, void **buffe
     ctx.device.index = dev;
     ctx.stream = stream;
     /* No prepare step to time at: the GPU's built-in picks (the same bits as the defaults). */
-    ctx.autotune = kcuda_rms_autotune_from_env();
+    ctx.autotune = baton__kcuda_rms_autotune_from_env();
     (void)name; /* report() names the call */
     ctx.errbuf = err;
     ctx.errbuf_len = errlen;
@@ -80,16 +80,16 @@ static void report(void *status, const void *caller, const char *name, const cha
     if (status) {
         char named[BATON_ERROR_MAX + 64];
         snprintf(named, sizeof named, "%s: %s", name, msg);
-        if (xla_status_fail(status, caller, named) != XLA_STATUS_NOT_SET)
+        if (baton__xla_status_fail(status, caller, named) != XLA_STATUS_NOT_SET)
             return;
     }
-    log_msg(BATON_LOG_ERROR, "%s failed: %s", name, msg);
+    baton__log_msg(BATON_LOG_ERROR, "%s failed: %s", name, msg);
 }
 
 void baton_rms_norm_fwd(void *stream, void **buffers, const char *opaque, size_t opaque_len)
 {
     char err[BATON_ERROR_MAX];
-    if (call(kcuda_rms_norm_fwd, "baton_rms_norm_fwd", stream, buffers, opaque, opaque_len, err,
+    if (call(baton__kcuda_rms_norm_fwd, "baton_rms_norm_fwd", stream, buffers, opaque, opaque_len, err,
              sizeof err))
         report(NULL, NULL, "baton_rms_norm_fwd", err);
 }
@@ -97,7 +97,7 @@ void baton_rms_norm_fwd(void *stream, void **buffers, const char *opaque, size_t
 void baton_rms_norm_bwd(void *stream, void **buffers, const char *opaque, size_t opaque_len)
 {
     char err[BATON_ERROR_MAX];
-    if (call(kcuda_rms_norm_bwd, "baton_rms_norm_bwd", stream, buffers, opaque, opaque_len, err,
+    if (call(baton__kcuda_rms_norm_bwd, "baton_rms_norm_bwd", stream, buffers, opaque, opaque_len, err,
              sizeof err))
         report(NULL, NULL, "baton_rms_norm_bwd", err);
 }
@@ -106,7 +106,7 @@ void baton_rms_norm_fwd_status(void *stream, void **buffers, const char *opaque,
                                void *status)
 {
     char err[BATON_ERROR_MAX];
-    if (call(kcuda_rms_norm_fwd, "baton_rms_norm_fwd", stream, buffers, opaque, opaque_len, err,
+    if (call(baton__kcuda_rms_norm_fwd, "baton_rms_norm_fwd", stream, buffers, opaque, opaque_len, err,
              sizeof err))
         report(status, __builtin_return_address(0), "baton_rms_norm_fwd", err);
 }
@@ -115,7 +115,7 @@ void baton_rms_norm_bwd_status(void *stream, void **buffers, const char *opaque,
                                void *status)
 {
     char err[BATON_ERROR_MAX];
-    if (call(kcuda_rms_norm_bwd, "baton_rms_norm_bwd", stream, buffers, opaque, opaque_len, err,
+    if (call(baton__kcuda_rms_norm_bwd, "baton_rms_norm_bwd", stream, buffers, opaque, opaque_len, err,
              sizeof err))
         report(status, __builtin_return_address(0), "baton_rms_norm_bwd", err);
 }

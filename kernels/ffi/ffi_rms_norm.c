@@ -173,7 +173,7 @@ static XLA_FFI_Error *zero_fill(XLA_FFI_CallFrame *f, const char *what, int cuda
     if (e)
         return e;
     char err[FFI_MSG_MAX];
-    if (kcuda_zero_async(b->data, bytes, sa.stream, err, sizeof err))
+    if (baton__kcuda_zero_async(b->data, bytes, sa.stream, err, sizeof err))
         return invalid(f, what, "%s", err);
     return NULL;
 #else
@@ -204,7 +204,7 @@ static XLA_FFI_Error *run(XLA_FFI_CallFrame *f, const char *what, baton_kernel_f
         ctx.stream = sa.stream;
 #ifdef BATON_CUDA
         /* No prepare step to time at: the GPU's built-in picks (the same bits as the defaults). */
-        ctx.autotune = kcuda_rms_autotune_from_env();
+        ctx.autotune = baton__kcuda_rms_autotune_from_env();
 #endif
         const size_t need = offsetof(XLA_FFI_Api, XLA_FFI_DeviceOrdinal_Get) +
                             sizeof f->api->XLA_FFI_DeviceOrdinal_Get;
@@ -342,23 +342,23 @@ static XLA_FFI_Error *bwd(XLA_FFI_CallFrame *f, baton_kernel_fn fn, int cuda)
 
 XLA_FFI_Error *baton_ffi_rms_norm_fwd_cpu(XLA_FFI_CallFrame *f)
 {
-    return fwd(f, kcpu_rms_norm_fwd, 0);
+    return fwd(f, baton__kcpu_rms_norm_fwd, 0);
 }
 
 XLA_FFI_Error *baton_ffi_rms_norm_bwd_cpu(XLA_FFI_CallFrame *f)
 {
-    return bwd(f, kcpu_rms_norm_bwd, 0);
+    return bwd(f, baton__kcpu_rms_norm_bwd, 0);
 }
 
 #ifdef BATON_CUDA
 XLA_FFI_Error *baton_ffi_rms_norm_fwd_cuda(XLA_FFI_CallFrame *f)
 {
-    return fwd(f, kcuda_rms_norm_fwd, 1);
+    return fwd(f, baton__kcuda_rms_norm_fwd, 1);
 }
 
 XLA_FFI_Error *baton_ffi_rms_norm_bwd_cuda(XLA_FFI_CallFrame *f)
 {
-    return bwd(f, kcuda_rms_norm_bwd, 1);
+    return bwd(f, baton__kcuda_rms_norm_bwd, 1);
 }
 
 int baton_ffi_has_cuda(void)

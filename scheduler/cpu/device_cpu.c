@@ -24,14 +24,14 @@ static int cpu_open(baton_device dev, const baton_options *opts, int n_graphs, i
     /* options.cpu_threads and cpu_pool were checked by baton_runtime_create */
     dev_ctx *d = calloc(1, sizeof *d);
     if (!d)
-        return err_set(err, BATON_ENOMEM, "cpu: out of memory");
+        return baton__err_set(err, BATON_ENOMEM, "cpu: out of memory");
     d->dev = dev;
     if (opts && opts->cpu_pool) {
         d->ext = *opts->cpu_pool;
         d->par.ext = &d->ext;
     }
     d->par.max_threads = opts ? opts->cpu_threads : 0;
-    par_cores(); /* sizes the pool now rather than inside the first run */
+    baton__par_cores(); /* sizes the pool now rather than inside the first run */
     *out = d;
     return 0;
 }
@@ -51,13 +51,13 @@ static void *cpu_alloc(dev_ctx *d, size_t bytes, baton_error *err)
     char name[32];
     if (d->fault == DEV_FAULT_ALLOC) {
         d->fault = DEV_FAULT_NONE;
-        err_set(err, BATON_ENOMEM, "%s: allocation of %zu bytes failed (injected fault)",
+        baton__err_set(err, BATON_ENOMEM, "%s: allocation of %zu bytes failed (injected fault)",
                 baton_device_format(d->dev, name, sizeof name), bytes);
         return NULL;
     }
     void *p = dev_host_zeroed(bytes);
     if (!p) {
-        err_set(err, BATON_ENOMEM, "%s: allocation of %zu bytes failed",
+        baton__err_set(err, BATON_ENOMEM, "%s: allocation of %zu bytes failed",
                 baton_device_format(d->dev, name, sizeof name), bytes);
         return NULL;
     }
@@ -80,15 +80,15 @@ static int cpu_call(dev_ctx *d, dev_call *c, baton_error *err)
 {
     if (d->fault == DEV_FAULT_LAUNCH) {
         d->fault = DEV_FAULT_NONE;
-        return err_set(err, BATON_EKERNEL, "launch failed (injected fault)");
+        return baton__err_set(err, BATON_EKERNEL, "launch failed (injected fault)");
     }
     d->counters.launches++;
-    const par_ctx *prev = par_bind(&d->par);
+    const par_ctx *prev = baton__par_bind(&d->par);
     int rc = c->kernel ? c->kernel(&c->ctx, c->buffers, c->opaque, c->opaque_len)
                        : c->delegate->execute(c->state, &c->ctx, c->buffers);
-    par_bind(prev);
+    baton__par_bind(prev);
     if (rc)
-        return err_set(err, rc < 0 ? rc : BATON_EKERNEL, "%s",
+        return baton__err_set(err, rc < 0 ? rc : BATON_EKERNEL, "%s",
                        c->ctx.errbuf && c->ctx.errbuf[0] ? c->ctx.errbuf
                                                          : "the call reported a failure");
     return 0;
@@ -99,7 +99,7 @@ static int cpu_copy(dev_ctx *d, void *dst, const void *src, size_t bytes, dev_co
 {
     if (d->fault == DEV_FAULT_COPY) {
         d->fault = DEV_FAULT_NONE;
-        return err_set(err, BATON_EIO, "copy (%s) failed (injected fault)", what);
+        return baton__err_set(err, BATON_EIO, "copy (%s) failed (injected fault)", what);
     }
     memcpy(dst, src, bytes);
     return 0;
@@ -133,7 +133,7 @@ static int cpu_coll_prepare(dev_coll *c, baton_error *err)
 
 static int cpu_coll_run(dev_coll *c, baton_error *err)
 {
-    dev_coll_host(c);
+    baton__dev_coll_host(c);
     return 0;
 }
 
@@ -154,7 +154,7 @@ static void cpu_inject(dev_ctx *d, dev_fault fault)
 }
 #endif
 
-const dev_ops dev_cpu_ops = {
+const dev_ops baton__dev_cpu_ops = {
     .name = "cpu",
     .label = "CPU",
     .caps = DEV_CAP_CPU_KERNELS,

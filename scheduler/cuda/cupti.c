@@ -89,12 +89,12 @@ static int load(baton_error *err)
     };
     const char *missing;
     char why[256];
-    void *lib = dynlib_open(names, sizeof names / sizeof names[0], syms,
+    void *lib = baton__dynlib_open(names, sizeof names / sizeof names[0], syms,
                             sizeof syms / sizeof syms[0], &missing, why, sizeof why);
     if (!lib && missing)
-        return err_set(err, BATON_ENOTSUP, "no device timeline: libcupti lacks %s", missing);
+        return baton__err_set(err, BATON_ENOTSUP, "no device timeline: libcupti lacks %s", missing);
     if (!lib)
-        return err_set(err, BATON_ENOTSUP,
+        return baton__err_set(err, BATON_ENOTSUP,
                        "no device timeline: libcupti.so cannot be loaded (%s); put the CUDA "
                        "toolkit's CUPTI library on the library path",
                        why);
@@ -209,12 +209,12 @@ static int enable_all(baton_error *err)
         return 0;
     int rc = 0;
     if (api.register_callbacks(buffer_requested, buffer_completed) != CUPTI_SUCCESS)
-        rc = err_set(err, BATON_ENOTSUP,
+        rc = baton__err_set(err, BATON_ENOTSUP,
                      "no device timeline: CUPTI refused its callbacks (is another profiler "
                      "attached?)");
     for (int i = 0; !rc && i < N_KINDS; i++)
         if (api.enable(kinds[i]) != CUPTI_SUCCESS)
-            rc = err_set(err, BATON_ENOTSUP, "no device timeline: cuptiActivityEnable failed");
+            rc = baton__err_set(err, BATON_ENOTSUP, "no device timeline: cuptiActivityEnable failed");
     uint64_t ts = 0;
     if (!rc && api.get_timestamp(&ts) == CUPTI_SUCCESS)
         clock_offset = mono_ns() - (int64_t)ts;
@@ -232,15 +232,15 @@ static void disable_unused(void)
     }
 }
 
-int cupti_attach(void *stream, dev_trace *t, baton_error *err)
+int baton__cupti_attach(void *stream, dev_trace *t, baton_error *err)
 {
     pthread_mutex_lock(&lock);
     int rc = load(err);
     uint32_t id = 0;
     if (!rc && api.stream_id(NULL, (CUstream)stream, 0, &id) != CUPTI_SUCCESS)
-        rc = err_set(err, BATON_ENOTSUP, "no device timeline: cuptiGetStreamIdEx failed");
+        rc = baton__err_set(err, BATON_ENOTSUP, "no device timeline: cuptiGetStreamIdEx failed");
     if (!rc && n_sinks == MAX_SINKS)
-        rc = err_set(err, BATON_ENOTSUP, "no device timeline: %d streams are traced already",
+        rc = baton__err_set(err, BATON_ENOTSUP, "no device timeline: %d streams are traced already",
                      MAX_SINKS);
     if (!rc)
         rc = enable_all(err);
@@ -250,7 +250,7 @@ int cupti_attach(void *stream, dev_trace *t, baton_error *err)
     return rc;
 }
 
-void cupti_detach(dev_trace *t)
+void baton__cupti_detach(dev_trace *t)
 {
     if (!api.lib)
         return;
@@ -269,17 +269,17 @@ int baton_gpu_busy_begin(baton_error *err)
 {
     err_clear(err);
     if (baton_cuda_device_count() == 0)
-        return err_set(err, BATON_ENOTSUP, "GPU busy fraction: no CUDA device");
+        return baton__err_set(err, BATON_ENOTSUP, "GPU busy fraction: no CUDA device");
     pthread_mutex_lock(&lock);
-    int rc = busy.on ? err_set(err, BATON_ESTATE, "GPU busy fraction: already measuring") : 0;
+    int rc = busy.on ? baton__err_set(err, BATON_ESTATE, "GPU busy fraction: already measuring") : 0;
     if (!rc)
         rc = load(err);
     if (!rc && !busy.spans && !(busy.spans = malloc(BUSY_CAP * sizeof *busy.spans)))
-        rc = err_set(err, BATON_ENOMEM, "GPU busy fraction: out of memory");
+        rc = baton__err_set(err, BATON_ENOMEM, "GPU busy fraction: out of memory");
     if (!rc)
         rc = enable_all(err);
     if (!rc && api.get_timestamp(&busy.begin) != CUPTI_SUCCESS)
-        rc = err_set(err, BATON_ENOTSUP, "GPU busy fraction: cuptiGetTimestamp failed");
+        rc = baton__err_set(err, BATON_ENOTSUP, "GPU busy fraction: cuptiGetTimestamp failed");
     if (!rc) {
         busy.cap = BUSY_CAP;
         busy.n = busy.dropped = 0;
@@ -302,7 +302,7 @@ int baton_gpu_busy_end(double *fraction, baton_error *err)
     if (fraction)
         *fraction = 0;
     if (!busy.on)
-        return err_set(err, BATON_ESTATE, "GPU busy fraction: call baton_gpu_busy_begin first");
+        return baton__err_set(err, BATON_ESTATE, "GPU busy fraction: call baton_gpu_busy_begin first");
     uint64_t end = 0;
     /* The window ends now; work issued before and still running counts up to its end, which
      * CUPTI reports once it completes, so wait for the GPUs first. */
@@ -335,7 +335,7 @@ int baton_gpu_busy_end(double *fraction, baton_error *err)
     disable_unused();
     pthread_mutex_unlock(&lock);
     if (dropped)
-        return err_set(err, BATON_ENOMEM,
+        return baton__err_set(err, BATON_ENOMEM,
                        "GPU busy fraction: %zu kernels and copies did not fit (%zu recorded); "
                        "measure a shorter window",
                        dropped, (size_t)BUSY_CAP);
@@ -344,7 +344,7 @@ int baton_gpu_busy_end(double *fraction, baton_error *err)
     return 0;
 }
 
-void cupti_sync(dev_trace *t)
+void baton__cupti_sync(dev_trace *t)
 {
     if (!api.lib)
         return;
@@ -385,13 +385,13 @@ void cupti_sync(dev_trace *t)
     pthread_mutex_unlock(&lock);
 }
 
-void cupti_push(int step)
+void baton__cupti_push(int step)
 {
     if (enabled)
         api.push_ext(CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM0, (uint64_t)step + 1);
 }
 
-void cupti_pop(void)
+void baton__cupti_pop(void)
 {
     uint64_t id;
     if (enabled)
@@ -403,7 +403,7 @@ void cupti_pop(void)
 int baton_gpu_busy_begin(baton_error *err)
 {
     err_clear(err);
-    return err_set(err, BATON_ENOTSUP,
+    return baton__err_set(err, BATON_ENOTSUP,
                    "GPU busy fraction: this build of baton has no CUPTI (its header was not found "
                    "at build time)");
 }
@@ -413,29 +413,29 @@ int baton_gpu_busy_end(double *fraction, baton_error *err)
     err_clear(err);
     if (fraction)
         *fraction = 0;
-    return err_set(err, BATON_ESTATE, "GPU busy fraction: call baton_gpu_busy_begin first");
+    return baton__err_set(err, BATON_ESTATE, "GPU busy fraction: call baton_gpu_busy_begin first");
 }
 
-int cupti_attach(void *stream, dev_trace *t, baton_error *err)
+int baton__cupti_attach(void *stream, dev_trace *t, baton_error *err)
 {
     (void)stream, (void)t;
-    return err_set(err, BATON_ENOTSUP,
+    return baton__err_set(err, BATON_ENOTSUP,
                    "no device timeline: this build of baton has no CUPTI (its header was not "
                    "found at build time)");
 }
-void cupti_detach(dev_trace *t)
+void baton__cupti_detach(dev_trace *t)
 {
     (void)t;
 }
-void cupti_sync(dev_trace *t)
+void baton__cupti_sync(dev_trace *t)
 {
     (void)t;
 }
-void cupti_push(int step)
+void baton__cupti_push(int step)
 {
     (void)step;
 }
-void cupti_pop(void)
+void baton__cupti_pop(void)
 {
 }
 

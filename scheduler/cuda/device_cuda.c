@@ -93,7 +93,7 @@ static int cuda_reason(baton_error *err, const dev_ctx *d, const char *step, con
     char detail[300] = "";
     if (what)
         snprintf(detail, sizeof detail, " (%s)", what);
-    return err_set(err, BATON_ECUDA, "%s%s failed: %s: %s", call, detail, cudaGetErrorName(e),
+    return baton__err_set(err, BATON_ECUDA, "%s%s failed: %s: %s", call, detail, cudaGetErrorName(e),
                    cudaGetErrorString(e));
 }
 
@@ -131,7 +131,7 @@ static void abandon_capture(dev_ctx *d)
     if (g)
         cudaGraphDestroy(g);
     (void)cudaGetLastError();
-    rb_set_free(d->cap.set);
+    baton__rb_set_free(d->cap.set);
     d->cap.set = NULL;
     d->capturing = 0;
     d->capture_failed = 0;
@@ -253,22 +253,22 @@ static int open_device(baton_device dev, const baton_options *opts, int n_graphs
     char name[24];
     baton_device_format(dev, name, sizeof name);
     if (dev.kind != BATON_DEVICE_CUDA || dev.index < 0 || n_graphs < 0 || n_events < 0)
-        return err_set(err, BATON_EINVAL, "%s: the CUDA device cannot open this device", name);
+        return baton__err_set(err, BATON_EINVAL, "%s: the CUDA device cannot open this device", name);
     int count = 0;
     cudaError_t e = cudaGetDeviceCount(&count);
     if (e != cudaSuccess) {
         (void)cudaGetLastError();
-        return err_set(err, BATON_ENODEV, "%s: no CUDA device is usable: %s: %s", name,
+        return baton__err_set(err, BATON_ENODEV, "%s: no CUDA device is usable: %s: %s", name,
                        cudaGetErrorName(e), cudaGetErrorString(e));
     }
     if (dev.index >= count)
-        return err_set(err, BATON_ENODEV,
+        return baton__err_set(err, BATON_ENODEV,
                        "%s: no such device (%d CUDA device%s present); place the step on "
                        "cuda:0..cuda:%d or on cpu",
                        name, count, count == 1 ? "" : "s", count - 1);
     dev_ctx *d = calloc(1, sizeof *d);
     if (!d)
-        return err_set(err, BATON_ENOMEM, "%s: out of memory opening the device", name);
+        return baton__err_set(err, BATON_ENOMEM, "%s: out of memory opening the device", name);
     d->dev = dev;
     memcpy(d->name, name, sizeof d->name);
     d->set_device = count > 1 || dev.index != 0;
@@ -280,7 +280,7 @@ static int open_device(baton_device dev, const baton_options *opts, int n_graphs
     d->rebind = calloc((size_t)(n_graphs > 0 ? n_graphs : 1), sizeof *d->rebind);
     if (!d->events || !d->graphs || !d->templates || !d->rebind) {
         cuda_close(d);
-        return err_set(err, BATON_ENOMEM, "%s: out of memory opening the device", name);
+        return baton__err_set(err, BATON_ENOMEM, "%s: out of memory opening the device", name);
     }
     if ((e = cudaSetDevice(dev.index)) != cudaSuccess)
         return open_failed(d, cuda_reason(err, d, NULL, "cudaSetDevice", NULL, e));
@@ -303,7 +303,7 @@ static int open_device(baton_device dev, const baton_options *opts, int n_graphs
         if (on != dev.index) {
             d->stream = NULL;
             cuda_close(d);
-            return err_set(err, BATON_EINVAL,
+            return baton__err_set(err, BATON_EINVAL,
                            "%s: the caller's stream (baton_options.streams) belongs to cuda:%d; "
                            "create it with cuda:%d current",
                            name, on, dev.index);
@@ -358,7 +358,7 @@ static void cuda_close(dev_ctx *d)
     if (d->stream)
         cudaStreamSynchronize(d->stream);
     if (d->trace)
-        cupti_detach(d->trace);
+        baton__cupti_detach(d->trace);
     for (int i = 0; i < d->n_graphs && d->graphs; i++)
         if (d->graphs[i])
             cudaGraphExecDestroy(d->graphs[i]);
@@ -366,8 +366,8 @@ static void cuda_close(dev_ctx *d)
         if (d->templates[i])
             cudaGraphDestroy(d->templates[i]);
     for (int i = 0; i < d->n_graphs && d->rebind; i++)
-        rb_set_free(d->rebind[i]);
-    rb_set_free(d->cap.set);
+        baton__rb_set_free(d->rebind[i]);
+    baton__rb_set_free(d->cap.set);
     for (int i = 0; i < d->n_events && d->events; i++)
         if (d->events[i])
             cudaEventDestroy(d->events[i]);
@@ -473,7 +473,7 @@ static int cuda_copy_sync(dev_ctx *d, void *dst, const void *src, size_t bytes, 
     if (e != cudaSuccess)
         return cuda_reason(err, d, NULL, "cudaSetDevice", NULL, e);
     if (d->capturing)
-        return err_set(err, BATON_ESTATE,
+        return baton__err_set(err, BATON_ESTATE,
                        "%s: a synchronous copy cannot be made while a "
                        "segment is being captured",
                        d->name);
@@ -504,7 +504,7 @@ static int cuda_call(dev_ctx *d, dev_call *c, baton_error *err)
         d->fault = DEV_CUDA_FAULT_NONE;
         if (d->capturing)
             abandon_capture(d);
-        return err_set(err, BATON_ECUDA,
+        return baton__err_set(err, BATON_ECUDA,
                        "kernel launch failed: cudaErrorLaunchOutOfResources: too many "
                        "resources requested for launch (injected fault)");
     }
@@ -520,7 +520,7 @@ static int cuda_call(dev_ctx *d, dev_call *c, baton_error *err)
 #endif
     int rc;
     if (d->trace)
-        cupti_push(c->ctx.step_index); /* the device timeline names the step */
+        baton__cupti_push(c->ctx.step_index); /* the device timeline names the step */
     if (c->kernel)
         rc = c->kernel(&c->ctx, c->buffers, c->opaque, c->opaque_len);
     else if (c->delegate && c->delegate->execute)
@@ -528,7 +528,7 @@ static int cuda_call(dev_ctx *d, dev_call *c, baton_error *err)
     else
         rc = BATON_EINVAL;
     if (d->trace)
-        cupti_pop();
+        baton__cupti_pop();
     e = cudaGetLastError();
 #ifdef BATON_NVTX
     nvtxRangePop();
@@ -553,7 +553,7 @@ static int cuda_call(dev_ctx *d, dev_call *c, baton_error *err)
         abandon_capture(d);
     }
     if (rc != 0)
-        return err_set(err, rc < 0 ? rc : BATON_EKERNEL, "%s",
+        return baton__err_set(err, rc < 0 ? rc : BATON_EKERNEL, "%s",
                        why ? why : (e != cudaSuccess ? cudaGetErrorString(e) : baton_strerror(rc)));
     if (e != cudaSuccess)
         return cuda_reason(err, d, step, c->kernel ? "kernel launch" : "delegate launch", NULL, e);
@@ -583,7 +583,7 @@ static int cuda_copy(dev_ctx *d, void *dst, const void *src, size_t bytes, dev_c
                       (((uintptr_t)dst | (uintptr_t)src) & 15) == 0;
     const char *call = small ? "the copy kernel" : "cudaMemcpyAsync";
     if (e == cudaSuccess)
-        e = small ? dev_cuda_copy_launch(d->stream, dst, src, bytes, kind == DEV_COPY_D2H)
+        e = small ? baton__dev_cuda_copy_launch(d->stream, dst, src, bytes, kind == DEV_COPY_D2H)
                   : cudaMemcpyAsync(dst, src, bytes, memcpy_kind(kind), d->stream);
     if (e != cudaSuccess) {
         if (d->capturing && is_capture_error(e)) {
@@ -602,7 +602,7 @@ static int cuda_copy(dev_ctx *d, void *dst, const void *src, size_t bytes, dev_c
 
 static int bad_slot(baton_error *err, const dev_ctx *d, const char *what, int slot, int n)
 {
-    return err_set(err, BATON_EINVAL,
+    return baton__err_set(err, BATON_EINVAL,
                    "%s: %s slot %d out of range (the device was opened "
                    "with %d)",
                    d->name, what, slot, n);
@@ -652,7 +652,7 @@ static int cuda_capture_begin(dev_ctx *d, int slot, baton_error *err)
     if (slot < 0 || slot >= d->n_graphs)
         return bad_slot(err, d, "graph", slot, d->n_graphs);
     if (d->capturing)
-        return err_set(err, BATON_ESTATE, "%s: a capture is already in progress (graph %d)",
+        return baton__err_set(err, BATON_ESTATE, "%s: a capture is already in progress (graph %d)",
                        d->name, d->capture_slot);
     cudaError_t e = make_current(d);
     if (e == cudaSuccess && !d->probe &&
@@ -672,8 +672,8 @@ static int cuda_capture_begin(dev_ctx *d, int slot, baton_error *err)
     d->capture_slot = slot;
     d->capture_failed = 0;
     d->capture_reason[0] = 0;
-    rb_set_free(d->cap.set);
-    rb_capture_begin(&d->cap);
+    baton__rb_set_free(d->cap.set);
+    baton__rb_capture_begin(&d->cap);
     if (d->fault == DEV_CUDA_FAULT_CAPTURE) {
         d->fault = DEV_CUDA_FAULT_NONE;
         e = cudaStreamSynchronize(d->stream); /* illegal while capturing: invalidates it */
@@ -738,28 +738,28 @@ static int cuda_capture_end(dev_ctx *d, int slot, int *updated, baton_error *err
     if (updated)
         *updated = 0;
     if (!d->capturing)
-        return err_set(err, BATON_ESTATE, "%s: no capture in progress", d->name);
+        return baton__err_set(err, BATON_ESTATE, "%s: no capture in progress", d->name);
     if (slot != d->capture_slot) {
         abandon_capture(d);
-        return err_set(err, BATON_EINVAL, "%s: capture of graph %d ended as graph %d", d->name,
+        return baton__err_set(err, BATON_EINVAL, "%s: capture of graph %d ended as graph %d", d->name,
                        d->capture_slot, slot);
     }
-    rb_set *ops = rb_capture_end(&d->cap, d->stream);
+    rb_set *ops = baton__rb_capture_end(&d->cap, d->stream);
     cudaGraph_t g = NULL;
     cudaError_t e = cudaStreamEndCapture(d->stream, &g);
     d->capturing = 0;
     if (d->capture_failed || e != cudaSuccess || !g) {
-        rb_set_free(ops);
+        baton__rb_set_free(ops);
         if (g)
             cudaGraphDestroy(g);
         (void)cudaGetLastError();
         d->capture_failed = 0;
         if (d->capture_reason[0])
-            return err_set(err, BATON_ENOTSUP,
+            return baton__err_set(err, BATON_ENOTSUP,
                            "%s: the segment cannot be captured into a "
                            "CUDA graph: %s",
                            d->name, d->capture_reason);
-        return err_set(err, BATON_ENOTSUP,
+        return baton__err_set(err, BATON_ENOTSUP,
                        "%s: the segment cannot be captured into a CUDA "
                        "graph: cudaStreamEndCapture: %s: %s",
                        d->name, cudaGetErrorName(e), cudaGetErrorString(e));
@@ -775,8 +775,8 @@ static int cuda_capture_end(dev_ctx *d, int slot, int *updated, baton_error *err
             /* The executable graph's nodes stay those of its template, which the new capture's
              * nodes cannot name: from now on its ops are patched by capturing again. */
             cudaGraphDestroy(g);
-            rb_set_free(ops);
-            rb_set_free(d->rebind[slot]);
+            baton__rb_set_free(ops);
+            baton__rb_set_free(d->rebind[slot]);
             d->rebind[slot] = NULL;
             if (updated)
                 *updated = 1;
@@ -794,7 +794,7 @@ static int cuda_capture_end(dev_ctx *d, int slot, int *updated, baton_error *err
     }
     if (e != cudaSuccess) {
         cudaGraphDestroy(g);
-        rb_set_free(ops);
+        baton__rb_set_free(ops);
         (void)cudaGetLastError();
         char what[32];
         snprintf(what, sizeof what, "graph %d", slot);
@@ -805,7 +805,7 @@ static int cuda_capture_end(dev_ctx *d, int slot, int *updated, baton_error *err
         (void)cudaGetLastError();
         cudaGraphExecDestroy(x);
         cudaGraphDestroy(g);
-        rb_set_free(ops);
+        baton__rb_set_free(ops);
         return cuda_reason(err, d, NULL, "cudaGraphUpload", NULL, e);
     }
     /* the template stays: cudaGraphExec*SetParams name its nodes */
@@ -820,7 +820,7 @@ static int cuda_graph_launch(dev_ctx *d, int slot, baton_error *err)
     if (slot < 0 || slot >= d->n_graphs)
         return bad_slot(err, d, "graph", slot, d->n_graphs);
     if (!d->graphs[slot])
-        return err_set(err, BATON_ESTATE, "%s: graph %d has not been captured", d->name, slot);
+        return baton__err_set(err, BATON_ESTATE, "%s: graph %d has not been captured", d->name, slot);
     char what[48];
     if (d->fault == DEV_CUDA_FAULT_LAUNCH) {
         d->fault = DEV_CUDA_FAULT_NONE;
@@ -847,7 +847,7 @@ static void cuda_graph_reset(dev_ctx *d, int slot)
         cudaGraphExecDestroy(d->graphs[slot]);
     if (d->templates[slot])
         cudaGraphDestroy(d->templates[slot]);
-    rb_set_free(d->rebind[slot]);
+    baton__rb_set_free(d->rebind[slot]);
     d->graphs[slot] = NULL;
     d->templates[slot] = NULL;
     d->rebind[slot] = NULL;
@@ -856,11 +856,11 @@ static void cuda_graph_reset(dev_ctx *d, int slot)
 static int cuda_trace_attach(dev_ctx *d, dev_trace *t, baton_error *err)
 {
     if (d->trace)
-        cupti_detach(d->trace);
+        baton__cupti_detach(d->trace);
     d->trace = NULL;
     if (!t)
         return 0;
-    int rc = cupti_attach(d->stream, t, err);
+    int rc = baton__cupti_attach(d->stream, t, err);
     if (!rc)
         d->trace = t;
     return rc;
@@ -873,7 +873,7 @@ static void cuda_trace_sync(dev_ctx *d)
     make_current(d);
     cudaStreamSynchronize(d->stream);
     (void)cudaGetLastError();
-    cupti_sync(d->trace);
+    baton__cupti_sync(d->trace);
 }
 
 static void cuda_capture_tag(dev_ctx *d, int tag)
@@ -887,20 +887,20 @@ static void cuda_capture_tag(dev_ctx *d, int tag)
         off = env && *env && *env != '0';
     }
     if (d->capturing && !d->capture_failed && !off)
-        rb_capture_tag(&d->cap, d->stream, tag);
+        baton__rb_capture_tag(&d->cap, d->stream, tag);
 }
 
 static int cuda_graph_rebind(dev_ctx *d, int slot, int tag, const dev_call *c, void *dst,
                              const void *src, size_t bytes, dev_copy_kind kind, baton_error *err)
 {
     if (slot < 0 || slot >= d->n_graphs || !d->graphs[slot])
-        return err_set(err, BATON_ENOTSUP, "%s: graph %d is not captured", d->name, slot);
+        return baton__err_set(err, BATON_ENOTSUP, "%s: graph %d is not captured", d->name, slot);
     if (!d->probe)
-        return err_set(err, BATON_ENOTSUP, "%s: no stream to learn the graph's nodes on", d->name);
+        return baton__err_set(err, BATON_ENOTSUP, "%s: no stream to learn the graph's nodes on", d->name);
     cudaError_t e = make_current(d);
     if (e != cudaSuccess)
         return cuda_reason(err, d, NULL, "cudaSetDevice", NULL, e);
-    return rb_rebind(d->rebind[slot], d->graphs[slot], d->probe, tag, c, dst, src, bytes, kind,
+    return baton__rb_rebind(d->rebind[slot], d->graphs[slot], d->probe, tag, c, dst, src, bytes, kind,
                      err);
 }
 
@@ -913,12 +913,12 @@ static int cuda_mem_check(dev_ctx *d, const void *p, size_t bytes, int host, bat
     cudaError_t e = cudaPointerGetAttributes(&a, p);
     if (e != cudaSuccess) {
         (void)cudaGetLastError();
-        return err_set(err, BATON_EINVAL, "cudaPointerGetAttributes(%p) failed: %s", p,
+        return baton__err_set(err, BATON_EINVAL, "cudaPointerGetAttributes(%p) failed: %s", p,
                        cudaGetErrorString(e));
     }
     if (host) {
         if (a.type != cudaMemoryTypeHost || a.devicePointer != p)
-            return err_set(err, BATON_EINVAL,
+            return baton__err_set(err, BATON_EINVAL,
                            "host memory at %p is not pinned and mapped; allocate it with "
                            "cudaHostAlloc (or cudaMallocHost), or register it with "
                            "cudaHostRegister(..., cudaHostRegisterMapped): pageable memory "
@@ -927,12 +927,12 @@ static int cuda_mem_check(dev_ctx *d, const void *p, size_t bytes, int host, bat
         return 0;
     }
     if (a.type != cudaMemoryTypeDevice && a.type != cudaMemoryTypeManaged)
-        return err_set(err, BATON_EINVAL,
+        return baton__err_set(err, BATON_EINVAL,
                        "memory at %p is not device memory; allocate it with cudaMalloc with %s "
                        "current",
                        p, d->name);
     if (a.device != d->dev.index)
-        return err_set(err, BATON_EINVAL, "memory at %p is on cuda:%d, not on %s", p, a.device,
+        return baton__err_set(err, BATON_EINVAL, "memory at %p is on cuda:%d, not on %s", p, a.device,
                        d->name);
     return 0;
 }
@@ -942,18 +942,18 @@ static int cuda_supports_pdl(dev_ctx *d)
     return d->pdl;
 }
 
-void dev_cuda_counters(dev_ctx *d, dev_counters *out)
+void baton__dev_cuda_counters(dev_ctx *d, dev_counters *out)
 {
     *out = d->counters;
 }
 
 static void cuda_counters(dev_ctx *d, struct dev_counters *out)
 {
-    dev_cuda_counters(d, out);
+    baton__dev_cuda_counters(d, out);
 }
 
 #ifdef BATON_TESTING
-void dev_cuda_inject_fault(dev_ctx *d, int what)
+void baton__dev_cuda_inject_fault(dev_ctx *d, int what)
 {
     d->fault = what;
 }
@@ -983,10 +983,10 @@ static int cuda_can_gate(dev_ctx *d)
 static int cuda_gate_wait(dev_ctx *d, baton_error *err)
 {
     if (!d->gate)
-        return err_set(err, BATON_ENOTSUP, "%s: no gate (no mapped pinned memory)", d->name);
+        return baton__err_set(err, BATON_ENOTSUP, "%s: no gate (no mapped pinned memory)", d->name);
     cudaError_t e = make_current(d);
     if (e == cudaSuccess)
-        e = dev_cuda_gate_launch(d->stream, d->gate_dev);
+        e = baton__dev_cuda_gate_launch(d->stream, d->gate_dev);
     if (e != cudaSuccess) {
         if (d->capturing)
             capture_failed(d, "the gate kernel could not be captured: %s", cudaGetErrorString(e));
@@ -1044,7 +1044,7 @@ static int cuda_coll_prepare(dev_coll *c, baton_error *err)
     int ordinals[DEV_MAX_GROUP];
     for (int k = 0; k < c->n; k++)
         ordinals[k] = c->group[k]->dev.index;
-    return nccl_comms_create(c->n, ordinals, &c->impl, err);
+    return baton__nccl_comms_create(c->n, ordinals, &c->impl, err);
 }
 
 static int cuda_coll_run(dev_coll *c, baton_error *err)
@@ -1052,16 +1052,16 @@ static int cuda_coll_run(dev_coll *c, baton_error *err)
     cudaStream_t streams[DEV_MAX_GROUP];
     for (int k = 0; k < c->n; k++) {
         if (c->group[k]->capturing)
-            return err_set(err, BATON_EINVAL, "a collective inside a capture");
+            return baton__err_set(err, BATON_EINVAL, "a collective inside a capture");
         streams[k] = c->group[k]->stream;
         c->group[k]->counters.launches++;
     }
-    return nccl_run(c->impl, c, streams, err);
+    return baton__nccl_run(c->impl, c, streams, err);
 }
 
 static void cuda_coll_release(dev_coll *c)
 {
-    nccl_comms_destroy(c->impl, c->n);
+    baton__nccl_comms_destroy(c->impl, c->n);
     c->impl = NULL;
 }
 
@@ -1073,14 +1073,14 @@ static int cuda_tune(dev_ctx *d, dev_call *c, kernel_tune_fn tune, char *note, s
     if (e != cudaSuccess)
         return cuda_reason(err, d, NULL, "cudaSetDevice", NULL, e);
     if (d->capturing)
-        return err_set(err, BATON_ESTATE, "%s: cannot tune while a segment is being captured",
+        return baton__err_set(err, BATON_ESTATE, "%s: cannot tune while a segment is being captured",
                        d->name);
     if (c->ctx.errbuf && c->ctx.errbuf_len)
         c->ctx.errbuf[0] = 0;
     c->ctx.capturing = 0;
     int rc = tune(&c->ctx, c->buffers, c->opaque, c->opaque_len, note, note_len);
     if (rc)
-        return err_set(err, rc, "%s",
+        return baton__err_set(err, rc, "%s",
                        c->ctx.errbuf && c->ctx.errbuf[0] ? c->ctx.errbuf : baton_strerror(rc));
     if ((e = cudaStreamSynchronize(d->stream)) != cudaSuccess)
         return cuda_reason(err, d, NULL, "cudaStreamSynchronize", "after tuning", e);
@@ -1100,12 +1100,12 @@ static int cuda_prepare_call(dev_ctx *d, dev_call *c, kernel_prepare_fn prepare,
         c->ctx.errbuf[0] = 0;
     int rc = prepare(&c->ctx, c->buffers, c->opaque, c->opaque_len, state);
     if (rc)
-        return err_set(err, rc, "%s",
+        return baton__err_set(err, rc, "%s",
                        c->ctx.errbuf && c->ctx.errbuf[0] ? c->ctx.errbuf : baton_strerror(rc));
     return 0;
 }
 
-const dev_ops dev_cuda_ops = {
+const dev_ops baton__dev_cuda_ops = {
     .name = "cuda",
     .label = "GPU",
     .caps = DEV_CAP_ASYNC | DEV_CAP_DEVICE_MEMORY | DEV_CAP_CALLER_STREAM,

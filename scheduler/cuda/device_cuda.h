@@ -8,7 +8,7 @@
 
 #include "scheduler/device.h"
 
-/* What dev_cuda_inject_fault() makes fail, once; the next matching call consumes it. The
+/* What baton__dev_cuda_inject_fault() makes fail, once; the next matching call consumes it. The
  * generic dev_ops.inject maps DEV_FAULT_ALLOC, _LAUNCH, _CAPTURE and _COPY onto the faults of the
  * same names here; DEV_CUDA_FAULT_INSTANTIATE is reachable only through this header. */
 typedef enum dev_cuda_fault {
@@ -30,24 +30,24 @@ typedef enum dev_cuda_fault {
     DEV_CUDA_FAULT_COPY = 5
 } dev_cuda_fault;
 
-/* Arms one fault on a context opened with dev_cuda_ops (undefined for other devices). A second
+/* Arms one fault on a context opened with baton__dev_cuda_ops (undefined for other devices). A second
  * call replaces the first; DEV_CUDA_FAULT_NONE disarms. */
 #ifdef BATON_TESTING /* test hooks exist only in testing builds (-DBATON_TESTING=ON) */
-void dev_cuda_inject_fault(dev_ctx *d, int what);
+void baton__dev_cuda_inject_fault(dev_ctx *d, int what);
 #endif
 
-/* The context's counters since it was opened (dev_cuda_ops.counters does the same). */
-void dev_cuda_counters(dev_ctx *d, dev_counters *out);
+/* The context's counters since it was opened (baton__dev_cuda_ops.counters does the same). */
+void baton__dev_cuda_counters(dev_ctx *d, dev_counters *out);
 
-/* The device's own kernels (device_kernels.cu). dev_cuda_gate_launch: a kernel that waits until
+/* The device's own kernels (device_kernels.cu). baton__dev_cuda_gate_launch: a kernel that waits until
  * *flag (mapped pinned memory, as the device sees it) is 1, then sets it back to 0.
- * dev_cuda_copy_launch: copies `bytes` between pinned host memory and the device (to_host: dst is
+ * baton__dev_cuda_copy_launch: copies `bytes` between pinned host memory and the device (to_host: dst is
  * the host side), both 16-byte aligned. Each returns the launch's error, if any. */
 #ifdef __cplusplus
 extern "C" {
 #endif
-cudaError_t dev_cuda_gate_launch(void *stream, volatile unsigned *flag);
-cudaError_t dev_cuda_copy_launch(void *stream, void *dst, const void *src, size_t bytes,
+cudaError_t baton__dev_cuda_gate_launch(void *stream, volatile unsigned *flag);
+cudaError_t baton__dev_cuda_copy_launch(void *stream, void *dst, const void *src, size_t bytes,
                                  int to_host);
 #ifdef __cplusplus
 }

@@ -49,13 +49,13 @@ __global__ void copy_kernel(const uint4 *__restrict__ src, uint4 *__restrict__ d
 
 } // namespace
 
-extern "C" cudaError_t dev_cuda_gate_launch(void *stream, volatile unsigned *flag)
+extern "C" cudaError_t baton__dev_cuda_gate_launch(void *stream, volatile unsigned *flag)
 {
     gate_kernel<<<1, 1, 0, (cudaStream_t)stream>>>(flag);
     return cudaGetLastError();
 }
 
-extern "C" cudaError_t dev_cuda_copy_launch(void *stream, void *dst, const void *src, size_t bytes,
+extern "C" cudaError_t baton__dev_cuda_copy_launch(void *stream, void *dst, const void *src, size_t bytes,
                                             int to_host)
 {
     const size_t n16 = bytes / 16;

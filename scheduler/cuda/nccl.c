@@ -46,12 +46,12 @@ static int load(baton_error *err)
     };
     const char *missing;
     char why[256];
-    void *lib = dynlib_open(names, sizeof names / sizeof names[0], syms,
+    void *lib = baton__dynlib_open(names, sizeof names / sizeof names[0], syms,
                             sizeof syms / sizeof syms[0], &missing, why, sizeof why);
     if (!lib && missing)
-        return err_set(err, BATON_ENOTSUP, "collectives: this libnccl lacks %s", missing);
+        return baton__err_set(err, BATON_ENOTSUP, "collectives: this libnccl lacks %s", missing);
     if (!lib)
-        return err_set(err, BATON_ENOTSUP,
+        return baton__err_set(err, BATON_ENOTSUP,
                        "collectives need NCCL, and libnccl.so.2 cannot be loaded (%s); install "
                        "it (libnccl2, or pip install nvidia-nccl-cu13) or name it in "
                        "BATON_NCCL_LIBRARY",
@@ -62,10 +62,10 @@ static int load(baton_error *err)
 
 static int nccl_fail(baton_error *err, const char *call, const char *what, ncclResult_t r)
 {
-    return err_set(err, BATON_ECUDA, "%s (%s) failed: %s", call, what, api.error_string(r));
+    return baton__err_set(err, BATON_ECUDA, "%s (%s) failed: %s", call, what, api.error_string(r));
 }
 
-int nccl_comms_create(int n, const int *ordinals, void **out, baton_error *err)
+int baton__nccl_comms_create(int n, const int *ordinals, void **out, baton_error *err)
 {
     *out = NULL;
     int rc = load(err);
@@ -73,7 +73,7 @@ int nccl_comms_create(int n, const int *ordinals, void **out, baton_error *err)
         return rc;
     ncclComm_t *comms = calloc((size_t)n, sizeof *comms);
     if (!comms)
-        return err_set(err, BATON_ENOMEM, "collectives: out of memory");
+        return baton__err_set(err, BATON_ENOMEM, "collectives: out of memory");
     ncclResult_t r = api.init_all(comms, n, ordinals);
     if (r != ncclSuccess) {
         free(comms);
@@ -83,7 +83,7 @@ int nccl_comms_create(int n, const int *ordinals, void **out, baton_error *err)
     return 0;
 }
 
-void nccl_comms_destroy(void *comms, int n)
+void baton__nccl_comms_destroy(void *comms, int n)
 {
     ncclComm_t *c = comms;
     for (int k = 0; c && k < n; k++)
@@ -104,12 +104,12 @@ static int nccl_type(baton_dtype dt, ncclDataType_t *out)
     }
 }
 
-int nccl_run(void *comms, const dev_coll *c, cudaStream_t const *streams, baton_error *err)
+int baton__nccl_run(void *comms, const dev_coll *c, cudaStream_t const *streams, baton_error *err)
 {
     ncclComm_t *cm = comms;
     ncclDataType_t t;
     if (nccl_type(c->dtype, &t))
-        return err_set(err, BATON_EINVAL, "collectives: NCCL has no %s",
+        return baton__err_set(err, BATON_EINVAL, "collectives: NCCL has no %s",
                        baton_dtype_name(c->dtype));
     ncclResult_t r = api.group_start();
     const char *call = c->op == DEV_COLL_ALL_REDUCE ? "ncclAllReduce" : "ncclAllGather";
@@ -129,13 +129,13 @@ int nccl_run(void *comms, const dev_coll *c, cudaStream_t const *streams, baton_
 
 static int absent(baton_error *err)
 {
-    return err_set(err, BATON_ENOTSUP,
+    return baton__err_set(err, BATON_ENOTSUP,
                    "collectives on CUDA need NCCL, and this baton was built without its header; "
                    "install libnccl-dev or pip install nvidia-nccl-cu13 and configure again (or "
                    "pass -DBATON_NCCL_ROOT=<dir with include/nccl.h>)");
 }
 
-int nccl_comms_create(int n, const int *ordinals, void **out, baton_error *err)
+int baton__nccl_comms_create(int n, const int *ordinals, void **out, baton_error *err)
 {
     (void)n;
     (void)ordinals;
@@ -143,13 +143,13 @@ int nccl_comms_create(int n, const int *ordinals, void **out, baton_error *err)
     return absent(err);
 }
 
-void nccl_comms_destroy(void *comms, int n)
+void baton__nccl_comms_destroy(void *comms, int n)
 {
     (void)comms;
     (void)n;
 }
 
-int nccl_run(void *comms, const dev_coll *c, cudaStream_t const *streams, baton_error *err)
+int baton__nccl_run(void *comms, const dev_coll *c, cudaStream_t const *streams, baton_error *err)
 {
     (void)comms;
     (void)c;

@@ -11,10 +11,10 @@
 #include "scheduler/device.h"
 
 /* Communicators for the CUDA devices ordinals[0..n-1] (ncclCommInitAll), into *out (freed by
- * nccl_comms_destroy). BATON_ENOTSUP with the reason when NCCL cannot be had. */
-int nccl_comms_create(int n, const int *ordinals, void **out, baton_error *err);
-void nccl_comms_destroy(void *comms, int n);
+ * baton__nccl_comms_destroy). BATON_ENOTSUP with the reason when NCCL cannot be had. */
+int baton__nccl_comms_create(int n, const int *ordinals, void **out, baton_error *err);
+void baton__nccl_comms_destroy(void *comms, int n);
 /* Issues c on streams[k] of member k, as one NCCL group. */
-int nccl_run(void *comms, const dev_coll *c, cudaStream_t const *streams, baton_error *err);
+int baton__nccl_run(void *comms, const dev_coll *c, cudaStream_t const *streams, baton_error *err);
 
 #endif /* BATON_SCHEDULER_CUDA_NCCL_H */

@@ -102,7 +102,7 @@ static int chain(cudaGraphNode_t last, cudaGraphNode_t before, cudaGraphNode_t *
     return n;
 }
 
-void rb_capture_begin(rb_capture *cap)
+void baton__rb_capture_begin(rb_capture *cap)
 {
     cap->set = calloc(1, sizeof *cap->set); /* NULL: nothing recorded, rebinds re-capture */
     cap->tag = -1;
@@ -121,7 +121,7 @@ static void close_op(rb_capture *cap, cudaStream_t s)
             int nc = set->cap ? set->cap * 2 : 32;
             rb_op *no = realloc(set->ops, (size_t)nc * sizeof *no);
             if (!no) {
-                rb_set_free(set);
+                baton__rb_set_free(set);
                 cap->set = NULL;
                 return;
             }
@@ -147,13 +147,13 @@ static void close_op(rb_capture *cap, cudaStream_t s)
     cap->before = last;
 }
 
-void rb_capture_tag(rb_capture *cap, cudaStream_t stream, int tag)
+void baton__rb_capture_tag(rb_capture *cap, cudaStream_t stream, int tag)
 {
     close_op(cap, stream);
     cap->tag = tag;
 }
 
-rb_set *rb_capture_end(rb_capture *cap, cudaStream_t stream)
+rb_set *baton__rb_capture_end(rb_capture *cap, cudaStream_t stream)
 {
     close_op(cap, stream);
     rb_set *set = cap->set;
@@ -161,7 +161,7 @@ rb_set *rb_capture_end(rb_capture *cap, cudaStream_t stream)
     return set;
 }
 
-void rb_set_free(rb_set *set)
+void baton__rb_set_free(rb_set *set)
 {
     if (!set)
         return;
@@ -191,7 +191,7 @@ static int probe_capture(cudaStream_t s, const dev_call *c, void **bufs, size_t 
     cudaError_t e = cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal);
     if (e != cudaSuccess) {
         (void)cudaGetLastError();
-        return err_set(err, BATON_ENOTSUP, "cudaStreamBeginCapture (probe): %s",
+        return baton__err_set(err, BATON_ENOTSUP, "cudaStreamBeginCapture (probe): %s",
                        cudaGetErrorString(e));
     }
     int rc = 0;
@@ -205,7 +205,7 @@ static int probe_capture(cudaStream_t s, const dev_call *c, void **bufs, size_t 
         rc = c->kernel ? c->kernel(&pc.ctx, bufs, c->opaque, c->opaque_len)
                        : c->delegate->execute(c->state, &pc.ctx, bufs);
     } else {
-        e = dev_cuda_copy_launch(s, bufs[0], bufs[1], bytes, kind == DEV_COPY_D2H);
+        e = baton__dev_cuda_copy_launch(s, bufs[0], bufs[1], bytes, kind == DEV_COPY_D2H);
         rc = e == cudaSuccess ? 0 : BATON_ECUDA;
     }
     int several = 0;
@@ -217,7 +217,7 @@ static int probe_capture(cudaStream_t s, const dev_call *c, void **bufs, size_t 
         if (out->graph)
             cudaGraphDestroy(out->graph);
         out->graph = NULL;
-        return err_set(err, BATON_ENOTSUP,
+        return baton__err_set(err, BATON_ENOTSUP,
                        "the op could not be captured again to learn its "
                        "parameters");
     }
@@ -234,13 +234,13 @@ static int learn_node(rb_node *rn, cudaGraphNode_t n1, cudaGraphNode_t n2, void 
         cudaGraphKernelNodeGetParams(n2, &p2) != cudaSuccess ||
         cudaGraphKernelNodeGetParams(rn->node, &t) != cudaSuccess) {
         (void)cudaGetLastError();
-        return err_set(err, BATON_ENOTSUP, "cudaGraphKernelNodeGetParams failed");
+        return baton__err_set(err, BATON_ENOTSUP, "cudaGraphKernelNodeGetParams failed");
     }
     if (p1.func != t.func || p2.func != t.func ||
         memcmp(&p1.gridDim, &p2.gridDim, sizeof p1.gridDim) ||
         memcmp(&p1.blockDim, &p2.blockDim, sizeof p1.blockDim) ||
         p1.sharedMemBytes != p2.sharedMemBytes || !p1.kernelParams || !p2.kernelParams || p1.extra)
-        return err_set(err, BATON_ENOTSUP,
+        return baton__err_set(err, BATON_ENOTSUP,
                        "its kernel's launch depends on the addresses, or its parameters are "
                        "opaque");
     size_t np = 0, total = 0, off, size;
@@ -257,7 +257,7 @@ static int learn_node(rb_node *rn, cudaGraphNode_t n1, cudaGraphNode_t n2, void 
     rn->fix = calloc(words + 1, sizeof *rn->fix);
     if (!w2 || !rn->blob || !rn->args || !rn->fix) {
         free(w2);
-        return err_set(err, BATON_ENOMEM, "out of memory learning a kernel node's parameters");
+        return baton__err_set(err, BATON_ENOMEM, "out of memory learning a kernel node's parameters");
     }
     /* Both probes laid out as the device sees the parameters; an address is an aligned 8-byte
      * word, whether a parameter of its own or a field of a struct passed by value. */
@@ -279,7 +279,7 @@ static int learn_node(rb_node *rn, cudaGraphNode_t n1, cudaGraphNode_t n2, void 
             if (v2 - v1 == (uint64_t)delta(b))
                 k = b;
         if (k < 0)
-            rc = err_set(err, BATON_ENOTSUP,
+            rc = baton__err_set(err, BATON_ENOTSUP,
                          "byte %zu of its kernel's parameters changes with the addresses in a "
                          "way that is not an address",
                          8 * w);
@@ -307,10 +307,10 @@ static int learn(rb_op *op, cudaStream_t s, const dev_call *c, void **b1, int nb
         return rc;
     rc = probe_capture(s, c, b2, bytes, kind, &p2, err);
     if (!rc && (p1.n != op->n || p2.n != op->n))
-        rc = err_set(err, BATON_ENOTSUP, "it adds another number of nodes when captured again");
+        rc = baton__err_set(err, BATON_ENOTSUP, "it adds another number of nodes when captured again");
     for (int i = 0; !rc && i < op->n; i++) {
         if (op->nodes[i].type != cudaGraphNodeTypeKernel)
-            rc = err_set(err, BATON_ENOTSUP, "it adds a node that is not a kernel");
+            rc = baton__err_set(err, BATON_ENOTSUP, "it adds a node that is not a kernel");
         else
             rc = learn_node(&op->nodes[i], p1.nodes[i], p2.nodes[i], b1, err);
     }
@@ -321,7 +321,7 @@ static int learn(rb_op *op, cudaStream_t s, const dev_call *c, void **b1, int nb
     return rc;
 }
 
-int rb_rebind(rb_set *set, cudaGraphExec_t exec, cudaStream_t probe_stream, int tag,
+int baton__rb_rebind(rb_set *set, cudaGraphExec_t exec, cudaStream_t probe_stream, int tag,
               const dev_call *c, void *dst, const void *src, size_t bytes, dev_copy_kind kind,
               baton_error *err)
 {
@@ -330,7 +330,7 @@ int rb_rebind(rb_set *set, cudaGraphExec_t exec, cudaStream_t probe_stream, int 
         if (set->ops[i].tag == tag)
             op = &set->ops[i];
     if (!op || op->n < 0 || op->learned < 0)
-        return err_set(err, BATON_ENOTSUP, "the op's graph nodes are not known");
+        return baton__err_set(err, BATON_ENOTSUP, "the op's graph nodes are not known");
     void *copy_bufs[2] = {dst, (void *)src};
     void **bufs = c ? c->buffers : copy_bufs;
     int nb = c ? c->ctx.sig->n_inputs + c->ctx.sig->n_outputs : 2;
@@ -343,13 +343,13 @@ int rb_rebind(rb_set *set, cudaGraphExec_t exec, cudaStream_t probe_stream, int 
             cudaGraphExecMemcpyNodeSetParams1D(exec, op->nodes[0].node, dst, src, bytes, mk);
         if (e != cudaSuccess) {
             (void)cudaGetLastError();
-            return err_set(err, BATON_ENOTSUP, "cudaGraphExecMemcpyNodeSetParams1D: %s",
+            return baton__err_set(err, BATON_ENOTSUP, "cudaGraphExecMemcpyNodeSetParams1D: %s",
                            cudaGetErrorString(e));
         }
         return 0;
     }
     if (nb > RB_MAX_BUFS)
-        return err_set(err, BATON_ENOTSUP, "too many buffers");
+        return baton__err_set(err, BATON_ENOTSUP, "too many buffers");
     if (!op->learned) {
         int rc = learn(op, probe_stream, c, bufs, nb, bytes, kind, err);
         op->learned = rc ? -1 : 1;
@@ -366,7 +366,7 @@ int rb_rebind(rb_set *set, cudaGraphExec_t exec, cudaStream_t probe_stream, int 
         if (e != cudaSuccess) {
             (void)cudaGetLastError();
             op->learned = -1;
-            return err_set(err, BATON_ENOTSUP, "cudaGraphExecKernelNodeSetParams: %s",
+            return baton__err_set(err, BATON_ENOTSUP, "cudaGraphExecKernelNodeSetParams: %s",
                            cudaGetErrorString(e));
         }
     }

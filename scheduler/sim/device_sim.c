@@ -160,7 +160,7 @@ static void meet(const sim_op *op)
     uv_mutex_lock(&r->lock);
     long long round = r->round;
     if (++r->arrived == c->n) {
-        dev_coll_host(c);
+        baton__dev_coll_host(c);
         r->arrived = 0;
         r->round++;
         uv_cond_broadcast(&r->cond);
@@ -276,7 +276,7 @@ static int sim_open(baton_device dev, const baton_options *opts, int n_graphs, i
 {
     dev_ctx *d = calloc(1, sizeof *d);
     if (!d)
-        return err_set(err, BATON_ENOMEM, "sim: out of memory");
+        return baton__err_set(err, BATON_ENOMEM, "sim: out of memory");
     d->dev = dev;
     d->err_step = -1;
     d->delay_us = opts ? opts->sim_delay_us : 0;
@@ -288,7 +288,7 @@ static int sim_open(baton_device dev, const baton_options *opts, int n_graphs, i
         free(d->event_at);
         free(d->graphs);
         free(d);
-        return err_set(err, BATON_ENOMEM, "sim: out of memory");
+        return baton__err_set(err, BATON_ENOMEM, "sim: out of memory");
     }
     int rc = uv_mutex_init(&d->lock);
     if (rc == 0 && (rc = uv_cond_init(&d->cond)) != 0)
@@ -301,7 +301,7 @@ static int sim_open(baton_device dev, const baton_options *opts, int n_graphs, i
         free(d->event_at);
         free(d->graphs);
         free(d);
-        return err_set(err, BATON_ENOMEM, "sim: cannot start the worker thread: %s",
+        return baton__err_set(err, BATON_ENOMEM, "sim: cannot start the worker thread: %s",
                        uv_strerror(rc));
     }
     *out = d;
@@ -337,13 +337,13 @@ static void *sim_alloc(dev_ctx *d, size_t bytes, baton_error *err)
     baton_device_format(d->dev, name, sizeof name);
     if (d->fault == DEV_FAULT_ALLOC) {
         d->fault = DEV_FAULT_NONE;
-        err_set(err, BATON_ENOMEM, "%s (sim): allocation of %zu bytes failed (injected fault)",
+        baton__err_set(err, BATON_ENOMEM, "%s (sim): allocation of %zu bytes failed (injected fault)",
                 name, bytes);
         return NULL;
     }
     void *p = dev_host_zeroed(bytes);
     if (!p) {
-        err_set(err, BATON_ENOMEM, "%s (sim): allocation of %zu bytes failed", name, bytes);
+        baton__err_set(err, BATON_ENOMEM, "%s (sim): allocation of %zu bytes failed", name, bytes);
         return NULL;
     }
     return p;
@@ -381,7 +381,7 @@ static int record_op(dev_ctx *d, const sim_op *in, baton_error *err)
         op.bufs = malloc(((size_t)n + 1) * sizeof *op.bufs);
         if (!op.bufs) {
             d->capture_failed = 1;
-            return err_set(err, BATON_ENOMEM, "sim: out of memory while capturing");
+            return baton__err_set(err, BATON_ENOMEM, "sim: out of memory while capturing");
         }
         memcpy(op.bufs, op.call->buffers, (size_t)n * sizeof *op.bufs);
     }
@@ -392,7 +392,7 @@ static int record_op(dev_ctx *d, const sim_op *in, baton_error *err)
         if (!no) {
             d->capture_failed = 1;
             free(op.bufs);
-            return err_set(err, BATON_ENOMEM, "sim: out of memory while capturing");
+            return baton__err_set(err, BATON_ENOMEM, "sim: out of memory while capturing");
         }
         g->ops = no;
         g->cap = nc;
@@ -419,7 +419,7 @@ static int sim_graph_rebind(dev_ctx *d, int slot, int tag, const dev_call *c, vo
 {
     (void)kind;
     if (slot < 0 || slot >= d->n_graphs || !d->graphs[slot].ready)
-        return err_set(err, BATON_ENOTSUP, "sim: graph %d is not captured", slot);
+        return baton__err_set(err, BATON_ENOTSUP, "sim: graph %d is not captured", slot);
     sim_graph *g = &d->graphs[slot];
     int found = 0;
     for (int i = 0; i < g->n; i++) {
@@ -433,18 +433,18 @@ static int sim_graph_rebind(dev_ctx *d, int slot, int tag, const dev_call *c, vo
             op->dst = dst;
             op->src = src;
         } else
-            return err_set(err, BATON_ENOTSUP, "sim: graph %d: op %d is not of that kind", slot,
+            return baton__err_set(err, BATON_ENOTSUP, "sim: graph %d: op %d is not of that kind", slot,
                            tag);
         found = 1;
     }
-    return found ? 0 : err_set(err, BATON_ENOTSUP, "sim: graph %d has no op %d", slot, tag);
+    return found ? 0 : baton__err_set(err, BATON_ENOTSUP, "sim: graph %d has no op %d", slot, tag);
 }
 
 static int sim_call(dev_ctx *d, dev_call *c, baton_error *err)
 {
     if (d->fault == DEV_FAULT_LAUNCH) {
         d->fault = DEV_FAULT_NONE;
-        return err_set(err, BATON_ECUDA, "launch failed (injected fault)");
+        return baton__err_set(err, BATON_ECUDA, "launch failed (injected fault)");
     }
     sim_op op = {.kind = SIM_CALL, .call = c};
     if (d->capturing)
@@ -460,7 +460,7 @@ static int sim_copy(dev_ctx *d, void *dst, const void *src, size_t bytes, dev_co
     char name[32];
     if (d->fault == DEV_FAULT_COPY) {
         d->fault = DEV_FAULT_NONE;
-        return err_set(err, BATON_ECUDA, "%s (sim): copy (%s) failed (injected fault)",
+        return baton__err_set(err, BATON_ECUDA, "%s (sim): copy (%s) failed (injected fault)",
                        baton_device_format(d->dev, name, sizeof name), what);
     }
     sim_op op = {.kind = SIM_COPY, .dst = dst, .src = src, .bytes = bytes};
@@ -473,7 +473,7 @@ static int sim_copy(dev_ctx *d, void *dst, const void *src, size_t bytes, dev_co
 static int sim_record(dev_ctx *d, int slot, baton_error *err)
 {
     if (slot < 0 || slot >= d->n_events)
-        return err_set(err, BATON_EINVAL, "sim: event slot %d out of range", slot);
+        return baton__err_set(err, BATON_EINVAL, "sim: event slot %d out of range", slot);
     uv_mutex_lock(&d->lock);
     d->event_at[slot] = d->issued;
     uv_mutex_unlock(&d->lock);
@@ -493,7 +493,7 @@ static int sim_wait(dev_ctx *d, int slot, const char *where, baton_error *err)
 {
     (void)where;
     if (slot < 0 || slot >= d->n_events)
-        return err_set(err, BATON_EINVAL, "sim: event slot %d out of range", slot);
+        return baton__err_set(err, BATON_EINVAL, "sim: event slot %d out of range", slot);
     d->counters.host_waits++;
     uv_mutex_lock(&d->lock);
     while (d->done < d->event_at[slot])
@@ -501,7 +501,7 @@ static int sim_wait(dev_ctx *d, int slot, const char *where, baton_error *err)
     int rc = d->err_code;
     if (rc) {
         /* the reason only: the runtime names the step (sim_failed_step) */
-        err_set(err, rc, "%s", d->err_msg);
+        baton__err_set(err, rc, "%s", d->err_msg);
         d->err_code = 0;
     }
     uv_mutex_unlock(&d->lock);
@@ -519,7 +519,7 @@ static void sim_drain_clear(dev_ctx *d)
 static int sim_capture_begin(dev_ctx *d, int slot, baton_error *err)
 {
     if (slot < 0 || slot >= d->n_graphs)
-        return err_set(err, BATON_EINVAL, "sim: graph slot %d out of range", slot);
+        return baton__err_set(err, BATON_EINVAL, "sim: graph slot %d out of range", slot);
     d->capture_had_graph = d->graphs[slot].ready;
     graph_clear(&d->graphs[slot]);
     d->tag = -1;
@@ -537,13 +537,13 @@ static int sim_capture_end(dev_ctx *d, int slot, int *updated, baton_error *err)
     if (d->fault == DEV_FAULT_CAPTURE) {
         d->fault = DEV_FAULT_NONE;
         graph_clear(&d->graphs[slot]);
-        return err_set(err, BATON_ENOTSUP,
+        return baton__err_set(err, BATON_ENOTSUP,
                        "%s (sim): capture of the segment failed (injected fault)",
                        baton_device_format(d->dev, name, sizeof name));
     }
     if (d->capture_failed) {
         graph_clear(&d->graphs[slot]);
-        return err_set(err, BATON_ENOTSUP, "sim: capture failed");
+        return baton__err_set(err, BATON_ENOTSUP, "sim: capture failed");
     }
     d->graphs[slot].ready = 1;
     if (updated)
@@ -554,7 +554,7 @@ static int sim_capture_end(dev_ctx *d, int slot, int *updated, baton_error *err)
 static int sim_graph_launch(dev_ctx *d, int slot, baton_error *err)
 {
     if (slot < 0 || slot >= d->n_graphs || !d->graphs[slot].ready)
-        return err_set(err, BATON_ESTATE, "sim: graph %d was not captured", slot);
+        return baton__err_set(err, BATON_ESTATE, "sim: graph %d was not captured", slot);
     d->counters.graph_launches++;
     sim_op op = {.kind = SIM_GRAPH, .slot = slot};
     enqueue(d, &op);
@@ -592,9 +592,9 @@ static void sim_gate_open(dev_ctx *d)
 static int sim_stream_wait(dev_ctx *d, dev_ctx *other, int slot, baton_error *err)
 {
     if (slot < 0 || slot >= other->n_events)
-        return err_set(err, BATON_EINVAL, "sim: event slot %d out of range", slot);
+        return baton__err_set(err, BATON_EINVAL, "sim: event slot %d out of range", slot);
     if (d->capturing)
-        return err_set(err, BATON_EINVAL, "sim: a wait for another device inside a capture");
+        return baton__err_set(err, BATON_EINVAL, "sim: a wait for another device inside a capture");
     uv_mutex_lock(&other->lock);
     long long until = other->event_at[slot];
     uv_mutex_unlock(&other->lock);
@@ -607,15 +607,15 @@ static int sim_coll_prepare(dev_coll *c, baton_error *err)
 {
     sim_rendezvous *r = calloc(1, sizeof *r);
     if (!r)
-        return err_set(err, BATON_ENOMEM, "sim: out of memory");
+        return baton__err_set(err, BATON_ENOMEM, "sim: out of memory");
     if (uv_mutex_init(&r->lock)) {
         free(r);
-        return err_set(err, BATON_ENOMEM, "sim: uv_mutex_init failed");
+        return baton__err_set(err, BATON_ENOMEM, "sim: uv_mutex_init failed");
     }
     if (uv_cond_init(&r->cond)) {
         uv_mutex_destroy(&r->lock);
         free(r);
-        return err_set(err, BATON_ENOMEM, "sim: uv_cond_init failed");
+        return baton__err_set(err, BATON_ENOMEM, "sim: uv_cond_init failed");
     }
     c->impl = r;
     return 0;
@@ -625,7 +625,7 @@ static int sim_coll_run(dev_coll *c, baton_error *err)
 {
     for (int m = 0; m < c->n; m++)
         if (c->group[m]->capturing)
-            return err_set(err, BATON_EINVAL, "sim: a collective inside a capture");
+            return baton__err_set(err, BATON_EINVAL, "sim: a collective inside a capture");
     for (int m = 0; m < c->n; m++) {
         sim_op op = {.kind = SIM_COLL, .coll = c};
         c->group[m]->counters.launches++;
@@ -662,7 +662,7 @@ static void sim_inject(dev_ctx *d, dev_fault fault)
 }
 #endif
 
-const dev_ops dev_sim_ops = {
+const dev_ops baton__dev_sim_ops = {
     .name = "sim",
     .label = "test device",
     .caps = DEV_CAP_ASYNC | DEV_CAP_CPU_KERNELS | DEV_CAP_DEVICE_MEMORY | DEV_CAP_CAPTURE_ANY,

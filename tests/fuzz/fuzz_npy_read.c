@@ -64,7 +64,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     baton_tensor_desc d;
     size_t off = 0;
     baton_error err;
-    int rc = npy_parse(data, size, size, "fuzz.npy", &d, &off, &err);
+    int rc = baton__npy_parse(data, size, size, "fuzz.npy", &d, &off, &err);
     if (rc != 0) {
         if (rc != BATON_EIO)
             abort();
@@ -76,10 +76,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             abort();
         /* what the writer would put before the same data reads back as the same array */
         static unsigned char hdr[NPY_PREFIX_MAX];
-        size_t hl = npy_format_header(&d, hdr, sizeof hdr);
+        size_t hl = baton__npy_format_header(&d, hdr, sizeof hdr);
         baton_tensor_desc d2;
         size_t off2;
-        if (!hl || npy_parse(hdr, hl, hl + (size - off), "rt.npy", &d2, &off2, &err) != 0 ||
+        if (!hl || baton__npy_parse(hdr, hl, hl + (size - off), "rt.npy", &d2, &off2, &err) != 0 ||
             off2 != hl || !same_desc(&d, &d2)) {
             fprintf(stderr, "round trip failed: %.*s\n", (int)hl, (const char *)hdr);
             abort();

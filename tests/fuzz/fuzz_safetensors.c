@@ -1,7 +1,7 @@
 /* fuzz_safetensors.c: libFuzzer target for the safetensors reader. Any input must either parse,
  * with every tensor's bytes inside the data, of its dtype and shape's size and overlapping no
  * other tensor, or fail with BATON_EIO and a message of printable ASCII (no raw header bytes).
- * The same bytes mapped through st_open from a memfd must give the same answer.
+ * The same bytes mapped through baton__st_open from a memfd must give the same answer.
  *
  * Build: CC=clang cmake -S . -B build-fuzz -DBATON_CUDA=OFF -DBATON_FUZZ=ON -DBATON_SANITIZE=ON
  *        cmake --build build-fuzz --target fuzz_safetensors
@@ -46,7 +46,7 @@ static void check_header(const st_header *h, size_t size)
             if (e->begin < e->end && o->begin < o->end && e->begin < o->end && o->begin < e->end)
                 abort();
         }
-        if (st_header_find(h, e->name) != i)
+        if (baton__st_header_find(h, e->name) != i)
             abort();
     }
 }
@@ -74,21 +74,21 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     st_header h;
     baton_error err;
-    int rc = st_parse(data, size, size, "fuzz.safetensors", &h, &err);
+    int rc = baton__st_parse(data, size, size, "fuzz.safetensors", &h, &err);
     if (rc != 0) {
         if (rc != BATON_EIO)
             abort();
         check_message(&err, rc);
     } else {
         check_header(&h, size);
-        st_header_free(&h);
+        baton__st_header_free(&h);
     }
     const char *path = as_file(data, size);
     if (!path)
         return 0;
     st_file *f = NULL;
     baton_error ferr;
-    int frc = st_open(path, &f, &ferr);
+    int frc = baton__st_open(path, &f, &ferr);
     if (frc != rc) {
         fprintf(stderr, "mapping and parser disagree: %d vs %d (%s)\n", frc, rc, ferr.message);
         abort();
@@ -96,9 +96,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (frc)
         check_message(&ferr, frc);
     else
-        check_header(st_file_header(f), size);
-    st_release(f);
-    if (st_cache_count() != 0)
+        check_header(baton__st_file_header(f), size);
+    baton__st_release(f);
+    if (baton__st_cache_count() != 0)
         abort(); /* the last release unmaps */
     return 0;
 }
