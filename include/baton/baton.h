@@ -37,7 +37,7 @@ extern "C" {
  * program runs against a newer shared libbaton than it was built with. CMake reads the project
  * version from these three lines.
  *
- * The ABI promise (docs/api.md), for as long as the soname stays (libbaton.so.0; a release that
+ * The ABI promise (docs/api.md), for as long as the soname stays (libbaton.so.1; a release that
  * must break it takes a new soname):
  *  - functions are only added, never removed or changed; enum values and #define'd limits keep
  *    their values; libbaton.so exports exactly the functions the public headers declare with
@@ -64,7 +64,7 @@ extern "C" {
  * ------------------------------------------------------------------------------------------- */
 
 #define BATON_VERSION_MAJOR 0
-#define BATON_VERSION_MINOR 1
+#define BATON_VERSION_MINOR 2
 #define BATON_VERSION_PATCH 0
 /* The header's version as one number, (major << 16) | (minor << 8) | patch: 0x000100 is 0.1.0. */
 #define BATON_VERSION                                                                              \
