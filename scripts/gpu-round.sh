@@ -40,6 +40,13 @@ if has tests; then
     grep -E "\*\*\*Failed|\[FAIL\]" "$work/ctest_cpu.log" | head -10
   fi
 fi
+if has rfcdims; then
+  python3 scripts/rfc_dims.py examples/plans/rfc.json "$work/rfc-dims.json"
+  for plan in examples/plans/rfc.json "$work/rfc-dims.json" examples/plans/rfc.json "$work/rfc-dims.json"; do
+    say "baton bench --modes=graph $(basename "$plan"): $(timeout 120 "$BUILD/baton" bench --gpu=cuda \
+      --modes=graph --iters=1000 --warmup=50 -q "$plan" 2>&1 | grep -E '^graph')"
+  done
+fi
 if has decoder; then
   timeout 200 "$BUILD/bench_decoder" --json "$final/bench_decoder.json" > "$work/bench_decoder.log" 2>&1
   say "== bench_decoder (rc $?)"; grep -v "^RESULT" "$work/bench_decoder.log" | tee -a "$summary" >/dev/null
@@ -63,13 +70,6 @@ if has dims; then
     # shellcheck disable=SC2086
     timeout 150 "$BUILD/bench_dims" --gpu cuda $a > "$work/bench_dims.log" 2>&1
     say "(bench_dims $a: rc $?)"; grep -v "^RESULT" "$work/bench_dims.log" | tail -n 14 | tee -a "$summary" > /dev/null
-  done
-fi
-if has rfcdims; then
-  python3 scripts/rfc_dims.py examples/plans/rfc.json "$work/rfc-dims.json"
-  for plan in examples/plans/rfc.json "$work/rfc-dims.json" examples/plans/rfc.json "$work/rfc-dims.json"; do
-    say "baton bench --modes=graph $(basename "$plan"): $(timeout 120 "$BUILD/baton" bench --gpu=cuda \
-      --modes=graph --iters=1000 --warmup=50 -q "$plan" 2>&1 | grep -E '^graph')"
   done
 fi
 if has dims; then
