@@ -275,7 +275,9 @@ static void sweep_run(void *arg)
     sweep_job *j = arg;
     int tb = j->trans_b;
     switch (j->which) {
-    case 0: baton__gemv_run(j->dt, tb, j->m, j->n, j->k, 1.0f, j->xf, j->w, j->y, j->partial); break;
+    case 0:
+        baton__gemv_run(j->dt, tb, j->m, j->n, j->k, 1.0f, j->xf, j->w, j->y, j->partial);
+        break;
     case 1:
         cblas_sgemm(CblasRowMajor, CblasNoTrans, tb ? CblasTrans : CblasNoTrans, (int)j->m,
                     (int)j->n, (int)j->k, 1.0f, j->xf, (int)j->k, j->wf, tb ? (int)j->k : (int)j->n,
@@ -396,9 +398,10 @@ int main(int argc, char **argv)
              4096);
     ew_row("softshrink 2048x4096 f32", "softshrink_f32", baton__kcpu_softshrink, BATON_DTYPE_F32,
            2048LL * 4096, 0, 0.5);
-    ew_row("softshrink 4096 f32 (per call)", "softshrink_small", baton__kcpu_softshrink, BATON_DTYPE_F32,
-           4096, 0, 0.5);
-    ew_row("add 2048x4096 bf16", "add_bf16", baton__kcpu_add, BATON_DTYPE_BF16, 2048LL * 4096, 1, 0);
+    ew_row("softshrink 4096 f32 (per call)", "softshrink_small", baton__kcpu_softshrink,
+           BATON_DTYPE_F32, 4096, 0, 0.5);
+    ew_row("add 2048x4096 bf16", "add_bf16", baton__kcpu_add, BATON_DTYPE_BF16, 2048LL * 4096, 1,
+           0);
     rms_row("rmsnorm 4096x4096 f32", "rmsnorm_f32", 4096, 4096);
 
     printf("baton CPU steps: %d threads, %s, OpenBLAS %s%s\n", threads,

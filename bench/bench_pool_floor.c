@@ -2,9 +2,9 @@
  * same GPU segments of N instances replayed concurrently with no host steps. Two pools of N
  * instances of one plan take turns in rounds: the plan as it is, and the plan with every run
  * issuing only its GPU segments (each as it would run: its graph or its calls, its copies in and
- * out) and skipping the CPU segments and the host waits they need (baton__runtime_gpu_only, a testing
- * hook). Closed loop, N requests in flight; prints runs/s and latency percentiles of each way and
- * the ratio of throughputs.
+ * out) and skipping the CPU segments and the host waits they need (baton__runtime_gpu_only, a
+ * testing hook). Closed loop, N requests in flight; prints runs/s and latency percentiles of each
+ * way and the ratio of throughputs.
  *
  *   bench_pool_floor [PLAN] [--inflight N] [--requests R] [--rounds K] [--mode M]
  *                    [--no-queue-ahead | --queue-ahead] [--gpu auto|cuda|sim|cpu] */

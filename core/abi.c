@@ -5,16 +5,16 @@
 #include "core/abi.h"
 #include "core/core.h"
 
-int baton__abi_read(void *dst, size_t dst_size, const void *src, const abi_field *fields, int n_fields,
-             const char *what, const char *type, baton_error *err)
+int baton__abi_read(void *dst, size_t dst_size, const void *src, const abi_field *fields,
+                    int n_fields, const char *what, const char *type, baton_error *err)
 {
     size_t size;
     memcpy(&size, src, sizeof size); /* struct_size leads every versioned struct */
     if (size < sizeof(size_t))
         return baton__err_set(err, BATON_EINVAL,
-                       "%s: struct_size is %zu; set it to sizeof(%s), the size in the "
-                       "baton.h the caller compiles against",
-                       what, size, type);
+                              "%s: struct_size is %zu; set it to sizeof(%s), the size in the "
+                              "baton.h the caller compiles against",
+                              what, size, type);
     if (size > dst_size) {
         const unsigned char *tail = (const unsigned char *)src + dst_size;
         for (size_t i = 0; i < size - dst_size; i++)

@@ -26,7 +26,7 @@ typedef struct abi_field {
  *   BATON_EINVAL   struct_size is smaller than a size_t (0: never set): set it to sizeof.
  *   BATON_ENOTSUP  struct_size is larger than dst_size and a byte past dst_size is not zero: the
  *                  caller sets a field that this (older) library does not know. */
-int baton__abi_read(void *dst, size_t dst_size, const void *src, const abi_field *fields, int n_fields,
-             const char *what, const char *type, baton_error *err);
+int baton__abi_read(void *dst, size_t dst_size, const void *src, const abi_field *fields,
+                    int n_fields, const char *what, const char *type, baton_error *err);
 
 #endif /* BATON_CORE_ABI_H */

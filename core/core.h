@@ -58,9 +58,10 @@ typedef struct log_sink {
     void *user;
 } log_sink;
 /* As baton__log_msg, to `sink`'s callback when it has one (sink may be NULL). */
-void baton__log_to(const log_sink *sink, baton_log_level level, const char *fmt, ...) CORE_PRINTF(3, 4);
-/* Makes baton__log_msg on this thread go to `sink` (NULL: the process-wide callback) until the next call;
- * returns the previous one, to restore. The runtime sets its registry's around prepare. */
+void baton__log_to(const log_sink *sink, baton_log_level level, const char *fmt, ...)
+    CORE_PRINTF(3, 4);
+/* Makes baton__log_msg on this thread go to `sink` (NULL: the process-wide callback) until the next
+ * call; returns the previous one, to restore. The runtime sets its registry's around prepare. */
 const log_sink *baton__log_scope(const log_sink *sink);
 
 /* ---- the environment (core/env.c) ---- */

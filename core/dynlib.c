@@ -14,7 +14,7 @@ static void clear_slots(const dynlib_sym *syms, size_t nsyms)
 }
 
 void *baton__dynlib_open(const char *const *names, size_t n, const dynlib_sym *syms, size_t nsyms,
-                  const char **missing, char *why, size_t why_len)
+                         const char **missing, char *why, size_t why_len)
 {
     *missing = NULL;
     if (why && why_len)

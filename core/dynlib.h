@@ -22,7 +22,7 @@ typedef struct dynlib_sym {
  * the first symbol the library lacks (NULL when no library loaded), and why holds dlerror()'s
  * last message when none loaded (why_len bytes, may be 0). */
 void *baton__dynlib_open(const char *const *names, size_t n, const dynlib_sym *syms, size_t nsyms,
-                  const char **missing, char *why, size_t why_len);
+                         const char **missing, char *why, size_t why_len);
 
 #ifdef __cplusplus
 }

@@ -37,8 +37,8 @@ static void log_v(const log_sink *sink, baton_log_level level, const char *fmt, 
         atomic_load (&log_fn)(atomic_load(&log_user), level, line);
 }
 
-/* The registry's sink while one of its runtimes is prepared on this thread (baton__log_scope), so that
- * what a delegate or kernel logs at prepare, knowing no registry, reaches that registry. */
+/* The registry's sink while one of its runtimes is prepared on this thread (baton__log_scope), so
+ * that what a delegate or kernel logs at prepare, knowing no registry, reaches that registry. */
 static _Thread_local const log_sink *scoped;
 
 const log_sink *baton__log_scope(const log_sink *sink)

@@ -77,7 +77,8 @@ static void det_sincos_2pi(double u, double *c, double *s)
     }
 }
 
-void baton__rng_fill_normal(void *dst, baton_dtype dt, int64_t n, uint64_t seed, double mean, double std)
+void baton__rng_fill_normal(void *dst, baton_dtype dt, int64_t n, uint64_t seed, double mean,
+                            double std)
 {
     uint64_t state = seed;
     for (int64_t i = 0; i < n; i += 2) {
@@ -95,7 +96,8 @@ void baton__rng_fill_normal(void *dst, baton_dtype dt, int64_t n, uint64_t seed,
     }
 }
 
-void baton__rng_fill_uniform(void *dst, baton_dtype dt, int64_t n, uint64_t seed, double low, double high)
+void baton__rng_fill_uniform(void *dst, baton_dtype dt, int64_t n, uint64_t seed, double low,
+                             double high)
 {
     uint64_t state = seed;
     double width = high - low;

@@ -11,8 +11,10 @@
 /* The next value of a splitmix64 stream; advances *state. */
 uint64_t baton__rng_splitmix64(uint64_t *state);
 /* n seeded N(mean, std) values, stored as dt (integers truncate and saturate). */
-void baton__rng_fill_normal(void *dst, baton_dtype dt, int64_t n, uint64_t seed, double mean, double std);
+void baton__rng_fill_normal(void *dst, baton_dtype dt, int64_t n, uint64_t seed, double mean,
+                            double std);
 /* n seeded U[low, high) values, stored as dt. */
-void baton__rng_fill_uniform(void *dst, baton_dtype dt, int64_t n, uint64_t seed, double low, double high);
+void baton__rng_fill_uniform(void *dst, baton_dtype dt, int64_t n, uint64_t seed, double low,
+                             double high);
 
 #endif /* BATON_CORE_RNG_H */

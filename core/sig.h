@@ -27,19 +27,19 @@ static inline const char *shape_str(const baton_tensor_desc *d, char *buf, size_
 static inline int dims_ok(const baton_tensor_desc *d, const char *what, char *msg, size_t len)
 {
     if (d->rank < 0 || d->rank > BATON_MAX_RANK)
-        return baton__reason_set(msg, len, BATON_EPLAN, "%s has rank %d: ranks go from 0 to %d", what,
-                          d->rank, BATON_MAX_RANK);
+        return baton__reason_set(msg, len, BATON_EPLAN, "%s has rank %d: ranks go from 0 to %d",
+                                 what, d->rank, BATON_MAX_RANK);
     int64_t n = 1;
     for (int i = 0; i < d->rank; i++) {
         char s[200];
         if (d->shape[i] < 1)
             return baton__reason_set(msg, len, BATON_EPLAN,
-                              "%s has shape %s with a dim of %lld: every dim must be >= 1", what,
-                              shape_str(d, s, sizeof s), (long long)d->shape[i]);
+                                     "%s has shape %s with a dim of %lld: every dim must be >= 1",
+                                     what, shape_str(d, s, sizeof s), (long long)d->shape[i]);
         if (n > INT64_MAX / d->shape[i])
             return baton__reason_set(msg, len, BATON_EPLAN,
-                              "%s has shape %s, more elements than fit in 64 bits", what,
-                              shape_str(d, s, sizeof s));
+                                     "%s has shape %s, more elements than fit in 64 bits", what,
+                                     shape_str(d, s, sizeof s));
         n *= d->shape[i];
     }
     return 0;

@@ -27,8 +27,8 @@ const par_ctx *baton__par_bind(const par_ctx *p);
 int baton__par_threads(void);
 
 /* Calls fn(arg, t) for each t in [0, n_tasks) and returns when all have returned. One task, or a
- * binding of one thread, or baton's pool already in use (another step, or a task calling baton__par_for),
- * runs them in order on the calling thread. */
+ * binding of one thread, or baton's pool already in use (another step, or a task calling
+ * baton__par_for), runs them in order on the calling thread. */
 void baton__par_for(int64_t n_tasks, baton_task_fn fn, void *arg);
 
 /* The number of tasks for `work` units cut into pieces of at least `grain` units, at most

@@ -19,34 +19,37 @@ static int attr_bool(const baton_sig_args *sig, const char *name, int *out, char
     if (a->type != BATON_ATTR_BOOL && a->type != BATON_ATTR_INT)
         return baton__reason_set(msg, len, BATON_EPLAN, "attribute %s must be true or false", name);
     if (a->i != 0 && a->i != 1)
-        return baton__reason_set(msg, len, BATON_EPLAN, "attribute %s is %lld: it must be true or false",
-                          name, (long long)a->i);
+        return baton__reason_set(msg, len, BATON_EPLAN,
+                                 "attribute %s is %lld: it must be true or false", name,
+                                 (long long)a->i);
     *out = (int)a->i;
     return 0;
 }
 
 int baton__gemm_resolve(const baton_sig_args *sig, baton_gemm_desc *desc, baton_tensor_desc *out,
-                       char *msg, size_t len)
+                        char *msg, size_t len)
 {
     char s1[200], s2[200];
     if (!sig || (sig->n_inputs != 2 && sig->n_inputs != 3) || !sig->inputs)
         return baton__reason_set(msg, len, BATON_EPLAN,
-                          "gemm takes 2 inputs (a, b), gemm_add 3 (a, b, c), got %d",
-                          sig ? sig->n_inputs : 0);
+                                 "gemm takes 2 inputs (a, b), gemm_add 3 (a, b, c), got %d",
+                                 sig ? sig->n_inputs : 0);
     if (sig->n_outputs != 1)
-        return baton__reason_set(msg, len, BATON_EPLAN, "gemm writes 1 output, got %d", sig->n_outputs);
+        return baton__reason_set(msg, len, BATON_EPLAN, "gemm writes 1 output, got %d",
+                                 sig->n_outputs);
     if (sig->n_attrs > 0 && !sig->attrs)
         return baton__reason_set(msg, len, BATON_EPLAN, "gemm: attrs missing");
     const baton_tensor_desc *a = &sig->inputs[0], *b = &sig->inputs[1];
     baton_dtype dt = a->dtype;
     if (dt != BATON_DTYPE_F32 && dt != BATON_DTYPE_F64 && dt != BATON_DTYPE_BF16 &&
         dt != BATON_DTYPE_F16)
-        return baton__reason_set(msg, len, BATON_EPLAN, "a is %s but gemm takes f32, f64, bf16 or f16",
-                          baton_dtype_name(dt));
+        return baton__reason_set(msg, len, BATON_EPLAN,
+                                 "a is %s but gemm takes f32, f64, bf16 or f16",
+                                 baton_dtype_name(dt));
     if (b->dtype != dt)
         return baton__reason_set(msg, len, BATON_EPLAN,
-                          "a is %s but b is %s: gemm needs a, b and the output in one dtype",
-                          baton_dtype_name(dt), baton_dtype_name(b->dtype));
+                                 "a is %s but b is %s: gemm needs a, b and the output in one dtype",
+                                 baton_dtype_name(dt), baton_dtype_name(b->dtype));
     int rc = dims_ok(a, "a", msg, len);
     if (rc == 0)
         rc = dims_ok(b, "b", msg, len);
@@ -69,8 +72,8 @@ int baton__gemm_resolve(const baton_sig_args *sig, baton_gemm_desc *desc, baton_
         else
             return baton__reason_set(msg, len, BATON_EPLAN, "attribute alpha must be a number");
         if (!isfinite(alpha))
-            return baton__reason_set(msg, len, BATON_EPLAN, "alpha is %g: it must be a finite number",
-                              alpha);
+            return baton__reason_set(msg, len, BATON_EPLAN,
+                                     "alpha is %g: it must be a finite number", alpha);
     }
 
     int64_t m, k;
@@ -86,8 +89,8 @@ int baton__gemm_resolve(const baton_sig_args *sig, baton_gemm_desc *desc, baton_
     } else {
         if (a->rank < 2)
             return baton__reason_set(msg, len, BATON_EPLAN,
-                              "a has shape %s: it must be [M, K] (or [..., M, K])",
-                              shape_str(a, s1, sizeof s1));
+                                     "a has shape %s: it must be [M, K] (or [..., M, K])",
+                                     shape_str(a, s1, sizeof s1));
         k = a->shape[a->rank - 1];
         m = 1;
         for (int i = 0; i < a->rank - 1; i++)
@@ -95,8 +98,8 @@ int baton__gemm_resolve(const baton_sig_args *sig, baton_gemm_desc *desc, baton_
     }
     if (b->rank != 2)
         return baton__reason_set(msg, len, BATON_EPLAN,
-                          "b has shape %s: it must be 2-D, [K, N] (or [N, K] with trans_b)",
-                          shape_str(b, s1, sizeof s1));
+                                 "b has shape %s: it must be 2-D, [K, N] (or [N, K] with trans_b)",
+                                 shape_str(b, s1, sizeof s1));
     int64_t bk = tb ? b->shape[1] : b->shape[0];
     int64_t n = tb ? b->shape[0] : b->shape[1];
     if (bk != k)
@@ -136,11 +139,12 @@ int baton__gemm_resolve(const baton_sig_args *sig, baton_gemm_desc *desc, baton_
             same = c->shape[i] == o.shape[i];
         if (!same) {
             char s3[200];
-            return baton__reason_set(msg, len, BATON_EPLAN,
-                              "c is %s%s but gemm_add's output is %s%s here: c must have the "
-                              "output's dtype and shape (it is added to the product)",
-                              baton_dtype_name(c->dtype), shape_str(c, s1, sizeof s1),
-                              baton_dtype_name(o.dtype), shape_str(&o, s3, sizeof s3));
+            return baton__reason_set(
+                msg, len, BATON_EPLAN,
+                "c is %s%s but gemm_add's output is %s%s here: c must have the "
+                "output's dtype and shape (it is added to the product)",
+                baton_dtype_name(c->dtype), shape_str(c, s1, sizeof s1), baton_dtype_name(o.dtype),
+                shape_str(&o, s3, sizeof s3));
         }
     }
     if (out)

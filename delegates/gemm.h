@@ -45,7 +45,7 @@ size_t baton__gemm_cpu_prepared_bytes(void);
  * signature writes a one-line reason (what is wrong and what would be right) into msg and returns
  * BATON_EPLAN. */
 int baton__gemm_resolve(const baton_sig_args *sig, baton_gemm_desc *desc, baton_tensor_desc *out,
-                       char *msg, size_t msg_len);
+                        char *msg, size_t msg_len);
 
 /* The run's M: from the step's signature as the runtime bound it (a plan with dims rebinds
  * sig->inputs[0] when the dims change), else desc->m (init's, the max). -1 for a signature gemm

@@ -40,18 +40,19 @@ static int attr_num(const baton_sig_args *a, const char *op, const char *name, d
     *out = def;
     if (!at)
         return required ? baton__reason_set(msg, len, BATON_EPLAN,
-                                     "%s needs attribute %s (a number, e.g. \"%s\": 1.0)", op, name,
-                                     name)
+                                            "%s needs attribute %s (a number, e.g. \"%s\": 1.0)",
+                                            op, name, name)
                         : 0;
     if (at->type == BATON_ATTR_FLOAT)
         *out = at->f;
     else if (at->type == BATON_ATTR_INT)
         *out = (double)at->i;
     else
-        return baton__reason_set(msg, len, BATON_EPLAN, "%s: attribute %s must be a number", op, name);
+        return baton__reason_set(msg, len, BATON_EPLAN, "%s: attribute %s must be a number", op,
+                                 name);
     if (!isfinite(*out))
-        return baton__reason_set(msg, len, BATON_EPLAN, "%s: attribute %s is %g: it must be finite", op,
-                          name, *out);
+        return baton__reason_set(msg, len, BATON_EPLAN, "%s: attribute %s is %g: it must be finite",
+                                 op, name, *out);
     return 0;
 }
 
@@ -64,8 +65,8 @@ static int attr_int(const baton_sig_args *a, const char *op, const char *name, i
     if (!at) {
         if (required)
             return baton__reason_set(msg, len, BATON_EPLAN,
-                              "%s needs attribute %s (an integer, e.g. \"%s\": 64)", op, name,
-                              name);
+                                     "%s needs attribute %s (an integer, e.g. \"%s\": 64)", op,
+                                     name, name);
         return 0;
     }
     if (at->type == BATON_ATTR_INT)
@@ -73,11 +74,12 @@ static int attr_int(const baton_sig_args *a, const char *op, const char *name, i
     else if (at->type == BATON_ATTR_FLOAT && at->f == floor(at->f) && fabs(at->f) < 9e15)
         *out = (int64_t)at->f;
     else
-        return baton__reason_set(msg, len, BATON_EPLAN, "%s: attribute %s must be an integer", op, name);
+        return baton__reason_set(msg, len, BATON_EPLAN, "%s: attribute %s must be an integer", op,
+                                 name);
     if (*out < lo || *out > hi)
         return baton__reason_set(msg, len, BATON_EPLAN,
-                          "%s: attribute %s is %lld: it must be in [%lld, %lld]", op, name,
-                          (long long)*out, (long long)lo, (long long)hi);
+                                 "%s: attribute %s is %lld: it must be in [%lld, %lld]", op, name,
+                                 (long long)*out, (long long)lo, (long long)hi);
     return 0;
 }
 
@@ -89,14 +91,14 @@ static int attr_bool(const baton_sig_args *a, const char *op, const char *name, 
     if (!at)
         return 0;
     if (at->type != BATON_ATTR_BOOL && at->type != BATON_ATTR_INT)
-        return baton__reason_set(msg, len, BATON_EPLAN, "%s: attribute %s must be true or false", op,
-                          name);
+        return baton__reason_set(msg, len, BATON_EPLAN, "%s: attribute %s must be true or false",
+                                 op, name);
     *out = at->i != 0;
     return 0;
 }
 
 int baton__dec_desc_from_attrs(int op, const baton_sig_args *a, baton_decoder_desc *d, char *msg,
-                        size_t len)
+                               size_t len)
 {
     const char *nm = baton__dec_op_name(op);
     memset(d, 0, sizeof *d);
@@ -109,8 +111,8 @@ int baton__dec_desc_from_attrs(int op, const baton_sig_args *a, baton_decoder_de
             return rc;
         if (v % 2)
             return baton__reason_set(msg, len, BATON_EPLAN,
-                              "rope: head_dim is %lld: it must be even (rope turns pairs)",
-                              (long long)v);
+                                     "rope: head_dim is %lld: it must be even (rope turns pairs)",
+                                     (long long)v);
         d->head_dim = (int32_t)v;
         if ((rc = attr_bool(a, nm, "interleaved", &b, msg, len)))
             return rc;
@@ -124,13 +126,14 @@ int baton__dec_desc_from_attrs(int op, const baton_sig_args *a, baton_decoder_de
             return rc;
         if (v % 2)
             return baton__reason_set(msg, len, BATON_EPLAN,
-                              "%s: head_dim is %lld: it must be even (rope turns pairs)", nm,
-                              (long long)v);
+                                     "%s: head_dim is %lld: it must be even (rope turns pairs)", nm,
+                                     (long long)v);
         if (h % hkv)
-            return baton__reason_set(msg, len, BATON_EPLAN,
-                              "%s: n_kv_heads is %lld but n_heads is %lld: n_kv_heads must divide "
-                              "n_heads",
-                              nm, (long long)hkv, (long long)h);
+            return baton__reason_set(
+                msg, len, BATON_EPLAN,
+                "%s: n_kv_heads is %lld but n_heads is %lld: n_kv_heads must divide "
+                "n_heads",
+                nm, (long long)hkv, (long long)h);
         d->head_dim = (int32_t)v;
         d->n_heads = (int32_t)h;
         d->n_kv_heads = (int32_t)hkv;
@@ -146,11 +149,12 @@ int baton__dec_desc_from_attrs(int op, const baton_sig_args *a, baton_decoder_de
             (rc = attr_int(a, nm, "n_kv_heads", 0, 1, 1, 1 << 16, &hkv, msg, len)))
             return rc;
         if (h % hkv)
-            return baton__reason_set(msg, len, BATON_EPLAN,
-                              "attention: n_kv_heads is %lld but n_heads is %lld: n_kv_heads must "
-                              "divide n_heads (each KV head serves n_heads / n_kv_heads query "
-                              "heads)",
-                              (long long)hkv, (long long)h);
+            return baton__reason_set(
+                msg, len, BATON_EPLAN,
+                "attention: n_kv_heads is %lld but n_heads is %lld: n_kv_heads must "
+                "divide n_heads (each KV head serves n_heads / n_kv_heads query "
+                "heads)",
+                (long long)hkv, (long long)h);
         d->head_dim = (int32_t)v;
         d->n_heads = (int32_t)h;
         d->n_kv_heads = (int32_t)hkv;
@@ -158,9 +162,9 @@ int baton__dec_desc_from_attrs(int op, const baton_sig_args *a, baton_decoder_de
             return rc;
         if (d->scale == 0)
             return baton__reason_set(msg, len, BATON_EPLAN,
-                              "attention: scale is 0: it must be nonzero (default "
-                              "1/sqrt(head_dim) = %g)",
-                              1.0 / sqrt((double)v));
+                                     "attention: scale is 0: it must be nonzero (default "
+                                     "1/sqrt(head_dim) = %g)",
+                                     1.0 / sqrt((double)v));
         return 0;
     }
     case DEC_GELU:
@@ -172,10 +176,11 @@ int baton__dec_desc_from_attrs(int op, const baton_sig_args *a, baton_decoder_de
         if ((rc = attr_num(a, nm, "temperature", 1.0, 0, &d->temperature, msg, len)))
             return rc;
         if (!(d->temperature > 0))
-            return baton__reason_set(msg, len, BATON_EPLAN,
-                              "sample: temperature is %g: it must be > 0 (for greedy decoding "
-                              "use an argmax step)",
-                              d->temperature);
+            return baton__reason_set(
+                msg, len, BATON_EPLAN,
+                "sample: temperature is %g: it must be > 0 (for greedy decoding "
+                "use an argmax step)",
+                d->temperature);
         if ((rc = attr_int(a, nm, "top_k", 0, 0, 0, INT32_MAX, &v, msg, len)))
             return rc;
         d->top_k = (int32_t)v;
@@ -183,7 +188,8 @@ int baton__dec_desc_from_attrs(int op, const baton_sig_args *a, baton_decoder_de
             return rc;
         if (!(d->top_p > 0 && d->top_p <= 1))
             return baton__reason_set(msg, len, BATON_EPLAN,
-                              "sample: top_p is %g: it must be in (0, 1] (1 = off)", d->top_p);
+                                     "sample: top_p is %g: it must be in (0, 1] (1 = off)",
+                                     d->top_p);
         if ((rc = attr_int(a, nm, "seed", 0, 0, INT64_MIN, INT64_MAX, &v, msg, len)))
             return rc;
         d->seed = (uint64_t)v;
@@ -195,51 +201,56 @@ int baton__dec_desc_from_attrs(int op, const baton_sig_args *a, baton_decoder_de
     }
 }
 
-int baton__dec_desc_read(int op, const char *opaque, size_t opaque_len, baton_decoder_desc *d, char *msg,
-                  size_t len)
+int baton__dec_desc_read(int op, const char *opaque, size_t opaque_len, baton_decoder_desc *d,
+                         char *msg, size_t len)
 {
     const char *nm = baton__dec_op_name(op);
     if (!opaque || opaque_len != sizeof *d)
-        return baton__reason_set(msg, len, BATON_EINVAL,
-                          "%s: the descriptor is %zu bytes but must be %zu (baton_decoder_desc: "
-                          "op, flags, head_dim, n_heads, n_kv_heads, top_k, scale, temperature, "
-                          "top_p, seed; see docs/targets.md)",
-                          nm, opaque ? opaque_len : 0, sizeof *d);
+        return baton__reason_set(
+            msg, len, BATON_EINVAL,
+            "%s: the descriptor is %zu bytes but must be %zu (baton_decoder_desc: "
+            "op, flags, head_dim, n_heads, n_kv_heads, top_k, scale, temperature, "
+            "top_p, seed; see docs/targets.md)",
+            nm, opaque ? opaque_len : 0, sizeof *d);
     memcpy(d, opaque, sizeof *d);
     if (d->op != op)
         return baton__reason_set(msg, len, BATON_EINVAL,
-                          "%s: the descriptor is for op %d (%s), not %d (%s)", nm, (int)d->op,
-                          baton__dec_op_name(d->op), op, nm);
+                                 "%s: the descriptor is for op %d (%s), not %d (%s)", nm,
+                                 (int)d->op, baton__dec_op_name(d->op), op, nm);
     uint32_t allowed = op == DEC_ROPE || op == DEC_ROPE_CACHE_UPDATE ? DEC_FLAG_INTERLEAVED
                        : op == DEC_GELU                              ? DEC_FLAG_TANH
                                                                      : 0;
     if (d->flags & ~allowed)
-        return baton__reason_set(msg, len, BATON_EINVAL, "%s: flags 0x%x has bits %s does not define", nm,
-                          (unsigned)d->flags, nm);
+        return baton__reason_set(msg, len, BATON_EINVAL,
+                                 "%s: flags 0x%x has bits %s does not define", nm,
+                                 (unsigned)d->flags, nm);
     if (op == DEC_ROPE_CACHE_UPDATE &&
         (d->head_dim < 2 || d->head_dim % 2 || d->head_dim > 1024 || d->n_heads < 1 ||
          d->n_kv_heads < 1 || d->n_heads % d->n_kv_heads || !isfinite(d->scale)))
-        return baton__reason_set(msg, len, BATON_EINVAL,
-                          "rope_cache_update: head_dim %d (even, 2 to 1024), n_heads %d, "
-                          "n_kv_heads %d (dividing n_heads) or scale %g (finite) is out of range",
-                          (int)d->head_dim, (int)d->n_heads, (int)d->n_kv_heads, d->scale);
+        return baton__reason_set(
+            msg, len, BATON_EINVAL,
+            "rope_cache_update: head_dim %d (even, 2 to 1024), n_heads %d, "
+            "n_kv_heads %d (dividing n_heads) or scale %g (finite) is out of range",
+            (int)d->head_dim, (int)d->n_heads, (int)d->n_kv_heads, d->scale);
     if (op == DEC_ROPE && (d->head_dim < 2 || d->head_dim % 2 || !isfinite(d->scale)))
         return baton__reason_set(msg, len, BATON_EINVAL,
-                          "rope: head_dim %d must be even and >= 2, scale %g finite",
-                          (int)d->head_dim, d->scale);
+                                 "rope: head_dim %d must be even and >= 2, scale %g finite",
+                                 (int)d->head_dim, d->scale);
     if (op == DEC_ATTENTION &&
         (d->head_dim < 1 || d->head_dim > 1024 || d->n_heads < 1 || d->n_kv_heads < 1 ||
          d->n_heads % d->n_kv_heads || !isfinite(d->scale) || d->scale == 0))
-        return baton__reason_set(msg, len, BATON_EINVAL,
-                          "attention: head_dim %d (1 to 1024), n_heads %d, n_kv_heads %d (>= 1, "
-                          "dividing n_heads) and scale %g (finite, nonzero) are out of range",
-                          (int)d->head_dim, (int)d->n_heads, (int)d->n_kv_heads, d->scale);
+        return baton__reason_set(
+            msg, len, BATON_EINVAL,
+            "attention: head_dim %d (1 to 1024), n_heads %d, n_kv_heads %d (>= 1, "
+            "dividing n_heads) and scale %g (finite, nonzero) are out of range",
+            (int)d->head_dim, (int)d->n_heads, (int)d->n_kv_heads, d->scale);
     if (op == DEC_SAMPLE && (!(d->temperature > 0) || !isfinite(d->temperature) ||
                              !(d->top_p > 0 && d->top_p <= 1) || d->top_k < 0))
-        return baton__reason_set(msg, len, BATON_EINVAL,
-                          "sample: temperature %g (> 0), top_p %g (in (0, 1]) or top_k %d (>= 0) "
-                          "is out of range",
-                          d->temperature, d->top_p, (int)d->top_k);
+        return baton__reason_set(
+            msg, len, BATON_EINVAL,
+            "sample: temperature %g (> 0), top_p %g (in (0, 1]) or top_k %d (>= 0) "
+            "is out of range",
+            d->temperature, d->top_p, (int)d->top_k);
     return 0;
 }
 
@@ -273,8 +284,8 @@ static int want_float(const baton_sig_args *a, int i, const char *role, const ch
     const baton_tensor_desc *t = &a->inputs[i];
     if (!dtype_is_float(t->dtype))
         return baton__reason_set(msg, len, BATON_EPLAN,
-                          "%s is %s but %s takes it in bf16, f16, f32 or f64",
-                          tn(a, 0, i, role, nb, sizeof nb), baton_dtype_name(t->dtype), op);
+                                 "%s is %s but %s takes it in bf16, f16, f32 or f64",
+                                 tn(a, 0, i, role, nb, sizeof nb), baton_dtype_name(t->dtype), op);
     return dims_ok(t, tn(a, 0, i, role, nb, sizeof nb), msg, len);
 }
 
@@ -285,16 +296,17 @@ static int want_index(const baton_sig_args *a, int i, const char *role, const ch
     const baton_tensor_desc *t = &a->inputs[i];
     if (!dtype_is_int(t->dtype))
         return baton__reason_set(msg, len, BATON_EPLAN, "%s is %s but %s takes it in i32 or i64",
-                          tn(a, 0, i, role, nb, sizeof nb), baton_dtype_name(t->dtype), op);
+                                 tn(a, 0, i, role, nb, sizeof nb), baton_dtype_name(t->dtype), op);
     int rc = dims_ok(t, tn(a, 0, i, role, nb, sizeof nb), msg, len);
     if (rc)
         return rc;
     if (count >= 0 && numel(t) != count)
-        return baton__reason_set(msg, len, BATON_EPLAN,
-                          "%s has shape %s (%lld elements) but %s needs %lld, one per token row "
-                          "(declare it [%lld])",
-                          tn(a, 0, i, role, nb, sizeof nb), shape_str(t, s, sizeof s),
-                          (long long)numel(t), op, (long long)count, (long long)count);
+        return baton__reason_set(
+            msg, len, BATON_EPLAN,
+            "%s has shape %s (%lld elements) but %s needs %lld, one per token row "
+            "(declare it [%lld])",
+            tn(a, 0, i, role, nb, sizeof nb), shape_str(t, s, sizeof s), (long long)numel(t), op,
+            (long long)count, (long long)count);
     return 0;
 }
 
@@ -306,15 +318,16 @@ static int rows_of(const baton_sig_args *a, int i, const char *role, const char 
     const baton_tensor_desc *t = &a->inputs[i];
     if (t->rank < 1)
         return baton__reason_set(msg, len, BATON_EPLAN,
-                          "%s is a scalar: %s takes it as [..., features] (rank >= 1)",
-                          tn(a, 0, i, role, nb, sizeof nb), op);
+                                 "%s is a scalar: %s takes it as [..., features] (rank >= 1)",
+                                 tn(a, 0, i, role, nb, sizeof nb), op);
     int64_t last = t->shape[t->rank - 1];
     if (F > 0 && last != F)
-        return baton__reason_set(msg, len, BATON_EPLAN,
-                          "%s has shape %s, with %lld features, but %s needs %lld (%s) in its "
-                          "last dim",
-                          tn(a, 0, i, role, nb, sizeof nb), shape_str(t, s, sizeof s),
-                          (long long)last, op, (long long)F, why);
+        return baton__reason_set(
+            msg, len, BATON_EPLAN,
+            "%s has shape %s, with %lld features, but %s needs %lld (%s) in its "
+            "last dim",
+            tn(a, 0, i, role, nb, sizeof nb), shape_str(t, s, sizeof s), (long long)last, op,
+            (long long)F, why);
     *rows = numel(t) / last;
     if (f_out)
         *f_out = last;
@@ -326,10 +339,10 @@ static int same_dtype(const baton_sig_args *a, int i, int j, const char *ri, con
 {
     char n1[300], n2[300];
     if (a->inputs[i].dtype != a->inputs[j].dtype)
-        return baton__reason_set(msg, len, BATON_EPLAN,
-                          "%s is %s but %s is %s: %s needs them in one dtype",
-                          tn(a, 0, j, rj, n2, sizeof n2), baton_dtype_name(a->inputs[j].dtype),
-                          tn(a, 0, i, ri, n1, sizeof n1), baton_dtype_name(a->inputs[i].dtype), op);
+        return baton__reason_set(
+            msg, len, BATON_EPLAN, "%s is %s but %s is %s: %s needs them in one dtype",
+            tn(a, 0, j, rj, n2, sizeof n2), baton_dtype_name(a->inputs[j].dtype),
+            tn(a, 0, i, ri, n1, sizeof n1), baton_dtype_name(a->inputs[i].dtype), op);
     return 0;
 }
 
@@ -343,27 +356,28 @@ static int same_shape(const baton_sig_args *a, int i, int j, const char *ri, con
     if (same)
         return 0;
     char n1[300], n2[300], s1[200], s2[200];
-    return baton__reason_set(msg, len, BATON_EPLAN, "%s has shape %s but %s has %s: %s needs them equal",
-                      tn(a, 0, j, rj, n2, sizeof n2), shape_str(y, s2, sizeof s2),
-                      tn(a, 0, i, ri, n1, sizeof n1), shape_str(x, s1, sizeof s1), op);
+    return baton__reason_set(msg, len, BATON_EPLAN,
+                             "%s has shape %s but %s has %s: %s needs them equal",
+                             tn(a, 0, j, rj, n2, sizeof n2), shape_str(y, s2, sizeof s2),
+                             tn(a, 0, i, ri, n1, sizeof n1), shape_str(x, s1, sizeof s1), op);
 }
 
 static const int op_inputs[DEC_OP_MAX + 1] = {0, 2, 3, 3, 4, 2, 1, 1, 1, 1, 2, 1, 5};
 static const int op_outputs[DEC_OP_MAX + 1] = {0, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 3};
 
 int baton__dec_shapes(int op, const baton_sig_args *a, const baton_decoder_desc *d, dec_shape *s,
-               baton_tensor_desc *expected, char *msg, size_t len)
+                      baton_tensor_desc *expected, char *msg, size_t len)
 {
     const char *nm = baton__dec_op_name(op);
     memset(s, 0, sizeof *s);
     if (op < 1 || op > DEC_OP_MAX)
         return baton__reason_set(msg, len, BATON_EPLAN, "not a decoder op (code %d)", op);
     if (!a || a->n_inputs != op_inputs[op] || !a->inputs)
-        return baton__reason_set(msg, len, BATON_EPLAN, "%s takes %d input%s, got %d", nm, op_inputs[op],
-                          op_inputs[op] == 1 ? "" : "s", a ? a->n_inputs : 0);
+        return baton__reason_set(msg, len, BATON_EPLAN, "%s takes %d input%s, got %d", nm,
+                                 op_inputs[op], op_inputs[op] == 1 ? "" : "s", a ? a->n_inputs : 0);
     if (a->n_outputs != op_outputs[op])
         return baton__reason_set(msg, len, BATON_EPLAN, "%s writes %d output%s, got %d", nm,
-                          op_outputs[op], op_outputs[op] == 1 ? "" : "s", a->n_outputs);
+                                 op_outputs[op], op_outputs[op] == 1 ? "" : "s", a->n_outputs);
     int rc = 0;
     char nb[300], sb[200];
     const baton_tensor_desc *x = &a->inputs[0];
@@ -375,14 +389,16 @@ int baton__dec_shapes(int op, const baton_sig_args *a, const baton_decoder_desc 
             (rc = want_float(a, 1, "table", nm, msg, len)))
             return rc;
         if (tab->rank != 2)
-            return baton__reason_set(msg, len, BATON_EPLAN,
-                              "%s has shape %s but embedding takes the table as [V, D] (rank 2)",
-                              tn(a, 0, 1, "table", nb, sizeof nb), shape_str(tab, sb, sizeof sb));
+            return baton__reason_set(
+                msg, len, BATON_EPLAN,
+                "%s has shape %s but embedding takes the table as [V, D] (rank 2)",
+                tn(a, 0, 1, "table", nb, sizeof nb), shape_str(tab, sb, sizeof sb));
         if (x->rank + 1 > BATON_MAX_RANK)
-            return baton__reason_set(msg, len, BATON_EPLAN,
-                              "ids have rank %d: the output ([ids shape..., D]) would exceed rank "
-                              "%d; reshape the ids",
-                              x->rank, BATON_MAX_RANK);
+            return baton__reason_set(
+                msg, len, BATON_EPLAN,
+                "ids have rank %d: the output ([ids shape..., D]) would exceed rank "
+                "%d; reshape the ids",
+                x->rank, BATON_MAX_RANK);
         s->rows = numel(x);
         s->V = tab->shape[0];
         s->F = tab->shape[1];
@@ -397,19 +413,21 @@ int baton__dec_shapes(int op, const baton_sig_args *a, const baton_decoder_desc 
             (rc = rows_of(a, 0, "x", nm, 0, "", &s->rows, &s->F, msg, len)))
             return rc;
         if (s->F % d->head_dim)
-            return baton__reason_set(msg, len, BATON_EPLAN,
-                              "%s has %lld features per row, not a multiple of head_dim %d: x is "
-                              "[..., heads * head_dim]",
-                              tn(a, 0, 0, "x", nb, sizeof nb), (long long)s->F, (int)d->head_dim);
+            return baton__reason_set(
+                msg, len, BATON_EPLAN,
+                "%s has %lld features per row, not a multiple of head_dim %d: x is "
+                "[..., heads * head_dim]",
+                tn(a, 0, 0, "x", nb, sizeof nb), (long long)s->F, (int)d->head_dim);
         if ((rc = want_index(a, 1, "positions", nm, s->rows, msg, len)))
             return rc;
         const baton_tensor_desc *f = &a->inputs[2];
         if (f->dtype != BATON_DTYPE_F32 || numel(f) != d->head_dim / 2 || f->rank < 1)
             return baton__reason_set(msg, len, BATON_EPLAN,
-                              "%s is %s%s but rope needs f32 [%d] (head_dim / 2 inverse "
-                              "frequencies)",
-                              tn(a, 0, 2, "inv_freq", nb, sizeof nb), baton_dtype_name(f->dtype),
-                              shape_str(f, sb, sizeof sb), (int)d->head_dim / 2);
+                                     "%s is %s%s but rope needs f32 [%d] (head_dim / 2 inverse "
+                                     "frequencies)",
+                                     tn(a, 0, 2, "inv_freq", nb, sizeof nb),
+                                     baton_dtype_name(f->dtype), shape_str(f, sb, sizeof sb),
+                                     (int)d->head_dim / 2);
         s->n = numel(x);
         s->x_dt = x->dtype;
         s->idx_dt = a->inputs[1].dtype;
@@ -419,10 +437,11 @@ int baton__dec_shapes(int op, const baton_sig_args *a, const baton_decoder_desc 
         if ((rc = want_float(a, 0, "cache", nm, msg, len)))
             return rc;
         if (x->rank < 2)
-            return baton__reason_set(msg, len, BATON_EPLAN,
-                              "%s has shape %s but kv_cache_update takes the cache as [S_max, "
-                              "kv_heads * head_dim]",
-                              tn(a, 0, 0, "cache", nb, sizeof nb), shape_str(x, sb, sizeof sb));
+            return baton__reason_set(
+                msg, len, BATON_EPLAN,
+                "%s has shape %s but kv_cache_update takes the cache as [S_max, "
+                "kv_heads * head_dim]",
+                tn(a, 0, 0, "cache", nb, sizeof nb), shape_str(x, sb, sizeof sb));
         s->F = x->shape[x->rank - 1];
         s->S = numel(x) / s->F;
         if ((rc = want_float(a, 1, "new", nm, msg, len)) ||
@@ -480,9 +499,9 @@ int baton__dec_shapes(int op, const baton_sig_args *a, const baton_decoder_desc 
             baton_dtype want = a->outputs ? a->outputs[0].dtype : BATON_DTYPE_INVALID;
             if (!dtype_is_float(want))
                 return baton__reason_set(msg, len, BATON_EPLAN,
-                                  "%s is declared %s but cast writes bf16, f16, f32 or f64: "
-                                  "declare the dtype to cast to",
-                                  tn(a, 1, 0, "y", nb, sizeof nb), baton_dtype_name(want));
+                                         "%s is declared %s but cast writes bf16, f16, f32 or f64: "
+                                         "declare the dtype to cast to",
+                                         tn(a, 1, 0, "y", nb, sizeof nb), baton_dtype_name(want));
             out.dtype = want;
         }
         break;
@@ -499,10 +518,11 @@ int baton__dec_shapes(int op, const baton_sig_args *a, const baton_decoder_desc 
             (rc = rows_of(a, 0, "gu", nm, 0, "", &s->rows, &f2, msg, len)))
             return rc;
         if (f2 % 2)
-            return baton__reason_set(msg, len, BATON_EPLAN,
-                              "%s has %lld features per row: swiglu takes [..., 2F] (the gate's F "
-                              "then the up projection's F), an even count",
-                              tn(a, 0, 0, "gu", nb, sizeof nb), (long long)f2);
+            return baton__reason_set(
+                msg, len, BATON_EPLAN,
+                "%s has %lld features per row: swiglu takes [..., 2F] (the gate's F "
+                "then the up projection's F), an even count",
+                tn(a, 0, 0, "gu", nb, sizeof nb), (long long)f2);
         s->F = f2 / 2;
         s->n = s->rows * s->F;
         s->x_dt = x->dtype;
@@ -522,10 +542,11 @@ int baton__dec_shapes(int op, const baton_sig_args *a, const baton_decoder_desc 
         const baton_tensor_desc *f = &a->inputs[2];
         if (f->dtype != BATON_DTYPE_F32 || numel(f) != Dh / 2 || f->rank < 1)
             return baton__reason_set(msg, len, BATON_EPLAN,
-                              "%s is %s%s but %s needs f32 [%d] (head_dim / 2 inverse "
-                              "frequencies)",
-                              tn(a, 0, 2, "inv_freq", nb, sizeof nb), baton_dtype_name(f->dtype),
-                              shape_str(f, sb, sizeof sb), nm, (int)Dh / 2);
+                                     "%s is %s%s but %s needs f32 [%d] (head_dim / 2 inverse "
+                                     "frequencies)",
+                                     tn(a, 0, 2, "inv_freq", nb, sizeof nb),
+                                     baton_dtype_name(f->dtype), shape_str(f, sb, sizeof sb), nm,
+                                     (int)Dh / 2);
         snprintf(why, sizeof why, "n_kv_heads %d x head_dim %d", (int)d->n_kv_heads, (int)Dh);
         if ((rc = want_float(a, 3, "k_cache", nm, msg, len)) ||
             (rc = same_dtype(a, 0, 3, "qkv", "k_cache", nm, msg, len)) ||
@@ -552,11 +573,12 @@ int baton__dec_shapes(int op, const baton_sig_args *a, const baton_decoder_desc 
             (rc = want_index(a, 1, "step", nm, 1, msg, len)))
             return rc;
         if (d->top_k > s->V)
-            return baton__reason_set(msg, len, BATON_EPLAN,
-                              "sample: top_k is %d but the vocabulary (the last dim of %s) has "
-                              "%lld entries: top_k must be at most %lld (0 = off)",
-                              (int)d->top_k, tn(a, 0, 0, "logits", nb, sizeof nb), (long long)s->V,
-                              (long long)s->V);
+            return baton__reason_set(
+                msg, len, BATON_EPLAN,
+                "sample: top_k is %d but the vocabulary (the last dim of %s) has "
+                "%lld entries: top_k must be at most %lld (0 = off)",
+                (int)d->top_k, tn(a, 0, 0, "logits", nb, sizeof nb), (long long)s->V,
+                (long long)s->V);
         s->F = s->V;
         s->n = numel(x);
         s->x_dt = x->dtype;
@@ -574,7 +596,7 @@ int baton__dec_shapes(int op, const baton_sig_args *a, const baton_decoder_desc 
 }
 
 int baton__dec_call_read(const baton_exec_ctx *ctx, int op, void **buffers, int n_buffers,
-                  const char *opaque, size_t opaque_len, baton_decoder_desc *d, dec_shape *s)
+                         const char *opaque, size_t opaque_len, baton_decoder_desc *d, dec_shape *s)
 {
     char msg[512];
     const char *nm = baton__dec_op_name(op);
@@ -582,21 +604,24 @@ int baton__dec_call_read(const baton_exec_ctx *ctx, int op, void **buffers, int 
     if (rc)
         return baton__ctx_fail(ctx, BATON_EINVAL, "%s", msg);
     if (!ctx || !ctx->sig)
-        return baton__ctx_fail(ctx, BATON_EINVAL,
-                        "%s reads its shapes from ctx->sig, which is NULL: call it through a "
-                        "runtime, or set ctx->sig to the step's signature",
-                        nm);
+        return baton__ctx_fail(
+            ctx, BATON_EINVAL,
+            "%s reads its shapes from ctx->sig, which is NULL: call it through a "
+            "runtime, or set ctx->sig to the step's signature",
+            nm);
     if ((rc = baton__dec_shapes(op, ctx->sig, d, s, NULL, msg, sizeof msg)))
         return baton__ctx_fail(ctx, BATON_EINVAL, "%s", msg);
     if (!buffers)
         return baton__ctx_fail(ctx, BATON_EINVAL, "%s: buffers is NULL", nm);
     for (int i = 0; i < n_buffers; i++)
         if (!buffers[i])
-            return baton__ctx_fail(ctx, BATON_EINVAL, "%s: buffer %d of %d is NULL", nm, i, n_buffers);
+            return baton__ctx_fail(ctx, BATON_EINVAL, "%s: buffer %d of %d is NULL", nm, i,
+                                   n_buffers);
     /* The declared output, as the kernel will write it (cast takes its dtype from there). */
     if (ctx->sig->outputs && op != DEC_SAMPLE && op != DEC_EMBEDDING &&
         ctx->sig->outputs[0].dtype != s->y_dt)
         return baton__ctx_fail(ctx, BATON_EINVAL, "%s: the output is %s but must be %s", nm,
-                        baton_dtype_name(ctx->sig->outputs[0].dtype), baton_dtype_name(s->y_dt));
+                               baton_dtype_name(ctx->sig->outputs[0].dtype),
+                               baton_dtype_name(s->y_dt));
     return 0;
 }

@@ -72,8 +72,8 @@ typedef struct baton_decoder_desc {
 _Static_assert(sizeof(baton_decoder_desc) == 56, "decoder descriptor layout");
 #endif
 
-/* A call's shapes, as baton__dec_shapes() reads them from a signature. Token-major: a tensor [..., F] is
- * rows = numel / F tokens of F features. */
+/* A call's shapes, as baton__dec_shapes() reads them from a signature. Token-major: a tensor [...,
+ * F] is rows = numel / F tokens of F features. */
 typedef struct dec_shape {
     int64_t n;          /* elements of the first input (elementwise ops, softmax, rope, cast) */
     int64_t rows;       /* token rows: ids (embedding), x / new / q rows, logits rows */
@@ -96,24 +96,25 @@ const char *baton__dec_op_name(int op);
  * finite scale), with unused fields zero. 0, or BATON_EPLAN with the reason in msg naming the
  * attribute and the value it must have. */
 int baton__dec_desc_from_attrs(int op, const baton_sig_args *a, baton_decoder_desc *d, char *msg,
-                        size_t len);
+                               size_t len);
 
 /* Checks a descriptor's bytes (size, op, flags, ranges) into *d: 0 or BATON_EINVAL, reason in
  * msg. */
-int baton__dec_desc_read(int op, const char *opaque, size_t opaque_len, baton_decoder_desc *d, char *msg,
-                  size_t len);
+int baton__dec_desc_read(int op, const char *opaque, size_t opaque_len, baton_decoder_desc *d,
+                         char *msg, size_t len);
 
 /* The shape rules: the inputs of a, for the op and attributes of d, into *s, and the outputs the
  * step must declare into expected (a->n_outputs entries; NULL: not wanted). For cast, the
  * output's dtype is the declared one (a->outputs[0].dtype). 0, or BATON_EPLAN with the reason in
  * msg naming the tensor (by its plan name where a gives names) and the expected value. */
 int baton__dec_shapes(int op, const baton_sig_args *a, const baton_decoder_desc *d, dec_shape *s,
-               baton_tensor_desc *expected, char *msg, size_t len);
+                      baton_tensor_desc *expected, char *msg, size_t len);
 
 /* For a kernel: the descriptor (opaque) and ctx->sig, read and checked as above, and the n
  * buffers present. 0, or BATON_EINVAL with the reason (naming the op) in ctx->errbuf. */
 int baton__dec_call_read(const baton_exec_ctx *ctx, int op, void **buffers, int n_buffers,
-                  const char *opaque, size_t opaque_len, baton_decoder_desc *d, dec_shape *s);
+                         const char *opaque, size_t opaque_len, baton_decoder_desc *d,
+                         dec_shape *s);
 
 /* The sampler's counter-based generator: a uniform double in [0, 1) for (seed, step, row), the
  * same on every device (splitmix64 finalisers over the three keys). */

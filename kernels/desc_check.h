@@ -25,35 +25,36 @@ extern "C" {
  * (baton_rms_norm_tutorial_desc, converted: its ElementType codes become baton_dtype codes).
  * part_grad_size must be >= 1 for the backward; the forward ignores it (>= 0). *tutorial, when
  * not NULL, is set when the bytes were the tutorial's layout. */
-int baton__rms_norm_desc_decode(const char *opaque, size_t len, int bwd, baton_rms_norm_shard_desc *d,
-                         int *tutorial, char *msg, size_t msg_len);
-int baton__rms_norm_desc_read(const baton_exec_ctx *ctx, const char *name, const char *opaque, size_t len,
-                       int bwd, baton_rms_norm_shard_desc *d);
+int baton__rms_norm_desc_decode(const char *opaque, size_t len, int bwd,
+                                baton_rms_norm_shard_desc *d, int *tutorial, char *msg,
+                                size_t msg_len);
+int baton__rms_norm_desc_read(const baton_exec_ctx *ctx, const char *name, const char *opaque,
+                              size_t len, int bwd, baton_rms_norm_shard_desc *d);
 /* 1 when (opaque, len) is a valid RMSNorm descriptor but for n1 = 0, an empty batch (x of shape
  * (0, n)), which the XLA entry points answer without a kernel: nothing for the forward, zeros
  * for grad_weight and part_grad for the backward, as PyTorch does; *d is then decoded (n1 0). */
 int baton__rms_norm_desc_empty_batch(const char *opaque, size_t len, int bwd,
-                              baton_rms_norm_shard_desc *d);
+                                     baton_rms_norm_shard_desc *d);
 
 /* rms_norm_grad_weight: 24 bytes; pg_dtype f32 or f64, w_dtype a float, part_grad_size and n2 at
  * least 1 with their product in 64 bits. */
-int baton__rms_grad_weight_desc_decode(const char *opaque, size_t len, baton_rms_grad_weight_desc *d,
-                                char *msg, size_t msg_len);
+int baton__rms_grad_weight_desc_decode(const char *opaque, size_t len,
+                                       baton_rms_grad_weight_desc *d, char *msg, size_t msg_len);
 int baton__rms_grad_weight_desc_read(const baton_exec_ctx *ctx, const char *opaque, size_t len,
-                              baton_rms_grad_weight_desc *d);
+                                     baton_rms_grad_weight_desc *d);
 
 /* softshrink, add, mul, add_scalar, copy: 32 bytes. binary: nb divides n (else nb is 0); ints:
  * i32 and i64 are accepted besides the floats; value finite. */
 int baton__ew_desc_decode(const char *opaque, size_t len, int binary, int ints, baton_ew_desc *d,
-                   char *msg, size_t msg_len);
+                          char *msg, size_t msg_len);
 int baton__ew_desc_read(const baton_exec_ctx *ctx, const char *name, const char *opaque, size_t len,
-                 int binary, int ints, baton_ew_desc *d);
+                        int binary, int ints, baton_ew_desc *d);
 
 /* argmax: 24 bytes; n1, n2 >= 1, a float or integer dtype, reserved 0. */
 int baton__argmax_desc_decode(const char *opaque, size_t len, baton_argmax_desc *d, char *msg,
-                       size_t msg_len);
+                              size_t msg_len);
 int baton__argmax_desc_read(const baton_exec_ctx *ctx, const char *opaque, size_t len,
-                     baton_argmax_desc *d);
+                            baton_argmax_desc *d);
 
 #ifdef __cplusplus
 }

@@ -81,8 +81,8 @@ static int build_segments(baton_plan *plan, baton_error *err)
                 continue;
             if (plan->n_devices == PLAN_MAX_DEVICES)
                 return baton__plan_error(err, BATON_EPLAN, plan, s->pos,
-                                  "step '%s': the plan uses more than %d devices", s->name,
-                                  PLAN_MAX_DEVICES);
+                                         "step '%s': the plan uses more than %d devices", s->name,
+                                         PLAN_MAX_DEVICES);
             plan->memory[plan->n_devices++].device = d;
         }
     }
@@ -109,8 +109,9 @@ typedef struct analysis_scratch {
 static int home_device(const baton_plan *plan, const plan_tensor *t)
 {
     if (t->role == BATON_ROLE_STATE) /* its one device (validate.c), the host when unused */
-        return t->state_device.kind == BATON_DEVICE_NONE ? 0
-                                                         : baton__plan_memory_index(plan, t->state_device);
+        return t->state_device.kind == BATON_DEVICE_NONE
+                   ? 0
+                   : baton__plan_memory_index(plan, t->state_device);
     if (t->producer < 0)
         return 0; /* inputs live on the host */
     const plan_step *p = &plan->steps[t->producer];
@@ -163,7 +164,8 @@ static int plan_lifetimes(baton_plan *plan, analysis_scratch *sc, baton_error *e
     for (int i = 0; i < n; i++) {
         const plan_step *s = &plan->steps[i];
         for (int k = 0; k < s->n_outputs; k++)
-            touch(sc, baton__plan_memory_index(plan, step_arg_device(s, k)), s->outputs[k], 2 * i + 1);
+            touch(sc, baton__plan_memory_index(plan, step_arg_device(s, k)), s->outputs[k],
+                  2 * i + 1);
         for (int k = 0; k < s->n_inputs; k++) {
             int d = baton__plan_memory_index(plan, step_arg_device(s, k));
             int t = plan->tensors[s->inputs[k]].storage; /* a view reads its base's bytes */

@@ -63,8 +63,8 @@ typedef struct jerror {
     char text[160]; /* Jansson's JSON_ERROR_TEXT_LENGTH */
 } jerror;
 
-/* Parses len bytes of text into *doc (zero it first; free it with baton__plan_json_free, also after a
- * failure). The root must be an object or an array. Accepts exactly what Jansson's
+/* Parses len bytes of text into *doc (zero it first; free it with baton__plan_json_free, also after
+ * a failure). The root must be an object or an array. Accepts exactly what Jansson's
  * json_loadb(JSON_REJECT_DUPLICATES) accepts, except a NUL byte right after a number or a literal,
  * which Jansson skips and this reader refuses ("NUL byte in the text"). Returns 0, BATON_ENOMEM,
  * BATON_EPLAN with *e filled when the text holds more values than the memory bound allows, or

@@ -207,7 +207,8 @@ static int load_item_head(loader *L, enum item_kind kind, int i, int obj, const 
     if ((rc = collect(L, obj, subj, keys, n_keys, fields)) ||
         (rc = get_name(L, obj, fields[0], subj, name)))
         return rc;
-    int prev = kind == ITEM_STEP ? baton__plan_index_add_step(plan, i) : baton__plan_index_add_tensor(plan, i);
+    int prev = kind == ITEM_STEP ? baton__plan_index_add_step(plan, i)
+                                 : baton__plan_index_add_tensor(plan, i);
     if (prev >= 0) {
         plan_pos first = kind == ITEM_STEP ? plan->steps[prev].pos : plan->tensors[prev].pos;
         return load_fail(L, BATON_EPLAN, node_pos(L, fields[0]),
@@ -1281,7 +1282,7 @@ int baton_plan_load_string(const baton_registry *reg, const char *json, size_t l
         *out = NULL;
     if (!reg || !json || !out)
         return baton__err_set(err, BATON_EINVAL,
-                       "baton_plan_load_string: registry, text and out must not be NULL");
+                              "baton_plan_load_string: registry, text and out must not be NULL");
     loader L = {.err = err, .recent = {-1, -1, -1, -1}};
     L.plan = calloc(1, sizeof *L.plan);
     if (!L.plan)
@@ -1302,20 +1303,22 @@ int baton_plan_load_string(const baton_registry *reg, const char *json, size_t l
     rc = baton__plan_json_parse(&L.t, json, len, &jerr);
     if (rc == BATON_ENOMEM) {
         rc = baton__plan_error(err, BATON_ENOMEM, plan, (plan_pos){0, 0},
-                        "out of memory parsing the plan's %zu bytes", len);
+                               "out of memory parsing the plan's %zu bytes", len);
         goto done;
     }
     if (rc == BATON_EPLAN) {
         rc = baton__plan_error(err, BATON_EPLAN, plan, (plan_pos){jerr.line, jerr.col},
-                        "%s; move large inline data to an npy or safetensors init", jerr.text);
+                               "%s; move large inline data to an npy or safetensors init",
+                               jerr.text);
         goto done;
     }
     if (rc) {
         rc = baton__plan_error(err, BATON_EPARSE, plan, (plan_pos){jerr.line, jerr.col},
-                        "JSON syntax error: %s", jerr.text);
+                               "JSON syntax error: %s", jerr.text);
         goto done;
     }
-    if ((rc = build(&L)) || (rc = baton__plan_validate(plan, err)) || (rc = baton__plan_analyse(plan, err)))
+    if ((rc = build(&L)) || (rc = baton__plan_validate(plan, err)) ||
+        (rc = baton__plan_analyse(plan, err)))
         goto done;
 
 done:
@@ -1337,7 +1340,7 @@ int baton_plan_load(const baton_registry *reg, const char *path, baton_plan **ou
         *out = NULL;
     if (!reg || !path || !out)
         return baton__err_set(err, BATON_EINVAL,
-                       "baton_plan_load: registry, path and out must not be NULL");
+                              "baton_plan_load: registry, path and out must not be NULL");
     /* only a regular file: a FIFO or device given as the plan must not block or stream forever */
     uint64_t size;
     int fd = baton__plan_open_regular(path, "plan file", &size, err);
@@ -1347,7 +1350,8 @@ int baton_plan_load(const baton_registry *reg, const char *path, baton_plan **ou
     if (!f) {
         int e = errno;
         close(fd);
-        return baton__err_set(err, BATON_ENOMEM, "%s: cannot open the plan file: %s", path, strerror(e));
+        return baton__err_set(err, BATON_ENOMEM, "%s: cannot open the plan file: %s", path,
+                              strerror(e));
     }
     size_t cap = 1 << 16, len = 0;
     char *buf = malloc(cap);

@@ -5,8 +5,8 @@
  *
  * The files may come from anyone: the header is parsed by a strict grammar (what Python's
  * literal_eval would accept of a header numpy can write), the size it claims is checked against
- * the file's before anything is allocated, and only regular files are opened (baton__plan_open_regular,
- * which the plan loader uses too). */
+ * the file's before anything is allocated, and only regular files are opened
+ * (baton__plan_open_regular, which the plan loader uses too). */
 #include <errno.h>
 #include <fcntl.h>
 #include <stdarg.h>
@@ -40,8 +40,8 @@ static int not_regular(const char *path, mode_t mode, const char *what, baton_er
                        : S_ISBLK(mode)  ? "a block device"
                        : S_ISSOCK(mode) ? "a socket"
                                         : "a special file";
-    return baton__err_set(err, BATON_EIO, "%s is %s, not a regular file: give the path of a %s", path,
-                   kind, what);
+    return baton__err_set(err, BATON_EIO, "%s is %s, not a regular file: give the path of a %s",
+                          path, kind, what);
 }
 
 int baton__plan_open_regular(const char *path, const char *what, uint64_t *size, baton_error *err)
@@ -51,18 +51,20 @@ int baton__plan_open_regular(const char *path, const char *what, uint64_t *size,
      * that open from waiting for a FIFO's writer. */
     struct stat st;
     if (stat(path, &st) != 0)
-        return baton__err_set(err, BATON_EIO, "%s: cannot open the %s: %s", path, what, strerror(errno));
+        return baton__err_set(err, BATON_EIO, "%s: cannot open the %s: %s", path, what,
+                              strerror(errno));
     if (!S_ISREG(st.st_mode))
         return not_regular(path, st.st_mode, what, err);
     int fd = open(path, O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
     if (fd < 0)
-        return baton__err_set(err, BATON_EIO, "%s: cannot open the %s: %s", path, what, strerror(errno));
+        return baton__err_set(err, BATON_EIO, "%s: cannot open the %s: %s", path, what,
+                              strerror(errno));
     if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
         int e = errno;
         close(fd);
-        return S_ISREG(st.st_mode)
-                   ? baton__err_set(err, BATON_EIO, "%s: cannot stat the %s: %s", path, what, strerror(e))
-                   : not_regular(path, st.st_mode, what, err);
+        return S_ISREG(st.st_mode) ? baton__err_set(err, BATON_EIO, "%s: cannot stat the %s: %s",
+                                                    path, what, strerror(e))
+                                   : not_regular(path, st.st_mode, what, err);
     }
     /* Back to blocking reads: O_NONBLOCK means nothing for a regular file on Linux, but POSIX
      * leaves it unspecified. */
@@ -132,11 +134,11 @@ static int hp_fail(hparse *p, const char *fmt, ...)
     excerpt(p->s + at, p->n - at, 24, near, sizeof near);
     if (at >= p->n || near[0] == 0 || (near[0] == ' ' && near[1] == 0))
         return baton__err_set(p->err, BATON_EIO,
-                       "%s: malformed .npy header: %s, at its end (byte %zu); " RESAVE, p->name,
-                       what, p->base + at);
+                              "%s: malformed .npy header: %s, at its end (byte %zu); " RESAVE,
+                              p->name, what, p->base + at);
     return baton__err_set(p->err, BATON_EIO,
-                   "%s: malformed .npy header at byte %zu: %s, near \"%s\"; " RESAVE, p->name,
-                   p->base + at, what, near);
+                          "%s: malformed .npy header at byte %zu: %s, near \"%s\"; " RESAVE,
+                          p->name, p->base + at, what, near);
 }
 
 static int hp_peek(const hparse *p)
@@ -310,29 +312,31 @@ static int hp_dict(hparse *p, baton_tensor_desc *d, size_t *descr_at, size_t *de
 }
 
 int baton__npy_parse(const void *buf, size_t len, uint64_t file_size, const char *name,
-              baton_tensor_desc *desc, size_t *data_offset, baton_error *err)
+                     baton_tensor_desc *desc, size_t *data_offset, baton_error *err)
 {
     const unsigned char *b = buf;
     if (len > file_size)
         len = (size_t)file_size;
     if (len == 0)
         return baton__err_set(err, BATON_EIO,
-                       "%s: the file is empty; give a file written by "
-                       "numpy.save",
-                       name);
+                              "%s: the file is empty; give a file written by "
+                              "numpy.save",
+                              name);
     if (memcmp(b, "\x93NUMPY", len < 6 ? len : 6) != 0)
         return baton__err_set(err, BATON_EIO,
-                       "%s: not a .npy file (it does not start with \\x93NUMPY); give a "
-                       "file written by numpy.save",
-                       name);
+                              "%s: not a .npy file (it does not start with \\x93NUMPY); give a "
+                              "file written by numpy.save",
+                              name);
     if (len < 10)
-        return baton__err_set(err, BATON_EIO, "%s: truncated .npy file (%zu bytes); " RESAVE, name, len);
+        return baton__err_set(err, BATON_EIO, "%s: truncated .npy file (%zu bytes); " RESAVE, name,
+                              len);
     int major = b[6], minor = b[7];
     if (major < 1 || major > 3 || minor != 0)
-        return baton__err_set(err, BATON_EIO,
-                       "%s: .npy format version %d.%d is not supported (baton reads 1.0, 2.0 "
-                       "and 3.0); " RESAVE,
-                       name, major, minor);
+        return baton__err_set(
+            err, BATON_EIO,
+            "%s: .npy format version %d.%d is not supported (baton reads 1.0, 2.0 "
+            "and 3.0); " RESAVE,
+            name, major, minor);
     size_t pre = major == 1 ? 10 : 12;
     if (len < pre)
         return baton__err_set(err, BATON_EIO, "%s: truncated .npy header; " RESAVE, name);
@@ -341,13 +345,13 @@ int baton__npy_parse(const void *buf, size_t len, uint64_t file_size, const char
         hlen |= (size_t)b[10] << 16 | (size_t)b[11] << 24;
     if (hlen > 65535)
         return baton__err_set(err, BATON_EIO,
-                       "%s: .npy header of %zu bytes, longer than any array baton reads "
-                       "needs (at most 65535); " RESAVE,
-                       name, hlen);
+                              "%s: .npy header of %zu bytes, longer than any array baton reads "
+                              "needs (at most 65535); " RESAVE,
+                              name, hlen);
     if (hlen > len - pre)
-        return baton__err_set(err, BATON_EIO,
-                       "%s: truncated .npy header (%zu bytes announced, %zu present); " RESAVE,
-                       name, hlen, len - pre);
+        return baton__err_set(
+            err, BATON_EIO, "%s: truncated .npy header (%zu bytes announced, %zu present); " RESAVE,
+            name, hlen, len - pre);
 
     hparse p = {.s = b + pre, .n = hlen, .base = pre, .version = major, .name = name, .err = err};
     baton_tensor_desc td = {0};
@@ -363,9 +367,9 @@ int baton__npy_parse(const void *buf, size_t len, uint64_t file_size, const char
         char dt[64];
         excerpt(p.s + ds, dl, 12, dt, sizeof dt);
         return baton__err_set(err, BATON_EIO,
-                       "%s: dtype '%s' is not supported; save the array as " SUPPORTED
-                       " (e.g. a.astype('<f4'))",
-                       name, dt);
+                              "%s: dtype '%s' is not supported; save the array as " SUPPORTED
+                              " (e.g. a.astype('<f4'))",
+                              name, dt);
     }
     /* Column-major bytes equal row-major ones when at most one dimension exceeds 1. */
     int big = 0;
@@ -373,9 +377,9 @@ int baton__npy_parse(const void *buf, size_t len, uint64_t file_size, const char
         big += td.shape[i] > 1;
     if (fortran && big > 1)
         return baton__err_set(err, BATON_EIO,
-                       "%s: Fortran-ordered arrays are not supported; save with "
-                       "np.save(path, np.ascontiguousarray(a))",
-                       name);
+                              "%s: Fortran-ordered arrays are not supported; save with "
+                              "np.save(path, np.ascontiguousarray(a))",
+                              name);
 
     char shape[160];
     baton__desc_format(shape, sizeof shape, &td);
@@ -385,15 +389,15 @@ int baton__npy_parse(const void *buf, size_t len, uint64_t file_size, const char
     if (numel < 0 || (uint64_t)numel > (uint64_t)SIZE_MAX / esize ||
         (uint64_t)numel > (uint64_t)INT64_MAX / esize)
         return baton__err_set(err, BATON_EIO,
-                       "%s: the header's shape %s needs more bytes than any file can hold "
-                       "(the file holds %llu bytes of data); the header is corrupt: " RESAVE,
-                       name, shape, (unsigned long long)avail);
+                              "%s: the header's shape %s needs more bytes than any file can hold "
+                              "(the file holds %llu bytes of data); the header is corrupt: " RESAVE,
+                              name, shape, (unsigned long long)avail);
     uint64_t bytes = (uint64_t)numel * esize;
     if (bytes != avail)
         return baton__err_set(err, BATON_EIO,
-                       "%s: the header says %s, %llu bytes of data but the file holds %llu; "
-                       "it is truncated or its header is wrong: " RESAVE,
-                       name, shape, (unsigned long long)bytes, (unsigned long long)avail);
+                              "%s: the header says %s, %llu bytes of data but the file holds %llu; "
+                              "it is truncated or its header is wrong: " RESAVE,
+                              name, shape, (unsigned long long)bytes, (unsigned long long)avail);
     *desc = td;
     *data_offset = pre + hlen;
     return 0;
@@ -423,7 +427,8 @@ int baton_npy_read(const char *path, baton_tensor_desc *desc, void **data, baton
     if (data)
         *data = NULL;
     if (!path || !desc || !data)
-        return baton__err_set(err, BATON_EINVAL, "baton_npy_read: path, desc and data must not be NULL");
+        return baton__err_set(err, BATON_EINVAL,
+                              "baton_npy_read: path, desc and data must not be NULL");
     uint64_t size;
     int fd = baton__plan_open_regular(path, ".npy file", &size, err);
     if (fd < 0)
@@ -439,7 +444,7 @@ int baton_npy_read(const char *path, baton_tensor_desc *desc, void **data, baton
     size_t got = read_full(fd, pre, want);
     if (got < want) {
         rc = baton__err_set(err, BATON_EIO, "%s: cannot read the .npy file: %s", path,
-                     errno ? strerror(errno) : "it shrank while being read");
+                            errno ? strerror(errno) : "it shrank while being read");
         goto out;
     }
     baton_tensor_desc td;
@@ -451,14 +456,15 @@ int baton_npy_read(const char *path, baton_tensor_desc *desc, void **data, baton
     size_t bytes = (size_t)(size - off), have = got - off;
     buf = malloc(bytes ? bytes : 1);
     if (!buf) {
-        rc = baton__err_set(err, BATON_ENOMEM, "%s: cannot allocate %zu bytes for its data", path, bytes);
+        rc = baton__err_set(err, BATON_ENOMEM, "%s: cannot allocate %zu bytes for its data", path,
+                            bytes);
         goto out;
     }
     memcpy(buf, pre + off, have);
     size_t rest = read_full(fd, (char *)buf + have, bytes - have);
     if (rest < bytes - have) {
         rc = baton__err_set(err, BATON_EIO, "%s: cannot read the .npy file's data: %s", path,
-                     errno ? strerror(errno) : "it shrank while being read");
+                            errno ? strerror(errno) : "it shrank while being read");
         goto out;
     }
     *desc = td;
@@ -519,16 +525,17 @@ int baton_npy_write(const char *path, const baton_tensor_desc *desc, const void 
         if (desc->rank >= 0 && desc->rank <= BATON_MAX_RANK)
             baton__desc_format(shape, sizeof shape, desc);
         return baton__err_set(err, BATON_EINVAL,
-                       "%s: cannot write %s to .npy: the dtype must be one of baton's, the "
-                       "rank 0 to %d, every dimension >= 0 and the size below 2^63 bytes",
-                       path, shape, BATON_MAX_RANK);
+                              "%s: cannot write %s to .npy: the dtype must be one of baton's, the "
+                              "rank 0 to %d, every dimension >= 0 and the size below 2^63 bytes",
+                              path, shape, BATON_MAX_RANK);
     }
     size_t bytes = (size_t)baton_tensor_desc_numel(desc) * baton_dtype_size(desc->dtype);
     if (!data && bytes)
         return baton__err_set(err, BATON_EINVAL, "%s: baton_npy_write: data is NULL", path);
     FILE *f = fopen(path, "wb");
     if (!f)
-        return baton__err_set(err, BATON_EIO, "%s: cannot create .npy file: %s", path, strerror(errno));
+        return baton__err_set(err, BATON_EIO, "%s: cannot create .npy file: %s", path,
+                              strerror(errno));
     int ok = fwrite(hdr, 1, hl, f) == hl && (bytes == 0 || fwrite(data, 1, bytes, f) == bytes);
     int e = errno;
     if (fclose(f) != 0 && ok) {

@@ -386,8 +386,8 @@ int baton_plan_step_info(const baton_plan *plan, int i, baton_step_info *out)
     return 0;
 }
 
-int baton__plan_error(baton_error *err, int code, const baton_plan *plan, plan_pos pos, const char *fmt,
-               ...)
+int baton__plan_error(baton_error *err, int code, const baton_plan *plan, plan_pos pos,
+                      const char *fmt, ...)
 {
     char prefix[600];
     const char *src = plan && plan->source ? plan->source : "<plan>";

@@ -255,8 +255,8 @@ int baton__plan_find_step(const baton_plan *plan, const char *name);   /* -1 if 
 /* plan/plan.c: memory that lives as long as the plan, carved from a few large blocks that
  * baton_plan_free releases at once, so that a million-step plan does not make millions of small
  * allocations. Names, steps' tensor lists and positions, attributes and descriptors live there;
- * nothing in it is freed on its own. baton__plan_alloc returns size bytes aligned for any field of the
- * plan (NULL when out of memory); baton__plan_strdup copies len bytes and a NUL. */
+ * nothing in it is freed on its own. baton__plan_alloc returns size bytes aligned for any field of
+ * the plan (NULL when out of memory); baton__plan_strdup copies len bytes and a NUL. */
 void *baton__plan_alloc(baton_plan *plan, size_t size);
 char *baton__plan_strdup(baton_plan *plan, const char *s, size_t len);
 /* The descriptor of a step that has none: zero bytes, but not NULL. */
@@ -303,7 +303,7 @@ int baton__plan_open_regular(const char *path, const char *what, uint64_t *size,
  * Otherwise returns BATON_EIO with a message naming `name` and the fix. Never reads past len. */
 #define NPY_PREFIX_MAX (12 + 65535)
 int baton__npy_parse(const void *buf, size_t len, uint64_t file_size, const char *name,
-              baton_tensor_desc *desc, size_t *data_offset, baton_error *err);
+                     baton_tensor_desc *desc, size_t *data_offset, baton_error *err);
 /* plan/npy.c: the magic, version, header dict and padding that baton__npy_parse reads back as desc,
  * into buf (NPY_PREFIX_MAX bytes fit any desc). Returns its length, or 0 when desc has no .npy
  * form (invalid dtype, rank or dimension; a size that overflows). */
@@ -326,14 +326,15 @@ typedef struct st_header {
  * are buf (len >= 8 + the header's length, or the whole file). BATON_EIO with a message naming
  * `name`, what is wrong and the fix (printable ASCII only); BATON_ENOMEM. Free with
  * baton__st_header_free (also safe after a failure). */
-int baton__st_parse(const void *buf, size_t len, uint64_t file_size, const char *name, st_header *out,
-             baton_error *err);
+int baton__st_parse(const void *buf, size_t len, uint64_t file_size, const char *name,
+                    st_header *out, baton_error *err);
 void baton__st_header_free(st_header *h);
 /* The entry of that name, or -1. */
 int baton__st_header_find(const st_header *h, const char *key);
 /* Maps a regular file read-only and checks its header, or takes another reference on the
  * process's mapping of the same file (device and inode, unchanged size and mtime). Thread-safe.
- * Errors as baton__st_parse, and baton__plan_open_regular's for what is not a readable regular file. */
+ * Errors as baton__st_parse, and baton__plan_open_regular's for what is not a readable regular
+ * file. */
 int baton__st_open(const char *path, st_file **out, baton_error *err);
 /* Drops a reference; the last unmaps the file. NULL is a no-op. */
 void baton__st_release(st_file *f);
@@ -343,7 +344,7 @@ const void *baton__st_file_data(const st_file *f, int entry);
 int baton__st_cache_count(void);
 
 /* plan/plan.c: formats "source:line:column: message" into err and returns code. */
-int baton__plan_error(baton_error *err, int code, const baton_plan *plan, plan_pos pos, const char *fmt,
-               ...) CORE_PRINTF(5, 6);
+int baton__plan_error(baton_error *err, int code, const baton_plan *plan, plan_pos pos,
+                      const char *fmt, ...) CORE_PRINTF(5, 6);
 
 #endif /* BATON_PLAN_INTERNAL_H */

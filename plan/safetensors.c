@@ -162,10 +162,11 @@ static int parse_entry(const jdoc *d, int obj, const char *key, size_t key_len, 
         char t[128];
         shown(dt, d->v[jd].len, t, sizeof t);
         if (known)
-            return baton__err_set(err, BATON_EIO,
-                           "%s: tensor \"%s\" is %s, which baton has no dtype for; baton reads "
-                           "" ST_SUPPORTED ": convert that tensor (e.g. to F32 or BF16)",
-                           name, k, t);
+            return baton__err_set(
+                err, BATON_EIO,
+                "%s: tensor \"%s\" is %s, which baton has no dtype for; baton reads "
+                "" ST_SUPPORTED ": convert that tensor (e.g. to F32 or BF16)",
+                name, k, t);
         return st_fail(err, name,
                        "tensor \"%s\" has an unknown dtype \"%s\"; the format's are "
                        "" ST_SUPPORTED " and others baton does not read",
@@ -176,8 +177,8 @@ static int parse_entry(const jdoc *d, int obj, const char *key, size_t key_len, 
                        baton__plan_json_kind(d, js));
     if (d->v[js].n > BATON_MAX_RANK)
         return baton__err_set(err, BATON_EIO,
-                       "%s: tensor \"%s\" has %d dimensions; baton tensors have at most %d", name,
-                       k, d->v[js].n, BATON_MAX_RANK);
+                              "%s: tensor \"%s\" has %d dimensions; baton tensors have at most %d",
+                              name, k, d->v[js].n, BATON_MAX_RANK);
     e->desc.rank = d->v[js].n;
     uint64_t numel = 1;
     int i = 0;
@@ -216,8 +217,8 @@ static int parse_entry(const jdoc *d, int obj, const char *key, size_t key_len, 
     return 0;
 }
 
-int baton__st_parse(const void *buf, size_t len, uint64_t file_size, const char *name, st_header *out,
-             baton_error *err)
+int baton__st_parse(const void *buf, size_t len, uint64_t file_size, const char *name,
+                    st_header *out, baton_error *err)
 {
     memset(out, 0, sizeof *out);
     const unsigned char *p = buf;
@@ -243,7 +244,8 @@ int baton__st_parse(const void *buf, size_t len, uint64_t file_size, const char 
                        "the file is truncated or not safetensors",
                        (unsigned long long)n, (unsigned long long)(file_size - 8));
     if (len < 8 + n)
-        return baton__err_set(err, BATON_EINVAL, "%s: baton__st_parse needs the whole header in memory", name);
+        return baton__err_set(err, BATON_EINVAL,
+                              "%s: baton__st_parse needs the whole header in memory", name);
     const char *h = (const char *)p + 8;
     if (h[0] != '{')
         return st_fail(err, name, "the header does not start with '{'; " FIX_HINT);
@@ -385,7 +387,7 @@ int baton__st_open(const char *path, st_file **out, baton_error *err)
         int e = errno;
         close(fd);
         return baton__err_set(err, BATON_EIO, "%s: cannot stat the safetensors file: %s", path,
-                       strerror(e));
+                              strerror(e));
     }
     pthread_mutex_lock(&cache_lock);
     for (st_file *f = cache; f; f = f->next)
@@ -430,7 +432,7 @@ int baton__st_open(const char *path, st_file **out, baton_error *err)
     if (m == MAP_FAILED) {
         free(f);
         return baton__err_set(err, BATON_EIO, "%s: cannot map the safetensors file: %s", path,
-                       strerror(e));
+                              strerror(e));
     }
     f->map = m;
     f->map_len = (size_t)size;

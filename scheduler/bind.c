@@ -39,11 +39,11 @@ static int no_such_tensor(const baton_plan *plan, const char *name, int want_inp
     char mean[128] = "";
     if (near)
         snprintf(mean, sizeof mean, " (did you mean '%.64s'?)", near);
-    return baton__err_set(err, BATON_ENOENT, "%s: %s: plan '%s' has no tensor named '%s'%s; its %s: %s",
-                   want_input ? "baton_runtime_set_input" : "baton_runtime_get_output",
-                   plan->source, plan->name, name, mean,
-                   want_input ? "inputs and state" : "outputs, inputs and state",
-                   listed ? list : "none");
+    return baton__err_set(
+        err, BATON_ENOENT, "%s: %s: plan '%s' has no tensor named '%s'%s; its %s: %s",
+        want_input ? "baton_runtime_set_input" : "baton_runtime_get_output", plan->source,
+        plan->name, name, mean, want_input ? "inputs and state" : "outputs, inputs and state",
+        listed ? list : "none");
 }
 
 static int host_tensor(baton_runtime *rt, const char *name, size_t nbytes, int want_input,
@@ -57,28 +57,31 @@ static int host_tensor(baton_runtime *rt, const char *name, size_t nbytes, int w
         return no_such_tensor(plan, name, want_input, err);
     const plan_tensor *pt = &plan->tensors[t];
     if (want_input && pt->role != BATON_ROLE_INPUT)
-        return baton__err_set(err, BATON_EINVAL,
-                       "%s: tensor '%s' is %s, not an input; only inputs can be set (give it "
-                       "\"role\": \"input\")",
-                       plan->source, name, baton_role_name(pt->role));
+        return baton__err_set(
+            err, BATON_EINVAL,
+            "%s: tensor '%s' is %s, not an input; only inputs can be set (give it "
+            "\"role\": \"input\")",
+            plan->source, name, baton_role_name(pt->role));
     if (!want_input && pt->role != BATON_ROLE_OUTPUT && pt->role != BATON_ROLE_INPUT)
-        return baton__err_set(err, BATON_EINVAL,
-                       "%s: tensor '%s' is %s; only outputs, inputs and state can be read "
-                       "after a run, since the memory plan reuses other tensors' space (give it "
-                       "\"role\": \"output\")",
-                       plan->source, name, baton_role_name(pt->role));
+        return baton__err_set(
+            err, BATON_EINVAL,
+            "%s: tensor '%s' is %s; only outputs, inputs and state can be read "
+            "after a run, since the memory plan reuses other tensors' space (give it "
+            "\"role\": \"output\")",
+            plan->source, name, baton_role_name(pt->role));
     /* a tensor sized by a dimension holds the bytes of the binding: the next run's for an
      * input, the last run's for an output */
     size_t want = baton__runtime_tensor_bytes(rt, t, pt->role == BATON_ROLE_OUTPUT);
     if (nbytes != want)
         return baton__err_set(err, BATON_EINVAL,
-                       "%s: tensor '%s' (%s, %lld elements%s) has %zu bytes, not %zu", plan->source,
-                       name, baton_dtype_name(pt->desc.dtype),
-                       (long long)(want / baton_dtype_size(pt->desc.dtype)),
-                       pt->has_dims ? " with the dims bound now" : "", want, nbytes);
+                              "%s: tensor '%s' (%s, %lld elements%s) has %zu bytes, not %zu",
+                              plan->source, name, baton_dtype_name(pt->desc.dtype),
+                              (long long)(want / baton_dtype_size(pt->desc.dtype)),
+                              pt->has_dims ? " with the dims bound now" : "", want, nbytes);
     *addr = rt->bind_dev[t] == 0 ? rt->bind_data[t] : baton__runtime_slot_addr(rt, 0, t);
     if (!*addr && rt->bind_dev[t] < 0)
-        return baton__err_set(err, BATON_ESTATE, "%s: tensor '%s' has no host copy", plan->source, name);
+        return baton__err_set(err, BATON_ESTATE, "%s: tensor '%s' has no host copy", plan->source,
+                              name);
     return 0;
 }
 
@@ -92,8 +95,8 @@ static int bound_copy(baton_runtime *rt, const char *name, void *dst, const void
     if (rc) {
         char inner[BATON_ERROR_MAX];
         snprintf(inner, sizeof inner, "%s", err ? err->message : "");
-        return baton__err_set(err, rc, "%s: tensor '%s' (bound on the GPU): %s", rt->plan->source, name,
-                       inner);
+        return baton__err_set(err, rc, "%s: tensor '%s' (bound on the GPU): %s", rt->plan->source,
+                              name, inner);
     }
     return 0;
 }
@@ -132,12 +135,12 @@ int baton__runtime_unset_inputs(const baton_runtime *rt, baton_error *err)
     }
     if (n > 4 && len < sizeof names)
         snprintf(names + len, sizeof names - len, " and %d more", n - 4);
-    return baton__err_set(err, BATON_ESTATE,
-                   "baton_runtime_run: %s: input%s %s %s never set; give %s a value with "
-                   "baton_runtime_set_input (or bind a buffer with baton_runtime_bind) before the "
-                   "run, or set options.allow_unset_inputs to run on whatever the memory holds",
-                   plan->source, n > 1 ? "s" : "", names, n > 1 ? "were" : "was",
-                   n > 1 ? "each" : "it");
+    return baton__err_set(
+        err, BATON_ESTATE,
+        "baton_runtime_run: %s: input%s %s %s never set; give %s a value with "
+        "baton_runtime_set_input (or bind a buffer with baton_runtime_bind) before the "
+        "run, or set options.allow_unset_inputs to run on whatever the memory holds",
+        plan->source, n > 1 ? "s" : "", names, n > 1 ? "were" : "was", n > 1 ? "each" : "it");
 }
 
 int baton_runtime_set_input(baton_runtime *rt, const char *name, const void *data, size_t nbytes,
@@ -158,9 +161,9 @@ int baton_runtime_set_input(baton_runtime *rt, const char *name, const void *dat
         return rc;
     if (!data && nbytes)
         return baton__err_set(err, BATON_EINVAL,
-                       "baton_runtime_set_input: tensor '%s': data is NULL; pass a buffer "
-                       "of %zu bytes",
-                       name, nbytes);
+                              "baton_runtime_set_input: tensor '%s': data is NULL; pass a buffer "
+                              "of %zu bytes",
+                              name, nbytes);
     int t = baton_plan_tensor_index(rt->plan, name);
     if (rt->bind_dev[t] > 0)
         return bound_copy(rt, name, rt->bind_data[t], data, nbytes, 1, err);
@@ -184,19 +187,19 @@ int baton_runtime_get_output(baton_runtime *rt, const char *name, void *data, si
         return rc;
     if (!data && nbytes)
         return baton__err_set(err, BATON_EINVAL,
-                       "baton_runtime_get_output: tensor '%s': data is NULL; pass a buffer "
-                       "of %zu bytes",
-                       name, nbytes);
+                              "baton_runtime_get_output: tensor '%s': data is NULL; pass a buffer "
+                              "of %zu bytes",
+                              name, nbytes);
     /* An output holds a result only after a run that succeeded (inputs hold what was set). */
     const plan_tensor *pt = &rt->plan->tensors[baton_plan_tensor_index(rt->plan, name)];
     if (pt->role == BATON_ROLE_OUTPUT && rt->last_run <= 0)
-        return baton__err_set(err, BATON_ESTATE,
-                       rt->last_run == 0
-                           ? "baton_runtime_get_output: output '%s': no run has completed "
-                             "yet; call baton_runtime_run first"
-                           : "baton_runtime_get_output: output '%s': the last run failed, so "
-                             "it holds no complete result; run again",
-                       name);
+        return baton__err_set(
+            err, BATON_ESTATE,
+            rt->last_run == 0 ? "baton_runtime_get_output: output '%s': no run has completed "
+                                "yet; call baton_runtime_run first"
+                              : "baton_runtime_get_output: output '%s': the last run failed, so "
+                                "it holds no complete result; run again",
+            name);
     int t = baton_plan_tensor_index(rt->plan, name);
     if (rt->bind_dev[t] > 0)
         return bound_copy(rt, name, data, rt->bind_data[t], nbytes, 0, err);
@@ -237,7 +240,7 @@ static int site_dev(const baton_runtime *rt, int i, int k)
 {
     const plan_step *st = &rt->plan->steps[i];
     return baton__plan_memory_index(rt->plan,
-                             step_arg_device(st, k < st->n_inputs ? k : k - st->n_inputs));
+                                    step_arg_device(st, k < st->n_inputs ? k : k - st->n_inputs));
 }
 
 /* Every place that holds the address of an input or output tensor, so that binding a caller's
@@ -426,8 +429,8 @@ static int bind_refuse(baton_error *err, const baton_plan *plan, const char *tna
     va_start(ap, fmt);
     vsnprintf(why, sizeof why, fmt, ap);
     va_end(ap);
-    return baton__err_set(err, BATON_EINVAL, "baton_runtime_bind: %s: tensor '%s': %s", plan->source,
-                   tname, why);
+    return baton__err_set(err, BATON_EINVAL, "baton_runtime_bind: %s: tensor '%s': %s",
+                          plan->source, tname, why);
 }
 
 int baton_runtime_bind(baton_runtime *rt, int tensor, const baton_buffer *buf, baton_error *err)
@@ -437,10 +440,11 @@ int baton_runtime_bind(baton_runtime *rt, int tensor, const baton_buffer *buf, b
         return baton__err_set(err, BATON_EINVAL, "baton_runtime_bind: no runtime");
     const baton_plan *plan = rt->plan;
     if (tensor < 0 || tensor >= plan->n_tensors)
-        return baton__err_set(err, BATON_EINVAL,
-                       "baton_runtime_bind: %s: tensor index %d out of range (the plan has %d; "
-                       "baton_plan_tensor_index finds one by name)",
-                       plan->source, tensor, plan->n_tensors);
+        return baton__err_set(
+            err, BATON_EINVAL,
+            "baton_runtime_bind: %s: tensor index %d out of range (the plan has %d; "
+            "baton_plan_tensor_index finds one by name)",
+            plan->source, tensor, plan->n_tensors);
     const plan_tensor *pt = &plan->tensors[tensor];
     if (pt->role != BATON_ROLE_INPUT && pt->role != BATON_ROLE_OUTPUT)
         return bind_refuse(err, plan, pt->name,

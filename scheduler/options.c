@@ -34,7 +34,7 @@ int baton__options_read(const baton_options *in, baton_options *out, baton_error
     if (!in)
         return 0;
     return baton__abi_read(out, sizeof *out, in, options_fields,
-                    (int)(sizeof options_fields / sizeof options_fields[0]),
-                    "baton_runtime_create: options (baton_options_init() sets struct_size)",
-                    "baton_options", err);
+                           (int)(sizeof options_fields / sizeof options_fields[0]),
+                           "baton_runtime_create: options (baton_options_init() sets struct_size)",
+                           "baton_options", err);
 }

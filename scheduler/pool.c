@@ -330,10 +330,12 @@ int baton_pool_create_with(uv_loop_t *loop, const baton_plan *plan, const baton_
     if (out)
         *out = NULL;
     if (!loop || !plan || !out)
-        return baton__err_set(err, BATON_EINVAL, "baton_pool_create: loop, plan and out are required");
+        return baton__err_set(err, BATON_EINVAL,
+                              "baton_pool_create: loop, plan and out are required");
     if (instances < 1 || instances > POOL_MAX_INSTANCES)
-        return baton__err_set(err, BATON_EINVAL, "baton_pool_create: %d instances: a pool holds 1 to %d",
-                       instances, POOL_MAX_INSTANCES);
+        return baton__err_set(err, BATON_EINVAL,
+                              "baton_pool_create: %d instances: a pool holds 1 to %d", instances,
+                              POOL_MAX_INSTANCES);
     baton_pool *p = calloc(1, sizeof *p);
     if (!p)
         return baton__err_set(err, BATON_ENOMEM, "baton_pool_create: out of memory");
@@ -353,10 +355,11 @@ int baton_pool_create_with(uv_loop_t *loop, const baton_plan *plan, const baton_
     baton_options o;
     int rc = baton__options_read(opts, &o, err);
     if (!rc && (o.n_arenas || o.n_streams))
-        rc = baton__err_set(err, BATON_EINVAL,
-                     "baton_pool_create: options.arenas and options.streams belong to one "
-                     "runtime; give each instance its own with baton_pool_create_with (or leave "
-                     "both empty: the pool allocates them)");
+        rc = baton__err_set(
+            err, BATON_EINVAL,
+            "baton_pool_create: options.arenas and options.streams belong to one "
+            "runtime; give each instance its own with baton_pool_create_with (or leave "
+            "both empty: the pool allocates them)");
     if (!rc && instances > BATON_POOL_QUEUE_AHEAD_MAX && o.disable_queue_ahead == 0)
         o.disable_queue_ahead = 1;
     p->queue_ahead = o.disable_queue_ahead <= 0;
@@ -373,9 +376,9 @@ int baton_pool_create_with(uv_loop_t *loop, const baton_plan *plan, const baton_
         if (per_instance) {
             baton_pool_instance pi;
             rc = baton__abi_read(&pi, sizeof pi, &per_instance[i], instance_fields,
-                          (int)(sizeof instance_fields / sizeof instance_fields[0]),
-                          "baton_pool_create_with: per_instance[i] (set struct_size)",
-                          "baton_pool_instance", err);
+                                 (int)(sizeof instance_fields / sizeof instance_fields[0]),
+                                 "baton_pool_create_with: per_instance[i] (set struct_size)",
+                                 "baton_pool_instance", err);
             if (rc)
                 break;
             oi.arenas = pi.arenas;
@@ -397,14 +400,15 @@ int baton_pool_create_with(uv_loop_t *loop, const baton_plan *plan, const baton_
         int e = uv_thread_create(&p->w[i].thread, worker_main, &p->w[i]);
         if (e)
             rc = baton__err_set(err, BATON_ENOMEM, "baton_pool_create: uv_thread_create: %s",
-                         uv_strerror(e));
+                                uv_strerror(e));
         else
             p->w[i].started = 1;
     }
     if (!rc) {
         int e = uv_async_init(loop, &p->async, on_async);
         if (e)
-            rc = baton__err_set(err, BATON_EINVAL, "baton_pool_create: uv_async_init: %s", uv_strerror(e));
+            rc = baton__err_set(err, BATON_EINVAL, "baton_pool_create: uv_async_init: %s",
+                                uv_strerror(e));
     }
     if (rc) {
         destroy(p);
@@ -425,16 +429,17 @@ static int check_bindings(const baton_pool *p, const baton_binding *b, int n, ba
 {
     const char *what = role == BATON_ROLE_INPUT ? "input" : "output";
     if (n < 0 || (n > 0 && !b))
-        return baton__err_set(err, BATON_EINVAL, "baton_pool_submit: %d %ss but no bindings", n, what);
+        return baton__err_set(err, BATON_EINVAL, "baton_pool_submit: %d %ss but no bindings", n,
+                              what);
     for (int i = 0; i < n; i++) {
         int t = b[i].name ? baton_plan_tensor_index(p->plan, b[i].name) : -1;
         baton_tensor_info ti;
         if (t < 0 || baton_plan_tensor_info(p->plan, t, &ti) ||
             (ti.role != role && ti.role != BATON_ROLE_STATE &&
              !(role == BATON_ROLE_OUTPUT && ti.role == BATON_ROLE_INPUT)))
-            return baton__err_set(err, BATON_EINVAL,
-                           "baton_pool_submit: %s %d: '%s' is not an %s of plan '%s'", what, i,
-                           b[i].name ? b[i].name : "(null)", what, baton_plan_name(p->plan));
+            return baton__err_set(
+                err, BATON_EINVAL, "baton_pool_submit: %s %d: '%s' is not an %s of plan '%s'", what,
+                i, b[i].name ? b[i].name : "(null)", what, baton_plan_name(p->plan));
         /* a tensor sized by the plan's dims takes the bytes of its run's shape (at most the max;
          * the instance checks the rest when it binds the input or reads the output) */
         int dims = 0;
@@ -442,16 +447,16 @@ static int check_bindings(const baton_pool *p, const baton_binding *b, int n, ba
             dims |= baton_plan_tensor_dim(p->plan, t, k) >= 0;
         int size_ok = dims ? b[i].nbytes > 0 && b[i].nbytes <= ti.nbytes : b[i].nbytes == ti.nbytes;
         if (!b[i].data || !size_ok)
-            return baton__err_set(err, BATON_EINVAL,
-                           "baton_pool_submit: %s '%s': %s; it takes a buffer of %zu bytes", what,
-                           b[i].name, b[i].data ? "wrong size" : "NULL data", ti.nbytes);
+            return baton__err_set(
+                err, BATON_EINVAL, "baton_pool_submit: %s '%s': %s; it takes a buffer of %zu bytes",
+                what, b[i].name, b[i].data ? "wrong size" : "NULL data", ti.nbytes);
         /* as the CLI refuses a repeated --input: which of the two would the run read? */
         for (int k = 0; k < i; k++)
             if (strcmp(b[k].name, b[i].name) == 0)
                 return baton__err_set(err, BATON_EINVAL,
-                               "baton_pool_submit: %ss %d and %d both bind '%s'; bind each "
-                               "tensor once",
-                               what, k, i, b[i].name);
+                                      "baton_pool_submit: %ss %d and %d both bind '%s'; bind each "
+                                      "tensor once",
+                                      what, k, i, b[i].name);
     }
     return 0;
 }
@@ -475,10 +480,11 @@ int baton_pool_submit_to(baton_pool *p, int instance, baton_job *job, baton_job_
     if (job->state_ == JOB_QUEUED || job->state_ == JOB_RUNNING)
         return BATON_ESTATE;
     if (instance < -1 || instance >= p->n)
-        return baton__err_set(&job->err, BATON_EINVAL,
-                       "baton_pool_submit_to: instance %d; the pool has instances 0 to %d (or -1: "
-                       "any)",
-                       instance, p->n - 1);
+        return baton__err_set(
+            &job->err, BATON_EINVAL,
+            "baton_pool_submit_to: instance %d; the pool has instances 0 to %d (or -1: "
+            "any)",
+            instance, p->n - 1);
     if (p->closing)
         return baton__err_set(&job->err, BATON_ESTATE, "baton_pool_submit: the pool is closing");
     int rc = check_bindings(p, job->inputs, job->n_inputs, BATON_ROLE_INPUT, &job->err);
@@ -616,16 +622,16 @@ static int state_call(baton_pool *p, int instance, const char *name, const char 
     baton_tensor_info ti;
     int t = name ? baton_plan_tensor_index(p->plan, name) : -1;
     if (name && (t < 0 || baton_plan_tensor_info(p->plan, t, &ti) || ti.role != BATON_ROLE_STATE))
-        return baton__err_set(err, BATON_EINVAL, "%s: '%s' is not a state tensor of plan '%s'", fn, name,
-                       baton_plan_name(p->plan));
+        return baton__err_set(err, BATON_EINVAL, "%s: '%s' is not a state tensor of plan '%s'", fn,
+                              name, baton_plan_name(p->plan));
     if (instance < 0 || instance >= p->n)
-        return baton__err_set(err, BATON_EINVAL, "%s: instance %d; the pool has instances 0 to %d", fn,
-                       instance, p->n - 1);
+        return baton__err_set(err, BATON_EINVAL, "%s: instance %d; the pool has instances 0 to %d",
+                              fn, instance, p->n - 1);
     if (!instance_idle(p, instance))
         return baton__err_set(err, BATON_ESTATE,
-                       "%s: instance %d is running a job; touch its state from a job's "
-                       "callback or when it is idle",
-                       fn, instance);
+                              "%s: instance %d is running a job; touch its state from a job's "
+                              "callback or when it is idle",
+                              fn, instance);
     return 0;
 }
 
@@ -651,15 +657,16 @@ int baton_pool_bind(baton_pool *p, int instance, int tensor, const baton_buffer 
         return baton__err_set(err, BATON_EINVAL, "baton_pool_bind: no pool");
     if (instance < 0 || instance >= p->n)
         return baton__err_set(err, BATON_EINVAL,
-                       "baton_pool_bind: instance %d; the pool has instances 0 to %d", instance,
-                       p->n - 1);
+                              "baton_pool_bind: instance %d; the pool has instances 0 to %d",
+                              instance, p->n - 1);
     /* idle: in the free list, so its worker does not touch its runtime until dispatch hands it
      * a job under the lock, after these writes */
     if (!instance_idle(p, instance))
-        return baton__err_set(err, BATON_ESTATE,
-                       "baton_pool_bind: instance %d is running a job; bind from a job's callback "
-                       "or when it is idle",
-                       instance);
+        return baton__err_set(
+            err, BATON_ESTATE,
+            "baton_pool_bind: instance %d is running a job; bind from a job's callback "
+            "or when it is idle",
+            instance);
     return baton_runtime_bind(p->w[instance].rt, tensor, buf, err);
 }
 

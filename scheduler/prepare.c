@@ -91,11 +91,12 @@ static int choose_backend(baton_runtime *rt, baton_error *err)
     else
         snprintf(why, sizeof why, "%d CUDA device(s) present", have);
     if (rt->backend == BATON_GPU_CUDA || rt->opts.fallback_is_error)
-        return baton__err_set(err, BATON_ENODEV,
-                       "%s: step '%s' needs cuda:%d but %s; set baton_options.gpu = "
-                       "BATON_GPU_CPU to run its steps on the CPU, or BATON_GPU_AUTO without "
-                       "baton_options.fallback_is_error to fall back",
-                       plan->source, plan->steps[first_step].name, need, why);
+        return baton__err_set(
+            err, BATON_ENODEV,
+            "%s: step '%s' needs cuda:%d but %s; set baton_options.gpu = "
+            "BATON_GPU_CPU to run its steps on the CPU, or BATON_GPU_AUTO without "
+            "baton_options.fallback_is_error to fall back",
+            plan->source, plan->steps[first_step].name, need, why);
     defer_log(rt, BATON_LOG_WARNING,
               "%s: step '%s' needs cuda:%d but %s; running the GPU steps on the CPU "
               "(baton_options.fallback_is_error makes this an error)",
@@ -115,10 +116,11 @@ static void note_cpu_fallbacks(const baton_runtime *rt)
         char from[32];
         if (s->fallback_from.kind != BATON_DEVICE_NONE)
             baton__log_to(plan->log, BATON_LOG_NOTE,
-                   "%s: step '%s' runs on the CPU, not %s: %s '%s' has only a CPU "
-                   "implementation (its inputs and outputs are copied to and from the host)",
-                   plan->source, s->name, baton_device_format(s->fallback_from, from, sizeof from),
-                   s->kind == BATON_TARGET_KERNEL ? "kernel" : "delegate", s->target_name);
+                          "%s: step '%s' runs on the CPU, not %s: %s '%s' has only a CPU "
+                          "implementation (its inputs and outputs are copied to and from the host)",
+                          plan->source, s->name,
+                          baton_device_format(s->fallback_from, from, sizeof from),
+                          s->kind == BATON_TARGET_KERNEL ? "kernel" : "delegate", s->target_name);
     }
 }
 
@@ -154,37 +156,41 @@ static int check_caller_resources(baton_runtime *rt, baton_error *err)
     if (o->n_arenas < 0 || (o->n_arenas > 0 && !o->arenas) || o->n_streams < 0 ||
         (o->n_streams > 0 && !o->streams))
         return baton__err_set(err, BATON_EINVAL,
-                       "baton_runtime_create: options.arenas/n_arenas and streams/n_streams "
-                       "must be an array and its length (NULL and 0 for none)");
+                              "baton_runtime_create: options.arenas/n_arenas and streams/n_streams "
+                              "must be an array and its length (NULL and 0 for none)");
     for (int i = 0; i < o->n_arenas; i++) {
         const baton_arena *a = &o->arenas[i];
         baton_device_format(a->device, name, sizeof name);
         int d = baton__plan_memory_index(plan, a->device);
         if (d < 0)
-            return baton__err_set(err, BATON_EINVAL,
-                           "baton_runtime_create: options.arenas[%d] is for %s, which plan '%s' "
-                           "does not use (baton_plan_arena_info lists its devices)",
-                           i, name, plan->name);
+            return baton__err_set(
+                err, BATON_EINVAL,
+                "baton_runtime_create: options.arenas[%d] is for %s, which plan '%s' "
+                "does not use (baton_plan_arena_info lists its devices)",
+                i, name, plan->name);
         for (int j = 0; j < i; j++)
             if (device_eq(o->arenas[j].device, a->device))
-                return baton__err_set(err, BATON_EINVAL,
-                               "baton_runtime_create: options.arenas[%d] and [%d] are both for "
-                               "%s; give one arena per device",
-                               j, i, name);
+                return baton__err_set(
+                    err, BATON_EINVAL,
+                    "baton_runtime_create: options.arenas[%d] and [%d] are both for "
+                    "%s; give one arena per device",
+                    j, i, name);
         if (!a->data || ((uintptr_t)a->data & (BATON_ARENA_ALIGN - 1)))
-            return baton__err_set(err, BATON_EINVAL,
-                           "baton_runtime_create: options.arenas[%d] (%s): data %p is %s; pass "
-                           "memory aligned to BATON_ARENA_ALIGN (%d bytes), as cudaMalloc "
-                           "and aligned_alloc(256, ...) give",
-                           i, name, a->data, a->data ? "misaligned" : "NULL", BATON_ARENA_ALIGN);
+            return baton__err_set(
+                err, BATON_EINVAL,
+                "baton_runtime_create: options.arenas[%d] (%s): data %p is %s; pass "
+                "memory aligned to BATON_ARENA_ALIGN (%d bytes), as cudaMalloc "
+                "and aligned_alloc(256, ...) give",
+                i, name, a->data, a->data ? "misaligned" : "NULL", BATON_ARENA_ALIGN);
         /* an instance of a pool reads the constants of the pool's first runtime */
         size_t need = plan->memory[d].arena_bytes - (rt->share ? plan->memory[d].const_bytes : 0);
         if (a->nbytes < need)
-            return baton__err_set(err, BATON_EINVAL,
-                           "baton_runtime_create: options.arenas[%d] (%s) has %zu bytes; plan "
-                           "'%s' needs %zu there (%s)",
-                           i, name, a->nbytes, plan->name, need,
-                           rt->share ? "baton_pool_arena_info" : "baton_plan_arena_info");
+            return baton__err_set(
+                err, BATON_EINVAL,
+                "baton_runtime_create: options.arenas[%d] (%s) has %zu bytes; plan "
+                "'%s' needs %zu there (%s)",
+                i, name, a->nbytes, plan->name, need,
+                rt->share ? "baton_pool_arena_info" : "baton_plan_arena_info");
     }
     /* Two devices' arenas in one memory would have each overwrite the other's tensors: the
      * address space is one (CUDA's unified addressing), so the ranges baton uses must not meet. */
@@ -198,34 +204,38 @@ static int check_caller_resources(baton_runtime *rt, baton_error *err)
                 char other[32];
                 baton_device_format(a->device, name, sizeof name);
                 baton_device_format(b->device, other, sizeof other);
-                return baton__err_set(err, BATON_EINVAL,
-                               "baton_runtime_create: options.arenas[%d] (%s, %p, %zu bytes used) "
-                               "and [%d] (%s, %p, %zu bytes used) overlap; give each device its "
-                               "own memory",
-                               j, other, b->data, bn, i, name, a->data, an);
+                return baton__err_set(
+                    err, BATON_EINVAL,
+                    "baton_runtime_create: options.arenas[%d] (%s, %p, %zu bytes used) "
+                    "and [%d] (%s, %p, %zu bytes used) overlap; give each device its "
+                    "own memory",
+                    j, other, b->data, bn, i, name, a->data, an);
             }
         }
     for (int i = 0; i < o->n_streams; i++) {
         const baton_stream *st = &o->streams[i];
         baton_device_format(st->device, name, sizeof name);
         if (st->device.kind != BATON_DEVICE_CUDA || baton__plan_memory_index(plan, st->device) < 0)
-            return baton__err_set(err, BATON_EINVAL,
-                           "baton_runtime_create: options.streams[%d] is for %s, which is not a "
-                           "CUDA device plan '%s' uses",
-                           i, name, plan->name);
+            return baton__err_set(
+                err, BATON_EINVAL,
+                "baton_runtime_create: options.streams[%d] is for %s, which is not a "
+                "CUDA device plan '%s' uses",
+                i, name, plan->name);
         for (int j = 0; j < i; j++)
             if (device_eq(o->streams[j].device, st->device))
-                return baton__err_set(err, BATON_EINVAL,
-                               "baton_runtime_create: options.streams[%d] and [%d] are both for "
-                               "%s; give one stream per device",
-                               j, i, name);
+                return baton__err_set(
+                    err, BATON_EINVAL,
+                    "baton_runtime_create: options.streams[%d] and [%d] are both for "
+                    "%s; give one stream per device",
+                    j, i, name);
         /* 0, cudaStreamLegacy (1) and cudaStreamPerThread (2) are not streams of one's own */
         if ((uintptr_t)st->stream <= 2)
-            return baton__err_set(err, BATON_EINVAL,
-                           "baton_runtime_create: options.streams[%d] (%s) is the default stream "
-                           "(%p); pass a stream made with cudaStreamCreate(WithFlags): the "
-                           "default stream cannot be captured into a graph",
-                           i, name, st->stream);
+            return baton__err_set(
+                err, BATON_EINVAL,
+                "baton_runtime_create: options.streams[%d] (%s) is the default stream "
+                "(%p); pass a stream made with cudaStreamCreate(WithFlags): the "
+                "default stream cannot be captured into a graph",
+                i, name, st->stream);
         int on_cuda = dev_has(ops_for(rt, st->device), DEV_CAP_CALLER_STREAM);
         /* On the CPU (the fallback, or asked for) no step uses a stream: the caller's is
          * ignored, as a program written for a GPU expects on a machine without one. */
@@ -237,11 +247,12 @@ static int check_caller_resources(baton_runtime *rt, baton_error *err)
             continue;
         }
         if (!on_cuda)
-            return baton__err_set(err, BATON_EINVAL,
-                           "baton_runtime_create: options.streams[%d] is for %s, which runs on "
-                           "%s here, not on CUDA: a caller's stream needs the CUDA backend "
-                           "(leave streams empty)",
-                           i, name, rt->backend == BATON_GPU_SIM ? "the test device" : "the CPU");
+            return baton__err_set(
+                err, BATON_EINVAL,
+                "baton_runtime_create: options.streams[%d] is for %s, which runs on "
+                "%s here, not on CUDA: a caller's stream needs the CUDA backend "
+                "(leave streams empty)",
+                i, name, rt->backend == BATON_GPU_SIM ? "the test device" : "the CPU");
     }
     return 0;
 }
@@ -290,9 +301,9 @@ static int open_devices(baton_runtime *rt, int fault_dev, dev_fault fault, baton
                                     err))) {
                 char name[32], inner[BATON_ERROR_MAX];
                 snprintf(inner, sizeof inner, "%s", err ? err->message : "");
-                return baton__err_set(err, rc, "baton_runtime_create: the caller's arena for %s: %s",
-                               baton_device_format(plan->memory[d].device, name, sizeof name),
-                               inner);
+                return baton__err_set(
+                    err, rc, "baton_runtime_create: the caller's arena for %s: %s",
+                    baton_device_format(plan->memory[d].device, name, sizeof name), inner);
             }
             rd->arena = mine->data;
             rd->consts = rt->share ? rt->share->dev[d].consts : rd->arena;
@@ -309,9 +320,9 @@ static int open_devices(baton_runtime *rt, int fault_dev, dev_fault fault, baton
             char name[32];
             char inner[BATON_ERROR_MAX];
             snprintf(inner, sizeof inner, "%s", err ? err->message : "");
-            return baton__err_set(err, BATON_ENOMEM, "%s: cannot allocate the %zu-byte arena of %s: %s",
-                           plan->source, bytes,
-                           baton_device_format(plan->memory[d].device, name, sizeof name), inner);
+            return baton__err_set(
+                err, BATON_ENOMEM, "%s: cannot allocate the %zu-byte arena of %s: %s", plan->source,
+                bytes, baton_device_format(plan->memory[d].device, name, sizeof name), inner);
         }
         rd->consts = rt->share ? rt->share->dev[d].consts : rd->arena;
         rd->priv = rt->share ? rd->arena : rd->arena + cbytes;
@@ -352,7 +363,8 @@ static int upload_constants(baton_runtime *rt, baton_error *err)
             if (!host) {
                 host = malloc(pt->nbytes ? pt->nbytes : 1);
                 if (!host)
-                    return baton__err_set(err, BATON_ENOMEM, "constant '%s': out of memory", pt->name);
+                    return baton__err_set(err, BATON_ENOMEM, "constant '%s': out of memory",
+                                          pt->name);
                 int rc = baton__plan_tensor_materialize(plan, t, host, err);
                 if (rc) {
                     free(host);
@@ -388,7 +400,8 @@ static int load_constants(baton_runtime *rt, baton_error *err)
         size_t bytes = 0;
         for (int t = 0; t < plan->n_tensors; t++)
             if (plan->tensors[t].role == BATON_ROLE_CONSTANT &&
-                plan->memory[d].offset[t] != PLAN_OFFSET_MAPPED && baton__runtime_slot_addr(rt, d, t))
+                plan->memory[d].offset[t] != PLAN_OFFSET_MAPPED &&
+                baton__runtime_slot_addr(rt, d, t))
                 bytes += plan->tensors[t].nbytes;
         rt->dev[d].ops->stage_uploads(rt->dev[d].ctx, bytes);
     }
@@ -440,11 +453,11 @@ static int build_calls(baton_runtime *rt, baton_error *err)
             rt->step_dev[i] = d;
             rt->calls[i].buffers = b;
             for (int k = 0; k < s->n_inputs; k++)
-                *b++ = baton__runtime_slot_addr(rt, baton__plan_memory_index(plan, step_arg_device(s, k)),
-                                         s->inputs[k]);
+                *b++ = baton__runtime_slot_addr(
+                    rt, baton__plan_memory_index(plan, step_arg_device(s, k)), s->inputs[k]);
             for (int k = 0; k < s->n_outputs; k++)
-                *b++ = baton__runtime_slot_addr(rt, baton__plan_memory_index(plan, step_arg_device(s, k)),
-                                         s->outputs[k]);
+                *b++ = baton__runtime_slot_addr(
+                    rt, baton__plan_memory_index(plan, step_arg_device(s, k)), s->outputs[k]);
             continue;
         }
         baton_device_kind impl_kind =
@@ -452,10 +465,11 @@ static int build_calls(baton_runtime *rt, baton_error *err)
         const baton_target_impl *im = baton_target_impl_for(s->target, impl_kind);
         char name[32];
         if (!im) {
-            rc = baton__plan_error(err, BATON_ENOTARGET, plan, s->pos,
-                            "step '%s': target '%s' has no %s implementation to run it on %s",
-                            s->name, s->target_name, impl_kind == BATON_DEVICE_CPU ? "CPU" : "CUDA",
-                            baton_device_format(s->device, name, sizeof name));
+            rc = baton__plan_error(
+                err, BATON_ENOTARGET, plan, s->pos,
+                "step '%s': target '%s' has no %s implementation to run it on %s", s->name,
+                s->target_name, impl_kind == BATON_DEVICE_CPU ? "CPU" : "CUDA",
+                baton_device_format(s->device, name, sizeof name));
             goto out;
         }
         rt->impls[i] = im;
@@ -537,9 +551,10 @@ static int build_calls(baton_runtime *rt, baton_error *err)
             baton_error derr = {0};
             rc = im->delegate->init(&info, &rt->states[i], &derr);
             if (rc) {
-                rc = baton__plan_error(err, rc, plan, s->pos, "step '%s': delegate '%s' init on %s: %s",
-                                s->name, s->target_name,
-                                baton_device_format(s->device, name, sizeof name), derr.message);
+                rc = baton__plan_error(
+                    err, rc, plan, s->pos, "step '%s': delegate '%s' init on %s: %s", s->name,
+                    s->target_name, baton_device_format(s->device, name, sizeof name),
+                    derr.message);
                 goto out;
             }
         }
@@ -571,9 +586,9 @@ static int tune_calls(baton_runtime *rt, baton_error *err)
                                rt->tuning + (size_t)i * ERRBUF_LEN, ERRBUF_LEN, &derr);
         if (rc) {
             char name[32];
-            return baton__plan_error(err, rc, plan, s->pos, "step '%s': tuning '%s' on %s: %s", s->name,
-                              s->target_name, baton_device_format(s->device, name, sizeof name),
-                              derr.message);
+            return baton__plan_error(
+                err, rc, plan, s->pos, "step '%s': tuning '%s' on %s: %s", s->name, s->target_name,
+                baton_device_format(s->device, name, sizeof name), derr.message);
         }
     }
     return 0;
@@ -599,9 +614,9 @@ static int prepare_kernel_calls(baton_runtime *rt, baton_error *err)
                                        &rt->kernel_states[i], &derr);
         if (rc) {
             char name[32];
-            return baton__plan_error(err, rc, plan, s->pos, "step '%s': preparing '%s' on %s: %s", s->name,
-                              s->target_name, baton_device_format(s->device, name, sizeof name),
-                              derr.message);
+            return baton__plan_error(
+                err, rc, plan, s->pos, "step '%s': preparing '%s' on %s: %s", s->name,
+                s->target_name, baton_device_format(s->device, name, sizeof name), derr.message);
         }
         rt->calls[i].ctx.prepared = rt->kernel_states[i];
     }
@@ -626,7 +641,8 @@ static int build_transfers(baton_runtime *rt, baton_error *err)
     for (int i = 0; i < plan->n_transfers; i++) {
         const plan_transfer *x = &plan->transfers[i];
         rt_transfer *r = &rt->xfers[i];
-        int from = baton__plan_memory_index(plan, x->from), to = baton__plan_memory_index(plan, x->to);
+        int from = baton__plan_memory_index(plan, x->from),
+            to = baton__plan_memory_index(plan, x->to);
         char a[32], b[32];
         r->src = baton__runtime_slot_addr(rt, from, x->tensor);
         r->dst = baton__runtime_slot_addr(rt, to, x->tensor);
@@ -639,20 +655,21 @@ static int build_transfers(baton_runtime *rt, baton_error *err)
              * event the writer records after the segment that wrote the tensor */
             const rt_device *rf = &rt->dev[from], *rtd = &rt->dev[to];
             if (!dev_can_order_peers(rtd->ops) || rf->ops != rtd->ops)
-                return baton__err_set(err, BATON_ENOTSUP,
-                               "%s: tensor '%s' moves from %s to %s, which this backend (%s) "
-                               "cannot order without the host; place both steps on one GPU",
-                               plan->source, plan->tensors[x->tensor].name,
-                               baton_device_format(x->from, a, sizeof a),
-                               baton_device_format(x->to, b, sizeof b), rtd->ops->name);
+                return baton__err_set(
+                    err, BATON_ENOTSUP,
+                    "%s: tensor '%s' moves from %s to %s, which this backend (%s) "
+                    "cannot order without the host; place both steps on one GPU",
+                    plan->source, plan->tensors[x->tensor].name,
+                    baton_device_format(x->from, a, sizeof a),
+                    baton_device_format(x->to, b, sizeof b), rtd->ops->name);
             r->wait_seg = plan->steps[plan->tensors[x->tensor].producer].segment;
             rt->seg_signal[r->wait_seg] |= 1u << from;
             if (rtd->ops->peer_enable && (rc = rtd->ops->peer_enable(rtd->ctx, rf->ctx, err))) {
                 char inner[BATON_ERROR_MAX];
                 snprintf(inner, sizeof inner, "%s", err ? err->message : "");
                 return baton__err_set(err, rc, "%s: peer access %s -> %s: %s", plan->source,
-                               baton_device_format(x->to, a, sizeof a),
-                               baton_device_format(x->from, b, sizeof b), inner);
+                                      baton_device_format(x->to, a, sizeof a),
+                                      baton_device_format(x->from, b, sizeof b), inner);
             }
         }
         r->issuer = r->kind == DEV_COPY_D2H ? from : to;
@@ -691,18 +708,19 @@ static int build_collectives(baton_runtime *rt, baton_error *err)
             c->group[k] = rt->dev[baton__plan_memory_index(plan, st->group[k])].ctx;
         char name[32];
         if (!dev_has_collectives(ops))
-            return baton__plan_error(err, BATON_ENOTSUP, plan, st->pos,
-                              "step '%s': %s on %s: this backend (%s) has no collectives; run the "
-                              "plan with baton_options.gpu = BATON_GPU_CUDA (NCCL), BATON_GPU_SIM "
-                              "or BATON_GPU_CPU",
-                              st->name, st->target_name,
-                              baton_device_format(st->device, name, sizeof name), ops->name);
+            return baton__plan_error(
+                err, BATON_ENOTSUP, plan, st->pos,
+                "step '%s': %s on %s: this backend (%s) has no collectives; run the "
+                "plan with baton_options.gpu = BATON_GPU_CUDA (NCCL), BATON_GPU_SIM "
+                "or BATON_GPU_CPU",
+                st->name, st->target_name, baton_device_format(st->device, name, sizeof name),
+                ops->name);
         int rc = ops->coll_prepare(c, err);
         if (rc) {
             char inner[BATON_ERROR_MAX];
             snprintf(inner, sizeof inner, "%s", err ? err->message : "");
             return baton__plan_error(err, rc, plan, st->pos, "step '%s' (%s): %s", st->name,
-                              st->target_name, inner);
+                                     st->target_name, inner);
         }
     }
     return 0;
@@ -742,31 +760,33 @@ static int check_options(const baton_options *o, baton_error *err)
 {
     if ((unsigned)o->mode > BATON_SYNC_GRAPH)
         return baton__err_set(err, BATON_EINVAL,
-                       "baton_runtime_create: options.mode is %d; use BATON_SYNC_STRICT, "
-                       "BATON_SYNC_BOUNDARY or BATON_SYNC_GRAPH (0 to 2)",
-                       (int)o->mode);
+                              "baton_runtime_create: options.mode is %d; use BATON_SYNC_STRICT, "
+                              "BATON_SYNC_BOUNDARY or BATON_SYNC_GRAPH (0 to 2)",
+                              (int)o->mode);
     if ((unsigned)o->gpu > BATON_GPU_SIM)
         return baton__err_set(err, BATON_EINVAL,
-                       "baton_runtime_create: options.gpu is %d; use BATON_GPU_AUTO, "
-                       "BATON_GPU_CUDA, BATON_GPU_CPU or BATON_GPU_SIM (0 to 3)",
-                       (int)o->gpu);
+                              "baton_runtime_create: options.gpu is %d; use BATON_GPU_AUTO, "
+                              "BATON_GPU_CUDA, BATON_GPU_CPU or BATON_GPU_SIM (0 to 3)",
+                              (int)o->gpu);
     if (o->sim_delay_us < 0 || o->sim_delay_us > RT_MAX_SIM_DELAY_US)
         return baton__err_set(err, BATON_EINVAL,
-                       "baton_runtime_create: options.sim_delay_us is %d; use 0 (no delay) "
-                       "to %d microseconds",
-                       o->sim_delay_us, RT_MAX_SIM_DELAY_US);
+                              "baton_runtime_create: options.sim_delay_us is %d; use 0 (no delay) "
+                              "to %d microseconds",
+                              o->sim_delay_us, RT_MAX_SIM_DELAY_US);
     if (o->cpu_threads < 0)
-        return baton__err_set(err, BATON_EINVAL,
-                       "baton_runtime_create: options.cpu_threads is %d; use 0 (every core), 1 "
-                       "(the calling thread only) or a cap >= 2",
-                       o->cpu_threads);
+        return baton__err_set(
+            err, BATON_EINVAL,
+            "baton_runtime_create: options.cpu_threads is %d; use 0 (every core), 1 "
+            "(the calling thread only) or a cap >= 2",
+            o->cpu_threads);
     if (o->cpu_pool && (o->cpu_pool->struct_size < sizeof(baton_parallel_for) ||
                         !o->cpu_pool->run || o->cpu_pool->n_threads < 1))
         return baton__err_set(err, BATON_EINVAL, "baton_runtime_create: options.cpu_pool: %s",
-                       o->cpu_pool->struct_size < sizeof(baton_parallel_for)
-                           ? "struct_size is too small; set it to sizeof(baton_parallel_for)"
-                       : !o->cpu_pool->run ? "run is NULL; it must be the pool's parallel-for"
-                                           : "n_threads must be >= 1");
+                              o->cpu_pool->struct_size < sizeof(baton_parallel_for)
+                                  ? "struct_size is too small; set it to sizeof(baton_parallel_for)"
+                              : !o->cpu_pool->run
+                                  ? "run is NULL; it must be the pool's parallel-for"
+                                  : "n_threads must be >= 1");
     return 0;
 }
 
@@ -842,16 +862,17 @@ static int prepare(const baton_plan *plan, const baton_options *opts, const bato
 }
 
 int baton__runtime_prepare(const baton_plan *plan, const baton_options *opts, int fault_dev,
-                    dev_fault fault, baton_runtime **out, baton_error *err)
+                           dev_fault fault, baton_runtime **out, baton_error *err)
 {
     return prepare(plan, opts, NULL, fault_dev, fault, out, err);
 }
 
 int baton__runtime_prepare_instance(const baton_runtime *share, const baton_options *own,
-                             baton_runtime **out, baton_error *err)
+                                    baton_runtime **out, baton_error *err)
 {
     if (!share)
-        return baton__err_set(err, BATON_EINVAL, "baton__runtime_prepare_instance: no runtime to share");
+        return baton__err_set(err, BATON_EINVAL,
+                              "baton__runtime_prepare_instance: no runtime to share");
     baton_options o = share->opts; /* the same options; its own memory and streams, if any */
     o.arenas = own ? own->arenas : NULL;
     o.n_arenas = own ? own->n_arenas : 0;

@@ -29,8 +29,8 @@ static int step_fail(baton_runtime *rt, int i, int rc, baton_error *err)
     if (rc == BATON_EINVAL)
         rc = BATON_EKERNEL;
     return baton__err_set(err, rc, "step '%s' (%s '%s' on %s): %s", s->name,
-                   s->kind == BATON_TARGET_KERNEL ? "kernel" : "delegate", s->target_name,
-                   baton_device_format(s->device, name, sizeof name), inner);
+                          s->kind == BATON_TARGET_KERNEL ? "kernel" : "delegate", s->target_name,
+                          baton_device_format(s->device, name, sizeof name), inner);
 }
 
 /* Errors that CUDA kernels recorded on the device instead of reading out of bounds (the decoder
@@ -97,9 +97,9 @@ static int issue_transfer(baton_runtime *rt, int x, baton_error *err)
     if (rc) {
         char name[32], inner[BATON_ERROR_MAX];
         snprintf(inner, sizeof inner, "%s", err ? err->message : "");
-        return baton__err_set(err, rc, "%s (issued on %s): %s", r->what,
-                       baton_device_format(rt->plan->memory[r->issuer].device, name, sizeof name),
-                       inner);
+        return baton__err_set(
+            err, rc, "%s (issued on %s): %s", r->what,
+            baton_device_format(rt->plan->memory[r->issuer].device, name, sizeof name), inner);
     }
     if (t0)
         baton__trace_add(rt, r->what, "transfer", r->issuer, -1, (int64_t)r->bytes, t0, now_ns());
@@ -138,9 +138,10 @@ static int host_wait_step(baton_runtime *rt, int d, const char *where, int step,
             else {
                 char inner[BATON_ERROR_MAX], name[32];
                 snprintf(inner, sizeof inner, "%s", err ? err->message : "");
-                rc = baton__err_set(err, rc, "%s, at the wait %s: %s",
-                             baton_device_format(rt->plan->memory[d].device, name, sizeof name),
-                             where, inner);
+                rc = baton__err_set(
+                    err, rc, "%s, at the wait %s: %s",
+                    baton_device_format(rt->plan->memory[d].device, name, sizeof name), where,
+                    inner);
             }
         }
     }
@@ -514,10 +515,11 @@ int baton_runtime_run(baton_runtime *rt, baton_error *err)
     if (!rt)
         return baton__err_set(err, BATON_EINVAL, "baton_runtime_run: no runtime");
     if (!run_claim(rt))
-        return baton__err_set(err, BATON_ESTATE,
-                       "baton_runtime_run: this runtime is already running on another thread; a "
-                       "runtime runs one run at a time (create one per thread, or use a "
-                       "baton_pool)");
+        return baton__err_set(
+            err, BATON_ESTATE,
+            "baton_runtime_run: this runtime is already running on another thread; a "
+            "runtime runs one run at a time (create one per thread, or use a "
+            "baton_pool)");
     const int rc = run_plan(rt, err);
     run_release(rt);
     return rc;
@@ -565,7 +567,8 @@ static int run_plan(baton_runtime *rt, baton_error *err)
             rc = take_kernel_errors(rt, err);
     }
     if (run_t0)
-        baton__trace_add(rt, rc ? "run (failed)" : "run", "run", TRACE_RUN_LANE, -1, 0, run_t0, now_ns());
+        baton__trace_add(rt, rc ? "run (failed)" : "run", "run", TRACE_RUN_LANE, -1, 0, run_t0,
+                         now_ns());
     rt->last_run = rc ? -1 : 1; /* whether outputs hold a result (get_output) */
     if (rc) {
         recover(rt);

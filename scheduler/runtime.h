@@ -84,7 +84,8 @@ struct baton_runtime {
     baton_options opts;
     baton_gpu_backend backend; /* what GPU steps actually run on */
     int alias_gpus; /* testing (DEV_TEST_CUDA_ALIAS): the GPUs a plan's cuda:N fold onto, or 0 */
-    int gpu_only;   /* testing (baton__runtime_gpu_only): runs skip the CPU segments and their waits */
+    int gpu_only;   /* testing (baton__runtime_gpu_only): runs skip the CPU segments and their waits
+                     */
     int nd;
     rt_device dev[PLAN_MAX_DEVICES];
     int *step_dev; /* per step: device index */
@@ -109,8 +110,8 @@ struct baton_runtime {
     unsigned char *ahead_ok; /* per segment: queued ahead of the CPU segment before it */
     uint32_t *seg_signal;    /* per segment: the devices (bits) that record SEG_EVENT after it */
     dev_coll *colls;         /* per segment: its collective (a collective segment), else unused */
-    int no_cross_wait;       /* testing (baton__runtime_skip_cross_waits): GPU->GPU copies do not wait */
-    int ahead;               /* the segment queued ahead in this run, or -1 */
+    int no_cross_wait; /* testing (baton__runtime_skip_cross_waits): GPU->GPU copies do not wait */
+    int ahead;         /* the segment queued ahead in this run, or -1 */
     char note[ERRBUF_LEN];
     /* baton_runtime_create's warnings and notes, logged once it succeeds (defer_log) */
     char deferred[RT_MAX_DEFERRED][ERRBUF_LEN];
@@ -163,20 +164,20 @@ static inline int64_t now_ns(void)
 
 /* trace.c: records one span when tracing is on and the buffer has room (never allocates). */
 void baton__trace_add(baton_runtime *rt, const char *name, const char *cat, int tid, int step,
-               int64_t bytes, int64_t t0, int64_t t1);
+                      int64_t bytes, int64_t t0, int64_t t1);
 /* Stops the devices' timelines and frees the trace (baton_runtime_destroy). */
 void baton__trace_end(baton_runtime *rt);
 
 /* prepare.c: baton_runtime_create with `fault` armed on device index `fault_dev` (the plan's
  * memory index: 0 is the CPU) right after it is opened; fault_dev -1 arms nothing. */
 int baton__runtime_prepare(const baton_plan *plan, const baton_options *opts, int fault_dev,
-                    dev_fault fault, baton_runtime **out, baton_error *err);
-/* baton__runtime_prepare for another instance of `share`'s plan (same plan, same options): its constants
- * are `share`'s, which must outlive it; it has its own arenas, streams and delegate states, the
- * caller's where `own` gives them (its arenas, streams and their counts; NULL: none), an arena
- * then holding the private part only (baton_pool_arena_info). */
+                           dev_fault fault, baton_runtime **out, baton_error *err);
+/* baton__runtime_prepare for another instance of `share`'s plan (same plan, same options): its
+ * constants are `share`'s, which must outlive it; it has its own arenas, streams and delegate
+ * states, the caller's where `own` gives them (its arenas, streams and their counts; NULL: none),
+ * an arena then holding the private part only (baton_pool_arena_info). */
 int baton__runtime_prepare_instance(const baton_runtime *share, const baton_options *own,
-                             baton_runtime **out, baton_error *err);
+                                    baton_runtime **out, baton_error *err);
 /* The bytes one runtime holds per device: its constants (shared by instances) and the rest. */
 void baton__runtime_memory(const baton_runtime *rt, size_t *const_bytes, size_t *private_bytes);
 
@@ -197,7 +198,7 @@ int baton__runtime_unset_inputs(const baton_runtime *rt, baton_error *err);
 /* state.c: state tensors and dims (issue 40). */
 #define RT_GRAPH_WAYS 8 /* executable graphs kept per segment that depends on the dims */
 int baton__runtime_state_access(baton_runtime *rt, int t, void *data, size_t nbytes, int write,
-                         baton_error *err);
+                                baton_error *err);
 int baton__runtime_dims_prepare(baton_runtime *rt, baton_error *err);
 void baton__runtime_dims_free(baton_runtime *rt);
 /* The bytes tensor t holds under the binding of the next run (ran 0) or of the last (ran 1). */

@@ -23,10 +23,11 @@ static int state_copy(baton_runtime *rt, int t, void *host, size_t n, int to_dev
 {
     int d = state_dev(rt, t);
     rt_device *rd = &rt->dev[d];
-    void *slot = rt->state_ptr && rt->state_ptr[t] ? rt->state_ptr[t] : baton__runtime_slot_addr(rt, d, t);
+    void *slot =
+        rt->state_ptr && rt->state_ptr[t] ? rt->state_ptr[t] : baton__runtime_slot_addr(rt, d, t);
     if (!slot)
         return baton__err_set(err, BATON_ESTATE, "state tensor '%s' has no slot",
-                       rt->plan->tensors[t].name);
+                              rt->plan->tensors[t].name);
     if (!rd->gpu || !dev_has(rd->ops, DEV_CAP_DEVICE_MEMORY)) { /* host memory */
         if (to_device)
             memcpy(slot, host, n);
@@ -40,7 +41,8 @@ static int state_copy(baton_runtime *rt, int t, void *host, size_t n, int to_dev
         char inner[BATON_ERROR_MAX], name[32];
         snprintf(inner, sizeof inner, "%s", err ? err->message : "");
         return baton__err_set(err, rc, "state tensor '%s' on %s: %s", rt->plan->tensors[t].name,
-                       baton_device_format(rt->plan->memory[d].device, name, sizeof name), inner);
+                              baton_device_format(rt->plan->memory[d].device, name, sizeof name),
+                              inner);
     }
     return 0;
 }
@@ -74,19 +76,19 @@ int baton_runtime_reset_state(baton_runtime *rt, baton_error *err)
 }
 
 int baton__runtime_state_access(baton_runtime *rt, int t, void *data, size_t nbytes, int write,
-                         baton_error *err)
+                                baton_error *err)
 {
     const plan_tensor *pt = &rt->plan->tensors[t];
     if (nbytes != pt->nbytes)
         return baton__err_set(err, BATON_EINVAL,
-                       "%s: state tensor '%s' (%s, %lld elements) has %zu bytes, not %zu",
-                       rt->plan->source, pt->name, baton_dtype_name(pt->desc.dtype),
-                       (long long)baton_tensor_desc_numel(&pt->desc), pt->nbytes, nbytes);
+                              "%s: state tensor '%s' (%s, %lld elements) has %zu bytes, not %zu",
+                              rt->plan->source, pt->name, baton_dtype_name(pt->desc.dtype),
+                              (long long)baton_tensor_desc_numel(&pt->desc), pt->nbytes, nbytes);
     if (!data && nbytes)
         return baton__err_set(err, BATON_EINVAL,
-                       "state tensor '%s': data is NULL; pass a buffer of %zu "
-                       "bytes",
-                       pt->name, nbytes);
+                              "state tensor '%s': data is NULL; pass a buffer of %zu "
+                              "bytes",
+                              pt->name, nbytes);
     return state_copy(rt, t, data, nbytes, write, err);
 }
 
@@ -155,23 +157,25 @@ static int bind_dim(baton_runtime *rt, int k, int64_t value, int by, baton_error
     const plan_dim *pd = &rt->plan->dims[k];
     if (value < pd->min || value > pd->max) {
         if (by >= 0)
-            return baton__err_set(err, BATON_EINVAL,
-                           "%s: input '%s' implies dimension '%s' = %lld, outside its bounds "
-                           "%lld..%lld; give the input a shape within them",
-                           rt->plan->source, rt->plan->tensors[by].name, pd->name, (long long)value,
-                           (long long)pd->min, (long long)pd->max);
-        return baton__err_set(err, BATON_EINVAL,
-                       "%s: dimension '%s' = %lld is outside its bounds %lld..%lld (the plan's "
-                       "\"dims\")",
-                       rt->plan->source, pd->name, (long long)value, (long long)pd->min,
-                       (long long)pd->max);
+            return baton__err_set(
+                err, BATON_EINVAL,
+                "%s: input '%s' implies dimension '%s' = %lld, outside its bounds "
+                "%lld..%lld; give the input a shape within them",
+                rt->plan->source, rt->plan->tensors[by].name, pd->name, (long long)value,
+                (long long)pd->min, (long long)pd->max);
+        return baton__err_set(
+            err, BATON_EINVAL,
+            "%s: dimension '%s' = %lld is outside its bounds %lld..%lld (the plan's "
+            "\"dims\")",
+            rt->plan->source, pd->name, (long long)value, (long long)pd->min, (long long)pd->max);
     }
     if (by >= 0 && rt->dims_by[k] >= 0 && rt->dims_by[k] != by && rt->dims[k] != value)
-        return baton__err_set(err, BATON_EINVAL,
-                       "%s: input '%s' implies dimension '%s' = %lld but input '%s' bound it to "
-                       "%lld for this run; the inputs disagree on '%s'",
-                       rt->plan->source, rt->plan->tensors[by].name, pd->name, (long long)value,
-                       rt->plan->tensors[rt->dims_by[k]].name, (long long)rt->dims[k], pd->name);
+        return baton__err_set(
+            err, BATON_EINVAL,
+            "%s: input '%s' implies dimension '%s' = %lld but input '%s' bound it to "
+            "%lld for this run; the inputs disagree on '%s'",
+            rt->plan->source, rt->plan->tensors[by].name, pd->name, (long long)value,
+            rt->plan->tensors[rt->dims_by[k]].name, (long long)rt->dims[k], pd->name);
     rt->dims[k] = value;
     if (by >= 0)
         rt->dims_by[k] = by;
@@ -183,8 +187,8 @@ int baton_runtime_set_dims(baton_runtime *rt, const char *name, int64_t value, b
     err_clear(err);
     if (!rt || !name)
         return baton__err_set(err, BATON_EINVAL,
-                       "baton_runtime_set_dims: a runtime and a name are "
-                       "required");
+                              "baton_runtime_set_dims: a runtime and a name are "
+                              "required");
     const baton_plan *plan = rt->plan;
     int k = find_dim(plan, name);
     if (k < 0) {
@@ -196,7 +200,7 @@ int baton_runtime_set_dims(baton_runtime *rt, const char *name, int64_t value, b
         if (baton__plan_suggest_best(&sg))
             snprintf(hint, sizeof hint, " (did you mean '%s'?)", baton__plan_suggest_best(&sg));
         return baton__err_set(err, BATON_ENOENT, "%s: the plan declares no dimension '%.64s'%s%s",
-                       plan->source, name, hint, plan->n_dims ? "" : "; it has no \"dims\"");
+                              plan->source, name, hint, plan->n_dims ? "" : "; it has no \"dims\"");
     }
     return bind_dim(rt, k, value, -1, err);
 }
@@ -226,20 +230,22 @@ int baton__runtime_bind_from_input(baton_runtime *rt, int t, size_t nbytes, bato
             continue;
         }
         if (k >= 0 && pt->dim[a] != k)
-            return baton__err_set(err, BATON_EINVAL,
-                           "%s: input '%s' has %zu bytes, not the %zu its dimensions give now, and "
-                           "its shape names two dimensions, so its size alone cannot bind them; "
-                           "call baton_runtime_set_dims first",
-                           plan->source, pt->name, nbytes, baton__runtime_tensor_bytes(rt, t, 0));
+            return baton__err_set(
+                err, BATON_EINVAL,
+                "%s: input '%s' has %zu bytes, not the %zu its dimensions give now, and "
+                "its shape names two dimensions, so its size alone cannot bind them; "
+                "call baton_runtime_set_dims first",
+                plan->source, pt->name, nbytes, baton__runtime_tensor_bytes(rt, t, 0));
         k = pt->dim[a];
         axes++;
     }
     if (axes != 1 || nbytes % fixed != 0)
-        return baton__err_set(err, BATON_EINVAL,
-                       "%s: input '%s' has %zu bytes, not the %zu its dimensions give now%s; give "
-                       "a whole number of rows or call baton_runtime_set_dims first",
-                       plan->source, pt->name, nbytes, baton__runtime_tensor_bytes(rt, t, 0),
-                       axes != 1 ? " (a dimension used twice in its shape)" : "");
+        return baton__err_set(
+            err, BATON_EINVAL,
+            "%s: input '%s' has %zu bytes, not the %zu its dimensions give now%s; give "
+            "a whole number of rows or call baton_runtime_set_dims first",
+            plan->source, pt->name, nbytes, baton__runtime_tensor_bytes(rt, t, 0),
+            axes != 1 ? " (a dimension used twice in its shape)" : "");
     return bind_dim(rt, k, (int64_t)(nbytes / fixed), t, err);
 }
 
@@ -291,10 +297,11 @@ static int check_step(baton_runtime *rt, int i, baton_tensor_desc *dd, baton_err
         return 0;
     char bind[256];
     format_binding(rt, bind, sizeof bind);
-    return baton__err_set(err, BATON_EINVAL,
-                   "%s: step '%s' (%s '%s') does not accept the dims %s: %s; bind other values",
-                   plan->source, s->name, s->kind == BATON_TARGET_KERNEL ? "kernel" : "delegate",
-                   s->target_name, bind, msg[0] ? msg : "its check failed");
+    return baton__err_set(
+        err, BATON_EINVAL,
+        "%s: step '%s' (%s '%s') does not accept the dims %s: %s; bind other values", plan->source,
+        s->name, s->kind == BATON_TARGET_KERNEL ? "kernel" : "delegate", s->target_name, bind,
+        msg[0] ? msg : "its check failed");
 }
 
 /* Graph mode keeps up to RT_GRAPH_WAYS executable graphs per segment that depends on the dims,
@@ -472,12 +479,13 @@ int baton_runtime_share_state(baton_runtime *rt, const baton_runtime *owner, bat
     err_clear(err);
     if (!rt || !owner || rt == owner)
         return baton__err_set(err, BATON_EINVAL,
-                       "baton_runtime_share_state: two different runtimes are required");
+                              "baton_runtime_share_state: two different runtimes are required");
     const baton_plan *plan = rt->plan, *op = owner->plan;
     if (rt->backend != owner->backend)
-        return baton__err_set(err, BATON_EINVAL,
-                       "baton_runtime_share_state: the runtimes run their GPU steps on different "
-                       "backends; create both with the same baton_options.gpu");
+        return baton__err_set(
+            err, BATON_EINVAL,
+            "baton_runtime_share_state: the runtimes run their GPU steps on different "
+            "backends; create both with the same baton_options.gpu");
     /* check every pair first, so that a refusal changes nothing */
     int n = 0;
     for (int t = 0; t < plan->n_tensors; t++) {
@@ -488,28 +496,31 @@ int baton_runtime_share_state(baton_runtime *rt, const baton_runtime *owner, bat
         const plan_tensor *ou = u >= 0 ? &op->tensors[u] : NULL;
         char a[160], b[160], da[32], db[32];
         if (!ou || ou->role != BATON_ROLE_STATE)
-            return baton__err_set(err, BATON_EINVAL,
-                           "baton_runtime_share_state: state tensor '%s' of %s is not a state "
-                           "tensor of %s; both plans must declare it",
-                           pt->name, plan->source, op->source);
+            return baton__err_set(
+                err, BATON_EINVAL,
+                "baton_runtime_share_state: state tensor '%s' of %s is not a state "
+                "tensor of %s; both plans must declare it",
+                pt->name, plan->source, op->source);
         int same = pt->desc.dtype == ou->desc.dtype && pt->desc.rank == ou->desc.rank;
         for (int k = 0; same && k < pt->desc.rank; k++)
             same = pt->desc.shape[k] == ou->desc.shape[k];
         if (!same) {
             baton__desc_format(a, sizeof a, &pt->desc);
             baton__desc_format(b, sizeof b, &ou->desc);
-            return baton__err_set(err, BATON_EINVAL,
-                           "baton_runtime_share_state: state tensor '%s' is %s in %s but %s in %s",
-                           pt->name, a, plan->source, b, op->source);
+            return baton__err_set(
+                err, BATON_EINVAL,
+                "baton_runtime_share_state: state tensor '%s' is %s in %s but %s in %s", pt->name,
+                a, plan->source, b, op->source);
         }
         baton_device dv = plan->memory[state_dev(rt, t)].device;
         baton_device dw = op->memory[state_dev(owner, u)].device;
         if (!device_eq(dv, dw))
-            return baton__err_set(err, BATON_EINVAL,
-                           "baton_runtime_share_state: state tensor '%s' lives on %s in %s but on "
-                           "%s in %s; run the steps that use it on one device in both plans",
-                           pt->name, baton_device_format(dv, da, sizeof da), plan->source,
-                           baton_device_format(dw, db, sizeof db), op->source);
+            return baton__err_set(
+                err, BATON_EINVAL,
+                "baton_runtime_share_state: state tensor '%s' lives on %s in %s but on "
+                "%s in %s; run the steps that use it on one device in both plans",
+                pt->name, baton_device_format(dv, da, sizeof da), plan->source,
+                baton_device_format(dw, db, sizeof db), op->source);
         n++;
     }
     if (!n)

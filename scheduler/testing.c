@@ -8,7 +8,7 @@
 #include "scheduler/testing.h"
 
 int baton__runtime_create_faulty(const baton_plan *plan, const baton_options *opts, int fault_dev,
-                          dev_fault fault, baton_runtime **out, baton_error *err)
+                                 dev_fault fault, baton_runtime **out, baton_error *err)
 {
     return baton__runtime_prepare(plan, opts, fault_dev, fault, out, err);
 }

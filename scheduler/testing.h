@@ -10,7 +10,7 @@
 /* baton_runtime_create, with `fault` armed on device index `fault_dev` (the plan's memory
  * index: 0 is the CPU) right after it is opened, so that e.g. its arena allocation fails. */
 int baton__runtime_create_faulty(const baton_plan *plan, const baton_options *opts, int fault_dev,
-                          dev_fault fault, baton_runtime **out, baton_error *err);
+                                 dev_fault fault, baton_runtime **out, baton_error *err);
 /* Arms a one-shot fault on a device of a prepared runtime. */
 void baton__runtime_inject(baton_runtime *rt, int device, dev_fault fault);
 /* From the next run on (call it before the first), runs issue only the plan's GPU segments, each

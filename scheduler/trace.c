@@ -8,7 +8,7 @@
 #include "scheduler/runtime.h"
 
 void baton__trace_add(baton_runtime *rt, const char *name, const char *cat, int tid, int step,
-               int64_t bytes, int64_t t0, int64_t t1)
+                      int64_t bytes, int64_t t0, int64_t t1)
 {
     if (rt->trace_n < rt->trace_cap)
         rt->trace[rt->trace_n++] =
@@ -151,8 +151,8 @@ int baton_runtime_trace_write(baton_runtime *rt, const char *path, baton_error *
     err_clear(err);
     if (!rt || !path)
         return baton__err_set(err, BATON_EINVAL,
-                       "baton_runtime_trace_write: a runtime and a path are "
-                       "required");
+                              "baton_runtime_trace_write: a runtime and a path are "
+                              "required");
     if (!rt->trace)
         return baton__err_set(err, BATON_ESTATE, "trace: call baton_runtime_trace_begin first");
     for (int d = 1; d < rt->nd; d++)

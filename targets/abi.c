@@ -28,13 +28,13 @@ static const abi_field iface_fields[] = {
 #define N_FIELDS(a) ((int)(sizeof(a) / sizeof(a)[0]))
 
 int baton__target_read(const char *fn, const baton_target *in, baton_target *out,
-                baton_delegate_iface ifaces[BATON_MAX_IMPLS], baton_error *err)
+                       baton_delegate_iface ifaces[BATON_MAX_IMPLS], baton_error *err)
 {
     char what[120];
     memset(out, 0, sizeof *out);
     snprintf(what, sizeof what, "%s: the target table", fn);
     int rc = baton__abi_read(out, sizeof *out, in, target_fields, N_FIELDS(target_fields), what,
-                      "baton_target", err);
+                             "baton_target", err);
     if (rc)
         return rc;
     /* The delegate tables too: the registry copies them at this library's size. An n_impls out
@@ -47,7 +47,7 @@ int baton__target_read(const char *fn, const baton_target *in, baton_target *out
         snprintf(what, sizeof what, "%s: target '%.64s': impls[%d].delegate", fn,
                  out->name ? out->name : "(NULL)", i);
         rc = baton__abi_read(&ifaces[i], sizeof ifaces[i], out->impls[i].delegate, iface_fields,
-                      N_FIELDS(iface_fields), what, "baton_delegate_iface", err);
+                             N_FIELDS(iface_fields), what, "baton_delegate_iface", err);
         if (rc)
             return rc;
         out->impls[i].delegate = &ifaces[i];

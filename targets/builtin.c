@@ -36,10 +36,10 @@ static int counts_ok(const baton_sig_args *a, int n_in, int n_out, const char *t
 {
     if (!a || a->n_inputs != n_in || (n_in && !a->inputs))
         return baton__reason_set(msg, len, BATON_EPLAN, "%s takes %d input%s, got %d", target, n_in,
-                          n_in == 1 ? "" : "s", a ? a->n_inputs : 0);
+                                 n_in == 1 ? "" : "s", a ? a->n_inputs : 0);
     if (a->n_outputs != n_out)
-        return baton__reason_set(msg, len, BATON_EPLAN, "%s writes %d output%s, got %d", target, n_out,
-                          n_out == 1 ? "" : "s", a->n_outputs);
+        return baton__reason_set(msg, len, BATON_EPLAN, "%s writes %d output%s, got %d", target,
+                                 n_out, n_out == 1 ? "" : "s", a->n_outputs);
     if (a->n_attrs > 0 && !a->attrs)
         return baton__reason_set(msg, len, BATON_EPLAN, "%s: attrs missing", target);
     return 0;
@@ -65,7 +65,8 @@ static int attr_float(const baton_sig_args *a, const char *name, double def, int
     if (!at) {
         if (required)
             return baton__reason_set(msg, len, BATON_EPLAN,
-                              "attribute %s is required (a number, e.g. \"%s\": 1.0)", name, name);
+                                     "attribute %s is required (a number, e.g. \"%s\": 1.0)", name,
+                                     name);
         return 0;
     }
     if (at->type == BATON_ATTR_FLOAT)
@@ -75,8 +76,8 @@ static int attr_float(const baton_sig_args *a, const char *name, double def, int
     else
         return baton__reason_set(msg, len, BATON_EPLAN, "attribute %s must be a number", name);
     if (!isfinite(*out))
-        return baton__reason_set(msg, len, BATON_EPLAN, "attribute %s is %g: it must be a finite number",
-                          name, *out);
+        return baton__reason_set(msg, len, BATON_EPLAN,
+                                 "attribute %s is %g: it must be a finite number", name, *out);
     return 0;
 }
 
@@ -119,9 +120,9 @@ static int opaque_int(const char *field, int64_t have, int64_t want, const char 
         return 0;
     char sh[200];
     return baton__reason_set(msg, len, BATON_EPLAN,
-                      "\"opaque\" field %s is %lld but %s %s %s has %lld %s" OPAQUE_FIX, field,
-                      (long long)have, tensor, baton_dtype_name(t->dtype),
-                      shape_str(t, sh, sizeof sh), (long long)want, unit);
+                             "\"opaque\" field %s is %lld but %s %s %s has %lld %s" OPAQUE_FIX,
+                             field, (long long)have, tensor, baton_dtype_name(t->dtype),
+                             shape_str(t, sh, sizeof sh), (long long)want, unit);
 }
 
 static const char *code_name(int32_t code)
@@ -140,9 +141,9 @@ static int opaque_dtype(const char *field, int32_t have, int32_t want, const cha
     const char *kind = tutorial ? "ElementType" : "code";
     const int off = tutorial ? 1 : 0;
     return baton__reason_set(msg, len, BATON_EPLAN,
-                      "\"opaque\" field %s is %s %d (%s) but %s is %s (%s %d)" OPAQUE_FIX, field,
-                      kind, (int)have - off, code_name(have), tensor, code_name(want), kind,
-                      (int)want - off);
+                             "\"opaque\" field %s is %s %d (%s) but %s is %s (%s %d)" OPAQUE_FIX,
+                             field, kind, (int)have - off, code_name(have), tensor, code_name(want),
+                             kind, (int)want - off);
 }
 
 /* A float field that an attribute may also give: they must agree. */
@@ -152,9 +153,9 @@ static int opaque_attr(const baton_sig_args *a, const char *field, double have, 
     if (!find_attr(a, attr) || have == want)
         return 0;
     return baton__reason_set(msg, len, BATON_EPLAN,
-                      "\"opaque\" field %s is %.17g but attribute %s is %.17g: give one, or "
-                      "the same value in both",
-                      field, have, attr, want);
+                             "\"opaque\" field %s is %.17g but attribute %s is %.17g: give one, or "
+                             "the same value in both",
+                             field, have, attr, want);
 }
 
 /* The name a message gives input i: the plan's name, else its role. */
@@ -177,12 +178,13 @@ static int rms_resolve(const baton_tensor_desc *x, const baton_tensor_desc *w, c
 {
     char s1[200], s2[200];
     if (!dtype_is_float(x->dtype))
-        return baton__reason_set(msg, len, BATON_EPLAN, "x is %s but %s takes x in bf16, f16, f32 or f64",
-                          baton_dtype_name(x->dtype), target);
+        return baton__reason_set(msg, len, BATON_EPLAN,
+                                 "x is %s but %s takes x in bf16, f16, f32 or f64",
+                                 baton_dtype_name(x->dtype), target);
     if (!dtype_is_float(w->dtype))
         return baton__reason_set(msg, len, BATON_EPLAN,
-                          "weight is %s but %s takes the weight in bf16, f16, f32 or f64",
-                          baton_dtype_name(w->dtype), target);
+                                 "weight is %s but %s takes the weight in bf16, f16, f32 or f64",
+                                 baton_dtype_name(w->dtype), target);
     int rc = dims_ok(x, "x", msg, len);
     if (rc == 0)
         rc = dims_ok(w, "weight", msg, len);
@@ -206,12 +208,13 @@ static int rms_resolve(const baton_tensor_desc *x, const baton_tensor_desc *w, c
             baton_tensor_desc tail = {.dtype = x->dtype, .rank = w->rank};
             memcpy(tail.shape, x->shape + off, sizeof(int64_t) * (size_t)w->rank);
             char s3[200];
-            return baton__reason_set(msg, len, BATON_EPLAN,
-                              "weight %s has %lld elements but x's trailing dims %s (%lld) do not "
-                              "match: the weight's shape must equal x's last %d dim%s (x is %s)",
-                              shape_str(w, s1, sizeof s1), (long long)numel(w),
-                              shape_str(&tail, s3, sizeof s3), (long long)numel(&tail), w->rank,
-                              w->rank == 1 ? "" : "s", shape_str(x, s2, sizeof s2));
+            return baton__reason_set(
+                msg, len, BATON_EPLAN,
+                "weight %s has %lld elements but x's trailing dims %s (%lld) do not "
+                "match: the weight's shape must equal x's last %d dim%s (x is %s)",
+                shape_str(w, s1, sizeof s1), (long long)numel(w), shape_str(&tail, s3, sizeof s3),
+                (long long)numel(&tail), w->rank, w->rank == 1 ? "" : "s",
+                shape_str(x, s2, sizeof s2));
         }
     }
     info->n2 = numel(w);
@@ -235,9 +238,9 @@ static int rms_eps(const baton_sig_args *a, double *eps, char *msg, size_t len)
     if (rc)
         return rc;
     if (*eps < 0)
-        return baton__reason_set(msg, len, BATON_EPLAN,
-                          "eps is %g: it must be >= 0 (it is added to mean(x^2); 1e-5 is usual)",
-                          *eps);
+        return baton__reason_set(
+            msg, len, BATON_EPLAN,
+            "eps is %g: it must be >= 0 (it is added to mean(x^2); 1e-5 is usual)", *eps);
     return 0;
 }
 
@@ -274,17 +277,19 @@ static int rms_opaque_check(const baton_sig_args *a, int bwd, const rms_info *in
         const baton_tensor_desc *pg = a->n_outputs > 2 && a->outputs ? &a->outputs[2] : NULL;
         const char *pn = out_name(a, 2);
         char sh[200];
-        return baton__reason_set(msg, len, BATON_EPLAN,
-                          "\"opaque\" field part_grad_size is %lld but part_grad '%.64s'%s%s "
-                          "has %lld rows (part_grad_size %lld)" OPAQUE_FIX,
-                          (long long)d.rms.part_grad_size, pn ? pn : "part_grad", pg ? " " : "",
-                          pg ? shape_str(pg, sh, sizeof sh) : "", (long long)pgs, (long long)pgs);
+        return baton__reason_set(
+            msg, len, BATON_EPLAN,
+            "\"opaque\" field part_grad_size is %lld but part_grad '%.64s'%s%s "
+            "has %lld rows (part_grad_size %lld)" OPAQUE_FIX,
+            (long long)d.rms.part_grad_size, pn ? pn : "part_grad", pg ? " " : "",
+            pg ? shape_str(pg, sh, sizeof sh) : "", (long long)pgs, (long long)pgs);
     }
     if (find_attr(a, "unsharded_part_grad_size") && d.unsharded_part_grad_size != unsharded)
-        return baton__reason_set(msg, len, BATON_EPLAN,
-                          "\"opaque\" field unsharded_part_grad_size is %lld but attribute "
-                          "unsharded_part_grad_size is %lld: give one, or the same value in both",
-                          (long long)d.unsharded_part_grad_size, (long long)unsharded);
+        return baton__reason_set(
+            msg, len, BATON_EPLAN,
+            "\"opaque\" field unsharded_part_grad_size is %lld but attribute "
+            "unsharded_part_grad_size is %lld: give one, or the same value in both",
+            (long long)d.unsharded_part_grad_size, (long long)unsharded);
     return 0;
 }
 
@@ -354,8 +359,8 @@ static int rms_bwd_resolve(const baton_sig_args *a, rms_info *info, double *eps,
             baton_dtype_name(g->dtype), baton_dtype_name(w->dtype), baton_dtype_name(w->dtype));
     if (g->rank != x->rank || memcmp(g->shape, x->shape, sizeof(int64_t) * (size_t)x->rank) != 0)
         return baton__reason_set(msg, len, BATON_EPLAN,
-                          "grad_output has shape %s but x has %s: they must be equal",
-                          shape_str(g, s1, sizeof s1), shape_str(x, s2, sizeof s2));
+                                 "grad_output has shape %s but x has %s: they must be equal",
+                                 shape_str(g, s1, sizeof s1), shape_str(x, s2, sizeof s2));
     if (iv->dtype != info->invvar_dtype)
         return baton__reason_set(
             msg, len, BATON_EPLAN,
@@ -389,10 +394,11 @@ static int rms_bwd_resolve(const baton_sig_args *a, rms_info *info, double *eps,
     if (rc)
         return rc;
     if (*pgs < 1)
-        return baton__reason_set(msg, len, BATON_EPLAN,
-                          "part_grad_size is %lld: it must be >= 1 (the number of row blocks whose "
-                          "partial sums form grad_weight; the default is min(rows, 256))",
-                          (long long)*pgs);
+        return baton__reason_set(
+            msg, len, BATON_EPLAN,
+            "part_grad_size is %lld: it must be >= 1 (the number of row blocks whose "
+            "partial sums form grad_weight; the default is min(rows, 256))",
+            (long long)*pgs);
     if (given && declared > 0 && *pgs != declared) {
         /* Name the tensor as the plan does, both row counts and each of the three fixes. */
         const char *pg = out_name(a, 2);
@@ -401,18 +407,19 @@ static int rms_bwd_resolve(const baton_sig_args *a, rms_info *info, double *eps,
                  pg ? "'" : "");
         baton_tensor_desc fix = a->outputs[2];
         fix.shape[0] = *pgs;
-        return baton__reason_set(msg, len, BATON_EPLAN,
-                          "part_grad_size is %lld but part_grad%s%s is declared %s, with %lld "
-                          "rows: they must agree; set \"part_grad_size\": %lld, or leave the "
-                          "attribute out (the declaration then decides), or declare %s as %s",
-                          (long long)*pgs, pg ? " " : "", pg ? tname : "",
-                          shape_str(&a->outputs[2], s1, sizeof s1), (long long)declared,
-                          (long long)declared, tname, shape_str(&fix, s3, sizeof s3));
+        return baton__reason_set(
+            msg, len, BATON_EPLAN,
+            "part_grad_size is %lld but part_grad%s%s is declared %s, with %lld "
+            "rows: they must agree; set \"part_grad_size\": %lld, or leave the "
+            "attribute out (the declaration then decides), or declare %s as %s",
+            (long long)*pgs, pg ? " " : "", pg ? tname : "",
+            shape_str(&a->outputs[2], s1, sizeof s1), (long long)declared, (long long)declared,
+            tname, shape_str(&fix, s3, sizeof s3));
     }
     if (*pgs > INT64_MAX / info->n2)
         return baton__reason_set(msg, len, BATON_EPLAN,
-                          "part_grad_size %lld times %lld normalized elements overflows",
-                          (long long)*pgs, (long long)info->n2);
+                                 "part_grad_size %lld times %lld normalized elements overflows",
+                                 (long long)*pgs, (long long)info->n2);
     if (!*flat && w->rank + 1 > BATON_MAX_RANK)
         return baton__reason_set(
             msg, len, BATON_EPLAN,
@@ -423,12 +430,13 @@ static int rms_bwd_resolve(const baton_sig_args *a, rms_info *info, double *eps,
     if (rc)
         return rc;
     if (find_attr(a, "unsharded_part_grad_size") && *unsharded < *pgs)
-        return baton__reason_set(msg, len, BATON_EPLAN,
-                          "unsharded_part_grad_size is %lld but part_grad_size is %lld: it must be "
-                          "at least part_grad_size (it is the part_grad_size of the call that "
-                          "this step is a row shard of: for N equal shards, N times this step's), "
-                          "or leave it out",
-                          (long long)*unsharded, (long long)*pgs);
+        return baton__reason_set(
+            msg, len, BATON_EPLAN,
+            "unsharded_part_grad_size is %lld but part_grad_size is %lld: it must be "
+            "at least part_grad_size (it is the part_grad_size of the call that "
+            "this step is a row shard of: for N equal shards, N times this step's), "
+            "or leave it out",
+            (long long)*unsharded, (long long)*pgs);
     return 0;
 }
 
@@ -530,31 +538,33 @@ static int rms_gw_resolve(const baton_sig_args *a, baton_rms_grad_weight_desc *d
     char s1[200], s2[200];
     if (!dtype_is_float(w->dtype))
         return baton__reason_set(msg, len, BATON_EPLAN,
-                          "weight is %s but %s takes the weight in bf16, f16, f32 or f64",
-                          baton_dtype_name(w->dtype), t);
+                                 "weight is %s but %s takes the weight in bf16, f16, f32 or f64",
+                                 baton_dtype_name(w->dtype), t);
     if (pg->dtype != BATON_DTYPE_F32 && pg->dtype != BATON_DTYPE_F64)
         return baton__reason_set(msg, len, BATON_EPLAN,
-                          "part_grad is %s but must be f32 (f64 when x is f64): pass the "
-                          "part_grad output of rms_norm_bwd",
-                          baton_dtype_name(pg->dtype));
+                                 "part_grad is %s but must be f32 (f64 when x is f64): pass the "
+                                 "part_grad output of rms_norm_bwd",
+                                 baton_dtype_name(pg->dtype));
     rc = dims_ok(w, "weight", msg, len);
     if (rc == 0)
         rc = dims_ok(pg, "part_grad", msg, len);
     if (rc)
         return rc;
     if (w->rank == 0)
-        return baton__reason_set(msg, len, BATON_EPLAN,
-                          "weight is a scalar (shape []): pass the weight of the rms_norm_bwd "
-                          "step that wrote part_grad");
+        return baton__reason_set(
+            msg, len, BATON_EPLAN,
+            "weight is a scalar (shape []): pass the weight of the rms_norm_bwd "
+            "step that wrote part_grad");
     const int64_t n2 = numel(w);
     const int full = pg->rank == w->rank + 1 &&
                      memcmp(pg->shape + 1, w->shape, sizeof(int64_t) * (size_t)w->rank) == 0;
     const int flat = pg->rank == 2 && pg->shape[1] == n2;
     if (!full && !flat)
-        return baton__reason_set(msg, len, BATON_EPLAN,
-                          "part_grad has shape %s but the weight is %s: part_grad must be [P] + "
-                          "the weight's shape or [P, %lld], as rms_norm_bwd writes it",
-                          shape_str(pg, s1, sizeof s1), shape_str(w, s2, sizeof s2), (long long)n2);
+        return baton__reason_set(
+            msg, len, BATON_EPLAN,
+            "part_grad has shape %s but the weight is %s: part_grad must be [P] + "
+            "the weight's shape or [P, %lld], as rms_norm_bwd writes it",
+            shape_str(pg, s1, sizeof s1), shape_str(w, s2, sizeof s2), (long long)n2);
     memset(d, 0, sizeof *d);
     d->part_grad_size = pg->shape[0];
     d->n2 = n2;
@@ -608,9 +618,9 @@ static int ew_resolve(const baton_sig_args *a, const char *target, int n_in, int
     const baton_tensor_desc *x = &a->inputs[0];
     const char *xname = n_in == 2 ? "a" : "x";
     if (!dtype_is_float(x->dtype) && !(ints && dtype_is_int(x->dtype)))
-        return baton__reason_set(msg, len, BATON_EPLAN, "%s is %s but %s takes %s", xname,
-                          baton_dtype_name(x->dtype), target,
-                          ints ? "bf16, f16, f32, f64, i32 or i64" : "bf16, f16, f32 or f64");
+        return baton__reason_set(
+            msg, len, BATON_EPLAN, "%s is %s but %s takes %s", xname, baton_dtype_name(x->dtype),
+            target, ints ? "bf16, f16, f32, f64, i32 or i64" : "bf16, f16, f32 or f64");
     rc = dims_ok(x, xname, msg, len);
     if (rc)
         return rc;
@@ -622,9 +632,9 @@ static int ew_resolve(const baton_sig_args *a, const char *target, int n_in, int
         char s1[200], s2[200];
         if (b->dtype != x->dtype)
             return baton__reason_set(msg, len, BATON_EPLAN,
-                              "a is %s but b is %s: %s needs both in one dtype (%s)",
-                              baton_dtype_name(x->dtype), baton_dtype_name(b->dtype), target,
-                              baton_dtype_name(x->dtype));
+                                     "a is %s but b is %s: %s needs both in one dtype (%s)",
+                                     baton_dtype_name(x->dtype), baton_dtype_name(b->dtype), target,
+                                     baton_dtype_name(x->dtype));
         rc = dims_ok(b, "b", msg, len);
         if (rc)
             return rc;
@@ -673,19 +683,21 @@ static int scalar_fits(const char *name, double v, baton_dtype dt, char *msg, si
     if (dtype_is_int(dt)) {
         double lim = dt == BATON_DTYPE_I32 ? 2147483648.0 : 9223372036854775808.0;
         if (v != floor(v) || v >= lim || v < -lim)
-            return baton__reason_set(msg, len, BATON_EPLAN,
-                              "%s is %.17g but x is %s: give an integer value within %s's range, "
-                              "or make x a float tensor",
-                              name, v, baton_dtype_name(dt), baton_dtype_name(dt));
+            return baton__reason_set(
+                msg, len, BATON_EPLAN,
+                "%s is %.17g but x is %s: give an integer value within %s's range, "
+                "or make x a float tensor",
+                name, v, baton_dtype_name(dt), baton_dtype_name(dt));
         return 0;
     }
     unsigned char tmp[8];
     store_f64(dt, tmp, 0, v);
     if (isinf(load_f64(dt, tmp, 0)))
-        return baton__reason_set(msg, len, BATON_EPLAN,
-                          "%s is %g but x is %s, whose largest finite value is %g: it overflows "
-                          "to inf; give a smaller value or a wider dtype",
-                          name, v, baton_dtype_name(dt), dtype_max_finite(dt));
+        return baton__reason_set(
+            msg, len, BATON_EPLAN,
+            "%s is %g but x is %s, whose largest finite value is %g: it overflows "
+            "to inf; give a smaller value or a wider dtype",
+            name, v, baton_dtype_name(dt), dtype_max_finite(dt));
     return 0;
 }
 
@@ -698,7 +710,7 @@ static int softshrink_resolve(const baton_sig_args *a, baton_ew_desc *d, char *m
         return rc;
     if (d->value < 0)
         return baton__reason_set(msg, len, BATON_EPLAN,
-                          "lambda is %g: it must be >= 0 (0.5 is the default)", d->value);
+                                 "lambda is %g: it must be >= 0 (0.5 is the default)", d->value);
     return scalar_fits("lambda", d->value, (baton_dtype)d->dtype, msg, len);
 }
 
@@ -761,18 +773,19 @@ static int ew_opaque_check(const baton_sig_args *a, const ew_kind *k, const bato
         return rc;
     if (!k->scalar) {
         if (d.value != 0)
-            return baton__reason_set(msg, len, BATON_EPLAN,
-                              "\"opaque\" field value is %g but this kernel takes no scalar: it "
-                              "must be 0" OPAQUE_FIX,
-                              d.value);
+            return baton__reason_set(
+                msg, len, BATON_EPLAN,
+                "\"opaque\" field value is %g but this kernel takes no scalar: it "
+                "must be 0" OPAQUE_FIX,
+                d.value);
         return 0;
     }
     if (find_attr(a, k->scalar))
         return opaque_attr(a, "value", d.value, k->scalar, want->value, msg, len);
     if (k->ints == 0 && d.value < 0) /* softshrink's lambda */
-        return baton__reason_set(msg, len, BATON_EPLAN,
-                          "\"opaque\" field value (lambda) is %g: it must be >= 0" OPAQUE_FIX,
-                          d.value);
+        return baton__reason_set(
+            msg, len, BATON_EPLAN,
+            "\"opaque\" field value (lambda) is %g: it must be >= 0" OPAQUE_FIX, d.value);
     return scalar_fits("\"opaque\" field value", d.value, (baton_dtype)d.dtype, msg, len);
 }
 
@@ -847,15 +860,16 @@ static int argmax_resolve(const baton_sig_args *a, baton_argmax_desc *d, baton_t
     const baton_tensor_desc *x = &a->inputs[0];
     if (!dtype_is_float(x->dtype) && !dtype_is_int(x->dtype))
         return baton__reason_set(msg, len, BATON_EPLAN,
-                          "x is %s but argmax takes bf16, f16, f32, f64, i32 or i64",
-                          baton_dtype_name(x->dtype));
+                                 "x is %s but argmax takes bf16, f16, f32, f64, i32 or i64",
+                                 baton_dtype_name(x->dtype));
     rc = dims_ok(x, "x", msg, len);
     if (rc)
         return rc;
     if (x->rank < 1)
-        return baton__reason_set(msg, len, BATON_EPLAN,
-                          "x is a scalar (shape []): argmax runs over the last dim, so x needs "
-                          "rank >= 1, e.g. [n]");
+        return baton__reason_set(
+            msg, len, BATON_EPLAN,
+            "x is a scalar (shape []): argmax runs over the last dim, so x needs "
+            "rank >= 1, e.g. [n]");
     memset(d, 0, sizeof *d);
     d->n2 = x->shape[x->rank - 1];
     d->n1 = numel(x) / d->n2;
@@ -920,8 +934,8 @@ static int noop_check(const baton_sig_args *a, baton_tensor_desc *expected, char
 
 #ifdef BATON_CUDA
 #define IMPLS(fn)                                                                                  \
-    .impls = {{.device = BATON_DEVICE_CPU, .kernel = baton__kcpu_##fn},                                   \
-              {.device = BATON_DEVICE_CUDA, .kernel = baton__kcuda_##fn, .supports_pdl = 1}},             \
+    .impls = {{.device = BATON_DEVICE_CPU, .kernel = baton__kcpu_##fn},                            \
+              {.device = BATON_DEVICE_CUDA, .kernel = baton__kcuda_##fn, .supports_pdl = 1}},      \
     .n_impls = 2
 #else
 #define IMPLS(fn) .impls = {{.device = BATON_DEVICE_CPU, .kernel = baton__kcpu_##fn}}, .n_impls = 1

@@ -62,25 +62,26 @@ DEC_FNS(rope_cache_update, DEC_ROPE_CACHE_UPDATE)
 
 #ifdef BATON_CUDA
 #define DEC_IMPLS(fn)                                                                              \
-    .impls = {{.device = BATON_DEVICE_CPU, .kernel = baton__kcpu_##fn},                                   \
-              {.device = BATON_DEVICE_CUDA, .kernel = baton__kcuda_##fn}},                                \
+    .impls = {{.device = BATON_DEVICE_CPU, .kernel = baton__kcpu_##fn},                            \
+              {.device = BATON_DEVICE_CUDA, .kernel = baton__kcuda_##fn}},                         \
     .n_impls = 2
 #else
-#define DEC_IMPLS(fn) .impls = {{.device = BATON_DEVICE_CPU, .kernel = baton__kcpu_##fn}}, .n_impls = 1
+#define DEC_IMPLS(fn)                                                                              \
+    .impls = {{.device = BATON_DEVICE_CPU, .kernel = baton__kcpu_##fn}}, .n_impls = 1
 #endif
 
 #define DEC_TARGET(fn, n_in, text, ...) DEC_TARGET_N(fn, n_in, 1, text, __VA_ARGS__)
 #define DEC_TARGET_N(fn, n_in, n_out, text, ...)                                                   \
-    const baton_target baton__target_##fn = {.struct_size = sizeof(baton_target),                   \
-                                            .name = #fn,                                           \
-                                            .kind = BATON_TARGET_KERNEL,                           \
-                                            .n_inputs = n_in,                                      \
-                                            .n_outputs = n_out,                                    \
-                                            .summary = text,                                       \
-                                            .check = fn##_check,                                   \
-                                            .pack = fn##_pack,                                     \
-                                            DEC_IMPLS(fn),                                         \
-                                            __VA_ARGS__}
+    const baton_target baton__target_##fn = {.struct_size = sizeof(baton_target),                  \
+                                             .name = #fn,                                          \
+                                             .kind = BATON_TARGET_KERNEL,                          \
+                                             .n_inputs = n_in,                                     \
+                                             .n_outputs = n_out,                                   \
+                                             .summary = text,                                      \
+                                             .check = fn##_check,                                  \
+                                             .pack = fn##_pack,                                    \
+                                             DEC_IMPLS(fn),                                        \
+                                             __VA_ARGS__}
 
 DEC_TARGET(embedding, 2,
            "rows of a table by index (F.embedding): inputs ids (i32/i64, any shape S) and table "
@@ -158,7 +159,7 @@ DEC_TARGET_N(rope_cache_update, 5, 3,
              .aliases = {{1, 3}, {2, 4}}, .n_aliases = 2);
 
 int baton__target_opaque_check(const baton_target *t, const baton_sig_args *a, const char *opaque,
-                        size_t len, char *msg, size_t cap)
+                               size_t len, char *msg, size_t cap)
 {
     static const struct {
         int (*check)(const baton_sig_args *, baton_tensor_desc *, char *, size_t);
@@ -183,7 +184,8 @@ int baton__target_opaque_check(const baton_target *t, const baton_sig_args *a, c
         return 0;
     baton_decoder_desc d;
     dec_shape s;
-    if (baton__dec_desc_read(op, opaque, len, &d, msg, cap) || baton__dec_shapes(op, a, &d, &s, NULL, msg, cap))
+    if (baton__dec_desc_read(op, opaque, len, &d, msg, cap) ||
+        baton__dec_shapes(op, a, &d, &s, NULL, msg, cap))
         return BATON_EPLAN;
     return 0;
 }

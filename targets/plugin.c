@@ -34,23 +34,25 @@ int baton_registry_load_plugin(baton_registry *reg, const char *path, baton_erro
     err_clear(err);
     if (!reg || !path)
         return baton__err_set(err, BATON_EINVAL,
-                       "baton_registry_load_plugin: a registry and a path "
-                       "are required");
+                              "baton_registry_load_plugin: a registry and a path "
+                              "are required");
     struct stat st;
     if (stat(path, &st) != 0) {
         if (errno == ENOENT || errno == ENOTDIR)
-            return baton__err_set(err, BATON_EIO,
-                           "plugin %s: no such file; give the path of the plugin's shared "
-                           "library (a path without '/' is looked up as a file here, not on the "
-                           "library path)",
-                           path);
-        return baton__err_set(err, BATON_EIO, "plugin %s cannot be read: %s", path, strerror(errno));
+            return baton__err_set(
+                err, BATON_EIO,
+                "plugin %s: no such file; give the path of the plugin's shared "
+                "library (a path without '/' is looked up as a file here, not on the "
+                "library path)",
+                path);
+        return baton__err_set(err, BATON_EIO, "plugin %s cannot be read: %s", path,
+                              strerror(errno));
     }
     if (!S_ISREG(st.st_mode))
         return baton__err_set(err, BATON_EIO,
-                       "plugin %s is %s, not a file; give the path of the plugin's shared "
-                       "library (the .so file itself)",
-                       path, S_ISDIR(st.st_mode) ? "a directory" : "a special file");
+                              "plugin %s is %s, not a file; give the path of the plugin's shared "
+                              "library (the .so file itself)",
+                              path, S_ISDIR(st.st_mode) ? "a directory" : "a special file");
     /* dlopen searches the library path for a bare name: make it a path, as stat() saw it */
     char local[4096];
     if (!strchr(path, '/')) {
@@ -61,14 +63,15 @@ int baton_registry_load_plugin(baton_registry *reg, const char *path, baton_erro
     if (!h) {
         const char *why = dlerror();
         return baton__err_set(err, BATON_EIO, "plugin %s cannot be loaded: %s", path,
-                       why ? why : "unknown reason");
+                              why ? why : "unknown reason");
     }
     void *sym = dlsym(h, BATON_PLUGIN_INIT_SYMBOL);
     if (!sym) {
         dlclose(h);
-        return baton__err_set(err, BATON_ENOTARGET,
-                       "plugin %s exports no %s(); a baton plugin defines it (docs/plugins.md)",
-                       path, BATON_PLUGIN_INIT_SYMBOL);
+        return baton__err_set(
+            err, BATON_ENOTARGET,
+            "plugin %s exports no %s(); a baton plugin defines it (docs/plugins.md)", path,
+            BATON_PLUGIN_INIT_SYMBOL);
     }
     /* The loader checks the version, not the plugin (as ggml's backend loader does): a plugin
      * built against another baton.h would misread the structs it is handed before it could
@@ -77,16 +80,16 @@ int baton_registry_load_plugin(baton_registry *reg, const char *path, baton_erro
     unsigned int version = declared ? *declared : 1;
     if (version != BATON_PLUGIN_API_VERSION) {
         dlclose(h);
-        return baton__err_set(err, BATON_ENOTSUP,
-                       "plugin %s was built for plugin API %u%s, and this library offers %u: "
-                       "rebuild the plugin against this baton's baton.h "
-                       "(with BATON_PLUGIN_DECLARE_VERSION(); docs/plugins.md)",
-                       path, version,
-                       declared ? "" : " (it declares no " BATON_PLUGIN_VERSION_SYMBOL ")",
-                       BATON_PLUGIN_API_VERSION);
+        return baton__err_set(
+            err, BATON_ENOTSUP,
+            "plugin %s was built for plugin API %u%s, and this library offers %u: "
+            "rebuild the plugin against this baton's baton.h "
+            "(with BATON_PLUGIN_DECLARE_VERSION(); docs/plugins.md)",
+            path, version, declared ? "" : " (it declares no " BATON_PLUGIN_VERSION_SYMBOL ")",
+            BATON_PLUGIN_API_VERSION);
     }
     baton_plugin_init_fn init;
-    memcpy(&init, &sym, sizeof init);  /* object to function pointer, as POSIX allows */
+    memcpy(&init, &sym, sizeof init);         /* object to function pointer, as POSIX allows */
     if (baton__registry_has_plugin(reg, h)) { /* already loaded here: dlopen counted one more */
         dlclose(h);
         return 0;
@@ -110,10 +113,10 @@ int baton_registry_load_plugin(baton_registry *reg, const char *path, baton_erro
         /* callers act on BATON_E* codes (the CLI's exit codes): anything else is EINVAL */
         int code = rc < 0 && rc >= BATON_ECANCELED ? rc : BATON_EINVAL;
         if (perr.message[0])
-            return baton__err_set(err, code, "plugin %s: %s() failed: %s", path, BATON_PLUGIN_INIT_SYMBOL,
-                           perr.message);
+            return baton__err_set(err, code, "plugin %s: %s() failed: %s", path,
+                                  BATON_PLUGIN_INIT_SYMBOL, perr.message);
         return baton__err_set(err, code, "plugin %s: %s() failed with %d (%s) and no message", path,
-                       BATON_PLUGIN_INIT_SYMBOL, rc, baton_strerror(rc));
+                              BATON_PLUGIN_INIT_SYMBOL, rc, baton_strerror(rc));
     }
     baton__registry_snapshot_free(&snap);
     return 0;

@@ -235,8 +235,8 @@ static int refuse(baton_error *err, const char *fn, const baton_target *t, const
     va_start(ap, fmt);
     vsnprintf(what, sizeof what, fmt, ap);
     va_end(ap);
-    return baton__err_set(err, BATON_EINVAL, "%s: target '%s': %s", fn, shown(t->name, name, sizeof name),
-                   what);
+    return baton__err_set(err, BATON_EINVAL, "%s: target '%s': %s", fn,
+                          shown(t->name, name, sizeof name), what);
 }
 
 static const char *kind_name(baton_device_kind k)
@@ -333,8 +333,8 @@ static int check_target(const char *fn, const baton_target *t, baton_error *err)
     char why[96], name[80];
     if (!name_ok(t->name, why, sizeof why))
         return baton__err_set(err, BATON_EINVAL,
-                       "%s: the target name '%s' %s; plans name targets with " NAME_RULE, fn,
-                       shown(t->name, name, sizeof name), why);
+                              "%s: the target name '%s' %s; plans name targets with " NAME_RULE, fn,
+                              shown(t->name, name, sizeof name), why);
     if (t->kind != BATON_TARGET_KERNEL && t->kind != BATON_TARGET_DELEGATE)
         return refuse(err, fn, t, "kind is %d; use BATON_TARGET_KERNEL or BATON_TARGET_DELEGATE",
                       (int)t->kind);
@@ -489,7 +489,7 @@ static int out_of_memory(baton_error *err, const char *fn, const baton_target *t
 {
     char name[80];
     return baton__err_set(err, BATON_ENOMEM, "%s: target '%s': out of memory", fn,
-                   shown(t->name, name, sizeof name));
+                          shown(t->name, name, sizeof name));
 }
 
 /* What add and replace both do first: the caller's target read at this library's size, then
@@ -574,9 +574,9 @@ int baton_registry_replace(baton_registry *reg, const baton_target *t, baton_err
     if (i < 0) {
         char name[80];
         return baton__err_set(err, BATON_ENOENT,
-                       "%s: no target named '%s' is registered, so there is nothing to "
-                       "replace; add a new target with baton_registry_add()",
-                       fn, shown(t->name, name, sizeof name));
+                              "%s: no target named '%s' is registered, so there is nothing to "
+                              "replace; add a new target with baton_registry_add()",
+                              fn, shown(t->name, name, sizeof name));
     }
     baton_target *e = NULL;
     if (reserve(&reg->retired, reg->n_retired, &reg->cap_retired) ||

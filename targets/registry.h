@@ -11,7 +11,8 @@
 /* The prepare-time tuning hook of target t's implementation for `kind` (baton's own CUDA
  * kernels have one), or NULL. t must be a registered target (baton_registry_find's). */
 kernel_tune_fn baton__registry_tuner(const baton_target *t, baton_device_kind kind);
-/* Its hook that decides each call once at prepare (core/tune.h), or NULL; as baton__registry_tuner. */
+/* Its hook that decides each call once at prepare (core/tune.h), or NULL; as baton__registry_tuner.
+ */
 kernel_prepare_fn baton__registry_preparer(const baton_target *t, baton_device_kind kind);
 /* Its run-time error record (core/tune.h; the decoder ops' CUDA kernels), or NULL. */
 kernel_error_fn baton__registry_errors(const baton_target *t, baton_device_kind kind);
@@ -27,7 +28,7 @@ const log_sink *baton__registry_log(const baton_registry *reg);
  * struct_size are zero. BATON_EINVAL or BATON_ENOTSUP (core/abi.h) with a message starting "fn: ".
  */
 int baton__target_read(const char *fn, const baton_target *in, baton_target *out,
-                baton_delegate_iface ifaces[BATON_MAX_IMPLS], baton_error *err);
+                       baton_delegate_iface ifaces[BATON_MAX_IMPLS], baton_error *err);
 
 /* What a registry holds at one moment, to undo a plugin's init that failed half-way. */
 typedef struct registry_snapshot {

@@ -153,7 +153,8 @@ Test(analysis, chain_of_one_device_reuses_two_buffers)
         /* alternation: h_k never shares a slot with h_{k-1}, which it reads */
         if (k > 1) {
             snprintf(name, sizeof name, "h%d", k - 1);
-            cr_assert_neq(off, m->offset[baton__plan_find_tensor(p, name)], "h%d overwrites its input", k);
+            cr_assert_neq(off, m->offset[baton__plan_find_tensor(p, name)],
+                          "h%d overwrites its input", k);
         }
         snprintf(name, sizeof name, "inv%d", k);
         int iv = baton__plan_find_tensor(p, name);

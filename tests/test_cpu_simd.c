@@ -81,7 +81,8 @@ Test(cpu_simd, conversions_give_the_scalar_bits_on_every_level_and_tail)
                     ref[i] = dt == BATON_DTYPE_BF16 ? bf16_to_f32(h[i]) : f16_to_f32(h[i]);
                 cr_assert(memcmp(f, ref, sizeof(float) * (size_t)n) == 0 && f[n] == 12345.0f,
                           "%s to f32, %s, n=%lld (seed %llu)", baton_dtype_name(dt),
-                          baton__simd_level_name(LEVELS[li]), (long long)n, (unsigned long long)seed);
+                          baton__simd_level_name(LEVELS[li]), (long long)n,
+                          (unsigned long long)seed);
                 fill_bits(&r, BATON_DTYPE_F32, fb, n);
                 h2[n] = 0xabcd;
                 baton__cvt_from_f32(dt, (const float *)fb, h2, n);
@@ -286,7 +287,8 @@ Test(cpu_pool, runs_every_task_exactly_once_with_callers_on_several_threads)
     for (int i = 0; i < 3; i++) {
         void *rv;
         pthread_join(th[i], &rv);
-        cr_assert_null(rv, "baton__par_for of %lld tasks missed or repeated a task", (long long)sizes[i]);
+        cr_assert_null(rv, "baton__par_for of %lld tasks missed or repeated a task",
+                       (long long)sizes[i]);
     }
 }
 

@@ -285,7 +285,8 @@ Test(gemm_cpu, follows_the_runs_m_from_the_signature)
                                         .step_kinds = &kind};
             void *state = NULL;
             baton_error err = {0};
-            cr_assert_eq(baton__gemm_openblas_iface.init(&info, &state, &err), 0, "%s", err.message);
+            cr_assert_eq(baton__gemm_openblas_iface.init(&info, &state, &err), 0, "%s",
+                         err.message);
             const size_t es = baton_dtype_size(dt), cbytes = (size_t)(max_m * n) * es;
             unsigned char *C = malloc(cbytes), *poison = malloc(cbytes);
             double *ref = malloc(sizeof(double) * (size_t)(max_m * n));
@@ -305,7 +306,8 @@ Test(gemm_cpu, follows_the_runs_m_from_the_signature)
                                       .errbuf = errbuf,
                                       .errbuf_len = sizeof errbuf};
                 void *bufs[3] = {A, B, C};
-                cr_assert_eq(baton__gemm_openblas_iface.execute(state, &ctx, bufs), 0, "%s", errbuf);
+                cr_assert_eq(baton__gemm_openblas_iface.execute(state, &ctx, bufs), 0, "%s",
+                             errbuf);
                 double e = test_rel_err(dt, C, ref, m * n);
                 double tol = test_tolerance(dt) + (dt == BATON_DTYPE_F64 ? 0 : 2e-7 * sqrt(31.0));
                 cr_expect_leq(e, tol, "%s ta=%d M=%lld of %lld: rel err %g (seed %llu)",

@@ -1524,7 +1524,8 @@ Test(bad_descriptors, an_unknown_dtype_code_is_an_error_not_a_crash)
                 cr_assert_eq(call_bad(k, op, k->len, 2), BATON_EINVAL);
             }
         /* Integer codes where only floats are supported. */
-        if (k->fn == baton__kcpu_rms_norm_fwd || k->fn == baton__kcpu_rms_norm_bwd || k->fn == baton__kcpu_softshrink) {
+        if (k->fn == baton__kcpu_rms_norm_fwd || k->fn == baton__kcpu_rms_norm_bwd ||
+            k->fn == baton__kcpu_softshrink) {
             int32_t i32 = BATON_DTYPE_I32;
             good_desc(k, op);
             memcpy(op + offs[0], &i32, 4);

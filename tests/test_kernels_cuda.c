@@ -165,11 +165,11 @@ static void run_rms_case(const rms_case *c, kcuda_rms_cfg *fc, kcuda_rms_cfg *bc
     const int overridden = memcmp(&c->over, &(kcuda_rms_cfg){0}, sizeof c->over) != 0;
     void *fb[4] = {dx, dw, dy, div};
     int rc = baton__kcuda_rms_norm_fwd_cfg(&k.ctx, fb, (const char *)&d, sizeof d,
-                                    overridden ? &c->over : NULL, fc);
+                                           overridden ? &c->over : NULL, fc);
     cr_assert_eq(rc, 0, "forward failed (%s): %s", what, k.err);
     void *bb[7] = {dg, div, dx, dw, dgi, dgw, dpg};
     rc = baton__kcuda_rms_norm_bwd_cfg(&k.ctx, bb, (const char *)&d, sizeof d,
-                                overridden ? &c->over : NULL, bc);
+                                       overridden ? &c->over : NULL, bc);
     cr_assert_eq(rc, 0, "backward failed (%s): %s", what, k.err);
     CK(cudaStreamSynchronize(k.stream));
 
@@ -240,7 +240,7 @@ static void run_rms_case(const rms_case *c, kcuda_rms_cfg *fc, kcuda_rms_cfg *bc
         dev_poison(dgw, (size_t)n2 * ws);
         dev_poison(dpg, (size_t)P * n2 * as);
         rc = baton__kcuda_rms_norm_bwd_cfg(&k.ctx, bb, (const char *)&d, sizeof d,
-                                    overridden ? &c->over : NULL, NULL);
+                                           overridden ? &c->over : NULL, NULL);
         cr_assert_eq(rc, 0, "second backward failed (%s): %s", what, k.err);
         CK(cudaStreamSynchronize(k.stream));
         void *hgw2 = host_download(dgw, (size_t)n2 * ws);
@@ -511,7 +511,7 @@ static void dev_bwd_rows(const dev_bwd *b, baton_dtype xdt, baton_dtype wdt, int
                    dpg};
     const baton_rms_norm_shard_desc sd = {d, unsharded};
     cr_assert_eq(baton__kcuda_rms_norm_bwd_cfg(&k.ctx, bb, (const char *)&sd,
-                                        unsharded ? sizeof sd : sizeof d, o, NULL),
+                                               unsharded ? sizeof sd : sizeof d, o, NULL),
                  0, "backward of rows %lld..%lld failed: %s", (long long)r0,
                  (long long)(r0 + n1 - 1), k.err);
     kctx_deinit(&k);
@@ -732,7 +732,8 @@ Test(kernels_cuda, rms_norm_grad_weight_rejects_bad_descriptors_and_launches_not
     kctx_init(&k, 0);
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         k.err[0] = 0;
-        int rc = baton__kcuda_rms_norm_grad_weight(&k.ctx, bufs, (const char *)&bad[i].d, bad[i].len);
+        int rc =
+            baton__kcuda_rms_norm_grad_weight(&k.ctx, bufs, (const char *)&bad[i].d, bad[i].len);
         cr_expect_eq(rc, BATON_EINVAL, "case %zu: rc %d", i, rc);
         cr_expect(strstr(k.err, bad[i].must_say) && strstr(k.err, "rms_norm_grad_weight"),
                   "case %zu: \"%s\" does not say %s", i, k.err, bad[i].must_say);
@@ -794,8 +795,9 @@ static void run_pass(kctx *k, tune_bufs *b, const baton_rms_norm_desc *d, int bw
         dev_poison(b->d[i], b->n[i]);
     void *fb[4] = {b->d[0], b->d[1], b->d[3], b->d[4]};
     void *bb[7] = {b->d[2], b->d[4], b->d[0], b->d[1], b->d[5], b->d[6], b->d[7]};
-    const int rc = bwd ? baton__kcuda_rms_norm_bwd_cfg(&k->ctx, bb, (const char *)d, sizeof *d, o, chosen)
-                       : baton__kcuda_rms_norm_fwd_cfg(&k->ctx, fb, (const char *)d, sizeof *d, o, chosen);
+    const int rc =
+        bwd ? baton__kcuda_rms_norm_bwd_cfg(&k->ctx, bb, (const char *)d, sizeof *d, o, chosen)
+            : baton__kcuda_rms_norm_fwd_cfg(&k->ctx, fb, (const char *)d, sizeof *d, o, chosen);
     cr_assert_eq(rc, 0, "%s: %s", what, k->err);
     CK(cudaStreamSynchronize(k->stream));
     for (int i = lo; i < hi; i++)
@@ -868,8 +870,9 @@ static int check_variants(baton_dtype xdt, baton_dtype wdt, int64_t n1, int64_t 
         void *const bufs_b[7] = {b.d[2], b.d[4], b.d[0], b.d[1], b.d[5], b.d[6], b.d[7]};
         kcuda_rms_layout L;
         char why[512] = "";
-        const int rc = bwd ? baton__kcuda_rms_bwd_layout(&d, bufs_b, &dev, NULL, &L, why, sizeof why)
-                           : baton__kcuda_rms_fwd_layout(&d, bufs_f, &dev, NULL, &L, why, sizeof why);
+        const int rc =
+            bwd ? baton__kcuda_rms_bwd_layout(&d, bufs_b, &dev, NULL, &L, why, sizeof why)
+                : baton__kcuda_rms_fwd_layout(&d, bufs_f, &dev, NULL, &L, why, sizeof why);
         cr_assert_eq(rc, 0, "%s: %s", what, why);
         cr_assert_eq(base.mode, L.mode, "%s: the host's layout is not the launch's", what);
         kcuda_rms_variant v[KCUDA_RMS_MAX_VARIANTS];
@@ -1024,10 +1027,10 @@ Test(kernels_cuda, rms_norm_calls_with_autotune_launch_the_tuned_variant_with_th
         void *fb[4] = {b.d[0], b.d[1], b.d[3], b.d[4]};
         void *bb[7] = {b.d[2], b.d[4], b.d[0], b.d[1], b.d[5], b.d[6], b.d[7]};
         k.ctx.autotune = 0;
-        int rc =
-            bwd ? baton__kcuda_rms_norm_bwd_tune(&k.ctx, bb, (const char *)&d, sizeof d, note, sizeof note)
-                : baton__kcuda_rms_norm_fwd_tune(&k.ctx, fb, (const char *)&d, sizeof d, note,
-                                          sizeof note);
+        int rc = bwd ? baton__kcuda_rms_norm_bwd_tune(&k.ctx, bb, (const char *)&d, sizeof d, note,
+                                                      sizeof note)
+                     : baton__kcuda_rms_norm_fwd_tune(&k.ctx, fb, (const char *)&d, sizeof d, note,
+                                                      sizeof note);
         cr_assert_eq(rc, 0, "%s", k.err);
         cr_assert(strstr(note, "tuned:") || strstr(note, "default: measured"), "%s", note);
         cr_log_info("pass %d on %s: %s", bwd, gpu, note);
@@ -1044,16 +1047,16 @@ Test(kernels_cuda, rms_norm_calls_with_autotune_launch_the_tuned_variant_with_th
             free(out[j]);
             free(b.ref[j]);
         }
-        rc =
-            bwd ? baton__kcuda_rms_norm_bwd_tune(&k.ctx, bb, (const char *)&d, sizeof d, note, sizeof note)
-                : baton__kcuda_rms_norm_fwd_tune(&k.ctx, fb, (const char *)&d, sizeof d, note,
-                                          sizeof note);
+        rc = bwd ? baton__kcuda_rms_norm_bwd_tune(&k.ctx, bb, (const char *)&d, sizeof d, note,
+                                                  sizeof note)
+                 : baton__kcuda_rms_norm_fwd_tune(&k.ctx, fb, (const char *)&d, sizeof d, note,
+                                                  sizeof note);
         cr_assert(rc == 0 && strstr(note, "measured earlier"), "%s", note);
         k.ctx.capturing = 1;
-        rc =
-            bwd ? baton__kcuda_rms_norm_bwd_tune(&k.ctx, bb, (const char *)&d, sizeof d, note, sizeof note)
-                : baton__kcuda_rms_norm_fwd_tune(&k.ctx, fb, (const char *)&d, sizeof d, note,
-                                          sizeof note);
+        rc = bwd ? baton__kcuda_rms_norm_bwd_tune(&k.ctx, bb, (const char *)&d, sizeof d, note,
+                                                  sizeof note)
+                 : baton__kcuda_rms_norm_fwd_tune(&k.ctx, fb, (const char *)&d, sizeof d, note,
+                                                  sizeof note);
         k.ctx.capturing = 0;
         cr_assert_eq(rc, BATON_ESTATE, "tuning while capturing: %d", rc);
         cr_assert(strstr(k.err, "captured") != NULL, "%s", k.err);
@@ -1161,8 +1164,9 @@ Test(kernels_cuda, rms_norm_fwd_decided_at_prepare_follows_its_descriptor)
     void *fb[4] = {b.d[0], b.d[1], b.d[3], b.d[4]};
     const size_t nb[4] = {b.n[0], b.n[1], b.n[3], b.n[4]};
     void *state = NULL;
-    cr_assert_eq(baton__kcuda_rms_norm_fwd_prepare(&k.ctx, fb, (const char *)&big, sizeof big, &state), 0,
-                 "%s", k.err);
+    cr_assert_eq(
+        baton__kcuda_rms_norm_fwd_prepare(&k.ctx, fb, (const char *)&big, sizeof big, &state), 0,
+        "%s", k.err);
     cr_assert_not_null(state);
     const baton_rms_norm_desc *seq[4] = {&big, &small, &big, &small};
     for (int shifted = 0; shifted < 2; shifted++) {
@@ -1226,12 +1230,14 @@ Test(kernels_cuda, rms_norm_bwd_decided_at_prepare_follows_its_descriptor)
     kctx k;
     kctx_init(&k, 0);
     void *fb[4] = {b.d[0], b.d[1], b.d[3], b.d[4]};
-    cr_assert_eq(baton__kcuda_rms_norm_fwd(&k.ctx, fb, (const char *)&big, sizeof big), 0, "%s", k.err);
+    cr_assert_eq(baton__kcuda_rms_norm_fwd(&k.ctx, fb, (const char *)&big, sizeof big), 0, "%s",
+                 k.err);
     void *bb[7] = {b.d[2], b.d[4], b.d[0], b.d[1], b.d[5], b.d[6], b.d[7]};
     const size_t nb[7] = {b.n[2], b.n[4], b.n[0], b.n[1], b.n[5], b.n[6], b.n[7]};
     void *state = NULL;
-    cr_assert_eq(kcuda_rms_norm_bwd_prepare(&k.ctx, bb, (const char *)&big, sizeof big, &state), 0,
-                 "%s", k.err);
+    cr_assert_eq(
+        baton__kcuda_rms_norm_bwd_prepare(&k.ctx, bb, (const char *)&big, sizeof big, &state), 0,
+        "%s", k.err);
     cr_assert_not_null(state);
     const baton_rms_norm_desc *seq[5] = {&big, &small, &split, &big, &small};
     for (int i = 0; i < 5; i++) {
@@ -1302,9 +1308,12 @@ Test(kernels_cuda, kernel_chains_are_the_same_with_pdl_and_in_a_captured_graph)
         void *b1[] = {x, x2}, *b2[] = {x2, x3}, *b3[] = {x3, w, y, iv};
         void *b4[] = {y, iv, x3, w, gi, gw, pg}, *b5[] = {gi, y, out};
         cr_assert_eq(baton__kcuda_copy(&k.ctx, b1, (const char *)&cd, sizeof cd), 0, "%s", k.err);
-        cr_assert_eq(baton__kcuda_add_scalar(&k.ctx, b2, (const char *)&ad, sizeof ad), 0, "%s", k.err);
-        cr_assert_eq(baton__kcuda_rms_norm_fwd(&k.ctx, b3, (const char *)&rd, sizeof rd), 0, "%s", k.err);
-        cr_assert_eq(baton__kcuda_rms_norm_bwd(&k.ctx, b4, (const char *)&rd, sizeof rd), 0, "%s", k.err);
+        cr_assert_eq(baton__kcuda_add_scalar(&k.ctx, b2, (const char *)&ad, sizeof ad), 0, "%s",
+                     k.err);
+        cr_assert_eq(baton__kcuda_rms_norm_fwd(&k.ctx, b3, (const char *)&rd, sizeof rd), 0, "%s",
+                     k.err);
+        cr_assert_eq(baton__kcuda_rms_norm_bwd(&k.ctx, b4, (const char *)&rd, sizeof rd), 0, "%s",
+                     k.err);
         cr_assert_eq(baton__kcuda_mul(&k.ctx, b5, (const char *)&md, sizeof md), 0, "%s", k.err);
         if (mode == 2) {
             CK(cudaStreamEndCapture(k.stream, &graph));
@@ -1357,7 +1366,8 @@ static double ref_op(int op, double a, double b, double v)
 
 static void run_ew(int op, baton_dtype dt, int64_t n, int64_t nb, double value)
 {
-    static const baton_kernel_fn fns[] = {baton__kcuda_softshrink, baton__kcuda_add, baton__kcuda_mul, baton__kcuda_add_scalar,
+    static const baton_kernel_fn fns[] = {baton__kcuda_softshrink, baton__kcuda_add,
+                                          baton__kcuda_mul, baton__kcuda_add_scalar,
                                           baton__kcuda_copy};
     static const char *names[] = {"softshrink", "add", "mul", "add_scalar", "copy"};
     const int binary = op == OP_ADD || op == OP_MUL;
@@ -1646,13 +1656,16 @@ Test(kernels_cuda, bad_descriptors_are_rejected_with_a_reason_and_launch_nothing
     cr_expect_eq(baton__kcuda_rms_norm_fwd(&k.ctx, fb, (const char *)&sd, sizeof sd), BATON_EINVAL);
     baton_rms_norm_desc nopg = good;
     nopg.part_grad_size = 0;
-    cr_expect_eq(baton__kcuda_rms_norm_bwd(&k.ctx, bb, (const char *)&nopg, sizeof nopg), BATON_EINVAL);
+    cr_expect_eq(baton__kcuda_rms_norm_bwd(&k.ctx, bb, (const char *)&nopg, sizeof nopg),
+                 BATON_EINVAL);
     cr_expect(strstr(k.err, "part_grad_size"), "'%s'", k.err);
     cr_expect_eq(baton__kcuda_rms_norm_fwd(&k.ctx, fb, NULL, 40), BATON_EINVAL);
     void *nullb[4] = {x, NULL, y, iv};
-    cr_expect_eq(baton__kcuda_rms_norm_fwd(&k.ctx, nullb, (const char *)&good, sizeof good), BATON_EINVAL);
+    cr_expect_eq(baton__kcuda_rms_norm_fwd(&k.ctx, nullb, (const char *)&good, sizeof good),
+                 BATON_EINVAL);
     cr_expect(strstr(k.err, "buffer 1"), "'%s'", k.err);
-    cr_expect_eq(baton__kcuda_rms_norm_fwd(&k.ctx, NULL, (const char *)&good, sizeof good), BATON_EINVAL);
+    cr_expect_eq(baton__kcuda_rms_norm_fwd(&k.ctx, NULL, (const char *)&good, sizeof good),
+                 BATON_EINVAL);
     /* A NULL errbuf is allowed. */
     baton_exec_ctx quiet = k.ctx;
     quiet.errbuf = NULL;

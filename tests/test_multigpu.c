@@ -244,9 +244,9 @@ static int relay_stale(baton_gpu_backend gpu, baton_sync_mode mode, int delay_us
 
 #ifndef TEST_ON_CUDA
 /* cuda:0 writes slowly, cuda:1 reads at once: correct only because cuda:1's copy waits for
- * cuda:0's event. Without the wait (baton__runtime_skip_cross_waits) the copy reads the slot before the
- * write: the test device's per-operation delay makes that certain, so this is how a missing wait
- * would be caught. Strict mode waits on the host after each step, so it cannot race. */
+ * cuda:0's event. Without the wait (baton__runtime_skip_cross_waits) the copy reads the slot before
+ * the write: the test device's per-operation delay makes that certain, so this is how a missing
+ * wait would be caught. Strict mode waits on the host after each step, so it cannot race. */
 Test(multigpu, a_missing_cross_device_wait_reads_stale_data)
 {
     for (int m = 0; m < 3; m++) {

@@ -827,8 +827,9 @@ Test(plan_init, refuses_tensors_that_are_not_constants)
     baton_plan *plan = load_inits();
     char buf[64];
     baton_error err;
-    cr_expect_eq(baton__plan_tensor_materialize(plan, baton_plan_tensor_index(plan, "x"), buf, &err),
-                 BATON_EINVAL);
+    cr_expect_eq(
+        baton__plan_tensor_materialize(plan, baton_plan_tensor_index(plan, "x"), buf, &err),
+        BATON_EINVAL);
     cr_expect(strstr(err.message, "tensor 'x' is not a constant") != NULL, "%s", err.message);
     cr_expect_eq(baton__plan_tensor_materialize(plan, 99, buf, &err), BATON_EINVAL);
     cr_expect_eq(baton__plan_tensor_materialize(plan, 0, NULL, &err), BATON_EINVAL);

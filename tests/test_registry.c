@@ -469,7 +469,8 @@ Test(registry_replace, a_tuning_hook_stays_with_its_kernel)
     cr_assert_null(baton__registry_tuner(fwd, BATON_DEVICE_CPU));
     cr_assert_null(baton__registry_tuner(baton_registry_find(reg, "add"), BATON_DEVICE_CUDA));
     /* the decoder ops' CUDA kernels keep their run-time error record the same way */
-    cr_assert_eq(baton__registry_errors(baton_registry_find(reg, "embedding"), BATON_DEVICE_CUDA) != NULL,
+    cr_assert_eq(baton__registry_errors(baton_registry_find(reg, "embedding"), BATON_DEVICE_CUDA) !=
+                     NULL,
                  baton_cuda_built());
     cr_assert_null(baton__registry_errors(baton_registry_find(reg, "embedding"), BATON_DEVICE_CPU));
     cr_assert_eq(baton__registry_preparer(fwd, BATON_DEVICE_CUDA) != NULL, baton_cuda_built());
@@ -478,7 +479,8 @@ Test(registry_replace, a_tuning_hook_stays_with_its_kernel)
     same.summary = "the same kernels, another summary";
     cr_assert_eq(baton_registry_replace(reg, &same, &err), 0, "%s", err.message);
     fwd = baton_registry_find(reg, "rms_norm_fwd");
-    cr_assert_eq(baton__registry_tuner(fwd, BATON_DEVICE_CUDA), hook, "the same kernel lost its hook");
+    cr_assert_eq(baton__registry_tuner(fwd, BATON_DEVICE_CUDA), hook,
+                 "the same kernel lost its hook");
     baton_target other = *fwd;
     for (int k = 0; k < other.n_impls; k++)
         other.impls[k].kernel = fill_42;
@@ -486,8 +488,9 @@ Test(registry_replace, a_tuning_hook_stays_with_its_kernel)
         other.impls[other.n_impls++] =
             (baton_target_impl){.device = BATON_DEVICE_CUDA, .kernel = fill_42};
     cr_assert_eq(baton_registry_replace(reg, &other, &err), 0, "%s", err.message);
-    cr_assert_null(baton__registry_tuner(baton_registry_find(reg, "rms_norm_fwd"), BATON_DEVICE_CUDA),
-                   "another kernel kept the built-in's tuning hook");
+    cr_assert_null(
+        baton__registry_tuner(baton_registry_find(reg, "rms_norm_fwd"), BATON_DEVICE_CUDA),
+        "another kernel kept the built-in's tuning hook");
 }
 
 Test(registry_replace, refuses_an_unknown_name_and_an_invalid_target)

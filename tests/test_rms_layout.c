@@ -72,8 +72,8 @@ static void check_common(const char *what, const baton_rms_norm_desc *d,
                   (L->chunk * L->cx >= d->n2 && L->chunk * (L->cx - 1) < d->n2),
               "%s: %d chunks of %lld for %lld columns", what, L->cx, (long long)L->chunk,
               (long long)d->n2);
-    cr_assert_leq((int64_t)L->smem, baton__kcuda_rms_smem_max(dev), "%s: %zu bytes of shared memory", what,
-                  L->smem);
+    cr_assert_leq((int64_t)L->smem, baton__kcuda_rms_smem_max(dev),
+                  "%s: %zu bytes of shared memory", what, L->smem);
     const int staged = L->mode == KCUDA_RMS_STAGED || L->mode == KCUDA_RMS_STAGED_CP;
     if (staged) {
         cr_assert(L->vec == vx && L->stages >= 1 && L->smem > 0 && L->nv == 0,
@@ -318,7 +318,8 @@ Test(rms_layout, the_column_sum_grid_follows_its_kernel)
     cr_expect_eq(baton__kcuda_rms_colsum_grid(4096, 16, 132), 4096 / KCUDA_COLSUM_COLS_THREADS);
     cr_expect_eq(baton__kcuda_rms_colsum_grid(4096, KCUDA_COLSUM_COLS_P, 132),
                  4096 / KCUDA_COLSUM_COLS_THREADS);
-    cr_expect_eq(baton__kcuda_rms_colsum_grid(4095, 1, 132), 32, "a partial block for the last columns");
+    cr_expect_eq(baton__kcuda_rms_colsum_grid(4095, 1, 132), 32,
+                 "a partial block for the last columns");
     cr_expect_eq(baton__kcuda_rms_colsum_grid(1 << 20, 16, 132), 8 * 132);
     cr_expect_eq(baton__kcuda_rms_colsum_grid(4096, KCUDA_COLSUM_COLS_P + 1, 132), 4096 / 32);
 }
@@ -427,10 +428,12 @@ Test(rms_layout, many_rows_backward_takes_register_rows_with_clusters_that_all_f
     odd[5] = (char *)odd[5] + 2;
     const baton_rms_norm_desc dd = desc(BF16, BF16, 4096, 4096, 16);
     char why[256];
-    cr_assert_eq(baton__kcuda_rms_bwd_layout(&dd, odd, &H100, NULL, &L, why, sizeof why), 0, "%s", why);
+    cr_assert_eq(baton__kcuda_rms_bwd_layout(&dd, odd, &H100, NULL, &L, why, sizeof why), 0, "%s",
+                 why);
     cr_expect(!L.chain_ok, "grad_weight at 2 bytes past alignment");
     const kcuda_rms_cfg two = {.kx = 2};
-    cr_expect_eq(baton__kcuda_rms_bwd_layout(&dd, odd, &H100, &two, &L, why, sizeof why), BATON_EINVAL);
+    cr_expect_eq(baton__kcuda_rms_bwd_layout(&dd, odd, &H100, &two, &L, why, sizeof why),
+                 BATON_EINVAL);
     cr_expect(strstr(why, "aligned to 4 bytes"), "%s", why);
     /* f32 rows of 2048 (16 KB): 3 rows held. */
     L = bwd_on(&H100, F32, F32, 65536, 2048, 256, NULL);
@@ -450,22 +453,26 @@ Test(rms_layout, register_backward_cy_is_left_to_fit_unless_asked_for)
     const baton_rms_norm_desc d = desc(BF16, BF16, 16384, 4096, 16);
     kcuda_rms_layout L;
     char why[256];
-    cr_assert_eq(baton__kcuda_rms_bwd_layout(&d, ALIGNED, &H100, NULL, &L, why, sizeof why), 0, "%s", why);
+    cr_assert_eq(baton__kcuda_rms_bwd_layout(&d, ALIGNED, &H100, NULL, &L, why, sizeof why), 0,
+                 "%s", why);
     cr_expect(L.mode == KCUDA_RMS_ROWS && L.fit_cy && L.cy == 1 && L.fit_stages == 4,
               "mode %d, fit_cy %d, cy %d, fit_stages %d", L.mode, L.fit_cy, L.cy, L.fit_stages);
     /* A cy or a grid asked for is kept. */
     kcuda_rms_cfg o = {.mode = 5, .cy = 4};
-    cr_assert_eq(baton__kcuda_rms_bwd_layout(&d, ALIGNED, &H100, &o, &L, why, sizeof why), 0, "%s", why);
+    cr_assert_eq(baton__kcuda_rms_bwd_layout(&d, ALIGNED, &H100, &o, &L, why, sizeof why), 0, "%s",
+                 why);
     cr_expect(!L.fit_cy && L.cy == 4 && L.grid == 64 && L.smem == 16384,
               "fit_cy %d, cy %d, grid %lld, smem %zu", L.fit_cy, L.cy, L.grid, L.smem);
     /* A variant's rows held do not move cy: the fit is for the layout's own kernel. */
     o = (kcuda_rms_cfg){.variant = {0, 2}};
-    cr_assert_eq(baton__kcuda_rms_bwd_layout(&d, ALIGNED, &H100, &o, &L, why, sizeof why), 0, "%s", why);
+    cr_assert_eq(baton__kcuda_rms_bwd_layout(&d, ALIGNED, &H100, &o, &L, why, sizeof why), 0, "%s",
+                 why);
     cr_expect(L.fit_cy && L.stages == 2 && L.fit_stages == 4, "fit_cy %d, stages %d, fit %d",
               L.fit_cy, L.stages, L.fit_stages);
     /* ... but rows held that the override asks of the layout do: the fit is for their kernel. */
     o = (kcuda_rms_cfg){.mode = 5, .stages = 8};
-    cr_assert_eq(baton__kcuda_rms_bwd_layout(&d, ALIGNED, &H100, &o, &L, why, sizeof why), 0, "%s", why);
+    cr_assert_eq(baton__kcuda_rms_bwd_layout(&d, ALIGNED, &H100, &o, &L, why, sizeof why), 0, "%s",
+                 why);
     cr_expect(L.fit_cy && L.stages == 8 && L.fit_stages == 8, "fit_cy %d, stages %d, fit %d",
               L.fit_cy, L.stages, L.fit_stages);
     /* Nothing fits (the runtime answers 0 for every size): one block per part_grad block. */
@@ -581,7 +588,8 @@ Test(rms_layout, rows_that_are_not_whole_vectors_or_unaligned_buffers_load_scala
     const baton_rms_norm_desc d = desc(BF16, BF16, 8, 2048, 8);
     void *fb[4] = {ALIGNED[0], (char *)ALIGNED[1] + 8, ALIGNED[2], ALIGNED[3]};
     char why[512];
-    cr_assert_eq(baton__kcuda_rms_fwd_layout(&d, fb, &H100, NULL, &L, why, sizeof why), 0, "%s", why);
+    cr_assert_eq(baton__kcuda_rms_fwd_layout(&d, fb, &H100, NULL, &L, why, sizeof why), 0, "%s",
+                 why);
     check_fwd(&d, &H100, NULL, &L);
     cr_expect_eq(L.vec, 1);
     cr_expect_eq(L.mode, KCUDA_RMS_REGS);
@@ -592,13 +600,15 @@ Test(rms_layout, rows_that_are_not_whole_vectors_or_unaligned_buffers_load_scala
                    ALIGNED[4],
                    ALIGNED[5],
                    (char *)ALIGNED[6] + 8};
-    cr_assert_eq(baton__kcuda_rms_bwd_layout(&d, bb, &H100, NULL, &L, why, sizeof why), 0, "%s", why);
+    cr_assert_eq(baton__kcuda_rms_bwd_layout(&d, bb, &H100, NULL, &L, why, sizeof why), 0, "%s",
+                 why);
     check_bwd(&d, &H100, NULL, &L);
     cr_expect_eq(L.vec, 1, "part_grad 8 bytes off: vec %d", L.vec);
     /* f32 invvar 4-byte aligned is enough. */
     bb[6] = ALIGNED[6];
     bb[1] = (char *)ALIGNED[1] + 4;
-    cr_assert_eq(baton__kcuda_rms_bwd_layout(&d, bb, &H100, NULL, &L, why, sizeof why), 0, "%s", why);
+    cr_assert_eq(baton__kcuda_rms_bwd_layout(&d, bb, &H100, NULL, &L, why, sizeof why), 0, "%s",
+                 why);
     cr_expect_eq(L.vec, 8);
 }
 
@@ -796,8 +806,9 @@ static const char *check_why(int bwd, const baton_rms_norm_desc *d, size_t len, 
     static char why[512];
     baton_rms_norm_desc out;
     why[0] = 0;
-    const int rc = baton__kcuda_rms_check(bwd ? "rms_norm_bwd" : "rms_norm_fwd", buffers, bwd ? 7 : 4,
-                                   (const char *)d, len, bwd, o, &out, NULL, why, sizeof why);
+    const int rc =
+        baton__kcuda_rms_check(bwd ? "rms_norm_bwd" : "rms_norm_fwd", buffers, bwd ? 7 : 4,
+                               (const char *)d, len, bwd, o, &out, NULL, why, sizeof why);
     if (rc == 0) {
         cr_expect(memcmp(&out, d, sizeof out) == 0, "the checked descriptor is the one given");
         return "";
@@ -816,23 +827,23 @@ Test(rms_layout, the_backward_takes_a_48_byte_row_shard_descriptor)
     baton_rms_norm_desc out;
     int64_t u = -1;
     char why[512] = "";
-    cr_assert_eq(baton__kcuda_rms_check("rms_norm_bwd", b, 7, (const char *)&sd, sizeof sd, 1, NULL, &out,
-                                 &u, why, sizeof why),
+    cr_assert_eq(baton__kcuda_rms_check("rms_norm_bwd", b, 7, (const char *)&sd, sizeof sd, 1, NULL,
+                                        &out, &u, why, sizeof why),
                  0, "%s", why);
     cr_expect(u == 16 && memcmp(&out, &sd.rms, sizeof out) == 0, "unsharded %lld", (long long)u);
     /* 40 bytes: none */
-    cr_assert_eq(baton__kcuda_rms_check("rms_norm_bwd", b, 7, (const char *)&sd, sizeof sd.rms, 1, NULL,
-                                 &out, &u, why, sizeof why),
+    cr_assert_eq(baton__kcuda_rms_check("rms_norm_bwd", b, 7, (const char *)&sd, sizeof sd.rms, 1,
+                                        NULL, &out, &u, why, sizeof why),
                  0, "%s", why);
     cr_expect_eq(u, 0);
     /* the forward does not take it; fewer blocks than the shard's own are refused */
-    cr_expect_neq(baton__kcuda_rms_check("rms_norm_fwd", b, 4, (const char *)&sd, sizeof sd, 0, NULL, &out,
-                                  NULL, why, sizeof why),
+    cr_expect_neq(baton__kcuda_rms_check("rms_norm_fwd", b, 4, (const char *)&sd, sizeof sd, 0,
+                                         NULL, &out, NULL, why, sizeof why),
                   0);
     cr_expect(strstr(why, "is 48 bytes but must be 40 or 32"), "%s", why);
     sd.unsharded_part_grad_size = 4;
-    cr_expect_neq(baton__kcuda_rms_check("rms_norm_bwd", b, 7, (const char *)&sd, sizeof sd, 1, NULL, &out,
-                                  &u, why, sizeof why),
+    cr_expect_neq(baton__kcuda_rms_check("rms_norm_bwd", b, 7, (const char *)&sd, sizeof sd, 1,
+                                         NULL, &out, &u, why, sizeof why),
                   0);
     cr_expect(strstr(why, "unsharded_part_grad_size is 4: it must be 0 or >= part_grad_size (8)"),
               "%s", why);
@@ -976,7 +987,7 @@ Test(rms_layout, overridden_layouts_keep_within_the_limits)
                                 kcuda_rms_layout L;
                                 char why[512];
                                 if (baton__kcuda_rms_fwd_layout(&d, ALIGNED, &H100, &o, &L, why,
-                                                         sizeof why) == 0) {
+                                                                sizeof why) == 0) {
                                     check_fwd(&d, &H100, &o, &L);
                                     if (o.cx)
                                         cr_assert_leq(L.cx, o.cx);
@@ -984,7 +995,7 @@ Test(rms_layout, overridden_layouts_keep_within_the_limits)
                                         cr_assert_eq(L.threads, o.threads);
                                 }
                                 if (baton__kcuda_rms_bwd_layout(&d, ALIGNED, &H100, &o, &L, why,
-                                                         sizeof why) == 0)
+                                                                sizeof why) == 0)
                                     check_bwd(&d, &H100, &o, &L);
                             }
 }
@@ -1136,8 +1147,9 @@ Test(rms_layout, variants_that_do_not_apply_are_refused_with_the_reason)
         const kcuda_rms_cfg o = {.variant = bad[i].v};
         why[0] = 0;
         const int rc =
-            bad[i].bwd ? baton__kcuda_rms_bwd_layout(bad[i].d, ALIGNED, &H100, &o, &L, why, sizeof why)
-                       : baton__kcuda_rms_fwd_layout(bad[i].d, ALIGNED, &H100, &o, &L, why, sizeof why);
+            bad[i].bwd
+                ? baton__kcuda_rms_bwd_layout(bad[i].d, ALIGNED, &H100, &o, &L, why, sizeof why)
+                : baton__kcuda_rms_fwd_layout(bad[i].d, ALIGNED, &H100, &o, &L, why, sizeof why);
         cr_expect_eq(rc, BATON_EINVAL, "variant %zu", i);
         cr_expect(strstr(why, bad[i].why) != NULL, "variant %zu: \"%s\", wanted \"%s\"", i, why,
                   bad[i].why);
@@ -1149,8 +1161,9 @@ Test(rms_layout, variants_that_do_not_apply_are_refused_with_the_reason)
                  BATON_EINVAL);
     cr_assert(strstr(why, "shared memory") != NULL, "%s", why);
     const kcuda_rms_cfg out_of_range = {.variant = {5, 0}};
-    cr_assert_eq(baton__kcuda_rms_fwd_layout(&rows, ALIGNED, &H100, &out_of_range, &L, why, sizeof why),
-                 BATON_EINVAL);
+    cr_assert_eq(
+        baton__kcuda_rms_fwd_layout(&rows, ALIGNED, &H100, &out_of_range, &L, why, sizeof why),
+        BATON_EINVAL);
     cr_assert(strstr(why, "variant kernel = 5") != NULL, "%s", why);
 }
 
@@ -1180,10 +1193,11 @@ Test(rms_layout, every_variant_keeps_the_threads_chunks_and_clusters_of_its_defa
                                 kcuda_rms_layout T = L;
                                 const kcuda_rms_cfg o = {.variant = v[k]};
                                 char why[512] = "";
-                                const int rc = bwd ? baton__kcuda_rms_bwd_layout(&d, ALIGNED, devs[dv], &o,
-                                                                          &T, why, sizeof why)
-                                                   : baton__kcuda_rms_fwd_layout(&d, ALIGNED, devs[dv], &o,
-                                                                          &T, why, sizeof why);
+                                const int rc =
+                                    bwd ? baton__kcuda_rms_bwd_layout(&d, ALIGNED, devs[dv], &o, &T,
+                                                                      why, sizeof why)
+                                        : baton__kcuda_rms_fwd_layout(&d, ALIGNED, devs[dv], &o, &T,
+                                                                      why, sizeof why);
                                 cr_assert_eq(rc, 0, "%s", why);
                                 if (bwd)
                                     check_bwd(&d, devs[dv], &o, &T);

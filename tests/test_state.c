@@ -134,8 +134,8 @@ Test(state_plan, refuses_dims_on_a_state_tensor_and_takes_an_init)
                      READ_S);
     float v[4];
     baton_error err = {0};
-    cr_assert_eq(baton__plan_tensor_materialize(plan, baton__plan_find_tensor(plan, "s"), v, &err), 0, "%s",
-                 err.message);
+    cr_assert_eq(baton__plan_tensor_materialize(plan, baton__plan_find_tensor(plan, "s"), v, &err),
+                 0, "%s", err.message);
     cr_expect(v[0] == 2 && v[3] == 2);
     baton_plan_free(plan);
 }
@@ -675,7 +675,9 @@ Test(dims_run, gemm_multiplies_the_bound_rows_only)
                 steps);
             float w[32];
             baton_error err = {0};
-            cr_assert_eq(baton__plan_tensor_materialize(plan, baton__plan_find_tensor(plan, "w"), w, &err), 0);
+            cr_assert_eq(
+                baton__plan_tensor_materialize(plan, baton__plan_find_tensor(plan, "w"), w, &err),
+                0);
             baton_runtime *rt = test_runtime(plan, BATON_GPU_AUTO, gm_modes[md], 0, 0);
             test_rng r = {test_fresh_seed()};
             const int seqs[] = {3, 16, 1, 7, 2, 4, 5, 6, 9, 11, 13, 3, 16, 1, 15};

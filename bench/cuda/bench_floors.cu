@@ -620,9 +620,10 @@ static void drive_rms(cudaStream_t s, const char *dt, int64_t n1, int64_t n2, in
     for (int i = 0; i < calls; i++) {
         void *fb[4] = {x, w, y, inv};
         void *bb[7] = {g, inv, x, w, gx, gw, pg};
-        int rc =
-            bwd ? baton__kcuda_rms_norm_bwd_cfg(&ctx, bb, (const char *)&desc, sizeof desc, NULL, NULL)
-                : baton__kcuda_rms_norm_fwd_cfg(&ctx, fb, (const char *)&desc, sizeof desc, NULL, NULL);
+        int rc = bwd ? baton__kcuda_rms_norm_bwd_cfg(&ctx, bb, (const char *)&desc, sizeof desc,
+                                                     NULL, NULL)
+                     : baton__kcuda_rms_norm_fwd_cfg(&ctx, fb, (const char *)&desc, sizeof desc,
+                                                     NULL, NULL);
         if (rc) {
             fprintf(stderr, "drive: %s\n", eb);
             exit(1);

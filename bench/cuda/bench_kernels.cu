@@ -175,7 +175,8 @@ static Result bench_fwd(int64_t n1, int64_t n2, int dt, const kcuda_rms_cfg *ove
     auto call = [&](int i) {
         int k = i % s.n;
         void *b[4] = {s.x[k], s.w[k], s.y[k], s.iv[k]};
-        if (!failed && baton__kcuda_rms_norm_fwd_cfg(&ctx, b, (const char *)&d, sizeof d, over, &r.cfg)) {
+        if (!failed &&
+            baton__kcuda_rms_norm_fwd_cfg(&ctx, b, (const char *)&d, sizeof d, over, &r.cfg)) {
             printf("  fwd %lldx%lld: FAILED: %s\n", (long long)n1, (long long)n2, err);
             failed = true;
             cudaGetLastError();
@@ -216,7 +217,8 @@ static Result bench_bwd(int64_t n1, int64_t n2, int dt, int64_t P, const kcuda_r
     auto call = [&](int i) {
         int k = i % s.n;
         void *b[7] = {s.g[k], s.iv[k], s.x[k], s.w[k], s.gi[k], s.gw[k], s.pg[k]};
-        if (!failed && baton__kcuda_rms_norm_bwd_cfg(&ctx, b, (const char *)&d, sizeof d, over, &r.cfg)) {
+        if (!failed &&
+            baton__kcuda_rms_norm_bwd_cfg(&ctx, b, (const char *)&d, sizeof d, over, &r.cfg)) {
             printf("  bwd %lldx%lld: FAILED: %s\n", (long long)n1, (long long)n2, err);
             failed = true;
             cudaGetLastError();
@@ -969,8 +971,9 @@ int main(int argc, char **argv)
                     int k = i % s.n;
                     void *fb[4] = {s.x[k], s.w[k], s.y[k], s.iv[k]};
                     void *bb[7] = {s.g[k], s.iv[k], s.x[k], s.w[k], s.gi[k], s.gw[k], s.pg[k]};
-                    int rc = pass == 0 ? baton__kcuda_rms_norm_fwd(&ctx, fb, (const char *)&d, sizeof d)
-                                       : baton__kcuda_rms_norm_bwd(&ctx, bb, (const char *)&d, sizeof d);
+                    int rc = pass == 0
+                                 ? baton__kcuda_rms_norm_fwd(&ctx, fb, (const char *)&d, sizeof d)
+                                 : baton__kcuda_rms_norm_bwd(&ctx, bb, (const char *)&d, sizeof d);
                     if (rc) {
                         fprintf(stderr, "host-cost call: %s\n", err);
                         exit(1);

@@ -35,7 +35,8 @@ static int load_nccl(void)
         {"ncclGroupEnd", &nccl.group_end},
     };
     const char *missing;
-    return baton__dynlib_open(names, 2, syms, sizeof syms / sizeof syms[0], &missing, NULL, 0) != NULL;
+    return baton__dynlib_open(names, 2, syms, sizeof syms / sizeof syms[0], &missing, NULL, 0) !=
+           NULL;
 }
 
 /* (1) GB/s of `bytes` from cuda:0 to cuda:1 on cuda:1's stream, either way, alternating. */

@@ -41,7 +41,7 @@ static void print_bwd_timeline(const char *what, int cy)
     static unsigned long long m[KCUDA_TL_MAX_BLOCKS][KCUDA_TL_SLOTS];
     static unsigned long long c[KCUDA_TL_MAX_BLOCKS][KCUDA_TL_SLOTS];
     int nm = 0, nc = 0;
-    if (kcuda_rms_bwd_timeline(m, &nm, c, &nc) != 0 || nm <= 0) {
+    if (baton__kcuda_rms_bwd_timeline(m, &nm, c, &nc) != 0 || nm <= 0) {
         printf("  timeline %s: no stamps (not the register backward?)\n", what);
         return;
     }

@@ -181,12 +181,13 @@ static int gemm_cpu_init(const baton_delegate_init *info, void **state, baton_er
             if (!g->wc)
                 goto nomem;
             if (made)
-                baton__log_msg(BATON_LOG_NOTE,
-                        "step %s (gemm on cpu): an f32 copy of its constant %s weight for "
-                        "OpenBLAS (M up to %lld): %zu bytes, shared with every step using it; "
-                        "%zu bytes of such copies in all",
-                        step, baton_dtype_name(dt), (long long)d.m,
-                        sizeof(float) * (size_t)d.k * (size_t)d.n, baton__gemm_cpu_prepared_bytes());
+                baton__log_msg(
+                    BATON_LOG_NOTE,
+                    "step %s (gemm on cpu): an f32 copy of its constant %s weight for "
+                    "OpenBLAS (M up to %lld): %zu bytes, shared with every step using it; "
+                    "%zu bytes of such copies in all",
+                    step, baton_dtype_name(dt), (long long)d.m,
+                    sizeof(float) * (size_t)d.k * (size_t)d.n, baton__gemm_cpu_prepared_bytes());
         } else {
             g->sb = malloc(sizeof(float) * (size_t)d.k * (size_t)d.n);
             if (!g->sb)
@@ -228,7 +229,8 @@ static int gemm_cpu_execute(void *state, const baton_exec_ctx *ctx, void **buffe
 {
     gemm_cpu *g = state;
     if (!g) {
-        return baton__ctx_fail(ctx, BATON_EINVAL, "gemm (cpu): no state: init() did not run or failed");
+        return baton__ctx_fail(ctx, BATON_EINVAL,
+                               "gemm (cpu): no state: init() did not run or failed");
     }
     const baton_gemm_desc *d = &g->d;
     const int add = d->beta != 0; /* gemm_add: buffers a, b, c, y */
@@ -237,10 +239,11 @@ static int gemm_cpu_execute(void *state, const baton_exec_ctx *ctx, void **buffe
     }
     const int64_t rm = run_m(g, ctx);
     if (rm < 1 || rm > d->m)
-        return baton__ctx_fail(ctx, BATON_EINVAL,
-                        "gemm (cpu): this run's a gives M = %lld, outside 1..%lld, the M the step "
-                        "was prepared for",
-                        (long long)rm, (long long)d->m);
+        return baton__ctx_fail(
+            ctx, BATON_EINVAL,
+            "gemm (cpu): this run's a gives M = %lld, outside 1..%lld, the M the step "
+            "was prepared for",
+            (long long)rm, (long long)d->m);
     int m = (int)rm, n = (int)d->n, k = (int)d->k;
     void *out = buffers[add ? 3 : 2];
     const int64_t mn = rm * d->n;
@@ -300,8 +303,8 @@ static int gemm_cpu_execute(void *state, const baton_exec_ctx *ctx, void **buffe
     }
     default:
         return baton__ctx_fail(ctx, BATON_EINVAL,
-                        "gemm (cpu): dtype code %d is not one of f32, f64, bf16, f16",
-                        (int)d->dtype);
+                               "gemm (cpu): dtype code %d is not one of f32, f64, bf16, f16",
+                               (int)d->dtype);
     }
 }
 

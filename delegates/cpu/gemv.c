@@ -670,7 +670,7 @@ static void reduce_task(void *arg, int64_t t)
 }
 
 void baton__gemv_run(baton_dtype wdt, int trans_b, int64_t M, int64_t N, int64_t K, float alpha,
-              const float *x, const void *w, float *y, float *partial)
+                     const float *x, const void *w, float *y, float *partial)
 {
     gemv_job j = {.dt = wdt,
                   .M = M,

@@ -23,7 +23,8 @@ int baton__lt_api_open(const char *path, lt_api *api, char *msg, size_t msg_len)
 #undef LT_API_SYM
     const char *missing;
     char why[256];
-    void *h = baton__dynlib_open(&path, 1, syms, sizeof syms / sizeof syms[0], &missing, why, sizeof why);
+    void *h =
+        baton__dynlib_open(&path, 1, syms, sizeof syms / sizeof syms[0], &missing, why, sizeof why);
     if (!h && !missing) {
         snprintf(
             msg, msg_len,

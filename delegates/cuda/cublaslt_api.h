@@ -46,8 +46,8 @@ typedef struct lt_api {
  * msg holds the reason, naming the library and what to do. Later calls give the same answer. */
 const lt_api *baton__lt_api_get(char *msg, size_t msg_len);
 
-/* Loads cuBLASLt from `path` into *api (no caching; baton__lt_api_get uses it). Returns 0, or -1 with
- * the reason in msg: the library is missing, lacks a call, or has another major version. */
+/* Loads cuBLASLt from `path` into *api (no caching; baton__lt_api_get uses it). Returns 0, or -1
+ * with the reason in msg: the library is missing, lacks a call, or has another major version. */
 int baton__lt_api_open(const char *path, lt_api *api, char *msg, size_t msg_len);
 
 #endif /* BATON_DELEGATES_CUBLASLT_API_H */

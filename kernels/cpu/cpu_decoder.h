@@ -7,7 +7,8 @@
 #include "baton/baton.h"
 
 #define KCPU_DECODER_FN(name)                                                                      \
-    int baton__kcpu_##name(const baton_exec_ctx *ctx, void **buffers, const char *opaque, size_t len);
+    int baton__kcpu_##name(const baton_exec_ctx *ctx, void **buffers, const char *opaque,          \
+                           size_t len);
 KCPU_DECODER_FN(embedding)
 KCPU_DECODER_FN(rope)
 KCPU_DECODER_FN(kv_cache_update)

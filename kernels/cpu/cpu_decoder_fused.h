@@ -8,6 +8,6 @@
 
 int baton__kcpu_swiglu(const baton_exec_ctx *ctx, void **buffers, const char *opaque, size_t len);
 int baton__kcpu_rope_cache_update(const baton_exec_ctx *ctx, void **buffers, const char *opaque,
-                           size_t len);
+                                  size_t len);
 
 #endif

@@ -3,10 +3,11 @@
  * registers (core/simd.h), the parallel-for over the CPU pool (core/threads.h), and a row split
  * that depends on the sizes alone, so that a kernel's bits do not depend on the thread count.
  *
- * A kernel in this style: convert a row (or a chunk) to f32 on the stack with baton__cvt_to_f32, compute
- * in f32 (plain loops vectorise; or the v16_ / v8_ helpers inside a SIMD_T512 / SIMD_T256 function
- * picked by baton__simd_level_get()), round back once with baton__cvt_from_f32; split rows with
- * kcpu_parallel_rows; reduce in a fixed order (baton__simd_dot_f32 sums in a fixed order too). */
+ * A kernel in this style: convert a row (or a chunk) to f32 on the stack with baton__cvt_to_f32,
+ * compute in f32 (plain loops vectorise; or the v16_ / v8_ helpers inside a SIMD_T512 / SIMD_T256
+ * function picked by baton__simd_level_get()), round back once with baton__cvt_from_f32; split rows
+ * with kcpu_parallel_rows; reduce in a fixed order (baton__simd_dot_f32 sums in a fixed order too).
+ */
 #ifndef BATON_KERNELS_CPU_SIMD_H
 #define BATON_KERNELS_CPU_SIMD_H
 

@@ -53,8 +53,8 @@ enum { ACT_SILU_MUL, ACT_SILU, ACT_GELU_ERF, ACT_GELU_TANH };
 /* Multiply-adds of an attention step from which its (row, head block) tasks go to the CPU pool. */
 #define ATT_PAR_MIN (1 << 18)
 
-/* Dot products: f32 in vectors (baton__simd_dot_f32: a fixed order at each vector level, so the same
- * bits on every thread), f64 in turn. */
+/* Dot products: f32 in vectors (baton__simd_dot_f32: a fixed order at each vector level, so the
+ * same bits on every thread), f64 in turn. */
 static inline double dot_f64(const double *a, const double *b, int64_t n)
 {
     double s = 0;
@@ -103,8 +103,9 @@ static int indices_ok(const baton_exec_ctx *ctx, const char *op, const char *wha
     for (int64_t i = 0; i < n; i++) {
         const int64_t v = idx_at(dt, p, i);
         if (v < 0 || v >= limit)
-            return baton__ctx_fail(ctx, BATON_EKERNEL, "%s: %s[%lld] = %lld is outside [0, %lld) (%s)", op,
-                            what, (long long)i, (long long)v, (long long)limit, range);
+            return baton__ctx_fail(ctx, BATON_EKERNEL,
+                                   "%s: %s[%lld] = %lld is outside [0, %lld) (%s)", op, what,
+                                   (long long)i, (long long)v, (long long)limit, range);
     }
     return 0;
 }
@@ -112,7 +113,7 @@ static int indices_ok(const baton_exec_ctx *ctx, const char *op, const char *wha
 #define READ(op, nbuf)                                                                             \
     baton_decoder_desc d;                                                                          \
     dec_shape s;                                                                                   \
-    int rc = baton__dec_call_read(ctx, op, buffers, nbuf, opaque, len, &d, &s);                           \
+    int rc = baton__dec_call_read(ctx, op, buffers, nbuf, opaque, len, &d, &s);                    \
     if (rc)                                                                                        \
     return rc
 
@@ -143,7 +144,8 @@ int baton__kcpu_rope(const baton_exec_ctx *ctx, void **buffers, const char *opaq
     return 0;
 }
 
-int baton__kcpu_kv_cache_update(const baton_exec_ctx *ctx, void **buffers, const char *opaque, size_t len)
+int baton__kcpu_kv_cache_update(const baton_exec_ctx *ctx, void **buffers, const char *opaque,
+                                size_t len)
 {
     READ(DEC_KV_CACHE_UPDATE, 4);
     const char *cache = buffers[0], *nw = buffers[1];

@@ -48,7 +48,7 @@ static int64_t pos_at(baton_dtype dt, const void *p, int64_t i)
 }
 
 int baton__kcpu_rope_cache_update(const baton_exec_ctx *ctx, void **buffers, const char *opaque,
-                           size_t len)
+                                  size_t len)
 {
     baton_decoder_desc d;
     dec_shape s;
@@ -61,10 +61,11 @@ int baton__kcpu_rope_cache_update(const baton_exec_ctx *ctx, void **buffers, con
     for (int64_t r = 0; r < s.rows; r++) { /* every position first: on error nothing is written */
         const int64_t p = pos_at(s.idx_dt, pos, r);
         if (p < 0 || p >= s.S)
-            return baton__ctx_fail(ctx, BATON_EKERNEL,
-                            "rope_cache_update: positions[%lld] = %lld is outside [0, %lld) (the "
-                            "cache's rows)",
-                            (long long)r, (long long)p, (long long)s.S);
+            return baton__ctx_fail(
+                ctx, BATON_EKERNEL,
+                "rope_cache_update: positions[%lld] = %lld is outside [0, %lld) (the "
+                "cache's rows)",
+                (long long)r, (long long)p, (long long)s.S);
     }
     const size_t esz = baton_dtype_size(s.x_dt), isz = baton_dtype_size(s.idx_dt);
     const size_t krow = (size_t)s.KF * esz;

@@ -228,14 +228,16 @@ static double scalar_for(baton_dtype dt, double v)
     return dt == BATON_DTYPE_F64 ? v : (double)(float)v;
 }
 
-int baton__kcpu_softshrink(const baton_exec_ctx *ctx, void **buffers, const char *opaque, size_t len)
+int baton__kcpu_softshrink(const baton_exec_ctx *ctx, void **buffers, const char *opaque,
+                           size_t len)
 {
     baton_ew_desc d;
     int rc = read_ew(ctx, "softshrink", EW_UNARY, 0, buffers, opaque, len, &d);
     if (rc)
         return rc;
     if (d.value < 0)
-        return baton__ctx_fail(ctx, BATON_EINVAL, "softshrink: lambda is %g: it must be >= 0", d.value);
+        return baton__ctx_fail(ctx, BATON_EINVAL, "softshrink: lambda is %g: it must be >= 0",
+                               d.value);
     const baton_dtype dt = (baton_dtype)d.dtype;
     const double l = scalar_for(dt, d.value);
     ew_job job = {
@@ -332,7 +334,8 @@ int baton__kcpu_mul(const baton_exec_ctx *ctx, void **buffers, const char *opaqu
     return binary(ctx, "mul", OP_MUL, buffers, opaque, len);
 }
 
-int baton__kcpu_add_scalar(const baton_exec_ctx *ctx, void **buffers, const char *opaque, size_t len)
+int baton__kcpu_add_scalar(const baton_exec_ctx *ctx, void **buffers, const char *opaque,
+                           size_t len)
 {
     baton_ew_desc d;
     int rc = read_ew(ctx, "add_scalar", EW_UNARY, 1, buffers, opaque, len, &d);
@@ -343,8 +346,8 @@ int baton__kcpu_add_scalar(const baton_exec_ctx *ctx, void **buffers, const char
         double lim = dt == BATON_DTYPE_I32 ? 2147483648.0 : 9223372036854775808.0;
         if (d.value != floor(d.value) || d.value >= lim || d.value < -lim)
             return baton__ctx_fail(ctx, BATON_EINVAL,
-                            "add_scalar: value %.17g is not an integer in %s's range", d.value,
-                            baton_dtype_name(dt));
+                                   "add_scalar: value %.17g is not an integer in %s's range",
+                                   d.value, baton_dtype_name(dt));
         if (dt == BATON_DTYPE_I32) {
             const int32_t *x = buffers[0];
             int32_t *y = buffers[1];

@@ -165,7 +165,8 @@ rms_norm_grad_weight_ieee(const baton_exec_ctx *ctx, void **buffers, const char 
     return 0;
 }
 
-int baton__kcpu_rms_norm_fwd(const baton_exec_ctx *ctx, void **buffers, const char *opaque, size_t len)
+int baton__kcpu_rms_norm_fwd(const baton_exec_ctx *ctx, void **buffers, const char *opaque,
+                             size_t len)
 {
     const fp_mode m = fp_mode_ieee();
     const int rc = rms_norm_fwd_ieee(ctx, buffers, opaque, len);
@@ -173,7 +174,8 @@ int baton__kcpu_rms_norm_fwd(const baton_exec_ctx *ctx, void **buffers, const ch
     return rc;
 }
 
-int baton__kcpu_rms_norm_bwd(const baton_exec_ctx *ctx, void **buffers, const char *opaque, size_t len)
+int baton__kcpu_rms_norm_bwd(const baton_exec_ctx *ctx, void **buffers, const char *opaque,
+                             size_t len)
 {
     const fp_mode m = fp_mode_ieee();
     const int rc = rms_norm_bwd_ieee(ctx, buffers, opaque, len);
@@ -182,7 +184,7 @@ int baton__kcpu_rms_norm_bwd(const baton_exec_ctx *ctx, void **buffers, const ch
 }
 
 int baton__kcpu_rms_norm_grad_weight(const baton_exec_ctx *ctx, void **buffers, const char *opaque,
-                              size_t len)
+                                     size_t len)
 {
     const fp_mode m = fp_mode_ieee();
     const int rc = rms_norm_grad_weight_ieee(ctx, buffers, opaque, len);

@@ -12,7 +12,8 @@ extern "C" {
 #endif
 
 #define KCUDA_DECODER_FN(name)                                                                     \
-    int baton__kcuda_##name(const baton_exec_ctx *ctx, void **buffers, const char *opaque, size_t len);
+    int baton__kcuda_##name(const baton_exec_ctx *ctx, void **buffers, const char *opaque,         \
+                            size_t len);
 KCUDA_DECODER_FN(embedding)
 KCUDA_DECODER_FN(rope)
 KCUDA_DECODER_FN(kv_cache_update)
@@ -39,7 +40,8 @@ int baton__kcuda_decoder_error_take(int device, int *step, char *msg, size_t len
 /* The decode GEMV of baton's own: y[1, N] = x[1, K] . W[N, K]^T in bf16 (f32 accumulation), a
  * warp per output row, 16-byte loads of W. Returns a cudaError_t value (0 on success). Used by
  * bench/cuda/bench_decoder.cu against cuBLASLt. */
-int baton__kcuda_gemv_bf16(const void *x, const void *w, void *y, long long n, long long k, void *stream);
+int baton__kcuda_gemv_bf16(const void *x, const void *w, void *y, long long n, long long k,
+                           void *stream);
 
 #ifdef __cplusplus
 }

@@ -1249,7 +1249,7 @@ using namespace kcuda::dec;
 #define DEC_READ(op, nbuf)                                                                         \
     baton_decoder_desc d;                                                                          \
     dec_shape s;                                                                                   \
-    int rc = baton__dec_call_read(ctx, op, buffers, nbuf, opaque, len, &d, &s);                           \
+    int rc = baton__dec_call_read(ctx, op, buffers, nbuf, opaque, len, &d, &s);                    \
     if (rc)                                                                                        \
     return rc
 
@@ -1260,7 +1260,7 @@ static int blocks_for(const baton_exec_ctx *ctx, long long work, int threads)
 }
 
 extern "C" int baton__kcuda_embedding(const baton_exec_ctx *ctx, void **buffers, const char *opaque,
-                               size_t len)
+                                      size_t len)
 {
     DEC_READ(DEC_EMBEDDING, 3);
     const long long row_bytes = s.F * (long long)baton_dtype_size(s.x_dt);
@@ -1270,7 +1270,7 @@ extern "C" int baton__kcuda_embedding(const baton_exec_ctx *ctx, void **buffers,
     const long long grid = s.rows * chunks;
     if (grid > 0x7fffffffLL)
         return baton__ctx_fail(ctx, BATON_EINVAL, "embedding: %lld rows is too many for one launch",
-                        (long long)s.rows);
+                               (long long)s.rows);
     const int st = ctx->step_index;
     if (s.idx_dt == BATON_DTYPE_I32)
         return vec ? launch(ctx, "embedding", embedding_kernel<int, true>, (unsigned)grid, threads,
@@ -1301,8 +1301,9 @@ static int rope_typed(const baton_exec_ctx *ctx, void **b, const baton_decoder_d
         al16(b[0]) && al16(b[3]) && (il ? d.head_dim % E == 0 && E % 2 == 0 : half % E == 0);
     const size_t smem = sizeof(typename Acc<T>::A) * (size_t)d.head_dim;
     if (smem > 48 * 1024)
-        return baton__ctx_fail(ctx, BATON_EINVAL, "rope: head_dim %d is too large for the CUDA kernel",
-                        (int)d.head_dim);
+        return baton__ctx_fail(ctx, BATON_EINVAL,
+                               "rope: head_dim %d is too large for the CUDA kernel",
+                               (int)d.head_dim);
     if (s.rows > 0x7fffffffLL)
         return baton__ctx_fail(ctx, BATON_EINVAL, "rope: too many rows for one launch");
     const int threads = 128;
@@ -1329,7 +1330,8 @@ static int rope_cache_typed(const baton_exec_ctx *ctx, void **b, const baton_dec
     const int il = (d.flags & DEC_FLAG_INTERLEAVED) != 0, half = d.head_dim / 2;
     const size_t smem = sizeof(typename Acc<T>::A) * (size_t)d.head_dim;
     if (s.rows > 0x7fffffffLL)
-        return baton__ctx_fail(ctx, BATON_EINVAL, "rope_cache_update: too many rows for one launch");
+        return baton__ctx_fail(ctx, BATON_EINVAL,
+                               "rope_cache_update: too many rows for one launch");
     const T *qkv = (const T *)b[0];
     T *q = (T *)b[5], *kc = (T *)b[6];
     char *vc = (char *)b[7];
@@ -1366,7 +1368,8 @@ static int rope_cache_typed(const baton_exec_ctx *ctx, void **b, const baton_dec
     const int vthreads = 256;
     const long long chunks = (kbytes + vthreads * 16LL - 1) / (vthreads * 16LL);
     if (s.rows * chunks > 0x7fffffffLL)
-        return baton__ctx_fail(ctx, BATON_EINVAL, "rope_cache_update: too many rows for one launch");
+        return baton__ctx_fail(ctx, BATON_EINVAL,
+                               "rope_cache_update: too many rows for one launch");
     if (s.idx_dt == BATON_DTYPE_I32)
         return launch(ctx, "rope_cache_update", kv_update_kernel<int>, (unsigned)(s.rows * chunks),
                       vthreads, 0, 1, vc, vsrc, (const int *)b[1], (long long)s.rows,
@@ -1379,7 +1382,7 @@ static int rope_cache_typed(const baton_exec_ctx *ctx, void **b, const baton_dec
 }
 
 extern "C" int baton__kcuda_rope_cache_update(const baton_exec_ctx *ctx, void **buffers,
-                                       const char *opaque, size_t len)
+                                              const char *opaque, size_t len)
 {
     DEC_READ(DEC_ROPE_CACHE_UPDATE, 8);
     switch (s.x_dt) {
@@ -1390,7 +1393,8 @@ extern "C" int baton__kcuda_rope_cache_update(const baton_exec_ctx *ctx, void **
     }
 }
 
-extern "C" int baton__kcuda_rope(const baton_exec_ctx *ctx, void **buffers, const char *opaque, size_t len)
+extern "C" int baton__kcuda_rope(const baton_exec_ctx *ctx, void **buffers, const char *opaque,
+                                 size_t len)
 {
     DEC_READ(DEC_ROPE, 4);
     switch (s.x_dt) {
@@ -1401,8 +1405,8 @@ extern "C" int baton__kcuda_rope(const baton_exec_ctx *ctx, void **buffers, cons
     }
 }
 
-extern "C" int baton__kcuda_kv_cache_update(const baton_exec_ctx *ctx, void **buffers, const char *opaque,
-                                     size_t len)
+extern "C" int baton__kcuda_kv_cache_update(const baton_exec_ctx *ctx, void **buffers,
+                                            const char *opaque, size_t len)
 {
     DEC_READ(DEC_KV_CACHE_UPDATE, 4);
     const long long row_bytes = s.F * (long long)baton_dtype_size(s.x_dt);
@@ -1411,7 +1415,7 @@ extern "C" int baton__kcuda_kv_cache_update(const baton_exec_ctx *ctx, void **bu
                                         cudaMemcpyDeviceToDevice, (cudaStream_t)ctx->stream);
         if (e != cudaSuccess)
             return baton__ctx_fail(ctx, BATON_ECUDA, "kv_cache_update: cudaMemcpyAsync failed: %s",
-                            cudaGetErrorString(e));
+                                   cudaGetErrorString(e));
     }
     const int vec = row_bytes % 16 == 0 && al16(buffers[1]) && al16(buffers[3]);
     const int threads = 256;
@@ -1515,7 +1519,7 @@ static int attn_typed(const baton_exec_ctx *ctx, void **b, const baton_decoder_d
 }
 
 extern "C" int baton__kcuda_attention(const baton_exec_ctx *ctx, void **buffers, const char *opaque,
-                               size_t len)
+                                      size_t len)
 {
     DEC_READ(DEC_ATTENTION, 5);
     switch (s.x_dt) {
@@ -1550,7 +1554,7 @@ template <int K> static int act_dispatch(const baton_exec_ctx *ctx, void **b, co
 }
 
 extern "C" int baton__kcuda_silu_mul(const baton_exec_ctx *ctx, void **buffers, const char *opaque,
-                              size_t len)
+                                     size_t len)
 {
     DEC_READ(DEC_SILU_MUL, 3);
     return act_dispatch<ACT_SILU_MUL>(ctx, buffers, s);
@@ -1567,7 +1571,7 @@ static int swiglu_launch(const baton_exec_ctx *ctx, void **b, const dec_shape &s
 }
 
 extern "C" int baton__kcuda_swiglu(const baton_exec_ctx *ctx, void **buffers, const char *opaque,
-                            size_t len)
+                                   size_t len)
 {
     DEC_READ(DEC_SWIGLU, 2);
     switch (s.x_dt) {
@@ -1578,13 +1582,15 @@ extern "C" int baton__kcuda_swiglu(const baton_exec_ctx *ctx, void **buffers, co
     }
 }
 
-extern "C" int baton__kcuda_silu(const baton_exec_ctx *ctx, void **buffers, const char *opaque, size_t len)
+extern "C" int baton__kcuda_silu(const baton_exec_ctx *ctx, void **buffers, const char *opaque,
+                                 size_t len)
 {
     DEC_READ(DEC_SILU, 2);
     return act_dispatch<ACT_SILU>(ctx, buffers, s);
 }
 
-extern "C" int baton__kcuda_gelu(const baton_exec_ctx *ctx, void **buffers, const char *opaque, size_t len)
+extern "C" int baton__kcuda_gelu(const baton_exec_ctx *ctx, void **buffers, const char *opaque,
+                                 size_t len)
 {
     DEC_READ(DEC_GELU, 2);
     return (d.flags & DEC_FLAG_TANH) ? act_dispatch<ACT_GELU_TANH>(ctx, buffers, s)
@@ -1611,7 +1617,8 @@ template <typename TI> static int cast_to(const baton_exec_ctx *ctx, void **b, c
     }
 }
 
-extern "C" int baton__kcuda_cast(const baton_exec_ctx *ctx, void **buffers, const char *opaque, size_t len)
+extern "C" int baton__kcuda_cast(const baton_exec_ctx *ctx, void **buffers, const char *opaque,
+                                 size_t len)
 {
     DEC_READ(DEC_CAST, 2);
     switch (s.x_dt) {
@@ -1658,7 +1665,7 @@ static int softmax_launch(const baton_exec_ctx *ctx, void **b, const dec_shape &
 }
 
 extern "C" int baton__kcuda_softmax(const baton_exec_ctx *ctx, void **buffers, const char *opaque,
-                             size_t len)
+                                    size_t len)
 {
     DEC_READ(DEC_SOFTMAX, 2);
     if (s.rows > 0x7fffffffLL / 8)
@@ -1672,7 +1679,7 @@ extern "C" int baton__kcuda_softmax(const baton_exec_ctx *ctx, void **buffers, c
 }
 
 extern "C" int baton__kcuda_sample(const baton_exec_ctx *ctx, void **buffers, const char *opaque,
-                            size_t len)
+                                   size_t len)
 {
     DEC_READ(DEC_SAMPLE, 3);
     if (s.rows > 0x7fffffffLL)
@@ -1711,8 +1718,9 @@ extern "C" int baton__kcuda_decoder_error_take(int device, int *step_out, char *
     if (device != prev)
         cudaSetDevice(prev);
     if (e != cudaSuccess)
-        return baton__reason_set(msg, len, BATON_ECUDA, "reading the decoder kernels' error record: %s",
-                          cudaGetErrorString(e));
+        return baton__reason_set(msg, len, BATON_ECUDA,
+                                 "reading the decoder kernels' error record: %s",
+                                 cudaGetErrorString(e));
     if (!rec[0])
         return 0;
     const int op = (int)(rec[0] >> 32), step = (int)(rec[0] & 0xffffffffu) - 1;
@@ -1722,15 +1730,16 @@ extern "C" int baton__kcuda_decoder_error_take(int device, int *step_out, char *
     const char *range = op == DEC_EMBEDDING   ? "the table's rows"
                         : op == DEC_ATTENTION ? "the caches' rows"
                                               : "the cache's rows";
-    return baton__reason_set(msg, len, BATON_EKERNEL,
-                      "%s at step #%d on cuda:%d: %s[%lld] = %lld is outside [0, %lld) (%s; the "
-                      "access was clamped and the result is not valid)",
-                      baton__dec_op_name(op), step, device, what, (long long)rec[1], (long long)rec[2],
-                      (long long)rec[3], range);
+    return baton__reason_set(
+        msg, len, BATON_EKERNEL,
+        "%s at step #%d on cuda:%d: %s[%lld] = %lld is outside [0, %lld) (%s; the "
+        "access was clamped and the result is not valid)",
+        baton__dec_op_name(op), step, device, what, (long long)rec[1], (long long)rec[2],
+        (long long)rec[3], range);
 }
 
-extern "C" int baton__kcuda_gemv_bf16(const void *x, const void *w, void *y, long long n, long long k,
-                               void *stream)
+extern "C" int baton__kcuda_gemv_bf16(const void *x, const void *w, void *y, long long n,
+                                      long long k, void *stream)
 {
     if (n < 1 || k < 8 || k % 8 || k > 24576 || ((uintptr_t)w & 15))
         return (int)cudaErrorInvalidValue;

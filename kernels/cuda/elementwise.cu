@@ -159,13 +159,14 @@ static int ew_call(const baton_exec_ctx *ctx, void **buffers, const char *opaque
         return rc;
     const bool ints = d.dtype == BATON_DTYPE_I32 || d.dtype == BATON_DTYPE_I64;
     if (OP == EW_SOFTSHRINK && d.value < 0.0)
-        return baton__ctx_fail(ctx, BATON_EINVAL, "softshrink: lambda = %g; it must be >= 0", d.value);
+        return baton__ctx_fail(ctx, BATON_EINVAL, "softshrink: lambda = %g; it must be >= 0",
+                               d.value);
     if (OP == EW_ADD_SCALAR && ints) {
         const double lim = d.dtype == BATON_DTYPE_I32 ? 2147483648.0 : 9223372036854775808.0;
         if (d.value != floor(d.value) || d.value >= lim || d.value < -lim)
             return baton__ctx_fail(ctx, BATON_EINVAL,
-                            "add_scalar: value %.17g is not an integer in %s's range", d.value,
-                            dtype_label(d.dtype));
+                                   "add_scalar: value %.17g is not an integer in %s's range",
+                                   d.value, dtype_label(d.dtype));
     }
     if (!buffers)
         return baton__ctx_fail(ctx, BATON_EINVAL, "%s: buffers is NULL", what);
@@ -345,7 +346,7 @@ extern "C" int baton__kcuda_copy(const baton_exec_ctx *ctx, void **b, const char
 }
 
 extern "C" int baton__kcuda_argmax(const baton_exec_ctx *ctx, void **buffers, const char *opaque,
-                            size_t len)
+                                   size_t len)
 {
     baton_argmax_desc d;
     const int rc = baton__argmax_desc_read(ctx, opaque, len, &d);
@@ -369,7 +370,8 @@ extern "C" int baton__kcuda_argmax(const baton_exec_ctx *ctx, void **buffers, co
     }
 }
 
-extern "C" int baton__kcuda_noop(const baton_exec_ctx *ctx, void **buffers, const char *opaque, size_t len)
+extern "C" int baton__kcuda_noop(const baton_exec_ctx *ctx, void **buffers, const char *opaque,
+                                 size_t len)
 {
     (void)buffers;
     (void)opaque;

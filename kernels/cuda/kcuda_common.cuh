@@ -752,8 +752,8 @@ static int prepare_attrs(K kernel, const baton_exec_ctx *ctx, const char *what, 
             (e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                       (int)smem_max)) != cudaSuccess) {
             baton__ctx_fail(ctx, BATON_ECUDA,
-                     "cudaFuncSetAttribute(%s, %zu bytes of shared memory) failed: %s", what, smem,
-                     cudaGetErrorString(e));
+                            "cudaFuncSetAttribute(%s, %zu bytes of shared memory) failed: %s", what,
+                            smem, cudaGetErrorString(e));
             return -1;
         }
         facts_set(f, &FnFacts::smem_set, dev);
@@ -767,8 +767,9 @@ static int prepare_attrs(K kernel, const baton_exec_ctx *ctx, const char *what, 
                 cudaGetLastError();
                 return 1;
             }
-            baton__ctx_fail(ctx, BATON_ECUDA, "cudaFuncSetAttribute(%s, non-portable cluster) failed: %s",
-                     what, cudaGetErrorString(e));
+            baton__ctx_fail(ctx, BATON_ECUDA,
+                            "cudaFuncSetAttribute(%s, non-portable cluster) failed: %s", what,
+                            cudaGetErrorString(e));
             return -1;
         }
         facts_set(f, &FnFacts::np_set, dev);
@@ -858,7 +859,7 @@ static int launch(const baton_exec_ctx *ctx, const char *name, void (*kernel)(KA
         e = cudaGetLastError();
     if (e != cudaSuccess)
         return baton__ctx_fail(ctx, BATON_ECUDA, "cudaLaunchKernelEx(%s) failed: %s", name,
-                        cudaGetErrorString(e));
+                               cudaGetErrorString(e));
     return 0;
 }
 

@@ -27,10 +27,11 @@ template <typename TX, typename TW> static BwdKernel bwd_kernel_for(const kcuda_
  * BwdRowsFit disagree, a bug to report rather than a launch of NULL. */
 static int no_kernel(const baton_exec_ctx *ctx, const kcuda_rms_layout &L)
 {
-    return baton__ctx_fail(ctx, BATON_ENOTSUP,
-                    "rms_norm_bwd: no kernel for mode %d, %d vectors per thread, %d threads, %d "
-                    "rows held (the layout and rms_norm_bwd.cu disagree: please report it)",
-                    L.mode, L.nv, L.threads, L.stages);
+    return baton__ctx_fail(
+        ctx, BATON_ENOTSUP,
+        "rms_norm_bwd: no kernel for mode %d, %d vectors per thread, %d threads, %d "
+        "rows held (the layout and rms_norm_bwd.cu disagree: please report it)",
+        L.mode, L.nv, L.threads, L.stages);
 }
 
 /* cudaOccupancyMaxActiveClusters for the register backward at cluster size cy (0 on error). */
@@ -53,9 +54,9 @@ static int clusters_at(void *u, int cy)
     return n;
 }
 
-/* baton__kcuda_rms_fit_cy for L (the register backward) with the CUDA runtime's answers for the kernel of
- * the layout's own rows held, remembered per kernel for the last (device, threads, shared memory,
- * blocks, rows per block) asked: only a new shape pays the occupancy queries. Returns 0, or
+/* baton__kcuda_rms_fit_cy for L (the register backward) with the CUDA runtime's answers for the
+ * kernel of the layout's own rows held, remembered per kernel for the last (device, threads, shared
+ * memory, blocks, rows per block) asked: only a new shape pays the occupancy queries. Returns 0, or
  * BATON_ECUDA with the reason in ctx's errbuf. */
 template <typename TX, typename TW>
 static int bwd_fit_cy(const baton_exec_ctx *ctx, const baton_rms_norm_desc &d,
@@ -100,10 +101,11 @@ static int bwd_fit_cy(const baton_exec_ctx *ctx, const baton_rms_norm_desc &d,
     int per_sm = 0;
     cudaError_t e = occupancy(ctx, (const void *)k, L->threads, smem, &per_sm);
     if (e != cudaSuccess)
-        return baton__ctx_fail(ctx, BATON_ECUDA,
-                        "cudaOccupancyMaxActiveBlocksPerMultiprocessor(rms_norm_bwd, %d threads) "
-                        "failed: %s",
-                        L->threads, cudaGetErrorString(e));
+        return baton__ctx_fail(
+            ctx, BATON_ECUDA,
+            "cudaOccupancyMaxActiveBlocksPerMultiprocessor(rms_norm_bwd, %d threads) "
+            "failed: %s",
+            L->threads, cudaGetErrorString(e));
     ClusterAsk q = {k, L->threads, smem, ctx ? (cudaStream_t)ctx->stream : (cudaStream_t)0};
     const int cy = baton__kcuda_rms_fit_cy(L, &d, dev, per_sm, clusters_at, &q);
     fit_put((const void *)k, key, (L->kx - 1) * 32 + cy);
@@ -216,9 +218,10 @@ static int bwd_launch(const baton_exec_ctx *ctx, void **buffers, const BwdDecisi
         const size_t bytes = baton__kcuda_rms_chain_bytes(L.active, L.cy);
         const cudaError_t e = cudaMemsetAsync(a.chain, 0, bytes, st);
         if (e != cudaSuccess)
-            return baton__ctx_fail(ctx, BATON_ECUDA,
-                            "rms_norm_bwd: cudaMemsetAsync of the chain's %zu bytes failed: %s",
-                            bytes, cudaGetErrorString(e));
+            return baton__ctx_fail(
+                ctx, BATON_ECUDA,
+                "rms_norm_bwd: cudaMemsetAsync of the chain's %zu bytes failed: %s", bytes,
+                cudaGetErrorString(e));
         lc = &c1;
     }
     int rc = launch(lc, "rms_norm_bwd", c.k, (unsigned)L.grid, (unsigned)L.threads, L.smem,
@@ -249,8 +252,8 @@ static int bwd_decide_call(const baton_exec_ctx *ctx, void **buffers, const char
 {
     int64_t u = 0;
     char why[512];
-    const int rc = baton__kcuda_rms_check("rms_norm_bwd", buffers, 7, opaque, len, 1, o, &out->d, &u, why,
-                                   sizeof why);
+    const int rc = baton__kcuda_rms_check("rms_norm_bwd", buffers, 7, opaque, len, 1, o, &out->d,
+                                          &u, why, sizeof why);
     if (rc)
         return baton__ctx_fail(ctx, rc, "%s", why);
     switch (out->d.x_dtype) {
@@ -304,8 +307,9 @@ static int bwd_prepared_fill(BwdPrepared *p, const baton_exec_ctx *ctx, void **b
 
 using namespace kcuda;
 
-extern "C" int baton__kcuda_rms_norm_bwd_cfg(const baton_exec_ctx *ctx, void **buffers, const char *opaque,
-                                      size_t len, const kcuda_rms_cfg *o, kcuda_rms_cfg *chosen)
+extern "C" int baton__kcuda_rms_norm_bwd_cfg(const baton_exec_ctx *ctx, void **buffers,
+                                             const char *opaque, size_t len, const kcuda_rms_cfg *o,
+                                             kcuda_rms_cfg *chosen)
 {
     BwdDecision c;
     int rc = bwd_decide_call(ctx, buffers, opaque, len, o, &c);
@@ -315,8 +319,8 @@ extern "C" int baton__kcuda_rms_norm_bwd_cfg(const baton_exec_ctx *ctx, void **b
     return bwd_launch(ctx, buffers, c);
 }
 
-extern "C" int kcuda_rms_norm_bwd_prepare(const baton_exec_ctx *ctx, void **buffers,
-                                          const char *opaque, size_t len, void **state)
+extern "C" int baton__kcuda_rms_norm_bwd_prepare(const baton_exec_ctx *ctx, void **buffers,
+                                                 const char *opaque, size_t len, void **state)
 {
     *state = NULL;
     BwdPrepared *p = (BwdPrepared *)calloc(1, sizeof *p);
@@ -333,8 +337,8 @@ extern "C" int kcuda_rms_norm_bwd_prepare(const baton_exec_ctx *ctx, void **buff
 
 /* The runtime's calls carry ctx->prepared; the XLA-ABI entry points and direct callers do not,
  * and decide on every call. */
-extern "C" int baton__kcuda_rms_norm_bwd(const baton_exec_ctx *ctx, void **buffers, const char *opaque,
-                                  size_t len)
+extern "C" int baton__kcuda_rms_norm_bwd(const baton_exec_ctx *ctx, void **buffers,
+                                         const char *opaque, size_t len)
 {
     BwdPrepared *p = ctx ? (BwdPrepared *)ctx->prepared : NULL;
     if (!p)
@@ -348,16 +352,18 @@ extern "C" int baton__kcuda_rms_norm_bwd(const baton_exec_ctx *ctx, void **buffe
 }
 
 #ifdef KCUDA_TIMELINE
-extern "C" int kcuda_rms_bwd_timeline(unsigned long long (*main)[KCUDA_TL_SLOTS], int *n_main,
-                                      unsigned long long (*colsum)[KCUDA_TL_SLOTS], int *n_colsum)
+extern "C" int baton__kcuda_rms_bwd_timeline(unsigned long long (*main)[KCUDA_TL_SLOTS],
+                                             int *n_main,
+                                             unsigned long long (*colsum)[KCUDA_TL_SLOTS],
+                                             int *n_colsum)
 {
     const size_t bytes = sizeof(unsigned long long) * KCUDA_TL_MAX_BLOCKS * KCUDA_TL_SLOTS;
     (void)bytes;
     int e = (int)cudaDeviceSynchronize();
     if (e == 0)
-        e = kcuda_rms_bwd_timeline_main(main);
+        e = baton__kcuda_rms_bwd_timeline_main(main);
     if (e == 0)
-        e = kcuda_rms_bwd_timeline_colsum(colsum);
+        e = baton__kcuda_rms_bwd_timeline_colsum(colsum);
     if (e != 0)
         return e;
     /* every block records its grid's size beside its SM */

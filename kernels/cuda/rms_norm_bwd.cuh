@@ -196,8 +196,8 @@ typedef no_marks tl_marks;
 #ifdef KCUDA_TIMELINE
 /* Each family's file copies its own stamps (rms_norm_bwd_rows.cu the main kernel's,
  * rms_norm_bwd_colsum.cu the column sum's); 0 or a CUDA error code. */
-extern "C" int kcuda_rms_bwd_timeline_main(unsigned long long (*out)[KCUDA_TL_SLOTS]);
-extern "C" int kcuda_rms_bwd_timeline_colsum(unsigned long long (*out)[KCUDA_TL_SLOTS]);
+extern "C" int baton__kcuda_rms_bwd_timeline_main(unsigned long long (*out)[KCUDA_TL_SLOTS]);
+extern "C" int baton__kcuda_rms_bwd_timeline_colsum(unsigned long long (*out)[KCUDA_TL_SLOTS]);
 #endif
 
 #endif /* BATON_KCUDA_RMS_NORM_BWD_CUH */

@@ -92,7 +92,8 @@ template <typename A, typename TW> static ColsumKernel<A, TW> colsum_kernel_for(
 }
 
 /* Launches the column sum of part_grad's P rows (`active` of them with rows) into grad_weight on
- * baton__kcuda_rms_colsum_grid's grid: the backward's second kernel and rms_norm_grad_weight alike. */
+ * baton__kcuda_rms_colsum_grid's grid: the backward's second kernel and rms_norm_grad_weight alike.
+ */
 template <typename A, typename TW>
 int launch_colsum(const baton_exec_ctx *ctx, const char *name, long long grid, A *pg, TW *gw,
                   int64_t P, int64_t active, int64_t n2)
@@ -138,7 +139,7 @@ static int grad_weight_w(const baton_exec_ctx *ctx, void **buffers,
 }
 
 extern "C" int baton__kcuda_rms_norm_grad_weight(const baton_exec_ctx *ctx, void **buffers,
-                                          const char *opaque, size_t len)
+                                                 const char *opaque, size_t len)
 {
     const char *name = "rms_norm_grad_weight";
     baton_rms_grad_weight_desc d;
@@ -146,15 +147,16 @@ extern "C" int baton__kcuda_rms_norm_grad_weight(const baton_exec_ctx *ctx, void
     if (rc)
         return rc;
     if (!buffers || !buffers[0] || !buffers[1] || !buffers[2])
-        return baton__ctx_fail(ctx, BATON_EINVAL, "%s: a buffer (part_grad, weight, grad_weight) is NULL",
-                        name);
-    const long long grid = baton__kcuda_rms_colsum_grid(d.n2, d.part_grad_size, device_facts(ctx).sms);
+        return baton__ctx_fail(ctx, BATON_EINVAL,
+                               "%s: a buffer (part_grad, weight, grad_weight) is NULL", name);
+    const long long grid =
+        baton__kcuda_rms_colsum_grid(d.n2, d.part_grad_size, device_facts(ctx).sms);
     return d.pg_dtype == BATON_DTYPE_F32 ? grad_weight_w<float>(ctx, buffers, d, grid)
                                          : grad_weight_w<double>(ctx, buffers, d, grid);
 }
 
 #ifdef KCUDA_TIMELINE
-extern "C" int kcuda_rms_bwd_timeline_colsum(unsigned long long (*out)[KCUDA_TL_SLOTS])
+extern "C" int baton__kcuda_rms_bwd_timeline_colsum(unsigned long long (*out)[KCUDA_TL_SLOTS])
 {
     return (int)cudaMemcpyFromSymbol(
         out, kcuda::tl_colsum, sizeof(unsigned long long) * KCUDA_TL_MAX_BLOCKS * KCUDA_TL_SLOTS);

@@ -315,7 +315,7 @@ KCUDA_BWD_PAIRS(KCUDA_INST)
 } /* namespace kcuda */
 
 #ifdef KCUDA_TIMELINE
-extern "C" int kcuda_rms_bwd_timeline_main(unsigned long long (*out)[KCUDA_TL_SLOTS])
+extern "C" int baton__kcuda_rms_bwd_timeline_main(unsigned long long (*out)[KCUDA_TL_SLOTS])
 {
     return (int)cudaMemcpyFromSymbol(
         out, kcuda::tl_main, sizeof(unsigned long long) * KCUDA_TL_MAX_BLOCKS * KCUDA_TL_SLOTS);

@@ -141,20 +141,20 @@ typedef struct kcuda_rms_cfg {
     int kx;
 } kcuda_rms_cfg;
 
-/* baton__kcuda_rms_norm_fwd / _bwd with an optional override (NULL: choose) and an optional report of
- * the configuration launched (NULL: none). Same errors as the plain calls; an override that cannot
- * run (e.g. threads not a multiple of 32) is BATON_EINVAL. */
+/* baton__kcuda_rms_norm_fwd / _bwd with an optional override (NULL: choose) and an optional report
+ * of the configuration launched (NULL: none). Same errors as the plain calls; an override that
+ * cannot run (e.g. threads not a multiple of 32) is BATON_EINVAL. */
 int baton__kcuda_rms_norm_fwd_cfg(const baton_exec_ctx *ctx, void **buffers, const char *opaque,
-                           size_t len, const kcuda_rms_cfg *override, kcuda_rms_cfg *chosen);
+                                  size_t len, const kcuda_rms_cfg *override, kcuda_rms_cfg *chosen);
 int baton__kcuda_rms_norm_bwd_cfg(const baton_exec_ctx *ctx, void **buffers, const char *opaque,
-                           size_t len, const kcuda_rms_cfg *override, kcuda_rms_cfg *chosen);
+                                  size_t len, const kcuda_rms_cfg *override, kcuda_rms_cfg *chosen);
 
 #ifdef KCUDA_TIMELINE
 /* Timeline builds only (cmake -DBATON_KERNEL_TIMELINE=ON; bench_kernels --timeline): each block
  * of the register backward and of its column sum stamps %globaltimer (ns) at these phases of the
  * last launch, and KCUDA_TL_SM holds its SM (%smid) in the low 32 bits and its grid's size in the
- * high 32 (how kcuda_rms_bwd_timeline counts the blocks). In every other build the stamps compile
- * to nothing and this is not declared. */
+ * high 32 (how baton__kcuda_rms_bwd_timeline counts the blocks). In every other build the stamps
+ * compile to nothing and this is not declared. */
 enum {
     KCUDA_TL_ENTRY,      /* the block starts */
     KCUDA_TL_WAITED,     /* past the wait for the kernel before (PDL) */
@@ -173,8 +173,8 @@ enum {
 /* Copies the last register backward's stamps: main[b] for its *n_main blocks, colsum[b] for its
  * column sum's *n_colsum blocks (arrays of KCUDA_TL_MAX_BLOCKS). Waits for the device. 0 or a
  * CUDA error code. */
-int kcuda_rms_bwd_timeline(unsigned long long (*main)[KCUDA_TL_SLOTS], int *n_main,
-                           unsigned long long (*colsum)[KCUDA_TL_SLOTS], int *n_colsum);
+int baton__kcuda_rms_bwd_timeline(unsigned long long (*main)[KCUDA_TL_SLOTS], int *n_main,
+                                  unsigned long long (*colsum)[KCUDA_TL_SLOTS], int *n_colsum);
 #endif
 
 #ifdef __cplusplus

@@ -701,8 +701,8 @@ static int fwd_decide_call(const baton_exec_ctx *ctx, void **buffers, const char
                            size_t len, const kcuda_rms_cfg *o, FwdDecision *out)
 {
     char why[512];
-    const int rc = baton__kcuda_rms_check("rms_norm_fwd", buffers, 4, opaque, len, 0, o, &out->d, NULL,
-                                   why, sizeof why);
+    const int rc = baton__kcuda_rms_check("rms_norm_fwd", buffers, 4, opaque, len, 0, o, &out->d,
+                                          NULL, why, sizeof why);
     if (rc)
         return baton__ctx_fail(ctx, rc, "%s", why);
     switch (out->d.x_dtype) {
@@ -747,8 +747,9 @@ static bool fwd_prepared_matches(const FwdPrepared *p, const baton_exec_ctx *ctx
 static int fwd_prepared_fill(FwdPrepared *p, const baton_exec_ctx *ctx, void **buffers,
                              const char *opaque, size_t len)
 {
-    p->len = 0;                            /* matches nothing until decided */
-    if (!opaque || len > sizeof p->opaque) /* not the 40-byte descriptor: baton__kcuda_rms_check says */
+    p->len = 0; /* matches nothing until decided */
+    if (!opaque ||
+        len > sizeof p->opaque) /* not the 40-byte descriptor: baton__kcuda_rms_check says */
         return fwd_decide_call(ctx, buffers, opaque, len, NULL, &p->c);
     int rc = fwd_decide_call(ctx, buffers, opaque, len, NULL, &p->c);
     if (rc)
@@ -766,8 +767,9 @@ static int fwd_prepared_fill(FwdPrepared *p, const baton_exec_ctx *ctx, void **b
 
 using namespace kcuda;
 
-extern "C" int baton__kcuda_rms_norm_fwd_cfg(const baton_exec_ctx *ctx, void **buffers, const char *opaque,
-                                      size_t len, const kcuda_rms_cfg *o, kcuda_rms_cfg *chosen)
+extern "C" int baton__kcuda_rms_norm_fwd_cfg(const baton_exec_ctx *ctx, void **buffers,
+                                             const char *opaque, size_t len, const kcuda_rms_cfg *o,
+                                             kcuda_rms_cfg *chosen)
 {
     FwdDecision c;
     int rc = fwd_decide_call(ctx, buffers, opaque, len, o, &c);
@@ -778,7 +780,7 @@ extern "C" int baton__kcuda_rms_norm_fwd_cfg(const baton_exec_ctx *ctx, void **b
 }
 
 extern "C" int baton__kcuda_rms_norm_fwd_prepare(const baton_exec_ctx *ctx, void **buffers,
-                                          const char *opaque, size_t len, void **state)
+                                                 const char *opaque, size_t len, void **state)
 {
     *state = NULL;
     FwdPrepared *p = (FwdPrepared *)calloc(1, sizeof *p);
@@ -795,8 +797,8 @@ extern "C" int baton__kcuda_rms_norm_fwd_prepare(const baton_exec_ctx *ctx, void
 
 /* The runtime's calls carry ctx->prepared; the XLA-ABI entry points (xla_custom_call.c) and
  * direct callers do not, and decide on every call as before. */
-extern "C" int baton__kcuda_rms_norm_fwd(const baton_exec_ctx *ctx, void **buffers, const char *opaque,
-                                  size_t len)
+extern "C" int baton__kcuda_rms_norm_fwd(const baton_exec_ctx *ctx, void **buffers,
+                                         const char *opaque, size_t len)
 {
     FwdPrepared *p = ctx ? (FwdPrepared *)ctx->prepared : NULL;
     if (!p)

@@ -149,9 +149,9 @@ static int check_override(const char *what, const kcuda_rms_cfg *o, char *why, s
     return 0;
 }
 
-int baton__kcuda_rms_check(const char *what, void **buffers, int nbuf, const char *opaque, size_t len,
-                    int bwd, const kcuda_rms_cfg *o, baton_rms_norm_desc *d, int64_t *unsharded,
-                    char *why, size_t whylen)
+int baton__kcuda_rms_check(const char *what, void **buffers, int nbuf, const char *opaque,
+                           size_t len, int bwd, const kcuda_rms_cfg *o, baton_rms_norm_desc *d,
+                           int64_t *unsharded, char *why, size_t whylen)
 {
     const int rc = check_desc(what, buffers, nbuf, opaque, len, d, unsharded, bwd, why, whylen);
     return rc ? rc : check_override(what, o, why, whylen);
@@ -378,7 +378,8 @@ static int fwd_layout(const baton_rms_norm_desc *d, void *const *buffers,
         want_stages = o->grid / cx < d->n1 ? deep : 1;
     else
         want_stages = d->n1 * cx > 2LL * sms ? deep : 1;
-    shape_chunk(L, &s, 0, baton__kcuda_rms_smem_max(dev), d->n2, cx, VX, o, want_stages, cx > 1 ? 8 : 4);
+    shape_chunk(L, &s, 0, baton__kcuda_rms_smem_max(dev), d->n2, cx, VX, o, want_stages,
+                cx > 1 ? 8 : 4);
     long long groups = d->n1;
     if (o && o->grid)
         groups = o->grid / L->cx > 0 ? o->grid / L->cx : 1;
@@ -396,8 +397,8 @@ static int fwd_layout(const baton_rms_norm_desc *d, void *const *buffers,
 }
 
 int baton__kcuda_rms_fwd_layout(const baton_rms_norm_desc *d, void *const *buffers,
-                         const kcuda_rms_device *dev, const kcuda_rms_cfg *o, kcuda_rms_layout *L,
-                         char *why, size_t wl)
+                                const kcuda_rms_device *dev, const kcuda_rms_cfg *o,
+                                kcuda_rms_layout *L, char *why, size_t wl)
 {
     const int rc = fwd_layout(d, buffers, dev, o, L, why, wl);
     if (rc || !o || kcuda_rms_variant_none(&o->variant))
@@ -538,8 +539,9 @@ static int fit_clusters(int64_t cap, int64_t want, int (*clusters)(void *u, int 
     return 1;
 }
 
-int baton__kcuda_rms_fit_cy(kcuda_rms_layout *L, const baton_rms_norm_desc *d, const kcuda_rms_device *dev,
-                     int blocks_per_sm, int (*clusters)(void *u, int cy), void *u)
+int baton__kcuda_rms_fit_cy(kcuda_rms_layout *L, const baton_rms_norm_desc *d,
+                            const kcuda_rms_device *dev, int blocks_per_sm,
+                            int (*clusters)(void *u, int cy), void *u)
 {
     if (!L->fit_cy)
         return L->cy;
@@ -744,8 +746,8 @@ long long baton__kcuda_rms_colsum_grid(int64_t n2, int64_t P, int sms)
 }
 
 int baton__kcuda_rms_bwd_layout(const baton_rms_norm_desc *d, void *const *buffers,
-                         const kcuda_rms_device *dev, const kcuda_rms_cfg *o, kcuda_rms_layout *L,
-                         char *why, size_t wl)
+                                const kcuda_rms_device *dev, const kcuda_rms_cfg *o,
+                                kcuda_rms_layout *L, char *why, size_t wl)
 {
     const int rc = bwd_layout(d, buffers, dev, o, L, why, wl);
     if (rc || !o || kcuda_rms_variant_none(&o->variant))
@@ -755,8 +757,9 @@ int baton__kcuda_rms_bwd_layout(const baton_rms_norm_desc *d, void *const *buffe
 
 /* ---- variants: what the tuner may change without changing a bit ------------------------------ */
 
-int baton__kcuda_rms_apply_variant(const baton_rms_norm_desc *d, int bwd, const kcuda_rms_device *dev,
-                            const kcuda_rms_variant *v, kcuda_rms_layout *L, char *why, size_t wl)
+int baton__kcuda_rms_apply_variant(const baton_rms_norm_desc *d, int bwd,
+                                   const kcuda_rms_device *dev, const kcuda_rms_variant *v,
+                                   kcuda_rms_layout *L, char *why, size_t wl)
 {
     const char *what = bwd ? "rms_norm_bwd" : "rms_norm_fwd";
     const sizes s = sizes_of(d);
@@ -893,7 +896,7 @@ int baton__kcuda_rms_apply_variant(const baton_rms_norm_desc *d, int bwd, const 
 }
 
 int baton__kcuda_rms_variants(const baton_rms_norm_desc *d, int bwd, const kcuda_rms_device *dev,
-                       const kcuda_rms_layout *L, kcuda_rms_variant *out, int max)
+                              const kcuda_rms_layout *L, kcuda_rms_variant *out, int max)
 {
     int n = 0;
     if (max < 1)

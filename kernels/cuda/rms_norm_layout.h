@@ -54,8 +54,8 @@ typedef struct kcuda_rms_layout {
     int vec, nv, threads, cx, cy, stages;
     /* Register backward: clusters per part_grad block (1, or up to KCUDA_BWD_CHAIN_MAX chained
      * through part_grad in a fixed order, counting in grad_weight's bytes: an override only; 0
-     * until baton__kcuda_rms_fit_cy sets it), and whether grad_weight has the room and alignment for
-     * the counters (baton__kcuda_rms_chain_bytes). */
+     * until baton__kcuda_rms_fit_cy sets it), and whether grad_weight has the room and alignment
+     * for the counters (baton__kcuda_rms_chain_bytes). */
     int kx, chain_ok;
     /* Register backward: grad_output's and x's rows start 16-byte aligned, so that the copy
      * engine may be asked to bring whole rows into L2 (variant prefetch). */
@@ -91,29 +91,29 @@ typedef struct kcuda_rms_layout {
  * (0 for a 40-byte descriptor) to *unsharded (NULL: not wanted), and returns 0; otherwise returns
  * BATON_EINVAL with the reason, prefixed by `what`, in why (whylen bytes, may be 0). bwd: the
  * backward's descriptor (part_grad_size counts). */
-int baton__kcuda_rms_check(const char *what, void **buffers, int nbuf, const char *opaque, size_t len,
-                    int bwd, const kcuda_rms_cfg *override, baton_rms_norm_desc *d,
-                    int64_t *unsharded, char *why, size_t whylen);
+int baton__kcuda_rms_check(const char *what, void **buffers, int nbuf, const char *opaque,
+                           size_t len, int bwd, const kcuda_rms_cfg *override,
+                           baton_rms_norm_desc *d, int64_t *unsharded, char *why, size_t whylen);
 
 /* The forward's layout for a checked call: d, its buffers (x, weight, y, invvar: only their
  * alignment is read), the device and the override (NULL: choose). Returns 0, or BATON_EINVAL
  * with the reason in why when the override cannot run on this shape. */
 int baton__kcuda_rms_fwd_layout(const baton_rms_norm_desc *d, void *const *buffers,
-                         const kcuda_rms_device *dev, const kcuda_rms_cfg *override,
-                         kcuda_rms_layout *L, char *why, size_t whylen);
+                                const kcuda_rms_device *dev, const kcuda_rms_cfg *override,
+                                kcuda_rms_layout *L, char *why, size_t whylen);
 
 /* The backward's layout (buffers: grad_output, invvar, x, weight, grad_input, grad_weight,
  * part_grad); as baton__kcuda_rms_fwd_layout. */
 int baton__kcuda_rms_bwd_layout(const baton_rms_norm_desc *d, void *const *buffers,
-                         const kcuda_rms_device *dev, const kcuda_rms_cfg *override,
-                         kcuda_rms_layout *L, char *why, size_t whylen);
+                                const kcuda_rms_device *dev, const kcuda_rms_cfg *override,
+                                kcuda_rms_layout *L, char *why, size_t whylen);
 
 /* Applies variant v (rms_norm_cuda.h) to L, the layout chosen for d on dev (bwd: the backward's):
  * 0, or BATON_EINVAL with the reason in why when v does not apply to L or its shared memory does
  * not fit. baton__kcuda_rms_fwd_layout and _bwd_layout call it for an override's variant. */
-int baton__kcuda_rms_apply_variant(const baton_rms_norm_desc *d, int bwd, const kcuda_rms_device *dev,
-                            const kcuda_rms_variant *v, kcuda_rms_layout *L, char *why,
-                            size_t whylen);
+int baton__kcuda_rms_apply_variant(const baton_rms_norm_desc *d, int bwd,
+                                   const kcuda_rms_device *dev, const kcuda_rms_variant *v,
+                                   kcuda_rms_layout *L, char *why, size_t whylen);
 
 /* The variants a tuner may measure for a call whose chosen layout is L (no variant applied):
  * {0, 0, 0}, the layout as chosen, first, then each variant that applies to L and fits, at most
@@ -126,7 +126,7 @@ int baton__kcuda_rms_apply_variant(const baton_rms_norm_desc *d, int bwd, const 
  * Anything else: none but {0, 0, 0}. */
 #define KCUDA_RMS_MAX_VARIANTS 12
 int baton__kcuda_rms_variants(const baton_rms_norm_desc *d, int bwd, const kcuda_rms_device *dev,
-                       const kcuda_rms_layout *L, kcuda_rms_variant *out, int max);
+                              const kcuda_rms_layout *L, kcuda_rms_variant *out, int max);
 
 /* A short description of what L launches ("register rows, 2 vectors per thread, 256 threads"),
  * for the tuner's report; bwd: L is the backward's. */
@@ -154,11 +154,12 @@ void baton__kcuda_rms_spread(kcuda_rms_layout *L, int blocks_per_sm, int sms);
  * and grid, clears fit_cy and returns cy. part_grad's bits depend on kx and cy, so they are fixed
  * for one GPU model and one build (the occupancy of the compiled kernel enters), not across them.
  */
-int baton__kcuda_rms_fit_cy(kcuda_rms_layout *L, const baton_rms_norm_desc *d, const kcuda_rms_device *dev,
-                     int blocks_per_sm, int (*clusters)(void *u, int cy), void *u);
+int baton__kcuda_rms_fit_cy(kcuda_rms_layout *L, const baton_rms_norm_desc *d,
+                            const kcuda_rms_device *dev, int blocks_per_sm,
+                            int (*clusters)(void *u, int cy), void *u);
 
-/* Sets the register backward's kx and cy to values baton__kcuda_rms_fit_cy chose before (for the same
- * call), with the shared memory and grid that follow; clears fit_cy. */
+/* Sets the register backward's kx and cy to values baton__kcuda_rms_fit_cy chose before (for the
+ * same call), with the shared memory and grid that follow; clears fit_cy. */
 void baton__kcuda_rms_bwd_set_cy(kcuda_rms_layout *L, const baton_rms_norm_desc *d, int kx, int cy);
 
 /* The bytes of grad_weight that the chained register backward (kx > 1) counts in before the

@@ -29,7 +29,7 @@ static int ilog2(int64_t v)
 }
 
 void baton__kcuda_rms_tune_key_make(kcuda_rms_tune_key *k, const char *device, int bwd,
-                             const baton_rms_norm_desc *d, const kcuda_rms_layout *L)
+                                    const baton_rms_norm_desc *d, const kcuda_rms_layout *L)
 {
     memset(k, 0, sizeof *k);
     if (device)
@@ -157,7 +157,7 @@ int baton__kcuda_rms_autotune_from_env(void)
 }
 
 void baton__kcuda_rms_apply_tuned(const char *device, int bwd, const baton_rms_norm_desc *d,
-                           const kcuda_rms_device *dev, kcuda_rms_layout *L)
+                                  const kcuda_rms_device *dev, kcuda_rms_layout *L)
 {
     kcuda_rms_tune_key k;
     kcuda_rms_variant v;

@@ -1,8 +1,8 @@
 /* rms_norm_tune.cu: the prepare-time tuning of the CUDA RMSNorm: times each variant that may
- * replace a call's chosen layout (rms_norm_layout.c: baton__kcuda_rms_variants, all bitwise equal to it)
- * on the call's own buffers with CUDA events, and caches the fastest per GPU name and shape class
- * (rms_norm_tune.c), where plain calls whose context asks for it (baton_exec_ctx.autotune) find
- * it. Never called while capturing. */
+ * replace a call's chosen layout (rms_norm_layout.c: baton__kcuda_rms_variants, all bitwise equal
+ * to it) on the call's own buffers with CUDA events, and caches the fastest per GPU name and shape
+ * class (rms_norm_tune.c), where plain calls whose context asks for it (baton_exec_ctx.autotune)
+ * find it. Never called while capturing. */
 #include "kernels/cuda/kcuda_common.cuh"
 
 #include "kernels/cuda/cuda_kernels.h"
@@ -60,8 +60,9 @@ static int time_calls(const baton_exec_ctx *ctx, CfgCall call, void **buffers, c
     if (e == cudaSuccess)
         e = cudaEventElapsedTime(&ms, ev.a, ev.b);
     if (e != cudaSuccess)
-        return baton__ctx_fail(ctx, BATON_ECUDA, "rms_norm tuning: timing with CUDA events failed: %s",
-                        cudaGetErrorString(e));
+        return baton__ctx_fail(ctx, BATON_ECUDA,
+                               "rms_norm tuning: timing with CUDA events failed: %s",
+                               cudaGetErrorString(e));
     *us = 1000.0 * ms / reps;
     return 0;
 }
@@ -71,7 +72,8 @@ static void describe_variant(const kcuda_rms_layout &L0, int bwd, const baton_rm
                              size_t cap)
 {
     kcuda_rms_layout t = L0;
-    if (!kcuda_rms_variant_none(&v) && baton__kcuda_rms_apply_variant(&d, bwd, &dev, &v, &t, NULL, 0))
+    if (!kcuda_rms_variant_none(&v) &&
+        baton__kcuda_rms_apply_variant(&d, bwd, &dev, &v, &t, NULL, 0))
         t = L0;
     baton__kcuda_rms_describe(&t, bwd, buf, cap);
 }
@@ -84,16 +86,16 @@ static int tune(int bwd, const baton_exec_ctx *ctx, void **buffers, const char *
         note[0] = 0;
     baton_rms_norm_desc d;
     char why[512];
-    int rc = baton__kcuda_rms_check(what, buffers, bwd ? 7 : 4, opaque, len, bwd, NULL, &d, NULL, why,
-                             sizeof why);
+    int rc = baton__kcuda_rms_check(what, buffers, bwd ? 7 : 4, opaque, len, bwd, NULL, &d, NULL,
+                                    why, sizeof why);
     if (rc)
         return baton__ctx_fail(ctx, rc, "%s", why);
     if (!ctx || !ctx->stream)
         return baton__ctx_fail(ctx, BATON_EINVAL, "%s tuning: needs a context with a stream", what);
     if (ctx->capturing)
-        return baton__ctx_fail(ctx, BATON_ESTATE,
-                        "%s tuning: cannot time while a graph is being captured (tune at prepare)",
-                        what);
+        return baton__ctx_fail(
+            ctx, BATON_ESTATE,
+            "%s tuning: cannot time while a graph is being captured (tune at prepare)", what);
     const DeviceFacts facts = device_facts(ctx);
     kcuda_rms_device dev;
     dev.sms = facts.sms;
@@ -133,7 +135,7 @@ static int tune(int bwd, const baton_exec_ctx *ctx, void **buffers, const char *
         e = cudaEventCreate(&ev.b);
     if (e != cudaSuccess)
         return baton__ctx_fail(ctx, BATON_ECUDA, "%s tuning: cudaEventCreate failed: %s", what,
-                        cudaGetErrorString(e));
+                               cudaGetErrorString(e));
     /* One call of each, untimed but for the default's, which sets the repetitions. A variant
      * that cannot run here (a 16-block cluster that shrank to 8, say) drops out. */
     double best[KCUDA_RMS_MAX_VARIANTS];
@@ -190,13 +192,15 @@ static int tune(int bwd, const baton_exec_ctx *ctx, void **buffers, const char *
 using namespace kcuda;
 
 extern "C" int baton__kcuda_rms_norm_fwd_tune(const baton_exec_ctx *ctx, void **buffers,
-                                       const char *opaque, size_t len, char *note, size_t note_len)
+                                              const char *opaque, size_t len, char *note,
+                                              size_t note_len)
 {
     return tune(0, ctx, buffers, opaque, len, note, note_len);
 }
 
 extern "C" int baton__kcuda_rms_norm_bwd_tune(const baton_exec_ctx *ctx, void **buffers,
-                                       const char *opaque, size_t len, char *note, size_t note_len)
+                                              const char *opaque, size_t len, char *note,
+                                              size_t note_len)
 {
     return tune(1, ctx, buffers, opaque, len, note, note_len);
 }

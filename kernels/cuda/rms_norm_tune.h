@@ -30,7 +30,7 @@ typedef struct kcuda_rms_tune_key {
 /* Fills *k (every byte: keys are compared with memcmp) for a call d whose layout, chosen with no
  * variant, is L, on a GPU named `device`. */
 void baton__kcuda_rms_tune_key_make(kcuda_rms_tune_key *k, const char *device, int bwd,
-                             const baton_rms_norm_desc *d, const kcuda_rms_layout *L);
+                                    const baton_rms_norm_desc *d, const kcuda_rms_layout *L);
 
 /* The cache: process-wide, lock-free (a slot is claimed with an atomic counter and published with
  * a release store), at most KCUDA_RMS_TUNE_SLOTS classes. find: 1 and *v when the class has an
@@ -48,8 +48,8 @@ int baton__kcuda_rms_tune_empty(void);
  * baton's benchmarks ran on (bench/kernels/rmsnorm_tune.json, bench_kernels). They serve calls that
  * ask for tuned variants but whose class this process has not measured: the JAX/XLA entry points,
  * which have no prepare step to time at. A measurement in this process (the cache) always comes
- * first. baton__kcuda_rms_tune_builtin: 1 and *v when the table has k's class, else 0. _count and _at list
- * the table (tests check that every pick applies to the layout its class chooses). */
+ * first. baton__kcuda_rms_tune_builtin: 1 and *v when the table has k's class, else 0. _count and
+ * _at list the table (tests check that every pick applies to the layout its class chooses). */
 int baton__kcuda_rms_tune_builtin(const kcuda_rms_tune_key *k, kcuda_rms_variant *v);
 int baton__kcuda_rms_tune_builtin_count(void);
 void baton__kcuda_rms_tune_builtin_at(int i, kcuda_rms_tune_key *k, kcuda_rms_variant *v);
@@ -59,7 +59,7 @@ void baton__kcuda_rms_tune_builtin_at(int i, kcuda_rms_tune_key *k, kcuda_rms_va
  * `device`, applies it to L (the layout chosen for d with no override); else, or when it does not
  * apply, leaves L as it is. Every variant gives the default's bits, so only speed depends on it. */
 void baton__kcuda_rms_apply_tuned(const char *device, int bwd, const baton_rms_norm_desc *d,
-                           const kcuda_rms_device *dev, kcuda_rms_layout *L);
+                                  const kcuda_rms_device *dev, kcuda_rms_layout *L);
 
 /* Whether the entry points that have no options (the JAX/XLA handlers) ask for tuned variants:
  * yes, unless the environment sets BATON_NO_AUTOTUNE to anything but "" or "0" (the fixed

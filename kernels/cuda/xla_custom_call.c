@@ -19,8 +19,9 @@ int baton__kcuda_zero_async(void *p, size_t bytes, void *stream, char *err, size
         return 0;
     const cudaError_t e = cudaMemsetAsync(p, 0, bytes, (cudaStream_t)stream);
     if (e != cudaSuccess)
-        return baton__reason_set(err, errlen, BATON_ECUDA, "cudaMemsetAsync of %zu bytes failed: %s",
-                          bytes, cudaGetErrorString(e));
+        return baton__reason_set(err, errlen, BATON_ECUDA,
+                                 "cudaMemsetAsync of %zu bytes failed: %s", bytes,
+                                 cudaGetErrorString(e));
     return 0;
 }
 
@@ -37,11 +38,11 @@ static int empty_batch(baton_kernel_fn fn, void *stream, void **buffers, const c
     *rc = 0;
     if (bwd && buffers && buffers[5] && buffers[6]) {
         const size_t iv = d.rms.x_dtype == BATON_DTYPE_F64 ? 8 : 4;
-        *rc = baton__kcuda_zero_async(buffers[5], (size_t)d.rms.n2 * baton_dtype_size(d.rms.w_dtype),
-                               stream, err, errlen);
+        *rc = baton__kcuda_zero_async(
+            buffers[5], (size_t)d.rms.n2 * baton_dtype_size(d.rms.w_dtype), stream, err, errlen);
         if (*rc == 0)
-            *rc = baton__kcuda_zero_async(buffers[6], (size_t)(d.rms.part_grad_size * d.rms.n2) * iv,
-                                   stream, err, errlen);
+            *rc = baton__kcuda_zero_async(
+                buffers[6], (size_t)(d.rms.part_grad_size * d.rms.n2) * iv, stream, err, errlen);
     } else if (bwd) {
         *rc = baton__reason_set(err, errlen, BATON_EINVAL, "a NULL buffer");
     }
@@ -89,16 +90,16 @@ static void report(void *status, const void *caller, const char *name, const cha
 void baton_rms_norm_fwd(void *stream, void **buffers, const char *opaque, size_t opaque_len)
 {
     char err[BATON_ERROR_MAX];
-    if (call(baton__kcuda_rms_norm_fwd, "baton_rms_norm_fwd", stream, buffers, opaque, opaque_len, err,
-             sizeof err))
+    if (call(baton__kcuda_rms_norm_fwd, "baton_rms_norm_fwd", stream, buffers, opaque, opaque_len,
+             err, sizeof err))
         report(NULL, NULL, "baton_rms_norm_fwd", err);
 }
 
 void baton_rms_norm_bwd(void *stream, void **buffers, const char *opaque, size_t opaque_len)
 {
     char err[BATON_ERROR_MAX];
-    if (call(baton__kcuda_rms_norm_bwd, "baton_rms_norm_bwd", stream, buffers, opaque, opaque_len, err,
-             sizeof err))
+    if (call(baton__kcuda_rms_norm_bwd, "baton_rms_norm_bwd", stream, buffers, opaque, opaque_len,
+             err, sizeof err))
         report(NULL, NULL, "baton_rms_norm_bwd", err);
 }
 
@@ -106,8 +107,8 @@ void baton_rms_norm_fwd_status(void *stream, void **buffers, const char *opaque,
                                void *status)
 {
     char err[BATON_ERROR_MAX];
-    if (call(baton__kcuda_rms_norm_fwd, "baton_rms_norm_fwd", stream, buffers, opaque, opaque_len, err,
-             sizeof err))
+    if (call(baton__kcuda_rms_norm_fwd, "baton_rms_norm_fwd", stream, buffers, opaque, opaque_len,
+             err, sizeof err))
         report(status, __builtin_return_address(0), "baton_rms_norm_fwd", err);
 }
 
@@ -115,7 +116,7 @@ void baton_rms_norm_bwd_status(void *stream, void **buffers, const char *opaque,
                                void *status)
 {
     char err[BATON_ERROR_MAX];
-    if (call(baton__kcuda_rms_norm_bwd, "baton_rms_norm_bwd", stream, buffers, opaque, opaque_len, err,
-             sizeof err))
+    if (call(baton__kcuda_rms_norm_bwd, "baton_rms_norm_bwd", stream, buffers, opaque, opaque_len,
+             err, sizeof err))
         report(status, __builtin_return_address(0), "baton_rms_norm_bwd", err);
 }

@@ -52,13 +52,13 @@ static void *cpu_alloc(dev_ctx *d, size_t bytes, baton_error *err)
     if (d->fault == DEV_FAULT_ALLOC) {
         d->fault = DEV_FAULT_NONE;
         baton__err_set(err, BATON_ENOMEM, "%s: allocation of %zu bytes failed (injected fault)",
-                baton_device_format(d->dev, name, sizeof name), bytes);
+                       baton_device_format(d->dev, name, sizeof name), bytes);
         return NULL;
     }
     void *p = dev_host_zeroed(bytes);
     if (!p) {
         baton__err_set(err, BATON_ENOMEM, "%s: allocation of %zu bytes failed",
-                baton_device_format(d->dev, name, sizeof name), bytes);
+                       baton_device_format(d->dev, name, sizeof name), bytes);
         return NULL;
     }
     return p;
@@ -89,8 +89,8 @@ static int cpu_call(dev_ctx *d, dev_call *c, baton_error *err)
     baton__par_bind(prev);
     if (rc)
         return baton__err_set(err, rc < 0 ? rc : BATON_EKERNEL, "%s",
-                       c->ctx.errbuf && c->ctx.errbuf[0] ? c->ctx.errbuf
-                                                         : "the call reported a failure");
+                              c->ctx.errbuf && c->ctx.errbuf[0] ? c->ctx.errbuf
+                                                                : "the call reported a failure");
     return 0;
 }
 

@@ -90,14 +90,14 @@ static int load(baton_error *err)
     const char *missing;
     char why[256];
     void *lib = baton__dynlib_open(names, sizeof names / sizeof names[0], syms,
-                            sizeof syms / sizeof syms[0], &missing, why, sizeof why);
+                                   sizeof syms / sizeof syms[0], &missing, why, sizeof why);
     if (!lib && missing)
         return baton__err_set(err, BATON_ENOTSUP, "no device timeline: libcupti lacks %s", missing);
     if (!lib)
         return baton__err_set(err, BATON_ENOTSUP,
-                       "no device timeline: libcupti.so cannot be loaded (%s); put the CUDA "
-                       "toolkit's CUPTI library on the library path",
-                       why);
+                              "no device timeline: libcupti.so cannot be loaded (%s); put the CUDA "
+                              "toolkit's CUPTI library on the library path",
+                              why);
     api.lib = lib;
     return 0;
 }
@@ -210,11 +210,12 @@ static int enable_all(baton_error *err)
     int rc = 0;
     if (api.register_callbacks(buffer_requested, buffer_completed) != CUPTI_SUCCESS)
         rc = baton__err_set(err, BATON_ENOTSUP,
-                     "no device timeline: CUPTI refused its callbacks (is another profiler "
-                     "attached?)");
+                            "no device timeline: CUPTI refused its callbacks (is another profiler "
+                            "attached?)");
     for (int i = 0; !rc && i < N_KINDS; i++)
         if (api.enable(kinds[i]) != CUPTI_SUCCESS)
-            rc = baton__err_set(err, BATON_ENOTSUP, "no device timeline: cuptiActivityEnable failed");
+            rc = baton__err_set(err, BATON_ENOTSUP,
+                                "no device timeline: cuptiActivityEnable failed");
     uint64_t ts = 0;
     if (!rc && api.get_timestamp(&ts) == CUPTI_SUCCESS)
         clock_offset = mono_ns() - (int64_t)ts;
@@ -241,7 +242,7 @@ int baton__cupti_attach(void *stream, dev_trace *t, baton_error *err)
         rc = baton__err_set(err, BATON_ENOTSUP, "no device timeline: cuptiGetStreamIdEx failed");
     if (!rc && n_sinks == MAX_SINKS)
         rc = baton__err_set(err, BATON_ENOTSUP, "no device timeline: %d streams are traced already",
-                     MAX_SINKS);
+                            MAX_SINKS);
     if (!rc)
         rc = enable_all(err);
     if (!rc)
@@ -271,7 +272,8 @@ int baton_gpu_busy_begin(baton_error *err)
     if (baton_cuda_device_count() == 0)
         return baton__err_set(err, BATON_ENOTSUP, "GPU busy fraction: no CUDA device");
     pthread_mutex_lock(&lock);
-    int rc = busy.on ? baton__err_set(err, BATON_ESTATE, "GPU busy fraction: already measuring") : 0;
+    int rc =
+        busy.on ? baton__err_set(err, BATON_ESTATE, "GPU busy fraction: already measuring") : 0;
     if (!rc)
         rc = load(err);
     if (!rc && !busy.spans && !(busy.spans = malloc(BUSY_CAP * sizeof *busy.spans)))
@@ -302,7 +304,8 @@ int baton_gpu_busy_end(double *fraction, baton_error *err)
     if (fraction)
         *fraction = 0;
     if (!busy.on)
-        return baton__err_set(err, BATON_ESTATE, "GPU busy fraction: call baton_gpu_busy_begin first");
+        return baton__err_set(err, BATON_ESTATE,
+                              "GPU busy fraction: call baton_gpu_busy_begin first");
     uint64_t end = 0;
     /* The window ends now; work issued before and still running counts up to its end, which
      * CUPTI reports once it completes, so wait for the GPUs first. */
@@ -335,10 +338,11 @@ int baton_gpu_busy_end(double *fraction, baton_error *err)
     disable_unused();
     pthread_mutex_unlock(&lock);
     if (dropped)
-        return baton__err_set(err, BATON_ENOMEM,
-                       "GPU busy fraction: %zu kernels and copies did not fit (%zu recorded); "
-                       "measure a shorter window",
-                       dropped, (size_t)BUSY_CAP);
+        return baton__err_set(
+            err, BATON_ENOMEM,
+            "GPU busy fraction: %zu kernels and copies did not fit (%zu recorded); "
+            "measure a shorter window",
+            dropped, (size_t)BUSY_CAP);
     if (fraction && hi > lo)
         *fraction = (double)covered / (double)(hi - lo);
     return 0;
@@ -403,9 +407,10 @@ void baton__cupti_pop(void)
 int baton_gpu_busy_begin(baton_error *err)
 {
     err_clear(err);
-    return baton__err_set(err, BATON_ENOTSUP,
-                   "GPU busy fraction: this build of baton has no CUPTI (its header was not found "
-                   "at build time)");
+    return baton__err_set(
+        err, BATON_ENOTSUP,
+        "GPU busy fraction: this build of baton has no CUPTI (its header was not found "
+        "at build time)");
 }
 
 int baton_gpu_busy_end(double *fraction, baton_error *err)
@@ -419,9 +424,10 @@ int baton_gpu_busy_end(double *fraction, baton_error *err)
 int baton__cupti_attach(void *stream, dev_trace *t, baton_error *err)
 {
     (void)stream, (void)t;
-    return baton__err_set(err, BATON_ENOTSUP,
-                   "no device timeline: this build of baton has no CUPTI (its header was not "
-                   "found at build time)");
+    return baton__err_set(
+        err, BATON_ENOTSUP,
+        "no device timeline: this build of baton has no CUPTI (its header was not "
+        "found at build time)");
 }
 void baton__cupti_detach(dev_trace *t)
 {

@@ -93,8 +93,8 @@ static int cuda_reason(baton_error *err, const dev_ctx *d, const char *step, con
     char detail[300] = "";
     if (what)
         snprintf(detail, sizeof detail, " (%s)", what);
-    return baton__err_set(err, BATON_ECUDA, "%s%s failed: %s: %s", call, detail, cudaGetErrorName(e),
-                   cudaGetErrorString(e));
+    return baton__err_set(err, BATON_ECUDA, "%s%s failed: %s: %s", call, detail,
+                          cudaGetErrorName(e), cudaGetErrorString(e));
 }
 
 /* Makes the context's GPU current on the calling thread. Free on one-GPU machines, where
@@ -253,19 +253,20 @@ static int open_device(baton_device dev, const baton_options *opts, int n_graphs
     char name[24];
     baton_device_format(dev, name, sizeof name);
     if (dev.kind != BATON_DEVICE_CUDA || dev.index < 0 || n_graphs < 0 || n_events < 0)
-        return baton__err_set(err, BATON_EINVAL, "%s: the CUDA device cannot open this device", name);
+        return baton__err_set(err, BATON_EINVAL, "%s: the CUDA device cannot open this device",
+                              name);
     int count = 0;
     cudaError_t e = cudaGetDeviceCount(&count);
     if (e != cudaSuccess) {
         (void)cudaGetLastError();
         return baton__err_set(err, BATON_ENODEV, "%s: no CUDA device is usable: %s: %s", name,
-                       cudaGetErrorName(e), cudaGetErrorString(e));
+                              cudaGetErrorName(e), cudaGetErrorString(e));
     }
     if (dev.index >= count)
         return baton__err_set(err, BATON_ENODEV,
-                       "%s: no such device (%d CUDA device%s present); place the step on "
-                       "cuda:0..cuda:%d or on cpu",
-                       name, count, count == 1 ? "" : "s", count - 1);
+                              "%s: no such device (%d CUDA device%s present); place the step on "
+                              "cuda:0..cuda:%d or on cpu",
+                              name, count, count == 1 ? "" : "s", count - 1);
     dev_ctx *d = calloc(1, sizeof *d);
     if (!d)
         return baton__err_set(err, BATON_ENOMEM, "%s: out of memory opening the device", name);
@@ -303,10 +304,11 @@ static int open_device(baton_device dev, const baton_options *opts, int n_graphs
         if (on != dev.index) {
             d->stream = NULL;
             cuda_close(d);
-            return baton__err_set(err, BATON_EINVAL,
-                           "%s: the caller's stream (baton_options.streams) belongs to cuda:%d; "
-                           "create it with cuda:%d current",
-                           name, on, dev.index);
+            return baton__err_set(
+                err, BATON_EINVAL,
+                "%s: the caller's stream (baton_options.streams) belongs to cuda:%d; "
+                "create it with cuda:%d current",
+                name, on, dev.index);
         }
     } else {
         /* Non-blocking: the legacy default stream, which other code in the process may use,
@@ -474,9 +476,9 @@ static int cuda_copy_sync(dev_ctx *d, void *dst, const void *src, size_t bytes, 
         return cuda_reason(err, d, NULL, "cudaSetDevice", NULL, e);
     if (d->capturing)
         return baton__err_set(err, BATON_ESTATE,
-                       "%s: a synchronous copy cannot be made while a "
-                       "segment is being captured",
-                       d->name);
+                              "%s: a synchronous copy cannot be made while a "
+                              "segment is being captured",
+                              d->name);
     if (bytes == 0)
         return 0;
     if (kind == DEV_COPY_H2D && d->stage[0] && bytes >= ((size_t)1 << 20) && is_pageable(src))
@@ -505,8 +507,8 @@ static int cuda_call(dev_ctx *d, dev_call *c, baton_error *err)
         if (d->capturing)
             abandon_capture(d);
         return baton__err_set(err, BATON_ECUDA,
-                       "kernel launch failed: cudaErrorLaunchOutOfResources: too many "
-                       "resources requested for launch (injected fault)");
+                              "kernel launch failed: cudaErrorLaunchOutOfResources: too many "
+                              "resources requested for launch (injected fault)");
     }
     if (d->capturing && c->delegate && !c->delegate->capturable) {
         capture_failed(d, "step '%s' calls a delegate that cannot be captured", step);
@@ -553,8 +555,9 @@ static int cuda_call(dev_ctx *d, dev_call *c, baton_error *err)
         abandon_capture(d);
     }
     if (rc != 0)
-        return baton__err_set(err, rc < 0 ? rc : BATON_EKERNEL, "%s",
-                       why ? why : (e != cudaSuccess ? cudaGetErrorString(e) : baton_strerror(rc)));
+        return baton__err_set(
+            err, rc < 0 ? rc : BATON_EKERNEL, "%s",
+            why ? why : (e != cudaSuccess ? cudaGetErrorString(e) : baton_strerror(rc)));
     if (e != cudaSuccess)
         return cuda_reason(err, d, step, c->kernel ? "kernel launch" : "delegate launch", NULL, e);
     if (!d->capturing)
@@ -603,9 +606,9 @@ static int cuda_copy(dev_ctx *d, void *dst, const void *src, size_t bytes, dev_c
 static int bad_slot(baton_error *err, const dev_ctx *d, const char *what, int slot, int n)
 {
     return baton__err_set(err, BATON_EINVAL,
-                   "%s: %s slot %d out of range (the device was opened "
-                   "with %d)",
-                   d->name, what, slot, n);
+                          "%s: %s slot %d out of range (the device was opened "
+                          "with %d)",
+                          d->name, what, slot, n);
 }
 
 static int cuda_record(dev_ctx *d, int slot, baton_error *err)
@@ -653,7 +656,7 @@ static int cuda_capture_begin(dev_ctx *d, int slot, baton_error *err)
         return bad_slot(err, d, "graph", slot, d->n_graphs);
     if (d->capturing)
         return baton__err_set(err, BATON_ESTATE, "%s: a capture is already in progress (graph %d)",
-                       d->name, d->capture_slot);
+                              d->name, d->capture_slot);
     cudaError_t e = make_current(d);
     if (e == cudaSuccess && !d->probe &&
         cudaStreamCreateWithFlags(&d->probe, cudaStreamNonBlocking) != cudaSuccess) {
@@ -741,8 +744,8 @@ static int cuda_capture_end(dev_ctx *d, int slot, int *updated, baton_error *err
         return baton__err_set(err, BATON_ESTATE, "%s: no capture in progress", d->name);
     if (slot != d->capture_slot) {
         abandon_capture(d);
-        return baton__err_set(err, BATON_EINVAL, "%s: capture of graph %d ended as graph %d", d->name,
-                       d->capture_slot, slot);
+        return baton__err_set(err, BATON_EINVAL, "%s: capture of graph %d ended as graph %d",
+                              d->name, d->capture_slot, slot);
     }
     rb_set *ops = baton__rb_capture_end(&d->cap, d->stream);
     cudaGraph_t g = NULL;
@@ -756,13 +759,13 @@ static int cuda_capture_end(dev_ctx *d, int slot, int *updated, baton_error *err
         d->capture_failed = 0;
         if (d->capture_reason[0])
             return baton__err_set(err, BATON_ENOTSUP,
-                           "%s: the segment cannot be captured into a "
-                           "CUDA graph: %s",
-                           d->name, d->capture_reason);
+                                  "%s: the segment cannot be captured into a "
+                                  "CUDA graph: %s",
+                                  d->name, d->capture_reason);
         return baton__err_set(err, BATON_ENOTSUP,
-                       "%s: the segment cannot be captured into a CUDA "
-                       "graph: cudaStreamEndCapture: %s: %s",
-                       d->name, cudaGetErrorName(e), cudaGetErrorString(e));
+                              "%s: the segment cannot be captured into a CUDA "
+                              "graph: cudaStreamEndCapture: %s: %s",
+                              d->name, cudaGetErrorName(e), cudaGetErrorString(e));
     }
     report_graph(d, slot, g);
     if (d->graphs[slot]) {
@@ -820,7 +823,8 @@ static int cuda_graph_launch(dev_ctx *d, int slot, baton_error *err)
     if (slot < 0 || slot >= d->n_graphs)
         return bad_slot(err, d, "graph", slot, d->n_graphs);
     if (!d->graphs[slot])
-        return baton__err_set(err, BATON_ESTATE, "%s: graph %d has not been captured", d->name, slot);
+        return baton__err_set(err, BATON_ESTATE, "%s: graph %d has not been captured", d->name,
+                              slot);
     char what[48];
     if (d->fault == DEV_CUDA_FAULT_LAUNCH) {
         d->fault = DEV_CUDA_FAULT_NONE;
@@ -896,12 +900,13 @@ static int cuda_graph_rebind(dev_ctx *d, int slot, int tag, const dev_call *c, v
     if (slot < 0 || slot >= d->n_graphs || !d->graphs[slot])
         return baton__err_set(err, BATON_ENOTSUP, "%s: graph %d is not captured", d->name, slot);
     if (!d->probe)
-        return baton__err_set(err, BATON_ENOTSUP, "%s: no stream to learn the graph's nodes on", d->name);
+        return baton__err_set(err, BATON_ENOTSUP, "%s: no stream to learn the graph's nodes on",
+                              d->name);
     cudaError_t e = make_current(d);
     if (e != cudaSuccess)
         return cuda_reason(err, d, NULL, "cudaSetDevice", NULL, e);
-    return baton__rb_rebind(d->rebind[slot], d->graphs[slot], d->probe, tag, c, dst, src, bytes, kind,
-                     err);
+    return baton__rb_rebind(d->rebind[slot], d->graphs[slot], d->probe, tag, c, dst, src, bytes,
+                            kind, err);
 }
 
 /* Memory a caller hands baton: device memory of this GPU, or pinned host memory that the GPU
@@ -914,26 +919,27 @@ static int cuda_mem_check(dev_ctx *d, const void *p, size_t bytes, int host, bat
     if (e != cudaSuccess) {
         (void)cudaGetLastError();
         return baton__err_set(err, BATON_EINVAL, "cudaPointerGetAttributes(%p) failed: %s", p,
-                       cudaGetErrorString(e));
+                              cudaGetErrorString(e));
     }
     if (host) {
         if (a.type != cudaMemoryTypeHost || a.devicePointer != p)
             return baton__err_set(err, BATON_EINVAL,
-                           "host memory at %p is not pinned and mapped; allocate it with "
-                           "cudaHostAlloc (or cudaMallocHost), or register it with "
-                           "cudaHostRegister(..., cudaHostRegisterMapped): pageable memory "
-                           "cannot be copied asynchronously or inside a CUDA graph",
-                           p);
+                                  "host memory at %p is not pinned and mapped; allocate it with "
+                                  "cudaHostAlloc (or cudaMallocHost), or register it with "
+                                  "cudaHostRegister(..., cudaHostRegisterMapped): pageable memory "
+                                  "cannot be copied asynchronously or inside a CUDA graph",
+                                  p);
         return 0;
     }
     if (a.type != cudaMemoryTypeDevice && a.type != cudaMemoryTypeManaged)
-        return baton__err_set(err, BATON_EINVAL,
-                       "memory at %p is not device memory; allocate it with cudaMalloc with %s "
-                       "current",
-                       p, d->name);
+        return baton__err_set(
+            err, BATON_EINVAL,
+            "memory at %p is not device memory; allocate it with cudaMalloc with %s "
+            "current",
+            p, d->name);
     if (a.device != d->dev.index)
-        return baton__err_set(err, BATON_EINVAL, "memory at %p is on cuda:%d, not on %s", p, a.device,
-                       d->name);
+        return baton__err_set(err, BATON_EINVAL, "memory at %p is on cuda:%d, not on %s", p,
+                              a.device, d->name);
     return 0;
 }
 
@@ -1073,15 +1079,15 @@ static int cuda_tune(dev_ctx *d, dev_call *c, kernel_tune_fn tune, char *note, s
     if (e != cudaSuccess)
         return cuda_reason(err, d, NULL, "cudaSetDevice", NULL, e);
     if (d->capturing)
-        return baton__err_set(err, BATON_ESTATE, "%s: cannot tune while a segment is being captured",
-                       d->name);
+        return baton__err_set(err, BATON_ESTATE,
+                              "%s: cannot tune while a segment is being captured", d->name);
     if (c->ctx.errbuf && c->ctx.errbuf_len)
         c->ctx.errbuf[0] = 0;
     c->ctx.capturing = 0;
     int rc = tune(&c->ctx, c->buffers, c->opaque, c->opaque_len, note, note_len);
     if (rc)
-        return baton__err_set(err, rc, "%s",
-                       c->ctx.errbuf && c->ctx.errbuf[0] ? c->ctx.errbuf : baton_strerror(rc));
+        return baton__err_set(
+            err, rc, "%s", c->ctx.errbuf && c->ctx.errbuf[0] ? c->ctx.errbuf : baton_strerror(rc));
     if ((e = cudaStreamSynchronize(d->stream)) != cudaSuccess)
         return cuda_reason(err, d, NULL, "cudaStreamSynchronize", "after tuning", e);
     if ((e = cudaGetLastError()) != cudaSuccess)
@@ -1100,8 +1106,8 @@ static int cuda_prepare_call(dev_ctx *d, dev_call *c, kernel_prepare_fn prepare,
         c->ctx.errbuf[0] = 0;
     int rc = prepare(&c->ctx, c->buffers, c->opaque, c->opaque_len, state);
     if (rc)
-        return baton__err_set(err, rc, "%s",
-                       c->ctx.errbuf && c->ctx.errbuf[0] ? c->ctx.errbuf : baton_strerror(rc));
+        return baton__err_set(
+            err, rc, "%s", c->ctx.errbuf && c->ctx.errbuf[0] ? c->ctx.errbuf : baton_strerror(rc));
     return 0;
 }
 

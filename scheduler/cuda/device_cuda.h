@@ -30,8 +30,8 @@ typedef enum dev_cuda_fault {
     DEV_CUDA_FAULT_COPY = 5
 } dev_cuda_fault;
 
-/* Arms one fault on a context opened with baton__dev_cuda_ops (undefined for other devices). A second
- * call replaces the first; DEV_CUDA_FAULT_NONE disarms. */
+/* Arms one fault on a context opened with baton__dev_cuda_ops (undefined for other devices). A
+ * second call replaces the first; DEV_CUDA_FAULT_NONE disarms. */
 #ifdef BATON_TESTING /* test hooks exist only in testing builds (-DBATON_TESTING=ON) */
 void baton__dev_cuda_inject_fault(dev_ctx *d, int what);
 #endif
@@ -39,16 +39,16 @@ void baton__dev_cuda_inject_fault(dev_ctx *d, int what);
 /* The context's counters since it was opened (baton__dev_cuda_ops.counters does the same). */
 void baton__dev_cuda_counters(dev_ctx *d, dev_counters *out);
 
-/* The device's own kernels (device_kernels.cu). baton__dev_cuda_gate_launch: a kernel that waits until
- * *flag (mapped pinned memory, as the device sees it) is 1, then sets it back to 0.
- * baton__dev_cuda_copy_launch: copies `bytes` between pinned host memory and the device (to_host: dst is
- * the host side), both 16-byte aligned. Each returns the launch's error, if any. */
+/* The device's own kernels (device_kernels.cu). baton__dev_cuda_gate_launch: a kernel that waits
+ * until *flag (mapped pinned memory, as the device sees it) is 1, then sets it back to 0.
+ * baton__dev_cuda_copy_launch: copies `bytes` between pinned host memory and the device (to_host:
+ * dst is the host side), both 16-byte aligned. Each returns the launch's error, if any. */
 #ifdef __cplusplus
 extern "C" {
 #endif
 cudaError_t baton__dev_cuda_gate_launch(void *stream, volatile unsigned *flag);
 cudaError_t baton__dev_cuda_copy_launch(void *stream, void *dst, const void *src, size_t bytes,
-                                 int to_host);
+                                        int to_host);
 #ifdef __cplusplus
 }
 #endif

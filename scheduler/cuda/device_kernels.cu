@@ -55,8 +55,8 @@ extern "C" cudaError_t baton__dev_cuda_gate_launch(void *stream, volatile unsign
     return cudaGetLastError();
 }
 
-extern "C" cudaError_t baton__dev_cuda_copy_launch(void *stream, void *dst, const void *src, size_t bytes,
-                                            int to_host)
+extern "C" cudaError_t baton__dev_cuda_copy_launch(void *stream, void *dst, const void *src,
+                                                   size_t bytes, int to_host)
 {
     const size_t n16 = bytes / 16;
     const unsigned tail = (unsigned)(bytes % 16);

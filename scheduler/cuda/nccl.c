@@ -47,15 +47,16 @@ static int load(baton_error *err)
     const char *missing;
     char why[256];
     void *lib = baton__dynlib_open(names, sizeof names / sizeof names[0], syms,
-                            sizeof syms / sizeof syms[0], &missing, why, sizeof why);
+                                   sizeof syms / sizeof syms[0], &missing, why, sizeof why);
     if (!lib && missing)
         return baton__err_set(err, BATON_ENOTSUP, "collectives: this libnccl lacks %s", missing);
     if (!lib)
-        return baton__err_set(err, BATON_ENOTSUP,
-                       "collectives need NCCL, and libnccl.so.2 cannot be loaded (%s); install "
-                       "it (libnccl2, or pip install nvidia-nccl-cu13) or name it in "
-                       "BATON_NCCL_LIBRARY",
-                       why);
+        return baton__err_set(
+            err, BATON_ENOTSUP,
+            "collectives need NCCL, and libnccl.so.2 cannot be loaded (%s); install "
+            "it (libnccl2, or pip install nvidia-nccl-cu13) or name it in "
+            "BATON_NCCL_LIBRARY",
+            why);
     api.lib = lib;
     return 0;
 }
@@ -110,7 +111,7 @@ int baton__nccl_run(void *comms, const dev_coll *c, cudaStream_t const *streams,
     ncclDataType_t t;
     if (nccl_type(c->dtype, &t))
         return baton__err_set(err, BATON_EINVAL, "collectives: NCCL has no %s",
-                       baton_dtype_name(c->dtype));
+                              baton_dtype_name(c->dtype));
     ncclResult_t r = api.group_start();
     const char *call = c->op == DEV_COLL_ALL_REDUCE ? "ncclAllReduce" : "ncclAllGather";
     for (int k = 0; k < c->n && r == ncclSuccess; k++)
@@ -129,10 +130,11 @@ int baton__nccl_run(void *comms, const dev_coll *c, cudaStream_t const *streams,
 
 static int absent(baton_error *err)
 {
-    return baton__err_set(err, BATON_ENOTSUP,
-                   "collectives on CUDA need NCCL, and this baton was built without its header; "
-                   "install libnccl-dev or pip install nvidia-nccl-cu13 and configure again (or "
-                   "pass -DBATON_NCCL_ROOT=<dir with include/nccl.h>)");
+    return baton__err_set(
+        err, BATON_ENOTSUP,
+        "collectives on CUDA need NCCL, and this baton was built without its header; "
+        "install libnccl-dev or pip install nvidia-nccl-cu13 and configure again (or "
+        "pass -DBATON_NCCL_ROOT=<dir with include/nccl.h>)");
 }
 
 int baton__nccl_comms_create(int n, const int *ordinals, void **out, baton_error *err)

@@ -192,7 +192,7 @@ static int probe_capture(cudaStream_t s, const dev_call *c, void **bufs, size_t 
     if (e != cudaSuccess) {
         (void)cudaGetLastError();
         return baton__err_set(err, BATON_ENOTSUP, "cudaStreamBeginCapture (probe): %s",
-                       cudaGetErrorString(e));
+                              cudaGetErrorString(e));
     }
     int rc = 0;
     if (c) {
@@ -218,8 +218,8 @@ static int probe_capture(cudaStream_t s, const dev_call *c, void **bufs, size_t 
             cudaGraphDestroy(out->graph);
         out->graph = NULL;
         return baton__err_set(err, BATON_ENOTSUP,
-                       "the op could not be captured again to learn its "
-                       "parameters");
+                              "the op could not be captured again to learn its "
+                              "parameters");
     }
     return 0;
 }
@@ -241,8 +241,8 @@ static int learn_node(rb_node *rn, cudaGraphNode_t n1, cudaGraphNode_t n2, void 
         memcmp(&p1.blockDim, &p2.blockDim, sizeof p1.blockDim) ||
         p1.sharedMemBytes != p2.sharedMemBytes || !p1.kernelParams || !p2.kernelParams || p1.extra)
         return baton__err_set(err, BATON_ENOTSUP,
-                       "its kernel's launch depends on the addresses, or its parameters are "
-                       "opaque");
+                              "its kernel's launch depends on the addresses, or its parameters are "
+                              "opaque");
     size_t np = 0, total = 0, off, size;
     while (cudaFuncGetParamInfo(p1.func, np, &off, &size) == cudaSuccess) {
         if (off + size > total)
@@ -257,7 +257,8 @@ static int learn_node(rb_node *rn, cudaGraphNode_t n1, cudaGraphNode_t n2, void 
     rn->fix = calloc(words + 1, sizeof *rn->fix);
     if (!w2 || !rn->blob || !rn->args || !rn->fix) {
         free(w2);
-        return baton__err_set(err, BATON_ENOMEM, "out of memory learning a kernel node's parameters");
+        return baton__err_set(err, BATON_ENOMEM,
+                              "out of memory learning a kernel node's parameters");
     }
     /* Both probes laid out as the device sees the parameters; an address is an aligned 8-byte
      * word, whether a parameter of its own or a field of a struct passed by value. */
@@ -279,10 +280,11 @@ static int learn_node(rb_node *rn, cudaGraphNode_t n1, cudaGraphNode_t n2, void 
             if (v2 - v1 == (uint64_t)delta(b))
                 k = b;
         if (k < 0)
-            rc = baton__err_set(err, BATON_ENOTSUP,
-                         "byte %zu of its kernel's parameters changes with the addresses in a "
-                         "way that is not an address",
-                         8 * w);
+            rc = baton__err_set(
+                err, BATON_ENOTSUP,
+                "byte %zu of its kernel's parameters changes with the addresses in a "
+                "way that is not an address",
+                8 * w);
         else
             rn->fix[rn->n_fix++] = (rb_fix){8 * w, k, (intptr_t)(v1 - (uint64_t)(uintptr_t)b1[k])};
     }
@@ -307,7 +309,8 @@ static int learn(rb_op *op, cudaStream_t s, const dev_call *c, void **b1, int nb
         return rc;
     rc = probe_capture(s, c, b2, bytes, kind, &p2, err);
     if (!rc && (p1.n != op->n || p2.n != op->n))
-        rc = baton__err_set(err, BATON_ENOTSUP, "it adds another number of nodes when captured again");
+        rc = baton__err_set(err, BATON_ENOTSUP,
+                            "it adds another number of nodes when captured again");
     for (int i = 0; !rc && i < op->n; i++) {
         if (op->nodes[i].type != cudaGraphNodeTypeKernel)
             rc = baton__err_set(err, BATON_ENOTSUP, "it adds a node that is not a kernel");
@@ -322,8 +325,8 @@ static int learn(rb_op *op, cudaStream_t s, const dev_call *c, void **b1, int nb
 }
 
 int baton__rb_rebind(rb_set *set, cudaGraphExec_t exec, cudaStream_t probe_stream, int tag,
-              const dev_call *c, void *dst, const void *src, size_t bytes, dev_copy_kind kind,
-              baton_error *err)
+                     const dev_call *c, void *dst, const void *src, size_t bytes,
+                     dev_copy_kind kind, baton_error *err)
 {
     rb_op *op = NULL;
     for (int i = 0; set && i < set->n && !op; i++)
@@ -344,7 +347,7 @@ int baton__rb_rebind(rb_set *set, cudaGraphExec_t exec, cudaStream_t probe_strea
         if (e != cudaSuccess) {
             (void)cudaGetLastError();
             return baton__err_set(err, BATON_ENOTSUP, "cudaGraphExecMemcpyNodeSetParams1D: %s",
-                           cudaGetErrorString(e));
+                                  cudaGetErrorString(e));
         }
         return 0;
     }
@@ -367,7 +370,7 @@ int baton__rb_rebind(rb_set *set, cudaGraphExec_t exec, cudaStream_t probe_strea
             (void)cudaGetLastError();
             op->learned = -1;
             return baton__err_set(err, BATON_ENOTSUP, "cudaGraphExecKernelNodeSetParams: %s",
-                           cudaGetErrorString(e));
+                                  cudaGetErrorString(e));
         }
     }
     return 0;

@@ -33,7 +33,8 @@ void baton__rb_set_free(rb_set *set);
  * the same device, used once per op to learn where its kernels keep each address (two captures
  * that are never launched). BATON_ENOTSUP, with the reason in err, when the op cannot be patched
  * (a library kernel whose parameters are opaque, a node of another kind): capture again. */
-int baton__rb_rebind(rb_set *set, cudaGraphExec_t exec, cudaStream_t probe, int tag, const dev_call *c,
-              void *dst, const void *src, size_t bytes, dev_copy_kind kind, baton_error *err);
+int baton__rb_rebind(rb_set *set, cudaGraphExec_t exec, cudaStream_t probe, int tag,
+                     const dev_call *c, void *dst, const void *src, size_t bytes,
+                     dev_copy_kind kind, baton_error *err);
 
 #endif /* BATON_SCHEDULER_CUDA_REBIND_H */

@@ -302,7 +302,7 @@ static int sim_open(baton_device dev, const baton_options *opts, int n_graphs, i
         free(d->graphs);
         free(d);
         return baton__err_set(err, BATON_ENOMEM, "sim: cannot start the worker thread: %s",
-                       uv_strerror(rc));
+                              uv_strerror(rc));
     }
     *out = d;
     return 0;
@@ -337,8 +337,8 @@ static void *sim_alloc(dev_ctx *d, size_t bytes, baton_error *err)
     baton_device_format(d->dev, name, sizeof name);
     if (d->fault == DEV_FAULT_ALLOC) {
         d->fault = DEV_FAULT_NONE;
-        baton__err_set(err, BATON_ENOMEM, "%s (sim): allocation of %zu bytes failed (injected fault)",
-                name, bytes);
+        baton__err_set(err, BATON_ENOMEM,
+                       "%s (sim): allocation of %zu bytes failed (injected fault)", name, bytes);
         return NULL;
     }
     void *p = dev_host_zeroed(bytes);
@@ -433,8 +433,8 @@ static int sim_graph_rebind(dev_ctx *d, int slot, int tag, const dev_call *c, vo
             op->dst = dst;
             op->src = src;
         } else
-            return baton__err_set(err, BATON_ENOTSUP, "sim: graph %d: op %d is not of that kind", slot,
-                           tag);
+            return baton__err_set(err, BATON_ENOTSUP, "sim: graph %d: op %d is not of that kind",
+                                  slot, tag);
         found = 1;
     }
     return found ? 0 : baton__err_set(err, BATON_ENOTSUP, "sim: graph %d has no op %d", slot, tag);
@@ -461,7 +461,7 @@ static int sim_copy(dev_ctx *d, void *dst, const void *src, size_t bytes, dev_co
     if (d->fault == DEV_FAULT_COPY) {
         d->fault = DEV_FAULT_NONE;
         return baton__err_set(err, BATON_ECUDA, "%s (sim): copy (%s) failed (injected fault)",
-                       baton_device_format(d->dev, name, sizeof name), what);
+                              baton_device_format(d->dev, name, sizeof name), what);
     }
     sim_op op = {.kind = SIM_COPY, .dst = dst, .src = src, .bytes = bytes};
     if (d->capturing)
@@ -538,8 +538,8 @@ static int sim_capture_end(dev_ctx *d, int slot, int *updated, baton_error *err)
         d->fault = DEV_FAULT_NONE;
         graph_clear(&d->graphs[slot]);
         return baton__err_set(err, BATON_ENOTSUP,
-                       "%s (sim): capture of the segment failed (injected fault)",
-                       baton_device_format(d->dev, name, sizeof name));
+                              "%s (sim): capture of the segment failed (injected fault)",
+                              baton_device_format(d->dev, name, sizeof name));
     }
     if (d->capture_failed) {
         graph_clear(&d->graphs[slot]);

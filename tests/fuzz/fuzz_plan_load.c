@@ -64,7 +64,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                 t->nbytes > (1u << 16))
                 continue;
             void *buf = malloc(t->nbytes ? t->nbytes : 1);
-            if (buf && baton__plan_tensor_materialize(plan, i, buf, &err) != 0 && t->init.kind != INIT_NPY)
+            if (buf && baton__plan_tensor_materialize(plan, i, buf, &err) != 0 &&
+                t->init.kind != INIT_NPY)
                 abort(); /* only a file that changed since load may fail here */
             free(buf);
         }
