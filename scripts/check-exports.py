@@ -76,7 +76,9 @@ def static_globals(lib, nm):
         parts = line.split()
         # "ADDRESS TYPE NAME"; member headers ("file.o:") and blank lines have fewer fields
         if len(parts) >= 3 and parts[1] not in ("W", "V", "w", "v", "u"):
-            if not parts[2].startswith("_Z"):
+            # _Z: C++ (mangled, namespaced); __odr_asan/__asan/__ubsan: the sanitizers' own
+            # indicators in an instrumented build, not names of baton's
+            if not parts[2].startswith(("_Z", "__odr_asan", "__asan", "__ubsan", "__tsan")):
                 syms.add(parts[2])
     return syms
 

@@ -97,7 +97,8 @@ static void mutate(const seed_desc *in, uint8_t *out, size_t *len)
                     int64_t v = ints[next() % (sizeof ints / sizeof ints[0])];
                     if (next() % 4 == 0) { /* the field's own value, off by one */
                         memcpy(&v, out + off, 8);
-                        v += next() % 2 ? 1 : -1;
+                        /* in unsigned arithmetic: the field may hold INT64_MIN or INT64_MAX */
+                        v = (int64_t)((uint64_t)v + (next() % 2 ? 1u : UINT64_MAX));
                     }
                     memcpy(out + off, &v, 8);
                 }
