@@ -1,6 +1,6 @@
-/* gemm.c: the "gemm" delegate as a target: its signature check and descriptor (both from
- * baton__gemm_resolve, delegates/gemm.c) and its backends, OpenBLAS on the CPU and cuBLASLt on
- * CUDA. */
+/* gemm.c: the "gemm" and "gemm_add" delegates as targets: their signature check and descriptor
+ * (from baton__gemm_resolve, delegates/gemm.c) and its backends, OpenBLAS on the CPU and cuBLASLt
+ * on CUDA. */
 #include <string.h>
 
 #include "delegates/gemm.h"
@@ -28,6 +28,23 @@ static int gemm_pack(const baton_sig_args *sig, char *opaque, size_t cap)
     return (int)sizeof d;
 }
 
+/* What gemm and gemm_add share: attributes, signature (gemm_add's c is checked by the same
+ * resolve, as its third input) and backends, which both take c when there is one. */
+#ifdef BATON_CUDA
+#define GEMM_IMPLS                                                                                 \
+    .impls = {{.device = BATON_DEVICE_CPU, .delegate = &baton__gemm_openblas_iface},               \
+              {.device = BATON_DEVICE_CUDA, .delegate = &baton__gemm_cublaslt_iface}},             \
+    .n_impls = 2
+#else
+#define GEMM_IMPLS                                                                                 \
+    .impls = {{.device = BATON_DEVICE_CPU, .delegate = &baton__gemm_openblas_iface}}, .n_impls = 1
+#endif
+#define GEMM_COMMON                                                                                \
+    .attrs = {{"trans_a", BATON_ATTR_BOOL, 0, "a is stored [K, M]; default false"},                \
+              {"trans_b", BATON_ATTR_BOOL, 0, "b is stored [N, K]; default false"},                \
+              {"alpha", BATON_ATTR_FLOAT, 0, "scale of the product; default 1"}},                  \
+    .check = gemm_check, .pack = gemm_pack, GEMM_IMPLS
+
 const baton_target baton__target_gemm_add = {
     .struct_size = sizeof(baton_target),
     .name = "gemm_add",
@@ -37,23 +54,7 @@ const baton_target baton__target_gemm_add = {
     .summary = "y = alpha * op(a) * op(b) + c, as gemm with c (the output's dtype and shape) added "
                "in the same call (cuBLASLt's beta = 1; OpenBLAS's beta = 1): a Linear with a "
                "residual, or a bias broadcast by the plan beforehand",
-    .attrs = {{"trans_a", BATON_ATTR_BOOL, 0, "a is stored [K, M]; default false"},
-              {"trans_b", BATON_ATTR_BOOL, 0, "b is stored [N, K]; default false"},
-              {"alpha", BATON_ATTR_FLOAT, 0, "scale of the product; default 1"}},
-    .check = gemm_check,
-    .pack = gemm_pack,
-    .impls =
-        {
-            {.device = BATON_DEVICE_CPU, .delegate = &baton__gemm_openblas_iface},
-#ifdef BATON_CUDA
-            {.device = BATON_DEVICE_CUDA, .delegate = &baton__gemm_cublaslt_iface},
-#endif
-        },
-#ifdef BATON_CUDA
-    .n_impls = 2,
-#else
-    .n_impls = 1,
-#endif
+    GEMM_COMMON,
 };
 
 const baton_target baton__target_gemm = {
@@ -64,21 +65,5 @@ const baton_target baton__target_gemm = {
     .n_outputs = 1,
     .summary = "out = alpha * op(a) * op(b): a [M,K] (or [K,M] with trans_a; leading dims of a "
                "fold into M), b [K,N] (or [N,K] with trans_b); f32, f64, bf16, f16",
-    .attrs = {{"trans_a", BATON_ATTR_BOOL, 0, "a is stored [K, M]; default false"},
-              {"trans_b", BATON_ATTR_BOOL, 0, "b is stored [N, K]; default false"},
-              {"alpha", BATON_ATTR_FLOAT, 0, "scale of the product; default 1"}},
-    .check = gemm_check,
-    .pack = gemm_pack,
-    .impls =
-        {
-            {.device = BATON_DEVICE_CPU, .delegate = &baton__gemm_openblas_iface},
-#ifdef BATON_CUDA
-            {.device = BATON_DEVICE_CUDA, .delegate = &baton__gemm_cublaslt_iface},
-#endif
-        },
-#ifdef BATON_CUDA
-    .n_impls = 2,
-#else
-    .n_impls = 1,
-#endif
+    GEMM_COMMON,
 };
