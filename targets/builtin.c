@@ -1119,6 +1119,8 @@ const builtin_target baton__builtin_targets[] = {
     {.target = &target_noop},
     {.target = &baton__target_gemm},
     BATON_DECODER_TARGETS(UNTUNED)
+    /* a delegate: it records no device-side errors, so it takes no error hook */
+    {.target = &baton__target_gemm_add},
 };
 /* clang-format on */
 

@@ -8,6 +8,7 @@
 #include "core/tune.h"
 
 extern const baton_target baton__target_gemm;
+extern const baton_target baton__target_gemm_add; /* gemm with c added (targets/gemm.c) */
 
 /* A built-in target as baton describes it: its public description, and what only baton's own
  * implementations have: impls[k]'s prepare-time hooks (core/tune.h), tuning (the CUDA RMSNorm

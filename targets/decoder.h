@@ -9,8 +9,7 @@
 extern const baton_target baton__target_embedding, baton__target_rope,
     baton__target_kv_cache_update, baton__target_attention, baton__target_silu_mul,
     baton__target_silu, baton__target_gelu, baton__target_softmax, baton__target_cast,
-    baton__target_sample, baton__target_swiglu, baton__target_rope_cache_update,
-    baton__target_gemm_add;
+    baton__target_sample, baton__target_swiglu, baton__target_rope_cache_update;
 
 /* A plan's verbatim "opaque" for a step of target t (a->the step's tensors and attributes),
  * decoded and checked at load as the kernel will read it: the size, op, flags and ranges of a
@@ -33,7 +32,6 @@ int baton__target_opaque_check(const baton_target *t, const baton_sig_args *a, c
     X(baton__target_cast)                                                                          \
     X(baton__target_sample)                                                                        \
     X(baton__target_swiglu)                                                                        \
-    X(baton__target_rope_cache_update)                                                             \
-    X(baton__target_gemm_add)
+    X(baton__target_rope_cache_update)
 
 #endif
