@@ -17,6 +17,16 @@ static int is_float_code(int32_t c)
     return c >= BATON_DTYPE_BF16 && c <= BATON_DTYPE_F64 && dtype_is_float((baton_dtype)c);
 }
 
+/* 0 when field `name` holds a float dtype code, else BATON_EINVAL with the reason in msg. */
+static int float_code_check(const char *name, int32_t c, char *msg, size_t msg_len)
+{
+    if (is_float_code(c))
+        return 0;
+    return baton__reason_set(msg, msg_len, BATON_EINVAL,
+                             "%s is code %d: it must be bf16 (1), f16 (2), f32 (3) or f64 (4)",
+                             name, (int)c);
+}
+
 /* Counts of one descriptor: each >= 1 (or >= 0 where zero_ok) and, times 8 bytes, in 64 bits. */
 static int counts_fit(int64_t a, int64_t b)
 {
@@ -59,16 +69,10 @@ int baton__rms_norm_desc_decode(const char *opaque, size_t len, int bwd,
                                  opaque ? len : 0, bwd ? " or 48" : "", RMS_LAYOUT);
     }
     const baton_rms_norm_desc *r = &d->rms;
-    if (!is_float_code(r->x_dtype))
-        return baton__reason_set(
-            msg, msg_len, BATON_EINVAL,
-            "x_dtype is code %d: it must be bf16 (1), f16 (2), f32 (3) or f64 (4)",
-            (int)r->x_dtype);
-    if (!is_float_code(r->w_dtype))
-        return baton__reason_set(
-            msg, msg_len, BATON_EINVAL,
-            "w_dtype is code %d: it must be bf16 (1), f16 (2), f32 (3) or f64 (4)",
-            (int)r->w_dtype);
+    if (float_code_check("x_dtype", r->x_dtype, msg, msg_len))
+        return BATON_EINVAL;
+    if (float_code_check("w_dtype", r->w_dtype, msg, msg_len))
+        return BATON_EINVAL;
     if (!counts_fit(r->n1, r->n2))
         return baton__reason_set(
             msg, msg_len, BATON_EINVAL,
@@ -145,11 +149,8 @@ int baton__rms_grad_weight_desc_decode(const char *opaque, size_t len,
         return baton__reason_set(msg, msg_len, BATON_EINVAL,
                                  "pg_dtype is code %d: it must be f32 (3) or f64 (4)",
                                  (int)d->pg_dtype);
-    if (!is_float_code(d->w_dtype))
-        return baton__reason_set(
-            msg, msg_len, BATON_EINVAL,
-            "w_dtype is code %d: it must be bf16 (1), f16 (2), f32 (3) or f64 (4)",
-            (int)d->w_dtype);
+    if (float_code_check("w_dtype", d->w_dtype, msg, msg_len))
+        return BATON_EINVAL;
     if (!counts_fit(d->part_grad_size, d->n2))
         return baton__reason_set(
             msg, msg_len, BATON_EINVAL,
