@@ -685,6 +685,194 @@ Test(gpu_attention, records_a_position_outside_the_cache)
     attention_bad_pos(BATON_DEVICE_CUDA);
 }
 
+/* ---- decode attention: the cases of the CUDA decode kernels ---------------------------------
+ * Decode rows (1 to 4) against caches of 1 to 40000 rows, at groups of 1 to 32 query heads per KV
+ * head and head_dim 64, 128 and 256 (bf16 and f16 take the tensor-core kernel, f32 the CUDA-core
+ * one), with the positions at the cache's end, in the middle or mixed: clusters of 1 to 16
+ * blocks, blocks and warps with no key, the last partial tile of 16 keys, the (row, head) pairs
+ * of one MMA spanning rows and a row's heads spanning two MMAs (G = 5, 16, 32). */
+
+enum { POS_END, POS_MID, POS_MIX };
+
+static const struct {
+    int64_t rows, S, H, Hkv, Dh;
+    int pos;
+    baton_dtype pdt;
+} DEC[] = {
+    {1, 1, 8, 2, 64, POS_END, BATON_DTYPE_I64},     /* one key */
+    {2, 2, 4, 4, 64, POS_END, BATON_DTYPE_I32},     /* G = 1 */
+    {1, 31, 32, 8, 64, POS_END, BATON_DTYPE_I64},   /* under two tiles */
+    {3, 32, 8, 1, 128, POS_MIX, BATON_DTYPE_I64},   /* G = 8, 24 pairs: two MMAs */
+    {4, 33, 32, 8, 64, POS_MIX, BATON_DTYPE_I32},   /* 16 pairs, one key past two tiles */
+    {4, 1000, 32, 8, 64, POS_MID, BATON_DTYPE_I64}, /* Llama-3.2-1B, four rows */
+    {2, 4097, 8, 1, 64, POS_MIX, BATON_DTYPE_I64},  /* G = 8 */
+    {1, 4097, 16, 4, 256, POS_END, BATON_DTYPE_I64},
+    {3, 1000, 8, 2, 256, POS_MIX, BATON_DTYPE_I32},
+    {4, 77, 10, 2, 64, POS_MIX, BATON_DTYPE_I64},   /* G = 5: row 3's heads in two MMAs */
+    {2, 300, 32, 2, 64, POS_MIX, BATON_DTYPE_I64},  /* G = 16: a row per MMA */
+    {1, 500, 32, 1, 128, POS_MID, BATON_DTYPE_I64}, /* G = 32: a row in two MMAs */
+    {1, 40000, 32, 8, 64, POS_END, BATON_DTYPE_I64},
+    {2, 40000, 4, 4, 128, POS_MIX, BATON_DTYPE_I32},
+};
+
+/* The float64 attention of q's rows over the caches at positions pos (each clamped to [0, S)). */
+static void attention_ref(baton_dtype dt, const call *c, int64_t rows, int64_t S, int64_t H,
+                          int64_t Hkv, int64_t Dh, double *ref)
+{
+    const int64_t F = H * Dh, KF = Hkv * Dh;
+    const double scale = 1.0 / sqrt((double)Dh);
+    double *sc = malloc(sizeof(double) * (size_t)S), *qd = malloc(sizeof(double) * (size_t)Dh);
+    for (int64_t t = 0; t < rows; t++) {
+        int64_t last = idx(c->in[3].dtype, c->host[3], t);
+        last = last < 0 ? 0 : last >= S ? S - 1 : last;
+        for (int64_t h = 0; h < H; h++) {
+            const int64_t kvh = h / (H / Hkv);
+            for (int64_t d = 0; d < Dh; d++)
+                qd[d] = load_f64(dt, c->host[0], t * F + h * Dh + d);
+            double mx = -INFINITY, sum = 0;
+            for (int64_t j = 0; j <= last; j++) {
+                double s = 0;
+                for (int64_t d = 0; d < Dh; d++)
+                    s += qd[d] * load_f64(dt, c->host[1], j * KF + kvh * Dh + d);
+                sc[j] = s * scale;
+                mx = fmax(mx, sc[j]);
+            }
+            for (int64_t j = 0; j <= last; j++)
+                sum += (sc[j] = exp(sc[j] - mx));
+            for (int64_t d = 0; d < Dh; d++)
+                ref[t * F + h * Dh + d] = 0;
+            for (int64_t j = 0; j <= last; j++)
+                for (int64_t d = 0; d < Dh; d++)
+                    ref[t * F + h * Dh + d] +=
+                        sc[j] * load_f64(dt, c->host[2], j * KF + kvh * Dh + d);
+            for (int64_t d = 0; d < Dh; d++)
+                ref[t * F + h * Dh + d] /= sum;
+        }
+    }
+    free(sc);
+    free(qd);
+}
+
+/* A decode call of case k in dtype dt on fresh random inputs. */
+static call decode_call(test_rng *r, size_t k, baton_dtype dt)
+{
+    const int64_t rows = DEC[k].rows, S = DEC[k].S, F = DEC[k].H * DEC[k].Dh,
+                  KF = DEC[k].Hkv * DEC[k].Dh;
+    call c = {.target = "attention", .n_in = 4, .n_attrs = 3};
+    c.in[0] = DESC(dt, rows, F);
+    c.in[1] = DESC(dt, S, KF);
+    c.in[2] = DESC(dt, S, KF);
+    c.in[3] = DESC(DEC[k].pdt, rows);
+    c.out = c.in[0];
+    c.attrs[0] = A_INT("head_dim", DEC[k].Dh);
+    c.attrs[1] = A_INT("n_heads", DEC[k].H);
+    c.attrs[2] = A_INT("n_kv_heads", DEC[k].Hkv);
+    for (int i = 0; i < 3; i++)
+        c.host[i] = rand_buf(r, &c.in[i], 1.0);
+    c.host[3] = index_buf(r, DEC[k].pdt, rows, S);
+    for (int64_t t = 0; t < rows; t++)
+        if (DEC[k].pos == POS_END || (DEC[k].pos == POS_MIX && t == 0))
+            set_idx(DEC[k].pdt, c.host[3], t, S - 1);
+        else if (DEC[k].pos == POS_MID && t == 0)
+            set_idx(DEC[k].pdt, c.host[3], t, S / 2);
+    return c;
+}
+
+static void decode_table(baton_device_kind kind)
+{
+    for (size_t k = 0; k < sizeof DEC / sizeof DEC[0]; k++)
+        for (int f = 0; f < 3; f++) {
+            test_rng r = {test_fresh_seed()};
+            call c = decode_call(&r, k, FLOATS[f]);
+            const int64_t n = baton_tensor_desc_numel(&c.out);
+            double *ref = malloc(sizeof(double) * (size_t)n);
+            attention_ref(FLOATS[f], &c, DEC[k].rows, DEC[k].S, DEC[k].H, DEC[k].Hkv, DEC[k].Dh,
+                          ref);
+            void *out = malloc(nbytes(&c.out));
+            char err[512];
+            cr_assert_eq(run_call(kind, &c, out, err, sizeof err), 0, "%s", err);
+            char what[96];
+            snprintf(what, sizeof what, "decode case %zu: %lld rows, S %lld, G %lld, head_dim %lld",
+                     k, (long long)DEC[k].rows, (long long)DEC[k].S,
+                     (long long)(DEC[k].H / DEC[k].Hkv), (long long)DEC[k].Dh);
+            expect_close(&c, kind, out, ref, what);
+            free(out);
+            free(ref);
+            free_call(&c);
+        }
+}
+
+Test(decoder_attention, matches_float64_for_decode_rows_over_short_and_long_caches, .timeout = 600)
+{
+    decode_table(BATON_DEVICE_CPU);
+}
+Test(gpu_attention, matches_float64_for_decode_rows_over_short_and_long_caches, .timeout = 600)
+{
+    skip_without_gpu();
+    decode_table(BATON_DEVICE_CUDA);
+}
+
+#ifdef BATON_CUDA
+/* Every decode kernel adds in a fixed order (tiles, warps, then the cluster's blocks by rank): the
+ * same bits on every run, for each dtype and head_dim of the table's long cases. */
+Test(gpu_attention, gives_the_same_decode_bits_run_to_run_for_each_kernel)
+{
+    skip_without_gpu();
+    static const size_t cases[] = {5, 6, 7, 13};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+        for (int f = 0; f < 3; f++) {
+            test_rng r = {test_fresh_seed()};
+            call c = decode_call(&r, cases[i], FLOATS[f]);
+            const size_t ob = nbytes(&c.out);
+            char *a = malloc(ob), *b = malloc(ob), err[512];
+            cr_assert_eq(run_call(BATON_DEVICE_CUDA, &c, a, err, sizeof err), 0, "%s", err);
+            for (int rep = 0; rep < 3; rep++) {
+                cr_assert_eq(run_call(BATON_DEVICE_CUDA, &c, b, err, sizeof err), 0, "%s", err);
+                cr_assert(memcmp(a, b, ob) == 0, "decode case %zu (%s): run %d gave other bits",
+                          cases[i], baton_dtype_name(FLOATS[f]), rep);
+            }
+            free(a);
+            free(b);
+            free_call(&c);
+        }
+}
+
+/* A decode position outside the cache is clamped (to the last row, or to 0 below) and recorded:
+ * the call reports it, and every output is the attention at the clamped position. */
+Test(gpu_attention, clamps_and_records_a_decode_position_outside_the_cache)
+{
+    skip_without_gpu();
+    static const struct {
+        size_t k;
+        int64_t bad_row, bad;
+    } CASES[] = {{4, 2, 33 + 9}, {6, 1, -5}, {9, 3, 77}};
+    for (size_t i = 0; i < sizeof CASES / sizeof CASES[0]; i++)
+        for (int f = 0; f < 2; f++) {
+            test_rng r = {test_fresh_seed()};
+            const size_t k = CASES[i].k;
+            call c = decode_call(&r, k, FLOATS[f]);
+            set_idx(DEC[k].pdt, c.host[3], CASES[i].bad_row, CASES[i].bad);
+            const int64_t n = baton_tensor_desc_numel(&c.out);
+            double *ref = malloc(sizeof(double) * (size_t)n);
+            attention_ref(FLOATS[f], &c, DEC[k].rows, DEC[k].S, DEC[k].H, DEC[k].Hkv, DEC[k].Dh,
+                          ref);
+            void *out = malloc(nbytes(&c.out));
+            char err[512], want[64], lim[64];
+            const int rc = run_call(BATON_DEVICE_CUDA, &c, out, err, sizeof err);
+            cr_assert_eq(rc, BATON_EKERNEL, "position %lld gave %d", (long long)CASES[i].bad, rc);
+            snprintf(want, sizeof want, "positions[%lld] = %lld", (long long)CASES[i].bad_row,
+                     (long long)CASES[i].bad);
+            snprintf(lim, sizeof lim, "[0, %lld)", (long long)DEC[k].S);
+            cr_assert(strstr(err, want) && strstr(err, lim), "message: %s (want %s, %s)", err, want,
+                      lim);
+            expect_close(&c, BATON_DEVICE_CUDA, out, ref, "a clamped position");
+            free(out);
+            free(ref);
+            free_call(&c);
+        }
+}
+#endif
+
 /* ---- silu_mul, silu, gelu, softmax, cast ---------------------------------------------------- */
 
 static const int64_t EW_N[] = {1, 7, 4096, 8192 * 3 + 5};

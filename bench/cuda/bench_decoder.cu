@@ -4,14 +4,17 @@
  * the same bytes (read + written, as the op moves them). Each call reads cold data: the inputs
  * rotate over distinct buffers, together over 2.5x the L2 (at least 64 MB) where a graph of that
  * many calls fits; every call is timed inside a CUDA graph of k calls (per-call time = replay
- * time / k). Decode attention at contexts 1024, 4096 and 32768, both cold (rotated caches) and
- * warm (the same caches every call, as PyTorch's published figures were taken); prefill attention
- * at T = 1024 and 4096; the decode GEMV x[1, 2048] . W[N, 2048]^T for N = 2048, 2560, 8192, 16384,
- * 128256 with baton's own kernel (baton__kcuda_gemv_bf16) and the gemm delegate (cuBLASLt), checked
- * against each other.
+ * time / k). Decode attention at contexts 1024 to 32768 (powers of 2), both cold (rotated caches)
+ * and warm (the same caches every call, as PyTorch's published figures were taken); prefill
+ * attention at T = 1024 and 4096; the decode GEMV x[1, 2048] . W[N, 2048]^T for N = 2048, 2560,
+ * 8192, 16384, 128256 with baton's own kernel (baton__kcuda_gemv_bf16) and the gemm delegate
+ * (cuBLASLt), checked against each other.
  *
- * Usage: bench_decoder [--json FILE] [--reps N]. Prints a table; --json writes the results
- * (format "baton.bench_decoder", docs/bench_decoder.schema.json). */
+ * Usage: bench_decoder [--json FILE] [--reps N] [--only OP]. Prints a table (--only: the rows
+ * whose op contains OP, e.g. "attention decode"); --json writes the results (format
+ * "baton.bench_decoder", docs/bench_decoder.schema.json). The decode attention's variants
+ * (BATON_ATTN_DECODE, BATON_ATTN_CLUSTER, BATON_ATTN_STAGES: kernels/cuda/decoder.cu) are read
+ * from the environment, one setting per process. */
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -35,6 +38,7 @@ static cudaStream_t g_stream;
 static cudaDeviceProp g_prop;
 static int g_reps = 20;
 static baton_registry *g_reg;
+static const char *g_only; /* --only: the rows whose op contains this */
 
 struct Result {
     std::string op, shape, impl;
@@ -150,8 +154,11 @@ static void fill_index(const Pool &p, const baton_tensor_desc &d, const Fill &f,
  * when warm); alias0: the output is input 0 (the cache of kv_cache_update). */
 static void bench_op(const char *label, const char *target, std::vector<baton_tensor_desc> in,
                      std::vector<Fill> fills, baton_tensor_desc out, std::vector<baton_attr> attrs,
-                     double bytes, bool warm = false, int max_k = 1024, bool alias0 = false)
+                     double bytes, bool warm = false, int max_k = 1024, bool alias0 = false,
+                     int min_k = 1)
 {
+    if (g_only && !strstr(label, g_only))
+        return;
     const baton_target *t = baton_registry_find(g_reg, target);
     if (!t) {
         fprintf(stderr, "bench_decoder: no target %s\n", target);
@@ -176,7 +183,9 @@ static void bench_op(const char *label, const char *target, std::vector<baton_te
     const baton_target_impl *impl = baton_target_impl_for(t, BATON_DEVICE_CUDA);
     const double per_call = bytes;
     const int sets = warm ? 1 : sets_for(per_call, 1 << 14);
-    const int k = std::min(warm ? 64 : sets, max_k);
+    /* min_k: calls in one graph at least (cycling over the sets), so that a graph of few long
+     * calls does not add its launch to each (decoder_peers.py captures 16 calls at least) */
+    const int k = std::min(std::max(warm ? 64 : sets, min_k), max_k);
     std::vector<Pool> pools;
     for (size_t j = 0; j < in.size(); j++) {
         pools.push_back(pool_alloc(nbytes(in[j]), fills[j].shared ? 1 : sets));
@@ -264,6 +273,8 @@ static baton_attr af(const char *n, double v)
 /* The decode GEMV: baton's kernel and the gemm delegate (cuBLASLt, trans_b) on the same W sets. */
 static void bench_gemv(int64_t N)
 {
+    if (g_only && !strstr("gemv", g_only))
+        return;
     const int64_t K = 2048;
     const double wbytes = (double)(N * K * 2);
     const int sets = sets_for(wbytes, 64);
@@ -421,8 +432,10 @@ int main(int argc, char **argv)
             json = argv[++i];
         else if (!strcmp(argv[i], "--reps") && i + 1 < argc)
             g_reps = std::max(5, atoi(argv[++i]));
+        else if (!strcmp(argv[i], "--only") && i + 1 < argc)
+            g_only = argv[++i];
         else {
-            fprintf(stderr, "usage: bench_decoder [--json FILE] [--reps N]\n");
+            fprintf(stderr, "usage: bench_decoder [--json FILE] [--reps N] [--only OP]\n");
             return 2;
         }
     }
@@ -441,6 +454,12 @@ int main(int argc, char **argv)
            "replays\n",
            g_prop.name, g_prop.multiProcessorCount, g_prop.l2CacheSize >> 20, g_reps);
     g_floor_us = time_calls(256, [&](int) { empty_kernel<<<1, 32, 0, g_stream>>>(); });
+    {
+        const char *v[] = {"BATON_ATTN_DECODE", "BATON_ATTN_CLUSTER", "BATON_ATTN_STAGES"};
+        for (const char *n : v)
+            if (getenv(n))
+                printf("%s=%s\n", n, getenv(n));
+    }
 
     const baton_dtype BF = BATON_DTYPE_BF16, I64 = BATON_DTYPE_I64, F32 = BATON_DTYPE_F32;
     const int64_t D = 2048, H = 32, HKV = 8, DH = 64, FF = 8192, V = 128256;
@@ -474,7 +493,7 @@ int main(int argc, char **argv)
                  {td(BF, {32768, HKV * DH}), td(BF, {1, HKV * DH}), td(I64, {1})}, {shared, fl, p},
                  td(BF, {32768, HKV * DH}), {}, (double)(HKV * DH * 2 * 2 + 8), false, 1024, true);
     }
-    for (int64_t ctx : {1024, 4096, 32768})
+    for (int64_t ctx : {1024, 2048, 4096, 8192, 16384, 32768})
         for (int warm = 0; warm < 2; warm++) {
             Fill p;
             p.index = 1, p.lo = ctx - 1, p.hi = ctx; /* positions[0] = ctx - 1: ctx keys */
@@ -487,7 +506,7 @@ int main(int argc, char **argv)
                       td(I64, {1})},
                      {fl, fl, fl, p}, td(BF, {1, H * DH}),
                      {ai("head_dim", DH), ai("n_heads", H), ai("n_kv_heads", HKV)},
-                     kv + 2.0 * H * DH * 2, warm != 0);
+                     kv + 2.0 * H * DH * 2, warm != 0, 1024, false, 16);
         }
     for (int64_t T : {1024, 4096}) {
         /* causal prefill from position 0: row r attends to rows 0..r */

@@ -1,6 +1,6 @@
 """decoder_peers.py: PyTorch's side of bench/cuda/bench_decoder.cu, on the same Llama-3.2-1B shapes
-(bf16, batch 1): F.scaled_dot_product_attention for one decode token against 1024, 4096 and 32768
-cached positions (32 query heads, 8 KV heads, head_dim 64, enable_gqa), with the flash and cuDNN
+(bf16, batch 1): F.scaled_dot_product_attention for one decode token against 1024 to 32768 (powers
+of 2) cached positions (32 query heads, 8 KV heads, head_dim 64, enable_gqa), with the flash and cuDNN
 backends where they take the case and whatever PyTorch picks; prefill (causal, T = 1024, 4096); and
 F.linear for x [1, 2048] by W [N, 2048] (N = 2048, 2560, 8192, 16384, 128256). Each is timed two
 ways: warm (the same inputs every call, as PyTorch's published figures were taken) and cold (the
@@ -8,7 +8,7 @@ inputs rotated over sets that together exceed 2.5x the L2 and 64 MB, as bench_de
 baton). Calls are captured k at a time into a CUDA graph and the per-call time is the median graph
 replay over k, as bench_decoder does, so launch overhead is not counted for either.
 
-    python3 bench/kernels/decoder_peers.py [--reps N] [--json FILE]
+    python3 bench/kernels/decoder_peers.py [--reps N] [--json FILE] [--only OP]
 """
 import argparse
 import json
@@ -21,7 +21,12 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--reps", type=int, default=20)
     ap.add_argument("--json")
+    ap.add_argument("--only", help="the rows whose op contains this (e.g. 'attention decode')")
     args = ap.parse_args()
+
+    def want(op):
+        return not args.only or args.only in op
+
     try:
         import torch
         import torch.nn.functional as F
@@ -82,7 +87,7 @@ def main():
         sdpa_kernel = None
     import contextlib
 
-    for ctx in (1024, 4096, 32768):
+    for ctx in (1024, 2048, 4096, 8192, 16384, 32768) if want("attention decode") else ():
         kv_bytes = 2 * ctx * HKV * DH * 2
         for warm in (True, False):
             n = 1 if warm else sets_for(kv_bytes)
@@ -102,7 +107,7 @@ def main():
                 record("attention decode ctx %d" % ctx, "q[1,32,1,64] kv[1,8,%d,64]" % ctx,
                        "torch sdpa " + name, kv_bytes + 2 * H * DH * 2, us, warm)
             del q, k, v
-    for T in (1024, 4096):
+    for T in (1024, 4096) if want("attention prefill") else ():
         q = torch.randn(1, H, T, DH, device=dev, dtype=torch.bfloat16)
         k = torch.randn(1, HKV, T, DH, device=dev, dtype=torch.bfloat16)
         v = torch.randn(1, HKV, T, DH, device=dev, dtype=torch.bfloat16)
@@ -118,7 +123,7 @@ def main():
                 continue
             record("attention prefill T %d" % T, "q[1,32,%d,64]" % T, "torch sdpa " + name,
                    T * HKV * DH * 2 * 2 + 2 * T * H * DH * 2, us, True)
-    for N in (2048, 2560, 8192, 16384, 128256):
+    for N in (2048, 2560, 8192, 16384, 128256) if want("gemv") else ():
         wbytes = N * 2048 * 2
         for warm in (True, False):
             n = 1 if warm else sets_for(wbytes, 64)

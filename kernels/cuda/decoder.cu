@@ -311,6 +311,8 @@ __global__ void __launch_bounds__(ATT_THREADS)
     const int h0 = (int)kvh * G + hc * ATT_GB; /* first query head of this cluster */
     const int nh = min(ATT_GB, G - hc * ATT_GB);
 
+    pdl_wait(); /* q, the caches and the positions may be a predecessor's outputs */
+    pdl_trigger();
     long long last = pos64 ? ((const long long *)pos)[r] : ((const int *)pos)[r];
     if (last < 0 || last >= S) {
         if (rank == 0 && threadIdx.x == 0 && kvh == 0 && hc == 0)
@@ -470,6 +472,348 @@ __global__ void __launch_bounds__(ATT_THREADS)
                     sl = fmaf(w, lk[k], sl);
                 }
             o[r * F + (long long)(h0 + g) * Dh + d] = from_f<T>(a / sl);
+        }
+    }
+    cluster_exit_barrier();
+}
+
+/* ---- attention: the decode on tensor cores over a cluster
+ * ------------------------------------------------ A cluster of C blocks serves one KV head and up
+ * to 16 (query row, query head) pairs of its group: the 16 rows of an m16n8k16 MMA, so K and V are
+ * read once for all the heads of the group (and for up to 16 / G decode rows). The keys 0 ..
+ * max(positions) + 1 of those rows are split into C contiguous ranges, one per block; in a block,
+ * each warp takes tiles of 16 keys (tile w, w + NW, ...) and copies its own tiles into its own
+ * ring of P stages of shared memory with cp.async, P - 1 tiles ahead of the one it computes, so
+ * the bytes in flight cost no registers and no barrier (a warp reads only what its lanes copied:
+ * cp.async.wait_group and __syncwarp order them). Per tile: S = Q K^T (fragments of K by
+ * ldmatrix), the scores masked per row by its position, an online softmax per row in f32 (base 2:
+ * the scores are scaled by scale * log2(e)), P rounded to the data's type (as FlashAttention
+ * does; the row sums add the rounded weights, so each output is a convex combination of V's
+ * rows), O += P V (fragments of V by ldmatrix.trans). The warps' states are merged in warp order
+ * in shared memory, then the blocks' in rank order through distributed shared memory, every block
+ * finishing a slice of the outputs: fixed orders, the same bits every run, no workspace. Shared
+ * memory rows of 16-byte chunks are XOR-swizzled by the row (chunk c of row r at c ^ (r & 7)), so
+ * the 8 rows an ldmatrix reads fall in 8 distinct bank groups. */
+
+#define ATT_TK 16 /* keys per warp step: the n of two MMAs, the k of one */
+
+/* P stages per warp: 128 KB of shared memory for DH 64 with P = 4 and for DH 128 and 256 with
+ * P = 2 (one block per SM); DH 64 with P = 2 takes 64 KB, so that two blocks may share an SM where
+ * a GPC has too few free SMs for a cluster of 16. */
+template <int DH, int P_> struct AttMma {
+    static constexpr int NW = DH <= 128 ? 8 : 4; /* warps per block (DH 256: 128 O registers) */
+    static constexpr int THREADS = NW * 32;
+    static constexpr int CH = DH / 8;                /* 16-byte chunks of a row */
+    static constexpr int TILE = 2 * ATT_TK * DH * 2; /* bytes of one step's K and V */
+    static constexpr int P = P_;
+    static constexpr int SMEM = NW * P * TILE;
+    static constexpr int OS = DH + 4; /* row stride of a warp's O in floats */
+    static_assert(16 * OS * 4 + 32 * 4 <= P * TILE, "a warp's state fits in its stages");
+};
+
+__device__ __forceinline__ void att_cp16(unsigned s, const void *g, bool ok)
+{
+    /* 16 bytes, or 16 zeros when !ok (src-size 0: nothing is read; g is a valid row anyway) */
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(s), "l"(g), "r"(ok ? 16 : 0)
+                 : "memory");
+}
+
+__device__ __forceinline__ void att_ldsm(unsigned (&r)[4], unsigned a)
+{
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(a)
+                 : "memory");
+}
+
+__device__ __forceinline__ void att_ldsm_t(unsigned (&r)[4], unsigned a)
+{
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(a)
+                 : "memory");
+}
+
+template <typename T> struct AttBf16 {
+    static constexpr bool value = false;
+};
+template <> struct AttBf16<__nv_bfloat16> {
+    static constexpr bool value = true;
+};
+
+/* d += a b: m16n8k16, f32 accumulators, bf16 or f16 operands. */
+template <typename T>
+__device__ __forceinline__ void att_mma(float (&d)[4], const unsigned (&a)[4], unsigned b0,
+                                        unsigned b1)
+{
+    if constexpr (AttBf16<T>::value)
+        asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, "
+                     "{%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};"
+                     : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+    else
+        asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, "
+                     "{%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};"
+                     : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+/* Two weights rounded to T, packed low-first as an MMA operand; *sum gets their rounded values. */
+template <typename T> __device__ __forceinline__ unsigned att_pack(float x, float y, float *sum)
+{
+    T v[2] = {from_f<T>(x), from_f<T>(y)};
+    *sum += to_f(v[0]) + to_f(v[1]);
+    unsigned u;
+    memcpy(&u, v, sizeof u);
+    return u;
+}
+
+template <typename T, int DH, int P_>
+__global__ void __launch_bounds__(AttMma<DH, P_>::THREADS, 1)
+    attn_mma_kernel(const T *q, const T *kc, const T *vc, const void *pos, int pos64, T *o,
+                    long long rows, long long S, int H, int Hkv, int G, int chunks, float qscale,
+                    int step)
+{
+    using L = AttMma<DH, P_>;
+    constexpr int NW = L::NW, CH = L::CH, P = L::P, TILE = L::TILE, OS = L::OS;
+    constexpr int KS = DH / 16, ND = DH / 8;
+    extern __shared__ __align__(128) unsigned char att_dyn[];
+    __shared__ float blk_o[16][DH];
+    __shared__ float blk_m[16], blk_l[16];
+
+    cg::cluster_group cluster = cg::this_cluster();
+    const int C = (int)cluster.num_blocks(), rank = (int)cluster.block_rank();
+    const long long cid = blockIdx.x / C;
+    const int chunk = (int)(cid % chunks), kvh = (int)(cid / chunks);
+    const long long p0 = (long long)chunk * 16; /* first pair (row * G + head in group) */
+    const int np = (int)min(16LL, rows * G - p0);
+    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+    const int g = lane >> 2, t = lane & 3; /* an MMA fragment's row (pair) and column pair */
+    const long long F = (long long)H * DH, KF = (long long)Hkv * DH;
+
+    pdl_wait(); /* q, the caches and the positions may be a predecessor's outputs */
+    pdl_trigger();
+
+    /* q of pairs g and g + 8 as A fragments (zeros for pairs past np), loaded first: they do not
+     * wait for the positions. */
+    const T *qlo =
+        g < np ? q + ((p0 + g) / G) * F + (long long)(kvh * G + (int)((p0 + g) % G)) * DH : nullptr;
+    const T *qhi = g + 8 < np ? q + ((p0 + g + 8) / G) * F +
+                                    (long long)(kvh * G + (int)((p0 + g + 8) % G)) * DH
+                              : nullptr;
+    unsigned qa[KS][4];
+#pragma unroll
+    for (int ks = 0; ks < KS; ks++) {
+        const int c = ks * 16 + 2 * t;
+        qa[ks][0] = qlo ? __ldg(reinterpret_cast<const unsigned *>(qlo + c)) : 0u;
+        qa[ks][1] = qhi ? __ldg(reinterpret_cast<const unsigned *>(qhi + c)) : 0u;
+        qa[ks][2] = qlo ? __ldg(reinterpret_cast<const unsigned *>(qlo + c + 8)) : 0u;
+        qa[ks][3] = qhi ? __ldg(reinterpret_cast<const unsigned *>(qhi + c + 8)) : 0u;
+    }
+
+    /* The rows of this chunk's pairs: their last keys (clamped and recorded when out of range),
+     * the last keys of pairs g and g + 8 (-1 past np: every key masked), and L, the keys the
+     * cluster reads. */
+    const long long r_a = p0 / G, r_b = (p0 + np - 1) / G;
+    long long lmax = 1, last_lo = -1, last_hi = -1;
+    for (long long r = r_a; r <= r_b; r++) {
+        long long v = pos64 ? ld_idx((const long long *)pos, r) : ld_idx((const int *)pos, r);
+        if (v < 0 || v >= S) {
+            if (kvh == 0 && rank == 0 && tid == 0)
+                record(DEC_ATTENTION, step, r, v, S);
+            v = v < 0 ? 0 : S - 1;
+        }
+        lmax = max(lmax, v + 1);
+        if (g < np && (p0 + g) / G == r)
+            last_lo = v;
+        if (g + 8 < np && (p0 + g + 8) / G == r)
+            last_hi = v;
+    }
+    const long long per = ((lmax + C - 1) / C + ATT_TK - 1) / ATT_TK * ATT_TK;
+    const long long kb = min(lmax, (long long)rank * per), ke = min(lmax, kb + per);
+    const int ntiles = (int)((ke - kb + ATT_TK - 1) / ATT_TK);
+    const int mine = warp < ntiles ? (ntiles - 1 - warp) / NW + 1 : 0;
+
+    unsigned char *wbase = att_dyn + warp * P * TILE;
+    const unsigned wsa = smem_u32(wbase);
+    const T *kg = kc + (long long)kvh * DH, *vg = vc + (long long)kvh * DH;
+    /* Tile i of this warp into stage i % P; a commit group per tile, empty past the last. */
+    auto issue = [&](int i) {
+        if (i < mine) {
+            const long long j0 = kb + (long long)(warp + i * NW) * ATT_TK;
+            const unsigned sk = wsa + (unsigned)((i % P) * TILE), sv = sk + TILE / 2;
+#pragma unroll
+            for (int c = 0; c < CH / 2; c++) {
+                const int e = c * 32 + lane, row = e / CH, ch = e % CH;
+                const long long j = j0 + row;
+                const bool ok = j < ke;
+                const long long jj = ok ? j : kb;
+                const unsigned off = (unsigned)((row * CH + (ch ^ (row & 7))) * 16);
+                att_cp16(sk + off, kg + jj * KF + ch * 8, ok);
+                att_cp16(sv + off, vg + jj * KF + ch * 8, ok);
+            }
+        }
+        cp_commit();
+    };
+#pragma unroll
+    for (int i = 0; i < P - 1; i++)
+        issue(i);
+
+    float oacc[ND][4];
+#pragma unroll
+    for (int n = 0; n < ND; n++)
+        oacc[n][0] = oacc[n][1] = oacc[n][2] = oacc[n][3] = 0.f;
+    float mlo = -INFINITY, mhi = -INFINITY, llo = 0.f, lhi = 0.f;
+    for (int i = 0; i < mine; i++) {
+        issue(i + P - 1);
+        cp_wait(P - 1); /* this lane's copies of tile i have landed */
+        __syncwarp();   /* ... and every lane's */
+        const unsigned sk = wsa + (unsigned)((i % P) * TILE), sv = sk + TILE / 2;
+        const long long j0 = kb + (long long)(warp + i * NW) * ATT_TK;
+
+        float sc[2][4];
+#pragma unroll
+        for (int n = 0; n < 2; n++)
+            sc[n][0] = sc[n][1] = sc[n][2] = sc[n][3] = 0.f;
+#pragma unroll
+        for (int ks = 0; ks < KS; ks++) {
+            /* lanes 0-7: keys 0-7, dims 16 ks ..; 8-15: keys 0-7, dims 16 ks + 8 ..; 16-23 and
+             * 24-31: keys 8-15, the same: b0 and b1 of keys 0-7, then of keys 8-15 */
+            const int row = (lane & 7) + ((lane >> 4) << 3), ch = 2 * ks + ((lane >> 3) & 1);
+            unsigned b[4];
+            att_ldsm(b, sk + (unsigned)((row * CH + (ch ^ (row & 7))) * 16));
+            att_mma<T>(sc[0], qa[ks], b[0], b[1]);
+            att_mma<T>(sc[1], qa[ks], b[2], b[3]);
+        }
+        /* sc[n][e] is (pair g, key 8n + 2t + e), sc[n][2 + e] is (pair g + 8, the same key) */
+        float tlo = -INFINITY, thi = -INFINITY;
+#pragma unroll
+        for (int n = 0; n < 2; n++)
+#pragma unroll
+            for (int e = 0; e < 2; e++) {
+                const long long j = j0 + 8 * n + 2 * t + e;
+                const bool in = j < ke;
+                sc[n][e] = in && j <= last_lo ? sc[n][e] * qscale : -INFINITY;
+                sc[n][2 + e] = in && j <= last_hi ? sc[n][2 + e] * qscale : -INFINITY;
+                tlo = fmaxf(tlo, sc[n][e]);
+                thi = fmaxf(thi, sc[n][2 + e]);
+            }
+        tlo = fmaxf(tlo, __shfl_xor_sync(0xffffffffu, tlo, 1));
+        tlo = fmaxf(tlo, __shfl_xor_sync(0xffffffffu, tlo, 2));
+        thi = fmaxf(thi, __shfl_xor_sync(0xffffffffu, thi, 1));
+        thi = fmaxf(thi, __shfl_xor_sync(0xffffffffu, thi, 2));
+        const float nlo = fmaxf(mlo, tlo), nhi = fmaxf(mhi, thi);
+        /* a row with no key yet keeps m = -inf; its weights exp2(-inf - 0) are 0 */
+        const float slo = nlo == -INFINITY ? 0.f : nlo, shi = nhi == -INFINITY ? 0.f : nhi;
+        const float clo = exp2f(mlo - slo), chi = exp2f(mhi - shi);
+        mlo = nlo;
+        mhi = nhi;
+        float plo = 0.f, phi = 0.f;
+        /* A of P V: (g, keys 2t ..), (g + 8, 2t ..), (g, 8 + 2t ..), (g + 8, 8 + 2t ..) */
+        unsigned pa[4];
+        pa[0] = att_pack<T>(exp2f(sc[0][0] - slo), exp2f(sc[0][1] - slo), &plo);
+        pa[1] = att_pack<T>(exp2f(sc[0][2] - shi), exp2f(sc[0][3] - shi), &phi);
+        pa[2] = att_pack<T>(exp2f(sc[1][0] - slo), exp2f(sc[1][1] - slo), &plo);
+        pa[3] = att_pack<T>(exp2f(sc[1][2] - shi), exp2f(sc[1][3] - shi), &phi);
+        llo = fmaf(llo, clo, plo);
+        lhi = fmaf(lhi, chi, phi);
+#pragma unroll
+        for (int n = 0; n < ND; n++) {
+            oacc[n][0] *= clo;
+            oacc[n][1] *= clo;
+            oacc[n][2] *= chi;
+            oacc[n][3] *= chi;
+        }
+#pragma unroll
+        for (int n = 0; n < ND; n += 2) {
+            /* lanes 0-7: keys 0-7 of dims 8n ..; 8-15: keys 8-15 of them; 16-31: the same of
+             * dims 8n + 8 ..: transposed, b0 and b1 of dims 8n .., then of dims 8n + 8 .. */
+            const int row = lane & 15, ch = n + (lane >> 4);
+            unsigned b[4];
+            att_ldsm_t(b, sv + (unsigned)((row * CH + (ch ^ (row & 7))) * 16));
+            att_mma<T>(oacc[n], pa, b[0], b[1]);
+            att_mma<T>(oacc[n + 1], pa, b[2], b[3]);
+        }
+        __syncwarp(); /* every lane has read stage i % P before the next issue overwrites it */
+    }
+    cp_wait(0); /* the empty groups; the stages are reused below */
+    __syncwarp();
+
+    /* The warp's state into its own stages: O [16][OS], then m [16] and l [16]. */
+    llo += __shfl_xor_sync(0xffffffffu, llo, 1);
+    llo += __shfl_xor_sync(0xffffffffu, llo, 2);
+    lhi += __shfl_xor_sync(0xffffffffu, lhi, 1);
+    lhi += __shfl_xor_sync(0xffffffffu, lhi, 2);
+    float *ws = reinterpret_cast<float *>(wbase);
+#pragma unroll
+    for (int n = 0; n < ND; n++) {
+        *reinterpret_cast<float2 *>(ws + g * OS + 8 * n + 2 * t) =
+            make_float2(oacc[n][0], oacc[n][1]);
+        *reinterpret_cast<float2 *>(ws + (g + 8) * OS + 8 * n + 2 * t) =
+            make_float2(oacc[n][2], oacc[n][3]);
+    }
+    if (t == 0) {
+        ws[16 * OS + g] = mlo;
+        ws[16 * OS + g + 8] = mhi;
+        ws[16 * OS + 16 + g] = llo;
+        ws[16 * OS + 16 + g + 8] = lhi;
+    }
+    __syncthreads();
+    /* The block's state: the warps merged in warp order. */
+    for (int idx = tid; idx < np * DH; idx += L::THREADS) {
+        const int p = idx / DH, d = idx % DH;
+        float M = -INFINITY;
+#pragma unroll
+        for (int w = 0; w < NW; w++)
+            M = fmaxf(M, reinterpret_cast<const float *>(att_dyn + w * P * TILE)[16 * OS + p]);
+        float a = 0.f, l = 0.f;
+#pragma unroll
+        for (int w = 0; w < NW; w++) {
+            const float *wv = reinterpret_cast<const float *>(att_dyn + w * P * TILE);
+            const float mw = wv[16 * OS + p];
+            const float wt = mw == -INFINITY ? 0.f : exp2f(mw - M);
+            a = fmaf(wt, wv[p * OS + d], a);
+            l = fmaf(wt, wv[16 * OS + 16 + p], l);
+        }
+        blk_o[p][d] = a;
+        if (d == 0) {
+            blk_m[p] = M;
+            blk_l[p] = l;
+        }
+    }
+    /* The cluster's: every block finishes a slice of the np x DH outputs, reading the C blocks'
+     * states (each thread issues its 3 C remote loads before it uses any). */
+    cluster.sync();
+    {
+        constexpr int CMAX = 16;
+        const int total = np * DH, share = (total + C - 1) / C;
+        const int lo = rank * share, hi = min(total, lo + share);
+        for (int idx = lo + tid; idx < hi; idx += L::THREADS) {
+            const int p = idx / DH, d = idx % DH;
+            float mk[CMAX], ak[CMAX], lk[CMAX];
+#pragma unroll
+            for (int k = 0; k < CMAX; k++)
+                if (k < C) {
+                    mk[k] = *cluster.map_shared_rank(&blk_m[p], k);
+                    ak[k] = *cluster.map_shared_rank(&blk_o[p][d], k);
+                    lk[k] = *cluster.map_shared_rank(&blk_l[p], k);
+                }
+            float M = -INFINITY;
+#pragma unroll
+            for (int k = 0; k < CMAX; k++)
+                if (k < C)
+                    M = fmaxf(M, mk[k]);
+            float a = 0.f, l = 0.f;
+#pragma unroll
+            for (int k = 0; k < CMAX; k++)
+                if (k < C) {
+                    const float wt = mk[k] == -INFINITY ? 0.f : exp2f(mk[k] - M);
+                    a = fmaf(wt, ak[k], a);
+                    l = fmaf(wt, lk[k], l);
+                }
+            /* l > 0: key 0 is rank 0's and every pair sees it */
+            const long long pi = p0 + p;
+            o[(pi / G) * F + (long long)(kvh * G + (int)(pi % G)) * DH + d] = from_f<T>(a / l);
         }
     }
     cluster_exit_barrier();
@@ -661,6 +1005,8 @@ __global__ void __launch_bounds__(1024)
     __shared__ A red[32];
     const long long r = blockIdx.x / H;
     const int h = (int)(blockIdx.x % H), kvh = h / (H / Hkv);
+    pdl_wait();
+    pdl_trigger();
     long long last = pos64 ? ((const long long *)pos)[r] : ((const int *)pos)[r];
     if (last < 0 || last >= S) {
         if (h == 0 && threadIdx.x == 0)
@@ -1434,6 +1780,38 @@ extern "C" int baton__kcuda_kv_cache_update(const baton_exec_ctx *ctx, void **bu
                   row_bytes, (int)DEC_KV_CACHE_UPDATE);
 }
 
+/* Knobs for timing the decode variants against each other in one process (bench_decoder's
+ * --attn-variants runs one child per setting; docs/benchmarks.md): BATON_ATTN_DECODE=simt takes
+ * the CUDA-core kernel (attn_split_kernel) for bf16/f16 too, BATON_ATTN_CLUSTER=C (1, 2, 4, 8 or
+ * 16) fixes the cluster size of either, BATON_ATTN_STAGES=2 or 4 the stages per warp of the
+ * tensor-core kernel at head_dim 64; BATON_ATTN_VERBOSE=1 prints each configuration the first
+ * time it is launched (stderr). Read once per process; the results do not depend on them
+ * beyond rounding (the split changes the order of the merge). */
+struct AttEnv {
+    int simt, cluster, stages, verbose;
+};
+
+static const AttEnv &att_env()
+{
+    static const AttEnv e = [] {
+        AttEnv v = {0, 0, 0, 0};
+        const char *a = getenv("BATON_ATTN_DECODE");
+        v.simt = a && !strcmp(a, "simt");
+        const char *c = getenv("BATON_ATTN_CLUSTER");
+        const int n = c ? atoi(c) : 0;
+        if (n == 1 || n == 2 || n == 4 || n == 8 || n == 16)
+            v.cluster = n;
+        const char *p = getenv("BATON_ATTN_STAGES");
+        const int st = p ? atoi(p) : 0;
+        if (st == 2 || st == 4)
+            v.stages = st;
+        const char *vb = getenv("BATON_ATTN_VERBOSE");
+        v.verbose = vb && *vb && strcmp(vb, "0") != 0;
+        return v;
+    }();
+    return e;
+}
+
 /* The cluster size of the split decode: up to 16 blocks (an H100/H200 takes non-portable 16),
  * fewer when the (row, KV head, head chunk) clusters alone fill the GPU, 1 for long prefill. */
 template <typename T, int LPK>
@@ -1448,6 +1826,8 @@ static int attn_split(const baton_exec_ctx *ctx, void **b, const baton_decoder_d
         C /= 2;
     while (C > 1 && (s.S + C - 1) / C < 32)
         C /= 2; /* at least 32 keys per block of a full cache */
+    if (att_env().cluster)
+        C = att_env().cluster;
     auto kern = attn_split_kernel<T, LPK>;
     if (C > 8) {
         const int pr = prepare(kern, ctx, "attention", C, clusters * C, ATT_THREADS, 0, 0, true);
@@ -1463,6 +1843,108 @@ static int attn_split(const baton_exec_ctx *ctx, void **b, const baton_decoder_d
                   (const T *)b[0], (const T *)b[1], (const T *)b[2], (const void *)b[3],
                   (int)(s.idx_dt == BATON_DTYPE_I64), (T *)b[4], (long long)s.rows, (long long)s.S,
                   (int)d.n_heads, (int)d.n_kv_heads, G, chunks, qscale, ctx->step_index);
+}
+
+/* How many clusters of 16 blocks of attn_mma_kernel<T, DH, P> can be resident at once on ctx's
+ * device (16 SMs of one GPC each when one block fills an SM), asked once per device; 0 when the
+ * size cannot be scheduled or the runtime cannot say. */
+template <typename T, int DH, int P>
+static int attn_mma_fit16(const baton_exec_ctx *ctx, long long clusters)
+{
+    using L = AttMma<DH, P>;
+    auto kern = attn_mma_kernel<T, DH, P>;
+    static std::atomic<int> fit[KCUDA_MAX_DEVICES]; /* the answer + 1; 0: not asked */
+    const int dev = device_of(ctx);
+    const bool known = dev >= 0 && dev < KCUDA_MAX_DEVICES;
+    int n = known ? fit[dev].load(std::memory_order_relaxed) - 1 : -1;
+    if (n >= 0)
+        return n;
+    const int pr =
+        prepare(kern, ctx, "attention", 16, clusters * 16, L::THREADS, L::SMEM, L::SMEM, true);
+    if (pr < 0) {
+        (void)cudaGetLastError();
+        return 0;
+    }
+    n = 0;
+    if (pr == 0 &&
+        max_active_clusters((const void *)kern, (unsigned)(clusters * 16), L::THREADS, L::SMEM, 16,
+                            ctx ? (cudaStream_t)ctx->stream : (cudaStream_t)0, &n) != cudaSuccess) {
+        (void)cudaGetLastError();
+        return 0; /* not remembered: it may pass */
+    }
+    if (known)
+        fit[dev].store(n + 1, std::memory_order_relaxed);
+    if (att_env().verbose)
+        fprintf(stderr,
+                "attention: %d clusters of 16 blocks of %d threads, %d KB each, fit at once\n", n,
+                L::THREADS, L::SMEM >> 10);
+    return n;
+}
+
+template <typename T, int DH, int P>
+static int attn_mma_launch(const baton_exec_ctx *ctx, void **b, const baton_decoder_desc &d,
+                           const dec_shape &s, int C, long long chunks)
+{
+    using L = AttMma<DH, P>;
+    auto kern = attn_mma_kernel<T, DH, P>;
+    const long long clusters = (long long)d.n_kv_heads * chunks;
+    const int pr =
+        prepare(kern, ctx, "attention", C, clusters * C, L::THREADS, L::SMEM, L::SMEM, true);
+    if (pr < 0)
+        return BATON_ECUDA;
+    if (pr > 0)
+        C = 8;
+    if (att_env().verbose) {
+        static std::atomic<unsigned> shown; /* a bit per cluster size */
+        if (!(shown.fetch_or(1u << C) & (1u << C)))
+            fprintf(stderr,
+                    "attention: tensor cores, head_dim %d, %d-byte elements, %d stages of 16 keys "
+                    "per warp, %d warps, %lld clusters of %d blocks\n",
+                    DH, (int)sizeof(T), P, L::NW, clusters, C);
+    }
+    const float qscale = (float)(d.scale * 1.4426950408889634);
+    return launch(ctx, "attention", kern, (unsigned)(clusters * C), L::THREADS, L::SMEM, C,
+                  (const T *)b[0], (const T *)b[1], (const T *)b[2], (const void *)b[3],
+                  (int)(s.idx_dt == BATON_DTYPE_I64), (T *)b[4], (long long)s.rows, (long long)s.S,
+                  (int)d.n_heads, (int)d.n_kv_heads, d.n_heads / d.n_kv_heads, (int)chunks, qscale,
+                  ctx->step_index);
+}
+
+/* The tensor-core decode: clusters of 16 blocks where one wave covers them all, else of 8; fewer
+ * for a small cache (64 keys a block at least). Where the 128 KB variant's clusters of 16 do not
+ * all fit at once (GPCs with too few free SMs), the 64 KB one of DH 64 is tried before 8. */
+template <typename T, int DH>
+static int attn_mma(const baton_exec_ctx *ctx, void **b, const baton_decoder_desc &d,
+                    const dec_shape &s)
+{
+    const int G = d.n_heads / d.n_kv_heads;
+    const long long chunks = (s.rows * G + 15) / 16, clusters = (long long)d.n_kv_heads * chunks;
+    if (clusters * 16 > 0x7fffffffLL)
+        return baton__ctx_fail(ctx, BATON_EINVAL, "attention: too many rows for one launch");
+    constexpr int PBIG = DH == 64 ? 4 : 2;
+    const AttEnv &env = att_env();
+    int C = env.cluster;
+    if (!C) {
+        const int sms = sm_count(ctx);
+        C = 16;
+        while (C > 1 && clusters * C > sms)
+            C /= 2;
+        while (C > 1 && s.S < 64LL * C)
+            C /= 2;
+    }
+    if constexpr (DH == 64) {
+        if (env.stages == 2)
+            return attn_mma_launch<T, DH, 2>(ctx, b, d, s, C, chunks);
+        if (C == 16 && !env.cluster && !env.stages &&
+            attn_mma_fit16<T, DH, PBIG>(ctx, clusters) < clusters)
+            return attn_mma_fit16<T, DH, 2>(ctx, clusters) >= clusters
+                       ? attn_mma_launch<T, DH, 2>(ctx, b, d, s, 16, chunks)
+                       : attn_mma_launch<T, DH, PBIG>(ctx, b, d, s, 8, chunks);
+    } else {
+        if (C == 16 && !env.cluster && attn_mma_fit16<T, DH, PBIG>(ctx, clusters) < clusters)
+            C = 8;
+    }
+    return attn_mma_launch<T, DH, PBIG>(ctx, b, d, s, C, chunks);
 }
 
 template <typename T, int DH>
@@ -1495,6 +1977,17 @@ static int attn_typed(const baton_exec_ctx *ctx, void **b, const baton_decoder_d
             if (d.head_dim == 64)
                 return attn_prefill<T, 64>(ctx, b, d, s);
             return attn_prefill<T, 128>(ctx, b, d, s);
+        }
+    }
+    if constexpr (sizeof(T) == 2) {
+        /* decode (and head_dim 256 at any rows): tensor cores */
+        if (al && !att_env().simt) {
+            switch (d.head_dim) {
+            case 64: return attn_mma<T, 64>(ctx, b, d, s);
+            case 128: return attn_mma<T, 128>(ctx, b, d, s);
+            case 256: return attn_mma<T, 256>(ctx, b, d, s);
+            default: break;
+            }
         }
     }
     if constexpr (sizeof(T) < 8) {
