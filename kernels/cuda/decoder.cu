@@ -1865,12 +1865,14 @@ static int attn_mma_fit16(const baton_exec_ctx *ctx, long long clusters)
         (void)cudaGetLastError();
         return 0;
     }
+    /* Remembered even when the query fails (as 0): the cluster size decides the order of the
+     * merge, so every later call of the process must choose as the first did. No stream: the
+     * query enqueues nothing, and the caller's may be capturing. */
     n = 0;
-    if (pr == 0 &&
-        max_active_clusters((const void *)kern, (unsigned)(clusters * 16), L::THREADS, L::SMEM, 16,
-                            ctx ? (cudaStream_t)ctx->stream : (cudaStream_t)0, &n) != cudaSuccess) {
+    if (pr == 0 && max_active_clusters((const void *)kern, (unsigned)(clusters * 16), L::THREADS,
+                                       L::SMEM, 16, (cudaStream_t)0, &n) != cudaSuccess) {
         (void)cudaGetLastError();
-        return 0; /* not remembered: it may pass */
+        n = 0;
     }
     if (known)
         fit[dev].store(n + 1, std::memory_order_relaxed);
