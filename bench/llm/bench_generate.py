@@ -103,6 +103,9 @@ def run_generate(exe, d, prompt, new, mode, warmup):
     if m:
         f["decode_ms_per_token"] = float(m.group(3))
         f["host_waits_per_token"] = float(m.group(4))
+    m = re.search(r"decode: ([\d.]+) us/token on the host outside", e)
+    if m:
+        f["host_us_per_token"] = float(m.group(1))
     m = re.search(r"after the first run (\d+) captures, (\d+) graph updates", e)
     if m:
         f["captures_after_first"], f["graph_updates_after_first"] = int(m.group(1)), int(m.group(2))
