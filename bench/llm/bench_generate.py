@@ -173,6 +173,8 @@ def main():
               f"{f['prefill_ms']:8.3f} ms ({a.prompt / f['prefill_ms'] * 1e3:9.0f} tokens/s); "
               f"decode {f.get('decode_ms_per_token', float('nan')):.3f} ms/token ({share:.0%} of "
               f"the floor), {f.get('host_waits_per_token', float('nan')):.2f} host waits/token, "
+              f"{f.get('host_us_per_token', float('nan')):.1f} us/token on the host outside the "
+              f"run, "
               f"{f.get('captures_after_first', '?')} captures and "
               f"{f.get('graph_updates_after_first', '?')} graph updates after the first run; "
               f"load+prepare {f['load_prepare_s']:.2f} s, first token {f['first_token_s']:.2f} s "
