@@ -572,7 +572,7 @@ template <typename T, int DH, int P_>
 __global__ void __launch_bounds__(AttMma<DH, P_>::THREADS, 1)
     attn_mma_kernel(const T *q, const T *kc, const T *vc, const void *pos, int pos64, T *o,
                     long long rows, long long S, int H, int Hkv, int G, int chunks, float qscale,
-                    int step)
+                    int pf, int step)
 {
     using L = AttMma<DH, P_>;
     constexpr int NW = L::NW, CH = L::CH, P = L::P, TILE = L::TILE, OS = L::OS;
@@ -655,9 +655,25 @@ __global__ void __launch_bounds__(AttMma<DH, P_>::THREADS, 1)
         }
         cp_commit();
     };
+    /* With pf > 0, tile i + pf of the warp is also asked into L2 when tile i's copy is issued
+     * (a lane per 128-byte line), so that more bytes are in flight than the stages hold. */
+    auto prefetch = [&](int i) {
+        if (i < mine) {
+            const long long j0 = kb + (long long)(warp + i * NW) * ATT_TK;
+#pragma unroll
+            for (int c = 0; c < DH / 64; c++) {
+                const long long j = j0 + (lane & 15);
+                if (j < ke)
+                    asm volatile(
+                        "prefetch.global.L2 [%0];" ::"l"((lane < 16 ? kg : vg) + j * KF + c * 64));
+            }
+        }
+    };
 #pragma unroll
     for (int i = 0; i < P - 1; i++)
         issue(i);
+    for (int i = P - 1; i < P - 1 + pf; i++)
+        prefetch(i);
 
     float oacc[ND][4];
 #pragma unroll
@@ -666,6 +682,8 @@ __global__ void __launch_bounds__(AttMma<DH, P_>::THREADS, 1)
     float mlo = -INFINITY, mhi = -INFINITY, llo = 0.f, lhi = 0.f;
     for (int i = 0; i < mine; i++) {
         issue(i + P - 1);
+        if (pf)
+            prefetch(i + P - 1 + pf);
         cp_wait(P - 1); /* this lane's copies of tile i have landed */
         __syncwarp();   /* ... and every lane's */
         const unsigned sk = wsa + (unsigned)((i % P) * TILE), sv = sk + TILE / 2;
@@ -1784,17 +1802,18 @@ extern "C" int baton__kcuda_kv_cache_update(const baton_exec_ctx *ctx, void **bu
  * --attn-variants runs one child per setting; docs/benchmarks.md): BATON_ATTN_DECODE=simt takes
  * the CUDA-core kernel (attn_split_kernel) for bf16/f16 too, BATON_ATTN_CLUSTER=C (1, 2, 4, 8 or
  * 16) fixes the cluster size of either, BATON_ATTN_STAGES=2 or 4 the stages per warp of the
- * tensor-core kernel at head_dim 64; BATON_ATTN_VERBOSE=1 prints each configuration the first
+ * tensor-core kernel at head_dim 64, BATON_ATTN_PREFETCH=n (1 to 16) has its warps ask tile
+ * i + n into L2 as they copy tile i; BATON_ATTN_VERBOSE=1 prints each configuration the first
  * time it is launched (stderr). Read once per process; the results do not depend on them
  * beyond rounding (the split changes the order of the merge). */
 struct AttEnv {
-    int simt, cluster, stages, verbose;
+    int simt, cluster, stages, verbose, prefetch;
 };
 
 static const AttEnv &att_env()
 {
     static const AttEnv e = [] {
-        AttEnv v = {0, 0, 0, 0};
+        AttEnv v = {0, 0, 0, 0, 0};
         const char *a = getenv("BATON_ATTN_DECODE");
         v.simt = a && !strcmp(a, "simt");
         const char *c = getenv("BATON_ATTN_CLUSTER");
@@ -1805,6 +1824,9 @@ static const AttEnv &att_env()
         const int st = p ? atoi(p) : 0;
         if (st == 2 || st == 4)
             v.stages = st;
+        const char *pf = getenv("BATON_ATTN_PREFETCH");
+        const int np = pf ? atoi(pf) : 0;
+        v.prefetch = np > 0 && np <= 16 ? np : 0;
         const char *vb = getenv("BATON_ATTN_VERBOSE");
         v.verbose = vb && *vb && strcmp(vb, "0") != 0;
         return v;
@@ -1909,7 +1931,7 @@ static int attn_mma_launch(const baton_exec_ctx *ctx, void **b, const baton_deco
                   (const T *)b[0], (const T *)b[1], (const T *)b[2], (const void *)b[3],
                   (int)(s.idx_dt == BATON_DTYPE_I64), (T *)b[4], (long long)s.rows, (long long)s.S,
                   (int)d.n_heads, (int)d.n_kv_heads, d.n_heads / d.n_kv_heads, (int)chunks, qscale,
-                  ctx->step_index);
+                  att_env().prefetch, ctx->step_index);
 }
 
 /* The tensor-core decode: clusters of 16 blocks where one wave covers them all, else of 8; fewer
