@@ -689,10 +689,11 @@ Test(gpu_attention, records_a_position_outside_the_cache)
  * Decode rows (1 to 4) against caches of 1 to 40000 rows, at groups of 1 to 32 query heads per KV
  * head and head_dim 64, 128 and 256 (bf16 and f16 take the tensor-core kernel, f32 the CUDA-core
  * one), with the positions at the cache's end, in the middle or mixed: clusters of 1 to 16
- * blocks, blocks and warps with no key, the last partial tile of 16 keys, the (row, head) pairs
- * of one MMA spanning rows and a row's heads spanning two MMAs (G = 5, 16, 32). */
+ * blocks, blocks and warps with no key (positions 0 to 3 in a long cache), the last partial tile
+ * of 16 keys, the (row, head) pairs of one MMA spanning rows and a row's heads spanning two MMAs
+ * (G = 5, 16, 32). */
 
-enum { POS_END, POS_MID, POS_MIX };
+enum { POS_END, POS_MID, POS_MIX, POS_LOW };
 
 static const struct {
     int64_t rows, S, H, Hkv, Dh;
@@ -713,6 +714,7 @@ static const struct {
     {1, 500, 32, 1, 128, POS_MID, BATON_DTYPE_I64}, /* G = 32: a row in two MMAs */
     {1, 40000, 32, 8, 64, POS_END, BATON_DTYPE_I64},
     {2, 40000, 4, 4, 128, POS_MIX, BATON_DTYPE_I32},
+    {4, 4097, 32, 8, 64, POS_LOW, BATON_DTYPE_I64}, /* positions 0..3: blocks with no key */
 };
 
 /* The float64 attention of q's rows over the caches at positions pos (each clamped to [0, S)). */
@@ -775,6 +777,8 @@ static call decode_call(test_rng *r, size_t k, baton_dtype dt)
             set_idx(DEC[k].pdt, c.host[3], t, S - 1);
         else if (DEC[k].pos == POS_MID && t == 0)
             set_idx(DEC[k].pdt, c.host[3], t, S / 2);
+        else if (DEC[k].pos == POS_LOW)
+            set_idx(DEC[k].pdt, c.host[3], t, t);
     return c;
 }
 
