@@ -862,27 +862,33 @@ Test(gpu_attention, matches_float64_for_causal_prefill_shapes, .timeout = 900)
 }
 
 #ifdef BATON_CUDA
-/* The CUDA prefill picks one or two m16 tiles per warp at head_dim 64 by the launch's size;
- * BATON_ATTN_PREFILL_MT (read once per process, and Criterion runs each test in its own) forces
- * each, so both run on any GPU. */
-Test(gpu_attention, matches_float64_for_causal_prefill_with_one_m_tile_per_warp, .timeout = 900)
+/* The CUDA prefill picks its block at head_dim 64 by the grouping and the launch's size;
+ * BATON_ATTN_PREFILL_BLOCK (read once per process, and Criterion runs each test in its own)
+ * forces each, so all three run on any GPU (64x2 where G is even; the others take G = 1). */
+Test(gpu_attention, matches_float64_for_causal_prefill_in_64_row_blocks, .timeout = 900)
 {
     skip_without_gpu();
-    setenv("BATON_ATTN_PREFILL_MT", "1", 1);
+    setenv("BATON_ATTN_PREFILL_BLOCK", "64x1", 1);
     prefill_table(BATON_DEVICE_CUDA, 1 << 30);
 }
-Test(gpu_attention, matches_float64_for_causal_prefill_with_two_m_tiles_per_warp, .timeout = 900)
+Test(gpu_attention, matches_float64_for_causal_prefill_in_128_row_blocks, .timeout = 900)
 {
     skip_without_gpu();
-    setenv("BATON_ATTN_PREFILL_MT", "2", 1);
+    setenv("BATON_ATTN_PREFILL_BLOCK", "128x1", 1);
+    prefill_table(BATON_DEVICE_CUDA, 1 << 30);
+}
+Test(gpu_attention, matches_float64_for_causal_prefill_in_two_head_blocks, .timeout = 900)
+{
+    skip_without_gpu();
+    setenv("BATON_ATTN_PREFILL_BLOCK", "64x2", 1);
     prefill_table(BATON_DEVICE_CUDA, 1 << 30);
 }
 
 /* Bitwise stability of the prefill: each block adds its keys in one fixed order. */
-static void prefill_same_bits(const char *mt)
+static void prefill_same_bits(const char *block)
 {
-    if (mt)
-        setenv("BATON_ATTN_PREFILL_MT", mt, 1);
+    if (block)
+        setenv("BATON_ATTN_PREFILL_BLOCK", block, 1);
     const pf_case pc = {1500, 2000, 32, 8, 64, 1, 0, BATON_DTYPE_I64};
     call c = {.target = "attention", .n_in = 4, .n_attrs = 3};
     test_rng r = {test_fresh_seed()};
@@ -914,10 +920,15 @@ Test(gpu_attention, gives_the_same_bits_run_to_run_in_prefill)
     skip_without_gpu();
     prefill_same_bits(NULL);
 }
-Test(gpu_attention, gives_the_same_bits_run_to_run_in_prefill_with_two_m_tiles_per_warp)
+Test(gpu_attention, gives_the_same_bits_run_to_run_in_prefill_in_128_row_blocks)
 {
     skip_without_gpu();
-    prefill_same_bits("2");
+    prefill_same_bits("128x1");
+}
+Test(gpu_attention, gives_the_same_bits_run_to_run_in_prefill_in_64_row_blocks)
+{
+    skip_without_gpu();
+    prefill_same_bits("64x1");
 }
 #endif
 

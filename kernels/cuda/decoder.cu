@@ -476,16 +476,18 @@ __global__ void __launch_bounds__(ATT_THREADS)
 }
 
 /* ---- attention: prefill on tensor cores (FlashAttention-2 style) ------------------------------
- * A block of 4 warps takes BM = 64 * MT query rows of one head (warp w: rows 16 * MT * w + ...,
- * MT m16 tiles of 16 rows each). Q's fragments stay in registers for the whole block; keys come in
- * tiles of BN = 64 rows of K and V, copied with cp.async into a two-stage ring of padded shared
- * memory (the next tile loads while this one computes). Per tile a warp forms its scores with
- * mma.sync m16n8k16 (bf16/f16 in, f32 accumulate), masks key j of row r unless j <= positions[r]
- * (only on tiles that reach past the warp's smallest position), updates each row's online softmax
- * in registers (base 2; a row's four owning lanes meet through quad shuffles), rounds P to the
- * data's type in registers as the A operand of P V (as FlashAttention does) and accumulates O in
- * registers. Tiles start at key 0 and stop at the block's largest position; a warp skips the math
- * of a tile wholly past its rows. Every sum runs in one fixed order: the same bits every run.
+ * A block of 4 warps takes BM = 64 * MT (position, head) rows of Q: BM / HP positions of HP heads
+ * of one KV head; each warp MT m16 tiles of 16 positions of one head (HP = 2: the same positions
+ * of the two heads, so every K and V fragment serves both). Q's fragments stay in registers for
+ * the whole block; keys come in tiles of BN = 64 rows of K and V, copied with cp.async into a
+ * two-stage ring of padded shared memory (the next tile loads while this one computes). Per tile
+ * a warp forms its scores with mma.sync m16n8k16 (bf16/f16 in, f32 accumulate), masks key j of row
+ * r unless j <= positions[r] (only on tiles that reach past the warp's smallest position), updates
+ * each row's online softmax in registers (base 2; a row's four owning lanes meet through quad
+ * shuffles), rounds P to the data's type in registers as the A operand of P V (as FlashAttention
+ * does) and accumulates O in registers. Tiles start at key 0 and stop at the block's largest
+ * position; a warp skips the math of a tile wholly past its rows. Every sum runs in one fixed
+ * order: the same bits every run.
  *
  * Fragment layouts (PTX ISA, mma.m16n8k16 with .bf16/.f16; lane = 4 g + t, g < 8, t < 4; each
  * 32-bit register packs two 16-bit elements, the lower column or k index in the low half):
@@ -507,13 +509,14 @@ __global__ void __launch_bounds__(ATT_THREADS)
 #define PF_WARPS 4
 #define PF_BN    64
 
-template <int DH, int MT> struct PfLayout {
-    static constexpr int BM = PF_WARPS * 16 * MT;
-    static constexpr int LD = DH + 8; /* elements of a shared row */
+template <int DH, int MT, int HP> struct PfLayout {
+    static constexpr int BM = PF_WARPS * 16 * MT; /* (position, head) rows of Q */
+    static constexpr int BP = BM / HP;            /* positions */
+    static constexpr int LD = DH + 8;             /* elements of a shared row */
     static constexpr int TILE = PF_BN * LD;
     static constexpr size_t OFF_K = (size_t)BM * LD * 2; /* then K0, K1, V0, V1 */
     static constexpr size_t OFF_POS = OFF_K + (size_t)4 * TILE * 2;
-    static constexpr size_t BYTES = OFF_POS + (size_t)(BM + PF_WARPS) * 4;
+    static constexpr size_t BYTES = OFF_POS + (size_t)(BP + PF_WARPS) * 4;
 };
 
 /* 16 bytes global -> shared, or 16 zero bytes when !ok (nothing is read then). */
@@ -576,47 +579,52 @@ __device__ __forceinline__ float pf_ex2(float x)
 }
 
 /* qscale = |scale| * log2(e); qneg: scale < 0, applied by negating Q's elements (exact). */
-template <typename T, int DH, int MT>
+template <typename T, int DH, int MT, int HP>
 __global__ void __launch_bounds__(PF_WARPS * 32, 2)
     attn_prefill_kernel(const T *q, const T *kc, const T *vc, const void *pos, int pos64, T *o,
                         long long rows, int S, int H, int Hkv, float qscale, int qneg, int step)
 {
-    using L = PfLayout<DH, MT>;
-    constexpr int BM = L::BM, LD = L::LD, NT = PF_BN / 8, KD = DH / 16, VR = DH / 8;
+    using L = PfLayout<DH, MT, HP>;
+    constexpr int BM = L::BM, BP = L::BP, LD = L::LD, NT = PF_BN / 8, KD = DH / 16, VR = DH / 8;
+    constexpr int PT = MT / HP; /* a warp's m tiles of one head: 16 PT positions */
     constexpr int NTH = PF_WARPS * 32;
     extern __shared__ __align__(128) unsigned char pf_smem[];
     T *sQ = reinterpret_cast<T *>(pf_smem);
     T *sKV = reinterpret_cast<T *>(pf_smem + L::OFF_K);
-    int *sPos = reinterpret_cast<int *>(pf_smem + L::OFF_POS), *sMax = sPos + BM;
+    int *sPos = reinterpret_cast<int *>(pf_smem + L::OFF_POS), *sMax = sPos + BP;
     const unsigned aQ = (unsigned)__cvta_generic_to_shared(sQ);
     const unsigned aKV = (unsigned)__cvta_generic_to_shared(sKV);
 
-    const long long tiles = (rows + BM - 1) / BM;
-    const int h = (int)(blockIdx.x % H); /* the G heads of a KV head are neighbours: L2 reuse */
-    const long long tile = tiles - 1 - (long long)(blockIdx.x / H); /* the longest rows first */
-    const int kvh = h / (H / Hkv);
-    const long long r0 = tile * BM, F = (long long)H * DH, KF = (long long)Hkv * DH;
+    const long long tiles = (rows + BP - 1) / BP;
+    const int HB = H / HP; /* blocks a row tile */
+    /* heads h0 .. h0 + HP - 1, of one KV head (HP divides G); the G heads of a KV head are
+     * neighbours in the grid: their K and V stay in L2 */
+    const int h0 = (int)(blockIdx.x % HB) * HP;
+    const long long tile = tiles - 1 - (long long)(blockIdx.x / HB); /* the longest rows first */
+    const int kvh = h0 / (H / Hkv);
+    const long long r0 = tile * BP, F = (long long)H * DH, KF = (long long)Hkv * DH;
     const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, t = lane & 3;
 
     pdl_wait(); /* q, the caches and positions may be a predecessor's outputs */
     pdl_trigger();
 
-    /* Q into shared memory (rows past T read as zeros) */
+    /* Q into shared memory, row hi * BP + i holding position r0 + i of head h0 + hi (rows past
+     * T read as zeros) */
     for (int c = tid; c < BM * VR; c += NTH) {
-        const int rr = c / VR, col = (c % VR) * 8;
-        const long long r = r0 + rr;
+        const int m = c / VR, col = (c % VR) * 8;
+        const long long r = r0 + m % BP;
         const bool ok = r < rows;
-        pf_cp16(aQ + (unsigned)(rr * LD + col) * 2, ok ? q + r * F + (long long)h * DH + col : q,
-                ok);
+        pf_cp16(aQ + (unsigned)(m * LD + col) * 2,
+                ok ? q + r * F + (long long)(h0 + m / BP) * DH + col : q, ok);
     }
     cp_commit();
-    if (tid < BM) {
+    if (tid < BP) {
         const long long r = r0 + tid;
         long long p = -1; /* a row past T: every key masked, nothing written */
         if (r < rows) {
             p = pos64 ? ((const long long *)pos)[r] : ((const int *)pos)[r];
             if (p < 0 || p >= S) {
-                if (h == 0)
+                if (h0 == 0)
                     record(DEC_ATTENTION, step, r, p, S);
                 p = p < 0 ? 0 : S - 1;
             }
@@ -624,15 +632,16 @@ __global__ void __launch_bounds__(PF_WARPS * 32, 2)
         sPos[tid] = (int)p;
     }
     __syncthreads();
-    /* this lane's rows: wr + 16 mt + g (+ 8) */
-    const int wr = warp * 16 * MT;
+    /* m tile mt of this warp: positions wp + 16 (mt / HP) + 0..15 of head h0 + mt % HP; this
+     * lane's rows in it: g and g + 8 */
+    const int wp = warp * 16 * PT;
     int pr[MT][2];
     int wmin = 0x7fffffff, wmax = -1;
 #pragma unroll
     for (int mt = 0; mt < MT; mt++)
 #pragma unroll
         for (int hh = 0; hh < 2; hh++) {
-            pr[mt][hh] = sPos[wr + 16 * mt + g + 8 * hh];
+            pr[mt][hh] = sPos[wp + 16 * (mt / HP) + g + 8 * hh];
             wmin = min(wmin, pr[mt][hh]);
             wmax = max(wmax, pr[mt][hh]);
         }
@@ -671,9 +680,10 @@ __global__ void __launch_bounds__(PF_WARPS * 32, 2)
     for (int mt = 0; mt < MT; mt++)
 #pragma unroll
         for (int kk = 0; kk < KD; kk++) {
-            pf_ldsm4(
-                qf[mt][kk],
-                aQ + (unsigned)((wr + 16 * mt + (lane & 15)) * LD + 16 * kk + 8 * (lane >> 4)) * 2);
+            pf_ldsm4(qf[mt][kk],
+                     aQ + (unsigned)(((mt % HP) * BP + wp + 16 * (mt / HP) + (lane & 15)) * LD +
+                                     16 * kk + 8 * (lane >> 4)) *
+                              2);
             if (qneg)
 #pragma unroll
                 for (int i = 0; i < 4; i++)
@@ -816,7 +826,7 @@ __global__ void __launch_bounds__(PF_WARPS * 32, 2)
             sum += __shfl_xor_sync(0xffffffffu, sum, 1);
             sum += __shfl_xor_sync(0xffffffffu, sum, 2);
             const float inv = sum > 0.f ? 1.f / sum : 0.f;
-            T *srow = sQ + (wr + 16 * mt + g + 8 * hh) * LD + 2 * t;
+            T *srow = sQ + ((mt % HP) * BP + wp + 16 * (mt / HP) + g + 8 * hh) * LD + 2 * t;
 #pragma unroll
             for (int d = 0; d < DH / 8; d++)
                 *reinterpret_cast<unsigned *>(srow + 8 * d) =
@@ -824,11 +834,11 @@ __global__ void __launch_bounds__(PF_WARPS * 32, 2)
         }
     __syncwarp();
     for (int c = lane; c < 16 * MT * VR; c += 32) {
-        const int rr = wr + c / VR, col = (c % VR) * 8;
-        const long long r = r0 + rr;
+        const int mt = c / (16 * VR), i = wp + 16 * (mt / HP) + (c / VR) % 16, col = (c % VR) * 8;
+        const long long r = r0 + i;
         if (r < rows)
-            *reinterpret_cast<uint4 *>(o + r * F + (long long)h * DH + col) =
-                *reinterpret_cast<const uint4 *>(sQ + rr * LD + col);
+            *reinterpret_cast<uint4 *>(o + r * F + (long long)(h0 + mt % HP) * DH + col) =
+                *reinterpret_cast<const uint4 *>(sQ + ((mt % HP) * BP + i) * LD + col);
     }
 }
 
@@ -1647,31 +1657,40 @@ static int attn_split(const baton_exec_ctx *ctx, void **b, const baton_decoder_d
                   (int)d.n_heads, (int)d.n_kv_heads, G, chunks, qscale, ctx->step_index);
 }
 
-/* The prefill's rows per warp: two m16 tiles (BM = 128 rows a block; K and V fragments serve two
- * tiles, halving shared-memory reads) at head_dim 64 once that still gives two blocks per SM;
- * one (BM = 64) at head_dim 128, where two tiles' accumulators would not fit in registers, and
- * for short prompts. BATON_ATTN_PREFILL_MT=1 or 2 forces head_dim 64's choice (benchmarks). */
-static int prefill_mt_forced(void)
+/* The prefill's block at head_dim 64: 4 warps of two m16 tiles each, either 64 positions of two
+ * heads of one KV head ("64x2": K and V fragments serve both heads, halving shared-memory and L2
+ * reads per flop against one tile a warp, with the causal grain and balance of 64-row blocks) or
+ * 128 positions of one head ("128x1"), or 4 warps of one tile each ("64x1": more blocks, for
+ * short prompts). head_dim 128 takes 64x1: two tiles' accumulators would not fit in registers.
+ * BATON_ATTN_PREFILL_BLOCK=64x1, 128x1 or 64x2 forces head_dim 64's choice (benchmarks; 64x2
+ * only where G is even). */
+enum { PF_AUTO, PF_64X1, PF_128X1, PF_64X2 };
+
+static int prefill_block_forced(void)
 {
     static std::atomic<int> forced{-1};
     int f = forced.load(std::memory_order_relaxed);
     if (f < 0) {
-        const char *e = getenv("BATON_ATTN_PREFILL_MT");
-        f = e && (e[0] == '1' || e[0] == '2') && !e[1] ? e[0] - '0' : 0;
+        const char *e = getenv("BATON_ATTN_PREFILL_BLOCK");
+        f = !e                    ? PF_AUTO
+            : !strcmp(e, "64x1")  ? PF_64X1
+            : !strcmp(e, "128x1") ? PF_128X1
+            : !strcmp(e, "64x2")  ? PF_64X2
+                                  : PF_AUTO;
         forced.store(f, std::memory_order_relaxed);
     }
     return f;
 }
 
-template <typename T, int DH, int MT>
+template <typename T, int DH, int MT, int HP>
 static int attn_prefill(const baton_exec_ctx *ctx, void **b, const baton_decoder_desc &d,
                         const dec_shape &s)
 {
-    using L = PfLayout<DH, MT>;
-    const long long tiles = (s.rows + L::BM - 1) / L::BM, grid = tiles * d.n_heads;
+    using L = PfLayout<DH, MT, HP>;
+    const long long tiles = (s.rows + L::BP - 1) / L::BP, grid = tiles * (d.n_heads / HP);
     if (grid > 0x7fffffffLL)
         return baton__ctx_fail(ctx, BATON_EINVAL, "attention: too many rows for one launch");
-    auto kern = attn_prefill_kernel<T, DH, MT>;
+    auto kern = attn_prefill_kernel<T, DH, MT, HP>;
     if (prepare(kern, ctx, "attention", 1, grid, PF_WARPS * 32, L::BYTES, L::BYTES, false) < 0)
         return BATON_ECUDA;
     const float qscale = (float)(fabs(d.scale) * 1.4426950408889634);
@@ -1686,11 +1705,20 @@ static int attn_prefill_pick(const baton_exec_ctx *ctx, void **b, const baton_de
                              const dec_shape &s)
 {
     if (d.head_dim == 128)
-        return attn_prefill<T, 128, 1>(ctx, b, d, s);
-    int mt = prefill_mt_forced();
-    if (mt == 0)
-        mt = (s.rows + 127) / 128 * d.n_heads >= 2LL * sm_count(ctx) ? 2 : 1;
-    return mt == 2 ? attn_prefill<T, 64, 2>(ctx, b, d, s) : attn_prefill<T, 64, 1>(ctx, b, d, s);
+        return attn_prefill<T, 128, 1, 1>(ctx, b, d, s);
+    const bool pairs = (d.n_heads / d.n_kv_heads) % 2 == 0;
+    int v = prefill_block_forced();
+    if (v == PF_64X2 && !pairs)
+        v = PF_AUTO;
+    if (v == PF_AUTO)
+        v = pairs                                                     ? PF_64X2
+            : (s.rows + 127) / 128 * d.n_heads >= 2LL * sm_count(ctx) ? PF_128X1
+                                                                      : PF_64X1;
+    switch (v) {
+    case PF_64X2: return attn_prefill<T, 64, 2, 2>(ctx, b, d, s);
+    case PF_128X1: return attn_prefill<T, 64, 2, 1>(ctx, b, d, s);
+    default: return attn_prefill<T, 64, 1, 1>(ctx, b, d, s);
+    }
 }
 
 template <typename T>
