@@ -687,7 +687,8 @@ Test(gpu_attention, records_a_position_outside_the_cache)
 
 /* ---- attention: causal prefill at the tensor-core kernel's shapes ----------------------------
  * Rows 1..17 (below 16 the decode kernel takes them), 63, 64, 65, 200 and 1024; positions from 0,
- * from an offset, or arbitrary; G = H / Hkv of 1, 4 and 8; head_dim 64 and 128; bf16 and f16.
+ * from an offset, or arbitrary; G = H / Hkv of 1, 4 and 8; head_dim 64 and 128; bf16 and f16;
+ * the default scale and others, negative ones among them.
  * Cache rows past the largest position hold NaN, as an unwritten cache may: a kernel must neither
  * read them as keys nor let 0 * NaN into P V. Besides the relative L2 error over the output
  * (tol()), every (row, head) must be within 3 tol() on its own, so one wrong row is not hidden
@@ -697,6 +698,7 @@ typedef struct pf_case {
     int arbitrary; /* positions drawn in [0, S); else p0 .. p0 + T - 1 */
     int64_t p0;
     baton_dtype pdt;
+    double scale; /* 0: the default, 1/sqrt(Dh) */
 } pf_case;
 
 static int pf_cases(pf_case *out)
@@ -711,18 +713,20 @@ static int pf_cases(pf_case *out)
                              T % 2 ? 64 : 128,
                              T % 3 == 2,
                              T % 4 == 1 ? 0 : 23,
-                             T % 2 ? BATON_DTYPE_I64 : BATON_DTYPE_I32};
+                             T % 2 ? BATON_DTYPE_I64 : BATON_DTYPE_I32,
+                             0};
     const pf_case big[] = {
-        {63, 100, 8, 2, 64, 0, 0, BATON_DTYPE_I64},
-        {64, 64, 4, 1, 128, 0, 0, BATON_DTYPE_I32},
-        {65, 200, 8, 1, 64, 0, 37, BATON_DTYPE_I64},
-        {65, 90, 4, 4, 128, 1, 0, BATON_DTYPE_I64},
-        {200, 300, 8, 2, 64, 0, 37, BATON_DTYPE_I32},
-        {200, 260, 4, 1, 128, 0, 0, BATON_DTYPE_I64},
-        {200, 150, 8, 8, 64, 1, 0, BATON_DTYPE_I64},
-        {1024, 1024, 8, 1, 64, 0, 0, BATON_DTYPE_I64},
-        {1024, 1500, 4, 4, 128, 0, 300, BATON_DTYPE_I32},
-        {1024, 1100, 8, 2, 64, 1, 0, BATON_DTYPE_I32},
+        {63, 100, 8, 2, 64, 0, 0, BATON_DTYPE_I64, 0},
+        {64, 64, 4, 1, 128, 0, 0, BATON_DTYPE_I32, 0},
+        {65, 200, 8, 1, 64, 0, 37, BATON_DTYPE_I64, 0},
+        {65, 90, 4, 4, 128, 1, 0, BATON_DTYPE_I64, -0.05},
+        {200, 300, 8, 2, 64, 0, 37, BATON_DTYPE_I32, -0.2},
+        {200, 260, 4, 1, 128, 0, 0, BATON_DTYPE_I64, 0},
+        {200, 150, 8, 8, 64, 1, 0, BATON_DTYPE_I64, 0},
+        {100, 160, 4, 4, 64, 0, 50, BATON_DTYPE_I64, 0},
+        {1024, 1024, 8, 1, 64, 0, 0, BATON_DTYPE_I64, 0.3},
+        {1024, 1500, 4, 4, 128, 0, 300, BATON_DTYPE_I32, 0},
+        {1024, 1100, 8, 2, 64, 1, 0, BATON_DTYPE_I32, 0},
     };
     for (size_t i = 0; i < sizeof big / sizeof big[0]; i++)
         out[n++] = big[i];
@@ -735,7 +739,7 @@ static call pf_call(const pf_case *pc, baton_dtype dt, double **ref_out)
     test_rng r = {test_fresh_seed()};
     const int64_t T = pc->T, S = pc->S, H = pc->H, Hkv = pc->Hkv, Dh = pc->Dh, F = H * Dh,
                   KF = Hkv * Dh, G = H / Hkv;
-    call c = {.target = "attention", .n_in = 4, .n_attrs = 3};
+    call c = {.target = "attention", .n_in = 4, .n_attrs = pc->scale != 0 ? 4 : 3};
     c.in[0] = DESC(dt, T, F);
     c.in[1] = DESC(dt, S, KF);
     c.in[2] = DESC(dt, S, KF);
@@ -744,6 +748,7 @@ static call pf_call(const pf_case *pc, baton_dtype dt, double **ref_out)
     c.attrs[0] = A_INT("head_dim", Dh);
     c.attrs[1] = A_INT("n_heads", H);
     c.attrs[2] = A_INT("n_kv_heads", Hkv);
+    c.attrs[3] = A_FLT("scale", pc->scale);
     for (int i = 0; i < 3; i++)
         c.host[i] = rand_buf(&r, &c.in[i], 1.0);
     c.host[3] = index_buf(&r, pc->pdt, T, S);
@@ -769,7 +774,7 @@ static call pf_call(const pf_case *pc, baton_dtype dt, double **ref_out)
         k[i] = load_f64(dt, c.host[1], i);
         v[i] = load_f64(dt, c.host[2], i);
     }
-    const double scale = 1.0 / sqrt((double)Dh);
+    const double scale = pc->scale != 0 ? pc->scale : 1.0 / sqrt((double)Dh);
     for (int64_t t = 0; t < T; t++) {
         const int64_t last = idx(pc->pdt, c.host[3], t);
         for (int64_t h = 0; h < H; h++) {
@@ -836,11 +841,12 @@ static void prefill_table(baton_device_kind kind, int64_t max_T)
             call c = pf_call(&cases[k], DT[f], &ref);
             void *out = malloc(nbytes(&c.out));
             char err[512], what[160];
-            snprintf(what, sizeof what, "T %lld S %lld H %lld Hkv %lld Dh %lld %s p0 %lld %s",
+            snprintf(what, sizeof what,
+                     "T %lld S %lld H %lld Hkv %lld Dh %lld %s p0 %lld scale %g %s",
                      (long long)cases[k].T, (long long)cases[k].S, (long long)cases[k].H,
                      (long long)cases[k].Hkv, (long long)cases[k].Dh,
                      cases[k].arbitrary ? "arbitrary" : "contiguous", (long long)cases[k].p0,
-                     baton_dtype_name(DT[f]));
+                     cases[k].scale, baton_dtype_name(DT[f]));
             cr_assert_eq(run_call(kind, &c, out, err, sizeof err), 0, "%s: %s", what, err);
             expect_close(&c, kind, out, ref, what);
             pf_expect_rows(&c, kind, out, ref, cases[k].Dh, what);
@@ -889,7 +895,7 @@ static void prefill_same_bits(const char *block)
 {
     if (block)
         setenv("BATON_ATTN_PREFILL_BLOCK", block, 1);
-    const pf_case pc = {1500, 2000, 32, 8, 64, 1, 0, BATON_DTYPE_I64};
+    const pf_case pc = {1500, 2000, 32, 8, 64, 1, 0, BATON_DTYPE_I64, 0};
     call c = {.target = "attention", .n_in = 4, .n_attrs = 3};
     test_rng r = {test_fresh_seed()};
     c.in[0] = DESC(BATON_DTYPE_BF16, pc.T, pc.H * pc.Dh);
