@@ -582,7 +582,8 @@ __device__ __forceinline__ float pf_ex2(float x)
 template <typename T, int DH, int MT, int HP>
 __global__ void __launch_bounds__(PF_WARPS * 32, 2)
     attn_prefill_kernel(const T *q, const T *kc, const T *vc, const void *pos, int pos64, T *o,
-                        long long rows, int S, int H, int Hkv, float qscale, int qneg, int step)
+                        long long rows, int S, int H, int Hkv, float qscale, int qneg, int sms,
+                        int step)
 {
     using L = PfLayout<DH, MT, HP>;
     constexpr int BM = L::BM, BP = L::BP, LD = L::LD, NT = PF_BN / 8, KD = DH / 16, VR = DH / 8;
@@ -597,10 +598,16 @@ __global__ void __launch_bounds__(PF_WARPS * 32, 2)
 
     const long long tiles = (rows + BP - 1) / BP;
     const int HB = H / HP; /* blocks a row tile */
+    /* Blocks in order of work, the longest rows first, except that the second round of one block
+     * an SM goes lightest first: blocks b and sms + b, which usually share an SM while the GPU
+     * fills, then carry about the same work together. */
+    long long rank = blockIdx.x;
+    if (rank >= sms && rank < 2LL * sms)
+        rank = sms + (min((long long)gridDim.x, 2LL * sms) - 1 - rank);
     /* heads h0 .. h0 + HP - 1, of one KV head (HP divides G); the G heads of a KV head are
      * neighbours in the grid: their K and V stay in L2 */
-    const int h0 = (int)(blockIdx.x % HB) * HP;
-    const long long tile = tiles - 1 - (long long)(blockIdx.x / HB); /* the longest rows first */
+    const int h0 = (int)(rank % HB) * HP;
+    const long long tile = tiles - 1 - rank / HB;
     const int kvh = h0 / (H / Hkv);
     const long long r0 = tile * BP, F = (long long)H * DH, KF = (long long)Hkv * DH;
     const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, t = lane & 3;
@@ -1697,7 +1704,8 @@ static int attn_prefill(const baton_exec_ctx *ctx, void **b, const baton_decoder
     return launch(ctx, "attention", kern, (unsigned)grid, PF_WARPS * 32, L::BYTES, 1,
                   (const T *)b[0], (const T *)b[1], (const T *)b[2], (const void *)b[3],
                   (int)(s.idx_dt == BATON_DTYPE_I64), (T *)b[4], (long long)s.rows, (int)s.S,
-                  (int)d.n_heads, (int)d.n_kv_heads, qscale, (int)(d.scale < 0), ctx->step_index);
+                  (int)d.n_heads, (int)d.n_kv_heads, qscale, (int)(d.scale < 0), sm_count(ctx),
+                  ctx->step_index);
 }
 
 template <typename T>
