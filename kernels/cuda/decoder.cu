@@ -480,14 +480,14 @@ __global__ void __launch_bounds__(ATT_THREADS)
  * of one KV head; each warp MT m16 tiles of 16 positions of one head (HP = 2: the same positions
  * of the two heads, so every K and V fragment serves both). Q's fragments stay in registers for
  * the whole block; keys come in tiles of BN = 64 rows of K and V, copied with cp.async into a
- * two-stage ring of padded shared memory (the next tile loads while this one computes). Per tile
- * a warp forms its scores with mma.sync m16n8k16 (bf16/f16 in, f32 accumulate), masks key j of row
- * r unless j <= positions[r] (only on tiles that reach past the warp's smallest position), updates
- * each row's online softmax in registers (base 2; a row's four owning lanes meet through quad
- * shuffles), rounds P to the data's type in registers as the A operand of P V (as FlashAttention
- * does) and accumulates O in registers. Tiles start at key 0 and stop at the block's largest
- * position; a warp skips the math of a tile wholly past its rows. Every sum runs in one fixed
- * order: the same bits every run.
+ * ring of 3 stages (2 at head_dim 128) of padded shared memory (the next tiles load while this
+ * one computes; one barrier a tile). Per tile a warp forms its scores with mma.sync m16n8k16
+ * (bf16/f16 in, f32 accumulate), masks key j of row r unless j <= positions[r] (only on tiles that
+ * reach past the warp's smallest position), updates each row's online softmax in registers (base
+ * 2; a row's four owning lanes meet through quad shuffles), rounds P to the data's type in
+ * registers as the A operand of P V (as FlashAttention does) and accumulates O in registers. Tiles
+ * start at key 0 and stop at the block's largest position; a warp skips the math of a tile wholly
+ * past its rows. Every sum runs in one fixed order: the same bits every run.
  *
  * Fragment layouts (PTX ISA, mma.m16n8k16 with .bf16/.f16; lane = 4 g + t, g < 8, t < 4; each
  * 32-bit register packs two 16-bit elements, the lower column or k index in the low half):
@@ -514,8 +514,10 @@ template <int DH, int MT, int HP> struct PfLayout {
     static constexpr int BP = BM / HP;            /* positions */
     static constexpr int LD = DH + 8;             /* elements of a shared row */
     static constexpr int TILE = PF_BN * LD;
-    static constexpr size_t OFF_K = (size_t)BM * LD * 2; /* then K0, K1, V0, V1 */
-    static constexpr size_t OFF_POS = OFF_K + (size_t)4 * TILE * 2;
+    /* stages of the K and V ring: 3 (two tiles in flight) where 2 blocks an SM still fit */
+    static constexpr int ST = DH == 64 ? 3 : 2;
+    static constexpr size_t OFF_K = (size_t)BM * LD * 2; /* then K stages, V stages */
+    static constexpr size_t OFF_POS = OFF_K + (size_t)2 * ST * TILE * 2;
     static constexpr size_t BYTES = OFF_POS + (size_t)(BP + PF_WARPS) * 4;
 };
 
@@ -588,6 +590,7 @@ __global__ void __launch_bounds__(PF_WARPS * 32, 2)
     using L = PfLayout<DH, MT, HP>;
     constexpr int BM = L::BM, BP = L::BP, LD = L::LD, NT = PF_BN / 8, KD = DH / 16, VR = DH / 8;
     constexpr int PT = MT / HP; /* a warp's m tiles of one head: 16 PT positions */
+    constexpr int ST = L::ST;
     constexpr int NTH = PF_WARPS * 32;
     extern __shared__ __align__(128) unsigned char pf_smem[];
     T *sQ = reinterpret_cast<T *>(pf_smem);
@@ -668,7 +671,7 @@ __global__ void __launch_bounds__(PF_WARPS * 32, 2)
     auto load_kv = [&](int it, int st) {
         const int j0 = it * PF_BN;
         const unsigned sk = aKV + (unsigned)(st * L::TILE) * 2,
-                       sv = aKV + (unsigned)((2 + st) * L::TILE) * 2;
+                       sv = aKV + (unsigned)((ST + st) * L::TILE) * 2;
         for (int c = tid; c < PF_BN * VR; c += NTH) {
             const int jj = c / VR, col = (c % VR) * 8, j = j0 + jj;
             const bool ok = j <= kmax;
@@ -677,9 +680,14 @@ __global__ void __launch_bounds__(PF_WARPS * 32, 2)
             pf_cp16(sv + (unsigned)(jj * LD + col) * 2, vc + off, ok);
         }
     };
-    load_kv(0, 0);
-    cp_commit();
-    cp_wait(1); /* this thread's Q copies */
+    /* the first ST - 1 tiles in flight, one cp.async group each (empty past the last tile) */
+#pragma unroll
+    for (int i = 0; i < ST - 1; i++) {
+        if (i < ntiles)
+            load_kv(i, i);
+        cp_commit();
+    }
+    cp_wait(ST - 1); /* this thread's Q copies */
     __syncthreads();
 
     unsigned qf[MT][KD][4];
@@ -715,16 +723,19 @@ __global__ void __launch_bounds__(PF_WARPS * 32, 2)
     const unsigned offV =
         (unsigned)(((lane & 7) + 8 * ((lane >> 3) & 1)) * LD + 8 * (lane >> 4)) * 2;
 
+    /* One barrier a tile: after it, tile it is in shared memory for every thread (each waited
+     * for its own copies), and every warp is done with tile it - 1, whose stage then takes tile
+     * it + ST - 1. */
     for (int it = 0; it < ntiles; it++) {
-        if (it + 1 < ntiles)
-            load_kv(it + 1, (it + 1) & 1);
-        cp_commit(); /* possibly empty: keeps the wait below uniform */
-        cp_wait(1);
+        cp_wait(ST - 2);
         __syncthreads();
-        const int j0 = it * PF_BN, st = it & 1;
+        if (it + ST - 1 < ntiles)
+            load_kv(it + ST - 1, (it + ST - 1) % ST);
+        cp_commit(); /* possibly empty: keeps the wait above uniform */
+        const int j0 = it * PF_BN, st = it % ST;
         if (j0 <= wmax) {
             const unsigned sk = aKV + (unsigned)(st * L::TILE) * 2 + offK,
-                           sv = aKV + (unsigned)((2 + st) * L::TILE) * 2 + offV;
+                           sv = aKV + (unsigned)((ST + st) * L::TILE) * 2 + offV;
             float s[MT][NT][4]; /* S = Q K^T */
 #pragma unroll
             for (int mt = 0; mt < MT; mt++)
@@ -820,7 +831,6 @@ __global__ void __launch_bounds__(PF_WARPS * 32, 2)
                 }
             }
         }
-        __syncthreads(); /* before the next iteration's copy overwrites this stage */
     }
 
     /* O / l through the warp's own rows of sQ (its Q fragments are in registers), then out in
