@@ -2090,8 +2090,14 @@ static int attn_mma_fit16(const baton_exec_ctx *ctx, long long clusters)
     int n = known ? fit[dev].load(std::memory_order_relaxed) - 1 : -1;
     if (n >= 0)
         return n;
+    /* prepare()'s own query of whether a 16-cluster fits at all, with no stream either */
+    baton_exec_ctx c0;
+    memset(&c0, 0, sizeof c0);
+    if (ctx)
+        c0 = *ctx;
+    c0.stream = nullptr;
     const int pr =
-        prepare(kern, ctx, "attention", 16, clusters * 16, L::THREADS, L::SMEM, L::SMEM, true);
+        prepare(kern, &c0, "attention", 16, clusters * 16, L::THREADS, L::SMEM, L::SMEM, true);
     if (pr < 0) {
         (void)cudaGetLastError();
         return 0;
