@@ -721,36 +721,48 @@ static const struct {
 static void attention_ref(baton_dtype dt, const call *c, int64_t rows, int64_t S, int64_t H,
                           int64_t Hkv, int64_t Dh, double *ref)
 {
-    const int64_t F = H * Dh, KF = Hkv * Dh;
+    const int64_t F = H * Dh, KF = Hkv * Dh, G = H / Hkv;
     const double scale = 1.0 / sqrt((double)Dh);
-    double *sc = malloc(sizeof(double) * (size_t)S), *qd = malloc(sizeof(double) * (size_t)Dh);
-    for (int64_t t = 0; t < rows; t++) {
-        int64_t last = idx(c->in[3].dtype, c->host[3], t);
-        last = last < 0 ? 0 : last >= S ? S - 1 : last;
-        for (int64_t h = 0; h < H; h++) {
-            const int64_t kvh = h / (H / Hkv);
-            for (int64_t d = 0; d < Dh; d++)
-                qd[d] = load_f64(dt, c->host[0], t * F + h * Dh + d);
-            double mx = -INFINITY, sum = 0;
-            for (int64_t j = 0; j <= last; j++) {
-                double s = 0;
-                for (int64_t d = 0; d < Dh; d++)
-                    s += qd[d] * load_f64(dt, c->host[1], j * KF + kvh * Dh + d);
-                sc[j] = s * scale;
-                mx = fmax(mx, sc[j]);
+    /* a KV head's K and V as float64 once (S x Dh each), not an element load per use */
+    double *kd = malloc(sizeof(double) * (size_t)(S * Dh)),
+           *vd = malloc(sizeof(double) * (size_t)(S * Dh)),
+           *sc = malloc(sizeof(double) * (size_t)S), *qd = malloc(sizeof(double) * (size_t)Dh);
+    cr_assert(kd && vd && sc && qd);
+    for (int64_t kvh = 0; kvh < Hkv; kvh++) {
+        for (int64_t j = 0; j < S; j++)
+            for (int64_t d = 0; d < Dh; d++) {
+                kd[j * Dh + d] = load_f64(dt, c->host[1], j * KF + kvh * Dh + d);
+                vd[j * Dh + d] = load_f64(dt, c->host[2], j * KF + kvh * Dh + d);
             }
-            for (int64_t j = 0; j <= last; j++)
-                sum += (sc[j] = exp(sc[j] - mx));
-            for (int64_t d = 0; d < Dh; d++)
-                ref[t * F + h * Dh + d] = 0;
-            for (int64_t j = 0; j <= last; j++)
+        for (int64_t t = 0; t < rows; t++) {
+            int64_t last = idx(c->in[3].dtype, c->host[3], t);
+            last = last < 0 ? 0 : last >= S ? S - 1 : last;
+            for (int64_t h = kvh * G; h < (kvh + 1) * G; h++) {
+                double *o = ref + t * F + h * Dh;
                 for (int64_t d = 0; d < Dh; d++)
-                    ref[t * F + h * Dh + d] +=
-                        sc[j] * load_f64(dt, c->host[2], j * KF + kvh * Dh + d);
-            for (int64_t d = 0; d < Dh; d++)
-                ref[t * F + h * Dh + d] /= sum;
+                    qd[d] = load_f64(dt, c->host[0], t * F + h * Dh + d);
+                double mx = -INFINITY, sum = 0;
+                for (int64_t j = 0; j <= last; j++) {
+                    double s = 0;
+                    for (int64_t d = 0; d < Dh; d++)
+                        s += qd[d] * kd[j * Dh + d];
+                    sc[j] = s * scale;
+                    mx = fmax(mx, sc[j]);
+                }
+                for (int64_t j = 0; j <= last; j++)
+                    sum += (sc[j] = exp(sc[j] - mx));
+                for (int64_t d = 0; d < Dh; d++)
+                    o[d] = 0;
+                for (int64_t j = 0; j <= last; j++)
+                    for (int64_t d = 0; d < Dh; d++)
+                        o[d] += sc[j] * vd[j * Dh + d];
+                for (int64_t d = 0; d < Dh; d++)
+                    o[d] /= sum;
+            }
         }
     }
+    free(kd);
+    free(vd);
     free(sc);
     free(qd);
 }
