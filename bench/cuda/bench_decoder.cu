@@ -13,8 +13,8 @@
  * Usage: bench_decoder [--json FILE] [--reps N] [--only OP]. Prints a table (--only: the rows
  * whose op contains OP, e.g. "attention decode"); --json writes the results (format
  * "baton.bench_decoder", docs/bench_decoder.schema.json). The decode attention's variants
- * (BATON_ATTN_DECODE, BATON_ATTN_CLUSTER, BATON_ATTN_STAGES: kernels/cuda/decoder.cu) are read
- * from the environment, one setting per process. */
+ * (BATON_ATTN_DECODE, BATON_ATTN_CLUSTER, BATON_ATTN_STAGES, BATON_ATTN_PREFETCH:
+ * kernels/cuda/decoder.cu) are read from the environment, one setting per process. */
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -455,7 +455,8 @@ int main(int argc, char **argv)
            g_prop.name, g_prop.multiProcessorCount, g_prop.l2CacheSize >> 20, g_reps);
     g_floor_us = time_calls(256, [&](int) { empty_kernel<<<1, 32, 0, g_stream>>>(); });
     {
-        const char *v[] = {"BATON_ATTN_DECODE", "BATON_ATTN_CLUSTER", "BATON_ATTN_STAGES"};
+        const char *v[] = {"BATON_ATTN_DECODE", "BATON_ATTN_CLUSTER", "BATON_ATTN_STAGES",
+                           "BATON_ATTN_PREFETCH"};
         for (const char *n : v)
             if (getenv(n))
                 printf("%s=%s\n", n, getenv(n));

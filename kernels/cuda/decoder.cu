@@ -497,9 +497,10 @@ __global__ void __launch_bounds__(ATT_THREADS)
 
 #define ATT_TK 16 /* keys per warp step: the n of two MMAs, the k of one */
 
-/* P stages per warp: 128 KB of shared memory for DH 64 with P = 4 and for DH 128 and 256 with
- * P = 2 (one block per SM); DH 64 with P = 2 takes 64 KB, so that two blocks may share an SM where
- * a GPC has too few free SMs for a cluster of 16. */
+/* P stages per warp: 192 KB of shared memory for DH 64 with P = 6 and for DH 128 and 256 with
+ * P = 3 (one block per SM; 5 tiles, 160 KB, in flight per SM at DH 64: 128 SMs need some 8 MB in
+ * flight for the HBM's rate at its loaded latency); DH 64 with P = 3 takes 96 KB, so that two
+ * blocks may share an SM where a GPC has too few free SMs for a cluster of 16. */
 template <int DH, int P_> struct AttMma {
     static constexpr int NW = DH <= 128 ? 8 : 4; /* warps per block (DH 256: 128 O registers) */
     static constexpr int THREADS = NW * 32;
@@ -516,6 +517,12 @@ __device__ __forceinline__ void att_cp16(unsigned s, const void *g, bool ok)
     /* 16 bytes, or 16 zeros when !ok (src-size 0: nothing is read; g is a valid row anyway) */
     asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(s), "l"(g), "r"(ok ? 16 : 0)
                  : "memory");
+}
+
+/* Waits until at most N of this thread's cp.async groups are pending. */
+template <int N> __device__ __forceinline__ void att_cp_wait()
+{
+    asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory");
 }
 
 __device__ __forceinline__ void att_ldsm(unsigned (&r)[4], unsigned a)
@@ -684,8 +691,8 @@ __global__ void __launch_bounds__(AttMma<DH, P_>::THREADS, 1)
         issue(i + P - 1);
         if (pf)
             prefetch(i + P - 1 + pf);
-        cp_wait(P - 1); /* this lane's copies of tile i have landed */
-        __syncwarp();   /* ... and every lane's */
+        att_cp_wait<P - 1>(); /* this lane's copies of tile i have landed */
+        __syncwarp();         /* ... and every lane's */
         const unsigned sk = wsa + (unsigned)((i % P) * TILE), sv = sk + TILE / 2;
         const long long j0 = kb + (long long)(warp + i * NW) * ATT_TK;
 
@@ -2007,11 +2014,11 @@ extern "C" int baton__kcuda_kv_cache_update(const baton_exec_ctx *ctx, void **bu
                   row_bytes, (int)DEC_KV_CACHE_UPDATE);
 }
 
-/* Knobs for timing the decode variants against each other in one process (bench_decoder's
- * --attn-variants runs one child per setting; docs/benchmarks.md): BATON_ATTN_DECODE=simt takes
- * the CUDA-core kernel (attn_split_kernel) for bf16/f16 too, BATON_ATTN_CLUSTER=C (1, 2, 4, 8 or
- * 16) fixes the cluster size of either, BATON_ATTN_STAGES=2 or 4 the stages per warp of the
- * tensor-core kernel at head_dim 64, BATON_ATTN_PREFETCH=n (1 to 16) has its warps ask tile
+/* Knobs for timing the decode variants against each other (bench_decoder, one setting per
+ * process; docs/benchmarks.md): BATON_ATTN_DECODE=simt takes the CUDA-core kernel
+ * (attn_split_kernel) for bf16/f16 too, BATON_ATTN_CLUSTER=C (1, 2, 4, 8 or 16) fixes the cluster
+ * size of either, BATON_ATTN_STAGES=3, 4 or 6 the stages per warp of the tensor-core kernel at
+ * head_dim 64 (6 by default), BATON_ATTN_PREFETCH=n (0 to 16, 4 by default) has its warps ask tile
  * i + n into L2 as they copy tile i; BATON_ATTN_VERBOSE=1 prints each configuration the first
  * time it is launched (stderr). Read once per process; the results do not depend on them
  * beyond rounding (the split changes the order of the merge). */
@@ -2031,10 +2038,10 @@ static const AttEnv &att_env()
             v.cluster = n;
         const char *p = getenv("BATON_ATTN_STAGES");
         const int st = p ? atoi(p) : 0;
-        if (st == 2 || st == 4)
-            v.stages = st;
+        if (st == 3 || st == 4 || st == 6)
+            v.stages = st == 6 ? 0 : st;
         const char *pf = getenv("BATON_ATTN_PREFETCH");
-        const int np = pf ? atoi(pf) : 0;
+        const int np = pf ? atoi(pf) : 4;
         v.prefetch = np > 0 && np <= 16 ? np : 0;
         const char *vb = getenv("BATON_ATTN_VERBOSE");
         v.verbose = vb && *vb && strcmp(vb, "0") != 0;
@@ -2150,8 +2157,8 @@ static int attn_mma_launch(const baton_exec_ctx *ctx, void **b, const baton_deco
 }
 
 /* The tensor-core decode: clusters of 16 blocks where one wave covers them all, else of 8; fewer
- * for a small cache (64 keys a block at least). Where the 128 KB variant's clusters of 16 do not
- * all fit at once (GPCs with too few free SMs), the 64 KB one of DH 64 is tried before 8. */
+ * for a small cache (64 keys a block at least). Where the 192 KB variant's clusters of 16 do not
+ * all fit at once (GPCs with too few free SMs), the 96 KB one of DH 64 is tried before 8. */
 template <typename T, int DH>
 static int attn_mma(const baton_exec_ctx *ctx, void **b, const baton_decoder_desc &d,
                     const dec_shape &s)
@@ -2160,7 +2167,7 @@ static int attn_mma(const baton_exec_ctx *ctx, void **b, const baton_decoder_des
     const long long chunks = (s.rows * G + 15) / 16, clusters = (long long)d.n_kv_heads * chunks;
     if (clusters * 16 > 0x7fffffffLL)
         return baton__ctx_fail(ctx, BATON_EINVAL, "attention: too many rows for one launch");
-    constexpr int PBIG = DH == 64 ? 4 : 2;
+    constexpr int PBIG = DH == 64 ? 6 : 3;
     const AttEnv &env = att_env();
     int C = env.cluster;
     if (!C) {
@@ -2172,12 +2179,14 @@ static int attn_mma(const baton_exec_ctx *ctx, void **b, const baton_decoder_des
             C /= 2;
     }
     if constexpr (DH == 64) {
-        if (env.stages == 2)
-            return attn_mma_launch<T, DH, 2>(ctx, b, d, s, C, chunks);
+        if (env.stages == 3)
+            return attn_mma_launch<T, DH, 3>(ctx, b, d, s, C, chunks);
+        if (env.stages == 4)
+            return attn_mma_launch<T, DH, 4>(ctx, b, d, s, C, chunks);
         if (C == 16 && !env.cluster && !env.stages &&
             attn_mma_fit16<T, DH, PBIG>(ctx, clusters) < clusters)
-            return attn_mma_fit16<T, DH, 2>(ctx, clusters) >= clusters
-                       ? attn_mma_launch<T, DH, 2>(ctx, b, d, s, 16, chunks)
+            return attn_mma_fit16<T, DH, 3>(ctx, clusters) >= clusters
+                       ? attn_mma_launch<T, DH, 3>(ctx, b, d, s, 16, chunks)
                        : attn_mma_launch<T, DH, PBIG>(ctx, b, d, s, 8, chunks);
     } else {
         if (C == 16 && !env.cluster && attn_mma_fit16<T, DH, PBIG>(ctx, clusters) < clusters)
