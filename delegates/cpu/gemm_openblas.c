@@ -32,7 +32,7 @@ static int64_t gemv_max_m(const baton_gemm_desc *d)
 /* Prepared copies of constant weights, shared by every step (of every runtime) that multiplies by
  * the same constant: made once, counted, freed with the last step. Two kinds: an f32 copy of a
  * 16-bit weight for the OpenBLAS path, and a [K, N] weight transposed to [N, K] in its own dtype
- * for the GEMV (whose [N, K] form streams one row at a time: docs/decisions/cpu-gemm.md). */
+ * for the GEMV, 64-byte aligned (the GEMV streams [N, K] one row at a time: cpu-gemm.md). */
 typedef struct wcopy {
     struct wcopy *next;
     const void *src;
@@ -89,7 +89,8 @@ static wcopy *wcopy_get(const void *src, baton_dtype dt, size_t n, int64_t kk, i
     if (c) {
         c->refs++;
     } else if ((c = calloc(1, sizeof *c)) &&
-               (kk ? (c->nk = malloc(bytes)) != NULL : (c->f32 = malloc(bytes)) != NULL)) {
+               (kk ? (c->nk = aligned_alloc(64, (bytes + 63) / 64 * 64)) != NULL
+                   : (c->f32 = malloc(bytes)) != NULL)) {
         c->src = src;
         c->dt = dt;
         c->n = n;
@@ -154,6 +155,12 @@ static void gemm_cpu_destroy(void *state)
     wcopy_put(g->wc);
     wcopy_put(g->wt);
     free(g);
+}
+
+const void *baton__gemm_cpu_gemv_weight(const void *state, const void *b)
+{
+    const gemm_cpu *g = state;
+    return g && g->wt ? g->wt->nk : b;
 }
 
 static int gemm_cpu_init(const baton_delegate_init *info, void **state, baton_error *err)

@@ -168,24 +168,25 @@ static ALWAYS_INLINE SIMD_T512 void nk512_mb(const baton_dtype dt, const int MB,
         nk512_block(dt, MB, 1, j, m0, n);
 }
 
-/* One row of x (decode): rows n .. n+R-1 of W, four chains of sums per row over 64 weights at a
- * time. Fewer rows at once with longer runs of each than nk512_block: every row is 256 bytes of a
- * sequential stream per pass (f32), and the four chains keep the adds off the critical path when
- * the weight comes from the L3 at ~20 bytes a cycle. */
-static ALWAYS_INLINE SIMD_T512 void nk512_row1(const baton_dtype dt, const int R, const gemv_job *j,
-                                               int64_t n)
+/* One row of x (decode): rows n .. n+R-1 of W, A chains of sums per row over 16 A weights at a
+ * time. Fewer rows at once with longer runs of each than nk512_block: each row gives 256 bytes of
+ * a sequential stream a pass, and the chains keep the sums off the critical path when the weight
+ * comes from the L3. f16 reads one row at a time: with its conversions, 4 rows at once ran at
+ * 30 % of the read bandwidth, one row at 65 % (docs/decisions/cpu-gemm.md). */
+static ALWAYS_INLINE SIMD_T512 void nk512_row1(const baton_dtype dt, const int R, const int A,
+                                               const gemv_job *j, int64_t n)
 {
     const size_t es = baton_dtype_size(dt);
     const int64_t K = j->K;
-    __m512 acc[4][4];
+    __m512 acc[4][8];
     for (int r = 0; r < R; r++)
-        for (int q = 0; q < 4; q++)
+        for (int q = 0; q < A; q++)
             acc[r][q] = _mm512_setzero_ps();
     const char *w = j->w + es * (size_t)(n * K);
     const float *x = j->x;
     int64_t k = 0;
-    for (; k + 64 <= K; k += 64)
-        for (int q = 0; q < 4; q++) {
+    for (; k + 16 * A <= K; k += 16 * A)
+        for (int q = 0; q < A; q++) {
             __m512 xv = _mm512_loadu_ps(x + k + 16 * q);
             for (int r = 0; r < R; r++)
                 acc[r][q] = _mm512_fmadd_ps(xv, wvec16u(dt, w + es * (size_t)(r * K + k + 16 * q)),
@@ -203,9 +204,12 @@ static ALWAYS_INLINE SIMD_T512 void nk512_row1(const baton_dtype dt, const int R
             acc[r][1] =
                 _mm512_fmadd_ps(xv, wvec16(dt, w + es * (size_t)(r * K + k), msk), acc[r][1]);
     }
-    for (int r = 0; r < R; r++)
-        j->y[n + r] = j->alpha * v16_sum(_mm512_add_ps(_mm512_add_ps(acc[r][0], acc[r][1]),
-                                                       _mm512_add_ps(acc[r][2], acc[r][3])));
+    for (int r = 0; r < R; r++) {
+        for (int h = A / 2; h >= 1; h /= 2) /* a tree: A is a power of two */
+            for (int q = 0; q < h; q++)
+                acc[r][q] = _mm512_add_ps(acc[r][q], acc[r][q + h]);
+        j->y[n + r] = j->alpha * v16_sum(acc[r][0]);
+    }
 }
 
 static ALWAYS_INLINE SIMD_T512 void nk512_dt(const baton_dtype dt, const gemv_job *j, int64_t n0,
@@ -213,10 +217,15 @@ static ALWAYS_INLINE SIMD_T512 void nk512_dt(const baton_dtype dt, const gemv_jo
 {
     if (j->M == 1) {
         int64_t n = n0;
+        if (dt == BATON_DTYPE_F16) {
+            for (; n < n1; n++)
+                nk512_row1(dt, 1, 8, j, n);
+            return;
+        }
         for (; n + 4 <= n1; n += 4)
-            nk512_row1(dt, 4, j, n);
+            nk512_row1(dt, 4, 4, j, n);
         for (; n < n1; n++)
-            nk512_row1(dt, 1, j, n);
+            nk512_row1(dt, 1, 4, j, n);
         return;
     }
     for (int64_t m0 = 0; m0 < j->M; m0 += 4) {
