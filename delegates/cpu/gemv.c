@@ -787,9 +787,10 @@ void baton__gemv_run(baton_dtype wdt, int trans_b, int64_t M, int64_t N, int64_t
     j.bfdot = j.perm && baton__simd_has_bf16_dot();
     if (j.bfdot) { /* x back in bf16 [M, kpad] (exact), zero padded, after the partial sums */
         uint16_t *xb = (uint16_t *)(partial + tasks_kn * M * j.npad);
-        for (int64_t m = 0; m < M; m++)
-            for (int64_t k = 0; k < j.kpad; k++)
-                xb[m * j.kpad + k] = k < K ? f32_to_bf16(x[m * K + k]) : 0;
+        for (int64_t m = 0; m < M; m++) {
+            baton__cvt_from_f32(BATON_DTYPE_BF16, x + m * K, xb + m * j.kpad, K);
+            memset(xb + m * j.kpad + K, 0, sizeof(uint16_t) * (size_t)(j.kpad - K));
+        }
         j.xb = xb;
         if (!trans_b)
             j.perm = 2;
