@@ -29,9 +29,9 @@ for t in ${threads//,/ }; do
   fi
 done
 uptime > "$tmp/load-end"
-python3 - "$tmp" "$out" "$threads" "${RECORD:-}" "$*" <<'PY'
+python3 - "$tmp" "$out" "$threads" "${RECORD:-}" "$build" "${LLM:-0}" <<'PY'
 import glob, json, sys
-tmp, out, threads, record, args = sys.argv[1:6]
+tmp, out, threads, record, build, llm_on = sys.argv[1:7]
 load = [open(f"{tmp}/load-{w}").read().split("load average:")[1].strip() for w in ("start", "end")]
 docs, rec_rows = [], []
 for t in threads.split(","):
@@ -85,7 +85,7 @@ print("wrote", out)
 if record:
     date = docs[0]["date"][:10]
     rec = {"date": date, "device": docs[0]["device"],
-           "command": f"bash bench/cpu/run.sh {args}".strip(),
+           "command": ("LLM=1 " if llm_on == "1" else "") + f"bash bench/cpu/run.sh {build} {threads}",
            "source": f"fastest of 3 alternating runs per side ({docs[0]['isa']}); "
                      f"load average {load[0]} at the start, {load[1]} at the end; "
                      "docs/decisions/cpu-gemm.md",
