@@ -172,7 +172,7 @@ static ALWAYS_INLINE SIMD_T512 void nk512_mb(const baton_dtype dt, const int MB,
  * time. Fewer rows at once with longer runs of each than nk512_block: each row gives 256 bytes of
  * a sequential stream a pass, and the chains keep the sums off the critical path when the weight
  * comes from the L3. f16 reads one row at a time: with its conversions, 4 rows at once ran at
- * 30 % of the read bandwidth, one row at 65 % (docs/decisions/cpu-gemm.md). */
+ * under half the read bandwidth, one row at about two thirds (docs/decisions/cpu-gemm.md). */
 static ALWAYS_INLINE SIMD_T512 void nk512_row1(const baton_dtype dt, const int R, const int A,
                                                const gemv_job *j, int64_t n)
 {
