@@ -39,6 +39,7 @@ typedef struct dev_counters {
     long long host_waits;
     long long launches; /* calls issued outside graphs */
     long long graph_launches;
+    long long peer_waits; /* stream_wait() calls issued on the stream, not captured into a graph */
 } dev_counters;
 
 /* Faults a test can inject into a device (one shot each). */
@@ -115,6 +116,10 @@ enum dev_cap {
     DEV_CAP_CAPTURE_ANY = 1u << 3,
     /* The device runs on a caller's stream (baton_options.streams). */
     DEV_CAP_CALLER_STREAM = 1u << 4,
+    /* record() and stream_wait() issued during a capture become nodes of the graph: each launch
+     * waits, where the wait was captured, for the latest record of the other device's event
+     * issued before the launch, and records its own event where the record was captured. */
+    DEV_CAP_EVENT_NODES = 1u << 5,
 };
 
 /* The number of graph slots and event slots a device offers; the runtime uses one graph per GPU
@@ -192,7 +197,8 @@ typedef struct dev_ops {
      * NULL: any memory will do (the CPU and the test device). */
     int (*mem_check)(dev_ctx *d, const void *p, size_t bytes, int host, baton_error *err);
     /* Rebinding: a captured graph holds the addresses its calls and copies had at capture.
-     * During a capture, capture_tag() names the op issued next (a tag >= 0). graph_rebind() then
+     * During a capture, capture_tag() names the op issued next (a tag >= 0; -1: what is issued
+     * next, such as an event node, belongs to no op that is ever rebound). graph_rebind() then
      * sets the nodes of graph `slot` that op `tag` made to new addresses: a call's current
      * c->buffers (c not NULL), or a copy's dst and src. BATON_ENOTSUP, with the reason in err,
      * when it cannot (the runtime then captures the segment again). NULL: never possible. */
@@ -207,8 +213,9 @@ typedef struct dev_ops {
 
     /* Several GPUs (NULL: the device cannot; the runtime then refuses such a plan at prepare).
      * stream_wait() makes d's stream wait, without the host, until event `slot` of `other` (a
-     * device of the same backend, recorded before) has completed. peer_enable() lets d's copies
-     * read other's memory directly where the hardware allows (else they go through the host);
+     * device of the same backend, recorded before) has completed. peer_enable() lets d's context
+     * read and write other's memory directly where the hardware allows (else copies between them
+     * are staged through the host; the runtime calls it both ways);
      * 0 either way. coll_prepare() sets up a collective over c->group (on the group's first
      * device's ops; the members share one backend), coll_run() issues it on every member's
      * stream, each member waiting for its own earlier work only, and coll_release() frees what

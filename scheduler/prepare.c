@@ -664,11 +664,14 @@ static int build_transfers(baton_runtime *rt, baton_error *err)
                     baton_device_format(x->to, b, sizeof b), rtd->ops->name);
             r->wait_seg = plan->steps[plan->tensors[x->tensor].producer].segment;
             rt->seg_signal[r->wait_seg] |= 1u << from;
-            if (rtd->ops->peer_enable && (rc = rtd->ops->peer_enable(rtd->ctx, rf->ctx, err))) {
+            /* both ways, so that a copy issued on either GPU's stream reads or writes the other's
+             * memory directly (else the driver stages it through the host) */
+            if (rtd->ops->peer_enable && ((rc = rtd->ops->peer_enable(rtd->ctx, rf->ctx, err)) ||
+                                          (rc = rtd->ops->peer_enable(rf->ctx, rtd->ctx, err)))) {
                 char inner[BATON_ERROR_MAX];
                 snprintf(inner, sizeof inner, "%s", err ? err->message : "");
-                return baton__err_set(err, rc, "%s: peer access %s -> %s: %s", plan->source,
-                                      baton_device_format(x->to, a, sizeof a),
+                return baton__err_set(err, rc, "%s: peer access between %s and %s: %s",
+                                      plan->source, baton_device_format(x->to, a, sizeof a),
                                       baton_device_format(x->from, b, sizeof b), inner);
             }
         }
@@ -809,6 +812,8 @@ static int prepare(const baton_plan *plan, const baton_options *opts, const bato
     rt->plan = baton__plan_retain(plan); /* baton_runtime_destroy releases it */
     rt->opts = o;
     rt->share = share;
+    const char *nodes_env = getenv(RT_EVENT_NODES_ENV);
+    rt->event_nodes = !(nodes_env && strcmp(nodes_env, "0") == 0);
     /* what delegates and kernels log while they prepare goes to the plan's registry */
     const log_sink *outer_log = baton__log_scope(plan->log);
     if (share) { /* an instance runs where its first one does */

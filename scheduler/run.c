@@ -215,6 +215,17 @@ static int segment_capturable(baton_runtime *rt, int s)
     return 1;
 }
 
+static int cross_waits(baton_runtime *rt, int s, baton_error *err);
+static int signal_segment(baton_runtime *rt, int s, baton_error *err);
+
+/* Whether the graphs of device rd hold their segments' waits for other GPUs and the events other
+ * GPUs wait for, as event nodes (baton_runtime.event_nodes, where the device can), instead of
+ * having them issued on the stream around each launch. */
+static int event_nodes(const baton_runtime *rt, const rt_device *rd)
+{
+    return rt->event_nodes && dev_has(rd->ops, DEV_CAP_EVENT_NODES);
+}
+
 /* Captures segment s — its incoming transfers, its steps and its outgoing transfers — into graph
  * slot s. Returns 0 when captured, BATON_ENOTSUP when the segment cannot be captured (then it is
  * marked to run uncaptured and the note says why), or the failing step's error. */
@@ -227,9 +238,13 @@ static int capture_segment(baton_runtime *rt, int s, baton_error *err)
     rt->capturing = 1;
     rt->capture_seg = s;
     int slot = rt->graph_slot[s];
+    const int nodes = event_nodes(rt, rd);
     int rc = rd->ops->capture_begin(rd->ctx, slot, err);
     if (!rc && rt->ahead_ok[s])
         rc = rd->ops->gate_wait(rd->ctx, err); /* before the copies of the CPU's outputs */
+    /* untagged (-1), as everything before the first tag: no op the runtime rebinds */
+    if (!rc && nodes)
+        rc = cross_waits(rt, s, err);
     if (!rc)
         rc = issue_incoming(rt, s, err);
     for (int i = seg->first_step; !rc && i <= seg->last_step; i++) {
@@ -239,6 +254,11 @@ static int capture_segment(baton_runtime *rt, int s, baton_error *err)
     }
     if (!rc)
         rc = issue_outgoing(rt, s, d, err);
+    if (!rc && nodes && rt->seg_signal[s]) {
+        if (rd->ops->capture_tag)
+            rd->ops->capture_tag(rd->ctx, -1);
+        rc = signal_segment(rt, s, err);
+    }
     rt->capturing = 0;
     int updated = 0;
     baton_error cerr = {0};
@@ -273,7 +293,22 @@ static int capture_segment(baton_runtime *rt, int s, baton_error *err)
     return 0;
 }
 
-static int issue_gpu_segment(baton_runtime *rt, int s, baton_error *err)
+/* Graph mode: captures segment s when it must be. 1 when s then runs as its graph, 0 when it runs
+ * uncaptured, or the failing step's error. */
+static int graph_ready(baton_runtime *rt, int s, baton_error *err)
+{
+    if (rt->opts.mode != BATON_SYNC_GRAPH || !segment_capturable(rt, s))
+        return 0;
+    if (rt->graph_state[s] == 0 || rt->recapture) {
+        int rc = capture_segment(rt, s, err);
+        if (rc && rc != BATON_ENOTSUP)
+            return rc;
+    }
+    return rt->graph_state[s] == 1;
+}
+
+/* Issues segment s: its graph (graphed 1; graph_ready captured it) or its copies and calls. */
+static int issue_gpu_segment(baton_runtime *rt, int s, int graphed, baton_error *err)
 {
     const baton_plan *plan = rt->plan;
     const plan_segment *seg = &plan->segments[s];
@@ -281,32 +316,25 @@ static int issue_gpu_segment(baton_runtime *rt, int s, baton_error *err)
     rt_device *rd = &rt->dev[d];
     int strict = rt->opts.mode == BATON_SYNC_STRICT;
 
-    if (rt->opts.mode == BATON_SYNC_GRAPH && segment_capturable(rt, s)) {
-        if (rt->graph_state[s] == 0 || rt->recapture) {
-            rc = capture_segment(rt, s, err);
-            if (rc && rc != BATON_ENOTSUP)
-                return rc;
+    if (graphed) {
+        int64_t t0 = rt->timing || rt->trace ? now_ns() : 0;
+        rc = rd->ops->graph_launch(rd->ctx, rt->graph_slot[s], err);
+        baton__runtime_graph_used(rt, s, 0);
+        if (t0) {
+            int64_t t1 = now_ns();
+            rt->step_ns[seg->first_step] += t1 - t0;
+            if (rt->trace)
+                baton__trace_add(rt, "graph", "graph", d, seg->first_step, 0, t0, t1);
         }
-        if (rt->graph_state[s] == 1) {
-            int64_t t0 = rt->timing || rt->trace ? now_ns() : 0;
-            rc = rd->ops->graph_launch(rd->ctx, rt->graph_slot[s], err);
-            baton__runtime_graph_used(rt, s, 0);
-            if (t0) {
-                int64_t t1 = now_ns();
-                rt->step_ns[seg->first_step] += t1 - t0;
-                if (rt->trace)
-                    baton__trace_add(rt, "graph", "graph", d, seg->first_step, 0, t0, t1);
-            }
-            if (rc)
-                return step_fail(rt, seg->first_step, rc, err);
-            rd->gate_armed = rt->ahead_ok[s];
-            rt->stats.graph_launches++;
-            rt->stats.steps += seg->last_step - seg->first_step + 1;
-            rt->stats.bytes_h2d += rt->seg_bytes[2 * s];
-            rt->stats.bytes_d2h += rt->seg_bytes[2 * s + 1];
-            rd->pending = 1;
-            return 0;
-        }
+        if (rc)
+            return step_fail(rt, seg->first_step, rc, err);
+        rd->gate_armed = rt->ahead_ok[s];
+        rt->stats.graph_launches++;
+        rt->stats.steps += seg->last_step - seg->first_step + 1;
+        rt->stats.bytes_h2d += rt->seg_bytes[2 * s];
+        rt->stats.bytes_d2h += rt->seg_bytes[2 * s + 1];
+        rd->pending = 1;
+        return 0;
     }
 
     if (rt->ahead_ok[s]) {
@@ -338,8 +366,8 @@ static int issue_gpu_segment(baton_runtime *rt, int s, baton_error *err)
 }
 
 /* Before segment s reads what another GPU wrote: its copies wait, on the reader's stream, for the
- * event the writer recorded after the writing segment. Never inside a capture: the wait stays
- * on the stream, before the graph's launch. */
+ * event the writer recorded after the writing segment. Inside a capture (event_nodes) the waits
+ * become the graph's first nodes; else they stay on the stream, before the graph's launch. */
 static int cross_waits(baton_runtime *rt, int s, baton_error *err)
 {
     for (int x = rt->xfer_first[s]; x < rt->xfer_first[s + 1] && !rt->no_cross_wait; x++) {
@@ -369,12 +397,20 @@ static int signal_segment(baton_runtime *rt, int s, baton_error *err)
     return 0;
 }
 
+/* A GPU segment with its ordering against other GPUs: the waits before it and the event after
+ * it are stream calls around it, unless its graph holds them as event nodes. */
 static int run_gpu_segment(baton_runtime *rt, int s, baton_error *err)
 {
-    int rc = cross_waits(rt, s, err);
+    const rt_device *rd =
+        &rt->dev[baton__plan_memory_index(rt->plan, rt->plan->segments[s].device)];
+    int graphed = graph_ready(rt, s, err);
+    if (graphed < 0)
+        return graphed;
+    const int inside = graphed && event_nodes(rt, rd);
+    int rc = inside ? 0 : cross_waits(rt, s, err);
     if (!rc)
-        rc = issue_gpu_segment(rt, s, err);
-    if (!rc)
+        rc = issue_gpu_segment(rt, s, graphed, err);
+    if (!rc && !inside)
         rc = signal_segment(rt, s, err);
     return rc;
 }

@@ -16,7 +16,11 @@
 #define RT_MAX_DEFERRED 4 /* create's warning (a fallback) and notes (ignored streams) */
 #define WAIT_SLOT       0
 /* The event a GPU records after segment s when another GPU reads what s wrote. */
-#define SEG_EVENT(s) (1 + (s))
+/* Graph mode's choice of where the order between GPUs lives (baton_runtime.event_nodes): "0"
+ * keeps the waits and records outside the graphs, on the streams; anything else, or unset, puts
+ * them into the graphs as event nodes. Read at baton_runtime_create. */
+#define RT_EVENT_NODES_ENV "BATON_GRAPH_EVENT_NODES"
+#define SEG_EVENT(s)       (1 + (s))
 /* The most operations a segment queued ahead may issue outside a graph (when it cannot be
  * captured): a stream's queue is finite, and a full one behind a closed gate would block the host
  * that must open it. */
@@ -111,7 +115,10 @@ struct baton_runtime {
     uint32_t *seg_signal;    /* per segment: the devices (bits) that record SEG_EVENT after it */
     dev_coll *colls;         /* per segment: its collective (a collective segment), else unused */
     int no_cross_wait; /* testing (baton__runtime_skip_cross_waits): GPU->GPU copies do not wait */
-    int ahead;         /* the segment queued ahead in this run, or -1 */
+    /* graph mode: a GPU segment's waits for other GPUs and its event for them are nodes of its
+     * graph (1, the default) or stream calls around its launch (0: BATON_GRAPH_EVENT_NODES=0) */
+    int event_nodes;
+    int ahead; /* the segment queued ahead in this run, or -1 */
     char note[ERRBUF_LEN];
     /* baton_runtime_create's warnings and notes, logged once it succeeds (defer_log) */
     char deferred[RT_MAX_DEFERRED][ERRBUF_LEN];

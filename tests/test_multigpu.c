@@ -132,6 +132,57 @@ static const char *backend_name(baton_gpu_backend g)
     return g == BATON_GPU_CUDA ? "cuda" : g == BATON_GPU_SIM ? "sim" : "cpu";
 }
 
+/* Runs the two-GPU plan and its one-device twin three times each on fresh inputs (graph mode
+ * captures on the first) and checks every output bitwise, and the host waits against the
+ * analysis. */
+static void check_two_equal_one(baton_plan *two, baton_plan *one, baton_gpu_backend gpu,
+                                baton_sync_mode m)
+{
+    baton_runtime *rt2 = make(two, gpu, m, 0);
+    baton_runtime *rt1 = make(one, gpu, m, 0);
+    baton_error err = {0};
+    for (int run = 0; run < 3; run++) {
+        static float x0[N], x1[N], r1[N], g0[2 * N], o1[N], h0[2 * N];
+        static float a0[N], a1[N], r[N], w1[N], k0[N], k1[N];
+        test_rng rng = {test_fresh_seed()};
+        test_fill_random(&rng, BATON_DTYPE_F32, x0, N, 1.0);
+        test_fill_random(&rng, BATON_DTYPE_F32, x1, N, 1.0);
+        set(rt2, "x0", x0);
+        set(rt2, "x1", x1);
+        set(rt1, "x0", x0);
+        set(rt1, "x1", x1);
+        baton_runtime_reset_stats(rt2);
+        cr_assert_eq(baton_runtime_run(rt2, &err), 0, "%s", err.message);
+        cr_assert_eq(baton_runtime_run(rt1, &err), 0, "%s", err.message);
+        get(rt2, "r1", r1, N);
+        get(rt2, "g0", g0, 2 * N);
+        get(rt2, "o1", o1, N);
+        get(rt2, "h0", h0, 2 * N);
+        get(rt1, "a0", a0, N);
+        get(rt1, "a1", a1, N);
+        get(rt1, "r", r, N);
+        get(rt1, "o1", w1, N);
+        get(rt1, "h0", k0, N);
+        get(rt1, "h1", k1, N);
+        const char *how = backend_name(gpu);
+        const char *mode = baton_sync_mode_name(m);
+        cr_assert_arr_eq(r1, r, sizeof r, "%s %s run %d: all_reduce != add", how, mode, run);
+        cr_assert_arr_eq(g0, a0, sizeof a0, "%s %s: all_gather's first rows", how, mode);
+        cr_assert_arr_eq(g0 + N, a1, sizeof a1, "%s %s: all_gather's last rows", how, mode);
+        cr_assert_arr_eq(o1, w1, sizeof w1, "%s %s: cuda:0 -> cuda:1", how, mode);
+        cr_assert_arr_eq(h0, k0, sizeof k0, "%s %s: cuda:1 -> cuda:0", how, mode);
+        cr_assert_arr_eq(h0 + N, k1, sizeof k1, "%s %s: cuda:1 -> cuda:0", how, mode);
+        baton_run_stats st;
+        baton_runtime_stats(rt2, &st);
+        if (gpu != BATON_GPU_CPU)
+            cr_assert_eq(st.host_waits, two->n_sync[m],
+                         "%s %s: %lld host waits, the analysis promises %d", how, mode,
+                         (long long)st.host_waits, two->n_sync[m]);
+    }
+    baton_runtime_destroy(rt1);
+    baton_runtime_destroy(rt2);
+}
+
 Test(multigpu, two_gpus_equal_one_in_every_mode_with_the_waits_the_analysis_promises)
 {
     NEED_GPUS();
@@ -144,52 +195,8 @@ Test(multigpu, two_gpus_equal_one_in_every_mode_with_the_waits_the_analysis_prom
     cr_assert_eq(two->n_sync[BATON_SYNC_GRAPH], 2, "graph mode: the end of the run on each GPU");
     cr_assert_eq(two->n_sync[BATON_SYNC_BOUNDARY], 2);
     for (int bk = 0; bk < N_BACKENDS; bk++)
-        for (int m = 0; m < 3; m++) {
-            baton_runtime *rt2 = make(two, backends[bk], (baton_sync_mode)m, 0);
-            baton_runtime *rt1 = make(one, backends[bk], (baton_sync_mode)m, 0);
-            baton_error err = {0};
-            for (int run = 0; run < 3; run++) { /* graph mode captures on the first */
-                static float x0[N], x1[N], r1[N], g0[2 * N], o1[N], h0[2 * N];
-                static float a0[N], a1[N], r[N], w1[N], k0[N], k1[N];
-                test_rng rng = {test_fresh_seed()};
-                test_fill_random(&rng, BATON_DTYPE_F32, x0, N, 1.0);
-                test_fill_random(&rng, BATON_DTYPE_F32, x1, N, 1.0);
-                set(rt2, "x0", x0);
-                set(rt2, "x1", x1);
-                set(rt1, "x0", x0);
-                set(rt1, "x1", x1);
-                baton_runtime_reset_stats(rt2);
-                cr_assert_eq(baton_runtime_run(rt2, &err), 0, "%s", err.message);
-                cr_assert_eq(baton_runtime_run(rt1, &err), 0, "%s", err.message);
-                get(rt2, "r1", r1, N);
-                get(rt2, "g0", g0, 2 * N);
-                get(rt2, "o1", o1, N);
-                get(rt2, "h0", h0, 2 * N);
-                get(rt1, "a0", a0, N);
-                get(rt1, "a1", a1, N);
-                get(rt1, "r", r, N);
-                get(rt1, "o1", w1, N);
-                get(rt1, "h0", k0, N);
-                get(rt1, "h1", k1, N);
-                const char *how = backend_name(backends[bk]);
-                const char *mode = baton_sync_mode_name((baton_sync_mode)m);
-                cr_assert_arr_eq(r1, r, sizeof r, "%s %s run %d: all_reduce != add", how, mode,
-                                 run);
-                cr_assert_arr_eq(g0, a0, sizeof a0, "%s %s: all_gather's first rows", how, mode);
-                cr_assert_arr_eq(g0 + N, a1, sizeof a1, "%s %s: all_gather's last rows", how, mode);
-                cr_assert_arr_eq(o1, w1, sizeof w1, "%s %s: cuda:0 -> cuda:1", how, mode);
-                cr_assert_arr_eq(h0, k0, sizeof k0, "%s %s: cuda:1 -> cuda:0", how, mode);
-                cr_assert_arr_eq(h0 + N, k1, sizeof k1, "%s %s: cuda:1 -> cuda:0", how, mode);
-                baton_run_stats st;
-                baton_runtime_stats(rt2, &st);
-                if (backends[bk] != BATON_GPU_CPU)
-                    cr_assert_eq(st.host_waits, two->n_sync[m],
-                                 "%s %s: %lld host waits, the analysis promises %d", how, mode,
-                                 (long long)st.host_waits, two->n_sync[m]);
-            }
-            baton_runtime_destroy(rt1);
-            baton_runtime_destroy(rt2);
-        }
+        for (int m = 0; m < 3; m++)
+            check_two_equal_one(two, one, backends[bk], (baton_sync_mode)m);
     baton_plan_free(two);
     baton_plan_free(one);
 }
@@ -211,7 +218,7 @@ static const char *relay =
 /* Runs the relay plan `runs` times on fresh inputs; returns how many outputs were not what the
  * three additions give (each rounded to f32, as every backend's add_scalar rounds). */
 static int relay_stale(baton_gpu_backend gpu, baton_sync_mode mode, int delay_us, int skip,
-                       int runs)
+                       int runs, long long *peer_waits)
 {
     baton_plan *plan = load(relay);
     baton_runtime *rt = make(plan, gpu, mode, delay_us);
@@ -237,6 +244,12 @@ static int relay_stale(baton_gpu_backend gpu, baton_sync_mode mode, int delay_us
                          baton_sync_mode_name(mode), (long long)st.host_waits, plan->n_sync[mode]);
     }
     cr_assert_eq(plan->n_sync[BATON_SYNC_BOUNDARY], 2, "only the end of the run, on each GPU");
+    for (int d = 1; peer_waits && d < rt->nd; d++) {
+        dev_counters c = {0};
+        if (rt->dev[d].ops->counters)
+            rt->dev[d].ops->counters(rt->dev[d].ctx, &c);
+        *peer_waits += c.peer_waits;
+    }
     baton_runtime_destroy(rt);
     baton_plan_free(plan);
     return stale;
@@ -250,10 +263,10 @@ static int relay_stale(baton_gpu_backend gpu, baton_sync_mode mode, int delay_us
 Test(multigpu, a_missing_cross_device_wait_reads_stale_data)
 {
     for (int m = 0; m < 3; m++) {
-        cr_assert_eq(relay_stale(BATON_GPU_SIM, (baton_sync_mode)m, 20000, 0, 2), 0,
+        cr_assert_eq(relay_stale(BATON_GPU_SIM, (baton_sync_mode)m, 20000, 0, 2, NULL), 0,
                      "%s: stale data with the wait", baton_sync_mode_name((baton_sync_mode)m));
         if (m != BATON_SYNC_STRICT)
-            cr_assert_gt(relay_stale(BATON_GPU_SIM, (baton_sync_mode)m, 20000, 1, 2), 0,
+            cr_assert_gt(relay_stale(BATON_GPU_SIM, (baton_sync_mode)m, 20000, 1, 2, NULL), 0,
                          "%s: no wait, yet nothing stale: the test cannot see a missing wait",
                          baton_sync_mode_name((baton_sync_mode)m));
     }
@@ -269,11 +282,46 @@ Test(multigpu, a_gpu_to_gpu_boundary_runs_on_cuda_in_every_mode)
     if (baton_cuda_device_count() == 1)
         setenv(DEV_TEST_CUDA_ALIAS, "1", 1);
     for (int m = 0; m < 3; m++)
-        cr_assert_eq(relay_stale(BATON_GPU_CUDA, (baton_sync_mode)m, 0, 0, 20), 0,
+        cr_assert_eq(relay_stale(BATON_GPU_CUDA, (baton_sync_mode)m, 0, 0, 20, NULL), 0,
                      "%s: wrong results", baton_sync_mode_name((baton_sync_mode)m));
     unsetenv(DEV_TEST_CUDA_ALIAS);
 }
 #endif
+
+/* Graph mode keeps the order between GPUs either as event record and wait nodes inside the
+ * graphs (the default) or as records and waits on the streams around the graphs' launches
+ * (BATON_GRAPH_EVENT_NODES=0): both give the one-device results bitwise, a missing wait is caught
+ * in both (test device), and with event nodes no wait is issued on a stream once the graphs are
+ * captured, while without them one is issued per boundary and run. */
+Test(multigpu, graph_mode_orders_gpus_by_event_nodes_or_stream_waits_alike)
+{
+    NEED_GPUS();
+    baton_plan *two = load(two_gpus), *one = load(one_gpu);
+#ifdef TEST_ON_CUDA
+    const baton_gpu_backend gpu = BATON_GPU_CUDA;
+    const int delay_us = 0, runs = 20;
+#else
+    const baton_gpu_backend gpu = BATON_GPU_SIM;
+    const int delay_us = 20000, runs = 3;
+#endif
+    for (int nodes = 1; nodes >= 0; nodes--) {
+        setenv(RT_EVENT_NODES_ENV, nodes ? "1" : "0", 1);
+        check_two_equal_one(two, one, gpu, BATON_SYNC_GRAPH);
+        long long peer_waits = 0;
+        cr_assert_eq(relay_stale(gpu, BATON_SYNC_GRAPH, delay_us, 0, runs, &peer_waits), 0,
+                     "event nodes %d: stale data with the wait", nodes);
+        cr_assert_eq(peer_waits, nodes ? 0 : runs,
+                     "event nodes %d: %lld waits issued on a stream over %d runs", nodes,
+                     peer_waits, runs);
+#ifndef TEST_ON_CUDA
+        cr_assert_gt(relay_stale(gpu, BATON_SYNC_GRAPH, delay_us, 1, 2, NULL), 0,
+                     "event nodes %d: no wait, yet nothing stale", nodes);
+#endif
+    }
+    unsetenv(RT_EVENT_NODES_ENV);
+    baton_plan_free(two);
+    baton_plan_free(one);
+}
 
 #ifndef TEST_ON_CUDA
 /* Two GPUs with nothing between them run at once: on the test device each operation starts 50 ms

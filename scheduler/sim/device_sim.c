@@ -22,7 +22,8 @@ typedef enum sim_op_kind {
     SIM_GRAPH,
     SIM_GATE,
     SIM_WAIT,
-    SIM_COLL
+    SIM_COLL,
+    SIM_RECORD /* in a graph only: an event record node */
 } sim_op_kind;
 
 typedef struct sim_op {
@@ -32,7 +33,7 @@ typedef struct sim_op {
     void *dst;      /* SIM_COPY */
     const void *src;
     size_t bytes;
-    int slot;              /* SIM_GRAPH */
+    int slot;              /* SIM_GRAPH; SIM_WAIT and SIM_RECORD in a graph: the event slot */
     int tag;               /* in a graph: the runtime's capture_tag */
     struct dev_ctx *other; /* SIM_WAIT: the device whose event it waits for */
     long long until;       /* SIM_WAIT: that device's completed count to wait for */
@@ -424,7 +425,8 @@ static int sim_graph_rebind(dev_ctx *d, int slot, int tag, const dev_call *c, vo
     int found = 0;
     for (int i = 0; i < g->n; i++) {
         sim_op *op = &g->ops[i];
-        if (op->tag != tag || op->kind == SIM_GATE)
+        if (op->tag != tag || op->kind == SIM_GATE || op->kind == SIM_WAIT ||
+            op->kind == SIM_RECORD)
             continue;
         if (op->kind == SIM_CALL && c)
             memcpy(op->bufs, c->buffers,
@@ -474,6 +476,10 @@ static int sim_record(dev_ctx *d, int slot, baton_error *err)
 {
     if (slot < 0 || slot >= d->n_events)
         return baton__err_set(err, BATON_EINVAL, "sim: event slot %d out of range", slot);
+    if (d->capturing) {
+        sim_op op = {.kind = SIM_RECORD, .slot = slot};
+        return record_op(d, &op, err);
+    }
     uv_mutex_lock(&d->lock);
     d->event_at[slot] = d->issued;
     uv_mutex_unlock(&d->lock);
@@ -551,13 +557,29 @@ static int sim_capture_end(dev_ctx *d, int slot, int *updated, baton_error *err)
     return 0;
 }
 
+/* Event nodes: a graph's waits for other devices are taken at its launch (the other device's
+ * latest record then, as a CUDA graph's wait node does) and run before the graph; its records
+ * mark the end of the graph. The runtime captures waits first and records last, so this is the
+ * order it asked for. */
 static int sim_graph_launch(dev_ctx *d, int slot, baton_error *err)
 {
     if (slot < 0 || slot >= d->n_graphs || !d->graphs[slot].ready)
         return baton__err_set(err, BATON_ESTATE, "sim: graph %d was not captured", slot);
     d->counters.graph_launches++;
+    const sim_graph *g = &d->graphs[slot];
+    for (int i = 0; i < g->n; i++)
+        if (g->ops[i].kind == SIM_WAIT) {
+            dev_ctx *o = g->ops[i].other;
+            uv_mutex_lock(&o->lock);
+            sim_op w = {.kind = SIM_WAIT, .other = o, .until = o->event_at[g->ops[i].slot]};
+            uv_mutex_unlock(&o->lock);
+            enqueue(d, &w);
+        }
     sim_op op = {.kind = SIM_GRAPH, .slot = slot};
     enqueue(d, &op);
+    for (int i = 0; i < g->n; i++)
+        if (g->ops[i].kind == SIM_RECORD)
+            sim_record(d, g->ops[i].slot, err);
     return 0;
 }
 
@@ -593,12 +615,15 @@ static int sim_stream_wait(dev_ctx *d, dev_ctx *other, int slot, baton_error *er
 {
     if (slot < 0 || slot >= other->n_events)
         return baton__err_set(err, BATON_EINVAL, "sim: event slot %d out of range", slot);
-    if (d->capturing)
-        return baton__err_set(err, BATON_EINVAL, "sim: a wait for another device inside a capture");
+    if (d->capturing) {
+        sim_op op = {.kind = SIM_WAIT, .other = other, .slot = slot};
+        return record_op(d, &op, err);
+    }
     uv_mutex_lock(&other->lock);
     long long until = other->event_at[slot];
     uv_mutex_unlock(&other->lock);
     sim_op op = {.kind = SIM_WAIT, .other = other, .until = until};
+    d->counters.peer_waits++;
     enqueue(d, &op);
     return 0;
 }
@@ -665,7 +690,8 @@ static void sim_inject(dev_ctx *d, dev_fault fault)
 const dev_ops baton__dev_sim_ops = {
     .name = "sim",
     .label = "test device",
-    .caps = DEV_CAP_ASYNC | DEV_CAP_CPU_KERNELS | DEV_CAP_DEVICE_MEMORY | DEV_CAP_CAPTURE_ANY,
+    .caps = DEV_CAP_ASYNC | DEV_CAP_CPU_KERNELS | DEV_CAP_DEVICE_MEMORY | DEV_CAP_CAPTURE_ANY |
+            DEV_CAP_EVENT_NODES,
     .open = sim_open,
     .close = sim_close,
     .stream = sim_stream,
