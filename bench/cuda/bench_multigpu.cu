@@ -15,6 +15,8 @@
  *   bench_multigpu [--reps N]     (keep NCCL_NVLS_ENABLE=0 on the GPU machines) */
 #include <nccl.h>
 
+#include <string>
+
 #include "baton/baton.h"
 #include "bench/cuda/bench_common.h"
 #include "core/dynlib.h"
@@ -515,6 +517,107 @@ static void graph_placement(int runs)
     CHECK_CUDA(cudaEventDestroy(e01));
 }
 
+/* (3b) The same shape as a baton plan in graph mode: K add_scalar steps on cuda:0, the tensor
+ * moved to cuda:1, K steps there, input and output bound to GPU buffers (no host copy). µs per
+ * baton_runtime_run (which ends with a host wait on each GPU) with the order between the GPUs
+ * as event nodes inside the graphs and as waits on the streams (BATON_GRAPH_EVENT_NODES=0), in
+ * alternating rounds, each run's output checked. */
+static baton_runtime *place_runtime(baton_registry *reg, int nodes, baton_plan **plan, float *x,
+                                    float *y)
+{
+    std::string json = "{\"format\": \"baton.plan\", \"version\": 1, \"name\": \"place\", "
+                       "\"tensors\": [{\"name\": \"t0\", \"dtype\": \"f32\", \"shape\": [1024], "
+                       "\"role\": \"input\"}";
+    for (int k = 1; k <= 2 * PLACE_KERNELS; k++)
+        json += ", {\"name\": \"t" + std::to_string(k) +
+                "\", \"dtype\": \"f32\", \"shape\": [1024], \"role\": \"" +
+                (k == 2 * PLACE_KERNELS ? "output" : "intermediate") + "\"}";
+    json += "], \"steps\": [";
+    for (int k = 1; k <= 2 * PLACE_KERNELS; k++)
+        json += std::string(k > 1 ? ", " : "") + "{\"name\": \"s" + std::to_string(k) +
+                "\", \"kernel\": \"add_scalar\", \"device\": \"cuda:" +
+                (k <= PLACE_KERNELS ? "0" : "1") + "\", \"inputs\": [\"t" + std::to_string(k - 1) +
+                "\"], \"outputs\": [\"t" + std::to_string(k) + "\"], \"attrs\": {\"value\": 1.0}}";
+    json += "]}";
+    baton_error err = {0};
+    if (baton_plan_load_string(reg, json.c_str(), json.size(), "place.json", NULL, plan, &err)) {
+        fprintf(stderr, "bench_multigpu: %s\n", err.message);
+        exit(1);
+    }
+    setenv("BATON_GRAPH_EVENT_NODES", nodes ? "1" : "0", 1);
+    baton_options o;
+    baton_options_init(&o);
+    o.gpu = BATON_GPU_CUDA;
+    o.mode = BATON_SYNC_GRAPH;
+    baton_runtime *rt = NULL;
+    int rc = baton_runtime_create(*plan, &o, &rt, &err);
+    unsetenv("BATON_GRAPH_EVENT_NODES");
+    baton_buffer in = {{BATON_DEVICE_CUDA, 0}, x, 1024 * sizeof(float), BATON_DTYPE_F32};
+    baton_buffer out = {{BATON_DEVICE_CUDA, 1}, y, 1024 * sizeof(float), BATON_DTYPE_F32};
+    if (rc || baton_runtime_bind(rt, baton_plan_tensor_index(*plan, "t0"), &in, &err) ||
+        baton_runtime_bind(
+            rt, baton_plan_tensor_index(*plan, ("t" + std::to_string(2 * PLACE_KERNELS)).c_str()),
+            &out, &err)) {
+        fprintf(stderr, "bench_multigpu: %s\n", err.message);
+        exit(1);
+    }
+    return rt;
+}
+
+static void place_baton(baton_registry *reg, int runs)
+{
+    float *x, *y;
+    CHECK_CUDA(cudaSetDevice(0));
+    CHECK_CUDA(cudaMalloc(&x, 1024 * sizeof(float)));
+    std::vector<float> hx(1024), hy(1024);
+    for (int i = 0; i < 1024; i++)
+        hx[i] = (float)i;
+    CHECK_CUDA(cudaMemcpy(x, hx.data(), 1024 * sizeof(float), cudaMemcpyHostToDevice));
+    CHECK_CUDA(cudaSetDevice(1));
+    CHECK_CUDA(cudaMalloc(&y, 1024 * sizeof(float)));
+    baton_plan *plans[2] = {NULL, NULL};
+    baton_runtime *rts[2];
+    for (int v = 0; v < 2; v++)
+        rts[v] = place_runtime(reg, v, &plans[v], x, y);
+    std::vector<double> t[2];
+    baton_error err = {0};
+    for (int round = 0; round < 7; round++)
+        for (int v = 0; v < 2; v++) {
+            CHECK_CUDA(cudaSetDevice(1));
+            CHECK_CUDA(cudaMemset(y, 0, 1024 * sizeof(float)));
+            CHECK_CUDA(cudaDeviceSynchronize());
+            const double t0 = now_ns();
+            for (int i = 0; i < runs; i++)
+                if (baton_runtime_run(rts[v], &err)) {
+                    fprintf(stderr, "bench_multigpu: %s\n", err.message);
+                    exit(1);
+                }
+            const double t1 = now_ns();
+            CHECK_CUDA(cudaSetDevice(1));
+            CHECK_CUDA(cudaMemcpy(hy.data(), y, 1024 * sizeof(float), cudaMemcpyDeviceToHost));
+            for (int i = 0; i < 1024; i++)
+                if (hy[i] != hx[i] + 2 * PLACE_KERNELS) {
+                    printf("baton placement: y[%d] = %g, expected %g: an ordering was lost\n", i,
+                           hy[i], hx[i] + 2 * PLACE_KERNELS);
+                    exit(1);
+                }
+            if (round >= 2) /* the first rounds capture and warm up */
+                t[v].push_back((t1 - t0) / 1e3 / runs);
+        }
+    const double outside = median(t[0]), nodes = median(t[1]);
+    printf("baton graph mode, same work as a plan (%d runs, each ending in a host wait per GPU):   "
+           "waits outside %7.2f us/run   event nodes %7.2f us/run\n",
+           runs, outside, nodes);
+    printf("RESULT place_baton outside_us %.3f nodes_us %.3f\n", outside, nodes);
+    for (int v = 0; v < 2; v++) {
+        baton_runtime_destroy(rts[v]);
+        baton_plan_free(plans[v]);
+    }
+    CHECK_CUDA(cudaFree(y));
+    CHECK_CUDA(cudaSetDevice(0));
+    CHECK_CUDA(cudaFree(x));
+}
+
 int main(int argc, char **argv)
 {
     int reps = 50;
@@ -528,12 +631,14 @@ int main(int argc, char **argv)
     }
     peer_copies(reps);
     graph_placement(20 * reps);
-    if (!load_nccl()) {
-        printf("bench_multigpu: libnccl.so.2 cannot be loaded: no collective measured\n");
-        return 0;
-    }
     baton_registry *reg = NULL;
     baton_registry_create(&reg);
+    place_baton(reg, 20 * reps);
+    if (!load_nccl()) {
+        printf("bench_multigpu: libnccl.so.2 cannot be loaded: no collective measured\n");
+        baton_registry_destroy(reg);
+        return 0;
+    }
     for (long long elems : {4096LL, 1LL << 20, 16LL << 20}) {
         collective(reg, "all_reduce", elems, reps);
         collective(reg, "all_gather", elems, reps);
