@@ -81,7 +81,8 @@ typedef struct dev_trace {
  * prepare time: member k sends send[k] and receives into recv[k], both on group device k. */
 typedef enum dev_coll_op { DEV_COLL_ALL_REDUCE = 1, DEV_COLL_ALL_GATHER = 2 } dev_coll_op;
 
-#define DEV_MAX_GROUP 16
+#define DEV_MAX_GROUP      16
+#define DEV_WORLD_ID_BYTES 128 /* NCCL's ncclUniqueId */
 
 typedef struct dev_coll {
     dev_coll_op op;
@@ -225,6 +226,23 @@ typedef struct dev_ops {
     int (*coll_prepare)(dev_coll *c, baton_error *err);
     int (*coll_run)(dev_coll *c, baton_error *err);
     void (*coll_release)(dev_coll *c);
+    /* One process per GPU (baton_options.world): this runtime's device d is rank `rank` of
+     * `world` ranks, one device each, of this backend, that find each other through an id of
+     * DEV_WORLD_ID_BYTES (the same on every rank: rank 0 made it with world_id() and handed it
+     * over, scheduler/world.c). world_join() returns once every rank has joined, or fails after
+     * timeout_ms. The rest are issued on d's stream and run in its order: world_send() and
+     * world_recv() move `bytes` to and from rank `peer` (a send and a receive between two ranks
+     * match in the order they were issued; each holds its stream until the other side has
+     * posted), and world_coll() issues this rank's part of collective c over every rank (c->n ==
+     * world; only c->send[rank] and c->recv[rank] are read). NULL: the backend has no ranks. */
+    int (*world_id)(unsigned char *id, baton_error *err);
+    int (*world_join)(dev_ctx *d, const unsigned char *id, int rank, int world, int timeout_ms,
+                      void **out, baton_error *err);
+    void (*world_leave)(void *w);
+    int (*world_send)(void *w, dev_ctx *d, const void *src, size_t bytes, int peer,
+                      baton_error *err);
+    int (*world_recv)(void *w, dev_ctx *d, void *dst, size_t bytes, int peer, baton_error *err);
+    int (*world_coll)(void *w, dev_ctx *d, const dev_coll *c, int rank, baton_error *err);
     /* Prepare-time tuning of kernel call c (core/tune.h): runs `tune` on c's buffers and the
      * device's stream, outside any capture, and returns once its work is done, with its account
      * in note. NULL: the device does not tune (the CPU, the test device). */
@@ -284,6 +302,12 @@ static inline int dev_failed_step(const dev_ops *ops, dev_ctx *d)
 static inline int dev_can_order_peers(const dev_ops *ops)
 {
     return ops->stream_wait != NULL;
+}
+
+static inline int dev_has_ranks(const dev_ops *ops)
+{
+    return ops->world_id && ops->world_join && ops->world_send && ops->world_recv &&
+           ops->world_coll;
 }
 
 static inline int dev_has_collectives(const dev_ops *ops)

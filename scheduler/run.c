@@ -85,8 +85,8 @@ static int issue_transfer(baton_runtime *rt, int x, baton_error *err)
 {
     rt_transfer *r = &rt->xfers[x];
     rt_device *rd = &rt->dev[r->issuer];
-    if (r->skip)
-        return 0;
+    if (r->skip || r->absent || r->peer >= 0)
+        return 0; /* needless, another rank's, or sent and received by rank_transfers */
     if (rt->capturing) {
         r->graph_seg = rt->capture_seg;
         if (rd->ops->capture_tag)
@@ -397,12 +397,45 @@ static int signal_segment(baton_runtime *rt, int s, baton_error *err)
     return 0;
 }
 
+/* One process per GPU: the tensors that move into segment s between this rank's GPU and another
+ * rank's, sent or received on this rank's stream, in the plan's transfer order, which every rank
+ * walks alike, so that each send meets its receive. Outside any graph: before the graph that
+ * reads what arrives, and after the work that wrote what leaves. */
+static int rank_transfers(baton_runtime *rt, int s, baton_error *err)
+{
+    for (int x = rt->xfer_first[s]; x < rt->xfer_first[s + 1]; x++) {
+        rt_transfer *r = &rt->xfers[x];
+        if (r->peer < 0 || r->skip)
+            continue;
+        rt_device *rd = &rt->dev[rt->own];
+        int rc = r->send ? rd->ops->world_send(rt->world, rd->ctx, r->src, r->bytes, r->peer, err)
+                         : rd->ops->world_recv(rt->world, rd->ctx, r->dst, r->bytes, r->peer, err);
+        if (rc) {
+            char inner[BATON_ERROR_MAX];
+            snprintf(inner, sizeof inner, "%s", err ? err->message : "");
+            return baton__err_set(err, rc, "%s (%s rank %d): %s", r->what,
+                                  r->send ? "sent to" : "received from", r->peer, inner);
+        }
+        rd->pending = 1;
+        if (!r->send)
+            rt->stats.bytes_d2d += (int64_t)r->bytes;
+    }
+    return 0;
+}
+
 /* A GPU segment with its ordering against other GPUs: the waits before it and the event after
  * it are stream calls around it, unless its graph holds them as event nodes. */
 static int run_gpu_segment(baton_runtime *rt, int s, baton_error *err)
 {
     const rt_device *rd =
         &rt->dev[baton__plan_memory_index(rt->plan, rt->plan->segments[s].device)];
+    if (rd->remote) /* another rank's: only what this rank sends it */
+        return rank_transfers(rt, s, err);
+    if (rt_ranks(rt)) {
+        int rc = rank_transfers(rt, s, err);
+        if (rc)
+            return rc;
+    }
     int graphed = graph_ready(rt, s, err);
     if (graphed < 0)
         return graphed;
@@ -424,15 +457,19 @@ static int run_collective(baton_runtime *rt, int s, baton_error *err)
     const plan_step *st = &plan->steps[i];
     if ((rc = cross_waits(rt, s, err)) || (rc = issue_incoming(rt, s, err)))
         return rc;
+    if (rt_ranks(rt) && (rc = rank_transfers(rt, s, err)))
+        return rc;
     dev_coll *c = &rt->colls[s];
     void **b = rt->calls[i].buffers; /* baton_runtime_bind may have moved them */
     for (int k = 0; k < c->n; k++) {
         c->send[k] = b[k];
         c->recv[k] = b[st->n_inputs + k];
     }
-    rt_device *r0 = &rt->dev[rt->step_dev[i]];
+    rt_device *r0 = &rt->dev[rt_ranks(rt) ? rt->own : rt->step_dev[i]];
     int64_t t0 = rt->timing || rt->trace ? now_ns() : 0;
-    rc = r0->ops->coll_run(c, err);
+    /* one process per GPU: this rank's member only, over the world's communicator */
+    rc = rt_ranks(rt) ? r0->ops->world_coll(rt->world, r0->ctx, c, rt->opts.rank, err)
+                      : r0->ops->coll_run(c, err);
     if (t0) {
         int64_t t1 = now_ns();
         rt->step_ns[i] += t1 - t0;
@@ -443,9 +480,11 @@ static int run_collective(baton_runtime *rt, int s, baton_error *err)
         return step_fail(rt, i, rc, err);
     rt->stats.steps++;
     if (dev_has(r0->ops, DEV_CAP_ASYNC))
-        rt->stats.kernel_launches += c->n;
+        rt->stats.kernel_launches += rt_ranks(rt) ? 1 : c->n;
     for (int k = 0; k < c->n; k++) { /* every member's call is issued: waiting is safe */
         int d = baton__plan_memory_index(plan, st->group[k]);
+        if (rt->dev[d].remote)
+            continue;
         rt->dev[d].pending = 1;
         if ((rc = issue_outgoing(rt, s, d, err)))
             return rc;
@@ -523,6 +562,8 @@ static void recover(baton_runtime *rt)
         if (rd->gate_armed) /* or the stream never drains; what runs behind it is discarded */
             rd->ops->gate_open(rd->ctx);
         rd->gate_armed = rd->recorded = rd->queued = 0;
+        if (rd->remote)
+            continue;
         rd->ops->drain(rd->ctx);
         rd->pending = 0;
     }

@@ -47,6 +47,9 @@ typedef struct rt_device {
     int queued;     /* work was queued after that event: still pending after the wait */
     int gate_armed; /* a gate wait is in the stream and the host has not opened it yet */
     int own_arena;  /* the arena is baton's (not the caller's baton_options.arenas) */
+    /* one process per GPU (baton_options.world): another rank's GPU. It is not opened (ctx NULL,
+     * no arena: its tensors have no address here) and nothing is issued on it. */
+    int remote;
 } rt_device;
 
 /* A place that holds the address of an input or output tensor on one device: a step's buffer
@@ -69,6 +72,9 @@ typedef struct rt_transfer {
     int skip;      /* not issued: a caller's buffer bound on the GPU makes it needless */
     int graph_seg; /* the segment whose graph issues it (set when captured), or -1 */
     int wait_seg;  /* GPU to GPU: the writer's segment, whose event the reader waits for; or -1 */
+    /* one process per GPU: the rank this one sends the tensor to (send 1) or receives it from,
+     * or -1; absent: between devices this rank does not run, so not issued here */
+    int peer, send, absent;
     char what[96];
 } rt_transfer;
 
@@ -118,6 +124,10 @@ struct baton_runtime {
     /* graph mode: a GPU segment's waits for other GPUs and its event for them are nodes of its
      * graph (1, the default) or stream calls around its launch (0: BATON_GRAPH_EVENT_NODES=0) */
     int event_nodes;
+    /* one process per GPU (baton_options.world > 0): the memory index of this rank's GPU (-1:
+     * the plan gives it no step) and the backend's world (world_join) */
+    int own;
+    void *world;
     int ahead; /* the segment queued ahead in this run, or -1 */
     char note[ERRBUF_LEN];
     /* baton_runtime_create's warnings and notes, logged once it succeeds (defer_log) */
@@ -218,6 +228,15 @@ int baton__runtime_graphs_prepare(baton_runtime *rt, baton_error *err);
 /* Segment s's graph was launched (captured: it was captured just before). */
 void baton__runtime_graph_used(baton_runtime *rt, int s, int captured);
 void baton__runtime_graphs_free(baton_runtime *rt);
+
+/* world.c: joins the other ranks through the rendezvous file (baton_options.world), on the
+ * device with memory index `own`, into rt->world. */
+int baton__world_join(baton_runtime *rt, int own, baton_error *err);
+
+static inline int rt_ranks(const baton_runtime *rt)
+{
+    return rt->opts.world > 0;
+}
 
 /* options.c: the caller's options (NULL: the defaults) as this library's baton_options, read by
  * their struct_size (core/abi.h): fields past it keep baton_options_init's values. */

@@ -6,8 +6,11 @@
  * computation on one device, host waits with what the analysis promises, and a run without the
  * cross-device wait must read stale data (a mutation the test device's delays expose). */
 #include <criterion/criterion.h>
+#include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "baton/baton_uv.h"
 #include "plan/plan_internal.h"
@@ -321,6 +324,248 @@ Test(multigpu, graph_mode_orders_gpus_by_event_nodes_or_stream_waits_alike)
     unsetenv(RT_EVENT_NODES_ENV);
     baton_plan_free(two);
     baton_plan_free(one);
+}
+
+/* ---- one process per GPU (baton_options.world): ranks as threads of this process ---------- */
+
+typedef struct rank_job {
+    const baton_plan *plan;
+    baton_gpu_backend gpu;
+    baton_sync_mode mode;
+    int rank, world, delay_us, runs, timeout_ms;
+    const char *path;
+    const char *inputs[4]; /* NULL-terminated, each N floats from in[] */
+    const float *in[4];
+    const char *outputs[4]; /* this rank's outputs, into out[] (their sizes in n_out) */
+    float *out[4];
+    size_t n_out[4];
+    int create_only;
+    int rc;
+    char msg[BATON_ERROR_MAX];
+} rank_job;
+
+/* One rank: create (which meets the other ranks), set the inputs, run, read this rank's outputs.
+ * No assertion here (a thread of its own): the test checks rc and msg. */
+static void *rank_main(void *arg)
+{
+    rank_job *j = arg;
+    baton_options o = test_options(j->gpu, j->mode, j->delay_us, 1);
+    o.rank = j->rank;
+    o.world = j->world;
+    o.rendezvous = j->path;
+    o.rendezvous_timeout_ms = j->timeout_ms;
+    baton_runtime *rt = NULL;
+    baton_error err = {0};
+    j->rc = baton_runtime_create(j->plan, &o, &rt, &err);
+    for (int k = 0; !j->rc && !j->create_only && j->inputs[k]; k++)
+        j->rc = baton_runtime_set_input(rt, j->inputs[k], j->in[k], N * sizeof(float), &err);
+    for (int r = 0; !j->rc && !j->create_only && r < j->runs; r++)
+        j->rc = baton_runtime_run(rt, &err);
+    for (int k = 0; !j->rc && !j->create_only && j->outputs[k]; k++) {
+        test_poison(j->out[k], j->n_out[k] * sizeof(float));
+        j->rc = baton_runtime_get_output(rt, j->outputs[k], j->out[k], j->n_out[k] * sizeof(float),
+                                         &err);
+    }
+    snprintf(j->msg, sizeof j->msg, "%s", err.message);
+    baton_runtime_destroy(rt);
+    return NULL;
+}
+
+static void run_ranks(rank_job *jobs, int world)
+{
+    pthread_t th[4];
+    for (int r = 0; r < world; r++)
+        cr_assert_eq(pthread_create(&th[r], NULL, rank_main, &jobs[r]), 0);
+    for (int r = 0; r < world; r++)
+        pthread_join(th[r], NULL);
+}
+
+/* A fresh rendezvous path per use: a file left behind would make rank 0 refuse to start. */
+static void rendezvous_path(char *buf, size_t len, const char *what)
+{
+    static int serial;
+    snprintf(buf, len, "%s/baton-test-%s-%ld-%d", P_tmpdir, what, (long)getpid(), ++serial);
+    unlink(buf);
+}
+
+#ifdef TEST_ON_CUDA
+static const baton_gpu_backend rank_gpu = BATON_GPU_CUDA;
+#else
+static const baton_gpu_backend rank_gpu = BATON_GPU_SIM;
+#endif
+
+/* Two ranks run the two-GPU plan (collectives, a tensor each way between the GPUs): each makes
+ * the outputs of its GPU with the bits of the one-process run, in every mode. */
+Test(multigpu, two_ranks_equal_one_process_bitwise_in_every_mode)
+{
+    NEED_GPUS();
+    baton_plan *two = load(two_gpus);
+    static float x0[N], x1[N], r1[N], g0[2 * N], o1[N], h0[2 * N];
+    static float w_r1[N], w_g0[2 * N], w_o1[N], w_h0[2 * N];
+    for (int m = 0; m < 3; m++) {
+        test_rng rng = {test_fresh_seed()};
+        test_fill_random(&rng, BATON_DTYPE_F32, x0, N, 1.0);
+        test_fill_random(&rng, BATON_DTYPE_F32, x1, N, 1.0);
+        baton_runtime *one = make(two, rank_gpu, (baton_sync_mode)m, 0);
+        baton_error err = {0};
+        set(one, "x0", x0);
+        set(one, "x1", x1);
+        cr_assert_eq(baton_runtime_run(one, &err), 0, "%s", err.message);
+        get(one, "r1", w_r1, N);
+        get(one, "g0", w_g0, 2 * N);
+        get(one, "o1", w_o1, N);
+        get(one, "h0", w_h0, 2 * N);
+        baton_runtime_destroy(one);
+        char path[256];
+        rendezvous_path(path, sizeof path, "two");
+        rank_job jobs[2];
+        memset(jobs, 0, sizeof jobs);
+        for (int r = 0; r < 2; r++) {
+            jobs[r] = (rank_job){.plan = two,
+                                 .gpu = rank_gpu,
+                                 .mode = (baton_sync_mode)m,
+                                 .rank = r,
+                                 .world = 2,
+                                 .runs = 3, /* graph mode captures on the first */
+                                 .path = path,
+                                 .inputs = {"x0", "x1"},
+                                 .in = {x0, x1}};
+        }
+        jobs[0].outputs[0] = "g0", jobs[0].out[0] = g0, jobs[0].n_out[0] = 2 * N;
+        jobs[0].outputs[1] = "h0", jobs[0].out[1] = h0, jobs[0].n_out[1] = 2 * N;
+        jobs[1].outputs[0] = "r1", jobs[1].out[0] = r1, jobs[1].n_out[0] = N;
+        jobs[1].outputs[1] = "o1", jobs[1].out[1] = o1, jobs[1].n_out[1] = N;
+        run_ranks(jobs, 2);
+        const char *mode = baton_sync_mode_name((baton_sync_mode)m);
+        for (int r = 0; r < 2; r++)
+            cr_assert_eq(jobs[r].rc, 0, "%s: rank %d: %s", mode, r, jobs[r].msg);
+        cr_assert_arr_eq(g0, w_g0, sizeof w_g0, "%s: rank 0's all_gather", mode);
+        cr_assert_arr_eq(h0, w_h0, sizeof w_h0, "%s: rank 0's h0 (received from rank 1)", mode);
+        cr_assert_arr_eq(r1, w_r1, sizeof w_r1, "%s: rank 1's all_reduce", mode);
+        cr_assert_arr_eq(o1, w_o1, sizeof w_o1, "%s: rank 1's o1 (received from rank 0)", mode);
+        cr_assert_eq(access(path, F_OK), -1, "rank 0 removes the rendezvous file");
+    }
+    baton_plan_free(two);
+}
+
+/* The relay plan split over two ranks, rank 0 slow: rank 1's receive waits for rank 0's send,
+ * whatever the delay, in every mode (test device; on CUDA without a delay). */
+Test(multigpu, a_rank_receives_what_the_other_rank_made_in_every_mode)
+{
+    NEED_GPUS();
+    baton_plan *plan = load(relay);
+    static float x[N], y[N];
+    for (int m = 0; m < 3; m++) {
+        test_rng rng = {test_fresh_seed()};
+        test_fill_random(&rng, BATON_DTYPE_F32, x, N, 1.0);
+        char path[256];
+        rendezvous_path(path, sizeof path, "relay");
+        rank_job jobs[2];
+        memset(jobs, 0, sizeof jobs);
+        for (int r = 0; r < 2; r++)
+            jobs[r] = (rank_job){.plan = plan,
+                                 .gpu = rank_gpu,
+                                 .mode = (baton_sync_mode)m,
+                                 .rank = r,
+                                 .world = 2,
+                                 .delay_us = rank_gpu == BATON_GPU_SIM && r == 0 ? 20000 : 0,
+                                 .runs = 2,
+                                 .path = path,
+                                 .inputs = {"x"},
+                                 .in = {x}};
+        jobs[1].outputs[0] = "y", jobs[1].out[0] = y, jobs[1].n_out[0] = N;
+        run_ranks(jobs, 2);
+        for (int r = 0; r < 2; r++)
+            cr_assert_eq(jobs[r].rc, 0, "rank %d: %s", r, jobs[r].msg);
+        for (int i = 0; i < N; i++) {
+            float b = (float)((double)x[i] + 0.5), a = (float)((double)b + 0.5);
+            cr_assert_eq(y[i], (float)((double)a + 1.0), "%s: y[%d] stale",
+                         baton_sync_mode_name((baton_sync_mode)m), i);
+        }
+    }
+    baton_plan_free(plan);
+}
+
+/* What goes wrong when ranks are launched wrongly says what to do. */
+Test(multigpu, ranks_launched_wrongly_are_clear_errors)
+{
+    NEED_GPUS();
+    baton_plan *plan = load(relay);
+    char path[256];
+    rendezvous_path(path, sizeof path, "alone");
+    /* rank 1 alone: no file appears */
+    rank_job j = {.plan = plan,
+                  .gpu = rank_gpu,
+                  .rank = 1,
+                  .world = 2,
+                  .path = path,
+                  .timeout_ms = 200,
+                  .create_only = 1};
+    rank_main(&j);
+    cr_assert_eq(j.rc, BATON_ESTATE, "%s", j.msg);
+    cr_assert(strstr(j.msg, "no rendezvous file") && strstr(j.msg, path), "%s", j.msg);
+    /* a file left by an earlier launch */
+    FILE *f = fopen(path, "w");
+    cr_assert(f);
+    fclose(f);
+    j.rank = 0;
+    rank_main(&j);
+    cr_assert_eq(j.rc, BATON_ESTATE, "%s", j.msg);
+    cr_assert(strstr(j.msg, "exists already"), "%s", j.msg);
+    unlink(path);
+    /* rank 0 alone: nobody joins in time */
+    rank_main(&j);
+    cr_assert_eq(j.rc, BATON_ESTATE, "%s", j.msg);
+    cr_assert(strstr(j.msg, "joined") || strstr(j.msg, "join"), "%s", j.msg);
+    unlink(path);
+    /* options out of range, and a world smaller than the plan */
+    j.rank = 2;
+    rank_main(&j);
+    cr_assert_eq(j.rc, BATON_EINVAL, "%s", j.msg);
+    j.rank = 0;
+    j.world = 1;
+    rank_main(&j);
+    cr_assert_eq(j.rc, BATON_EINVAL, "%s", j.msg);
+    cr_assert(strstr(j.msg, "cuda:1") && strstr(j.msg, "world"), "%s", j.msg);
+    j.world = 2;
+    j.path = NULL;
+    rank_main(&j);
+    cr_assert_eq(j.rc, BATON_EINVAL, "%s", j.msg);
+    cr_assert(strstr(j.msg, "rendezvous"), "%s", j.msg);
+    baton_plan_free(plan);
+}
+
+/* A CPU step that reads what another rank's GPU made cannot run on this rank: refused at create,
+ * naming the tensor. */
+static const char *cpu_reads_gpu1 =
+    "{\"format\": \"baton.plan\", \"version\": 1, \"name\": \"cpu-reads\", \"tensors\": ["
+    "{\"name\": \"x\", \"dtype\": \"f32\", \"shape\": [4, 64], \"role\": \"input\"},"
+    "{\"name\": \"a\", \"dtype\": \"f32\", \"shape\": [4, 64], \"role\": \"intermediate\"},"
+    "{\"name\": \"b\", \"dtype\": \"f32\", \"shape\": [4, 64], \"role\": \"intermediate\"},"
+    "{\"name\": \"y\", \"dtype\": \"f32\", \"shape\": [4, 64], \"role\": \"output\"}],\"steps\": ["
+    "{\"name\": \"g0\", \"kernel\": \"add_scalar\", \"device\": \"cuda:0\", \"inputs\": [\"x\"], "
+    "\"outputs\": [\"a\"], \"attrs\": {\"value\": 0.5}},"
+    "{\"name\": \"g1\", \"kernel\": \"add_scalar\", \"device\": \"cuda:1\", \"inputs\": [\"a\"], "
+    "\"outputs\": [\"b\"], \"attrs\": {\"value\": 0.5}},"
+    "{\"name\": \"c\", \"kernel\": \"add_scalar\", \"device\": \"cpu\", \"inputs\": [\"b\"], "
+    "\"outputs\": [\"y\"], \"attrs\": {\"value\": 1.0}}]}";
+
+Test(multigpu, a_cpu_step_reading_another_ranks_gpu_is_refused)
+{
+    NEED_GPUS();
+    baton_plan *plan = load(cpu_reads_gpu1);
+    char path[256];
+    rendezvous_path(path, sizeof path, "cpu");
+    rank_job jobs[2];
+    memset(jobs, 0, sizeof jobs);
+    for (int r = 0; r < 2; r++)
+        jobs[r] = (rank_job){
+            .plan = plan, .gpu = rank_gpu, .rank = r, .world = 2, .path = path, .create_only = 1};
+    run_ranks(jobs, 2);
+    cr_assert_eq(jobs[0].rc, BATON_ENOTSUP, "%s", jobs[0].msg);
+    cr_assert(strstr(jobs[0].msg, "'b'") && strstr(jobs[0].msg, "CPU step"), "%s", jobs[0].msg);
+    cr_assert_eq(jobs[1].rc, 0, "rank 1 makes b itself: %s", jobs[1].msg);
+    baton_plan_free(plan);
 }
 
 #ifndef TEST_ON_CUDA

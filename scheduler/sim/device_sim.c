@@ -23,8 +23,13 @@ typedef enum sim_op_kind {
     SIM_GATE,
     SIM_WAIT,
     SIM_COLL,
-    SIM_RECORD /* in a graph only: an event record node */
+    SIM_RECORD, /* in a graph only: an event record node */
+    SIM_SEND,   /* ranks (baton_options.world): to another rank's device */
+    SIM_RECV,
+    SIM_WCOLL /* this rank's part of a collective over every rank */
 } sim_op_kind;
+
+struct sim_world;
 
 typedef struct sim_op {
     sim_op_kind kind;
@@ -33,11 +38,13 @@ typedef struct sim_op {
     void *dst;      /* SIM_COPY */
     const void *src;
     size_t bytes;
-    int slot;              /* SIM_GRAPH; SIM_WAIT and SIM_RECORD in a graph: the event slot */
-    int tag;               /* in a graph: the runtime's capture_tag */
-    struct dev_ctx *other; /* SIM_WAIT: the device whose event it waits for */
-    long long until;       /* SIM_WAIT: that device's completed count to wait for */
-    dev_coll *coll;        /* SIM_COLL */
+    int slot;                /* SIM_GRAPH; SIM_WAIT and SIM_RECORD in a graph: the event slot */
+    int tag;                 /* in a graph: the runtime's capture_tag */
+    struct dev_ctx *other;   /* SIM_WAIT: the device whose event it waits for */
+    long long until;         /* SIM_WAIT: that device's completed count to wait for */
+    dev_coll *coll;          /* SIM_COLL, SIM_WCOLL */
+    struct sim_world *world; /* SIM_SEND, SIM_RECV, SIM_WCOLL */
+    int rank, peer;          /* this device's rank, and the other side's */
 } sim_op;
 
 /* Where the members of a collective meet: the last to arrive computes it for all (on the host:
@@ -80,6 +87,7 @@ struct dev_ctx {
     _Atomic(dev_trace *) trace; /* where the worker records what it runs, or NULL */
     dev_counters counters;
     dev_fault fault;
+    int rank; /* in a world of ranks (world_join), else 0 */
 };
 
 /* Drops a graph's operations and the buffers its calls captured. */
@@ -172,6 +180,107 @@ static void meet(const sim_op *op)
     uv_mutex_unlock(&r->lock);
 }
 
+/* ---- ranks (baton_options.world): on the test device they are threads of one process, whose
+ * devices meet in a world found by its id in a process-wide registry. One lock and condition
+ * for every world: the test device is about order, not speed. A send waits until the receiver
+ * has copied its bytes (as a NCCL send of any size may), so a send and a receive issued out of
+ * order on two ranks hang here as they would on GPUs. */
+
+typedef struct sim_mailbox {
+    const void *src;
+    size_t bytes;
+    int full;
+} sim_mailbox;
+
+typedef struct sim_world {
+    unsigned char id[DEV_WORLD_ID_BYTES];
+    int n, refs;
+    unsigned joined;                               /* ranks, as bits */
+    sim_mailbox box[DEV_MAX_GROUP][DEV_MAX_GROUP]; /* [from][to] */
+    dev_coll acc;                                  /* the collective being assembled */
+    int arrived;
+    long long round;
+    struct sim_world *next;
+} sim_world;
+
+static uv_once_t worlds_once = UV_ONCE_INIT;
+static uv_mutex_t worlds_lock;
+static uv_cond_t worlds_cond;
+static sim_world *worlds;
+static _Atomic unsigned long long world_serial;
+
+static void worlds_init(void)
+{
+    if (uv_mutex_init(&worlds_lock) || uv_cond_init(&worlds_cond))
+        abort(); /* as libuv itself does when it cannot make a lock */
+}
+
+static void world_send_run(const sim_op *op)
+{
+    sim_world *w = op->world;
+    sim_mailbox *b = &w->box[op->rank][op->peer];
+    uv_mutex_lock(&worlds_lock);
+    while (b->full)
+        uv_cond_wait(&worlds_cond, &worlds_lock);
+    b->src = op->src;
+    b->bytes = op->bytes;
+    b->full = 1;
+    uv_cond_broadcast(&worlds_cond);
+    while (b->full) /* until the receiver has copied it */
+        uv_cond_wait(&worlds_cond, &worlds_lock);
+    uv_mutex_unlock(&worlds_lock);
+}
+
+static void world_recv_run(dev_ctx *d, const sim_op *op)
+{
+    sim_world *w = op->world;
+    sim_mailbox *b = &w->box[op->peer][op->rank];
+    uv_mutex_lock(&worlds_lock);
+    while (!b->full)
+        uv_cond_wait(&worlds_cond, &worlds_lock);
+    if (b->bytes == op->bytes)
+        memcpy(op->dst, b->src, op->bytes);
+    else {
+        uv_mutex_lock(&d->lock);
+        if (!d->err_code) {
+            d->err_code = BATON_EINVAL;
+            d->err_step = -1;
+            snprintf(d->err_msg, sizeof d->err_msg,
+                     "rank %d received %zu bytes from rank %d, expected %zu: the ranks run "
+                     "different plans",
+                     op->rank, b->bytes, op->peer, op->bytes);
+        }
+        uv_mutex_unlock(&d->lock);
+    }
+    b->full = 0;
+    uv_cond_broadcast(&worlds_cond);
+    uv_mutex_unlock(&worlds_lock);
+}
+
+static void world_coll_run(const sim_op *op)
+{
+    sim_world *w = op->world;
+    const dev_coll *c = op->coll;
+    uv_mutex_lock(&worlds_lock);
+    long long round = w->round;
+    w->acc.op = c->op;
+    w->acc.dtype = c->dtype;
+    w->acc.count = c->count;
+    w->acc.n = w->n;
+    w->acc.send[op->rank] = c->send[op->rank];
+    w->acc.recv[op->rank] = c->recv[op->rank];
+    if (++w->arrived == w->n) {
+        baton__dev_coll_host(&w->acc);
+        w->arrived = 0;
+        w->round++;
+        uv_cond_broadcast(&worlds_cond);
+    } else {
+        while (w->round == round)
+            uv_cond_wait(&worlds_cond, &worlds_lock);
+    }
+    uv_mutex_unlock(&worlds_lock);
+}
+
 /* opts->sim_delay_us before an operation, in whole milliseconds (what uv_sleep takes) */
 static void op_delay(const dev_ctx *d)
 {
@@ -186,6 +295,18 @@ static void sim_run_op(dev_ctx *d, const sim_op *op)
      * depends on them, and its host would otherwise wait forever. */
     if (op->kind == SIM_WAIT) {
         wait_other(op);
+        return;
+    }
+    if (op->kind == SIM_SEND) {
+        world_send_run(op);
+        return;
+    }
+    if (op->kind == SIM_RECV) {
+        world_recv_run(d, op);
+        return;
+    }
+    if (op->kind == SIM_WCOLL) {
+        world_coll_run(op);
         return;
     }
     if (op->kind == SIM_COLL) {
@@ -670,6 +791,129 @@ static void sim_coll_release(dev_coll *c)
     c->impl = NULL;
 }
 
+static int sim_world_id(unsigned char *id, baton_error *err)
+{
+    (void)err;
+    memset(id, 0, DEV_WORLD_ID_BYTES);
+    snprintf((char *)id, DEV_WORLD_ID_BYTES, "sim-world %llu %lld %llu",
+             (unsigned long long)uv_os_getpid(), (long long)mono_ns(),
+             (unsigned long long)++world_serial);
+    return 0;
+}
+
+static void sim_world_leave(void *wp)
+{
+    sim_world *w = wp;
+    if (!w)
+        return;
+    uv_mutex_lock(&worlds_lock);
+    if (--w->refs == 0) {
+        for (sim_world **p = &worlds; *p; p = &(*p)->next)
+            if (*p == w) {
+                *p = w->next;
+                break;
+            }
+        free(w);
+    }
+    uv_mutex_unlock(&worlds_lock);
+}
+
+static int sim_world_join(dev_ctx *d, const unsigned char *id, int rank, int world, int timeout_ms,
+                          void **out, baton_error *err)
+{
+    *out = NULL;
+    if (world < 1 || world > DEV_MAX_GROUP || rank < 0 || rank >= world)
+        return baton__err_set(err, BATON_EINVAL, "sim: rank %d of %d: out of range (at most %d)",
+                              rank, world, DEV_MAX_GROUP);
+    uv_once(&worlds_once, worlds_init);
+    uv_mutex_lock(&worlds_lock);
+    sim_world *w = worlds;
+    while (w && memcmp(w->id, id, DEV_WORLD_ID_BYTES) != 0)
+        w = w->next;
+    if (!w) {
+        w = calloc(1, sizeof *w);
+        if (!w) {
+            uv_mutex_unlock(&worlds_lock);
+            return baton__err_set(err, BATON_ENOMEM, "sim: out of memory");
+        }
+        memcpy(w->id, id, DEV_WORLD_ID_BYTES);
+        w->n = world;
+        w->next = worlds;
+        worlds = w;
+    }
+    int rc = 0;
+    if (w->n != world)
+        rc = baton__err_set(err, BATON_EINVAL,
+                            "sim: rank %d joins a world of %d ranks as one of %d: the ranks "
+                            "disagree on baton_options.world",
+                            rank, w->n, world);
+    else if (w->joined >> rank & 1u)
+        rc = baton__err_set(err, BATON_EINVAL,
+                            "sim: rank %d has joined this world already: two processes (or "
+                            "threads) were given the same baton_options.rank",
+                            rank);
+    if (rc) {
+        uv_mutex_unlock(&worlds_lock);
+        return rc;
+    }
+    w->joined |= 1u << rank;
+    w->refs++;
+    uv_cond_broadcast(&worlds_cond);
+    const uint64_t deadline = (uint64_t)mono_ns() + (uint64_t)timeout_ms * 1000000u;
+    const unsigned all = (1u << world) - 1; /* world <= DEV_MAX_GROUP */
+    while (w->joined != all) {
+        int64_t left = (int64_t)(deadline - (uint64_t)mono_ns());
+        if (left <= 0 ||
+            uv_cond_timedwait(&worlds_cond, &worlds_lock, (uint64_t)left) == UV_ETIMEDOUT) {
+            if (w->joined == all)
+                break;
+            int n = __builtin_popcount(w->joined);
+            uv_mutex_unlock(&worlds_lock);
+            sim_world_leave(w);
+            return baton__err_set(err, BATON_ESTATE,
+                                  "sim: rank %d: %d of %d ranks joined within %d ms; start "
+                                  "every rank, with the same rendezvous",
+                                  rank, n, world, timeout_ms);
+        }
+    }
+    uv_mutex_unlock(&worlds_lock);
+    d->rank = rank;
+    *out = w;
+    return 0;
+}
+
+static int world_op(dev_ctx *d, sim_op *op, baton_error *err)
+{
+    if (d->capturing)
+        return baton__err_set(err, BATON_EINVAL,
+                              "sim: a send, receive or collective between "
+                              "ranks inside a capture");
+    d->counters.launches++;
+    enqueue(d, op);
+    return 0;
+}
+
+static int sim_world_send(void *w, dev_ctx *d, const void *src, size_t bytes, int peer,
+                          baton_error *err)
+{
+    sim_op op = {.kind = SIM_SEND, .world = w, .src = src, .bytes = bytes, .peer = peer};
+    op.rank = d->rank;
+    return world_op(d, &op, err);
+}
+
+static int sim_world_recv(void *w, dev_ctx *d, void *dst, size_t bytes, int peer, baton_error *err)
+{
+    sim_op op = {.kind = SIM_RECV, .world = w, .dst = dst, .bytes = bytes, .peer = peer};
+    op.rank = d->rank;
+    return world_op(d, &op, err);
+}
+
+static int sim_world_coll(void *w, dev_ctx *d, const dev_coll *c, int rank, baton_error *err)
+{
+    sim_op op = {.kind = SIM_WCOLL, .world = w, .coll = (dev_coll *)c, .rank = rank};
+    return world_op(d, &op, err);
+}
+
 static int sim_supports_pdl(dev_ctx *d)
 {
     return 0;
@@ -723,6 +967,12 @@ const dev_ops baton__dev_sim_ops = {
     .coll_prepare = sim_coll_prepare,
     .coll_run = sim_coll_run,
     .coll_release = sim_coll_release,
+    .world_id = sim_world_id,
+    .world_join = sim_world_join,
+    .world_leave = sim_world_leave,
+    .world_send = sim_world_send,
+    .world_recv = sim_world_recv,
+    .world_coll = sim_world_coll,
 #ifdef BATON_TESTING
     .inject = sim_inject,
 #endif
