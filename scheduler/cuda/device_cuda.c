@@ -1115,6 +1115,51 @@ static void cuda_coll_release(dev_coll *c)
     c->impl = NULL;
 }
 
+/* ---- one process per GPU: NCCL's communicator of this rank (nccl.c) ---------------------- */
+
+static int cuda_world_join(dev_ctx *d, const unsigned char *id, int rank, int world, int timeout_ms,
+                           void **out, baton_error *err)
+{
+    (void)timeout_ms; /* NCCL's init waits for the other ranks itself */
+    cudaError_t e = make_current(d);
+    if (e != cudaSuccess)
+        return cuda_reason(err, d, NULL, "cudaSetDevice", NULL, e);
+    return baton__nccl_world_join(id, rank, world, out, err);
+}
+
+/* Sends, receives and collectives between ranks run on the stream, outside any graph. */
+static int world_ready(dev_ctx *d, baton_error *err)
+{
+    if (d->capturing)
+        return baton__err_set(err, BATON_EINVAL,
+                              "%s: a send, receive or collective between ranks inside a capture",
+                              d->name);
+    cudaError_t e = make_current(d);
+    if (e != cudaSuccess)
+        return cuda_reason(err, d, NULL, "cudaSetDevice", NULL, e);
+    d->counters.launches++;
+    return 0;
+}
+
+static int cuda_world_send(void *w, dev_ctx *d, const void *src, size_t bytes, int peer,
+                           baton_error *err)
+{
+    int rc = world_ready(d, err);
+    return rc ? rc : baton__nccl_world_move(w, (void *)src, bytes, peer, 1, d->stream, err);
+}
+
+static int cuda_world_recv(void *w, dev_ctx *d, void *dst, size_t bytes, int peer, baton_error *err)
+{
+    int rc = world_ready(d, err);
+    return rc ? rc : baton__nccl_world_move(w, dst, bytes, peer, 0, d->stream, err);
+}
+
+static int cuda_world_coll(void *w, dev_ctx *d, const dev_coll *c, int rank, baton_error *err)
+{
+    int rc = world_ready(d, err);
+    return rc ? rc : baton__nccl_world_coll(w, c, rank, d->stream, err);
+}
+
 /* Tunes at prepare: the stream is idle and nothing is being captured. */
 static int cuda_tune(dev_ctx *d, dev_call *c, kernel_tune_fn tune, char *note, size_t note_len,
                      baton_error *err)
@@ -1197,6 +1242,12 @@ const dev_ops baton__dev_cuda_ops = {
     .coll_prepare = cuda_coll_prepare,
     .coll_run = cuda_coll_run,
     .coll_release = cuda_coll_release,
+    .world_id = baton__nccl_world_id,
+    .world_join = cuda_world_join,
+    .world_leave = baton__nccl_world_leave,
+    .world_send = cuda_world_send,
+    .world_recv = cuda_world_recv,
+    .world_coll = cuda_world_coll,
 };
 
 int baton_cuda_built(void)
