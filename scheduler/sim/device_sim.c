@@ -868,12 +868,15 @@ static int sim_world_join(dev_ctx *d, const unsigned char *id, int rank, int wor
             if (w->joined == all)
                 break;
             int n = __builtin_popcount(w->joined);
+            w->joined &= ~(1u << rank);
             uv_mutex_unlock(&worlds_lock);
             sim_world_leave(w);
-            return baton__err_set(err, BATON_ESTATE,
-                                  "sim: rank %d: %d of %d ranks joined within %d ms; start "
-                                  "every rank, with the same rendezvous",
-                                  rank, n, world, timeout_ms);
+            return baton__err_set(
+                err, BATON_ESTATE,
+                "sim: rank %d: %d of %d ranks joined within %d ms; start "
+                "every rank, with the same rendezvous (on the test device, ranks are threads "
+                "of one process)",
+                rank, n, world, timeout_ms);
         }
     }
     uv_mutex_unlock(&worlds_lock);
