@@ -172,7 +172,8 @@ def main():
               f"the floor), {f.get('host_waits_per_token', float('nan')):.2f} host waits/token, "
               f"{f.get('captures_after_first', '?')} captures and "
               f"{f.get('graph_updates_after_first', '?')} graph updates after the first run; "
-              f"load+prepare {f['load_prepare_s']:.2f} s")
+              f"load+prepare {f['load_prepare_s']:.2f} s, first token {f['first_token_s']:.2f} s "
+              f"after start ({a.warmup} warm-up prefills included)")
     if a.json:
         with open(a.json, "w") as fh:
             json.dump(res, fh, indent=1)
