@@ -92,11 +92,16 @@ static int host_tensor(baton_runtime *rt, const char *name, size_t nbytes, int w
             "after a run, since the memory plan reuses other tensors' space (give it "
             "\"role\": \"output\")",
             plan->source, name, baton_role_name(pt->role));
-    if (!want_input && pt->role == BATON_ROLE_OUTPUT && rank_elsewhere(rt, t))
+    if (!want_input && pt->role == BATON_ROLE_OUTPUT && rank_elsewhere(rt, t)) {
+        int from = -1; /* the GPU whose copy goes home: its rank makes the output */
+        for (int x = 0; x < plan->n_transfers; x++)
+            if (plan->transfers[x].tensor == t && plan->transfers[x].to.kind == BATON_DEVICE_CPU)
+                from = plan->transfers[x].from.index;
         return baton__err_set(err, BATON_ESTATE,
-                              "%s: output '%s' is made on another rank's GPU, not on rank %d's "
-                              "(cuda:%d); read it on that rank",
-                              plan->source, name, rt->opts.rank, rt->opts.rank);
+                              "%s: output '%s' is made on cuda:%d, not on this rank's GPU "
+                              "(cuda:%d); read it on rank %d",
+                              plan->source, name, from, rt->opts.rank, from);
+    }
     /* a tensor sized by a dimension holds the bytes of the binding: the next run's for an
      * input, the last run's for an output */
     size_t want = baton__runtime_tensor_bytes(rt, t, pt->role == BATON_ROLE_OUTPUT);
