@@ -143,14 +143,23 @@ if has jax; then
 fi
 
 if has multi; then
-  # Several GPUs (issue 14): the copy and collective costs against cudaMemcpyPeer and NCCL, the
+  # Several GPUs (issues 14, 43): the copy and collective costs against cudaMemcpyPeer and NCCL, the
   # sharded tutorial plan against the one-GPU plan on real GPUs, XLA's own scaling, and the
   # 2-GPU tests' log. On one GPU each says why it measures nothing.
   ngpu=$(nvidia-smi -L | wc -l)
   say "== several GPUs ($ngpu present)"
-  timeout 300 "$BUILD/bench_multigpu" 2>&1 | tee -a "$summary"
-  grep -hE "PASS|FAIL|SKIP|Synthesis" "$BUILD/Testing/Temporary/LastTest.log" 2>/dev/null |
-    grep -i multigpu | tee -a "$summary"
+  # The two-GPU tests first (issue 43): event nodes and stream waits both ways, ranks as threads
+  # over NCCL, and two `baton run --rank` processes against one, bitwise.
+  (cd "$BUILD" && ctest -R "multigpu|ranks_e2e" --output-on-failure --timeout 200) \
+    > "$work/ctest_multi.log" 2>&1
+  say "ctest multigpu|ranks_e2e: $(grep -E 'tests passed' "$work/ctest_multi.log" | tail -1)"
+  grep -E "Test +#|\[FAIL\]|FAIL:|PASS:|^ranks |SKIP" "$work/ctest_multi.log" | head -30 |
+    tee -a "$summary"
+  # Copies (peer access off / on: memcpy, peer-reading kernel, baton), graph-mode ordering
+  # (hand-built and baton's plan, event nodes vs waits outside) and collectives, then PyTorch's
+  # copy as the copies' anchor.
+  timeout 300 "$BUILD/bench_multigpu" --reps 30 2>&1 | tee -a "$summary"
+  timeout 120 python3 bench/multigpu/torch_peer_copy.py 2>&1 | tail -6 | tee -a "$summary"
   if [ "$ngpu" -ge 2 ]; then
     # The tutorial plan at 2 x 65536 x 4096 bf16 rows, on one GPU and sharded over two.
     python3 - "$work/one.json" <<'PY'
@@ -166,7 +175,7 @@ json.dump(p, open(sys.argv[1], "w"))
 PY
     python3 scripts/shard.py --devices cuda:0,cuda:1 "$work/one.json" > "$work/two.json"
     timeout 300 "$BUILD/bench_scaling" "$work/one.json" "$work/two.json" 2>&1 | tee -a "$summary"
-    BATON_E2E_GPUS="cuda" timeout 600 bash tests/test_shard_e2e.sh "$BUILD/baton" 2>&1 |
+    BATON_E2E_GPUS="cuda" timeout 180 bash tests/test_shard_e2e.sh "$BUILD/baton" 2>&1 |
       tail -6 | tee -a "$summary"
     JAX_PLATFORMS=cuda timeout 300 python3 bench/multigpu/xla_scaling.py 2>&1 | tail -6 |
       tee -a "$summary"
