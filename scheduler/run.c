@@ -218,12 +218,16 @@ static int segment_capturable(baton_runtime *rt, int s)
 static int cross_waits(baton_runtime *rt, int s, baton_error *err);
 static int signal_segment(baton_runtime *rt, int s, baton_error *err);
 
-/* Whether the graphs of device rd hold their segments' waits for other GPUs and the events other
- * GPUs wait for, as event nodes (baton_runtime.event_nodes, where the device can), instead of
+/* Whether segment s's graph holds its waits for other GPUs and the event other GPUs wait for,
+ * as event nodes (baton_runtime.event_nodes, where the device can), instead of
  * having them issued on the stream around each launch. */
-static int event_nodes(const baton_runtime *rt, const rt_device *rd)
+static int event_nodes(const baton_runtime *rt, int s)
 {
-    return rt->event_nodes && dev_has(rd->ops, DEV_CAP_EVENT_NODES);
+    const int d = baton__plan_memory_index(rt->plan, rt->plan->segments[s].device);
+    /* only the segment's own GPU records after it (a collective, recorded by several, is never
+     * captured) */
+    return rt->event_nodes && dev_has(rt->dev[d].ops, DEV_CAP_EVENT_NODES) &&
+           (rt->seg_signal[s] & ~(1u << d)) == 0;
 }
 
 /* Captures segment s — its incoming transfers, its steps and its outgoing transfers — into graph
@@ -238,7 +242,7 @@ static int capture_segment(baton_runtime *rt, int s, baton_error *err)
     rt->capturing = 1;
     rt->capture_seg = s;
     int slot = rt->graph_slot[s];
-    const int nodes = event_nodes(rt, rd);
+    const int nodes = event_nodes(rt, s);
     int rc = rd->ops->capture_begin(rd->ctx, slot, err);
     if (!rc && rt->ahead_ok[s])
         rc = rd->ops->gate_wait(rd->ctx, err); /* before the copies of the CPU's outputs */
@@ -439,7 +443,7 @@ static int run_gpu_segment(baton_runtime *rt, int s, baton_error *err)
     int graphed = graph_ready(rt, s, err);
     if (graphed < 0)
         return graphed;
-    const int inside = graphed && event_nodes(rt, rd);
+    const int inside = graphed && event_nodes(rt, s);
     int rc = inside ? 0 : cross_waits(rt, s, err);
     if (!rc)
         rc = issue_gpu_segment(rt, s, graphed, err);
