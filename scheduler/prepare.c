@@ -494,16 +494,29 @@ static int build_calls(baton_runtime *rt, baton_error *err)
             continue;
         }
         if (rd->remote) {
-            /* another rank runs it: no call, no state; its buffers have no address here */
+            /* another rank runs it: no call, no state; its buffers have no address here, its
+             * descriptors are kept (a binding of the plan's dims repacks every step's) */
             rt->step_dev[i] = d;
             rt->calls[i].buffers = b;
+            baton_tensor_desc *step_descs = dd;
+            const char **step_names = nn;
             for (int k = 0; k < s->n_inputs + s->n_outputs; k++) {
+                int t = k < s->n_inputs ? s->inputs[k] : s->outputs[k - s->n_inputs];
                 *b++ = NULL;
-                *dd++ = plan->tensors[k < s->n_inputs ? s->inputs[k] : s->outputs[k - s->n_inputs]]
-                            .desc;
-                *nn++ = plan->tensors[k < s->n_inputs ? s->inputs[k] : s->outputs[k - s->n_inputs]]
-                            .name;
+                *dd++ = plan->tensors[t].desc;
+                *nn++ = plan->tensors[t].name;
             }
+            rt->sigs[i] = (baton_sig_args){.struct_size = sizeof(baton_sig_args),
+                                           .n_inputs = s->n_inputs,
+                                           .inputs = step_descs,
+                                           .n_outputs = s->n_outputs,
+                                           .outputs = step_descs + s->n_inputs,
+                                           .n_attrs = s->n_attrs,
+                                           .attrs = s->attrs,
+                                           .input_names = step_names,
+                                           .output_names = step_names + s->n_inputs};
+            rt->calls[i].opaque = s->opaque;
+            rt->calls[i].opaque_len = s->opaque_len;
             continue;
         }
         baton_device_kind impl_kind =
