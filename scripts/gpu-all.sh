@@ -179,6 +179,19 @@ PY
       tail -6 | tee -a "$summary"
     JAX_PLATFORMS=cuda timeout 300 python3 bench/multigpu/xla_scaling.py 2>&1 | tail -6 |
       tee -a "$summary"
+    # Pipeline parallelism: the RFC plan's layers 0-3 on cuda:0 and 4-7 on cuda:1
+    # (scripts/pipeline.py) against all on cuda:0, 8 runs in flight on a pool, graph mode.
+    BATON_E2E_GPUS=cuda timeout 120 bash tests/test_pipeline.sh "$BUILD/baton" 2>&1 |
+      grep -E "PASS|FAIL" | tee -a "$summary"
+    for st in 1 2; do
+      devs=cuda:0; [ $st = 2 ] && devs=cuda:0,cuda:1
+      python3 scripts/pipeline.py --devices $devs --gpu-steps examples/plans/rfc.json \
+        > "$work/pipe$st.json"
+      timeout 120 "$BUILD/baton" bench -q --gpu=cuda --modes=graph --inflight=8 --iters=4000 \
+        --warmup=200 --format=csv "$work/pipe$st.json" 2>&1 | grep "^graph" |
+        sed "s/^/pipeline stages=$st: /" | tee -a "$summary"
+    done
+    say "pipeline (mode,inflight,runs,runs_per_s,p50_us,p99_us,...): ratio = stages=2 runs_per_s / stages=1; target >= 1.8, p99 <= 1.5 x p50"
   fi
 fi
 
