@@ -6,7 +6,7 @@
 # a summary prints last.
 #   From the device tool: run(command="bash scripts/gpu-all.sh", carry=[".deps"])
 #   env: PARTS (default "tests host floors kernels sched plans embed"; also "trace", "async", "jax",
-#        "multi"),
+#        "multi"; MULTI_OLD=0 keeps multi to issue 43's figures),
 #        JOBS (16)
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -161,6 +161,23 @@ if has multi; then
   timeout 300 "$BUILD/bench_multigpu" --reps 30 2>&1 | tee -a "$summary"
   timeout 120 python3 bench/multigpu/torch_peer_copy.py 2>&1 | tail -6 | tee -a "$summary"
   if [ "$ngpu" -ge 2 ]; then
+    # Pipeline parallelism: the RFC plan's layers 0-3 on cuda:0 and 4-7 on cuda:1
+    # (scripts/pipeline.py) against all on cuda:0, 8 runs in flight on a pool, graph mode.
+    BATON_E2E_GPUS=cuda timeout 120 bash tests/test_pipeline.sh "$BUILD/baton" 2>&1 |
+      grep -E "PASS|FAIL" | tee -a "$summary"
+    for st in 1 2; do
+      devs=cuda:0; [ $st = 2 ] && devs=cuda:0,cuda:1
+      python3 scripts/pipeline.py --devices $devs --gpu-steps examples/plans/rfc.json \
+        > "$work/pipe$st.json"
+      timeout 120 "$BUILD/baton" bench -q --gpu=cuda --modes=graph --inflight=8 --iters=4000 \
+        --warmup=200 --format=csv "$work/pipe$st.json" 2>&1 | grep "^graph" |
+        sed "s/^/pipeline stages=$st: /" | tee -a "$summary"
+    done
+    say "pipeline (mode,inflight,runs,runs_per_s,p50_us,p99_us,...): ratio = stages=2 runs_per_s / stages=1; target >= 1.8, p99 <= 1.5 x p50"
+  fi
+  # MULTI_OLD=0 skips the scaling figures of issue 14 (bench_scaling, test_shard_e2e, XLA),
+  # for a call that must stay short
+  if [ "$ngpu" -ge 2 ] && [ "${MULTI_OLD:-1}" != 0 ]; then
     # The tutorial plan at 2 x 65536 x 4096 bf16 rows, on one GPU and sharded over two.
     python3 - "$work/one.json" <<'PY'
 import json, sys
@@ -179,19 +196,6 @@ PY
       tail -6 | tee -a "$summary"
     JAX_PLATFORMS=cuda timeout 300 python3 bench/multigpu/xla_scaling.py 2>&1 | tail -6 |
       tee -a "$summary"
-    # Pipeline parallelism: the RFC plan's layers 0-3 on cuda:0 and 4-7 on cuda:1
-    # (scripts/pipeline.py) against all on cuda:0, 8 runs in flight on a pool, graph mode.
-    BATON_E2E_GPUS=cuda timeout 120 bash tests/test_pipeline.sh "$BUILD/baton" 2>&1 |
-      grep -E "PASS|FAIL" | tee -a "$summary"
-    for st in 1 2; do
-      devs=cuda:0; [ $st = 2 ] && devs=cuda:0,cuda:1
-      python3 scripts/pipeline.py --devices $devs --gpu-steps examples/plans/rfc.json \
-        > "$work/pipe$st.json"
-      timeout 120 "$BUILD/baton" bench -q --gpu=cuda --modes=graph --inflight=8 --iters=4000 \
-        --warmup=200 --format=csv "$work/pipe$st.json" 2>&1 | grep "^graph" |
-        sed "s/^/pipeline stages=$st: /" | tee -a "$summary"
-    done
-    say "pipeline (mode,inflight,runs,runs_per_s,p50_us,p99_us,...): ratio = stages=2 runs_per_s / stages=1; target >= 1.8, p99 <= 1.5 x p50"
   fi
 fi
 
