@@ -1,5 +1,7 @@
 /* test_multigpu.c: plans over several GPUs: a tensor moving from one GPU to another (the reader's
- * copy waits on the writer's event, with no host wait) and collective steps. Built twice: as
+ * copy waits on the writer's event, with no host wait; in graph mode as event nodes inside the
+ * graphs or as stream waits around them), collective steps, and one runtime per GPU (ranks as
+ * threads of this process, baton_options.world) against one runtime for all. Built twice: as
  * test_multigpu on two test devices (label cpu: "cuda:0" and "cuda:1" run on the test device,
  * and on the CPU fallback), and with TEST_ON_CUDA as test_multigpu_cuda on two real GPUs through
  * NCCL (label gpu; it skips with fewer than two). Results are compared bitwise with the same
