@@ -366,6 +366,72 @@ Test(multigpu, event_nodes_keep_the_order_when_buffers_are_rebound)
 }
 #endif
 
+#ifndef TEST_ON_CUDA
+/* cuda:1 makes t, slowly (four steps); cuda:0 runs, hands a to the CPU, and its next segment
+ * (queued ahead behind the gate, before the CPU step runs) adds the CPU's b and cuda:1's t: its
+ * graph holds the gate and then the wait for cuda:1, and the result is fresh with every device
+ * slow. */
+static const char *ahead_plan =
+    "{\"format\": \"baton.plan\", \"version\": 1, \"name\": \"ahead\", \"tensors\": ["
+    "{\"name\": \"x0\", \"dtype\": \"f32\", \"shape\": [4, 64], \"role\": \"input\"},"
+    "{\"name\": \"x1\", \"dtype\": \"f32\", \"shape\": [4, 64], \"role\": \"input\"},"
+    "{\"name\": \"t1\", \"dtype\": \"f32\", \"shape\": [4, 64], \"role\": \"intermediate\"},"
+    "{\"name\": \"t2\", \"dtype\": \"f32\", \"shape\": [4, 64], \"role\": \"intermediate\"},"
+    "{\"name\": \"t3\", \"dtype\": \"f32\", \"shape\": [4, 64], \"role\": \"intermediate\"},"
+    "{\"name\": \"t\", \"dtype\": \"f32\", \"shape\": [4, 64], \"role\": \"intermediate\"},"
+    "{\"name\": \"a\", \"dtype\": \"f32\", \"shape\": [4, 64], \"role\": \"intermediate\"},"
+    "{\"name\": \"b\", \"dtype\": \"f32\", \"shape\": [4, 64], \"role\": \"intermediate\"},"
+    "{\"name\": \"y\", \"dtype\": \"f32\", \"shape\": [4, 64], \"role\": \"output\"}],\"steps\": ["
+    "{\"name\": \"s1\", \"kernel\": \"add_scalar\", \"device\": \"cuda:1\", \"inputs\": [\"x1\"], "
+    "\"outputs\": [\"t1\"], \"attrs\": {\"value\": 0.5}},"
+    "{\"name\": \"s1b\", \"kernel\": \"add_scalar\", \"device\": \"cuda:1\", \"inputs\": [\"t1\"], "
+    "\"outputs\": [\"t2\"], \"attrs\": {\"value\": 0.5}},"
+    "{\"name\": \"s1c\", \"kernel\": \"add_scalar\", \"device\": \"cuda:1\", \"inputs\": [\"t2\"], "
+    "\"outputs\": [\"t3\"], \"attrs\": {\"value\": 0.5}},"
+    "{\"name\": \"s1d\", \"kernel\": \"add_scalar\", \"device\": \"cuda:1\", \"inputs\": [\"t3\"], "
+    "\"outputs\": [\"t\"], \"attrs\": {\"value\": 0.5}},"
+    "{\"name\": \"s0\", \"kernel\": \"add_scalar\", \"device\": \"cuda:0\", \"inputs\": [\"x0\"], "
+    "\"outputs\": [\"a\"], \"attrs\": {\"value\": 1.0}},"
+    "{\"name\": \"c\", \"kernel\": \"add_scalar\", \"device\": \"cpu\", \"inputs\": [\"a\"], "
+    "\"outputs\": [\"b\"], \"attrs\": {\"value\": 0.5}},"
+    "{\"name\": \"s2\", \"kernel\": \"add\", \"device\": \"cuda:0\", \"inputs\": [\"b\", \"t\"], "
+    "\"outputs\": [\"y\"]}]}";
+
+Test(multigpu, a_segment_queued_ahead_waits_for_the_other_gpu_inside_its_graph)
+{
+    baton_plan *plan = load(ahead_plan);
+    static float x0[N], x1[N], y[N];
+    for (int nodes = 1; nodes >= 0; nodes--) {
+        setenv(RT_EVENT_NODES_ENV, nodes ? "1" : "0", 1);
+        baton_runtime *rt = make(plan, BATON_GPU_SIM, BATON_SYNC_GRAPH, 20000);
+        unsetenv(RT_EVENT_NODES_ENV);
+        baton_error err = {0};
+        for (int run = 0; run < 3; run++) {
+            test_rng rng = {test_fresh_seed()};
+            test_fill_random(&rng, BATON_DTYPE_F32, x0, N, 1.0);
+            test_fill_random(&rng, BATON_DTYPE_F32, x1, N, 1.0);
+            set(rt, "x0", x0);
+            set(rt, "x1", x1);
+            cr_assert_eq(baton_runtime_run(rt, &err), 0, "%s", err.message);
+            get(rt, "y", y, N);
+            for (int i = 0; i < N; i++) {
+                float a = (float)((double)x0[i] + 1.0), b = (float)((double)a + 0.5), t = x1[i];
+                for (int k = 0; k < 4; k++) /* cuda:1's four steps, each rounded */
+                    t = (float)((double)t + 0.5);
+                cr_assert_eq(y[i], (float)((double)b + (double)t), "nodes %d run %d: y[%d]", nodes,
+                             run, i);
+            }
+        }
+        baton_run_stats st;
+        baton_runtime_stats(rt, &st);
+        cr_assert_eq(st.queued_ahead, 3, "nodes %d: s2 was queued ahead %lld times of 3", nodes,
+                     (long long)st.queued_ahead);
+        baton_runtime_destroy(rt);
+    }
+    baton_plan_free(plan);
+}
+#endif
+
 /* ---- one process per GPU (baton_options.world): ranks as threads of this process ---------- */
 
 typedef struct rank_job {
