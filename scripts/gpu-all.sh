@@ -150,7 +150,7 @@ if has multi; then
   say "== several GPUs ($ngpu present)"
   # The two-GPU tests first (issue 43): event nodes and stream waits both ways, ranks as threads
   # over NCCL, and two `baton run --rank` processes against one, bitwise.
-  (cd "$BUILD" && ctest -R "multigpu|ranks_e2e" --output-on-failure --timeout 200) \
+  (cd "$BUILD" && ctest -R "multigpu|ranks_e2e" -V --timeout 300) \
     > "$work/ctest_multi.log" 2>&1
   say "ctest multigpu|ranks_e2e: $(grep -E 'tests passed' "$work/ctest_multi.log" | tail -1)"
   grep -E "Test +#|\[FAIL\]|FAIL:|PASS:|^ranks |SKIP" "$work/ctest_multi.log" | head -30 |
