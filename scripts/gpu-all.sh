@@ -158,8 +158,28 @@ if has multi; then
   # Copies (peer access off / on: memcpy, peer-reading kernel, baton), graph-mode ordering
   # (hand-built and baton's plan, event nodes vs waits outside) and collectives, then PyTorch's
   # copy as the copies' anchor.
-  timeout 300 "$BUILD/bench_multigpu" --reps 30 2>&1 | tee -a "$summary"
-  timeout 120 python3 bench/multigpu/torch_peer_copy.py 2>&1 | tail -6 | tee -a "$summary"
+  timeout 300 "$BUILD/bench_multigpu" --reps 30 2>&1 | tee "$work/bench_multigpu.log" |
+    tee -a "$summary"
+  timeout 120 python3 bench/multigpu/torch_peer_copy.py 2>&1 | tee "$work/torch_copy.log" |
+    tail -6 | tee -a "$summary"
+  # baton's copy against the best of the three peers, size by size (target >= 0.90)
+  cat "$work/bench_multigpu.log" "$work/torch_copy.log" | python3 -c '
+import re, sys
+peer, torch = {}, {}
+for line in sys.stdin:
+    m = re.match(r"RESULT peer\.(\d+) (.*)", line)
+    if m:
+        f = m.group(2).split()
+        peer[int(m.group(1))] = dict(zip(f[::2], map(float, f[1::2])))
+    m = re.match(r"RESULT torch_peer\.(\d+) gbs ([0-9.]+)", line)
+    if m:
+        torch[int(m.group(1))] = float(m.group(2))
+for b in sorted(peer):
+    p = peer[b]
+    best = max(p["memcpy_gbs"], p["kernel_gbs"], torch.get(b, 0.0))
+    print("copy %5d MiB: baton %.1f GB/s, best of memcpy/kernel/torch %.1f GB/s: ratio %.3f"
+          % (b >> 20, p["baton_gbs"], best, p["baton_gbs"] / best if best > 0 else float("nan")))
+' 2>&1 | tee -a "$summary"
   if [ "$ngpu" -ge 2 ]; then
     # Pipeline parallelism: the RFC plan's layers 0-3 on cuda:0 and 4-7 on cuda:1
     # (scripts/pipeline.py) against all on cuda:0, 8 runs in flight on a pool, graph mode.
