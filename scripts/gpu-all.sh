@@ -184,7 +184,7 @@ for b in sorted(peer):
     # Pipeline parallelism: the RFC plan's layers 0-3 on cuda:0 and 4-7 on cuda:1
     # (scripts/pipeline.py) against all on cuda:0, 8 runs in flight on a pool, graph mode.
     BATON_E2E_GPUS=cuda timeout 120 bash tests/test_pipeline.sh "$BUILD/baton" 2>&1 |
-      grep -E "PASS|FAIL" | tee -a "$summary"
+      grep -E "PASS|FAIL|^memory:" | tee -a "$summary"
     for st in 1 2; do
       devs=cuda:0; [ $st = 2 ] && devs=cuda:0,cuda:1
       python3 scripts/pipeline.py --devices $devs --gpu-steps examples/plans/rfc.json \

@@ -25,6 +25,28 @@ ok = len(b) == 1 and b[0]["from"] == "cuda:0" and b[0]["to"] == "cuda:1" and not
 print(("PASS" if ok else "FAIL") + ": one GPU-to-GPU boundary without a host wait:", b)
 sys.exit(0 if ok else 1)
 PY
+# memory: what the split adds to the arenas, constants apart (each GPU loads the constants its
+# stage reads), against the bytes that cross the boundary
+"$baton" inspect --json "$tmp/one.json" > "$tmp/inspect1.json" || { echo "FAIL: inspect"; exit 1; }
+"$py" - "$tmp/inspect1.json" "$tmp/inspect.json" <<'PY' || fail=1
+import json, sys
+def split(a):
+    const = {t["name"] for t in a["tensors"] if t.get("role") == "constant"}
+    c = p = 0
+    for m in a["memory"]:
+        if m["device"] == "cpu":
+            continue
+        cb = sum(s["bytes"] for s in m["slots"] if s["tensor"] in const)
+        c += cb
+        p += m["arena_bytes"] - cb
+    return c, p
+(c1, p1), (c2, p2) = split(json.load(open(sys.argv[1]))), split(json.load(open(sys.argv[2])))
+cross = sum(t["bytes"] for t in json.load(open(sys.argv[2]))["transfers"]
+            if t["from"].startswith("cuda") and t["to"].startswith("cuda"))
+print("memory: GPU arenas without constants %d B on one GPU, %d B in two stages (+%d B; %d B "
+      "cross the boundary); constants %d B -> %d B (loaded on each GPU that reads them)"
+      % (p1, p2, p2 - p1, cross, c1, c2))
+PY
 for gpu in ${BATON_E2E_GPUS:-sim}; do
   for mode in strict boundary graph; do
     "$baton" run -q --gpu=$gpu --mode=$mode --iters=2 "$tmp/one.json" --output x8="$tmp/one.npy" \
