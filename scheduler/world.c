@@ -1,7 +1,8 @@
 /* world.c: how the ranks of one plan find each other (baton_options.world). Rank 0 makes the
  * backend's communicator id and writes it to the rendezvous file atomically (a file of its own,
- * renamed into place), the other ranks poll for the file; every rank then joins the backend's
- * world, and rank 0 removes the file once all have joined. The same for every backend, so the test
+ * renamed into place), the other ranks poll for the file; every rank leaves a marker beside it
+ * and waits, within the timeout, for every other rank's; then all join the backend's world, and
+ * the files are removed. The same for every backend, so the test
  * device's ranks (threads of one process) meet exactly as CUDA's processes do. */
 #include <errno.h>
 #include <stdio.h>
@@ -49,6 +50,44 @@ static int read_id(const char *path, unsigned char *id)
     return n == DEV_WORLD_ID_BYTES;
 }
 
+/* The marker file rank r leaves beside the id once it has read it: "<path>.rank<r>". */
+static int marker_path(char *buf, size_t len, const char *path, int r)
+{
+    return snprintf(buf, len, "%s.rank%d", path, r) < (int)len ? 0 : -1;
+}
+
+/* Every rank waits here, within the timeout, until every other rank has read the id (left its
+ * marker). NCCL's own join (ncclCommInitRank) waits for the other ranks without a bound; only
+ * ranks known to be alive and past this point are asked into it, so that a missing rank is an
+ * error after `timeout` ms rather than a hang. */
+static int arrive(const char *path, int rank, int world, int timeout, baton_error *err)
+{
+    char mine[4096], other[4096];
+    if (marker_path(mine, sizeof mine, path, rank))
+        return baton__err_set(err, BATON_EINVAL, "rendezvous '%s': the path is too long", path);
+    FILE *f = fopen(mine, "wb");
+    if (!f || fclose(f) != 0)
+        return baton__err_set(err, BATON_EIO, "rendezvous: cannot create '%s': %s", mine,
+                              strerror(errno));
+    const uint64_t t0 = uv_hrtime();
+    for (int r = 0; r < world; r++) {
+        struct stat st;
+        marker_path(other, sizeof other, path, r);
+        while (stat(other, &st) != 0) {
+            if (uv_hrtime() - t0 > (uint64_t)timeout * 1000000u) {
+                unlink(mine);
+                return baton__err_set(err, BATON_ESTATE,
+                                      "rank %d of %d: rank %d did not arrive within %d ms (no "
+                                      "'%s'): start every rank with the same rendezvous path "
+                                      "(baton_options.rendezvous_timeout_ms waits longer)",
+                                      rank, world, r, timeout, other);
+            }
+            uv_sleep(WORLD_POLL_MS);
+        }
+    }
+    return 0;
+}
+
 int baton__world_join(baton_runtime *rt, int own, baton_error *err)
 {
     const baton_options *o = &rt->opts;
@@ -64,11 +103,16 @@ int baton__world_join(baton_runtime *rt, int own, baton_error *err)
     int rc;
     if (o->rank == 0) {
         struct stat st;
-        if (o->world > 1 && stat(path, &st) == 0)
+        char marker[4096];
+        int stale = o->world > 1 && stat(path, &st) == 0;
+        for (int r = 1; o->world > 1 && r < o->world && !stale; r++)
+            stale = marker_path(marker, sizeof marker, path, r) == 0 && stat(marker, &st) == 0;
+        if (stale)
             return baton__err_set(err, BATON_ESTATE,
-                                  "rendezvous '%s' exists already, left by an earlier launch: "
-                                  "remove it, or give every rank a new path for this launch",
-                                  path);
+                                  "rendezvous '%s' (or a '%s.rankN' beside it) exists already, "
+                                  "left by an earlier launch: remove it, or give every rank a "
+                                  "new path for this launch",
+                                  path, path);
         if ((rc = rd->ops->world_id(id, err)))
             return rc;
         if (o->world > 1 && (rc = write_id(path, id, err)))
@@ -86,9 +130,20 @@ int baton__world_join(baton_runtime *rt, int own, baton_error *err)
             uv_sleep(WORLD_POLL_MS);
         }
     }
+    if (o->world > 1 && (rc = arrive(path, o->rank, o->world, timeout, err))) {
+        if (o->rank == 0)
+            unlink(path);
+        return rc;
+    }
     rc = rd->ops->world_join(rd->ctx, id, o->rank, o->world, timeout, &rt->world, err);
-    if (o->rank == 0 && o->world > 1)
-        unlink(path); /* every rank has read it (joined), or the launch failed */
+    if (o->world > 1) {
+        /* past the join every rank has passed arrive(): the files are no longer read */
+        char marker[4096];
+        if (marker_path(marker, sizeof marker, path, o->rank) == 0)
+            unlink(marker);
+        if (o->rank == 0)
+            unlink(path);
+    }
     if (rc) {
         char inner[BATON_ERROR_MAX];
         snprintf(inner, sizeof inner, "%s", err ? err->message : "");

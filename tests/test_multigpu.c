@@ -619,13 +619,24 @@ Test(multigpu, ranks_launched_wrongly_are_clear_errors)
     cr_assert_eq(j.rc, BATON_ESTATE, "%s", j.msg);
     cr_assert(strstr(j.msg, "exists already"), "%s", j.msg);
     unlink(path);
-#ifndef TEST_ON_CUDA
-    /* rank 0 alone: nobody joins in time (on CUDA, NCCL's own join has no timeout) */
+    /* rank 0 alone: rank 1 never arrives, which rank 0 sees before anything waits without a
+     * bound (NCCL's own join has none): an error after the timeout, with its files removed */
     rank_main(&j);
     cr_assert_eq(j.rc, BATON_ESTATE, "%s", j.msg);
-    cr_assert(strstr(j.msg, "1 of 2 ranks joined"), "%s", j.msg);
+    cr_assert(strstr(j.msg, "rank 1 did not arrive"), "%s", j.msg);
+    char marker[300];
+    snprintf(marker, sizeof marker, "%s.rank0", path);
     cr_assert_eq(access(path, F_OK), -1, "rank 0 removes the rendezvous file after a failed join");
-#endif
+    cr_assert_eq(access(marker, F_OK), -1, "rank 0 removes its marker after a failed join");
+    /* a marker left by an earlier launch is refused like a stale id */
+    snprintf(marker, sizeof marker, "%s.rank1", path);
+    f = fopen(marker, "w");
+    cr_assert(f);
+    fclose(f);
+    rank_main(&j);
+    cr_assert_eq(j.rc, BATON_ESTATE, "%s", j.msg);
+    cr_assert(strstr(j.msg, "exists already"), "%s", j.msg);
+    unlink(marker);
     /* options out of range, and a world smaller than the plan */
     j.rank = 2;
     rank_main(&j);
@@ -642,6 +653,38 @@ Test(multigpu, ranks_launched_wrongly_are_clear_errors)
     cr_assert(strstr(j.msg, "rendezvous"), "%s", j.msg);
     baton_plan_free(plan);
 }
+
+#ifndef TEST_ON_CUDA
+/* A rank whose partner joined but never runs fails its run after the timeout (test device: every
+ * wait between ranks is bounded), and both ranks close cleanly. */
+Test(multigpu, a_receive_from_a_rank_that_never_sends_fails_after_the_timeout)
+{
+    baton_plan *plan = load(relay);
+    char path[256];
+    rendezvous_path(path, sizeof path, "idle");
+    static float x[N], y[N];
+    rank_job jobs[2];
+    memset(jobs, 0, sizeof jobs);
+    for (int r = 0; r < 2; r++)
+        jobs[r] = (rank_job){.plan = plan,
+                             .gpu = BATON_GPU_SIM,
+                             .mode = BATON_SYNC_GRAPH,
+                             .rank = r,
+                             .world = 2,
+                             .runs = 1,
+                             .timeout_ms = 1000,
+                             .path = path,
+                             .inputs = {"x"},
+                             .in = {x}};
+    jobs[0].create_only = 1; /* joins, then never runs: nothing is sent */
+    jobs[1].outputs[0] = "y", jobs[1].out[0] = y, jobs[1].n_out[0] = N;
+    run_ranks(jobs, 2);
+    cr_assert_eq(jobs[0].rc, 0, "%s", jobs[0].msg);
+    cr_assert_eq(jobs[1].rc, BATON_ESTATE, "%s", jobs[1].msg);
+    cr_assert(strstr(jobs[1].msg, "rank 0 did not send within 1000 ms"), "%s", jobs[1].msg);
+    baton_plan_free(plan);
+}
+#endif
 
 /* A CPU step that reads what another rank's GPU made cannot run on this rank: refused at create,
  * naming the tensor. */

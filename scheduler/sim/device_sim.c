@@ -6,6 +6,8 @@
  * operation starts late, so a missing wait makes the host read stale data and a test fail. A
  * capture keeps the addresses its calls and copies had, as a CUDA graph does, so a runtime that
  * rebinds a buffer without patching the graph (graph_rebind) computes on the old one. */
+#include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -195,7 +197,8 @@ typedef struct sim_mailbox {
 typedef struct sim_world {
     unsigned char id[DEV_WORLD_ID_BYTES];
     int n, refs;
-    unsigned joined;                               /* ranks, as bits */
+    int timeout_ms;  /* how long a send, receive or collective waits for the other side */
+    unsigned joined; /* ranks, as bits */
     sim_mailbox box[DEV_MAX_GROUP][DEV_MAX_GROUP]; /* [from][to] */
     dev_coll acc;                                  /* the collective being assembled */
     int arrived;
@@ -215,52 +218,93 @@ static void worlds_init(void)
         abort(); /* as libuv itself does when it cannot make a lock */
 }
 
-static void world_send_run(const sim_op *op)
+/* The first failure of queued work on d (reported by the next host wait), from the worker. */
+static void worker_fail(dev_ctx *d, int code, const char *fmt, ...) CORE_PRINTF(3, 4);
+static void worker_fail(dev_ctx *d, int code, const char *fmt, ...)
+{
+    uv_mutex_lock(&d->lock);
+    if (!d->err_code) {
+        d->err_code = code;
+        d->err_step = -1;
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(d->err_msg, sizeof d->err_msg, fmt, ap);
+        va_end(ap);
+    }
+    uv_mutex_unlock(&d->lock);
+}
+
+/* Waits on the worlds' condition (worlds_lock held), at most until `deadline`; 0 when the wait
+ * timed out, so that a rank whose partner never comes fails instead of hanging. */
+static int world_wait(uint64_t deadline)
+{
+    int64_t left = (int64_t)(deadline - (uint64_t)mono_ns());
+    return left > 0 && uv_cond_timedwait(&worlds_cond, &worlds_lock, (uint64_t)left) == 0;
+}
+
+static uint64_t world_deadline(const sim_world *w)
+{
+    return (uint64_t)mono_ns() + (uint64_t)w->timeout_ms * 1000000u;
+}
+
+static void world_send_run(dev_ctx *d, const sim_op *op)
 {
     sim_world *w = op->world;
     sim_mailbox *b = &w->box[op->rank][op->peer];
+    const uint64_t deadline = world_deadline(w);
+    int ok = 1;
     uv_mutex_lock(&worlds_lock);
-    while (b->full)
-        uv_cond_wait(&worlds_cond, &worlds_lock);
-    b->src = op->src;
-    b->bytes = op->bytes;
-    b->full = 1;
-    uv_cond_broadcast(&worlds_cond);
-    while (b->full) /* until the receiver has copied it */
-        uv_cond_wait(&worlds_cond, &worlds_lock);
+    while (b->full && (ok = world_wait(deadline) || !b->full))
+        ;
+    if (ok) {
+        b->src = op->src;
+        b->bytes = op->bytes;
+        b->full = 1;
+        uv_cond_broadcast(&worlds_cond);
+        while (b->full && (ok = world_wait(deadline) || !b->full)) /* until copied */
+            ;
+        if (!ok)
+            b->full = 0; /* taken back: the receiver never came */
+    }
     uv_mutex_unlock(&worlds_lock);
+    if (!ok)
+        worker_fail(d, BATON_ESTATE, "rank %d: rank %d did not receive within %d ms", op->rank,
+                    op->peer, w->timeout_ms);
 }
 
 static void world_recv_run(dev_ctx *d, const sim_op *op)
 {
     sim_world *w = op->world;
     sim_mailbox *b = &w->box[op->peer][op->rank];
+    const uint64_t deadline = world_deadline(w);
+    int ok = 1;
     uv_mutex_lock(&worlds_lock);
-    while (!b->full)
-        uv_cond_wait(&worlds_cond, &worlds_lock);
+    while (!b->full && (ok = world_wait(deadline) || b->full))
+        ;
+    if (!ok) {
+        uv_mutex_unlock(&worlds_lock);
+        worker_fail(d, BATON_ESTATE, "rank %d: rank %d did not send within %d ms", op->rank,
+                    op->peer, w->timeout_ms);
+        return;
+    }
     if (b->bytes == op->bytes)
         memcpy(op->dst, b->src, op->bytes);
-    else {
-        uv_mutex_lock(&d->lock);
-        if (!d->err_code) {
-            d->err_code = BATON_EINVAL;
-            d->err_step = -1;
-            snprintf(d->err_msg, sizeof d->err_msg,
-                     "rank %d received %zu bytes from rank %d, expected %zu: the ranks run "
-                     "different plans",
-                     op->rank, b->bytes, op->peer, op->bytes);
-        }
-        uv_mutex_unlock(&d->lock);
-    }
+    size_t got = b->bytes;
     b->full = 0;
     uv_cond_broadcast(&worlds_cond);
     uv_mutex_unlock(&worlds_lock);
+    if (got != op->bytes)
+        worker_fail(d, BATON_EINVAL,
+                    "rank %d received %zu bytes from rank %d, expected %zu: the ranks run "
+                    "different plans",
+                    op->rank, got, op->peer, op->bytes);
 }
 
-static void world_coll_run(const sim_op *op)
+static void world_coll_run(dev_ctx *d, const sim_op *op)
 {
     sim_world *w = op->world;
     const dev_coll *c = op->coll;
+    const uint64_t deadline = world_deadline(w);
     uv_mutex_lock(&worlds_lock);
     long long round = w->round;
     w->acc.op = c->op;
@@ -275,8 +319,17 @@ static void world_coll_run(const sim_op *op)
         w->round++;
         uv_cond_broadcast(&worlds_cond);
     } else {
-        while (w->round == round)
-            uv_cond_wait(&worlds_cond, &worlds_lock);
+        int ok = 1;
+        while (w->round == round && (ok = world_wait(deadline) || w->round != round))
+            ;
+        if (!ok) {
+            w->arrived--; /* gone: a later round starts afresh */
+            uv_mutex_unlock(&worlds_lock);
+            worker_fail(d, BATON_ESTATE,
+                        "rank %d: the other ranks did not reach the collective within %d ms",
+                        op->rank, w->timeout_ms);
+            return;
+        }
     }
     uv_mutex_unlock(&worlds_lock);
 }
@@ -298,7 +351,7 @@ static void sim_run_op(dev_ctx *d, const sim_op *op)
         return;
     }
     if (op->kind == SIM_SEND) {
-        world_send_run(op);
+        world_send_run(d, op);
         return;
     }
     if (op->kind == SIM_RECV) {
@@ -306,7 +359,7 @@ static void sim_run_op(dev_ctx *d, const sim_op *op)
         return;
     }
     if (op->kind == SIM_WCOLL) {
-        world_coll_run(op);
+        world_coll_run(d, op);
         return;
     }
     if (op->kind == SIM_COLL) {
@@ -838,6 +891,7 @@ static int sim_world_join(dev_ctx *d, const unsigned char *id, int rank, int wor
         }
         memcpy(w->id, id, DEV_WORLD_ID_BYTES);
         w->n = world;
+        w->timeout_ms = timeout_ms;
         w->next = worlds;
         worlds = w;
     }
