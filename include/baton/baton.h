@@ -670,11 +670,12 @@ typedef struct baton_options {
      * steps read, and read an output on the rank whose GPU makes it. A CPU step may not read what
      * another rank's GPU made (BATON_ENOTSUP at create, naming it). The ranks meet through the
      * file `rendezvous` (on storage every rank sees): rank 0 writes a new communicator id there
-     * atomically and removes it once every rank has joined; the others poll for it. A file left
-     * by an earlier launch makes rank 0 fail (BATON_ESTATE): remove it, or use a path per
-     * launch. baton_runtime_create returns when every rank has joined, or fails (BATON_ESTATE)
-     * after rendezvous_timeout_ms (0: 300000). world 0 (the default): this process runs every
-     * GPU of the plan. */
+     * atomically, the others poll for it, and each leaves a marker `rendezvous.rankR` beside it
+     * and waits for all the others' before joining; the files are removed afterwards. Files left
+     * by an earlier launch make rank 0 fail (BATON_ESTATE): remove them, or use a path per
+     * launch. baton_runtime_create returns when every rank has joined, or fails (BATON_ESTATE,
+     * naming the rank missing) after rendezvous_timeout_ms (0: 300000). world 0 (the default): this
+     * process runs every GPU of the plan. */
     int rank;
     int world;
     const char *rendezvous;
