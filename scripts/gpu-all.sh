@@ -193,6 +193,15 @@ for b in sorted(peer):
         --warmup=200 --format=csv "$work/pipe$st.json" 2>&1 | grep "^graph" |
         tee "$work/pipe$st.csv" | sed "s/^/pipeline stages=$st: /" | tee -a "$summary"
     done
+    # Why two stages may not beat one (issue 43 measured 0.996x): the same two-stage run with the
+    # order between the GPUs outside the graphs, with 32 hardware queues per GPU, and with 16 in
+    # flight; the last CSV column is the GPUs' busy fraction.
+    for v in "BATON_GRAPH_EVENT_NODES=0" "CUDA_DEVICE_MAX_CONNECTIONS=32" "INFLIGHT=16"; do
+      n=8; [ "$v" = INFLIGHT=16 ] && n=16
+      env "$v" timeout 120 "$BUILD/baton" bench -q --gpu=cuda --modes=graph --inflight=$n \
+        --iters=4000 --warmup=200 --format=csv "$work/pipe2.json" 2>&1 | grep "^graph" |
+        sed "s/^/pipeline stages=2 $v: /" | tee -a "$summary"
+    done
     python3 - "$work/pipe1.csv" "$work/pipe2.csv" <<'PY' 2>&1 | tee -a "$summary"
 import sys
 try:
