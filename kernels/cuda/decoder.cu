@@ -2097,26 +2097,26 @@ static int attn_mma_fit16(const baton_exec_ctx *ctx, long long clusters)
     int n = known ? fit[dev].load(std::memory_order_relaxed) - 1 : -1;
     if (n >= 0)
         return n;
-    /* prepare()'s own query of whether a 16-cluster fits at all, with no stream either */
-    baton_exec_ctx c0;
-    memset(&c0, 0, sizeof c0);
-    if (ctx)
-        c0 = *ctx;
-    c0.stream = nullptr;
+    /* Asked once, maybe while the caller's stream captures a graph: the thread's capture mode is
+     * relaxed around the queries (they enqueue nothing), as the runtime allows for such calls.
+     * Remembered even when a query fails (as 0): the cluster size decides the order of the merge,
+     * so every later call of the process must choose as the first did. */
+    cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;
+    const bool swapped = cudaThreadExchangeStreamCaptureMode(&mode) == cudaSuccess;
     const int pr =
-        prepare(kern, &c0, "attention", 16, clusters * 16, L::THREADS, L::SMEM, L::SMEM, true);
+        prepare(kern, ctx, "attention", 16, clusters * 16, L::THREADS, L::SMEM, L::SMEM, true);
+    n = 0;
+    if (pr == 0 &&
+        max_active_clusters((const void *)kern, (unsigned)(clusters * 16), L::THREADS, L::SMEM, 16,
+                            ctx ? (cudaStream_t)ctx->stream : (cudaStream_t)0, &n) != cudaSuccess) {
+        (void)cudaGetLastError();
+        n = 0;
+    }
+    if (swapped)
+        (void)cudaThreadExchangeStreamCaptureMode(&mode);
     if (pr < 0) {
         (void)cudaGetLastError();
         return 0;
-    }
-    /* Remembered even when the query fails (as 0): the cluster size decides the order of the
-     * merge, so every later call of the process must choose as the first did. No stream: the
-     * query enqueues nothing, and the caller's may be capturing. */
-    n = 0;
-    if (pr == 0 && max_active_clusters((const void *)kern, (unsigned)(clusters * 16), L::THREADS,
-                                       L::SMEM, 16, (cudaStream_t)0, &n) != cudaSuccess) {
-        (void)cudaGetLastError();
-        n = 0;
     }
     if (known)
         fit[dev].store(n + 1, std::memory_order_relaxed);
