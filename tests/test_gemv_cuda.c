@@ -12,6 +12,7 @@
 
 #include "core/dtype.h"
 #include "kernels/cuda/cuda_gemv.h"
+#include "targets/builtin.h"
 #include "tests/support.h"
 
 #define SKIP_WITHOUT_GPU()                                                                         \
@@ -190,4 +191,125 @@ Test(gemv_cuda, refuses_k_off_the_vector_naming_it)
     a.k = 200000, a.ldx = 200000;
     cr_assert_eq(baton__kcuda_gemv_supported(&a, msg, sizeof msg), BATON_ENOTSUP);
     cr_expect(strstr(msg, "shared memory"), "%s", msg);
+}
+
+/* gemm_add through the gemm target's CUDA backend, as a runtime prepares it: with BATON_GEMV=own
+ * a one-row run takes the GEMV and gives its bits; two rows past GEMV's 8 (9) take cuBLASLt. */
+static void target_run(int64_t m, const char *policy, void *hy_out)
+{
+    const baton_dtype dt = BATON_DTYPE_BF16;
+    const int64_t n = 384, k = 1024;
+    setenv("BATON_GEMV", policy, 1);
+    const baton_target *t = &baton__target_gemm_add;
+    const baton_delegate_iface *iface = NULL;
+    for (int i = 0; i < t->n_impls; i++)
+        if (t->impls[i].device == BATON_DEVICE_CUDA)
+            iface = t->impls[i].delegate;
+    cr_assert(iface, "gemm_add has no CUDA backend in a CUDA build");
+    baton_tensor_desc in[3] = {{.dtype = dt, .rank = 2, .shape = {m, k}},
+                               {.dtype = dt, .rank = 2, .shape = {n, k}},
+                               {.dtype = dt, .rank = 2, .shape = {m, n}}};
+    baton_tensor_desc out = {.dtype = dt, .rank = 2, .shape = {m, n}};
+    baton_attr tb = {.name = "trans_b", .type = BATON_ATTR_BOOL, .i = 1};
+    baton_sig_args sig = {.struct_size = sizeof sig,
+                          .n_inputs = 3,
+                          .inputs = in,
+                          .n_outputs = 1,
+                          .outputs = &out,
+                          .n_attrs = 1,
+                          .attrs = &tb};
+    baton_device dev = {BATON_DEVICE_CUDA, 0};
+    baton_target_kind kind = BATON_TARGET_DELEGATE;
+    const int constant[3] = {0, 1, 0};
+    cudaStream_t st;
+    CU(cudaStreamCreate(&st));
+    baton_delegate_init info = {.struct_size = sizeof info,
+                                .step_name = "o",
+                                .device = dev,
+                                .stream = st,
+                                .sig = &sig,
+                                .n_steps = 1,
+                                .step_devices = &dev,
+                                .step_kinds = &kind,
+                                .input_constant = constant};
+    void *state = NULL;
+    baton_error err;
+    memset(&err, 0, sizeof err);
+    cr_assert_eq(iface->init(&info, &state, &err), 0, "%s", err.message);
+    const size_t es = 2;
+    test_rng rng = {0x5eed + (uint64_t)m};
+    void *hx = malloc((size_t)(m * k) * es), *hw = malloc((size_t)(n * k) * es),
+         *hc = malloc((size_t)(m * n) * es);
+    cr_assert(hx && hw && hc);
+    test_fill_random(&rng, dt, hx, m * k, 1.0);
+    test_fill_random(&rng, dt, hw, n * k, 0.05);
+    test_fill_random(&rng, dt, hc, m * n, 1.0);
+    void *dx, *dw, *dc, *dy;
+    CU(cudaMalloc(&dx, (size_t)(m * k) * es));
+    CU(cudaMalloc(&dw, (size_t)(n * k) * es));
+    CU(cudaMalloc(&dc, (size_t)(m * n) * es));
+    CU(cudaMalloc(&dy, (size_t)(m * n) * es));
+    CU(cudaMemcpy(dx, hx, (size_t)(m * k) * es, cudaMemcpyHostToDevice));
+    CU(cudaMemcpy(dw, hw, (size_t)(n * k) * es, cudaMemcpyHostToDevice));
+    CU(cudaMemcpy(dc, hc, (size_t)(m * n) * es, cudaMemcpyHostToDevice));
+    CU(cudaMemset(dy, 0xff, (size_t)(m * n) * es));
+    char eb[256] = "";
+    baton_exec_ctx ctx = {.struct_size = sizeof ctx,
+                          .device = dev,
+                          .stream = st,
+                          .errbuf = eb,
+                          .errbuf_len = sizeof eb,
+                          .sig = &sig};
+    void *bufs[4] = {dx, dw, dc, dy};
+    cr_assert_eq(iface->execute(state, &ctx, bufs), 0, "%s", eb);
+    CU(cudaStreamSynchronize(st));
+    CU(cudaMemcpy(hy_out, dy, (size_t)(m * n) * es, cudaMemcpyDeviceToHost));
+    if (!strcmp(policy, "own") && m <= 8) { /* the GEMV ran: the kernel's own bits */
+        baton_gemv_args a = {.x = dx,
+                             .w = dw,
+                             .c = dc,
+                             .y = dy,
+                             .m = m,
+                             .n = n,
+                             .k = k,
+                             .ldx = k,
+                             .dtype = dt,
+                             .alpha = 1.0f};
+        void *h2 = malloc((size_t)(m * n) * es);
+        cr_assert(h2);
+        CU(cudaMemset(dy, 0xff, (size_t)(m * n) * es));
+        cr_assert_eq(baton__kcuda_gemv(&ctx, &a), 0, "%s", eb);
+        CU(cudaStreamSynchronize(st));
+        CU(cudaMemcpy(h2, dy, (size_t)(m * n) * es, cudaMemcpyDeviceToHost));
+        cr_assert(memcmp(h2, hy_out, (size_t)(m * n) * es) == 0,
+                  "BATON_GEMV=own: gemm_add did not give the GEMV's bits");
+        free(h2);
+    }
+    for (int64_t r = 0; r < m; r++)
+        for (int64_t i = 0; i < n; i++) {
+            double s = load_f64(dt, hc, r * n + i), a = fabs(s);
+            for (int64_t j = 0; j < k; j++) {
+                const double p = load_f64(dt, hx, r * k + j) * load_f64(dt, hw, i * k + j);
+                s += p;
+                a += fabs(p);
+            }
+            const double y = load_f64(dt, hy_out, r * n + i);
+            cr_assert(fabs(y - s) <= unit_eps(dt) * fabs(s) + 1e-5 * a + 1e-6,
+                      "BATON_GEMV=%s m=%lld: y[%lld, %lld] = %.6g, float64 reference %.6g", policy,
+                      (long long)m, (long long)r, (long long)i, y, s);
+        }
+    iface->destroy(state);
+    CU(cudaStreamDestroy(st));
+    cudaFree(dx), cudaFree(dw), cudaFree(dc), cudaFree(dy);
+    free(hx), free(hw), free(hc);
+    unsetenv("BATON_GEMV");
+}
+
+Test(gemv_cuda, gemm_add_target_takes_the_gemv_under_baton_gemv_own)
+{
+    SKIP_WITHOUT_GPU();
+    static uint16_t y[9 * 384];
+    target_run(1, "own", y);
+    target_run(1, "cublaslt", y);
+    target_run(9, "own", y); /* 9 rows: cuBLASLt, still right */
 }
