@@ -230,7 +230,7 @@ static void bench_shape(int64_t M, int64_t N, int64_t K)
     result("floor", shape, "read(W)", read, wbytes, copy, read);
 
     result("gemv", shape, "cublaslt", time_calls(k, lt), wbytes, copy, read);
-    static const char *vname[BATON_GEMV_VARIANTS] = {"own.r1u8", "own.r2u4", "own.r1u16"};
+    static const char *vname[BATON_GEMV_VARIANTS] = {"own.r1u8", "own.r2u8", "own.r1u8pipe"};
     for (int v = 0; v < BATON_GEMV_VARIANTS; v++) {
         std::string nm = vname[v];
         result("gemv", shape, nm.c_str(),

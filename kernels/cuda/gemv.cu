@@ -106,9 +106,11 @@ __device__ __forceinline__ void stage(const Args &a, long long m0, T *xs, float 
 }
 
 /* A warp per R rows of W; a tile is U 16-byte vectors of each row per lane (lane l holds k =
- * VE (32 u + l) + the tile's start), loaded before any FMA, so R U vectors are in flight per lane.
- * Blocks stride over the rows; blockIdx.y picks the row tile [8 y, 8 y + M) of x. */
-template <typename T, int M, int R, int U, int P>
+ * VE (32 u + l) + the tile's start), loaded before any FMA, so R U vectors are in flight per lane;
+ * with PIPE the next tile's loads are issued before the FMAs of this one (twice the registers).
+ * Warps stride over the row groups; blockIdx.y picks the row tile [M y, M y + M) of x. Each lane
+ * sums its elements in k order whatever R, U and PIPE: every variant gives the same bits. */
+template <typename T, int M, int R, int U, bool PIPE, int P>
 __global__ void __launch_bounds__(THREADS) gemv_kernel(Args a)
 {
     constexpr int VE = 16 / (int)sizeof(T);
@@ -122,74 +124,90 @@ __global__ void __launch_bounds__(THREADS) gemv_kernel(Args a)
     const long long step = (long long)gridDim.x * nw * R;
     long long row0 = ((long long)blockIdx.x * nw + (threadIdx.x >> 5)) * R;
 
-    uint4 wv[R][U];
-    auto load = [&](long long r0, long long kt) {
+    auto load = [&](uint4(&v)[R][U], long long r0, long long kt) {
 #pragma unroll
         for (int r = 0; r < R; r++)
 #pragma unroll
             for (int u = 0; u < U; u++) {
                 const long long kk = kt + (long long)VE * (32 * u + lane);
                 if (r0 + r < N && kk < K)
-                    wv[r][u] = __ldcs(reinterpret_cast<const uint4 *>(w + (r0 + r) * K + kk));
+                    v[r][u] = __ldcs(reinterpret_cast<const uint4 *>(w + (r0 + r) * K + kk));
                 else
-                    wv[r][u] = make_uint4(0, 0, 0, 0);
+                    v[r][u] = make_uint4(0, 0, 0, 0);
             }
     };
+    uint4 wv[R][U];
     /* A constant W may stream in while the step before still runs; a W some step writes may not
      * be read before pdl_wait. */
-    bool loaded = a.w_const && row0 < N;
-    if (loaded)
-        load(row0, 0);
+    const bool early = a.w_const && row0 < N;
+    if (early)
+        load(wv, row0, 0);
     pdl_wait();
-    if (!loaded && row0 < N) {
-        load(row0, 0);
-        loaded = true;
-    }
+    if (!early && row0 < N)
+        load(wv, row0, 0);
     stage<T, M, P>(a, m0, xs, red);
     pdl_trigger();
 
     const T *c = (const T *)a.c;
     T *y = (T *)a.y;
-    for (; row0 < N; row0 += step) {
-        float acc[M][R];
+    float acc[M][R];
 #pragma unroll
-        for (int m = 0; m < M; m++)
+    for (int m = 0; m < M; m++)
 #pragma unroll
-            for (int r = 0; r < R; r++)
-                acc[m][r] = 0.0f;
-        for (long long kt = 0; kt < K; kt += TILE) {
-            if (!loaded)
-                load(row0, kt);
-            loaded = false;
+        for (int r = 0; r < R; r++)
+            acc[m][r] = 0.0f;
+    /* wv holds the tile (row0, kt); the loop walks this warp's tiles in order */
+    long long kt = 0;
+    while (row0 < N) {
+        long long nrow = row0, nkt = kt + TILE;
+        if (nkt >= K)
+            nrow += step, nkt = 0;
+        uint4 wn[R][U];
+        if (PIPE && nrow < N)
+            load(wn, nrow, nkt);
 #pragma unroll
-            for (int u = 0; u < U; u++) {
-                const long long kk = kt + (long long)VE * (32 * u + lane);
-                if (kk >= K)
-                    break;
+        for (int u = 0; u < U; u++) {
+            const long long kk = kt + (long long)VE * (32 * u + lane);
+            if (kk >= K)
+                break;
 #pragma unroll
-                for (int m = 0; m < M; m++) {
-                    const uint4 xv = *reinterpret_cast<const uint4 *>(xs + m * K + kk);
+            for (int m = 0; m < M; m++) {
+                const uint4 xv = *reinterpret_cast<const uint4 *>(xs + m * K + kk);
 #pragma unroll
-                    for (int r = 0; r < R; r++)
+                for (int r = 0; r < R; r++)
 #pragma unroll
-                        for (int e = 0; e < VE; e++)
-                            acc[m][r] = fmaf(el<T>(wv[r][u], e), el<T>(xv, e), acc[m][r]);
-                }
+                    for (int e = 0; e < VE; e++)
+                        acc[m][r] = fmaf(el<T>(wv[r][u], e), el<T>(xv, e), acc[m][r]);
             }
         }
+        if (nkt == 0) { /* the row group is done */
 #pragma unroll
-        for (int m = 0; m < M; m++)
+            for (int m = 0; m < M; m++)
 #pragma unroll
-            for (int r = 0; r < R; r++) {
-                const float s = warp_sum(acc[m][r]);
-                const long long row = row0 + r, mm = m0 + m;
-                if (lane == ((m * R + r) & 31) && row < N && mm < a.m) {
-                    float v = a.alpha * s;
-                    if (c)
-                        v += to_f(c[mm * N + row]);
-                    y[mm * N + row] = from_f<T>(v);
+                for (int r = 0; r < R; r++) {
+                    const float s = warp_sum(acc[m][r]);
+                    acc[m][r] = 0.0f;
+                    const long long row = row0 + r, mm = m0 + m;
+                    if (lane == ((m * R + r) & 31) && row < N && mm < a.m) {
+                        float v = a.alpha * s;
+                        if (c)
+                            v += to_f(c[mm * N + row]);
+                        y[mm * N + row] = from_f<T>(v);
+                    }
                 }
+        }
+        if (nrow < N) {
+            if (PIPE) {
+#pragma unroll
+                for (int r = 0; r < R; r++)
+#pragma unroll
+                    for (int u = 0; u < U; u++)
+                        wv[r][u] = wn[r][u];
+            } else {
+                load(wv, nrow, nkt);
             }
+        }
+        row0 = nrow, kt = nkt;
     }
 }
 
@@ -197,9 +215,9 @@ template <typename T, int M, int P> struct Pick {
     static void *kernel(int variant)
     {
         switch (variant) {
-        case 1: return (void *)gemv_kernel<T, M, 2, 4, P>;
-        case 2: return (void *)gemv_kernel<T, M, 1, 16, P>;
-        default: return (void *)gemv_kernel<T, M, 1, 8, P>;
+        case 1: return (void *)gemv_kernel<T, M, 2, 8, false, P>;
+        case 2: return (void *)gemv_kernel<T, M, 1, 8, true, P>;
+        default: return (void *)gemv_kernel<T, M, 1, 8, false, P>;
         }
     }
 };
