@@ -53,6 +53,13 @@ int baton__kcuda_gemv_supported(const baton_gemv_args *a, char *msg, size_t len)
  * Returns 0, or a negative code with the reason in ctx->errbuf. */
 int baton__kcuda_gemv(const baton_exec_ctx *ctx, const baton_gemv_args *a);
 
+/* The fused targets (kernels/gemv_fused.h) in the baton_kernel_fn convention: rms_norm_gemm
+ * (buffers x, g, w, y) and swiglu_gemm_add (gu, w, c, y). PDL-aware; bf16, f16, f32. */
+int baton__kcuda_rms_norm_gemm(const baton_exec_ctx *ctx, void **buffers, const char *opaque,
+                               size_t len);
+int baton__kcuda_swiglu_gemm_add(const baton_exec_ctx *ctx, void **buffers, const char *opaque,
+                                 size_t len);
+
 #ifdef __cplusplus
 }
 #endif

@@ -4,6 +4,7 @@
  * memory once per block, and the grid holds no more blocks than fit on the GPU at once. */
 #include "kernels/cuda/cuda_gemv.h"
 #include "kernels/cuda/kcuda_common.cuh"
+#include "kernels/gemv_fused.h"
 
 namespace kcuda
 {
@@ -357,4 +358,50 @@ extern "C" int baton__kcuda_gemv(const baton_exec_ctx *ctx, const baton_gemv_arg
         return baton__ctx_fail(ctx, BATON_ECUDA, "cudaLaunchKernelEx(gemv) failed: %s",
                                cudaGetErrorString(e));
     return 0;
+}
+
+/* ---- the fused targets (kernels/gemv_fused.h): the GEMV with its prologue ---------------------
+ */
+
+static int fused(int op, const baton_exec_ctx *ctx, void **buffers, const char *opaque, size_t len)
+{
+    baton_gemv_fused_desc d;
+    gf_shape s;
+    int rc = baton__gf_call_read(ctx, op, buffers, 4, opaque, len, &d, &s);
+    if (rc)
+        return rc;
+    if (s.dt == BATON_DTYPE_F64)
+        return baton__ctx_fail(ctx, BATON_ENOTSUP,
+                               "%s on CUDA takes bf16, f16 or f32, not f64: place the step on cpu",
+                               baton__gf_op_name(op));
+    if (s.m == 0)
+        return 0;
+    baton_gemv_args a;
+    memset(&a, 0, sizeof a);
+    const bool rms = op == GF_RMS_NORM_GEMM;
+    a.x = buffers[0];
+    a.g = rms ? buffers[1] : NULL;
+    a.w = rms ? buffers[2] : buffers[1];
+    a.c = rms ? NULL : buffers[2];
+    a.y = buffers[3];
+    a.m = s.m, a.n = s.n, a.k = s.k, a.ldx = rms ? s.k : 2 * s.k;
+    a.dtype = s.dt;
+    a.prologue = rms ? BATON_GEMV_RMS : BATON_GEMV_SWIGLU;
+    a.alpha = 1.0f;
+    a.eps = (float)d.eps;
+    /* A kernel is not told which inputs are plan constants, so W waits for pdl_wait like x. */
+    a.w_const = 0;
+    return baton__kcuda_gemv(ctx, &a);
+}
+
+extern "C" int baton__kcuda_rms_norm_gemm(const baton_exec_ctx *ctx, void **buffers,
+                                          const char *opaque, size_t len)
+{
+    return fused(GF_RMS_NORM_GEMM, ctx, buffers, opaque, len);
+}
+
+extern "C" int baton__kcuda_swiglu_gemm_add(const baton_exec_ctx *ctx, void **buffers,
+                                            const char *opaque, size_t len)
+{
+    return fused(GF_SWIGLU_GEMM_ADD, ctx, buffers, opaque, len);
 }
