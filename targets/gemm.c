@@ -113,12 +113,22 @@ static int gemm_cuda_execute(void *state, const baton_exec_ctx *ctx, void **buff
     return baton__gemm_cublaslt_iface.execute(s->lt, ctx, buffers);
 }
 
+/* cuBLASLt's workspace; the GEMV holds nothing of its own. */
+static void gemm_cuda_memory(void *state, size_t *private_bytes, const void **shared_key,
+                             size_t *shared_bytes)
+{
+    gemm_cuda *s = state;
+    if (s && s->lt && baton__gemm_cublaslt_iface.memory)
+        baton__gemm_cublaslt_iface.memory(s->lt, private_bytes, shared_key, shared_bytes);
+}
+
 static const baton_delegate_iface gemm_cuda_iface = {
     .struct_size = sizeof(baton_delegate_iface),
     .init = gemm_cuda_init,
     .execute = gemm_cuda_execute,
     .destroy = gemm_cuda_destroy,
     .capturable = 1,
+    .memory = gemm_cuda_memory,
 };
 #endif
 
