@@ -91,7 +91,9 @@ def test_plans_generate_transformers_tokens(tmp_path, kind, fused):
     assert targets.count("rope_cache_update") == (nl if fused and not qknorm else 0)
     assert targets.count("rope") == (0 if fused and not qknorm else 2 * nl)
     assert targets.count("gemm_add") == (0 if not fused or biased else nl if gemv else 2 * nl)
-    if gemv:  # the prefill plan is the fused one
+    if gemv:  # on the plan's device (cuda:0 here), and the prefill plan is the fused one
+        assert {x["device"] for x in dec["steps"]
+                if x.get("kernel") in ("rms_norm_gemm", "swiglu_gemm_add")} == {"cuda:0"}
         ptargets = [x.get("kernel") or x.get("delegate")
                     for x in json.load(open(paths["prefill"]))["steps"]]
         assert "rms_norm_gemm" not in ptargets and "swiglu_gemm_add" not in ptargets
