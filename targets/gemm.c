@@ -41,21 +41,25 @@ static int gemm_pack(const baton_sig_args *sig, char *opaque, size_t cap)
 typedef struct gemm_cuda {
     void *lt; /* the cuBLASLt backend's state */
     baton_gemm_desc desc;
-    int own;     /* runs of <= GEMV_ROWS rows take baton's GEMV */
+    int own;     /* runs of at most this many rows take baton's GEMV (0: none) */
     int w_const; /* b is a plan constant: the GEMV may load it before pdl_wait */
 } gemm_cuda;
 
-/* BATON_GEMV=own: baton's GEMV for every shape it runs; =cublaslt: never; unset: the measured
- * rule, which is cuBLASLt until the GEMV is measured faster on the GPU at hand. */
+/* Which runs take baton's GEMV: BATON_GEMV=own every run of <= GEMV_ROWS rows it supports,
+ * =cublaslt none; unset, the measured rule: one row and W up to 32 MiB. bench_gemv on an H200
+ * (cold W, in graphs, no PDL as a delegate launches; us, own / cuBLASLt): K 2048, N 2048 4.55 /
+ * 5.78, 2560 5.51 / 6.00, 3072 5.79 / 6.26, 8192 11.29 / 11.40, 16384 19.62 / 19.33, 128256
+ * 127.9 / 126.8; N 2048 K 8192 13.04 / 13.41. Returns the most rows a run may have to take it
+ * (0: never). */
 static int gemv_policy(const baton_gemm_desc *d)
 {
     const char *e = getenv("BATON_GEMV");
     if (e && !strcmp(e, "own"))
-        return 1;
+        return GEMV_ROWS;
     if (e && !strcmp(e, "cublaslt"))
         return 0;
-    (void)d;
-    return 0;
+    const double wbytes = (double)d->n * (double)d->k * (double)baton_dtype_size(d->dtype);
+    return wbytes <= 32.0 * 1024 * 1024 ? 1 : 0;
 }
 
 static void gemm_cuda_destroy(void *p)
@@ -87,7 +91,9 @@ static int gemm_cuda_init(const baton_delegate_init *info, void **state, baton_e
     a.m = 1, a.n = d->n, a.k = d->k, a.ldx = d->k, a.dtype = d->dtype;
     /* y = x W^T with W [N, K] as PyTorch stores it: trans_b, not trans_a */
     s->own = (d->flags & (BATON_GEMM_TRANS_A | BATON_GEMM_TRANS_B)) == BATON_GEMM_TRANS_B &&
-             baton__kcuda_gemv_supported(&a, msg, sizeof msg) == 0 && gemv_policy(d);
+                     baton__kcuda_gemv_supported(&a, msg, sizeof msg) == 0
+                 ? gemv_policy(d)
+                 : 0;
     s->w_const = info->input_constant && info->input_constant[1];
     *state = s;
     return 0;
@@ -98,7 +104,7 @@ static int gemm_cuda_execute(void *state, const baton_exec_ctx *ctx, void **buff
     gemm_cuda *s = state;
     const int64_t m = s->own ? baton__gemm_run_m(&s->desc, ctx->sig) : 0;
     const int add = s->desc.beta != 0;
-    if (m >= 1 && m <= GEMV_ROWS &&
+    if (m >= 1 && m <= s->own &&
         (((uintptr_t)buffers[0] | (uintptr_t)buffers[1] | (uintptr_t)buffers[2] |
           (uintptr_t)buffers[add ? 3 : 2]) &
          15) == 0) {
@@ -108,6 +114,7 @@ static int gemm_cuda_execute(void *state, const baton_exec_ctx *ctx, void **buff
         a.y = buffers[add ? 3 : 2];
         a.m = m, a.n = s->desc.n, a.k = s->desc.k, a.ldx = s->desc.k;
         a.dtype = s->desc.dtype, a.alpha = (float)s->desc.alpha, a.w_const = s->w_const;
+        a.variant = BATON_GEMV_AUTO;
         return baton__kcuda_gemv(ctx, &a);
     }
     return baton__gemm_cublaslt_iface.execute(s->lt, ctx, buffers);

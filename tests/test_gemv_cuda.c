@@ -123,7 +123,8 @@ static void run_case(const gemv_case *tc)
     a.x = dx, a.w = dw, a.c = tc->add ? dc : NULL, a.g = tc->pro == BATON_GEMV_RMS ? dg : NULL;
     a.y = dy, a.m = m, a.n = n, a.k = k, a.ldx = ldx, a.dtype = dt, a.prologue = tc->pro;
     a.alpha = (float)alpha, a.eps = (float)eps;
-    for (int v = 0; v < BATON_GEMV_VARIANTS; v++) {
+    for (int vi = 0; vi <= BATON_GEMV_VARIANTS; vi++) {
+        const int v = vi < BATON_GEMV_VARIANTS ? vi : BATON_GEMV_AUTO;
         for (int rep = 0; rep < 2; rep++) {
             a.variant = v;
             a.w_const = rep; /* loading W before pdl_wait must not change a bit */
@@ -194,12 +195,16 @@ Test(gemv_cuda, refuses_k_off_the_vector_naming_it)
 }
 
 /* gemm_add through the gemm target's CUDA backend, as a runtime prepares it: with BATON_GEMV=own
- * a one-row run takes the GEMV and gives its bits; two rows past GEMV's 8 (9) take cuBLASLt. */
+ * a run of up to 8 rows takes the GEMV and gives its bits, 9 rows take cuBLASLt; by default a
+ * one-row run of a small W takes the GEMV. */
 static void target_run(int64_t m, const char *policy, void *hy_out)
 {
     const baton_dtype dt = BATON_DTYPE_BF16;
     const int64_t n = 384, k = 1024;
-    setenv("BATON_GEMV", policy, 1);
+    if (strcmp(policy, "default") != 0)
+        setenv("BATON_GEMV", policy, 1);
+    else
+        unsetenv("BATON_GEMV");
     const baton_target *t = &baton__target_gemm_add;
     const baton_delegate_iface *iface = NULL;
     for (int i = 0; i < t->n_impls; i++)
@@ -264,7 +269,9 @@ static void target_run(int64_t m, const char *policy, void *hy_out)
     cr_assert_eq(iface->execute(state, &ctx, bufs), 0, "%s", eb);
     CU(cudaStreamSynchronize(st));
     CU(cudaMemcpy(hy_out, dy, (size_t)(m * n) * es, cudaMemcpyDeviceToHost));
-    if (!strcmp(policy, "own") && m <= 8) { /* the GEMV ran: the kernel's own bits */
+    /* the default rule takes the GEMV for one row of a W up to 32 MiB (this one's 768 KiB) */
+    const int gemv = (!strcmp(policy, "own") && m <= 8) || (!strcmp(policy, "default") && m == 1);
+    if (gemv) { /* the GEMV ran: the kernel's own bits */
         baton_gemv_args a = {.x = dx,
                              .w = dw,
                              .c = dc,
@@ -282,7 +289,7 @@ static void target_run(int64_t m, const char *policy, void *hy_out)
         CU(cudaStreamSynchronize(st));
         CU(cudaMemcpy(h2, dy, (size_t)(m * n) * es, cudaMemcpyDeviceToHost));
         cr_assert(memcmp(h2, hy_out, (size_t)(m * n) * es) == 0,
-                  "BATON_GEMV=own: gemm_add did not give the GEMV's bits");
+                  "BATON_GEMV=%s: gemm_add did not give the GEMV's bits", policy);
         free(h2);
     }
     for (int64_t r = 0; r < m; r++)
@@ -312,4 +319,6 @@ Test(gemv_cuda, gemm_add_target_takes_the_gemv_under_baton_gemv_own)
     target_run(1, "own", y);
     target_run(1, "cublaslt", y);
     target_run(9, "own", y); /* 9 rows: cuBLASLt, still right */
+    target_run(1, "default", y);
+    target_run(2, "default", y); /* 2 rows: cuBLASLt by default */
 }

@@ -204,7 +204,7 @@ static void bench_shape(int64_t M, int64_t N, int64_t K)
     }
     const double diff = sqrt(num / std::max(den, 1e-30));
     int same = 1;
-    for (int v = 0; v < BATON_GEMV_VARIANTS; v++) {
+    for (int v = BATON_GEMV_AUTO; v < BATON_GEMV_VARIANTS; v++) {
         CHECK_CUDA(cudaMemset(Y1.at(0), 0xff, a.size() * 2));
         own(0, v, 0, BATON_GEMV_PLAIN, Y1.at(0));
         CHECK_CUDA(cudaStreamSynchronize(g_stream));
@@ -241,15 +241,22 @@ static void bench_shape(int64_t M, int64_t N, int64_t K)
                time_calls(k, [&](int i) { own(i, v, 1, BATON_GEMV_PLAIN, Y1.at(i)); }), wbytes,
                copy, read);
     }
-    /* the prologues at the shapes the decoder fuses them into */
+    result("gemv", shape, "own.auto",
+           time_calls(k, [&](int i) { own(i, BATON_GEMV_AUTO, 0, BATON_GEMV_PLAIN, Y1.at(i)); }),
+           wbytes, copy, read);
+    result("gemv", shape, "own.auto+pdl",
+           time_calls(k, [&](int i) { own(i, BATON_GEMV_AUTO, 1, BATON_GEMV_PLAIN, Y1.at(i)); }),
+           wbytes, copy, read);
+    /* the prologues at the shapes the decoder fuses them into (w_const: as the gemm delegate) */
     if (K == 2048)
         result("gemv", shape, "own.rms+pdl",
-               time_calls(k, [&](int i) { own(i, 0, 1, BATON_GEMV_RMS, Y1.at(i)); }), wbytes, copy,
-               read);
+               time_calls(k, [&](int i) { own(i, BATON_GEMV_AUTO, 1, BATON_GEMV_RMS, Y1.at(i)); }),
+               wbytes, copy, read);
     if (K == 8192)
-        result("gemv", shape, "own.swiglu+pdl",
-               time_calls(k, [&](int i) { own(i, 0, 1, BATON_GEMV_SWIGLU, Y1.at(i)); }), wbytes,
-               copy, read);
+        result(
+            "gemv", shape, "own.swiglu+pdl",
+            time_calls(k, [&](int i) { own(i, BATON_GEMV_AUTO, 1, BATON_GEMV_SWIGLU, Y1.at(i)); }),
+            wbytes, copy, read);
 
     baton__gemm_cublaslt_iface.destroy(state);
     CHECK_CUDA(cudaFree(sink));

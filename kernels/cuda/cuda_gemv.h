@@ -35,13 +35,16 @@ typedef struct baton_gemv_args {
     /* Nonzero: w is a plan constant (never written by a step), so the kernel may start loading it
      * before waiting for the steps it depends on (pdl_wait). */
     int32_t w_const;
-    /* 0: the default tile; 1..BATON_GEMV_VARIANTS-1 other tiles (bench_gemv). Every variant gives
-     * the same bits: each lane sums its elements in k order, the warp sums its lanes in a fixed
-     * butterfly. */
+    /* The tile: 0 one row a warp, 1 two rows a warp, 2 one row with the next tile's loads issued
+     * before this one's FMAs (bench_gemv times each); BATON_GEMV_AUTO the one measured fastest
+     * for the launch (bench_gemv on an H200: with PDL, 2 for N <= 2560 or K >= 8192, else 1;
+     * without, 0). Every variant gives the same bits: each lane sums its elements in k order,
+     * the warp sums its lanes in a fixed butterfly. */
     int32_t variant;
 } baton_gemv_args;
 
 #define BATON_GEMV_VARIANTS 3
+#define BATON_GEMV_AUTO     (-1)
 
 /* Whether the GEMV runs these sizes (0), else a one-line reason in msg and BATON_ENOTSUP: k a
  * multiple of the 16-byte vector (8 bf16/f16, 4 f32), ldx too, and one row of x fitting in shared

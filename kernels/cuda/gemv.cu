@@ -300,7 +300,10 @@ extern "C" int baton__kcuda_gemv(const baton_exec_ctx *ctx, const baton_gemv_arg
                                "the CUDA GEMV needs 16-byte aligned buffers (x=%p w=%p c=%p y=%p)",
                                a->x, a->w, a->c, a->y);
     const size_t esz = dtype_bytes(a->dtype);
-    const int variant = a->variant > 0 && a->variant < BATON_GEMV_VARIANTS ? a->variant : 0;
+    int variant = a->variant >= 0 && a->variant < BATON_GEMV_VARIANTS ? a->variant : 0;
+    if (a->variant == BATON_GEMV_AUTO) /* bench_gemv, H200: the pipelined tile pays only when PDL
+                                          hides the prologue; few rows or long rows want it */
+        variant = !(ctx && ctx->pdl) ? 0 : a->n <= 2560 || a->k >= 8192 ? 2 : 1;
     const int mt = gv::row_tile(a->m, a->k, esz);
     void *kernel = a->dtype == BATON_DTYPE_BF16  ? gv::pick<__nv_bfloat16>(mt, a->prologue, variant)
                    : a->dtype == BATON_DTYPE_F16 ? gv::pick<__half>(mt, a->prologue, variant)
@@ -391,6 +394,7 @@ static int fused(int op, const baton_exec_ctx *ctx, void **buffers, const char *
     a.eps = (float)d.eps;
     /* A kernel is not told which inputs are plan constants, so W waits for pdl_wait like x. */
     a.w_const = 0;
+    a.variant = BATON_GEMV_AUTO;
     return baton__kcuda_gemv(ctx, &a);
 }
 
