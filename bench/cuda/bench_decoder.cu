@@ -7,7 +7,7 @@
  * time / k). Decode attention at contexts 1024, 4096 and 32768, both cold (rotated caches) and
  * warm (the same caches every call, as PyTorch's published figures were taken); prefill attention
  * at T = 1024, 2048, 4096 and 8192 (also in TFLOP/s); the decode GEMV x[1, 2048] . W[N, 2048]^T for
- * N = 2048, 2560, 8192, 16384, 128256 with baton's own kernel (baton__kcuda_gemv_bf16) and the gemm
+ * N = 2048, 2560, 8192, 16384, 128256 with baton's own kernel (baton__kcuda_gemv) and the gemm
  * delegate (cuBLASLt), checked against each other.
  *
  * Usage: bench_decoder [--json FILE] [--reps N]. Prints a table; --json writes the results
@@ -30,6 +30,7 @@
 #include "bench/cuda/copy_kernels.cuh"
 #include "delegates/cuda/gemm_cublaslt.h"
 #include "kernels/cuda/cuda_decoder.h"
+#include "kernels/cuda/cuda_gemv.h"
 
 static cudaStream_t g_stream;
 static cudaDeviceProp g_prop;
@@ -274,9 +275,17 @@ static void bench_gemv(int64_t N)
     fill_random(g_stream, X.base, X.stride * sets, 5);
     CHECK_CUDA(cudaDeviceSynchronize());
     auto ours = [&](int i) {
-        int e = baton__kcuda_gemv_bf16(X.at(i), W.at(i), Y1.at(i), N, K, g_stream);
-        if (e) {
-            fprintf(stderr, "bench_decoder: gemv: %s\n", cudaGetErrorString((cudaError_t)e));
+        baton_gemv_args ga;
+        memset(&ga, 0, sizeof ga);
+        ga.x = X.at(i), ga.w = W.at(i), ga.y = Y1.at(i);
+        ga.m = 1, ga.n = N, ga.k = K, ga.ldx = K;
+        ga.dtype = BATON_DTYPE_BF16, ga.alpha = 1.0f, ga.w_const = 1;
+        char eb[256] = "";
+        baton_exec_ctx gc;
+        memset(&gc, 0, sizeof gc);
+        gc.stream = g_stream, gc.errbuf = eb, gc.errbuf_len = sizeof eb;
+        if (baton__kcuda_gemv(&gc, &ga)) {
+            fprintf(stderr, "bench_decoder: gemv: %s\n", eb);
             exit(1);
         }
     };

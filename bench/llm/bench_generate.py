@@ -122,9 +122,11 @@ def main():
     ap.add_argument("--warmup", type=int, default=2)
     ap.add_argument("--prefill-logits", choices=["all", "last"], default="last",
                     help="export_causal_lm's prefill_logits (last: one row of logits back)")
-    ap.add_argument("--fused", choices=["on", "off", "both"], default="both",
+    ap.add_argument("--fused", choices=["on", "off", "both", "gemv", "gemv+on"], default="both",
                     help="export_causal_lm's fused plans (qkv+rope_cache_update, gate_up+swiglu, "
-                         "gemm_add residuals), the unfused per-op plans, or both (default)")
+                         "gemm_add residuals), the unfused per-op plans, or both (default); gemv: "
+                         "the decode plan with rms_norm_gemm and swiglu_gemm_add (fused='gemv'); "
+                         "gemv+on: that and the fused plans")
     ap.add_argument("--decode-outputs", default="next_token",
                     help="the decode plan's outputs (comma-separated: logits, next_token); "
                          "next_token: the greedy argmax on the GPU, as the PyTorch recipe does")
@@ -140,10 +142,12 @@ def main():
     model, how = make_model(cfg, dev)
     t_model = time.time() - t
     base = a.out or tempfile.mkdtemp(prefix="bench_generate_")
-    variants = {"on": [True], "off": [False], "both": [True, False]}[a.fused]
+    variants = {"on": [True], "off": [False], "both": [True, False], "gemv": ["gemv"],
+                "gemv+on": ["gemv", True]}[a.fused]
+    label = {True: "fused", False: "unfused", "gemv": "gemv"}
     dirs, t_exports = {}, {}
     for fused in variants:
-        d = dirs[fused] = os.path.join(base, "fused" if fused else "unfused")
+        d = dirs[fused] = os.path.join(base, label[fused])
         t = time.time()
         baton_export.export_causal_lm(model, d, max_seq_len=a.prompt + a.new, device="cuda:0",
                                       verbose=False, prefill_logits=a.prefill_logits,
@@ -158,14 +162,14 @@ def main():
     ctx = a.prompt + a.new / 2
     kv = 2 * L * ctx * Hkv * Dh * 2
     floor_ms = (wbytes + kv) / rate * 1e3
-    exp_s = ", ".join(f"{v:.1f} s {'fused' if k else 'unfused'}" for k, v in t_exports.items())
+    exp_s = ", ".join(f"{v:.1f} s {label[k]}" for k, v in t_exports.items())
     print(f"device {torch.cuda.get_device_name()}; model: {how}, {L} layers, bf16; built in "
           f"{t_model:.1f} s, exported in {exp_s}; weights {wbytes / 1e9:.2f} GB; "
           f"prefill logits: {a.prefill_logits}; decode outputs: {a.decode_outputs}")
     print(f"read rate {rate / 1e12:.2f} TB/s; decode floor at mean context {ctx:.0f}: "
           f"{floor_ms:.3f} ms/token (weights {wbytes / 1e9:.2f} GB + KV {kv / 1e6:.1f} MB)")
     res = {"device": torch.cuda.get_device_name(), "model": how, "export_s": t_export,
-           "export_s_by_variant": {("fused" if k else "unfused"): v for k, v in t_exports.items()},
+           "export_s_by_variant": {label[k]: v for k, v in t_exports.items()},
            "read_rate_Bps": rate, "floor_ms_per_token": floor_ms, "prompt": a.prompt,
            "new": a.new, "runs": []}
     for fused, mode in [(f, m) for f in variants for m in a.modes.split(",")]:
@@ -173,7 +177,7 @@ def main():
         f["fused"] = fused
         res["runs"].append(f)
         share = floor_ms / f["decode_ms_per_token"] if "decode_ms_per_token" in f else 0
-        print(f"{'fused' if fused else 'unfused':7s} {mode:9s} prefill {a.prompt} tokens "
+        print(f"{label[fused]:7s} {mode:9s} prefill {a.prompt} tokens "
               f"{f['prefill_ms']:8.3f} ms ({a.prompt / f['prefill_ms'] * 1e3:9.0f} tokens/s); "
               f"decode {f.get('decode_ms_per_token', float('nan')):.3f} ms/token ({share:.0%} of "
               f"the floor), {f.get('host_waits_per_token', float('nan')):.2f} host waits/token, "

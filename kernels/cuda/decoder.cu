@@ -1,5 +1,5 @@
 /* decoder.cu: the decoder ops on CUDA (embedding, rope, kv_cache_update, attention, silu_mul,
- * silu, gelu, softmax, cast, sample) and the decode GEMV of baton's own. Aimed at the memory
+ * silu, gelu, softmax, cast, sample). Aimed at the memory
  * roofline of an H100/H200 at batch 1: 16-byte loads wherever rows allow them, decode attention
  * split over the keys across a thread-block cluster whose partial softmaxes are combined through
  * distributed shared memory (no workspace, no second launch, a fixed order: the same bits every
@@ -1388,64 +1388,6 @@ __global__ void __launch_bounds__(SMP_THREADS)
     }
 }
 
-/* ---- the decode GEMV: y[n] = sum_k W[n, k] x[k], bf16 in and out, f32 accumulation --------------
- * A warp per R rows of W; lane l reads 16 bytes at k = 8 (32 i + l): a row of K = 2048 is 8 loads
- * per lane, UN of them issued before the first FMA (all 8 for one row a warp). x sits in shared
- * memory as f32. Each lane adds its products in k order and the warp adds the lanes in a fixed
- * butterfly: the same bits every run. */
-
-template <int R, int UN>
-__global__ void __launch_bounds__(256)
-    gemv_bf16_kernel(const __nv_bfloat16 *x, const __nv_bfloat16 *w, __nv_bfloat16 *y, long long n,
-                     long long k)
-{
-    extern __shared__ uint4 xs_raw[]; /* x as bf16: lane l reads bytes 16 l.., no bank conflict */
-    __nv_bfloat16 *xs = reinterpret_cast<__nv_bfloat16 *>(xs_raw);
-    for (long long i = threadIdx.x; i < k; i += blockDim.x)
-        xs[i] = x[i];
-    __syncthreads();
-    const int lane = threadIdx.x & 31;
-    const long long row0 = ((long long)blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5)) * R;
-    if (row0 >= n)
-        return;
-    float acc[R];
-#pragma unroll
-    for (int r = 0; r < R; r++)
-        acc[r] = 0.f;
-    for (long long k0 = (long long)lane * 8; k0 < k; k0 += 256LL * UN) {
-        U16<__nv_bfloat16> wv[R][UN];
-#pragma unroll
-        for (int r = 0; r < R; r++)
-#pragma unroll
-            for (int u = 0; u < UN; u++) {
-                const long long kk = k0 + 256LL * u;
-                if (kk < k && row0 + r < n)
-                    wv[r][u] = ld16_stream(w + (row0 + r) * k + kk);
-            }
-#pragma unroll
-        for (int u = 0; u < UN; u++) {
-            const long long kk = k0 + 256LL * u;
-            if (kk >= k)
-                break;
-            U16<__nv_bfloat16> xv;
-            *reinterpret_cast<uint4 *>(xv.v) = *reinterpret_cast<const uint4 *>(xs + kk);
-#pragma unroll
-            for (int r = 0; r < R; r++)
-                if (row0 + r < n)
-#pragma unroll
-                    for (int e = 0; e < 8; e++)
-                        acc[r] = fmaf(__bfloat162float(wv[r][u].v[e]), __bfloat162float(xv.v[e]),
-                                      acc[r]);
-        }
-    }
-#pragma unroll
-    for (int r = 0; r < R; r++) {
-        const float s = warp_sum(acc[r]);
-        if (lane == 0 && row0 + r < n)
-            y[row0 + r] = __float2bfloat16_rn(s);
-    }
-}
-
 } /* namespace dec */
 } /* namespace kcuda */
 
@@ -1991,23 +1933,4 @@ extern "C" int baton__kcuda_decoder_error_take(int device, int *step_out, char *
         "access was clamped and the result is not valid)",
         baton__dec_op_name(op), step, device, what, (long long)rec[1], (long long)rec[2],
         (long long)rec[3], range);
-}
-
-extern "C" int baton__kcuda_gemv_bf16(const void *x, const void *w, void *y, long long n,
-                                      long long k, void *stream)
-{
-    if (n < 1 || k < 8 || k % 8 || k > 24576 || ((uintptr_t)w & 15))
-        return (int)cudaErrorInvalidValue;
-    const int warps = 8;
-    const size_t smem = sizeof(__nv_bfloat16) * (size_t)k;
-    if (n >= 16384) {
-        const long long grid = (n + warps * 2 - 1) / (warps * 2);
-        gemv_bf16_kernel<2, 4><<<(unsigned)grid, warps * 32, smem, (cudaStream_t)stream>>>(
-            (const __nv_bfloat16 *)x, (const __nv_bfloat16 *)w, (__nv_bfloat16 *)y, n, k);
-    } else {
-        const long long grid = (n + warps - 1) / warps;
-        gemv_bf16_kernel<1, 8><<<(unsigned)grid, warps * 32, smem, (cudaStream_t)stream>>>(
-            (const __nv_bfloat16 *)x, (const __nv_bfloat16 *)w, (__nv_bfloat16 *)y, n, k);
-    }
-    return (int)cudaGetLastError();
 }
