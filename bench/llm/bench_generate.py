@@ -85,13 +85,16 @@ def read_rate(device):
     return best
 
 
-def run_generate(exe, d, prompt, new, mode, warmup):
+def run_generate(exe, d, prompt, new, mode, warmup, timeout):
     ids = ",".join(str((7 * i + 3) % 1000 + 1) for i in range(prompt))
     cmd = [exe, d, "--prompt", ids, "--max-new-tokens", str(new), "--gpu=cuda", f"--mode={mode}",
            "--warmup", str(warmup)]
-    r = subprocess.run(cmd, capture_output=True, text=True)
+    try:
+        r = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired:  # reported, and the other variants still run
+        return None, f"did not finish in {timeout} s"
     if r.returncode:
-        raise SystemExit(f"generate failed ({mode}): {r.stderr[-2000:]}")
+        return None, f"failed: {r.stderr[-2000:]}"
     e = r.stderr
     f = {"mode": mode}
     m = re.search(r"load\+prepare ([\d.]+) s, first token ([\d.]+) s", e)
@@ -109,7 +112,7 @@ def run_generate(exe, d, prompt, new, mode, warmup):
     m = re.search(r"after the first run (\d+) captures, (\d+) graph updates", e)
     if m:
         f["captures_after_first"], f["graph_updates_after_first"] = int(m.group(1)), int(m.group(2))
-    return f
+    return f, None
 
 
 def main():
@@ -130,6 +133,8 @@ def main():
     ap.add_argument("--decode-outputs", default="next_token",
                     help="the decode plan's outputs (comma-separated: logits, next_token); "
                          "next_token: the greedy argmax on the GPU, as the PyTorch recipe does")
+    ap.add_argument("--run-timeout", type=float, default=120,
+                    help="seconds a generate run may take before it is reported and skipped")
     ap.add_argument("--out", help="keep the exported plans here (default: a temporary folder)")
     ap.add_argument("--json", help="write the figures here")
     a = ap.parse_args()
@@ -173,7 +178,12 @@ def main():
            "read_rate_Bps": rate, "floor_ms_per_token": floor_ms, "prompt": a.prompt,
            "new": a.new, "runs": []}
     for fused, mode in [(f, m) for f in variants for m in a.modes.split(",")]:
-        f = run_generate(a.generate, dirs[fused], a.prompt, a.new, mode, a.warmup)
+        f, why = run_generate(a.generate, dirs[fused], a.prompt, a.new, mode, a.warmup,
+                              a.run_timeout)
+        if f is None:
+            print(f"{label[fused]:7s} {mode:9s} generate {why}", flush=True)
+            res["runs"].append({"mode": mode, "fused": fused, "error": why})
+            continue
         f["fused"] = fused
         res["runs"].append(f)
         share = floor_ms / f["decode_ms_per_token"] if "decode_ms_per_token" in f else 0
