@@ -392,8 +392,10 @@ static int fused(int op, const baton_exec_ctx *ctx, void **buffers, const char *
     a.prologue = rms ? BATON_GEMV_RMS : BATON_GEMV_SWIGLU;
     a.alpha = 1.0f;
     a.eps = (float)d.eps;
-    /* A kernel is not told which inputs are plan constants, so W waits for pdl_wait like x. */
-    a.w_const = 0;
+    /* W streams in before pdl_wait only when the runtime says it is a plan constant. */
+    const baton_sig_args *sg = ctx->sig;
+    a.w_const = sg && BATON_HAS_FIELD(sg, baton_sig_args, input_constant) && sg->input_constant &&
+                sg->input_constant[rms ? 2 : 1];
     a.variant = BATON_GEMV_AUTO;
     return baton__kcuda_gemv(ctx, &a);
 }
