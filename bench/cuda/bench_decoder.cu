@@ -10,7 +10,8 @@
  * N = 2048, 2560, 8192, 16384, 128256 with baton's own kernel (baton__kcuda_gemv) and the gemm
  * delegate (cuBLASLt), checked against each other.
  *
- * Usage: bench_decoder [--json FILE] [--reps N]. Prints a table; --json writes the results
+ * Usage: bench_decoder [--json FILE] [--reps N] [--only PREFIX] (the rows whose label starts with
+ * PREFIX, e.g. "attention prefill"). Prints a table; --json writes the results
  * (format "baton.bench_decoder", docs/bench_decoder.schema.json). */
 #include <math.h>
 #include <stdint.h>
@@ -35,6 +36,12 @@
 static cudaStream_t g_stream;
 static cudaDeviceProp g_prop;
 static int g_reps = 20;
+static const char *g_only; /* --only PREFIX: the rows whose label starts with it */
+
+static bool wanted(const char *label)
+{
+    return !g_only || !strncmp(label, g_only, strlen(g_only));
+}
 static baton_registry *g_reg;
 
 struct Result {
@@ -153,6 +160,8 @@ static void bench_op(const char *label, const char *target, std::vector<baton_te
                      std::vector<Fill> fills, baton_tensor_desc out, std::vector<baton_attr> attrs,
                      double bytes, bool warm = false, int max_k = 1024, bool alias0 = false)
 {
+    if (!wanted(label))
+        return;
     const baton_target *t = baton_registry_find(g_reg, target);
     if (!t) {
         fprintf(stderr, "bench_decoder: no target %s\n", target);
@@ -265,6 +274,8 @@ static baton_attr af(const char *n, double v)
 /* The decode GEMV: baton's kernel and the gemm delegate (cuBLASLt, trans_b) on the same W sets. */
 static void bench_gemv(int64_t N)
 {
+    if (!wanted("gemv"))
+        return;
     const int64_t K = 2048;
     const double wbytes = (double)(N * K * 2);
     const int sets = sets_for(wbytes, 64);
@@ -430,8 +441,10 @@ int main(int argc, char **argv)
             json = argv[++i];
         else if (!strcmp(argv[i], "--reps") && i + 1 < argc)
             g_reps = std::max(5, atoi(argv[++i]));
+        else if (!strcmp(argv[i], "--only") && i + 1 < argc)
+            g_only = argv[++i];
         else {
-            fprintf(stderr, "usage: bench_decoder [--json FILE] [--reps N]\n");
+            fprintf(stderr, "usage: bench_decoder [--json FILE] [--reps N] [--only PREFIX]\n");
             return 2;
         }
     }
@@ -510,7 +523,8 @@ int main(int argc, char **argv)
                  {fl, fl, fl, p}, td(BF, {T, H * DH}),
                  {ai("head_dim", DH), ai("n_heads", H), ai("n_kv_heads", HKV)},
                  (double)(T * HKV * DH * 2 * 2 + 2.0 * T * H * DH * 2), true, 8);
-        prefill_us.push_back({T, g_results.back().us});
+        if (wanted(label))
+            prefill_us.push_back({T, g_results.back().us});
     }
     for (int64_t N : {2048, 2560, 8192, 16384, 128256})
         bench_gemv(N);

@@ -1670,10 +1670,15 @@ static int attn_prefill_pick(const baton_exec_ctx *ctx, void **b, const baton_de
     int v = prefill_block_forced();
     if (v == PF_64X2 && !pairs)
         v = PF_AUTO;
-    if (v == PF_AUTO)
-        v = pairs                                                     ? PF_64X2
-            : (s.rows + 127) / 128 * d.n_heads >= 2LL * sm_count(ctx) ? PF_128X1
-                                                                      : PF_64X1;
+    if (v == PF_AUTO) {
+        /* When 64x2's blocks would all be resident at once (T = 1024 at Llama-3.2-1B's heads on
+         * an H200: 24.4 us against SDPA's 22.8), the block of the longest rows, mostly alone on
+         * its SM, is the critical path; 64x1 halves that block (not yet timed there). */
+        const long long sms2 = 2LL * sm_count(ctx);
+        v = pairs && (s.rows + 63) / 64 * (d.n_heads / 2) > sms2 ? PF_64X2
+            : !pairs && (s.rows + 127) / 128 * d.n_heads >= sms2 ? PF_128X1
+                                                                 : PF_64X1;
+    }
     switch (v) {
     case PF_64X2: return attn_prefill<T, 64, 2, 2>(ctx, b, d, s);
     case PF_128X1: return attn_prefill<T, 64, 2, 1>(ctx, b, d, s);
