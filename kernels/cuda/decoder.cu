@@ -96,6 +96,8 @@ __global__ void embedding_kernel(const I *ids, const char *table, char *out, lon
                                  long long V, long long row_bytes, long long chunks, int step)
 {
     const long long b = blockIdx.x, r = b / chunks, c = b % chunks;
+    pdl_wait(); /* ids and the table may be a predecessor's outputs */
+    pdl_trigger();
     long long id = ld_idx(ids, r);
     if (id < 0 || id >= V) {
         if (c == 0 && threadIdx.x == 0)
@@ -118,126 +120,167 @@ __global__ void embedding_kernel(const I *ids, const char *table, char *out, lon
 /* ---- rope ---------------------------------------------------------------------------------------
  */
 
-/* Block per row: cos and sin of the row's position for each of the head_dim / 2 frequencies go to
- * shared memory (in double, so fast-math's sin does not lose large angles), then every head's
- * pairs are turned, E elements per thread where the layout allows. */
-template <typename T, int E>
-__global__ void rope_kernel(const T *x, const void *pos, int pos64, const float *inv_freq, T *y,
-                            long long F, int Dh, int interleaved, double scale,
-                            long long rows_total, long long xstride, long long ystride,
-                            long long cache_rows, int step)
+/* A rope launch is one to three parts, each a block per row: rope's x into y; or
+ * rope_cache_update's q part into q, its k part into k_cache at the row's position and its v part
+ * copied (no rotation) into v_cache at the position, in one launch. */
+struct RopePart {
+    const void *x; /* row r at x + r * xstride elements */
+    void *y;       /* row r at y + r * ystride, or (cache_rows > 0) at positions[r] * ystride */
+    long long F;   /* elements of a row: heads * head_dim */
+    long long xstride, ystride, cache_rows;
+    int rotate; /* 0: copied as is */
+};
+struct RopeArgs {
+    RopePart part[3];
+    int nparts;
+    const void *pos;
+    int pos64;
+    const float *inv_freq;
+    int Dh, interleaved;
+    double scale;
+    int step;
+};
+
+/* RU rounds of units a thread loads before it waits for the position: the row's loads, the
+ * position's and inv_freq's are in flight together, then cos and sin of the row's position for
+ * each of the head_dim / 2 frequencies go to shared memory (in double for f64 data, else from HF's
+ * f32 angle reduced in double), then the pairs are turned, E elements per thread where the layout
+ * allows. One memory latency before the stores at decode size, where loading x after the table
+ * took two (1.9x the copy of the same bytes). */
+template <typename T, int E, int RU> __global__ void rope_kernel(const RopeArgs a)
 {
-    /* x's row r at r * xstride; y's at r * ystride, or (cache_rows > 0: rope_cache_update's k)
-     * at positions[r] * ystride of a cache of cache_rows rows, a row outside it dropped */
     using A = typename Acc<T>::A;
+    constexpr int EA = E > 1 ? E : 2; /* elements a unit holds: a pair at least (interleaved) */
     extern __shared__ __align__(16) unsigned char smem_raw[];
-    A *cs = reinterpret_cast<A *>(smem_raw), *sn = cs + Dh / 2;
-    const long long r = blockIdx.x;
-    if (r >= rows_total)
-        return;
-    const long long p = pos64 ? ((const long long *)pos)[r] : ((const int *)pos)[r];
-    const int half = Dh / 2;
-    for (int i = threadIdx.x; i < half; i += blockDim.x) {
-        if constexpr (sizeof(T) == 8) {
-            double s, c;
-            sincos((double)p * (double)inv_freq[i], &s, &c);
-            cs[i] = (A)(c * scale);
-            sn[i] = (A)(s * scale);
-        } else {
-            /* HF's f32 angle, reduced to [-pi, pi] in double (a few FP64 operations, exact
-             * enough for any position), then the fast f32 sincos, accurate on that range */
-            const double ang = (double)__fmul_rn((float)p, inv_freq[i]);
-            const double k = rint(ang * 0.15915494309189535);
-            const float r = (float)fma(-k, 6.283185307179586, ang);
-            float s, c;
-            __sincosf(r, &s, &c);
-            cs[i] = (A)(c * (float)scale);
-            sn[i] = (A)(s * (float)scale);
+    const int Dh = a.Dh, half = Dh / 2;
+    A *cs = reinterpret_cast<A *>(smem_raw), *sn = cs + half;
+    const int pi = (int)(blockIdx.x % (unsigned)a.nparts);
+    const long long r = blockIdx.x / (unsigned)a.nparts;
+    const RopePart P = pi == 0 ? a.part[0] : pi == 1 ? a.part[1] : a.part[2];
+    const int mode = !P.rotate ? 2 : a.interleaved; /* 0 rotate_half, 1 interleaved, 2 copy */
+    const int per_head = half / E;                  /* rotate_half: units of E pairs a head */
+    const long long units = mode == 0 ? (P.F / Dh) * per_head : mode == 1 ? P.F / EA : P.F / E;
+    const T *xr = (const T *)P.x + r * P.xstride;
+    pdl_wait(); /* x, positions and inv_freq may be a predecessor's outputs */
+    pdl_trigger();
+    long long p = -1;
+    bool drop = false;
+    T *yr = (T *)P.y + r * P.ystride;
+    for (long long u0 = 0; u0 < units; u0 += (long long)RU * blockDim.x) {
+        T va[RU][EA], vb[RU][EA];
+        long long off[RU];
+        int i0[RU];
+#pragma unroll
+        for (int k = 0; k < RU; k++) {
+            const long long u = u0 + (long long)k * blockDim.x + threadIdx.x;
+            off[k] = -1;
+            if (u >= units)
+                continue;
+            if (mode == 0) {
+                const long long h = u / per_head;
+                i0[k] = (int)(u - h * per_head) * E;
+                off[k] = h * Dh + i0[k];
+            } else if (mode == 1) {
+                off[k] = u * EA;
+                i0[k] = (int)((off[k] % Dh) / 2);
+            } else {
+                off[k] = u * E;
+                i0[k] = 0;
+            }
+            if (E > 1) {
+                const U16<T> ua = ld16(xr + off[k]);
+#pragma unroll
+                for (int e = 0; e < E; e++)
+                    va[k][e] = ua.v[e];
+                if (mode == 0) {
+                    const U16<T> ub = ld16(xr + off[k] + half);
+#pragma unroll
+                    for (int e = 0; e < E; e++)
+                        vb[k][e] = ub.v[e];
+                }
+            } else {
+                va[k][0] = xr[off[k]];
+                if (mode != 2)
+                    vb[k][0] = xr[off[k] + (mode == 0 ? half : 1)];
+            }
         }
-    }
-    __syncthreads();
-    const T *xr = x + r * xstride;
-    T *yr = y + r * ystride;
-    if (cache_rows > 0) {
-        if (p < 0 || p >= cache_rows) {
-            if (threadIdx.x == 0)
-                record(DEC_ROPE_CACHE_UPDATE, step, r, p, cache_rows);
+        if (u0 == 0) { /* block-uniform: the position, the table, and where the row goes */
+            p = a.pos64 ? ((const long long *)a.pos)[r] : ((const int *)a.pos)[r];
+            if (mode != 2) {
+                for (int i = threadIdx.x; i < half; i += blockDim.x) {
+                    if constexpr (sizeof(T) == 8) {
+                        double sv, cv;
+                        sincos((double)p * (double)a.inv_freq[i], &sv, &cv);
+                        cs[i] = (A)(cv * a.scale);
+                        sn[i] = (A)(sv * a.scale);
+                    } else {
+                        /* HF's f32 angle, reduced to [-pi, pi] in double (a few FP64
+                         * operations, exact enough for any position), then the fast f32
+                         * sincos, accurate on that range */
+                        const double ang = (double)__fmul_rn((float)p, a.inv_freq[i]);
+                        const double kk = rint(ang * 0.15915494309189535);
+                        const float rr = (float)fma(-kk, 6.283185307179586, ang);
+                        float sv, cv;
+                        __sincosf(rr, &sv, &cv);
+                        cs[i] = (A)(cv * (float)a.scale);
+                        sn[i] = (A)(sv * (float)a.scale);
+                    }
+                }
+                __syncthreads();
+            }
+            if (P.cache_rows > 0) {
+                if (p < 0 || p >= P.cache_rows) {
+                    if (threadIdx.x == 0 && mode != 2)
+                        record(DEC_ROPE_CACHE_UPDATE, a.step, r, p, P.cache_rows);
+                    drop = true; /* a write outside the cache is dropped */
+                }
+                yr = (T *)P.y + p * P.ystride;
+            }
+        }
+        if (drop)
             return;
-        }
-        yr = y + p * ystride;
-    }
-    const long long heads = F / Dh;
-    if (!interleaved) {
-        const int per_head = half / E; /* units of E pairs */
-        const long long units = heads * per_head;
-        for (long long u = threadIdx.x; u < units; u += blockDim.x) {
-            const long long h = u / per_head;
-            const int i0 = (int)(u % per_head) * E;
-            const long long b = h * Dh + i0;
-            T a[E], c2[E];
-            if (E > 1) {
-                U16<T> ua = ld16(xr + b), ub = ld16(xr + b + half);
+#pragma unroll
+        for (int k = 0; k < RU; k++) {
+            if (off[k] < 0)
+                continue;
+            if (mode == 0) {
 #pragma unroll
                 for (int e = 0; e < E; e++) {
-                    a[e] = ua.v[e];
-                    c2[e] = ub.v[e];
+                    const A x1 = ld_a<A>(va[k][e]), x2 = ld_a<A>(vb[k][e]);
+                    const A c = cs[i0[k] + e], sv = sn[i0[k] + e];
+                    va[k][e] = from_acc<T>(x1 * c - x2 * sv);
+                    vb[k][e] = from_acc<T>(x2 * c + x1 * sv);
                 }
-            } else {
-                a[0] = xr[b];
-                c2[0] = xr[b + half];
-            }
-#pragma unroll
-            for (int e = 0; e < E; e++) {
-                const A x1 = ld_a<A>(a[e]), x2 = ld_a<A>(c2[e]);
-                a[e] = from_acc<T>(x1 * cs[i0 + e] - x2 * sn[i0 + e]);
-                c2[e] = from_acc<T>(x2 * cs[i0 + e] + x1 * sn[i0 + e]);
-            }
-            if (E > 1) {
-                U16<T> ua, ub;
-#pragma unroll
-                for (int e = 0; e < E; e++) {
-                    ua.v[e] = a[e];
-                    ub.v[e] = c2[e];
+            } else if (mode == 1) {
+                if (E == 1) {
+                    va[k][1] = vb[k][0];
                 }
-                st16(yr + b, ua);
-                st16(yr + b + half, ub);
-            } else {
-                yr[b] = a[0];
-                yr[b + half] = c2[0];
-            }
-        }
-    } else {
-        /* E consecutive elements hold E/2 pairs (E even), or one element of a pair (E == 1). */
-        const int EP = E > 1 ? E : 2;
-        const long long units = F / EP;
-        for (long long u = threadIdx.x; u < units; u += blockDim.x) {
-            const long long b = u * EP;
-            const int i0 = (int)((b % Dh) / 2);
-            T a[EP];
-            if (E > 1) {
-                U16<T> ua = ld16(xr + b);
 #pragma unroll
-                for (int e = 0; e < EP; e++)
-                    a[e] = ua.v[e];
-            } else {
-                a[0] = xr[b];
-                a[1] = xr[b + 1];
-            }
-#pragma unroll
-            for (int e = 0; e < EP / 2; e++) {
-                const A x0 = ld_a<A>(a[2 * e]), x1 = ld_a<A>(a[2 * e + 1]);
-                a[2 * e] = from_acc<T>(x0 * cs[i0 + e] - x1 * sn[i0 + e]);
-                a[2 * e + 1] = from_acc<T>(x1 * cs[i0 + e] + x0 * sn[i0 + e]);
+                for (int e = 0; e < EA / 2; e++) {
+                    const A x0 = ld_a<A>(va[k][2 * e]), x1 = ld_a<A>(va[k][2 * e + 1]);
+                    const A c = cs[i0[k] + e], sv = sn[i0[k] + e];
+                    va[k][2 * e] = from_acc<T>(x0 * c - x1 * sv);
+                    va[k][2 * e + 1] = from_acc<T>(x1 * c + x0 * sv);
+                }
             }
             if (E > 1) {
                 U16<T> ua;
 #pragma unroll
-                for (int e = 0; e < EP; e++)
-                    ua.v[e] = a[e];
-                st16(yr + b, ua);
+                for (int e = 0; e < E; e++)
+                    ua.v[e] = va[k][e];
+                st16(yr + off[k], ua);
+                if (mode == 0) {
+#pragma unroll
+                    for (int e = 0; e < E; e++)
+                        ua.v[e] = vb[k][e];
+                    st16(yr + off[k] + half, ua);
+                }
             } else {
-                yr[b] = a[0];
-                yr[b + 1] = a[1];
+                yr[off[k]] = va[k][0];
+                if (mode == 0)
+                    yr[off[k] + half] = vb[k][0];
+                else if (mode == 1)
+                    yr[off[k] + 1] = va[k][1];
             }
         }
     }
@@ -253,6 +296,14 @@ __global__ void kv_update_kernel(char *cache, const char *nw, const I *pos, long
 {
     /* new's row r at r * src_stride bytes (rope_cache_update's v inside qkv) */
     const long long b = blockIdx.x, r = b / chunks, c = b % chunks;
+    pdl_wait();
+    pdl_trigger();
+    const char *src = nw + r * src_stride;
+    /* the row's bytes do not depend on the position: loaded before it, so one memory latency */
+    const long long k = (c * blockDim.x + threadIdx.x) * 16;
+    uint4 v = make_uint4(0, 0, 0, 0);
+    if (vec && k < row_bytes)
+        v = __ldcs(reinterpret_cast<const uint4 *>(src + k));
     const long long p = ld_idx(pos, r);
     if (p < 0 || p >= S) {
         if (c == 0 && threadIdx.x == 0)
@@ -260,15 +311,13 @@ __global__ void kv_update_kernel(char *cache, const char *nw, const I *pos, long
         return; /* a write outside the cache is dropped, not clamped onto a real row */
     }
     char *dst = cache + p * row_bytes;
-    const char *src = nw + r * src_stride;
     if (vec) {
-        const long long k = (c * blockDim.x + threadIdx.x) * 16;
         if (k < row_bytes)
-            *reinterpret_cast<uint4 *>(dst + k) = __ldg(reinterpret_cast<const uint4 *>(src + k));
+            *reinterpret_cast<uint4 *>(dst + k) = v;
     } else {
-        for (long long k = c * blockDim.x * 16 + threadIdx.x;
-             k < (c + 1) * blockDim.x * 16 && k < row_bytes; k += blockDim.x)
-            dst[k] = src[k];
+        for (long long j = c * blockDim.x * 16 + threadIdx.x;
+             j < (c + 1) * blockDim.x * 16 && j < row_bytes; j += blockDim.x)
+            dst[j] = src[j];
     }
 }
 
@@ -719,17 +768,48 @@ template <typename T> __device__ __forceinline__ void st8(T *p, const T (&v)[8])
         reinterpret_cast<uint4 *>(p)[k] = reinterpret_cast<const uint4 *>(v)[k];
 }
 
+/* Units (8 elements) in flight per thread in the grid-stride loops below: as many 16-byte loads
+ * per input as the copy floor (bench/cuda/copy_kernels.cuh: copy16<4>) keeps in flight, since at
+ * one load per thread a cast of 197 MB ran at 1.45x the copy's time. */
+template <typename T> __host__ __device__ constexpr int units_in_flight()
+{
+    return sizeof(T) <= 2 ? 4 : sizeof(T) == 4 ? 2 : 1;
+}
+
 /* swiglu: y[r, c] = silu(gu[r, c]) * gu[r, F + c], with silu_mul's arithmetic (act_f), so the
  * same bits; 8 elements a unit when F is a multiple of 8 and the rows start on 16 bytes. */
 template <typename T>
 __global__ void swiglu_kernel(const T *gu, T *y, long long n, long long F, int vec)
 {
     using A = typename Acc<T>::A;
+    constexpr int U = units_in_flight<T>();
+    pdl_wait(); /* gu may be a predecessor's output */
+    pdl_trigger();
     const long long stride = (long long)gridDim.x * blockDim.x;
-    const long long t0 = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    long long u = (long long)blockIdx.x * blockDim.x + threadIdx.x;
     if (vec) {
-        for (long long u = t0; u < n / 8; u += stride) {
-            const long long i = u * 8, r = i / F, c = i % F;
+        const long long units = n / 8, Fu = F / 8;
+        for (; u + (U - 1) * stride < units; u += U * stride) {
+            alignas(16) T va[U][8];
+            alignas(16) T vb[U][8];
+#pragma unroll
+            for (int j = 0; j < U; j++) {
+                const long long w = u + j * stride, r = w / Fu, c = (w - r * Fu) * 8;
+                ld8(gu + r * 2 * F + c, va[j]);
+                ld8(gu + r * 2 * F + F + c, vb[j]);
+            }
+#pragma unroll
+            for (int j = 0; j < U; j++) {
+                alignas(16) T vy[8];
+#pragma unroll
+                for (int e = 0; e < 8; e++)
+                    vy[e] =
+                        from_acc<T>(act_f<A, ACT_SILU_MUL>(ld_a<A>(va[j][e]), ld_a<A>(vb[j][e])));
+                st8(y + (u + j * stride) * 8, vy);
+            }
+        }
+        for (; u < units; u += stride) {
+            const long long r = u / Fu, c = (u - r * Fu) * 8;
             alignas(16) T va[8];
             alignas(16) T vb[8];
             alignas(16) T vy[8];
@@ -738,10 +818,10 @@ __global__ void swiglu_kernel(const T *gu, T *y, long long n, long long F, int v
 #pragma unroll
             for (int e = 0; e < 8; e++)
                 vy[e] = from_acc<T>(act_f<A, ACT_SILU_MUL>(ld_a<A>(va[e]), ld_a<A>(vb[e])));
-            st8(y + i, vy);
+            st8(y + u * 8, vy);
         }
     } else {
-        for (long long i = t0; i < n; i += stride) {
+        for (long long i = u; i < n; i += stride) {
             const long long r = i / F, c = i % F;
             y[i] = from_acc<T>(
                 act_f<A, ACT_SILU_MUL>(ld_a<A>(gu[r * 2 * F + c]), ld_a<A>(gu[r * 2 * F + F + c])));
@@ -753,27 +833,49 @@ template <typename TI, typename TO, int K>
 __global__ void act_kernel(const TI *a, const TI *b, TO *y, long long n, int vec)
 {
     using A = typename Acc<TI>::A;
+    constexpr int U = units_in_flight<TI>();
+    pdl_wait(); /* a and b may be a predecessor's outputs */
+    pdl_trigger();
     const long long stride = (long long)gridDim.x * blockDim.x;
-    const long long t0 = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    long long u = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    auto apply = [](const TI(&va)[8], const TI(&vb)[8], TO(&vy)[8]) {
+#pragma unroll
+        for (int e = 0; e < 8; e++) {
+            const A x = ld_a<A>(va[e]);
+            const A z = K == ACT_SILU_MUL ? ld_a<A>(vb[e]) : (A)0;
+            vy[e] = from_acc<TO>(act_f<A, K>(x, z));
+        }
+    };
     if (vec) {
         const long long units = n / 8;
-        for (long long u = t0; u < units; u += stride) {
+        for (; u + (U - 1) * stride < units; u += U * stride) {
+            alignas(16) TI va[U][8];
+            alignas(16) TI vb[U][8];
+#pragma unroll
+            for (int j = 0; j < U; j++) {
+                ld8(a + (u + j * stride) * 8, va[j]);
+                if (K == ACT_SILU_MUL)
+                    ld8(b + (u + j * stride) * 8, vb[j]);
+            }
+#pragma unroll
+            for (int j = 0; j < U; j++) {
+                alignas(16) TO vy[8];
+                apply(va[j], vb[j], vy);
+                st8(y + (u + j * stride) * 8, vy);
+            }
+        }
+        for (; u < units; u += stride) {
             alignas(16) TI va[8];
             alignas(16) TI vb[8];
             alignas(16) TO vy[8];
             ld8(a + u * 8, va);
             if (K == ACT_SILU_MUL)
                 ld8(b + u * 8, vb);
-#pragma unroll
-            for (int e = 0; e < 8; e++) {
-                const A x = ld_a<A>(va[e]);
-                const A z = K == ACT_SILU_MUL ? ld_a<A>(vb[e]) : (A)0;
-                vy[e] = from_acc<TO>(act_f<A, K>(x, z));
-            }
+            apply(va, vb, vy);
             st8(y + u * 8, vy);
         }
     } else {
-        for (long long i = t0; i < n; i += stride) {
+        for (long long i = u; i < n; i += stride) {
             const A x = ld_a<A>(a[i]);
             const A z = K == ACT_SILU_MUL ? ld_a<A>(b[i]) : (A)0;
             y[i] = from_acc<TO>(act_f<A, K>(x, z));
@@ -785,8 +887,11 @@ __global__ void act_kernel(const TI *a, const TI *b, TO *y, long long n, int vec
 template <typename TI, typename TO>
 __global__ void cast_kernel(const TI *x, TO *y, long long n, int vec)
 {
+    constexpr int U = units_in_flight<TI>();
+    pdl_wait(); /* x may be a predecessor's output */
+    pdl_trigger();
     const long long stride = (long long)gridDim.x * blockDim.x;
-    const long long t0 = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    long long u = (long long)blockIdx.x * blockDim.x + threadIdx.x;
     auto cv = [](TI v) -> TO {
         if constexpr (sizeof(TI) == 8 && sizeof(TO) == 8)
             return v;
@@ -796,7 +901,22 @@ __global__ void cast_kernel(const TI *x, TO *y, long long n, int vec)
             return from_f<TO>(to_f(v));
     };
     if (vec) {
-        for (long long u = t0; u < n / 8; u += stride) {
+        const long long units = n / 8;
+        for (; u + (U - 1) * stride < units; u += U * stride) {
+            alignas(16) TI v[U][8];
+#pragma unroll
+            for (int j = 0; j < U; j++)
+                ld8(x + (u + j * stride) * 8, v[j]);
+#pragma unroll
+            for (int j = 0; j < U; j++) {
+                alignas(16) TO w[8];
+#pragma unroll
+                for (int e = 0; e < 8; e++)
+                    w[e] = cv(v[j][e]);
+                st8(y + (u + j * stride) * 8, w);
+            }
+        }
+        for (; u < units; u += stride) {
             alignas(16) TI v[8];
             alignas(16) TO w[8];
             ld8(x + u * 8, v);
@@ -806,7 +926,7 @@ __global__ void cast_kernel(const TI *x, TO *y, long long n, int vec)
             st8(y + u * 8, w);
         }
     } else {
-        for (long long i = t0; i < n; i += stride)
+        for (long long i = u; i < n; i += stride)
             y[i] = cv(x[i]);
     }
 }
@@ -1253,9 +1373,17 @@ using namespace kcuda::dec;
     if (rc)                                                                                        \
     return rc
 
-static int blocks_for(const baton_exec_ctx *ctx, long long work, int threads)
+/* The grid of a grid-stride kernel over `work` items, a thread each: one block per `threads`
+ * items up to one full wave of the kernel's resident blocks (a second partial wave would leave
+ * SMs idle at its end). */
+static int wave_grid(const baton_exec_ctx *ctx, const void *kernel, long long work, int threads)
 {
-    long long b = (work + threads - 1) / threads, cap = 16LL * sm_count(ctx);
+    int per_sm = 0;
+    if (occupancy(ctx, kernel, threads, 0, &per_sm) != cudaSuccess || per_sm < 1) {
+        (void)cudaGetLastError();
+        per_sm = 2048 / threads;
+    }
+    long long b = (work + threads - 1) / threads, cap = (long long)per_sm * sm_count(ctx);
     return (int)(b < 1 ? 1 : b > cap ? cap : b);
 }
 
@@ -1291,6 +1419,37 @@ extern "C" int baton__kcuda_embedding(const baton_exec_ctx *ctx, void **buffers,
                         st);
 }
 
+/* Launches the rope kernel over rows x a.nparts blocks: 16-byte units where every part's rows
+ * allow them, a thread for each of the widest part's units (up to 256). */
+template <typename T>
+static int rope_launch(const baton_exec_ctx *ctx, const char *what, RopeArgs &a, long long rows,
+                       bool vec)
+{
+    constexpr int E = 16 / (int)sizeof(T);
+    const size_t smem = sizeof(typename Acc<T>::A) * (size_t)a.Dh;
+    if (smem > 48 * 1024)
+        return baton__ctx_fail(ctx, BATON_EINVAL,
+                               "%s: head_dim %d is too large for the CUDA kernel", what, (int)a.Dh);
+    if (rows * a.nparts > 0x7fffffffLL)
+        return baton__ctx_fail(ctx, BATON_EINVAL, "%s: %lld rows are too many for one launch", what,
+                               (long long)rows);
+    if (rows == 0)
+        return 0;
+    long long units = 0;
+    for (int i = 0; i < a.nparts; i++) {
+        const long long u = (a.part[i].F + (vec ? E - 1 : 0)) / (vec ? E : 1);
+        units = u > units ? u : units;
+    }
+    if (!a.interleaved)
+        units = (units + 1) / 2; /* rotate_half: a unit holds both halves' elements */
+    int threads = (int)((units + 31) / 32) * 32; /* a unit a thread, RU where that is over 256 */
+    threads = threads < 32 ? 32 : threads > 256 ? 256 : threads;
+    const unsigned grid = (unsigned)(rows * a.nparts);
+    if (vec)
+        return launch(ctx, what, rope_kernel<T, E, 2>, grid, threads, smem, 1, a);
+    return launch(ctx, what, rope_kernel<T, 1, 2>, grid, threads, smem, 1, a);
+}
+
 template <typename T>
 static int rope_typed(const baton_exec_ctx *ctx, void **b, const baton_decoder_desc &d,
                       const dec_shape &s)
@@ -1299,42 +1458,31 @@ static int rope_typed(const baton_exec_ctx *ctx, void **b, const baton_decoder_d
     const int il = (d.flags & DEC_FLAG_INTERLEAVED) != 0, half = d.head_dim / 2;
     const bool vec =
         al16(b[0]) && al16(b[3]) && (il ? d.head_dim % E == 0 && E % 2 == 0 : half % E == 0);
-    const size_t smem = sizeof(typename Acc<T>::A) * (size_t)d.head_dim;
-    if (smem > 48 * 1024)
-        return baton__ctx_fail(ctx, BATON_EINVAL,
-                               "rope: head_dim %d is too large for the CUDA kernel",
-                               (int)d.head_dim);
-    if (s.rows > 0x7fffffffLL)
-        return baton__ctx_fail(ctx, BATON_EINVAL, "rope: too many rows for one launch");
-    const int threads = 128;
-    const int p64 = s.idx_dt == BATON_DTYPE_I64;
-    if (vec)
-        return launch(ctx, "rope", rope_kernel<T, E>, (unsigned)s.rows, threads, smem, 1,
-                      (const T *)b[0], (const void *)b[1], p64, (const float *)b[2], (T *)b[3],
-                      (long long)s.F, (int)d.head_dim, il, d.scale, (long long)s.rows,
-                      (long long)s.F, (long long)s.F, 0LL, ctx->step_index);
-    return launch(ctx, "rope", rope_kernel<T, 1>, (unsigned)s.rows, threads, smem, 1,
-                  (const T *)b[0], (const void *)b[1], p64, (const float *)b[2], (T *)b[3],
-                  (long long)s.F, (int)d.head_dim, il, d.scale, (long long)s.rows, (long long)s.F,
-                  (long long)s.F, 0LL, ctx->step_index);
+    RopeArgs a;
+    memset(&a, 0, sizeof a);
+    a.part[0] = RopePart{b[0], b[3], (long long)s.F, (long long)s.F, (long long)s.F, 0LL, 1};
+    a.nparts = 1;
+    a.pos = b[1];
+    a.pos64 = s.idx_dt == BATON_DTYPE_I64;
+    a.inv_freq = (const float *)b[2];
+    a.Dh = (int)d.head_dim;
+    a.interleaved = il;
+    a.scale = d.scale;
+    a.step = ctx->step_index;
+    return rope_launch<T>(ctx, "rope", a, (long long)s.rows, vec);
 }
 
 /* rope_cache_update: rope of qkv's q part into q, of its k part into k_cache at the positions,
- * and its v part copied into v_cache: the rope kernel's and the cache update's own code, so the
- * bits of rope then kv_cache_update. Three launches, no intermediate tensor. */
+ * and its v part copied into v_cache: the rope kernel's arithmetic, so the bits of rope then
+ * kv_cache_update, in one launch and no intermediate tensor. */
 template <typename T>
 static int rope_cache_typed(const baton_exec_ctx *ctx, void **b, const baton_decoder_desc &d,
                             const dec_shape &s)
 {
     constexpr int E = 16 / (int)sizeof(T);
     const int il = (d.flags & DEC_FLAG_INTERLEAVED) != 0, half = d.head_dim / 2;
-    const size_t smem = sizeof(typename Acc<T>::A) * (size_t)d.head_dim;
-    if (s.rows > 0x7fffffffLL)
-        return baton__ctx_fail(ctx, BATON_EINVAL,
-                               "rope_cache_update: too many rows for one launch");
     const T *qkv = (const T *)b[0];
-    T *q = (T *)b[5], *kc = (T *)b[6];
-    char *vc = (char *)b[7];
+    T *q = (T *)b[5], *kc = (T *)b[6], *vc = (T *)b[7];
     const size_t esz = sizeof(T);
     cudaStream_t st = (cudaStream_t)ctx->stream;
     const long long kbytes = s.KF * (long long)esz;
@@ -1345,40 +1493,25 @@ static int rope_cache_typed(const baton_exec_ctx *ctx, void **b, const baton_dec
         cudaMemcpyAsync(vc, b[4], (size_t)(kbytes * s.S), cudaMemcpyDeviceToDevice, st))
         return baton__ctx_fail(ctx, BATON_ECUDA, "rope_cache_update: cudaMemcpyAsync failed");
     /* 16-byte units only where every row of qkv, q and the caches starts on 16 bytes */
-    const bool vec = al16(qkv) && al16(q) && al16(kc) && (s.QKV * (long long)esz) % 16 == 0 &&
+    const bool vec = al16(qkv) && al16(q) && al16(kc) && al16(vc) &&
+                     (s.QKV * (long long)esz) % 16 == 0 &&
                      (il ? d.head_dim % E == 0 && E % 2 == 0 : half % E == 0);
-    const int p64 = s.idx_dt == BATON_DTYPE_I64;
-    const int threads = 128;
-    int rc;
-    auto rope = [&](const T *x, T *y, long long F, long long ystride, long long cache_rows) {
-        return vec ? launch(ctx, "rope_cache_update", rope_kernel<T, E>, (unsigned)s.rows, threads,
-                            smem, 1, x, (const void *)b[1], p64, (const float *)b[2], y, F,
-                            (int)d.head_dim, il, d.scale, (long long)s.rows, (long long)s.QKV,
-                            ystride, cache_rows, ctx->step_index)
-                   : launch(ctx, "rope_cache_update", rope_kernel<T, 1>, (unsigned)s.rows, threads,
-                            smem, 1, x, (const void *)b[1], p64, (const float *)b[2], y, F,
-                            (int)d.head_dim, il, d.scale, (long long)s.rows, (long long)s.QKV,
-                            ystride, cache_rows, ctx->step_index);
-    };
-    if ((rc = rope(qkv, q, s.F, s.F, 0)) || (rc = rope(qkv + s.F, kc, s.KF, s.KF, s.S)))
-        return rc;
-    const char *vsrc = (const char *)(qkv + s.F + s.KF);
-    const long long src_stride = s.QKV * (long long)esz;
-    const int vv = kbytes % 16 == 0 && src_stride % 16 == 0 && al16(vsrc) && al16(vc);
-    const int vthreads = 256;
-    const long long chunks = (kbytes + vthreads * 16LL - 1) / (vthreads * 16LL);
-    if (s.rows * chunks > 0x7fffffffLL)
-        return baton__ctx_fail(ctx, BATON_EINVAL,
-                               "rope_cache_update: too many rows for one launch");
-    if (s.idx_dt == BATON_DTYPE_I32)
-        return launch(ctx, "rope_cache_update", kv_update_kernel<int>, (unsigned)(s.rows * chunks),
-                      vthreads, 0, 1, vc, vsrc, (const int *)b[1], (long long)s.rows,
-                      (long long)s.S, kbytes, chunks, vv, ctx->step_index, src_stride,
-                      (int)DEC_ROPE_CACHE_UPDATE);
-    return launch(ctx, "rope_cache_update", kv_update_kernel<long long>,
-                  (unsigned)(s.rows * chunks), vthreads, 0, 1, vc, vsrc, (const long long *)b[1],
-                  (long long)s.rows, (long long)s.S, kbytes, chunks, vv, ctx->step_index,
-                  src_stride, (int)DEC_ROPE_CACHE_UPDATE);
+    RopeArgs a;
+    memset(&a, 0, sizeof a);
+    a.part[0] = RopePart{qkv, q, (long long)s.F, (long long)s.QKV, (long long)s.F, 0LL, 1};
+    a.part[1] = RopePart{qkv + s.F,      kc, (long long)s.KF, (long long)s.QKV, (long long)s.KF,
+                         (long long)s.S, 1};
+    a.part[2] = RopePart{qkv + s.F + s.KF, vc, (long long)s.KF, (long long)s.QKV, (long long)s.KF,
+                         (long long)s.S,   0};
+    a.nparts = 3;
+    a.pos = b[1];
+    a.pos64 = s.idx_dt == BATON_DTYPE_I64;
+    a.inv_freq = (const float *)b[2];
+    a.Dh = (int)d.head_dim;
+    a.interleaved = il;
+    a.scale = d.scale;
+    a.step = ctx->step_index;
+    return rope_launch<T>(ctx, "rope_cache_update", a, (long long)s.rows, vec);
 }
 
 extern "C" int baton__kcuda_rope_cache_update(const baton_exec_ctx *ctx, void **buffers,
@@ -1536,7 +1669,8 @@ static int act_launch(const baton_exec_ctx *ctx, void **b, const dec_shape &s, i
     const int vec =
         s.n % 8 == 0 && al16(b[0]) && al16(b[binary ? 2 : 1]) && (!binary || al16(b[1]));
     const int threads = 256;
-    const int grid = blocks_for(ctx, vec ? s.n / 8 : s.n, threads);
+    const int grid =
+        wave_grid(ctx, (const void *)act_kernel<TI, TO, K>, vec ? s.n / 8 : s.n, threads);
     return launch(ctx, "elementwise", act_kernel<TI, TO, K>, (unsigned)grid, threads, 0, 1,
                   (const TI *)b[0], binary ? (const TI *)b[1] : (const TI *)nullptr,
                   (TO *)b[binary ? 2 : 1], (long long)s.n, vec);
@@ -1565,7 +1699,7 @@ static int swiglu_launch(const baton_exec_ctx *ctx, void **b, const dec_shape &s
 {
     const int vec = s.F % 8 == 0 && al16(b[0]) && al16(b[1]);
     const int threads = 256;
-    const int grid = blocks_for(ctx, vec ? s.n / 8 : s.n, threads);
+    const int grid = wave_grid(ctx, (const void *)swiglu_kernel<T>, vec ? s.n / 8 : s.n, threads);
     return launch(ctx, "swiglu", swiglu_kernel<T>, (unsigned)grid, threads, 0, 1, (const T *)b[0],
                   (T *)b[1], (long long)s.n, (long long)s.F, vec);
 }
@@ -1602,7 +1736,8 @@ static int cast_launch(const baton_exec_ctx *ctx, void **b, const dec_shape &s)
 {
     const int vec = s.n % 8 == 0 && al16(b[0]) && al16(b[1]);
     const int threads = 256;
-    const int grid = blocks_for(ctx, vec ? s.n / 8 : s.n, threads);
+    const int grid =
+        wave_grid(ctx, (const void *)cast_kernel<TI, TO>, vec ? s.n / 8 : s.n, threads);
     return launch(ctx, "cast", cast_kernel<TI, TO>, (unsigned)grid, threads, 0, 1, (const TI *)b[0],
                   (TO *)b[1], (long long)s.n, vec);
 }
