@@ -147,10 +147,12 @@ static void fill_index(const Pool &p, const baton_tensor_desc &d, const Fill &f,
 }
 
 /* Times one baton kernel moving `bytes` a call: inputs rotated over sets (or all calls on set 0
- * when warm); alias0: the output is input 0 (the cache of kv_cache_update). */
-static void bench_op(const char *label, const char *target, std::vector<baton_tensor_desc> in,
-                     std::vector<Fill> fills, baton_tensor_desc out, std::vector<baton_attr> attrs,
-                     double bytes, bool warm = false, int max_k = 1024, bool alias0 = false)
+ * when warm); alias[j] >= 0: output j is that input (a cache updated in place), else its own
+ * pool. */
+static void bench_op_n(const char *label, const char *target, std::vector<baton_tensor_desc> in,
+                       std::vector<Fill> fills, std::vector<baton_tensor_desc> outs,
+                       std::vector<int> alias, std::vector<baton_attr> attrs, double bytes,
+                       bool warm = false, int max_k = 1024)
 {
     const baton_target *t = baton_registry_find(g_reg, target);
     if (!t) {
@@ -161,13 +163,13 @@ static void bench_op(const char *label, const char *target, std::vector<baton_te
     memset(&sig, 0, sizeof sig);
     sig.n_inputs = (int)in.size();
     sig.inputs = in.data();
-    sig.n_outputs = 1;
-    sig.outputs = &out;
+    sig.n_outputs = (int)outs.size();
+    sig.outputs = outs.data();
     sig.n_attrs = (int)attrs.size();
     sig.attrs = attrs.data();
     char msg[512] = "";
-    baton_tensor_desc want;
-    if (t->check(&sig, &want, msg, sizeof msg)) {
+    std::vector<baton_tensor_desc> want(outs.size());
+    if (t->check(&sig, want.data(), msg, sizeof msg)) {
         fprintf(stderr, "bench_decoder: %s: %s\n", label, msg);
         exit(1);
     }
@@ -186,7 +188,9 @@ static void bench_op(const char *label, const char *target, std::vector<baton_te
             fill_random(g_stream, pools.back().base, pools.back().stride * pools.back().sets,
                         7 + (uint32_t)j);
     }
-    Pool po = alias0 ? pools[0] : pool_alloc(nbytes(out), sets);
+    std::vector<Pool> po;
+    for (size_t j = 0; j < outs.size(); j++)
+        po.push_back(alias[j] >= 0 ? pools[(size_t)alias[j]] : pool_alloc(nbytes(outs[j]), sets));
     CHECK_CUDA(cudaDeviceSynchronize());
     char errbuf[512] = "";
     baton_exec_ctx ctx;
@@ -198,10 +202,11 @@ static void bench_op(const char *label, const char *target, std::vector<baton_te
     ctx.errbuf_len = sizeof errbuf;
     ctx.sig = &sig;
     auto call = [&](int i) {
-        void *bufs[8];
+        void *bufs[16];
         for (size_t j = 0; j < in.size(); j++)
             bufs[j] = pools[j].at(i);
-        bufs[in.size()] = po.at(i);
+        for (size_t j = 0; j < outs.size(); j++)
+            bufs[in.size() + j] = po[j].at(i);
         if (impl->kernel(&ctx, bufs, opaque, (size_t)olen)) {
             fprintf(stderr, "bench_decoder: %s: %s\n", label, errbuf);
             exit(1);
@@ -236,8 +241,16 @@ static void bench_op(const char *label, const char *target, std::vector<baton_te
     g_results.push_back(r);
     for (auto &p : pools)
         CHECK_CUDA(cudaFree(p.base));
-    if (!alias0)
-        CHECK_CUDA(cudaFree(po.base));
+    for (size_t j = 0; j < outs.size(); j++)
+        if (alias[j] < 0)
+            CHECK_CUDA(cudaFree(po[j].base));
+}
+
+static void bench_op(const char *label, const char *target, std::vector<baton_tensor_desc> in,
+                     std::vector<Fill> fills, baton_tensor_desc out, std::vector<baton_attr> attrs,
+                     double bytes, bool warm = false, int max_k = 1024, bool alias0 = false)
+{
+    bench_op_n(label, target, in, fills, {out}, {alias0 ? 0 : -1}, attrs, bytes, warm, max_k);
 }
 
 static baton_attr ai(const char *n, int64_t v)
@@ -460,19 +473,51 @@ int main(int argc, char **argv)
     for (int64_t rows : {1, 2048})
         bench_op("silu_mul", "silu_mul", {td(BF, {rows, FF}), td(BF, {rows, FF})}, {fl, fl},
                  td(BF, {rows, FF}), {}, (double)(rows * FF * 2 * 3));
+    for (int64_t rows : {1, 2048})
+        bench_op("swiglu", "swiglu", {td(BF, {rows, 2 * FF})}, {fl}, td(BF, {rows, FF}), {},
+                 (double)(rows * FF * 2 * 3));
     for (int64_t rows : {1, 256})
         bench_op("cast", "cast", {td(BF, {rows, V})}, {fl}, td(F32, {rows, V}), {},
                  (double)(rows * V * 6));
-    bench_op("softmax", "softmax", {td(F32, {1, V})}, {fl}, td(F32, {1, V}), {}, (double)(V * 8));
-    bench_op("sample", "sample", {td(F32, {1, V}), td(I64, {1})}, {fl, pos4k}, td(I64, {1}),
-             {ai("top_k", 50), af("top_p", 0.9), af("temperature", 0.7), ai("seed", 1)},
+    for (int64_t rows : {1, 64})
+        bench_op("softmax", "softmax", {td(F32, {rows, V})}, {fl}, td(F32, {rows, V}), {},
+                 (double)(rows * V * 8));
+    /* the sampler at one decode step's logits: the copy floor is the logits' bytes read (and as
+     * many written); the target is a small fraction of a token's decode */
+    bench_op("sample top_k 50 top_p 0.9 t 0.8", "sample", {td(F32, {1, V}), td(I64, {1})},
+             {fl, pos4k}, td(I64, {1}),
+             {ai("top_k", 50), af("top_p", 0.9), af("temperature", 0.8), ai("seed", 1)},
              (double)(V * 4));
-    {
+    bench_op("sample bf16 top_k 50 top_p 0.9", "sample", {td(BF, {1, V}), td(I64, {1})},
+             {fl, pos4k}, td(I64, {1}),
+             {ai("top_k", 50), af("top_p", 0.9), af("temperature", 0.8), ai("seed", 1)},
+             (double)(V * 2));
+    bench_op("sample top_p 0.9 t 0.8", "sample", {td(F32, {1, V}), td(I64, {1})}, {fl, pos4k},
+             td(I64, {1}), {af("top_p", 0.9), af("temperature", 0.8), ai("seed", 1)},
+             (double)(V * 4));
+    bench_op("sample greedy (top_k 1)", "sample", {td(F32, {1, V}), td(I64, {1})}, {fl, pos4k},
+             td(I64, {1}), {ai("top_k", 1), ai("seed", 1)}, (double)(V * 4));
+    for (int64_t rows : {1, 16384}) {
+        /* rows new rows a call at positions 0..rows-1 of a 32768-row cache (1 KB rows) */
         Fill p;
-        p.index = 1, p.lo = 0, p.hi = 32768;
+        p.index = 1, p.lo = 0, p.hi = 32768, p.ramp = rows > 1;
         bench_op("kv_cache_update", "kv_cache_update",
-                 {td(BF, {32768, HKV * DH}), td(BF, {1, HKV * DH}), td(I64, {1})}, {shared, fl, p},
-                 td(BF, {32768, HKV * DH}), {}, (double)(HKV * DH * 2 * 2 + 8), false, 1024, true);
+                 {td(BF, {32768, HKV * DH}), td(BF, {rows, HKV * DH}), td(I64, {rows})},
+                 {shared, fl, p}, td(BF, {32768, HKV * DH}), {},
+                 (double)(rows * (HKV * DH * 2 * 2 + 8)), false, 1024, true);
+    }
+    for (int64_t rows : {1, 8192}) {
+        /* qkv [rows, (H + 2 HKV) DH] into q [rows, H DH] and the caches at positions 0..rows-1 */
+        Fill p;
+        p.index = 1, p.lo = 0, p.hi = 8192, p.ramp = rows > 1;
+        const int64_t QKV = (H + 2 * HKV) * DH, KF = HKV * DH, S = 8192;
+        bench_op_n("rope_cache_update", "rope_cache_update",
+                   {td(BF, {rows, QKV}), td(I64, {rows}), td(F32, {DH / 2}), td(BF, {S, KF}),
+                    td(BF, {S, KF})},
+                   {fl, p, invf, shared, shared},
+                   {td(BF, {rows, H * DH}), td(BF, {S, KF}), td(BF, {S, KF})}, {-1, 3, 4},
+                   {ai("head_dim", DH), ai("n_heads", H), ai("n_kv_heads", HKV)},
+                   (double)(rows * (QKV * 2 * 2 + 8)));
     }
     for (int64_t ctx : {1024, 4096, 32768})
         for (int warm = 0; warm < 2; warm++) {

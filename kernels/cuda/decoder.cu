@@ -953,7 +953,8 @@ template <typename A> __device__ __forceinline__ A block_max(A v, A *red)
     return m;
 }
 
-/* Block per row; each thread adds its strided elements in order, then a fixed tree. */
+/* Block per row; each thread adds its strided elements in order, then a fixed tree. The rows
+ * that softmax_reg_kernel cannot hold in registers (or read with 16-byte loads). */
 template <typename T>
 __global__ void __launch_bounds__(1024) softmax_kernel(const T *x, T *y, long long N)
 {
@@ -961,6 +962,8 @@ __global__ void __launch_bounds__(1024) softmax_kernel(const T *x, T *y, long lo
     __shared__ A red[32];
     const T *xr = x + blockIdx.x * N;
     T *yr = y + blockIdx.x * N;
+    pdl_wait(); /* x may be a predecessor's output */
+    pdl_trigger();
     A mx = -INFINITY;
     for (long long j = threadIdx.x; j < N; j += blockDim.x) {
         const A v = ld_a<A>(xr[j]);
@@ -976,49 +979,87 @@ __global__ void __launch_bounds__(1024) softmax_kernel(const T *x, T *y, long lo
         yr[j] = from_acc<T>(exp(ld_a<A>(xr[j]) - mx) * inv);
 }
 
-/* A few long rows (the logits of a decode step): a cluster of blocks per row, each taking a slice
- * of it; the slices' maxima and sums are combined through distributed shared memory in rank
- * order, so every block gets the same bits and the result is the same every run. */
-template <typename T>
-__global__ void __launch_bounds__(1024) softmax_cluster_kernel(const T *x, T *y, long long N)
+/* A row read once: C blocks a row (C == 1, or an x-cluster of C), each holding its slice of the
+ * row in registers, VPT 16-byte vectors a thread (vector j of the slice at thread j % blockDim.x);
+ * the slices' maxima and sums are combined through distributed shared memory in rank order, so
+ * every block gets the same bits and the result is the same every run. The logits of a decode
+ * step (128256) take 8 blocks of 1024 threads: one load round, where reading the row three times
+ * in a strided loop took 7.6x the copy of its bytes. */
+template <typename T, int VPT>
+__global__ void __launch_bounds__(1024) softmax_reg_kernel(const T *x, T *y, long long N, int C)
 {
     using A = typename Acc<T>::A;
+    constexpr int E = 16 / (int)sizeof(T);
     __shared__ A red[32];
     __shared__ A slot[2];
-    cg::cluster_group cluster = cg::this_cluster();
-    const int C = (int)cluster.num_blocks(), rank = (int)cluster.block_rank();
-    const long long row = blockIdx.x / C;
-    const long long per = (N + C - 1) / C, lo = min(N, rank * per), hi = min(N, lo + per);
+    const int rank = C > 1 ? (int)cg::this_cluster().block_rank() : 0;
+    const long long row = blockIdx.x / (unsigned)C, nv = N / E;
+    const long long per = (nv + C - 1) / C, lo = min(nv, rank * per), hi = min(nv, lo + per);
     const T *xr = x + row * N;
     T *yr = y + row * N;
+    pdl_wait(); /* x may be a predecessor's output */
+    pdl_trigger();
+    A v[VPT][E];
     A mx = -INFINITY;
-    for (long long j = lo + threadIdx.x; j < hi; j += blockDim.x) {
-        const A v = ld_a<A>(xr[j]);
-        mx = v > mx ? v : mx;
+#pragma unroll
+    for (int k = 0; k < VPT; k++) {
+        const long long j = lo + (long long)k * blockDim.x + threadIdx.x;
+        if (j < hi) {
+            const U16<T> u = ld16_stream(xr + j * E);
+#pragma unroll
+            for (int e = 0; e < E; e++) {
+                v[k][e] = ld_a<A>(u.v[e]);
+                mx = v[k][e] > mx ? v[k][e] : mx;
+            }
+        }
     }
     mx = block_max<A>(mx, red);
-    if (threadIdx.x == 0)
-        slot[0] = mx;
-    cluster.sync();
-    A m = -INFINITY;
-    for (int k = 0; k < C; k++) {
-        const A v = *cluster.map_shared_rank(&slot[0], k);
-        m = v > m ? v : m;
+    if (C > 1) {
+        cg::cluster_group cluster = cg::this_cluster();
+        if (threadIdx.x == 0)
+            slot[0] = mx;
+        cluster.sync();
+        A m = -INFINITY;
+        for (int q = 0; q < C; q++) {
+            const A w = *cluster.map_shared_rank(&slot[0], q);
+            m = w > m ? w : m;
+        }
+        mx = m;
     }
     A sum = 0;
-    for (long long j = lo + threadIdx.x; j < hi; j += blockDim.x)
-        sum += exp(ld_a<A>(xr[j]) - m);
+#pragma unroll
+    for (int k = 0; k < VPT; k++)
+        if (lo + (long long)k * blockDim.x + threadIdx.x < hi)
+#pragma unroll
+            for (int e = 0; e < E; e++) {
+                v[k][e] = exp(v[k][e] - mx);
+                sum += v[k][e];
+            }
     sum = block_sum<A>(sum, red);
-    if (threadIdx.x == 0)
-        slot[1] = sum;
-    cluster.sync();
-    A total = 0;
-    for (int k = 0; k < C; k++)
-        total += *cluster.map_shared_rank(&slot[1], k);
-    const A inv = (A)1 / total;
-    for (long long j = lo + threadIdx.x; j < hi; j += blockDim.x)
-        yr[j] = from_acc<T>(exp(ld_a<A>(xr[j]) - m) * inv);
-    cluster_exit_barrier(); /* peers may still read this block's slots */
+    if (C > 1) {
+        cg::cluster_group cluster = cg::this_cluster();
+        if (threadIdx.x == 0)
+            slot[1] = sum;
+        cluster.sync();
+        A total = 0;
+        for (int q = 0; q < C; q++)
+            total += *cluster.map_shared_rank(&slot[1], q);
+        sum = total;
+    }
+    const A inv = (A)1 / sum;
+#pragma unroll
+    for (int k = 0; k < VPT; k++) {
+        const long long j = lo + (long long)k * blockDim.x + threadIdx.x;
+        if (j < hi) {
+            U16<T> u;
+#pragma unroll
+            for (int e = 0; e < E; e++)
+                u.v[e] = from_acc<T>(v[k][e] * inv);
+            st16(yr + j * E, u);
+        }
+    }
+    if (C > 1)
+        cluster_exit_barrier(); /* peers may still read this block's slots */
 }
 
 /* ---- sample -------------------------------------------------------------------------------------
@@ -1118,6 +1159,8 @@ __global__ void __launch_bounds__(SMP_THREADS)
     __shared__ Cut s_cut;
     const long long row = blockIdx.x;
     const T *x = logits + row * V;
+    pdl_wait(); /* the logits and the step may be a predecessor's outputs */
+    pdl_trigger();
     const long long step = step64 ? *(const long long *)stepp : *(const int *)stepp;
     const int tid = threadIdx.x;
     const long long per = (V + SMP_THREADS - 1) / SMP_THREADS;
@@ -1297,6 +1340,417 @@ __global__ void __launch_bounds__(SMP_THREADS)
                 }
             }
     }
+}
+
+/* ---- sample over a cluster -------------------------------------------------------------------
+ * The same selections as sample_kernel (so the same token), with the row read once: SMC_C blocks a
+ * row, each holding the order keys of its contiguous slice of the row (rank order = index order)
+ * in shared memory. The radix passes' histograms are combined across the cluster through
+ * distributed shared memory (integer counts and 2^-40 masses: exact, so the same in any order),
+ * the bucket of each pass found by a block scan of the bins rather than a walk of 2048 of them by
+ * every thread, and the cuts within a bucket's ties, and the draw, in the one block whose slice
+ * holds them (a block scan over contiguous per-thread ranges, index order). top_k == 1 (greedy)
+ * is the maximum's index: its weight is the whole mass. Histogram buffers alternate between passes:
+ * a pass's cluster barrier orders the peers' reads of the buffer of two passes before against its
+ * zeroing. */
+
+#define SMC_C        8
+#define SMC_BINS     2048
+#define SMC_FIXED    (2 * SMC_BINS * (sizeof(unsigned long long) + sizeof(unsigned)))
+#define SMC_SMEM_MAX (200 * 1024)
+
+__device__ __forceinline__ float key_logit(unsigned k)
+{
+    return __uint_as_float((k & 0x80000000u) ? (k & 0x7fffffffu) : ~k);
+}
+
+/* The CPU's weight (weight_of in kernels/cpu/decoder.c, sample_kernel's weight_at) from a key. */
+__device__ __forceinline__ unsigned long long key_weight(unsigned k, float mx, float inv_t)
+{
+    return (unsigned long long)llrint((double)__expf((key_logit(k) - mx) * inv_t) *
+                                      1099511627776.0);
+}
+
+/* Per-thread contiguous ranges of the block's slice of n keys (index order across threads). */
+__device__ __forceinline__ void my_range(long long n, long long *b, long long *e)
+{
+    const long long rp = (n + blockDim.x - 1) / blockDim.x;
+    *b = min(n, (long long)threadIdx.x * rp);
+    *e = min(n, *b + rp);
+}
+
+template <typename T>
+__global__ void __launch_bounds__(SMP_THREADS)
+    sample_cluster_kernel(const T *logits, const void *stepp, int step64, long long *out,
+                          long long V, long long per, int vec, double temperature, int top_k,
+                          double top_p, unsigned long long seed)
+{
+    extern __shared__ __align__(16) unsigned char smem_raw[];
+    unsigned long long(*mass)[SMC_BINS] =
+        reinterpret_cast<unsigned long long(*)[SMC_BINS]>(smem_raw);
+    unsigned(*cnt)[SMC_BINS] =
+        reinterpret_cast<unsigned(*)[SMC_BINS]>(smem_raw + 2 * SMC_BINS * sizeof(long long));
+    unsigned *keys = reinterpret_cast<unsigned *>(smem_raw + SMC_FIXED);
+    __shared__ unsigned long long scan_sh[32], s_sum[2], s_before, s_imax;
+    __shared__ unsigned s_kmax;
+    __shared__ int s_b, s_lowest;
+    __shared__ long long s_need;
+    __shared__ Cut s_cut[2];
+
+    cg::cluster_group cluster = cg::this_cluster();
+    const int C = (int)cluster.num_blocks(), rank = (int)cluster.block_rank();
+    const int tid = threadIdx.x, T_ = blockDim.x;
+    const long long row = blockIdx.x / (unsigned)C;
+    const T *x = logits + row * V;
+    const long long lo = min(V, rank * per), n = min(V, lo + per) - lo;
+    pdl_wait(); /* the logits and the step may be a predecessor's outputs */
+    pdl_trigger();
+    const long long step = step64 ? *(const long long *)stepp : *(const int *)stepp;
+
+    /* the slice's keys into shared memory; the thread's largest key, first index */
+    unsigned kmax = 0;
+    long long imax = -1;
+    auto put = [&](long long j, T v) {
+        float f = to_f(v);
+        f = f != f ? -INFINITY : f;
+        const unsigned k = dec_order_key(__float_as_uint(f));
+        keys[j] = k;
+        if (imax < 0 || k > kmax || (k == kmax && lo + j < imax)) {
+            kmax = k;
+            imax = lo + j;
+        }
+    };
+    constexpr int E = 16 / (int)sizeof(T);
+    long long done = 0;
+    if (vec) {
+        const long long nv = n / E;
+        for (long long j = tid; j < nv; j += T_) {
+            const U16<T> u = ld16_stream(x + lo + j * E);
+#pragma unroll
+            for (int e = 0; e < E; e++)
+                put(j * E + e, u.v[e]);
+        }
+        done = nv * E;
+    }
+    for (long long j = done + tid; j < n; j += T_)
+        put(j, x[lo + j]);
+    if (tid == 0) {
+        s_kmax = 0;
+        s_imax = ~0ull;
+    }
+    __syncthreads();
+    if (imax >= 0)
+        atomicMax(&s_kmax, kmax);
+    __syncthreads();
+    if (imax >= 0 && kmax == s_kmax)
+        atomicMin(&s_imax, (unsigned long long)imax);
+    cluster.sync();
+    /* the row's maximum: the largest key of the ranks, its first index (ranks in index order) */
+    unsigned gk = 0;
+    long long gi = -1;
+    for (int q = 0; q < C; q++) {
+        const unsigned long long qi = *cluster.map_shared_rank(&s_imax, q);
+        const unsigned qk = *cluster.map_shared_rank(&s_kmax, q);
+        if (qi != ~0ull && (gi < 0 || qk > gk)) {
+            gk = qk;
+            gi = (long long)qi;
+        }
+    }
+    const float mx = key_logit(gk);
+    if (mx == -INFINITY || top_k == 1) { /* nothing to weigh, or greedy */
+        if (rank == 0 && tid == 0)
+            out[row] = gi;
+        cluster_exit_barrier();
+        return;
+    }
+    const float inv_t = (float)(1.0 / temperature);
+    Cut c = {0u, 0x7fffffffffffffffLL};
+    int par = 0;
+
+    /* one radix pass over the members under `c` whose key matches prefix/mask: this block's counts
+     * (and masses when with_mass) of digit (key >> shift) & dm into buffer par, then the cluster's
+     * sums of bins dm - 2 tid and dm - 2 tid - 1 into g[0..1] (and gm), bins above them into
+     * the exclusive scan's result */
+    auto pass = [&](unsigned prefix, unsigned mask, int shift, unsigned dm, bool with_mass,
+                    unsigned long long g[2], unsigned long long gm[2], unsigned long long *above_c,
+                    unsigned long long *above_m) {
+        unsigned *h = cnt[par];
+        unsigned long long *hm = mass[par];
+        for (int b = tid; b <= (int)dm; b += T_) {
+            h[b] = 0;
+            if (with_mass)
+                hm[b] = 0;
+        }
+        __syncthreads();
+        for (long long j = tid; j < n; j += T_) {
+            const unsigned k = keys[j];
+            if ((k & mask) == prefix && is_member(c, k, lo + j)) {
+                const unsigned b = (k >> shift) & dm;
+                count_bucket(h, b);
+                if (with_mass) {
+                    const unsigned long long w = key_weight(k, mx, inv_t);
+                    if (w)
+                        atomicAdd(&hm[b], w);
+                }
+            }
+        }
+        cluster.sync();
+        for (int s2 = 0; s2 < 2; s2++) {
+            const int b = (int)dm - 2 * tid - s2;
+            g[s2] = 0;
+            gm[s2] = 0;
+            if (b >= 0)
+                for (int q = 0; q < C; q++) {
+                    g[s2] += *cluster.map_shared_rank(&h[b], q);
+                    if (with_mass)
+                        gm[s2] += *cluster.map_shared_rank(&hm[b], q);
+                }
+        }
+        unsigned long long tot;
+        *above_c = block_excl_scan(g[0] + g[1], scan_sh, &tot);
+        if (with_mass)
+            *above_m = block_excl_scan(gm[0] + gm[1], scan_sh, &tot);
+    };
+    /* sum over the ranks of a bin of the last pass's buffer, ranks below `upto` */
+    auto ranks_bin = [&](const unsigned *h, int b, int upto) {
+        unsigned long long v = 0;
+        for (int q = 0; q < upto; q++)
+            v += *cluster.map_shared_rank(&h[b], q);
+        return v;
+    };
+    auto ranks_mass = [&](const unsigned long long *h, int b, int upto) {
+        unsigned long long v = 0;
+        for (int q = 0; q < upto; q++)
+            v += *cluster.map_shared_rank(&h[b], q);
+        return v;
+    };
+    /* the members' mass in this block's slice, then the cluster's: *before the ranks' below this */
+    auto member_mass = [&](int slot, unsigned long long *before) {
+        unsigned long long mine = 0;
+        for (long long j = tid; j < n; j += T_) {
+            const unsigned k = keys[j];
+            if (is_member(c, k, lo + j))
+                mine += key_weight(k, mx, inv_t);
+        }
+        mine = block_sum<unsigned long long>(mine, scan_sh);
+        if (tid == 0)
+            s_sum[slot] = mine;
+        cluster.sync();
+        unsigned long long tot = 0, b = 0;
+        for (int q = 0; q < C; q++) {
+            const unsigned long long v = *cluster.map_shared_rank(&s_sum[slot], q);
+            if (q < rank)
+                b += v;
+            tot += v;
+        }
+        *before = b;
+        return tot;
+    };
+
+    if (top_k > 0 && top_k < V) {
+        unsigned prefix = 0, mask = 0;
+        long long need = top_k;
+        int b = 0;
+        for (int ps = 0; ps < 3; ps++) {
+            const int shift = smp_shift(ps);
+            const unsigned dm = smp_digit_mask(ps);
+            unsigned long long g[2], gm[2], above, am;
+            if (tid == 0) {
+                s_b = 0; /* not reached: the matching keys are at least need */
+                s_need = need;
+            }
+            pass(prefix, mask, shift, dm, false, g, gm, &above, &am);
+            /* the largest bin whose count with those above reaches need */
+            for (int s2 = 0; s2 < 2; s2++) {
+                const int bb = (int)dm - 2 * tid - s2;
+                const unsigned long long gt = above + (s2 ? g[0] : 0);
+                if (bb >= 0 && gt < (unsigned long long)need &&
+                    gt + g[s2] >= (unsigned long long)need) {
+                    s_b = bb;
+                    s_need = need - (long long)gt;
+                }
+            }
+            __syncthreads();
+            b = s_b;
+            need = s_need;
+            prefix |= (unsigned)b << shift;
+            mask |= dm << shift;
+            if (ps < 2)
+                par ^= 1;
+            __syncthreads(); /* s_b and s_need are read before the next pass resets them */
+        }
+        /* the need-th tie of key == prefix in index order: in the rank whose ties reach it */
+        const unsigned *h = cnt[par];
+        int owner = C - 1;
+        long long tb = 0;
+        for (int q = 0; q < C; q++) {
+            const long long tq = (long long)*cluster.map_shared_rank(&h[b], q);
+            if (tb + tq >= need) {
+                owner = q;
+                break;
+            }
+            tb += tq;
+        }
+        if (rank == owner) {
+            const long long want = need - tb;
+            long long jb, je;
+            my_range(n, &jb, &je);
+            unsigned long long mine = 0, tot;
+            for (long long j = jb; j < je; j++)
+                mine += keys[j] == prefix;
+            const unsigned long long before = block_excl_scan(mine, scan_sh, &tot);
+            if (before < (unsigned long long)want && before + mine >= (unsigned long long)want) {
+                unsigned long long k = before;
+                for (long long j = jb; j < je; j++)
+                    if (keys[j] == prefix && ++k == (unsigned long long)want) {
+                        s_cut[0].t = prefix;
+                        s_cut[0].i_cut = lo + j;
+                        break;
+                    }
+            }
+        }
+        par ^= 1;
+        cluster.sync();
+        c = *cluster.map_shared_rank(&s_cut[0], owner);
+    }
+
+    unsigned long long before_r;
+    unsigned long long total = member_mass(0, &before_r);
+
+    if (top_p < 1) {
+        const unsigned long long target = (unsigned long long)ceil(top_p * (double)total);
+        unsigned prefix = 0, mask = 0;
+        unsigned long long before = 0;
+        int b = 0;
+        for (int ps = 0; ps < 3; ps++) {
+            const int shift = smp_shift(ps);
+            const unsigned dm = smp_digit_mask(ps);
+            unsigned long long g[2], gm[2], above_c, above_m;
+            if (tid == 0) {
+                s_b = -1;
+                s_lowest = 0x7fffffff;
+            }
+            pass(prefix, mask, shift, dm, true, g, gm, &above_c, &above_m);
+            /* the CPU's walk from the top bin: the first non-empty bin where the mass above and
+             * its own reach the target; short of it everywhere, the lowest non-empty bin */
+            for (int s2 = 0; s2 < 2; s2++) {
+                const int bb = (int)dm - 2 * tid - s2;
+                const unsigned long long ge = before + above_m + gm[0] + (s2 ? gm[1] : 0);
+                if (bb >= 0 && g[s2] > 0) {
+                    atomicMin(&s_lowest, bb);
+                    if (ge >= target)
+                        atomicMax(&s_b, bb);
+                }
+            }
+            __syncthreads();
+            b = s_b >= 0 ? s_b : s_lowest;
+            for (int s2 = 0; s2 < 2; s2++)
+                if ((int)dm - 2 * tid - s2 == b)
+                    s_before = before + above_m + (s2 ? gm[0] : 0);
+            __syncthreads();
+            before = s_before;
+            prefix |= (unsigned)b << shift;
+            mask |= dm << shift;
+            if (ps < 2)
+                par ^= 1;
+        }
+        /* the ties of key == prefix among the members, in index order, until the mass reaches
+         * the target: in the rank whose ties' mass crosses it, else the last rank with ties (its
+         * last tie) */
+        const unsigned *h = cnt[par];
+        const unsigned long long *hm = mass[par];
+        int owner = -1, last = -1;
+        unsigned long long tb = before;
+        bool cross = false;
+        for (int q = 0; q < C; q++) {
+            const unsigned long long tq = *cluster.map_shared_rank(&hm[b], q);
+            if (*cluster.map_shared_rank(&h[b], q))
+                last = q;
+            if (owner < 0 && tb < target && tb + tq >= target) {
+                owner = q;
+                cross = true;
+            }
+            if (owner < 0)
+                tb += tq;
+        }
+        if (owner < 0)
+            owner = last;
+        if (rank == owner) {
+            long long jb, je;
+            my_range(n, &jb, &je);
+            unsigned long long tm = 0, ttot;
+            for (long long j = jb; j < je; j++) {
+                const unsigned k = keys[j];
+                if (k == prefix && is_member(c, k, lo + j))
+                    tm += key_weight(k, mx, inv_t);
+            }
+            const unsigned long long tbl = block_excl_scan(tm, scan_sh, &ttot);
+            if (tid == 0) {
+                s_cut[1].t = prefix;
+                s_cut[1].i_cut = -1;
+                s_imax = 0;
+            }
+            __syncthreads();
+            if (cross) {
+                if (tb + tbl < target && tb + tbl + tm >= target) {
+                    unsigned long long cum = tb + tbl;
+                    for (long long j = jb; j < je; j++) {
+                        const unsigned k = keys[j];
+                        if (k == prefix && is_member(c, k, lo + j)) {
+                            cum += key_weight(k, mx, inv_t);
+                            if (cum >= target) {
+                                s_cut[1].i_cut = lo + j;
+                                break;
+                            }
+                        }
+                    }
+                }
+            } else {
+                for (long long j = je - 1; j >= jb; j--)
+                    if (keys[j] == prefix && is_member(c, keys[j], lo + j)) {
+                        atomicMax(&s_imax, (unsigned long long)(lo + j));
+                        break;
+                    }
+                __syncthreads();
+                if (tid == 0)
+                    s_cut[1].i_cut = (long long)s_imax;
+            }
+        }
+        par ^= 1;
+        cluster.sync();
+        const Cut p = *cluster.map_shared_rank(&s_cut[1], owner < 0 ? 0 : owner);
+        if (p.t > c.t || (p.t == c.t && p.i_cut < c.i_cut))
+            c = p;
+        total = member_mass(1, &before_r);
+    }
+
+    /* the draw: the first member, ascending, whose running weight exceeds u * total */
+    unsigned long long target = (unsigned long long)(dec_uniform(seed, step, row) * (double)total);
+    if (target >=
+        total) /* u * total rounded up to total (total above 2^53): a token all the same */
+        target = total - 1;
+    const unsigned long long mine_r = s_sum[top_p < 1 ? 1 : 0];
+    if (before_r <= target && target < before_r + mine_r) {
+        long long jb, je;
+        my_range(n, &jb, &je);
+        unsigned long long mine = 0, tot;
+        for (long long j = jb; j < je; j++)
+            if (is_member(c, keys[j], lo + j))
+                mine += key_weight(keys[j], mx, inv_t);
+        const unsigned long long before = before_r + block_excl_scan(mine, scan_sh, &tot);
+        if (before <= target && before + mine > target) {
+            unsigned long long cum = before;
+            for (long long j = jb; j < je; j++)
+                if (is_member(c, keys[j], lo + j)) {
+                    cum += key_weight(keys[j], mx, inv_t);
+                    if (cum > target) {
+                        out[row] = lo + j;
+                        break;
+                    }
+                }
+        }
+    }
+    cluster_exit_barrier(); /* peers may still read this block's histograms and slots */
 }
 
 /* ---- the decode GEMV: y[n] = sum_k W[n, k] x[k], bf16 in and out, f32 accumulation --------------
@@ -1764,39 +2218,66 @@ extern "C" int baton__kcuda_cast(const baton_exec_ctx *ctx, void **buffers, cons
     }
 }
 
-/* Whether clusters of 8 blocks of softmax_cluster_kernel<T> can run on ctx's device (asked once
- * per device: a MIG slice or a small GPU may not hold one); otherwise the one-block kernel. */
-template <typename T> static bool softmax_cluster_ok(const baton_exec_ctx *ctx, unsigned grid)
+/* Whether clusters of 8 blocks of 1024 threads of `kernel` can run on ctx's device (asked once
+ * per device and kernel: a MIG slice or a small GPU may not hold one). */
+static bool cluster8_ok(const baton_exec_ctx *ctx, const void *kernel, size_t smem)
 {
-    static std::atomic<int> known[KCUDA_MAX_DEVICES];
+    FnFacts *f = fn_facts(kernel);
     const int dev = device_of(ctx);
-    if (dev < 0 || dev >= KCUDA_MAX_DEVICES)
+    if (!f || dev < 0 || dev >= KCUDA_MAX_DEVICES)
         return false;
-    int v = known[dev].load(std::memory_order_relaxed);
-    if (v == 0) {
-        int n = 0;
-        if (max_active_clusters((const void *)softmax_cluster_kernel<T>, grid, 1024, 0, 8,
-                                (cudaStream_t)ctx->stream, &n) != cudaSuccess) {
-            (void)cudaGetLastError();
-            n = 0;
-        }
-        v = n >= 1 ? 1 : 2;
-        known[dev].store(v, std::memory_order_relaxed);
+    if (facts_has(f, &FnFacts::cl_known, dev))
+        return facts_has(f, &FnFacts::cl_ok, dev);
+    int n = 0;
+    if (max_active_clusters(kernel, 8, 1024, smem, 8, (cudaStream_t)ctx->stream, &n) !=
+        cudaSuccess) {
+        (void)cudaGetLastError();
+        return false; /* not remembered: it may be a passing failure */
     }
-    return v == 1;
+    if (n >= 1)
+        facts_set(f, &FnFacts::cl_ok, dev);
+    facts_set(f, &FnFacts::cl_known, dev);
+    return n >= 1;
 }
 
+template <typename T, int VPT>
+static int softmax_reg_launch(const baton_exec_ctx *ctx, void **b, const dec_shape &s, int C,
+                              int threads)
+{
+    return launch(ctx, "softmax", softmax_reg_kernel<T, VPT>, (unsigned)(s.rows * C),
+                  (unsigned)threads, 0, C, (const T *)b[0], (T *)b[1], (long long)s.F, C);
+}
+
+/* Rows held in registers where they fit (softmax_reg_kernel): 8 blocks a row (a portable cluster)
+ * while the rows alone would leave most SMs idle, else a block a row; VPT the fewest vectors a
+ * thread that hold a block's slice, at most 32 values a thread. Other rows: the loop kernel. */
 template <typename T>
 static int softmax_launch(const baton_exec_ctx *ctx, void **b, const dec_shape &s)
 {
-    const unsigned g = (unsigned)s.rows;
-    /* few rows of many elements: 8 blocks a row (a portable cluster) */
-    if (s.F >= 16384 && s.rows * 8 <= 2LL * sm_count(ctx) && softmax_cluster_ok<T>(ctx, g * 8u))
-        return launch(ctx, "softmax", softmax_cluster_kernel<T>, g * 8u, 1024, 0, 8,
-                      (const T *)b[0], (T *)b[1], (long long)s.F);
+    constexpr int E = 16 / (int)sizeof(T);
+    const int sms = sm_count(ctx);
+    if (s.F % E == 0 && al16(b[0]) && al16(b[1]) && s.rows > 0) {
+        const long long nv = s.F / E;
+        int C = 1;
+        if (s.F >= 16384 && s.rows * 8 <= 4LL * sms &&
+            cluster8_ok(ctx, (const void *)softmax_reg_kernel<T, 4>, 0))
+            C = 8;
+        const long long per = (nv + C - 1) / C;
+        const int threads = per >= 1024 ? 1024 : (int)((per + 31) / 32) * 32;
+        const long long vpt = (per + threads - 1) / threads;
+        if (vpt <= 1)
+            return softmax_reg_launch<T, 1>(ctx, b, s, C, threads);
+        if (vpt <= 2)
+            return softmax_reg_launch<T, 2>(ctx, b, s, C, threads);
+        if (vpt <= 4 && 4 * E <= 32)
+            return softmax_reg_launch<T, 4>(ctx, b, s, C, threads);
+        if constexpr (sizeof(T) == 4) /* 32 floats; f64's 16 doubles spill */
+            if (vpt <= 8)
+                return softmax_reg_launch<T, 8>(ctx, b, s, C, threads);
+    }
     const int threads = s.F >= 8192 ? 1024 : s.F >= 1024 ? 256 : 64;
-    return launch(ctx, "softmax", softmax_kernel<T>, g, threads, 0, 1, (const T *)b[0], (T *)b[1],
-                  (long long)s.F);
+    return launch(ctx, "softmax", softmax_kernel<T>, (unsigned)s.rows, threads, 0, 1,
+                  (const T *)b[0], (T *)b[1], (long long)s.F);
 }
 
 extern "C" int baton__kcuda_softmax(const baton_exec_ctx *ctx, void **buffers, const char *opaque,
@@ -1813,6 +2294,29 @@ extern "C" int baton__kcuda_softmax(const baton_exec_ctx *ctx, void **buffers, c
     }
 }
 
+/* The cluster sampler where a row's keys fit in the shared memory of SMC_C blocks and a cluster
+ * of them fits the device: 0 or the launch's failure, 1 when the one-block kernel must do. */
+template <typename T>
+static int sample_cluster(const baton_exec_ctx *ctx, void **b, const baton_decoder_desc &d,
+                          const dec_shape &s)
+{
+    const long long per = ((s.V + SMC_C - 1) / SMC_C + 7) / 8 * 8; /* 16-byte slices */
+    const size_t smem = SMC_FIXED + (size_t)per * sizeof(unsigned);
+    if (smem > SMC_SMEM_MAX || s.rows * SMC_C > 0x7fffffffLL)
+        return 1;
+    const void *k = (const void *)sample_cluster_kernel<T>;
+    if (prepare(sample_cluster_kernel<T>, ctx, "sample", SMC_C, s.rows * SMC_C, SMP_THREADS, smem,
+                SMC_SMEM_MAX, false, false) < 0)
+        return BATON_ECUDA; /* the reason is in ctx->errbuf */
+    if (!cluster8_ok(ctx, k, SMC_SMEM_MAX))
+        return 1;
+    const int vec = al16(b[0]) && (s.V * (long long)sizeof(T)) % 16 == 0;
+    return launch(ctx, "sample", sample_cluster_kernel<T>, (unsigned)(s.rows * SMC_C), SMP_THREADS,
+                  smem, SMC_C, (const T *)b[0], (const void *)b[1],
+                  (int)(s.idx_dt == BATON_DTYPE_I64), (long long *)b[2], (long long)s.V, per, vec,
+                  d.temperature, (int)d.top_k, d.top_p, (unsigned long long)d.seed);
+}
+
 extern "C" int baton__kcuda_sample(const baton_exec_ctx *ctx, void **buffers, const char *opaque,
                                    size_t len)
 {
@@ -1822,6 +2326,14 @@ extern "C" int baton__kcuda_sample(const baton_exec_ctx *ctx, void **buffers, co
     const unsigned g = (unsigned)s.rows;
     const int s64 = s.idx_dt == BATON_DTYPE_I64;
     long long *out = (long long *)buffers[2];
+    switch (s.x_dt) {
+    case BATON_DTYPE_BF16: rc = sample_cluster<__nv_bfloat16>(ctx, buffers, d, s); break;
+    case BATON_DTYPE_F16: rc = sample_cluster<__half>(ctx, buffers, d, s); break;
+    case BATON_DTYPE_F32: rc = sample_cluster<float>(ctx, buffers, d, s); break;
+    default: rc = sample_cluster<double>(ctx, buffers, d, s); break;
+    }
+    if (rc <= 0)
+        return rc;
 #define SMP_LAUNCH(T)                                                                              \
     launch(ctx, "sample", sample_kernel<T>, g, SMP_THREADS, 0, 1, (const T *)buffers[0],           \
            (const void *)buffers[1], s64, out, (long long)s.V, d.temperature, (int)d.top_k,        \
