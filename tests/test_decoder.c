@@ -336,7 +336,10 @@ static const struct {
             {5, 8, 64, 1, 1.0, BATON_DTYPE_I32},
             {9, 3, 128, 0, 0.7, BATON_DTYPE_I64},
             {3, 2, 6, 1, 1.3, BATON_DTYPE_I64},
-            {2, 4, 2, 0, 1.0, BATON_DTYPE_I32}};
+            {2, 4, 2, 0, 1.0, BATON_DTYPE_I32},
+            /* more units than a block's threads take in one round (CUDA) */
+            {2, 64, 128, 0, 1.0, BATON_DTYPE_I64},
+            {2, 40, 128, 1, 1.0, BATON_DTYPE_I32}};
 
 /* Llama's inverse frequencies: 1 / 500000^(2i / Dh), in f32. */
 static float *inv_freq(int64_t Dh)
@@ -687,7 +690,14 @@ Test(gpu_attention, records_a_position_outside_the_cache)
 
 /* ---- silu_mul, silu, gelu, softmax, cast ---------------------------------------------------- */
 
-static const int64_t EW_N[] = {1, 7, 4096, 8192 * 3 + 5};
+/* The last size only on CUDA: past 3 waves of 16-byte units (2^23 elements), so the kernels'
+ * loop that keeps several units in flight a thread runs, not only its tail. */
+static const int64_t EW_N[] = {1, 7, 4096, 8192 * 3 + 5, (1 << 23) + 8 * 3 + 5};
+
+static size_t ew_sizes(baton_device_kind kind)
+{
+    return sizeof EW_N / sizeof EW_N[0] - (kind == BATON_DEVICE_CUDA ? 0 : 1);
+}
 
 /* gelu in float64, in the forms that do not cancel for negative x (0.5 x (1 + tanh u) and
  * 0.5 x (1 + erf(x / sqrt 2)) lose every digit in 1 + (-1 + tiny)): the same functions. */
@@ -702,7 +712,7 @@ static void act_table(baton_device_kind kind)
 {
     static const char *ops[] = {"silu_mul", "silu", "gelu", "gelu"};
     for (int o = 0; o < 4; o++)
-        for (size_t k = 0; k < sizeof EW_N / sizeof EW_N[0]; k++)
+        for (size_t k = 0; k < ew_sizes(kind); k++)
             for (int f = 0; f < 4; f++) {
                 test_rng r = {test_fresh_seed()};
                 const baton_dtype dt = FLOATS[f];
@@ -744,7 +754,12 @@ Test(gpu_activations, silu_mul_silu_and_gelu_match_float64)
     act_table(BATON_DEVICE_CUDA);
 }
 
-static const int64_t SM[][2] = {{1, 1}, {3, 10}, {4, 2048}, {2, 128256}, {9, 1000}};
+/* On CUDA: rows in registers a block a row ({3, 10}, {4, 2048}, {9, 1000}), over a cluster of 8
+ * ({2, 128256}, {3, 50008}: slices of unequal length), the loop kernel for rows that are no
+ * multiple of 16 bytes ({1, 1}, {2, 4097}) and for rows too many for clusters and too long for one
+ * block's registers ({70, 65536}). */
+static const int64_t SM[][2] = {{1, 1},    {3, 10},    {4, 2048}, {2, 128256},
+                                {9, 1000}, {3, 50008}, {2, 4097}, {70, 65536}};
 
 static void softmax_table(baton_device_kind kind)
 {
@@ -791,7 +806,7 @@ static void cast_table(baton_device_kind kind)
 {
     for (int a = 0; a < 4; a++)
         for (int b = 0; b < 4; b++)
-            for (size_t k = 0; k < sizeof EW_N / sizeof EW_N[0]; k++) {
+            for (size_t k = 0; k < ew_sizes(kind); k++) {
                 test_rng r = {test_fresh_seed()};
                 const int64_t n = EW_N[k];
                 call c = {.target = "cast", .n_in = 1};
@@ -880,8 +895,17 @@ static const struct {
     double temp;
     int top_k;
     double top_p;
-} SMP[] = {{1, 128256, 0.8, 50, 0.9}, {3, 1000, 1.0, 0, 1.0}, {2, 1000, 0.6, 0, 0.7},
-           {4, 5000, 1.3, 40, 1.0},   {1, 7, 1.0, 1, 1.0},    {2, 300, 2.0, 300, 0.5}};
+} SMP[] = {{1, 128256, 0.8, 50, 0.9},
+           {3, 1000, 1.0, 0, 1.0},
+           {2, 1000, 0.6, 0, 0.7},
+           {4, 5000, 1.3, 40, 1.0},
+           {1, 7, 1.0, 1, 1.0},
+           {2, 300, 2.0, 300, 0.5},
+           {2, 128256, 0.8, 0, 0.9},
+           {2, 50000, 0.7, 1, 0.9},
+           {1, 128256, 1.0, 1000, 0.95},
+           /* more than a cluster's shared memory holds: CUDA's one-block kernel */
+           {1, 400000, 0.9, 0, 0.95}};
 
 static void sample_table(baton_device_kind kind)
 {
@@ -1329,8 +1353,10 @@ static int run_multi(baton_device_kind kind, const char *target, int n_in,
 /* swiglu(gu) against silu_mul(gu[:, :F], gu[:, F:]), bit for bit, every dtype. */
 static void swiglu_table(baton_device_kind kind)
 {
-    static const int64_t RF[][2] = {{1, 8192}, {3, 24}, {5, 7}};
-    for (size_t k = 0; k < sizeof RF / sizeof RF[0]; k++)
+    /* the last only on CUDA: the units-in-flight loop (see EW_N) */
+    static const int64_t RF[][2] = {{1, 8192}, {3, 24}, {5, 7}, {1025, 8192}};
+    const size_t nrf = sizeof RF / sizeof RF[0] - (kind == BATON_DEVICE_CUDA ? 0 : 1);
+    for (size_t k = 0; k < nrf; k++)
         for (int f = 0; f < 4; f++) {
             test_rng r = {test_fresh_seed()};
             const baton_dtype dt = FLOATS[f];
