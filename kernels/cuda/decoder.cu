@@ -1356,7 +1356,7 @@ __global__ void __launch_bounds__(SMP_THREADS)
 
 #define SMC_C        8
 #define SMC_BINS     2048
-#define SMC_FIXED    (2 * SMC_BINS * (sizeof(unsigned long long) + sizeof(unsigned)))
+#define SMC_FIXED    (2 * SMC_BINS * 4 * sizeof(unsigned)) /* counts and 3 mass limbs, x2 */
 #define SMC_SMEM_MAX (200 * 1024)
 
 __device__ __forceinline__ float key_logit(unsigned k)
@@ -1386,10 +1386,12 @@ __global__ void __launch_bounds__(SMP_THREADS)
                           double top_p, unsigned long long seed)
 {
     extern __shared__ __align__(16) unsigned char smem_raw[];
-    unsigned long long(*mass)[SMC_BINS] =
-        reinterpret_cast<unsigned long long(*)[SMC_BINS]>(smem_raw);
+    /* masses as three 14-bit limbs of the 41-bit weights, each summed with 32-bit shared atomics
+     * (a slice's 2^15 weights sum under 2^30 a limb): a 64-bit add in shared memory may be a
+     * compare-and-swap loop, and the first pass of flat logits puts most of them on a few bins */
+    unsigned(*mass)[3][SMC_BINS] = reinterpret_cast<unsigned(*)[3][SMC_BINS]>(smem_raw);
     unsigned(*cnt)[SMC_BINS] =
-        reinterpret_cast<unsigned(*)[SMC_BINS]>(smem_raw + 2 * SMC_BINS * sizeof(long long));
+        reinterpret_cast<unsigned(*)[SMC_BINS]>(smem_raw + 2 * 3 * SMC_BINS * sizeof(unsigned));
     unsigned *keys = reinterpret_cast<unsigned *>(smem_raw + SMC_FIXED);
     __shared__ unsigned long long scan_sh[32], s_sum[2], s_before, s_imax;
     __shared__ unsigned s_kmax;
@@ -1467,6 +1469,12 @@ __global__ void __launch_bounds__(SMP_THREADS)
     Cut c = {0u, 0x7fffffffffffffffLL};
     int par = 0;
 
+    /* bin b of rank q's mass limbs, as one weight sum */
+    auto limbs = [&](unsigned(*hm)[SMC_BINS], int b, int q) {
+        return (unsigned long long)*cluster.map_shared_rank(&hm[0][b], q) +
+               ((unsigned long long)*cluster.map_shared_rank(&hm[1][b], q) << 14) +
+               ((unsigned long long)*cluster.map_shared_rank(&hm[2][b], q) << 28);
+    };
     /* one radix pass over the members under `c` whose key matches prefix/mask: this block's counts
      * (and masses when with_mass) of digit (key >> shift) & dm into buffer par, then the cluster's
      * sums of bins dm - 2 tid and dm - 2 tid - 1 into g[0..1] (and gm), bins above them into
@@ -1475,11 +1483,11 @@ __global__ void __launch_bounds__(SMP_THREADS)
                     unsigned long long g[2], unsigned long long gm[2], unsigned long long *above_c,
                     unsigned long long *above_m) {
         unsigned *h = cnt[par];
-        unsigned long long *hm = mass[par];
+        unsigned(*hm)[SMC_BINS] = mass[par];
         for (int b = tid; b <= (int)dm; b += T_) {
             h[b] = 0;
             if (with_mass)
-                hm[b] = 0;
+                hm[0][b] = hm[1][b] = hm[2][b] = 0;
         }
         __syncthreads();
         for (long long j = tid; j < n; j += T_) {
@@ -1489,8 +1497,11 @@ __global__ void __launch_bounds__(SMP_THREADS)
                 count_bucket(h, b);
                 if (with_mass) {
                     const unsigned long long w = key_weight(k, mx, inv_t);
-                    if (w)
-                        atomicAdd(&hm[b], w);
+                    if (w) {
+                        atomicAdd(&hm[0][b], (unsigned)(w & 0x3fff));
+                        atomicAdd(&hm[1][b], (unsigned)(w >> 14 & 0x3fff));
+                        atomicAdd(&hm[2][b], (unsigned)(w >> 28));
+                    }
                 }
             }
         }
@@ -1503,7 +1514,7 @@ __global__ void __launch_bounds__(SMP_THREADS)
                 for (int q = 0; q < C; q++) {
                     g[s2] += *cluster.map_shared_rank(&h[b], q);
                     if (with_mass)
-                        gm[s2] += *cluster.map_shared_rank(&hm[b], q);
+                        gm[s2] += limbs(hm, b, q);
                 }
         }
         unsigned long long tot;
@@ -1512,18 +1523,6 @@ __global__ void __launch_bounds__(SMP_THREADS)
             *above_m = block_excl_scan(gm[0] + gm[1], scan_sh, &tot);
     };
     /* sum over the ranks of a bin of the last pass's buffer, ranks below `upto` */
-    auto ranks_bin = [&](const unsigned *h, int b, int upto) {
-        unsigned long long v = 0;
-        for (int q = 0; q < upto; q++)
-            v += *cluster.map_shared_rank(&h[b], q);
-        return v;
-    };
-    auto ranks_mass = [&](const unsigned long long *h, int b, int upto) {
-        unsigned long long v = 0;
-        for (int q = 0; q < upto; q++)
-            v += *cluster.map_shared_rank(&h[b], q);
-        return v;
-    };
     /* the members' mass in this block's slice, then the cluster's: *before the ranks' below this */
     auto member_mass = [&](int slot, unsigned long long *before) {
         unsigned long long mine = 0;
@@ -1658,12 +1657,12 @@ __global__ void __launch_bounds__(SMP_THREADS)
          * the target: in the rank whose ties' mass crosses it, else the last rank with ties (its
          * last tie) */
         const unsigned *h = cnt[par];
-        const unsigned long long *hm = mass[par];
+        unsigned(*hm)[SMC_BINS] = mass[par];
         int owner = -1, last = -1;
         unsigned long long tb = before;
         bool cross = false;
         for (int q = 0; q < C; q++) {
-            const unsigned long long tq = *cluster.map_shared_rank(&hm[b], q);
+            const unsigned long long tq = limbs(hm, b, q);
             if (*cluster.map_shared_rank(&h[b], q))
                 last = q;
             if (owner < 0 && tb < target && tb + tq >= target) {
