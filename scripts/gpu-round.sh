@@ -76,6 +76,34 @@ if has dims; then
   timeout 150 "$BUILD/bench_safetensors_load" > "$work/st_load.log" 2>&1
   say "(bench_safetensors_load: rc $?)"; tail -n 6 "$work/st_load.log" | tee -a "$summary" > /dev/null
 fi
+if has host39 && [ -d old39 ]; then
+  # issue 39: host time per step before (70ec00f^, the tree in old39/) and after decode-once
+  say "== host time per RMSNorm step, before/after decode-once (boundary mode: issue time)"
+  (cd old39 && cmake -C "$BATON_DEPS_PREFIX/deps.cmake" -S . -B build-old -DBATON_CUDA=ON \
+     -DCMAKE_BUILD_TYPE=Release -DBATON_TESTS=OFF > "$work/build-old.log" 2>&1 &&
+   cmake --build build-old -j"$JOBS" --target baton_cli >> "$work/build-old.log" 2>&1) || say "old build failed"
+  for i in 1 2 3 4; do
+    for b in old39/build-old/baton "$BUILD/baton"; do
+      timeout 60 "$b" bench --gpu=cuda --modes=strict,boundary --iters=3000 --warmup=200 --steps -q \
+        examples/plans/rmsnorm_chain64.json > "$work/host39-$i-$(basename "$(dirname "$b")").txt" 2>&1
+      say "$b round $i: $(python3 -c "
+import statistics,sys
+v=[l.split() for l in open(sys.argv[1]) if l.startswith('norm')]
+print('steps', len(v), 'median strict ns', statistics.median(float(x[1]) for x in v), 'boundary ns', statistics.median(float(x[2]) for x in v))" "$work/host39-$i-$(basename "$(dirname "$b")").txt")"
+    done
+  done
+fi
+if has prof; then
+  # per-kernel device times of the 1B decode plan (ncu, caches not flushed), after an llm part
+  # exported it to /tmp/bench_llm (LLM_ARGS must include --out /tmp/bench_llm)
+  d=${PROF_DIR:-/tmp/bench_llm/fused}
+  ids=$(python3 -c "print(','.join(str(i+1) for i in range(1000)))")
+  timeout 240 ncu --clock-control none --cache-control none --metrics gpu__time_duration.sum --csv \
+    --print-units base "$BUILD/generate" "$d" --prompt "$ids" --max-new-tokens 3 --gpu=cuda --mode=graph \
+    > "$work/ncu.csv" 2> "$work/ncu.err"
+  say "ncu (rc $?): $(python3 scripts/ncu_token.py "$work/ncu.csv" | tee "$work/ncu-token.txt" | head -3)"
+  cat "$work/ncu-token.txt" >> "$summary"
+fi
 if has host; then
   timeout 120 "$BUILD/bench_host" > "$work/bench_host.log" 2>&1; tail -30 "$work/bench_host.log" | tee -a "$summary"
 fi

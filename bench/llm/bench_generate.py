@@ -103,6 +103,9 @@ def run_generate(exe, d, prompt, new, mode, warmup):
     if m:
         f["decode_ms_per_token"] = float(m.group(3))
         f["host_waits_per_token"] = float(m.group(4))
+    m = re.search(r"decode: ([\d.]+) us/token on the host outside", e)
+    if m:
+        f["host_us_per_token"] = float(m.group(1))
     m = re.search(r"after the first run (\d+) captures, (\d+) graph updates", e)
     if m:
         f["captures_after_first"], f["graph_updates_after_first"] = int(m.group(1)), int(m.group(2))
@@ -170,9 +173,12 @@ def main():
               f"{f['prefill_ms']:8.3f} ms ({a.prompt / f['prefill_ms'] * 1e3:9.0f} tokens/s); "
               f"decode {f.get('decode_ms_per_token', float('nan')):.3f} ms/token ({share:.0%} of "
               f"the floor), {f.get('host_waits_per_token', float('nan')):.2f} host waits/token, "
+              f"{f.get('host_us_per_token', float('nan')):.1f} us/token on the host outside the "
+              f"run, "
               f"{f.get('captures_after_first', '?')} captures and "
               f"{f.get('graph_updates_after_first', '?')} graph updates after the first run; "
-              f"load+prepare {f['load_prepare_s']:.2f} s")
+              f"load+prepare {f['load_prepare_s']:.2f} s, first token {f['first_token_s']:.2f} s "
+              f"after start ({a.warmup} warm-up prefills included)")
     if a.json:
         with open(a.json, "w") as fh:
             json.dump(res, fh, indent=1)
