@@ -2247,32 +2247,42 @@ static int softmax_reg_launch(const baton_exec_ctx *ctx, void **b, const dec_sha
                   (unsigned)threads, 0, C, (const T *)b[0], (T *)b[1], (long long)s.F, C);
 }
 
-/* Rows held in registers where they fit (softmax_reg_kernel): 8 blocks a row (a portable cluster)
- * while the rows alone would leave most SMs idle, else a block a row; VPT the fewest vectors a
- * thread that hold a block's slice, at most 32 values a thread. Other rows: the loop kernel. */
+/* Rows held in registers where they fit (softmax_reg_kernel): C blocks a row (a cluster), the
+ * most of 8, 4, 2 whose rows * C blocks of 1024 threads stay one wave (2 a SM) while the rows alone
+ * would leave SMs idle (8 for one decode row), else the fewest C whose slices fit, or 1; VPT the
+ * fewest vectors a thread that hold a block's slice, at most 32 values a thread (16 doubles
+ * spill). Other rows: the loop kernel. */
 template <typename T>
 static int softmax_launch(const baton_exec_ctx *ctx, void **b, const dec_shape &s)
 {
     constexpr int E = 16 / (int)sizeof(T);
-    const int sms = sm_count(ctx);
+    constexpr long long VMAX = sizeof(T) == 4 ? 8 : 4;
     if (s.F % E == 0 && al16(b[0]) && al16(b[1]) && s.rows > 0) {
-        const long long nv = s.F / E;
-        int C = 1;
-        if (s.F >= 16384 && s.rows * 8 <= 4LL * sms &&
-            cluster8_ok(ctx, (const void *)softmax_reg_kernel<T, 4>, 0))
-            C = 8;
-        const long long per = (nv + C - 1) / C;
-        const int threads = per >= 1024 ? 1024 : (int)((per + 31) / 32) * 32;
-        const long long vpt = (per + threads - 1) / threads;
-        if (vpt <= 1)
-            return softmax_reg_launch<T, 1>(ctx, b, s, C, threads);
-        if (vpt <= 2)
-            return softmax_reg_launch<T, 2>(ctx, b, s, C, threads);
-        if (vpt <= 4 && 4 * E <= 32)
-            return softmax_reg_launch<T, 4>(ctx, b, s, C, threads);
-        if constexpr (sizeof(T) == 4) /* 32 floats; f64's 16 doubles spill */
-            if (vpt <= 8)
+        const long long nv = s.F / E, wave = 2LL * sm_count(ctx);
+        auto vpt_of = [&](int c) { return ((nv + c - 1) / c + 1023) / 1024; };
+        int C = 0;
+        const bool cl = s.F >= 16384 && cluster8_ok(ctx, (const void *)softmax_reg_kernel<T, 4>, 0);
+        for (int c = 8; cl && c >= 2 && !C; c /= 2)
+            if (s.rows * c <= wave && vpt_of(c) <= VMAX)
+                C = c;
+        if (!C && vpt_of(1) <= VMAX)
+            C = 1;
+        for (int c = 2; cl && c <= 8 && !C; c *= 2)
+            if (vpt_of(c) <= VMAX)
+                C = c;
+        if (C) {
+            const long long per = (nv + C - 1) / C;
+            const int threads = per >= 1024 ? 1024 : (int)((per + 31) / 32) * 32;
+            const long long vpt = (per + threads - 1) / threads;
+            if (vpt <= 1)
+                return softmax_reg_launch<T, 1>(ctx, b, s, C, threads);
+            if (vpt <= 2)
+                return softmax_reg_launch<T, 2>(ctx, b, s, C, threads);
+            if (vpt <= 4)
+                return softmax_reg_launch<T, 4>(ctx, b, s, C, threads);
+            if constexpr (sizeof(T) == 4)
                 return softmax_reg_launch<T, 8>(ctx, b, s, C, threads);
+        }
     }
     const int threads = s.F >= 8192 ? 1024 : s.F >= 1024 ? 256 : 64;
     return launch(ctx, "softmax", softmax_kernel<T>, (unsigned)s.rows, threads, 0, 1,
