@@ -1522,7 +1522,6 @@ __global__ void __launch_bounds__(SMP_THREADS)
         if (with_mass)
             *above_m = block_excl_scan(gm[0] + gm[1], scan_sh, &tot);
     };
-    /* sum over the ranks of a bin of the last pass's buffer, ranks below `upto` */
     /* the members' mass in this block's slice, then the cluster's: *before the ranks' below this */
     auto member_mass = [&](int slot, unsigned long long *before) {
         unsigned long long mine = 0;
@@ -1725,8 +1724,8 @@ __global__ void __launch_bounds__(SMP_THREADS)
 
     /* the draw: the first member, ascending, whose running weight exceeds u * total */
     unsigned long long target = (unsigned long long)(dec_uniform(seed, step, row) * (double)total);
-    if (target >=
-        total) /* u * total rounded up to total (total above 2^53): a token all the same */
+    /* u * total can round up to total above 2^53: a token all the same */
+    if (target >= total)
         target = total - 1;
     const unsigned long long mine_r = s_sum[top_p < 1 ? 1 : 0];
     if (before_r <= target && target < before_r + mine_r) {
