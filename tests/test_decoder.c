@@ -1502,6 +1502,51 @@ Test(gpu_fused, rope_cache_update_gives_rope_and_cache_update_bits)
     rope_cache_table(BATON_DEVICE_CUDA);
 }
 
+/* A position outside the caches: the error names it; the rows at valid positions are the only
+ * cache rows that change (CUDA drops the bad row's k and v, the CPU writes nothing). */
+static void rope_cache_bad_pos(baton_device_kind kind)
+{
+    test_rng r = {test_fresh_seed()};
+    const int64_t H = 4, Hkv = 2, Dh = 16, S = 9, rows = 2, QF = H * Dh, KF = Hkv * Dh;
+    baton_tensor_desc in[5] = {DESC(BATON_DTYPE_BF16, rows, QF + 2 * KF),
+                               DESC(BATON_DTYPE_I64, rows), DESC(BATON_DTYPE_F32, Dh / 2),
+                               DESC(BATON_DTYPE_BF16, S, KF), DESC(BATON_DTYPE_BF16, S, KF)};
+    baton_tensor_desc outd[3] = {DESC(BATON_DTYPE_BF16, rows, QF), in[3], in[4]};
+    char *qkv = rand_buf(&r, &in[0], 1.0), *kc = rand_buf(&r, &in[3], 1.0),
+         *vc = rand_buf(&r, &in[4], 1.0);
+    int64_t pos[2] = {3, 9};
+    float *fr = inv_freq(Dh);
+    void *host[5] = {qkv, pos, fr, kc, vc};
+    void *q = malloc(nbytes(&outd[0])), *k1 = malloc(nbytes(&in[3])), *v1 = malloc(nbytes(&in[4]));
+    void *outs[3] = {q, k1, v1};
+    const int alias[3] = {-1, 3, 4};
+    baton_attr at[3] = {A_INT("head_dim", Dh), A_INT("n_heads", H), A_INT("n_kv_heads", Hkv)};
+    char err[512];
+    int rc = run_multi(kind, "rope_cache_update", 5, in, host, 3, outd, alias, outs, at, 3, err,
+                       sizeof err);
+    cr_assert_eq(rc, BATON_EKERNEL, "position 9 in caches of 9 rows gave %d", rc);
+    cr_assert(strstr(err, "positions[1] = 9") && strstr(err, "[0, 9)"), "message: %s", err);
+    const size_t row = (size_t)KF * 2;
+    for (int64_t p = 0; p < S; p++)
+        if (p != 3 || kind == BATON_DEVICE_CPU) {
+            cr_assert(memcmp((char *)k1 + p * row, kc + p * row, row) == 0, "k_cache row %lld",
+                      (long long)p);
+            cr_assert(memcmp((char *)v1 + p * row, vc + p * row, row) == 0, "v_cache row %lld",
+                      (long long)p);
+        }
+    free(q), free(k1), free(v1), free(qkv), free(kc), free(vc), free(fr);
+}
+
+Test(decoder_fused, rope_cache_update_refuses_a_position_outside_the_caches)
+{
+    rope_cache_bad_pos(BATON_DEVICE_CPU);
+}
+Test(gpu_fused, rope_cache_update_records_a_position_outside_the_caches)
+{
+    skip_without_gpu();
+    rope_cache_bad_pos(BATON_DEVICE_CUDA);
+}
+
 /* gemm_add through a runtime: y = x W^T + c against float64, f32 and bf16. */
 static void gemm_add_case(const char *device, baton_gpu_backend gpu, baton_dtype dt)
 {
