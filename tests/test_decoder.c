@@ -905,6 +905,8 @@ static const struct {
            {2, 128256, 0.8, 0, 0.9},
            {2, 50000, 0.7, 1, 0.9},
            {1, 128256, 1.0, 1000, 0.95},
+           /* top_k past CUDA's one-block finish: the radix top_p after a top_k cut */
+           {2, 20000, 1.0, 2000, 0.9},
            /* more than a cluster's shared memory holds: CUDA's one-block kernel */
            {1, 400000, 0.9, 0, 0.95}};
 
