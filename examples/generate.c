@@ -277,6 +277,21 @@ int main(int argc, char **argv)
                 a.dir);
         goto out;
     }
+    /* A decode plan exported with decode_outputs=("next_token",) picks the greedy token on its
+     * device: a token is then 8 bytes back to the host, not the logits. */
+    baton_tensor_info ti;
+    int nt = baton_plan_tensor_index(dec, "next_token");
+    const int dec_token = nt >= 0 && baton_plan_tensor_info(dec, nt, &ti) == 0 &&
+                          ti.role == BATON_ROLE_OUTPUT && ti.desc.dtype == BATON_DTYPE_I64 &&
+                          ti.nbytes == sizeof(int64_t);
+    const int dec_logits = li.role == BATON_ROLE_OUTPUT;
+    if (!dec_logits && (a.sampling || !dec_token)) {
+        fprintf(stderr,
+                "generate: %s/decode.json outputs no logits%s; export it with "
+                "decode_outputs=(\"logits\",) to sample on the host\n",
+                a.dir, dec_token ? ", only the greedy next_token" : "");
+        goto out;
+    }
     int64_t vocab = li.desc.shape[2], max_seq = ki.desc.shape[0];
     size_t esize = baton_dtype_size(li.desc.dtype), row_bytes = (size_t)vocab * esize;
     int64_t T = a.n_prompt;
@@ -411,9 +426,11 @@ int main(int argc, char **argv)
             rc = baton_runtime_run(dec_rt, &err);
             th = now_s();
         }
-        if (rc == 0)
+        if (rc == 0 && dec_token && !samp_rt)
+            rc = baton_runtime_get_output(dec_rt, "next_token", &out_ids[i], sizeof(int64_t), &err);
+        else if (rc == 0)
             rc = baton_runtime_get_output(dec_rt, "logits", logits, row_bytes, &err);
-        if (rc == 0)
+        if (rc == 0 && !(dec_token && !samp_rt))
             rc = next_token(samp_rt, logits, row_bytes, li.desc.dtype, row_f32, vocab, i,
                             &out_ids[i], &err);
         t_host += now_s() - th;

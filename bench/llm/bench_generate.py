@@ -125,6 +125,9 @@ def main():
     ap.add_argument("--fused", choices=["on", "off", "both"], default="both",
                     help="export_causal_lm's fused plans (qkv+rope_cache_update, gate_up+swiglu, "
                          "gemm_add residuals), the unfused per-op plans, or both (default)")
+    ap.add_argument("--decode-outputs", default="next_token",
+                    help="the decode plan's outputs (comma-separated: logits, next_token); "
+                         "next_token: the greedy argmax on the GPU, as the PyTorch recipe does")
     ap.add_argument("--out", help="keep the exported plans here (default: a temporary folder)")
     ap.add_argument("--json", help="write the figures here")
     a = ap.parse_args()
@@ -144,7 +147,8 @@ def main():
         t = time.time()
         baton_export.export_causal_lm(model, d, max_seq_len=a.prompt + a.new, device="cuda:0",
                                       verbose=False, prefill_logits=a.prefill_logits,
-                                      fused=fused)
+                                      fused=fused,
+                                      decode_outputs=tuple(a.decode_outputs.split(",")))
         t_exports[fused] = time.time() - t
     t_export = t_exports[variants[0]]
     wbytes = os.path.getsize(os.path.join(dirs[variants[0]], "weights.safetensors"))
@@ -157,7 +161,7 @@ def main():
     exp_s = ", ".join(f"{v:.1f} s {'fused' if k else 'unfused'}" for k, v in t_exports.items())
     print(f"device {torch.cuda.get_device_name()}; model: {how}, {L} layers, bf16; built in "
           f"{t_model:.1f} s, exported in {exp_s}; weights {wbytes / 1e9:.2f} GB; "
-          f"prefill logits: {a.prefill_logits}")
+          f"prefill logits: {a.prefill_logits}; decode outputs: {a.decode_outputs}")
     print(f"read rate {rate / 1e12:.2f} TB/s; decode floor at mean context {ctx:.0f}: "
           f"{floor_ms:.3f} ms/token (weights {wbytes / 1e9:.2f} GB + KV {kv / 1e6:.1f} MB)")
     res = {"device": torch.cuda.get_device_name(), "model": how, "export_s": t_export,
