@@ -46,6 +46,15 @@ struct Result {
 static std::vector<Result> g_results;
 static double g_floor_us;
 
+/* Each row as soon as it is measured (a run cut short by a timeout still shows what it did). */
+static void record(const Result &r)
+{
+    record(r);
+    printf("RESULT %s | %s | %s | %.2f us | x copy %.2f\n", r.op.c_str(), r.shape.c_str(),
+           r.impl.c_str(), r.us, r.ratio);
+    fflush(stdout);
+}
+
 __global__ void empty_kernel()
 {
 }
@@ -238,7 +247,7 @@ static void bench_op_n(const char *label, const char *target, std::vector<baton_
     r.floor_us = g_floor_us;
     r.cold = cold;
     r.peer_us = NAN;
-    g_results.push_back(r);
+    record(r);
     for (auto &p : pools)
         CHECK_CUDA(cudaFree(p.base));
     for (size_t j = 0; j < outs.size(); j++)
@@ -378,7 +387,7 @@ static void bench_gemv(int64_t N)
         r.cold = (double)k * wbytes > 2.0 * g_prop.l2CacheSize;
         r.peer = which ? "baton" : "cublaslt";
         r.peer_us = which ? t_ours : t_lt;
-        g_results.push_back(r);
+        record(r);
     }
     baton__gemm_cublaslt_iface.destroy(state);
     CHECK_CUDA(cudaFree(W.base));
