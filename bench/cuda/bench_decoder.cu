@@ -46,13 +46,19 @@ struct Result {
 static std::vector<Result> g_results;
 static double g_floor_us;
 
-/* Each row as soon as it is measured (a run cut short by a timeout still shows what it did). */
+static void print_row(const Result &r)
+{
+    printf("%-40s %-26s %-9s %10.0f %9.2f %9.1f %9.2f %7.2f %5s %9.2f\n", r.op.c_str(),
+           r.shape.c_str(), r.impl.c_str(), r.bytes, r.us, r.gbps, r.copy_us, r.ratio,
+           r.cold ? "yes" : "no", r.peer_us);
+    fflush(stdout);
+}
+
+/* Each row is printed as soon as it is measured: a run cut short by a timeout still shows them. */
 static void record(const Result &r)
 {
-    record(r);
-    printf("RESULT %s | %s | %s | %.2f us | x copy %.2f\n", r.op.c_str(), r.shape.c_str(),
-           r.impl.c_str(), r.us, r.ratio);
-    fflush(stdout);
+    g_results.push_back(r);
+    print_row(r);
 }
 
 __global__ void empty_kernel()
@@ -463,6 +469,9 @@ int main(int argc, char **argv)
            "replays\n",
            g_prop.name, g_prop.multiProcessorCount, g_prop.l2CacheSize >> 20, g_reps);
     g_floor_us = time_calls(256, [&](int) { empty_kernel<<<1, 32, 0, g_stream>>>(); });
+    printf("\nlatency floor (empty kernel in a graph): %.2f us\n\n", g_floor_us);
+    printf("%-40s %-26s %-9s %10s %9s %9s %9s %7s %5s %9s\n", "op", "shape", "impl", "bytes", "us",
+           "GB/s", "copy us", "x copy", "cold", "peer us");
 
     const baton_dtype BF = BATON_DTYPE_BF16, I64 = BATON_DTYPE_I64, F32 = BATON_DTYPE_F32;
     const int64_t D = 2048, H = 32, HKV = 8, DH = 64, FF = 8192, V = 128256;
@@ -560,13 +569,6 @@ int main(int argc, char **argv)
     for (int64_t N : {2048, 2560, 8192, 16384, 128256})
         bench_gemv(N);
 
-    printf("\nlatency floor (empty kernel in a graph): %.2f us\n\n", g_floor_us);
-    printf("%-40s %-26s %-9s %10s %9s %9s %9s %7s %5s %9s\n", "op", "shape", "impl", "bytes", "us",
-           "GB/s", "copy us", "x copy", "cold", "peer us");
-    for (const Result &r : g_results)
-        printf("%-40s %-26s %-9s %10.0f %9.2f %9.1f %9.2f %7.2f %5s %9.2f\n", r.op.c_str(),
-               r.shape.c_str(), r.impl.c_str(), r.bytes, r.us, r.gbps, r.copy_us, r.ratio,
-               r.cold ? "yes" : "no", r.peer_us);
     /* causal: row r takes r + 1 keys, 4 flops per key and feature (Q K^T and P V) */
     printf("\n");
     for (const auto &p : prefill_us)
