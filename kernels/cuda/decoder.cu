@@ -289,36 +289,46 @@ template <typename T, int E, int RU> __global__ void rope_kernel(const RopeArgs 
 /* ---- kv_cache_update ----------------------------------------------------------------------------
  */
 
+/* vec: a thread per 16-byte vector of the rows, vpr vectors a row, rows packed into the blocks
+ * (a 1 KB row is 64 threads: a block a row left 3/4 of each block idle, 1.9x the copy at 32 MB);
+ * else a block per (row, chunk of blockDim.x * 16 bytes), a byte a thread. */
 template <typename I>
 __global__ void kv_update_kernel(char *cache, const char *nw, const I *pos, long long rows,
                                  long long S, long long row_bytes, long long chunks, int vec,
                                  int step, long long src_stride, int op)
 {
     /* new's row r at r * src_stride bytes (rope_cache_update's v inside qkv) */
-    const long long b = blockIdx.x, r = b / chunks, c = b % chunks;
     pdl_wait();
     pdl_trigger();
-    const char *src = nw + r * src_stride;
-    /* the row's bytes do not depend on the position: loaded before it, so one memory latency */
-    const long long k = (c * blockDim.x + threadIdx.x) * 16;
-    uint4 v = make_uint4(0, 0, 0, 0);
-    if (vec && k < row_bytes)
-        v = __ldcs(reinterpret_cast<const uint4 *>(src + k));
+    if (vec) {
+        const long long vpr = row_bytes / 16;
+        const long long g = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+        const long long r = g / vpr, k = (g - r * vpr) * 16;
+        if (r >= rows)
+            return;
+        /* the row's bytes do not depend on the position: loaded before it, one memory latency */
+        const uint4 v = __ldcs(reinterpret_cast<const uint4 *>(nw + r * src_stride + k));
+        const long long p = ld_idx(pos, r);
+        if (p < 0 || p >= S) {
+            if (k == 0)
+                record(op, step, r, p, S);
+            return; /* a write outside the cache is dropped, not clamped onto a real row */
+        }
+        *reinterpret_cast<uint4 *>(cache + p * row_bytes + k) = v;
+        return;
+    }
+    const long long b = blockIdx.x, r = b / chunks, c = b % chunks;
     const long long p = ld_idx(pos, r);
     if (p < 0 || p >= S) {
         if (c == 0 && threadIdx.x == 0)
             record(op, step, r, p, S);
-        return; /* a write outside the cache is dropped, not clamped onto a real row */
+        return;
     }
     char *dst = cache + p * row_bytes;
-    if (vec) {
-        if (k < row_bytes)
-            *reinterpret_cast<uint4 *>(dst + k) = v;
-    } else {
-        for (long long j = c * blockDim.x * 16 + threadIdx.x;
-             j < (c + 1) * blockDim.x * 16 && j < row_bytes; j += blockDim.x)
-            dst[j] = src[j];
-    }
+    const char *src = nw + r * src_stride;
+    for (long long j = c * blockDim.x * 16 + threadIdx.x;
+         j < (c + 1) * blockDim.x * 16 && j < row_bytes; j += blockDim.x)
+        dst[j] = src[j];
 }
 
 /* ---- attention: the split-K decode over a cluster
@@ -1092,11 +1102,36 @@ __global__ void act_kernel(const TI *a, const TI *b, TO *y, long long n, int vec
     }
 }
 
+/* A vector of B bytes, for loads and stores of that width. */
+template <int B> struct VecOf;
+template <> struct VecOf<16> {
+    using V = uint4;
+};
+template <> struct VecOf<8> {
+    using V = uint2;
+};
+template <> struct VecOf<4> {
+    using V = unsigned;
+};
+template <> struct VecOf<2> {
+    using V = unsigned short;
+};
+
+/* Elements of a cast unit: 16 bytes of the wider side, so that the loads and the stores of a warp
+ * are each one contiguous run (8 bf16 into 8 f32 as two 16-byte stores a thread left every warp
+ * store half-strided: 1.57x the copy at 197 MB). */
+template <typename TI, typename TO> __host__ __device__ constexpr int cast_elems()
+{
+    return 16 / (int)(sizeof(TI) > sizeof(TO) ? sizeof(TI) : sizeof(TO));
+}
+
 /* Rounds as baton_convert does (core/dtype.h): f64 to bf16/f16 through f32. */
 template <typename TI, typename TO>
 __global__ void cast_kernel(const TI *x, TO *y, long long n, int vec)
 {
-    constexpr int U = units_in_flight<TI>();
+    constexpr int U = 4, VE = cast_elems<TI, TO>();
+    using VI = typename VecOf<VE *(int)sizeof(TI)>::V;
+    using VO = typename VecOf<VE *(int)sizeof(TO)>::V;
     pdl_wait(); /* x may be a predecessor's output */
     pdl_trigger();
     const long long stride = (long long)gridDim.x * blockDim.x;
@@ -1109,31 +1144,30 @@ __global__ void cast_kernel(const TI *x, TO *y, long long n, int vec)
         else
             return from_f<TO>(to_f(v));
     };
+    const VI *xv = reinterpret_cast<const VI *>(x);
+    VO *yv = reinterpret_cast<VO *>(y);
+    auto put = [&](long long w, const VI &in) {
+        alignas(16) TI a[VE];
+        alignas(16) TO b[VE];
+        *reinterpret_cast<VI *>(a) = in;
+#pragma unroll
+        for (int e = 0; e < VE; e++)
+            b[e] = cv(a[e]);
+        yv[w] = *reinterpret_cast<const VO *>(b);
+    };
     if (vec) {
-        const long long units = n / 8;
+        const long long units = n / VE;
         for (; u + (U - 1) * stride < units; u += U * stride) {
-            alignas(16) TI v[U][8];
+            VI v[U];
 #pragma unroll
             for (int j = 0; j < U; j++)
-                ld8(x + (u + j * stride) * 8, v[j]);
+                v[j] = __ldcs(xv + u + j * stride);
 #pragma unroll
-            for (int j = 0; j < U; j++) {
-                alignas(16) TO w[8];
-#pragma unroll
-                for (int e = 0; e < 8; e++)
-                    w[e] = cv(v[j][e]);
-                st8(y + (u + j * stride) * 8, w);
-            }
+            for (int j = 0; j < U; j++)
+                put(u + j * stride, v[j]);
         }
-        for (; u < units; u += stride) {
-            alignas(16) TI v[8];
-            alignas(16) TO w[8];
-            ld8(x + u * 8, v);
-#pragma unroll
-            for (int e = 0; e < 8; e++)
-                w[e] = cv(v[e]);
-            st8(y + u * 8, w);
-        }
+        for (; u < units; u += stride)
+            put(u, __ldcs(xv + u));
     } else {
         for (long long i = u; i < n; i += stride)
             y[i] = cv(x[i]);
@@ -1210,28 +1244,36 @@ __global__ void __launch_bounds__(1024) softmax_reg_kernel(const T *x, T *y, lon
     pdl_trigger();
     A v[VPT][E];
     A mx = -INFINITY;
+    U16<T> raw[VPT]; /* every load in flight before the first is used */
+#pragma unroll
+    for (int k = 0; k < VPT; k++) {
+        const long long j = lo + (long long)k * blockDim.x + threadIdx.x;
+        if (j < hi)
+            raw[k] = ld16_stream(xr + j * E);
+    }
 #pragma unroll
     for (int k = 0; k < VPT; k++) {
         const long long j = lo + (long long)k * blockDim.x + threadIdx.x;
         if (j < hi) {
-            const U16<T> u = ld16_stream(xr + j * E);
 #pragma unroll
             for (int e = 0; e < E; e++) {
-                v[k][e] = ld_a<A>(u.v[e]);
+                v[k][e] = ld_a<A>(raw[k].v[e]);
                 mx = v[k][e] > mx ? v[k][e] : mx;
             }
         }
     }
     mx = block_max<A>(mx, red);
-    if (C > 1) {
+    const int lane = threadIdx.x & 31;
+    if (C > 1) { /* lane q reads rank q's maximum: the ranks' loads in flight together */
         cg::cluster_group cluster = cg::this_cluster();
         if (threadIdx.x == 0)
             slot[0] = mx;
         cluster.sync();
-        A m = -INFINITY;
-        for (int q = 0; q < C; q++) {
-            const A w = *cluster.map_shared_rank(&slot[0], q);
-            m = w > m ? w : m;
+        A m = lane < C ? *cluster.map_shared_rank(&slot[0], lane) : (A)-INFINITY;
+#pragma unroll
+        for (int o = 16; o > 0; o >>= 1) {
+            const A t = __shfl_xor_sync(0xffffffffu, m, o);
+            m = t > m ? t : m;
         }
         mx = m;
     }
@@ -1245,16 +1287,8 @@ __global__ void __launch_bounds__(1024) softmax_reg_kernel(const T *x, T *y, lon
                 sum += v[k][e];
             }
     sum = block_sum<A>(sum, red);
-    if (C > 1) {
-        cg::cluster_group cluster = cg::this_cluster();
-        if (threadIdx.x == 0)
-            slot[1] = sum;
-        cluster.sync();
-        A total = 0;
-        for (int q = 0; q < C; q++)
-            total += *cluster.map_shared_rank(&slot[1], q);
-        sum = total;
-    }
+    if (C > 1) /* the ranks' sums added in one fixed tree (cluster_sum): the same bits in all */
+        sum = cluster_sum<A>(sum, &slot[1], C);
     const A inv = (A)1 / sum;
 #pragma unroll
     for (int k = 0; k < VPT; k++) {
@@ -1700,7 +1734,10 @@ __global__ void __launch_bounds__(SMP_THREADS)
     __shared__ unsigned s_members;
 
     cg::cluster_group cluster = cg::this_cluster();
-    const int C = (int)cluster.num_blocks(), rank = (int)cluster.block_rank();
+    /* launched in clusters of SMC_C: a constant, so the loops over the ranks unroll and their
+     * distributed shared memory loads are in flight together */
+    constexpr int C = SMC_C;
+    const int rank = (int)cluster.block_rank();
     const int tid = threadIdx.x, T_ = blockDim.x;
     const long long row = blockIdx.x / (unsigned)C;
     const T *x = logits + row * V;
@@ -1725,12 +1762,25 @@ __global__ void __launch_bounds__(SMP_THREADS)
     constexpr int E = 16 / (int)sizeof(T);
     long long done = 0;
     if (vec) {
+        /* four vectors a thread loaded before any is used: one memory latency for a decode
+         * step's slice, where a loop of load-then-use waited for each */
         const long long nv = n / E;
-        for (long long j = tid; j < nv; j += T_) {
-            const U16<T> u = ld16_stream(x + lo + j * E);
+        for (long long j0 = 0; j0 < nv; j0 += 4LL * T_) {
+            U16<T> u[4];
 #pragma unroll
-            for (int e = 0; e < E; e++)
-                put(j * E + e, u.v[e]);
+            for (int k = 0; k < 4; k++) {
+                const long long j = j0 + (long long)k * T_ + tid;
+                if (j < nv)
+                    u[k] = ld16_stream(x + lo + j * E);
+            }
+#pragma unroll
+            for (int k = 0; k < 4; k++) {
+                const long long j = j0 + (long long)k * T_ + tid;
+                if (j < nv)
+#pragma unroll
+                    for (int e = 0; e < E; e++)
+                        put(j * E + e, u[k].v[e]);
+            }
         }
         done = nv * E;
     }
@@ -1751,6 +1801,7 @@ __global__ void __launch_bounds__(SMP_THREADS)
     /* the row's maximum: the largest key of the ranks, its first index (ranks in index order) */
     unsigned gk = 0;
     long long gi = -1;
+#pragma unroll
     for (int q = 0; q < C; q++) {
         const unsigned long long qi = *cluster.map_shared_rank(&s_imax, q);
         const unsigned qk = *cluster.map_shared_rank(&s_kmax, q);
@@ -1807,11 +1858,13 @@ __global__ void __launch_bounds__(SMP_THREADS)
             }
         }
         cluster.sync();
+#pragma unroll
         for (int s2 = 0; s2 < 2; s2++) {
             const int b = (int)dm - 2 * tid - s2;
             g[s2] = 0;
             gm[s2] = 0;
             if (b >= 0)
+#pragma unroll
                 for (int q = 0; q < C; q++) {
                     g[s2] += *cluster.map_shared_rank(&h[b], q);
                     if (with_mass)
@@ -1836,6 +1889,7 @@ __global__ void __launch_bounds__(SMP_THREADS)
             s_sum[slot] = mine;
         cluster.sync();
         unsigned long long tot = 0, b = 0;
+#pragma unroll
         for (int q = 0; q < C; q++) {
             const unsigned long long v = *cluster.map_shared_rank(&s_sum[slot], q);
             if (q < rank)
@@ -1882,6 +1936,7 @@ __global__ void __launch_bounds__(SMP_THREADS)
         const unsigned *h = cnt[par];
         int owner = C - 1;
         long long tb = 0;
+#pragma unroll
         for (int q = 0; q < C; q++) {
             const long long tq = (long long)*cluster.map_shared_rank(&h[b], q);
             if (tb + tq >= need) {
@@ -1966,6 +2021,7 @@ __global__ void __launch_bounds__(SMP_THREADS)
         int owner = -1, last = -1;
         unsigned long long tb = before;
         bool cross = false;
+#pragma unroll
         for (int q = 0; q < C; q++) {
             const unsigned long long tq = limbs(hm, b, q);
             if (*cluster.map_shared_rank(&h[b], q))
@@ -2309,9 +2365,12 @@ extern "C" int baton__kcuda_kv_cache_update(const baton_exec_ctx *ctx, void **bu
                                    cudaGetErrorString(e));
     }
     const int vec = row_bytes % 16 == 0 && al16(buffers[1]) && al16(buffers[3]);
-    const int threads = 256;
+    const long long vecs = s.rows * (row_bytes / 16);
+    const int threads = vec ? (int)(vecs >= 256 ? 256 : (vecs + 31) / 32 * 32) : 256;
     const long long chunks = (row_bytes + threads * 16LL - 1) / (threads * 16LL);
-    const long long grid = s.rows * chunks;
+    const long long grid = vec ? (vecs + threads - 1) / threads : s.rows * chunks;
+    if (grid == 0)
+        return 0;
     if (grid > 0x7fffffffLL)
         return baton__ctx_fail(ctx, BATON_EINVAL, "kv_cache_update: too many rows for one launch");
     if (s.idx_dt == BATON_DTYPE_I32)
@@ -2540,8 +2599,8 @@ static int cast_launch(const baton_exec_ctx *ctx, void **b, const dec_shape &s)
 {
     const int vec = s.n % 8 == 0 && al16(b[0]) && al16(b[1]);
     const int threads = 256;
-    const int grid =
-        wave_grid(ctx, (const void *)cast_kernel<TI, TO>, vec ? s.n / 8 : s.n, threads);
+    const int grid = wave_grid(ctx, (const void *)cast_kernel<TI, TO>,
+                               vec ? s.n / cast_elems<TI, TO>() : s.n, threads);
     return launch(ctx, "cast", cast_kernel<TI, TO>, (unsigned)grid, threads, 0, 1, (const TI *)b[0],
                   (TO *)b[1], (long long)s.n, vec);
 }
