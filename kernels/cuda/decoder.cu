@@ -163,7 +163,9 @@ template <typename T, int E, int RU> __global__ void rope_kernel(const RopeArgs 
     const T *xr = (const T *)P.x + r * P.xstride;
     pdl_wait(); /* x, positions and inv_freq may be a predecessor's outputs */
     pdl_trigger();
-    long long p = -1;
+    /* the position and this thread's inverse frequency are loaded with the row, not after it */
+    long long p = a.pos64 ? ((const long long *)a.pos)[r] : ((const int *)a.pos)[r];
+    const float fr0 = mode != 2 && (int)threadIdx.x < half ? a.inv_freq[threadIdx.x] : 0.f;
     bool drop = false;
     T *yr = (T *)P.y + r * P.ystride;
     for (long long u0 = 0; u0 < units; u0 += (long long)RU * blockDim.x) {
@@ -204,20 +206,20 @@ template <typename T, int E, int RU> __global__ void rope_kernel(const RopeArgs 
                     vb[k][0] = xr[off[k] + (mode == 0 ? half : 1)];
             }
         }
-        if (u0 == 0) { /* block-uniform: the position, the table, and where the row goes */
-            p = a.pos64 ? ((const long long *)a.pos)[r] : ((const int *)a.pos)[r];
+        if (u0 == 0) { /* block-uniform: the table, and where the row goes */
             if (mode != 2) {
                 for (int i = threadIdx.x; i < half; i += blockDim.x) {
+                    const float fi = i == (int)threadIdx.x ? fr0 : a.inv_freq[i];
                     if constexpr (sizeof(T) == 8) {
                         double sv, cv;
-                        sincos((double)p * (double)a.inv_freq[i], &sv, &cv);
+                        sincos((double)p * (double)fi, &sv, &cv);
                         cs[i] = (A)(cv * a.scale);
                         sn[i] = (A)(sv * a.scale);
                     } else {
                         /* HF's f32 angle, reduced to [-pi, pi] in double (a few FP64
                          * operations, exact enough for any position), then the fast f32
                          * sincos, accurate on that range */
-                        const double ang = (double)__fmul_rn((float)p, a.inv_freq[i]);
+                        const double ang = (double)__fmul_rn((float)p, fi);
                         const double kk = rint(ang * 0.15915494309189535);
                         const float rr = (float)fma(-kk, 6.283185307179586, ang);
                         float sv, cv;
