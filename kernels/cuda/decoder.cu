@@ -997,6 +997,15 @@ template <typename T> __host__ __device__ constexpr int units_in_flight()
     return sizeof(T) <= 2 ? 4 : sizeof(T) == 4 ? 2 : 1;
 }
 
+/* w / d, in 32 bits where both fit (a 64-bit division is a long call the loads' addresses wait
+ * for: at decode size it is the latency of the kernel). */
+__device__ __forceinline__ long long row_of(long long w, long long d)
+{
+    if (((unsigned long long)w | (unsigned long long)d) <= 0xffffffffull)
+        return (long long)((unsigned)w / (unsigned)d);
+    return w / d;
+}
+
 /* swiglu: y[r, c] = silu(gu[r, c]) * gu[r, F + c], with silu_mul's arithmetic (act_f), so the
  * same bits; 8 elements a unit when F is a multiple of 8 and the rows start on 16 bytes. */
 template <typename T>
@@ -1015,7 +1024,7 @@ __global__ void swiglu_kernel(const T *gu, T *y, long long n, long long F, int v
             alignas(16) T vb[U][8];
 #pragma unroll
             for (int j = 0; j < U; j++) {
-                const long long w = u + j * stride, r = w / Fu, c = (w - r * Fu) * 8;
+                const long long w = u + j * stride, r = row_of(w, Fu), c = (w - r * Fu) * 8;
                 ld8(gu + r * 2 * F + c, va[j]);
                 ld8(gu + r * 2 * F + F + c, vb[j]);
             }
@@ -1030,7 +1039,7 @@ __global__ void swiglu_kernel(const T *gu, T *y, long long n, long long F, int v
             }
         }
         for (; u < units; u += stride) {
-            const long long r = u / Fu, c = (u - r * Fu) * 8;
+            const long long r = row_of(u, Fu), c = (u - r * Fu) * 8;
             alignas(16) T va[8];
             alignas(16) T vb[8];
             alignas(16) T vy[8];
