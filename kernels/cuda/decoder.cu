@@ -87,6 +87,15 @@ template <typename A, typename T> __device__ __forceinline__ A ld_a(T v)
     return to_acc<A>(v);
 }
 
+/* w / d, in 32 bits where both fit (a 64-bit division is a long call the loads' addresses wait
+ * for: at decode size it is the latency of the kernel). */
+__device__ __forceinline__ long long row_of(long long w, long long d)
+{
+    if (((unsigned long long)w | (unsigned long long)d) <= 0xffffffffull)
+        return (long long)((unsigned)w / (unsigned)d);
+    return w / d;
+}
+
 /* ---- embedding ----------------------------------------------------------------------------------
  */
 
@@ -179,12 +188,12 @@ template <typename T, int E, int RU> __global__ void rope_kernel(const RopeArgs 
             if (u >= units)
                 continue;
             if (mode == 0) {
-                const long long h = u / per_head;
+                const long long h = row_of(u, per_head);
                 i0[k] = (int)(u - h * per_head) * E;
                 off[k] = h * Dh + i0[k];
             } else if (mode == 1) {
                 off[k] = u * EA;
-                i0[k] = (int)((off[k] % Dh) / 2);
+                i0[k] = (int)((off[k] - row_of(off[k], Dh) * Dh) / 2);
             } else {
                 off[k] = u * E;
                 i0[k] = 0;
@@ -995,15 +1004,6 @@ template <typename T> __device__ __forceinline__ void st8(T *p, const T (&v)[8])
 template <typename T> __host__ __device__ constexpr int units_in_flight()
 {
     return sizeof(T) <= 2 ? 4 : sizeof(T) == 4 ? 2 : 1;
-}
-
-/* w / d, in 32 bits where both fit (a 64-bit division is a long call the loads' addresses wait
- * for: at decode size it is the latency of the kernel). */
-__device__ __forceinline__ long long row_of(long long w, long long d)
-{
-    if (((unsigned long long)w | (unsigned long long)d) <= 0xffffffffull)
-        return (long long)((unsigned)w / (unsigned)d);
-    return w / d;
 }
 
 /* swiglu: y[r, c] = silu(gu[r, c]) * gu[r, F + c], with silu_mul's arithmetic (act_f), so the
