@@ -104,7 +104,7 @@ template <typename I, bool VEC>
 __global__ void embedding_kernel(const I *ids, const char *table, char *out, long long rows,
                                  long long V, long long row_bytes, long long chunks, int step)
 {
-    const long long b = blockIdx.x, r = b / chunks, c = b % chunks;
+    const long long b = blockIdx.x, r = row_of(b, chunks), c = b - r * chunks;
     pdl_wait(); /* ids and the table may be a predecessor's outputs */
     pdl_trigger();
     long long id = ld_idx(ids, r);
@@ -314,7 +314,7 @@ __global__ void kv_update_kernel(char *cache, const char *nw, const I *pos, long
     if (vec) {
         const long long vpr = row_bytes / 16;
         const long long g = (long long)blockIdx.x * blockDim.x + threadIdx.x;
-        const long long r = g / vpr, k = (g - r * vpr) * 16;
+        const long long r = row_of(g, vpr), k = (g - r * vpr) * 16;
         if (r >= rows)
             return;
         /* the row's bytes do not depend on the position: loaded before it, one memory latency */
