@@ -1248,7 +1248,7 @@ __global__ void __launch_bounds__(1024) softmax_reg_kernel(const T *x, T *y, lon
     __shared__ A slot[2];
     const int rank = C > 1 ? (int)cg::this_cluster().block_rank() : 0;
     const long long row = blockIdx.x / (unsigned)C, nv = N / E;
-    const long long per = (nv + C - 1) / C, lo = min(nv, rank * per), hi = min(nv, lo + per);
+    const long long per = row_of(nv + C - 1, C), lo = min(nv, rank * per), hi = min(nv, lo + per);
     const T *xr = x + row * N;
     T *yr = y + row * N;
     pdl_wait(); /* x may be a predecessor's output */
