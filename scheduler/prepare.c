@@ -517,13 +517,11 @@ static int build_calls(baton_runtime *rt, baton_error *err)
             .user = s->target->user,
             .autotune = !rt->opts.no_autotune,
         };
-        /* PDL only between two kernels of one GPU segment that both honour it: the first
-         * kernel of a segment follows copies or the host. */
-        if (use_pdl && s->kind == BATON_TARGET_KERNEL && im->supports_pdl && i > 0 &&
-            plan->steps[i - 1].segment == s->segment &&
-            plan->steps[i - 1].kind == BATON_TARGET_KERNEL && rt->impls[i - 1]->supports_pdl &&
-            dev_supports_pdl(rd->ops, rd->ctx))
-            c->ctx.pdl = 1;
+        /* A kernel that honours PDL may follow any kernel on its stream (a delegate's, the
+         * device's copy kernel): its pdl_wait waits for that grid. The device launches it so
+         * where the op before it is a kernel (device.h, dev_call.pdl). */
+        c->pdl = use_pdl && s->kind == BATON_TARGET_KERNEL && im->supports_pdl &&
+                 dev_supports_pdl(rd->ops, rd->ctx);
         if (s->kind == BATON_TARGET_KERNEL) {
             c->kernel = im->kernel;
             continue;
