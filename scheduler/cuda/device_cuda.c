@@ -775,9 +775,9 @@ static int cuda_call(dev_ctx *d, dev_call *c, baton_error *err)
         return cuda_reason(err, d, step, c->kernel ? "kernel launch" : "delegate launch", NULL, e);
     if (before && c->ctx.pdl)
         pdl_note(d, before);
-    /* A kernel or a delegate's library call ends with a kernel launch: on a stream, a PDL launch
-     * after anything else is an ordinary one, and while capturing the node itself is asked. */
-    d->after_kernel = 1;
+    /* baton's kernels end with a launch, and so does the cuBLASLt delegate; another kernel may
+     * end with a copy. (While capturing, the node itself is asked.) */
+    d->after_kernel = c->pdl || c->delegate;
     if (!d->capturing)
         d->counters.launches++;
     return 0;
