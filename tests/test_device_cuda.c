@@ -14,6 +14,7 @@
 #include "kernels/descriptors.h"
 #include "scheduler/cuda/device_cuda.h"
 #include "scheduler/device.h"
+#include "scheduler/testing.h"
 #include "tests/support.h"
 
 #define SKIP_WITHOUT_GPU()                                                                         \
@@ -694,4 +695,66 @@ Test(device_cuda, a_pdl_kernel_after_a_memcpy_in_a_graph_waits_for_it_in_full)
     cr_expect_eq(e.programmatic, PDL_N, "%d programmatic", e.programmatic);
     cr_expect_eq(e.kernel_default, 0);
     pdl_close(&c);
+}
+
+/* The runtime on the bundled 64-step chain in graph mode: its captured segment is one
+ * programmatic chain (upload kernel, 64 norms, download kernel), and --no-pdl gives the same bits
+ * from a graph without a programmatic edge. */
+static void chain_plan_run(const baton_plan *plan, int no_pdl, const unsigned char *x,
+                           unsigned char *out, dev_cuda_edges *e)
+{
+    baton_options opts = test_options(BATON_GPU_CUDA, BATON_SYNC_GRAPH, 0, 1);
+    opts.disable_pdl = no_pdl;
+    baton_runtime *rt = NULL;
+    baton_error err = {0};
+    cr_assert_eq(baton_runtime_create(plan, &opts, &rt, &err), 0, "%s", err.message);
+    cr_assert_eq(baton_runtime_set_input(rt, "x", x, PDL_ROW * 2, &err), 0, "%s", err.message);
+    for (int r = 0; r < 2; r++) { /* the first run captures, the second replays */
+        test_poison(out, PDL_ROW * 2);
+        cr_assert_eq(baton_runtime_run(rt, &err), 0, "%s", err.message);
+        cr_assert_eq(baton_runtime_get_output(rt, "h64", out, PDL_ROW * 2, &err), 0, "%s",
+                     err.message);
+    }
+    /* memory index 1 is cuda:0 (0 is the CPU); the GPU segment's slot holds the graph */
+    dev_ctx *d = baton__runtime_device_ctx(rt, 1);
+    cr_assert(d);
+    int found = 0;
+    for (int s = 0; s < 4 && !found; s++) {
+        int slot = baton__runtime_graph_slot(rt, s);
+        found = slot >= 0 && baton__dev_cuda_graph_edges(d, slot, e) == 0;
+    }
+    cr_assert(found, "no captured graph on cuda:0");
+    baton_runtime_destroy(rt);
+}
+
+Test(device_cuda, the_runtimes_captured_chain_is_one_programmatic_chain_with_the_same_bits)
+{
+    SKIP_WITHOUT_GPU();
+    if (!pdl_device())
+        cr_skip("programmatic dependent launch needs compute capability 9.0 or later");
+    baton_registry *reg = NULL;
+    baton_plan *plan = NULL;
+    baton_error err = {0};
+    cr_assert_eq(baton_registry_create(&reg), 0);
+    cr_assert_eq(
+        baton_plan_load(reg, test_path("examples/plans/rmsnorm_chain64.json"), &plan, &err), 0,
+        "%s", err.message);
+    unsigned char x[PDL_ROW * 2], on[PDL_ROW * 2], off[PDL_ROW * 2];
+    uint64_t seed = test_fresh_seed();
+    test_rng rng = {seed};
+    test_fill_random(&rng, BATON_DTYPE_BF16, x, PDL_ROW, 1.0);
+    dev_cuda_edges e_on, e_off;
+    chain_plan_run(plan, 0, x, on, &e_on);
+    chain_plan_run(plan, 1, x, off, &e_off);
+    cr_expect_eq(memcmp(on, off, sizeof on), 0, "PDL changed the chain's bits (seed %llu)",
+                 (unsigned long long)seed);
+    cr_expect_eq(e_on.kernels, 66, "%d kernel nodes", e_on.kernels);
+    cr_expect_eq(e_on.edges, 65);
+    cr_expect_eq(e_on.programmatic, 65, "%d of %d edges programmatic (%d made, %d captured so)",
+                 e_on.programmatic, e_on.edges, e_on.pdl_made, e_on.pdl_kept);
+    cr_expect_eq(e_on.kernel_default, 0);
+    cr_expect_eq(e_off.programmatic, 0, "--no-pdl left %d programmatic edges", e_off.programmatic);
+    cr_expect_eq(e_off.kernel_default, 65);
+    baton_plan_free(plan);
+    baton_registry_destroy(reg);
 }

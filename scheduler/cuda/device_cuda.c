@@ -31,6 +31,7 @@ struct dev_ctx {
     char name[24];  /* "cuda:0", for messages */
     int set_device; /* nonzero: make dev current before each call (several GPUs, or not 0) */
     int pdl;        /* compute capability >= 9 */
+    int pdl_copies; /* the copy kernel may be a PDL launch (pdl, and the run allows PDL) */
     cudaStream_t stream;
     int own_stream; /* created here; else the caller's (baton_options.streams) */
     /* idle: captures that learn how to patch a graph (rebind.c). Created at the first capture,
@@ -302,6 +303,7 @@ static int open_device(baton_device dev, const baton_options *opts, int n_graphs
         return open_failed(
             d, cuda_reason(err, d, NULL, "cudaDeviceGetAttribute", "compute capability", e));
     d->pdl = major >= 9;
+    d->pdl_copies = d->pdl && !(opts && opts->disable_pdl);
     for (int i = 0; opts && i < opts->n_streams; i++)
         if (opts->streams[i].device.kind == dev.kind && opts->streams[i].device.index == dev.index)
             d->stream = opts->streams[i].stream;
@@ -541,7 +543,7 @@ static int pdl_may_follow(dev_ctx *d, cudaGraphNode_t *before)
 {
     *before = NULL;
     if (!d->pdl)
-        return 0;
+        return 0; /* the calls' own flag (dev_call.pdl) says whether the run allows it */
     if (!d->capturing)
         return d->after_kernel;
     *before = capture_kernel_leaf(d);
@@ -804,7 +806,7 @@ static int cuda_copy(dev_ctx *d, void *dst, const void *src, size_t bytes, dev_c
                       (((uintptr_t)dst | (uintptr_t)src) & 15) == 0;
     const char *call = small ? "the copy kernel" : "cudaMemcpyAsync";
     cudaGraphNode_t before = NULL;
-    const int pdl = small && e == cudaSuccess && pdl_may_follow(d, &before);
+    const int pdl = small && e == cudaSuccess && d->pdl_copies && pdl_may_follow(d, &before);
     if (e == cudaSuccess)
         e = small
                 ? baton__dev_cuda_copy_launch(d->stream, dst, src, bytes, kind == DEV_COPY_D2H, pdl)
