@@ -277,6 +277,21 @@ int main(int argc, char **argv)
                 a.dir);
         goto out;
     }
+    /* A decode plan exported with decode_outputs=("next_token",) picks the greedy token on its
+     * device: a token is then 8 bytes back to the host, not the logits. */
+    baton_tensor_info ti;
+    int nt = baton_plan_tensor_index(dec, "next_token");
+    const int dec_token = nt >= 0 && baton_plan_tensor_info(dec, nt, &ti) == 0 &&
+                          ti.role == BATON_ROLE_OUTPUT && ti.desc.dtype == BATON_DTYPE_I64 &&
+                          ti.nbytes == sizeof(int64_t);
+    const int dec_logits = li.role == BATON_ROLE_OUTPUT;
+    if (!dec_logits && (a.sampling || !dec_token)) {
+        fprintf(stderr,
+                "generate: %s/decode.json outputs no logits%s; export it with "
+                "decode_outputs=(\"logits\",) to sample on the host\n",
+                a.dir, dec_token ? ", only the greedy next_token" : "");
+        goto out;
+    }
     int64_t vocab = li.desc.shape[2], max_seq = ki.desc.shape[0];
     size_t esize = baton_dtype_size(li.desc.dtype), row_bytes = (size_t)vocab * esize;
     int64_t T = a.n_prompt;
@@ -392,25 +407,33 @@ int main(int argc, char **argv)
 
     /* 5. Decode: one token per run; the position is an input, so graph mode replays one graph.
      * The first run captures it: the rate counts the runs after it. */
-    double td = now_s(), t_decode1 = 0;
+    double td = now_s(), t_decode1 = 0, t_host = 0; /* t_host: a token's time outside the run */
     baton_run_stats st0 = {0}, st1;
     for (long i = 1; i < a.max_new; i++) {
         if (i == 2) {
             t_decode1 = now_s() - td;
             td = now_s();
+            t_host = 0;
             baton_runtime_stats(dec_rt, &st0);
         }
+        double th = now_s();
         int64_t id = out_ids[i - 1], p = T + i - 1;
         rc = baton_runtime_set_input(dec_rt, "input_ids", &id, sizeof id, &err);
         if (rc == 0)
             rc = baton_runtime_set_input(dec_rt, "cache_position", &p, sizeof p, &err);
-        if (rc == 0)
+        if (rc == 0) {
+            t_host += now_s() - th;
             rc = baton_runtime_run(dec_rt, &err);
-        if (rc == 0)
+            th = now_s();
+        }
+        if (rc == 0 && dec_token && !samp_rt)
+            rc = baton_runtime_get_output(dec_rt, "next_token", &out_ids[i], sizeof(int64_t), &err);
+        else if (rc == 0)
             rc = baton_runtime_get_output(dec_rt, "logits", logits, row_bytes, &err);
-        if (rc == 0)
+        if (rc == 0 && !(dec_token && !samp_rt))
             rc = next_token(samp_rt, logits, row_bytes, li.desc.dtype, row_f32, vocab, i,
                             &out_ids[i], &err);
+        t_host += now_s() - th;
         if (rc) {
             fprintf(stderr, "generate: decode token %ld: %s\n", i, err.message);
             goto out;
@@ -436,6 +459,10 @@ int main(int argc, char **argv)
                 (double)(st1.host_waits - st0.host_waits) / n,
                 (double)(st1.graph_launches - st0.graph_launches) / n,
                 (double)(st1.kernel_launches - st0.kernel_launches) / n);
+        fprintf(stderr,
+                "decode: %.1f us/token on the host outside baton_runtime_run (inputs, "
+                "logits, picking the token)\n",
+                t_host * 1e6 / n);
         /* After the first run a token is its inputs' memcpys, one graph replay (graph mode) and
          * the one wait for the logits: a capture or graph update here would be a regression. */
         long long caps = (long long)(st1.captures - st0.captures);

@@ -879,6 +879,18 @@ int baton__runtime_prepare_instance(const baton_runtime *share, const baton_opti
     return prepare(share->plan, &o, share, -1, DEV_FAULT_NONE, out, err);
 }
 
+typedef struct shared_copy {
+    const void *key;
+    size_t bytes;
+} shared_copy;
+
+static int cmp_copy(const void *a, const void *b)
+{
+    uintptr_t x = (uintptr_t)((const shared_copy *)a)->key;
+    uintptr_t y = (uintptr_t)((const shared_copy *)b)->key;
+    return x < y ? -1 : x > y;
+}
+
 void baton__runtime_memory(const baton_runtime *rt, size_t *const_bytes, size_t *private_bytes)
 {
     size_t c = 0, p = 0;
@@ -887,6 +899,32 @@ void baton__runtime_memory(const baton_runtime *rt, size_t *const_bytes, size_t 
         c += m->const_bytes;
         p += m->arena_bytes - m->const_bytes;
     }
+    /* What delegates hold outside the arenas: their own bytes are this runtime's; a prepared copy
+     * of a constant is shared with every step and runtime using that constant (a pool's
+     * instances), so it counts with the constants, once per copy. Not on a run's path: the list
+     * of copies may allocate. */
+    const int n = rt->plan->n_steps;
+    shared_copy *copies = n > 0 ? malloc(sizeof *copies * (size_t)n) : NULL;
+    int nc = 0;
+    for (int i = 0; i < n; i++) {
+        const baton_target_impl *im = rt->impls ? rt->impls[i] : NULL;
+        if (!im || !im->delegate || !im->delegate->memory || !rt->states || !rt->states[i])
+            continue;
+        size_t own = 0, shared = 0;
+        const void *key = NULL;
+        im->delegate->memory(rt->states[i], &own, &key, &shared);
+        p += own;
+        if (shared && key && copies)
+            copies[nc++] = (shared_copy){key, shared};
+        else
+            c += shared; /* no key, or no list (out of memory): counted, perhaps twice */
+    }
+    if (nc > 0)
+        qsort(copies, (size_t)nc, sizeof *copies, cmp_copy);
+    for (int k = 0; k < nc; k++)
+        if (k == 0 || copies[k].key != copies[k - 1].key)
+            c += copies[k].bytes;
+    free(copies);
     *const_bytes = c;
     *private_bytes = p;
 }

@@ -4,7 +4,8 @@
 # Llama-3.2-1B-shaped model against the gpt-fast PyTorch recipe, all in one call so every ratio
 # has its floor and peer from the same machine and minute. Figures go to $OUT (logs.tgz, *.json).
 #   From the device tool: run(command="bash scripts/gpu-round.sh", carry=[".deps"])
-#   env: PARTS (default "tests decoder"; also "cputests", "llm", "dims", "rfcdims", "host"), JOBS (16),
+#   env: PARTS (default "tests decoder"; also "cputests", "gemv", "llm", "dims", "rfcdims", "host39",
+#        "prof", "sched", "host"), JOBS (16), *_TIMEOUT (per part), PEERS_ARGS, TORCH_DECODE=0,
 #        CTEST_ARGS (e.g. "-R decoder" to run some GPU tests only), LLM_ARGS (bench_generate.py)
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -31,7 +32,7 @@ else
   say "build: FAILED"; grep -E "error" "$work/build.log" | head -30
 fi
 if has tests; then
-  (cd "$BUILD" && ctest -L gpu ${CTEST_ARGS:-} --output-on-failure --timeout 300 -j4) > "$work/ctest_gpu.log" 2>&1
+  (cd "$BUILD" && ctest -L gpu ${CTEST_ARGS:-} --output-on-failure --timeout "${CTEST_TIMEOUT:-300}" -j4) > "$work/ctest_gpu.log" 2>&1
   say "ctest -L gpu: $(grep -E 'tests passed' "$work/ctest_gpu.log" | tail -1)"
   grep -E "\*\*\*Failed|\[FAIL\]|Failed  |Exception" "$work/ctest_gpu.log" | head -20
   if has cputests; then
@@ -39,6 +40,11 @@ if has tests; then
     say "ctest -L cpu: $(grep -E 'tests passed' "$work/ctest_cpu.log" | tail -1)"
     grep -E "\*\*\*Failed|\[FAIL\]" "$work/ctest_cpu.log" | head -10
   fi
+fi
+if has gemv; then
+  say "== bench_gemv (the decode GEMV: baton's own vs cuBLASLt vs the copy, cold, in graphs)"
+  timeout "${GEMV_TIMEOUT:-90}" "$BUILD/bench_gemv" --json "$final/bench_gemv.json" > "$work/bench_gemv.log" 2>&1
+  say "(rc $?)"; grep -v "^RESULT" "$work/bench_gemv.log" | tee -a "$summary" > /dev/null
 fi
 if has rfcdims; then
   python3 scripts/rfc_dims.py examples/plans/rfc.json "$work/rfc-dims.json"
@@ -48,21 +54,23 @@ if has rfcdims; then
   done
 fi
 if has decoder; then
-  timeout 200 "$BUILD/bench_decoder" --json "$final/bench_decoder.json" > "$work/bench_decoder.log" 2>&1
+  timeout "${DECODER_TIMEOUT:-200}" "$BUILD/bench_decoder" --json "$final/bench_decoder.json" > "$work/bench_decoder.log" 2>&1
   say "== bench_decoder (rc $?)"; grep -v "^RESULT" "$work/bench_decoder.log" | tee -a "$summary" >/dev/null
-  [ "${DECODER_PEERS:-1}" = 0 ] || timeout 200 python3 bench/kernels/decoder_peers.py --json "$final/decoder_peers.json" \
+  [ "${DECODER_PEERS:-1}" = 0 ] || timeout "${PEERS_TIMEOUT:-200}" python3 bench/kernels/decoder_peers.py ${PEERS_ARGS:-} --json "$final/decoder_peers.json" \
     > "$work/decoder_peers.log" 2>&1
   say "== decoder_peers (rc $?)"; grep -v "^RESULT" "$work/decoder_peers.log" | tail -40 | tee -a "$summary" >/dev/null
 fi
 if has llm; then
   say "== bench_generate (baton's decode and prefill of a Llama-3.2-1B-shaped model)"
-  PYTHONPATH=python timeout 420 python3 bench/llm/bench_generate.py --generate "$BUILD/generate" \
+  PYTHONPATH=python timeout "${LLM_TIMEOUT:-420}" python3 bench/llm/bench_generate.py --generate "$BUILD/generate" \
     --json "$final/bench_generate.json" ${LLM_ARGS:-} > "$work/bench_generate.log" 2>&1
   say "(rc $?)"; tail -n 30 "$work/bench_generate.log" | tee -a "$summary" > /dev/null
+  [ "${TORCH_DECODE:-1}" = 0 ] || {
   say "== torch_decode (the gpt-fast recipe, same machine)"
   timeout 400 python3 bench/llm/torch_decode.py --context 1024 --prefill 1024 --steps 200 \
     --json "$final/torch_decode.json" > "$work/torch_decode.log" 2>&1
   say "(rc $?)"; grep -vE "Warning|warn\(" "$work/torch_decode.log" | tail -n 12 | tee -a "$summary" > /dev/null
+  }
 fi
 if has dims; then
   say "== bench_dims (graph mode: static vs dims unchanged; a 1-in-8 change pattern)"
@@ -75,6 +83,41 @@ fi
 if has dims; then
   timeout 150 "$BUILD/bench_safetensors_load" > "$work/st_load.log" 2>&1
   say "(bench_safetensors_load: rc $?)"; tail -n 6 "$work/st_load.log" | tee -a "$summary" > /dev/null
+fi
+if has host39 && [ -d old39 ]; then
+  # issue 39: host time per step before (70ec00f^, the tree in old39/) and after decode-once
+  say "== host time per RMSNorm step, before/after decode-once (boundary mode: issue time)"
+  (cd old39 && cmake -C "$BATON_DEPS_PREFIX/deps.cmake" -S . -B build-old -DBATON_CUDA=ON \
+     -DCMAKE_BUILD_TYPE=Release -DBATON_TESTS=OFF > "$work/build-old.log" 2>&1 &&
+   cmake --build build-old -j"$JOBS" --target baton_cli >> "$work/build-old.log" 2>&1) || say "old build failed"
+  for i in 1 2 3 4; do
+    for b in old39/build-old/baton "$BUILD/baton"; do
+      timeout 60 "$b" bench --gpu=cuda --modes=strict,boundary --iters=3000 --warmup=200 --steps -q \
+        examples/plans/rmsnorm_chain64.json > "$work/host39-$i-$(basename "$(dirname "$b")").txt" 2>&1
+      say "$b round $i: $(python3 -c "
+import statistics,sys
+v=[l.split() for l in open(sys.argv[1]) if l.startswith('norm')]
+print('steps', len(v), 'median strict ns', statistics.median(float(x[1]) for x in v), 'boundary ns', statistics.median(float(x[2]) for x in v))" "$work/host39-$i-$(basename "$(dirname "$b")").txt")"
+    done
+  done
+fi
+if has prof; then
+  # per-kernel device times of the 1B decode plan (ncu, caches not flushed), after an llm part
+  # exported it to /tmp/bench_llm (LLM_ARGS must include --out /tmp/bench_llm)
+  d=${PROF_DIR:-/tmp/bench_llm/fused}
+  ids=$(python3 -c "print(','.join(str(i+1) for i in range(1000)))")
+  timeout 240 ncu --clock-control none --cache-control none --metrics gpu__time_duration.sum --csv \
+    --print-units base "$BUILD/generate" "$d" --prompt "$ids" --max-new-tokens 3 --gpu=cuda --mode=graph \
+    > "$work/ncu.csv" 2> "$work/ncu.err"
+  say "ncu (rc $?): $(python3 scripts/ncu_token.py "$work/ncu.csv" | tee "$work/ncu-token.txt" | head -3)"
+  cat "$work/ncu-token.txt" >> "$summary"
+fi
+if has sched; then
+  say "== bench_sched (the 64-step chain: baton's graph mode vs hand-built graphs with and without PDL)"
+  BATON_GRAPH_EDGES=1 timeout "${SCHED_TIMEOUT:-90}" "$BUILD/bench_sched" --src . --iters 300 --rounds 2 \
+    > "$work/bench_sched.log" 2>&1
+  say "(rc $?)"; grep -E "^baton: " "$work/bench_sched.log" | sort | uniq -c | head -5 | tee -a "$summary" > /dev/null
+  sed -n '/^64 x rms_norm_fwd/,$p' "$work/bench_sched.log" | grep -vE "^RESULT" | tee -a "$summary" > /dev/null
 fi
 if has host; then
   timeout 120 "$BUILD/bench_host" > "$work/bench_host.log" 2>&1; tail -30 "$work/bench_host.log" | tee -a "$summary"

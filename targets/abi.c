@@ -22,7 +22,7 @@ static const abi_field target_fields[] = {
 static const abi_field iface_fields[] = {
     ABI_FIELD(baton_delegate_iface, struct_size), ABI_FIELD(baton_delegate_iface, init),
     ABI_FIELD(baton_delegate_iface, execute),     ABI_FIELD(baton_delegate_iface, destroy),
-    ABI_FIELD(baton_delegate_iface, capturable),
+    ABI_FIELD(baton_delegate_iface, capturable),  ABI_FIELD(baton_delegate_iface, memory),
 };
 
 #define N_FIELDS(a) ((int)(sizeof(a) / sizeof(a)[0]))

@@ -667,8 +667,10 @@ Test(async, instances_share_one_set_of_constants)
     /* A [64, 64] and w [64] f32 on the GPU (each 256-aligned): the constants */
     cr_expect_eq(cb, (size_t)64 * 64 * 4 + 256, "constant bytes %zu", cb);
     const plan_memory *gm = &plan->memory[1];
-    cr_expect_eq(ab, plan->memory[0].arena_bytes + gm->arena_bytes - gm->const_bytes -
-                         plan->memory[0].const_bytes);
+    /* the private arenas, plus what the gemm's delegate holds per instance (test_pool_memory
+     * checks that total against resident memory) */
+    cr_expect_geq(ab, plan->memory[0].arena_bytes + gm->arena_bytes - gm->const_bytes -
+                          plan->memory[0].const_bytes);
     baton_runtime *first = baton__pool_instance(pool, 0);
     for (int i = 1; i < 4; i++) {
         baton_runtime *rt = baton__pool_instance(pool, i);

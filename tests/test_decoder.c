@@ -685,6 +685,259 @@ Test(gpu_attention, records_a_position_outside_the_cache)
     attention_bad_pos(BATON_DEVICE_CUDA);
 }
 
+/* ---- attention: causal prefill at the tensor-core kernel's shapes ----------------------------
+ * Rows 1..17 (below 16 the decode kernel takes them), 63, 64, 65, 200 and 1024; positions from 0,
+ * from an offset, or arbitrary; G = H / Hkv of 1, 4 and 8; head_dim 64 and 128; bf16 and f16;
+ * the default scale and others, negative ones among them.
+ * Cache rows past the largest position hold NaN, as an unwritten cache may: a kernel must neither
+ * read them as keys nor let 0 * NaN into P V. Besides the relative L2 error over the output
+ * (tol()), every (row, head) must be within 3 tol() on its own, so one wrong row is not hidden
+ * among a thousand right ones. */
+typedef struct pf_case {
+    int64_t T, S, H, Hkv, Dh;
+    int arbitrary; /* positions drawn in [0, S); else p0 .. p0 + T - 1 */
+    int64_t p0;
+    baton_dtype pdt;
+    double scale; /* 0: the default, 1/sqrt(Dh) */
+} pf_case;
+
+static int pf_cases(pf_case *out)
+{
+    static const int64_t G[3] = {1, 4, 8};
+    int n = 0;
+    for (int64_t T = 1; T <= 17; T++)
+        out[n++] = (pf_case){T,
+                             T + 40,
+                             8,
+                             8 / G[T % 3],
+                             T % 2 ? 64 : 128,
+                             T % 3 == 2,
+                             T % 4 == 1 ? 0 : 23,
+                             T % 2 ? BATON_DTYPE_I64 : BATON_DTYPE_I32,
+                             0};
+    const pf_case big[] = {
+        {63, 100, 8, 2, 64, 0, 0, BATON_DTYPE_I64, 0},
+        {64, 64, 4, 1, 128, 0, 0, BATON_DTYPE_I32, 0},
+        {65, 200, 8, 1, 64, 0, 37, BATON_DTYPE_I64, 0},
+        {65, 90, 4, 4, 128, 1, 0, BATON_DTYPE_I64, -0.05},
+        {200, 300, 8, 2, 64, 0, 37, BATON_DTYPE_I32, -0.2},
+        {200, 260, 4, 1, 128, 0, 0, BATON_DTYPE_I64, 0},
+        {200, 150, 8, 8, 64, 1, 0, BATON_DTYPE_I64, 0},
+        {100, 160, 4, 4, 64, 0, 50, BATON_DTYPE_I64, 0},
+        {1024, 1024, 8, 1, 64, 0, 0, BATON_DTYPE_I64, 0.3},
+        {1024, 1500, 4, 4, 128, 0, 300, BATON_DTYPE_I32, 0},
+        {1024, 1100, 8, 2, 64, 1, 0, BATON_DTYPE_I32, 0},
+    };
+    for (size_t i = 0; i < sizeof big / sizeof big[0]; i++)
+        out[n++] = big[i];
+    return n;
+}
+
+/* The call of case k in dtype dt with fresh inputs, and its float64 reference (malloc'd). */
+static call pf_call(const pf_case *pc, baton_dtype dt, double **ref_out)
+{
+    test_rng r = {test_fresh_seed()};
+    const int64_t T = pc->T, S = pc->S, H = pc->H, Hkv = pc->Hkv, Dh = pc->Dh, F = H * Dh,
+                  KF = Hkv * Dh, G = H / Hkv;
+    call c = {.target = "attention", .n_in = 4, .n_attrs = pc->scale != 0 ? 4 : 3};
+    c.in[0] = DESC(dt, T, F);
+    c.in[1] = DESC(dt, S, KF);
+    c.in[2] = DESC(dt, S, KF);
+    c.in[3] = DESC(pc->pdt, T);
+    c.out = c.in[0];
+    c.attrs[0] = A_INT("head_dim", Dh);
+    c.attrs[1] = A_INT("n_heads", H);
+    c.attrs[2] = A_INT("n_kv_heads", Hkv);
+    c.attrs[3] = A_FLT("scale", pc->scale);
+    for (int i = 0; i < 3; i++)
+        c.host[i] = rand_buf(&r, &c.in[i], 1.0);
+    c.host[3] = index_buf(&r, pc->pdt, T, S);
+    int64_t pmax = 0;
+    for (int64_t t = 0; t < T; t++) {
+        if (!pc->arbitrary)
+            set_idx(pc->pdt, c.host[3], t, pc->p0 + t);
+        pmax = idx(pc->pdt, c.host[3], t) > pmax ? idx(pc->pdt, c.host[3], t) : pmax;
+    }
+    const size_t es = baton_dtype_size(dt);
+    memset((char *)c.host[1] + (size_t)((pmax + 1) * KF) * es, 0xff,
+           (size_t)((S - pmax - 1) * KF) * es);
+    memset((char *)c.host[2] + (size_t)((pmax + 1) * KF) * es, 0xff,
+           (size_t)((S - pmax - 1) * KF) * es);
+    double *q = malloc(sizeof(double) * (size_t)(T * F)),
+           *k = malloc(sizeof(double) * (size_t)((pmax + 1) * KF)),
+           *v = malloc(sizeof(double) * (size_t)((pmax + 1) * KF)),
+           *ref = malloc(sizeof(double) * (size_t)(T * F)),
+           *w = malloc(sizeof(double) * (size_t)(pmax + 1));
+    for (int64_t i = 0; i < T * F; i++)
+        q[i] = load_f64(dt, c.host[0], i);
+    for (int64_t i = 0; i < (pmax + 1) * KF; i++) {
+        k[i] = load_f64(dt, c.host[1], i);
+        v[i] = load_f64(dt, c.host[2], i);
+    }
+    const double scale = pc->scale != 0 ? pc->scale : 1.0 / sqrt((double)Dh);
+    for (int64_t t = 0; t < T; t++) {
+        const int64_t last = idx(pc->pdt, c.host[3], t);
+        for (int64_t h = 0; h < H; h++) {
+            const double *qr = q + t * F + h * Dh;
+            const int64_t ko = (h / G) * Dh;
+            double mx = -INFINITY, sum = 0;
+            for (int64_t j = 0; j <= last; j++) {
+                double s = 0;
+                for (int64_t d = 0; d < Dh; d++)
+                    s += qr[d] * k[j * KF + ko + d];
+                w[j] = s * scale;
+                mx = fmax(mx, w[j]);
+            }
+            for (int64_t j = 0; j <= last; j++)
+                sum += (w[j] = exp(w[j] - mx));
+            double *o = ref + t * F + h * Dh;
+            for (int64_t d = 0; d < Dh; d++)
+                o[d] = 0;
+            for (int64_t j = 0; j <= last; j++)
+                for (int64_t d = 0; d < Dh; d++)
+                    o[d] += w[j] * v[j * KF + ko + d];
+            for (int64_t d = 0; d < Dh; d++)
+                o[d] /= sum;
+        }
+    }
+    free(q);
+    free(k);
+    free(v);
+    free(w);
+    *ref_out = ref;
+    return c;
+}
+
+static void pf_expect_rows(const call *c, baton_device_kind kind, const void *out,
+                           const double *ref, int64_t Dh, const char *what)
+{
+    const int64_t n = baton_tensor_desc_numel(&c->out);
+    const double bound = 3 * tol(c->out.dtype, kind);
+    for (int64_t i = 0; i < n; i += Dh) {
+        double num = 0, den = 0;
+        for (int64_t d = 0; d < Dh; d++) {
+            const double x = load_f64(c->out.dtype, out, i + d), y = ref[i + d];
+            num += (x - y) * (x - y);
+            den += y * y;
+        }
+        const double e = sqrt(num / (den > 0 ? den : 1));
+        cr_assert(e <= bound,
+                  "%s: row %lld head %lld: relative error %.3g > %.3g (NaN: unwritten?)", what,
+                  (long long)(i / c->in[0].shape[1]), (long long)(i % c->in[0].shape[1] / Dh), e,
+                  bound);
+    }
+}
+
+static void prefill_table(baton_device_kind kind, int64_t max_T)
+{
+    pf_case cases[64];
+    const int n = pf_cases(cases);
+    static const baton_dtype DT[2] = {BATON_DTYPE_BF16, BATON_DTYPE_F16};
+    for (int k = 0; k < n; k++) {
+        if (cases[k].T > max_T)
+            continue;
+        for (int f = 0; f < 2; f++) {
+            double *ref;
+            call c = pf_call(&cases[k], DT[f], &ref);
+            void *out = malloc(nbytes(&c.out));
+            char err[512], what[160];
+            snprintf(what, sizeof what,
+                     "T %lld S %lld H %lld Hkv %lld Dh %lld %s p0 %lld scale %g %s",
+                     (long long)cases[k].T, (long long)cases[k].S, (long long)cases[k].H,
+                     (long long)cases[k].Hkv, (long long)cases[k].Dh,
+                     cases[k].arbitrary ? "arbitrary" : "contiguous", (long long)cases[k].p0,
+                     cases[k].scale, baton_dtype_name(DT[f]));
+            cr_assert_eq(run_call(kind, &c, out, err, sizeof err), 0, "%s: %s", what, err);
+            expect_close(&c, kind, out, ref, what);
+            pf_expect_rows(&c, kind, out, ref, cases[k].Dh, what);
+            free(out);
+            free(ref);
+            free_call(&c);
+        }
+    }
+}
+
+Test(decoder_attention, matches_float64_for_causal_prefill_shapes, .timeout = 600)
+{
+    prefill_table(BATON_DEVICE_CPU, 200);
+}
+Test(gpu_attention, matches_float64_for_causal_prefill_shapes, .timeout = 900)
+{
+    skip_without_gpu();
+    prefill_table(BATON_DEVICE_CUDA, 1 << 30);
+}
+
+#ifdef BATON_CUDA
+/* The CUDA prefill picks its block at head_dim 64 by the grouping and the launch's size;
+ * BATON_ATTN_PREFILL_BLOCK (read once per process, and Criterion runs each test in its own)
+ * forces each, so all three run on any GPU (64x2 where G is even; the others take G = 1). */
+Test(gpu_attention, matches_float64_for_causal_prefill_in_64_row_blocks, .timeout = 900)
+{
+    skip_without_gpu();
+    setenv("BATON_ATTN_PREFILL_BLOCK", "64x1", 1);
+    prefill_table(BATON_DEVICE_CUDA, 1 << 30);
+}
+Test(gpu_attention, matches_float64_for_causal_prefill_in_128_row_blocks, .timeout = 900)
+{
+    skip_without_gpu();
+    setenv("BATON_ATTN_PREFILL_BLOCK", "128x1", 1);
+    prefill_table(BATON_DEVICE_CUDA, 1 << 30);
+}
+Test(gpu_attention, matches_float64_for_causal_prefill_in_two_head_blocks, .timeout = 900)
+{
+    skip_without_gpu();
+    setenv("BATON_ATTN_PREFILL_BLOCK", "64x2", 1);
+    prefill_table(BATON_DEVICE_CUDA, 1 << 30);
+}
+
+/* Bitwise stability of the prefill: each block adds its keys in one fixed order. */
+static void prefill_same_bits(const char *block)
+{
+    if (block)
+        setenv("BATON_ATTN_PREFILL_BLOCK", block, 1);
+    const pf_case pc = {1500, 2000, 32, 8, 64, 1, 0, BATON_DTYPE_I64, 0};
+    call c = {.target = "attention", .n_in = 4, .n_attrs = 3};
+    test_rng r = {test_fresh_seed()};
+    c.in[0] = DESC(BATON_DTYPE_BF16, pc.T, pc.H * pc.Dh);
+    c.in[1] = DESC(BATON_DTYPE_BF16, pc.S, pc.Hkv * pc.Dh);
+    c.in[2] = c.in[1];
+    c.in[3] = DESC(pc.pdt, pc.T);
+    c.out = c.in[0];
+    c.attrs[0] = A_INT("head_dim", pc.Dh);
+    c.attrs[1] = A_INT("n_heads", pc.H);
+    c.attrs[2] = A_INT("n_kv_heads", pc.Hkv);
+    for (int i = 0; i < 3; i++)
+        c.host[i] = rand_buf(&r, &c.in[i], 1.0);
+    c.host[3] = index_buf(&r, pc.pdt, pc.T, pc.S);
+    const size_t ob = nbytes(&c.out);
+    char *a = malloc(ob), *b = malloc(ob), err[512];
+    cr_assert_eq(run_call(BATON_DEVICE_CUDA, &c, a, err, sizeof err), 0, "%s", err);
+    for (int rep = 0; rep < 5; rep++) {
+        cr_assert_eq(run_call(BATON_DEVICE_CUDA, &c, b, err, sizeof err), 0, "%s", err);
+        cr_assert(memcmp(a, b, ob) == 0, "prefill run %d gave other bits", rep);
+    }
+    free(a);
+    free(b);
+    free_call(&c);
+}
+
+Test(gpu_attention, gives_the_same_bits_run_to_run_in_prefill)
+{
+    skip_without_gpu();
+    prefill_same_bits(NULL);
+}
+Test(gpu_attention, gives_the_same_bits_run_to_run_in_prefill_in_128_row_blocks)
+{
+    skip_without_gpu();
+    prefill_same_bits("128x1");
+}
+Test(gpu_attention, gives_the_same_bits_run_to_run_in_prefill_in_64_row_blocks)
+{
+    skip_without_gpu();
+    prefill_same_bits("64x1");
+}
+#endif
+
 /* ---- silu_mul, silu, gelu, softmax, cast ---------------------------------------------------- */
 
 static const int64_t EW_N[] = {1, 7, 4096, 8192 * 3 + 5};

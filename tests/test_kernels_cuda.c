@@ -1483,7 +1483,10 @@ static int64_t *argmax_on_gpu(const void *hx, baton_dtype dt, int64_t n1, int64_
 Test(kernels_cuda, argmax_finds_the_first_maximum_and_nan_wins)
 {
     SKIP_WITHOUT_GPU();
-    static const int64_t shapes[][2] = {{1, 1}, {7, 33}, {1000, 1000}, {3, 100000}, {65536, 5}};
+    /* {1, 128256}: a decode step's logits, the 16-byte path; {2, 131075}: rows not a multiple of
+     * 16 bytes, the element path */
+    static const int64_t shapes[][2] = {{1, 1},     {7, 33},     {1000, 1000}, {3, 100000},
+                                        {65536, 5}, {1, 128256}, {2, 131075}};
     for (int t = 0; t < 4; t++) {
         const baton_dtype dt = FLOATS[t];
         for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
@@ -1529,7 +1532,8 @@ Test(kernels_cuda, argmax_finds_the_first_maximum_and_nan_wins)
 Test(kernels_cuda, argmax_on_integers_finds_the_first_maximum_exactly)
 {
     SKIP_WITHOUT_GPU();
-    static const int64_t shapes[][2] = {{1, 1}, {7, 33}, {1000, 1000}, {5, 100000}, {65536, 5}};
+    static const int64_t shapes[][2] = {{1, 1},     {7, 33},     {1000, 1000}, {5, 100000},
+                                        {65536, 5}, {1, 128256}, {2, 131075}};
     for (int t = 0; t < 2; t++) {
         const baton_dtype dt = t ? BATON_DTYPE_I64 : BATON_DTYPE_I32;
         const size_t es = baton_dtype_size(dt);

@@ -6,9 +6,9 @@
  * many calls fits; every call is timed inside a CUDA graph of k calls (per-call time = replay
  * time / k). Decode attention at contexts 1024, 4096 and 32768, both cold (rotated caches) and
  * warm (the same caches every call, as PyTorch's published figures were taken); prefill attention
- * at T = 1024 and 4096; the decode GEMV x[1, 2048] . W[N, 2048]^T for N = 2048, 2560, 8192, 16384,
- * 128256 with baton's own kernel (baton__kcuda_gemv_bf16) and the gemm delegate (cuBLASLt), checked
- * against each other.
+ * at T = 1024, 2048, 4096 and 8192 (also in TFLOP/s); the decode GEMV x[1, 2048] . W[N, 2048]^T for
+ * N = 2048, 2560, 8192, 16384, 128256 with baton's own kernel (baton__kcuda_gemv_bf16) and the gemm
+ * delegate (cuBLASLt), checked against each other.
  *
  * Usage: bench_decoder [--json FILE] [--reps N]. Prints a table; --json writes the results
  * (format "baton.bench_decoder", docs/bench_decoder.schema.json). */
@@ -489,7 +489,8 @@ int main(int argc, char **argv)
                      {ai("head_dim", DH), ai("n_heads", H), ai("n_kv_heads", HKV)},
                      kv + 2.0 * H * DH * 2, warm != 0);
         }
-    for (int64_t T : {1024, 4096}) {
+    std::vector<std::pair<int64_t, double>> prefill_us;
+    for (int64_t T : {1024, 2048, 4096, 8192}) {
         /* causal prefill from position 0: row r attends to rows 0..r */
         Fill p;
         p.index = 1, p.ramp = 1, p.lo = 0;
@@ -500,6 +501,7 @@ int main(int argc, char **argv)
                  {fl, fl, fl, p}, td(BF, {T, H * DH}),
                  {ai("head_dim", DH), ai("n_heads", H), ai("n_kv_heads", HKV)},
                  (double)(T * HKV * DH * 2 * 2 + 2.0 * T * H * DH * 2), true, 8);
+        prefill_us.push_back({T, g_results.back().us});
     }
     for (int64_t N : {2048, 2560, 8192, 16384, 128256})
         bench_gemv(N);
@@ -511,6 +513,13 @@ int main(int argc, char **argv)
         printf("%-40s %-26s %-9s %10.0f %9.2f %9.1f %9.2f %7.2f %5s %9.2f\n", r.op.c_str(),
                r.shape.c_str(), r.impl.c_str(), r.bytes, r.us, r.gbps, r.copy_us, r.ratio,
                r.cold ? "yes" : "no", r.peer_us);
+    /* causal: row r takes r + 1 keys, 4 flops per key and feature (Q K^T and P V) */
+    printf("\n");
+    for (const auto &p : prefill_us)
+        printf(
+            "attention prefill T %-5lld %9.2f us %7.1f TFLOP/s (causal flops: 2 H Dh T (T + 1))\n",
+            (long long)p.first, p.second,
+            2.0 * H * DH * (double)p.first * (double)(p.first + 1) / p.second * 1e-6);
     if (json)
         write_json(json, argc, argv);
     baton_registry_destroy(g_reg);

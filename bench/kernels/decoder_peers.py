@@ -1,12 +1,13 @@
 """decoder_peers.py: PyTorch's side of bench/cuda/bench_decoder.cu, on the same Llama-3.2-1B shapes
 (bf16, batch 1): F.scaled_dot_product_attention for one decode token against 1024, 4096 and 32768
 cached positions (32 query heads, 8 KV heads, head_dim 64, enable_gqa), with the flash and cuDNN
-backends where they take the case and whatever PyTorch picks; prefill (causal, T = 1024, 4096); and
-F.linear for x [1, 2048] by W [N, 2048] (N = 2048, 2560, 8192, 16384, 128256). Each is timed two
-ways: warm (the same inputs every call, as PyTorch's published figures were taken) and cold (the
-inputs rotated over sets that together exceed 2.5x the L2 and 64 MB, as bench_decoder times
-baton). Calls are captured k at a time into a CUDA graph and the per-call time is the median graph
-replay over k, as bench_decoder does, so launch overhead is not counted for either.
+backends where they take the case and whatever PyTorch picks; prefill (causal, T = 1024, 2048,
+4096, 8192, also in TFLOP/s); and F.linear for x [1, 2048] by W [N, 2048] (N = 2048, 2560, 8192,
+16384, 128256). Each is timed two ways: warm (the same inputs every call, as PyTorch's published
+figures were taken) and cold (the inputs rotated over sets that together exceed 2.5x the L2 and
+64 MB, as bench_decoder times baton). Calls are captured k at a time into a CUDA graph and the
+per-call time is the median graph replay over k, as bench_decoder does, so launch overhead is not
+counted for either.
 
     python3 bench/kernels/decoder_peers.py [--reps N] [--json FILE]
 """
@@ -102,7 +103,7 @@ def main():
                 record("attention decode ctx %d" % ctx, "q[1,32,1,64] kv[1,8,%d,64]" % ctx,
                        "torch sdpa " + name, kv_bytes + 2 * H * DH * 2, us, warm)
             del q, k, v
-    for T in (1024, 4096):
+    for T in (1024, 2048, 4096, 8192):
         q = torch.randn(1, H, T, DH, device=dev, dtype=torch.bfloat16)
         k = torch.randn(1, HKV, T, DH, device=dev, dtype=torch.bfloat16)
         v = torch.randn(1, HKV, T, DH, device=dev, dtype=torch.bfloat16)
@@ -118,6 +119,8 @@ def main():
                 continue
             record("attention prefill T %d" % T, "q[1,32,%d,64]" % T, "torch sdpa " + name,
                    T * HKV * DH * 2 * 2 + 2 * T * H * DH * 2, us, True)
+            # causal: row r takes r + 1 keys, 4 flops per key and feature (as bench_decoder)
+            print("  %.1f TFLOP/s" % (2.0 * H * DH * T * (T + 1) / us * 1e-6))
     for N in (2048, 2560, 8192, 16384, 128256):
         wbytes = N * 2048 * 2
         for warm in (True, False):

@@ -103,6 +103,9 @@ def run_generate(exe, d, prompt, new, mode, warmup):
     if m:
         f["decode_ms_per_token"] = float(m.group(3))
         f["host_waits_per_token"] = float(m.group(4))
+    m = re.search(r"decode: ([\d.]+) us/token on the host outside", e)
+    if m:
+        f["host_us_per_token"] = float(m.group(1))
     m = re.search(r"after the first run (\d+) captures, (\d+) graph updates", e)
     if m:
         f["captures_after_first"], f["graph_updates_after_first"] = int(m.group(1)), int(m.group(2))
@@ -122,6 +125,9 @@ def main():
     ap.add_argument("--fused", choices=["on", "off", "both"], default="both",
                     help="export_causal_lm's fused plans (qkv+rope_cache_update, gate_up+swiglu, "
                          "gemm_add residuals), the unfused per-op plans, or both (default)")
+    ap.add_argument("--decode-outputs", default="next_token",
+                    help="the decode plan's outputs (comma-separated: logits, next_token); "
+                         "next_token: the greedy argmax on the GPU, as the PyTorch recipe does")
     ap.add_argument("--out", help="keep the exported plans here (default: a temporary folder)")
     ap.add_argument("--json", help="write the figures here")
     a = ap.parse_args()
@@ -141,7 +147,8 @@ def main():
         t = time.time()
         baton_export.export_causal_lm(model, d, max_seq_len=a.prompt + a.new, device="cuda:0",
                                       verbose=False, prefill_logits=a.prefill_logits,
-                                      fused=fused)
+                                      fused=fused,
+                                      decode_outputs=tuple(a.decode_outputs.split(",")))
         t_exports[fused] = time.time() - t
     t_export = t_exports[variants[0]]
     wbytes = os.path.getsize(os.path.join(dirs[variants[0]], "weights.safetensors"))
@@ -154,7 +161,7 @@ def main():
     exp_s = ", ".join(f"{v:.1f} s {'fused' if k else 'unfused'}" for k, v in t_exports.items())
     print(f"device {torch.cuda.get_device_name()}; model: {how}, {L} layers, bf16; built in "
           f"{t_model:.1f} s, exported in {exp_s}; weights {wbytes / 1e9:.2f} GB; "
-          f"prefill logits: {a.prefill_logits}")
+          f"prefill logits: {a.prefill_logits}; decode outputs: {a.decode_outputs}")
     print(f"read rate {rate / 1e12:.2f} TB/s; decode floor at mean context {ctx:.0f}: "
           f"{floor_ms:.3f} ms/token (weights {wbytes / 1e9:.2f} GB + KV {kv / 1e6:.1f} MB)")
     res = {"device": torch.cuda.get_device_name(), "model": how, "export_s": t_export,
@@ -170,9 +177,12 @@ def main():
               f"{f['prefill_ms']:8.3f} ms ({a.prompt / f['prefill_ms'] * 1e3:9.0f} tokens/s); "
               f"decode {f.get('decode_ms_per_token', float('nan')):.3f} ms/token ({share:.0%} of "
               f"the floor), {f.get('host_waits_per_token', float('nan')):.2f} host waits/token, "
+              f"{f.get('host_us_per_token', float('nan')):.1f} us/token on the host outside the "
+              f"run, "
               f"{f.get('captures_after_first', '?')} captures and "
               f"{f.get('graph_updates_after_first', '?')} graph updates after the first run; "
-              f"load+prepare {f['load_prepare_s']:.2f} s")
+              f"load+prepare {f['load_prepare_s']:.2f} s, first token {f['first_token_s']:.2f} s "
+              f"after start ({a.warmup} warm-up prefills included)")
     if a.json:
         with open(a.json, "w") as fh:
             json.dump(res, fh, indent=1)

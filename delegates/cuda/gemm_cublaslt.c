@@ -442,10 +442,22 @@ static void gemm_destroy(void *p)
     free(s);
 }
 
+/* The workspace is the step's own device memory; the weights stay the plan's (no copy). */
+static void gemm_memory(void *state, size_t *private_bytes, const void **shared_key,
+                        size_t *shared_bytes)
+{
+    const gemm_state *s = state;
+    (void)shared_key;
+    (void)shared_bytes;
+    if (s && s->workspace)
+        *private_bytes = s->workspace_bytes;
+}
+
 const baton_delegate_iface baton__gemm_cublaslt_iface = {
     .struct_size = sizeof(baton_delegate_iface),
     .init = gemm_init,
     .execute = gemm_execute,
     .destroy = gemm_destroy,
     .capturable = 1,
+    .memory = gemm_memory,
 };

@@ -329,6 +329,14 @@ typedef struct baton_delegate_iface {
     void (*destroy)(void *state);
     /* Nonzero if execute may be captured into a CUDA graph. */
     int capturable;
+    /* Optional (NULL: the state holds nothing worth counting). The bytes the step's state holds
+     * outside the plan's arenas, host or device, so that baton_pool_memory tells the truth:
+     * *private_bytes are this step's own (scratch, workspaces); *shared_bytes a prepared copy of a
+     * constant (widened, transposed, uploaded) that other steps and runtimes of the process share,
+     * named by *shared_key (any address unique to that copy) so that it is counted once. baton
+     * zeroes all three before the call. */
+    void (*memory)(void *state, size_t *private_bytes, const void **shared_key,
+                   size_t *shared_bytes);
 } baton_delegate_iface;
 
 /* One per-device implementation of a target. Exactly one of kernel/delegate is set, according to

@@ -159,9 +159,11 @@ BATON_API int baton_pool_cancel(baton_job *job);
  * after which the pool is gone. The loop then holds nothing of baton's: uv_loop_close succeeds. */
 BATON_API void baton_pool_close(baton_pool *pool, void (*close_cb)(void *arg), void *arg);
 
-/* The pool's shape: its instances, and the bytes it holds on all devices: one set of constants
- * plus, per instance, its arenas without the constants. Memory = const_bytes + instances *
- * arena_bytes. */
+/* The pool's shape: its instances, and the bytes it holds on all devices, host and GPU: one set
+ * of constants (the plan's, and the copies delegates prepared from them, e.g. a weight widened
+ * for OpenBLAS, each counted once) plus, per instance, its arenas without the constants and what
+ * its steps' delegates hold of their own (scratch, workspaces; baton_delegate_iface.memory).
+ * Memory = const_bytes + instances * arena_bytes. */
 BATON_API int baton_pool_instances(const baton_pool *pool);
 BATON_API void baton_pool_memory(const baton_pool *pool, size_t *const_bytes, size_t *arena_bytes);
 

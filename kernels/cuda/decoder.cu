@@ -475,178 +475,387 @@ __global__ void __launch_bounds__(ATT_THREADS)
     cluster_exit_barrier();
 }
 
-/* ---- attention: prefill on tensor cores --------------------------------------------------------
- * A block of 4 warps takes BM = 64 query rows of one head; each warp holds 16 of them. Keys come in
- * tiles of BN = 64 rows of K and V staged in shared memory; a warp forms its 16 x 64 scores with
- * WMMA (bf16/f16 in, f32 out), masks key j of row r unless j <= positions[r], updates the rows'
- * online softmax (two lanes a row, f32, base 2), rounds P to the data's type (as FlashAttention
- * does) and adds P V into its 16 x head_dim output, kept in f32 in shared memory and rescaled row
- * by row. Every sum runs in a fixed order: the same bits every run. Rows past T are masked out. */
+/* ---- attention: prefill on tensor cores (FlashAttention-2 style) ------------------------------
+ * A block of 4 warps takes BM = 64 * MT (position, head) rows of Q: BM / HP positions of HP heads
+ * of one KV head; each warp MT m16 tiles of 16 positions of one head (HP = 2: the same positions
+ * of the two heads, so every K and V fragment serves both). Q's fragments stay in registers for
+ * the whole block; keys come in tiles of BN = 64 rows of K and V, copied with cp.async into a
+ * ring of 3 stages (2 at head_dim 128) of padded shared memory (the next tiles load while this
+ * one computes; one barrier a tile). Per tile a warp forms its scores with mma.sync m16n8k16
+ * (bf16/f16 in, f32 accumulate), masks key j of row r unless j <= positions[r] (only on tiles that
+ * reach past the warp's smallest position), updates each row's online softmax in registers (base
+ * 2; a row's four owning lanes meet through quad shuffles), rounds P to the data's type in
+ * registers as the A operand of P V (as FlashAttention does) and accumulates O in registers. Tiles
+ * start at key 0 and stop at the block's largest position; a warp skips the math of a tile wholly
+ * past its rows. Every sum runs in one fixed order: the same bits every run.
+ *
+ * Fragment layouts (PTX ISA, mma.m16n8k16 with .bf16/.f16; lane = 4 g + t, g < 8, t < 4; each
+ * 32-bit register packs two 16-bit elements, the lower column or k index in the low half):
+ *   A 16x16 (row):  a0 (g, 2t..2t+1)  a1 (g+8, 2t..)  a2 (g, 2t+8..)  a3 (g+8, 2t+8..)
+ *   B 16x8  (col):  b0 (k 2t..2t+1, n g)  b1 (k 2t+8.., n g)
+ *   C 16x8  (f32):  c0 c1 (g, 2t, 2t+1)  c2 c3 (g+8, 2t, 2t+1)
+ * ldmatrix.x4: lanes 8i..8i+7 give the row addresses of 8x8 matrix i, whose register i then holds
+ * at each lane (row g, columns 2t, 2t+1); with .trans, (rows 2t, 2t+1, column g) instead.
+ *   Q (A operand): lane's row 16 m + (lane & 15), column 16 kk + 8 (lane >> 4): registers a0..a3.
+ *   K (B of S = Q K^T, n = key, k = dim): key 16 np + (lane & 7) + 8 (lane >> 4), dim 16 kk +
+ *     8 ((lane >> 3) & 1): registers {b0, b1} of key tile 2 np, then of key tile 2 np + 1.
+ *   V (B of O = P V, k = key, n = dim; .trans): key 16 kk + (lane & 7) + 8 ((lane >> 3) & 1),
+ *     dim 16 dp + 8 (lane >> 4): registers {b0, b1} of dim tile 2 dp, then of 2 dp + 1.
+ *   P (A of P V, keys 16 kk ..): the C registers of key tiles 2 kk and 2 kk + 1, packed in pairs:
+ *     a0 = tile 2kk (c0, c1), a1 = tile 2kk (c2, c3), a2 = tile 2kk+1 (c0, c1), a3 = (c2, c3).
+ * Shared rows are DH + 8 elements long: 16 bytes of padding put the 8 rows an ldmatrix matrix
+ * reads in 8 different 16-byte bank groups. */
 
-#define PF_BM 64
-#define PF_BN 64
+#define PF_WARPS 4
+#define PF_BN    64
 
-template <int DH> struct PfLayout {
-    static constexpr int LDQ = DH + 8;    /* elements: Q, K, V rows (16-bit) */
-    static constexpr int LDS = PF_BN + 4; /* floats: scores */
-    static constexpr int LDP = PF_BN + 8; /* elements: P (16-bit) */
-    static constexpr int LDO = DH + 4;    /* floats: output */
-    static constexpr size_t OFF_K = (size_t)PF_BM * LDQ * 2;
-    static constexpr size_t OFF_V = OFF_K + (size_t)PF_BN * LDQ * 2;
-    static constexpr size_t OFF_S = OFF_V + (size_t)PF_BN * LDQ * 2;
-    static constexpr size_t OFF_P = OFF_S + (size_t)PF_BM * LDS * 4;
-    static constexpr size_t OFF_O = OFF_P + (size_t)PF_BM * LDP * 2;
-    static constexpr size_t OFF_ROWS = OFF_O + (size_t)PF_BM * LDO * 4;
-    /* then m, l, corr (floats) and the rows' positions (long long) */
-    static constexpr size_t BYTES = OFF_ROWS + (size_t)PF_BM * 4 * 3 + (size_t)PF_BM * 8;
+template <int DH, int MT, int HP> struct PfLayout {
+    static constexpr int BM = PF_WARPS * 16 * MT; /* (position, head) rows of Q */
+    static constexpr int BP = BM / HP;            /* positions */
+    static constexpr int LD = DH + 8;             /* elements of a shared row */
+    static constexpr int TILE = PF_BN * LD;
+    /* stages of the K and V ring: 3 (two tiles in flight) where 2 blocks an SM still fit */
+    static constexpr int ST = DH == 64 ? 3 : 2;
+    static constexpr size_t OFF_K = (size_t)BM * LD * 2; /* then K stages, V stages */
+    static constexpr size_t OFF_POS = OFF_K + (size_t)2 * ST * TILE * 2;
+    static constexpr size_t BYTES = OFF_POS + (size_t)(BP + PF_WARPS) * 4;
 };
 
-template <typename T, int DH>
-__global__ void __launch_bounds__(128)
-    attn_prefill_kernel(const T *q, const T *kc, const T *vc, const void *pos, int pos64, T *o,
-                        long long rows, long long S, int H, int Hkv, float qscale, int step)
+/* 16 bytes global -> shared, or 16 zero bytes when !ok (nothing is read then). */
+__device__ __forceinline__ void pf_cp16(unsigned s, const void *g, bool ok)
 {
-    using namespace nvcuda;
-    using L = PfLayout<DH>;
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(s), "l"(g), "r"(ok ? 16 : 0)
+                 : "memory");
+}
+
+__device__ __forceinline__ void pf_ldsm4(unsigned (&r)[4], unsigned a)
+{
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(a)
+                 : "memory");
+}
+
+__device__ __forceinline__ void pf_ldsm4t(unsigned (&r)[4], unsigned a)
+{
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(a)
+                 : "memory");
+}
+
+/* d += a b on one m16n8k16 tile. */
+template <typename T>
+__device__ __forceinline__ void pf_mma(float (&d)[4], const unsigned (&a)[4], unsigned b0,
+                                       unsigned b1)
+{
+    if constexpr (std::is_same<T, __half>::value)
+        asm("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, {%4, %5, %6, "
+            "%7}, {%8, %9}, {%0, %1, %2, %3};"
+            : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+            : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+    else
+        asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, "
+            "%7}, {%8, %9}, {%0, %1, %2, %3};"
+            : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+            : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+/* Two floats rounded to T, lo in the low half. */
+template <typename T> __device__ __forceinline__ unsigned pf_pack(float lo, float hi)
+{
+    if constexpr (std::is_same<T, __half>::value) {
+        __half2 h = __floats2half2_rn(lo, hi);
+        return *reinterpret_cast<unsigned *>(&h);
+    } else {
+        __nv_bfloat162 h = __floats2bfloat162_rn(lo, hi);
+        return *reinterpret_cast<unsigned *>(&h);
+    }
+}
+
+__device__ __forceinline__ float pf_ex2(float x)
+{
+    float y;
+    asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+    return y;
+}
+
+/* qscale = |scale| * log2(e); qneg: scale < 0, applied by negating Q's elements (exact). */
+template <typename T, int DH, int MT, int HP>
+__global__ void __launch_bounds__(PF_WARPS * 32, 2)
+    attn_prefill_kernel(const T *q, const T *kc, const T *vc, const void *pos, int pos64, T *o,
+                        long long rows, int S, int H, int Hkv, float qscale, int qneg, int sms,
+                        int step)
+{
+    using L = PfLayout<DH, MT, HP>;
+    constexpr int BM = L::BM, BP = L::BP, LD = L::LD, NT = PF_BN / 8, KD = DH / 16, VR = DH / 8;
+    constexpr int PT = MT / HP; /* a warp's m tiles of one head: 16 PT positions */
+    constexpr int ST = L::ST;
+    constexpr int NTH = PF_WARPS * 32;
     extern __shared__ __align__(128) unsigned char pf_smem[];
     T *sQ = reinterpret_cast<T *>(pf_smem);
-    T *sK = reinterpret_cast<T *>(pf_smem + L::OFF_K);
-    T *sV = reinterpret_cast<T *>(pf_smem + L::OFF_V);
-    float *sS = reinterpret_cast<float *>(pf_smem + L::OFF_S);
-    T *sP = reinterpret_cast<T *>(pf_smem + L::OFF_P);
-    float *sO = reinterpret_cast<float *>(pf_smem + L::OFF_O);
-    float *sM = reinterpret_cast<float *>(pf_smem + L::OFF_ROWS), *sL = sM + PF_BM,
-          *sC = sL + PF_BM;
-    long long *sPos = reinterpret_cast<long long *>(sC + PF_BM);
+    T *sKV = reinterpret_cast<T *>(pf_smem + L::OFF_K);
+    int *sPos = reinterpret_cast<int *>(pf_smem + L::OFF_POS), *sMax = sPos + BP;
+    const unsigned aQ = (unsigned)__cvta_generic_to_shared(sQ);
+    const unsigned aKV = (unsigned)__cvta_generic_to_shared(sKV);
 
-    const long long tiles = (rows + PF_BM - 1) / PF_BM;
-    const int h = (int)(blockIdx.x % H);
-    const long long tile = tiles - 1 - (long long)(blockIdx.x / H); /* the longest rows first */
-    const int kvh = h / (H / Hkv);
-    const long long r0 = tile * PF_BM, F = (long long)H * DH, KF = (long long)Hkv * DH;
-    const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
-    constexpr int VR = DH / 8; /* 16-byte vectors a row */
+    const long long tiles = (rows + BP - 1) / BP;
+    const int HB = H / HP; /* blocks a row tile */
+    /* Blocks in order of work, the longest rows first, except that the second round of one block
+     * an SM goes lightest first: blocks b and sms + b, which usually share an SM while the GPU
+     * fills, then carry about the same work together. */
+    long long rank = blockIdx.x;
+    if (rank >= sms && rank < 2LL * sms)
+        rank = sms + (min((long long)gridDim.x, 2LL * sms) - 1 - rank);
+    /* heads h0 .. h0 + HP - 1, of one KV head (HP divides G); the G heads of a KV head are
+     * neighbours in the grid: their K and V stay in L2 */
+    const int h0 = (int)(rank % HB) * HP;
+    const long long tile = tiles - 1 - rank / HB;
+    const int kvh = h0 / (H / Hkv);
+    const long long r0 = tile * BP, F = (long long)H * DH, KF = (long long)Hkv * DH;
+    const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, t = lane & 3;
 
-    if (tid < PF_BM) {
+    pdl_wait(); /* q, the caches and positions may be a predecessor's outputs */
+    pdl_trigger();
+
+    /* Q into shared memory, row hi * BP + i holding position r0 + i of head h0 + hi (rows past
+     * T read as zeros) */
+    for (int c = tid; c < BM * VR; c += NTH) {
+        const int m = c / VR, col = (c % VR) * 8;
+        const long long r = r0 + m % BP;
+        const bool ok = r < rows;
+        pf_cp16(aQ + (unsigned)(m * LD + col) * 2,
+                ok ? q + r * F + (long long)(h0 + m / BP) * DH + col : q, ok);
+    }
+    cp_commit();
+    if (tid < BP) {
         const long long r = r0 + tid;
         long long p = -1; /* a row past T: every key masked, nothing written */
         if (r < rows) {
             p = pos64 ? ((const long long *)pos)[r] : ((const int *)pos)[r];
             if (p < 0 || p >= S) {
-                if (h == 0)
+                if (h0 == 0)
                     record(DEC_ATTENTION, step, r, p, S);
                 p = p < 0 ? 0 : S - 1;
             }
         }
-        sPos[tid] = p;
-        sM[tid] = -INFINITY;
-        sL[tid] = 0.f;
+        sPos[tid] = (int)p;
     }
-    for (int v = tid; v < PF_BM * VR; v += 128) {
-        const int rr = v / VR, c = (v % VR) * 8;
-        const long long r = r0 + rr;
-        const uint4 x =
-            r < rows ? __ldg(reinterpret_cast<const uint4 *>(q + r * F + (long long)h * DH + c))
-                     : make_uint4(0, 0, 0, 0);
-        *reinterpret_cast<uint4 *>(sQ + rr * L::LDQ + c) = x;
-    }
-    for (int i = tid; i < PF_BM * DH; i += 128)
-        sO[(i / DH) * L::LDO + i % DH] = 0.f;
     __syncthreads();
-    long long kmax = -1;
-    for (int i = 0; i < PF_BM; i++)
-        kmax = sPos[i] > kmax ? sPos[i] : kmax;
+    /* m tile mt of this warp: positions wp + 16 (mt / HP) + 0..15 of head h0 + mt % HP; this
+     * lane's rows in it: g and g + 8 */
+    const int wp = warp * 16 * PT;
+    int pr[MT][2];
+    int wmin = 0x7fffffff, wmax = -1;
+#pragma unroll
+    for (int mt = 0; mt < MT; mt++)
+#pragma unroll
+        for (int hh = 0; hh < 2; hh++) {
+            pr[mt][hh] = sPos[wp + 16 * (mt / HP) + g + 8 * hh];
+            wmin = min(wmin, pr[mt][hh]);
+            wmax = max(wmax, pr[mt][hh]);
+        }
+    wmin = __reduce_min_sync(0xffffffffu, wmin);
+    wmax = __reduce_max_sync(0xffffffffu, wmax);
+    if (lane == 0)
+        sMax[warp] = wmax;
+    __syncthreads();
+    int kmax = sMax[0];
+#pragma unroll
+    for (int w = 1; w < PF_WARPS; w++)
+        kmax = max(kmax, sMax[w]);
+    const int ntiles = kmax / PF_BN + 1; /* row r0 is in range, so kmax >= 0 */
 
-    const int wr = warp * 16; /* this warp's first row in the tile */
-    for (long long j0 = 0; j0 <= kmax; j0 += PF_BN) {
-        for (int v = tid; v < PF_BN * VR; v += 128) {
-            const int jj = v / VR, c = (v % VR) * 8;
-            const long long j = j0 + jj;
-            uint4 kx = make_uint4(0, 0, 0, 0), vx = kx;
-            if (j < S) {
-                kx = __ldcs(reinterpret_cast<const uint4 *>(kc + j * KF + (long long)kvh * DH + c));
-                vx = __ldcs(reinterpret_cast<const uint4 *>(vc + j * KF + (long long)kvh * DH + c));
-            }
-            *reinterpret_cast<uint4 *>(sK + jj * L::LDQ + c) = kx;
-            *reinterpret_cast<uint4 *>(sV + jj * L::LDQ + c) = vx;
+    /* K and V of key tile `it` into stage `st`; keys past kmax (past S among them) as zeros:
+     * masked for every row, and a zero V keeps 0 * (stale bits) out of P V. */
+    auto load_kv = [&](int it, int st) {
+        const int j0 = it * PF_BN;
+        const unsigned sk = aKV + (unsigned)(st * L::TILE) * 2,
+                       sv = aKV + (unsigned)((ST + st) * L::TILE) * 2;
+        for (int c = tid; c < PF_BN * VR; c += NTH) {
+            const int jj = c / VR, col = (c % VR) * 8, j = j0 + jj;
+            const bool ok = j <= kmax;
+            const long long off = ok ? (long long)j * KF + (long long)kvh * DH + col : 0;
+            pf_cp16(sk + (unsigned)(jj * LD + col) * 2, kc + off, ok);
+            pf_cp16(sv + (unsigned)(jj * LD + col) * 2, vc + off, ok);
         }
+    };
+    /* the first ST - 1 tiles in flight, one cp.async group each (empty past the last tile) */
+#pragma unroll
+    for (int i = 0; i < ST - 1; i++) {
+        if (i < ntiles)
+            load_kv(i, i);
+        cp_commit();
+    }
+    cp_wait(ST - 1); /* this thread's Q copies */
+    __syncthreads();
+
+    unsigned qf[MT][KD][4];
+#pragma unroll
+    for (int mt = 0; mt < MT; mt++)
+#pragma unroll
+        for (int kk = 0; kk < KD; kk++) {
+            pf_ldsm4(qf[mt][kk],
+                     aQ + (unsigned)(((mt % HP) * BP + wp + 16 * (mt / HP) + (lane & 15)) * LD +
+                                     16 * kk + 8 * (lane >> 4)) *
+                              2);
+            if (qneg)
+#pragma unroll
+                for (int i = 0; i < 4; i++)
+                    qf[mt][kk][i] ^= 0x80008000u;
+        }
+
+    float acc[MT][DH / 8][4], m[MT][2], l[MT][2];
+#pragma unroll
+    for (int mt = 0; mt < MT; mt++) {
+#pragma unroll
+        for (int d = 0; d < DH / 8; d++)
+#pragma unroll
+            for (int e = 0; e < 4; e++)
+                acc[mt][d][e] = 0.f;
+#pragma unroll
+        for (int hh = 0; hh < 2; hh++)
+            m[mt][hh] = -INFINITY, l[mt][hh] = 0.f;
+    }
+    /* per-lane ldmatrix offsets (bytes) within a K or V tile */
+    const unsigned offK =
+        (unsigned)(((lane & 7) + 8 * (lane >> 4)) * LD + 8 * ((lane >> 3) & 1)) * 2;
+    const unsigned offV =
+        (unsigned)(((lane & 7) + 8 * ((lane >> 3) & 1)) * LD + 8 * (lane >> 4)) * 2;
+
+    /* One barrier a tile: after it, tile it is in shared memory for every thread (each waited
+     * for its own copies), and every warp is done with tile it - 1, whose stage then takes tile
+     * it + ST - 1. */
+    for (int it = 0; it < ntiles; it++) {
+        cp_wait(ST - 2);
         __syncthreads();
-        /* S = Q K^T for the warp's 16 rows */
+        if (it + ST - 1 < ntiles)
+            load_kv(it + ST - 1, (it + ST - 1) % ST);
+        cp_commit(); /* possibly empty: keeps the wait above uniform */
+        const int j0 = it * PF_BN, st = it % ST;
+        if (j0 <= wmax) {
+            const unsigned sk = aKV + (unsigned)(st * L::TILE) * 2 + offK,
+                           sv = aKV + (unsigned)((ST + st) * L::TILE) * 2 + offV;
+            float s[MT][NT][4]; /* S = Q K^T */
 #pragma unroll
-        for (int n0 = 0; n0 < PF_BN; n0 += 16) {
-            wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc;
-            wmma::fill_fragment(acc, 0.f);
+            for (int mt = 0; mt < MT; mt++)
 #pragma unroll
-            for (int kk = 0; kk < DH; kk += 16) {
-                wmma::fragment<wmma::matrix_a, 16, 16, 16, T, wmma::row_major> a;
-                wmma::fragment<wmma::matrix_b, 16, 16, 16, T, wmma::col_major> b;
-                wmma::load_matrix_sync(a, sQ + wr * L::LDQ + kk, L::LDQ);
-                wmma::load_matrix_sync(b, sK + n0 * L::LDQ + kk, L::LDQ);
-                wmma::mma_sync(acc, a, b, acc);
+                for (int n = 0; n < NT; n++)
+#pragma unroll
+                    for (int e = 0; e < 4; e++)
+                        s[mt][n][e] = 0.f;
+#pragma unroll
+            for (int kk = 0; kk < KD; kk++)
+#pragma unroll
+                for (int np = 0; np < NT / 2; np++) {
+                    unsigned b[4];
+                    pf_ldsm4(b, sk + (unsigned)(16 * np * LD + 16 * kk) * 2);
+#pragma unroll
+                    for (int mt = 0; mt < MT; mt++) {
+                        pf_mma<T>(s[mt][2 * np], qf[mt][kk], b[0], b[1]);
+                        pf_mma<T>(s[mt][2 * np + 1], qf[mt][kk], b[2], b[3]);
+                    }
+                }
+            /* the causal mask, on tiles that reach past some row's position */
+            if (j0 + PF_BN - 1 > wmin) {
+#pragma unroll
+                for (int mt = 0; mt < MT; mt++)
+#pragma unroll
+                    for (int n = 0; n < NT; n++)
+#pragma unroll
+                        for (int e = 0; e < 4; e++)
+                            if (j0 + 8 * n + 2 * t + (e & 1) > pr[mt][e >> 1])
+                                s[mt][n][e] = -INFINITY;
             }
-            wmma::store_matrix_sync(sS + wr * L::LDS + n0, acc, L::LDS, wmma::mem_row_major);
-        }
-        __syncwarp();
-        /* the online softmax: two lanes a row, each half of the tile's columns */
-        {
-            const int rr = wr + (lane >> 1), c0 = (lane & 1) * (PF_BN / 2);
-            const long long pr = sPos[rr];
-            float *srow = sS + rr * L::LDS;
-            T *prow = sP + rr * L::LDP;
-            float mx = -INFINITY;
-            for (int c = c0; c < c0 + PF_BN / 2; c++) {
-                const float sc = j0 + c <= pr ? srow[c] * qscale : -INFINITY;
-                srow[c] = sc;
-                mx = fmaxf(mx, sc);
+            /* the online softmax of rows g and g + 8 of each m tile */
+            float corr[MT][2];
+#pragma unroll
+            for (int mt = 0; mt < MT; mt++)
+#pragma unroll
+                for (int hh = 0; hh < 2; hh++) {
+                    float mx = -INFINITY;
+#pragma unroll
+                    for (int n = 0; n < NT; n++)
+                        mx = fmaxf(mx, fmaxf(s[mt][n][2 * hh], s[mt][n][2 * hh + 1]));
+                    mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+                    mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+                    const float mnew = fmaxf(m[mt][hh], mx * qscale);
+                    const float muse = mnew == -INFINITY ? 0.f : mnew; /* a row with no key yet */
+                    corr[mt][hh] = pf_ex2(m[mt][hh] - muse);
+                    m[mt][hh] = mnew;
+                    float sum = 0.f;
+#pragma unroll
+                    for (int n = 0; n < NT; n++)
+#pragma unroll
+                        for (int e = 2 * hh; e < 2 * hh + 2; e++) {
+                            const float p = pf_ex2(fmaf(s[mt][n][e], qscale, -muse));
+                            s[mt][n][e] = p;
+                            sum += p;
+                        }
+                    l[mt][hh] = l[mt][hh] * corr[mt][hh] + sum; /* this lane's columns only */
+                }
+            /* O's rescale, skipped (x * 1 = x, bit for bit) while no row of the warp has a new
+             * maximum: most tiles once the first few have been seen */
+            bool moved = false;
+#pragma unroll
+            for (int mt = 0; mt < MT; mt++)
+                moved |= corr[mt][0] != 1.f || corr[mt][1] != 1.f;
+            if (__any_sync(0xffffffffu, moved)) {
+#pragma unroll
+                for (int mt = 0; mt < MT; mt++)
+#pragma unroll
+                    for (int d = 0; d < DH / 8; d++)
+#pragma unroll
+                        for (int e = 0; e < 4; e++)
+                            acc[mt][d][e] *= corr[mt][e >> 1];
             }
-            mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
-            const float mold = sM[rr], mnew = fmaxf(mold, mx);
-            float corr = 1.f, sum = 0.f;
-            if (mnew == -INFINITY) {
-                for (int c = c0; c < c0 + PF_BN / 2; c++)
-                    prow[c] = from_f<T>(0.f);
-            } else {
-                corr = mold == -INFINITY ? 0.f : exp2f(mold - mnew);
-                for (int c = c0; c < c0 + PF_BN / 2; c++) {
-                    const float p = srow[c] == -INFINITY ? 0.f : exp2f(srow[c] - mnew);
-                    prow[c] = from_f<T>(p);
-                    sum += p;
+#pragma unroll
+            for (int kk = 0; kk < PF_BN / 16; kk++) { /* O += P V, 16 keys a step */
+                unsigned a[MT][4];
+#pragma unroll
+                for (int mt = 0; mt < MT; mt++) {
+                    a[mt][0] = pf_pack<T>(s[mt][2 * kk][0], s[mt][2 * kk][1]);
+                    a[mt][1] = pf_pack<T>(s[mt][2 * kk][2], s[mt][2 * kk][3]);
+                    a[mt][2] = pf_pack<T>(s[mt][2 * kk + 1][0], s[mt][2 * kk + 1][1]);
+                    a[mt][3] = pf_pack<T>(s[mt][2 * kk + 1][2], s[mt][2 * kk + 1][3]);
+                }
+#pragma unroll
+                for (int dp = 0; dp < DH / 16; dp++) {
+                    unsigned b[4];
+                    pf_ldsm4t(b, sv + (unsigned)(16 * kk * LD + 16 * dp) * 2);
+#pragma unroll
+                    for (int mt = 0; mt < MT; mt++) {
+                        pf_mma<T>(acc[mt][2 * dp], a[mt], b[0], b[1]);
+                        pf_mma<T>(acc[mt][2 * dp + 1], a[mt], b[2], b[3]);
+                    }
                 }
             }
-            sum += __shfl_xor_sync(0xffffffffu, sum, 1);
-            __syncwarp();
-            if ((lane & 1) == 0) {
-                sM[rr] = mnew;
-                sL[rr] = sL[rr] * corr + sum;
-                sC[rr] = corr;
-            }
         }
-        __syncwarp();
-        for (int i = lane; i < 16 * DH; i += 32)
-            sO[(wr + i / DH) * L::LDO + i % DH] *= sC[wr + i / DH];
-        __syncwarp();
-        /* O += P V */
-#pragma unroll
-        for (int n0 = 0; n0 < DH; n0 += 16) {
-            wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc;
-            wmma::load_matrix_sync(acc, sO + wr * L::LDO + n0, L::LDO, wmma::mem_row_major);
-#pragma unroll
-            for (int kk = 0; kk < PF_BN; kk += 16) {
-                wmma::fragment<wmma::matrix_a, 16, 16, 16, T, wmma::row_major> a;
-                wmma::fragment<wmma::matrix_b, 16, 16, 16, T, wmma::row_major> b;
-                wmma::load_matrix_sync(a, sP + wr * L::LDP + kk, L::LDP);
-                wmma::load_matrix_sync(b, sV + kk * L::LDQ + n0, L::LDQ);
-                wmma::mma_sync(acc, a, b, acc);
-            }
-            wmma::store_matrix_sync(sO + wr * L::LDO + n0, acc, L::LDO, wmma::mem_row_major);
-        }
-        __syncthreads(); /* before the next tile overwrites K and V */
     }
-    for (int i = tid; i < PF_BM * DH; i += 128) {
-        const int rr = i / DH, d = i % DH;
-        const long long r = r0 + rr;
+
+    /* O / l through the warp's own rows of sQ (its Q fragments are in registers), then out in
+     * 16-byte rows. */
+#pragma unroll
+    for (int mt = 0; mt < MT; mt++)
+#pragma unroll
+        for (int hh = 0; hh < 2; hh++) {
+            float sum = l[mt][hh];
+            sum += __shfl_xor_sync(0xffffffffu, sum, 1);
+            sum += __shfl_xor_sync(0xffffffffu, sum, 2);
+            const float inv = sum > 0.f ? 1.f / sum : 0.f;
+            T *srow = sQ + ((mt % HP) * BP + wp + 16 * (mt / HP) + g + 8 * hh) * LD + 2 * t;
+#pragma unroll
+            for (int d = 0; d < DH / 8; d++)
+                *reinterpret_cast<unsigned *>(srow + 8 * d) =
+                    pf_pack<T>(acc[mt][d][2 * hh] * inv, acc[mt][d][2 * hh + 1] * inv);
+        }
+    __syncwarp();
+    for (int c = lane; c < 16 * MT * VR; c += 32) {
+        const int mt = c / (16 * VR), i = wp + 16 * (mt / HP) + (c / VR) % 16, col = (c % VR) * 8;
+        const long long r = r0 + i;
         if (r < rows)
-            o[r * F + (long long)h * DH + d] = from_f<T>(sO[rr * L::LDO + d] / sL[rr]);
+            *reinterpret_cast<uint4 *>(o + r * F + (long long)(h0 + mt % HP) * DH + col) =
+                *reinterpret_cast<const uint4 *>(sQ + ((mt % HP) * BP + i) * LD + col);
     }
 }
 
@@ -1465,22 +1674,69 @@ static int attn_split(const baton_exec_ctx *ctx, void **b, const baton_decoder_d
                   (int)d.n_heads, (int)d.n_kv_heads, G, chunks, qscale, ctx->step_index);
 }
 
-template <typename T, int DH>
+/* The prefill's block at head_dim 64: 4 warps of two m16 tiles each, either 64 positions of two
+ * heads of one KV head ("64x2": K and V fragments serve both heads, halving shared-memory and L2
+ * reads per flop against one tile a warp, with the causal grain and balance of 64-row blocks) or
+ * 128 positions of one head ("128x1"), or 4 warps of one tile each ("64x1": more blocks, for
+ * short prompts). head_dim 128 takes 64x1: two tiles' accumulators would not fit in registers.
+ * BATON_ATTN_PREFILL_BLOCK=64x1, 128x1 or 64x2 forces head_dim 64's choice (benchmarks; 64x2
+ * only where G is even). */
+enum { PF_AUTO, PF_64X1, PF_128X1, PF_64X2 };
+
+static int prefill_block_forced(void)
+{
+    static std::atomic<int> forced{-1};
+    int f = forced.load(std::memory_order_relaxed);
+    if (f < 0) {
+        const char *e = getenv("BATON_ATTN_PREFILL_BLOCK");
+        f = !e                    ? PF_AUTO
+            : !strcmp(e, "64x1")  ? PF_64X1
+            : !strcmp(e, "128x1") ? PF_128X1
+            : !strcmp(e, "64x2")  ? PF_64X2
+                                  : PF_AUTO;
+        forced.store(f, std::memory_order_relaxed);
+    }
+    return f;
+}
+
+template <typename T, int DH, int MT, int HP>
 static int attn_prefill(const baton_exec_ctx *ctx, void **b, const baton_decoder_desc &d,
                         const dec_shape &s)
 {
-    const long long tiles = (s.rows + PF_BM - 1) / PF_BM, grid = tiles * d.n_heads;
+    using L = PfLayout<DH, MT, HP>;
+    const long long tiles = (s.rows + L::BP - 1) / L::BP, grid = tiles * (d.n_heads / HP);
     if (grid > 0x7fffffffLL)
         return baton__ctx_fail(ctx, BATON_EINVAL, "attention: too many rows for one launch");
-    auto kern = attn_prefill_kernel<T, DH>;
-    const size_t smem = PfLayout<DH>::BYTES;
-    if (prepare(kern, ctx, "attention", 1, grid, 128, smem, smem, false) < 0)
+    auto kern = attn_prefill_kernel<T, DH, MT, HP>;
+    if (prepare(kern, ctx, "attention", 1, grid, PF_WARPS * 32, L::BYTES, L::BYTES, false) < 0)
         return BATON_ECUDA;
-    const float qscale = (float)(d.scale * 1.4426950408889634);
-    return launch(ctx, "attention", kern, (unsigned)grid, 128, smem, 1, (const T *)b[0],
-                  (const T *)b[1], (const T *)b[2], (const void *)b[3],
-                  (int)(s.idx_dt == BATON_DTYPE_I64), (T *)b[4], (long long)s.rows, (long long)s.S,
-                  (int)d.n_heads, (int)d.n_kv_heads, qscale, ctx->step_index);
+    const float qscale = (float)(fabs(d.scale) * 1.4426950408889634);
+    return launch(ctx, "attention", kern, (unsigned)grid, PF_WARPS * 32, L::BYTES, 1,
+                  (const T *)b[0], (const T *)b[1], (const T *)b[2], (const void *)b[3],
+                  (int)(s.idx_dt == BATON_DTYPE_I64), (T *)b[4], (long long)s.rows, (int)s.S,
+                  (int)d.n_heads, (int)d.n_kv_heads, qscale, (int)(d.scale < 0), sm_count(ctx),
+                  ctx->step_index);
+}
+
+template <typename T>
+static int attn_prefill_pick(const baton_exec_ctx *ctx, void **b, const baton_decoder_desc &d,
+                             const dec_shape &s)
+{
+    if (d.head_dim == 128)
+        return attn_prefill<T, 128, 1, 1>(ctx, b, d, s);
+    const bool pairs = (d.n_heads / d.n_kv_heads) % 2 == 0;
+    int v = prefill_block_forced();
+    if (v == PF_64X2 && !pairs)
+        v = PF_AUTO;
+    if (v == PF_AUTO)
+        v = pairs                                                     ? PF_64X2
+            : (s.rows + 127) / 128 * d.n_heads >= 2LL * sm_count(ctx) ? PF_128X1
+                                                                      : PF_64X1;
+    switch (v) {
+    case PF_64X2: return attn_prefill<T, 64, 2, 2>(ctx, b, d, s);
+    case PF_128X1: return attn_prefill<T, 64, 2, 1>(ctx, b, d, s);
+    default: return attn_prefill<T, 64, 1, 1>(ctx, b, d, s);
+    }
 }
 
 template <typename T>
@@ -1490,12 +1746,11 @@ static int attn_typed(const baton_exec_ctx *ctx, void **b, const baton_decoder_d
     const int bytes = d.head_dim * (int)sizeof(T);
     const bool al = al16(b[0]) && al16(b[1]) && al16(b[2]);
     if constexpr (sizeof(T) == 2) {
-        /* prefill (16 rows or more): tensor cores */
-        if (al && s.rows >= 16 && (d.head_dim == 64 || d.head_dim == 128)) {
-            if (d.head_dim == 64)
-                return attn_prefill<T, 64>(ctx, b, d, s);
-            return attn_prefill<T, 128>(ctx, b, d, s);
-        }
+        /* prefill (16 rows or more): tensor cores. A zero scale (every weight equal) stays off
+         * them: the kernel's masked scores are -inf, and -inf * 0 has no value. */
+        if (al && al16(b[4]) && s.rows >= 16 && (d.head_dim == 64 || d.head_dim == 128) &&
+            s.S <= 0x7fffffffLL && d.scale != 0)
+            return attn_prefill_pick<T>(ctx, b, d, s);
     }
     if constexpr (sizeof(T) < 8) {
         if (al) {

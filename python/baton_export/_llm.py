@@ -90,7 +90,8 @@ def _fuse_weights(weights, pre, nl):
 
 
 def export_causal_lm(model, out_dir, *, max_seq_len, device="cuda:0", dtype=None, verbose=True,
-                     logits_dtype=None, prefill_logits="all", fused=True):
+                     logits_dtype=None, prefill_logits="all", fused=True,
+                     decode_outputs=("logits",)):
     """Writes out_dir/prefill.json, out_dir/decode.json and out_dir/weights.safetensors for a
     Hugging Face Llama-family causal LM (LlamaForCausalLM, Mistral, Qwen2 with its qkv bias,
     Qwen3 with its q/k norms, SmolLM). max_seq_len: rows of the KV cache (the longest prompt plus
@@ -100,6 +101,9 @@ def export_causal_lm(model, out_dir, *, max_seq_len, device="cuda:0", dtype=None
     prompt's last token, and logits [1, 1, vocab]: the lm_head runs on one row); fused (default
     True): one qkv GEMM then rope_cache_update, one gate_up GEMM then swiglu, o_proj and down_proj
     as gemm_add with the residual (weights renamed, docs/export.md); False: one step per HF op.
+    decode_outputs: the decode plan's outputs, "logits" [1, 1, vocab] and/or "next_token" (i64
+    [1, 1], the logits' argmax computed on the plan's device: a greedy program then reads 8
+    bytes a token instead of the logits, and picks nothing on the host).
     Returns {"prefill": path, "decode": path, "weights": path}."""
     cfg = model.config
     if max_seq_len < 1:
@@ -107,6 +111,9 @@ def export_causal_lm(model, out_dir, *, max_seq_len, device="cuda:0", dtype=None
     _check_config(model, cfg, max_seq_len)
     if prefill_logits not in ("all", "last"):
         raise ExportError(f"prefill_logits '{prefill_logits}': use 'all' or 'last'")
+    decode_outputs = (decode_outputs,) if isinstance(decode_outputs, str) else tuple(decode_outputs)
+    if not decode_outputs or set(decode_outputs) - {"logits", "next_token"}:
+        raise ExportError(f"decode_outputs {decode_outputs!r}: name 'logits', 'next_token' or both")
     sd = {k: v for k, v in model.state_dict().items()}
     pre = _layer_prefix(sd)
     D = cfg.hidden_size
@@ -267,13 +274,20 @@ def export_causal_lm(model, out_dir, *, max_seq_len, device="cuda:0", dtype=None
             p.step("gemm", [sel, p.view("final_norm.rows", x, ["seq", D])], [xl],
                    name="last_row")
             x, lrows = xl, 1
-        logits = p.tensor("logits", ldt, [1, lrows, V], role="output")
+        outs = decode_outputs if rows == 1 else ("logits",)
+        if "logits" in outs:
+            logits = p.tensor("logits", ldt, [1, lrows, V], role="output")
+        else:
+            logits = p.temp("logits", ldt, [1, lrows, V])
         if ldt == wname:
             p.step("gemm", [x, W(head)], [logits], {"trans_b": True}, name="lm_head")
         else:
             lw = p.temp("lm_head", wname, [1, lrows, V])
             p.step("gemm", [x, W(head)], [lw], {"trans_b": True}, name="lm_head")
             p.step("cast", [lw], [logits], name="logits_cast")
+        if "next_token" in outs:
+            tok = p.tensor("next_token", "i64", [1, lrows], role="output")
+            p.step("argmax", [logits], [tok], name="next_token")
         unused = [k for k in weights if k not in used and not k.endswith(".inv_freq")]
         if unused:
             raise ExportError(f"weights the Llama template does not use: {unused[:5]}"

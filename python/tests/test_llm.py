@@ -208,3 +208,36 @@ def test_graph_decode_replays_one_graph_per_token_with_one_wait(tmp_path, caps, 
     assert "graph mode captures there: 1 captures" in r.stderr, r.stderr
     assert "per token 1.00 host waits, 1.00 graph launches, 0.00 kernel launches" in r.stderr
     assert "after the first run 0 captures, 0 graph updates\n" in r.stderr, r.stderr
+
+
+@pytest.mark.parametrize("outputs", [("next_token",), ("logits", "next_token")])
+def test_greedy_next_token_on_the_device_gives_transformers_tokens(tmp_path, caps, generate_exe,
+                                                                   outputs):
+    # decode_outputs=("next_token",): the decode plan ends in an argmax on its device and
+    # generate reads 8 bytes a token; on the test GPU device (sim) and on the CPU alike
+    caps.need("embedding", "rope_cache_update", "swiglu", "gemm_add", "attention", "safetensors")
+    if not generate_exe:
+        pytest.skip("no generate binary (built with the state-and-dims API)")
+    m = _build("llama")
+    paths = baton_export.export_causal_lm(m, tmp_path, max_seq_len=32, verbose=False,
+                                          decode_outputs=outputs)
+    dec = {t["name"]: t for t in json.load(open(paths["decode"]))["tensors"]}
+    assert dec["next_token"] == {"name": "next_token", "dtype": "i64", "shape": [1, 1],
+                                 "role": "output"}
+    assert dec["logits"].get("role") == ("output" if "logits" in outputs else None)
+    for gpu in ("cpu", "sim"):
+        r = subprocess.run([generate_exe, str(tmp_path), "--prompt", ",".join(map(str, PROMPT)),
+                            "--max-new-tokens", str(NEW), f"--gpu={gpu}", "--mode=graph"],
+                           capture_output=True, text=True, timeout=120)
+        assert r.returncode == 0, r.stderr
+        assert [int(x) for x in r.stdout.strip().splitlines()[-1].split()] == _hf_tokens(m), gpu
+        if gpu == "sim":  # the argmax joins the graph: still one wait a token
+            assert "per token 1.00 host waits, 1.00 graph launches" in r.stderr, r.stderr
+    if "logits" not in outputs:  # sampling needs the logits on the host: refused by name
+        r = subprocess.run([generate_exe, str(tmp_path), "--prompt", "1,2", "--max-new-tokens",
+                            "3", "--gpu=cpu", "--temperature", "1.0"],
+                           capture_output=True, text=True, timeout=120)
+        assert r.returncode != 0 and "outputs no logits, only the greedy next_token" in r.stderr
+    with pytest.raises(baton_export.ExportError, match="decode_outputs"):
+        baton_export.export_causal_lm(m, tmp_path / "bad", max_seq_len=32, verbose=False,
+                                      decode_outputs=("probs",))
