@@ -24,6 +24,7 @@ extern "C" {
 #include "kernels/cuda/cuda_kernels.h"
 }
 #include "kernels/descriptors.h"
+#include "scheduler/cuda/device_cuda.h"
 
 static const int CHAIN = 64;
 static const int N2 = 4096;
@@ -56,6 +57,7 @@ struct chain {
     char errbuf[256];
     cudaEvent_t ev;
     void *x_host, *y_host; /* pinned: the plan's input and output cross to and from the host */
+    int first_pdl;         /* step 0 follows a kernel (the copy kernel) */
 };
 
 static void chain_init(chain *c)
@@ -97,7 +99,7 @@ static void chain_launch(chain *c, int i, int pdl)
     ctx.stream = c->stream;
     ctx.next_device = ctx.device;
     ctx.next_kind = BATON_TARGET_KERNEL;
-    ctx.pdl = pdl && i > 0;
+    ctx.pdl = pdl && (i > 0 || c->first_pdl);
     ctx.step_name = "floor";
     ctx.step_index = i;
     ctx.errbuf = c->errbuf;
@@ -163,11 +165,18 @@ static cudaGraphExec_t chain_graph(chain *c, int pdl, int io)
     cudaGraph_t g;
     cudaGraphExec_t x;
     CHECK_CUDA(cudaStreamBeginCapture(c->stream, cudaStreamCaptureModeThreadLocal));
-    if (io)
+    if (io == 2) /* the transfers as baton's CUDA device makes them: its copy kernel, with PDL */
+        CHECK_CUDA(baton__dev_cuda_copy_launch(c->stream, c->x, c->x_host, N2 * 2, 0, 0));
+    else if (io)
         chain_in(c);
+    c->first_pdl = io == 2;
     for (int i = 0; i < CHAIN; i++)
         chain_launch(c, i, pdl == 1);
-    if (io)
+    c->first_pdl = 0;
+    if (io == 2)
+        CHECK_CUDA(baton__dev_cuda_copy_launch(c->stream, c->y_host, c->y[CHAIN - 1], N2 * 2, 1,
+                                               pdl == 1));
+    else if (io)
         chain_out(c);
     CHECK_CUDA(cudaStreamEndCapture(c->stream, &g));
     if (pdl == 2)
@@ -372,9 +381,10 @@ int main(int argc, char **argv)
     cudaGraphExec_t g_plain_io = chain_graph(&c, 0, 1);
     cudaGraphExec_t g_pdl_io = chain_graph(&c, 1, 1);
     cudaGraphExec_t g_edges = chain_graph(&c, 2, 0);
+    cudaGraphExec_t g_pdl_ck = chain_graph(&c, 1, 2);
     /* 0-4: the issue's floors, kernels only. 5-8: the same plus the plan's input and output
      * transfers (8 KB each way), which every baton run also does. */
-    variant fl[10] = {{"floor.wait_after_each"},
+    variant fl[11] = {{"floor.wait_after_each"},
                       {"floor.one_stream_one_wait"},
                       {"floor.one_stream_pdl_one_wait"},
                       {"floor.hand_graph"},
@@ -383,8 +393,9 @@ int main(int argc, char **argv)
                       {"floor_io.one_stream_pdl_one_wait"},
                       {"floor_io.hand_graph"},
                       {"floor_io.hand_graph_pdl"},
-                      {"floor.hand_graph_edges"}};
-    const int n_floors = 10;
+                      {"floor.hand_graph_edges"},
+                      {"floor_io.hand_graph_pdl_copy_kernels"}};
+    const int n_floors = 11;
 
     /* ---- baton on the 64-step chain ---- */
     char chain_path[4096], rfc_path[4096];
@@ -434,6 +445,7 @@ int main(int argc, char **argv)
         CHECK_CUDA(cudaGraphLaunch(g_plain_io, c.stream));
         CHECK_CUDA(cudaGraphLaunch(g_pdl_io, c.stream));
         CHECK_CUDA(cudaGraphLaunch(g_edges, c.stream));
+        CHECK_CUDA(cudaGraphLaunch(g_pdl_ck, c.stream));
         chain_wait(&c);
         for (int v = 0; v < n_bv; v++)
             run_once(bv[v].rt, NULL);
@@ -481,7 +493,8 @@ int main(int argc, char **argv)
                     chain_wait(&c);
                     break;
                 case 9:
-                    CHECK_CUDA(cudaGraphLaunch(g_edges, c.stream));
+                case 10:
+                    CHECK_CUDA(cudaGraphLaunch(f == 9 ? g_edges : g_pdl_ck, c.stream));
                     chain_wait(&c);
                     break;
                 }
@@ -556,6 +569,7 @@ int main(int argc, char **argv)
         check("graph/hand_graph_pdl_issue43", graph / f_graph_pdl, 1.05, 1);
         check("graph_notune/hand_graph_pdl", median(bv[5].us) / f_graph_pdl, 1.05, 1);
         check("hand_graph_edges/hand_graph_pdl", median(fl[9].us) / f_graph_pdl, 1.05, 1);
+        check("graph/hand_graph_pdl_copy_kernels", graph / median(fl[10].us), 1.05, 1);
         ok &= check("boundary_nopdl/one_stream_one_wait", boundary_nopdl / f_one, 1.10, 1);
         check("boundary/one_stream_pdl_one_wait", boundary / f_one_pdl, 1.10, 1);
         ok &= check("strict/graph", strict / graph, 6.0, 0);
@@ -598,5 +612,6 @@ int main(int argc, char **argv)
     cudaGraphExecDestroy(g_plain_io);
     cudaGraphExecDestroy(g_pdl_io);
     cudaGraphExecDestroy(g_edges);
+    cudaGraphExecDestroy(g_pdl_ck);
     return 0;
 }
