@@ -806,6 +806,9 @@ static int prepare(const baton_plan *plan, const baton_options *opts, const bato
         return baton__err_set(err, BATON_ENOMEM, "prepare: out of memory");
     rt->plan = baton__plan_retain(plan); /* baton_runtime_destroy releases it */
     rt->opts = o;
+    static int no_pdl = ENV_UNREAD; /* BATON_NO_PDL=1: --no-pdl for programs that have no flag */
+    if (baton__env_flag("BATON_NO_PDL", &no_pdl) == 1)
+        rt->opts.disable_pdl = 1;
     rt->share = share;
     /* what delegates and kernels log while they prepare goes to the plan's registry */
     const log_sink *outer_log = baton__log_scope(plan->log);
