@@ -34,8 +34,12 @@ _Static_assert(sizeof(baton_gemm_desc) == 48, "gemm descriptor layout");
 /* The CPU backend (delegates/cpu/gemm_openblas.c). */
 extern const baton_delegate_iface baton__gemm_openblas_iface;
 /* Bytes the CPU backend holds in prepared copies of constant weights (f32 copies of bf16/f16
- * weights for its OpenBLAS path), all steps and runtimes together. */
+ * weights for its OpenBLAS path, [N, K] copies of [K, N] weights for its GEMV), all steps and
+ * runtimes together. */
 size_t baton__gemm_cpu_prepared_bytes(void);
+/* The weight a CPU gemm step's GEMV streams: its [N, K] copy where it has one, else `b` (the
+ * benchmark's read floor reads the same bytes). */
+const void *baton__gemm_cpu_gemv_weight(const void *state, const void *b);
 
 /* Resolves a gemm step: inputs a [M,K] (or [K,M] with trans_a; without trans_a, a's leading dims
  * fold into M) and b [K,N] (or [N,K] with trans_b), attrs trans_a, trans_b, alpha. Fills *desc

@@ -4,6 +4,7 @@
  *
  *   build/generate DIR --prompt 1,5,7 --max-new-tokens N [--gpu=auto|cuda|cpu|sim]
  *                  [--mode=strict|boundary|graph] [--temperature T --top-k K --top-p P --seed S]
+ *                  [--warmup N] [--no-pdl]
  *
  * Prints the generated ids space-separated as the last line of stdout, rates on stderr.
  */
@@ -45,10 +46,11 @@ static int usage(const char *msg)
     fprintf(stderr,
             "usage: generate DIR --prompt ID,ID,... --max-new-tokens N [--gpu=auto|cuda|cpu|sim]\n"
             "                [--mode=strict|boundary|graph] [--temperature T] [--top-k K]\n"
-            "                [--top-p P] [--seed S] [--warmup N]\n"
+            "                [--top-p P] [--seed S] [--warmup N] [--no-pdl]\n"
             "DIR holds prefill.json, decode.json and weights.safetensors from\n"
             "baton_export.export_causal_lm. Greedy unless --temperature is given.\n"
-            "--warmup N runs the prompt N times before the timed prefill (for benchmarks).\n");
+            "--warmup N runs the prompt N times before the timed prefill (for benchmarks).\n"
+            "--no-pdl launches without programmatic dependent launch (to compare).\n");
     return 2;
 }
 
@@ -119,6 +121,8 @@ static int parse_args(int argc, char **argv, gen_args *a)
                 a->opts.gpu = BATON_GPU_SIM;
             else
                 return usage("--gpu takes auto, cuda, cpu or sim");
+        } else if (strcmp(argv[i], "--no-pdl") == 0) {
+            a->opts.disable_pdl = 1;
         } else if ((v = opt_value(argc, argv, &i, "--mode"))) {
             if (baton_sync_mode_parse(v, &a->opts.mode) != 0)
                 return usage("--mode takes strict, boundary or graph");

@@ -46,6 +46,29 @@ static int no_such_tensor(const baton_plan *plan, const char *name, int want_inp
         listed ? list : "none");
 }
 
+/* One process per GPU (baton_options.world): whether tensor t moves only between devices other
+ * ranks run (every transfer of it absent here) and no CPU step reads it: an input this rank need
+ * not be given, or an output it does not make. */
+static int rank_elsewhere(const baton_runtime *rt, int t)
+{
+    const baton_plan *plan = rt->plan;
+    if (!rt_ranks(rt))
+        return 0;
+    int moved = 0;
+    for (int x = 0; x < plan->n_transfers; x++)
+        if (plan->transfers[x].tensor == t) {
+            if (!rt->xfers[x].absent)
+                return 0;
+            moved = 1;
+        }
+    for (int i = 0; i < plan->n_steps; i++)
+        if (plan->steps[i].device.kind == BATON_DEVICE_CPU)
+            for (int k = 0; k < plan->steps[i].n_inputs; k++)
+                if (plan->steps[i].inputs[k] == t)
+                    return 0;
+    return moved;
+}
+
 static int host_tensor(baton_runtime *rt, const char *name, size_t nbytes, int want_input,
                        void **addr, baton_error *err)
 {
@@ -69,6 +92,16 @@ static int host_tensor(baton_runtime *rt, const char *name, size_t nbytes, int w
             "after a run, since the memory plan reuses other tensors' space (give it "
             "\"role\": \"output\")",
             plan->source, name, baton_role_name(pt->role));
+    if (!want_input && pt->role == BATON_ROLE_OUTPUT && rank_elsewhere(rt, t)) {
+        int from = -1; /* the GPU whose copy goes home: its rank makes the output */
+        for (int x = 0; x < plan->n_transfers; x++)
+            if (plan->transfers[x].tensor == t && plan->transfers[x].to.kind == BATON_DEVICE_CPU)
+                from = plan->transfers[x].from.index;
+        return baton__err_set(err, BATON_ESTATE,
+                              "%s: output '%s' is made on cuda:%d, not on this rank's GPU "
+                              "(cuda:%d); read it on rank %d",
+                              plan->source, name, from, rt->opts.rank, from);
+    }
     /* a tensor sized by a dimension holds the bytes of the binding: the next run's for an
      * input, the last run's for an output */
     size_t want = baton__runtime_tensor_bytes(rt, t, pt->role == BATON_ROLE_OUTPUT);
@@ -258,7 +291,10 @@ int baton__runtime_build_sites(baton_runtime *rt, baton_error *err)
         return baton__err_set(err, BATON_ENOMEM, "prepare: out of memory");
     for (int t = 0; t < nt; t++) {
         rt->bind_dev[t] = -1;
-        rt->n_unset_inputs += plan->tensors[t].role == BATON_ROLE_INPUT;
+        if (plan->tensors[t].role == BATON_ROLE_INPUT && rank_elsewhere(rt, t))
+            rt->input_set[t] = 1; /* only other ranks read it: never missing here */
+        else
+            rt->n_unset_inputs += plan->tensors[t].role == BATON_ROLE_INPUT;
     }
 #define BINDABLE(t)                                                                                \
     (plan->tensors[t].role == BATON_ROLE_INPUT || plan->tensors[t].role == BATON_ROLE_OUTPUT)

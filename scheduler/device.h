@@ -44,6 +44,7 @@ typedef struct dev_counters {
     long long host_waits;
     long long launches; /* calls issued outside graphs */
     long long graph_launches;
+    long long peer_waits; /* stream_wait() calls issued on the stream, not captured into a graph */
 } dev_counters;
 
 /* Faults a test can inject into a device (one shot each). */
@@ -85,7 +86,8 @@ typedef struct dev_trace {
  * prepare time: member k sends send[k] and receives into recv[k], both on group device k. */
 typedef enum dev_coll_op { DEV_COLL_ALL_REDUCE = 1, DEV_COLL_ALL_GATHER = 2 } dev_coll_op;
 
-#define DEV_MAX_GROUP 16
+#define DEV_MAX_GROUP      16
+#define DEV_WORLD_ID_BYTES 128 /* NCCL's ncclUniqueId */
 
 typedef struct dev_coll {
     dev_coll_op op;
@@ -120,6 +122,10 @@ enum dev_cap {
     DEV_CAP_CAPTURE_ANY = 1u << 3,
     /* The device runs on a caller's stream (baton_options.streams). */
     DEV_CAP_CALLER_STREAM = 1u << 4,
+    /* record() and stream_wait() issued during a capture become nodes of the graph: each launch
+     * waits, where the wait was captured, for the latest record of the other device's event
+     * issued before the launch, and records its own event where the record was captured. */
+    DEV_CAP_EVENT_NODES = 1u << 5,
 };
 
 /* The number of graph slots and event slots a device offers; the runtime uses one graph per GPU
@@ -197,7 +203,8 @@ typedef struct dev_ops {
      * NULL: any memory will do (the CPU and the test device). */
     int (*mem_check)(dev_ctx *d, const void *p, size_t bytes, int host, baton_error *err);
     /* Rebinding: a captured graph holds the addresses its calls and copies had at capture.
-     * During a capture, capture_tag() names the op issued next (a tag >= 0). graph_rebind() then
+     * During a capture, capture_tag() names the op issued next (a tag >= 0; -1: what is issued
+     * next, such as an event node, belongs to no op that is ever rebound). graph_rebind() then
      * sets the nodes of graph `slot` that op `tag` made to new addresses: a call's current
      * c->buffers (c not NULL), or a copy's dst and src. BATON_ENOTSUP, with the reason in err,
      * when it cannot (the runtime then captures the segment again). NULL: never possible. */
@@ -212,8 +219,9 @@ typedef struct dev_ops {
 
     /* Several GPUs (NULL: the device cannot; the runtime then refuses such a plan at prepare).
      * stream_wait() makes d's stream wait, without the host, until event `slot` of `other` (a
-     * device of the same backend, recorded before) has completed. peer_enable() lets d's copies
-     * read other's memory directly where the hardware allows (else they go through the host);
+     * device of the same backend, recorded before) has completed. peer_enable() lets d's context
+     * read and write other's memory directly where the hardware allows (else copies between them
+     * are staged through the host; the runtime calls it both ways);
      * 0 either way. coll_prepare() sets up a collective over c->group (on the group's first
      * device's ops; the members share one backend), coll_run() issues it on every member's
      * stream, each member waiting for its own earlier work only, and coll_release() frees what
@@ -223,6 +231,23 @@ typedef struct dev_ops {
     int (*coll_prepare)(dev_coll *c, baton_error *err);
     int (*coll_run)(dev_coll *c, baton_error *err);
     void (*coll_release)(dev_coll *c);
+    /* One process per GPU (baton_options.world): this runtime's device d is rank `rank` of
+     * `world` ranks, one device each, of this backend, that find each other through an id of
+     * DEV_WORLD_ID_BYTES (the same on every rank: rank 0 made it with world_id() and handed it
+     * over, scheduler/world.c). world_join() returns once every rank has joined, or fails after
+     * timeout_ms. The rest are issued on d's stream and run in its order: world_send() and
+     * world_recv() move `bytes` to and from rank `peer` (a send and a receive between two ranks
+     * match in the order they were issued; each holds its stream until the other side has
+     * posted), and world_coll() issues this rank's part of collective c over every rank (c->n ==
+     * world; only c->send[rank] and c->recv[rank] are read). NULL: the backend has no ranks. */
+    int (*world_id)(unsigned char *id, baton_error *err);
+    int (*world_join)(dev_ctx *d, const unsigned char *id, int rank, int world, int timeout_ms,
+                      void **out, baton_error *err);
+    void (*world_leave)(void *w);
+    int (*world_send)(void *w, dev_ctx *d, const void *src, size_t bytes, int peer,
+                      baton_error *err);
+    int (*world_recv)(void *w, dev_ctx *d, void *dst, size_t bytes, int peer, baton_error *err);
+    int (*world_coll)(void *w, dev_ctx *d, const dev_coll *c, int rank, baton_error *err);
     /* Prepare-time tuning of kernel call c (core/tune.h): runs `tune` on c's buffers and the
      * device's stream, outside any capture, and returns once its work is done, with its account
      * in note. NULL: the device does not tune (the CPU, the test device). */
@@ -282,6 +307,12 @@ static inline int dev_failed_step(const dev_ops *ops, dev_ctx *d)
 static inline int dev_can_order_peers(const dev_ops *ops)
 {
     return ops->stream_wait != NULL;
+}
+
+static inline int dev_has_ranks(const dev_ops *ops)
+{
+    return ops->world_id && ops->world_join && ops->world_send && ops->world_recv &&
+           ops->world_coll;
 }
 
 static inline int dev_has_collectives(const dev_ops *ops)

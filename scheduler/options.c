@@ -26,6 +26,8 @@ static const abi_field options_fields[] = {
     ABI_FIELD(baton_options, streams),     ABI_FIELD(baton_options, n_streams),
     ABI_FIELD(baton_options, no_autotune), ABI_FIELD(baton_options, cpu_threads),
     ABI_FIELD(baton_options, cpu_pool),    ABI_FIELD(baton_options, allow_unset_inputs),
+    ABI_FIELD(baton_options, rank),        ABI_FIELD(baton_options, world),
+    ABI_FIELD(baton_options, rendezvous),  ABI_FIELD(baton_options, rendezvous_timeout_ms),
 };
 
 int baton__options_read(const baton_options *in, baton_options *out, baton_error *err)

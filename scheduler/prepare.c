@@ -25,7 +25,8 @@ static int cuda_alias(void)
     return 0;
 }
 
-/* The device a plan's device runs on: itself, unless the test alias folds it (CUDA only). */
+/* The device a plan's device runs on: itself, unless the test alias or one process per GPU folds
+ * it onto the devices present (CUDA only: rank R of a world runs cuda:R on device R % count). */
 static baton_device run_on(const baton_runtime *rt, baton_device dv)
 {
     if (rt->alias_gpus > 0 && rt->backend == BATON_GPU_CUDA && dv.kind == BATON_DEVICE_CUDA)
@@ -72,6 +73,27 @@ static int choose_backend(baton_runtime *rt, baton_error *err)
         }
     }
     rt->backend = rt->opts.gpu;
+    if (rt_ranks(rt)) {
+        /* one process per GPU: this rank needs its own GPU only, which CUDA device R modulo the
+         * ones it sees stands for */
+        if (need >= rt->opts.world)
+            return baton__err_set(
+                err, BATON_EINVAL,
+                "%s: step '%s' is placed on cuda:%d, but options.world is %d: a world of N ranks "
+                "runs a plan over cuda:0 .. cuda:N-1, one GPU per rank",
+                plan->source, plan->steps[first_step].name, need, rt->opts.world);
+        if (rt->backend == BATON_GPU_SIM)
+            return 0;
+        if (rt->backend == BATON_GPU_CPU || (rt->alias_gpus = baton_cuda_device_count()) < 1)
+            return baton__err_set(err, BATON_ENODEV,
+                                  "%s: rank %d of %d runs on a GPU: %s; run it with "
+                                  "BATON_GPU_CUDA on a machine with one, or BATON_GPU_SIM",
+                                  plan->source, rt->opts.rank, rt->opts.world,
+                                  rt->backend == BATON_GPU_CPU ? "the CPU fallback cannot"
+                                                               : "no CUDA device is present");
+        rt->backend = BATON_GPU_CUDA;
+        return 0;
+    }
     if (need < 0) {
         rt->backend = BATON_GPU_CPU;
         return 0;
@@ -264,11 +286,18 @@ static int open_devices(baton_runtime *rt, int fault_dev, dev_fault fault, baton
     int rc = check_caller_resources(rt, err);
     if (rc)
         return rc;
+    rt->own = -1;
     for (int d = 0; d < rt->nd; d++) {
         rt_device *rd = &rt->dev[d];
         baton_device dv = plan->memory[d].device;
         rd->gpu = dv.kind == BATON_DEVICE_CUDA;
         rd->ops = ops_for(rt, dv);
+        if (rt_ranks(rt) && rd->gpu && dv.index != rt->opts.rank) {
+            rd->remote = 1; /* another rank's */
+            continue;
+        }
+        if (rt_ranks(rt) && rd->gpu)
+            rt->own = d;
         /* events: WAIT_SLOT, and one per segment that another GPU waits for (SEG_EVENT) */
         if ((rc = rd->ops->open(run_on(rt, dv), &rt->opts, plan->n_segments * rt->graph_ways,
                                 SEG_EVENT(plan->n_segments), &rd->ctx, err)))
@@ -281,7 +310,7 @@ static int open_devices(baton_runtime *rt, int fault_dev, dev_fault fault, baton
     rt->dev[0].arena_ctx = rt->dev[0].ctx;
     rt->dev[0].host_mem = 1;
     for (int d = 1; d < rt->nd; d++)
-        if (dev_has(rt->dev[d].ops, DEV_CAP_ASYNC)) {
+        if (dev_has(rt->dev[d].ops, DEV_CAP_ASYNC) && !rt->dev[d].remote) {
             rt->dev[0].arena_ops = rt->dev[d].ops;
             rt->dev[0].arena_ctx = rt->dev[d].ctx;
             break;
@@ -291,6 +320,8 @@ static int open_devices(baton_runtime *rt, int fault_dev, dev_fault fault, baton
         size_t cbytes = plan->memory[d].const_bytes;
         size_t bytes = plan->memory[d].arena_bytes - (rt->share ? cbytes : 0);
         const baton_arena *mine = caller_arena(rt, d);
+        if (rd->remote)
+            continue;
         if (d > 0) {
             rd->arena_ops = rd->ops;
             rd->arena_ctx = rd->ctx;
@@ -333,6 +364,8 @@ void *baton__runtime_slot_addr(const baton_runtime *rt, int d, int t)
 {
     const plan_memory *m = &rt->plan->memory[d];
     int64_t off = m->offset[t];
+    if (rt->dev[d].remote)
+        return NULL;               /* another rank's GPU holds it */
     if (off == PLAN_OFFSET_MAPPED) /* read in place from its file's mapping (read-only) */
         return (void *)rt->plan->tensors[rt->plan->tensors[t].storage].init.mapped;
     if (off < 0)
@@ -395,7 +428,7 @@ static int load_constants(baton_runtime *rt, baton_error *err)
     if (rt->share)
         return 0; /* already loaded, by the runtime that owns them */
     for (int d = 1; d < rt->nd; d++) {
-        if (!rt->dev[d].ops->stage_uploads)
+        if (!rt->dev[d].ops->stage_uploads || rt->dev[d].remote)
             continue;
         size_t bytes = 0;
         for (int t = 0; t < plan->n_tensors; t++)
@@ -407,7 +440,7 @@ static int load_constants(baton_runtime *rt, baton_error *err)
     }
     int rc = upload_constants(rt, err);
     for (int d = 1; d < rt->nd; d++)
-        if (rt->dev[d].ops->stage_uploads)
+        if (rt->dev[d].ops->stage_uploads && !rt->dev[d].remote)
             rt->dev[d].ops->stage_uploads(rt->dev[d].ctx, 0);
     return rc;
 }
@@ -458,6 +491,32 @@ static int build_calls(baton_runtime *rt, baton_error *err)
             for (int k = 0; k < s->n_outputs; k++)
                 *b++ = baton__runtime_slot_addr(
                     rt, baton__plan_memory_index(plan, step_arg_device(s, k)), s->outputs[k]);
+            continue;
+        }
+        if (rd->remote) {
+            /* another rank runs it: no call, no state; its buffers have no address here, its
+             * descriptors are kept (a binding of the plan's dims repacks every step's) */
+            rt->step_dev[i] = d;
+            rt->calls[i].buffers = b;
+            baton_tensor_desc *step_descs = dd;
+            const char **step_names = nn;
+            for (int k = 0; k < s->n_inputs + s->n_outputs; k++) {
+                int t = k < s->n_inputs ? s->inputs[k] : s->outputs[k - s->n_inputs];
+                *b++ = NULL;
+                *dd++ = plan->tensors[t].desc;
+                *nn++ = plan->tensors[t].name;
+            }
+            rt->sigs[i] = (baton_sig_args){.struct_size = sizeof(baton_sig_args),
+                                           .n_inputs = s->n_inputs,
+                                           .inputs = step_descs,
+                                           .n_outputs = s->n_outputs,
+                                           .outputs = step_descs + s->n_inputs,
+                                           .n_attrs = s->n_attrs,
+                                           .attrs = s->attrs,
+                                           .input_names = step_names,
+                                           .output_names = step_names + s->n_inputs};
+            rt->calls[i].opaque = s->opaque;
+            rt->calls[i].opaque_len = s->opaque_len;
             continue;
         }
         baton_device_kind impl_kind =
@@ -575,7 +634,7 @@ static int tune_calls(baton_runtime *rt, baton_error *err)
     for (int i = 0; i < plan->n_steps; i++) {
         const plan_step *s = &plan->steps[i];
         rt_device *rd = &rt->dev[rt->step_dev[i]];
-        if (s->kind != BATON_TARGET_KERNEL || !s->cuda_tune || !dev_can_tune(rd->ops))
+        if (s->kind != BATON_TARGET_KERNEL || !s->cuda_tune || !dev_can_tune(rd->ops) || rd->remote)
             continue;
         if (!rt->tuning && !(rt->tuning = calloc((size_t)plan->n_steps, ERRBUF_LEN)))
             return baton__err_set(err, BATON_ENOMEM, "prepare: out of memory");
@@ -602,7 +661,7 @@ static int prepare_kernel_calls(baton_runtime *rt, baton_error *err)
         const plan_step *s = &plan->steps[i];
         rt_device *rd = &rt->dev[rt->step_dev[i]];
         if (s->kind != BATON_TARGET_KERNEL || !s->cuda_prepare || !dev_can_prepare_calls(rd->ops) ||
-            dev_has(rd->ops, DEV_CAP_CPU_KERNELS))
+            dev_has(rd->ops, DEV_CAP_CPU_KERNELS) || rd->remote)
             continue;
         if (!rt->kernel_states &&
             !(rt->kernel_states = calloc((size_t)plan->n_steps, sizeof *rt->kernel_states)))
@@ -648,7 +707,25 @@ static int build_transfers(baton_runtime *rt, baton_error *err)
         r->from = from;
         r->kind = to == 0 ? DEV_COPY_D2H : from == 0 ? DEV_COPY_H2D : DEV_COPY_D2D;
         r->wait_seg = -1;
-        if (r->kind == DEV_COPY_D2D) {
+        r->peer = -1;
+        if (rt->dev[from].remote || rt->dev[to].remote) {
+            /* one process per GPU: another rank's GPU at one end (or both) */
+            if (rt->dev[from].remote && to == 0 && x->segment < plan->n_segments)
+                return baton__err_set(
+                    err, BATON_ENOTSUP,
+                    "%s: rank %d: a CPU step reads tensor '%s', which %s makes on another "
+                    "rank's GPU; with one process per GPU a CPU step reads only what this "
+                    "rank's GPU makes (place the step on a GPU, or run the plan in one process)",
+                    plan->source, rt->opts.rank, plan->tensors[x->tensor].name,
+                    baton_device_format(x->from, a, sizeof a));
+            if (rt->dev[from].remote == rt->dev[to].remote || from == 0 || to == 0) {
+                r->absent = 1; /* between devices this rank does not run */
+            } else {
+                r->send = rt->dev[to].remote;
+                r->peer = r->send ? x->to.index : x->from.index;
+            }
+        }
+        if (r->kind == DEV_COPY_D2D && r->peer < 0 && !r->absent) {
             /* GPU to GPU: the reader copies on its stream after waiting, on the GPU, for the
              * event the writer records after the segment that wrote the tensor */
             const rt_device *rf = &rt->dev[from], *rtd = &rt->dev[to];
@@ -662,11 +739,14 @@ static int build_transfers(baton_runtime *rt, baton_error *err)
                     baton_device_format(x->to, b, sizeof b), rtd->ops->name);
             r->wait_seg = plan->steps[plan->tensors[x->tensor].producer].segment;
             rt->seg_signal[r->wait_seg] |= 1u << from;
-            if (rtd->ops->peer_enable && (rc = rtd->ops->peer_enable(rtd->ctx, rf->ctx, err))) {
+            /* both ways, so that a copy issued on either GPU's stream reads or writes the other's
+             * memory directly (else the driver stages it through the host) */
+            if (rtd->ops->peer_enable && ((rc = rtd->ops->peer_enable(rtd->ctx, rf->ctx, err)) ||
+                                          (rc = rtd->ops->peer_enable(rf->ctx, rtd->ctx, err)))) {
                 char inner[BATON_ERROR_MAX];
                 snprintf(inner, sizeof inner, "%s", err ? err->message : "");
-                return baton__err_set(err, rc, "%s: peer access %s -> %s: %s", plan->source,
-                                      baton_device_format(x->to, a, sizeof a),
+                return baton__err_set(err, rc, "%s: peer access between %s and %s: %s",
+                                      plan->source, baton_device_format(x->to, a, sizeof a),
                                       baton_device_format(x->from, b, sizeof b), inner);
             }
         }
@@ -705,6 +785,20 @@ static int build_collectives(baton_runtime *rt, baton_error *err)
         for (int k = 0; k < c->n; k++)
             c->group[k] = rt->dev[baton__plan_memory_index(plan, st->group[k])].ctx;
         char name[32];
+        if (rt_ranks(rt)) {
+            /* one process per GPU: this rank's part, over the world's communicator, whose
+             * members are the ranks in order */
+            int in_order = c->n == rt->opts.world;
+            for (int k = 0; k < c->n && in_order; k++)
+                in_order = st->group[k].kind == BATON_DEVICE_CUDA && st->group[k].index == k;
+            if (!in_order)
+                return baton__plan_error(
+                    err, BATON_ENOTSUP, plan, st->pos,
+                    "step '%s': %s over a group that is not every rank in order (cuda:0 .. "
+                    "cuda:%d): with one process per GPU a collective spans the whole world",
+                    st->name, st->target_name, rt->opts.world - 1);
+            continue;
+        }
         if (!dev_has_collectives(ops))
             return baton__plan_error(
                 err, BATON_ENOTSUP, plan, st->pos,
@@ -743,7 +837,8 @@ static int plan_queue_ahead(baton_runtime *rt, baton_error *err)
             continue;
         int d = baton__plan_memory_index(plan, g->device);
         const rt_device *rd = &rt->dev[d];
-        if (baton__plan_memory_index(plan, p->device) != d || !dev_can_gate(rd->ops, rd->ctx))
+        if (baton__plan_memory_index(plan, p->device) != d || rd->remote ||
+            !dev_can_gate(rd->ops, rd->ctx))
             continue;
         /* its gate, steps, incoming transfers and (at most) the transfers into the next one */
         int ops = 1 + g->last_step - g->first_step + 1;
@@ -771,6 +866,18 @@ static int check_options(const baton_options *o, baton_error *err)
                               "baton_runtime_create: options.sim_delay_us is %d; use 0 (no delay) "
                               "to %d microseconds",
                               o->sim_delay_us, RT_MAX_SIM_DELAY_US);
+    if (o->world < 0 || o->world > DEV_MAX_GROUP ||
+        (o->world > 0 && (o->rank < 0 || o->rank >= o->world)))
+        return baton__err_set(err, BATON_EINVAL,
+                              "baton_runtime_create: options.rank %d of options.world %d; use a "
+                              "world of 1 to %d ranks (0: one process runs every GPU) and a rank "
+                              "from 0 to world - 1",
+                              o->rank, o->world, DEV_MAX_GROUP);
+    if (o->world > 1 && (!o->rendezvous || !o->rendezvous[0]))
+        return baton__err_set(err, BATON_EINVAL,
+                              "baton_runtime_create: rank %d of %d: options.rendezvous is empty; "
+                              "give every rank the same file path, on storage they all see",
+                              o->rank, o->world);
     if (o->cpu_threads < 0)
         return baton__err_set(
             err, BATON_EINVAL,
@@ -810,6 +917,8 @@ static int prepare(const baton_plan *plan, const baton_options *opts, const bato
     if (baton__env_flag("BATON_NO_PDL", &no_pdl) == 1)
         rt->opts.disable_pdl = 1;
     rt->share = share;
+    const char *nodes_env = getenv(RT_EVENT_NODES_ENV);
+    rt->event_nodes = !(nodes_env && strcmp(nodes_env, "0") == 0);
     /* what delegates and kernels log while they prepare goes to the plan's registry */
     const log_sink *outer_log = baton__log_scope(plan->log);
     if (share) { /* an instance runs where its first one does */
@@ -820,6 +929,17 @@ static int prepare(const baton_plan *plan, const baton_options *opts, const bato
     rt->graph_ways = plan->n_dims && o.mode == BATON_SYNC_GRAPH ? RT_GRAPH_WAYS : 1;
     if (!rc)
         rc = open_devices(rt, fault_dev, fault, err);
+    if (!rc && rt_ranks(rt) && share)
+        rc = baton__err_set(err, BATON_ENOTSUP,
+                            "%s: a pool of instances of a rank's runtime (options.world) is not "
+                            "supported yet: run one runtime per rank",
+                            plan->source);
+    if (!rc && rt_ranks(rt) && !share)
+        rc = rt->own < 0 ? baton__err_set(err, BATON_EINVAL,
+                                          "%s: rank %d of %d: the plan places no step on cuda:%d, "
+                                          "this rank's GPU",
+                                          plan->source, o.rank, o.world, o.rank)
+                         : baton__world_join(rt, rt->own, err);
     if (!rc)
         rc = load_constants(rt, err);
     if (!rc)
@@ -959,6 +1079,8 @@ void baton_runtime_destroy(baton_runtime *rt)
                     rt->dev[d].ops->coll_release(&rt->colls[s]);
             }
     free(rt->colls);
+    if (rt->world && rt->own >= 0 && rt->dev[rt->own].ops->world_leave)
+        rt->dev[rt->own].ops->world_leave(rt->world);
     /* The CPU arena may come from a GPU's pinned allocator: free it before closing that GPU. */
     for (int d = 0; d < rt->nd; d++) {
         rt_device *rd = &rt->dev[d];

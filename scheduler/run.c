@@ -85,8 +85,8 @@ static int issue_transfer(baton_runtime *rt, int x, baton_error *err)
 {
     rt_transfer *r = &rt->xfers[x];
     rt_device *rd = &rt->dev[r->issuer];
-    if (r->skip)
-        return 0;
+    if (r->skip || r->absent || r->peer >= 0)
+        return 0; /* needless, another rank's, or sent and received by rank_transfers */
     if (rt->capturing) {
         r->graph_seg = rt->capture_seg;
         if (rd->ops->capture_tag)
@@ -215,6 +215,21 @@ static int segment_capturable(baton_runtime *rt, int s)
     return 1;
 }
 
+static int cross_waits(baton_runtime *rt, int s, baton_error *err);
+static int signal_segment(baton_runtime *rt, int s, baton_error *err);
+
+/* Whether segment s's graph holds its waits for other GPUs and the event other GPUs wait for,
+ * as event nodes (baton_runtime.event_nodes, where the device can), instead of
+ * having them issued on the stream around each launch. */
+static int event_nodes(const baton_runtime *rt, int s)
+{
+    const int d = baton__plan_memory_index(rt->plan, rt->plan->segments[s].device);
+    /* only the segment's own GPU records after it (a collective, recorded by several, is never
+     * captured) */
+    return rt->event_nodes && dev_has(rt->dev[d].ops, DEV_CAP_EVENT_NODES) &&
+           (rt->seg_signal[s] & ~(1u << d)) == 0;
+}
+
 /* Captures segment s — its incoming transfers, its steps and its outgoing transfers — into graph
  * slot s. Returns 0 when captured, BATON_ENOTSUP when the segment cannot be captured (then it is
  * marked to run uncaptured and the note says why), or the failing step's error. */
@@ -227,9 +242,13 @@ static int capture_segment(baton_runtime *rt, int s, baton_error *err)
     rt->capturing = 1;
     rt->capture_seg = s;
     int slot = rt->graph_slot[s];
+    const int nodes = event_nodes(rt, s);
     int rc = rd->ops->capture_begin(rd->ctx, slot, err);
     if (!rc && rt->ahead_ok[s])
         rc = rd->ops->gate_wait(rd->ctx, err); /* before the copies of the CPU's outputs */
+    /* untagged (-1), as everything before the first tag: no op the runtime rebinds */
+    if (!rc && nodes)
+        rc = cross_waits(rt, s, err);
     if (!rc)
         rc = issue_incoming(rt, s, err);
     for (int i = seg->first_step; !rc && i <= seg->last_step; i++) {
@@ -239,6 +258,11 @@ static int capture_segment(baton_runtime *rt, int s, baton_error *err)
     }
     if (!rc)
         rc = issue_outgoing(rt, s, d, err);
+    if (!rc && nodes && rt->seg_signal[s]) {
+        if (rd->ops->capture_tag)
+            rd->ops->capture_tag(rd->ctx, -1);
+        rc = signal_segment(rt, s, err);
+    }
     rt->capturing = 0;
     int updated = 0;
     baton_error cerr = {0};
@@ -273,7 +297,22 @@ static int capture_segment(baton_runtime *rt, int s, baton_error *err)
     return 0;
 }
 
-static int issue_gpu_segment(baton_runtime *rt, int s, baton_error *err)
+/* Graph mode: captures segment s when it must be. 1 when s then runs as its graph, 0 when it runs
+ * uncaptured, or the failing step's error. */
+static int graph_ready(baton_runtime *rt, int s, baton_error *err)
+{
+    if (rt->opts.mode != BATON_SYNC_GRAPH || !segment_capturable(rt, s))
+        return 0;
+    if (rt->graph_state[s] == 0 || rt->recapture) {
+        int rc = capture_segment(rt, s, err);
+        if (rc && rc != BATON_ENOTSUP)
+            return rc;
+    }
+    return rt->graph_state[s] == 1;
+}
+
+/* Issues segment s: its graph (graphed 1; graph_ready captured it) or its copies and calls. */
+static int issue_gpu_segment(baton_runtime *rt, int s, int graphed, baton_error *err)
 {
     const baton_plan *plan = rt->plan;
     const plan_segment *seg = &plan->segments[s];
@@ -281,32 +320,25 @@ static int issue_gpu_segment(baton_runtime *rt, int s, baton_error *err)
     rt_device *rd = &rt->dev[d];
     int strict = rt->opts.mode == BATON_SYNC_STRICT;
 
-    if (rt->opts.mode == BATON_SYNC_GRAPH && segment_capturable(rt, s)) {
-        if (rt->graph_state[s] == 0 || rt->recapture) {
-            rc = capture_segment(rt, s, err);
-            if (rc && rc != BATON_ENOTSUP)
-                return rc;
+    if (graphed) {
+        int64_t t0 = rt->timing || rt->trace ? now_ns() : 0;
+        rc = rd->ops->graph_launch(rd->ctx, rt->graph_slot[s], err);
+        baton__runtime_graph_used(rt, s, 0);
+        if (t0) {
+            int64_t t1 = now_ns();
+            rt->step_ns[seg->first_step] += t1 - t0;
+            if (rt->trace)
+                baton__trace_add(rt, "graph", "graph", d, seg->first_step, 0, t0, t1);
         }
-        if (rt->graph_state[s] == 1) {
-            int64_t t0 = rt->timing || rt->trace ? now_ns() : 0;
-            rc = rd->ops->graph_launch(rd->ctx, rt->graph_slot[s], err);
-            baton__runtime_graph_used(rt, s, 0);
-            if (t0) {
-                int64_t t1 = now_ns();
-                rt->step_ns[seg->first_step] += t1 - t0;
-                if (rt->trace)
-                    baton__trace_add(rt, "graph", "graph", d, seg->first_step, 0, t0, t1);
-            }
-            if (rc)
-                return step_fail(rt, seg->first_step, rc, err);
-            rd->gate_armed = rt->ahead_ok[s];
-            rt->stats.graph_launches++;
-            rt->stats.steps += seg->last_step - seg->first_step + 1;
-            rt->stats.bytes_h2d += rt->seg_bytes[2 * s];
-            rt->stats.bytes_d2h += rt->seg_bytes[2 * s + 1];
-            rd->pending = 1;
-            return 0;
-        }
+        if (rc)
+            return step_fail(rt, seg->first_step, rc, err);
+        rd->gate_armed = rt->ahead_ok[s];
+        rt->stats.graph_launches++;
+        rt->stats.steps += seg->last_step - seg->first_step + 1;
+        rt->stats.bytes_h2d += rt->seg_bytes[2 * s];
+        rt->stats.bytes_d2h += rt->seg_bytes[2 * s + 1];
+        rd->pending = 1;
+        return 0;
     }
 
     if (rt->ahead_ok[s]) {
@@ -338,8 +370,8 @@ static int issue_gpu_segment(baton_runtime *rt, int s, baton_error *err)
 }
 
 /* Before segment s reads what another GPU wrote: its copies wait, on the reader's stream, for the
- * event the writer recorded after the writing segment. Never inside a capture: the wait stays
- * on the stream, before the graph's launch. */
+ * event the writer recorded after the writing segment. Inside a capture (event_nodes) the waits
+ * become the graph's first nodes; else they stay on the stream, before the graph's launch. */
 static int cross_waits(baton_runtime *rt, int s, baton_error *err)
 {
     for (int x = rt->xfer_first[s]; x < rt->xfer_first[s + 1] && !rt->no_cross_wait; x++) {
@@ -369,12 +401,53 @@ static int signal_segment(baton_runtime *rt, int s, baton_error *err)
     return 0;
 }
 
+/* One process per GPU: the tensors that move into segment s between this rank's GPU and another
+ * rank's, sent or received on this rank's stream, in the plan's transfer order, which every rank
+ * walks alike, so that each send meets its receive. Outside any graph: before the graph that
+ * reads what arrives, and after the work that wrote what leaves. */
+static int rank_transfers(baton_runtime *rt, int s, baton_error *err)
+{
+    for (int x = rt->xfer_first[s]; x < rt->xfer_first[s + 1]; x++) {
+        rt_transfer *r = &rt->xfers[x];
+        if (r->peer < 0 || r->skip)
+            continue;
+        rt_device *rd = &rt->dev[rt->own];
+        int rc = r->send ? rd->ops->world_send(rt->world, rd->ctx, r->src, r->bytes, r->peer, err)
+                         : rd->ops->world_recv(rt->world, rd->ctx, r->dst, r->bytes, r->peer, err);
+        if (rc) {
+            char inner[BATON_ERROR_MAX];
+            snprintf(inner, sizeof inner, "%s", err ? err->message : "");
+            return baton__err_set(err, rc, "%s (%s rank %d): %s", r->what,
+                                  r->send ? "sent to" : "received from", r->peer, inner);
+        }
+        rd->pending = 1;
+        if (!r->send)
+            rt->stats.bytes_d2d += (int64_t)r->bytes;
+    }
+    return 0;
+}
+
+/* A GPU segment with its ordering against other GPUs: the waits before it and the event after
+ * it are stream calls around it, unless its graph holds them as event nodes. */
 static int run_gpu_segment(baton_runtime *rt, int s, baton_error *err)
 {
-    int rc = cross_waits(rt, s, err);
+    const rt_device *rd =
+        &rt->dev[baton__plan_memory_index(rt->plan, rt->plan->segments[s].device)];
+    if (rd->remote) /* another rank's: only what this rank sends it */
+        return rank_transfers(rt, s, err);
+    if (rt_ranks(rt)) {
+        int rc = rank_transfers(rt, s, err);
+        if (rc)
+            return rc;
+    }
+    int graphed = graph_ready(rt, s, err);
+    if (graphed < 0)
+        return graphed;
+    const int inside = graphed && event_nodes(rt, s);
+    int rc = inside ? 0 : cross_waits(rt, s, err);
     if (!rc)
-        rc = issue_gpu_segment(rt, s, err);
-    if (!rc)
+        rc = issue_gpu_segment(rt, s, graphed, err);
+    if (!rc && !inside)
         rc = signal_segment(rt, s, err);
     return rc;
 }
@@ -388,15 +461,19 @@ static int run_collective(baton_runtime *rt, int s, baton_error *err)
     const plan_step *st = &plan->steps[i];
     if ((rc = cross_waits(rt, s, err)) || (rc = issue_incoming(rt, s, err)))
         return rc;
+    if (rt_ranks(rt) && (rc = rank_transfers(rt, s, err)))
+        return rc;
     dev_coll *c = &rt->colls[s];
     void **b = rt->calls[i].buffers; /* baton_runtime_bind may have moved them */
     for (int k = 0; k < c->n; k++) {
         c->send[k] = b[k];
         c->recv[k] = b[st->n_inputs + k];
     }
-    rt_device *r0 = &rt->dev[rt->step_dev[i]];
+    rt_device *r0 = &rt->dev[rt_ranks(rt) ? rt->own : rt->step_dev[i]];
     int64_t t0 = rt->timing || rt->trace ? now_ns() : 0;
-    rc = r0->ops->coll_run(c, err);
+    /* one process per GPU: this rank's member only, over the world's communicator */
+    rc = rt_ranks(rt) ? r0->ops->world_coll(rt->world, r0->ctx, c, rt->opts.rank, err)
+                      : r0->ops->coll_run(c, err);
     if (t0) {
         int64_t t1 = now_ns();
         rt->step_ns[i] += t1 - t0;
@@ -407,9 +484,11 @@ static int run_collective(baton_runtime *rt, int s, baton_error *err)
         return step_fail(rt, i, rc, err);
     rt->stats.steps++;
     if (dev_has(r0->ops, DEV_CAP_ASYNC))
-        rt->stats.kernel_launches += c->n;
+        rt->stats.kernel_launches += rt_ranks(rt) ? 1 : c->n;
     for (int k = 0; k < c->n; k++) { /* every member's call is issued: waiting is safe */
         int d = baton__plan_memory_index(plan, st->group[k]);
+        if (rt->dev[d].remote)
+            continue;
         rt->dev[d].pending = 1;
         if ((rc = issue_outgoing(rt, s, d, err)))
             return rc;
@@ -487,6 +566,8 @@ static void recover(baton_runtime *rt)
         if (rd->gate_armed) /* or the stream never drains; what runs behind it is discarded */
             rd->ops->gate_open(rd->ctx);
         rd->gate_armed = rd->recorded = rd->queued = 0;
+        if (rd->remote)
+            continue;
         rd->ops->drain(rd->ctx);
         rd->pending = 0;
     }

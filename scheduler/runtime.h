@@ -16,7 +16,11 @@
 #define RT_MAX_DEFERRED 4 /* create's warning (a fallback) and notes (ignored streams) */
 #define WAIT_SLOT       0
 /* The event a GPU records after segment s when another GPU reads what s wrote. */
-#define SEG_EVENT(s) (1 + (s))
+/* Graph mode's choice of where the order between GPUs lives (baton_runtime.event_nodes): "0"
+ * keeps the waits and records outside the graphs, on the streams; anything else, or unset, puts
+ * them into the graphs as event nodes. Read at baton_runtime_create. */
+#define RT_EVENT_NODES_ENV "BATON_GRAPH_EVENT_NODES"
+#define SEG_EVENT(s)       (1 + (s))
 /* The most operations a segment queued ahead may issue outside a graph (when it cannot be
  * captured): a stream's queue is finite, and a full one behind a closed gate would block the host
  * that must open it. */
@@ -43,6 +47,9 @@ typedef struct rt_device {
     int queued;     /* work was queued after that event: still pending after the wait */
     int gate_armed; /* a gate wait is in the stream and the host has not opened it yet */
     int own_arena;  /* the arena is baton's (not the caller's baton_options.arenas) */
+    /* one process per GPU (baton_options.world): another rank's GPU. It is not opened (ctx NULL,
+     * no arena: its tensors have no address here) and nothing is issued on it. */
+    int remote;
 } rt_device;
 
 /* A place that holds the address of an input or output tensor on one device: a step's buffer
@@ -65,6 +72,9 @@ typedef struct rt_transfer {
     int skip;      /* not issued: a caller's buffer bound on the GPU makes it needless */
     int graph_seg; /* the segment whose graph issues it (set when captured), or -1 */
     int wait_seg;  /* GPU to GPU: the writer's segment, whose event the reader waits for; or -1 */
+    /* one process per GPU: the rank this one sends the tensor to (send 1) or receives it from,
+     * or -1; absent: between devices this rank does not run, so not issued here */
+    int peer, send, absent;
     char what[96];
 } rt_transfer;
 
@@ -111,7 +121,14 @@ struct baton_runtime {
     uint32_t *seg_signal;    /* per segment: the devices (bits) that record SEG_EVENT after it */
     dev_coll *colls;         /* per segment: its collective (a collective segment), else unused */
     int no_cross_wait; /* testing (baton__runtime_skip_cross_waits): GPU->GPU copies do not wait */
-    int ahead;         /* the segment queued ahead in this run, or -1 */
+    /* graph mode: a GPU segment's waits for other GPUs and its event for them are nodes of its
+     * graph (1, the default) or stream calls around its launch (0: BATON_GRAPH_EVENT_NODES=0) */
+    int event_nodes;
+    /* one process per GPU (baton_options.world > 0): the memory index of this rank's GPU (-1:
+     * the plan gives it no step) and the backend's world (world_join) */
+    int own;
+    void *world;
+    int ahead; /* the segment queued ahead in this run, or -1 */
     char note[ERRBUF_LEN];
     /* baton_runtime_create's warnings and notes, logged once it succeeds (defer_log) */
     char deferred[RT_MAX_DEFERRED][ERRBUF_LEN];
@@ -211,6 +228,15 @@ int baton__runtime_graphs_prepare(baton_runtime *rt, baton_error *err);
 /* Segment s's graph was launched (captured: it was captured just before). */
 void baton__runtime_graph_used(baton_runtime *rt, int s, int captured);
 void baton__runtime_graphs_free(baton_runtime *rt);
+
+/* world.c: joins the other ranks through the rendezvous file (baton_options.world), on the
+ * device with memory index `own`, into rt->world. */
+int baton__world_join(baton_runtime *rt, int own, baton_error *err);
+
+static inline int rt_ranks(const baton_runtime *rt)
+{
+    return rt->opts.world > 0;
+}
 
 /* options.c: the caller's options (NULL: the defaults) as this library's baton_options, read by
  * their struct_size (core/abi.h): fields past it keep baton_options_init's values. */

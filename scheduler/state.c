@@ -65,8 +65,8 @@ int baton_runtime_reset_state(baton_runtime *rt, baton_error *err)
     int rc = 0;
     for (int t = 0; t < plan->n_tensors && !rc; t++) {
         const plan_tensor *pt = &plan->tensors[t];
-        if (pt->role != BATON_ROLE_STATE)
-            continue;
+        if (pt->role != BATON_ROLE_STATE || rt->dev[state_dev(rt, t)].remote)
+            continue; /* another rank's GPU holds it (baton_options.world) */
         rc = baton__plan_tensor_materialize(plan, t, host, err);
         if (!rc)
             rc = state_copy(rt, t, host, pt->nbytes, 1, err);

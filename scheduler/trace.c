@@ -65,6 +65,11 @@ int baton_runtime_trace_begin(baton_runtime *rt, size_t max_events)
     for (int d = 1; d < rt->nd; d++) {
         rt_device *rd = &rt->dev[d];
         dev_trace *t = &rt->dev_trace[d];
+        if (rd->remote) {
+            snprintf(rt->trace_why[d], sizeof rt->trace_why[d],
+                     "another rank's GPU: its own process traces it");
+            continue;
+        }
         if (!rd->ops->trace_attach) {
             snprintf(rt->trace_why[d], sizeof rt->trace_why[d],
                      "its steps run on the CPU (fallback): no device timeline");

@@ -5,7 +5,7 @@
 # has its floor and peer from the same machine and minute. Figures go to $OUT (logs.tgz, *.json).
 #   From the device tool: run(command="bash scripts/gpu-round.sh", carry=[".deps"])
 #   env: PARTS (default "tests decoder"; also "cputests", "gemv", "llm", "dims", "rfcdims", "host39",
-#        "prof", "sched", "host"), JOBS (16), *_TIMEOUT (per part), PEERS_ARGS, TORCH_DECODE=0,
+#        "prof", "sched", "host", "llmcheck", "torch"), JOBS (16), *_TIMEOUT (per part), PEERS_ARGS, TORCH_DECODE=0,
 #        CTEST_ARGS (e.g. "-R decoder" to run some GPU tests only), LLM_ARGS (bench_generate.py)
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -71,6 +71,39 @@ if has llm; then
     --json "$final/torch_decode.json" > "$work/torch_decode.log" 2>&1
   say "(rc $?)"; grep -vE "Warning|warn\(" "$work/torch_decode.log" | tail -n 12 | tee -a "$summary" > /dev/null
   }
+fi
+if has llmcheck; then
+  # the 1B plans exported once (fused, and gemv: norms and SwiGLU folded into the GEMVs), then
+  # generate on each with and without PDL, each run bounded (a hang is reported, not waited out)
+  say "== llmcheck: generate per plan, with and without PDL"
+  PYTHONPATH=python timeout 120 python3 - > "$work/llm_export.log" 2>&1 <<'PY'
+import sys, time
+sys.path.insert(0, "bench/llm")
+import torch, bench_generate as bg, baton_export
+cfg = dict(bg.CFG)
+m, how = bg.make_model(cfg, "cuda")
+for fused in ("gemv", True):
+    t = time.time()
+    baton_export.export_causal_lm(m, f"/tmp/llmc/{'gemv' if fused == 'gemv' else 'fused'}",
+                                  max_seq_len=1024 + 129, device="cuda:0", verbose=False,
+                                  prefill_logits="last", fused=fused, decode_outputs=("next_token",))
+    print("exported", fused, f"{time.time() - t:.1f} s", how, flush=True)
+PY
+  say "(export rc $?) $(tail -n 2 "$work/llm_export.log" | tr '\n' ' ')"
+  ids=$(python3 -c "print(','.join(str((7 * i + 3) % 1000 + 1) for i in range(1024)))")
+  for v in fused gemv; do
+    for pdl in "" --no-pdl; do
+      timeout "${GEN_TIMEOUT:-40}" "$BUILD/generate" /tmp/llmc/$v --prompt "$ids" --max-new-tokens 129 \
+        --gpu=cuda --mode=graph --warmup 2 $pdl > "$work/gen-$v$pdl.out" 2> "$work/gen-$v$pdl.err"
+      say "generate $v graph $pdl: rc $? | $(grep -E 'prefill:|ms/token|host outside|load\+prepare' "$work/gen-$v$pdl.err" | tr '\n' ' ')"
+    done
+  done
+fi
+if has torch; then
+  say "== torch_decode (the gpt-fast recipe, same machine)"
+  timeout "${TORCH_TIMEOUT:-300}" python3 bench/llm/torch_decode.py --context 1024 --prefill 1024 --steps 200 \
+    --json "$final/torch_decode.json" > "$work/torch_decode.log" 2>&1
+  say "(rc $?)"; grep -vE "Warning|warn\(" "$work/torch_decode.log" | tail -n 12 | tee -a "$summary" > /dev/null
 fi
 if has dims; then
   say "== bench_dims (graph mode: static vs dims unchanged; a 1-in-8 change pattern)"

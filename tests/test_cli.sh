@@ -219,6 +219,18 @@ contains "the missing device is named" "$tmp/err" "needs cuda:9"
 check "--no-fallback with a missing device" 3 "$baton" run --no-fallback -q "$tmp/cuda9.json"
 check "the fallback runs it on the CPU" 0 "$baton" run -q "$tmp/cuda9.json"
 
+# one process per GPU: the flags, and a rank whose partner never comes (the test device's ranks
+# are threads of one process, so a lone process times out, saying so)
+check "--rank without --world" 2 "$baton" run --rank=1 -q examples/plans/rmsnorm_tutorial.json
+contains "--rank names --world" "$tmp/err" "--world=N"
+check "--rank out of range" 2 "$baton" run --rank=99 --world=2 -q examples/plans/rmsnorm_tutorial.json
+check "--world on bench" 2 "$baton" bench --world=2 -q examples/plans/rmsnorm_tutorial.json
+rm -f "$tmp/rv"
+sed '0,/"cuda:0"/s//"cuda:1"/' examples/plans/rmsnorm_tutorial.json > "$tmp/two_gpus.json"
+check "rank 1 alone" 3 "$baton" run --gpu=sim --rank=1 --world=2 --rendezvous="$tmp/rv" \
+  --rendezvous-timeout=1 -q "$tmp/two_gpus.json"
+contains "rank 1 alone names the rendezvous" "$tmp/err" "no rendezvous file"
+
 check "bench csv" 0 "$baton" bench --gpu=sim --iters=3 --warmup=1 --format=csv -q \
   examples/plans/rmsnorm_tutorial.json
 contains "bench csv header" "$tmp/out" "mode,mean_us,p50_us,p99_us,host_waits_per_run"

@@ -363,7 +363,8 @@ Test(cpu_gemv, matches_the_float64_reference_at_every_level_with_tails)
     uint64_t seed = test_fresh_seed();
     test_rng r = {seed};
     static const simd_level ALL[] = {SIMD_SCALAR, SIMD_AVX2, SIMD_AVX512};
-    static const int64_t KS[] = {1, 2, 15, 16, 17, 31, 33, 63, 64, 65, 67, 1000};
+    static const int64_t KS[] = {1,  2,  15, 16,  17,  31,  33,  63,
+                                 64, 65, 67, 127, 128, 129, 200, 1000};
     for (size_t li = 0; li < 3; li++) {
         if (baton__simd_level_set(ALL[li]) != ALL[li])
             continue;
@@ -469,6 +470,63 @@ Test(cpu_gemv, constant_weights_are_widened_once_and_shared_between_steps)
     baton__gemm_openblas_iface.destroy(s2);
     cr_assert_eq(baton__gemm_cpu_prepared_bytes(), before, "the last step frees the copy");
     free(w), free(x), free(y), free(ref);
+}
+
+/* A plan constant [K, N] on the GEMV path: one [N, K] copy in its own dtype, shared, counted. */
+Test(cpu_gemv, constant_kn_weights_are_transposed_once_and_shared_between_steps)
+{
+    uint64_t seed = test_fresh_seed();
+    test_rng r = {seed};
+    for (int d = 0; d < 3; d++) {
+        const baton_dtype dt = FLOATS[d];
+        const size_t es = baton_dtype_size(dt);
+        const int64_t M = 3, N = 37, K = 131;
+        baton_tensor_desc in[2] = {{.dtype = dt, .rank = 2, .shape = {M, K}},
+                                   {.dtype = dt, .rank = 2, .shape = {K, N}}};
+        baton_tensor_desc out = {0};
+        baton_sig_args sig = {.n_inputs = 2, .inputs = in, .n_outputs = 1, .outputs = &out};
+        void *w = malloc(es * (size_t)(N * K)), *x = malloc(es * (size_t)(M * K));
+        void *y = malloc(es * (size_t)(M * N));
+        test_fill_random(&r, dt, w, N * K, 1.0);
+        test_fill_random(&r, dt, x, M * K, 1.0);
+        int constant[2] = {0, 1};
+        void *data[2] = {x, w};
+        baton_delegate_init info = {
+            .step_name = "proj", .sig = &sig, .input_constant = constant, .input_data = data};
+        size_t before = baton__gemm_cpu_prepared_bytes();
+        void *s1 = NULL, *s2 = NULL;
+        baton_error err = {0};
+        cr_assert_eq(baton__gemm_openblas_iface.init(&info, &s1, &err), 0, "%s", err.message);
+        cr_assert_eq(baton__gemm_openblas_iface.init(&info, &s2, &err), 0, "%s", err.message);
+        cr_assert_eq(baton__gemm_cpu_prepared_bytes() - before, es * (size_t)(N * K),
+                     "two steps on one constant hold one copy in its own dtype (%s)",
+                     baton_dtype_name(dt));
+        char errbuf[256] = "";
+        baton_exec_ctx ctx = {.errbuf = errbuf, .errbuf_len = sizeof errbuf, .sig = &sig};
+        void *bufs[3] = {x, w, y};
+        double *ref = malloc(sizeof(double) * (size_t)(M * N));
+        for (int64_t i = 0; i < M; i++)
+            for (int64_t j = 0; j < N; j++) {
+                double s = 0;
+                for (int64_t k = 0; k < K; k++)
+                    s += load_f64(dt, x, i * K + k) * load_f64(dt, w, k * N + j);
+                ref[i * N + j] = s;
+            }
+        for (int st = 0; st < 2; st++) {
+            test_poison(y, es * (size_t)(M * N));
+            cr_assert_eq(baton__gemm_openblas_iface.execute(st ? s2 : s1, &ctx, bufs), 0, "%s",
+                         errbuf);
+            double e = test_rel_err(dt, y, ref, M * N);
+            cr_assert_leq(e, test_tolerance(dt) + 2e-7 * sqrt((double)K),
+                          "%s step %d: rel err %g (seed %llu)", baton_dtype_name(dt), st, e,
+                          (unsigned long long)seed);
+        }
+        baton__gemm_openblas_iface.destroy(s1);
+        cr_assert_eq(baton__gemm_cpu_prepared_bytes() - before, es * (size_t)(N * K));
+        baton__gemm_openblas_iface.destroy(s2);
+        cr_assert_eq(baton__gemm_cpu_prepared_bytes(), before, "the last step frees the copy");
+        free(w), free(x), free(y), free(ref);
+    }
 }
 
 /* ---- the helpers of kernels/cpu/cpu_simd.h ---- */

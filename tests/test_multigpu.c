@@ -1,13 +1,18 @@
 /* test_multigpu.c: plans over several GPUs: a tensor moving from one GPU to another (the reader's
- * copy waits on the writer's event, with no host wait) and collective steps. Built twice: as
+ * copy waits on the writer's event, with no host wait; in graph mode as event nodes inside the
+ * graphs or as stream waits around them), collective steps, and one runtime per GPU (ranks as
+ * threads of this process, baton_options.world) against one runtime for all. Built twice: as
  * test_multigpu on two test devices (label cpu: "cuda:0" and "cuda:1" run on the test device,
  * and on the CPU fallback), and with TEST_ON_CUDA as test_multigpu_cuda on two real GPUs through
  * NCCL (label gpu; it skips with fewer than two). Results are compared bitwise with the same
  * computation on one device, host waits with what the analysis promises, and a run without the
  * cross-device wait must read stale data (a mutation the test device's delays expose). */
 #include <criterion/criterion.h>
+#include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "baton/baton_uv.h"
 #include "plan/plan_internal.h"
@@ -132,6 +137,57 @@ static const char *backend_name(baton_gpu_backend g)
     return g == BATON_GPU_CUDA ? "cuda" : g == BATON_GPU_SIM ? "sim" : "cpu";
 }
 
+/* Runs the two-GPU plan and its one-device twin three times each on fresh inputs (graph mode
+ * captures on the first) and checks every output bitwise, and the host waits against the
+ * analysis. */
+static void check_two_equal_one(baton_plan *two, baton_plan *one, baton_gpu_backend gpu,
+                                baton_sync_mode m)
+{
+    baton_runtime *rt2 = make(two, gpu, m, 0);
+    baton_runtime *rt1 = make(one, gpu, m, 0);
+    baton_error err = {0};
+    for (int run = 0; run < 3; run++) {
+        static float x0[N], x1[N], r1[N], g0[2 * N], o1[N], h0[2 * N];
+        static float a0[N], a1[N], r[N], w1[N], k0[N], k1[N];
+        test_rng rng = {test_fresh_seed()};
+        test_fill_random(&rng, BATON_DTYPE_F32, x0, N, 1.0);
+        test_fill_random(&rng, BATON_DTYPE_F32, x1, N, 1.0);
+        set(rt2, "x0", x0);
+        set(rt2, "x1", x1);
+        set(rt1, "x0", x0);
+        set(rt1, "x1", x1);
+        baton_runtime_reset_stats(rt2);
+        cr_assert_eq(baton_runtime_run(rt2, &err), 0, "%s", err.message);
+        cr_assert_eq(baton_runtime_run(rt1, &err), 0, "%s", err.message);
+        get(rt2, "r1", r1, N);
+        get(rt2, "g0", g0, 2 * N);
+        get(rt2, "o1", o1, N);
+        get(rt2, "h0", h0, 2 * N);
+        get(rt1, "a0", a0, N);
+        get(rt1, "a1", a1, N);
+        get(rt1, "r", r, N);
+        get(rt1, "o1", w1, N);
+        get(rt1, "h0", k0, N);
+        get(rt1, "h1", k1, N);
+        const char *how = backend_name(gpu);
+        const char *mode = baton_sync_mode_name(m);
+        cr_assert_arr_eq(r1, r, sizeof r, "%s %s run %d: all_reduce != add", how, mode, run);
+        cr_assert_arr_eq(g0, a0, sizeof a0, "%s %s: all_gather's first rows", how, mode);
+        cr_assert_arr_eq(g0 + N, a1, sizeof a1, "%s %s: all_gather's last rows", how, mode);
+        cr_assert_arr_eq(o1, w1, sizeof w1, "%s %s: cuda:0 -> cuda:1", how, mode);
+        cr_assert_arr_eq(h0, k0, sizeof k0, "%s %s: cuda:1 -> cuda:0", how, mode);
+        cr_assert_arr_eq(h0 + N, k1, sizeof k1, "%s %s: cuda:1 -> cuda:0", how, mode);
+        baton_run_stats st;
+        baton_runtime_stats(rt2, &st);
+        if (gpu != BATON_GPU_CPU)
+            cr_assert_eq(st.host_waits, two->n_sync[m],
+                         "%s %s: %lld host waits, the analysis promises %d", how, mode,
+                         (long long)st.host_waits, two->n_sync[m]);
+    }
+    baton_runtime_destroy(rt1);
+    baton_runtime_destroy(rt2);
+}
+
 Test(multigpu, two_gpus_equal_one_in_every_mode_with_the_waits_the_analysis_promises)
 {
     NEED_GPUS();
@@ -144,52 +200,8 @@ Test(multigpu, two_gpus_equal_one_in_every_mode_with_the_waits_the_analysis_prom
     cr_assert_eq(two->n_sync[BATON_SYNC_GRAPH], 2, "graph mode: the end of the run on each GPU");
     cr_assert_eq(two->n_sync[BATON_SYNC_BOUNDARY], 2);
     for (int bk = 0; bk < N_BACKENDS; bk++)
-        for (int m = 0; m < 3; m++) {
-            baton_runtime *rt2 = make(two, backends[bk], (baton_sync_mode)m, 0);
-            baton_runtime *rt1 = make(one, backends[bk], (baton_sync_mode)m, 0);
-            baton_error err = {0};
-            for (int run = 0; run < 3; run++) { /* graph mode captures on the first */
-                static float x0[N], x1[N], r1[N], g0[2 * N], o1[N], h0[2 * N];
-                static float a0[N], a1[N], r[N], w1[N], k0[N], k1[N];
-                test_rng rng = {test_fresh_seed()};
-                test_fill_random(&rng, BATON_DTYPE_F32, x0, N, 1.0);
-                test_fill_random(&rng, BATON_DTYPE_F32, x1, N, 1.0);
-                set(rt2, "x0", x0);
-                set(rt2, "x1", x1);
-                set(rt1, "x0", x0);
-                set(rt1, "x1", x1);
-                baton_runtime_reset_stats(rt2);
-                cr_assert_eq(baton_runtime_run(rt2, &err), 0, "%s", err.message);
-                cr_assert_eq(baton_runtime_run(rt1, &err), 0, "%s", err.message);
-                get(rt2, "r1", r1, N);
-                get(rt2, "g0", g0, 2 * N);
-                get(rt2, "o1", o1, N);
-                get(rt2, "h0", h0, 2 * N);
-                get(rt1, "a0", a0, N);
-                get(rt1, "a1", a1, N);
-                get(rt1, "r", r, N);
-                get(rt1, "o1", w1, N);
-                get(rt1, "h0", k0, N);
-                get(rt1, "h1", k1, N);
-                const char *how = backend_name(backends[bk]);
-                const char *mode = baton_sync_mode_name((baton_sync_mode)m);
-                cr_assert_arr_eq(r1, r, sizeof r, "%s %s run %d: all_reduce != add", how, mode,
-                                 run);
-                cr_assert_arr_eq(g0, a0, sizeof a0, "%s %s: all_gather's first rows", how, mode);
-                cr_assert_arr_eq(g0 + N, a1, sizeof a1, "%s %s: all_gather's last rows", how, mode);
-                cr_assert_arr_eq(o1, w1, sizeof w1, "%s %s: cuda:0 -> cuda:1", how, mode);
-                cr_assert_arr_eq(h0, k0, sizeof k0, "%s %s: cuda:1 -> cuda:0", how, mode);
-                cr_assert_arr_eq(h0 + N, k1, sizeof k1, "%s %s: cuda:1 -> cuda:0", how, mode);
-                baton_run_stats st;
-                baton_runtime_stats(rt2, &st);
-                if (backends[bk] != BATON_GPU_CPU)
-                    cr_assert_eq(st.host_waits, two->n_sync[m],
-                                 "%s %s: %lld host waits, the analysis promises %d", how, mode,
-                                 (long long)st.host_waits, two->n_sync[m]);
-            }
-            baton_runtime_destroy(rt1);
-            baton_runtime_destroy(rt2);
-        }
+        for (int m = 0; m < 3; m++)
+            check_two_equal_one(two, one, backends[bk], (baton_sync_mode)m);
     baton_plan_free(two);
     baton_plan_free(one);
 }
@@ -211,7 +223,7 @@ static const char *relay =
 /* Runs the relay plan `runs` times on fresh inputs; returns how many outputs were not what the
  * three additions give (each rounded to f32, as every backend's add_scalar rounds). */
 static int relay_stale(baton_gpu_backend gpu, baton_sync_mode mode, int delay_us, int skip,
-                       int runs)
+                       int runs, long long *peer_waits)
 {
     baton_plan *plan = load(relay);
     baton_runtime *rt = make(plan, gpu, mode, delay_us);
@@ -237,6 +249,12 @@ static int relay_stale(baton_gpu_backend gpu, baton_sync_mode mode, int delay_us
                          baton_sync_mode_name(mode), (long long)st.host_waits, plan->n_sync[mode]);
     }
     cr_assert_eq(plan->n_sync[BATON_SYNC_BOUNDARY], 2, "only the end of the run, on each GPU");
+    for (int d = 1; peer_waits && d < rt->nd; d++) {
+        dev_counters c = {0};
+        if (rt->dev[d].ops->counters)
+            rt->dev[d].ops->counters(rt->dev[d].ctx, &c);
+        *peer_waits += c.peer_waits;
+    }
     baton_runtime_destroy(rt);
     baton_plan_free(plan);
     return stale;
@@ -250,10 +268,10 @@ static int relay_stale(baton_gpu_backend gpu, baton_sync_mode mode, int delay_us
 Test(multigpu, a_missing_cross_device_wait_reads_stale_data)
 {
     for (int m = 0; m < 3; m++) {
-        cr_assert_eq(relay_stale(BATON_GPU_SIM, (baton_sync_mode)m, 20000, 0, 2), 0,
+        cr_assert_eq(relay_stale(BATON_GPU_SIM, (baton_sync_mode)m, 20000, 0, 2, NULL), 0,
                      "%s: stale data with the wait", baton_sync_mode_name((baton_sync_mode)m));
         if (m != BATON_SYNC_STRICT)
-            cr_assert_gt(relay_stale(BATON_GPU_SIM, (baton_sync_mode)m, 20000, 1, 2), 0,
+            cr_assert_gt(relay_stale(BATON_GPU_SIM, (baton_sync_mode)m, 20000, 1, 2, NULL), 0,
                          "%s: no wait, yet nothing stale: the test cannot see a missing wait",
                          baton_sync_mode_name((baton_sync_mode)m));
     }
@@ -269,11 +287,437 @@ Test(multigpu, a_gpu_to_gpu_boundary_runs_on_cuda_in_every_mode)
     if (baton_cuda_device_count() == 1)
         setenv(DEV_TEST_CUDA_ALIAS, "1", 1);
     for (int m = 0; m < 3; m++)
-        cr_assert_eq(relay_stale(BATON_GPU_CUDA, (baton_sync_mode)m, 0, 0, 20), 0,
+        cr_assert_eq(relay_stale(BATON_GPU_CUDA, (baton_sync_mode)m, 0, 0, 20, NULL), 0,
                      "%s: wrong results", baton_sync_mode_name((baton_sync_mode)m));
     unsetenv(DEV_TEST_CUDA_ALIAS);
 }
 #endif
+
+/* Graph mode keeps the order between GPUs either as event record and wait nodes inside the
+ * graphs (the default) or as records and waits on the streams around the graphs' launches
+ * (BATON_GRAPH_EVENT_NODES=0): both give the one-device results bitwise, a missing wait is caught
+ * in both (test device), and with event nodes no wait is issued on a stream once the graphs are
+ * captured, while without them one is issued per boundary and run. */
+Test(multigpu, graph_mode_orders_gpus_by_event_nodes_or_stream_waits_alike)
+{
+    NEED_GPUS();
+    baton_plan *two = load(two_gpus), *one = load(one_gpu);
+#ifdef TEST_ON_CUDA
+    const baton_gpu_backend gpu = BATON_GPU_CUDA;
+    const int delay_us = 0, runs = 20;
+#else
+    const baton_gpu_backend gpu = BATON_GPU_SIM;
+    const int delay_us = 20000, runs = 3;
+#endif
+    for (int nodes = 1; nodes >= 0; nodes--) {
+        setenv(RT_EVENT_NODES_ENV, nodes ? "1" : "0", 1);
+        check_two_equal_one(two, one, gpu, BATON_SYNC_GRAPH);
+        long long peer_waits = 0;
+        cr_assert_eq(relay_stale(gpu, BATON_SYNC_GRAPH, delay_us, 0, runs, &peer_waits), 0,
+                     "event nodes %d: stale data with the wait", nodes);
+        cr_assert_eq(peer_waits, nodes ? 0 : runs,
+                     "event nodes %d: %lld waits issued on a stream over %d runs", nodes,
+                     peer_waits, runs);
+#ifndef TEST_ON_CUDA
+        cr_assert_gt(relay_stale(gpu, BATON_SYNC_GRAPH, delay_us, 1, 2, NULL), 0,
+                     "event nodes %d: no wait, yet nothing stale", nodes);
+#endif
+    }
+    unsetenv(RT_EVENT_NODES_ENV);
+    baton_plan_free(two);
+    baton_plan_free(one);
+}
+
+#ifndef TEST_ON_CUDA
+/* Rebinding the caller's buffers between runs patches (or re-captures) the graphs that hold the
+ * event nodes, and the order between the GPUs holds: cuda:0 slow, each run on other buffers,
+ * every output fresh, and still no wait issued on a stream. */
+Test(multigpu, event_nodes_keep_the_order_when_buffers_are_rebound)
+{
+    baton_plan *plan = load(relay);
+    baton_runtime *rt = make(plan, BATON_GPU_SIM, BATON_SYNC_GRAPH, 20000);
+    static float xs[2][N] __attribute__((aligned(BATON_ARENA_ALIGN)));
+    static float ys[2][N] __attribute__((aligned(BATON_ARENA_ALIGN)));
+    baton_error err = {0};
+    const int xt = baton_plan_tensor_index(plan, "x"), yt = baton_plan_tensor_index(plan, "y");
+    for (int run = 0; run < 4; run++) {
+        float *x = xs[run % 2], *y = ys[run % 2];
+        test_rng rng = {test_fresh_seed()};
+        test_fill_random(&rng, BATON_DTYPE_F32, x, N, 1.0);
+        test_poison(y, sizeof ys[0]);
+        baton_buffer bx = {{BATON_DEVICE_CPU, 0}, x, sizeof xs[0], BATON_DTYPE_F32};
+        baton_buffer by = {{BATON_DEVICE_CPU, 0}, y, sizeof ys[0], BATON_DTYPE_F32};
+        cr_assert_eq(baton_runtime_bind(rt, xt, &bx, &err), 0, "%s", err.message);
+        cr_assert_eq(baton_runtime_bind(rt, yt, &by, &err), 0, "%s", err.message);
+        cr_assert_eq(baton_runtime_run(rt, &err), 0, "%s", err.message);
+        for (int i = 0; i < N; i++) {
+            float b = (float)((double)x[i] + 0.5), a = (float)((double)b + 0.5);
+            cr_assert_eq(y[i], (float)((double)a + 1.0), "run %d: y[%d] stale", run, i);
+        }
+    }
+    for (int d = 1; d < rt->nd; d++) {
+        dev_counters c = {0};
+        rt->dev[d].ops->counters(rt->dev[d].ctx, &c);
+        cr_assert_eq(c.peer_waits, 0, "device %d: %lld waits issued on its stream", d,
+                     c.peer_waits);
+    }
+    baton_runtime_destroy(rt);
+    baton_plan_free(plan);
+}
+#endif
+
+#ifndef TEST_ON_CUDA
+/* cuda:1 makes t, slowly (four steps); cuda:0 runs, hands a to the CPU, and its next segment
+ * (queued ahead behind the gate, before the CPU step runs) adds the CPU's b and cuda:1's t: its
+ * graph holds the gate and then the wait for cuda:1, and the result is fresh with every device
+ * slow. */
+static const char *ahead_plan =
+    "{\"format\": \"baton.plan\", \"version\": 1, \"name\": \"ahead\", \"tensors\": ["
+    "{\"name\": \"x0\", \"dtype\": \"f32\", \"shape\": [4, 64], \"role\": \"input\"},"
+    "{\"name\": \"x1\", \"dtype\": \"f32\", \"shape\": [4, 64], \"role\": \"input\"},"
+    "{\"name\": \"t1\", \"dtype\": \"f32\", \"shape\": [4, 64], \"role\": \"intermediate\"},"
+    "{\"name\": \"t2\", \"dtype\": \"f32\", \"shape\": [4, 64], \"role\": \"intermediate\"},"
+    "{\"name\": \"t3\", \"dtype\": \"f32\", \"shape\": [4, 64], \"role\": \"intermediate\"},"
+    "{\"name\": \"t\", \"dtype\": \"f32\", \"shape\": [4, 64], \"role\": \"intermediate\"},"
+    "{\"name\": \"a\", \"dtype\": \"f32\", \"shape\": [4, 64], \"role\": \"intermediate\"},"
+    "{\"name\": \"b\", \"dtype\": \"f32\", \"shape\": [4, 64], \"role\": \"intermediate\"},"
+    "{\"name\": \"y\", \"dtype\": \"f32\", \"shape\": [4, 64], \"role\": \"output\"}],\"steps\": ["
+    "{\"name\": \"s1\", \"kernel\": \"add_scalar\", \"device\": \"cuda:1\", \"inputs\": [\"x1\"], "
+    "\"outputs\": [\"t1\"], \"attrs\": {\"value\": 0.5}},"
+    "{\"name\": \"s1b\", \"kernel\": \"add_scalar\", \"device\": \"cuda:1\", \"inputs\": [\"t1\"], "
+    "\"outputs\": [\"t2\"], \"attrs\": {\"value\": 0.5}},"
+    "{\"name\": \"s1c\", \"kernel\": \"add_scalar\", \"device\": \"cuda:1\", \"inputs\": [\"t2\"], "
+    "\"outputs\": [\"t3\"], \"attrs\": {\"value\": 0.5}},"
+    "{\"name\": \"s1d\", \"kernel\": \"add_scalar\", \"device\": \"cuda:1\", \"inputs\": [\"t3\"], "
+    "\"outputs\": [\"t\"], \"attrs\": {\"value\": 0.5}},"
+    "{\"name\": \"s0\", \"kernel\": \"add_scalar\", \"device\": \"cuda:0\", \"inputs\": [\"x0\"], "
+    "\"outputs\": [\"a\"], \"attrs\": {\"value\": 1.0}},"
+    "{\"name\": \"c\", \"kernel\": \"add_scalar\", \"device\": \"cpu\", \"inputs\": [\"a\"], "
+    "\"outputs\": [\"b\"], \"attrs\": {\"value\": 0.5}},"
+    "{\"name\": \"s2\", \"kernel\": \"add\", \"device\": \"cuda:0\", \"inputs\": [\"b\", \"t\"], "
+    "\"outputs\": [\"y\"]}]}";
+
+Test(multigpu, a_segment_queued_ahead_waits_for_the_other_gpu_inside_its_graph)
+{
+    baton_plan *plan = load(ahead_plan);
+    static float x0[N], x1[N], y[N];
+    for (int nodes = 1; nodes >= 0; nodes--) {
+        setenv(RT_EVENT_NODES_ENV, nodes ? "1" : "0", 1);
+        baton_runtime *rt = make(plan, BATON_GPU_SIM, BATON_SYNC_GRAPH, 20000);
+        unsetenv(RT_EVENT_NODES_ENV);
+        baton_error err = {0};
+        for (int run = 0; run < 3; run++) {
+            test_rng rng = {test_fresh_seed()};
+            test_fill_random(&rng, BATON_DTYPE_F32, x0, N, 1.0);
+            test_fill_random(&rng, BATON_DTYPE_F32, x1, N, 1.0);
+            set(rt, "x0", x0);
+            set(rt, "x1", x1);
+            cr_assert_eq(baton_runtime_run(rt, &err), 0, "%s", err.message);
+            get(rt, "y", y, N);
+            for (int i = 0; i < N; i++) {
+                float a = (float)((double)x0[i] + 1.0), b = (float)((double)a + 0.5), t = x1[i];
+                for (int k = 0; k < 4; k++) /* cuda:1's four steps, each rounded */
+                    t = (float)((double)t + 0.5);
+                cr_assert_eq(y[i], (float)((double)b + (double)t), "nodes %d run %d: y[%d]", nodes,
+                             run, i);
+            }
+        }
+        baton_run_stats st;
+        baton_runtime_stats(rt, &st);
+        cr_assert_eq(st.queued_ahead, 3, "nodes %d: s2 was queued ahead %lld times of 3", nodes,
+                     (long long)st.queued_ahead);
+        baton_runtime_destroy(rt);
+    }
+    baton_plan_free(plan);
+}
+#endif
+
+/* ---- one process per GPU (baton_options.world): ranks as threads of this process ---------- */
+
+typedef struct rank_job {
+    const baton_plan *plan;
+    baton_gpu_backend gpu;
+    baton_sync_mode mode;
+    int rank, world, delay_us, runs, timeout_ms;
+    const char *path;
+    const char *inputs[4]; /* NULL-terminated, each N floats from in[] */
+    const float *in[4];
+    const char *outputs[4]; /* this rank's outputs, into out[] (their sizes in n_out) */
+    float *out[4];
+    size_t n_out[4];
+    int create_only;
+    int rc;
+    char msg[BATON_ERROR_MAX];
+} rank_job;
+
+/* One rank: create (which meets the other ranks), set the inputs, run, read this rank's outputs.
+ * No assertion here (a thread of its own): the test checks rc and msg. */
+static void *rank_main(void *arg)
+{
+    rank_job *j = arg;
+    baton_options o = test_options(j->gpu, j->mode, j->delay_us, 1);
+    o.rank = j->rank;
+    o.world = j->world;
+    o.rendezvous = j->path;
+    o.rendezvous_timeout_ms = j->timeout_ms;
+    baton_runtime *rt = NULL;
+    baton_error err = {0};
+    j->rc = baton_runtime_create(j->plan, &o, &rt, &err);
+    for (int k = 0; !j->rc && !j->create_only && j->inputs[k]; k++)
+        j->rc = baton_runtime_set_input(rt, j->inputs[k], j->in[k], N * sizeof(float), &err);
+    for (int r = 0; !j->rc && !j->create_only && r < j->runs; r++)
+        j->rc = baton_runtime_run(rt, &err);
+    for (int k = 0; !j->rc && !j->create_only && j->outputs[k]; k++) {
+        test_poison(j->out[k], j->n_out[k] * sizeof(float));
+        j->rc = baton_runtime_get_output(rt, j->outputs[k], j->out[k], j->n_out[k] * sizeof(float),
+                                         &err);
+    }
+    snprintf(j->msg, sizeof j->msg, "%s", err.message);
+    baton_runtime_destroy(rt);
+    return NULL;
+}
+
+static void run_ranks(rank_job *jobs, int world)
+{
+    pthread_t th[4];
+    for (int r = 0; r < world; r++)
+        cr_assert_eq(pthread_create(&th[r], NULL, rank_main, &jobs[r]), 0);
+    for (int r = 0; r < world; r++)
+        pthread_join(th[r], NULL);
+}
+
+/* A fresh rendezvous path per use: a file left behind would make rank 0 refuse to start. */
+static void rendezvous_path(char *buf, size_t len, const char *what)
+{
+    static int serial;
+    snprintf(buf, len, "%s/baton-test-%s-%ld-%d", P_tmpdir, what, (long)getpid(), ++serial);
+    unlink(buf);
+}
+
+#ifdef TEST_ON_CUDA
+static const baton_gpu_backend rank_gpu = BATON_GPU_CUDA;
+#else
+static const baton_gpu_backend rank_gpu = BATON_GPU_SIM;
+#endif
+
+/* Two ranks run the two-GPU plan (collectives, a tensor each way between the GPUs): each makes
+ * the outputs of its GPU with the bits of the one-process run, in every mode. */
+Test(multigpu, two_ranks_equal_one_process_bitwise_in_every_mode)
+{
+    NEED_GPUS();
+    baton_plan *two = load(two_gpus);
+    static float x0[N], x1[N], r1[N], g0[2 * N], o1[N], h0[2 * N];
+    static float w_r1[N], w_g0[2 * N], w_o1[N], w_h0[2 * N];
+    for (int m = 0; m < 3; m++) {
+        test_rng rng = {test_fresh_seed()};
+        test_fill_random(&rng, BATON_DTYPE_F32, x0, N, 1.0);
+        test_fill_random(&rng, BATON_DTYPE_F32, x1, N, 1.0);
+        baton_runtime *one = make(two, rank_gpu, (baton_sync_mode)m, 0);
+        baton_error err = {0};
+        set(one, "x0", x0);
+        set(one, "x1", x1);
+        cr_assert_eq(baton_runtime_run(one, &err), 0, "%s", err.message);
+        get(one, "r1", w_r1, N);
+        get(one, "g0", w_g0, 2 * N);
+        get(one, "o1", w_o1, N);
+        get(one, "h0", w_h0, 2 * N);
+        baton_runtime_destroy(one);
+        char path[256];
+        rendezvous_path(path, sizeof path, "two");
+        rank_job jobs[2];
+        memset(jobs, 0, sizeof jobs);
+        for (int r = 0; r < 2; r++) {
+            jobs[r] = (rank_job){.plan = two,
+                                 .gpu = rank_gpu,
+                                 .mode = (baton_sync_mode)m,
+                                 .rank = r,
+                                 .world = 2,
+                                 .runs = 3, /* graph mode captures on the first */
+                                 .path = path,
+                                 .inputs = {"x0", "x1"},
+                                 .in = {x0, x1}};
+        }
+        jobs[0].outputs[0] = "g0", jobs[0].out[0] = g0, jobs[0].n_out[0] = 2 * N;
+        jobs[0].outputs[1] = "h0", jobs[0].out[1] = h0, jobs[0].n_out[1] = 2 * N;
+        jobs[1].outputs[0] = "r1", jobs[1].out[0] = r1, jobs[1].n_out[0] = N;
+        jobs[1].outputs[1] = "o1", jobs[1].out[1] = o1, jobs[1].n_out[1] = N;
+        run_ranks(jobs, 2);
+        const char *mode = baton_sync_mode_name((baton_sync_mode)m);
+        for (int r = 0; r < 2; r++)
+            cr_assert_eq(jobs[r].rc, 0, "%s: rank %d: %s", mode, r, jobs[r].msg);
+        cr_assert_arr_eq(g0, w_g0, sizeof w_g0, "%s: rank 0's all_gather", mode);
+        cr_assert_arr_eq(h0, w_h0, sizeof w_h0, "%s: rank 0's h0 (received from rank 1)", mode);
+        cr_assert_arr_eq(r1, w_r1, sizeof w_r1, "%s: rank 1's all_reduce", mode);
+        cr_assert_arr_eq(o1, w_o1, sizeof w_o1, "%s: rank 1's o1 (received from rank 0)", mode);
+        cr_assert_eq(access(path, F_OK), -1, "rank 0 removes the rendezvous file");
+    }
+    baton_plan_free(two);
+}
+
+/* The relay plan split over two ranks, rank 0 slow: rank 1's receive waits for rank 0's send,
+ * whatever the delay, in every mode (test device; on CUDA without a delay). */
+Test(multigpu, a_rank_receives_what_the_other_rank_made_in_every_mode)
+{
+    NEED_GPUS();
+    baton_plan *plan = load(relay);
+    static float x[N], y[N];
+    for (int m = 0; m < 3; m++) {
+        test_rng rng = {test_fresh_seed()};
+        test_fill_random(&rng, BATON_DTYPE_F32, x, N, 1.0);
+        char path[256];
+        rendezvous_path(path, sizeof path, "relay");
+        rank_job jobs[2];
+        memset(jobs, 0, sizeof jobs);
+        for (int r = 0; r < 2; r++)
+            jobs[r] = (rank_job){.plan = plan,
+                                 .gpu = rank_gpu,
+                                 .mode = (baton_sync_mode)m,
+                                 .rank = r,
+                                 .world = 2,
+                                 .delay_us = rank_gpu == BATON_GPU_SIM && r == 0 ? 20000 : 0,
+                                 .runs = 2,
+                                 .path = path,
+                                 .inputs = {"x"},
+                                 .in = {x}};
+        jobs[1].outputs[0] = "y", jobs[1].out[0] = y, jobs[1].n_out[0] = N;
+        run_ranks(jobs, 2);
+        for (int r = 0; r < 2; r++)
+            cr_assert_eq(jobs[r].rc, 0, "rank %d: %s", r, jobs[r].msg);
+        for (int i = 0; i < N; i++) {
+            float b = (float)((double)x[i] + 0.5), a = (float)((double)b + 0.5);
+            cr_assert_eq(y[i], (float)((double)a + 1.0), "%s: y[%d] stale",
+                         baton_sync_mode_name((baton_sync_mode)m), i);
+        }
+    }
+    baton_plan_free(plan);
+}
+
+/* What goes wrong when ranks are launched wrongly says what to do. */
+Test(multigpu, ranks_launched_wrongly_are_clear_errors)
+{
+    NEED_GPUS();
+    baton_plan *plan = load(relay);
+    char path[256];
+    rendezvous_path(path, sizeof path, "alone");
+    /* rank 1 alone: no file appears */
+    rank_job j = {.plan = plan,
+                  .gpu = rank_gpu,
+                  .rank = 1,
+                  .world = 2,
+                  .path = path,
+                  .timeout_ms = 200,
+                  .create_only = 1};
+    rank_main(&j);
+    cr_assert_eq(j.rc, BATON_ESTATE, "%s", j.msg);
+    cr_assert(strstr(j.msg, "no rendezvous file") && strstr(j.msg, path), "%s", j.msg);
+    /* a file left by an earlier launch */
+    FILE *f = fopen(path, "w");
+    cr_assert(f);
+    fclose(f);
+    j.rank = 0;
+    rank_main(&j);
+    cr_assert_eq(j.rc, BATON_ESTATE, "%s", j.msg);
+    cr_assert(strstr(j.msg, "exists already"), "%s", j.msg);
+    unlink(path);
+    /* rank 0 alone: rank 1 never arrives, which rank 0 sees before anything waits without a
+     * bound (NCCL's own join has none): an error after the timeout, with its files removed */
+    rank_main(&j);
+    cr_assert_eq(j.rc, BATON_ESTATE, "%s", j.msg);
+    cr_assert(strstr(j.msg, "rank 1 did not arrive"), "%s", j.msg);
+    char marker[300];
+    snprintf(marker, sizeof marker, "%s.rank0", path);
+    cr_assert_eq(access(path, F_OK), -1, "rank 0 removes the rendezvous file after a failed join");
+    cr_assert_eq(access(marker, F_OK), -1, "rank 0 removes its marker after a failed join");
+    /* a marker left by an earlier launch is refused like a stale id */
+    snprintf(marker, sizeof marker, "%s.rank1", path);
+    f = fopen(marker, "w");
+    cr_assert(f);
+    fclose(f);
+    rank_main(&j);
+    cr_assert_eq(j.rc, BATON_ESTATE, "%s", j.msg);
+    cr_assert(strstr(j.msg, "exists already"), "%s", j.msg);
+    unlink(marker);
+    /* options out of range, and a world smaller than the plan */
+    j.rank = 2;
+    rank_main(&j);
+    cr_assert_eq(j.rc, BATON_EINVAL, "%s", j.msg);
+    j.rank = 0;
+    j.world = 1;
+    rank_main(&j);
+    cr_assert_eq(j.rc, BATON_EINVAL, "%s", j.msg);
+    cr_assert(strstr(j.msg, "cuda:1") && strstr(j.msg, "world"), "%s", j.msg);
+    j.world = 2;
+    j.path = NULL;
+    rank_main(&j);
+    cr_assert_eq(j.rc, BATON_EINVAL, "%s", j.msg);
+    cr_assert(strstr(j.msg, "rendezvous"), "%s", j.msg);
+    baton_plan_free(plan);
+}
+
+#ifndef TEST_ON_CUDA
+/* A rank whose partner joined but never runs fails its run after the timeout (test device: every
+ * wait between ranks is bounded), and both ranks close cleanly. */
+Test(multigpu, a_receive_from_a_rank_that_never_sends_fails_after_the_timeout)
+{
+    baton_plan *plan = load(relay);
+    char path[256];
+    rendezvous_path(path, sizeof path, "idle");
+    static float x[N], y[N];
+    rank_job jobs[2];
+    memset(jobs, 0, sizeof jobs);
+    for (int r = 0; r < 2; r++)
+        jobs[r] = (rank_job){.plan = plan,
+                             .gpu = BATON_GPU_SIM,
+                             .mode = BATON_SYNC_GRAPH,
+                             .rank = r,
+                             .world = 2,
+                             .runs = 1,
+                             .timeout_ms = 1000,
+                             .path = path,
+                             .inputs = {"x"},
+                             .in = {x}};
+    jobs[0].create_only = 1; /* joins, then never runs: nothing is sent */
+    jobs[1].outputs[0] = "y", jobs[1].out[0] = y, jobs[1].n_out[0] = N;
+    run_ranks(jobs, 2);
+    cr_assert_eq(jobs[0].rc, 0, "%s", jobs[0].msg);
+    cr_assert_eq(jobs[1].rc, BATON_ESTATE, "%s", jobs[1].msg);
+    cr_assert(strstr(jobs[1].msg, "rank 0 did not send within 1000 ms"), "%s", jobs[1].msg);
+    baton_plan_free(plan);
+}
+#endif
+
+/* A CPU step that reads what another rank's GPU made cannot run on this rank: refused at create,
+ * naming the tensor. */
+static const char *cpu_reads_gpu1 =
+    "{\"format\": \"baton.plan\", \"version\": 1, \"name\": \"cpu-reads\", \"tensors\": ["
+    "{\"name\": \"x\", \"dtype\": \"f32\", \"shape\": [4, 64], \"role\": \"input\"},"
+    "{\"name\": \"a\", \"dtype\": \"f32\", \"shape\": [4, 64], \"role\": \"intermediate\"},"
+    "{\"name\": \"b\", \"dtype\": \"f32\", \"shape\": [4, 64], \"role\": \"intermediate\"},"
+    "{\"name\": \"y\", \"dtype\": \"f32\", \"shape\": [4, 64], \"role\": \"output\"}],\"steps\": ["
+    "{\"name\": \"g0\", \"kernel\": \"add_scalar\", \"device\": \"cuda:0\", \"inputs\": [\"x\"], "
+    "\"outputs\": [\"a\"], \"attrs\": {\"value\": 0.5}},"
+    "{\"name\": \"g1\", \"kernel\": \"add_scalar\", \"device\": \"cuda:1\", \"inputs\": [\"a\"], "
+    "\"outputs\": [\"b\"], \"attrs\": {\"value\": 0.5}},"
+    "{\"name\": \"c\", \"kernel\": \"add_scalar\", \"device\": \"cpu\", \"inputs\": [\"b\"], "
+    "\"outputs\": [\"y\"], \"attrs\": {\"value\": 1.0}}]}";
+
+Test(multigpu, a_cpu_step_reading_another_ranks_gpu_is_refused)
+{
+    NEED_GPUS();
+    baton_plan *plan = load(cpu_reads_gpu1);
+    char path[256];
+    rendezvous_path(path, sizeof path, "cpu");
+    rank_job jobs[2];
+    memset(jobs, 0, sizeof jobs);
+    for (int r = 0; r < 2; r++)
+        jobs[r] = (rank_job){
+            .plan = plan, .gpu = rank_gpu, .rank = r, .world = 2, .path = path, .create_only = 1};
+    run_ranks(jobs, 2);
+    cr_assert_eq(jobs[0].rc, BATON_ENOTSUP, "%s", jobs[0].msg);
+    cr_assert(strstr(jobs[0].msg, "'b'") && strstr(jobs[0].msg, "CPU step"), "%s", jobs[0].msg);
+    cr_assert_eq(jobs[1].rc, 0, "rank 1 makes b itself: %s", jobs[1].msg);
+    baton_plan_free(plan);
+}
 
 #ifndef TEST_ON_CUDA
 /* Two GPUs with nothing between them run at once: on the test device each operation starts 50 ms

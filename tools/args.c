@@ -61,7 +61,15 @@ void cli_print_usage(const char *cmd)
             "  --dim NAME=VALUE              bind a dimension of the plan (\"dims\"); inputs\n"
             "                                given with --input bind theirs from their shapes\n"
             "  --trace=FILE.json             write a Chrome trace (open it in Perfetto)\n"
-            "  --print                       print every output's values, not just a summary\n");
+            "  --print                       print every output's values, not just a summary\n"
+            "  --rank=R --world=N --rendezvous=PATH\n"
+            "                                one process per GPU: run only the steps of cuda:R\n"
+            "                                (rank R of N, plan devices cuda:0..cuda:N-1); the\n"
+            "                                ranks meet through the file PATH, which must not\n"
+            "                                exist yet (rank 0 writes it, and removes it once\n"
+            "                                all have joined); outputs are read on the rank\n"
+            "                                that makes them (docs/multi-gpu.md)\n"
+            "  --rendezvous-timeout=S        how long a rank waits for the others (default 300)\n");
         fputs(usage_common, stdout);
     } else if (strcmp(cmd, "bench") == 0) {
         printf("usage: baton bench [options] PLAN.json\n\n"
@@ -117,9 +125,10 @@ static int parse_count(const char *v, long lo, long hi, int *out)
 /* The options that take a value, so that one given last without it gets the right message. */
 static int needs_value(const char *a)
 {
-    static const char *const with_value[] = {
-        "--mode",  "--modes",  "--gpu",      "--iters",  "--warmup", "--format", "--trace",
-        "--input", "--output", "--inflight", "--plugin", "--report", "--dim"};
+    static const char *const with_value[] = {"--mode",   "--modes",    "--gpu",    "--iters",
+                                             "--warmup", "--format",   "--trace",  "--input",
+                                             "--output", "--inflight", "--plugin", "--report",
+                                             "--dim",    "--rank",     "--world",  "--rendezvous"};
     for (size_t i = 0; i < sizeof with_value / sizeof with_value[0]; i++)
         if (strcmp(a, with_value[i]) == 0)
             return 1;
@@ -154,6 +163,10 @@ static const char *option_commands(const char *a)
         {"--input", "run bench"},
         {"--output", "run"},
         {"--dim", "run"},
+        {"--rank", "run"},
+        {"--world", "run"},
+        {"--rendezvous", "run"},
+        {"--rendezvous-timeout", "run"},
     };
     size_t n = strcspn(a, "=");
     for (size_t i = 0; i < sizeof table / sizeof table[0]; i++)
@@ -254,6 +267,29 @@ static int parse(int argc, char **argv, cli *c, char *msg, size_t msglen)
                 snprintf(msg, msglen, "baton: --cpu-threads '%s' is not a count from 1 to 4096", v);
                 return -1;
             }
+        } else if ((v = opt_value(argc, argv, &i, "--rank"))) {
+            if (parse_count(v, 0, 15, &c->opts.rank)) {
+                snprintf(msg, msglen, "baton: --rank '%s' is not a rank from 0 to 15", v);
+                return -1;
+            }
+        } else if ((v = opt_value(argc, argv, &i, "--world"))) {
+            if (parse_count(v, 1, 16, &c->opts.world)) {
+                snprintf(msg, msglen, "baton: --world '%s' is not a count of ranks from 1 to 16",
+                         v);
+                return -1;
+            }
+        } else if ((v = opt_value(argc, argv, &i, "--rendezvous-timeout"))) {
+            int sec = 0;
+            if (parse_count(v, 1, 86400, &sec)) {
+                snprintf(msg, msglen,
+                         "baton: --rendezvous-timeout '%s' is not a number of seconds from 1 to "
+                         "86400",
+                         v);
+                return -1;
+            }
+            c->opts.rendezvous_timeout_ms = sec * 1000;
+        } else if ((v = opt_value(argc, argv, &i, "--rendezvous"))) {
+            c->opts.rendezvous = v;
         } else if ((v = opt_value(argc, argv, &i, "--iters"))) {
             if (parse_count(v, 1, 1000000000, &c->iters)) {
                 snprintf(msg, msglen,
@@ -347,6 +383,11 @@ static int parse(int argc, char **argv, cli *c, char *msg, size_t msglen)
     }
     if (!c->plan_path) {
         snprintf(msg, msglen, "baton %s: no plan file given (see baton %s --help)", c->cmd, c->cmd);
+        return -1;
+    }
+    if ((c->opts.rank > 0 || c->opts.rendezvous) && c->opts.world == 0) {
+        snprintf(msg, msglen,
+                 "baton %s: --rank and --rendezvous need --world=N (the number of ranks)", c->cmd);
         return -1;
     }
     return 0;

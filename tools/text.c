@@ -82,6 +82,7 @@ static const char *const api_to_flag[][2] = {
     {"baton_options.fallback_is_error", "--no-fallback"},
     {"baton_options.gpu = BATON_GPU_CUDA (NCCL), BATON_GPU_SIM or BATON_GPU_CPU",
      "--gpu=cuda (NCCL), sim or cpu"},
+    {"(baton_options.rendezvous_timeout_ms waits longer)", "(--rendezvous-timeout=S waits longer)"},
 };
 
 void cli_flags(const char *message, char *out, size_t cap)

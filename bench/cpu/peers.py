@@ -1,5 +1,5 @@
 """peers.py: PyTorch's CPU ops on the shapes and dtypes of bench/bench_cpu.c, at the same thread
-count, timed the same way (median of wall-clock calls after two warm-up calls, outputs preallocated
+count, timed the same way (the fastest of repeated wall-clock calls after two warm-up calls, outputs preallocated
 with out= where the op takes it, so that neither side pays an allocation baton does not make).
 Writes {"threads": N, "torch": "2.x", "ops": {key: microseconds}} for bench_cpu --peers.
 
@@ -11,7 +11,6 @@ CUDA wheels (CPU ops only) where a CPU-only machine should not download them.
 import argparse
 import json
 import os
-import statistics
 import sys
 import time
 
@@ -38,11 +37,11 @@ def main():
             t0 = time.perf_counter()
             fn()
             t.append((time.perf_counter() - t0) * 1e6)
-        return statistics.median(t)
+        return min(t)
 
     ops = {}
     with torch.inference_mode():
-        for dt, name in ((torch.bfloat16, "bf16"), (torch.float32, "f32")):
+        for dt, name in ((torch.bfloat16, "bf16"), (torch.float16, "f16"), (torch.float32, "f32")):
             x = torch.randn(1, 4096, dtype=dt)
             w = (torch.randn(4096, 4096) * 0.02).to(dt)  # [N, K]: nn.Linear's layout
             wkn = w.t().contiguous()  # [K, N]

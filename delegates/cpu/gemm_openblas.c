@@ -1,8 +1,8 @@
 /* gemm_openblas.c: the CPU backend of the gemm delegate. A few rows of x (the GEMV of decode) go
- * to baton's own kernels (gemv.c), which read the weight as stored, in either layout; more rows go
- * to OpenBLAS's sgemm/dgemm, bf16 and f16 through f32 copies (a constant weight's made once at
- * init and shared between steps). execute() allocates nothing. docs/decisions/cpu-gemm.md says
- * what was measured. */
+ * to baton's own kernels (gemv.c), which read the weight in its dtype (a constant [K, N] weight
+ * through an [N, K] copy made once at init and shared); more rows go to OpenBLAS's sgemm/dgemm,
+ * bf16 and f16 through f32 copies (a constant weight's made once at init and shared). execute()
+ * allocates nothing. docs/decisions/cpu-gemm.md says what was measured. */
 #include <cblas.h>
 #include <limits.h>
 #include <stdatomic.h>
@@ -29,14 +29,19 @@ static int64_t gemv_max_m(const baton_gemm_desc *d)
     return (d->flags & BATON_GEMM_TRANS_B) ? GEMV_MAX_M : 8;
 }
 
-/* f32 copies of constant 16-bit weights for the OpenBLAS path, shared by every step (of every
- * runtime) that multiplies by the same constant: made once, counted, freed with the last step. */
+/* Prepared copies of constant weights, shared by every step (of every runtime) that multiplies by
+ * the same constant: made once, counted, freed with the last step. Two kinds: an f32 copy of a
+ * 16-bit weight for the OpenBLAS path, and a [K, N] weight transposed to [N, K] in its own dtype
+ * for the GEMV, 64-byte aligned (the GEMV streams [N, K] one row at a time: cpu-gemm.md). */
 typedef struct wcopy {
     struct wcopy *next;
     const void *src;
     baton_dtype dt;
     size_t n;
+    int64_t k; /* transposed: the source's rows (K); 0 for an f32 copy */
     float *f32;
+    void *nk; /* transposed: [N, K] in dt */
+    size_t bytes;
     int refs;
 } wcopy;
 
@@ -52,24 +57,53 @@ size_t baton__gemm_cpu_prepared_bytes(void)
     return b;
 }
 
-static wcopy *wcopy_get(const void *src, baton_dtype dt, size_t n, int *made)
+/* [K, N] -> [N, K], elements of es bytes, in tiles that keep both sides' lines in the cache. */
+#define TRANSPOSE(T)                                                                               \
+    do {                                                                                           \
+        const T *s = src;                                                                          \
+        T *t = dst;                                                                                \
+        for (int64_t k0 = 0; k0 < k; k0 += 32)                                                     \
+            for (int64_t n0 = 0; n0 < n; n0 += 32)                                                 \
+                for (int64_t c = n0; c < n && c < n0 + 32; c++)                                    \
+                    for (int64_t r = k0; r < k && r < k0 + 32; r++)                                \
+                        t[c * k + r] = s[r * n + c];                                               \
+    } while (0)
+
+static void transpose(const void *src, void *dst, int64_t k, int64_t n, size_t es)
+{
+    if (es == 2)
+        TRANSPOSE(uint16_t);
+    else
+        TRANSPOSE(uint32_t);
+}
+
+/* kk = 0: an f32 copy of n values; kk > 0: the [kk, n / kk] weight transposed, in dt. */
+static wcopy *wcopy_get(const void *src, baton_dtype dt, size_t n, int64_t kk, int *made)
 {
     pthread_mutex_lock(&wcopy_lock);
     wcopy *c = wcopies;
-    while (c && !(c->src == src && c->dt == dt && c->n == n))
+    while (c && !(c->src == src && c->dt == dt && c->n == n && c->k == kk))
         c = c->next;
     *made = 0;
+    const size_t bytes = kk ? baton_dtype_size(dt) * n : sizeof(float) * n;
     if (c) {
         c->refs++;
-    } else if ((c = calloc(1, sizeof *c)) && (c->f32 = malloc(sizeof(float) * n))) {
+    } else if ((c = calloc(1, sizeof *c)) &&
+               (kk ? (c->nk = aligned_alloc(64, (bytes + 63) / 64 * 64)) != NULL
+                   : (c->f32 = malloc(bytes)) != NULL)) {
         c->src = src;
         c->dt = dt;
         c->n = n;
+        c->k = kk;
+        c->bytes = bytes;
         c->refs = 1;
-        baton__cvt_to_f32(dt, src, c->f32, (int64_t)n);
+        if (kk)
+            transpose(src, c->nk, kk, (int64_t)n / kk, baton_dtype_size(dt));
+        else
+            baton__cvt_to_f32(dt, src, c->f32, (int64_t)n);
         c->next = wcopies;
         wcopies = c;
-        wcopy_bytes += sizeof(float) * n;
+        wcopy_bytes += bytes;
         *made = 1;
     } else {
         free(c);
@@ -89,8 +123,9 @@ static void wcopy_put(wcopy *c)
         while (*pp != c)
             pp = &(*pp)->next;
         *pp = c->next;
-        wcopy_bytes -= sizeof(float) * c->n;
+        wcopy_bytes -= c->bytes;
         free(c->f32);
+        free(c->nk);
         free(c);
     }
     pthread_mutex_unlock(&wcopy_lock);
@@ -101,6 +136,7 @@ typedef struct gemm_cpu {
     /* OpenBLAS path (M above gemv_max_m), bf16/f16: f32 copies of a, b and the product */
     float *sa, *sb, *sc;
     wcopy *wc; /* b is a plan constant: its shared f32 copy, in place of sb */
+    wcopy *wt; /* b is a constant [K, N] and every run takes the GEMV: its shared [N, K] copy */
     /* gemv path: x in f32 [M, K], y in f32 [M, N] (16-bit outputs), the per-task sums */
     float *xf, *yf, *partial;
     size_t own_bytes; /* all of the above but wc: for baton_pool_memory */
@@ -118,7 +154,14 @@ static void gemm_cpu_destroy(void *state)
     free(g->yf);
     free(g->partial);
     wcopy_put(g->wc);
+    wcopy_put(g->wt);
     free(g);
+}
+
+const void *baton__gemm_cpu_gemv_weight(const void *state, const void *b)
+{
+    const gemm_cpu *g = state;
+    return g && g->wt ? g->wt->nk : b;
 }
 
 static int gemm_cpu_init(const baton_delegate_init *info, void **state, baton_error *err)
@@ -181,7 +224,7 @@ static int gemm_cpu_init(const baton_delegate_init *info, void **state, baton_er
         if (info->input_constant && info->input_constant[1] && info->input_data &&
             info->input_data[1]) {
             int made = 0;
-            g->wc = wcopy_get(info->input_data[1], dt, (size_t)d.k * (size_t)d.n, &made);
+            g->wc = wcopy_get(info->input_data[1], dt, (size_t)d.k * (size_t)d.n, 0, &made);
             if (!g->wc)
                 goto nomem;
             if (made)
@@ -198,6 +241,24 @@ static int gemm_cpu_init(const baton_delegate_init *info, void **state, baton_er
                 goto nomem;
             g->own_bytes += sizeof(float) * (size_t)d.k * (size_t)d.n;
         }
+    }
+    /* A constant [K, N] weight of a step whose every run takes the GEMV: transposed once to
+     * [N, K], which the GEMV streams one row at a time instead of accumulating partial sums
+     * over many rows (57 % against 85-90 % of the read bandwidth, docs/decisions/cpu-gemm.md). */
+    if (dt != BATON_DTYPE_F64 && !(d.flags & BATON_GEMM_TRANS_B) && d.m <= gemv_max_m(&d) &&
+        info->input_constant && info->input_constant[1] && info->input_data &&
+        info->input_data[1]) {
+        int made = 0;
+        g->wt = wcopy_get(info->input_data[1], dt, (size_t)d.k * (size_t)d.n, d.k, &made);
+        if (!g->wt)
+            goto nomem;
+        if (made)
+            baton__log_msg(BATON_LOG_NOTE,
+                           "step %s (gemm on cpu): its constant %s weight [K, N] transposed once "
+                           "to [N, K] for the GEMV: %zu bytes, shared with every step using it; "
+                           "%zu bytes of prepared copies in all",
+                           step, baton_dtype_name(dt), g->wt->bytes,
+                           baton__gemm_cpu_prepared_bytes());
     }
     /* Fault the scratch in now: the first run pays no page faults, and what baton_pool_memory
      * reports is what is resident. */
@@ -283,7 +344,10 @@ static int gemm_cpu_execute(void *state, const baton_exec_ctx *ctx, void **buffe
                     g->xf[i * d->k + p] = load_f32(dt, buffers[0], p * rm + i);
         }
         float *y = half ? g->yf : out;
-        baton__gemv_run(dt, tb, rm, d->n, d->k, (float)d->alpha, x, buffers[1], y, g->partial);
+        if (g->wt)
+            baton__gemv_run(dt, 1, rm, d->n, d->k, (float)d->alpha, x, g->wt->nk, y, g->partial);
+        else
+            baton__gemv_run(dt, tb, rm, d->n, d->k, (float)d->alpha, x, buffers[1], y, g->partial);
         if (add) /* gemm_add: the product, then c added in f32 */
             for (int64_t i = 0; i < mn; i++)
                 y[i] += load_f32(dt, buffers[2], i);
@@ -335,9 +399,11 @@ static void gemm_cpu_memory(void *state, size_t *private_bytes, const void **sha
     if (!g)
         return;
     *private_bytes = g->own_bytes;
-    if (g->wc) {
-        *shared_key = g->wc;
-        *shared_bytes = sizeof(float) * g->wc->n;
+    /* a step holds at most one: wc above the GEMV's rows, wt within them */
+    const wcopy *c = g->wc ? g->wc : g->wt;
+    if (c) {
+        *shared_key = c;
+        *shared_bytes = c->bytes;
     }
 }
 

@@ -168,9 +168,66 @@ static ALWAYS_INLINE SIMD_T512 void nk512_mb(const baton_dtype dt, const int MB,
         nk512_block(dt, MB, 1, j, m0, n);
 }
 
+/* One row of x (decode): rows n .. n+R-1 of W, A chains of sums per row over 16 A weights at a
+ * time. Fewer rows at once with longer runs of each than nk512_block: each row gives 256 bytes of
+ * a sequential stream a pass, and the chains keep the sums off the critical path when the weight
+ * comes from the L3. f16 reads one row at a time: with its conversions, 4 rows at once ran at
+ * under half the read bandwidth, one row at about two thirds (docs/decisions/cpu-gemm.md). */
+static ALWAYS_INLINE SIMD_T512 void nk512_row1(const baton_dtype dt, const int R, const int A,
+                                               const gemv_job *j, int64_t n)
+{
+    const size_t es = baton_dtype_size(dt);
+    const int64_t K = j->K;
+    __m512 acc[4][8];
+    for (int r = 0; r < R; r++)
+        for (int q = 0; q < A; q++)
+            acc[r][q] = _mm512_setzero_ps();
+    const char *w = j->w + es * (size_t)(n * K);
+    const float *x = j->x;
+    int64_t k = 0;
+    for (; k + 16 * A <= K; k += 16 * A)
+        for (int q = 0; q < A; q++) {
+            __m512 xv = _mm512_loadu_ps(x + k + 16 * q);
+            for (int r = 0; r < R; r++)
+                acc[r][q] = _mm512_fmadd_ps(xv, wvec16u(dt, w + es * (size_t)(r * K + k + 16 * q)),
+                                            acc[r][q]);
+        }
+    for (; k + 16 <= K; k += 16) {
+        __m512 xv = _mm512_loadu_ps(x + k);
+        for (int r = 0; r < R; r++)
+            acc[r][0] = _mm512_fmadd_ps(xv, wvec16u(dt, w + es * (size_t)(r * K + k)), acc[r][0]);
+    }
+    if (k < K) {
+        __mmask16 msk = v16_tail(K - k);
+        __m512 xv = _mm512_maskz_loadu_ps(msk, x + k);
+        for (int r = 0; r < R; r++)
+            acc[r][1] =
+                _mm512_fmadd_ps(xv, wvec16(dt, w + es * (size_t)(r * K + k), msk), acc[r][1]);
+    }
+    for (int r = 0; r < R; r++) {
+        for (int h = A / 2; h >= 1; h /= 2) /* a tree: A is a power of two */
+            for (int q = 0; q < h; q++)
+                acc[r][q] = _mm512_add_ps(acc[r][q], acc[r][q + h]);
+        j->y[n + r] = j->alpha * v16_sum(acc[r][0]);
+    }
+}
+
 static ALWAYS_INLINE SIMD_T512 void nk512_dt(const baton_dtype dt, const gemv_job *j, int64_t n0,
                                              int64_t n1)
 {
+    if (j->M == 1) {
+        int64_t n = n0;
+        if (dt == BATON_DTYPE_F16) {
+            for (; n < n1; n++)
+                nk512_row1(dt, 1, 8, j, n);
+            return;
+        }
+        for (; n + 4 <= n1; n += 4)
+            nk512_row1(dt, 4, 4, j, n);
+        for (; n < n1; n++)
+            nk512_row1(dt, 1, 4, j, n);
+        return;
+    }
     for (int64_t m0 = 0; m0 < j->M; m0 += 4) {
         switch (j->M - m0 < 4 ? (int)(j->M - m0) : 4) {
         case 1: nk512_mb(dt, 1, j, m0, n0, n1); break;
@@ -409,13 +466,52 @@ static ALWAYS_INLINE SIMD_T512BF void nkd_block(const int MB, const int R, const
             j->y[(m0 + a) * j->N + n + r] = j->alpha * v16_sum(acc[a][r]);
 }
 
+/* One row of x (decode): as nk512_row1, 128 weights (256 bytes) of each of R rows a pass. */
+static ALWAYS_INLINE SIMD_T512BF void nkd_row1(const int R, const gemv_job *j, int64_t n)
+{
+    const int64_t K = j->K;
+    __m512 acc[4][4];
+    for (int r = 0; r < R; r++)
+        for (int q = 0; q < 4; q++)
+            acc[r][q] = _mm512_setzero_ps();
+    const uint16_t *w = (const uint16_t *)j->w + n * K, *x = j->xb;
+    int64_t k = 0;
+    for (; k + 128 <= K; k += 128)
+        for (int q = 0; q < 4; q++) {
+            __m512i xv = _mm512_loadu_si512(x + k + 32 * q);
+            for (int r = 0; r < R; r++)
+                acc[r][q] = _mm512_dpbf16_ps(acc[r][q], (__m512bh)xv,
+                                             (__m512bh)_mm512_loadu_si512(w + r * K + k + 32 * q));
+        }
+    for (; k + 32 <= K; k += 32) {
+        __m512i xv = _mm512_loadu_si512(x + k);
+        for (int r = 0; r < R; r++)
+            acc[r][0] = _mm512_dpbf16_ps(acc[r][0], (__m512bh)xv,
+                                         (__m512bh)_mm512_loadu_si512(w + r * K + k));
+    }
+    if (k < K) {
+        __mmask32 msk = tail32(K - k);
+        __m512i xv = _mm512_loadu_si512(x + k); /* zero padded */
+        for (int r = 0; r < R; r++)
+            acc[r][1] = _mm512_dpbf16_ps(acc[r][1], (__m512bh)xv,
+                                         (__m512bh)_mm512_maskz_loadu_epi16(msk, w + r * K + k));
+    }
+    for (int r = 0; r < R; r++)
+        j->y[n + r] = j->alpha * v16_sum(_mm512_add_ps(_mm512_add_ps(acc[r][0], acc[r][1]),
+                                                       _mm512_add_ps(acc[r][2], acc[r][3])));
+}
+
 static ALWAYS_INLINE SIMD_T512BF void nkd_mb(const int MB, const gemv_job *j, int64_t m0,
                                              int64_t n0, int64_t n1)
 {
     int64_t n = n0;
-    if (MB == 1) /* one row of x: eight rows of W at once, more loads in flight */
-        for (; n + 8 <= n1; n += 8)
-            nkd_block(1, 8, j, m0, n);
+    if (MB == 1 && j->M == 1) {
+        for (; n + 4 <= n1; n += 4)
+            nkd_row1(4, j, n);
+        for (; n < n1; n++)
+            nkd_row1(1, j, n);
+        return;
+    }
     for (; n + 4 <= n1; n += 4)
         nkd_block(MB, 4, j, m0, n);
     for (; n < n1; n++)
@@ -691,9 +787,10 @@ void baton__gemv_run(baton_dtype wdt, int trans_b, int64_t M, int64_t N, int64_t
     j.bfdot = j.perm && baton__simd_has_bf16_dot();
     if (j.bfdot) { /* x back in bf16 [M, kpad] (exact), zero padded, after the partial sums */
         uint16_t *xb = (uint16_t *)(partial + tasks_kn * M * j.npad);
-        for (int64_t m = 0; m < M; m++)
-            for (int64_t k = 0; k < j.kpad; k++)
-                xb[m * j.kpad + k] = k < K ? f32_to_bf16(x[m * K + k]) : 0;
+        for (int64_t m = 0; m < M; m++) {
+            baton__cvt_from_f32(BATON_DTYPE_BF16, x + m * K, xb + m * j.kpad, K);
+            memset(xb + m * j.kpad + K, 0, sizeof(uint16_t) * (size_t)(j.kpad - K));
+        }
         j.xb = xb;
         if (!trans_b)
             j.perm = 2;

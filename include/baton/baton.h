@@ -666,6 +666,26 @@ typedef struct baton_options {
      * baton_runtime_bind, since it would compute on whatever the memory held. 1: run anyway, for
      * a caller that fills inputs through other means or times runs whose values do not matter. */
     int allow_unset_inputs;
+    /* One process per GPU (docs/multi-gpu.md). world > 0: this runtime is rank `rank` (0 to
+     * world - 1) of `world` processes (or threads) that run one plan together, one GPU each: the
+     * plan places its GPU steps on cuda:0 .. cuda:world-1, and rank R runs those on cuda:R (CUDA
+     * device R modulo the devices this process sees), its own part of each collective (which
+     * must span every rank, in rank order), and every CPU step; a tensor that one rank's GPU
+     * makes and another's reads is sent and received on the GPUs' streams (NCCL send/recv on
+     * CUDA; with BATON_GPU_SIM, ranks are threads of one process). Give each rank the inputs its
+     * steps read, and read an output on the rank whose GPU makes it. A CPU step may not read what
+     * another rank's GPU made (BATON_ENOTSUP at create, naming it). The ranks meet through the
+     * file `rendezvous` (on storage every rank sees): rank 0 writes a new communicator id there
+     * atomically, the others poll for it, and each leaves a marker `rendezvous.rankR` beside it
+     * and waits for all the others' before joining; the files are removed afterwards. Files left
+     * by an earlier launch make rank 0 fail (BATON_ESTATE): remove them, or use a path per
+     * launch. baton_runtime_create returns when every rank has joined, or fails (BATON_ESTATE,
+     * naming the rank missing) after rendezvous_timeout_ms (0: 300000). world 0 (the default): this
+     * process runs every GPU of the plan. */
+    int rank;
+    int world;
+    const char *rendezvous;
+    int rendezvous_timeout_ms;
 } baton_options;
 
 /* Fills the defaults: graph mode, BATON_GPU_AUTO, everything else 0; struct_size = sizeof. */

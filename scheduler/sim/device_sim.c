@@ -6,6 +6,8 @@
  * operation starts late, so a missing wait makes the host read stale data and a test fail. A
  * capture keeps the addresses its calls and copies had, as a CUDA graph does, so a runtime that
  * rebinds a buffer without patching the graph (graph_rebind) computes on the old one. */
+#include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -22,8 +24,14 @@ typedef enum sim_op_kind {
     SIM_GRAPH,
     SIM_GATE,
     SIM_WAIT,
-    SIM_COLL
+    SIM_COLL,
+    SIM_RECORD, /* in a graph only: an event record node */
+    SIM_SEND,   /* ranks (baton_options.world): to another rank's device */
+    SIM_RECV,
+    SIM_WCOLL /* this rank's part of a collective over every rank */
 } sim_op_kind;
+
+struct sim_world;
 
 typedef struct sim_op {
     sim_op_kind kind;
@@ -32,11 +40,13 @@ typedef struct sim_op {
     void *dst;      /* SIM_COPY */
     const void *src;
     size_t bytes;
-    int slot;              /* SIM_GRAPH */
-    int tag;               /* in a graph: the runtime's capture_tag */
-    struct dev_ctx *other; /* SIM_WAIT: the device whose event it waits for */
-    long long until;       /* SIM_WAIT: that device's completed count to wait for */
-    dev_coll *coll;        /* SIM_COLL */
+    int slot;                /* SIM_GRAPH; SIM_WAIT and SIM_RECORD in a graph: the event slot */
+    int tag;                 /* in a graph: the runtime's capture_tag */
+    struct dev_ctx *other;   /* SIM_WAIT: the device whose event it waits for */
+    long long until;         /* SIM_WAIT: that device's completed count to wait for */
+    dev_coll *coll;          /* SIM_COLL, SIM_WCOLL */
+    struct sim_world *world; /* SIM_SEND, SIM_RECV, SIM_WCOLL */
+    int rank, peer;          /* this device's rank, and the other side's */
 } sim_op;
 
 /* Where the members of a collective meet: the last to arrive computes it for all (on the host:
@@ -79,6 +89,7 @@ struct dev_ctx {
     _Atomic(dev_trace *) trace; /* where the worker records what it runs, or NULL */
     dev_counters counters;
     dev_fault fault;
+    int rank; /* in a world of ranks (world_join), else 0 */
 };
 
 /* Drops a graph's operations and the buffers its calls captured. */
@@ -171,6 +182,158 @@ static void meet(const sim_op *op)
     uv_mutex_unlock(&r->lock);
 }
 
+/* ---- ranks (baton_options.world): on the test device they are threads of one process, whose
+ * devices meet in a world found by its id in a process-wide registry. One lock and condition
+ * for every world: the test device is about order, not speed. A send waits until the receiver
+ * has copied its bytes (as a NCCL send of any size may), so a send and a receive issued out of
+ * order on two ranks hang here as they would on GPUs. */
+
+typedef struct sim_mailbox {
+    const void *src;
+    size_t bytes;
+    int full;
+} sim_mailbox;
+
+typedef struct sim_world {
+    unsigned char id[DEV_WORLD_ID_BYTES];
+    int n, refs;
+    int timeout_ms;  /* how long a send, receive or collective waits for the other side */
+    unsigned joined; /* ranks, as bits */
+    sim_mailbox box[DEV_MAX_GROUP][DEV_MAX_GROUP]; /* [from][to] */
+    dev_coll acc;                                  /* the collective being assembled */
+    int arrived;
+    long long round;
+    struct sim_world *next;
+} sim_world;
+
+static uv_once_t worlds_once = UV_ONCE_INIT;
+static uv_mutex_t worlds_lock;
+static uv_cond_t worlds_cond;
+static sim_world *worlds;
+static _Atomic unsigned long long world_serial;
+
+static void worlds_init(void)
+{
+    if (uv_mutex_init(&worlds_lock) || uv_cond_init(&worlds_cond))
+        abort(); /* as libuv itself does when it cannot make a lock */
+}
+
+/* The first failure of queued work on d (reported by the next host wait), from the worker. */
+static void worker_fail(dev_ctx *d, int code, const char *fmt, ...) CORE_PRINTF(3, 4);
+static void worker_fail(dev_ctx *d, int code, const char *fmt, ...)
+{
+    uv_mutex_lock(&d->lock);
+    if (!d->err_code) {
+        d->err_code = code;
+        d->err_step = -1;
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(d->err_msg, sizeof d->err_msg, fmt, ap);
+        va_end(ap);
+    }
+    uv_mutex_unlock(&d->lock);
+}
+
+/* Waits on the worlds' condition (worlds_lock held), at most until `deadline`; 0 when the wait
+ * timed out, so that a rank whose partner never comes fails instead of hanging. */
+static int world_wait(uint64_t deadline)
+{
+    int64_t left = (int64_t)(deadline - (uint64_t)mono_ns());
+    return left > 0 && uv_cond_timedwait(&worlds_cond, &worlds_lock, (uint64_t)left) == 0;
+}
+
+static uint64_t world_deadline(const sim_world *w)
+{
+    return (uint64_t)mono_ns() + (uint64_t)w->timeout_ms * 1000000u;
+}
+
+static void world_send_run(dev_ctx *d, const sim_op *op)
+{
+    sim_world *w = op->world;
+    sim_mailbox *b = &w->box[op->rank][op->peer];
+    const uint64_t deadline = world_deadline(w);
+    int ok = 1;
+    uv_mutex_lock(&worlds_lock);
+    while (b->full && (ok = world_wait(deadline) || !b->full))
+        ;
+    if (ok) {
+        b->src = op->src;
+        b->bytes = op->bytes;
+        b->full = 1;
+        uv_cond_broadcast(&worlds_cond);
+        while (b->full && (ok = world_wait(deadline) || !b->full)) /* until copied */
+            ;
+        if (!ok)
+            b->full = 0; /* taken back: the receiver never came */
+    }
+    uv_mutex_unlock(&worlds_lock);
+    if (!ok)
+        worker_fail(d, BATON_ESTATE, "rank %d: rank %d did not receive within %d ms", op->rank,
+                    op->peer, w->timeout_ms);
+}
+
+static void world_recv_run(dev_ctx *d, const sim_op *op)
+{
+    sim_world *w = op->world;
+    sim_mailbox *b = &w->box[op->peer][op->rank];
+    const uint64_t deadline = world_deadline(w);
+    int ok = 1;
+    uv_mutex_lock(&worlds_lock);
+    while (!b->full && (ok = world_wait(deadline) || b->full))
+        ;
+    if (!ok) {
+        uv_mutex_unlock(&worlds_lock);
+        worker_fail(d, BATON_ESTATE, "rank %d: rank %d did not send within %d ms", op->rank,
+                    op->peer, w->timeout_ms);
+        return;
+    }
+    if (b->bytes == op->bytes)
+        memcpy(op->dst, b->src, op->bytes);
+    size_t got = b->bytes;
+    b->full = 0;
+    uv_cond_broadcast(&worlds_cond);
+    uv_mutex_unlock(&worlds_lock);
+    if (got != op->bytes)
+        worker_fail(d, BATON_EINVAL,
+                    "rank %d received %zu bytes from rank %d, expected %zu: the ranks run "
+                    "different plans",
+                    op->rank, got, op->peer, op->bytes);
+}
+
+static void world_coll_run(dev_ctx *d, const sim_op *op)
+{
+    sim_world *w = op->world;
+    const dev_coll *c = op->coll;
+    const uint64_t deadline = world_deadline(w);
+    uv_mutex_lock(&worlds_lock);
+    long long round = w->round;
+    w->acc.op = c->op;
+    w->acc.dtype = c->dtype;
+    w->acc.count = c->count;
+    w->acc.n = w->n;
+    w->acc.send[op->rank] = c->send[op->rank];
+    w->acc.recv[op->rank] = c->recv[op->rank];
+    if (++w->arrived == w->n) {
+        baton__dev_coll_host(&w->acc);
+        w->arrived = 0;
+        w->round++;
+        uv_cond_broadcast(&worlds_cond);
+    } else {
+        int ok = 1;
+        while (w->round == round && (ok = world_wait(deadline) || w->round != round))
+            ;
+        if (!ok) {
+            w->arrived--; /* gone: a later round starts afresh */
+            uv_mutex_unlock(&worlds_lock);
+            worker_fail(d, BATON_ESTATE,
+                        "rank %d: the other ranks did not reach the collective within %d ms",
+                        op->rank, w->timeout_ms);
+            return;
+        }
+    }
+    uv_mutex_unlock(&worlds_lock);
+}
+
 /* opts->sim_delay_us before an operation, in whole milliseconds (what uv_sleep takes) */
 static void op_delay(const dev_ctx *d)
 {
@@ -185,6 +348,18 @@ static void sim_run_op(dev_ctx *d, const sim_op *op)
      * depends on them, and its host would otherwise wait forever. */
     if (op->kind == SIM_WAIT) {
         wait_other(op);
+        return;
+    }
+    if (op->kind == SIM_SEND) {
+        world_send_run(d, op);
+        return;
+    }
+    if (op->kind == SIM_RECV) {
+        world_recv_run(d, op);
+        return;
+    }
+    if (op->kind == SIM_WCOLL) {
+        world_coll_run(d, op);
         return;
     }
     if (op->kind == SIM_COLL) {
@@ -424,7 +599,8 @@ static int sim_graph_rebind(dev_ctx *d, int slot, int tag, const dev_call *c, vo
     int found = 0;
     for (int i = 0; i < g->n; i++) {
         sim_op *op = &g->ops[i];
-        if (op->tag != tag || op->kind == SIM_GATE)
+        if (op->tag != tag || op->kind == SIM_GATE || op->kind == SIM_WAIT ||
+            op->kind == SIM_RECORD)
             continue;
         if (op->kind == SIM_CALL && c)
             memcpy(op->bufs, c->buffers,
@@ -474,6 +650,10 @@ static int sim_record(dev_ctx *d, int slot, baton_error *err)
 {
     if (slot < 0 || slot >= d->n_events)
         return baton__err_set(err, BATON_EINVAL, "sim: event slot %d out of range", slot);
+    if (d->capturing) {
+        sim_op op = {.kind = SIM_RECORD, .slot = slot};
+        return record_op(d, &op, err);
+    }
     uv_mutex_lock(&d->lock);
     d->event_at[slot] = d->issued;
     uv_mutex_unlock(&d->lock);
@@ -551,13 +731,29 @@ static int sim_capture_end(dev_ctx *d, int slot, int *updated, baton_error *err)
     return 0;
 }
 
+/* Event nodes: a graph's waits for other devices are taken at its launch (the other device's
+ * latest record then, as a CUDA graph's wait node does) and run before the graph; its records
+ * mark the end of the graph. The runtime captures waits first and records last, so this is the
+ * order it asked for. */
 static int sim_graph_launch(dev_ctx *d, int slot, baton_error *err)
 {
     if (slot < 0 || slot >= d->n_graphs || !d->graphs[slot].ready)
         return baton__err_set(err, BATON_ESTATE, "sim: graph %d was not captured", slot);
     d->counters.graph_launches++;
+    const sim_graph *g = &d->graphs[slot];
+    for (int i = 0; i < g->n; i++)
+        if (g->ops[i].kind == SIM_WAIT) {
+            dev_ctx *o = g->ops[i].other;
+            uv_mutex_lock(&o->lock);
+            sim_op w = {.kind = SIM_WAIT, .other = o, .until = o->event_at[g->ops[i].slot]};
+            uv_mutex_unlock(&o->lock);
+            enqueue(d, &w);
+        }
     sim_op op = {.kind = SIM_GRAPH, .slot = slot};
     enqueue(d, &op);
+    for (int i = 0; i < g->n; i++)
+        if (g->ops[i].kind == SIM_RECORD)
+            sim_record(d, g->ops[i].slot, err);
     return 0;
 }
 
@@ -593,12 +789,15 @@ static int sim_stream_wait(dev_ctx *d, dev_ctx *other, int slot, baton_error *er
 {
     if (slot < 0 || slot >= other->n_events)
         return baton__err_set(err, BATON_EINVAL, "sim: event slot %d out of range", slot);
-    if (d->capturing)
-        return baton__err_set(err, BATON_EINVAL, "sim: a wait for another device inside a capture");
+    if (d->capturing) {
+        sim_op op = {.kind = SIM_WAIT, .other = other, .slot = slot};
+        return record_op(d, &op, err);
+    }
     uv_mutex_lock(&other->lock);
     long long until = other->event_at[slot];
     uv_mutex_unlock(&other->lock);
     sim_op op = {.kind = SIM_WAIT, .other = other, .until = until};
+    d->counters.peer_waits++;
     enqueue(d, &op);
     return 0;
 }
@@ -645,6 +844,133 @@ static void sim_coll_release(dev_coll *c)
     c->impl = NULL;
 }
 
+static int sim_world_id(unsigned char *id, baton_error *err)
+{
+    (void)err;
+    memset(id, 0, DEV_WORLD_ID_BYTES);
+    snprintf((char *)id, DEV_WORLD_ID_BYTES, "sim-world %llu %lld %llu",
+             (unsigned long long)uv_os_getpid(), (long long)mono_ns(),
+             (unsigned long long)++world_serial);
+    return 0;
+}
+
+static void sim_world_leave(void *wp)
+{
+    sim_world *w = wp;
+    if (!w)
+        return;
+    uv_mutex_lock(&worlds_lock);
+    if (--w->refs == 0) {
+        for (sim_world **p = &worlds; *p; p = &(*p)->next)
+            if (*p == w) {
+                *p = w->next;
+                break;
+            }
+        free(w);
+    }
+    uv_mutex_unlock(&worlds_lock);
+}
+
+static int sim_world_join(dev_ctx *d, const unsigned char *id, int rank, int world, int timeout_ms,
+                          void **out, baton_error *err)
+{
+    *out = NULL;
+    if (world < 1 || world > DEV_MAX_GROUP || rank < 0 || rank >= world)
+        return baton__err_set(err, BATON_EINVAL, "sim: rank %d of %d: out of range (at most %d)",
+                              rank, world, DEV_MAX_GROUP);
+    uv_once(&worlds_once, worlds_init);
+    uv_mutex_lock(&worlds_lock);
+    sim_world *w = worlds;
+    while (w && memcmp(w->id, id, DEV_WORLD_ID_BYTES) != 0)
+        w = w->next;
+    if (!w) {
+        w = calloc(1, sizeof *w);
+        if (!w) {
+            uv_mutex_unlock(&worlds_lock);
+            return baton__err_set(err, BATON_ENOMEM, "sim: out of memory");
+        }
+        memcpy(w->id, id, DEV_WORLD_ID_BYTES);
+        w->n = world;
+        w->timeout_ms = timeout_ms;
+        w->next = worlds;
+        worlds = w;
+    }
+    int rc = 0;
+    if (w->n != world)
+        rc = baton__err_set(err, BATON_EINVAL,
+                            "sim: rank %d joins a world of %d ranks as one of %d: the ranks "
+                            "disagree on baton_options.world",
+                            rank, w->n, world);
+    else if (w->joined >> rank & 1u)
+        rc = baton__err_set(err, BATON_EINVAL,
+                            "sim: rank %d has joined this world already: two processes (or "
+                            "threads) were given the same baton_options.rank",
+                            rank);
+    if (rc) {
+        uv_mutex_unlock(&worlds_lock);
+        return rc;
+    }
+    w->joined |= 1u << rank;
+    w->refs++;
+    uv_cond_broadcast(&worlds_cond);
+    const uint64_t deadline = (uint64_t)mono_ns() + (uint64_t)timeout_ms * 1000000u;
+    const unsigned all = (1u << world) - 1; /* world <= DEV_MAX_GROUP */
+    while (w->joined != all) {
+        int64_t left = (int64_t)(deadline - (uint64_t)mono_ns());
+        if (left <= 0 ||
+            uv_cond_timedwait(&worlds_cond, &worlds_lock, (uint64_t)left) == UV_ETIMEDOUT) {
+            if (w->joined == all)
+                break;
+            int n = __builtin_popcount(w->joined);
+            w->joined &= ~(1u << rank);
+            uv_mutex_unlock(&worlds_lock);
+            sim_world_leave(w);
+            return baton__err_set(
+                err, BATON_ESTATE,
+                "sim: rank %d: %d of %d ranks joined within %d ms; start "
+                "every rank, with the same rendezvous (on the test device, ranks are threads "
+                "of one process)",
+                rank, n, world, timeout_ms);
+        }
+    }
+    uv_mutex_unlock(&worlds_lock);
+    d->rank = rank;
+    *out = w;
+    return 0;
+}
+
+static int world_op(dev_ctx *d, sim_op *op, baton_error *err)
+{
+    if (d->capturing)
+        return baton__err_set(err, BATON_EINVAL,
+                              "sim: a send, receive or collective between "
+                              "ranks inside a capture");
+    d->counters.launches++;
+    enqueue(d, op);
+    return 0;
+}
+
+static int sim_world_send(void *w, dev_ctx *d, const void *src, size_t bytes, int peer,
+                          baton_error *err)
+{
+    sim_op op = {.kind = SIM_SEND, .world = w, .src = src, .bytes = bytes, .peer = peer};
+    op.rank = d->rank;
+    return world_op(d, &op, err);
+}
+
+static int sim_world_recv(void *w, dev_ctx *d, void *dst, size_t bytes, int peer, baton_error *err)
+{
+    sim_op op = {.kind = SIM_RECV, .world = w, .dst = dst, .bytes = bytes, .peer = peer};
+    op.rank = d->rank;
+    return world_op(d, &op, err);
+}
+
+static int sim_world_coll(void *w, dev_ctx *d, const dev_coll *c, int rank, baton_error *err)
+{
+    sim_op op = {.kind = SIM_WCOLL, .world = w, .coll = (dev_coll *)c, .rank = rank};
+    return world_op(d, &op, err);
+}
+
 static int sim_supports_pdl(dev_ctx *d)
 {
     return 0;
@@ -665,7 +991,8 @@ static void sim_inject(dev_ctx *d, dev_fault fault)
 const dev_ops baton__dev_sim_ops = {
     .name = "sim",
     .label = "test device",
-    .caps = DEV_CAP_ASYNC | DEV_CAP_CPU_KERNELS | DEV_CAP_DEVICE_MEMORY | DEV_CAP_CAPTURE_ANY,
+    .caps = DEV_CAP_ASYNC | DEV_CAP_CPU_KERNELS | DEV_CAP_DEVICE_MEMORY | DEV_CAP_CAPTURE_ANY |
+            DEV_CAP_EVENT_NODES,
     .open = sim_open,
     .close = sim_close,
     .stream = sim_stream,
@@ -697,6 +1024,12 @@ const dev_ops baton__dev_sim_ops = {
     .coll_prepare = sim_coll_prepare,
     .coll_run = sim_coll_run,
     .coll_release = sim_coll_release,
+    .world_id = sim_world_id,
+    .world_join = sim_world_join,
+    .world_leave = sim_world_leave,
+    .world_send = sim_world_send,
+    .world_recv = sim_world_recv,
+    .world_coll = sim_world_coll,
 #ifdef BATON_TESTING
     .inject = sim_inject,
 #endif
