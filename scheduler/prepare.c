@@ -457,6 +457,7 @@ static int build_calls(baton_runtime *rt, baton_error *err)
     rt->bufs = calloc((size_t)nb + 1, sizeof *rt->bufs);
     rt->descs = calloc((size_t)nb + 1, sizeof *rt->descs);
     rt->names = calloc((size_t)nb + 1, sizeof *rt->names);
+    rt->consts = calloc((size_t)nb + 1, sizeof *rt->consts);
     rt->sigs = calloc((size_t)n + 1, sizeof *rt->sigs);
     rt->states = calloc((size_t)n + 1, sizeof *rt->states);
     rt->impls = calloc((size_t)n + 1, sizeof *rt->impls);
@@ -465,7 +466,7 @@ static int build_calls(baton_runtime *rt, baton_error *err)
     baton_target_kind *kinds = calloc((size_t)n + 1, sizeof *kinds);
     int rc = 0;
     if (!rt->step_dev || !rt->calls || !rt->errbufs || !rt->bufs || !rt->descs || !rt->names ||
-        !rt->sigs || !rt->states || !rt->impls || !rt->step_ns || !devs || !kinds) {
+        !rt->consts || !rt->sigs || !rt->states || !rt->impls || !rt->step_ns || !devs || !kinds) {
         rc = baton__err_set(err, BATON_ENOMEM, "prepare: out of memory");
         goto out;
     }
@@ -477,6 +478,7 @@ static int build_calls(baton_runtime *rt, baton_error *err)
     void **b = rt->bufs;
     baton_tensor_desc *dd = rt->descs;
     const char **nn = rt->names;
+    int *cc = rt->consts;
     for (int i = 0; i < n; i++) {
         const plan_step *s = &plan->steps[i];
         int d = baton__plan_memory_index(plan, s->device);
@@ -500,11 +502,13 @@ static int build_calls(baton_runtime *rt, baton_error *err)
             rt->calls[i].buffers = b;
             baton_tensor_desc *step_descs = dd;
             const char **step_names = nn;
+            const int *step_consts = cc;
             for (int k = 0; k < s->n_inputs + s->n_outputs; k++) {
                 int t = k < s->n_inputs ? s->inputs[k] : s->outputs[k - s->n_inputs];
                 *b++ = NULL;
                 *dd++ = plan->tensors[t].desc;
                 *nn++ = plan->tensors[t].name;
+                *cc++ = plan->tensors[t].role == BATON_ROLE_CONSTANT;
             }
             rt->sigs[i] = (baton_sig_args){.struct_size = sizeof(baton_sig_args),
                                            .n_inputs = s->n_inputs,
@@ -514,7 +518,8 @@ static int build_calls(baton_runtime *rt, baton_error *err)
                                            .n_attrs = s->n_attrs,
                                            .attrs = s->attrs,
                                            .input_names = step_names,
-                                           .output_names = step_names + s->n_inputs};
+                                           .output_names = step_names + s->n_inputs,
+                                           .input_constant = step_consts};
             rt->calls[i].opaque = s->opaque;
             rt->calls[i].opaque_len = s->opaque_len;
             continue;
@@ -541,13 +546,16 @@ static int build_calls(baton_runtime *rt, baton_error *err)
             *b++ = baton__runtime_slot_addr(rt, d, s->outputs[k]);
         baton_tensor_desc *step_descs = dd;
         const char **step_names = nn;
+        const int *step_consts = cc;
         for (int k = 0; k < s->n_inputs; k++) {
             *dd++ = plan->tensors[s->inputs[k]].desc;
             *nn++ = plan->tensors[s->inputs[k]].name;
+            *cc++ = plan->tensors[s->inputs[k]].role == BATON_ROLE_CONSTANT;
         }
         for (int k = 0; k < s->n_outputs; k++) {
             *dd++ = plan->tensors[s->outputs[k]].desc;
             *nn++ = plan->tensors[s->outputs[k]].name;
+            *cc++ = 0;
         }
         rt->sigs[i] = (baton_sig_args){.struct_size = sizeof(baton_sig_args),
                                        .n_inputs = s->n_inputs,
@@ -557,7 +565,8 @@ static int build_calls(baton_runtime *rt, baton_error *err)
                                        .n_attrs = s->n_attrs,
                                        .attrs = s->attrs,
                                        .input_names = step_names,
-                                       .output_names = step_names + s->n_inputs};
+                                       .output_names = step_names + s->n_inputs,
+                                       .input_constant = step_consts};
         c->opaque = s->opaque;
         c->opaque_len = s->opaque_len;
         c->ctx = (baton_exec_ctx){
@@ -1107,6 +1116,7 @@ void baton_runtime_destroy(baton_runtime *rt)
     free(rt->bufs);
     free(rt->descs);
     free(rt->names);
+    free(rt->consts);
     free(rt->sigs);
     free(rt->states);
     free(rt->impls);

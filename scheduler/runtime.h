@@ -106,6 +106,7 @@ struct baton_runtime {
     void **bufs;              /* all steps' buffer arrays */
     baton_tensor_desc *descs; /* all steps' tensor descriptors, in the order of bufs */
     const char **names;       /* all steps' tensor names, in the order of bufs */
+    int *consts;              /* all steps' "is a plan constant" flags, in the order of bufs */
     baton_sig_args *sigs;     /* per step: its descriptors and attributes (baton_exec_ctx.sig) */
     void **states;            /* per step: delegate state or NULL */
     const baton_target_impl **impls;

@@ -1121,6 +1121,8 @@ const builtin_target baton__builtin_targets[] = {
     BATON_DECODER_TARGETS(UNTUNED)
     /* a delegate: it records no device-side errors, so it takes no error hook */
     {.target = &baton__target_gemm_add},
+    {.target = &baton__target_rms_norm_gemm},
+    {.target = &baton__target_swiglu_gemm_add},
 };
 /* clang-format on */
 

@@ -9,6 +9,8 @@
 
 extern const baton_target baton__target_gemm;
 extern const baton_target baton__target_gemm_add; /* gemm with c added (targets/gemm.c) */
+/* the decoder's GEMV fusions (targets/gemv_fused.c) */
+extern const baton_target baton__target_rms_norm_gemm, baton__target_swiglu_gemm_add;
 
 /* A built-in target as baton describes it: its public description, and what only baton's own
  * implementations have: impls[k]'s prepare-time hooks (core/tune.h), tuning (the CUDA RMSNorm

@@ -342,3 +342,57 @@ Test(callback_abi, every_struct_baton_hands_a_callback_carries_its_struct_size)
     baton_plan_free(p);
     baton_registry_destroy(r);
 }
+
+/* ctx->sig->input_constant: which inputs a kernel may read before its PDL wait. */
+static int seen_consts[2] = {-1, -1}, seen_check_consts = -1;
+
+static int consts_check(const baton_sig_args *a, baton_tensor_desc *expected, char *msg, size_t len)
+{
+    seen_check_consts = a->input_constant != NULL;
+    expected[0] = a->inputs[0];
+    return 0;
+}
+
+static int consts_kernel(const baton_exec_ctx *ctx, void **buffers, const char *opaque, size_t len)
+{
+    const baton_sig_args *sg = ctx->sig;
+    if (BATON_HAS_FIELD(sg, baton_sig_args, input_constant) && sg->input_constant) {
+        seen_consts[0] = sg->input_constant[0];
+        seen_consts[1] = sg->input_constant[1];
+    }
+    return 0;
+}
+
+Test(callback_abi, a_kernel_learns_which_inputs_are_plan_constants)
+{
+    baton_registry *r = NULL;
+    cr_assert_eq(baton_registry_create(&r), 0);
+    baton_target k = kernel_target("abi.consts");
+    k.n_inputs = 2;
+    k.check = consts_check;
+    k.impls[0].kernel = consts_kernel;
+    baton_error err = {0};
+    cr_assert_eq(baton_registry_add(r, &k, &err), 0, "%s", err.message);
+    static const char json[] =
+        "{\"format\": \"baton.plan\", \"version\": 1, \"name\": \"consts\", \"tensors\": ["
+        "{\"name\": \"x\", \"dtype\": \"f32\", \"shape\": [4], \"role\": \"input\"},"
+        "{\"name\": \"w\", \"dtype\": \"f32\", \"shape\": [4], \"role\": \"constant\","
+        " \"init\": {\"kind\": \"fill\", \"value\": 1.0}},"
+        "{\"name\": \"y\", \"dtype\": \"f32\", \"shape\": [4], \"role\": \"output\"}],"
+        "\"steps\": [{\"name\": \"k\", \"kernel\": \"abi.consts\", \"device\": \"cpu\", "
+        "\"inputs\": [\"x\", \"w\"], \"outputs\": [\"y\"]}]}";
+    baton_plan *p = NULL;
+    cr_assert_eq(baton_plan_load_string(r, json, strlen(json), "consts.json", NULL, &p, &err), 0,
+                 "%s", err.message);
+    cr_expect_eq(seen_check_consts, 0, "check() sees no input_constant (it is a run's fact)");
+    baton_runtime *rt = NULL;
+    cr_assert_eq(baton_runtime_create(p, NULL, &rt, &err), 0, "%s", err.message);
+    float x[4] = {1, 2, 3, 4};
+    cr_assert_eq(baton_runtime_set_input(rt, "x", x, sizeof x, &err), 0, "%s", err.message);
+    cr_assert_eq(baton_runtime_run(rt, &err), 0, "%s", err.message);
+    cr_expect_eq(seen_consts[0], 0, "x is an input, not a constant");
+    cr_expect_eq(seen_consts[1], 1, "w is a plan constant");
+    baton_runtime_destroy(rt);
+    baton_plan_free(p);
+    baton_registry_destroy(r);
+}

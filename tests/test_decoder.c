@@ -336,7 +336,10 @@ static const struct {
             {5, 8, 64, 1, 1.0, BATON_DTYPE_I32},
             {9, 3, 128, 0, 0.7, BATON_DTYPE_I64},
             {3, 2, 6, 1, 1.3, BATON_DTYPE_I64},
-            {2, 4, 2, 0, 1.0, BATON_DTYPE_I32}};
+            {2, 4, 2, 0, 1.0, BATON_DTYPE_I32},
+            /* more units than a block's threads take in one round (CUDA) */
+            {2, 64, 128, 0, 1.0, BATON_DTYPE_I64},
+            {2, 40, 128, 1, 1.0, BATON_DTYPE_I32}};
 
 /* Llama's inverse frequencies: 1 / 500000^(2i / Dh), in f32. */
 static float *inv_freq(int64_t Dh)
@@ -940,7 +943,14 @@ Test(gpu_attention, gives_the_same_bits_run_to_run_in_prefill_in_64_row_blocks)
 
 /* ---- silu_mul, silu, gelu, softmax, cast ---------------------------------------------------- */
 
-static const int64_t EW_N[] = {1, 7, 4096, 8192 * 3 + 5};
+/* The last size only on CUDA: past 3 waves of 16-byte units (2^23 elements), so the kernels'
+ * loop that keeps several units in flight a thread runs, not only its tail. */
+static const int64_t EW_N[] = {1, 7, 4096, 8192 * 3 + 5, (1 << 23) + 8 * 3 + 5};
+
+static size_t ew_sizes(baton_device_kind kind)
+{
+    return sizeof EW_N / sizeof EW_N[0] - (kind == BATON_DEVICE_CUDA ? 0 : 1);
+}
 
 /* gelu in float64, in the forms that do not cancel for negative x (0.5 x (1 + tanh u) and
  * 0.5 x (1 + erf(x / sqrt 2)) lose every digit in 1 + (-1 + tiny)): the same functions. */
@@ -955,7 +965,7 @@ static void act_table(baton_device_kind kind)
 {
     static const char *ops[] = {"silu_mul", "silu", "gelu", "gelu"};
     for (int o = 0; o < 4; o++)
-        for (size_t k = 0; k < sizeof EW_N / sizeof EW_N[0]; k++)
+        for (size_t k = 0; k < ew_sizes(kind); k++)
             for (int f = 0; f < 4; f++) {
                 test_rng r = {test_fresh_seed()};
                 const baton_dtype dt = FLOATS[f];
@@ -997,7 +1007,13 @@ Test(gpu_activations, silu_mul_silu_and_gelu_match_float64)
     act_table(BATON_DEVICE_CUDA);
 }
 
-static const int64_t SM[][2] = {{1, 1}, {3, 10}, {4, 2048}, {2, 128256}, {9, 1000}};
+/* On CUDA: rows in registers a block a row ({4, 2048}, {9, 1000}), over a cluster of 8
+ * ({2, 128256}, {3, 50008}: slices of unequal length) or of 2 ({70, 65536}: one wave of them), the
+ * loop kernel for rows that are no multiple of 16 bytes ({1, 1}, {2, 4097}, {3, 10} but in f64) and
+ * for a row too long
+ * for a cluster's registers ({1, 300000}). */
+static const int64_t SM[][2] = {{1, 1},     {3, 10},   {4, 2048},   {2, 128256}, {9, 1000},
+                                {3, 50008}, {2, 4097}, {70, 65536}, {1, 300000}};
 
 static void softmax_table(baton_device_kind kind)
 {
@@ -1044,7 +1060,7 @@ static void cast_table(baton_device_kind kind)
 {
     for (int a = 0; a < 4; a++)
         for (int b = 0; b < 4; b++)
-            for (size_t k = 0; k < sizeof EW_N / sizeof EW_N[0]; k++) {
+            for (size_t k = 0; k < ew_sizes(kind); k++) {
                 test_rng r = {test_fresh_seed()};
                 const int64_t n = EW_N[k];
                 call c = {.target = "cast", .n_in = 1};
@@ -1133,8 +1149,19 @@ static const struct {
     double temp;
     int top_k;
     double top_p;
-} SMP[] = {{1, 128256, 0.8, 50, 0.9}, {3, 1000, 1.0, 0, 1.0}, {2, 1000, 0.6, 0, 0.7},
-           {4, 5000, 1.3, 40, 1.0},   {1, 7, 1.0, 1, 1.0},    {2, 300, 2.0, 300, 0.5}};
+} SMP[] = {{1, 128256, 0.8, 50, 0.9},
+           {3, 1000, 1.0, 0, 1.0},
+           {2, 1000, 0.6, 0, 0.7},
+           {4, 5000, 1.3, 40, 1.0},
+           {1, 7, 1.0, 1, 1.0},
+           {2, 300, 2.0, 300, 0.5},
+           {2, 128256, 0.8, 0, 0.9},
+           {2, 50000, 0.7, 1, 0.9},
+           {1, 128256, 1.0, 1000, 0.95},
+           /* top_k past CUDA's one-block finish: the radix top_p after a top_k cut */
+           {2, 20000, 1.0, 2000, 0.9},
+           /* more than a cluster's shared memory holds: CUDA's one-block kernel */
+           {1, 400000, 0.9, 0, 0.95}};
 
 static void sample_table(baton_device_kind kind)
 {
@@ -1582,8 +1609,10 @@ static int run_multi(baton_device_kind kind, const char *target, int n_in,
 /* swiglu(gu) against silu_mul(gu[:, :F], gu[:, F:]), bit for bit, every dtype. */
 static void swiglu_table(baton_device_kind kind)
 {
-    static const int64_t RF[][2] = {{1, 8192}, {3, 24}, {5, 7}};
-    for (size_t k = 0; k < sizeof RF / sizeof RF[0]; k++)
+    /* the last only on CUDA: the units-in-flight loop (see EW_N) */
+    static const int64_t RF[][2] = {{1, 8192}, {3, 24}, {5, 7}, {1025, 8192}};
+    const size_t nrf = sizeof RF / sizeof RF[0] - (kind == BATON_DEVICE_CUDA ? 0 : 1);
+    for (size_t k = 0; k < nrf; k++)
         for (int f = 0; f < 4; f++) {
             test_rng r = {test_fresh_seed()};
             const baton_dtype dt = FLOATS[f];
@@ -1726,6 +1755,51 @@ Test(gpu_fused, rope_cache_update_gives_rope_and_cache_update_bits)
 {
     skip_without_gpu();
     rope_cache_table(BATON_DEVICE_CUDA);
+}
+
+/* A position outside the caches: the error names it; the rows at valid positions are the only
+ * cache rows that change (CUDA drops the bad row's k and v, the CPU writes nothing). */
+static void rope_cache_bad_pos(baton_device_kind kind)
+{
+    test_rng r = {test_fresh_seed()};
+    const int64_t H = 4, Hkv = 2, Dh = 16, S = 9, rows = 2, QF = H * Dh, KF = Hkv * Dh;
+    baton_tensor_desc in[5] = {DESC(BATON_DTYPE_BF16, rows, QF + 2 * KF),
+                               DESC(BATON_DTYPE_I64, rows), DESC(BATON_DTYPE_F32, Dh / 2),
+                               DESC(BATON_DTYPE_BF16, S, KF), DESC(BATON_DTYPE_BF16, S, KF)};
+    baton_tensor_desc outd[3] = {DESC(BATON_DTYPE_BF16, rows, QF), in[3], in[4]};
+    char *qkv = rand_buf(&r, &in[0], 1.0), *kc = rand_buf(&r, &in[3], 1.0),
+         *vc = rand_buf(&r, &in[4], 1.0);
+    int64_t pos[2] = {3, 9};
+    float *fr = inv_freq(Dh);
+    void *host[5] = {qkv, pos, fr, kc, vc};
+    void *q = malloc(nbytes(&outd[0])), *k1 = malloc(nbytes(&in[3])), *v1 = malloc(nbytes(&in[4]));
+    void *outs[3] = {q, k1, v1};
+    const int alias[3] = {-1, 3, 4};
+    baton_attr at[3] = {A_INT("head_dim", Dh), A_INT("n_heads", H), A_INT("n_kv_heads", Hkv)};
+    char err[512];
+    int rc = run_multi(kind, "rope_cache_update", 5, in, host, 3, outd, alias, outs, at, 3, err,
+                       sizeof err);
+    cr_assert_eq(rc, BATON_EKERNEL, "position 9 in caches of 9 rows gave %d", rc);
+    cr_assert(strstr(err, "positions[1] = 9") && strstr(err, "[0, 9)"), "message: %s", err);
+    const size_t row = (size_t)KF * 2;
+    for (int64_t p = 0; p < S; p++)
+        if (p != 3 || kind == BATON_DEVICE_CPU) {
+            cr_assert(memcmp((char *)k1 + p * row, kc + p * row, row) == 0, "k_cache row %lld",
+                      (long long)p);
+            cr_assert(memcmp((char *)v1 + p * row, vc + p * row, row) == 0, "v_cache row %lld",
+                      (long long)p);
+        }
+    free(q), free(k1), free(v1), free(qkv), free(kc), free(vc), free(fr);
+}
+
+Test(decoder_fused, rope_cache_update_refuses_a_position_outside_the_caches)
+{
+    rope_cache_bad_pos(BATON_DEVICE_CPU);
+}
+Test(gpu_fused, rope_cache_update_records_a_position_outside_the_caches)
+{
+    skip_without_gpu();
+    rope_cache_bad_pos(BATON_DEVICE_CUDA);
 }
 
 /* gemm_add through a runtime: y = x W^T + c against float64, f32 and bf16. */

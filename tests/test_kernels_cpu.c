@@ -195,8 +195,9 @@ Test(builtin_targets, lists_every_kernel_and_the_gemm_delegate_once_with_a_cpu_i
                                   "noop",         "gemm"};
     static const int ins[] = {2, 4, 2, 1, 2, 2, 1, 1, 1, 1, 2},
                      outs[] = {2, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1};
-    /* these 11, then the 12 decoder ops and gemm_add (tests/test_decoder.c checks those) */
-    cr_assert_eq(baton__builtin_target_count, 24);
+    /* these 11, then the 12 decoder ops and gemm_add (tests/test_decoder.c checks those), and
+     * rms_norm_gemm and swiglu_gemm_add (tests/test_gemv_fused.c) */
+    cr_assert_eq(baton__builtin_target_count, 26);
     for (int i = 0; i < 11; i++) {
         int found = 0;
         for (int j = 0; j < baton__builtin_target_count; j++) {

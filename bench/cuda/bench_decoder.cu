@@ -7,10 +7,11 @@
  * time / k). Decode attention at contexts 1024, 4096 and 32768, both cold (rotated caches) and
  * warm (the same caches every call, as PyTorch's published figures were taken); prefill attention
  * at T = 1024, 2048, 4096 and 8192 (also in TFLOP/s); the decode GEMV x[1, 2048] . W[N, 2048]^T for
- * N = 2048, 2560, 8192, 16384, 128256 with baton's own kernel (baton__kcuda_gemv_bf16) and the gemm
+ * N = 2048, 2560, 8192, 16384, 128256 with baton's own kernel (baton__kcuda_gemv) and the gemm
  * delegate (cuBLASLt), checked against each other.
  *
- * Usage: bench_decoder [--json FILE] [--reps N]. Prints a table; --json writes the results
+ * Usage: bench_decoder [--json FILE] [--reps N] [--only PREFIX] (the rows whose label starts with
+ * PREFIX, e.g. "attention prefill"). Prints a table; --json writes the results
  * (format "baton.bench_decoder", docs/bench_decoder.schema.json). */
 #include <math.h>
 #include <stdint.h>
@@ -30,10 +31,17 @@
 #include "bench/cuda/copy_kernels.cuh"
 #include "delegates/cuda/gemm_cublaslt.h"
 #include "kernels/cuda/cuda_decoder.h"
+#include "kernels/cuda/cuda_gemv.h"
 
 static cudaStream_t g_stream;
 static cudaDeviceProp g_prop;
 static int g_reps = 20;
+static const char *g_only; /* --only PREFIX: the rows whose label starts with it */
+
+static bool wanted(const char *label)
+{
+    return !g_only || !strncmp(label, g_only, strlen(g_only));
+}
 static baton_registry *g_reg;
 
 struct Result {
@@ -45,6 +53,21 @@ struct Result {
 };
 static std::vector<Result> g_results;
 static double g_floor_us;
+
+static void print_row(const Result &r)
+{
+    printf("%-40s %-26s %-9s %10.0f %9.2f %9.1f %9.2f %7.2f %5s %9.2f\n", r.op.c_str(),
+           r.shape.c_str(), r.impl.c_str(), r.bytes, r.us, r.gbps, r.copy_us, r.ratio,
+           r.cold ? "yes" : "no", r.peer_us);
+    fflush(stdout);
+}
+
+/* Each row is printed as soon as it is measured: a run cut short by a timeout still shows them. */
+static void record(const Result &r)
+{
+    g_results.push_back(r);
+    print_row(r);
+}
 
 __global__ void empty_kernel()
 {
@@ -147,11 +170,15 @@ static void fill_index(const Pool &p, const baton_tensor_desc &d, const Fill &f,
 }
 
 /* Times one baton kernel moving `bytes` a call: inputs rotated over sets (or all calls on set 0
- * when warm); alias0: the output is input 0 (the cache of kv_cache_update). */
-static void bench_op(const char *label, const char *target, std::vector<baton_tensor_desc> in,
-                     std::vector<Fill> fills, baton_tensor_desc out, std::vector<baton_attr> attrs,
-                     double bytes, bool warm = false, int max_k = 1024, bool alias0 = false)
+ * when warm); alias[j] >= 0: output j is that input (a cache updated in place), else its own
+ * pool. */
+static void bench_op_n(const char *label, const char *target, std::vector<baton_tensor_desc> in,
+                       std::vector<Fill> fills, std::vector<baton_tensor_desc> outs,
+                       std::vector<int> alias, std::vector<baton_attr> attrs, double bytes,
+                       bool warm = false, int max_k = 1024)
 {
+    if (!wanted(label))
+        return;
     const baton_target *t = baton_registry_find(g_reg, target);
     if (!t) {
         fprintf(stderr, "bench_decoder: no target %s\n", target);
@@ -161,13 +188,13 @@ static void bench_op(const char *label, const char *target, std::vector<baton_te
     memset(&sig, 0, sizeof sig);
     sig.n_inputs = (int)in.size();
     sig.inputs = in.data();
-    sig.n_outputs = 1;
-    sig.outputs = &out;
+    sig.n_outputs = (int)outs.size();
+    sig.outputs = outs.data();
     sig.n_attrs = (int)attrs.size();
     sig.attrs = attrs.data();
     char msg[512] = "";
-    baton_tensor_desc want;
-    if (t->check(&sig, &want, msg, sizeof msg)) {
+    std::vector<baton_tensor_desc> want(outs.size());
+    if (t->check(&sig, want.data(), msg, sizeof msg)) {
         fprintf(stderr, "bench_decoder: %s: %s\n", label, msg);
         exit(1);
     }
@@ -186,7 +213,9 @@ static void bench_op(const char *label, const char *target, std::vector<baton_te
             fill_random(g_stream, pools.back().base, pools.back().stride * pools.back().sets,
                         7 + (uint32_t)j);
     }
-    Pool po = alias0 ? pools[0] : pool_alloc(nbytes(out), sets);
+    std::vector<Pool> po;
+    for (size_t j = 0; j < outs.size(); j++)
+        po.push_back(alias[j] >= 0 ? pools[(size_t)alias[j]] : pool_alloc(nbytes(outs[j]), sets));
     CHECK_CUDA(cudaDeviceSynchronize());
     char errbuf[512] = "";
     baton_exec_ctx ctx;
@@ -198,10 +227,11 @@ static void bench_op(const char *label, const char *target, std::vector<baton_te
     ctx.errbuf_len = sizeof errbuf;
     ctx.sig = &sig;
     auto call = [&](int i) {
-        void *bufs[8];
+        void *bufs[16];
         for (size_t j = 0; j < in.size(); j++)
             bufs[j] = pools[j].at(i);
-        bufs[in.size()] = po.at(i);
+        for (size_t j = 0; j < outs.size(); j++)
+            bufs[in.size() + j] = po[j].at(i);
         if (impl->kernel(&ctx, bufs, opaque, (size_t)olen)) {
             fprintf(stderr, "bench_decoder: %s: %s\n", label, errbuf);
             exit(1);
@@ -233,11 +263,19 @@ static void bench_op(const char *label, const char *target, std::vector<baton_te
     r.floor_us = g_floor_us;
     r.cold = cold;
     r.peer_us = NAN;
-    g_results.push_back(r);
+    record(r);
     for (auto &p : pools)
         CHECK_CUDA(cudaFree(p.base));
-    if (!alias0)
-        CHECK_CUDA(cudaFree(po.base));
+    for (size_t j = 0; j < outs.size(); j++)
+        if (alias[j] < 0)
+            CHECK_CUDA(cudaFree(po[j].base));
+}
+
+static void bench_op(const char *label, const char *target, std::vector<baton_tensor_desc> in,
+                     std::vector<Fill> fills, baton_tensor_desc out, std::vector<baton_attr> attrs,
+                     double bytes, bool warm = false, int max_k = 1024, bool alias0 = false)
+{
+    bench_op_n(label, target, in, fills, {out}, {alias0 ? 0 : -1}, attrs, bytes, warm, max_k);
 }
 
 static baton_attr ai(const char *n, int64_t v)
@@ -264,6 +302,8 @@ static baton_attr af(const char *n, double v)
 /* The decode GEMV: baton's kernel and the gemm delegate (cuBLASLt, trans_b) on the same W sets. */
 static void bench_gemv(int64_t N)
 {
+    if (!wanted("gemv"))
+        return;
     const int64_t K = 2048;
     const double wbytes = (double)(N * K * 2);
     const int sets = sets_for(wbytes, 64);
@@ -274,9 +314,17 @@ static void bench_gemv(int64_t N)
     fill_random(g_stream, X.base, X.stride * sets, 5);
     CHECK_CUDA(cudaDeviceSynchronize());
     auto ours = [&](int i) {
-        int e = baton__kcuda_gemv_bf16(X.at(i), W.at(i), Y1.at(i), N, K, g_stream);
-        if (e) {
-            fprintf(stderr, "bench_decoder: gemv: %s\n", cudaGetErrorString((cudaError_t)e));
+        baton_gemv_args ga;
+        memset(&ga, 0, sizeof ga);
+        ga.x = X.at(i), ga.w = W.at(i), ga.y = Y1.at(i);
+        ga.m = 1, ga.n = N, ga.k = K, ga.ldx = K;
+        ga.dtype = BATON_DTYPE_BF16, ga.alpha = 1.0f, ga.w_const = 1;
+        char eb[256] = "";
+        baton_exec_ctx gc;
+        memset(&gc, 0, sizeof gc);
+        gc.stream = g_stream, gc.errbuf = eb, gc.errbuf_len = sizeof eb;
+        if (baton__kcuda_gemv(&gc, &ga)) {
+            fprintf(stderr, "bench_decoder: gemv: %s\n", eb);
             exit(1);
         }
     };
@@ -365,7 +413,7 @@ static void bench_gemv(int64_t N)
         r.cold = (double)k * wbytes > 2.0 * g_prop.l2CacheSize;
         r.peer = which ? "baton" : "cublaslt";
         r.peer_us = which ? t_ours : t_lt;
-        g_results.push_back(r);
+        record(r);
     }
     baton__gemm_cublaslt_iface.destroy(state);
     CHECK_CUDA(cudaFree(W.base));
@@ -421,8 +469,10 @@ int main(int argc, char **argv)
             json = argv[++i];
         else if (!strcmp(argv[i], "--reps") && i + 1 < argc)
             g_reps = std::max(5, atoi(argv[++i]));
+        else if (!strcmp(argv[i], "--only") && i + 1 < argc)
+            g_only = argv[++i];
         else {
-            fprintf(stderr, "usage: bench_decoder [--json FILE] [--reps N]\n");
+            fprintf(stderr, "usage: bench_decoder [--json FILE] [--reps N] [--only PREFIX]\n");
             return 2;
         }
     }
@@ -441,6 +491,9 @@ int main(int argc, char **argv)
            "replays\n",
            g_prop.name, g_prop.multiProcessorCount, g_prop.l2CacheSize >> 20, g_reps);
     g_floor_us = time_calls(256, [&](int) { empty_kernel<<<1, 32, 0, g_stream>>>(); });
+    printf("\nlatency floor (empty kernel in a graph): %.2f us\n\n", g_floor_us);
+    printf("%-40s %-26s %-9s %10s %9s %9s %9s %7s %5s %9s\n", "op", "shape", "impl", "bytes", "us",
+           "GB/s", "copy us", "x copy", "cold", "peer us");
 
     const baton_dtype BF = BATON_DTYPE_BF16, I64 = BATON_DTYPE_I64, F32 = BATON_DTYPE_F32;
     const int64_t D = 2048, H = 32, HKV = 8, DH = 64, FF = 8192, V = 128256;
@@ -460,19 +513,51 @@ int main(int argc, char **argv)
     for (int64_t rows : {1, 2048})
         bench_op("silu_mul", "silu_mul", {td(BF, {rows, FF}), td(BF, {rows, FF})}, {fl, fl},
                  td(BF, {rows, FF}), {}, (double)(rows * FF * 2 * 3));
+    for (int64_t rows : {1, 2048})
+        bench_op("swiglu", "swiglu", {td(BF, {rows, 2 * FF})}, {fl}, td(BF, {rows, FF}), {},
+                 (double)(rows * FF * 2 * 3));
     for (int64_t rows : {1, 256})
         bench_op("cast", "cast", {td(BF, {rows, V})}, {fl}, td(F32, {rows, V}), {},
                  (double)(rows * V * 6));
-    bench_op("softmax", "softmax", {td(F32, {1, V})}, {fl}, td(F32, {1, V}), {}, (double)(V * 8));
-    bench_op("sample", "sample", {td(F32, {1, V}), td(I64, {1})}, {fl, pos4k}, td(I64, {1}),
-             {ai("top_k", 50), af("top_p", 0.9), af("temperature", 0.7), ai("seed", 1)},
+    for (int64_t rows : {1, 64})
+        bench_op("softmax", "softmax", {td(F32, {rows, V})}, {fl}, td(F32, {rows, V}), {},
+                 (double)(rows * V * 8));
+    /* the sampler at one decode step's logits: the copy floor is the logits' bytes read (and as
+     * many written); the target is a small fraction of a token's decode */
+    bench_op("sample top_k 50 top_p 0.9 t 0.8", "sample", {td(F32, {1, V}), td(I64, {1})},
+             {fl, pos4k}, td(I64, {1}),
+             {ai("top_k", 50), af("top_p", 0.9), af("temperature", 0.8), ai("seed", 1)},
              (double)(V * 4));
-    {
+    bench_op("sample bf16 top_k 50 top_p 0.9", "sample", {td(BF, {1, V}), td(I64, {1})},
+             {fl, pos4k}, td(I64, {1}),
+             {ai("top_k", 50), af("top_p", 0.9), af("temperature", 0.8), ai("seed", 1)},
+             (double)(V * 2));
+    bench_op("sample top_p 0.9 t 0.8", "sample", {td(F32, {1, V}), td(I64, {1})}, {fl, pos4k},
+             td(I64, {1}), {af("top_p", 0.9), af("temperature", 0.8), ai("seed", 1)},
+             (double)(V * 4));
+    bench_op("sample greedy (top_k 1)", "sample", {td(F32, {1, V}), td(I64, {1})}, {fl, pos4k},
+             td(I64, {1}), {ai("top_k", 1), ai("seed", 1)}, (double)(V * 4));
+    for (int64_t rows : {1, 16384}) {
+        /* rows new rows a call at positions 0..rows-1 of a 32768-row cache (1 KB rows) */
         Fill p;
-        p.index = 1, p.lo = 0, p.hi = 32768;
+        p.index = 1, p.lo = 0, p.hi = 32768, p.ramp = rows > 1;
         bench_op("kv_cache_update", "kv_cache_update",
-                 {td(BF, {32768, HKV * DH}), td(BF, {1, HKV * DH}), td(I64, {1})}, {shared, fl, p},
-                 td(BF, {32768, HKV * DH}), {}, (double)(HKV * DH * 2 * 2 + 8), false, 1024, true);
+                 {td(BF, {32768, HKV * DH}), td(BF, {rows, HKV * DH}), td(I64, {rows})},
+                 {shared, fl, p}, td(BF, {32768, HKV * DH}), {},
+                 (double)(rows * (HKV * DH * 2 * 2 + 8)), false, 1024, true);
+    }
+    for (int64_t rows : {1, 8192}) {
+        /* qkv [rows, (H + 2 HKV) DH] into q [rows, H DH] and the caches at positions 0..rows-1 */
+        Fill p;
+        p.index = 1, p.lo = 0, p.hi = 8192, p.ramp = rows > 1;
+        const int64_t QKV = (H + 2 * HKV) * DH, KF = HKV * DH, S = 8192;
+        bench_op_n("rope_cache_update", "rope_cache_update",
+                   {td(BF, {rows, QKV}), td(I64, {rows}), td(F32, {DH / 2}), td(BF, {S, KF}),
+                    td(BF, {S, KF})},
+                   {fl, p, invf, shared, shared},
+                   {td(BF, {rows, H * DH}), td(BF, {S, KF}), td(BF, {S, KF})}, {-1, 3, 4},
+                   {ai("head_dim", DH), ai("n_heads", H), ai("n_kv_heads", HKV)},
+                   (double)(rows * (QKV * 2 * 2 + 8)));
     }
     for (int64_t ctx : {1024, 4096, 32768})
         for (int warm = 0; warm < 2; warm++) {
@@ -501,18 +586,12 @@ int main(int argc, char **argv)
                  {fl, fl, fl, p}, td(BF, {T, H * DH}),
                  {ai("head_dim", DH), ai("n_heads", H), ai("n_kv_heads", HKV)},
                  (double)(T * HKV * DH * 2 * 2 + 2.0 * T * H * DH * 2), true, 8);
-        prefill_us.push_back({T, g_results.back().us});
+        if (wanted(label))
+            prefill_us.push_back({T, g_results.back().us});
     }
     for (int64_t N : {2048, 2560, 8192, 16384, 128256})
         bench_gemv(N);
 
-    printf("\nlatency floor (empty kernel in a graph): %.2f us\n\n", g_floor_us);
-    printf("%-40s %-26s %-9s %10s %9s %9s %9s %7s %5s %9s\n", "op", "shape", "impl", "bytes", "us",
-           "GB/s", "copy us", "x copy", "cold", "peer us");
-    for (const Result &r : g_results)
-        printf("%-40s %-26s %-9s %10.0f %9.2f %9.1f %9.2f %7.2f %5s %9.2f\n", r.op.c_str(),
-               r.shape.c_str(), r.impl.c_str(), r.bytes, r.us, r.gbps, r.copy_us, r.ratio,
-               r.cold ? "yes" : "no", r.peer_us);
     /* causal: row r takes r + 1 keys, 4 flops per key and feature (Q K^T and P V) */
     printf("\n");
     for (const auto &p : prefill_us)

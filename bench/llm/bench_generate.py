@@ -85,13 +85,16 @@ def read_rate(device):
     return best
 
 
-def run_generate(exe, d, prompt, new, mode, warmup):
+def run_generate(exe, d, prompt, new, mode, warmup, timeout):
     ids = ",".join(str((7 * i + 3) % 1000 + 1) for i in range(prompt))
     cmd = [exe, d, "--prompt", ids, "--max-new-tokens", str(new), "--gpu=cuda", f"--mode={mode}",
            "--warmup", str(warmup)]
-    r = subprocess.run(cmd, capture_output=True, text=True)
+    try:
+        r = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired:  # reported, and the other variants still run
+        return None, f"did not finish in {timeout} s"
     if r.returncode:
-        raise SystemExit(f"generate failed ({mode}): {r.stderr[-2000:]}")
+        return None, f"failed: {r.stderr[-2000:]}"
     e = r.stderr
     f = {"mode": mode}
     m = re.search(r"load\+prepare ([\d.]+) s, first token ([\d.]+) s", e)
@@ -109,7 +112,7 @@ def run_generate(exe, d, prompt, new, mode, warmup):
     m = re.search(r"after the first run (\d+) captures, (\d+) graph updates", e)
     if m:
         f["captures_after_first"], f["graph_updates_after_first"] = int(m.group(1)), int(m.group(2))
-    return f
+    return f, None
 
 
 def main():
@@ -122,12 +125,16 @@ def main():
     ap.add_argument("--warmup", type=int, default=2)
     ap.add_argument("--prefill-logits", choices=["all", "last"], default="last",
                     help="export_causal_lm's prefill_logits (last: one row of logits back)")
-    ap.add_argument("--fused", choices=["on", "off", "both"], default="both",
+    ap.add_argument("--fused", choices=["on", "off", "both", "gemv", "gemv+on"], default="both",
                     help="export_causal_lm's fused plans (qkv+rope_cache_update, gate_up+swiglu, "
-                         "gemm_add residuals), the unfused per-op plans, or both (default)")
+                         "gemm_add residuals), the unfused per-op plans, or both (default); gemv: "
+                         "the decode plan with rms_norm_gemm and swiglu_gemm_add (fused='gemv'); "
+                         "gemv+on: that and the fused plans")
     ap.add_argument("--decode-outputs", default="next_token",
                     help="the decode plan's outputs (comma-separated: logits, next_token); "
                          "next_token: the greedy argmax on the GPU, as the PyTorch recipe does")
+    ap.add_argument("--run-timeout", type=float, default=120,
+                    help="seconds a generate run may take before it is reported and skipped")
     ap.add_argument("--out", help="keep the exported plans here (default: a temporary folder)")
     ap.add_argument("--json", help="write the figures here")
     a = ap.parse_args()
@@ -140,10 +147,12 @@ def main():
     model, how = make_model(cfg, dev)
     t_model = time.time() - t
     base = a.out or tempfile.mkdtemp(prefix="bench_generate_")
-    variants = {"on": [True], "off": [False], "both": [True, False]}[a.fused]
+    variants = {"on": [True], "off": [False], "both": [True, False], "gemv": ["gemv"],
+                "gemv+on": ["gemv", True]}[a.fused]
+    label = {True: "fused", False: "unfused", "gemv": "gemv"}
     dirs, t_exports = {}, {}
     for fused in variants:
-        d = dirs[fused] = os.path.join(base, "fused" if fused else "unfused")
+        d = dirs[fused] = os.path.join(base, label[fused])
         t = time.time()
         baton_export.export_causal_lm(model, d, max_seq_len=a.prompt + a.new, device="cuda:0",
                                       verbose=False, prefill_logits=a.prefill_logits,
@@ -158,22 +167,27 @@ def main():
     ctx = a.prompt + a.new / 2
     kv = 2 * L * ctx * Hkv * Dh * 2
     floor_ms = (wbytes + kv) / rate * 1e3
-    exp_s = ", ".join(f"{v:.1f} s {'fused' if k else 'unfused'}" for k, v in t_exports.items())
+    exp_s = ", ".join(f"{v:.1f} s {label[k]}" for k, v in t_exports.items())
     print(f"device {torch.cuda.get_device_name()}; model: {how}, {L} layers, bf16; built in "
           f"{t_model:.1f} s, exported in {exp_s}; weights {wbytes / 1e9:.2f} GB; "
           f"prefill logits: {a.prefill_logits}; decode outputs: {a.decode_outputs}")
     print(f"read rate {rate / 1e12:.2f} TB/s; decode floor at mean context {ctx:.0f}: "
           f"{floor_ms:.3f} ms/token (weights {wbytes / 1e9:.2f} GB + KV {kv / 1e6:.1f} MB)")
     res = {"device": torch.cuda.get_device_name(), "model": how, "export_s": t_export,
-           "export_s_by_variant": {("fused" if k else "unfused"): v for k, v in t_exports.items()},
+           "export_s_by_variant": {label[k]: v for k, v in t_exports.items()},
            "read_rate_Bps": rate, "floor_ms_per_token": floor_ms, "prompt": a.prompt,
            "new": a.new, "runs": []}
     for fused, mode in [(f, m) for f in variants for m in a.modes.split(",")]:
-        f = run_generate(a.generate, dirs[fused], a.prompt, a.new, mode, a.warmup)
+        f, why = run_generate(a.generate, dirs[fused], a.prompt, a.new, mode, a.warmup,
+                              a.run_timeout)
+        if f is None:
+            print(f"{label[fused]:7s} {mode:9s} generate {why}", flush=True)
+            res["runs"].append({"mode": mode, "fused": fused, "error": why})
+            continue
         f["fused"] = fused
         res["runs"].append(f)
         share = floor_ms / f["decode_ms_per_token"] if "decode_ms_per_token" in f else 0
-        print(f"{'fused' if fused else 'unfused':7s} {mode:9s} prefill {a.prompt} tokens "
+        print(f"{label[fused]:7s} {mode:9s} prefill {a.prompt} tokens "
               f"{f['prefill_ms']:8.3f} ms ({a.prompt / f['prefill_ms'] * 1e3:9.0f} tokens/s); "
               f"decode {f.get('decode_ms_per_token', float('nan')):.3f} ms/token ({share:.0%} of "
               f"the floor), {f.get('host_waits_per_token', float('nan')):.2f} host waits/token, "

@@ -293,6 +293,11 @@ typedef struct baton_sig_args {
      * ranges, and refuses a mismatch naming the field and both values (docs/plugins.md). */
     const char *opaque;
     size_t opaque_len;
+    /* In a kernel's ctx->sig (NULL in check()): per input, nonzero when it is a plan constant,
+     * loaded before the first run and never written, so a kernel launched with PDL may read it
+     * before its grid-dependency wait (a decode GEMV streams its weight while the step before it
+     * finishes). Read it through BATON_HAS_FIELD. */
+    const int *input_constant;
 } baton_sig_args;
 
 /* The largest descriptor a target's pack() may produce. */

@@ -37,12 +37,6 @@ KCUDA_DECODER_FN(rope_cache_update)
  * waited anyway (the runtime does, at the end of a run: core/tune.h's kernel_error_fn). */
 int baton__kcuda_decoder_error_take(int device, int *step, char *msg, size_t len);
 
-/* The decode GEMV of baton's own: y[1, N] = x[1, K] . W[N, K]^T in bf16 (f32 accumulation), a
- * warp per output row, 16-byte loads of W. Returns a cudaError_t value (0 on success). Used by
- * bench/cuda/bench_decoder.cu against cuBLASLt. */
-int baton__kcuda_gemv_bf16(const void *x, const void *w, void *y, long long n, long long k,
-                           void *stream);
-
 #ifdef __cplusplus
 }
 #endif

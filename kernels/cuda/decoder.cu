@@ -1,5 +1,5 @@
 /* decoder.cu: the decoder ops on CUDA (embedding, rope, kv_cache_update, attention, silu_mul,
- * silu, gelu, softmax, cast, sample) and the decode GEMV of baton's own. Aimed at the memory
+ * silu, gelu, softmax, cast, sample). Aimed at the memory
  * roofline of an H100/H200 at batch 1: 16-byte loads wherever rows allow them, decode attention
  * split over the keys across a thread-block cluster whose partial softmaxes are combined through
  * distributed shared memory (no workspace, no second launch, a fixed order: the same bits every
@@ -87,6 +87,15 @@ template <typename A, typename T> __device__ __forceinline__ A ld_a(T v)
     return to_acc<A>(v);
 }
 
+/* w / d, in 32 bits where both fit (a 64-bit division is a long call the loads' addresses wait
+ * for: at decode size it is the latency of the kernel). */
+__device__ __forceinline__ long long row_of(long long w, long long d)
+{
+    if (((unsigned long long)w | (unsigned long long)d) <= 0xffffffffull)
+        return (long long)((unsigned)w / (unsigned)d);
+    return w / d;
+}
+
 /* ---- embedding ----------------------------------------------------------------------------------
  */
 
@@ -95,7 +104,9 @@ template <typename I, bool VEC>
 __global__ void embedding_kernel(const I *ids, const char *table, char *out, long long rows,
                                  long long V, long long row_bytes, long long chunks, int step)
 {
-    const long long b = blockIdx.x, r = b / chunks, c = b % chunks;
+    const long long b = blockIdx.x, r = row_of(b, chunks), c = b - r * chunks;
+    pdl_wait(); /* ids and the table may be a predecessor's outputs */
+    pdl_trigger();
     long long id = ld_idx(ids, r);
     if (id < 0 || id >= V) {
         if (c == 0 && threadIdx.x == 0)
@@ -118,126 +129,169 @@ __global__ void embedding_kernel(const I *ids, const char *table, char *out, lon
 /* ---- rope ---------------------------------------------------------------------------------------
  */
 
-/* Block per row: cos and sin of the row's position for each of the head_dim / 2 frequencies go to
- * shared memory (in double, so fast-math's sin does not lose large angles), then every head's
- * pairs are turned, E elements per thread where the layout allows. */
-template <typename T, int E>
-__global__ void rope_kernel(const T *x, const void *pos, int pos64, const float *inv_freq, T *y,
-                            long long F, int Dh, int interleaved, double scale,
-                            long long rows_total, long long xstride, long long ystride,
-                            long long cache_rows, int step)
+/* A rope launch is one to three parts, each a block per row: rope's x into y; or
+ * rope_cache_update's q part into q, its k part into k_cache at the row's position and its v part
+ * copied (no rotation) into v_cache at the position, in one launch. */
+struct RopePart {
+    const void *x; /* row r at x + r * xstride elements */
+    void *y;       /* row r at y + r * ystride, or (cache_rows > 0) at positions[r] * ystride */
+    long long F;   /* elements of a row: heads * head_dim */
+    long long xstride, ystride, cache_rows;
+    int rotate; /* 0: copied as is */
+};
+struct RopeArgs {
+    RopePart part[3];
+    int nparts;
+    const void *pos;
+    int pos64;
+    const float *inv_freq;
+    int Dh, interleaved;
+    double scale;
+    int step;
+};
+
+/* RU rounds of units a thread loads before it waits for the position: the row's loads, the
+ * position's and inv_freq's are in flight together, then cos and sin of the row's position for
+ * each of the head_dim / 2 frequencies go to shared memory (in double for f64 data, else from HF's
+ * f32 angle reduced in double), then the pairs are turned, E elements per thread where the layout
+ * allows. One memory latency before the stores at decode size, where loading x after the table
+ * took two (1.9x the copy of the same bytes). */
+template <typename T, int E, int RU> __global__ void rope_kernel(const RopeArgs a)
 {
-    /* x's row r at r * xstride; y's at r * ystride, or (cache_rows > 0: rope_cache_update's k)
-     * at positions[r] * ystride of a cache of cache_rows rows, a row outside it dropped */
     using A = typename Acc<T>::A;
+    constexpr int EA = E > 1 ? E : 2; /* elements a unit holds: a pair at least (interleaved) */
     extern __shared__ __align__(16) unsigned char smem_raw[];
-    A *cs = reinterpret_cast<A *>(smem_raw), *sn = cs + Dh / 2;
-    const long long r = blockIdx.x;
-    if (r >= rows_total)
-        return;
-    const long long p = pos64 ? ((const long long *)pos)[r] : ((const int *)pos)[r];
-    const int half = Dh / 2;
-    for (int i = threadIdx.x; i < half; i += blockDim.x) {
-        if constexpr (sizeof(T) == 8) {
-            double s, c;
-            sincos((double)p * (double)inv_freq[i], &s, &c);
-            cs[i] = (A)(c * scale);
-            sn[i] = (A)(s * scale);
-        } else {
-            /* HF's f32 angle, reduced to [-pi, pi] in double (a few FP64 operations, exact
-             * enough for any position), then the fast f32 sincos, accurate on that range */
-            const double ang = (double)__fmul_rn((float)p, inv_freq[i]);
-            const double k = rint(ang * 0.15915494309189535);
-            const float r = (float)fma(-k, 6.283185307179586, ang);
-            float s, c;
-            __sincosf(r, &s, &c);
-            cs[i] = (A)(c * (float)scale);
-            sn[i] = (A)(s * (float)scale);
+    const int Dh = a.Dh, half = Dh / 2;
+    A *cs = reinterpret_cast<A *>(smem_raw), *sn = cs + half;
+    const int pi = (int)(blockIdx.x % (unsigned)a.nparts);
+    const long long r = blockIdx.x / (unsigned)a.nparts;
+    const RopePart P = pi == 0 ? a.part[0] : pi == 1 ? a.part[1] : a.part[2];
+    const int mode = !P.rotate ? 2 : a.interleaved; /* 0 rotate_half, 1 interleaved, 2 copy */
+    const int per_head = half / E;                  /* rotate_half: units of E pairs a head */
+    const long long units = mode == 0 ? (P.F / Dh) * per_head : mode == 1 ? P.F / EA : P.F / E;
+    const T *xr = (const T *)P.x + r * P.xstride;
+    pdl_wait(); /* x, positions and inv_freq may be a predecessor's outputs */
+    pdl_trigger();
+    /* the position and this thread's inverse frequency are loaded with the row, not after it */
+    long long p = a.pos64 ? ((const long long *)a.pos)[r] : ((const int *)a.pos)[r];
+    const float fr0 = mode != 2 && (int)threadIdx.x < half ? a.inv_freq[threadIdx.x] : 0.f;
+    bool drop = false;
+    T *yr = (T *)P.y + r * P.ystride;
+    for (long long u0 = 0; u0 < units; u0 += (long long)RU * blockDim.x) {
+        T va[RU][EA], vb[RU][EA];
+        long long off[RU];
+        int i0[RU];
+#pragma unroll
+        for (int k = 0; k < RU; k++) {
+            const long long u = u0 + (long long)k * blockDim.x + threadIdx.x;
+            off[k] = -1;
+            if (u >= units)
+                continue;
+            if (mode == 0) {
+                const long long h = row_of(u, per_head);
+                i0[k] = (int)(u - h * per_head) * E;
+                off[k] = h * Dh + i0[k];
+            } else if (mode == 1) {
+                off[k] = u * EA;
+                i0[k] = (int)((off[k] - row_of(off[k], Dh) * Dh) / 2);
+            } else {
+                off[k] = u * E;
+                i0[k] = 0;
+            }
+            if (E > 1) {
+                const U16<T> ua = ld16(xr + off[k]);
+#pragma unroll
+                for (int e = 0; e < E; e++)
+                    va[k][e] = ua.v[e];
+                if (mode == 0) {
+                    const U16<T> ub = ld16(xr + off[k] + half);
+#pragma unroll
+                    for (int e = 0; e < E; e++)
+                        vb[k][e] = ub.v[e];
+                }
+            } else {
+                va[k][0] = xr[off[k]];
+                if (mode != 2)
+                    vb[k][0] = xr[off[k] + (mode == 0 ? half : 1)];
+            }
         }
-    }
-    __syncthreads();
-    const T *xr = x + r * xstride;
-    T *yr = y + r * ystride;
-    if (cache_rows > 0) {
-        if (p < 0 || p >= cache_rows) {
-            if (threadIdx.x == 0)
-                record(DEC_ROPE_CACHE_UPDATE, step, r, p, cache_rows);
+        if (u0 == 0) { /* block-uniform: the table, and where the row goes */
+            if (mode != 2) {
+                for (int i = threadIdx.x; i < half; i += blockDim.x) {
+                    const float fi = i == (int)threadIdx.x ? fr0 : a.inv_freq[i];
+                    if constexpr (sizeof(T) == 8) {
+                        double sv, cv;
+                        sincos((double)p * (double)fi, &sv, &cv);
+                        cs[i] = (A)(cv * a.scale);
+                        sn[i] = (A)(sv * a.scale);
+                    } else {
+                        /* HF's f32 angle, reduced to [-pi, pi] in double (a few FP64
+                         * operations, exact enough for any position), then the fast f32
+                         * sincos, accurate on that range */
+                        const double ang = (double)__fmul_rn((float)p, fi);
+                        const double kk = rint(ang * 0.15915494309189535);
+                        const float rr = (float)fma(-kk, 6.283185307179586, ang);
+                        float sv, cv;
+                        __sincosf(rr, &sv, &cv);
+                        cs[i] = (A)(cv * (float)a.scale);
+                        sn[i] = (A)(sv * (float)a.scale);
+                    }
+                }
+                __syncthreads();
+            }
+            if (P.cache_rows > 0) {
+                if (p < 0 || p >= P.cache_rows) {
+                    if (threadIdx.x == 0 && mode != 2)
+                        record(DEC_ROPE_CACHE_UPDATE, a.step, r, p, P.cache_rows);
+                    drop = true; /* a write outside the cache is dropped */
+                }
+                yr = (T *)P.y + p * P.ystride;
+            }
+        }
+        if (drop)
             return;
-        }
-        yr = y + p * ystride;
-    }
-    const long long heads = F / Dh;
-    if (!interleaved) {
-        const int per_head = half / E; /* units of E pairs */
-        const long long units = heads * per_head;
-        for (long long u = threadIdx.x; u < units; u += blockDim.x) {
-            const long long h = u / per_head;
-            const int i0 = (int)(u % per_head) * E;
-            const long long b = h * Dh + i0;
-            T a[E], c2[E];
-            if (E > 1) {
-                U16<T> ua = ld16(xr + b), ub = ld16(xr + b + half);
+#pragma unroll
+        for (int k = 0; k < RU; k++) {
+            if (off[k] < 0)
+                continue;
+            if (mode == 0) {
 #pragma unroll
                 for (int e = 0; e < E; e++) {
-                    a[e] = ua.v[e];
-                    c2[e] = ub.v[e];
+                    const A x1 = ld_a<A>(va[k][e]), x2 = ld_a<A>(vb[k][e]);
+                    const A c = cs[i0[k] + e], sv = sn[i0[k] + e];
+                    va[k][e] = from_acc<T>(x1 * c - x2 * sv);
+                    vb[k][e] = from_acc<T>(x2 * c + x1 * sv);
                 }
-            } else {
-                a[0] = xr[b];
-                c2[0] = xr[b + half];
-            }
-#pragma unroll
-            for (int e = 0; e < E; e++) {
-                const A x1 = ld_a<A>(a[e]), x2 = ld_a<A>(c2[e]);
-                a[e] = from_acc<T>(x1 * cs[i0 + e] - x2 * sn[i0 + e]);
-                c2[e] = from_acc<T>(x2 * cs[i0 + e] + x1 * sn[i0 + e]);
-            }
-            if (E > 1) {
-                U16<T> ua, ub;
-#pragma unroll
-                for (int e = 0; e < E; e++) {
-                    ua.v[e] = a[e];
-                    ub.v[e] = c2[e];
+            } else if (mode == 1) {
+                if (E == 1) {
+                    va[k][1] = vb[k][0];
                 }
-                st16(yr + b, ua);
-                st16(yr + b + half, ub);
-            } else {
-                yr[b] = a[0];
-                yr[b + half] = c2[0];
-            }
-        }
-    } else {
-        /* E consecutive elements hold E/2 pairs (E even), or one element of a pair (E == 1). */
-        const int EP = E > 1 ? E : 2;
-        const long long units = F / EP;
-        for (long long u = threadIdx.x; u < units; u += blockDim.x) {
-            const long long b = u * EP;
-            const int i0 = (int)((b % Dh) / 2);
-            T a[EP];
-            if (E > 1) {
-                U16<T> ua = ld16(xr + b);
 #pragma unroll
-                for (int e = 0; e < EP; e++)
-                    a[e] = ua.v[e];
-            } else {
-                a[0] = xr[b];
-                a[1] = xr[b + 1];
-            }
-#pragma unroll
-            for (int e = 0; e < EP / 2; e++) {
-                const A x0 = ld_a<A>(a[2 * e]), x1 = ld_a<A>(a[2 * e + 1]);
-                a[2 * e] = from_acc<T>(x0 * cs[i0 + e] - x1 * sn[i0 + e]);
-                a[2 * e + 1] = from_acc<T>(x1 * cs[i0 + e] + x0 * sn[i0 + e]);
+                for (int e = 0; e < EA / 2; e++) {
+                    const A x0 = ld_a<A>(va[k][2 * e]), x1 = ld_a<A>(va[k][2 * e + 1]);
+                    const A c = cs[i0[k] + e], sv = sn[i0[k] + e];
+                    va[k][2 * e] = from_acc<T>(x0 * c - x1 * sv);
+                    va[k][2 * e + 1] = from_acc<T>(x1 * c + x0 * sv);
+                }
             }
             if (E > 1) {
                 U16<T> ua;
 #pragma unroll
-                for (int e = 0; e < EP; e++)
-                    ua.v[e] = a[e];
-                st16(yr + b, ua);
+                for (int e = 0; e < E; e++)
+                    ua.v[e] = va[k][e];
+                st16(yr + off[k], ua);
+                if (mode == 0) {
+#pragma unroll
+                    for (int e = 0; e < E; e++)
+                        ua.v[e] = vb[k][e];
+                    st16(yr + off[k] + half, ua);
+                }
             } else {
-                yr[b] = a[0];
-                yr[b + 1] = a[1];
+                yr[off[k]] = va[k][0];
+                if (mode == 0)
+                    yr[off[k] + half] = vb[k][0];
+                else if (mode == 1)
+                    yr[off[k] + 1] = va[k][1];
             }
         }
     }
@@ -246,30 +300,46 @@ __global__ void rope_kernel(const T *x, const void *pos, int pos64, const float 
 /* ---- kv_cache_update ----------------------------------------------------------------------------
  */
 
+/* vec: a thread per 16-byte vector of the rows, vpr vectors a row, rows packed into the blocks
+ * (a 1 KB row is 64 threads: a block a row left 3/4 of each block idle, 1.9x the copy at 32 MB);
+ * else a block per (row, chunk of blockDim.x * 16 bytes), a byte a thread. */
 template <typename I>
 __global__ void kv_update_kernel(char *cache, const char *nw, const I *pos, long long rows,
                                  long long S, long long row_bytes, long long chunks, int vec,
                                  int step, long long src_stride, int op)
 {
     /* new's row r at r * src_stride bytes (rope_cache_update's v inside qkv) */
+    pdl_wait();
+    pdl_trigger();
+    if (vec) {
+        const long long vpr = row_bytes / 16;
+        const long long g = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+        const long long r = row_of(g, vpr), k = (g - r * vpr) * 16;
+        if (r >= rows)
+            return;
+        /* the row's bytes do not depend on the position: loaded before it, one memory latency */
+        const uint4 v = __ldcs(reinterpret_cast<const uint4 *>(nw + r * src_stride + k));
+        const long long p = ld_idx(pos, r);
+        if (p < 0 || p >= S) {
+            if (k == 0)
+                record(op, step, r, p, S);
+            return; /* a write outside the cache is dropped, not clamped onto a real row */
+        }
+        *reinterpret_cast<uint4 *>(cache + p * row_bytes + k) = v;
+        return;
+    }
     const long long b = blockIdx.x, r = b / chunks, c = b % chunks;
     const long long p = ld_idx(pos, r);
     if (p < 0 || p >= S) {
         if (c == 0 && threadIdx.x == 0)
             record(op, step, r, p, S);
-        return; /* a write outside the cache is dropped, not clamped onto a real row */
+        return;
     }
     char *dst = cache + p * row_bytes;
     const char *src = nw + r * src_stride;
-    if (vec) {
-        const long long k = (c * blockDim.x + threadIdx.x) * 16;
-        if (k < row_bytes)
-            *reinterpret_cast<uint4 *>(dst + k) = __ldg(reinterpret_cast<const uint4 *>(src + k));
-    } else {
-        for (long long k = c * blockDim.x * 16 + threadIdx.x;
-             k < (c + 1) * blockDim.x * 16 && k < row_bytes; k += blockDim.x)
-            dst[k] = src[k];
-    }
+    for (long long j = c * blockDim.x * 16 + threadIdx.x;
+         j < (c + 1) * blockDim.x * 16 && j < row_bytes; j += blockDim.x)
+        dst[j] = src[j];
 }
 
 /* ---- attention: the split-K decode over a cluster
@@ -928,17 +998,48 @@ template <typename T> __device__ __forceinline__ void st8(T *p, const T (&v)[8])
         reinterpret_cast<uint4 *>(p)[k] = reinterpret_cast<const uint4 *>(v)[k];
 }
 
+/* Units (8 elements) in flight per thread in the grid-stride loops below: as many 16-byte loads
+ * per input as the copy floor (bench/cuda/copy_kernels.cuh: copy16<4>) keeps in flight, since at
+ * one load per thread a cast of 197 MB ran at 1.45x the copy's time. */
+template <typename T> __host__ __device__ constexpr int units_in_flight()
+{
+    return sizeof(T) <= 2 ? 4 : sizeof(T) == 4 ? 2 : 1;
+}
+
 /* swiglu: y[r, c] = silu(gu[r, c]) * gu[r, F + c], with silu_mul's arithmetic (act_f), so the
  * same bits; 8 elements a unit when F is a multiple of 8 and the rows start on 16 bytes. */
 template <typename T>
 __global__ void swiglu_kernel(const T *gu, T *y, long long n, long long F, int vec)
 {
     using A = typename Acc<T>::A;
+    constexpr int U = units_in_flight<T>();
+    pdl_wait(); /* gu may be a predecessor's output */
+    pdl_trigger();
     const long long stride = (long long)gridDim.x * blockDim.x;
-    const long long t0 = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    long long u = (long long)blockIdx.x * blockDim.x + threadIdx.x;
     if (vec) {
-        for (long long u = t0; u < n / 8; u += stride) {
-            const long long i = u * 8, r = i / F, c = i % F;
+        const long long units = n / 8, Fu = F / 8;
+        for (; u + (U - 1) * stride < units; u += U * stride) {
+            alignas(16) T va[U][8];
+            alignas(16) T vb[U][8];
+#pragma unroll
+            for (int j = 0; j < U; j++) {
+                const long long w = u + j * stride, r = row_of(w, Fu), c = (w - r * Fu) * 8;
+                ld8(gu + r * 2 * F + c, va[j]);
+                ld8(gu + r * 2 * F + F + c, vb[j]);
+            }
+#pragma unroll
+            for (int j = 0; j < U; j++) {
+                alignas(16) T vy[8];
+#pragma unroll
+                for (int e = 0; e < 8; e++)
+                    vy[e] =
+                        from_acc<T>(act_f<A, ACT_SILU_MUL>(ld_a<A>(va[j][e]), ld_a<A>(vb[j][e])));
+                st8(y + (u + j * stride) * 8, vy);
+            }
+        }
+        for (; u < units; u += stride) {
+            const long long r = row_of(u, Fu), c = (u - r * Fu) * 8;
             alignas(16) T va[8];
             alignas(16) T vb[8];
             alignas(16) T vy[8];
@@ -947,10 +1048,10 @@ __global__ void swiglu_kernel(const T *gu, T *y, long long n, long long F, int v
 #pragma unroll
             for (int e = 0; e < 8; e++)
                 vy[e] = from_acc<T>(act_f<A, ACT_SILU_MUL>(ld_a<A>(va[e]), ld_a<A>(vb[e])));
-            st8(y + i, vy);
+            st8(y + u * 8, vy);
         }
     } else {
-        for (long long i = t0; i < n; i += stride) {
+        for (long long i = u; i < n; i += stride) {
             const long long r = i / F, c = i % F;
             y[i] = from_acc<T>(
                 act_f<A, ACT_SILU_MUL>(ld_a<A>(gu[r * 2 * F + c]), ld_a<A>(gu[r * 2 * F + F + c])));
@@ -962,27 +1063,49 @@ template <typename TI, typename TO, int K>
 __global__ void act_kernel(const TI *a, const TI *b, TO *y, long long n, int vec)
 {
     using A = typename Acc<TI>::A;
+    constexpr int U = units_in_flight<TI>();
+    pdl_wait(); /* a and b may be a predecessor's outputs */
+    pdl_trigger();
     const long long stride = (long long)gridDim.x * blockDim.x;
-    const long long t0 = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    long long u = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    auto apply = [](const TI(&va)[8], const TI(&vb)[8], TO(&vy)[8]) {
+#pragma unroll
+        for (int e = 0; e < 8; e++) {
+            const A x = ld_a<A>(va[e]);
+            const A z = K == ACT_SILU_MUL ? ld_a<A>(vb[e]) : (A)0;
+            vy[e] = from_acc<TO>(act_f<A, K>(x, z));
+        }
+    };
     if (vec) {
         const long long units = n / 8;
-        for (long long u = t0; u < units; u += stride) {
+        for (; u + (U - 1) * stride < units; u += U * stride) {
+            alignas(16) TI va[U][8];
+            alignas(16) TI vb[U][8];
+#pragma unroll
+            for (int j = 0; j < U; j++) {
+                ld8(a + (u + j * stride) * 8, va[j]);
+                if (K == ACT_SILU_MUL)
+                    ld8(b + (u + j * stride) * 8, vb[j]);
+            }
+#pragma unroll
+            for (int j = 0; j < U; j++) {
+                alignas(16) TO vy[8];
+                apply(va[j], vb[j], vy);
+                st8(y + (u + j * stride) * 8, vy);
+            }
+        }
+        for (; u < units; u += stride) {
             alignas(16) TI va[8];
             alignas(16) TI vb[8];
             alignas(16) TO vy[8];
             ld8(a + u * 8, va);
             if (K == ACT_SILU_MUL)
                 ld8(b + u * 8, vb);
-#pragma unroll
-            for (int e = 0; e < 8; e++) {
-                const A x = ld_a<A>(va[e]);
-                const A z = K == ACT_SILU_MUL ? ld_a<A>(vb[e]) : (A)0;
-                vy[e] = from_acc<TO>(act_f<A, K>(x, z));
-            }
+            apply(va, vb, vy);
             st8(y + u * 8, vy);
         }
     } else {
-        for (long long i = t0; i < n; i += stride) {
+        for (long long i = u; i < n; i += stride) {
             const A x = ld_a<A>(a[i]);
             const A z = K == ACT_SILU_MUL ? ld_a<A>(b[i]) : (A)0;
             y[i] = from_acc<TO>(act_f<A, K>(x, z));
@@ -990,12 +1113,40 @@ __global__ void act_kernel(const TI *a, const TI *b, TO *y, long long n, int vec
     }
 }
 
+/* A vector of B bytes, for loads and stores of that width. */
+template <int B> struct VecOf;
+template <> struct VecOf<16> {
+    using V = uint4;
+};
+template <> struct VecOf<8> {
+    using V = uint2;
+};
+template <> struct VecOf<4> {
+    using V = unsigned;
+};
+template <> struct VecOf<2> {
+    using V = unsigned short;
+};
+
+/* Elements of a cast unit: 16 bytes of the wider side, so that the loads and the stores of a warp
+ * are each one contiguous run (8 bf16 into 8 f32 as two 16-byte stores a thread left every warp
+ * store half-strided: 1.57x the copy at 197 MB). */
+template <typename TI, typename TO> __host__ __device__ constexpr int cast_elems()
+{
+    return 16 / (int)(sizeof(TI) > sizeof(TO) ? sizeof(TI) : sizeof(TO));
+}
+
 /* Rounds as baton_convert does (core/dtype.h): f64 to bf16/f16 through f32. */
 template <typename TI, typename TO>
 __global__ void cast_kernel(const TI *x, TO *y, long long n, int vec)
 {
+    constexpr int U = 4, VE = cast_elems<TI, TO>();
+    using VI = typename VecOf<VE *(int)sizeof(TI)>::V;
+    using VO = typename VecOf<VE *(int)sizeof(TO)>::V;
+    pdl_wait(); /* x may be a predecessor's output */
+    pdl_trigger();
     const long long stride = (long long)gridDim.x * blockDim.x;
-    const long long t0 = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    long long u = (long long)blockIdx.x * blockDim.x + threadIdx.x;
     auto cv = [](TI v) -> TO {
         if constexpr (sizeof(TI) == 8 && sizeof(TO) == 8)
             return v;
@@ -1004,18 +1155,32 @@ __global__ void cast_kernel(const TI *x, TO *y, long long n, int vec)
         else
             return from_f<TO>(to_f(v));
     };
-    if (vec) {
-        for (long long u = t0; u < n / 8; u += stride) {
-            alignas(16) TI v[8];
-            alignas(16) TO w[8];
-            ld8(x + u * 8, v);
+    const VI *xv = reinterpret_cast<const VI *>(x);
+    VO *yv = reinterpret_cast<VO *>(y);
+    auto put = [&](long long w, const VI &in) {
+        alignas(16) TI a[VE];
+        alignas(16) TO b[VE];
+        *reinterpret_cast<VI *>(a) = in;
 #pragma unroll
-            for (int e = 0; e < 8; e++)
-                w[e] = cv(v[e]);
-            st8(y + u * 8, w);
+        for (int e = 0; e < VE; e++)
+            b[e] = cv(a[e]);
+        yv[w] = *reinterpret_cast<const VO *>(b);
+    };
+    if (vec) {
+        const long long units = n / VE;
+        for (; u + (U - 1) * stride < units; u += U * stride) {
+            VI v[U];
+#pragma unroll
+            for (int j = 0; j < U; j++)
+                v[j] = __ldcs(xv + u + j * stride);
+#pragma unroll
+            for (int j = 0; j < U; j++)
+                put(u + j * stride, v[j]);
         }
+        for (; u < units; u += stride)
+            put(u, __ldcs(xv + u));
     } else {
-        for (long long i = t0; i < n; i += stride)
+        for (long long i = u; i < n; i += stride)
             y[i] = cv(x[i]);
     }
 }
@@ -1042,7 +1207,8 @@ template <typename A> __device__ __forceinline__ A block_max(A v, A *red)
     return m;
 }
 
-/* Block per row; each thread adds its strided elements in order, then a fixed tree. */
+/* Block per row; each thread adds its strided elements in order, then a fixed tree. The rows
+ * that softmax_reg_kernel cannot hold in registers (or read with 16-byte loads). */
 template <typename T>
 __global__ void __launch_bounds__(1024) softmax_kernel(const T *x, T *y, long long N)
 {
@@ -1050,6 +1216,8 @@ __global__ void __launch_bounds__(1024) softmax_kernel(const T *x, T *y, long lo
     __shared__ A red[32];
     const T *xr = x + blockIdx.x * N;
     T *yr = y + blockIdx.x * N;
+    pdl_wait(); /* x may be a predecessor's output */
+    pdl_trigger();
     A mx = -INFINITY;
     for (long long j = threadIdx.x; j < N; j += blockDim.x) {
         const A v = ld_a<A>(xr[j]);
@@ -1065,49 +1233,87 @@ __global__ void __launch_bounds__(1024) softmax_kernel(const T *x, T *y, long lo
         yr[j] = from_acc<T>(exp(ld_a<A>(xr[j]) - mx) * inv);
 }
 
-/* A few long rows (the logits of a decode step): a cluster of blocks per row, each taking a slice
- * of it; the slices' maxima and sums are combined through distributed shared memory in rank
- * order, so every block gets the same bits and the result is the same every run. */
-template <typename T>
-__global__ void __launch_bounds__(1024) softmax_cluster_kernel(const T *x, T *y, long long N)
+/* A row read once: C blocks a row (C == 1, or an x-cluster of C), each holding its slice of the
+ * row in registers, VPT 16-byte vectors a thread (vector j of the slice at thread j % blockDim.x);
+ * the slices' maxima and sums are combined through distributed shared memory in rank order, so
+ * every block gets the same bits and the result is the same every run. The logits of a decode
+ * step (128256) take 8 blocks of 1024 threads: one load round, where reading the row three times
+ * in a strided loop took 7.6x the copy of its bytes. */
+template <typename T, int VPT>
+__global__ void __launch_bounds__(1024) softmax_reg_kernel(const T *x, T *y, long long N, int C)
 {
     using A = typename Acc<T>::A;
+    constexpr int E = 16 / (int)sizeof(T);
     __shared__ A red[32];
     __shared__ A slot[2];
-    cg::cluster_group cluster = cg::this_cluster();
-    const int C = (int)cluster.num_blocks(), rank = (int)cluster.block_rank();
-    const long long row = blockIdx.x / C;
-    const long long per = (N + C - 1) / C, lo = min(N, rank * per), hi = min(N, lo + per);
+    const int rank = C > 1 ? (int)cg::this_cluster().block_rank() : 0;
+    const long long row = blockIdx.x / (unsigned)C, nv = N / E;
+    const long long per = row_of(nv + C - 1, C), lo = min(nv, rank * per), hi = min(nv, lo + per);
     const T *xr = x + row * N;
     T *yr = y + row * N;
+    pdl_wait(); /* x may be a predecessor's output */
+    pdl_trigger();
+    A v[VPT][E];
     A mx = -INFINITY;
-    for (long long j = lo + threadIdx.x; j < hi; j += blockDim.x) {
-        const A v = ld_a<A>(xr[j]);
-        mx = v > mx ? v : mx;
+    U16<T> raw[VPT]; /* every load in flight before the first is used */
+#pragma unroll
+    for (int k = 0; k < VPT; k++) {
+        const long long j = lo + (long long)k * blockDim.x + threadIdx.x;
+        if (j < hi)
+            raw[k] = ld16_stream(xr + j * E);
+    }
+#pragma unroll
+    for (int k = 0; k < VPT; k++) {
+        const long long j = lo + (long long)k * blockDim.x + threadIdx.x;
+        if (j < hi) {
+#pragma unroll
+            for (int e = 0; e < E; e++) {
+                v[k][e] = ld_a<A>(raw[k].v[e]);
+                mx = v[k][e] > mx ? v[k][e] : mx;
+            }
+        }
     }
     mx = block_max<A>(mx, red);
-    if (threadIdx.x == 0)
-        slot[0] = mx;
-    cluster.sync();
-    A m = -INFINITY;
-    for (int k = 0; k < C; k++) {
-        const A v = *cluster.map_shared_rank(&slot[0], k);
-        m = v > m ? v : m;
+    const int lane = threadIdx.x & 31;
+    if (C > 1) { /* lane q reads rank q's maximum: the ranks' loads in flight together */
+        cg::cluster_group cluster = cg::this_cluster();
+        if (threadIdx.x == 0)
+            slot[0] = mx;
+        cluster.sync();
+        A m = lane < C ? *cluster.map_shared_rank(&slot[0], lane) : (A)-INFINITY;
+#pragma unroll
+        for (int o = 16; o > 0; o >>= 1) {
+            const A t = __shfl_xor_sync(0xffffffffu, m, o);
+            m = t > m ? t : m;
+        }
+        mx = m;
     }
     A sum = 0;
-    for (long long j = lo + threadIdx.x; j < hi; j += blockDim.x)
-        sum += exp(ld_a<A>(xr[j]) - m);
+#pragma unroll
+    for (int k = 0; k < VPT; k++)
+        if (lo + (long long)k * blockDim.x + threadIdx.x < hi)
+#pragma unroll
+            for (int e = 0; e < E; e++) {
+                v[k][e] = exp(v[k][e] - mx);
+                sum += v[k][e];
+            }
     sum = block_sum<A>(sum, red);
-    if (threadIdx.x == 0)
-        slot[1] = sum;
-    cluster.sync();
-    A total = 0;
-    for (int k = 0; k < C; k++)
-        total += *cluster.map_shared_rank(&slot[1], k);
-    const A inv = (A)1 / total;
-    for (long long j = lo + threadIdx.x; j < hi; j += blockDim.x)
-        yr[j] = from_acc<T>(exp(ld_a<A>(xr[j]) - m) * inv);
-    cluster_exit_barrier(); /* peers may still read this block's slots */
+    if (C > 1) /* the ranks' sums added in one fixed tree (cluster_sum): the same bits in all */
+        sum = cluster_sum<A>(sum, &slot[1], C);
+    const A inv = (A)1 / sum;
+#pragma unroll
+    for (int k = 0; k < VPT; k++) {
+        const long long j = lo + (long long)k * blockDim.x + threadIdx.x;
+        if (j < hi) {
+            U16<T> u;
+#pragma unroll
+            for (int e = 0; e < E; e++)
+                u.v[e] = from_acc<T>(v[k][e] * inv);
+            st16(yr + j * E, u);
+        }
+    }
+    if (C > 1)
+        cluster_exit_barrier(); /* peers may still read this block's slots */
 }
 
 /* ---- sample -------------------------------------------------------------------------------------
@@ -1207,6 +1413,8 @@ __global__ void __launch_bounds__(SMP_THREADS)
     __shared__ Cut s_cut;
     const long long row = blockIdx.x;
     const T *x = logits + row * V;
+    pdl_wait(); /* the logits and the step may be a predecessor's outputs */
+    pdl_trigger();
     const long long step = step64 ? *(const long long *)stepp : *(const int *)stepp;
     const int tid = threadIdx.x;
     const long long per = (V + SMP_THREADS - 1) / SMP_THREADS;
@@ -1388,62 +1596,543 @@ __global__ void __launch_bounds__(SMP_THREADS)
     }
 }
 
-/* ---- the decode GEMV: y[n] = sum_k W[n, k] x[k], bf16 in and out, f32 accumulation --------------
- * A warp per R rows of W; lane l reads 16 bytes at k = 8 (32 i + l): a row of K = 2048 is 8 loads
- * per lane, UN of them issued before the first FMA (all 8 for one row a warp). x sits in shared
- * memory as f32. Each lane adds its products in k order and the warp adds the lanes in a fixed
- * butterfly: the same bits every run. */
+/* ---- sample over a cluster -------------------------------------------------------------------
+ * The same selections as sample_kernel (so the same token), with the row read once: SMC_C blocks a
+ * row, each holding the order keys of its contiguous slice of the row (rank order = index order)
+ * in shared memory. The radix passes' histograms are combined across the cluster through
+ * distributed shared memory (integer counts and 2^-40 masses: exact, so the same in any order),
+ * the bucket of each pass found by a block scan of the bins rather than a walk of 2048 of them by
+ * every thread, and the cuts within a bucket's ties, and the draw, in the one block whose slice
+ * holds them (a block scan over contiguous per-thread ranges, index order). top_k == 1 (greedy)
+ * is the maximum's index: its weight is the whole mass. Histogram buffers alternate between passes:
+ * a pass's cluster barrier orders the peers' reads of the buffer of two passes before against its
+ * zeroing. */
 
-template <int R, int UN>
-__global__ void __launch_bounds__(256)
-    gemv_bf16_kernel(const __nv_bfloat16 *x, const __nv_bfloat16 *w, __nv_bfloat16 *y, long long n,
-                     long long k)
+#define SMC_C        8
+#define SMC_BINS     2048
+#define SMC_FIXED    (2 * SMC_BINS * 4 * sizeof(unsigned)) /* counts and 3 mass limbs, x2 */
+#define SMC_SMEM_MAX (200 * 1024)
+#define SMC_KMAX     1024 /* top_k up to this: the members finish in one block (below) */
+
+__device__ __forceinline__ float key_logit(unsigned k)
 {
-    extern __shared__ uint4 xs_raw[]; /* x as bf16: lane l reads bytes 16 l.., no bank conflict */
-    __nv_bfloat16 *xs = reinterpret_cast<__nv_bfloat16 *>(xs_raw);
-    for (long long i = threadIdx.x; i < k; i += blockDim.x)
-        xs[i] = x[i];
-    __syncthreads();
-    const int lane = threadIdx.x & 31;
-    const long long row0 = ((long long)blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5)) * R;
-    if (row0 >= n)
-        return;
-    float acc[R];
-#pragma unroll
-    for (int r = 0; r < R; r++)
-        acc[r] = 0.f;
-    for (long long k0 = (long long)lane * 8; k0 < k; k0 += 256LL * UN) {
-        U16<__nv_bfloat16> wv[R][UN];
-#pragma unroll
-        for (int r = 0; r < R; r++)
-#pragma unroll
-            for (int u = 0; u < UN; u++) {
-                const long long kk = k0 + 256LL * u;
-                if (kk < k && row0 + r < n)
-                    wv[r][u] = ld16_stream(w + (row0 + r) * k + kk);
-            }
-#pragma unroll
-        for (int u = 0; u < UN; u++) {
-            const long long kk = k0 + 256LL * u;
-            if (kk >= k)
-                break;
-            U16<__nv_bfloat16> xv;
-            *reinterpret_cast<uint4 *>(xv.v) = *reinterpret_cast<const uint4 *>(xs + kk);
-#pragma unroll
-            for (int r = 0; r < R; r++)
-                if (row0 + r < n)
-#pragma unroll
-                    for (int e = 0; e < 8; e++)
-                        acc[r] = fmaf(__bfloat162float(wv[r][u].v[e]), __bfloat162float(xv.v[e]),
-                                      acc[r]);
+    return __uint_as_float((k & 0x80000000u) ? (k & 0x7fffffffu) : ~k);
+}
+
+/* The CPU's weight (weight_of in kernels/cpu/decoder.c, sample_kernel's weight_at) from a key. */
+__device__ __forceinline__ unsigned long long key_weight(unsigned k, float mx, float inv_t)
+{
+    return (unsigned long long)llrint((double)__expf((key_logit(k) - mx) * inv_t) *
+                                      1099511627776.0);
+}
+
+/* Per-thread contiguous ranges of the block's slice of n keys (index order across threads). */
+__device__ __forceinline__ void my_range(long long n, long long *b, long long *e)
+{
+    const long long rp = (n + blockDim.x - 1) / blockDim.x;
+    *b = min(n, (long long)threadIdx.x * rp);
+    *e = min(n, *b + rp);
+}
+
+/* top_k <= SMC_KMAX: after the top_k cut c, the members (at most top_k) gather into rank 0's
+ * shared memory (any order), the other blocks leave, and rank 0 finishes alone with no cluster
+ * barrier: each member's place in the order (key descending, index ascending) by counting the
+ * members before it, the top_p cut by a scan of the weights in that order, and the draw by a scan
+ * in index order of the kept ones: the definition itself, in exact integers, so the token of the
+ * radix path. The buffers reuse the histograms' space (the top_k passes' counts were last read
+ * before the cut's cluster barrier; their masses are unused). */
+__device__ __noinline__ void sample_top_k_members(const Cut c, const unsigned *keys, long long n,
+                                                  long long lo, float mx, float inv_t, double top_p,
+                                                  unsigned long long seed, long long step,
+                                                  long long row, long long *out,
+                                                  unsigned char *smem_raw,
+                                                  unsigned long long *scan_sh, unsigned *s_members)
+{
+    cg::cluster_group cluster = cg::this_cluster();
+    const int rank = (int)cluster.block_rank(), tid = threadIdx.x, lane = tid & 31;
+    unsigned *gkey = reinterpret_cast<unsigned *>(smem_raw);
+    long long *gidx = reinterpret_cast<long long *>(smem_raw + SMC_KMAX * sizeof(unsigned));
+    unsigned long long *ow = reinterpret_cast<unsigned long long *>(gidx + SMC_KMAX); /* order */
+    int *orank = reinterpret_cast<int *>(ow + SMC_KMAX);
+    unsigned long long *iw = reinterpret_cast<unsigned long long *>(orank + SMC_KMAX); /* index */
+    long long *ii = reinterpret_cast<long long *>(iw + SMC_KMAX);
+    unsigned *rkey = cluster.map_shared_rank(gkey, 0),
+             *rcount = cluster.map_shared_rank(s_members, 0);
+    long long *ridx = cluster.map_shared_rank(gidx, 0);
+    for (long long j0 = 0; j0 < n; j0 += blockDim.x) { /* warp-uniform trip count */
+        const long long j = j0 + tid;
+        const unsigned k = j < n ? keys[j] : 0u;
+        const bool m = j < n && is_member(c, k, lo + j);
+        const unsigned bal = __ballot_sync(0xffffffffu, m);
+        unsigned base = 0;
+        if (lane == 0 && bal)
+            base = atomicAdd(rcount, (unsigned)__popc(bal));
+        base = __shfl_sync(0xffffffffu, base, 0);
+        if (m) {
+            const unsigned slot = base + __popc(bal & ((1u << lane) - 1u));
+            rkey[slot] = k;
+            ridx[slot] = lo + j;
         }
     }
-#pragma unroll
-    for (int r = 0; r < R; r++) {
-        const float s = warp_sum(acc[r]);
-        if (lane == 0 && row0 + r < n)
-            y[row0 + r] = __float2bfloat16_rn(s);
+    cluster.sync();
+    if (rank != 0)
+        return;
+    const int m = (int)*s_members;
+    /* the order: member a's place is the count of members before it */
+    unsigned long long wa = 0;
+    long long ia = 0;
+    int ra = 0;
+    if (tid < m) {
+        const unsigned ka = gkey[tid];
+        ia = gidx[tid];
+        wa = key_weight(ka, mx, inv_t);
+        for (int b = 0; b < m; b++) {
+            const unsigned kb = gkey[b];
+            ra += kb > ka || (kb == ka && gidx[b] < ia);
+        }
+        ow[ra] = wa;
+        orank[tid] = ra;
     }
+    __syncthreads(); /* every thread has read the count: it becomes the kept count */
+    unsigned long long tot;
+    const unsigned long long v = tid < m ? ow[tid] : 0ull;
+    const unsigned long long excl = block_excl_scan(v, scan_sh, &tot);
+    if (top_p < 1) {
+        /* the shortest prefix of the order whose mass reaches ceil(top_p * total) */
+        const unsigned long long target = (unsigned long long)ceil(top_p * (double)tot);
+        if (tid < m && excl < target && excl + v >= target)
+            *s_members = (unsigned)tid + 1;
+        __syncthreads();
+    }
+    const int kept = (int)*s_members;
+    /* the kept members in index order: each one's place is the count of kept ones before it */
+    if (tid < m && ra < kept) {
+        int p = 0;
+        for (int b = 0; b < m; b++)
+            p += orank[b] < kept && gidx[b] < ia;
+        iw[p] = wa;
+        ii[p] = ia;
+    }
+    __syncthreads();
+    const unsigned long long v2 = tid < kept ? iw[tid] : 0ull;
+    const unsigned long long before = block_excl_scan(v2, scan_sh, &tot);
+    unsigned long long target = (unsigned long long)(dec_uniform(seed, step, row) * (double)tot);
+    if (target >= tot)
+        target = tot - 1;
+    if (tid < kept && before <= target && before + v2 > target)
+        out[row] = ii[tid];
+}
+
+template <typename T>
+__global__ void __launch_bounds__(SMP_THREADS)
+    sample_cluster_kernel(const T *logits, const void *stepp, int step64, long long *out,
+                          long long V, long long per, int vec, double temperature, int top_k,
+                          double top_p, unsigned long long seed)
+{
+    extern __shared__ __align__(16) unsigned char smem_raw[];
+    /* masses as three 14-bit limbs of the 41-bit weights, each summed with 32-bit shared atomics
+     * (a slice's 2^15 weights sum under 2^30 a limb): a 64-bit add in shared memory may be a
+     * compare-and-swap loop, and the first pass of flat logits puts most of them on a few bins */
+    unsigned(*mass)[3][SMC_BINS] = reinterpret_cast<unsigned(*)[3][SMC_BINS]>(smem_raw);
+    unsigned(*cnt)[SMC_BINS] =
+        reinterpret_cast<unsigned(*)[SMC_BINS]>(smem_raw + 2 * 3 * SMC_BINS * sizeof(unsigned));
+    unsigned *keys = reinterpret_cast<unsigned *>(smem_raw + SMC_FIXED);
+    __shared__ unsigned long long scan_sh[32], s_sum[2], s_before, s_imax;
+    __shared__ unsigned s_kmax;
+    __shared__ int s_b, s_lowest;
+    __shared__ long long s_need;
+    __shared__ Cut s_cut[2];
+    __shared__ unsigned s_members;
+
+    cg::cluster_group cluster = cg::this_cluster();
+    /* launched in clusters of SMC_C: a constant, so the loops over the ranks unroll and their
+     * distributed shared memory loads are in flight together */
+    constexpr int C = SMC_C;
+    const int rank = (int)cluster.block_rank();
+    const int tid = threadIdx.x, T_ = blockDim.x;
+    const long long row = blockIdx.x / (unsigned)C;
+    const T *x = logits + row * V;
+    const long long lo = min(V, rank * per), n = min(V, lo + per) - lo;
+    pdl_wait(); /* the logits and the step may be a predecessor's outputs */
+    pdl_trigger();
+    const long long step = step64 ? *(const long long *)stepp : *(const int *)stepp;
+
+    /* the slice's keys into shared memory; the thread's largest key, first index */
+    unsigned kmax = 0;
+    long long imax = -1;
+    auto put = [&](long long j, T v) {
+        float f = to_f(v);
+        f = f != f ? -INFINITY : f;
+        const unsigned k = dec_order_key(__float_as_uint(f));
+        keys[j] = k;
+        if (imax < 0 || k > kmax || (k == kmax && lo + j < imax)) {
+            kmax = k;
+            imax = lo + j;
+        }
+    };
+    constexpr int E = 16 / (int)sizeof(T);
+    long long done = 0;
+    if (vec) {
+        /* four vectors a thread loaded before any is used: one memory latency for a decode
+         * step's slice, where a loop of load-then-use waited for each */
+        const long long nv = n / E;
+        for (long long j0 = 0; j0 < nv; j0 += 4LL * T_) {
+            U16<T> u[4];
+#pragma unroll
+            for (int k = 0; k < 4; k++) {
+                const long long j = j0 + (long long)k * T_ + tid;
+                if (j < nv)
+                    u[k] = ld16_stream(x + lo + j * E);
+            }
+#pragma unroll
+            for (int k = 0; k < 4; k++) {
+                const long long j = j0 + (long long)k * T_ + tid;
+                if (j < nv)
+#pragma unroll
+                    for (int e = 0; e < E; e++)
+                        put(j * E + e, u[k].v[e]);
+            }
+        }
+        done = nv * E;
+    }
+    for (long long j = done + tid; j < n; j += T_)
+        put(j, x[lo + j]);
+    if (tid == 0) {
+        s_kmax = 0;
+        s_imax = ~0ull;
+        s_members = 0;
+    }
+    __syncthreads();
+    if (imax >= 0)
+        atomicMax(&s_kmax, kmax);
+    __syncthreads();
+    if (imax >= 0 && kmax == s_kmax)
+        atomicMin(&s_imax, (unsigned long long)imax);
+    cluster.sync();
+    /* the row's maximum: the largest key of the ranks, its first index (ranks in index order) */
+    unsigned gk = 0;
+    long long gi = -1;
+#pragma unroll
+    for (int q = 0; q < C; q++) {
+        const unsigned long long qi = *cluster.map_shared_rank(&s_imax, q);
+        const unsigned qk = *cluster.map_shared_rank(&s_kmax, q);
+        if (qi != ~0ull && (gi < 0 || qk > gk)) {
+            gk = qk;
+            gi = (long long)qi;
+        }
+    }
+    const float mx = key_logit(gk);
+    if (mx == -INFINITY || top_k == 1) { /* nothing to weigh, or greedy */
+        if (rank == 0 && tid == 0)
+            out[row] = gi;
+        cluster_exit_barrier();
+        return;
+    }
+    const float inv_t = (float)(1.0 / temperature);
+    Cut c = {0u, 0x7fffffffffffffffLL};
+    int par = 0;
+
+    /* bin b of rank q's mass limbs, as one weight sum */
+    auto limbs = [&](unsigned(*hm)[SMC_BINS], int b, int q) {
+        return (unsigned long long)*cluster.map_shared_rank(&hm[0][b], q) +
+               ((unsigned long long)*cluster.map_shared_rank(&hm[1][b], q) << 14) +
+               ((unsigned long long)*cluster.map_shared_rank(&hm[2][b], q) << 28);
+    };
+    /* one radix pass over the members under `c` whose key matches prefix/mask: this block's counts
+     * (and masses when with_mass) of digit (key >> shift) & dm into buffer par, then the cluster's
+     * sums of bins dm - 2 tid and dm - 2 tid - 1 into g[0..1] (and gm), bins above them into
+     * the exclusive scan's result */
+    auto pass = [&](unsigned prefix, unsigned mask, int shift, unsigned dm, bool with_mass,
+                    unsigned long long g[2], unsigned long long gm[2], unsigned long long *above_c,
+                    unsigned long long *above_m) {
+        unsigned *h = cnt[par];
+        unsigned(*hm)[SMC_BINS] = mass[par];
+        for (int b = tid; b <= (int)dm; b += T_) {
+            h[b] = 0;
+            if (with_mass)
+                hm[0][b] = hm[1][b] = hm[2][b] = 0;
+        }
+        __syncthreads();
+        for (long long j = tid; j < n; j += T_) {
+            const unsigned k = keys[j];
+            if ((k & mask) == prefix && is_member(c, k, lo + j)) {
+                /* one atomic per distinct bin of the warp: the lanes of a bin (peers, each group
+                 * with its own mask) add their counts and limbs first (integer sums: exact) */
+                const unsigned b = (k >> shift) & dm;
+                const unsigned peers = __match_any_sync(__activemask(), b);
+                const bool leader = (int)(threadIdx.x & 31) == __ffs(peers) - 1;
+                if (leader)
+                    atomicAdd(&h[b], (unsigned)__popc(peers));
+                if (with_mass) {
+                    const unsigned long long w = key_weight(k, mx, inv_t);
+                    const unsigned l0 = __reduce_add_sync(peers, (unsigned)(w & 0x3fff));
+                    const unsigned l1 = __reduce_add_sync(peers, (unsigned)(w >> 14 & 0x3fff));
+                    const unsigned l2 = __reduce_add_sync(peers, (unsigned)(w >> 28));
+                    if (leader) {
+                        if (l0)
+                            atomicAdd(&hm[0][b], l0);
+                        if (l1)
+                            atomicAdd(&hm[1][b], l1);
+                        if (l2)
+                            atomicAdd(&hm[2][b], l2);
+                    }
+                }
+            }
+        }
+        cluster.sync();
+#pragma unroll
+        for (int s2 = 0; s2 < 2; s2++) {
+            const int b = (int)dm - 2 * tid - s2;
+            g[s2] = 0;
+            gm[s2] = 0;
+            if (b >= 0)
+#pragma unroll
+                for (int q = 0; q < C; q++) {
+                    g[s2] += *cluster.map_shared_rank(&h[b], q);
+                    if (with_mass)
+                        gm[s2] += limbs(hm, b, q);
+                }
+        }
+        unsigned long long tot;
+        *above_c = block_excl_scan(g[0] + g[1], scan_sh, &tot);
+        if (with_mass)
+            *above_m = block_excl_scan(gm[0] + gm[1], scan_sh, &tot);
+    };
+    /* the members' mass in this block's slice, then the cluster's: *before the ranks' below this */
+    auto member_mass = [&](int slot, unsigned long long *before) {
+        unsigned long long mine = 0;
+        for (long long j = tid; j < n; j += T_) {
+            const unsigned k = keys[j];
+            if (is_member(c, k, lo + j))
+                mine += key_weight(k, mx, inv_t);
+        }
+        mine = block_sum<unsigned long long>(mine, scan_sh);
+        if (tid == 0)
+            s_sum[slot] = mine;
+        cluster.sync();
+        unsigned long long tot = 0, b = 0;
+#pragma unroll
+        for (int q = 0; q < C; q++) {
+            const unsigned long long v = *cluster.map_shared_rank(&s_sum[slot], q);
+            if (q < rank)
+                b += v;
+            tot += v;
+        }
+        *before = b;
+        return tot;
+    };
+
+    if (top_k > 0 && top_k < V) {
+        unsigned prefix = 0, mask = 0;
+        long long need = top_k;
+        int b = 0;
+        for (int ps = 0; ps < 3; ps++) {
+            const int shift = smp_shift(ps);
+            const unsigned dm = smp_digit_mask(ps);
+            unsigned long long g[2], gm[2], above, am;
+            if (tid == 0) {
+                s_b = 0; /* not reached: the matching keys are at least need */
+                s_need = need;
+            }
+            pass(prefix, mask, shift, dm, false, g, gm, &above, &am);
+            /* the largest bin whose count with those above reaches need */
+            for (int s2 = 0; s2 < 2; s2++) {
+                const int bb = (int)dm - 2 * tid - s2;
+                const unsigned long long gt = above + (s2 ? g[0] : 0);
+                if (bb >= 0 && gt < (unsigned long long)need &&
+                    gt + g[s2] >= (unsigned long long)need) {
+                    s_b = bb;
+                    s_need = need - (long long)gt;
+                }
+            }
+            __syncthreads();
+            b = s_b;
+            need = s_need;
+            prefix |= (unsigned)b << shift;
+            mask |= dm << shift;
+            if (ps < 2)
+                par ^= 1;
+            __syncthreads(); /* s_b and s_need are read before the next pass resets them */
+        }
+        /* the need-th tie of key == prefix in index order: in the rank whose ties reach it */
+        const unsigned *h = cnt[par];
+        int owner = C - 1;
+        long long tb = 0;
+#pragma unroll
+        for (int q = 0; q < C; q++) {
+            const long long tq = (long long)*cluster.map_shared_rank(&h[b], q);
+            if (tb + tq >= need) {
+                owner = q;
+                break;
+            }
+            tb += tq;
+        }
+        if (rank == owner) {
+            const long long want = need - tb;
+            long long jb, je;
+            my_range(n, &jb, &je);
+            unsigned long long mine = 0, tot;
+            for (long long j = jb; j < je; j++)
+                mine += keys[j] == prefix;
+            const unsigned long long before = block_excl_scan(mine, scan_sh, &tot);
+            if (before < (unsigned long long)want && before + mine >= (unsigned long long)want) {
+                unsigned long long k = before;
+                for (long long j = jb; j < je; j++)
+                    if (keys[j] == prefix && ++k == (unsigned long long)want) {
+                        s_cut[0].t = prefix;
+                        s_cut[0].i_cut = lo + j;
+                        break;
+                    }
+            }
+        }
+        par ^= 1;
+        cluster.sync();
+        c = *cluster.map_shared_rank(&s_cut[0], owner);
+        if (top_k <= SMC_KMAX) {
+            sample_top_k_members(c, keys, n, lo, mx, inv_t, top_p, seed, step, row, out, smem_raw,
+                                 scan_sh, &s_members);
+            return; /* no block reads another's shared memory after the members' gather */
+        }
+    }
+
+    unsigned long long before_r;
+    unsigned long long total = member_mass(0, &before_r);
+
+    if (top_p < 1) {
+        const unsigned long long target = (unsigned long long)ceil(top_p * (double)total);
+        unsigned prefix = 0, mask = 0;
+        unsigned long long before = 0;
+        int b = 0;
+        for (int ps = 0; ps < 3; ps++) {
+            const int shift = smp_shift(ps);
+            const unsigned dm = smp_digit_mask(ps);
+            unsigned long long g[2], gm[2], above_c, above_m;
+            if (tid == 0) {
+                s_b = -1;
+                s_lowest = 0x7fffffff;
+            }
+            pass(prefix, mask, shift, dm, true, g, gm, &above_c, &above_m);
+            /* the CPU's walk from the top bin: the first non-empty bin where the mass above and
+             * its own reach the target; short of it everywhere, the lowest non-empty bin */
+            for (int s2 = 0; s2 < 2; s2++) {
+                const int bb = (int)dm - 2 * tid - s2;
+                const unsigned long long ge = before + above_m + gm[0] + (s2 ? gm[1] : 0);
+                if (bb >= 0 && g[s2] > 0) {
+                    atomicMin(&s_lowest, bb);
+                    if (ge >= target)
+                        atomicMax(&s_b, bb);
+                }
+            }
+            __syncthreads();
+            b = s_b >= 0 ? s_b : s_lowest;
+            for (int s2 = 0; s2 < 2; s2++)
+                if ((int)dm - 2 * tid - s2 == b)
+                    s_before = before + above_m + (s2 ? gm[0] : 0);
+            __syncthreads();
+            before = s_before;
+            prefix |= (unsigned)b << shift;
+            mask |= dm << shift;
+            if (ps < 2)
+                par ^= 1;
+        }
+        /* the ties of key == prefix among the members, in index order, until the mass reaches
+         * the target: in the rank whose ties' mass crosses it, else the last rank with ties (its
+         * last tie) */
+        const unsigned *h = cnt[par];
+        unsigned(*hm)[SMC_BINS] = mass[par];
+        int owner = -1, last = -1;
+        unsigned long long tb = before;
+        bool cross = false;
+#pragma unroll
+        for (int q = 0; q < C; q++) {
+            const unsigned long long tq = limbs(hm, b, q);
+            if (*cluster.map_shared_rank(&h[b], q))
+                last = q;
+            if (owner < 0 && tb < target && tb + tq >= target) {
+                owner = q;
+                cross = true;
+            }
+            if (owner < 0)
+                tb += tq;
+        }
+        if (owner < 0)
+            owner = last;
+        if (rank == owner) {
+            long long jb, je;
+            my_range(n, &jb, &je);
+            unsigned long long tm = 0, ttot;
+            for (long long j = jb; j < je; j++) {
+                const unsigned k = keys[j];
+                if (k == prefix && is_member(c, k, lo + j))
+                    tm += key_weight(k, mx, inv_t);
+            }
+            const unsigned long long tbl = block_excl_scan(tm, scan_sh, &ttot);
+            if (tid == 0) {
+                s_cut[1].t = prefix;
+                s_cut[1].i_cut = -1;
+                s_imax = 0;
+            }
+            __syncthreads();
+            if (cross) {
+                if (tb + tbl < target && tb + tbl + tm >= target) {
+                    unsigned long long cum = tb + tbl;
+                    for (long long j = jb; j < je; j++) {
+                        const unsigned k = keys[j];
+                        if (k == prefix && is_member(c, k, lo + j)) {
+                            cum += key_weight(k, mx, inv_t);
+                            if (cum >= target) {
+                                s_cut[1].i_cut = lo + j;
+                                break;
+                            }
+                        }
+                    }
+                }
+            } else {
+                for (long long j = je - 1; j >= jb; j--)
+                    if (keys[j] == prefix && is_member(c, keys[j], lo + j)) {
+                        atomicMax(&s_imax, (unsigned long long)(lo + j));
+                        break;
+                    }
+                __syncthreads();
+                if (tid == 0)
+                    s_cut[1].i_cut = (long long)s_imax;
+            }
+        }
+        par ^= 1;
+        cluster.sync();
+        const Cut p = *cluster.map_shared_rank(&s_cut[1], owner < 0 ? 0 : owner);
+        if (p.t > c.t || (p.t == c.t && p.i_cut < c.i_cut))
+            c = p;
+        total = member_mass(1, &before_r);
+    }
+
+    /* the draw: the first member, ascending, whose running weight exceeds u * total */
+    unsigned long long target = (unsigned long long)(dec_uniform(seed, step, row) * (double)total);
+    /* u * total can round up to total above 2^53: a token all the same */
+    if (target >= total)
+        target = total - 1;
+    const unsigned long long mine_r = s_sum[top_p < 1 ? 1 : 0];
+    if (before_r <= target && target < before_r + mine_r) {
+        long long jb, je;
+        my_range(n, &jb, &je);
+        unsigned long long mine = 0, tot;
+        for (long long j = jb; j < je; j++)
+            if (is_member(c, keys[j], lo + j))
+                mine += key_weight(keys[j], mx, inv_t);
+        const unsigned long long before = before_r + block_excl_scan(mine, scan_sh, &tot);
+        if (before <= target && before + mine > target) {
+            unsigned long long cum = before;
+            for (long long j = jb; j < je; j++)
+                if (is_member(c, keys[j], lo + j)) {
+                    cum += key_weight(keys[j], mx, inv_t);
+                    if (cum > target) {
+                        out[row] = lo + j;
+                        break;
+                    }
+                }
+        }
+    }
+    cluster_exit_barrier(); /* peers may still read this block's histograms and slots */
 }
 
 } /* namespace dec */
@@ -1462,9 +2151,17 @@ using namespace kcuda::dec;
     if (rc)                                                                                        \
     return rc
 
-static int blocks_for(const baton_exec_ctx *ctx, long long work, int threads)
+/* The grid of a grid-stride kernel over `work` items, a thread each: one block per `threads`
+ * items up to one full wave of the kernel's resident blocks (a second partial wave would leave
+ * SMs idle at its end). */
+static int wave_grid(const baton_exec_ctx *ctx, const void *kernel, long long work, int threads)
 {
-    long long b = (work + threads - 1) / threads, cap = 16LL * sm_count(ctx);
+    int per_sm = 0;
+    if (occupancy(ctx, kernel, threads, 0, &per_sm) != cudaSuccess || per_sm < 1) {
+        (void)cudaGetLastError();
+        per_sm = 2048 / threads;
+    }
+    long long b = (work + threads - 1) / threads, cap = (long long)per_sm * sm_count(ctx);
     return (int)(b < 1 ? 1 : b > cap ? cap : b);
 }
 
@@ -1500,6 +2197,37 @@ extern "C" int baton__kcuda_embedding(const baton_exec_ctx *ctx, void **buffers,
                         st);
 }
 
+/* Launches the rope kernel over rows x a.nparts blocks: 16-byte units where every part's rows
+ * allow them, a thread for each of the widest part's units (up to 256). */
+template <typename T>
+static int rope_launch(const baton_exec_ctx *ctx, const char *what, RopeArgs &a, long long rows,
+                       bool vec)
+{
+    constexpr int E = 16 / (int)sizeof(T);
+    const size_t smem = sizeof(typename Acc<T>::A) * (size_t)a.Dh;
+    if (smem > 48 * 1024)
+        return baton__ctx_fail(ctx, BATON_EINVAL,
+                               "%s: head_dim %d is too large for the CUDA kernel", what, (int)a.Dh);
+    if (rows * a.nparts > 0x7fffffffLL)
+        return baton__ctx_fail(ctx, BATON_EINVAL, "%s: %lld rows are too many for one launch", what,
+                               (long long)rows);
+    if (rows == 0)
+        return 0;
+    long long units = 0;
+    for (int i = 0; i < a.nparts; i++) {
+        const long long u = (a.part[i].F + (vec ? E - 1 : 0)) / (vec ? E : 1);
+        units = u > units ? u : units;
+    }
+    if (!a.interleaved)
+        units = (units + 1) / 2; /* rotate_half: a unit holds both halves' elements */
+    int threads = (int)((units + 31) / 32) * 32; /* a unit a thread, RU where that is over 256 */
+    threads = threads < 32 ? 32 : threads > 256 ? 256 : threads;
+    const unsigned grid = (unsigned)(rows * a.nparts);
+    if (vec)
+        return launch(ctx, what, rope_kernel<T, E, 2>, grid, threads, smem, 1, a);
+    return launch(ctx, what, rope_kernel<T, 1, 2>, grid, threads, smem, 1, a);
+}
+
 template <typename T>
 static int rope_typed(const baton_exec_ctx *ctx, void **b, const baton_decoder_desc &d,
                       const dec_shape &s)
@@ -1508,42 +2236,31 @@ static int rope_typed(const baton_exec_ctx *ctx, void **b, const baton_decoder_d
     const int il = (d.flags & DEC_FLAG_INTERLEAVED) != 0, half = d.head_dim / 2;
     const bool vec =
         al16(b[0]) && al16(b[3]) && (il ? d.head_dim % E == 0 && E % 2 == 0 : half % E == 0);
-    const size_t smem = sizeof(typename Acc<T>::A) * (size_t)d.head_dim;
-    if (smem > 48 * 1024)
-        return baton__ctx_fail(ctx, BATON_EINVAL,
-                               "rope: head_dim %d is too large for the CUDA kernel",
-                               (int)d.head_dim);
-    if (s.rows > 0x7fffffffLL)
-        return baton__ctx_fail(ctx, BATON_EINVAL, "rope: too many rows for one launch");
-    const int threads = 128;
-    const int p64 = s.idx_dt == BATON_DTYPE_I64;
-    if (vec)
-        return launch(ctx, "rope", rope_kernel<T, E>, (unsigned)s.rows, threads, smem, 1,
-                      (const T *)b[0], (const void *)b[1], p64, (const float *)b[2], (T *)b[3],
-                      (long long)s.F, (int)d.head_dim, il, d.scale, (long long)s.rows,
-                      (long long)s.F, (long long)s.F, 0LL, ctx->step_index);
-    return launch(ctx, "rope", rope_kernel<T, 1>, (unsigned)s.rows, threads, smem, 1,
-                  (const T *)b[0], (const void *)b[1], p64, (const float *)b[2], (T *)b[3],
-                  (long long)s.F, (int)d.head_dim, il, d.scale, (long long)s.rows, (long long)s.F,
-                  (long long)s.F, 0LL, ctx->step_index);
+    RopeArgs a;
+    memset(&a, 0, sizeof a);
+    a.part[0] = RopePart{b[0], b[3], (long long)s.F, (long long)s.F, (long long)s.F, 0LL, 1};
+    a.nparts = 1;
+    a.pos = b[1];
+    a.pos64 = s.idx_dt == BATON_DTYPE_I64;
+    a.inv_freq = (const float *)b[2];
+    a.Dh = (int)d.head_dim;
+    a.interleaved = il;
+    a.scale = d.scale;
+    a.step = ctx->step_index;
+    return rope_launch<T>(ctx, "rope", a, (long long)s.rows, vec);
 }
 
 /* rope_cache_update: rope of qkv's q part into q, of its k part into k_cache at the positions,
- * and its v part copied into v_cache: the rope kernel's and the cache update's own code, so the
- * bits of rope then kv_cache_update. Three launches, no intermediate tensor. */
+ * and its v part copied into v_cache: the rope kernel's arithmetic, so the bits of rope then
+ * kv_cache_update, in one launch and no intermediate tensor. */
 template <typename T>
 static int rope_cache_typed(const baton_exec_ctx *ctx, void **b, const baton_decoder_desc &d,
                             const dec_shape &s)
 {
     constexpr int E = 16 / (int)sizeof(T);
     const int il = (d.flags & DEC_FLAG_INTERLEAVED) != 0, half = d.head_dim / 2;
-    const size_t smem = sizeof(typename Acc<T>::A) * (size_t)d.head_dim;
-    if (s.rows > 0x7fffffffLL)
-        return baton__ctx_fail(ctx, BATON_EINVAL,
-                               "rope_cache_update: too many rows for one launch");
     const T *qkv = (const T *)b[0];
-    T *q = (T *)b[5], *kc = (T *)b[6];
-    char *vc = (char *)b[7];
+    T *q = (T *)b[5], *kc = (T *)b[6], *vc = (T *)b[7];
     const size_t esz = sizeof(T);
     cudaStream_t st = (cudaStream_t)ctx->stream;
     const long long kbytes = s.KF * (long long)esz;
@@ -1554,40 +2271,25 @@ static int rope_cache_typed(const baton_exec_ctx *ctx, void **b, const baton_dec
         cudaMemcpyAsync(vc, b[4], (size_t)(kbytes * s.S), cudaMemcpyDeviceToDevice, st))
         return baton__ctx_fail(ctx, BATON_ECUDA, "rope_cache_update: cudaMemcpyAsync failed");
     /* 16-byte units only where every row of qkv, q and the caches starts on 16 bytes */
-    const bool vec = al16(qkv) && al16(q) && al16(kc) && (s.QKV * (long long)esz) % 16 == 0 &&
+    const bool vec = al16(qkv) && al16(q) && al16(kc) && al16(vc) &&
+                     (s.QKV * (long long)esz) % 16 == 0 &&
                      (il ? d.head_dim % E == 0 && E % 2 == 0 : half % E == 0);
-    const int p64 = s.idx_dt == BATON_DTYPE_I64;
-    const int threads = 128;
-    int rc;
-    auto rope = [&](const T *x, T *y, long long F, long long ystride, long long cache_rows) {
-        return vec ? launch(ctx, "rope_cache_update", rope_kernel<T, E>, (unsigned)s.rows, threads,
-                            smem, 1, x, (const void *)b[1], p64, (const float *)b[2], y, F,
-                            (int)d.head_dim, il, d.scale, (long long)s.rows, (long long)s.QKV,
-                            ystride, cache_rows, ctx->step_index)
-                   : launch(ctx, "rope_cache_update", rope_kernel<T, 1>, (unsigned)s.rows, threads,
-                            smem, 1, x, (const void *)b[1], p64, (const float *)b[2], y, F,
-                            (int)d.head_dim, il, d.scale, (long long)s.rows, (long long)s.QKV,
-                            ystride, cache_rows, ctx->step_index);
-    };
-    if ((rc = rope(qkv, q, s.F, s.F, 0)) || (rc = rope(qkv + s.F, kc, s.KF, s.KF, s.S)))
-        return rc;
-    const char *vsrc = (const char *)(qkv + s.F + s.KF);
-    const long long src_stride = s.QKV * (long long)esz;
-    const int vv = kbytes % 16 == 0 && src_stride % 16 == 0 && al16(vsrc) && al16(vc);
-    const int vthreads = 256;
-    const long long chunks = (kbytes + vthreads * 16LL - 1) / (vthreads * 16LL);
-    if (s.rows * chunks > 0x7fffffffLL)
-        return baton__ctx_fail(ctx, BATON_EINVAL,
-                               "rope_cache_update: too many rows for one launch");
-    if (s.idx_dt == BATON_DTYPE_I32)
-        return launch(ctx, "rope_cache_update", kv_update_kernel<int>, (unsigned)(s.rows * chunks),
-                      vthreads, 0, 1, vc, vsrc, (const int *)b[1], (long long)s.rows,
-                      (long long)s.S, kbytes, chunks, vv, ctx->step_index, src_stride,
-                      (int)DEC_ROPE_CACHE_UPDATE);
-    return launch(ctx, "rope_cache_update", kv_update_kernel<long long>,
-                  (unsigned)(s.rows * chunks), vthreads, 0, 1, vc, vsrc, (const long long *)b[1],
-                  (long long)s.rows, (long long)s.S, kbytes, chunks, vv, ctx->step_index,
-                  src_stride, (int)DEC_ROPE_CACHE_UPDATE);
+    RopeArgs a;
+    memset(&a, 0, sizeof a);
+    a.part[0] = RopePart{qkv, q, (long long)s.F, (long long)s.QKV, (long long)s.F, 0LL, 1};
+    a.part[1] = RopePart{qkv + s.F,      kc, (long long)s.KF, (long long)s.QKV, (long long)s.KF,
+                         (long long)s.S, 1};
+    a.part[2] = RopePart{qkv + s.F + s.KF, vc, (long long)s.KF, (long long)s.QKV, (long long)s.KF,
+                         (long long)s.S,   0};
+    a.nparts = 3;
+    a.pos = b[1];
+    a.pos64 = s.idx_dt == BATON_DTYPE_I64;
+    a.inv_freq = (const float *)b[2];
+    a.Dh = (int)d.head_dim;
+    a.interleaved = il;
+    a.scale = d.scale;
+    a.step = ctx->step_index;
+    return rope_launch<T>(ctx, "rope_cache_update", a, (long long)s.rows, vec);
 }
 
 extern "C" int baton__kcuda_rope_cache_update(const baton_exec_ctx *ctx, void **buffers,
@@ -1627,9 +2329,12 @@ extern "C" int baton__kcuda_kv_cache_update(const baton_exec_ctx *ctx, void **bu
                                    cudaGetErrorString(e));
     }
     const int vec = row_bytes % 16 == 0 && al16(buffers[1]) && al16(buffers[3]);
-    const int threads = 256;
+    const long long vecs = s.rows * (row_bytes / 16);
+    const int threads = vec ? (int)(vecs >= 256 ? 256 : (vecs + 31) / 32 * 32) : 256;
     const long long chunks = (row_bytes + threads * 16LL - 1) / (threads * 16LL);
-    const long long grid = s.rows * chunks;
+    const long long grid = vec ? (vecs + threads - 1) / threads : s.rows * chunks;
+    if (grid == 0)
+        return 0;
     if (grid > 0x7fffffffLL)
         return baton__ctx_fail(ctx, BATON_EINVAL, "kv_cache_update: too many rows for one launch");
     if (s.idx_dt == BATON_DTYPE_I32)
@@ -1728,10 +2433,15 @@ static int attn_prefill_pick(const baton_exec_ctx *ctx, void **b, const baton_de
     int v = prefill_block_forced();
     if (v == PF_64X2 && !pairs)
         v = PF_AUTO;
-    if (v == PF_AUTO)
-        v = pairs                                                     ? PF_64X2
-            : (s.rows + 127) / 128 * d.n_heads >= 2LL * sm_count(ctx) ? PF_128X1
-                                                                      : PF_64X1;
+    if (v == PF_AUTO) {
+        /* When 64x2's blocks would all be resident at once (T = 1024 at Llama-3.2-1B's heads on
+         * an H200: 24.4 us against SDPA's 22.8), the block of the longest rows, mostly alone on
+         * its SM, is the critical path; 64x1 halves that block (not yet timed there). */
+        const long long sms2 = 2LL * sm_count(ctx);
+        v = pairs && (s.rows + 63) / 64 * (d.n_heads / 2) > sms2 ? PF_64X2
+            : !pairs && (s.rows + 127) / 128 * d.n_heads >= sms2 ? PF_128X1
+                                                                 : PF_64X1;
+    }
     switch (v) {
     case PF_64X2: return attn_prefill<T, 64, 2, 2>(ctx, b, d, s);
     case PF_128X1: return attn_prefill<T, 64, 2, 1>(ctx, b, d, s);
@@ -1791,7 +2501,8 @@ static int act_launch(const baton_exec_ctx *ctx, void **b, const dec_shape &s, i
     const int vec =
         s.n % 8 == 0 && al16(b[0]) && al16(b[binary ? 2 : 1]) && (!binary || al16(b[1]));
     const int threads = 256;
-    const int grid = blocks_for(ctx, vec ? s.n / 8 : s.n, threads);
+    const int grid =
+        wave_grid(ctx, (const void *)act_kernel<TI, TO, K>, vec ? s.n / 8 : s.n, threads);
     return launch(ctx, "elementwise", act_kernel<TI, TO, K>, (unsigned)grid, threads, 0, 1,
                   (const TI *)b[0], binary ? (const TI *)b[1] : (const TI *)nullptr,
                   (TO *)b[binary ? 2 : 1], (long long)s.n, vec);
@@ -1820,7 +2531,7 @@ static int swiglu_launch(const baton_exec_ctx *ctx, void **b, const dec_shape &s
 {
     const int vec = s.F % 8 == 0 && al16(b[0]) && al16(b[1]);
     const int threads = 256;
-    const int grid = blocks_for(ctx, vec ? s.n / 8 : s.n, threads);
+    const int grid = wave_grid(ctx, (const void *)swiglu_kernel<T>, vec ? s.n / 8 : s.n, threads);
     return launch(ctx, "swiglu", swiglu_kernel<T>, (unsigned)grid, threads, 0, 1, (const T *)b[0],
                   (T *)b[1], (long long)s.n, (long long)s.F, vec);
 }
@@ -1857,7 +2568,8 @@ static int cast_launch(const baton_exec_ctx *ctx, void **b, const dec_shape &s)
 {
     const int vec = s.n % 8 == 0 && al16(b[0]) && al16(b[1]);
     const int threads = 256;
-    const int grid = blocks_for(ctx, vec ? s.n / 8 : s.n, threads);
+    const int grid = wave_grid(ctx, (const void *)cast_kernel<TI, TO>,
+                               vec ? s.n / cast_elems<TI, TO>() : s.n, threads);
     return launch(ctx, "cast", cast_kernel<TI, TO>, (unsigned)grid, threads, 0, 1, (const TI *)b[0],
                   (TO *)b[1], (long long)s.n, vec);
 }
@@ -1884,39 +2596,76 @@ extern "C" int baton__kcuda_cast(const baton_exec_ctx *ctx, void **buffers, cons
     }
 }
 
-/* Whether clusters of 8 blocks of softmax_cluster_kernel<T> can run on ctx's device (asked once
- * per device: a MIG slice or a small GPU may not hold one); otherwise the one-block kernel. */
-template <typename T> static bool softmax_cluster_ok(const baton_exec_ctx *ctx, unsigned grid)
+/* Whether clusters of 8 blocks of 1024 threads of `kernel` can run on ctx's device (asked once
+ * per device and kernel: a MIG slice or a small GPU may not hold one). */
+static bool cluster8_ok(const baton_exec_ctx *ctx, const void *kernel, size_t smem)
 {
-    static std::atomic<int> known[KCUDA_MAX_DEVICES];
+    FnFacts *f = fn_facts(kernel);
     const int dev = device_of(ctx);
-    if (dev < 0 || dev >= KCUDA_MAX_DEVICES)
+    if (!f || dev < 0 || dev >= KCUDA_MAX_DEVICES)
         return false;
-    int v = known[dev].load(std::memory_order_relaxed);
-    if (v == 0) {
-        int n = 0;
-        if (max_active_clusters((const void *)softmax_cluster_kernel<T>, grid, 1024, 0, 8,
-                                (cudaStream_t)ctx->stream, &n) != cudaSuccess) {
-            (void)cudaGetLastError();
-            n = 0;
-        }
-        v = n >= 1 ? 1 : 2;
-        known[dev].store(v, std::memory_order_relaxed);
+    if (facts_has(f, &FnFacts::cl_known, dev))
+        return facts_has(f, &FnFacts::cl_ok, dev);
+    int n = 0;
+    if (max_active_clusters(kernel, 8, 1024, smem, 8, (cudaStream_t)ctx->stream, &n) !=
+        cudaSuccess) {
+        (void)cudaGetLastError();
+        return false; /* not remembered: it may be a passing failure */
     }
-    return v == 1;
+    if (n >= 1)
+        facts_set(f, &FnFacts::cl_ok, dev);
+    facts_set(f, &FnFacts::cl_known, dev);
+    return n >= 1;
 }
 
+template <typename T, int VPT>
+static int softmax_reg_launch(const baton_exec_ctx *ctx, void **b, const dec_shape &s, int C,
+                              int threads)
+{
+    return launch(ctx, "softmax", softmax_reg_kernel<T, VPT>, (unsigned)(s.rows * C),
+                  (unsigned)threads, 0, C, (const T *)b[0], (T *)b[1], (long long)s.F, C);
+}
+
+/* Rows held in registers where they fit (softmax_reg_kernel): C blocks a row (a cluster), the
+ * most of 8, 4, 2 whose rows * C blocks of 1024 threads stay one wave (2 a SM) while the rows alone
+ * would leave SMs idle (8 for one decode row), else the fewest C whose slices fit, or 1; VPT the
+ * fewest vectors a thread that hold a block's slice, at most 32 values a thread (16 doubles
+ * spill). Other rows: the loop kernel. */
 template <typename T>
 static int softmax_launch(const baton_exec_ctx *ctx, void **b, const dec_shape &s)
 {
-    const unsigned g = (unsigned)s.rows;
-    /* few rows of many elements: 8 blocks a row (a portable cluster) */
-    if (s.F >= 16384 && s.rows * 8 <= 2LL * sm_count(ctx) && softmax_cluster_ok<T>(ctx, g * 8u))
-        return launch(ctx, "softmax", softmax_cluster_kernel<T>, g * 8u, 1024, 0, 8,
-                      (const T *)b[0], (T *)b[1], (long long)s.F);
+    constexpr int E = 16 / (int)sizeof(T);
+    constexpr long long VMAX = sizeof(T) == 4 ? 8 : 4;
+    if (s.F % E == 0 && al16(b[0]) && al16(b[1]) && s.rows > 0) {
+        const long long nv = s.F / E, wave = 2LL * sm_count(ctx);
+        auto vpt_of = [&](int c) { return ((nv + c - 1) / c + 1023) / 1024; };
+        int C = 0;
+        const bool cl = s.F >= 16384 && cluster8_ok(ctx, (const void *)softmax_reg_kernel<T, 4>, 0);
+        for (int c = 8; cl && c >= 2 && !C; c /= 2)
+            if (s.rows * c <= wave && vpt_of(c) <= VMAX)
+                C = c;
+        if (!C && vpt_of(1) <= VMAX)
+            C = 1;
+        for (int c = 2; cl && c <= 8 && !C; c *= 2)
+            if (vpt_of(c) <= VMAX)
+                C = c;
+        if (C) {
+            const long long per = (nv + C - 1) / C;
+            const int threads = per >= 1024 ? 1024 : (int)((per + 31) / 32) * 32;
+            const long long vpt = (per + threads - 1) / threads;
+            if (vpt <= 1)
+                return softmax_reg_launch<T, 1>(ctx, b, s, C, threads);
+            if (vpt <= 2)
+                return softmax_reg_launch<T, 2>(ctx, b, s, C, threads);
+            if (vpt <= 4)
+                return softmax_reg_launch<T, 4>(ctx, b, s, C, threads);
+            if constexpr (sizeof(T) == 4)
+                return softmax_reg_launch<T, 8>(ctx, b, s, C, threads);
+        }
+    }
     const int threads = s.F >= 8192 ? 1024 : s.F >= 1024 ? 256 : 64;
-    return launch(ctx, "softmax", softmax_kernel<T>, g, threads, 0, 1, (const T *)b[0], (T *)b[1],
-                  (long long)s.F);
+    return launch(ctx, "softmax", softmax_kernel<T>, (unsigned)s.rows, threads, 0, 1,
+                  (const T *)b[0], (T *)b[1], (long long)s.F);
 }
 
 extern "C" int baton__kcuda_softmax(const baton_exec_ctx *ctx, void **buffers, const char *opaque,
@@ -1933,6 +2682,29 @@ extern "C" int baton__kcuda_softmax(const baton_exec_ctx *ctx, void **buffers, c
     }
 }
 
+/* The cluster sampler where a row's keys fit in the shared memory of SMC_C blocks and a cluster
+ * of them fits the device: 0 or the launch's failure, 1 when the one-block kernel must do. */
+template <typename T>
+static int sample_cluster(const baton_exec_ctx *ctx, void **b, const baton_decoder_desc &d,
+                          const dec_shape &s)
+{
+    const long long per = ((s.V + SMC_C - 1) / SMC_C + 7) / 8 * 8; /* 16-byte slices */
+    const size_t smem = SMC_FIXED + (size_t)per * sizeof(unsigned);
+    if (smem > SMC_SMEM_MAX || s.rows * SMC_C > 0x7fffffffLL)
+        return 1;
+    const void *k = (const void *)sample_cluster_kernel<T>;
+    if (prepare(sample_cluster_kernel<T>, ctx, "sample", SMC_C, s.rows * SMC_C, SMP_THREADS, smem,
+                SMC_SMEM_MAX, false, false) < 0)
+        return BATON_ECUDA; /* the reason is in ctx->errbuf */
+    if (!cluster8_ok(ctx, k, SMC_SMEM_MAX))
+        return 1;
+    const int vec = al16(b[0]) && (s.V * (long long)sizeof(T)) % 16 == 0;
+    return launch(ctx, "sample", sample_cluster_kernel<T>, (unsigned)(s.rows * SMC_C), SMP_THREADS,
+                  smem, SMC_C, (const T *)b[0], (const void *)b[1],
+                  (int)(s.idx_dt == BATON_DTYPE_I64), (long long *)b[2], (long long)s.V, per, vec,
+                  d.temperature, (int)d.top_k, d.top_p, (unsigned long long)d.seed);
+}
+
 extern "C" int baton__kcuda_sample(const baton_exec_ctx *ctx, void **buffers, const char *opaque,
                                    size_t len)
 {
@@ -1942,6 +2714,14 @@ extern "C" int baton__kcuda_sample(const baton_exec_ctx *ctx, void **buffers, co
     const unsigned g = (unsigned)s.rows;
     const int s64 = s.idx_dt == BATON_DTYPE_I64;
     long long *out = (long long *)buffers[2];
+    switch (s.x_dt) {
+    case BATON_DTYPE_BF16: rc = sample_cluster<__nv_bfloat16>(ctx, buffers, d, s); break;
+    case BATON_DTYPE_F16: rc = sample_cluster<__half>(ctx, buffers, d, s); break;
+    case BATON_DTYPE_F32: rc = sample_cluster<float>(ctx, buffers, d, s); break;
+    default: rc = sample_cluster<double>(ctx, buffers, d, s); break;
+    }
+    if (rc <= 0)
+        return rc;
 #define SMP_LAUNCH(T)                                                                              \
     launch(ctx, "sample", sample_kernel<T>, g, SMP_THREADS, 0, 1, (const T *)buffers[0],           \
            (const void *)buffers[1], s64, out, (long long)s.V, d.temperature, (int)d.top_k,        \
@@ -1991,23 +2771,4 @@ extern "C" int baton__kcuda_decoder_error_take(int device, int *step_out, char *
         "access was clamped and the result is not valid)",
         baton__dec_op_name(op), step, device, what, (long long)rec[1], (long long)rec[2],
         (long long)rec[3], range);
-}
-
-extern "C" int baton__kcuda_gemv_bf16(const void *x, const void *w, void *y, long long n,
-                                      long long k, void *stream)
-{
-    if (n < 1 || k < 8 || k % 8 || k > 24576 || ((uintptr_t)w & 15))
-        return (int)cudaErrorInvalidValue;
-    const int warps = 8;
-    const size_t smem = sizeof(__nv_bfloat16) * (size_t)k;
-    if (n >= 16384) {
-        const long long grid = (n + warps * 2 - 1) / (warps * 2);
-        gemv_bf16_kernel<2, 4><<<(unsigned)grid, warps * 32, smem, (cudaStream_t)stream>>>(
-            (const __nv_bfloat16 *)x, (const __nv_bfloat16 *)w, (__nv_bfloat16 *)y, n, k);
-    } else {
-        const long long grid = (n + warps - 1) / warps;
-        gemv_bf16_kernel<1, 8><<<(unsigned)grid, warps * 32, smem, (cudaStream_t)stream>>>(
-            (const __nv_bfloat16 *)x, (const __nv_bfloat16 *)w, (__nv_bfloat16 *)y, n, k);
-    }
-    return (int)cudaGetLastError();
 }

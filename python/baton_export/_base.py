@@ -8,7 +8,7 @@ CUDA_TARGETS = {
     "gemm", "rms_norm_fwd", "rms_norm_bwd", "rms_norm_grad_weight", "softshrink", "add", "mul",
     "add_scalar", "copy", "argmax", "noop", "embedding", "rope", "kv_cache_update", "attention",
     "silu_mul", "silu", "gelu", "softmax", "cast", "sample", "swiglu", "rope_cache_update",
-    "gemm_add",
+    "gemm_add", "rms_norm_gemm", "swiglu_gemm_add",
 }
 DELEGATES = {"gemm", "gemm_add"}
 

@@ -100,12 +100,17 @@ def export_causal_lm(model, out_dir, *, max_seq_len, device="cuda:0", dtype=None
     "last" (an extra input `last_row`, a one-hot [1, 1, seq] of the weights' dtype selecting the
     prompt's last token, and logits [1, 1, vocab]: the lm_head runs on one row); fused (default
     True): one qkv GEMM then rope_cache_update, one gate_up GEMM then swiglu, o_proj and down_proj
-    as gemm_add with the residual (weights renamed, docs/export.md); False: one step per HF op.
+    as gemm_add with the residual (weights renamed, docs/export.md); False: one step per HF op;
+    "gemv": as True, and the decode plan also folds each RMSNorm into the GEMM after it
+    (rms_norm_gemm: qkv, gate_up, lm_head) and SwiGLU into down_proj (swiglu_gemm_add): 6 steps a
+    layer, for baton's decode GEMV; the prefill plan stays as with True.
     decode_outputs: the decode plan's outputs, "logits" [1, 1, vocab] and/or "next_token" (i64
     [1, 1], the logits' argmax computed on the plan's device: a greedy program then reads 8
     bytes a token instead of the logits, and picks nothing on the host).
     Returns {"prefill": path, "decode": path, "weights": path}."""
     cfg = model.config
+    if fused not in (True, False, "gemv"):
+        raise ExportError(f"fused={fused!r}: use True, False or 'gemv'")
     if max_seq_len < 1:
         raise ExportError("max_seq_len must be >= 1")
     _check_config(model, cfg, max_seq_len)
@@ -154,6 +159,7 @@ def export_causal_lm(model, out_dir, *, max_seq_len, device="cuda:0", dtype=None
         """rows: 1 (decode) or "seq" (prefill)."""
         p = Plan(name, device=device, verbose=verbose)
         used = set()
+        gemv = fused == "gemv" and rows == 1  # decode: the norms and SwiGLU fused into GEMVs
 
         def W(key):
             if key not in weights:
@@ -209,6 +215,14 @@ def export_causal_lm(model, out_dir, *, max_seq_len, device="cuda:0", dtype=None
             p.step("rms_norm_fwd", [x, W(key)], [y, r], {"eps": eps}, name=base)
             return y
 
+        def norm_linear(nbase, base, h, nkey, key, width, out=None):
+            """linear(norm(h)): one rms_norm_gemm where the GEMV plan has it and W has no bias."""
+            if gemv and key[:-len("weight")] + "bias" not in weights:
+                y = out or T(base, width)
+                p.step("rms_norm_gemm", [h, W(nkey), W(key)], [y], {"eps": eps}, name=base)
+                return y
+            return linear(base, norm(nbase, h, nkey), key, width, out)
+
         def head_norm(base, x, key, heads):
             # Qwen3's q/k norm: RMSNorm over each head's Dh features, through zero-copy views
             xv = p.view(base + ".in", x, [1, rows, heads, Dh])
@@ -222,17 +236,19 @@ def export_causal_lm(model, out_dir, *, max_seq_len, device="cuda:0", dtype=None
         for i in range(nl):
             L = f"{pre}layers.{i}."
             n = f"l{i}."
-            x = norm(n + "attn_norm", h, L + "input_layernorm.weight")
+            an = (n + "attn_norm", L + "input_layernorm.weight")
             rattrs = {"head_dim": Dh}
             if rope_scale != 1.0:
                 rattrs["scale"] = rope_scale
             kc, vc = caches[i]
             qr = T(n + "q_rope", H * Dh)
             if i in fused_attn:
-                qkv = linear(n + "qkv", x, L + "self_attn.qkv_proj.weight", (H + 2 * Hkv) * Dh)
+                qkv = norm_linear(an[0], n + "qkv", h, an[1], L + "self_attn.qkv_proj.weight",
+                                  (H + 2 * Hkv) * Dh)
                 p.step("rope_cache_update", [qkv, pos, inv, kc, vc], [qr, kc, vc],
                        dict(rattrs, n_heads=H, n_kv_heads=Hkv), name=n + "rope_cache")
             else:
+                x = norm(an[0], h, an[1])
                 q = linear(n + "q", x, L + "self_attn.q_proj.weight", H * Dh)
                 k = linear(n + "k", x, L + "self_attn.k_proj.weight", Hkv * Dh)
                 v = linear(n + "v", x, L + "self_attn.v_proj.weight", Hkv * Dh)
@@ -249,22 +265,29 @@ def export_causal_lm(model, out_dir, *, max_seq_len, device="cuda:0", dtype=None
                    {"head_dim": Dh, "n_heads": H, "n_kv_heads": Hkv, "scale": scale},
                    name=n + "attn")
             h1 = residual(n + "o", o, L + "self_attn.o_proj.weight", h, n + "resid1")
-            x2 = norm(n + "mlp_norm", h1, L + "post_attention_layernorm.weight")
+            mn = (n + "mlp_norm", L + "post_attention_layernorm.weight")
             gu_key = L + "mlp.gate_up_proj.weight"
+            down = L + "mlp.down_proj.weight"
             if gu_key in weights:
                 F = weights[gu_key].shape[0] // 2
-                gu = linear(n + "gate_up", x2, gu_key, 2 * F)
+                gu = norm_linear(mn[0], n + "gate_up", h1, mn[1], gu_key, 2 * F)
+                if gemv and down[:-len("weight")] + "bias" not in weights:
+                    h = T(n + "resid2", D)
+                    p.step("swiglu_gemm_add", [gu, W(down), h1], [h], name=n + "down")
+                    continue
                 m = T(n + "swiglu", F)
                 p.step("swiglu", [gu], [m], name=n + "swiglu")
             else:
+                x2 = norm(mn[0], h1, mn[1])
                 F = weights[L + "mlp.gate_proj.weight"].shape[0]
                 g = linear(n + "gate", x2, L + "mlp.gate_proj.weight", F)
                 u = linear(n + "up", x2, L + "mlp.up_proj.weight", F)
                 m = T(n + "silu_mul", F)
                 p.step("silu_mul", [g, u], [m], name=n + "silu_mul")
-            h2 = residual(n + "down", m, L + "mlp.down_proj.weight", h1, n + "resid2")
+            h2 = residual(n + "down", m, down, h1, n + "resid2")
             h = h2
-        x = norm("final_norm", h, f"{pre}norm.weight")
+        fn = ("final_norm", f"{pre}norm.weight")
+        x = None if gemv else norm(fn[0], h, fn[1])  # gemv: the norm runs inside the lm_head
         lrows = rows
         if rows == "seq" and prefill_logits == "last":
             # last_row (one-hot [1, 1, seq]) @ x [seq, D]: the last token's row, exactly (a sum of
@@ -279,11 +302,12 @@ def export_causal_lm(model, out_dir, *, max_seq_len, device="cuda:0", dtype=None
             logits = p.tensor("logits", ldt, [1, lrows, V], role="output")
         else:
             logits = p.temp("logits", ldt, [1, lrows, V])
-        if ldt == wname:
-            p.step("gemm", [x, W(head)], [logits], {"trans_b": True}, name="lm_head")
+        lw = logits if ldt == wname else p.temp("lm_head", wname, [1, lrows, V])
+        if gemv:
+            norm_linear(fn[0], "lm_head", h, fn[1], head, V, out=lw)
         else:
-            lw = p.temp("lm_head", wname, [1, lrows, V])
             p.step("gemm", [x, W(head)], [lw], {"trans_b": True}, name="lm_head")
+        if ldt != wname:
             p.step("cast", [lw], [logits], name="logits_cast")
         if "next_token" in outs:
             tok = p.tensor("next_token", "i64", [1, lrows], role="output")

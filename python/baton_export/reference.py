@@ -102,12 +102,30 @@ def _rms(ins, attrs, out):
     return [y.reshape(x.shape).to(out[0]), inv.reshape(-1).to(out[1])]
 
 
+def _rms_norm_gemm(ins, attrs, out):
+    # rms_norm_fwd's output (rounded to the dtype, as the unfused plan stores it), then x W^T
+    x, g, w = ins
+    y = _rms([x, g], attrs, [x.dtype, _math(x.dtype)])[0]
+    md = _math(x.dtype)
+    return [(y.to(md) @ w.to(md).t()).to(out[0])]
+
+
+def _swiglu_gemm_add(ins, attrs, out):
+    # swiglu's output (rounded to the dtype), then m W^T + c, rounded once
+    gu, w, c = ins
+    m = _swiglu([gu], attrs, [gu.dtype])[0]
+    md = _math(gu.dtype)
+    return [(m.to(md) @ w.to(md).t() + c.to(md)).to(out[0])]
+
+
 TARGETS = {
     "gemm": _gemm,
     "gemm_add": _gemm_add,
     "swiglu": _swiglu,
     "rope_cache_update": _rope_cache_update,
     "rms_norm_fwd": _rms,
+    "rms_norm_gemm": _rms_norm_gemm,
+    "swiglu_gemm_add": _swiglu_gemm_add,
     "add": _ew(lambda a, b, at: a + _bcast(a, b)),
     "mul": _ew(lambda a, b, at: a * _bcast(a, b)),
     "add_scalar": _ew(lambda a, at: a + at["value"]),

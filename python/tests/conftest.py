@@ -82,7 +82,8 @@ class Caps:
             names = {t["name"] for t in json.loads(r.stdout).get("targets", [])}
         except ValueError:
             names = set()
-        self.have["gemm_add"] = "gemm_add" in names
+        for t in ("gemm_add", "rms_norm_gemm", "swiglu_gemm_add"):
+            self.have[t] = t in names
         self.have["view_of"] = _validates(baton, _one_step(
             "copy", [f32("a", [2, 2], role="input"), f32("v", [4], view_of="a"),
                      f32("y", [4], role="output")], ["v"], ["y"]))

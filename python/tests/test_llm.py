@@ -70,7 +70,7 @@ def _reference_tokens(d, prompt=PROMPT, new=NEW):
     return toks
 
 
-@pytest.mark.parametrize("fused", [True, False], ids=["fused", "unfused"])
+@pytest.mark.parametrize("fused", [True, False, "gemv"], ids=["fused", "unfused", "gemv"])
 @pytest.mark.parametrize("kind", list(_models()))
 def test_plans_generate_transformers_tokens(tmp_path, kind, fused):
     m = _build(kind)
@@ -81,11 +81,22 @@ def test_plans_generate_transformers_tokens(tmp_path, kind, fused):
     nl = m.config.num_hidden_layers
     qknorm = kind == "qwen3"
     biased = kind.startswith("llama-bias")  # o_proj/down_proj biases: gemm, add bias, add
-    assert targets.count("swiglu") == (nl if fused else 0)
+    gemv = fused == "gemv"  # the norms and SwiGLU folded into the GEMMs after them, unbiased
+    qkv_gemv = gemv and not qknorm and not biased and kind != "qwen2"  # qwen2: qkv bias
+    mlp_gemv = gemv and not biased
+    assert targets.count("rms_norm_gemm") == ((qkv_gemv + mlp_gemv) * nl + 1 if gemv else 0)
+    assert targets.count("swiglu_gemm_add") == (nl if mlp_gemv else 0)
+    assert targets.count("swiglu") == (nl if fused and not mlp_gemv else 0)
     assert targets.count("silu_mul") == (0 if fused else nl)
     assert targets.count("rope_cache_update") == (nl if fused and not qknorm else 0)
     assert targets.count("rope") == (0 if fused and not qknorm else 2 * nl)
-    assert targets.count("gemm_add") == (2 * nl if fused and not biased else 0)
+    assert targets.count("gemm_add") == (0 if not fused or biased else nl if gemv else 2 * nl)
+    if gemv:  # on the plan's device (cuda:0 here), and the prefill plan is the fused one
+        assert {x["device"] for x in dec["steps"]
+                if x.get("kernel") in ("rms_norm_gemm", "swiglu_gemm_add")} == {"cuda:0"}
+        ptargets = [x.get("kernel") or x.get("delegate")
+                    for x in json.load(open(paths["prefill"]))["steps"]]
+        assert "rms_norm_gemm" not in ptargets and "swiglu_gemm_add" not in ptargets
     t = {x["name"]: x for x in dec["tensors"]}
     assert t["input_ids"]["shape"] == [1, 1] and t["cache_position"]["shape"] == [1]
     assert t["logits"]["shape"] == [1, 1, 97] and t["logits"]["role"] == "output"
@@ -113,11 +124,13 @@ def test_prefill_of_the_last_row_only_gives_the_same_tokens(tmp_path):
 @pytest.mark.parametrize("kind,last,fused", [
     ("llama", False, True), ("qwen2", False, True), ("qwen3", False, True),
     ("smollm-tied", False, True), ("llama", True, True), ("llama-bias-llama3-rope", False, True),
-    ("llama", False, False), ("qwen2", False, False), ("qwen3", False, False)])
+    ("llama", False, False), ("qwen2", False, False), ("qwen3", False, False),
+    ("llama", False, "gemv"), ("qwen2", False, "gemv"), ("smollm-tied", True, "gemv")])
 def test_generate_example_matches_transformers(tmp_path, kind, last, fused, caps, generate_exe):
     caps.need("embedding", "rope", "kv_cache_update", "attention", "silu_mul", "safetensors",
               *(["view_of"] if kind == "qwen3" or last else []),
-              *(["swiglu", "rope_cache_update", "gemm_add"] if fused else []))
+              *(["swiglu", "rope_cache_update", "gemm_add"] if fused else []),
+              *(["rms_norm_gemm", "swiglu_gemm_add"] if fused == "gemv" else []))
     if not generate_exe:
         pytest.skip("no generate binary (built with the state-and-dims API)")
     m = _build(kind)

@@ -1,0 +1,413 @@
+/* gemv.cu: the decode GEMV of baton's own, y = prologue(x) W^T (+ c) for a few rows of x, aimed
+ * at the copy roofline of W's bytes: every lane issues all its 16-byte streaming loads of a tile
+ * before the first FMA, x (after its prologue: none, RMSNorm or SwiGLU) is staged in shared
+ * memory once per block, and the grid holds no more blocks than fit on the GPU at once. */
+#include "kernels/cuda/cuda_gemv.h"
+#include "kernels/cuda/kcuda_common.cuh"
+#include "kernels/gemv_fused.h"
+
+namespace kcuda
+{
+namespace gv
+{
+
+constexpr int THREADS = 256;
+/* The most dynamic shared memory one block asks for: x's staged rows. */
+constexpr size_t SMEM_MAX = 200 * 1024;
+
+struct Args {
+    const void *x, *w, *c, *g;
+    void *y;
+    long long m, n, k, ldx;
+    float alpha, eps;
+    int w_const;
+};
+
+/* Element e of a 16-byte vector of T, as f32 (e a constant after unrolling). */
+template <typename T> __device__ __forceinline__ float el(const uint4 &v, int e);
+template <> __device__ __forceinline__ float el<__nv_bfloat16>(const uint4 &v, int e)
+{
+    const uint32_t w = (&v.x)[e >> 1];
+    return __uint_as_float(e & 1 ? w & 0xffff0000u : w << 16);
+}
+template <> __device__ __forceinline__ float el<__half>(const uint4 &v, int e)
+{
+    const uint32_t w = (&v.x)[e >> 1];
+    return __half2float(__ushort_as_half((unsigned short)(e & 1 ? w >> 16 : w & 0xffffu)));
+}
+template <> __device__ __forceinline__ float el<float>(const uint4 &v, int e)
+{
+    return __uint_as_float((&v.x)[e]);
+}
+
+/* Stages rows [m0, m0 + M) of prologue(x) into xs ([M][k], as T: the values an unfused plan would
+ * have written to memory), zeros for rows past a.m. Ends with a barrier. */
+template <typename T, int M, int P>
+__device__ __forceinline__ void stage(const Args &a, long long m0, T *xs, float *red)
+{
+    constexpr int VE = 16 / (int)sizeof(T);
+    const T *x = (const T *)a.x;
+    const long long K = a.k, kv = K / VE;
+    if constexpr (P == BATON_GEMV_PLAIN) {
+        for (long long i = threadIdx.x; i < M * kv; i += blockDim.x) {
+            const long long m = i / kv, j = (i % kv) * VE;
+            uint4 v = make_uint4(0, 0, 0, 0);
+            if (m0 + m < a.m)
+                v = *reinterpret_cast<const uint4 *>(x + (m0 + m) * a.ldx + j);
+            *reinterpret_cast<uint4 *>(xs + m * K + j) = v;
+        }
+    } else if constexpr (P == BATON_GEMV_SWIGLU) {
+        for (long long i = threadIdx.x; i < M * kv; i += blockDim.x) {
+            const long long m = i / kv, j = (i % kv) * VE;
+            alignas(16) T o[VE];
+            if (m0 + m < a.m) {
+                const uint4 gv = *reinterpret_cast<const uint4 *>(x + (m0 + m) * a.ldx + j);
+                const uint4 uv = *reinterpret_cast<const uint4 *>(x + (m0 + m) * a.ldx + K + j);
+#pragma unroll
+                for (int e = 0; e < VE; e++) { /* silu_mul's arithmetic (decoder.cu act_f) */
+                    const float ga = el<T>(gv, e);
+                    o[e] = from_f<T>(ga / (1.0f + expf(-ga)) * el<T>(uv, e));
+                }
+            } else {
+#pragma unroll
+                for (int e = 0; e < VE; e++)
+                    o[e] = from_f<T>(0.0f);
+            }
+            *reinterpret_cast<uint4 *>(xs + m * K + j) = *reinterpret_cast<const uint4 *>(o);
+        }
+    } else {
+        const T *g = (const T *)a.g;
+#pragma unroll 1
+        for (int m = 0; m < M; m++) {
+            const bool on = m0 + m < a.m;
+            const T *xr = x + (on ? m0 + m : 0) * a.ldx;
+            float ss = 0.0f;
+            for (long long j = (long long)threadIdx.x * VE; j < K;
+                 j += (long long)blockDim.x * VE) {
+                const uint4 v = *reinterpret_cast<const uint4 *>(xr + j);
+#pragma unroll
+                for (int e = 0; e < VE; e++)
+                    ss = fmaf(el<T>(v, e), el<T>(v, e), ss);
+            }
+            ss = block_sum(ss, red); /* every thread the same bits */
+            const float rs = rsqrtf(ss / (float)K + a.eps);
+            for (long long j = (long long)threadIdx.x * VE; j < K;
+                 j += (long long)blockDim.x * VE) {
+                const uint4 v = *reinterpret_cast<const uint4 *>(xr + j);
+                const uint4 gw = *reinterpret_cast<const uint4 *>(g + j);
+                alignas(16) T o[VE];
+#pragma unroll
+                for (int e = 0; e < VE; e++)
+                    o[e] = from_f<T>(on ? el<T>(gw, e) * (el<T>(v, e) * rs) : 0.0f);
+                *reinterpret_cast<uint4 *>(xs + m * K + j) = *reinterpret_cast<const uint4 *>(o);
+            }
+        }
+    }
+    __syncthreads();
+}
+
+/* A warp per R rows of W; a tile is U 16-byte vectors of each row per lane (lane l holds k =
+ * VE (32 u + l) + the tile's start), loaded before any FMA, so R U vectors are in flight per lane;
+ * with PIPE the next tile's loads are issued before the FMAs of this one (twice the registers).
+ * Warps stride over the row groups; blockIdx.y picks the row tile [M y, M y + M) of x. Each lane
+ * sums its elements in k order whatever R, U and PIPE: every variant gives the same bits. */
+template <typename T, int M, int R, int U, bool PIPE, int P>
+__global__ void __launch_bounds__(THREADS) gemv_kernel(Args a)
+{
+    constexpr int VE = 16 / (int)sizeof(T);
+    constexpr long long TILE = (long long)VE * 32 * U;
+    extern __shared__ uint4 smem_raw[];
+    __shared__ float red[32];
+    T *xs = reinterpret_cast<T *>(smem_raw);
+    const T *w = (const T *)a.w;
+    const int lane = threadIdx.x & 31, nw = blockDim.x >> 5;
+    const long long K = a.k, N = a.n, m0 = (long long)blockIdx.y * M;
+    const long long step = (long long)gridDim.x * nw * R;
+    long long row0 = ((long long)blockIdx.x * nw + (threadIdx.x >> 5)) * R;
+
+    auto load = [&](uint4(&v)[R][U], long long r0, long long kt) {
+#pragma unroll
+        for (int r = 0; r < R; r++)
+#pragma unroll
+            for (int u = 0; u < U; u++) {
+                const long long kk = kt + (long long)VE * (32 * u + lane);
+                if (r0 + r < N && kk < K)
+                    v[r][u] = __ldcs(reinterpret_cast<const uint4 *>(w + (r0 + r) * K + kk));
+                else
+                    v[r][u] = make_uint4(0, 0, 0, 0);
+            }
+    };
+    uint4 wv[R][U];
+    /* A constant W may stream in while the step before still runs; a W some step writes may not
+     * be read before pdl_wait. */
+    const bool early = a.w_const && row0 < N;
+    if (early)
+        load(wv, row0, 0);
+    pdl_wait();
+    if (!early && row0 < N)
+        load(wv, row0, 0);
+    stage<T, M, P>(a, m0, xs, red);
+    pdl_trigger();
+
+    const T *c = (const T *)a.c;
+    T *y = (T *)a.y;
+    float acc[M][R];
+#pragma unroll
+    for (int m = 0; m < M; m++)
+#pragma unroll
+        for (int r = 0; r < R; r++)
+            acc[m][r] = 0.0f;
+    /* wv holds the tile (row0, kt); the loop walks this warp's tiles in order */
+    long long kt = 0;
+    while (row0 < N) {
+        long long nrow = row0, nkt = kt + TILE;
+        if (nkt >= K)
+            nrow += step, nkt = 0;
+        uint4 wn[R][U];
+        if (PIPE && nrow < N)
+            load(wn, nrow, nkt);
+#pragma unroll
+        for (int u = 0; u < U; u++) {
+            const long long kk = kt + (long long)VE * (32 * u + lane);
+            if (kk >= K)
+                break;
+#pragma unroll
+            for (int m = 0; m < M; m++) {
+                const uint4 xv = *reinterpret_cast<const uint4 *>(xs + m * K + kk);
+#pragma unroll
+                for (int r = 0; r < R; r++)
+#pragma unroll
+                    for (int e = 0; e < VE; e++)
+                        acc[m][r] = fmaf(el<T>(wv[r][u], e), el<T>(xv, e), acc[m][r]);
+            }
+        }
+        if (nkt == 0) { /* the row group is done */
+#pragma unroll
+            for (int m = 0; m < M; m++)
+#pragma unroll
+                for (int r = 0; r < R; r++) {
+                    const float s = warp_sum(acc[m][r]);
+                    acc[m][r] = 0.0f;
+                    const long long row = row0 + r, mm = m0 + m;
+                    if (lane == ((m * R + r) & 31) && row < N && mm < a.m) {
+                        float v = a.alpha * s;
+                        if (c)
+                            v += to_f(c[mm * N + row]);
+                        y[mm * N + row] = from_f<T>(v);
+                    }
+                }
+        }
+        if (nrow < N) {
+            if (PIPE) {
+#pragma unroll
+                for (int r = 0; r < R; r++)
+#pragma unroll
+                    for (int u = 0; u < U; u++)
+                        wv[r][u] = wn[r][u];
+            } else {
+                load(wv, nrow, nkt);
+            }
+        }
+        row0 = nrow, kt = nkt;
+    }
+}
+
+template <typename T, int M, int P> struct Pick {
+    static void *kernel(int variant)
+    {
+        switch (variant) {
+        case 1: return (void *)gemv_kernel<T, M, 2, 8, false, P>;
+        case 2: return (void *)gemv_kernel<T, M, 1, 8, true, P>;
+        default: return (void *)gemv_kernel<T, M, 1, 8, false, P>;
+        }
+    }
+};
+
+static int rows_per_warp(int variant)
+{
+    return variant == 1 ? 2 : 1;
+}
+
+template <typename T, int P> static void *pick_m(int mt, int variant)
+{
+    switch (mt) {
+    case 1: return Pick<T, 1, P>::kernel(variant);
+    case 2: return Pick<T, 2, P>::kernel(variant);
+    case 4: return Pick<T, 4, P>::kernel(variant);
+    default: return Pick<T, 8, P>::kernel(variant);
+    }
+}
+
+template <typename T> static void *pick(int mt, int prologue, int variant)
+{
+    switch (prologue) {
+    case BATON_GEMV_RMS: return pick_m<T, BATON_GEMV_RMS>(mt, variant);
+    case BATON_GEMV_SWIGLU: return pick_m<T, BATON_GEMV_SWIGLU>(mt, variant);
+    default: return pick_m<T, BATON_GEMV_PLAIN>(mt, variant);
+    }
+}
+
+/* Rows of x per block: the fewest of 1, 2, 4, 8 that hold all of m, or as many as fit in shared
+ * memory. 0 when not even one row fits. */
+static int row_tile(long long m, long long k, size_t esz)
+{
+    int mt = m <= 1 ? 1 : m <= 2 ? 2 : m <= 4 ? 4 : 8;
+    while (mt > 0 && (size_t)mt * (size_t)k * esz > SMEM_MAX)
+        mt >>= 1;
+    return mt;
+}
+
+} /* namespace gv */
+} /* namespace kcuda */
+
+using namespace kcuda;
+
+extern "C" int baton__kcuda_gemv_supported(const baton_gemv_args *a, char *msg, size_t len)
+{
+    const size_t esz = dtype_bytes(a->dtype);
+    if (a->dtype != BATON_DTYPE_BF16 && a->dtype != BATON_DTYPE_F16 && a->dtype != BATON_DTYPE_F32)
+        return baton__reason_set(msg, len, BATON_ENOTSUP, "the GEMV takes bf16, f16 or f32, not %s",
+                                 dtype_label(a->dtype));
+    const long long ve = 16 / (long long)esz;
+    if (a->m < 1 || a->n < 1 || a->k < 1)
+        return baton__reason_set(msg, len, BATON_ENOTSUP, "empty product (m=%lld n=%lld k=%lld)",
+                                 (long long)a->m, (long long)a->n, (long long)a->k);
+    if (a->k % ve || a->ldx % ve)
+        return baton__reason_set(msg, len, BATON_ENOTSUP,
+                                 "K = %lld (row stride of x %lld) is not a multiple of %lld: the "
+                                 "CUDA GEMV reads 16-byte vectors of %s",
+                                 (long long)a->k, (long long)a->ldx, ve, dtype_label(a->dtype));
+    if (gv::row_tile(a->m, a->k, esz) == 0)
+        return baton__reason_set(msg, len, BATON_ENOTSUP,
+                                 "K = %lld: a row of x (%lld bytes) does not fit in the %zu bytes "
+                                 "of shared memory the CUDA GEMV stages it in",
+                                 (long long)a->k, (long long)(a->k * (long long)esz), gv::SMEM_MAX);
+    if (a->prologue == BATON_GEMV_RMS && !a->g)
+        return baton__reason_set(msg, len, BATON_EINVAL, "the RMS prologue needs its weight g");
+    return 0;
+}
+
+extern "C" int baton__kcuda_gemv(const baton_exec_ctx *ctx, const baton_gemv_args *a)
+{
+    char why[256];
+    int rc = baton__kcuda_gemv_supported(a, why, sizeof why);
+    if (rc)
+        return baton__ctx_fail(ctx, rc, "%s", why);
+    const uintptr_t addr =
+        (uintptr_t)a->x | (uintptr_t)a->w | (uintptr_t)a->c | (uintptr_t)a->g | (uintptr_t)a->y;
+    if (addr & 15)
+        return baton__ctx_fail(ctx, BATON_EINVAL,
+                               "the CUDA GEMV needs 16-byte aligned buffers (x=%p w=%p c=%p y=%p)",
+                               a->x, a->w, a->c, a->y);
+    const size_t esz = dtype_bytes(a->dtype);
+    int variant = a->variant >= 0 && a->variant < BATON_GEMV_VARIANTS ? a->variant : 0;
+    if (a->variant == BATON_GEMV_AUTO) /* bench_gemv, H200: the pipelined tile pays only when PDL
+                                          hides the prologue; few rows or long rows want it */
+        variant = !(ctx && ctx->pdl) ? 0 : a->n <= 2560 || a->k >= 8192 ? 2 : 1;
+    const int mt = gv::row_tile(a->m, a->k, esz);
+    void *kernel = a->dtype == BATON_DTYPE_BF16  ? gv::pick<__nv_bfloat16>(mt, a->prologue, variant)
+                   : a->dtype == BATON_DTYPE_F16 ? gv::pick<__half>(mt, a->prologue, variant)
+                                                 : gv::pick<float>(mt, a->prologue, variant);
+    typedef void (*kfn)(gv::Args);
+    kfn k = (kfn)kernel;
+    const size_t smem = (size_t)mt * (size_t)a->k * esz;
+    const long long rows_blk = (long long)(gv::THREADS / 32) * gv::rows_per_warp(variant);
+    const long long want = (a->n + rows_blk - 1) / rows_blk;
+    const long long ytiles = (a->m + mt - 1) / mt;
+    if (prepare(k, ctx, "gemv", 1, want, gv::THREADS, smem, gv::SMEM_MAX, false) < 0)
+        return BATON_ECUDA;
+    int per_sm = 0;
+    cudaError_t e = occupancy(ctx, (const void *)k, gv::THREADS, smem, &per_sm);
+    if (e != cudaSuccess)
+        return baton__ctx_fail(ctx, BATON_ECUDA,
+                               "cudaOccupancyMaxActiveBlocksPerMultiprocessor"
+                               "(gemv) failed: %s",
+                               cudaGetErrorString(e));
+    /* One wave: every block resident at once, so x is staged once per block and a constant W's
+     * first tiles are in flight before the step before this one ends. */
+    long long cap = (long long)sm_count(ctx) * (per_sm > 0 ? per_sm : 1) / ytiles;
+    if (cap < 1)
+        cap = 1;
+    const long long grid = want < cap ? want : cap;
+    gv::Args ka;
+    ka.x = a->x;
+    ka.w = a->w;
+    ka.c = a->c;
+    ka.g = a->g;
+    ka.y = a->y;
+    ka.m = a->m;
+    ka.n = a->n;
+    ka.k = a->k;
+    ka.ldx = a->ldx;
+    ka.alpha = a->alpha;
+    ka.eps = a->eps;
+    ka.w_const = a->w_const;
+    cudaLaunchConfig_t cfg;
+    memset(&cfg, 0, sizeof cfg);
+    cfg.gridDim = dim3((unsigned)grid, (unsigned)ytiles, 1);
+    cfg.blockDim = dim3(gv::THREADS, 1, 1);
+    cfg.dynamicSmemBytes = smem;
+    cfg.stream = ctx ? (cudaStream_t)ctx->stream : (cudaStream_t)0;
+    cudaLaunchAttribute attr;
+    memset(&attr, 0, sizeof attr);
+    attr.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attr.val.programmaticStreamSerializationAllowed = 1;
+    cfg.attrs = &attr;
+    cfg.numAttrs = ctx && ctx->pdl ? 1 : 0;
+    e = cudaLaunchKernelEx(&cfg, k, ka);
+    if (e == cudaSuccess)
+        e = cudaGetLastError();
+    if (e != cudaSuccess)
+        return baton__ctx_fail(ctx, BATON_ECUDA, "cudaLaunchKernelEx(gemv) failed: %s",
+                               cudaGetErrorString(e));
+    return 0;
+}
+
+/* ---- the fused targets (kernels/gemv_fused.h): the GEMV with its prologue ---------------------
+ */
+
+static int fused(int op, const baton_exec_ctx *ctx, void **buffers, const char *opaque, size_t len)
+{
+    baton_gemv_fused_desc d;
+    gf_shape s;
+    int rc = baton__gf_call_read(ctx, op, buffers, 4, opaque, len, &d, &s);
+    if (rc)
+        return rc;
+    if (s.dt == BATON_DTYPE_F64)
+        return baton__ctx_fail(ctx, BATON_ENOTSUP,
+                               "%s on CUDA takes bf16, f16 or f32, not f64: place the step on cpu",
+                               baton__gf_op_name(op));
+    if (s.m == 0)
+        return 0;
+    baton_gemv_args a;
+    memset(&a, 0, sizeof a);
+    const bool rms = op == GF_RMS_NORM_GEMM;
+    a.x = buffers[0];
+    a.g = rms ? buffers[1] : NULL;
+    a.w = rms ? buffers[2] : buffers[1];
+    a.c = rms ? NULL : buffers[2];
+    a.y = buffers[3];
+    a.m = s.m, a.n = s.n, a.k = s.k, a.ldx = rms ? s.k : 2 * s.k;
+    a.dtype = s.dt;
+    a.prologue = rms ? BATON_GEMV_RMS : BATON_GEMV_SWIGLU;
+    a.alpha = 1.0f;
+    a.eps = (float)d.eps;
+    /* W streams in before pdl_wait only when the runtime says it is a plan constant. */
+    const baton_sig_args *sg = ctx->sig;
+    a.w_const = sg && BATON_HAS_FIELD(sg, baton_sig_args, input_constant) && sg->input_constant &&
+                sg->input_constant[rms ? 2 : 1];
+    a.variant = BATON_GEMV_AUTO;
+    return baton__kcuda_gemv(ctx, &a);
+}
+
+extern "C" int baton__kcuda_rms_norm_gemm(const baton_exec_ctx *ctx, void **buffers,
+                                          const char *opaque, size_t len)
+{
+    return fused(GF_RMS_NORM_GEMM, ctx, buffers, opaque, len);
+}
+
+extern "C" int baton__kcuda_swiglu_gemm_add(const baton_exec_ctx *ctx, void **buffers,
+                                            const char *opaque, size_t len)
+{
+    return fused(GF_SWIGLU_GEMM_ADD, ctx, buffers, opaque, len);
+}
