@@ -30,6 +30,11 @@ typedef struct dev_call {
     const char *opaque;
     size_t opaque_len;
     baton_exec_ctx ctx; /* stream, next device...; errbuf points at per-call storage */
+    /* The call's kernel honours programmatic dependent launch and the run allows it. The device
+     * then sets ctx.pdl on each issue where the op before it on the stream is a kernel (any
+     * kernel: a pdl_wait waits for that grid's completion and its writes, whether or not the
+     * grid triggers); ctx.pdl is the device's to set. */
+    int pdl;
 } dev_call;
 
 typedef enum dev_copy_kind { DEV_COPY_H2D = 0, DEV_COPY_D2H = 1, DEV_COPY_D2D = 2 } dev_copy_kind;

@@ -585,13 +585,11 @@ static int build_calls(baton_runtime *rt, baton_error *err)
             .user = s->target->user,
             .autotune = !rt->opts.no_autotune,
         };
-        /* PDL only between two kernels of one GPU segment that both honour it: the first
-         * kernel of a segment follows copies or the host. */
-        if (use_pdl && s->kind == BATON_TARGET_KERNEL && im->supports_pdl && i > 0 &&
-            plan->steps[i - 1].segment == s->segment &&
-            plan->steps[i - 1].kind == BATON_TARGET_KERNEL && rt->impls[i - 1]->supports_pdl &&
-            dev_supports_pdl(rd->ops, rd->ctx))
-            c->ctx.pdl = 1;
+        /* A kernel that honours PDL may follow any kernel on its stream (a delegate's, the
+         * device's copy kernel): its pdl_wait waits for that grid. The device launches it so
+         * where the op before it is a kernel (device.h, dev_call.pdl). */
+        c->pdl = use_pdl && s->kind == BATON_TARGET_KERNEL && im->supports_pdl &&
+                 dev_supports_pdl(rd->ops, rd->ctx);
         if (s->kind == BATON_TARGET_KERNEL) {
             c->kernel = im->kernel;
             continue;
@@ -924,6 +922,9 @@ static int prepare(const baton_plan *plan, const baton_options *opts, const bato
         return baton__err_set(err, BATON_ENOMEM, "prepare: out of memory");
     rt->plan = baton__plan_retain(plan); /* baton_runtime_destroy releases it */
     rt->opts = o;
+    static int no_pdl = ENV_UNREAD; /* BATON_NO_PDL=1: --no-pdl for programs that have no flag */
+    if (baton__env_flag("BATON_NO_PDL", &no_pdl) == 1)
+        rt->opts.disable_pdl = 1;
     rt->share = share;
     const char *nodes_env = getenv(RT_EVENT_NODES_ENV);
     rt->event_nodes = !(nodes_env && strcmp(nodes_env, "0") == 0);

@@ -33,3 +33,15 @@ void baton__runtime_gpu_only(baton_runtime *rt, int on)
     if (on) /* nothing is queued behind a gate that no CPU segment would open */
         memset(rt->ahead_ok, 0, (size_t)rt->plan->n_segments + 1);
 }
+
+dev_ctx *baton__runtime_device_ctx(baton_runtime *rt, int device)
+{
+    return rt && device >= 0 && device < rt->nd ? rt->dev[device].ctx : NULL;
+}
+
+int baton__runtime_graph_slot(baton_runtime *rt, int segment)
+{
+    if (!rt || !rt->graph_slot || segment < 0 || segment >= rt->plan->n_segments)
+        return -1;
+    return rt->graph_slot[segment];
+}

@@ -22,4 +22,10 @@ void baton__runtime_gpu_only(baton_runtime *rt, int on);
  * what another device wrote must fail once the writer is slow (sim_delay_us). */
 void baton__runtime_skip_cross_waits(baton_runtime *rt, int on);
 
+/* A look into a prepared runtime's devices: the context of device index `device` (the plan's
+ * memory index; NULL when out of range), and the graph slot that GPU segment `segment` replays in
+ * graph mode (-1 when out of range). The CUDA tests read a captured segment's edges with them. */
+dev_ctx *baton__runtime_device_ctx(baton_runtime *rt, int device);
+int baton__runtime_graph_slot(baton_runtime *rt, int segment);
+
 #endif

@@ -61,9 +61,11 @@ DEC_FNS(swiglu, DEC_SWIGLU)
 DEC_FNS(rope_cache_update, DEC_ROPE_CACHE_UPDATE)
 
 #ifdef BATON_CUDA
+/* Every kernel of kernels/cuda/decoder.cu calls pdl_wait() before it touches global memory, so
+ * each may be a programmatic dependent launch (baton_target_impl.supports_pdl). */
 #define DEC_IMPLS(fn)                                                                              \
     .impls = {{.device = BATON_DEVICE_CPU, .kernel = baton__kcpu_##fn},                            \
-              {.device = BATON_DEVICE_CUDA, .kernel = baton__kcuda_##fn}},                         \
+              {.device = BATON_DEVICE_CUDA, .kernel = baton__kcuda_##fn, .supports_pdl = 1}},      \
     .n_impls = 2
 #else
 #define DEC_IMPLS(fn)                                                                              \

@@ -1,6 +1,7 @@
 /* test_device_cuda.c: the scheduler's CUDA device through its dev_ops table: stream order up to
  * an event wait, counters, graph capture, replay and in-place update, illegal calls during
- * capture, cross-context waits, and every injected fault, each followed by a working call. */
+ * capture, cross-context waits, every injected fault, each followed by a working call, and
+ * programmatic dependent launch inside captured graphs (programmatic edges, the same bits). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -9,8 +10,11 @@
 #include <criterion/criterion.h>
 #include <cuda_runtime.h>
 
+#include "kernels/cuda/cuda_kernels.h"
+#include "kernels/descriptors.h"
 #include "scheduler/cuda/device_cuda.h"
 #include "scheduler/device.h"
+#include "scheduler/testing.h"
 #include "tests/support.h"
 
 #define SKIP_WITHOUT_GPU()                                                                         \
@@ -483,4 +487,274 @@ Test(device_cuda, the_gpu_busy_fraction_tells_a_busy_gpu_from_an_idle_one)
     cudaStreamDestroy(s);
     cudaFree(a);
     cudaFree(b);
+}
+
+/* ---- programmatic dependent launch inside graphs -------------------------------------------- */
+
+/* A chain of N RMSNorm forward calls, 1 x 4096 bf16, each reading the one before, between an
+ * upload of x and a download of the last output (copy kernels: 8 KiB each), as a segment of the
+ * runtime issues them. */
+#define PDL_N   8
+#define PDL_ROW 4096
+
+typedef struct pdl_chain {
+    dev_ctx *d;
+    void *x, *w, *y[PDL_N], *inv[PDL_N], *tmp;
+    unsigned char *x_host, *y_host; /* pinned */
+    baton_rms_norm_desc desc;
+    void *bufs[PDL_N][4];
+    void *copy_bufs[2];
+    size_t copy_bytes;
+    char errbuf[PDL_N + 1][256];
+    dev_call calls[PDL_N];
+    dev_call copy; /* a call that copies with cudaMemcpyAsync: no kernel for PDL to follow */
+} pdl_chain;
+
+static void pdl_open(pdl_chain *c)
+{
+    memset(c, 0, sizeof *c);
+    baton_error err = {0};
+    baton_options opts;
+    memset(&opts, 0, sizeof opts);
+    cr_assert_eq(ops->open(cuda0, &opts, 4, 4, &c->d, &err), 0, "open: %s", err.message);
+    const size_t row = PDL_ROW * 2;
+    c->x = ops->alloc(c->d, row, &err);
+    c->w = ops->alloc(c->d, row, &err);
+    c->tmp = ops->alloc(c->d, row, &err);
+    c->x_host = ops->host_alloc(c->d, row, &err);
+    c->y_host = ops->host_alloc(c->d, row, &err);
+    cr_assert(c->x && c->w && c->tmp && c->x_host && c->y_host, "%s", err.message);
+    uint64_t seed = test_fresh_seed();
+    test_rng rng = {seed};
+    test_fill_random(&rng, BATON_DTYPE_BF16, c->x_host, PDL_ROW, 1.0);
+    unsigned char *w = malloc(row);
+    cr_assert(w);
+    test_fill_random(&rng, BATON_DTYPE_BF16, w, PDL_ROW, 1.0);
+    cr_assert_eq(ops->copy_sync(c->d, c->w, w, row, DEV_COPY_H2D, &err), 0, "%s", err.message);
+    free(w);
+    c->desc = (baton_rms_norm_desc){.n1 = 1,
+                                    .n2 = PDL_ROW,
+                                    .eps = 1e-5,
+                                    .x_dtype = BATON_DTYPE_BF16,
+                                    .w_dtype = BATON_DTYPE_BF16};
+    for (int i = 0; i < PDL_N; i++) {
+        c->y[i] = ops->alloc(c->d, row, &err);
+        c->inv[i] = ops->alloc(c->d, sizeof(float), &err);
+        cr_assert(c->y[i] && c->inv[i], "%s", err.message);
+        c->bufs[i][0] = i ? c->y[i - 1] : c->x;
+        c->bufs[i][1] = c->w;
+        c->bufs[i][2] = c->y[i];
+        c->bufs[i][3] = c->inv[i];
+        c->calls[i] = (dev_call){.kernel = baton__kcuda_rms_norm_fwd,
+                                 .buffers = c->bufs[i],
+                                 .opaque = (const char *)&c->desc,
+                                 .opaque_len = sizeof c->desc,
+                                 .ctx = {.struct_size = sizeof(baton_exec_ctx),
+                                         .device = cuda0,
+                                         .stream = ops->stream(c->d),
+                                         .next_device = cuda0,
+                                         .next_kind = BATON_TARGET_KERNEL,
+                                         .step_name = "norm",
+                                         .step_index = i,
+                                         .errbuf = c->errbuf[i],
+                                         .errbuf_len = sizeof c->errbuf[i]}};
+    }
+    c->copy_bytes = row;
+    c->copy = (dev_call){.kernel = k_copy,
+                         .buffers = c->copy_bufs,
+                         .opaque = (const char *)&c->copy_bytes,
+                         .opaque_len = sizeof c->copy_bytes,
+                         .ctx = {.device = cuda0,
+                                 .stream = ops->stream(c->d),
+                                 .step_name = "memcpy",
+                                 .errbuf = c->errbuf[PDL_N],
+                                 .errbuf_len = sizeof c->errbuf[PDL_N]}};
+    printf("pdl chain: seed %llu (BATON_TEST_SEED replays it)\n", (unsigned long long)seed);
+}
+
+static void pdl_close(pdl_chain *c)
+{
+    for (int i = 0; i < PDL_N; i++) {
+        ops->free(c->d, c->y[i]);
+        ops->free(c->d, c->inv[i]);
+    }
+    ops->free(c->d, c->x);
+    ops->free(c->d, c->w);
+    ops->free(c->d, c->tmp);
+    ops->host_free(c->d, c->x_host);
+    ops->host_free(c->d, c->y_host);
+    ops->close(c->d);
+}
+
+/* Issues the segment (captured when slot >= 0): upload, the chain (the call after step
+ * `memcpy_after`, if >= 0, is preceded by a cudaMemcpyAsync call that copies y[memcpy_after] to
+ * tmp), download. pdl: the calls ask for PDL. */
+static void pdl_issue(pdl_chain *c, int pdl, int memcpy_after)
+{
+    baton_error err = {0};
+    cr_assert_eq(ops->copy(c->d, c->x, c->x_host, PDL_ROW * 2, DEV_COPY_H2D, "x", &err), 0, "%s",
+                 err.message);
+    for (int i = 0; i < PDL_N; i++) {
+        c->calls[i].pdl = pdl;
+        cr_assert_eq(ops->call(c->d, &c->calls[i], &err), 0, "step %d: %s", i, err.message);
+        if (i == memcpy_after) {
+            c->copy_bufs[0] = c->y[i];
+            c->copy_bufs[1] = c->tmp;
+            cr_assert_eq(ops->call(c->d, &c->copy, &err), 0, "%s", err.message);
+        }
+    }
+    cr_assert_eq(ops->copy(c->d, c->y_host, c->y[PDL_N - 1], PDL_ROW * 2, DEV_COPY_D2H, "y", &err),
+                 0, "%s", err.message);
+}
+
+/* Runs the segment on the stream (slot < 0) or as graph `slot` (captured first), with every
+ * output poisoned before, and returns the last output's bytes in out. */
+static void pdl_run(pdl_chain *c, int slot, int pdl, int memcpy_after, unsigned char *out)
+{
+    baton_error err = {0};
+    for (int i = 0; i < PDL_N; i++)
+        cr_assert_eq(cudaMemset(c->y[i], 0xff, PDL_ROW * 2), cudaSuccess);
+    cr_assert_eq(cudaDeviceSynchronize(), cudaSuccess);
+    test_poison(c->y_host, PDL_ROW * 2);
+    if (slot < 0) {
+        pdl_issue(c, pdl, memcpy_after);
+    } else {
+        int updated = 0;
+        cr_assert_eq(ops->capture_begin(c->d, slot, &err), 0, "%s", err.message);
+        pdl_issue(c, pdl, memcpy_after);
+        cr_assert_eq(ops->capture_end(c->d, slot, &updated, &err), 0, "%s", err.message);
+        cr_assert_eq(ops->graph_launch(c->d, slot, &err), 0, "%s", err.message);
+    }
+    cr_assert_eq(ops->record(c->d, 0, &err), 0, "%s", err.message);
+    cr_assert_eq(ops->wait(c->d, 0, "end", &err), 0, "%s", err.message);
+    memcpy(out, c->y_host, PDL_ROW * 2);
+}
+
+static int pdl_device(void)
+{
+    int major = 0;
+    if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, 0) != cudaSuccess)
+        return 0;
+    return major >= 9;
+}
+
+Test(device_cuda, a_captured_chain_of_pdl_kernels_has_programmatic_edges_and_the_same_bits)
+{
+    SKIP_WITHOUT_GPU();
+    if (!pdl_device())
+        cr_skip("programmatic dependent launch needs compute capability 9.0 or later");
+    pdl_chain c;
+    pdl_open(&c);
+    unsigned char ref[PDL_ROW * 2], got[PDL_ROW * 2];
+    pdl_run(&c, -1, 0, -1, ref); /* on the stream, no PDL */
+    cr_assert_neq(ref[0] == 0xff && ref[1] == 0xff, 1, "the chain wrote nothing");
+
+    pdl_run(&c, 0, 1, -1, got);
+    cr_expect_eq(memcmp(ref, got, sizeof ref), 0, "a graph with PDL changed the bits");
+    dev_cuda_edges e;
+    cr_assert_eq(baton__dev_cuda_graph_edges(c.d, 0, &e), 0);
+    /* upload kernel -> N norms -> download kernel: N + 2 kernel nodes in a line, every edge
+     * programmatic (each node follows a kernel and waits for it) */
+    cr_expect_eq(e.nodes, PDL_N + 2);
+    cr_expect_eq(e.kernels, PDL_N + 2);
+    cr_expect_eq(e.edges, PDL_N + 1);
+    cr_expect_eq(e.programmatic, PDL_N + 1, "%d of %d edges programmatic", e.programmatic, e.edges);
+    cr_expect_eq(e.kernel_default, 0);
+    cr_expect_eq(e.pdl_made + e.pdl_kept, PDL_N + 1, "made %d, kept %d", e.pdl_made, e.pdl_kept);
+
+    /* the calls without PDL: only the download kernel follows its kernel programmatically */
+    pdl_run(&c, 1, 0, -1, got);
+    cr_expect_eq(memcmp(ref, got, sizeof ref), 0, "a graph without PDL changed the bits");
+    cr_assert_eq(baton__dev_cuda_graph_edges(c.d, 1, &e), 0);
+    cr_expect_eq(e.programmatic, 1);
+    cr_expect_eq(e.kernel_default, PDL_N);
+
+    /* on the stream with PDL: the same bits */
+    pdl_run(&c, -1, 1, -1, got);
+    cr_expect_eq(memcmp(ref, got, sizeof ref), 0, "PDL on the stream changed the bits");
+    pdl_close(&c);
+}
+
+Test(device_cuda, a_pdl_kernel_after_a_memcpy_in_a_graph_waits_for_it_in_full)
+{
+    SKIP_WITHOUT_GPU();
+    if (!pdl_device())
+        cr_skip("programmatic dependent launch needs compute capability 9.0 or later");
+    pdl_chain c;
+    pdl_open(&c);
+    unsigned char ref[PDL_ROW * 2], got[PDL_ROW * 2];
+    pdl_run(&c, -1, 0, 3, ref);
+    pdl_run(&c, 2, 1, 3, got);
+    cr_expect_eq(memcmp(ref, got, sizeof ref), 0, "PDL around a memcpy changed the bits");
+    dev_cuda_edges e;
+    cr_assert_eq(baton__dev_cuda_graph_edges(c.d, 2, &e), 0);
+    /* the memcpy node splits the line: norm 3 -> memcpy -> norm 4 are default edges, and
+     * nothing is made programmatic into or out of it */
+    cr_expect_eq(e.nodes, PDL_N + 3);
+    cr_expect_eq(e.edges, PDL_N + 2);
+    cr_expect_eq(e.programmatic, PDL_N, "%d programmatic", e.programmatic);
+    cr_expect_eq(e.kernel_default, 0);
+    pdl_close(&c);
+}
+
+/* The runtime on the bundled 64-step chain in graph mode: its captured segment is one
+ * programmatic chain (upload kernel, 64 norms, download kernel), and --no-pdl gives the same bits
+ * from a graph without a programmatic edge. */
+static void chain_plan_run(const baton_plan *plan, int no_pdl, const unsigned char *x,
+                           unsigned char *out, dev_cuda_edges *e)
+{
+    baton_options opts = test_options(BATON_GPU_CUDA, BATON_SYNC_GRAPH, 0, 1);
+    opts.disable_pdl = no_pdl;
+    baton_runtime *rt = NULL;
+    baton_error err = {0};
+    cr_assert_eq(baton_runtime_create(plan, &opts, &rt, &err), 0, "%s", err.message);
+    cr_assert_eq(baton_runtime_set_input(rt, "x", x, PDL_ROW * 2, &err), 0, "%s", err.message);
+    for (int r = 0; r < 2; r++) { /* the first run captures, the second replays */
+        test_poison(out, PDL_ROW * 2);
+        cr_assert_eq(baton_runtime_run(rt, &err), 0, "%s", err.message);
+        cr_assert_eq(baton_runtime_get_output(rt, "h64", out, PDL_ROW * 2, &err), 0, "%s",
+                     err.message);
+    }
+    /* memory index 1 is cuda:0 (0 is the CPU); the GPU segment's slot holds the graph */
+    dev_ctx *d = baton__runtime_device_ctx(rt, 1);
+    cr_assert(d);
+    int found = 0;
+    for (int s = 0; s < 4 && !found; s++) {
+        int slot = baton__runtime_graph_slot(rt, s);
+        found = slot >= 0 && baton__dev_cuda_graph_edges(d, slot, e) == 0;
+    }
+    cr_assert(found, "no captured graph on cuda:0");
+    baton_runtime_destroy(rt);
+}
+
+Test(device_cuda, the_runtimes_captured_chain_is_one_programmatic_chain_with_the_same_bits)
+{
+    SKIP_WITHOUT_GPU();
+    if (!pdl_device())
+        cr_skip("programmatic dependent launch needs compute capability 9.0 or later");
+    baton_registry *reg = NULL;
+    baton_plan *plan = NULL;
+    baton_error err = {0};
+    cr_assert_eq(baton_registry_create(&reg), 0);
+    cr_assert_eq(
+        baton_plan_load(reg, test_path("examples/plans/rmsnorm_chain64.json"), &plan, &err), 0,
+        "%s", err.message);
+    unsigned char x[PDL_ROW * 2], on[PDL_ROW * 2], off[PDL_ROW * 2];
+    uint64_t seed = test_fresh_seed();
+    test_rng rng = {seed};
+    test_fill_random(&rng, BATON_DTYPE_BF16, x, PDL_ROW, 1.0);
+    dev_cuda_edges e_on, e_off;
+    chain_plan_run(plan, 0, x, on, &e_on);
+    chain_plan_run(plan, 1, x, off, &e_off);
+    cr_expect_eq(memcmp(on, off, sizeof on), 0, "PDL changed the chain's bits (seed %llu)",
+                 (unsigned long long)seed);
+    cr_expect_eq(e_on.kernels, 66, "%d kernel nodes", e_on.kernels);
+    cr_expect_eq(e_on.edges, 65);
+    cr_expect_eq(e_on.programmatic, 65, "%d of %d edges programmatic (%d made, %d captured so)",
+                 e_on.programmatic, e_on.edges, e_on.pdl_made, e_on.pdl_kept);
+    cr_expect_eq(e_on.kernel_default, 0);
+    cr_expect_eq(e_off.programmatic, 0, "--no-pdl left %d programmatic edges", e_off.programmatic);
+    cr_expect_eq(e_off.kernel_default, 65);
+    baton_plan_free(plan);
+    baton_registry_destroy(reg);
 }

@@ -24,6 +24,7 @@ extern "C" {
 #include "kernels/cuda/cuda_kernels.h"
 }
 #include "kernels/descriptors.h"
+#include "scheduler/cuda/device_cuda.h"
 
 static const int CHAIN = 64;
 static const int N2 = 4096;
@@ -56,6 +57,7 @@ struct chain {
     char errbuf[256];
     cudaEvent_t ev;
     void *x_host, *y_host; /* pinned: the plan's input and output cross to and from the host */
+    int first_pdl;         /* step 0 follows a kernel (the copy kernel) */
 };
 
 static void chain_init(chain *c)
@@ -97,7 +99,7 @@ static void chain_launch(chain *c, int i, int pdl)
     ctx.stream = c->stream;
     ctx.next_device = ctx.device;
     ctx.next_kind = BATON_TARGET_KERNEL;
-    ctx.pdl = pdl && i > 0;
+    ctx.pdl = pdl && (i > 0 || c->first_pdl);
     ctx.step_name = "floor";
     ctx.step_index = i;
     ctx.errbuf = c->errbuf;
@@ -128,20 +130,58 @@ static void chain_out(chain *c)
         cudaMemcpyAsync(c->y_host, c->y[CHAIN - 1], N2 * 2, cudaMemcpyDeviceToHost, c->stream));
 }
 
+/* Makes every kernel-to-kernel edge of g programmatic, as the CUDA device does for PDL calls;
+ * returns how many it changed. */
+static int make_edges_programmatic(cudaGraph_t g)
+{
+    size_t n = 4 * CHAIN + 16;
+    std::vector<cudaGraphNode_t> from(n), to(n);
+    std::vector<cudaGraphEdgeData> ed(n);
+    CHECK_CUDA(cudaGraphGetEdges(g, from.data(), to.data(), ed.data(), &n));
+    cudaGraphEdgeData prog;
+    memset(&prog, 0, sizeof prog);
+    prog.from_port = cudaGraphKernelNodePortProgrammatic;
+    prog.type = cudaGraphDependencyTypeProgrammatic;
+    int changed = 0;
+    for (size_t i = 0; i < n; i++) {
+        cudaGraphNodeType tf, tt;
+        CHECK_CUDA(cudaGraphNodeGetType(from[i], &tf));
+        CHECK_CUDA(cudaGraphNodeGetType(to[i], &tt));
+        if (tf != cudaGraphNodeTypeKernel || tt != cudaGraphNodeTypeKernel ||
+            ed[i].type == cudaGraphDependencyTypeProgrammatic)
+            continue;
+        CHECK_CUDA(cudaGraphRemoveDependencies(g, &from[i], &to[i], &ed[i], 1));
+        CHECK_CUDA(cudaGraphAddDependencies(g, &from[i], &to[i], &prog, 1));
+        changed++;
+    }
+    return changed;
+}
+
 /* A hand-built graph of the 64 launches; with io, the plan's two transfers are captured too
- * (the tightest floor that still moves the plan's input and output). */
+ * (the tightest floor that still moves the plan's input and output). pdl 2: launched without
+ * the attribute, then every kernel-to-kernel edge made programmatic by hand. */
 static cudaGraphExec_t chain_graph(chain *c, int pdl, int io)
 {
     cudaGraph_t g;
     cudaGraphExec_t x;
     CHECK_CUDA(cudaStreamBeginCapture(c->stream, cudaStreamCaptureModeThreadLocal));
-    if (io)
+    if (io == 2) /* the transfers as baton's CUDA device makes them: its copy kernel, with PDL */
+        CHECK_CUDA(baton__dev_cuda_copy_launch(c->stream, c->x, c->x_host, N2 * 2, 0, 0));
+    else if (io)
         chain_in(c);
+    c->first_pdl = io == 2;
     for (int i = 0; i < CHAIN; i++)
-        chain_launch(c, i, pdl);
-    if (io)
+        chain_launch(c, i, pdl == 1);
+    c->first_pdl = 0;
+    if (io == 2)
+        CHECK_CUDA(baton__dev_cuda_copy_launch(c->stream, c->y_host, c->y[CHAIN - 1], N2 * 2, 1,
+                                               pdl == 1));
+    else if (io)
         chain_out(c);
     CHECK_CUDA(cudaStreamEndCapture(c->stream, &g));
+    if (pdl == 2)
+        printf("floor.hand_graph_edges: %d kernel-to-kernel edges made programmatic\n",
+               make_edges_programmatic(g));
     CHECK_CUDA(cudaGraphInstantiate(&x, g, 0));
     CHECK_CUDA(cudaGraphDestroy(g));
     CHECK_CUDA(cudaGraphUpload(x, c->stream));
@@ -216,10 +256,11 @@ static std::vector<unsigned char> outputs(const baton_plan *plan, baton_runtime 
 }
 
 static baton_runtime *make_runtime(const baton_plan *plan, baton_sync_mode mode, int no_pdl,
-                                   int no_ahead = 0)
+                                   int no_ahead = 0, int no_tune = 0)
 {
     baton_options opts;
     baton_options_init(&opts);
+    opts.no_autotune = no_tune;
     opts.mode = mode;
     opts.gpu = BATON_GPU_CUDA;
     opts.disable_pdl = no_pdl;
@@ -339,18 +380,22 @@ int main(int argc, char **argv)
     cudaGraphExec_t g_pdl = chain_graph(&c, 1, 0);
     cudaGraphExec_t g_plain_io = chain_graph(&c, 0, 1);
     cudaGraphExec_t g_pdl_io = chain_graph(&c, 1, 1);
+    cudaGraphExec_t g_edges = chain_graph(&c, 2, 0);
+    cudaGraphExec_t g_pdl_ck = chain_graph(&c, 1, 2);
     /* 0-4: the issue's floors, kernels only. 5-8: the same plus the plan's input and output
      * transfers (8 KB each way), which every baton run also does. */
-    variant fl[9] = {{"floor.wait_after_each"},
-                     {"floor.one_stream_one_wait"},
-                     {"floor.one_stream_pdl_one_wait"},
-                     {"floor.hand_graph"},
-                     {"floor.hand_graph_pdl"},
-                     {"floor_io.one_stream_one_wait"},
-                     {"floor_io.one_stream_pdl_one_wait"},
-                     {"floor_io.hand_graph"},
-                     {"floor_io.hand_graph_pdl"}};
-    const int n_floors = 9;
+    variant fl[11] = {{"floor.wait_after_each"},
+                      {"floor.one_stream_one_wait"},
+                      {"floor.one_stream_pdl_one_wait"},
+                      {"floor.hand_graph"},
+                      {"floor.hand_graph_pdl"},
+                      {"floor_io.one_stream_one_wait"},
+                      {"floor_io.one_stream_pdl_one_wait"},
+                      {"floor_io.hand_graph"},
+                      {"floor_io.hand_graph_pdl"},
+                      {"floor.hand_graph_edges"},
+                      {"floor_io.hand_graph_pdl_copy_kernels"}};
+    const int n_floors = 11;
 
     /* ---- baton on the 64-step chain ---- */
     char chain_path[4096], rfc_path[4096];
@@ -372,17 +417,15 @@ int main(int argc, char **argv)
     else if (int rc = baton_plan_load(reg, rfc_path, &rfc_plan, &err))
         die_baton("baton_plan_load (rfc)", rc, &err);
 
-    variant bv[5] = {{"baton.strict"},
-                     {"baton.boundary"},
-                     {"baton.boundary_nopdl"},
-                     {"baton.graph"},
-                     {"baton.graph_nopdl"}};
-    const baton_sync_mode bmode[5] = {BATON_SYNC_STRICT, BATON_SYNC_BOUNDARY, BATON_SYNC_BOUNDARY,
-                                      BATON_SYNC_GRAPH, BATON_SYNC_GRAPH};
-    const int bnopdl[5] = {0, 0, 1, 0, 1};
-    int n_bv = chain_plan ? 5 : 0;
+    /* the last: graph mode with RMSNorm's fixed default variant, the floors' kernel */
+    variant bv[6] = {{"baton.strict"}, {"baton.boundary"},    {"baton.boundary_nopdl"},
+                     {"baton.graph"},  {"baton.graph_nopdl"}, {"baton.graph_notune"}};
+    const baton_sync_mode bmode[6] = {BATON_SYNC_STRICT, BATON_SYNC_BOUNDARY, BATON_SYNC_BOUNDARY,
+                                      BATON_SYNC_GRAPH,  BATON_SYNC_GRAPH,    BATON_SYNC_GRAPH};
+    const int bnopdl[6] = {0, 0, 1, 0, 1, 0};
+    int n_bv = chain_plan ? 6 : 0;
     for (int v = 0; v < n_bv; v++)
-        bv[v].rt = make_runtime(chain_plan, bmode[v], bnopdl[v]);
+        bv[v].rt = make_runtime(chain_plan, bmode[v], bnopdl[v], 0, v == 5);
 
     /* graph mode with and without queueing each layer ahead of the CPU step before it */
     variant rv[4] = {{"rfc.strict"}, {"rfc.boundary"}, {"rfc.graph"}, {"rfc.graph_no_ahead"}};
@@ -401,6 +444,8 @@ int main(int argc, char **argv)
         CHECK_CUDA(cudaGraphLaunch(g_pdl, c.stream));
         CHECK_CUDA(cudaGraphLaunch(g_plain_io, c.stream));
         CHECK_CUDA(cudaGraphLaunch(g_pdl_io, c.stream));
+        CHECK_CUDA(cudaGraphLaunch(g_edges, c.stream));
+        CHECK_CUDA(cudaGraphLaunch(g_pdl_ck, c.stream));
         chain_wait(&c);
         for (int v = 0; v < n_bv; v++)
             run_once(bv[v].rt, NULL);
@@ -445,6 +490,11 @@ int main(int argc, char **argv)
                 case 7:
                 case 8:
                     CHECK_CUDA(cudaGraphLaunch(f == 7 ? g_plain_io : g_pdl_io, c.stream));
+                    chain_wait(&c);
+                    break;
+                case 9:
+                case 10:
+                    CHECK_CUDA(cudaGraphLaunch(f == 9 ? g_edges : g_pdl_ck, c.stream));
                     chain_wait(&c);
                     break;
                 }
@@ -516,6 +566,10 @@ int main(int argc, char **argv)
                f_graph_pdl = median(fl[4].us);
         ok &= check("graph_nopdl/hand_graph", graph_nopdl / f_graph, 1.15, 1);
         ok &= check("graph/hand_graph_pdl", graph / f_graph_pdl, 1.10, 1);
+        check("graph/hand_graph_pdl_issue43", graph / f_graph_pdl, 1.05, 1);
+        check("graph_notune/hand_graph_pdl", median(bv[5].us) / f_graph_pdl, 1.05, 1);
+        check("hand_graph_edges/hand_graph_pdl", median(fl[9].us) / f_graph_pdl, 1.05, 1);
+        check("graph/hand_graph_pdl_copy_kernels", graph / median(fl[10].us), 1.05, 1);
         ok &= check("boundary_nopdl/one_stream_one_wait", boundary_nopdl / f_one, 1.10, 1);
         check("boundary/one_stream_pdl_one_wait", boundary / f_one_pdl, 1.10, 1);
         ok &= check("strict/graph", strict / graph, 6.0, 0);
@@ -557,5 +611,7 @@ int main(int argc, char **argv)
     cudaGraphExecDestroy(g_pdl);
     cudaGraphExecDestroy(g_plain_io);
     cudaGraphExecDestroy(g_pdl_io);
+    cudaGraphExecDestroy(g_edges);
+    cudaGraphExecDestroy(g_pdl_ck);
     return 0;
 }

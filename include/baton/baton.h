@@ -240,8 +240,9 @@ typedef struct baton_exec_ctx {
     void *stream; /* cudaStream_t on CUDA devices; NULL on the CPU */
     baton_device next_device;
     baton_target_kind next_kind;
-    int capturing;         /* nonzero while a CUDA graph of this segment is being captured */
-    int pdl;               /* nonzero: launch with programmatic dependent launch if supported */
+    int capturing; /* nonzero while a CUDA graph of this segment is being captured */
+    int pdl;       /* nonzero: launch the first kernel with programmatic dependent launch (the op
+                    * before it on the stream is a kernel; see baton_target_impl.supports_pdl) */
     const char *step_name; /* for messages */
     int step_index;
     char *errbuf; /* a call that fails writes its reason here (NUL-terminated) */
@@ -349,7 +350,12 @@ typedef struct baton_target_impl {
     baton_device_kind device;
     baton_kernel_fn kernel;
     const baton_delegate_iface *delegate;
-    int supports_pdl; /* the kernel honours ctx->pdl */
+    /* The kernel honours ctx->pdl: when it is set, the kernel's first operation on the stream,
+     * if a kernel launch, waits for the grids before it (griddepcontrol.wait,
+     * cudaGridDependencySynchronize) before it reads or writes global memory. The runtime sets
+     * ctx->pdl only where the stream's previous operation is a kernel, and inside a CUDA graph
+     * makes that edge programmatic. */
+    int supports_pdl;
 } baton_target_impl;
 
 /* The attribute a target accepts. */

@@ -823,8 +823,32 @@ static inline baton_exec_ctx with_pdl(const baton_exec_ctx *ctx, bool on)
     return c;
 }
 
+/* While capturing: whether the node the next launch on s follows is a single kernel node. A
+ * programmatic edge joins two kernel nodes only, so a launch after a copy or memset that the call
+ * itself issued (a cache carried over first) is an ordinary one. Never asked on a replay. */
+static inline bool capture_follows_kernel(cudaStream_t s)
+{
+    cudaStreamCaptureStatus st = cudaStreamCaptureStatusNone;
+    const cudaGraphNode_t *deps = nullptr;
+    const cudaGraphEdgeData *ed = nullptr;
+    size_t n = 0;
+    cudaGraphNodeType t;
+    if (cudaStreamGetCaptureInfo(s, &st, nullptr, nullptr, &deps, &ed, &n) != cudaSuccess) {
+        (void)cudaGetLastError();
+        return false;
+    }
+    if (st != cudaStreamCaptureStatusActive || n != 1 || !deps[0])
+        return false;
+    if (cudaGraphNodeGetType(deps[0], &t) != cudaSuccess) {
+        (void)cudaGetLastError();
+        return false;
+    }
+    return t == cudaGraphNodeTypeKernel;
+}
+
 /* Launches kernel<<<grid, block, smem, ctx->stream>>> through cudaLaunchKernelEx, with the
- * programmatic-stream-serialization attribute when ctx->pdl and an x-cluster of `cluster` blocks
+ * programmatic-stream-serialization attribute when ctx->pdl (while capturing, only right after a
+ * kernel node: capture_follows_kernel) and an x-cluster of `cluster` blocks
  * when cluster > 1; checks the launch and the last error. The caller has set the kernel's
  * attributes for clusters above 8 blocks and shared memory above 48 KB. */
 template <typename... KArgs, typename... Args>
@@ -840,7 +864,7 @@ static int launch(const baton_exec_ctx *ctx, const char *name, void (*kernel)(KA
     cudaLaunchAttribute attrs[2];
     memset(attrs, 0, sizeof attrs);
     unsigned n = 0;
-    if (ctx && ctx->pdl) {
+    if (ctx && ctx->pdl && (!ctx->capturing || capture_follows_kernel(cfg.stream))) {
         attrs[n].id = cudaLaunchAttributeProgrammaticStreamSerialization;
         attrs[n].val.programmaticStreamSerializationAllowed = 1;
         n++;

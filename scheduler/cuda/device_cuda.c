@@ -31,6 +31,7 @@ struct dev_ctx {
     char name[24];  /* "cuda:0", for messages */
     int set_device; /* nonzero: make dev current before each call (several GPUs, or not 0) */
     int pdl;        /* compute capability >= 9 */
+    int pdl_copies; /* the copy kernel may be a PDL launch (pdl, and the run allows PDL) */
     cudaStream_t stream;
     int own_stream; /* created here; else the caller's (baton_options.streams) */
     /* idle: captures that learn how to patch a graph (rebind.c). Created at the first capture,
@@ -51,6 +52,15 @@ struct dev_ctx {
     int capture_slot;
     int capture_failed;
     char capture_reason[512];
+    /* Programmatic dependent launch. after_kernel: the last op issued on the stream (outside a
+     * capture) is a kernel, so a PDL kernel may follow it. During a capture, each PDL call's
+     * edge from the kernel node before it (pdl_from[i] -> pdl_to[i]), made programmatic at
+     * capture end whatever type the capture gave it. */
+    int after_kernel;
+    cudaGraphNode_t *pdl_from, *pdl_to;
+    int n_pdl, cap_pdl;
+    dev_cuda_edges edges; /* of the last capture (graph edges_slot), for BATON_GRAPH_EDGES */
+    int edges_slot;
     int fault; /* dev_cuda_fault armed by a test */
     dev_counters counters;
     /* the gate: a flag in mapped pinned memory (NULL if none could be had), and its address as
@@ -134,6 +144,8 @@ static void abandon_capture(dev_ctx *d)
     baton__rb_set_free(d->cap.set);
     d->cap.set = NULL;
     d->capturing = 0;
+    d->n_pdl = 0;
+    d->after_kernel = 0;
     d->capture_failed = 0;
 }
 
@@ -291,6 +303,7 @@ static int open_device(baton_device dev, const baton_options *opts, int n_graphs
         return open_failed(
             d, cuda_reason(err, d, NULL, "cudaDeviceGetAttribute", "compute capability", e));
     d->pdl = major >= 9;
+    d->pdl_copies = d->pdl && !(opts && opts->disable_pdl);
     for (int i = 0; opts && i < opts->n_streams; i++)
         if (opts->streams[i].device.kind == dev.kind && opts->streams[i].device.index == dev.index)
             d->stream = opts->streams[i].stream;
@@ -386,6 +399,8 @@ static void cuda_close(dev_ctx *d)
     free(d->templates);
     free(d->rebind);
     free(d->events);
+    free(d->pdl_from);
+    free(d->pdl_to);
     free(d);
 }
 
@@ -492,6 +507,204 @@ static int cuda_copy_sync(dev_ctx *d, void *dst, const void *src, size_t bytes, 
     return 0;
 }
 
+/* ---- programmatic dependent launch ------------------------------------------------------------
+ * A kernel launched with the programmatic-stream-serialization attribute starts while the kernel
+ * before it on the stream finishes, and its pdl_wait (griddepcontrol.wait) waits for that grid's
+ * completion and its writes. So it may follow any kernel, baton's, a delegate's (cuBLASLt) or the
+ * copy kernel, triggering or not; never a memcpy, an event or the host. Stream capture turns the
+ * attribute into a programmatic edge between kernel nodes (cudaGraphEdgeData); the device checks
+ * that the capture's node before the call is a kernel and, at capture end, that the edge is
+ * programmatic, making it so where the capture left it default. */
+
+/* The capture's single current dependency when it is a kernel node, else NULL. */
+static cudaGraphNode_t capture_kernel_leaf(dev_ctx *d)
+{
+    enum cudaStreamCaptureStatus st = cudaStreamCaptureStatusNone;
+    const cudaGraphNode_t *deps = NULL;
+    const cudaGraphEdgeData *ed = NULL; /* asked for: a query without it is lossy after PDL */
+    size_t n = 0;
+    enum cudaGraphNodeType t;
+    if (cudaStreamGetCaptureInfo(d->stream, &st, NULL, NULL, &deps, &ed, &n) != cudaSuccess) {
+        (void)cudaGetLastError();
+        return NULL;
+    }
+    if (st != cudaStreamCaptureStatusActive || n != 1 || !deps[0])
+        return NULL;
+    if (cudaGraphNodeGetType(deps[0], &t) != cudaSuccess) {
+        (void)cudaGetLastError();
+        return NULL;
+    }
+    return t == cudaGraphNodeTypeKernel ? deps[0] : NULL;
+}
+
+/* Whether the next kernel issued on d's stream may be a programmatic dependent launch; *before
+ * is the kernel node it will follow while capturing. */
+static int pdl_may_follow(dev_ctx *d, cudaGraphNode_t *before)
+{
+    *before = NULL;
+    if (!d->pdl)
+        return 0; /* the calls' own flag (dev_call.pdl) says whether the run allows it */
+    if (!d->capturing)
+        return d->after_kernel;
+    *before = capture_kernel_leaf(d);
+    return *before != NULL;
+}
+
+/* After a PDL op during a capture: remembers the edge from `before` into the op's first node (the
+ * one node that depends on `before`), when that node is a kernel. Allocates while capturing,
+ * which is prepare-like work (a run that captures), never a replay. */
+static void pdl_note(dev_ctx *d, cudaGraphNode_t before)
+{
+    cudaGraphNode_t to[2] = {NULL, NULL};
+    cudaGraphEdgeData ed[2];
+    size_t n = 2;
+    enum cudaGraphNodeType t;
+    memset(ed, 0, sizeof ed);
+    if (cudaGraphNodeGetDependentNodes(before, to, ed, &n) != cudaSuccess) {
+        (void)cudaGetLastError();
+        return;
+    }
+    if (n != 1 || !to[0] || cudaGraphNodeGetType(to[0], &t) != cudaSuccess ||
+        t != cudaGraphNodeTypeKernel) {
+        (void)cudaGetLastError();
+        return; /* the op began with a memset or forked: its first node is no PDL kernel */
+    }
+    if (d->n_pdl == d->cap_pdl) {
+        int nc = d->cap_pdl ? 2 * d->cap_pdl : 64;
+        cudaGraphNode_t *f = realloc(d->pdl_from, (size_t)nc * sizeof *f);
+        if (f)
+            d->pdl_from = f;
+        cudaGraphNode_t *g = f ? realloc(d->pdl_to, (size_t)nc * sizeof *g) : NULL;
+        if (g)
+            d->pdl_to = g;
+        if (!f || !g)
+            return; /* the edge stays as captured */
+        d->cap_pdl = nc;
+    }
+    d->pdl_from[d->n_pdl] = before;
+    d->pdl_to[d->n_pdl] = to[0];
+    d->n_pdl++;
+}
+
+/* At capture end: every noted edge programmatic (the port that opens when all blocks of the
+ * kernel before have triggered or exited, as a captured PDL launch gets). */
+static void pdl_apply(dev_ctx *d, cudaGraph_t g)
+{
+    const cudaGraphEdgeData prog = {.from_port = cudaGraphKernelNodePortProgrammatic,
+                                    .type = cudaGraphDependencyTypeProgrammatic};
+    d->edges.pdl_made = d->edges.pdl_kept = 0;
+    for (int i = 0; i < d->n_pdl; i++) {
+        cudaGraphNode_t deps[8];
+        cudaGraphEdgeData ed[8];
+        size_t n = 8;
+        memset(ed, 0, sizeof ed);
+        if (cudaGraphNodeGetDependencies(d->pdl_to[i], deps, ed, &n) != cudaSuccess) {
+            (void)cudaGetLastError();
+            continue;
+        }
+        for (size_t k = 0; k < n && k < 8; k++) {
+            if (deps[k] != d->pdl_from[i])
+                continue;
+            if (ed[k].type == cudaGraphDependencyTypeProgrammatic) {
+                d->edges.pdl_kept++;
+            } else if (cudaGraphRemoveDependencies(g, &d->pdl_from[i], &d->pdl_to[i], &ed[k], 1) ==
+                       cudaSuccess) {
+                if (cudaGraphAddDependencies(g, &d->pdl_from[i], &d->pdl_to[i], &prog, 1) ==
+                    cudaSuccess) {
+                    d->edges.pdl_made++;
+                } else {
+                    (void)cudaGetLastError(); /* refused: keep the full dependency */
+                    cudaGraphAddDependencies(g, &d->pdl_from[i], &d->pdl_to[i], &ed[k], 1);
+                    (void)cudaGetLastError();
+                }
+            } else {
+                (void)cudaGetLastError();
+            }
+            break;
+        }
+    }
+    d->n_pdl = 0;
+}
+
+/* A node for the edge listing: a kernel's function name, else its kind. */
+static const char *node_label(cudaGraphNode_t n, enum cudaGraphNodeType t)
+{
+    switch (t) {
+    case cudaGraphNodeTypeKernel: {
+        struct cudaKernelNodeParams p;
+        const char *name = NULL;
+        if (cudaGraphKernelNodeGetParams(n, &p) == cudaSuccess &&
+            cudaFuncGetName(&name, p.func) == cudaSuccess && name)
+            return name;
+        (void)cudaGetLastError();
+        return "kernel";
+    }
+    case cudaGraphNodeTypeMemcpy: return "memcpy";
+    case cudaGraphNodeTypeMemset: return "memset";
+    case cudaGraphNodeTypeHost: return "host";
+    case cudaGraphNodeTypeEventRecord: return "event record";
+    case cudaGraphNodeTypeWaitEvent: return "event wait";
+    default: return "other";
+    }
+}
+
+/* Counts g's nodes and edges by kind; with `list`, prints each edge to it. */
+static int count_edges(cudaGraph_t g, dev_cuda_edges *out, FILE *list)
+{
+    size_t nn = 0, ne = 0;
+    int kp = out->pdl_made, kk = out->pdl_kept;
+    memset(out, 0, sizeof *out);
+    out->pdl_made = kp;
+    out->pdl_kept = kk;
+    if (cudaGraphGetNodes(g, NULL, &nn) != cudaSuccess) {
+        (void)cudaGetLastError();
+        return BATON_ECUDA;
+    }
+    if (cudaGraphGetEdges(g, NULL, NULL, NULL, &ne) != cudaSuccess) {
+        (void)cudaGetLastError(); /* lossy without edge data: ask with room for plenty */
+        ne = 0;
+    }
+    size_t cap = (ne > nn ? ne : nn) * 2 + 16;
+    cudaGraphNode_t *nodes = calloc(nn + 1, sizeof *nodes);
+    cudaGraphNode_t *from = calloc(cap, sizeof *from), *to = calloc(cap, sizeof *to);
+    cudaGraphEdgeData *ed = calloc(cap, sizeof *ed);
+    int rc = BATON_ECUDA;
+    ne = cap;
+    if (nodes && from && to && ed && cudaGraphGetNodes(g, nodes, &nn) == cudaSuccess &&
+        cudaGraphGetEdges(g, from, to, ed, &ne) == cudaSuccess) {
+        out->nodes = (int)nn;
+        for (size_t i = 0; i < nn; i++) {
+            enum cudaGraphNodeType t;
+            out->kernels +=
+                cudaGraphNodeGetType(nodes[i], &t) == cudaSuccess && t == cudaGraphNodeTypeKernel;
+        }
+        out->edges = (int)(ne < cap ? ne : cap);
+        for (int i = 0; i < out->edges; i++) {
+            enum cudaGraphNodeType tf = cudaGraphNodeTypeEmpty, tt = cudaGraphNodeTypeEmpty;
+            (void)cudaGraphNodeGetType(from[i], &tf);
+            (void)cudaGraphNodeGetType(to[i], &tt);
+            const int kk2 = tf == cudaGraphNodeTypeKernel && tt == cudaGraphNodeTypeKernel;
+            const int prog = ed[i].type == cudaGraphDependencyTypeProgrammatic;
+            out->programmatic += prog;
+            out->kernel_default += kk2 && !prog;
+            if (list) {
+                int a = -1, b = -1;
+                for (size_t k = 0; k < nn; k++) {
+                    a = nodes[k] == from[i] ? (int)k : a;
+                    b = nodes[k] == to[i] ? (int)k : b;
+                }
+                fprintf(list, "baton:   edge %d: node %d (%s) -> node %d (%s): %s, port %u\n", i, a,
+                        node_label(from[i], tf), b, node_label(to[i], tt),
+                        prog ? "programmatic" : "default", (unsigned)ed[i].from_port);
+            }
+        }
+        rc = 0;
+    }
+    (void)cudaGetLastError();
+    free(nodes), free(from), free(to), free(ed);
+    return rc;
+}
+
 /* ---- the hot path ------------------------------------------------------------------------ */
 
 static int cuda_call(dev_ctx *d, dev_call *c, baton_error *err)
@@ -515,6 +728,8 @@ static int cuda_call(dev_ctx *d, dev_call *c, baton_error *err)
         return 0;
     }
     c->ctx.capturing = d->capturing;
+    cudaGraphNode_t before = NULL;
+    c->ctx.pdl = c->pdl && c->kernel && pdl_may_follow(d, &before);
     if (c->ctx.errbuf && c->ctx.errbuf_len)
         c->ctx.errbuf[0] = 0;
 #ifdef BATON_NVTX
@@ -560,6 +775,11 @@ static int cuda_call(dev_ctx *d, dev_call *c, baton_error *err)
             why ? why : (e != cudaSuccess ? cudaGetErrorString(e) : baton_strerror(rc)));
     if (e != cudaSuccess)
         return cuda_reason(err, d, step, c->kernel ? "kernel launch" : "delegate launch", NULL, e);
+    if (before && c->ctx.pdl)
+        pdl_note(d, before);
+    /* baton's kernels end with a launch, and so does the cuBLASLt delegate; another kernel may
+     * end with a copy. (While capturing, the node itself is asked.) */
+    d->after_kernel = c->pdl || c->delegate;
     if (!d->capturing)
         d->counters.launches++;
     return 0;
@@ -585,9 +805,12 @@ static int cuda_copy(dev_ctx *d, void *dst, const void *src, size_t bytes, dev_c
     const int small = kind != DEV_COPY_D2D && bytes <= DEV_CUDA_COPY_KERNEL_MAX &&
                       (((uintptr_t)dst | (uintptr_t)src) & 15) == 0;
     const char *call = small ? "the copy kernel" : "cudaMemcpyAsync";
+    cudaGraphNode_t before = NULL;
+    const int pdl = small && e == cudaSuccess && d->pdl_copies && pdl_may_follow(d, &before);
     if (e == cudaSuccess)
-        e = small ? baton__dev_cuda_copy_launch(d->stream, dst, src, bytes, kind == DEV_COPY_D2H)
-                  : cudaMemcpyAsync(dst, src, bytes, memcpy_kind(kind), d->stream);
+        e = small
+                ? baton__dev_cuda_copy_launch(d->stream, dst, src, bytes, kind == DEV_COPY_D2H, pdl)
+                : cudaMemcpyAsync(dst, src, bytes, memcpy_kind(kind), d->stream);
     if (e != cudaSuccess) {
         if (d->capturing && is_capture_error(e)) {
             (void)cudaGetLastError();
@@ -600,6 +823,9 @@ static int cuda_copy(dev_ctx *d, void *dst, const void *src, size_t bytes, dev_c
         (void)cudaGetLastError();
         return cuda_reason(err, d, NULL, call, what, e);
     }
+    if (before && pdl)
+        pdl_note(d, before);
+    d->after_kernel = small;
     return 0;
 }
 
@@ -637,6 +863,7 @@ static int cuda_record(dev_ctx *d, int slot, baton_error *err)
     cudaError_t e = cudaEventRecord(d->events[slot], d->stream);
     if (e != cudaSuccess)
         return cuda_reason(err, d, NULL, "cudaEventRecord", NULL, e);
+    d->after_kernel = 0;
     return 0;
 }
 
@@ -645,6 +872,7 @@ static int cuda_wait(dev_ctx *d, int slot, const char *where, baton_error *err)
     if (slot < 0 || slot >= d->n_events)
         return bad_slot(err, d, "event", slot, d->n_events);
     d->counters.host_waits++;
+    d->after_kernel = 0; /* the stream may be handed to its caller's own work */
 #ifdef BATON_NVTX
     nvtxRangePushA(where ? where : "wait");
 #endif
@@ -667,6 +895,7 @@ static void cuda_drain(dev_ctx *d)
         abandon_capture(d);
     cudaStreamSynchronize(d->stream);
     (void)cudaGetLastError();
+    d->after_kernel = 0;
 }
 
 static int cuda_capture_begin(dev_ctx *d, int slot, baton_error *err)
@@ -694,6 +923,7 @@ static int cuda_capture_begin(dev_ctx *d, int slot, baton_error *err)
     d->capture_slot = slot;
     d->capture_failed = 0;
     d->capture_reason[0] = 0;
+    d->n_pdl = 0; /* the graph's first node follows nothing inside it */
     baton__rb_set_free(d->cap.set);
     baton__rb_capture_begin(&d->cap);
     if (d->fault == DEV_CUDA_FAULT_CAPTURE) {
@@ -706,53 +936,46 @@ static int cuda_capture_begin(dev_ctx *d, int slot, baton_error *err)
     return 0;
 }
 
-/* BATON_GRAPH_EDGES=1: prints what each capture produced, to see whether PDL launches became
- * programmatic edges (issue 43: graph mode measured no PDL overlap). Kernel-to-kernel edges of
- * the default type are where a launch's PDL attribute was lost. Diagnostic only. */
-static void report_graph(const dev_ctx *d, int slot, cudaGraph_t g)
+/* BATON_GRAPH_EDGES=1 prints, for each capture, its nodes and edges by kind and what the device
+ * did to the PDL calls' edges; BATON_GRAPH_EDGES=2 also lists every edge. Kernel-to-kernel edges
+ * of the default type are full serialisations (no PDL overlap). */
+static void report_graph(dev_ctx *d, int slot, cudaGraph_t g)
 {
-    const char *env = getenv("BATON_GRAPH_EDGES");
-    if (!env || !*env || *env == '0')
+    static _Atomic int level = -1;
+    if (level < 0) {
+        const char *env = getenv("BATON_GRAPH_EDGES");
+        level = env && *env >= '1' && *env <= '9' ? *env - '0' : 0;
+    }
+    d->edges_slot = slot;
+    if (!level || count_edges(g, &d->edges, NULL))
         return;
-    size_t nn = 0, ne = 0;
-    if (cudaGraphGetNodes(g, NULL, &nn) != cudaSuccess ||
-        cudaGraphGetEdges(g, NULL, NULL, NULL, &ne) != cudaSuccess) {
+    const dev_cuda_edges *e = &d->edges;
+    fprintf(stderr,
+            "baton: %s graph %d captured: %d nodes (%d kernels), %d edges: %d programmatic, %d "
+            "kernel-to-kernel of the default type; PDL edges: %d captured as programmatic, %d "
+            "made programmatic by the device\n",
+            d->name, slot, e->nodes, e->kernels, e->edges, e->programmatic, e->kernel_default,
+            e->pdl_kept, e->pdl_made);
+    if (level >= 2) {
+        dev_cuda_edges tmp = *e;
+        count_edges(g, &tmp, stderr);
+    }
+}
+
+int baton__dev_cuda_graph_edges(dev_ctx *d, int slot, dev_cuda_edges *out)
+{
+    memset(out, 0, sizeof *out);
+    if (slot < 0 || slot >= d->n_graphs || !d->templates[slot])
+        return BATON_ENOTSUP;
+    if (slot == d->edges_slot) {
+        out->pdl_made = d->edges.pdl_made;
+        out->pdl_kept = d->edges.pdl_kept;
+    }
+    if (make_current(d) != cudaSuccess) {
         (void)cudaGetLastError();
-        ne = 0; /* a lossy query (programmatic edges without edge data): count them below */
-        if (cudaGraphGetNodes(g, NULL, &nn) != cudaSuccess) {
-            (void)cudaGetLastError();
-            return;
-        }
+        return BATON_ECUDA;
     }
-    size_t cap = nn * 4 + 16; /* the query needs a count first; a chain has fewer edges */
-    cudaGraphNode_t *nodes = calloc(nn + 1, sizeof *nodes);
-    cudaGraphNode_t *from = calloc(cap, sizeof *from), *to = calloc(cap, sizeof *to);
-    cudaGraphEdgeData *ed = calloc(cap, sizeof *ed);
-    int kernels = 0, prog = 0, plain_kk = 0;
-    ne = cap;
-    if (nodes && from && to && ed && cudaGraphGetNodes(g, nodes, &nn) == cudaSuccess &&
-        cudaGraphGetEdges(g, from, to, ed, &ne) == cudaSuccess) {
-        for (size_t i = 0; i < nn; i++) {
-            enum cudaGraphNodeType t;
-            kernels +=
-                cudaGraphNodeGetType(nodes[i], &t) == cudaSuccess && t == cudaGraphNodeTypeKernel;
-        }
-        for (size_t i = 0; i < ne && i < cap; i++) {
-            enum cudaGraphNodeType tf, tt;
-            if (ed[i].type == cudaGraphDependencyTypeProgrammatic)
-                prog++;
-            else if (cudaGraphNodeGetType(from[i], &tf) == cudaSuccess &&
-                     cudaGraphNodeGetType(to[i], &tt) == cudaSuccess &&
-                     tf == cudaGraphNodeTypeKernel && tt == cudaGraphNodeTypeKernel)
-                plain_kk++;
-        }
-        fprintf(stderr,
-                "baton: %s graph %d captured: %zu nodes (%d kernels), %zu edges: %d programmatic, "
-                "%d kernel-to-kernel of the default type\n",
-                d->name, slot, nn, kernels, ne, prog, plain_kk);
-    }
-    (void)cudaGetLastError();
-    free(nodes), free(from), free(to), free(ed);
+    return count_edges(d->templates[slot], out, NULL);
 }
 
 static int cuda_capture_end(dev_ctx *d, int slot, int *updated, baton_error *err)
@@ -770,7 +993,9 @@ static int cuda_capture_end(dev_ctx *d, int slot, int *updated, baton_error *err
     cudaGraph_t g = NULL;
     cudaError_t e = cudaStreamEndCapture(d->stream, &g);
     d->capturing = 0;
+    d->after_kernel = 0;
     if (d->capture_failed || e != cudaSuccess || !g) {
+        d->n_pdl = 0;
         baton__rb_set_free(ops);
         if (g)
             cudaGraphDestroy(g);
@@ -786,6 +1011,7 @@ static int cuda_capture_end(dev_ctx *d, int slot, int *updated, baton_error *err
                               "graph: cudaStreamEndCapture: %s: %s",
                               d->name, cudaGetErrorName(e), cudaGetErrorString(e));
     }
+    pdl_apply(d, g);
     report_graph(d, slot, g);
     if (d->graphs[slot]) {
         /* Same topology, new addresses or parameters: patch the executable graph in place,
@@ -859,6 +1085,7 @@ static int cuda_graph_launch(dev_ctx *d, int slot, baton_error *err)
         return cuda_reason(err, d, NULL, "cudaGraphLaunch", what, e);
     }
     d->counters.graph_launches++;
+    d->after_kernel = 0; /* a graph's last node is not a launch the next kernel can follow */
     return 0;
 }
 
@@ -1017,6 +1244,7 @@ static int cuda_gate_wait(dev_ctx *d, baton_error *err)
             capture_failed(d, "the gate kernel could not be captured: %s", cudaGetErrorString(e));
         return cuda_reason(err, d, NULL, "cudaLaunchKernel", "the gate kernel", e);
     }
+    d->after_kernel = 1; /* what follows waits for the gate's grid to finish, as for any kernel */
     return 0;
 }
 
@@ -1049,6 +1277,7 @@ static int cuda_stream_wait(dev_ctx *d, dev_ctx *other, int slot, baton_error *e
     if (e != cudaSuccess)
         return cuda_reason(err, d, NULL, "cudaStreamWaitEvent", other->name, e);
     d->counters.peer_waits++;
+    d->after_kernel = 0;
     return 0;
 }
 
@@ -1105,6 +1334,7 @@ static int cuda_coll_run(dev_coll *c, baton_error *err)
             return baton__err_set(err, BATON_EINVAL, "a collective inside a capture");
         streams[k] = c->group[k]->stream;
         c->group[k]->counters.launches++;
+        c->group[k]->after_kernel = 0; /* NCCL's work: no PDL after it */
     }
     return baton__nccl_run(c->impl, c, streams, err);
 }

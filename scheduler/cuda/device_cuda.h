@@ -36,19 +36,32 @@ typedef enum dev_cuda_fault {
 void baton__dev_cuda_inject_fault(dev_ctx *d, int what);
 #endif
 
+/* What a captured graph holds, as BATON_GRAPH_EDGES=1 prints it: its nodes and kernel nodes, its
+ * edges, the programmatic ones (kernel to kernel, PDL), the kernel-to-kernel edges of the default
+ * type (full serialisation), and how many of the PDL calls' edges the capture had left default
+ * and the device made programmatic (pdl_made) or found programmatic already (pdl_kept). */
+typedef struct dev_cuda_edges {
+    int nodes, kernels, edges, programmatic, kernel_default;
+    int pdl_made, pdl_kept;
+} dev_cuda_edges;
+
+/* The edges of graph `slot` as last captured; BATON_ENOTSUP when the slot holds no graph. */
+int baton__dev_cuda_graph_edges(dev_ctx *d, int slot, dev_cuda_edges *out);
+
 /* The context's counters since it was opened (baton__dev_cuda_ops.counters does the same). */
 void baton__dev_cuda_counters(dev_ctx *d, dev_counters *out);
 
 /* The device's own kernels (device_kernels.cu). baton__dev_cuda_gate_launch: a kernel that waits
  * until *flag (mapped pinned memory, as the device sees it) is 1, then sets it back to 0.
  * baton__dev_cuda_copy_launch: copies `bytes` between pinned host memory and the device (to_host:
- * dst is the host side), both 16-byte aligned. Each returns the launch's error, if any. */
+ * dst is the host side), both 16-byte aligned, as a programmatic dependent launch when pdl (only
+ * right after a kernel on the stream). Each returns the launch's error, if any. */
 #ifdef __cplusplus
 extern "C" {
 #endif
 cudaError_t baton__dev_cuda_gate_launch(void *stream, volatile unsigned *flag);
 cudaError_t baton__dev_cuda_copy_launch(void *stream, void *dst, const void *src, size_t bytes,
-                                        int to_host);
+                                        int to_host, int pdl);
 #ifdef __cplusplus
 }
 #endif

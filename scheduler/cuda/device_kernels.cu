@@ -9,7 +9,9 @@
  * - Small copies between pinned host memory (through its unified address) and the device: a
  *   copy-engine memcpy between kernels costs an engine hand-off each way; in an RFC-like layer
  *   (8 KiB in, four kernels, 8 KiB out, 8 layers) copy kernels took 279.5 us against 323.1 us
- *   with memcpy nodes, and 268.4 us queued behind the gate (H100, bench_floors handoff). */
+ *   with memcpy nodes, and 268.4 us queued behind the gate (H100, bench_floors handoff). The
+ *   copy kernel takes part in programmatic dependent launch like baton's kernels: it waits for
+ *   the grid before it before touching memory, and lets the next one launch once it is done. */
 #include <cuda_runtime.h>
 
 #include <stdint.h>
@@ -33,6 +35,9 @@ __global__ void copy_kernel(const uint4 *__restrict__ src, uint4 *__restrict__ d
                             const unsigned char *__restrict__ tsrc,
                             unsigned char *__restrict__ tdst, unsigned tail, int to_host)
 {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.wait;" ::: "memory"); /* a no-op unless launched with PDL */
+#endif
     const size_t stride = (size_t)gridDim.x * blockDim.x;
     for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n16; i += stride) {
         const uint4 v = to_host ? src[i] : __ldcv(&src[i]);
@@ -45,6 +50,9 @@ __global__ void copy_kernel(const uint4 *__restrict__ src, uint4 *__restrict__ d
         tdst[threadIdx.x] = tsrc[threadIdx.x];
     if (to_host)
         __threadfence_system();
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
 }
 
 } // namespace
@@ -56,7 +64,7 @@ extern "C" cudaError_t baton__dev_cuda_gate_launch(void *stream, volatile unsign
 }
 
 extern "C" cudaError_t baton__dev_cuda_copy_launch(void *stream, void *dst, const void *src,
-                                                   size_t bytes, int to_host)
+                                                   size_t bytes, int to_host, int pdl)
 {
     const size_t n16 = bytes / 16;
     const unsigned tail = (unsigned)(bytes % 16);
@@ -65,8 +73,17 @@ extern "C" cudaError_t baton__dev_cuda_copy_launch(void *stream, void *dst, cons
         blocks = 1;
     if (blocks > 64)
         blocks = 64;
-    copy_kernel<<<(unsigned)blocks, 256, 0, (cudaStream_t)stream>>>(
-        (const uint4 *)src, (uint4 *)dst, n16, (const unsigned char *)src + n16 * 16,
-        (unsigned char *)dst + n16 * 16, tail, to_host);
-    return cudaGetLastError();
+    cudaLaunchConfig_t cfg = {};
+    cfg.gridDim = dim3((unsigned)blocks, 1, 1);
+    cfg.blockDim = dim3(256, 1, 1);
+    cfg.stream = (cudaStream_t)stream;
+    cudaLaunchAttribute attr = {};
+    attr.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attr.val.programmaticStreamSerializationAllowed = 1;
+    cfg.attrs = &attr;
+    cfg.numAttrs = pdl ? 1 : 0;
+    cudaError_t e = cudaLaunchKernelEx(&cfg, copy_kernel, (const uint4 *)src, (uint4 *)dst, n16,
+                                       (const unsigned char *)src + n16 * 16,
+                                       (unsigned char *)dst + n16 * 16, tail, to_host);
+    return e != cudaSuccess ? e : cudaGetLastError();
 }

@@ -81,18 +81,16 @@ static int chain(cudaGraphNode_t last, cudaGraphNode_t before, cudaGraphNode_t *
         if (n == RB_MAX_NODES)
             return -1;
         back[n++] = node;
-        /* with edge data: the programmatic edges of PDL launches are not default edges */
-        size_t nd = 0;
-        if (cudaGraphNodeGetDependencies(node, NULL, NULL, &nd) != cudaSuccess || nd > 1) {
+        /* with edge data, in one query: a query without it fails (is lossy) on the
+         * programmatic edges of PDL launches; room for two tells one dependency from several */
+        cudaGraphNode_t deps[2] = {NULL, NULL};
+        cudaGraphEdgeData edges[2];
+        size_t nd = 2;
+        if (cudaGraphNodeGetDependencies(node, deps, edges, &nd) != cudaSuccess || nd > 1) {
             (void)cudaGetLastError();
             return -1;
         }
-        cudaGraphNode_t dep = NULL;
-        cudaGraphEdgeData edge;
-        if (nd == 1 && cudaGraphNodeGetDependencies(node, &dep, &edge, &nd) != cudaSuccess) {
-            (void)cudaGetLastError();
-            return -1;
-        }
+        cudaGraphNode_t dep = nd == 1 ? deps[0] : NULL;
         if (!dep && before)
             return -1; /* ran past the op before without meeting it */
         node = dep;
@@ -205,7 +203,7 @@ static int probe_capture(cudaStream_t s, const dev_call *c, void **bufs, size_t 
         rc = c->kernel ? c->kernel(&pc.ctx, bufs, c->opaque, c->opaque_len)
                        : c->delegate->execute(c->state, &pc.ctx, bufs);
     } else {
-        e = baton__dev_cuda_copy_launch(s, bufs[0], bufs[1], bytes, kind == DEV_COPY_D2H);
+        e = baton__dev_cuda_copy_launch(s, bufs[0], bufs[1], bytes, kind == DEV_COPY_D2H, 0);
         rc = e == cudaSuccess ? 0 : BATON_ECUDA;
     }
     int several = 0;
