@@ -26,7 +26,7 @@ eval "$(bash scripts/deps-prefix.sh)"
 export NCCL_NVLS_ENABLE=0
 if cmake -C "$BATON_DEPS_PREFIX/deps.cmake" -S . -B "$BUILD" -DBATON_CUDA=ON \
      -DCMAKE_BUILD_TYPE=Release -DBATON_BENCH=ON ${BATON_CMAKE_ARGS:-} > "$work/build.log" 2>&1 &&
-   cmake --build "$BUILD" -j"$JOBS" -- -k >> "$work/build.log" 2>&1; then
+   cmake --build "$BUILD" -j"$JOBS" ${BUILD_TARGETS:+--target $BUILD_TARGETS} -- -k >> "$work/build.log" 2>&1; then
   say "build: ok in $(( $(date +%s) - t0 )) s"
 else
   say "build: FAILED"; grep -E "error" "$work/build.log" | head -30
