@@ -445,6 +445,30 @@ static int load_constants(baton_runtime *rt, baton_error *err)
     return rc;
 }
 
+/* A step's signature as its kernel or delegate sees it (ctx->sig): its tensors' descriptors, names
+ * and "is a plan constant" flags, appended to the runtime's arrays at *dd, *nn and *cc. */
+static baton_sig_args step_sig(const baton_plan *plan, const plan_step *s, baton_tensor_desc **dd,
+                               const char ***nn, int **cc)
+{
+    baton_sig_args sig = {.struct_size = sizeof(baton_sig_args),
+                          .n_inputs = s->n_inputs,
+                          .inputs = *dd,
+                          .n_outputs = s->n_outputs,
+                          .outputs = *dd + s->n_inputs,
+                          .n_attrs = s->n_attrs,
+                          .attrs = s->attrs,
+                          .input_names = *nn,
+                          .output_names = *nn + s->n_inputs,
+                          .input_constant = *cc};
+    for (int k = 0; k < s->n_inputs + s->n_outputs; k++) {
+        const int t = k < s->n_inputs ? s->inputs[k] : s->outputs[k - s->n_inputs];
+        *(*dd)++ = plan->tensors[t].desc;
+        *(*nn)++ = plan->tensors[t].name;
+        *(*cc)++ = k < s->n_inputs && plan->tensors[t].role == BATON_ROLE_CONSTANT;
+    }
+    return sig;
+}
+
 static int build_calls(baton_runtime *rt, baton_error *err)
 {
     const baton_plan *plan = rt->plan;
@@ -500,26 +524,9 @@ static int build_calls(baton_runtime *rt, baton_error *err)
              * descriptors are kept (a binding of the plan's dims repacks every step's) */
             rt->step_dev[i] = d;
             rt->calls[i].buffers = b;
-            baton_tensor_desc *step_descs = dd;
-            const char **step_names = nn;
-            const int *step_consts = cc;
-            for (int k = 0; k < s->n_inputs + s->n_outputs; k++) {
-                int t = k < s->n_inputs ? s->inputs[k] : s->outputs[k - s->n_inputs];
+            for (int k = 0; k < s->n_inputs + s->n_outputs; k++)
                 *b++ = NULL;
-                *dd++ = plan->tensors[t].desc;
-                *nn++ = plan->tensors[t].name;
-                *cc++ = plan->tensors[t].role == BATON_ROLE_CONSTANT;
-            }
-            rt->sigs[i] = (baton_sig_args){.struct_size = sizeof(baton_sig_args),
-                                           .n_inputs = s->n_inputs,
-                                           .inputs = step_descs,
-                                           .n_outputs = s->n_outputs,
-                                           .outputs = step_descs + s->n_inputs,
-                                           .n_attrs = s->n_attrs,
-                                           .attrs = s->attrs,
-                                           .input_names = step_names,
-                                           .output_names = step_names + s->n_inputs,
-                                           .input_constant = step_consts};
+            rt->sigs[i] = step_sig(plan, s, &dd, &nn, &cc);
             rt->calls[i].opaque = s->opaque;
             rt->calls[i].opaque_len = s->opaque_len;
             continue;
@@ -544,29 +551,7 @@ static int build_calls(baton_runtime *rt, baton_error *err)
             *b++ = baton__runtime_slot_addr(rt, d, s->inputs[k]);
         for (int k = 0; k < s->n_outputs; k++)
             *b++ = baton__runtime_slot_addr(rt, d, s->outputs[k]);
-        baton_tensor_desc *step_descs = dd;
-        const char **step_names = nn;
-        const int *step_consts = cc;
-        for (int k = 0; k < s->n_inputs; k++) {
-            *dd++ = plan->tensors[s->inputs[k]].desc;
-            *nn++ = plan->tensors[s->inputs[k]].name;
-            *cc++ = plan->tensors[s->inputs[k]].role == BATON_ROLE_CONSTANT;
-        }
-        for (int k = 0; k < s->n_outputs; k++) {
-            *dd++ = plan->tensors[s->outputs[k]].desc;
-            *nn++ = plan->tensors[s->outputs[k]].name;
-            *cc++ = 0;
-        }
-        rt->sigs[i] = (baton_sig_args){.struct_size = sizeof(baton_sig_args),
-                                       .n_inputs = s->n_inputs,
-                                       .inputs = step_descs,
-                                       .n_outputs = s->n_outputs,
-                                       .outputs = step_descs + s->n_inputs,
-                                       .n_attrs = s->n_attrs,
-                                       .attrs = s->attrs,
-                                       .input_names = step_names,
-                                       .output_names = step_names + s->n_inputs,
-                                       .input_constant = step_consts};
+        rt->sigs[i] = step_sig(plan, s, &dd, &nn, &cc);
         c->opaque = s->opaque;
         c->opaque_len = s->opaque_len;
         c->ctx = (baton_exec_ctx){
