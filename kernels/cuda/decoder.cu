@@ -582,33 +582,10 @@ template <int DH, int P_> struct AttMma {
     static_assert(16 * OS * 4 + 32 * 4 <= P * TILE, "a warp's state fits in its stages");
 };
 
-__device__ __forceinline__ void att_cp16(unsigned s, const void *g, bool ok)
-{
-    /* 16 bytes, or 16 zeros when !ok (src-size 0: nothing is read; g is a valid row anyway) */
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(s), "l"(g), "r"(ok ? 16 : 0)
-                 : "memory");
-}
-
 /* Waits until at most N of this thread's cp.async groups are pending. */
 template <int N> __device__ __forceinline__ void att_cp_wait()
 {
     asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory");
-}
-
-__device__ __forceinline__ void att_ldsm(unsigned (&r)[4], unsigned a)
-{
-    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];"
-                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-                 : "r"(a)
-                 : "memory");
-}
-
-__device__ __forceinline__ void att_ldsm_t(unsigned (&r)[4], unsigned a)
-{
-    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];"
-                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-                 : "r"(a)
-                 : "memory");
 }
 
 template <typename T> struct AttBf16 {
@@ -726,8 +703,8 @@ __global__ void __launch_bounds__(AttMma<DH, P_>::THREADS, 1)
                 const bool ok = j < ke;
                 const long long jj = ok ? j : kb;
                 const unsigned off = (unsigned)((row * CH + (ch ^ (row & 7))) * 16);
-                att_cp16(sk + off, kg + jj * KF + ch * 8, ok);
-                att_cp16(sv + off, vg + jj * KF + ch * 8, ok);
+                cp_async16_or_zero(sk + off, kg + jj * KF + ch * 8, ok);
+                cp_async16_or_zero(sv + off, vg + jj * KF + ch * 8, ok);
             }
         }
         cp_commit();
@@ -776,7 +753,7 @@ __global__ void __launch_bounds__(AttMma<DH, P_>::THREADS, 1)
              * 24-31: keys 8-15, the same: b0 and b1 of keys 0-7, then of keys 8-15 */
             const int row = (lane & 7) + ((lane >> 4) << 3), ch = 2 * ks + ((lane >> 3) & 1);
             unsigned b[4];
-            att_ldsm(b, sk + (unsigned)((row * CH + (ch ^ (row & 7))) * 16));
+            ldsm_x4(b, sk + (unsigned)((row * CH + (ch ^ (row & 7))) * 16));
             att_mma<T>(sc[0], qa[ks], b[0], b[1]);
             att_mma<T>(sc[1], qa[ks], b[2], b[3]);
         }
@@ -825,7 +802,7 @@ __global__ void __launch_bounds__(AttMma<DH, P_>::THREADS, 1)
              * dims 8n + 8 ..: transposed, b0 and b1 of dims 8n .., then of dims 8n + 8 .. */
             const int row = lane & 15, ch = n + (lane >> 4);
             unsigned b[4];
-            att_ldsm_t(b, sv + (unsigned)((row * CH + (ch ^ (row & 7))) * 16));
+            ldsm_x4_trans(b, sv + (unsigned)((row * CH + (ch ^ (row & 7))) * 16));
             att_mma<T>(oacc[n], pa, b[0], b[1]);
             att_mma<T>(oacc[n + 1], pa, b[2], b[3]);
         }
@@ -960,29 +937,6 @@ template <int DH, int MT, int HP> struct PfLayout {
     static constexpr size_t BYTES = OFF_POS + (size_t)(BP + PF_WARPS) * 4;
 };
 
-/* 16 bytes global -> shared, or 16 zero bytes when !ok (nothing is read then). */
-__device__ __forceinline__ void pf_cp16(unsigned s, const void *g, bool ok)
-{
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(s), "l"(g), "r"(ok ? 16 : 0)
-                 : "memory");
-}
-
-__device__ __forceinline__ void pf_ldsm4(unsigned (&r)[4], unsigned a)
-{
-    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];"
-                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-                 : "r"(a)
-                 : "memory");
-}
-
-__device__ __forceinline__ void pf_ldsm4t(unsigned (&r)[4], unsigned a)
-{
-    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];"
-                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-                 : "r"(a)
-                 : "memory");
-}
-
 /* d += a b on one m16n8k16 tile. */
 template <typename T>
 __device__ __forceinline__ void pf_mma(float (&d)[4], const unsigned (&a)[4], unsigned b0,
@@ -1063,8 +1017,8 @@ __global__ void __launch_bounds__(PF_WARPS * 32, 2)
         const int m = c / VR, col = (c % VR) * 8;
         const long long r = r0 + m % BP;
         const bool ok = r < rows;
-        pf_cp16(aQ + (unsigned)(m * LD + col) * 2,
-                ok ? q + r * F + (long long)(h0 + m / BP) * DH + col : q, ok);
+        cp_async16_or_zero(aQ + (unsigned)(m * LD + col) * 2,
+                           ok ? q + r * F + (long long)(h0 + m / BP) * DH + col : q, ok);
     }
     cp_commit();
     if (tid < BP) {
@@ -1115,8 +1069,8 @@ __global__ void __launch_bounds__(PF_WARPS * 32, 2)
             const int jj = c / VR, col = (c % VR) * 8, j = j0 + jj;
             const bool ok = j <= kmax;
             const long long off = ok ? (long long)j * KF + (long long)kvh * DH + col : 0;
-            pf_cp16(sk + (unsigned)(jj * LD + col) * 2, kc + off, ok);
-            pf_cp16(sv + (unsigned)(jj * LD + col) * 2, vc + off, ok);
+            cp_async16_or_zero(sk + (unsigned)(jj * LD + col) * 2, kc + off, ok);
+            cp_async16_or_zero(sv + (unsigned)(jj * LD + col) * 2, vc + off, ok);
         }
     };
     /* the first ST - 1 tiles in flight, one cp.async group each (empty past the last tile) */
@@ -1134,10 +1088,10 @@ __global__ void __launch_bounds__(PF_WARPS * 32, 2)
     for (int mt = 0; mt < MT; mt++)
 #pragma unroll
         for (int kk = 0; kk < KD; kk++) {
-            pf_ldsm4(qf[mt][kk],
-                     aQ + (unsigned)(((mt % HP) * BP + wp + 16 * (mt / HP) + (lane & 15)) * LD +
-                                     16 * kk + 8 * (lane >> 4)) *
-                              2);
+            ldsm_x4(qf[mt][kk],
+                    aQ + (unsigned)(((mt % HP) * BP + wp + 16 * (mt / HP) + (lane & 15)) * LD +
+                                    16 * kk + 8 * (lane >> 4)) *
+                             2);
             if (qneg)
 #pragma unroll
                 for (int i = 0; i < 4; i++)
@@ -1188,7 +1142,7 @@ __global__ void __launch_bounds__(PF_WARPS * 32, 2)
 #pragma unroll
                 for (int np = 0; np < NT / 2; np++) {
                     unsigned b[4];
-                    pf_ldsm4(b, sk + (unsigned)(16 * np * LD + 16 * kk) * 2);
+                    ldsm_x4(b, sk + (unsigned)(16 * np * LD + 16 * kk) * 2);
 #pragma unroll
                     for (int mt = 0; mt < MT; mt++) {
                         pf_mma<T>(s[mt][2 * np], qf[mt][kk], b[0], b[1]);
@@ -1261,7 +1215,7 @@ __global__ void __launch_bounds__(PF_WARPS * 32, 2)
 #pragma unroll
                 for (int dp = 0; dp < DH / 16; dp++) {
                     unsigned b[4];
-                    pf_ldsm4t(b, sv + (unsigned)(16 * kk * LD + 16 * dp) * 2);
+                    ldsm_x4_trans(b, sv + (unsigned)(16 * kk * LD + 16 * dp) * 2);
 #pragma unroll
                     for (int mt = 0; mt < MT; mt++) {
                         pf_mma<T>(acc[mt][2 * dp], a[mt], b[0], b[1]);

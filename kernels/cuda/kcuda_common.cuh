@@ -276,6 +276,33 @@ template <typename T, int N> __device__ __forceinline__ void cp_async(T *s, cons
         cp_async_piece<P::unit>(s + k * P::per, g + k * P::per);
 }
 
+/* 16 bytes global -> shared at shared address s, or 16 zeros when !ok (src-size 0: nothing is
+ * read, though g must still be a valid address). */
+__device__ __forceinline__ void cp_async16_or_zero(unsigned s, const void *g, bool ok)
+{
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(s), "l"(g), "r"(ok ? 16 : 0)
+                 : "memory");
+}
+
+/* Four 8x8 matrices of 16-bit elements from shared memory (ldmatrix.x4): lanes 8i..8i+7 give the
+ * row addresses of matrix i, whose register i then holds (row g, columns 2t, 2t+1) at lane 4g + t;
+ * the .trans form holds (rows 2t, 2t+1, column g). */
+__device__ __forceinline__ void ldsm_x4(unsigned (&r)[4], unsigned a)
+{
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(a)
+                 : "memory");
+}
+
+__device__ __forceinline__ void ldsm_x4_trans(unsigned (&r)[4], unsigned a)
+{
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(a)
+                 : "memory");
+}
+
 __device__ __forceinline__ void cp_commit()
 {
     asm volatile("cp.async.commit_group;" ::: "memory");
