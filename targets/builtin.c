@@ -932,15 +932,6 @@ static int noop_check(const baton_sig_args *a, baton_tensor_desc *expected, char
 /* ---- the table --------------------------------------------------------------------------------
  */
 
-#ifdef BATON_CUDA
-#define IMPLS(fn)                                                                                  \
-    .impls = {{.device = BATON_DEVICE_CPU, .kernel = baton__kcpu_##fn},                            \
-              {.device = BATON_DEVICE_CUDA, .kernel = baton__kcuda_##fn, .supports_pdl = 1}},      \
-    .n_impls = 2
-#else
-#define IMPLS(fn) .impls = {{.device = BATON_DEVICE_CPU, .kernel = baton__kcpu_##fn}}, .n_impls = 1
-#endif
-
 static const baton_target target_rms_norm_fwd = {
     .struct_size = sizeof(baton_target),
     .name = "rms_norm_fwd",
@@ -952,7 +943,7 @@ static const baton_target target_rms_norm_fwd = {
     .attrs = {{"eps", BATON_ATTR_FLOAT, 0, "added to mean(x^2); default 1e-5, >= 0"}},
     .check = rms_fwd_check,
     .pack = rms_fwd_pack,
-    IMPLS(rms_norm_fwd),
+    BATON_BUILTIN_KERNEL_IMPLS(rms_norm_fwd),
 };
 
 static const baton_target target_rms_norm_bwd = {
@@ -974,7 +965,7 @@ static const baton_target target_rms_norm_bwd = {
                "its grad_weight bits; >= part_grad_size"}},
     .check = rms_bwd_check,
     .pack = rms_bwd_pack,
-    IMPLS(rms_norm_bwd),
+    BATON_BUILTIN_KERNEL_IMPLS(rms_norm_bwd),
 };
 
 static const baton_target target_rms_norm_grad_weight = {
@@ -988,7 +979,7 @@ static const baton_target target_rms_norm_grad_weight = {
                "only); output grad_weight, the column sum in rms_norm_bwd's order (its bits)",
     .check = rms_gw_check,
     .pack = rms_gw_pack,
-    IMPLS(rms_norm_grad_weight),
+    BATON_BUILTIN_KERNEL_IMPLS(rms_norm_grad_weight),
 };
 
 static const baton_target target_softshrink = {
@@ -1001,7 +992,7 @@ static const baton_target target_softshrink = {
     .attrs = {{"lambda", BATON_ATTR_FLOAT, 0, "the threshold; default 0.5, >= 0"}},
     .check = softshrink_check,
     .pack = softshrink_pack,
-    IMPLS(softshrink),
+    BATON_BUILTIN_KERNEL_IMPLS(softshrink),
     .aliases = {{0, 0}},
     .n_aliases = 1, /* elementwise: in place on state */
 };
@@ -1015,7 +1006,7 @@ static const baton_target target_add = {
     .summary = "y = a + b; b has a's shape or a's trailing dims (then it repeats)",
     .check = add_check,
     .pack = add_pack,
-    IMPLS(add),
+    BATON_BUILTIN_KERNEL_IMPLS(add),
     .aliases = {{0, 0}},
     .n_aliases = 1, /* elementwise: in place on state (b may repeat) */
 };
@@ -1029,7 +1020,7 @@ static const baton_target target_mul = {
     .summary = "y = a * b; b has a's shape or a's trailing dims (then it repeats)",
     .check = mul_check,
     .pack = mul_pack,
-    IMPLS(mul),
+    BATON_BUILTIN_KERNEL_IMPLS(mul),
     .aliases = {{0, 0}},
     .n_aliases = 1, /* elementwise: in place on state (b may repeat) */
 };
@@ -1044,7 +1035,7 @@ static const baton_target target_add_scalar = {
     .attrs = {{"value", BATON_ATTR_FLOAT, 1, "the scalar to add (an integer for i32/i64 x)"}},
     .check = add_scalar_check,
     .pack = add_scalar_pack,
-    IMPLS(add_scalar),
+    BATON_BUILTIN_KERNEL_IMPLS(add_scalar),
     .aliases = {{0, 0}},
     .n_aliases = 1, /* elementwise: in place on state */
 };
@@ -1058,7 +1049,7 @@ static const baton_target target_copy = {
     .summary = "y = x",
     .check = copy_check,
     .pack = copy_pack,
-    IMPLS(copy),
+    BATON_BUILTIN_KERNEL_IMPLS(copy),
     .aliases = {{0, 0}},
     .n_aliases = 1, /* elementwise: in place on state */
 };
@@ -1073,7 +1064,7 @@ static const baton_target target_argmax = {
                "NaN counts as the maximum",
     .check = argmax_check,
     .pack = argmax_pack,
-    IMPLS(argmax),
+    BATON_BUILTIN_KERNEL_IMPLS(argmax),
 };
 
 static const baton_target target_noop = {
@@ -1085,10 +1076,10 @@ static const baton_target target_noop = {
     .summary = "does nothing (the output keeps whatever it held); measures dispatch cost",
     .check = noop_check,
     .pack = NULL,
-    IMPLS(noop),
+    BATON_BUILTIN_KERNEL_IMPLS(noop),
 };
 
-/* The hooks of IMPLS(fn)'s CUDA implementation (impls[1]). */
+/* The hooks of BATON_BUILTIN_KERNEL_IMPLS(fn)'s CUDA implementation (impls[1]). */
 #ifdef BATON_CUDA
 #define CUDA_TUNE(fn)         .tune = {NULL, baton__kcuda_##fn##_tune}
 #define CUDA_TUNE_PREPARE(fn) CUDA_TUNE(fn), .prepare = {NULL, baton__kcuda_##fn##_prepare}

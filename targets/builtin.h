@@ -7,6 +7,19 @@
 #include "baton/baton.h"
 #include "core/tune.h"
 
+/* The implementations of a built-in kernel `fn`: baton__kcpu_fn, and in a CUDA build
+ * baton__kcuda_fn. Every built-in CUDA kernel calls pdl_wait() before it touches global memory,
+ * so each may be a programmatic dependent launch (baton_target_impl.supports_pdl). */
+#ifdef BATON_CUDA
+#define BATON_BUILTIN_KERNEL_IMPLS(fn)                                                             \
+    .impls = {{.device = BATON_DEVICE_CPU, .kernel = baton__kcpu_##fn},                            \
+              {.device = BATON_DEVICE_CUDA, .kernel = baton__kcuda_##fn, .supports_pdl = 1}},      \
+    .n_impls = 2
+#else
+#define BATON_BUILTIN_KERNEL_IMPLS(fn)                                                             \
+    .impls = {{.device = BATON_DEVICE_CPU, .kernel = baton__kcpu_##fn}}, .n_impls = 1
+#endif
+
 extern const baton_target baton__target_gemm;
 extern const baton_target baton__target_gemm_add; /* gemm with c added (targets/gemm.c) */
 /* the decoder's GEMV fusions (targets/gemv_fused.c) */

@@ -7,6 +7,7 @@
 #include "kernels/cpu/cpu_decoder.h"
 #include "kernels/cpu/cpu_decoder_fused.h"
 #include "kernels/decoder_desc.h"
+#include "targets/builtin.h"
 #include "targets/decoder.h"
 #ifdef BATON_CUDA
 #include "kernels/cuda/cuda_decoder.h"
@@ -60,18 +61,6 @@ DEC_FNS(sample, DEC_SAMPLE)
 DEC_FNS(swiglu, DEC_SWIGLU)
 DEC_FNS(rope_cache_update, DEC_ROPE_CACHE_UPDATE)
 
-#ifdef BATON_CUDA
-/* Every kernel of kernels/cuda/decoder.cu calls pdl_wait() before it touches global memory, so
- * each may be a programmatic dependent launch (baton_target_impl.supports_pdl). */
-#define DEC_IMPLS(fn)                                                                              \
-    .impls = {{.device = BATON_DEVICE_CPU, .kernel = baton__kcpu_##fn},                            \
-              {.device = BATON_DEVICE_CUDA, .kernel = baton__kcuda_##fn, .supports_pdl = 1}},      \
-    .n_impls = 2
-#else
-#define DEC_IMPLS(fn)                                                                              \
-    .impls = {{.device = BATON_DEVICE_CPU, .kernel = baton__kcpu_##fn}}, .n_impls = 1
-#endif
-
 #define DEC_TARGET(fn, n_in, text, ...) DEC_TARGET_N(fn, n_in, 1, text, __VA_ARGS__)
 #define DEC_TARGET_N(fn, n_in, n_out, text, ...)                                                   \
     const baton_target baton__target_##fn = {.struct_size = sizeof(baton_target),                  \
@@ -82,7 +71,7 @@ DEC_FNS(rope_cache_update, DEC_ROPE_CACHE_UPDATE)
                                              .summary = text,                                      \
                                              .check = fn##_check,                                  \
                                              .pack = fn##_pack,                                    \
-                                             DEC_IMPLS(fn),                                        \
+                                             BATON_BUILTIN_KERNEL_IMPLS(fn),                       \
                                              __VA_ARGS__}
 
 DEC_TARGET(embedding, 2,

@@ -60,16 +60,6 @@ static int gf_pack(int op, const baton_sig_args *a, char *opaque, size_t cap)
 GF_FNS(rms_norm_gemm, GF_RMS_NORM_GEMM)
 GF_FNS(swiglu_gemm_add, GF_SWIGLU_GEMM_ADD)
 
-#ifdef BATON_CUDA
-#define GF_IMPLS(fn)                                                                               \
-    .impls = {{.device = BATON_DEVICE_CPU, .kernel = baton__kcpu_##fn},                            \
-              {.device = BATON_DEVICE_CUDA, .kernel = baton__kcuda_##fn, .supports_pdl = 1}},      \
-    .n_impls = 2
-#else
-#define GF_IMPLS(fn)                                                                               \
-    .impls = {{.device = BATON_DEVICE_CPU, .kernel = baton__kcpu_##fn}}, .n_impls = 1
-#endif
-
 const baton_target baton__target_rms_norm_gemm = {
     .struct_size = sizeof(baton_target),
     .name = "rms_norm_gemm",
@@ -83,7 +73,7 @@ const baton_target baton__target_rms_norm_gemm = {
     .attrs = {{"eps", BATON_ATTR_FLOAT, 1, "added to the mean square; > 0"}},
     .check = rms_norm_gemm_check,
     .pack = rms_norm_gemm_pack,
-    GF_IMPLS(rms_norm_gemm),
+    BATON_BUILTIN_KERNEL_IMPLS(rms_norm_gemm),
 };
 
 const baton_target baton__target_swiglu_gemm_add = {
@@ -98,5 +88,5 @@ const baton_target baton__target_swiglu_gemm_add = {
                "(rounded to the dtype), products summed in f32 (f64 on the CPU)",
     .check = swiglu_gemm_add_check,
     .pack = swiglu_gemm_add_pack,
-    GF_IMPLS(swiglu_gemm_add),
+    BATON_BUILTIN_KERNEL_IMPLS(swiglu_gemm_add),
 };
