@@ -50,6 +50,10 @@ int baton__err_set(baton_error *err, int code, const char *fmt, ...) CORE_PRINTF
 int baton__reason_set(char *buf, size_t len, int code, const char *fmt, ...) CORE_PRINTF(4, 5);
 /* A kernel's or delegate's failure: the reason into ctx->errbuf (ctx may be NULL); returns code. */
 int baton__ctx_fail(const baton_exec_ctx *ctx, int code, const char *fmt, ...) CORE_PRINTF(3, 4);
+/* What every kernel that reads its shapes from ctx->sig needs of its call: ctx->sig set and
+ * n_buffers buffers, none NULL. 0, or BATON_EINVAL with the reason (naming `name`) in
+ * ctx->errbuf. */
+int baton__ctx_call_ok(const baton_exec_ctx *ctx, const char *name, void **buffers, int n_buffers);
 /* Sends one message line (no newline) to the log callback (baton_log_set; stderr by default). */
 void baton__log_msg(baton_log_level level, const char *fmt, ...) CORE_PRINTF(2, 3);
 /* A registry's own log callback (baton_registry_set_log); fn NULL: the process-wide one. */

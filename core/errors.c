@@ -74,3 +74,19 @@ int baton__ctx_fail(const baton_exec_ctx *ctx, int code, const char *fmt, ...)
     }
     return code;
 }
+
+int baton__ctx_call_ok(const baton_exec_ctx *ctx, const char *name, void **buffers, int n_buffers)
+{
+    if (!ctx || !ctx->sig)
+        return baton__ctx_fail(ctx, BATON_EINVAL,
+                               "%s reads its shapes from ctx->sig, which is NULL: call it through "
+                               "a runtime, or set ctx->sig to the step's signature",
+                               name);
+    if (!buffers)
+        return baton__ctx_fail(ctx, BATON_EINVAL, "%s: buffers is NULL", name);
+    for (int i = 0; i < n_buffers; i++)
+        if (!buffers[i])
+            return baton__ctx_fail(ctx, BATON_EINVAL, "%s: buffer %d of %d is NULL", name, i,
+                                   n_buffers);
+    return 0;
+}

@@ -603,20 +603,10 @@ int baton__dec_call_read(const baton_exec_ctx *ctx, int op, void **buffers, int 
     int rc = baton__dec_desc_read(op, opaque, opaque_len, d, msg, sizeof msg);
     if (rc)
         return baton__ctx_fail(ctx, BATON_EINVAL, "%s", msg);
-    if (!ctx || !ctx->sig)
-        return baton__ctx_fail(
-            ctx, BATON_EINVAL,
-            "%s reads its shapes from ctx->sig, which is NULL: call it through a "
-            "runtime, or set ctx->sig to the step's signature",
-            nm);
+    if ((rc = baton__ctx_call_ok(ctx, nm, buffers, n_buffers)))
+        return rc;
     if ((rc = baton__dec_shapes(op, ctx->sig, d, s, NULL, msg, sizeof msg)))
         return baton__ctx_fail(ctx, BATON_EINVAL, "%s", msg);
-    if (!buffers)
-        return baton__ctx_fail(ctx, BATON_EINVAL, "%s: buffers is NULL", nm);
-    for (int i = 0; i < n_buffers; i++)
-        if (!buffers[i])
-            return baton__ctx_fail(ctx, BATON_EINVAL, "%s: buffer %d of %d is NULL", nm, i,
-                                   n_buffers);
     /* The declared output, as the kernel will write it (cast takes its dtype from there). */
     if (ctx->sig->outputs && op != DEC_SAMPLE && op != DEC_EMBEDDING &&
         ctx->sig->outputs[0].dtype != s->y_dt)

@@ -168,19 +168,10 @@ int baton__gf_call_read(const baton_exec_ctx *ctx, int op, void **buffers, int n
     int rc = baton__gf_desc_read(op, opaque, opaque_len, d, msg, sizeof msg);
     if (rc)
         return baton__ctx_fail(ctx, BATON_EINVAL, "%s", msg);
-    if (!ctx || !ctx->sig)
-        return baton__ctx_fail(ctx, BATON_EINVAL,
-                               "%s reads its shapes from ctx->sig, which is NULL: call it through "
-                               "a runtime, or set ctx->sig to the step's signature",
-                               nm);
+    if ((rc = baton__ctx_call_ok(ctx, nm, buffers, n_buffers)))
+        return rc;
     if ((rc = baton__gf_shapes(op, ctx->sig, s, NULL, msg, sizeof msg)))
         return baton__ctx_fail(ctx, BATON_EINVAL, "%s", msg);
-    if (!buffers)
-        return baton__ctx_fail(ctx, BATON_EINVAL, "%s: buffers is NULL", nm);
-    for (int i = 0; i < n_buffers; i++)
-        if (!buffers[i])
-            return baton__ctx_fail(ctx, BATON_EINVAL, "%s: buffer %d of %d is NULL", nm, i,
-                                   n_buffers);
     if (ctx->sig->outputs && ctx->sig->outputs[0].dtype != s->dt)
         return baton__ctx_fail(ctx, BATON_EINVAL, "%s: the output is %s but must be %s", nm,
                                baton_dtype_name(ctx->sig->outputs[0].dtype),
