@@ -289,6 +289,7 @@ int main(int argc, char **argv)
                           ti.role == BATON_ROLE_OUTPUT && ti.desc.dtype == BATON_DTYPE_I64 &&
                           ti.nbytes == sizeof(int64_t);
     const int dec_logits = li.role == BATON_ROLE_OUTPUT;
+    const int greedy_on_device = dec_token && !a.sampling; /* read next_token, not the logits */
     if (!dec_logits && (a.sampling || !dec_token)) {
         fprintf(stderr,
                 "generate: %s/decode.json outputs no logits%s; export it with "
@@ -430,13 +431,14 @@ int main(int argc, char **argv)
             rc = baton_runtime_run(dec_rt, &err);
             th = now_s();
         }
-        if (rc == 0 && dec_token && !samp_rt)
+        if (rc == 0 && greedy_on_device) {
             rc = baton_runtime_get_output(dec_rt, "next_token", &out_ids[i], sizeof(int64_t), &err);
-        else if (rc == 0)
+        } else if (rc == 0) {
             rc = baton_runtime_get_output(dec_rt, "logits", logits, row_bytes, &err);
-        if (rc == 0 && !(dec_token && !samp_rt))
-            rc = next_token(samp_rt, logits, row_bytes, li.desc.dtype, row_f32, vocab, i,
-                            &out_ids[i], &err);
+            if (rc == 0)
+                rc = next_token(samp_rt, logits, row_bytes, li.desc.dtype, row_f32, vocab, i,
+                                &out_ids[i], &err);
+        }
         t_host += now_s() - th;
         if (rc) {
             fprintf(stderr, "generate: decode token %ld: %s\n", i, err.message);
