@@ -65,12 +65,6 @@ if has llm; then
   PYTHONPATH=python timeout "${LLM_TIMEOUT:-420}" python3 bench/llm/bench_generate.py --generate "$BUILD/generate" \
     --json "$final/bench_generate.json" ${LLM_ARGS:-} > "$work/bench_generate.log" 2>&1
   say "(rc $?)"; tail -n 30 "$work/bench_generate.log" | tee -a "$summary" > /dev/null
-  [ "${TORCH_DECODE:-1}" = 0 ] || {
-  say "== torch_decode (the gpt-fast recipe, same machine)"
-  timeout 400 python3 bench/llm/torch_decode.py --context 1024 --prefill 1024 --steps 200 \
-    --json "$final/torch_decode.json" > "$work/torch_decode.log" 2>&1
-  say "(rc $?)"; grep -vE "Warning|warn\(" "$work/torch_decode.log" | tail -n 12 | tee -a "$summary" > /dev/null
-  }
 fi
 if has llmcheck; then
   # the 1B plans exported once (fused, and gemv: norms and SwiGLU folded into the GEMVs), then
@@ -99,9 +93,10 @@ PY
     done
   done
 fi
-if has torch; then
+# the PyTorch recipe: its own part, and with llm unless TORCH_DECODE=0
+if has torch || { has llm && [ "${TORCH_DECODE:-1}" != 0 ]; }; then
   say "== torch_decode (the gpt-fast recipe, same machine)"
-  timeout "${TORCH_TIMEOUT:-300}" python3 bench/llm/torch_decode.py --context 1024 --prefill 1024 --steps 200 \
+  timeout "${TORCH_TIMEOUT:-400}" python3 bench/llm/torch_decode.py --context 1024 --prefill 1024 --steps 200 \
     --json "$final/torch_decode.json" > "$work/torch_decode.log" 2>&1
   say "(rc $?)"; grep -vE "Warning|warn\(" "$work/torch_decode.log" | tail -n 12 | tee -a "$summary" > /dev/null
 fi
