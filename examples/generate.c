@@ -4,7 +4,7 @@
  *
  *   build/generate DIR --prompt 1,5,7 --max-new-tokens N [--gpu=auto|cuda|cpu|sim]
  *                  [--mode=strict|boundary|graph] [--temperature T --top-k K --top-p P --seed S]
- *                  [--warmup N] [--no-pdl]
+ *                  [--warmup N] [--no-pdl] [--trace FILE]
  *
  * Prints the generated ids space-separated as the last line of stdout, rates on stderr.
  */
@@ -30,6 +30,7 @@ typedef struct gen_args {
     long top_k;
     unsigned long long seed;
     long warmup;
+    const char *trace; /* a Chrome trace of the decode runs after the first (--trace) */
 } gen_args;
 
 static double now_s(void)
@@ -46,11 +47,13 @@ static int usage(const char *msg)
     fprintf(stderr,
             "usage: generate DIR --prompt ID,ID,... --max-new-tokens N [--gpu=auto|cuda|cpu|sim]\n"
             "                [--mode=strict|boundary|graph] [--temperature T] [--top-k K]\n"
-            "                [--top-p P] [--seed S] [--warmup N] [--no-pdl]\n"
+            "                [--top-p P] [--seed S] [--warmup N] [--no-pdl] [--trace FILE]\n"
             "DIR holds prefill.json, decode.json and weights.safetensors from\n"
             "baton_export.export_causal_lm. Greedy unless --temperature is given.\n"
             "--warmup N runs the prompt N times before the timed prefill (for benchmarks).\n"
-            "--no-pdl launches without programmatic dependent launch (to compare).\n");
+            "--no-pdl launches without programmatic dependent launch (to compare).\n"
+            "--trace FILE writes a Chrome trace of the decode runs after the first (host spans,\n"
+            "and every kernel's start and end on the GPU where CUPTI is available).\n");
     return 2;
 }
 
@@ -143,6 +146,8 @@ static int parse_args(int argc, char **argv, gen_args *a)
             if (parse_int(v, &n) || n < 0)
                 return usage("--seed takes an integer >= 0");
             a->seed = (unsigned long long)n;
+        } else if ((v = opt_value(argc, argv, &i, "--trace"))) {
+            a->trace = v;
         } else if ((v = opt_value(argc, argv, &i, "--warmup"))) {
             if (parse_int(v, &n) || n < 0)
                 return usage("--warmup takes an integer >= 0");
@@ -420,6 +425,11 @@ int main(int argc, char **argv)
             td = now_s();
             t_host = 0;
             baton_runtime_stats(dec_rt, &st0);
+            /* room for every step of the remaining tokens, once per device */
+            if (a.trace &&
+                baton_runtime_trace_begin(dec_rt, (size_t)(a.max_new - 2) *
+                                                      (size_t)(baton_plan_step_count(dec) + 8)))
+                fprintf(stderr, "generate: --trace: tracing could not start; no trace written\n");
         }
         double th = now_s();
         int64_t id = out_ids[i - 1], p = T + i - 1;
@@ -447,6 +457,11 @@ int main(int argc, char **argv)
     }
     double t_decode = now_s() - td;
     baton_runtime_stats(dec_rt, &st1);
+    if (a.trace && a.max_new > 2) {
+        if (baton_runtime_trace_write(dec_rt, a.trace, &err))
+            fprintf(stderr, "generate: --trace %s: %s\n", a.trace, err.message);
+        baton_runtime_trace_begin(dec_rt, 0);
+    }
 
     fprintf(stderr, "load+prepare %.3f s, first token %.3f s after start\n", t_loaded - t0,
             t_first);
