@@ -303,11 +303,12 @@ static int decode_queued(baton_runtime *rt, const baton_plan *plan, int64_t T, l
             tm->host = 0;
             baton_runtime_stats(rt, &tm->st0);
         }
-        rc = bind_slot(rt, plan, "input_ids", d_ids, i - 1, err);
+        /* next_token first: input_ids moves onto the slot next_token held for run i - 1 */
+        rc = bind_slot(rt, plan, "next_token", d_ids, i, err);
+        if (!rc)
+            rc = bind_slot(rt, plan, "input_ids", d_ids, i - 1, err);
         if (!rc)
             rc = bind_slot(rt, plan, "cache_position", d_pos, i, err);
-        if (!rc)
-            rc = bind_slot(rt, plan, "next_token", d_ids, i, err);
         tm->host += now_s() - th;
         if (!rc)
             rc = baton_runtime_run_async(rt, err);

@@ -76,7 +76,8 @@ sys.path.insert(0, "bench/llm")
 import torch, bench_generate as bg, baton_export
 cfg = dict(bg.CFG)
 m, how = bg.make_model(cfg, "cuda")
-for fused in ("gemv", True):
+import os
+for fused in [("gemv" if v == "gemv" else True) for v in os.environ.get("LLMC_PLANS", "fused gemv").split()]:
     t = time.time()
     baton_export.export_causal_lm(m, f"/tmp/llmc/{'gemv' if fused == 'gemv' else 'fused'}",
                                   max_seq_len=1024 + 129, device="cuda:0", verbose=False,
@@ -85,11 +86,13 @@ for fused in ("gemv", True):
 PY
   say "(export rc $?) $(tail -n 2 "$work/llm_export.log" | tr '\n' ' ')"
   ids=$(python3 -c "print(','.join(str((7 * i + 3) % 1000 + 1) for i in range(1024)))")
-  for v in fused gemv; do
-    for pdl in "" --no-pdl; do
+  # LLMC_PLANS (fused gemv), LLMC_FLAGS (each a set of generate flags; "-" for none)
+  for v in ${LLMC_PLANS:-fused gemv}; do
+    for pdl in ${LLMC_FLAGS:-- --no-pdl}; do
+      [ "$pdl" = - ] && pdl=""
       timeout "${GEN_TIMEOUT:-40}" "$BUILD/generate" /tmp/llmc/$v --prompt "$ids" --max-new-tokens 129 \
         --gpu=cuda --mode=graph --warmup 2 $pdl > "$work/gen-$v$pdl.out" 2> "$work/gen-$v$pdl.err"
-      say "generate $v graph $pdl: rc $? | $(grep -E 'prefill:|ms/token|host outside|load\+prepare' "$work/gen-$v$pdl.err" | tr '\n' ' ')"
+      say "generate $v graph $pdl: rc $? | $(grep -E 'prefill:|ms/token|host outside|load\+prepare' "$work/gen-$v$pdl.err" | tr '\n' ' ') | ids $(tail -c 60 "$work/gen-$v$pdl.out")"
     done
   done
 fi

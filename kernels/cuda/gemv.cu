@@ -53,13 +53,16 @@ __device__ __forceinline__ void stage(const Args &a, long long m0, T *xs, float 
     const long long K = a.k, kv = K / VE, nt = blockDim.x;
     const uint4 zero = make_uint4(0, 0, 0, 0);
     if constexpr (P == BATON_GEMV_PLAIN || P == BATON_GEMV_SWIGLU) {
-        for (long long i0 = threadIdx.x; i0 < M * kv; i0 += NB * nt) {
+        /* 32-bit: a 64-bit division is a long software sequence, and this runs per vector */
+        const unsigned kvu = (unsigned)kv, total = (unsigned)(M * kv);
+        for (unsigned i0 = threadIdx.x; i0 < total; i0 += NB * (unsigned)nt) {
             uint4 gv[NB], uv[NB];
 #pragma unroll
             for (int b = 0; b < NB; b++) {
-                const long long i = i0 + b * nt, m = i / kv, j = (i % kv) * VE;
+                const unsigned i = i0 + b * (unsigned)nt, m = M == 1 ? 0 : i / kvu;
+                const long long j = (long long)(M == 1 ? i : i % kvu) * VE;
                 gv[b] = uv[b] = zero;
-                if (i < M * kv && m0 + m < a.m) {
+                if (i < total && m0 + m < a.m) {
                     const T *xr = x + (m0 + m) * a.ldx;
                     gv[b] = *reinterpret_cast<const uint4 *>(xr + j);
                     if constexpr (P == BATON_GEMV_SWIGLU)
@@ -68,8 +71,9 @@ __device__ __forceinline__ void stage(const Args &a, long long m0, T *xs, float 
             }
 #pragma unroll
             for (int b = 0; b < NB; b++) {
-                const long long i = i0 + b * nt, m = i / kv, j = (i % kv) * VE;
-                if (i >= M * kv)
+                const unsigned i = i0 + b * (unsigned)nt, m = M == 1 ? 0 : i / kvu;
+                const long long j = (long long)(M == 1 ? i : i % kvu) * VE;
+                if (i >= total)
                     break;
                 if constexpr (P == BATON_GEMV_SWIGLU) {
                     alignas(16) T o[VE];
@@ -172,9 +176,11 @@ __global__ void __launch_bounds__(THREADS) gemv_kernel(Args a)
     const long long step = (long long)gridDim.x * nw * R;
     long long row0 = ((long long)blockIdx.x * nw + (threadIdx.x >> 5)) * R;
     const long long tiles = (K + TILE - 1) / TILE;
-    /* the start of the row group's ti-th tile in its order */
+    /* the start of the row group's ti-th tile in its order (32-bit: rows and tiles fit) */
     auto tile_k = [&](long long r0, long long ti) {
-        return tiles == 1 ? 0 : (((r0 >> 1) + ti) % tiles) * TILE;
+        return tiles == 1
+                   ? 0
+                   : (long long)(((unsigned)(r0 >> 1) + (unsigned)ti) % (unsigned)tiles) * TILE;
     };
 
     auto load = [&](uint4(&v)[R][U], long long r0, long long kt) {
