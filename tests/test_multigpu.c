@@ -16,6 +16,7 @@
 
 #include "baton/baton_uv.h"
 #include "plan/plan_internal.h"
+#include "scheduler/pool.h"
 #include "scheduler/runtime.h"
 #include "scheduler/testing.h"
 #include "tests/support.h"
@@ -850,6 +851,138 @@ Test(multigpu, runs_in_flight_over_two_gpus_equal_synchronous_runs)
     cr_assert_eq(uv_loop_close(&loop), 0);
     baton_runtime_destroy(sync_rt);
     baton_plan_free(two);
+}
+#endif
+
+#ifndef TEST_ON_CUDA
+/* Two pipeline stages (scripts/pipeline.py's form): two steps on cuda:0, then two on cuda:1 that
+ * read what cuda:0 made, meeting at a GPU-to-GPU boundary. */
+static const char *two_stages =
+    "{\"format\": \"baton.plan\", \"version\": 1, \"name\": \"stages\", \"tensors\": ["
+    "{\"name\": \"x\", \"dtype\": \"f32\", \"shape\": [4, 64], \"role\": \"input\"},"
+    "{\"name\": \"a\", \"dtype\": \"f32\", \"shape\": [4, 64], \"role\": \"intermediate\"},"
+    "{\"name\": \"b\", \"dtype\": \"f32\", \"shape\": [4, 64], \"role\": \"intermediate\"},"
+    "{\"name\": \"c\", \"dtype\": \"f32\", \"shape\": [4, 64], \"role\": \"intermediate\"},"
+    "{\"name\": \"y\", \"dtype\": \"f32\", \"shape\": [4, 64], \"role\": \"output\"}],\"steps\": ["
+    "{\"name\": \"p0\", \"kernel\": \"add_scalar\", \"device\": \"cuda:0\", \"inputs\": [\"x\"], "
+    "\"outputs\": [\"a\"], \"attrs\": {\"value\": 1.0}},"
+    "{\"name\": \"p0b\", \"kernel\": \"add_scalar\", \"device\": \"cuda:0\", \"inputs\": [\"a\"], "
+    "\"outputs\": [\"b\"], \"attrs\": {\"value\": 0.5}},"
+    "{\"name\": \"p1\", \"kernel\": \"add_scalar\", \"device\": \"cuda:1\", \"inputs\": [\"b\"], "
+    "\"outputs\": [\"c\"], \"attrs\": {\"value\": 0.25}},"
+    "{\"name\": \"p1b\", \"kernel\": \"add_scalar\", \"device\": \"cuda:1\", \"inputs\": [\"c\"], "
+    "\"outputs\": [\"y\"], \"attrs\": {\"value\": 2.0}}]}";
+
+typedef struct stage_flight {
+    baton_pool *pool;
+    pool_slot slot[2];
+    uv_timer_t later;
+} stage_flight;
+
+static void submit_second(uv_timer_t *t)
+{
+    stage_flight *f = t->data;
+    cr_assert_eq(baton_pool_submit_to(f->pool, 1, &f->slot[1].job, pool_done), 0, "%s",
+                 f->slot[1].job.err.message);
+    uv_close((uv_handle_t *)t, NULL);
+}
+
+/* The one graph span of instance rt's run on GPU g (the test device's timeline of that GPU). */
+static void stage_span(baton_runtime *rt, int g, int64_t *t0, int64_t *t1)
+{
+    baton_device dev = {BATON_DEVICE_CUDA, g};
+    const dev_trace *t = &rt->dev_trace[baton__plan_memory_index(rt->plan, dev)];
+    *t0 = *t1 = 0;
+    for (size_t i = 0; i < atomic_load(&t->n); i++)
+        if (strcmp(t->spans[i].cat, "graph") == 0) {
+            cr_assert_eq(*t1, 0, "cuda:%d ran two graphs for one run", g);
+            *t0 = t->spans[i].t0;
+            *t1 = t->spans[i].t1;
+        }
+    cr_assert_gt(*t1, 0, "no graph in cuda:%d's timeline", g);
+}
+
+/* Runs in flight on a pool pipeline a two-stage plan: the next run's first stage runs on cuda:0
+ * while the previous run's second stage runs on cuda:1. Each operation of the test device starts
+ * 20 ms late; run B is submitted once run A's first stage is done. B's stage on cuda:0 must start
+ * before A's stage on cuda:1 ends: it fails if anything ties B's first stage to A's second (the
+ * pool's runs serialised on one thread or lock, a stream, event or buffer shared by the
+ * instances), with the order between the GPUs as event nodes in the graphs or as stream waits. */
+Test(multigpu, the_next_runs_first_stage_overlaps_the_previous_runs_second_stage)
+{
+    baton_plan *plan = load(two_stages);
+    enum { DELAY_US = 20000 };
+    for (int nodes = 1; nodes >= 0; nodes--) {
+        setenv(RT_EVENT_NODES_ENV, nodes ? "1" : "0", 1);
+        baton_options o = test_options(BATON_GPU_SIM, BATON_SYNC_GRAPH, DELAY_US, 1);
+        uv_loop_t loop;
+        cr_assert_eq(uv_loop_init(&loop), 0);
+        static stage_flight f;
+        memset(&f, 0, sizeof f);
+        baton_error err = {0};
+        cr_assert_eq(baton_pool_create(&loop, plan, &o, 2, &f.pool, &err), 0, "%s", err.message);
+        unsetenv(RT_EVENT_NODES_ENV);
+        /* a first run on each instance, untraced: graph mode captures there */
+        test_rng rng = {test_fresh_seed()};
+        for (int round = 0; round < 2; round++) {
+            for (int k = 0; k < 2; k++) {
+                pool_slot *p = &f.slot[k];
+                baton_job_init(&p->job);
+                p->job.data = p;
+                p->called = 0;
+                test_fill_random(&rng, BATON_DTYPE_F32, p->x0, N, 1.0);
+                test_poison(p->r1, sizeof p->r1);
+                p->in[0] = (baton_binding){"x", p->x0, sizeof p->x0};
+                p->out[0] = (baton_binding){"y", p->r1, sizeof p->r1};
+                p->job.inputs = p->in;
+                p->job.n_inputs = 1;
+                p->job.outputs = p->out;
+                p->job.n_outputs = 1;
+            }
+            if (round == 0) {
+                for (int k = 0; k < 2; k++)
+                    cr_assert_eq(baton_pool_submit_to(f.pool, k, &f.slot[k].job, pool_done), 0);
+                uv_run(&loop, UV_RUN_DEFAULT);
+                continue;
+            }
+            for (int k = 0; k < 2; k++)
+                cr_assert_eq(baton_runtime_trace_begin(baton__pool_instance(f.pool, k), 64), 0);
+            cr_assert_eq(baton_pool_submit_to(f.pool, 0, &f.slot[0].job, pool_done), 0);
+            /* A's first stage: a graph of a copy and two steps, each op 20 ms late */
+            cr_assert_eq(uv_timer_init(&loop, &f.later), 0);
+            f.later.data = &f;
+            cr_assert_eq(uv_timer_start(&f.later, submit_second, 4 * DELAY_US / 1000 + 10, 0), 0);
+            uv_run(&loop, UV_RUN_DEFAULT);
+        }
+        for (int k = 0; k < 2; k++) {
+            pool_slot *p = &f.slot[k];
+            cr_assert_eq(p->called, 1);
+            cr_assert_eq(p->status, 0, "run %d: %s", k, p->job.err.message);
+            for (int i = 0; i < N; i++) {
+                float a = (float)((double)p->x0[i] + 1.0), b = (float)((double)a + 0.5);
+                float c = (float)((double)b + 0.25), y = (float)((double)c + 2.0);
+                cr_assert_eq(p->r1[i], y, "nodes %d, run %d: y[%d]", nodes, k, i);
+            }
+        }
+        int64_t a0, a1, a2, a3, b0, b1, b2, b3;
+        stage_span(baton__pool_instance(f.pool, 0), 0, &a0, &a1);
+        stage_span(baton__pool_instance(f.pool, 0), 1, &a2, &a3);
+        stage_span(baton__pool_instance(f.pool, 1), 0, &b0, &b1);
+        stage_span(baton__pool_instance(f.pool, 1), 1, &b2, &b3);
+        cr_assert_geq(a2, a1, "nodes %d: run A's second stage began before its first ended", nodes);
+        cr_assert_lt(b0 + DELAY_US * 1000 / 2, a3,
+                     "nodes %d: run B's first stage (cuda:0) began %.1f ms after run A's second "
+                     "stage (cuda:1) ended: B waited for A (A on cuda:0 %.1f..%.1f ms, cuda:1 "
+                     "%.1f..%.1f; B on cuda:0 %.1f..%.1f, cuda:1 %.1f..%.1f)",
+                     nodes, (b0 - a3) / 1e6, 0.0, (a1 - a0) / 1e6, (a2 - a0) / 1e6, (a3 - a0) / 1e6,
+                     (b0 - a0) / 1e6, (b1 - a0) / 1e6, (b2 - a0) / 1e6, (b3 - a0) / 1e6);
+        int closed = 0;
+        baton_pool_close(f.pool, pool_closed, &closed);
+        uv_run(&loop, UV_RUN_DEFAULT);
+        cr_assert(closed);
+        cr_assert_eq(uv_loop_close(&loop), 0);
+    }
+    baton_plan_free(plan);
 }
 #endif
 
