@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "baton/baton_uv.h"
@@ -46,7 +47,19 @@ static void teardown(void)
     baton_registry_destroy(reg);
 }
 
-TestSuite(multigpu, .init = setup, .fini = teardown, .timeout = 300);
+/* On GPUs a rank that stops after NCCL's join leaves its peer waiting on the GPU without a
+ * bound: each test ends after a minute there (and run_ranks gives up on a rank sooner), so a hang
+ * costs a GPU call a minute, not the call. */
+#ifdef TEST_ON_CUDA
+#define SUITE_TIMEOUT_S    60
+#define RANK_JOIN_S        45
+#define RANK_RENDEZVOUS_MS 20000
+#else
+#define SUITE_TIMEOUT_S    300
+#define RANK_JOIN_S        240
+#define RANK_RENDEZVOUS_MS 0 /* the default */
+#endif
+TestSuite(multigpu, .init = setup, .fini = teardown, .timeout = SUITE_TIMEOUT_S);
 
 enum { ROWS = 4, COLS = 64, N = ROWS * COLS };
 
@@ -460,7 +473,7 @@ static void *rank_main(void *arg)
     o.rank = j->rank;
     o.world = j->world;
     o.rendezvous = j->path;
-    o.rendezvous_timeout_ms = j->timeout_ms;
+    o.rendezvous_timeout_ms = j->timeout_ms ? j->timeout_ms : RANK_RENDEZVOUS_MS;
     baton_runtime *rt = NULL;
     baton_error err = {0};
     j->rc = baton_runtime_create(j->plan, &o, &rt, &err);
@@ -478,13 +491,25 @@ static void *rank_main(void *arg)
     return NULL;
 }
 
+/* Runs the ranks as threads and waits for them, RANK_JOIN_S at most: a rank still running then
+ * is reported as hung (the test's process ends, and the rank with it). */
 static void run_ranks(rank_job *jobs, int world)
 {
     pthread_t th[4];
     for (int r = 0; r < world; r++)
         cr_assert_eq(pthread_create(&th[r], NULL, rank_main, &jobs[r]), 0);
-    for (int r = 0; r < world; r++)
-        pthread_join(th[r], NULL);
+    struct timespec until;
+    clock_gettime(CLOCK_REALTIME, &until);
+    until.tv_sec += RANK_JOIN_S;
+    for (int r = 0; r < world; r++) {
+        int e = pthread_timedjoin_np(th[r], NULL, &until);
+        if (e)
+            cr_assert_fail(
+                "rank %d of %d did not finish within %d s (a wait between the ranks that "
+                "never ends: a send without its receive, or a rank that stopped after the "
+                "join)",
+                r, world, RANK_JOIN_S);
+    }
 }
 
 /* A fresh rendezvous path per use: a file left behind would make rank 0 refuse to start. */
