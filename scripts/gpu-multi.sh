@@ -15,8 +15,9 @@
 # Every step runs under `timeout` and is skipped once the call's budget (BUDGET seconds, build
 # included) would be passed. The summary prints last; traces and logs go to $OUT.
 #   run(kind="nvidia-h200-x2", carry=[".deps"], command="NCCL_NVLS_ENABLE=0 bash scripts/gpu-multi.sh")
-#   env: BUDGET (400), JOBS (32), SKIP_BUILD=1 (use build-gpu as it is), PARTS ("pipeline scaling
-#        tests")
+#   env: BUDGET (400), JOBS (32), SKIP_BUILD=1 (use $BUILD as it is), PARTS ("pipeline scaling
+#        tests"); for a smoke test of the script without GPUs: SKIP_BUILD=1 BUILD=build-cpu GPU=sim
+#        NGPU=2 (the pipeline part on the test device)
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
@@ -27,13 +28,16 @@ mkdir -p "$work"
 BUDGET=${BUDGET:-400}
 JOBS=${JOBS:-32}
 PARTS=${PARTS:-"pipeline scaling tests"}
-BUILD=build-gpu
+BUILD=${BUILD:-build-gpu}
+GPU=${GPU:-cuda}
 t0=$(date +%s)
 summary=$final/summary.txt
 : > "$summary"
 say() { echo "$*" | tee -a "$summary"; }
 has() { [[ " $PARTS " == *" $1 "* ]]; }
 left() { echo $((BUDGET - ($(date +%s) - t0))); }
+# tmo LIMIT: a step's timeout, LIMIT seconds or what is left of the budget, whichever is less
+tmo() { local l=$(( $(left) - 5 )); [ "$l" -lt 1 ] && l=1; [ "$l" -lt "$1" ] && echo "$l" || echo "$1"; }
 # room NEED: whether NEED more seconds fit in the budget (else says what is skipped)
 room() {
   if [ "$(left)" -lt "$1" ]; then
@@ -43,7 +47,7 @@ room() {
 }
 export NCCL_NVLS_ENABLE=0
 { nvidia-smi -L; nvidia-smi topo -m | head -4; } 2>&1 | tee -a "$summary"
-ngpu=$(nvidia-smi -L | wc -l)
+ngpu=${NGPU:-$(nvidia-smi -L 2>/dev/null | wc -l)}
 
 if [ "${SKIP_BUILD:-0}" != 1 ]; then
   eval "$(bash scripts/deps-prefix.sh)"
@@ -89,7 +93,7 @@ json.dump(plan(["cuda:0", "cuda:1"]), open(w + "/tiny2.json", "w"))
 PY
   # plan env inflight label
   bench() {
-    env $2 timeout 60 "$baton" bench -q --gpu=cuda --modes=graph --inflight="$3" --iters=4000 \
+    env $2 timeout "$(tmo 60)" "$baton" bench -q --gpu="$GPU" --modes=graph --inflight="$3" --iters=4000 \
       --warmup=200 --format=csv "$1" 2>&1 | grep "^graph" | tee "$work/$4.csv" |
       sed "s/^/pipeline $4: /" | tee -a "$summary"
   }
@@ -126,8 +130,8 @@ PY
     room 30 "bench_pipeline stages=$st" || break
     mkdir -p "$final/trace-pipe$st"
     say "== bench_pipeline stages=$st (8 in flight; traces in trace-pipe$st/)"
-    timeout 60 "$BUILD/bench_pipeline" "$work/pipe$st.json" --inflight 8 --runs 4000 \
-      --traced 96 --out "$final/trace-pipe$st" 2>&1 | grep -v "^baton: note" | tee -a "$summary"
+    timeout "$(tmo 60)" "$BUILD/bench_pipeline" "$work/pipe$st.json" --inflight 8 --runs 4000 \
+      --traced 96 --gpu "$GPU" --out "$final/trace-pipe$st" 2>&1 | grep -v "^baton: note" | tee -a "$summary"
   done
 fi
 
@@ -168,7 +172,7 @@ for src, dst in (("two", "half"), ("two_allreduce", "half_fitted")):
     json.dump(p, open("%s/%s.json" % (w, dst), "w"))
 PY
   mkdir -p "$final/trace-scaling"
-  timeout 150 "$BUILD/bench_scaling" "$work/one.json" "$work/two.json" \
+  timeout "$(tmo 150)" "$BUILD/bench_scaling" "$work/one.json" "$work/two.json" \
     "$work/two_allreduce.json" "$work/half.json" "$work/half_fitted.json" --inflight \
     --trace "$final/trace-scaling" 2>&1 | tee "$work/scaling.log" | tee -a "$summary"
   python3 - "$work/scaling.log" <<'PY' 2>&1 | tee -a "$summary"
@@ -194,7 +198,7 @@ if one:
                                       if p + ".inflight_efficiency" in r else "n/a"))
 PY
   room 60 "xla_scaling" &&
-  JAX_PLATFORMS=cuda timeout "$(( $(left) > 150 ? 150 : $(left) - 5 ))" \
+  JAX_PLATFORMS=cuda timeout "$(tmo 150)" \
     python3 bench/multigpu/xla_scaling.py 2>&1 | grep -vE "^(W|I)[0-9]{4}" | tail -8 |
     tee -a "$summary"
 fi
@@ -202,7 +206,7 @@ fi
 if has tests && room 45 "the two-GPU tests"; then
   # test_multigpu_cuda bounds each test to a minute (each rank thread to 45 s), ranks_e2e each
   # rank process to 60 s; ctest's own limit is the last resort
-  (cd "$BUILD" && timeout "$(( $(left) - 5 ))" ctest -R "multigpu_cuda|ranks_e2e" -V \
+  (cd "$BUILD" && timeout "$(tmo 300)" ctest -R "multigpu_cuda|ranks_e2e" -V \
      --timeout 150) > "$work/ctest_multi.log" 2>&1
   say "ctest multigpu_cuda|ranks_e2e (rc $?): $(grep -E 'tests passed' "$work/ctest_multi.log" | tail -1)"
   grep -E "\[FAIL\]|FAIL:|PASS:|Synthesis|Timeout|\*\*\*" "$work/ctest_multi.log" | head -20 |
