@@ -137,18 +137,22 @@ fi
 
 if has scaling && room 60 "scaling"; then
   say "== scaling: the tutorial plan at 2 x 65536 x 4096 bf16 rows, fwd+bwd, graph mode"
-  python3 - "$work/one.json" <<'PY'
+  # one.json: part_grad 16 rows, as the tutorial plan has; one32.json: 32 rows, so that each
+  # shard of the bitwise form holds 16 blocks, as one GPU's plan at 16 does
+  python3 - "$work" <<'PY'
 import json, sys
-p = json.load(open("examples/plans/rmsnorm_tutorial.json"))
-shapes = {"x": [131072, 4096], "grad_y": [131072, 4096], "y": [131072, 4096],
-          "grad_x": [131072, 4096], "weight": [4096], "grad_weight": [4096],
-          "invvar": [131072], "part_grad": [16, 4096]}
-for t in p["tensors"]:
-    t["shape"] = shapes[t["name"]]
-p["name"] = "rmsnorm-tutorial-large"
-json.dump(p, open(sys.argv[1], "w"))
+for name, pg in (("one", 16), ("one32", 32)):
+    p = json.load(open("examples/plans/rmsnorm_tutorial.json"))
+    shapes = {"x": [131072, 4096], "grad_y": [131072, 4096], "y": [131072, 4096],
+              "grad_x": [131072, 4096], "weight": [4096], "grad_weight": [4096],
+              "invvar": [131072], "part_grad": [pg, 4096]}
+    for t in p["tensors"]:  # the backward's P is part_grad's first dim
+        t["shape"] = shapes[t["name"]]
+    p["name"] = "rmsnorm-tutorial-large" + ("" if pg == 16 else "-pg32")
+    json.dump(p, open("%s/%s.json" % (sys.argv[1], name), "w"))
 PY
   python3 scripts/shard.py --devices cuda:0,cuda:1 "$work/one.json" > "$work/two.json"
+  python3 scripts/shard.py --devices cuda:0,cuda:1 "$work/one32.json" > "$work/two32.json"
   python3 scripts/shard.py --devices cuda:0,cuda:1 --reduce all_reduce "$work/one.json" \
     > "$work/two_allreduce.json"
   # one shard's forward and backward alone on cuda:0: its kernels as the sharded plan runs them
@@ -197,6 +201,9 @@ if one:
                                       "%.3f" % r[p + ".inflight_efficiency"]
                                       if p + ".inflight_efficiency" in r else "n/a"))
 PY
+  room 70 "bench_scaling at part_grad 32" &&
+  timeout "$(tmo 90)" "$BUILD/bench_scaling" "$work/one32.json" "$work/two32.json" --inflight \
+    --runs 30 --trace "$final/trace-scaling" 2>&1 | tee "$work/scaling32.log" | tee -a "$summary"
   room 60 "xla_scaling" &&
   JAX_PLATFORMS=cuda timeout "$(tmo 150)" \
     python3 bench/multigpu/xla_scaling.py 2>&1 | grep -vE "^(W|I)[0-9]{4}" | tail -8 |
