@@ -106,7 +106,8 @@ PY
   { bench "$work/pipe1.json" "" 16 "stages=1,inflight=16"
     bench "$work/pipe2.json" "" 16 "stages=2,inflight=16"
     bench "$work/pipe2.json" "BATON_GRAPH_EVENT_NODES=0" 8 "stages=2,waits-outside"
-    bench "$work/pipe2.json" "CUDA_DEVICE_MAX_CONNECTIONS=32" 8 "stages=2,32-queues"; }
+    bench "$work/pipe2.json" "CUDA_DEVICE_MAX_CONNECTIONS=32" 8 "stages=2,32-queues"
+    bench "$work/pipe2.json" "BATON_PEER_COPY_KERNEL=1" 8 "stages=2,peer-copy-kernel"; }
   python3 - "$work" <<'PY' 2>&1 | tee -a "$summary"
 import sys
 w = sys.argv[1]
@@ -126,12 +127,15 @@ if t1 and t2:
           "if the RFC figures sit at these, the host side caps them, not the GPUs"
           % (t1[0], t2[0]))
 PY
-  for st in 2 1; do
-    room 30 "bench_pipeline stages=$st" || break
-    mkdir -p "$final/trace-pipe$st"
-    say "== bench_pipeline stages=$st (8 in flight; traces in trace-pipe$st/)"
-    timeout "$(tmo 60)" "$BUILD/bench_pipeline" "$work/pipe$st.json" --inflight 8 --runs 4000 \
-      --traced 96 --gpu "$GPU" --out "$final/trace-pipe$st" 2>&1 | grep -v "^baton: note" | tee -a "$summary"
+  for v in "2 " "1 " "2 BATON_PEER_COPY_KERNEL=1"; do
+    st=${v%% *}; envv=${v#* }
+    room 30 "bench_pipeline stages=$st $envv" || break
+    dir=$final/trace-pipe$st${envv:+-peer-kernel}
+    mkdir -p "$dir"
+    say "== bench_pipeline stages=$st $envv (8 in flight; traces in $(basename "$dir")/)"
+    env $envv timeout "$(tmo 60)" "$BUILD/bench_pipeline" "$work/pipe$st.json" --inflight 8 \
+      --runs 4000 --traced 96 --gpu "$GPU" --out "$dir" 2>&1 | grep -v "^baton: note" |
+      tee -a "$summary"
   done
 fi
 
