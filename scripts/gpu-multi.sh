@@ -11,7 +11,8 @@
 #     work alone on one GPU with either layout, one run at a time and two in flight, each GPU's
 #     timeline of a traced run (bench_scaling), and XLA's efficiency, each call blocked and
 #     dispatch pipelined (bench/multigpu/xla_scaling.py);
-#   then the two-GPU tests (test_multigpu_cuda, ranks_e2e), bounded.
+#   then the two-GPU tests (test_multigpu_cuda, ranks_e2e), bounded; last, the same scaling at
+#   part_grad 32 (the bitwise form's shards then hold as many blocks as one GPU's plan at 16).
 # Every step runs under `timeout` and is skipped once the call's budget (BUDGET seconds, build
 # included) would be passed. The summary prints last; traces and logs go to $OUT.
 #   run(kind="nvidia-h200-x2", carry=[".deps"], command="NCCL_NVLS_ENABLE=0 bash scripts/gpu-multi.sh")
@@ -205,9 +206,6 @@ if one:
                                       "%.3f" % r[p + ".inflight_efficiency"]
                                       if p + ".inflight_efficiency" in r else "n/a"))
 PY
-  room 70 "bench_scaling at part_grad 32" &&
-  timeout "$(tmo 90)" "$BUILD/bench_scaling" "$work/one32.json" "$work/two32.json" --inflight \
-    --runs 30 --trace "$final/trace-scaling" 2>&1 | tee "$work/scaling32.log" | tee -a "$summary"
   room 60 "xla_scaling" &&
   JAX_PLATFORMS=cuda timeout "$(tmo 150)" \
     python3 bench/multigpu/xla_scaling.py 2>&1 | grep -vE "^(W|I)[0-9]{4}" | tail -8 |
@@ -222,6 +220,13 @@ if has tests && room 45 "the two-GPU tests"; then
   say "ctest multigpu_cuda|ranks_e2e (rc $?): $(grep -E 'tests passed' "$work/ctest_multi.log" | tail -1)"
   grep -E "\[FAIL\]|FAIL:|PASS:|Synthesis|Timeout|\*\*\*" "$work/ctest_multi.log" | head -20 |
     tee -a "$summary"
+fi
+
+# last: the bitwise form's cost at part_grad 32 (each shard then holds 16 blocks)
+if has scaling && [ -e "$work/two32.json" ] && room 60 "bench_scaling at part_grad 32"; then
+  say "== scaling at part_grad 32 (one32: one GPU; two32: bitwise shards of 16 blocks each)"
+  timeout "$(tmo 90)" "$BUILD/bench_scaling" "$work/one32.json" "$work/two32.json" --inflight \
+    --runs 30 --trace "$final/trace-scaling" 2>&1 | tee "$work/scaling32.log" | tee -a "$summary"
 fi
 
 say "gpu-multi: $(( $(date +%s) - t0 )) s"
