@@ -108,7 +108,10 @@ PY
     bench "$work/pipe2.json" "" 16 "stages=2,inflight=16"
     bench "$work/pipe2.json" "BATON_GRAPH_EVENT_NODES=0" 8 "stages=2,waits-outside"
     bench "$work/pipe2.json" "CUDA_DEVICE_MAX_CONNECTIONS=32" 8 "stages=2,32-queues"
-    bench "$work/pipe2.json" "BATON_PEER_COPY_KERNEL=1" 8 "stages=2,peer-copy-kernel"; }
+    bench "$work/pipe2.json" "BATON_PEER_COPY_KERNEL=1" 8 "stages=2,peer-copy-kernel"
+    bench "$work/pipe1.json" "BATON_CUDA_BLOCKING_WAIT=1" 8 "stages=1,blocking-wait"
+    bench "$work/pipe2.json" "BATON_CUDA_BLOCKING_WAIT=1" 8 "stages=2,blocking-wait"
+    bench "$work/tiny2.json" "BATON_CUDA_BLOCKING_WAIT=1" 8 "tiny,2-GPU,blocking-wait"; }
   python3 - "$work" <<'PY' 2>&1 | tee -a "$summary"
 import sys
 w = sys.argv[1]

@@ -301,16 +301,19 @@ Test(multigpu, a_gpu_to_gpu_boundary_runs_on_cuda_in_every_mode)
     if (baton_cuda_device_count() == 1)
         setenv(DEV_TEST_CUDA_ALIAS, "1", 1);
     /* the copy into the reader's arena by the copy engine, then as the copy kernel reading the
-     * writer's memory (BATON_PEER_COPY_KERNEL, device_cuda.c) */
-    for (int kernel = 0; kernel < 2; kernel++) {
-        if (kernel)
-            setenv("BATON_PEER_COPY_KERNEL", "1", 1);
+     * writer's memory, then with the host's waits asleep in the driver (device_cuda.c's
+     * BATON_PEER_COPY_KERNEL and BATON_CUDA_BLOCKING_WAIT) */
+    static const char *const how[] = {NULL, "BATON_PEER_COPY_KERNEL", "BATON_CUDA_BLOCKING_WAIT"};
+    for (int v = 0; v < 3; v++) {
+        if (how[v])
+            setenv(how[v], "1", 1);
         for (int m = 0; m < 3; m++)
             cr_assert_eq(relay_stale(BATON_GPU_CUDA, (baton_sync_mode)m, 0, 0, 20, NULL), 0,
-                         "%s, peer copy kernel %d: wrong results",
-                         baton_sync_mode_name((baton_sync_mode)m), kernel);
+                         "%s, %s: wrong results", baton_sync_mode_name((baton_sync_mode)m),
+                         how[v] ? how[v] : "defaults");
+        if (how[v])
+            unsetenv(how[v]);
     }
-    unsetenv("BATON_PEER_COPY_KERNEL");
     unsetenv(DEV_TEST_CUDA_ALIAS);
 }
 #endif

@@ -31,6 +31,11 @@
  * between the kernels around it. Off by default until measured (scripts/gpu-multi.sh times
  * both). */
 #define DEV_CUDA_PEER_KERNEL_ENV "BATON_PEER_COPY_KERNEL"
+/* "1" (read when a device is opened): the host waits for the GPU (wait()) asleep in the driver
+ * (cudaEventBlockingSync) instead of polling the event, as it does by default where the process
+ * has fewer GPU contexts than cores. With many runs in flight, one polling thread per run may
+ * contend with the threads launching work; off by default until measured (gpu-multi.sh). */
+#define DEV_CUDA_BLOCKING_WAIT_ENV "BATON_CUDA_BLOCKING_WAIT"
 
 struct dev_ctx {
     baton_device dev;
@@ -346,8 +351,11 @@ static int open_device(baton_device dev, const baton_options *opts, int n_graphs
         }
         d->own_stream = 1;
     }
+    const char *bw = getenv(DEV_CUDA_BLOCKING_WAIT_ENV);
+    const unsigned ev_flags =
+        cudaEventDisableTiming | (bw && strcmp(bw, "1") == 0 ? cudaEventBlockingSync : 0);
     for (int i = 0; i < n_events; i++) {
-        if ((e = cudaEventCreateWithFlags(&d->events[i], cudaEventDisableTiming)) != cudaSuccess) {
+        if ((e = cudaEventCreateWithFlags(&d->events[i], ev_flags)) != cudaSuccess) {
             d->events[i] = NULL;
             return open_failed(d, cuda_reason(err, d, NULL, "cudaEventCreateWithFlags", NULL, e));
         }
