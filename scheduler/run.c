@@ -297,6 +297,8 @@ static int capture_segment(baton_runtime *rt, int s, baton_error *err)
     return 0;
 }
 
+static int settle(baton_runtime *rt, baton_error *err);
+
 /* Graph mode: captures segment s when it must be. 1 when s then runs as its graph, 0 when it runs
  * uncaptured, or the failing step's error. */
 static int graph_ready(baton_runtime *rt, int s, baton_error *err)
@@ -304,7 +306,11 @@ static int graph_ready(baton_runtime *rt, int s, baton_error *err)
     if (rt->opts.mode != BATON_SYNC_GRAPH || !segment_capturable(rt, s))
         return 0;
     if (rt->graph_state[s] == 0 || rt->recapture) {
-        int rc = capture_segment(rt, s, err);
+        /* the graph it replaces may still run in a queued run (run_async) */
+        int rc = settle(rt, err);
+        if (rc)
+            return rc;
+        rc = capture_segment(rt, s, err);
         if (rc && rc != BATON_ENOTSUP)
             return rc;
     }
@@ -588,7 +594,15 @@ static void run_release(baton_runtime *rt)
     atomic_store_explicit(&rt->running, 0, memory_order_release);
 }
 
-static int run_plan(baton_runtime *rt, baton_error *err);
+static int run_plan(baton_runtime *rt, int defer, baton_error *err);
+
+static int busy(baton_error *err, const char *fn)
+{
+    return baton__err_set(err, BATON_ESTATE,
+                          "%s: this runtime is already running on another thread; a runtime "
+                          "runs one run at a time (create one per thread, or use a baton_pool)",
+                          fn);
+}
 
 int baton_runtime_run(baton_runtime *rt, baton_error *err)
 {
@@ -596,17 +610,79 @@ int baton_runtime_run(baton_runtime *rt, baton_error *err)
     if (!rt)
         return baton__err_set(err, BATON_EINVAL, "baton_runtime_run: no runtime");
     if (!run_claim(rt))
-        return baton__err_set(
-            err, BATON_ESTATE,
-            "baton_runtime_run: this runtime is already running on another thread; a "
-            "runtime runs one run at a time (create one per thread, or use a "
-            "baton_pool)");
-    const int rc = run_plan(rt, err);
+        return busy(err, "baton_runtime_run");
+    const int rc = run_plan(rt, 0, err);
     run_release(rt);
     return rc;
 }
 
-static int run_plan(baton_runtime *rt, baton_error *err)
+/* A run may end without the host's wait when nothing after its GPU work needs the host: every
+ * segment on a GPU of this process, no collective, and not strict mode (which waits per step). */
+static int can_defer(const baton_runtime *rt)
+{
+    const baton_plan *plan = rt->plan;
+    if (rt->opts.mode == BATON_SYNC_STRICT || rt->world || plan->n_segments == 0)
+        return 0;
+    for (int s = 0; s < plan->n_segments; s++)
+        if (plan->segments[s].device.kind == BATON_DEVICE_CPU || plan->segments[s].collective)
+            return 0;
+    for (int d = 1; d < rt->nd; d++)
+        if (!rt->dev[d].gpu || !dev_has(rt->dev[d].ops, DEV_CAP_ASYNC))
+            return 0;
+    return 1;
+}
+
+int baton_runtime_run_async(baton_runtime *rt, baton_error *err)
+{
+    err_clear(err);
+    if (!rt)
+        return baton__err_set(err, BATON_EINVAL, "baton_runtime_run_async: no runtime");
+    if (!run_claim(rt))
+        return busy(err, "baton_runtime_run_async");
+    const int rc = run_plan(rt, can_defer(rt), err);
+    run_release(rt);
+    return rc;
+}
+
+/* The end of the runs run_async queued: the host waits for every device they used, then the
+ * kernels' run-time errors are read, as at the end of a run. */
+static int settle(baton_runtime *rt, baton_error *err)
+{
+    if (!rt->in_flight)
+        return 0;
+    int rc = 0;
+    for (int d = 1; d < rt->nd && !rc; d++)
+        if (rt->dev[d].pending)
+            rc = host_wait(rt, d, "baton_runtime_wait", err);
+    if (!rc)
+        rc = take_kernel_errors(rt, err);
+    rt->in_flight = 0;
+    rt->last_run = rc ? -1 : 1;
+    if (rc)
+        recover(rt);
+    return rc;
+}
+
+int baton_runtime_wait(baton_runtime *rt, baton_error *err)
+{
+    err_clear(err);
+    if (!rt)
+        return baton__err_set(err, BATON_EINVAL, "baton_runtime_wait: no runtime");
+    if (!run_claim(rt))
+        return busy(err, "baton_runtime_wait");
+    const int rc = settle(rt, err);
+    run_release(rt);
+    return rc;
+}
+
+int baton__runtime_settle(baton_runtime *rt, baton_error *err)
+{
+    if (!rt || !rt->in_flight)
+        return 0;
+    return baton_runtime_wait(rt, err);
+}
+
+static int run_plan(baton_runtime *rt, int defer, baton_error *err)
 {
     if (rt->n_unset_inputs > 0 && !rt->opts.allow_unset_inputs)
         return baton__runtime_unset_inputs(rt, err);
@@ -641,17 +717,23 @@ static int run_plan(baton_runtime *rt, baton_error *err)
             if (!end ||
                 !baton__plan_segment_runs_on(plan, end - 1, plan->memory[rt->xfers[x].from].device))
                 rc = issue_transfer(rt, x, err);
-        for (int d = 1; d < rt->nd && !rc; d++)
-            if (rt->dev[d].pending)
-                rc = host_wait(rt, d, "end of run", err);
-        if (!rc)
-            rc = take_kernel_errors(rt, err);
+        if (defer) {
+            rt->in_flight++; /* baton_runtime_wait (or the next call that needs it) waits */
+        } else {
+            for (int d = 1; d < rt->nd && !rc; d++)
+                if (rt->dev[d].pending)
+                    rc = host_wait(rt, d, "end of run", err);
+            if (!rc)
+                rc = take_kernel_errors(rt, err);
+            rt->in_flight = 0; /* the waits covered the queued runs before this one */
+        }
     }
     if (run_t0)
         baton__trace_add(rt, rc ? "run (failed)" : "run", "run", TRACE_RUN_LANE, -1, 0, run_t0,
                          now_ns());
     rt->last_run = rc ? -1 : 1; /* whether outputs hold a result (get_output) */
     if (rc) {
+        rt->in_flight = 0; /* recover() drains the queued runs with the failed one */
         recover(rt);
         return rc;
     }

@@ -33,11 +33,18 @@ typedef enum sim_op_kind {
 
 struct sim_world;
 
+/* Buffers a queued call keeps as they were at its launch (more: read when it runs). */
+#define SIM_HELD_BUFS 24
+
 typedef struct sim_op {
     sim_op_kind kind;
     dev_call *call; /* SIM_CALL */
     void **bufs;    /* SIM_CALL in a graph: its buffers as captured (owned by the graph) */
-    void *dst;      /* SIM_COPY */
+    /* SIM_CALL issued alone: its buffers as they were at the launch (a CUDA launch copies its
+     * parameters, so a binding for the next run does not reach a queued one), when few enough */
+    int n_held;
+    void *held[SIM_HELD_BUFS];
+    void *dst; /* SIM_COPY */
     const void *src;
     size_t bytes;
     int slot;                /* SIM_GRAPH; SIM_WAIT and SIM_RECORD in a graph: the event slot */
@@ -408,7 +415,7 @@ static void sim_run_op(dev_ctx *d, const sim_op *op)
     if (d->err_code)
         return;
     if (op->kind == SIM_CALL)
-        run_call(d, op->call, op->call->buffers, 0);
+        run_call(d, op->call, op->n_held ? (void **)op->held : op->call->buffers, 0);
     else if (op->kind == SIM_COPY) {
         memcpy(op->dst, op->src, op->bytes);
         if (t0)
@@ -595,6 +602,9 @@ static int sim_graph_rebind(dev_ctx *d, int slot, int tag, const dev_call *c, vo
     (void)kind;
     if (slot < 0 || slot >= d->n_graphs || !d->graphs[slot].ready)
         return baton__err_set(err, BATON_ENOTSUP, "sim: graph %d is not captured", slot);
+    /* A patch reaches only the launches after it (cudaGraphExecKernelNodeSetParams): the graph's
+     * queued launches (baton_runtime_run_async) run first with the addresses they had. */
+    sim_drain(d);
     sim_graph *g = &d->graphs[slot];
     int found = 0;
     for (int i = 0; i < g->n; i++) {
@@ -625,6 +635,11 @@ static int sim_call(dev_ctx *d, dev_call *c, baton_error *err)
     sim_op op = {.kind = SIM_CALL, .call = c};
     if (d->capturing)
         return record_op(d, &op, err);
+    const int n = c->ctx.sig ? c->ctx.sig->n_inputs + c->ctx.sig->n_outputs : 0;
+    if (n > 0 && n <= SIM_HELD_BUFS) {
+        memcpy(op.held, c->buffers, (size_t)n * sizeof *op.held);
+        op.n_held = n;
+    }
     d->counters.launches++;
     enqueue(d, &op);
     return 0;
