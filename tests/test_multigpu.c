@@ -1022,6 +1022,85 @@ Test(multigpu, the_next_runs_first_stage_overlaps_the_previous_runs_second_stage
 }
 #endif
 
+#ifndef TEST_ON_CUDA
+/* cuda:1 is busy with work of its own when cuda:0 makes b; cuda:1 reads b after it. */
+static const char *slow_reader =
+    "{\"format\": \"baton.plan\", \"version\": 1, \"name\": \"slow-reader\", \"tensors\": ["
+    "{\"name\": \"x0\", \"dtype\": \"f32\", \"shape\": [4, 64], \"role\": \"input\"},"
+    "{\"name\": \"x1\", \"dtype\": \"f32\", \"shape\": [4, 64], \"role\": \"input\"},"
+    "{\"name\": \"t1\", \"dtype\": \"f32\", \"shape\": [4, 64], \"role\": \"intermediate\"},"
+    "{\"name\": \"t2\", \"dtype\": \"f32\", \"shape\": [4, 64], \"role\": \"intermediate\"},"
+    "{\"name\": \"t3\", \"dtype\": \"f32\", \"shape\": [4, 64], \"role\": \"intermediate\"},"
+    "{\"name\": \"t\", \"dtype\": \"f32\", \"shape\": [4, 64], \"role\": \"intermediate\"},"
+    "{\"name\": \"a\", \"dtype\": \"f32\", \"shape\": [4, 64], \"role\": \"intermediate\"},"
+    "{\"name\": \"b\", \"dtype\": \"f32\", \"shape\": [4, 64], \"role\": \"intermediate\"},"
+    "{\"name\": \"y\", \"dtype\": \"f32\", \"shape\": [4, 64], \"role\": \"output\"}],\"steps\": ["
+    "{\"name\": \"s1\", \"kernel\": \"add_scalar\", \"device\": \"cuda:1\", \"inputs\": [\"x1\"], "
+    "\"outputs\": [\"t1\"], \"attrs\": {\"value\": 0.5}},"
+    "{\"name\": \"s1b\", \"kernel\": \"add_scalar\", \"device\": \"cuda:1\", \"inputs\": [\"t1\"], "
+    "\"outputs\": [\"t2\"], \"attrs\": {\"value\": 0.5}},"
+    "{\"name\": \"s1c\", \"kernel\": \"add_scalar\", \"device\": \"cuda:1\", \"inputs\": [\"t2\"], "
+    "\"outputs\": [\"t3\"], \"attrs\": {\"value\": 0.5}},"
+    "{\"name\": \"s1d\", \"kernel\": \"add_scalar\", \"device\": \"cuda:1\", \"inputs\": [\"t3\"], "
+    "\"outputs\": [\"t\"], \"attrs\": {\"value\": 0.5}},"
+    "{\"name\": \"p0\", \"kernel\": \"add_scalar\", \"device\": \"cuda:0\", \"inputs\": [\"x0\"], "
+    "\"outputs\": [\"a\"], \"attrs\": {\"value\": 1.0}},"
+    "{\"name\": \"p0b\", \"kernel\": \"add_scalar\", \"device\": \"cuda:0\", \"inputs\": [\"a\"], "
+    "\"outputs\": [\"b\"], \"attrs\": {\"value\": 0.5}},"
+    "{\"name\": \"p1\", \"kernel\": \"add\", \"device\": \"cuda:1\", \"inputs\": [\"b\", \"t\"], "
+    "\"outputs\": [\"y\"]}]}";
+
+/* Runs queued without the host's wait between them (baton_runtime_run_async), each on its own
+ * x0 and y: cuda:0 is free long before cuda:1 has copied the b of the run before, and the next
+ * run's cuda:0 work writes b again. Every run must still read its own b (the writer's next run
+ * waits for the reader's copy), with the order between the GPUs as event nodes and as stream
+ * waits, in boundary and graph mode. */
+Test(multigpu, queued_runs_do_not_overwrite_what_another_gpu_has_yet_to_copy)
+{
+    baton_plan *plan = load(slow_reader);
+    enum { RUNS = 4 };
+    static float x1[N], x0[RUNS][N] __attribute__((aligned(256)));
+    static float y[RUNS][N] __attribute__((aligned(256)));
+    const int t0 = baton_plan_tensor_index(plan, "x0"), ty = baton_plan_tensor_index(plan, "y");
+    for (int nodes = 1; nodes >= 0; nodes--)
+        for (int m = BATON_SYNC_BOUNDARY; m <= BATON_SYNC_GRAPH; m++) {
+            setenv(RT_EVENT_NODES_ENV, nodes ? "1" : "0", 1);
+            baton_runtime *rt = make(plan, BATON_GPU_SIM, (baton_sync_mode)m, 10000);
+            unsetenv(RT_EVENT_NODES_ENV);
+            baton_error err = {0};
+            test_rng rng = {test_fresh_seed()};
+            test_fill_random(&rng, BATON_DTYPE_F32, x1, N, 1.0);
+            set(rt, "x1", x1);
+            for (int pass = 0; pass < 2; pass++) { /* the first captures in graph mode */
+                for (int k = 0; k < RUNS; k++) {
+                    test_fill_random(&rng, BATON_DTYPE_F32, x0[k], N, 1.0);
+                    test_poison(y[k], sizeof y[k]);
+                    baton_buffer bx = {
+                        {BATON_DEVICE_CUDA, 0}, x0[k], sizeof x0[k], BATON_DTYPE_F32};
+                    baton_buffer by = {{BATON_DEVICE_CUDA, 1}, y[k], sizeof y[k], BATON_DTYPE_F32};
+                    cr_assert_eq(baton_runtime_bind(rt, t0, &bx, &err), 0, "%s", err.message);
+                    cr_assert_eq(baton_runtime_bind(rt, ty, &by, &err), 0, "%s", err.message);
+                    cr_assert_eq(baton_runtime_run_async(rt, &err), 0, "%s", err.message);
+                }
+                cr_assert_eq(baton_runtime_wait(rt, &err), 0, "%s", err.message);
+                for (int k = 0; k < RUNS; k++)
+                    for (int i = 0; i < N; i++) {
+                        float a = (float)((double)x0[k][i] + 1.0), b = (float)((double)a + 0.5);
+                        float t = x1[i];
+                        for (int j = 0; j < 4; j++)
+                            t = (float)((double)t + 0.5);
+                        cr_assert_eq(y[k][i], (float)((double)b + (double)t),
+                                     "%s, nodes %d, pass %d, queued run %d: y[%d] read another "
+                                     "run's b",
+                                     baton_sync_mode_name((baton_sync_mode)m), nodes, pass, k, i);
+                    }
+            }
+            baton_runtime_destroy(rt);
+        }
+    baton_plan_free(plan);
+}
+#endif
+
 Test(multigpu, bad_collectives_are_clear_errors)
 {
     static const struct {
