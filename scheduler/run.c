@@ -218,6 +218,15 @@ static int segment_capturable(baton_runtime *rt, int s)
 static int cross_waits(baton_runtime *rt, int s, baton_error *err);
 static int signal_segment(baton_runtime *rt, int s, baton_error *err);
 
+/* Whether segment s copies a tensor another GPU of this process wrote. */
+static int reads_peer(const baton_runtime *rt, int s)
+{
+    for (int x = rt->xfer_first[s]; x < rt->xfer_first[s + 1]; x++)
+        if (rt->xfers[x].wait_seg >= 0 && !rt->xfers[x].skip)
+            return 1;
+    return 0;
+}
+
 /* Whether segment s's graph holds its waits for other GPUs and the event other GPUs wait for,
  * as event nodes (baton_runtime.event_nodes, where the device can), instead of
  * having them issued on the stream around each launch. */
@@ -251,6 +260,12 @@ static int capture_segment(baton_runtime *rt, int s, baton_error *err)
         rc = cross_waits(rt, s, err);
     if (!rc)
         rc = issue_incoming(rt, s, err);
+    if (!rc && nodes && reads_peer(rt, s)) {
+        /* the copies from other GPUs are done here: queued runs' writers wait for this node */
+        if (rd->ops->capture_tag)
+            rd->ops->capture_tag(rd->ctx, -1);
+        rc = rd->ops->record(rd->ctx, READ_EVENT(rt, s), err);
+    }
     for (int i = seg->first_step; !rc && i <= seg->last_step; i++) {
         rt->calls[i].ctx.capturing = 1;
         rc = issue_step(rt, i, err);
@@ -354,6 +369,9 @@ static int issue_gpu_segment(baton_runtime *rt, int s, int graphed, baton_error 
     }
     if ((rc = issue_incoming(rt, s, err)))
         return rc;
+    if (rt->deferring && reads_peer(rt, s) &&
+        (rc = rd->ops->record(rd->ctx, READ_EVENT(rt, s), err))) /* see wait_for_readers */
+        return rc;
     for (int i = seg->first_step; i <= seg->last_step; i++) {
         if ((rc = issue_step(rt, i, err)))
             return rc;
@@ -433,15 +451,6 @@ static int rank_transfers(baton_runtime *rt, int s, baton_error *err)
     return 0;
 }
 
-/* Whether segment s copies a tensor another GPU of this process wrote. */
-static int reads_peer(const baton_runtime *rt, int s)
-{
-    for (int x = rt->xfer_first[s]; x < rt->xfer_first[s + 1]; x++)
-        if (rt->xfers[x].wait_seg >= 0 && !rt->xfers[x].skip)
-            return 1;
-    return 0;
-}
-
 /* Runs queued without the host's wait (run_async): a GPU's next run may start while another GPU
  * has yet to copy what it wrote in the run before, and would overwrite it. So before this run
  * issues anything, each GPU that others copy from waits, on its stream, for the event each
@@ -492,7 +501,9 @@ static int run_gpu_segment(baton_runtime *rt, int s, baton_error *err)
         rc = issue_gpu_segment(rt, s, graphed, err);
     if (!rc && !inside)
         rc = signal_segment(rt, s, err);
-    if (!rc && rt->deferring && reads_peer(rt, s)) { /* for the next queued run's writers */
+    /* a graph with event nodes records READ_EVENT after its copies, and an uncaptured segment
+     * on its stream after them; a graph without them, after it all */
+    if (!rc && graphed && !inside && rt->deferring && reads_peer(rt, s)) {
         rt_device *rd = &rt->dev[baton__plan_memory_index(rt->plan, rt->plan->segments[s].device)];
         rc = rd->ops->record(rd->ctx, READ_EVENT(rt, s), err);
     }

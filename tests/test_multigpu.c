@@ -1050,11 +1050,41 @@ static const char *slow_reader =
     "{\"name\": \"p1\", \"kernel\": \"add\", \"device\": \"cuda:1\", \"inputs\": [\"b\", \"t\"], "
     "\"outputs\": [\"y\"]}]}";
 
+/* The start and end of the k-th span of category cat in device g's timeline. */
+static void nth_span(baton_runtime *rt, int g, const char *cat, int k, int64_t *t0, int64_t *t1)
+{
+    baton_device dev = {BATON_DEVICE_CUDA, g};
+    const dev_trace *t = &rt->dev_trace[baton__plan_memory_index(rt->plan, dev)];
+    int seen = 0;
+    for (size_t i = 0; i < atomic_load(&t->n); i++)
+        if (strcmp(t->spans[i].cat, cat) == 0 && seen++ == k) {
+            *t0 = t->spans[i].t0;
+            *t1 = t->spans[i].t1;
+            return;
+        }
+    cr_assert_fail("cuda:%d ran %d spans of %s, not %d", g, seen, cat, k + 1);
+}
+
+/* Binds queued run k's x (on cuda:0) and, where each run may have its own, its y (on cuda:1; y
+ * NULL: not). The test device patches a graph for a new address only once the graph's queued
+ * launches are done, so graph mode binds y once: a new y per run would make each run wait for
+ * the last on cuda:1 (CUDA patches for the launches to come, without waiting). */
+static void bind_run(baton_runtime *rt, int tx, float *x, int ty, float *y, size_t bytes)
+{
+    baton_error err = {0};
+    baton_buffer bx = {{BATON_DEVICE_CUDA, 0}, x, bytes, BATON_DTYPE_F32};
+    baton_buffer by = {{BATON_DEVICE_CUDA, 1}, y, bytes, BATON_DTYPE_F32};
+    cr_assert_eq(baton_runtime_bind(rt, tx, &bx, &err), 0, "%s", err.message);
+    if (y)
+        cr_assert_eq(baton_runtime_bind(rt, ty, &by, &err), 0, "%s", err.message);
+}
+
 /* Runs queued without the host's wait between them (baton_runtime_run_async), each on its own
- * x0 and y: cuda:0 is free long before cuda:1 has copied the b of the run before, and the next
- * run's cuda:0 work writes b again. Every run must still read its own b (the writer's next run
- * waits for the reader's copy), with the order between the GPUs as event nodes and as stream
- * waits, in boundary and graph mode. */
+ * x0: cuda:0 is free long before cuda:1 has copied the b of the run before (cuda:1 first runs
+ * four steps of its own), and the next run's cuda:0 work writes b again. Each run must read its
+ * own b: the next run's write of b starts after cuda:1's copy of it (the timelines), and every
+ * run's y is right (boundary mode, each run with its own y; graph mode, the last run's), with
+ * the order between the GPUs as event nodes and as stream waits. */
 Test(multigpu, queued_runs_do_not_overwrite_what_another_gpu_has_yet_to_copy)
 {
     baton_plan *plan = load(slow_reader);
@@ -1064,6 +1094,8 @@ Test(multigpu, queued_runs_do_not_overwrite_what_another_gpu_has_yet_to_copy)
     const int t0 = baton_plan_tensor_index(plan, "x0"), ty = baton_plan_tensor_index(plan, "y");
     for (int nodes = 1; nodes >= 0; nodes--)
         for (int m = BATON_SYNC_BOUNDARY; m <= BATON_SYNC_GRAPH; m++) {
+            const char *mode = baton_sync_mode_name((baton_sync_mode)m);
+            const int own_y = m == BATON_SYNC_BOUNDARY;
             setenv(RT_EVENT_NODES_ENV, nodes ? "1" : "0", 1);
             baton_runtime *rt = make(plan, BATON_GPU_SIM, (baton_sync_mode)m, 10000);
             unsetenv(RT_EVENT_NODES_ENV);
@@ -1071,32 +1103,95 @@ Test(multigpu, queued_runs_do_not_overwrite_what_another_gpu_has_yet_to_copy)
             test_rng rng = {test_fresh_seed()};
             test_fill_random(&rng, BATON_DTYPE_F32, x1, N, 1.0);
             set(rt, "x1", x1);
+            if (!own_y)
+                bind_run(rt, t0, x0[0], ty, y[0], sizeof y[0]);
             for (int pass = 0; pass < 2; pass++) { /* the first captures in graph mode */
+                if (pass == 1)
+                    cr_assert_eq(baton_runtime_trace_begin(rt, 256), 0);
                 for (int k = 0; k < RUNS; k++) {
                     test_fill_random(&rng, BATON_DTYPE_F32, x0[k], N, 1.0);
                     test_poison(y[k], sizeof y[k]);
-                    baton_buffer bx = {
-                        {BATON_DEVICE_CUDA, 0}, x0[k], sizeof x0[k], BATON_DTYPE_F32};
-                    baton_buffer by = {{BATON_DEVICE_CUDA, 1}, y[k], sizeof y[k], BATON_DTYPE_F32};
-                    cr_assert_eq(baton_runtime_bind(rt, t0, &bx, &err), 0, "%s", err.message);
-                    cr_assert_eq(baton_runtime_bind(rt, ty, &by, &err), 0, "%s", err.message);
+                    bind_run(rt, t0, x0[k], ty, own_y ? y[k] : NULL, sizeof y[k]);
                     cr_assert_eq(baton_runtime_run_async(rt, &err), 0, "%s", err.message);
                 }
                 cr_assert_eq(baton_runtime_wait(rt, &err), 0, "%s", err.message);
-                for (int k = 0; k < RUNS; k++)
+                for (int k = own_y ? 0 : RUNS - 1; k < RUNS; k++)
                     for (int i = 0; i < N; i++) {
                         float a = (float)((double)x0[k][i] + 1.0), b = (float)((double)a + 0.5);
                         float t = x1[i];
                         for (int j = 0; j < 4; j++)
                             t = (float)((double)t + 0.5);
-                        cr_assert_eq(y[k][i], (float)((double)b + (double)t),
+                        cr_assert_eq((own_y ? y[k] : y[0])[i], (float)((double)b + (double)t),
                                      "%s, nodes %d, pass %d, queued run %d: y[%d] read another "
                                      "run's b",
-                                     baton_sync_mode_name((baton_sync_mode)m), nodes, pass, k, i);
+                                     mode, nodes, pass, k, i);
                     }
+            }
+            /* per run, cuda:0 runs p0 and p0b (which writes b); cuda:1 copies x1, later b */
+            for (int k = 0; k + 1 < RUNS; k++) {
+                int64_t w0, w1, c0, c1;
+                nth_span(rt, 0, "kernel", 2 * (k + 1) + 1, &w0, &w1);
+                nth_span(rt, 1, "copy", 2 * k + 1, &c0, &c1);
+                cr_assert_geq(w0, c1,
+                              "%s, nodes %d: run %d wrote b %.1f ms before cuda:1 had copied run "
+                              "%d's",
+                              mode, nodes, k + 1, (c1 - w0) / 1e6, k);
             }
             baton_runtime_destroy(rt);
         }
+    baton_plan_free(plan);
+}
+#endif
+
+#ifndef TEST_ON_CUDA
+/* One runtime pipelines a two-stage plan with runs queued without the host's wait
+ * (baton_runtime_run_async): the next run's first stage starts on cuda:0 once cuda:1 has copied
+ * what the run before left it, while cuda:1 still runs that run's steps, in boundary mode and in
+ * graph mode with event nodes (a record node after the copies). Each op 20 ms late; the outputs
+ * are checked too (see bind_run). */
+Test(multigpu, queued_runs_pipeline_the_stages_of_one_runtime)
+{
+    baton_plan *plan = load(two_stages);
+    enum { RUNS = 3, DELAY_US = 20000 };
+    static float x[RUNS][N] __attribute__((aligned(256)));
+    static float y[RUNS][N] __attribute__((aligned(256)));
+    const int tx = baton_plan_tensor_index(plan, "x"), ty = baton_plan_tensor_index(plan, "y");
+    for (int m = BATON_SYNC_BOUNDARY; m <= BATON_SYNC_GRAPH; m++) {
+        const char *mode = baton_sync_mode_name((baton_sync_mode)m);
+        const int own_y = m == BATON_SYNC_BOUNDARY;
+        baton_runtime *rt = make(plan, BATON_GPU_SIM, (baton_sync_mode)m, DELAY_US);
+        baton_error err = {0};
+        test_rng rng = {test_fresh_seed()};
+        if (!own_y)
+            bind_run(rt, tx, x[0], ty, y[0], sizeof y[0]);
+        for (int pass = 0; pass < 2; pass++) { /* the first captures in graph mode */
+            if (pass == 1)
+                cr_assert_eq(baton_runtime_trace_begin(rt, 256), 0);
+            for (int k = 0; k < RUNS; k++) {
+                test_fill_random(&rng, BATON_DTYPE_F32, x[k], N, 1.0);
+                test_poison(y[k], sizeof y[k]);
+                bind_run(rt, tx, x[k], ty, own_y ? y[k] : NULL, sizeof y[k]);
+                cr_assert_eq(baton_runtime_run_async(rt, &err), 0, "%s", err.message);
+            }
+            cr_assert_eq(baton_runtime_wait(rt, &err), 0, "%s", err.message);
+            for (int k = own_y ? 0 : RUNS - 1; k < RUNS; k++)
+                for (int i = 0; i < N; i++) {
+                    float a = (float)((double)x[k][i] + 1.0), b = (float)((double)a + 0.5);
+                    float c = (float)((double)b + 0.25), w = (float)((double)c + 2.0);
+                    cr_assert_eq((own_y ? y[k] : y[0])[i], w, "%s, pass %d, queued run %d: y[%d]",
+                                 mode, pass, k, i);
+                }
+        }
+        /* cuda:0 runs p0, p0b and cuda:1 p1, p1b per run: run 2's p0 against run 1's p1b */
+        int64_t p0_t0, p0_t1, p1b_t0, p1b_t1;
+        nth_span(rt, 0, "kernel", 2, &p0_t0, &p0_t1);
+        nth_span(rt, 1, "kernel", 1, &p1b_t0, &p1b_t1);
+        cr_assert_lt(p0_t0, p1b_t1 - DELAY_US * 1000 / 2,
+                     "%s: run 2's first stage began %.1f ms after run 1's second stage ended: the "
+                     "queued run waited for the whole stage, not for its copy",
+                     mode, (p0_t0 - p1b_t1) / 1e6);
+        baton_runtime_destroy(rt);
+    }
     baton_plan_free(plan);
 }
 #endif
