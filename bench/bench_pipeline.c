@@ -6,7 +6,9 @@
  *   - how much of the last stage's GPU time overlaps the first stage's (runs pipelined or not);
  *   - the hand-off: from the end of a run's graph on one GPU to the start of its next stage's;
  *   - per run on the host: the run's length in its worker, its waits, its graph launches, and
- *     the time a job spends queued before a worker takes it.
+ *     the time a job spends queued before a worker takes it;
+ * and one runtime's runs queued back to back (baton_runtime_run_async), whose stages overlap
+ * across runs on their GPUs' streams.
  * The traces go to DIR/pipeline_i.json (Perfetto). Lines starting with RESULT are for scripts.
  *
  *   bench_pipeline PLAN [--gpu cuda|sim] [--inflight N] [--runs R] [--traced K] [--out DIR]
@@ -268,6 +270,35 @@ int main(int argc, char **argv)
     printf("RESULT pipeline.runs_per_s %.1f\nRESULT pipeline.p50_us %.2f\n"
            "RESULT pipeline.p99_us %.2f\nRESULT pipeline.worker_p50_us %.2f\n",
            rate, p50, p99, w50);
+
+    /* One runtime, its runs queued without the host's wait (baton_runtime_run_async): its
+     * stages overlap across runs on their GPUs' streams, one stream per GPU. */
+    {
+        baton_runtime *one = NULL;
+        if (baton_runtime_create(plan, &o, &one, &err) == 0) {
+            int rc = 0;
+            for (int k = 0; k < f.r[0].job.n_inputs && !rc; k++)
+                rc = baton_runtime_set_input(one, f.r[0].in[k].name, f.r[0].in[k].data,
+                                             f.r[0].in[k].nbytes, &err);
+            for (int i = 0; i < 3 && !rc; i++) /* captures */
+                rc = baton_runtime_run(one, &err);
+            uint64_t a0 = uv_hrtime();
+            for (int i = 0; i < runs && !rc; i++)
+                rc = baton_runtime_run_async(one, &err);
+            if (!rc)
+                rc = baton_runtime_wait(one, &err);
+            const double secs = (double)(uv_hrtime() - a0) / 1e9;
+            if (rc)
+                printf("one runtime, runs queued: failed: %s\n", err.message);
+            else
+                printf("one runtime, %d runs queued back to back (baton_runtime_run_async, one "
+                       "wait): %.0f runs/s\nRESULT pipeline.queued_runs_per_s %.1f\n",
+                       runs, runs / secs, runs / secs);
+            baton_runtime_destroy(one);
+        } else {
+            printf("one runtime, runs queued: %s\n", err.message);
+        }
+    }
 
     /* the traced pass: every instance's host spans and device timelines */
     const size_t cap = (size_t)(traced / n + 4) * (size_t)(baton_plan_step_count(plan) * 4 + 64);
