@@ -301,9 +301,10 @@ static int open_devices(baton_runtime *rt, int fault_dev, dev_fault fault, baton
         }
         if (rt_ranks(rt) && rd->gpu)
             rt->own = d;
-        /* events: WAIT_SLOT, and one per segment that another GPU waits for (SEG_EVENT) */
+        /* events: WAIT_SLOT, one per segment that another GPU waits for (SEG_EVENT), and one
+         * per segment that copies from another GPU (READ_EVENT) */
         if ((rc = rd->ops->open(run_on(rt, dv), &rt->opts, plan->n_segments * rt->graph_ways,
-                                SEG_EVENT(plan->n_segments), &rd->ctx, err)))
+                                SEG_EVENT(plan->n_segments) + plan->n_segments, &rd->ctx, err)))
             return rc;
         if (d == fault_dev && rd->ops->inject)
             rd->ops->inject(rd->ctx, fault);

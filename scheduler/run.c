@@ -218,6 +218,15 @@ static int segment_capturable(baton_runtime *rt, int s)
 static int cross_waits(baton_runtime *rt, int s, baton_error *err);
 static int signal_segment(baton_runtime *rt, int s, baton_error *err);
 
+/* Whether segment s copies a tensor another GPU of this process wrote. */
+static int reads_peer(const baton_runtime *rt, int s)
+{
+    for (int x = rt->xfer_first[s]; x < rt->xfer_first[s + 1]; x++)
+        if (rt->xfers[x].wait_seg >= 0 && !rt->xfers[x].skip)
+            return 1;
+    return 0;
+}
+
 /* Whether segment s's graph holds its waits for other GPUs and the event other GPUs wait for,
  * as event nodes (baton_runtime.event_nodes, where the device can), instead of
  * having them issued on the stream around each launch. */
@@ -251,6 +260,12 @@ static int capture_segment(baton_runtime *rt, int s, baton_error *err)
         rc = cross_waits(rt, s, err);
     if (!rc)
         rc = issue_incoming(rt, s, err);
+    if (!rc && nodes && reads_peer(rt, s)) {
+        /* the copies from other GPUs are done here: queued runs' writers wait for this node */
+        if (rd->ops->capture_tag)
+            rd->ops->capture_tag(rd->ctx, -1);
+        rc = rd->ops->record(rd->ctx, READ_EVENT(rt, s), err);
+    }
     for (int i = seg->first_step; !rc && i <= seg->last_step; i++) {
         rt->calls[i].ctx.capturing = 1;
         rc = issue_step(rt, i, err);
@@ -354,6 +369,9 @@ static int issue_gpu_segment(baton_runtime *rt, int s, int graphed, baton_error 
     }
     if ((rc = issue_incoming(rt, s, err)))
         return rc;
+    if (rt->deferring && reads_peer(rt, s) &&
+        (rc = rd->ops->record(rd->ctx, READ_EVENT(rt, s), err))) /* see wait_for_readers */
+        return rc;
     for (int i = seg->first_step; i <= seg->last_step; i++) {
         if ((rc = issue_step(rt, i, err)))
             return rc;
@@ -433,6 +451,34 @@ static int rank_transfers(baton_runtime *rt, int s, baton_error *err)
     return 0;
 }
 
+/* Runs queued without the host's wait (run_async): a GPU's next run may start while another GPU
+ * has yet to copy what it wrote in the run before, and would overwrite it. So before this run
+ * issues anything, each GPU that others copy from waits, on its stream, for the event each
+ * reader recorded after its copies in the queued run before (READ_EVENT): the writer's later
+ * work waits for the reader's copy, as the host's wait at the end of a run ensures otherwise. */
+static int wait_for_readers(baton_runtime *rt, baton_error *err)
+{
+    const baton_plan *plan = rt->plan;
+    for (int s = 0; s < plan->n_segments; s++) {
+        uint32_t done = 0; /* writers already made to wait for this segment's reader */
+        for (int x = rt->xfer_first[s]; x < rt->xfer_first[s + 1]; x++) {
+            const rt_transfer *r = &rt->xfers[x];
+            if (r->wait_seg < 0 || r->skip || (done >> r->from & 1))
+                continue;
+            done |= 1u << r->from;
+            rt_device *w = &rt->dev[r->from];
+            int rc = w->ops->stream_wait(w->ctx, rt->dev[r->issuer].ctx, READ_EVENT(rt, s), err);
+            if (rc) {
+                char inner[BATON_ERROR_MAX];
+                snprintf(inner, sizeof inner, "%s", err ? err->message : "");
+                return baton__err_set(err, rc, "%s: the queued run before has yet to copy it: %s",
+                                      r->what, inner);
+            }
+        }
+    }
+    return 0;
+}
+
 /* A GPU segment with its ordering against other GPUs: the waits before it and the event after
  * it are stream calls around it, unless its graph holds them as event nodes. */
 static int run_gpu_segment(baton_runtime *rt, int s, baton_error *err)
@@ -455,6 +501,12 @@ static int run_gpu_segment(baton_runtime *rt, int s, baton_error *err)
         rc = issue_gpu_segment(rt, s, graphed, err);
     if (!rc && !inside)
         rc = signal_segment(rt, s, err);
+    /* a graph with event nodes records READ_EVENT after its copies, and an uncaptured segment
+     * on its stream after them; a graph without them, after it all */
+    if (!rc && graphed && !inside && rt->deferring && reads_peer(rt, s)) {
+        rt_device *rd = &rt->dev[baton__plan_memory_index(rt->plan, rt->plan->segments[s].device)];
+        rc = rd->ops->record(rd->ctx, READ_EVENT(rt, s), err);
+    }
     return rc;
 }
 
@@ -692,6 +744,9 @@ static int run_plan(baton_runtime *rt, int defer, baton_error *err)
         return rc;
     rt->ahead = -1;
     int64_t run_t0 = rt->trace ? now_ns() : 0;
+    rt->deferring = defer;
+    if (rt->in_flight > 0)
+        rc = wait_for_readers(rt, err);
     for (int s = 0; s < plan->n_segments && !rc; s++) {
         if (plan->segments[s].device.kind == BATON_DEVICE_CPU) {
             if (rt->gpu_only)

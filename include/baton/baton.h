@@ -965,6 +965,15 @@ BATON_API int baton_cuda_device_count(void);
  * reason without CUDA, a GPU or CUPTI; BATON_ESTATE when not begun (or begun twice). */
 BATON_API int baton_gpu_busy_begin(baton_error *err);
 BATON_API int baton_gpu_busy_end(double *fraction, baton_error *err);
+/* After baton_gpu_busy_end, CUDA device `device`'s part of that window: *fraction, the part in
+ * which at least one of its kernels or copies ran, and *work_ns, the sum of their durations
+ * within the window (work that ran side by side counts each time, so it may exceed the window:
+ * divided by the runs of the window, the device time a run costs). Either may be NULL. It tells
+ * which GPU of a plan over several is the busy one. BATON_EINVAL for a device outside 0 ..
+ * BATON_BUSY_MAX_DEVICES - 1, BATON_ESTATE before a window has ended. */
+#define BATON_BUSY_MAX_DEVICES 16
+BATON_API int baton_gpu_busy_device(int device, double *fraction, int64_t *work_ns,
+                                    baton_error *err);
 
 #ifdef __cplusplus
 }
