@@ -204,6 +204,39 @@ def main():
             "not divisible by the 3 devices", "shard over 2 or 4 devices",
             label="P not divisible by N")
 
+        # all_reduce keeps the one-device P blocks on each shard where its rows divide into them
+        # (its backward's grid then fills its GPU); gather keeps the one-device blocks, P / N
+        def rows_and_blocks(n1, P):
+            def edit(p):
+                for t in p["tensors"]:
+                    if t["name"] in ("x", "grad_y", "y", "grad_x"):
+                        t["shape"] = [n1, 512, 512]
+                    elif t["name"] == "invvar":
+                        t["shape"] = [n1]
+                    elif t["name"] == "part_grad":
+                        t["shape"] = [P, 512, 512]
+            return edit
+        for n1, P, want in ((8, 4, {"gather": 2, "all_reduce": 4}),
+                            (6, 3, {"gather": None, "all_reduce": 3})):
+            path = variant("rows%d_p%d.json" % (n1, P), rows_and_blocks(n1, P))
+            for reduce, ps in want.items():
+                rc, out, err = shard("--devices", "cuda:0,cuda:1", "--reduce", reduce, path)
+                label = "n1 %d, P %d, %s" % (n1, P, reduce)
+                if ps is None:
+                    check(rc == 2 and "not divisible by the 2 devices" in err,
+                          "%s: refused: rc %d: %s" % (label, rc, err.strip()))
+                    continue
+                check(rc == 0, "%s: rc %d: %s" % (label, rc, err.strip()))
+                if rc:
+                    continue
+                q = json.loads(out)
+                T = {t["name"]: t for t in q["tensors"]}
+                b = [st for st in q["steps"] if st["name"] == "backward.0"][0]
+                check(b["attrs"]["part_grad_size"] == ps and T["part_grad.0"]["shape"][0] == ps,
+                      "%s: each shard holds %d part_grad blocks: %s, %s"
+                      % (label, ps, b["attrs"], T["part_grad.0"]["shape"]))
+                validate_without_collectives(q, label)
+
         def three_steps(p):
             p["steps"].append({"name": "extra", "kernel": "copy", "device": "cuda:0",
                                "inputs": ["y"], "outputs": ["grad_x"]})
