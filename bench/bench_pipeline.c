@@ -12,7 +12,7 @@
  * The traces go to DIR/pipeline_i.json (Perfetto). Lines starting with RESULT are for scripts.
  *
  *   bench_pipeline PLAN [--gpu cuda|sim] [--inflight N] [--runs R] [--traced K] [--out DIR]
- *                  [--sim-delay-us D] */
+ *                  [--sim-delay-us D] [--no-pdl] */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -157,7 +157,7 @@ static int merge(span *v, int n)
 int main(int argc, char **argv)
 {
     const char *path = NULL, *out = ".";
-    int n = 8, runs = 2000, traced = 64, delay_us = 0;
+    int n = 8, runs = 2000, traced = 64, delay_us = 0, no_pdl = 0;
     baton_gpu_backend gpu = BATON_GPU_CUDA;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--inflight") && i + 1 < argc)
@@ -170,6 +170,8 @@ int main(int argc, char **argv)
             out = argv[++i];
         else if (!strcmp(argv[i], "--sim-delay-us") && i + 1 < argc)
             delay_us = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--no-pdl"))
+            no_pdl = 1;
         else if (!strcmp(argv[i], "--gpu") && i + 1 < argc) {
             i++;
             gpu = !strcmp(argv[i], "sim") ? BATON_GPU_SIM : BATON_GPU_CUDA;
@@ -183,7 +185,7 @@ int main(int argc, char **argv)
     if (!path || n < 1 || n > MAX_INFLIGHT || runs < n || traced < 1) {
         fprintf(stderr,
                 "usage: bench_pipeline PLAN [--gpu cuda|sim] [--inflight 1..%d] [--runs R] "
-                "[--traced K] [--out DIR] [--sim-delay-us D]\n",
+                "[--traced K] [--out DIR] [--sim-delay-us D] [--no-pdl]\n",
                 MAX_INFLIGHT);
         return 2;
     }
@@ -242,6 +244,7 @@ int main(int argc, char **argv)
     o.mode = BATON_SYNC_GRAPH;
     o.quiet = 1;
     o.sim_delay_us = delay_us;
+    o.disable_pdl = no_pdl;
     uv_loop_t loop;
     uv_loop_init(&loop);
     if (baton_pool_create(&loop, plan, &o, n, &f.pool, &err)) {

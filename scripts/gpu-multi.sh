@@ -17,7 +17,8 @@
 # included) would be passed. The summary prints last; traces and logs go to $OUT.
 #   run(kind="nvidia-h200-x2", carry=[".deps"], command="NCCL_NVLS_ENABLE=0 bash scripts/gpu-multi.sh")
 #   env: BUDGET (400), JOBS (32), SKIP_BUILD=1 (use $BUILD as it is), PARTS ("pipeline scaling
-#        tests"); for a smoke test of the script without GPUs: SKIP_BUILD=1 BUILD=build-cpu GPU=sim
+#        tests"; also "launch": the host's time in a pool's runs; "scaling2": the short scaling
+#        form, one GPU, both sharded forms and XLA); for a smoke test of the script without GPUs: SKIP_BUILD=1 BUILD=build-cpu GPU=sim
 #        NGPU=2 (the pipeline part on the test device)
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -68,11 +69,30 @@ if [ "$ngpu" -lt 2 ]; then
 fi
 baton=$BUILD/baton
 
+python3 scripts/pipeline.py --devices cuda:0 --gpu-steps examples/plans/rfc.json > "$work/pipe1.json"
+python3 scripts/pipeline.py --devices cuda:0,cuda:1 --gpu-steps examples/plans/rfc.json \
+  > "$work/pipe2.json"
+# bench PLAN ENV INFLIGHT LABEL [ARGS...]: one `baton bench --inflight` line into the summary
+bench() {
+  local plan=$1 envv=$2 n=$3 label=$4
+  shift 4
+  env $envv timeout "$(tmo 60)" "$baton" bench -q --gpu="$GPU" --modes=graph --inflight="$n" \
+    --iters=4000 --warmup=200 --format=csv "$@" "$plan" 2>&1 | grep "^graph" |
+    tee "$work/$label.csv" | sed "s/^/pipeline $label: /" | tee -a "$summary"
+}
+# bpipe STAGES ENV INFLIGHT DIR [ARGS...]: bench_pipeline on that plan, traces into $final/DIR
+bpipe() {
+  local st=$1 envv=$2 n=$3 dir=$final/$4
+  shift 4
+  mkdir -p "$dir"
+  say "== bench_pipeline stages=$st $envv inflight=$n $* (traces in $(basename "$dir")/)"
+  env $envv timeout "$(tmo 60)" "$BUILD/bench_pipeline" "$work/pipe$st.json" --inflight "$n" \
+    --runs 4000 --traced 96 --gpu "$GPU" --out "$dir" "$@" 2>&1 | grep -v "^baton: note" |
+    tee -a "$summary"
+}
+
 if has pipeline && room 60 "pipeline"; then
   say "== pipeline: RFC layers 0-3 on cuda:0, 4-7 on cuda:1, graph mode"
-  python3 scripts/pipeline.py --devices cuda:0 --gpu-steps examples/plans/rfc.json > "$work/pipe1.json"
-  python3 scripts/pipeline.py --devices cuda:0,cuda:1 --gpu-steps examples/plans/rfc.json \
-    > "$work/pipe2.json"
   # the pool's own ceiling: one small step per stage (no 32 MiB matrix), same boundary
   python3 - "$work" <<'PY'
 import json, sys
@@ -92,12 +112,6 @@ def plan(devs):
 json.dump(plan(["cuda:0", "cuda:0"]), open(w + "/tiny1.json", "w"))
 json.dump(plan(["cuda:0", "cuda:1"]), open(w + "/tiny2.json", "w"))
 PY
-  # plan env inflight label
-  bench() {
-    env $2 timeout "$(tmo 60)" "$baton" bench -q --gpu="$GPU" --modes=graph --inflight="$3" --iters=4000 \
-      --warmup=200 --format=csv "$1" 2>&1 | grep "^graph" | tee "$work/$4.csv" |
-      sed "s/^/pipeline $4: /" | tee -a "$summary"
-  }
   say "columns: mode,inflight,runs,runs_per_s,p50_us,p99_us,loop_busy_us_per_run,gpu_busy (all GPUs),gpu_busy by device,device us a run by device"
   bench "$work/pipe1.json" "" 8 "stages=1"
   bench "$work/pipe2.json" "" 8 "stages=2"
@@ -131,19 +145,32 @@ if t1 and t2:
           "if the RFC figures sit at these, the host side caps them, not the GPUs"
           % (t1[0], t2[0]))
 PY
-  for v in "2 " "1 " "2 BATON_PEER_COPY_KERNEL=1"; do
-    st=${v%% *}; envv=${v#* }
-    room 30 "bench_pipeline stages=$st $envv" || break
-    dir=$final/trace-pipe$st${envv:+-peer-kernel}
-    mkdir -p "$dir"
-    say "== bench_pipeline stages=$st $envv (8 in flight; traces in $(basename "$dir")/)"
-    env $envv timeout "$(tmo 60)" "$BUILD/bench_pipeline" "$work/pipe$st.json" --inflight 8 \
-      --runs 4000 --traced 96 --gpu "$GPU" --out "$dir" 2>&1 | grep -v "^baton: note" |
-      tee -a "$summary"
-  done
+  room 30 "bench_pipeline stages=2" && bpipe 2 "" 8 trace-pipe2
+  room 30 "bench_pipeline stages=1" && bpipe 1 "" 8 trace-pipe1
+  room 30 "bench_pipeline peer copy kernel" &&
+    bpipe 2 BATON_PEER_COPY_KERNEL=1 8 trace-pipe2-peer-kernel
 fi
 
-if has scaling && room 60 "scaling"; then
+# Why a graph launch took ~200-450 us of the host in a pool of 8 (the first call): each plan
+# alone (1 in flight: the launch's own cost), 4 in flight, and with 8 in flight without PDL
+# (programmatic edges in the graphs) and with the host's waits polling with naps.
+if has launch && room 40 "launch"; then
+  say "== launch: the host's time in a run, by runs in flight, PDL, and the way the host waits"
+  for v in "1 1" "2 1" "2 4"; do
+    room 15 "bench_pipeline $v" && bpipe ${v% *} "" ${v#* } trace-launch-${v// /-}
+  done
+  room 15 "no PDL" && bpipe 1 "" 8 trace-launch-1-nopdl --no-pdl
+  room 15 "no PDL" && bpipe 2 "" 8 trace-launch-2-nopdl --no-pdl
+  room 15 "poll" && bench "$work/pipe1.json" "BATON_CUDA_WAIT_POLL_US=20" 8 "stages=1,poll-20us"
+  room 15 "poll" && bench "$work/pipe2.json" "BATON_CUDA_WAIT_POLL_US=20" 8 "stages=2,poll-20us"
+  room 15 "no PDL" && bench "$work/pipe1.json" "" 8 "stages=1,no-pdl" --no-pdl
+  room 15 "no PDL" && bench "$work/pipe2.json" "" 8 "stages=2,no-pdl" --no-pdl
+  room 15 "reference" && bench "$work/pipe1.json" "" 8 "stages=1"
+  room 15 "reference" && bench "$work/pipe2.json" "" 8 "stages=2"
+fi
+
+# scaling2: the short form for a second call (one GPU, the two sharded forms, XLA)
+if { has scaling || has scaling2; } && room 60 "scaling"; then
   say "== scaling: the tutorial plan at 2 x 65536 x 4096 bf16 rows, fwd+bwd, graph mode"
   # one.json: part_grad 16 rows, as the tutorial plan has; one32.json: 32 rows, so that each
   # shard of the bitwise form holds 16 blocks, as one GPU's plan at 16 does
@@ -184,8 +211,10 @@ for src, dst in (("two", "half"), ("two_allreduce", "half_fitted")):
     json.dump(p, open("%s/%s.json" % (w, dst), "w"))
 PY
   mkdir -p "$final/trace-scaling"
+  extra=("$work/half.json" "$work/half_fitted.json")
+  has scaling || extra=()
   timeout "$(tmo 150)" "$BUILD/bench_scaling" "$work/one.json" "$work/two.json" \
-    "$work/two_allreduce.json" "$work/half.json" "$work/half_fitted.json" --inflight \
+    "$work/two_allreduce.json" "${extra[@]}" --inflight \
     --trace "$final/trace-scaling" 2>&1 | tee "$work/scaling.log" | tee -a "$summary"
   python3 - "$work/scaling.log" <<'PY' 2>&1 | tee -a "$summary"
 import re, sys

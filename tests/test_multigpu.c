@@ -301,12 +301,14 @@ Test(multigpu, a_gpu_to_gpu_boundary_runs_on_cuda_in_every_mode)
     if (baton_cuda_device_count() == 1)
         setenv(DEV_TEST_CUDA_ALIAS, "1", 1);
     /* the copy into the reader's arena by the copy engine, then as the copy kernel reading the
-     * writer's memory, then with the host's waits asleep in the driver (device_cuda.c's
-     * BATON_PEER_COPY_KERNEL and BATON_CUDA_BLOCKING_WAIT) */
-    static const char *const how[] = {NULL, "BATON_PEER_COPY_KERNEL", "BATON_CUDA_BLOCKING_WAIT"};
-    for (int v = 0; v < 3; v++) {
+     * writer's memory, then with the host's waits asleep in the driver, then polling with naps
+     * (device_cuda.c's BATON_PEER_COPY_KERNEL, BATON_CUDA_BLOCKING_WAIT, BATON_CUDA_WAIT_POLL_US)
+     */
+    static const char *const how[] = {NULL, "BATON_PEER_COPY_KERNEL", "BATON_CUDA_BLOCKING_WAIT",
+                                      "BATON_CUDA_WAIT_POLL_US"};
+    for (int v = 0; v < 4; v++) {
         if (how[v])
-            setenv(how[v], "1", 1);
+            setenv(how[v], v == 3 ? "20" : "1", 1);
         for (int m = 0; m < 3; m++)
             cr_assert_eq(relay_stale(BATON_GPU_CUDA, (baton_sync_mode)m, 0, 0, 20, NULL), 0,
                          "%s, %s: wrong results", baton_sync_mode_name((baton_sync_mode)m),

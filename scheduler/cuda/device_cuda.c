@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include <cuda_runtime.h>
 #ifdef BATON_NVTX
@@ -36,6 +37,10 @@
  * has fewer GPU contexts than cores. With many runs in flight, one polling thread per run may
  * contend with the threads launching work; off by default until measured (gpu-multi.sh). */
 #define DEV_CUDA_BLOCKING_WAIT_ENV "BATON_CUDA_BLOCKING_WAIT"
+/* N (read when a device is opened): the host's waits ask the event every N microseconds and
+ * sleep in between, instead of polling it back to back in the driver: with many runs in flight,
+ * whether the polling workers hold back the ones launching (gpu-multi.sh). Off by default. */
+#define DEV_CUDA_WAIT_POLL_ENV "BATON_CUDA_WAIT_POLL_US"
 
 struct dev_ctx {
     baton_device dev;
@@ -77,6 +82,7 @@ struct dev_ctx {
      * peer_enable), and whether small copies from them run as the copy kernel */
     uint64_t peers;
     int peer_kernel;
+    int poll_us; /* DEV_CUDA_WAIT_POLL_ENV, or 0 */
     dev_counters counters;
     /* the gate: a flag in mapped pinned memory (NULL if none could be had), and its address as
      * the GPU sees it */
@@ -322,6 +328,10 @@ static int open_device(baton_device dev, const baton_options *opts, int n_graphs
         d->peers = 1ull << dev.index;
     const char *pk = getenv(DEV_CUDA_PEER_KERNEL_ENV);
     d->peer_kernel = pk && strcmp(pk, "1") == 0;
+    const char *pu = getenv(DEV_CUDA_WAIT_POLL_ENV);
+    d->poll_us = pu ? atoi(pu) : 0;
+    if (d->poll_us < 0 || d->poll_us > 10000)
+        d->poll_us = 0;
     d->pdl_copies = d->pdl && !(opts && opts->disable_pdl);
     for (int i = 0; opts && i < opts->n_streams; i++)
         if (opts->streams[i].device.kind == dev.kind && opts->streams[i].device.index == dev.index)
@@ -914,14 +924,22 @@ static int cuda_wait(dev_ctx *d, int slot, const char *where, baton_error *err)
 #ifdef BATON_NVTX
     nvtxRangePushA(where ? where : "wait");
 #endif
-    cudaError_t e = cudaEventSynchronize(d->events[slot]);
+    cudaError_t e;
+    if (d->poll_us > 0) {
+        const struct timespec nap = {0, (long)d->poll_us * 1000};
+        while ((e = cudaEventQuery(d->events[slot])) == cudaErrorNotReady)
+            nanosleep(&nap, NULL);
+    } else {
+        e = cudaEventSynchronize(d->events[slot]);
+    }
 #ifdef BATON_NVTX
     nvtxRangePop();
 #endif
     if (e != cudaSuccess) {
         /* An error of earlier asynchronous work surfaces here; clear it if it can be cleared. */
         (void)cudaGetLastError();
-        return cuda_reason(err, d, NULL, "cudaEventSynchronize", where, e);
+        return cuda_reason(err, d, NULL, d->poll_us > 0 ? "cudaEventQuery" : "cudaEventSynchronize",
+                           where, e);
     }
     return 0;
 }
