@@ -524,9 +524,11 @@ int main(int argc, char **argv)
              4096);
     gemm_row("gemv 1x4096 . 4096x8192 f32, W [N,K] (128 MiB)", "", BATON_DTYPE_F32, 1, 1, 8192,
              4096);
-    compute_row("gemv bf16 compute-only (W in L2, 1 thread)", BATON_DTYPE_BF16);
-    compute_row("gemv f16 compute-only (W in L2, 1 thread)", BATON_DTYPE_F16);
-    compute_row("gemv f32 compute-only (W in L2, 1 thread)", BATON_DTYPE_F32);
+    if (threads == 1) { /* a figure of one core: the same in every run */
+        compute_row("gemv bf16 compute-only (W 768 KiB, in L2)", BATON_DTYPE_BF16);
+        compute_row("gemv f16 compute-only (W 768 KiB, in L2)", BATON_DTYPE_F16);
+        compute_row("gemv f32 compute-only (W 768 KiB, in L2)", BATON_DTYPE_F32);
+    }
     ew_row("softshrink 2048x4096 f32", "softshrink_f32", baton__kcpu_softshrink, BATON_DTYPE_F32,
            2048LL * 4096, 0, 0.5);
     ew_row("softshrink 4096 f32 (per call)", "softshrink_small", baton__kcpu_softshrink,
