@@ -151,24 +151,6 @@ PY
     bpipe 2 BATON_PEER_COPY_KERNEL=1 8 trace-pipe2-peer-kernel
 fi
 
-# Why a graph launch took ~200-450 us of the host in a pool of 8 (the first call): each plan
-# alone (1 in flight: the launch's own cost), 4 in flight, and with 8 in flight without PDL
-# (programmatic edges in the graphs) and with the host's waits polling with naps.
-if has launch && room 40 "launch"; then
-  say "== launch: the host's time in a run, by runs in flight, PDL, and the way the host waits"
-  for v in "1 1" "2 1" "2 4"; do
-    room 15 "bench_pipeline $v" && bpipe ${v% *} "" ${v#* } trace-launch-${v// /-}
-  done
-  room 15 "no PDL" && bpipe 1 "" 8 trace-launch-1-nopdl --no-pdl
-  room 15 "no PDL" && bpipe 2 "" 8 trace-launch-2-nopdl --no-pdl
-  room 15 "poll" && bench "$work/pipe1.json" "BATON_CUDA_WAIT_POLL_US=20" 8 "stages=1,poll-20us"
-  room 15 "poll" && bench "$work/pipe2.json" "BATON_CUDA_WAIT_POLL_US=20" 8 "stages=2,poll-20us"
-  room 15 "no PDL" && bench "$work/pipe1.json" "" 8 "stages=1,no-pdl" --no-pdl
-  room 15 "no PDL" && bench "$work/pipe2.json" "" 8 "stages=2,no-pdl" --no-pdl
-  room 15 "reference" && bench "$work/pipe1.json" "" 8 "stages=1"
-  room 15 "reference" && bench "$work/pipe2.json" "" 8 "stages=2"
-fi
-
 # scaling2: the short form for a second call (one GPU, the two sharded forms, XLA)
 if { has scaling || has scaling2; } && room 60 "scaling"; then
   say "== scaling: the tutorial plan at 2 x 65536 x 4096 bf16 rows, fwd+bwd, graph mode"
@@ -242,6 +224,24 @@ PY
   JAX_PLATFORMS=cuda timeout "$(tmo 150)" \
     python3 bench/multigpu/xla_scaling.py 2>&1 | grep -vE "^(W|I)[0-9]{4}" | tail -8 |
     tee -a "$summary"
+fi
+
+# Why a graph launch took ~200-450 us of the host in a pool of 8 (the first call): each plan
+# alone (1 in flight: the launch's own cost), 4 in flight, and with 8 in flight without PDL
+# (programmatic edges in the graphs) and with the host's waits polling with naps.
+if has launch && room 40 "launch"; then
+  say "== launch: the host's time in a run, by runs in flight, PDL, and the way the host waits"
+  for v in "1 1" "2 1" "2 4"; do
+    room 15 "bench_pipeline $v" && bpipe ${v% *} "" ${v#* } trace-launch-${v// /-}
+  done
+  room 15 "no PDL" && bpipe 1 "" 8 trace-launch-1-nopdl --no-pdl
+  room 15 "no PDL" && bpipe 2 "" 8 trace-launch-2-nopdl --no-pdl
+  room 15 "poll" && bench "$work/pipe1.json" "BATON_CUDA_WAIT_POLL_US=20" 8 "stages=1,poll-20us"
+  room 15 "poll" && bench "$work/pipe2.json" "BATON_CUDA_WAIT_POLL_US=20" 8 "stages=2,poll-20us"
+  room 15 "no PDL" && bench "$work/pipe1.json" "" 8 "stages=1,no-pdl" --no-pdl
+  room 15 "no PDL" && bench "$work/pipe2.json" "" 8 "stages=2,no-pdl" --no-pdl
+  room 15 "reference" && bench "$work/pipe1.json" "" 8 "stages=1"
+  room 15 "reference" && bench "$work/pipe2.json" "" 8 "stages=2"
 fi
 
 if has tests && room 45 "the two-GPU tests"; then
