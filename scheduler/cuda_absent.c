@@ -2,6 +2,7 @@
  * instead of scheduler/cuda/, so no CUDA device can be used and the answers are fixed. */
 #include "baton/baton.h"
 #include "core/core.h"
+#include "scheduler/busy.h"
 
 int baton_cuda_built(void)
 {
@@ -29,13 +30,8 @@ int baton_gpu_busy_end(double *fraction, baton_error *err)
 
 int baton_gpu_busy_device(int device, double *fraction, int64_t *work_ns, baton_error *err)
 {
-    err_clear(err);
-    if (fraction)
-        *fraction = 0;
-    if (work_ns)
-        *work_ns = 0;
-    if (device < 0 || device >= BATON_BUSY_MAX_DEVICES)
-        return baton__err_set(err, BATON_EINVAL, "GPU busy fraction: device %d is not 0..%d",
-                              device, BATON_BUSY_MAX_DEVICES - 1);
-    return baton__err_set(err, BATON_ESTATE, "GPU busy fraction: this build of baton has no CUDA");
+    const int rc = baton__busy_device_args(device, fraction, work_ns, err);
+    return rc ? rc
+              : baton__err_set(err, BATON_ESTATE,
+                               "GPU busy fraction: this build of baton has no CUDA");
 }

@@ -394,29 +394,38 @@ Test(multigpu, event_nodes_keep_the_order_when_buffers_are_rebound)
 #endif
 
 #ifndef TEST_ON_CUDA
+/* What two plans below share: their tensors, then cuda:1's slow part, four steps from x1 to t,
+ * ending the tensor list and opening the step list. */
+#define CUDA1_SLOW_T                                                                               \
+    "{\"name\": \"x0\", \"dtype\": \"f32\", \"shape\": [4, 64], \"role\": \"input\"},"             \
+    "{\"name\": \"x1\", \"dtype\": \"f32\", \"shape\": [4, 64], \"role\": \"input\"},"             \
+    "{\"name\": \"t1\", \"dtype\": \"f32\", \"shape\": [4, 64], \"role\": \"intermediate\"},"      \
+    "{\"name\": \"t2\", \"dtype\": \"f32\", \"shape\": [4, 64], \"role\": \"intermediate\"},"      \
+    "{\"name\": \"t3\", \"dtype\": \"f32\", \"shape\": [4, 64], \"role\": \"intermediate\"},"      \
+    "{\"name\": \"t\", \"dtype\": \"f32\", \"shape\": [4, 64], \"role\": \"intermediate\"},"       \
+    "{\"name\": \"a\", \"dtype\": \"f32\", \"shape\": [4, 64], \"role\": \"intermediate\"},"       \
+    "{\"name\": \"b\", \"dtype\": \"f32\", \"shape\": [4, 64], \"role\": \"intermediate\"},"       \
+    "{\"name\": \"y\", \"dtype\": \"f32\", \"shape\": [4, 64], \"role\": \"output\"}],\"steps\": " \
+    "["                                                                                            \
+    "{\"name\": \"s1\", \"kernel\": \"add_scalar\", \"device\": \"cuda:1\", \"inputs\": "          \
+    "[\"x1\"], "                                                                                   \
+    "\"outputs\": [\"t1\"], \"attrs\": {\"value\": 0.5}},"                                         \
+    "{\"name\": \"s1b\", \"kernel\": \"add_scalar\", \"device\": \"cuda:1\", \"inputs\": "         \
+    "[\"t1\"], "                                                                                   \
+    "\"outputs\": [\"t2\"], \"attrs\": {\"value\": 0.5}},"                                         \
+    "{\"name\": \"s1c\", \"kernel\": \"add_scalar\", \"device\": \"cuda:1\", \"inputs\": "         \
+    "[\"t2\"], "                                                                                   \
+    "\"outputs\": [\"t3\"], \"attrs\": {\"value\": 0.5}},"                                         \
+    "{\"name\": \"s1d\", \"kernel\": \"add_scalar\", \"device\": \"cuda:1\", \"inputs\": "         \
+    "[\"t3\"], "                                                                                   \
+    "\"outputs\": [\"t\"], \"attrs\": {\"value\": 0.5}},"
+
 /* cuda:1 makes t, slowly (four steps); cuda:0 runs, hands a to the CPU, and its next segment
  * (queued ahead behind the gate, before the CPU step runs) adds the CPU's b and cuda:1's t: its
  * graph holds the gate and then the wait for cuda:1, and the result is fresh with every device
  * slow. */
 static const char *ahead_plan =
-    "{\"format\": \"baton.plan\", \"version\": 1, \"name\": \"ahead\", \"tensors\": ["
-    "{\"name\": \"x0\", \"dtype\": \"f32\", \"shape\": [4, 64], \"role\": \"input\"},"
-    "{\"name\": \"x1\", \"dtype\": \"f32\", \"shape\": [4, 64], \"role\": \"input\"},"
-    "{\"name\": \"t1\", \"dtype\": \"f32\", \"shape\": [4, 64], \"role\": \"intermediate\"},"
-    "{\"name\": \"t2\", \"dtype\": \"f32\", \"shape\": [4, 64], \"role\": \"intermediate\"},"
-    "{\"name\": \"t3\", \"dtype\": \"f32\", \"shape\": [4, 64], \"role\": \"intermediate\"},"
-    "{\"name\": \"t\", \"dtype\": \"f32\", \"shape\": [4, 64], \"role\": \"intermediate\"},"
-    "{\"name\": \"a\", \"dtype\": \"f32\", \"shape\": [4, 64], \"role\": \"intermediate\"},"
-    "{\"name\": \"b\", \"dtype\": \"f32\", \"shape\": [4, 64], \"role\": \"intermediate\"},"
-    "{\"name\": \"y\", \"dtype\": \"f32\", \"shape\": [4, 64], \"role\": \"output\"}],\"steps\": ["
-    "{\"name\": \"s1\", \"kernel\": \"add_scalar\", \"device\": \"cuda:1\", \"inputs\": [\"x1\"], "
-    "\"outputs\": [\"t1\"], \"attrs\": {\"value\": 0.5}},"
-    "{\"name\": \"s1b\", \"kernel\": \"add_scalar\", \"device\": \"cuda:1\", \"inputs\": [\"t1\"], "
-    "\"outputs\": [\"t2\"], \"attrs\": {\"value\": 0.5}},"
-    "{\"name\": \"s1c\", \"kernel\": \"add_scalar\", \"device\": \"cuda:1\", \"inputs\": [\"t2\"], "
-    "\"outputs\": [\"t3\"], \"attrs\": {\"value\": 0.5}},"
-    "{\"name\": \"s1d\", \"kernel\": \"add_scalar\", \"device\": \"cuda:1\", \"inputs\": [\"t3\"], "
-    "\"outputs\": [\"t\"], \"attrs\": {\"value\": 0.5}},"
+    "{\"format\": \"baton.plan\", \"version\": 1, \"name\": \"ahead\", \"tensors\": [" CUDA1_SLOW_T
     "{\"name\": \"s0\", \"kernel\": \"add_scalar\", \"device\": \"cuda:0\", \"inputs\": [\"x0\"], "
     "\"outputs\": [\"a\"], \"attrs\": {\"value\": 1.0}},"
     "{\"name\": \"c\", \"kernel\": \"add_scalar\", \"device\": \"cpu\", \"inputs\": [\"a\"], "
@@ -1027,24 +1036,8 @@ Test(multigpu, the_next_runs_first_stage_overlaps_the_previous_runs_second_stage
 #ifndef TEST_ON_CUDA
 /* cuda:1 is busy with work of its own when cuda:0 makes b; cuda:1 reads b after it. */
 static const char *slow_reader =
-    "{\"format\": \"baton.plan\", \"version\": 1, \"name\": \"slow-reader\", \"tensors\": ["
-    "{\"name\": \"x0\", \"dtype\": \"f32\", \"shape\": [4, 64], \"role\": \"input\"},"
-    "{\"name\": \"x1\", \"dtype\": \"f32\", \"shape\": [4, 64], \"role\": \"input\"},"
-    "{\"name\": \"t1\", \"dtype\": \"f32\", \"shape\": [4, 64], \"role\": \"intermediate\"},"
-    "{\"name\": \"t2\", \"dtype\": \"f32\", \"shape\": [4, 64], \"role\": \"intermediate\"},"
-    "{\"name\": \"t3\", \"dtype\": \"f32\", \"shape\": [4, 64], \"role\": \"intermediate\"},"
-    "{\"name\": \"t\", \"dtype\": \"f32\", \"shape\": [4, 64], \"role\": \"intermediate\"},"
-    "{\"name\": \"a\", \"dtype\": \"f32\", \"shape\": [4, 64], \"role\": \"intermediate\"},"
-    "{\"name\": \"b\", \"dtype\": \"f32\", \"shape\": [4, 64], \"role\": \"intermediate\"},"
-    "{\"name\": \"y\", \"dtype\": \"f32\", \"shape\": [4, 64], \"role\": \"output\"}],\"steps\": ["
-    "{\"name\": \"s1\", \"kernel\": \"add_scalar\", \"device\": \"cuda:1\", \"inputs\": [\"x1\"], "
-    "\"outputs\": [\"t1\"], \"attrs\": {\"value\": 0.5}},"
-    "{\"name\": \"s1b\", \"kernel\": \"add_scalar\", \"device\": \"cuda:1\", \"inputs\": [\"t1\"], "
-    "\"outputs\": [\"t2\"], \"attrs\": {\"value\": 0.5}},"
-    "{\"name\": \"s1c\", \"kernel\": \"add_scalar\", \"device\": \"cuda:1\", \"inputs\": [\"t2\"], "
-    "\"outputs\": [\"t3\"], \"attrs\": {\"value\": 0.5}},"
-    "{\"name\": \"s1d\", \"kernel\": \"add_scalar\", \"device\": \"cuda:1\", \"inputs\": [\"t3\"], "
-    "\"outputs\": [\"t\"], \"attrs\": {\"value\": 0.5}},"
+    "{\"format\": \"baton.plan\", \"version\": 1, \"name\": \"slow-reader\", \"tensors\": "
+    "[" CUDA1_SLOW_T
     "{\"name\": \"p0\", \"kernel\": \"add_scalar\", \"device\": \"cuda:0\", \"inputs\": [\"x0\"], "
     "\"outputs\": [\"a\"], \"attrs\": {\"value\": 1.0}},"
     "{\"name\": \"p0b\", \"kernel\": \"add_scalar\", \"device\": \"cuda:0\", \"inputs\": [\"a\"], "

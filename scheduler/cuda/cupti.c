@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "core/core.h"
+#include "scheduler/busy.h"
 #include "core/dynlib.h"
 #include "scheduler/cuda/cupti.h"
 
@@ -388,14 +389,9 @@ int baton_gpu_busy_end(double *fraction, baton_error *err)
 
 int baton_gpu_busy_device(int device, double *fraction, int64_t *work_ns, baton_error *err)
 {
-    err_clear(err);
-    if (fraction)
-        *fraction = 0;
-    if (work_ns)
-        *work_ns = 0;
-    if (device < 0 || device >= BATON_BUSY_MAX_DEVICES)
-        return baton__err_set(err, BATON_EINVAL, "GPU busy fraction: device %d is not 0..%d",
-                              device, BATON_BUSY_MAX_DEVICES - 1);
+    const int rc = baton__busy_device_args(device, fraction, work_ns, err);
+    if (rc)
+        return rc;
     pthread_mutex_lock(&lock);
     const int ended = busy.ended;
     if (ended && fraction)
@@ -484,15 +480,8 @@ int baton_gpu_busy_end(double *fraction, baton_error *err)
 
 int baton_gpu_busy_device(int device, double *fraction, int64_t *work_ns, baton_error *err)
 {
-    err_clear(err);
-    if (fraction)
-        *fraction = 0;
-    if (work_ns)
-        *work_ns = 0;
-    if (device < 0 || device >= BATON_BUSY_MAX_DEVICES)
-        return baton__err_set(err, BATON_EINVAL, "GPU busy fraction: device %d is not 0..%d",
-                              device, BATON_BUSY_MAX_DEVICES - 1);
-    return baton__err_set(err, BATON_ESTATE, "GPU busy fraction: no window has ended");
+    const int rc = baton__busy_device_args(device, fraction, work_ns, err);
+    return rc ? rc : baton__err_set(err, BATON_ESTATE, "GPU busy fraction: no window has ended");
 }
 
 int baton__cupti_attach(void *stream, dev_trace *t, baton_error *err)
