@@ -51,13 +51,19 @@ export NCCL_NVLS_ENABLE=0
 { nvidia-smi -L; nvidia-smi topo -m | head -4; } 2>&1 | tee -a "$summary"
 ngpu=${NGPU:-$(nvidia-smi -L 2>/dev/null | wc -l)}
 
-if [ "${SKIP_BUILD:-0}" != 1 ]; then
-  eval "$(bash scripts/deps-prefix.sh)"
-  if cmake -C "$BATON_DEPS_PREFIX/deps.cmake" -S . -B "$BUILD" -DBATON_CUDA=ON \
-       -DCMAKE_BUILD_TYPE=Release -DBATON_BENCH=ON > "$work/build.log" 2>&1 &&
-     cmake --build "$BUILD" -j"$JOBS" --target baton_cli bench_pipeline bench_scaling \
-       test_multigpu_cuda >> "$work/build.log" 2>&1; then
-    say "build: ok in $(( $(date +%s) - t0 )) s"
+# Only the targets the parts need; a build dir another script configured (gpu-round.sh, gpu-all.sh)
+# is built on as it is, so only what it lacks is compiled.
+targets=()
+{ has pipeline || has launch; } && targets+=(baton_cli bench_pipeline)
+{ has scaling || has scaling2; } && targets+=(bench_scaling)
+has tests && targets+=(baton_cli test_multigpu_cuda)
+[ -f scripts/deps-prefix.sh ] && eval "$(bash scripts/deps-prefix.sh)"
+if [ "${SKIP_BUILD:-0}" != 1 ] && [ ${#targets[@]} -gt 0 ]; then
+  if { [ -f "$BUILD/CMakeCache.txt" ] ||
+       cmake -C "$BATON_DEPS_PREFIX/deps.cmake" -S . -B "$BUILD" -DBATON_CUDA=ON \
+         -DCMAKE_BUILD_TYPE=Release -DBATON_BENCH=ON > "$work/build.log" 2>&1; } &&
+     cmake --build "$BUILD" -j"$JOBS" --target "${targets[@]}" >> "$work/build.log" 2>&1; then
+    say "build: ok in $(( $(date +%s) - t0 )) s (${targets[*]})"
   else
     say "build: FAILED"; grep -E "error" "$work/build.log" | head -20 | tee -a "$summary"
     exit 1
@@ -220,28 +226,30 @@ if one:
                                       "%.3f" % r[p + ".inflight_efficiency"]
                                       if p + ".inflight_efficiency" in r else "n/a"))
 PY
-  room 60 "xla_scaling" &&
+  xruns=30
+  has scaling || xruns=20 # the short form
+  room 45 "xla_scaling" &&
   JAX_PLATFORMS=cuda timeout "$(tmo 150)" \
-    python3 bench/multigpu/xla_scaling.py 2>&1 | grep -vE "^(W|I)[0-9]{4}" | tail -8 |
-    tee -a "$summary"
+    python3 bench/multigpu/xla_scaling.py --runs "$xruns" 2>&1 | grep -vE "^(W|I)[0-9]{4}" |
+    tail -8 | tee -a "$summary"
 fi
 
 # Why a graph launch took ~200-450 us of the host in a pool of 8 (the first call): each plan
 # alone (1 in flight: the launch's own cost), 4 in flight, and with 8 in flight without PDL
 # (programmatic edges in the graphs) and with the host's waits polling with naps.
-if has launch && room 40 "launch"; then
+if has launch && room 25 "launch"; then
   say "== launch: the host's time in a run, by runs in flight, PDL, and the way the host waits"
-  for v in "1 1" "2 1" "2 4"; do
-    room 15 "bench_pipeline $v" && bpipe ${v% *} "" ${v#* } trace-launch-${v// /-}
-  done
-  room 15 "no PDL" && bpipe 1 "" 8 trace-launch-1-nopdl --no-pdl
-  room 15 "no PDL" && bpipe 2 "" 8 trace-launch-2-nopdl --no-pdl
-  room 15 "poll" && bench "$work/pipe1.json" "BATON_CUDA_WAIT_POLL_US=20" 8 "stages=1,poll-20us"
-  room 15 "poll" && bench "$work/pipe2.json" "BATON_CUDA_WAIT_POLL_US=20" 8 "stages=2,poll-20us"
-  room 15 "no PDL" && bench "$work/pipe1.json" "" 8 "stages=1,no-pdl" --no-pdl
-  room 15 "no PDL" && bench "$work/pipe2.json" "" 8 "stages=2,no-pdl" --no-pdl
-  room 15 "reference" && bench "$work/pipe1.json" "" 8 "stages=1"
-  room 15 "reference" && bench "$work/pipe2.json" "" 8 "stages=2"
+  # most telling first: the launch alone (1 in flight), then without PDL against the reference
+  room 8 "bench_pipeline 2 1" && bpipe 2 "" 1 trace-launch-2-1
+  room 8 "no PDL" && bench "$work/pipe2.json" "" 8 "stages=2,no-pdl" --no-pdl
+  room 8 "reference" && bench "$work/pipe2.json" "" 8 "stages=2"
+  room 8 "bench_pipeline 1 1" && bpipe 1 "" 1 trace-launch-1-1
+  room 8 "no PDL" && bench "$work/pipe1.json" "" 8 "stages=1,no-pdl" --no-pdl
+  room 8 "reference" && bench "$work/pipe1.json" "" 8 "stages=1"
+  room 8 "poll" && bench "$work/pipe2.json" "BATON_CUDA_WAIT_POLL_US=20" 8 "stages=2,poll-20us"
+  room 8 "no PDL" && bpipe 2 "" 8 trace-launch-2-nopdl --no-pdl
+  room 8 "bench_pipeline 2 4" && bpipe 2 "" 4 trace-launch-2-4
+  room 8 "poll" && bench "$work/pipe1.json" "BATON_CUDA_WAIT_POLL_US=20" 8 "stages=1,poll-20us"
 fi
 
 if has tests && room 45 "the two-GPU tests"; then
