@@ -24,6 +24,8 @@ set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
 final=${OUT:-$root/gpu-multi-out}
+# run after another script in the same call (gpu-round.sh): keep its summary, write beside it
+[ -e "$final/summary.txt" ] && final=$final/gpu-multi
 mkdir -p "$final"
 work=$final/logs
 mkdir -p "$work"
