@@ -5,11 +5,11 @@
  * reads cold data: the inputs rotate over distinct buffers, together over 2.5x the L2 (at least 64
  * MB), up to 65536 calls of a row (a decode-size call of a few KB needs that many); every call is
  * timed inside CUDA graphs of up to 1024 calls, replayed back to back (per-call time = the
- * replays' time / calls). Decode attention at contexts 1024 to 32768 (powers of 2), both cold (rotated caches)
- * and warm (the same caches every call, as PyTorch's published figures were taken); prefill
- * attention at T = 1024, 2048, 4096 and 8192 (also in TFLOP/s); the decode GEMV x[1, 2048] .
- * W[N, 2048]^T for N = 2048, 2560, 8192, 16384, 128256 with baton's own kernel (baton__kcuda_gemv)
- * and the gemm delegate (cuBLASLt), checked against each other.
+ * replays' time / calls). Decode attention at contexts 1024 to 32768 (powers of 2), both cold
+ * (rotated caches) and warm (the same caches every call, as PyTorch's published figures were
+ * taken); prefill attention at T = 1024, 2048, 4096 and 8192 (also in TFLOP/s); the decode GEMV
+ * x[1, 2048] . W[N, 2048]^T for N = 2048, 2560, 8192, 16384, 128256 with baton's own kernel
+ * (baton__kcuda_gemv) and the gemm delegate (cuBLASLt), checked against each other.
  *
  * Usage: bench_decoder [--json FILE] [--reps N] [--only PREFIX] (the rows whose label starts with
  * PREFIX, e.g. "attention prefill"). Prints a table; --json writes the results
@@ -197,10 +197,9 @@ static void fill_index(const Pool &p, const baton_tensor_desc &d, const Fill &f,
         int64_t *hs = (int64_t *)(h.data() + p.stride * (size_t)s);
         for (int64_t i = 0; i < n; i++) {
             seed = seed * 6364136223846793005ull + 1442695040888963407ull;
-            hs[i] = f.ramp ? f.lo + i
-                    : f.hi - f.lo <= 1
-                        ? f.lo
-                        : f.lo + (int64_t)((seed >> 33) % (uint64_t)(f.hi - f.lo));
+            hs[i] = f.ramp             ? f.lo + i
+                    : f.hi - f.lo <= 1 ? f.lo
+                                       : f.lo + (int64_t)((seed >> 33) % (uint64_t)(f.hi - f.lo));
         }
     }
     CHECK_CUDA(cudaMemcpy(p.base, h.data(), h.size(), cudaMemcpyHostToDevice));
