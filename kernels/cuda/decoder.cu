@@ -154,8 +154,10 @@ struct RopeArgs {
  * position's and inv_freq's are in flight together, then cos and sin of the row's position for
  * each of the head_dim / 2 frequencies go to shared memory (in double for f64 data, else from HF's
  * f32 angle reduced in double), then the pairs are turned, E elements per thread where the layout
- * allows. One memory latency before the stores at decode size, where loading x after the table
- * took two (1.9x the copy of the same bytes). */
+ * allows. One memory latency before the stores at decode size. The position is issued after the
+ * first round's row loads in program order: it is block-uniform, and the compiler moves it into a
+ * uniform register right after its load, which waits for it there (loaded first, it held the row's
+ * loads back by a whole latency: 2.2x the copy of the same bytes). */
 template <typename T, int E, int RU> __global__ void rope_kernel(const RopeArgs a)
 {
     using A = typename Acc<T>::A;
@@ -168,19 +170,14 @@ template <typename T, int E, int RU> __global__ void rope_kernel(const RopeArgs 
     const RopePart P = pi == 0 ? a.part[0] : pi == 1 ? a.part[1] : a.part[2];
     const int mode = !P.rotate ? 2 : a.interleaved; /* 0 rotate_half, 1 interleaved, 2 copy */
     const int per_head = half / E;                  /* rotate_half: units of E pairs a head */
-    const long long units = mode == 0 ? (P.F / Dh) * per_head : mode == 1 ? P.F / EA : P.F / E;
+    const long long heads = row_of(P.F, Dh);
+    const long long units = mode == 0 ? heads * per_head : mode == 1 ? P.F / EA : P.F / E;
     const T *xr = (const T *)P.x + r * P.xstride;
-    pdl_wait(); /* x, positions and inv_freq may be a predecessor's outputs */
-    pdl_trigger();
-    /* the position and this thread's inverse frequency are loaded with the row, not after it */
-    long long p = a.pos64 ? ((const long long *)a.pos)[r] : ((const int *)a.pos)[r];
-    const float fr0 = mode != 2 && (int)threadIdx.x < half ? a.inv_freq[threadIdx.x] : 0.f;
-    bool drop = false;
-    T *yr = (T *)P.y + r * P.ystride;
-    for (long long u0 = 0; u0 < units; u0 += (long long)RU * blockDim.x) {
-        T va[RU][EA], vb[RU][EA];
-        long long off[RU];
-        int i0[RU];
+    T va[RU][EA], vb[RU][EA];
+    long long off[RU];
+    int i0[RU];
+    /* one round's units: offsets, and their loads issued */
+    auto load_round = [&](long long u0) {
 #pragma unroll
         for (int k = 0; k < RU; k++) {
             const long long u = u0 + (long long)k * blockDim.x + threadIdx.x;
@@ -215,41 +212,49 @@ template <typename T, int E, int RU> __global__ void rope_kernel(const RopeArgs 
                     vb[k][0] = xr[off[k] + (mode == 0 ? half : 1)];
             }
         }
-        if (u0 == 0) { /* block-uniform: the table, and where the row goes */
-            if (mode != 2) {
-                for (int i = threadIdx.x; i < half; i += blockDim.x) {
-                    const float fi = i == (int)threadIdx.x ? fr0 : a.inv_freq[i];
-                    if constexpr (sizeof(T) == 8) {
-                        double sv, cv;
-                        sincos((double)p * (double)fi, &sv, &cv);
-                        cs[i] = (A)(cv * a.scale);
-                        sn[i] = (A)(sv * a.scale);
-                    } else {
-                        /* HF's f32 angle, reduced to [-pi, pi] in double (a few FP64
-                         * operations, exact enough for any position), then the fast f32
-                         * sincos, accurate on that range */
-                        const double ang = (double)__fmul_rn((float)p, fi);
-                        const double kk = rint(ang * 0.15915494309189535);
-                        const float rr = (float)fma(-kk, 6.283185307179586, ang);
-                        float sv, cv;
-                        __sincosf(rr, &sv, &cv);
-                        cs[i] = (A)(cv * (float)a.scale);
-                        sn[i] = (A)(sv * (float)a.scale);
-                    }
-                }
-                __syncthreads();
-            }
-            if (P.cache_rows > 0) {
-                if (p < 0 || p >= P.cache_rows) {
-                    if (threadIdx.x == 0 && mode != 2)
-                        record(DEC_ROPE_CACHE_UPDATE, a.step, r, p, P.cache_rows);
-                    drop = true; /* a write outside the cache is dropped */
-                }
-                yr = (T *)P.y + p * P.ystride;
+    };
+    pdl_wait(); /* x, positions and inv_freq may be a predecessor's outputs */
+    pdl_trigger();
+    load_round(0);
+    const long long p =
+        a.pos64 ? __ldg((const long long *)a.pos + r) : __ldg((const int *)a.pos + r);
+    const float fr0 = mode != 2 && (int)threadIdx.x < half ? __ldg(a.inv_freq + threadIdx.x) : 0.f;
+    T *yr = (T *)P.y + r * P.ystride;
+    /* block-uniform: the table, and where the row goes */
+    if (mode != 2) {
+        for (int i = threadIdx.x; i < half; i += blockDim.x) {
+            const float fi = i == (int)threadIdx.x ? fr0 : a.inv_freq[i];
+            if constexpr (sizeof(T) == 8) {
+                double sv, cv;
+                sincos((double)p * (double)fi, &sv, &cv);
+                cs[i] = (A)(cv * a.scale);
+                sn[i] = (A)(sv * a.scale);
+            } else {
+                /* HF's f32 angle, reduced to [-pi, pi] in double (a few FP64
+                 * operations, exact enough for any position), then the fast f32
+                 * sincos, accurate on that range */
+                const double ang = (double)__fmul_rn((float)p, fi);
+                const double kk = rint(ang * 0.15915494309189535);
+                const float rr = (float)fma(-kk, 6.283185307179586, ang);
+                float sv, cv;
+                __sincosf(rr, &sv, &cv);
+                cs[i] = (A)(cv * (float)a.scale);
+                sn[i] = (A)(sv * (float)a.scale);
             }
         }
-        if (drop)
-            return;
+        __syncthreads();
+    }
+    if (P.cache_rows > 0) {
+        if (p < 0 || p >= P.cache_rows) {
+            if (threadIdx.x == 0 && mode != 2)
+                record(DEC_ROPE_CACHE_UPDATE, a.step, r, p, P.cache_rows);
+            return; /* a write outside the cache is dropped */
+        }
+        yr = (T *)P.y + p * P.ystride;
+    }
+    for (long long u0 = 0; u0 < units; u0 += (long long)RU * blockDim.x) {
+        if (u0 > 0)
+            load_round(u0);
 #pragma unroll
         for (int k = 0; k < RU; k++) {
             if (off[k] < 0)
@@ -300,9 +305,25 @@ template <typename T, int E, int RU> __global__ void rope_kernel(const RopeArgs 
 /* ---- kv_cache_update ----------------------------------------------------------------------------
  */
 
-/* vec: a thread per 16-byte vector of the rows, vpr vectors a row, rows packed into the blocks
- * (a 1 KB row is 64 threads: a block a row left 3/4 of each block idle, 1.9x the copy at 32 MB);
- * else a block per (row, chunk of blockDim.x * 16 bytes), a byte a thread. */
+/* A streaming 16-byte load that stays where it is written: the compiler may not sink it past a
+ * branch on another load's value (a plain load used only after the branch was moved after it,
+ * which put the two latencies in series). */
+__device__ __forceinline__ uint4 ld16_cs_here(const void *p)
+{
+    uint4 v;
+    asm volatile("ld.global.cs.v4.u32 {%0, %1, %2, %3}, [%4];"
+                 : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+                 : "l"(p));
+    return v;
+}
+
+/* KV_U: 16-byte vectors in flight per thread in kv_update_kernel's grid-stride loop. */
+#define KV_U 4
+
+/* vec: the rows' 16-byte vectors, vpr a row, over a grid-stride loop with KV_U vectors a thread in
+ * flight (one a thread, a block per chunk of rows, held 1/4 of the copy's bytes in flight: 1.9x
+ * its time at 32 MB), each loaded before its row's position is read (one memory latency at decode
+ * size); else a block per (row, chunk of blockDim.x * 16 bytes), a byte a thread. */
 template <typename I>
 __global__ void kv_update_kernel(char *cache, const char *nw, const I *pos, long long rows,
                                  long long S, long long row_bytes, long long chunks, int vec,
@@ -312,20 +333,35 @@ __global__ void kv_update_kernel(char *cache, const char *nw, const I *pos, long
     pdl_wait();
     pdl_trigger();
     if (vec) {
-        const long long vpr = row_bytes / 16;
-        const long long g = (long long)blockIdx.x * blockDim.x + threadIdx.x;
-        const long long r = row_of(g, vpr), k = (g - r * vpr) * 16;
-        if (r >= rows)
-            return;
-        /* the row's bytes do not depend on the position: loaded before it, one memory latency */
-        const uint4 v = __ldcs(reinterpret_cast<const uint4 *>(nw + r * src_stride + k));
-        const long long p = ld_idx(pos, r);
-        if (p < 0 || p >= S) {
-            if (k == 0)
-                record(op, step, r, p, S);
-            return; /* a write outside the cache is dropped, not clamped onto a real row */
+        const long long vpr = row_bytes / 16, nvec = rows * vpr;
+        const long long stride = (long long)gridDim.x * blockDim.x;
+        for (long long g = (long long)blockIdx.x * blockDim.x + threadIdx.x; g < nvec;
+             g += KV_U * stride) {
+            uint4 v[KV_U];
+            long long r[KV_U], k[KV_U], p[KV_U];
+#pragma unroll
+            for (int j = 0; j < KV_U; j++) {
+                const long long gj = g + j * stride;
+                r[j] = gj < nvec ? row_of(gj, vpr) : -1;
+                k[j] = (gj - r[j] * vpr) * 16;
+                if (r[j] >= 0)
+                    v[j] = ld16_cs_here(nw + r[j] * src_stride + k[j]);
+            }
+#pragma unroll
+            for (int j = 0; j < KV_U; j++)
+                p[j] = r[j] >= 0 ? ld_idx(pos, r[j]) : 0;
+#pragma unroll
+            for (int j = 0; j < KV_U; j++) {
+                if (r[j] < 0)
+                    continue;
+                if (p[j] < 0 || p[j] >= S) {
+                    if (k[j] == 0)
+                        record(op, step, r[j], p[j], S);
+                    continue; /* a write outside the cache is dropped, not clamped onto a row */
+                }
+                *reinterpret_cast<uint4 *>(cache + p[j] * row_bytes + k[j]) = v[j];
+            }
         }
-        *reinterpret_cast<uint4 *>(cache + p * row_bytes + k) = v;
         return;
     }
     const long long b = blockIdx.x, r = b / chunks, c = b % chunks;
@@ -2657,7 +2693,14 @@ extern "C" int baton__kcuda_kv_cache_update(const baton_exec_ctx *ctx, void **bu
     const long long vecs = s.rows * (row_bytes / 16);
     const int threads = vec ? (int)(vecs >= 256 ? 256 : (vecs + 31) / 32 * 32) : 256;
     const long long chunks = (row_bytes + threads * 16LL - 1) / (threads * 16LL);
-    const long long grid = vec ? (vecs + threads - 1) / threads : s.rows * chunks;
+    const long long grid = !vec ? s.rows * chunks
+                           : vecs == 0
+                               ? 0
+                               : (s.idx_dt == BATON_DTYPE_I32
+                                      ? wave_grid(ctx, (const void *)kv_update_kernel<int>,
+                                                  (vecs + KV_U - 1) / KV_U, threads)
+                                      : wave_grid(ctx, (const void *)kv_update_kernel<long long>,
+                                                  (vecs + KV_U - 1) / KV_U, threads));
     if (grid == 0)
         return 0;
     if (grid > 0x7fffffffLL)
