@@ -1212,10 +1212,9 @@ Test(gpu_activations, silu_mul_silu_and_gelu_match_float64)
 }
 
 /* On CUDA: rows in registers a block a row ({4, 2048}, {9, 1000}), over a cluster of 8
- * ({2, 128256}, {3, 50008}: slices of unequal length) or of 2 ({70, 65536}: one wave of them), the
- * loop kernel for rows that are no multiple of 16 bytes ({1, 1}, {2, 4097}, {3, 10} but in f64) and
- * for a row too long
- * for a cluster's registers ({1, 300000}). */
+ * ({2, 128256}, {3, 50008}: slices of unequal length), rows read twice over clusters of 8 where
+ * registers would take more than one wave ({70, 65536}) or cannot hold a row ({1, 300000}), the
+ * loop kernel for rows that are no multiple of 16 bytes ({1, 1}, {2, 4097}, {3, 10} but in f64). */
 static const int64_t SM[][2] = {{1, 1},     {3, 10},   {4, 2048},   {2, 128256}, {9, 1000},
                                 {3, 50008}, {2, 4097}, {70, 65536}, {1, 300000}};
 

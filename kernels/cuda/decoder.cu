@@ -1677,6 +1677,124 @@ __global__ void __launch_bounds__(1024) softmax_reg_kernel(const T *x, T *y, lon
         cluster_exit_barrier(); /* peers may still read this block's slots */
 }
 
+/* A 16-byte load of data read for the last time, from L2 (the second pass of softmax_l2_kernel):
+ * evict it first, it is not read again. */
+__device__ __forceinline__ uint4 ld16_last(const void *p, unsigned long long pol)
+{
+    uint4 v;
+    asm volatile("ld.global.L1::no_allocate.L2::cache_hint.v4.u32 {%0, %1, %2, %3}, [%4], %5;"
+                 : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+                 : "l"(p), "l"(pol));
+    return v;
+}
+
+/* 16-byte vectors in flight per thread in each pass of softmax_l2_kernel: 4 of f32, 2 of the
+ * others (8 bf16 or f16 values widened a vector, and f64's, need the registers). */
+template <typename T> __host__ __device__ constexpr int smx_u()
+{
+    return sizeof(T) == 4 ? 4 : 2;
+}
+#define SMX_THREADS 512
+
+/* Rows too large for the registers of one wave (64 rows of 128256 f32 are 33 MB, more than the
+ * register files of an H200: softmax_reg_kernel took two waves of one block a SM, 2x the copy):
+ * C blocks a row (C == 1, or an x-cluster of C), each reading its slice twice. The first pass
+ * keeps a running maximum and a sum rescaled to it per thread; the block's and then the cluster's
+ * (rank order, through distributed shared memory) maximum and sum follow in fixed trees, so every
+ * block gets the same bits and the result is the same every run. The second pass reads the slice
+ * again, from L2: the launch keeps the slices of the blocks in flight together small (64 KB a
+ * block), so it is there, and its loads and the stores evict first so that the slices still to be
+ * read stay; DRAM sees the row once in and once out, as the copy. y = exp(x - max) / sum, as
+ * softmax_reg_kernel computes it. */
+template <typename T>
+__global__ void __launch_bounds__(SMX_THREADS, 3)
+    softmax_l2_kernel(const T *x, T *y, long long N, int C)
+{
+    using A = typename Acc<T>::A;
+    constexpr int E = 16 / (int)sizeof(T), SMX_U = smx_u<T>();
+    __shared__ A red[32];
+    __shared__ A slot[2];
+    const int rank = C > 1 ? (int)cg::this_cluster().block_rank() : 0;
+    const long long row = blockIdx.x / (unsigned)C, nv = N / E;
+    const long long per = row_of(nv + C - 1, C), lo = min(nv, rank * per), hi = min(nv, lo + per);
+    const T *xr = x + row * N;
+    T *yr = y + row * N;
+    const long long step = (long long)blockDim.x * SMX_U;
+    pdl_wait(); /* x may be a predecessor's output */
+    pdl_trigger();
+    A m = -INFINITY, sum = 0;
+    for (long long j0 = lo + threadIdx.x; j0 < hi; j0 += step) {
+        U16<T> raw[SMX_U];
+#pragma unroll
+        for (int k = 0; k < SMX_U; k++)
+            if (j0 + (long long)k * blockDim.x < hi)
+                raw[k] = ld16(xr + (j0 + (long long)k * blockDim.x) * E);
+#pragma unroll
+        for (int k = 0; k < SMX_U; k++) {
+            if (j0 + (long long)k * blockDim.x >= hi)
+                break;
+            A v[E], vm = -INFINITY;
+#pragma unroll
+            for (int e = 0; e < E; e++) {
+                v[e] = ld_a<A>(raw[k].v[e]);
+                vm = v[e] > vm ? v[e] : vm;
+            }
+            if (vm > m) { /* rescale the sum to the new maximum (0 while it was -inf) */
+                sum *= exp(m - vm);
+                m = vm;
+            }
+            if (m != -INFINITY) /* all -inf so far: nothing to add (exp(-inf - -inf) is NaN) */
+#pragma unroll
+                for (int e = 0; e < E; e++)
+                    sum += exp(v[e] - m);
+        }
+    }
+    A mx = block_max<A>(m, red);
+    sum = block_sum<A>(m == -INFINITY ? (A)0 : sum * exp(m - mx), red);
+    if (C > 1) { /* lane q takes rank q's maximum and sum: one fixed tree in every warp */
+        cg::cluster_group cluster = cg::this_cluster();
+        if (threadIdx.x == 0) {
+            slot[0] = mx;
+            slot[1] = sum;
+        }
+        cluster.sync();
+        const int lane = threadIdx.x & 31;
+        const A mq = lane < C ? *cluster.map_shared_rank(&slot[0], lane) : (A)-INFINITY;
+        const A sq = lane < C ? *cluster.map_shared_rank(&slot[1], lane) : (A)0;
+        A mm = mq;
+#pragma unroll
+        for (int o = 16; o > 0; o >>= 1) {
+            const A t = __shfl_xor_sync(0xffffffffu, mm, o);
+            mm = t > mm ? t : mm;
+        }
+        mx = mm;
+        sum = warp_sum<A>(mq == -INFINITY ? (A)0 : sq * exp(mq - mx));
+    }
+    const A inv = (A)1 / sum;
+    const unsigned long long last = l2_evict_first();
+    for (long long j0 = lo + threadIdx.x; j0 < hi; j0 += step) {
+        U16<T> raw[SMX_U];
+#pragma unroll
+        for (int k = 0; k < SMX_U; k++)
+            if (j0 + (long long)k * blockDim.x < hi)
+                *reinterpret_cast<uint4 *>(raw[k].v) =
+                    ld16_last(xr + (j0 + (long long)k * blockDim.x) * E, last);
+#pragma unroll
+        for (int k = 0; k < SMX_U; k++) {
+            const long long j = j0 + (long long)k * blockDim.x;
+            if (j >= hi)
+                break;
+            U16<T> u;
+#pragma unroll
+            for (int e = 0; e < E; e++)
+                u.v[e] = from_acc<T>(exp(ld_a<A>(raw[k].v[e]) - mx) * inv);
+            __stcs(reinterpret_cast<uint4 *>(yr + j * E), *reinterpret_cast<const uint4 *>(u.v));
+        }
+    }
+    if (C > 1)
+        cluster_exit_barrier(); /* peers may still read this block's slots */
+}
+
 /* ---- sample -------------------------------------------------------------------------------------
  * The CPU's algorithm (kernels/cpu/decoder.c): order keys, weights in 2^-40 fixed point (integer
  * sums: exact, so atomics in shared memory still give the same bits), radix selection of the top_k
@@ -3156,32 +3274,82 @@ static int softmax_reg_launch(const baton_exec_ctx *ctx, void **b, const dec_sha
 }
 
 /* Rows held in registers where they fit (softmax_reg_kernel): C blocks a row (a cluster), the
- * most of 8, 4, 2 whose rows * C blocks of 1024 threads stay one wave (2 a SM) while the rows alone
- * would leave SMs idle (8 for one decode row), else the fewest C whose slices fit, or 1; VPT the
- * fewest vectors a thread that hold a block's slice, at most 32 values a thread (16 doubles
- * spill). Other rows: the loop kernel. */
+ * most of 8, 4, 2 whose rows * C blocks stay one wave of the kernel's resident blocks while the
+ * rows alone would leave SMs idle (8 for one decode row), else the fewest C whose slices fit, or 1;
+ * VPT the fewest vectors a thread that hold a block's slice, at most 32 values a thread (16
+ * doubles spill). Where those blocks (one or two a SM) would take more than one wave, the rows
+ * are read twice instead, the second time from L2 (softmax_l2_kernel), over C blocks a row that
+ * keep each block's slice near 64 KB and fill the GPU. Other rows: the loop kernel. */
+template <typename T, int VPT>
+static int softmax_reg_resident(const baton_exec_ctx *ctx, int threads)
+{
+    int per_sm = 0;
+    if (occupancy(ctx, (const void *)softmax_reg_kernel<T, VPT>, threads, 0, &per_sm) !=
+            cudaSuccess ||
+        per_sm < 1) {
+        (void)cudaGetLastError();
+        per_sm = 1;
+    }
+    return per_sm;
+}
+
 template <typename T>
 static int softmax_launch(const baton_exec_ctx *ctx, void **b, const dec_shape &s)
 {
     constexpr int E = 16 / (int)sizeof(T);
     constexpr long long VMAX = sizeof(T) == 4 ? 8 : 4;
     if (s.F % E == 0 && al16(b[0]) && al16(b[1]) && s.rows > 0) {
-        const long long nv = s.F / E, wave = 2LL * sm_count(ctx);
+        const long long nv = s.F / E, sms = sm_count(ctx);
         auto vpt_of = [&](int c) { return ((nv + c - 1) / c + 1023) / 1024; };
+        auto threads_of = [&](int c) {
+            const long long per = (nv + c - 1) / c;
+            return per >= 1024 ? 1024 : (int)((per + 31) / 32) * 32;
+        };
+        /* the reg kernel's resident blocks a SM for C blocks a row */
+        auto resident = [&](int c) -> long long {
+            const int th = threads_of(c);
+            const long long per = (nv + c - 1) / c, vpt = (per + th - 1) / th;
+            int r = 1;
+            if (vpt <= 1)
+                r = softmax_reg_resident<T, 1>(ctx, th);
+            else if (vpt <= 2)
+                r = softmax_reg_resident<T, 2>(ctx, th);
+            else if (vpt <= 4)
+                r = softmax_reg_resident<T, 4>(ctx, th);
+            else if constexpr (sizeof(T) == 4)
+                r = softmax_reg_resident<T, 8>(ctx, th);
+            return (long long)r * sms;
+        };
         int C = 0;
         const bool cl = s.F >= 16384 && cluster8_ok(ctx, (const void *)softmax_reg_kernel<T, 4>, 0);
         for (int c = 8; cl && c >= 2 && !C; c /= 2)
-            if (s.rows * c <= wave && vpt_of(c) <= VMAX)
+            if (vpt_of(c) <= VMAX && s.rows * c <= resident(c))
                 C = c;
         if (!C && vpt_of(1) <= VMAX)
             C = 1;
         for (int c = 2; cl && c <= 8 && !C; c *= 2)
             if (vpt_of(c) <= VMAX)
                 C = c;
+        /* more than one wave of blocks of 16 KB or more a thread block: the two-pass kernel */
+        if (cl && (!C || (s.rows * C > resident(C) && (nv + C - 1) / C * 16 >= 16384))) {
+            const long long slice = 64 * 1024 / 16; /* vectors */
+            int per_sm = 0;
+            if (occupancy(ctx, (const void *)softmax_l2_kernel<T>, SMX_THREADS, 0, &per_sm) !=
+                    cudaSuccess ||
+                per_sm < 1) {
+                (void)cudaGetLastError();
+                per_sm = 3;
+            }
+            const long long l2_resident = (long long)per_sm * sms;
+            int c2 = 1;
+            while (c2 < 8 && ((nv + c2 - 1) / c2 > slice || s.rows * c2 < l2_resident))
+                c2 *= 2;
+            return launch(ctx, "softmax", softmax_l2_kernel<T>, (unsigned)(s.rows * c2),
+                          SMX_THREADS, 0, c2, (const T *)b[0], (T *)b[1], (long long)s.F, c2);
+        }
         if (C) {
-            const long long per = (nv + C - 1) / C;
-            const int threads = per >= 1024 ? 1024 : (int)((per + 31) / 32) * 32;
-            const long long vpt = (per + threads - 1) / threads;
+            const int threads = threads_of(C);
+            const long long vpt = ((nv + C - 1) / C + threads - 1) / threads;
             if (vpt <= 1)
                 return softmax_reg_launch<T, 1>(ctx, b, s, C, threads);
             if (vpt <= 2)
