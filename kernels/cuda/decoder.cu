@@ -2623,12 +2623,34 @@ using namespace kcuda::dec;
 /* ---- host side
  * ------------------------------------------------------------------------------------ */
 
+/* The call's descriptor and shapes: kept from prepare (ctx->prepared, baton__dec_prepare) while
+ * they still hold, else read and checked now. */
 #define DEC_READ(op, nbuf)                                                                         \
     baton_decoder_desc d;                                                                          \
     dec_shape s;                                                                                   \
-    int rc = baton__dec_call_read(ctx, op, buffers, nbuf, opaque, len, &d, &s);                    \
+    int rc = baton__dec_call_decide(ctx, op, buffers, nbuf, opaque, len, &d, &s);                  \
     if (rc)                                                                                        \
     return rc
+
+/* Each op's prepare hook (core/tune.h): its call read once, for DEC_READ. */
+#define DEC_PREPARE(fn, op, nbuf)                                                                  \
+    extern "C" int baton__kcuda_##fn##_prepare(const baton_exec_ctx *ctx, void **buffers,          \
+                                               const char *opaque, size_t len, void **state)       \
+    {                                                                                              \
+        return baton__dec_prepare(ctx, op, buffers, nbuf, opaque, len, state);                     \
+    }
+DEC_PREPARE(embedding, DEC_EMBEDDING, 3)
+DEC_PREPARE(rope, DEC_ROPE, 4)
+DEC_PREPARE(kv_cache_update, DEC_KV_CACHE_UPDATE, 4)
+DEC_PREPARE(attention, DEC_ATTENTION, 5)
+DEC_PREPARE(silu_mul, DEC_SILU_MUL, 3)
+DEC_PREPARE(silu, DEC_SILU, 2)
+DEC_PREPARE(gelu, DEC_GELU, 2)
+DEC_PREPARE(softmax, DEC_SOFTMAX, 2)
+DEC_PREPARE(cast, DEC_CAST, 2)
+DEC_PREPARE(sample, DEC_SAMPLE, 3)
+DEC_PREPARE(swiglu, DEC_SWIGLU, 2)
+DEC_PREPARE(rope_cache_update, DEC_ROPE_CACHE_UPDATE, 8)
 
 /* The grid of a grid-stride kernel over `work` items, a thread each: one block per `threads`
  * items up to one full wave of the kernel's resident blocks (a second partial wave would leave
