@@ -129,7 +129,7 @@ __global__ void embedding_kernel(const I *ids, const char *table, char *out, lon
 /* ---- rope ---------------------------------------------------------------------------------------
  */
 
-/* A rope launch is one to three parts, each a block per row: rope's x into y; or
+/* A rope launch is one to three parts of each row, a block per row: rope's x into y; or
  * rope_cache_update's q part into q, its k part into k_cache at the row's position and its v part
  * copied (no rotation) into v_cache at the position, in one launch. */
 struct RopePart {
@@ -150,40 +150,57 @@ struct RopeArgs {
     int step;
 };
 
-/* RU rounds of units a thread loads before it waits for the position: the row's loads, the
- * position's and inv_freq's are in flight together, then cos and sin of the row's position for
- * each of the head_dim / 2 frequencies go to shared memory (in double for f64 data, else from HF's
- * f32 angle reduced in double), then the pairs are turned, E elements per thread where the layout
- * allows. One memory latency before the stores at decode size. The position is issued after the
- * first round's row loads in program order: it is block-uniform, and the compiler moves it into a
- * uniform register right after its load, which waits for it there (loaded first, it held the row's
- * loads back by a whole latency: 2.2x the copy of the same bytes). */
+/* A part's units: E-element vectors (E == 1: elements), rotate_half's holding E pairs (a vector of
+ * each half), interleaved's E / 2 pairs (a pair at least). */
+template <int E>
+__host__ __device__ __forceinline__ long long rope_units(const RopePart &P, int Dh, int il)
+{
+    constexpr int EA = E > 1 ? E : 2;
+    if (!P.rotate)
+        return P.F / E;
+    if (il)
+        return P.F / EA;
+    return (P.F / Dh) * (Dh / 2 / E);
+}
+
+/* A block per row for all of the row's parts (rope_cache_update's q, k and v together: a block
+ * per part left its k and v blocks a quarter and half busy and built the table twice, 1.6x the
+ * copy at 100 MB). RU rounds of units a thread load before it waits for the position: the row's
+ * loads, the position's and inv_freq's are in flight together, then cos and sin of the row's
+ * position for each of the head_dim / 2 frequencies go to shared memory (in double for f64 data,
+ * else from HF's f32 angle reduced in double), then the pairs are turned, E elements per thread
+ * where the layout allows. One memory latency before the stores at decode size. The position is
+ * issued after the first round's row loads in program order: it is block-uniform, and the
+ * compiler moves it into a uniform register right after its load, which waits for it there
+ * (loaded first, it held the row's loads back by a whole latency: 2.2x the copy of the same
+ * bytes). */
 template <typename T, int E, int RU> __global__ void rope_kernel(const RopeArgs a)
 {
     using A = typename Acc<T>::A;
     constexpr int EA = E > 1 ? E : 2; /* elements a unit holds: a pair at least (interleaved) */
     extern __shared__ __align__(16) unsigned char smem_raw[];
-    const int Dh = a.Dh, half = Dh / 2;
+    const int Dh = a.Dh, half = Dh / 2, il = a.interleaved;
     A *cs = reinterpret_cast<A *>(smem_raw), *sn = cs + half;
-    const int pi = (int)(blockIdx.x % (unsigned)a.nparts);
-    const long long r = blockIdx.x / (unsigned)a.nparts;
-    const RopePart P = pi == 0 ? a.part[0] : pi == 1 ? a.part[1] : a.part[2];
-    const int mode = !P.rotate ? 2 : a.interleaved; /* 0 rotate_half, 1 interleaved, 2 copy */
-    const int per_head = half / E;                  /* rotate_half: units of E pairs a head */
-    const long long heads = row_of(P.F, Dh);
-    const long long units = mode == 0 ? heads * per_head : mode == 1 ? P.F / EA : P.F / E;
-    const T *xr = (const T *)P.x + r * P.xstride;
+    const long long r = blockIdx.x;
+    const int per_head = half / E; /* rotate_half: units of E pairs a head */
+    const long long u1 = rope_units<E>(a.part[0], Dh, il);
+    const long long u2 = u1 + (a.nparts > 1 ? rope_units<E>(a.part[1], Dh, il) : 0);
+    const long long units = u2 + (a.nparts > 2 ? rope_units<E>(a.part[2], Dh, il) : 0);
     T va[RU][EA], vb[RU][EA];
     long long off[RU];
-    int i0[RU];
-    /* one round's units: offsets, and their loads issued */
+    int i0[RU], pi[RU];
+    /* one round's units: part, offsets, and their loads issued */
     auto load_round = [&](long long u0) {
 #pragma unroll
         for (int k = 0; k < RU; k++) {
-            const long long u = u0 + (long long)k * blockDim.x + threadIdx.x;
+            long long u = u0 + (long long)k * blockDim.x + threadIdx.x;
             off[k] = -1;
             if (u >= units)
                 continue;
+            pi[k] = u < u1 ? 0 : u < u2 ? 1 : 2;
+            u -= pi[k] == 0 ? 0 : pi[k] == 1 ? u1 : u2;
+            const RopePart &P = a.part[pi[k]];
+            const int mode = !P.rotate ? 2 : il; /* 0 rotate_half, 1 interleaved, 2 copy */
             if (mode == 0) {
                 const long long h = row_of(u, per_head);
                 i0[k] = (int)(u - h * per_head) * E;
@@ -195,6 +212,7 @@ template <typename T, int E, int RU> __global__ void rope_kernel(const RopeArgs 
                 off[k] = u * E;
                 i0[k] = 0;
             }
+            const T *xr = (const T *)P.x + r * P.xstride;
             if (E > 1) {
                 const U16<T> ua = ld16(xr + off[k]);
 #pragma unroll
@@ -217,41 +235,36 @@ template <typename T, int E, int RU> __global__ void rope_kernel(const RopeArgs 
     pdl_trigger();
     load_round(0);
     const long long p =
-        a.pos64 ? __ldg((const long long *)a.pos + r) : __ldg((const int *)a.pos + r);
-    const float fr0 = mode != 2 && (int)threadIdx.x < half ? __ldg(a.inv_freq + threadIdx.x) : 0.f;
-    T *yr = (T *)P.y + r * P.ystride;
-    /* block-uniform: the table, and where the row goes */
-    if (mode != 2) {
-        for (int i = threadIdx.x; i < half; i += blockDim.x) {
-            const float fi = i == (int)threadIdx.x ? fr0 : a.inv_freq[i];
-            if constexpr (sizeof(T) == 8) {
-                double sv, cv;
-                sincos((double)p * (double)fi, &sv, &cv);
-                cs[i] = (A)(cv * a.scale);
-                sn[i] = (A)(sv * a.scale);
-            } else {
-                /* HF's f32 angle, reduced to [-pi, pi] in double (a few FP64
-                 * operations, exact enough for any position), then the fast f32
-                 * sincos, accurate on that range */
-                const double ang = (double)__fmul_rn((float)p, fi);
-                const double kk = rint(ang * 0.15915494309189535);
-                const float rr = (float)fma(-kk, 6.283185307179586, ang);
-                float sv, cv;
-                __sincosf(rr, &sv, &cv);
-                cs[i] = (A)(cv * (float)a.scale);
-                sn[i] = (A)(sv * (float)a.scale);
-            }
+        a.pos64 ? __ldg((const long long *)a.pos + r) : (long long)__ldg((const int *)a.pos + r);
+    const float fr0 = (int)threadIdx.x < half ? __ldg(a.inv_freq + threadIdx.x) : 0.f;
+    /* block-uniform: the table (every launch has a rotated part first), and where rows go */
+    for (int i = threadIdx.x; i < half; i += blockDim.x) {
+        const float fi = i == (int)threadIdx.x ? fr0 : a.inv_freq[i];
+        if constexpr (sizeof(T) == 8) {
+            double sv, cv;
+            sincos((double)p * (double)fi, &sv, &cv);
+            cs[i] = (A)(cv * a.scale);
+            sn[i] = (A)(sv * a.scale);
+        } else {
+            /* HF's f32 angle, reduced to [-pi, pi] in double (a few FP64 operations, exact
+             * enough for any position), then the fast f32 sincos, accurate on that range */
+            const double ang = (double)__fmul_rn((float)p, fi);
+            const double kk = rint(ang * 0.15915494309189535);
+            const float rr = (float)fma(-kk, 6.283185307179586, ang);
+            float sv, cv;
+            __sincosf(rr, &sv, &cv);
+            cs[i] = (A)(cv * (float)a.scale);
+            sn[i] = (A)(sv * (float)a.scale);
         }
-        __syncthreads();
     }
-    if (P.cache_rows > 0) {
-        if (p < 0 || p >= P.cache_rows) {
-            if (threadIdx.x == 0 && mode != 2)
-                record(DEC_ROPE_CACHE_UPDATE, a.step, r, p, P.cache_rows);
-            return; /* a write outside the cache is dropped */
+    __syncthreads();
+    bool in_cache = true; /* the position is a row of the caches (parts with cache_rows > 0) */
+    for (int q = 0; q < a.nparts; q++)
+        if (a.part[q].cache_rows > 0 && (p < 0 || p >= a.part[q].cache_rows)) {
+            if (threadIdx.x == 0 && in_cache)
+                record(DEC_ROPE_CACHE_UPDATE, a.step, r, p, a.part[q].cache_rows);
+            in_cache = false; /* a write outside the cache is dropped */
         }
-        yr = (T *)P.y + p * P.ystride;
-    }
     for (long long u0 = 0; u0 < units; u0 += (long long)RU * blockDim.x) {
         if (u0 > 0)
             load_round(u0);
@@ -259,6 +272,11 @@ template <typename T, int E, int RU> __global__ void rope_kernel(const RopeArgs 
         for (int k = 0; k < RU; k++) {
             if (off[k] < 0)
                 continue;
+            const RopePart &P = a.part[pi[k]];
+            if (P.cache_rows > 0 && !in_cache)
+                continue;
+            const int mode = !P.rotate ? 2 : il;
+            T *yr = (T *)P.y + (P.cache_rows > 0 ? p : r) * P.ystride;
             if (mode == 0) {
 #pragma unroll
                 for (int e = 0; e < E; e++) {
@@ -2698,8 +2716,9 @@ extern "C" int baton__kcuda_embedding(const baton_exec_ctx *ctx, void **buffers,
                         st);
 }
 
-/* Launches the rope kernel over rows x a.nparts blocks: 16-byte units where every part's rows
- * allow them, a thread for each of the widest part's units (up to 256). */
+/* Launches the rope kernel, a block per row: 16-byte units where every part's rows allow them,
+ * a thread for each of the row's units (all parts) up to 256, in one round (RU 1, the fewest
+ * registers: more blocks a SM) where they fit, else two a thread each round. */
 template <typename T>
 static int rope_launch(const baton_exec_ctx *ctx, const char *what, RopeArgs &a, long long rows,
                        bool vec)
@@ -2709,24 +2728,24 @@ static int rope_launch(const baton_exec_ctx *ctx, const char *what, RopeArgs &a,
     if (smem > 48 * 1024)
         return baton__ctx_fail(ctx, BATON_EINVAL,
                                "%s: head_dim %d is too large for the CUDA kernel", what, (int)a.Dh);
-    if (rows * a.nparts > 0x7fffffffLL)
+    if (rows > 0x7fffffffLL)
         return baton__ctx_fail(ctx, BATON_EINVAL, "%s: %lld rows are too many for one launch", what,
                                (long long)rows);
     if (rows == 0)
         return 0;
     long long units = 0;
-    for (int i = 0; i < a.nparts; i++) {
-        const long long u = (a.part[i].F + (vec ? E - 1 : 0)) / (vec ? E : 1);
-        units = u > units ? u : units;
-    }
-    if (!a.interleaved)
-        units = (units + 1) / 2; /* rotate_half: a unit holds both halves' elements */
-    int threads = (int)((units + 31) / 32) * 32; /* a unit a thread, RU where that is over 256 */
+    for (int i = 0; i < a.nparts; i++)
+        units += vec ? rope_units<E>(a.part[i], a.Dh, a.interleaved)
+                     : rope_units<1>(a.part[i], a.Dh, a.interleaved);
+    int threads = (int)((units + 31) / 32) * 32;
     threads = threads < 32 ? 32 : threads > 256 ? 256 : threads;
-    const unsigned grid = (unsigned)(rows * a.nparts);
+    const unsigned grid = (unsigned)rows;
+    const bool one = units <= threads;
     if (vec)
-        return launch(ctx, what, rope_kernel<T, E, 2>, grid, threads, smem, 1, a);
-    return launch(ctx, what, rope_kernel<T, 1, 2>, grid, threads, smem, 1, a);
+        return one ? launch(ctx, what, rope_kernel<T, E, 1>, grid, threads, smem, 1, a)
+                   : launch(ctx, what, rope_kernel<T, E, 2>, grid, threads, smem, 1, a);
+    return one ? launch(ctx, what, rope_kernel<T, 1, 1>, grid, threads, smem, 1, a)
+               : launch(ctx, what, rope_kernel<T, 1, 2>, grid, threads, smem, 1, a);
 }
 
 template <typename T>
