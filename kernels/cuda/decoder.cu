@@ -1515,11 +1515,21 @@ template <typename TI, typename TO> __host__ __device__ constexpr int cast_elems
     return 16 / (int)(sizeof(TI) > sizeof(TO) ? sizeof(TI) : sizeof(TO));
 }
 
+/* Loads in flight per thread in cast_kernel's loop: 64 bytes of the input, as copy16<4> keeps
+ * (a bf16 to f32 cast loads 8 bytes a unit: 4 of them held half the copy's bytes in flight), at
+ * most 8. */
+template <typename TI, typename TO> __host__ __device__ constexpr int cast_units()
+{
+    return 64 / (cast_elems<TI, TO>() * (int)sizeof(TI)) > 8
+               ? 8
+               : 64 / (cast_elems<TI, TO>() * (int)sizeof(TI));
+}
+
 /* Rounds as baton_convert does (core/dtype.h): f64 to bf16/f16 through f32. */
 template <typename TI, typename TO>
 __global__ void cast_kernel(const TI *x, TO *y, long long n, int vec)
 {
-    constexpr int U = 4, VE = cast_elems<TI, TO>();
+    constexpr int U = cast_units<TI, TO>(), VE = cast_elems<TI, TO>();
     using VI = typename VecOf<VE *(int)sizeof(TI)>::V;
     using VO = typename VecOf<VE *(int)sizeof(TO)>::V;
     pdl_wait(); /* x may be a predecessor's output */
