@@ -3325,8 +3325,9 @@ static int softmax_reg_launch(const baton_exec_ctx *ctx, void **b, const dec_sha
 }
 
 /* Rows held in registers where they fit (softmax_reg_kernel): C blocks a row (a cluster), the
- * most of 8, 4, 2 whose rows * C blocks stay one wave of the kernel's resident blocks while the
- * rows alone would leave SMs idle (8 for one decode row), else the fewest C whose slices fit, or 1;
+ * most of 16 (where the GPU takes it), 8, 4, 2 whose rows * C blocks stay one wave of the kernel's
+ * resident blocks while the rows alone would leave SMs idle (16 for one decode row), else the
+ * fewest C of 2 to 8 whose slices fit, or 1;
  * VPT the fewest vectors a thread that hold a block's slice, at most 32 values a thread (16
  * doubles spill). Where those blocks (one or two a SM) would take more than one wave, the rows
  * are read twice instead, the second time from L2 (softmax_l2_kernel), over C blocks a row that
@@ -3371,10 +3372,24 @@ static int softmax_launch(const baton_exec_ctx *ctx, void **b, const dec_shape &
                 r = softmax_reg_resident<T, 8>(ctx, th);
             return (long long)r * sms;
         };
+        /* whether clusters of 16 (non-portable: an H100/H200 takes them) of the kernel for C 16
+         * can run: the most SMs on a decode row (8 of them took 4x the copy, pulling and
+         * exponentiating 16K values each) */
+        auto cluster16_ok = [&]() {
+            const int th = threads_of(16);
+            const long long vpt = ((nv + 15) / 16 + th - 1) / th, g = s.rows * 16;
+            const int r =
+                vpt <= 1 ? prepare(softmax_reg_kernel<T, 1>, ctx, "softmax", 16, g, th, 0, 0, true)
+                : vpt <= 2
+                    ? prepare(softmax_reg_kernel<T, 2>, ctx, "softmax", 16, g, th, 0, 0, true)
+                    : 1;
+            return r == 0;
+        };
         int C = 0;
         const bool cl = s.F >= 16384 && cluster8_ok(ctx, (const void *)softmax_reg_kernel<T, 4>, 0);
-        for (int c = 8; cl && c >= 2 && !C; c /= 2)
-            if (vpt_of(c) <= VMAX && s.rows * c <= resident(c))
+        for (int c = 16; cl && c >= 2 && !C; c /= 2)
+            if (vpt_of(c) <= VMAX && s.rows * c <= resident(c) &&
+                (c < 16 || (s.rows <= 2 && cluster16_ok()))) /* a GPC or two of 16 SMs */
                 C = c;
         if (!C && vpt_of(1) <= VMAX)
             C = 1;
