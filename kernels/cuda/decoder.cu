@@ -2387,19 +2387,26 @@ __global__ void __launch_bounds__(SMP_THREADS)
             }
         }
         cluster.sync();
+        /* bins dm - 2 tid and the one below it, as one 8-byte load of each rank's counts (and of
+         * each mass limb): dm is odd, so the pair starts on an even bin. Half the distributed
+         * shared memory loads of a bin at a time, which every block makes for every bin. */
+        g[0] = g[1] = gm[0] = gm[1] = 0;
+        const int pb = (int)dm - 2 * tid - 1;
+        if (pb >= 0)
 #pragma unroll
-        for (int s2 = 0; s2 < 2; s2++) {
-            const int b = (int)dm - 2 * tid - s2;
-            g[s2] = 0;
-            gm[s2] = 0;
-            if (b >= 0)
+            for (int q = 0; q < C; q++) {
+                const uint2 hc = *cluster.map_shared_rank(reinterpret_cast<uint2 *>(&h[pb]), q);
+                g[0] += hc.y;
+                g[1] += hc.x;
+                if (with_mass)
 #pragma unroll
-                for (int q = 0; q < C; q++) {
-                    g[s2] += *cluster.map_shared_rank(&h[b], q);
-                    if (with_mass)
-                        gm[s2] += limbs(hm, b, q);
-                }
-        }
+                    for (int l = 0; l < 3; l++) {
+                        const uint2 hl =
+                            *cluster.map_shared_rank(reinterpret_cast<uint2 *>(&hm[l][pb]), q);
+                        gm[0] += (unsigned long long)hl.y << (14 * l);
+                        gm[1] += (unsigned long long)hl.x << (14 * l);
+                    }
+            }
         unsigned long long tot;
         *above_c = block_excl_scan(g[0] + g[1], scan_sh, &tot);
         if (with_mass)
