@@ -3352,6 +3352,31 @@ static int softmax_reg_resident(const baton_exec_ctx *ctx, int threads)
     return per_sm;
 }
 
+/* Whether an x-cluster of 16 blocks of 1024 threads of softmax_reg_kernel<T, VPT> (a
+ * non-portable size) can be scheduled on ctx's device: asked once per device, in the thread's
+ * relaxed capture mode (a first call may come while a graph is captured; the query enqueues
+ * nothing), and remembered even when the query fails, since the cluster size decides the order
+ * of the sums: every later call of the process chooses as the first did. */
+template <typename T, int VPT> static bool softmax_fit16(const baton_exec_ctx *ctx)
+{
+    static std::atomic<int> fit[KCUDA_MAX_DEVICES]; /* 1 no, 2 yes; 0: not asked */
+    const int dev = device_of(ctx);
+    if (dev < 0 || dev >= KCUDA_MAX_DEVICES)
+        return false;
+    const int f = fit[dev].load(std::memory_order_relaxed);
+    if (f)
+        return f == 2;
+    cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;
+    const bool swapped = cudaThreadExchangeStreamCaptureMode(&mode) == cudaSuccess;
+    const bool ok =
+        prepare(softmax_reg_kernel<T, VPT>, ctx, "softmax", 16, 16, 1024, 0, 0, true) == 0;
+    (void)cudaGetLastError();
+    if (swapped)
+        (void)cudaThreadExchangeStreamCaptureMode(&mode);
+    fit[dev].store(ok ? 2 : 1, std::memory_order_relaxed);
+    return ok;
+}
+
 template <typename T>
 static int softmax_launch(const baton_exec_ctx *ctx, void **b, const dec_shape &s)
 {
@@ -3384,13 +3409,10 @@ static int softmax_launch(const baton_exec_ctx *ctx, void **b, const dec_shape &
          * exponentiating 16K values each) */
         auto cluster16_ok = [&]() {
             const int th = threads_of(16);
-            const long long vpt = ((nv + 15) / 16 + th - 1) / th, g = s.rows * 16;
-            const int r =
-                vpt <= 1 ? prepare(softmax_reg_kernel<T, 1>, ctx, "softmax", 16, g, th, 0, 0, true)
-                : vpt <= 2
-                    ? prepare(softmax_reg_kernel<T, 2>, ctx, "softmax", 16, g, th, 0, 0, true)
-                    : 1;
-            return r == 0;
+            const long long vpt = ((nv + 15) / 16 + th - 1) / th;
+            return vpt <= 1   ? softmax_fit16<T, 1>(ctx)
+                   : vpt <= 2 ? softmax_fit16<T, 2>(ctx)
+                              : false;
         };
         int C = 0;
         const bool cl = s.F >= 16384 && cluster8_ok(ctx, (const void *)softmax_reg_kernel<T, 4>, 0);
