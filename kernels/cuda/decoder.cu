@@ -2323,8 +2323,13 @@ __global__ void __launch_bounds__(SMP_THREADS)
         s_members = 0;
     }
     __syncthreads();
-    if (imax >= 0)
-        atomicMax(&s_kmax, kmax);
+    {
+        /* the warp's maximum first, then one shared atomic a warp: 1024 lanes on one address
+         * were 1024 serialised atomics (keys are never 0: 0 is a lane without elements) */
+        const unsigned wk = __reduce_max_sync(0xffffffffu, imax >= 0 ? kmax : 0u);
+        if ((tid & 31) == 0 && wk)
+            atomicMax(&s_kmax, wk);
+    }
     __syncthreads();
     if (imax >= 0 && kmax == s_kmax)
         atomicMin(&s_imax, (unsigned long long)imax);
