@@ -1427,7 +1427,8 @@ __global__ void swiglu_kernel(const T *gu, T *y, long long n, long long F, int v
             alignas(16) T vb[U][8];
 #pragma unroll
             for (int j = 0; j < U; j++) {
-                const long long w = u + j * stride, r = row_of(w, Fu), c = (w - r * Fu) * 8;
+                const long long w = u + j * stride, r = w < Fu ? 0 : row_of(w, Fu),
+                                c = (w - r * Fu) * 8;
                 ld8(gu + r * 2 * F + c, va[j]);
                 ld8(gu + r * 2 * F + F + c, vb[j]);
             }
@@ -1442,7 +1443,9 @@ __global__ void swiglu_kernel(const T *gu, T *y, long long n, long long F, int v
             }
         }
         for (; u < units; u += stride) {
-            const long long r = row_of(u, Fu), c = (u - r * Fu) * 8;
+            /* row 0 (a decode step's only row) without the division: the loads' addresses wait
+             * for it */
+            const long long r = u < Fu ? 0 : row_of(u, Fu), c = (u - r * Fu) * 8;
             alignas(16) T va[8];
             alignas(16) T vb[8];
             alignas(16) T vy[8];
