@@ -117,7 +117,8 @@ template <typename I, bool VEC>
 __global__ void embedding_kernel(const I *ids, const char *table, char *out, long long rows,
                                  long long V, long long row_bytes, long long chunks, int step)
 {
-    const long long b = blockIdx.x, r = row_of(b, chunks), c = b - r * chunks;
+    /* a row a block (4 KB rows and less) without a division */
+    const long long b = blockIdx.x, r = chunks == 1 ? b : row_of(b, chunks), c = b - r * chunks;
     pdl_wait(); /* ids and the table may be a predecessor's outputs */
     pdl_trigger();
     long long id = ld_idx(ids, r);
@@ -373,7 +374,7 @@ __global__ void kv_update_kernel(char *cache, const char *nw, const I *pos, long
 #pragma unroll
             for (int j = 0; j < KV_U; j++) {
                 const long long gj = g + j * stride;
-                r[j] = gj < nvec ? row_of(gj, vpr) : -1;
+                r[j] = gj >= nvec ? -1 : gj < vpr ? 0 : row_of(gj, vpr); /* row 0: no division */
                 k[j] = (gj - r[j] * vpr) * 16;
                 if (r[j] >= 0)
                     v[j] = ld16_cs_here(nw + r[j] * src_stride + k[j]);
