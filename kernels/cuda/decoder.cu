@@ -1650,6 +1650,18 @@ __global__ void __launch_bounds__(1024) softmax_kernel(const T *x, T *y, long lo
         yr[j] = from_acc<T>(exp(ld_a<A>(xr[j]) - mx) * inv);
 }
 
+/* The row of a block of a C-block row (C == 1, or an x-cluster of C) and the vectors [lo, hi) of
+ * its nv that the block takes: equal slices in rank order, the last ones shorter or empty. */
+struct RowSlice {
+    long long row, lo, hi;
+};
+__device__ __forceinline__ RowSlice row_slice(long long nv, int C)
+{
+    const int rank = C > 1 ? (int)cg::this_cluster().block_rank() : 0;
+    const long long per = row_of(nv + C - 1, C), lo = min(nv, rank * per);
+    return RowSlice{(long long)(blockIdx.x / (unsigned)C), lo, min(nv, lo + per)};
+}
+
 /* A row read once: C blocks a row (C == 1, or an x-cluster of C), each holding its slice of the
  * row in registers, VPT 16-byte vectors a thread (vector j of the slice at thread j % blockDim.x);
  * the slices' maxima and sums are combined through distributed shared memory in rank order, so
@@ -1663,11 +1675,10 @@ __global__ void __launch_bounds__(1024) softmax_reg_kernel(const T *x, T *y, lon
     constexpr int E = 16 / (int)sizeof(T);
     __shared__ A red[32];
     __shared__ A slot[2];
-    const int rank = C > 1 ? (int)cg::this_cluster().block_rank() : 0;
-    const long long row = blockIdx.x / (unsigned)C, nv = N / E;
-    const long long per = row_of(nv + C - 1, C), lo = min(nv, rank * per), hi = min(nv, lo + per);
-    const T *xr = x + row * N;
-    T *yr = y + row * N;
+    const RowSlice sl = row_slice(N / E, C);
+    const long long lo = sl.lo, hi = sl.hi;
+    const T *xr = x + sl.row * N;
+    T *yr = y + sl.row * N;
     pdl_wait(); /* x may be a predecessor's output */
     pdl_trigger();
     A v[VPT][E];
@@ -1770,11 +1781,10 @@ __global__ void __launch_bounds__(SMX_THREADS, 3)
     constexpr int E = 16 / (int)sizeof(T), SMX_U = smx_u<T>();
     __shared__ A red[32];
     __shared__ A slot[2];
-    const int rank = C > 1 ? (int)cg::this_cluster().block_rank() : 0;
-    const long long row = blockIdx.x / (unsigned)C, nv = N / E;
-    const long long per = row_of(nv + C - 1, C), lo = min(nv, rank * per), hi = min(nv, lo + per);
-    const T *xr = x + row * N;
-    T *yr = y + row * N;
+    const RowSlice sl = row_slice(N / E, C);
+    const long long lo = sl.lo, hi = sl.hi;
+    const T *xr = x + sl.row * N;
+    T *yr = y + sl.row * N;
     const long long step = (long long)blockDim.x * SMX_U;
     pdl_wait(); /* x may be a predecessor's output */
     pdl_trigger();
