@@ -156,6 +156,9 @@ struct RopePart {
 struct RopeArgs {
     RopePart part[3];
     int nparts;
+    /* units of part 0, of parts 0 and 1, of all parts (rope_units, computed on the host: three
+     * 64-bit divisions ahead of the loads cost the decode row more than its loads) */
+    long long u1, u2, units;
     const void *pos;
     int pos64;
     const float *inv_freq;
@@ -197,9 +200,7 @@ template <typename T, int E, int RU> __global__ void rope_kernel(const RopeArgs 
     A *cs = reinterpret_cast<A *>(smem_raw), *sn = cs + half;
     const long long r = blockIdx.x;
     const int per_head = half / E; /* rotate_half: units of E pairs a head */
-    const long long u1 = rope_units<E>(a.part[0], Dh, il);
-    const long long u2 = u1 + (a.nparts > 1 ? rope_units<E>(a.part[1], Dh, il) : 0);
-    const long long units = u2 + (a.nparts > 2 ? rope_units<E>(a.part[2], Dh, il) : 0);
+    const long long u1 = a.u1, u2 = a.u2, units = a.units;
     T va[RU][EA], vb[RU][EA];
     long long off[RU];
     int i0[RU], pi[RU];
@@ -349,6 +350,20 @@ __device__ __forceinline__ uint4 ld16_cs_here(const void *p)
     return v;
 }
 
+/* An index load that stays where it is written (as ld16_cs_here). */
+__device__ __forceinline__ long long ld_idx_here(const int *p, long long i)
+{
+    int v;
+    asm volatile("ld.global.nc.s32 %0, [%1];" : "=r"(v) : "l"(p + i));
+    return v;
+}
+__device__ __forceinline__ long long ld_idx_here(const long long *p, long long i)
+{
+    long long v;
+    asm volatile("ld.global.nc.s64 %0, [%1];" : "=l"(v) : "l"(p + i));
+    return v;
+}
+
 /* KV_U: 16-byte vectors in flight per thread in kv_update_kernel's grid-stride loop. */
 #define KV_U 4
 
@@ -376,12 +391,12 @@ __global__ void kv_update_kernel(char *cache, const char *nw, const I *pos, long
                 const long long gj = g + j * stride;
                 r[j] = gj >= nvec ? -1 : gj < vpr ? 0 : row_of(gj, vpr); /* row 0: no division */
                 k[j] = (gj - r[j] * vpr) * 16;
-                if (r[j] >= 0)
+                p[j] = 0;
+                if (r[j] >= 0) { /* both loads issued together, ahead of the next vector's tests */
                     v[j] = ld16_cs_here(nw + r[j] * src_stride + k[j]);
+                    p[j] = ld_idx_here(pos, r[j]);
+                }
             }
-#pragma unroll
-            for (int j = 0; j < KV_U; j++)
-                p[j] = r[j] >= 0 ? ld_idx(pos, r[j]) : 0;
 #pragma unroll
             for (int j = 0; j < KV_U; j++) {
                 if (r[j] < 0)
@@ -2794,9 +2809,15 @@ static int rope_launch(const baton_exec_ctx *ctx, const char *what, RopeArgs &a,
     if (rows == 0)
         return 0;
     long long units = 0;
-    for (int i = 0; i < a.nparts; i++)
+    for (int i = 0; i < a.nparts; i++) {
         units += vec ? rope_units<E>(a.part[i], a.Dh, a.interleaved)
                      : rope_units<1>(a.part[i], a.Dh, a.interleaved);
+        if (i == 0)
+            a.u1 = a.u2 = units;
+        else if (i == 1)
+            a.u2 = units;
+    }
+    a.units = units;
     int threads = (int)((units + 31) / 32) * 32;
     threads = threads < 32 ? 32 : threads > 256 ? 256 : threads;
     const unsigned grid = (unsigned)rows;
@@ -3375,9 +3396,9 @@ static int softmax_reg_launch(const baton_exec_ctx *ctx, void **b, const dec_sha
 }
 
 /* Rows held in registers where they fit (softmax_reg_kernel): C blocks a row (a cluster), the
- * most of 16 (where the GPU takes it), 8, 4, 2 whose rows * C blocks stay one wave of the kernel's
- * resident blocks while the rows alone would leave SMs idle (16 for one decode row), else the
- * fewest C of 2 to 8 whose slices fit, or 1;
+ * most of 8, 4, 2 whose rows * C blocks stay one wave of the kernel's resident blocks while the
+ * rows alone would leave SMs idle (8 for one decode row: a non-portable 16 measured 9.5 us against
+ * 7.5), else the fewest C whose slices fit, or 1;
  * VPT the fewest vectors a thread that hold a block's slice, at most 32 values a thread (16
  * doubles spill). Where those blocks (one or two a SM) would take more than one wave, the rows
  * are read twice instead, the second time from L2 (softmax_l2_kernel), over C blocks a row that
@@ -3393,31 +3414,6 @@ static int softmax_reg_resident(const baton_exec_ctx *ctx, int threads)
         per_sm = 1;
     }
     return per_sm;
-}
-
-/* Whether an x-cluster of 16 blocks of 1024 threads of softmax_reg_kernel<T, VPT> (a
- * non-portable size) can be scheduled on ctx's device: asked once per device, in the thread's
- * relaxed capture mode (a first call may come while a graph is captured; the query enqueues
- * nothing), and remembered even when the query fails, since the cluster size decides the order
- * of the sums: every later call of the process chooses as the first did. */
-template <typename T, int VPT> static bool softmax_fit16(const baton_exec_ctx *ctx)
-{
-    static std::atomic<int> fit[KCUDA_MAX_DEVICES]; /* 1 no, 2 yes; 0: not asked */
-    const int dev = device_of(ctx);
-    if (dev < 0 || dev >= KCUDA_MAX_DEVICES)
-        return false;
-    const int f = fit[dev].load(std::memory_order_relaxed);
-    if (f)
-        return f == 2;
-    cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;
-    const bool swapped = cudaThreadExchangeStreamCaptureMode(&mode) == cudaSuccess;
-    const bool ok =
-        prepare(softmax_reg_kernel<T, VPT>, ctx, "softmax", 16, 16, 1024, 0, 0, true) == 0;
-    (void)cudaGetLastError();
-    if (swapped)
-        (void)cudaThreadExchangeStreamCaptureMode(&mode);
-    fit[dev].store(ok ? 2 : 1, std::memory_order_relaxed);
-    return ok;
 }
 
 template <typename T>
@@ -3447,21 +3443,10 @@ static int softmax_launch(const baton_exec_ctx *ctx, void **b, const dec_shape &
                 r = softmax_reg_resident<T, 8>(ctx, th);
             return (long long)r * sms;
         };
-        /* whether clusters of 16 (non-portable: an H100/H200 takes them) of the kernel for C 16
-         * can run: the most SMs on a decode row (8 of them took 4x the copy, pulling and
-         * exponentiating 16K values each) */
-        auto cluster16_ok = [&]() {
-            const int th = threads_of(16);
-            const long long vpt = ((nv + 15) / 16 + th - 1) / th;
-            return vpt <= 1   ? softmax_fit16<T, 1>(ctx)
-                   : vpt <= 2 ? softmax_fit16<T, 2>(ctx)
-                              : false;
-        };
         int C = 0;
         const bool cl = s.F >= 16384 && cluster8_ok(ctx, (const void *)softmax_reg_kernel<T, 4>, 0);
-        for (int c = 16; cl && c >= 2 && !C; c /= 2)
-            if (vpt_of(c) <= VMAX && s.rows * c <= resident(c) &&
-                (c < 16 || (s.rows <= 2 && cluster16_ok()))) /* a GPC or two of 16 SMs */
+        for (int c = 8; cl && c >= 2 && !C; c /= 2)
+            if (vpt_of(c) <= VMAX && s.rows * c <= resident(c))
                 C = c;
         if (!C && vpt_of(1) <= VMAX)
             C = 1;
