@@ -622,11 +622,55 @@ template <typename T> __device__ __forceinline__ unsigned att_pack(float x, floa
     return u;
 }
 
+/* The keys [kb, ke) of block `rank` of a cluster of C that reads keys [0, lmax) (a multiple of 16
+ * keys a block, the last block the rest), and `mine`, how many of their tiles of 16 keys are warp
+ * w's (tiles w, w + NW, ...). */
+struct AttSplit {
+    long long kb, ke;
+    int mine;
+};
+
+template <int NW>
+__device__ __forceinline__ AttSplit att_split(long long lmax, int C, int rank, int w)
+{
+    const long long per = ((lmax + C - 1) / C + ATT_TK - 1) / ATT_TK * ATT_TK;
+    AttSplit sp;
+    sp.kb = min(lmax, (long long)rank * per);
+    sp.ke = min(lmax, sp.kb + per);
+    const int ntiles = (int)((sp.ke - sp.kb + ATT_TK - 1) / ATT_TK);
+    sp.mine = w < ntiles ? (ntiles - 1 - w) / NW + 1 : 0;
+    return sp;
+}
+
+/* Asks warp w's tile i of split sp into L2 without waiting: the 16 rows of K and of V, a lane per
+ * 32-byte sector (a warp's request then covers whole lines, whatever a prefetch of one address
+ * brings). */
+template <typename T, int DH, int NW>
+__device__ __forceinline__ void att_prefetch_tile(const T *kg, const T *vg, long long KF,
+                                                  const AttSplit &sp, int w, int i, int lane)
+{
+    constexpr int SEC = DH * (int)sizeof(T) / 32; /* sectors of a row */
+    const long long j0 = sp.kb + (long long)(w + i * NW) * ATT_TK;
+#pragma unroll
+    for (int e = lane; e < 2 * ATT_TK * SEC; e += 32) {
+        const int row = e / SEC, sec = e % SEC;
+        const long long j = j0 + row % ATT_TK;
+        if (j < sp.ke) {
+            const char *a = reinterpret_cast<const char *>((row < ATT_TK ? kg : vg) + j * KF);
+            asm volatile("prefetch.global.L2 [%0];" ::"l"(a + sec * 32));
+        }
+    }
+}
+
+/* hint (launched with PDL after a kernel): before its grid-dependency wait, while that kernel
+ * still runs, each warp asks its first `early` tiles into L2 and, with spec, starts its ring on
+ * them right after the wait, the positions read as a hint (below). pf: tile i + pf of a warp is
+ * asked into L2 as tile i's copy is issued. */
 template <typename T, int DH, int P_>
 __global__ void __launch_bounds__(AttMma<DH, P_>::THREADS, 1)
     attn_mma_kernel(const T *q, const T *kc, const T *vc, const void *pos, int pos64, T *o,
                     long long rows, long long S, int H, int Hkv, int G, int chunks, float qscale,
-                    int pf, int step)
+                    int pf, int hint, int early, int spec, int step)
 {
     using L = AttMma<DH, P_>;
     constexpr int NW = L::NW, CH = L::CH, P = L::P, TILE = L::TILE, OS = L::OS;
@@ -644,6 +688,29 @@ __global__ void __launch_bounds__(AttMma<DH, P_>::THREADS, 1)
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
     const int g = lane >> 2, t = lane & 3; /* an MMA fragment's row (pair) and column pair */
     const long long F = (long long)H * DH, KF = (long long)Hkv * DH;
+    const long long r_a = p0 / G, r_b = (p0 + np - 1) / G; /* the rows of this chunk's pairs */
+    const T *kg = kc + (long long)kvh * DH, *vg = vc + (long long)kvh * DH;
+
+    /* Before the wait the predecessor may still be writing the positions, the caches and q, so
+     * nothing read here is used for its value: the positions (perhaps stale, clamped into the
+     * cache) only choose which rows are asked into L2, which is coherent, so the copies after
+     * the wait read what the predecessor wrote. __ldcg keeps them out of L1, where the read
+     * after the wait could find them stale. */
+    AttSplit hs = {0, 0, 0};
+    int early_done = 0; /* this warp's tiles of hs asked into L2 before the wait */
+    if (hint) {
+        long long hmax = 1;
+        for (long long r = r_a; r <= r_b; r++) {
+            long long v = pos64 ? (long long)__ldcg((const long long *)pos + r)
+                                : (long long)__ldcg((const int *)pos + r);
+            v = v < 0 ? 0 : v >= S ? S - 1 : v;
+            hmax = max(hmax, v + 1);
+        }
+        hs = att_split<NW>(hmax, C, rank, warp);
+        early_done = min(hs.mine, early);
+        for (int i = 0; i < early_done; i++)
+            att_prefetch_tile<T, DH, NW>(kg, vg, KF, hs, warp, i, lane);
+    }
 
     pdl_wait(); /* q, the caches and the positions may be a predecessor's outputs */
     pdl_trigger();
@@ -665,10 +732,39 @@ __global__ void __launch_bounds__(AttMma<DH, P_>::THREADS, 1)
         qa[ks][3] = qhi ? __ldg(reinterpret_cast<const unsigned *>(qhi + c + 8)) : 0u;
     }
 
-    /* The rows of this chunk's pairs: their last keys (clamped and recorded when out of range),
-     * the last keys of pairs g and g + 8 (-1 past np: every key masked), and L, the keys the
-     * cluster reads. */
-    const long long r_a = p0 / G, r_b = (p0 + np - 1) / G;
+    unsigned char *wbase = att_dyn + warp * P * TILE;
+    const unsigned wsa = smem_u32(wbase);
+    AttSplit sp = hs; /* the split the ring copies: the hint's until the positions are read */
+    /* Tile i of this warp into stage i % P; a commit group per tile, empty past the last. */
+    auto issue = [&](int i) {
+        if (i < sp.mine) {
+            const long long j0 = sp.kb + (long long)(warp + i * NW) * ATT_TK;
+            const unsigned sk = wsa + (unsigned)((i % P) * TILE), sv = sk + TILE / 2;
+#pragma unroll
+            for (int c = 0; c < CH / 2; c++) {
+                const int e = c * 32 + lane, row = e / CH, ch = e % CH;
+                const long long j = j0 + row;
+                const bool ok = j < sp.ke;
+                const long long jj = ok ? j : sp.kb;
+                const unsigned off = (unsigned)((row * CH + (ch ^ (row & 7))) * 16);
+                cp_async16_or_zero(sk + off, kg + jj * KF + ch * 8, ok);
+                cp_async16_or_zero(sv + off, vg + jj * KF + ch * 8, ok);
+            }
+        }
+        cp_commit();
+    };
+    /* Speculation: the ring starts on the hint's split before the positions are read (the copies
+     * follow the wait, so they read the predecessor's writes); it is kept only if the positions
+     * give the same split, so the result never depends on the hint. */
+    const bool started = hint && spec;
+    if (started) {
+#pragma unroll
+        for (int i = 0; i < P - 1; i++)
+            issue(i);
+    }
+
+    /* The rows' last keys (clamped and recorded when out of range), the last keys of pairs g and
+     * g + 8 (-1 past np: every key masked), and lmax, the keys the cluster reads. */
     long long lmax = 1, last_lo = -1, last_hi = -1;
     for (long long r = r_a; r <= r_b; r++) {
         long long v = pos64 ? ld_idx((const long long *)pos, r) : ld_idx((const int *)pos, r);
@@ -683,49 +779,26 @@ __global__ void __launch_bounds__(AttMma<DH, P_>::THREADS, 1)
         if (g + 8 < np && (p0 + g + 8) / G == r)
             last_hi = v;
     }
-    const long long per = ((lmax + C - 1) / C + ATT_TK - 1) / ATT_TK * ATT_TK;
-    const long long kb = min(lmax, (long long)rank * per), ke = min(lmax, kb + per);
-    const int ntiles = (int)((ke - kb + ATT_TK - 1) / ATT_TK);
-    const int mine = warp < ntiles ? (ntiles - 1 - warp) / NW + 1 : 0;
+    const AttSplit ts = att_split<NW>(lmax, C, rank, warp);
+    if (!started || ts.kb != sp.kb || ts.ke != sp.ke) {
+        if (started) {
+            cp_wait(0); /* the hint's copies land before their stages are written again */
+            __syncwarp();
+        }
+        sp = ts;
+#pragma unroll
+        for (int i = 0; i < P - 1; i++)
+            issue(i);
+    }
+    const long long kb = sp.kb, ke = sp.ke;
+    const int mine = sp.mine;
 
-    unsigned char *wbase = att_dyn + warp * P * TILE;
-    const unsigned wsa = smem_u32(wbase);
-    const T *kg = kc + (long long)kvh * DH, *vg = vc + (long long)kvh * DH;
-    /* Tile i of this warp into stage i % P; a commit group per tile, empty past the last. */
-    auto issue = [&](int i) {
-        if (i < mine) {
-            const long long j0 = kb + (long long)(warp + i * NW) * ATT_TK;
-            const unsigned sk = wsa + (unsigned)((i % P) * TILE), sv = sk + TILE / 2;
-#pragma unroll
-            for (int c = 0; c < CH / 2; c++) {
-                const int e = c * 32 + lane, row = e / CH, ch = e % CH;
-                const long long j = j0 + row;
-                const bool ok = j < ke;
-                const long long jj = ok ? j : kb;
-                const unsigned off = (unsigned)((row * CH + (ch ^ (row & 7))) * 16);
-                cp_async16_or_zero(sk + off, kg + jj * KF + ch * 8, ok);
-                cp_async16_or_zero(sv + off, vg + jj * KF + ch * 8, ok);
-            }
-        }
-        cp_commit();
-    };
-    /* With pf > 0, tile i + pf of the warp is also asked into L2 when tile i's copy is issued
-     * (a lane per 128-byte line), so that more bytes are in flight than the stages hold. */
+    /* With pf > 0, tile i + pf of the warp is also asked into L2 when tile i's copy is issued, so
+     * that more bytes are in flight than the stages hold (not the tiles asked before the wait). */
     auto prefetch = [&](int i) {
-        if (i < mine) {
-            const long long j0 = kb + (long long)(warp + i * NW) * ATT_TK;
-#pragma unroll
-            for (int c = 0; c < DH / 64; c++) {
-                const long long j = j0 + (lane & 15);
-                if (j < ke)
-                    asm volatile(
-                        "prefetch.global.L2 [%0];" ::"l"((lane < 16 ? kg : vg) + j * KF + c * 64));
-            }
-        }
+        if (i < mine && i >= early_done)
+            att_prefetch_tile<T, DH, NW>(kg, vg, KF, sp, warp, i, lane);
     };
-#pragma unroll
-    for (int i = 0; i < P - 1; i++)
-        issue(i);
     for (int i = P - 1; i < P - 1 + pf; i++)
         prefetch(i);
 
@@ -2678,17 +2751,20 @@ extern "C" int baton__kcuda_kv_cache_update(const baton_exec_ctx *ctx, void **bu
  * (attn_split_kernel) for bf16/f16 too, BATON_ATTN_CLUSTER=C (1, 2, 4, 8 or 16) fixes the cluster
  * size of either, BATON_ATTN_STAGES=3, 4 or 6 the stages per warp of the tensor-core kernel at
  * head_dim 64 (6 by default), BATON_ATTN_PREFETCH=n (0 to 16, 4 by default) has its warps ask tile
- * i + n into L2 as they copy tile i; BATON_ATTN_VERBOSE=1 prints each configuration the first
- * time it is launched (stderr). Read once per process; the results do not depend on them
- * beyond rounding (the split changes the order of the merge). */
+ * i + n into L2 as they copy tile i; launched with PDL, BATON_ATTN_EARLY=n (0 to 64, 4 by
+ * default) has each warp ask its first n tiles into L2 before the wait and BATON_ATTN_SPEC=0
+ * keeps the ring from starting on the positions' hint; BATON_ATTN_VERBOSE=1 prints each
+ * configuration the first time it is launched (stderr). Read once per process; the results do
+ * not depend on them beyond rounding (the cluster size changes the order of the merge; the
+ * stages, prefetches and the hint change nothing). */
 struct AttEnv {
-    int simt, cluster, stages, verbose, prefetch;
+    int simt, cluster, stages, verbose, prefetch, early, spec;
 };
 
 static const AttEnv &att_env()
 {
     static const AttEnv e = [] {
-        AttEnv v = {0, 0, 0, 0, 0};
+        AttEnv v = {0, 0, 0, 0, 0, 4, 1};
         const char *a = getenv("BATON_ATTN_DECODE");
         v.simt = a && !strcmp(a, "simt");
         const char *c = getenv("BATON_ATTN_CLUSTER");
@@ -2702,6 +2778,13 @@ static const AttEnv &att_env()
         const char *pf = getenv("BATON_ATTN_PREFETCH");
         const int np = pf ? atoi(pf) : 4;
         v.prefetch = np > 0 && np <= 16 ? np : 0;
+        const char *ea = getenv("BATON_ATTN_EARLY");
+        if (ea) {
+            const int n = atoi(ea);
+            v.early = n > 0 && n <= 64 ? n : 0;
+        }
+        const char *sp = getenv("BATON_ATTN_SPEC");
+        v.spec = !(sp && !strcmp(sp, "0"));
         const char *vb = getenv("BATON_ATTN_VERBOSE");
         v.verbose = vb && *vb && strcmp(vb, "0") != 0;
         return v;
@@ -2799,20 +2882,28 @@ static int attn_mma_launch(const baton_exec_ctx *ctx, void **b, const baton_deco
         return BATON_ECUDA;
     if (pr > 0)
         C = 8;
-    if (att_env().verbose) {
-        static std::atomic<unsigned> shown; /* a bit per cluster size */
-        if (!(shown.fetch_or(1u << C) & (1u << C)))
+    const AttEnv &env = att_env();
+    /* the work before the wait pays only while a predecessor runs */
+    const int hint = launch_pdl(ctx) && (env.early > 0 || env.spec);
+    if (env.verbose) {
+        static std::atomic<unsigned> shown; /* a bit per cluster size (a power of 2) and hint */
+        const unsigned bit = 1u << (__builtin_ctz((unsigned)C) + 5 * hint);
+        if (!(shown.fetch_or(bit) & bit))
             fprintf(stderr,
                     "attention: tensor cores, head_dim %d, %d-byte elements, %d stages of 16 keys "
-                    "per warp, %d warps, %lld clusters of %d blocks\n",
-                    DH, (int)sizeof(T), P, L::NW, clusters, C);
+                    "per warp, %d warps, %lld clusters of %d blocks, L2 prefetch %d tiles ahead; "
+                    "%s\n",
+                    DH, (int)sizeof(T), P, L::NW, clusters, C, env.prefetch,
+                    hint ? (env.spec ? "after a PDL predecessor: early tiles and speculation"
+                                     : "after a PDL predecessor: early tiles")
+                         : "no PDL predecessor");
     }
     const float qscale = (float)(d.scale * 1.4426950408889634);
     return launch(ctx, "attention", kern, (unsigned)(clusters * C), L::THREADS, L::SMEM, C,
                   (const T *)b[0], (const T *)b[1], (const T *)b[2], (const void *)b[3],
                   (int)(s.idx_dt == BATON_DTYPE_I64), (T *)b[4], (long long)s.rows, (long long)s.S,
                   (int)d.n_heads, (int)d.n_kv_heads, d.n_heads / d.n_kv_heads, (int)chunks, qscale,
-                  att_env().prefetch, ctx->step_index);
+                  env.prefetch, hint, env.early, env.spec, ctx->step_index);
 }
 
 /* The tensor-core decode: clusters of 16 blocks where one wave covers them all, else of 8; fewer
