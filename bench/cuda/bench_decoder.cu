@@ -585,19 +585,19 @@ static int attn_sweep(const char *self, const char *ctxs, int reps)
         {"early 0 spec 0", "BATON_ATTN_EARLY=0 BATON_ATTN_SPEC=0"},
         {"early 0", "BATON_ATTN_EARLY=0"},
         {"spec 0", "BATON_ATTN_SPEC=0"},
+        {"cluster 8", "BATON_ATTN_CLUSTER=8"},
+        {"cluster 4", "BATON_ATTN_CLUSTER=4"},
+        {"stages 3", "BATON_ATTN_STAGES=3"},
+        {"stages 4", "BATON_ATTN_STAGES=4"},
+        {"prefetch 0", "BATON_ATTN_PREFETCH=0"},
+        {"prefetch 8", "BATON_ATTN_PREFETCH=8"},
         {"early 1", "BATON_ATTN_EARLY=1"},
         {"early 2", "BATON_ATTN_EARLY=2"},
         {"early 8", "BATON_ATTN_EARLY=8"},
         {"early 16", "BATON_ATTN_EARLY=16"},
-        {"prefetch 0", "BATON_ATTN_PREFETCH=0"},
-        {"prefetch 8", "BATON_ATTN_PREFETCH=8"},
-        {"stages 3", "BATON_ATTN_STAGES=3"},
-        {"stages 4", "BATON_ATTN_STAGES=4"},
-        {"cluster 1", "BATON_ATTN_CLUSTER=1"},
         {"cluster 2", "BATON_ATTN_CLUSTER=2"},
-        {"cluster 4", "BATON_ATTN_CLUSTER=4"},
-        {"cluster 8", "BATON_ATTN_CLUSTER=8"},
         {"cluster 16", "BATON_ATTN_CLUSTER=16"},
+        {"cluster 1", "BATON_ATTN_CLUSTER=1"},
     };
     const char *only = getenv("BATON_SWEEP_ONLY"); /* a comma list of setting names to run */
     auto listed = [&](const char *name) {
@@ -610,8 +610,9 @@ static int attn_sweep(const char *self, const char *ctxs, int reps)
         return false;
     };
     int failed = 0;
-    printf("attention decode sweep: us per call, cold; +pdl: after rope_cache_update, less it; "
-           "seq: the same pair without PDL\n");
+    printf("attention decode sweep, us per call: | ctx: cold, alone in its graph; pdl: after "
+           "rope_cache_update with PDL, less the rope alone; seq: the same without PDL; copy: the "
+           "copy kernel of the same bytes\n");
     for (const auto &c : CFG) {
         if (!listed(c.name))
             continue;
@@ -631,15 +632,15 @@ static int attn_sweep(const char *self, const char *ctxs, int reps)
             char op[256];
             double us, cus, peer;
             if (sscanf(line, "SWEEPROW %255[^|]|%lf|%lf|%lf", op, &us, &cus, &peer) == 4) {
+                /* "| ctx: cold us, then +pdl us, seq us (copy us)" */
                 char cell[320];
                 const char *ctxp = strstr(op, "ctx ");
-                snprintf(cell, sizeof cell, " | %s %.2f (copy %.2f%s", ctxp ? ctxp + 4 : op, us,
-                         cus, isnan(peer) ? ")" : "");
+                const long long n = ctxp ? atoll(ctxp + 4) : 0;
+                if (strstr(op, "+pdl"))
+                    snprintf(cell, sizeof cell, " pdl %.2f seq %.2f (copy %.2f)", us, peer, cus);
+                else
+                    snprintf(cell, sizeof cell, " | %lld: %.2f", n, us);
                 row += cell;
-                if (!isnan(peer)) {
-                    snprintf(cell, sizeof cell, ", seq %.2f)", peer);
-                    row += cell;
-                }
             } else if (!strncmp(line, "attention:", 10) || strstr(line, "bench_decoder:") ||
                        strstr(line, "error")) {
                 configs += "    ";
