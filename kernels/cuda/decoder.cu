@@ -633,7 +633,7 @@ struct AttSplit {
 template <int NW>
 __device__ __forceinline__ AttSplit att_split(long long lmax, int C, int rank, int w)
 {
-    const long long per = ((lmax + C - 1) / C + ATT_TK - 1) / ATT_TK * ATT_TK;
+    const long long per = (row_of(lmax + C - 1, C) + ATT_TK - 1) / ATT_TK * ATT_TK;
     AttSplit sp;
     sp.kb = min(lmax, (long long)rank * per);
     sp.ke = min(lmax, sp.kb + per);
@@ -681,14 +681,22 @@ __global__ void __launch_bounds__(AttMma<DH, P_>::THREADS, 1)
 
     cg::cluster_group cluster = cg::this_cluster();
     const int C = (int)cluster.num_blocks(), rank = (int)cluster.block_rank();
-    const long long cid = blockIdx.x / C;
-    const int chunk = (int)(cid % chunks), kvh = (int)(cid / chunks);
-    const long long p0 = (long long)chunk * 16; /* first pair (row * G + head in group) */
-    const int np = (int)min(16LL, rows * G - p0);
+    /* Pairs, rows and clusters number below 2^31 (the host checks clusters * 16): 32-bit
+     * divisions, not 64-bit ones, which are long calls on the way to the first load. */
+    const unsigned cid = blockIdx.x / (unsigned)C, ug = (unsigned)G;
+    const int chunk = (int)(cid % (unsigned)chunks), kvh = (int)(cid / (unsigned)chunks);
+    const unsigned p0 = (unsigned)chunk * 16u; /* first pair (row * G + head in group) */
+    const int np = (int)min(16LL, rows * G - (long long)p0);
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
     const int g = lane >> 2, t = lane & 3; /* an MMA fragment's row (pair) and column pair */
     const long long F = (long long)H * DH, KF = (long long)Hkv * DH;
-    const long long r_a = p0 / G, r_b = (p0 + np - 1) / G; /* the rows of this chunk's pairs */
+    const long long r_a = p0 / ug, r_b = (p0 + (unsigned)np - 1u) / ug; /* this chunk's rows */
+    /* the rows and heads of pairs g and g + 8 (-1: past np) */
+    const long long row_lo = g < np ? (long long)((p0 + (unsigned)g) / ug) : -1;
+    const long long row_hi = g + 8 < np ? (long long)((p0 + (unsigned)g + 8u) / ug) : -1;
+    const int head_lo = g < np ? kvh * G + (int)(p0 + (unsigned)g - (unsigned)row_lo * ug) : 0;
+    const int head_hi =
+        g + 8 < np ? kvh * G + (int)(p0 + (unsigned)g + 8u - (unsigned)row_hi * ug) : 0;
     const T *kg = kc + (long long)kvh * DH, *vg = vc + (long long)kvh * DH;
 
     /* Before the wait the predecessor may still be writing the positions, the caches and q, so
@@ -717,11 +725,8 @@ __global__ void __launch_bounds__(AttMma<DH, P_>::THREADS, 1)
 
     /* q of pairs g and g + 8 as A fragments (zeros for pairs past np), loaded first: they do not
      * wait for the positions. */
-    const T *qlo =
-        g < np ? q + ((p0 + g) / G) * F + (long long)(kvh * G + (int)((p0 + g) % G)) * DH : nullptr;
-    const T *qhi = g + 8 < np ? q + ((p0 + g + 8) / G) * F +
-                                    (long long)(kvh * G + (int)((p0 + g + 8) % G)) * DH
-                              : nullptr;
+    const T *qlo = row_lo >= 0 ? q + row_lo * F + (long long)head_lo * DH : nullptr;
+    const T *qhi = row_hi >= 0 ? q + row_hi * F + (long long)head_hi * DH : nullptr;
     unsigned qa[KS][4];
 #pragma unroll
     for (int ks = 0; ks < KS; ks++) {
@@ -774,9 +779,9 @@ __global__ void __launch_bounds__(AttMma<DH, P_>::THREADS, 1)
             v = v < 0 ? 0 : S - 1;
         }
         lmax = max(lmax, v + 1);
-        if (g < np && (p0 + g) / G == r)
+        if (row_lo == r)
             last_lo = v;
-        if (g + 8 < np && (p0 + g + 8) / G == r)
+        if (row_hi == r)
             last_hi = v;
     }
     const AttSplit ts = att_split<NW>(lmax, C, rank, warp);
@@ -957,8 +962,9 @@ __global__ void __launch_bounds__(AttMma<DH, P_>::THREADS, 1)
                     l = fmaf(wt, lk[k], l);
                 }
             /* l > 0: key 0 is rank 0's and every pair sees it */
-            const long long pi = p0 + p;
-            o[(pi / G) * F + (long long)(kvh * G + (int)(pi % G)) * DH + d] = from_f<T>(a / l);
+            const unsigned pi = p0 + (unsigned)p, pr = pi / ug;
+            o[(long long)pr * F + (long long)(kvh * G + (int)(pi - pr * ug)) * DH + d] =
+                from_f<T>(a / l);
         }
     }
     cluster_exit_barrier();
