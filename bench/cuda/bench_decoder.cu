@@ -16,10 +16,10 @@
  * (--only: the rows whose label starts with PREFIX, e.g. "attention prefill"; --ctx: the decode
  * attention's contexts). Prints a table; --json writes the results (format "baton.bench_decoder",
  * docs/bench_decoder.schema.json). The decode attention's variants (BATON_ATTN_DECODE,
- * BATON_ATTN_CLUSTER, BATON_ATTN_STAGES, BATON_ATTN_PREFETCH, BATON_ATTN_EARLY, BATON_ATTN_SPEC:
- * kernels/cuda/decoder.cu) are read from the environment, one setting per process; --attn-sweep
- * runs the decode attention rows (contexts 1024, 4096 and 32768 unless --ctx) under each setting
- * in a child process and prints one table (BATON_SWEEP_ONLY="name,name" runs some). */
+ * BATON_ATTN_CLUSTER, BATON_ATTN_STAGES, BATON_ATTN_PREFETCH, BATON_ATTN_EARLY, BATON_ATTN_SPEC,
+ * BATON_ATTN_COPY: kernels/cuda/decoder.cu) are read from the environment, one setting per process;
+ * --attn-sweep runs the decode attention rows (contexts 1024, 4096 and 32768 unless --ctx) under
+ * each setting in a child process and prints one table (BATON_SWEEP_ONLY="name,name" runs some). */
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -589,6 +589,7 @@ static int attn_sweep(const char *self, const char *ctxs, int reps)
         {"cluster 4", "BATON_ATTN_CLUSTER=4"},
         {"stages 3", "BATON_ATTN_STAGES=3"},
         {"stages 4", "BATON_ATTN_STAGES=4"},
+        {"bulk", "BATON_ATTN_COPY=bulk"},
         {"prefetch 0", "BATON_ATTN_PREFETCH=0"},
         {"prefetch 8", "BATON_ATTN_PREFETCH=8"},
         {"early 1", "BATON_ATTN_EARLY=1"},
@@ -748,7 +749,8 @@ int main(int argc, char **argv)
     g_floor_us = time_calls(256, [&](int) { empty_kernel<<<1, 32, 0, g_stream>>>(); });
     {
         const char *v[] = {"BATON_ATTN_DECODE",   "BATON_ATTN_CLUSTER", "BATON_ATTN_STAGES",
-                           "BATON_ATTN_PREFETCH", "BATON_ATTN_EARLY",   "BATON_ATTN_SPEC"};
+                           "BATON_ATTN_PREFETCH", "BATON_ATTN_EARLY",   "BATON_ATTN_SPEC",
+                           "BATON_ATTN_COPY"};
         for (const char *n : v)
             if (getenv(n))
                 printf("%s=%s\n", n, getenv(n));
