@@ -390,7 +390,7 @@ static void bench_attn_after_rope(int64_t ctx, int64_t H, int64_t HKV, int64_t D
     Step attn(label, "attention", {q, cache, cache, pos}, {q},
               {ai("head_dim", DH), ai("n_heads", H), ai("n_kv_heads", HKV)});
     const double kv = (double)(ctx * KF * 2 * 2), bytes = kv + 2.0 * F * 2;
-    const int sets = sets_for(bytes, 1 << 14), k = std::max(sets, 16);
+    const int sets = sets_for(bytes, 1 << 14), k = std::min(std::max(sets, 16), 1024);
     Pool qkv = pool_alloc(QKV * 2, sets), pp = pool_alloc(8, sets), invf = pool_alloc(DH * 2, 1),
          kc = pool_alloc(nbytes(cache), sets), vc = pool_alloc(nbytes(cache), sets),
          qp = pool_alloc(nbytes(q), sets), op = pool_alloc(nbytes(q), sets);
