@@ -19,13 +19,17 @@
  * BATON_ATTN_CLUSTER, BATON_ATTN_STAGES, BATON_ATTN_PREFETCH, BATON_ATTN_EARLY, BATON_ATTN_SPEC,
  * BATON_ATTN_COPY: kernels/cuda/decoder.cu) are read from the environment, one setting per process;
  * --attn-sweep runs the decode attention rows (contexts 1024, 4096 and 32768 unless --ctx) under
- * each setting in a child process and prints one table (BATON_SWEEP_ONLY="name,name" runs some). */
+ * each setting in a child process and prints one table (BATON_SWEEP_ONLY="name,name" runs some;
+ * --sweep-budget S starts no setting after S seconds). */
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+
+#include <signal.h>
+#include <sys/prctl.h>
 
 #include <functional>
 #include <string>
@@ -576,7 +580,7 @@ static void bench_gemv(int64_t N)
 /* --attn-sweep: the decode attention rows (cold, and +pdl after rope_cache_update) under each
  * setting of the BATON_ATTN_* knobs (kernels/cuda/decoder.cu), one child process per setting (the
  * kernel reads them once per process), summed up in one table: one GPU call picks the defaults. */
-static int attn_sweep(const char *self, const char *ctxs, int reps)
+static int attn_sweep(const char *self, const char *ctxs, int reps, double budget_s)
 {
     static const struct {
         const char *name, *env;
@@ -611,17 +615,23 @@ static int attn_sweep(const char *self, const char *ctxs, int reps)
         return false;
     };
     int failed = 0;
+    const double t0 = now_ns();
     printf("attention decode sweep, us per call: | ctx: cold, alone in its graph; pdl: after "
            "rope_cache_update with PDL, less the rope alone; seq: the same without PDL; copy: the "
            "copy kernel of the same bytes\n");
     for (const auto &c : CFG) {
         if (!listed(c.name))
             continue;
+        if (budget_s > 0 && (now_ns() - t0) * 1e-9 > budget_s) {
+            printf("(--sweep-budget %.0f s spent: the rest not run)\n", budget_s);
+            break;
+        }
         char cmd[1024];
-        snprintf(cmd, sizeof cmd,
-                 "env %s BATON_ATTN_VERBOSE=1 '%s' --sweep-child --only 'attention decode ctx' "
-                 "--ctx %s --reps %d 2>&1",
-                 c.env, self, ctxs, reps);
+        snprintf(
+            cmd, sizeof cmd,
+            "exec env %s BATON_ATTN_VERBOSE=1 '%s' --sweep-child --only 'attention decode ctx' "
+            "--ctx %s --reps %d 2>&1",
+            c.env, self, ctxs, reps);
         FILE *f = popen(cmd, "r");
         if (!f) {
             fprintf(stderr, "bench_decoder: cannot run %s\n", cmd);
@@ -700,6 +710,7 @@ int main(int argc, char **argv)
 {
     const char *json = NULL, *ctxs = "1024,4096,32768";
     int sweep = 0;
+    double budget = 0;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--json") && i + 1 < argc)
             json = argv[++i];
@@ -722,16 +733,19 @@ int main(int argc, char **argv)
             }
         } else if (!strcmp(argv[i], "--attn-sweep"))
             sweep = 1;
-        else if (!strcmp(argv[i], "--sweep-child"))
+        else if (!strcmp(argv[i], "--sweep-budget") && i + 1 < argc)
+            budget = atof(argv[++i]);
+        else if (!strcmp(argv[i], "--sweep-child")) {
             g_sweep_child = 1;
-        else {
+            prctl(PR_SET_PDEATHSIG, SIGTERM); /* a sweep cut short by a timeout ends its child */
+        } else {
             fprintf(stderr, "usage: bench_decoder [--json FILE] [--reps N] [--only PREFIX] "
-                            "[--ctx N,N,..] [--attn-sweep]\n");
+                            "[--ctx N,N,..] [--attn-sweep [--sweep-budget SECONDS]]\n");
             return 2;
         }
     }
     if (sweep)
-        return attn_sweep(argv[0], ctxs, g_reps);
+        return attn_sweep(argv[0], ctxs, g_reps, budget);
     int ndev = 0;
     if (cudaGetDeviceCount(&ndev) != cudaSuccess || ndev == 0) {
         fprintf(stderr, "bench_decoder: no CUDA device\n");
