@@ -586,23 +586,22 @@ static int attn_sweep(const char *self, const char *ctxs, int reps, double budge
         const char *name, *env;
     } CFG[] = {
         {"default", ""},
+        {"stages 4 prefetch 0", "BATON_ATTN_STAGES=4 BATON_ATTN_PREFETCH=0"},
+        {"prefetch 0", "BATON_ATTN_PREFETCH=0"},
+        {"stages 4", "BATON_ATTN_STAGES=4"},
+        {"stages 3", "BATON_ATTN_STAGES=3"},
+        {"bulk", "BATON_ATTN_COPY=bulk"},
+        {"bulk prefetch 0", "BATON_ATTN_COPY=bulk BATON_ATTN_PREFETCH=0"},
         {"early 0 spec 0", "BATON_ATTN_EARLY=0 BATON_ATTN_SPEC=0"},
+        {"cluster 8", "BATON_ATTN_CLUSTER=8"},
+        {"cluster 16", "BATON_ATTN_CLUSTER=16"},
+        {"cluster 4", "BATON_ATTN_CLUSTER=4"},
         {"early 0", "BATON_ATTN_EARLY=0"},
         {"spec 0", "BATON_ATTN_SPEC=0"},
-        {"cluster 8", "BATON_ATTN_CLUSTER=8"},
-        {"cluster 4", "BATON_ATTN_CLUSTER=4"},
-        {"stages 3", "BATON_ATTN_STAGES=3"},
-        {"stages 4", "BATON_ATTN_STAGES=4"},
-        {"bulk", "BATON_ATTN_COPY=bulk"},
-        {"prefetch 0", "BATON_ATTN_PREFETCH=0"},
-        {"prefetch 8", "BATON_ATTN_PREFETCH=8"},
         {"early 1", "BATON_ATTN_EARLY=1"},
-        {"early 2", "BATON_ATTN_EARLY=2"},
-        {"early 8", "BATON_ATTN_EARLY=8"},
         {"early 16", "BATON_ATTN_EARLY=16"},
+        {"prefetch 8", "BATON_ATTN_PREFETCH=8"},
         {"cluster 2", "BATON_ATTN_CLUSTER=2"},
-        {"cluster 16", "BATON_ATTN_CLUSTER=16"},
-        {"cluster 1", "BATON_ATTN_CLUSTER=1"},
     };
     const char *only = getenv("BATON_SWEEP_ONLY"); /* a comma list of setting names to run */
     auto listed = [&](const char *name) {
