@@ -2877,20 +2877,26 @@ static int attn_split(const baton_exec_ctx *ctx, void **b, const baton_decoder_d
                   (int)d.n_heads, (int)d.n_kv_heads, G, chunks, qscale, ctx->step_index);
 }
 
-/* How many clusters of 16 blocks of attn_mma_kernel<T, DH, P> can be resident at once on ctx's
- * device (16 SMs of one GPC each when one block fills an SM), asked once per device; 0 when the
- * size cannot be scheduled or the runtime cannot say. */
+/* How many clusters of C blocks (C = 9 .. 16) of attn_mma_kernel<T, DH, P, B> can be resident at
+ * once on ctx's device (C SMs of one GPC each when one block fills an SM), asked once per device:
+ * fit[C], 0 where the size cannot be scheduled or the runtime cannot say. An H100/H200 has GPCs
+ * of different sizes: 7 clusters of 16 fit where 8 of a smaller size may. */
+struct AttFit {
+    int n[17];
+};
+
 template <typename T, int DH, int P, bool B = false>
-static int attn_mma_fit16(const baton_exec_ctx *ctx, long long clusters)
+static const AttFit &attn_mma_fit(const baton_exec_ctx *ctx, long long clusters)
 {
     using L = AttMma<DH, P, B>;
     auto kern = attn_mma_kernel<T, DH, P, B>;
-    static std::atomic<int> fit[KCUDA_MAX_DEVICES]; /* the answer + 1; 0: not asked */
+    static AttFit fit[KCUDA_MAX_DEVICES + 1]; /* the last: a device out of range, never kept */
+    static std::atomic<int> asked[KCUDA_MAX_DEVICES];
     const int dev = device_of(ctx);
     const bool known = dev >= 0 && dev < KCUDA_MAX_DEVICES;
-    int n = known ? fit[dev].load(std::memory_order_relaxed) - 1 : -1;
-    if (n >= 0)
-        return n;
+    AttFit &f = fit[known ? dev : KCUDA_MAX_DEVICES];
+    if (known && asked[dev].load(std::memory_order_acquire))
+        return f;
     /* Asked once, maybe while the caller's stream captures a graph: the thread's capture mode is
      * relaxed around the queries (they enqueue nothing), as the runtime allows for such calls.
      * Remembered even when a query fails (as 0): the cluster size decides the order of the merge,
@@ -2899,26 +2905,40 @@ static int attn_mma_fit16(const baton_exec_ctx *ctx, long long clusters)
     const bool swapped = cudaThreadExchangeStreamCaptureMode(&mode) == cudaSuccess;
     const int pr =
         prepare(kern, ctx, "attention", 16, clusters * 16, L::THREADS, L::SMEM, L::SMEM, true);
-    n = 0;
-    if (pr == 0 &&
-        max_active_clusters((const void *)kern, (unsigned)(clusters * 16), L::THREADS, L::SMEM, 16,
-                            ctx ? (cudaStream_t)ctx->stream : (cudaStream_t)0, &n) != cudaSuccess) {
-        (void)cudaGetLastError();
-        n = 0;
-    }
+    AttFit got;
+    memset(&got, 0, sizeof got);
+    for (int c = 9; c <= 16 && pr == 0; c++)
+        if (max_active_clusters((const void *)kern, (unsigned)(clusters * c), L::THREADS, L::SMEM,
+                                c, ctx ? (cudaStream_t)ctx->stream : (cudaStream_t)0,
+                                &got.n[c]) != cudaSuccess) {
+            (void)cudaGetLastError();
+            got.n[c] = 0;
+        }
     if (swapped)
         (void)cudaThreadExchangeStreamCaptureMode(&mode);
-    if (pr < 0) {
+    if (pr != 0)
         (void)cudaGetLastError();
-        return 0;
-    }
+    f = got;
     if (known)
-        fit[dev].store(n + 1, std::memory_order_relaxed);
+        asked[dev].store(1, std::memory_order_release);
     if (att_env().verbose)
         fprintf(stderr,
-                "attention: %d clusters of 16 blocks of %d threads, %d KB each, fit at once\n", n,
-                L::THREADS, L::SMEM >> 10);
-    return n;
+                "attention: clusters of 16..9 blocks of %d threads, %d KB each, that fit at once: "
+                "%d %d %d %d %d %d %d %d\n",
+                L::THREADS, L::SMEM >> 10, got.n[16], got.n[15], got.n[14], got.n[13], got.n[12],
+                got.n[11], got.n[10], got.n[9]);
+    return f;
+}
+
+/* The largest cluster size up to C (> 8) whose `clusters` clusters all fit at once, else 8. */
+template <typename T, int DH, int P, bool B = false>
+static int attn_mma_one_wave(const baton_exec_ctx *ctx, long long clusters, int C)
+{
+    const AttFit &f = attn_mma_fit<T, DH, P, B>(ctx, clusters);
+    for (int c = C; c > 8; c--)
+        if (f.n[c] >= clusters)
+            return c;
+    return 8;
 }
 
 template <typename T, int DH, int P, bool B = false>
@@ -2938,8 +2958,8 @@ static int attn_mma_launch(const baton_exec_ctx *ctx, void **b, const baton_deco
     /* the work before the wait pays only while a predecessor runs */
     const int hint = launch_pdl(ctx) && (env.early > 0 || env.spec);
     if (env.verbose) {
-        static std::atomic<unsigned> shown; /* a bit per cluster size (a power of 2) and hint */
-        const unsigned bit = 1u << (__builtin_ctz((unsigned)C) + 5 * hint + 10 * B);
+        static std::atomic<unsigned long long> shown; /* a bit per cluster size and hint */
+        const unsigned long long bit = 1ull << (C + 17 * hint);
         if (!(shown.fetch_or(bit) & bit))
             fprintf(stderr,
                     "attention: tensor cores, head_dim %d, %d-byte elements, %d stages of 16 keys "
@@ -2959,9 +2979,9 @@ static int attn_mma_launch(const baton_exec_ctx *ctx, void **b, const baton_deco
                   env.prefetch, hint, env.early, env.spec, ctx->step_index);
 }
 
-/* The tensor-core decode: clusters of 16 blocks where one wave covers them all, else of 8; fewer
- * for a small cache (64 keys a block at least). Where the 192 KB variant's clusters of 16 do not
- * all fit at once (GPCs with too few free SMs), the 96 KB one of DH 64 is tried before 8. */
+/* The tensor-core decode: clusters of up to 16 blocks while the clusters alone do not fill the
+ * GPU, fewer for a small cache (64 keys a block at least); above 8, the largest size whose
+ * clusters all fit at once (one wave: a block per SM where the GPC has room), else 8. */
 template <typename T, int DH>
 static int attn_mma(const baton_exec_ctx *ctx, void **b, const baton_decoder_desc &d,
                     const dec_shape &s)
@@ -2981,25 +3001,21 @@ static int attn_mma(const baton_exec_ctx *ctx, void **b, const baton_decoder_des
         while (C > 1 && s.S < 64LL * C)
             C /= 2;
     }
+    const bool pick = C > 8 && !env.cluster;
     if constexpr (DH == 64) {
-        if (env.bulk && !env.stages) {
-            if (C == 16 && !env.cluster && attn_mma_fit16<T, DH, 6, true>(ctx, clusters) < clusters)
-                C = 8;
-            return attn_mma_launch<T, DH, 6, true>(ctx, b, d, s, C, chunks);
-        }
         if (env.stages == 3)
-            return attn_mma_launch<T, DH, 3>(ctx, b, d, s, C, chunks);
+            return attn_mma_launch<T, DH, 3>(
+                ctx, b, d, s, pick ? attn_mma_one_wave<T, DH, 3>(ctx, clusters, C) : C, chunks);
         if (env.stages == 4)
-            return attn_mma_launch<T, DH, 4>(ctx, b, d, s, C, chunks);
-        if (C == 16 && !env.cluster && !env.stages &&
-            attn_mma_fit16<T, DH, PBIG>(ctx, clusters) < clusters)
-            return attn_mma_fit16<T, DH, 3>(ctx, clusters) >= clusters
-                       ? attn_mma_launch<T, DH, 3>(ctx, b, d, s, 16, chunks)
-                       : attn_mma_launch<T, DH, PBIG>(ctx, b, d, s, 8, chunks);
-    } else {
-        if (C == 16 && !env.cluster && attn_mma_fit16<T, DH, PBIG>(ctx, clusters) < clusters)
-            C = 8;
+            return attn_mma_launch<T, DH, 4>(
+                ctx, b, d, s, pick ? attn_mma_one_wave<T, DH, 4>(ctx, clusters, C) : C, chunks);
+        if (env.bulk)
+            return attn_mma_launch<T, DH, 6, true>(
+                ctx, b, d, s, pick ? attn_mma_one_wave<T, DH, 6, true>(ctx, clusters, C) : C,
+                chunks);
     }
+    if (pick)
+        C = attn_mma_one_wave<T, DH, PBIG>(ctx, clusters, C);
     return attn_mma_launch<T, DH, PBIG>(ctx, b, d, s, C, chunks);
 }
 
