@@ -4,7 +4,7 @@
  *
  *   build/generate DIR --prompt 1,5,7 --max-new-tokens N [--gpu=auto|cuda|cpu|sim]
  *                  [--mode=strict|boundary|graph] [--temperature T --top-k K --top-p P --seed S]
- *                  [--warmup N] [--no-pdl]
+ *                  [--warmup N] [--no-pdl] [--trace FILE] [--sync-tokens]
  *
  * Prints the generated ids space-separated as the last line of stdout, rates on stderr.
  */
@@ -16,6 +16,10 @@
 #include <time.h>
 
 #include "baton/baton.h"
+
+#ifdef GENERATE_CUDA
+#include <cuda_runtime_api.h>
+#endif
 
 #define MAX_PROMPT 65536
 
@@ -30,6 +34,8 @@ typedef struct gen_args {
     long top_k;
     unsigned long long seed;
     long warmup;
+    const char *trace; /* a Chrome trace of the decode runs after the first (--trace) */
+    int sync_tokens;   /* --sync-tokens: the host reads every token before the next run */
 } gen_args;
 
 static double now_s(void)
@@ -46,11 +52,16 @@ static int usage(const char *msg)
     fprintf(stderr,
             "usage: generate DIR --prompt ID,ID,... --max-new-tokens N [--gpu=auto|cuda|cpu|sim]\n"
             "                [--mode=strict|boundary|graph] [--temperature T] [--top-k K]\n"
-            "                [--top-p P] [--seed S] [--warmup N] [--no-pdl]\n"
+            "                [--top-p P] [--seed S] [--warmup N] [--no-pdl] [--trace FILE]\n"
+            "                [--sync-tokens]\n"
             "DIR holds prefill.json, decode.json and weights.safetensors from\n"
             "baton_export.export_causal_lm. Greedy unless --temperature is given.\n"
             "--warmup N runs the prompt N times before the timed prefill (for benchmarks).\n"
-            "--no-pdl launches without programmatic dependent launch (to compare).\n");
+            "--no-pdl launches without programmatic dependent launch (to compare).\n"
+            "--trace FILE writes a Chrome trace of the decode runs after the first (host spans,\n"
+            "and every kernel's start and end on the GPU where CUPTI is available).\n"
+            "--sync-tokens has the host read each greedy token before the next run (by default,\n"
+            "on CUDA, the tokens stay on the GPU and the runs are queued; to compare).\n");
     return 2;
 }
 
@@ -143,6 +154,10 @@ static int parse_args(int argc, char **argv, gen_args *a)
             if (parse_int(v, &n) || n < 0)
                 return usage("--seed takes an integer >= 0");
             a->seed = (unsigned long long)n;
+        } else if (strcmp(argv[i], "--sync-tokens") == 0) {
+            a->sync_tokens = 1;
+        } else if ((v = opt_value(argc, argv, &i, "--trace"))) {
+            a->trace = v;
         } else if ((v = opt_value(argc, argv, &i, "--warmup"))) {
             if (parse_int(v, &n) || n < 0)
                 return usage("--warmup takes an integer >= 0");
@@ -231,6 +246,94 @@ static int next_token(baton_runtime *sampler, const void *row, size_t row_bytes,
         rc = baton_runtime_get_output(sampler, "ids", tok, sizeof *tok, err);
     return rc;
 }
+
+#ifdef GENERATE_CUDA
+/* Greedy decode with the tokens kept on the GPU (a decode plan with next_token, CUDA, boundary or
+ * graph mode): run i reads its id from slot i - 1 of a device array and writes next_token into
+ * slot i, and its position from another, all bound (baton_runtime_bind, a new address per run
+ * patches the graph), so the runs are queued (baton_runtime_run_async) and the GPU goes from one
+ * token's graph to the next without the host. The host waits every QUEUE_CHUNK tokens, and reads
+ * the ids once at the end. Runs 1 and 2 are the first run (capture) and the timed ones start. */
+#define QUEUE_CHUNK 64
+#define SLOT        256 /* BATON_ARENA_ALIGN: every bound buffer starts on it */
+
+typedef struct decode_times {
+    double first, rest, host; /* run 1; runs 2.. (to the last wait); host time outside runs */
+    baton_run_stats st0, st1;
+} decode_times;
+
+static int bind_slot(baton_runtime *rt, const baton_plan *plan, const char *name, char *base,
+                     long slot, baton_error *err)
+{
+    baton_tensor_info ti;
+    int t = baton_plan_tensor_index(plan, name);
+    if (t < 0 || baton_plan_tensor_info(plan, t, &ti))
+        return BATON_EINVAL;
+    baton_buffer b = {{BATON_DEVICE_CUDA, 0}, base + (size_t)slot * SLOT, ti.nbytes, ti.desc.dtype};
+    return baton_runtime_bind(rt, t, &b, err);
+}
+
+static int decode_queued(baton_runtime *rt, const baton_plan *plan, int64_t T, long max_new,
+                         int64_t *out_ids, decode_times *tm, baton_error *err)
+{
+    char *d_ids = NULL, *d_pos = NULL;
+    const size_t bytes = (size_t)max_new * SLOT;
+    int64_t *h = calloc(bytes, 1);
+    int rc = h ? 0 : BATON_ENOMEM;
+    if (!rc && (cudaMalloc((void **)&d_ids, bytes) != cudaSuccess ||
+                cudaMalloc((void **)&d_pos, bytes) != cudaSuccess)) {
+        snprintf(err->message, sizeof err->message, "cudaMalloc of %zu bytes failed", bytes);
+        rc = BATON_ENOMEM;
+    }
+    /* run i (1 .. max_new - 1): position T + i - 1 in slot i; id slot 0 holds the prefill's */
+    for (long i = 1; !rc && i < max_new; i++)
+        h[(size_t)i * SLOT / sizeof *h] = T + i - 1;
+    h[0] = out_ids[0];
+    if (!rc && (cudaMemcpy(d_pos, h, bytes, cudaMemcpyHostToDevice) != cudaSuccess ||
+                cudaMemcpy(d_ids, h, sizeof *h, cudaMemcpyHostToDevice) != cudaSuccess)) {
+        snprintf(err->message, sizeof err->message, "copying the positions to the GPU failed");
+        rc = BATON_ECUDA;
+    }
+    double t = now_s();
+    for (long i = 1; !rc && i < max_new; i++) {
+        double th = now_s();
+        if (i == 2) {
+            tm->first = th - t;
+            t = th;
+            tm->host = 0;
+            baton_runtime_stats(rt, &tm->st0);
+        }
+        /* next_token first: input_ids moves onto the slot next_token held for run i - 1 */
+        rc = bind_slot(rt, plan, "next_token", d_ids, i, err);
+        if (!rc)
+            rc = bind_slot(rt, plan, "input_ids", d_ids, i - 1, err);
+        if (!rc)
+            rc = bind_slot(rt, plan, "cache_position", d_pos, i, err);
+        tm->host += now_s() - th;
+        if (!rc)
+            rc = baton_runtime_run_async(rt, err);
+        if (!rc && (i == 1 || i % QUEUE_CHUNK == 0 || i == max_new - 1))
+            rc = baton_runtime_wait(rt, err);
+    }
+    tm->rest = now_s() - t;
+    baton_runtime_stats(rt, &tm->st1);
+    if (!rc && cudaMemcpy(h, d_ids, bytes, cudaMemcpyDeviceToHost) != cudaSuccess) {
+        snprintf(err->message, sizeof err->message, "reading the tokens from the GPU failed");
+        rc = BATON_ECUDA;
+    }
+    for (long i = 1; !rc && i < max_new; i++)
+        out_ids[i] = h[(size_t)i * SLOT / sizeof *h];
+    baton_runtime_wait(rt, NULL); /* nothing of a failed run may still use the buffers */
+    baton_error ignore = {0};
+    const char *names[3] = {"input_ids", "cache_position", "next_token"};
+    for (int k = 0; k < 3; k++)
+        baton_runtime_bind(rt, baton_plan_tensor_index(plan, names[k]), NULL, &ignore);
+    cudaFree(d_ids);
+    cudaFree(d_pos);
+    free(h);
+    return rc;
+}
+#endif
 
 int main(int argc, char **argv)
 {
@@ -414,12 +517,36 @@ int main(int argc, char **argv)
      * The first run captures it: the rate counts the runs after it. */
     double td = now_s(), t_decode1 = 0, t_host = 0; /* t_host: a token's time outside the run */
     baton_run_stats st0 = {0}, st1;
-    for (long i = 1; i < a.max_new; i++) {
+    int queued = 0;
+#ifdef GENERATE_CUDA
+    /* Greedy on the GPU with a GPU to keep the tokens on: queue the runs (decode_queued). */
+    queued = greedy_on_device && !a.sync_tokens && a.opts.mode != BATON_SYNC_STRICT &&
+             baton_runtime_gpu_backend(dec_rt) == BATON_GPU_CUDA && !a.trace;
+    if (queued && a.max_new > 1) {
+        decode_times tm = {0};
+        rc = decode_queued(dec_rt, dec, T, a.max_new, out_ids, &tm, &err);
+        if (rc) {
+            fprintf(stderr, "generate: decode (queued runs): %s\n", err.message);
+            goto out;
+        }
+        t_decode1 = a.max_new > 2 ? tm.first : tm.rest;
+        td = now_s() - (a.max_new > 2 ? tm.rest : 0);
+        t_host = tm.host;
+        st0 = tm.st0;
+        st1 = tm.st1;
+    }
+#endif
+    for (long i = 1; !queued && i < a.max_new; i++) {
         if (i == 2) {
             t_decode1 = now_s() - td;
             td = now_s();
             t_host = 0;
             baton_runtime_stats(dec_rt, &st0);
+            /* room for every step of the remaining tokens, once per device */
+            if (a.trace &&
+                baton_runtime_trace_begin(dec_rt, (size_t)(a.max_new - 2) *
+                                                      (size_t)(baton_plan_step_count(dec) + 8)))
+                fprintf(stderr, "generate: --trace: tracing could not start; no trace written\n");
         }
         double th = now_s();
         int64_t id = out_ids[i - 1], p = T + i - 1;
@@ -446,7 +573,13 @@ int main(int argc, char **argv)
         }
     }
     double t_decode = now_s() - td;
-    baton_runtime_stats(dec_rt, &st1);
+    if (!queued)
+        baton_runtime_stats(dec_rt, &st1);
+    if (a.trace && a.max_new > 2) {
+        if (baton_runtime_trace_write(dec_rt, a.trace, &err))
+            fprintf(stderr, "generate: --trace %s: %s\n", a.trace, err.message);
+        baton_runtime_trace_begin(dec_rt, 0);
+    }
 
     fprintf(stderr, "load+prepare %.3f s, first token %.3f s after start\n", t_loaded - t0,
             t_first);

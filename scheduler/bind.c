@@ -180,6 +180,9 @@ int baton_runtime_set_input(baton_runtime *rt, const char *name, const void *dat
                             baton_error *err)
 {
     err_clear(err);
+    int qrc = baton__runtime_settle(rt, err); /* a queued run may still read the old value */
+    if (qrc)
+        return qrc;
     void *dst;
     int st = rt && name ? baton_plan_tensor_index(rt->plan, name) : -1;
     if (st >= 0 && rt->plan->tensors[st].role == BATON_ROLE_STATE)
@@ -211,6 +214,9 @@ int baton_runtime_get_output(baton_runtime *rt, const char *name, void *data, si
                              baton_error *err)
 {
     err_clear(err);
+    int qrc = baton__runtime_settle(rt, err); /* the queued runs' outputs land first */
+    if (qrc)
+        return qrc;
     void *src;
     int st = rt && name ? baton_plan_tensor_index(rt->plan, name) : -1;
     if (st >= 0 && rt->plan->tensors[st].role == BATON_ROLE_STATE)
@@ -488,6 +494,13 @@ int baton_runtime_bind(baton_runtime *rt, int tensor, const baton_buffer *buf, b
                            "the space of the others)",
                            baton_role_name(pt->role));
     int old = rt->bind_dev[tensor];
+    /* A new address on the same device patches the graph for the runs to come (the queued ones
+     * keep the old); anything else may change the graph that queued runs replay. */
+    if (!buf || old != baton__plan_memory_index(plan, buf->device)) {
+        int qrc = baton__runtime_settle(rt, err);
+        if (qrc)
+            return qrc;
+    }
     if (!buf) { /* back to the runtime's own memory */
         if (old >= 0) {
             set_sites(rt, tensor, old, baton__runtime_slot_addr(rt, old, tensor));

@@ -26,3 +26,16 @@ int baton_gpu_busy_end(double *fraction, baton_error *err)
         *fraction = 0;
     return baton__err_set(err, BATON_ESTATE, "GPU busy fraction: call baton_gpu_busy_begin first");
 }
+
+int baton_gpu_busy_device(int device, double *fraction, int64_t *work_ns, baton_error *err)
+{
+    err_clear(err);
+    if (fraction)
+        *fraction = 0;
+    if (work_ns)
+        *work_ns = 0;
+    if (device < 0 || device >= BATON_BUSY_MAX_DEVICES)
+        return baton__err_set(err, BATON_EINVAL, "GPU busy fraction: device %d is not 0..%d",
+                              device, BATON_BUSY_MAX_DEVICES - 1);
+    return baton__err_set(err, BATON_ESTATE, "GPU busy fraction: this build of baton has no CUDA");
+}

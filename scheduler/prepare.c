@@ -220,8 +220,11 @@ static int check_caller_resources(baton_runtime *rt, baton_error *err)
         for (int j = 0; j < i; j++) {
             const baton_arena *a = &o->arenas[i], *b = &o->arenas[j];
             const uintptr_t a0 = (uintptr_t)a->data, b0 = (uintptr_t)b->data;
-            const size_t an = plan->memory[baton__plan_memory_index(plan, a->device)].arena_bytes,
-                         bn = plan->memory[baton__plan_memory_index(plan, b->device)].arena_bytes;
+            /* the bytes used: a pool instance's arenas hold no constants (as `need` above) */
+            const plan_memory *ma = &plan->memory[baton__plan_memory_index(plan, a->device)],
+                              *mb = &plan->memory[baton__plan_memory_index(plan, b->device)];
+            const size_t an = ma->arena_bytes - (rt->share ? ma->const_bytes : 0),
+                         bn = mb->arena_bytes - (rt->share ? mb->const_bytes : 0);
             if (an && bn && a0 < b0 + bn && b0 < a0 + an) {
                 char other[32];
                 baton_device_format(a->device, name, sizeof name);
@@ -298,9 +301,10 @@ static int open_devices(baton_runtime *rt, int fault_dev, dev_fault fault, baton
         }
         if (rt_ranks(rt) && rd->gpu)
             rt->own = d;
-        /* events: WAIT_SLOT, and one per segment that another GPU waits for (SEG_EVENT) */
+        /* events: WAIT_SLOT, one per segment that another GPU waits for (SEG_EVENT), and one
+         * per segment that copies from another GPU (READ_EVENT) */
         if ((rc = rd->ops->open(run_on(rt, dv), &rt->opts, plan->n_segments * rt->graph_ways,
-                                SEG_EVENT(plan->n_segments), &rd->ctx, err)))
+                                SEG_EVENT(plan->n_segments) + plan->n_segments, &rd->ctx, err)))
             return rc;
         if (d == fault_dev && rd->ops->inject)
             rd->ops->inject(rd->ctx, fault);

@@ -218,6 +218,15 @@ static int segment_capturable(baton_runtime *rt, int s)
 static int cross_waits(baton_runtime *rt, int s, baton_error *err);
 static int signal_segment(baton_runtime *rt, int s, baton_error *err);
 
+/* Whether segment s copies a tensor another GPU of this process wrote. */
+static int reads_peer(const baton_runtime *rt, int s)
+{
+    for (int x = rt->xfer_first[s]; x < rt->xfer_first[s + 1]; x++)
+        if (rt->xfers[x].wait_seg >= 0 && !rt->xfers[x].skip)
+            return 1;
+    return 0;
+}
+
 /* Whether segment s's graph holds its waits for other GPUs and the event other GPUs wait for,
  * as event nodes (baton_runtime.event_nodes, where the device can), instead of
  * having them issued on the stream around each launch. */
@@ -251,6 +260,12 @@ static int capture_segment(baton_runtime *rt, int s, baton_error *err)
         rc = cross_waits(rt, s, err);
     if (!rc)
         rc = issue_incoming(rt, s, err);
+    if (!rc && nodes && reads_peer(rt, s)) {
+        /* the copies from other GPUs are done here: queued runs' writers wait for this node */
+        if (rd->ops->capture_tag)
+            rd->ops->capture_tag(rd->ctx, -1);
+        rc = rd->ops->record(rd->ctx, READ_EVENT(rt, s), err);
+    }
     for (int i = seg->first_step; !rc && i <= seg->last_step; i++) {
         rt->calls[i].ctx.capturing = 1;
         rc = issue_step(rt, i, err);
@@ -297,6 +312,8 @@ static int capture_segment(baton_runtime *rt, int s, baton_error *err)
     return 0;
 }
 
+static int settle(baton_runtime *rt, baton_error *err);
+
 /* Graph mode: captures segment s when it must be. 1 when s then runs as its graph, 0 when it runs
  * uncaptured, or the failing step's error. */
 static int graph_ready(baton_runtime *rt, int s, baton_error *err)
@@ -304,7 +321,11 @@ static int graph_ready(baton_runtime *rt, int s, baton_error *err)
     if (rt->opts.mode != BATON_SYNC_GRAPH || !segment_capturable(rt, s))
         return 0;
     if (rt->graph_state[s] == 0 || rt->recapture) {
-        int rc = capture_segment(rt, s, err);
+        /* the graph it replaces may still run in a queued run (run_async) */
+        int rc = settle(rt, err);
+        if (rc)
+            return rc;
+        rc = capture_segment(rt, s, err);
         if (rc && rc != BATON_ENOTSUP)
             return rc;
     }
@@ -347,6 +368,9 @@ static int issue_gpu_segment(baton_runtime *rt, int s, int graphed, baton_error 
         rd->gate_armed = 1;
     }
     if ((rc = issue_incoming(rt, s, err)))
+        return rc;
+    if (rt->deferring && reads_peer(rt, s) &&
+        (rc = rd->ops->record(rd->ctx, READ_EVENT(rt, s), err))) /* see wait_for_readers */
         return rc;
     for (int i = seg->first_step; i <= seg->last_step; i++) {
         if ((rc = issue_step(rt, i, err)))
@@ -427,6 +451,34 @@ static int rank_transfers(baton_runtime *rt, int s, baton_error *err)
     return 0;
 }
 
+/* Runs queued without the host's wait (run_async): a GPU's next run may start while another GPU
+ * has yet to copy what it wrote in the run before, and would overwrite it. So before this run
+ * issues anything, each GPU that others copy from waits, on its stream, for the event each
+ * reader recorded after its copies in the queued run before (READ_EVENT): the writer's later
+ * work waits for the reader's copy, as the host's wait at the end of a run ensures otherwise. */
+static int wait_for_readers(baton_runtime *rt, baton_error *err)
+{
+    const baton_plan *plan = rt->plan;
+    for (int s = 0; s < plan->n_segments; s++) {
+        uint32_t done = 0; /* writers already made to wait for this segment's reader */
+        for (int x = rt->xfer_first[s]; x < rt->xfer_first[s + 1]; x++) {
+            const rt_transfer *r = &rt->xfers[x];
+            if (r->wait_seg < 0 || r->skip || (done >> r->from & 1))
+                continue;
+            done |= 1u << r->from;
+            rt_device *w = &rt->dev[r->from];
+            int rc = w->ops->stream_wait(w->ctx, rt->dev[r->issuer].ctx, READ_EVENT(rt, s), err);
+            if (rc) {
+                char inner[BATON_ERROR_MAX];
+                snprintf(inner, sizeof inner, "%s", err ? err->message : "");
+                return baton__err_set(err, rc, "%s: the queued run before has yet to copy it: %s",
+                                      r->what, inner);
+            }
+        }
+    }
+    return 0;
+}
+
 /* A GPU segment with its ordering against other GPUs: the waits before it and the event after
  * it are stream calls around it, unless its graph holds them as event nodes. */
 static int run_gpu_segment(baton_runtime *rt, int s, baton_error *err)
@@ -449,6 +501,12 @@ static int run_gpu_segment(baton_runtime *rt, int s, baton_error *err)
         rc = issue_gpu_segment(rt, s, graphed, err);
     if (!rc && !inside)
         rc = signal_segment(rt, s, err);
+    /* a graph with event nodes records READ_EVENT after its copies, and an uncaptured segment
+     * on its stream after them; a graph without them, after it all */
+    if (!rc && graphed && !inside && rt->deferring && reads_peer(rt, s)) {
+        rt_device *rd = &rt->dev[baton__plan_memory_index(rt->plan, rt->plan->segments[s].device)];
+        rc = rd->ops->record(rd->ctx, READ_EVENT(rt, s), err);
+    }
     return rc;
 }
 
@@ -588,7 +646,15 @@ static void run_release(baton_runtime *rt)
     atomic_store_explicit(&rt->running, 0, memory_order_release);
 }
 
-static int run_plan(baton_runtime *rt, baton_error *err);
+static int run_plan(baton_runtime *rt, int defer, baton_error *err);
+
+static int busy(baton_error *err, const char *fn)
+{
+    return baton__err_set(err, BATON_ESTATE,
+                          "%s: this runtime is already running on another thread; a runtime "
+                          "runs one run at a time (create one per thread, or use a baton_pool)",
+                          fn);
+}
 
 int baton_runtime_run(baton_runtime *rt, baton_error *err)
 {
@@ -596,17 +662,79 @@ int baton_runtime_run(baton_runtime *rt, baton_error *err)
     if (!rt)
         return baton__err_set(err, BATON_EINVAL, "baton_runtime_run: no runtime");
     if (!run_claim(rt))
-        return baton__err_set(
-            err, BATON_ESTATE,
-            "baton_runtime_run: this runtime is already running on another thread; a "
-            "runtime runs one run at a time (create one per thread, or use a "
-            "baton_pool)");
-    const int rc = run_plan(rt, err);
+        return busy(err, "baton_runtime_run");
+    const int rc = run_plan(rt, 0, err);
     run_release(rt);
     return rc;
 }
 
-static int run_plan(baton_runtime *rt, baton_error *err)
+/* A run may end without the host's wait when nothing after its GPU work needs the host: every
+ * segment on a GPU of this process, no collective, and not strict mode (which waits per step). */
+static int can_defer(const baton_runtime *rt)
+{
+    const baton_plan *plan = rt->plan;
+    if (rt->opts.mode == BATON_SYNC_STRICT || rt->world || plan->n_segments == 0)
+        return 0;
+    for (int s = 0; s < plan->n_segments; s++)
+        if (plan->segments[s].device.kind == BATON_DEVICE_CPU || plan->segments[s].collective)
+            return 0;
+    for (int d = 1; d < rt->nd; d++)
+        if (!rt->dev[d].gpu || !dev_has(rt->dev[d].ops, DEV_CAP_ASYNC))
+            return 0;
+    return 1;
+}
+
+int baton_runtime_run_async(baton_runtime *rt, baton_error *err)
+{
+    err_clear(err);
+    if (!rt)
+        return baton__err_set(err, BATON_EINVAL, "baton_runtime_run_async: no runtime");
+    if (!run_claim(rt))
+        return busy(err, "baton_runtime_run_async");
+    const int rc = run_plan(rt, can_defer(rt), err);
+    run_release(rt);
+    return rc;
+}
+
+/* The end of the runs run_async queued: the host waits for every device they used, then the
+ * kernels' run-time errors are read, as at the end of a run. */
+static int settle(baton_runtime *rt, baton_error *err)
+{
+    if (!rt->in_flight)
+        return 0;
+    int rc = 0;
+    for (int d = 1; d < rt->nd && !rc; d++)
+        if (rt->dev[d].pending)
+            rc = host_wait(rt, d, "baton_runtime_wait", err);
+    if (!rc)
+        rc = take_kernel_errors(rt, err);
+    rt->in_flight = 0;
+    rt->last_run = rc ? -1 : 1;
+    if (rc)
+        recover(rt);
+    return rc;
+}
+
+int baton_runtime_wait(baton_runtime *rt, baton_error *err)
+{
+    err_clear(err);
+    if (!rt)
+        return baton__err_set(err, BATON_EINVAL, "baton_runtime_wait: no runtime");
+    if (!run_claim(rt))
+        return busy(err, "baton_runtime_wait");
+    const int rc = settle(rt, err);
+    run_release(rt);
+    return rc;
+}
+
+int baton__runtime_settle(baton_runtime *rt, baton_error *err)
+{
+    if (!rt || !rt->in_flight)
+        return 0;
+    return baton_runtime_wait(rt, err);
+}
+
+static int run_plan(baton_runtime *rt, int defer, baton_error *err)
 {
     if (rt->n_unset_inputs > 0 && !rt->opts.allow_unset_inputs)
         return baton__runtime_unset_inputs(rt, err);
@@ -616,6 +744,9 @@ static int run_plan(baton_runtime *rt, baton_error *err)
         return rc;
     rt->ahead = -1;
     int64_t run_t0 = rt->trace ? now_ns() : 0;
+    rt->deferring = defer;
+    if (rt->in_flight > 0)
+        rc = wait_for_readers(rt, err);
     for (int s = 0; s < plan->n_segments && !rc; s++) {
         if (plan->segments[s].device.kind == BATON_DEVICE_CPU) {
             if (rt->gpu_only)
@@ -641,17 +772,23 @@ static int run_plan(baton_runtime *rt, baton_error *err)
             if (!end ||
                 !baton__plan_segment_runs_on(plan, end - 1, plan->memory[rt->xfers[x].from].device))
                 rc = issue_transfer(rt, x, err);
-        for (int d = 1; d < rt->nd && !rc; d++)
-            if (rt->dev[d].pending)
-                rc = host_wait(rt, d, "end of run", err);
-        if (!rc)
-            rc = take_kernel_errors(rt, err);
+        if (defer) {
+            rt->in_flight++; /* baton_runtime_wait (or the next call that needs it) waits */
+        } else {
+            for (int d = 1; d < rt->nd && !rc; d++)
+                if (rt->dev[d].pending)
+                    rc = host_wait(rt, d, "end of run", err);
+            if (!rc)
+                rc = take_kernel_errors(rt, err);
+            rt->in_flight = 0; /* the waits covered the queued runs before this one */
+        }
     }
     if (run_t0)
         baton__trace_add(rt, rc ? "run (failed)" : "run", "run", TRACE_RUN_LANE, -1, 0, run_t0,
                          now_ns());
     rt->last_run = rc ? -1 : 1; /* whether outputs hold a result (get_output) */
     if (rc) {
+        rt->in_flight = 0; /* recover() drains the queued runs with the failed one */
         recover(rt);
         return rc;
     }

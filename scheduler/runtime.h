@@ -21,6 +21,10 @@
  * them into the graphs as event nodes. Read at baton_runtime_create. */
 #define RT_EVENT_NODES_ENV "BATON_GRAPH_EVENT_NODES"
 #define SEG_EVENT(s)       (1 + (s))
+/* The event a GPU records after segment s once it has copied what other GPUs wrote for s, in
+ * runs queued without the host's wait (run_async): the writers' next run waits for it before it
+ * writes those slots again. One per segment, after the SEG_EVENTs. */
+#define READ_EVENT(rt, s) (SEG_EVENT((rt)->plan->n_segments) + (s))
 /* The most operations a segment queued ahead may issue outside a graph (when it cannot be
  * captured): a stream's queue is finite, and a full one behind a closed gate would block the host
  * that must open it. */
@@ -137,6 +141,8 @@ struct baton_runtime {
     int n_deferred;
     int last_run;       /* 0: none yet, 1: the last run succeeded, -1: it failed */
     atomic_int running; /* a baton_runtime_run is in progress (run_claim) */
+    int64_t in_flight;  /* runs baton_runtime_run_async queued that no wait has ended yet */
+    int deferring;      /* the run in progress ends without the host's wait (run_async) */
     int capture_seg;    /* the segment being captured, or -1 */
     /* caller-owned buffers (baton_runtime_bind): per tensor, the device index it is bound on
      * (-1: none) and the address; the sites of every input and output, by tensor */
@@ -212,6 +218,10 @@ void baton__runtime_count_graph_bytes(baton_runtime *rt);
 /* bind.c: BATON_ESTATE naming the inputs that were never given a value (rt->n_unset_inputs > 0),
  * for a run that refuses them (baton_options.allow_unset_inputs). */
 int baton__runtime_unset_inputs(const baton_runtime *rt, baton_error *err);
+/* Ends the runs baton_runtime_run_async queued (baton_runtime_wait) before a call that reads or
+ * writes what they use: host-side inputs and outputs, state, a re-binding that changes a graph. 0
+ * at once when none is queued. */
+int baton__runtime_settle(baton_runtime *rt, baton_error *err);
 
 /* state.c: state tensors and dims (issue 40). */
 #define RT_GRAPH_WAYS 8 /* executable graphs kept per segment that depends on the dims */

@@ -52,6 +52,9 @@ int baton_runtime_reset_state(baton_runtime *rt, baton_error *err)
     err_clear(err);
     if (!rt)
         return baton__err_set(err, BATON_EINVAL, "baton_runtime_reset_state: no runtime");
+    int qrc = baton__runtime_settle(rt, err);
+    if (qrc)
+        return qrc;
     const baton_plan *plan = rt->plan;
     if (!plan->has_state)
         return 0;
@@ -189,6 +192,10 @@ int baton_runtime_set_dims(baton_runtime *rt, const char *name, int64_t value, b
         return baton__err_set(err, BATON_EINVAL,
                               "baton_runtime_set_dims: a runtime and a name are "
                               "required");
+    int qrc =
+        baton__runtime_settle(rt, err); /* queued runs keep the shapes they were issued with */
+    if (qrc)
+        return qrc;
     const baton_plan *plan = rt->plan;
     int k = find_dim(plan, name);
     if (k < 0) {
@@ -486,6 +493,11 @@ int baton_runtime_share_state(baton_runtime *rt, const baton_runtime *owner, bat
             err, BATON_EINVAL,
             "baton_runtime_share_state: the runtimes run their GPU steps on different "
             "backends; create both with the same baton_options.gpu");
+    int qrc = baton__runtime_settle(rt, err);
+    if (!qrc)
+        qrc = baton__runtime_settle((baton_runtime *)owner, err);
+    if (qrc)
+        return qrc;
     /* check every pair first, so that a refusal changes nothing */
     int n = 0;
     for (int t = 0; t < plan->n_tensors; t++) {

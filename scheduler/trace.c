@@ -158,6 +158,9 @@ int baton_runtime_trace_write(baton_runtime *rt, const char *path, baton_error *
         return baton__err_set(err, BATON_EINVAL,
                               "baton_runtime_trace_write: a runtime and a path are "
                               "required");
+    int qrc = baton__runtime_settle(rt, err); /* the queued runs' device spans */
+    if (qrc)
+        return qrc;
     if (!rt->trace)
         return baton__err_set(err, BATON_ESTATE, "trace: call baton_runtime_trace_begin first");
     for (int d = 1; d < rt->nd; d++)

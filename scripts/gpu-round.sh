@@ -5,7 +5,7 @@
 # has its floor and peer from the same machine and minute. Figures go to $OUT (logs.tgz, *.json).
 #   From the device tool: run(command="bash scripts/gpu-round.sh", carry=[".deps"])
 #   env: PARTS (default "tests decoder"; also "cputests", "gemv", "llm", "dims", "rfcdims", "host39",
-#        "prof", "sched", "host", "llmcheck", "torch"), JOBS (16), *_TIMEOUT (per part), PEERS_ARGS, TORCH_DECODE=0,
+#        "prof", "sched", "host", "llmcheck", "trace" (after llmcheck), "torch"), JOBS (16), *_TIMEOUT (per part), PEERS_ARGS, TORCH_DECODE=0,
 #        CTEST_ARGS (e.g. "-R decoder" to run some GPU tests only), LLM_ARGS (bench_generate.py)
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -76,7 +76,8 @@ sys.path.insert(0, "bench/llm")
 import torch, bench_generate as bg, baton_export
 cfg = dict(bg.CFG)
 m, how = bg.make_model(cfg, "cuda")
-for fused in ("gemv", True):
+import os
+for fused in [("gemv" if v == "gemv" else True) for v in os.environ.get("LLMC_PLANS", "fused gemv").split()]:
     t = time.time()
     baton_export.export_causal_lm(m, f"/tmp/llmc/{'gemv' if fused == 'gemv' else 'fused'}",
                                   max_seq_len=1024 + 129, device="cuda:0", verbose=False,
@@ -85,13 +86,24 @@ for fused in ("gemv", True):
 PY
   say "(export rc $?) $(tail -n 2 "$work/llm_export.log" | tr '\n' ' ')"
   ids=$(python3 -c "print(','.join(str((7 * i + 3) % 1000 + 1) for i in range(1024)))")
-  for v in fused gemv; do
-    for pdl in "" --no-pdl; do
+  # LLMC_PLANS (fused gemv), LLMC_FLAGS (each a set of generate flags; "-" for none)
+  for v in ${LLMC_PLANS:-fused gemv}; do
+    for pdl in ${LLMC_FLAGS:-- --no-pdl}; do
+      [ "$pdl" = - ] && pdl=""
       timeout "${GEN_TIMEOUT:-40}" "$BUILD/generate" /tmp/llmc/$v --prompt "$ids" --max-new-tokens 129 \
         --gpu=cuda --mode=graph --warmup 2 $pdl > "$work/gen-$v$pdl.out" 2> "$work/gen-$v$pdl.err"
-      say "generate $v graph $pdl: rc $? | $(grep -E 'prefill:|ms/token|host outside|load\+prepare' "$work/gen-$v$pdl.err" | tr '\n' ' ')"
+      say "generate $v graph $pdl: rc $? | $(grep -E 'prefill:|ms/token|host outside|load\+prepare' "$work/gen-$v$pdl.err" | tr '\n' ' ') | ids $(tail -c 60 "$work/gen-$v$pdl.out")"
     done
   done
+fi
+if has trace && [ -d /tmp/llmc/gemv ]; then
+  # where a decode token's time goes inside the graph (CUPTI kernel records; after llmcheck)
+  ids=$(python3 -c "print(','.join(str((7 * i + 3) % 1000 + 1) for i in range(1000)))")
+  cupti=$(dirname "$(find / -name 'libcupti.so*' -path '*lib*' 2>/dev/null | head -1)")
+  LD_LIBRARY_PATH="$cupti:${LD_LIBRARY_PATH:-}" timeout 60 "$BUILD/generate" /tmp/llmc/gemv --prompt "$ids" \
+    --max-new-tokens 24 --gpu=cuda --mode=graph --trace "$work/decode-trace.json" > /dev/null 2> "$work/trace.err"
+  say "== trace (rc $?, cupti from $cupti): $(grep -E 'ms/token' "$work/trace.err")"
+  python3 scripts/trace_token.py "$work/decode-trace.json" 2>&1 | head -40 | tee -a "$summary" > /dev/null
 fi
 # the PyTorch recipe: its own part, and with llm unless TORCH_DECODE=0
 if has torch || { has llm && [ "${TORCH_DECODE:-1}" != 0 ]; }; then

@@ -325,6 +325,17 @@ Test(gpu_embedding, records_an_id_outside_the_table_without_reading_out_of_bound
     embedding_bad_id(BATON_DEVICE_CUDA);
 }
 
+/* The first check on a device moves the record's reads to a host copy: errors before and after
+ * that are reported, each once, and the clean calls between them report none. */
+Test(gpu_embedding, reports_every_error_before_and_after_the_record_moves_to_host_memory)
+{
+    skip_without_gpu();
+    for (int round = 0; round < 3; round++) {
+        embedding_bad_id(BATON_DEVICE_CUDA);
+        embedding_table(BATON_DEVICE_CUDA);
+    }
+}
+
 /* ---- rope ----------------------------------------------------------------------------------- */
 
 static const struct {

@@ -484,6 +484,20 @@ Test(device_cuda, the_gpu_busy_fraction_tells_a_busy_gpu_from_an_idle_one)
     double idle = busy_over(s, a, b, 4096, 1, 50); /* one tiny copy, then 50 ms of nothing */
     cr_expect(busy > 0.8 && busy <= 1.0, "back-to-back copies: busy %.3f", busy);
     cr_expect(idle >= 0.0 && idle < 0.1, "an idle GPU: busy %.3f", idle);
+    /* per device: the stream's GPU holds all of it; another GPU, if any, none of it */
+    baton_error err = {0};
+    int cur = 0;
+    cr_assert_eq(cudaGetDevice(&cur), cudaSuccess);
+    busy = busy_over(s, a, b, n, 50, 0);
+    double mine = -1, other = -1;
+    int64_t work = -1, other_work = -1;
+    cr_assert_eq(baton_gpu_busy_device(cur, &mine, &work, &err), 0, "%s", err.message);
+    cr_expect(mine > busy - 1e-9 && mine < busy + 1e-9, "cuda:%d %.4f of all %.4f", cur, mine,
+              busy);
+    cr_expect_gt(work, 0);
+    cr_assert_eq(baton_gpu_busy_device(cur + 1, &other, &other_work, &err), 0, "%s", err.message);
+    cr_expect(other == 0 && other_work == 0, "cuda:%d ran nothing: %.4f, %lld ns", cur + 1, other,
+              (long long)other_work);
     cudaStreamDestroy(s);
     cudaFree(a);
     cudaFree(b);

@@ -287,6 +287,120 @@ Test(bind, device_buffers_remove_their_copies_from_the_counters)
     unload(&f);
 }
 
+/* Queued runs (baton_runtime_run_async): each on its own device input and output, bound before
+ * it, all in flight before one wait, give the copied runtime's outputs bit for bit, and the host
+ * waits once for all of them (in strict mode, a queued run is a run). A call that reads what
+ * queued runs write (get_output) waits for them first. */
+Test(async_runs, queued_runs_on_their_own_buffers_give_the_copied_results)
+{
+    NEED_BACKEND();
+    fixture f;
+    load(&f, "examples/plans/rmsnorm_chain64.json");
+    enum { RUNS = 6 };
+    for (int m = 0; m < 3; m++) {
+        baton_runtime *ref = make(&f, MODES[m], NULL), *rt = make(&f, MODES[m], NULL);
+        test_rng r = {test_fresh_seed()};
+        void *xb[RUNS], *yb[RUNS], *want[RUNS];
+        void *x = malloc(f.ii.nbytes), *got = malloc(f.oi.nbytes), *poison = malloc(f.oi.nbytes);
+        test_poison(poison, f.oi.nbytes);
+        baton_error err;
+        baton_run_stats st0, st1;
+        for (int pass = 0; pass < 2; pass++) {
+            for (int k = 0; k < RUNS; k++) {
+                xb[k] = caller_alloc(1, f.ii.nbytes);
+                yb[k] = caller_alloc(1, f.oi.nbytes);
+                want[k] = malloc(f.oi.nbytes);
+                fill_input(&r, &f, x);
+                run_copied(ref, &f, x, want[k]);
+                to_device(xb[k], x, f.ii.nbytes);
+                to_device(yb[k], poison, f.oi.nbytes);
+            }
+            baton_runtime_stats(rt, &st0);
+            for (int k = 0; k < RUNS; k++) {
+                baton_buffer bx = {GPU0, xb[k], f.ii.nbytes, f.ii.desc.dtype};
+                baton_buffer by = {GPU0, yb[k], f.oi.nbytes, f.oi.desc.dtype};
+                cr_assert_eq(baton_runtime_bind(rt, f.in, &bx, &err), 0, "%s", err.message);
+                cr_assert_eq(baton_runtime_bind(rt, f.out, &by, &err), 0, "%s", err.message);
+                cr_assert_eq(baton_runtime_run_async(rt, &err), 0, "%s", err.message);
+            }
+            cr_assert_eq(baton_runtime_wait(rt, &err), 0, "%s", err.message);
+            baton_runtime_stats(rt, &st1);
+            /* Pass 1 follows an unbinding, so its first run captures again (updated in place),
+             * after which CUDA patches by capturing again (device_cuda.c), waiting each time:
+             * only the first pass has the one wait. */
+            if (pass == 0 && MODES[m] != BATON_SYNC_STRICT)
+                cr_assert_eq(st1.host_waits - st0.host_waits, 1,
+                             "%s mode: %lld host waits for %d queued runs; expected the one wait",
+                             baton_sync_mode_name(MODES[m]),
+                             (long long)(st1.host_waits - st0.host_waits), RUNS);
+            cr_assert_eq(st1.runs - st0.runs, RUNS);
+            for (int k = 0; k < RUNS; k++) {
+                from_device(got, yb[k], f.oi.nbytes);
+                cr_assert(memcmp(got, want[k], f.oi.nbytes) == 0,
+                          "%s mode, pass %d, queued run %d: the output differs from the copied "
+                          "one",
+                          baton_sync_mode_name(MODES[m]), pass, k);
+            }
+            /* the last binding stays: one more queued run, then get_output waits for it */
+            cr_assert_eq(baton_runtime_run_async(rt, &err), 0, "%s", err.message);
+            memset(got, 0, f.oi.nbytes);
+            cr_assert_eq(baton_runtime_get_output(rt, f.oi.name, got, f.oi.nbytes, &err), 0, "%s",
+                         err.message);
+            cr_assert(memcmp(got, want[RUNS - 1], f.oi.nbytes) == 0,
+                      "%s mode: get_output after a queued run did not see its output",
+                      baton_sync_mode_name(MODES[m]));
+            cr_assert_eq(baton_runtime_wait(rt, &err), 0, "nothing is queued: %s", err.message);
+            cr_assert_eq(baton_runtime_bind(rt, f.in, NULL, &err), 0, "%s", err.message);
+            cr_assert_eq(baton_runtime_bind(rt, f.out, NULL, &err), 0, "%s", err.message);
+            for (int k = 0; k < RUNS; k++) {
+                caller_free(1, xb[k]);
+                caller_free(1, yb[k]);
+                free(want[k]);
+            }
+        }
+        free(x);
+        free(got);
+        free(poison);
+        baton_runtime_destroy(ref);
+        baton_runtime_destroy(rt);
+    }
+    unload(&f);
+}
+
+/* A plan with CPU steps needs the host inside every run: run_async is a run there, and its
+ * outputs are ready when it returns. */
+Test(async_runs, a_plan_with_cpu_steps_runs_whole)
+{
+    NEED_BACKEND();
+    fixture f;
+    load(&f, RFC_PLAN);
+    baton_runtime *ref = make(&f, BATON_SYNC_GRAPH, NULL), *rt = make(&f, BATON_SYNC_GRAPH, NULL);
+    test_rng r = {test_fresh_seed()};
+    void *x = malloc(f.ii.nbytes), *want = malloc(f.oi.nbytes), *got = malloc(f.oi.nbytes);
+    void *yb = caller_alloc(0, f.oi.nbytes);
+    baton_error err;
+    baton_buffer by = {CPU, yb, f.oi.nbytes, f.oi.desc.dtype};
+    cr_assert_eq(baton_runtime_bind(rt, f.out, &by, &err), 0, "%s", err.message);
+    for (int run = 0; run < 3; run++) {
+        fill_input(&r, &f, x);
+        run_copied(ref, &f, x, want);
+        cr_assert_eq(baton_runtime_set_input(rt, f.ii.name, x, f.ii.nbytes, &err), 0, "%s",
+                     err.message);
+        test_poison(yb, f.oi.nbytes);
+        cr_assert_eq(baton_runtime_run_async(rt, &err), 0, "%s", err.message);
+        memcpy(got, yb, f.oi.nbytes); /* no wait: the run was whole */
+        cr_assert(memcmp(got, want, f.oi.nbytes) == 0, "run %d differs", run);
+    }
+    cr_assert_eq(baton_runtime_wait(rt, &err), 0, "%s", err.message);
+    caller_free(0, yb);
+    free(x);
+    free(want);
+    free(got);
+    baton_runtime_destroy(ref);
+    baton_runtime_destroy(rt);
+    unload(&f);
+}
+
 static void expect_refused(baton_runtime *rt, int t, baton_buffer b, const char *needle)
 {
     baton_error err;

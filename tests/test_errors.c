@@ -214,8 +214,15 @@ Test(errors, the_gpu_busy_fraction_without_a_gpu_says_why)
     cr_expect_eq(baton_gpu_busy_end(&f, &err), BATON_ESTATE);
     cr_expect_eq(f, 0.0);
     cr_expect(strstr(err.message, "baton_gpu_busy_begin") != NULL, "%s", err.message);
+    /* a device's part: its range is checked first, in every build */
+    int64_t work = 7;
+    cr_expect_eq(baton_gpu_busy_device(BATON_BUSY_MAX_DEVICES, &f, &work, &err), BATON_EINVAL);
+    cr_expect(strstr(err.message, "device 16") != NULL, "%s", err.message);
+    cr_expect_eq(baton_gpu_busy_device(-1, NULL, NULL, &err), BATON_EINVAL);
+    cr_expect_eq(work, 0);
     if (baton_cuda_device_count() > 0)
         cr_skip("a CUDA device is present: test_device_cuda measures the fraction");
     cr_expect_eq(baton_gpu_busy_begin(&err), BATON_ENOTSUP);
     cr_expect(strstr(err.message, "GPU busy fraction") != NULL, "%s", err.message);
+    cr_expect_eq(baton_gpu_busy_device(0, &f, &work, &err), BATON_ESTATE, "%s", err.message);
 }

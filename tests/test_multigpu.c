@@ -12,10 +12,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "baton/baton_uv.h"
 #include "plan/plan_internal.h"
+#include "scheduler/pool.h"
 #include "scheduler/runtime.h"
 #include "scheduler/testing.h"
 #include "tests/support.h"
@@ -45,7 +47,19 @@ static void teardown(void)
     baton_registry_destroy(reg);
 }
 
-TestSuite(multigpu, .init = setup, .fini = teardown, .timeout = 300);
+/* On GPUs a rank that stops after NCCL's join leaves its peer waiting on the GPU without a
+ * bound: each test ends after a minute there (and run_ranks gives up on a rank sooner), so a hang
+ * costs a GPU call a minute, not the call. */
+#ifdef TEST_ON_CUDA
+#define SUITE_TIMEOUT_S    60
+#define RANK_JOIN_S        45
+#define RANK_RENDEZVOUS_MS 20000
+#else
+#define SUITE_TIMEOUT_S    300
+#define RANK_JOIN_S        240
+#define RANK_RENDEZVOUS_MS 0 /* the default */
+#endif
+TestSuite(multigpu, .init = setup, .fini = teardown, .timeout = SUITE_TIMEOUT_S);
 
 enum { ROWS = 4, COLS = 64, N = ROWS * COLS };
 
@@ -286,9 +300,20 @@ Test(multigpu, a_gpu_to_gpu_boundary_runs_on_cuda_in_every_mode)
         cr_skip("no CUDA device");
     if (baton_cuda_device_count() == 1)
         setenv(DEV_TEST_CUDA_ALIAS, "1", 1);
-    for (int m = 0; m < 3; m++)
-        cr_assert_eq(relay_stale(BATON_GPU_CUDA, (baton_sync_mode)m, 0, 0, 20, NULL), 0,
-                     "%s: wrong results", baton_sync_mode_name((baton_sync_mode)m));
+    /* the copy into the reader's arena by the copy engine, then as the copy kernel reading the
+     * writer's memory, then with the host's waits asleep in the driver (device_cuda.c's
+     * BATON_PEER_COPY_KERNEL and BATON_CUDA_BLOCKING_WAIT) */
+    static const char *const how[] = {NULL, "BATON_PEER_COPY_KERNEL", "BATON_CUDA_BLOCKING_WAIT"};
+    for (int v = 0; v < 3; v++) {
+        if (how[v])
+            setenv(how[v], "1", 1);
+        for (int m = 0; m < 3; m++)
+            cr_assert_eq(relay_stale(BATON_GPU_CUDA, (baton_sync_mode)m, 0, 0, 20, NULL), 0,
+                         "%s, %s: wrong results", baton_sync_mode_name((baton_sync_mode)m),
+                         how[v] ? how[v] : "defaults");
+        if (how[v])
+            unsetenv(how[v]);
+    }
     unsetenv(DEV_TEST_CUDA_ALIAS);
 }
 #endif
@@ -459,7 +484,7 @@ static void *rank_main(void *arg)
     o.rank = j->rank;
     o.world = j->world;
     o.rendezvous = j->path;
-    o.rendezvous_timeout_ms = j->timeout_ms;
+    o.rendezvous_timeout_ms = j->timeout_ms ? j->timeout_ms : RANK_RENDEZVOUS_MS;
     baton_runtime *rt = NULL;
     baton_error err = {0};
     j->rc = baton_runtime_create(j->plan, &o, &rt, &err);
@@ -477,13 +502,25 @@ static void *rank_main(void *arg)
     return NULL;
 }
 
+/* Runs the ranks as threads and waits for them, RANK_JOIN_S at most: a rank still running then
+ * is reported as hung (the test's process ends, and the rank with it). */
 static void run_ranks(rank_job *jobs, int world)
 {
     pthread_t th[4];
     for (int r = 0; r < world; r++)
         cr_assert_eq(pthread_create(&th[r], NULL, rank_main, &jobs[r]), 0);
-    for (int r = 0; r < world; r++)
-        pthread_join(th[r], NULL);
+    struct timespec until;
+    clock_gettime(CLOCK_REALTIME, &until);
+    until.tv_sec += RANK_JOIN_S;
+    for (int r = 0; r < world; r++) {
+        int e = pthread_timedjoin_np(th[r], NULL, &until);
+        if (e)
+            cr_assert_fail(
+                "rank %d of %d did not finish within %d s (a wait between the ranks that "
+                "never ends: a send without its receive, or a rank that stopped after the "
+                "join)",
+                r, world, RANK_JOIN_S);
+    }
 }
 
 /* A fresh rendezvous path per use: a file left behind would make rank 0 refuse to start. */
@@ -850,6 +887,312 @@ Test(multigpu, runs_in_flight_over_two_gpus_equal_synchronous_runs)
     cr_assert_eq(uv_loop_close(&loop), 0);
     baton_runtime_destroy(sync_rt);
     baton_plan_free(two);
+}
+#endif
+
+#ifndef TEST_ON_CUDA
+/* Two pipeline stages (scripts/pipeline.py's form): two steps on cuda:0, then two on cuda:1 that
+ * read what cuda:0 made, meeting at a GPU-to-GPU boundary. */
+static const char *two_stages =
+    "{\"format\": \"baton.plan\", \"version\": 1, \"name\": \"stages\", \"tensors\": ["
+    "{\"name\": \"x\", \"dtype\": \"f32\", \"shape\": [4, 64], \"role\": \"input\"},"
+    "{\"name\": \"a\", \"dtype\": \"f32\", \"shape\": [4, 64], \"role\": \"intermediate\"},"
+    "{\"name\": \"b\", \"dtype\": \"f32\", \"shape\": [4, 64], \"role\": \"intermediate\"},"
+    "{\"name\": \"c\", \"dtype\": \"f32\", \"shape\": [4, 64], \"role\": \"intermediate\"},"
+    "{\"name\": \"y\", \"dtype\": \"f32\", \"shape\": [4, 64], \"role\": \"output\"}],\"steps\": ["
+    "{\"name\": \"p0\", \"kernel\": \"add_scalar\", \"device\": \"cuda:0\", \"inputs\": [\"x\"], "
+    "\"outputs\": [\"a\"], \"attrs\": {\"value\": 1.0}},"
+    "{\"name\": \"p0b\", \"kernel\": \"add_scalar\", \"device\": \"cuda:0\", \"inputs\": [\"a\"], "
+    "\"outputs\": [\"b\"], \"attrs\": {\"value\": 0.5}},"
+    "{\"name\": \"p1\", \"kernel\": \"add_scalar\", \"device\": \"cuda:1\", \"inputs\": [\"b\"], "
+    "\"outputs\": [\"c\"], \"attrs\": {\"value\": 0.25}},"
+    "{\"name\": \"p1b\", \"kernel\": \"add_scalar\", \"device\": \"cuda:1\", \"inputs\": [\"c\"], "
+    "\"outputs\": [\"y\"], \"attrs\": {\"value\": 2.0}}]}";
+
+typedef struct stage_flight {
+    baton_pool *pool;
+    pool_slot slot[2];
+    uv_timer_t later;
+} stage_flight;
+
+static void submit_second(uv_timer_t *t)
+{
+    stage_flight *f = t->data;
+    cr_assert_eq(baton_pool_submit_to(f->pool, 1, &f->slot[1].job, pool_done), 0, "%s",
+                 f->slot[1].job.err.message);
+    uv_close((uv_handle_t *)t, NULL);
+}
+
+/* The one graph span of instance rt's run on GPU g (the test device's timeline of that GPU). */
+static void stage_span(baton_runtime *rt, int g, int64_t *t0, int64_t *t1)
+{
+    baton_device dev = {BATON_DEVICE_CUDA, g};
+    const dev_trace *t = &rt->dev_trace[baton__plan_memory_index(rt->plan, dev)];
+    *t0 = *t1 = 0;
+    for (size_t i = 0; i < atomic_load(&t->n); i++)
+        if (strcmp(t->spans[i].cat, "graph") == 0) {
+            cr_assert_eq(*t1, 0, "cuda:%d ran two graphs for one run", g);
+            *t0 = t->spans[i].t0;
+            *t1 = t->spans[i].t1;
+        }
+    cr_assert_gt(*t1, 0, "no graph in cuda:%d's timeline", g);
+}
+
+/* Runs in flight on a pool pipeline a two-stage plan: the next run's first stage runs on cuda:0
+ * while the previous run's second stage runs on cuda:1. Each operation of the test device starts
+ * 20 ms late; run B is submitted once run A's first stage is done. B's stage on cuda:0 must start
+ * before A's stage on cuda:1 ends: it fails if anything ties B's first stage to A's second (the
+ * pool's runs serialised on one thread or lock, a stream, event or buffer shared by the
+ * instances), with the order between the GPUs as event nodes in the graphs or as stream waits. */
+Test(multigpu, the_next_runs_first_stage_overlaps_the_previous_runs_second_stage)
+{
+    baton_plan *plan = load(two_stages);
+    enum { DELAY_US = 20000 };
+    for (int nodes = 1; nodes >= 0; nodes--) {
+        setenv(RT_EVENT_NODES_ENV, nodes ? "1" : "0", 1);
+        baton_options o = test_options(BATON_GPU_SIM, BATON_SYNC_GRAPH, DELAY_US, 1);
+        uv_loop_t loop;
+        cr_assert_eq(uv_loop_init(&loop), 0);
+        static stage_flight f;
+        memset(&f, 0, sizeof f);
+        baton_error err = {0};
+        cr_assert_eq(baton_pool_create(&loop, plan, &o, 2, &f.pool, &err), 0, "%s", err.message);
+        unsetenv(RT_EVENT_NODES_ENV);
+        /* a first run on each instance, untraced: graph mode captures there */
+        test_rng rng = {test_fresh_seed()};
+        for (int round = 0; round < 2; round++) {
+            for (int k = 0; k < 2; k++) {
+                pool_slot *p = &f.slot[k];
+                baton_job_init(&p->job);
+                p->job.data = p;
+                p->called = 0;
+                test_fill_random(&rng, BATON_DTYPE_F32, p->x0, N, 1.0);
+                test_poison(p->r1, sizeof p->r1);
+                p->in[0] = (baton_binding){"x", p->x0, sizeof p->x0};
+                p->out[0] = (baton_binding){"y", p->r1, sizeof p->r1};
+                p->job.inputs = p->in;
+                p->job.n_inputs = 1;
+                p->job.outputs = p->out;
+                p->job.n_outputs = 1;
+            }
+            if (round == 0) {
+                for (int k = 0; k < 2; k++)
+                    cr_assert_eq(baton_pool_submit_to(f.pool, k, &f.slot[k].job, pool_done), 0);
+                uv_run(&loop, UV_RUN_DEFAULT);
+                continue;
+            }
+            for (int k = 0; k < 2; k++)
+                cr_assert_eq(baton_runtime_trace_begin(baton__pool_instance(f.pool, k), 64), 0);
+            cr_assert_eq(baton_pool_submit_to(f.pool, 0, &f.slot[0].job, pool_done), 0);
+            /* A's first stage: a graph of a copy and two steps, each op 20 ms late */
+            cr_assert_eq(uv_timer_init(&loop, &f.later), 0);
+            f.later.data = &f;
+            cr_assert_eq(uv_timer_start(&f.later, submit_second, 4 * DELAY_US / 1000 + 10, 0), 0);
+            uv_run(&loop, UV_RUN_DEFAULT);
+        }
+        for (int k = 0; k < 2; k++) {
+            pool_slot *p = &f.slot[k];
+            cr_assert_eq(p->called, 1);
+            cr_assert_eq(p->status, 0, "run %d: %s", k, p->job.err.message);
+            for (int i = 0; i < N; i++) {
+                float a = (float)((double)p->x0[i] + 1.0), b = (float)((double)a + 0.5);
+                float c = (float)((double)b + 0.25), y = (float)((double)c + 2.0);
+                cr_assert_eq(p->r1[i], y, "nodes %d, run %d: y[%d]", nodes, k, i);
+            }
+        }
+        int64_t a0, a1, a2, a3, b0, b1, b2, b3;
+        stage_span(baton__pool_instance(f.pool, 0), 0, &a0, &a1);
+        stage_span(baton__pool_instance(f.pool, 0), 1, &a2, &a3);
+        stage_span(baton__pool_instance(f.pool, 1), 0, &b0, &b1);
+        stage_span(baton__pool_instance(f.pool, 1), 1, &b2, &b3);
+        cr_assert_geq(a2, a1, "nodes %d: run A's second stage began before its first ended", nodes);
+        cr_assert_lt(b0 + DELAY_US * 1000 / 2, a3,
+                     "nodes %d: run B's first stage (cuda:0) began %.1f ms after run A's second "
+                     "stage (cuda:1) ended: B waited for A (A on cuda:0 %.1f..%.1f ms, cuda:1 "
+                     "%.1f..%.1f; B on cuda:0 %.1f..%.1f, cuda:1 %.1f..%.1f)",
+                     nodes, (b0 - a3) / 1e6, 0.0, (a1 - a0) / 1e6, (a2 - a0) / 1e6, (a3 - a0) / 1e6,
+                     (b0 - a0) / 1e6, (b1 - a0) / 1e6, (b2 - a0) / 1e6, (b3 - a0) / 1e6);
+        int closed = 0;
+        baton_pool_close(f.pool, pool_closed, &closed);
+        uv_run(&loop, UV_RUN_DEFAULT);
+        cr_assert(closed);
+        cr_assert_eq(uv_loop_close(&loop), 0);
+    }
+    baton_plan_free(plan);
+}
+#endif
+
+#ifndef TEST_ON_CUDA
+/* cuda:1 is busy with work of its own when cuda:0 makes b; cuda:1 reads b after it. */
+static const char *slow_reader =
+    "{\"format\": \"baton.plan\", \"version\": 1, \"name\": \"slow-reader\", \"tensors\": ["
+    "{\"name\": \"x0\", \"dtype\": \"f32\", \"shape\": [4, 64], \"role\": \"input\"},"
+    "{\"name\": \"x1\", \"dtype\": \"f32\", \"shape\": [4, 64], \"role\": \"input\"},"
+    "{\"name\": \"t1\", \"dtype\": \"f32\", \"shape\": [4, 64], \"role\": \"intermediate\"},"
+    "{\"name\": \"t2\", \"dtype\": \"f32\", \"shape\": [4, 64], \"role\": \"intermediate\"},"
+    "{\"name\": \"t3\", \"dtype\": \"f32\", \"shape\": [4, 64], \"role\": \"intermediate\"},"
+    "{\"name\": \"t\", \"dtype\": \"f32\", \"shape\": [4, 64], \"role\": \"intermediate\"},"
+    "{\"name\": \"a\", \"dtype\": \"f32\", \"shape\": [4, 64], \"role\": \"intermediate\"},"
+    "{\"name\": \"b\", \"dtype\": \"f32\", \"shape\": [4, 64], \"role\": \"intermediate\"},"
+    "{\"name\": \"y\", \"dtype\": \"f32\", \"shape\": [4, 64], \"role\": \"output\"}],\"steps\": ["
+    "{\"name\": \"s1\", \"kernel\": \"add_scalar\", \"device\": \"cuda:1\", \"inputs\": [\"x1\"], "
+    "\"outputs\": [\"t1\"], \"attrs\": {\"value\": 0.5}},"
+    "{\"name\": \"s1b\", \"kernel\": \"add_scalar\", \"device\": \"cuda:1\", \"inputs\": [\"t1\"], "
+    "\"outputs\": [\"t2\"], \"attrs\": {\"value\": 0.5}},"
+    "{\"name\": \"s1c\", \"kernel\": \"add_scalar\", \"device\": \"cuda:1\", \"inputs\": [\"t2\"], "
+    "\"outputs\": [\"t3\"], \"attrs\": {\"value\": 0.5}},"
+    "{\"name\": \"s1d\", \"kernel\": \"add_scalar\", \"device\": \"cuda:1\", \"inputs\": [\"t3\"], "
+    "\"outputs\": [\"t\"], \"attrs\": {\"value\": 0.5}},"
+    "{\"name\": \"p0\", \"kernel\": \"add_scalar\", \"device\": \"cuda:0\", \"inputs\": [\"x0\"], "
+    "\"outputs\": [\"a\"], \"attrs\": {\"value\": 1.0}},"
+    "{\"name\": \"p0b\", \"kernel\": \"add_scalar\", \"device\": \"cuda:0\", \"inputs\": [\"a\"], "
+    "\"outputs\": [\"b\"], \"attrs\": {\"value\": 0.5}},"
+    "{\"name\": \"p1\", \"kernel\": \"add\", \"device\": \"cuda:1\", \"inputs\": [\"b\", \"t\"], "
+    "\"outputs\": [\"y\"]}]}";
+
+/* The start and end of the k-th span of category cat in device g's timeline. */
+static void nth_span(baton_runtime *rt, int g, const char *cat, int k, int64_t *t0, int64_t *t1)
+{
+    baton_device dev = {BATON_DEVICE_CUDA, g};
+    const dev_trace *t = &rt->dev_trace[baton__plan_memory_index(rt->plan, dev)];
+    int seen = 0;
+    for (size_t i = 0; i < atomic_load(&t->n); i++)
+        if (strcmp(t->spans[i].cat, cat) == 0 && seen++ == k) {
+            *t0 = t->spans[i].t0;
+            *t1 = t->spans[i].t1;
+            return;
+        }
+    cr_assert_fail("cuda:%d ran %d spans of %s, not %d", g, seen, cat, k + 1);
+}
+
+/* Binds queued run k's x (on cuda:0) and, where each run may have its own, its y (on cuda:1; y
+ * NULL: not). The test device patches a graph for a new address only once the graph's queued
+ * launches are done, so graph mode binds y once: a new y per run would make each run wait for
+ * the last on cuda:1 (CUDA patches for the launches to come, without waiting). */
+static void bind_run(baton_runtime *rt, int tx, float *x, int ty, float *y, size_t bytes)
+{
+    baton_error err = {0};
+    baton_buffer bx = {{BATON_DEVICE_CUDA, 0}, x, bytes, BATON_DTYPE_F32};
+    baton_buffer by = {{BATON_DEVICE_CUDA, 1}, y, bytes, BATON_DTYPE_F32};
+    cr_assert_eq(baton_runtime_bind(rt, tx, &bx, &err), 0, "%s", err.message);
+    if (y)
+        cr_assert_eq(baton_runtime_bind(rt, ty, &by, &err), 0, "%s", err.message);
+}
+
+/* Runs queued without the host's wait between them (baton_runtime_run_async), each on its own
+ * x0: cuda:0 is free long before cuda:1 has copied the b of the run before (cuda:1 first runs
+ * four steps of its own), and the next run's cuda:0 work writes b again. Each run must read its
+ * own b: the next run's write of b starts after cuda:1's copy of it (the timelines), and every
+ * run's y is right (boundary mode, each run with its own y; graph mode, the last run's), with
+ * the order between the GPUs as event nodes and as stream waits. */
+Test(multigpu, queued_runs_do_not_overwrite_what_another_gpu_has_yet_to_copy)
+{
+    baton_plan *plan = load(slow_reader);
+    enum { RUNS = 4 };
+    static float x1[N], x0[RUNS][N] __attribute__((aligned(256)));
+    static float y[RUNS][N] __attribute__((aligned(256)));
+    const int t0 = baton_plan_tensor_index(plan, "x0"), ty = baton_plan_tensor_index(plan, "y");
+    for (int nodes = 1; nodes >= 0; nodes--)
+        for (int m = BATON_SYNC_BOUNDARY; m <= BATON_SYNC_GRAPH; m++) {
+            const char *mode = baton_sync_mode_name((baton_sync_mode)m);
+            const int own_y = m == BATON_SYNC_BOUNDARY;
+            setenv(RT_EVENT_NODES_ENV, nodes ? "1" : "0", 1);
+            baton_runtime *rt = make(plan, BATON_GPU_SIM, (baton_sync_mode)m, 10000);
+            unsetenv(RT_EVENT_NODES_ENV);
+            baton_error err = {0};
+            test_rng rng = {test_fresh_seed()};
+            test_fill_random(&rng, BATON_DTYPE_F32, x1, N, 1.0);
+            set(rt, "x1", x1);
+            if (!own_y)
+                bind_run(rt, t0, x0[0], ty, y[0], sizeof y[0]);
+            for (int pass = 0; pass < 2; pass++) { /* the first captures in graph mode */
+                if (pass == 1)
+                    cr_assert_eq(baton_runtime_trace_begin(rt, 256), 0);
+                for (int k = 0; k < RUNS; k++) {
+                    test_fill_random(&rng, BATON_DTYPE_F32, x0[k], N, 1.0);
+                    test_poison(y[k], sizeof y[k]);
+                    bind_run(rt, t0, x0[k], ty, own_y ? y[k] : NULL, sizeof y[k]);
+                    cr_assert_eq(baton_runtime_run_async(rt, &err), 0, "%s", err.message);
+                }
+                cr_assert_eq(baton_runtime_wait(rt, &err), 0, "%s", err.message);
+                for (int k = own_y ? 0 : RUNS - 1; k < RUNS; k++)
+                    for (int i = 0; i < N; i++) {
+                        float a = (float)((double)x0[k][i] + 1.0), b = (float)((double)a + 0.5);
+                        float t = x1[i];
+                        for (int j = 0; j < 4; j++)
+                            t = (float)((double)t + 0.5);
+                        cr_assert_eq((own_y ? y[k] : y[0])[i], (float)((double)b + (double)t),
+                                     "%s, nodes %d, pass %d, queued run %d: y[%d] read another "
+                                     "run's b",
+                                     mode, nodes, pass, k, i);
+                    }
+            }
+            /* per run, cuda:0 runs p0 and p0b (which writes b); cuda:1 copies x1, later b */
+            for (int k = 0; k + 1 < RUNS; k++) {
+                int64_t w0, w1, c0, c1;
+                nth_span(rt, 0, "kernel", 2 * (k + 1) + 1, &w0, &w1);
+                nth_span(rt, 1, "copy", 2 * k + 1, &c0, &c1);
+                cr_assert_geq(w0, c1,
+                              "%s, nodes %d: run %d wrote b %.1f ms before cuda:1 had copied run "
+                              "%d's",
+                              mode, nodes, k + 1, (c1 - w0) / 1e6, k);
+            }
+            baton_runtime_destroy(rt);
+        }
+    baton_plan_free(plan);
+}
+#endif
+
+#ifndef TEST_ON_CUDA
+/* One runtime pipelines a two-stage plan with runs queued without the host's wait
+ * (baton_runtime_run_async): the next run's first stage starts on cuda:0 once cuda:1 has copied
+ * what the run before left it, while cuda:1 still runs that run's steps, in boundary mode and in
+ * graph mode with event nodes (a record node after the copies). Each op 20 ms late; the outputs
+ * are checked too (see bind_run). */
+Test(multigpu, queued_runs_pipeline_the_stages_of_one_runtime)
+{
+    baton_plan *plan = load(two_stages);
+    enum { RUNS = 3, DELAY_US = 20000 };
+    static float x[RUNS][N] __attribute__((aligned(256)));
+    static float y[RUNS][N] __attribute__((aligned(256)));
+    const int tx = baton_plan_tensor_index(plan, "x"), ty = baton_plan_tensor_index(plan, "y");
+    for (int m = BATON_SYNC_BOUNDARY; m <= BATON_SYNC_GRAPH; m++) {
+        const char *mode = baton_sync_mode_name((baton_sync_mode)m);
+        const int own_y = m == BATON_SYNC_BOUNDARY;
+        baton_runtime *rt = make(plan, BATON_GPU_SIM, (baton_sync_mode)m, DELAY_US);
+        baton_error err = {0};
+        test_rng rng = {test_fresh_seed()};
+        if (!own_y)
+            bind_run(rt, tx, x[0], ty, y[0], sizeof y[0]);
+        for (int pass = 0; pass < 2; pass++) { /* the first captures in graph mode */
+            if (pass == 1)
+                cr_assert_eq(baton_runtime_trace_begin(rt, 256), 0);
+            for (int k = 0; k < RUNS; k++) {
+                test_fill_random(&rng, BATON_DTYPE_F32, x[k], N, 1.0);
+                test_poison(y[k], sizeof y[k]);
+                bind_run(rt, tx, x[k], ty, own_y ? y[k] : NULL, sizeof y[k]);
+                cr_assert_eq(baton_runtime_run_async(rt, &err), 0, "%s", err.message);
+            }
+            cr_assert_eq(baton_runtime_wait(rt, &err), 0, "%s", err.message);
+            for (int k = own_y ? 0 : RUNS - 1; k < RUNS; k++)
+                for (int i = 0; i < N; i++) {
+                    float a = (float)((double)x[k][i] + 1.0), b = (float)((double)a + 0.5);
+                    float c = (float)((double)b + 0.25), w = (float)((double)c + 2.0);
+                    cr_assert_eq((own_y ? y[k] : y[0])[i], w, "%s, pass %d, queued run %d: y[%d]",
+                                 mode, pass, k, i);
+                }
+        }
+        /* cuda:0 runs p0, p0b and cuda:1 p1, p1b per run: run 2's p0 against run 1's p1b */
+        int64_t p0_t0, p0_t1, p1b_t0, p1b_t1;
+        nth_span(rt, 0, "kernel", 2, &p0_t0, &p0_t1);
+        nth_span(rt, 1, "kernel", 1, &p1b_t0, &p1b_t1);
+        cr_assert_lt(p0_t0, p1b_t1 - DELAY_US * 1000 / 2,
+                     "%s: run 2's first stage began %.1f ms after run 1's second stage ended: the "
+                     "queued run waited for the whole stage, not for its copy",
+                     mode, (p0_t0 - p1b_t1) / 1e6);
+        baton_runtime_destroy(rt);
+    }
+    baton_plan_free(plan);
 }
 #endif
 

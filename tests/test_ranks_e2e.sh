@@ -26,18 +26,21 @@ fail=0
 for mode in strict boundary graph; do
   mkdir -p "$tmp/$mode/one" "$tmp/$mode/r0" "$tmp/$mode/r1"
   # shellcheck disable=SC2046
-  if ! "$baton" run -q --gpu=cuda --mode=$mode --iters=3 "$tmp/two.json" \
+  if ! timeout 60 "$baton" run -q --gpu=cuda --mode=$mode --iters=3 "$tmp/two.json" \
        $(outs "$out0 $out1" "$tmp/$mode/one") > "$tmp/$mode/one.log" 2>&1; then
     echo "FAIL: $mode: the one-process run"; cat "$tmp/$mode/one.log"; fail=1; continue
   fi
   rv="$tmp/$mode/rendezvous"
   t0=$(date +%s.%N)
+  # each rank bounded: a rank that stops after NCCL's join leaves the other waiting on its GPU
   # shellcheck disable=SC2046
-  "$baton" run -q --gpu=cuda --mode=$mode --iters=3 --rank=0 --world=2 --rendezvous="$rv" \
+  timeout 60 "$baton" run -q --gpu=cuda --mode=$mode --iters=3 --rank=0 --world=2 \
+    --rendezvous="$rv" --rendezvous-timeout=30 \
     "$tmp/two.json" $(outs "$out0" "$tmp/$mode/r0") > "$tmp/$mode/r0.log" 2>&1 &
   p0=$!
   # shellcheck disable=SC2046
-  "$baton" run -q --gpu=cuda --mode=$mode --iters=3 --rank=1 --world=2 --rendezvous="$rv" \
+  timeout 60 "$baton" run -q --gpu=cuda --mode=$mode --iters=3 --rank=1 --world=2 \
+    --rendezvous="$rv" --rendezvous-timeout=30 \
     "$tmp/two.json" $(outs "$out1" "$tmp/$mode/r1") > "$tmp/$mode/r1.log" 2>&1 &
   p1=$!
   wait $p0; rc0=$?

@@ -179,7 +179,18 @@ static int bench_inflight(cli *c, const baton_plan *plan, const baton_sync_mode 
     struct {
         double runs_per_s, p50_us, p99_us, loop_us, busy; /* busy < 0: not measured */
         char busy_why[160];
+        /* per CUDA device the plan uses (gpu_dev), with busy: its busy fraction and the device
+         * time a run cost it (kernels and copies, side by side counted each) */
+        double dev_busy[BATON_BUSY_MAX_DEVICES], dev_us[BATON_BUSY_MAX_DEVICES];
     } res[3];
+    /* the plan's CUDA devices, in arena order */
+    int gpu_dev[BATON_BUSY_MAX_DEVICES], n_gpu_dev = 0;
+    for (int i = 0; i < baton_plan_arena_count(plan); i++) {
+        baton_arena a;
+        if (baton_plan_arena_info(plan, i, &a) == 0 && a.device.kind == BATON_DEVICE_CUDA &&
+            a.device.index < BATON_BUSY_MAX_DEVICES && n_gpu_dev < BATON_BUSY_MAX_DEVICES)
+            gpu_dev[n_gpu_dev++] = a.device.index;
+    }
     int nres = 0, queues_ahead = 0;
     uv_loop_t loop;
     int loop_ok = 0;
@@ -295,8 +306,16 @@ static int bench_inflight(cli *c, const baton_plan *plan, const baton_sync_mode 
             F.prog = NULL;
             if (baton_gpu_busy_begin(&busy_err) == 0) {
                 bad = fly(&loop, &F, n, iters);
-                if (baton_gpu_busy_end(&frac, &busy_err) == 0 && !bad)
+                if (baton_gpu_busy_end(&frac, &busy_err) == 0 && !bad) {
                     res[nres].busy = frac;
+                    for (int g = 0; g < n_gpu_dev; g++) {
+                        int64_t work = 0;
+                        res[nres].dev_busy[g] = res[nres].dev_us[g] = -1;
+                        if (baton_gpu_busy_device(gpu_dev[g], &res[nres].dev_busy[g], &work,
+                                                  NULL) == 0)
+                            res[nres].dev_us[g] = (double)work / 1e3 / iters;
+                    }
+                }
             }
             if (res[nres].busy < 0)
                 snprintf(res[nres].busy_why, sizeof res[nres].busy_why, "%.150s",
@@ -320,14 +339,25 @@ static int bench_inflight(cli *c, const baton_plan *plan, const baton_sync_mode 
     /* The GPU busy fraction is measured with device timestamps or not at all: throughput x the
      * one-at-a-time latency would count host and wait time as GPU time. */
     if (strcmp(c->format, "csv") == 0) {
-        printf(
-            "mode,inflight,runs,runs_per_s,p50_us,p99_us,loop_busy_us_per_run,gpu_busy_fraction\n");
+        /* the per-device columns hold one value per CUDA device of the plan, in device order,
+         * separated by spaces (empty: not measured) */
+        printf("mode,inflight,runs,runs_per_s,p50_us,p99_us,loop_busy_us_per_run,gpu_busy_fraction,"
+               "gpu_busy_by_device,gpu_us_per_run_by_device\n");
         for (int i = 0; i < nres; i++) {
-            char busy[32] = ""; /* empty: not measured */
-            if (res[i].busy >= 0)
+            char busy[32] = "", by[2][BATON_BUSY_MAX_DEVICES * 16] = {"", ""};
+            if (res[i].busy >= 0) {
                 snprintf(busy, sizeof busy, "%.4f", res[i].busy);
-            printf("%s,%d,%d,%.2f,%.3f,%.3f,%.3f,%s\n", baton_sync_mode_name(want[i]), n, iters,
-                   res[i].runs_per_s, res[i].p50_us, res[i].p99_us, res[i].loop_us, busy);
+                for (int g = 0; g < n_gpu_dev; g++) {
+                    size_t l0 = strlen(by[0]), l1 = strlen(by[1]);
+                    snprintf(by[0] + l0, sizeof by[0] - l0, "%s%.4f", g ? " " : "",
+                             res[i].dev_busy[g]);
+                    snprintf(by[1] + l1, sizeof by[1] - l1, "%s%.2f", g ? " " : "",
+                             res[i].dev_us[g]);
+                }
+            }
+            printf("%s,%d,%d,%.2f,%.3f,%.3f,%.3f,%s,%s,%s\n", baton_sync_mode_name(want[i]), n,
+                   iters, res[i].runs_per_s, res[i].p50_us, res[i].p99_us, res[i].loop_us, busy,
+                   by[0], by[1]);
         }
     } else if (strcmp(c->format, "json") == 0) {
         printf("{\"plan\": ");
@@ -338,9 +368,13 @@ static int bench_inflight(cli *c, const baton_plan *plan, const baton_sync_mode 
                    "%.3f, \"loop_busy_us_per_run\": %.3f, \"gpu_busy_fraction\": ",
                    baton_sync_mode_name(want[i]), res[i].runs_per_s, res[i].p50_us, res[i].p99_us,
                    res[i].loop_us);
-            if (res[i].busy >= 0)
-                printf("%.4f, \"gpu_busy_note\": null}", res[i].busy);
-            else {
+            if (res[i].busy >= 0) {
+                printf("%.4f, \"gpu_busy_by_device\": {", res[i].busy);
+                for (int g = 0; g < n_gpu_dev; g++)
+                    printf("%s\"cuda:%d\": {\"busy\": %.4f, \"us_per_run\": %.3f}", g ? ", " : "",
+                           gpu_dev[g], res[i].dev_busy[g], res[i].dev_us[g]);
+                printf("}, \"gpu_busy_note\": null}");
+            } else {
                 printf("null, \"gpu_busy_note\": ");
                 json_string(res[i].busy_why);
                 printf("}");
@@ -363,6 +397,9 @@ static int bench_inflight(cli *c, const baton_plan *plan, const baton_sync_mode 
                 any_na = i + 1;
             printf("%-9s %11.1f %11.2f %11.2f %14.2f %9s\n", baton_sync_mode_name(want[i]),
                    res[i].runs_per_s, res[i].p50_us, res[i].p99_us, res[i].loop_us, busy);
+            for (int g = 0; res[i].busy >= 0 && n_gpu_dev > 1 && g < n_gpu_dev; g++)
+                printf("%-9s cuda:%d busy %.1f %%, %.2f us of device time a run\n", "", gpu_dev[g],
+                       100 * res[i].dev_busy[g], res[i].dev_us[g]);
         }
         printf("latency: submit to completion; loop us/run: the libuv loop's busy time (wall - "
                "idle) per run.\nGPU busy: the part of a second pass of the same runs in which the "

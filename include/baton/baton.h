@@ -831,6 +831,23 @@ BATON_API int baton_runtime_bind(baton_runtime *rt, int tensor, const baton_buff
  * atomic flag; use one runtime per thread, or a baton_pool). */
 BATON_API int baton_runtime_run(baton_runtime *rt, baton_error *err);
 
+/* Queues a run: baton_runtime_run without the host's wait at its end, so that the next run's work
+ * is on the GPU before this one's ends (a decode loop whose tokens stay on the device: the GPU
+ * goes from one run's graph to the next without waiting for the host). It returns once the run's
+ * work is issued when every segment of the plan runs on a GPU of this process, no collective, in
+ * boundary or graph mode; otherwise it is baton_runtime_run. Queued runs execute in order.
+ * baton_runtime_wait ends them: the host waits, and the run-time errors of their kernels (an id
+ * out of range...) are reported there, naming the step. Calls that read or write what queued runs
+ * use wait for them first, and report their errors: set_input, get_output, the state calls,
+ * set_dims, trace_write, and a bind that is not a new address on the same device; a bind of a
+ * new address on the same device (the intended way to give each queued run its own inputs and
+ * outputs) applies to the runs queued after it, and the caller keeps the old buffer valid until
+ * the wait. Allocates nothing (after the first run, as baton_runtime_run). */
+BATON_API int baton_runtime_run_async(baton_runtime *rt, baton_error *err);
+/* Waits for the runs baton_runtime_run_async queued; 0 at once when none is. On failure, err
+ * names the step whose kernel failed, and the runtime stays usable. */
+BATON_API int baton_runtime_wait(baton_runtime *rt, baton_error *err);
+
 /* Counters accumulated over the runs since the runtime was created or its counters reset
  * (baton_runtime_reset_stats). They count what reached a GPU: with the CPU fallback (cuda:N steps
  * run on the CPU, baton_runtime_gpu_backend() == BATON_GPU_CPU) those steps count in `steps` but
@@ -948,6 +965,15 @@ BATON_API int baton_cuda_device_count(void);
  * reason without CUDA, a GPU or CUPTI; BATON_ESTATE when not begun (or begun twice). */
 BATON_API int baton_gpu_busy_begin(baton_error *err);
 BATON_API int baton_gpu_busy_end(double *fraction, baton_error *err);
+/* After baton_gpu_busy_end, CUDA device `device`'s part of that window: *fraction, the part in
+ * which at least one of its kernels or copies ran, and *work_ns, the sum of their durations
+ * within the window (work that ran side by side counts each time, so it may exceed the window:
+ * divided by the runs of the window, the device time a run costs). Either may be NULL. It tells
+ * which GPU of a plan over several is the busy one. BATON_EINVAL for a device outside 0 ..
+ * BATON_BUSY_MAX_DEVICES - 1, BATON_ESTATE before a window has ended. */
+#define BATON_BUSY_MAX_DEVICES 16
+BATON_API int baton_gpu_busy_device(int device, double *fraction, int64_t *work_ns,
+                                    baton_error *err);
 
 #ifdef __cplusplus
 }

@@ -33,8 +33,10 @@ KCUDA_DECODER_FN(rope_cache_update)
  * error of the device in a device-side word (first writer wins). This reads and clears that
  * record of `device`: 0 when none, else BATON_EKERNEL, the step's index (ctx->step_index of the
  * call) in *step (may be NULL) and "embedding at step #3 on cuda:0: ids[0] = 130000 is outside
- * [0, 128256) ..." in msg. It copies synchronously from the device: call it where the host has
- * waited anyway (the runtime does, at the end of a run: core/tune.h's kernel_error_fn). */
+ * [0, 128256) ..." in msg. Call it where the host has waited anyway (the runtime does, at the end
+ * of a run: core/tune.h's kernel_error_fn). The first call on a device gives the record a copy in
+ * mapped pinned host memory (and synchronises the device once); after that a check without an
+ * error reads host memory only, and only an error costs synchronous copies from the device. */
 int baton__kcuda_decoder_error_take(int device, int *step, char *msg, size_t len);
 
 #ifdef __cplusplus

@@ -11,6 +11,8 @@
 #include <math.h>
 #include <mma.h>
 
+#include <mutex>
+
 #include "kernels/cuda/cuda_decoder.h"
 #include "kernels/decoder_desc.h"
 
@@ -23,6 +25,9 @@ namespace dec
  * err[0]: 0, or (op << 32) | (step_index + 1) of the first failing call (atomicCAS: first wins);
  * err[1]: the element's index; err[2]: its value; err[3]: the exclusive limit. */
 __device__ unsigned long long g_err[4];
+/* The first error's copy in mapped pinned host memory (NULL until the host sets it), so that the
+ * check after every run reads host memory instead of copying from the device. */
+__device__ unsigned long long *g_err_host;
 
 __device__ __noinline__ void record(int op, int step, long long i, long long v, long long limit)
 {
@@ -32,6 +37,14 @@ __device__ __noinline__ void record(int op, int step, long long i, long long v, 
         g_err[1] = (unsigned long long)i;
         g_err[2] = (unsigned long long)v;
         g_err[3] = (unsigned long long)limit;
+        volatile unsigned long long *h = g_err_host;
+        if (h) {
+            h[1] = (unsigned long long)i;
+            h[2] = (unsigned long long)v;
+            h[3] = (unsigned long long)limit;
+            __threadfence_system();
+            h[0] = tag; /* last: a tag the host sees comes with its values */
+        }
         __threadfence_system();
     }
 }
@@ -3386,20 +3399,60 @@ extern "C" int baton__kcuda_sample(const baton_exec_ctx *ctx, void **buffers, co
 #undef SMP_LAUNCH
 }
 
+/* Per device: 0 no host copy yet, 1 the host copy is in use, 2 none could be made (every check
+ * copies from the device). */
+static std::atomic<int> g_mirror_state[KCUDA_MAX_DEVICES];
+static unsigned long long *g_mirror[KCUDA_MAX_DEVICES];
+static std::mutex g_mirror_lock;
+
+/* Gives `device` (current) its host copy of the error record. Once per device and process, after
+ * a run's wait: kernels launched before g_err_host was set write only the device record, so the
+ * device is synchronised once, and the caller's check that follows still reads the device. */
+static void mirror_setup(int device)
+{
+    std::lock_guard<std::mutex> hold(g_mirror_lock);
+    if (g_mirror_state[device].load(std::memory_order_acquire) != 0)
+        return;
+    void *h = NULL, *dp = NULL;
+    int state = 2;
+    if (cudaHostAlloc(&h, 4 * sizeof(unsigned long long),
+                      cudaHostAllocMapped | cudaHostAllocPortable) == cudaSuccess) {
+        memset(h, 0, 4 * sizeof(unsigned long long));
+        if (cudaHostGetDevicePointer(&dp, h, 0) == cudaSuccess &&
+            cudaMemcpyToSymbol(dec::g_err_host, &dp, sizeof dp) == cudaSuccess &&
+            cudaDeviceSynchronize() == cudaSuccess) {
+            g_mirror[device] = (unsigned long long *)h;
+            state = 1;
+        } else {
+            cudaFreeHost(h);
+        }
+    }
+    (void)cudaGetLastError();
+    g_mirror_state[device].store(state, std::memory_order_release);
+}
+
 extern "C" int baton__kcuda_decoder_error_take(int device, int *step_out, char *msg, size_t len)
 {
     if (step_out)
         *step_out = -1;
+    const bool known = device >= 0 && device < KCUDA_MAX_DEVICES;
+    if (known && g_mirror_state[device].load(std::memory_order_acquire) == 1 &&
+        ((volatile unsigned long long *)g_mirror[device])[0] == 0)
+        return 0; /* the common case: no CUDA call */
     int prev = 0;
     if (cudaGetDevice(&prev) != cudaSuccess)
         return baton__reason_set(msg, len, BATON_ECUDA, "cudaGetDevice failed");
     if (device != prev && cudaSetDevice(device) != cudaSuccess)
         return baton__reason_set(msg, len, BATON_ECUDA, "cudaSetDevice(%d) failed", device);
+    if (known && g_mirror_state[device].load(std::memory_order_acquire) == 0)
+        mirror_setup(device);
     unsigned long long rec[4] = {0, 0, 0, 0};
-    cudaError_t e = cudaMemcpyFromSymbol(rec, g_err, sizeof rec);
+    cudaError_t e = cudaMemcpyFromSymbol(rec, dec::g_err, sizeof rec);
     if (e == cudaSuccess && rec[0]) {
         const unsigned long long zero[4] = {0, 0, 0, 0};
-        e = cudaMemcpyToSymbol(g_err, zero, sizeof zero);
+        e = cudaMemcpyToSymbol(dec::g_err, zero, sizeof zero);
+        if (known && g_mirror_state[device].load(std::memory_order_acquire) == 1)
+            memset((void *)g_mirror[device], 0, sizeof zero);
     }
     if (device != prev)
         cudaSetDevice(prev);

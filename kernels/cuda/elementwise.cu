@@ -246,10 +246,12 @@ __device__ __forceinline__ bool amax_better(K vb, int64_t ib, K va, int64_t ia)
     return ib < ia;
 }
 
-/* VEC: rows 16-byte aligned, read as 16-byte vectors, four in flight per thread (a decode step's
- * 128k logits in one block of 1024 threads: a few microseconds instead of one element a load). The
- * winner does not depend on the order candidates meet: amax_better is a total order. */
-template <typename T, bool VEC>
+/* VEC: rows 16-byte aligned, read as 16-byte vectors, four in flight per thread. CL > 1: a row is
+ * split over a cluster of CL blocks (a decode step's 128k logits over 8 SMs instead of one: the
+ * row comes from L2, and one SM's loads in flight set the time), each block takes its share, and
+ * rank 0 combines the blocks' winners in rank order through distributed shared memory. The winner
+ * does not depend on the order candidates meet: amax_better is a total order. */
+template <typename T, bool VEC, int CL>
 __global__ void __launch_bounds__(1024)
     argmax_kernel(const T *__restrict__ x, int64_t *__restrict__ out, int64_t n1, int64_t n2)
 {
@@ -259,8 +261,9 @@ __global__ void __launch_bounds__(1024)
     __shared__ K sv[32];
     __shared__ int64_t si[32];
     const int tid = threadIdx.x, lane = tid & 31, wid = tid >> 5, nw = blockDim.x >> 5;
+    const int part = CL > 1 ? (int)(blockIdx.x % CL) : 0;
     pdl_wait();
-    for (int64_t row = blockIdx.x; row < n1; row += gridDim.x) {
+    for (int64_t row = blockIdx.x / CL; row < n1; row += gridDim.x / CL) {
         const T *xr = x + row * n2;
         K best = 0;
         int64_t bi = -1;
@@ -274,15 +277,16 @@ __global__ void __launch_bounds__(1024)
         int64_t j0 = 0;
         if constexpr (VEC) {
             const int64_t nv = n2 / E, step = (int64_t)blockDim.x;
+            const int64_t v0 = nv * part / CL, v1 = nv * (part + 1) / CL;
             const uint4 *xv = reinterpret_cast<const uint4 *>(xr);
-            for (int64_t v = tid; v < nv; v += 4 * step) {
+            for (int64_t v = v0 + tid; v < v1; v += 4 * step) {
                 uint4 u[4];
 #pragma unroll
                 for (int k = 0; k < 4; k++)
-                    u[k] = v + k * step < nv ? __ldcs(xv + v + k * step) : make_uint4(0, 0, 0, 0);
+                    u[k] = v + k * step < v1 ? __ldcs(xv + v + k * step) : make_uint4(0, 0, 0, 0);
 #pragma unroll
                 for (int k = 0; k < 4; k++) {
-                    if (v + k * step >= nv)
+                    if (v + k * step >= v1)
                         break;
                     const T *t = reinterpret_cast<const T *>(&u[k]);
 #pragma unroll
@@ -292,8 +296,9 @@ __global__ void __launch_bounds__(1024)
             }
             j0 = nv * E;
         }
-        for (int64_t j = j0 + tid; j < n2; j += blockDim.x)
-            take(xr[j], j);
+        if (part == CL - 1)
+            for (int64_t j = j0 + tid; j < n2; j += blockDim.x)
+                take(xr[j], j);
 #pragma unroll
         for (int o = 16; o > 0; o >>= 1) {
             const K ov = __shfl_xor_sync(0xffffffffu, best, o);
@@ -317,7 +322,30 @@ __global__ void __launch_bounds__(1024)
                     b = sv[k];
                     i = si[k];
                 }
-            out[row] = i;
+            if (CL == 1) {
+                out[row] = i;
+            } else {
+                sv[0] = b;
+                si[0] = i;
+            }
+        }
+        if constexpr (CL > 1) {
+            cg::cluster_group cluster = cg::this_cluster();
+            cluster.sync(); /* every block's winner is in its sv[0], si[0] */
+            if (part == 0 && tid == 0) {
+                K b = sv[0];
+                int64_t i = si[0];
+                for (int q = 1; q < CL; q++) {
+                    const K qv = *cluster.map_shared_rank(sv, q);
+                    const int64_t qi = *cluster.map_shared_rank(si, q);
+                    if (qi >= 0 && (i < 0 || amax_better<K, KT>(qv, qi, b, i))) {
+                        b = qv;
+                        i = qi;
+                    }
+                }
+                out[row] = i;
+            }
+            cluster.sync(); /* rank 0 has read every peer's slot before the next row writes it */
         }
     }
     pdl_trigger();
@@ -326,9 +354,11 @@ __global__ void __launch_bounds__(1024)
 template <typename T>
 static int argmax_typed(const baton_exec_ctx *ctx, void **buffers, const baton_argmax_desc &d)
 {
-    /* Wide rows (a vocabulary) that are few: 1024 threads of 16-byte loads a row. */
+    /* Wide rows (a vocabulary) that are few: 1024 threads of 16-byte loads a row, and a row of
+     * 64 KiB or more over a cluster of 8 blocks. */
     const bool vec = d.n2 * (int64_t)sizeof(T) >= 16384 && d.n1 <= 4LL * sm_count(ctx) &&
                      ((uintptr_t)buffers[0] & 15) == 0 && (d.n2 * (int64_t)sizeof(T)) % 16 == 0;
+    const bool split = vec && d.n2 * (int64_t)sizeof(T) >= 65536;
     const unsigned threads = vec           ? 1024u
                              : d.n2 >= 256 ? 256u
                              : d.n2 > 32   ? (unsigned)((d.n2 + 31) / 32 * 32)
@@ -337,7 +367,10 @@ static int argmax_typed(const baton_exec_ctx *ctx, void **buffers, const baton_a
     const int64_t cap = 32LL * sm_count(ctx);
     if (blocks > cap)
         blocks = cap;
-    auto kern = vec ? argmax_kernel<T, true> : argmax_kernel<T, false>;
+    if (split)
+        return launch(ctx, "argmax", argmax_kernel<T, true, 8>, (unsigned)(blocks * 8), threads, 0,
+                      8, (const T *)buffers[0], (int64_t *)buffers[1], d.n1, d.n2);
+    auto kern = vec ? argmax_kernel<T, true, 1> : argmax_kernel<T, false, 1>;
     return launch(ctx, "argmax", kern, (unsigned)blocks, threads, 0, 1, (const T *)buffers[0],
                   (int64_t *)buffers[1], d.n1, d.n2);
 }

@@ -41,58 +41,105 @@ template <> __device__ __forceinline__ float el<float>(const uint4 &v, int e)
 }
 
 /* Stages rows [m0, m0 + M) of prologue(x) into xs ([M][k], as T: the values an unfused plan would
- * have written to memory), zeros for rows past a.m. Ends with a barrier. */
+ * have written to memory), zeros for rows past a.m. Ends with a barrier. x comes from L2 (the step
+ * before wrote it), so every thread issues all its loads of a batch before it uses any: the
+ * prologue costs about one L2 round trip, not one per vector. */
 template <typename T, int M, int P>
 __device__ __forceinline__ void stage(const Args &a, long long m0, T *xs, float *red)
 {
     constexpr int VE = 16 / (int)sizeof(T);
+    constexpr int NB = 4; /* vectors (of x, and of g or up) a thread has in flight */
     const T *x = (const T *)a.x;
-    const long long K = a.k, kv = K / VE;
-    if constexpr (P == BATON_GEMV_PLAIN) {
-        for (long long i = threadIdx.x; i < M * kv; i += blockDim.x) {
-            const long long m = i / kv, j = (i % kv) * VE;
-            uint4 v = make_uint4(0, 0, 0, 0);
-            if (m0 + m < a.m)
-                v = *reinterpret_cast<const uint4 *>(x + (m0 + m) * a.ldx + j);
-            *reinterpret_cast<uint4 *>(xs + m * K + j) = v;
-        }
-    } else if constexpr (P == BATON_GEMV_SWIGLU) {
-        for (long long i = threadIdx.x; i < M * kv; i += blockDim.x) {
-            const long long m = i / kv, j = (i % kv) * VE;
-            alignas(16) T o[VE];
-            if (m0 + m < a.m) {
-                const uint4 gv = *reinterpret_cast<const uint4 *>(x + (m0 + m) * a.ldx + j);
-                const uint4 uv = *reinterpret_cast<const uint4 *>(x + (m0 + m) * a.ldx + K + j);
+    const long long K = a.k, kv = K / VE, nt = blockDim.x;
+    const uint4 zero = make_uint4(0, 0, 0, 0);
+    if constexpr (P == BATON_GEMV_PLAIN || P == BATON_GEMV_SWIGLU) {
+        /* 32-bit: a 64-bit division is a long software sequence, and this runs per vector */
+        const unsigned kvu = (unsigned)kv, total = (unsigned)(M * kv);
+        for (unsigned i0 = threadIdx.x; i0 < total; i0 += NB * (unsigned)nt) {
+            uint4 gv[NB], uv[NB];
 #pragma unroll
-                for (int e = 0; e < VE; e++) { /* silu_mul's arithmetic (decoder.cu act_f) */
-                    const float ga = el<T>(gv, e);
-                    o[e] = from_f<T>(ga / (1.0f + expf(-ga)) * el<T>(uv, e));
+            for (int b = 0; b < NB; b++) {
+                const unsigned i = i0 + b * (unsigned)nt, m = M == 1 ? 0 : i / kvu;
+                const long long j = (long long)(M == 1 ? i : i % kvu) * VE;
+                gv[b] = uv[b] = zero;
+                if (i < total && m0 + m < a.m) {
+                    const T *xr = x + (m0 + m) * a.ldx;
+                    gv[b] = *reinterpret_cast<const uint4 *>(xr + j);
+                    if constexpr (P == BATON_GEMV_SWIGLU)
+                        uv[b] = *reinterpret_cast<const uint4 *>(xr + K + j);
                 }
-            } else {
-#pragma unroll
-                for (int e = 0; e < VE; e++)
-                    o[e] = from_f<T>(0.0f);
             }
-            *reinterpret_cast<uint4 *>(xs + m * K + j) = *reinterpret_cast<const uint4 *>(o);
+#pragma unroll
+            for (int b = 0; b < NB; b++) {
+                const unsigned i = i0 + b * (unsigned)nt, m = M == 1 ? 0 : i / kvu;
+                const long long j = (long long)(M == 1 ? i : i % kvu) * VE;
+                if (i >= total)
+                    break;
+                if constexpr (P == BATON_GEMV_SWIGLU) {
+                    alignas(16) T o[VE];
+                    const bool on = m0 + m < a.m;
+#pragma unroll
+                    for (int e = 0; e < VE; e++) { /* silu_mul's arithmetic (decoder.cu act_f) */
+                        const float ga = el<T>(gv[b], e);
+                        o[e] = from_f<T>(on ? ga / (1.0f + expf(-ga)) * el<T>(uv[b], e) : 0.0f);
+                    }
+                    *reinterpret_cast<uint4 *>(xs + m * K + j) =
+                        *reinterpret_cast<const uint4 *>(o);
+                } else {
+                    *reinterpret_cast<uint4 *>(xs + m * K + j) = gv[b];
+                }
+            }
         }
     } else {
         const T *g = (const T *)a.g;
+        /* Rows of up to NB vectors a thread are held in registers between the sum of squares and
+         * the scaling (one read of x and g, both in flight at once); longer rows read x twice.
+         * Either way a thread adds its elements in k order: the same bits. */
+        const bool held = K <= NB * nt * VE;
 #pragma unroll 1
         for (int m = 0; m < M; m++) {
             const bool on = m0 + m < a.m;
             const T *xr = x + (on ? m0 + m : 0) * a.ldx;
             float ss = 0.0f;
-            for (long long j = (long long)threadIdx.x * VE; j < K;
-                 j += (long long)blockDim.x * VE) {
+            if (held) {
+                uint4 xv[NB], gw[NB];
+#pragma unroll
+                for (int b = 0; b < NB; b++) {
+                    const long long j = (threadIdx.x + b * nt) * VE;
+                    xv[b] = j < K ? *reinterpret_cast<const uint4 *>(xr + j) : zero;
+                    gw[b] = j < K ? *reinterpret_cast<const uint4 *>(g + j) : zero;
+                }
+#pragma unroll
+                for (int b = 0; b < NB; b++)
+                    if ((threadIdx.x + b * nt) * VE < K)
+#pragma unroll
+                        for (int e = 0; e < VE; e++)
+                            ss = fmaf(el<T>(xv[b], e), el<T>(xv[b], e), ss);
+                ss = block_sum(ss, red); /* every thread the same bits */
+                const float rs = rsqrtf(ss / (float)K + a.eps);
+#pragma unroll
+                for (int b = 0; b < NB; b++) {
+                    const long long j = (threadIdx.x + b * nt) * VE;
+                    if (j >= K)
+                        break;
+                    alignas(16) T o[VE];
+#pragma unroll
+                    for (int e = 0; e < VE; e++)
+                        o[e] = from_f<T>(on ? el<T>(gw[b], e) * (el<T>(xv[b], e) * rs) : 0.0f);
+                    *reinterpret_cast<uint4 *>(xs + m * K + j) =
+                        *reinterpret_cast<const uint4 *>(o);
+                }
+                continue;
+            }
+            for (long long j = (long long)threadIdx.x * VE; j < K; j += nt * VE) {
                 const uint4 v = *reinterpret_cast<const uint4 *>(xr + j);
 #pragma unroll
                 for (int e = 0; e < VE; e++)
                     ss = fmaf(el<T>(v, e), el<T>(v, e), ss);
             }
-            ss = block_sum(ss, red); /* every thread the same bits */
+            ss = block_sum(ss, red);
             const float rs = rsqrtf(ss / (float)K + a.eps);
-            for (long long j = (long long)threadIdx.x * VE; j < K;
-                 j += (long long)blockDim.x * VE) {
+            for (long long j = (long long)threadIdx.x * VE; j < K; j += nt * VE) {
                 const uint4 v = *reinterpret_cast<const uint4 *>(xr + j);
                 const uint4 gw = *reinterpret_cast<const uint4 *>(g + j);
                 alignas(16) T o[VE];
@@ -109,8 +156,12 @@ __device__ __forceinline__ void stage(const Args &a, long long m0, T *xs, float 
 /* A warp per R rows of W; a tile is U 16-byte vectors of each row per lane (lane l holds k =
  * VE (32 u + l) + the tile's start), loaded before any FMA, so R U vectors are in flight per lane;
  * with PIPE the next tile's loads are issued before the FMAs of this one (twice the registers).
- * Warps stride over the row groups; blockIdx.y picks the row tile [M y, M y + M) of x. Each lane
- * sums its elements in k order whatever R, U and PIPE: every variant gives the same bits. */
+ * Warps stride over the row groups; blockIdx.y picks the row tile [M y, M y + M) of x. A row of
+ * several tiles starts at tile (row / 2) mod tiles and wraps: the warps' loads at any moment are
+ * then spread over every part of the rows, not all at the same offset of rows a power of two
+ * apart (which strided the memory channels unevenly: K = 8192 ran 1.2x slower than K = 2048 at
+ * the same bytes). Each lane sums its elements in that order whatever R, U and PIPE (the rows of
+ * a pair share it): every variant gives the same bits. */
 template <typename T, int M, int R, int U, bool PIPE, int P>
 __global__ void __launch_bounds__(THREADS) gemv_kernel(Args a)
 {
@@ -124,6 +175,13 @@ __global__ void __launch_bounds__(THREADS) gemv_kernel(Args a)
     const long long K = a.k, N = a.n, m0 = (long long)blockIdx.y * M;
     const long long step = (long long)gridDim.x * nw * R;
     long long row0 = ((long long)blockIdx.x * nw + (threadIdx.x >> 5)) * R;
+    const long long tiles = (K + TILE - 1) / TILE;
+    /* the start of the row group's ti-th tile in its order (32-bit: rows and tiles fit) */
+    auto tile_k = [&](long long r0, long long ti) {
+        return tiles == 1
+                   ? 0
+                   : (long long)(((unsigned)(r0 >> 1) + (unsigned)ti) % (unsigned)tiles) * TILE;
+    };
 
     auto load = [&](uint4(&v)[R][U], long long r0, long long kt) {
 #pragma unroll
@@ -137,15 +195,24 @@ __global__ void __launch_bounds__(THREADS) gemv_kernel(Args a)
                     v[r][u] = make_uint4(0, 0, 0, 0);
             }
     };
-    uint4 wv[R][U];
-    /* A constant W may stream in while the step before still runs; a W some step writes may not
-     * be read before pdl_wait. */
+    uint4 wv[R][U], wn[R][U];
+    bool have_next = false; /* wn already holds the tile after wv's */
+    /* A constant W may stream in while the step before still runs (with PIPE its first two
+     * tiles); a W some step writes may not be read before pdl_wait. */
     const bool early = a.w_const && row0 < N;
-    if (early)
-        load(wv, row0, 0);
+    if (early) {
+        load(wv, row0, tile_k(row0, 0));
+        if (PIPE) {
+            const long long r1 = tiles > 1 ? row0 : row0 + step;
+            if (r1 < N) {
+                load(wn, r1, tile_k(r1, tiles > 1 ? 1 : 0));
+                have_next = true;
+            }
+        }
+    }
     pdl_wait();
     if (!early && row0 < N)
-        load(wv, row0, 0);
+        load(wv, row0, tile_k(row0, 0));
     stage<T, M, P>(a, m0, xs, red);
     pdl_trigger();
 
@@ -157,15 +224,16 @@ __global__ void __launch_bounds__(THREADS) gemv_kernel(Args a)
 #pragma unroll
         for (int r = 0; r < R; r++)
             acc[m][r] = 0.0f;
-    /* wv holds the tile (row0, kt); the loop walks this warp's tiles in order */
-    long long kt = 0;
+    /* wv holds tile ti of row group row0; the loop walks this warp's tiles in order */
+    long long ti = 0;
     while (row0 < N) {
-        long long nrow = row0, nkt = kt + TILE;
-        if (nkt >= K)
-            nrow += step, nkt = 0;
-        uint4 wn[R][U];
-        if (PIPE && nrow < N)
-            load(wn, nrow, nkt);
+        const long long kt = tile_k(row0, ti);
+        long long nrow = row0, nti = ti + 1;
+        if (nti == tiles)
+            nrow += step, nti = 0;
+        if (PIPE && nrow < N && !have_next)
+            load(wn, nrow, tile_k(nrow, nti));
+        have_next = false;
 #pragma unroll
         for (int u = 0; u < U; u++) {
             const long long kk = kt + (long long)VE * (32 * u + lane);
@@ -181,7 +249,7 @@ __global__ void __launch_bounds__(THREADS) gemv_kernel(Args a)
                         acc[m][r] = fmaf(el<T>(wv[r][u], e), el<T>(xv, e), acc[m][r]);
             }
         }
-        if (nkt == 0) { /* the row group is done */
+        if (nti == 0) { /* the row group is done */
 #pragma unroll
             for (int m = 0; m < M; m++)
 #pragma unroll
@@ -205,10 +273,10 @@ __global__ void __launch_bounds__(THREADS) gemv_kernel(Args a)
                     for (int u = 0; u < U; u++)
                         wv[r][u] = wn[r][u];
             } else {
-                load(wv, nrow, nkt);
+                load(wv, nrow, tile_k(nrow, nti));
             }
         }
-        row0 = nrow, kt = nkt;
+        row0 = nrow, ti = nti;
     }
 }
 

@@ -51,12 +51,17 @@ static int n_sinks, enabled;
 /* baton_gpu_busy_begin/end: every kernel and copy of the process, for the busy fraction. */
 typedef struct busy_span {
     int64_t t0, t1;
+    uint32_t dev; /* the CUDA device it ran on */
 } busy_span;
 static struct {
     int on;
     busy_span *spans;
     size_t n, cap, dropped;
     uint64_t begin; /* CUPTI's clock */
+    /* the last window's figures per device (baton_gpu_busy_device), once it has ended */
+    int ended;
+    double dev_fraction[BATON_BUSY_MAX_DEVICES];
+    int64_t dev_work[BATON_BUSY_MAX_DEVICES];
 } busy;
 static int64_t clock_offset; /* CLOCK_MONOTONIC - CUPTI's clock, ns */
 static struct {
@@ -155,7 +160,7 @@ static void put(uint32_t stream, dev_span sp)
     }
 }
 
-static void busy_put(uint64_t t0, uint64_t t1)
+static void busy_put(uint64_t t0, uint64_t t1, uint32_t dev)
 {
     if (!busy.on || t1 <= busy.begin)
         return;
@@ -163,7 +168,7 @@ static void busy_put(uint64_t t0, uint64_t t1)
         busy.dropped++;
         return;
     }
-    busy.spans[busy.n++] = (busy_span){(int64_t)t0, (int64_t)t1};
+    busy.spans[busy.n++] = (busy_span){(int64_t)t0, (int64_t)t1, dev};
 }
 
 static void CUPTIAPI buffer_completed(CUcontext ctx, uint32_t stream, uint8_t *buffer, size_t size,
@@ -176,13 +181,13 @@ static void CUPTIAPI buffer_completed(CUcontext ctx, uint32_t stream, uint8_t *b
         if (rec->kind == CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL ||
             rec->kind == CUPTI_ACTIVITY_KIND_KERNEL) {
             const CUpti_ActivityKernel10 *k = (const void *)rec;
-            busy_put(k->start, k->end);
+            busy_put(k->start, k->end, k->deviceId);
             put(k->streamId, (dev_span){readable(k->name), "kernel", -1, k->graphId ? 1 : 0, 0,
                                         (int64_t)k->start + clock_offset,
                                         (int64_t)k->end + clock_offset, k->correlationId});
         } else if (rec->kind == CUPTI_ACTIVITY_KIND_MEMCPY) {
             const CUpti_ActivityMemcpy6 *m = (const void *)rec;
-            busy_put(m->start, m->end);
+            busy_put(m->start, m->end, m->deviceId);
             put(m->streamId, (dev_span){"copy", "copy", -1, m->graphId ? 1 : 0, (int64_t)m->bytes,
                                         (int64_t)m->start + clock_offset,
                                         (int64_t)m->end + clock_offset, m->correlationId});
@@ -286,6 +291,7 @@ int baton_gpu_busy_begin(baton_error *err)
         busy.cap = BUSY_CAP;
         busy.n = busy.dropped = 0;
         busy.on = 1;
+        busy.ended = 0;
     }
     disable_unused();
     pthread_mutex_unlock(&lock);
@@ -298,32 +304,21 @@ static int cmp_span(const void *a, const void *b)
     return (x->t0 > y->t0) - (x->t0 < y->t0);
 }
 
-int baton_gpu_busy_end(double *fraction, baton_error *err)
+/* With the lock held, busy.spans sorted by start: the time within [lo, hi) in which at least one
+ * span of device `dev` (-1: any) ran, and in *work (if not NULL) the sum of those spans' clipped
+ * lengths (side-by-side spans each counted). */
+static int64_t union_ns(int64_t lo, int64_t hi, int dev, int64_t *work)
 {
-    err_clear(err);
-    if (fraction)
-        *fraction = 0;
-    if (!busy.on)
-        return baton__err_set(err, BATON_ESTATE,
-                              "GPU busy fraction: call baton_gpu_busy_begin first");
-    uint64_t end = 0;
-    /* The window ends now; work issued before and still running counts up to its end, which
-     * CUPTI reports once it completes, so wait for the GPUs first. */
-    cudaDeviceSynchronize();
-    (void)cudaGetLastError();
-    api.get_timestamp(&end);
-    api.flush_all(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
-    pthread_mutex_lock(&lock);
-    busy.on = 0;
-    qsort(busy.spans, busy.n, sizeof *busy.spans, cmp_span);
-    /* the union of the spans, clipped to the window (sorted by start, clipping keeps the order) */
-    int64_t lo = (int64_t)busy.begin, hi = (int64_t)end, covered = 0, c0 = 0, c1 = 0;
+    int64_t covered = 0, c0 = 0, c1 = 0, sum = 0;
     int have = 0;
     for (size_t i = 0; i < busy.n; i++) {
+        if (dev >= 0 && busy.spans[i].dev != (uint32_t)dev)
+            continue;
         int64_t a = busy.spans[i].t0 > lo ? busy.spans[i].t0 : lo;
         int64_t b = busy.spans[i].t1 < hi ? busy.spans[i].t1 : hi;
         if (b <= a)
             continue;
+        sum += b - a;
         if (have && a <= c1) {
             c1 = b > c1 ? b : c1;
             continue;
@@ -334,6 +329,49 @@ int baton_gpu_busy_end(double *fraction, baton_error *err)
     }
     if (have)
         covered += c1 - c0;
+    if (work)
+        *work = sum;
+    return covered;
+}
+
+int baton_gpu_busy_end(double *fraction, baton_error *err)
+{
+    err_clear(err);
+    if (fraction)
+        *fraction = 0;
+    if (!busy.on)
+        return baton__err_set(err, BATON_ESTATE,
+                              "GPU busy fraction: call baton_gpu_busy_begin first");
+    uint64_t end = 0;
+    /* The window ends now; work issued before and still running counts up to its end, which
+     * CUPTI reports once it completes, so wait for every GPU first (cudaDeviceSynchronize waits
+     * for the current one only), leaving the caller's current device as it was. */
+    int prev = -1, count = 0;
+    if (cudaGetDevice(&prev) != cudaSuccess)
+        prev = -1;
+    if (cudaGetDeviceCount(&count) != cudaSuccess)
+        count = 0;
+    for (int d = 0; d < count; d++)
+        if (cudaSetDevice(d) == cudaSuccess)
+            cudaDeviceSynchronize();
+    if (prev >= 0)
+        cudaSetDevice(prev);
+    (void)cudaGetLastError();
+    api.get_timestamp(&end);
+    api.flush_all(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
+    pthread_mutex_lock(&lock);
+    busy.on = 0;
+    qsort(busy.spans, busy.n, sizeof *busy.spans, cmp_span);
+    const int64_t lo = (int64_t)busy.begin, hi = (int64_t)end;
+    /* every device together (dev -1), then each device alone */
+    const int64_t covered = union_ns(lo, hi, -1, NULL);
+    for (int d = 0; d < BATON_BUSY_MAX_DEVICES; d++) {
+        int64_t work = 0;
+        const int64_t on = union_ns(lo, hi, d, &work);
+        busy.dev_fraction[d] = hi > lo ? (double)on / (double)(hi - lo) : 0;
+        busy.dev_work[d] = work;
+    }
+    busy.ended = 1;
     size_t dropped = busy.dropped;
     disable_unused();
     pthread_mutex_unlock(&lock);
@@ -346,6 +384,29 @@ int baton_gpu_busy_end(double *fraction, baton_error *err)
     if (fraction && hi > lo)
         *fraction = (double)covered / (double)(hi - lo);
     return 0;
+}
+
+int baton_gpu_busy_device(int device, double *fraction, int64_t *work_ns, baton_error *err)
+{
+    err_clear(err);
+    if (fraction)
+        *fraction = 0;
+    if (work_ns)
+        *work_ns = 0;
+    if (device < 0 || device >= BATON_BUSY_MAX_DEVICES)
+        return baton__err_set(err, BATON_EINVAL, "GPU busy fraction: device %d is not 0..%d",
+                              device, BATON_BUSY_MAX_DEVICES - 1);
+    pthread_mutex_lock(&lock);
+    const int ended = busy.ended;
+    if (ended && fraction)
+        *fraction = busy.dev_fraction[device];
+    if (ended && work_ns)
+        *work_ns = busy.dev_work[device];
+    pthread_mutex_unlock(&lock);
+    return ended ? 0
+                 : baton__err_set(err, BATON_ESTATE,
+                                  "GPU busy fraction: no window has ended (baton_gpu_busy_begin, "
+                                  "then baton_gpu_busy_end)");
 }
 
 void baton__cupti_sync(dev_trace *t)
@@ -419,6 +480,19 @@ int baton_gpu_busy_end(double *fraction, baton_error *err)
     if (fraction)
         *fraction = 0;
     return baton__err_set(err, BATON_ESTATE, "GPU busy fraction: call baton_gpu_busy_begin first");
+}
+
+int baton_gpu_busy_device(int device, double *fraction, int64_t *work_ns, baton_error *err)
+{
+    err_clear(err);
+    if (fraction)
+        *fraction = 0;
+    if (work_ns)
+        *work_ns = 0;
+    if (device < 0 || device >= BATON_BUSY_MAX_DEVICES)
+        return baton__err_set(err, BATON_EINVAL, "GPU busy fraction: device %d is not 0..%d",
+                              device, BATON_BUSY_MAX_DEVICES - 1);
+    return baton__err_set(err, BATON_ESTATE, "GPU busy fraction: no window has ended");
 }
 
 int baton__cupti_attach(void *stream, dev_trace *t, baton_error *err)

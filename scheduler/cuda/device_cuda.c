@@ -25,6 +25,17 @@
 
 /* The largest host <-> device copy run as a kernel rather than by the copy engine. */
 #define DEV_CUDA_COPY_KERNEL_MAX ((size_t)64 << 10)
+/* "1" (read when a device is opened): a copy of at most DEV_CUDA_COPY_KERNEL_MAX bytes from
+ * another GPU whose memory this one reads directly (peer access enabled) runs as the copy
+ * kernel, which reads the peer's memory over NVLink or PCIe, instead of a copy-engine memcpy
+ * between the kernels around it. Off by default until measured (scripts/gpu-multi.sh times
+ * both). */
+#define DEV_CUDA_PEER_KERNEL_ENV "BATON_PEER_COPY_KERNEL"
+/* "1" (read when a device is opened): the host waits for the GPU (wait()) asleep in the driver
+ * (cudaEventBlockingSync) instead of polling the event, as it does by default where the process
+ * has fewer GPU contexts than cores. With many runs in flight, one polling thread per run may
+ * contend with the threads launching work; off by default until measured (gpu-multi.sh). */
+#define DEV_CUDA_BLOCKING_WAIT_ENV "BATON_CUDA_BLOCKING_WAIT"
 
 struct dev_ctx {
     baton_device dev;
@@ -62,6 +73,10 @@ struct dev_ctx {
     dev_cuda_edges edges; /* of the last capture (graph edges_slot), for BATON_GRAPH_EDGES */
     int edges_slot;
     int fault; /* dev_cuda_fault armed by a test */
+    /* GPUs whose memory this context reads directly (its own, and peers enabled by
+     * peer_enable), and whether small copies from them run as the copy kernel */
+    uint64_t peers;
+    int peer_kernel;
     dev_counters counters;
     /* the gate: a flag in mapped pinned memory (NULL if none could be had), and its address as
      * the GPU sees it */
@@ -303,6 +318,10 @@ static int open_device(baton_device dev, const baton_options *opts, int n_graphs
         return open_failed(
             d, cuda_reason(err, d, NULL, "cudaDeviceGetAttribute", "compute capability", e));
     d->pdl = major >= 9;
+    if (dev.index < 64)
+        d->peers = 1ull << dev.index;
+    const char *pk = getenv(DEV_CUDA_PEER_KERNEL_ENV);
+    d->peer_kernel = pk && strcmp(pk, "1") == 0;
     d->pdl_copies = d->pdl && !(opts && opts->disable_pdl);
     for (int i = 0; opts && i < opts->n_streams; i++)
         if (opts->streams[i].device.kind == dev.kind && opts->streams[i].device.index == dev.index)
@@ -332,8 +351,11 @@ static int open_device(baton_device dev, const baton_options *opts, int n_graphs
         }
         d->own_stream = 1;
     }
+    const char *bw = getenv(DEV_CUDA_BLOCKING_WAIT_ENV);
+    const unsigned ev_flags =
+        cudaEventDisableTiming | (bw && strcmp(bw, "1") == 0 ? cudaEventBlockingSync : 0);
     for (int i = 0; i < n_events; i++) {
-        if ((e = cudaEventCreateWithFlags(&d->events[i], cudaEventDisableTiming)) != cudaSuccess) {
+        if ((e = cudaEventCreateWithFlags(&d->events[i], ev_flags)) != cudaSuccess) {
             d->events[i] = NULL;
             return open_failed(d, cuda_reason(err, d, NULL, "cudaEventCreateWithFlags", NULL, e));
         }
@@ -785,6 +807,19 @@ static int cuda_call(dev_ctx *d, dev_call *c, baton_error *err)
     return 0;
 }
 
+/* Whether the copy kernel on d may read src: device memory of d's GPU or of a GPU whose memory
+ * d reads directly (DEV_CUDA_PEER_KERNEL_ENV). */
+static int peer_readable(const dev_ctx *d, const void *src)
+{
+    struct cudaPointerAttributes a;
+    if (cudaPointerGetAttributes(&a, src) != cudaSuccess) {
+        (void)cudaGetLastError();
+        return 0;
+    }
+    return a.type == cudaMemoryTypeDevice && a.device >= 0 && a.device < 64 &&
+           (d->peers >> a.device & 1);
+}
+
 static int cuda_copy(dev_ctx *d, void *dst, const void *src, size_t bytes, dev_copy_kind kind,
                      const char *what, baton_error *err)
 {
@@ -801,9 +836,12 @@ static int cuda_copy(dev_ctx *d, void *dst, const void *src, size_t bytes, dev_c
         return 0;
     cudaError_t e = make_current(d);
     /* Small copies to and from the (pinned) host arenas run as a kernel: no copy-engine hand-off
-     * between the kernels around them (device_kernels.cu says what that saves). */
-    const int small = kind != DEV_COPY_D2D && bytes <= DEV_CUDA_COPY_KERNEL_MAX &&
-                      (((uintptr_t)dst | (uintptr_t)src) & 15) == 0;
+     * between the kernels around them (device_kernels.cu says what that saves); small copies from
+     * a peer GPU too, with DEV_CUDA_PEER_KERNEL_ENV. */
+    const int fits =
+        bytes <= DEV_CUDA_COPY_KERNEL_MAX && (((uintptr_t)dst | (uintptr_t)src) & 15) == 0;
+    const int small = fits && (kind != DEV_COPY_D2D ||
+                               (d->peer_kernel && e == cudaSuccess && peer_readable(d, src)));
     const char *call = small ? "the copy kernel" : "cudaMemcpyAsync";
     cudaGraphNode_t before = NULL;
     const int pdl = small && e == cudaSuccess && d->pdl_copies && pdl_may_follow(d, &before);
@@ -1315,6 +1353,8 @@ static int cuda_peer_enable(dev_ctx *d, dev_ctx *other, baton_error *err)
         (void)cudaGetLastError();
         return cuda_reason(err, d, NULL, "cudaDeviceEnablePeerAccess", what, e);
     }
+    if (other->dev.index < 64)
+        d->peers |= 1ull << other->dev.index;
     return 0;
 }
 

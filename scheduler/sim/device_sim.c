@@ -33,14 +33,23 @@ typedef enum sim_op_kind {
 
 struct sim_world;
 
+/* Buffers a queued call keeps as they were at its launch (more: read when it runs). */
+#define SIM_HELD_BUFS 24
+
 typedef struct sim_op {
     sim_op_kind kind;
     dev_call *call; /* SIM_CALL */
     void **bufs;    /* SIM_CALL in a graph: its buffers as captured (owned by the graph) */
-    void *dst;      /* SIM_COPY */
+    /* SIM_CALL issued alone: its buffers as they were at the launch (a CUDA launch copies its
+     * parameters, so a binding for the next run does not reach a queued one), when few enough */
+    int n_held;
+    void *held[SIM_HELD_BUFS];
+    void *dst; /* SIM_COPY */
     const void *src;
     size_t bytes;
     int slot;                /* SIM_GRAPH; SIM_WAIT and SIM_RECORD in a graph: the event slot */
+    int from, to;            /* SIM_GRAPH: the part of the graph's ops this queued op replays */
+    int first, last;         /* SIM_GRAPH: the launch's first part, its last */
     int tag;                 /* in a graph: the runtime's capture_tag */
     struct dev_ctx *other;   /* SIM_WAIT: the device whose event it waits for */
     long long until;         /* SIM_WAIT: that device's completed count to wait for */
@@ -90,6 +99,9 @@ struct dev_ctx {
     dev_counters counters;
     dev_fault fault;
     int rank; /* in a world of ranks (world_join), else 0 */
+    /* worker only: the graph replay in progress, over its parts (its start, its first step) */
+    int64_t replay_t0;
+    int replay_step;
 };
 
 /* Drops a graph's operations and the buffers its calls captured. */
@@ -379,12 +391,18 @@ static void sim_run_op(dev_ctx *d, const sim_op *op)
     }
     int64_t t0 = atomic_load_explicit(&d->trace, memory_order_relaxed) ? mono_ns() : 0;
     if (op->kind == SIM_GRAPH) {
+        /* one launch is queued as parts split at its record nodes (sim_graph_launch); the
+         * timeline shows one span from the first part's start to the last part's end */
         const sim_graph *g = &d->graphs[op->slot];
-        int step = -1;
-        for (int i = 0; i < g->n; i++) {
+        if (op->first) {
+            d->replay_t0 = t0;
+            d->replay_step = -1;
+        }
+        int step = d->replay_step;
+        for (int i = op->from; i < op->to; i++) {
             /* a graph of n operations takes as long as they would: a replay is one launch, not
              * less work, and a slow writer's graph must stay slow for the tests' races */
-            if (i > 0)
+            if (i > op->from)
                 op_delay(d);
             int64_t c0 = t0 ? mono_ns() : 0;
             if (g->ops[i].kind == SIM_GATE)
@@ -401,14 +419,15 @@ static void sim_run_op(dev_ctx *d, const sim_op *op)
                     span(d, "copy", "copy", -1, 1, (int64_t)g->ops[i].bytes, c0);
             }
         }
-        if (t0)
-            span(d, "graph", "graph", step, 0, 0, t0);
+        d->replay_step = step;
+        if (t0 && op->last)
+            span(d, "graph", "graph", step, 0, 0, d->replay_t0 ? d->replay_t0 : t0);
         return;
     }
     if (d->err_code)
         return;
     if (op->kind == SIM_CALL)
-        run_call(d, op->call, op->call->buffers, 0);
+        run_call(d, op->call, op->n_held ? (void **)op->held : op->call->buffers, 0);
     else if (op->kind == SIM_COPY) {
         memcpy(op->dst, op->src, op->bytes);
         if (t0)
@@ -595,6 +614,9 @@ static int sim_graph_rebind(dev_ctx *d, int slot, int tag, const dev_call *c, vo
     (void)kind;
     if (slot < 0 || slot >= d->n_graphs || !d->graphs[slot].ready)
         return baton__err_set(err, BATON_ENOTSUP, "sim: graph %d is not captured", slot);
+    /* A patch reaches only the launches after it (cudaGraphExecKernelNodeSetParams): the graph's
+     * queued launches (baton_runtime_run_async) run first with the addresses they had. */
+    sim_drain(d);
     sim_graph *g = &d->graphs[slot];
     int found = 0;
     for (int i = 0; i < g->n; i++) {
@@ -625,6 +647,11 @@ static int sim_call(dev_ctx *d, dev_call *c, baton_error *err)
     sim_op op = {.kind = SIM_CALL, .call = c};
     if (d->capturing)
         return record_op(d, &op, err);
+    const int n = c->ctx.sig ? c->ctx.sig->n_inputs + c->ctx.sig->n_outputs : 0;
+    if (n > 0 && n <= SIM_HELD_BUFS) {
+        memcpy(op.held, c->buffers, (size_t)n * sizeof *op.held);
+        op.n_held = n;
+    }
     d->counters.launches++;
     enqueue(d, &op);
     return 0;
@@ -732,9 +759,10 @@ static int sim_capture_end(dev_ctx *d, int slot, int *updated, baton_error *err)
 }
 
 /* Event nodes: a graph's waits for other devices are taken at its launch (the other device's
- * latest record then, as a CUDA graph's wait node does) and run before the graph; its records
- * mark the end of the graph. The runtime captures waits first and records last, so this is the
- * order it asked for. */
+ * latest record then, as a CUDA graph's wait node does) and run before the graph; a record node
+ * marks the point of the graph where it was captured: the launch is queued in parts split at the
+ * records, each record marking the end of the part before it. The runtime captures waits first,
+ * so this is the order it asked for. */
 static int sim_graph_launch(dev_ctx *d, int slot, baton_error *err)
 {
     if (slot < 0 || slot >= d->n_graphs || !d->graphs[slot].ready)
@@ -749,11 +777,28 @@ static int sim_graph_launch(dev_ctx *d, int slot, baton_error *err)
             uv_mutex_unlock(&o->lock);
             enqueue(d, &w);
         }
-    sim_op op = {.kind = SIM_GRAPH, .slot = slot};
-    enqueue(d, &op);
+    int end = 0; /* past the last op that is not a record */
     for (int i = 0; i < g->n; i++)
-        if (g->ops[i].kind == SIM_RECORD)
+        if (g->ops[i].kind != SIM_RECORD)
+            end = i + 1;
+    int from = 0, first = 1;
+    for (int i = 0; i <= g->n; i++) {
+        if (i < g->n && g->ops[i].kind != SIM_RECORD)
+            continue;
+        if (i > from) { /* the ops before this record (or the graph's end) */
+            sim_op op = {.kind = SIM_GRAPH,
+                         .slot = slot,
+                         .from = from,
+                         .to = i,
+                         .first = first,
+                         .last = i >= end};
+            enqueue(d, &op);
+            first = 0;
+        }
+        if (i < g->n)
             sim_record(d, g->ops[i].slot, err);
+        from = i + 1;
+    }
     return 0;
 }
 

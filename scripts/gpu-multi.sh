@@ -1,0 +1,237 @@
+#!/bin/bash
+# gpu-multi.sh: issue 43's two open two-GPU figures in one bounded call, each with its peer from
+# the same call, and what explains them:
+#   pipeline: the RFC plan in two stages (scripts/pipeline.py) against one GPU, 8 runs in flight on
+#     a pool: runs/s, p50/p99, each GPU's busy fraction and device time a run (baton bench), the
+#     pool's own ceiling on plans of one small step per stage, 16 in flight, the order between the
+#     GPUs outside the graphs, and bench_pipeline's reading of the traced runs (stage overlap,
+#     hand-off, host time a run; traces in $OUT);
+#   scaling: the tutorial plan at 2 x 65536 x 4096 bf16 on one GPU against its sharded forms
+#     (grad_weight bitwise, and all_reduce with each shard's layout fitted for speed), one shard's
+#     work alone on one GPU with either layout, one run at a time and two in flight, each GPU's
+#     timeline of a traced run (bench_scaling), and XLA's efficiency, each call blocked and
+#     dispatch pipelined (bench/multigpu/xla_scaling.py);
+#   then the two-GPU tests (test_multigpu_cuda, ranks_e2e), bounded; last, the same scaling at
+#   part_grad 32 (the bitwise form's shards then hold as many blocks as one GPU's plan at 16).
+# Every step runs under `timeout` and is skipped once the call's budget (BUDGET seconds, build
+# included) would be passed. The summary prints last; traces and logs go to $OUT.
+#   run(kind="nvidia-h200-x2", carry=[".deps"], command="NCCL_NVLS_ENABLE=0 bash scripts/gpu-multi.sh")
+#   env: BUDGET (400), JOBS (32), SKIP_BUILD=1 (use $BUILD as it is), PARTS ("pipeline scaling
+#        tests"); for a smoke test of the script without GPUs: SKIP_BUILD=1 BUILD=build-cpu GPU=sim
+#        NGPU=2 (the pipeline part on the test device)
+set -uo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+cd "$root"
+final=${OUT:-$root/gpu-multi-out}
+mkdir -p "$final"
+work=$final/logs
+mkdir -p "$work"
+BUDGET=${BUDGET:-400}
+JOBS=${JOBS:-32}
+PARTS=${PARTS:-"pipeline scaling tests"}
+BUILD=${BUILD:-build-gpu}
+GPU=${GPU:-cuda}
+t0=$(date +%s)
+summary=$final/summary.txt
+: > "$summary"
+say() { echo "$*" | tee -a "$summary"; }
+has() { [[ " $PARTS " == *" $1 "* ]]; }
+left() { echo $((BUDGET - ($(date +%s) - t0))); }
+# tmo LIMIT: a step's timeout, LIMIT seconds or what is left of the budget, whichever is less
+tmo() { local l=$(( $(left) - 5 )); [ "$l" -lt 1 ] && l=1; [ "$l" -lt "$1" ] && echo "$l" || echo "$1"; }
+# room NEED: whether NEED more seconds fit in the budget (else says what is skipped)
+room() {
+  if [ "$(left)" -lt "$1" ]; then
+    say "SKIPPED (budget: $(left) s left, $1 needed): $2"
+    return 1
+  fi
+}
+export NCCL_NVLS_ENABLE=0
+{ nvidia-smi -L; nvidia-smi topo -m | head -4; } 2>&1 | tee -a "$summary"
+ngpu=${NGPU:-$(nvidia-smi -L 2>/dev/null | wc -l)}
+
+if [ "${SKIP_BUILD:-0}" != 1 ]; then
+  eval "$(bash scripts/deps-prefix.sh)"
+  if cmake -C "$BATON_DEPS_PREFIX/deps.cmake" -S . -B "$BUILD" -DBATON_CUDA=ON \
+       -DCMAKE_BUILD_TYPE=Release -DBATON_BENCH=ON > "$work/build.log" 2>&1 &&
+     cmake --build "$BUILD" -j"$JOBS" --target baton_cli bench_pipeline bench_scaling \
+       test_multigpu_cuda >> "$work/build.log" 2>&1; then
+    say "build: ok in $(( $(date +%s) - t0 )) s"
+  else
+    say "build: FAILED"; grep -E "error" "$work/build.log" | head -20 | tee -a "$summary"
+    exit 1
+  fi
+fi
+if [ "$ngpu" -lt 2 ]; then
+  say "fewer than two GPUs: nothing to measure"
+  exit 0
+fi
+baton=$BUILD/baton
+
+if has pipeline && room 60 "pipeline"; then
+  say "== pipeline: RFC layers 0-3 on cuda:0, 4-7 on cuda:1, graph mode"
+  python3 scripts/pipeline.py --devices cuda:0 --gpu-steps examples/plans/rfc.json > "$work/pipe1.json"
+  python3 scripts/pipeline.py --devices cuda:0,cuda:1 --gpu-steps examples/plans/rfc.json \
+    > "$work/pipe2.json"
+  # the pool's own ceiling: one small step per stage (no 32 MiB matrix), same boundary
+  python3 - "$work" <<'PY'
+import json, sys
+w = sys.argv[1]
+def plan(devs):
+    t = [{"name": "x", "dtype": "bf16", "shape": [1, 4096], "role": "input"}]
+    s, prev = [], "x"
+    for i, d in enumerate(devs):
+        out = "y" if i == len(devs) - 1 else "t%d" % i
+        t.append({"name": out, "dtype": "bf16", "shape": [1, 4096],
+                  "role": "output" if out == "y" else "intermediate"})
+        s.append({"name": "s%d" % i, "kernel": "softshrink", "device": d, "inputs": [prev],
+                  "outputs": [out], "attrs": {"lambda": 0.5}})
+        prev = out
+    return {"format": "baton.plan", "version": 1, "name": "tiny-%d" % len(devs), "tensors": t,
+            "steps": s}
+json.dump(plan(["cuda:0", "cuda:0"]), open(w + "/tiny1.json", "w"))
+json.dump(plan(["cuda:0", "cuda:1"]), open(w + "/tiny2.json", "w"))
+PY
+  # plan env inflight label
+  bench() {
+    env $2 timeout "$(tmo 60)" "$baton" bench -q --gpu="$GPU" --modes=graph --inflight="$3" --iters=4000 \
+      --warmup=200 --format=csv "$1" 2>&1 | grep "^graph" | tee "$work/$4.csv" |
+      sed "s/^/pipeline $4: /" | tee -a "$summary"
+  }
+  say "columns: mode,inflight,runs,runs_per_s,p50_us,p99_us,loop_busy_us_per_run,gpu_busy (all GPUs),gpu_busy by device,device us a run by device"
+  bench "$work/pipe1.json" "" 8 "stages=1"
+  bench "$work/pipe2.json" "" 8 "stages=2"
+  bench "$work/tiny1.json" "" 8 "tiny,1-GPU"
+  bench "$work/tiny2.json" "" 8 "tiny,2-GPU"
+  room 40 "pipeline variants" &&
+  { bench "$work/pipe1.json" "" 16 "stages=1,inflight=16"
+    bench "$work/pipe2.json" "" 16 "stages=2,inflight=16"
+    bench "$work/pipe2.json" "BATON_GRAPH_EVENT_NODES=0" 8 "stages=2,waits-outside"
+    bench "$work/pipe2.json" "CUDA_DEVICE_MAX_CONNECTIONS=32" 8 "stages=2,32-queues"
+    bench "$work/pipe2.json" "BATON_PEER_COPY_KERNEL=1" 8 "stages=2,peer-copy-kernel"
+    bench "$work/pipe1.json" "BATON_CUDA_BLOCKING_WAIT=1" 8 "stages=1,blocking-wait"
+    bench "$work/pipe2.json" "BATON_CUDA_BLOCKING_WAIT=1" 8 "stages=2,blocking-wait"
+    bench "$work/tiny2.json" "BATON_CUDA_BLOCKING_WAIT=1" 8 "tiny,2-GPU,blocking-wait"; }
+  python3 - "$work" <<'PY' 2>&1 | tee -a "$summary"
+import sys
+w = sys.argv[1]
+def row(n):
+    try:
+        f = open("%s/%s.csv" % (w, n)).read().strip().split(",")
+        return float(f[3]), float(f[4]), float(f[5])
+    except (OSError, ValueError, IndexError):
+        return None
+one, two = row("stages=1"), row("stages=2")
+if one and two:
+    print("pipeline: 2 stages %.0f runs/s over 1 GPU %.0f: %.2fx (target >= 1.8); p99/p50 %.2f "
+          "(target <= 1.5)" % (two[0], one[0], two[0] / one[0], two[2] / two[1]))
+t1, t2 = row("tiny,1-GPU"), row("tiny,2-GPU")
+if t1 and t2:
+    print("pool ceiling (one small step per stage, 8 in flight): 1 GPU %.0f runs/s, 2 GPUs %.0f: "
+          "if the RFC figures sit at these, the host side caps them, not the GPUs"
+          % (t1[0], t2[0]))
+PY
+  for v in "2 " "1 " "2 BATON_PEER_COPY_KERNEL=1"; do
+    st=${v%% *}; envv=${v#* }
+    room 30 "bench_pipeline stages=$st $envv" || break
+    dir=$final/trace-pipe$st${envv:+-peer-kernel}
+    mkdir -p "$dir"
+    say "== bench_pipeline stages=$st $envv (8 in flight; traces in $(basename "$dir")/)"
+    env $envv timeout "$(tmo 60)" "$BUILD/bench_pipeline" "$work/pipe$st.json" --inflight 8 \
+      --runs 4000 --traced 96 --gpu "$GPU" --out "$dir" 2>&1 | grep -v "^baton: note" |
+      tee -a "$summary"
+  done
+fi
+
+if has scaling && room 60 "scaling"; then
+  say "== scaling: the tutorial plan at 2 x 65536 x 4096 bf16 rows, fwd+bwd, graph mode"
+  # one.json: part_grad 16 rows, as the tutorial plan has; one32.json: 32 rows, so that each
+  # shard of the bitwise form holds 16 blocks, as one GPU's plan at 16 does
+  python3 - "$work" <<'PY'
+import json, sys
+for name, pg in (("one", 16), ("one32", 32)):
+    p = json.load(open("examples/plans/rmsnorm_tutorial.json"))
+    shapes = {"x": [131072, 4096], "grad_y": [131072, 4096], "y": [131072, 4096],
+              "grad_x": [131072, 4096], "weight": [4096], "grad_weight": [4096],
+              "invvar": [131072], "part_grad": [pg, 4096]}
+    for t in p["tensors"]:  # the backward's P is part_grad's first dim
+        t["shape"] = shapes[t["name"]]
+    p["name"] = "rmsnorm-tutorial-large" + ("" if pg == 16 else "-pg32")
+    json.dump(p, open("%s/%s.json" % (sys.argv[1], name), "w"))
+PY
+  python3 scripts/shard.py --devices cuda:0,cuda:1 "$work/one.json" > "$work/two.json"
+  python3 scripts/shard.py --devices cuda:0,cuda:1 "$work/one32.json" > "$work/two32.json"
+  python3 scripts/shard.py --devices cuda:0,cuda:1 --reduce all_reduce "$work/one.json" \
+    > "$work/two_allreduce.json"
+  # one shard's forward and backward alone on cuda:0: its kernels as the sharded plan runs them
+  # (half: the layout of the bitwise form; half_fitted: fitted to the shard's own blocks)
+  python3 - "$work" <<'PY'
+import json, sys
+w = sys.argv[1]
+for src, dst in (("two", "half"), ("two_allreduce", "half_fitted")):
+    p = json.load(open("%s/%s.json" % (w, src)))
+    steps = [s for s in p["steps"] if s["name"] in ("forward.0", "backward.0")]
+    used = {n for s in steps for n in s["inputs"] + s["outputs"]}
+    made = {n for s in steps for n in s["outputs"]}
+    tensors = []
+    for t in p["tensors"]:
+        if t["name"] not in used:
+            continue
+        if t["name"] in made:
+            t["role"] = "output"
+        tensors.append(t)
+    p.update(name=dst, tensors=tensors, steps=steps)
+    json.dump(p, open("%s/%s.json" % (w, dst), "w"))
+PY
+  mkdir -p "$final/trace-scaling"
+  timeout "$(tmo 150)" "$BUILD/bench_scaling" "$work/one.json" "$work/two.json" \
+    "$work/two_allreduce.json" "$work/half.json" "$work/half_fitted.json" --inflight \
+    --trace "$final/trace-scaling" 2>&1 | tee "$work/scaling.log" | tee -a "$summary"
+  python3 - "$work/scaling.log" <<'PY' 2>&1 | tee -a "$summary"
+import re, sys
+r = {}
+for line in open(sys.argv[1]):
+    m = re.match(r"RESULT scaling\.(\S+) (\S+)", line)
+    if m:
+        r[m.group(1)] = float(m.group(2))
+one = r.get("one_us")
+if one:
+    for h in ("half", "half_fitted"):
+        if h + ".us" in r:
+            print("scaling: one shard alone on one GPU (%s layout): %.1f us against a perfect "
+                  "half of one GPU's %.1f: %.1f us above it" % (
+                      "bitwise" if h == "half" else "fitted", r[h + ".us"], one / 2,
+                      r[h + ".us"] - one / 2))
+    for p in ("two", "two_allreduce"):
+        if p + ".efficiency" in r:
+            print("scaling %s: %.3f one run at a time, %s with 2 in flight (target >= 0.95 and >= "
+                  "XLA pipelined)" % (p, r[p + ".efficiency"],
+                                      "%.3f" % r[p + ".inflight_efficiency"]
+                                      if p + ".inflight_efficiency" in r else "n/a"))
+PY
+  room 60 "xla_scaling" &&
+  JAX_PLATFORMS=cuda timeout "$(tmo 150)" \
+    python3 bench/multigpu/xla_scaling.py 2>&1 | grep -vE "^(W|I)[0-9]{4}" | tail -8 |
+    tee -a "$summary"
+fi
+
+if has tests && room 45 "the two-GPU tests"; then
+  # test_multigpu_cuda bounds each test to a minute (each rank thread to 45 s), ranks_e2e each
+  # rank process to 60 s; ctest's own limit is the last resort
+  (cd "$BUILD" && timeout "$(tmo 300)" ctest -R "multigpu_cuda|ranks_e2e" -V \
+     --timeout 150) > "$work/ctest_multi.log" 2>&1
+  say "ctest multigpu_cuda|ranks_e2e (rc $?): $(grep -E 'tests passed' "$work/ctest_multi.log" | tail -1)"
+  grep -E "\[FAIL\]|FAIL:|PASS:|Synthesis|Timeout|\*\*\*" "$work/ctest_multi.log" | head -20 |
+    tee -a "$summary"
+fi
+
+# last: the bitwise form's cost at part_grad 32 (each shard then holds 16 blocks)
+if has scaling && [ -e "$work/two32.json" ] && room 60 "bench_scaling at part_grad 32"; then
+  say "== scaling at part_grad 32 (one32: one GPU; two32: bitwise shards of 16 blocks each)"
+  timeout "$(tmo 90)" "$BUILD/bench_scaling" "$work/one32.json" "$work/two32.json" --inflight \
+    --runs 30 --trace "$final/trace-scaling" 2>&1 | tee "$work/scaling32.log" | tee -a "$summary"
+fi
+
+say "gpu-multi: $(( $(date +%s) - t0 )) s"
+echo "================ summary"
+cat "$summary"
