@@ -4,7 +4,7 @@
  *
  *   build/generate DIR --prompt 1,5,7 --max-new-tokens N [--gpu=auto|cuda|cpu|sim]
  *                  [--mode=strict|boundary|graph] [--temperature T --top-k K --top-p P --seed S]
- *                  [--warmup N] [--no-pdl] [--trace FILE] [--sync-tokens]
+ *                  [--warmup N] [--no-pdl] [--trace FILE] [--queue-tokens]
  *
  * Prints the generated ids space-separated as the last line of stdout, rates on stderr.
  */
@@ -35,7 +35,7 @@ typedef struct gen_args {
     unsigned long long seed;
     long warmup;
     const char *trace; /* a Chrome trace of the decode runs after the first (--trace) */
-    int sync_tokens;   /* --sync-tokens: the host reads every token before the next run */
+    int queue_tokens;  /* --queue-tokens: greedy tokens stay on the GPU, runs queued */
 } gen_args;
 
 static double now_s(void)
@@ -53,15 +53,15 @@ static int usage(const char *msg)
             "usage: generate DIR --prompt ID,ID,... --max-new-tokens N [--gpu=auto|cuda|cpu|sim]\n"
             "                [--mode=strict|boundary|graph] [--temperature T] [--top-k K]\n"
             "                [--top-p P] [--seed S] [--warmup N] [--no-pdl] [--trace FILE]\n"
-            "                [--sync-tokens]\n"
+            "                [--queue-tokens]\n"
             "DIR holds prefill.json, decode.json and weights.safetensors from\n"
             "baton_export.export_causal_lm. Greedy unless --temperature is given.\n"
             "--warmup N runs the prompt N times before the timed prefill (for benchmarks).\n"
             "--no-pdl launches without programmatic dependent launch (to compare).\n"
             "--trace FILE writes a Chrome trace of the decode runs after the first (host spans,\n"
             "and every kernel's start and end on the GPU where CUPTI is available).\n"
-            "--sync-tokens has the host read each greedy token before the next run (by default,\n"
-            "on CUDA, the tokens stay on the GPU and the runs are queued; to compare).\n");
+            "--queue-tokens keeps greedy tokens on the GPU and queues the decode runs (CUDA; by\n"
+            "default the host reads each token before the next run, which measured as fast).\n");
     return 2;
 }
 
@@ -154,8 +154,8 @@ static int parse_args(int argc, char **argv, gen_args *a)
             if (parse_int(v, &n) || n < 0)
                 return usage("--seed takes an integer >= 0");
             a->seed = (unsigned long long)n;
-        } else if (strcmp(argv[i], "--sync-tokens") == 0) {
-            a->sync_tokens = 1;
+        } else if (strcmp(argv[i], "--queue-tokens") == 0) {
+            a->queue_tokens = 1;
         } else if ((v = opt_value(argc, argv, &i, "--trace"))) {
             a->trace = v;
         } else if ((v = opt_value(argc, argv, &i, "--warmup"))) {
@@ -385,7 +385,7 @@ int main(int argc, char **argv)
     /* Greedy on the GPU (the plan's next_token) on CUDA: the decode runtime runs on a stream of
      * generate's own, where decode_queued queues each token's copies between the runs. */
     baton_stream dec_bs;
-    if (!a.sync_tokens && !a.sampling && !a.trace && a.opts.mode != BATON_SYNC_STRICT &&
+    if (a.queue_tokens && !a.sampling && !a.trace && a.opts.mode != BATON_SYNC_STRICT &&
         baton_plan_tensor_index(dec, "next_token") >= 0 &&
         (a.opts.gpu == BATON_GPU_CUDA || a.opts.gpu == BATON_GPU_AUTO) &&
         baton_cuda_device_count() > 0 &&
