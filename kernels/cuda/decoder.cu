@@ -653,16 +653,27 @@ __global__ void __launch_bounds__(ATT_THREADS)
 /* P stages per warp: 192 KB of shared memory for DH 64 with P = 6 and for DH 128 and 256 with
  * P = 3 (one block per SM; 5 tiles, 160 KB, in flight per SM at DH 64: 128 SMs need some 8 MB in
  * flight for the HBM's rate at its loaded latency); DH 64 with P = 3 takes 96 KB, so that two
- * blocks may share an SM where a GPC has too few free SMs for a cluster of 16. */
-template <int DH, int P_> struct AttMma {
+ * blocks may share an SM where a GPC has too few free SMs for a cluster of 16.
+ * B (BATON_ATTN_COPY=bulk, DH 64 with 6 stages): each lane has the copy engine bring one row of
+ * K or V (cp.async.bulk, completing on the stage's mbarrier) instead of 16 bytes at a time through
+ * the load units; the rows, copied whole, are padded by 16 bytes instead of swizzled (8 rows at
+ * a stride of 9 chunks fall in 8 bank groups), 216 KB. */
+template <int DH, int P_, bool B_ = false> struct AttMma {
     static constexpr int NW = DH <= 128 ? 8 : 4; /* warps per block (DH 256: 128 O registers) */
     static constexpr int THREADS = NW * 32;
-    static constexpr int CH = DH / 8;                /* 16-byte chunks of a row */
-    static constexpr int TILE = 2 * ATT_TK * DH * 2; /* bytes of one step's K and V */
+    static constexpr int CH = DH / 8; /* 16-byte chunks of a row */
+    static constexpr bool B = B_;
+    static constexpr int RB = B ? DH * 2 + 16 : DH * 2; /* bytes of a row in shared memory */
+    static constexpr int TILE = 2 * ATT_TK * RB;        /* bytes of one step's K and V */
     static constexpr int P = P_;
-    static constexpr int SMEM = NW * P * TILE;
+    static constexpr int SMEM = NW * P * TILE + (B ? NW * P * 8 : 0); /* + the mbarriers */
     static constexpr int OS = DH + 4; /* row stride of a warp's O in floats */
     static_assert(16 * OS * 4 + 32 * 4 <= P * TILE, "a warp's state fits in its stages");
+    /* the byte offset of 16-byte chunk ch of row r of a stage's K or V */
+    static __device__ __forceinline__ unsigned off(int r, int ch)
+    {
+        return B ? (unsigned)(r * RB + ch * 16) : (unsigned)((r * CH + (ch ^ (r & 7))) * 16);
+    }
 };
 
 /* Waits until at most N of this thread's cp.async groups are pending. */
@@ -705,39 +716,122 @@ template <typename T> __device__ __forceinline__ unsigned att_pack(float x, floa
     return u;
 }
 
-template <typename T, int DH, int P_>
-__global__ void __launch_bounds__(AttMma<DH, P_>::THREADS, 1)
+/* The keys [kb, ke) of block `rank` of a cluster of C that reads keys [0, lmax) (a multiple of 16
+ * keys a block, the last block the rest), and `mine`, how many of their tiles of 16 keys are warp
+ * w's (tiles w, w + NW, ...). */
+struct AttSplit {
+    long long kb, ke;
+    int mine;
+};
+
+template <int NW>
+__device__ __forceinline__ AttSplit att_split(long long lmax, int C, int rank, int w)
+{
+    const long long per = (row_of(lmax + C - 1, C) + ATT_TK - 1) / ATT_TK * ATT_TK;
+    AttSplit sp;
+    sp.kb = min(lmax, (long long)rank * per);
+    sp.ke = min(lmax, sp.kb + per);
+    const int ntiles = (int)((sp.ke - sp.kb + ATT_TK - 1) / ATT_TK);
+    sp.mine = w < ntiles ? (ntiles - 1 - w) / NW + 1 : 0;
+    return sp;
+}
+
+/* Asks warp w's tile i of split sp into L2 without waiting: the 16 rows of K and of V, a lane per
+ * 32-byte sector (a warp's request then covers whole lines, whatever a prefetch of one address
+ * brings). */
+template <typename T, int DH, int NW>
+__device__ __forceinline__ void att_prefetch_tile(const T *kg, const T *vg, long long KF,
+                                                  const AttSplit &sp, int w, int i, int lane)
+{
+    constexpr int SEC = DH * (int)sizeof(T) / 32; /* sectors of a row */
+    const long long j0 = sp.kb + (long long)(w + i * NW) * ATT_TK;
+#pragma unroll
+    for (int e = lane; e < 2 * ATT_TK * SEC; e += 32) {
+        const int row = e / SEC, sec = e % SEC;
+        const long long j = j0 + row % ATT_TK;
+        if (j < sp.ke) {
+            const char *a = reinterpret_cast<const char *>((row < ATT_TK ? kg : vg) + j * KF);
+            asm volatile("prefetch.global.L2 [%0];" ::"l"(a + sec * 32));
+        }
+    }
+}
+
+/* hint (launched with PDL after a kernel): before its grid-dependency wait, while that kernel
+ * still runs, each warp asks its first `early` tiles into L2 and, with spec, starts its ring on
+ * them right after the wait, the positions read as a hint (below). pf: tile i + pf of a warp is
+ * asked into L2 as tile i's copy is issued. */
+template <typename T, int DH, int P_, bool B_>
+__global__ void __launch_bounds__(AttMma<DH, P_, B_>::THREADS, 1)
     attn_mma_kernel(const T *q, const T *kc, const T *vc, const void *pos, int pos64, T *o,
                     long long rows, long long S, int H, int Hkv, int G, int chunks, float qscale,
-                    int pf, int step)
+                    int pf, int hint, int early, int spec, int step)
 {
-    using L = AttMma<DH, P_>;
+    using L = AttMma<DH, P_, B_>;
     constexpr int NW = L::NW, CH = L::CH, P = L::P, TILE = L::TILE, OS = L::OS;
     constexpr int KS = DH / 16, ND = DH / 8;
+    constexpr bool B = L::B;
     extern __shared__ __align__(128) unsigned char att_dyn[];
     __shared__ float blk_o[16][DH];
     __shared__ float blk_m[16], blk_l[16];
 
     cg::cluster_group cluster = cg::this_cluster();
     const int C = (int)cluster.num_blocks(), rank = (int)cluster.block_rank();
-    const long long cid = blockIdx.x / C;
-    const int chunk = (int)(cid % chunks), kvh = (int)(cid / chunks);
-    const long long p0 = (long long)chunk * 16; /* first pair (row * G + head in group) */
-    const int np = (int)min(16LL, rows * G - p0);
+    /* Pairs, rows and clusters number below 2^31 (the host checks clusters * 16): 32-bit
+     * divisions, not 64-bit ones, which are long calls on the way to the first load. */
+    const unsigned cid = blockIdx.x / (unsigned)C, ug = (unsigned)G;
+    const int chunk = (int)(cid % (unsigned)chunks), kvh = (int)(cid / (unsigned)chunks);
+    const unsigned p0 = (unsigned)chunk * 16u; /* first pair (row * G + head in group) */
+    const int np = (int)min(16LL, rows * G - (long long)p0);
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
     const int g = lane >> 2, t = lane & 3; /* an MMA fragment's row (pair) and column pair */
     const long long F = (long long)H * DH, KF = (long long)Hkv * DH;
+    const long long r_a = p0 / ug, r_b = (p0 + (unsigned)np - 1u) / ug; /* this chunk's rows */
+    /* the rows and heads of pairs g and g + 8 (-1: past np) */
+    const long long row_lo = g < np ? (long long)((p0 + (unsigned)g) / ug) : -1;
+    const long long row_hi = g + 8 < np ? (long long)((p0 + (unsigned)g + 8u) / ug) : -1;
+    const int head_lo = g < np ? kvh * G + (int)(p0 + (unsigned)g - (unsigned)row_lo * ug) : 0;
+    const int head_hi =
+        g + 8 < np ? kvh * G + (int)(p0 + (unsigned)g + 8u - (unsigned)row_hi * ug) : 0;
+    const T *kg = kc + (long long)kvh * DH, *vg = vc + (long long)kvh * DH;
+    /* B: the warp's P stage barriers, after every warp's stages */
+    unsigned long long *bars =
+        reinterpret_cast<unsigned long long *>(att_dyn + NW * P * TILE) + warp * P;
+    if constexpr (B) {
+        if (lane == 0)
+            for (int k = 0; k < P; k++)
+                mbar_init(&bars[k], 1);
+        mbar_fence_init();
+        __syncwarp();
+    }
+
+    /* Before the wait the predecessor may still be writing the positions, the caches and q, so
+     * nothing read here is used for its value: the positions (perhaps stale, clamped into the
+     * cache) only choose which rows are asked into L2, which is coherent, so the copies after
+     * the wait read what the predecessor wrote. __ldcg keeps them out of L1, where the read
+     * after the wait could find them stale. */
+    AttSplit hs = {0, 0, 0};
+    int early_done = 0; /* this warp's tiles of hs asked into L2 before the wait */
+    if (hint) {
+        long long hmax = 1;
+        for (long long r = r_a; r <= r_b; r++) {
+            long long v = pos64 ? (long long)__ldcg((const long long *)pos + r)
+                                : (long long)__ldcg((const int *)pos + r);
+            v = v < 0 ? 0 : v >= S ? S - 1 : v;
+            hmax = max(hmax, v + 1);
+        }
+        hs = att_split<NW>(hmax, C, rank, warp);
+        early_done = min(hs.mine, early);
+        for (int i = 0; i < early_done; i++)
+            att_prefetch_tile<T, DH, NW>(kg, vg, KF, hs, warp, i, lane);
+    }
 
     pdl_wait(); /* q, the caches and the positions may be a predecessor's outputs */
     pdl_trigger();
 
     /* q of pairs g and g + 8 as A fragments (zeros for pairs past np), loaded first: they do not
      * wait for the positions. */
-    const T *qlo =
-        g < np ? q + ((p0 + g) / G) * F + (long long)(kvh * G + (int)((p0 + g) % G)) * DH : nullptr;
-    const T *qhi = g + 8 < np ? q + ((p0 + g + 8) / G) * F +
-                                    (long long)(kvh * G + (int)((p0 + g + 8) % G)) * DH
-                              : nullptr;
+    const T *qlo = row_lo >= 0 ? q + row_lo * F + (long long)head_lo * DH : nullptr;
+    const T *qhi = row_hi >= 0 ? q + row_hi * F + (long long)head_hi * DH : nullptr;
     unsigned qa[KS][4];
 #pragma unroll
     for (int ks = 0; ks < KS; ks++) {
@@ -748,10 +842,56 @@ __global__ void __launch_bounds__(AttMma<DH, P_>::THREADS, 1)
         qa[ks][3] = qhi ? __ldg(reinterpret_cast<const unsigned *>(qhi + c + 8)) : 0u;
     }
 
-    /* The rows of this chunk's pairs: their last keys (clamped and recorded when out of range),
-     * the last keys of pairs g and g + 8 (-1 past np: every key masked), and L, the keys the
-     * cluster reads. */
-    const long long r_a = p0 / G, r_b = (p0 + np - 1) / G;
+    unsigned char *wbase = att_dyn + warp * P * TILE;
+    const unsigned wsa = smem_u32(wbase);
+    AttSplit sp = hs; /* the split the ring copies: the hint's until the positions are read */
+    const unsigned long long pol = B ? l2_evict_first() : 0ull;
+    /* Tile i of this warp into stage i % P; a commit group per tile, empty past the last. B: a
+     * row a lane (K's 16 rows, then V's) on the stage's barrier, every row copied (a key past the
+     * split takes key kb's row, finite, whose weight is then 0), so each phase expects the same
+     * bytes. */
+    auto issue = [&](int i) {
+        if constexpr (B) {
+            if (i < sp.mine) {
+                const long long j = sp.kb + (long long)(warp + i * NW) * ATT_TK + (lane & 15);
+                const long long jj = j < sp.ke ? j : sp.kb;
+                unsigned char *st = wbase + (i % P) * TILE;
+                if (lane == 0)
+                    mbar_arrive_tx(&bars[i % P], 2 * ATT_TK * DH * 2);
+                __syncwarp();
+                bulk_g2s(st + (lane >> 4) * (TILE / 2) + (lane & 15) * L::RB,
+                         (lane < 16 ? kg : vg) + jj * KF, DH * 2, &bars[i % P], pol);
+            }
+        } else {
+            if (i < sp.mine) {
+                const long long j0 = sp.kb + (long long)(warp + i * NW) * ATT_TK;
+                const unsigned sk = wsa + (unsigned)((i % P) * TILE), sv = sk + TILE / 2;
+#pragma unroll
+                for (int c = 0; c < CH / 2; c++) {
+                    const int e = c * 32 + lane, row = e / CH, ch = e % CH;
+                    const long long j = j0 + row;
+                    const bool ok = j < sp.ke;
+                    const long long jj = ok ? j : sp.kb;
+                    const unsigned off = L::off(row, ch);
+                    cp_async16_or_zero(sk + off, kg + jj * KF + ch * 8, ok);
+                    cp_async16_or_zero(sv + off, vg + jj * KF + ch * 8, ok);
+                }
+            }
+            cp_commit();
+        }
+    };
+    /* Speculation: the ring starts on the hint's split before the positions are read (the copies
+     * follow the wait, so they read the predecessor's writes); it is kept only if the positions
+     * give the same split, so the result never depends on the hint. */
+    const bool started = hint && spec && !B; /* B: a barrier phase per tile, no restart */
+    if (started) {
+#pragma unroll
+        for (int i = 0; i < P - 1; i++)
+            issue(i);
+    }
+
+    /* The rows' last keys (clamped and recorded when out of range), the last keys of pairs g and
+     * g + 8 (-1 past np: every key masked), and lmax, the keys the cluster reads. */
     long long lmax = 1, last_lo = -1, last_hi = -1;
     for (long long r = r_a; r <= r_b; r++) {
         long long v = pos64 ? ld_idx((const long long *)pos, r) : ld_idx((const int *)pos, r);
@@ -761,54 +901,31 @@ __global__ void __launch_bounds__(AttMma<DH, P_>::THREADS, 1)
             v = v < 0 ? 0 : S - 1;
         }
         lmax = max(lmax, v + 1);
-        if (g < np && (p0 + g) / G == r)
+        if (row_lo == r)
             last_lo = v;
-        if (g + 8 < np && (p0 + g + 8) / G == r)
+        if (row_hi == r)
             last_hi = v;
     }
-    const long long per = ((lmax + C - 1) / C + ATT_TK - 1) / ATT_TK * ATT_TK;
-    const long long kb = min(lmax, (long long)rank * per), ke = min(lmax, kb + per);
-    const int ntiles = (int)((ke - kb + ATT_TK - 1) / ATT_TK);
-    const int mine = warp < ntiles ? (ntiles - 1 - warp) / NW + 1 : 0;
+    const AttSplit ts = att_split<NW>(lmax, C, rank, warp);
+    if (!started || ts.kb != sp.kb || ts.ke != sp.ke) {
+        if (started) {
+            cp_wait(0); /* the hint's copies land before their stages are written again */
+            __syncwarp();
+        }
+        sp = ts;
+#pragma unroll
+        for (int i = 0; i < P - 1; i++)
+            issue(i);
+    }
+    const long long kb = sp.kb, ke = sp.ke;
+    const int mine = sp.mine;
 
-    unsigned char *wbase = att_dyn + warp * P * TILE;
-    const unsigned wsa = smem_u32(wbase);
-    const T *kg = kc + (long long)kvh * DH, *vg = vc + (long long)kvh * DH;
-    /* Tile i of this warp into stage i % P; a commit group per tile, empty past the last. */
-    auto issue = [&](int i) {
-        if (i < mine) {
-            const long long j0 = kb + (long long)(warp + i * NW) * ATT_TK;
-            const unsigned sk = wsa + (unsigned)((i % P) * TILE), sv = sk + TILE / 2;
-#pragma unroll
-            for (int c = 0; c < CH / 2; c++) {
-                const int e = c * 32 + lane, row = e / CH, ch = e % CH;
-                const long long j = j0 + row;
-                const bool ok = j < ke;
-                const long long jj = ok ? j : kb;
-                const unsigned off = (unsigned)((row * CH + (ch ^ (row & 7))) * 16);
-                cp_async16_or_zero(sk + off, kg + jj * KF + ch * 8, ok);
-                cp_async16_or_zero(sv + off, vg + jj * KF + ch * 8, ok);
-            }
-        }
-        cp_commit();
-    };
-    /* With pf > 0, tile i + pf of the warp is also asked into L2 when tile i's copy is issued
-     * (a lane per 128-byte line), so that more bytes are in flight than the stages hold. */
+    /* With pf > 0, tile i + pf of the warp is also asked into L2 when tile i's copy is issued, so
+     * that more bytes are in flight than the stages hold (not the tiles asked before the wait). */
     auto prefetch = [&](int i) {
-        if (i < mine) {
-            const long long j0 = kb + (long long)(warp + i * NW) * ATT_TK;
-#pragma unroll
-            for (int c = 0; c < DH / 64; c++) {
-                const long long j = j0 + (lane & 15);
-                if (j < ke)
-                    asm volatile(
-                        "prefetch.global.L2 [%0];" ::"l"((lane < 16 ? kg : vg) + j * KF + c * 64));
-            }
-        }
+        if (i < mine && i >= early_done)
+            att_prefetch_tile<T, DH, NW>(kg, vg, KF, sp, warp, i, lane);
     };
-#pragma unroll
-    for (int i = 0; i < P - 1; i++)
-        issue(i);
     for (int i = P - 1; i < P - 1 + pf; i++)
         prefetch(i);
 
@@ -821,8 +938,12 @@ __global__ void __launch_bounds__(AttMma<DH, P_>::THREADS, 1)
         issue(i + P - 1);
         if (pf)
             prefetch(i + P - 1 + pf);
-        att_cp_wait<P - 1>(); /* this lane's copies of tile i have landed */
-        __syncwarp();         /* ... and every lane's */
+        if constexpr (B) {
+            mbar_wait(&bars[i % P], (unsigned)(i / P) & 1u); /* every lane's rows have landed */
+        } else {
+            att_cp_wait<P - 1>(); /* this lane's copies of tile i have landed */
+            __syncwarp();         /* ... and every lane's */
+        }
         const unsigned sk = wsa + (unsigned)((i % P) * TILE), sv = sk + TILE / 2;
         const long long j0 = kb + (long long)(warp + i * NW) * ATT_TK;
 
@@ -836,7 +957,7 @@ __global__ void __launch_bounds__(AttMma<DH, P_>::THREADS, 1)
              * 24-31: keys 8-15, the same: b0 and b1 of keys 0-7, then of keys 8-15 */
             const int row = (lane & 7) + ((lane >> 4) << 3), ch = 2 * ks + ((lane >> 3) & 1);
             unsigned b[4];
-            ldsm_x4(b, sk + (unsigned)((row * CH + (ch ^ (row & 7))) * 16));
+            ldsm_x4(b, sk + L::off(row, ch));
             att_mma<T>(sc[0], qa[ks], b[0], b[1]);
             att_mma<T>(sc[1], qa[ks], b[2], b[3]);
         }
@@ -885,7 +1006,7 @@ __global__ void __launch_bounds__(AttMma<DH, P_>::THREADS, 1)
              * dims 8n + 8 ..: transposed, b0 and b1 of dims 8n .., then of dims 8n + 8 .. */
             const int row = lane & 15, ch = n + (lane >> 4);
             unsigned b[4];
-            ldsm_x4_trans(b, sv + (unsigned)((row * CH + (ch ^ (row & 7))) * 16));
+            ldsm_x4_trans(b, sv + L::off(row, ch));
             att_mma<T>(oacc[n], pa, b[0], b[1]);
             att_mma<T>(oacc[n + 1], pa, b[2], b[3]);
         }
@@ -967,8 +1088,9 @@ __global__ void __launch_bounds__(AttMma<DH, P_>::THREADS, 1)
                     l = fmaf(wt, lk[k], l);
                 }
             /* l > 0: key 0 is rank 0's and every pair sees it */
-            const long long pi = p0 + p;
-            o[(pi / G) * F + (long long)(kvh * G + (int)(pi % G)) * DH + d] = from_f<T>(a / l);
+            const unsigned pi = p0 + (unsigned)p, pr = pi / ug;
+            o[(long long)pr * F + (long long)(kvh * G + (int)(pi - pr * ug)) * DH + d] =
+                from_f<T>(a / l);
         }
     }
     cluster_exit_barrier();
@@ -2961,17 +3083,21 @@ extern "C" int baton__kcuda_kv_cache_update(const baton_exec_ctx *ctx, void **bu
  * (attn_split_kernel) for bf16/f16 too, BATON_ATTN_CLUSTER=C (1, 2, 4, 8 or 16) fixes the cluster
  * size of either, BATON_ATTN_STAGES=3, 4 or 6 the stages per warp of the tensor-core kernel at
  * head_dim 64 (6 by default), BATON_ATTN_PREFETCH=n (0 to 16, 4 by default) has its warps ask tile
- * i + n into L2 as they copy tile i; BATON_ATTN_VERBOSE=1 prints each configuration the first
- * time it is launched (stderr). Read once per process; the results do not depend on them
- * beyond rounding (the split changes the order of the merge). */
+ * i + n into L2 as they copy tile i; launched with PDL, BATON_ATTN_EARLY=n (0 to 64, 4 by
+ * default) has each warp ask its first n tiles into L2 before the wait and BATON_ATTN_SPEC=0
+ * keeps the ring from starting on the positions' hint; BATON_ATTN_COPY=bulk has head_dim 64 at 6
+ * stages copy rows with the copy engine (AttMma's B); BATON_ATTN_VERBOSE=1 prints each
+ * configuration the first time it is launched (stderr). Read once per process; the results do
+ * not depend on them beyond rounding (the cluster size changes the order of the merge; the
+ * stages, prefetches and the hint change nothing). */
 struct AttEnv {
-    int simt, cluster, stages, verbose, prefetch;
+    int simt, cluster, stages, verbose, prefetch, early, spec, bulk;
 };
 
 static const AttEnv &att_env()
 {
     static const AttEnv e = [] {
-        AttEnv v = {0, 0, 0, 0, 0};
+        AttEnv v = {0, 0, 0, 0, 0, 4, 1, 0};
         const char *a = getenv("BATON_ATTN_DECODE");
         v.simt = a && !strcmp(a, "simt");
         const char *c = getenv("BATON_ATTN_CLUSTER");
@@ -2985,6 +3111,15 @@ static const AttEnv &att_env()
         const char *pf = getenv("BATON_ATTN_PREFETCH");
         const int np = pf ? atoi(pf) : 4;
         v.prefetch = np > 0 && np <= 16 ? np : 0;
+        const char *ea = getenv("BATON_ATTN_EARLY");
+        if (ea) {
+            const int n = atoi(ea);
+            v.early = n > 0 && n <= 64 ? n : 0;
+        }
+        const char *sp = getenv("BATON_ATTN_SPEC");
+        v.spec = !(sp && !strcmp(sp, "0"));
+        const char *cp = getenv("BATON_ATTN_COPY");
+        v.bulk = cp && !strcmp(cp, "bulk");
         const char *vb = getenv("BATON_ATTN_VERBOSE");
         v.verbose = vb && *vb && strcmp(vb, "0") != 0;
         return v;
@@ -3025,20 +3160,26 @@ static int attn_split(const baton_exec_ctx *ctx, void **b, const baton_decoder_d
                   (int)d.n_heads, (int)d.n_kv_heads, G, chunks, qscale, ctx->step_index);
 }
 
-/* How many clusters of 16 blocks of attn_mma_kernel<T, DH, P> can be resident at once on ctx's
- * device (16 SMs of one GPC each when one block fills an SM), asked once per device; 0 when the
- * size cannot be scheduled or the runtime cannot say. */
-template <typename T, int DH, int P>
-static int attn_mma_fit16(const baton_exec_ctx *ctx, long long clusters)
+/* How many clusters of C blocks (C = 9 .. 16) of attn_mma_kernel<T, DH, P, B> can be resident at
+ * once on ctx's device (C SMs of one GPC each when one block fills an SM), asked once per device:
+ * fit[C], 0 where the size cannot be scheduled or the runtime cannot say. An H100/H200 has GPCs
+ * of different sizes: 7 clusters of 16 fit where 8 of a smaller size may. */
+struct AttFit {
+    int n[17];
+};
+
+template <typename T, int DH, int P, bool B = false>
+static const AttFit &attn_mma_fit(const baton_exec_ctx *ctx, long long clusters)
 {
-    using L = AttMma<DH, P>;
-    auto kern = attn_mma_kernel<T, DH, P>;
-    static std::atomic<int> fit[KCUDA_MAX_DEVICES]; /* the answer + 1; 0: not asked */
+    using L = AttMma<DH, P, B>;
+    auto kern = attn_mma_kernel<T, DH, P, B>;
+    static AttFit fit[KCUDA_MAX_DEVICES + 1]; /* the last: a device out of range, never kept */
+    static std::atomic<int> asked[KCUDA_MAX_DEVICES];
     const int dev = device_of(ctx);
     const bool known = dev >= 0 && dev < KCUDA_MAX_DEVICES;
-    int n = known ? fit[dev].load(std::memory_order_relaxed) - 1 : -1;
-    if (n >= 0)
-        return n;
+    AttFit &f = fit[known ? dev : KCUDA_MAX_DEVICES];
+    if (known && asked[dev].load(std::memory_order_acquire))
+        return f;
     /* Asked once, maybe while the caller's stream captures a graph: the thread's capture mode is
      * relaxed around the queries (they enqueue nothing), as the runtime allows for such calls.
      * Remembered even when a query fails (as 0): the cluster size decides the order of the merge,
@@ -3047,34 +3188,48 @@ static int attn_mma_fit16(const baton_exec_ctx *ctx, long long clusters)
     const bool swapped = cudaThreadExchangeStreamCaptureMode(&mode) == cudaSuccess;
     const int pr =
         prepare(kern, ctx, "attention", 16, clusters * 16, L::THREADS, L::SMEM, L::SMEM, true);
-    n = 0;
-    if (pr == 0 &&
-        max_active_clusters((const void *)kern, (unsigned)(clusters * 16), L::THREADS, L::SMEM, 16,
-                            ctx ? (cudaStream_t)ctx->stream : (cudaStream_t)0, &n) != cudaSuccess) {
-        (void)cudaGetLastError();
-        n = 0;
-    }
+    AttFit got;
+    memset(&got, 0, sizeof got);
+    for (int c = 9; c <= 16 && pr == 0; c++)
+        if (max_active_clusters((const void *)kern, (unsigned)(clusters * c), L::THREADS, L::SMEM,
+                                c, ctx ? (cudaStream_t)ctx->stream : (cudaStream_t)0,
+                                &got.n[c]) != cudaSuccess) {
+            (void)cudaGetLastError();
+            got.n[c] = 0;
+        }
     if (swapped)
         (void)cudaThreadExchangeStreamCaptureMode(&mode);
-    if (pr < 0) {
+    if (pr != 0)
         (void)cudaGetLastError();
-        return 0;
-    }
+    f = got;
     if (known)
-        fit[dev].store(n + 1, std::memory_order_relaxed);
+        asked[dev].store(1, std::memory_order_release);
     if (att_env().verbose)
         fprintf(stderr,
-                "attention: %d clusters of 16 blocks of %d threads, %d KB each, fit at once\n", n,
-                L::THREADS, L::SMEM >> 10);
-    return n;
+                "attention: clusters of 16..9 blocks of %d threads, %d KB each, that fit at once: "
+                "%d %d %d %d %d %d %d %d\n",
+                L::THREADS, L::SMEM >> 10, got.n[16], got.n[15], got.n[14], got.n[13], got.n[12],
+                got.n[11], got.n[10], got.n[9]);
+    return f;
 }
 
-template <typename T, int DH, int P>
+/* The largest cluster size up to C (> 8) whose `clusters` clusters all fit at once, else 8. */
+template <typename T, int DH, int P, bool B = false>
+static int attn_mma_one_wave(const baton_exec_ctx *ctx, long long clusters, int C)
+{
+    const AttFit &f = attn_mma_fit<T, DH, P, B>(ctx, clusters);
+    for (int c = C; c > 8; c--)
+        if (f.n[c] >= clusters)
+            return c;
+    return 8;
+}
+
+template <typename T, int DH, int P, bool B = false>
 static int attn_mma_launch(const baton_exec_ctx *ctx, void **b, const baton_decoder_desc &d,
                            const dec_shape &s, int C, long long chunks)
 {
-    using L = AttMma<DH, P>;
-    auto kern = attn_mma_kernel<T, DH, P>;
+    using L = AttMma<DH, P, B>;
+    auto kern = attn_mma_kernel<T, DH, P, B>;
     const long long clusters = (long long)d.n_kv_heads * chunks;
     const int pr =
         prepare(kern, ctx, "attention", C, clusters * C, L::THREADS, L::SMEM, L::SMEM, true);
@@ -3082,25 +3237,34 @@ static int attn_mma_launch(const baton_exec_ctx *ctx, void **b, const baton_deco
         return BATON_ECUDA;
     if (pr > 0)
         C = 8;
-    if (att_env().verbose) {
-        static std::atomic<unsigned> shown; /* a bit per cluster size */
-        if (!(shown.fetch_or(1u << C) & (1u << C)))
+    const AttEnv &env = att_env();
+    /* the work before the wait pays only while a predecessor runs */
+    const int hint = launch_pdl(ctx) && (env.early > 0 || env.spec);
+    if (env.verbose) {
+        static std::atomic<unsigned long long> shown; /* a bit per cluster size and hint */
+        const unsigned long long bit = 1ull << (C + 17 * hint);
+        if (!(shown.fetch_or(bit) & bit))
             fprintf(stderr,
                     "attention: tensor cores, head_dim %d, %d-byte elements, %d stages of 16 keys "
-                    "per warp, %d warps, %lld clusters of %d blocks\n",
-                    DH, (int)sizeof(T), P, L::NW, clusters, C);
+                    "per warp%s, %d warps, %lld clusters of %d blocks, L2 prefetch %d tiles "
+                    "ahead; %s\n",
+                    DH, (int)sizeof(T), P, B ? " (bulk row copies)" : "", L::NW, clusters, C,
+                    env.prefetch,
+                    hint ? (env.spec ? "after a PDL predecessor: early tiles and speculation"
+                                     : "after a PDL predecessor: early tiles")
+                         : "no PDL predecessor");
     }
     const float qscale = (float)(d.scale * 1.4426950408889634);
     return launch(ctx, "attention", kern, (unsigned)(clusters * C), L::THREADS, L::SMEM, C,
                   (const T *)b[0], (const T *)b[1], (const T *)b[2], (const void *)b[3],
                   (int)(s.idx_dt == BATON_DTYPE_I64), (T *)b[4], (long long)s.rows, (long long)s.S,
                   (int)d.n_heads, (int)d.n_kv_heads, d.n_heads / d.n_kv_heads, (int)chunks, qscale,
-                  att_env().prefetch, ctx->step_index);
+                  env.prefetch, hint, env.early, env.spec, ctx->step_index);
 }
 
-/* The tensor-core decode: clusters of 16 blocks where one wave covers them all, else of 8; fewer
- * for a small cache (64 keys a block at least). Where the 192 KB variant's clusters of 16 do not
- * all fit at once (GPCs with too few free SMs), the 96 KB one of DH 64 is tried before 8. */
+/* The tensor-core decode: clusters of up to 16 blocks while the clusters alone do not fill the
+ * GPU, fewer for a small cache (64 keys a block at least); above 8, the largest size whose
+ * clusters all fit at once (one wave: a block per SM where the GPC has room), else 8. */
 template <typename T, int DH>
 static int attn_mma(const baton_exec_ctx *ctx, void **b, const baton_decoder_desc &d,
                     const dec_shape &s)
@@ -3120,20 +3284,21 @@ static int attn_mma(const baton_exec_ctx *ctx, void **b, const baton_decoder_des
         while (C > 1 && s.S < 64LL * C)
             C /= 2;
     }
+    const bool pick = C > 8 && !env.cluster;
     if constexpr (DH == 64) {
         if (env.stages == 3)
-            return attn_mma_launch<T, DH, 3>(ctx, b, d, s, C, chunks);
+            return attn_mma_launch<T, DH, 3>(
+                ctx, b, d, s, pick ? attn_mma_one_wave<T, DH, 3>(ctx, clusters, C) : C, chunks);
         if (env.stages == 4)
-            return attn_mma_launch<T, DH, 4>(ctx, b, d, s, C, chunks);
-        if (C == 16 && !env.cluster && !env.stages &&
-            attn_mma_fit16<T, DH, PBIG>(ctx, clusters) < clusters)
-            return attn_mma_fit16<T, DH, 3>(ctx, clusters) >= clusters
-                       ? attn_mma_launch<T, DH, 3>(ctx, b, d, s, 16, chunks)
-                       : attn_mma_launch<T, DH, PBIG>(ctx, b, d, s, 8, chunks);
-    } else {
-        if (C == 16 && !env.cluster && attn_mma_fit16<T, DH, PBIG>(ctx, clusters) < clusters)
-            C = 8;
+            return attn_mma_launch<T, DH, 4>(
+                ctx, b, d, s, pick ? attn_mma_one_wave<T, DH, 4>(ctx, clusters, C) : C, chunks);
+        if (env.bulk)
+            return attn_mma_launch<T, DH, 6, true>(
+                ctx, b, d, s, pick ? attn_mma_one_wave<T, DH, 6, true>(ctx, clusters, C) : C,
+                chunks);
     }
+    if (pick)
+        C = attn_mma_one_wave<T, DH, PBIG>(ctx, clusters, C);
     return attn_mma_launch<T, DH, PBIG>(ctx, b, d, s, C, chunks);
 }
 
