@@ -1789,14 +1789,18 @@ __global__ void __launch_bounds__(1024) softmax_kernel(const T *x, T *y, long lo
 
 /* The row of a block of a C-block row (C == 1, or an x-cluster of C) and the vectors [lo, hi) of
  * its nv that the block takes: equal slices in rank order, the last ones shorter or empty. */
-struct RowSlice {
-    long long row, lo, hi;
+template <typename T> struct RowSlice {
+    const T *x; /* the block's row of x and of y */
+    T *y;
+    long long lo, hi;
 };
-__device__ __forceinline__ RowSlice row_slice(long long nv, int C)
+template <typename T>
+__device__ __forceinline__ RowSlice<T> row_slice(const T *x, T *y, long long N, int C)
 {
     const int rank = C > 1 ? (int)cg::this_cluster().block_rank() : 0;
+    const long long row = blockIdx.x / (unsigned)C, nv = N / (16 / (long long)sizeof(T));
     const long long per = row_of(nv + C - 1, C), lo = min(nv, rank * per);
-    return RowSlice{(long long)(blockIdx.x / (unsigned)C), lo, min(nv, lo + per)};
+    return RowSlice<T>{x + row * N, y + row * N, lo, min(nv, lo + per)};
 }
 
 /* A row read once: C blocks a row (C == 1, or an x-cluster of C), each holding its slice of the
@@ -1812,10 +1816,7 @@ __global__ void __launch_bounds__(1024) softmax_reg_kernel(const T *x, T *y, lon
     constexpr int E = 16 / (int)sizeof(T);
     __shared__ A red[32];
     __shared__ A slot[2];
-    const RowSlice sl = row_slice(N / E, C);
-    const long long lo = sl.lo, hi = sl.hi;
-    const T *xr = x + sl.row * N;
-    T *yr = y + sl.row * N;
+    const RowSlice<T> sl = row_slice(x, y, N, C);
     pdl_wait(); /* x may be a predecessor's output */
     pdl_trigger();
     A v[VPT][E];
@@ -1823,14 +1824,14 @@ __global__ void __launch_bounds__(1024) softmax_reg_kernel(const T *x, T *y, lon
     U16<T> raw[VPT]; /* every load in flight before the first is used */
 #pragma unroll
     for (int k = 0; k < VPT; k++) {
-        const long long j = lo + (long long)k * blockDim.x + threadIdx.x;
-        if (j < hi)
-            raw[k] = ld16_stream(xr + j * E);
+        const long long j = sl.lo + (long long)k * blockDim.x + threadIdx.x;
+        if (j < sl.hi)
+            raw[k] = ld16_stream(sl.x + j * E);
     }
 #pragma unroll
     for (int k = 0; k < VPT; k++) {
-        const long long j = lo + (long long)k * blockDim.x + threadIdx.x;
-        if (j < hi) {
+        const long long j = sl.lo + (long long)k * blockDim.x + threadIdx.x;
+        if (j < sl.hi) {
 #pragma unroll
             for (int e = 0; e < E; e++) {
                 v[k][e] = ld_a<A>(raw[k].v[e]);
@@ -1856,7 +1857,7 @@ __global__ void __launch_bounds__(1024) softmax_reg_kernel(const T *x, T *y, lon
     A sum = 0;
 #pragma unroll
     for (int k = 0; k < VPT; k++)
-        if (lo + (long long)k * blockDim.x + threadIdx.x < hi)
+        if (sl.lo + (long long)k * blockDim.x + threadIdx.x < sl.hi)
 #pragma unroll
             for (int e = 0; e < E; e++) {
                 v[k][e] = exp(v[k][e] - mx);
@@ -1868,13 +1869,13 @@ __global__ void __launch_bounds__(1024) softmax_reg_kernel(const T *x, T *y, lon
     const A inv = (A)1 / sum;
 #pragma unroll
     for (int k = 0; k < VPT; k++) {
-        const long long j = lo + (long long)k * blockDim.x + threadIdx.x;
-        if (j < hi) {
+        const long long j = sl.lo + (long long)k * blockDim.x + threadIdx.x;
+        if (j < sl.hi) {
             U16<T> u;
 #pragma unroll
             for (int e = 0; e < E; e++)
                 u.v[e] = from_acc<T>(v[k][e] * inv);
-            st16(yr + j * E, u);
+            st16(sl.y + j * E, u);
         }
     }
     if (C > 1)
@@ -1918,23 +1919,20 @@ __global__ void __launch_bounds__(SMX_THREADS, 3)
     constexpr int E = 16 / (int)sizeof(T), SMX_U = smx_u<T>();
     __shared__ A red[32];
     __shared__ A slot[2];
-    const RowSlice sl = row_slice(N / E, C);
-    const long long lo = sl.lo, hi = sl.hi;
-    const T *xr = x + sl.row * N;
-    T *yr = y + sl.row * N;
+    const RowSlice<T> sl = row_slice(x, y, N, C);
     const long long step = (long long)blockDim.x * SMX_U;
     pdl_wait(); /* x may be a predecessor's output */
     pdl_trigger();
     A m = -INFINITY, sum = 0;
-    for (long long j0 = lo + threadIdx.x; j0 < hi; j0 += step) {
+    for (long long j0 = sl.lo + threadIdx.x; j0 < sl.hi; j0 += step) {
         U16<T> raw[SMX_U];
 #pragma unroll
         for (int k = 0; k < SMX_U; k++)
-            if (j0 + (long long)k * blockDim.x < hi)
-                raw[k] = ld16(xr + (j0 + (long long)k * blockDim.x) * E);
+            if (j0 + (long long)k * blockDim.x < sl.hi)
+                raw[k] = ld16(sl.x + (j0 + (long long)k * blockDim.x) * E);
 #pragma unroll
         for (int k = 0; k < SMX_U; k++) {
-            if (j0 + (long long)k * blockDim.x >= hi)
+            if (j0 + (long long)k * blockDim.x >= sl.hi)
                 break;
             A v[E], vm = -INFINITY;
 #pragma unroll
@@ -1975,23 +1973,23 @@ __global__ void __launch_bounds__(SMX_THREADS, 3)
     }
     const A inv = (A)1 / sum;
     const unsigned long long last = l2_evict_first();
-    for (long long j0 = lo + threadIdx.x; j0 < hi; j0 += step) {
+    for (long long j0 = sl.lo + threadIdx.x; j0 < sl.hi; j0 += step) {
         U16<T> raw[SMX_U];
 #pragma unroll
         for (int k = 0; k < SMX_U; k++)
-            if (j0 + (long long)k * blockDim.x < hi)
+            if (j0 + (long long)k * blockDim.x < sl.hi)
                 *reinterpret_cast<uint4 *>(raw[k].v) =
-                    ld16_last(xr + (j0 + (long long)k * blockDim.x) * E, last);
+                    ld16_last(sl.x + (j0 + (long long)k * blockDim.x) * E, last);
 #pragma unroll
         for (int k = 0; k < SMX_U; k++) {
             const long long j = j0 + (long long)k * blockDim.x;
-            if (j >= hi)
+            if (j >= sl.hi)
                 break;
             U16<T> u;
 #pragma unroll
             for (int e = 0; e < E; e++)
                 u.v[e] = from_acc<T>(exp(ld_a<A>(raw[k].v[e]) - mx) * inv);
-            __stcs(reinterpret_cast<uint4 *>(yr + j * E), *reinterpret_cast<const uint4 *>(u.v));
+            __stcs(reinterpret_cast<uint4 *>(sl.y + j * E), *reinterpret_cast<const uint4 *>(u.v));
         }
     }
     if (C > 1)
