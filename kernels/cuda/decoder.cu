@@ -1907,7 +1907,7 @@ template <typename T> __host__ __device__ constexpr int smx_u()
  * keeps a running maximum and a sum rescaled to it per thread; the block's and then the cluster's
  * (rank order, through distributed shared memory) maximum and sum follow in fixed trees, so every
  * block gets the same bits and the result is the same every run. The second pass reads the slice
- * again, from L2: the launch keeps the slices of the blocks in flight together small (64 KB a
+ * again, from L2: the launch keeps the slices of the blocks in flight together small (96 KB a
  * block), so it is there, and its loads and the stores evict first so that the slices still to be
  * read stay; DRAM sees the row once in and once out, as the copy. y = exp(x - max) / sum, as
  * softmax_reg_kernel computes it. */
@@ -3565,7 +3565,7 @@ static int softmax_reg_launch(const baton_exec_ctx *ctx, void **b, const dec_sha
  * VPT the fewest vectors a thread that hold a block's slice, at most 32 values a thread (16
  * doubles spill). Where those blocks (one or two a SM) would take more than one wave, the rows
  * are read twice instead, the second time from L2 (softmax_l2_kernel), over C blocks a row that
- * keep each block's slice near 64 KB and fill the GPU. Other rows: the loop kernel. */
+ * fill one wave and keep each block's slice under 96 KB. Other rows: the loop kernel. */
 template <typename T, int VPT>
 static int softmax_reg_resident(const baton_exec_ctx *ctx, int threads)
 {
@@ -3618,7 +3618,11 @@ static int softmax_launch(const baton_exec_ctx *ctx, void **b, const dec_shape &
                 C = c;
         /* more than one wave of blocks of 16 KB or more a thread block: the two-pass kernel */
         if (cl && (!C || (s.rows * C > resident(C) && (nv + C - 1) / C * 16 >= 16384))) {
-            const long long slice = 64 * 1024 / 16; /* vectors */
+            /* C: the most blocks a row (up to 8, any size) whose rows * C blocks stay one wave
+             * (64 rows at 3 blocks a SM: 6, where 8 left a second wave of 116 blocks), and at
+             * least enough that a slice is at most 96 KB, so that the slices in flight together
+             * stay well inside the L2 for the second read */
+            const long long slice = 96 * 1024 / 16; /* vectors */
             int per_sm = 0;
             if (occupancy(ctx, (const void *)softmax_l2_kernel<T>, SMX_THREADS, 0, &per_sm) !=
                     cudaSuccess ||
@@ -3627,9 +3631,8 @@ static int softmax_launch(const baton_exec_ctx *ctx, void **b, const dec_shape &
                 per_sm = 3;
             }
             const long long l2_resident = (long long)per_sm * sms;
-            int c2 = 1;
-            while (c2 < 8 && ((nv + c2 - 1) / c2 > slice || s.rows * c2 < l2_resident))
-                c2 *= 2;
+            const long long wave_c = l2_resident / s.rows, slice_c = (nv + slice - 1) / slice;
+            const int c2 = (int)std::min(8LL, std::max(1LL, std::max(wave_c, slice_c)));
             return launch(ctx, "softmax", softmax_l2_kernel<T>, (unsigned)(s.rows * c2),
                           SMX_THREADS, 0, c2, (const T *)b[0], (T *)b[1], (long long)s.F, c2);
         }
