@@ -2,12 +2,16 @@
  * (issue 44). Each row is the fastest of repeated calls of the step's kernel or delegate (on a
  * shared machine the slower calls measure the neighbours); the GEMV rows also time a streaming read
  * of the weight's bytes in the same run, on the same threads, alternating with the GEMV, and give
- * the GEMV's share of that bandwidth. PyTorch's times come from bench/cpu/peers.py (its JSON,
+ * the GEMV's share of that bandwidth; the same GEMV with a weight of 128 MiB (4 x the L3 here), and
+ * the GEMV's arithmetic alone (its weight in the L2) against that read, say which limit a share
+ * below 80 % meets (docs/decisions/cpu-gemm.md). PyTorch's times come from bench/cpu/peers.py (its
+ * JSON,
  * --peers); bench/cpu/run.sh runs both. --gemm-sweep prints the measurements behind
  * docs/decisions/cpu-gemm.md: baton's kernels against OpenBLAS for M = 1..64 (Debian's OpenBLAS
  * 0.3.21 is built without bfloat16: its cblas.h declares sbgemm, the library does not have it).
+ * --gemv-sizes prints the GEMV's share of the read floor for weights of 4 to 128 MiB.
  * Usage: bench_cpu [--peers=FILE] [--json=FILE] [--reps=N] [--threads=N] [--gemm-sweep]
- *                  [--cpu-time] */
+ *                  [--gemv-sizes] [--cpu-time] */
 #include <cblas.h>
 #include <math.h>
 #include <stdio.h>
@@ -154,37 +158,51 @@ typedef struct row {
     char name[64];
     char peer_key[64];
     double us, peer_us, read_us;
-    double bytes; /* bytes the step must read (the GEMV's weight) */
+    double bytes;     /* bytes the step must read (the GEMV's weight) */
+    int compute_only; /* read_us is the memory's time for these bytes, the GEMV's in the L2 */
 } row;
 
-static row rows[32];
+static row rows[48];
 static int n_rows;
 
-static double gemm_row(const char *name, const char *peer_key, baton_dtype dt, int trans_b,
-                       int64_t m, int64_t n, int64_t k)
+/* A gemm step through the CPU delegate, as a plan would prepare it (the weight a constant). */
+typedef struct gemm_step {
+    baton_tensor_desc in[2], out;
+    baton_attr at[1];
+    baton_sig_args sig;
+    void *x, *w, *y;
+    step_job *s;
+} gemm_step;
+
+static gemm_step *gemm_make(const char *name, baton_dtype dt, int trans_b, int64_t m, int64_t n,
+                            int64_t k)
 {
-    baton_tensor_desc in[2] = {
-        {.dtype = dt, .rank = 2, .shape = {m, k}},
-        {.dtype = dt, .rank = 2, .shape = {trans_b ? n : k, trans_b ? k : n}}};
-    baton_attr at[1] = {{.name = "trans_b", .type = BATON_ATTR_BOOL, .i = trans_b}};
-    baton_tensor_desc out = {0};
-    baton_sig_args sig = {
-        .n_inputs = 2, .inputs = in, .n_outputs = 1, .outputs = &out, .n_attrs = 1, .attrs = at};
+    gemm_step *g = calloc(1, sizeof *g);
+    g->in[0] = (baton_tensor_desc){.dtype = dt, .rank = 2, .shape = {m, k}};
+    g->in[1] =
+        (baton_tensor_desc){.dtype = dt, .rank = 2, .shape = {trans_b ? n : k, trans_b ? k : n}};
+    g->at[0] = (baton_attr){.name = "trans_b", .type = BATON_ATTR_BOOL, .i = trans_b};
+    g->sig = (baton_sig_args){.n_inputs = 2,
+                              .inputs = g->in,
+                              .n_outputs = 1,
+                              .outputs = &g->out,
+                              .n_attrs = 1,
+                              .attrs = g->at};
     baton_gemm_desc d;
     char msg[256];
-    if (baton__gemm_resolve(&sig, &d, &out, msg, sizeof msg)) {
+    if (baton__gemm_resolve(&g->sig, &d, &g->out, msg, sizeof msg)) {
         fprintf(stderr, "bench_cpu: %s\n", msg);
         exit(1);
     }
-    step_job *s = calloc(1, sizeof *s);
-    void *x = alloc_rand(dt, m * k, 1, 1.0), *w = alloc_rand(dt, n * k, 2, 0.02);
-    void *y = alloc_rand(dt, m * n, 3, 1.0);
+    step_job *s = g->s = calloc(1, sizeof *s);
+    g->x = alloc_rand(dt, m * k, 1, 1.0), g->w = alloc_rand(dt, n * k, 2, 0.02);
+    g->y = alloc_rand(dt, m * n, 3, 1.0);
     int constant[2] = {0, 1};
-    void *data[2] = {x, w};
+    void *data[2] = {g->x, g->w};
     baton_device cpu = {BATON_DEVICE_CPU, 0};
     baton_delegate_init info = {.step_name = name,
                                 .device = cpu,
-                                .sig = &sig,
+                                .sig = &g->sig,
                                 .input_constant = constant,
                                 .input_data = data};
     baton_error err = {0};
@@ -193,26 +211,77 @@ static double gemm_row(const char *name, const char *peer_key, baton_dtype dt, i
         fprintf(stderr, "bench_cpu: %s\n", err.message);
         exit(1);
     }
-    s->bufs[0] = x, s->bufs[1] = w, s->bufs[2] = y;
+    s->bufs[0] = g->x, s->bufs[1] = g->w, s->bufs[2] = g->y;
     s->ctx.device = cpu;
-    s->ctx.sig = &sig;
+    s->ctx.sig = &g->sig;
     s->ctx.errbuf = s->errbuf;
     s->ctx.errbuf_len = sizeof s->errbuf;
+    return g;
+}
+
+static void gemm_free(gemm_step *g)
+{
+    g->s->iface->destroy(g->s->state);
+    free(g->x), free(g->w), free(g->y), free(g->s), free(g);
+}
+
+static row *new_row(const char *name, const char *peer_key)
+{
     row *r = &rows[n_rows++];
     snprintf(r->name, sizeof r->name, "%s", name);
     snprintf(r->peer_key, sizeof r->peer_key, "%s", peer_key);
+    r->peer_us = NAN;
+    return r;
+}
+
+/* A GEMV row: the step, and a streaming read of the bytes it streams, alternating. peer_key ""
+ * for a row PyTorch is not run on. */
+static row *gemm_row(const char *name, const char *peer_key, baton_dtype dt, int trans_b, int64_t m,
+                     int64_t n, int64_t k)
+{
+    gemm_step *g = gemm_make(name, dt, trans_b, m, n, k);
+    row *r = new_row(name, peer_key);
     r->bytes = (double)(n * k) * (double)baton_dtype_size(dt);
     /* alternate the two measurements so that both see the same machine */
     r->us = r->read_us = INFINITY;
     for (int round = 0; round < 4; round++) {
-        double a = time_us(step_run, s);
-        double b = read_us(baton__gemm_cpu_gemv_weight(s->state, w), (size_t)r->bytes);
+        double a = time_us(step_run, g->s);
+        double b = read_us(baton__gemm_cpu_gemv_weight(g->s->state, g->w), (size_t)r->bytes);
         r->us = a < r->us ? a : r->us;
         r->read_us = b < r->read_us ? b : r->read_us;
     }
-    s->iface->destroy(s->state);
-    free(x), free(w), free(y), free(s);
-    return r->us;
+    gemm_free(g);
+    return r;
+}
+
+/* The GEMV's arithmetic alone: a weight of 768 KiB, which stays in the core's L2 across the
+ * repeated calls, against the streaming read of a 4096 x 4096 weight of the same dtype from the
+ * memory, both on one thread, alternating. Its share (read time / GEMV time, per byte) says how
+ * fast the kernel could go if the memory were free: below 1.25 the arithmetic alone is too slow
+ * for 80 % of the read floor. */
+static void compute_row(const char *name, baton_dtype dt)
+{
+    const int64_t k = 4096, n = (768 << 10) / (k * (int64_t)baton_dtype_size(dt));
+    gemm_step *g = gemm_make(name, dt, 1, 1, n, k);
+    const size_t big = (size_t)4096 * 4096 * baton_dtype_size(dt);
+    void *w = alloc_rand(dt, 4096LL * 4096, 2, 0.02);
+    row *r = new_row(name, "");
+    r->bytes = (double)(n * k) * (double)baton_dtype_size(dt);
+    r->compute_only = 1;
+    static const par_ctx one = {NULL, 1};
+    const par_ctx *prev = baton__par_bind(&one);
+    double floor_us = INFINITY;
+    r->us = INFINITY;
+    for (int round = 0; round < 4; round++) {
+        double a = time_us(step_run, g->s);
+        double b = read_us(w, big);
+        r->us = a < r->us ? a : r->us;
+        floor_us = b < floor_us ? b : floor_us;
+    }
+    baton__par_bind(prev);
+    r->read_us = floor_us * r->bytes / (double)big; /* the floor's time for this row's bytes */
+    free(w);
+    gemm_free(g);
 }
 
 static void ew_row(const char *name, const char *peer_key, baton_kernel_fn fn, baton_dtype dt,
@@ -231,9 +300,7 @@ static void ew_row(const char *name, const char *peer_key, baton_kernel_fn fn, b
     s->bufs[2] = y;
     s->ctx.errbuf = s->errbuf;
     s->ctx.errbuf_len = sizeof s->errbuf;
-    row *r = &rows[n_rows++];
-    snprintf(r->name, sizeof r->name, "%s", name);
-    snprintf(r->peer_key, sizeof r->peer_key, "%s", peer_key);
+    row *r = new_row(name, peer_key);
     r->us = time_us(step_run, s);
     free(a), free(b), free(y), free(s);
 }
@@ -258,9 +325,7 @@ static void rms_row(const char *name, const char *peer_key, int64_t n1, int64_t 
     s->bufs[0] = x, s->bufs[1] = w, s->bufs[2] = y, s->bufs[3] = inv;
     s->ctx.errbuf = s->errbuf;
     s->ctx.errbuf_len = sizeof s->errbuf;
-    row *r = &rows[n_rows++];
-    snprintf(r->name, sizeof r->name, "%s", name);
-    snprintf(r->peer_key, sizeof r->peer_key, "%s", peer_key);
+    row *r = new_row(name, peer_key);
     r->us = time_us(step_run, s);
     free(x), free(w), free(y), free(inv), free(s);
 }
@@ -329,6 +394,24 @@ static void gemm_sweep(void)
     }
 }
 
+/* ---- --gemv-sizes: the GEMV's share of the read floor as the weight grows past the L3 ---- */
+
+static void gemv_sizes(void)
+{
+    printf("\n%-6s %8s %10s %10s %9s   (1 x 4096 . 4096 x N, W [N,K], %d threads)\n", "dtype",
+           "W MiB", "gemv us", "read us", "share", baton__par_threads());
+    for (int di = 0; di < 3; di++) {
+        baton_dtype dt = di == 0 ? BATON_DTYPE_BF16 : di == 1 ? BATON_DTYPE_F16 : BATON_DTYPE_F32;
+        for (int64_t mib = 4; mib <= 128; mib *= 2) {
+            int64_t n = (mib << 20) / (4096 * (int64_t)baton_dtype_size(dt));
+            row *r = gemm_row("size sweep", "", dt, 1, 1, n, 4096);
+            printf("%-6s %8lld %10.1f %10.1f %8.0f%%\n", baton_dtype_name(dt), (long long)mib,
+                   r->us, r->read_us, 100 * r->read_us / r->us);
+            n_rows--; /* not a row of the table */
+        }
+    }
+}
+
 /* ---- peers: {"threads": N, "ops": {"key": us, ...}} from peers.py ---- */
 
 static double peer_lookup(const char *json, const char *key)
@@ -381,7 +464,7 @@ static const char *cpu_model(void)
 int main(int argc, char **argv)
 {
     const char *peers = NULL, *json = NULL;
-    int sweep = 0;
+    int sweep = 0, sizes = 0;
     for (int i = 1; i < argc; i++) {
         if (!strncmp(argv[i], "--peers=", 8))
             peers = argv[i] + 8;
@@ -393,12 +476,14 @@ int main(int argc, char **argv)
             setenv("BATON_CPU_THREADS", argv[i] + 10, 1);
         else if (!strcmp(argv[i], "--gemm-sweep"))
             sweep = 1;
+        else if (!strcmp(argv[i], "--gemv-sizes"))
+            sizes = 1;
         else if (!strcmp(argv[i], "--cpu-time")) {
             clock_id = CLOCK_THREAD_CPUTIME_ID;
             setenv("BATON_CPU_THREADS", "1", 1);
         } else {
             fprintf(stderr, "usage: bench_cpu [--peers=FILE] [--json=FILE] [--reps=N] "
-                            "[--threads=N] [--gemm-sweep] [--cpu-time]\n");
+                            "[--threads=N] [--gemm-sweep] [--gemv-sizes] [--cpu-time]\n");
             return 2;
         }
     }
@@ -414,6 +499,10 @@ int main(int argc, char **argv)
     if (pj && (int)peer_lookup(pj, "threads") != threads)
         fprintf(stderr, "bench_cpu: warning: peers ran with %g threads, baton with %d\n",
                 peer_lookup(pj, "threads"), threads);
+    if (sizes) { /* alone: the table's rows would only take its time */
+        gemv_sizes();
+        return 0;
+    }
     gemm_row("gemv 1x4096 . 4096x4096 bf16, W [N,K]", "gemv_bf16_nk", BATON_DTYPE_BF16, 1, 1, 4096,
              4096);
     gemm_row("gemv 1x4096 . 4096x4096 bf16, W [K,N]", "gemv_bf16_kn", BATON_DTYPE_BF16, 0, 1, 4096,
@@ -426,6 +515,20 @@ int main(int argc, char **argv)
              4096);
     gemm_row("gemv 1x4096 . 4096x4096 f32, W [K,N]", "gemv_f32_kn", BATON_DTYPE_F32, 0, 1, 4096,
              4096);
+    /* The weight at 4 x the L3 (32 MiB here: a 4096 x 4096 bf16 weight is exactly its size, and
+     * which share of it a repeated read finds there depends on the read's pattern), and the
+     * arithmetic alone: docs/decisions/cpu-gemm.md. */
+    gemm_row("gemv 1x4096 . 4096x16384 bf16, W [N,K] (128 MiB)", "", BATON_DTYPE_BF16, 1, 1, 16384,
+             4096);
+    gemm_row("gemv 1x4096 . 4096x16384 f16, W [N,K] (128 MiB)", "", BATON_DTYPE_F16, 1, 1, 16384,
+             4096);
+    gemm_row("gemv 1x4096 . 4096x8192 f32, W [N,K] (128 MiB)", "", BATON_DTYPE_F32, 1, 1, 8192,
+             4096);
+    if (threads == 1) { /* a figure of one core: the same in every run */
+        compute_row("gemv bf16 compute-only (W 768 KiB, in L2)", BATON_DTYPE_BF16);
+        compute_row("gemv f16 compute-only (W 768 KiB, in L2)", BATON_DTYPE_F16);
+        compute_row("gemv f32 compute-only (W 768 KiB, in L2)", BATON_DTYPE_F32);
+    }
     ew_row("softshrink 2048x4096 f32", "softshrink_f32", baton__kcpu_softshrink, BATON_DTYPE_F32,
            2048LL * 4096, 0, 0.5);
     ew_row("softshrink 4096 f32 (per call)", "softshrink_small", baton__kcpu_softshrink,
@@ -437,12 +540,12 @@ int main(int argc, char **argv)
     printf("baton CPU steps: %d threads, %s, OpenBLAS %s%s\n", threads,
            baton__simd_level_name(baton__simd_level_get()), openblas_get_config(),
            clock_id == CLOCK_MONOTONIC ? "" : "; CPU time of the calling thread");
-    printf("%-40s %10s %10s %7s %12s %9s\n", "step", "baton us", "torch us", "ratio", "read GB/s",
+    printf("%-50s %10s %10s %7s %12s %9s\n", "step", "baton us", "torch us", "ratio", "read GB/s",
            "bw share");
     for (int i = 0; i < n_rows; i++) {
         row *r = &rows[i];
-        r->peer_us = peer_lookup(pj, r->peer_key);
-        printf("%-40s %10.1f %10.1f %7.2f", r->name, r->us, r->peer_us, r->us / r->peer_us);
+        r->peer_us = r->peer_key[0] ? peer_lookup(pj, r->peer_key) : NAN;
+        printf("%-50s %10.1f %10.1f %7.2f", r->name, r->us, r->peer_us, r->us / r->peer_us);
         if (r->bytes > 0)
             printf(" %12.1f %8.0f%%", r->bytes / r->read_us / 1e3, 100 * r->read_us / r->us);
         printf("\n");
@@ -471,6 +574,8 @@ int main(int argc, char **argv)
                         ", \"bytes\": %.0f, \"read_us\": %.2f, \"read_gbs\": %.2f, "
                         "\"bw_share\": %.3f",
                         r->bytes, r->read_us, r->bytes / r->read_us / 1e3, r->read_us / r->us);
+            if (r->compute_only)
+                fprintf(f, ", \"compute_only\": true");
             fprintf(f, "}%s\n", i + 1 < n_rows ? "," : "");
         }
         fprintf(f, "]}\n");

@@ -529,6 +529,56 @@ Test(cpu_gemv, constant_kn_weights_are_transposed_once_and_shared_between_steps)
     }
 }
 
+/* A prepared copy of 4 MiB or more sits on 2 MiB boundaries (for the kernel's huge pages) and is
+ * counted in whole 2 MiB pages, what it holds resident; the GEMV reads it as any other. */
+Test(cpu_gemv, a_large_prepared_copy_is_huge_page_aligned_and_counted_in_whole_pages)
+{
+    uint64_t seed = test_fresh_seed();
+    test_rng r = {seed};
+    const int64_t M = 1, N = 2500, K = 1000; /* 5 000 000 bytes of bf16: 3 pages of 2 MiB */
+    const size_t page = (size_t)2 << 20, want = 3 * page;
+    baton_tensor_desc in[2] = {{.dtype = BATON_DTYPE_BF16, .rank = 2, .shape = {M, K}},
+                               {.dtype = BATON_DTYPE_BF16, .rank = 2, .shape = {K, N}}};
+    baton_tensor_desc out = {0};
+    baton_sig_args sig = {.n_inputs = 2, .inputs = in, .n_outputs = 1, .outputs = &out};
+    uint16_t *w = malloc(2 * (size_t)(N * K)), *x = malloc(2 * (size_t)(M * K));
+    uint16_t *y = malloc(2 * (size_t)(M * N));
+    test_fill_random(&r, BATON_DTYPE_BF16, w, N * K, 1.0);
+    test_fill_random(&r, BATON_DTYPE_BF16, x, M * K, 1.0);
+    int constant[2] = {0, 1};
+    void *data[2] = {x, w};
+    baton_delegate_init info = {
+        .step_name = "proj", .sig = &sig, .input_constant = constant, .input_data = data};
+    size_t before = baton__gemm_cpu_prepared_bytes();
+    void *st = NULL;
+    baton_error err = {0};
+    cr_assert_eq(baton__gemm_openblas_iface.init(&info, &st, &err), 0, "%s", err.message);
+    cr_assert_eq(baton__gemm_cpu_prepared_bytes() - before, want,
+                 "the [N, K] copy counts %zu bytes, not whole 2 MiB pages (%zu)",
+                 baton__gemm_cpu_prepared_bytes() - before, want);
+    const void *copy = baton__gemm_cpu_gemv_weight(st, w);
+    cr_assert_neq(copy, (const void *)w, "no [N, K] copy was made");
+    cr_assert_eq((uintptr_t)copy % page, 0, "the copy at %p is not on a 2 MiB boundary", copy);
+    char errbuf[256] = "";
+    baton_exec_ctx ctx = {.errbuf = errbuf, .errbuf_len = sizeof errbuf, .sig = &sig};
+    void *bufs[3] = {x, w, y};
+    test_poison(y, 2 * (size_t)(M * N));
+    cr_assert_eq(baton__gemm_openblas_iface.execute(st, &ctx, bufs), 0, "%s", errbuf);
+    double *ref = malloc(sizeof(double) * (size_t)(M * N));
+    for (int64_t j = 0; j < N; j++) {
+        double s = 0;
+        for (int64_t k = 0; k < K; k++)
+            s += (double)bf16_to_f32(x[k]) * bf16_to_f32(w[k * N + j]);
+        ref[j] = s;
+    }
+    double e = test_rel_err(BATON_DTYPE_BF16, y, ref, M * N);
+    cr_assert_leq(e, test_tolerance(BATON_DTYPE_BF16) + 2e-7 * sqrt((double)K),
+                  "rel err %g (seed %llu)", e, (unsigned long long)seed);
+    baton__gemm_openblas_iface.destroy(st);
+    cr_assert_eq(baton__gemm_cpu_prepared_bytes(), before, "destroy frees the copy");
+    free(w), free(x), free(y), free(ref);
+}
+
 /* ---- the helpers of kernels/cpu/cpu_simd.h ---- */
 
 #include "kernels/cpu/cpu_simd.h"

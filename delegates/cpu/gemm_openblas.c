@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include <pthread.h>
+#include <sys/mman.h>
 
 #include "core/core.h"
 #include "core/dtype.h"
@@ -32,7 +33,8 @@ static int64_t gemv_max_m(const baton_gemm_desc *d)
 /* Prepared copies of constant weights, shared by every step (of every runtime) that multiplies by
  * the same constant: made once, counted, freed with the last step. Two kinds: an f32 copy of a
  * 16-bit weight for the OpenBLAS path, and a [K, N] weight transposed to [N, K] in its own dtype
- * for the GEMV, 64-byte aligned (the GEMV streams [N, K] one row at a time: cpu-gemm.md). */
+ * for the GEMV (the GEMV streams [N, K] one row at a time: cpu-gemm.md); both through
+ * alloc_copy. */
 typedef struct wcopy {
     struct wcopy *next;
     const void *src;
@@ -77,6 +79,26 @@ static void transpose(const void *src, void *dst, int64_t k, int64_t n, size_t e
         TRANSPOSE(uint32_t);
 }
 
+/* A prepared copy of 4 MiB or more goes on 2 MiB pages where the kernel lends them on request
+ * (transparent huge pages in "madvise" mode, the default of many distributions): every run streams
+ * it whole, and on 4 KiB pages that is a TLB miss every 4 KiB; the GEMV on a 32 MiB copy ran about
+ * 5 % faster (docs/decisions/cpu-gemm.md). In whole huge pages, which *bytes then counts (what
+ * is resident once the copy is written). */
+#define HUGE_PAGE ((size_t)2 << 20)
+static void *alloc_copy(size_t *bytes)
+{
+    if (*bytes < 2 * HUGE_PAGE)
+        return aligned_alloc(64, (*bytes + 63) / 64 * 64);
+    const size_t sz = (*bytes + HUGE_PAGE - 1) / HUGE_PAGE * HUGE_PAGE;
+    void *p = aligned_alloc(HUGE_PAGE, sz);
+    *bytes = sz;
+#ifdef MADV_HUGEPAGE
+    if (p)
+        (void)madvise(p, sz, MADV_HUGEPAGE); /* advice: refused, the copy works the same */
+#endif
+    return p;
+}
+
 /* kk = 0: an f32 copy of n values; kk > 0: the [kk, n / kk] weight transposed, in dt. */
 static wcopy *wcopy_get(const void *src, baton_dtype dt, size_t n, int64_t kk, int *made)
 {
@@ -85,12 +107,11 @@ static wcopy *wcopy_get(const void *src, baton_dtype dt, size_t n, int64_t kk, i
     while (c && !(c->src == src && c->dt == dt && c->n == n && c->k == kk))
         c = c->next;
     *made = 0;
-    const size_t bytes = kk ? baton_dtype_size(dt) * n : sizeof(float) * n;
+    size_t bytes = kk ? baton_dtype_size(dt) * n : sizeof(float) * n;
     if (c) {
         c->refs++;
-    } else if ((c = calloc(1, sizeof *c)) &&
-               (kk ? (c->nk = aligned_alloc(64, (bytes + 63) / 64 * 64)) != NULL
-                   : (c->f32 = malloc(bytes)) != NULL)) {
+    } else if ((c = calloc(1, sizeof *c)) && (kk ? (c->nk = alloc_copy(&bytes)) != NULL
+                                                 : (c->f32 = alloc_copy(&bytes)) != NULL)) {
         c->src = src;
         c->dt = dt;
         c->n = n;
