@@ -16,8 +16,8 @@
  * (--only: the rows whose label starts with PREFIX, e.g. "attention prefill"; --ctx: the decode
  * attention's contexts). Prints a table; --json writes the results (format "baton.bench_decoder",
  * docs/bench_decoder.schema.json). The decode attention's variants (BATON_ATTN_DECODE,
- * BATON_ATTN_CLUSTER, BATON_ATTN_STAGES, BATON_ATTN_PREFETCH, BATON_ATTN_EARLY, BATON_ATTN_SPEC,
- * BATON_ATTN_COPY: kernels/cuda/decoder.cu) are read from the environment, one setting per process;
+ * BATON_ATTN_CLUSTER, BATON_ATTN_STAGES, BATON_ATTN_PREFETCH, BATON_ATTN_EARLY, BATON_ATTN_SPEC:
+ * kernels/cuda/decoder.cu) are read from the environment, one setting per process;
  * --attn-sweep runs the decode attention rows (contexts 1024, 4096 and 32768 unless --ctx) under
  * each setting in a child process and prints one table (BATON_SWEEP_ONLY="name,name" runs some;
  * --sweep-budget S starts no setting after S seconds). */
@@ -586,23 +586,18 @@ static int attn_sweep(const char *self, const char *ctxs, int reps, double budge
         const char *name, *env;
     } CFG[] = {
         {"default", ""},
-        {"call2 ring", "BATON_ATTN_STAGES=4 BATON_ATTN_PREFETCH=0 BATON_ATTN_CLUSTER=16"},
-        {"old fallback", "BATON_ATTN_STAGES=3 BATON_ATTN_CLUSTER=16"},
-        {"prefetch 0", "BATON_ATTN_PREFETCH=0"},
+        {"prefetch 4 spec 1", "BATON_ATTN_PREFETCH=4 BATON_ATTN_SPEC=1"},
+        {"early 0", "BATON_ATTN_EARLY=0"},
+        {"spec 1", "BATON_ATTN_SPEC=1"},
+        {"prefetch 4", "BATON_ATTN_PREFETCH=4"},
         {"stages 4", "BATON_ATTN_STAGES=4"},
-        {"bulk", "BATON_ATTN_COPY=bulk"},
-        {"early 0 spec 0", "BATON_ATTN_EARLY=0 BATON_ATTN_SPEC=0"},
         {"cluster 8", "BATON_ATTN_CLUSTER=8"},
         {"cluster 16", "BATON_ATTN_CLUSTER=16"},
-        {"stages 3", "BATON_ATTN_STAGES=3"},
-        {"bulk prefetch 0", "BATON_ATTN_COPY=bulk BATON_ATTN_PREFETCH=0"},
-        {"cluster 4", "BATON_ATTN_CLUSTER=4"},
-        {"early 0", "BATON_ATTN_EARLY=0"},
-        {"spec 0", "BATON_ATTN_SPEC=0"},
-        {"early 1", "BATON_ATTN_EARLY=1"},
         {"early 16", "BATON_ATTN_EARLY=16"},
+        {"early 1", "BATON_ATTN_EARLY=1"},
+        {"stages 3", "BATON_ATTN_STAGES=3"},
+        {"cluster 4", "BATON_ATTN_CLUSTER=4"},
         {"prefetch 8", "BATON_ATTN_PREFETCH=8"},
-        {"cluster 2", "BATON_ATTN_CLUSTER=2"},
     };
     const char *only = getenv("BATON_SWEEP_ONLY"); /* a comma list of setting names to run */
     auto listed = [&](const char *name) {
@@ -763,8 +758,7 @@ int main(int argc, char **argv)
     g_floor_us = time_calls(256, [&](int) { empty_kernel<<<1, 32, 0, g_stream>>>(); });
     {
         const char *v[] = {"BATON_ATTN_DECODE",   "BATON_ATTN_CLUSTER", "BATON_ATTN_STAGES",
-                           "BATON_ATTN_PREFETCH", "BATON_ATTN_EARLY",   "BATON_ATTN_SPEC",
-                           "BATON_ATTN_COPY"};
+                           "BATON_ATTN_PREFETCH", "BATON_ATTN_EARLY",   "BATON_ATTN_SPEC"};
         for (const char *n : v)
             if (getenv(n))
                 printf("%s=%s\n", n, getenv(n));
