@@ -1368,10 +1368,9 @@ Test(gpu_activations, silu_mul_silu_and_gelu_match_float64)
 }
 
 /* On CUDA: rows in registers a block a row ({4, 2048}, {9, 1000}), over a cluster of 8
- * ({2, 128256}, {3, 50008}: slices of unequal length) or of 2 ({70, 65536}: one wave of them), the
- * loop kernel for rows that are no multiple of 16 bytes ({1, 1}, {2, 4097}, {3, 10} but in f64) and
- * for a row too long
- * for a cluster's registers ({1, 300000}). */
+ * ({2, 128256}, {3, 50008}: slices of unequal length), rows read twice over clusters of 8 where
+ * registers would take more than one wave ({70, 65536}) or cannot hold a row ({1, 300000}), the
+ * loop kernel for rows that are no multiple of 16 bytes ({1, 1}, {2, 4097}, {3, 10} but in f64). */
 static const int64_t SM[][2] = {{1, 1},     {3, 10},   {4, 2048},   {2, 128256}, {9, 1000},
                                 {3, 50008}, {2, 4097}, {70, 65536}, {1, 300000}};
 
@@ -2221,4 +2220,78 @@ Test(gpu_fused, gemm_add_adds_c_to_the_product)
     skip_without_gpu();
     gemm_add_case("cuda:0", BATON_GPU_CUDA, BATON_DTYPE_F32);
     gemm_add_case("cuda:0", BATON_GPU_CUDA, BATON_DTYPE_BF16);
+}
+
+/* ---- the calls read once at prepare ------------------------------------------------------- */
+
+/* The CUDA kernels' prepare hook keeps a call's descriptor and shapes (baton__dec_prepare); a
+ * kernel's read (baton__dec_call_decide) then gives what a fresh read gives while the descriptor
+ * and the signature's tensors are those it kept, reads again when the signature changes in place
+ * (a binding of the plan's dims), and refuses what a fresh read refuses, with its words. Device
+ * independent: run on the CPU. */
+Test(decoder_prepared, keeps_a_call_until_its_signature_changes)
+{
+    call c = {.target = "rope", .n_in = 3};
+    c.in[0] = DESC(BATON_DTYPE_BF16, 4, 256);
+    c.in[1] = DESC(BATON_DTYPE_I64, 4);
+    c.in[2] = DESC(BATON_DTYPE_F32, 32);
+    c.out = c.in[0];
+    c.attrs[0] = A_INT("head_dim", 64);
+    c.n_attrs = 1;
+    baton_sig_args a = sig_of(&c);
+    const baton_target *t = baton_registry_find(registry(), "rope");
+    char opaque[BATON_OPAQUE_MAX];
+    const int n = t->pack(&a, opaque, sizeof opaque);
+    cr_assert_eq(n, (int)sizeof(baton_decoder_desc));
+    char buf[4][16], err[512] = "", err2[512] = "";
+    void *bufs[4] = {buf[0], buf[1], buf[2], buf[3]};
+    baton_exec_ctx ctx = {.step_name = "test", .errbuf = err, .errbuf_len = sizeof err, .sig = &a};
+    void *state = NULL;
+    cr_assert_eq(baton__dec_prepare(&ctx, DEC_ROPE, bufs, 4, opaque, (size_t)n, &state), 0, "%s",
+                 err);
+    cr_assert(state, "a call that reads is kept");
+    baton_decoder_desc d0, d1;
+    dec_shape s0, s1;
+    for (int rows = 4; rows <= 8; rows += 4) {
+        c.in[0].shape[0] = c.in[1].shape[0] = c.out.shape[0] = rows; /* in place, as dims do */
+        ctx.prepared = NULL;
+        cr_assert_eq(baton__dec_call_read(&ctx, DEC_ROPE, bufs, 4, opaque, (size_t)n, &d0, &s0), 0);
+        ctx.prepared = state;
+        for (int k = 0; k < 2; k++) { /* the second read is the kept one */
+            memset(&d1, 0xab, sizeof d1);
+            memset(&s1, 0xab, sizeof s1);
+            cr_assert_eq(
+                baton__dec_call_decide(&ctx, DEC_ROPE, bufs, 4, opaque, (size_t)n, &d1, &s1), 0,
+                "%s", err);
+            cr_assert(memcmp(&d0, &d1, sizeof d0) == 0 && memcmp(&s0, &s1, sizeof s0) == 0,
+                      "rows %d, read %d: the kept call differs from a fresh read", rows, k);
+            cr_assert_eq(s1.rows, rows);
+        }
+    }
+    /* shapes that no longer agree, and a NULL buffer: the fresh read's refusals, word for word */
+    c.in[1].shape[0] = 5;
+    ctx.prepared = NULL;
+    ctx.errbuf = err2;
+    cr_assert_neq(baton__dec_call_read(&ctx, DEC_ROPE, bufs, 4, opaque, (size_t)n, &d0, &s0), 0);
+    ctx.prepared = state;
+    ctx.errbuf = err;
+    cr_assert_neq(baton__dec_call_decide(&ctx, DEC_ROPE, bufs, 4, opaque, (size_t)n, &d1, &s1), 0);
+    cr_assert_str_eq(err, err2);
+    cr_assert(strstr(err, "positions"), "%s", err);
+    c.in[1].shape[0] = 8;
+    bufs[2] = NULL;
+    cr_assert_neq(baton__dec_call_decide(&ctx, DEC_ROPE, bufs, 4, opaque, (size_t)n, &d1, &s1), 0);
+    cr_assert(strstr(err, "buffer 2 of 4 is NULL"), "%s", err);
+    bufs[2] = buf[2];
+    cr_assert_eq(baton__dec_call_decide(&ctx, DEC_ROPE, bufs, 4, opaque, (size_t)n, &d1, &s1), 0,
+                 "%s", err);
+    /* another descriptor (another step's bytes) is read, not taken for the kept one */
+    baton_decoder_desc other;
+    memcpy(&other, opaque, sizeof other);
+    other.scale = 0.5;
+    cr_assert_eq(baton__dec_call_decide(&ctx, DEC_ROPE, bufs, 4, (const char *)&other, sizeof other,
+                                        &d1, &s1),
+                 0, "%s", err);
+    cr_assert_eq(d1.scale, 0.5);
+    free(state);
 }

@@ -1,14 +1,15 @@
 /* bench_decoder.cu: baton's decoder ops on CUDA at the Llama-3.2-1B shapes (hidden 2048, 32 heads,
  * 8 KV heads, head_dim 64, intermediate 8192, vocab 128256), bf16, batch 1, against floors
  * measured in the same run: an empty kernel (the latency floor) and a 16-byte grid-stride copy of
- * the same bytes (read + written, as the op moves them). Each call reads cold data: the inputs
- * rotate over distinct buffers, together over 2.5x the L2 (at least 64 MB) where a graph of that
- * many calls fits; every call is timed inside a CUDA graph of k calls (per-call time = replay
- * time / k). Decode attention at contexts 1024 to 32768 (powers of 2), both cold (rotated caches)
- * and warm (the same caches every call, as PyTorch's published figures were taken); prefill
- * attention at T = 1024, 2048, 4096 and 8192 (also in TFLOP/s); the decode GEMV x[1, 2048] .
- * W[N, 2048]^T for N = 2048, 2560, 8192, 16384, 128256 with baton's own kernel (baton__kcuda_gemv)
- * and the gemm delegate (cuBLASLt), checked against each other.
+ * the same bytes (read + written, as the op moves them), on the same number of sets. Each call
+ * reads cold data: the inputs rotate over distinct buffers, together over 2.5x the L2 (at least 64
+ * MB), up to 65536 calls of a row (a decode-size call of a few KB needs that many); every call is
+ * timed inside CUDA graphs of up to 1024 calls, replayed back to back (per-call time = the
+ * replays' time / calls). Decode attention at contexts 1024 to 32768 (powers of 2), both cold
+ * (rotated caches) and warm (the same caches every call, as PyTorch's published figures were
+ * taken); prefill attention at T = 1024, 2048, 4096 and 8192 (also in TFLOP/s); the decode GEMV
+ * x[1, 2048] . W[N, 2048]^T for N = 2048, 2560, 8192, 16384, 128256 with baton's own kernel
+ * (baton__kcuda_gemv) and the gemm delegate (cuBLASLt), checked against each other.
  *
  * Decode attention also "+pdl": after rope_cache_update in the same graph, launched with PDL.
  *
@@ -115,9 +116,42 @@ static int sets_for(double bytes_per_call, int cap)
     return std::max(1, std::min(s, cap));
 }
 
+/* Calls in one graph at most: more (the cold rows of small calls need tens of thousands of
+ * calls to rotate over more than the L2) are split over several graphs replayed back to back. */
+static const int GRAPH_CALLS = 1024;
+/* Calls a row times at most (and sets it rotates over): a decode-size call of 2 KB needs 64K of
+ * them to pass 2.5x an H200's L2. */
+static const int MAX_CALLS = 1 << 16;
+
+/* Per-call time of k calls fn(0..k-1), each call i reading set i: one graph of k calls, or
+ * ceil(k / GRAPH_CALLS) graphs of consecutive calls launched in turn (a replay of all of them is
+ * one timed run), so that every call of a small op can read data that is not in the L2. */
 static double time_calls(int k, const std::function<void(int)> &fn)
 {
-    return time_graph(g_stream, fn, k, g_reps);
+    if (k <= GRAPH_CALLS)
+        return time_graph(g_stream, fn, k, g_reps);
+    const int ng = (k + GRAPH_CALLS - 1) / GRAPH_CALLS;
+    std::vector<cudaGraphExec_t> ge((size_t)ng);
+    for (int g = 0; g < ng; g++) {
+        cudaGraph_t gr;
+        CHECK_CUDA(cudaStreamBeginCapture(g_stream, cudaStreamCaptureModeThreadLocal));
+        for (int i = g * GRAPH_CALLS; i < std::min(k, (g + 1) * GRAPH_CALLS); i++)
+            fn(i);
+        CHECK_CUDA(cudaStreamEndCapture(g_stream, &gr));
+        CHECK_CUDA(cudaGraphInstantiate(&ge[(size_t)g], gr, 0));
+        CHECK_CUDA(cudaGraphDestroy(gr));
+    }
+    const double us = time_events(
+                          g_stream,
+                          [&](int) {
+                              for (auto &e : ge)
+                                  CHECK_CUDA(cudaGraphLaunch(e, g_stream));
+                          },
+                          g_reps, 2) /
+                      k;
+    for (auto &e : ge)
+        CHECK_CUDA(cudaGraphExecDestroy(e));
+    return us;
 }
 
 /* The copy floor: a 16-byte grid-stride copy moving `bytes` in total (bytes / 2 read, bytes / 2
@@ -171,17 +205,17 @@ struct Fill {
 static void fill_index(const Pool &p, const baton_tensor_desc &d, const Fill &f, uint64_t seed)
 {
     const int64_t n = baton_tensor_desc_numel(&d);
-    std::vector<int64_t> h((size_t)n);
+    std::vector<char> h(p.stride * (size_t)p.sets); /* every set in one copy: 64K sets at most */
     for (int s = 0; s < p.sets; s++) {
+        int64_t *hs = (int64_t *)(h.data() + p.stride * (size_t)s);
         for (int64_t i = 0; i < n; i++) {
             seed = seed * 6364136223846793005ull + 1442695040888963407ull;
-            h[(size_t)i] = f.ramp ? f.lo + i
-                           : f.hi - f.lo <= 1
-                               ? f.lo
-                               : f.lo + (int64_t)((seed >> 33) % (uint64_t)(f.hi - f.lo));
+            hs[i] = f.ramp             ? f.lo + i
+                    : f.hi - f.lo <= 1 ? f.lo
+                                       : f.lo + (int64_t)((seed >> 33) % (uint64_t)(f.hi - f.lo));
         }
-        CHECK_CUDA(cudaMemcpy(p.at(s), h.data(), (size_t)n * 8, cudaMemcpyHostToDevice));
     }
+    CHECK_CUDA(cudaMemcpy(p.base, h.data(), h.size(), cudaMemcpyHostToDevice));
 }
 
 /* Times one baton kernel moving `bytes` a call: inputs rotated over sets (or all calls on set 0
@@ -190,7 +224,7 @@ static void fill_index(const Pool &p, const baton_tensor_desc &d, const Fill &f,
 static void bench_op_n(const char *label, const char *target, std::vector<baton_tensor_desc> in,
                        std::vector<Fill> fills, std::vector<baton_tensor_desc> outs,
                        std::vector<int> alias, std::vector<baton_attr> attrs, double bytes,
-                       bool warm = false, int max_k = 1024, int min_k = 1)
+                       bool warm = false, int max_k = MAX_CALLS, int min_k = 1)
 {
     if (!wanted(label))
         return;
@@ -217,7 +251,7 @@ static void bench_op_n(const char *label, const char *target, std::vector<baton_
     const int olen = t->pack(&sig, opaque, sizeof opaque);
     const baton_target_impl *impl = baton_target_impl_for(t, BATON_DEVICE_CUDA);
     const double per_call = bytes;
-    const int sets = warm ? 1 : sets_for(per_call, 1 << 14);
+    const int sets = warm ? 1 : sets_for(per_call, MAX_CALLS);
     /* min_k: calls in one graph at least (cycling over the sets), so that a graph of few long
      * calls does not add its launch to each (decoder_peers.py captures 16 calls at least) */
     const int k = std::min(std::max(warm ? 64 : sets, min_k), max_k);
@@ -290,7 +324,7 @@ static void bench_op_n(const char *label, const char *target, std::vector<baton_
 
 static void bench_op(const char *label, const char *target, std::vector<baton_tensor_desc> in,
                      std::vector<Fill> fills, baton_tensor_desc out, std::vector<baton_attr> attrs,
-                     double bytes, bool warm = false, int max_k = 1024, bool alias0 = false,
+                     double bytes, bool warm = false, int max_k = MAX_CALLS, bool alias0 = false,
                      int min_k = 1)
 {
     bench_op_n(label, target, in, fills, {out}, {alias0 ? 0 : -1}, attrs, bytes, warm, max_k,
@@ -816,7 +850,7 @@ int main(int argc, char **argv)
         bench_op("kv_cache_update", "kv_cache_update",
                  {td(BF, {32768, HKV * DH}), td(BF, {rows, HKV * DH}), td(I64, {rows})},
                  {shared, fl, p}, td(BF, {32768, HKV * DH}), {},
-                 (double)(rows * (HKV * DH * 2 * 2 + 8)), false, 1024, true);
+                 (double)(rows * (HKV * DH * 2 * 2 + 8)), false, MAX_CALLS, true);
     }
     for (int64_t rows : {1, 8192}) {
         /* qkv [rows, (H + 2 HKV) DH] into q [rows, H DH] and the caches at positions 0..rows-1 */

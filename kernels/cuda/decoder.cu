@@ -117,7 +117,8 @@ template <typename I, bool VEC>
 __global__ void embedding_kernel(const I *ids, const char *table, char *out, long long rows,
                                  long long V, long long row_bytes, long long chunks, int step)
 {
-    const long long b = blockIdx.x, r = row_of(b, chunks), c = b - r * chunks;
+    /* a row a block (4 KB rows and less) without a division */
+    const long long b = blockIdx.x, r = chunks == 1 ? b : row_of(b, chunks), c = b - r * chunks;
     pdl_wait(); /* ids and the table may be a predecessor's outputs */
     pdl_trigger();
     long long id = ld_idx(ids, r);
@@ -142,7 +143,7 @@ __global__ void embedding_kernel(const I *ids, const char *table, char *out, lon
 /* ---- rope ---------------------------------------------------------------------------------------
  */
 
-/* A rope launch is one to three parts, each a block per row: rope's x into y; or
+/* A rope launch is one to three parts of each row, a block per row: rope's x into y; or
  * rope_cache_update's q part into q, its k part into k_cache at the row's position and its v part
  * copied (no rotation) into v_cache at the position, in one launch. */
 struct RopePart {
@@ -163,43 +164,57 @@ struct RopeArgs {
     int step;
 };
 
-/* RU rounds of units a thread loads before it waits for the position: the row's loads, the
- * position's and inv_freq's are in flight together, then cos and sin of the row's position for
- * each of the head_dim / 2 frequencies go to shared memory (in double for f64 data, else from HF's
- * f32 angle reduced in double), then the pairs are turned, E elements per thread where the layout
- * allows. One memory latency before the stores at decode size, where loading x after the table
- * took two (1.9x the copy of the same bytes). */
+/* A part's units: E-element vectors (E == 1: elements), rotate_half's holding E pairs (a vector of
+ * each half), interleaved's E / 2 pairs (a pair at least). */
+template <int E>
+__host__ __device__ __forceinline__ long long rope_units(const RopePart &P, int Dh, int il)
+{
+    constexpr int EA = E > 1 ? E : 2;
+    if (!P.rotate)
+        return P.F / E;
+    if (il)
+        return P.F / EA;
+    return (P.F / Dh) * (Dh / 2 / E);
+}
+
+/* A block per row for all of the row's parts (rope_cache_update's q, k and v together: a block
+ * per part left its k and v blocks a quarter and half busy and built the table twice, 1.6x the
+ * copy at 100 MB). RU rounds of units a thread load before it waits for the position: the row's
+ * loads, the position's and inv_freq's are in flight together, then cos and sin of the row's
+ * position for each of the head_dim / 2 frequencies go to shared memory (in double for f64 data,
+ * else from HF's f32 angle reduced in double), then the pairs are turned, E elements per thread
+ * where the layout allows. One memory latency before the stores at decode size. The position is
+ * issued after the first round's row loads in program order: it is block-uniform, and the
+ * compiler moves it into a uniform register right after its load, which waits for it there
+ * (loaded first, it held the row's loads back by a whole latency: 2.2x the copy of the same
+ * bytes). */
 template <typename T, int E, int RU> __global__ void rope_kernel(const RopeArgs a)
 {
     using A = typename Acc<T>::A;
     constexpr int EA = E > 1 ? E : 2; /* elements a unit holds: a pair at least (interleaved) */
     extern __shared__ __align__(16) unsigned char smem_raw[];
-    const int Dh = a.Dh, half = Dh / 2;
+    const int Dh = a.Dh, half = Dh / 2, il = a.interleaved;
     A *cs = reinterpret_cast<A *>(smem_raw), *sn = cs + half;
-    const int pi = (int)(blockIdx.x % (unsigned)a.nparts);
-    const long long r = blockIdx.x / (unsigned)a.nparts;
-    const RopePart P = pi == 0 ? a.part[0] : pi == 1 ? a.part[1] : a.part[2];
-    const int mode = !P.rotate ? 2 : a.interleaved; /* 0 rotate_half, 1 interleaved, 2 copy */
-    const int per_head = half / E;                  /* rotate_half: units of E pairs a head */
-    const long long units = mode == 0 ? (P.F / Dh) * per_head : mode == 1 ? P.F / EA : P.F / E;
-    const T *xr = (const T *)P.x + r * P.xstride;
-    pdl_wait(); /* x, positions and inv_freq may be a predecessor's outputs */
-    pdl_trigger();
-    /* the position and this thread's inverse frequency are loaded with the row, not after it */
-    long long p = a.pos64 ? ((const long long *)a.pos)[r] : ((const int *)a.pos)[r];
-    const float fr0 = mode != 2 && (int)threadIdx.x < half ? a.inv_freq[threadIdx.x] : 0.f;
-    bool drop = false;
-    T *yr = (T *)P.y + r * P.ystride;
-    for (long long u0 = 0; u0 < units; u0 += (long long)RU * blockDim.x) {
-        T va[RU][EA], vb[RU][EA];
-        long long off[RU];
-        int i0[RU];
+    const long long r = blockIdx.x;
+    const int per_head = half / E; /* rotate_half: units of E pairs a head */
+    const long long u1 = rope_units<E>(a.part[0], Dh, il);
+    const long long u2 = u1 + (a.nparts > 1 ? rope_units<E>(a.part[1], Dh, il) : 0);
+    const long long units = u2 + (a.nparts > 2 ? rope_units<E>(a.part[2], Dh, il) : 0);
+    T va[RU][EA], vb[RU][EA];
+    long long off[RU];
+    int i0[RU], pi[RU];
+    /* one round's units: part, offsets, and their loads issued */
+    auto load_round = [&](long long u0) {
 #pragma unroll
         for (int k = 0; k < RU; k++) {
-            const long long u = u0 + (long long)k * blockDim.x + threadIdx.x;
+            long long u = u0 + (long long)k * blockDim.x + threadIdx.x;
             off[k] = -1;
             if (u >= units)
                 continue;
+            pi[k] = u < u1 ? 0 : u < u2 ? 1 : 2;
+            u -= pi[k] == 0 ? 0 : pi[k] == 1 ? u1 : u2;
+            const RopePart &P = a.part[pi[k]];
+            const int mode = !P.rotate ? 2 : il; /* 0 rotate_half, 1 interleaved, 2 copy */
             if (mode == 0) {
                 const long long h = row_of(u, per_head);
                 i0[k] = (int)(u - h * per_head) * E;
@@ -211,6 +226,7 @@ template <typename T, int E, int RU> __global__ void rope_kernel(const RopeArgs 
                 off[k] = u * E;
                 i0[k] = 0;
             }
+            const T *xr = (const T *)P.x + r * P.xstride;
             if (E > 1) {
                 const U16<T> ua = ld16(xr + off[k]);
 #pragma unroll
@@ -228,45 +244,53 @@ template <typename T, int E, int RU> __global__ void rope_kernel(const RopeArgs 
                     vb[k][0] = xr[off[k] + (mode == 0 ? half : 1)];
             }
         }
-        if (u0 == 0) { /* block-uniform: the table, and where the row goes */
-            if (mode != 2) {
-                for (int i = threadIdx.x; i < half; i += blockDim.x) {
-                    const float fi = i == (int)threadIdx.x ? fr0 : a.inv_freq[i];
-                    if constexpr (sizeof(T) == 8) {
-                        double sv, cv;
-                        sincos((double)p * (double)fi, &sv, &cv);
-                        cs[i] = (A)(cv * a.scale);
-                        sn[i] = (A)(sv * a.scale);
-                    } else {
-                        /* HF's f32 angle, reduced to [-pi, pi] in double (a few FP64
-                         * operations, exact enough for any position), then the fast f32
-                         * sincos, accurate on that range */
-                        const double ang = (double)__fmul_rn((float)p, fi);
-                        const double kk = rint(ang * 0.15915494309189535);
-                        const float rr = (float)fma(-kk, 6.283185307179586, ang);
-                        float sv, cv;
-                        __sincosf(rr, &sv, &cv);
-                        cs[i] = (A)(cv * (float)a.scale);
-                        sn[i] = (A)(sv * (float)a.scale);
-                    }
-                }
-                __syncthreads();
-            }
-            if (P.cache_rows > 0) {
-                if (p < 0 || p >= P.cache_rows) {
-                    if (threadIdx.x == 0 && mode != 2)
-                        record(DEC_ROPE_CACHE_UPDATE, a.step, r, p, P.cache_rows);
-                    drop = true; /* a write outside the cache is dropped */
-                }
-                yr = (T *)P.y + p * P.ystride;
-            }
+    };
+    pdl_wait(); /* x, positions and inv_freq may be a predecessor's outputs */
+    pdl_trigger();
+    load_round(0);
+    const long long p =
+        a.pos64 ? __ldg((const long long *)a.pos + r) : (long long)__ldg((const int *)a.pos + r);
+    const float fr0 = (int)threadIdx.x < half ? __ldg(a.inv_freq + threadIdx.x) : 0.f;
+    /* block-uniform: the table (every launch has a rotated part first), and where rows go */
+    for (int i = threadIdx.x; i < half; i += blockDim.x) {
+        const float fi = i == (int)threadIdx.x ? fr0 : a.inv_freq[i];
+        if constexpr (sizeof(T) == 8) {
+            double sv, cv;
+            sincos((double)p * (double)fi, &sv, &cv);
+            cs[i] = (A)(cv * a.scale);
+            sn[i] = (A)(sv * a.scale);
+        } else {
+            /* HF's f32 angle, reduced to [-pi, pi] in double (a few FP64 operations, exact
+             * enough for any position), then the fast f32 sincos, accurate on that range */
+            const double ang = (double)__fmul_rn((float)p, fi);
+            const double kk = rint(ang * 0.15915494309189535);
+            const float rr = (float)fma(-kk, 6.283185307179586, ang);
+            float sv, cv;
+            __sincosf(rr, &sv, &cv);
+            cs[i] = (A)(cv * (float)a.scale);
+            sn[i] = (A)(sv * (float)a.scale);
         }
-        if (drop)
-            return;
+    }
+    __syncthreads();
+    bool in_cache = true; /* the position is a row of the caches (parts with cache_rows > 0) */
+    for (int q = 0; q < a.nparts; q++)
+        if (a.part[q].cache_rows > 0 && (p < 0 || p >= a.part[q].cache_rows)) {
+            if (threadIdx.x == 0 && in_cache)
+                record(DEC_ROPE_CACHE_UPDATE, a.step, r, p, a.part[q].cache_rows);
+            in_cache = false; /* a write outside the cache is dropped */
+        }
+    for (long long u0 = 0; u0 < units; u0 += (long long)RU * blockDim.x) {
+        if (u0 > 0)
+            load_round(u0);
 #pragma unroll
         for (int k = 0; k < RU; k++) {
             if (off[k] < 0)
                 continue;
+            const RopePart &P = a.part[pi[k]];
+            if (P.cache_rows > 0 && !in_cache)
+                continue;
+            const int mode = !P.rotate ? 2 : il;
+            T *yr = (T *)P.y + (P.cache_rows > 0 ? p : r) * P.ystride;
             if (mode == 0) {
 #pragma unroll
                 for (int e = 0; e < E; e++) {
@@ -313,9 +337,25 @@ template <typename T, int E, int RU> __global__ void rope_kernel(const RopeArgs 
 /* ---- kv_cache_update ----------------------------------------------------------------------------
  */
 
-/* vec: a thread per 16-byte vector of the rows, vpr vectors a row, rows packed into the blocks
- * (a 1 KB row is 64 threads: a block a row left 3/4 of each block idle, 1.9x the copy at 32 MB);
- * else a block per (row, chunk of blockDim.x * 16 bytes), a byte a thread. */
+/* A streaming 16-byte load that stays where it is written: the compiler may not sink it past a
+ * branch on another load's value (a plain load used only after the branch was moved after it,
+ * which put the two latencies in series). */
+__device__ __forceinline__ uint4 ld16_cs_here(const void *p)
+{
+    uint4 v;
+    asm volatile("ld.global.cs.v4.u32 {%0, %1, %2, %3}, [%4];"
+                 : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+                 : "l"(p));
+    return v;
+}
+
+/* KV_U: 16-byte vectors in flight per thread in kv_update_kernel's grid-stride loop. */
+#define KV_U 4
+
+/* vec: the rows' 16-byte vectors, vpr a row, over a grid-stride loop with KV_U vectors a thread in
+ * flight (one a thread, a block per chunk of rows, held 1/4 of the copy's bytes in flight: 1.9x
+ * its time at 32 MB), each loaded before its row's position is read (one memory latency at decode
+ * size); else a block per (row, chunk of blockDim.x * 16 bytes), a byte a thread. */
 template <typename I>
 __global__ void kv_update_kernel(char *cache, const char *nw, const I *pos, long long rows,
                                  long long S, long long row_bytes, long long chunks, int vec,
@@ -325,20 +365,35 @@ __global__ void kv_update_kernel(char *cache, const char *nw, const I *pos, long
     pdl_wait();
     pdl_trigger();
     if (vec) {
-        const long long vpr = row_bytes / 16;
-        const long long g = (long long)blockIdx.x * blockDim.x + threadIdx.x;
-        const long long r = row_of(g, vpr), k = (g - r * vpr) * 16;
-        if (r >= rows)
-            return;
-        /* the row's bytes do not depend on the position: loaded before it, one memory latency */
-        const uint4 v = __ldcs(reinterpret_cast<const uint4 *>(nw + r * src_stride + k));
-        const long long p = ld_idx(pos, r);
-        if (p < 0 || p >= S) {
-            if (k == 0)
-                record(op, step, r, p, S);
-            return; /* a write outside the cache is dropped, not clamped onto a real row */
+        const long long vpr = row_bytes / 16, nvec = rows * vpr;
+        const long long stride = (long long)gridDim.x * blockDim.x;
+        for (long long g = (long long)blockIdx.x * blockDim.x + threadIdx.x; g < nvec;
+             g += KV_U * stride) {
+            uint4 v[KV_U];
+            long long r[KV_U], k[KV_U], p[KV_U];
+#pragma unroll
+            for (int j = 0; j < KV_U; j++) {
+                const long long gj = g + j * stride;
+                r[j] = gj >= nvec ? -1 : gj < vpr ? 0 : row_of(gj, vpr); /* row 0: no division */
+                k[j] = (gj - r[j] * vpr) * 16;
+                if (r[j] >= 0)
+                    v[j] = ld16_cs_here(nw + r[j] * src_stride + k[j]);
+            }
+#pragma unroll
+            for (int j = 0; j < KV_U; j++)
+                p[j] = r[j] >= 0 ? ld_idx(pos, r[j]) : 0;
+#pragma unroll
+            for (int j = 0; j < KV_U; j++) {
+                if (r[j] < 0)
+                    continue;
+                if (p[j] < 0 || p[j] >= S) {
+                    if (k[j] == 0)
+                        record(op, step, r[j], p[j], S);
+                    continue; /* a write outside the cache is dropped, not clamped onto a row */
+                }
+                *reinterpret_cast<uint4 *>(cache + p[j] * row_bytes + k[j]) = v[j];
+            }
         }
-        *reinterpret_cast<uint4 *>(cache + p * row_bytes + k) = v;
         return;
     }
     const long long b = blockIdx.x, r = b / chunks, c = b % chunks;
@@ -1457,7 +1512,8 @@ __global__ void swiglu_kernel(const T *gu, T *y, long long n, long long F, int v
             alignas(16) T vb[U][8];
 #pragma unroll
             for (int j = 0; j < U; j++) {
-                const long long w = u + j * stride, r = row_of(w, Fu), c = (w - r * Fu) * 8;
+                const long long w = u + j * stride, r = w < Fu ? 0 : row_of(w, Fu),
+                                c = (w - r * Fu) * 8;
                 ld8(gu + r * 2 * F + c, va[j]);
                 ld8(gu + r * 2 * F + F + c, vb[j]);
             }
@@ -1472,7 +1528,9 @@ __global__ void swiglu_kernel(const T *gu, T *y, long long n, long long F, int v
             }
         }
         for (; u < units; u += stride) {
-            const long long r = row_of(u, Fu), c = (u - r * Fu) * 8;
+            /* row 0 (a decode step's only row) without the division: the loads' addresses wait
+             * for it */
+            const long long r = u < Fu ? 0 : row_of(u, Fu), c = (u - r * Fu) * 8;
             alignas(16) T va[8];
             alignas(16) T vb[8];
             alignas(16) T vy[8];
@@ -1569,11 +1627,21 @@ template <typename TI, typename TO> __host__ __device__ constexpr int cast_elems
     return 16 / (int)(sizeof(TI) > sizeof(TO) ? sizeof(TI) : sizeof(TO));
 }
 
+/* Loads in flight per thread in cast_kernel's loop: 64 bytes of the input, as copy16<4> keeps
+ * (a bf16 to f32 cast loads 8 bytes a unit: 4 of them held half the copy's bytes in flight), at
+ * most 8. */
+template <typename TI, typename TO> __host__ __device__ constexpr int cast_units()
+{
+    return 64 / (cast_elems<TI, TO>() * (int)sizeof(TI)) > 8
+               ? 8
+               : 64 / (cast_elems<TI, TO>() * (int)sizeof(TI));
+}
+
 /* Rounds as baton_convert does (core/dtype.h): f64 to bf16/f16 through f32. */
 template <typename TI, typename TO>
 __global__ void cast_kernel(const TI *x, TO *y, long long n, int vec)
 {
-    constexpr int U = 4, VE = cast_elems<TI, TO>();
+    constexpr int U = cast_units<TI, TO>(), VE = cast_elems<TI, TO>();
     using VI = typename VecOf<VE *(int)sizeof(TI)>::V;
     using VO = typename VecOf<VE *(int)sizeof(TO)>::V;
     pdl_wait(); /* x may be a predecessor's output */
@@ -1743,6 +1811,124 @@ __global__ void __launch_bounds__(1024) softmax_reg_kernel(const T *x, T *y, lon
             for (int e = 0; e < E; e++)
                 u.v[e] = from_acc<T>(v[k][e] * inv);
             st16(yr + j * E, u);
+        }
+    }
+    if (C > 1)
+        cluster_exit_barrier(); /* peers may still read this block's slots */
+}
+
+/* A 16-byte load of data read for the last time, from L2 (the second pass of softmax_l2_kernel):
+ * evict it first, it is not read again. */
+__device__ __forceinline__ uint4 ld16_last(const void *p, unsigned long long pol)
+{
+    uint4 v;
+    asm volatile("ld.global.L1::no_allocate.L2::cache_hint.v4.u32 {%0, %1, %2, %3}, [%4], %5;"
+                 : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+                 : "l"(p), "l"(pol));
+    return v;
+}
+
+/* 16-byte vectors in flight per thread in each pass of softmax_l2_kernel: 4 of f32, 2 of the
+ * others (8 bf16 or f16 values widened a vector, and f64's, need the registers). */
+template <typename T> __host__ __device__ constexpr int smx_u()
+{
+    return sizeof(T) == 4 ? 4 : 2;
+}
+#define SMX_THREADS 512
+
+/* Rows too large for the registers of one wave (64 rows of 128256 f32 are 33 MB, more than the
+ * register files of an H200: softmax_reg_kernel took two waves of one block a SM, 2x the copy):
+ * C blocks a row (C == 1, or an x-cluster of C), each reading its slice twice. The first pass
+ * keeps a running maximum and a sum rescaled to it per thread; the block's and then the cluster's
+ * (rank order, through distributed shared memory) maximum and sum follow in fixed trees, so every
+ * block gets the same bits and the result is the same every run. The second pass reads the slice
+ * again, from L2: the launch keeps the slices of the blocks in flight together small (64 KB a
+ * block), so it is there, and its loads and the stores evict first so that the slices still to be
+ * read stay; DRAM sees the row once in and once out, as the copy. y = exp(x - max) / sum, as
+ * softmax_reg_kernel computes it. */
+template <typename T>
+__global__ void __launch_bounds__(SMX_THREADS, 3)
+    softmax_l2_kernel(const T *x, T *y, long long N, int C)
+{
+    using A = typename Acc<T>::A;
+    constexpr int E = 16 / (int)sizeof(T), SMX_U = smx_u<T>();
+    __shared__ A red[32];
+    __shared__ A slot[2];
+    const int rank = C > 1 ? (int)cg::this_cluster().block_rank() : 0;
+    const long long row = blockIdx.x / (unsigned)C, nv = N / E;
+    const long long per = row_of(nv + C - 1, C), lo = min(nv, rank * per), hi = min(nv, lo + per);
+    const T *xr = x + row * N;
+    T *yr = y + row * N;
+    const long long step = (long long)blockDim.x * SMX_U;
+    pdl_wait(); /* x may be a predecessor's output */
+    pdl_trigger();
+    A m = -INFINITY, sum = 0;
+    for (long long j0 = lo + threadIdx.x; j0 < hi; j0 += step) {
+        U16<T> raw[SMX_U];
+#pragma unroll
+        for (int k = 0; k < SMX_U; k++)
+            if (j0 + (long long)k * blockDim.x < hi)
+                raw[k] = ld16(xr + (j0 + (long long)k * blockDim.x) * E);
+#pragma unroll
+        for (int k = 0; k < SMX_U; k++) {
+            if (j0 + (long long)k * blockDim.x >= hi)
+                break;
+            A v[E], vm = -INFINITY;
+#pragma unroll
+            for (int e = 0; e < E; e++) {
+                v[e] = ld_a<A>(raw[k].v[e]);
+                vm = v[e] > vm ? v[e] : vm;
+            }
+            if (vm > m) { /* rescale the sum to the new maximum (0 while it was -inf) */
+                sum *= exp(m - vm);
+                m = vm;
+            }
+            if (m != -INFINITY) /* all -inf so far: nothing to add (exp(-inf - -inf) is NaN) */
+#pragma unroll
+                for (int e = 0; e < E; e++)
+                    sum += exp(v[e] - m);
+        }
+    }
+    A mx = block_max<A>(m, red);
+    sum = block_sum<A>(m == -INFINITY ? (A)0 : sum * exp(m - mx), red);
+    if (C > 1) { /* lane q takes rank q's maximum and sum: one fixed tree in every warp */
+        cg::cluster_group cluster = cg::this_cluster();
+        if (threadIdx.x == 0) {
+            slot[0] = mx;
+            slot[1] = sum;
+        }
+        cluster.sync();
+        const int lane = threadIdx.x & 31;
+        const A mq = lane < C ? *cluster.map_shared_rank(&slot[0], lane) : (A)-INFINITY;
+        const A sq = lane < C ? *cluster.map_shared_rank(&slot[1], lane) : (A)0;
+        A mm = mq;
+#pragma unroll
+        for (int o = 16; o > 0; o >>= 1) {
+            const A t = __shfl_xor_sync(0xffffffffu, mm, o);
+            mm = t > mm ? t : mm;
+        }
+        mx = mm;
+        sum = warp_sum<A>(mq == -INFINITY ? (A)0 : sq * exp(mq - mx));
+    }
+    const A inv = (A)1 / sum;
+    const unsigned long long last = l2_evict_first();
+    for (long long j0 = lo + threadIdx.x; j0 < hi; j0 += step) {
+        U16<T> raw[SMX_U];
+#pragma unroll
+        for (int k = 0; k < SMX_U; k++)
+            if (j0 + (long long)k * blockDim.x < hi)
+                *reinterpret_cast<uint4 *>(raw[k].v) =
+                    ld16_last(xr + (j0 + (long long)k * blockDim.x) * E, last);
+#pragma unroll
+        for (int k = 0; k < SMX_U; k++) {
+            const long long j = j0 + (long long)k * blockDim.x;
+            if (j >= hi)
+                break;
+            U16<T> u;
+#pragma unroll
+            for (int e = 0; e < E; e++)
+                u.v[e] = from_acc<T>(exp(ld_a<A>(raw[k].v[e]) - mx) * inv);
+            __stcs(reinterpret_cast<uint4 *>(yr + j * E), *reinterpret_cast<const uint4 *>(u.v));
         }
     }
     if (C > 1)
@@ -2236,8 +2422,13 @@ __global__ void __launch_bounds__(SMP_THREADS)
         s_members = 0;
     }
     __syncthreads();
-    if (imax >= 0)
-        atomicMax(&s_kmax, kmax);
+    {
+        /* the warp's maximum first, then one shared atomic a warp: 1024 lanes on one address
+         * were 1024 serialised atomics (keys are never 0: 0 is a lane without elements) */
+        const unsigned wk = __reduce_max_sync(0xffffffffu, imax >= 0 ? kmax : 0u);
+        if ((tid & 31) == 0 && wk)
+            atomicMax(&s_kmax, wk);
+    }
     __syncthreads();
     if (imax >= 0 && kmax == s_kmax)
         atomicMin(&s_imax, (unsigned long long)imax);
@@ -2313,19 +2504,26 @@ __global__ void __launch_bounds__(SMP_THREADS)
             }
         }
         cluster.sync();
+        /* bins dm - 2 tid and the one below it, as one 8-byte load of each rank's counts (and of
+         * each mass limb): dm is odd, so the pair starts on an even bin. Half the distributed
+         * shared memory loads of a bin at a time, which every block makes for every bin. */
+        g[0] = g[1] = gm[0] = gm[1] = 0;
+        const int pb = (int)dm - 2 * tid - 1;
+        if (pb >= 0)
 #pragma unroll
-        for (int s2 = 0; s2 < 2; s2++) {
-            const int b = (int)dm - 2 * tid - s2;
-            g[s2] = 0;
-            gm[s2] = 0;
-            if (b >= 0)
+            for (int q = 0; q < C; q++) {
+                const uint2 hc = *cluster.map_shared_rank(reinterpret_cast<uint2 *>(&h[pb]), q);
+                g[0] += hc.y;
+                g[1] += hc.x;
+                if (with_mass)
 #pragma unroll
-                for (int q = 0; q < C; q++) {
-                    g[s2] += *cluster.map_shared_rank(&h[b], q);
-                    if (with_mass)
-                        gm[s2] += limbs(hm, b, q);
-                }
-        }
+                    for (int l = 0; l < 3; l++) {
+                        const uint2 hl =
+                            *cluster.map_shared_rank(reinterpret_cast<uint2 *>(&hm[l][pb]), q);
+                        gm[0] += (unsigned long long)hl.y << (14 * l);
+                        gm[1] += (unsigned long long)hl.x << (14 * l);
+                    }
+            }
         unsigned long long tot;
         *above_c = block_excl_scan(g[0] + g[1], scan_sh, &tot);
         if (with_mass)
@@ -2577,12 +2775,34 @@ using namespace kcuda::dec;
 /* ---- host side
  * ------------------------------------------------------------------------------------ */
 
+/* The call's descriptor and shapes: kept from prepare (ctx->prepared, baton__dec_prepare) while
+ * they still hold, else read and checked now. */
 #define DEC_READ(op, nbuf)                                                                         \
     baton_decoder_desc d;                                                                          \
     dec_shape s;                                                                                   \
-    int rc = baton__dec_call_read(ctx, op, buffers, nbuf, opaque, len, &d, &s);                    \
+    int rc = baton__dec_call_decide(ctx, op, buffers, nbuf, opaque, len, &d, &s);                  \
     if (rc)                                                                                        \
     return rc
+
+/* Each op's prepare hook (core/tune.h): its call read once, for DEC_READ. */
+#define DEC_PREPARE(fn, op, nbuf)                                                                  \
+    extern "C" int baton__kcuda_##fn##_prepare(const baton_exec_ctx *ctx, void **buffers,          \
+                                               const char *opaque, size_t len, void **state)       \
+    {                                                                                              \
+        return baton__dec_prepare(ctx, op, buffers, nbuf, opaque, len, state);                     \
+    }
+DEC_PREPARE(embedding, DEC_EMBEDDING, 3)
+DEC_PREPARE(rope, DEC_ROPE, 4)
+DEC_PREPARE(kv_cache_update, DEC_KV_CACHE_UPDATE, 4)
+DEC_PREPARE(attention, DEC_ATTENTION, 5)
+DEC_PREPARE(silu_mul, DEC_SILU_MUL, 3)
+DEC_PREPARE(silu, DEC_SILU, 2)
+DEC_PREPARE(gelu, DEC_GELU, 2)
+DEC_PREPARE(softmax, DEC_SOFTMAX, 2)
+DEC_PREPARE(cast, DEC_CAST, 2)
+DEC_PREPARE(sample, DEC_SAMPLE, 3)
+DEC_PREPARE(swiglu, DEC_SWIGLU, 2)
+DEC_PREPARE(rope_cache_update, DEC_ROPE_CACHE_UPDATE, 8)
 
 /* The grid of a grid-stride kernel over `work` items, a thread each: one block per `threads`
  * items up to one full wave of the kernel's resident blocks (a second partial wave would leave
@@ -2630,8 +2850,9 @@ extern "C" int baton__kcuda_embedding(const baton_exec_ctx *ctx, void **buffers,
                         st);
 }
 
-/* Launches the rope kernel over rows x a.nparts blocks: 16-byte units where every part's rows
- * allow them, a thread for each of the widest part's units (up to 256). */
+/* Launches the rope kernel, a block per row: 16-byte units where every part's rows allow them,
+ * a thread for each of the row's units (all parts) up to 256, in one round (RU 1, the fewest
+ * registers: more blocks a SM) where they fit, else two a thread each round. */
 template <typename T>
 static int rope_launch(const baton_exec_ctx *ctx, const char *what, RopeArgs &a, long long rows,
                        bool vec)
@@ -2641,24 +2862,24 @@ static int rope_launch(const baton_exec_ctx *ctx, const char *what, RopeArgs &a,
     if (smem > 48 * 1024)
         return baton__ctx_fail(ctx, BATON_EINVAL,
                                "%s: head_dim %d is too large for the CUDA kernel", what, (int)a.Dh);
-    if (rows * a.nparts > 0x7fffffffLL)
+    if (rows > 0x7fffffffLL)
         return baton__ctx_fail(ctx, BATON_EINVAL, "%s: %lld rows are too many for one launch", what,
                                (long long)rows);
     if (rows == 0)
         return 0;
     long long units = 0;
-    for (int i = 0; i < a.nparts; i++) {
-        const long long u = (a.part[i].F + (vec ? E - 1 : 0)) / (vec ? E : 1);
-        units = u > units ? u : units;
-    }
-    if (!a.interleaved)
-        units = (units + 1) / 2; /* rotate_half: a unit holds both halves' elements */
-    int threads = (int)((units + 31) / 32) * 32; /* a unit a thread, RU where that is over 256 */
+    for (int i = 0; i < a.nparts; i++)
+        units += vec ? rope_units<E>(a.part[i], a.Dh, a.interleaved)
+                     : rope_units<1>(a.part[i], a.Dh, a.interleaved);
+    int threads = (int)((units + 31) / 32) * 32;
     threads = threads < 32 ? 32 : threads > 256 ? 256 : threads;
-    const unsigned grid = (unsigned)(rows * a.nparts);
+    const unsigned grid = (unsigned)rows;
+    const bool one = units <= threads;
     if (vec)
-        return launch(ctx, what, rope_kernel<T, E, 2>, grid, threads, smem, 1, a);
-    return launch(ctx, what, rope_kernel<T, 1, 2>, grid, threads, smem, 1, a);
+        return one ? launch(ctx, what, rope_kernel<T, E, 1>, grid, threads, smem, 1, a)
+                   : launch(ctx, what, rope_kernel<T, E, 2>, grid, threads, smem, 1, a);
+    return one ? launch(ctx, what, rope_kernel<T, 1, 1>, grid, threads, smem, 1, a)
+               : launch(ctx, what, rope_kernel<T, 1, 2>, grid, threads, smem, 1, a);
 }
 
 template <typename T>
@@ -2765,7 +2986,14 @@ extern "C" int baton__kcuda_kv_cache_update(const baton_exec_ctx *ctx, void **bu
     const long long vecs = s.rows * (row_bytes / 16);
     const int threads = vec ? (int)(vecs >= 256 ? 256 : (vecs + 31) / 32 * 32) : 256;
     const long long chunks = (row_bytes + threads * 16LL - 1) / (threads * 16LL);
-    const long long grid = vec ? (vecs + threads - 1) / threads : s.rows * chunks;
+    const long long grid = !vec ? s.rows * chunks
+                           : vecs == 0
+                               ? 0
+                               : (s.idx_dt == BATON_DTYPE_I32
+                                      ? wave_grid(ctx, (const void *)kv_update_kernel<int>,
+                                                  (vecs + KV_U - 1) / KV_U, threads)
+                                      : wave_grid(ctx, (const void *)kv_update_kernel<long long>,
+                                                  (vecs + KV_U - 1) / KV_U, threads));
     if (grid == 0)
         return 0;
     if (grid > 0x7fffffffLL)
@@ -3257,32 +3485,119 @@ static int softmax_reg_launch(const baton_exec_ctx *ctx, void **b, const dec_sha
 }
 
 /* Rows held in registers where they fit (softmax_reg_kernel): C blocks a row (a cluster), the
- * most of 8, 4, 2 whose rows * C blocks of 1024 threads stay one wave (2 a SM) while the rows alone
- * would leave SMs idle (8 for one decode row), else the fewest C whose slices fit, or 1; VPT the
- * fewest vectors a thread that hold a block's slice, at most 32 values a thread (16 doubles
- * spill). Other rows: the loop kernel. */
+ * most of 16 (where the GPU takes it), 8, 4, 2 whose rows * C blocks stay one wave of the kernel's
+ * resident blocks while the rows alone would leave SMs idle (16 for one decode row), else the
+ * fewest C of 2 to 8 whose slices fit, or 1;
+ * VPT the fewest vectors a thread that hold a block's slice, at most 32 values a thread (16
+ * doubles spill). Where those blocks (one or two a SM) would take more than one wave, the rows
+ * are read twice instead, the second time from L2 (softmax_l2_kernel), over C blocks a row that
+ * keep each block's slice near 64 KB and fill the GPU. Other rows: the loop kernel. */
+template <typename T, int VPT>
+static int softmax_reg_resident(const baton_exec_ctx *ctx, int threads)
+{
+    int per_sm = 0;
+    if (occupancy(ctx, (const void *)softmax_reg_kernel<T, VPT>, threads, 0, &per_sm) !=
+            cudaSuccess ||
+        per_sm < 1) {
+        (void)cudaGetLastError();
+        per_sm = 1;
+    }
+    return per_sm;
+}
+
+/* Whether an x-cluster of 16 blocks of 1024 threads of softmax_reg_kernel<T, VPT> (a
+ * non-portable size) can be scheduled on ctx's device: asked once per device, in the thread's
+ * relaxed capture mode (a first call may come while a graph is captured; the query enqueues
+ * nothing), and remembered even when the query fails, since the cluster size decides the order
+ * of the sums: every later call of the process chooses as the first did. */
+template <typename T, int VPT> static bool softmax_fit16(const baton_exec_ctx *ctx)
+{
+    static std::atomic<int> fit[KCUDA_MAX_DEVICES]; /* 1 no, 2 yes; 0: not asked */
+    const int dev = device_of(ctx);
+    if (dev < 0 || dev >= KCUDA_MAX_DEVICES)
+        return false;
+    const int f = fit[dev].load(std::memory_order_relaxed);
+    if (f)
+        return f == 2;
+    cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;
+    const bool swapped = cudaThreadExchangeStreamCaptureMode(&mode) == cudaSuccess;
+    const bool ok =
+        prepare(softmax_reg_kernel<T, VPT>, ctx, "softmax", 16, 16, 1024, 0, 0, true) == 0;
+    (void)cudaGetLastError();
+    if (swapped)
+        (void)cudaThreadExchangeStreamCaptureMode(&mode);
+    fit[dev].store(ok ? 2 : 1, std::memory_order_relaxed);
+    return ok;
+}
+
 template <typename T>
 static int softmax_launch(const baton_exec_ctx *ctx, void **b, const dec_shape &s)
 {
     constexpr int E = 16 / (int)sizeof(T);
     constexpr long long VMAX = sizeof(T) == 4 ? 8 : 4;
     if (s.F % E == 0 && al16(b[0]) && al16(b[1]) && s.rows > 0) {
-        const long long nv = s.F / E, wave = 2LL * sm_count(ctx);
+        const long long nv = s.F / E, sms = sm_count(ctx);
         auto vpt_of = [&](int c) { return ((nv + c - 1) / c + 1023) / 1024; };
+        auto threads_of = [&](int c) {
+            const long long per = (nv + c - 1) / c;
+            return per >= 1024 ? 1024 : (int)((per + 31) / 32) * 32;
+        };
+        /* the reg kernel's resident blocks a SM for C blocks a row */
+        auto resident = [&](int c) -> long long {
+            const int th = threads_of(c);
+            const long long per = (nv + c - 1) / c, vpt = (per + th - 1) / th;
+            int r = 1;
+            if (vpt <= 1)
+                r = softmax_reg_resident<T, 1>(ctx, th);
+            else if (vpt <= 2)
+                r = softmax_reg_resident<T, 2>(ctx, th);
+            else if (vpt <= 4)
+                r = softmax_reg_resident<T, 4>(ctx, th);
+            else if constexpr (sizeof(T) == 4)
+                r = softmax_reg_resident<T, 8>(ctx, th);
+            return (long long)r * sms;
+        };
+        /* whether clusters of 16 (non-portable: an H100/H200 takes them) of the kernel for C 16
+         * can run: the most SMs on a decode row (8 of them took 4x the copy, pulling and
+         * exponentiating 16K values each) */
+        auto cluster16_ok = [&]() {
+            const int th = threads_of(16);
+            const long long vpt = ((nv + 15) / 16 + th - 1) / th;
+            return vpt <= 1   ? softmax_fit16<T, 1>(ctx)
+                   : vpt <= 2 ? softmax_fit16<T, 2>(ctx)
+                              : false;
+        };
         int C = 0;
         const bool cl = s.F >= 16384 && cluster8_ok(ctx, (const void *)softmax_reg_kernel<T, 4>, 0);
-        for (int c = 8; cl && c >= 2 && !C; c /= 2)
-            if (s.rows * c <= wave && vpt_of(c) <= VMAX)
+        for (int c = 16; cl && c >= 2 && !C; c /= 2)
+            if (vpt_of(c) <= VMAX && s.rows * c <= resident(c) &&
+                (c < 16 || (s.rows <= 2 && cluster16_ok()))) /* a GPC or two of 16 SMs */
                 C = c;
         if (!C && vpt_of(1) <= VMAX)
             C = 1;
         for (int c = 2; cl && c <= 8 && !C; c *= 2)
             if (vpt_of(c) <= VMAX)
                 C = c;
+        /* more than one wave of blocks of 16 KB or more a thread block: the two-pass kernel */
+        if (cl && (!C || (s.rows * C > resident(C) && (nv + C - 1) / C * 16 >= 16384))) {
+            const long long slice = 64 * 1024 / 16; /* vectors */
+            int per_sm = 0;
+            if (occupancy(ctx, (const void *)softmax_l2_kernel<T>, SMX_THREADS, 0, &per_sm) !=
+                    cudaSuccess ||
+                per_sm < 1) {
+                (void)cudaGetLastError();
+                per_sm = 3;
+            }
+            const long long l2_resident = (long long)per_sm * sms;
+            int c2 = 1;
+            while (c2 < 8 && ((nv + c2 - 1) / c2 > slice || s.rows * c2 < l2_resident))
+                c2 *= 2;
+            return launch(ctx, "softmax", softmax_l2_kernel<T>, (unsigned)(s.rows * c2),
+                          SMX_THREADS, 0, c2, (const T *)b[0], (T *)b[1], (long long)s.F, c2);
+        }
         if (C) {
-            const long long per = (nv + C - 1) / C;
-            const int threads = per >= 1024 ? 1024 : (int)((per + 31) / 32) * 32;
-            const long long vpt = (per + threads - 1) / threads;
+            const int threads = threads_of(C);
+            const long long vpt = ((nv + C - 1) / C + threads - 1) / threads;
             if (vpt <= 1)
                 return softmax_reg_launch<T, 1>(ctx, b, s, C, threads);
             if (vpt <= 2)
