@@ -17,8 +17,8 @@
  * (--only: the rows whose label starts with PREFIX, e.g. "attention prefill"; --ctx: the decode
  * attention's contexts). Prints a table; --json writes the results (format "baton.bench_decoder",
  * docs/bench_decoder.schema.json). The decode attention's variants (BATON_ATTN_DECODE,
- * BATON_ATTN_CLUSTER, BATON_ATTN_STAGES, BATON_ATTN_PREFETCH, BATON_ATTN_EARLY, BATON_ATTN_SPEC,
- * BATON_ATTN_COPY: kernels/cuda/decoder.cu) are read from the environment, one setting per process;
+ * BATON_ATTN_CLUSTER, BATON_ATTN_STAGES, BATON_ATTN_PREFETCH, BATON_ATTN_EARLY, BATON_ATTN_SPEC:
+ * kernels/cuda/decoder.cu) are read from the environment, one setting per process;
  * --attn-sweep runs the decode attention rows (contexts 1024, 4096 and 32768 unless --ctx) under
  * each setting in a child process and prints one table (BATON_SWEEP_ONLY="name,name" runs some;
  * --sweep-budget S starts no setting after S seconds). */
@@ -218,140 +218,6 @@ static void fill_index(const Pool &p, const baton_tensor_desc &d, const Fill &f,
     CHECK_CUDA(cudaMemcpy(p.base, h.data(), h.size(), cudaMemcpyHostToDevice));
 }
 
-/* Times one baton kernel moving `bytes` a call: inputs rotated over sets (or all calls on set 0
- * when warm); alias[j] >= 0: output j is that input (a cache updated in place), else its own
- * pool. */
-static void bench_op_n(const char *label, const char *target, std::vector<baton_tensor_desc> in,
-                       std::vector<Fill> fills, std::vector<baton_tensor_desc> outs,
-                       std::vector<int> alias, std::vector<baton_attr> attrs, double bytes,
-                       bool warm = false, int max_k = MAX_CALLS, int min_k = 1)
-{
-    if (!wanted(label))
-        return;
-    const baton_target *t = baton_registry_find(g_reg, target);
-    if (!t) {
-        fprintf(stderr, "bench_decoder: no target %s\n", target);
-        exit(1);
-    }
-    baton_sig_args sig;
-    memset(&sig, 0, sizeof sig);
-    sig.n_inputs = (int)in.size();
-    sig.inputs = in.data();
-    sig.n_outputs = (int)outs.size();
-    sig.outputs = outs.data();
-    sig.n_attrs = (int)attrs.size();
-    sig.attrs = attrs.data();
-    char msg[512] = "";
-    std::vector<baton_tensor_desc> want(outs.size());
-    if (t->check(&sig, want.data(), msg, sizeof msg)) {
-        fprintf(stderr, "bench_decoder: %s: %s\n", label, msg);
-        exit(1);
-    }
-    char opaque[BATON_OPAQUE_MAX];
-    const int olen = t->pack(&sig, opaque, sizeof opaque);
-    const baton_target_impl *impl = baton_target_impl_for(t, BATON_DEVICE_CUDA);
-    const double per_call = bytes;
-    const int sets = warm ? 1 : sets_for(per_call, MAX_CALLS);
-    /* min_k: calls in one graph at least (cycling over the sets), so that a graph of few long
-     * calls does not add its launch to each (decoder_peers.py captures 16 calls at least) */
-    const int k = std::min(std::max(warm ? 64 : sets, min_k), max_k);
-    std::vector<Pool> pools;
-    for (size_t j = 0; j < in.size(); j++) {
-        pools.push_back(pool_alloc(nbytes(in[j]), fills[j].shared ? 1 : sets));
-        if (fills[j].index)
-            fill_index(pools.back(), in[j], fills[j], 1234 + j);
-        else
-            fill_random(g_stream, pools.back().base, pools.back().stride * pools.back().sets,
-                        7 + (uint32_t)j);
-    }
-    std::vector<Pool> po;
-    for (size_t j = 0; j < outs.size(); j++)
-        po.push_back(alias[j] >= 0 ? pools[(size_t)alias[j]] : pool_alloc(nbytes(outs[j]), sets));
-    CHECK_CUDA(cudaDeviceSynchronize());
-    char errbuf[512] = "";
-    baton_exec_ctx ctx;
-    memset(&ctx, 0, sizeof ctx);
-    ctx.device.kind = BATON_DEVICE_CUDA;
-    ctx.stream = g_stream;
-    ctx.step_name = label;
-    ctx.errbuf = errbuf;
-    ctx.errbuf_len = sizeof errbuf;
-    ctx.sig = &sig;
-    auto call = [&](int i) {
-        void *bufs[16];
-        for (size_t j = 0; j < in.size(); j++)
-            bufs[j] = pools[j].at(i);
-        for (size_t j = 0; j < outs.size(); j++)
-            bufs[in.size() + j] = po[j].at(i);
-        if (impl->kernel(&ctx, bufs, opaque, (size_t)olen)) {
-            fprintf(stderr, "bench_decoder: %s: %s\n", label, errbuf);
-            exit(1);
-        }
-    };
-    call(0);
-    CHECK_CUDA(cudaStreamSynchronize(g_stream));
-    if (baton__kcuda_decoder_error_take(0, NULL, msg, sizeof msg)) {
-        fprintf(stderr, "bench_decoder: %s: %s\n", label, msg);
-        exit(1);
-    }
-    ctx.capturing = 1;
-    const double us = time_calls(k, call);
-    ctx.capturing = 0;
-    const int cold = !warm && (double)k * per_call > 2.0 * g_prop.l2CacheSize;
-    const double cus = copy_us(bytes, warm ? 1 : sets, k);
-    Result r;
-    r.op = label;
-    char sh[160];
-    desc_shape(sh, sizeof sh, in[0]);
-    r.shape = sh;
-    r.impl = "baton";
-    r.bytes = bytes;
-    r.us = us;
-    r.gbps = bytes / us * 1e-3;
-    r.copy_us = cus;
-    r.copy_gbps = bytes / cus * 1e-3;
-    r.ratio = us / cus;
-    r.floor_us = g_floor_us;
-    r.cold = cold;
-    r.peer_us = NAN;
-    record(r);
-    for (auto &p : pools)
-        CHECK_CUDA(cudaFree(p.base));
-    for (size_t j = 0; j < outs.size(); j++)
-        if (alias[j] < 0)
-            CHECK_CUDA(cudaFree(po[j].base));
-}
-
-static void bench_op(const char *label, const char *target, std::vector<baton_tensor_desc> in,
-                     std::vector<Fill> fills, baton_tensor_desc out, std::vector<baton_attr> attrs,
-                     double bytes, bool warm = false, int max_k = MAX_CALLS, bool alias0 = false,
-                     int min_k = 1)
-{
-    bench_op_n(label, target, in, fills, {out}, {alias0 ? 0 : -1}, attrs, bytes, warm, max_k,
-               min_k);
-}
-
-static baton_attr ai(const char *n, int64_t v)
-{
-    baton_attr a;
-    memset(&a, 0, sizeof a);
-    a.name = n;
-    a.type = BATON_ATTR_INT;
-    a.i = v;
-    a.f = (double)v;
-    return a;
-}
-
-static baton_attr af(const char *n, double v)
-{
-    baton_attr a;
-    memset(&a, 0, sizeof a);
-    a.name = n;
-    a.type = BATON_ATTR_FLOAT;
-    a.f = v;
-    return a;
-}
-
 /* One registered target's step at fixed shapes: check() and pack() as a plan load runs them. */
 struct Step {
     std::vector<baton_tensor_desc> in, out;
@@ -407,6 +273,109 @@ struct Step {
         }
     }
 };
+
+/* Times one baton kernel moving `bytes` a call: inputs rotated over sets (or all calls on set 0
+ * when warm); alias[j] >= 0: output j is that input (a cache updated in place), else its own
+ * pool. */
+static void bench_op_n(const char *label, const char *target, std::vector<baton_tensor_desc> in,
+                       std::vector<Fill> fills, std::vector<baton_tensor_desc> outs,
+                       std::vector<int> alias, std::vector<baton_attr> attrs, double bytes,
+                       bool warm = false, int max_k = MAX_CALLS, int min_k = 1)
+{
+    if (!wanted(label))
+        return;
+    Step st(label, target, in, outs, attrs);
+    const double per_call = bytes;
+    const int sets = warm ? 1 : sets_for(per_call, MAX_CALLS);
+    /* min_k: calls in one graph at least (cycling over the sets), so that a graph of few long
+     * calls does not add its launch to each (decoder_peers.py captures 16 calls at least) */
+    const int k = std::min(std::max(warm ? 64 : sets, min_k), max_k);
+    std::vector<Pool> pools;
+    for (size_t j = 0; j < in.size(); j++) {
+        pools.push_back(pool_alloc(nbytes(in[j]), fills[j].shared ? 1 : sets));
+        if (fills[j].index)
+            fill_index(pools.back(), in[j], fills[j], 1234 + j);
+        else
+            fill_random(g_stream, pools.back().base, pools.back().stride * pools.back().sets,
+                        7 + (uint32_t)j);
+    }
+    std::vector<Pool> po;
+    for (size_t j = 0; j < outs.size(); j++)
+        po.push_back(alias[j] >= 0 ? pools[(size_t)alias[j]] : pool_alloc(nbytes(outs[j]), sets));
+    CHECK_CUDA(cudaDeviceSynchronize());
+    bool capturing = false;
+    auto call = [&](int i) {
+        void *bufs[16];
+        for (size_t j = 0; j < in.size(); j++)
+            bufs[j] = pools[j].at(i);
+        for (size_t j = 0; j < outs.size(); j++)
+            bufs[in.size() + j] = po[j].at(i);
+        st.call(bufs, capturing, false);
+    };
+    call(0);
+    CHECK_CUDA(cudaStreamSynchronize(g_stream));
+    char msg[512];
+    if (baton__kcuda_decoder_error_take(0, NULL, msg, sizeof msg)) {
+        fprintf(stderr, "bench_decoder: %s: %s\n", label, msg);
+        exit(1);
+    }
+    capturing = true;
+    const double us = time_calls(k, call);
+    capturing = false;
+    const int cold = !warm && (double)k * per_call > 2.0 * g_prop.l2CacheSize;
+    const double cus = copy_us(bytes, warm ? 1 : sets, k);
+    Result r;
+    r.op = label;
+    char sh[160];
+    desc_shape(sh, sizeof sh, in[0]);
+    r.shape = sh;
+    r.impl = "baton";
+    r.bytes = bytes;
+    r.us = us;
+    r.gbps = bytes / us * 1e-3;
+    r.copy_us = cus;
+    r.copy_gbps = bytes / cus * 1e-3;
+    r.ratio = us / cus;
+    r.floor_us = g_floor_us;
+    r.cold = cold;
+    r.peer_us = NAN;
+    record(r);
+    for (auto &p : pools)
+        CHECK_CUDA(cudaFree(p.base));
+    for (size_t j = 0; j < outs.size(); j++)
+        if (alias[j] < 0)
+            CHECK_CUDA(cudaFree(po[j].base));
+}
+
+static void bench_op(const char *label, const char *target, std::vector<baton_tensor_desc> in,
+                     std::vector<Fill> fills, baton_tensor_desc out, std::vector<baton_attr> attrs,
+                     double bytes, bool warm = false, int max_k = MAX_CALLS, bool alias0 = false,
+                     int min_k = 1)
+{
+    bench_op_n(label, target, in, fills, {out}, {alias0 ? 0 : -1}, attrs, bytes, warm, max_k,
+               min_k);
+}
+
+static baton_attr ai(const char *n, int64_t v)
+{
+    baton_attr a;
+    memset(&a, 0, sizeof a);
+    a.name = n;
+    a.type = BATON_ATTR_INT;
+    a.i = v;
+    a.f = (double)v;
+    return a;
+}
+
+static baton_attr af(const char *n, double v)
+{
+    baton_attr a;
+    memset(&a, 0, sizeof a);
+    a.name = n;
+    a.type = BATON_ATTR_FLOAT;
+    a.f = v;
+    return a;
+}
 
 /* Decode attention as a decode step runs it: right after rope_cache_update, which writes q and
  * the new K and V rows at positions[0] = ctx - 1 (cold caches, rotated over sets as the rows
@@ -620,23 +589,18 @@ static int attn_sweep(const char *self, const char *ctxs, int reps, double budge
         const char *name, *env;
     } CFG[] = {
         {"default", ""},
-        {"call2 ring", "BATON_ATTN_STAGES=4 BATON_ATTN_PREFETCH=0 BATON_ATTN_CLUSTER=16"},
-        {"old fallback", "BATON_ATTN_STAGES=3 BATON_ATTN_CLUSTER=16"},
-        {"prefetch 0", "BATON_ATTN_PREFETCH=0"},
+        {"prefetch 4 spec 1", "BATON_ATTN_PREFETCH=4 BATON_ATTN_SPEC=1"},
+        {"early 0", "BATON_ATTN_EARLY=0"},
+        {"spec 1", "BATON_ATTN_SPEC=1"},
+        {"prefetch 4", "BATON_ATTN_PREFETCH=4"},
         {"stages 4", "BATON_ATTN_STAGES=4"},
-        {"bulk", "BATON_ATTN_COPY=bulk"},
-        {"early 0 spec 0", "BATON_ATTN_EARLY=0 BATON_ATTN_SPEC=0"},
         {"cluster 8", "BATON_ATTN_CLUSTER=8"},
         {"cluster 16", "BATON_ATTN_CLUSTER=16"},
-        {"stages 3", "BATON_ATTN_STAGES=3"},
-        {"bulk prefetch 0", "BATON_ATTN_COPY=bulk BATON_ATTN_PREFETCH=0"},
-        {"cluster 4", "BATON_ATTN_CLUSTER=4"},
-        {"early 0", "BATON_ATTN_EARLY=0"},
-        {"spec 0", "BATON_ATTN_SPEC=0"},
-        {"early 1", "BATON_ATTN_EARLY=1"},
         {"early 16", "BATON_ATTN_EARLY=16"},
+        {"early 1", "BATON_ATTN_EARLY=1"},
+        {"stages 3", "BATON_ATTN_STAGES=3"},
+        {"cluster 4", "BATON_ATTN_CLUSTER=4"},
         {"prefetch 8", "BATON_ATTN_PREFETCH=8"},
-        {"cluster 2", "BATON_ATTN_CLUSTER=2"},
     };
     const char *only = getenv("BATON_SWEEP_ONLY"); /* a comma list of setting names to run */
     auto listed = [&](const char *name) {
@@ -797,8 +761,7 @@ int main(int argc, char **argv)
     g_floor_us = time_calls(256, [&](int) { empty_kernel<<<1, 32, 0, g_stream>>>(); });
     {
         const char *v[] = {"BATON_ATTN_DECODE",   "BATON_ATTN_CLUSTER", "BATON_ATTN_STAGES",
-                           "BATON_ATTN_PREFETCH", "BATON_ATTN_EARLY",   "BATON_ATTN_SPEC",
-                           "BATON_ATTN_COPY"};
+                           "BATON_ATTN_PREFETCH", "BATON_ATTN_EARLY",   "BATON_ATTN_SPEC"};
         for (const char *n : v)
             if (getenv(n))
                 printf("%s=%s\n", n, getenv(n));

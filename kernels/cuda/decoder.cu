@@ -653,26 +653,20 @@ __global__ void __launch_bounds__(ATT_THREADS)
 /* P stages per warp: 192 KB of shared memory for DH 64 with P = 6 and for DH 128 and 256 with
  * P = 3 (one block per SM; 5 tiles, 160 KB, in flight per SM at DH 64: 128 SMs need some 8 MB in
  * flight for the HBM's rate at its loaded latency); DH 64 with P = 3 takes 96 KB, so that two
- * blocks may share an SM where a GPC has too few free SMs for a cluster of 16.
- * B (BATON_ATTN_COPY=bulk, DH 64 with 6 stages): each lane has the copy engine bring one row of
- * K or V (cp.async.bulk, completing on the stage's mbarrier) instead of 16 bytes at a time through
- * the load units; the rows, copied whole, are padded by 16 bytes instead of swizzled (8 rows at
- * a stride of 9 chunks fall in 8 bank groups), 216 KB. */
-template <int DH, int P_, bool B_ = false> struct AttMma {
+ * blocks may share an SM where a GPC has too few free SMs for a cluster of 16. */
+template <int DH, int P_> struct AttMma {
     static constexpr int NW = DH <= 128 ? 8 : 4; /* warps per block (DH 256: 128 O registers) */
     static constexpr int THREADS = NW * 32;
-    static constexpr int CH = DH / 8; /* 16-byte chunks of a row */
-    static constexpr bool B = B_;
-    static constexpr int RB = B ? DH * 2 + 16 : DH * 2; /* bytes of a row in shared memory */
-    static constexpr int TILE = 2 * ATT_TK * RB;        /* bytes of one step's K and V */
+    static constexpr int CH = DH / 8;                /* 16-byte chunks of a row */
+    static constexpr int TILE = 2 * ATT_TK * DH * 2; /* bytes of one step's K and V */
     static constexpr int P = P_;
-    static constexpr int SMEM = NW * P * TILE + (B ? NW * P * 8 : 0); /* + the mbarriers */
+    static constexpr int SMEM = NW * P * TILE;
     static constexpr int OS = DH + 4; /* row stride of a warp's O in floats */
     static_assert(16 * OS * 4 + 32 * 4 <= P * TILE, "a warp's state fits in its stages");
-    /* the byte offset of 16-byte chunk ch of row r of a stage's K or V */
+    /* the byte offset of 16-byte chunk ch of row r of a stage's K or V (swizzled) */
     static __device__ __forceinline__ unsigned off(int r, int ch)
     {
-        return B ? (unsigned)(r * RB + ch * 16) : (unsigned)((r * CH + (ch ^ (r & 7))) * 16);
+        return (unsigned)((r * CH + (ch ^ (r & 7))) * 16);
     }
 };
 
@@ -760,16 +754,15 @@ __device__ __forceinline__ void att_prefetch_tile(const T *kg, const T *vg, long
  * still runs, each warp asks its first `early` tiles into L2 and, with spec, starts its ring on
  * them right after the wait, the positions read as a hint (below). pf: tile i + pf of a warp is
  * asked into L2 as tile i's copy is issued. */
-template <typename T, int DH, int P_, bool B_>
-__global__ void __launch_bounds__(AttMma<DH, P_, B_>::THREADS, 1)
+template <typename T, int DH, int P_>
+__global__ void __launch_bounds__(AttMma<DH, P_>::THREADS, 1)
     attn_mma_kernel(const T *q, const T *kc, const T *vc, const void *pos, int pos64, T *o,
                     long long rows, long long S, int H, int Hkv, int G, int chunks, float qscale,
                     int pf, int hint, int early, int spec, int step)
 {
-    using L = AttMma<DH, P_, B_>;
+    using L = AttMma<DH, P_>;
     constexpr int NW = L::NW, CH = L::CH, P = L::P, TILE = L::TILE, OS = L::OS;
     constexpr int KS = DH / 16, ND = DH / 8;
-    constexpr bool B = L::B;
     extern __shared__ __align__(128) unsigned char att_dyn[];
     __shared__ float blk_o[16][DH];
     __shared__ float blk_m[16], blk_l[16];
@@ -793,16 +786,6 @@ __global__ void __launch_bounds__(AttMma<DH, P_, B_>::THREADS, 1)
     const int head_hi =
         g + 8 < np ? kvh * G + (int)(p0 + (unsigned)g + 8u - (unsigned)row_hi * ug) : 0;
     const T *kg = kc + (long long)kvh * DH, *vg = vc + (long long)kvh * DH;
-    /* B: the warp's P stage barriers, after every warp's stages */
-    unsigned long long *bars =
-        reinterpret_cast<unsigned long long *>(att_dyn + NW * P * TILE) + warp * P;
-    if constexpr (B) {
-        if (lane == 0)
-            for (int k = 0; k < P; k++)
-                mbar_init(&bars[k], 1);
-        mbar_fence_init();
-        __syncwarp();
-    }
 
     /* Before the wait the predecessor may still be writing the positions, the caches and q, so
      * nothing read here is used for its value: the positions (perhaps stale, clamped into the
@@ -845,45 +828,28 @@ __global__ void __launch_bounds__(AttMma<DH, P_, B_>::THREADS, 1)
     unsigned char *wbase = att_dyn + warp * P * TILE;
     const unsigned wsa = smem_u32(wbase);
     AttSplit sp = hs; /* the split the ring copies: the hint's until the positions are read */
-    const unsigned long long pol = B ? l2_evict_first() : 0ull;
-    /* Tile i of this warp into stage i % P; a commit group per tile, empty past the last. B: a
-     * row a lane (K's 16 rows, then V's) on the stage's barrier, every row copied (a key past the
-     * split takes key kb's row, finite, whose weight is then 0), so each phase expects the same
-     * bytes. */
+    /* Tile i of this warp into stage i % P; a commit group per tile, empty past the last. */
     auto issue = [&](int i) {
-        if constexpr (B) {
-            if (i < sp.mine) {
-                const long long j = sp.kb + (long long)(warp + i * NW) * ATT_TK + (lane & 15);
-                const long long jj = j < sp.ke ? j : sp.kb;
-                unsigned char *st = wbase + (i % P) * TILE;
-                if (lane == 0)
-                    mbar_arrive_tx(&bars[i % P], 2 * ATT_TK * DH * 2);
-                __syncwarp();
-                bulk_g2s(st + (lane >> 4) * (TILE / 2) + (lane & 15) * L::RB,
-                         (lane < 16 ? kg : vg) + jj * KF, DH * 2, &bars[i % P], pol);
-            }
-        } else {
-            if (i < sp.mine) {
-                const long long j0 = sp.kb + (long long)(warp + i * NW) * ATT_TK;
-                const unsigned sk = wsa + (unsigned)((i % P) * TILE), sv = sk + TILE / 2;
+        if (i < sp.mine) {
+            const long long j0 = sp.kb + (long long)(warp + i * NW) * ATT_TK;
+            const unsigned sk = wsa + (unsigned)((i % P) * TILE), sv = sk + TILE / 2;
 #pragma unroll
-                for (int c = 0; c < CH / 2; c++) {
-                    const int e = c * 32 + lane, row = e / CH, ch = e % CH;
-                    const long long j = j0 + row;
-                    const bool ok = j < sp.ke;
-                    const long long jj = ok ? j : sp.kb;
-                    const unsigned off = L::off(row, ch);
-                    cp_async16_or_zero(sk + off, kg + jj * KF + ch * 8, ok);
-                    cp_async16_or_zero(sv + off, vg + jj * KF + ch * 8, ok);
-                }
+            for (int c = 0; c < CH / 2; c++) {
+                const int e = c * 32 + lane, row = e / CH, ch = e % CH;
+                const long long j = j0 + row;
+                const bool ok = j < sp.ke;
+                const long long jj = ok ? j : sp.kb;
+                const unsigned off = L::off(row, ch);
+                cp_async16_or_zero(sk + off, kg + jj * KF + ch * 8, ok);
+                cp_async16_or_zero(sv + off, vg + jj * KF + ch * 8, ok);
             }
-            cp_commit();
         }
+        cp_commit();
     };
     /* Speculation: the ring starts on the hint's split before the positions are read (the copies
      * follow the wait, so they read the predecessor's writes); it is kept only if the positions
      * give the same split, so the result never depends on the hint. */
-    const bool started = hint && spec && !B; /* B: a barrier phase per tile, no restart */
+    const bool started = hint && spec;
     if (started) {
 #pragma unroll
         for (int i = 0; i < P - 1; i++)
@@ -938,12 +904,8 @@ __global__ void __launch_bounds__(AttMma<DH, P_, B_>::THREADS, 1)
         issue(i + P - 1);
         if (pf)
             prefetch(i + P - 1 + pf);
-        if constexpr (B) {
-            mbar_wait(&bars[i % P], (unsigned)(i / P) & 1u); /* every lane's rows have landed */
-        } else {
-            att_cp_wait<P - 1>(); /* this lane's copies of tile i have landed */
-            __syncwarp();         /* ... and every lane's */
-        }
+        att_cp_wait<P - 1>(); /* this lane's copies of tile i have landed */
+        __syncwarp();         /* ... and every lane's */
         const unsigned sk = wsa + (unsigned)((i % P) * TILE), sv = sk + TILE / 2;
         const long long j0 = kb + (long long)(warp + i * NW) * ATT_TK;
 
@@ -3078,36 +3040,36 @@ extern "C" int baton__kcuda_kv_cache_update(const baton_exec_ctx *ctx, void **bu
 
 /* Knobs for timing the decode variants against each other (bench_decoder, one setting per
  * process; docs/benchmarks.md): BATON_ATTN_DECODE=simt takes the CUDA-core kernel
- * (attn_split_kernel) for bf16/f16 too, BATON_ATTN_CLUSTER=C (1, 2, 4, 8 or 16) fixes the cluster
+ * (attn_split_kernel) for bf16/f16 too, BATON_ATTN_CLUSTER=C (1 to 16) fixes the cluster
  * size of either, BATON_ATTN_STAGES=3, 4 or 6 the stages per warp of the tensor-core kernel at
- * head_dim 64 (6 by default), BATON_ATTN_PREFETCH=n (0 to 16, 4 by default) has its warps ask tile
+ * head_dim 64 (6 by default), BATON_ATTN_PREFETCH=n (0 to 16, 0 by default) has its warps ask tile
  * i + n into L2 as they copy tile i; launched with PDL, BATON_ATTN_EARLY=n (0 to 64, 4 by
- * default) has each warp ask its first n tiles into L2 before the wait and BATON_ATTN_SPEC=0
- * keeps the ring from starting on the positions' hint; BATON_ATTN_COPY=bulk has head_dim 64 at 6
- * stages copy rows with the copy engine (AttMma's B); BATON_ATTN_VERBOSE=1 prints each
- * configuration the first time it is launched (stderr). Read once per process; the results do
- * not depend on them beyond rounding (the cluster size changes the order of the merge; the
- * stages, prefetches and the hint change nothing). */
+ * default) has each warp ask its first n tiles into L2 before the wait and BATON_ATTN_SPEC=1
+ * starts the ring on the positions' hint (0 by default); BATON_ATTN_VERBOSE=1 prints each
+ * configuration the first time it is launched (stderr). The defaults are what
+ * docs/decisions/0012 measured fastest. Read once per process; the results do not depend on them
+ * beyond rounding (the cluster size changes the order of the merge; the stages, prefetches and
+ * the hint change nothing). */
 struct AttEnv {
-    int simt, cluster, stages, verbose, prefetch, early, spec, bulk;
+    int simt, cluster, stages, verbose, prefetch, early, spec;
 };
 
 static const AttEnv &att_env()
 {
     static const AttEnv e = [] {
-        AttEnv v = {0, 0, 0, 0, 0, 4, 1, 0};
+        AttEnv v = {0, 0, 0, 0, 0, 4, 0};
         const char *a = getenv("BATON_ATTN_DECODE");
         v.simt = a && !strcmp(a, "simt");
         const char *c = getenv("BATON_ATTN_CLUSTER");
         const int n = c ? atoi(c) : 0;
-        if (n == 1 || n == 2 || n == 4 || n == 8 || n == 16)
+        if (n >= 1 && n <= 16)
             v.cluster = n;
         const char *p = getenv("BATON_ATTN_STAGES");
         const int st = p ? atoi(p) : 0;
         if (st == 3 || st == 4 || st == 6)
             v.stages = st == 6 ? 0 : st;
         const char *pf = getenv("BATON_ATTN_PREFETCH");
-        const int np = pf ? atoi(pf) : 4;
+        const int np = pf ? atoi(pf) : 0;
         v.prefetch = np > 0 && np <= 16 ? np : 0;
         const char *ea = getenv("BATON_ATTN_EARLY");
         if (ea) {
@@ -3115,9 +3077,7 @@ static const AttEnv &att_env()
             v.early = n > 0 && n <= 64 ? n : 0;
         }
         const char *sp = getenv("BATON_ATTN_SPEC");
-        v.spec = !(sp && !strcmp(sp, "0"));
-        const char *cp = getenv("BATON_ATTN_COPY");
-        v.bulk = cp && !strcmp(cp, "bulk");
+        v.spec = sp && !strcmp(sp, "1");
         const char *vb = getenv("BATON_ATTN_VERBOSE");
         v.verbose = vb && *vb && strcmp(vb, "0") != 0;
         return v;
@@ -3158,7 +3118,7 @@ static int attn_split(const baton_exec_ctx *ctx, void **b, const baton_decoder_d
                   (int)d.n_heads, (int)d.n_kv_heads, G, chunks, qscale, ctx->step_index);
 }
 
-/* How many clusters of C blocks (C = 9 .. 16) of attn_mma_kernel<T, DH, P, B> can be resident at
+/* How many clusters of C blocks (C = 9 .. 16) of attn_mma_kernel<T, DH, P> can be resident at
  * once on ctx's device (C SMs of one GPC each when one block fills an SM), asked once per device:
  * fit[C], 0 where the size cannot be scheduled or the runtime cannot say. An H100/H200 has GPCs
  * of different sizes: 7 clusters of 16 fit where 8 of a smaller size may. */
@@ -3166,11 +3126,11 @@ struct AttFit {
     int n[17];
 };
 
-template <typename T, int DH, int P, bool B = false>
+template <typename T, int DH, int P>
 static const AttFit &attn_mma_fit(const baton_exec_ctx *ctx, long long clusters)
 {
-    using L = AttMma<DH, P, B>;
-    auto kern = attn_mma_kernel<T, DH, P, B>;
+    using L = AttMma<DH, P>;
+    auto kern = attn_mma_kernel<T, DH, P>;
     static AttFit fit[KCUDA_MAX_DEVICES + 1]; /* the last: a device out of range, never kept */
     static std::atomic<int> asked[KCUDA_MAX_DEVICES];
     const int dev = device_of(ctx);
@@ -3212,22 +3172,22 @@ static const AttFit &attn_mma_fit(const baton_exec_ctx *ctx, long long clusters)
 }
 
 /* The largest cluster size up to C (> 8) whose `clusters` clusters all fit at once, else 8. */
-template <typename T, int DH, int P, bool B = false>
+template <typename T, int DH, int P>
 static int attn_mma_one_wave(const baton_exec_ctx *ctx, long long clusters, int C)
 {
-    const AttFit &f = attn_mma_fit<T, DH, P, B>(ctx, clusters);
+    const AttFit &f = attn_mma_fit<T, DH, P>(ctx, clusters);
     for (int c = C; c > 8; c--)
         if (f.n[c] >= clusters)
             return c;
     return 8;
 }
 
-template <typename T, int DH, int P, bool B = false>
+template <typename T, int DH, int P>
 static int attn_mma_launch(const baton_exec_ctx *ctx, void **b, const baton_decoder_desc &d,
                            const dec_shape &s, int C, long long chunks)
 {
-    using L = AttMma<DH, P, B>;
-    auto kern = attn_mma_kernel<T, DH, P, B>;
+    using L = AttMma<DH, P>;
+    auto kern = attn_mma_kernel<T, DH, P>;
     const long long clusters = (long long)d.n_kv_heads * chunks;
     const int pr =
         prepare(kern, ctx, "attention", C, clusters * C, L::THREADS, L::SMEM, L::SMEM, true);
@@ -3244,10 +3204,9 @@ static int attn_mma_launch(const baton_exec_ctx *ctx, void **b, const baton_deco
         if (!(shown.fetch_or(bit) & bit))
             fprintf(stderr,
                     "attention: tensor cores, head_dim %d, %d-byte elements, %d stages of 16 keys "
-                    "per warp%s, %d warps, %lld clusters of %d blocks, L2 prefetch %d tiles "
-                    "ahead; %s\n",
-                    DH, (int)sizeof(T), P, B ? " (bulk row copies)" : "", L::NW, clusters, C,
-                    env.prefetch,
+                    "per warp, %d warps, %lld clusters of %d blocks, L2 prefetch %d tiles ahead; "
+                    "%s\n",
+                    DH, (int)sizeof(T), P, L::NW, clusters, C, env.prefetch,
                     hint ? (env.spec ? "after a PDL predecessor: early tiles and speculation"
                                      : "after a PDL predecessor: early tiles")
                          : "no PDL predecessor");
@@ -3290,10 +3249,6 @@ static int attn_mma(const baton_exec_ctx *ctx, void **b, const baton_decoder_des
         if (env.stages == 4)
             return attn_mma_launch<T, DH, 4>(
                 ctx, b, d, s, pick ? attn_mma_one_wave<T, DH, 4>(ctx, clusters, C) : C, chunks);
-        if (env.bulk)
-            return attn_mma_launch<T, DH, 6, true>(
-                ctx, b, d, s, pick ? attn_mma_one_wave<T, DH, 6, true>(ctx, clusters, C) : C,
-                chunks);
     }
     if (pick)
         C = attn_mma_one_wave<T, DH, PBIG>(ctx, clusters, C);
