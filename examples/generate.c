@@ -4,7 +4,7 @@
  *
  *   build/generate DIR --prompt 1,5,7 --max-new-tokens N [--gpu=auto|cuda|cpu|sim]
  *                  [--mode=strict|boundary|graph] [--temperature T --top-k K --top-p P --seed S]
- *                  [--warmup N] [--no-pdl] [--trace FILE] [--sync-tokens]
+ *                  [--warmup N] [--no-pdl] [--trace FILE] [--queue-tokens]
  *
  * Prints the generated ids space-separated as the last line of stdout, rates on stderr.
  */
@@ -35,7 +35,7 @@ typedef struct gen_args {
     unsigned long long seed;
     long warmup;
     const char *trace; /* a Chrome trace of the decode runs after the first (--trace) */
-    int sync_tokens;   /* --sync-tokens: the host reads every token before the next run */
+    int queue_tokens;  /* --queue-tokens: greedy tokens stay on the GPU, runs queued */
 } gen_args;
 
 static double now_s(void)
@@ -53,15 +53,15 @@ static int usage(const char *msg)
             "usage: generate DIR --prompt ID,ID,... --max-new-tokens N [--gpu=auto|cuda|cpu|sim]\n"
             "                [--mode=strict|boundary|graph] [--temperature T] [--top-k K]\n"
             "                [--top-p P] [--seed S] [--warmup N] [--no-pdl] [--trace FILE]\n"
-            "                [--sync-tokens]\n"
+            "                [--queue-tokens]\n"
             "DIR holds prefill.json, decode.json and weights.safetensors from\n"
             "baton_export.export_causal_lm. Greedy unless --temperature is given.\n"
             "--warmup N runs the prompt N times before the timed prefill (for benchmarks).\n"
             "--no-pdl launches without programmatic dependent launch (to compare).\n"
             "--trace FILE writes a Chrome trace of the decode runs after the first (host spans,\n"
             "and every kernel's start and end on the GPU where CUPTI is available).\n"
-            "--sync-tokens has the host read each greedy token before the next run (by default,\n"
-            "on CUDA, the tokens stay on the GPU and the runs are queued; to compare).\n");
+            "--queue-tokens keeps greedy tokens on the GPU and queues the decode runs (CUDA; by\n"
+            "default the host reads each token before the next run, which measured as fast).\n");
     return 2;
 }
 
@@ -154,8 +154,8 @@ static int parse_args(int argc, char **argv, gen_args *a)
             if (parse_int(v, &n) || n < 0)
                 return usage("--seed takes an integer >= 0");
             a->seed = (unsigned long long)n;
-        } else if (strcmp(argv[i], "--sync-tokens") == 0) {
-            a->sync_tokens = 1;
+        } else if (strcmp(argv[i], "--queue-tokens") == 0) {
+            a->queue_tokens = 1;
         } else if ((v = opt_value(argc, argv, &i, "--trace"))) {
             a->trace = v;
         } else if ((v = opt_value(argc, argv, &i, "--warmup"))) {
@@ -249,11 +249,13 @@ static int next_token(baton_runtime *sampler, const void *row, size_t row_bytes,
 
 #ifdef GENERATE_CUDA
 /* Greedy decode with the tokens kept on the GPU (a decode plan with next_token, CUDA, boundary or
- * graph mode): run i reads its id from slot i - 1 of a device array and writes next_token into
- * slot i, and its position from another, all bound (baton_runtime_bind, a new address per run
- * patches the graph), so the runs are queued (baton_runtime_run_async) and the GPU goes from one
- * token's graph to the next without the host. The host waits every QUEUE_CHUNK tokens, and reads
- * the ids once at the end. Runs 1 and 2 are the first run (capture) and the timed ones start. */
+ * graph mode). The decode runtime runs on generate's own stream (baton_options.streams), and
+ * input_ids, cache_position and next_token are bound once to three device slots, so the captured
+ * graph never changes. Between runs generate queues, on that stream, the copies that carry a
+ * token into the next run: next_token to input_ids and to the host's list of ids, and the next
+ * position from a pinned host array. The runs are queued (baton_runtime_run_async) and the GPU
+ * goes from one token's graph to the next without the host; the host waits every QUEUE_CHUNK
+ * tokens. Run 1 captures; the timed runs start at 2. */
 #define QUEUE_CHUNK 64
 #define SLOT        256 /* BATON_ARENA_ALIGN: every bound buffer starts on it */
 
@@ -262,38 +264,46 @@ typedef struct decode_times {
     baton_run_stats st0, st1;
 } decode_times;
 
-static int bind_slot(baton_runtime *rt, const baton_plan *plan, const char *name, char *base,
-                     long slot, baton_error *err)
+static int bind_dev(baton_runtime *rt, const baton_plan *plan, const char *name, void *p,
+                    baton_error *err)
 {
     baton_tensor_info ti;
     int t = baton_plan_tensor_index(plan, name);
     if (t < 0 || baton_plan_tensor_info(plan, t, &ti))
         return BATON_EINVAL;
-    baton_buffer b = {{BATON_DEVICE_CUDA, 0}, base + (size_t)slot * SLOT, ti.nbytes, ti.desc.dtype};
+    baton_buffer b = {{BATON_DEVICE_CUDA, 0}, p, ti.nbytes, ti.desc.dtype};
     return baton_runtime_bind(rt, t, &b, err);
 }
 
-static int decode_queued(baton_runtime *rt, const baton_plan *plan, int64_t T, long max_new,
-                         int64_t *out_ids, decode_times *tm, baton_error *err)
+static int cuda_fail(baton_error *err, const char *what, cudaError_t e)
 {
-    char *d_ids = NULL, *d_pos = NULL;
-    const size_t bytes = (size_t)max_new * SLOT;
-    int64_t *h = calloc(bytes, 1);
-    int rc = h ? 0 : BATON_ENOMEM;
-    if (!rc && (cudaMalloc((void **)&d_ids, bytes) != cudaSuccess ||
-                cudaMalloc((void **)&d_pos, bytes) != cudaSuccess)) {
-        snprintf(err->message, sizeof err->message, "cudaMalloc of %zu bytes failed", bytes);
-        rc = BATON_ENOMEM;
-    }
-    /* run i (1 .. max_new - 1): position T + i - 1 in slot i; id slot 0 holds the prefill's */
+    snprintf(err->message, sizeof err->message, "%s: %s", what, cudaGetErrorString(e));
+    return BATON_ECUDA;
+}
+
+static int decode_queued(baton_runtime *rt, const baton_plan *plan, cudaStream_t s, int64_t T,
+                         long max_new, int64_t *out_ids, decode_times *tm, baton_error *err)
+{
+    char *d = NULL; /* three slots: input_ids, cache_position, next_token */
+    int64_t *h_pos = NULL, *h_ids = NULL;
+    const size_t n = (size_t)max_new;
+    cudaError_t e = cudaMalloc((void **)&d, 3 * SLOT);
+    if (e == cudaSuccess)
+        e = cudaMallocHost((void **)&h_pos, n * sizeof *h_pos);
+    if (e == cudaSuccess)
+        e = cudaMallocHost((void **)&h_ids, n * sizeof *h_ids);
+    int rc = e == cudaSuccess ? 0 : cuda_fail(err, "allocating the token slots", e);
+    char *d_in = d, *d_pos = d + SLOT, *d_out = d + 2 * SLOT;
     for (long i = 1; !rc && i < max_new; i++)
-        h[(size_t)i * SLOT / sizeof *h] = T + i - 1;
-    h[0] = out_ids[0];
-    if (!rc && (cudaMemcpy(d_pos, h, bytes, cudaMemcpyHostToDevice) != cudaSuccess ||
-                cudaMemcpy(d_ids, h, sizeof *h, cudaMemcpyHostToDevice) != cudaSuccess)) {
-        snprintf(err->message, sizeof err->message, "copying the positions to the GPU failed");
-        rc = BATON_ECUDA;
-    }
+        h_pos[i] = T + i - 1; /* run i's position */
+    if (!rc && (e = cudaMemcpy(d_in, &out_ids[0], sizeof(int64_t), cudaMemcpyHostToDevice)))
+        rc = cuda_fail(err, "the first token to the GPU", e);
+    if (!rc)
+        rc = bind_dev(rt, plan, "input_ids", d_in, err);
+    if (!rc)
+        rc = bind_dev(rt, plan, "cache_position", d_pos, err);
+    if (!rc)
+        rc = bind_dev(rt, plan, "next_token", d_out, err);
     double t = now_s();
     for (long i = 1; !rc && i < max_new; i++) {
         double th = now_s();
@@ -303,34 +313,41 @@ static int decode_queued(baton_runtime *rt, const baton_plan *plan, int64_t T, l
             tm->host = 0;
             baton_runtime_stats(rt, &tm->st0);
         }
-        /* next_token first: input_ids moves onto the slot next_token held for run i - 1 */
-        rc = bind_slot(rt, plan, "next_token", d_ids, i, err);
-        if (!rc)
-            rc = bind_slot(rt, plan, "input_ids", d_ids, i - 1, err);
-        if (!rc)
-            rc = bind_slot(rt, plan, "cache_position", d_pos, i, err);
+        e = cudaMemcpyAsync(d_pos, &h_pos[i], sizeof *h_pos, cudaMemcpyHostToDevice, s);
         tm->host += now_s() - th;
-        if (!rc)
-            rc = baton_runtime_run_async(rt, err);
-        if (!rc && (i == 1 || i % QUEUE_CHUNK == 0 || i == max_new - 1))
+        if (e) {
+            rc = cuda_fail(err, "queueing the position", e);
+            break;
+        }
+        rc = baton_runtime_run_async(rt, err);
+        th = now_s();
+        if (!rc) { /* after run i on the stream: its token to the list and into run i + 1 */
+            e = cudaMemcpyAsync(&h_ids[i], d_out, sizeof *h_ids, cudaMemcpyDeviceToHost, s);
+            if (e == cudaSuccess)
+                e = cudaMemcpyAsync(d_in, d_out, sizeof(int64_t), cudaMemcpyDeviceToDevice, s);
+            if (e)
+                rc = cuda_fail(err, "queueing the token's copies", e);
+        }
+        tm->host += now_s() - th;
+        if (!rc && (i == 1 || i % QUEUE_CHUNK == 0 || i == max_new - 1)) {
             rc = baton_runtime_wait(rt, err);
+            if (!rc && (e = cudaStreamSynchronize(s))) /* the copies queued after the run */
+                rc = cuda_fail(err, "cudaStreamSynchronize", e);
+        }
     }
     tm->rest = now_s() - t;
     baton_runtime_stats(rt, &tm->st1);
-    if (!rc && cudaMemcpy(h, d_ids, bytes, cudaMemcpyDeviceToHost) != cudaSuccess) {
-        snprintf(err->message, sizeof err->message, "reading the tokens from the GPU failed");
-        rc = BATON_ECUDA;
-    }
     for (long i = 1; !rc && i < max_new; i++)
-        out_ids[i] = h[(size_t)i * SLOT / sizeof *h];
+        out_ids[i] = h_ids[i];
     baton_runtime_wait(rt, NULL); /* nothing of a failed run may still use the buffers */
+    cudaStreamSynchronize(s);
     baton_error ignore = {0};
     const char *names[3] = {"input_ids", "cache_position", "next_token"};
     for (int k = 0; k < 3; k++)
         baton_runtime_bind(rt, baton_plan_tensor_index(plan, names[k]), NULL, &ignore);
-    cudaFree(d_ids);
-    cudaFree(d_pos);
-    free(h);
+    cudaFree(d);
+    cudaFreeHost(h_pos);
+    cudaFreeHost(h_ids);
     return rc;
 }
 #endif
@@ -350,6 +367,9 @@ int main(int argc, char **argv)
     float *row_f32 = NULL;
     int64_t *out_ids = NULL;
     int status = 1;
+#ifdef GENERATE_CUDA
+    cudaStream_t dec_stream = NULL; /* decode_queued's stream (freed at out:) */
+#endif
     double t0 = now_s();
 
     if (baton_registry_create(&reg) != 0)
@@ -360,8 +380,24 @@ int main(int argc, char **argv)
         fail("loading the plans", &err);
         goto out;
     }
+    baton_options dec_opts = a.opts;
+#ifdef GENERATE_CUDA
+    /* Greedy on the GPU (the plan's next_token) on CUDA: the decode runtime runs on a stream of
+     * generate's own, where decode_queued queues each token's copies between the runs. */
+    baton_stream dec_bs;
+    if (a.queue_tokens && !a.sampling && !a.trace && a.opts.mode != BATON_SYNC_STRICT &&
+        baton_plan_tensor_index(dec, "next_token") >= 0 &&
+        (a.opts.gpu == BATON_GPU_CUDA || a.opts.gpu == BATON_GPU_AUTO) &&
+        baton_cuda_device_count() > 0 &&
+        cudaStreamCreateWithFlags(&dec_stream, cudaStreamNonBlocking) == cudaSuccess) {
+        dec_bs.device = (baton_device){BATON_DEVICE_CUDA, 0};
+        dec_bs.stream = dec_stream;
+        dec_opts.streams = &dec_bs;
+        dec_opts.n_streams = 1;
+    }
+#endif
     if (baton_runtime_create(pre, &a.opts, &pre_rt, &err) ||
-        baton_runtime_create(dec, &a.opts, &dec_rt, &err)) {
+        baton_runtime_create(dec, &dec_opts, &dec_rt, &err)) {
         fail("preparing the plans", &err);
         goto out;
     }
@@ -520,11 +556,10 @@ int main(int argc, char **argv)
     int queued = 0;
 #ifdef GENERATE_CUDA
     /* Greedy on the GPU with a GPU to keep the tokens on: queue the runs (decode_queued). */
-    queued = greedy_on_device && !a.sync_tokens && a.opts.mode != BATON_SYNC_STRICT &&
-             baton_runtime_gpu_backend(dec_rt) == BATON_GPU_CUDA && !a.trace;
+    queued = greedy_on_device && dec_stream && baton_runtime_gpu_backend(dec_rt) == BATON_GPU_CUDA;
     if (queued && a.max_new > 1) {
         decode_times tm = {0};
-        rc = decode_queued(dec_rt, dec, T, a.max_new, out_ids, &tm, &err);
+        rc = decode_queued(dec_rt, dec, dec_stream, T, a.max_new, out_ids, &tm, &err);
         if (rc) {
             fprintf(stderr, "generate: decode (queued runs): %s\n", err.message);
             goto out;
@@ -621,6 +656,10 @@ out:
     baton_runtime_destroy(samp_rt);
     baton_runtime_destroy(dec_rt);
     baton_runtime_destroy(pre_rt);
+#ifdef GENERATE_CUDA
+    if (dec_stream) /* after the runtime that used it */
+        cudaStreamDestroy(dec_stream);
+#endif
     baton_plan_free(samp_plan);
     baton_plan_free(dec);
     baton_plan_free(pre);

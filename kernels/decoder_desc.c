@@ -4,6 +4,7 @@
 
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "core/core.h"
@@ -613,5 +614,99 @@ int baton__dec_call_read(const baton_exec_ctx *ctx, int op, void **buffers, int 
         return baton__ctx_fail(ctx, BATON_EINVAL, "%s: the output is %s but must be %s", nm,
                                baton_dtype_name(ctx->sig->outputs[0].dtype),
                                baton_dtype_name(s->y_dt));
+    return 0;
+}
+
+/* ---- deciding a call once ------------------------------------------------------------------ */
+
+/* The tensors a decoder op's step has at most, inputs and outputs alike (rope_cache_update: 5 and
+ * 3); a step with more is decided on every call. */
+#define DEC_PREP_TENSORS 8
+
+/* What a step keeps from prepare (ctx->prepared): its descriptor read and its shapes checked,
+ * keyed by what they were derived from: the descriptor's bytes, and the step's signature, the
+ * same object with the same tensors (a binding of the plan's dims rewrites them in place). */
+struct dec_prepared {
+    int op, valid, n_in, n_out;
+    const baton_sig_args *sig;
+    size_t len;
+    unsigned char opaque[sizeof(baton_decoder_desc)];
+    baton_tensor_desc in[DEC_PREP_TENSORS], out[DEC_PREP_TENSORS];
+    baton_decoder_desc d;
+    dec_shape s;
+};
+
+static int prepared_matches(const struct dec_prepared *p, int op, const baton_sig_args *sig,
+                            const char *opaque, size_t len)
+{
+    return p->valid && p->op == op && p->sig == sig && p->len == len && sig->inputs &&
+           sig->n_inputs == p->n_in && sig->n_outputs == p->n_out &&
+           memcmp(p->opaque, opaque, len) == 0 &&
+           memcmp(p->in, sig->inputs, sizeof p->in[0] * (size_t)p->n_in) == 0 &&
+           (!p->n_out || (sig->outputs &&
+                          memcmp(p->out, sig->outputs, sizeof p->out[0] * (size_t)p->n_out) == 0));
+}
+
+/* Reads the call as baton__dec_call_read does and, where it is keyable, keeps it in p. */
+static int prepared_fill(struct dec_prepared *p, const baton_exec_ctx *ctx, int op, void **buffers,
+                         int n_buffers, const char *opaque, size_t len)
+{
+    p->valid = 0;
+    int rc = baton__dec_call_read(ctx, op, buffers, n_buffers, opaque, len, &p->d, &p->s);
+    if (rc)
+        return rc;
+    const baton_sig_args *sig = ctx->sig;
+    if (!opaque || len > sizeof p->opaque || !sig->inputs || sig->n_inputs > DEC_PREP_TENSORS ||
+        sig->n_outputs > DEC_PREP_TENSORS || (sig->n_outputs && !sig->outputs))
+        return 0;
+    p->op = op;
+    p->sig = sig;
+    p->len = len;
+    memcpy(p->opaque, opaque, len);
+    p->n_in = sig->n_inputs;
+    p->n_out = sig->n_outputs;
+    memcpy(p->in, sig->inputs, sizeof p->in[0] * (size_t)p->n_in);
+    if (p->n_out)
+        memcpy(p->out, sig->outputs, sizeof p->out[0] * (size_t)p->n_out);
+    p->valid = 1;
+    return 0;
+}
+
+int baton__dec_prepare(const baton_exec_ctx *ctx, int op, void **buffers, int n_buffers,
+                       const char *opaque, size_t opaque_len, void **state)
+{
+    *state = NULL;
+    struct dec_prepared *p = calloc(1, sizeof *p);
+    if (!p)
+        return baton__ctx_fail(ctx, BATON_ENOMEM, "%s: out of memory", baton__dec_op_name(op));
+    if (prepared_fill(p, ctx, op, buffers, n_buffers, opaque, opaque_len) || !p->valid) {
+        /* nothing kept: each call reads itself and reports what is wrong, as without prepare */
+        free(p);
+        if (ctx && ctx->errbuf && ctx->errbuf_len)
+            ctx->errbuf[0] = 0;
+        return 0;
+    }
+    *state = p;
+    return 0;
+}
+
+int baton__dec_call_decide(const baton_exec_ctx *ctx, int op, void **buffers, int n_buffers,
+                           const char *opaque, size_t opaque_len, baton_decoder_desc *d,
+                           dec_shape *s)
+{
+    struct dec_prepared *p = ctx ? (struct dec_prepared *)ctx->prepared : NULL;
+    if (!p)
+        return baton__dec_call_read(ctx, op, buffers, n_buffers, opaque, opaque_len, d, s);
+    int rc;
+    if ((rc = baton__ctx_call_ok(ctx, baton__dec_op_name(op), buffers, n_buffers)))
+        return rc;
+    if (!prepared_matches(p, op, ctx->sig, opaque, opaque_len)) {
+        if ((rc = prepared_fill(p, ctx, op, buffers, n_buffers, opaque, opaque_len)))
+            return rc;
+        if (!p->valid) /* not keyable: read on every call */
+            return baton__dec_call_read(ctx, op, buffers, n_buffers, opaque, opaque_len, d, s);
+    }
+    *d = p->d;
+    *s = p->s;
     return 0;
 }

@@ -116,6 +116,21 @@ int baton__dec_call_read(const baton_exec_ctx *ctx, int op, void **buffers, int 
                          const char *opaque, size_t opaque_len, baton_decoder_desc *d,
                          dec_shape *s);
 
+/* A decoder op's CUDA kernel's prepare hook (core/tune.h's kernel_prepare_fn, for the op and its n
+ * buffers): reads the call as baton__dec_call_read does, once, into *state (freed by the runtime
+ * with free()). A call that does not read (it will fail the same way when run) keeps nothing
+ * (*state NULL): 0 either way, or BATON_ENOMEM. */
+int baton__dec_prepare(const baton_exec_ctx *ctx, int op, void **buffers, int n_buffers,
+                       const char *opaque, size_t opaque_len, void **state);
+
+/* A kernel's read of its call: with ctx->prepared from baton__dec_prepare, the descriptor and
+ * shapes kept there while the descriptor's bytes and ctx->sig's tensors are those they were read
+ * from (only the buffers are checked on each call); else, or when they changed (the plan's dims),
+ * baton__dec_call_read's, with its errors, kept again. */
+int baton__dec_call_decide(const baton_exec_ctx *ctx, int op, void **buffers, int n_buffers,
+                           const char *opaque, size_t opaque_len, baton_decoder_desc *d,
+                           dec_shape *s);
+
 /* The sampler's counter-based generator: a uniform double in [0, 1) for (seed, step, row), the
  * same on every device (splitmix64 finalisers over the three keys). */
 DEC_HD static inline uint64_t dec_mix64(uint64_t z)

@@ -1087,12 +1087,16 @@ static const baton_target target_noop = {
 #define CUDA_TUNE_PREPARE(fn) .tune = {NULL}
 #define CUDA_TUNE(fn)         .tune = {NULL}
 #endif
-/* The decoder ops (targets/decoder.c, DEC_IMPLS): their CUDA kernels (impls[1]) record an index
- * out of range on the device, read after the host waits (core/tune.h's kernel_error_fn). */
+/* The decoder ops (targets/decoder.c, DEC_IMPLS): their CUDA kernels (impls[1]) read their
+ * descriptor and shapes once at prepare, and record an index out of range on the device, read
+ * after the host waits (core/tune.h's kernel_prepare_fn and kernel_error_fn). */
 #ifdef BATON_CUDA
-#define UNTUNED(t) {.target = &t, .errors = {NULL, baton__kcuda_decoder_error_take}},
+#define UNTUNED(fn)                                                                                \
+    {.target = &baton__target_##fn,                                                                \
+     .prepare = {NULL, baton__kcuda_##fn##_prepare},                                               \
+     .errors = {NULL, baton__kcuda_decoder_error_take}},
 #else
-#define UNTUNED(t) {.target = &t},
+#define UNTUNED(fn) {.target = &baton__target_##fn},
 #endif
 
 /* One target a line. */

@@ -18,20 +18,21 @@ extern const baton_target baton__target_embedding, baton__target_rope,
 int baton__target_opaque_check(const baton_target *t, const baton_sig_args *a, const char *opaque,
                                size_t len, char *msg, size_t cap);
 
-/* The entries of the built-in table (targets/builtin.c lists them with this one line): X(t) for
- * each target t, so that the table can describe each as it needs (none has a tuning hook). */
+/* The entries of the built-in table (targets/builtin.c lists them with this one line): X(fn) for
+ * each target baton__target_fn, so that the table can describe each as it needs (none has a tuning
+ * hook; each CUDA kernel has its prepare hook baton__kcuda_fn_prepare). */
 #define BATON_DECODER_TARGETS(X)                                                                   \
-    X(baton__target_embedding)                                                                     \
-    X(baton__target_rope)                                                                          \
-    X(baton__target_kv_cache_update)                                                               \
-    X(baton__target_attention)                                                                     \
-    X(baton__target_silu_mul)                                                                      \
-    X(baton__target_silu)                                                                          \
-    X(baton__target_gelu)                                                                          \
-    X(baton__target_softmax)                                                                       \
-    X(baton__target_cast)                                                                          \
-    X(baton__target_sample)                                                                        \
-    X(baton__target_swiglu)                                                                        \
-    X(baton__target_rope_cache_update)
+    X(embedding)                                                                                   \
+    X(rope)                                                                                        \
+    X(kv_cache_update)                                                                             \
+    X(attention)                                                                                   \
+    X(silu_mul)                                                                                    \
+    X(silu)                                                                                        \
+    X(gelu)                                                                                        \
+    X(softmax)                                                                                     \
+    X(cast)                                                                                        \
+    X(sample)                                                                                      \
+    X(swiglu)                                                                                      \
+    X(rope_cache_update)
 
 #endif

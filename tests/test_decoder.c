@@ -903,6 +903,151 @@ Test(gpu_attention, clamps_and_records_a_decode_position_outside_the_cache)
 }
 #endif
 
+#ifdef BATON_CUDA
+/* One call of target on device buffers on stream st, as the runtime makes it (pdl: a
+ * programmatic dependent launch after the kernel before it on st). */
+static void run_on_stream(const char *target, int n_in, const baton_tensor_desc *in,
+                          const baton_tensor_desc *out, const baton_attr *attrs, int n_attrs,
+                          void **bufs, cudaStream_t st, int pdl)
+{
+    const baton_target *t = baton_registry_find(registry(), target);
+    cr_assert(t, "target %s is not registered", target);
+    baton_sig_args a = {.n_inputs = n_in,
+                        .inputs = in,
+                        .n_outputs = 1,
+                        .outputs = out,
+                        .n_attrs = n_attrs,
+                        .attrs = attrs};
+    char msg[512] = "";
+    baton_tensor_desc want;
+    cr_assert_eq(t->check(&a, &want, msg, sizeof msg), 0, "%s: %s", target, msg);
+    char opaque[BATON_OPAQUE_MAX];
+    const int n = t->pack(&a, opaque, sizeof opaque);
+    cr_assert(n >= 0, "%s: pack() gave %d", target, n);
+    const baton_target_impl *impl = baton_target_impl_for(t, BATON_DEVICE_CUDA);
+    cr_assert(impl && impl->kernel && impl->supports_pdl, "%s: no CUDA kernel taking PDL", target);
+    baton_exec_ctx ctx = {.device = {.kind = BATON_DEVICE_CUDA},
+                          .stream = st,
+                          .pdl = pdl,
+                          .step_name = target,
+                          .errbuf = msg,
+                          .errbuf_len = sizeof msg,
+                          .sig = &a};
+    cr_assert_eq(impl->kernel(&ctx, bufs, opaque, (size_t)n), 0, "%s: %s", target, msg);
+}
+
+/* Decode attention launched with PDL right after kernels that write what it reads, as a decode
+ * step runs it: kv_cache_update writes the new K and V rows at position L - 1, then a copy writes
+ * L - 1 over the positions, which held `old` (so the positions attention reads before its wait,
+ * to ask its first tiles into L2 and start its ring, are stale or fresh as the race goes). The
+ * result must be the float64 attention of the updated caches over L keys, and the bits of the same
+ * call without PDL. L = 1, 15, 16, 17, 1023 and the whole cache; old 0, L - 2 and the cache's
+ * last row. */
+Test(gpu_attention, matches_float64_and_its_own_bits_after_a_pdl_predecessor, .timeout = 600)
+{
+    skip_without_gpu();
+    static const struct {
+        int64_t H, Hkv, Dh, S;
+    } SH[] = {{32, 8, 64, 2048}, {8, 2, 128, 1100}};
+    const int64_t LEN[] = {1, 15, 16, 17, 1023, -1}; /* -1: S */
+    for (size_t k = 0; k < sizeof SH / sizeof SH[0]; k++)
+        for (int f = 0; f < 2; f++)
+            for (size_t li = 0; li < sizeof LEN / sizeof LEN[0]; li++)
+                for (int oi = 0; oi < 3; oi++) {
+                    const baton_dtype dt = FLOATS[f];
+                    const int64_t H = SH[k].H, Hkv = SH[k].Hkv, Dh = SH[k].Dh, S = SH[k].S;
+                    const int64_t L = LEN[li] < 0 ? S : LEN[li], F = H * Dh, KF = Hkv * Dh;
+                    const int64_t old = oi == 0 ? 0 : oi == 1 ? (L >= 2 ? L - 2 : 0) : S - 1;
+                    test_rng r = {test_fresh_seed()};
+                    call c = {.target = "attention", .n_in = 4, .n_attrs = 3};
+                    c.in[0] = DESC(dt, 1, F);
+                    c.in[1] = DESC(dt, S, KF);
+                    c.in[2] = DESC(dt, S, KF);
+                    c.in[3] = DESC(BATON_DTYPE_I64, 1);
+                    c.out = c.in[0];
+                    c.attrs[0] = A_INT("head_dim", Dh);
+                    c.attrs[1] = A_INT("n_heads", H);
+                    c.attrs[2] = A_INT("n_kv_heads", Hkv);
+                    for (int i = 0; i < 3; i++)
+                        c.host[i] = rand_buf(&r, &c.in[i], 1.0);
+                    c.host[3] = malloc(8);
+                    ((int64_t *)c.host[3])[0] = L - 1;
+                    const baton_tensor_desc rowd = DESC(dt, 1, KF), posd = c.in[3];
+                    void *krow = rand_buf(&r, &rowd, 1.0), *vrow = rand_buf(&r, &rowd, 1.0);
+                    const size_t esz = baton_dtype_size(dt), rb = (size_t)KF * esz,
+                                 cb = nbytes(&c.in[1]), ob = nbytes(&c.out);
+                    /* the device's caches before the update; the host's after it */
+                    void *d_q, *d_k, *d_v, *d_kr, *d_vr, *d_pos, *d_new, *d_o;
+                    cr_assert_eq(cudaMalloc(&d_q, ob), cudaSuccess);
+                    cr_assert_eq(cudaMalloc(&d_k, cb), cudaSuccess);
+                    cr_assert_eq(cudaMalloc(&d_v, cb), cudaSuccess);
+                    cr_assert_eq(cudaMalloc(&d_kr, rb), cudaSuccess);
+                    cr_assert_eq(cudaMalloc(&d_vr, rb), cudaSuccess);
+                    cr_assert_eq(cudaMalloc(&d_pos, 8), cudaSuccess);
+                    cr_assert_eq(cudaMalloc(&d_new, 8), cudaSuccess);
+                    cr_assert_eq(cudaMalloc(&d_o, ob), cudaSuccess);
+                    cr_assert_eq(cudaMemcpy(d_q, c.host[0], ob, cudaMemcpyHostToDevice),
+                                 cudaSuccess);
+                    cr_assert_eq(cudaMemcpy(d_k, c.host[1], cb, cudaMemcpyHostToDevice),
+                                 cudaSuccess);
+                    cr_assert_eq(cudaMemcpy(d_v, c.host[2], cb, cudaMemcpyHostToDevice),
+                                 cudaSuccess);
+                    cr_assert_eq(cudaMemcpy(d_kr, krow, rb, cudaMemcpyHostToDevice), cudaSuccess);
+                    cr_assert_eq(cudaMemcpy(d_vr, vrow, rb, cudaMemcpyHostToDevice), cudaSuccess);
+                    cr_assert_eq(cudaMemcpy(d_pos, &old, 8, cudaMemcpyHostToDevice), cudaSuccess);
+                    cr_assert_eq(cudaMemcpy(d_new, c.host[3], 8, cudaMemcpyHostToDevice),
+                                 cudaSuccess);
+                    cr_assert_eq(cudaMemset(d_o, 0xff, ob), cudaSuccess);
+                    memcpy((char *)c.host[1] + (size_t)(L - 1) * rb, krow, rb);
+                    memcpy((char *)c.host[2] + (size_t)(L - 1) * rb, vrow, rb);
+                    cudaStream_t st;
+                    cr_assert_eq(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking),
+                                 cudaSuccess);
+                    cr_assert_eq(cudaDeviceSynchronize(), cudaSuccess);
+                    const baton_tensor_desc ukin[3] = {c.in[1], rowd, posd};
+                    void *bk[4] = {d_k, d_kr, d_new, d_k}, *bv[4] = {d_v, d_vr, d_new, d_v};
+                    run_on_stream("kv_cache_update", 3, ukin, &c.in[1], NULL, 0, bk, st, 0);
+                    run_on_stream("kv_cache_update", 3, ukin, &c.in[2], NULL, 0, bv, st, 1);
+                    void *bp[2] = {d_new, d_pos};
+                    run_on_stream("copy", 1, &posd, &posd, NULL, 0, bp, st, 1);
+                    void *ba[5] = {d_q, d_k, d_v, d_pos, d_o};
+                    run_on_stream("attention", 4, c.in, &c.out, c.attrs, 3, ba, st, 1);
+                    cr_assert_eq(cudaStreamSynchronize(st), cudaSuccess);
+                    char err[512] = "";
+                    cr_assert_eq(baton__kcuda_decoder_error_take(0, NULL, err, sizeof err), 0, "%s",
+                                 err);
+                    void *out = malloc(ob), *again = malloc(ob);
+                    cr_assert_eq(cudaMemcpy(out, d_o, ob, cudaMemcpyDeviceToHost), cudaSuccess);
+                    /* the same call without PDL, on the caches and positions as written */
+                    cr_assert_eq(cudaMemset(d_o, 0xff, ob), cudaSuccess);
+                    run_on_stream("attention", 4, c.in, &c.out, c.attrs, 3, ba, st, 0);
+                    cr_assert_eq(cudaStreamSynchronize(st), cudaSuccess);
+                    cr_assert_eq(cudaMemcpy(again, d_o, ob, cudaMemcpyDeviceToHost), cudaSuccess);
+                    char what[128];
+                    snprintf(what, sizeof what,
+                             "after a PDL predecessor: %s, head_dim %lld, S %lld, L %lld, "
+                             "positions held %lld",
+                             baton_dtype_name(dt), (long long)Dh, (long long)S, (long long)L,
+                             (long long)old);
+                    cr_assert(memcmp(out, again, ob) == 0, "%s: other bits than without PDL", what);
+                    const int64_t n = baton_tensor_desc_numel(&c.out);
+                    double *ref = malloc(sizeof(double) * (size_t)n);
+                    attention_ref(dt, &c, 1, S, H, Hkv, Dh, ref);
+                    expect_close(&c, BATON_DEVICE_CUDA, out, ref, what);
+                    free(ref);
+                    free(out);
+                    free(again);
+                    free(krow);
+                    free(vrow);
+                    free_call(&c);
+                    cudaStreamDestroy(st);
+                    void *dev[] = {d_q, d_k, d_v, d_kr, d_vr, d_pos, d_new, d_o};
+                    for (size_t i = 0; i < sizeof dev / sizeof dev[0]; i++)
+                        cudaFree(dev[i]);
+                }
+}
+#endif
+
 /* ---- attention: causal prefill at the tensor-core kernel's shapes ----------------------------
  * Rows 1..17 (below 16 the decode kernel takes them), 63, 64, 65, 200 and 1024; positions from 0,
  * from an offset, or arbitrary; G = H / Hkv of 1, 4 and 8; head_dim 64 and 128; bf16 and f16;
@@ -1223,10 +1368,9 @@ Test(gpu_activations, silu_mul_silu_and_gelu_match_float64)
 }
 
 /* On CUDA: rows in registers a block a row ({4, 2048}, {9, 1000}), over a cluster of 8
- * ({2, 128256}, {3, 50008}: slices of unequal length) or of 2 ({70, 65536}: one wave of them), the
- * loop kernel for rows that are no multiple of 16 bytes ({1, 1}, {2, 4097}, {3, 10} but in f64) and
- * for a row too long
- * for a cluster's registers ({1, 300000}). */
+ * ({2, 128256}, {3, 50008}: slices of unequal length), rows read twice over clusters of 8 where
+ * registers would take more than one wave ({70, 65536}) or cannot hold a row ({1, 300000}), the
+ * loop kernel for rows that are no multiple of 16 bytes ({1, 1}, {2, 4097}, {3, 10} but in f64). */
 static const int64_t SM[][2] = {{1, 1},     {3, 10},   {4, 2048},   {2, 128256}, {9, 1000},
                                 {3, 50008}, {2, 4097}, {70, 65536}, {1, 300000}};
 
@@ -2076,4 +2220,78 @@ Test(gpu_fused, gemm_add_adds_c_to_the_product)
     skip_without_gpu();
     gemm_add_case("cuda:0", BATON_GPU_CUDA, BATON_DTYPE_F32);
     gemm_add_case("cuda:0", BATON_GPU_CUDA, BATON_DTYPE_BF16);
+}
+
+/* ---- the calls read once at prepare ------------------------------------------------------- */
+
+/* The CUDA kernels' prepare hook keeps a call's descriptor and shapes (baton__dec_prepare); a
+ * kernel's read (baton__dec_call_decide) then gives what a fresh read gives while the descriptor
+ * and the signature's tensors are those it kept, reads again when the signature changes in place
+ * (a binding of the plan's dims), and refuses what a fresh read refuses, with its words. Device
+ * independent: run on the CPU. */
+Test(decoder_prepared, keeps_a_call_until_its_signature_changes)
+{
+    call c = {.target = "rope", .n_in = 3};
+    c.in[0] = DESC(BATON_DTYPE_BF16, 4, 256);
+    c.in[1] = DESC(BATON_DTYPE_I64, 4);
+    c.in[2] = DESC(BATON_DTYPE_F32, 32);
+    c.out = c.in[0];
+    c.attrs[0] = A_INT("head_dim", 64);
+    c.n_attrs = 1;
+    baton_sig_args a = sig_of(&c);
+    const baton_target *t = baton_registry_find(registry(), "rope");
+    char opaque[BATON_OPAQUE_MAX];
+    const int n = t->pack(&a, opaque, sizeof opaque);
+    cr_assert_eq(n, (int)sizeof(baton_decoder_desc));
+    char buf[4][16], err[512] = "", err2[512] = "";
+    void *bufs[4] = {buf[0], buf[1], buf[2], buf[3]};
+    baton_exec_ctx ctx = {.step_name = "test", .errbuf = err, .errbuf_len = sizeof err, .sig = &a};
+    void *state = NULL;
+    cr_assert_eq(baton__dec_prepare(&ctx, DEC_ROPE, bufs, 4, opaque, (size_t)n, &state), 0, "%s",
+                 err);
+    cr_assert(state, "a call that reads is kept");
+    baton_decoder_desc d0, d1;
+    dec_shape s0, s1;
+    for (int rows = 4; rows <= 8; rows += 4) {
+        c.in[0].shape[0] = c.in[1].shape[0] = c.out.shape[0] = rows; /* in place, as dims do */
+        ctx.prepared = NULL;
+        cr_assert_eq(baton__dec_call_read(&ctx, DEC_ROPE, bufs, 4, opaque, (size_t)n, &d0, &s0), 0);
+        ctx.prepared = state;
+        for (int k = 0; k < 2; k++) { /* the second read is the kept one */
+            memset(&d1, 0xab, sizeof d1);
+            memset(&s1, 0xab, sizeof s1);
+            cr_assert_eq(
+                baton__dec_call_decide(&ctx, DEC_ROPE, bufs, 4, opaque, (size_t)n, &d1, &s1), 0,
+                "%s", err);
+            cr_assert(memcmp(&d0, &d1, sizeof d0) == 0 && memcmp(&s0, &s1, sizeof s0) == 0,
+                      "rows %d, read %d: the kept call differs from a fresh read", rows, k);
+            cr_assert_eq(s1.rows, rows);
+        }
+    }
+    /* shapes that no longer agree, and a NULL buffer: the fresh read's refusals, word for word */
+    c.in[1].shape[0] = 5;
+    ctx.prepared = NULL;
+    ctx.errbuf = err2;
+    cr_assert_neq(baton__dec_call_read(&ctx, DEC_ROPE, bufs, 4, opaque, (size_t)n, &d0, &s0), 0);
+    ctx.prepared = state;
+    ctx.errbuf = err;
+    cr_assert_neq(baton__dec_call_decide(&ctx, DEC_ROPE, bufs, 4, opaque, (size_t)n, &d1, &s1), 0);
+    cr_assert_str_eq(err, err2);
+    cr_assert(strstr(err, "positions"), "%s", err);
+    c.in[1].shape[0] = 8;
+    bufs[2] = NULL;
+    cr_assert_neq(baton__dec_call_decide(&ctx, DEC_ROPE, bufs, 4, opaque, (size_t)n, &d1, &s1), 0);
+    cr_assert(strstr(err, "buffer 2 of 4 is NULL"), "%s", err);
+    bufs[2] = buf[2];
+    cr_assert_eq(baton__dec_call_decide(&ctx, DEC_ROPE, bufs, 4, opaque, (size_t)n, &d1, &s1), 0,
+                 "%s", err);
+    /* another descriptor (another step's bytes) is read, not taken for the kept one */
+    baton_decoder_desc other;
+    memcpy(&other, opaque, sizeof other);
+    other.scale = 0.5;
+    cr_assert_eq(baton__dec_call_decide(&ctx, DEC_ROPE, bufs, 4, (const char *)&other, sizeof other,
+                                        &d1, &s1),
+                 0, "%s", err);
+    cr_assert_eq(d1.scale, 0.5);
+    free(state);
 }

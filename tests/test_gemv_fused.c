@@ -42,6 +42,7 @@ static const fcase CASES[] = {
     {GF_RMS_NORM_GEMM, BATON_DTYPE_F32, 2, 300, 512}, /* several CPU tasks */
     {GF_SWIGLU_GEMM_ADD, BATON_DTYPE_BF16, 1, 1000, 264},
     {GF_SWIGLU_GEMM_ADD, BATON_DTYPE_BF16, 11, 24, 64},
+    {GF_SWIGLU_GEMM_ADD, BATON_DTYPE_BF16, 1, 37, 8192}, /* the down projection's K: 4 tiles */
 };
 
 static double unit(baton_dtype dt)

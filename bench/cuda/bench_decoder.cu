@@ -1,26 +1,36 @@
 /* bench_decoder.cu: baton's decoder ops on CUDA at the Llama-3.2-1B shapes (hidden 2048, 32 heads,
  * 8 KV heads, head_dim 64, intermediate 8192, vocab 128256), bf16, batch 1, against floors
  * measured in the same run: an empty kernel (the latency floor) and a 16-byte grid-stride copy of
- * the same bytes (read + written, as the op moves them). Each call reads cold data: the inputs
- * rotate over distinct buffers, together over 2.5x the L2 (at least 64 MB) where a graph of that
- * many calls fits; every call is timed inside a CUDA graph of k calls (per-call time = replay
- * time / k). Decode attention at contexts 1024 to 32768 (powers of 2), both cold (rotated caches)
- * and warm (the same caches every call, as PyTorch's published figures were taken); prefill
- * attention at T = 1024, 2048, 4096 and 8192 (also in TFLOP/s); the decode GEMV x[1, 2048] .
- * W[N, 2048]^T for N = 2048, 2560, 8192, 16384, 128256 with baton's own kernel (baton__kcuda_gemv)
- * and the gemm delegate (cuBLASLt), checked against each other.
+ * the same bytes (read + written, as the op moves them), on the same number of sets. Each call
+ * reads cold data: the inputs rotate over distinct buffers, together over 2.5x the L2 (at least 64
+ * MB), up to 65536 calls of a row (a decode-size call of a few KB needs that many); every call is
+ * timed inside CUDA graphs of up to 1024 calls, replayed back to back (per-call time = the
+ * replays' time / calls). Decode attention at contexts 1024 to 32768 (powers of 2), both cold
+ * (rotated caches) and warm (the same caches every call, as PyTorch's published figures were
+ * taken); prefill attention at T = 1024, 2048, 4096 and 8192 (also in TFLOP/s); the decode GEMV
+ * x[1, 2048] . W[N, 2048]^T for N = 2048, 2560, 8192, 16384, 128256 with baton's own kernel
+ * (baton__kcuda_gemv) and the gemm delegate (cuBLASLt), checked against each other.
  *
- * Usage: bench_decoder [--json FILE] [--reps N] [--only PREFIX] (the rows whose label starts with
- * PREFIX, e.g. "attention prefill"). Prints a table; --json writes the results
- * (format "baton.bench_decoder", docs/bench_decoder.schema.json). The decode attention's variants
- * (BATON_ATTN_DECODE, BATON_ATTN_CLUSTER, BATON_ATTN_STAGES, BATON_ATTN_PREFETCH:
- * kernels/cuda/decoder.cu) are read from the environment, one setting per process. */
+ * Decode attention also "+pdl": after rope_cache_update in the same graph, launched with PDL.
+ *
+ * Usage: bench_decoder [--json FILE] [--reps N] [--only PREFIX] [--ctx N,N,..] [--attn-sweep]
+ * (--only: the rows whose label starts with PREFIX, e.g. "attention prefill"; --ctx: the decode
+ * attention's contexts). Prints a table; --json writes the results (format "baton.bench_decoder",
+ * docs/bench_decoder.schema.json). The decode attention's variants (BATON_ATTN_DECODE,
+ * BATON_ATTN_CLUSTER, BATON_ATTN_STAGES, BATON_ATTN_PREFETCH, BATON_ATTN_EARLY, BATON_ATTN_SPEC:
+ * kernels/cuda/decoder.cu) are read from the environment, one setting per process;
+ * --attn-sweep runs the decode attention rows (contexts 1024, 4096 and 32768 unless --ctx) under
+ * each setting in a child process and prints one table (BATON_SWEEP_ONLY="name,name" runs some;
+ * --sweep-budget S starts no setting after S seconds). */
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+
+#include <signal.h>
+#include <sys/prctl.h>
 
 #include <functional>
 #include <string>
@@ -39,6 +49,8 @@ static cudaStream_t g_stream;
 static cudaDeviceProp g_prop;
 static int g_reps = 20;
 static const char *g_only; /* --only PREFIX: the rows whose label starts with it */
+static int g_sweep_child;  /* run by --attn-sweep: rows also as SWEEPROW lines, no warm rows */
+static std::vector<int64_t> g_ctxs = {1024, 2048, 4096, 8192, 16384, 32768}; /* --ctx */
 
 static bool wanted(const char *label)
 {
@@ -69,6 +81,8 @@ static void record(const Result &r)
 {
     g_results.push_back(r);
     print_row(r);
+    if (g_sweep_child)
+        printf("SWEEPROW %s|%.3f|%.3f|%.3f\n", r.op.c_str(), r.us, r.copy_us, r.peer_us);
 }
 
 __global__ void empty_kernel()
@@ -102,9 +116,42 @@ static int sets_for(double bytes_per_call, int cap)
     return std::max(1, std::min(s, cap));
 }
 
+/* Calls in one graph at most: more (the cold rows of small calls need tens of thousands of
+ * calls to rotate over more than the L2) are split over several graphs replayed back to back. */
+static const int GRAPH_CALLS = 1024;
+/* Calls a row times at most (and sets it rotates over): a decode-size call of 2 KB needs 64K of
+ * them to pass 2.5x an H200's L2. */
+static const int MAX_CALLS = 1 << 16;
+
+/* Per-call time of k calls fn(0..k-1), each call i reading set i: one graph of k calls, or
+ * ceil(k / GRAPH_CALLS) graphs of consecutive calls launched in turn (a replay of all of them is
+ * one timed run), so that every call of a small op can read data that is not in the L2. */
 static double time_calls(int k, const std::function<void(int)> &fn)
 {
-    return time_graph(g_stream, fn, k, g_reps);
+    if (k <= GRAPH_CALLS)
+        return time_graph(g_stream, fn, k, g_reps);
+    const int ng = (k + GRAPH_CALLS - 1) / GRAPH_CALLS;
+    std::vector<cudaGraphExec_t> ge((size_t)ng);
+    for (int g = 0; g < ng; g++) {
+        cudaGraph_t gr;
+        CHECK_CUDA(cudaStreamBeginCapture(g_stream, cudaStreamCaptureModeThreadLocal));
+        for (int i = g * GRAPH_CALLS; i < std::min(k, (g + 1) * GRAPH_CALLS); i++)
+            fn(i);
+        CHECK_CUDA(cudaStreamEndCapture(g_stream, &gr));
+        CHECK_CUDA(cudaGraphInstantiate(&ge[(size_t)g], gr, 0));
+        CHECK_CUDA(cudaGraphDestroy(gr));
+    }
+    const double us = time_events(
+                          g_stream,
+                          [&](int) {
+                              for (auto &e : ge)
+                                  CHECK_CUDA(cudaGraphLaunch(e, g_stream));
+                          },
+                          g_reps, 2) /
+                      k;
+    for (auto &e : ge)
+        CHECK_CUDA(cudaGraphExecDestroy(e));
+    return us;
 }
 
 /* The copy floor: a 16-byte grid-stride copy moving `bytes` in total (bytes / 2 read, bytes / 2
@@ -158,18 +205,74 @@ struct Fill {
 static void fill_index(const Pool &p, const baton_tensor_desc &d, const Fill &f, uint64_t seed)
 {
     const int64_t n = baton_tensor_desc_numel(&d);
-    std::vector<int64_t> h((size_t)n);
+    std::vector<char> h(p.stride * (size_t)p.sets); /* every set in one copy: 64K sets at most */
     for (int s = 0; s < p.sets; s++) {
+        int64_t *hs = (int64_t *)(h.data() + p.stride * (size_t)s);
         for (int64_t i = 0; i < n; i++) {
             seed = seed * 6364136223846793005ull + 1442695040888963407ull;
-            h[(size_t)i] = f.ramp ? f.lo + i
-                           : f.hi - f.lo <= 1
-                               ? f.lo
-                               : f.lo + (int64_t)((seed >> 33) % (uint64_t)(f.hi - f.lo));
+            hs[i] = f.ramp             ? f.lo + i
+                    : f.hi - f.lo <= 1 ? f.lo
+                                       : f.lo + (int64_t)((seed >> 33) % (uint64_t)(f.hi - f.lo));
         }
-        CHECK_CUDA(cudaMemcpy(p.at(s), h.data(), (size_t)n * 8, cudaMemcpyHostToDevice));
     }
+    CHECK_CUDA(cudaMemcpy(p.base, h.data(), h.size(), cudaMemcpyHostToDevice));
 }
+
+/* One registered target's step at fixed shapes: check() and pack() as a plan load runs them. */
+struct Step {
+    std::vector<baton_tensor_desc> in, out;
+    std::vector<baton_attr> attrs;
+    baton_sig_args sig;
+    char opaque[BATON_OPAQUE_MAX];
+    int olen = 0;
+    const baton_target_impl *impl = nullptr;
+    const char *label = "";
+    Step(const char *lab, const char *target, std::vector<baton_tensor_desc> i,
+         std::vector<baton_tensor_desc> o, std::vector<baton_attr> a)
+        : in(std::move(i)), out(std::move(o)), attrs(std::move(a)), label(lab)
+    {
+        const baton_target *t = baton_registry_find(g_reg, target);
+        if (!t) {
+            fprintf(stderr, "bench_decoder: no target %s\n", target);
+            exit(1);
+        }
+        memset(&sig, 0, sizeof sig);
+        sig.n_inputs = (int)in.size();
+        sig.inputs = in.data();
+        sig.n_outputs = (int)out.size();
+        sig.outputs = out.data();
+        sig.n_attrs = (int)attrs.size();
+        sig.attrs = attrs.data();
+        char msg[512] = "";
+        std::vector<baton_tensor_desc> want(out.size());
+        if (t->check(&sig, want.data(), msg, sizeof msg)) {
+            fprintf(stderr, "bench_decoder: %s: %s\n", label, msg);
+            exit(1);
+        }
+        olen = t->pack(&sig, opaque, sizeof opaque);
+        impl = baton_target_impl_for(t, BATON_DEVICE_CUDA);
+    }
+    Step(const Step &) = delete;
+    /* One call on g_stream; pdl: a programmatic dependent launch after the kernel before it. */
+    void call(void **bufs, bool capturing, bool pdl)
+    {
+        char errbuf[512] = "";
+        baton_exec_ctx ctx;
+        memset(&ctx, 0, sizeof ctx);
+        ctx.device.kind = BATON_DEVICE_CUDA;
+        ctx.stream = g_stream;
+        ctx.step_name = label;
+        ctx.errbuf = errbuf;
+        ctx.errbuf_len = sizeof errbuf;
+        ctx.sig = &sig;
+        ctx.capturing = capturing;
+        ctx.pdl = pdl;
+        if (impl->kernel(&ctx, bufs, opaque, (size_t)olen)) {
+            fprintf(stderr, "bench_decoder: %s: %s\n", label, errbuf);
+            exit(1);
+        }
+    }
+};
 
 /* Times one baton kernel moving `bytes` a call: inputs rotated over sets (or all calls on set 0
  * when warm); alias[j] >= 0: output j is that input (a cache updated in place), else its own
@@ -177,34 +280,13 @@ static void fill_index(const Pool &p, const baton_tensor_desc &d, const Fill &f,
 static void bench_op_n(const char *label, const char *target, std::vector<baton_tensor_desc> in,
                        std::vector<Fill> fills, std::vector<baton_tensor_desc> outs,
                        std::vector<int> alias, std::vector<baton_attr> attrs, double bytes,
-                       bool warm = false, int max_k = 1024, int min_k = 1)
+                       bool warm = false, int max_k = MAX_CALLS, int min_k = 1)
 {
     if (!wanted(label))
         return;
-    const baton_target *t = baton_registry_find(g_reg, target);
-    if (!t) {
-        fprintf(stderr, "bench_decoder: no target %s\n", target);
-        exit(1);
-    }
-    baton_sig_args sig;
-    memset(&sig, 0, sizeof sig);
-    sig.n_inputs = (int)in.size();
-    sig.inputs = in.data();
-    sig.n_outputs = (int)outs.size();
-    sig.outputs = outs.data();
-    sig.n_attrs = (int)attrs.size();
-    sig.attrs = attrs.data();
-    char msg[512] = "";
-    std::vector<baton_tensor_desc> want(outs.size());
-    if (t->check(&sig, want.data(), msg, sizeof msg)) {
-        fprintf(stderr, "bench_decoder: %s: %s\n", label, msg);
-        exit(1);
-    }
-    char opaque[BATON_OPAQUE_MAX];
-    const int olen = t->pack(&sig, opaque, sizeof opaque);
-    const baton_target_impl *impl = baton_target_impl_for(t, BATON_DEVICE_CUDA);
+    Step st(label, target, in, outs, attrs);
     const double per_call = bytes;
-    const int sets = warm ? 1 : sets_for(per_call, 1 << 14);
+    const int sets = warm ? 1 : sets_for(per_call, MAX_CALLS);
     /* min_k: calls in one graph at least (cycling over the sets), so that a graph of few long
      * calls does not add its launch to each (decoder_peers.py captures 16 calls at least) */
     const int k = std::min(std::max(warm ? 64 : sets, min_k), max_k);
@@ -221,35 +303,25 @@ static void bench_op_n(const char *label, const char *target, std::vector<baton_
     for (size_t j = 0; j < outs.size(); j++)
         po.push_back(alias[j] >= 0 ? pools[(size_t)alias[j]] : pool_alloc(nbytes(outs[j]), sets));
     CHECK_CUDA(cudaDeviceSynchronize());
-    char errbuf[512] = "";
-    baton_exec_ctx ctx;
-    memset(&ctx, 0, sizeof ctx);
-    ctx.device.kind = BATON_DEVICE_CUDA;
-    ctx.stream = g_stream;
-    ctx.step_name = label;
-    ctx.errbuf = errbuf;
-    ctx.errbuf_len = sizeof errbuf;
-    ctx.sig = &sig;
+    bool capturing = false;
     auto call = [&](int i) {
         void *bufs[16];
         for (size_t j = 0; j < in.size(); j++)
             bufs[j] = pools[j].at(i);
         for (size_t j = 0; j < outs.size(); j++)
             bufs[in.size() + j] = po[j].at(i);
-        if (impl->kernel(&ctx, bufs, opaque, (size_t)olen)) {
-            fprintf(stderr, "bench_decoder: %s: %s\n", label, errbuf);
-            exit(1);
-        }
+        st.call(bufs, capturing, false);
     };
     call(0);
     CHECK_CUDA(cudaStreamSynchronize(g_stream));
+    char msg[512];
     if (baton__kcuda_decoder_error_take(0, NULL, msg, sizeof msg)) {
         fprintf(stderr, "bench_decoder: %s: %s\n", label, msg);
         exit(1);
     }
-    ctx.capturing = 1;
+    capturing = true;
     const double us = time_calls(k, call);
-    ctx.capturing = 0;
+    capturing = false;
     const int cold = !warm && (double)k * per_call > 2.0 * g_prop.l2CacheSize;
     const double cus = copy_us(bytes, warm ? 1 : sets, k);
     Result r;
@@ -277,7 +349,7 @@ static void bench_op_n(const char *label, const char *target, std::vector<baton_
 
 static void bench_op(const char *label, const char *target, std::vector<baton_tensor_desc> in,
                      std::vector<Fill> fills, baton_tensor_desc out, std::vector<baton_attr> attrs,
-                     double bytes, bool warm = false, int max_k = 1024, bool alias0 = false,
+                     double bytes, bool warm = false, int max_k = MAX_CALLS, bool alias0 = false,
                      int min_k = 1)
 {
     bench_op_n(label, target, in, fills, {out}, {alias0 ? 0 : -1}, attrs, bytes, warm, max_k,
@@ -303,6 +375,86 @@ static baton_attr af(const char *n, double v)
     a.type = BATON_ATTR_FLOAT;
     a.f = v;
     return a;
+}
+
+/* Decode attention as a decode step runs it: right after rope_cache_update, which writes q and
+ * the new K and V rows at positions[0] = ctx - 1 (cold caches, rotated over sets as the rows
+ * above). A graph of k (rope_cache_update, attention) pairs with attention launched with PDL
+ * ("+pdl": its work before the wait overlaps the rope), less a graph of k rope_cache_updates
+ * alone, is attention's share of the step; the peer is the same pair without PDL. */
+static void bench_attn_after_rope(int64_t ctx, int64_t H, int64_t HKV, int64_t DH)
+{
+    char label[64];
+    snprintf(label, sizeof label, "attention decode ctx %lld +pdl", (long long)ctx);
+    if (!wanted(label))
+        return;
+    const baton_dtype BF = BATON_DTYPE_BF16, I64 = BATON_DTYPE_I64, F32 = BATON_DTYPE_F32;
+    const int64_t F = H * DH, KF = HKV * DH, QKV = F + 2 * KF;
+    const auto q = td(BF, {1, F}), cache = td(BF, {ctx, KF}), pos = td(I64, {1});
+    Step rope("rope_cache_update", "rope_cache_update",
+              {td(BF, {1, QKV}), pos, td(F32, {DH / 2}), cache, cache}, {q, cache, cache},
+              {ai("head_dim", DH), ai("n_heads", H), ai("n_kv_heads", HKV)});
+    Step attn(label, "attention", {q, cache, cache, pos}, {q},
+              {ai("head_dim", DH), ai("n_heads", H), ai("n_kv_heads", HKV)});
+    const double kv = (double)(ctx * KF * 2 * 2), bytes = kv + 2.0 * F * 2;
+    const int sets = sets_for(bytes, 1 << 14), k = std::min(std::max(sets, 16), 1024);
+    Pool qkv = pool_alloc(QKV * 2, sets), pp = pool_alloc(8, sets), invf = pool_alloc(DH * 2, 1),
+         kc = pool_alloc(nbytes(cache), sets), vc = pool_alloc(nbytes(cache), sets),
+         qp = pool_alloc(nbytes(q), sets), op = pool_alloc(nbytes(q), sets);
+    fill_random(g_stream, qkv.base, qkv.stride * sets, 21);
+    fill_random(g_stream, invf.base, invf.stride, 22);
+    fill_random(g_stream, kc.base, kc.stride * sets, 23);
+    fill_random(g_stream, vc.base, vc.stride * sets, 24);
+    Fill p;
+    p.index = 1, p.lo = ctx - 1, p.hi = ctx;
+    fill_index(pp, pos, p, 25);
+    CHECK_CUDA(cudaDeviceSynchronize());
+    auto rope_call = [&](int i, bool capturing) {
+        void *b[8] = {qkv.at(i), pp.at(i), invf.at(0), kc.at(i),
+                      vc.at(i),  qp.at(i), kc.at(i),   vc.at(i)};
+        rope.call(b, capturing, false);
+    };
+    auto attn_call = [&](int i, bool capturing, bool pdl) {
+        void *b[5] = {qp.at(i), kc.at(i), vc.at(i), pp.at(i), op.at(i)};
+        attn.call(b, capturing, pdl);
+    };
+    rope_call(0, false);
+    attn_call(0, false, true);
+    CHECK_CUDA(cudaStreamSynchronize(g_stream));
+    char msg[512];
+    if (baton__kcuda_decoder_error_take(0, NULL, msg, sizeof msg)) {
+        fprintf(stderr, "bench_decoder: %s: %s\n", label, msg);
+        exit(1);
+    }
+    const double t_rope = time_calls(k, [&](int i) { rope_call(i, true); });
+    const double t_pdl = time_calls(k, [&](int i) {
+        rope_call(i, true);
+        attn_call(i, true, true);
+    });
+    const double t_seq = time_calls(k, [&](int i) {
+        rope_call(i, true);
+        attn_call(i, true, false);
+    });
+    const double cus = copy_us(bytes, sets, k);
+    Result r;
+    r.op = label;
+    char sh[160];
+    desc_shape(sh, sizeof sh, q);
+    r.shape = sh;
+    r.impl = "baton";
+    r.bytes = bytes;
+    r.us = t_pdl - t_rope;
+    r.gbps = bytes / r.us * 1e-3;
+    r.copy_us = cus;
+    r.copy_gbps = bytes / cus * 1e-3;
+    r.ratio = r.us / cus;
+    r.floor_us = g_floor_us;
+    r.cold = (double)k * bytes > 2.0 * g_prop.l2CacheSize;
+    r.peer = "baton after rope_cache_update without PDL";
+    r.peer_us = t_seq - t_rope;
+    record(r);
+    for (Pool *pl : {&qkv, &pp, &invf, &kc, &vc, &qp, &op})
+        CHECK_CUDA(cudaFree(pl->base));
 }
 
 /* The decode GEMV: baton's kernel and the gemm delegate (cuBLASLt, trans_b) on the same W sets. */
@@ -428,6 +580,91 @@ static void bench_gemv(int64_t N)
     CHECK_CUDA(cudaFree(Y2.base));
 }
 
+/* --attn-sweep: the decode attention rows (cold, and +pdl after rope_cache_update) under each
+ * setting of the BATON_ATTN_* knobs (kernels/cuda/decoder.cu), one child process per setting (the
+ * kernel reads them once per process), summed up in one table: one GPU call picks the defaults. */
+static int attn_sweep(const char *self, const char *ctxs, int reps, double budget_s)
+{
+    static const struct {
+        const char *name, *env;
+    } CFG[] = {
+        {"default", ""},
+        {"prefetch 4 spec 1", "BATON_ATTN_PREFETCH=4 BATON_ATTN_SPEC=1"},
+        {"early 0", "BATON_ATTN_EARLY=0"},
+        {"spec 1", "BATON_ATTN_SPEC=1"},
+        {"prefetch 4", "BATON_ATTN_PREFETCH=4"},
+        {"stages 4", "BATON_ATTN_STAGES=4"},
+        {"cluster 8", "BATON_ATTN_CLUSTER=8"},
+        {"cluster 16", "BATON_ATTN_CLUSTER=16"},
+        {"early 16", "BATON_ATTN_EARLY=16"},
+        {"early 1", "BATON_ATTN_EARLY=1"},
+        {"stages 3", "BATON_ATTN_STAGES=3"},
+        {"cluster 4", "BATON_ATTN_CLUSTER=4"},
+        {"prefetch 8", "BATON_ATTN_PREFETCH=8"},
+    };
+    const char *only = getenv("BATON_SWEEP_ONLY"); /* a comma list of setting names to run */
+    auto listed = [&](const char *name) {
+        if (!only)
+            return true;
+        const size_t n = strlen(name);
+        for (const char *p = only; (p = strstr(p, name)) != NULL; p += n)
+            if ((p == only || p[-1] == ',') && (p[n] == ',' || p[n] == 0))
+                return true;
+        return false;
+    };
+    int failed = 0;
+    const double t0 = now_ns();
+    printf("attention decode sweep, us per call: | ctx: cold, alone in its graph; pdl: after "
+           "rope_cache_update with PDL, less the rope alone; seq: the same without PDL; copy: the "
+           "copy kernel of the same bytes\n");
+    for (const auto &c : CFG) {
+        if (!listed(c.name))
+            continue;
+        if (budget_s > 0 && (now_ns() - t0) * 1e-9 > budget_s) {
+            printf("(--sweep-budget %.0f s spent: the rest not run)\n", budget_s);
+            break;
+        }
+        char cmd[1024];
+        snprintf(
+            cmd, sizeof cmd,
+            "exec env %s BATON_ATTN_VERBOSE=1 '%s' --sweep-child --only 'attention decode ctx' "
+            "--ctx %s --reps %d 2>&1",
+            c.env, self, ctxs, reps);
+        FILE *f = popen(cmd, "r");
+        if (!f) {
+            fprintf(stderr, "bench_decoder: cannot run %s\n", cmd);
+            return 1;
+        }
+        std::string row = std::string(c.name), configs;
+        char line[1024];
+        while (fgets(line, sizeof line, f)) {
+            char op[256];
+            double us, cus, peer;
+            if (sscanf(line, "SWEEPROW %255[^|]|%lf|%lf|%lf", op, &us, &cus, &peer) == 4) {
+                /* "| ctx: cold us, then +pdl us, seq us (copy us)" */
+                char cell[320];
+                const char *ctxp = strstr(op, "ctx ");
+                const long long n = ctxp ? atoll(ctxp + 4) : 0;
+                if (strstr(op, "+pdl"))
+                    snprintf(cell, sizeof cell, " pdl %.2f seq %.2f (copy %.2f)", us, peer, cus);
+                else
+                    snprintf(cell, sizeof cell, " | %lld: %.2f", n, us);
+                row += cell;
+            } else if (!strncmp(line, "attention:", 10) || strstr(line, "bench_decoder:") ||
+                       strstr(line, "error")) {
+                configs += "    ";
+                configs += line;
+            }
+        }
+        const int rc = pclose(f);
+        failed += rc != 0;
+        printf("%-18s%s%s\n", c.name, row.c_str() + strlen(c.name), rc ? "  (child failed)" : "");
+        printf("%s", configs.c_str());
+        fflush(stdout);
+    }
+    return failed ? 1 : 0;
+}
+
 static void write_json(const char *path, int argc, char **argv)
 {
     FILE *f = fopen(path, "w");
@@ -469,7 +706,9 @@ static void write_json(const char *path, int argc, char **argv)
 
 int main(int argc, char **argv)
 {
-    const char *json = NULL;
+    const char *json = NULL, *ctxs = "1024,4096,32768";
+    int sweep = 0;
+    double budget = 0;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--json") && i + 1 < argc)
             json = argv[++i];
@@ -477,11 +716,34 @@ int main(int argc, char **argv)
             g_reps = std::max(5, atoi(argv[++i]));
         else if (!strcmp(argv[i], "--only") && i + 1 < argc)
             g_only = argv[++i];
-        else {
-            fprintf(stderr, "usage: bench_decoder [--json FILE] [--reps N] [--only PREFIX]\n");
+        else if (!strcmp(argv[i], "--ctx") && i + 1 < argc) {
+            ctxs = argv[++i];
+            g_ctxs.clear();
+            for (const char *c = ctxs; *c;) {
+                char *end;
+                const long long v = strtoll(c, &end, 10);
+                if (end == c || v < 1 || v > (1 << 20)) {
+                    fprintf(stderr, "bench_decoder: --ctx wants contexts like 1024,4096\n");
+                    return 2;
+                }
+                g_ctxs.push_back(v);
+                c = *end == ',' ? end + 1 : end;
+            }
+        } else if (!strcmp(argv[i], "--attn-sweep"))
+            sweep = 1;
+        else if (!strcmp(argv[i], "--sweep-budget") && i + 1 < argc)
+            budget = atof(argv[++i]);
+        else if (!strcmp(argv[i], "--sweep-child")) {
+            g_sweep_child = 1;
+            prctl(PR_SET_PDEATHSIG, SIGTERM); /* a sweep cut short by a timeout ends its child */
+        } else {
+            fprintf(stderr, "usage: bench_decoder [--json FILE] [--reps N] [--only PREFIX] "
+                            "[--ctx N,N,..] [--attn-sweep [--sweep-budget SECONDS]]\n");
             return 2;
         }
     }
+    if (sweep)
+        return attn_sweep(argv[0], ctxs, g_reps, budget);
     int ndev = 0;
     if (cudaGetDeviceCount(&ndev) != cudaSuccess || ndev == 0) {
         fprintf(stderr, "bench_decoder: no CUDA device\n");
@@ -498,8 +760,8 @@ int main(int argc, char **argv)
            g_prop.name, g_prop.multiProcessorCount, g_prop.l2CacheSize >> 20, g_reps);
     g_floor_us = time_calls(256, [&](int) { empty_kernel<<<1, 32, 0, g_stream>>>(); });
     {
-        const char *v[] = {"BATON_ATTN_DECODE", "BATON_ATTN_CLUSTER", "BATON_ATTN_STAGES",
-                           "BATON_ATTN_PREFETCH"};
+        const char *v[] = {"BATON_ATTN_DECODE",   "BATON_ATTN_CLUSTER", "BATON_ATTN_STAGES",
+                           "BATON_ATTN_PREFETCH", "BATON_ATTN_EARLY",   "BATON_ATTN_SPEC"};
         for (const char *n : v)
             if (getenv(n))
                 printf("%s=%s\n", n, getenv(n));
@@ -557,7 +819,7 @@ int main(int argc, char **argv)
         bench_op("kv_cache_update", "kv_cache_update",
                  {td(BF, {32768, HKV * DH}), td(BF, {rows, HKV * DH}), td(I64, {rows})},
                  {shared, fl, p}, td(BF, {32768, HKV * DH}), {},
-                 (double)(rows * (HKV * DH * 2 * 2 + 8)), false, 1024, true);
+                 (double)(rows * (HKV * DH * 2 * 2 + 8)), false, MAX_CALLS, true);
     }
     for (int64_t rows : {1, 8192}) {
         /* qkv [rows, (H + 2 HKV) DH] into q [rows, H DH] and the caches at positions 0..rows-1 */
@@ -572,8 +834,8 @@ int main(int argc, char **argv)
                    {ai("head_dim", DH), ai("n_heads", H), ai("n_kv_heads", HKV)},
                    (double)(rows * (QKV * 2 * 2 + 8)));
     }
-    for (int64_t ctx : {1024, 2048, 4096, 8192, 16384, 32768})
-        for (int warm = 0; warm < 2; warm++) {
+    for (int64_t ctx : g_ctxs) {
+        for (int warm = 0; warm < (g_sweep_child ? 1 : 2); warm++) {
             Fill p;
             p.index = 1, p.lo = ctx - 1, p.hi = ctx; /* positions[0] = ctx - 1: ctx keys */
             const double kv = (double)(ctx * HKV * DH * 2 * 2);
@@ -587,6 +849,8 @@ int main(int argc, char **argv)
                      {ai("head_dim", DH), ai("n_heads", H), ai("n_kv_heads", HKV)},
                      kv + 2.0 * H * DH * 2, warm != 0, 1024, false, 16);
         }
+        bench_attn_after_rope(ctx, H, HKV, DH);
+    }
     std::vector<std::pair<int64_t, double>> prefill_us;
     for (int64_t T : {1024, 2048, 4096, 8192}) {
         /* causal prefill from position 0: row r attends to rows 0..r */

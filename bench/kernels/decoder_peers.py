@@ -3,8 +3,9 @@
 of 2) cached positions (32 query heads, 8 KV heads, head_dim 64, enable_gqa), with the flash and
 cuDNN backends where they take the case and whatever PyTorch picks; prefill (causal, T = 1024,
 2048, 4096, 8192, also in TFLOP/s); and F.linear for x [1, 2048] by W [N, 2048] (N = 2048, 2560,
-8192, 16384, 128256). Each is timed two ways: warm (the same inputs every call, as PyTorch's
-published figures were taken) and cold (the inputs rotated over sets that together exceed 2.5x the
+8192, 16384, 128256; K = 2048, the decode GEMVs of issue 41). Each is timed two ways: warm (the
+same inputs every call, the same W for F.linear, as PyTorch's published figures were taken) and
+cold (the inputs rotated over sets that together exceed 2.5x the
 L2 and 64 MB, as bench_decoder times baton). Calls are captured k at a time into a CUDA graph and
 the per-call time is the median graph replay over k, as bench_decoder does, so launch overhead is
 not counted for either.
@@ -132,7 +133,9 @@ def main():
             n = 1 if warm else sets_for(wbytes, 64)
             x = [torch.randn(1, 2048, device=dev, dtype=torch.bfloat16) for _ in range(n)]
             w = [torch.randn(N, 2048, device=dev, dtype=torch.bfloat16) * 0.02 for _ in range(n)]
-            us = time_graph(lambda i: F.linear(x[i % n], w[i % n]), n if not warm else 16)
+            # 16 calls a graph at least: a W of 525 MB is cold with one set, but a graph of one
+            # call would add its launch to the call
+            us = time_graph(lambda i: F.linear(x[i % n], w[i % n]), max(n, 16))
             record("gemv", "x[1,2048].W[%d,2048]^T" % N, "torch F.linear",
                    wbytes + 2048 * 2 + N * 2, us, warm)
             del x, w

@@ -11,9 +11,13 @@
 extern "C" {
 #endif
 
+/* Each op's kernel, and its prepare hook (core/tune.h's kernel_prepare_fn): the call's descriptor
+ * read and its shapes checked once, kept for the kernel's calls (ctx->prepared). */
 #define KCUDA_DECODER_FN(name)                                                                     \
     int baton__kcuda_##name(const baton_exec_ctx *ctx, void **buffers, const char *opaque,         \
-                            size_t len);
+                            size_t len);                                                           \
+    int baton__kcuda_##name##_prepare(const baton_exec_ctx *ctx, void **buffers,                   \
+                                      const char *opaque, size_t len, void **state);
 KCUDA_DECODER_FN(embedding)
 KCUDA_DECODER_FN(rope)
 KCUDA_DECODER_FN(kv_cache_update)

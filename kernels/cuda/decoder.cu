@@ -117,7 +117,8 @@ template <typename I, bool VEC>
 __global__ void embedding_kernel(const I *ids, const char *table, char *out, long long rows,
                                  long long V, long long row_bytes, long long chunks, int step)
 {
-    const long long b = blockIdx.x, r = row_of(b, chunks), c = b - r * chunks;
+    /* a row a block (4 KB rows and less) without a division */
+    const long long b = blockIdx.x, r = chunks == 1 ? b : row_of(b, chunks), c = b - r * chunks;
     pdl_wait(); /* ids and the table may be a predecessor's outputs */
     pdl_trigger();
     long long id = ld_idx(ids, r);
@@ -142,7 +143,7 @@ __global__ void embedding_kernel(const I *ids, const char *table, char *out, lon
 /* ---- rope ---------------------------------------------------------------------------------------
  */
 
-/* A rope launch is one to three parts, each a block per row: rope's x into y; or
+/* A rope launch is one to three parts of each row, a block per row: rope's x into y; or
  * rope_cache_update's q part into q, its k part into k_cache at the row's position and its v part
  * copied (no rotation) into v_cache at the position, in one launch. */
 struct RopePart {
@@ -155,6 +156,9 @@ struct RopePart {
 struct RopeArgs {
     RopePart part[3];
     int nparts;
+    /* units of part 0, of parts 0 and 1, of all parts (rope_units, computed on the host: three
+     * 64-bit divisions ahead of the loads cost the decode row more than its loads) */
+    long long u1, u2, units;
     const void *pos;
     int pos64;
     const float *inv_freq;
@@ -163,43 +167,55 @@ struct RopeArgs {
     int step;
 };
 
-/* RU rounds of units a thread loads before it waits for the position: the row's loads, the
- * position's and inv_freq's are in flight together, then cos and sin of the row's position for
- * each of the head_dim / 2 frequencies go to shared memory (in double for f64 data, else from HF's
- * f32 angle reduced in double), then the pairs are turned, E elements per thread where the layout
- * allows. One memory latency before the stores at decode size, where loading x after the table
- * took two (1.9x the copy of the same bytes). */
+/* A part's units: E-element vectors (E == 1: elements), rotate_half's holding E pairs (a vector of
+ * each half), interleaved's E / 2 pairs (a pair at least). */
+template <int E>
+__host__ __device__ __forceinline__ long long rope_units(const RopePart &P, int Dh, int il)
+{
+    constexpr int EA = E > 1 ? E : 2;
+    if (!P.rotate)
+        return P.F / E;
+    if (il)
+        return P.F / EA;
+    return (P.F / Dh) * (Dh / 2 / E);
+}
+
+/* A block per row for all of the row's parts (rope_cache_update's q, k and v together: a block
+ * per part left its k and v blocks a quarter and half busy and built the table twice, 1.6x the
+ * copy at 100 MB). RU rounds of units a thread load before it waits for the position: the row's
+ * loads, the position's and inv_freq's are in flight together, then cos and sin of the row's
+ * position for each of the head_dim / 2 frequencies go to shared memory (in double for f64 data,
+ * else from HF's f32 angle reduced in double), then the pairs are turned, E elements per thread
+ * where the layout allows. One memory latency before the stores at decode size. The position is
+ * issued after the first round's row loads in program order: it is block-uniform, and the
+ * compiler moves it into a uniform register right after its load, which waits for it there
+ * (loaded first, it held the row's loads back by a whole latency: 2.2x the copy of the same
+ * bytes). */
 template <typename T, int E, int RU> __global__ void rope_kernel(const RopeArgs a)
 {
     using A = typename Acc<T>::A;
     constexpr int EA = E > 1 ? E : 2; /* elements a unit holds: a pair at least (interleaved) */
     extern __shared__ __align__(16) unsigned char smem_raw[];
-    const int Dh = a.Dh, half = Dh / 2;
+    const int Dh = a.Dh, half = Dh / 2, il = a.interleaved;
     A *cs = reinterpret_cast<A *>(smem_raw), *sn = cs + half;
-    const int pi = (int)(blockIdx.x % (unsigned)a.nparts);
-    const long long r = blockIdx.x / (unsigned)a.nparts;
-    const RopePart P = pi == 0 ? a.part[0] : pi == 1 ? a.part[1] : a.part[2];
-    const int mode = !P.rotate ? 2 : a.interleaved; /* 0 rotate_half, 1 interleaved, 2 copy */
-    const int per_head = half / E;                  /* rotate_half: units of E pairs a head */
-    const long long units = mode == 0 ? (P.F / Dh) * per_head : mode == 1 ? P.F / EA : P.F / E;
-    const T *xr = (const T *)P.x + r * P.xstride;
-    pdl_wait(); /* x, positions and inv_freq may be a predecessor's outputs */
-    pdl_trigger();
-    /* the position and this thread's inverse frequency are loaded with the row, not after it */
-    long long p = a.pos64 ? ((const long long *)a.pos)[r] : ((const int *)a.pos)[r];
-    const float fr0 = mode != 2 && (int)threadIdx.x < half ? a.inv_freq[threadIdx.x] : 0.f;
-    bool drop = false;
-    T *yr = (T *)P.y + r * P.ystride;
-    for (long long u0 = 0; u0 < units; u0 += (long long)RU * blockDim.x) {
-        T va[RU][EA], vb[RU][EA];
-        long long off[RU];
-        int i0[RU];
+    const long long r = blockIdx.x;
+    const int per_head = half / E; /* rotate_half: units of E pairs a head */
+    const long long u1 = a.u1, u2 = a.u2, units = a.units;
+    T va[RU][EA], vb[RU][EA];
+    long long off[RU];
+    int i0[RU], pi[RU];
+    /* one round's units: part, offsets, and their loads issued */
+    auto load_round = [&](long long u0) {
 #pragma unroll
         for (int k = 0; k < RU; k++) {
-            const long long u = u0 + (long long)k * blockDim.x + threadIdx.x;
+            long long u = u0 + (long long)k * blockDim.x + threadIdx.x;
             off[k] = -1;
             if (u >= units)
                 continue;
+            pi[k] = u < u1 ? 0 : u < u2 ? 1 : 2;
+            u -= pi[k] == 0 ? 0 : pi[k] == 1 ? u1 : u2;
+            const RopePart &P = a.part[pi[k]];
+            const int mode = !P.rotate ? 2 : il; /* 0 rotate_half, 1 interleaved, 2 copy */
             if (mode == 0) {
                 const long long h = row_of(u, per_head);
                 i0[k] = (int)(u - h * per_head) * E;
@@ -211,6 +227,7 @@ template <typename T, int E, int RU> __global__ void rope_kernel(const RopeArgs 
                 off[k] = u * E;
                 i0[k] = 0;
             }
+            const T *xr = (const T *)P.x + r * P.xstride;
             if (E > 1) {
                 const U16<T> ua = ld16(xr + off[k]);
 #pragma unroll
@@ -228,45 +245,53 @@ template <typename T, int E, int RU> __global__ void rope_kernel(const RopeArgs 
                     vb[k][0] = xr[off[k] + (mode == 0 ? half : 1)];
             }
         }
-        if (u0 == 0) { /* block-uniform: the table, and where the row goes */
-            if (mode != 2) {
-                for (int i = threadIdx.x; i < half; i += blockDim.x) {
-                    const float fi = i == (int)threadIdx.x ? fr0 : a.inv_freq[i];
-                    if constexpr (sizeof(T) == 8) {
-                        double sv, cv;
-                        sincos((double)p * (double)fi, &sv, &cv);
-                        cs[i] = (A)(cv * a.scale);
-                        sn[i] = (A)(sv * a.scale);
-                    } else {
-                        /* HF's f32 angle, reduced to [-pi, pi] in double (a few FP64
-                         * operations, exact enough for any position), then the fast f32
-                         * sincos, accurate on that range */
-                        const double ang = (double)__fmul_rn((float)p, fi);
-                        const double kk = rint(ang * 0.15915494309189535);
-                        const float rr = (float)fma(-kk, 6.283185307179586, ang);
-                        float sv, cv;
-                        __sincosf(rr, &sv, &cv);
-                        cs[i] = (A)(cv * (float)a.scale);
-                        sn[i] = (A)(sv * (float)a.scale);
-                    }
-                }
-                __syncthreads();
-            }
-            if (P.cache_rows > 0) {
-                if (p < 0 || p >= P.cache_rows) {
-                    if (threadIdx.x == 0 && mode != 2)
-                        record(DEC_ROPE_CACHE_UPDATE, a.step, r, p, P.cache_rows);
-                    drop = true; /* a write outside the cache is dropped */
-                }
-                yr = (T *)P.y + p * P.ystride;
-            }
+    };
+    pdl_wait(); /* x, positions and inv_freq may be a predecessor's outputs */
+    pdl_trigger();
+    load_round(0);
+    const long long p =
+        a.pos64 ? __ldg((const long long *)a.pos + r) : (long long)__ldg((const int *)a.pos + r);
+    const float fr0 = (int)threadIdx.x < half ? __ldg(a.inv_freq + threadIdx.x) : 0.f;
+    /* block-uniform: the table (every launch has a rotated part first), and where rows go */
+    for (int i = threadIdx.x; i < half; i += blockDim.x) {
+        const float fi = i == (int)threadIdx.x ? fr0 : a.inv_freq[i];
+        if constexpr (sizeof(T) == 8) {
+            double sv, cv;
+            sincos((double)p * (double)fi, &sv, &cv);
+            cs[i] = (A)(cv * a.scale);
+            sn[i] = (A)(sv * a.scale);
+        } else {
+            /* HF's f32 angle, reduced to [-pi, pi] in double (a few FP64 operations, exact
+             * enough for any position), then the fast f32 sincos, accurate on that range */
+            const double ang = (double)__fmul_rn((float)p, fi);
+            const double kk = rint(ang * 0.15915494309189535);
+            const float rr = (float)fma(-kk, 6.283185307179586, ang);
+            float sv, cv;
+            __sincosf(rr, &sv, &cv);
+            cs[i] = (A)(cv * (float)a.scale);
+            sn[i] = (A)(sv * (float)a.scale);
         }
-        if (drop)
-            return;
+    }
+    __syncthreads();
+    bool in_cache = true; /* the position is a row of the caches (parts with cache_rows > 0) */
+    for (int q = 0; q < a.nparts; q++)
+        if (a.part[q].cache_rows > 0 && (p < 0 || p >= a.part[q].cache_rows)) {
+            if (threadIdx.x == 0 && in_cache)
+                record(DEC_ROPE_CACHE_UPDATE, a.step, r, p, a.part[q].cache_rows);
+            in_cache = false; /* a write outside the cache is dropped */
+        }
+    for (long long u0 = 0; u0 < units; u0 += (long long)RU * blockDim.x) {
+        if (u0 > 0)
+            load_round(u0);
 #pragma unroll
         for (int k = 0; k < RU; k++) {
             if (off[k] < 0)
                 continue;
+            const RopePart &P = a.part[pi[k]];
+            if (P.cache_rows > 0 && !in_cache)
+                continue;
+            const int mode = !P.rotate ? 2 : il;
+            T *yr = (T *)P.y + (P.cache_rows > 0 ? p : r) * P.ystride;
             if (mode == 0) {
 #pragma unroll
                 for (int e = 0; e < E; e++) {
@@ -313,9 +338,39 @@ template <typename T, int E, int RU> __global__ void rope_kernel(const RopeArgs 
 /* ---- kv_cache_update ----------------------------------------------------------------------------
  */
 
-/* vec: a thread per 16-byte vector of the rows, vpr vectors a row, rows packed into the blocks
- * (a 1 KB row is 64 threads: a block a row left 3/4 of each block idle, 1.9x the copy at 32 MB);
- * else a block per (row, chunk of blockDim.x * 16 bytes), a byte a thread. */
+/* A streaming 16-byte load that stays where it is written: the compiler may not sink it past a
+ * branch on another load's value (a plain load used only after the branch was moved after it,
+ * which put the two latencies in series). */
+__device__ __forceinline__ uint4 ld16_cs_here(const void *p)
+{
+    uint4 v;
+    asm volatile("ld.global.cs.v4.u32 {%0, %1, %2, %3}, [%4];"
+                 : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+                 : "l"(p));
+    return v;
+}
+
+/* An index load that stays where it is written (as ld16_cs_here). */
+__device__ __forceinline__ long long ld_idx_here(const int *p, long long i)
+{
+    int v;
+    asm volatile("ld.global.nc.s32 %0, [%1];" : "=r"(v) : "l"(p + i));
+    return v;
+}
+__device__ __forceinline__ long long ld_idx_here(const long long *p, long long i)
+{
+    long long v;
+    asm volatile("ld.global.nc.s64 %0, [%1];" : "=l"(v) : "l"(p + i));
+    return v;
+}
+
+/* KV_U: 16-byte vectors in flight per thread in kv_update_kernel's grid-stride loop. */
+#define KV_U 4
+
+/* vec: the rows' 16-byte vectors, vpr a row, over a grid-stride loop with KV_U vectors a thread in
+ * flight (one a thread, a block per chunk of rows, held 1/4 of the copy's bytes in flight: 1.9x
+ * its time at 32 MB), each loaded before its row's position is read (one memory latency at decode
+ * size); else a block per (row, chunk of blockDim.x * 16 bytes), a byte a thread. */
 template <typename I>
 __global__ void kv_update_kernel(char *cache, const char *nw, const I *pos, long long rows,
                                  long long S, long long row_bytes, long long chunks, int vec,
@@ -325,20 +380,35 @@ __global__ void kv_update_kernel(char *cache, const char *nw, const I *pos, long
     pdl_wait();
     pdl_trigger();
     if (vec) {
-        const long long vpr = row_bytes / 16;
-        const long long g = (long long)blockIdx.x * blockDim.x + threadIdx.x;
-        const long long r = row_of(g, vpr), k = (g - r * vpr) * 16;
-        if (r >= rows)
-            return;
-        /* the row's bytes do not depend on the position: loaded before it, one memory latency */
-        const uint4 v = __ldcs(reinterpret_cast<const uint4 *>(nw + r * src_stride + k));
-        const long long p = ld_idx(pos, r);
-        if (p < 0 || p >= S) {
-            if (k == 0)
-                record(op, step, r, p, S);
-            return; /* a write outside the cache is dropped, not clamped onto a real row */
+        const long long vpr = row_bytes / 16, nvec = rows * vpr;
+        const long long stride = (long long)gridDim.x * blockDim.x;
+        for (long long g = (long long)blockIdx.x * blockDim.x + threadIdx.x; g < nvec;
+             g += KV_U * stride) {
+            uint4 v[KV_U];
+            long long r[KV_U], k[KV_U], p[KV_U];
+#pragma unroll
+            for (int j = 0; j < KV_U; j++) {
+                const long long gj = g + j * stride;
+                r[j] = gj >= nvec ? -1 : gj < vpr ? 0 : row_of(gj, vpr); /* row 0: no division */
+                k[j] = (gj - r[j] * vpr) * 16;
+                p[j] = 0;
+                if (r[j] >= 0) { /* both loads issued together, ahead of the next vector's tests */
+                    v[j] = ld16_cs_here(nw + r[j] * src_stride + k[j]);
+                    p[j] = ld_idx_here(pos, r[j]);
+                }
+            }
+#pragma unroll
+            for (int j = 0; j < KV_U; j++) {
+                if (r[j] < 0)
+                    continue;
+                if (p[j] < 0 || p[j] >= S) {
+                    if (k[j] == 0)
+                        record(op, step, r[j], p[j], S);
+                    continue; /* a write outside the cache is dropped, not clamped onto a row */
+                }
+                *reinterpret_cast<uint4 *>(cache + p[j] * row_bytes + k[j]) = v[j];
+            }
         }
-        *reinterpret_cast<uint4 *>(cache + p * row_bytes + k) = v;
         return;
     }
     const long long b = blockIdx.x, r = b / chunks, c = b % chunks;
@@ -593,6 +663,11 @@ template <int DH, int P_> struct AttMma {
     static constexpr int SMEM = NW * P * TILE;
     static constexpr int OS = DH + 4; /* row stride of a warp's O in floats */
     static_assert(16 * OS * 4 + 32 * 4 <= P * TILE, "a warp's state fits in its stages");
+    /* the byte offset of 16-byte chunk ch of row r of a stage's K or V (swizzled) */
+    static __device__ __forceinline__ unsigned off(int r, int ch)
+    {
+        return (unsigned)((r * CH + (ch ^ (r & 7))) * 16);
+    }
 };
 
 /* Waits until at most N of this thread's cp.async groups are pending. */
@@ -635,11 +710,55 @@ template <typename T> __device__ __forceinline__ unsigned att_pack(float x, floa
     return u;
 }
 
+/* The keys [kb, ke) of block `rank` of a cluster of C that reads keys [0, lmax) (a multiple of 16
+ * keys a block, the last block the rest), and `mine`, how many of their tiles of 16 keys are warp
+ * w's (tiles w, w + NW, ...). */
+struct AttSplit {
+    long long kb, ke;
+    int mine;
+};
+
+template <int NW>
+__device__ __forceinline__ AttSplit att_split(long long lmax, int C, int rank, int w)
+{
+    const long long per = (row_of(lmax + C - 1, C) + ATT_TK - 1) / ATT_TK * ATT_TK;
+    AttSplit sp;
+    sp.kb = min(lmax, (long long)rank * per);
+    sp.ke = min(lmax, sp.kb + per);
+    const int ntiles = (int)((sp.ke - sp.kb + ATT_TK - 1) / ATT_TK);
+    sp.mine = w < ntiles ? (ntiles - 1 - w) / NW + 1 : 0;
+    return sp;
+}
+
+/* Asks warp w's tile i of split sp into L2 without waiting: the 16 rows of K and of V, a lane per
+ * 32-byte sector (a warp's request then covers whole lines, whatever a prefetch of one address
+ * brings). */
+template <typename T, int DH, int NW>
+__device__ __forceinline__ void att_prefetch_tile(const T *kg, const T *vg, long long KF,
+                                                  const AttSplit &sp, int w, int i, int lane)
+{
+    constexpr int SEC = DH * (int)sizeof(T) / 32; /* sectors of a row */
+    const long long j0 = sp.kb + (long long)(w + i * NW) * ATT_TK;
+#pragma unroll
+    for (int e = lane; e < 2 * ATT_TK * SEC; e += 32) {
+        const int row = e / SEC, sec = e % SEC;
+        const long long j = j0 + row % ATT_TK;
+        if (j < sp.ke) {
+            const char *a = reinterpret_cast<const char *>((row < ATT_TK ? kg : vg) + j * KF);
+            asm volatile("prefetch.global.L2 [%0];" ::"l"(a + sec * 32));
+        }
+    }
+}
+
+/* hint (launched with PDL after a kernel): before its grid-dependency wait, while that kernel
+ * still runs, each warp asks its first `early` tiles into L2 and, with spec, starts its ring on
+ * them right after the wait, the positions read as a hint (below). pf: tile i + pf of a warp is
+ * asked into L2 as tile i's copy is issued. */
 template <typename T, int DH, int P_>
 __global__ void __launch_bounds__(AttMma<DH, P_>::THREADS, 1)
     attn_mma_kernel(const T *q, const T *kc, const T *vc, const void *pos, int pos64, T *o,
                     long long rows, long long S, int H, int Hkv, int G, int chunks, float qscale,
-                    int pf, int step)
+                    int pf, int hint, int early, int spec, int step)
 {
     using L = AttMma<DH, P_>;
     constexpr int NW = L::NW, CH = L::CH, P = L::P, TILE = L::TILE, OS = L::OS;
@@ -650,24 +769,52 @@ __global__ void __launch_bounds__(AttMma<DH, P_>::THREADS, 1)
 
     cg::cluster_group cluster = cg::this_cluster();
     const int C = (int)cluster.num_blocks(), rank = (int)cluster.block_rank();
-    const long long cid = blockIdx.x / C;
-    const int chunk = (int)(cid % chunks), kvh = (int)(cid / chunks);
-    const long long p0 = (long long)chunk * 16; /* first pair (row * G + head in group) */
-    const int np = (int)min(16LL, rows * G - p0);
+    /* Pairs, rows and clusters number below 2^31 (the host checks clusters * 16): 32-bit
+     * divisions, not 64-bit ones, which are long calls on the way to the first load. */
+    const unsigned cid = blockIdx.x / (unsigned)C, ug = (unsigned)G;
+    const int chunk = (int)(cid % (unsigned)chunks), kvh = (int)(cid / (unsigned)chunks);
+    const unsigned p0 = (unsigned)chunk * 16u; /* first pair (row * G + head in group) */
+    const int np = (int)min(16LL, rows * G - (long long)p0);
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
     const int g = lane >> 2, t = lane & 3; /* an MMA fragment's row (pair) and column pair */
     const long long F = (long long)H * DH, KF = (long long)Hkv * DH;
+    const long long r_a = p0 / ug, r_b = (p0 + (unsigned)np - 1u) / ug; /* this chunk's rows */
+    /* the rows and heads of pairs g and g + 8 (-1: past np) */
+    const long long row_lo = g < np ? (long long)((p0 + (unsigned)g) / ug) : -1;
+    const long long row_hi = g + 8 < np ? (long long)((p0 + (unsigned)g + 8u) / ug) : -1;
+    const int head_lo = g < np ? kvh * G + (int)(p0 + (unsigned)g - (unsigned)row_lo * ug) : 0;
+    const int head_hi =
+        g + 8 < np ? kvh * G + (int)(p0 + (unsigned)g + 8u - (unsigned)row_hi * ug) : 0;
+    const T *kg = kc + (long long)kvh * DH, *vg = vc + (long long)kvh * DH;
+
+    /* Before the wait the predecessor may still be writing the positions, the caches and q, so
+     * nothing read here is used for its value: the positions (perhaps stale, clamped into the
+     * cache) only choose which rows are asked into L2, which is coherent, so the copies after
+     * the wait read what the predecessor wrote. __ldcg keeps them out of L1, where the read
+     * after the wait could find them stale. */
+    AttSplit hs = {0, 0, 0};
+    int early_done = 0; /* this warp's tiles of hs asked into L2 before the wait */
+    if (hint) {
+        long long hmax = 1;
+        for (long long r = r_a; r <= r_b; r++) {
+            long long v = pos64 ? (long long)__ldcg((const long long *)pos + r)
+                                : (long long)__ldcg((const int *)pos + r);
+            v = v < 0 ? 0 : v >= S ? S - 1 : v;
+            hmax = max(hmax, v + 1);
+        }
+        hs = att_split<NW>(hmax, C, rank, warp);
+        early_done = min(hs.mine, early);
+        for (int i = 0; i < early_done; i++)
+            att_prefetch_tile<T, DH, NW>(kg, vg, KF, hs, warp, i, lane);
+    }
 
     pdl_wait(); /* q, the caches and the positions may be a predecessor's outputs */
     pdl_trigger();
 
     /* q of pairs g and g + 8 as A fragments (zeros for pairs past np), loaded first: they do not
      * wait for the positions. */
-    const T *qlo =
-        g < np ? q + ((p0 + g) / G) * F + (long long)(kvh * G + (int)((p0 + g) % G)) * DH : nullptr;
-    const T *qhi = g + 8 < np ? q + ((p0 + g + 8) / G) * F +
-                                    (long long)(kvh * G + (int)((p0 + g + 8) % G)) * DH
-                              : nullptr;
+    const T *qlo = row_lo >= 0 ? q + row_lo * F + (long long)head_lo * DH : nullptr;
+    const T *qhi = row_hi >= 0 ? q + row_hi * F + (long long)head_hi * DH : nullptr;
     unsigned qa[KS][4];
 #pragma unroll
     for (int ks = 0; ks < KS; ks++) {
@@ -678,10 +825,39 @@ __global__ void __launch_bounds__(AttMma<DH, P_>::THREADS, 1)
         qa[ks][3] = qhi ? __ldg(reinterpret_cast<const unsigned *>(qhi + c + 8)) : 0u;
     }
 
-    /* The rows of this chunk's pairs: their last keys (clamped and recorded when out of range),
-     * the last keys of pairs g and g + 8 (-1 past np: every key masked), and L, the keys the
-     * cluster reads. */
-    const long long r_a = p0 / G, r_b = (p0 + np - 1) / G;
+    unsigned char *wbase = att_dyn + warp * P * TILE;
+    const unsigned wsa = smem_u32(wbase);
+    AttSplit sp = hs; /* the split the ring copies: the hint's until the positions are read */
+    /* Tile i of this warp into stage i % P; a commit group per tile, empty past the last. */
+    auto issue = [&](int i) {
+        if (i < sp.mine) {
+            const long long j0 = sp.kb + (long long)(warp + i * NW) * ATT_TK;
+            const unsigned sk = wsa + (unsigned)((i % P) * TILE), sv = sk + TILE / 2;
+#pragma unroll
+            for (int c = 0; c < CH / 2; c++) {
+                const int e = c * 32 + lane, row = e / CH, ch = e % CH;
+                const long long j = j0 + row;
+                const bool ok = j < sp.ke;
+                const long long jj = ok ? j : sp.kb;
+                const unsigned off = L::off(row, ch);
+                cp_async16_or_zero(sk + off, kg + jj * KF + ch * 8, ok);
+                cp_async16_or_zero(sv + off, vg + jj * KF + ch * 8, ok);
+            }
+        }
+        cp_commit();
+    };
+    /* Speculation: the ring starts on the hint's split before the positions are read (the copies
+     * follow the wait, so they read the predecessor's writes); it is kept only if the positions
+     * give the same split, so the result never depends on the hint. */
+    const bool started = hint && spec;
+    if (started) {
+#pragma unroll
+        for (int i = 0; i < P - 1; i++)
+            issue(i);
+    }
+
+    /* The rows' last keys (clamped and recorded when out of range), the last keys of pairs g and
+     * g + 8 (-1 past np: every key masked), and lmax, the keys the cluster reads. */
     long long lmax = 1, last_lo = -1, last_hi = -1;
     for (long long r = r_a; r <= r_b; r++) {
         long long v = pos64 ? ld_idx((const long long *)pos, r) : ld_idx((const int *)pos, r);
@@ -691,54 +867,31 @@ __global__ void __launch_bounds__(AttMma<DH, P_>::THREADS, 1)
             v = v < 0 ? 0 : S - 1;
         }
         lmax = max(lmax, v + 1);
-        if (g < np && (p0 + g) / G == r)
+        if (row_lo == r)
             last_lo = v;
-        if (g + 8 < np && (p0 + g + 8) / G == r)
+        if (row_hi == r)
             last_hi = v;
     }
-    const long long per = ((lmax + C - 1) / C + ATT_TK - 1) / ATT_TK * ATT_TK;
-    const long long kb = min(lmax, (long long)rank * per), ke = min(lmax, kb + per);
-    const int ntiles = (int)((ke - kb + ATT_TK - 1) / ATT_TK);
-    const int mine = warp < ntiles ? (ntiles - 1 - warp) / NW + 1 : 0;
+    const AttSplit ts = att_split<NW>(lmax, C, rank, warp);
+    if (!started || ts.kb != sp.kb || ts.ke != sp.ke) {
+        if (started) {
+            cp_wait(0); /* the hint's copies land before their stages are written again */
+            __syncwarp();
+        }
+        sp = ts;
+#pragma unroll
+        for (int i = 0; i < P - 1; i++)
+            issue(i);
+    }
+    const long long kb = sp.kb, ke = sp.ke;
+    const int mine = sp.mine;
 
-    unsigned char *wbase = att_dyn + warp * P * TILE;
-    const unsigned wsa = smem_u32(wbase);
-    const T *kg = kc + (long long)kvh * DH, *vg = vc + (long long)kvh * DH;
-    /* Tile i of this warp into stage i % P; a commit group per tile, empty past the last. */
-    auto issue = [&](int i) {
-        if (i < mine) {
-            const long long j0 = kb + (long long)(warp + i * NW) * ATT_TK;
-            const unsigned sk = wsa + (unsigned)((i % P) * TILE), sv = sk + TILE / 2;
-#pragma unroll
-            for (int c = 0; c < CH / 2; c++) {
-                const int e = c * 32 + lane, row = e / CH, ch = e % CH;
-                const long long j = j0 + row;
-                const bool ok = j < ke;
-                const long long jj = ok ? j : kb;
-                const unsigned off = (unsigned)((row * CH + (ch ^ (row & 7))) * 16);
-                cp_async16_or_zero(sk + off, kg + jj * KF + ch * 8, ok);
-                cp_async16_or_zero(sv + off, vg + jj * KF + ch * 8, ok);
-            }
-        }
-        cp_commit();
-    };
-    /* With pf > 0, tile i + pf of the warp is also asked into L2 when tile i's copy is issued
-     * (a lane per 128-byte line), so that more bytes are in flight than the stages hold. */
+    /* With pf > 0, tile i + pf of the warp is also asked into L2 when tile i's copy is issued, so
+     * that more bytes are in flight than the stages hold (not the tiles asked before the wait). */
     auto prefetch = [&](int i) {
-        if (i < mine) {
-            const long long j0 = kb + (long long)(warp + i * NW) * ATT_TK;
-#pragma unroll
-            for (int c = 0; c < DH / 64; c++) {
-                const long long j = j0 + (lane & 15);
-                if (j < ke)
-                    asm volatile(
-                        "prefetch.global.L2 [%0];" ::"l"((lane < 16 ? kg : vg) + j * KF + c * 64));
-            }
-        }
+        if (i < mine && i >= early_done)
+            att_prefetch_tile<T, DH, NW>(kg, vg, KF, sp, warp, i, lane);
     };
-#pragma unroll
-    for (int i = 0; i < P - 1; i++)
-        issue(i);
     for (int i = P - 1; i < P - 1 + pf; i++)
         prefetch(i);
 
@@ -766,7 +919,7 @@ __global__ void __launch_bounds__(AttMma<DH, P_>::THREADS, 1)
              * 24-31: keys 8-15, the same: b0 and b1 of keys 0-7, then of keys 8-15 */
             const int row = (lane & 7) + ((lane >> 4) << 3), ch = 2 * ks + ((lane >> 3) & 1);
             unsigned b[4];
-            ldsm_x4(b, sk + (unsigned)((row * CH + (ch ^ (row & 7))) * 16));
+            ldsm_x4(b, sk + L::off(row, ch));
             att_mma<T>(sc[0], qa[ks], b[0], b[1]);
             att_mma<T>(sc[1], qa[ks], b[2], b[3]);
         }
@@ -815,7 +968,7 @@ __global__ void __launch_bounds__(AttMma<DH, P_>::THREADS, 1)
              * dims 8n + 8 ..: transposed, b0 and b1 of dims 8n .., then of dims 8n + 8 .. */
             const int row = lane & 15, ch = n + (lane >> 4);
             unsigned b[4];
-            ldsm_x4_trans(b, sv + (unsigned)((row * CH + (ch ^ (row & 7))) * 16));
+            ldsm_x4_trans(b, sv + L::off(row, ch));
             att_mma<T>(oacc[n], pa, b[0], b[1]);
             att_mma<T>(oacc[n + 1], pa, b[2], b[3]);
         }
@@ -897,8 +1050,9 @@ __global__ void __launch_bounds__(AttMma<DH, P_>::THREADS, 1)
                     l = fmaf(wt, lk[k], l);
                 }
             /* l > 0: key 0 is rank 0's and every pair sees it */
-            const long long pi = p0 + p;
-            o[(pi / G) * F + (long long)(kvh * G + (int)(pi % G)) * DH + d] = from_f<T>(a / l);
+            const unsigned pi = p0 + (unsigned)p, pr = pi / ug;
+            o[(long long)pr * F + (long long)(kvh * G + (int)(pi - pr * ug)) * DH + d] =
+                from_f<T>(a / l);
         }
     }
     cluster_exit_barrier();
@@ -1373,7 +1527,8 @@ __global__ void swiglu_kernel(const T *gu, T *y, long long n, long long F, int v
             alignas(16) T vb[U][8];
 #pragma unroll
             for (int j = 0; j < U; j++) {
-                const long long w = u + j * stride, r = row_of(w, Fu), c = (w - r * Fu) * 8;
+                const long long w = u + j * stride, r = w < Fu ? 0 : row_of(w, Fu),
+                                c = (w - r * Fu) * 8;
                 ld8(gu + r * 2 * F + c, va[j]);
                 ld8(gu + r * 2 * F + F + c, vb[j]);
             }
@@ -1388,7 +1543,9 @@ __global__ void swiglu_kernel(const T *gu, T *y, long long n, long long F, int v
             }
         }
         for (; u < units; u += stride) {
-            const long long r = row_of(u, Fu), c = (u - r * Fu) * 8;
+            /* row 0 (a decode step's only row) without the division: the loads' addresses wait
+             * for it */
+            const long long r = u < Fu ? 0 : row_of(u, Fu), c = (u - r * Fu) * 8;
             alignas(16) T va[8];
             alignas(16) T vb[8];
             alignas(16) T vy[8];
@@ -1485,11 +1642,21 @@ template <typename TI, typename TO> __host__ __device__ constexpr int cast_elems
     return 16 / (int)(sizeof(TI) > sizeof(TO) ? sizeof(TI) : sizeof(TO));
 }
 
+/* Loads in flight per thread in cast_kernel's loop: 64 bytes of the input, as copy16<4> keeps
+ * (a bf16 to f32 cast loads 8 bytes a unit: 4 of them held half the copy's bytes in flight), at
+ * most 8. */
+template <typename TI, typename TO> __host__ __device__ constexpr int cast_units()
+{
+    return 64 / (cast_elems<TI, TO>() * (int)sizeof(TI)) > 8
+               ? 8
+               : 64 / (cast_elems<TI, TO>() * (int)sizeof(TI));
+}
+
 /* Rounds as baton_convert does (core/dtype.h): f64 to bf16/f16 through f32. */
 template <typename TI, typename TO>
 __global__ void cast_kernel(const TI *x, TO *y, long long n, int vec)
 {
-    constexpr int U = 4, VE = cast_elems<TI, TO>();
+    constexpr int U = cast_units<TI, TO>(), VE = cast_elems<TI, TO>();
     using VI = typename VecOf<VE *(int)sizeof(TI)>::V;
     using VO = typename VecOf<VE *(int)sizeof(TO)>::V;
     pdl_wait(); /* x may be a predecessor's output */
@@ -1582,6 +1749,22 @@ __global__ void __launch_bounds__(1024) softmax_kernel(const T *x, T *y, long lo
         yr[j] = from_acc<T>(exp(ld_a<A>(xr[j]) - mx) * inv);
 }
 
+/* The row of a block of a C-block row (C == 1, or an x-cluster of C) and the vectors [lo, hi) of
+ * its nv that the block takes: equal slices in rank order, the last ones shorter or empty. */
+template <typename T> struct RowSlice {
+    const T *x; /* the block's row of x and of y */
+    T *y;
+    long long lo, hi;
+};
+template <typename T>
+__device__ __forceinline__ RowSlice<T> row_slice(const T *x, T *y, long long N, int C)
+{
+    const int rank = C > 1 ? (int)cg::this_cluster().block_rank() : 0;
+    const long long row = blockIdx.x / (unsigned)C, nv = N / (16 / (long long)sizeof(T));
+    const long long per = row_of(nv + C - 1, C), lo = min(nv, rank * per);
+    return RowSlice<T>{x + row * N, y + row * N, lo, min(nv, lo + per)};
+}
+
 /* A row read once: C blocks a row (C == 1, or an x-cluster of C), each holding its slice of the
  * row in registers, VPT 16-byte vectors a thread (vector j of the slice at thread j % blockDim.x);
  * the slices' maxima and sums are combined through distributed shared memory in rank order, so
@@ -1595,11 +1778,7 @@ __global__ void __launch_bounds__(1024) softmax_reg_kernel(const T *x, T *y, lon
     constexpr int E = 16 / (int)sizeof(T);
     __shared__ A red[32];
     __shared__ A slot[2];
-    const int rank = C > 1 ? (int)cg::this_cluster().block_rank() : 0;
-    const long long row = blockIdx.x / (unsigned)C, nv = N / E;
-    const long long per = row_of(nv + C - 1, C), lo = min(nv, rank * per), hi = min(nv, lo + per);
-    const T *xr = x + row * N;
-    T *yr = y + row * N;
+    const RowSlice<T> sl = row_slice(x, y, N, C);
     pdl_wait(); /* x may be a predecessor's output */
     pdl_trigger();
     A v[VPT][E];
@@ -1607,14 +1786,14 @@ __global__ void __launch_bounds__(1024) softmax_reg_kernel(const T *x, T *y, lon
     U16<T> raw[VPT]; /* every load in flight before the first is used */
 #pragma unroll
     for (int k = 0; k < VPT; k++) {
-        const long long j = lo + (long long)k * blockDim.x + threadIdx.x;
-        if (j < hi)
-            raw[k] = ld16_stream(xr + j * E);
+        const long long j = sl.lo + (long long)k * blockDim.x + threadIdx.x;
+        if (j < sl.hi)
+            raw[k] = ld16_stream(sl.x + j * E);
     }
 #pragma unroll
     for (int k = 0; k < VPT; k++) {
-        const long long j = lo + (long long)k * blockDim.x + threadIdx.x;
-        if (j < hi) {
+        const long long j = sl.lo + (long long)k * blockDim.x + threadIdx.x;
+        if (j < sl.hi) {
 #pragma unroll
             for (int e = 0; e < E; e++) {
                 v[k][e] = ld_a<A>(raw[k].v[e]);
@@ -1640,7 +1819,7 @@ __global__ void __launch_bounds__(1024) softmax_reg_kernel(const T *x, T *y, lon
     A sum = 0;
 #pragma unroll
     for (int k = 0; k < VPT; k++)
-        if (lo + (long long)k * blockDim.x + threadIdx.x < hi)
+        if (sl.lo + (long long)k * blockDim.x + threadIdx.x < sl.hi)
 #pragma unroll
             for (int e = 0; e < E; e++) {
                 v[k][e] = exp(v[k][e] - mx);
@@ -1652,13 +1831,127 @@ __global__ void __launch_bounds__(1024) softmax_reg_kernel(const T *x, T *y, lon
     const A inv = (A)1 / sum;
 #pragma unroll
     for (int k = 0; k < VPT; k++) {
-        const long long j = lo + (long long)k * blockDim.x + threadIdx.x;
-        if (j < hi) {
+        const long long j = sl.lo + (long long)k * blockDim.x + threadIdx.x;
+        if (j < sl.hi) {
             U16<T> u;
 #pragma unroll
             for (int e = 0; e < E; e++)
                 u.v[e] = from_acc<T>(v[k][e] * inv);
-            st16(yr + j * E, u);
+            st16(sl.y + j * E, u);
+        }
+    }
+    if (C > 1)
+        cluster_exit_barrier(); /* peers may still read this block's slots */
+}
+
+/* A 16-byte load of data read for the last time, from L2 (the second pass of softmax_l2_kernel):
+ * evict it first, it is not read again. */
+__device__ __forceinline__ uint4 ld16_last(const void *p, unsigned long long pol)
+{
+    uint4 v;
+    asm volatile("ld.global.L1::no_allocate.L2::cache_hint.v4.u32 {%0, %1, %2, %3}, [%4], %5;"
+                 : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+                 : "l"(p), "l"(pol));
+    return v;
+}
+
+/* 16-byte vectors in flight per thread in each pass of softmax_l2_kernel: 4 of f32, 2 of the
+ * others (8 bf16 or f16 values widened a vector, and f64's, need the registers). */
+template <typename T> __host__ __device__ constexpr int smx_u()
+{
+    return sizeof(T) == 4 ? 4 : 2;
+}
+#define SMX_THREADS 512
+
+/* Rows too large for the registers of one wave (64 rows of 128256 f32 are 33 MB, more than the
+ * register files of an H200: softmax_reg_kernel took two waves of one block a SM, 2x the copy):
+ * C blocks a row (C == 1, or an x-cluster of C), each reading its slice twice. The first pass
+ * keeps a running maximum and a sum rescaled to it per thread; the block's and then the cluster's
+ * (rank order, through distributed shared memory) maximum and sum follow in fixed trees, so every
+ * block gets the same bits and the result is the same every run. The second pass reads the slice
+ * again, from L2: the launch keeps the slices of the blocks in flight together small (96 KB a
+ * block), so it is there, and its loads and the stores evict first so that the slices still to be
+ * read stay; DRAM sees the row once in and once out, as the copy. y = exp(x - max) / sum, as
+ * softmax_reg_kernel computes it. */
+template <typename T>
+__global__ void __launch_bounds__(SMX_THREADS, 3)
+    softmax_l2_kernel(const T *x, T *y, long long N, int C)
+{
+    using A = typename Acc<T>::A;
+    constexpr int E = 16 / (int)sizeof(T), SMX_U = smx_u<T>();
+    __shared__ A red[32];
+    __shared__ A slot[2];
+    const RowSlice<T> sl = row_slice(x, y, N, C);
+    const long long step = (long long)blockDim.x * SMX_U;
+    pdl_wait(); /* x may be a predecessor's output */
+    pdl_trigger();
+    A m = -INFINITY, sum = 0;
+    for (long long j0 = sl.lo + threadIdx.x; j0 < sl.hi; j0 += step) {
+        U16<T> raw[SMX_U];
+#pragma unroll
+        for (int k = 0; k < SMX_U; k++)
+            if (j0 + (long long)k * blockDim.x < sl.hi)
+                raw[k] = ld16(sl.x + (j0 + (long long)k * blockDim.x) * E);
+#pragma unroll
+        for (int k = 0; k < SMX_U; k++) {
+            if (j0 + (long long)k * blockDim.x >= sl.hi)
+                break;
+            A v[E], vm = -INFINITY;
+#pragma unroll
+            for (int e = 0; e < E; e++) {
+                v[e] = ld_a<A>(raw[k].v[e]);
+                vm = v[e] > vm ? v[e] : vm;
+            }
+            if (vm > m) { /* rescale the sum to the new maximum (0 while it was -inf) */
+                sum *= exp(m - vm);
+                m = vm;
+            }
+            if (m != -INFINITY) /* all -inf so far: nothing to add (exp(-inf - -inf) is NaN) */
+#pragma unroll
+                for (int e = 0; e < E; e++)
+                    sum += exp(v[e] - m);
+        }
+    }
+    A mx = block_max<A>(m, red);
+    sum = block_sum<A>(m == -INFINITY ? (A)0 : sum * exp(m - mx), red);
+    if (C > 1) { /* lane q takes rank q's maximum and sum: one fixed tree in every warp */
+        cg::cluster_group cluster = cg::this_cluster();
+        if (threadIdx.x == 0) {
+            slot[0] = mx;
+            slot[1] = sum;
+        }
+        cluster.sync();
+        const int lane = threadIdx.x & 31;
+        const A mq = lane < C ? *cluster.map_shared_rank(&slot[0], lane) : (A)-INFINITY;
+        const A sq = lane < C ? *cluster.map_shared_rank(&slot[1], lane) : (A)0;
+        A mm = mq;
+#pragma unroll
+        for (int o = 16; o > 0; o >>= 1) {
+            const A t = __shfl_xor_sync(0xffffffffu, mm, o);
+            mm = t > mm ? t : mm;
+        }
+        mx = mm;
+        sum = warp_sum<A>(mq == -INFINITY ? (A)0 : sq * exp(mq - mx));
+    }
+    const A inv = (A)1 / sum;
+    const unsigned long long last = l2_evict_first();
+    for (long long j0 = sl.lo + threadIdx.x; j0 < sl.hi; j0 += step) {
+        U16<T> raw[SMX_U];
+#pragma unroll
+        for (int k = 0; k < SMX_U; k++)
+            if (j0 + (long long)k * blockDim.x < sl.hi)
+                *reinterpret_cast<uint4 *>(raw[k].v) =
+                    ld16_last(sl.x + (j0 + (long long)k * blockDim.x) * E, last);
+#pragma unroll
+        for (int k = 0; k < SMX_U; k++) {
+            const long long j = j0 + (long long)k * blockDim.x;
+            if (j >= sl.hi)
+                break;
+            U16<T> u;
+#pragma unroll
+            for (int e = 0; e < E; e++)
+                u.v[e] = from_acc<T>(exp(ld_a<A>(raw[k].v[e]) - mx) * inv);
+            __stcs(reinterpret_cast<uint4 *>(sl.y + j * E), *reinterpret_cast<const uint4 *>(u.v));
         }
     }
     if (C > 1)
@@ -2152,8 +2445,13 @@ __global__ void __launch_bounds__(SMP_THREADS)
         s_members = 0;
     }
     __syncthreads();
-    if (imax >= 0)
-        atomicMax(&s_kmax, kmax);
+    {
+        /* the warp's maximum first, then one shared atomic a warp: 1024 lanes on one address
+         * were 1024 serialised atomics (keys are never 0: 0 is a lane without elements) */
+        const unsigned wk = __reduce_max_sync(0xffffffffu, imax >= 0 ? kmax : 0u);
+        if ((tid & 31) == 0 && wk)
+            atomicMax(&s_kmax, wk);
+    }
     __syncthreads();
     if (imax >= 0 && kmax == s_kmax)
         atomicMin(&s_imax, (unsigned long long)imax);
@@ -2229,19 +2527,26 @@ __global__ void __launch_bounds__(SMP_THREADS)
             }
         }
         cluster.sync();
+        /* bins dm - 2 tid and the one below it, as one 8-byte load of each rank's counts (and of
+         * each mass limb): dm is odd, so the pair starts on an even bin. Half the distributed
+         * shared memory loads of a bin at a time, which every block makes for every bin. */
+        g[0] = g[1] = gm[0] = gm[1] = 0;
+        const int pb = (int)dm - 2 * tid - 1;
+        if (pb >= 0)
 #pragma unroll
-        for (int s2 = 0; s2 < 2; s2++) {
-            const int b = (int)dm - 2 * tid - s2;
-            g[s2] = 0;
-            gm[s2] = 0;
-            if (b >= 0)
+            for (int q = 0; q < C; q++) {
+                const uint2 hc = *cluster.map_shared_rank(reinterpret_cast<uint2 *>(&h[pb]), q);
+                g[0] += hc.y;
+                g[1] += hc.x;
+                if (with_mass)
 #pragma unroll
-                for (int q = 0; q < C; q++) {
-                    g[s2] += *cluster.map_shared_rank(&h[b], q);
-                    if (with_mass)
-                        gm[s2] += limbs(hm, b, q);
-                }
-        }
+                    for (int l = 0; l < 3; l++) {
+                        const uint2 hl =
+                            *cluster.map_shared_rank(reinterpret_cast<uint2 *>(&hm[l][pb]), q);
+                        gm[0] += (unsigned long long)hl.y << (14 * l);
+                        gm[1] += (unsigned long long)hl.x << (14 * l);
+                    }
+            }
         unsigned long long tot;
         *above_c = block_excl_scan(g[0] + g[1], scan_sh, &tot);
         if (with_mass)
@@ -2493,12 +2798,34 @@ using namespace kcuda::dec;
 /* ---- host side
  * ------------------------------------------------------------------------------------ */
 
+/* The call's descriptor and shapes: kept from prepare (ctx->prepared, baton__dec_prepare) while
+ * they still hold, else read and checked now. */
 #define DEC_READ(op, nbuf)                                                                         \
     baton_decoder_desc d;                                                                          \
     dec_shape s;                                                                                   \
-    int rc = baton__dec_call_read(ctx, op, buffers, nbuf, opaque, len, &d, &s);                    \
+    int rc = baton__dec_call_decide(ctx, op, buffers, nbuf, opaque, len, &d, &s);                  \
     if (rc)                                                                                        \
     return rc
+
+/* Each op's prepare hook (core/tune.h): its call read once, for DEC_READ. */
+#define DEC_PREPARE(fn, op, nbuf)                                                                  \
+    extern "C" int baton__kcuda_##fn##_prepare(const baton_exec_ctx *ctx, void **buffers,          \
+                                               const char *opaque, size_t len, void **state)       \
+    {                                                                                              \
+        return baton__dec_prepare(ctx, op, buffers, nbuf, opaque, len, state);                     \
+    }
+DEC_PREPARE(embedding, DEC_EMBEDDING, 3)
+DEC_PREPARE(rope, DEC_ROPE, 4)
+DEC_PREPARE(kv_cache_update, DEC_KV_CACHE_UPDATE, 4)
+DEC_PREPARE(attention, DEC_ATTENTION, 5)
+DEC_PREPARE(silu_mul, DEC_SILU_MUL, 3)
+DEC_PREPARE(silu, DEC_SILU, 2)
+DEC_PREPARE(gelu, DEC_GELU, 2)
+DEC_PREPARE(softmax, DEC_SOFTMAX, 2)
+DEC_PREPARE(cast, DEC_CAST, 2)
+DEC_PREPARE(sample, DEC_SAMPLE, 3)
+DEC_PREPARE(swiglu, DEC_SWIGLU, 2)
+DEC_PREPARE(rope_cache_update, DEC_ROPE_CACHE_UPDATE, 8)
 
 /* The grid of a grid-stride kernel over `work` items, a thread each: one block per `threads`
  * items up to one full wave of the kernel's resident blocks (a second partial wave would leave
@@ -2546,8 +2873,9 @@ extern "C" int baton__kcuda_embedding(const baton_exec_ctx *ctx, void **buffers,
                         st);
 }
 
-/* Launches the rope kernel over rows x a.nparts blocks: 16-byte units where every part's rows
- * allow them, a thread for each of the widest part's units (up to 256). */
+/* Launches the rope kernel, a block per row: 16-byte units where every part's rows allow them,
+ * a thread for each of the row's units (all parts) up to 256, in one round (RU 1, the fewest
+ * registers: more blocks a SM) where they fit, else two a thread each round. */
 template <typename T>
 static int rope_launch(const baton_exec_ctx *ctx, const char *what, RopeArgs &a, long long rows,
                        bool vec)
@@ -2557,24 +2885,30 @@ static int rope_launch(const baton_exec_ctx *ctx, const char *what, RopeArgs &a,
     if (smem > 48 * 1024)
         return baton__ctx_fail(ctx, BATON_EINVAL,
                                "%s: head_dim %d is too large for the CUDA kernel", what, (int)a.Dh);
-    if (rows * a.nparts > 0x7fffffffLL)
+    if (rows > 0x7fffffffLL)
         return baton__ctx_fail(ctx, BATON_EINVAL, "%s: %lld rows are too many for one launch", what,
                                (long long)rows);
     if (rows == 0)
         return 0;
     long long units = 0;
     for (int i = 0; i < a.nparts; i++) {
-        const long long u = (a.part[i].F + (vec ? E - 1 : 0)) / (vec ? E : 1);
-        units = u > units ? u : units;
+        units += vec ? rope_units<E>(a.part[i], a.Dh, a.interleaved)
+                     : rope_units<1>(a.part[i], a.Dh, a.interleaved);
+        if (i == 0)
+            a.u1 = a.u2 = units;
+        else if (i == 1)
+            a.u2 = units;
     }
-    if (!a.interleaved)
-        units = (units + 1) / 2; /* rotate_half: a unit holds both halves' elements */
-    int threads = (int)((units + 31) / 32) * 32; /* a unit a thread, RU where that is over 256 */
+    a.units = units;
+    int threads = (int)((units + 31) / 32) * 32;
     threads = threads < 32 ? 32 : threads > 256 ? 256 : threads;
-    const unsigned grid = (unsigned)(rows * a.nparts);
+    const unsigned grid = (unsigned)rows;
+    const bool one = units <= threads;
     if (vec)
-        return launch(ctx, what, rope_kernel<T, E, 2>, grid, threads, smem, 1, a);
-    return launch(ctx, what, rope_kernel<T, 1, 2>, grid, threads, smem, 1, a);
+        return one ? launch(ctx, what, rope_kernel<T, E, 1>, grid, threads, smem, 1, a)
+                   : launch(ctx, what, rope_kernel<T, E, 2>, grid, threads, smem, 1, a);
+    return one ? launch(ctx, what, rope_kernel<T, 1, 1>, grid, threads, smem, 1, a)
+               : launch(ctx, what, rope_kernel<T, 1, 2>, grid, threads, smem, 1, a);
 }
 
 template <typename T>
@@ -2681,7 +3015,14 @@ extern "C" int baton__kcuda_kv_cache_update(const baton_exec_ctx *ctx, void **bu
     const long long vecs = s.rows * (row_bytes / 16);
     const int threads = vec ? (int)(vecs >= 256 ? 256 : (vecs + 31) / 32 * 32) : 256;
     const long long chunks = (row_bytes + threads * 16LL - 1) / (threads * 16LL);
-    const long long grid = vec ? (vecs + threads - 1) / threads : s.rows * chunks;
+    const long long grid = !vec ? s.rows * chunks
+                           : vecs == 0
+                               ? 0
+                               : (s.idx_dt == BATON_DTYPE_I32
+                                      ? wave_grid(ctx, (const void *)kv_update_kernel<int>,
+                                                  (vecs + KV_U - 1) / KV_U, threads)
+                                      : wave_grid(ctx, (const void *)kv_update_kernel<long long>,
+                                                  (vecs + KV_U - 1) / KV_U, threads));
     if (grid == 0)
         return 0;
     if (grid > 0x7fffffffLL)
@@ -2699,33 +3040,44 @@ extern "C" int baton__kcuda_kv_cache_update(const baton_exec_ctx *ctx, void **bu
 
 /* Knobs for timing the decode variants against each other (bench_decoder, one setting per
  * process; docs/benchmarks.md): BATON_ATTN_DECODE=simt takes the CUDA-core kernel
- * (attn_split_kernel) for bf16/f16 too, BATON_ATTN_CLUSTER=C (1, 2, 4, 8 or 16) fixes the cluster
+ * (attn_split_kernel) for bf16/f16 too, BATON_ATTN_CLUSTER=C (1 to 16) fixes the cluster
  * size of either, BATON_ATTN_STAGES=3, 4 or 6 the stages per warp of the tensor-core kernel at
- * head_dim 64 (6 by default), BATON_ATTN_PREFETCH=n (0 to 16, 4 by default) has its warps ask tile
- * i + n into L2 as they copy tile i; BATON_ATTN_VERBOSE=1 prints each configuration the first
- * time it is launched (stderr). Read once per process; the results do not depend on them
- * beyond rounding (the split changes the order of the merge). */
+ * head_dim 64 (6 by default), BATON_ATTN_PREFETCH=n (0 to 16, 0 by default) has its warps ask tile
+ * i + n into L2 as they copy tile i; launched with PDL, BATON_ATTN_EARLY=n (0 to 64, 4 by
+ * default) has each warp ask its first n tiles into L2 before the wait and BATON_ATTN_SPEC=1
+ * starts the ring on the positions' hint (0 by default); BATON_ATTN_VERBOSE=1 prints each
+ * configuration the first time it is launched (stderr). The defaults are what
+ * docs/decisions/0012 measured fastest. Read once per process; the results do not depend on them
+ * beyond rounding (the cluster size changes the order of the merge; the stages, prefetches and
+ * the hint change nothing). */
 struct AttEnv {
-    int simt, cluster, stages, verbose, prefetch;
+    int simt, cluster, stages, verbose, prefetch, early, spec;
 };
 
 static const AttEnv &att_env()
 {
     static const AttEnv e = [] {
-        AttEnv v = {0, 0, 0, 0, 0};
+        AttEnv v = {0, 0, 0, 0, 0, 4, 0};
         const char *a = getenv("BATON_ATTN_DECODE");
         v.simt = a && !strcmp(a, "simt");
         const char *c = getenv("BATON_ATTN_CLUSTER");
         const int n = c ? atoi(c) : 0;
-        if (n == 1 || n == 2 || n == 4 || n == 8 || n == 16)
+        if (n >= 1 && n <= 16)
             v.cluster = n;
         const char *p = getenv("BATON_ATTN_STAGES");
         const int st = p ? atoi(p) : 0;
         if (st == 3 || st == 4 || st == 6)
             v.stages = st == 6 ? 0 : st;
         const char *pf = getenv("BATON_ATTN_PREFETCH");
-        const int np = pf ? atoi(pf) : 4;
+        const int np = pf ? atoi(pf) : 0;
         v.prefetch = np > 0 && np <= 16 ? np : 0;
+        const char *ea = getenv("BATON_ATTN_EARLY");
+        if (ea) {
+            const int n = atoi(ea);
+            v.early = n > 0 && n <= 64 ? n : 0;
+        }
+        const char *sp = getenv("BATON_ATTN_SPEC");
+        v.spec = sp && !strcmp(sp, "1");
         const char *vb = getenv("BATON_ATTN_VERBOSE");
         v.verbose = vb && *vb && strcmp(vb, "0") != 0;
         return v;
@@ -2766,20 +3118,26 @@ static int attn_split(const baton_exec_ctx *ctx, void **b, const baton_decoder_d
                   (int)d.n_heads, (int)d.n_kv_heads, G, chunks, qscale, ctx->step_index);
 }
 
-/* How many clusters of 16 blocks of attn_mma_kernel<T, DH, P> can be resident at once on ctx's
- * device (16 SMs of one GPC each when one block fills an SM), asked once per device; 0 when the
- * size cannot be scheduled or the runtime cannot say. */
+/* How many clusters of C blocks (C = 9 .. 16) of attn_mma_kernel<T, DH, P> can be resident at
+ * once on ctx's device (C SMs of one GPC each when one block fills an SM), asked once per device:
+ * fit[C], 0 where the size cannot be scheduled or the runtime cannot say. An H100/H200 has GPCs
+ * of different sizes: 7 clusters of 16 fit where 8 of a smaller size may. */
+struct AttFit {
+    int n[17];
+};
+
 template <typename T, int DH, int P>
-static int attn_mma_fit16(const baton_exec_ctx *ctx, long long clusters)
+static const AttFit &attn_mma_fit(const baton_exec_ctx *ctx, long long clusters)
 {
     using L = AttMma<DH, P>;
     auto kern = attn_mma_kernel<T, DH, P>;
-    static std::atomic<int> fit[KCUDA_MAX_DEVICES]; /* the answer + 1; 0: not asked */
+    static AttFit fit[KCUDA_MAX_DEVICES + 1]; /* the last: a device out of range, never kept */
+    static std::atomic<int> asked[KCUDA_MAX_DEVICES];
     const int dev = device_of(ctx);
     const bool known = dev >= 0 && dev < KCUDA_MAX_DEVICES;
-    int n = known ? fit[dev].load(std::memory_order_relaxed) - 1 : -1;
-    if (n >= 0)
-        return n;
+    AttFit &f = fit[known ? dev : KCUDA_MAX_DEVICES];
+    if (known && asked[dev].load(std::memory_order_acquire))
+        return f;
     /* Asked once, maybe while the caller's stream captures a graph: the thread's capture mode is
      * relaxed around the queries (they enqueue nothing), as the runtime allows for such calls.
      * Remembered even when a query fails (as 0): the cluster size decides the order of the merge,
@@ -2788,26 +3146,40 @@ static int attn_mma_fit16(const baton_exec_ctx *ctx, long long clusters)
     const bool swapped = cudaThreadExchangeStreamCaptureMode(&mode) == cudaSuccess;
     const int pr =
         prepare(kern, ctx, "attention", 16, clusters * 16, L::THREADS, L::SMEM, L::SMEM, true);
-    n = 0;
-    if (pr == 0 &&
-        max_active_clusters((const void *)kern, (unsigned)(clusters * 16), L::THREADS, L::SMEM, 16,
-                            ctx ? (cudaStream_t)ctx->stream : (cudaStream_t)0, &n) != cudaSuccess) {
-        (void)cudaGetLastError();
-        n = 0;
-    }
+    AttFit got;
+    memset(&got, 0, sizeof got);
+    for (int c = 9; c <= 16 && pr == 0; c++)
+        if (max_active_clusters((const void *)kern, (unsigned)(clusters * c), L::THREADS, L::SMEM,
+                                c, ctx ? (cudaStream_t)ctx->stream : (cudaStream_t)0,
+                                &got.n[c]) != cudaSuccess) {
+            (void)cudaGetLastError();
+            got.n[c] = 0;
+        }
     if (swapped)
         (void)cudaThreadExchangeStreamCaptureMode(&mode);
-    if (pr < 0) {
+    if (pr != 0)
         (void)cudaGetLastError();
-        return 0;
-    }
+    f = got;
     if (known)
-        fit[dev].store(n + 1, std::memory_order_relaxed);
+        asked[dev].store(1, std::memory_order_release);
     if (att_env().verbose)
         fprintf(stderr,
-                "attention: %d clusters of 16 blocks of %d threads, %d KB each, fit at once\n", n,
-                L::THREADS, L::SMEM >> 10);
-    return n;
+                "attention: clusters of 16..9 blocks of %d threads, %d KB each, that fit at once: "
+                "%d %d %d %d %d %d %d %d\n",
+                L::THREADS, L::SMEM >> 10, got.n[16], got.n[15], got.n[14], got.n[13], got.n[12],
+                got.n[11], got.n[10], got.n[9]);
+    return f;
+}
+
+/* The largest cluster size up to C (> 8) whose `clusters` clusters all fit at once, else 8. */
+template <typename T, int DH, int P>
+static int attn_mma_one_wave(const baton_exec_ctx *ctx, long long clusters, int C)
+{
+    const AttFit &f = attn_mma_fit<T, DH, P>(ctx, clusters);
+    for (int c = C; c > 8; c--)
+        if (f.n[c] >= clusters)
+            return c;
+    return 8;
 }
 
 template <typename T, int DH, int P>
@@ -2823,25 +3195,33 @@ static int attn_mma_launch(const baton_exec_ctx *ctx, void **b, const baton_deco
         return BATON_ECUDA;
     if (pr > 0)
         C = 8;
-    if (att_env().verbose) {
-        static std::atomic<unsigned> shown; /* a bit per cluster size */
-        if (!(shown.fetch_or(1u << C) & (1u << C)))
+    const AttEnv &env = att_env();
+    /* the work before the wait pays only while a predecessor runs */
+    const int hint = launch_pdl(ctx) && (env.early > 0 || env.spec);
+    if (env.verbose) {
+        static std::atomic<unsigned long long> shown; /* a bit per cluster size and hint */
+        const unsigned long long bit = 1ull << (C + 17 * hint);
+        if (!(shown.fetch_or(bit) & bit))
             fprintf(stderr,
                     "attention: tensor cores, head_dim %d, %d-byte elements, %d stages of 16 keys "
-                    "per warp, %d warps, %lld clusters of %d blocks\n",
-                    DH, (int)sizeof(T), P, L::NW, clusters, C);
+                    "per warp, %d warps, %lld clusters of %d blocks, L2 prefetch %d tiles ahead; "
+                    "%s\n",
+                    DH, (int)sizeof(T), P, L::NW, clusters, C, env.prefetch,
+                    hint ? (env.spec ? "after a PDL predecessor: early tiles and speculation"
+                                     : "after a PDL predecessor: early tiles")
+                         : "no PDL predecessor");
     }
     const float qscale = (float)(d.scale * 1.4426950408889634);
     return launch(ctx, "attention", kern, (unsigned)(clusters * C), L::THREADS, L::SMEM, C,
                   (const T *)b[0], (const T *)b[1], (const T *)b[2], (const void *)b[3],
                   (int)(s.idx_dt == BATON_DTYPE_I64), (T *)b[4], (long long)s.rows, (long long)s.S,
                   (int)d.n_heads, (int)d.n_kv_heads, d.n_heads / d.n_kv_heads, (int)chunks, qscale,
-                  att_env().prefetch, ctx->step_index);
+                  env.prefetch, hint, env.early, env.spec, ctx->step_index);
 }
 
-/* The tensor-core decode: clusters of 16 blocks where one wave covers them all, else of 8; fewer
- * for a small cache (64 keys a block at least). Where the 192 KB variant's clusters of 16 do not
- * all fit at once (GPCs with too few free SMs), the 96 KB one of DH 64 is tried before 8. */
+/* The tensor-core decode: clusters of up to 16 blocks while the clusters alone do not fill the
+ * GPU, fewer for a small cache (64 keys a block at least); above 8, the largest size whose
+ * clusters all fit at once (one wave: a block per SM where the GPC has room), else 8. */
 template <typename T, int DH>
 static int attn_mma(const baton_exec_ctx *ctx, void **b, const baton_decoder_desc &d,
                     const dec_shape &s)
@@ -2861,20 +3241,17 @@ static int attn_mma(const baton_exec_ctx *ctx, void **b, const baton_decoder_des
         while (C > 1 && s.S < 64LL * C)
             C /= 2;
     }
+    const bool pick = C > 8 && !env.cluster;
     if constexpr (DH == 64) {
         if (env.stages == 3)
-            return attn_mma_launch<T, DH, 3>(ctx, b, d, s, C, chunks);
+            return attn_mma_launch<T, DH, 3>(
+                ctx, b, d, s, pick ? attn_mma_one_wave<T, DH, 3>(ctx, clusters, C) : C, chunks);
         if (env.stages == 4)
-            return attn_mma_launch<T, DH, 4>(ctx, b, d, s, C, chunks);
-        if (C == 16 && !env.cluster && !env.stages &&
-            attn_mma_fit16<T, DH, PBIG>(ctx, clusters) < clusters)
-            return attn_mma_fit16<T, DH, 3>(ctx, clusters) >= clusters
-                       ? attn_mma_launch<T, DH, 3>(ctx, b, d, s, 16, chunks)
-                       : attn_mma_launch<T, DH, PBIG>(ctx, b, d, s, 8, chunks);
-    } else {
-        if (C == 16 && !env.cluster && attn_mma_fit16<T, DH, PBIG>(ctx, clusters) < clusters)
-            C = 8;
+            return attn_mma_launch<T, DH, 4>(
+                ctx, b, d, s, pick ? attn_mma_one_wave<T, DH, 4>(ctx, clusters, C) : C, chunks);
     }
+    if (pick)
+        C = attn_mma_one_wave<T, DH, PBIG>(ctx, clusters, C);
     return attn_mma_launch<T, DH, PBIG>(ctx, b, d, s, C, chunks);
 }
 
@@ -3137,32 +3514,86 @@ static int softmax_reg_launch(const baton_exec_ctx *ctx, void **b, const dec_sha
 }
 
 /* Rows held in registers where they fit (softmax_reg_kernel): C blocks a row (a cluster), the
- * most of 8, 4, 2 whose rows * C blocks of 1024 threads stay one wave (2 a SM) while the rows alone
- * would leave SMs idle (8 for one decode row), else the fewest C whose slices fit, or 1; VPT the
- * fewest vectors a thread that hold a block's slice, at most 32 values a thread (16 doubles
- * spill). Other rows: the loop kernel. */
+ * most of 8, 4, 2 whose rows * C blocks stay one wave of the kernel's resident blocks while the
+ * rows alone would leave SMs idle (8 for one decode row: a non-portable 16 measured 9.5 us against
+ * 7.5), else the fewest C whose slices fit, or 1;
+ * VPT the fewest vectors a thread that hold a block's slice, at most 32 values a thread (16
+ * doubles spill). Where those blocks (one or two a SM) would take more than one wave, the rows
+ * are read twice instead, the second time from L2 (softmax_l2_kernel), over C blocks a row that
+ * fill one wave and keep each block's slice under 96 KB. Other rows: the loop kernel. */
+template <typename T, int VPT>
+static int softmax_reg_resident(const baton_exec_ctx *ctx, int threads)
+{
+    int per_sm = 0;
+    if (occupancy(ctx, (const void *)softmax_reg_kernel<T, VPT>, threads, 0, &per_sm) !=
+            cudaSuccess ||
+        per_sm < 1) {
+        (void)cudaGetLastError();
+        per_sm = 1;
+    }
+    return per_sm;
+}
+
 template <typename T>
 static int softmax_launch(const baton_exec_ctx *ctx, void **b, const dec_shape &s)
 {
     constexpr int E = 16 / (int)sizeof(T);
     constexpr long long VMAX = sizeof(T) == 4 ? 8 : 4;
     if (s.F % E == 0 && al16(b[0]) && al16(b[1]) && s.rows > 0) {
-        const long long nv = s.F / E, wave = 2LL * sm_count(ctx);
+        const long long nv = s.F / E, sms = sm_count(ctx);
         auto vpt_of = [&](int c) { return ((nv + c - 1) / c + 1023) / 1024; };
+        auto threads_of = [&](int c) {
+            const long long per = (nv + c - 1) / c;
+            return per >= 1024 ? 1024 : (int)((per + 31) / 32) * 32;
+        };
+        /* the reg kernel's resident blocks a SM for C blocks a row */
+        auto resident = [&](int c) -> long long {
+            const int th = threads_of(c);
+            const long long per = (nv + c - 1) / c, vpt = (per + th - 1) / th;
+            int r = 1;
+            if (vpt <= 1)
+                r = softmax_reg_resident<T, 1>(ctx, th);
+            else if (vpt <= 2)
+                r = softmax_reg_resident<T, 2>(ctx, th);
+            else if (vpt <= 4)
+                r = softmax_reg_resident<T, 4>(ctx, th);
+            else if constexpr (sizeof(T) == 4)
+                r = softmax_reg_resident<T, 8>(ctx, th);
+            return (long long)r * sms;
+        };
         int C = 0;
         const bool cl = s.F >= 16384 && cluster8_ok(ctx, (const void *)softmax_reg_kernel<T, 4>, 0);
         for (int c = 8; cl && c >= 2 && !C; c /= 2)
-            if (s.rows * c <= wave && vpt_of(c) <= VMAX)
+            if (vpt_of(c) <= VMAX && s.rows * c <= resident(c))
                 C = c;
         if (!C && vpt_of(1) <= VMAX)
             C = 1;
         for (int c = 2; cl && c <= 8 && !C; c *= 2)
             if (vpt_of(c) <= VMAX)
                 C = c;
+        /* more than one wave of blocks of 16 KB or more a thread block: the two-pass kernel */
+        if (cl && (!C || (s.rows * C > resident(C) && (nv + C - 1) / C * 16 >= 16384))) {
+            /* C: the most blocks a row (up to 8, any size) whose rows * C blocks stay one wave
+             * (64 rows at 3 blocks a SM: 6, where 8 left a second wave of 116 blocks), and at
+             * least enough that a slice is at most 96 KB, so that the slices in flight together
+             * stay well inside the L2 for the second read */
+            const long long slice = 96 * 1024 / 16; /* vectors */
+            int per_sm = 0;
+            if (occupancy(ctx, (const void *)softmax_l2_kernel<T>, SMX_THREADS, 0, &per_sm) !=
+                    cudaSuccess ||
+                per_sm < 1) {
+                (void)cudaGetLastError();
+                per_sm = 3;
+            }
+            const long long l2_resident = (long long)per_sm * sms;
+            const long long wave_c = l2_resident / s.rows, slice_c = (nv + slice - 1) / slice;
+            const int c2 = (int)std::min(8LL, std::max(1LL, std::max(wave_c, slice_c)));
+            return launch(ctx, "softmax", softmax_l2_kernel<T>, (unsigned)(s.rows * c2),
+                          SMX_THREADS, 0, c2, (const T *)b[0], (T *)b[1], (long long)s.F, c2);
+        }
         if (C) {
-            const long long per = (nv + C - 1) / C;
-            const int threads = per >= 1024 ? 1024 : (int)((per + 31) / 32) * 32;
-            const long long vpt = (per + threads - 1) / threads;
+            const int threads = threads_of(C);
+            const long long vpt = ((nv + C - 1) / C + threads - 1) / threads;
             if (vpt <= 1)
                 return softmax_reg_launch<T, 1>(ctx, b, s, C, threads);
             if (vpt <= 2)

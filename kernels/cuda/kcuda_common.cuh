@@ -873,6 +873,15 @@ static inline bool capture_follows_kernel(cudaStream_t s)
     return t == cudaGraphNodeTypeKernel;
 }
 
+/* Whether launch() gives the next launch on ctx's stream the programmatic attribute: ctx->pdl,
+ * and while capturing only right after a kernel node. A kernel told so may do work that only pays
+ * while its predecessor still runs (decode attention's L2 prefetch before its wait). */
+static inline bool launch_pdl(const baton_exec_ctx *ctx)
+{
+    return ctx && ctx->pdl &&
+           (!ctx->capturing || capture_follows_kernel((cudaStream_t)ctx->stream));
+}
+
 /* Launches kernel<<<grid, block, smem, ctx->stream>>> through cudaLaunchKernelEx, with the
  * programmatic-stream-serialization attribute when ctx->pdl (while capturing, only right after a
  * kernel node: capture_follows_kernel) and an x-cluster of `cluster` blocks
@@ -891,7 +900,7 @@ static int launch(const baton_exec_ctx *ctx, const char *name, void (*kernel)(KA
     cudaLaunchAttribute attrs[2];
     memset(attrs, 0, sizeof attrs);
     unsigned n = 0;
-    if (ctx && ctx->pdl && (!ctx->capturing || capture_follows_kernel(cfg.stream))) {
+    if (launch_pdl(ctx)) {
         attrs[n].id = cudaLaunchAttributeProgrammaticStreamSerialization;
         attrs[n].val.programmaticStreamSerializationAllowed = 1;
         n++;
