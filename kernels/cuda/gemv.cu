@@ -12,10 +12,6 @@ namespace gv
 {
 
 constexpr int THREADS = 256;
-/* The SwiGLU prologue staged by a cluster of two blocks (an internal prologue code): each block
- * computes half of silu(gate) * up and writes it into both blocks' shared memory, so the gate and
- * up vectors, which every block reads from L2 at the same moment, are read half as often. */
-constexpr int SWIGLU_PAIR = 100;
 /* The most dynamic shared memory one block asks for: x's staged rows. */
 constexpr size_t SMEM_MAX = 200 * 1024;
 
@@ -56,30 +52,20 @@ __device__ __forceinline__ void stage(const Args &a, long long m0, T *xs, float 
     const T *x = (const T *)a.x;
     const long long K = a.k, kv = K / VE, nt = blockDim.x;
     const uint4 zero = make_uint4(0, 0, 0, 0);
-    if constexpr (P == BATON_GEMV_PLAIN || P == BATON_GEMV_SWIGLU || P == SWIGLU_PAIR) {
-        constexpr bool GLU = P != BATON_GEMV_PLAIN;
+    if constexpr (P == BATON_GEMV_PLAIN || P == BATON_GEMV_SWIGLU) {
         /* 32-bit: a 64-bit division is a long software sequence, and this runs per vector */
         const unsigned kvu = (unsigned)kv, total = (unsigned)(M * kv);
-        unsigned lo = 0, hi = total; /* the vectors this block stages */
-        T *peer = nullptr;           /* SWIGLU_PAIR: the other block's xs */
-        if constexpr (P == SWIGLU_PAIR) {
-            cg::cluster_group cluster = cg::this_cluster();
-            const unsigned r = cluster.block_rank();
-            lo = total * r / 2;
-            hi = total * (r + 1) / 2;
-            peer = cluster.map_shared_rank(xs, (int)(r ^ 1u));
-        }
-        for (unsigned i0 = lo + threadIdx.x; i0 < hi; i0 += NB * (unsigned)nt) {
+        for (unsigned i0 = threadIdx.x; i0 < total; i0 += NB * (unsigned)nt) {
             uint4 gv[NB], uv[NB];
 #pragma unroll
             for (int b = 0; b < NB; b++) {
                 const unsigned i = i0 + b * (unsigned)nt, m = M == 1 ? 0 : i / kvu;
                 const long long j = (long long)(M == 1 ? i : i % kvu) * VE;
                 gv[b] = uv[b] = zero;
-                if (i < hi && m0 + m < a.m) {
+                if (i < total && m0 + m < a.m) {
                     const T *xr = x + (m0 + m) * a.ldx;
                     gv[b] = *reinterpret_cast<const uint4 *>(xr + j);
-                    if constexpr (GLU)
+                    if constexpr (P == BATON_GEMV_SWIGLU)
                         uv[b] = *reinterpret_cast<const uint4 *>(xr + K + j);
                 }
             }
@@ -87,9 +73,9 @@ __device__ __forceinline__ void stage(const Args &a, long long m0, T *xs, float 
             for (int b = 0; b < NB; b++) {
                 const unsigned i = i0 + b * (unsigned)nt, m = M == 1 ? 0 : i / kvu;
                 const long long j = (long long)(M == 1 ? i : i % kvu) * VE;
-                if (i >= hi)
+                if (i >= total)
                     break;
-                if constexpr (GLU) {
+                if constexpr (P == BATON_GEMV_SWIGLU) {
                     alignas(16) T o[VE];
                     const bool on = m0 + m < a.m;
 #pragma unroll
@@ -99,17 +85,10 @@ __device__ __forceinline__ void stage(const Args &a, long long m0, T *xs, float 
                     }
                     *reinterpret_cast<uint4 *>(xs + m * K + j) =
                         *reinterpret_cast<const uint4 *>(o);
-                    if constexpr (P == SWIGLU_PAIR) /* distributed shared memory */
-                        *reinterpret_cast<uint4 *>(peer + m * K + j) =
-                            *reinterpret_cast<const uint4 *>(o);
                 } else {
                     *reinterpret_cast<uint4 *>(xs + m * K + j) = gv[b];
                 }
             }
-        }
-        if constexpr (P == SWIGLU_PAIR) {
-            cg::this_cluster().sync(); /* both halves written, in both blocks */
-            return;
         }
     } else {
         const T *g = (const T *)a.g;
@@ -231,8 +210,6 @@ __global__ void __launch_bounds__(THREADS) gemv_kernel(Args a)
             }
         }
     }
-    if constexpr (P == SWIGLU_PAIR)
-        cg::this_cluster().sync(); /* the peer block runs before its shared memory is written */
     pdl_wait();
     if (!early && row0 < N)
         load(wv, row0, tile_k(row0, 0));
@@ -334,7 +311,6 @@ template <typename T> static void *pick(int mt, int prologue, int variant)
     switch (prologue) {
     case BATON_GEMV_RMS: return pick_m<T, BATON_GEMV_RMS>(mt, variant);
     case BATON_GEMV_SWIGLU: return pick_m<T, BATON_GEMV_SWIGLU>(mt, variant);
-    case SWIGLU_PAIR: return pick_m<T, SWIGLU_PAIR>(mt, variant);
     default: return pick_m<T, BATON_GEMV_PLAIN>(mt, variant);
     }
 }
@@ -397,24 +373,16 @@ extern "C" int baton__kcuda_gemv(const baton_exec_ctx *ctx, const baton_gemv_arg
                                           hides the prologue; few rows or long rows want it */
         variant = !(ctx && ctx->pdl) ? 0 : a->n <= 2560 || a->k >= 8192 ? 2 : 1;
     const int mt = gv::row_tile(a->m, a->k, esz);
-    /* SwiGLU's gate and up staged by pairs of blocks (gv::SWIGLU_PAIR); BATON_GEMV_SWIGLU_PAIR=0
-     * (read once) stages them in every block, to compare */
-    static const int pair_env = [] {
-        const char *v = getenv("BATON_GEMV_SWIGLU_PAIR");
-        return v && v[0] == '0' ? 0 : 1;
-    }();
-    const int pro = a->prologue == BATON_GEMV_SWIGLU && pair_env ? gv::SWIGLU_PAIR : a->prologue;
-    const int cl = pro == gv::SWIGLU_PAIR ? 2 : 1;
-    void *kernel = a->dtype == BATON_DTYPE_BF16  ? gv::pick<__nv_bfloat16>(mt, pro, variant)
-                   : a->dtype == BATON_DTYPE_F16 ? gv::pick<__half>(mt, pro, variant)
-                                                 : gv::pick<float>(mt, pro, variant);
+    void *kernel = a->dtype == BATON_DTYPE_BF16  ? gv::pick<__nv_bfloat16>(mt, a->prologue, variant)
+                   : a->dtype == BATON_DTYPE_F16 ? gv::pick<__half>(mt, a->prologue, variant)
+                                                 : gv::pick<float>(mt, a->prologue, variant);
     typedef void (*kfn)(gv::Args);
     kfn k = (kfn)kernel;
     const size_t smem = (size_t)mt * (size_t)a->k * esz;
     const long long rows_blk = (long long)(gv::THREADS / 32) * gv::rows_per_warp(variant);
     const long long want = (a->n + rows_blk - 1) / rows_blk;
     const long long ytiles = (a->m + mt - 1) / mt;
-    if (prepare(k, ctx, "gemv", cl, want, gv::THREADS, smem, gv::SMEM_MAX, false) < 0)
+    if (prepare(k, ctx, "gemv", 1, want, gv::THREADS, smem, gv::SMEM_MAX, false) < 0)
         return BATON_ECUDA;
     int per_sm = 0;
     cudaError_t e = occupancy(ctx, (const void *)k, gv::THREADS, smem, &per_sm);
@@ -428,8 +396,7 @@ extern "C" int baton__kcuda_gemv(const baton_exec_ctx *ctx, const baton_gemv_arg
     long long cap = (long long)sm_count(ctx) * (per_sm > 0 ? per_sm : 1) / ytiles;
     if (cap < 1)
         cap = 1;
-    long long grid = want < cap ? want : cap;
-    grid = (grid + cl - 1) / cl * cl; /* whole clusters (a spare block stages and skips W) */
+    const long long grid = want < cap ? want : cap;
     gv::Args ka;
     ka.x = a->x;
     ka.w = a->w;
@@ -449,21 +416,12 @@ extern "C" int baton__kcuda_gemv(const baton_exec_ctx *ctx, const baton_gemv_arg
     cfg.blockDim = dim3(gv::THREADS, 1, 1);
     cfg.dynamicSmemBytes = smem;
     cfg.stream = ctx ? (cudaStream_t)ctx->stream : (cudaStream_t)0;
-    cudaLaunchAttribute attr[2];
-    memset(attr, 0, sizeof attr);
-    unsigned na = 0;
-    if (ctx && ctx->pdl) {
-        attr[na].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-        attr[na++].val.programmaticStreamSerializationAllowed = 1;
-    }
-    if (cl > 1) {
-        attr[na].id = cudaLaunchAttributeClusterDimension;
-        attr[na].val.clusterDim.x = (unsigned)cl;
-        attr[na].val.clusterDim.y = 1;
-        attr[na++].val.clusterDim.z = 1;
-    }
-    cfg.attrs = attr;
-    cfg.numAttrs = na;
+    cudaLaunchAttribute attr;
+    memset(&attr, 0, sizeof attr);
+    attr.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attr.val.programmaticStreamSerializationAllowed = 1;
+    cfg.attrs = &attr;
+    cfg.numAttrs = ctx && ctx->pdl ? 1 : 0;
     e = cudaLaunchKernelEx(&cfg, k, ka);
     if (e == cudaSuccess)
         e = cudaGetLastError();
