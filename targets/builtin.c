@@ -471,7 +471,7 @@ static int rms_bwd_check(const baton_sig_args *a, baton_tensor_desc *expected, c
     return 0;
 }
 
-static int put_desc(const void *desc, size_t size, char *opaque, size_t cap)
+int baton__put_desc(const void *desc, size_t size, char *opaque, size_t cap)
 {
     if (!opaque || cap < size)
         return BATON_EINVAL;
@@ -497,7 +497,7 @@ static int rms_fwd_pack(const baton_sig_args *a, char *opaque, size_t cap)
                              .x_dtype = (int32_t)a->inputs[0].dtype,
                              .w_dtype = (int32_t)a->inputs[1].dtype,
                              .part_grad_size = 0};
-    return put_desc(&d, sizeof d, opaque, cap);
+    return baton__put_desc(&d, sizeof d, opaque, cap);
 }
 
 static int rms_bwd_pack(const baton_sig_args *a, char *opaque, size_t cap)
@@ -519,7 +519,7 @@ static int rms_bwd_pack(const baton_sig_args *a, char *opaque, size_t cap)
                                     .w_dtype = (int32_t)a->inputs[3].dtype,
                                     .part_grad_size = pgs},
                                    unsharded};
-    return put_desc(&d, unsharded ? sizeof d : sizeof d.rms, opaque, cap);
+    return baton__put_desc(&d, unsharded ? sizeof d : sizeof d.rms, opaque, cap);
 }
 
 /* ---- rms_norm_grad_weight ----------------------------------------------------------------------
@@ -602,7 +602,7 @@ static int rms_gw_pack(const baton_sig_args *a, char *opaque, size_t cap)
     baton_rms_grad_weight_desc d;
     char msg[256];
     int rc = rms_gw_resolve(a, &d, msg, sizeof msg);
-    return rc ? rc : put_desc(&d, sizeof d, opaque, cap);
+    return rc ? rc : baton__put_desc(&d, sizeof d, opaque, cap);
 }
 
 /* ---- elementwise ------------------------------------------------------------------------------
@@ -804,7 +804,7 @@ static int ew_pack(const ew_kind *k, const baton_sig_args *a, char *opaque, size
     baton_ew_desc d;
     char msg[256];
     int rc = k->resolve(a, &d, msg, sizeof msg);
-    return rc ? rc : put_desc(&d, sizeof d, opaque, cap);
+    return rc ? rc : baton__put_desc(&d, sizeof d, opaque, cap);
 }
 
 static int softshrink_check(const baton_sig_args *a, baton_tensor_desc *e, char *msg, size_t len)
@@ -911,7 +911,7 @@ static int argmax_pack(const baton_sig_args *a, char *opaque, size_t cap)
     baton_argmax_desc d;
     char msg[256];
     int rc = argmax_resolve(a, &d, NULL, msg, sizeof msg);
-    return rc ? rc : put_desc(&d, sizeof d, opaque, cap);
+    return rc ? rc : baton__put_desc(&d, sizeof d, opaque, cap);
 }
 
 /* ---- noop -------------------------------------------------------------------------------------

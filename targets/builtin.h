@@ -38,6 +38,10 @@ typedef struct builtin_target {
 } builtin_target;
 
 extern const builtin_target baton__builtin_targets[];
+
+/* A target's pack(): copies the `size` bytes of its descriptor into opaque, or BATON_EINVAL when
+ * opaque is NULL or smaller; returns the bytes written. */
+int baton__put_desc(const void *desc, size_t size, char *opaque, size_t cap);
 extern const int baton__builtin_target_count;
 
 #endif /* BATON_TARGETS_BUILTIN_H */

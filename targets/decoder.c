@@ -32,10 +32,7 @@ static int dec_pack(int op, const baton_sig_args *a, char *opaque, size_t cap)
         rc = baton__dec_shapes(op, a, &d, &s, NULL, msg, sizeof msg);
     if (rc)
         return rc;
-    if (!opaque || cap < sizeof d)
-        return BATON_EINVAL;
-    memcpy(opaque, &d, sizeof d);
-    return (int)sizeof d;
+    return baton__put_desc(&d, sizeof d, opaque, cap);
 }
 
 #define DEC_FNS(name, OP)                                                                          \

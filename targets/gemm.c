@@ -26,10 +26,7 @@ static int gemm_pack(const baton_sig_args *sig, char *opaque, size_t cap)
     int rc = baton__gemm_resolve(sig, &d, NULL, msg, sizeof msg);
     if (rc)
         return rc;
-    if (!opaque || cap < sizeof d)
-        return BATON_EINVAL;
-    memcpy(opaque, &d, sizeof d);
-    return (int)sizeof d;
+    return baton__put_desc(&d, sizeof d, opaque, cap);
 }
 
 #ifdef BATON_CUDA

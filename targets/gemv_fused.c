@@ -41,10 +41,7 @@ static int gf_pack(int op, const baton_sig_args *a, char *opaque, size_t cap)
         rc = baton__gf_shapes(op, a, NULL, NULL, msg, sizeof msg);
     if (rc)
         return rc;
-    if (!opaque || cap < sizeof d)
-        return BATON_EINVAL;
-    memcpy(opaque, &d, sizeof d);
-    return (int)sizeof d;
+    return baton__put_desc(&d, sizeof d, opaque, cap);
 }
 
 #define GF_FNS(name, OP)                                                                           \
