@@ -436,6 +436,37 @@ __global__ void kv_update_kernel(char *cache, const char *nw, const I *pos, long
  * memory: fixed orders, so the same bits every run, and no workspace in global memory. Scores are
  * kept in base 2 (q is scaled by scale * log2(e)), so one ex2 per weight. */
 
+/* One output element's merge over a cluster's C ranks, in rank order (the same bits every run):
+ * rank k holds, in its shared memory, its running max m_k (base 2; -inf: no keys), its weighted
+ * sum a_k and its weight sum l_k; the result is sum w_k a_k / sum w_k l_k, w_k = 2^(m_k - M). */
+template <int CMAX>
+__device__ __forceinline__ float cluster_softmax_merge(cg::cluster_group &cluster, float *m,
+                                                       float *acc, float *l, int C)
+{
+    float mk[CMAX], ak[CMAX], lk[CMAX];
+#pragma unroll
+    for (int k = 0; k < CMAX; k++)
+        if (k < C) {
+            mk[k] = *cluster.map_shared_rank(m, k);
+            ak[k] = *cluster.map_shared_rank(acc, k);
+            lk[k] = *cluster.map_shared_rank(l, k);
+        }
+    float M = -INFINITY;
+#pragma unroll
+    for (int k = 0; k < CMAX; k++)
+        if (k < C)
+            M = fmaxf(M, mk[k]);
+    float a = 0.f, sl = 0.f;
+#pragma unroll
+    for (int k = 0; k < CMAX; k++)
+        if (k < C) {
+            const float w = mk[k] == -INFINITY ? 0.f : exp2f(mk[k] - M);
+            a = fmaf(w, ak[k], a);
+            sl = fmaf(w, lk[k], sl);
+        }
+    return a / sl;
+}
+
 #define ATT_GB      4   /* query heads per cluster (of one KV head's group) */
 #define ATT_THREADS 256 /* 8 warps */
 #define ATT_UNROLL  4   /* keys in flight per group */
@@ -603,28 +634,8 @@ __global__ void __launch_bounds__(ATT_THREADS)
             const int g = t / Dh, d = t % Dh;
             if (g >= nh)
                 continue;
-            float mk[CMAX], ak[CMAX], lk[CMAX];
-#pragma unroll
-            for (int k = 0; k < CMAX; k++)
-                if (k < C) {
-                    mk[k] = *cluster.map_shared_rank(&blk_m[g], k);
-                    ak[k] = *cluster.map_shared_rank(&blk_acc[g][d], k);
-                    lk[k] = *cluster.map_shared_rank(&blk_l[g], k);
-                }
-            float M = -INFINITY;
-#pragma unroll
-            for (int k = 0; k < CMAX; k++)
-                if (k < C)
-                    M = fmaxf(M, mk[k]);
-            float a = 0.f, sl = 0.f;
-#pragma unroll
-            for (int k = 0; k < CMAX; k++)
-                if (k < C) {
-                    const float w = mk[k] == -INFINITY ? 0.f : exp2f(mk[k] - M);
-                    a = fmaf(w, ak[k], a);
-                    sl = fmaf(w, lk[k], sl);
-                }
-            o[r * F + (long long)(h0 + g) * Dh + d] = from_f<T>(a / sl);
+            o[r * F + (long long)(h0 + g) * Dh + d] = from_f<T>(
+                cluster_softmax_merge<CMAX>(cluster, &blk_m[g], &blk_acc[g][d], &blk_l[g], C));
         }
     }
     cluster_exit_barrier();
@@ -1028,31 +1039,10 @@ __global__ void __launch_bounds__(AttMma<DH, P_>::THREADS, 1)
         const int lo = rank * share, hi = min(total, lo + share);
         for (int idx = lo + tid; idx < hi; idx += L::THREADS) {
             const int p = idx / DH, d = idx % DH;
-            float mk[CMAX], ak[CMAX], lk[CMAX];
-#pragma unroll
-            for (int k = 0; k < CMAX; k++)
-                if (k < C) {
-                    mk[k] = *cluster.map_shared_rank(&blk_m[p], k);
-                    ak[k] = *cluster.map_shared_rank(&blk_o[p][d], k);
-                    lk[k] = *cluster.map_shared_rank(&blk_l[p], k);
-                }
-            float M = -INFINITY;
-#pragma unroll
-            for (int k = 0; k < CMAX; k++)
-                if (k < C)
-                    M = fmaxf(M, mk[k]);
-            float a = 0.f, l = 0.f;
-#pragma unroll
-            for (int k = 0; k < CMAX; k++)
-                if (k < C) {
-                    const float wt = mk[k] == -INFINITY ? 0.f : exp2f(mk[k] - M);
-                    a = fmaf(wt, ak[k], a);
-                    l = fmaf(wt, lk[k], l);
-                }
-            /* l > 0: key 0 is rank 0's and every pair sees it */
+            /* the weights sum > 0: key 0 is rank 0's and every pair sees it */
             const unsigned pi = p0 + (unsigned)p, pr = pi / ug;
-            o[(long long)pr * F + (long long)(kvh * G + (int)(pi - pr * ug)) * DH + d] =
-                from_f<T>(a / l);
+            o[(long long)pr * F + (long long)(kvh * G + (int)(pi - pr * ug)) * DH + d] = from_f<T>(
+                cluster_softmax_merge<CMAX>(cluster, &blk_m[p], &blk_o[p][d], &blk_l[p], C));
         }
     }
     cluster_exit_barrier();
