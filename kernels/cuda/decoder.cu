@@ -1452,23 +1452,12 @@ __global__ void __launch_bounds__(1024)
 
 enum { ACT_SILU_MUL, ACT_SILU, ACT_GELU_ERF, ACT_GELU_TANH, ACT_CAST };
 
-/* e^x: in f32 the hardware's ex2 (__expf, a few ulp), since the fused GEMV recomputes SwiGLU in
- * every block and a full-precision expf there cost more than a microsecond of the down
- * projection; f64 keeps exp. */
-template <typename A> __device__ __forceinline__ A act_exp(A x)
-{
-    if constexpr (sizeof(A) == 4)
-        return __expf(x);
-    else
-        return exp(x);
-}
-
 template <typename A, int K> __device__ __forceinline__ A act_f(A a, A b)
 {
     if constexpr (K == ACT_SILU_MUL)
-        return a / ((A)1 + act_exp(-a)) * b;
+        return a / ((A)1 + exp(-a)) * b;
     else if constexpr (K == ACT_SILU)
-        return a / ((A)1 + act_exp(-a));
+        return a / ((A)1 + exp(-a));
     else if constexpr (K == ACT_GELU_ERF) /* 1 + erf(x/sqrt2) = erfc(-x/sqrt2): no cancellation */
         return (A)0.5 * a * erfc(-a * (A)0.7071067811865476);
     else if constexpr (K == ACT_GELU_TANH) /* (1 + tanh(u)) / 2 = 1 / (1 + exp(-2u)) */

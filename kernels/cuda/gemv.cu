@@ -81,7 +81,7 @@ __device__ __forceinline__ void stage(const Args &a, long long m0, T *xs, float 
 #pragma unroll
                     for (int e = 0; e < VE; e++) { /* silu_mul's arithmetic (decoder.cu act_f) */
                         const float ga = el<T>(gv[b], e);
-                        o[e] = from_f<T>(on ? ga / (1.0f + __expf(-ga)) * el<T>(uv[b], e) : 0.0f);
+                        o[e] = from_f<T>(on ? ga / (1.0f + expf(-ga)) * el<T>(uv[b], e) : 0.0f);
                     }
                     *reinterpret_cast<uint4 *>(xs + m * K + j) =
                         *reinterpret_cast<const uint4 *>(o);
