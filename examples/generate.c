@@ -553,6 +553,7 @@ int main(int argc, char **argv)
      * The first run captures it: the rate counts the runs after it. */
     double td = now_s(), t_decode1 = 0, t_host = 0; /* t_host: a token's time outside the run */
     baton_run_stats st0 = {0}, st1;
+    double t_decode = 0; /* the runs after the first */
     int queued = 0;
 #ifdef GENERATE_CUDA
     /* Greedy on the GPU with a GPU to keep the tokens on: queue the runs (decode_queued). */
@@ -565,7 +566,7 @@ int main(int argc, char **argv)
             goto out;
         }
         t_decode1 = a.max_new > 2 ? tm.first : tm.rest;
-        td = now_s() - (a.max_new > 2 ? tm.rest : 0);
+        t_decode = a.max_new > 2 ? tm.rest : 0;
         t_host = tm.host;
         st0 = tm.st0;
         st1 = tm.st1;
@@ -607,9 +608,10 @@ int main(int argc, char **argv)
             goto out;
         }
     }
-    double t_decode = now_s() - td;
-    if (!queued)
+    if (!queued) {
+        t_decode = now_s() - td;
         baton_runtime_stats(dec_rt, &st1);
+    }
     if (a.trace && a.max_new > 2) {
         if (baton_runtime_trace_write(dec_rt, a.trace, &err))
             fprintf(stderr, "generate: --trace %s: %s\n", a.trace, err.message);
