@@ -6,7 +6,8 @@
 #   From the device tool: run(command="bash scripts/gpu-round.sh", carry=[".deps"])
 #   env: PARTS (default "tests decoder"; also "cputests", "gemv", "llm", "dims", "rfcdims", "host39",
 #        "prof", "sched", "host", "llmcheck", "trace" (after llmcheck), "torch"), JOBS (16), *_TIMEOUT (per part), PEERS_ARGS, TORCH_DECODE=0,
-#        CTEST_ARGS (e.g. "-R decoder" to run some GPU tests only), LLM_ARGS (bench_generate.py)
+#        CTEST_ARGS (e.g. "-R decoder" to run some GPU tests only), LLM_ARGS (bench_generate.py),
+#        DECODER_ONLY ("PREFIX;PREFIX": bench_decoder's rows by label prefix, one process each)
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
@@ -54,8 +55,29 @@ if has rfcdims; then
   done
 fi
 if has decoder; then
-  timeout "${DECODER_TIMEOUT:-200}" "$BUILD/bench_decoder" --json "$final/bench_decoder.json" > "$work/bench_decoder.log" 2>&1
-  say "== bench_decoder (rc $?)"; grep -v "^RESULT" "$work/bench_decoder.log" | tee -a "$summary" >/dev/null
+  if [ -z "${DECODER_ONLY:-}" ]; then
+    timeout "${DECODER_TIMEOUT:-200}" "$BUILD/bench_decoder" --json "$final/bench_decoder.json" > "$work/bench_decoder.log" 2>&1
+    say "== bench_decoder (rc $?)"; grep -v "^RESULT" "$work/bench_decoder.log" | tee -a "$summary" >/dev/null
+  else
+    # DECODER_ONLY="PREFIX;PREFIX;..": one bench_decoder process per row prefix, one JSON of all
+    IFS=';' read -ra prefixes <<< "$DECODER_ONLY"
+    i=0
+    for pre in "${prefixes[@]}"; do
+      i=$((i + 1))
+      timeout "${DECODER_TIMEOUT:-200}" "$BUILD/bench_decoder" --only "$pre" --json "$work/bd-$i.json" \
+        > "$work/bench_decoder-$i.log" 2>&1
+      say "== bench_decoder --only '$pre' (rc $?)"; grep -v "^RESULT" "$work/bench_decoder-$i.log" | tee -a "$summary" >/dev/null
+    done
+    python3 - "$final/bench_decoder.json" "$work"/bd-*.json <<'PY'
+import json, sys
+out, parts = sys.argv[1], [json.load(open(f)) for f in sys.argv[2:]]
+if parts:
+    merged = parts[0]
+    for p in parts[1:]:
+        merged["results"] = merged.get("results", []) + p.get("results", [])
+    json.dump(merged, open(out, "w"), indent=1)
+PY
+  fi
   [ "${DECODER_PEERS:-1}" = 0 ] || timeout "${PEERS_TIMEOUT:-200}" python3 bench/kernels/decoder_peers.py ${PEERS_ARGS:-} --json "$final/decoder_peers.json" \
     > "$work/decoder_peers.log" 2>&1
   say "== decoder_peers (rc $?)"; grep -v "^RESULT" "$work/decoder_peers.log" | tail -40 | tee -a "$summary" >/dev/null
