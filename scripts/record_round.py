@@ -32,6 +32,16 @@ def best_peer(peers, op, shape, cold):
     return min(cands, key=lambda r: r["us"]) if cands else None
 
 
+def floors_of(dec, r):
+    """The floor kernels bench_decoder timed for row r in the same run: rows of impl "floor" whose
+    label is r's followed by " floor" (e.g. "embedding floor: index read + row copy"), on the
+    same bytes, cold like r."""
+    if not r["cold"]:
+        return []
+    return [f for f in dec["results"] if f["impl"] == "floor" and f["cold"] and
+            f["op"].startswith(r["op"] + " floor") and f["bytes"] == r["bytes"]]
+
+
 def decoder_rows(dec, peers):
     rows = []
     for r in dec["results"]:
@@ -41,12 +51,16 @@ def decoder_rows(dec, peers):
         what += ", cold" if r["cold"] else ", warm"
         ratio = r["ratio_to_copy"]
         peer = best_peer(peers, r["op"], r["shape"], r["cold"])
+        floor = (f"copy kernel of the same bytes {r['copy_us']:.2f} µs; empty kernel "
+                 f"{dec['latency_floor_us']:.2f} µs")
+        for f in floors_of(dec, r):
+            label = f["op"][len(r["op"] + " floor"):].lstrip(": ")
+            floor += f"; {label} ({f['shape']}) {f['us']:.2f} µs ({f['us'] / f['copy_us']:.2f}× the copy)"
         rows.append({
             "what": what,
             "figure": round(r["us"], 2),
             "unit": f"µs ({ratio:.2f}× the copy)",
-            "floor": f"copy kernel of the same bytes {r['copy_us']:.2f} µs; empty kernel "
-                     f"{dec['latency_floor_us']:.2f} µs",
+            "floor": floor,
             "peer": f"PyTorch {peer['impl']} {peer['us']:.2f} µs" if peer else None,
         })
     return rows
