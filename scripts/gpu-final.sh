@@ -1,23 +1,55 @@
 #!/bin/bash
-# gpu-final.sh: one two-GPU call for the results table: gpu-round.sh's tests, GEMV, decoder ops
-# with their PyTorch peers, the 1B decode (gemv and fused plans, with and without queued tokens)
-# and the PyTorch recipe; the SwiGLU GEMV without its paired prologue; then gpu-multi.sh's
-# scaling2 and launch parts on the same build. From the device tool (kind nvidia-h200-x2):
+# gpu-final.sh: one two-GPU call for the results table, within the device tool's 600 s:
+#  - the build (everything), then the single-GPU tests (ctest -L gpu without the two-GPU ones) on
+#    GPU 1 while GPU 0 times the decoder ops against their copies and floors, the decode-attention
+#    split against its absence, PyTorch's SDPA, and the 1B decode's tokens (gpu-round.sh);
+#  - then, with both GPUs, the two-GPU tests, the two-stage pool (gpu-multi.sh convoy) and the
+#    sharded tutorial plan against XLA (gpu-multi.sh scaling2).
+# From the device tool (kind nvidia-h200-x2):
 #   run(command="bash scripts/gpu-final.sh", carry=[".deps"])
+set -uo pipefail
+cd "$(dirname "$0")/.."
 export NCCL_NVLS_ENABLE=0
-PARTS="tests gemv decoder llmcheck torch" LLMC_PLANS="gemv fused" LLMC_FLAGS="- --queue-tokens" \
-  CTEST_ARGS="-R decoder_gpu|gemv|embed_cuda" CTEST_TIMEOUT=200 JOBS=32 GEN_TIMEOUT=40 GEMV_TIMEOUT=60 \
-  DECODER_TIMEOUT=150 PEERS_TIMEOUT=120 TORCH_TIMEOUT=150 bash scripts/gpu-round.sh > /dev/null 2>&1
+OUT=${OUT:-$PWD/gpu-final-out}
+mkdir -p "$OUT"
+extra=$OUT/extra.txt
+: > "$extra"
+t0=$(date +%s)
+# the single-GPU tests on GPU 1, once gpu-round.sh's build is done
+(
+  for _ in $(seq 300); do grep -qE "^build: " "$OUT/summary.txt" 2> /dev/null && break; sleep 1; done
+  eval "$(bash scripts/deps-prefix.sh)"
+  cd build-gpu &&
+    CUDA_VISIBLE_DEVICES=1 timeout 280 ctest -L gpu -E "multigpu|ranks" -j3 --timeout 240 \
+      --output-on-failure > "$OUT/ctest1.log" 2>&1
+  echo "rc $?" >> "$OUT/ctest1.log"
+) &
+tests=$!
+CUDA_VISIBLE_DEVICES=0 PARTS="decoder llmcheck" JOBS=32 \
+  DECODER_ONLY="attention decode;rope;softmax;embedding;kv_cache_update" DECODER_TIMEOUT=70 \
+  PEERS_ARGS="--only decode" PEERS_TIMEOUT=90 LLMC_PLANS="gemv" LLMC_FLAGS="-" GEN_TIMEOUT=40 \
+  bash scripts/gpu-round.sh > /dev/null 2>&1
+eval "$(bash scripts/deps-prefix.sh)"
 {
-  echo "== bench_gemv with BATON_GEMV_SWIGLU_PAIR=0 (SwiGLU staged in every block)"
-  BATON_GEMV_SWIGLU_PAIR=0 timeout 60 build-gpu/bench_gemv 2>&1 | grep -E "K8192"
-  echo "== generate gemv plan with BATON_GEMV_SWIGLU_PAIR=0"
-  ids=$(python3 -c "print(','.join(str((7 * i + 3) % 1000 + 1) for i in range(1024)))")
-  BATON_GEMV_SWIGLU_PAIR=0 timeout 40 build-gpu/generate /tmp/llmc/gemv --prompt "$ids" --max-new-tokens 129 \
-    --gpu=cuda --mode=graph --warmup 2 > /tmp/g0.out 2> /tmp/g0.err
-  echo "rc $? | $(grep -E 'ms/token' /tmp/g0.err) | ids $(tail -c 60 /tmp/g0.out)"
-} > "$OUT/extra.txt" 2>&1
-mkdir -p /tmp/mout && OUT=/tmp/mout BUDGET=${MULTI_BUDGET:-120} PARTS='scaling2 launch' JOBS=32 \
-  timeout 150 bash scripts/gpu-multi.sh > /dev/null 2>&1
-tar -czf "$OUT/multi-logs.tgz" -C /tmp/mout . 2>/dev/null
-cat "$OUT/summary.txt" "$OUT/extra.txt" /tmp/mout/summary.txt | grep -vE "^(gemv|floor|check) "
+  echo "== decode attention without the split (BATON_ATTN_SPLIT_FROM=0), same process order"
+  for v in "" 0; do
+    for c in 16384 32768; do
+      BATON_ATTN_SPLIT_FROM=$v CUDA_VISIBLE_DEVICES=0 timeout 30 build-gpu/bench_decoder \
+        --only "attention decode ctx $c" 2>&1 | grep -E "^attention decode ctx $c +bf16" |
+        sed "s/^/split_from=${v:-default} /"
+    done
+  done
+} >> "$extra" 2>&1
+wait "$tests"
+echo "== single-GPU tests on GPU 1 ($(( $(date +%s) - t0 )) s)" >> "$extra"
+grep -E "tests passed|Failed|\*\*\*|^rc" "$OUT/ctest1.log" >> "$extra"
+(cd build-gpu && timeout 150 ctest -R "multigpu|ranks" --timeout 140 --output-on-failure) \
+  > "$OUT/ctest2.log" 2>&1
+echo "== two-GPU tests (rc $?)" >> "$extra"
+grep -E "tests passed|Failed|\*\*\*" "$OUT/ctest2.log" >> "$extra"
+mkdir -p /tmp/mout && OUT=/tmp/mout BUDGET=${MULTI_BUDGET:-200} PARTS='convoy scaling2' JOBS=32 \
+  SKIP_BUILD=1 timeout 220 bash scripts/gpu-multi.sh > /tmp/mout/out.txt 2>&1
+tar -czf "$OUT/multi.tgz" -C /tmp/mout . 2> /dev/null
+cp /tmp/mout/summary.txt "$OUT/multi-summary.txt"
+tar -czf "$OUT/ctest.tgz" -C "$OUT" ctest1.log ctest2.log && rm -f "$OUT/ctest1.log" "$OUT/ctest2.log"
+echo "== done in $(( $(date +%s) - t0 )) s" >> "$extra"
