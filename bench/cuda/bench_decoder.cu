@@ -171,6 +171,27 @@ static double copy_us(double bytes, int sets, int k)
     return us;
 }
 
+/* The floors of the decode rows whose kernels must read an index before the bytes it selects: the
+ * least a kernel with the same dependency does, at the op's grid (a block a row, 16 bytes a
+ * thread). Gather (embedding): read ids[r], then copy table row ids[r] into out row r. Scatter
+ * (kv_cache_update): read new row r and positions[r] together, then store the row at
+ * cache row positions[r]. */
+__global__ void floor_gather(const long long *ids, const uint4 *table, uint4 *out, int vpr)
+{
+    const long long id = __ldg(ids + blockIdx.x);
+    if ((int)threadIdx.x < vpr)
+        out[(long long)blockIdx.x * vpr + threadIdx.x] = __ldg(table + id * vpr + threadIdx.x);
+}
+
+__global__ void floor_scatter(const long long *pos, const uint4 *nw, uint4 *cache, int vpr)
+{
+    if ((int)threadIdx.x >= vpr)
+        return;
+    const uint4 v = __ldcs(nw + (long long)blockIdx.x * vpr + threadIdx.x);
+    const long long p = __ldg(pos + blockIdx.x);
+    cache[p * vpr + threadIdx.x] = v;
+}
+
 static baton_tensor_desc td(baton_dtype dt, std::initializer_list<int64_t> shape)
 {
     baton_tensor_desc d;
@@ -354,6 +375,54 @@ static void bench_op(const char *label, const char *target, std::vector<baton_te
 {
     bench_op_n(label, target, in, fills, {out}, {alias0 ? 0 : -1}, attrs, bytes, warm, max_k,
                min_k);
+}
+
+/* A floor row (impl "floor"): floor_gather or floor_scatter at an op's decode shape, moving the
+ * op's bytes (rows of row_bytes read and written, 8 bytes of index a row) with the same rotation:
+ * ids or positions, rows and outputs rotated over sets, the table (gather, ids uniform in
+ * [0, table_rows)) or the cache (scatter, positions uniform in [0, table_rows)) one shared copy. */
+static void bench_dep_floor(const char *label, const char *shape, bool gather, int64_t rows,
+                            int64_t row_bytes, int64_t table_rows)
+{
+    if (!wanted(label))
+        return;
+    const double bytes = (double)(rows * (row_bytes * 2 + 8));
+    const int sets = sets_for(bytes, MAX_CALLS), k = sets;
+    const int vpr = (int)(row_bytes / 16);
+    Pool idx = pool_alloc((size_t)rows * 8, sets), big = pool_alloc(table_rows * row_bytes, 1),
+         in = pool_alloc(rows * row_bytes, sets), out = pool_alloc(rows * row_bytes, sets);
+    Fill f;
+    f.index = 1, f.lo = 0, f.hi = table_rows;
+    fill_index(idx, td(BATON_DTYPE_I64, {rows}), f, 99);
+    fill_random(g_stream, big.base, big.stride, 31);
+    fill_random(g_stream, in.base, in.stride * sets, 32);
+    CHECK_CUDA(cudaDeviceSynchronize());
+    const double us = time_calls(k, [&](int i) {
+        if (gather)
+            floor_gather<<<(unsigned)rows, (unsigned)vpr, 0, g_stream>>>(
+                (const long long *)idx.at(i), (const uint4 *)big.base, (uint4 *)out.at(i), vpr);
+        else
+            floor_scatter<<<(unsigned)rows, (unsigned)vpr, 0, g_stream>>>(
+                (const long long *)idx.at(i), (const uint4 *)in.at(i), (uint4 *)big.base, vpr);
+    });
+    CHECK_CUDA(cudaGetLastError());
+    const double cus = copy_us(bytes, sets, k);
+    Result r;
+    r.op = label;
+    r.shape = shape;
+    r.impl = "floor";
+    r.bytes = bytes;
+    r.us = us;
+    r.gbps = bytes / us * 1e-3;
+    r.copy_us = cus;
+    r.copy_gbps = bytes / cus * 1e-3;
+    r.ratio = us / cus;
+    r.floor_us = g_floor_us;
+    r.cold = (double)k * bytes > 2.0 * g_prop.l2CacheSize;
+    r.peer_us = NAN;
+    record(r);
+    for (Pool *pl : {&idx, &big, &in, &out})
+        CHECK_CUDA(cudaFree(pl->base));
 }
 
 static baton_attr ai(const char *n, int64_t v)
@@ -781,6 +850,8 @@ int main(int argc, char **argv)
         bench_op("embedding", "embedding", {td(I64, {rows}), td(BF, {V, D})}, {ids, shared},
                  td(BF, {rows, D}), {}, (double)(rows * D * 2 * 2 + rows * 8));
     }
+    /* what any kernel that reads an id before its row takes at decode size */
+    bench_dep_floor("embedding floor: index read + row copy", "i64[1]", true, 1, D * 2, V);
     for (int64_t rows : {1, 8192})
         bench_op("rope", "rope", {td(BF, {rows, H * DH}), td(I64, {rows}), td(F32, {DH / 2})},
                  {fl, pos4k, invf}, td(BF, {rows, H * DH}), {ai("head_dim", DH)},
@@ -821,6 +892,8 @@ int main(int argc, char **argv)
                  {shared, fl, p}, td(BF, {32768, HKV * DH}), {},
                  (double)(rows * (HKV * DH * 2 * 2 + 8)), false, MAX_CALLS, true);
     }
+    bench_dep_floor("kv_cache_update floor: position read + row store", "bf16[32768,512]", false, 1,
+                    HKV * DH * 2, 32768);
     for (int64_t rows : {1, 8192}) {
         /* qkv [rows, (H + 2 HKV) DH] into q [rows, H DH] and the caches at positions 0..rows-1 */
         Fill p;
