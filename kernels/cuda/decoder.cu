@@ -1877,31 +1877,60 @@ template <typename T> __host__ __device__ constexpr int smx_reg_vpt()
     return sizeof(T) == 4 ? 4 : 2;
 }
 
-/* Rows whose slices fit the SMs' registers and shared memory together, one block a SM: as
- * softmax_reg_kernel, C blocks a row (C == 1, or an x-cluster of C), the first VPT * blockDim.x
- * vectors of the block's slice in registers and the rest in shared memory, brought by the copy
- * engine (cp.async.bulk on an mbarrier) while the registers' loads are in flight. The row is read
- * once and written once, as the copy (64 rows of 128256 f32, 33 MB, held by 128 blocks over 2-block
- * clusters, where the two-pass kernel read it twice, 1.5x the copy). exp(x - max) goes back to
- * shared memory where it has x's width (f32, f64: the write pass only scales it), else it is
- * formed again. Maxima and sums in fixed trees, ranks in order: the same bits every run. */
+/* The shared-memory part of softmax_smem_kernel's slice comes in pieces of SMS_PIECE vectors
+ * (32 KB), each on its own mbarrier, so that the first pieces are taken while the rest land. */
+#define SMS_PIECE  2048
+#define SMS_PIECES 16
+
+/* One vector into a running maximum m and a sum s of exp(x - m), s rescaled when m grows. */
+template <typename A, typename T>
+__device__ __forceinline__ void online_take(const U16<T> &u, A &m, A &s)
+{
+    constexpr int E = U16<T>::E;
+    A v[E], vm = -INFINITY;
+#pragma unroll
+    for (int e = 0; e < E; e++) {
+        v[e] = ld_a<A>(u.v[e]);
+        vm = v[e] > vm ? v[e] : vm;
+    }
+    if (vm > m) { /* rescale the sum to the new maximum (0 while it was -inf) */
+        s *= exp(m - vm);
+        m = vm;
+    }
+    if (m != -INFINITY) /* all -inf so far: nothing to add (exp(-inf - -inf) is NaN) */
+#pragma unroll
+        for (int e = 0; e < E; e++)
+            s += exp(v[e] - m);
+}
+
+/* Rows whose slices fit the SMs' registers and shared memory together, one block a SM: C blocks a
+ * row (C == 1, or an x-cluster of C), the first VPT * blockDim.x vectors of the block's slice in
+ * registers and the rest in shared memory, brought by the copy engine (cp.async.bulk) in pieces on
+ * their own mbarriers while the registers' loads are in flight. Each thread keeps a running
+ * maximum and sum over its vectors as they land (registers, then the pieces in order), the block's
+ * and then the cluster's (rank order, through distributed shared memory) follow in fixed trees,
+ * so every block gets the same bits and the result is the same every run; then y = exp(x - max) /
+ * sum from registers and shared memory. The row is read once and written once, as the copy (64
+ * rows of 128256 f32, 33 MB, over 128 blocks in 2-block clusters, where the two-pass kernel read
+ * it twice, 1.5x the copy), and the exponentials overlap the loads and the stores. */
 template <typename T>
 __global__ void __launch_bounds__(1024, 1) softmax_smem_kernel(const T *x, T *y, long long N, int C)
 {
     using A = typename Acc<T>::A;
     constexpr int E = 16 / (int)sizeof(T), VPT = smx_reg_vpt<T>();
-    constexpr bool keep = sizeof(T) == sizeof(A); /* exp(x - max) stored back in place */
     extern __shared__ __align__(16) unsigned char smem_raw[];
-    U16<T> *sh = reinterpret_cast<U16<T> *>(smem_raw);
+    const U16<T> *sh = reinterpret_cast<const U16<T> *>(smem_raw);
     __shared__ A red[32];
     __shared__ A slot[2];
-    __shared__ __align__(8) unsigned long long bar;
+    __shared__ __align__(8) unsigned long long bar[SMS_PIECES];
     const RowSlice<T> sl = row_slice(x, y, N, C);
-    const int tid = threadIdx.x, T_ = blockDim.x;
-    const long long rlo = sl.lo, rhi = min(sl.hi, sl.lo + (long long)VPT * T_);
+    const int tid = threadIdx.x, nt = blockDim.x;
+    const long long rlo = sl.lo, rhi = min(sl.hi, sl.lo + (long long)VPT * nt);
     const int ns = (int)max(0LL, sl.hi - rhi); /* vectors in shared memory, from rhi */
+    const int np = (ns + SMS_PIECE - 1) / SMS_PIECE;
     if (tid == 0) {
-        mbar_init(&bar, 1);
+        for (int i = 0; i < np; i++)
+            mbar_init(&bar[i], 1);
         mbar_fence_init();
     }
     __syncthreads();
@@ -1909,100 +1938,67 @@ __global__ void __launch_bounds__(1024, 1) softmax_smem_kernel(const T *x, T *y,
     pdl_trigger();
     if (tid == 0 && ns > 0) {
         const unsigned long long pol = l2_evict_first();
-        mbar_arrive_tx(&bar, (unsigned)ns * 16u);
-        /* pieces of 32 KB: the copy engine works on several at once */
-        for (int j = 0; j < ns; j += 2048)
-            bulk_g2s(sh + j, sl.x + (rhi + j) * E, (unsigned)min(2048, ns - j) * 16u, &bar, pol);
+        for (int i = 0; i < np; i++) {
+            const int n = min(SMS_PIECE, ns - i * SMS_PIECE);
+            mbar_arrive_tx(&bar[i], (unsigned)n * 16u);
+            bulk_g2s(smem_raw + (size_t)i * SMS_PIECE * 16, sl.x + (rhi + i * SMS_PIECE) * E,
+                     (unsigned)n * 16u, &bar[i], pol);
+        }
     }
     U16<T> raw[VPT];
 #pragma unroll
     for (int k = 0; k < VPT; k++) {
-        const long long j = rlo + (long long)k * T_ + tid;
+        const long long j = rlo + (long long)k * nt + tid;
         if (j < rhi)
             raw[k] = ld16_stream(sl.x + j * E);
     }
-    A v[VPT][E];
-    A mx = -INFINITY;
+    A m = -INFINITY, sum = 0;
 #pragma unroll
     for (int k = 0; k < VPT; k++)
-        if (rlo + (long long)k * T_ + tid < rhi)
-#pragma unroll
-            for (int e = 0; e < E; e++) {
-                v[k][e] = ld_a<A>(raw[k].v[e]);
-                mx = v[k][e] > mx ? v[k][e] : mx;
-            }
-    if (ns > 0)
-        mbar_wait(&bar, 0);
-    for (int j = tid; j < ns; j += T_) {
-        const U16<T> u = sh[j];
-#pragma unroll
-        for (int e = 0; e < E; e++) {
-            const A t = ld_a<A>(u.v[e]);
-            mx = t > mx ? t : mx;
-        }
+        if (rlo + (long long)k * nt + tid < rhi)
+            online_take<A>(raw[k], m, sum);
+    for (int i = 0; i < np; i++) {
+        mbar_wait(&bar[i], 0);
+        for (int j = i * SMS_PIECE + tid; j < min(ns, (i + 1) * SMS_PIECE); j += nt)
+            online_take<A>(sh[j], m, sum);
     }
-    mx = block_max<A>(mx, red);
-    const int lane = tid & 31;
-    if (C > 1) { /* lane q reads rank q's maximum: the ranks' loads in flight together */
+    A mx = block_max<A>(m, red);
+    sum = block_sum<A>(m == -INFINITY ? (A)0 : sum * exp(m - mx), red);
+    if (C > 1) { /* lane q takes rank q's maximum and sum: one fixed tree in every warp */
         cg::cluster_group cluster = cg::this_cluster();
-        if (tid == 0)
+        if (tid == 0) {
             slot[0] = mx;
+            slot[1] = sum;
+        }
         cluster.sync();
-        A m = lane < C ? *cluster.map_shared_rank(&slot[0], lane) : (A)-INFINITY;
+        const int lane = tid & 31;
+        const A mq = lane < C ? *cluster.map_shared_rank(&slot[0], lane) : (A)-INFINITY;
+        const A sq = lane < C ? *cluster.map_shared_rank(&slot[1], lane) : (A)0;
+        A mm = mq;
 #pragma unroll
         for (int o = 16; o > 0; o >>= 1) {
-            const A t = __shfl_xor_sync(0xffffffffu, m, o);
-            m = t > m ? t : m;
+            const A t = __shfl_xor_sync(0xffffffffu, mm, o);
+            mm = t > mm ? t : mm;
         }
-        mx = m;
+        mx = mm;
+        sum = warp_sum<A>(mq == -INFINITY ? (A)0 : sq * exp(mq - mx));
     }
-    A sum = 0;
-#pragma unroll
-    for (int k = 0; k < VPT; k++)
-        if (rlo + (long long)k * T_ + tid < rhi)
-#pragma unroll
-            for (int e = 0; e < E; e++) {
-                v[k][e] = exp(v[k][e] - mx);
-                sum += v[k][e];
-            }
-    for (int j = tid; j < ns; j += T_) {
-        U16<T> u = sh[j];
-#pragma unroll
-        for (int e = 0; e < E; e++) {
-            const A t = exp(ld_a<A>(u.v[e]) - mx);
-            sum += t;
-            if constexpr (keep)
-                u.v[e] = (T)t;
-        }
-        if constexpr (keep)
-            sh[j] = u;
-    }
-    sum = block_sum<A>(sum, red);
-    if (C > 1) /* the ranks' sums added in one fixed tree (cluster_sum): the same bits in all */
-        sum = cluster_sum<A>(sum, &slot[1], C);
     const A inv = (A)1 / sum;
-#pragma unroll
-    for (int k = 0; k < VPT; k++) {
-        const long long j = rlo + (long long)k * T_ + tid;
-        if (j < rhi) {
-            U16<T> u;
-#pragma unroll
-            for (int e = 0; e < E; e++)
-                u.v[e] = from_acc<T>(v[k][e] * inv);
-            __stcs(reinterpret_cast<uint4 *>(sl.y + j * E), *reinterpret_cast<const uint4 *>(u.v));
-        }
-    }
-    for (int j = tid; j < ns; j += T_) {
-        const U16<T> u = sh[j];
+    auto put = [&](const U16<T> &u, long long j) {
         U16<T> o;
 #pragma unroll
-        for (int e = 0; e < E; e++) {
-            const A t = keep ? ld_a<A>(u.v[e]) : exp(ld_a<A>(u.v[e]) - mx);
-            o.v[e] = from_acc<T>(t * inv);
-        }
-        __stcs(reinterpret_cast<uint4 *>(sl.y + (rhi + j) * E),
-               *reinterpret_cast<const uint4 *>(o.v));
+        for (int e = 0; e < E; e++)
+            o.v[e] = from_acc<T>(exp(ld_a<A>(u.v[e]) - mx) * inv);
+        __stcs(reinterpret_cast<uint4 *>(sl.y + j * E), *reinterpret_cast<const uint4 *>(o.v));
+    };
+#pragma unroll
+    for (int k = 0; k < VPT; k++) {
+        const long long j = rlo + (long long)k * nt + tid;
+        if (j < rhi)
+            put(raw[k], j);
     }
+    for (int j = tid; j < ns; j += nt)
+        put(sh[j], rhi + j);
     if (C > 1)
         cluster_exit_barrier(); /* peers may still read this block's slots */
 }
@@ -3929,7 +3925,7 @@ static int softmax_smem_launch(const baton_exec_ctx *ctx, void **b, const dec_sh
     const size_t smem_max = (size_t)device_facts(ctx).smem_optin - 1024;
     for (int c = 1, i = 0; c <= 8; c *= 2, i++) {
         const long long per = (nv + c - 1) / c, ns = per - (long long)smx_reg_vpt<T>() * 1024;
-        if (s.rows * c > sms || ns * 16 > (long long)smem_max)
+        if (s.rows * c > sms || ns * 16 > (long long)smem_max || ns > SMS_PIECE * SMS_PIECES)
             continue;
         if (c > 1 && s.rows > softmax_smem_fit<T>(ctx, smem_max)[i])
             continue;
