@@ -176,8 +176,13 @@ static double copy_us(double bytes, int sets, int k)
  * thread). Gather (embedding): read ids[r], then copy table row ids[r] into out row r. Scatter
  * (kv_cache_update): read new row r and positions[r] together, then store the row at
  * cache row positions[r]. */
+template <bool PDL>
 __global__ void floor_gather(const long long *ids, const uint4 *table, uint4 *out, int vpr)
 {
+    if (PDL) { /* every baton kernel's hooks (a no-op without the launch attribute?) */
+        kcuda::pdl_wait();
+        kcuda::pdl_trigger();
+    }
     const long long id = __ldg(ids + blockIdx.x);
     if ((int)threadIdx.x < vpr)
         out[(long long)blockIdx.x * vpr + threadIdx.x] = __ldg(table + id * vpr + threadIdx.x);
@@ -382,7 +387,7 @@ static void bench_op(const char *label, const char *target, std::vector<baton_te
  * ids or positions, rows and outputs rotated over sets, the table (gather, ids uniform in
  * [0, table_rows)) or the cache (scatter, positions uniform in [0, table_rows)) one shared copy. */
 static void bench_dep_floor(const char *label, const char *shape, bool gather, int64_t rows,
-                            int64_t row_bytes, int64_t table_rows)
+                            int64_t row_bytes, int64_t table_rows, bool pdl_hooks = false)
 {
     if (!wanted(label))
         return;
@@ -398,8 +403,11 @@ static void bench_dep_floor(const char *label, const char *shape, bool gather, i
     fill_random(g_stream, in.base, in.stride * sets, 32);
     CHECK_CUDA(cudaDeviceSynchronize());
     const double us = time_calls(k, [&](int i) {
-        if (gather)
-            floor_gather<<<(unsigned)rows, (unsigned)vpr, 0, g_stream>>>(
+        if (gather && pdl_hooks)
+            floor_gather<true><<<(unsigned)rows, (unsigned)vpr, 0, g_stream>>>(
+                (const long long *)idx.at(i), (const uint4 *)big.base, (uint4 *)out.at(i), vpr);
+        else if (gather)
+            floor_gather<false><<<(unsigned)rows, (unsigned)vpr, 0, g_stream>>>(
                 (const long long *)idx.at(i), (const uint4 *)big.base, (uint4 *)out.at(i), vpr);
         else
             floor_scatter<<<(unsigned)rows, (unsigned)vpr, 0, g_stream>>>(
@@ -852,6 +860,8 @@ int main(int argc, char **argv)
     }
     /* what any kernel that reads an id before its row takes at decode size */
     bench_dep_floor("embedding floor: index read + row copy", "i64[1]", true, 1, D * 2, V);
+    /* the same with the griddepcontrol wait and trigger that every baton kernel starts with */
+    bench_dep_floor("embedding floor + pdl hooks", "i64[1]", true, 1, D * 2, V, true);
     for (int64_t rows : {1, 8192})
         bench_op("rope", "rope", {td(BF, {rows, H * DH}), td(I64, {rows}), td(F32, {DH / 2})},
                  {fl, pos4k, invf}, td(BF, {rows, H * DH}), {ai("head_dim", DH)},
