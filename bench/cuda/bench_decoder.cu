@@ -36,6 +36,7 @@
 #include <string>
 #include <vector>
 
+#include <cooperative_groups.h>
 #include <cuda_runtime.h>
 
 #include "baton/baton.h"
@@ -380,6 +381,76 @@ static void bench_op(const char *label, const char *target, std::vector<baton_te
 {
     bench_op_n(label, target, in, fills, {out}, {alias0 ? 0 : -1}, attrs, bytes, warm, max_k,
                min_k);
+}
+
+/* The floor of an op that must see all of a row before it writes any of it (softmax): the copy
+ * with one grid-wide barrier between its loads and its stores, a cooperative grid of at most one
+ * block a SM, up to 4 vectors a thread held across the barrier. */
+__global__ void __launch_bounds__(256) floor_barrier_copy(const uint4 *x, uint4 *y, long long n)
+{
+    uint4 v[4];
+    const long long t = (long long)blockIdx.x * blockDim.x + threadIdx.x,
+                    stride = (long long)gridDim.x * blockDim.x;
+#pragma unroll
+    for (int k = 0; k < 4; k++)
+        if (t + k * stride < n)
+            v[k] = __ldcs(x + t + k * stride);
+    cooperative_groups::this_grid().sync();
+#pragma unroll
+    for (int k = 0; k < 4; k++)
+        if (t + k * stride < n)
+            __stcs(y + t + k * stride, v[k]);
+}
+
+/* A floor row for an op of `bytes` (half read, half written) whose write waits for all of its
+ * read: floor_barrier_copy over as many sets as the op's row rotates, with its own copy row. */
+static void bench_barrier_floor(const char *label, const char *shape, double bytes)
+{
+    if (!wanted(label))
+        return;
+    const int sets = sets_for(bytes, MAX_CALLS), k = sets;
+    const size_t half = ((size_t)(bytes / 2) + 15) & ~(size_t)15;
+    const long long n = (long long)(half / 16);
+    const int blocks = (int)std::min((long long)g_prop.multiProcessorCount, (n + 255) / 256);
+    if ((long long)blocks * 256 * 4 < n) {
+        fprintf(stderr, "bench_decoder: %s: too large for the barrier floor\n", label);
+        return;
+    }
+    Pool src = pool_alloc(half, sets), dst = pool_alloc(half, sets);
+    fill_random(g_stream, src.base, src.stride * sets, 41);
+    CHECK_CUDA(cudaDeviceSynchronize());
+    const double us = time_calls(k, [&](int i) {
+        cudaLaunchConfig_t cfg;
+        memset(&cfg, 0, sizeof cfg);
+        cfg.gridDim = dim3((unsigned)blocks, 1, 1);
+        cfg.blockDim = dim3(256, 1, 1);
+        cfg.stream = g_stream;
+        cudaLaunchAttribute at;
+        memset(&at, 0, sizeof at);
+        at.id = cudaLaunchAttributeCooperative;
+        at.val.cooperative = 1;
+        cfg.attrs = &at;
+        cfg.numAttrs = 1;
+        CHECK_CUDA(cudaLaunchKernelEx(&cfg, floor_barrier_copy, (const uint4 *)src.at(i),
+                                      (uint4 *)dst.at(i), n));
+    });
+    CHECK_CUDA(cudaFree(src.base));
+    CHECK_CUDA(cudaFree(dst.base));
+    const double cus = copy_us(bytes, sets, k);
+    Result r;
+    r.op = label;
+    r.shape = shape;
+    r.impl = "floor";
+    r.bytes = bytes;
+    r.us = us;
+    r.gbps = bytes / us * 1e-3;
+    r.copy_us = cus;
+    r.copy_gbps = bytes / cus * 1e-3;
+    r.ratio = us / cus;
+    r.floor_us = g_floor_us;
+    r.cold = (double)k * bytes > 2.0 * g_prop.l2CacheSize;
+    r.peer_us = NAN;
+    record(r);
 }
 
 /* A floor row (impl "floor"): floor_gather or floor_scatter at an op's decode shape, moving the
@@ -878,6 +949,8 @@ int main(int argc, char **argv)
     for (int64_t rows : {1, 64})
         bench_op("softmax", "softmax", {td(F32, {rows, V})}, {fl}, td(F32, {rows, V}), {},
                  (double)(rows * V * 8));
+    /* what any softmax of a decode row spread over the SMs waits for: one grid-wide exchange */
+    bench_barrier_floor("softmax floor: row copy + grid barrier", "f32[1,128256]", (double)(V * 8));
     /* the sampler at one decode step's logits: the copy floor is the logits' bytes read (and as
      * many written); the target is a small fraction of a token's decode */
     bench_op("sample top_k 50 top_p 0.9 t 0.8", "sample", {td(F32, {1, V}), td(I64, {1})},
