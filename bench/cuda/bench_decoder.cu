@@ -453,6 +453,85 @@ static void bench_barrier_floor(const char *label, const char *shape, double byt
     record(r);
 }
 
+/* The floor of rope at a decode row, bf16, half-split, head_dim 64: a thread a 16-byte unit (8
+ * pairs of one head), with the least index arithmetic: its two vectors, the row's position and its
+ * 8 frequencies read together, then 8 angles formed and reduced in f32, sincos, the turn and the
+ * two stores, as baton's kernel does it but with nothing else around it. */
+__global__ void __launch_bounds__(64)
+    floor_rope(const uint4 *x, const long long *pos, const float *inv_freq, uint4 *y, int units)
+{
+    const int t = blockIdx.x * blockDim.x + threadIdx.x;
+    if (t >= units)
+        return;
+    const int h = t >> 2, i0 = (t & 3) * 8; /* 4 units a head of 64 */
+    const uint4 ua = __ldg(x + h * 8 + (t & 3)), ub = __ldg(x + h * 8 + 4 + (t & 3));
+    const long long p = __ldg(pos);
+    const float4 f0 = __ldg(reinterpret_cast<const float4 *>(inv_freq + i0)),
+                 f1 = __ldg(reinterpret_cast<const float4 *>(inv_freq + i0 + 4));
+    const float fr[8] = {f0.x, f0.y, f0.z, f0.w, f1.x, f1.y, f1.z, f1.w};
+    const __nv_bfloat16 *a = reinterpret_cast<const __nv_bfloat16 *>(&ua),
+                        *b = reinterpret_cast<const __nv_bfloat16 *>(&ub);
+    uint4 oa, ob;
+    __nv_bfloat16 *ya = reinterpret_cast<__nv_bfloat16 *>(&oa),
+                  *yb = reinterpret_cast<__nv_bfloat16 *>(&ob);
+#pragma unroll
+    for (int e = 0; e < 8; e++) {
+        const float ang = __fmul_rn((float)p, fr[e]);
+        const float k = __fsub_rn(__fmaf_rn(ang, 0.15915493667125702f, 12582912.f), 12582912.f);
+        float r = __fmaf_rn(-k, 6.2831854820251465f, ang);
+        r = __fmaf_rn(-k, -1.7484555314695172e-07f, r);
+        float sv, cv;
+        __sincosf(r, &sv, &cv);
+        const float x1 = __bfloat162float(a[e]), x2 = __bfloat162float(b[e]);
+        ya[e] = __float2bfloat16(x1 * cv - x2 * sv);
+        yb[e] = __float2bfloat16(x2 * cv + x1 * sv);
+    }
+    y[h * 8 + (t & 3)] = oa;
+    y[h * 8 + 4 + (t & 3)] = ob;
+}
+
+/* The rope floor row: floor_rope at rope's decode row (bf16 [1, 2048], head_dim 64), rotated over
+ * sets as rope's row, with its own copy row. */
+static void bench_rope_floor(const char *label)
+{
+    if (!wanted(label))
+        return;
+    const int64_t F = 2048;
+    const double bytes = (double)(F * 2 * 2 + 8);
+    const int sets = sets_for(bytes, MAX_CALLS), k = sets, units = (int)(F / 16);
+    Pool x = pool_alloc(F * 2, sets), y = pool_alloc(F * 2, sets), pp = pool_alloc(8, sets),
+         fr = pool_alloc(32 * 4, 1);
+    Fill f;
+    f.index = 1, f.lo = 0, f.hi = 4096;
+    fill_index(pp, td(BATON_DTYPE_I64, {1}), f, 77);
+    fill_random(g_stream, x.base, x.stride * sets, 51);
+    fill_random(g_stream, fr.base, fr.stride, 52);
+    CHECK_CUDA(cudaDeviceSynchronize());
+    const double us = time_calls(k, [&](int i) {
+        floor_rope<<<(unsigned)((units + 63) / 64), 64, 0, g_stream>>>(
+            (const uint4 *)x.at(i), (const long long *)pp.at(i), (const float *)fr.base,
+            (uint4 *)y.at(i), units);
+    });
+    CHECK_CUDA(cudaGetLastError());
+    for (Pool *pl : {&x, &y, &pp, &fr})
+        CHECK_CUDA(cudaFree(pl->base));
+    const double cus = copy_us(bytes, sets, k);
+    Result r;
+    r.op = label;
+    r.shape = "bf16[1,2048]";
+    r.impl = "floor";
+    r.bytes = bytes;
+    r.us = us;
+    r.gbps = bytes / us * 1e-3;
+    r.copy_us = cus;
+    r.copy_gbps = bytes / cus * 1e-3;
+    r.ratio = us / cus;
+    r.floor_us = g_floor_us;
+    r.cold = (double)k * bytes > 2.0 * g_prop.l2CacheSize;
+    r.peer_us = NAN;
+    record(r);
+}
+
 /* A floor row (impl "floor"): floor_gather or floor_scatter at an op's decode shape, moving the
  * op's bytes (rows of row_bytes read and written, 8 bytes of index a row) with the same rotation:
  * ids or positions, rows and outputs rotated over sets, the table (gather, ids uniform in
@@ -937,6 +1016,8 @@ int main(int argc, char **argv)
         bench_op("rope", "rope", {td(BF, {rows, H * DH}), td(I64, {rows}), td(F32, {DH / 2})},
                  {fl, pos4k, invf}, td(BF, {rows, H * DH}), {ai("head_dim", DH)},
                  (double)(rows * H * DH * 2 * 2 + rows * 8));
+    /* what rope's decode row costs with nothing but its arithmetic between its loads and stores */
+    bench_rope_floor("rope floor: row, position, frequencies, sincos, row");
     for (int64_t rows : {1, 2048})
         bench_op("silu_mul", "silu_mul", {td(BF, {rows, FF}), td(BF, {rows, FF})}, {fl, fl},
                  td(BF, {rows, FF}), {}, (double)(rows * FF * 2 * 3));

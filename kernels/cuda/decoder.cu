@@ -267,6 +267,16 @@ template <typename A, int N> __device__ __forceinline__ void ld_tbl(const A *p, 
     }
 }
 
+/* v_i of three parts' values by arithmetic on all three: ptxas turns a select between kernel
+ * parameters into predicated constant loads issued once i is known, which put a constant-cache
+ * miss in series ahead of a decode row's loads; this way all three are read at the start. */
+template <typename V> __device__ __forceinline__ V pick3(int i, V v0, V v1, V v2)
+{
+    using U = unsigned long long;
+    const U a = (U)v0, b = (U)v1, c = (U)v2;
+    return (V)(a + (U)(i >= 1) * (b - a) + (U)(i >= 2) * (c - b));
+}
+
 /* Every unit on its own, as a copy's vectors: thread g takes units g, g + stride, ... of all rows'
  * units (ROPE_U in flight; a warp's lanes take consecutive units), and for each issues its row's
  * loads, the row's position and its lane's frequencies together. A warp whose units are of one row
@@ -302,6 +312,8 @@ template <typename T, int E> __global__ void __launch_bounds__(256, 4) rope_kern
             const long long g = w0 + lane + k * stride;
             r[k] = -1;
             mode[k] = 2;
+            /* every lane's, a unit or not: the lanes past the last unit fill the table too */
+            fl[k] = lane < half ? __ldg(a.inv_freq + lane) : 0.f;
             if (g >= a.total)
                 continue;
             long long u;
@@ -315,14 +327,12 @@ template <typename T, int E> __global__ void __launch_bounds__(256, 4) rope_kern
             pi[k] = u < a.u1 ? 0 : u < a.u2 ? 1 : 2;
             u -= pi[k] == 0 ? 0 : pi[k] == 1 ? a.u1 : a.u2;
             first[k] = u == 0;
-            /* the part's fields by selects, not an indexed read of the parameters */
-            const void *px = pi[k] == 0 ? a.part[0].x : pi[k] == 1 ? a.part[1].x : a.part[2].x;
-            const long long xs = pi[k] == 0   ? a.part[0].xstride
-                                 : pi[k] == 1 ? a.part[1].xstride
-                                              : a.part[2].xstride;
-            const int rot = pi[k] == 0   ? a.part[0].rotate
-                            : pi[k] == 1 ? a.part[1].rotate
-                                         : a.part[2].rotate;
+            /* the part's fields by arithmetic, not an indexed read of the parameters */
+            const T *px = pick3(pi[k], (const T *)a.part[0].x, (const T *)a.part[1].x,
+                                (const T *)a.part[2].x);
+            const long long xs =
+                pick3(pi[k], a.part[0].xstride, a.part[1].xstride, a.part[2].xstride);
+            const int rot = pick3(pi[k], a.part[0].rotate, a.part[1].rotate, a.part[2].rotate);
             mode[k] = !rot ? 2 : il; /* 0 rotate_half, 1 interleaved, 2 copy */
             i0[k] = 0;
             if (mode[k] == 0) {
@@ -336,7 +346,7 @@ template <typename T, int E> __global__ void __launch_bounds__(256, 4) rope_kern
             } else {
                 off[k] = (int)u * E;
             }
-            const T *xr = (const T *)px + r[k] * xs;
+            const T *xr = px + r[k] * xs;
             if constexpr (E > 1) {
                 va[k].u = ld16(xr + off[k]);
                 if (mode[k] == 0)
@@ -348,7 +358,6 @@ template <typename T, int E> __global__ void __launch_bounds__(256, 4) rope_kern
             }
             p[k] = a.pos64 ? __ldg((const long long *)a.pos + r[k])
                            : (long long)__ldg((const int *)a.pos + r[k]);
-            fl[k] = lane < half ? __ldg(a.inv_freq + lane) : 0.f;
         }
 #pragma unroll
         for (int k = 0; k < ROPE_U; k++) {
