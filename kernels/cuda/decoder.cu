@@ -187,6 +187,9 @@ struct RopeArgs {
     int tbl; /* the warps' cos and sin tables fit the launch's shared memory */
     double scale;
     int step;
+    /* rope_decode_kernel: blocks a row (a FastDiv), and the first block of parts 1 and 2 */
+    FastDiv dec_bpr;
+    unsigned dec_c1, dec_c2;
 };
 
 /* A part's units: E-element vectors (E == 1: elements), rotate_half's holding E pairs (a vector of
@@ -440,6 +443,103 @@ template <typename T, int E> __global__ void __launch_bounds__(256, 4) rope_kern
             }
         }
     }
+}
+
+/* A few rows (a decode step's): 64-thread blocks, each of one part of one row, so that the row,
+ * the part and its fields are the block's (uniform registers, read at the start) and a thread's
+ * unit is its block's chunk plus its index: the least arithmetic between the launch and the loads.
+ * Each warp forms its row's cos and sin table as rope_kernel's warps do (same bits). */
+template <typename T, int E>
+__global__ void __launch_bounds__(64) rope_decode_kernel(const RopeArgs a)
+{
+    using A = typename Acc<T>::A;
+    constexpr int NP = E, NI = E / 2;
+    extern __shared__ __align__(16) unsigned char smem_raw[];
+    const int Dh = a.Dh, half = Dh / 2, lane = threadIdx.x & 31;
+    const int hp = (half + 3) & ~3;
+    A *cs = reinterpret_cast<A *>(smem_raw) + (size_t)(threadIdx.x >> 5) * 2 * hp, *sn = cs + hp;
+    const unsigned b = blockIdx.x, row = fdiv(b, a.dec_bpr), c = b - row * a.dec_bpr.d;
+    const int pi = c < a.dec_c1 ? 0 : c < a.dec_c2 ? 1 : 2;
+    const unsigned c0 = pi == 0 ? 0u : pi == 1 ? a.dec_c1 : a.dec_c2;
+    const long long ulo = pick3(pi, 0LL, a.u1, a.u2), uhi = pick3(pi, a.u1, a.u2, a.units);
+    const int u = (int)(c - c0) * 64 + (int)threadIdx.x;
+    const bool unit = u < uhi - ulo;
+    const T *px = pick3(pi, (const T *)a.part[0].x, (const T *)a.part[1].x, (const T *)a.part[2].x);
+    const long long xs = pick3(pi, a.part[0].xstride, a.part[1].xstride, a.part[2].xstride);
+    const int mode = pick3(pi, a.part[0].rotate, a.part[1].rotate, a.part[2].rotate)
+                         ? a.interleaved
+                         : 2; /* block-uniform: 0 rotate_half, 1 interleaved, 2 copy */
+    pdl_wait();               /* x, positions and inv_freq may be a predecessor's outputs */
+    pdl_trigger();
+    const float fl = lane < half ? __ldg(a.inv_freq + lane) : 0.f;
+    const long long p = a.pos64 ? __ldg((const long long *)a.pos + row)
+                                : (long long)__ldg((const int *)a.pos + row);
+    RopeVec<T, E> va, vb;
+    int i0 = 0, off = 0;
+    if (unit) { /* no branch on the mode ahead of the loads: a jump table is a constant load */
+        const unsigned h = fdiv((unsigned)u, a.per_head);
+        const int j = (int)((unsigned)u - h * a.per_head.d);
+        i0 = j * (mode == 0 ? NP : NI);
+        off = mode == 0 ? (int)h * Dh + i0 : u * E;
+        const T *xr = px + (long long)row * xs;
+        va.u = ld16(xr + off);
+        if (mode == 0)
+            vb.u = ld16(xr + off + half);
+    }
+    if (mode != 2) { /* the warp's table: every lane, a unit or not */
+#pragma unroll
+        for (int f = 0; f < ROPE_FS; f++)
+            if (lane + 32 * f < half)
+                rope_cs<A>(p, f == 0 ? fl : __ldg(a.inv_freq + lane + 32 * f), a.scale,
+                           cs[lane + 32 * f], sn[lane + 32 * f]);
+        __syncwarp();
+    }
+    if (!unit)
+        return;
+    const long long cache_rows =
+        pick3(pi, a.part[0].cache_rows, a.part[1].cache_rows, a.part[2].cache_rows);
+    if (cache_rows > 0 && (p < 0 || p >= cache_rows)) {
+        if (u == 0)
+            record(DEC_ROPE_CACHE_UPDATE, a.step, row, p, cache_rows);
+        return; /* a write outside the cache is dropped */
+    }
+    T *py = pick3(pi, (T *)a.part[0].y, (T *)a.part[1].y, (T *)a.part[2].y);
+    const long long ys = pick3(pi, a.part[0].ystride, a.part[1].ystride, a.part[2].ystride);
+    T *yr = py + (cache_rows > 0 ? p : (long long)row) * ys;
+    if (mode == 0) {
+        A cv[NP], sv[NP];
+        ld_tbl(cs + i0, cv);
+        ld_tbl(sn + i0, sv);
+#pragma unroll
+        for (int e = 0; e < NP; e++) {
+            const A x1 = ld_a<A>(va[e]), x2 = ld_a<A>(vb[e]);
+            va[e] = from_acc<T>(x1 * cv[e] - x2 * sv[e]);
+            vb[e] = from_acc<T>(x2 * cv[e] + x1 * sv[e]);
+        }
+    } else if (mode == 1) {
+        A cv[NI], sv[NI];
+        ld_tbl(cs + i0, cv);
+        ld_tbl(sn + i0, sv);
+#pragma unroll
+        for (int e = 0; e < NI; e++) {
+            const A x0 = ld_a<A>(va[2 * e]), x1 = ld_a<A>(va[2 * e + 1]);
+            va[2 * e] = from_acc<T>(x0 * cv[e] - x1 * sv[e]);
+            va[2 * e + 1] = from_acc<T>(x1 * cv[e] + x0 * sv[e]);
+        }
+    }
+    st16(yr + off, va.u);
+    if (mode == 0)
+        st16(yr + off + half, vb.u);
+}
+
+/* BATON_ROPE=generic keeps decode rows on rope_kernel (read once per process; for timing). */
+static bool rope_decode_allowed()
+{
+    static const bool on = [] {
+        const char *v = getenv("BATON_ROPE");
+        return !(v && !strcmp(v, "generic"));
+    }();
+    return on;
 }
 
 /* ---- kv_cache_update ----------------------------------------------------------------------------
@@ -3249,6 +3349,21 @@ static int rope_launch(const baton_exec_ctx *ctx, const char *what, RopeArgs &a,
     const size_t hp = (size_t)((a.Dh / 2 + 3) & ~3),
                  smem = (size_t)(threads / 32) * ROPE_U * 2 * hp * sizeof(typename Acc<T>::A);
     a.tbl = a.Dh / 2 <= 32 * ROPE_FS && smem <= 48 * 1024;
+    if (vec && a.tbl && threads == 64 && rope_decode_allowed()) {
+        /* blocks of one part of one row each */
+        const long long pu[3] = {a.u1, a.u2 - a.u1, a.units - a.u2};
+        long long bp[3];
+        for (int i = 0; i < 3; i++)
+            bp[i] = (pu[i] + 63) / 64;
+        const long long bpr = bp[0] + bp[1] + bp[2], g = rows * bpr;
+        if (g <= 2 * sms) {
+            a.dec_bpr = fast_div((unsigned)bpr);
+            a.dec_c1 = (unsigned)bp[0];
+            a.dec_c2 = (unsigned)(bp[0] + bp[1]);
+            return launch(ctx, what, rope_decode_kernel<T, E>, (unsigned)g, 64,
+                          2 * 2 * hp * sizeof(typename Acc<T>::A), 1, a);
+        }
+    }
     if (vec)
         return launch(ctx, what, rope_kernel<T, E>, (unsigned)grid, threads, a.tbl ? smem : 0, 1,
                       a);
