@@ -532,16 +532,6 @@ __global__ void __launch_bounds__(64) rope_decode_kernel(const RopeArgs a)
         st16(yr + off + half, vb.u);
 }
 
-/* BATON_ROPE=generic keeps decode rows on rope_kernel (read once per process; for timing). */
-static bool rope_decode_allowed()
-{
-    static const bool on = [] {
-        const char *v = getenv("BATON_ROPE");
-        return !(v && !strcmp(v, "generic"));
-    }();
-    return on;
-}
-
 /* ---- kv_cache_update ----------------------------------------------------------------------------
  */
 
@@ -3349,7 +3339,7 @@ static int rope_launch(const baton_exec_ctx *ctx, const char *what, RopeArgs &a,
     const size_t hp = (size_t)((a.Dh / 2 + 3) & ~3),
                  smem = (size_t)(threads / 32) * ROPE_U * 2 * hp * sizeof(typename Acc<T>::A);
     a.tbl = a.Dh / 2 <= 32 * ROPE_FS && smem <= 48 * 1024;
-    if (vec && a.tbl && threads == 64 && rope_decode_allowed()) {
+    if (vec && a.tbl && threads == 64) {
         /* blocks of one part of one row each */
         const long long pu[3] = {a.u1, a.u2 - a.u1, a.units - a.u2};
         long long bp[3];
@@ -3993,17 +3983,6 @@ static int softmax_reg_resident(const baton_exec_ctx *ctx, int threads)
     return per_sm;
 }
 
-/* BATON_SOFTMAX=cluster keeps a few long rows on the cluster kernel instead of
- * softmax_grid_kernel (read once per process; for timing the two against each other). */
-static bool softmax_grid_allowed()
-{
-    static const bool on = [] {
-        const char *v = getenv("BATON_SOFTMAX");
-        return !(v && !strcmp(v, "cluster"));
-    }();
-    return on;
-}
-
 /* Whether ctx's device takes cooperative launches (asked once per device). */
 static bool coop_ok(const baton_exec_ctx *ctx)
 {
@@ -4064,7 +4043,7 @@ template <typename T>
 static int softmax_grid_launch(const baton_exec_ctx *ctx, void **b, const dec_shape &s,
                                long long nv, long long sms)
 {
-    if (!softmax_grid_allowed() || s.rows > 4 || s.F < 16384 || !coop_ok(ctx))
+    if (s.rows > 4 || s.F < 16384 || !coop_ok(ctx))
         return 1;
     const long long G = std::min(sms / s.rows, (nv + SMG_THREADS - 1) / SMG_THREADS);
     if (G < 2 || (nv + G - 1) / G > (long long)SMG_VPT * SMG_THREADS ||
