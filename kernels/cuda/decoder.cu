@@ -271,8 +271,8 @@ template <typename A, int N> __device__ __forceinline__ void ld_tbl(const A *p, 
 }
 
 /* v_i of three parts' values by arithmetic on all three: ptxas turns a select between kernel
- * parameters into predicated constant loads issued once i is known, which put a constant-cache
- * miss in series ahead of a decode row's loads; this way all three are read at the start. */
+ * parameters into constant loads predicated on i, issued only once i is known, on the way to a
+ * decode row's loads; this way all three are read at the kernel's start. */
 template <typename V> __device__ __forceinline__ V pick3(int i, V v0, V v1, V v2)
 {
     using U = unsigned long long;
@@ -286,8 +286,9 @@ template <typename V> __device__ __forceinline__ V pick3(int i, V v0, V v1, V v2
  * (the usual case: a row's units are a multiple of 32) forms that row's cos and sin once, a lane
  * for each frequency, into its own table in shared memory (no block barrier), and each lane reads
  * its pairs' values from it; other warps' lanes form their own (each pair's sincos in each lane
- * left rope at 8192 rows compute-bound, 2.3x the copy). A decode row is spread over blocks of 64
- * threads as the copy spreads its bytes; larger launches are a wave of 256-thread blocks. */
+ * left rope at 8192 rows compute-bound, 2.3x the copy). Few rows (that rope_decode_kernel does not
+ * take: units of one element) go in 64-thread blocks, as the copy spreads its bytes; larger
+ * launches are a wave of 256-thread blocks. */
 template <typename T, int E> __global__ void __launch_bounds__(256, 4) rope_kernel(const RopeArgs a)
 {
     using A = typename Acc<T>::A;
@@ -3293,10 +3294,10 @@ extern "C" int baton__kcuda_embedding(const baton_exec_ctx *ctx, void **buffers,
                         st);
 }
 
-/* Launches the rope kernel over all rows' units: 16-byte units where every part's rows allow them;
- * blocks of 64 threads, a unit each, where the units fill fewer than a wave of them (a decode row
- * over several SMs, as the copy's bytes), else a wave of 256-thread blocks, ROPE_U units a thread
- * at a time. */
+/* Launches rope over all rows' units: 16-byte units where every part's rows allow them; where
+ * the units fill fewer than a wave of 64-thread blocks (a decode step), rope_decode_kernel's
+ * blocks of one part of one row (rope_kernel's 64-thread blocks for units of one element), else a
+ * wave of rope_kernel's 256-thread blocks, ROPE_U units a thread at a time. */
 template <typename T>
 static int rope_launch(const baton_exec_ctx *ctx, const char *what, RopeArgs &a, long long rows,
                        bool vec)
