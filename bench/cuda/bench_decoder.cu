@@ -12,6 +12,9 @@
  * (baton__kcuda_gemv) and the gemm delegate (cuBLASLt), checked against each other.
  *
  * Decode attention also "+pdl": after rope_cache_update in the same graph, launched with PDL.
+ * Floor rows (impl "floor") for decode rows whose op has a dependency the copy lacks: embedding's
+ * index read before its row, kv_cache_update's position before its store, softmax's grid-wide
+ * exchange between its read and its write, rope's sincos between its loads and its stores.
  *
  * Usage: bench_decoder [--json FILE] [--reps N] [--only PREFIX] [--ctx N,N,..] [--attn-sweep]
  * (--only: the rows whose label starts with PREFIX, e.g. "attention prefill"; --ctx: the decode
