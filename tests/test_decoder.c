@@ -338,19 +338,31 @@ Test(gpu_embedding, reports_every_error_before_and_after_the_record_moves_to_hos
 
 /* ---- rope ----------------------------------------------------------------------------------- */
 
+/* On CUDA every unit (16 bytes of a head's half, or of interleaved pairs) is a thread's: a decode
+ * row over several blocks ({1, 32, 64}), blocks that span rows ({7, 5, 96}: 30 units a row in
+ * bf16), rows of one unit ({13, 1, 16}), positions far from 0 whose angles the kernel reduces
+ * ({4, 8, 64} up to 2^22), and the last two (CUDA only) a wave of blocks with units
+ * a thread in flight: the loop's second unit ({300, 16, 64}), and several turns of the loop
+ * ({4096, 32, 64}). */
 static const struct {
     int64_t rows, H, Dh;
     int interleaved;
     double scale;
     baton_dtype pdt;
-} ROPE[] = {{1, 32, 64, 0, 1.0, BATON_DTYPE_I64},
-            {5, 8, 64, 1, 1.0, BATON_DTYPE_I32},
-            {9, 3, 128, 0, 0.7, BATON_DTYPE_I64},
-            {3, 2, 6, 1, 1.3, BATON_DTYPE_I64},
-            {2, 4, 2, 0, 1.0, BATON_DTYPE_I32},
-            /* more units than a block's threads take in one round (CUDA) */
-            {2, 64, 128, 0, 1.0, BATON_DTYPE_I64},
-            {2, 40, 128, 1, 1.0, BATON_DTYPE_I32}};
+    int64_t plim; /* positions in [0, plim) */
+} ROPE[] = {
+    {1, 32, 64, 0, 1.0, BATON_DTYPE_I64, 32768},   {5, 8, 64, 1, 1.0, BATON_DTYPE_I32, 32768},
+    {9, 3, 128, 0, 0.7, BATON_DTYPE_I64, 32768},   {3, 2, 6, 1, 1.3, BATON_DTYPE_I64, 32768},
+    {2, 4, 2, 0, 1.0, BATON_DTYPE_I32, 32768},     {2, 64, 128, 0, 1.0, BATON_DTYPE_I64, 32768},
+    {2, 40, 128, 1, 1.0, BATON_DTYPE_I32, 32768},  {7, 5, 96, 0, 1.0, BATON_DTYPE_I64, 32768},
+    {7, 5, 96, 1, 1.0, BATON_DTYPE_I32, 32768},    {13, 1, 16, 0, 1.0, BATON_DTYPE_I64, 32768},
+    {4, 8, 64, 0, 1.0, BATON_DTYPE_I64, 1 << 22},  {300, 16, 64, 1, 1.0, BATON_DTYPE_I64, 32768},
+    {4096, 32, 64, 0, 1.0, BATON_DTYPE_I64, 32768}};
+
+static size_t rope_cases(baton_device_kind kind)
+{
+    return sizeof ROPE / sizeof ROPE[0] - (kind == BATON_DEVICE_CUDA ? 0 : 2);
+}
 
 /* Llama's inverse frequencies: 1 / 500000^(2i / Dh), in f32. */
 static float *inv_freq(int64_t Dh)
@@ -363,7 +375,7 @@ static float *inv_freq(int64_t Dh)
 
 static void rope_table(baton_device_kind kind)
 {
-    for (size_t k = 0; k < sizeof ROPE / sizeof ROPE[0]; k++)
+    for (size_t k = 0; k < rope_cases(kind); k++)
         for (int f = 0; f < 4; f++) {
             test_rng r = {test_fresh_seed()};
             const int64_t rows = ROPE[k].rows, F = ROPE[k].H * ROPE[k].Dh, Dh = ROPE[k].Dh;
@@ -377,7 +389,7 @@ static void rope_table(baton_device_kind kind)
             c.attrs[1] = A_BOOL("interleaved", ROPE[k].interleaved);
             c.attrs[2] = A_FLT("scale", ROPE[k].scale);
             c.host[0] = rand_buf(&r, &c.in[0], 1.0);
-            c.host[1] = index_buf(&r, ROPE[k].pdt, rows, 32768);
+            c.host[1] = index_buf(&r, ROPE[k].pdt, rows, ROPE[k].plim);
             c.host[2] = inv_freq(Dh);
             const float *fr = c.host[2];
             double *ref = malloc(sizeof(double) * (size_t)(rows * F));
@@ -1368,15 +1380,24 @@ Test(gpu_activations, silu_mul_silu_and_gelu_match_float64)
 }
 
 /* On CUDA: rows in registers a block a row ({4, 2048}, {9, 1000}), over a cluster of 8
- * ({2, 128256}, {3, 50008}: slices of unequal length), rows read twice over clusters of 8 where
- * registers would take more than one wave ({70, 65536}) or cannot hold a row ({1, 300000}), the
- * loop kernel for rows that are no multiple of 16 bytes ({1, 1}, {2, 4097}, {3, 10} but in f64). */
-static const int64_t SM[][2] = {{1, 1},     {3, 10},   {4, 2048},   {2, 128256}, {9, 1000},
-                                {3, 50008}, {2, 4097}, {70, 65536}, {1, 300000}};
+ * ({2, 128256}, {3, 50008}: slices of unequal length); where registers would take more than one
+ * wave, rows in registers and shared memory, a block a row ({70, 65536}) or over clusters of 4
+ * and 8 ({1, 300040}: bf16 and f32, unequal slices; {64, 128256}, CUDA only: the benchmark's
+ * logits, 2-block clusters), else read twice ({200, 20000}: more rows than SMs; {1, 300040} in
+ * f64); the loop kernel for rows that are no multiple of 16 bytes ({1, 1}, {2, 4097}, {3, 10} but
+ * in f64). */
+static const int64_t SM[][2] = {{1, 1},      {3, 10},      {4, 2048},   {2, 128256},
+                                {9, 1000},   {3, 50008},   {2, 4097},   {70, 65536},
+                                {1, 300040}, {200, 20000}, {64, 128256}};
+
+static size_t softmax_cases(baton_device_kind kind)
+{
+    return sizeof SM / sizeof SM[0] - (kind == BATON_DEVICE_CUDA ? 0 : 1);
+}
 
 static void softmax_table(baton_device_kind kind)
 {
-    for (size_t k = 0; k < sizeof SM / sizeof SM[0]; k++)
+    for (size_t k = 0; k < softmax_cases(kind); k++)
         for (int f = 0; f < 4; f++) {
             test_rng r = {test_fresh_seed()};
             const baton_dtype dt = FLOATS[f];
@@ -1413,6 +1434,29 @@ Test(gpu_softmax, matches_float64_over_the_last_dim)
 {
     skip_without_gpu();
     softmax_table(BATON_DEVICE_CUDA);
+}
+
+/* Each CUDA form's maxima and sums in a fixed order: a decode row over a cluster, rows in registers
+ * and shared memory, rows read twice. */
+Test(gpu_softmax, gives_the_same_bits_run_to_run)
+{
+    skip_without_gpu();
+    static const int64_t SHAPES[][2] = {{1, 128256}, {64, 128256}, {1, 300040}, {200, 20000}};
+    for (size_t k = 0; k < sizeof SHAPES / sizeof SHAPES[0]; k++) {
+        test_rng r = {test_fresh_seed()};
+        call c = {.target = "softmax", .n_in = 1};
+        c.in[0] = DESC(BATON_DTYPE_F32, SHAPES[k][0], SHAPES[k][1]);
+        c.out = c.in[0];
+        c.host[0] = rand_buf(&r, &c.in[0], 4.0);
+        void *a = malloc(nbytes(&c.out)), *b = malloc(nbytes(&c.out));
+        char err[512];
+        cr_assert_eq(run_call(BATON_DEVICE_CUDA, &c, a, err, sizeof err), 0, "%s", err);
+        cr_assert_eq(run_call(BATON_DEVICE_CUDA, &c, b, err, sizeof err), 0, "%s", err);
+        cr_assert(memcmp(a, b, nbytes(&c.out)) == 0, "softmax [%lld, %lld] differs run to run",
+                  (long long)SHAPES[k][0], (long long)SHAPES[k][1]);
+        free(a), free(b);
+        free_call(&c);
+    }
 }
 
 static void cast_table(baton_device_kind kind)
@@ -2025,7 +2069,11 @@ static void rope_cache_table(baton_device_kind kind)
     static const struct {
         int64_t rows, H, Hkv, Dh, S;
         int il;
-    } RC[] = {{1, 32, 8, 64, 64, 0}, {5, 4, 2, 16, 20, 1}, {3, 2, 1, 6, 9, 0}};
+    } RC[] = {{1, 32, 8, 64, 64, 0},
+              {5, 4, 2, 16, 20, 1},
+              {3, 2, 1, 6, 9, 0},
+              {1, 4, 1, 96, 8, 1},
+              {300, 8, 2, 64, 512, 0}};
     for (size_t k = 0; k < sizeof RC / sizeof RC[0]; k++)
         for (int f = 0; f < 4; f++) {
             test_rng r = {test_fresh_seed()};

@@ -153,21 +153,31 @@ def main():
                                [("embedding", ["ids", "table"], ["y"], {})],
                                {"ids": ids.numpy(), "table": table.numpy()}, ["y"], dev)["y"]
                 compare("embedding " + tag, out, F.embedding(ids, table), "f32")
-                # rope, both forms, with Llama 3's inverse frequencies
-                H, Dh, T = 4, 64, 6
+                # softmax of a decode step's logits and of 64 such rows (on CUDA: one row over
+                # all SMs, and rows held in registers and shared memory)
+                for shape in ((1, 128256), (64, 128256)):
+                    x = torch.randn(*shape) * 4
+                    compare("softmax %s %s f32" % (list(shape), dev),
+                            unary(tmp, dev, "f32", "softmax", x, {}, "softmax"),
+                            torch.softmax(x.double(), -1), "f32")
+                # rope, both forms, with Llama 3's inverse frequencies: a few rows, a decode row
+                # (on CUDA over several blocks) and positions far from 0
+                Dh = 64
                 inv_freq = 1.0 / (500000.0 ** (torch.arange(0, Dh, 2).float() / Dh))
-                pos = torch.randint(0, 4096, (T,))
-                x = torch.randn(T, H * Dh)
-                for il in (False, True):
-                    t = [("x", "f32", [T, H * Dh], "input"), ("pos", "i64", [T], "input"),
-                         ("f", "f32", [Dh // 2], "input"), ("y", "f32", [T, H * Dh], "output")]
-                    out = run_plan(tmp, "rope", t,
-                                   [("rope", ["x", "pos", "f"], ["y"],
-                                     {"head_dim": Dh, "interleaved": il, "scale": 1.0})],
-                                   {"x": x.numpy(), "pos": pos.numpy(), "f": inv_freq.numpy()},
-                                   ["y"], dev)["y"]
-                    compare("rope(%s) %s f32" % ("interleaved" if il else "rotate_half", dev),
-                            out, rope_ref(x, pos, inv_freq, H, Dh, il, 1.0), "f32")
+                for H, T, pmax in ((4, 6, 4096), (32, 1, 131072), (8, 5, 1 << 22)):
+                    pos = torch.randint(0, pmax, (T,))
+                    x = torch.randn(T, H * Dh)
+                    for il in (False, True):
+                        t = [("x", "f32", [T, H * Dh], "input"), ("pos", "i64", [T], "input"),
+                             ("f", "f32", [Dh // 2], "input"), ("y", "f32", [T, H * Dh], "output")]
+                        out = run_plan(tmp, "rope", t,
+                                       [("rope", ["x", "pos", "f"], ["y"],
+                                         {"head_dim": Dh, "interleaved": il, "scale": 1.0})],
+                                       {"x": x.numpy(), "pos": pos.numpy(), "f": inv_freq.numpy()},
+                                       ["y"], dev)["y"]
+                        compare("rope(%s) [%d, %d] pos < %d %s f32"
+                                % ("interleaved" if il else "rotate_half", T, H * Dh, pmax, dev),
+                                out, rope_ref(x, pos, inv_freq, H, Dh, il, 1.0), "f32")
                 # kv_cache_update (index_copy_), into a separate output here
                 S, KF = 32, 128
                 cache, new = torch.randn(S, KF), torch.randn(3, KF)

@@ -12,6 +12,9 @@
  * (baton__kcuda_gemv) and the gemm delegate (cuBLASLt), checked against each other.
  *
  * Decode attention also "+pdl": after rope_cache_update in the same graph, launched with PDL.
+ * Floor rows (impl "floor") for decode rows whose op has a dependency the copy lacks: embedding's
+ * index read before its row, kv_cache_update's position before its store, softmax's grid-wide
+ * exchange between its read and its write, rope's sincos between its loads and its stores.
  *
  * Usage: bench_decoder [--json FILE] [--reps N] [--only PREFIX] [--ctx N,N,..] [--attn-sweep]
  * (--only: the rows whose label starts with PREFIX, e.g. "attention prefill"; --ctx: the decode
@@ -36,6 +39,7 @@
 #include <string>
 #include <vector>
 
+#include <cooperative_groups.h>
 #include <cuda_runtime.h>
 
 #include "baton/baton.h"
@@ -169,6 +173,32 @@ static double copy_us(double bytes, int sets, int k)
     CHECK_CUDA(cudaFree(src.base));
     CHECK_CUDA(cudaFree(dst.base));
     return us;
+}
+
+/* The floors of the decode rows whose kernels must read an index before the bytes it selects: the
+ * least a kernel with the same dependency does, at the op's grid (a block a row, 16 bytes a
+ * thread). Gather (embedding): read ids[r], then copy table row ids[r] into out row r. Scatter
+ * (kv_cache_update): read new row r and positions[r] together, then store the row at
+ * cache row positions[r]. */
+template <bool PDL>
+__global__ void floor_gather(const long long *ids, const uint4 *table, uint4 *out, int vpr)
+{
+    if (PDL) { /* every baton kernel's hooks (a no-op without the launch attribute?) */
+        kcuda::pdl_wait();
+        kcuda::pdl_trigger();
+    }
+    const long long id = __ldg(ids + blockIdx.x);
+    if ((int)threadIdx.x < vpr)
+        out[(long long)blockIdx.x * vpr + threadIdx.x] = __ldg(table + id * vpr + threadIdx.x);
+}
+
+__global__ void floor_scatter(const long long *pos, const uint4 *nw, uint4 *cache, int vpr)
+{
+    if ((int)threadIdx.x >= vpr)
+        return;
+    const uint4 v = __ldcs(nw + (long long)blockIdx.x * vpr + threadIdx.x);
+    const long long p = __ldg(pos + blockIdx.x);
+    cache[p * vpr + threadIdx.x] = v;
 }
 
 static baton_tensor_desc td(baton_dtype dt, std::initializer_list<int64_t> shape)
@@ -354,6 +384,206 @@ static void bench_op(const char *label, const char *target, std::vector<baton_te
 {
     bench_op_n(label, target, in, fills, {out}, {alias0 ? 0 : -1}, attrs, bytes, warm, max_k,
                min_k);
+}
+
+/* The floor of an op that must see all of a row before it writes any of it (softmax): the copy
+ * with one grid-wide barrier between its loads and its stores, a cooperative grid of at most one
+ * block a SM, up to 4 vectors a thread held across the barrier. */
+__global__ void __launch_bounds__(256) floor_barrier_copy(const uint4 *x, uint4 *y, long long n)
+{
+    uint4 v[4];
+    const long long t = (long long)blockIdx.x * blockDim.x + threadIdx.x,
+                    stride = (long long)gridDim.x * blockDim.x;
+#pragma unroll
+    for (int k = 0; k < 4; k++)
+        if (t + k * stride < n)
+            v[k] = __ldcs(x + t + k * stride);
+    cooperative_groups::this_grid().sync();
+#pragma unroll
+    for (int k = 0; k < 4; k++)
+        if (t + k * stride < n)
+            __stcs(y + t + k * stride, v[k]);
+}
+
+/* A floor row for an op of `bytes` (half read, half written) whose write waits for all of its
+ * read: floor_barrier_copy over as many sets as the op's row rotates, with its own copy row. */
+static void bench_barrier_floor(const char *label, const char *shape, double bytes)
+{
+    if (!wanted(label))
+        return;
+    const int sets = sets_for(bytes, MAX_CALLS), k = sets;
+    const size_t half = ((size_t)(bytes / 2) + 15) & ~(size_t)15;
+    const long long n = (long long)(half / 16);
+    const int blocks = (int)std::min((long long)g_prop.multiProcessorCount, (n + 255) / 256);
+    if ((long long)blocks * 256 * 4 < n) {
+        fprintf(stderr, "bench_decoder: %s: too large for the barrier floor\n", label);
+        return;
+    }
+    Pool src = pool_alloc(half, sets), dst = pool_alloc(half, sets);
+    fill_random(g_stream, src.base, src.stride * sets, 41);
+    CHECK_CUDA(cudaDeviceSynchronize());
+    const double us = time_calls(k, [&](int i) {
+        cudaLaunchConfig_t cfg;
+        memset(&cfg, 0, sizeof cfg);
+        cfg.gridDim = dim3((unsigned)blocks, 1, 1);
+        cfg.blockDim = dim3(256, 1, 1);
+        cfg.stream = g_stream;
+        cudaLaunchAttribute at;
+        memset(&at, 0, sizeof at);
+        at.id = cudaLaunchAttributeCooperative;
+        at.val.cooperative = 1;
+        cfg.attrs = &at;
+        cfg.numAttrs = 1;
+        CHECK_CUDA(cudaLaunchKernelEx(&cfg, floor_barrier_copy, (const uint4 *)src.at(i),
+                                      (uint4 *)dst.at(i), n));
+    });
+    CHECK_CUDA(cudaFree(src.base));
+    CHECK_CUDA(cudaFree(dst.base));
+    const double cus = copy_us(bytes, sets, k);
+    Result r;
+    r.op = label;
+    r.shape = shape;
+    r.impl = "floor";
+    r.bytes = bytes;
+    r.us = us;
+    r.gbps = bytes / us * 1e-3;
+    r.copy_us = cus;
+    r.copy_gbps = bytes / cus * 1e-3;
+    r.ratio = us / cus;
+    r.floor_us = g_floor_us;
+    r.cold = (double)k * bytes > 2.0 * g_prop.l2CacheSize;
+    r.peer_us = NAN;
+    record(r);
+}
+
+/* The floor of rope at a decode row, bf16, half-split, head_dim 64: a thread a 16-byte unit (8
+ * pairs of one head), with the least index arithmetic: its two vectors, the row's position and its
+ * 8 frequencies read together, then 8 angles formed and reduced in f32, sincos, the turn and the
+ * two stores, as baton's kernel does it but with nothing else around it. */
+__global__ void __launch_bounds__(64)
+    floor_rope(const uint4 *x, const long long *pos, const float *inv_freq, uint4 *y, int units)
+{
+    const int t = blockIdx.x * blockDim.x + threadIdx.x;
+    if (t >= units)
+        return;
+    const int h = t >> 2, i0 = (t & 3) * 8; /* 4 units a head of 64 */
+    const uint4 ua = __ldg(x + h * 8 + (t & 3)), ub = __ldg(x + h * 8 + 4 + (t & 3));
+    const long long p = __ldg(pos);
+    const float4 f0 = __ldg(reinterpret_cast<const float4 *>(inv_freq + i0)),
+                 f1 = __ldg(reinterpret_cast<const float4 *>(inv_freq + i0 + 4));
+    const float fr[8] = {f0.x, f0.y, f0.z, f0.w, f1.x, f1.y, f1.z, f1.w};
+    const __nv_bfloat16 *a = reinterpret_cast<const __nv_bfloat16 *>(&ua),
+                        *b = reinterpret_cast<const __nv_bfloat16 *>(&ub);
+    uint4 oa, ob;
+    __nv_bfloat16 *ya = reinterpret_cast<__nv_bfloat16 *>(&oa),
+                  *yb = reinterpret_cast<__nv_bfloat16 *>(&ob);
+#pragma unroll
+    for (int e = 0; e < 8; e++) {
+        const float ang = __fmul_rn((float)p, fr[e]);
+        const float k = __fsub_rn(__fmaf_rn(ang, 0.15915493667125702f, 12582912.f), 12582912.f);
+        float r = __fmaf_rn(-k, 6.2831854820251465f, ang);
+        r = __fmaf_rn(-k, -1.7484555314695172e-07f, r);
+        float sv, cv;
+        __sincosf(r, &sv, &cv);
+        const float x1 = __bfloat162float(a[e]), x2 = __bfloat162float(b[e]);
+        ya[e] = __float2bfloat16(x1 * cv - x2 * sv);
+        yb[e] = __float2bfloat16(x2 * cv + x1 * sv);
+    }
+    y[h * 8 + (t & 3)] = oa;
+    y[h * 8 + 4 + (t & 3)] = ob;
+}
+
+/* The rope floor row: floor_rope at rope's decode row (bf16 [1, 2048], head_dim 64), rotated over
+ * sets as rope's row, with its own copy row. */
+static void bench_rope_floor(const char *label)
+{
+    if (!wanted(label))
+        return;
+    const int64_t F = 2048;
+    const double bytes = (double)(F * 2 * 2 + 8);
+    const int sets = sets_for(bytes, MAX_CALLS), k = sets, units = (int)(F / 16);
+    Pool x = pool_alloc(F * 2, sets), y = pool_alloc(F * 2, sets), pp = pool_alloc(8, sets),
+         fr = pool_alloc(32 * 4, 1);
+    Fill f;
+    f.index = 1, f.lo = 0, f.hi = 4096;
+    fill_index(pp, td(BATON_DTYPE_I64, {1}), f, 77);
+    fill_random(g_stream, x.base, x.stride * sets, 51);
+    fill_random(g_stream, fr.base, fr.stride, 52);
+    CHECK_CUDA(cudaDeviceSynchronize());
+    const double us = time_calls(k, [&](int i) {
+        floor_rope<<<(unsigned)((units + 63) / 64), 64, 0, g_stream>>>(
+            (const uint4 *)x.at(i), (const long long *)pp.at(i), (const float *)fr.base,
+            (uint4 *)y.at(i), units);
+    });
+    CHECK_CUDA(cudaGetLastError());
+    for (Pool *pl : {&x, &y, &pp, &fr})
+        CHECK_CUDA(cudaFree(pl->base));
+    const double cus = copy_us(bytes, sets, k);
+    Result r;
+    r.op = label;
+    r.shape = "bf16[1,2048]";
+    r.impl = "floor";
+    r.bytes = bytes;
+    r.us = us;
+    r.gbps = bytes / us * 1e-3;
+    r.copy_us = cus;
+    r.copy_gbps = bytes / cus * 1e-3;
+    r.ratio = us / cus;
+    r.floor_us = g_floor_us;
+    r.cold = (double)k * bytes > 2.0 * g_prop.l2CacheSize;
+    r.peer_us = NAN;
+    record(r);
+}
+
+/* A floor row (impl "floor"): floor_gather or floor_scatter at an op's decode shape, moving the
+ * op's bytes (rows of row_bytes read and written, 8 bytes of index a row) with the same rotation:
+ * ids or positions, rows and outputs rotated over sets, the table (gather, ids uniform in
+ * [0, table_rows)) or the cache (scatter, positions uniform in [0, table_rows)) one shared copy. */
+static void bench_dep_floor(const char *label, const char *shape, bool gather, int64_t rows,
+                            int64_t row_bytes, int64_t table_rows, bool pdl_hooks = false)
+{
+    if (!wanted(label))
+        return;
+    const double bytes = (double)(rows * (row_bytes * 2 + 8));
+    const int sets = sets_for(bytes, MAX_CALLS), k = sets;
+    const int vpr = (int)(row_bytes / 16);
+    Pool idx = pool_alloc((size_t)rows * 8, sets), big = pool_alloc(table_rows * row_bytes, 1),
+         in = pool_alloc(rows * row_bytes, sets), out = pool_alloc(rows * row_bytes, sets);
+    Fill f;
+    f.index = 1, f.lo = 0, f.hi = table_rows;
+    fill_index(idx, td(BATON_DTYPE_I64, {rows}), f, 99);
+    fill_random(g_stream, big.base, big.stride, 31);
+    fill_random(g_stream, in.base, in.stride * sets, 32);
+    CHECK_CUDA(cudaDeviceSynchronize());
+    const double us = time_calls(k, [&](int i) {
+        if (gather && pdl_hooks)
+            floor_gather<true><<<(unsigned)rows, (unsigned)vpr, 0, g_stream>>>(
+                (const long long *)idx.at(i), (const uint4 *)big.base, (uint4 *)out.at(i), vpr);
+        else if (gather)
+            floor_gather<false><<<(unsigned)rows, (unsigned)vpr, 0, g_stream>>>(
+                (const long long *)idx.at(i), (const uint4 *)big.base, (uint4 *)out.at(i), vpr);
+        else
+            floor_scatter<<<(unsigned)rows, (unsigned)vpr, 0, g_stream>>>(
+                (const long long *)idx.at(i), (const uint4 *)in.at(i), (uint4 *)big.base, vpr);
+    });
+    CHECK_CUDA(cudaGetLastError());
+    const double cus = copy_us(bytes, sets, k);
+    Result r;
+    r.op = label;
+    r.shape = shape;
+    r.impl = "floor";
+    r.bytes = bytes;
+    r.us = us;
+    r.gbps = bytes / us * 1e-3;
+    r.copy_us = cus;
+    r.copy_gbps = bytes / cus * 1e-3;
+    r.ratio = us / cus;
+    r.floor_us = g_floor_us;
+    r.cold = (double)k * bytes > 2.0 * g_prop.l2CacheSize;
+    r.peer_us = NAN;
+    record(r);
+    for (Pool *pl : {&idx, &big, &in, &out})
+        CHECK_CUDA(cudaFree(pl->base));
 }
 
 static baton_attr ai(const char *n, int64_t v)
@@ -781,10 +1011,16 @@ int main(int argc, char **argv)
         bench_op("embedding", "embedding", {td(I64, {rows}), td(BF, {V, D})}, {ids, shared},
                  td(BF, {rows, D}), {}, (double)(rows * D * 2 * 2 + rows * 8));
     }
+    /* what any kernel that reads an id before its row takes at decode size */
+    bench_dep_floor("embedding floor: index read + row copy", "i64[1]", true, 1, D * 2, V);
+    /* the same with the griddepcontrol wait and trigger that every baton kernel starts with */
+    bench_dep_floor("embedding floor + pdl hooks", "i64[1]", true, 1, D * 2, V, true);
     for (int64_t rows : {1, 8192})
         bench_op("rope", "rope", {td(BF, {rows, H * DH}), td(I64, {rows}), td(F32, {DH / 2})},
                  {fl, pos4k, invf}, td(BF, {rows, H * DH}), {ai("head_dim", DH)},
                  (double)(rows * H * DH * 2 * 2 + rows * 8));
+    /* what rope's decode row costs with nothing but its arithmetic between its loads and stores */
+    bench_rope_floor("rope floor: row, position, frequencies, sincos, row");
     for (int64_t rows : {1, 2048})
         bench_op("silu_mul", "silu_mul", {td(BF, {rows, FF}), td(BF, {rows, FF})}, {fl, fl},
                  td(BF, {rows, FF}), {}, (double)(rows * FF * 2 * 3));
@@ -797,6 +1033,8 @@ int main(int argc, char **argv)
     for (int64_t rows : {1, 64})
         bench_op("softmax", "softmax", {td(F32, {rows, V})}, {fl}, td(F32, {rows, V}), {},
                  (double)(rows * V * 8));
+    /* what any softmax of a decode row spread over the SMs waits for: one grid-wide exchange */
+    bench_barrier_floor("softmax floor: row copy + grid barrier", "f32[1,128256]", (double)(V * 8));
     /* the sampler at one decode step's logits: the copy floor is the logits' bytes read (and as
      * many written); the target is a small fraction of a token's decode */
     bench_op("sample top_k 50 top_p 0.9 t 0.8", "sample", {td(F32, {1, V}), td(I64, {1})},
@@ -821,6 +1059,8 @@ int main(int argc, char **argv)
                  {shared, fl, p}, td(BF, {32768, HKV * DH}), {},
                  (double)(rows * (HKV * DH * 2 * 2 + 8)), false, MAX_CALLS, true);
     }
+    bench_dep_floor("kv_cache_update floor: position read + row store", "bf16[32768,512]", false, 1,
+                    HKV * DH * 2, 32768);
     for (int64_t rows : {1, 8192}) {
         /* qkv [rows, (H + 2 HKV) DH] into q [rows, H DH] and the caches at positions 0..rows-1 */
         Fill p;

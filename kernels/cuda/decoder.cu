@@ -143,9 +143,29 @@ __global__ void embedding_kernel(const I *ids, const char *table, char *out, lon
 /* ---- rope ---------------------------------------------------------------------------------------
  */
 
-/* A rope launch is one to three parts of each row, a block per row: rope's x into y; or
- * rope_cache_update's q part into q, its k part into k_cache at the row's position and its v part
- * copied (no rotation) into v_cache at the position, in one launch. */
+/* n / d for n < 2^31 by a multiply and a shift (d's multiplier and shift from the host): the row
+ * and head of a unit, whose loads' addresses wait for them. */
+struct FastDiv {
+    unsigned d, m, s;
+};
+static inline FastDiv fast_div(unsigned d)
+{
+    FastDiv f;
+    f.d = d;
+    f.s = 0;
+    while ((1ull << f.s) < d)
+        f.s++;
+    f.m = (unsigned)((((1ull << 32) * ((1ull << f.s) - d)) / d) + 1);
+    return f;
+}
+__device__ __forceinline__ unsigned fdiv(unsigned n, const FastDiv &f)
+{
+    return (__umulhi(n, f.m) + n) >> f.s;
+}
+
+/* A rope launch is one to three parts of each row: rope's x into y; or rope_cache_update's q part
+ * into q, its k part into k_cache at the row's position and its v part copied (no rotation) into
+ * v_cache at the position, in one launch. */
 struct RopePart {
     const void *x; /* row r at x + r * xstride elements */
     void *y;       /* row r at y + r * ystride, or (cache_rows > 0) at positions[r] * ystride */
@@ -156,15 +176,20 @@ struct RopePart {
 struct RopeArgs {
     RopePart part[3];
     int nparts;
-    /* units of part 0, of parts 0 and 1, of all parts (rope_units, computed on the host: three
-     * 64-bit divisions ahead of the loads cost the decode row more than its loads) */
-    long long u1, u2, units;
+    /* units of part 0, of parts 0 and 1, of a row (all parts), and of all rows; per_row and
+     * per_head (a rotated part's units of one head) as FastDivs (total < 2^31 then) */
+    long long u1, u2, units, total;
+    FastDiv per_row, per_head;
     const void *pos;
     int pos64;
     const float *inv_freq;
     int Dh, interleaved;
+    int tbl; /* the warps' cos and sin tables fit the launch's shared memory */
     double scale;
     int step;
+    /* rope_decode_kernel: blocks a row (a FastDiv), and the first block of parts 1 and 2 */
+    FastDiv dec_bpr;
+    unsigned dec_c1, dec_c2;
 };
 
 /* A part's units: E-element vectors (E == 1: elements), rotate_half's holding E pairs (a vector of
@@ -180,159 +205,332 @@ __host__ __device__ __forceinline__ long long rope_units(const RopePart &P, int 
     return (P.F / Dh) * (Dh / 2 / E);
 }
 
-/* A block per row for all of the row's parts (rope_cache_update's q, k and v together: a block
- * per part left its k and v blocks a quarter and half busy and built the table twice, 1.6x the
- * copy at 100 MB). RU rounds of units a thread load before it waits for the position: the row's
- * loads, the position's and inv_freq's are in flight together, then cos and sin of the row's
- * position for each of the head_dim / 2 frequencies go to shared memory (in double for f64 data,
- * else from HF's f32 angle reduced in double), then the pairs are turned, E elements per thread
- * where the layout allows. One memory latency before the stores at decode size. The position is
- * issued after the first round's row loads in program order: it is block-uniform, and the
- * compiler moves it into a uniform register right after its load, which waits for it there
- * (loaded first, it held the row's loads back by a whole latency: 2.2x the copy of the same
- * bytes). */
-template <typename T, int E, int RU> __global__ void rope_kernel(const RopeArgs a)
+/* cos and sin of HF's f32 angle p * f (an f32 product), less k turns in f32 (Cody-Waite, 2 pi in
+ * three parts: the first step is exact, so the reduced angle is the true one rounded once, as a
+ * reduction in double then rounded gives; k may be one off near a half turn, |r| < 3.32), then
+ * the fast f32 sincos, accurate on that range; scaled by `scale`. All on the FMA pipe but the
+ * sincos: a thread forms its own pairs' values. f64 data: sincos in double. */
+template <typename A>
+__device__ __forceinline__ void rope_cs(long long p, float f, double scale, A &c, A &s)
+{
+    if constexpr (sizeof(A) == 8) {
+        double sv, cv;
+        sincos((double)p * (double)f, &sv, &cv);
+        c = cv * scale;
+        s = sv * scale;
+    } else {
+        const float ang = __fmul_rn((float)p, f);
+        /* k = rint(ang / 2 pi): 1.5 * 2^23 added and taken away (exact below 2^22 turns) */
+        const float k = __fsub_rn(__fmaf_rn(ang, 0.15915493667125702f, 12582912.f), 12582912.f);
+        float r = __fmaf_rn(-k, 6.2831854820251465f, ang);
+        r = __fmaf_rn(-k, -1.7484555314695172e-07f, r);
+        r = __fmaf_rn(-k, -6.8604980400235275e-15f, r);
+        float sv, cv;
+        __sincosf(r, &sv, &cv);
+        c = cv * (float)scale;
+        s = sv * (float)scale;
+    }
+}
+
+/* ROPE_U: units in flight per thread in rope_kernel's grid-stride loop (64 bytes of bf16 half-split
+ * rows a thread, as the copy floor keeps); ROPE_FS: a lane's frequencies of a warp's table
+ * (head_dim up to 256). */
+#define ROPE_U  2
+#define ROPE_FS 4
+
+/* E elements of a unit as loaded: a 16-byte vector (E > 1) or one element (E == 1). */
+template <typename T, int E> struct RopeVec {
+    U16<T> u;
+    __device__ __forceinline__ T &operator[](int e)
+    {
+        return u.v[e];
+    }
+};
+template <typename T> struct RopeVec<T, 1> {
+    T v[2];
+    __device__ __forceinline__ T &operator[](int e)
+    {
+        return v[e];
+    }
+};
+
+/* n values from p (shared memory), 16 bytes at a time where n and the place allow. */
+template <typename A, int N> __device__ __forceinline__ void ld_tbl(const A *p, A (&v)[N])
+{
+    if constexpr (sizeof(A) == 4 && N % 4 == 0) {
+#pragma unroll
+        for (int i = 0; i < N; i += 4) {
+            const float4 t = *reinterpret_cast<const float4 *>(p + i);
+            v[i] = t.x, v[i + 1] = t.y, v[i + 2] = t.z, v[i + 3] = t.w;
+        }
+    } else {
+#pragma unroll
+        for (int i = 0; i < N; i++)
+            v[i] = p[i];
+    }
+}
+
+/* v_i of three parts' values by arithmetic on all three: ptxas turns a select between kernel
+ * parameters into constant loads predicated on i, issued only once i is known, on the way to a
+ * decode row's loads; this way all three are read at the kernel's start. */
+template <typename V> __device__ __forceinline__ V pick3(int i, V v0, V v1, V v2)
+{
+    using U = unsigned long long;
+    const U a = (U)v0, b = (U)v1, c = (U)v2;
+    return (V)(a + (U)(i >= 1) * (b - a) + (U)(i >= 2) * (c - b));
+}
+
+/* Every unit on its own, as a copy's vectors: thread g takes units g, g + stride, ... of all rows'
+ * units (ROPE_U in flight; a warp's lanes take consecutive units), and for each issues its row's
+ * loads, the row's position and its lane's frequencies together. A warp whose units are of one row
+ * (the usual case: a row's units are a multiple of 32) forms that row's cos and sin once, a lane
+ * for each frequency, into its own table in shared memory (no block barrier), and each lane reads
+ * its pairs' values from it; other warps' lanes form their own (each pair's sincos in each lane
+ * left rope at 8192 rows compute-bound, 2.3x the copy). Few rows (that rope_decode_kernel does not
+ * take: units of one element) go in 64-thread blocks, as the copy spreads its bytes; larger
+ * launches are a wave of 256-thread blocks. */
+template <typename T, int E> __global__ void __launch_bounds__(256, 4) rope_kernel(const RopeArgs a)
 {
     using A = typename Acc<T>::A;
     constexpr int EA = E > 1 ? E : 2; /* elements a unit holds: a pair at least (interleaved) */
+    constexpr int NP = E > 1 ? E : 1; /* pairs of a rotate_half unit */
+    constexpr int NI = EA / 2;        /* pairs of an interleaved unit */
     extern __shared__ __align__(16) unsigned char smem_raw[];
-    const int Dh = a.Dh, half = Dh / 2, il = a.interleaved;
-    A *cs = reinterpret_cast<A *>(smem_raw), *sn = cs + half;
-    const long long r = blockIdx.x;
-    const int per_head = half / E; /* rotate_half: units of E pairs a head */
-    const long long u1 = a.u1, u2 = a.u2, units = a.units;
-    T va[RU][EA], vb[RU][EA];
-    long long off[RU];
-    int i0[RU], pi[RU];
-    /* one round's units: part, offsets, and their loads issued */
-    auto load_round = [&](long long u0) {
-#pragma unroll
-        for (int k = 0; k < RU; k++) {
-            long long u = u0 + (long long)k * blockDim.x + threadIdx.x;
-            off[k] = -1;
-            if (u >= units)
-                continue;
-            pi[k] = u < u1 ? 0 : u < u2 ? 1 : 2;
-            u -= pi[k] == 0 ? 0 : pi[k] == 1 ? u1 : u2;
-            const RopePart &P = a.part[pi[k]];
-            const int mode = !P.rotate ? 2 : il; /* 0 rotate_half, 1 interleaved, 2 copy */
-            if (mode == 0) {
-                const long long h = row_of(u, per_head);
-                i0[k] = (int)(u - h * per_head) * E;
-                off[k] = h * Dh + i0[k];
-            } else if (mode == 1) {
-                off[k] = u * EA;
-                i0[k] = (int)((off[k] - row_of(off[k], Dh) * Dh) / 2);
-            } else {
-                off[k] = u * E;
-                i0[k] = 0;
-            }
-            const T *xr = (const T *)P.x + r * P.xstride;
-            if (E > 1) {
-                const U16<T> ua = ld16(xr + off[k]);
-#pragma unroll
-                for (int e = 0; e < E; e++)
-                    va[k][e] = ua.v[e];
-                if (mode == 0) {
-                    const U16<T> ub = ld16(xr + off[k] + half);
-#pragma unroll
-                    for (int e = 0; e < E; e++)
-                        vb[k][e] = ub.v[e];
-                }
-            } else {
-                va[k][0] = xr[off[k]];
-                if (mode != 2)
-                    vb[k][0] = xr[off[k] + (mode == 0 ? half : 1)];
-            }
-        }
-    };
+    const int Dh = a.Dh, half = Dh / 2, il = a.interleaved, lane = threadIdx.x & 31;
+    const int hp = (half + 3) & ~3; /* a table's cos (then sin) values, padded to 16 bytes */
+    A *tbl = reinterpret_cast<A *>(smem_raw) + (size_t)(threadIdx.x >> 5) * ROPE_U * 2 * hp;
+    const long long stride = (long long)gridDim.x * blockDim.x;
+    const bool small = a.total < 0x80000000LL;
     pdl_wait(); /* x, positions and inv_freq may be a predecessor's outputs */
     pdl_trigger();
-    load_round(0);
-    const long long p =
-        a.pos64 ? __ldg((const long long *)a.pos + r) : (long long)__ldg((const int *)a.pos + r);
-    const float fr0 = (int)threadIdx.x < half ? __ldg(a.inv_freq + threadIdx.x) : 0.f;
-    /* block-uniform: the table (every launch has a rotated part first), and where rows go */
-    for (int i = threadIdx.x; i < half; i += blockDim.x) {
-        const float fi = i == (int)threadIdx.x ? fr0 : a.inv_freq[i];
-        if constexpr (sizeof(T) == 8) {
-            double sv, cv;
-            sincos((double)p * (double)fi, &sv, &cv);
-            cs[i] = (A)(cv * a.scale);
-            sn[i] = (A)(sv * a.scale);
-        } else {
-            /* HF's f32 angle, reduced to [-pi, pi] in double (a few FP64 operations, exact
-             * enough for any position), then the fast f32 sincos, accurate on that range */
-            const double ang = (double)__fmul_rn((float)p, fi);
-            const double kk = rint(ang * 0.15915494309189535);
-            const float rr = (float)fma(-kk, 6.283185307179586, ang);
-            float sv, cv;
-            __sincosf(rr, &sv, &cv);
-            cs[i] = (A)(cv * (float)a.scale);
-            sn[i] = (A)(sv * (float)a.scale);
-        }
-    }
-    __syncthreads();
-    bool in_cache = true; /* the position is a row of the caches (parts with cache_rows > 0) */
-    for (int q = 0; q < a.nparts; q++)
-        if (a.part[q].cache_rows > 0 && (p < 0 || p >= a.part[q].cache_rows)) {
-            if (threadIdx.x == 0 && in_cache)
-                record(DEC_ROPE_CACHE_UPDATE, a.step, r, p, a.part[q].cache_rows);
-            in_cache = false; /* a write outside the cache is dropped */
-        }
-    for (long long u0 = 0; u0 < units; u0 += (long long)RU * blockDim.x) {
-        if (u0 > 0)
-            load_round(u0);
+    /* the warp's lanes iterate together (their units are consecutive): collectives below */
+    for (long long w0 = (long long)blockIdx.x * blockDim.x + (threadIdx.x & ~31); w0 < a.total;
+         w0 += ROPE_U * stride) {
+        RopeVec<T, E> va[ROPE_U], vb[ROPE_U];
+        long long p[ROPE_U], r[ROPE_U];
+        int off[ROPE_U], i0[ROPE_U], pi[ROPE_U], mode[ROPE_U];
+        float fl[ROPE_U];   /* this lane's first frequency of the warp's table */
+        bool first[ROPE_U]; /* the part's first unit of the row: it records a bad position */
 #pragma unroll
-        for (int k = 0; k < RU; k++) {
-            if (off[k] < 0)
+        for (int k = 0; k < ROPE_U; k++) {
+            const long long g = w0 + lane + k * stride;
+            r[k] = -1;
+            mode[k] = 2;
+            /* every lane's, a unit or not: the lanes past the last unit fill the table too */
+            fl[k] = lane < half ? __ldg(a.inv_freq + lane) : 0.f;
+            if (g >= a.total)
                 continue;
-            const RopePart &P = a.part[pi[k]];
-            if (P.cache_rows > 0 && !in_cache)
-                continue;
-            const int mode = !P.rotate ? 2 : il;
-            T *yr = (T *)P.y + (P.cache_rows > 0 ? p : r) * P.ystride;
-            if (mode == 0) {
+            long long u;
+            if (small) {
+                r[k] = fdiv((unsigned)g, a.per_row);
+                u = (long long)((unsigned)g - (unsigned)r[k] * a.per_row.d);
+            } else {
+                r[k] = g / a.units;
+                u = g - r[k] * a.units;
+            }
+            pi[k] = u < a.u1 ? 0 : u < a.u2 ? 1 : 2;
+            u -= pi[k] == 0 ? 0 : pi[k] == 1 ? a.u1 : a.u2;
+            first[k] = u == 0;
+            /* the part's fields by arithmetic, not an indexed read of the parameters */
+            const T *px = pick3(pi[k], (const T *)a.part[0].x, (const T *)a.part[1].x,
+                                (const T *)a.part[2].x);
+            const long long xs =
+                pick3(pi[k], a.part[0].xstride, a.part[1].xstride, a.part[2].xstride);
+            const int rot = pick3(pi[k], a.part[0].rotate, a.part[1].rotate, a.part[2].rotate);
+            mode[k] = !rot ? 2 : il; /* 0 rotate_half, 1 interleaved, 2 copy */
+            i0[k] = 0;
+            if (mode[k] == 0) {
+                const unsigned h = fdiv((unsigned)u, a.per_head);
+                i0[k] = (int)((unsigned)u - h * a.per_head.d) * NP;
+                off[k] = (int)h * Dh + i0[k];
+            } else if (mode[k] == 1) {
+                const unsigned h = fdiv((unsigned)u, a.per_head);
+                i0[k] = (int)((unsigned)u - h * a.per_head.d) * NI;
+                off[k] = (int)u * EA;
+            } else {
+                off[k] = (int)u * E;
+            }
+            const T *xr = px + r[k] * xs;
+            if constexpr (E > 1) {
+                va[k].u = ld16(xr + off[k]);
+                if (mode[k] == 0)
+                    vb[k].u = ld16(xr + off[k] + half);
+            } else {
+                va[k][0] = xr[off[k]];
+                if (mode[k] != 2)
+                    vb[k][0] = xr[off[k] + (mode[k] == 0 ? half : 1)];
+            }
+            p[k] = a.pos64 ? __ldg((const long long *)a.pos + r[k])
+                           : (long long)__ldg((const int *)a.pos + r[k]);
+        }
 #pragma unroll
-                for (int e = 0; e < E; e++) {
+        for (int k = 0; k < ROPE_U; k++) {
+            /* one row for the warp's rotated units: its table; lanes past the end are no row */
+            const long long r0 = __shfl_sync(0xffffffffu, r[k], 0);
+            const bool one_row =
+                __all_sync(0xffffffffu, r[k] < 0 || r[k] == r0) && a.tbl && half <= 32 * ROPE_FS;
+            const bool turns = __any_sync(0xffffffffu, r[k] >= 0 && mode[k] != 2);
+            A *cs = tbl + k * 2 * hp, *sn = cs + hp;
+            if (one_row && turns) {
+                const long long p0 = __shfl_sync(0xffffffffu, p[k], 0);
+                __syncwarp(); /* the last round's reads of the table are done */
+#pragma unroll
+                for (int f = 0; f < ROPE_FS; f++)
+                    if (lane + 32 * f < half)
+                        rope_cs<A>(p0, f == 0 ? fl[k] : __ldg(a.inv_freq + lane + 32 * f), a.scale,
+                                   cs[lane + 32 * f], sn[lane + 32 * f]);
+                __syncwarp();
+            }
+            if (r[k] < 0)
+                continue;
+            const long long cache_rows = pi[k] == 0   ? a.part[0].cache_rows
+                                         : pi[k] == 1 ? a.part[1].cache_rows
+                                                      : a.part[2].cache_rows;
+            if (cache_rows > 0 && (p[k] < 0 || p[k] >= cache_rows)) {
+                if (first[k])
+                    record(DEC_ROPE_CACHE_UPDATE, a.step, r[k], p[k], cache_rows);
+                continue; /* a write outside the cache is dropped */
+            }
+            void *py = pi[k] == 0 ? a.part[0].y : pi[k] == 1 ? a.part[1].y : a.part[2].y;
+            const long long ys = pi[k] == 0   ? a.part[0].ystride
+                                 : pi[k] == 1 ? a.part[1].ystride
+                                              : a.part[2].ystride;
+            T *yr = (T *)py + (cache_rows > 0 ? p[k] : r[k]) * ys;
+            if (mode[k] == 0) {
+                A c[NP], sv[NP];
+                if (one_row) {
+                    ld_tbl(cs + i0[k], c);
+                    ld_tbl(sn + i0[k], sv);
+                } else {
+#pragma unroll
+                    for (int e = 0; e < NP; e++)
+                        rope_cs<A>(p[k], __ldg(a.inv_freq + i0[k] + e), a.scale, c[e], sv[e]);
+                }
+#pragma unroll
+                for (int e = 0; e < NP; e++) {
                     const A x1 = ld_a<A>(va[k][e]), x2 = ld_a<A>(vb[k][e]);
-                    const A c = cs[i0[k] + e], sv = sn[i0[k] + e];
-                    va[k][e] = from_acc<T>(x1 * c - x2 * sv);
-                    vb[k][e] = from_acc<T>(x2 * c + x1 * sv);
+                    va[k][e] = from_acc<T>(x1 * c[e] - x2 * sv[e]);
+                    vb[k][e] = from_acc<T>(x2 * c[e] + x1 * sv[e]);
                 }
-            } else if (mode == 1) {
-                if (E == 1) {
+            } else if (mode[k] == 1) {
+                if constexpr (E == 1)
                     va[k][1] = vb[k][0];
+                A c[NI], sv[NI];
+                if (one_row) {
+                    ld_tbl(cs + i0[k], c);
+                    ld_tbl(sn + i0[k], sv);
+                } else {
+#pragma unroll
+                    for (int e = 0; e < NI; e++)
+                        rope_cs<A>(p[k], __ldg(a.inv_freq + i0[k] + e), a.scale, c[e], sv[e]);
                 }
 #pragma unroll
-                for (int e = 0; e < EA / 2; e++) {
+                for (int e = 0; e < NI; e++) {
                     const A x0 = ld_a<A>(va[k][2 * e]), x1 = ld_a<A>(va[k][2 * e + 1]);
-                    const A c = cs[i0[k] + e], sv = sn[i0[k] + e];
-                    va[k][2 * e] = from_acc<T>(x0 * c - x1 * sv);
-                    va[k][2 * e + 1] = from_acc<T>(x1 * c + x0 * sv);
+                    va[k][2 * e] = from_acc<T>(x0 * c[e] - x1 * sv[e]);
+                    va[k][2 * e + 1] = from_acc<T>(x1 * c[e] + x0 * sv[e]);
                 }
             }
-            if (E > 1) {
-                U16<T> ua;
-#pragma unroll
-                for (int e = 0; e < E; e++)
-                    ua.v[e] = va[k][e];
-                st16(yr + off[k], ua);
-                if (mode == 0) {
-#pragma unroll
-                    for (int e = 0; e < E; e++)
-                        ua.v[e] = vb[k][e];
-                    st16(yr + off[k] + half, ua);
-                }
+            if constexpr (E > 1) {
+                st16(yr + off[k], va[k].u);
+                if (mode[k] == 0)
+                    st16(yr + off[k] + half, vb[k].u);
             } else {
                 yr[off[k]] = va[k][0];
-                if (mode == 0)
+                if (mode[k] == 0)
                     yr[off[k] + half] = vb[k][0];
-                else if (mode == 1)
+                else if (mode[k] == 1)
                     yr[off[k] + 1] = va[k][1];
             }
         }
     }
+}
+
+/* A few rows (a decode step's): 64-thread blocks, each of one part of one row, so that the row,
+ * the part and its fields are the block's (uniform registers, read at the start) and a thread's
+ * unit is its block's chunk plus its index: the least arithmetic between the launch and the loads.
+ * Each warp forms its row's cos and sin table as rope_kernel's warps do (same bits). */
+template <typename T, int E>
+__global__ void __launch_bounds__(64) rope_decode_kernel(const RopeArgs a)
+{
+    using A = typename Acc<T>::A;
+    constexpr int NP = E, NI = E / 2;
+    extern __shared__ __align__(16) unsigned char smem_raw[];
+    const int Dh = a.Dh, half = Dh / 2, lane = threadIdx.x & 31;
+    const int hp = (half + 3) & ~3;
+    A *cs = reinterpret_cast<A *>(smem_raw) + (size_t)(threadIdx.x >> 5) * 2 * hp, *sn = cs + hp;
+    const unsigned b = blockIdx.x, row = fdiv(b, a.dec_bpr), c = b - row * a.dec_bpr.d;
+    const int pi = c < a.dec_c1 ? 0 : c < a.dec_c2 ? 1 : 2;
+    const unsigned c0 = pi == 0 ? 0u : pi == 1 ? a.dec_c1 : a.dec_c2;
+    const long long ulo = pick3(pi, 0LL, a.u1, a.u2), uhi = pick3(pi, a.u1, a.u2, a.units);
+    const int u = (int)(c - c0) * 64 + (int)threadIdx.x;
+    const bool unit = u < uhi - ulo;
+    const T *px = pick3(pi, (const T *)a.part[0].x, (const T *)a.part[1].x, (const T *)a.part[2].x);
+    const long long xs = pick3(pi, a.part[0].xstride, a.part[1].xstride, a.part[2].xstride);
+    const int mode = pick3(pi, a.part[0].rotate, a.part[1].rotate, a.part[2].rotate)
+                         ? a.interleaved
+                         : 2; /* block-uniform: 0 rotate_half, 1 interleaved, 2 copy */
+    pdl_wait();               /* x, positions and inv_freq may be a predecessor's outputs */
+    pdl_trigger();
+    const float fl = lane < half ? __ldg(a.inv_freq + lane) : 0.f;
+    const long long p = a.pos64 ? __ldg((const long long *)a.pos + row)
+                                : (long long)__ldg((const int *)a.pos + row);
+    RopeVec<T, E> va, vb;
+    int i0 = 0, off = 0;
+    if (unit) { /* no branch on the mode ahead of the loads: a jump table is a constant load */
+        const unsigned h = fdiv((unsigned)u, a.per_head);
+        const int j = (int)((unsigned)u - h * a.per_head.d);
+        i0 = j * (mode == 0 ? NP : NI);
+        off = mode == 0 ? (int)h * Dh + i0 : u * E;
+        const T *xr = px + (long long)row * xs;
+        va.u = ld16(xr + off);
+        if (mode == 0)
+            vb.u = ld16(xr + off + half);
+    }
+    if (mode != 2) { /* the warp's table: every lane, a unit or not */
+#pragma unroll
+        for (int f = 0; f < ROPE_FS; f++)
+            if (lane + 32 * f < half)
+                rope_cs<A>(p, f == 0 ? fl : __ldg(a.inv_freq + lane + 32 * f), a.scale,
+                           cs[lane + 32 * f], sn[lane + 32 * f]);
+        __syncwarp();
+    }
+    if (!unit)
+        return;
+    const long long cache_rows =
+        pick3(pi, a.part[0].cache_rows, a.part[1].cache_rows, a.part[2].cache_rows);
+    if (cache_rows > 0 && (p < 0 || p >= cache_rows)) {
+        if (u == 0)
+            record(DEC_ROPE_CACHE_UPDATE, a.step, row, p, cache_rows);
+        return; /* a write outside the cache is dropped */
+    }
+    T *py = pick3(pi, (T *)a.part[0].y, (T *)a.part[1].y, (T *)a.part[2].y);
+    const long long ys = pick3(pi, a.part[0].ystride, a.part[1].ystride, a.part[2].ystride);
+    T *yr = py + (cache_rows > 0 ? p : (long long)row) * ys;
+    if (mode == 0) {
+        A cv[NP], sv[NP];
+        ld_tbl(cs + i0, cv);
+        ld_tbl(sn + i0, sv);
+#pragma unroll
+        for (int e = 0; e < NP; e++) {
+            const A x1 = ld_a<A>(va[e]), x2 = ld_a<A>(vb[e]);
+            va[e] = from_acc<T>(x1 * cv[e] - x2 * sv[e]);
+            vb[e] = from_acc<T>(x2 * cv[e] + x1 * sv[e]);
+        }
+    } else if (mode == 1) {
+        A cv[NI], sv[NI];
+        ld_tbl(cs + i0, cv);
+        ld_tbl(sn + i0, sv);
+#pragma unroll
+        for (int e = 0; e < NI; e++) {
+            const A x0 = ld_a<A>(va[2 * e]), x1 = ld_a<A>(va[2 * e + 1]);
+            va[2 * e] = from_acc<T>(x0 * cv[e] - x1 * sv[e]);
+            va[2 * e + 1] = from_acc<T>(x1 * cv[e] + x0 * sv[e]);
+        }
+    }
+    st16(yr + off, va.u);
+    if (mode == 0)
+        st16(yr + off + half, vb.u);
 }
 
 /* ---- kv_cache_update ----------------------------------------------------------------------------
@@ -1823,6 +2021,250 @@ __global__ void __launch_bounds__(1024) softmax_reg_kernel(const T *x, T *y, lon
         cluster_exit_barrier(); /* peers may still read this block's slots */
 }
 
+/* Vectors a thread of softmax_smem_kernel holds in registers: 16 values (4 f32 vectors, 2 of the
+ * others), so that 1024 threads fit one block a SM without spilling. */
+template <typename T> __host__ __device__ constexpr int smx_reg_vpt()
+{
+    return sizeof(T) == 4 ? 4 : 2;
+}
+
+/* The shared-memory part of softmax_smem_kernel's slice comes in pieces of SMS_PIECE vectors
+ * (32 KB), each on its own mbarrier, so that the first pieces are taken while the rest land. */
+#define SMS_PIECE  2048
+#define SMS_PIECES 16
+
+/* One vector into a running maximum m and a sum s of exp(x - m), s rescaled when m grows. */
+template <typename A, typename T>
+__device__ __forceinline__ void online_take(const U16<T> &u, A &m, A &s)
+{
+    constexpr int E = U16<T>::E;
+    A v[E], vm = -INFINITY;
+#pragma unroll
+    for (int e = 0; e < E; e++) {
+        v[e] = ld_a<A>(u.v[e]);
+        vm = v[e] > vm ? v[e] : vm;
+    }
+    if (vm > m) { /* rescale the sum to the new maximum (0 while it was -inf) */
+        s *= exp(m - vm);
+        m = vm;
+    }
+    if (m != -INFINITY) /* all -inf so far: nothing to add (exp(-inf - -inf) is NaN) */
+#pragma unroll
+        for (int e = 0; e < E; e++)
+            s += exp(v[e] - m);
+}
+
+/* Rows whose slices fit the SMs' registers and shared memory together, one block a SM: C blocks a
+ * row (C == 1, or an x-cluster of C), the first VPT * blockDim.x vectors of the block's slice in
+ * registers and the rest in shared memory, brought by the copy engine (cp.async.bulk) in pieces on
+ * their own mbarriers while the registers' loads are in flight. Each thread keeps a running
+ * maximum and sum over its vectors as they land (registers, then the pieces in order), the block's
+ * and then the cluster's (rank order, through distributed shared memory) follow in fixed trees,
+ * so every block gets the same bits and the result is the same every run; then y = exp(x - max) /
+ * sum from registers and shared memory. The row is read once and written once, as the copy (64
+ * rows of 128256 f32, 33 MB, over 128 blocks in 2-block clusters, where the two-pass kernel read
+ * it twice, 1.5x the copy), and the exponentials overlap the loads and the stores. */
+template <typename T>
+__global__ void __launch_bounds__(1024, 1) softmax_smem_kernel(const T *x, T *y, long long N, int C)
+{
+    using A = typename Acc<T>::A;
+    constexpr int E = 16 / (int)sizeof(T), VPT = smx_reg_vpt<T>();
+    extern __shared__ __align__(16) unsigned char smem_raw[];
+    const U16<T> *sh = reinterpret_cast<const U16<T> *>(smem_raw);
+    __shared__ A red[32];
+    __shared__ A slot[2];
+    __shared__ __align__(8) unsigned long long bar[SMS_PIECES];
+    const RowSlice<T> sl = row_slice(x, y, N, C);
+    const int tid = threadIdx.x, nt = blockDim.x;
+    const long long rlo = sl.lo, rhi = min(sl.hi, sl.lo + (long long)VPT * nt);
+    const int ns = (int)max(0LL, sl.hi - rhi); /* vectors in shared memory, from rhi */
+    const int np = (ns + SMS_PIECE - 1) / SMS_PIECE;
+    if (tid == 0) {
+        for (int i = 0; i < np; i++)
+            mbar_init(&bar[i], 1);
+        mbar_fence_init();
+    }
+    __syncthreads();
+    pdl_wait(); /* x may be a predecessor's output */
+    pdl_trigger();
+    if (tid == 0 && ns > 0) {
+        const unsigned long long pol = l2_evict_first();
+        for (int i = 0; i < np; i++) {
+            const int n = min(SMS_PIECE, ns - i * SMS_PIECE);
+            mbar_arrive_tx(&bar[i], (unsigned)n * 16u);
+            bulk_g2s(smem_raw + (size_t)i * SMS_PIECE * 16, sl.x + (rhi + i * SMS_PIECE) * E,
+                     (unsigned)n * 16u, &bar[i], pol);
+        }
+    }
+    U16<T> raw[VPT];
+#pragma unroll
+    for (int k = 0; k < VPT; k++) {
+        const long long j = rlo + (long long)k * nt + tid;
+        if (j < rhi)
+            raw[k] = ld16_stream(sl.x + j * E);
+    }
+    A m = -INFINITY, sum = 0;
+#pragma unroll
+    for (int k = 0; k < VPT; k++)
+        if (rlo + (long long)k * nt + tid < rhi)
+            online_take<A>(raw[k], m, sum);
+    for (int i = 0; i < np; i++) {
+        mbar_wait(&bar[i], 0);
+        for (int j = i * SMS_PIECE + tid; j < min(ns, (i + 1) * SMS_PIECE); j += nt)
+            online_take<A>(sh[j], m, sum);
+    }
+    A mx = block_max<A>(m, red);
+    sum = block_sum<A>(m == -INFINITY ? (A)0 : sum * exp(m - mx), red);
+    if (C > 1) { /* lane q takes rank q's maximum and sum: one fixed tree in every warp */
+        cg::cluster_group cluster = cg::this_cluster();
+        if (tid == 0) {
+            slot[0] = mx;
+            slot[1] = sum;
+        }
+        cluster.sync();
+        const int lane = tid & 31;
+        const A mq = lane < C ? *cluster.map_shared_rank(&slot[0], lane) : (A)-INFINITY;
+        const A sq = lane < C ? *cluster.map_shared_rank(&slot[1], lane) : (A)0;
+        A mm = mq;
+#pragma unroll
+        for (int o = 16; o > 0; o >>= 1) {
+            const A t = __shfl_xor_sync(0xffffffffu, mm, o);
+            mm = t > mm ? t : mm;
+        }
+        mx = mm;
+        sum = warp_sum<A>(mq == -INFINITY ? (A)0 : sq * exp(mq - mx));
+    }
+    const A inv = (A)1 / sum;
+    auto put = [&](const U16<T> &u, long long j) {
+        U16<T> o;
+#pragma unroll
+        for (int e = 0; e < E; e++)
+            o.v[e] = from_acc<T>(exp(ld_a<A>(u.v[e]) - mx) * inv);
+        __stcs(reinterpret_cast<uint4 *>(sl.y + j * E), *reinterpret_cast<const uint4 *>(o.v));
+    };
+#pragma unroll
+    for (int k = 0; k < VPT; k++) {
+        const long long j = rlo + (long long)k * nt + tid;
+        if (j < rhi)
+            put(raw[k], j);
+    }
+    for (int j = tid; j < ns; j += nt)
+        put(sh[j], rhi + j);
+    if (C > 1)
+        cluster_exit_barrier(); /* peers may still read this block's slots */
+}
+
+/* Vectors a thread of softmax_grid_kernel holds at most, and its threads. */
+#define SMG_VPT     4
+#define SMG_THREADS 256
+
+/* The output vectors at the start of a softmax_grid_kernel row that hold its G pairs and the
+ * count of blocks that have read them. */
+template <typename A> __host__ __device__ __forceinline__ long long smg_held(int G)
+{
+    return ((long long)(2 * G) * (long long)sizeof(A) + 4 + 15) / 16;
+}
+
+/* A few long rows over all SMs, as the copy spreads their bytes (a cluster holds 8 or 16 of them:
+ * a decode row's logits took 4x the copy's time over 8 blocks): G blocks a row, launched
+ * cooperatively (all resident at once), each holding its slice in registers (vector j of the
+ * slice at thread j % blockDim.x). A block's maximum m and sum s of exp(x - m) go to the start of
+ * the row's output (2 G values of A, rank order, then a count; every rank's own stores are
+ * elsewhere); after a grid barrier every block combines the G pairs in one fixed tree, so every
+ * block has the same bits and the result is the same every run: max M, S = sum s_q exp(m_q - M),
+ * y = exp(x - M) / S. Each block then counts itself as having read the pairs (a relaxed atomic);
+ * only the blocks whose slices hold the pairs' bytes wait for all G before they store those
+ * (a second grid barrier made every block wait for its own stores to land first). */
+template <typename T>
+__global__ void __launch_bounds__(SMG_THREADS)
+    softmax_grid_kernel(const T *x, T *y, long long N, int G)
+{
+    using A = typename Acc<T>::A;
+    constexpr int E = 16 / (int)sizeof(T);
+    __shared__ A red[32];
+    const int tid = threadIdx.x, rank = (int)(blockIdx.x % (unsigned)G);
+    const long long row = blockIdx.x / (unsigned)G, nv = N / E;
+    const long long per = row_of(nv + G - 1, G), lo = min(nv, rank * per), hi = min(nv, lo + per);
+    const T *xr = x + row * N;
+    T *yr = y + row * N;
+    A *pairs = reinterpret_cast<A *>(yr);
+    unsigned *count = reinterpret_cast<unsigned *>(pairs + 2 * G);
+    /* vectors below `held` overlap the pairs and the count: stored last */
+    const long long held = smg_held<A>(G);
+    pdl_wait(); /* x may be a predecessor's output */
+    pdl_trigger();
+    U16<T> raw[SMG_VPT];
+#pragma unroll
+    for (int k = 0; k < SMG_VPT; k++) {
+        const long long j = lo + (long long)k * SMG_THREADS + tid;
+        if (j < hi)
+            raw[k] = ld16_stream(xr + j * E);
+    }
+    A mx = -INFINITY;
+#pragma unroll
+    for (int k = 0; k < SMG_VPT; k++)
+        if (lo + (long long)k * SMG_THREADS + tid < hi)
+#pragma unroll
+            for (int e = 0; e < E; e++) {
+                const A t = ld_a<A>(raw[k].v[e]);
+                mx = t > mx ? t : mx;
+            }
+    mx = block_max<A>(mx, red);
+    A sum = 0;
+    if (mx != -INFINITY) /* an empty or all -inf slice adds nothing (exp(-inf - -inf) is NaN) */
+#pragma unroll
+        for (int k = 0; k < SMG_VPT; k++)
+            if (lo + (long long)k * SMG_THREADS + tid < hi)
+#pragma unroll
+                for (int e = 0; e < E; e++)
+                    sum += exp(ld_a<A>(raw[k].v[e]) - mx);
+    sum = block_sum<A>(sum, red);
+    if (tid == 0) {
+        pairs[2 * rank] = mx;
+        pairs[2 * rank + 1] = sum;
+        if (rank == 0)
+            *count = 0;
+    }
+    cg::this_grid().sync();
+    /* thread q takes rank q's pair (G <= blockDim.x): one fixed tree in every block */
+    const A mq = tid < G ? __ldcg(pairs + 2 * tid) : (A)-INFINITY;
+    const A sq = tid < G ? __ldcg(pairs + 2 * tid + 1) : (A)0;
+    const A M = block_max<A>(mq, red);
+    const A S = block_sum<A>(mq == -INFINITY ? (A)0 : sq * exp(mq - M), red);
+    /* block_sum's barrier: every thread's reads of the pairs are done */
+    if (tid == 0)
+        atomicAdd(count, 1u);
+    const A inv = (A)1 / S;
+#pragma unroll
+    for (int k = 0; k < SMG_VPT; k++) {
+        const long long j = lo + (long long)k * SMG_THREADS + tid;
+        if (j < hi && j >= held) {
+            U16<T> u;
+#pragma unroll
+            for (int e = 0; e < E; e++)
+                u.v[e] = from_acc<T>(exp(ld_a<A>(raw[k].v[e]) - M) * inv);
+            __stcs(reinterpret_cast<uint4 *>(yr + j * E), *reinterpret_cast<const uint4 *>(u.v));
+        }
+    }
+    if (lo < held) { /* block-uniform: this slice holds some of the pairs' bytes */
+        if (tid == 0)
+            while (ld_acquire(count) < (unsigned)G) {
+            }
+        __syncthreads();
+#pragma unroll
+        for (int k = 0; k < SMG_VPT; k++) {
+            const long long j = lo + (long long)k * SMG_THREADS + tid;
+            if (j < hi && j < held) {
+                U16<T> u;
+#pragma unroll
+                for (int e = 0; e < E; e++)
+                    u.v[e] = from_acc<T>(exp(ld_a<A>(raw[k].v[e]) - M) * inv);
+                st16(yr + j * E, u);
+            }
+        }
+    }
+}
+
 /* A 16-byte load of data read for the last time, from L2 (the second pass of softmax_l2_kernel):
  * evict it first, it is not read again. */
 __device__ __forceinline__ uint4 ld16_last(const void *p, unsigned long long pol)
@@ -2852,23 +3294,18 @@ extern "C" int baton__kcuda_embedding(const baton_exec_ctx *ctx, void **buffers,
                         st);
 }
 
-/* Launches the rope kernel, a block per row: 16-byte units where every part's rows allow them,
- * a thread for each of the row's units (all parts) up to 256, in one round (RU 1, the fewest
- * registers: more blocks a SM) where they fit, else two a thread each round. */
+/* Launches rope over all rows' units: 16-byte units where every part's rows allow them; where
+ * the units fill fewer than a wave of 64-thread blocks (a decode step), rope_decode_kernel's
+ * blocks of one part of one row (rope_kernel's 64-thread blocks for units of one element), else a
+ * wave of rope_kernel's 256-thread blocks, ROPE_U units a thread at a time. */
 template <typename T>
 static int rope_launch(const baton_exec_ctx *ctx, const char *what, RopeArgs &a, long long rows,
                        bool vec)
 {
     constexpr int E = 16 / (int)sizeof(T);
-    const size_t smem = sizeof(typename Acc<T>::A) * (size_t)a.Dh;
-    if (smem > 48 * 1024)
-        return baton__ctx_fail(ctx, BATON_EINVAL,
-                               "%s: head_dim %d is too large for the CUDA kernel", what, (int)a.Dh);
     if (rows > 0x7fffffffLL)
         return baton__ctx_fail(ctx, BATON_EINVAL, "%s: %lld rows are too many for one launch", what,
                                (long long)rows);
-    if (rows == 0)
-        return 0;
     long long units = 0;
     for (int i = 0; i < a.nparts; i++) {
         units += vec ? rope_units<E>(a.part[i], a.Dh, a.interleaved)
@@ -2879,15 +3316,49 @@ static int rope_launch(const baton_exec_ctx *ctx, const char *what, RopeArgs &a,
             a.u2 = units;
     }
     a.units = units;
-    int threads = (int)((units + 31) / 32) * 32;
-    threads = threads < 32 ? 32 : threads > 256 ? 256 : threads;
-    const unsigned grid = (unsigned)rows;
-    const bool one = units <= threads;
+    a.total = units * rows;
+    if (a.total == 0)
+        return 0;
+    bool long_rows = units > 0x7fffffffLL || a.total / rows != units;
+    for (int i = 0; i < a.nparts; i++)
+        long_rows = long_rows || a.part[i].F > 0x7fffffffLL;
+    if (long_rows)
+        return baton__ctx_fail(ctx, BATON_EINVAL, "%s: rows of %lld units are too long", what,
+                               (long long)units);
+    const int e = vec ? E : 1, ea = e > 1 ? e : 2;
+    a.per_row = fast_div((unsigned)units);
+    a.per_head = fast_div((unsigned)(a.interleaved ? a.Dh / ea : a.Dh / 2 / e));
+    const void *kernel = vec ? (const void *)rope_kernel<T, E> : (const void *)rope_kernel<T, 1>;
+    const long long sms = sm_count(ctx);
+    int threads = 64;
+    long long grid = (a.total + threads - 1) / threads;
+    if (grid > sms) {
+        threads = 256;
+        grid = wave_grid(ctx, kernel, (a.total + ROPE_U - 1) / ROPE_U, threads);
+    }
+    /* each warp's tables: ROPE_U of cos and sin for head_dim / 2 frequencies (padded to 16 B) */
+    const size_t hp = (size_t)((a.Dh / 2 + 3) & ~3),
+                 smem = (size_t)(threads / 32) * ROPE_U * 2 * hp * sizeof(typename Acc<T>::A);
+    a.tbl = a.Dh / 2 <= 32 * ROPE_FS && smem <= 48 * 1024;
+    if (vec && a.tbl && threads == 64) {
+        /* blocks of one part of one row each */
+        const long long pu[3] = {a.u1, a.u2 - a.u1, a.units - a.u2};
+        long long bp[3];
+        for (int i = 0; i < 3; i++)
+            bp[i] = (pu[i] + 63) / 64;
+        const long long bpr = bp[0] + bp[1] + bp[2], g = rows * bpr;
+        if (g <= 2 * sms) {
+            a.dec_bpr = fast_div((unsigned)bpr);
+            a.dec_c1 = (unsigned)bp[0];
+            a.dec_c2 = (unsigned)(bp[0] + bp[1]);
+            return launch(ctx, what, rope_decode_kernel<T, E>, (unsigned)g, 64,
+                          2 * 2 * hp * sizeof(typename Acc<T>::A), 1, a);
+        }
+    }
     if (vec)
-        return one ? launch(ctx, what, rope_kernel<T, E, 1>, grid, threads, smem, 1, a)
-                   : launch(ctx, what, rope_kernel<T, E, 2>, grid, threads, smem, 1, a);
-    return one ? launch(ctx, what, rope_kernel<T, 1, 1>, grid, threads, smem, 1, a)
-               : launch(ctx, what, rope_kernel<T, 1, 2>, grid, threads, smem, 1, a);
+        return launch(ctx, what, rope_kernel<T, E>, (unsigned)grid, threads, a.tbl ? smem : 0, 1,
+                      a);
+    return launch(ctx, what, rope_kernel<T, 1>, (unsigned)grid, threads, a.tbl ? smem : 0, 1, a);
 }
 
 template <typename T>
@@ -3513,6 +3984,136 @@ static int softmax_reg_resident(const baton_exec_ctx *ctx, int threads)
     return per_sm;
 }
 
+/* Whether ctx's device takes cooperative launches (asked once per device). */
+static bool coop_ok(const baton_exec_ctx *ctx)
+{
+    static std::atomic<int> known[KCUDA_MAX_DEVICES]; /* 0 unknown, 1 yes, 2 no */
+    const int dev = device_of(ctx);
+    if (dev < 0 || dev >= KCUDA_MAX_DEVICES)
+        return false;
+    int k = known[dev].load(std::memory_order_relaxed);
+    if (k == 0) {
+        int v = 0;
+        if (cudaDeviceGetAttribute(&v, cudaDevAttrCooperativeLaunch, dev) != cudaSuccess) {
+            (void)cudaGetLastError();
+            v = 0;
+        }
+        k = v ? 1 : 2;
+        known[dev].store(k, std::memory_order_relaxed);
+    }
+    return k == 1;
+}
+
+/* launch() for a cooperative grid (every block resident at once, for grid.sync()). */
+template <typename... KArgs, typename... Args>
+static int launch_coop(const baton_exec_ctx *ctx, const char *name, void (*kernel)(KArgs...),
+                       unsigned grid, unsigned block, Args... args)
+{
+    cudaLaunchConfig_t cfg;
+    memset(&cfg, 0, sizeof cfg);
+    cfg.gridDim = dim3(grid, 1, 1);
+    cfg.blockDim = dim3(block, 1, 1);
+    cfg.stream = (cudaStream_t)ctx->stream;
+    cudaLaunchAttribute attrs[2];
+    memset(attrs, 0, sizeof attrs);
+    unsigned n = 0;
+    attrs[n].id = cudaLaunchAttributeCooperative;
+    attrs[n].val.cooperative = 1;
+    n++;
+    if (launch_pdl(ctx)) {
+        attrs[n].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+        attrs[n].val.programmaticStreamSerializationAllowed = 1;
+        n++;
+    }
+    cfg.attrs = attrs;
+    cfg.numAttrs = n;
+    cudaError_t e = cudaLaunchKernelEx(&cfg, kernel, ((KArgs)args)...);
+    if (e == cudaSuccess)
+        e = cudaGetLastError();
+    if (e != cudaSuccess)
+        return baton__ctx_fail(ctx, BATON_ECUDA, "cudaLaunchKernelEx(%s, cooperative) failed: %s",
+                               name, cudaGetErrorString(e));
+    return 0;
+}
+
+/* softmax_grid_kernel for at most 4 rows of at least 16384 values: G blocks a row, the most that
+ * keep rows * G within the SMs and give every thread a vector at least, when each thread then
+ * holds at most SMG_VPT vectors and the row's output holds the G pairs: 0 or the launch's failure,
+ * 1 when it does not apply. */
+template <typename T>
+static int softmax_grid_launch(const baton_exec_ctx *ctx, void **b, const dec_shape &s,
+                               long long nv, long long sms)
+{
+    if (s.rows > 4 || s.F < 16384 || !coop_ok(ctx))
+        return 1;
+    const long long G = std::min(sms / s.rows, (nv + SMG_THREADS - 1) / SMG_THREADS);
+    if (G < 2 || (nv + G - 1) / G > (long long)SMG_VPT * SMG_THREADS ||
+        nv < smg_held<typename Acc<T>::A>((int)G))
+        return 1;
+    return launch_coop(ctx, "softmax", softmax_grid_kernel<T>, (unsigned)(s.rows * G), SMG_THREADS,
+                       (const T *)b[0], (T *)b[1], (long long)s.F, (int)G);
+}
+
+/* How many clusters of 2, 4 and 8 blocks of softmax_smem_kernel<T> (1024 threads, the most shared
+ * memory) fit at once on ctx's device ([1], [2], [3]; 0 where the query fails): a GPC's SMs left
+ * over by its clusters stay idle, so rows * C blocks within the SMs can still take two waves. Asked
+ * once per device, in relaxed capture mode (the queries enqueue nothing), and kept even when a
+ * query fails: the cluster size orders the sums, later calls must choose as the first did. */
+template <typename T> static const int *softmax_smem_fit(const baton_exec_ctx *ctx, size_t smem)
+{
+    static int fit[KCUDA_MAX_DEVICES + 1][4]; /* the last: a device out of range, never kept */
+    static std::atomic<int> asked[KCUDA_MAX_DEVICES];
+    const int dev = device_of(ctx);
+    const bool known = dev >= 0 && dev < KCUDA_MAX_DEVICES;
+    int *f = fit[known ? dev : KCUDA_MAX_DEVICES];
+    if (known && asked[dev].load(std::memory_order_acquire))
+        return f;
+    cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;
+    const bool swapped = cudaThreadExchangeStreamCaptureMode(&mode) == cudaSuccess;
+    const auto kernel = softmax_smem_kernel<T>;
+    const int pr = prepare(kernel, ctx, "softmax", 8, 8, 1024, smem, smem, false);
+    for (int i = 1; i < 4; i++) {
+        f[i] = 0;
+        if (pr == 0 && max_active_clusters((const void *)kernel, 8, 1024, smem, 1 << i,
+                                           (cudaStream_t)ctx->stream, &f[i]) != cudaSuccess) {
+            (void)cudaGetLastError();
+            f[i] = 0;
+        }
+    }
+    if (swapped)
+        (void)cudaThreadExchangeStreamCaptureMode(&mode);
+    if (pr != 0)
+        (void)cudaGetLastError();
+    if (known)
+        asked[dev].store(1, std::memory_order_release);
+    return f;
+}
+
+/* softmax_smem_kernel where rows * C blocks of 1024 threads (the fewest of C = 1, 2, 4, 8 blocks a
+ * row) are one block a SM, all at once, and a slice past the registers' VPT * 1024 vectors fits
+ * the shared memory: 0 or the launch's failure, 1 when it does not fit. */
+template <typename T>
+static int softmax_smem_launch(const baton_exec_ctx *ctx, void **b, const dec_shape &s,
+                               long long nv, long long sms)
+{
+    const auto kernel = softmax_smem_kernel<T>;
+    const size_t smem_max = (size_t)device_facts(ctx).smem_optin - 1024;
+    for (int c = 1, i = 0; c <= 8; c *= 2, i++) {
+        const long long per = (nv + c - 1) / c, ns = per - (long long)smx_reg_vpt<T>() * 1024;
+        if (s.rows * c > sms || ns * 16 > (long long)smem_max || ns > SMS_PIECE * SMS_PIECES)
+            continue;
+        if (c > 1 && s.rows > softmax_smem_fit<T>(ctx, smem_max)[i])
+            continue;
+        const size_t smem = ns > 0 ? (size_t)ns * 16 : 0;
+        const long long grid = s.rows * c;
+        if (prepare(kernel, ctx, "softmax", c, grid, 1024, smem, smem_max, false))
+            return BATON_ECUDA;
+        return launch(ctx, "softmax", kernel, (unsigned)grid, 1024, smem, c, (const T *)b[0],
+                      (T *)b[1], (long long)s.F, c);
+    }
+    return 1;
+}
+
 template <typename T>
 static int softmax_launch(const baton_exec_ctx *ctx, void **b, const dec_shape &s)
 {
@@ -3540,6 +4141,9 @@ static int softmax_launch(const baton_exec_ctx *ctx, void **b, const dec_shape &
                 r = softmax_reg_resident<T, 8>(ctx, th);
             return (long long)r * sms;
         };
+        const int rg = softmax_grid_launch<T>(ctx, b, s, nv, sms);
+        if (rg <= 0)
+            return rg;
         int C = 0;
         const bool cl = s.F >= 16384 && cluster8_ok(ctx, (const void *)softmax_reg_kernel<T, 4>, 0);
         for (int c = 8; cl && c >= 2 && !C; c /= 2)
@@ -3550,8 +4154,12 @@ static int softmax_launch(const baton_exec_ctx *ctx, void **b, const dec_shape &
         for (int c = 2; cl && c <= 8 && !C; c *= 2)
             if (vpt_of(c) <= VMAX)
                 C = c;
-        /* more than one wave of blocks of 16 KB or more a thread block: the two-pass kernel */
+        /* more than one wave of blocks of 16 KB or more a thread block: rows held in registers
+         * and shared memory where a wave of one block a SM holds them, else the two-pass kernel */
         if (cl && (!C || (s.rows * C > resident(C) && (nv + C - 1) / C * 16 >= 16384))) {
+            const int rc = softmax_smem_launch<T>(ctx, b, s, nv, sms);
+            if (rc <= 0)
+                return rc;
             /* C: the most blocks a row (up to 8, any size) whose rows * C blocks stay one wave
              * (64 rows at 3 blocks a SM: 6, where 8 left a second wave of 116 blocks), and at
              * least enough that a slice is at most 96 KB, so that the slices in flight together
