@@ -17,7 +17,9 @@
 # included) would be passed. The summary prints last; traces and logs go to $OUT.
 #   run(kind="nvidia-h200-x2", carry=[".deps"], command="NCCL_NVLS_ENABLE=0 bash scripts/gpu-multi.sh")
 #   env: BUDGET (400), JOBS (32), SKIP_BUILD=1 (use $BUILD as it is), PARTS ("pipeline scaling
-#        tests"; also "launch": the host's time in a pool's runs; "scaling2": the short scaling
+#        tests"; also "glaunch": bench_graph_launch, the host's time in cudaGraphLaunch, hand-built
+#        and baton's graphs, which runs on one GPU too (GLAUNCH_ARGS: more arguments, e.g.
+#        --no-pdl); "launch": the host's time in a pool's runs; "scaling2": the short scaling
 #        form, one GPU, both sharded forms and XLA); for a smoke test of the script without GPUs: SKIP_BUILD=1 BUILD=build-cpu GPU=sim
 #        NGPU=2 (the pipeline part on the test device)
 set -uo pipefail
@@ -59,6 +61,7 @@ targets=()
 { has pipeline || has launch; } && targets+=(baton_cli bench_pipeline)
 { has scaling || has scaling2; } && targets+=(bench_scaling)
 has tests && targets+=(baton_cli test_multigpu_cuda)
+has glaunch && targets+=(baton_cli bench_graph_launch)
 [ -f scripts/deps-prefix.sh ] && eval "$(bash scripts/deps-prefix.sh)"
 if [ "${SKIP_BUILD:-0}" != 1 ] && [ ${#targets[@]} -gt 0 ]; then
   if { [ -f "$BUILD/CMakeCache.txt" ] ||
@@ -71,11 +74,45 @@ if [ "${SKIP_BUILD:-0}" != 1 ] && [ ${#targets[@]} -gt 0 ]; then
     exit 1
   fi
 fi
+baton=$BUILD/baton
+
+# glaunch (also on one GPU): the host's time in cudaGraphLaunch, hand-built graphs of N empty
+# kernels (plain, PDL edges, clusters; 1 to 8 threads; 1 thread per GPU) against baton's graphs of
+# the RFC plan's pipeline forms, the RFC plan itself and the sharded tutorial plan (bare launches,
+# copies without event nodes, copies or programmatic edges, runtimes in threads); each captured
+# graph as DOT (BATON_GRAPH_DOT) in $final/dot
+if has glaunch && room 70 "graph launch"; then
+  say "== glaunch: host time of graph launches (bench_graph_launch)"
+  python3 scripts/pipeline.py --devices cuda:0 --gpu-steps examples/plans/rfc.json \
+    > "$work/pipe1.json"
+  gplans=("$work/pipe1.json" examples/plans/rfc.json)
+  if [ "$ngpu" -ge 2 ]; then
+    python3 scripts/pipeline.py --devices cuda:0,cuda:1 --gpu-steps examples/plans/rfc.json \
+      > "$work/pipe2.json"
+    python3 scripts/shard.py --devices cuda:0,cuda:1 --reduce all_reduce \
+      examples/plans/rmsnorm_tutorial.json > "$work/tut2.json"
+    gplans+=("$work/pipe2.json" "$work/tut2.json")
+  fi
+  mkdir -p "$final/dot"
+  for p in "${gplans[@]}"; do
+    n=$(basename "$p" .json)
+    mkdir -p "$final/dot/$n"
+    BATON_GRAPH_DOT="$final/dot/$n" BATON_GRAPH_EDGES=1 timeout "$(tmo 20)" "$baton" run -q \
+      --gpu="$GPU" --mode=graph --iters=2 "$p" > "$work/dot-$n.log" 2>&1
+    say "dot $n (rc $?): $(ls "$final/dot/$n" | tr '\n' ' ')"
+    grep "captured:" "$work/dot-$n.log" | head -4 | tee -a "$summary"
+  done
+  gargs=()
+  for p in "${gplans[@]}"; do gargs+=(--plan "$p"); done
+  timeout "$(tmo 75)" "$BUILD/bench_graph_launch" "${gargs[@]}" --budget 55 \
+    --json "$final/graph_launch.json" ${GLAUNCH_ARGS:-} 2>&1 | grep -v "^RESULT" |
+    tee -a "$summary"
+fi
+
 if [ "$ngpu" -lt 2 ]; then
-  say "fewer than two GPUs: nothing to measure"
+  say "fewer than two GPUs: nothing more to measure"
   exit 0
 fi
-baton=$BUILD/baton
 
 python3 scripts/pipeline.py --devices cuda:0 --gpu-steps examples/plans/rfc.json > "$work/pipe1.json"
 python3 scripts/pipeline.py --devices cuda:0,cuda:1 --gpu-steps examples/plans/rfc.json \
