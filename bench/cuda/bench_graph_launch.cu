@@ -706,6 +706,41 @@ static void baton_plans(const std::vector<const char *> &paths)
     baton_registry_destroy(reg);
 }
 
+/* Last, since CUPTI once enabled slows the process's later launches too: the first plan's runs and
+ * bare launches again while the runtime records its device timeline (baton_runtime_trace_begin),
+ * as bench_pipeline's traced pass does: how much of a traced launch is CUPTI's. */
+static void traced(const char *path)
+{
+    if (!room(3, "the traced pass"))
+        return;
+    baton_registry *reg = NULL;
+    baton_plan *plan = NULL;
+    baton_error err = {};
+    if (baton_registry_create(&reg) || baton_plan_load(reg, path, &plan, &err))
+        die_baton(path, &err);
+    printf("\n== traced (CUPTI records every kernel, as bench_pipeline's traced pass): %s\n", path);
+    baton_runtime *rt = make_runtime(plan);
+    const int iters = g_iters / 4 > 100 ? g_iters / 4 : 100;
+    header();
+    if (baton_runtime_trace_begin(rt,
+                                  (size_t)iters * 4 * (size_t)baton_plan_step_count(plan) + 4096)) {
+        printf("trace_begin failed (out of memory)\n");
+    } else {
+        row("traced", "baton_runtime_run (launch: its graph launches)", 1,
+            time_runs(rt, plan, iters));
+#ifdef BATON_BENCH_HOOKS
+        graph_set all = runtime_graphs(rt, plan, NULL);
+        if (!all.exec.empty())
+            row("traced", "all its graphs, cudaGraphLaunch on the runtime's streams", 1,
+                time_set(all, iters));
+#endif
+        baton_runtime_trace_begin(rt, 0);
+    }
+    baton_runtime_destroy(rt);
+    baton_plan_free(plan);
+    baton_registry_destroy(reg);
+}
+
 int main(int argc, char **argv)
 {
     std::vector<const char *> plans;
@@ -760,8 +795,10 @@ int main(int argc, char **argv)
         CHECK_CUDA(cudaFree(0));
     }
     hand_built(ngpu);
-    if (!plans.empty())
+    if (!plans.empty()) {
         baton_plans(plans);
+        traced(plans[0]);
+    }
     if (g_json) {
         fprintf(g_json, "\n]}\n");
         fclose(g_json);
