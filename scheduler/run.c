@@ -734,6 +734,24 @@ int baton__runtime_settle(baton_runtime *rt, baton_error *err)
     return baton_runtime_wait(rt, err);
 }
 
+/* The end of a run: every GPU with work in flight records its event before the host waits for the
+ * first. Recorded only once the wait for the GPU before it has returned, a GPU's event would
+ * cost one more trip from the host to that GPU and back after the run's work is done: on several
+ * GPUs that finish together (a collective at the end), each GPU after the first. */
+static int record_ends(baton_runtime *rt, baton_error *err)
+{
+    for (int d = 1; d < rt->nd; d++) {
+        rt_device *rd = &rt->dev[d];
+        if (!rd->pending || rd->recorded)
+            continue; /* recorded: queued ahead, its wait is for the work before that */
+        int rc = rd->ops->record(rd->ctx, WAIT_SLOT, err);
+        if (rc)
+            return rc;
+        rd->recorded = 1;
+    }
+    return 0;
+}
+
 static int run_plan(baton_runtime *rt, int defer, baton_error *err)
 {
     if (rt->n_unset_inputs > 0 && !rt->opts.allow_unset_inputs)
@@ -775,6 +793,8 @@ static int run_plan(baton_runtime *rt, int defer, baton_error *err)
         if (defer) {
             rt->in_flight++; /* baton_runtime_wait (or the next call that needs it) waits */
         } else {
+            if (rt->end_records_first)
+                rc = record_ends(rt, err);
             for (int d = 1; d < rt->nd && !rc; d++)
                 if (rt->dev[d].pending)
                     rc = host_wait(rt, d, "end of run", err);
