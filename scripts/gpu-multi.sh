@@ -19,8 +19,9 @@
 #   env: BUDGET (400), JOBS (32), SKIP_BUILD=1 (use $BUILD as it is), PARTS ("pipeline scaling
 #        tests"; also "glaunch": bench_graph_launch, the host's time in cudaGraphLaunch, hand-built
 #        and baton's graphs, which runs on one GPU too (GLAUNCH_ARGS: more arguments, e.g.
-#        --no-pdl); "launch": the host's time in a pool's runs; "scaling2": the short scaling
-#        form, one GPU, both sharded forms and XLA); for a smoke test of the script without GPUs: SKIP_BUILD=1 BUILD=build-cpu GPU=sim
+#        --no-pdl); "endwait": the sharded plan with the end-of-run events recorded first and
+#        before each wait, in the same rounds; "launch": the host's time in a pool's runs;
+#        "scaling2": the short scaling form, one GPU, both sharded forms and XLA); for a smoke test of the script without GPUs: SKIP_BUILD=1 BUILD=build-cpu GPU=sim
 #        NGPU=2 (the pipeline part on the test device)
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -59,7 +60,7 @@ ngpu=${NGPU:-$(nvidia-smi -L 2>/dev/null | wc -l)}
 # is built on as it is, so only what it lacks is compiled.
 targets=()
 { has pipeline || has launch; } && targets+=(baton_cli bench_pipeline)
-{ has scaling || has scaling2; } && targets+=(bench_scaling)
+{ has scaling || has scaling2 || has endwait; } && targets+=(bench_scaling)
 has tests && targets+=(baton_cli test_multigpu_cuda)
 has glaunch && targets+=(baton_cli bench_graph_launch)
 [ -f scripts/deps-prefix.sh ] && eval "$(bash scripts/deps-prefix.sh)"
@@ -196,9 +197,9 @@ PY
     bpipe 2 BATON_PEER_COPY_KERNEL=1 8 trace-pipe2-peer-kernel
 fi
 
-# scaling2: the short form for a second call (one GPU, the two sharded forms, XLA)
-if { has scaling || has scaling2; } && room 60 "scaling"; then
-  say "== scaling: the tutorial plan at 2 x 65536 x 4096 bf16 rows, fwd+bwd, graph mode"
+# the tutorial plan at 2 x 65536 x 4096 bf16 rows on one GPU (one.json; one32.json with part_grad
+# 32) and its sharded forms over 2 GPUs (two.json, two32.json bitwise; two_allreduce.json)
+scaling_plans() {
   # one.json: part_grad 16 rows, as the tutorial plan has; one32.json: 32 rows, so that each
   # shard of the bitwise form holds 16 blocks, as one GPU's plan at 16 does
   python3 - "$work" <<'PY'
@@ -217,6 +218,12 @@ PY
   python3 scripts/shard.py --devices cuda:0,cuda:1 "$work/one32.json" > "$work/two32.json"
   python3 scripts/shard.py --devices cuda:0,cuda:1 --reduce all_reduce "$work/one.json" \
     > "$work/two_allreduce.json"
+}
+
+# scaling2: the short form for a second call (one GPU, the two sharded forms, XLA)
+if { has scaling || has scaling2; } && room 60 "scaling"; then
+  say "== scaling: the tutorial plan at 2 x 65536 x 4096 bf16 rows, fwd+bwd, graph mode"
+  scaling_plans
   # one shard's forward and backward alone on cuda:0: its kernels as the sharded plan runs them
   # (half: the layout of the bitwise form; half_fitted: fitted to the shard's own blocks)
   python3 - "$work" <<'PY'
@@ -289,6 +296,18 @@ if has launch && room 25 "launch"; then
   room 8 "no PDL" && bpipe 2 "" 8 trace-launch-2-nopdl --no-pdl
   room 8 "bench_pipeline 2 4" && bpipe 2 "" 4 trace-launch-2-4
   room 8 "poll" && bench "$work/pipe1.json" "BATON_CUDA_WAIT_POLL_US=20" 8 "stages=1,poll-20us"
+fi
+
+# endwait: the sharded plan (all_reduce) one run at a time with each GPU's end-of-run event recorded
+# before the first wait (the default) and right before its own wait (BATON_END_RECORDS_FIRST=0),
+# the same plan twice in the same rounds of one process
+if has endwait && room 60 "endwait"; then
+  say "== endwait: end-of-run events recorded first (two_allreduce) or before each wait (_oldwait)"
+  [ -e "$work/two_allreduce.json" ] || scaling_plans
+  cp "$work/two_allreduce.json" "$work/two_allreduce_oldwait.json"
+  timeout "$(tmo 120)" "$BUILD/bench_scaling" "$work/one.json" "$work/two_allreduce.json" \
+    "$work/two_allreduce_oldwait.json" --old-end-waits 2 --runs 50 --rounds 8 2>&1 |
+    tee "$work/endwait.log" | grep -v "^RESULT" | tee -a "$summary"
 fi
 
 if has tests && room 45 "the two-GPU tests"; then
