@@ -113,6 +113,40 @@ struct graph_set {
     std::vector<int> device; /* -1: leave the current device */
 };
 
+/* How a round waits for its graphs, as baton's waits can: synchronise the stream (CUDA's default
+ * spin or yield), ask the stream every 20 us and sleep in between (BATON_CUDA_WAIT_POLL_US=20),
+ * or sleep in the driver on an event made with cudaEventBlockingSync (BATON_CUDA_WAIT_BLOCKING). */
+enum wait_mode { WAIT_SYNC, WAIT_POLL, WAIT_BLOCK };
+static const char *wait_name[] = {"sync", "poll 20us", "blocking event"};
+static thread_local wait_mode t_wait = WAIT_SYNC;
+
+static void wait_stream(cudaStream_t s)
+{
+    if (t_wait == WAIT_POLL) {
+        const struct timespec nap = {0, 20000};
+        cudaError_t e;
+        while ((e = cudaStreamQuery(s)) == cudaErrorNotReady)
+            nanosleep(&nap, NULL);
+        CHECK_CUDA(e);
+    } else if (t_wait == WAIT_BLOCK) {
+        static thread_local cudaEvent_t ev[4];
+        int dev = 0;
+        CHECK_CUDA(cudaStreamGetDevice(s, &dev));
+        if (!ev[dev & 3]) {
+            int cur;
+            CHECK_CUDA(cudaGetDevice(&cur));
+            CHECK_CUDA(cudaSetDevice(dev));
+            CHECK_CUDA(cudaEventCreateWithFlags(&ev[dev & 3],
+                                                cudaEventBlockingSync | cudaEventDisableTiming));
+            CHECK_CUDA(cudaSetDevice(cur));
+        }
+        CHECK_CUDA(cudaEventRecord(ev[dev & 3], s));
+        CHECK_CUDA(cudaEventSynchronize(ev[dev & 3]));
+    } else {
+        CHECK_CUDA(cudaStreamSynchronize(s));
+    }
+}
+
 static timing time_set(const graph_set &g, int iters)
 {
     timing t = {};
@@ -131,7 +165,7 @@ static timing time_set(const graph_set &g, int iters)
             sum += now_ns() - a;
         }
         for (size_t k = 0; k < n; k++)
-            CHECK_CUDA(cudaStreamSynchronize(g.stream[k]));
+            wait_stream(g.stream[k]);
         round.push_back((now_ns() - r0) / 1e3);
         launch.push_back(sum / 1e3);
     }
@@ -165,6 +199,7 @@ struct thread_job {
     int iters;
     timing t;
     pthread_barrier_t *start;
+    wait_mode wait;
 };
 
 static void *thread_main(void *p)
@@ -172,12 +207,14 @@ static void *thread_main(void *p)
     thread_job *j = (thread_job *)p;
     if (!j->g->device.empty() && j->g->device[0] >= 0)
         CHECK_CUDA(cudaSetDevice(j->g->device[0]));
+    t_wait = j->wait;
     pthread_barrier_wait(j->start);
     j->t = time_set(*j->g, j->iters);
     return NULL;
 }
 
-static timing time_threads(const std::vector<graph_set> &sets, int iters)
+static timing time_threads(const std::vector<graph_set> &sets, int iters,
+                           wait_mode wait = WAIT_SYNC)
 {
     const size_t n = sets.size();
     std::vector<thread_job> jobs(n);
@@ -185,7 +222,7 @@ static timing time_threads(const std::vector<graph_set> &sets, int iters)
     pthread_barrier_t start;
     pthread_barrier_init(&start, NULL, (unsigned)n);
     for (size_t k = 0; k < n; k++) {
-        jobs[k] = {&sets[k], iters, {}, &start};
+        jobs[k] = {&sets[k], iters, {}, &start, wait};
         pthread_create(&th[k], NULL, thread_main, &jobs[k]);
     }
     for (size_t k = 0; k < n; k++)
@@ -212,7 +249,7 @@ static const char *kind_name[] = {"plain", "pdl", "cluster"};
 
 /* N empty kernels captured on `s` as baton captures a segment: each launch after the first a
  * programmatic dependent launch (PDL), or a cluster launch of 2 blocks (CLUSTER). */
-static cudaGraphExec_t build(int n, kind k, cudaStream_t s)
+static cudaGraphExec_t build(int n, kind k, cudaStream_t s, long long spin_ns = 0)
 {
     cudaGraph_t g;
     CHECK_CUDA(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
@@ -235,6 +272,8 @@ static cudaGraphExec_t build(int n, kind k, cudaStream_t s)
         }
         CHECK_CUDA(cudaLaunchKernelEx(&cfg, empty_kernel, i));
     }
+    if (spin_ns > 0) /* the GPU's work of a run, which the other threads' launches overlap */
+        spin_kernel<<<1, 1, 0, s>>>(spin_ns);
     CHECK_CUDA(cudaStreamEndCapture(s, &g));
     cudaGraphExec_t x;
     CHECK_CUDA(cudaGraphInstantiate(&x, g, 0));
@@ -245,13 +284,13 @@ static cudaGraphExec_t build(int n, kind k, cudaStream_t s)
     return x;
 }
 
-static graph_set built_set(int n, kind k, int device)
+static graph_set built_set(int n, kind k, int device, long long spin_ns = 0)
 {
     graph_set g;
     cudaStream_t s;
     CHECK_CUDA(cudaSetDevice(device));
     CHECK_CUDA(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
-    g.exec.push_back(build(n, k, s));
+    g.exec.push_back(build(n, k, s, spin_ns));
     g.stream.push_back(s);
     g.device.push_back(device);
     return g;
@@ -316,6 +355,26 @@ static void hand_built(int ngpu)
                 for (graph_set &g : sets)
                     free_set(g);
             }
+        }
+    /* as a pool's workers: each graph ends with 200 us of GPU work, so that most threads wait
+     * while the others launch; how the waits wait may slow the launches */
+    printf("\n== %d threads, each graph N=40 PDL + 200 us of GPU work (a pool's runs), by how "
+           "the threads wait\n",
+           g_threads);
+    header();
+    for (int w = WAIT_SYNC; w <= WAIT_BLOCK; w++)
+        for (int gpus = 1; gpus <= (ngpu >= 2 ? 2 : 1); gpus++) {
+            if (!room(2, "threads with GPU work"))
+                return;
+            std::vector<graph_set> sets;
+            for (int i = 0; i < g_threads; i++)
+                sets.push_back(built_set(40, PDL, i % gpus, 200000));
+            char what[80];
+            snprintf(what, sizeof what, "N=40 pdl + 200us, %d GPU%s, waits: %s", gpus,
+                     gpus > 1 ? "s" : "", wait_name[w]);
+            row("busy", what, g_threads, time_threads(sets, g_iters / 8, (wait_mode)w));
+            for (graph_set &g : sets)
+                free_set(g);
         }
     if (ngpu >= 2) {
         /* one thread launching on both GPUs in turn, as one run of a two-stage plan does */
