@@ -115,7 +115,8 @@ struct graph_set {
 
 /* How a round waits for its graphs, as baton's waits can: synchronise the stream (CUDA's default
  * spin or yield), ask the stream every 20 us and sleep in between (BATON_CUDA_WAIT_POLL_US=20),
- * or sleep in the driver on an event made with cudaEventBlockingSync (BATON_CUDA_WAIT_BLOCKING). */
+ * or sleep in the driver on an event made with cudaEventBlockingSync (BATON_CUDA_BLOCKING_WAIT=1).
+ */
 enum wait_mode { WAIT_SYNC, WAIT_POLL, WAIT_BLOCK };
 static const char *wait_name[] = {"sync", "poll 20us", "blocking event"};
 static thread_local wait_mode t_wait = WAIT_SYNC;
@@ -754,6 +755,38 @@ static void baton_plans(const std::vector<const char *> &paths)
                 char what[96];
                 snprintf(what, sizeof what, "bare launches of a run's graphs, %d runtimes", T);
                 row("threads", what, T, time_threads(sets, iters / 2));
+            }
+            /* The GPUs' own pace: one thread queues every runtime's graphs round after round,
+             * never waiting until the end (runs overwrite each other's intermediates: the
+             * figures only). A pool capped near this is bound by its GPUs, not its host. */
+            if (room(3, "the GPUs' floor")) {
+                std::vector<graph_set> sets;
+                for (int i = 0; i < g_threads; i++)
+                    sets.push_back(runtime_graphs(rts[i], plan, NULL));
+                const int rounds = iters / 2;
+                double w0 = now_ns(), in_launch = 0;
+                for (int r = 0; r < rounds; r++)
+                    for (const graph_set &g : sets)
+                        for (size_t k = 0; k < g.exec.size(); k++) {
+                            CHECK_CUDA(cudaSetDevice(g.device[k]));
+                            double a = now_ns();
+                            CHECK_CUDA(cudaGraphLaunch(g.exec[k], g.stream[k]));
+                            in_launch += now_ns() - a;
+                        }
+                for (const graph_set &g : sets)
+                    for (size_t k = 0; k < g.exec.size(); k++)
+                        CHECK_CUDA(cudaStreamSynchronize(g.stream[k]));
+                const double wall = now_ns() - w0, runs = (double)rounds * g_threads;
+                timing t = {};
+                t.launch_p50 = t.launch_p90 = t.round_p50 = NAN;
+                t.launch_mean = in_launch / 1e3 / runs;
+                t.queued_each = wall / 1e3 / runs;
+                t.rate = runs / (wall / 1e9);
+                char what[96];
+                snprintf(what, sizeof what,
+                         "floor: %d runtimes' graphs queued by 1 thread, no waits (rate: runs/s)",
+                         g_threads);
+                row("floor", what, 1, t);
             }
 #endif
             for (baton_runtime *x : rts)
