@@ -82,17 +82,22 @@ baton=$BUILD/baton
 # the RFC plan's pipeline forms, the RFC plan itself and the sharded tutorial plan (bare launches,
 # copies without event nodes, copies or programmatic edges, runtimes in threads); each captured
 # graph as DOT (BATON_GRAPH_DOT) in $final/dot
-if has glaunch && room 70 "graph launch"; then
+if has glaunch && room 90 "graph launch"; then
   say "== glaunch: host time of graph launches (bench_graph_launch)"
   python3 scripts/pipeline.py --devices cuda:0 --gpu-steps examples/plans/rfc.json \
     > "$work/pipe1.json"
   gplans=("$work/pipe1.json" examples/plans/rfc.json)
+  pairs=()
   if [ "$ngpu" -ge 2 ]; then
     python3 scripts/pipeline.py --devices cuda:0,cuda:1 --gpu-steps examples/plans/rfc.json \
       > "$work/pipe2.json"
+    # the one-stage plan on cuda:1: with pipe1 on cuda:0, two GPUs that share only the process
+    python3 scripts/pipeline.py --devices cuda:1 --gpu-steps examples/plans/rfc.json \
+      > "$work/pipe1_gpu1.json"
     python3 scripts/shard.py --devices cuda:0,cuda:1 --reduce all_reduce \
       examples/plans/rmsnorm_tutorial.json > "$work/tut2.json"
-    gplans+=("$work/pipe2.json" "$work/tut2.json")
+    gplans=("$work/pipe1.json" "$work/pipe2.json" "$work/tut2.json")
+    pairs=(--pair "$work/pipe1.json" "$work/pipe1_gpu1.json")
   fi
   mkdir -p "$final/dot"
   for p in "${gplans[@]}"; do
@@ -105,7 +110,7 @@ if has glaunch && room 70 "graph launch"; then
   done
   gargs=()
   for p in "${gplans[@]}"; do gargs+=(--plan "$p"); done
-  timeout "$(tmo 75)" "$BUILD/bench_graph_launch" "${gargs[@]}" --budget 55 \
+  timeout "$(tmo 130)" "$BUILD/bench_graph_launch" "${gargs[@]}" "${pairs[@]}" --budget 100 \
     --json "$final/graph_launch.json" ${GLAUNCH_ARGS:-} 2>&1 | grep -v "^RESULT" |
     tee -a "$summary"
 fi

@@ -6,7 +6,10 @@
  * its copies or its programmatic edges taken out, to tell which part of the graph costs the host.
  *
  *   bench_graph_launch [--plan PLAN.json]... [--iters N] [--threads T] [--budget S] [--no-pdl]
- *                      [--json FILE]
+ *                      [--pair A.json B.json] [--json FILE]
+ *
+ * --pair: runtimes of two plans at once, half the threads each (e.g. the same plan on cuda:0 and
+ * on cuda:1): whether two GPUs add up when they share nothing but the process.
  *
  * Every figure is host time (CLOCK_MONOTONIC around the call); "round" is a launch and the
  * stream's synchronisation. Lines starting with RESULT are for scripts. The whole program stops
@@ -93,6 +96,7 @@ static void row(const char *section, const std::string &what, int threads, const
         else
             fprintf(g_json, ", \"%s\": %.3f", keys[i], vals[i]);
     fprintf(g_json, "}");
+    fflush(g_json);
 }
 
 static void header()
@@ -492,6 +496,36 @@ static void *run_thread(void *p)
     return NULL;
 }
 
+/* Runtimes rts[i] (of plans[i]) run at once, a thread each, `iters` runs apiece: the median
+ * thread's figures and the runs per second of all of them together. */
+static timing run_threads(const std::vector<baton_runtime *> &rts,
+                          const std::vector<const baton_plan *> &plans, int iters)
+{
+    const size_t T = rts.size();
+    std::vector<run_job> jobs(T);
+    std::vector<pthread_t> th(T);
+    pthread_barrier_t start;
+    pthread_barrier_init(&start, NULL, (unsigned)T);
+    for (size_t i = 0; i < T; i++) {
+        jobs[i] = {rts[i], plans[i], iters, {}, &start};
+        pthread_create(&th[i], NULL, run_thread, &jobs[i]);
+    }
+    for (size_t i = 0; i < T; i++)
+        pthread_join(th[i], NULL);
+    pthread_barrier_destroy(&start);
+    timing t = {};
+    std::vector<double> l50, l90, mean, r50;
+    for (const run_job &j : jobs) {
+        l50.push_back(j.t.launch_p50), l90.push_back(j.t.launch_p90);
+        mean.push_back(j.t.launch_mean), r50.push_back(j.t.round_p50);
+        t.rate += j.t.rate;
+    }
+    t.launch_p50 = pct(l50, 0.5), t.launch_p90 = pct(l90, 0.5);
+    t.launch_mean = pct(mean, 0.5), t.round_p50 = pct(r50, 0.5);
+    t.queued_each = NAN;
+    return t;
+}
+
 #ifdef BATON_BENCH_HOOKS
 static std::vector<cudaGraphNode_t> graph_nodes(cudaGraph_t g)
 {
@@ -611,6 +645,23 @@ static cudaGraphExec_t variant_exec(cudaGraph_t g, variant v, cudaStream_t s)
     return x;
 }
 
+/* Whether g holds baton's gate kernel (a segment queued ahead of a CPU step): launched outside the
+ * runtime, it would wait for a host that never opens it. */
+static bool gated(cudaGraph_t g)
+{
+    for (cudaGraphNode_t n : graph_nodes(g)) {
+        cudaGraphNodeType t;
+        cudaKernelNodeParams kp;
+        const char *name = NULL;
+        if (cudaGraphNodeGetType(n, &t) == cudaSuccess && t == cudaGraphNodeTypeKernel &&
+            cudaGraphKernelNodeGetParams(n, &kp) == cudaSuccess &&
+            cudaFuncGetName(&name, kp.func) == cudaSuccess && name && strstr(name, "gate_kernel"))
+            return true;
+        (void)cudaGetLastError();
+    }
+    return false;
+}
+
 /* Every captured graph of rt, in device then slot order (a run's order for scripts/pipeline.py's
  * plans), with the stream and GPU the runtime launches it on. */
 static graph_set runtime_graphs(baton_runtime *rt, const baton_plan *plan,
@@ -632,6 +683,13 @@ static graph_set runtime_graphs(baton_runtime *rt, const baton_plan *plan,
             baton__dev_cuda_graph(ctx, slot, &x, &t, &s);
             if (!x)
                 continue;
+            if (gated(t)) { /* it waits for the host to open the gate: never launched bare */
+                if (templates)
+                    printf("graph slot %d (cuda:%d) begins with baton's gate (queued ahead of a "
+                           "CPU step): not launched bare\n",
+                           slot, a.device.index);
+                continue;
+            }
             g.exec.push_back(x);
             g.stream.push_back(s);
             g.device.push_back(a.device.index);
@@ -720,30 +778,11 @@ static void baton_plans(const std::vector<const char *> &paths)
             for (int T : {1, 2, 4, g_threads}) {
                 if (!room(2, "baton runtimes in threads"))
                     break;
-                std::vector<run_job> jobs(T);
-                std::vector<pthread_t> th(T);
-                pthread_barrier_t start;
-                pthread_barrier_init(&start, NULL, (unsigned)T);
-                for (int i = 0; i < T; i++) {
-                    jobs[i] = {rts[i], plan, iters / 2, {}, &start};
-                    pthread_create(&th[i], NULL, run_thread, &jobs[i]);
-                }
-                for (int i = 0; i < T; i++)
-                    pthread_join(th[i], NULL);
-                pthread_barrier_destroy(&start);
-                timing t = {};
-                std::vector<double> l50, l90, mean, r50;
-                for (const run_job &j : jobs) {
-                    l50.push_back(j.t.launch_p50), l90.push_back(j.t.launch_p90);
-                    mean.push_back(j.t.launch_mean), r50.push_back(j.t.round_p50);
-                    t.rate += j.t.rate;
-                }
-                t.launch_p50 = pct(l50, 0.5), t.launch_p90 = pct(l90, 0.5);
-                t.launch_mean = pct(mean, 0.5), t.round_p50 = pct(r50, 0.5);
-                t.queued_each = NAN;
                 char what[96];
                 snprintf(what, sizeof what, "baton_runtime_run, %d runtimes, a thread each", T);
-                row("threads", what, T, t);
+                row("threads", what, T,
+                    run_threads(std::vector<baton_runtime *>(rts.begin(), rts.begin() + T),
+                                std::vector<const baton_plan *>((size_t)T, plan), iters / 2));
             }
 #ifdef BATON_BENCH_HOOKS
             for (int T : {1, g_threads}) {
@@ -798,6 +837,52 @@ static void baton_plans(const std::vector<const char *> &paths)
     baton_registry_destroy(reg);
 }
 
+/* Two plans at once (--pair), e.g. the one-stage plan on cuda:0 and the same on cuda:1: half the
+ * threads' runtimes of each, each half alone and then both halves together. Two GPUs that share
+ * nothing but the process should add their runs per second. */
+static void pair(const char *pa, const char *pb)
+{
+    if (!room(8, "the pair"))
+        return;
+    baton_registry *reg = NULL;
+    baton_plan *plan[2] = {NULL, NULL};
+    baton_error err = {};
+    const char *path[2] = {pa, pb};
+    if (baton_registry_create(&reg))
+        die_baton("baton_registry_create", &err);
+    for (int k = 0; k < 2; k++)
+        if (baton_plan_load(reg, path[k], &plan[k], &err))
+            die_baton(path[k], &err);
+    const int half = g_threads / 2 > 0 ? g_threads / 2 : 1;
+    printf("\n== together: %d runtimes of %s and %d of %s, a thread each\n", half, pa, half, pb);
+    header();
+    std::vector<baton_runtime *> rts[2];
+    std::vector<const baton_plan *> ps[2];
+    for (int k = 0; k < 2; k++)
+        for (int i = 0; i < half; i++) {
+            rts[k].push_back(make_runtime(plan[k]));
+            ps[k].push_back(plan[k]);
+        }
+    const int iters = g_iters / 4 > 100 ? g_iters / 4 : 100;
+    char what[96];
+    for (int k = 0; k < 2; k++) {
+        snprintf(what, sizeof what, "%s alone, %d runtimes", k ? "second" : "first", half);
+        row("pair", what, half, run_threads(rts[k], ps[k], iters));
+    }
+    std::vector<baton_runtime *> all(rts[0]);
+    std::vector<const baton_plan *> allp(ps[0]);
+    all.insert(all.end(), rts[1].begin(), rts[1].end());
+    allp.insert(allp.end(), ps[1].begin(), ps[1].end());
+    snprintf(what, sizeof what, "both together, %d runtimes (rate: summed)", 2 * half);
+    row("pair", what, 2 * half, run_threads(all, allp, iters));
+    for (int k = 0; k < 2; k++) {
+        for (baton_runtime *x : rts[k])
+            baton_runtime_destroy(x);
+        baton_plan_free(plan[k]);
+    }
+    baton_registry_destroy(reg);
+}
+
 /* Last, since CUPTI once enabled slows the process's later launches too: the first plan's runs and
  * bare launches again while the runtime records its device timeline (baton_runtime_trace_begin),
  * as bench_pipeline's traced pass does: how much of a traced launch is CUPTI's. */
@@ -836,7 +921,7 @@ static void traced(const char *path)
 int main(int argc, char **argv)
 {
     std::vector<const char *> plans;
-    const char *json = NULL;
+    const char *json = NULL, *pair_a = NULL, *pair_b = NULL;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--plan") && i + 1 < argc)
             plans.push_back(argv[++i]);
@@ -850,10 +935,13 @@ int main(int argc, char **argv)
             json = argv[++i];
         else if (!strcmp(argv[i], "--no-pdl"))
             g_pdl = 0;
-        else {
+        else if (!strcmp(argv[i], "--pair") && i + 2 < argc) {
+            pair_a = argv[++i];
+            pair_b = argv[++i];
+        } else {
             fprintf(stderr,
                     "usage: bench_graph_launch [--plan PLAN.json]... [--iters N] [--threads T] "
-                    "[--budget S] [--no-pdl] [--json FILE]\n");
+                    "[--budget S] [--no-pdl] [--pair A.json B.json] [--json FILE]\n");
             return 2;
         }
     }
@@ -866,6 +954,7 @@ int main(int argc, char **argv)
         printf("bench_graph_launch: no CUDA device: nothing measured\n");
         return 0;
     }
+    setvbuf(stdout, NULL, _IOLBF, 0); /* a call cut short by its timeout still shows its rows */
     g_t0 = now_ns();
     if (json && !(g_json = fopen(json, "w"))) {
         fprintf(stderr, "bench_graph_launch: cannot write %s\n", json);
@@ -887,10 +976,12 @@ int main(int argc, char **argv)
         CHECK_CUDA(cudaFree(0));
     }
     hand_built(ngpu);
-    if (!plans.empty()) {
+    if (!plans.empty())
         baton_plans(plans);
+    if (pair_a)
+        pair(pair_a, pair_b);
+    if (!plans.empty())
         traced(plans[0]);
-    }
     if (g_json) {
         fprintf(g_json, "\n]}\n");
         fclose(g_json);
