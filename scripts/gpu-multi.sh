@@ -113,6 +113,16 @@ if has glaunch && room 90 "graph launch"; then
   timeout "$(tmo 130)" "$BUILD/bench_graph_launch" "${gargs[@]}" "${pairs[@]}" --budget 100 \
     --json "$final/graph_launch.json" ${GLAUNCH_ARGS:-} 2>&1 | grep -v "^RESULT" |
     tee -a "$summary"
+  # the two-stage plan again in other settings: a peer copy by kernel, the order between the GPUs
+  # outside the graphs, waits asleep in the driver
+  if [ "$ngpu" -ge 2 ]; then
+    for e in BATON_PEER_COPY_KERNEL=1 BATON_GRAPH_EVENT_NODES=0 BATON_CUDA_BLOCKING_WAIT=1; do
+      room 25 "glaunch $e" || break
+      say "== glaunch --quick, $e"
+      env "$e" timeout "$(tmo 40)" "$BUILD/bench_graph_launch" --quick --plan "$work/pipe2.json" \
+        --budget 30 2>&1 | grep -v "^RESULT" | tee -a "$summary"
+    done
+  fi
 fi
 
 if [ "$ngpu" -lt 2 ]; then

@@ -6,8 +6,10 @@
  * its copies or its programmatic edges taken out, to tell which part of the graph costs the host.
  *
  *   bench_graph_launch [--plan PLAN.json]... [--iters N] [--threads T] [--budget S] [--no-pdl]
- *                      [--pair A.json B.json] [--json FILE]
+ *                      [--quick] [--pair A.json B.json] [--json FILE]
  *
+ * --quick: the plans only, without the graph variants, with T runtimes on threads and the
+ * GPUs' pace: for a second setting of the same plans (an environment variable) in one call.
  * --pair: runtimes of two plans at once, half the threads each (e.g. the same plan on cuda:0 and
  * on cuda:1): whether two GPUs add up when they share nothing but the process.
  *
@@ -41,7 +43,7 @@ __global__ void empty_kernel(int)
 
 /* ---- options, the budget and the results -------------------------------------------------- */
 
-static int g_iters = 2000, g_threads = 8, g_pdl = 1;
+static int g_iters = 2000, g_threads = 8, g_pdl = 1, g_quick = 0;
 static double g_t0, g_budget_s = 50;
 static FILE *g_json;
 static int g_json_rows;
@@ -744,7 +746,7 @@ static void baton_plans(const std::vector<const char *> &paths)
         if (!all.exec.empty())
             row("bare", "all its graphs, cudaGraphLaunch on the runtime's streams", 1,
                 time_set(all, iters));
-        for (size_t k = 0; k < all.exec.size() && room(2, "graph variants"); k++) {
+        for (size_t k = 0; k < all.exec.size() && !g_quick && room(2, "graph variants"); k++) {
             graph_set one;
             one.exec.push_back(all.exec[k]);
             one.stream.push_back(all.stream[k]);
@@ -776,6 +778,8 @@ static void baton_plans(const std::vector<const char *> &paths)
             for (int i = 0; i < g_threads; i++)
                 rts[i] = make_runtime(plan);
             for (int T : {1, 2, 4, g_threads}) {
+                if (g_quick && T != g_threads)
+                    continue;
                 if (!room(2, "baton runtimes in threads"))
                     break;
                 char what[96];
@@ -786,6 +790,8 @@ static void baton_plans(const std::vector<const char *> &paths)
             }
 #ifdef BATON_BENCH_HOOKS
             for (int T : {1, g_threads}) {
+                if (g_quick)
+                    break;
                 if (!room(2, "bare launches in threads"))
                     break;
                 std::vector<graph_set> sets;
@@ -935,13 +941,15 @@ int main(int argc, char **argv)
             json = argv[++i];
         else if (!strcmp(argv[i], "--no-pdl"))
             g_pdl = 0;
+        else if (!strcmp(argv[i], "--quick"))
+            g_quick = 1;
         else if (!strcmp(argv[i], "--pair") && i + 2 < argc) {
             pair_a = argv[++i];
             pair_b = argv[++i];
         } else {
             fprintf(stderr,
                     "usage: bench_graph_launch [--plan PLAN.json]... [--iters N] [--threads T] "
-                    "[--budget S] [--no-pdl] [--pair A.json B.json] [--json FILE]\n");
+                    "[--budget S] [--no-pdl] [--quick] [--pair A.json B.json] [--json FILE]\n");
             return 2;
         }
     }
@@ -975,12 +983,13 @@ int main(int argc, char **argv)
         CHECK_CUDA(cudaSetDevice(d));
         CHECK_CUDA(cudaFree(0));
     }
-    hand_built(ngpu);
+    if (!g_quick)
+        hand_built(ngpu);
     if (!plans.empty())
         baton_plans(plans);
     if (pair_a)
         pair(pair_a, pair_b);
-    if (!plans.empty())
+    if (!plans.empty() && !g_quick)
         traced(plans[0]);
     if (g_json) {
         fprintf(g_json, "\n]}\n");
