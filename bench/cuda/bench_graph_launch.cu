@@ -664,10 +664,46 @@ static bool gated(cudaGraph_t g)
     return false;
 }
 
+static int count_kind(cudaGraph_t g, int kind)
+{
+    int n = 0;
+    for (cudaGraphNode_t x : graph_nodes(g)) {
+        cudaGraphNodeType t;
+        n += cudaGraphNodeGetType(x, &t) == cudaSuccess && (int)t == kind;
+    }
+    return n;
+}
+
+/* The GPUs' pace: `rounds` rounds of every set's graphs queued by this thread without waiting,
+ * then one synchronisation; rate in runs (rounds of a set) per second, queued_each the wall time
+ * a run, launch_mean the host's time in cudaGraphLaunch a run. */
+static timing floor_of(const std::vector<graph_set> &sets, int rounds)
+{
+    double w0 = now_ns(), in_launch = 0;
+    for (int r = 0; r < rounds; r++)
+        for (const graph_set &g : sets)
+            for (size_t k = 0; k < g.exec.size(); k++) {
+                CHECK_CUDA(cudaSetDevice(g.device[k]));
+                double a = now_ns();
+                CHECK_CUDA(cudaGraphLaunch(g.exec[k], g.stream[k]));
+                in_launch += now_ns() - a;
+            }
+    for (const graph_set &g : sets)
+        for (size_t k = 0; k < g.exec.size(); k++)
+            CHECK_CUDA(cudaStreamSynchronize(g.stream[k]));
+    const double wall = now_ns() - w0, runs = (double)rounds * (double)sets.size();
+    timing t = {};
+    t.launch_p50 = t.launch_p90 = t.round_p50 = NAN;
+    t.launch_mean = in_launch / 1e3 / runs;
+    t.queued_each = wall / 1e3 / runs;
+    t.rate = runs / (wall / 1e9);
+    return t;
+}
+
 /* Every captured graph of rt, in device then slot order (a run's order for scripts/pipeline.py's
  * plans), with the stream and GPU the runtime launches it on. */
 static graph_set runtime_graphs(baton_runtime *rt, const baton_plan *plan,
-                                std::vector<cudaGraph_t> *templates)
+                                std::vector<cudaGraph_t> *templates, bool say = true)
 {
     graph_set g;
     for (int d = 1; d < baton_plan_arena_count(plan); d++) {
@@ -686,7 +722,7 @@ static graph_set runtime_graphs(baton_runtime *rt, const baton_plan *plan,
             if (!x)
                 continue;
             if (gated(t)) { /* it waits for the host to open the gate: never launched bare */
-                if (templates)
+                if (say && templates)
                     printf("graph slot %d (cuda:%d) begins with baton's gate (queued ahead of a "
                            "CPU step): not launched bare\n",
                            slot, a.device.index);
@@ -803,35 +839,49 @@ static void baton_plans(const std::vector<const char *> &paths)
             }
             /* The GPUs' own pace: one thread queues every runtime's graphs round after round,
              * never waiting until the end (runs overwrite each other's intermediates: the
-             * figures only). A pool capped near this is bound by its GPUs, not its host. */
+             * figures only). A pool capped near this is bound by its GPUs, not its host. Then
+             * the same with copies of the graphs without their event nodes (the order between
+             * GPUs) or their memcpy nodes (peer copies), on the same streams: what holds the
+             * GPUs back, where the plan has them. */
             if (room(3, "the GPUs' floor")) {
                 std::vector<graph_set> sets;
+                std::vector<std::vector<cudaGraph_t>> templ((size_t)g_threads);
                 for (int i = 0; i < g_threads; i++)
-                    sets.push_back(runtime_graphs(rts[i], plan, NULL));
-                const int rounds = iters / 2;
-                double w0 = now_ns(), in_launch = 0;
-                for (int r = 0; r < rounds; r++)
-                    for (const graph_set &g : sets)
-                        for (size_t k = 0; k < g.exec.size(); k++) {
-                            CHECK_CUDA(cudaSetDevice(g.device[k]));
-                            double a = now_ns();
-                            CHECK_CUDA(cudaGraphLaunch(g.exec[k], g.stream[k]));
-                            in_launch += now_ns() - a;
-                        }
-                for (const graph_set &g : sets)
-                    for (size_t k = 0; k < g.exec.size(); k++)
-                        CHECK_CUDA(cudaStreamSynchronize(g.stream[k]));
-                const double wall = now_ns() - w0, runs = (double)rounds * g_threads;
-                timing t = {};
-                t.launch_p50 = t.launch_p90 = t.round_p50 = NAN;
-                t.launch_mean = in_launch / 1e3 / runs;
-                t.queued_each = wall / 1e3 / runs;
-                t.rate = runs / (wall / 1e9);
+                    sets.push_back(runtime_graphs(rts[i], plan, &templ[i], false));
                 char what[96];
                 snprintf(what, sizeof what,
                          "floor: %d runtimes' graphs queued by 1 thread, no waits (rate: runs/s)",
                          g_threads);
-                row("floor", what, 1, t);
+                row("floor", what, 1, floor_of(sets, iters / 2));
+                const struct {
+                    variant v;
+                    int kinds[2];
+                    const char *what;
+                } alt[] = {
+                    {V_NO_EVENTS,
+                     {cudaGraphNodeTypeEventRecord, cudaGraphNodeTypeWaitEvent},
+                     "floor, event nodes -> empty"},
+                    {V_NO_COPIES,
+                     {cudaGraphNodeTypeMemcpy, cudaGraphNodeTypeMemset},
+                     "floor, memcpy/memset nodes -> empty"},
+                };
+                for (const auto &x : alt) {
+                    bool has = false;
+                    for (cudaGraph_t t : templ[0])
+                        has = has || count_kind(t, x.kinds[0]) + count_kind(t, x.kinds[1]) > 0;
+                    if (!has || g_quick || !room(3, x.what))
+                        continue;
+                    std::vector<graph_set> alts = sets;
+                    for (int i = 0; i < g_threads; i++)
+                        for (size_t k = 0; k < alts[i].exec.size(); k++) {
+                            CHECK_CUDA(cudaSetDevice(alts[i].device[k]));
+                            alts[i].exec[k] = variant_exec(templ[i][k], x.v, alts[i].stream[k]);
+                        }
+                    row("floor", x.what, 1, floor_of(alts, iters / 2));
+                    for (graph_set &g : alts)
+                        for (cudaGraphExec_t e : g.exec)
+                            CHECK_CUDA(cudaGraphExecDestroy(e));
+                }
             }
 #endif
             for (baton_runtime *x : rts)
