@@ -19,7 +19,8 @@
 #   env: BUDGET (400), JOBS (32), SKIP_BUILD=1 (use $BUILD as it is), PARTS ("pipeline scaling
 #        tests"; also "glaunch": bench_graph_launch, the host's time in cudaGraphLaunch, hand-built
 #        and baton's graphs, which runs on one GPU too (GLAUNCH_ARGS: more arguments, e.g.
-#        --no-pdl); "endwait": the sharded plan with the end-of-run events recorded first and
+#        --no-pdl); "convoy": the RFC plans' runtimes on threads run one at a time, queued and at
+#        stream priorities, against the GPUs' floor; "endwait": the sharded plan with the end-of-run events recorded first and
 #        before each wait, in the same rounds; "launch": the host's time in a pool's runs;
 #        "scaling2": the short scaling form, one GPU, both sharded forms and XLA); for a smoke test of the script without GPUs: SKIP_BUILD=1 BUILD=build-cpu GPU=sim
 #        NGPU=2 (the pipeline part on the test device)
@@ -62,7 +63,7 @@ targets=()
 { has pipeline || has launch; } && targets+=(baton_cli bench_pipeline)
 { has scaling || has scaling2 || has endwait; } && targets+=(bench_scaling)
 has tests && targets+=(baton_cli test_multigpu_cuda)
-has glaunch && targets+=(baton_cli bench_graph_launch)
+{ has glaunch || has convoy; } && targets+=(baton_cli bench_graph_launch)
 [ -f scripts/deps-prefix.sh ] && eval "$(bash scripts/deps-prefix.sh)"
 if [ "${SKIP_BUILD:-0}" != 1 ] && [ ${#targets[@]} -gt 0 ]; then
   if { [ -f "$BUILD/CMakeCache.txt" ] ||
@@ -133,6 +134,16 @@ fi
 python3 scripts/pipeline.py --devices cuda:0 --gpu-steps examples/plans/rfc.json > "$work/pipe1.json"
 python3 scripts/pipeline.py --devices cuda:0,cuda:1 --gpu-steps examples/plans/rfc.json \
   > "$work/pipe2.json"
+# convoy: the one- and two-stage RFC plans with 8 runtimes on threads, run to their end one at a
+# time, kept queued (run_async, a wait every 2 or 4 runs) and with their streams at spread
+# priorities, against the GPUs' floor (bench_graph_launch --quick)
+if has convoy && room 40 "convoy"; then
+  say "== convoy: runtimes on threads, one run at a time / runs queued / stream priorities"
+  timeout "$(tmo 120)" "$BUILD/bench_graph_launch" --quick --plan "$work/pipe1.json" \
+    --plan "$work/pipe2.json" --budget 100 --json "$final/convoy.json" 2>&1 |
+    grep -v "^RESULT" | tee -a "$summary"
+fi
+
 # bench PLAN ENV INFLIGHT LABEL [ARGS...]: one `baton bench --inflight` line into the summary
 bench() {
   local plan=$1 envv=$2 n=$3 label=$4

@@ -412,8 +412,11 @@ static void die_baton(const char *what, const baton_error *err)
     exit(1);
 }
 
-/* A runtime of `plan` in graph mode on CUDA with every input filled, run 3 times (captures). */
-static baton_runtime *make_runtime(const baton_plan *plan)
+/* A runtime of `plan` in graph mode on CUDA with every input filled, run 3 times (captures). With
+ * prio != NO_PRIO its streams (one per GPU of the plan, made here and never freed: a benchmark's)
+ * have that priority. */
+#define NO_PRIO 1000
+static baton_runtime *make_runtime(const baton_plan *plan, int prio = NO_PRIO)
 {
     baton_options o;
     baton_options_init(&o);
@@ -421,6 +424,19 @@ static baton_runtime *make_runtime(const baton_plan *plan)
     o.mode = BATON_SYNC_GRAPH;
     o.quiet = 1;
     o.disable_pdl = !g_pdl;
+    static thread_local baton_stream streams[16];
+    int ns = 0;
+    for (int d = 0; prio != NO_PRIO && d < baton_plan_arena_count(plan) && ns < 16; d++) {
+        baton_arena a;
+        if (baton_plan_arena_info(plan, d, &a) || a.device.kind != BATON_DEVICE_CUDA)
+            continue;
+        cudaStream_t st;
+        CHECK_CUDA(cudaSetDevice(a.device.index));
+        CHECK_CUDA(cudaStreamCreateWithPriority(&st, cudaStreamNonBlocking, prio));
+        streams[ns++] = baton_stream{a.device, (void *)st};
+    }
+    o.streams = ns ? streams : NULL;
+    o.n_streams = ns;
     baton_runtime *rt = NULL;
     baton_error err = {};
     if (baton_runtime_create(plan, &o, &rt, &err))
@@ -446,7 +462,10 @@ static baton_runtime *make_runtime(const baton_plan *plan)
 
 /* baton_runtime_run, timed: per run, its round trip and the host time of its graph launches
  * (step timing puts each launch's time on its segment's first step). */
-static timing time_runs(baton_runtime *rt, const baton_plan *plan, int iters)
+/* batch > 0: the runs are queued (baton_runtime_run_async) and waited for every `batch` runs
+ * (baton_runtime_wait), so that a runtime keeps up to `batch` runs on its GPUs; round is then a
+ * batch's time over its runs. */
+static timing time_runs(baton_runtime *rt, const baton_plan *plan, int iters, int batch = 0)
 {
     baton_error err = {};
     const int ns = baton_plan_step_count(plan);
@@ -460,11 +479,24 @@ static timing time_runs(baton_runtime *rt, const baton_plan *plan, int iters)
         return (double)s;
     };
     double before = launched(), w0 = now_ns();
+    double b0 = now_ns();
     for (int i = 0; i < iters; i++) {
         double r0 = now_ns();
-        if (baton_runtime_run(rt, &err))
-            die_baton("baton_runtime_run", &err);
-        round.push_back((now_ns() - r0) / 1e3);
+        if (batch > 0) {
+            if (baton_runtime_run_async(rt, &err))
+                die_baton("baton_runtime_run_async", &err);
+            if ((i + 1) % batch == 0 || i + 1 == iters) {
+                if (baton_runtime_wait(rt, &err))
+                    die_baton("baton_runtime_wait", &err);
+                const double now = now_ns();
+                round.push_back((now - b0) / 1e3 / batch);
+                b0 = now;
+            }
+        } else {
+            if (baton_runtime_run(rt, &err))
+                die_baton("baton_runtime_run", &err);
+            round.push_back((now_ns() - r0) / 1e3);
+        }
         double after = launched();
         launch.push_back((after - before) / 1e3);
         before = after;
@@ -488,20 +520,21 @@ struct run_job {
     int iters;
     timing t;
     pthread_barrier_t *start;
+    int batch;
 };
 
 static void *run_thread(void *p)
 {
     run_job *j = (run_job *)p;
     pthread_barrier_wait(j->start);
-    j->t = time_runs(j->rt, j->plan, j->iters);
+    j->t = time_runs(j->rt, j->plan, j->iters, j->batch);
     return NULL;
 }
 
 /* Runtimes rts[i] (of plans[i]) run at once, a thread each, `iters` runs apiece: the median
  * thread's figures and the runs per second of all of them together. */
 static timing run_threads(const std::vector<baton_runtime *> &rts,
-                          const std::vector<const baton_plan *> &plans, int iters)
+                          const std::vector<const baton_plan *> &plans, int iters, int batch = 0)
 {
     const size_t T = rts.size();
     std::vector<run_job> jobs(T);
@@ -509,7 +542,7 @@ static timing run_threads(const std::vector<baton_runtime *> &rts,
     pthread_barrier_t start;
     pthread_barrier_init(&start, NULL, (unsigned)T);
     for (size_t i = 0; i < T; i++) {
-        jobs[i] = {rts[i], plans[i], iters, {}, &start};
+        jobs[i] = {rts[i], plans[i], iters, {}, &start, batch};
         pthread_create(&th[i], NULL, run_thread, &jobs[i]);
     }
     for (size_t i = 0; i < T; i++)
@@ -823,6 +856,40 @@ static void baton_plans(const std::vector<const char *> &paths)
                 row("threads", what, T,
                     run_threads(std::vector<baton_runtime *>(rts.begin(), rts.begin() + T),
                                 std::vector<const baton_plan *>((size_t)T, plan), iters / 2));
+            }
+            /* Issue 43's convoy: runs that share each GPU fairly end their first stage
+             * together, then all wait on the last GPU while the first idles, since a runtime
+             * run to its end holds its thread. Kept queued (run_async, a wait every K runs),
+             * a runtime's next first stage follows its last one on the first GPU's stream. */
+            for (int T : {2, 4, g_threads})
+                for (int K : {2, 4}) {
+                    if (!room(2, "runs queued on threads"))
+                        break;
+                    char what[96];
+                    snprintf(what, sizeof what, "%d runtimes, runs queued, a wait every %d", T, K);
+                    row("queued", what, T,
+                        run_threads(std::vector<baton_runtime *>(rts.begin(), rts.begin() + T),
+                                    std::vector<const baton_plan *>((size_t)T, plan), iters / 2,
+                                    K));
+                }
+            /* The convoy again with the runtimes' streams at different priorities (the GPU's
+             * range spread over them): whether breaking the fair share staggers the runs. */
+            if (room(6, "runtimes at stream priorities")) {
+                int least = 0, greatest = 0;
+                CHECK_CUDA(cudaDeviceGetStreamPriorityRange(&least, &greatest));
+                std::vector<baton_runtime *> pr;
+                for (int i = 0; i < g_threads; i++)
+                    pr.push_back(make_runtime(
+                        plan, g_threads > 1 ? greatest + (least - greatest) * i / (g_threads - 1)
+                                            : least));
+                char what[96];
+                snprintf(what, sizeof what, "baton_runtime_run, %d runtimes, priorities %d..%d",
+                         g_threads, greatest, least);
+                row("threads", what, g_threads,
+                    run_threads(pr, std::vector<const baton_plan *>((size_t)g_threads, plan),
+                                iters / 2));
+                for (baton_runtime *x : pr)
+                    baton_runtime_destroy(x);
             }
 #ifdef BATON_BENCH_HOOKS
             for (int T : {1, g_threads}) {
