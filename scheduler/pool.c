@@ -68,6 +68,14 @@ struct baton_pool {
     baton_job *done_head, *done_tail;
 };
 
+_Thread_local int baton__dev_prio_rank, baton__dev_prio_of;
+
+/* "1" (read at baton_pool_create): each instance's streams get their own priority, spread over
+ * the GPU's range, instance 0 the highest. Instances whose runs share each GPU fairly finish a
+ * pipeline's first stage together and then all wait on its last GPU while the first idles (a
+ * convoy, issue 43); unequal priorities may stagger them. Off by default until measured. */
+#define POOL_PRIORITIES_ENV "BATON_POOL_PRIORITIES"
+
 static int64_t mono_ns(void)
 {
     struct timespec ts;
@@ -363,6 +371,8 @@ int baton_pool_create_with(uv_loop_t *loop, const baton_plan *plan, const baton_
     if (!rc && instances > BATON_POOL_QUEUE_AHEAD_MAX && o.disable_queue_ahead == 0)
         o.disable_queue_ahead = 1;
     p->queue_ahead = o.disable_queue_ahead <= 0;
+    const char *prio_env = getenv(POOL_PRIORITIES_ENV);
+    const int prio = prio_env && strcmp(prio_env, "1") == 0;
     for (int i = 0; i < instances && !rc; i++) {
         pool_worker *w = &p->w[i];
         w->pool = p;
@@ -386,8 +396,11 @@ int baton_pool_create_with(uv_loop_t *loop, const baton_plan *plan, const baton_
             oi.streams = pi.streams;
             oi.n_streams = pi.n_streams;
         }
+        baton__dev_prio_rank = i;
+        baton__dev_prio_of = prio ? instances : 0;
         rc = i == 0 ? baton_runtime_create(plan, &oi, &w->rt, err)
                     : baton__runtime_prepare_instance(p->w[0].rt, &oi, &w->rt, err);
+        baton__dev_prio_rank = baton__dev_prio_of = 0;
         if (rc && per_instance) {
             char inner[BATON_ERROR_MAX];
             snprintf(inner, sizeof inner, "%s", err ? err->message : "");

@@ -134,16 +134,6 @@ fi
 python3 scripts/pipeline.py --devices cuda:0 --gpu-steps examples/plans/rfc.json > "$work/pipe1.json"
 python3 scripts/pipeline.py --devices cuda:0,cuda:1 --gpu-steps examples/plans/rfc.json \
   > "$work/pipe2.json"
-# convoy: the one- and two-stage RFC plans with 8 runtimes on threads, run to their end one at a
-# time, kept queued (run_async, a wait every 2 or 4 runs) and with their streams at spread
-# priorities, against the GPUs' floor (bench_graph_launch --quick)
-if has convoy && room 40 "convoy"; then
-  say "== convoy: runtimes on threads, one run at a time / runs queued / stream priorities"
-  timeout "$(tmo 120)" "$BUILD/bench_graph_launch" --quick --plan "$work/pipe1.json" \
-    --plan "$work/pipe2.json" --budget 100 --json "$final/convoy.json" 2>&1 |
-    grep -v "^RESULT" | tee -a "$summary"
-fi
-
 # bench PLAN ENV INFLIGHT LABEL [ARGS...]: one `baton bench --inflight` line into the summary
 bench() {
   local plan=$1 envv=$2 n=$3 label=$4
@@ -162,6 +152,26 @@ bpipe() {
     --runs 4000 --traced 96 --gpu "$GPU" --out "$dir" "$@" 2>&1 | grep -v "^baton: note" |
     tee -a "$summary"
 }
+
+# convoy: the one- and two-stage RFC plans with 8 runtimes on threads, run to their end one at a
+# time, kept queued (run_async, a wait every 2 or 4 runs) and with their streams at spread
+# priorities, against the GPUs' floor (bench_graph_launch --quick)
+if has convoy && room 40 "convoy"; then
+  say "== convoy: runtimes on threads, one run at a time / runs queued / stream priorities"
+  timeout "$(tmo 120)" "$BUILD/bench_graph_launch" --quick --plan "$work/pipe1.json" \
+    --plan "$work/pipe2.json" --budget 100 --json "$final/convoy.json" 2>&1 |
+    grep -v "^RESULT" | tee -a "$summary"
+  say "columns: mode,inflight,runs,runs_per_s,p50_us,p99_us,loop_busy_us_per_run,gpu_busy (all GPUs),gpu_busy by device,device us a run by device"
+  # the pool itself, its instances' streams at spread priorities or not, in alternation
+  for r in 1 2; do
+    room 20 "convoy pool round $r" || break
+    bench "$work/pipe2.json" "" 8 "convoy,stages=2,r$r"
+    bench "$work/pipe2.json" "BATON_POOL_PRIORITIES=1" 8 "convoy,stages=2,priorities,r$r"
+  done
+  room 20 "convoy pool, one stage" &&
+  { bench "$work/pipe1.json" "" 8 "convoy,stages=1"
+    bench "$work/pipe1.json" "BATON_POOL_PRIORITIES=1" 8 "convoy,stages=1,priorities"; }
+fi
 
 if has pipeline && room 60 "pipeline"; then
   say "== pipeline: RFC layers 0-3 on cuda:0, 4-7 on cuda:1, graph mode"

@@ -363,9 +363,16 @@ static int open_device(baton_device dev, const baton_options *opts, int n_graphs
     } else {
         /* Non-blocking: the legacy default stream, which other code in the process may use,
          * must not serialise with a run. */
-        if ((e = cudaStreamCreateWithFlags(&d->stream, cudaStreamNonBlocking)) != cudaSuccess) {
+        int prio = 0, least = 0, greatest = 0;
+        if (baton__dev_prio_of > 1 &&
+            cudaDeviceGetStreamPriorityRange(&least, &greatest) == cudaSuccess)
+            prio = greatest + (least - greatest) * baton__dev_prio_rank / (baton__dev_prio_of - 1);
+        (void)cudaGetLastError();
+        if ((e = cudaStreamCreateWithPriority(&d->stream, cudaStreamNonBlocking, prio)) !=
+            cudaSuccess) {
             d->stream = NULL;
-            return open_failed(d, cuda_reason(err, d, NULL, "cudaStreamCreateWithFlags", NULL, e));
+            return open_failed(d,
+                               cuda_reason(err, d, NULL, "cudaStreamCreateWithPriority", NULL, e));
         }
         d->own_stream = 1;
     }
