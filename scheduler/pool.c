@@ -70,11 +70,22 @@ struct baton_pool {
 
 _Thread_local int baton__dev_prio_rank, baton__dev_prio_of;
 
-/* "1" (read at baton_pool_create): each instance's streams get their own priority, spread over
- * the GPU's range, instance 0 the highest. Instances whose runs share each GPU fairly finish a
+/* N (read at baton_pool_create): the instances' streams get unequal priorities, instance 0 the
+ * highest: "1" one level each, spread over the GPU's range; "2" and up that many levels, the
+ * instances split into equal groups in order. Instances whose runs share each GPU fairly end a
  * pipeline's first stage together and then all wait on its last GPU while the first idles (a
- * convoy, issue 43); unequal priorities may stagger them. Off by default until measured. */
+ * convoy, issue 43); unequal priorities stagger them. Off by default until measured. */
 #define POOL_PRIORITIES_ENV "BATON_POOL_PRIORITIES"
+
+void baton__pool_priority(int i, int n, int levels, int *rank, int *of)
+{
+    *rank = *of = 0;
+    if (levels <= 0 || n < 2 || i < 0 || i >= n)
+        return;
+    const int groups = levels == 1 || levels > n ? n : levels;
+    *of = groups;
+    *rank = i * groups / n;
+}
 
 static int64_t mono_ns(void)
 {
@@ -372,7 +383,7 @@ int baton_pool_create_with(uv_loop_t *loop, const baton_plan *plan, const baton_
         o.disable_queue_ahead = 1;
     p->queue_ahead = o.disable_queue_ahead <= 0;
     const char *prio_env = getenv(POOL_PRIORITIES_ENV);
-    const int prio = prio_env && strcmp(prio_env, "1") == 0;
+    const int levels = prio_env ? atoi(prio_env) : 0;
     for (int i = 0; i < instances && !rc; i++) {
         pool_worker *w = &p->w[i];
         w->pool = p;
@@ -396,8 +407,7 @@ int baton_pool_create_with(uv_loop_t *loop, const baton_plan *plan, const baton_
             oi.streams = pi.streams;
             oi.n_streams = pi.n_streams;
         }
-        baton__dev_prio_rank = i;
-        baton__dev_prio_of = prio ? instances : 0;
+        baton__pool_priority(i, instances, levels, &baton__dev_prio_rank, &baton__dev_prio_of);
         rc = i == 0 ? baton_runtime_create(plan, &oi, &w->rt, err)
                     : baton__runtime_prepare_instance(p->w[0].rt, &oi, &w->rt, err);
         baton__dev_prio_rank = baton__dev_prio_of = 0;

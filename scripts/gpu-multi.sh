@@ -153,24 +153,51 @@ bpipe() {
     tee -a "$summary"
 }
 
-# convoy: the one- and two-stage RFC plans with 8 runtimes on threads, run to their end one at a
-# time, kept queued (run_async, a wait every 2 or 4 runs) and with their streams at spread
-# priorities, against the GPUs' floor (bench_graph_launch --quick)
-if has convoy && room 40 "convoy"; then
-  say "== convoy: runtimes on threads, one run at a time / runs queued / stream priorities"
-  timeout "$(tmo 120)" "$BUILD/bench_graph_launch" --quick --plan "$work/pipe1.json" \
-    --plan "$work/pipe2.json" --budget 100 --json "$final/convoy.json" 2>&1 |
-    grep -v "^RESULT" | tee -a "$summary"
+# convoy: the pool (baton bench --inflight) on the one- and two-stage RFC plans, its instances'
+# streams at the default priority, spread one level each (BATON_POOL_PRIORITIES=1) or in two
+# levels (=2), two alternating rounds at 8 in flight, then 16 in flight; each line's runs/s over
+# the one-stage plan's and its p99/p50. CONVOY_BENCH=1 adds bench_graph_launch's runtimes on
+# threads (run one at a time, queued, at priorities) against the GPUs' floor.
+if has convoy && room 30 "convoy"; then
+  say "== convoy: the pool at 8 in flight, instances' streams at default / spread / two-level priorities"
+  if [ "${CONVOY_BENCH:-0}" = 1 ] && room 60 "convoy bench_graph_launch"; then
+    timeout "$(tmo 90)" "$BUILD/bench_graph_launch" --quick --plan "$work/pipe1.json" \
+      --plan "$work/pipe2.json" --budget 60 --json "$final/convoy.json" 2>&1 |
+      grep -v "^RESULT" | tee -a "$summary"
+  fi
   say "columns: mode,inflight,runs,runs_per_s,p50_us,p99_us,loop_busy_us_per_run,gpu_busy (all GPUs),gpu_busy by device,device us a run by device"
-  # the pool itself, its instances' streams at spread priorities or not, in alternation
   for r in 1 2; do
-    room 20 "convoy pool round $r" || break
+    room 12 "convoy round $r" || break
+    bench "$work/pipe1.json" "" 8 "convoy,stages=1,r$r"
     bench "$work/pipe2.json" "" 8 "convoy,stages=2,r$r"
-    bench "$work/pipe2.json" "BATON_POOL_PRIORITIES=1" 8 "convoy,stages=2,priorities,r$r"
+    bench "$work/pipe2.json" "BATON_POOL_PRIORITIES=1" 8 "convoy,stages=2,spread,r$r"
+    bench "$work/pipe2.json" "BATON_POOL_PRIORITIES=2" 8 "convoy,stages=2,two-level,r$r"
   done
-  room 20 "convoy pool, one stage" &&
-  { bench "$work/pipe1.json" "" 8 "convoy,stages=1"
-    bench "$work/pipe1.json" "BATON_POOL_PRIORITIES=1" 8 "convoy,stages=1,priorities"; }
+  if room 12 "convoy, 16 in flight"; then
+    bench "$work/pipe1.json" "" 16 "convoy,stages=1,16"
+    bench "$work/pipe2.json" "" 16 "convoy,stages=2,16"
+    bench "$work/pipe2.json" "BATON_POOL_PRIORITIES=1" 16 "convoy,stages=2,spread,16"
+    bench "$work/pipe2.json" "BATON_POOL_PRIORITIES=2" 16 "convoy,stages=2,two-level,16"
+  fi
+  python3 - "$work" <<'PY' 2>&1 | tee -a "$summary"
+import glob, os, sys
+w = sys.argv[1]
+rows = {}
+for f in sorted(glob.glob(w + "/convoy,*.csv")):
+    try:
+        c = open(f).read().strip().split(",")
+        rows[os.path.basename(f)[len("convoy,"):-4]] = (float(c[3]), float(c[4]), float(c[5]))
+    except (OSError, ValueError, IndexError):
+        pass
+one8 = [r[0] for k, r in rows.items() if k.startswith("stages=1,r")]
+one8 = sum(one8) / len(one8) if one8 else None
+one16 = rows.get("stages=1,16", (None,))[0]
+for k, (rate, p50, p99) in sorted(rows.items()):
+    one = one16 if k.endswith(",16") else one8
+    print("convoy %-26s %8.0f runs/s  %5.2fx the one-stage plan  p50 %6.1f us  p99 %6.1f us  "
+          "p99/p50 %.2f (bars: >= 1.8x, <= 1.5)" % (k, rate, rate / one if one else float("nan"),
+                                                    p50, p99, p99 / p50 if p50 else float("nan")))
+PY
 fi
 
 if has pipeline && room 60 "pipeline"; then
