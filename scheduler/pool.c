@@ -77,6 +77,20 @@ _Thread_local int baton__dev_prio_rank, baton__dev_prio_of;
  * convoy, issue 43); unequal priorities stagger them. Off by default until measured. */
 #define POOL_PRIORITIES_ENV "BATON_POOL_PRIORITIES"
 
+/* The priority levels of a pool without BATON_POOL_PRIORITIES: POOL_PRIORITIES_MULTI_GPU for a
+ * plan over several GPUs (a pipeline's stages convoy), else none. 0 (none) until a setting meets
+ * both the throughput and the p99 bars (scripts/gpu-multi.sh PARTS=convoy). */
+#define POOL_PRIORITIES_MULTI_GPU 0
+static int default_priorities(const baton_plan *plan)
+{
+    int gpus = 0;
+    for (int i = 0; i < baton_plan_arena_count(plan); i++) {
+        baton_arena a;
+        gpus += baton_plan_arena_info(plan, i, &a) == 0 && a.device.kind == BATON_DEVICE_CUDA;
+    }
+    return gpus > 1 ? POOL_PRIORITIES_MULTI_GPU : 0;
+}
+
 void baton__pool_priority(int i, int n, int levels, int *rank, int *of)
 {
     *rank = *of = 0;
@@ -383,7 +397,7 @@ int baton_pool_create_with(uv_loop_t *loop, const baton_plan *plan, const baton_
         o.disable_queue_ahead = 1;
     p->queue_ahead = o.disable_queue_ahead <= 0;
     const char *prio_env = getenv(POOL_PRIORITIES_ENV);
-    const int levels = prio_env ? atoi(prio_env) : 0;
+    const int levels = prio_env && *prio_env ? atoi(prio_env) : default_priorities(plan);
     for (int i = 0; i < instances && !rc; i++) {
         pool_worker *w = &p->w[i];
         w->pool = p;
