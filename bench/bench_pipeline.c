@@ -6,7 +6,9 @@
  *   - how much of the last stage's GPU time overlaps the first stage's (runs pipelined or not);
  *   - the hand-off: from the end of a run's graph on one GPU to the start of its next stage's;
  *   - per run on the host: the run's length in its worker, its waits, its graph launches, and
- *     the time a job spends queued before a worker takes it;
+ *     the time a job spends queued before a worker takes it (traced: CUPTI slows every launch
+ *     of a graph by its kernels' records, so the launches' own cost comes from an untraced pass
+ *     of every instance run directly by a thread, with step timing);
  * and one runtime's runs queued back to back (baton_runtime_run_async), whose stages overlap
  * across runs on their GPUs' streams.
  * The traces go to DIR/pipeline_i.json (Perfetto). Lines starting with RESULT are for scripts.
@@ -43,6 +45,39 @@ typedef struct flight {
 } flight;
 
 static void on_done(baton_job *job, int status);
+
+/* One pool instance run directly by a thread (the pool idle), with step timing: the host's time
+ * in its graph launches (each launch is timed on its segment's first step). */
+typedef struct direct {
+    baton_runtime *rt;
+    int runs;
+    uv_barrier_t *start;
+    int64_t launch_ns, launches, runs_done;
+    int rc;
+} direct;
+
+static void run_direct(void *arg)
+{
+    direct *d = arg;
+    baton_error e = {0};
+    const int ns = baton_plan_step_count(d->rt->plan);
+    baton_runtime_reset_stats(d->rt);
+    baton_runtime_enable_step_timing(d->rt, 1);
+    uv_barrier_wait(d->start);
+    for (int i = 0; i < d->runs && !d->rc; i++)
+        d->rc = baton_runtime_run(d->rt, &e);
+    baton_runtime_enable_step_timing(d->rt, 0);
+    for (int i = 0; i < ns; i++) {
+        int64_t v = 0;
+        baton_runtime_step_time_ns(d->rt, i, &v);
+        d->launch_ns += v;
+    }
+    baton_run_stats st;
+    baton_runtime_stats(d->rt, &st);
+    d->launches = st.graph_launches;
+    d->runs_done = st.runs;
+    baton_runtime_reset_stats(d->rt);
+}
 
 static void submit(flight *f, req *r)
 {
@@ -303,6 +338,39 @@ int main(int argc, char **argv)
         }
     }
 
+    /* The host's time in the graph launches untraced: every instance run directly by a thread of
+     * its own (the pool idle meanwhile), with step timing on, as many at once as the pool has.
+     * A traced launch costs many times more (CUPTI's record of every kernel of the graph,
+     * bench_graph_launch's "traced" rows), so the traced pass below says where the GPUs' time
+     * goes, not what a launch costs. */
+    {
+        direct d[MAX_INFLIGHT];
+        uv_thread_t th[MAX_INFLIGHT];
+        uv_barrier_t start;
+        uv_barrier_init(&start, (unsigned)n);
+        for (int k = 0; k < n; k++) {
+            d[k] = (direct){baton__pool_instance(f.pool, k), traced / n + 1, &start, 0, 0, 0, 0};
+            uv_thread_create(&th[k], run_direct, &d[k]);
+        }
+        int64_t ns = 0, launches = 0, runs_done = 0, bad = 0;
+        for (int k = 0; k < n; k++) {
+            uv_thread_join(&th[k]);
+            ns += d[k].launch_ns, launches += d[k].launches, runs_done += d[k].runs_done;
+            bad += d[k].rc != 0;
+        }
+        uv_barrier_destroy(&start);
+        if (bad || !runs_done) {
+            printf("host, untraced launches: a direct run failed\n");
+        } else {
+            const double us = (double)ns / 1e3 / (double)runs_done;
+            const double per = (double)launches / (double)runs_done;
+            printf("host, per run, untraced (%d instances run directly by a thread each, step "
+                   "timing): %.1f us in %.1f graph launches (%.2f us each)\n"
+                   "RESULT pipeline.launch_us_per_run %.3f\n",
+                   n, us, per, per > 0 ? us / per : 0, us);
+        }
+    }
+
     /* the traced pass: every instance's host spans and device timelines */
     const size_t cap = (size_t)(traced / n + 4) * (size_t)(baton_plan_step_count(plan) * 4 + 64);
     for (int k = 0; k < n; k++)
@@ -416,8 +484,10 @@ int main(int argc, char **argv)
                h50, h99, h50);
     }
     if (n_runs)
-        printf("host, per run in its worker: %.1f us in baton_runtime_run, of which %.1f us in "
-               "%.1f host waits and %.1f us in %.1f graph launches\n",
+        printf("host, per run in its worker, traced (on CUDA, CUPTI's record of every kernel "
+               "slows each launch many times: the untraced line above is a launch's cost): %.1f "
+               "us in baton_runtime_run, of which %.1f us in %.1f host waits and %.1f us in %.1f "
+               "graph launches\n",
                (double)run_ns / 1e3 / n_runs, (double)wait_ns / 1e3 / n_runs,
                (double)n_wait / n_runs, (double)launch_ns / 1e3 / n_runs,
                (double)n_launch / n_runs);

@@ -336,6 +336,14 @@ static inline void *dev_host_zeroed(size_t bytes)
  * (events between streams, copies between "GPUs", graphs) on one GPU. NCCL refuses such a group. */
 #define DEV_TEST_CUDA_ALIAS "BATON_TEST_CUDA_ALIAS"
 
+/* A hint to the devices opened next on this thread, which pool.c sets around the preparing of
+ * its instances (BATON_POOL_PRIORITIES=1): make the stream the `prio_rank`-th of `prio_of`
+ * priority levels, 0 the highest (prio_of < 2: the default priority). Only the CUDA device
+ * reads it, when it creates its own stream. */
+#ifndef __cplusplus
+extern _Thread_local int baton__dev_prio_rank, baton__dev_prio_of;
+#endif
+
 extern const dev_ops baton__dev_cpu_ops;
 extern const dev_ops baton__dev_sim_ops;
 #ifdef BATON_CUDA

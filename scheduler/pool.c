@@ -68,6 +68,39 @@ struct baton_pool {
     baton_job *done_head, *done_tail;
 };
 
+_Thread_local int baton__dev_prio_rank, baton__dev_prio_of;
+
+/* N (read at baton_pool_create): the instances' streams get unequal priorities, instance 0 the
+ * highest: "1" one level each, spread over the GPU's range; "2" and up that many levels, the
+ * instances split into equal groups in order. Instances whose runs share each GPU fairly end a
+ * pipeline's first stage together and then all wait on its last GPU while the first idles (a
+ * convoy, issue 43); unequal priorities stagger them. Off by default until measured. */
+#define POOL_PRIORITIES_ENV "BATON_POOL_PRIORITIES"
+
+/* The priority levels of a pool without BATON_POOL_PRIORITIES: POOL_PRIORITIES_MULTI_GPU for a
+ * plan over several GPUs (a pipeline's stages convoy), else none. 0 (none) until a setting meets
+ * both the throughput and the p99 bars (scripts/gpu-multi.sh PARTS=convoy). */
+#define POOL_PRIORITIES_MULTI_GPU 0
+static int default_priorities(const baton_plan *plan)
+{
+    int gpus = 0;
+    for (int i = 0; i < baton_plan_arena_count(plan); i++) {
+        baton_arena a;
+        gpus += baton_plan_arena_info(plan, i, &a) == 0 && a.device.kind == BATON_DEVICE_CUDA;
+    }
+    return gpus > 1 ? POOL_PRIORITIES_MULTI_GPU : 0;
+}
+
+void baton__pool_priority(int i, int n, int levels, int *rank, int *of)
+{
+    *rank = *of = 0;
+    if (levels <= 0 || n < 2 || i < 0 || i >= n)
+        return;
+    const int groups = levels == 1 || levels > n ? n : levels;
+    *of = groups;
+    *rank = i * groups / n;
+}
+
 static int64_t mono_ns(void)
 {
     struct timespec ts;
@@ -363,6 +396,8 @@ int baton_pool_create_with(uv_loop_t *loop, const baton_plan *plan, const baton_
     if (!rc && instances > BATON_POOL_QUEUE_AHEAD_MAX && o.disable_queue_ahead == 0)
         o.disable_queue_ahead = 1;
     p->queue_ahead = o.disable_queue_ahead <= 0;
+    const char *prio_env = getenv(POOL_PRIORITIES_ENV);
+    const int levels = prio_env && *prio_env ? atoi(prio_env) : default_priorities(plan);
     for (int i = 0; i < instances && !rc; i++) {
         pool_worker *w = &p->w[i];
         w->pool = p;
@@ -386,8 +421,10 @@ int baton_pool_create_with(uv_loop_t *loop, const baton_plan *plan, const baton_
             oi.streams = pi.streams;
             oi.n_streams = pi.n_streams;
         }
+        baton__pool_priority(i, instances, levels, &baton__dev_prio_rank, &baton__dev_prio_of);
         rc = i == 0 ? baton_runtime_create(plan, &oi, &w->rt, err)
                     : baton__runtime_prepare_instance(p->w[0].rt, &oi, &w->rt, err);
+        baton__dev_prio_rank = baton__dev_prio_of = 0;
         if (rc && per_instance) {
             char inner[BATON_ERROR_MAX];
             snprintf(inner, sizeof inner, "%s", err ? err->message : "");

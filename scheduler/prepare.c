@@ -917,6 +917,8 @@ static int prepare(const baton_plan *plan, const baton_options *opts, const bato
     rt->share = share;
     const char *nodes_env = getenv(RT_EVENT_NODES_ENV);
     rt->event_nodes = !(nodes_env && strcmp(nodes_env, "0") == 0);
+    const char *records_env = getenv(RT_END_RECORDS_ENV);
+    rt->end_records_first = !(records_env && strcmp(records_env, "0") == 0);
     /* what delegates and kernels log while they prepare goes to the plan's registry */
     const log_sink *outer_log = baton__log_scope(plan->log);
     if (share) { /* an instance runs where its first one does */

@@ -696,13 +696,32 @@ int baton_runtime_run_async(baton_runtime *rt, baton_error *err)
     return rc;
 }
 
+/* The end of a run (or of the runs queued): every GPU with work in flight records its event
+ * before the host waits for the first. Recorded only once the wait for the GPU before it has
+ * returned, a GPU's event would cost one more trip from the host to that GPU and back after the
+ * run's work is done: on several GPUs that finish together (a collective at the end), each GPU
+ * after the first. */
+static int record_ends(baton_runtime *rt, baton_error *err)
+{
+    for (int d = 1; d < rt->nd; d++) {
+        rt_device *rd = &rt->dev[d];
+        if (!rd->pending || rd->recorded)
+            continue; /* recorded: queued ahead, its wait is for the work before that */
+        int rc = rd->ops->record(rd->ctx, WAIT_SLOT, err);
+        if (rc)
+            return rc;
+        rd->recorded = 1;
+    }
+    return 0;
+}
+
 /* The end of the runs run_async queued: the host waits for every device they used, then the
  * kernels' run-time errors are read, as at the end of a run. */
 static int settle(baton_runtime *rt, baton_error *err)
 {
     if (!rt->in_flight)
         return 0;
-    int rc = 0;
+    int rc = rt->end_records_first ? record_ends(rt, err) : 0;
     for (int d = 1; d < rt->nd && !rc; d++)
         if (rt->dev[d].pending)
             rc = host_wait(rt, d, "baton_runtime_wait", err);
@@ -775,6 +794,8 @@ static int run_plan(baton_runtime *rt, int defer, baton_error *err)
         if (defer) {
             rt->in_flight++; /* baton_runtime_wait (or the next call that needs it) waits */
         } else {
+            if (rt->end_records_first)
+                rc = record_ends(rt, err);
             for (int d = 1; d < rt->nd && !rc; d++)
                 if (rt->dev[d].pending)
                     rc = host_wait(rt, d, "end of run", err);

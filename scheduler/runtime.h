@@ -20,6 +20,11 @@
  * keeps the waits and records outside the graphs, on the streams; anything else, or unset, puts
  * them into the graphs as event nodes. Read at baton_runtime_create. */
 #define RT_EVENT_NODES_ENV "BATON_GRAPH_EVENT_NODES"
+/* The end of a run on several GPUs: "0" records each GPU's end-of-run event only when the host
+ * comes to wait for it, after the waits for the GPUs before it; anything else, or unset, records
+ * every GPU's first and then waits (baton_runtime.end_records_first). Read at
+ * baton_runtime_create, so that one process can time both. */
+#define RT_END_RECORDS_ENV "BATON_END_RECORDS_FIRST"
 #define SEG_EVENT(s)       (1 + (s))
 /* The event a GPU records after segment s once it has copied what other GPUs wrote for s, in
  * runs queued without the host's wait (run_async): the writers' next run waits for it before it
@@ -129,6 +134,9 @@ struct baton_runtime {
     /* graph mode: a GPU segment's waits for other GPUs and its event for them are nodes of its
      * graph (1, the default) or stream calls around its launch (0: BATON_GRAPH_EVENT_NODES=0) */
     int event_nodes;
+    /* the end of a run records every waited GPU's event before the first wait (1, the default),
+     * or each right before its own wait (0: BATON_END_RECORDS_FIRST=0) */
+    int end_records_first;
     /* one process per GPU (baton_options.world > 0): the memory index of this rank's GPU (-1:
      * the plan gives it no step) and the backend's world (world_join) */
     int own;

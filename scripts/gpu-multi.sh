@@ -17,8 +17,12 @@
 # included) would be passed. The summary prints last; traces and logs go to $OUT.
 #   run(kind="nvidia-h200-x2", carry=[".deps"], command="NCCL_NVLS_ENABLE=0 bash scripts/gpu-multi.sh")
 #   env: BUDGET (400), JOBS (32), SKIP_BUILD=1 (use $BUILD as it is), PARTS ("pipeline scaling
-#        tests"; also "launch": the host's time in a pool's runs; "scaling2": the short scaling
-#        form, one GPU, both sharded forms and XLA); for a smoke test of the script without GPUs: SKIP_BUILD=1 BUILD=build-cpu GPU=sim
+#        tests"; also "glaunch": bench_graph_launch, the host's time in cudaGraphLaunch, hand-built
+#        and baton's graphs, which runs on one GPU too (GLAUNCH_ARGS: more arguments, e.g.
+#        --no-pdl); "convoy": the RFC plans' runtimes on threads run one at a time, queued and at
+#        stream priorities, against the GPUs' floor; "endwait": the sharded plan with the end-of-run events recorded first and
+#        before each wait, in the same rounds; "launch": the host's time in a pool's runs;
+#        "scaling2": the short scaling form, one GPU, both sharded forms and XLA); for a smoke test of the script without GPUs: SKIP_BUILD=1 BUILD=build-cpu GPU=sim
 #        NGPU=2 (the pipeline part on the test device)
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -57,8 +61,9 @@ ngpu=${NGPU:-$(nvidia-smi -L 2>/dev/null | wc -l)}
 # is built on as it is, so only what it lacks is compiled.
 targets=()
 { has pipeline || has launch; } && targets+=(baton_cli bench_pipeline)
-{ has scaling || has scaling2; } && targets+=(bench_scaling)
+{ has scaling || has scaling2 || has endwait; } && targets+=(bench_scaling)
 has tests && targets+=(baton_cli test_multigpu_cuda)
+{ has glaunch || has convoy; } && targets+=(baton_cli bench_graph_launch)
 [ -f scripts/deps-prefix.sh ] && eval "$(bash scripts/deps-prefix.sh)"
 if [ "${SKIP_BUILD:-0}" != 1 ] && [ ${#targets[@]} -gt 0 ]; then
   if { [ -f "$BUILD/CMakeCache.txt" ] ||
@@ -71,11 +76,60 @@ if [ "${SKIP_BUILD:-0}" != 1 ] && [ ${#targets[@]} -gt 0 ]; then
     exit 1
   fi
 fi
+baton=$BUILD/baton
+
+# glaunch (also on one GPU): the host's time in cudaGraphLaunch, hand-built graphs of N empty
+# kernels (plain, PDL edges, clusters; 1 to 8 threads; 1 thread per GPU) against baton's graphs of
+# the RFC plan's pipeline forms, the RFC plan itself and the sharded tutorial plan (bare launches,
+# copies without event nodes, copies or programmatic edges, runtimes in threads); each captured
+# graph as DOT (BATON_GRAPH_DOT) in $final/dot
+if has glaunch && room 90 "graph launch"; then
+  say "== glaunch: host time of graph launches (bench_graph_launch)"
+  python3 scripts/pipeline.py --devices cuda:0 --gpu-steps examples/plans/rfc.json \
+    > "$work/pipe1.json"
+  gplans=("$work/pipe1.json" examples/plans/rfc.json)
+  pairs=()
+  if [ "$ngpu" -ge 2 ]; then
+    python3 scripts/pipeline.py --devices cuda:0,cuda:1 --gpu-steps examples/plans/rfc.json \
+      > "$work/pipe2.json"
+    # the one-stage plan on cuda:1: with pipe1 on cuda:0, two GPUs that share only the process
+    python3 scripts/pipeline.py --devices cuda:1 --gpu-steps examples/plans/rfc.json \
+      > "$work/pipe1_gpu1.json"
+    python3 scripts/shard.py --devices cuda:0,cuda:1 --reduce all_reduce \
+      examples/plans/rmsnorm_tutorial.json > "$work/tut2.json"
+    gplans=("$work/pipe1.json" "$work/pipe2.json" "$work/tut2.json")
+    pairs=(--pair "$work/pipe1.json" "$work/pipe1_gpu1.json")
+  fi
+  mkdir -p "$final/dot"
+  for p in "${gplans[@]}"; do
+    n=$(basename "$p" .json)
+    mkdir -p "$final/dot/$n"
+    BATON_GRAPH_DOT="$final/dot/$n" BATON_GRAPH_EDGES=1 timeout "$(tmo 20)" "$baton" run -q \
+      --gpu="$GPU" --mode=graph --iters=2 "$p" > "$work/dot-$n.log" 2>&1
+    say "dot $n (rc $?): $(ls "$final/dot/$n" | tr '\n' ' ')"
+    grep "captured:" "$work/dot-$n.log" | head -4 | tee -a "$summary"
+  done
+  gargs=()
+  for p in "${gplans[@]}"; do gargs+=(--plan "$p"); done
+  timeout "$(tmo 130)" "$BUILD/bench_graph_launch" "${gargs[@]}" "${pairs[@]}" --budget 100 \
+    --json "$final/graph_launch.json" ${GLAUNCH_ARGS:-} 2>&1 | grep -v "^RESULT" |
+    tee -a "$summary"
+  # the two-stage plan again in other settings: a peer copy by kernel, the order between the GPUs
+  # outside the graphs, waits asleep in the driver
+  if [ "$ngpu" -ge 2 ]; then
+    for e in BATON_PEER_COPY_KERNEL=1 BATON_GRAPH_EVENT_NODES=0 BATON_CUDA_BLOCKING_WAIT=1; do
+      room 25 "glaunch $e" || break
+      say "== glaunch --quick, $e"
+      env "$e" timeout "$(tmo 40)" "$BUILD/bench_graph_launch" --quick --plan "$work/pipe2.json" \
+        --budget 30 2>&1 | grep -v "^RESULT" | tee -a "$summary"
+    done
+  fi
+fi
+
 if [ "$ngpu" -lt 2 ]; then
-  say "fewer than two GPUs: nothing to measure"
+  say "fewer than two GPUs: nothing more to measure"
   exit 0
 fi
-baton=$BUILD/baton
 
 python3 scripts/pipeline.py --devices cuda:0 --gpu-steps examples/plans/rfc.json > "$work/pipe1.json"
 python3 scripts/pipeline.py --devices cuda:0,cuda:1 --gpu-steps examples/plans/rfc.json \
@@ -98,6 +152,53 @@ bpipe() {
     --runs 4000 --traced 96 --gpu "$GPU" --out "$dir" "$@" 2>&1 | grep -v "^baton: note" |
     tee -a "$summary"
 }
+
+# convoy: the pool (baton bench --inflight) on the one- and two-stage RFC plans, its instances'
+# streams at the default priority, spread one level each (BATON_POOL_PRIORITIES=1) or in two
+# levels (=2), two alternating rounds at 8 in flight, then 16 in flight; each line's runs/s over
+# the one-stage plan's and its p99/p50. CONVOY_BENCH=1 adds bench_graph_launch's runtimes on
+# threads (run one at a time, queued, at priorities) against the GPUs' floor.
+if has convoy && room 30 "convoy"; then
+  say "== convoy: the pool at 8 in flight, instances' streams at default / spread / two-level priorities"
+  if [ "${CONVOY_BENCH:-0}" = 1 ] && room 60 "convoy bench_graph_launch"; then
+    timeout "$(tmo 90)" "$BUILD/bench_graph_launch" --quick --plan "$work/pipe1.json" \
+      --plan "$work/pipe2.json" --budget 60 --json "$final/convoy.json" 2>&1 |
+      grep -v "^RESULT" | tee -a "$summary"
+  fi
+  say "columns: mode,inflight,runs,runs_per_s,p50_us,p99_us,loop_busy_us_per_run,gpu_busy (all GPUs),gpu_busy by device,device us a run by device"
+  for r in 1 2; do
+    room 12 "convoy round $r" || break
+    bench "$work/pipe1.json" "" 8 "convoy,stages=1,r$r"
+    bench "$work/pipe2.json" "" 8 "convoy,stages=2,r$r"
+    bench "$work/pipe2.json" "BATON_POOL_PRIORITIES=1" 8 "convoy,stages=2,spread,r$r"
+    bench "$work/pipe2.json" "BATON_POOL_PRIORITIES=2" 8 "convoy,stages=2,two-level,r$r"
+  done
+  if room 12 "convoy, 16 in flight"; then
+    bench "$work/pipe1.json" "" 16 "convoy,stages=1,16"
+    bench "$work/pipe2.json" "" 16 "convoy,stages=2,16"
+    bench "$work/pipe2.json" "BATON_POOL_PRIORITIES=1" 16 "convoy,stages=2,spread,16"
+    bench "$work/pipe2.json" "BATON_POOL_PRIORITIES=2" 16 "convoy,stages=2,two-level,16"
+  fi
+  python3 - "$work" <<'PY' 2>&1 | tee -a "$summary"
+import glob, os, sys
+w = sys.argv[1]
+rows = {}
+for f in sorted(glob.glob(w + "/convoy,*.csv")):
+    try:
+        c = open(f).read().strip().split(",")
+        rows[os.path.basename(f)[len("convoy,"):-4]] = (float(c[3]), float(c[4]), float(c[5]))
+    except (OSError, ValueError, IndexError):
+        pass
+one8 = [r[0] for k, r in rows.items() if k.startswith("stages=1,r")]
+one8 = sum(one8) / len(one8) if one8 else None
+one16 = rows.get("stages=1,16", (None,))[0]
+for k, (rate, p50, p99) in sorted(rows.items()):
+    one = one16 if k.endswith(",16") else one8
+    print("convoy %-26s %8.0f runs/s  %5.2fx the one-stage plan  p50 %6.1f us  p99 %6.1f us  "
+          "p99/p50 %.2f (bars: >= 1.8x, <= 1.5)" % (k, rate, rate / one if one else float("nan"),
+                                                    p50, p99, p99 / p50 if p50 else float("nan")))
+PY
+fi
 
 if has pipeline && room 60 "pipeline"; then
   say "== pipeline: RFC layers 0-3 on cuda:0, 4-7 on cuda:1, graph mode"
@@ -159,9 +260,9 @@ PY
     bpipe 2 BATON_PEER_COPY_KERNEL=1 8 trace-pipe2-peer-kernel
 fi
 
-# scaling2: the short form for a second call (one GPU, the two sharded forms, XLA)
-if { has scaling || has scaling2; } && room 60 "scaling"; then
-  say "== scaling: the tutorial plan at 2 x 65536 x 4096 bf16 rows, fwd+bwd, graph mode"
+# the tutorial plan at 2 x 65536 x 4096 bf16 rows on one GPU (one.json; one32.json with part_grad
+# 32) and its sharded forms over 2 GPUs (two.json, two32.json bitwise; two_allreduce.json)
+scaling_plans() {
   # one.json: part_grad 16 rows, as the tutorial plan has; one32.json: 32 rows, so that each
   # shard of the bitwise form holds 16 blocks, as one GPU's plan at 16 does
   python3 - "$work" <<'PY'
@@ -180,6 +281,12 @@ PY
   python3 scripts/shard.py --devices cuda:0,cuda:1 "$work/one32.json" > "$work/two32.json"
   python3 scripts/shard.py --devices cuda:0,cuda:1 --reduce all_reduce "$work/one.json" \
     > "$work/two_allreduce.json"
+}
+
+# scaling2: the short form for a second call (one GPU, the two sharded forms, XLA)
+if { has scaling || has scaling2; } && room 60 "scaling"; then
+  say "== scaling: the tutorial plan at 2 x 65536 x 4096 bf16 rows, fwd+bwd, graph mode"
+  scaling_plans
   # one shard's forward and backward alone on cuda:0: its kernels as the sharded plan runs them
   # (half: the layout of the bitwise form; half_fitted: fitted to the shard's own blocks)
   python3 - "$work" <<'PY'
@@ -252,6 +359,18 @@ if has launch && room 25 "launch"; then
   room 8 "no PDL" && bpipe 2 "" 8 trace-launch-2-nopdl --no-pdl
   room 8 "bench_pipeline 2 4" && bpipe 2 "" 4 trace-launch-2-4
   room 8 "poll" && bench "$work/pipe1.json" "BATON_CUDA_WAIT_POLL_US=20" 8 "stages=1,poll-20us"
+fi
+
+# endwait: the sharded plan (all_reduce) one run at a time with each GPU's end-of-run event recorded
+# before the first wait (the default) and right before its own wait (BATON_END_RECORDS_FIRST=0),
+# the same plan twice in the same rounds of one process
+if has endwait && room 60 "endwait"; then
+  say "== endwait: end-of-run events recorded first (two_allreduce) or before each wait (_oldwait)"
+  [ -e "$work/two_allreduce.json" ] || scaling_plans
+  cp "$work/two_allreduce.json" "$work/two_allreduce_oldwait.json"
+  timeout "$(tmo 120)" "$BUILD/bench_scaling" "$work/one.json" "$work/two_allreduce.json" \
+    "$work/two_allreduce_oldwait.json" --old-end-waits 2 --runs 50 --rounds 8 2>&1 |
+    tee "$work/endwait.log" | grep -v "^RESULT" | tee -a "$summary"
 fi
 
 if has tests && room 45 "the two-GPU tests"; then

@@ -279,6 +279,41 @@ Test(async, one_to_sixteen_in_flight_equal_synchronous_runs_in_every_mode)
             check_against_sync((baton_sync_mode)m, inflight[i], 2 * inflight[i] + 3, 0);
 }
 
+/* BATON_POOL_PRIORITIES: 1 gives each instance a level of its own, N >= 2 splits the instances
+ * into N groups in order (the first the highest), anything else leaves the default priority. */
+Test(async, stream_priority_levels_split_the_instances_in_order)
+{
+    int rank, of;
+    for (int i = 0; i < 8; i++) {
+        baton__pool_priority(i, 8, 1, &rank, &of);
+        cr_assert(rank == i && of == 8, "spread: instance %d got %d of %d", i, rank, of);
+        baton__pool_priority(i, 8, 2, &rank, &of);
+        cr_assert(rank == (i < 4 ? 0 : 1) && of == 2, "two levels: instance %d got %d of %d", i,
+                  rank, of);
+        baton__pool_priority(i, 8, 0, &rank, &of);
+        cr_assert(rank == 0 && of == 0, "off: instance %d got %d of %d", i, rank, of);
+    }
+    baton__pool_priority(5, 6, 3, &rank, &of);
+    cr_assert(rank == 2 && of == 3, "three levels of 6: instance 5 got %d of %d", rank, of);
+    baton__pool_priority(2, 3, 8, &rank, &of); /* more levels than instances: one each */
+    cr_assert(rank == 2 && of == 3, "8 levels of 3: instance 2 got %d of %d", rank, of);
+    baton__pool_priority(0, 1, 2, &rank, &of);
+    cr_assert(rank == 0 && of == 0, "one instance: %d of %d", rank, of);
+}
+
+/* Instances at unequal stream priorities (on CUDA; the test device has none) run as the others. */
+Test(async, pools_at_stream_priorities_equal_synchronous_runs)
+{
+    NEED_BACKEND();
+    for (int levels = 1; levels <= 2; levels++) {
+        char v[4];
+        snprintf(v, sizeof v, "%d", levels);
+        setenv("BATON_POOL_PRIORITIES", v, 1);
+        check_against_sync(BATON_SYNC_GRAPH, 8, 19, 0);
+        unsetenv("BATON_POOL_PRIORITIES");
+    }
+}
+
 /* A pool of more than BATON_POOL_QUEUE_AHEAD_MAX instances does not queue ahead by default
  * (baton.h); forced on, it does, and its runs still equal synchronous ones. */
 Test(async, graph_mode_queues_ahead_in_flight_when_asked)

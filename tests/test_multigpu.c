@@ -820,6 +820,92 @@ Test(multigpu, independent_segments_on_two_gpus_run_concurrently)
 #endif
 
 #ifndef TEST_ON_CUDA
+/* The end of a run records every GPU's event before the host waits for the first. Recorded only
+ * when the wait for cuda:0 has returned, cuda:1's event costs one more trip to its GPU and back
+ * after work that is already done (BATON_END_RECORDS_FIRST=0 keeps that order, to time both).
+ * The devices' records and waits of the end-of-run slot are logged through a table that wraps
+ * the test device's. */
+static const dev_ops *spied;
+static dev_ctx *spy_ctx[2];
+static char spy_log[32];
+static int spy_n;
+
+static void spy_note(dev_ctx *c, char what)
+{
+    for (int g = 0; g < 2; g++)
+        if (c == spy_ctx[g] && spy_n + 2 < (int)sizeof spy_log) {
+            spy_log[spy_n++] = what;
+            spy_log[spy_n++] = (char)('0' + g);
+        }
+}
+
+static int spy_record(dev_ctx *c, int slot, baton_error *err)
+{
+    if (slot == WAIT_SLOT)
+        spy_note(c, 'r');
+    return spied->record(c, slot, err);
+}
+
+static int spy_wait(dev_ctx *c, int slot, const char *where, baton_error *err)
+{
+    if (slot == WAIT_SLOT)
+        spy_note(c, 'w');
+    return spied->wait(c, slot, where, err);
+}
+
+Test(multigpu, the_end_of_a_run_records_every_gpus_event_before_the_first_wait)
+{
+    static const char *json =
+        "{\"format\": \"baton.plan\", \"version\": 1, \"name\": \"apart\", \"tensors\": ["
+        "{\"name\": \"x0\", \"dtype\": \"f32\", \"shape\": [4, 64], \"role\": \"input\"},"
+        "{\"name\": \"x1\", \"dtype\": \"f32\", \"shape\": [4, 64], \"role\": \"input\"},"
+        "{\"name\": \"y0\", \"dtype\": \"f32\", \"shape\": [4, 64], \"role\": \"output\"},"
+        "{\"name\": \"y1\", \"dtype\": \"f32\", \"shape\": [4, 64], \"role\": "
+        "\"output\"}],\"steps\": ["
+        "{\"name\": \"k0\", \"kernel\": \"add_scalar\", \"device\": \"cuda:0\", \"inputs\": "
+        "[\"x0\"], \"outputs\": [\"y0\"], \"attrs\": {\"value\": 1.0}},"
+        "{\"name\": \"k1\", \"kernel\": \"add_scalar\", \"device\": \"cuda:1\", \"inputs\": "
+        "[\"x1\"], \"outputs\": [\"y1\"], \"attrs\": {\"value\": 2.0}}]}";
+    baton_plan *plan = load(json);
+    const float zero[N] = {0};
+    for (int m = BATON_SYNC_BOUNDARY; m <= BATON_SYNC_GRAPH; m++)
+        for (int first = 1; first >= 0; first--) {
+            setenv(RT_END_RECORDS_ENV, first ? "1" : "0", 1);
+            baton_runtime *rt = make(plan, BATON_GPU_SIM, (baton_sync_mode)m, 0);
+            unsetenv(RT_END_RECORDS_ENV);
+            static dev_ops spy;
+            const baton_device g0 = {BATON_DEVICE_CUDA, 0}, g1 = {BATON_DEVICE_CUDA, 1};
+            rt_device *d0 = &rt->dev[baton__plan_memory_index(plan, g0)];
+            rt_device *d1 = &rt->dev[baton__plan_memory_index(plan, g1)];
+            spied = d0->ops;
+            spy = *spied;
+            spy.record = spy_record;
+            spy.wait = spy_wait;
+            d0->ops = d1->ops = &spy;
+            spy_ctx[0] = d0->ctx;
+            spy_ctx[1] = d1->ctx;
+            set(rt, "x0", zero);
+            set(rt, "x1", zero);
+            baton_error err = {0};
+            for (int r = 0; r < 2; r++) { /* the first run captures in graph mode */
+                spy_n = 0;
+                memset(spy_log, 0, sizeof spy_log);
+                cr_assert_eq(baton_runtime_run(rt, &err), 0, "%s", err.message);
+            }
+            const char *want = first ? "r0r1w0w1" : "r0w0r1w1";
+            cr_assert_str_eq(spy_log, want, "%s, BATON_END_RECORDS_FIRST=%d: %s, not %s",
+                             baton_sync_mode_name((baton_sync_mode)m), first, spy_log, want);
+            float y[N];
+            get(rt, "y1", y, N);
+            cr_assert_eq(y[0], 2.0f);
+            d0->ops = d1->ops = spied;
+            baton_runtime_destroy(rt);
+        }
+    baton_plan_free(plan);
+}
+#endif
+
+#ifndef TEST_ON_CUDA
 enum { POOL_JOBS = 7 };
 
 typedef struct pool_slot {

@@ -13,9 +13,12 @@
  *   --trace DIR: three traced runs of each plan (DIR/scaling_<plan>.json, Perfetto) and, for the
  *     last, each GPU's kernels and copies from its timeline (CUPTI): when each started after the
  *     run began, how long it took, and the idle time between them: where a run's time goes.
+ *   --old-end-waits K: the runtimes of plan argument K (0 is ONE) record each GPU's end-of-run
+ *     event right before its wait (BATON_END_RECORDS_FIRST=0), the others first: pass a plan
+ *     twice (two file names) to time both orders in the same rounds.
  * Exit 1 when the first PLAN's grad_weight differs from ONE's.
  *   bench_scaling ONE.json PLAN.json [PLAN.json ...] [--runs N] [--rounds R] [--inflight]
- *                 [--trace DIR]   (NCCL_NVLS_ENABLE=0) */
+ *                 [--trace DIR] [--old-end-waits K]   (NCCL_NVLS_ENABLE=0) */
 #include <cuda_runtime_api.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -156,7 +159,7 @@ static void print_timeline(baton_runtime *rt, const char *tag)
 int main(int argc, char **argv)
 {
     const char *paths[MAX_PLANS] = {NULL}, *trace_dir = NULL;
-    int runs = 50, rounds = 5, np = 0, inflight = 0;
+    int runs = 50, rounds = 5, np = 0, inflight = 0, old_waits = -1;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--runs") && i + 1 < argc)
             runs = atoi(argv[++i]);
@@ -166,12 +169,14 @@ int main(int argc, char **argv)
             trace_dir = argv[++i];
         else if (!strcmp(argv[i], "--inflight"))
             inflight = 1;
+        else if (!strcmp(argv[i], "--old-end-waits") && i + 1 < argc)
+            old_waits = atoi(argv[++i]);
         else if (np < MAX_PLANS)
             paths[np++] = argv[i];
     }
     if (np < 2) {
         fprintf(stderr, "usage: bench_scaling ONE.json PLAN.json [PLAN.json ...] [--runs N] "
-                        "[--rounds R] [--inflight] [--trace DIR]\n");
+                        "[--rounds R] [--inflight] [--trace DIR] [--old-end-waits K]\n");
         return 2;
     }
     int ngpu = baton_cuda_device_count();
@@ -219,6 +224,8 @@ int main(int argc, char **argv)
             }
             gpus[k] = bind_all(rt[k][c], plan[k], x, g, ngpu, c ? &unused_gw : &gw[k],
                                c ? &unused_dev : &gw_dev[k]);
+            if (k == old_waits)
+                rt[k][c]->end_records_first = 0;
         }
     }
     double *lat[MAX_PLANS], *per[MAX_PLANS];

@@ -41,6 +41,11 @@
  * sleep in between, instead of polling it back to back in the driver: with many runs in flight,
  * whether the polling workers hold back the ones launching (gpu-multi.sh). Off by default. */
 #define DEV_CUDA_WAIT_POLL_ENV "BATON_CUDA_WAIT_POLL_US"
+/* DIR (diagnostic, issue 43): each captured graph is written, once instantiated or updated, to
+ * DIR/cuda0-graph3.dot (cudaGraphDebugDotPrint, verbose: every node's kind, kernel, grid,
+ * parameters, attributes and edges). */
+#define DEV_CUDA_GRAPH_DOT_ENV "BATON_GRAPH_DOT"
+#define DEV_CUDA_DOT_GPUS      64 /* GPUs whose contexts are numbered apart in the file names */
 
 struct dev_ctx {
     baton_device dev;
@@ -77,7 +82,8 @@ struct dev_ctx {
     int n_pdl, cap_pdl;
     dev_cuda_edges edges; /* of the last capture (graph edges_slot), for BATON_GRAPH_EDGES */
     int edges_slot;
-    int fault; /* dev_cuda_fault armed by a test */
+    int serial; /* contexts opened on this GPU before this one in the process (BATON_GRAPH_DOT) */
+    int fault;  /* dev_cuda_fault armed by a test */
     /* GPUs whose memory this context reads directly (its own, and peers enabled by
      * peer_enable), and whether small copies from them run as the copy kernel */
     uint64_t peers;
@@ -324,6 +330,8 @@ static int open_device(baton_device dev, const baton_options *opts, int n_graphs
         return open_failed(
             d, cuda_reason(err, d, NULL, "cudaDeviceGetAttribute", "compute capability", e));
     d->pdl = major >= 9;
+    static _Atomic int opened[DEV_CUDA_DOT_GPUS];
+    d->serial = opened[dev.index < DEV_CUDA_DOT_GPUS ? dev.index : DEV_CUDA_DOT_GPUS - 1]++;
     if (dev.index < 64)
         d->peers = 1ull << dev.index;
     const char *pk = getenv(DEV_CUDA_PEER_KERNEL_ENV);
@@ -355,9 +363,16 @@ static int open_device(baton_device dev, const baton_options *opts, int n_graphs
     } else {
         /* Non-blocking: the legacy default stream, which other code in the process may use,
          * must not serialise with a run. */
-        if ((e = cudaStreamCreateWithFlags(&d->stream, cudaStreamNonBlocking)) != cudaSuccess) {
+        int prio = 0, least = 0, greatest = 0;
+        if (baton__dev_prio_of > 1 &&
+            cudaDeviceGetStreamPriorityRange(&least, &greatest) == cudaSuccess)
+            prio = greatest + (least - greatest) * baton__dev_prio_rank / (baton__dev_prio_of - 1);
+        (void)cudaGetLastError();
+        if ((e = cudaStreamCreateWithPriority(&d->stream, cudaStreamNonBlocking, prio)) !=
+            cudaSuccess) {
             d->stream = NULL;
-            return open_failed(d, cuda_reason(err, d, NULL, "cudaStreamCreateWithFlags", NULL, e));
+            return open_failed(d,
+                               cuda_reason(err, d, NULL, "cudaStreamCreateWithPriority", NULL, e));
         }
         d->own_stream = 1;
     }
@@ -1018,6 +1033,28 @@ static void report_graph(dev_ctx *d, int slot, cudaGraph_t g)
     }
 }
 
+/* BATON_GRAPH_DOT=DIR: writes graph g of `slot` to DIR/cuda0-graph3.dot. The contexts opened on
+ * the same GPU after the first (a pool's other instances, other runtimes) add their number,
+ * cuda0.1-graph3.dot, so that no two threads write one file. */
+static void dot_graph(dev_ctx *d, int slot, cudaGraph_t g)
+{
+    const char *dir = getenv(DEV_CUDA_GRAPH_DOT_ENV);
+    if (!dir || !*dir)
+        return;
+    char path[4096], ctx[16] = "";
+    if (d->serial)
+        snprintf(ctx, sizeof ctx, ".%d", d->serial);
+    snprintf(path, sizeof path, "%s/cuda%d%s-graph%d.dot", dir, d->dev.index, ctx, slot);
+    cudaError_t e = cudaGraphDebugDotPrint(g, path, cudaGraphDebugDotFlagsVerbose);
+    if (e != cudaSuccess) {
+        (void)cudaGetLastError();
+        fprintf(stderr, "baton: %s graph %d: cudaGraphDebugDotPrint(%s) failed: %s: %s\n", d->name,
+                slot, path, cudaGetErrorName(e), cudaGetErrorString(e));
+        return;
+    }
+    fprintf(stderr, "baton: %s graph %d written to %s\n", d->name, slot, path);
+}
+
 int baton__dev_cuda_graph_edges(dev_ctx *d, int slot, dev_cuda_edges *out)
 {
     memset(out, 0, sizeof *out);
@@ -1032,6 +1069,16 @@ int baton__dev_cuda_graph_edges(dev_ctx *d, int slot, dev_cuda_edges *out)
         return BATON_ECUDA;
     }
     return count_edges(d->templates[slot], out, NULL);
+}
+
+int baton__dev_cuda_graph(dev_ctx *d, int slot, cudaGraphExec_t *exec, cudaGraph_t *graph,
+                          cudaStream_t *stream)
+{
+    const int ok = slot >= 0 && slot < d->n_graphs;
+    *exec = ok ? d->graphs[slot] : NULL;
+    *graph = ok ? d->templates[slot] : NULL;
+    *stream = d->stream;
+    return d->n_graphs;
 }
 
 static int cuda_capture_end(dev_ctx *d, int slot, int *updated, baton_error *err)
@@ -1078,6 +1125,7 @@ static int cuda_capture_end(dev_ctx *d, int slot, int *updated, baton_error *err
         if (e == cudaSuccess) {
             /* The executable graph's nodes stay those of its template, which the new capture's
              * nodes cannot name: from now on its ops are patched by capturing again. */
+            dot_graph(d, slot, g);
             cudaGraphDestroy(g);
             baton__rb_set_free(ops);
             baton__rb_set_free(d->rebind[slot]);
@@ -1112,6 +1160,7 @@ static int cuda_capture_end(dev_ctx *d, int slot, int *updated, baton_error *err
         baton__rb_set_free(ops);
         return cuda_reason(err, d, NULL, "cudaGraphUpload", NULL, e);
     }
+    dot_graph(d, slot, g);
     /* the template stays: cudaGraphExec*SetParams name its nodes */
     d->graphs[slot] = x;
     d->templates[slot] = g;

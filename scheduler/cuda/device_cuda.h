@@ -48,6 +48,12 @@ typedef struct dev_cuda_edges {
 /* The edges of graph `slot` as last captured; BATON_ENOTSUP when the slot holds no graph. */
 int baton__dev_cuda_graph_edges(dev_ctx *d, int slot, dev_cuda_edges *out);
 
+/* Graph `slot`'s executable graph and the graph it was instantiated from (both NULL when the slot
+ * holds none) and the stream the runtime launches it on, for a benchmark that times the launch
+ * without the runtime around it (bench_graph_launch). Returns how many graph slots d has. */
+int baton__dev_cuda_graph(dev_ctx *d, int slot, cudaGraphExec_t *exec, cudaGraph_t *graph,
+                          cudaStream_t *stream);
+
 /* The context's counters since it was opened (baton__dev_cuda_ops.counters does the same). */
 void baton__dev_cuda_counters(dev_ctx *d, dev_counters *out);
 
