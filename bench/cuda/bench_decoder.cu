@@ -499,18 +499,21 @@ static void bench_attn_after_rope(int64_t ctx, int64_t H, int64_t HKV, int64_t D
 template <bool READLEN, bool MERGE>
 __global__ void __launch_bounds__(256, 1)
     attn_floor_kernel(const uint4 *kc, const uint4 *vc, const long long *pos, long long len,
-                      int row_vecs, int head_vecs, __nv_bfloat16 *o, unsigned *sink)
+                      int row_vecs, int head_vecs, int pph, __nv_bfloat16 *o, unsigned *sink)
 {
     __shared__ float wst[8][4 * 64 + 8];
     __shared__ float bo[4 * 64], bm[4], bl[4];
     kcuda::cg::cluster_group cluster = kcuda::cg::this_cluster();
-    const int C = (int)cluster.num_blocks(), rank = (int)cluster.block_rank();
-    const int kvh = (int)(blockIdx.x / (unsigned)C), tid = threadIdx.x;
+    const int C = (int)cluster.num_blocks(), rank = (int)cluster.block_rank(), tid = threadIdx.x;
+    /* pph blocks per KV head (MERGE: one cluster of them), or 0: each block whole rows */
+    const int kvh = pph ? (int)(blockIdx.x / (unsigned)pph) : 0;
+    const int part = pph ? (int)(blockIdx.x % (unsigned)pph) : (int)blockIdx.x;
+    const int parts = pph ? pph : (int)gridDim.x, vecs = pph ? head_vecs : row_vecs;
     if (READLEN)
         len = __ldg(pos) + 1;
-    const long long per = (len + C - 1) / C;
-    const long long kb = min(len, rank * per), ke = min(len, kb + per);
-    const long long n = (ke - kb) * head_vecs; /* vectors of K (and as many of V) */
+    const long long per = (len + parts - 1) / parts;
+    const long long kb = min(len, part * per), ke = min(len, kb + per);
+    const long long n = (ke - kb) * vecs; /* vectors of K (and as many of V) */
     const uint4 *kh = kc + kb * row_vecs + (long long)kvh * head_vecs;
     const uint4 *vh = vc + kb * row_vecs + (long long)kvh * head_vecs;
     unsigned acc = 0;
@@ -519,7 +522,7 @@ __global__ void __launch_bounds__(256, 1)
 #pragma unroll
         for (int u = 0; u < 4; u++) {
             const long long j = i + u * 256;
-            const long long r = j / head_vecs, c = j - r * head_vecs;
+            const long long r = j / vecs, c = j - r * vecs;
             const bool ok = j < n;
             v[2 * u] = ok ? __ldcs(kh + r * row_vecs + c) : make_uint4(0, 0, 0, 0);
             v[2 * u + 1] = ok ? __ldcs(vh + r * row_vecs + c) : make_uint4(0, 0, 0, 0);
@@ -574,18 +577,26 @@ __global__ void __launch_bounds__(256, 1)
 }
 
 /* The floors above at context ctx (cache rows ctx, positions[0] = ctx - 1), cold (caches rotated
- * as attention's rows), at attention's one-cluster grid: clusters of the largest size up to 16
- * whose 8 clusters all fit at once (as attn_mma picks below the split), else 8. Each row's peer
- * is attention's cold time of the same context (attention_us; NAN if not measured). */
+ * as attention's rows). At attention's one-cluster grid: clusters of the largest size up to 16
+ * whose 8 clusters all fit at once (as attn_mma picks below the split), else 8; and, to tell the
+ * SMs that stream from the pattern they read, the read at 16 blocks per KV head without clusters
+ * (each a 128-byte slice of every row of its keys, as attention), and at as many blocks each
+ * reading whole rows (all KV heads: contiguous). Each row's peer is attention's cold time of the
+ * same context (attention_us; NAN if not measured). */
 static void bench_attn_floors(int64_t ctx, int64_t HKV, int64_t DH, double attention_us)
 {
+    enum { ONE_CLUSTER, SPREAD, WHOLE_ROWS };
     static const struct {
         const char *name;
-        void (*kern)(const uint4 *, const uint4 *, const long long *, long long, int, int,
+        void (*kern)(const uint4 *, const uint4 *, const long long *, long long, int, int, int,
                      __nv_bfloat16 *, unsigned *);
-    } FL[] = {{"read", attn_floor_kernel<false, false>},
-              {"length read + read", attn_floor_kernel<true, false>},
-              {"length read + read + cluster merge", attn_floor_kernel<true, true>}};
+        int grid;
+    } FL[] = {
+        {"read", attn_floor_kernel<false, false>, ONE_CLUSTER},
+        {"length read + read", attn_floor_kernel<true, false>, ONE_CLUSTER},
+        {"length read + read + cluster merge", attn_floor_kernel<true, true>, ONE_CLUSTER},
+        {"read at 16 blocks a KV head", attn_floor_kernel<false, false>, SPREAD},
+        {"read of whole rows at as many blocks", attn_floor_kernel<false, false>, WHOLE_ROWS}};
     const size_t smem = 192 * 1024 - 8 * (4 * 64 + 8) * 4 - (4 * 64 + 8) * 4;
     const int64_t KF = HKV * DH;
     const double kv = (double)(ctx * KF * 2 * 2), bytes = kv + 2.0 * 32 * DH * 2;
@@ -632,9 +643,14 @@ static void bench_attn_floors(int64_t ctx, int64_t HKV, int64_t DH, double atten
         }
         while (C > 1 && ctx < 64LL * C)
             C /= 2;
+        int pph = C;
+        if (fl.grid != ONE_CLUSTER) {
+            pph = fl.grid == SPREAD ? 16 : 0;
+            C = 1;
+        }
         cudaLaunchConfig_t cfg;
         memset(&cfg, 0, sizeof cfg);
-        cfg.gridDim = dim3((unsigned)(HKV * C), 1, 1);
+        cfg.gridDim = dim3((unsigned)(fl.grid == ONE_CLUSTER ? HKV * C : HKV * 16), 1, 1);
         cfg.blockDim = dim3(256, 1, 1);
         cfg.dynamicSmemBytes = smem;
         cfg.stream = g_stream;
@@ -650,7 +666,7 @@ static void bench_attn_floors(int64_t ctx, int64_t HKV, int64_t DH, double atten
             CHECK_CUDA(cudaLaunchKernelEx(&cfg, fl.kern, (const uint4 *)kc.at(i),
                                           (const uint4 *)vc.at(i), (const long long *)pp.at(i),
                                           (long long)ctx, (int)(KF * 2 / 16), (int)(DH * 2 / 16),
-                                          (__nv_bfloat16 *)op.at(i), (unsigned *)sink.at(0)));
+                                          pph, (__nv_bfloat16 *)op.at(i), (unsigned *)sink.at(0)));
         };
         call(0);
         CHECK_CUDA(cudaStreamSynchronize(g_stream));
@@ -660,7 +676,10 @@ static void bench_attn_floors(int64_t ctx, int64_t HKV, int64_t DH, double atten
         Result r;
         r.op = label;
         char sh[160];
-        snprintf(sh, sizeof sh, "%d clusters of %d", (int)HKV, C);
+        if (fl.grid == ONE_CLUSTER)
+            snprintf(sh, sizeof sh, "%d clusters of %d", (int)HKV, C);
+        else
+            snprintf(sh, sizeof sh, "%d blocks", (int)HKV * 16);
         r.shape = sh;
         r.impl = "floor";
         r.bytes = bytes;
