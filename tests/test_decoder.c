@@ -722,9 +722,10 @@ Test(gpu_attention, records_a_position_outside_the_cache)
  * one), with the positions at the cache's end, in the middle or mixed: clusters of 1 to 16
  * blocks, blocks and warps with no key (positions 0 to 3 in a long cache), the last partial tile
  * of 16 keys, the (row, head) pairs of one MMA spanning rows and a row's heads spanning two MMAs
- * (G = 5, 16, 32). On CUDA each call is prepared first, as the runtime prepares it, so that a cache
- * of 8192 rows or more takes the split over several clusters per KV head (docs/kernels.md), its
- * splits from all to one holding keys. */
+ * (G = 5, 16, 32). On CUDA each call is prepared first, as the runtime prepares it, so that a long
+ * cache takes the split over several clusters per KV head (docs/targets.md; the CUDA tests lower
+ * its threshold, BATON_ATTN_SPLIT_FROM, to 8192 rows: split_from_8192), its splits from all to
+ * one holding keys. */
 
 enum { POS_END, POS_MID, POS_MIX, POS_LOW };
 
@@ -838,6 +839,13 @@ static call decode_call(test_rng *r, size_t k, baton_dtype dt)
     return c;
 }
 
+/* The split's threshold for this test's process (Criterion runs each test in its own), unless the
+ * environment sets one: the kernel reads it once, at its first call. */
+static void split_from_8192(void)
+{
+    setenv("BATON_ATTN_SPLIT_FROM", "8192", 0);
+}
+
 static void decode_table(baton_device_kind kind)
 {
     for (size_t k = 0; k < sizeof DEC / sizeof DEC[0]; k++)
@@ -869,6 +877,7 @@ Test(decoder_attention, matches_float64_for_decode_rows_over_short_and_long_cach
 Test(gpu_attention, matches_float64_for_decode_rows_over_short_and_long_caches, .timeout = 600)
 {
     skip_without_gpu();
+    split_from_8192();
     decode_table(BATON_DEVICE_CUDA);
 }
 
@@ -878,6 +887,7 @@ Test(gpu_attention, matches_float64_for_decode_rows_over_short_and_long_caches, 
 Test(gpu_attention, gives_the_same_decode_bits_run_to_run_for_each_kernel)
 {
     skip_without_gpu();
+    split_from_8192();
     static const size_t cases[] = {5, 6, 7, 13, 15, 17, 19, 21};
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
         for (int f = 0; f < 3; f++) {
@@ -904,6 +914,7 @@ Test(gpu_attention, matches_float64_for_a_long_cache_with_and_without_its_prepar
      .timeout = 600)
 {
     skip_without_gpu();
+    split_from_8192();
     static const size_t cases[] = {15, 17, 19};
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
         for (int prep = 0; prep < 2; prep++) {
@@ -927,6 +938,39 @@ Test(gpu_attention, matches_float64_for_a_long_cache_with_and_without_its_prepar
         }
 }
 
+/* With BATON_ATTN_INTERLEAVE=1 a KV head's blocks take interleaved tiles of 16 keys instead of
+ * contiguous ranges, in the one cluster and in the split: the same float64 checks, and the same
+ * bits run to run, on short and long caches, partial tiles, empty splits and two chunks. */
+Test(gpu_attention, matches_float64_with_interleaved_tiles, .timeout = 600)
+{
+    skip_without_gpu();
+    split_from_8192();
+    setenv("BATON_ATTN_INTERLEAVE", "1", 1);
+    static const size_t cases[] = {2, 4, 5, 6, 14, 15, 16, 17, 18, 19, 21};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+        for (int f = 0; f < 2; f++) {
+            test_rng r = {test_fresh_seed()};
+            const size_t k = cases[i];
+            call c = decode_call(&r, k, FLOATS[f]);
+            const int64_t n = baton_tensor_desc_numel(&c.out);
+            double *ref = malloc(sizeof(double) * (size_t)n);
+            attention_ref(FLOATS[f], &c, DEC[k].rows, DEC[k].S, DEC[k].H, DEC[k].Hkv, DEC[k].Dh,
+                          ref);
+            const size_t ob = nbytes(&c.out);
+            char *out = malloc(ob), *again = malloc(ob), err[512], what[96];
+            cr_assert_eq(run_call(BATON_DEVICE_CUDA, &c, out, err, sizeof err), 0, "%s", err);
+            cr_assert_eq(run_call(BATON_DEVICE_CUDA, &c, again, err, sizeof err), 0, "%s", err);
+            snprintf(what, sizeof what, "interleaved tiles, decode case %zu, %s", k,
+                     baton_dtype_name(FLOATS[f]));
+            cr_assert(memcmp(out, again, ob) == 0, "%s: other bits on a second run", what);
+            expect_close(&c, BATON_DEVICE_CUDA, out, ref, what);
+            free(out);
+            free(again);
+            free(ref);
+            free_call(&c);
+        }
+}
+
 /* The split of a long cache inside a CUDA graph, as a decode loop replays it: the call captured
  * once with its prepared workspace, then replayed with the positions changed between replays
  * (the last key from the cache's last row down to its first and back, so that from all of the
@@ -937,6 +981,7 @@ Test(gpu_attention, matches_float64_for_a_long_cache_with_and_without_its_prepar
 Test(gpu_attention, split_decode_in_a_graph_follows_the_positions_of_each_replay, .timeout = 600)
 {
     skip_without_gpu();
+    split_from_8192();
     static const struct {
         int64_t rows, S, H, Hkv, Dh;
         baton_dtype dt, pdt;
