@@ -21,9 +21,9 @@
  * attention's contexts). Prints a table; --json writes the results (format "baton.bench_decoder",
  * docs/bench_decoder.schema.json). The decode attention's variants (BATON_ATTN_DECODE,
  * BATON_ATTN_CLUSTER, BATON_ATTN_STAGES, BATON_ATTN_PREFETCH, BATON_ATTN_EARLY, BATON_ATTN_SPEC,
- * BATON_ATTN_SPLIT_FROM, BATON_ATTN_SPLIT_CLUSTER, BATON_ATTN_SPLITS: kernels/cuda/decoder.cu) are
- * read from the environment, one setting per process; each call is prepared first as the runtime
- * prepares it (the split of a long cache keeps its workspace there);
+ * BATON_ATTN_SPLIT_FROM, BATON_ATTN_SPLIT_CLUSTER, BATON_ATTN_SPLITS, BATON_ATTN_INTERLEAVE:
+ * kernels/cuda/decoder.cu) are read from the environment, one setting per process; each call is
+ * prepared first as the runtime prepares it (the split of a long cache keeps its workspace there);
  * --attn-sweep runs the decode attention rows (contexts 1024, 4096 and 32768 unless --ctx) under
  * each setting in a child process and prints one table (BATON_SWEEP_ONLY="name,name" runs some;
  * --sweep-budget S starts no setting after S seconds). */
@@ -495,7 +495,34 @@ static void bench_attn_after_rope(int64_t ctx, int64_t H, int64_t HKV, int64_t D
  * keys 0 .. len - 1, len given (READLEN false) or read from the positions first (true: the
  * dependent read before any K or V load); with MERGE, then attention's merge: the block's warps
  * through shared memory, then the cluster's blocks through distributed shared memory (each rank
- * reading its slice of the 4 x 64 outputs from every peer), the outputs written as bf16. */
+ * reading its slice of the 4 x 64 outputs from every peer, all loads issued before any is used),
+ * the outputs written as bf16: one __syncthreads, one cluster barrier and the exit barrier, as
+ * attention. */
+
+/* The best read of the same bytes: K's and V's whole arrays (keys 0 .. S - 1: the bench's
+ * positions are S - 1) by a grid-stride 16-byte read at full occupancy, 8 vectors in flight a
+ * thread (4 of each), folded (xor) so that no load is dead. */
+__global__ void __launch_bounds__(256)
+    attn_best_read(const uint4 *__restrict__ kc, const uint4 *__restrict__ vc, size_t n,
+                   unsigned *sink)
+{
+    const size_t stride = (size_t)gridDim.x * blockDim.x;
+    unsigned acc = 0;
+    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += 4 * stride) {
+        uint4 v[8];
+#pragma unroll
+        for (int u = 0; u < 4; u++) {
+            const size_t j = i + u * stride;
+            v[2 * u] = j < n ? __ldcs(kc + j) : make_uint4(0, 0, 0, 0);
+            v[2 * u + 1] = j < n ? __ldcs(vc + j) : make_uint4(0, 0, 0, 0);
+        }
+#pragma unroll
+        for (int u = 0; u < 8; u++)
+            acc ^= v[u].x ^ v[u].y ^ v[u].z ^ v[u].w;
+    }
+    if (acc == 0x9e3779b9u) /* never in practice; keeps the loads */
+        sink[blockIdx.x % 1024] = acc;
+}
 template <bool READLEN, bool MERGE>
 __global__ void __launch_bounds__(256, 1)
     attn_floor_kernel(const uint4 *kc, const uint4 *vc, const long long *pos, long long len,
@@ -517,18 +544,18 @@ __global__ void __launch_bounds__(256, 1)
     const uint4 *kh = kc + kb * row_vecs + (long long)kvh * head_vecs;
     const uint4 *vh = vc + kb * row_vecs + (long long)kvh * head_vecs;
     unsigned acc = 0;
-    for (long long i = tid; i < n; i += 4 * 256) {
-        uint4 v[8];
+    const unsigned un = (unsigned)n, uv = (unsigned)vecs; /* 32-bit: n < 2^32 here */
+    for (unsigned i = tid; i < un; i += 8 * 256) {
+        uint4 v[16];
 #pragma unroll
-        for (int u = 0; u < 4; u++) {
-            const long long j = i + u * 256;
-            const long long r = j / vecs, c = j - r * vecs;
-            const bool ok = j < n;
-            v[2 * u] = ok ? __ldcs(kh + r * row_vecs + c) : make_uint4(0, 0, 0, 0);
-            v[2 * u + 1] = ok ? __ldcs(vh + r * row_vecs + c) : make_uint4(0, 0, 0, 0);
+        for (int u = 0; u < 8; u++) {
+            const unsigned j = i + u * 256, r = j / uv, c = j - r * uv;
+            const bool ok = j < un;
+            v[2 * u] = ok ? __ldcs(kh + (long long)r * row_vecs + c) : make_uint4(0, 0, 0, 0);
+            v[2 * u + 1] = ok ? __ldcs(vh + (long long)r * row_vecs + c) : make_uint4(0, 0, 0, 0);
         }
 #pragma unroll
-        for (int u = 0; u < 8; u++)
+        for (int u = 0; u < 16; u++)
             acc ^= v[u].x ^ v[u].y ^ v[u].z ^ v[u].w;
     }
     if (!MERGE) {
@@ -558,22 +585,35 @@ __global__ void __launch_bounds__(256, 1)
             bl[p] = l;
         }
     }
-    cluster.sync();
+    cluster.sync(); /* the one cluster barrier before the merge, as attention's */
     const int share = (256 + C - 1) / C, lo = rank * share, hi = min(256, lo + share);
     for (int idx = lo + tid; idx < hi; idx += 256) {
+        /* every remote load issued before any is used (attention's cluster_softmax_merge) */
         const int p = idx / 64;
+        float mk[16], ak[16], lk[16];
+#pragma unroll
+        for (int k = 0; k < 16; k++)
+            if (k < C) {
+                mk[k] = *cluster.map_shared_rank(&bm[p], k);
+                ak[k] = *cluster.map_shared_rank(&bo[idx], k);
+                lk[k] = *cluster.map_shared_rank(&bl[p], k);
+            }
         float M = -INFINITY;
-        for (int k = 0; k < C; k++)
-            M = fmaxf(M, *cluster.map_shared_rank(&bm[p], k));
+#pragma unroll
+        for (int k = 0; k < 16; k++)
+            if (k < C)
+                M = fmaxf(M, mk[k]);
         float a = 0.f, l = 0.f;
-        for (int k = 0; k < C; k++) {
-            const float wt = exp2f(*cluster.map_shared_rank(&bm[p], k) - M);
-            a = fmaf(wt, *cluster.map_shared_rank(&bo[idx], k), a);
-            l = fmaf(wt, *cluster.map_shared_rank(&bl[p], k), l);
-        }
+#pragma unroll
+        for (int k = 0; k < 16; k++)
+            if (k < C) {
+                const float wt = exp2f(mk[k] - M);
+                a = fmaf(wt, ak[k], a);
+                l = fmaf(wt, lk[k], l);
+            }
         o[(long long)kvh * 256 + idx] = __float2bfloat16(a / l);
     }
-    kcuda::cluster_exit_barrier();
+    kcuda::cluster_exit_barrier(); /* the exit barrier: peers' shared memory read */
 }
 
 /* The floors above at context ctx (cache rows ctx, positions[0] = ctx - 1), cold (caches rotated
@@ -585,18 +625,18 @@ __global__ void __launch_bounds__(256, 1)
  * same context (attention_us; NAN if not measured). */
 static void bench_attn_floors(int64_t ctx, int64_t HKV, int64_t DH, double attention_us)
 {
-    enum { ONE_CLUSTER, SPREAD, WHOLE_ROWS };
+    enum { ONE_CLUSTER, SPREAD, WHOLE_ROWS, BEST };
     static const struct {
         const char *name;
         void (*kern)(const uint4 *, const uint4 *, const long long *, long long, int, int, int,
                      __nv_bfloat16 *, unsigned *);
         int grid;
-    } FL[] = {
-        {"read", attn_floor_kernel<false, false>, ONE_CLUSTER},
-        {"length read + read", attn_floor_kernel<true, false>, ONE_CLUSTER},
-        {"length read + read + cluster merge", attn_floor_kernel<true, true>, ONE_CLUSTER},
-        {"read at 16 blocks a KV head", attn_floor_kernel<false, false>, SPREAD},
-        {"read of whole rows at as many blocks", attn_floor_kernel<false, false>, WHOLE_ROWS}};
+    } FL[] = {{"read", attn_floor_kernel<false, false>, ONE_CLUSTER},
+              {"length read + read", attn_floor_kernel<true, false>, ONE_CLUSTER},
+              {"length read + read + cluster merge", attn_floor_kernel<true, true>, ONE_CLUSTER},
+              {"read at 16 blocks a KV head", attn_floor_kernel<false, false>, SPREAD},
+              {"read of whole rows at as many blocks", attn_floor_kernel<false, false>, WHOLE_ROWS},
+              {"best read (grid-stride, full occupancy)", nullptr, BEST}};
     const size_t smem = 192 * 1024 - 8 * (4 * 64 + 8) * 4 - (4 * 64 + 8) * 4;
     const int64_t KF = HKV * DH;
     const double kv = (double)(ctx * KF * 2 * 2), bytes = kv + 2.0 * 32 * DH * 2;
@@ -623,6 +663,37 @@ static void bench_attn_floors(int64_t ctx, int64_t HKV, int64_t DH, double atten
             fill_index(pp, td(BATON_DTYPE_I64, {1}), p, 33);
             CHECK_CUDA(cudaDeviceSynchronize());
             alloc = true;
+        }
+        if (fl.grid == BEST) {
+            const int grid = g_prop.multiProcessorCount * 8;
+            const size_t n = (size_t)(ctx * KF * 2 / 16);
+            auto call = [&](int i) {
+                attn_best_read<<<grid, 256, 0, g_stream>>>(
+                    (const uint4 *)kc.at(i), (const uint4 *)vc.at(i), n, (unsigned *)sink.at(0));
+            };
+            call(0);
+            CHECK_CUDA(cudaStreamSynchronize(g_stream));
+            const double us = time_calls(k, call);
+            if (isnan(cus))
+                cus = copy_us(bytes, sets, k);
+            Result r;
+            r.op = label;
+            char sh[64];
+            snprintf(sh, sizeof sh, "%d blocks", grid);
+            r.shape = sh;
+            r.impl = "floor";
+            r.bytes = bytes;
+            r.us = us;
+            r.gbps = bytes / us * 1e-3;
+            r.copy_us = cus;
+            r.copy_gbps = bytes / cus * 1e-3;
+            r.ratio = us / cus;
+            r.floor_us = g_floor_us;
+            r.cold = (double)k * bytes > 2.0 * g_prop.l2CacheSize;
+            r.peer = "baton attention, cold";
+            r.peer_us = attention_us;
+            record(r);
+            continue;
         }
         CHECK_CUDA(
             cudaFuncSetAttribute(fl.kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
@@ -671,7 +742,7 @@ static void bench_attn_floors(int64_t ctx, int64_t HKV, int64_t DH, double atten
         call(0);
         CHECK_CUDA(cudaStreamSynchronize(g_stream));
         const double us = time_calls(k, call);
-        if (isnan(cus)) /* one copy floor for the three rows */
+        if (isnan(cus)) /* one copy floor for the rows */
             cus = copy_us(bytes, sets, k);
         Result r;
         r.op = label;
@@ -853,6 +924,12 @@ static int attn_sweep(const char *self, const char *ctxs, int reps, double budge
         {"split c4 x2", "BATON_ATTN_SPLIT_FROM=1 BATON_ATTN_SPLIT_CLUSTER=4 BATON_ATTN_SPLITS=2"},
         {"split c1 x32", "BATON_ATTN_SPLIT_FROM=1 BATON_ATTN_SPLIT_CLUSTER=1 BATON_ATTN_SPLITS=32"},
         {"split c8 x3", "BATON_ATTN_SPLIT_FROM=1 BATON_ATTN_SPLIT_CLUSTER=8 BATON_ATTN_SPLITS=3"},
+        {"interleave", "BATON_ATTN_INTERLEAVE=1"},
+        {"split off interleave", "BATON_ATTN_SPLIT_FROM=0 BATON_ATTN_INTERLEAVE=1"},
+        {"split c2 interleave",
+         "BATON_ATTN_SPLIT_FROM=1 BATON_ATTN_SPLIT_CLUSTER=2 BATON_ATTN_INTERLEAVE=1"},
+        {"split c1 interleave",
+         "BATON_ATTN_SPLIT_FROM=1 BATON_ATTN_SPLIT_CLUSTER=1 BATON_ATTN_INTERLEAVE=1"},
     };
     const char *only = getenv("BATON_SWEEP_ONLY"); /* a comma list of setting names to run */
     auto listed = [&](const char *name) {
@@ -1012,10 +1089,10 @@ int main(int argc, char **argv)
            g_prop.name, g_prop.multiProcessorCount, g_prop.l2CacheSize >> 20, g_reps);
     g_floor_us = time_calls(256, [&](int) { empty_kernel<<<1, 32, 0, g_stream>>>(); });
     {
-        const char *v[] = {
-            "BATON_ATTN_DECODE",     "BATON_ATTN_CLUSTER",       "BATON_ATTN_STAGES",
-            "BATON_ATTN_PREFETCH",   "BATON_ATTN_EARLY",         "BATON_ATTN_SPEC",
-            "BATON_ATTN_SPLIT_FROM", "BATON_ATTN_SPLIT_CLUSTER", "BATON_ATTN_SPLITS"};
+        const char *v[] = {"BATON_ATTN_DECODE",     "BATON_ATTN_CLUSTER",       "BATON_ATTN_STAGES",
+                           "BATON_ATTN_PREFETCH",   "BATON_ATTN_EARLY",         "BATON_ATTN_SPEC",
+                           "BATON_ATTN_SPLIT_FROM", "BATON_ATTN_SPLIT_CLUSTER", "BATON_ATTN_SPLITS",
+                           "BATON_ATTN_INTERLEAVE"};
         for (const char *n : v)
             if (getenv(n))
                 printf("%s=%s\n", n, getenv(n));
