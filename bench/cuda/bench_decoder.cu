@@ -21,10 +21,9 @@
  * attention's contexts). Prints a table; --json writes the results (format "baton.bench_decoder",
  * docs/bench_decoder.schema.json). The decode attention's variants (BATON_ATTN_DECODE,
  * BATON_ATTN_CLUSTER, BATON_ATTN_STAGES, BATON_ATTN_PREFETCH, BATON_ATTN_EARLY, BATON_ATTN_SPEC,
- * BATON_ATTN_SPLIT_FROM, BATON_ATTN_SPLIT_CLUSTER, BATON_ATTN_SPLITS, BATON_ATTN_INTERLEAVE,
- * BATON_ATTN_STEP: kernels/cuda/decoder.cu) are read from the environment, one setting per process;
- * each call is prepared first as the runtime prepares it (the split of a long cache keeps its
- * workspace there);
+ * BATON_ATTN_SPLIT_FROM, BATON_ATTN_SPLIT_CLUSTER, BATON_ATTN_SPLITS, BATON_ATTN_INTERLEAVE:
+ * kernels/cuda/decoder.cu) are read from the environment, one setting per process; each call is
+ * prepared first as the runtime prepares it (the split of a long cache keeps its workspace there);
  * --attn-sweep runs the decode attention rows (contexts 1024, 4096 and 32768 unless --ctx) under
  * each setting in a child process and prints one table (BATON_SWEEP_ONLY="name,name" runs some;
  * --sweep-budget S starts no setting after S seconds). */
@@ -931,12 +930,6 @@ static int attn_sweep(const char *self, const char *ctxs, int reps, double budge
          "BATON_ATTN_SPLIT_FROM=1 BATON_ATTN_SPLIT_CLUSTER=2 BATON_ATTN_INTERLEAVE=1"},
         {"split c1 interleave",
          "BATON_ATTN_SPLIT_FROM=1 BATON_ATTN_SPLIT_CLUSTER=1 BATON_ATTN_INTERLEAVE=1"},
-        {"step 32", "BATON_ATTN_STEP=32"},
-        {"split off step 32", "BATON_ATTN_SPLIT_FROM=0 BATON_ATTN_STEP=32"},
-        {"split c2 step 32",
-         "BATON_ATTN_SPLIT_FROM=1 BATON_ATTN_SPLIT_CLUSTER=2 BATON_ATTN_STEP=32"},
-        {"split c1 step 32",
-         "BATON_ATTN_SPLIT_FROM=1 BATON_ATTN_SPLIT_CLUSTER=1 BATON_ATTN_STEP=32"},
     };
     const char *only = getenv("BATON_SWEEP_ONLY"); /* a comma list of setting names to run */
     auto listed = [&](const char *name) {
@@ -1099,7 +1092,7 @@ int main(int argc, char **argv)
         const char *v[] = {"BATON_ATTN_DECODE",     "BATON_ATTN_CLUSTER",       "BATON_ATTN_STAGES",
                            "BATON_ATTN_PREFETCH",   "BATON_ATTN_EARLY",         "BATON_ATTN_SPEC",
                            "BATON_ATTN_SPLIT_FROM", "BATON_ATTN_SPLIT_CLUSTER", "BATON_ATTN_SPLITS",
-                           "BATON_ATTN_INTERLEAVE", "BATON_ATTN_STEP"};
+                           "BATON_ATTN_INTERLEAVE"};
         for (const char *n : v)
             if (getenv(n))
                 printf("%s=%s\n", n, getenv(n));

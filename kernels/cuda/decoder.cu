@@ -804,10 +804,8 @@ __device__ __forceinline__ void att_prefetch_tile(const T *kg, const T *vg, long
  * arrive (counter cnt[(KV head, chunk) C + k], put back to 0 by that rank for the next launch or
  * graph replay) merges the X states of its slice in cluster order, whatever the order of arrival:
  * the same bits every run. parts_ws holds X * EPC float4 per (KV head, chunk), EPC = min(16, rows
- * G) DH. il: a KV head's X C blocks take interleaved tiles, not contiguous ranges (att_split).
- * KT: tiles of 16 keys a warp takes per step (1 or 2): their scores share one max, one rescale of
- * O and one round of shuffles, and the ring keeps P - KT tiles ahead. */
-template <typename T, int DH, int P_, int KT = 1>
+ * G) DH. il: a KV head's X C blocks take interleaved tiles, not contiguous ranges (att_split). */
+template <typename T, int DH, int P_>
 __global__ void __launch_bounds__(AttMma<DH, P_>::THREADS, 1)
     attn_mma_kernel(const T *q, const T *kc, const T *vc, const void *pos, int pos64, T *o,
                     long long rows, long long S, int H, int Hkv, int G, int chunks, float qscale,
@@ -909,7 +907,7 @@ __global__ void __launch_bounds__(AttMma<DH, P_>::THREADS, 1)
     const bool started = hint && spec;
     if (started) {
 #pragma unroll
-        for (int i = 0; i < P - KT; i++)
+        for (int i = 0; i < P - 1; i++)
             issue(i);
     }
 
@@ -937,7 +935,7 @@ __global__ void __launch_bounds__(AttMma<DH, P_>::THREADS, 1)
         }
         sp = ts;
 #pragma unroll
-        for (int i = 0; i < P - KT; i++)
+        for (int i = 0; i < P - 1; i++)
             issue(i);
     }
     const long long ke = sp.ke;
@@ -949,7 +947,7 @@ __global__ void __launch_bounds__(AttMma<DH, P_>::THREADS, 1)
         if (i < mine && i >= early_done)
             att_prefetch_tile<T, DH, NW>(kg, vg, KF, sp, warp, i, lane);
     };
-    for (int i = P - KT; i < P - KT + pf; i++)
+    for (int i = P - 1; i < P - 1 + pf; i++)
         prefetch(i);
 
     float oacc[ND][4];
@@ -957,60 +955,42 @@ __global__ void __launch_bounds__(AttMma<DH, P_>::THREADS, 1)
     for (int n = 0; n < ND; n++)
         oacc[n][0] = oacc[n][1] = oacc[n][2] = oacc[n][3] = 0.f;
     float mlo = -INFINITY, mhi = -INFINITY, llo = 0.f, lhi = 0.f;
-    for (int i = 0; i < mine; i += KT) {
+    for (int i = 0; i < mine; i++) {
+        issue(i + P - 1);
+        if (pf)
+            prefetch(i + P - 1 + pf);
+        att_cp_wait<P - 1>(); /* this lane's copies of tile i have landed */
+        __syncwarp();         /* ... and every lane's */
+        const unsigned sk = wsa + (unsigned)((i % P) * TILE), sv = sk + TILE / 2;
+        const long long j0 = att_tile_key<NW>(sp, warp, i);
+
+        float sc[2][4];
 #pragma unroll
-        for (int u = 0; u < KT; u++) {
-            issue(i + P - KT + u);
-            if (pf)
-                prefetch(i + P - KT + u + pf);
+        for (int n = 0; n < 2; n++)
+            sc[n][0] = sc[n][1] = sc[n][2] = sc[n][3] = 0.f;
+#pragma unroll
+        for (int ks = 0; ks < KS; ks++) {
+            /* lanes 0-7: keys 0-7, dims 16 ks ..; 8-15: keys 0-7, dims 16 ks + 8 ..; 16-23 and
+             * 24-31: keys 8-15, the same: b0 and b1 of keys 0-7, then of keys 8-15 */
+            const int row = (lane & 7) + ((lane >> 4) << 3), ch = 2 * ks + ((lane >> 3) & 1);
+            unsigned b[4];
+            ldsm_x4(b, sk + L::off(row, ch));
+            att_mma<T>(sc[0], qa[ks], b[0], b[1]);
+            att_mma<T>(sc[1], qa[ks], b[2], b[3]);
         }
-        att_cp_wait<P - KT>(); /* this lane's copies of tiles i .. i + KT - 1 have landed */
-        __syncwarp();          /* ... and every lane's */
-        /* tile i + u of the step: present (u == 0 or within mine), its stage and first key */
-        bool has[KT];
-        unsigned sk[KT], sv[KT];
-        long long j0[KT];
-        float sc[KT][2][4];
-#pragma unroll
-        for (int u = 0; u < KT; u++) {
-            has[u] = u == 0 || i + u < mine;
-            sk[u] = wsa + (unsigned)(((i + u) % P) * TILE);
-            sv[u] = sk[u] + TILE / 2;
-            j0[u] = att_tile_key<NW>(sp, warp, i + u);
-#pragma unroll
-            for (int n = 0; n < 2; n++)
-                sc[u][n][0] = sc[u][n][1] = sc[u][n][2] = sc[u][n][3] = 0.f;
-            if (has[u]) {
-#pragma unroll
-                for (int ks = 0; ks < KS; ks++) {
-                    /* lanes 0-7: keys 0-7, dims 16 ks ..; 8-15: keys 0-7, dims 16 ks + 8 ..;
-                     * 16-23 and 24-31: keys 8-15, the same: b0 and b1 of keys 0-7, then of keys
-                     * 8-15 */
-                    const int row = (lane & 7) + ((lane >> 4) << 3),
-                              ch = 2 * ks + ((lane >> 3) & 1);
-                    unsigned b[4];
-                    ldsm_x4(b, sk[u] + L::off(row, ch));
-                    att_mma<T>(sc[u][0], qa[ks], b[0], b[1]);
-                    att_mma<T>(sc[u][1], qa[ks], b[2], b[3]);
-                }
-            }
-        }
-        /* sc[u][n][e] is (pair g, key 8n + 2t + e of tile i + u), sc[u][n][2 + e] is (pair
-         * g + 8, the same key): one max, one rescale and one shuffle round for the KT tiles */
+        /* sc[n][e] is (pair g, key 8n + 2t + e), sc[n][2 + e] is (pair g + 8, the same key) */
         float tlo = -INFINITY, thi = -INFINITY;
 #pragma unroll
-        for (int u = 0; u < KT; u++)
+        for (int n = 0; n < 2; n++)
 #pragma unroll
-            for (int n = 0; n < 2; n++)
-#pragma unroll
-                for (int e = 0; e < 2; e++) {
-                    const long long j = j0[u] + 8 * n + 2 * t + e;
-                    const bool in = has[u] && j < ke;
-                    sc[u][n][e] = in && j <= last_lo ? sc[u][n][e] * qscale : -INFINITY;
-                    sc[u][n][2 + e] = in && j <= last_hi ? sc[u][n][2 + e] * qscale : -INFINITY;
-                    tlo = fmaxf(tlo, sc[u][n][e]);
-                    thi = fmaxf(thi, sc[u][n][2 + e]);
-                }
+            for (int e = 0; e < 2; e++) {
+                const long long j = j0 + 8 * n + 2 * t + e;
+                const bool in = j < ke;
+                sc[n][e] = in && j <= last_lo ? sc[n][e] * qscale : -INFINITY;
+                sc[n][2 + e] = in && j <= last_hi ? sc[n][2 + e] * qscale : -INFINITY;
+                tlo = fmaxf(tlo, sc[n][e]);
+                thi = fmaxf(thi, sc[n][2 + e]);
+            }
         tlo = fmaxf(tlo, __shfl_xor_sync(0xffffffffu, tlo, 1));
         tlo = fmaxf(tlo, __shfl_xor_sync(0xffffffffu, tlo, 2));
         thi = fmaxf(thi, __shfl_xor_sync(0xffffffffu, thi, 1));
@@ -1023,14 +1003,11 @@ __global__ void __launch_bounds__(AttMma<DH, P_>::THREADS, 1)
         mhi = nhi;
         float plo = 0.f, phi = 0.f;
         /* A of P V: (g, keys 2t ..), (g + 8, 2t ..), (g, 8 + 2t ..), (g + 8, 8 + 2t ..) */
-        unsigned pa[KT][4];
-#pragma unroll
-        for (int u = 0; u < KT; u++) {
-            pa[u][0] = att_pack<T>(exp2f(sc[u][0][0] - slo), exp2f(sc[u][0][1] - slo), &plo);
-            pa[u][1] = att_pack<T>(exp2f(sc[u][0][2] - shi), exp2f(sc[u][0][3] - shi), &phi);
-            pa[u][2] = att_pack<T>(exp2f(sc[u][1][0] - slo), exp2f(sc[u][1][1] - slo), &plo);
-            pa[u][3] = att_pack<T>(exp2f(sc[u][1][2] - shi), exp2f(sc[u][1][3] - shi), &phi);
-        }
+        unsigned pa[4];
+        pa[0] = att_pack<T>(exp2f(sc[0][0] - slo), exp2f(sc[0][1] - slo), &plo);
+        pa[1] = att_pack<T>(exp2f(sc[0][2] - shi), exp2f(sc[0][3] - shi), &phi);
+        pa[2] = att_pack<T>(exp2f(sc[1][0] - slo), exp2f(sc[1][1] - slo), &plo);
+        pa[3] = att_pack<T>(exp2f(sc[1][2] - shi), exp2f(sc[1][3] - shi), &phi);
         llo = fmaf(llo, clo, plo);
         lhi = fmaf(lhi, chi, phi);
 #pragma unroll
@@ -1041,21 +1018,16 @@ __global__ void __launch_bounds__(AttMma<DH, P_>::THREADS, 1)
             oacc[n][3] *= chi;
         }
 #pragma unroll
-        for (int u = 0; u < KT; u++) {
-            if (!has[u])
-                continue;
-#pragma unroll
-            for (int n = 0; n < ND; n += 2) {
-                /* lanes 0-7: keys 0-7 of dims 8n ..; 8-15: keys 8-15 of them; 16-31: the same
-                 * of dims 8n + 8 ..: transposed, b0 and b1 of dims 8n .., then of dims 8n + 8 */
-                const int row = lane & 15, ch = n + (lane >> 4);
-                unsigned b[4];
-                ldsm_x4_trans(b, sv[u] + L::off(row, ch));
-                att_mma<T>(oacc[n], pa[u], b[0], b[1]);
-                att_mma<T>(oacc[n + 1], pa[u], b[2], b[3]);
-            }
+        for (int n = 0; n < ND; n += 2) {
+            /* lanes 0-7: keys 0-7 of dims 8n ..; 8-15: keys 8-15 of them; 16-31: the same of
+             * dims 8n + 8 ..: transposed, b0 and b1 of dims 8n .., then of dims 8n + 8 .. */
+            const int row = lane & 15, ch = n + (lane >> 4);
+            unsigned b[4];
+            ldsm_x4_trans(b, sv + L::off(row, ch));
+            att_mma<T>(oacc[n], pa, b[0], b[1]);
+            att_mma<T>(oacc[n + 1], pa, b[2], b[3]);
         }
-        __syncwarp(); /* every lane has read the step's stages before the next issue overwrites */
+        __syncwarp(); /* every lane has read stage i % P before the next issue overwrites it */
     }
     cp_wait(0); /* the empty groups; the stages are reused below */
     __syncwarp();
@@ -3173,22 +3145,20 @@ extern "C" int baton__kcuda_kv_cache_update(const baton_exec_ctx *ctx, void **bu
  * 4 or 8 fixes their size (by default the one of 8, 4, 2, 1 whose resident clusters cover the
  * most SMs), BATON_ATTN_SPLITS=X (1 to ATT_MAX_SPLITS) their number (by default as many as fit
  * at once). BATON_ATTN_INTERLEAVE=1 has a KV head's blocks take interleaved tiles of 16 keys
- * (block b of n: tiles b, b + n, ...) instead of contiguous ranges (0 by default);
- * BATON_ATTN_STEP=32 has each warp of the head_dim 64 kernel (6 stages) take 32 keys a step, two
- * tiles under one softmax pass (16 by default). The defaults
+ * (block b of n: tiles b, b + n, ...) instead of contiguous ranges (0 by default). The defaults
  * are what docs/decisions/0012 measured fastest. Read once per process;
  * the results do not depend on them beyond rounding (the cluster size and the split change the
  * order of the merge; the stages, prefetches and the hint change nothing). */
 struct AttEnv {
     int simt, cluster, stages, verbose, prefetch, early, spec;
     long long split_from;
-    int splits, split_cluster, interleave, step;
+    int splits, split_cluster, interleave;
 };
 
 static const AttEnv &att_env()
 {
     static const AttEnv e = [] {
-        AttEnv v = {0, 0, 0, 0, 0, 4, 0, ATT_SPLIT_FROM, 0, 0, 0, 16};
+        AttEnv v = {0, 0, 0, 0, 0, 4, 0, ATT_SPLIT_FROM, 0, 0, 0};
         const char *a = getenv("BATON_ATTN_DECODE");
         v.simt = a && !strcmp(a, "simt");
         const char *c = getenv("BATON_ATTN_CLUSTER");
@@ -3222,8 +3192,6 @@ static const AttEnv &att_env()
         v.split_cluster = ns == 1 || ns == 2 || ns == 4 || ns == 8 ? ns : 0;
         const char *il = getenv("BATON_ATTN_INTERLEAVE");
         v.interleave = il && !strcmp(il, "1");
-        const char *ks = getenv("BATON_ATTN_STEP");
-        v.step = ks && !strcmp(ks, "32") ? 32 : 16;
         return v;
     }();
     return e;
@@ -3449,12 +3417,7 @@ static int attn_mma_launch(const baton_exec_ctx *ctx, void **b, const baton_deco
                            const dec_shape &s, int C, long long chunks, const AttWs &w = AttWs())
 {
     using L = AttMma<DH, P>;
-    const AttEnv &env = att_env();
     auto kern = attn_mma_kernel<T, DH, P>;
-    if constexpr (DH == 64 && P == 6) {
-        if (env.step == 32)
-            kern = attn_mma_kernel<T, DH, P, 2>;
-    }
     const long long clusters = (long long)d.n_kv_heads * chunks * w.X;
     const int pr =
         prepare(kern, ctx, "attention", C, clusters * C, L::THREADS, L::SMEM, L::SMEM, true);
@@ -3462,6 +3425,7 @@ static int attn_mma_launch(const baton_exec_ctx *ctx, void **b, const baton_deco
         return BATON_ECUDA;
     if (pr > 0)
         C = 8;
+    const AttEnv &env = att_env();
     /* the work before the wait pays only while a predecessor runs */
     const int hint = launch_pdl(ctx) && (env.early > 0 || env.spec);
     if (env.verbose) {
@@ -3470,10 +3434,9 @@ static int attn_mma_launch(const baton_exec_ctx *ctx, void **b, const baton_deco
         if (!(shown.fetch_or(bit) & bit))
             fprintf(stderr,
                     "attention: tensor cores, head_dim %d, %d-byte elements, %d stages of 16 keys "
-                    "per warp, %d keys a step, %d warps, %lld clusters of %d blocks (%d per KV "
-                    "head and chunk), L2 prefetch %d tiles ahead%s; %s\n",
-                    DH, (int)sizeof(T), P, DH == 64 && P == 6 ? env.step : 16, L::NW, clusters, C,
-                    w.X, env.prefetch, env.interleave ? ", interleaved tiles" : "",
+                    "per warp, %d warps, %lld clusters of %d blocks (%d per KV head and chunk), L2 "
+                    "prefetch %d tiles ahead; %s\n",
+                    DH, (int)sizeof(T), P, L::NW, clusters, C, w.X, env.prefetch,
                     hint ? (env.spec ? "after a PDL predecessor: early tiles and speculation"
                                      : "after a PDL predecessor: early tiles")
                          : "no PDL predecessor");
