@@ -938,39 +938,6 @@ Test(gpu_attention, matches_float64_for_a_long_cache_with_and_without_its_prepar
         }
 }
 
-/* With BATON_ATTN_INTERLEAVE=1 a KV head's blocks take interleaved tiles of 16 keys instead of
- * contiguous ranges, in the one cluster and in the split: the same float64 checks, and the same
- * bits run to run, on short and long caches, partial tiles, empty splits and two chunks. */
-Test(gpu_attention, matches_float64_with_interleaved_tiles, .timeout = 600)
-{
-    skip_without_gpu();
-    split_from_8192();
-    setenv("BATON_ATTN_INTERLEAVE", "1", 1);
-    static const size_t cases[] = {2, 4, 5, 6, 14, 15, 16, 17, 18, 19, 21};
-    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
-        for (int f = 0; f < 2; f++) {
-            test_rng r = {test_fresh_seed()};
-            const size_t k = cases[i];
-            call c = decode_call(&r, k, FLOATS[f]);
-            const int64_t n = baton_tensor_desc_numel(&c.out);
-            double *ref = malloc(sizeof(double) * (size_t)n);
-            attention_ref(FLOATS[f], &c, DEC[k].rows, DEC[k].S, DEC[k].H, DEC[k].Hkv, DEC[k].Dh,
-                          ref);
-            const size_t ob = nbytes(&c.out);
-            char *out = malloc(ob), *again = malloc(ob), err[512], what[96];
-            cr_assert_eq(run_call(BATON_DEVICE_CUDA, &c, out, err, sizeof err), 0, "%s", err);
-            cr_assert_eq(run_call(BATON_DEVICE_CUDA, &c, again, err, sizeof err), 0, "%s", err);
-            snprintf(what, sizeof what, "interleaved tiles, decode case %zu, %s", k,
-                     baton_dtype_name(FLOATS[f]));
-            cr_assert(memcmp(out, again, ob) == 0, "%s: other bits on a second run", what);
-            expect_close(&c, BATON_DEVICE_CUDA, out, ref, what);
-            free(out);
-            free(again);
-            free(ref);
-            free_call(&c);
-        }
-}
-
 /* The split of a long cache inside a CUDA graph, as a decode loop replays it: the call captured
  * once with its prepared workspace, then replayed with the positions changed between replays
  * (the last key from the cache's last row down to its first and back, so that from all of the

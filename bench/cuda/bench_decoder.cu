@@ -21,9 +21,9 @@
  * attention's contexts). Prints a table; --json writes the results (format "baton.bench_decoder",
  * docs/bench_decoder.schema.json). The decode attention's variants (BATON_ATTN_DECODE,
  * BATON_ATTN_CLUSTER, BATON_ATTN_STAGES, BATON_ATTN_PREFETCH, BATON_ATTN_EARLY, BATON_ATTN_SPEC,
- * BATON_ATTN_SPLIT_FROM, BATON_ATTN_SPLIT_CLUSTER, BATON_ATTN_SPLITS, BATON_ATTN_INTERLEAVE:
- * kernels/cuda/decoder.cu) are read from the environment, one setting per process; each call is
- * prepared first as the runtime prepares it (the split of a long cache keeps its workspace there);
+ * BATON_ATTN_SPLIT_FROM, BATON_ATTN_SPLIT_CLUSTER, BATON_ATTN_SPLITS: kernels/cuda/decoder.cu) are
+ * read from the environment, one setting per process; each call is prepared first as the runtime
+ * prepares it (the split of a long cache keeps its workspace there);
  * --attn-sweep runs the decode attention rows (contexts 1024, 4096 and 32768 unless --ctx) under
  * each setting in a child process and prints one table (BATON_SWEEP_ONLY="name,name" runs some;
  * --sweep-budget S starts no setting after S seconds). */
@@ -924,12 +924,6 @@ static int attn_sweep(const char *self, const char *ctxs, int reps, double budge
         {"split c4 x2", "BATON_ATTN_SPLIT_FROM=1 BATON_ATTN_SPLIT_CLUSTER=4 BATON_ATTN_SPLITS=2"},
         {"split c1 x32", "BATON_ATTN_SPLIT_FROM=1 BATON_ATTN_SPLIT_CLUSTER=1 BATON_ATTN_SPLITS=32"},
         {"split c8 x3", "BATON_ATTN_SPLIT_FROM=1 BATON_ATTN_SPLIT_CLUSTER=8 BATON_ATTN_SPLITS=3"},
-        {"interleave", "BATON_ATTN_INTERLEAVE=1"},
-        {"split off interleave", "BATON_ATTN_SPLIT_FROM=0 BATON_ATTN_INTERLEAVE=1"},
-        {"split c2 interleave",
-         "BATON_ATTN_SPLIT_FROM=1 BATON_ATTN_SPLIT_CLUSTER=2 BATON_ATTN_INTERLEAVE=1"},
-        {"split c1 interleave",
-         "BATON_ATTN_SPLIT_FROM=1 BATON_ATTN_SPLIT_CLUSTER=1 BATON_ATTN_INTERLEAVE=1"},
     };
     const char *only = getenv("BATON_SWEEP_ONLY"); /* a comma list of setting names to run */
     auto listed = [&](const char *name) {
@@ -1089,10 +1083,10 @@ int main(int argc, char **argv)
            g_prop.name, g_prop.multiProcessorCount, g_prop.l2CacheSize >> 20, g_reps);
     g_floor_us = time_calls(256, [&](int) { empty_kernel<<<1, 32, 0, g_stream>>>(); });
     {
-        const char *v[] = {"BATON_ATTN_DECODE",     "BATON_ATTN_CLUSTER",       "BATON_ATTN_STAGES",
-                           "BATON_ATTN_PREFETCH",   "BATON_ATTN_EARLY",         "BATON_ATTN_SPEC",
-                           "BATON_ATTN_SPLIT_FROM", "BATON_ATTN_SPLIT_CLUSTER", "BATON_ATTN_SPLITS",
-                           "BATON_ATTN_INTERLEAVE"};
+        const char *v[] = {
+            "BATON_ATTN_DECODE",     "BATON_ATTN_CLUSTER",       "BATON_ATTN_STAGES",
+            "BATON_ATTN_PREFETCH",   "BATON_ATTN_EARLY",         "BATON_ATTN_SPEC",
+            "BATON_ATTN_SPLIT_FROM", "BATON_ATTN_SPLIT_CLUSTER", "BATON_ATTN_SPLITS"};
         for (const char *n : v)
             if (getenv(n))
                 printf("%s=%s\n", n, getenv(n));

@@ -731,45 +731,24 @@ template <typename T> __device__ __forceinline__ unsigned att_pack(float x, floa
     return u;
 }
 
-/* The keys of block `rank` of C that read keys [0, lmax) between them: its tiles of 16 keys are
- * t0, t0 + ts, t0 + 2 ts, ... while below ke (keys past ke masked), u-th of them warp u % NW's.
- * Contiguous (il 0): keys [kb, ke), a multiple of 16 keys a block (the last block the rest), ts 1;
- * interleaved (il 1): tiles rank, rank + C, ... of all the keys, so that a KV head's blocks read
- * neighbouring tiles at a time. `mine`: how many of the tiles are warp w's. */
+/* The keys [kb, ke) of block `rank` of C that read keys [0, lmax) between them (a multiple of 16
+ * keys a block, the last block the rest), and `mine`, how many of their tiles of 16 keys are warp
+ * w's (tiles w, w + NW, ...). */
 struct AttSplit {
     long long kb, ke;
-    int t0, ts, mine;
+    int mine;
 };
 
 template <int NW>
-__device__ __forceinline__ AttSplit att_split(long long lmax, int C, int rank, int w, int il)
+__device__ __forceinline__ AttSplit att_split(long long lmax, int C, int rank, int w)
 {
+    const long long per = (row_of(lmax + C - 1, C) + ATT_TK - 1) / ATT_TK * ATT_TK;
     AttSplit sp;
-    int n;
-    if (il) {
-        const long long tend = (lmax + ATT_TK - 1) / ATT_TK;
-        sp.kb = 0;
-        sp.ke = lmax;
-        sp.t0 = rank;
-        sp.ts = C;
-        n = rank < tend ? (int)row_of(tend - 1 - rank, C) + 1 : 0;
-    } else {
-        const long long per = (row_of(lmax + C - 1, C) + ATT_TK - 1) / ATT_TK * ATT_TK;
-        sp.kb = min(lmax, (long long)rank * per);
-        sp.ke = min(lmax, sp.kb + per);
-        sp.t0 = (int)(sp.kb / ATT_TK);
-        sp.ts = 1;
-        n = (int)((sp.ke - sp.kb + ATT_TK - 1) / ATT_TK);
-    }
-    sp.mine = w < n ? (n - 1 - w) / NW + 1 : 0;
+    sp.kb = min(lmax, (long long)rank * per);
+    sp.ke = min(lmax, sp.kb + per);
+    const int ntiles = (int)((sp.ke - sp.kb + ATT_TK - 1) / ATT_TK);
+    sp.mine = w < ntiles ? (ntiles - 1 - w) / NW + 1 : 0;
     return sp;
-}
-
-/* The first key of warp w's tile i of split sp. */
-template <int NW>
-__device__ __forceinline__ long long att_tile_key(const AttSplit &sp, int w, int i)
-{
-    return ((long long)sp.t0 + (long long)sp.ts * (w + i * NW)) * ATT_TK;
 }
 
 /* Asks warp w's tile i of split sp into L2 without waiting: the 16 rows of K and of V, a lane per
@@ -780,7 +759,7 @@ __device__ __forceinline__ void att_prefetch_tile(const T *kg, const T *vg, long
                                                   const AttSplit &sp, int w, int i, int lane)
 {
     constexpr int SEC = DH * (int)sizeof(T) / 32; /* sectors of a row */
-    const long long j0 = att_tile_key<NW>(sp, w, i);
+    const long long j0 = sp.kb + (long long)(w + i * NW) * ATT_TK;
 #pragma unroll
     for (int e = lane; e < 2 * ATT_TK * SEC; e += 32) {
         const int row = e / SEC, sec = e % SEC;
@@ -804,13 +783,13 @@ __device__ __forceinline__ void att_prefetch_tile(const T *kg, const T *vg, long
  * arrive (counter cnt[(KV head, chunk) C + k], put back to 0 by that rank for the next launch or
  * graph replay) merges the X states of its slice in cluster order, whatever the order of arrival:
  * the same bits every run. parts_ws holds X * EPC float4 per (KV head, chunk), EPC = min(16, rows
- * G) DH. il: a KV head's X C blocks take interleaved tiles, not contiguous ranges (att_split). */
+ * G) DH. */
 template <typename T, int DH, int P_>
 __global__ void __launch_bounds__(AttMma<DH, P_>::THREADS, 1)
     attn_mma_kernel(const T *q, const T *kc, const T *vc, const void *pos, int pos64, T *o,
                     long long rows, long long S, int H, int Hkv, int G, int chunks, float qscale,
                     int pf, int hint, int early, int spec, int step, int X, float4 *parts_ws,
-                    unsigned *cnt, int il)
+                    unsigned *cnt)
 {
     using L = AttMma<DH, P_>;
     constexpr int NW = L::NW, CH = L::CH, P = L::P, TILE = L::TILE, OS = L::OS;
@@ -847,7 +826,7 @@ __global__ void __launch_bounds__(AttMma<DH, P_>::THREADS, 1)
      * cache) only choose which rows are asked into L2, which is coherent, so the copies after
      * the wait read what the predecessor wrote. __ldcg keeps them out of L1, where the read
      * after the wait could find them stale. */
-    AttSplit hs = {0, 0, 0, 1, 0};
+    AttSplit hs = {0, 0, 0};
     int early_done = 0; /* this warp's tiles of hs asked into L2 before the wait */
     if (hint) {
         long long hmax = 1;
@@ -857,7 +836,7 @@ __global__ void __launch_bounds__(AttMma<DH, P_>::THREADS, 1)
             v = v < 0 ? 0 : v >= S ? S - 1 : v;
             hmax = max(hmax, v + 1);
         }
-        hs = att_split<NW>(hmax, parts, part, warp, il);
+        hs = att_split<NW>(hmax, parts, part, warp);
         early_done = min(hs.mine, early);
         for (int i = 0; i < early_done; i++)
             att_prefetch_tile<T, DH, NW>(kg, vg, KF, hs, warp, i, lane);
@@ -886,7 +865,7 @@ __global__ void __launch_bounds__(AttMma<DH, P_>::THREADS, 1)
     /* Tile i of this warp into stage i % P; a commit group per tile, empty past the last. */
     auto issue = [&](int i) {
         if (i < sp.mine) {
-            const long long j0 = att_tile_key<NW>(sp, warp, i);
+            const long long j0 = sp.kb + (long long)(warp + i * NW) * ATT_TK;
             const unsigned sk = wsa + (unsigned)((i % P) * TILE), sv = sk + TILE / 2;
 #pragma unroll
             for (int c = 0; c < CH / 2; c++) {
@@ -927,7 +906,7 @@ __global__ void __launch_bounds__(AttMma<DH, P_>::THREADS, 1)
         if (row_hi == r)
             last_hi = v;
     }
-    const AttSplit ts = att_split<NW>(lmax, parts, part, warp, il);
+    const AttSplit ts = att_split<NW>(lmax, parts, part, warp);
     if (!started || ts.kb != sp.kb || ts.ke != sp.ke) {
         if (started) {
             cp_wait(0); /* the hint's copies land before their stages are written again */
@@ -938,7 +917,7 @@ __global__ void __launch_bounds__(AttMma<DH, P_>::THREADS, 1)
         for (int i = 0; i < P - 1; i++)
             issue(i);
     }
-    const long long ke = sp.ke;
+    const long long kb = sp.kb, ke = sp.ke;
     const int mine = sp.mine;
 
     /* With pf > 0, tile i + pf of the warp is also asked into L2 when tile i's copy is issued, so
@@ -962,7 +941,7 @@ __global__ void __launch_bounds__(AttMma<DH, P_>::THREADS, 1)
         att_cp_wait<P - 1>(); /* this lane's copies of tile i have landed */
         __syncwarp();         /* ... and every lane's */
         const unsigned sk = wsa + (unsigned)((i % P) * TILE), sv = sk + TILE / 2;
-        const long long j0 = att_tile_key<NW>(sp, warp, i);
+        const long long j0 = kb + (long long)(warp + i * NW) * ATT_TK;
 
         float sc[2][4];
 #pragma unroll
@@ -3144,21 +3123,19 @@ extern "C" int baton__kcuda_kv_cache_update(const baton_exec_ctx *ctx, void **bu
  * step's prepared call (without one, a single cluster as below): BATON_ATTN_SPLIT_CLUSTER=1, 2,
  * 4 or 8 fixes their size (by default the one of 8, 4, 2, 1 whose resident clusters cover the
  * most SMs), BATON_ATTN_SPLITS=X (1 to ATT_MAX_SPLITS) their number (by default as many as fit
- * at once). BATON_ATTN_INTERLEAVE=1 has a KV head's blocks take interleaved tiles of 16 keys
- * (block b of n: tiles b, b + n, ...) instead of contiguous ranges (0 by default). The defaults
- * are what docs/decisions/0012 measured fastest. Read once per process;
+ * at once). The defaults are what docs/decisions/0012 measured fastest. Read once per process;
  * the results do not depend on them beyond rounding (the cluster size and the split change the
  * order of the merge; the stages, prefetches and the hint change nothing). */
 struct AttEnv {
     int simt, cluster, stages, verbose, prefetch, early, spec;
     long long split_from;
-    int splits, split_cluster, interleave;
+    int splits, split_cluster;
 };
 
 static const AttEnv &att_env()
 {
     static const AttEnv e = [] {
-        AttEnv v = {0, 0, 0, 0, 0, 4, 0, ATT_SPLIT_FROM, 0, 0, 0};
+        AttEnv v = {0, 0, 0, 0, 0, 4, 0, ATT_SPLIT_FROM, 0, 0};
         const char *a = getenv("BATON_ATTN_DECODE");
         v.simt = a && !strcmp(a, "simt");
         const char *c = getenv("BATON_ATTN_CLUSTER");
@@ -3190,8 +3167,6 @@ static const AttEnv &att_env()
         const char *sc = getenv("BATON_ATTN_SPLIT_CLUSTER");
         const int ns = sc ? atoi(sc) : 0;
         v.split_cluster = ns == 1 || ns == 2 || ns == 4 || ns == 8 ? ns : 0;
-        const char *il = getenv("BATON_ATTN_INTERLEAVE");
-        v.interleave = il && !strcmp(il, "1");
         return v;
     }();
     return e;
@@ -3446,8 +3421,7 @@ static int attn_mma_launch(const baton_exec_ctx *ctx, void **b, const baton_deco
                   (const T *)b[0], (const T *)b[1], (const T *)b[2], (const void *)b[3],
                   (int)(s.idx_dt == BATON_DTYPE_I64), (T *)b[4], (long long)s.rows, (long long)s.S,
                   (int)d.n_heads, (int)d.n_kv_heads, d.n_heads / d.n_kv_heads, (int)chunks, qscale,
-                  env.prefetch, hint, env.early, env.spec, ctx->step_index, w.X, w.ws, w.cnt,
-                  env.interleave);
+                  env.prefetch, hint, env.early, env.spec, ctx->step_index, w.X, w.ws, w.cnt);
 }
 
 /* The tensor-core decode: clusters of up to 16 blocks while the clusters alone do not fill the
