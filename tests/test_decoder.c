@@ -21,6 +21,7 @@
 #include "core/dtype.h"
 #include "core/threads.h"
 #include "kernels/decoder_desc.h"
+#include "targets/registry.h"
 #include "tests/support.h"
 #ifdef BATON_CUDA
 #include <cuda_runtime.h>
@@ -81,7 +82,9 @@ typedef struct call {
     baton_tensor_desc out;
     baton_attr attrs[8];
     int n_attrs;
-    int alias0; /* the output is written into input 0's buffer (kv_cache_update) */
+    int alias0;  /* the output is written into input 0's buffer (kv_cache_update) */
+    int prepare; /* CUDA: the kernel's prepare hook first, as the runtime calls it (its state as
+                  * ctx->prepared, freed by its release hook after the call) */
 } call;
 
 static baton_registry *registry(void)
@@ -169,9 +172,23 @@ static int run_call(baton_device_kind kind, const call *c, void *out, char *err,
         cr_assert_eq(cudaMemset(bufs[c->n_in], 0xff, ob), cudaSuccess);
     }
     cr_assert_eq(cudaDeviceSynchronize(), cudaSuccess);
+    void *state = NULL;
+    kernel_prepare_fn prep = c->prepare ? baton__registry_preparer(t, kind) : NULL;
+    if (prep) {
+        cr_assert_eq(prep(&ctx, bufs, opaque, (size_t)n, &state), 0, "%s: prepare: %s", c->target,
+                     err);
+        ctx.prepared = state;
+    }
     rc = impl->kernel(&ctx, bufs, opaque, (size_t)n);
     cr_assert_eq(cudaStreamSynchronize(st), cudaSuccess);
     cr_assert_eq(cudaGetLastError(), cudaSuccess);
+    if (state) {
+        kernel_release_fn rel = baton__registry_releaser(t, kind);
+        if (rel)
+            rel(state);
+        else
+            free(state);
+    }
     if (rc == 0)
         rc = baton__kcuda_decoder_error_take(0, NULL, err, err_len);
     cr_assert_eq(cudaMemcpy(out, bufs[c->n_in], ob, cudaMemcpyDeviceToHost), cudaSuccess);
@@ -717,7 +734,10 @@ Test(gpu_attention, records_a_position_outside_the_cache)
  * one), with the positions at the cache's end, in the middle or mixed: clusters of 1 to 16
  * blocks, blocks and warps with no key (positions 0 to 3 in a long cache), the last partial tile
  * of 16 keys, the (row, head) pairs of one MMA spanning rows and a row's heads spanning two MMAs
- * (G = 5, 16, 32). */
+ * (G = 5, 16, 32). On CUDA each call is prepared first, as the runtime prepares it, so that a long
+ * cache takes the split over several clusters per KV head (docs/targets.md; the CUDA tests lower
+ * its threshold, BATON_ATTN_SPLIT_FROM, to 8192 rows: split_from_8192), its splits from all to
+ * one holding keys. */
 
 enum { POS_END, POS_MID, POS_MIX, POS_LOW };
 
@@ -741,6 +761,16 @@ static const struct {
     {1, 40000, 32, 8, 64, POS_END, BATON_DTYPE_I64},
     {2, 40000, 4, 4, 128, POS_MIX, BATON_DTYPE_I32},
     {4, 4097, 32, 8, 64, POS_LOW, BATON_DTYPE_I64}, /* positions 0..3: blocks with no key */
+    /* caches of 8192 rows or more: each KV head's keys split over several clusters, merged
+     * through the prepared workspace (CUDA) */
+    {1, 32768, 32, 8, 64, POS_END, BATON_DTYPE_I64}, /* Llama-3.2-1B at 32K */
+    {1, 9000, 32, 8, 64, POS_END, BATON_DTYPE_I32},  /* 562.5 tiles: a partial last tile */
+    {1, 16385, 32, 8, 64, POS_MID, BATON_DTYPE_I64}, /* the later half of the splits empty */
+    {2, 20000, 32, 8, 64, POS_LOW, BATON_DTYPE_I64}, /* 1 and 2 keys: all but split 0 empty */
+    {3, 12345, 16, 2, 64, POS_MIX, BATON_DTYPE_I64}, /* G = 8, 24 pairs: two chunks split */
+    {1, 8192, 4, 4, 128, POS_MID, BATON_DTYPE_I32},  /* G = 1, head_dim 128 */
+    {2, 10000, 16, 4, 256, POS_MIX, BATON_DTYPE_I64},
+    {1, 8200, 64, 2, 64, POS_END, BATON_DTYPE_I64}, /* G = 32: a row in two chunks */
 };
 
 /* The float64 attention of q's rows over the caches at positions pos (each clamped to [0, S)). */
@@ -807,6 +837,7 @@ static call decode_call(test_rng *r, size_t k, baton_dtype dt)
     c.attrs[0] = A_INT("head_dim", DEC[k].Dh);
     c.attrs[1] = A_INT("n_heads", DEC[k].H);
     c.attrs[2] = A_INT("n_kv_heads", DEC[k].Hkv);
+    c.prepare = 1;
     for (int i = 0; i < 3; i++)
         c.host[i] = rand_buf(r, &c.in[i], 1.0);
     c.host[3] = index_buf(r, DEC[k].pdt, rows, S);
@@ -818,6 +849,13 @@ static call decode_call(test_rng *r, size_t k, baton_dtype dt)
         else if (DEC[k].pos == POS_LOW)
             set_idx(DEC[k].pdt, c.host[3], t, t);
     return c;
+}
+
+/* The split's threshold for this test's process (Criterion runs each test in its own), unless the
+ * environment sets one: the kernel reads it once, at its first call. */
+static void split_from_8192(void)
+{
+    setenv("BATON_ATTN_SPLIT_FROM", "8192", 0);
 }
 
 static void decode_table(baton_device_kind kind)
@@ -851,6 +889,7 @@ Test(decoder_attention, matches_float64_for_decode_rows_over_short_and_long_cach
 Test(gpu_attention, matches_float64_for_decode_rows_over_short_and_long_caches, .timeout = 600)
 {
     skip_without_gpu();
+    split_from_8192();
     decode_table(BATON_DEVICE_CUDA);
 }
 
@@ -860,7 +899,8 @@ Test(gpu_attention, matches_float64_for_decode_rows_over_short_and_long_caches, 
 Test(gpu_attention, gives_the_same_decode_bits_run_to_run_for_each_kernel)
 {
     skip_without_gpu();
-    static const size_t cases[] = {5, 6, 7, 13};
+    split_from_8192();
+    static const size_t cases[] = {5, 6, 7, 13, 15, 17, 19, 21};
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
         for (int f = 0; f < 3; f++) {
             test_rng r = {test_fresh_seed()};
@@ -877,6 +917,146 @@ Test(gpu_attention, gives_the_same_decode_bits_run_to_run_for_each_kernel)
             free(b);
             free_call(&c);
         }
+}
+
+/* The prepared split and the single cluster a call without its prepared state takes (the
+ * kernel's direct callers) both match float64 on long caches; the split's bits differ from the
+ * single cluster's only by the order of its merge. */
+Test(gpu_attention, matches_float64_for_a_long_cache_with_and_without_its_prepared_split,
+     .timeout = 600)
+{
+    skip_without_gpu();
+    split_from_8192();
+    static const size_t cases[] = {15, 17, 19};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+        for (int prep = 0; prep < 2; prep++) {
+            test_rng r = {test_fresh_seed()};
+            const size_t k = cases[i];
+            call c = decode_call(&r, k, BATON_DTYPE_BF16);
+            c.prepare = prep;
+            const int64_t n = baton_tensor_desc_numel(&c.out);
+            double *ref = malloc(sizeof(double) * (size_t)n);
+            attention_ref(BATON_DTYPE_BF16, &c, DEC[k].rows, DEC[k].S, DEC[k].H, DEC[k].Hkv,
+                          DEC[k].Dh, ref);
+            void *out = malloc(nbytes(&c.out));
+            char err[512], what[96];
+            cr_assert_eq(run_call(BATON_DEVICE_CUDA, &c, out, err, sizeof err), 0, "%s", err);
+            snprintf(what, sizeof what, "decode case %zu, %s", k,
+                     prep ? "prepared (split)" : "unprepared (one cluster)");
+            expect_close(&c, BATON_DEVICE_CUDA, out, ref, what);
+            free(out);
+            free(ref);
+            free_call(&c);
+        }
+}
+
+/* The split of a long cache inside a CUDA graph, as a decode loop replays it: the call captured
+ * once with its prepared workspace, then replayed with the positions changed between replays
+ * (the last key from the cache's last row down to its first and back, so that from all of the
+ * splits to one hold keys), each position set replayed three times: every replay is the float64
+ * attention of its positions, with the bits of the same call made outside the graph. The merge's
+ * counters must be back at 0 after each replay, else a replay would leave outputs unwritten (they
+ * are poisoned before each). */
+Test(gpu_attention, split_decode_in_a_graph_follows_the_positions_of_each_replay, .timeout = 600)
+{
+    skip_without_gpu();
+    split_from_8192();
+    static const struct {
+        int64_t rows, S, H, Hkv, Dh;
+        baton_dtype dt, pdt;
+    } SH[] = {{1, 32768, 32, 8, 64, BATON_DTYPE_BF16, BATON_DTYPE_I64},
+              {2, 12000, 16, 2, 128, BATON_DTYPE_F16, BATON_DTYPE_I32}};
+    for (size_t k = 0; k < sizeof SH / sizeof SH[0]; k++) {
+        const int64_t rows = SH[k].rows, S = SH[k].S, H = SH[k].H, Hkv = SH[k].Hkv, Dh = SH[k].Dh;
+        const int64_t F = H * Dh, KF = Hkv * Dh;
+        const baton_dtype dt = SH[k].dt, pdt = SH[k].pdt;
+        const int64_t LAST[] = {S - 1, 0, 4999, S / 2 + 3, 16, 15, 1000, S - 2, S - 1};
+        test_rng r = {test_fresh_seed()};
+        call c = {.target = "attention", .n_in = 4, .n_attrs = 3};
+        c.in[0] = DESC(dt, rows, F);
+        c.in[1] = DESC(dt, S, KF);
+        c.in[2] = DESC(dt, S, KF);
+        c.in[3] = DESC(pdt, rows);
+        c.out = c.in[0];
+        c.attrs[0] = A_INT("head_dim", Dh);
+        c.attrs[1] = A_INT("n_heads", H);
+        c.attrs[2] = A_INT("n_kv_heads", Hkv);
+        for (int i = 0; i < 3; i++)
+            c.host[i] = rand_buf(&r, &c.in[i], 1.0);
+        c.host[3] = index_buf(&r, pdt, rows, S);
+        const baton_target *t = baton_registry_find(registry(), "attention");
+        baton_sig_args a = sig_of(&c);
+        char opaque[BATON_OPAQUE_MAX], err[512] = "";
+        const int n = t->pack(&a, opaque, sizeof opaque);
+        const baton_target_impl *impl = baton_target_impl_for(t, BATON_DEVICE_CUDA);
+        kernel_prepare_fn prep = baton__registry_preparer(t, BATON_DEVICE_CUDA);
+        kernel_release_fn rel = baton__registry_releaser(t, BATON_DEVICE_CUDA);
+        cr_assert(impl && impl->kernel && prep && rel);
+        const size_t ob = nbytes(&c.out), pb = nbytes(&c.in[3]);
+        void *bufs[5];
+        for (int i = 0; i < 4; i++) {
+            cr_assert_eq(cudaMalloc(&bufs[i], nbytes(&c.in[i]) + 16), cudaSuccess);
+            cr_assert_eq(cudaMemcpy(bufs[i], c.host[i], nbytes(&c.in[i]), cudaMemcpyHostToDevice),
+                         cudaSuccess);
+        }
+        cr_assert_eq(cudaMalloc(&bufs[4], ob + 16), cudaSuccess);
+        cudaStream_t st;
+        cr_assert_eq(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking), cudaSuccess);
+        baton_exec_ctx ctx = {.device = {.kind = BATON_DEVICE_CUDA},
+                              .stream = st,
+                              .step_name = "test",
+                              .errbuf = err,
+                              .errbuf_len = sizeof err,
+                              .sig = &a};
+        void *state = NULL;
+        cr_assert_eq(prep(&ctx, bufs, opaque, (size_t)n, &state), 0, "prepare: %s", err);
+        ctx.prepared = state;
+        cudaGraph_t g;
+        cudaGraphExec_t ge;
+        cr_assert_eq(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal), cudaSuccess);
+        ctx.capturing = 1;
+        const int rc = impl->kernel(&ctx, bufs, opaque, (size_t)n);
+        ctx.capturing = 0;
+        cr_assert_eq(cudaStreamEndCapture(st, &g), cudaSuccess);
+        cr_assert_eq(rc, 0, "capture: %s", err);
+        cr_assert_eq(cudaGraphInstantiate(&ge, g, 0), cudaSuccess);
+        char *out = malloc(ob), *again = malloc(ob);
+        double *ref = malloc(sizeof(double) * (size_t)baton_tensor_desc_numel(&c.out));
+        for (size_t li = 0; li < sizeof LAST / sizeof LAST[0]; li++) {
+            for (int64_t row = 0; row < rows; row++) /* row 1 a few keys short of row 0 */
+                set_idx(pdt, c.host[3], row, LAST[li] - 3 * row < 0 ? 0 : LAST[li] - 3 * row);
+            cr_assert_eq(cudaMemcpy(bufs[3], c.host[3], pb, cudaMemcpyHostToDevice), cudaSuccess);
+            attention_ref(dt, &c, rows, S, H, Hkv, Dh, ref);
+            char what[128];
+            snprintf(what, sizeof what, "graph replay, %s, head_dim %lld, S %lld, last key %lld",
+                     baton_dtype_name(dt), (long long)Dh, (long long)S, (long long)LAST[li]);
+            cr_assert_eq(cudaMemset(bufs[4], 0xff, ob), cudaSuccess);
+            cr_assert_eq(impl->kernel(&ctx, bufs, opaque, (size_t)n), 0, "%s", err);
+            cr_assert_eq(cudaStreamSynchronize(st), cudaSuccess);
+            cr_assert_eq(cudaMemcpy(again, bufs[4], ob, cudaMemcpyDeviceToHost), cudaSuccess);
+            for (int rep = 0; rep < 3; rep++) {
+                cr_assert_eq(cudaMemset(bufs[4], 0xff, ob), cudaSuccess);
+                cr_assert_eq(cudaGraphLaunch(ge, st), cudaSuccess);
+                cr_assert_eq(cudaStreamSynchronize(st), cudaSuccess);
+                cr_assert_eq(cudaMemcpy(out, bufs[4], ob, cudaMemcpyDeviceToHost), cudaSuccess);
+                cr_assert(memcmp(out, again, ob) == 0, "%s, replay %d: other bits than a call",
+                          what, rep);
+            }
+            expect_close(&c, BATON_DEVICE_CUDA, out, ref, what);
+            cr_assert_eq(baton__kcuda_decoder_error_take(0, NULL, err, sizeof err), 0, "%s", err);
+        }
+        cr_assert_eq(cudaGetLastError(), cudaSuccess);
+        cudaGraphExecDestroy(ge);
+        cudaGraphDestroy(g);
+        rel(state);
+        cudaStreamDestroy(st);
+        for (int i = 0; i < 5; i++)
+            cudaFree(bufs[i]);
+        free(out);
+        free(again);
+        free(ref);
+        free_call(&c);
+    }
 }
 
 /* A decode position outside the cache is clamped (to the last row, or to 0 below) and recorded:

@@ -14,14 +14,19 @@
  * Decode attention also "+pdl": after rope_cache_update in the same graph, launched with PDL.
  * Floor rows (impl "floor") for decode rows whose op has a dependency the copy lacks: embedding's
  * index read before its row, kv_cache_update's position before its store, softmax's grid-wide
- * exchange between its read and its write, rope's sincos between its loads and its stores.
+ * exchange between its read and its write, rope's sincos between its loads and its stores, and
+ * decode attention's ("attention decode ctx N floor: ..."): kernels that only read its K and V
+ * bytes at its grids, with its dependent read of the positions first and then its merge over the
+ * cluster, and the best read of the same bytes.
  *
  * Usage: bench_decoder [--json FILE] [--reps N] [--only PREFIX] [--ctx N,N,..] [--attn-sweep]
  * (--only: the rows whose label starts with PREFIX, e.g. "attention prefill"; --ctx: the decode
  * attention's contexts). Prints a table; --json writes the results (format "baton.bench_decoder",
  * docs/bench_decoder.schema.json). The decode attention's variants (BATON_ATTN_DECODE,
- * BATON_ATTN_CLUSTER, BATON_ATTN_STAGES, BATON_ATTN_PREFETCH, BATON_ATTN_EARLY, BATON_ATTN_SPEC:
- * kernels/cuda/decoder.cu) are read from the environment, one setting per process;
+ * BATON_ATTN_CLUSTER, BATON_ATTN_STAGES, BATON_ATTN_PREFETCH, BATON_ATTN_EARLY, BATON_ATTN_SPEC,
+ * BATON_ATTN_SPLIT_FROM, BATON_ATTN_SPLIT_CLUSTER, BATON_ATTN_SPLITS: kernels/cuda/decoder.cu) are
+ * read from the environment, one setting per process; each call is prepared first as the runtime
+ * prepares it (the split of a long cache keeps its workspace there);
  * --attn-sweep runs the decode attention rows (contexts 1024, 4096 and 32768 unless --ctx) under
  * each setting in a child process and prints one table (BATON_SWEEP_ONLY="name,name" runs some;
  * --sweep-budget S starts no setting after S seconds). */
@@ -48,6 +53,9 @@
 #include "delegates/cuda/gemm_cublaslt.h"
 #include "kernels/cuda/cuda_decoder.h"
 #include "kernels/cuda/cuda_gemv.h"
+extern "C" { /* a C header without a C++ guard */
+#include "targets/registry.h"
+}
 
 static cudaStream_t g_stream;
 static cudaDeviceProp g_prop;
@@ -256,6 +264,10 @@ struct Step {
     char opaque[BATON_OPAQUE_MAX];
     int olen = 0;
     const baton_target_impl *impl = nullptr;
+    kernel_prepare_fn prep = nullptr; /* the kernel's prepare hook, run on the first call */
+    kernel_release_fn release = nullptr;
+    void *state = nullptr; /* what it kept (ctx->prepared), as the runtime keeps it */
+    bool prepared = false;
     const char *label = "";
     Step(const char *lab, const char *target, std::vector<baton_tensor_desc> i,
          std::vector<baton_tensor_desc> o, std::vector<baton_attr> a)
@@ -281,6 +293,15 @@ struct Step {
         }
         olen = t->pack(&sig, opaque, sizeof opaque);
         impl = baton_target_impl_for(t, BATON_DEVICE_CUDA);
+        prep = baton__registry_preparer(t, BATON_DEVICE_CUDA);
+        release = baton__registry_releaser(t, BATON_DEVICE_CUDA);
+    }
+    ~Step()
+    {
+        if (release)
+            release(state);
+        else
+            free(state);
     }
     Step(const Step &) = delete;
     /* One call on g_stream; pdl: a programmatic dependent launch after the kernel before it. */
@@ -297,6 +318,15 @@ struct Step {
         ctx.sig = &sig;
         ctx.capturing = capturing;
         ctx.pdl = pdl;
+        if (!prepared && prep) { /* the runtime's prepare, before its first call */
+            if (capturing || prep(&ctx, bufs, opaque, (size_t)olen, &state)) {
+                fprintf(stderr, "bench_decoder: %s: prepare: %s\n", label,
+                        capturing ? "first call while capturing" : errbuf);
+                exit(1);
+            }
+        }
+        prepared = true;
+        ctx.prepared = state;
         if (impl->kernel(&ctx, bufs, opaque, (size_t)olen)) {
             fprintf(stderr, "bench_decoder: %s: %s\n", label, errbuf);
             exit(1);
@@ -687,6 +717,289 @@ static void bench_attn_after_rope(int64_t ctx, int64_t H, int64_t HKV, int64_t D
         CHECK_CUDA(cudaFree(pl->base));
 }
 
+/* ---- floors of decode attention's dependency chain --------------------------------------------
+ * What a kernel that only moves attention's bytes through attention's steps costs, at its grid (a
+ * cluster of C blocks per KV head, 192 KB of shared memory a block so that one block takes an SM)
+ * and on the same rotated caches: each block reads its share of its KV head's K and V rows (16-byte
+ * loads, 8 in flight a thread), folding them into registers (xor) so that no load is dead, of
+ * keys 0 .. len - 1, len given (READLEN false) or read from the positions first (true: the
+ * dependent read before any K or V load); with MERGE, then attention's merge: the block's warps
+ * through shared memory, then the cluster's blocks through distributed shared memory (each rank
+ * reading its slice of the 4 x 64 outputs from every peer, all loads issued before any is used),
+ * the outputs written as bf16: one __syncthreads, one cluster barrier and the exit barrier, as
+ * attention. */
+
+/* The best read of the same bytes: K's and V's whole arrays (keys 0 .. S - 1: the bench's
+ * positions are S - 1) by a grid-stride 16-byte read at full occupancy, 8 vectors in flight a
+ * thread (4 of each), folded (xor) so that no load is dead. */
+__global__ void __launch_bounds__(256)
+    attn_best_read(const uint4 *__restrict__ kc, const uint4 *__restrict__ vc, size_t n,
+                   unsigned *sink)
+{
+    const size_t stride = (size_t)gridDim.x * blockDim.x;
+    unsigned acc = 0;
+    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += 4 * stride) {
+        uint4 v[8];
+#pragma unroll
+        for (int u = 0; u < 4; u++) {
+            const size_t j = i + u * stride;
+            v[2 * u] = j < n ? __ldcs(kc + j) : make_uint4(0, 0, 0, 0);
+            v[2 * u + 1] = j < n ? __ldcs(vc + j) : make_uint4(0, 0, 0, 0);
+        }
+#pragma unroll
+        for (int u = 0; u < 8; u++)
+            acc ^= v[u].x ^ v[u].y ^ v[u].z ^ v[u].w;
+    }
+    if (acc == 0x9e3779b9u) /* never in practice; keeps the loads */
+        sink[blockIdx.x % 1024] = acc;
+}
+template <bool READLEN, bool MERGE>
+__global__ void __launch_bounds__(256, 1)
+    attn_floor_kernel(const uint4 *kc, const uint4 *vc, const long long *pos, long long len,
+                      int row_vecs, int head_vecs, int pph, __nv_bfloat16 *o, unsigned *sink)
+{
+    __shared__ float wst[8][4 * 64 + 8];
+    __shared__ float bo[4 * 64], bm[4], bl[4];
+    kcuda::cg::cluster_group cluster = kcuda::cg::this_cluster();
+    const int C = (int)cluster.num_blocks(), rank = (int)cluster.block_rank(), tid = threadIdx.x;
+    /* pph blocks per KV head (MERGE: one cluster of them), or 0: each block whole rows */
+    const int kvh = pph ? (int)(blockIdx.x / (unsigned)pph) : 0;
+    const int part = pph ? (int)(blockIdx.x % (unsigned)pph) : (int)blockIdx.x;
+    const int parts = pph ? pph : (int)gridDim.x, vecs = pph ? head_vecs : row_vecs;
+    if (READLEN)
+        len = __ldg(pos) + 1;
+    const long long per = (len + parts - 1) / parts;
+    const long long kb = min(len, part * per), ke = min(len, kb + per);
+    const long long n = (ke - kb) * vecs; /* vectors of K (and as many of V) */
+    const uint4 *kh = kc + kb * row_vecs + (long long)kvh * head_vecs;
+    const uint4 *vh = vc + kb * row_vecs + (long long)kvh * head_vecs;
+    unsigned acc = 0;
+    const unsigned un = (unsigned)n, uv = (unsigned)vecs; /* 32-bit: n < 2^32 here */
+    for (unsigned i = tid; i < un; i += 8 * 256) {
+        uint4 v[16];
+#pragma unroll
+        for (int u = 0; u < 8; u++) {
+            const unsigned j = i + u * 256, r = j / uv, c = j - r * uv;
+            const bool ok = j < un;
+            v[2 * u] = ok ? __ldcs(kh + (long long)r * row_vecs + c) : make_uint4(0, 0, 0, 0);
+            v[2 * u + 1] = ok ? __ldcs(vh + (long long)r * row_vecs + c) : make_uint4(0, 0, 0, 0);
+        }
+#pragma unroll
+        for (int u = 0; u < 16; u++)
+            acc ^= v[u].x ^ v[u].y ^ v[u].z ^ v[u].w;
+    }
+    if (!MERGE) {
+        if (acc == 0x9e3779b9u) /* never in practice; keeps the loads */
+            sink[blockIdx.x] = acc;
+        return;
+    }
+    const int warp = tid >> 5, lane = tid & 31;
+    const float f = __uint_as_float((acc & 0x007fffffu) | 0x3f800000u); /* in [1, 2) */
+    for (int e = lane; e < 4 * 64 + 8; e += 32)
+        wst[warp][e] = f + (float)e;
+    __syncthreads();
+    { /* the warps' states, merged as attention's block does (one output a thread) */
+        const int p = tid / 64, d = tid % 64;
+        float M = -INFINITY;
+        for (int w = 0; w < 8; w++)
+            M = fmaxf(M, wst[w][256 + p]);
+        float a = 0.f, l = 0.f;
+        for (int w = 0; w < 8; w++) {
+            const float wt = exp2f(wst[w][256 + p] - M);
+            a = fmaf(wt, wst[w][tid], a);
+            l = fmaf(wt, wst[w][260 + p], l);
+        }
+        bo[tid] = a;
+        if (d == 0) {
+            bm[p] = M;
+            bl[p] = l;
+        }
+    }
+    cluster.sync(); /* the one cluster barrier before the merge, as attention's */
+    const int share = (256 + C - 1) / C, lo = rank * share, hi = min(256, lo + share);
+    for (int idx = lo + tid; idx < hi; idx += 256) {
+        /* every remote load issued before any is used (attention's cluster_softmax_merge) */
+        const int p = idx / 64;
+        float mk[16], ak[16], lk[16];
+#pragma unroll
+        for (int k = 0; k < 16; k++)
+            if (k < C) {
+                mk[k] = *cluster.map_shared_rank(&bm[p], k);
+                ak[k] = *cluster.map_shared_rank(&bo[idx], k);
+                lk[k] = *cluster.map_shared_rank(&bl[p], k);
+            }
+        float M = -INFINITY;
+#pragma unroll
+        for (int k = 0; k < 16; k++)
+            if (k < C)
+                M = fmaxf(M, mk[k]);
+        float a = 0.f, l = 0.f;
+#pragma unroll
+        for (int k = 0; k < 16; k++)
+            if (k < C) {
+                const float wt = exp2f(mk[k] - M);
+                a = fmaf(wt, ak[k], a);
+                l = fmaf(wt, lk[k], l);
+            }
+        o[(long long)kvh * 256 + idx] = __float2bfloat16(a / l);
+    }
+    kcuda::cluster_exit_barrier(); /* the exit barrier: peers' shared memory read */
+}
+
+/* The floors above at context ctx (cache rows ctx, positions[0] = ctx - 1), cold (caches rotated
+ * as attention's rows). At attention's one-cluster grid: clusters of the largest size up to 16
+ * whose 8 clusters all fit at once (as attn_mma picks below the split), else 8; and, to tell the
+ * SMs that stream from the pattern they read, the read at 16 blocks per KV head without clusters
+ * (each a 128-byte slice of every row of its keys, as attention), and at as many blocks each
+ * reading whole rows (all KV heads: contiguous). Each row's peer is attention's cold time of the
+ * same context (attention_us; NAN if not measured). */
+static void bench_attn_floors(int64_t ctx, int64_t HKV, int64_t DH, double attention_us)
+{
+    enum { ONE_CLUSTER, SPREAD, WHOLE_ROWS, BEST };
+    static const struct {
+        const char *name;
+        void (*kern)(const uint4 *, const uint4 *, const long long *, long long, int, int, int,
+                     __nv_bfloat16 *, unsigned *);
+        int grid;
+    } FL[] = {{"read", attn_floor_kernel<false, false>, ONE_CLUSTER},
+              {"length read + read", attn_floor_kernel<true, false>, ONE_CLUSTER},
+              {"length read + read + cluster merge", attn_floor_kernel<true, true>, ONE_CLUSTER},
+              {"read at 16 blocks a KV head", attn_floor_kernel<false, false>, SPREAD},
+              {"read of whole rows at as many blocks", attn_floor_kernel<false, false>, WHOLE_ROWS},
+              {"best read (grid-stride, full occupancy)", nullptr, BEST}};
+    const size_t smem = 192 * 1024 - 8 * (4 * 64 + 8) * 4 - (4 * 64 + 8) * 4;
+    const int64_t KF = HKV * DH;
+    const double kv = (double)(ctx * KF * 2 * 2), bytes = kv + 2.0 * 32 * DH * 2;
+    const int sets = sets_for(bytes, 1 << 14), k = std::min(std::max(sets, 16), 1024);
+    Pool kc, vc, pp, op, sink;
+    bool alloc = false;
+    double cus = NAN;
+    for (const auto &fl : FL) {
+        char label[96];
+        snprintf(label, sizeof label, "attention decode ctx %lld floor: %s", (long long)ctx,
+                 fl.name);
+        if (!wanted(label))
+            continue;
+        if (!alloc) {
+            kc = pool_alloc((size_t)(ctx * KF * 2), sets);
+            vc = pool_alloc((size_t)(ctx * KF * 2), sets);
+            pp = pool_alloc(8, sets);
+            op = pool_alloc((size_t)(HKV * 4 * DH * 2), sets);
+            sink = pool_alloc(4096, 1);
+            fill_random(g_stream, kc.base, kc.stride * sets, 31);
+            fill_random(g_stream, vc.base, vc.stride * sets, 32);
+            Fill p;
+            p.index = 1, p.lo = ctx - 1, p.hi = ctx;
+            fill_index(pp, td(BATON_DTYPE_I64, {1}), p, 33);
+            CHECK_CUDA(cudaDeviceSynchronize());
+            alloc = true;
+        }
+        if (fl.grid == BEST) {
+            const int grid = g_prop.multiProcessorCount * 8;
+            const size_t n = (size_t)(ctx * KF * 2 / 16);
+            auto call = [&](int i) {
+                attn_best_read<<<grid, 256, 0, g_stream>>>(
+                    (const uint4 *)kc.at(i), (const uint4 *)vc.at(i), n, (unsigned *)sink.at(0));
+            };
+            call(0);
+            CHECK_CUDA(cudaStreamSynchronize(g_stream));
+            const double us = time_calls(k, call);
+            if (isnan(cus))
+                cus = copy_us(bytes, sets, k);
+            Result r;
+            r.op = label;
+            char sh[64];
+            snprintf(sh, sizeof sh, "%d blocks", grid);
+            r.shape = sh;
+            r.impl = "floor";
+            r.bytes = bytes;
+            r.us = us;
+            r.gbps = bytes / us * 1e-3;
+            r.copy_us = cus;
+            r.copy_gbps = bytes / cus * 1e-3;
+            r.ratio = us / cus;
+            r.floor_us = g_floor_us;
+            r.cold = (double)k * bytes > 2.0 * g_prop.l2CacheSize;
+            r.peer = "baton attention, cold";
+            r.peer_us = attention_us;
+            record(r);
+            continue;
+        }
+        CHECK_CUDA(
+            cudaFuncSetAttribute(fl.kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
+        CHECK_CUDA(
+            cudaFuncSetAttribute(fl.kern, cudaFuncAttributeNonPortableClusterSizeAllowed, 1));
+        int C = 8;
+        for (int c = 16; c > 8; c--) {
+            int n = 0;
+            if (kcuda::max_active_clusters((const void *)fl.kern, (unsigned)(HKV * c), 256, smem, c,
+                                           g_stream, &n) != cudaSuccess) {
+                (void)cudaGetLastError();
+                continue;
+            }
+            if (n >= HKV) {
+                C = c;
+                break;
+            }
+        }
+        while (C > 1 && ctx < 64LL * C)
+            C /= 2;
+        int pph = C;
+        if (fl.grid != ONE_CLUSTER) {
+            pph = fl.grid == SPREAD ? 16 : 0;
+            C = 1;
+        }
+        cudaLaunchConfig_t cfg;
+        memset(&cfg, 0, sizeof cfg);
+        cfg.gridDim = dim3((unsigned)(fl.grid == ONE_CLUSTER ? HKV * C : HKV * 16), 1, 1);
+        cfg.blockDim = dim3(256, 1, 1);
+        cfg.dynamicSmemBytes = smem;
+        cfg.stream = g_stream;
+        cudaLaunchAttribute at;
+        memset(&at, 0, sizeof at);
+        at.id = cudaLaunchAttributeClusterDimension;
+        at.val.clusterDim.x = (unsigned)C;
+        at.val.clusterDim.y = 1;
+        at.val.clusterDim.z = 1;
+        cfg.attrs = &at;
+        cfg.numAttrs = 1;
+        auto call = [&](int i) {
+            CHECK_CUDA(cudaLaunchKernelEx(&cfg, fl.kern, (const uint4 *)kc.at(i),
+                                          (const uint4 *)vc.at(i), (const long long *)pp.at(i),
+                                          (long long)ctx, (int)(KF * 2 / 16), (int)(DH * 2 / 16),
+                                          pph, (__nv_bfloat16 *)op.at(i), (unsigned *)sink.at(0)));
+        };
+        call(0);
+        CHECK_CUDA(cudaStreamSynchronize(g_stream));
+        const double us = time_calls(k, call);
+        if (isnan(cus)) /* one copy floor for the rows */
+            cus = copy_us(bytes, sets, k);
+        Result r;
+        r.op = label;
+        char sh[160];
+        if (fl.grid == ONE_CLUSTER)
+            snprintf(sh, sizeof sh, "%d clusters of %d", (int)HKV, C);
+        else
+            snprintf(sh, sizeof sh, "%d blocks", (int)HKV * 16);
+        r.shape = sh;
+        r.impl = "floor";
+        r.bytes = bytes;
+        r.us = us;
+        r.gbps = bytes / us * 1e-3;
+        r.copy_us = cus;
+        r.copy_gbps = bytes / cus * 1e-3;
+        r.ratio = us / cus;
+        r.floor_us = g_floor_us;
+        r.cold = (double)k * bytes > 2.0 * g_prop.l2CacheSize;
+        r.peer = "baton attention, cold";
+        r.peer_us = attention_us;
+        record(r);
+    }
+    if (alloc)
+        for (Pool *pl : {&kc, &vc, &pp, &op, &sink})
+            CHECK_CUDA(cudaFree(pl->base));
+}
+
 /* The decode GEMV: baton's kernel and the gemm delegate (cuBLASLt, trans_b) on the same W sets. */
 static void bench_gemv(int64_t N)
 {
@@ -831,6 +1144,16 @@ static int attn_sweep(const char *self, const char *ctxs, int reps, double budge
         {"stages 3", "BATON_ATTN_STAGES=3"},
         {"cluster 4", "BATON_ATTN_CLUSTER=4"},
         {"prefetch 8", "BATON_ATTN_PREFETCH=8"},
+        {"split off", "BATON_ATTN_SPLIT_FROM=0"},
+        {"split all", "BATON_ATTN_SPLIT_FROM=1"},
+        {"split c1", "BATON_ATTN_SPLIT_FROM=1 BATON_ATTN_SPLIT_CLUSTER=1"},
+        {"split c2", "BATON_ATTN_SPLIT_FROM=1 BATON_ATTN_SPLIT_CLUSTER=2"},
+        {"split c4", "BATON_ATTN_SPLIT_FROM=1 BATON_ATTN_SPLIT_CLUSTER=4"},
+        {"split c8", "BATON_ATTN_SPLIT_FROM=1 BATON_ATTN_SPLIT_CLUSTER=8"},
+        {"split c2 x4", "BATON_ATTN_SPLIT_FROM=1 BATON_ATTN_SPLIT_CLUSTER=2 BATON_ATTN_SPLITS=4"},
+        {"split c4 x2", "BATON_ATTN_SPLIT_FROM=1 BATON_ATTN_SPLIT_CLUSTER=4 BATON_ATTN_SPLITS=2"},
+        {"split c1 x32", "BATON_ATTN_SPLIT_FROM=1 BATON_ATTN_SPLIT_CLUSTER=1 BATON_ATTN_SPLITS=32"},
+        {"split c8 x3", "BATON_ATTN_SPLIT_FROM=1 BATON_ATTN_SPLIT_CLUSTER=8 BATON_ATTN_SPLITS=3"},
     };
     const char *only = getenv("BATON_SWEEP_ONLY"); /* a comma list of setting names to run */
     auto listed = [&](const char *name) {
@@ -990,8 +1313,10 @@ int main(int argc, char **argv)
            g_prop.name, g_prop.multiProcessorCount, g_prop.l2CacheSize >> 20, g_reps);
     g_floor_us = time_calls(256, [&](int) { empty_kernel<<<1, 32, 0, g_stream>>>(); });
     {
-        const char *v[] = {"BATON_ATTN_DECODE",   "BATON_ATTN_CLUSTER", "BATON_ATTN_STAGES",
-                           "BATON_ATTN_PREFETCH", "BATON_ATTN_EARLY",   "BATON_ATTN_SPEC"};
+        const char *v[] = {
+            "BATON_ATTN_DECODE",     "BATON_ATTN_CLUSTER",       "BATON_ATTN_STAGES",
+            "BATON_ATTN_PREFETCH",   "BATON_ATTN_EARLY",         "BATON_ATTN_SPEC",
+            "BATON_ATTN_SPLIT_FROM", "BATON_ATTN_SPLIT_CLUSTER", "BATON_ATTN_SPLITS"};
         for (const char *n : v)
             if (getenv(n))
                 printf("%s=%s\n", n, getenv(n));
@@ -1075,6 +1400,7 @@ int main(int argc, char **argv)
                    (double)(rows * (QKV * 2 * 2 + 8)));
     }
     for (int64_t ctx : g_ctxs) {
+        double cold_us = NAN;
         for (int warm = 0; warm < (g_sweep_child ? 1 : 2); warm++) {
             Fill p;
             p.index = 1, p.lo = ctx - 1, p.hi = ctx; /* positions[0] = ctx - 1: ctx keys */
@@ -1088,8 +1414,12 @@ int main(int argc, char **argv)
                      {fl, fl, fl, p}, td(BF, {1, H * DH}),
                      {ai("head_dim", DH), ai("n_heads", H), ai("n_kv_heads", HKV)},
                      kv + 2.0 * H * DH * 2, warm != 0, 1024, false, 16);
+            if (!warm && wanted(label))
+                cold_us = g_results.back().us;
         }
         bench_attn_after_rope(ctx, H, HKV, DH);
+        if (!g_sweep_child)
+            bench_attn_floors(ctx, HKV, DH, cold_us);
     }
     std::vector<std::pair<int64_t, double>> prefill_us;
     for (int64_t T : {1024, 2048, 4096, 8192}) {
