@@ -48,6 +48,11 @@ def decoder_rows(dec, peers):
         if r["impl"] not in ("baton", "cublaslt"):
             continue
         what = f"{r['op']} {r['shape']}" + ("" if r["impl"] == "baton" else " (cuBLASLt, gemm)")
+        # rows of one op and shape that move different bytes (kv_cache_update's decode row and its
+        # 32 MB row both name the cache's shape): the smaller ones are told apart by their bytes
+        if any(o["impl"] == r["impl"] and o["op"] == r["op"] and o["shape"] == r["shape"] and
+               o["cold"] == r["cold"] and o["bytes"] > r["bytes"] for o in dec["results"]):
+            what += f" ({r['bytes']} bytes)"
         what += ", cold" if r["cold"] else ", warm"
         ratio = r["ratio_to_copy"]
         peer = best_peer(peers, r["op"], r["shape"], r["cold"])
