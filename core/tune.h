@@ -19,17 +19,12 @@ typedef int (*kernel_tune_fn)(const baton_exec_ctx *ctx, void **buffers, const c
 /* Decides, once at prepare, what a kernel would otherwise decide on every call of this step
  * (decode and check its descriptor, choose its layout and tuned variant), for a call as the kernel
  * will receive it (ctx, buffers, opaque); the runtime hands *state to every call as
- * ctx->prepared and, when it is destroyed, frees it with the kernel's release hook where it has
- * one (below), else with free(). The kernel keys what it kept by
+ * ctx->prepared and frees it with free() when it is destroyed. The kernel keys what it kept by
  * what it was derived from and decides again when that changes (the dims of a plan change the
  * descriptor). Returns 0 (*state may be NULL: nothing kept), or a negative code with the reason
  * in ctx->errbuf. */
 typedef int (*kernel_prepare_fn)(const baton_exec_ctx *ctx, void **buffers, const char *opaque,
                                  size_t opaque_len, void **state);
-/* Frees a state of the kernel's prepare hook that holds more than host memory (a device
- * workspace: decode attention's split of a long cache), state included. Called once per state,
- * after the device's work has drained and before the device is closed. */
-typedef void (*kernel_release_fn)(void *state);
 /* The run-time error record of a CUDA kernel family (the decoder ops record an index out of range
  * on the device, clamping the access): reads and clears it for CUDA device `device` once the host
  * has waited for the device. 0 when none; else a negative code, the failing step's index in *step

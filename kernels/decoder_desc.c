@@ -634,26 +634,7 @@ struct dec_prepared {
     baton_tensor_desc in[DEC_PREP_TENSORS], out[DEC_PREP_TENSORS];
     baton_decoder_desc d;
     dec_shape s;
-    void *ws; /* a device workspace of its kernel's, ws_bytes long (or NULL) */
-    size_t ws_bytes;
 };
-
-void baton__dec_workspace_set(void *state, void *ws, size_t bytes)
-{
-    struct dec_prepared *p = state;
-    p->ws = ws;
-    p->ws_bytes = bytes;
-}
-
-int baton__dec_workspace_get(const void *state, void **ws, size_t *bytes)
-{
-    const struct dec_prepared *p = state;
-    if (!p)
-        return 0;
-    *ws = p->ws;
-    *bytes = p->ws_bytes;
-    return 1;
-}
 
 static int prepared_matches(const struct dec_prepared *p, int op, const baton_sig_args *sig,
                             const char *opaque, size_t len)

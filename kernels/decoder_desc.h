@@ -123,11 +123,6 @@ int baton__dec_call_read(const baton_exec_ctx *ctx, int op, void **buffers, int 
 int baton__dec_prepare(const baton_exec_ctx *ctx, int op, void **buffers, int n_buffers,
                        const char *opaque, size_t opaque_len, void **state);
 
-/* A device workspace that a CUDA kernel keeps in the state of baton__dec_prepare (decode
- * attention's split of a long cache), and frees with it: set, and get (0 where state is NULL). */
-void baton__dec_workspace_set(void *state, void *ws, size_t bytes);
-int baton__dec_workspace_get(const void *state, void **ws, size_t *bytes);
-
 /* A kernel's read of its call: with ctx->prepared from baton__dec_prepare, the descriptor and
  * shapes kept there while the descriptor's bytes and ctx->sig's tensors are those they were read
  * from (only the buffers are checked on each call); else, or when they changed (the plan's dims),

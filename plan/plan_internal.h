@@ -81,7 +81,6 @@ typedef struct plan_step {
     const baton_target *target;     /* resolved by the validator */
     kernel_tune_fn cuda_tune;       /* its CUDA kernel's tuning hook (targets/builtin.h), or NULL */
     kernel_prepare_fn cuda_prepare; /* its CUDA kernel's prepare hook (core/tune.h), or NULL */
-    kernel_release_fn cuda_release; /* what frees that hook's states, or NULL: free() */
     kernel_error_fn cuda_errors;    /* its CUDA kernel's run-time error record, or NULL */
     baton_target_kind kind;
     baton_device device;

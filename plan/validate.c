@@ -117,7 +117,6 @@ static int resolve_target(const baton_plan *plan, plan_step *s, baton_error *err
     s->target = t;
     s->cuda_tune = baton__registry_tuner(t, BATON_DEVICE_CUDA);
     s->cuda_prepare = baton__registry_preparer(t, BATON_DEVICE_CUDA);
-    s->cuda_release = baton__registry_releaser(t, BATON_DEVICE_CUDA);
     s->cuda_errors = baton__registry_errors(t, BATON_DEVICE_CUDA);
     return 0;
 }

@@ -1071,14 +1071,6 @@ void baton_runtime_destroy(baton_runtime *rt)
             if (rt->states[i] && rt->impls[i] && rt->impls[i]->delegate &&
                 rt->impls[i]->delegate->destroy)
                 rt->impls[i]->delegate->destroy(rt->states[i]);
-    /* after the drains and before the devices close: a state may hold device memory */
-    for (int i = 0; rt->kernel_states && i < rt->plan->n_steps; i++) {
-        if (rt->kernel_states[i] && rt->plan->steps[i].cuda_release)
-            rt->plan->steps[i].cuda_release(rt->kernel_states[i]);
-        else
-            free(rt->kernel_states[i]);
-        rt->kernel_states[i] = NULL;
-    }
     if (rt->colls) /* after the drains: no member still runs a collective */
         for (int s = 0; s < rt->plan->n_segments; s++)
             if (rt->colls[s].impl) {
@@ -1109,6 +1101,8 @@ void baton_runtime_destroy(baton_runtime *rt)
     free(rt->calls);
     free(rt->errbufs);
     free(rt->tuning);
+    for (int i = 0; rt->kernel_states && i < rt->plan->n_steps; i++)
+        free(rt->kernel_states[i]);
     free(rt->kernel_states);
     free(rt->bufs);
     free(rt->descs);

@@ -1088,14 +1088,12 @@ static const baton_target target_noop = {
 #define CUDA_TUNE(fn)         .tune = {NULL}
 #endif
 /* The decoder ops (targets/decoder.c, DEC_IMPLS): their CUDA kernels (impls[1]) read their
- * descriptor and shapes once at prepare (attention also keeps a device workspace there, which
- * their release hook frees), and record an index out of range on the device, read
+ * descriptor and shapes once at prepare, and record an index out of range on the device, read
  * after the host waits (core/tune.h's kernel_prepare_fn and kernel_error_fn). */
 #ifdef BATON_CUDA
 #define UNTUNED(fn)                                                                                \
     {.target = &baton__target_##fn,                                                                \
      .prepare = {NULL, baton__kcuda_##fn##_prepare},                                               \
-     .release = {NULL, baton__kcuda_decoder_release},                                              \
      .errors = {NULL, baton__kcuda_decoder_error_take}},
 #else
 #define UNTUNED(fn) {.target = &baton__target_##fn},

@@ -34,7 +34,6 @@ typedef struct builtin_target {
     const baton_target *target;
     kernel_tune_fn tune[BATON_MAX_IMPLS];
     kernel_prepare_fn prepare[BATON_MAX_IMPLS]; /* impls[k]'s prepare hook (core/tune.h) */
-    kernel_release_fn release[BATON_MAX_IMPLS]; /* what frees its states, or NULL: free() */
     kernel_error_fn errors[BATON_MAX_IMPLS];    /* impls[k]'s run-time error record, or NULL */
 } builtin_target;
 

@@ -20,7 +20,6 @@ typedef struct reg_entry {
     /* t.impls[k]'s prepare-time hooks (baton's own kernels) */
     kernel_tune_fn tune[BATON_MAX_IMPLS];
     kernel_prepare_fn prepare[BATON_MAX_IMPLS];
-    kernel_release_fn release[BATON_MAX_IMPLS];
     kernel_error_fn errors[BATON_MAX_IMPLS];
     char strings[]; /* name, summary, attribute names and help, NUL-separated */
 } reg_entry;
@@ -72,7 +71,6 @@ int baton_registry_create(baton_registry **out)
         reg_entry *e = (reg_entry *)reg->targets[reg->n - 1];
         memcpy(e->tune, b->tune, sizeof b->tune);
         memcpy(e->prepare, b->prepare, sizeof b->prepare);
-        memcpy(e->release, b->release, sizeof b->release);
         memcpy(e->errors, b->errors, sizeof b->errors);
         for (int k = 0; k < BATON_MAX_IMPLS; k++) /* an error record is a kernel's */
             if (k >= e->t.n_impls || !e->t.impls[k].kernel ||
@@ -456,7 +454,6 @@ static baton_target *entry_build(const baton_target *sig, const baton_target_imp
                 prev->impls[k].kernel == impls[i].kernel) {
                 e->tune[i] = ((const reg_entry *)prev)->tune[k];
                 e->prepare[i] = ((const reg_entry *)prev)->prepare[k];
-                e->release[i] = ((const reg_entry *)prev)->release[k];
                 e->errors[i] = ((const reg_entry *)prev)->errors[k];
             }
     return &e->t;
@@ -610,14 +607,6 @@ kernel_prepare_fn baton__registry_preparer(const baton_target *t, baton_device_k
     for (int k = 0; t && k < t->n_impls; k++)
         if (t->impls[k].device == kind)
             return ((const reg_entry *)t)->prepare[k];
-    return NULL;
-}
-
-kernel_release_fn baton__registry_releaser(const baton_target *t, baton_device_kind kind)
-{
-    for (int k = 0; t && k < t->n_impls; k++)
-        if (t->impls[k].device == kind)
-            return ((const reg_entry *)t)->release[k];
     return NULL;
 }
 

@@ -14,8 +14,6 @@ kernel_tune_fn baton__registry_tuner(const baton_target *t, baton_device_kind ki
 /* Its hook that decides each call once at prepare (core/tune.h), or NULL; as baton__registry_tuner.
  */
 kernel_prepare_fn baton__registry_preparer(const baton_target *t, baton_device_kind kind);
-/* What frees the states of that hook (core/tune.h), or NULL (free()); as baton__registry_tuner. */
-kernel_release_fn baton__registry_releaser(const baton_target *t, baton_device_kind kind);
 /* Its run-time error record (core/tune.h; the decoder ops' CUDA kernels), or NULL. */
 kernel_error_fn baton__registry_errors(const baton_target *t, baton_device_kind kind);
 

@@ -84,7 +84,7 @@ typedef struct call {
     int n_attrs;
     int alias0;  /* the output is written into input 0's buffer (kv_cache_update) */
     int prepare; /* CUDA: the kernel's prepare hook first, as the runtime calls it (its state as
-                  * ctx->prepared, freed by its release hook after the call) */
+                  * ctx->prepared, freed after the call) */
 } call;
 
 static baton_registry *registry(void)
@@ -182,13 +182,7 @@ static int run_call(baton_device_kind kind, const call *c, void *out, char *err,
     rc = impl->kernel(&ctx, bufs, opaque, (size_t)n);
     cr_assert_eq(cudaStreamSynchronize(st), cudaSuccess);
     cr_assert_eq(cudaGetLastError(), cudaSuccess);
-    if (state) {
-        kernel_release_fn rel = baton__registry_releaser(t, kind);
-        if (rel)
-            rel(state);
-        else
-            free(state);
-    }
+    free(state);
     if (rc == 0)
         rc = baton__kcuda_decoder_error_take(0, NULL, err, err_len);
     cr_assert_eq(cudaMemcpy(out, bufs[c->n_in], ob, cudaMemcpyDeviceToHost), cudaSuccess);
@@ -734,10 +728,8 @@ Test(gpu_attention, records_a_position_outside_the_cache)
  * one), with the positions at the cache's end, in the middle or mixed: clusters of 1 to 16
  * blocks, blocks and warps with no key (positions 0 to 3 in a long cache), the last partial tile
  * of 16 keys, the (row, head) pairs of one MMA spanning rows and a row's heads spanning two MMAs
- * (G = 5, 16, 32). On CUDA each call is prepared first, as the runtime prepares it, so that a long
- * cache takes the split over several clusters per KV head (docs/targets.md; the CUDA tests lower
- * its threshold, BATON_ATTN_SPLIT_FROM, to 8192 rows: split_from_8192), its splits from all to
- * one holding keys. */
+ * (G = 5, 16, 32), caches up to 32768 rows whose keys end mid-tile or leave most blocks empty. On
+ * CUDA each call is prepared first, as the runtime prepares it. */
 
 enum { POS_END, POS_MID, POS_MIX, POS_LOW };
 
@@ -760,14 +752,12 @@ static const struct {
     {1, 500, 32, 1, 128, POS_MID, BATON_DTYPE_I64}, /* G = 32: a row in two MMAs */
     {1, 40000, 32, 8, 64, POS_END, BATON_DTYPE_I64},
     {2, 40000, 4, 4, 128, POS_MIX, BATON_DTYPE_I32},
-    {4, 4097, 32, 8, 64, POS_LOW, BATON_DTYPE_I64}, /* positions 0..3: blocks with no key */
-    /* caches of 8192 rows or more: each KV head's keys split over several clusters, merged
-     * through the prepared workspace (CUDA) */
+    {4, 4097, 32, 8, 64, POS_LOW, BATON_DTYPE_I64},  /* positions 0..3: blocks with no key */
     {1, 32768, 32, 8, 64, POS_END, BATON_DTYPE_I64}, /* Llama-3.2-1B at 32K */
     {1, 9000, 32, 8, 64, POS_END, BATON_DTYPE_I32},  /* 562.5 tiles: a partial last tile */
-    {1, 16385, 32, 8, 64, POS_MID, BATON_DTYPE_I64}, /* the later half of the splits empty */
-    {2, 20000, 32, 8, 64, POS_LOW, BATON_DTYPE_I64}, /* 1 and 2 keys: all but split 0 empty */
-    {3, 12345, 16, 2, 64, POS_MIX, BATON_DTYPE_I64}, /* G = 8, 24 pairs: two chunks split */
+    {1, 16385, 32, 8, 64, POS_MID, BATON_DTYPE_I64}, /* the later half of the blocks empty */
+    {2, 20000, 32, 8, 64, POS_LOW, BATON_DTYPE_I64}, /* 1 and 2 keys: all but block 0 empty */
+    {3, 12345, 16, 2, 64, POS_MIX, BATON_DTYPE_I64}, /* G = 8, 24 pairs: two chunks */
     {1, 8192, 4, 4, 128, POS_MID, BATON_DTYPE_I32},  /* G = 1, head_dim 128 */
     {2, 10000, 16, 4, 256, POS_MIX, BATON_DTYPE_I64},
     {1, 8200, 64, 2, 64, POS_END, BATON_DTYPE_I64}, /* G = 32: a row in two chunks */
@@ -851,13 +841,6 @@ static call decode_call(test_rng *r, size_t k, baton_dtype dt)
     return c;
 }
 
-/* The split's threshold for this test's process (Criterion runs each test in its own), unless the
- * environment sets one: the kernel reads it once, at its first call. */
-static void split_from_8192(void)
-{
-    setenv("BATON_ATTN_SPLIT_FROM", "8192", 0);
-}
-
 static void decode_table(baton_device_kind kind)
 {
     for (size_t k = 0; k < sizeof DEC / sizeof DEC[0]; k++)
@@ -889,7 +872,6 @@ Test(decoder_attention, matches_float64_for_decode_rows_over_short_and_long_cach
 Test(gpu_attention, matches_float64_for_decode_rows_over_short_and_long_caches, .timeout = 600)
 {
     skip_without_gpu();
-    split_from_8192();
     decode_table(BATON_DEVICE_CUDA);
 }
 
@@ -899,7 +881,6 @@ Test(gpu_attention, matches_float64_for_decode_rows_over_short_and_long_caches, 
 Test(gpu_attention, gives_the_same_decode_bits_run_to_run_for_each_kernel)
 {
     skip_without_gpu();
-    split_from_8192();
     static const size_t cases[] = {5, 6, 7, 13, 15, 17, 19, 21};
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
         for (int f = 0; f < 3; f++) {
@@ -919,48 +900,15 @@ Test(gpu_attention, gives_the_same_decode_bits_run_to_run_for_each_kernel)
         }
 }
 
-/* The prepared split and the single cluster a call without its prepared state takes (the
- * kernel's direct callers) both match float64 on long caches; the split's bits differ from the
- * single cluster's only by the order of its merge. */
-Test(gpu_attention, matches_float64_for_a_long_cache_with_and_without_its_prepared_split,
-     .timeout = 600)
+/* Decode attention of a long cache inside a CUDA graph, as a decode loop replays it: the call
+ * prepared and captured once, then replayed with the positions changed between replays (the last
+ * key from the cache's last row down to its first and back, so that from all of the blocks to one
+ * hold keys), each position set replayed three times: every replay is the float64 attention of
+ * its positions, with the bits of the same call made outside the graph (the outputs are poisoned
+ * before each). */
+Test(gpu_attention, decode_in_a_graph_follows_the_positions_of_each_replay, .timeout = 600)
 {
     skip_without_gpu();
-    split_from_8192();
-    static const size_t cases[] = {15, 17, 19};
-    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
-        for (int prep = 0; prep < 2; prep++) {
-            test_rng r = {test_fresh_seed()};
-            const size_t k = cases[i];
-            call c = decode_call(&r, k, BATON_DTYPE_BF16);
-            c.prepare = prep;
-            const int64_t n = baton_tensor_desc_numel(&c.out);
-            double *ref = malloc(sizeof(double) * (size_t)n);
-            attention_ref(BATON_DTYPE_BF16, &c, DEC[k].rows, DEC[k].S, DEC[k].H, DEC[k].Hkv,
-                          DEC[k].Dh, ref);
-            void *out = malloc(nbytes(&c.out));
-            char err[512], what[96];
-            cr_assert_eq(run_call(BATON_DEVICE_CUDA, &c, out, err, sizeof err), 0, "%s", err);
-            snprintf(what, sizeof what, "decode case %zu, %s", k,
-                     prep ? "prepared (split)" : "unprepared (one cluster)");
-            expect_close(&c, BATON_DEVICE_CUDA, out, ref, what);
-            free(out);
-            free(ref);
-            free_call(&c);
-        }
-}
-
-/* The split of a long cache inside a CUDA graph, as a decode loop replays it: the call captured
- * once with its prepared workspace, then replayed with the positions changed between replays
- * (the last key from the cache's last row down to its first and back, so that from all of the
- * splits to one hold keys), each position set replayed three times: every replay is the float64
- * attention of its positions, with the bits of the same call made outside the graph. The merge's
- * counters must be back at 0 after each replay, else a replay would leave outputs unwritten (they
- * are poisoned before each). */
-Test(gpu_attention, split_decode_in_a_graph_follows_the_positions_of_each_replay, .timeout = 600)
-{
-    skip_without_gpu();
-    split_from_8192();
     static const struct {
         int64_t rows, S, H, Hkv, Dh;
         baton_dtype dt, pdt;
@@ -990,8 +938,7 @@ Test(gpu_attention, split_decode_in_a_graph_follows_the_positions_of_each_replay
         const int n = t->pack(&a, opaque, sizeof opaque);
         const baton_target_impl *impl = baton_target_impl_for(t, BATON_DEVICE_CUDA);
         kernel_prepare_fn prep = baton__registry_preparer(t, BATON_DEVICE_CUDA);
-        kernel_release_fn rel = baton__registry_releaser(t, BATON_DEVICE_CUDA);
-        cr_assert(impl && impl->kernel && prep && rel);
+        cr_assert(impl && impl->kernel && prep);
         const size_t ob = nbytes(&c.out), pb = nbytes(&c.in[3]);
         void *bufs[5];
         for (int i = 0; i < 4; i++) {
@@ -1048,7 +995,7 @@ Test(gpu_attention, split_decode_in_a_graph_follows_the_positions_of_each_replay
         cr_assert_eq(cudaGetLastError(), cudaSuccess);
         cudaGraphExecDestroy(ge);
         cudaGraphDestroy(g);
-        rel(state);
+        free(state);
         cudaStreamDestroy(st);
         for (int i = 0; i < 5; i++)
             cudaFree(bufs[i]);

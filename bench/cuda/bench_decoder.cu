@@ -23,10 +23,9 @@
  * (--only: the rows whose label starts with PREFIX, e.g. "attention prefill"; --ctx: the decode
  * attention's contexts). Prints a table; --json writes the results (format "baton.bench_decoder",
  * docs/bench_decoder.schema.json). The decode attention's variants (BATON_ATTN_DECODE,
- * BATON_ATTN_CLUSTER, BATON_ATTN_STAGES, BATON_ATTN_PREFETCH, BATON_ATTN_EARLY, BATON_ATTN_SPEC,
- * BATON_ATTN_SPLIT_FROM, BATON_ATTN_SPLIT_CLUSTER, BATON_ATTN_SPLITS: kernels/cuda/decoder.cu) are
- * read from the environment, one setting per process; each call is prepared first as the runtime
- * prepares it (the split of a long cache keeps its workspace there);
+ * BATON_ATTN_CLUSTER, BATON_ATTN_STAGES, BATON_ATTN_PREFETCH, BATON_ATTN_EARLY, BATON_ATTN_SPEC:
+ * kernels/cuda/decoder.cu) are read from the environment, one setting per process; each call is
+ * prepared first as the runtime prepares it;
  * --attn-sweep runs the decode attention rows (contexts 1024, 4096 and 32768 unless --ctx) under
  * each setting in a child process and prints one table (BATON_SWEEP_ONLY="name,name" runs some;
  * --sweep-budget S starts no setting after S seconds). */
@@ -265,8 +264,7 @@ struct Step {
     int olen = 0;
     const baton_target_impl *impl = nullptr;
     kernel_prepare_fn prep = nullptr; /* the kernel's prepare hook, run on the first call */
-    kernel_release_fn release = nullptr;
-    void *state = nullptr; /* what it kept (ctx->prepared), as the runtime keeps it */
+    void *state = nullptr;            /* what it kept (ctx->prepared), as the runtime keeps it */
     bool prepared = false;
     const char *label = "";
     Step(const char *lab, const char *target, std::vector<baton_tensor_desc> i,
@@ -294,14 +292,10 @@ struct Step {
         olen = t->pack(&sig, opaque, sizeof opaque);
         impl = baton_target_impl_for(t, BATON_DEVICE_CUDA);
         prep = baton__registry_preparer(t, BATON_DEVICE_CUDA);
-        release = baton__registry_releaser(t, BATON_DEVICE_CUDA);
     }
     ~Step()
     {
-        if (release)
-            release(state);
-        else
-            free(state);
+        free(state); /* as the runtime frees it */
     }
     Step(const Step &) = delete;
     /* One call on g_stream; pdl: a programmatic dependent launch after the kernel before it. */
@@ -848,7 +842,7 @@ __global__ void __launch_bounds__(256, 1)
 
 /* The floors above at context ctx (cache rows ctx, positions[0] = ctx - 1), cold (caches rotated
  * as attention's rows). At attention's one-cluster grid: clusters of the largest size up to 16
- * whose 8 clusters all fit at once (as attn_mma picks below the split), else 8; and, to tell the
+ * whose 8 clusters all fit at once (as attn_mma picks), else 8; and, to tell the
  * SMs that stream from the pattern they read, the read at 16 blocks per KV head without clusters
  * (each a 128-byte slice of every row of its keys, as attention), and at as many blocks each
  * reading whole rows (all KV heads: contiguous). Each row's peer is attention's cold time of the
@@ -1144,16 +1138,6 @@ static int attn_sweep(const char *self, const char *ctxs, int reps, double budge
         {"stages 3", "BATON_ATTN_STAGES=3"},
         {"cluster 4", "BATON_ATTN_CLUSTER=4"},
         {"prefetch 8", "BATON_ATTN_PREFETCH=8"},
-        {"split off", "BATON_ATTN_SPLIT_FROM=0"},
-        {"split all", "BATON_ATTN_SPLIT_FROM=1"},
-        {"split c1", "BATON_ATTN_SPLIT_FROM=1 BATON_ATTN_SPLIT_CLUSTER=1"},
-        {"split c2", "BATON_ATTN_SPLIT_FROM=1 BATON_ATTN_SPLIT_CLUSTER=2"},
-        {"split c4", "BATON_ATTN_SPLIT_FROM=1 BATON_ATTN_SPLIT_CLUSTER=4"},
-        {"split c8", "BATON_ATTN_SPLIT_FROM=1 BATON_ATTN_SPLIT_CLUSTER=8"},
-        {"split c2 x4", "BATON_ATTN_SPLIT_FROM=1 BATON_ATTN_SPLIT_CLUSTER=2 BATON_ATTN_SPLITS=4"},
-        {"split c4 x2", "BATON_ATTN_SPLIT_FROM=1 BATON_ATTN_SPLIT_CLUSTER=4 BATON_ATTN_SPLITS=2"},
-        {"split c1 x32", "BATON_ATTN_SPLIT_FROM=1 BATON_ATTN_SPLIT_CLUSTER=1 BATON_ATTN_SPLITS=32"},
-        {"split c8 x3", "BATON_ATTN_SPLIT_FROM=1 BATON_ATTN_SPLIT_CLUSTER=8 BATON_ATTN_SPLITS=3"},
     };
     const char *only = getenv("BATON_SWEEP_ONLY"); /* a comma list of setting names to run */
     auto listed = [&](const char *name) {
@@ -1313,10 +1297,8 @@ int main(int argc, char **argv)
            g_prop.name, g_prop.multiProcessorCount, g_prop.l2CacheSize >> 20, g_reps);
     g_floor_us = time_calls(256, [&](int) { empty_kernel<<<1, 32, 0, g_stream>>>(); });
     {
-        const char *v[] = {
-            "BATON_ATTN_DECODE",     "BATON_ATTN_CLUSTER",       "BATON_ATTN_STAGES",
-            "BATON_ATTN_PREFETCH",   "BATON_ATTN_EARLY",         "BATON_ATTN_SPEC",
-            "BATON_ATTN_SPLIT_FROM", "BATON_ATTN_SPLIT_CLUSTER", "BATON_ATTN_SPLITS"};
+        const char *v[] = {"BATON_ATTN_DECODE",   "BATON_ATTN_CLUSTER", "BATON_ATTN_STAGES",
+                           "BATON_ATTN_PREFETCH", "BATON_ATTN_EARLY",   "BATON_ATTN_SPEC"};
         for (const char *n : v)
             if (getenv(n))
                 printf("%s=%s\n", n, getenv(n));

@@ -43,10 +43,6 @@ KCUDA_DECODER_FN(rope_cache_update)
  * error reads host memory only, and only an error costs synchronous copies from the device. */
 int baton__kcuda_decoder_error_take(int device, int *step, char *msg, size_t len);
 
-/* Frees a state of any decoder op's prepare hook (core/tune.h's kernel_release_fn): the device
- * workspace it holds (attention's split of a long cache), then the state. NULL: nothing. */
-void baton__kcuda_decoder_release(void *state);
-
 #ifdef __cplusplus
 }
 #endif

@@ -2,17 +2,15 @@
  * silu, gelu, softmax, cast, sample). Aimed at the memory
  * roofline of an H100/H200 at batch 1: 16-byte loads wherever rows allow them, decode attention
  * split over the keys across a thread-block cluster whose partial softmaxes are combined through
- * distributed shared memory (no second launch, a fixed order: the same bits every run; a long
- * cache over several clusters per KV head, merged through a workspace kept at prepare), shapes from
- * ctx->sig on every call and positions read on the device (a captured graph stays valid as the
- * sequence grows). An index out of range is clamped, never followed, and recorded in a device word
- * that baton__kcuda_decoder_error_take() reads at the next host wait. */
+ * distributed shared memory (no workspace, no second launch, a fixed order: the same bits every
+ * run), shapes from ctx->sig on every call and positions read on the device (a captured graph
+ * stays valid as the sequence grows). An index out of range is clamped, never followed, and
+ * recorded in a device word that baton__kcuda_decoder_error_take() reads at the next host wait. */
 #include "kernels/cuda/kcuda_common.cuh"
 
 #include <math.h>
 #include <mma.h>
 
-#include <algorithm>
 #include <mutex>
 
 #include "kernels/cuda/cuda_decoder.h"
@@ -640,8 +638,8 @@ __global__ void kv_update_kernel(char *cache, const char *nw, const I *pos, long
  * rank k holds, in its shared memory, its running max m_k (base 2; -inf: no keys), its weighted
  * sum a_k and its weight sum l_k; the result is sum w_k a_k / sum w_k l_k, w_k = 2^(m_k - M). */
 template <int CMAX>
-__device__ __forceinline__ float3 cluster_softmax_state(cg::cluster_group &cluster, float *m,
-                                                        float *acc, float *l, int C)
+__device__ __forceinline__ float cluster_softmax_merge(cg::cluster_group &cluster, float *m,
+                                                       float *acc, float *l, int C)
 {
     float mk[CMAX], ak[CMAX], lk[CMAX];
 #pragma unroll
@@ -664,15 +662,7 @@ __device__ __forceinline__ float3 cluster_softmax_state(cg::cluster_group &clust
             a = fmaf(w, ak[k], a);
             sl = fmaf(w, lk[k], sl);
         }
-    return make_float3(M, a, sl); /* the cluster's max, weighted sum and weight sum */
-}
-
-template <int CMAX>
-__device__ __forceinline__ float cluster_softmax_merge(cg::cluster_group &cluster, float *m,
-                                                       float *acc, float *l, int C)
-{
-    const float3 st = cluster_softmax_state<CMAX>(cluster, m, acc, l, C);
-    return st.y / st.z;
+    return a / sl;
 }
 
 #define ATT_GB      4   /* query heads per cluster (of one KV head's group) */
@@ -929,7 +919,7 @@ template <typename T> __device__ __forceinline__ unsigned att_pack(float x, floa
     return u;
 }
 
-/* The keys [kb, ke) of block `rank` of C that read keys [0, lmax) between them (a multiple of 16
+/* The keys [kb, ke) of block `rank` of a cluster of C that reads keys [0, lmax) (a multiple of 16
  * keys a block, the last block the rest), and `mine`, how many of their tiles of 16 keys are warp
  * w's (tiles w, w + NW, ...). */
 struct AttSplit {
@@ -972,22 +962,12 @@ __device__ __forceinline__ void att_prefetch_tile(const T *kg, const T *vg, long
 /* hint (launched with PDL after a kernel): before its grid-dependency wait, while that kernel
  * still runs, each warp asks its first `early` tiles into L2 and, with spec, starts its ring on
  * them right after the wait, the positions read as a hint (below). pf: tile i + pf of a warp is
- * asked into L2 as tile i's copy is issued.
- *
- * X > 1 (a long cache, so that more SMs than one cluster per KV head holds stream it): X clusters
- * serve each (KV head, chunk), cluster x taking ranges x C .. x C + C - 1 of X C. Each cluster
- * merges its blocks as above but, instead of writing o, rank k stores its slice of the cluster's
- * state (max, weighted sum, weight sum per output) into parts_ws; the last of the X ranks k to
- * arrive (counter cnt[(KV head, chunk) C + k], put back to 0 by that rank for the next launch or
- * graph replay) merges the X states of its slice in cluster order, whatever the order of arrival:
- * the same bits every run. parts_ws holds X * EPC float4 per (KV head, chunk), EPC = min(16, rows
- * G) DH. */
+ * asked into L2 as tile i's copy is issued. */
 template <typename T, int DH, int P_>
 __global__ void __launch_bounds__(AttMma<DH, P_>::THREADS, 1)
     attn_mma_kernel(const T *q, const T *kc, const T *vc, const void *pos, int pos64, T *o,
                     long long rows, long long S, int H, int Hkv, int G, int chunks, float qscale,
-                    int pf, int hint, int early, int spec, int step, int X, float4 *parts_ws,
-                    unsigned *cnt)
+                    int pf, int hint, int early, int spec, int step)
 {
     using L = AttMma<DH, P_>;
     constexpr int NW = L::NW, CH = L::CH, P = L::P, TILE = L::TILE, OS = L::OS;
@@ -1000,10 +980,7 @@ __global__ void __launch_bounds__(AttMma<DH, P_>::THREADS, 1)
     const int C = (int)cluster.num_blocks(), rank = (int)cluster.block_rank();
     /* Pairs, rows and clusters number below 2^31 (the host checks clusters * 16): 32-bit
      * divisions, not 64-bit ones, which are long calls on the way to the first load. */
-    const unsigned cx = blockIdx.x / (unsigned)C, ug = (unsigned)G;
-    const unsigned cid = X > 1 ? cx / (unsigned)X : cx; /* the (KV head, chunk) */
-    const int xs = (int)(cx - cid * (unsigned)X);       /* this cluster's split of the keys */
-    const int part = xs * C + rank, parts = X * C;      /* this block's range of the keys */
+    const unsigned cid = blockIdx.x / (unsigned)C, ug = (unsigned)G;
     const int chunk = (int)(cid % (unsigned)chunks), kvh = (int)(cid / (unsigned)chunks);
     const unsigned p0 = (unsigned)chunk * 16u; /* first pair (row * G + head in group) */
     const int np = (int)min(16LL, rows * G - (long long)p0);
@@ -1034,7 +1011,7 @@ __global__ void __launch_bounds__(AttMma<DH, P_>::THREADS, 1)
             v = v < 0 ? 0 : v >= S ? S - 1 : v;
             hmax = max(hmax, v + 1);
         }
-        hs = att_split<NW>(hmax, parts, part, warp);
+        hs = att_split<NW>(hmax, C, rank, warp);
         early_done = min(hs.mine, early);
         for (int i = 0; i < early_done; i++)
             att_prefetch_tile<T, DH, NW>(kg, vg, KF, hs, warp, i, lane);
@@ -1094,7 +1071,7 @@ __global__ void __launch_bounds__(AttMma<DH, P_>::THREADS, 1)
     for (long long r = r_a; r <= r_b; r++) {
         long long v = pos64 ? ld_idx((const long long *)pos, r) : ld_idx((const int *)pos, r);
         if (v < 0 || v >= S) {
-            if (kvh == 0 && part == 0 && tid == 0)
+            if (kvh == 0 && rank == 0 && tid == 0)
                 record(DEC_ATTENTION, step, r, v, S);
             v = v < 0 ? 0 : S - 1;
         }
@@ -1104,7 +1081,7 @@ __global__ void __launch_bounds__(AttMma<DH, P_>::THREADS, 1)
         if (row_hi == r)
             last_hi = v;
     }
-    const AttSplit ts = att_split<NW>(lmax, parts, part, warp);
+    const AttSplit ts = att_split<NW>(lmax, C, rank, warp);
     if (!started || ts.kb != sp.kb || ts.ke != sp.ke) {
         if (started) {
             cp_wait(0); /* the hint's copies land before their stages are written again */
@@ -1254,84 +1231,19 @@ __global__ void __launch_bounds__(AttMma<DH, P_>::THREADS, 1)
     /* The cluster's: every block finishes a slice of the np x DH outputs, reading the C blocks'
      * states (each thread issues its 3 C remote loads before it uses any). */
     cluster.sync();
-    constexpr int CMAX = 16;
-    const int total = np * DH, share = (total + C - 1) / C;
-    const int lo = rank * share, hi = min(total, lo + share);
-    auto out_at = [&](int idx) -> T & {
-        const int p = idx / DH, d = idx % DH;
-        const unsigned pi = p0 + (unsigned)p, pr = pi / ug;
-        return o[(long long)pr * F + (long long)(kvh * G + (int)(pi - pr * ug)) * DH + d];
-    };
-    if (X == 1) {
+    {
+        constexpr int CMAX = 16;
+        const int total = np * DH, share = (total + C - 1) / C;
+        const int lo = rank * share, hi = min(total, lo + share);
         for (int idx = lo + tid; idx < hi; idx += L::THREADS) {
             const int p = idx / DH, d = idx % DH;
             /* the weights sum > 0: key 0 is rank 0's and every pair sees it */
-            out_at(idx) = from_f<T>(
+            const unsigned pi = p0 + (unsigned)p, pr = pi / ug;
+            o[(long long)pr * F + (long long)(kvh * G + (int)(pi - pr * ug)) * DH + d] = from_f<T>(
                 cluster_softmax_merge<CMAX>(cluster, &blk_m[p], &blk_o[p][d], &blk_l[p], C));
         }
-        cluster_exit_barrier();
-        return;
     }
-    /* The cluster's state of this rank's slice into parts_ws (a cluster past the live keys stores
-     * max -inf and zero sums, which the merge below weighs 0). */
-    const int epc = (int)min(16LL, rows * G) * DH;
-    float4 *wc = parts_ws + (long long)cid * X * epc;
-    for (int idx = lo + tid; idx < hi; idx += L::THREADS) {
-        const int p = idx / DH, d = idx % DH;
-        const float3 st =
-            cluster_softmax_state<CMAX>(cluster, &blk_m[p], &blk_o[p][d], &blk_l[p], C);
-        __stcg(wc + (long long)xs * epc + idx, make_float4(st.x, st.y, st.z, 0.f));
-    }
-    cluster_exit_barrier(); /* the peers' states are read; nothing below touches shared ones */
-    __shared__ unsigned att_last;
-    __threadfence(); /* this block's stores are visible to the GPU before it counts itself */
-    __syncthreads();
-    unsigned *ctr = cnt + (long long)cid * C + rank;
-    if (tid == 0) {
-        const unsigned before = atomicAdd(ctr, 1u);
-        att_last = before == (unsigned)X - 1u;
-        if (att_last)
-            *ctr = 0u; /* every split has counted: ready for the next launch */
-    }
-    __syncthreads();
-    if (!att_last)
-        return;
-    __threadfence(); /* the other splits' stores, seen through their fences and the counter */
-    for (int idx = lo + tid; idx < hi; idx += L::THREADS) {
-        float4 sx[16];
-        float M = -INFINITY;
-        for (int x0 = 0; x0 < X; x0 += 16) {
-            /* up to 16 loads in flight, then their max; the sums below read them again */
-            const int n = min(16, X - x0);
-#pragma unroll
-            for (int k = 0; k < 16; k++)
-                if (k < n)
-                    sx[k] = __ldcg(wc + (long long)(x0 + k) * epc + idx);
-#pragma unroll
-            for (int k = 0; k < 16; k++)
-                if (k < n)
-                    M = fmaxf(M, sx[k].x);
-        }
-        float a = 0.f, sl = 0.f;
-        for (int x0 = 0; x0 < X; x0 += 16) {
-            const int n = min(16, X - x0);
-            if (x0 > 0 || X > 16) {
-#pragma unroll
-                for (int k = 0; k < 16; k++)
-                    if (k < n)
-                        sx[k] = __ldcg(wc + (long long)(x0 + k) * epc + idx);
-            }
-#pragma unroll
-            for (int k = 0; k < 16; k++)
-                if (k < n) {
-                    const float w = sx[k].x == -INFINITY ? 0.f : exp2f(sx[k].x - M);
-                    a = fmaf(w, sx[k].y, a);
-                    sl = fmaf(w, sx[k].z, sl);
-                }
-        }
-        /* the weights sum > 0: key 0 is split 0's and every pair sees it */
-        out_at(idx) = from_f<T>(a / sl);
-    }
+    cluster_exit_barrier();
 }
 
 /* ---- attention: prefill on tensor cores (FlashAttention-2 style) ------------------------------
@@ -3326,6 +3238,7 @@ using namespace kcuda::dec;
 DEC_PREPARE(embedding, DEC_EMBEDDING, 3)
 DEC_PREPARE(rope, DEC_ROPE, 4)
 DEC_PREPARE(kv_cache_update, DEC_KV_CACHE_UPDATE, 4)
+DEC_PREPARE(attention, DEC_ATTENTION, 5)
 DEC_PREPARE(silu_mul, DEC_SILU_MUL, 3)
 DEC_PREPARE(silu, DEC_SILU, 2)
 DEC_PREPARE(gelu, DEC_GELU, 2)
@@ -3575,11 +3488,6 @@ extern "C" int baton__kcuda_kv_cache_update(const baton_exec_ctx *ctx, void **bu
                   row_bytes, (int)DEC_KV_CACHE_UPDATE);
 }
 
-/* The cache rows from which decode attention splits each KV head's keys over several clusters
- * (BATON_ATTN_SPLIT_FROM below), and the most clusters per (KV head, chunk) it takes. */
-#define ATT_SPLIT_FROM 32768
-#define ATT_MAX_SPLITS 64
-
 /* Knobs for timing the decode variants against each other (bench_decoder, one setting per
  * process; docs/benchmarks.md): BATON_ATTN_DECODE=simt takes the CUDA-core kernel
  * (attn_split_kernel) for bf16/f16 too, BATON_ATTN_CLUSTER=C (1 to 16) fixes the cluster
@@ -3588,25 +3496,18 @@ extern "C" int baton__kcuda_kv_cache_update(const baton_exec_ctx *ctx, void **bu
  * i + n into L2 as they copy tile i; launched with PDL, BATON_ATTN_EARLY=n (0 to 64, 4 by
  * default) has each warp ask its first n tiles into L2 before the wait and BATON_ATTN_SPEC=1
  * starts the ring on the positions' hint (0 by default); BATON_ATTN_VERBOSE=1 prints each
- * configuration the first time it is launched (stderr). A cache of BATON_ATTN_SPLIT_FROM rows or
- * more (ATT_SPLIT_FROM by default; 0: never) is split over X clusters per KV head (and chunk of
- * 16 query rows) so that about every SM streams it, merged through a workspace kept in the
- * step's prepared call (without one, a single cluster as below): BATON_ATTN_SPLIT_CLUSTER=1, 2,
- * 4 or 8 fixes their size (by default the one of 8, 4, 2, 1 whose resident clusters cover the
- * most SMs), BATON_ATTN_SPLITS=X (1 to ATT_MAX_SPLITS) their number (by default as many as fit
- * at once). The defaults are what docs/decisions/0012 measured fastest. Read once per process;
- * the results do not depend on them beyond rounding (the cluster size and the split change the
- * order of the merge; the stages, prefetches and the hint change nothing). */
+ * configuration the first time it is launched (stderr). The defaults are what
+ * docs/decisions/0012 measured fastest. Read once per process; the results do not depend on them
+ * beyond rounding (the cluster size changes the order of the merge; the stages, prefetches and
+ * the hint change nothing). */
 struct AttEnv {
     int simt, cluster, stages, verbose, prefetch, early, spec;
-    long long split_from;
-    int splits, split_cluster;
 };
 
 static const AttEnv &att_env()
 {
     static const AttEnv e = [] {
-        AttEnv v = {0, 0, 0, 0, 0, 4, 0, ATT_SPLIT_FROM, 0, 0};
+        AttEnv v = {0, 0, 0, 0, 0, 4, 0};
         const char *a = getenv("BATON_ATTN_DECODE");
         v.simt = a && !strcmp(a, "simt");
         const char *c = getenv("BATON_ATTN_CLUSTER");
@@ -3629,15 +3530,6 @@ static const AttEnv &att_env()
         v.spec = sp && !strcmp(sp, "1");
         const char *vb = getenv("BATON_ATTN_VERBOSE");
         v.verbose = vb && *vb && strcmp(vb, "0") != 0;
-        const char *sf = getenv("BATON_ATTN_SPLIT_FROM");
-        if (sf)
-            v.split_from = atoll(sf) > 0 ? atoll(sf) : -1;
-        const char *sx = getenv("BATON_ATTN_SPLITS");
-        const int nx = sx ? atoi(sx) : 0;
-        v.splits = nx >= 1 && nx <= ATT_MAX_SPLITS ? nx : 0;
-        const char *sc = getenv("BATON_ATTN_SPLIT_CLUSTER");
-        const int ns = sc ? atoi(sc) : 0;
-        v.split_cluster = ns == 1 || ns == 2 || ns == 4 || ns == 8 ? ns : 0;
         return v;
     }();
     return e;
@@ -3740,131 +3632,13 @@ static int attn_mma_one_wave(const baton_exec_ctx *ctx, long long clusters, int 
     return 8;
 }
 
-/* The split of a long cache (attn_mma_kernel's X > 1): X clusters per (KV head, chunk), the
- * merge's counters (cnt) and states (ws) in the step's workspace. */
-struct AttWs {
-    int X = 1;
-    float4 *ws = nullptr;
-    unsigned *cnt = nullptr;
-};
-
-/* Whether a call of these shapes takes the split (given a workspace): a decode on tensor cores
- * (under 16 rows, any rows at head_dim 256: attn_typed) of a cache of BATON_ATTN_SPLIT_FROM rows
- * or more. */
-static bool attn_split_wanted(const baton_decoder_desc &d, const dec_shape &s)
-{
-    const long long from = att_env().split_from;
-    return from > 0 && s.S >= from &&
-           ((s.rows < 16 && (d.head_dim == 64 || d.head_dim == 128)) || d.head_dim == 256);
-}
-
-/* The workspace bytes of X splits: counters for 16 ranks per (KV head, chunk), then X states of
- * min(16, rows G) DH outputs each. */
-static size_t attn_ws_bytes(const baton_decoder_desc &d, const dec_shape &s, int X)
-{
-    const long long G = d.n_heads / d.n_kv_heads, chunks = (s.rows * G + 15) / 16;
-    const long long hc = (long long)d.n_kv_heads * chunks,
-                    epc = std::min(16LL, s.rows * G) * d.head_dim;
-    return (size_t)((hc * 16 * 4 + 255) / 256 * 256) + (size_t)(hc * X * epc) * 16;
-}
-
-/* The most splits a call of these shapes may take (the workspace a prepare keeps for it): one
- * cluster of one block per SM and (KV head, chunk), or BATON_ATTN_SPLITS. */
-static int attn_max_splits(const baton_exec_ctx *ctx, const baton_decoder_desc &d,
-                           const dec_shape &s)
-{
-    const long long G = d.n_heads / d.n_kv_heads, chunks = (s.rows * G + 15) / 16;
-    const long long hc = (long long)d.n_kv_heads * chunks;
-    const long long x = std::max(1LL, std::min((long long)ATT_MAX_SPLITS, sm_count(ctx) / hc));
-    return (int)std::max(x, (long long)att_env().splits);
-}
-
-/* How many clusters of c blocks (c = 1, 2, 4, 8) of attn_mma_kernel<T, DH, P> can be resident at
- * once on ctx's device, asked once per device (0 where the runtime cannot say). */
-template <typename T, int DH, int P> static int attn_fit_small(const baton_exec_ctx *ctx, int c)
-{
-    using L = AttMma<DH, P>;
-    auto kern = attn_mma_kernel<T, DH, P>;
-    static std::atomic<int> known[KCUDA_MAX_DEVICES][4];
-    const int dev = device_of(ctx), ci = c == 1 ? 0 : c == 2 ? 1 : c == 4 ? 2 : 3;
-    const bool keep = dev >= 0 && dev < KCUDA_MAX_DEVICES;
-    if (keep) {
-        const int v = known[dev][ci].load(std::memory_order_acquire);
-        if (v > 0)
-            return v - 1;
-    }
-    int n = 0;
-    cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;
-    const bool swapped = cudaThreadExchangeStreamCaptureMode(&mode) == cudaSuccess;
-    if (prepare(kern, ctx, "attention", 1, 1, L::THREADS, L::SMEM, L::SMEM, true) == 0) {
-        if (c == 1) {
-            if (occupancy(ctx, (const void *)kern, L::THREADS, L::SMEM, &n) != cudaSuccess) {
-                (void)cudaGetLastError();
-                n = 0;
-            }
-            n *= sm_count(ctx);
-        } else if (max_active_clusters(
-                       (const void *)kern, (unsigned)(c * sm_count(ctx)), L::THREADS, L::SMEM, c,
-                       ctx ? (cudaStream_t)ctx->stream : (cudaStream_t)0, &n) != cudaSuccess) {
-            (void)cudaGetLastError();
-            n = 0;
-        }
-    } else {
-        (void)cudaGetLastError();
-    }
-    if (swapped)
-        (void)cudaThreadExchangeStreamCaptureMode(&mode);
-    if (keep)
-        known[dev][ci].store(n + 1, std::memory_order_release);
-    return n;
-}
-
-/* The split of a long cache: the workspace from ctx->prepared (none: X = 1), and the cluster
- * size (returned) and number X per (KV head, chunk) whose clusters, all resident at once, cover
- * the most SMs (ties: the larger clusters, whose merge over distributed shared memory leaves less
- * to the workspace), or BATON_ATTN_SPLIT_CLUSTER and BATON_ATTN_SPLITS. X stays 1 where the
- * workspace is too small for the choice (a prepare for other shapes). */
-template <typename T, int DH, int P>
-static int attn_split_pick(const baton_exec_ctx *ctx, const baton_decoder_desc &d,
-                           const dec_shape &s, AttWs *w)
-{
-    w->X = 1;
-    void *ws = nullptr;
-    size_t bytes = 0;
-    if (!ctx || !baton__dec_workspace_get(ctx->prepared, &ws, &bytes) || !ws)
-        return 1;
-    const AttEnv &env = att_env();
-    const long long G = d.n_heads / d.n_kv_heads, chunks = (s.rows * G + 15) / 16;
-    const long long hc = (long long)d.n_kv_heads * chunks;
-    int bestC = 1, bestX = 0;
-    for (int c : {8, 4, 2, 1}) {
-        if (env.split_cluster && c != env.split_cluster)
-            continue;
-        const long long x = env.splits ? env.splits : attn_fit_small<T, DH, P>(ctx, c) / hc;
-        if (x * c > (long long)bestX * bestC) {
-            bestX = (int)std::min(x, (long long)ATT_MAX_SPLITS);
-            bestC = c;
-        }
-    }
-    /* the keys a block reads: 16 at least, lest most blocks of a small cache read nothing */
-    while (bestX > 1 && s.S < 16LL * bestX * bestC)
-        bestX /= 2;
-    if (bestX < 2 || attn_ws_bytes(d, s, bestX) > bytes || hc * bestX * bestC > 0x7fffffffLL)
-        return 1;
-    const size_t cb = (size_t)((hc * 16 * 4 + 255) / 256 * 256);
-    w->X = bestX;
-    w->cnt = (unsigned *)ws;
-    w->ws = (float4 *)((char *)ws + cb);
-    return bestC;
-}
-
 template <typename T, int DH, int P>
 static int attn_mma_launch(const baton_exec_ctx *ctx, void **b, const baton_decoder_desc &d,
-                           const dec_shape &s, int C, long long chunks, const AttWs &w = AttWs())
+                           const dec_shape &s, int C, long long chunks)
 {
     using L = AttMma<DH, P>;
     auto kern = attn_mma_kernel<T, DH, P>;
-    const long long clusters = (long long)d.n_kv_heads * chunks * w.X;
+    const long long clusters = (long long)d.n_kv_heads * chunks;
     const int pr =
         prepare(kern, ctx, "attention", C, clusters * C, L::THREADS, L::SMEM, L::SMEM, true);
     if (pr < 0)
@@ -3876,13 +3650,13 @@ static int attn_mma_launch(const baton_exec_ctx *ctx, void **b, const baton_deco
     const int hint = launch_pdl(ctx) && (env.early > 0 || env.spec);
     if (env.verbose) {
         static std::atomic<unsigned long long> shown; /* a bit per cluster size and hint */
-        const unsigned long long bit = 1ull << (C + 17 * hint + 34 * (w.X > 1));
+        const unsigned long long bit = 1ull << (C + 17 * hint);
         if (!(shown.fetch_or(bit) & bit))
             fprintf(stderr,
                     "attention: tensor cores, head_dim %d, %d-byte elements, %d stages of 16 keys "
-                    "per warp, %d warps, %lld clusters of %d blocks (%d per KV head and chunk), L2 "
-                    "prefetch %d tiles ahead; %s\n",
-                    DH, (int)sizeof(T), P, L::NW, clusters, C, w.X, env.prefetch,
+                    "per warp, %d warps, %lld clusters of %d blocks, L2 prefetch %d tiles ahead; "
+                    "%s\n",
+                    DH, (int)sizeof(T), P, L::NW, clusters, C, env.prefetch,
                     hint ? (env.spec ? "after a PDL predecessor: early tiles and speculation"
                                      : "after a PDL predecessor: early tiles")
                          : "no PDL predecessor");
@@ -3892,7 +3666,7 @@ static int attn_mma_launch(const baton_exec_ctx *ctx, void **b, const baton_deco
                   (const T *)b[0], (const T *)b[1], (const T *)b[2], (const void *)b[3],
                   (int)(s.idx_dt == BATON_DTYPE_I64), (T *)b[4], (long long)s.rows, (long long)s.S,
                   (int)d.n_heads, (int)d.n_kv_heads, d.n_heads / d.n_kv_heads, (int)chunks, qscale,
-                  env.prefetch, hint, env.early, env.spec, ctx->step_index, w.X, w.ws, w.cnt);
+                  env.prefetch, hint, env.early, env.spec, ctx->step_index);
 }
 
 /* The tensor-core decode: clusters of up to 16 blocks while the clusters alone do not fill the
@@ -3908,12 +3682,6 @@ static int attn_mma(const baton_exec_ctx *ctx, void **b, const baton_decoder_des
         return baton__ctx_fail(ctx, BATON_EINVAL, "attention: too many rows for one launch");
     constexpr int PBIG = DH == 64 ? 6 : 3;
     const AttEnv &env = att_env();
-    if (attn_split_wanted(d, s)) {
-        AttWs w;
-        const int SC = attn_split_pick<T, DH, PBIG>(ctx, d, s, &w);
-        if (w.X > 1)
-            return attn_mma_launch<T, DH, PBIG>(ctx, b, d, s, SC, chunks, w);
-    }
     int C = env.cluster;
     if (!C) {
         const int sms = sm_count(ctx);
@@ -4050,65 +3818,6 @@ static int attn_typed(const baton_exec_ctx *ctx, void **b, const baton_decoder_d
                   (const T *)b[0], (const T *)b[1], (const T *)b[2], (const void *)b[3],
                   (int)(s.idx_dt == BATON_DTYPE_I64), (T *)b[4], (long long)s.S, (int)d.n_heads,
                   (int)d.n_kv_heads, (int)d.head_dim, d.scale, ctx->step_index);
-}
-
-/* Attention's prepare hook: the call read once, and where its cache is long enough for the split
- * (attn_split_wanted), the split's workspace: allocated and zeroed here, freed by
- * baton__kcuda_decoder_release. */
-extern "C" int baton__kcuda_attention_prepare(const baton_exec_ctx *ctx, void **buffers,
-                                              const char *opaque, size_t len, void **state)
-{
-    int rc = baton__dec_prepare(ctx, DEC_ATTENTION, buffers, 5, opaque, len, state);
-    if (rc || !*state)
-        return rc;
-    baton_decoder_desc d;
-    dec_shape s;
-    baton_exec_ctx c = *ctx;
-    c.prepared = *state;
-    if (baton__dec_call_decide(&c, DEC_ATTENTION, buffers, 5, opaque, len, &d, &s) ||
-        (s.x_dt != BATON_DTYPE_BF16 && s.x_dt != BATON_DTYPE_F16) || !attn_split_wanted(d, s))
-        return 0;
-    const int X = attn_max_splits(ctx, d, s);
-    if (X < 2)
-        return 0;
-    const size_t bytes = attn_ws_bytes(d, s, X);
-    void *ws = nullptr;
-    cudaError_t e = cudaMalloc(&ws, bytes);
-    if (e == cudaSuccess) {
-        e = cudaMemsetAsync(ws, 0, bytes, (cudaStream_t)ctx->stream);
-        if (e == cudaSuccess)
-            e = cudaStreamSynchronize((cudaStream_t)ctx->stream);
-    }
-    if (e != cudaSuccess) {
-        if (ws)
-            cudaFree(ws);
-        baton__kcuda_decoder_release(*state);
-        *state = nullptr;
-        return baton__ctx_fail(ctx, BATON_ECUDA,
-                               "attention: the split's workspace of %zu bytes: %s", bytes,
-                               cudaGetErrorString(e));
-    }
-    baton__dec_workspace_set(*state, ws, bytes);
-    return 0;
-}
-
-extern "C" void baton__kcuda_decoder_release(void *state)
-{
-    void *ws = nullptr;
-    size_t bytes = 0;
-    if (baton__dec_workspace_get(state, &ws, &bytes) && ws) {
-        /* freed on its own device, whichever is current */
-        cudaPointerAttributes a;
-        int cur = -1;
-        const bool other = cudaPointerGetAttributes(&a, ws) == cudaSuccess &&
-                           cudaGetDevice(&cur) == cudaSuccess && a.device != cur &&
-                           cudaSetDevice(a.device) == cudaSuccess;
-        (void)cudaFree(ws);
-        if (other)
-            (void)cudaSetDevice(cur);
-        (void)cudaGetLastError();
-    }
-    free(state);
 }
 
 extern "C" int baton__kcuda_attention(const baton_exec_ctx *ctx, void **buffers, const char *opaque,
