@@ -96,6 +96,29 @@ static void record(const Result &r)
         printf("SWEEPROW %s|%.3f|%.3f|%.3f\n", r.op.c_str(), r.us, r.copy_us, r.peer_us);
 }
 
+/* A floor kernel's row (impl "floor": what an op's dependencies cost with nothing around them),
+ * against the copy of the same bytes; cold when its k calls' data exceed twice the L2; peer, where
+ * given, the op whose floor it is. */
+static void record_floor(const std::string &label, const std::string &shape, double bytes,
+                         double us, double cus, int k, const char *peer = "", double peer_us = NAN)
+{
+    Result r;
+    r.op = label;
+    r.shape = shape;
+    r.impl = "floor";
+    r.bytes = bytes;
+    r.us = us;
+    r.gbps = bytes / us * 1e-3;
+    r.copy_us = cus;
+    r.copy_gbps = bytes / cus * 1e-3;
+    r.ratio = us / cus;
+    r.floor_us = g_floor_us;
+    r.cold = (double)k * bytes > 2.0 * g_prop.l2CacheSize;
+    r.peer = peer;
+    r.peer_us = peer_us;
+    record(r);
+}
+
 __global__ void empty_kernel()
 {
 }
@@ -464,20 +487,7 @@ static void bench_barrier_floor(const char *label, const char *shape, double byt
     CHECK_CUDA(cudaFree(src.base));
     CHECK_CUDA(cudaFree(dst.base));
     const double cus = copy_us(bytes, sets, k);
-    Result r;
-    r.op = label;
-    r.shape = shape;
-    r.impl = "floor";
-    r.bytes = bytes;
-    r.us = us;
-    r.gbps = bytes / us * 1e-3;
-    r.copy_us = cus;
-    r.copy_gbps = bytes / cus * 1e-3;
-    r.ratio = us / cus;
-    r.floor_us = g_floor_us;
-    r.cold = (double)k * bytes > 2.0 * g_prop.l2CacheSize;
-    r.peer_us = NAN;
-    record(r);
+    record_floor(label, shape, bytes, us, cus, k);
 }
 
 /* The floor of rope at a decode row, bf16, half-split, head_dim 64: a thread a 16-byte unit (8
@@ -543,20 +553,7 @@ static void bench_rope_floor(const char *label)
     for (Pool *pl : {&x, &y, &pp, &fr})
         CHECK_CUDA(cudaFree(pl->base));
     const double cus = copy_us(bytes, sets, k);
-    Result r;
-    r.op = label;
-    r.shape = "bf16[1,2048]";
-    r.impl = "floor";
-    r.bytes = bytes;
-    r.us = us;
-    r.gbps = bytes / us * 1e-3;
-    r.copy_us = cus;
-    r.copy_gbps = bytes / cus * 1e-3;
-    r.ratio = us / cus;
-    r.floor_us = g_floor_us;
-    r.cold = (double)k * bytes > 2.0 * g_prop.l2CacheSize;
-    r.peer_us = NAN;
-    record(r);
+    record_floor(label, "bf16[1,2048]", bytes, us, cus, k);
 }
 
 /* A floor row (impl "floor"): floor_gather or floor_scatter at an op's decode shape, moving the
@@ -592,20 +589,7 @@ static void bench_dep_floor(const char *label, const char *shape, bool gather, i
     });
     CHECK_CUDA(cudaGetLastError());
     const double cus = copy_us(bytes, sets, k);
-    Result r;
-    r.op = label;
-    r.shape = shape;
-    r.impl = "floor";
-    r.bytes = bytes;
-    r.us = us;
-    r.gbps = bytes / us * 1e-3;
-    r.copy_us = cus;
-    r.copy_gbps = bytes / cus * 1e-3;
-    r.ratio = us / cus;
-    r.floor_us = g_floor_us;
-    r.cold = (double)k * bytes > 2.0 * g_prop.l2CacheSize;
-    r.peer_us = NAN;
-    record(r);
+    record_floor(label, shape, bytes, us, cus, k);
     for (Pool *pl : {&idx, &big, &in, &out})
         CHECK_CUDA(cudaFree(pl->base));
 }
@@ -900,23 +884,9 @@ static void bench_attn_floors(int64_t ctx, int64_t HKV, int64_t DH, double atten
             const double us = time_calls(k, call);
             if (isnan(cus))
                 cus = copy_us(bytes, sets, k);
-            Result r;
-            r.op = label;
             char sh[64];
             snprintf(sh, sizeof sh, "%d blocks", grid);
-            r.shape = sh;
-            r.impl = "floor";
-            r.bytes = bytes;
-            r.us = us;
-            r.gbps = bytes / us * 1e-3;
-            r.copy_us = cus;
-            r.copy_gbps = bytes / cus * 1e-3;
-            r.ratio = us / cus;
-            r.floor_us = g_floor_us;
-            r.cold = (double)k * bytes > 2.0 * g_prop.l2CacheSize;
-            r.peer = "baton attention, cold";
-            r.peer_us = attention_us;
-            record(r);
+            record_floor(label, sh, bytes, us, cus, k, "baton attention, cold", attention_us);
             continue;
         }
         CHECK_CUDA(
@@ -968,26 +938,12 @@ static void bench_attn_floors(int64_t ctx, int64_t HKV, int64_t DH, double atten
         const double us = time_calls(k, call);
         if (isnan(cus)) /* one copy floor for the rows */
             cus = copy_us(bytes, sets, k);
-        Result r;
-        r.op = label;
         char sh[160];
         if (fl.grid == ONE_CLUSTER)
             snprintf(sh, sizeof sh, "%d clusters of %d", (int)HKV, C);
         else
             snprintf(sh, sizeof sh, "%d blocks", (int)HKV * 16);
-        r.shape = sh;
-        r.impl = "floor";
-        r.bytes = bytes;
-        r.us = us;
-        r.gbps = bytes / us * 1e-3;
-        r.copy_us = cus;
-        r.copy_gbps = bytes / cus * 1e-3;
-        r.ratio = us / cus;
-        r.floor_us = g_floor_us;
-        r.cold = (double)k * bytes > 2.0 * g_prop.l2CacheSize;
-        r.peer = "baton attention, cold";
-        r.peer_us = attention_us;
-        record(r);
+        record_floor(label, sh, bytes, us, cus, k, "baton attention, cold", attention_us);
     }
     if (alloc)
         for (Pool *pl : {&kc, &vc, &pp, &op, &sink})

@@ -2054,6 +2054,31 @@ __device__ __forceinline__ void online_take(const U16<T> &u, A &m, A &s)
             s += exp(v[e] - m);
 }
 
+/* The row's maximum and sum over the C (<= 32) blocks of a cluster, from each block's (mx, sum),
+ * which all its threads hold: thread 0 of each block puts its pair in its slot, lane q of every
+ * warp reads rank q's over distributed shared memory, and one fixed tree combines them, so every
+ * block ends with the same bits. */
+template <typename A> __device__ __forceinline__ void cluster_max_sum(A *slot, int C, A &mx, A &sum)
+{
+    cg::cluster_group cluster = cg::this_cluster();
+    if (threadIdx.x == 0) {
+        slot[0] = mx;
+        slot[1] = sum;
+    }
+    cluster.sync();
+    const int lane = threadIdx.x & 31;
+    const A mq = lane < C ? *cluster.map_shared_rank(&slot[0], lane) : (A)-INFINITY;
+    const A sq = lane < C ? *cluster.map_shared_rank(&slot[1], lane) : (A)0;
+    A mm = mq;
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) {
+        const A t = __shfl_xor_sync(0xffffffffu, mm, o);
+        mm = t > mm ? t : mm;
+    }
+    mx = mm;
+    sum = warp_sum<A>(mq == -INFINITY ? (A)0 : sq * exp(mq - mx));
+}
+
 /* Rows whose slices fit the SMs' registers and shared memory together, one block a SM: C blocks a
  * row (C == 1, or an x-cluster of C), the first VPT * blockDim.x vectors of the block's slice in
  * registers and the rest in shared memory, brought by the copy engine (cp.async.bulk) in pieces on
@@ -2115,25 +2140,8 @@ __global__ void __launch_bounds__(1024, 1) softmax_smem_kernel(const T *x, T *y,
     }
     A mx = block_max<A>(m, red);
     sum = block_sum<A>(m == -INFINITY ? (A)0 : sum * exp(m - mx), red);
-    if (C > 1) { /* lane q takes rank q's maximum and sum: one fixed tree in every warp */
-        cg::cluster_group cluster = cg::this_cluster();
-        if (tid == 0) {
-            slot[0] = mx;
-            slot[1] = sum;
-        }
-        cluster.sync();
-        const int lane = tid & 31;
-        const A mq = lane < C ? *cluster.map_shared_rank(&slot[0], lane) : (A)-INFINITY;
-        const A sq = lane < C ? *cluster.map_shared_rank(&slot[1], lane) : (A)0;
-        A mm = mq;
-#pragma unroll
-        for (int o = 16; o > 0; o >>= 1) {
-            const A t = __shfl_xor_sync(0xffffffffu, mm, o);
-            mm = t > mm ? t : mm;
-        }
-        mx = mm;
-        sum = warp_sum<A>(mq == -INFINITY ? (A)0 : sq * exp(mq - mx));
-    }
+    if (C > 1)
+        cluster_max_sum<A>(slot, C, mx, sum);
     const A inv = (A)1 / sum;
     auto put = [&](const U16<T> &u, long long j) {
         U16<T> o;
@@ -2335,25 +2343,8 @@ __global__ void __launch_bounds__(SMX_THREADS, 3)
     }
     A mx = block_max<A>(m, red);
     sum = block_sum<A>(m == -INFINITY ? (A)0 : sum * exp(m - mx), red);
-    if (C > 1) { /* lane q takes rank q's maximum and sum: one fixed tree in every warp */
-        cg::cluster_group cluster = cg::this_cluster();
-        if (threadIdx.x == 0) {
-            slot[0] = mx;
-            slot[1] = sum;
-        }
-        cluster.sync();
-        const int lane = threadIdx.x & 31;
-        const A mq = lane < C ? *cluster.map_shared_rank(&slot[0], lane) : (A)-INFINITY;
-        const A sq = lane < C ? *cluster.map_shared_rank(&slot[1], lane) : (A)0;
-        A mm = mq;
-#pragma unroll
-        for (int o = 16; o > 0; o >>= 1) {
-            const A t = __shfl_xor_sync(0xffffffffu, mm, o);
-            mm = t > mm ? t : mm;
-        }
-        mx = mm;
-        sum = warp_sum<A>(mq == -INFINITY ? (A)0 : sq * exp(mq - mx));
-    }
+    if (C > 1)
+        cluster_max_sum<A>(slot, C, mx, sum);
     const A inv = (A)1 / sum;
     const unsigned long long last = l2_evict_first();
     for (long long j0 = sl.lo + threadIdx.x; j0 < sl.hi; j0 += step) {
@@ -4009,31 +4000,7 @@ template <typename... KArgs, typename... Args>
 static int launch_coop(const baton_exec_ctx *ctx, const char *name, void (*kernel)(KArgs...),
                        unsigned grid, unsigned block, Args... args)
 {
-    cudaLaunchConfig_t cfg;
-    memset(&cfg, 0, sizeof cfg);
-    cfg.gridDim = dim3(grid, 1, 1);
-    cfg.blockDim = dim3(block, 1, 1);
-    cfg.stream = (cudaStream_t)ctx->stream;
-    cudaLaunchAttribute attrs[2];
-    memset(attrs, 0, sizeof attrs);
-    unsigned n = 0;
-    attrs[n].id = cudaLaunchAttributeCooperative;
-    attrs[n].val.cooperative = 1;
-    n++;
-    if (launch_pdl(ctx)) {
-        attrs[n].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-        attrs[n].val.programmaticStreamSerializationAllowed = 1;
-        n++;
-    }
-    cfg.attrs = attrs;
-    cfg.numAttrs = n;
-    cudaError_t e = cudaLaunchKernelEx(&cfg, kernel, ((KArgs)args)...);
-    if (e == cudaSuccess)
-        e = cudaGetLastError();
-    if (e != cudaSuccess)
-        return baton__ctx_fail(ctx, BATON_ECUDA, "cudaLaunchKernelEx(%s, cooperative) failed: %s",
-                               name, cudaGetErrorString(e));
-    return 0;
+    return launch_with(ctx, name, true, kernel, grid, block, 0, 1, args...);
 }
 
 /* softmax_grid_kernel for at most 4 rows of at least 16384 values: G blocks a row, the most that

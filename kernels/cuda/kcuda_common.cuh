@@ -884,12 +884,14 @@ static inline bool launch_pdl(const baton_exec_ctx *ctx)
 
 /* Launches kernel<<<grid, block, smem, ctx->stream>>> through cudaLaunchKernelEx, with the
  * programmatic-stream-serialization attribute when ctx->pdl (while capturing, only right after a
- * kernel node: capture_follows_kernel) and an x-cluster of `cluster` blocks
- * when cluster > 1; checks the launch and the last error. The caller has set the kernel's
- * attributes for clusters above 8 blocks and shared memory above 48 KB. */
+ * kernel node: capture_follows_kernel), an x-cluster of `cluster` blocks when cluster > 1, and
+ * with `coop` as a cooperative grid (every block resident at once, for grid.sync()); checks the
+ * launch and the last error. The caller has set the kernel's attributes for clusters above 8
+ * blocks and shared memory above 48 KB. */
 template <typename... KArgs, typename... Args>
-static int launch(const baton_exec_ctx *ctx, const char *name, void (*kernel)(KArgs...),
-                  unsigned grid, unsigned block, size_t smem, int cluster, Args... args)
+static int launch_with(const baton_exec_ctx *ctx, const char *name, bool coop,
+                       void (*kernel)(KArgs...), unsigned grid, unsigned block, size_t smem,
+                       int cluster, Args... args)
 {
     cudaLaunchConfig_t cfg;
     memset(&cfg, 0, sizeof cfg);
@@ -897,9 +899,14 @@ static int launch(const baton_exec_ctx *ctx, const char *name, void (*kernel)(KA
     cfg.blockDim = dim3(block, 1, 1);
     cfg.dynamicSmemBytes = smem;
     cfg.stream = ctx ? (cudaStream_t)ctx->stream : (cudaStream_t)0;
-    cudaLaunchAttribute attrs[2];
+    cudaLaunchAttribute attrs[3];
     memset(attrs, 0, sizeof attrs);
     unsigned n = 0;
+    if (coop) {
+        attrs[n].id = cudaLaunchAttributeCooperative;
+        attrs[n].val.cooperative = 1;
+        n++;
+    }
     if (launch_pdl(ctx)) {
         attrs[n].id = cudaLaunchAttributeProgrammaticStreamSerialization;
         attrs[n].val.programmaticStreamSerializationAllowed = 1;
@@ -918,9 +925,17 @@ static int launch(const baton_exec_ctx *ctx, const char *name, void (*kernel)(KA
     if (e == cudaSuccess)
         e = cudaGetLastError();
     if (e != cudaSuccess)
-        return baton__ctx_fail(ctx, BATON_ECUDA, "cudaLaunchKernelEx(%s) failed: %s", name,
-                               cudaGetErrorString(e));
+        return baton__ctx_fail(ctx, BATON_ECUDA, "cudaLaunchKernelEx(%s%s) failed: %s", name,
+                               coop ? ", cooperative" : "", cudaGetErrorString(e));
     return 0;
+}
+
+/* launch_with() for an ordinary grid. */
+template <typename... KArgs, typename... Args>
+static int launch(const baton_exec_ctx *ctx, const char *name, void (*kernel)(KArgs...),
+                  unsigned grid, unsigned block, size_t smem, int cluster, Args... args)
+{
+    return launch_with(ctx, name, false, kernel, grid, block, smem, cluster, args...);
 }
 
 /* Host-side validation shared by the kernels (dtype_is_float is core's). */
