@@ -173,6 +173,10 @@ if has convoy && room 30 "convoy"; then
     bench "$work/pipe2.json" "BATON_POOL_PRIORITIES=1" 8 "convoy,stages=2,spread,r$r"
     bench "$work/pipe2.json" "BATON_POOL_PRIORITIES=2" 8 "convoy,stages=2,two-level,r$r"
   done
+  if room 8 "convoy, 3 and 4 levels"; then
+    bench "$work/pipe2.json" "BATON_POOL_PRIORITIES=3" 8 "convoy,stages=2,three-level"
+    bench "$work/pipe2.json" "BATON_POOL_PRIORITIES=4" 8 "convoy,stages=2,four-level"
+  fi
   if room 12 "convoy, 16 in flight"; then
     bench "$work/pipe1.json" "" 16 "convoy,stages=1,16"
     bench "$work/pipe2.json" "" 16 "convoy,stages=2,16"
