@@ -1,8 +1,8 @@
 #!/bin/bash
 # gpu-final.sh: one two-GPU call for the results table, within the device tool's 600 s:
 #  - the build (everything), then the single-GPU tests (ctest -L gpu without the two-GPU ones) on
-#    GPU 1 while GPU 0 times the decoder ops against their copies and floors, the decode-attention
-#    split against its absence, PyTorch's SDPA, and the 1B decode's tokens (gpu-round.sh);
+#    GPU 1 while GPU 0 times the decoder ops against their copies and floors, PyTorch's SDPA, and
+#    the 1B decode's tokens (gpu-round.sh);
 #  - then, with both GPUs, the two-GPU tests, the two-stage pool (gpu-multi.sh convoy) and the
 #    sharded tutorial plan against XLA (gpu-multi.sh scaling2).
 # From the device tool (kind nvidia-h200-x2):
@@ -30,16 +30,6 @@ CUDA_VISIBLE_DEVICES=0 PARTS="decoder llmcheck" JOBS=32 \
   PEERS_ARGS="--only decode" PEERS_TIMEOUT=90 LLMC_PLANS="gemv" LLMC_FLAGS="-" GEN_TIMEOUT=40 \
   bash scripts/gpu-round.sh > /dev/null 2>&1
 eval "$(bash scripts/deps-prefix.sh)"
-{
-  echo "== decode attention without the split (BATON_ATTN_SPLIT_FROM=0), same process order"
-  for v in "" 0; do
-    for c in 16384 32768; do
-      BATON_ATTN_SPLIT_FROM=$v CUDA_VISIBLE_DEVICES=0 timeout 30 build-gpu/bench_decoder \
-        --only "attention decode ctx $c" 2>&1 | grep -E "^attention decode ctx $c +bf16" |
-        sed "s/^/split_from=${v:-default} /"
-    done
-  done
-} >> "$extra" 2>&1
 wait "$tests"
 echo "== single-GPU tests on GPU 1 ($(( $(date +%s) - t0 )) s)" >> "$extra"
 grep -E "tests passed|Failed|\*\*\*|^rc" "$OUT/ctest1.log" >> "$extra"
