@@ -2325,20 +2325,7 @@ __global__ void __launch_bounds__(SMX_THREADS, 3)
         for (int k = 0; k < SMX_U; k++) {
             if (j0 + (long long)k * blockDim.x >= sl.hi)
                 break;
-            A v[E], vm = -INFINITY;
-#pragma unroll
-            for (int e = 0; e < E; e++) {
-                v[e] = ld_a<A>(raw[k].v[e]);
-                vm = v[e] > vm ? v[e] : vm;
-            }
-            if (vm > m) { /* rescale the sum to the new maximum (0 while it was -inf) */
-                sum *= exp(m - vm);
-                m = vm;
-            }
-            if (m != -INFINITY) /* all -inf so far: nothing to add (exp(-inf - -inf) is NaN) */
-#pragma unroll
-                for (int e = 0; e < E; e++)
-                    sum += exp(v[e] - m);
+            online_take<A>(raw[k], m, sum);
         }
     }
     A mx = block_max<A>(m, red);
