@@ -96,16 +96,15 @@ static void record(const Result &r)
         printf("SWEEPROW %s|%.3f|%.3f|%.3f\n", r.op.c_str(), r.us, r.copy_us, r.peer_us);
 }
 
-/* A floor kernel's row (impl "floor": what an op's dependencies cost with nothing around them),
- * against the copy of the same bytes; cold when its k calls' data exceed twice the L2; peer, where
- * given, the op whose floor it is. */
-static void record_floor(const std::string &label, const std::string &shape, double bytes,
-                         double us, double cus, int k, const char *peer = "", double peer_us = NAN)
+/* A row from its measurement: bandwidths and the ratio to the copy of the same bytes derived. */
+static void record_row(const std::string &op, const std::string &shape, const char *impl,
+                       double bytes, double us, double cus, bool cold, const char *peer,
+                       double peer_us)
 {
     Result r;
-    r.op = label;
+    r.op = op;
     r.shape = shape;
-    r.impl = "floor";
+    r.impl = impl;
     r.bytes = bytes;
     r.us = us;
     r.gbps = bytes / us * 1e-3;
@@ -113,10 +112,20 @@ static void record_floor(const std::string &label, const std::string &shape, dou
     r.copy_gbps = bytes / cus * 1e-3;
     r.ratio = us / cus;
     r.floor_us = g_floor_us;
-    r.cold = (double)k * bytes > 2.0 * g_prop.l2CacheSize;
+    r.cold = cold;
     r.peer = peer;
     r.peer_us = peer_us;
     record(r);
+}
+
+/* A floor kernel's row (impl "floor": what an op's dependencies cost with nothing around them),
+ * against the copy of the same bytes; cold when its k calls' data exceed twice the L2; peer, where
+ * given, the op whose floor it is. */
+static void record_floor(const std::string &label, const std::string &shape, double bytes,
+                         double us, double cus, int k, const char *peer = "", double peer_us = NAN)
+{
+    record_row(label, shape, "floor", bytes, us, cus, (double)k * bytes > 2.0 * g_prop.l2CacheSize,
+               peer, peer_us);
 }
 
 __global__ void empty_kernel()
@@ -401,22 +410,9 @@ static void bench_op_n(const char *label, const char *target, std::vector<baton_
     capturing = false;
     const int cold = !warm && (double)k * per_call > 2.0 * g_prop.l2CacheSize;
     const double cus = copy_us(bytes, warm ? 1 : sets, k);
-    Result r;
-    r.op = label;
     char sh[160];
     desc_shape(sh, sizeof sh, in[0]);
-    r.shape = sh;
-    r.impl = "baton";
-    r.bytes = bytes;
-    r.us = us;
-    r.gbps = bytes / us * 1e-3;
-    r.copy_us = cus;
-    r.copy_gbps = bytes / cus * 1e-3;
-    r.ratio = us / cus;
-    r.floor_us = g_floor_us;
-    r.cold = cold;
-    r.peer_us = NAN;
-    record(r);
+    record_row(label, sh, "baton", bytes, us, cus, cold, "", NAN);
     for (auto &p : pools)
         CHECK_CUDA(cudaFree(p.base));
     for (size_t j = 0; j < outs.size(); j++)
@@ -674,23 +670,11 @@ static void bench_attn_after_rope(int64_t ctx, int64_t H, int64_t HKV, int64_t D
         attn_call(i, true, false);
     });
     const double cus = copy_us(bytes, sets, k);
-    Result r;
-    r.op = label;
     char sh[160];
     desc_shape(sh, sizeof sh, q);
-    r.shape = sh;
-    r.impl = "baton";
-    r.bytes = bytes;
-    r.us = t_pdl - t_rope;
-    r.gbps = bytes / r.us * 1e-3;
-    r.copy_us = cus;
-    r.copy_gbps = bytes / cus * 1e-3;
-    r.ratio = r.us / cus;
-    r.floor_us = g_floor_us;
-    r.cold = (double)k * bytes > 2.0 * g_prop.l2CacheSize;
-    r.peer = "baton after rope_cache_update without PDL";
-    r.peer_us = t_seq - t_rope;
-    record(r);
+    record_row(label, sh, "baton", bytes, t_pdl - t_rope, cus,
+               (double)k * bytes > 2.0 * g_prop.l2CacheSize,
+               "baton after rope_cache_update without PDL", t_seq - t_rope);
     for (Pool *pl : {&qkv, &pp, &invf, &kc, &vc, &qp, &op})
         CHECK_CUDA(cudaFree(pl->base));
 }
@@ -1049,23 +1033,10 @@ static void bench_gemv(int64_t N)
     const double cus = copy_us(bytes, sets, k);
     char sh[64];
     snprintf(sh, sizeof sh, "x[1,2048].W[%lld,2048]^T", (long long)N);
-    for (int which = 0; which < 2; which++) {
-        Result r;
-        r.op = "gemv";
-        r.shape = sh;
-        r.impl = which ? "cublaslt" : "baton";
-        r.bytes = bytes;
-        r.us = which ? t_lt : t_ours;
-        r.gbps = bytes / r.us * 1e-3;
-        r.copy_us = cus;
-        r.copy_gbps = bytes / cus * 1e-3;
-        r.ratio = r.us / cus;
-        r.floor_us = g_floor_us;
-        r.cold = (double)k * wbytes > 2.0 * g_prop.l2CacheSize;
-        r.peer = which ? "baton" : "cublaslt";
-        r.peer_us = which ? t_ours : t_lt;
-        record(r);
-    }
+    for (int which = 0; which < 2; which++)
+        record_row("gemv", sh, which ? "cublaslt" : "baton", bytes, which ? t_lt : t_ours, cus,
+                   (double)k * wbytes > 2.0 * g_prop.l2CacheSize, which ? "baton" : "cublaslt",
+                   which ? t_ours : t_lt);
     baton__gemm_cublaslt_iface.destroy(state);
     CHECK_CUDA(cudaFree(W.base));
     CHECK_CUDA(cudaFree(X.base));
