@@ -813,20 +813,28 @@ static void attention_ref(baton_dtype dt, const call *c, int64_t rows, int64_t S
     free(qd);
 }
 
+/* An attention call's tensors and attributes (q [rows, H * Dh], K and V caches [S, Hkv * Dh],
+ * positions [rows] in pdt), without its host buffers. */
+static call attention_call(baton_dtype dt, baton_dtype pdt, int64_t rows, int64_t S, int64_t H,
+                           int64_t Hkv, int64_t Dh)
+{
+    call c = {.target = "attention", .n_in = 4, .n_attrs = 3};
+    c.in[0] = DESC(dt, rows, H * Dh);
+    c.in[1] = DESC(dt, S, Hkv * Dh);
+    c.in[2] = DESC(dt, S, Hkv * Dh);
+    c.in[3] = DESC(pdt, rows);
+    c.out = c.in[0];
+    c.attrs[0] = A_INT("head_dim", Dh);
+    c.attrs[1] = A_INT("n_heads", H);
+    c.attrs[2] = A_INT("n_kv_heads", Hkv);
+    return c;
+}
+
 /* A decode call of case k in dtype dt on fresh random inputs. */
 static call decode_call(test_rng *r, size_t k, baton_dtype dt)
 {
-    const int64_t rows = DEC[k].rows, S = DEC[k].S, F = DEC[k].H * DEC[k].Dh,
-                  KF = DEC[k].Hkv * DEC[k].Dh;
-    call c = {.target = "attention", .n_in = 4, .n_attrs = 3};
-    c.in[0] = DESC(dt, rows, F);
-    c.in[1] = DESC(dt, S, KF);
-    c.in[2] = DESC(dt, S, KF);
-    c.in[3] = DESC(DEC[k].pdt, rows);
-    c.out = c.in[0];
-    c.attrs[0] = A_INT("head_dim", DEC[k].Dh);
-    c.attrs[1] = A_INT("n_heads", DEC[k].H);
-    c.attrs[2] = A_INT("n_kv_heads", DEC[k].Hkv);
+    const int64_t rows = DEC[k].rows, S = DEC[k].S;
+    call c = attention_call(dt, DEC[k].pdt, rows, S, DEC[k].H, DEC[k].Hkv, DEC[k].Dh);
     c.prepare = 1;
     for (int i = 0; i < 3; i++)
         c.host[i] = rand_buf(r, &c.in[i], 1.0);
@@ -916,19 +924,10 @@ Test(gpu_attention, decode_in_a_graph_follows_the_positions_of_each_replay, .tim
               {2, 12000, 16, 2, 128, BATON_DTYPE_F16, BATON_DTYPE_I32}};
     for (size_t k = 0; k < sizeof SH / sizeof SH[0]; k++) {
         const int64_t rows = SH[k].rows, S = SH[k].S, H = SH[k].H, Hkv = SH[k].Hkv, Dh = SH[k].Dh;
-        const int64_t F = H * Dh, KF = Hkv * Dh;
         const baton_dtype dt = SH[k].dt, pdt = SH[k].pdt;
         const int64_t LAST[] = {S - 1, 0, 4999, S / 2 + 3, 16, 15, 1000, S - 2, S - 1};
         test_rng r = {test_fresh_seed()};
-        call c = {.target = "attention", .n_in = 4, .n_attrs = 3};
-        c.in[0] = DESC(dt, rows, F);
-        c.in[1] = DESC(dt, S, KF);
-        c.in[2] = DESC(dt, S, KF);
-        c.in[3] = DESC(pdt, rows);
-        c.out = c.in[0];
-        c.attrs[0] = A_INT("head_dim", Dh);
-        c.attrs[1] = A_INT("n_heads", H);
-        c.attrs[2] = A_INT("n_kv_heads", Hkv);
+        call c = attention_call(dt, pdt, rows, S, H, Hkv, Dh);
         for (int i = 0; i < 3; i++)
             c.host[i] = rand_buf(&r, &c.in[i], 1.0);
         c.host[3] = index_buf(&r, pdt, rows, S);
@@ -1095,18 +1094,10 @@ Test(gpu_attention, matches_float64_and_its_own_bits_after_a_pdl_predecessor, .t
                 for (int oi = 0; oi < 3; oi++) {
                     const baton_dtype dt = FLOATS[f];
                     const int64_t H = SH[k].H, Hkv = SH[k].Hkv, Dh = SH[k].Dh, S = SH[k].S;
-                    const int64_t L = LEN[li] < 0 ? S : LEN[li], F = H * Dh, KF = Hkv * Dh;
+                    const int64_t L = LEN[li] < 0 ? S : LEN[li], KF = Hkv * Dh;
                     const int64_t old = oi == 0 ? 0 : oi == 1 ? (L >= 2 ? L - 2 : 0) : S - 1;
                     test_rng r = {test_fresh_seed()};
-                    call c = {.target = "attention", .n_in = 4, .n_attrs = 3};
-                    c.in[0] = DESC(dt, 1, F);
-                    c.in[1] = DESC(dt, S, KF);
-                    c.in[2] = DESC(dt, S, KF);
-                    c.in[3] = DESC(BATON_DTYPE_I64, 1);
-                    c.out = c.in[0];
-                    c.attrs[0] = A_INT("head_dim", Dh);
-                    c.attrs[1] = A_INT("n_heads", H);
-                    c.attrs[2] = A_INT("n_kv_heads", Hkv);
+                    call c = attention_call(dt, BATON_DTYPE_I64, 1, S, H, Hkv, Dh);
                     for (int i = 0; i < 3; i++)
                         c.host[i] = rand_buf(&r, &c.in[i], 1.0);
                     c.host[3] = malloc(8);
