@@ -45,6 +45,11 @@ typedef struct pool_worker {
     int sleeping;   /* guarded by pool->lock: the worker waits on `wake`, so it must be signalled */
     uv_cond_t wake; /* this worker waits here for a job or for the pool to stop */
     int cond_ok;
+    /* Stream groups (POOL_GROUP_ENV): the instances of a group issue their work on the first
+     * one's streams, one after another, under the first one's `group_mutex`. NULL: no group. */
+    uv_mutex_t *group;
+    uv_mutex_t group_mutex;
+    int group_ok;
 } pool_worker;
 
 struct baton_pool {
@@ -101,6 +106,34 @@ void baton__pool_priority(int i, int n, int levels, int *rank, int *of)
     *rank = i * groups / n;
 }
 
+/* N (read at baton_pool_create): the instances share each GPU's stream in groups of N
+ * consecutive instances; "1" none. A pipeline's runs that share its GPUs fairly end their first
+ * stage together and then all wait on the last GPU while the first idles (a convoy, issue 43);
+ * two runs of a group on one stream pass through the stages one behind the other, so the first
+ * GPU runs one while the second GPU runs the other. A group's instances keep their own memory,
+ * so a job's inputs and outputs are its own. Capturing a graph on a stream takes in whatever
+ * another thread puts on that stream meanwhile, so whatever a group's instances put on the
+ * streams (a run's issue, its end events, a bound tensor's copy) happens under the group's
+ * mutex, and only the host's waits happen outside it. */
+#define POOL_GROUP_ENV "BATON_POOL_GROUP"
+
+/* The group size of a pool without BATON_POOL_GROUP: for a plan over several GPUs on CUDA, as
+ * many as the GPUs (one run per stage), unless the caller gives the instances their streams or
+ * strict mode waits after every step anyway; else no groups. */
+static int default_group(const baton_plan *plan, const baton_options *o, int per_instance,
+                         baton_runtime *first)
+{
+    int gpus = 0;
+    for (int i = 0; i < baton_plan_arena_count(plan); i++) {
+        baton_arena a;
+        gpus += baton_plan_arena_info(plan, i, &a) == 0 && a.device.kind == BATON_DEVICE_CUDA;
+    }
+    if (gpus < 2 || per_instance || o->mode == BATON_SYNC_STRICT ||
+        baton_runtime_gpu_backend(first) != BATON_GPU_CUDA)
+        return 1;
+    return gpus;
+}
+
 static int64_t mono_ns(void)
 {
     struct timespec ts;
@@ -118,28 +151,53 @@ static void done_push(baton_pool *p, baton_job *job) /* with p->lock held */
     p->done_tail = job;
 }
 
-/* Runs one job on this worker's instance: bind the inputs, run, read the outputs back. */
+static void group_lock(pool_worker *w)
+{
+    if (w->group)
+        uv_mutex_lock(w->group);
+}
+
+static void group_unlock(pool_worker *w)
+{
+    if (w->group)
+        uv_mutex_unlock(w->group);
+}
+
+/* Runs one job on this worker's instance: bind the inputs, run, read the outputs back. In a
+ * stream group the run is issued under the group's mutex and waited for outside it, so that the
+ * group's next run is issued behind this one while it runs. */
 static int run_job(pool_worker *w, baton_job *job)
 {
     baton_runtime *rt = w->rt;
-    for (int i = 0; i < job->n_inputs; i++) {
+    int rc = 0;
+    group_lock(w);
+    for (int i = 0; i < job->n_inputs && !rc; i++) {
         const baton_binding *b = &job->inputs[i];
-        int rc = baton_runtime_set_input(rt, b->name, b->data, b->nbytes, &job->err);
-        if (rc)
-            return rc;
+        rc = baton_runtime_set_input(rt, b->name, b->data, b->nbytes, &job->err);
     }
     baton_runtime_reset_stats(rt);
-    int rc = baton_runtime_run(rt, &job->err);
+    if (!rc && w->group) {
+        rc = baton_runtime_run_async(rt, &job->err);
+        if (!rc)
+            rc = baton__runtime_record_ends(rt, &job->err);
+    } else if (!rc) {
+        rc = baton_runtime_run(rt, &job->err);
+    }
+    group_unlock(w);
+    /* A failed wait drains this instance's streams, which the group shares: a capture of
+     * another instance's running then fails and that run goes uncaptured, still correct. */
+    if (!rc && w->group)
+        rc = baton_runtime_wait(rt, &job->err);
     baton_runtime_stats(rt, &job->stats);
     if (rc)
         return rc;
-    for (int i = 0; i < job->n_outputs; i++) {
+    group_lock(w);
+    for (int i = 0; i < job->n_outputs && !rc; i++) {
         const baton_binding *b = &job->outputs[i];
         rc = baton_runtime_get_output(rt, b->name, b->data, b->nbytes, &job->err);
-        if (rc)
-            return rc;
     }
-    return 0;
+    group_unlock(w);
+    return rc;
 }
 
 /* Waits up to p->spin_ns for a job without sleeping. In a closed loop the next job comes from
@@ -315,9 +373,12 @@ static void destroy(baton_pool *p)
     /* the first instance owns the constants the others use: destroy it last */
     for (int i = p->n - 1; i >= 0; i--)
         baton_runtime_destroy(p->w[i].rt);
-    for (int i = 0; i < POOL_MAX_INSTANCES; i++)
+    for (int i = 0; i < POOL_MAX_INSTANCES; i++) {
         if (p->w[i].cond_ok)
             uv_cond_destroy(&p->w[i].wake);
+        if (p->w[i].group_ok)
+            uv_mutex_destroy(&p->w[i].group_mutex);
+    }
     uv_mutex_destroy(&p->lock);
     free(p);
 }
@@ -398,6 +459,8 @@ int baton_pool_create_with(uv_loop_t *loop, const baton_plan *plan, const baton_
     p->queue_ahead = o.disable_queue_ahead <= 0;
     const char *prio_env = getenv(POOL_PRIORITIES_ENV);
     const int levels = prio_env && *prio_env ? atoi(prio_env) : default_priorities(plan);
+    const char *group_env = getenv(POOL_GROUP_ENV);
+    int group = group_env && *group_env ? atoi(group_env) : 0; /* 0: decided below */
     for (int i = 0; i < instances && !rc; i++) {
         pool_worker *w = &p->w[i];
         w->pool = p;
@@ -421,6 +484,19 @@ int baton_pool_create_with(uv_loop_t *loop, const baton_plan *plan, const baton_
             oi.streams = pi.streams;
             oi.n_streams = pi.n_streams;
         }
+        if (uv_mutex_init(&w->group_mutex)) {
+            rc = baton__err_set(err, BATON_ENOMEM, "baton_pool_create: uv_mutex_init failed");
+            break;
+        }
+        w->group_ok = 1;
+        if (i == 1 && group <= 0)
+            group = default_group(plan, &o, per_instance != NULL, p->w[0].rt);
+        baton_stream shared[PLAN_MAX_DEVICES];
+        if (group > 1 && i % group) { /* a member: its group's first instance's streams */
+            oi.n_streams = baton__runtime_streams(p->w[i - i % group].rt, shared,
+                                                  (int)(sizeof shared / sizeof shared[0]));
+            oi.streams = oi.n_streams ? shared : oi.streams;
+        }
         baton__pool_priority(i, instances, levels, &baton__dev_prio_rank, &baton__dev_prio_of);
         rc = i == 0 ? baton_runtime_create(plan, &oi, &w->rt, err)
                     : baton__runtime_prepare_instance(p->w[0].rt, &oi, &w->rt, err);
@@ -433,6 +509,8 @@ int baton_pool_create_with(uv_loop_t *loop, const baton_plan *plan, const baton_
         if (!rc)
             p->n = i + 1;
     }
+    for (int i = 0; i < p->n && group > 1; i++)
+        p->w[i].group = &p->w[i - i % group].group_mutex;
     for (int i = 0; i < p->n && !rc; i++) {
         int e = uv_thread_create(&p->w[i].thread, worker_main, &p->w[i]);
         if (e)
@@ -676,14 +754,24 @@ int baton_pool_get_state(baton_pool *p, int instance, const char *name, void *da
                          baton_error *err)
 {
     int rc = state_call(p, instance, name, "baton_pool_get_state", err);
-    return rc ? rc : baton_runtime_get_output(p->w[instance].rt, name, data, nbytes, err);
+    if (rc)
+        return rc;
+    group_lock(&p->w[instance]); /* a state tensor on a GPU is copied on the group's stream */
+    rc = baton_runtime_get_output(p->w[instance].rt, name, data, nbytes, err);
+    group_unlock(&p->w[instance]);
+    return rc;
 }
 
 int baton_pool_set_state(baton_pool *p, int instance, const char *name, const void *data,
                          size_t nbytes, baton_error *err)
 {
     int rc = state_call(p, instance, name, "baton_pool_set_state", err);
-    return rc ? rc : baton_runtime_set_input(p->w[instance].rt, name, data, nbytes, err);
+    if (rc)
+        return rc;
+    group_lock(&p->w[instance]);
+    rc = baton_runtime_set_input(p->w[instance].rt, name, data, nbytes, err);
+    group_unlock(&p->w[instance]);
+    return rc;
 }
 
 int baton_pool_bind(baton_pool *p, int instance, int tensor, const baton_buffer *buf,
@@ -704,11 +792,19 @@ int baton_pool_bind(baton_pool *p, int instance, int tensor, const baton_buffer 
             "baton_pool_bind: instance %d is running a job; bind from a job's callback "
             "or when it is idle",
             instance);
-    return baton_runtime_bind(p->w[instance].rt, tensor, buf, err);
+    group_lock(&p->w[instance]); /* a re-bound graph is updated or captured on the stream */
+    int rc = baton_runtime_bind(p->w[instance].rt, tensor, buf, err);
+    group_unlock(&p->w[instance]);
+    return rc;
 }
 
 int baton_pool_reset_state(baton_pool *p, int instance, baton_error *err)
 {
     int rc = state_call(p, instance, NULL, "baton_pool_reset_state", err);
-    return rc ? rc : baton_runtime_reset_state(p->w[instance].rt, err);
+    if (rc)
+        return rc;
+    group_lock(&p->w[instance]);
+    rc = baton_runtime_reset_state(p->w[instance].rt, err);
+    group_unlock(&p->w[instance]);
+    return rc;
 }

@@ -1014,6 +1014,20 @@ static int cmp_copy(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
+int baton__runtime_streams(const baton_runtime *rt, baton_stream *out, int max)
+{
+    int n = 0;
+    for (int d = 1; rt && d < rt->nd && n < max; d++) {
+        const rt_device *rd = &rt->dev[d];
+        const baton_device dev = rt->plan->memory[d].device;
+        if (dev.kind != BATON_DEVICE_CUDA || rd->remote || !rd->ctx ||
+            !dev_has(rd->ops, DEV_CAP_CALLER_STREAM) || !rd->ops->stream(rd->ctx))
+            continue;
+        out[n++] = (baton_stream){.device = dev, .stream = rd->ops->stream(rd->ctx)};
+    }
+    return n;
+}
+
 void baton__runtime_memory(const baton_runtime *rt, size_t *const_bytes, size_t *private_bytes)
 {
     size_t c = 0, p = 0;

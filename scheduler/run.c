@@ -746,6 +746,11 @@ int baton_runtime_wait(baton_runtime *rt, baton_error *err)
     return rc;
 }
 
+int baton__runtime_record_ends(baton_runtime *rt, baton_error *err)
+{
+    return rt && rt->in_flight ? record_ends(rt, err) : 0;
+}
+
 int baton__runtime_settle(baton_runtime *rt, baton_error *err)
 {
     if (!rt || !rt->in_flight)

@@ -210,6 +210,10 @@ int baton__runtime_prepare(const baton_plan *plan, const baton_options *opts, in
  * an arena then holding the private part only (baton_pool_arena_info). */
 int baton__runtime_prepare_instance(const baton_runtime *share, const baton_options *own,
                                     baton_runtime **out, baton_error *err);
+/* The stream of each CUDA device of rt that takes a caller's stream, as baton_options.streams
+ * takes them: another runtime made with these issues its work behind rt's on every GPU (a pool's
+ * stream group). Fills at most max; returns how many (0 on the test device and the CPU). */
+int baton__runtime_streams(const baton_runtime *rt, baton_stream *out, int max);
 /* The bytes one runtime holds per device: its constants (shared by instances) and the rest. */
 void baton__runtime_memory(const baton_runtime *rt, size_t *const_bytes, size_t *private_bytes);
 
@@ -230,6 +234,10 @@ int baton__runtime_unset_inputs(const baton_runtime *rt, baton_error *err);
  * writes what they use: host-side inputs and outputs, state, a re-binding that changes a graph. 0
  * at once when none is queued. */
 int baton__runtime_settle(baton_runtime *rt, baton_error *err);
+/* run.c: records the end events of the runs run_async queued, as the wait does before it waits:
+ * a caller whose runtimes share streams calls it while it keeps the others off them, so that the
+ * wait itself puts nothing on a stream. */
+int baton__runtime_record_ends(baton_runtime *rt, baton_error *err);
 
 /* state.c: state tensors and dims (issue 40). */
 #define RT_GRAPH_WAYS 8 /* executable graphs kept per segment that depends on the dims */

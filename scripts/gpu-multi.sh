@@ -153,13 +153,14 @@ bpipe() {
     tee -a "$summary"
 }
 
-# convoy: the pool (baton bench --inflight) on the one- and two-stage RFC plans, its instances'
-# streams at the default priority, spread one level each (BATON_POOL_PRIORITIES=1) or in two
-# levels (=2), two alternating rounds at 8 in flight, then 16 in flight; each line's runs/s over
+# convoy: the pool (baton bench --inflight) on the one- and two-stage RFC plans, its instances
+# each on streams of its own (BATON_POOL_GROUP=1), in stream groups of 2 (the default for a plan
+# over two GPUs) or 4, two alternating rounds at 8 in flight, then priorities, then 16 in flight;
+# each line's runs/s over
 # the one-stage plan's and its p99/p50. CONVOY_BENCH=1 adds bench_graph_launch's runtimes on
 # threads (run one at a time, queued, at priorities) against the GPUs' floor.
 if has convoy && room 30 "convoy"; then
-  say "== convoy: the pool at 8 in flight, instances' streams at default / spread / two-level priorities"
+  say "== convoy: the pool at 8 and 16 in flight, instances on streams of their own / in stream groups"
   if [ "${CONVOY_BENCH:-0}" = 1 ] && room 60 "convoy bench_graph_launch"; then
     timeout "$(tmo 90)" "$BUILD/bench_graph_launch" --quick --plan "$work/pipe1.json" \
       --plan "$work/pipe2.json" --budget 60 --json "$final/convoy.json" 2>&1 |
@@ -169,19 +170,20 @@ if has convoy && room 30 "convoy"; then
   for r in 1 2; do
     room 12 "convoy round $r" || break
     bench "$work/pipe1.json" "" 8 "convoy,stages=1,r$r"
-    bench "$work/pipe2.json" "" 8 "convoy,stages=2,r$r"
-    bench "$work/pipe2.json" "BATON_POOL_PRIORITIES=1" 8 "convoy,stages=2,spread,r$r"
-    bench "$work/pipe2.json" "BATON_POOL_PRIORITIES=2" 8 "convoy,stages=2,two-level,r$r"
+    bench "$work/pipe2.json" "BATON_POOL_GROUP=1" 8 "convoy,stages=2,no-groups,r$r"
+    bench "$work/pipe2.json" "" 8 "convoy,stages=2,groups-of-2,r$r"
+    bench "$work/pipe2.json" "BATON_POOL_GROUP=4" 8 "convoy,stages=2,groups-of-4,r$r"
   done
-  if room 8 "convoy, 3 and 4 levels"; then
-    bench "$work/pipe2.json" "BATON_POOL_PRIORITIES=3" 8 "convoy,stages=2,three-level"
-    bench "$work/pipe2.json" "BATON_POOL_PRIORITIES=4" 8 "convoy,stages=2,four-level"
+  if room 8 "convoy, spread priorities"; then
+    bench "$work/pipe2.json" "BATON_POOL_GROUP=1 BATON_POOL_PRIORITIES=1" 8 \
+      "convoy,stages=2,no-groups,spread"
+    bench "$work/pipe2.json" "BATON_POOL_PRIORITIES=2" 8 "convoy,stages=2,groups-of-2,two-level"
   fi
   if room 12 "convoy, 16 in flight"; then
     bench "$work/pipe1.json" "" 16 "convoy,stages=1,16"
-    bench "$work/pipe2.json" "" 16 "convoy,stages=2,16"
-    bench "$work/pipe2.json" "BATON_POOL_PRIORITIES=1" 16 "convoy,stages=2,spread,16"
-    bench "$work/pipe2.json" "BATON_POOL_PRIORITIES=2" 16 "convoy,stages=2,two-level,16"
+    bench "$work/pipe2.json" "BATON_POOL_GROUP=1" 16 "convoy,stages=2,no-groups,16"
+    bench "$work/pipe2.json" "" 16 "convoy,stages=2,groups-of-2,16"
+    bench "$work/pipe2.json" "BATON_POOL_GROUP=4" 16 "convoy,stages=2,groups-of-4,16"
   fi
   python3 - "$work" <<'PY' 2>&1 | tee -a "$summary"
 import glob, os, sys

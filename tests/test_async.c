@@ -314,6 +314,23 @@ Test(async, pools_at_stream_priorities_equal_synchronous_runs)
     }
 }
 
+/* Instances in stream groups (BATON_POOL_GROUP: on CUDA a group's runs share its first
+ * instance's streams; the test device, which takes no caller's streams, runs them through the
+ * same issue-then-wait path) run as the others, in every mode and more runs than instances. */
+Test(async, pools_in_stream_groups_equal_synchronous_runs)
+{
+    NEED_BACKEND();
+    for (int group = 2; group <= 3; group++) {
+        char v[4];
+        snprintf(v, sizeof v, "%d", group);
+        setenv("BATON_POOL_GROUP", v, 1);
+        for (int m = 0; m < 3; m++)
+            check_against_sync((baton_sync_mode)m, 8, 19, 0);
+        check_against_sync(BATON_SYNC_GRAPH, 3, 11, 0);
+        unsetenv("BATON_POOL_GROUP");
+    }
+}
+
 /* A pool of more than BATON_POOL_QUEUE_AHEAD_MAX instances does not queue ahead by default
  * (baton.h); forced on, it does, and its runs still equal synchronous ones. */
 Test(async, graph_mode_queues_ahead_in_flight_when_asked)
