@@ -179,12 +179,13 @@ if has convoy && room 30 "convoy"; then
       "convoy,stages=2,no-groups,spread"
     bench "$work/pipe2.json" "BATON_POOL_PRIORITIES=2" 8 "convoy,stages=2,groups-of-2,two-level"
   fi
-  if room 12 "convoy, 16 in flight"; then
-    bench "$work/pipe1.json" "" 16 "convoy,stages=1,16"
-    bench "$work/pipe2.json" "BATON_POOL_GROUP=1" 16 "convoy,stages=2,no-groups,16"
-    bench "$work/pipe2.json" "" 16 "convoy,stages=2,groups-of-2,16"
-    bench "$work/pipe2.json" "BATON_POOL_GROUP=4" 16 "convoy,stages=2,groups-of-4,16"
-  fi
+  for r in 1 2; do
+    room 12 "convoy, 16 in flight, round $r" || break
+    bench "$work/pipe1.json" "" 16 "convoy,stages=1,16,r$r"
+    bench "$work/pipe2.json" "BATON_POOL_GROUP=1" 16 "convoy,stages=2,no-groups,16,r$r"
+    bench "$work/pipe2.json" "" 16 "convoy,stages=2,groups-of-2,16,r$r"
+    bench "$work/pipe2.json" "BATON_POOL_GROUP=4" 16 "convoy,stages=2,groups-of-4,16,r$r"
+  done
   python3 - "$work" <<'PY' 2>&1 | tee -a "$summary"
 import glob, os, sys
 w = sys.argv[1]
@@ -195,11 +196,12 @@ for f in sorted(glob.glob(w + "/convoy,*.csv")):
         rows[os.path.basename(f)[len("convoy,"):-4]] = (float(c[3]), float(c[4]), float(c[5]))
     except (OSError, ValueError, IndexError):
         pass
-one8 = [r[0] for k, r in rows.items() if k.startswith("stages=1,r")]
-one8 = sum(one8) / len(one8) if one8 else None
-one16 = rows.get("stages=1,16", (None,))[0]
+def mean(v):
+    return sum(v) / len(v) if v else None
+one8 = mean([r[0] for k, r in rows.items() if k.startswith("stages=1,r")])
+one16 = mean([r[0] for k, r in rows.items() if k.startswith("stages=1,16")])
 for k, (rate, p50, p99) in sorted(rows.items()):
-    one = one16 if k.endswith(",16") else one8
+    one = one16 if ",16" in k else one8
     print("convoy %-26s %8.0f runs/s  %5.2fx the one-stage plan  p50 %6.1f us  p99 %6.1f us  "
           "p99/p50 %.2f (bars: >= 1.8x, <= 1.5)" % (k, rate, rate / one if one else float("nan"),
                                                     p50, p99, p99 / p50 if p50 else float("nan")))
@@ -250,10 +252,11 @@ def row(n):
         return float(f[3]), float(f[4]), float(f[5])
     except (OSError, ValueError, IndexError):
         return None
-one, two = row("stages=1"), row("stages=2")
-if one and two:
-    print("pipeline: 2 stages %.0f runs/s over 1 GPU %.0f: %.2fx (target >= 1.8); p99/p50 %.2f "
-          "(target <= 1.5)" % (two[0], one[0], two[0] / one[0], two[2] / two[1]))
+for n, sfx in ((8, ""), (16, ",inflight=16")):
+    one, two = row("stages=1" + sfx), row("stages=2" + sfx)
+    if one and two:
+        print("pipeline, %d in flight: 2 stages %.0f runs/s over 1 GPU %.0f: %.2fx (target >= 1.8); "
+              "p99/p50 %.2f (target <= 1.5)" % (n, two[0], one[0], two[0] / one[0], two[2] / two[1]))
 t1, t2 = row("tiny,1-GPU"), row("tiny,2-GPU")
 if t1 and t2:
     print("pool ceiling (one small step per stage, 8 in flight): 1 GPU %.0f runs/s, 2 GPUs %.0f: "

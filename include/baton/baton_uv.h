@@ -84,7 +84,12 @@ BATON_API void baton_job_init(baton_job *job);
 
 /* Creates a pool of `instances` (1 to 64) instances of `plan` with `opts` on `loop`: prepares the
  * first instance (arenas, constants, streams), then the others on its constants, and starts one
- * worker thread per instance. The plan must outlive the pool. On failure *out is NULL. */
+ * worker thread per instance. The plan must outlive the pool. On failure *out is NULL.
+ * Stream groups: for a plan over several GPUs on CUDA (not strict mode, baton's own streams),
+ * instances 0..G-1, G..2G-1, ... (G = the plan's GPUs) issue their runs on their group's first
+ * instance's streams, one behind the other, so that a pipeline's stages run different runs at once
+ * instead of all runs waiting on the last GPU together (docs/async.md). Each instance keeps its
+ * own memory, so jobs stay independent. BATON_POOL_GROUP=N in the environment sets G (1: none). */
 BATON_API int baton_pool_create(uv_loop_t *loop, const baton_plan *plan, const baton_options *opts,
                                 int instances, baton_pool **out, baton_error *err);
 
