@@ -128,15 +128,22 @@ enum dev_cap {
     DEV_CAP_EVENT_NODES = 1u << 5,
 };
 
-/* The number of graph slots and event slots a device offers; the runtime uses one graph per GPU
- * segment and one event per boundary. */
+/* What a device is opened with: the runtime's options, the number of graph slots and event slots
+ * it needs (one graph per GPU segment and one event per boundary), and the priority of the stream
+ * it creates, level `prio_rank` of `prio_of`, 0 the highest (prio_of < 2: the default; a pool's
+ * BATON_POOL_PRIORITIES; only the CUDA device has priorities, and only for a stream of its own). */
+typedef struct dev_open_args {
+    const baton_options *opts;
+    int n_graphs, n_events;
+    int prio_rank, prio_of;
+} dev_open_args;
+
 typedef struct dev_ops {
     const char *name;  /* "cpu", "cuda", "sim" */
     const char *label; /* the device in a trace's words: "CPU", "GPU", "test device" */
     unsigned caps;     /* enum dev_cap bits */
     /* Opens a device for a runtime (a stream, a worker, a handle). */
-    int (*open)(baton_device dev, const baton_options *opts, int n_graphs, int n_events,
-                dev_ctx **out, baton_error *err);
+    int (*open)(baton_device dev, const dev_open_args *a, dev_ctx **out, baton_error *err);
     void (*close)(dev_ctx *d);
     /* The device's stream (cudaStream_t), or NULL. */
     void *(*stream)(dev_ctx *d);
@@ -335,14 +342,6 @@ static inline void *dev_host_zeroed(size_t bytes)
  * GPU N % count (each with its own stream), so that a one-GPU machine runs the multi-GPU paths
  * (events between streams, copies between "GPUs", graphs) on one GPU. NCCL refuses such a group. */
 #define DEV_TEST_CUDA_ALIAS "BATON_TEST_CUDA_ALIAS"
-
-/* A hint to the devices opened next on this thread, which pool.c sets around the preparing of
- * its instances (BATON_POOL_PRIORITIES=1): make the stream the `prio_rank`-th of `prio_of`
- * priority levels, 0 the highest (prio_of < 2: the default priority). Only the CUDA device
- * reads it, when it creates its own stream. */
-#ifndef __cplusplus
-extern _Thread_local int baton__dev_prio_rank, baton__dev_prio_of;
-#endif
 
 extern const dev_ops baton__dev_cpu_ops;
 extern const dev_ops baton__dev_sim_ops;

@@ -73,8 +73,6 @@ struct baton_pool {
     baton_job *done_head, *done_tail;
 };
 
-_Thread_local int baton__dev_prio_rank, baton__dev_prio_of;
-
 /* N (read at baton_pool_create): the instances' streams get unequal priorities, instance 0 the
  * highest: "1" one level each, spread over the GPU's range; "2" and up that many levels, the
  * instances split into equal groups in order. Instances whose runs share each GPU fairly end a
@@ -497,10 +495,10 @@ int baton_pool_create_with(uv_loop_t *loop, const baton_plan *plan, const baton_
                                                   (int)(sizeof shared / sizeof shared[0]));
             oi.streams = oi.n_streams ? shared : oi.streams;
         }
-        baton__pool_priority(i, instances, levels, &baton__dev_prio_rank, &baton__dev_prio_of);
-        rc = i == 0 ? baton_runtime_create(plan, &oi, &w->rt, err)
-                    : baton__runtime_prepare_instance(p->w[0].rt, &oi, &w->rt, err);
-        baton__dev_prio_rank = baton__dev_prio_of = 0;
+        int prio_rank, prio_of;
+        baton__pool_priority(i, instances, levels, &prio_rank, &prio_of);
+        rc = baton__runtime_prepare_instance(plan, i == 0 ? NULL : p->w[0].rt, &oi, prio_rank,
+                                             prio_of, &w->rt, err);
         if (rc && per_instance) {
             char inner[BATON_ERROR_MAX];
             snprintf(inner, sizeof inner, "%s", err ? err->message : "");

@@ -303,8 +303,14 @@ static int open_devices(baton_runtime *rt, int fault_dev, dev_fault fault, baton
             rt->own = d;
         /* events: WAIT_SLOT, one per segment that another GPU waits for (SEG_EVENT), and one
          * per segment that copies from another GPU (READ_EVENT) */
-        if ((rc = rd->ops->open(run_on(rt, dv), &rt->opts, plan->n_segments * rt->graph_ways,
-                                SEG_EVENT(plan->n_segments) + plan->n_segments, &rd->ctx, err)))
+        const dev_open_args args = {
+            .opts = &rt->opts,
+            .n_graphs = plan->n_segments * rt->graph_ways,
+            .n_events = SEG_EVENT(plan->n_segments) + plan->n_segments,
+            .prio_rank = rt->prio_rank,
+            .prio_of = rt->prio_of,
+        };
+        if ((rc = rd->ops->open(run_on(rt, dv), &args, &rd->ctx, err)))
             return rc;
         if (d == fault_dev && rd->ops->inject)
             rd->ops->inject(rd->ctx, fault);
@@ -894,7 +900,8 @@ static int check_options(const baton_options *o, baton_error *err)
 }
 
 static int prepare(const baton_plan *plan, const baton_options *opts, const baton_runtime *share,
-                   int fault_dev, dev_fault fault, baton_runtime **out, baton_error *err)
+                   int prio_rank, int prio_of, int fault_dev, dev_fault fault, baton_runtime **out,
+                   baton_error *err)
 {
     err_clear(err);
     if (!plan || !out)
@@ -915,6 +922,8 @@ static int prepare(const baton_plan *plan, const baton_options *opts, const bato
     if (baton__env_flag("BATON_NO_PDL", &no_pdl) == 1)
         rt->opts.disable_pdl = 1;
     rt->share = share;
+    rt->prio_rank = prio_rank;
+    rt->prio_of = prio_of;
     const char *nodes_env = getenv(RT_EVENT_NODES_ENV);
     rt->event_nodes = !(nodes_env && strcmp(nodes_env, "0") == 0);
     const char *records_env = getenv(RT_END_RECORDS_ENV);
@@ -985,21 +994,21 @@ static int prepare(const baton_plan *plan, const baton_options *opts, const bato
 int baton__runtime_prepare(const baton_plan *plan, const baton_options *opts, int fault_dev,
                            dev_fault fault, baton_runtime **out, baton_error *err)
 {
-    return prepare(plan, opts, NULL, fault_dev, fault, out, err);
+    return prepare(plan, opts, NULL, 0, 0, fault_dev, fault, out, err);
 }
 
-int baton__runtime_prepare_instance(const baton_runtime *share, const baton_options *own,
+int baton__runtime_prepare_instance(const baton_plan *plan, const baton_runtime *share,
+                                    const baton_options *own, int prio_rank, int prio_of,
                                     baton_runtime **out, baton_error *err)
 {
     if (!share)
-        return baton__err_set(err, BATON_EINVAL,
-                              "baton__runtime_prepare_instance: no runtime to share");
+        return prepare(plan, own, NULL, prio_rank, prio_of, -1, DEV_FAULT_NONE, out, err);
     baton_options o = share->opts; /* the same options; its own memory and streams, if any */
     o.arenas = own ? own->arenas : NULL;
     o.n_arenas = own ? own->n_arenas : 0;
     o.streams = own ? own->streams : NULL;
     o.n_streams = own ? own->n_streams : 0;
-    return prepare(share->plan, &o, share, -1, DEV_FAULT_NONE, out, err);
+    return prepare(share->plan, &o, share, prio_rank, prio_of, -1, DEV_FAULT_NONE, out, err);
 }
 
 typedef struct shared_copy {
@@ -1069,7 +1078,7 @@ void baton__runtime_memory(const baton_runtime *rt, size_t *const_bytes, size_t 
 int baton_runtime_create(const baton_plan *plan, const baton_options *opts, baton_runtime **out,
                          baton_error *err)
 {
-    return prepare(plan, opts, NULL, -1, DEV_FAULT_NONE, out, err);
+    return prepare(plan, opts, NULL, 0, 0, -1, DEV_FAULT_NONE, out, err);
 }
 
 void baton_runtime_destroy(baton_runtime *rt)

@@ -131,6 +131,7 @@ struct baton_runtime {
     uint32_t *seg_signal;    /* per segment: the devices (bits) that record SEG_EVENT after it */
     dev_coll *colls;         /* per segment: its collective (a collective segment), else unused */
     int no_cross_wait; /* testing (baton__runtime_skip_cross_waits): GPU->GPU copies do not wait */
+    int prio_rank, prio_of; /* its own streams' priority level (dev_open_args), 0 and 0: default */
     /* graph mode: a GPU segment's waits for other GPUs and its event for them are nodes of its
      * graph (1, the default) or stream calls around its launch (0: BATON_GRAPH_EVENT_NODES=0) */
     int event_nodes;
@@ -204,11 +205,14 @@ void baton__trace_end(baton_runtime *rt);
  * memory index: 0 is the CPU) right after it is opened; fault_dev -1 arms nothing. */
 int baton__runtime_prepare(const baton_plan *plan, const baton_options *opts, int fault_dev,
                            dev_fault fault, baton_runtime **out, baton_error *err);
-/* baton__runtime_prepare for another instance of `share`'s plan (same plan, same options): its
- * constants are `share`'s, which must outlive it; it has its own arenas, streams and delegate
- * states, the caller's where `own` gives them (its arenas, streams and their counts; NULL: none),
- * an arena then holding the private part only (baton_pool_arena_info). */
-int baton__runtime_prepare_instance(const baton_runtime *share, const baton_options *own,
+/* A pool's instance, its own streams at priority level prio_rank of prio_of (dev_open_args).
+ * Without `share`: baton_runtime_create of plan with the options `own`. With it: another instance
+ * of `share`'s plan (same plan, same options; `plan` is not read) whose constants are `share`'s,
+ * which must outlive it; it has its own arenas, streams and delegate states, the caller's where
+ * `own` gives them (its arenas, streams and their counts; NULL: none), an arena then holding the
+ * private part only (baton_pool_arena_info). */
+int baton__runtime_prepare_instance(const baton_plan *plan, const baton_runtime *share,
+                                    const baton_options *own, int prio_rank, int prio_of,
                                     baton_runtime **out, baton_error *err);
 /* The stream of each CUDA device of rt that takes a caller's stream, as baton_options.streams
  * takes them: another runtime made with these issues its work behind rt's on every GPU (a pool's

@@ -75,7 +75,8 @@ static void fx_open(fixture *f, size_t n)
     baton_error err = {0};
     baton_options opts;
     memset(&opts, 0, sizeof opts);
-    int rc = ops->open(cuda0, &opts, 4, 4, &f->d, &err);
+    int rc = ops->open(cuda0, &(dev_open_args){.opts = &opts, .n_graphs = 4, .n_events = 4}, &f->d,
+                       &err);
     cr_assert_eq(rc, 0, "open: %s", err.message);
     f->n = n;
     f->host_src = ops->host_alloc(f->d, n, &err);
@@ -133,7 +134,8 @@ Test(device_cuda, open_rejects_a_missing_device_by_name)
     baton_error err = {0};
     baton_options opts;
     memset(&opts, 0, sizeof opts);
-    int rc = ops->open((baton_device){BATON_DEVICE_CUDA, 99}, &opts, 1, 1, &d, &err);
+    int rc = ops->open((baton_device){BATON_DEVICE_CUDA, 99},
+                       &(dev_open_args){.opts = &opts, .n_graphs = 1, .n_events = 1}, &d, &err);
     cr_expect_eq(rc, BATON_ENODEV, "rc %d: %s", rc, err.message);
     cr_expect_null(d);
     cr_expect(strstr(err.message, "cuda:99"), "%s", err.message);
@@ -530,7 +532,9 @@ static void pdl_open(pdl_chain *c)
     baton_error err = {0};
     baton_options opts;
     memset(&opts, 0, sizeof opts);
-    cr_assert_eq(ops->open(cuda0, &opts, 4, 4, &c->d, &err), 0, "open: %s", err.message);
+    cr_assert_eq(ops->open(cuda0, &(dev_open_args){.opts = &opts, .n_graphs = 4, .n_events = 4},
+                           &c->d, &err),
+                 0, "open: %s", err.message);
     const size_t row = PDL_ROW * 2;
     c->x = ops->alloc(c->d, row, &err);
     c->w = ops->alloc(c->d, row, &err);

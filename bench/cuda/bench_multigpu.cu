@@ -213,7 +213,9 @@ static void peer_copies(int reps)
     dev_ctx *d0 = NULL, *d1 = NULL;
     baton_error err = {0};
     baton_device c0 = {BATON_DEVICE_CUDA, 0}, c1 = {BATON_DEVICE_CUDA, 1};
-    if (ops->open(c0, NULL, 0, 1, &d0, &err) || ops->open(c1, NULL, 0, 1, &d1, &err) ||
+    dev_open_args args = {};
+    args.n_events = 1;
+    if (ops->open(c0, &args, &d0, &err) || ops->open(c1, &args, &d1, &err) ||
         ops->peer_enable(d1, d0, &err) || ops->peer_enable(d0, d1, &err)) {
         fprintf(stderr, "bench_multigpu: opening baton's CUDA devices: %s\n", err.message);
         exit(1);

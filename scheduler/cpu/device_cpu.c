@@ -18,9 +18,9 @@ struct dev_ctx {
     par_ctx par;
 };
 
-static int cpu_open(baton_device dev, const baton_options *opts, int n_graphs, int n_events,
-                    dev_ctx **out, baton_error *err)
+static int cpu_open(baton_device dev, const dev_open_args *a, dev_ctx **out, baton_error *err)
 {
+    const baton_options *opts = a->opts;
     /* options.cpu_threads and cpu_pool were checked by baton_runtime_create */
     dev_ctx *d = calloc(1, sizeof *d);
     if (!d)

@@ -284,10 +284,10 @@ static int open_failed(dev_ctx *d, int code)
     return code;
 }
 
-static int open_device(baton_device dev, const baton_options *opts, int n_graphs, int n_events,
-                       dev_ctx **out, baton_error *err)
+static int open_device(baton_device dev, const dev_open_args *a, dev_ctx **out, baton_error *err)
 {
-    (void)opts;
+    const baton_options *opts = a->opts;
+    const int n_graphs = a->n_graphs, n_events = a->n_events;
     *out = NULL;
     char name[24];
     baton_device_format(dev, name, sizeof name);
@@ -364,9 +364,8 @@ static int open_device(baton_device dev, const baton_options *opts, int n_graphs
         /* Non-blocking: the legacy default stream, which other code in the process may use,
          * must not serialise with a run. */
         int prio = 0, least = 0, greatest = 0;
-        if (baton__dev_prio_of > 1 &&
-            cudaDeviceGetStreamPriorityRange(&least, &greatest) == cudaSuccess)
-            prio = greatest + (least - greatest) * baton__dev_prio_rank / (baton__dev_prio_of - 1);
+        if (a->prio_of > 1 && cudaDeviceGetStreamPriorityRange(&least, &greatest) == cudaSuccess)
+            prio = greatest + (least - greatest) * a->prio_rank / (a->prio_of - 1);
         (void)cudaGetLastError();
         if ((e = cudaStreamCreateWithPriority(&d->stream, cudaStreamNonBlocking, prio)) !=
             cudaSuccess) {
@@ -392,15 +391,14 @@ static int open_device(baton_device dev, const baton_options *opts, int n_graphs
 
 /* The caller's current CUDA device is theirs: opening (and closing) a context leaves it as it was,
  * whatever device the context is for. */
-static int cuda_open(baton_device dev, const baton_options *opts, int n_graphs, int n_events,
-                     dev_ctx **out, baton_error *err)
+static int cuda_open(baton_device dev, const dev_open_args *a, dev_ctx **out, baton_error *err)
 {
     int prev = -1;
     if (cudaGetDevice(&prev) != cudaSuccess) {
         (void)cudaGetLastError();
         prev = -1;
     }
-    int rc = open_device(dev, opts, n_graphs, n_events, out, err);
+    int rc = open_device(dev, a, out, err);
     int now = -1;
     if (prev >= 0 && cudaGetDevice(&now) == cudaSuccess && now != prev)
         (void)cudaSetDevice(prev);

@@ -465,9 +465,10 @@ static void enqueue(dev_ctx *d, const sim_op *op)
     uv_mutex_unlock(&d->lock);
 }
 
-static int sim_open(baton_device dev, const baton_options *opts, int n_graphs, int n_events,
-                    dev_ctx **out, baton_error *err)
+static int sim_open(baton_device dev, const dev_open_args *a, dev_ctx **out, baton_error *err)
 {
+    const baton_options *opts = a->opts;
+    const int n_graphs = a->n_graphs, n_events = a->n_events;
     dev_ctx *d = calloc(1, sizeof *d);
     if (!d)
         return baton__err_set(err, BATON_ENOMEM, "sim: out of memory");
