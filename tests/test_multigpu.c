@@ -768,23 +768,25 @@ Test(multigpu, a_cpu_step_reading_another_ranks_gpu_is_refused)
 }
 
 #ifndef TEST_ON_CUDA
+/* Two GPUs with nothing between them: y0 = x0 + 1 on cuda:0, y1 = x1 + 2 on cuda:1. */
+static const char *apart =
+    "{\"format\": \"baton.plan\", \"version\": 1, \"name\": \"apart\", \"tensors\": ["
+    "{\"name\": \"x0\", \"dtype\": \"f32\", \"shape\": [4, 64], \"role\": \"input\"},"
+    "{\"name\": \"x1\", \"dtype\": \"f32\", \"shape\": [4, 64], \"role\": \"input\"},"
+    "{\"name\": \"y0\", \"dtype\": \"f32\", \"shape\": [4, 64], \"role\": \"output\"},"
+    "{\"name\": \"y1\", \"dtype\": \"f32\", \"shape\": [4, 64], \"role\": "
+    "\"output\"}],\"steps\": ["
+    "{\"name\": \"k0\", \"kernel\": \"add_scalar\", \"device\": \"cuda:0\", \"inputs\": "
+    "[\"x0\"], \"outputs\": [\"y0\"], \"attrs\": {\"value\": 1.0}},"
+    "{\"name\": \"k1\", \"kernel\": \"add_scalar\", \"device\": \"cuda:1\", \"inputs\": "
+    "[\"x1\"], \"outputs\": [\"y1\"], \"attrs\": {\"value\": 2.0}}]}";
+
 /* Two GPUs with nothing between them run at once: on the test device each operation starts 50 ms
  * late, so the kernels of cuda:0 and cuda:1 start together in the devices' timelines only if
  * neither waited for the other (no host wait, no event). */
 Test(multigpu, independent_segments_on_two_gpus_run_concurrently)
 {
-    static const char *json =
-        "{\"format\": \"baton.plan\", \"version\": 1, \"name\": \"apart\", \"tensors\": ["
-        "{\"name\": \"x0\", \"dtype\": \"f32\", \"shape\": [4, 64], \"role\": \"input\"},"
-        "{\"name\": \"x1\", \"dtype\": \"f32\", \"shape\": [4, 64], \"role\": \"input\"},"
-        "{\"name\": \"y0\", \"dtype\": \"f32\", \"shape\": [4, 64], \"role\": \"output\"},"
-        "{\"name\": \"y1\", \"dtype\": \"f32\", \"shape\": [4, 64], \"role\": "
-        "\"output\"}],\"steps\": ["
-        "{\"name\": \"k0\", \"kernel\": \"add_scalar\", \"device\": \"cuda:0\", \"inputs\": "
-        "[\"x0\"], \"outputs\": [\"y0\"], \"attrs\": {\"value\": 1.0}},"
-        "{\"name\": \"k1\", \"kernel\": \"add_scalar\", \"device\": \"cuda:1\", \"inputs\": "
-        "[\"x1\"], \"outputs\": [\"y1\"], \"attrs\": {\"value\": 1.0}}]}";
-    baton_plan *plan = load(json);
+    baton_plan *plan = load(apart);
     const float zero[N] = {0};
     for (int m = BATON_SYNC_BOUNDARY; m <= BATON_SYNC_GRAPH; m++) {
         baton_runtime *rt = make(plan, BATON_GPU_SIM, (baton_sync_mode)m, 50000);
@@ -855,18 +857,7 @@ static int spy_wait(dev_ctx *c, int slot, const char *where, baton_error *err)
 
 Test(multigpu, the_end_of_a_run_records_every_gpus_event_before_the_first_wait)
 {
-    static const char *json =
-        "{\"format\": \"baton.plan\", \"version\": 1, \"name\": \"apart\", \"tensors\": ["
-        "{\"name\": \"x0\", \"dtype\": \"f32\", \"shape\": [4, 64], \"role\": \"input\"},"
-        "{\"name\": \"x1\", \"dtype\": \"f32\", \"shape\": [4, 64], \"role\": \"input\"},"
-        "{\"name\": \"y0\", \"dtype\": \"f32\", \"shape\": [4, 64], \"role\": \"output\"},"
-        "{\"name\": \"y1\", \"dtype\": \"f32\", \"shape\": [4, 64], \"role\": "
-        "\"output\"}],\"steps\": ["
-        "{\"name\": \"k0\", \"kernel\": \"add_scalar\", \"device\": \"cuda:0\", \"inputs\": "
-        "[\"x0\"], \"outputs\": [\"y0\"], \"attrs\": {\"value\": 1.0}},"
-        "{\"name\": \"k1\", \"kernel\": \"add_scalar\", \"device\": \"cuda:1\", \"inputs\": "
-        "[\"x1\"], \"outputs\": [\"y1\"], \"attrs\": {\"value\": 2.0}}]}";
-    baton_plan *plan = load(json);
+    baton_plan *plan = load(apart);
     const float zero[N] = {0};
     for (int m = BATON_SYNC_BOUNDARY; m <= BATON_SYNC_GRAPH; m++)
         for (int first = 1; first >= 0; first--) {
