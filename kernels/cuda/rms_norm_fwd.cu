@@ -192,7 +192,8 @@ __global__ void __launch_bounds__(KCUDA_MAX_THREADS) rms_fwd_bulk(FwdArgs a)
 {
     using A = typename acc_of<TX>::type;
     constexpr int VEC = 16 / (int)sizeof(TX);
-    extern __shared__ __align__(128) unsigned char dyn[];
+    /* its own name: a second declaration of `dyn` with another alignment conflicts (nvcc warns) */
+    extern __shared__ __align__(128) unsigned char bulk_dyn[];
     __shared__ A red[32];
     __shared__ A slots[2];
     __shared__ __align__(8) unsigned long long full[KCUDA_FWD_BULK_STAGES];
@@ -208,8 +209,8 @@ __global__ void __launch_bounds__(KCUDA_MAX_THREADS) rms_fwd_bulk(FwdArgs a)
     const int cols = (int)(left < a.chunk ? (left > 0 ? left : 0) : a.chunk);
     const unsigned bytes = (unsigned)cols * (unsigned)sizeof(TX);
     const size_t xstride = pad16((size_t)a.chunk * sizeof(TX)) / sizeof(TX);
-    TW *ws = reinterpret_cast<TW *>(dyn);
-    TX *xs = reinterpret_cast<TX *>(dyn + pad16((size_t)a.chunk * sizeof(TW)));
+    TW *ws = reinterpret_cast<TW *>(bulk_dyn);
+    TX *xs = reinterpret_cast<TX *>(bulk_dyn + pad16((size_t)a.chunk * sizeof(TW)));
     const A inv_n = A(1) / A(a.n2);
     const A eps = (A)a.eps;
 
