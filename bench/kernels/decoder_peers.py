@@ -23,10 +23,12 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--reps", type=int, default=20)
     ap.add_argument("--json")
-    ap.add_argument("--only", help="the rows whose op contains this (e.g. 'attention decode')")
+    ap.add_argument("--only", help="the rows whose op contains this (e.g. 'attention decode', "
+                    "'attention decode ctx 32768', 'gemv')")
     args = ap.parse_args()
 
     def want(op):
+        """Whether row `op` (its full name, as recorded) is asked for."""
         return not args.only or args.only in op
 
     try:
@@ -89,7 +91,9 @@ def main():
         sdpa_kernel = None
     import contextlib
 
-    for ctx in (1024, 2048, 4096, 8192, 16384, 32768) if want("attention decode") else ():
+    for ctx in (1024, 2048, 4096, 8192, 16384, 32768):
+        if not want("attention decode ctx %d" % ctx):
+            continue
         kv_bytes = 2 * ctx * HKV * DH * 2
         for warm in (True, False):
             n = 1 if warm else sets_for(kv_bytes)
@@ -109,7 +113,9 @@ def main():
                 record("attention decode ctx %d" % ctx, "q[1,32,1,64] kv[1,8,%d,64]" % ctx,
                        "torch sdpa " + name, kv_bytes + 2 * H * DH * 2, us, warm)
             del q, k, v
-    for T in (1024, 2048, 4096, 8192) if want("attention prefill") else ():
+    for T in (1024, 2048, 4096, 8192):
+        if not want("attention prefill T %d" % T):
+            continue
         q = torch.randn(1, H, T, DH, device=dev, dtype=torch.bfloat16)
         k = torch.randn(1, HKV, T, DH, device=dev, dtype=torch.bfloat16)
         v = torch.randn(1, HKV, T, DH, device=dev, dtype=torch.bfloat16)
