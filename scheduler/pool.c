@@ -115,19 +115,19 @@ void baton__pool_priority(int i, int n, int levels, int *rank, int *of)
  * mutex, and only the host's waits happen outside it. */
 #define POOL_GROUP_ENV "BATON_POOL_GROUP"
 
-/* The group size of a pool without BATON_POOL_GROUP: for a plan over several GPUs on CUDA, as
- * many as the GPUs (one run per stage), unless the caller gives the instances their streams or
- * strict mode waits after every step anyway; else no groups. */
-static int default_group(const baton_plan *plan, const baton_options *o, int per_instance,
-                         baton_runtime *first)
+/* The group size of a pool without BATON_POOL_GROUP: for a plan over several GPUs on CUDA whose
+ * runs can be queued (every step on a GPU, no collective, not strict mode), as many as the GPUs
+ * (one run per stage), unless the caller gives the instances their streams; else no groups. A run
+ * that cannot be queued holds its group's mutex until it ends, so grouping would serialise it. */
+static int default_group(const baton_plan *plan, int per_instance, const baton_runtime *first)
 {
     int gpus = 0;
     for (int i = 0; i < baton_plan_arena_count(plan); i++) {
         baton_arena a;
         gpus += baton_plan_arena_info(plan, i, &a) == 0 && a.device.kind == BATON_DEVICE_CUDA;
     }
-    if (gpus < 2 || per_instance || o->mode == BATON_SYNC_STRICT ||
-        baton_runtime_gpu_backend(first) != BATON_GPU_CUDA)
+    if (gpus < 2 || per_instance || baton_runtime_gpu_backend(first) != BATON_GPU_CUDA ||
+        !baton__runtime_queues_runs(first))
         return 1;
     return gpus;
 }
@@ -488,7 +488,7 @@ int baton_pool_create_with(uv_loop_t *loop, const baton_plan *plan, const baton_
         }
         w->group_ok = 1;
         if (i == 1 && group <= 0)
-            group = default_group(plan, &o, per_instance != NULL, p->w[0].rt);
+            group = default_group(plan, per_instance != NULL, p->w[0].rt);
         baton_stream shared[PLAN_MAX_DEVICES];
         if (group > 1 && i % group) { /* a member: its group's first instance's streams */
             oi.n_streams = baton__runtime_streams(p->w[i - i % group].rt, shared,

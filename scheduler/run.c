@@ -746,6 +746,11 @@ int baton_runtime_wait(baton_runtime *rt, baton_error *err)
     return rc;
 }
 
+int baton__runtime_queues_runs(const baton_runtime *rt)
+{
+    return rt && can_defer(rt);
+}
+
 int baton__runtime_record_ends(baton_runtime *rt, baton_error *err)
 {
     return rt && rt->in_flight ? record_ends(rt, err) : 0;

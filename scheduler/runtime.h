@@ -238,6 +238,9 @@ int baton__runtime_unset_inputs(const baton_runtime *rt, baton_error *err);
  * writes what they use: host-side inputs and outputs, state, a re-binding that changes a graph. 0
  * at once when none is queued. */
 int baton__runtime_settle(baton_runtime *rt, baton_error *err);
+/* run.c: whether baton_runtime_run_async queues rt's runs (returns before the GPUs are done)
+ * rather than running them as baton_runtime_run does. */
+int baton__runtime_queues_runs(const baton_runtime *rt);
 /* run.c: records the end events of the runs run_async queued, as the wait does before it waits:
  * a caller whose runtimes share streams calls it while it keeps the others off them, so that the
  * wait itself puts nothing on a stream. */

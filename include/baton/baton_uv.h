@@ -85,7 +85,8 @@ BATON_API void baton_job_init(baton_job *job);
 /* Creates a pool of `instances` (1 to 64) instances of `plan` with `opts` on `loop`: prepares the
  * first instance (arenas, constants, streams), then the others on its constants, and starts one
  * worker thread per instance. The plan must outlive the pool. On failure *out is NULL.
- * Stream groups: for a plan over several GPUs on CUDA (not strict mode, baton's own streams),
+ * Stream groups: for a plan over several GPUs on CUDA whose runs can be queued (every step on a
+ * GPU, no collective, not strict mode; see baton_runtime_run_async) and baton's own streams,
  * instances 0..G-1, G..2G-1, ... (G = the plan's GPUs) issue their runs on their group's first
  * instance's streams, one behind the other, so that a pipeline's stages run different runs at once
  * instead of all runs waiting on the last GPU together (docs/async.md). Each instance keeps its
