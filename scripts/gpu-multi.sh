@@ -344,6 +344,27 @@ if one:
                                       "%.3f" % r[p + ".inflight_efficiency"]
                                       if p + ".inflight_efficiency" in r else "n/a"))
 PY
+  # the same plans with 2 runs in flight on a pool (baton bench --inflight=2, graph mode)
+  if room 40 "scaling on a pool"; then
+    bench "$work/one.json" "" 2 "scaling,pool,one" --iters=600 --warmup=40
+    bench "$work/two_allreduce.json" "" 2 "scaling,pool,two_allreduce" --iters=1200 --warmup=40
+    bench "$work/two.json" "" 2 "scaling,pool,two" --iters=1200 --warmup=40
+    python3 - "$work" <<'PY' 2>&1 | tee -a "$summary"
+import sys
+w = sys.argv[1]
+def rate(n):
+    try:
+        return float(open("%s/scaling,pool,%s.csv" % (w, n)).read().strip().split(",")[3])
+    except (OSError, ValueError, IndexError):
+        return None
+one = rate("one")
+for p in ("two_allreduce", "two"):
+    r = rate(p)
+    if one and r:
+        print("scaling %s on a pool, 2 in flight: %.0f runs/s against one GPU's %.0f: efficiency "
+              "%.3f (target >= 0.95 and >= XLA pipelined)" % (p, r, one, r / (2 * one)))
+PY
+  fi
   xruns=30
   has scaling || xruns=20 # the short form
   room 45 "xla_scaling" &&
