@@ -61,7 +61,7 @@ ngpu=${NGPU:-$(nvidia-smi -L 2>/dev/null | wc -l)}
 # is built on as it is, so only what it lacks is compiled.
 targets=()
 { has pipeline || has launch; } && targets+=(baton_cli bench_pipeline)
-{ has scaling || has scaling2 || has endwait; } && targets+=(bench_scaling)
+{ has scaling || has scaling2 || has endwait; } && targets+=(bench_scaling baton_cli)
 has tests && targets+=(baton_cli test_multigpu_cuda)
 { has glaunch || has convoy; } && targets+=(baton_cli bench_graph_launch)
 [ -f scripts/deps-prefix.sh ] && eval "$(bash scripts/deps-prefix.sh)"
