@@ -149,6 +149,30 @@ static baton_plan *load(const char *cpu_step)
     return plan;
 }
 
+/* The same plan with its two CPU steps on cuda:0: every step on the GPU, so that a run can be
+ * queued (baton_runtime_run_async) and a pool's runs can share streams. */
+static baton_plan *load_gpu_only(void)
+{
+    char json[8192], gpu[8192];
+    plan_json("add_scalar", json, sizeof json);
+    size_t n = 0;
+    for (const char *c = json; *c && n + 8 < sizeof gpu;) {
+        const char *cpu = "\"device\": \"cpu\"";
+        if (strncmp(c, cpu, strlen(cpu)) == 0) {
+            n += (size_t)snprintf(gpu + n, sizeof gpu - n, "\"device\": \"cuda:0\"");
+            c += strlen(cpu);
+        } else {
+            gpu[n++] = *c++;
+        }
+    }
+    gpu[n] = 0;
+    baton_plan *plan = NULL;
+    baton_error err = {0};
+    cr_assert_eq(baton_plan_load_string(reg, gpu, n, "async-gpu.json", NULL, &plan, &err), 0, "%s",
+                 err.message);
+    return plan;
+}
+
 static baton_options opts_for(baton_sync_mode mode, int delay_us)
 {
     return test_options(GPU, mode, delay_us, 0);
@@ -209,9 +233,36 @@ static void close_pool(uv_loop_t *loop, baton_pool *pool)
  * run of the same inputs: outputs bitwise equal, counters equal. queue_ahead: the pool's
  * disable_queue_ahead (0: the pool's default, off above BATON_POOL_QUEUE_AHEAD_MAX instances; -1:
  * forced on). */
-static void check_against_sync(baton_sync_mode mode, int inflight, int jobs, int queue_ahead)
+/* Under BATON_POOL_GROUP=N on CUDA, the instances of a group issue their work on its first
+ * instance's streams, and those of different groups on their own. */
+static void check_stream_groups(baton_pool *pool)
 {
-    baton_plan *plan = load("add_scalar");
+    const char *env = getenv("BATON_POOL_GROUP");
+    const int group = env ? atoi(env) : 1, n = baton_pool_instances(pool);
+    if (GPU != BATON_GPU_CUDA || group < 2)
+        return;
+    baton_stream first[4], mine[4];
+    for (int i = 0; i < n; i++) {
+        const int lead = i - i % group;
+        int nf = baton__runtime_streams(baton__pool_instance(pool, lead), first, 4);
+        int nm = baton__runtime_streams(baton__pool_instance(pool, i), mine, 4);
+        cr_assert(nf == 1 && nm == 1, "instance %d: %d and %d streams", i, nf, nm);
+        cr_assert_eq(mine[0].stream, first[0].stream, "instance %d is not on instance %d's stream",
+                     i, lead);
+        if (lead > 0) {
+            baton__runtime_streams(baton__pool_instance(pool, 0), first, 4);
+            cr_assert_neq(mine[0].stream, first[0].stream, "instance %d shares group 0's stream",
+                          i);
+        }
+    }
+}
+
+/* Runs `jobs` jobs on a pool of `inflight` instances of plan (load("add_scalar") when gpu_only is
+ * 0, else load_gpu_only()) and checks each against a synchronous run of the same inputs. */
+static void check_plan_against_sync(int gpu_only, baton_sync_mode mode, int inflight, int jobs,
+                                    int queue_ahead)
+{
+    baton_plan *plan = gpu_only ? load_gpu_only() : load("add_scalar");
     baton_options o = opts_for(mode, 30);
     o.disable_queue_ahead = queue_ahead;
     /* the synchronous runtime queues ahead as the pool's instances do */
@@ -226,6 +277,7 @@ static void check_against_sync(baton_sync_mode mode, int inflight, int jobs, int
     cr_assert_eq(uv_loop_init(&loop), 0);
     baton_pool *pool = NULL;
     cr_assert_eq(baton_pool_create(&loop, plan, &o, inflight, &pool, &err), 0, "%s", err.message);
+    check_stream_groups(pool);
     static run_slot slots[MAX_JOBS];
     test_rng r = {test_fresh_seed()};
     completed = 0;
@@ -257,7 +309,7 @@ static void check_against_sync(baton_sync_mode mode, int inflight, int jobs, int
             cr_expect_eq(s->job.stats.bytes_h2d, st.bytes_h2d, "job %d bytes h2d", j);
             cr_expect_eq(s->job.stats.bytes_d2h, st.bytes_d2h, "job %d bytes d2h", j);
             cr_expect_eq(s->job.stats.queued_ahead, st.queued_ahead, "job %d queued ahead", j);
-            if (mode == BATON_SYNC_GRAPH)
+            if (mode == BATON_SYNC_GRAPH && !gpu_only) /* only a CPU step has a run queue ahead */
                 cr_expect_eq(s->job.stats.queued_ahead > 0,
                              queue_ahead < 0 || inflight <= BATON_POOL_QUEUE_AHEAD_MAX,
                              "job %d: %lld queued ahead, %d in flight, disable_queue_ahead %d", j,
@@ -268,6 +320,11 @@ static void check_against_sync(baton_sync_mode mode, int inflight, int jobs, int
     close_pool(&loop, pool);
     baton_runtime_destroy(sync_rt);
     baton_plan_free(plan);
+}
+
+static void check_against_sync(baton_sync_mode mode, int inflight, int jobs, int queue_ahead)
+{
+    check_plan_against_sync(0, mode, inflight, jobs, queue_ahead);
 }
 
 Test(async, one_to_sixteen_in_flight_equal_synchronous_runs_in_every_mode)
@@ -324,9 +381,11 @@ Test(async, pools_in_stream_groups_equal_synchronous_runs)
         char v[4];
         snprintf(v, sizeof v, "%d", group);
         setenv("BATON_POOL_GROUP", v, 1);
-        for (int m = 0; m < 3; m++)
-            check_against_sync((baton_sync_mode)m, 8, 19, 0);
-        check_against_sync(BATON_SYNC_GRAPH, 3, 11, 0);
+        for (int gpu_only = 0; gpu_only <= 1; gpu_only++) {
+            for (int m = 0; m < 3; m++)
+                check_plan_against_sync(gpu_only, (baton_sync_mode)m, 8, 19, 0);
+            check_plan_against_sync(gpu_only, BATON_SYNC_GRAPH, 3, 11, 0);
+        }
         unsetenv("BATON_POOL_GROUP");
     }
 }
