@@ -358,14 +358,19 @@ Test(async, stream_priority_levels_split_the_instances_in_order)
     cr_assert(rank == 0 && of == 0, "one instance: %d of %d", rank, of);
 }
 
+static void setenv_int(const char *name, int value)
+{
+    char v[16];
+    snprintf(v, sizeof v, "%d", value);
+    setenv(name, v, 1);
+}
+
 /* Instances at unequal stream priorities (on CUDA; the test device has none) run as the others. */
 Test(async, pools_at_stream_priorities_equal_synchronous_runs)
 {
     NEED_BACKEND();
     for (int levels = 1; levels <= 2; levels++) {
-        char v[4];
-        snprintf(v, sizeof v, "%d", levels);
-        setenv("BATON_POOL_PRIORITIES", v, 1);
+        setenv_int("BATON_POOL_PRIORITIES", levels);
         check_against_sync(BATON_SYNC_GRAPH, 8, 19, 0);
         unsetenv("BATON_POOL_PRIORITIES");
     }
@@ -378,9 +383,7 @@ Test(async, pools_in_stream_groups_equal_synchronous_runs)
 {
     NEED_BACKEND();
     for (int group = 2; group <= 3; group++) {
-        char v[4];
-        snprintf(v, sizeof v, "%d", group);
-        setenv("BATON_POOL_GROUP", v, 1);
+        setenv_int("BATON_POOL_GROUP", group);
         for (int gpu_only = 0; gpu_only <= 1; gpu_only++) {
             for (int m = 0; m < 3; m++)
                 check_plan_against_sync(gpu_only, (baton_sync_mode)m, 8, 19, 0);
