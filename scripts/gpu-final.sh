@@ -1,7 +1,8 @@
 #!/bin/bash
 # gpu-final.sh: one two-GPU call for the results table, within the device tool's 600 s:
 #  - the build (everything), then the single-GPU tests (ctest -L gpu without the two-GPU ones) on
-#    GPU 1 while GPU 0 times the decoder ops against their copies and floors, PyTorch's SDPA, and
+#    GPU 1 while GPU 0 times the decoder ops against their copies and floors, PyTorch's SDPA (decode
+#    and prefill), and
 #    the 1B decode's tokens (gpu-round.sh);
 #  - then, with both GPUs, the two-GPU tests, the two-stage pool (gpu-multi.sh convoy) and the
 #    sharded tutorial plan against XLA (gpu-multi.sh scaling2).
@@ -20,14 +21,14 @@ t0=$(date +%s)
   for _ in $(seq 300); do grep -qE "^build: " "$OUT/summary.txt" 2> /dev/null && break; sleep 1; done
   eval "$(bash scripts/deps-prefix.sh)"
   cd build-gpu &&
-    CUDA_VISIBLE_DEVICES=1 timeout 280 ctest -L gpu -E "multigpu|ranks" -j3 --timeout 240 \
+    CUDA_VISIBLE_DEVICES=1 timeout 380 ctest -L gpu -E "multigpu|ranks" -j3 --timeout 340 \
       --output-on-failure > "$OUT/ctest1.log" 2>&1
   echo "rc $?" >> "$OUT/ctest1.log"
 ) &
 tests=$!
 CUDA_VISIBLE_DEVICES=0 PARTS="decoder llmcheck" JOBS=32 \
-  DECODER_ONLY="attention decode;rope;softmax;embedding;kv_cache_update" DECODER_TIMEOUT=70 \
-  PEERS_ARGS="--only decode" PEERS_TIMEOUT=90 LLMC_PLANS="gemv" LLMC_FLAGS="-" GEN_TIMEOUT=40 \
+  DECODER_ONLY="attention decode;attention prefill;rope;softmax;embedding;kv_cache_update" \
+  DECODER_TIMEOUT=70 PEERS_ARGS="--only attention" PEERS_TIMEOUT=150 LLMC_PLANS="gemv" LLMC_FLAGS="-" GEN_TIMEOUT=40 \
   bash scripts/gpu-round.sh > /dev/null 2>&1
 eval "$(bash scripts/deps-prefix.sh)"
 wait "$tests"
