@@ -38,8 +38,8 @@ grep -E "tests passed|Failed|\*\*\*|^rc" "$OUT/ctest1.log" >> "$extra"
   > "$OUT/ctest2.log" 2>&1
 echo "== two-GPU tests (rc $?)" >> "$extra"
 grep -E "tests passed|Failed|\*\*\*" "$OUT/ctest2.log" >> "$extra"
-mkdir -p /tmp/mout && OUT=/tmp/mout BUDGET=${MULTI_BUDGET:-200} PARTS='convoy scaling2' JOBS=32 \
-  SKIP_BUILD=1 timeout 220 bash scripts/gpu-multi.sh > /tmp/mout/out.txt 2>&1
+mkdir -p /tmp/mout && OUT=/tmp/mout BUDGET=${MULTI_BUDGET:-240} PARTS='convoy scaling2' JOBS=32 \
+  SKIP_BUILD=1 timeout 260 bash scripts/gpu-multi.sh > /tmp/mout/out.txt 2>&1
 tar -czf "$OUT/multi.tgz" -C /tmp/mout . 2> /dev/null
 cp /tmp/mout/summary.txt "$OUT/multi-summary.txt"
 tar -czf "$OUT/ctest.tgz" -C "$OUT" ctest1.log ctest2.log && rm -f "$OUT/ctest1.log" "$OUT/ctest2.log"
