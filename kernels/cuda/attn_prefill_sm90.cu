@@ -1,0 +1,489 @@
+/* attn_prefill_sm90.cu: causal prefill attention at head_dim 64 on Hopper's warpgroup MMA (wgmma,
+ * sm_90a), past the ~300 TFLOP/s where decoder.cu's mma.sync kernel stops (decision 0011).
+ * Compiled for sm_90a alone (CMakeLists.txt); that kernel serves every other GPU and shape. */
+#include "kernels/cuda/kcuda_common.cuh"
+
+#include <math.h>
+
+#include <type_traits>
+
+#include "kernels/cuda/attn_prefill_sm90.h"
+
+/* The wgmma code exists in the sm_90a compilation only; anywhere else the kernel is an empty stub
+ * that usable() never lets run. */
+#if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
+#define PF90_WGMMA 1
+#endif
+
+namespace kcuda
+{
+namespace pf90
+{
+
+/* ---- the block ----------------------------------------------------------------------------------
+ * A block of two warpgroups takes 64 positions of two heads of one KV head (warpgroup w: head
+ * h0 + w), so every K and V tile in shared memory serves both. Per key tile of BN rows a
+ * warpgroup forms S = Q K^T (64 x BN) with wgmma m64nBNk16 from shared memory (Q and K), masks
+ * the keys past a row's position (only on tiles that reach past the warp's smallest one), runs the
+ * online softmax on the accumulator registers (base 2; a row's four lanes meet through quad
+ * shuffles), rounds P to the data's type in registers and adds P V with wgmma m64n64k16 whose A
+ * comes from those registers. K and V come through a ring of ST stages filled by cp.async (one
+ * barrier a tile). The blocks of the longest rows start first. Every sum runs in one fixed order:
+ * the same bits every run.
+ *
+ * Shared tiles are rows of 64 elements (128 bytes), in wgmma's 128-byte swizzle: 16-byte chunk c
+ * of row r sits at r * 128 + ((c ^ (r % 8)) * 16), tiles 1024-byte aligned (the swizzle is taken
+ * from address bits 4-6 and 7-9). Q (A, K-major) and K (B, K-major): descriptors with 1024 bytes
+ * between groups of 8 rows, a k16 step 32 bytes further. V is B with N (the features) contiguous,
+ * "MN-major" (the transpose flag): 1024 bytes between groups of 8 keys, a k16 step 16 keys (2048
+ * bytes) further, the leading offset (between 64-feature column blocks) unused at N = 64.
+ *
+ * Accumulators (m64nN, f32; lane = 4 g + t of warp w of the warpgroup): d[4 n + e] holds row
+ * 16 w + g + 8 (e >> 1), column 8 n + 2 t + (e & 1). The A registers of a k16 step (keys
+ * 16 kk ..): a0 = (row g, keys 2t, 2t+1), a1 = (g + 8, 2t..), a2 = (g, 2t + 8..), a3 = (g + 8,
+ * 2t + 8..): the accumulators of columns 2 kk and 2 kk + 1 of S, packed in pairs. */
+
+constexpr int DH = 64; /* head_dim */
+constexpr int BP = 64; /* positions a block */
+constexpr int WGS = 2; /* warpgroups (heads) a block */
+constexpr int NTH = 128 * WGS;
+constexpr unsigned QB = BP * DH * 2; /* bytes of one head's Q tile */
+
+template <int BN> struct Lay {
+    /* stages: two blocks an SM at 2 x 32 KB (BN = 128) or 4 x 16 KB (BN = 64) of K and V */
+    static constexpr int ST = BN == 128 ? 2 : 4;
+    static constexpr unsigned TB = BN * DH * 2; /* bytes of a K or V tile */
+    static constexpr unsigned OFF_KV = WGS * QB;
+    static constexpr unsigned OFF_POS = OFF_KV + 2 * ST * TB;
+    /* 1024 bytes of slack: the tiles are placed at the first 1024-byte boundary */
+    static constexpr size_t BYTES = 1024 + OFF_POS + (BP + 2) * 4;
+};
+
+#ifdef PF90_WGMMA
+__device__ __forceinline__ unsigned sw128(int row, int chunk)
+{
+    return (unsigned)(row * 128 + ((chunk ^ (row & 7)) << 4));
+}
+
+/* A wgmma shared-memory descriptor of a 128-byte-swizzled tile at shared address addr. */
+__device__ __forceinline__ unsigned long long sw128_desc(unsigned addr, unsigned lbo)
+{
+    return (unsigned long long)((addr & 0x3FFFFu) >> 4) | (unsigned long long)(lbo >> 4) << 16 |
+           (unsigned long long)(1024 >> 4) << 32 | 1ull << 62;
+}
+
+__device__ __forceinline__ void wg_fence()
+{
+    asm volatile("wgmma.fence.sync.aligned;" ::: "memory");
+}
+__device__ __forceinline__ void wg_commit()
+{
+    asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");
+}
+__device__ __forceinline__ void wg_wait0()
+{
+    asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory");
+}
+/* Keeps the compiler from moving reads or writes of accumulators across a wgmma wait. */
+template <int N> __device__ __forceinline__ void fence_regs(float (&d)[N])
+{
+#pragma unroll
+    for (int i = 0; i < N; i++)
+        asm volatile("" : "+f"(d[i])::"memory");
+}
+/* Orders this thread's generic-proxy writes to shared memory (cp.async, stores) before the async
+ * proxy's reads (wgmma) that follow a barrier. */
+__device__ __forceinline__ void fence_async_shared()
+{
+    asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+}
+
+#define PF90_F4(c, d, i) c(d[i]), c(d[i + 1]), c(d[i + 2]), c(d[i + 3])
+#define PF90_F16(c, d, i)                                                                          \
+    PF90_F4(c, d, i), PF90_F4(c, d, i + 4), PF90_F4(c, d, i + 8), PF90_F4(c, d, i + 12)
+#define PF90_F32(c, d, i) PF90_F16(c, d, i), PF90_F16(c, d, i + 16)
+#define PF90_F64(c, d)    PF90_F32(c, d, 0), PF90_F32(c, d, 32)
+#define PF90_R32                                                                                   \
+    "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, "  \
+    "%20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}"
+#define PF90_R64                                                                                   \
+    "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, "  \
+    "%20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, "   \
+    "%38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, "   \
+    "%56, %57, %58, %59, %60, %61, %62, %63}"
+/* d (=, or += when ACC) A B over one k16 step, A and B K-major in shared memory. */
+#define PF90_SS64(TY, C, ACC)                                                                      \
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"                                      \
+                 "wgmma.mma_async.sync.aligned.m64n64k16.f32." TY "." TY " " PF90_R32              \
+                 ", %32, %33, p, 1, 1, 0, 0;\n}\n"                                                 \
+                 : PF90_F32(C, d, 0)                                                               \
+                 : "l"(da), "l"(db), "r"(ACC))
+#define PF90_SS128(TY, C, ACC)                                                                     \
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"                                      \
+                 "wgmma.mma_async.sync.aligned.m64n128k16.f32." TY "." TY " " PF90_R64             \
+                 ", %64, %65, p, 1, 1, 0, 0;\n}\n"                                                 \
+                 : PF90_F64(C, d)                                                                  \
+                 : "l"(da), "l"(db), "r"(ACC))
+/* d += A B over one k16 step, A in registers, B MN-major in shared memory. */
+#define PF90_RS64(TY)                                                                              \
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\n"                                      \
+                 "wgmma.mma_async.sync.aligned.m64n64k16.f32." TY "." TY " " PF90_R32              \
+                 ", {%32, %33, %34, %35}, %36, p, 1, 1, 1;\n}\n"                                   \
+                 : PF90_F32("+f", d, 0)                                                            \
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(1))
+
+/* S (=, or += when ACC) Q K^T over one k16 step: N = BN keys. */
+template <typename T, int N, bool ACC>
+__device__ __forceinline__ void wg_qk(float (&d)[N / 2], unsigned long long da,
+                                      unsigned long long db)
+{
+    constexpr bool H = std::is_same<T, __half>::value;
+    if constexpr (N == 64 && !ACC) {
+        if constexpr (H)
+            PF90_SS64("f16", "=f", 0);
+        else
+            PF90_SS64("bf16", "=f", 0);
+    } else if constexpr (N == 64) {
+        if constexpr (H)
+            PF90_SS64("f16", "+f", 1);
+        else
+            PF90_SS64("bf16", "+f", 1);
+    } else if constexpr (!ACC) {
+        if constexpr (H)
+            PF90_SS128("f16", "=f", 0);
+        else
+            PF90_SS128("bf16", "=f", 0);
+    } else {
+        if constexpr (H)
+            PF90_SS128("f16", "+f", 1);
+        else
+            PF90_SS128("bf16", "+f", 1);
+    }
+}
+
+/* O += P V over one k16 step of keys. */
+template <typename T>
+__device__ __forceinline__ void wg_pv(float (&d)[32], const unsigned (&a)[4], unsigned long long db)
+{
+    if constexpr (std::is_same<T, __half>::value)
+        PF90_RS64("f16");
+    else
+        PF90_RS64("bf16");
+}
+
+/* Two floats rounded to T, lo in the low half. */
+template <typename T> __device__ __forceinline__ unsigned pack2(float lo, float hi)
+{
+    if constexpr (std::is_same<T, __half>::value) {
+        __half2 h = __floats2half2_rn(lo, hi);
+        return *reinterpret_cast<unsigned *>(&h);
+    } else {
+        __nv_bfloat162 h = __floats2bfloat162_rn(lo, hi);
+        return *reinterpret_cast<unsigned *>(&h);
+    }
+}
+
+__device__ __forceinline__ float ex2(float x)
+{
+    float y;
+    asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+    return y;
+}
+
+/* decoder.cu's record() on the record passed in (this file is compiled apart from it). */
+__device__ __noinline__ void record(unsigned long long *err, unsigned long long *const *err_host,
+                                    unsigned long long tag, long long i, long long v,
+                                    long long limit)
+{
+    if (atomicCAS(&err[0], 0ull, tag) == 0ull) {
+        err[1] = (unsigned long long)i;
+        err[2] = (unsigned long long)v;
+        err[3] = (unsigned long long)limit;
+        volatile unsigned long long *h = *(volatile unsigned long long *const *)err_host;
+        if (h) {
+            h[1] = (unsigned long long)i;
+            h[2] = (unsigned long long)v;
+            h[3] = (unsigned long long)limit;
+            __threadfence_system();
+            h[0] = tag;
+        }
+        __threadfence_system();
+    }
+}
+#endif
+
+/* qscale = |scale| * log2(e); qneg: scale < 0, applied by negating Q's elements (exact). */
+template <typename T, int BN>
+__global__ void __launch_bounds__(NTH, 2)
+    pf90_kernel(const T *q, const T *kc, const T *vc, const void *pos, int pos64, T *o,
+                long long rows, int S, int H, int Hkv, float qscale, int qneg, int sms,
+                unsigned long long *err, unsigned long long *const *err_host,
+                unsigned long long tag)
+{
+#ifdef PF90_WGMMA
+    using L = Lay<BN>;
+    constexpr int ST = L::ST, NC = BN / 8, NS = BN / 2;
+    constexpr unsigned TB = L::TB;
+    extern __shared__ unsigned char pf90_smem[];
+    const unsigned raw = smem_u32(pf90_smem), base = (raw + 1023u) & ~1023u;
+    unsigned char *gbase = pf90_smem + (base - raw);
+    int *sPos = reinterpret_cast<int *>(gbase + L::OFF_POS);
+    const unsigned sKV = base + L::OFF_KV;
+
+    const long long tiles = (rows + BP - 1) / BP;
+    const int HB = H / WGS; /* blocks a row tile */
+    /* Blocks in order of work, the longest rows first, except that the second round of one block
+     * an SM goes lightest first: blocks b and sms + b, which usually share an SM while the GPU
+     * fills, then carry about the same work together. */
+    long long rank = blockIdx.x;
+    if (rank >= sms && rank < 2LL * sms)
+        rank = sms + (min((long long)gridDim.x, 2LL * sms) - 1 - rank);
+    const int h0 = (int)(rank % HB) * WGS;
+    const long long tile = tiles - 1 - rank / HB;
+    const int kvh = h0 / (H / Hkv);
+    const long long r0 = tile * BP, F = (long long)H * DH, KF = (long long)Hkv * DH;
+    const int tid = threadIdx.x, wg = tid >> 7, warp = (tid >> 5) & 3, lane = tid & 31,
+              g = lane >> 2, t = lane & 3;
+
+    pdl_wait(); /* q, the caches and positions may be a predecessor's outputs */
+    pdl_trigger();
+
+    /* Q: head h0 + i's tile at i * QB, row m holding position r0 + m (rows past T as zeros) */
+    for (int c = tid; c < WGS * BP * 8; c += NTH) {
+        const int hi = c / (BP * 8), m = (c / 8) % BP, ch = c % 8;
+        const long long r = r0 + m;
+        const bool ok = r < rows;
+        cp_async16_or_zero(base + (unsigned)hi * QB + sw128(m, ch),
+                           ok ? q + r * F + (long long)(h0 + hi) * DH + ch * 8 : q, ok);
+    }
+    cp_commit();
+    if (tid < BP) {
+        const long long r = r0 + tid;
+        long long p = -1; /* a row past T: every key masked, nothing written */
+        if (r < rows) {
+            p = pos64 ? ((const long long *)pos)[r] : ((const int *)pos)[r];
+            if (p < 0 || p >= S) {
+                if (h0 == 0)
+                    record(err, err_host, tag, r, p, S);
+                p = p < 0 ? 0 : S - 1;
+            }
+        }
+        sPos[tid] = (int)p;
+        const int mx = __reduce_max_sync(0xffffffffu, (int)p);
+        if (lane == 0)
+            sPos[BP + (tid >> 5)] = mx;
+    }
+    __syncthreads();
+    const int kmax = max(sPos[BP], sPos[BP + 1]); /* row r0 is in range: kmax >= 0 */
+    const int ntiles = kmax / BN + 1;
+    /* this lane's rows: 16 warp + g and 16 warp + g + 8 */
+    const int pr[2] = {sPos[16 * warp + g], sPos[16 * warp + g + 8]};
+    const int wmin = __reduce_min_sync(0xffffffffu, min(pr[0], pr[1]));
+
+    /* K and V of key tile `it` into stage `st`; keys past kmax (past S among them) as zeros:
+     * masked for every row, and a zero V keeps 0 * (stale bits) out of P V. */
+    /* this thread's chunk: rows tid / 8 + 32 i (the same place in the swizzle), chunk tid % 8 */
+    const T *kt = kc + (long long)kvh * DH + (tid & 7) * 8, *vt = vc + (kt - kc);
+    const unsigned sown = sKV + sw128(tid >> 3, tid & 7);
+    auto load_kv = [&](int it, int st) {
+        const unsigned sk = sown + (unsigned)st * 2 * TB;
+#pragma unroll
+        for (int i = 0; i < BN / 32; i++) {
+            const int j = it * BN + (tid >> 3) + 32 * i;
+            const bool ok = j <= kmax;
+            const long long off = ok ? (long long)j * KF : 0;
+            cp_async16_or_zero(sk + 4096 * i, kt + off, ok);
+            cp_async16_or_zero(sk + TB + 4096 * i, vt + off, ok);
+        }
+    };
+    /* the first ST - 1 tiles in flight, one cp.async group each (empty past the last tile) */
+#pragma unroll
+    for (int i = 0; i < ST - 1; i++) {
+        if (i < ntiles)
+            load_kv(i, i);
+        cp_commit();
+    }
+    if (qneg) { /* this thread's own Q chunks, once they have landed */
+        cp_wait(ST - 1);
+        for (int c = tid; c < WGS * BP * 8; c += NTH) {
+            uint4 *p =
+                reinterpret_cast<uint4 *>(gbase + (c / (BP * 8)) * QB + sw128((c / 8) % BP, c % 8));
+            uint4 x = *p;
+            x.x ^= 0x80008000u, x.y ^= 0x80008000u, x.z ^= 0x80008000u, x.w ^= 0x80008000u;
+            *p = x;
+        }
+    }
+
+    float acc[32], m[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f};
+#pragma unroll
+    for (int i = 0; i < 32; i++)
+        acc[i] = 0.f;
+    const unsigned long long dq = sw128_desc(base + (unsigned)wg * QB, 16);
+
+    /* One barrier a tile: after it, tile it is in shared memory for every thread (each waited
+     * for its own copies and fenced them for the async proxy), and both warpgroups are done with
+     * tile it - 1 (their wgmma waited for), whose stage then takes tile it + ST - 1. */
+    for (int it = 0; it < ntiles; it++) {
+        cp_wait(ST - 2);
+        fence_async_shared();
+        __syncthreads();
+        if (it + ST - 1 < ntiles)
+            load_kv(it + ST - 1, (it + ST - 1) % ST);
+        cp_commit(); /* possibly empty: keeps the wait above uniform */
+        const int j0 = it * BN;
+        const unsigned sk = sKV + (unsigned)(it % ST) * 2 * TB;
+        const unsigned long long dk = sw128_desc(sk, 16), dv = sw128_desc(sk + TB, TB);
+
+        float s[NS]; /* S = Q K^T */
+        wg_fence();
+        wg_qk<T, BN, false>(s, dq, dk);
+#pragma unroll
+        for (int kk = 1; kk < DH / 16; kk++)
+            wg_qk<T, BN, true>(s, dq + 2 * kk, dk + 2 * kk);
+        wg_commit();
+        wg_wait0();
+        fence_regs(s);
+
+        /* the causal mask, on tiles that reach past some row's position of the warp */
+        if (j0 + BN - 1 > wmin) {
+#pragma unroll
+            for (int n = 0; n < NC; n++)
+#pragma unroll
+                for (int e = 0; e < 4; e++)
+                    if (j0 + 8 * n + 2 * t + (e & 1) > pr[e >> 1])
+                        s[4 * n + e] = -INFINITY;
+        }
+        /* the online softmax of rows g and g + 8 */
+        float corr[2];
+#pragma unroll
+        for (int hh = 0; hh < 2; hh++) {
+            float mx = -INFINITY;
+#pragma unroll
+            for (int n = 0; n < NC; n++)
+                mx = fmaxf(mx, fmaxf(s[4 * n + 2 * hh], s[4 * n + 2 * hh + 1]));
+            mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+            mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+            const float mnew = fmaxf(m[hh], mx * qscale);
+            const float muse = mnew == -INFINITY ? 0.f : mnew; /* a row with no key yet */
+            corr[hh] = ex2(m[hh] - muse);
+            m[hh] = mnew;
+            float sum = 0.f;
+#pragma unroll
+            for (int n = 0; n < NC; n++)
+#pragma unroll
+                for (int e = 2 * hh; e < 2 * hh + 2; e++) {
+                    const float p = ex2(fmaf(s[4 * n + e], qscale, -muse));
+                    s[4 * n + e] = p;
+                    sum += p;
+                }
+            l[hh] = l[hh] * corr[hh] + sum; /* this lane's columns only */
+        }
+        /* O's rescale, skipped (x * 1 = x, bit for bit) while no row of the warp has a new
+         * maximum: most tiles once the first few have been seen */
+        if (__any_sync(0xffffffffu, corr[0] != 1.f || corr[1] != 1.f)) {
+#pragma unroll
+            for (int i = 0; i < 32; i++)
+                acc[i] *= corr[(i >> 1) & 1];
+        }
+
+        /* O += P V, 16 keys a step */
+        unsigned a[BN / 16][4];
+#pragma unroll
+        for (int kk = 0; kk < BN / 16; kk++) {
+            a[kk][0] = pack2<T>(s[8 * kk + 0], s[8 * kk + 1]);
+            a[kk][1] = pack2<T>(s[8 * kk + 2], s[8 * kk + 3]);
+            a[kk][2] = pack2<T>(s[8 * kk + 4], s[8 * kk + 5]);
+            a[kk][3] = pack2<T>(s[8 * kk + 6], s[8 * kk + 7]);
+        }
+        fence_regs(acc);
+        wg_fence();
+#pragma unroll
+        for (int kk = 0; kk < BN / 16; kk++)
+            wg_pv<T>(acc, a[kk], dv + 128 * kk);
+        wg_commit();
+        wg_wait0();
+        fence_regs(acc);
+    }
+
+    /* O / l through this warpgroup's Q tile (its wgmma are done with it), then out in 16-byte
+     * rows */
+    unsigned char *sO = gbase + wg * QB;
+#pragma unroll
+    for (int hh = 0; hh < 2; hh++) {
+        float sum = l[hh];
+        sum += __shfl_xor_sync(0xffffffffu, sum, 1);
+        sum += __shfl_xor_sync(0xffffffffu, sum, 2);
+        const float inv = sum > 0.f ? 1.f / sum : 0.f;
+        const int row = 16 * warp + g + 8 * hh;
+#pragma unroll
+        for (int n = 0; n < DH / 8; n++)
+            *reinterpret_cast<unsigned *>(sO + sw128(row, n) + 4 * t) =
+                pack2<T>(acc[4 * n + 2 * hh] * inv, acc[4 * n + 2 * hh + 1] * inv);
+    }
+    asm volatile("bar.sync %0, 128;" ::"r"(1 + wg) : "memory"); /* this warpgroup's threads */
+    for (int c = tid & 127; c < BP * 8; c += 128) {
+        const int row = c >> 3, ch = c & 7;
+        const long long r = r0 + row;
+        if (r < rows)
+            *reinterpret_cast<uint4 *>(o + r * F + (long long)(h0 + wg) * DH + ch * 8) =
+                *reinterpret_cast<const uint4 *>(sO + sw128(row, ch));
+    }
+#else
+    (void)q, (void)kc, (void)vc, (void)pos, (void)pos64, (void)o, (void)rows, (void)S, (void)H;
+    (void)Hkv, (void)qscale, (void)qneg, (void)sms, (void)err, (void)err_host, (void)tag;
+#endif
+}
+
+template <typename T, int BN> static int launch_t(const baton_exec_ctx *ctx, const Call &c)
+{
+    using L = Lay<BN>;
+    const long long tiles = (c.rows + BP - 1) / BP, grid = tiles * (c.H / WGS);
+    if (grid > 0x7fffffffLL)
+        return baton__ctx_fail(ctx, BATON_EINVAL, "attention: too many rows for one launch");
+    auto kern = pf90_kernel<T, BN>;
+    if (prepare(kern, ctx, "attention", 1, grid, NTH, L::BYTES, L::BYTES, false) < 0)
+        return BATON_ECUDA;
+    const float qscale = (float)(fabs(c.scale) * 1.4426950408889634);
+    return kcuda::launch(ctx, "attention", kern, (unsigned)grid, NTH, L::BYTES, 1, (const T *)c.q,
+                         (const T *)c.k, (const T *)c.v, c.pos, c.pos64, (T *)c.o, c.rows, c.S, c.H,
+                         c.Hkv, qscale, (int)(c.scale < 0), sm_count(ctx), c.err, c.err_host,
+                         c.tag);
+}
+
+bool usable(const baton_exec_ctx *ctx, int H, int Hkv)
+{
+#ifdef BATON_SM90A
+    if (Hkv <= 0 || H % Hkv != 0 || (H / Hkv) % 2 != 0)
+        return false;
+    /* per device: 0 not asked yet, 1 compute capability 9.0, 2 another */
+    static std::atomic<int> cc90[KCUDA_MAX_DEVICES];
+    const int dev = device_of(ctx);
+    if (dev < 0 || dev >= KCUDA_MAX_DEVICES)
+        return false;
+    int v = cc90[dev].load(std::memory_order_relaxed);
+    if (v == 0) {
+        int major = 0, minor = 0;
+        if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess ||
+            cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev) != cudaSuccess) {
+            (void)cudaGetLastError();
+            return false;
+        }
+        v = major == 9 && minor == 0 ? 1 : 2;
+        cc90[dev].store(v, std::memory_order_relaxed);
+    }
+    return v == 1;
+#else
+    (void)ctx, (void)H, (void)Hkv;
+    return false;
+#endif
+}
+
+int launch(const baton_exec_ctx *ctx, const Call &c, bool half, int bn)
+{
+    if (half)
+        return bn == 64 ? launch_t<__half, 64>(ctx, c) : launch_t<__half, 128>(ctx, c);
+    return bn == 64 ? launch_t<__nv_bfloat16, 64>(ctx, c) : launch_t<__nv_bfloat16, 128>(ctx, c);
+}
+
+} // namespace pf90
+} // namespace kcuda
