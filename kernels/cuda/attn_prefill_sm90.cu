@@ -49,9 +49,11 @@ constexpr int WGS = 2; /* warpgroups (heads) a block */
 constexpr int NTH = 128 * WGS;
 constexpr unsigned QB = BP * DH * 2; /* bytes of one head's Q tile */
 
-template <int BN> struct Lay {
-    /* stages: two blocks an SM at 2 x 32 KB (BN = 128) or 4 x 16 KB (BN = 64) of K and V */
-    static constexpr int ST = BN == 128 ? 2 : 4;
+template <int BN, bool PIPE> struct Lay {
+    /* stages, two blocks an SM: 2 x 32 KB (BN = 128) or 4 x 16 KB (BN = 64) of K and V, 5 in the
+     * pipelined loop, which keeps one stage more in use */
+    static constexpr int ST = PIPE ? 5 : BN == 128 ? 2 : 4;
+    static constexpr int PRE = ST - 1;          /* tiles loaded before the loop */
     static constexpr unsigned TB = BN * DH * 2; /* bytes of a K or V tile */
     static constexpr unsigned OFF_KV = WGS * QB;
     static constexpr unsigned OFF_POS = OFF_KV + 2 * ST * TB;
@@ -79,10 +81,6 @@ __device__ __forceinline__ void wg_fence()
 __device__ __forceinline__ void wg_commit()
 {
     asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");
-}
-__device__ __forceinline__ void wg_wait0()
-{
-    asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory");
 }
 /* Keeps the compiler from moving reads or writes of accumulators across a wgmma wait. */
 template <int N> __device__ __forceinline__ void fence_regs(float (&d)[N])
@@ -210,10 +208,112 @@ __device__ __noinline__ void record(unsigned long long *err, unsigned long long 
         __threadfence_system();
     }
 }
+
+/* The causal mask on a tile of S that reaches past some row's position of the warp: key j0 + col
+ * of row (e >> 1) masked past pr[e >> 1]. */
+template <int NC>
+__device__ __forceinline__ void mask_tile(float (&s)[4 * NC], int j0, int t, const int (&pr)[2])
+{
+#pragma unroll
+    for (int n = 0; n < NC; n++)
+#pragma unroll
+        for (int e = 0; e < 4; e++)
+            if (j0 + 8 * n + 2 * t + (e & 1) > pr[e >> 1])
+                s[4 * n + e] = -INFINITY;
+}
+
+/* The online softmax of this lane's rows g and g + 8 over a tile: s becomes P (unrounded), m and
+ * l move on, corr is what O's rows must be multiplied by. */
+template <int NC>
+__device__ __forceinline__ void softmax_tile(float (&s)[4 * NC], float (&m)[2], float (&l)[2],
+                                             float (&corr)[2], float qscale)
+{
+#pragma unroll
+    for (int hh = 0; hh < 2; hh++) {
+        float mx = -INFINITY;
+#pragma unroll
+        for (int n = 0; n < NC; n++)
+            mx = fmaxf(mx, fmaxf(s[4 * n + 2 * hh], s[4 * n + 2 * hh + 1]));
+        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+        const float mnew = fmaxf(m[hh], mx * qscale);
+        const float muse = mnew == -INFINITY ? 0.f : mnew; /* a row with no key yet */
+        corr[hh] = ex2(m[hh] - muse);
+        m[hh] = mnew;
+        float sum = 0.f;
+#pragma unroll
+        for (int n = 0; n < NC; n++)
+#pragma unroll
+            for (int e = 2 * hh; e < 2 * hh + 2; e++) {
+                const float p = ex2(fmaf(s[4 * n + e], qscale, -muse));
+                s[4 * n + e] = p;
+                sum += p;
+            }
+        l[hh] = l[hh] * corr[hh] + sum; /* this lane's columns only */
+    }
+}
+
+/* O's rescale, skipped (x * 1 = x, bit for bit) while no row of the warp has a new maximum: most
+ * tiles once the first few have been seen. */
+__device__ __forceinline__ void rescale(float (&acc)[32], const float (&corr)[2])
+{
+    if (__any_sync(0xffffffffu, corr[0] != 1.f || corr[1] != 1.f)) {
+#pragma unroll
+        for (int i = 0; i < 32; i++)
+            acc[i] *= corr[(i >> 1) & 1];
+    }
+}
+
+/* P rounded to T as the A registers of P V's k16 steps. */
+template <typename T, int NC>
+__device__ __forceinline__ void pack_p(const float (&s)[4 * NC], unsigned (&a)[NC / 2][4])
+{
+#pragma unroll
+    for (int kk = 0; kk < NC / 2; kk++) {
+        a[kk][0] = pack2<T>(s[8 * kk + 0], s[8 * kk + 1]);
+        a[kk][1] = pack2<T>(s[8 * kk + 2], s[8 * kk + 3]);
+        a[kk][2] = pack2<T>(s[8 * kk + 4], s[8 * kk + 5]);
+        a[kk][3] = pack2<T>(s[8 * kk + 6], s[8 * kk + 7]);
+    }
+}
+
+/* S = Q K^T of one key tile, issued (not waited for). */
+template <typename T, int BN>
+__device__ __forceinline__ void issue_qk(float (&s)[BN / 2], unsigned long long dq,
+                                         unsigned long long dk)
+{
+    wg_fence();
+    wg_qk<T, BN, false>(s, dq, dk);
+#pragma unroll
+    for (int kk = 1; kk < DH / 16; kk++)
+        wg_qk<T, BN, true>(s, dq + 2 * kk, dk + 2 * kk);
+    wg_commit();
+}
+
+/* O += P V of one key tile, issued (not waited for). */
+template <typename T, int BN>
+__device__ __forceinline__ void issue_pv(float (&acc)[32], const unsigned (&a)[BN / 16][4],
+                                         unsigned long long dv)
+{
+    fence_regs(acc);
+    wg_fence();
+#pragma unroll
+    for (int kk = 0; kk < BN / 16; kk++)
+        wg_pv<T>(acc, a[kk], dv + 128 * kk);
+    wg_commit();
+}
+
+template <int N> __device__ __forceinline__ void wg_wait()
+{
+    asm volatile("wgmma.wait_group.sync.aligned %0;" ::"n"(N) : "memory");
+}
 #endif
 
-/* qscale = |scale| * log2(e); qneg: scale < 0, applied by negating Q's elements (exact). */
-template <typename T, int BN>
+/* qscale = |scale| * log2(e); qneg: scale < 0, applied by negating Q's elements (exact).
+ * PIPE: the pipelined loop (BN = 64), where a warpgroup's S = Q K^T of tile it + 1 and its P V of
+ * tile it - 1 run on the tensor cores while it takes the softmax of tile it; else one tile at a
+ * time (the other warpgroups of the SM fill the tensor cores meanwhile). */
+template <typename T, int BN, bool PIPE>
 __global__ void __launch_bounds__(NTH, 2)
     pf90_kernel(const T *q, const T *kc, const T *vc, const void *pos, int pos64, T *o,
                 long long rows, int S, int H, int Hkv, float qscale, int qneg, int sms,
@@ -221,8 +321,8 @@ __global__ void __launch_bounds__(NTH, 2)
                 unsigned long long tag)
 {
 #ifdef PF90_WGMMA
-    using L = Lay<BN>;
-    constexpr int ST = L::ST, NC = BN / 8, NS = BN / 2;
+    using L = Lay<BN, PIPE>;
+    constexpr int ST = L::ST, PRE = L::PRE, NC = BN / 8, NS = BN / 2;
     constexpr unsigned TB = L::TB;
     extern __shared__ unsigned char pf90_smem[];
     const unsigned raw = smem_u32(pf90_smem), base = (raw + 1023u) & ~1023u;
@@ -281,8 +381,8 @@ __global__ void __launch_bounds__(NTH, 2)
     const int wmin = __reduce_min_sync(0xffffffffu, min(pr[0], pr[1]));
 
     /* K and V of key tile `it` into stage `st`; keys past kmax (past S among them) as zeros:
-     * masked for every row, and a zero V keeps 0 * (stale bits) out of P V. */
-    /* this thread's chunk: rows tid / 8 + 32 i (the same place in the swizzle), chunk tid % 8 */
+     * masked for every row, and a zero V keeps 0 * (stale bits) out of P V. This thread's chunk:
+     * rows tid / 8 + 32 i (the same place in the swizzle), chunk tid % 8. */
     const T *kt = kc + (long long)kvh * DH + (tid & 7) * 8, *vt = vc + (kt - kc);
     const unsigned sown = sKV + sw128(tid >> 3, tid & 7);
     auto load_kv = [&](int it, int st) {
@@ -296,15 +396,15 @@ __global__ void __launch_bounds__(NTH, 2)
             cp_async16_or_zero(sk + TB + 4096 * i, vt + off, ok);
         }
     };
-    /* the first ST - 1 tiles in flight, one cp.async group each (empty past the last tile) */
+    /* the first PRE tiles in flight, one cp.async group each (empty past the last tile) */
 #pragma unroll
-    for (int i = 0; i < ST - 1; i++) {
+    for (int i = 0; i < PRE; i++) {
         if (i < ntiles)
             load_kv(i, i);
         cp_commit();
     }
     if (qneg) { /* this thread's own Q chunks, once they have landed */
-        cp_wait(ST - 1);
+        cp_wait(PRE);
         for (int c = tid; c < WGS * BP * 8; c += NTH) {
             uint4 *p =
                 reinterpret_cast<uint4 *>(gbase + (c / (BP * 8)) * QB + sw128((c / 8) % BP, c % 8));
@@ -319,89 +419,82 @@ __global__ void __launch_bounds__(NTH, 2)
     for (int i = 0; i < 32; i++)
         acc[i] = 0.f;
     const unsigned long long dq = sw128_desc(base + (unsigned)wg * QB, 16);
+    /* the K (+ 0) and V (+ TB) descriptors of stage st */
+    auto dk_of = [&](int st) { return sw128_desc(sKV + (unsigned)st * 2 * TB, 16); };
+    auto dv_of = [&](int st) { return sw128_desc(sKV + (unsigned)st * 2 * TB + TB, TB); };
 
-    /* One barrier a tile: after it, tile it is in shared memory for every thread (each waited
-     * for its own copies and fenced them for the async proxy), and both warpgroups are done with
-     * tile it - 1 (their wgmma waited for), whose stage then takes tile it + ST - 1. */
-    for (int it = 0; it < ntiles; it++) {
-        cp_wait(ST - 2);
+    if constexpr (!PIPE) {
+        /* One barrier a tile: after it, tile it is in shared memory for every thread (each
+         * waited for its own copies and fenced them for the async proxy), and both warpgroups are
+         * done with tile it - 1 (their wgmma waited for), whose stage then takes tile it + ST -
+         * 1. */
+        for (int it = 0; it < ntiles; it++) {
+            cp_wait(ST - 2);
+            fence_async_shared();
+            __syncthreads();
+            if (it + ST - 1 < ntiles)
+                load_kv(it + ST - 1, (it + ST - 1) % ST);
+            cp_commit(); /* possibly empty: keeps the wait above uniform */
+            float s[NS];
+            issue_qk<T, BN>(s, dq, dk_of(it % ST));
+            wg_wait<0>();
+            fence_regs(s);
+            if (it * BN + BN - 1 > wmin)
+                mask_tile<NC>(s, it * BN, t, pr);
+            float corr[2];
+            softmax_tile<NC>(s, m, l, corr, qscale);
+            rescale(acc, corr);
+            unsigned a[BN / 16][4];
+            pack_p<T, NC>(s, a);
+            issue_pv<T, BN>(acc, a, dv_of(it % ST));
+            wg_wait<0>();
+            fence_regs(acc);
+        }
+    } else {
+        /* As FlashAttention-3 overlaps within a warpgroup: iteration it issues S of tile it and
+         * P V of tile it - 1 (P and O's factor from the softmax of tile it - 1), then takes the
+         * softmax of tile it while that P V runs; both are waited for within the iteration, so
+         * no register in flight crosses the loop's back edge. Tile k is cp.async group k + 1 (Q
+         * is group 0) in stage k % ST; iteration it loads tile it + ST - 2 into the stage of tile
+         * it - 2, whose P V every warpgroup waited for before the barrier of iteration it. */
+        cp_wait(ST - 2); /* Q and tile 0 */
         fence_async_shared();
         __syncthreads();
-        if (it + ST - 1 < ntiles)
-            load_kv(it + ST - 1, (it + ST - 1) % ST);
-        cp_commit(); /* possibly empty: keeps the wait above uniform */
-        const int j0 = it * BN;
-        const unsigned sk = sKV + (unsigned)(it % ST) * 2 * TB;
-        const unsigned long long dk = sw128_desc(sk, 16), dv = sw128_desc(sk + TB, TB);
-
-        float s[NS]; /* S = Q K^T */
-        wg_fence();
-        wg_qk<T, BN, false>(s, dq, dk);
-#pragma unroll
-        for (int kk = 1; kk < DH / 16; kk++)
-            wg_qk<T, BN, true>(s, dq + 2 * kk, dk + 2 * kk);
-        wg_commit();
-        wg_wait0();
-        fence_regs(s);
-
-        /* the causal mask, on tiles that reach past some row's position of the warp */
-        if (j0 + BN - 1 > wmin) {
-#pragma unroll
-            for (int n = 0; n < NC; n++)
-#pragma unroll
-                for (int e = 0; e < 4; e++)
-                    if (j0 + 8 * n + 2 * t + (e & 1) > pr[e >> 1])
-                        s[4 * n + e] = -INFINITY;
-        }
-        /* the online softmax of rows g and g + 8 */
-        float corr[2];
-#pragma unroll
-        for (int hh = 0; hh < 2; hh++) {
-            float mx = -INFINITY;
-#pragma unroll
-            for (int n = 0; n < NC; n++)
-                mx = fmaxf(mx, fmaxf(s[4 * n + 2 * hh], s[4 * n + 2 * hh + 1]));
-            mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
-            mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-            const float mnew = fmaxf(m[hh], mx * qscale);
-            const float muse = mnew == -INFINITY ? 0.f : mnew; /* a row with no key yet */
-            corr[hh] = ex2(m[hh] - muse);
-            m[hh] = mnew;
-            float sum = 0.f;
-#pragma unroll
-            for (int n = 0; n < NC; n++)
-#pragma unroll
-                for (int e = 2 * hh; e < 2 * hh + 2; e++) {
-                    const float p = ex2(fmaf(s[4 * n + e], qscale, -muse));
-                    s[4 * n + e] = p;
-                    sum += p;
-                }
-            l[hh] = l[hh] * corr[hh] + sum; /* this lane's columns only */
-        }
-        /* O's rescale, skipped (x * 1 = x, bit for bit) while no row of the warp has a new
-         * maximum: most tiles once the first few have been seen */
-        if (__any_sync(0xffffffffu, corr[0] != 1.f || corr[1] != 1.f)) {
-#pragma unroll
-            for (int i = 0; i < 32; i++)
-                acc[i] *= corr[(i >> 1) & 1];
-        }
-
-        /* O += P V, 16 keys a step */
         unsigned a[BN / 16][4];
-#pragma unroll
-        for (int kk = 0; kk < BN / 16; kk++) {
-            a[kk][0] = pack2<T>(s[8 * kk + 0], s[8 * kk + 1]);
-            a[kk][1] = pack2<T>(s[8 * kk + 2], s[8 * kk + 3]);
-            a[kk][2] = pack2<T>(s[8 * kk + 4], s[8 * kk + 5]);
-            a[kk][3] = pack2<T>(s[8 * kk + 6], s[8 * kk + 7]);
+        float corr[2];
+        {
+            float s[NS];
+            issue_qk<T, BN>(s, dq, dk_of(0));
+            wg_wait<0>();
+            fence_regs(s);
+            if (BN - 1 > wmin)
+                mask_tile<NC>(s, 0, t, pr);
+            softmax_tile<NC>(s, m, l, corr, qscale);
+            pack_p<T, NC>(s, a);
         }
-        fence_regs(acc);
-        wg_fence();
-#pragma unroll
-        for (int kk = 0; kk < BN / 16; kk++)
-            wg_pv<T>(acc, a[kk], dv + 128 * kk);
-        wg_commit();
-        wg_wait0();
+        for (int it = 1; it < ntiles; it++) {
+            cp_wait(ST - 3); /* tile it: groups 0 .. it + 1 of the ST + it - 1 committed */
+            fence_async_shared();
+            __syncthreads();
+            if (it + ST - 2 < ntiles)
+                load_kv(it + ST - 2, (it + ST - 2) % ST);
+            cp_commit();
+            float s[NS];
+            issue_qk<T, BN>(s, dq, dk_of(it % ST));
+            rescale(acc, corr);
+            issue_pv<T, BN>(acc, a, dv_of((it - 1) % ST));
+            wg_wait<1>(); /* S of tile it; P V of tile it - 1 runs on */
+            fence_regs(s);
+            if (it * BN + BN - 1 > wmin)
+                mask_tile<NC>(s, it * BN, t, pr);
+            softmax_tile<NC>(s, m, l, corr, qscale);
+            wg_wait<0>();
+            fence_regs(acc);
+            pack_p<T, NC>(s, a);
+        }
+        rescale(acc, corr);
+        issue_pv<T, BN>(acc, a, dv_of((ntiles - 1) % ST));
+        wg_wait<0>();
         fence_regs(acc);
     }
 
@@ -434,13 +527,14 @@ __global__ void __launch_bounds__(NTH, 2)
 #endif
 }
 
-template <typename T, int BN> static int launch_t(const baton_exec_ctx *ctx, const Call &c)
+template <typename T, int BN, bool PIPE>
+static int launch_t(const baton_exec_ctx *ctx, const Call &c)
 {
-    using L = Lay<BN>;
+    using L = Lay<BN, PIPE>;
     const long long tiles = (c.rows + BP - 1) / BP, grid = tiles * (c.H / WGS);
     if (grid > 0x7fffffffLL)
         return baton__ctx_fail(ctx, BATON_EINVAL, "attention: too many rows for one launch");
-    auto kern = pf90_kernel<T, BN>;
+    auto kern = pf90_kernel<T, BN, PIPE>;
     if (prepare(kern, ctx, "attention", 1, grid, NTH, L::BYTES, L::BYTES, false) < 0)
         return BATON_ECUDA;
     const float qscale = (float)(fabs(c.scale) * 1.4426950408889634);
@@ -478,11 +572,15 @@ bool usable(const baton_exec_ctx *ctx, int H, int Hkv)
 #endif
 }
 
-int launch(const baton_exec_ctx *ctx, const Call &c, bool half, int bn)
+int launch(const baton_exec_ctx *ctx, const Call &c, bool half, Variant v)
 {
     if (half)
-        return bn == 64 ? launch_t<__half, 64>(ctx, c) : launch_t<__half, 128>(ctx, c);
-    return bn == 64 ? launch_t<__nv_bfloat16, 64>(ctx, c) : launch_t<__nv_bfloat16, 128>(ctx, c);
+        return v == LOOP64    ? launch_t<__half, 64, false>(ctx, c)
+               : v == LOOP128 ? launch_t<__half, 128, false>(ctx, c)
+                              : launch_t<__half, 64, true>(ctx, c);
+    return v == LOOP64    ? launch_t<__nv_bfloat16, 64, false>(ctx, c)
+           : v == LOOP128 ? launch_t<__nv_bfloat16, 128, false>(ctx, c)
+                          : launch_t<__nv_bfloat16, 64, true>(ctx, c);
 }
 
 } // namespace pf90

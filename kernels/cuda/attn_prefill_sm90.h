@@ -31,9 +31,13 @@ struct Call {
  * capability 9.0), for head_dim 64 and an even number of query heads per KV head. */
 bool usable(const baton_exec_ctx *ctx, int H, int Hkv);
 
-/* Launches the kernel on ctx's stream with key tiles of bn (64 or 128) rows; bf16 when !half,
- * f16 when half. 0, or BATON_ECUDA with the reason in ctx's error buffer. */
-int launch(const baton_exec_ctx *ctx, const Call &c, bool half, int bn);
+/* The kernel's loops: tiles of 64 keys with the next tile's Q K^T and the last one's P V on the
+ * tensor cores during a tile's softmax (the default); one tile at a time, of 64 or 128 keys. */
+enum Variant { PIPE64, LOOP64, LOOP128 };
+
+/* Launches the kernel on ctx's stream; bf16 when !half, f16 when half. 0, or BATON_ECUDA with the
+ * reason in ctx's error buffer. */
+int launch(const baton_exec_ctx *ctx, const Call &c, bool half, Variant v);
 
 } // namespace pf90
 } // namespace kcuda

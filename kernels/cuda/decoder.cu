@@ -3763,10 +3763,11 @@ static int attn_prefill_pick(const baton_exec_ctx *ctx, void **b, const baton_de
 }
 
 /* The prefill's kernel at head_dim 64 on a compute capability 9.0 GPU: the wgmma kernel
- * (attn_prefill_sm90.cu) with key tiles of 64 rows, unless BATON_ATTN_PREFILL says "mma" (this
- * file's kernel), "wgmma128" (tiles of 128 keys) or "wgmma"; for the benchmarks' A/B. A forced
- * BATON_ATTN_PREFILL_BLOCK names an mma.sync block, and takes this file's kernel. */
-enum { PK_WGMMA, PK_WGMMA128, PK_MMA };
+ * (attn_prefill_sm90.cu) in its pipelined loop, unless BATON_ATTN_PREFILL says "mma" (this
+ * file's kernel), "wgmma-loop" (one tile at a time), "wgmma128" (the same, 128-key tiles) or
+ * "wgmma"; for the benchmarks' A/B. A forced BATON_ATTN_PREFILL_BLOCK names an mma.sync block,
+ * and takes this file's kernel. */
+enum { PK_WGMMA, PK_WGMMA_LOOP, PK_WGMMA128, PK_MMA };
 
 static int prefill_kernel_forced(void)
 {
@@ -3774,7 +3775,11 @@ static int prefill_kernel_forced(void)
     int f = forced.load(std::memory_order_relaxed);
     if (f < 0) {
         const char *e = getenv("BATON_ATTN_PREFILL");
-        f = e && !strcmp(e, "mma") ? PK_MMA : e && !strcmp(e, "wgmma128") ? PK_WGMMA128 : PK_WGMMA;
+        f = !e                         ? PK_WGMMA
+            : !strcmp(e, "mma")        ? PK_MMA
+            : !strcmp(e, "wgmma128")   ? PK_WGMMA128
+            : !strcmp(e, "wgmma-loop") ? PK_WGMMA_LOOP
+                                       : PK_WGMMA;
         forced.store(f, std::memory_order_relaxed);
     }
     return f;
@@ -3807,7 +3812,7 @@ static int err_symbols(const baton_exec_ctx *ctx, unsigned long long **err,
 
 template <typename T>
 static int attn_prefill_wgmma(const baton_exec_ctx *ctx, void **b, const baton_decoder_desc &d,
-                              const dec_shape &s, int bn)
+                              const dec_shape &s, pf90::Variant v)
 {
     pf90::Call c;
     c.q = b[0], c.k = b[1], c.v = b[2], c.pos = b[3], c.o = b[4];
@@ -3821,12 +3826,15 @@ static int attn_prefill_wgmma(const baton_exec_ctx *ctx, void **b, const baton_d
     if (rc)
         return rc;
     if (att_env().verbose) {
-        static std::atomic<int> shown; /* a bit per tile size */
-        const int bit = bn == 64 ? 1 : 2;
+        static std::atomic<int> shown; /* a bit per variant */
+        const int bit = 1 << v;
         if (!(shown.fetch_or(bit) & bit))
-            fprintf(stderr, "attention prefill: wgmma (sm_90a), key tiles of %d\n", bn);
+            fprintf(stderr, "attention prefill: wgmma (sm_90a), %s\n",
+                    v == pf90::PIPE64   ? "pipelined, key tiles of 64"
+                    : v == pf90::LOOP64 ? "one tile at a time, key tiles of 64"
+                                        : "one tile at a time, key tiles of 128");
     }
-    return pf90::launch(ctx, c, std::is_same<T, __half>::value, bn);
+    return pf90::launch(ctx, c, std::is_same<T, __half>::value, v);
 }
 
 template <typename T>
@@ -3843,7 +3851,10 @@ static int attn_typed(const baton_exec_ctx *ctx, void **b, const baton_decoder_d
             const int k = prefill_kernel_forced();
             if (d.head_dim == 64 && k != PK_MMA && prefill_block_forced() == PF_AUTO &&
                 pf90::usable(ctx, (int)d.n_heads, (int)d.n_kv_heads))
-                return attn_prefill_wgmma<T>(ctx, b, d, s, k == PK_WGMMA128 ? 128 : 64);
+                return attn_prefill_wgmma<T>(ctx, b, d, s,
+                                             k == PK_WGMMA128     ? pf90::LOOP128
+                                             : k == PK_WGMMA_LOOP ? pf90::LOOP64
+                                                                  : pf90::PIPE64);
             return attn_prefill_pick<T>(ctx, b, d, s);
         }
     }
