@@ -3,6 +3,7 @@
  * Compiled for sm_90a alone (CMakeLists.txt); that kernel serves every other GPU and shape. */
 #include "kernels/cuda/kcuda_common.cuh"
 
+#include <cuda.h> /* CUtensorMap and its enums; the driver's encoder is found at run time */
 #include <math.h>
 
 #include <type_traits>
@@ -56,7 +57,8 @@ template <int BN, bool PIPE> struct Lay {
     static constexpr int PRE = ST - 1;          /* tiles loaded before the loop */
     static constexpr unsigned TB = BN * DH * 2; /* bytes of a K or V tile */
     static constexpr unsigned OFF_KV = WGS * QB;
-    static constexpr unsigned OFF_POS = OFF_KV + 2 * ST * TB;
+    static constexpr unsigned OFF_BAR = OFF_KV + 2 * ST * TB; /* a stage's mbarrier (TMA) */
+    static constexpr unsigned OFF_POS = OFF_BAR + 8 * ST;
     /* 1024 bytes of slack: the tiles are placed at the first 1024-byte boundary */
     static constexpr size_t BYTES = 1024 + OFF_POS + (BP + 2) * 4;
 };
@@ -307,19 +309,34 @@ template <int N> __device__ __forceinline__ void wg_wait()
 {
     asm volatile("wgmma.wait_group.sync.aligned %0;" ::"n"(N) : "memory");
 }
+
+/* The box at (x, y) of a 2-D tensor map into shared memory at dst (the map's swizzle applied),
+ * completing on bar. */
+__device__ __forceinline__ void tma_2d(unsigned dst, const CUtensorMap *map, int x, int y,
+                                       unsigned long long *bar)
+{
+    asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes"
+                 " [%0], [%1, {%2, %3}], [%4];" ::"r"(dst),
+                 "l"(reinterpret_cast<unsigned long long>(map)), "r"(x), "r"(y), "r"(smem_u32(bar))
+                 : "memory");
+}
 #endif
 
 /* qscale = |scale| * log2(e); qneg: scale < 0, applied by negating Q's elements (exact).
- * PIPE: the pipelined loop (BN = 64), where a warpgroup's S = Q K^T of tile it + 1 and its P V of
- * tile it - 1 run on the tensor cores while it takes the softmax of tile it; else one tile at a
- * time (the other warpgroups of the SM fill the tensor cores meanwhile). */
-template <typename T, int BN, bool PIPE>
+ * PIPE: the pipelined loop (BN = 64), where a warpgroup's P V of tile it - 1 runs on the tensor
+ * cores while it takes the softmax of tile it; else one tile at a time (the other warpgroups of
+ * the SM fill the tensor cores meanwhile). TMA (with PIPE): K and V come by the tensor maps tmK
+ * and tmV ([S, Hkv * 64], boxes of 64 x BN, 128-byte swizzle) on one thread's bulk copies,
+ * completing on a stage's mbarrier, instead of every thread's cp.async. */
+template <typename T, int BN, bool PIPE, bool TMA>
 __global__ void __launch_bounds__(NTH, 2)
     pf90_kernel(const T *q, const T *kc, const T *vc, const void *pos, int pos64, T *o,
                 long long rows, int S, int H, int Hkv, float qscale, int qneg, int sms,
                 unsigned long long *err, unsigned long long *const *err_host,
-                unsigned long long tag)
+                unsigned long long tag, const __grid_constant__ CUtensorMap tmK,
+                const __grid_constant__ CUtensorMap tmV)
 {
+    static_assert(!TMA || PIPE, "the TMA loads serve the pipelined loop");
 #ifdef PF90_WGMMA
     using L = Lay<BN, PIPE>;
     constexpr int ST = L::ST, PRE = L::PRE, NC = BN / 8, NS = BN / 2;
@@ -328,6 +345,7 @@ __global__ void __launch_bounds__(NTH, 2)
     const unsigned raw = smem_u32(pf90_smem), base = (raw + 1023u) & ~1023u;
     unsigned char *gbase = pf90_smem + (base - raw);
     int *sPos = reinterpret_cast<int *>(gbase + L::OFF_POS);
+    unsigned long long *full = reinterpret_cast<unsigned long long *>(gbase + L::OFF_BAR);
     const unsigned sKV = base + L::OFF_KV;
 
     const long long tiles = (rows + BP - 1) / BP;
@@ -345,6 +363,11 @@ __global__ void __launch_bounds__(NTH, 2)
     const int tid = threadIdx.x, wg = tid >> 7, warp = (tid >> 5) & 3, lane = tid & 31,
               g = lane >> 2, t = lane & 3;
 
+    if (TMA && tid == 0) {
+        for (int i = 0; i < ST; i++)
+            mbar_init(&full[i], 1);
+        mbar_fence_init(); /* the __syncthreads below publishes them */
+    }
     pdl_wait(); /* q, the caches and positions may be a predecessor's outputs */
     pdl_trigger();
 
@@ -386,6 +409,15 @@ __global__ void __launch_bounds__(NTH, 2)
     const T *kt = kc + (long long)kvh * DH + (tid & 7) * 8, *vt = vc + (kt - kc);
     const unsigned sown = sKV + sw128(tid >> 3, tid & 7);
     auto load_kv = [&](int it, int st) {
+        if constexpr (TMA) { /* keys past S come as zeros; those past kmax are cleared below */
+            if (tid == 0) {
+                const unsigned sk = sKV + (unsigned)st * 2 * TB;
+                mbar_arrive_tx(&full[st], 2 * TB);
+                tma_2d(sk, &tmK, kvh * DH, it * BN, &full[st]);
+                tma_2d(sk + TB, &tmV, kvh * DH, it * BN, &full[st]);
+            }
+            return;
+        }
         const unsigned sk = sown + (unsigned)st * 2 * TB;
 #pragma unroll
         for (int i = 0; i < BN / 32; i++) {
@@ -401,10 +433,11 @@ __global__ void __launch_bounds__(NTH, 2)
     for (int i = 0; i < PRE; i++) {
         if (i < ntiles)
             load_kv(i, i);
-        cp_commit();
+        if (!TMA)
+            cp_commit();
     }
     if (qneg) { /* this thread's own Q chunks, once they have landed */
-        cp_wait(PRE);
+        cp_wait(TMA ? 0 : PRE);
         for (int c = tid; c < WGS * BP * 8; c += NTH) {
             uint4 *p =
                 reinterpret_cast<uint4 *>(gbase + (c / (BP * 8)) * QB + sw128((c / 8) % BP, c % 8));
@@ -457,9 +490,11 @@ __global__ void __launch_bounds__(NTH, 2)
          * no register in flight crosses the loop's back edge. Tile k is cp.async group k + 1 (Q
          * is group 0) in stage k % ST; iteration it loads tile it + ST - 2 into the stage of tile
          * it - 2, whose P V every warpgroup waited for before the barrier of iteration it. */
-        cp_wait(ST - 2); /* Q and tile 0 */
+        cp_wait(TMA ? 0 : ST - 2); /* Q and tile 0 */
         fence_async_shared();
         __syncthreads();
+        if (TMA)
+            mbar_wait(&full[0], 0);
         unsigned a[BN / 16][4];
         float corr[2];
         {
@@ -473,12 +508,17 @@ __global__ void __launch_bounds__(NTH, 2)
             pack_p<T, NC>(s, a);
         }
         for (int it = 1; it < ntiles; it++) {
-            cp_wait(ST - 3); /* tile it: groups 0 .. it + 1 of the ST + it - 1 committed */
-            fence_async_shared();
+            if (!TMA) {
+                cp_wait(ST - 3); /* tile it: groups 0 .. it + 1 of the ST + it - 1 committed */
+                fence_async_shared();
+            }
             __syncthreads();
             if (it + ST - 2 < ntiles)
                 load_kv(it + ST - 2, (it + ST - 2) % ST);
-            cp_commit();
+            if (TMA)
+                mbar_wait(&full[it % ST], (unsigned)(it / ST) & 1);
+            else
+                cp_commit();
             float s[NS];
             issue_qk<T, BN>(s, dq, dk_of(it % ST));
             rescale(acc, corr);
@@ -491,6 +531,18 @@ __global__ void __launch_bounds__(NTH, 2)
             wg_wait<0>();
             fence_regs(acc);
             pack_p<T, NC>(s, a);
+        }
+        if (TMA && ntiles * BN - 1 > kmax) {
+            /* the last tile's V rows past kmax hold whatever the cache holds there (NaN, say):
+             * zeros, as P's zeros there must not meet them (its K rows are masked) */
+            const int j0 = (ntiles - 1) * BN, n = (ntiles * BN - 1 - kmax) * 8;
+            unsigned char *sv = gbase + L::OFF_KV + ((ntiles - 1) % ST) * 2 * TB + TB;
+            for (int c = tid; c < n; c += NTH) {
+                const int jj = kmax + 1 - j0 + (c >> 3);
+                *reinterpret_cast<uint4 *>(sv + sw128(jj, c & 7)) = make_uint4(0, 0, 0, 0);
+            }
+            fence_async_shared();
+            __syncthreads();
         }
         rescale(acc, corr);
         issue_pv<T, BN>(acc, a, dv_of((ntiles - 1) % ST));
@@ -524,24 +576,81 @@ __global__ void __launch_bounds__(NTH, 2)
 #else
     (void)q, (void)kc, (void)vc, (void)pos, (void)pos64, (void)o, (void)rows, (void)S, (void)H;
     (void)Hkv, (void)qscale, (void)qneg, (void)sms, (void)err, (void)err_host, (void)tag;
+    (void)tmK, (void)tmV;
 #endif
 }
 
-template <typename T, int BN, bool PIPE>
+/* cuTensorMapEncodeTiled, from the driver the runtime has loaded (NULL where it has none). */
+typedef CUresult (*EncodeTiled)(CUtensorMap *, CUtensorMapDataType, cuuint32_t, void *,
+                                const cuuint64_t *, const cuuint64_t *, const cuuint32_t *,
+                                const cuuint32_t *, CUtensorMapInterleave, CUtensorMapSwizzle,
+                                CUtensorMapL2promotion, CUtensorMapFloatOOBfill);
+
+static EncodeTiled encoder(void)
+{
+    static std::atomic<void *> fn{nullptr};
+    void *f = fn.load(std::memory_order_relaxed);
+    if (!f) {
+        cudaDriverEntryPointQueryResult q;
+        if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &f, 12000, cudaEnableDefault,
+                                             &q) != cudaSuccess ||
+            q != cudaDriverEntryPointSuccess) {
+            (void)cudaGetLastError();
+            return nullptr;
+        }
+        fn.store(f, std::memory_order_relaxed);
+    }
+    return (EncodeTiled)f;
+}
+
+/* The tensor map of a cache [S, Hkv * 64]: boxes of 64 features x bn keys, 128-byte swizzle (the
+ * kernel's layout), keys past S read as zeros. */
+static int cache_map(const baton_exec_ctx *ctx, CUtensorMap *m, const void *base, bool half, int S,
+                     int Hkv, int bn)
+{
+    EncodeTiled enc = encoder();
+    if (!enc)
+        return baton__ctx_fail(ctx, BATON_ECUDA, "attention: no cuTensorMapEncodeTiled");
+    const cuuint64_t dim[2] = {(cuuint64_t)Hkv * DH, (cuuint64_t)S};
+    const cuuint64_t stride[1] = {(cuuint64_t)Hkv * DH * 2};
+    const cuuint32_t box[2] = {(cuuint32_t)DH, (cuuint32_t)bn}, es[2] = {1, 1};
+    const CUresult r =
+        enc(m, half ? CU_TENSOR_MAP_DATA_TYPE_FLOAT16 : CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2,
+            const_cast<void *>(base), dim, stride, box, es, CU_TENSOR_MAP_INTERLEAVE_NONE,
+            CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+            CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+    if (r != CUDA_SUCCESS)
+        return baton__ctx_fail(ctx, BATON_ECUDA, "attention: cuTensorMapEncodeTiled failed (%d)",
+                               (int)r);
+    return 0;
+}
+
+template <typename T, int BN, bool PIPE, bool TMA>
 static int launch_t(const baton_exec_ctx *ctx, const Call &c)
 {
     using L = Lay<BN, PIPE>;
     const long long tiles = (c.rows + BP - 1) / BP, grid = tiles * (c.H / WGS);
     if (grid > 0x7fffffffLL)
         return baton__ctx_fail(ctx, BATON_EINVAL, "attention: too many rows for one launch");
-    auto kern = pf90_kernel<T, BN, PIPE>;
+    CUtensorMap mk, mv;
+    memset(&mk, 0, sizeof mk);
+    memset(&mv, 0, sizeof mv);
+    if (TMA) {
+        constexpr bool half = std::is_same<T, __half>::value;
+        int rc = cache_map(ctx, &mk, c.k, half, c.S, c.Hkv, BN);
+        if (!rc)
+            rc = cache_map(ctx, &mv, c.v, half, c.S, c.Hkv, BN);
+        if (rc)
+            return rc;
+    }
+    auto kern = pf90_kernel<T, BN, PIPE, TMA>;
     if (prepare(kern, ctx, "attention", 1, grid, NTH, L::BYTES, L::BYTES, false) < 0)
         return BATON_ECUDA;
     const float qscale = (float)(fabs(c.scale) * 1.4426950408889634);
     return kcuda::launch(ctx, "attention", kern, (unsigned)grid, NTH, L::BYTES, 1, (const T *)c.q,
                          (const T *)c.k, (const T *)c.v, c.pos, c.pos64, (T *)c.o, c.rows, c.S, c.H,
-                         c.Hkv, qscale, (int)(c.scale < 0), sm_count(ctx), c.err, c.err_host,
-                         c.tag);
+                         c.Hkv, qscale, (int)(c.scale < 0), sm_count(ctx), c.err, c.err_host, c.tag,
+                         mk, mv);
 }
 
 bool usable(const baton_exec_ctx *ctx, int H, int Hkv)
@@ -575,12 +684,18 @@ bool usable(const baton_exec_ctx *ctx, int H, int Hkv)
 int launch(const baton_exec_ctx *ctx, const Call &c, bool half, Variant v)
 {
     if (half)
-        return v == LOOP64    ? launch_t<__half, 64, false>(ctx, c)
-               : v == LOOP128 ? launch_t<__half, 128, false>(ctx, c)
-                              : launch_t<__half, 64, true>(ctx, c);
-    return v == LOOP64    ? launch_t<__nv_bfloat16, 64, false>(ctx, c)
-           : v == LOOP128 ? launch_t<__nv_bfloat16, 128, false>(ctx, c)
-                          : launch_t<__nv_bfloat16, 64, true>(ctx, c);
+        switch (v) {
+        case LOOP64: return launch_t<__half, 64, false, false>(ctx, c);
+        case LOOP128: return launch_t<__half, 128, false, false>(ctx, c);
+        case PIPE64_TMA: return launch_t<__half, 64, true, true>(ctx, c);
+        default: return launch_t<__half, 64, true, false>(ctx, c);
+        }
+    switch (v) {
+    case LOOP64: return launch_t<__nv_bfloat16, 64, false, false>(ctx, c);
+    case LOOP128: return launch_t<__nv_bfloat16, 128, false, false>(ctx, c);
+    case PIPE64_TMA: return launch_t<__nv_bfloat16, 64, true, true>(ctx, c);
+    default: return launch_t<__nv_bfloat16, 64, true, false>(ctx, c);
+    }
 }
 
 } // namespace pf90

@@ -31,9 +31,10 @@ struct Call {
  * capability 9.0), for head_dim 64 and an even number of query heads per KV head. */
 bool usable(const baton_exec_ctx *ctx, int H, int Hkv);
 
-/* The kernel's loops: tiles of 64 keys with the next tile's Q K^T and the last one's P V on the
- * tensor cores during a tile's softmax (the default); one tile at a time, of 64 or 128 keys. */
-enum Variant { PIPE64, LOOP64, LOOP128 };
+/* The kernel's loops: tiles of 64 keys with the last tile's P V on the tensor cores during a
+ * tile's softmax (the default), its K and V by cp.async or by TMA; one tile at a time, of 64 or
+ * 128 keys. */
+enum Variant { PIPE64, PIPE64_TMA, LOOP64, LOOP128 };
 
 /* Launches the kernel on ctx's stream; bf16 when !half, f16 when half. 0, or BATON_ECUDA with the
  * reason in ctx's error buffer. */

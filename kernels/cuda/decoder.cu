@@ -3764,10 +3764,10 @@ static int attn_prefill_pick(const baton_exec_ctx *ctx, void **b, const baton_de
 
 /* The prefill's kernel at head_dim 64 on a compute capability 9.0 GPU: the wgmma kernel
  * (attn_prefill_sm90.cu) in its pipelined loop, unless BATON_ATTN_PREFILL says "mma" (this
- * file's kernel), "wgmma-loop" (one tile at a time), "wgmma128" (the same, 128-key tiles) or
- * "wgmma"; for the benchmarks' A/B. A forced BATON_ATTN_PREFILL_BLOCK names an mma.sync block,
- * and takes this file's kernel. */
-enum { PK_WGMMA, PK_WGMMA_LOOP, PK_WGMMA128, PK_MMA };
+ * file's kernel), "wgmma-tma" (K and V by TMA), "wgmma-loop" (one tile at a time), "wgmma128"
+ * (the same, 128-key tiles) or "wgmma"; for the benchmarks' A/B. A forced BATON_ATTN_PREFILL_BLOCK
+ * names an mma.sync block, and takes this file's kernel. */
+enum { PK_WGMMA, PK_WGMMA_TMA, PK_WGMMA_LOOP, PK_WGMMA128, PK_MMA };
 
 static int prefill_kernel_forced(void)
 {
@@ -3778,6 +3778,7 @@ static int prefill_kernel_forced(void)
         f = !e                         ? PK_WGMMA
             : !strcmp(e, "mma")        ? PK_MMA
             : !strcmp(e, "wgmma128")   ? PK_WGMMA128
+            : !strcmp(e, "wgmma-tma")  ? PK_WGMMA_TMA
             : !strcmp(e, "wgmma-loop") ? PK_WGMMA_LOOP
                                        : PK_WGMMA;
         forced.store(f, std::memory_order_relaxed);
@@ -3830,9 +3831,10 @@ static int attn_prefill_wgmma(const baton_exec_ctx *ctx, void **b, const baton_d
         const int bit = 1 << v;
         if (!(shown.fetch_or(bit) & bit))
             fprintf(stderr, "attention prefill: wgmma (sm_90a), %s\n",
-                    v == pf90::PIPE64   ? "pipelined, key tiles of 64"
-                    : v == pf90::LOOP64 ? "one tile at a time, key tiles of 64"
-                                        : "one tile at a time, key tiles of 128");
+                    v == pf90::PIPE64       ? "pipelined, key tiles of 64"
+                    : v == pf90::PIPE64_TMA ? "pipelined, key tiles of 64 by TMA"
+                    : v == pf90::LOOP64     ? "one tile at a time, key tiles of 64"
+                                            : "one tile at a time, key tiles of 128");
     }
     return pf90::launch(ctx, c, std::is_same<T, __half>::value, v);
 }
@@ -3853,6 +3855,7 @@ static int attn_typed(const baton_exec_ctx *ctx, void **b, const baton_decoder_d
                 pf90::usable(ctx, (int)d.n_heads, (int)d.n_kv_heads))
                 return attn_prefill_wgmma<T>(ctx, b, d, s,
                                              k == PK_WGMMA128     ? pf90::LOOP128
+                                             : k == PK_WGMMA_TMA  ? pf90::PIPE64_TMA
                                              : k == PK_WGMMA_LOOP ? pf90::LOOP64
                                                                   : pf90::PIPE64);
             return attn_prefill_pick<T>(ctx, b, d, s);
