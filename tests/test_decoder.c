@@ -1394,6 +1394,12 @@ Test(gpu_attention, matches_float64_for_causal_prefill_on_wgmma, .timeout = 900)
     setenv("BATON_ATTN_PREFILL", "wgmma", 1);
     prefill_table(BATON_DEVICE_CUDA, 1 << 30);
 }
+Test(gpu_attention, matches_float64_for_causal_prefill_on_wgmma_by_tma, .timeout = 900)
+{
+    skip_without_gpu();
+    setenv("BATON_ATTN_PREFILL", "wgmma-tma", 1);
+    prefill_table(BATON_DEVICE_CUDA, 1 << 30);
+}
 Test(gpu_attention, matches_float64_for_causal_prefill_on_wgmma_a_tile_at_a_time, .timeout = 900)
 {
     skip_without_gpu();
@@ -1444,6 +1450,11 @@ Test(gpu_attention, records_a_prefill_position_outside_the_cache_on_wgmma)
 {
     skip_without_gpu();
     prefill_bad_pos("wgmma");
+}
+Test(gpu_attention, records_a_prefill_position_outside_the_cache_on_wgmma_by_tma)
+{
+    skip_without_gpu();
+    prefill_bad_pos("wgmma-tma");
 }
 Test(gpu_attention, records_a_prefill_position_outside_the_cache_on_mma_sync)
 {
@@ -1503,6 +1514,11 @@ Test(gpu_attention, gives_the_same_bits_run_to_run_in_prefill_on_wgmma)
 {
     skip_without_gpu();
     prefill_same_bits_of("wgmma", NULL);
+}
+Test(gpu_attention, gives_the_same_bits_run_to_run_in_prefill_on_wgmma_by_tma)
+{
+    skip_without_gpu();
+    prefill_same_bits_of("wgmma-tma", NULL);
 }
 Test(gpu_attention, gives_the_same_bits_run_to_run_in_prefill_on_wgmma_a_tile_at_a_time)
 {
