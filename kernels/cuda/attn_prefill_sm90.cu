@@ -124,6 +124,13 @@ __device__ __forceinline__ void fence_async_shared()
                  ", %64, %65, p, 1, 1, 0, 0;\n}\n"                                                 \
                  : PF90_F64(C, d)                                                                  \
                  : "l"(da), "l"(db), "r"(ACC))
+/* d (=, or += when ACC) A B over one k16 step, A in registers, B K-major in shared memory. */
+#define PF90_RSK64(TY, C, ACC)                                                                     \
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\n"                                      \
+                 "wgmma.mma_async.sync.aligned.m64n64k16.f32." TY "." TY " " PF90_R32              \
+                 ", {%32, %33, %34, %35}, %36, p, 1, 1, 0;\n}\n"                                   \
+                 : PF90_F32(C, d, 0)                                                               \
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(ACC))
 /* d += A B over one k16 step, A in registers, B MN-major in shared memory. */
 #define PF90_RS64(TY)                                                                              \
     asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\n"                                      \
@@ -158,6 +165,25 @@ __device__ __forceinline__ void wg_qk(float (&d)[N / 2], unsigned long long da,
             PF90_SS128("f16", "+f", 1);
         else
             PF90_SS128("bf16", "+f", 1);
+    }
+}
+
+/* S (=, or += when ACC) Q K^T over one k16 step of 64 keys, Q's fragment in registers. */
+template <typename T, bool ACC>
+__device__ __forceinline__ void wg_qk_rs(float (&d)[32], const unsigned (&a)[4],
+                                         unsigned long long db)
+{
+    constexpr bool H = std::is_same<T, __half>::value;
+    if constexpr (!ACC) {
+        if constexpr (H)
+            PF90_RSK64("f16", "=f", 0);
+        else
+            PF90_RSK64("bf16", "=f", 0);
+    } else {
+        if constexpr (H)
+            PF90_RSK64("f16", "+f", 1);
+        else
+            PF90_RSK64("bf16", "+f", 1);
     }
 }
 
@@ -279,16 +305,25 @@ __device__ __forceinline__ void pack_p(const float (&s)[4 * NC], unsigned (&a)[N
     }
 }
 
-/* S = Q K^T of one key tile, issued (not waited for). */
-template <typename T, int BN>
+/* S = Q K^T of one key tile, issued (not waited for): Q from shared memory (dq), or from
+ * registers (qf, when QR). */
+template <typename T, int BN, bool QR>
 __device__ __forceinline__ void issue_qk(float (&s)[BN / 2], unsigned long long dq,
-                                         unsigned long long dk)
+                                         const unsigned (&qf)[DH / 16][4], unsigned long long dk)
 {
     wg_fence();
-    wg_qk<T, BN, false>(s, dq, dk);
+    if constexpr (QR) {
+        static_assert(BN == 64, "Q from registers at 64-key tiles");
+        wg_qk_rs<T, false>(s, qf[0], dk);
 #pragma unroll
-    for (int kk = 1; kk < DH / 16; kk++)
-        wg_qk<T, BN, true>(s, dq + 2 * kk, dk + 2 * kk);
+        for (int kk = 1; kk < DH / 16; kk++)
+            wg_qk_rs<T, true>(s, qf[kk], dk + 2 * kk);
+    } else {
+        wg_qk<T, BN, false>(s, dq, dk);
+#pragma unroll
+        for (int kk = 1; kk < DH / 16; kk++)
+            wg_qk<T, BN, true>(s, dq + 2 * kk, dk + 2 * kk);
+    }
     wg_commit();
 }
 
@@ -327,8 +362,9 @@ __device__ __forceinline__ void tma_2d(unsigned dst, const CUtensorMap *map, int
  * cores while it takes the softmax of tile it; else one tile at a time (the other warpgroups of
  * the SM fill the tensor cores meanwhile). TMA (with PIPE): K and V come by the tensor maps tmK
  * and tmV ([S, Hkv * 64], boxes of 64 x BN, 128-byte swizzle) on one thread's bulk copies,
- * completing on a stage's mbarrier, instead of every thread's cp.async. */
-template <typename T, int BN, bool PIPE, bool TMA>
+ * completing on a stage's mbarrier, instead of every thread's cp.async. QR: Q's fragments in
+ * registers (wgmma's A from registers), which halves the shared-memory reads of S = Q K^T. */
+template <typename T, int BN, bool PIPE, bool TMA, bool QR>
 __global__ void __launch_bounds__(NTH, 2)
     pf90_kernel(const T *q, const T *kc, const T *vc, const void *pos, int pos64, T *o,
                 long long rows, int S, int H, int Hkv, float qscale, int qneg, int sms,
@@ -436,7 +472,7 @@ __global__ void __launch_bounds__(NTH, 2)
         if (!TMA)
             cp_commit();
     }
-    if (qneg) { /* this thread's own Q chunks, once they have landed */
+    if (qneg && !QR) { /* this thread's own Q chunks, once they have landed */
         cp_wait(TMA ? 0 : PRE);
         for (int c = tid; c < WGS * BP * 8; c += NTH) {
             uint4 *p =
@@ -452,6 +488,29 @@ __global__ void __launch_bounds__(NTH, 2)
     for (int i = 0; i < 32; i++)
         acc[i] = 0.f;
     const unsigned long long dq = sw128_desc(base + (unsigned)wg * QB, 16);
+    unsigned qf[DH / 16][4]; /* with QR: rows 16 warp + g (+ 8), features 16 kk + 2 t (+ 8) */
+    auto q_frags =
+        [&]() { /* after a barrier that follows every thread's wait for Q */
+                if constexpr (QR) {
+                    const unsigned char *sq = gbase + wg * QB;
+                    const int r = 16 * warp + g;
+#pragma unroll
+                    for (int kk = 0; kk < DH / 16; kk++) {
+                        qf[kk][0] =
+                            *reinterpret_cast<const unsigned *>(sq + sw128(r, 2 * kk) + 4 * t);
+                        qf[kk][1] =
+                            *reinterpret_cast<const unsigned *>(sq + sw128(r + 8, 2 * kk) + 4 * t);
+                        qf[kk][2] =
+                            *reinterpret_cast<const unsigned *>(sq + sw128(r, 2 * kk + 1) + 4 * t);
+                        qf[kk][3] = *reinterpret_cast<const unsigned *>(
+                            sq + sw128(r + 8, 2 * kk + 1) + 4 * t);
+                        if (qneg)
+#pragma unroll
+                            for (int i = 0; i < 4; i++)
+                                qf[kk][i] ^= 0x80008000u;
+                    }
+                }
+        };
     /* the K (+ 0) and V (+ TB) descriptors of stage st */
     auto dk_of = [&](int st) { return sw128_desc(sKV + (unsigned)st * 2 * TB, 16); };
     auto dv_of = [&](int st) { return sw128_desc(sKV + (unsigned)st * 2 * TB + TB, TB); };
@@ -468,8 +527,10 @@ __global__ void __launch_bounds__(NTH, 2)
             if (it + ST - 1 < ntiles)
                 load_kv(it + ST - 1, (it + ST - 1) % ST);
             cp_commit(); /* possibly empty: keeps the wait above uniform */
+            if (it == 0)
+                q_frags();
             float s[NS];
-            issue_qk<T, BN>(s, dq, dk_of(it % ST));
+            issue_qk<T, BN, QR>(s, dq, qf, dk_of(it % ST));
             wg_wait<0>();
             fence_regs(s);
             if (it * BN + BN - 1 > wmin)
@@ -493,13 +554,14 @@ __global__ void __launch_bounds__(NTH, 2)
         cp_wait(TMA ? 0 : ST - 2); /* Q and tile 0 */
         fence_async_shared();
         __syncthreads();
+        q_frags();
         if (TMA)
             mbar_wait(&full[0], 0);
         unsigned a[BN / 16][4];
         float corr[2];
         {
             float s[NS];
-            issue_qk<T, BN>(s, dq, dk_of(0));
+            issue_qk<T, BN, QR>(s, dq, qf, dk_of(0));
             wg_wait<0>();
             fence_regs(s);
             if (BN - 1 > wmin)
@@ -520,7 +582,7 @@ __global__ void __launch_bounds__(NTH, 2)
             else
                 cp_commit();
             float s[NS];
-            issue_qk<T, BN>(s, dq, dk_of(it % ST));
+            issue_qk<T, BN, QR>(s, dq, qf, dk_of(it % ST));
             rescale(acc, corr);
             issue_pv<T, BN>(acc, a, dv_of((it - 1) % ST));
             wg_wait<1>(); /* S of tile it; P V of tile it - 1 runs on */
@@ -625,7 +687,7 @@ static int cache_map(const baton_exec_ctx *ctx, CUtensorMap *m, const void *base
     return 0;
 }
 
-template <typename T, int BN, bool PIPE, bool TMA>
+template <typename T, int BN, bool PIPE, bool TMA, bool QR>
 static int launch_t(const baton_exec_ctx *ctx, const Call &c)
 {
     using L = Lay<BN, PIPE>;
@@ -643,7 +705,7 @@ static int launch_t(const baton_exec_ctx *ctx, const Call &c)
         if (rc)
             return rc;
     }
-    auto kern = pf90_kernel<T, BN, PIPE, TMA>;
+    auto kern = pf90_kernel<T, BN, PIPE, TMA, QR>;
     if (prepare(kern, ctx, "attention", 1, grid, NTH, L::BYTES, L::BYTES, false) < 0)
         return BATON_ECUDA;
     const float qscale = (float)(fabs(c.scale) * 1.4426950408889634);
@@ -681,21 +743,22 @@ bool usable(const baton_exec_ctx *ctx, int H, int Hkv)
 #endif
 }
 
+template <typename T> static int launch_v(const baton_exec_ctx *ctx, const Call &c, Variant v)
+{
+    switch (v) {
+    case LOOP64: return launch_t<T, 64, false, false, false>(ctx, c);
+    case LOOP64_QR: return launch_t<T, 64, false, false, true>(ctx, c);
+    case LOOP128: return launch_t<T, 128, false, false, false>(ctx, c);
+    case PIPE64_TMA: return launch_t<T, 64, true, true, false>(ctx, c);
+    case PIPE64_TMA_QR: return launch_t<T, 64, true, true, true>(ctx, c);
+    case PIPE64_QR: return launch_t<T, 64, true, false, true>(ctx, c);
+    default: return launch_t<T, 64, true, false, false>(ctx, c);
+    }
+}
+
 int launch(const baton_exec_ctx *ctx, const Call &c, bool half, Variant v)
 {
-    if (half)
-        switch (v) {
-        case LOOP64: return launch_t<__half, 64, false, false>(ctx, c);
-        case LOOP128: return launch_t<__half, 128, false, false>(ctx, c);
-        case PIPE64_TMA: return launch_t<__half, 64, true, true>(ctx, c);
-        default: return launch_t<__half, 64, true, false>(ctx, c);
-        }
-    switch (v) {
-    case LOOP64: return launch_t<__nv_bfloat16, 64, false, false>(ctx, c);
-    case LOOP128: return launch_t<__nv_bfloat16, 128, false, false>(ctx, c);
-    case PIPE64_TMA: return launch_t<__nv_bfloat16, 64, true, true>(ctx, c);
-    default: return launch_t<__nv_bfloat16, 64, true, false>(ctx, c);
-    }
+    return half ? launch_v<__half>(ctx, c, v) : launch_v<__nv_bfloat16>(ctx, c, v);
 }
 
 } // namespace pf90

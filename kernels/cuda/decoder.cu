@@ -3763,24 +3763,34 @@ static int attn_prefill_pick(const baton_exec_ctx *ctx, void **b, const baton_de
 }
 
 /* The prefill's kernel at head_dim 64 on a compute capability 9.0 GPU: the wgmma kernel
- * (attn_prefill_sm90.cu) in its pipelined loop, unless BATON_ATTN_PREFILL says "mma" (this
- * file's kernel), "wgmma-tma" (K and V by TMA), "wgmma-loop" (one tile at a time), "wgmma128"
- * (the same, 128-key tiles) or "wgmma"; for the benchmarks' A/B. A forced BATON_ATTN_PREFILL_BLOCK
- * names an mma.sync block, and takes this file's kernel. */
-enum { PK_WGMMA, PK_WGMMA_TMA, PK_WGMMA_LOOP, PK_WGMMA128, PK_MMA };
+ * (attn_prefill_sm90.cu) in its default loop, unless BATON_ATTN_PREFILL names another (for the
+ * benchmarks' A/B): "mma" (this file's kernel) or one of PF_WGMMA's. A forced
+ * BATON_ATTN_PREFILL_BLOCK names an mma.sync block, and takes this file's kernel. */
+static const struct {
+    const char *name;
+    pf90::Variant v;
+} PF_WGMMA[] = {
+    {"wgmma", pf90::LOOP64},
+    {"wgmma-loop", pf90::LOOP64},
+    {"wgmma-loop-qr", pf90::LOOP64_QR},
+    {"wgmma128", pf90::LOOP128},
+    {"wgmma-pipe", pf90::PIPE64},
+    {"wgmma-pipe-qr", pf90::PIPE64_QR},
+    {"wgmma-tma", pf90::PIPE64_TMA},
+    {"wgmma-tma-qr", pf90::PIPE64_TMA_QR},
+};
 
+/* -1: this file's kernel; else the wgmma kernel's variant. */
 static int prefill_kernel_forced(void)
 {
-    static std::atomic<int> forced{-1};
+    static std::atomic<int> forced{-2};
     int f = forced.load(std::memory_order_relaxed);
-    if (f < 0) {
+    if (f == -2) {
         const char *e = getenv("BATON_ATTN_PREFILL");
-        f = !e                         ? PK_WGMMA
-            : !strcmp(e, "mma")        ? PK_MMA
-            : !strcmp(e, "wgmma128")   ? PK_WGMMA128
-            : !strcmp(e, "wgmma-tma")  ? PK_WGMMA_TMA
-            : !strcmp(e, "wgmma-loop") ? PK_WGMMA_LOOP
-                                       : PK_WGMMA;
+        f = e && !strcmp(e, "mma") ? -1 : PF_WGMMA[0].v;
+        for (const auto &w : PF_WGMMA)
+            if (e && !strcmp(e, w.name))
+                f = w.v;
         forced.store(f, std::memory_order_relaxed);
     }
     return f;
@@ -3811,6 +3821,14 @@ static int err_symbols(const baton_exec_ctx *ctx, unsigned long long **err,
     return 0;
 }
 
+static const char *variant_name(pf90::Variant v)
+{
+    for (const auto &w : PF_WGMMA)
+        if (w.v == v && strcmp(w.name, "wgmma") != 0)
+            return w.name;
+    return "?";
+}
+
 template <typename T>
 static int attn_prefill_wgmma(const baton_exec_ctx *ctx, void **b, const baton_decoder_desc &d,
                               const dec_shape &s, pf90::Variant v)
@@ -3830,11 +3848,7 @@ static int attn_prefill_wgmma(const baton_exec_ctx *ctx, void **b, const baton_d
         static std::atomic<int> shown; /* a bit per variant */
         const int bit = 1 << v;
         if (!(shown.fetch_or(bit) & bit))
-            fprintf(stderr, "attention prefill: wgmma (sm_90a), %s\n",
-                    v == pf90::PIPE64       ? "pipelined, key tiles of 64"
-                    : v == pf90::PIPE64_TMA ? "pipelined, key tiles of 64 by TMA"
-                    : v == pf90::LOOP64     ? "one tile at a time, key tiles of 64"
-                                            : "one tile at a time, key tiles of 128");
+            fprintf(stderr, "attention prefill: wgmma (sm_90a), variant %s\n", variant_name(v));
     }
     return pf90::launch(ctx, c, std::is_same<T, __half>::value, v);
 }
@@ -3851,13 +3865,9 @@ static int attn_typed(const baton_exec_ctx *ctx, void **b, const baton_decoder_d
         if (al && al16(b[4]) && s.rows >= 16 && (d.head_dim == 64 || d.head_dim == 128) &&
             s.S <= 0x7fffffffLL && d.scale != 0) {
             const int k = prefill_kernel_forced();
-            if (d.head_dim == 64 && k != PK_MMA && prefill_block_forced() == PF_AUTO &&
+            if (d.head_dim == 64 && k >= 0 && prefill_block_forced() == PF_AUTO &&
                 pf90::usable(ctx, (int)d.n_heads, (int)d.n_kv_heads))
-                return attn_prefill_wgmma<T>(ctx, b, d, s,
-                                             k == PK_WGMMA128     ? pf90::LOOP128
-                                             : k == PK_WGMMA_TMA  ? pf90::PIPE64_TMA
-                                             : k == PK_WGMMA_LOOP ? pf90::LOOP64
-                                                                  : pf90::PIPE64);
+                return attn_prefill_wgmma<T>(ctx, b, d, s, (pf90::Variant)k);
             return attn_prefill_pick<T>(ctx, b, d, s);
         }
     }
