@@ -1386,39 +1386,6 @@ Test(gpu_attention, matches_float64_for_causal_prefill_in_two_head_blocks, .time
     prefill_table(BATON_DEVICE_CUDA, 1 << 30);
 }
 
-/* BATON_ATTN_PREFILL picks the kernel at head_dim 64 where the GPU has a choice (compute
- * capability 9.0: the wgmma kernel by default, G even); elsewhere every value runs mma.sync. */
-Test(gpu_attention, matches_float64_for_causal_prefill_on_wgmma, .timeout = 900)
-{
-    skip_without_gpu();
-    setenv("BATON_ATTN_PREFILL", "wgmma", 1);
-    prefill_table(BATON_DEVICE_CUDA, 1 << 30);
-}
-Test(gpu_attention, matches_float64_for_causal_prefill_on_wgmma_by_tma, .timeout = 900)
-{
-    skip_without_gpu();
-    setenv("BATON_ATTN_PREFILL", "wgmma-tma", 1);
-    prefill_table(BATON_DEVICE_CUDA, 1 << 30);
-}
-Test(gpu_attention, matches_float64_for_causal_prefill_on_wgmma_a_tile_at_a_time, .timeout = 900)
-{
-    skip_without_gpu();
-    setenv("BATON_ATTN_PREFILL", "wgmma-loop", 1);
-    prefill_table(BATON_DEVICE_CUDA, 1 << 30);
-}
-Test(gpu_attention, matches_float64_for_causal_prefill_on_wgmma_in_128_key_tiles, .timeout = 900)
-{
-    skip_without_gpu();
-    setenv("BATON_ATTN_PREFILL", "wgmma128", 1);
-    prefill_table(BATON_DEVICE_CUDA, 1 << 30);
-}
-Test(gpu_attention, matches_float64_for_causal_prefill_on_mma_sync, .timeout = 900)
-{
-    skip_without_gpu();
-    setenv("BATON_ATTN_PREFILL", "mma", 1);
-    prefill_table(BATON_DEVICE_CUDA, 1 << 30);
-}
-
 /* A prefill row's position past the cache: recorded (and clamped) by either kernel. */
 static void prefill_bad_pos(const char *kernel)
 {
@@ -1451,10 +1418,15 @@ Test(gpu_attention, records_a_prefill_position_outside_the_cache_on_wgmma)
     skip_without_gpu();
     prefill_bad_pos("wgmma");
 }
-Test(gpu_attention, records_a_prefill_position_outside_the_cache_on_wgmma_by_tma)
+Test(gpu_attention, records_a_prefill_position_outside_the_cache_on_wgmma_pipe_qr)
 {
     skip_without_gpu();
-    prefill_bad_pos("wgmma-tma");
+    prefill_bad_pos("wgmma-pipe-qr");
+}
+Test(gpu_attention, records_a_prefill_position_outside_the_cache_on_wgmma_tma_qr)
+{
+    skip_without_gpu();
+    prefill_bad_pos("wgmma-tma-qr");
 }
 Test(gpu_attention, records_a_prefill_position_outside_the_cache_on_mma_sync)
 {
@@ -1510,31 +1482,29 @@ Test(gpu_attention, gives_the_same_bits_run_to_run_in_prefill_in_64_row_blocks)
     skip_without_gpu();
     prefill_same_bits_of(NULL, "64x1");
 }
-Test(gpu_attention, gives_the_same_bits_run_to_run_in_prefill_on_wgmma)
-{
-    skip_without_gpu();
-    prefill_same_bits_of("wgmma", NULL);
-}
-Test(gpu_attention, gives_the_same_bits_run_to_run_in_prefill_on_wgmma_by_tma)
-{
-    skip_without_gpu();
-    prefill_same_bits_of("wgmma-tma", NULL);
-}
-Test(gpu_attention, gives_the_same_bits_run_to_run_in_prefill_on_wgmma_a_tile_at_a_time)
-{
-    skip_without_gpu();
-    prefill_same_bits_of("wgmma-loop", NULL);
-}
-Test(gpu_attention, gives_the_same_bits_run_to_run_in_prefill_on_wgmma_in_128_key_tiles)
-{
-    skip_without_gpu();
-    prefill_same_bits_of("wgmma128", NULL);
-}
-Test(gpu_attention, gives_the_same_bits_run_to_run_in_prefill_on_mma_sync)
-{
-    skip_without_gpu();
-    prefill_same_bits_of("mma", NULL);
-}
+/* BATON_ATTN_PREFILL picks the kernel at head_dim 64 where the GPU has a choice (compute
+ * capability 9.0: the wgmma kernel by default, G even; elsewhere every value runs mma.sync): each
+ * of the wgmma kernel's variants and the mma.sync kernel against float64, and run to run. */
+#define PREFILL_KERNEL_TESTS(id, name)                                                             \
+    Test(gpu_attention, matches_float64_for_causal_prefill_on_##id, .timeout = 900)                \
+    {                                                                                              \
+        skip_without_gpu();                                                                        \
+        setenv("BATON_ATTN_PREFILL", name, 1);                                                     \
+        prefill_table(BATON_DEVICE_CUDA, 1 << 30);                                                 \
+    }                                                                                              \
+    Test(gpu_attention, gives_the_same_bits_run_to_run_in_prefill_on_##id)                         \
+    {                                                                                              \
+        skip_without_gpu();                                                                        \
+        prefill_same_bits_of(name, NULL);                                                          \
+    }
+PREFILL_KERNEL_TESTS(wgmma, "wgmma")
+PREFILL_KERNEL_TESTS(wgmma_loop_qr, "wgmma-loop-qr")
+PREFILL_KERNEL_TESTS(wgmma128, "wgmma128")
+PREFILL_KERNEL_TESTS(wgmma_pipe, "wgmma-pipe")
+PREFILL_KERNEL_TESTS(wgmma_pipe_qr, "wgmma-pipe-qr")
+PREFILL_KERNEL_TESTS(wgmma_tma, "wgmma-tma")
+PREFILL_KERNEL_TESTS(wgmma_tma_qr, "wgmma-tma-qr")
+PREFILL_KERNEL_TESTS(mma_sync, "mma")
 #endif
 
 /* ---- silu_mul, silu, gelu, softmax, cast ---------------------------------------------------- */
