@@ -57,8 +57,9 @@ template <int BN, bool PIPE> struct Lay {
     static constexpr int PRE = ST - 1;          /* tiles loaded before the loop */
     static constexpr unsigned TB = BN * DH * 2; /* bytes of a K or V tile */
     static constexpr unsigned OFF_KV = WGS * QB;
-    static constexpr unsigned OFF_BAR = OFF_KV + 2 * ST * TB; /* a stage's mbarrier (TMA) */
-    static constexpr unsigned OFF_POS = OFF_BAR + 8 * ST;
+    /* a stage's mbarriers (TMA): full (its tile landed), then empty (both warpgroups are done) */
+    static constexpr unsigned OFF_BAR = OFF_KV + 2 * ST * TB;
+    static constexpr unsigned OFF_POS = OFF_BAR + 16 * ST;
     /* 1024 bytes of slack: the tiles are placed at the first 1024-byte boundary */
     static constexpr size_t BYTES = 1024 + OFF_POS + (BP + 2) * 4;
 };
@@ -345,6 +346,22 @@ template <int N> __device__ __forceinline__ void wg_wait()
     asm volatile("wgmma.wait_group.sync.aligned %0;" ::"n"(N) : "memory");
 }
 
+/* Named barriers: wait for n threads (this one among them), or count this thread among them
+ * (the forms that allow a warp diverged by thread 0's loads). */
+__device__ __forceinline__ void nb_sync(int id, int n)
+{
+    asm volatile("barrier.sync %0, %1;" ::"r"(id), "r"(n) : "memory");
+}
+__device__ __forceinline__ void nb_arrive(int id, int n)
+{
+    asm volatile("barrier.arrive %0, %1;" ::"r"(id), "r"(n) : "memory");
+}
+
+__device__ __forceinline__ void mbar_arrive(unsigned long long *bar)
+{
+    asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(smem_u32(bar)) : "memory");
+}
+
 /* The box at (x, y) of a 2-D tensor map into shared memory at dst (the map's swizzle applied),
  * completing on bar. */
 __device__ __forceinline__ void tma_2d(unsigned dst, const CUtensorMap *map, int x, int y,
@@ -363,8 +380,11 @@ __device__ __forceinline__ void tma_2d(unsigned dst, const CUtensorMap *map, int
  * the SM fill the tensor cores meanwhile). TMA (with PIPE): K and V come by the tensor maps tmK
  * and tmV ([S, Hkv * 64], boxes of 64 x BN, 128-byte swizzle) on one thread's bulk copies,
  * completing on a stage's mbarrier, instead of every thread's cp.async. QR: Q's fragments in
- * registers (wgmma's A from registers), which halves the shared-memory reads of S = Q K^T. */
-template <typename T, int BN, bool PIPE, bool TMA, bool QR>
+ * registers (wgmma's A from registers), which halves the shared-memory reads of S = Q K^T. PP
+ * (with TMA): the two warpgroups take turns on the tensor cores, as FlashAttention-3's ping-pong
+ * does, one's softmax during the other's products, and a stage comes back through its empty
+ * mbarrier instead of a block barrier a tile, so that they may run half a tile apart. */
+template <typename T, int BN, bool PIPE, bool TMA, bool QR, bool PP>
 __global__ void __launch_bounds__(NTH, 2)
     pf90_kernel(const T *q, const T *kc, const T *vc, const void *pos, int pos64, T *o,
                 long long rows, int S, int H, int Hkv, float qscale, int qneg, int sms,
@@ -373,6 +393,7 @@ __global__ void __launch_bounds__(NTH, 2)
                 const __grid_constant__ CUtensorMap tmV)
 {
     static_assert(!TMA || PIPE, "the TMA loads serve the pipelined loop");
+    static_assert(!PP || TMA, "the ping-pong takes its stages back through mbarriers");
 #ifdef PF90_WGMMA
     using L = Lay<BN, PIPE>;
     constexpr int ST = L::ST, PRE = L::PRE, NC = BN / 8, NS = BN / 2;
@@ -381,7 +402,8 @@ __global__ void __launch_bounds__(NTH, 2)
     const unsigned raw = smem_u32(pf90_smem), base = (raw + 1023u) & ~1023u;
     unsigned char *gbase = pf90_smem + (base - raw);
     int *sPos = reinterpret_cast<int *>(gbase + L::OFF_POS);
-    unsigned long long *full = reinterpret_cast<unsigned long long *>(gbase + L::OFF_BAR);
+    unsigned long long *full = reinterpret_cast<unsigned long long *>(gbase + L::OFF_BAR),
+                       *empty = full + ST;
     const unsigned sKV = base + L::OFF_KV;
 
     const long long tiles = (rows + BP - 1) / BP;
@@ -400,8 +422,10 @@ __global__ void __launch_bounds__(NTH, 2)
               g = lane >> 2, t = lane & 3;
 
     if (TMA && tid == 0) {
-        for (int i = 0; i < ST; i++)
+        for (int i = 0; i < ST; i++) {
             mbar_init(&full[i], 1);
+            mbar_init(&empty[i], NTH / 32); /* a lane of each warp */
+        }
         mbar_fence_init(); /* the __syncthreads below publishes them */
     }
     pdl_wait(); /* q, the caches and positions may be a predecessor's outputs */
@@ -544,6 +568,80 @@ __global__ void __launch_bounds__(NTH, 2)
             wg_wait<0>();
             fence_regs(acc);
         }
+    } else if constexpr (PP) {
+        /* The pipelined loop below, with each warpgroup's products (S of tile it, P V of tile
+         * it - 1) issued between a wait on its own named barrier and an arrival on the other's:
+         * warpgroup 0 issues first, then 1, then 0 again. Every bracket but warpgroup 1's last
+         * arrives at the other's barrier, so both barriers see as many arrivals as waits. Stage
+         * k % ST takes tile k once both warpgroups' warps have released tile k - ST (a lane of
+         * each, after the wait for its P V); thread 0 issues the loads. */
+        const int own = 3 + wg, other = 4 - wg;
+        cp_wait(0); /* Q */
+        fence_async_shared();
+        __syncthreads();
+        q_frags();
+        if (wg == 1)
+            nb_arrive(3, NTH);
+        mbar_wait(&full[0], 0);
+        unsigned a[BN / 16][4];
+        float corr[2];
+        {
+            float s[NS];
+            nb_sync(own, NTH);
+            issue_qk<T, BN, QR>(s, dq, qf, dk_of(0));
+            nb_arrive(other, NTH);
+            wg_wait<0>();
+            fence_regs(s);
+            if (BN - 1 > wmin)
+                mask_tile<NC>(s, 0, t, pr);
+            softmax_tile<NC>(s, m, l, corr, qscale);
+            pack_p<T, NC>(s, a);
+        }
+        for (int it = 1; it < ntiles; it++) {
+            const int k = it + ST - 2; /* into the stage of tile it - 2 */
+            if (tid == 0 && k < ntiles) {
+                if (it >= 2)
+                    mbar_wait(&empty[k % ST], (unsigned)((it - 2) / ST) & 1);
+                load_kv(k, k % ST);
+            }
+            __syncwarp();
+            mbar_wait(&full[it % ST], (unsigned)(it / ST) & 1);
+            float s[NS];
+            nb_sync(own, NTH);
+            issue_qk<T, BN, QR>(s, dq, qf, dk_of(it % ST));
+            rescale(acc, corr);
+            issue_pv<T, BN>(acc, a, dv_of((it - 1) % ST));
+            nb_arrive(other, NTH);
+            wg_wait<1>(); /* S of tile it; P V of tile it - 1 runs on */
+            fence_regs(s);
+            if (it * BN + BN - 1 > wmin)
+                mask_tile<NC>(s, it * BN, t, pr);
+            softmax_tile<NC>(s, m, l, corr, qscale);
+            wg_wait<0>();
+            fence_regs(acc);
+            if (lane == 0)
+                mbar_arrive(&empty[(it - 1) % ST]);
+            pack_p<T, NC>(s, a);
+        }
+        if (ntiles * BN - 1 > kmax) {
+            /* the last tile's V rows past kmax hold whatever the cache holds there (NaN, say):
+             * zeros, as P's zeros there must not meet them (its K rows are masked) */
+            const int j0 = (ntiles - 1) * BN, n = (ntiles * BN - 1 - kmax) * 8;
+            unsigned char *sv = gbase + L::OFF_KV + ((ntiles - 1) % ST) * 2 * TB + TB;
+            for (int c = tid; c < n; c += NTH) {
+                const int jj = kmax + 1 - j0 + (c >> 3);
+                *reinterpret_cast<uint4 *>(sv + sw128(jj, c & 7)) = make_uint4(0, 0, 0, 0);
+            }
+            fence_async_shared();
+            __syncthreads();
+        }
+        nb_sync(own, NTH);
+        rescale(acc, corr);
+        issue_pv<T, BN>(acc, a, dv_of((ntiles - 1) % ST));
+        if (wg == 0)
+            nb_arrive(other, NTH);
+        wg_wait<0>();
+        fence_regs(acc);
     } else {
         /* As FlashAttention-3 overlaps within a warpgroup: iteration it issues S of tile it and
          * P V of tile it - 1 (P and O's factor from the softmax of tile it - 1), then takes the
@@ -577,9 +675,10 @@ __global__ void __launch_bounds__(NTH, 2)
             __syncthreads();
             if (it + ST - 2 < ntiles)
                 load_kv(it + ST - 2, (it + ST - 2) % ST);
-            if (TMA)
+            if (TMA) {
+                __syncwarp();
                 mbar_wait(&full[it % ST], (unsigned)(it / ST) & 1);
-            else
+            } else
                 cp_commit();
             float s[NS];
             issue_qk<T, BN, QR>(s, dq, qf, dk_of(it % ST));
@@ -687,7 +786,7 @@ static int cache_map(const baton_exec_ctx *ctx, CUtensorMap *m, const void *base
     return 0;
 }
 
-template <typename T, int BN, bool PIPE, bool TMA, bool QR>
+template <typename T, int BN, bool PIPE, bool TMA, bool QR, bool PP = false>
 static int launch_t(const baton_exec_ctx *ctx, const Call &c)
 {
     using L = Lay<BN, PIPE>;
@@ -705,7 +804,7 @@ static int launch_t(const baton_exec_ctx *ctx, const Call &c)
         if (rc)
             return rc;
     }
-    auto kern = pf90_kernel<T, BN, PIPE, TMA, QR>;
+    auto kern = pf90_kernel<T, BN, PIPE, TMA, QR, PP>;
     if (prepare(kern, ctx, "attention", 1, grid, NTH, L::BYTES, L::BYTES, false) < 0)
         return BATON_ECUDA;
     const float qscale = (float)(fabs(c.scale) * 1.4426950408889634);
@@ -752,6 +851,8 @@ template <typename T> static int launch_v(const baton_exec_ctx *ctx, const Call 
     case PIPE64_TMA: return launch_t<T, 64, true, true, false>(ctx, c);
     case PIPE64_TMA_QR: return launch_t<T, 64, true, true, true>(ctx, c);
     case PIPE64_QR: return launch_t<T, 64, true, false, true>(ctx, c);
+    case PP64: return launch_t<T, 64, true, true, false, true>(ctx, c);
+    case PP64_QR: return launch_t<T, 64, true, true, true, true>(ctx, c);
     default: return launch_t<T, 64, true, false, false>(ctx, c);
     }
 }

@@ -3778,6 +3778,8 @@ static const struct {
     {"wgmma-pipe-qr", pf90::PIPE64_QR},
     {"wgmma-tma", pf90::PIPE64_TMA},
     {"wgmma-tma-qr", pf90::PIPE64_TMA_QR},
+    {"wgmma-pp", pf90::PP64},
+    {"wgmma-pp-qr", pf90::PP64_QR},
 };
 
 /* -1: this file's kernel; else the wgmma kernel's variant. */
