@@ -1428,6 +1428,11 @@ Test(gpu_attention, records_a_prefill_position_outside_the_cache_on_wgmma_tma_qr
     skip_without_gpu();
     prefill_bad_pos("wgmma-tma-qr");
 }
+Test(gpu_attention, records_a_prefill_position_outside_the_cache_on_wgmma_pp_qr)
+{
+    skip_without_gpu();
+    prefill_bad_pos("wgmma-pp-qr");
+}
 Test(gpu_attention, records_a_prefill_position_outside_the_cache_on_mma_sync)
 {
     skip_without_gpu();
@@ -1504,6 +1509,8 @@ PREFILL_KERNEL_TESTS(wgmma_pipe, "wgmma-pipe")
 PREFILL_KERNEL_TESTS(wgmma_pipe_qr, "wgmma-pipe-qr")
 PREFILL_KERNEL_TESTS(wgmma_tma, "wgmma-tma")
 PREFILL_KERNEL_TESTS(wgmma_tma_qr, "wgmma-tma-qr")
+PREFILL_KERNEL_TESTS(wgmma_pp, "wgmma-pp")
+PREFILL_KERNEL_TESTS(wgmma_pp_qr, "wgmma-pp-qr")
 PREFILL_KERNEL_TESTS(mma_sync, "mma")
 #endif
 
