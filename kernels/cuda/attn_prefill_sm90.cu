@@ -23,14 +23,16 @@ namespace pf90
 
 /* ---- the block ----------------------------------------------------------------------------------
  * A block of two warpgroups takes 64 positions of two heads of one KV head (warpgroup w: head
- * h0 + w), so every K and V tile in shared memory serves both. Per key tile of BN rows a
- * warpgroup forms S = Q K^T (64 x BN) with wgmma m64nBNk16 from shared memory (Q and K), masks
+ * h0 + w), so every K and V tile in shared memory serves both. Per key tile of 64 rows a
+ * warpgroup forms S = Q K^T (64 x 64) with wgmma m64n64k16 from shared memory (Q and K), masks
  * the keys past a row's position (only on tiles that reach past the warp's smallest one), runs the
  * online softmax on the accumulator registers (base 2; a row's four lanes meet through quad
  * shuffles), rounds P to the data's type in registers and adds P V with wgmma m64n64k16 whose A
- * comes from those registers. K and V come through a ring of ST stages filled by cp.async (one
- * barrier a tile). The blocks of the longest rows start first. Every sum runs in one fixed order:
- * the same bits every run.
+ * comes from those registers, P V of tile it - 1 running on the tensor cores during the softmax of
+ * tile it (as FlashAttention-3 overlaps within a warpgroup). K and V come by TMA (one thread's
+ * bulk copies through tensor maps, completing on a stage's mbarrier) into a ring of 5 stages; one
+ * block barrier a tile gives a stage back. The blocks of the longest rows start first. Every sum
+ * runs in one fixed order: the same bits every run.
  *
  * Shared tiles are rows of 64 elements (128 bytes), in wgmma's 128-byte swizzle: 16-byte chunk c
  * of row r sits at r * 128 + ((c ^ (r % 8)) * 16), tiles 1024-byte aligned (the swizzle is taken
@@ -39,7 +41,7 @@ namespace pf90
  * "MN-major" (the transpose flag): 1024 bytes between groups of 8 keys, a k16 step 16 keys (2048
  * bytes) further, the leading offset (between 64-feature column blocks) unused at N = 64.
  *
- * Accumulators (m64nN, f32; lane = 4 g + t of warp w of the warpgroup): d[4 n + e] holds row
+ * Accumulators (m64n64, f32; lane = 4 g + t of warp w of the warpgroup): d[4 n + e] holds row
  * 16 w + g + 8 (e >> 1), column 8 n + 2 t + (e & 1). The A registers of a k16 step (keys
  * 16 kk ..): a0 = (row g, keys 2t, 2t+1), a1 = (g + 8, 2t..), a2 = (g, 2t + 8..), a3 = (g + 8,
  * 2t + 8..): the accumulators of columns 2 kk and 2 kk + 1 of S, packed in pairs. */
@@ -50,19 +52,14 @@ constexpr int WGS = 2; /* warpgroups (heads) a block */
 constexpr int NTH = 128 * WGS;
 constexpr unsigned QB = BP * DH * 2; /* bytes of one head's Q tile */
 
-template <int BN, bool PIPE> struct Lay {
-    /* stages, two blocks an SM: 2 x 32 KB (BN = 128) or 4 x 16 KB (BN = 64) of K and V, 5 in the
-     * pipelined loop, which keeps one stage more in use */
-    static constexpr int ST = PIPE ? 5 : BN == 128 ? 2 : 4;
-    static constexpr int PRE = ST - 1;          /* tiles loaded before the loop */
-    static constexpr unsigned TB = BN * DH * 2; /* bytes of a K or V tile */
-    static constexpr unsigned OFF_KV = WGS * QB;
-    /* a stage's mbarriers (TMA): full (its tile landed), then empty (both warpgroups are done) */
-    static constexpr unsigned OFF_BAR = OFF_KV + 2 * ST * TB;
-    static constexpr unsigned OFF_POS = OFF_BAR + 16 * ST;
-    /* 1024 bytes of slack: the tiles are placed at the first 1024-byte boundary */
-    static constexpr size_t BYTES = 1024 + OFF_POS + (BP + 2) * 4;
-};
+constexpr int BN = 64;                /* keys a tile */
+constexpr int ST = 5;                 /* stages of the ring */
+constexpr unsigned TB = BN * DH * 2;  /* bytes of a K or V tile */
+constexpr unsigned OFF_KV = WGS * QB; /* then stage st's K at 2 st TB, its V at (2 st + 1) TB */
+constexpr unsigned OFF_BAR = OFF_KV + 2 * ST * TB; /* a stage's mbarrier: its tile landed */
+constexpr unsigned OFF_POS = OFF_BAR + 8 * ST;
+/* 1024 bytes of slack: the tiles are placed at the first 1024-byte boundary */
+constexpr size_t BYTES = 1024 + OFF_POS + (BP + 2) * 4;
 
 #ifdef PF90_WGMMA
 __device__ __forceinline__ unsigned sw128(int row, int chunk)
@@ -103,15 +100,9 @@ __device__ __forceinline__ void fence_async_shared()
 #define PF90_F16(c, d, i)                                                                          \
     PF90_F4(c, d, i), PF90_F4(c, d, i + 4), PF90_F4(c, d, i + 8), PF90_F4(c, d, i + 12)
 #define PF90_F32(c, d, i) PF90_F16(c, d, i), PF90_F16(c, d, i + 16)
-#define PF90_F64(c, d)    PF90_F32(c, d, 0), PF90_F32(c, d, 32)
 #define PF90_R32                                                                                   \
     "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, "  \
     "%20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}"
-#define PF90_R64                                                                                   \
-    "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, "  \
-    "%20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, "   \
-    "%38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, "   \
-    "%56, %57, %58, %59, %60, %61, %62, %63}"
 /* d (=, or += when ACC) A B over one k16 step, A and B K-major in shared memory. */
 #define PF90_SS64(TY, C, ACC)                                                                      \
     asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"                                      \
@@ -119,19 +110,6 @@ __device__ __forceinline__ void fence_async_shared()
                  ", %32, %33, p, 1, 1, 0, 0;\n}\n"                                                 \
                  : PF90_F32(C, d, 0)                                                               \
                  : "l"(da), "l"(db), "r"(ACC))
-#define PF90_SS128(TY, C, ACC)                                                                     \
-    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"                                      \
-                 "wgmma.mma_async.sync.aligned.m64n128k16.f32." TY "." TY " " PF90_R64             \
-                 ", %64, %65, p, 1, 1, 0, 0;\n}\n"                                                 \
-                 : PF90_F64(C, d)                                                                  \
-                 : "l"(da), "l"(db), "r"(ACC))
-/* d (=, or += when ACC) A B over one k16 step, A in registers, B K-major in shared memory. */
-#define PF90_RSK64(TY, C, ACC)                                                                     \
-    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\n"                                      \
-                 "wgmma.mma_async.sync.aligned.m64n64k16.f32." TY "." TY " " PF90_R32              \
-                 ", {%32, %33, %34, %35}, %36, p, 1, 1, 0;\n}\n"                                   \
-                 : PF90_F32(C, d, 0)                                                               \
-                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(ACC))
 /* d += A B over one k16 step, A in registers, B MN-major in shared memory. */
 #define PF90_RS64(TY)                                                                              \
     asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\n"                                      \
@@ -140,51 +118,21 @@ __device__ __forceinline__ void fence_async_shared()
                  : PF90_F32("+f", d, 0)                                                            \
                  : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(1))
 
-/* S (=, or += when ACC) Q K^T over one k16 step: N = BN keys. */
-template <typename T, int N, bool ACC>
-__device__ __forceinline__ void wg_qk(float (&d)[N / 2], unsigned long long da,
-                                      unsigned long long db)
-{
-    constexpr bool H = std::is_same<T, __half>::value;
-    if constexpr (N == 64 && !ACC) {
-        if constexpr (H)
-            PF90_SS64("f16", "=f", 0);
-        else
-            PF90_SS64("bf16", "=f", 0);
-    } else if constexpr (N == 64) {
-        if constexpr (H)
-            PF90_SS64("f16", "+f", 1);
-        else
-            PF90_SS64("bf16", "+f", 1);
-    } else if constexpr (!ACC) {
-        if constexpr (H)
-            PF90_SS128("f16", "=f", 0);
-        else
-            PF90_SS128("bf16", "=f", 0);
-    } else {
-        if constexpr (H)
-            PF90_SS128("f16", "+f", 1);
-        else
-            PF90_SS128("bf16", "+f", 1);
-    }
-}
-
-/* S (=, or += when ACC) Q K^T over one k16 step of 64 keys, Q's fragment in registers. */
+/* S (=, or += when ACC) Q K^T over one k16 step of 64 keys. */
 template <typename T, bool ACC>
-__device__ __forceinline__ void wg_qk_rs(float (&d)[32], const unsigned (&a)[4],
-                                         unsigned long long db)
+__device__ __forceinline__ void wg_qk(float (&d)[32], unsigned long long da, unsigned long long db)
 {
     constexpr bool H = std::is_same<T, __half>::value;
     if constexpr (!ACC) {
         if constexpr (H)
-            PF90_RSK64("f16", "=f", 0);
+            PF90_SS64("f16", "=f", 0);
         else
-            PF90_RSK64("bf16", "=f", 0);
+            PF90_SS64("bf16", "=f", 0);
     } else {
         if constexpr (H)
-            PF90_RSK64("f16", "+f", 1);
+            PF90_SS64("f16", "+f", 1);
         else
-            PF90_RSK64("bf16", "+f", 1);
+            PF90_SS64("bf16", "+f", 1);
     }
 }
 
@@ -306,30 +254,21 @@ __device__ __forceinline__ void pack_p(const float (&s)[4 * NC], unsigned (&a)[N
     }
 }
 
-/* S = Q K^T of one key tile, issued (not waited for): Q from shared memory (dq), or from
- * registers (qf, when QR). */
-template <typename T, int BN, bool QR>
+/* S = Q K^T of one key tile, issued (not waited for). */
+template <typename T>
 __device__ __forceinline__ void issue_qk(float (&s)[BN / 2], unsigned long long dq,
-                                         const unsigned (&qf)[DH / 16][4], unsigned long long dk)
+                                         unsigned long long dk)
 {
     wg_fence();
-    if constexpr (QR) {
-        static_assert(BN == 64, "Q from registers at 64-key tiles");
-        wg_qk_rs<T, false>(s, qf[0], dk);
+    wg_qk<T, false>(s, dq, dk);
 #pragma unroll
-        for (int kk = 1; kk < DH / 16; kk++)
-            wg_qk_rs<T, true>(s, qf[kk], dk + 2 * kk);
-    } else {
-        wg_qk<T, BN, false>(s, dq, dk);
-#pragma unroll
-        for (int kk = 1; kk < DH / 16; kk++)
-            wg_qk<T, BN, true>(s, dq + 2 * kk, dk + 2 * kk);
-    }
+    for (int kk = 1; kk < DH / 16; kk++)
+        wg_qk<T, true>(s, dq + 2 * kk, dk + 2 * kk);
     wg_commit();
 }
 
 /* O += P V of one key tile, issued (not waited for). */
-template <typename T, int BN>
+template <typename T>
 __device__ __forceinline__ void issue_pv(float (&acc)[32], const unsigned (&a)[BN / 16][4],
                                          unsigned long long dv)
 {
@@ -346,22 +285,6 @@ template <int N> __device__ __forceinline__ void wg_wait()
     asm volatile("wgmma.wait_group.sync.aligned %0;" ::"n"(N) : "memory");
 }
 
-/* Named barriers: wait for n threads (this one among them), or count this thread among them
- * (the forms that allow a warp diverged by thread 0's loads). */
-__device__ __forceinline__ void nb_sync(int id, int n)
-{
-    asm volatile("barrier.sync %0, %1;" ::"r"(id), "r"(n) : "memory");
-}
-__device__ __forceinline__ void nb_arrive(int id, int n)
-{
-    asm volatile("barrier.arrive %0, %1;" ::"r"(id), "r"(n) : "memory");
-}
-
-__device__ __forceinline__ void mbar_arrive(unsigned long long *bar)
-{
-    asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(smem_u32(bar)) : "memory");
-}
-
 /* The box at (x, y) of a 2-D tensor map into shared memory at dst (the map's swizzle applied),
  * completing on bar. */
 __device__ __forceinline__ void tma_2d(unsigned dst, const CUtensorMap *map, int x, int y,
@@ -374,37 +297,23 @@ __device__ __forceinline__ void tma_2d(unsigned dst, const CUtensorMap *map, int
 }
 #endif
 
-/* qscale = |scale| * log2(e); qneg: scale < 0, applied by negating Q's elements (exact).
- * PIPE: the pipelined loop (BN = 64), where a warpgroup's P V of tile it - 1 runs on the tensor
- * cores while it takes the softmax of tile it; else one tile at a time (the other warpgroups of
- * the SM fill the tensor cores meanwhile). TMA (with PIPE): K and V come by the tensor maps tmK
- * and tmV ([S, Hkv * 64], boxes of 64 x BN, 128-byte swizzle) on one thread's bulk copies,
- * completing on a stage's mbarrier, instead of every thread's cp.async. QR: Q's fragments in
- * registers (wgmma's A from registers), which halves the shared-memory reads of S = Q K^T. PP
- * (with TMA): the two warpgroups take turns on the tensor cores, as FlashAttention-3's ping-pong
- * does, one's softmax during the other's products, and a stage comes back through its empty
- * mbarrier instead of a block barrier a tile, so that they may run half a tile apart. */
-template <typename T, int BN, bool PIPE, bool TMA, bool QR, bool PP>
+/* qscale = |scale| * log2(e); qneg: scale < 0, applied by negating Q's elements (exact). tmK and
+ * tmV: the caches' tensor maps ([S, Hkv * 64], boxes of 64 x BN, 128-byte swizzle). */
+template <typename T>
 __global__ void __launch_bounds__(NTH, 2)
-    pf90_kernel(const T *q, const T *kc, const T *vc, const void *pos, int pos64, T *o,
-                long long rows, int S, int H, int Hkv, float qscale, int qneg, int sms,
-                unsigned long long *err, unsigned long long *const *err_host,
-                unsigned long long tag, const __grid_constant__ CUtensorMap tmK,
-                const __grid_constant__ CUtensorMap tmV)
+    pf90_kernel(const T *q, const void *pos, int pos64, T *o, long long rows, int S, int H, int Hkv,
+                float qscale, int qneg, int sms, unsigned long long *err,
+                unsigned long long *const *err_host, unsigned long long tag,
+                const __grid_constant__ CUtensorMap tmK, const __grid_constant__ CUtensorMap tmV)
 {
-    static_assert(!TMA || PIPE, "the TMA loads serve the pipelined loop");
-    static_assert(!PP || TMA, "the ping-pong takes its stages back through mbarriers");
 #ifdef PF90_WGMMA
-    using L = Lay<BN, PIPE>;
-    constexpr int ST = L::ST, PRE = L::PRE, NC = BN / 8, NS = BN / 2;
-    constexpr unsigned TB = L::TB;
+    constexpr int NC = BN / 8, NS = BN / 2;
     extern __shared__ unsigned char pf90_smem[];
     const unsigned raw = smem_u32(pf90_smem), base = (raw + 1023u) & ~1023u;
     unsigned char *gbase = pf90_smem + (base - raw);
-    int *sPos = reinterpret_cast<int *>(gbase + L::OFF_POS);
-    unsigned long long *full = reinterpret_cast<unsigned long long *>(gbase + L::OFF_BAR),
-                       *empty = full + ST;
-    const unsigned sKV = base + L::OFF_KV;
+    int *sPos = reinterpret_cast<int *>(gbase + OFF_POS);
+    unsigned long long *full = reinterpret_cast<unsigned long long *>(gbase + OFF_BAR);
+    const unsigned sKV = base + OFF_KV;
 
     const long long tiles = (rows + BP - 1) / BP;
     const int HB = H / WGS; /* blocks a row tile */
@@ -417,15 +326,13 @@ __global__ void __launch_bounds__(NTH, 2)
     const int h0 = (int)(rank % HB) * WGS;
     const long long tile = tiles - 1 - rank / HB;
     const int kvh = h0 / (H / Hkv);
-    const long long r0 = tile * BP, F = (long long)H * DH, KF = (long long)Hkv * DH;
+    const long long r0 = tile * BP, F = (long long)H * DH;
     const int tid = threadIdx.x, wg = tid >> 7, warp = (tid >> 5) & 3, lane = tid & 31,
               g = lane >> 2, t = lane & 3;
 
-    if (TMA && tid == 0) {
-        for (int i = 0; i < ST; i++) {
+    if (tid == 0) {
+        for (int i = 0; i < ST; i++)
             mbar_init(&full[i], 1);
-            mbar_init(&empty[i], NTH / 32); /* a lane of each warp */
-        }
         mbar_fence_init(); /* the __syncthreads below publishes them */
     }
     pdl_wait(); /* q, the caches and positions may be a predecessor's outputs */
@@ -463,41 +370,23 @@ __global__ void __launch_bounds__(NTH, 2)
     const int pr[2] = {sPos[16 * warp + g], sPos[16 * warp + g + 8]};
     const int wmin = __reduce_min_sync(0xffffffffu, min(pr[0], pr[1]));
 
-    /* K and V of key tile `it` into stage `st`; keys past kmax (past S among them) as zeros:
-     * masked for every row, and a zero V keeps 0 * (stale bits) out of P V. This thread's chunk:
-     * rows tid / 8 + 32 i (the same place in the swizzle), chunk tid % 8. */
-    const T *kt = kc + (long long)kvh * DH + (tid & 7) * 8, *vt = vc + (kt - kc);
-    const unsigned sown = sKV + sw128(tid >> 3, tid & 7);
+    /* K and V of key tile `it` into stage `st`, by thread 0; keys past S come as zeros, those
+     * past kmax are cleared below */
     auto load_kv = [&](int it, int st) {
-        if constexpr (TMA) { /* keys past S come as zeros; those past kmax are cleared below */
-            if (tid == 0) {
-                const unsigned sk = sKV + (unsigned)st * 2 * TB;
-                mbar_arrive_tx(&full[st], 2 * TB);
-                tma_2d(sk, &tmK, kvh * DH, it * BN, &full[st]);
-                tma_2d(sk + TB, &tmV, kvh * DH, it * BN, &full[st]);
-            }
-            return;
-        }
-        const unsigned sk = sown + (unsigned)st * 2 * TB;
-#pragma unroll
-        for (int i = 0; i < BN / 32; i++) {
-            const int j = it * BN + (tid >> 3) + 32 * i;
-            const bool ok = j <= kmax;
-            const long long off = ok ? (long long)j * KF : 0;
-            cp_async16_or_zero(sk + 4096 * i, kt + off, ok);
-            cp_async16_or_zero(sk + TB + 4096 * i, vt + off, ok);
+        if (tid == 0) {
+            const unsigned sk = sKV + (unsigned)st * 2 * TB;
+            mbar_arrive_tx(&full[st], 2 * TB);
+            tma_2d(sk, &tmK, kvh * DH, it * BN, &full[st]);
+            tma_2d(sk + TB, &tmV, kvh * DH, it * BN, &full[st]);
         }
     };
-    /* the first PRE tiles in flight, one cp.async group each (empty past the last tile) */
+    /* the first ST - 1 tiles in flight */
 #pragma unroll
-    for (int i = 0; i < PRE; i++) {
+    for (int i = 0; i < ST - 1; i++)
         if (i < ntiles)
             load_kv(i, i);
-        if (!TMA)
-            cp_commit();
-    }
-    if (qneg && !QR) { /* this thread's own Q chunks, once they have landed */
-        cp_wait(TMA ? 0 : PRE);
+    cp_wait(0); /* this thread's Q chunks */
+    if (qneg) {
         for (int c = tid; c < WGS * BP * 8; c += NTH) {
             uint4 *p =
                 reinterpret_cast<uint4 *>(gbase + (c / (BP * 8)) * QB + sw128((c / 8) % BP, c % 8));
@@ -512,204 +401,66 @@ __global__ void __launch_bounds__(NTH, 2)
     for (int i = 0; i < 32; i++)
         acc[i] = 0.f;
     const unsigned long long dq = sw128_desc(base + (unsigned)wg * QB, 16);
-    unsigned qf[DH / 16][4]; /* with QR: rows 16 warp + g (+ 8), features 16 kk + 2 t (+ 8) */
-    auto q_frags =
-        [&]() { /* after a barrier that follows every thread's wait for Q */
-                if constexpr (QR) {
-                    const unsigned char *sq = gbase + wg * QB;
-                    const int r = 16 * warp + g;
-#pragma unroll
-                    for (int kk = 0; kk < DH / 16; kk++) {
-                        qf[kk][0] =
-                            *reinterpret_cast<const unsigned *>(sq + sw128(r, 2 * kk) + 4 * t);
-                        qf[kk][1] =
-                            *reinterpret_cast<const unsigned *>(sq + sw128(r + 8, 2 * kk) + 4 * t);
-                        qf[kk][2] =
-                            *reinterpret_cast<const unsigned *>(sq + sw128(r, 2 * kk + 1) + 4 * t);
-                        qf[kk][3] = *reinterpret_cast<const unsigned *>(
-                            sq + sw128(r + 8, 2 * kk + 1) + 4 * t);
-                        if (qneg)
-#pragma unroll
-                            for (int i = 0; i < 4; i++)
-                                qf[kk][i] ^= 0x80008000u;
-                    }
-                }
-        };
     /* the K (+ 0) and V (+ TB) descriptors of stage st */
     auto dk_of = [&](int st) { return sw128_desc(sKV + (unsigned)st * 2 * TB, 16); };
     auto dv_of = [&](int st) { return sw128_desc(sKV + (unsigned)st * 2 * TB + TB, TB); };
 
-    if constexpr (!PIPE) {
-        /* One barrier a tile: after it, tile it is in shared memory for every thread (each
-         * waited for its own copies and fenced them for the async proxy), and both warpgroups are
-         * done with tile it - 1 (their wgmma waited for), whose stage then takes tile it + ST -
-         * 1. */
-        for (int it = 0; it < ntiles; it++) {
-            cp_wait(ST - 2);
-            fence_async_shared();
-            __syncthreads();
-            if (it + ST - 1 < ntiles)
-                load_kv(it + ST - 1, (it + ST - 1) % ST);
-            cp_commit(); /* possibly empty: keeps the wait above uniform */
-            if (it == 0)
-                q_frags();
-            float s[NS];
-            issue_qk<T, BN, QR>(s, dq, qf, dk_of(it % ST));
-            wg_wait<0>();
-            fence_regs(s);
-            if (it * BN + BN - 1 > wmin)
-                mask_tile<NC>(s, it * BN, t, pr);
-            float corr[2];
-            softmax_tile<NC>(s, m, l, corr, qscale);
-            rescale(acc, corr);
-            unsigned a[BN / 16][4];
-            pack_p<T, NC>(s, a);
-            issue_pv<T, BN>(acc, a, dv_of(it % ST));
-            wg_wait<0>();
-            fence_regs(acc);
-        }
-    } else if constexpr (PP) {
-        /* The pipelined loop below, with each warpgroup's products (S of tile it, P V of tile
-         * it - 1) issued between a wait on its own named barrier and an arrival on the other's:
-         * warpgroup 0 issues first, then 1, then 0 again. Every bracket but warpgroup 1's last
-         * arrives at the other's barrier, so both barriers see as many arrivals as waits. Stage
-         * k % ST takes tile k once both warpgroups' warps have released tile k - ST (a lane of
-         * each, after the wait for its P V); thread 0 issues the loads. */
-        const int own = 3 + wg, other = 4 - wg;
-        cp_wait(0); /* Q */
-        fence_async_shared();
-        __syncthreads();
-        q_frags();
-        if (wg == 1)
-            nb_arrive(3, NTH);
-        mbar_wait(&full[0], 0);
-        unsigned a[BN / 16][4];
-        float corr[2];
-        {
-            float s[NS];
-            nb_sync(own, NTH);
-            issue_qk<T, BN, QR>(s, dq, qf, dk_of(0));
-            nb_arrive(other, NTH);
-            wg_wait<0>();
-            fence_regs(s);
-            if (BN - 1 > wmin)
-                mask_tile<NC>(s, 0, t, pr);
-            softmax_tile<NC>(s, m, l, corr, qscale);
-            pack_p<T, NC>(s, a);
-        }
-        for (int it = 1; it < ntiles; it++) {
-            const int k = it + ST - 2; /* into the stage of tile it - 2 */
-            if (tid == 0 && k < ntiles) {
-                if (it >= 2)
-                    mbar_wait(&empty[k % ST], (unsigned)((it - 2) / ST) & 1);
-                load_kv(k, k % ST);
-            }
-            __syncwarp();
-            mbar_wait(&full[it % ST], (unsigned)(it / ST) & 1);
-            float s[NS];
-            nb_sync(own, NTH);
-            issue_qk<T, BN, QR>(s, dq, qf, dk_of(it % ST));
-            rescale(acc, corr);
-            issue_pv<T, BN>(acc, a, dv_of((it - 1) % ST));
-            nb_arrive(other, NTH);
-            wg_wait<1>(); /* S of tile it; P V of tile it - 1 runs on */
-            fence_regs(s);
-            if (it * BN + BN - 1 > wmin)
-                mask_tile<NC>(s, it * BN, t, pr);
-            softmax_tile<NC>(s, m, l, corr, qscale);
-            wg_wait<0>();
-            fence_regs(acc);
-            if (lane == 0)
-                mbar_arrive(&empty[(it - 1) % ST]);
-            pack_p<T, NC>(s, a);
-        }
-        if (ntiles * BN - 1 > kmax) {
-            /* the last tile's V rows past kmax hold whatever the cache holds there (NaN, say):
-             * zeros, as P's zeros there must not meet them (its K rows are masked) */
-            const int j0 = (ntiles - 1) * BN, n = (ntiles * BN - 1 - kmax) * 8;
-            unsigned char *sv = gbase + L::OFF_KV + ((ntiles - 1) % ST) * 2 * TB + TB;
-            for (int c = tid; c < n; c += NTH) {
-                const int jj = kmax + 1 - j0 + (c >> 3);
-                *reinterpret_cast<uint4 *>(sv + sw128(jj, c & 7)) = make_uint4(0, 0, 0, 0);
-            }
-            fence_async_shared();
-            __syncthreads();
-        }
-        nb_sync(own, NTH);
-        rescale(acc, corr);
-        issue_pv<T, BN>(acc, a, dv_of((ntiles - 1) % ST));
-        if (wg == 0)
-            nb_arrive(other, NTH);
+    /* Iteration it issues S of tile it and P V of tile it - 1 (P and O's factor from the softmax
+     * of tile it - 1), then takes the softmax of tile it while that P V runs; both are waited for
+     * within the iteration, so no register in flight crosses the loop's back edge (ptxas would
+     * serialise the wgmma). Tile k goes to stage k % ST; iteration it loads tile it + ST - 2 into
+     * the stage of tile it - 2, whose P V both warpgroups waited for before the barrier of
+     * iteration it. */
+    fence_async_shared(); /* Q, by cp.async (and its sign) */
+    __syncthreads();
+    mbar_wait(&full[0], 0);
+    unsigned a[BN / 16][4];
+    float corr[2];
+    {
+        float s[NS];
+        issue_qk<T>(s, dq, dk_of(0));
         wg_wait<0>();
-        fence_regs(acc);
-    } else {
-        /* As FlashAttention-3 overlaps within a warpgroup: iteration it issues S of tile it and
-         * P V of tile it - 1 (P and O's factor from the softmax of tile it - 1), then takes the
-         * softmax of tile it while that P V runs; both are waited for within the iteration, so
-         * no register in flight crosses the loop's back edge. Tile k is cp.async group k + 1 (Q
-         * is group 0) in stage k % ST; iteration it loads tile it + ST - 2 into the stage of tile
-         * it - 2, whose P V every warpgroup waited for before the barrier of iteration it. */
-        cp_wait(TMA ? 0 : ST - 2); /* Q and tile 0 */
-        fence_async_shared();
-        __syncthreads();
-        q_frags();
-        if (TMA)
-            mbar_wait(&full[0], 0);
-        unsigned a[BN / 16][4];
-        float corr[2];
-        {
-            float s[NS];
-            issue_qk<T, BN, QR>(s, dq, qf, dk_of(0));
-            wg_wait<0>();
-            fence_regs(s);
-            if (BN - 1 > wmin)
-                mask_tile<NC>(s, 0, t, pr);
-            softmax_tile<NC>(s, m, l, corr, qscale);
-            pack_p<T, NC>(s, a);
-        }
-        for (int it = 1; it < ntiles; it++) {
-            if (!TMA) {
-                cp_wait(ST - 3); /* tile it: groups 0 .. it + 1 of the ST + it - 1 committed */
-                fence_async_shared();
-            }
-            __syncthreads();
-            if (it + ST - 2 < ntiles)
-                load_kv(it + ST - 2, (it + ST - 2) % ST);
-            if (TMA) {
-                __syncwarp();
-                mbar_wait(&full[it % ST], (unsigned)(it / ST) & 1);
-            } else
-                cp_commit();
-            float s[NS];
-            issue_qk<T, BN, QR>(s, dq, qf, dk_of(it % ST));
-            rescale(acc, corr);
-            issue_pv<T, BN>(acc, a, dv_of((it - 1) % ST));
-            wg_wait<1>(); /* S of tile it; P V of tile it - 1 runs on */
-            fence_regs(s);
-            if (it * BN + BN - 1 > wmin)
-                mask_tile<NC>(s, it * BN, t, pr);
-            softmax_tile<NC>(s, m, l, corr, qscale);
-            wg_wait<0>();
-            fence_regs(acc);
-            pack_p<T, NC>(s, a);
-        }
-        if (TMA && ntiles * BN - 1 > kmax) {
-            /* the last tile's V rows past kmax hold whatever the cache holds there (NaN, say):
-             * zeros, as P's zeros there must not meet them (its K rows are masked) */
-            const int j0 = (ntiles - 1) * BN, n = (ntiles * BN - 1 - kmax) * 8;
-            unsigned char *sv = gbase + L::OFF_KV + ((ntiles - 1) % ST) * 2 * TB + TB;
-            for (int c = tid; c < n; c += NTH) {
-                const int jj = kmax + 1 - j0 + (c >> 3);
-                *reinterpret_cast<uint4 *>(sv + sw128(jj, c & 7)) = make_uint4(0, 0, 0, 0);
-            }
-            fence_async_shared();
-            __syncthreads();
-        }
-        rescale(acc, corr);
-        issue_pv<T, BN>(acc, a, dv_of((ntiles - 1) % ST));
-        wg_wait<0>();
-        fence_regs(acc);
+        fence_regs(s);
+        if (BN - 1 > wmin)
+            mask_tile<NC>(s, 0, t, pr);
+        softmax_tile<NC>(s, m, l, corr, qscale);
+        pack_p<T, NC>(s, a);
     }
+    for (int it = 1; it < ntiles; it++) {
+        __syncthreads();
+        if (it + ST - 2 < ntiles)
+            load_kv(it + ST - 2, (it + ST - 2) % ST);
+        __syncwarp();
+        mbar_wait(&full[it % ST], (unsigned)(it / ST) & 1);
+        float s[NS];
+        issue_qk<T>(s, dq, dk_of(it % ST));
+        rescale(acc, corr);
+        issue_pv<T>(acc, a, dv_of((it - 1) % ST));
+        wg_wait<1>(); /* S of tile it; P V of tile it - 1 runs on */
+        fence_regs(s);
+        if (it * BN + BN - 1 > wmin)
+            mask_tile<NC>(s, it * BN, t, pr);
+        softmax_tile<NC>(s, m, l, corr, qscale);
+        wg_wait<0>();
+        fence_regs(acc);
+        pack_p<T, NC>(s, a);
+    }
+    if (ntiles * BN - 1 > kmax) {
+        /* the last tile's V rows past kmax hold whatever the cache holds there (NaN, say): zeros,
+         * as P's zeros there must not meet them (its K rows are masked) */
+        const int j0 = (ntiles - 1) * BN, n = (ntiles * BN - 1 - kmax) * 8;
+        unsigned char *sv = gbase + OFF_KV + ((ntiles - 1) % ST) * 2 * TB + TB;
+        for (int c = tid; c < n; c += NTH) {
+            const int jj = kmax + 1 - j0 + (c >> 3);
+            *reinterpret_cast<uint4 *>(sv + sw128(jj, c & 7)) = make_uint4(0, 0, 0, 0);
+        }
+        fence_async_shared();
+        __syncthreads();
+    }
+    rescale(acc, corr);
+    issue_pv<T>(acc, a, dv_of((ntiles - 1) % ST));
+    wg_wait<0>();
+    fence_regs(acc);
 
     /* O / l through this warpgroup's Q tile (its wgmma are done with it), then out in 16-byte
      * rows */
@@ -735,9 +486,8 @@ __global__ void __launch_bounds__(NTH, 2)
                 *reinterpret_cast<const uint4 *>(sO + sw128(row, ch));
     }
 #else
-    (void)q, (void)kc, (void)vc, (void)pos, (void)pos64, (void)o, (void)rows, (void)S, (void)H;
-    (void)Hkv, (void)qscale, (void)qneg, (void)sms, (void)err, (void)err_host, (void)tag;
-    (void)tmK, (void)tmV;
+    (void)q, (void)pos, (void)pos64, (void)o, (void)rows, (void)S, (void)H, (void)Hkv, (void)qscale;
+    (void)qneg, (void)sms, (void)err, (void)err_host, (void)tag, (void)tmK, (void)tmV;
 #endif
 }
 
@@ -764,17 +514,17 @@ static EncodeTiled encoder(void)
     return (EncodeTiled)f;
 }
 
-/* The tensor map of a cache [S, Hkv * 64]: boxes of 64 features x bn keys, 128-byte swizzle (the
+/* The tensor map of a cache [S, Hkv * 64]: boxes of 64 features x BN keys, 128-byte swizzle (the
  * kernel's layout), keys past S read as zeros. */
 static int cache_map(const baton_exec_ctx *ctx, CUtensorMap *m, const void *base, bool half, int S,
-                     int Hkv, int bn)
+                     int Hkv)
 {
     EncodeTiled enc = encoder();
     if (!enc)
         return baton__ctx_fail(ctx, BATON_ECUDA, "attention: no cuTensorMapEncodeTiled");
     const cuuint64_t dim[2] = {(cuuint64_t)Hkv * DH, (cuuint64_t)S};
     const cuuint64_t stride[1] = {(cuuint64_t)Hkv * DH * 2};
-    const cuuint32_t box[2] = {(cuuint32_t)DH, (cuuint32_t)bn}, es[2] = {1, 1};
+    const cuuint32_t box[2] = {(cuuint32_t)DH, (cuuint32_t)BN}, es[2] = {1, 1};
     const CUresult r =
         enc(m, half ? CU_TENSOR_MAP_DATA_TYPE_FLOAT16 : CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2,
             const_cast<void *>(base), dim, stride, box, es, CU_TENSOR_MAP_INTERLEAVE_NONE,
@@ -786,32 +536,25 @@ static int cache_map(const baton_exec_ctx *ctx, CUtensorMap *m, const void *base
     return 0;
 }
 
-template <typename T, int BN, bool PIPE, bool TMA, bool QR, bool PP = false>
-static int launch_t(const baton_exec_ctx *ctx, const Call &c)
+template <typename T> static int launch_t(const baton_exec_ctx *ctx, const Call &c)
 {
-    using L = Lay<BN, PIPE>;
     const long long tiles = (c.rows + BP - 1) / BP, grid = tiles * (c.H / WGS);
     if (grid > 0x7fffffffLL)
         return baton__ctx_fail(ctx, BATON_EINVAL, "attention: too many rows for one launch");
+    constexpr bool half = std::is_same<T, __half>::value;
     CUtensorMap mk, mv;
-    memset(&mk, 0, sizeof mk);
-    memset(&mv, 0, sizeof mv);
-    if (TMA) {
-        constexpr bool half = std::is_same<T, __half>::value;
-        int rc = cache_map(ctx, &mk, c.k, half, c.S, c.Hkv, BN);
-        if (!rc)
-            rc = cache_map(ctx, &mv, c.v, half, c.S, c.Hkv, BN);
-        if (rc)
-            return rc;
-    }
-    auto kern = pf90_kernel<T, BN, PIPE, TMA, QR, PP>;
-    if (prepare(kern, ctx, "attention", 1, grid, NTH, L::BYTES, L::BYTES, false) < 0)
+    int rc = cache_map(ctx, &mk, c.k, half, c.S, c.Hkv);
+    if (!rc)
+        rc = cache_map(ctx, &mv, c.v, half, c.S, c.Hkv);
+    if (rc)
+        return rc;
+    auto kern = pf90_kernel<T>;
+    if (prepare(kern, ctx, "attention", 1, grid, NTH, BYTES, BYTES, false) < 0)
         return BATON_ECUDA;
     const float qscale = (float)(fabs(c.scale) * 1.4426950408889634);
-    return kcuda::launch(ctx, "attention", kern, (unsigned)grid, NTH, L::BYTES, 1, (const T *)c.q,
-                         (const T *)c.k, (const T *)c.v, c.pos, c.pos64, (T *)c.o, c.rows, c.S, c.H,
-                         c.Hkv, qscale, (int)(c.scale < 0), sm_count(ctx), c.err, c.err_host, c.tag,
-                         mk, mv);
+    return kcuda::launch(ctx, "attention", kern, (unsigned)grid, NTH, BYTES, 1, (const T *)c.q,
+                         c.pos, c.pos64, (T *)c.o, c.rows, c.S, c.H, c.Hkv, qscale,
+                         (int)(c.scale < 0), sm_count(ctx), c.err, c.err_host, c.tag, mk, mv);
 }
 
 bool usable(const baton_exec_ctx *ctx, int H, int Hkv)
@@ -842,24 +585,9 @@ bool usable(const baton_exec_ctx *ctx, int H, int Hkv)
 #endif
 }
 
-template <typename T> static int launch_v(const baton_exec_ctx *ctx, const Call &c, Variant v)
+int launch(const baton_exec_ctx *ctx, const Call &c, bool half)
 {
-    switch (v) {
-    case LOOP64: return launch_t<T, 64, false, false, false>(ctx, c);
-    case LOOP64_QR: return launch_t<T, 64, false, false, true>(ctx, c);
-    case LOOP128: return launch_t<T, 128, false, false, false>(ctx, c);
-    case PIPE64_TMA: return launch_t<T, 64, true, true, false>(ctx, c);
-    case PIPE64_TMA_QR: return launch_t<T, 64, true, true, true>(ctx, c);
-    case PIPE64_QR: return launch_t<T, 64, true, false, true>(ctx, c);
-    case PP64: return launch_t<T, 64, true, true, false, true>(ctx, c);
-    case PP64_QR: return launch_t<T, 64, true, true, true, true>(ctx, c);
-    default: return launch_t<T, 64, true, false, false>(ctx, c);
-    }
-}
-
-int launch(const baton_exec_ctx *ctx, const Call &c, bool half, Variant v)
-{
-    return half ? launch_v<__half>(ctx, c, v) : launch_v<__nv_bfloat16>(ctx, c, v);
+    return half ? launch_t<__half>(ctx, c) : launch_t<__nv_bfloat16>(ctx, c);
 }
 
 } // namespace pf90

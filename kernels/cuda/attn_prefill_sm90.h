@@ -31,25 +31,9 @@ struct Call {
  * capability 9.0), for head_dim 64 and an even number of query heads per KV head. */
 bool usable(const baton_exec_ctx *ctx, int H, int Hkv);
 
-/* The kernel's loops: tiles of 64 keys with the last tile's P V on the tensor cores during a
- * tile's softmax (PIPE), its K and V by cp.async or by TMA; one tile at a time (LOOP), of 64 or
- * 128 keys. PP: the TMA loop with the two warpgroups taking turns on the tensor cores. _QR: Q's
- * fragments in registers rather than read from shared memory by every Q K^T. */
-enum Variant {
-    PIPE64,
-    PIPE64_QR,
-    PIPE64_TMA,
-    PIPE64_TMA_QR,
-    PP64,
-    PP64_QR,
-    LOOP64,
-    LOOP64_QR,
-    LOOP128
-};
-
 /* Launches the kernel on ctx's stream; bf16 when !half, f16 when half. 0, or BATON_ECUDA with the
  * reason in ctx's error buffer. */
-int launch(const baton_exec_ctx *ctx, const Call &c, bool half, Variant v);
+int launch(const baton_exec_ctx *ctx, const Call &c, bool half);
 
 } // namespace pf90
 } // namespace kcuda

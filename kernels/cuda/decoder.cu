@@ -3763,39 +3763,18 @@ static int attn_prefill_pick(const baton_exec_ctx *ctx, void **b, const baton_de
 }
 
 /* The prefill's kernel at head_dim 64 on a compute capability 9.0 GPU: the wgmma kernel
- * (attn_prefill_sm90.cu) in its default loop, unless BATON_ATTN_PREFILL names another (for the
- * benchmarks' A/B): "mma" (this file's kernel) or one of PF_WGMMA's. A forced
- * BATON_ATTN_PREFILL_BLOCK names an mma.sync block, and takes this file's kernel. */
-static const struct {
-    const char *name;
-    pf90::Variant v;
-} PF_WGMMA[] = {
-    {"wgmma", pf90::LOOP64},
-    {"wgmma-loop", pf90::LOOP64},
-    {"wgmma-loop-qr", pf90::LOOP64_QR},
-    {"wgmma128", pf90::LOOP128},
-    {"wgmma-pipe", pf90::PIPE64},
-    {"wgmma-pipe-qr", pf90::PIPE64_QR},
-    {"wgmma-tma", pf90::PIPE64_TMA},
-    {"wgmma-tma-qr", pf90::PIPE64_TMA_QR},
-    {"wgmma-pp", pf90::PP64},
-    {"wgmma-pp-qr", pf90::PP64_QR},
-};
-
-/* -1: this file's kernel; else the wgmma kernel's variant. */
-static int prefill_kernel_forced(void)
+ * (attn_prefill_sm90.cu), unless BATON_ATTN_PREFILL=mma asks for this file's (the benchmarks'
+ * A/B). A forced BATON_ATTN_PREFILL_BLOCK names an mma.sync block, and takes this file's kernel. */
+static bool prefill_mma_forced(void)
 {
-    static std::atomic<int> forced{-2};
+    static std::atomic<int> forced{-1};
     int f = forced.load(std::memory_order_relaxed);
-    if (f == -2) {
+    if (f < 0) {
         const char *e = getenv("BATON_ATTN_PREFILL");
-        f = e && !strcmp(e, "mma") ? -1 : PF_WGMMA[0].v;
-        for (const auto &w : PF_WGMMA)
-            if (e && !strcmp(e, w.name))
-                f = w.v;
+        f = e && !strcmp(e, "mma");
         forced.store(f, std::memory_order_relaxed);
     }
-    return f;
+    return f != 0;
 }
 
 /* The device addresses of g_err and g_err_host, for kernels compiled apart from this file. */
@@ -3823,17 +3802,9 @@ static int err_symbols(const baton_exec_ctx *ctx, unsigned long long **err,
     return 0;
 }
 
-static const char *variant_name(pf90::Variant v)
-{
-    for (const auto &w : PF_WGMMA)
-        if (w.v == v && strcmp(w.name, "wgmma") != 0)
-            return w.name;
-    return "?";
-}
-
 template <typename T>
 static int attn_prefill_wgmma(const baton_exec_ctx *ctx, void **b, const baton_decoder_desc &d,
-                              const dec_shape &s, pf90::Variant v)
+                              const dec_shape &s)
 {
     pf90::Call c;
     c.q = b[0], c.k = b[1], c.v = b[2], c.pos = b[3], c.o = b[4];
@@ -3847,12 +3818,11 @@ static int attn_prefill_wgmma(const baton_exec_ctx *ctx, void **b, const baton_d
     if (rc)
         return rc;
     if (att_env().verbose) {
-        static std::atomic<int> shown; /* a bit per variant */
-        const int bit = 1 << v;
-        if (!(shown.fetch_or(bit) & bit))
-            fprintf(stderr, "attention prefill: wgmma (sm_90a), variant %s\n", variant_name(v));
+        static std::atomic<int> shown;
+        if (!shown.exchange(1))
+            fprintf(stderr, "attention prefill: wgmma (sm_90a), K and V by TMA\n");
     }
-    return pf90::launch(ctx, c, std::is_same<T, __half>::value, v);
+    return pf90::launch(ctx, c, std::is_same<T, __half>::value);
 }
 
 template <typename T>
@@ -3866,10 +3836,9 @@ static int attn_typed(const baton_exec_ctx *ctx, void **b, const baton_decoder_d
          * them: the kernel's masked scores are -inf, and -inf * 0 has no value. */
         if (al && al16(b[4]) && s.rows >= 16 && (d.head_dim == 64 || d.head_dim == 128) &&
             s.S <= 0x7fffffffLL && d.scale != 0) {
-            const int k = prefill_kernel_forced();
-            if (d.head_dim == 64 && k >= 0 && prefill_block_forced() == PF_AUTO &&
+            if (d.head_dim == 64 && !prefill_mma_forced() && prefill_block_forced() == PF_AUTO &&
                 pf90::usable(ctx, (int)d.n_heads, (int)d.n_kv_heads))
-                return attn_prefill_wgmma<T>(ctx, b, d, s, (pf90::Variant)k);
+                return attn_prefill_wgmma<T>(ctx, b, d, s);
             return attn_prefill_pick<T>(ctx, b, d, s);
         }
     }
