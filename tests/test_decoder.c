@@ -1364,9 +1364,11 @@ Test(gpu_attention, matches_float64_for_causal_prefill_shapes, .timeout = 900)
 }
 
 #ifdef BATON_CUDA
-/* The CUDA prefill picks its block at head_dim 64 by the grouping and the launch's size;
- * BATON_ATTN_PREFILL_BLOCK (read once per process, and Criterion runs each test in its own)
- * forces each, so all three run on any GPU (64x2 where G is even; the others take G = 1). */
+/* The CUDA prefill at head_dim 64 runs the wgmma kernel on a compute capability 9.0 GPU where G
+ * is even (the tests above, there), else the mma.sync kernel, whose block it picks by the grouping
+ * and the launch's size; BATON_ATTN_PREFILL_BLOCK (read once per process, and Criterion runs each
+ * test in its own) forces the mma.sync kernel and each of its blocks, so all three run on any GPU
+ * (64x2 where G is even; the others take G = 1). */
 Test(gpu_attention, matches_float64_for_causal_prefill_in_64_row_blocks, .timeout = 900)
 {
     skip_without_gpu();
@@ -1418,21 +1420,6 @@ Test(gpu_attention, records_a_prefill_position_outside_the_cache_on_wgmma)
     skip_without_gpu();
     prefill_bad_pos("wgmma");
 }
-Test(gpu_attention, records_a_prefill_position_outside_the_cache_on_wgmma_pipe_qr)
-{
-    skip_without_gpu();
-    prefill_bad_pos("wgmma-pipe-qr");
-}
-Test(gpu_attention, records_a_prefill_position_outside_the_cache_on_wgmma_tma_qr)
-{
-    skip_without_gpu();
-    prefill_bad_pos("wgmma-tma-qr");
-}
-Test(gpu_attention, records_a_prefill_position_outside_the_cache_on_wgmma_pp_qr)
-{
-    skip_without_gpu();
-    prefill_bad_pos("wgmma-pp-qr");
-}
 Test(gpu_attention, records_a_prefill_position_outside_the_cache_on_mma_sync)
 {
     skip_without_gpu();
@@ -1440,10 +1427,8 @@ Test(gpu_attention, records_a_prefill_position_outside_the_cache_on_mma_sync)
 }
 
 /* Bitwise stability of the prefill: each block adds its keys in one fixed order. */
-static void prefill_same_bits_of(const char *kernel, const char *block)
+static void prefill_same_bits(const char *block)
 {
-    if (kernel)
-        setenv("BATON_ATTN_PREFILL", kernel, 1);
     if (block)
         setenv("BATON_ATTN_PREFILL_BLOCK", block, 1);
     const pf_case pc = {1500, 2000, 32, 8, 64, 1, 0, BATON_DTYPE_I64, 0};
@@ -1475,43 +1460,18 @@ static void prefill_same_bits_of(const char *kernel, const char *block)
 Test(gpu_attention, gives_the_same_bits_run_to_run_in_prefill)
 {
     skip_without_gpu();
-    prefill_same_bits_of(NULL, NULL);
+    prefill_same_bits(NULL);
 }
 Test(gpu_attention, gives_the_same_bits_run_to_run_in_prefill_in_128_row_blocks)
 {
     skip_without_gpu();
-    prefill_same_bits_of(NULL, "128x1");
+    prefill_same_bits("128x1");
 }
 Test(gpu_attention, gives_the_same_bits_run_to_run_in_prefill_in_64_row_blocks)
 {
     skip_without_gpu();
-    prefill_same_bits_of(NULL, "64x1");
+    prefill_same_bits("64x1");
 }
-/* BATON_ATTN_PREFILL picks the kernel at head_dim 64 where the GPU has a choice (compute
- * capability 9.0: the wgmma kernel by default, G even; elsewhere every value runs mma.sync): each
- * of the wgmma kernel's variants and the mma.sync kernel against float64, and run to run. */
-#define PREFILL_KERNEL_TESTS(id, name)                                                             \
-    Test(gpu_attention, matches_float64_for_causal_prefill_on_##id, .timeout = 900)                \
-    {                                                                                              \
-        skip_without_gpu();                                                                        \
-        setenv("BATON_ATTN_PREFILL", name, 1);                                                     \
-        prefill_table(BATON_DEVICE_CUDA, 1 << 30);                                                 \
-    }                                                                                              \
-    Test(gpu_attention, gives_the_same_bits_run_to_run_in_prefill_on_##id)                         \
-    {                                                                                              \
-        skip_without_gpu();                                                                        \
-        prefill_same_bits_of(name, NULL);                                                          \
-    }
-PREFILL_KERNEL_TESTS(wgmma, "wgmma")
-PREFILL_KERNEL_TESTS(wgmma_loop_qr, "wgmma-loop-qr")
-PREFILL_KERNEL_TESTS(wgmma128, "wgmma128")
-PREFILL_KERNEL_TESTS(wgmma_pipe, "wgmma-pipe")
-PREFILL_KERNEL_TESTS(wgmma_pipe_qr, "wgmma-pipe-qr")
-PREFILL_KERNEL_TESTS(wgmma_tma, "wgmma-tma")
-PREFILL_KERNEL_TESTS(wgmma_tma_qr, "wgmma-tma-qr")
-PREFILL_KERNEL_TESTS(wgmma_pp, "wgmma-pp")
-PREFILL_KERNEL_TESTS(wgmma_pp_qr, "wgmma-pp-qr")
-PREFILL_KERNEL_TESTS(mma_sync, "mma")
 #endif
 
 /* ---- silu_mul, silu, gelu, softmax, cast ---------------------------------------------------- */
