@@ -1220,6 +1220,9 @@ static int pf_cases(pf_case *out)
         {1024, 1024, 8, 1, 64, 0, 0, BATON_DTYPE_I64, 0.3},
         {1024, 1500, 4, 4, 128, 0, 300, BATON_DTYPE_I32, 0},
         {1024, 1100, 8, 2, 64, 1, 0, BATON_DTYPE_I32, 0},
+        /* Llama-3.2-1B's heads, T past a multiple of the tiles (64 and 128 rows), from an offset */
+        {1100, 1200, 32, 8, 64, 0, 60, BATON_DTYPE_I32, 0},
+        {333, 400, 8, 4, 64, 0, 5, BATON_DTYPE_I64, 0.125}, /* G = 2 */
     };
     for (size_t i = 0; i < sizeof big / sizeof big[0]; i++)
         out[n++] = big[i];
@@ -1361,9 +1364,11 @@ Test(gpu_attention, matches_float64_for_causal_prefill_shapes, .timeout = 900)
 }
 
 #ifdef BATON_CUDA
-/* The CUDA prefill picks its block at head_dim 64 by the grouping and the launch's size;
- * BATON_ATTN_PREFILL_BLOCK (read once per process, and Criterion runs each test in its own)
- * forces each, so all three run on any GPU (64x2 where G is even; the others take G = 1). */
+/* The CUDA prefill at head_dim 64 runs the wgmma kernel on a compute capability 9.0 GPU where G
+ * is even (the tests above, there), else the mma.sync kernel, whose block it picks by the grouping
+ * and the launch's size; BATON_ATTN_PREFILL_BLOCK (read once per process, and Criterion runs each
+ * test in its own) forces the mma.sync kernel and each of its blocks, so all three run on any GPU
+ * (64x2 where G is even; the others take G = 1). */
 Test(gpu_attention, matches_float64_for_causal_prefill_in_64_row_blocks, .timeout = 900)
 {
     skip_without_gpu();
@@ -1381,6 +1386,44 @@ Test(gpu_attention, matches_float64_for_causal_prefill_in_two_head_blocks, .time
     skip_without_gpu();
     setenv("BATON_ATTN_PREFILL_BLOCK", "64x2", 1);
     prefill_table(BATON_DEVICE_CUDA, 1 << 30);
+}
+
+/* A prefill row's position past the cache: recorded (and clamped) by either kernel. */
+static void prefill_bad_pos(const char *kernel)
+{
+    setenv("BATON_ATTN_PREFILL", kernel, 1);
+    test_rng r = {test_fresh_seed()};
+    call c = {.target = "attention", .n_in = 4, .n_attrs = 3};
+    c.in[0] = DESC(BATON_DTYPE_BF16, 70, 8 * 64);
+    c.in[1] = DESC(BATON_DTYPE_BF16, 100, 2 * 64);
+    c.in[2] = c.in[1];
+    c.in[3] = DESC(BATON_DTYPE_I64, 70);
+    c.out = c.in[0];
+    c.attrs[0] = A_INT("head_dim", 64);
+    c.attrs[1] = A_INT("n_heads", 8);
+    c.attrs[2] = A_INT("n_kv_heads", 2);
+    for (int i = 0; i < 3; i++)
+        c.host[i] = rand_buf(&r, &c.in[i], 1.0);
+    c.host[3] = malloc(70 * sizeof(int64_t));
+    for (int t = 0; t < 70; t++)
+        ((int64_t *)c.host[3])[t] = t == 40 ? 100 : t;
+    char *out = malloc(nbytes(&c.out)), err[512];
+    int rc = run_call(BATON_DEVICE_CUDA, &c, out, err, sizeof err);
+    cr_assert_eq(rc, BATON_EKERNEL, "%s: position 100 gave %d", kernel, rc);
+    cr_assert(strstr(err, "positions[40] = 100") && strstr(err, "[0, 100)"), "%s: message: %s",
+              kernel, err);
+    free(out);
+    free_call(&c);
+}
+Test(gpu_attention, records_a_prefill_position_outside_the_cache_on_wgmma)
+{
+    skip_without_gpu();
+    prefill_bad_pos("wgmma");
+}
+Test(gpu_attention, records_a_prefill_position_outside_the_cache_on_mma_sync)
+{
+    skip_without_gpu();
+    prefill_bad_pos("mma");
 }
 
 /* Bitwise stability of the prefill: each block adds its keys in one fixed order. */

@@ -13,6 +13,7 @@
 
 #include <mutex>
 
+#include "kernels/cuda/attn_prefill_sm90.h"
 #include "kernels/cuda/cuda_decoder.h"
 #include "kernels/decoder_desc.h"
 
@@ -3719,6 +3720,14 @@ static int attn_prefill(const baton_exec_ctx *ctx, void **b, const baton_decoder
     auto kern = attn_prefill_kernel<T, DH, MT, HP>;
     if (prepare(kern, ctx, "attention", 1, grid, PF_WARPS * 32, L::BYTES, L::BYTES, false) < 0)
         return BATON_ECUDA;
+    if (att_env().verbose) {
+        static std::atomic<int> shown;
+        if (!shown.exchange(1))
+            fprintf(stderr,
+                    "attention prefill: mma.sync, head_dim %d, %d m16 tiles a warp, %d "
+                    "heads a block\n",
+                    DH, MT, HP);
+    }
     const float qscale = (float)(fabs(d.scale) * 1.4426950408889634);
     return launch(ctx, "attention", kern, (unsigned)grid, PF_WARPS * 32, L::BYTES, 1,
                   (const T *)b[0], (const T *)b[1], (const T *)b[2], (const void *)b[3],
@@ -3753,6 +3762,69 @@ static int attn_prefill_pick(const baton_exec_ctx *ctx, void **b, const baton_de
     }
 }
 
+/* The prefill's kernel at head_dim 64 on a compute capability 9.0 GPU: the wgmma kernel
+ * (attn_prefill_sm90.cu), unless BATON_ATTN_PREFILL=mma asks for this file's (the benchmarks'
+ * A/B). A forced BATON_ATTN_PREFILL_BLOCK names an mma.sync block, and takes this file's kernel. */
+static bool prefill_mma_forced(void)
+{
+    static std::atomic<int> forced{-1};
+    int f = forced.load(std::memory_order_relaxed);
+    if (f < 0) {
+        const char *e = getenv("BATON_ATTN_PREFILL");
+        f = e && !strcmp(e, "mma");
+        forced.store(f, std::memory_order_relaxed);
+    }
+    return f != 0;
+}
+
+/* The device addresses of g_err and g_err_host, for kernels compiled apart from this file. */
+static int err_symbols(const baton_exec_ctx *ctx, unsigned long long **err,
+                       unsigned long long *const **err_host)
+{
+    static std::atomic<void *> cache[KCUDA_MAX_DEVICES][2];
+    const int dev = device_of(ctx);
+    if (dev < 0 || dev >= KCUDA_MAX_DEVICES)
+        return baton__ctx_fail(ctx, BATON_ECUDA, "attention: no CUDA device index");
+    void *e = cache[dev][0].load(std::memory_order_relaxed),
+         *h = cache[dev][1].load(std::memory_order_relaxed);
+    if (!e || !h) {
+        cudaError_t rc = cudaGetSymbolAddress(&e, g_err);
+        if (rc == cudaSuccess)
+            rc = cudaGetSymbolAddress(&h, g_err_host);
+        if (rc != cudaSuccess)
+            return baton__ctx_fail(ctx, BATON_ECUDA, "cudaGetSymbolAddress(attention's record): %s",
+                                   cudaGetErrorString(rc));
+        cache[dev][0].store(e, std::memory_order_relaxed);
+        cache[dev][1].store(h, std::memory_order_relaxed);
+    }
+    *err = (unsigned long long *)e;
+    *err_host = (unsigned long long *const *)h;
+    return 0;
+}
+
+template <typename T>
+static int attn_prefill_wgmma(const baton_exec_ctx *ctx, void **b, const baton_decoder_desc &d,
+                              const dec_shape &s)
+{
+    pf90::Call c;
+    c.q = b[0], c.k = b[1], c.v = b[2], c.pos = b[3], c.o = b[4];
+    c.pos64 = s.idx_dt == BATON_DTYPE_I64;
+    c.rows = s.rows;
+    c.S = (int)s.S, c.H = (int)d.n_heads, c.Hkv = (int)d.n_kv_heads;
+    c.scale = d.scale;
+    c.tag = ((unsigned long long)DEC_ATTENTION << 32) |
+            (unsigned long long)(unsigned)(ctx->step_index + 1);
+    const int rc = err_symbols(ctx, &c.err, &c.err_host);
+    if (rc)
+        return rc;
+    if (att_env().verbose) {
+        static std::atomic<int> shown;
+        if (!shown.exchange(1))
+            fprintf(stderr, "attention prefill: wgmma (sm_90a), K and V by TMA\n");
+    }
+    return pf90::launch(ctx, c, std::is_same<T, __half>::value);
+}
+
 template <typename T>
 static int attn_typed(const baton_exec_ctx *ctx, void **b, const baton_decoder_desc &d,
                       const dec_shape &s)
@@ -3763,8 +3835,12 @@ static int attn_typed(const baton_exec_ctx *ctx, void **b, const baton_decoder_d
         /* prefill (16 rows or more): tensor cores. A zero scale (every weight equal) stays off
          * them: the kernel's masked scores are -inf, and -inf * 0 has no value. */
         if (al && al16(b[4]) && s.rows >= 16 && (d.head_dim == 64 || d.head_dim == 128) &&
-            s.S <= 0x7fffffffLL && d.scale != 0)
+            s.S <= 0x7fffffffLL && d.scale != 0) {
+            if (d.head_dim == 64 && !prefill_mma_forced() && prefill_block_forced() == PF_AUTO &&
+                pf90::usable(ctx, (int)d.n_heads, (int)d.n_kv_heads))
+                return attn_prefill_wgmma<T>(ctx, b, d, s);
             return attn_prefill_pick<T>(ctx, b, d, s);
+        }
     }
     if constexpr (sizeof(T) == 2) {
         /* decode (and head_dim 256 at any rows): tensor cores */
