@@ -149,30 +149,6 @@ static baton_plan *load(const char *cpu_step)
     return plan;
 }
 
-/* The same plan with its two CPU steps on cuda:0: every step on the GPU, so that a run can be
- * queued (baton_runtime_run_async) and a pool's runs can share streams. */
-static baton_plan *load_gpu_only(void)
-{
-    char json[8192], gpu[8192];
-    plan_json("add_scalar", json, sizeof json);
-    size_t n = 0;
-    for (const char *c = json; *c && n + 8 < sizeof gpu;) {
-        const char *cpu = "\"device\": \"cpu\"";
-        if (strncmp(c, cpu, strlen(cpu)) == 0) {
-            n += (size_t)snprintf(gpu + n, sizeof gpu - n, "\"device\": \"cuda:0\"");
-            c += strlen(cpu);
-        } else {
-            gpu[n++] = *c++;
-        }
-    }
-    gpu[n] = 0;
-    baton_plan *plan = NULL;
-    baton_error err = {0};
-    cr_assert_eq(baton_plan_load_string(reg, gpu, n, "async-gpu.json", NULL, &plan, &err), 0, "%s",
-                 err.message);
-    return plan;
-}
-
 static baton_options opts_for(baton_sync_mode mode, int delay_us)
 {
     return test_options(GPU, mode, delay_us, 0);
@@ -229,10 +205,30 @@ static void close_pool(uv_loop_t *loop, baton_pool *pool)
 }
 
 #ifndef TEST_LOOP_LATENCY
-/* Runs `jobs` jobs through a pool of `inflight` instances and checks each against a synchronous
- * run of the same inputs: outputs bitwise equal, counters equal. queue_ahead: the pool's
- * disable_queue_ahead (0: the pool's default, off above BATON_POOL_QUEUE_AHEAD_MAX instances; -1:
- * forced on). */
+/* The same plan with its two CPU steps on cuda:0: every step on the GPU, so that a run can be
+ * queued (baton_runtime_run_async) and a pool's runs can share streams. */
+static baton_plan *load_gpu_only(void)
+{
+    char json[8192], gpu[8192];
+    plan_json("add_scalar", json, sizeof json);
+    size_t n = 0;
+    for (const char *c = json; *c && n + 8 < sizeof gpu;) {
+        const char *cpu = "\"device\": \"cpu\"";
+        if (strncmp(c, cpu, strlen(cpu)) == 0) {
+            n += (size_t)snprintf(gpu + n, sizeof gpu - n, "\"device\": \"cuda:0\"");
+            c += strlen(cpu);
+        } else {
+            gpu[n++] = *c++;
+        }
+    }
+    gpu[n] = 0;
+    baton_plan *plan = NULL;
+    baton_error err = {0};
+    cr_assert_eq(baton_plan_load_string(reg, gpu, n, "async-gpu.json", NULL, &plan, &err), 0, "%s",
+                 err.message);
+    return plan;
+}
+
 /* Under BATON_POOL_GROUP=N on CUDA, the instances of a group issue their work on its first
  * instance's streams, and those of different groups on their own. */
 static void check_stream_groups(baton_pool *pool)
@@ -257,8 +253,10 @@ static void check_stream_groups(baton_pool *pool)
     }
 }
 
-/* Runs `jobs` jobs on a pool of `inflight` instances of plan (load("add_scalar") when gpu_only is
- * 0, else load_gpu_only()) and checks each against a synchronous run of the same inputs. */
+/* Runs `jobs` jobs through a pool of `inflight` instances of plan (load("add_scalar") when
+ * gpu_only is 0, else load_gpu_only()) and checks each against a synchronous run of the same
+ * inputs: outputs bitwise equal, counters equal. queue_ahead: the pool's disable_queue_ahead (0:
+ * the pool's default, off above BATON_POOL_QUEUE_AHEAD_MAX instances; -1: forced on). */
 static void check_plan_against_sync(int gpu_only, baton_sync_mode mode, int inflight, int jobs,
                                     int queue_ahead)
 {
