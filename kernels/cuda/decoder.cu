@@ -187,9 +187,6 @@ struct RopeArgs {
     int tbl; /* the warps' cos and sin tables fit the launch's shared memory */
     double scale;
     int step;
-    /* rope_decode_kernel: blocks a row (a FastDiv), and the first block of parts 1 and 2 */
-    FastDiv dec_bpr;
-    unsigned dec_c1, dec_c2;
 };
 
 /* A part's units: E-element vectors (E == 1: elements), rotate_half's holding E pairs (a vector of
@@ -211,7 +208,7 @@ __host__ __device__ __forceinline__ long long rope_units(const RopePart &P, int 
  * the fast f32 sincos, accurate on that range; scaled by `scale`. All on the FMA pipe but the
  * sincos: a thread forms its own pairs' values. f64 data: sincos in double. */
 template <typename A>
-__device__ __forceinline__ void rope_cs(long long p, float f, double scale, A &c, A &s)
+__device__ __forceinline__ void rope_cs(long long p, float f, A scale, A &c, A &s)
 {
     if constexpr (sizeof(A) == 8) {
         double sv, cv;
@@ -227,8 +224,8 @@ __device__ __forceinline__ void rope_cs(long long p, float f, double scale, A &c
         r = __fmaf_rn(-k, -6.8604980400235275e-15f, r);
         float sv, cv;
         __sincosf(r, &sv, &cv);
-        c = cv * (float)scale;
-        s = sv * (float)scale;
+        c = cv * scale;
+        s = sv * scale;
     }
 }
 
@@ -275,7 +272,7 @@ template <typename A, int N> __device__ __forceinline__ void ld_tbl(const A *p, 
  * decode row's loads; this way all three are read at the kernel's start. */
 template <typename V> __device__ __forceinline__ V pick3(int i, V v0, V v1, V v2)
 {
-    using U = unsigned long long;
+    using U = typename std::conditional<sizeof(V) <= 4, unsigned, unsigned long long>::type;
     const U a = (U)v0, b = (U)v1, c = (U)v2;
     return (V)(a + (U)(i >= 1) * (b - a) + (U)(i >= 2) * (c - b));
 }
@@ -377,8 +374,8 @@ template <typename T, int E> __global__ void __launch_bounds__(256, 4) rope_kern
 #pragma unroll
                 for (int f = 0; f < ROPE_FS; f++)
                     if (lane + 32 * f < half)
-                        rope_cs<A>(p0, f == 0 ? fl[k] : __ldg(a.inv_freq + lane + 32 * f), a.scale,
-                                   cs[lane + 32 * f], sn[lane + 32 * f]);
+                        rope_cs<A>(p0, f == 0 ? fl[k] : __ldg(a.inv_freq + lane + 32 * f),
+                                   (A)a.scale, cs[lane + 32 * f], sn[lane + 32 * f]);
                 __syncwarp();
             }
             if (r[k] < 0)
@@ -404,7 +401,7 @@ template <typename T, int E> __global__ void __launch_bounds__(256, 4) rope_kern
                 } else {
 #pragma unroll
                     for (int e = 0; e < NP; e++)
-                        rope_cs<A>(p[k], __ldg(a.inv_freq + i0[k] + e), a.scale, c[e], sv[e]);
+                        rope_cs<A>(p[k], __ldg(a.inv_freq + i0[k] + e), (A)a.scale, c[e], sv[e]);
                 }
 #pragma unroll
                 for (int e = 0; e < NP; e++) {
@@ -422,7 +419,7 @@ template <typename T, int E> __global__ void __launch_bounds__(256, 4) rope_kern
                 } else {
 #pragma unroll
                     for (int e = 0; e < NI; e++)
-                        rope_cs<A>(p[k], __ldg(a.inv_freq + i0[k] + e), a.scale, c[e], sv[e]);
+                        rope_cs<A>(p[k], __ldg(a.inv_freq + i0[k] + e), (A)a.scale, c[e], sv[e]);
                 }
 #pragma unroll
                 for (int e = 0; e < NI; e++) {
@@ -446,91 +443,108 @@ template <typename T, int E> __global__ void __launch_bounds__(256, 4) rope_kern
     }
 }
 
-/* A few rows (a decode step's): 64-thread blocks, each of one part of one row, so that the row,
- * the part and its fields are the block's (uniform registers, read at the start) and a thread's
- * unit is its block's chunk plus its index: the least arithmetic between the launch and the loads.
- * Each warp forms its row's cos and sin table as rope_kernel's warps do (same bits). */
+/* rope_decode_kernel's parameters, in the order its loads' addresses need them and 32 bits wide
+ * where a decode step's shapes allow: 112 bytes, two 64-byte constant-cache lines, all asked for
+ * before the first instruction that waits on one (parameters are read from memory after each
+ * launch; RopeArgs spans five lines, and its decode kernel's loads waited on a second round of
+ * parameter reads). Part 0's rows are the rows; parts 1 and 2 (rope_cache_update's k and v) are
+ * stored at the row's position when S > 0. */
+template <typename A> struct RopeDec {
+    const void *x; /* part 0 of row r at x + r * xs elements, part i at + xoff_i */
+    const void *pos;
+    const float *inv_freq;
+    int xs, xoff1, xoff2;
+    int n0, n1, n2; /* units of each part */
+    unsigned hm;    /* units of a head (hd): u / hd = (umulhi(u, hm) + u) >> hs */
+    int hd;
+    unsigned short Dh;
+    unsigned char hs;
+    unsigned char flags; /* 1: i64 positions; part i's mode (0 rotate_half, 1 interleaved,
+                            2 copy) at bits 2 + 2i */
+    int S;               /* cache rows of parts 1 and 2; 0: their rows are the rows */
+    void *y0, *y1, *y2;
+    int ys0, ys1, ys2;
+    A scale;
+    int step; /* last: read only to record a bad position */
+};
+
+/* A 16-byte store to global memory: the parts' pointers are picked by arithmetic, after which the
+ * compiler no longer knows them global and emits generic stores. */
+template <typename T> __device__ __forceinline__ void st16_global(T *p, const U16<T> &u)
+{
+    const uint4 v = *reinterpret_cast<const uint4 *>(u.v);
+    asm volatile("st.global.v4.b32 [%0], {%1, %2, %3, %4};" ::"l"(p), "r"(v.x), "r"(v.y), "r"(v.z),
+                 "r"(v.w)
+                 : "memory");
+}
+
+/* A few rows (a decode step's): 64-thread blocks, block (c, i, r) of chunk c of part i of row r,
+ * so that the row, the part and its fields are the block's (uniform registers) and a thread's unit
+ * is its block's chunk plus its index. As the rope floor of bench_decoder, each thread issues its
+ * row's position, its vectors and its pairs' frequencies together and forms its own cos and sin
+ * (a warp's shared table, as rope_kernel's, put a shared-memory store, a warp barrier and a load
+ * between the sincos and the rotation; a decode row is too few threads for the MUFU work to
+ * matter), with rope_cs: rope_kernel's bits. */
 template <typename T, int E>
-__global__ void __launch_bounds__(64) rope_decode_kernel(const RopeArgs a)
+__global__ void __launch_bounds__(64) rope_decode_kernel(const RopeDec<typename Acc<T>::A> a)
 {
     using A = typename Acc<T>::A;
     constexpr int NP = E, NI = E / 2;
-    extern __shared__ __align__(16) unsigned char smem_raw[];
-    const int Dh = a.Dh, half = Dh / 2, lane = threadIdx.x & 31;
-    const int hp = (half + 3) & ~3;
-    A *cs = reinterpret_cast<A *>(smem_raw) + (size_t)(threadIdx.x >> 5) * 2 * hp, *sn = cs + hp;
-    const unsigned b = blockIdx.x, row = fdiv(b, a.dec_bpr), c = b - row * a.dec_bpr.d;
-    const int pi = c < a.dec_c1 ? 0 : c < a.dec_c2 ? 1 : 2;
-    const unsigned c0 = pi == 0 ? 0u : pi == 1 ? a.dec_c1 : a.dec_c2;
-    const long long ulo = pick3(pi, 0LL, a.u1, a.u2), uhi = pick3(pi, a.u1, a.u2, a.units);
-    const int u = (int)(c - c0) * 64 + (int)threadIdx.x;
-    const bool unit = u < uhi - ulo;
-    const T *px = pick3(pi, (const T *)a.part[0].x, (const T *)a.part[1].x, (const T *)a.part[2].x);
-    const long long xs = pick3(pi, a.part[0].xstride, a.part[1].xstride, a.part[2].xstride);
-    const int mode = pick3(pi, a.part[0].rotate, a.part[1].rotate, a.part[2].rotate)
-                         ? a.interleaved
-                         : 2; /* block-uniform: 0 rotate_half, 1 interleaved, 2 copy */
-    pdl_wait();               /* x, positions and inv_freq may be a predecessor's outputs */
+    const int pi = (int)blockIdx.y, u = (int)blockIdx.x * 64 + (int)threadIdx.x;
+    const unsigned row = blockIdx.z;
+    const int n = pick3(pi, a.n0, a.n1, a.n2), mode = (a.flags >> (2 + 2 * pi)) & 3;
+    pdl_wait(); /* x, positions and inv_freq may be a predecessor's outputs */
     pdl_trigger();
-    const float fl = lane < half ? __ldg(a.inv_freq + lane) : 0.f;
-    const long long p = a.pos64 ? __ldg((const long long *)a.pos + row)
-                                : (long long)__ldg((const int *)a.pos + row);
-    RopeVec<T, E> va, vb;
-    int i0 = 0, off = 0;
-    if (unit) { /* no branch on the mode ahead of the loads: a jump table is a constant load */
-        const unsigned h = fdiv((unsigned)u, a.per_head);
-        const int j = (int)((unsigned)u - h * a.per_head.d);
-        i0 = j * (mode == 0 ? NP : NI);
-        off = mode == 0 ? (int)h * Dh + i0 : u * E;
-        const T *xr = px + (long long)row * xs;
-        va.u = ld16(xr + off);
-        if (mode == 0)
-            vb.u = ld16(xr + off + half);
-    }
-    if (mode != 2) { /* the warp's table: every lane, a unit or not */
-#pragma unroll
-        for (int f = 0; f < ROPE_FS; f++)
-            if (lane + 32 * f < half)
-                rope_cs<A>(p, f == 0 ? fl : __ldg(a.inv_freq + lane + 32 * f), a.scale,
-                           cs[lane + 32 * f], sn[lane + 32 * f]);
-        __syncwarp();
-    }
-    if (!unit)
+    if (u >= n)
         return;
-    const long long cache_rows =
-        pick3(pi, a.part[0].cache_rows, a.part[1].cache_rows, a.part[2].cache_rows);
-    if (cache_rows > 0 && (p < 0 || p >= cache_rows)) {
+    const long long p = a.flags & 1 ? __ldg((const long long *)a.pos + row)
+                                    : (long long)__ldg((const int *)a.pos + row);
+    const unsigned h = (__umulhi((unsigned)u, a.hm) + (unsigned)u) >> a.hs;
+    const int i0 = (u - (int)h * a.hd) * (mode == 0 ? NP : NI), half = a.Dh >> 1;
+    const int off = mode == 0 ? (int)h * a.Dh + i0 : u * E;
+    const T *xr = (const T *)a.x + (long long)row * a.xs + pick3(pi, 0, a.xoff1, a.xoff2);
+    RopeVec<T, E> va, vb;
+    va.u = ld16(xr + off);
+    if (mode == 0)
+        vb.u = ld16(xr + off + half);
+    float f[NP];
+    if (mode != 2) {
+        const float *fq = a.inv_freq + i0;
+#pragma unroll
+        for (int e = 0; e < NP; e++)
+            if (e < NI || mode == 0)
+                f[e] = __ldg(fq + e);
+    }
+    const bool cache = pi > 0 && a.S > 0;
+    if (cache && (p < 0 || p >= a.S)) {
         if (u == 0)
-            record(DEC_ROPE_CACHE_UPDATE, a.step, row, p, cache_rows);
+            record(DEC_ROPE_CACHE_UPDATE, a.step, row, p, a.S);
         return; /* a write outside the cache is dropped */
     }
-    T *py = pick3(pi, (T *)a.part[0].y, (T *)a.part[1].y, (T *)a.part[2].y);
-    const long long ys = pick3(pi, a.part[0].ystride, a.part[1].ystride, a.part[2].ystride);
-    T *yr = py + (cache_rows > 0 ? p : (long long)row) * ys;
+    T *yr = pick3(pi, (T *)a.y0, (T *)a.y1, (T *)a.y2) +
+            (cache ? p : (long long)row) * pick3(pi, a.ys0, a.ys1, a.ys2);
     if (mode == 0) {
-        A cv[NP], sv[NP];
-        ld_tbl(cs + i0, cv);
-        ld_tbl(sn + i0, sv);
 #pragma unroll
         for (int e = 0; e < NP; e++) {
+            A cv, sv;
+            rope_cs<A>(p, f[e], a.scale, cv, sv);
             const A x1 = ld_a<A>(va[e]), x2 = ld_a<A>(vb[e]);
-            va[e] = from_acc<T>(x1 * cv[e] - x2 * sv[e]);
-            vb[e] = from_acc<T>(x2 * cv[e] + x1 * sv[e]);
+            va[e] = from_acc<T>(x1 * cv - x2 * sv);
+            vb[e] = from_acc<T>(x2 * cv + x1 * sv);
         }
     } else if (mode == 1) {
-        A cv[NI], sv[NI];
-        ld_tbl(cs + i0, cv);
-        ld_tbl(sn + i0, sv);
 #pragma unroll
         for (int e = 0; e < NI; e++) {
+            A cv, sv;
+            rope_cs<A>(p, f[e], a.scale, cv, sv);
             const A x0 = ld_a<A>(va[2 * e]), x1 = ld_a<A>(va[2 * e + 1]);
-            va[2 * e] = from_acc<T>(x0 * cv[e] - x1 * sv[e]);
-            va[2 * e + 1] = from_acc<T>(x1 * cv[e] + x0 * sv[e]);
+            va[2 * e] = from_acc<T>(x0 * cv - x1 * sv);
+            va[2 * e + 1] = from_acc<T>(x1 * cv + x0 * sv);
         }
     }
-    st16(yr + off, va.u);
+    st16_global(yr + off, va.u);
     if (mode == 0)
-        st16(yr + off + half, vb.u);
+        st16_global(yr + off + half, vb.u);
 }
 
 /* ---- kv_cache_update ----------------------------------------------------------------------------
@@ -3272,6 +3286,67 @@ extern "C" int baton__kcuda_embedding(const baton_exec_ctx *ctx, void **buffers,
                         st);
 }
 
+/* rope_decode_kernel for a launch of few rows (rows * blocks a row within two per SM) whose parts
+ * are rope's or rope_cache_update's (x's parts in one buffer at one row stride, part 0 stored at
+ * the rows, parts 1 and 2 at the positions) and whose sizes fit 32 bits: 0 or the launch's
+ * failure, 1 when it does not apply. */
+template <typename T>
+static int rope_decode_launch(const baton_exec_ctx *ctx, const char *what, const RopeArgs &a,
+                              long long rows, long long sms)
+{
+    using A = typename Acc<T>::A;
+    const long long pu[3] = {a.u1, a.u2 - a.u1, a.units - a.u2};
+    long long bp[3], xoff[3] = {0, 0, 0};
+    bool fits = a.part[0].cache_rows == 0 && rows <= 65535 && a.Dh < 65536;
+    for (int i = 0; i < 3; i++) {
+        bp[i] = (pu[i] + 63) / 64;
+        if (i >= a.nparts)
+            continue;
+        const RopePart &P = a.part[i];
+        const long long dx = ((const char *)P.x - (const char *)a.part[0].x) / (long long)sizeof(T);
+        xoff[i] = dx;
+        fits = fits && P.xstride == a.part[0].xstride && dx >= 0 && dx <= 0x7fffffffLL &&
+               ((const char *)P.x - (const char *)a.part[0].x) % (long long)sizeof(T) == 0 &&
+               P.xstride <= 0x7fffffffLL && P.ystride <= 0x7fffffffLL &&
+               P.cache_rows <= 0x7fffffffLL && (i == 0 || P.cache_rows == a.part[1].cache_rows);
+    }
+    const long long bpr = bp[0] + bp[1] + bp[2], bmax = std::max(bp[0], std::max(bp[1], bp[2]));
+    if (!fits || rows * bpr > 2 * sms)
+        return 1;
+    RopeDec<A> d;
+    memset(&d, 0, sizeof d);
+    d.x = a.part[0].x;
+    d.pos = a.pos;
+    d.inv_freq = a.inv_freq;
+    d.xs = (int)a.part[0].xstride;
+    d.xoff1 = (int)xoff[1];
+    d.xoff2 = (int)xoff[2];
+    d.n0 = (int)pu[0];
+    d.n1 = (int)pu[1];
+    d.n2 = (int)pu[2];
+    d.hm = a.per_head.m;
+    d.hd = (int)a.per_head.d;
+    d.hs = (unsigned char)a.per_head.s;
+    d.Dh = (unsigned short)a.Dh;
+    d.flags = (unsigned char)(a.pos64 ? 1 : 0);
+    void *y[3] = {nullptr, nullptr, nullptr};
+    int ys[3] = {0, 0, 0};
+    for (int i = 0; i < a.nparts; i++) {
+        const int mode = a.part[i].rotate ? a.interleaved : 2;
+        d.flags |= (unsigned char)(mode << (2 + 2 * i));
+        y[i] = a.part[i].y;
+        ys[i] = (int)a.part[i].ystride;
+    }
+    d.S = a.nparts > 1 ? (int)a.part[1].cache_rows : 0;
+    d.y0 = y[0], d.y1 = y[1], d.y2 = y[2];
+    d.ys0 = ys[0], d.ys1 = ys[1], d.ys2 = ys[2];
+    d.scale = (A)a.scale;
+    d.step = a.step;
+    constexpr int E = 16 / (int)sizeof(T);
+    return launch(ctx, what, rope_decode_kernel<T, E>,
+                  dim3((unsigned)bmax, (unsigned)a.nparts, (unsigned)rows), 64, 0, 1, d);
+}
+
 /* Launches rope over all rows' units: 16-byte units where every part's rows allow them; where
  * the units fill fewer than a wave of 64-thread blocks (a decode step), rope_decode_kernel's
  * blocks of one part of one row (rope_kernel's 64-thread blocks for units of one element), else a
@@ -3318,20 +3393,10 @@ static int rope_launch(const baton_exec_ctx *ctx, const char *what, RopeArgs &a,
     const size_t hp = (size_t)((a.Dh / 2 + 3) & ~3),
                  smem = (size_t)(threads / 32) * ROPE_U * 2 * hp * sizeof(typename Acc<T>::A);
     a.tbl = a.Dh / 2 <= 32 * ROPE_FS && smem <= 48 * 1024;
-    if (vec && a.tbl && threads == 64) {
-        /* blocks of one part of one row each */
-        const long long pu[3] = {a.u1, a.u2 - a.u1, a.units - a.u2};
-        long long bp[3];
-        for (int i = 0; i < 3; i++)
-            bp[i] = (pu[i] + 63) / 64;
-        const long long bpr = bp[0] + bp[1] + bp[2], g = rows * bpr;
-        if (g <= 2 * sms) {
-            a.dec_bpr = fast_div((unsigned)bpr);
-            a.dec_c1 = (unsigned)bp[0];
-            a.dec_c2 = (unsigned)(bp[0] + bp[1]);
-            return launch(ctx, what, rope_decode_kernel<T, E>, (unsigned)g, 64,
-                          2 * 2 * hp * sizeof(typename Acc<T>::A), 1, a);
-        }
+    if (vec && threads == 64) {
+        const int rc = rope_decode_launch<T>(ctx, what, a, rows, sms);
+        if (rc <= 0)
+            return rc;
     }
     if (vec)
         return launch(ctx, what, rope_kernel<T, E>, (unsigned)grid, threads, a.tbl ? smem : 0, 1,
