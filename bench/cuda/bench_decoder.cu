@@ -490,10 +490,11 @@ static void bench_barrier_floor(const char *label, const char *shape, double byt
 /* The floor of a softmax whose rows take more than a wave of registers (64 x 128256 f32, 33 MB):
  * softmax_smem_kernel's data path with nothing else. `blocks` blocks of 1024 threads (one a SM)
  * each take an equal slice of all the rows' vectors, the first 4 a thread into registers and the
- * rest into shared memory by the copy engine in 32 KB pieces (as the op's loads, evict-first in L2
- * when EF), and store them all once all are in: the row read once, held on chip, then written,
- * with no arithmetic and no exchange between blocks. */
-template <bool EF>
+ * rest into shared memory by the copy engine in 32 KB pieces, and store them all once all are in:
+ * the rows read once, held on chip, then written, with no arithmetic and no exchange between
+ * blocks. LEF: loads evict-first in L2 (ld.cs, and the bulk copies' policy), as the op's; SEF:
+ * stores evict-first (st.cs), as the op's; else the default policy. */
+template <bool LEF, bool SEF>
 __global__ void __launch_bounds__(1024, 1)
     floor_onchip(const uint4 *x, uint4 *y, long long n, long long per)
 {
@@ -511,7 +512,7 @@ __global__ void __launch_bounds__(1024, 1)
     __syncthreads();
     if (tid == 0 && ns > 0) {
         unsigned long long pol = 0;
-        if (EF)
+        if (LEF)
             asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(pol));
         else
             asm volatile("createpolicy.fractional.L2::evict_normal.b64 %0, 1.0;" : "=l"(pol));
@@ -524,30 +525,30 @@ __global__ void __launch_bounds__(1024, 1)
 #pragma unroll
     for (int k = 0; k < 4; k++)
         if (lo + k * 1024 + tid < rhi)
-            v[k] = EF ? __ldcs(x + lo + k * 1024 + tid) : x[lo + k * 1024 + tid];
+            v[k] = LEF ? __ldcs(x + lo + k * 1024 + tid) : x[lo + k * 1024 + tid];
     if (ns > 0)
         kcuda::mbar_wait(&bar, 0);
     __syncthreads(); /* every thread's registers are in too: no store before the whole slice */
 #pragma unroll
     for (int k = 0; k < 4; k++)
         if (lo + k * 1024 + tid < rhi) {
-            if (EF)
+            if (SEF)
                 __stcs(y + lo + k * 1024 + tid, v[k]);
             else
                 y[lo + k * 1024 + tid] = v[k];
         }
     for (int j = tid; j < ns; j += 1024) {
-        if (EF)
+        if (SEF)
             __stcs(y + rhi + j, sh[j]);
         else
             y[rhi + j] = sh[j];
     }
 }
 
-/* A floor row for softmax's 64 rows: floor_onchip over `blocks` blocks, the op's bytes rotated
- * over as many sets, with its own copy row. */
-static void bench_onchip_floor(const char *label, const char *shape, double bytes, int blocks,
-                               bool ef)
+/* A floor row for softmax's 64 rows: floor_onchip<LEF, SEF> over `blocks` blocks, the op's bytes
+ * rotated over as many sets, with its own copy row. */
+template <bool LEF, bool SEF>
+static void bench_onchip_floor(const char *label, const char *shape, double bytes, int blocks)
 {
     if (!wanted(label))
         return;
@@ -559,7 +560,7 @@ static void bench_onchip_floor(const char *label, const char *shape, double byte
         fprintf(stderr, "bench_decoder: %s: the slices do not fit shared memory\n", label);
         return;
     }
-    const auto kern = ef ? floor_onchip<true> : floor_onchip<false>;
+    const auto kern = floor_onchip<LEF, SEF>;
     CHECK_CUDA(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
     Pool src = pool_alloc(half, sets), dst = pool_alloc(half, sets);
     fill_random(g_stream, src.base, src.stride * sets, 43);
@@ -1359,13 +1360,20 @@ int main(int argc, char **argv)
     /* what any softmax of a decode row spread over the SMs waits for: one grid-wide exchange */
     bench_barrier_floor("softmax floor: row copy + grid barrier", "f32[1,128256]", (double)(V * 8));
     /* what a softmax of rows past a wave of registers waits for: all of them on chip before the
-     * first store (softmax_smem_kernel's grid and loads; all SMs; the default L2 policy) */
-    bench_onchip_floor("softmax floor: rows on chip, then stored", "f32[64,128256]",
-                       (double)(64 * V * 8), 128, true);
-    bench_onchip_floor("softmax floor: rows on chip over all SMs", "f32[64,128256]",
-                       (double)(64 * V * 8), g_prop.multiProcessorCount, true);
-    bench_onchip_floor("softmax floor: rows on chip, default L2 policy", "f32[64,128256]",
-                       (double)(64 * V * 8), 128, false);
+     * first store (softmax_smem_kernel's grid, loads and stores; then all SMs, and the L2
+     * policies of the loads and the stores one at a time) */
+    const double sm64 = (double)(64 * V * 8);
+    const int sms = g_prop.multiProcessorCount;
+    bench_onchip_floor<true, true>("softmax floor: rows on chip, then stored", "f32[64,128256]",
+                                   sm64, 128);
+    bench_onchip_floor<true, true>("softmax floor: rows on chip over all SMs", "f32[64,128256]",
+                                   sm64, sms);
+    bench_onchip_floor<false, false>("softmax floor: rows on chip, default L2 policy",
+                                     "f32[64,128256]", sm64, 128);
+    bench_onchip_floor<false, true>("softmax floor: rows on chip, stores evict-first only",
+                                    "f32[64,128256]", sm64, 128);
+    bench_onchip_floor<true, false>("softmax floor: rows on chip, loads evict-first only",
+                                    "f32[64,128256]", sm64, 128);
     /* the sampler at one decode step's logits: the copy floor is the logits' bytes read (and as
      * many written); the target is a small fraction of a token's decode */
     bench_op("sample top_k 50 top_p 0.9 t 0.8", "sample", {td(F32, {1, V}), td(I64, {1})},
