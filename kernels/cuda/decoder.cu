@@ -2068,38 +2068,70 @@ __device__ __forceinline__ void online_take(const U16<T> &u, A &m, A &s)
             s += exp(v[e] - m);
 }
 
-/* The row's maximum and sum over the C (<= 32) blocks of a cluster, from each block's (mx, sum),
- * which all its threads hold: thread 0 of each block puts its pair in its slot, lane q of every
- * warp reads rank q's over distributed shared memory, and one fixed tree combines them, so every
- * block ends with the same bits. */
-template <typename A> __device__ __forceinline__ void cluster_max_sum(A *slot, int C, A &mx, A &sum)
+/* The row's maximum mx and sum of exp(x - mx) over a block and the C (<= 8) blocks of its cluster
+ * (C == 1: the block alone), from each thread's running maximum m and sum s of exp(x - m): each
+ * warp folds its lanes' pairs, lane 0 puts the warp's in its slot, one barrier (the cluster's, or
+ * the block's), then every warp folds all C x 32 slots in one fixed tree (lane q takes slot q of
+ * each rank in rank order), so every block of the cluster gets the same bits. One barrier between
+ * the last load and the first store, where the block's maximum, its sum and the cluster's pairs
+ * took five. */
+template <typename A>
+__device__ __forceinline__ void row_max_sum(A (*slot)[2], int C, A m, A s, A &mx, A &sum)
 {
-    cg::cluster_group cluster = cg::this_cluster();
-    if (threadIdx.x == 0) {
-        slot[0] = mx;
-        slot[1] = sum;
-    }
-    cluster.sync();
-    const int lane = threadIdx.x & 31;
-    const A mq = lane < C ? *cluster.map_shared_rank(&slot[0], lane) : (A)-INFINITY;
-    const A sq = lane < C ? *cluster.map_shared_rank(&slot[1], lane) : (A)0;
-    A mm = mq;
+    A wm = m;
 #pragma unroll
     for (int o = 16; o > 0; o >>= 1) {
-        const A t = __shfl_xor_sync(0xffffffffu, mm, o);
-        mm = t > mm ? t : mm;
+        const A t = __shfl_xor_sync(0xffffffffu, wm, o);
+        wm = t > wm ? t : wm;
     }
-    mx = mm;
-    sum = warp_sum<A>(mq == -INFINITY ? (A)0 : sq * exp(mq - mx));
+    const A ws = warp_sum<A>(m == -INFINITY ? (A)0 : s * exp(m - wm));
+    const int lane = threadIdx.x & 31, nw = (int)(blockDim.x >> 5);
+    if (lane == 0) {
+        slot[threadIdx.x >> 5][0] = wm;
+        slot[threadIdx.x >> 5][1] = ws;
+    }
+    A qm[8], qs[8];
+    if (C > 1) {
+        cg::cluster_group cluster = cg::this_cluster();
+        cluster.sync();
+#pragma unroll
+        for (int r = 0; r < 8; r++) {
+            qm[r] = r < C && lane < nw ? *cluster.map_shared_rank(&slot[lane][0], r) : -INFINITY;
+            qs[r] = r < C && lane < nw ? *cluster.map_shared_rank(&slot[lane][1], r) : (A)0;
+        }
+    } else {
+        __syncthreads();
+        qm[0] = lane < nw ? slot[lane][0] : -INFINITY;
+        qs[0] = lane < nw ? slot[lane][1] : (A)0;
+#pragma unroll
+        for (int r = 1; r < 8; r++)
+            qm[r] = -INFINITY, qs[r] = 0;
+    }
+    A lm = qm[0];
+#pragma unroll
+    for (int r = 1; r < 8; r++)
+        lm = qm[r] > lm ? qm[r] : lm;
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) {
+        const A t = __shfl_xor_sync(0xffffffffu, lm, o);
+        lm = t > lm ? t : lm;
+    }
+    mx = lm;
+    A t = 0;
+#pragma unroll
+    for (int r = 0; r < 8; r++)
+        t += qm[r] == -INFINITY ? (A)0 : qs[r] * exp(qm[r] - mx);
+    sum = warp_sum<A>(t);
 }
 
 /* Rows whose slices fit the SMs' registers and shared memory together, one block a SM: C blocks a
  * row (C == 1, or an x-cluster of C), the first VPT * blockDim.x vectors of the block's slice in
  * registers and the rest in shared memory, brought by the copy engine (cp.async.bulk) in pieces on
  * their own mbarriers while the registers' loads are in flight. Each thread keeps a running
- * maximum and sum over its vectors as they land (registers, then the pieces in order), the block's
- * and then the cluster's (rank order, through distributed shared memory) follow in fixed trees,
- * so every block gets the same bits and the result is the same every run; then y = exp(x - max) /
+ * maximum and sum over its vectors as they land (registers, then the pieces in order), the
+ * warps' and then the cluster's (rank order, through distributed shared memory) follow in one
+ * fixed tree (row_max_sum), so every block gets the same bits and the result is the same every
+ * run; then y = exp(x - max) /
  * sum from registers and shared memory. The row is read once and written once, as the copy (64
  * rows of 128256 f32, 33 MB, over 128 blocks in 2-block clusters, where the two-pass kernel read
  * it twice, 1.5x the copy), and the exponentials overlap the loads and the stores. */
@@ -2110,8 +2142,7 @@ __global__ void __launch_bounds__(1024, 1) softmax_smem_kernel(const T *x, T *y,
     constexpr int E = 16 / (int)sizeof(T), VPT = smx_reg_vpt<T>();
     extern __shared__ __align__(16) unsigned char smem_raw[];
     const U16<T> *sh = reinterpret_cast<const U16<T> *>(smem_raw);
-    __shared__ A red[32];
-    __shared__ A slot[2];
+    __shared__ A slot[32][2]; /* a warp's maximum and sum */
     __shared__ __align__(8) unsigned long long bar[SMS_PIECES];
     const RowSlice<T> sl = row_slice(x, y, N, C);
     const int tid = threadIdx.x, nt = blockDim.x;
@@ -2152,11 +2183,9 @@ __global__ void __launch_bounds__(1024, 1) softmax_smem_kernel(const T *x, T *y,
         for (int j = i * SMS_PIECE + tid; j < min(ns, (i + 1) * SMS_PIECE); j += nt)
             online_take<A>(sh[j], m, sum);
     }
-    A mx = block_max<A>(m, red);
-    sum = block_sum<A>(m == -INFINITY ? (A)0 : sum * exp(m - mx), red);
-    if (C > 1)
-        cluster_max_sum<A>(slot, C, mx, sum);
-    const A inv = (A)1 / sum;
+    A mx, tot;
+    row_max_sum<A>(slot, C, m, sum, mx, tot);
+    const A inv = (A)1 / tot;
     auto put = [&](const U16<T> &u, long long j) {
         U16<T> o;
 #pragma unroll
@@ -2309,9 +2338,10 @@ template <typename T> __host__ __device__ constexpr int smx_u()
 /* Rows too large for the registers of one wave (64 rows of 128256 f32 are 33 MB, more than the
  * register files of an H200: softmax_reg_kernel took two waves of one block a SM, 2x the copy):
  * C blocks a row (C == 1, or an x-cluster of C), each reading its slice twice. The first pass
- * keeps a running maximum and a sum rescaled to it per thread; the block's and then the cluster's
- * (rank order, through distributed shared memory) maximum and sum follow in fixed trees, so every
- * block gets the same bits and the result is the same every run. The second pass reads the slice
+ * keeps a running maximum and a sum rescaled to it per thread; the warps' and then the cluster's
+ * (rank order, through distributed shared memory) maximum and sum follow in one fixed tree
+ * (row_max_sum), so every block gets the same bits and the result is the same every run. The
+ * second pass reads the slice
  * again, from L2: the launch keeps the slices of the blocks in flight together small (96 KB a
  * block), so it is there, and its loads and the stores evict first so that the slices still to be
  * read stay; DRAM sees the row once in and once out, as the copy. y = exp(x - max) / sum, as
@@ -2322,8 +2352,7 @@ __global__ void __launch_bounds__(SMX_THREADS, 3)
 {
     using A = typename Acc<T>::A;
     constexpr int E = 16 / (int)sizeof(T), SMX_U = smx_u<T>();
-    __shared__ A red[32];
-    __shared__ A slot[2];
+    __shared__ A slot[32][2]; /* a warp's maximum and sum */
     const RowSlice<T> sl = row_slice(x, y, N, C);
     const long long step = (long long)blockDim.x * SMX_U;
     pdl_wait(); /* x may be a predecessor's output */
@@ -2342,11 +2371,9 @@ __global__ void __launch_bounds__(SMX_THREADS, 3)
             online_take<A>(raw[k], m, sum);
         }
     }
-    A mx = block_max<A>(m, red);
-    sum = block_sum<A>(m == -INFINITY ? (A)0 : sum * exp(m - mx), red);
-    if (C > 1)
-        cluster_max_sum<A>(slot, C, mx, sum);
-    const A inv = (A)1 / sum;
+    A mx, tot;
+    row_max_sum<A>(slot, C, m, sum, mx, tot);
+    const A inv = (A)1 / tot;
     const unsigned long long last = l2_evict_first();
     for (long long j0 = sl.lo + threadIdx.x; j0 < sl.hi; j0 += step) {
         U16<T> raw[SMX_U];
