@@ -2068,6 +2068,17 @@ __device__ __forceinline__ void online_take(const U16<T> &u, A &m, A &s)
             s += exp(v[e] - m);
 }
 
+/* Maximum over the warp; every lane gets it. */
+template <typename A> __device__ __forceinline__ A warp_max(A v)
+{
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) {
+        const A t = __shfl_xor_sync(0xffffffffu, v, o);
+        v = t > v ? t : v;
+    }
+    return v;
+}
+
 /* The row's maximum mx and sum of exp(x - mx) over a block and the C (<= 8) blocks of its cluster
  * (C == 1: the block alone), from each thread's running maximum m and sum s of exp(x - m): each
  * warp folds its lanes' pairs, lane 0 puts the warp's in its slot, one barrier (the cluster's, or
@@ -2078,12 +2089,7 @@ __device__ __forceinline__ void online_take(const U16<T> &u, A &m, A &s)
 template <typename A>
 __device__ __forceinline__ void row_max_sum(A (*slot)[2], int C, A m, A s, A &mx, A &sum)
 {
-    A wm = m;
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1) {
-        const A t = __shfl_xor_sync(0xffffffffu, wm, o);
-        wm = t > wm ? t : wm;
-    }
+    const A wm = warp_max<A>(m);
     const A ws = warp_sum<A>(m == -INFINITY ? (A)0 : s * exp(m - wm));
     const int lane = threadIdx.x & 31, nw = (int)(blockDim.x >> 5);
     if (lane == 0) {
@@ -2111,12 +2117,7 @@ __device__ __forceinline__ void row_max_sum(A (*slot)[2], int C, A m, A s, A &mx
 #pragma unroll
     for (int r = 1; r < 8; r++)
         lm = qm[r] > lm ? qm[r] : lm;
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1) {
-        const A t = __shfl_xor_sync(0xffffffffu, lm, o);
-        lm = t > lm ? t : lm;
-    }
-    mx = lm;
+    mx = warp_max<A>(lm);
     A t = 0;
 #pragma unroll
     for (int r = 0; r < 8; r++)
@@ -2135,17 +2136,20 @@ __device__ __forceinline__ void row_max_sum(A (*slot)[2], int C, A m, A s, A &mx
  * sum from registers and shared memory. The row is read once and written once, as the copy (64
  * rows of 128256 f32, 33 MB, over 128 blocks in 2-block clusters, where the two-pass kernel read
  * it twice, 1.5x the copy), and the exponentials overlap the loads and the stores. */
-template <typename T>
+template <typename T, bool KEEP>
 __global__ void __launch_bounds__(1024, 1) softmax_smem_kernel(const T *x, T *y, long long N, int C)
 {
     using A = typename Acc<T>::A;
     constexpr int E = 16 / (int)sizeof(T), VPT = smx_reg_vpt<T>();
+    constexpr bool K = KEEP && sizeof(T) == sizeof(A);
+    constexpr int PV = SMS_PIECE / 1024; /* a thread's vectors of a piece (1024 threads) */
     extern __shared__ __align__(16) unsigned char smem_raw[];
-    const U16<T> *sh = reinterpret_cast<const U16<T> *>(smem_raw);
-    __shared__ A slot[32][2]; /* a warp's maximum and sum */
+    U16<T> *sh = reinterpret_cast<U16<T> *>(smem_raw);
+    __shared__ A slot[32][2];                  /* a warp's maximum and sum */
+    __shared__ A pref[K ? SMS_PIECES : 1][32]; /* K: the maximum each warp's exps of a piece take */
     __shared__ __align__(8) unsigned long long bar[SMS_PIECES];
     const RowSlice<T> sl = row_slice(x, y, N, C);
-    const int tid = threadIdx.x, nt = blockDim.x;
+    const int tid = threadIdx.x, nt = blockDim.x, wid = tid >> 5;
     const long long rlo = sl.lo, rhi = min(sl.hi, sl.lo + (long long)VPT * nt);
     const int ns = (int)max(0LL, sl.hi - rhi); /* vectors in shared memory, from rhi */
     const int np = (ns + SMS_PIECE - 1) / SMS_PIECE;
@@ -2173,34 +2177,113 @@ __global__ void __launch_bounds__(1024, 1) softmax_smem_kernel(const T *x, T *y,
         if (j < rhi)
             raw[k] = ld16_stream(sl.x + j * E);
     }
-    A m = -INFINITY, sum = 0;
+    A m = -INFINITY, sum = 0, wr = -INFINITY;
+    if constexpr (K) {
+        /* exp(x - w) kept in place of x, w a warp's maximum over the registers and then over each
+         * piece (so every kept value is at most 1), one w a piece in pref: the stores then take
+         * one multiply a value, where exp(x - max) again took the MUFU a second pass over the
+         * row (64K a SM for the 64 rows) */
+        A lm = -INFINITY;
 #pragma unroll
-    for (int k = 0; k < VPT; k++)
-        if (rlo + (long long)k * nt + tid < rhi)
-            online_take<A>(raw[k], m, sum);
-    for (int i = 0; i < np; i++) {
-        mbar_wait(&bar[i], 0);
-        for (int j = i * SMS_PIECE + tid; j < min(ns, (i + 1) * SMS_PIECE); j += nt)
-            online_take<A>(sh[j], m, sum);
+        for (int k = 0; k < VPT; k++)
+            if (rlo + (long long)k * nt + tid < rhi)
+#pragma unroll
+                for (int e = 0; e < E; e++)
+                    lm = raw[k].v[e] > lm ? (A)raw[k].v[e] : lm;
+        wr = warp_max<A>(lm);
+#pragma unroll
+        for (int k = 0; k < VPT; k++)
+            if (rlo + (long long)k * nt + tid < rhi)
+#pragma unroll
+                for (int e = 0; e < E; e++) {
+                    const A t = wr == -INFINITY ? (A)0 : exp((A)raw[k].v[e] - wr);
+                    raw[k].v[e] = t;
+                    sum += t;
+                }
+        m = wr;
+        for (int i = 0; i < np; i++) {
+            mbar_wait(&bar[i], 0);
+            U16<T> u[PV];
+            A pm = -INFINITY, ps = 0;
+#pragma unroll
+            for (int q = 0; q < PV; q++) {
+                const int j = i * SMS_PIECE + q * 1024 + tid;
+                if (j < ns) {
+                    u[q] = sh[j];
+#pragma unroll
+                    for (int e = 0; e < E; e++)
+                        pm = u[q].v[e] > pm ? (A)u[q].v[e] : pm;
+                }
+            }
+            const A wp = warp_max<A>(pm);
+#pragma unroll
+            for (int q = 0; q < PV; q++) {
+                const int j = i * SMS_PIECE + q * 1024 + tid;
+                if (j < ns) {
+#pragma unroll
+                    for (int e = 0; e < E; e++) {
+                        const A t = wp == -INFINITY ? (A)0 : exp((A)u[q].v[e] - wp);
+                        u[q].v[e] = t;
+                        ps += t;
+                    }
+                    sh[j] = u[q];
+                }
+            }
+            if ((tid & 31) == 0)
+                pref[i][wid] = wp;
+            if (wp > m) { /* warp-uniform: rescale the sum to the new maximum */
+                sum = m == -INFINITY ? (A)0 : sum * exp(m - wp);
+                m = wp;
+            }
+            sum += wp == -INFINITY ? (A)0 : ps * exp(wp - m);
+        }
+    } else {
+#pragma unroll
+        for (int k = 0; k < VPT; k++)
+            if (rlo + (long long)k * nt + tid < rhi)
+                online_take<A>(raw[k], m, sum);
+        for (int i = 0; i < np; i++) {
+            mbar_wait(&bar[i], 0);
+            for (int j = i * SMS_PIECE + tid; j < min(ns, (i + 1) * SMS_PIECE); j += nt)
+                online_take<A>(sh[j], m, sum);
+        }
     }
     A mx, tot;
-    row_max_sum<A>(slot, C, m, sum, mx, tot);
+    row_max_sum<A>(slot, C, m, sum, mx, tot); /* its barrier also orders pref's stores */
     const A inv = (A)1 / tot;
-    auto put = [&](const U16<T> &u, long long j) {
+    auto put = [&](const U16<T> &u, long long j, A g) {
         U16<T> o;
 #pragma unroll
-        for (int e = 0; e < E; e++)
-            o.v[e] = from_acc<T>(exp(ld_a<A>(u.v[e]) - mx) * inv);
+        for (int e = 0; e < E; e++) {
+            if constexpr (K)
+                o.v[e] = u.v[e] * g;
+            else
+                o.v[e] = from_acc<T>(exp(ld_a<A>(u.v[e]) - mx) * inv);
+        }
         __stcs(reinterpret_cast<uint4 *>(sl.y + j * E), *reinterpret_cast<const uint4 *>(o.v));
     };
+    /* K: a kept value times exp(w - max) / sum */
+    const A gr = wr == -INFINITY ? (A)0 : exp(wr - mx) * inv;
 #pragma unroll
     for (int k = 0; k < VPT; k++) {
         const long long j = rlo + (long long)k * nt + tid;
         if (j < rhi)
-            put(raw[k], j);
+            put(raw[k], j, gr);
     }
-    for (int j = tid; j < ns; j += nt)
-        put(sh[j], rhi + j);
+    if constexpr (K) {
+        for (int i = 0; i < np; i++) {
+            const A w = pref[i][wid], g = w == -INFINITY ? (A)0 : exp(w - mx) * inv;
+#pragma unroll
+            for (int q = 0; q < PV; q++) {
+                const int j = i * SMS_PIECE + q * 1024 + tid;
+                if (j < ns)
+                    put(sh[j], rhi + j, g);
+            }
+        }
+    } else {
+        for (int j = tid; j < ns; j += nt)
+            put(sh[j], rhi + j, inv);
+    }
     if (C > 1)
         cluster_exit_barrier(); /* peers may still read this block's slots */
 }
@@ -4105,7 +4188,8 @@ static int softmax_grid_launch(const baton_exec_ctx *ctx, void **b, const dec_sh
  * over by its clusters stay idle, so rows * C blocks within the SMs can still take two waves. Asked
  * once per device, in relaxed capture mode (the queries enqueue nothing), and kept even when a
  * query fails: the cluster size orders the sums, later calls must choose as the first did. */
-template <typename T> static const int *softmax_smem_fit(const baton_exec_ctx *ctx, size_t smem)
+template <typename T, bool KEEP>
+static const int *softmax_smem_fit(const baton_exec_ctx *ctx, size_t smem)
 {
     static int fit[KCUDA_MAX_DEVICES + 1][4]; /* the last: a device out of range, never kept */
     static std::atomic<int> asked[KCUDA_MAX_DEVICES];
@@ -4116,7 +4200,7 @@ template <typename T> static const int *softmax_smem_fit(const baton_exec_ctx *c
         return f;
     cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;
     const bool swapped = cudaThreadExchangeStreamCaptureMode(&mode) == cudaSuccess;
-    const auto kernel = softmax_smem_kernel<T>;
+    const auto kernel = softmax_smem_kernel<T, KEEP>;
     const int pr = prepare(kernel, ctx, "softmax", 8, 8, 1024, smem, smem, false);
     for (int i = 1; i < 4; i++) {
         f[i] = 0;
@@ -4135,20 +4219,34 @@ template <typename T> static const int *softmax_smem_fit(const baton_exec_ctx *c
     return f;
 }
 
+/* BATON_SOFTMAX_EXP=recompute: softmax_smem_kernel forms exp(x - max) again as it stores, as
+ * before it kept its exps (an A/B for the lead's GPU run; to be removed once measured). */
+static bool softmax_keep_exps()
+{
+    static const bool keep = [] {
+        const char *e = getenv("BATON_SOFTMAX_EXP");
+        return !(e && !strcmp(e, "recompute"));
+    }();
+    return keep;
+}
+
 /* softmax_smem_kernel where rows * C blocks of 1024 threads (the fewest of C = 1, 2, 4, 8 blocks a
  * row) are one block a SM, all at once, and a slice past the registers' VPT * 1024 vectors fits
  * the shared memory: 0 or the launch's failure, 1 when it does not fit. */
-template <typename T>
+template <typename T, bool KEEP>
 static int softmax_smem_launch(const baton_exec_ctx *ctx, void **b, const dec_shape &s,
                                long long nv, long long sms)
 {
-    const auto kernel = softmax_smem_kernel<T>;
-    const size_t smem_max = (size_t)device_facts(ctx).smem_optin - 1024;
+    using A = typename Acc<T>::A;
+    const auto kernel = softmax_smem_kernel<T, KEEP>;
+    /* the static shared memory: 1 KB, and the warps' maxima of each piece where exps are kept */
+    const size_t smem_max = (size_t)device_facts(ctx).smem_optin - 1024 -
+                            (KEEP && sizeof(T) == sizeof(A) ? SMS_PIECES * 32 * sizeof(A) : 0);
     for (int c = 1, i = 0; c <= 8; c *= 2, i++) {
         const long long per = (nv + c - 1) / c, ns = per - (long long)smx_reg_vpt<T>() * 1024;
         if (s.rows * c > sms || ns * 16 > (long long)smem_max || ns > SMS_PIECE * SMS_PIECES)
             continue;
-        if (c > 1 && s.rows > softmax_smem_fit<T>(ctx, smem_max)[i])
+        if (c > 1 && s.rows > softmax_smem_fit<T, KEEP>(ctx, smem_max)[i])
             continue;
         const size_t smem = ns > 0 ? (size_t)ns * 16 : 0;
         const long long grid = s.rows * c;
@@ -4203,7 +4301,8 @@ static int softmax_launch(const baton_exec_ctx *ctx, void **b, const dec_shape &
         /* more than one wave of blocks of 16 KB or more a thread block: rows held in registers
          * and shared memory where a wave of one block a SM holds them, else the two-pass kernel */
         if (cl && (!C || (s.rows * C > resident(C) && (nv + C - 1) / C * 16 >= 16384))) {
-            const int rc = softmax_smem_launch<T>(ctx, b, s, nv, sms);
+            const int rc = softmax_keep_exps() ? softmax_smem_launch<T, true>(ctx, b, s, nv, sms)
+                                               : softmax_smem_launch<T, false>(ctx, b, s, nv, sms);
             if (rc <= 0)
                 return rc;
             /* C: the most blocks a row (up to 8, any size) whose rows * C blocks stay one wave
