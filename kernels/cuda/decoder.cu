@@ -459,8 +459,7 @@ template <typename A> struct RopeDec {
     int hd;
     unsigned short Dh;
     unsigned char hs;
-    unsigned char flags; /* 1: i64 positions; part i's mode (0 rotate_half, 1 interleaved,
-                            2 copy) at bits 2 + 2i */
+    unsigned char flags; /* 1: i64 positions */
     int S;               /* cache rows of parts 1 and 2; 0: their rows are the rows */
     void *y0, *y1, *y2;
     int ys0, ys1, ys2;
@@ -480,19 +479,22 @@ template <typename T> __device__ __forceinline__ void st16_global(T *p, const U1
 
 /* A few rows (a decode step's): 64-thread blocks, block (c, i, r) of chunk c of part i of row r,
  * so that the row, the part and its fields are the block's (uniform registers) and a thread's unit
- * is its block's chunk plus its index. As the rope floor of bench_decoder, each thread issues its
- * row's position, its vectors and its pairs' frequencies together and forms its own cos and sin
- * (a warp's shared table, as rope_kernel's, put a shared-memory store, a warp barrier and a load
- * between the sincos and the rotation; a decode row is too few threads for the MUFU work to
- * matter), with rope_cs: rope_kernel's bits. */
-template <typename T, int E>
+ * is its block's chunk plus its index. Parts 0 and 1 rotate (IL: interleaved pairs, else
+ * rotate_half), part 2 is copied: the hot path is one straight run of code with no branch on the
+ * form. As the rope floor of bench_decoder, each thread issues its row's position, its vectors and
+ * its pairs' frequencies together and forms its own cos and sin (a warp's shared table, as
+ * rope_kernel's, put a shared-memory store, a warp barrier and a load between the sincos and the
+ * rotation; a decode row is too few threads for the MUFU work to matter), with rope_cs:
+ * rope_kernel's bits. */
+template <typename T, int E, bool IL>
 __global__ void __launch_bounds__(64) rope_decode_kernel(const RopeDec<typename Acc<T>::A> a)
 {
     using A = typename Acc<T>::A;
-    constexpr int NP = E, NI = E / 2;
+    constexpr int NP = IL ? E / 2 : E; /* pairs of a unit */
     const int pi = (int)blockIdx.y, u = (int)blockIdx.x * 64 + (int)threadIdx.x;
     const unsigned row = blockIdx.z;
-    const int n = pick3(pi, a.n0, a.n1, a.n2), mode = (a.flags >> (2 + 2 * pi)) & 3;
+    const int n = pick3(pi, a.n0, a.n1, a.n2);
+    const bool rot = pi < 2;
     pdl_wait(); /* x, positions and inv_freq may be a predecessor's outputs */
     pdl_trigger();
     if (u >= n)
@@ -500,51 +502,46 @@ __global__ void __launch_bounds__(64) rope_decode_kernel(const RopeDec<typename 
     const long long p = a.flags & 1 ? __ldg((const long long *)a.pos + row)
                                     : (long long)__ldg((const int *)a.pos + row);
     const unsigned h = (__umulhi((unsigned)u, a.hm) + (unsigned)u) >> a.hs;
-    const int i0 = (u - (int)h * a.hd) * (mode == 0 ? NP : NI), half = a.Dh >> 1;
-    const int off = mode == 0 ? (int)h * a.Dh + i0 : u * E;
+    const int i0 = (u - (int)h * a.hd) * NP, half = a.Dh >> 1;
+    const int off = rot && !IL ? (int)h * a.Dh + i0 : u * E;
     const T *xr = (const T *)a.x + (long long)row * a.xs + pick3(pi, 0, a.xoff1, a.xoff2);
     RopeVec<T, E> va, vb;
     va.u = ld16(xr + off);
-    if (mode == 0)
-        vb.u = ld16(xr + off + half);
     float f[NP];
-    if (mode != 2) {
-        const float *fq = a.inv_freq + i0;
+    if (rot) {
+        if (!IL)
+            vb.u = ld16(xr + off + half);
 #pragma unroll
         for (int e = 0; e < NP; e++)
-            if (e < NI || mode == 0)
-                f[e] = __ldg(fq + e);
+            f[e] = __ldg(a.inv_freq + i0 + e);
     }
     const bool cache = pi > 0 && a.S > 0;
-    if (cache && (p < 0 || p >= a.S)) {
+    if (__builtin_expect(cache && (p < 0 || p >= a.S), 0)) {
         if (u == 0)
             record(DEC_ROPE_CACHE_UPDATE, a.step, row, p, a.S);
         return; /* a write outside the cache is dropped */
     }
     T *yr = pick3(pi, (T *)a.y0, (T *)a.y1, (T *)a.y2) +
             (cache ? p : (long long)row) * pick3(pi, a.ys0, a.ys1, a.ys2);
-    if (mode == 0) {
+    if (rot) {
 #pragma unroll
         for (int e = 0; e < NP; e++) {
             A cv, sv;
             rope_cs<A>(p, f[e], a.scale, cv, sv);
-            const A x1 = ld_a<A>(va[e]), x2 = ld_a<A>(vb[e]);
-            va[e] = from_acc<T>(x1 * cv - x2 * sv);
-            vb[e] = from_acc<T>(x2 * cv + x1 * sv);
+            if constexpr (IL) {
+                const A x0 = ld_a<A>(va[2 * e]), x1 = ld_a<A>(va[2 * e + 1]);
+                va[2 * e] = from_acc<T>(x0 * cv - x1 * sv);
+                va[2 * e + 1] = from_acc<T>(x1 * cv + x0 * sv);
+            } else {
+                const A x1 = ld_a<A>(va[e]), x2 = ld_a<A>(vb[e]);
+                va[e] = from_acc<T>(x1 * cv - x2 * sv);
+                vb[e] = from_acc<T>(x2 * cv + x1 * sv);
+            }
         }
-    } else if (mode == 1) {
-#pragma unroll
-        for (int e = 0; e < NI; e++) {
-            A cv, sv;
-            rope_cs<A>(p, f[e], a.scale, cv, sv);
-            const A x0 = ld_a<A>(va[2 * e]), x1 = ld_a<A>(va[2 * e + 1]);
-            va[2 * e] = from_acc<T>(x0 * cv - x1 * sv);
-            va[2 * e + 1] = from_acc<T>(x1 * cv + x0 * sv);
-        }
+        if (!IL)
+            st16_global(yr + off + half, vb.u);
     }
     st16_global(yr + off, va.u);
-    if (mode == 0)
-        st16_global(yr + off + half, vb.u);
 }
 
 /* ---- kv_cache_update ----------------------------------------------------------------------------
@@ -3397,9 +3394,9 @@ extern "C" int baton__kcuda_embedding(const baton_exec_ctx *ctx, void **buffers,
 }
 
 /* rope_decode_kernel for a launch of few rows (rows * blocks a row within two per SM) whose parts
- * are rope's or rope_cache_update's (x's parts in one buffer at one row stride, part 0 stored at
- * the rows, parts 1 and 2 at the positions) and whose sizes fit 32 bits: 0 or the launch's
- * failure, 1 when it does not apply. */
+ * are rope's or rope_cache_update's (x's parts in one buffer at one row stride, parts 0 and 1
+ * rotated and part 2 copied, part 0 stored at the rows, parts 1 and 2 at the positions) and whose
+ * sizes fit 32 bits: 0 or the launch's failure, 1 when it does not apply. */
 template <typename T>
 static int rope_decode_launch(const baton_exec_ctx *ctx, const char *what, const RopeArgs &a,
                               long long rows, long long sms)
@@ -3418,7 +3415,8 @@ static int rope_decode_launch(const baton_exec_ctx *ctx, const char *what, const
         fits = fits && P.xstride == a.part[0].xstride && dx >= 0 && dx <= 0x7fffffffLL &&
                ((const char *)P.x - (const char *)a.part[0].x) % (long long)sizeof(T) == 0 &&
                P.xstride <= 0x7fffffffLL && P.ystride <= 0x7fffffffLL &&
-               P.cache_rows <= 0x7fffffffLL && (i == 0 || P.cache_rows == a.part[1].cache_rows);
+               P.cache_rows <= 0x7fffffffLL && (i == 0 || P.cache_rows == a.part[1].cache_rows) &&
+               (P.rotate != 0) == (i < 2);
     }
     const long long bpr = bp[0] + bp[1] + bp[2], bmax = std::max(bp[0], std::max(bp[1], bp[2]));
     if (!fits || rows * bpr > 2 * sms)
@@ -3442,8 +3440,6 @@ static int rope_decode_launch(const baton_exec_ctx *ctx, const char *what, const
     void *y[3] = {nullptr, nullptr, nullptr};
     int ys[3] = {0, 0, 0};
     for (int i = 0; i < a.nparts; i++) {
-        const int mode = a.part[i].rotate ? a.interleaved : 2;
-        d.flags |= (unsigned char)(mode << (2 + 2 * i));
         y[i] = a.part[i].y;
         ys[i] = (int)a.part[i].ystride;
     }
@@ -3453,8 +3449,9 @@ static int rope_decode_launch(const baton_exec_ctx *ctx, const char *what, const
     d.scale = (A)a.scale;
     d.step = a.step;
     constexpr int E = 16 / (int)sizeof(T);
-    return launch(ctx, what, rope_decode_kernel<T, E>,
-                  dim3((unsigned)bmax, (unsigned)a.nparts, (unsigned)rows), 64, 0, 1, d);
+    const dim3 grid((unsigned)bmax, (unsigned)a.nparts, (unsigned)rows);
+    return a.interleaved ? launch(ctx, what, rope_decode_kernel<T, E, true>, grid, 64, 0, 1, d)
+                         : launch(ctx, what, rope_decode_kernel<T, E, false>, grid, 64, 0, 1, d);
 }
 
 /* Launches rope over all rows' units: 16-byte units where every part's rows allow them; where
