@@ -2125,16 +2125,17 @@ __device__ __forceinline__ void row_max_sum(A (*slot)[2], int C, A m, A s, A &mx
 /* Rows whose slices fit the SMs' registers and shared memory together, one block a SM: C blocks a
  * row (C == 1, or an x-cluster of C), the first VPT * blockDim.x vectors of the block's slice in
  * registers and the rest in shared memory, brought by the copy engine (cp.async.bulk) in pieces on
- * their own mbarriers while the registers' loads are in flight. Each thread keeps a running
- * maximum and sum over its vectors as they land (registers, then the pieces in order), the
- * warps' and then the cluster's (rank order, through distributed shared memory) follow in one
+ * their own mbarriers, W of them in flight, while the registers' loads are. Each thread keeps a
+ * running maximum and sum over its vectors as they land (registers, then the pieces in order),
+ * the warps' and then the cluster's (rank order, through distributed shared memory) follow in one
  * fixed tree (row_max_sum), so every block gets the same bits and the result is the same every
- * run; then y = exp(x - max) /
- * sum from registers and shared memory. The row is read once and written once, as the copy (64
- * rows of 128256 f32, 33 MB, over 128 blocks in 2-block clusters, where the two-pass kernel read
- * it twice, 1.5x the copy), and the exponentials overlap the loads and the stores. */
+ * run; then y = exp(x - max) / sum from registers and shared memory (KEEP, f32 and f64: the exps
+ * formed during the read are kept in place and only scaled). The row is read once and written
+ * once, as the copy (64 rows of 128256 f32, 33 MB, over 128 blocks in 2-block clusters, where the
+ * two-pass kernel read it twice, 1.5x the copy), and the exponentials overlap the loads. */
 template <typename T, bool KEEP>
-__global__ void __launch_bounds__(1024, 1) softmax_smem_kernel(const T *x, T *y, long long N, int C)
+__global__ void __launch_bounds__(1024, 1)
+    softmax_smem_kernel(const T *x, T *y, long long N, int C, int W)
 {
     using A = typename Acc<T>::A;
     constexpr int E = 16 / (int)sizeof(T), VPT = smx_reg_vpt<T>();
@@ -2158,15 +2159,19 @@ __global__ void __launch_bounds__(1024, 1) softmax_smem_kernel(const T *x, T *y,
     __syncthreads();
     pdl_wait(); /* x may be a predecessor's output */
     pdl_trigger();
-    if (tid == 0 && ns > 0) {
-        const unsigned long long pol = l2_evict_first();
-        for (int i = 0; i < np; i++) {
-            const int n = min(SMS_PIECE, ns - i * SMS_PIECE);
-            mbar_arrive_tx(&bar[i], (unsigned)n * 16u);
-            bulk_g2s(smem_raw + (size_t)i * SMS_PIECE * 16, sl.x + (rhi + i * SMS_PIECE) * E,
-                     (unsigned)n * 16u, &bar[i], pol);
-        }
-    }
+    /* piece i asked for by thread 0: the first W now, piece i + W once piece i is in, so that
+     * the pieces land one after another and each is taken as it lands (all asked for at once,
+     * every piece completed near the end of the read: its last bytes are as late as any) */
+    const unsigned long long pol = l2_evict_first();
+    auto ask = [&](int i) {
+        const int n = min(SMS_PIECE, ns - i * SMS_PIECE);
+        mbar_arrive_tx(&bar[i], (unsigned)n * 16u);
+        bulk_g2s(smem_raw + (size_t)i * SMS_PIECE * 16, sl.x + (rhi + i * SMS_PIECE) * E,
+                 (unsigned)n * 16u, &bar[i], pol);
+    };
+    if (tid == 0)
+        for (int i = 0; i < min(np, W); i++)
+            ask(i);
     U16<T> raw[VPT];
 #pragma unroll
     for (int k = 0; k < VPT; k++) {
@@ -2200,6 +2205,8 @@ __global__ void __launch_bounds__(1024, 1) softmax_smem_kernel(const T *x, T *y,
         m = wr;
         for (int i = 0; i < np; i++) {
             mbar_wait(&bar[i], 0);
+            if (tid == 0 && i + W < np)
+                ask(i + W);
             U16<T> u[PV];
             A pm = -INFINITY, ps = 0;
 #pragma unroll
@@ -2241,6 +2248,8 @@ __global__ void __launch_bounds__(1024, 1) softmax_smem_kernel(const T *x, T *y,
                 online_take<A>(raw[k], m, sum);
         for (int i = 0; i < np; i++) {
             mbar_wait(&bar[i], 0);
+            if (tid == 0 && i + W < np)
+                ask(i + W);
             for (int j = i * SMS_PIECE + tid; j < min(ns, (i + 1) * SMS_PIECE); j += nt)
                 online_take<A>(sh[j], m, sum);
         }
@@ -4227,6 +4236,18 @@ static bool softmax_keep_exps()
     return keep;
 }
 
+/* BATON_SOFTMAX_WINDOW=N: softmax_smem_kernel's shared-memory pieces in flight (default 3; 16
+ * asks for all at once, as before; an A/B for the lead's GPU run, to be removed once measured). */
+static int softmax_window()
+{
+    static const int w = [] {
+        const char *e = getenv("BATON_SOFTMAX_WINDOW");
+        const int v = e ? atoi(e) : 3;
+        return v < 1 ? 1 : v > SMS_PIECES ? SMS_PIECES : v;
+    }();
+    return w;
+}
+
 /* softmax_smem_kernel where rows * C blocks of 1024 threads (the fewest of C = 1, 2, 4, 8 blocks a
  * row) are one block a SM, all at once, and a slice past the registers' VPT * 1024 vectors fits
  * the shared memory: 0 or the launch's failure, 1 when it does not fit. */
@@ -4250,7 +4271,7 @@ static int softmax_smem_launch(const baton_exec_ctx *ctx, void **b, const dec_sh
         if (prepare(kernel, ctx, "softmax", c, grid, 1024, smem, smem_max, false))
             return BATON_ECUDA;
         return launch(ctx, "softmax", kernel, (unsigned)grid, 1024, smem, c, (const T *)b[0],
-                      (T *)b[1], (long long)s.F, c);
+                      (T *)b[1], (long long)s.F, c, softmax_window());
     }
     return 1;
 }
