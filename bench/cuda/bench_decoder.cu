@@ -580,8 +580,8 @@ static void bench_onchip_floor(const char *label, const char *shape, double byte
  * pairs of one head), with the least index arithmetic: its two vectors, the row's position and its
  * 8 frequencies read together, then 8 angles formed and reduced in f32, sincos, the turn and the
  * two stores, as baton's kernel does it but with nothing else around it. */
-__global__ void __launch_bounds__(64)
-    floor_rope(const uint4 *x, const long long *pos, const float *inv_freq, uint4 *y, int units)
+__device__ __forceinline__ void floor_rope_body(const uint4 *x, const long long *pos,
+                                                const float *inv_freq, uint4 *y, int units)
 {
     const int t = blockIdx.x * blockDim.x + threadIdx.x;
     if (t >= units)
@@ -613,9 +613,31 @@ __global__ void __launch_bounds__(64)
     y[h * 8 + 4 + (t & 3)] = ob;
 }
 
+__global__ void __launch_bounds__(64)
+    floor_rope(const uint4 *x, const long long *pos, const float *inv_freq, uint4 *y, int units)
+{
+    floor_rope_body(x, pos, inv_freq, y, units);
+}
+
+/* floor_rope with rope_decode_kernel's 112 bytes of parameters, the ones it reads at both ends:
+ * whether the parameter block's size and its second constant line cost at decode size (a probe,
+ * to be removed). */
+struct FloorRopeArgs {
+    const uint4 *x;
+    const long long *pos;
+    const float *inv_freq;
+    char pad[72];
+    uint4 *y;
+    int units, pad2;
+};
+__global__ void __launch_bounds__(64) floor_rope_wide(const FloorRopeArgs a)
+{
+    floor_rope_body(a.x, a.pos, a.inv_freq, a.y, a.units);
+}
+
 /* The rope floor row: floor_rope at rope's decode row (bf16 [1, 2048], head_dim 64), rotated over
  * sets as rope's row, with its own copy row. */
-static void bench_rope_floor(const char *label)
+static void bench_rope_floor(const char *label, bool wide = false)
 {
     if (!wanted(label))
         return;
@@ -631,9 +653,20 @@ static void bench_rope_floor(const char *label)
     fill_random(g_stream, fr.base, fr.stride, 52);
     CHECK_CUDA(cudaDeviceSynchronize());
     const double us = time_calls(k, [&](int i) {
-        floor_rope<<<(unsigned)((units + 63) / 64), 64, 0, g_stream>>>(
-            (const uint4 *)x.at(i), (const long long *)pp.at(i), (const float *)fr.base,
-            (uint4 *)y.at(i), units);
+        if (wide) {
+            FloorRopeArgs w;
+            memset(&w, 0, sizeof w);
+            w.x = (const uint4 *)x.at(i);
+            w.pos = (const long long *)pp.at(i);
+            w.inv_freq = (const float *)fr.base;
+            w.y = (uint4 *)y.at(i);
+            w.units = units;
+            floor_rope_wide<<<(unsigned)((units + 63) / 64), 64, 0, g_stream>>>(w);
+        } else {
+            floor_rope<<<(unsigned)((units + 63) / 64), 64, 0, g_stream>>>(
+                (const uint4 *)x.at(i), (const long long *)pp.at(i), (const float *)fr.base,
+                (uint4 *)y.at(i), units);
+        }
     });
     CHECK_CUDA(cudaGetLastError());
     for (Pool *pl : {&x, &y, &pp, &fr})
@@ -1345,6 +1378,7 @@ int main(int argc, char **argv)
                  (double)(rows * H * DH * 2 * 2 + rows * 8));
     /* what rope's decode row costs with nothing but its arithmetic between its loads and stores */
     bench_rope_floor("rope floor: row, position, frequencies, sincos, row");
+    bench_rope_floor("rope floor with 112 bytes of parameters (probe)", true);
     for (int64_t rows : {1, 2048})
         bench_op("silu_mul", "silu_mul", {td(BF, {rows, FF}), td(BF, {rows, FF})}, {fl, fl},
                  td(BF, {rows, FF}), {}, (double)(rows * FF * 2 * 3));
