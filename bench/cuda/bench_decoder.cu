@@ -494,7 +494,7 @@ static void bench_barrier_floor(const char *label, const char *shape, double byt
  * the rows read once, held on chip, then written, with no arithmetic and no exchange between
  * blocks. LEF: loads evict-first in L2 (ld.cs, and the bulk copies' policy), as the op's; SEF:
  * stores evict-first (st.cs), as the op's; else the default policy. */
-template <bool LEF, bool SEF>
+template <bool LEF, bool SEF, bool CL = false>
 __global__ void __launch_bounds__(1024, 1)
     floor_onchip(const uint4 *x, uint4 *y, long long n, long long per)
 {
@@ -528,7 +528,11 @@ __global__ void __launch_bounds__(1024, 1)
             v[k] = LEF ? __ldcs(x + lo + k * 1024 + tid) : x[lo + k * 1024 + tid];
     if (ns > 0)
         kcuda::mbar_wait(&bar, 0);
-    __syncthreads(); /* every thread's registers are in too: no store before the whole slice */
+    if (CL) /* the op's exchange point: a barrier of the 2-block cluster */
+        asm volatile("barrier.cluster.arrive.aligned;\n\tbarrier.cluster.wait.aligned;" ::
+                         : "memory");
+    else
+        __syncthreads(); /* every thread's registers are in too: no store before the whole slice */
 #pragma unroll
     for (int k = 0; k < 4; k++)
         if (lo + k * 1024 + tid < rhi) {
@@ -547,7 +551,7 @@ __global__ void __launch_bounds__(1024, 1)
 
 /* A floor row for softmax's 64 rows: floor_onchip<LEF, SEF> over `blocks` blocks, the op's bytes
  * rotated over as many sets, with its own copy row. */
-template <bool LEF, bool SEF>
+template <bool LEF, bool SEF, bool CL = false>
 static void bench_onchip_floor(const char *label, const char *shape, double bytes, int blocks)
 {
     if (!wanted(label))
@@ -560,14 +564,28 @@ static void bench_onchip_floor(const char *label, const char *shape, double byte
         fprintf(stderr, "bench_decoder: %s: the slices do not fit shared memory\n", label);
         return;
     }
-    const auto kern = floor_onchip<LEF, SEF>;
+    const auto kern = floor_onchip<LEF, SEF, CL>;
     CHECK_CUDA(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
     Pool src = pool_alloc(half, sets), dst = pool_alloc(half, sets);
     fill_random(g_stream, src.base, src.stride * sets, 43);
     CHECK_CUDA(cudaDeviceSynchronize());
     const double us = time_calls(k, [&](int i) {
-        kern<<<(unsigned)blocks, 1024, smem, g_stream>>>((const uint4 *)src.at(i),
-                                                         (uint4 *)dst.at(i), n, per);
+        cudaLaunchConfig_t cfg;
+        memset(&cfg, 0, sizeof cfg);
+        cfg.gridDim = dim3((unsigned)blocks, 1, 1);
+        cfg.blockDim = dim3(1024, 1, 1);
+        cfg.dynamicSmemBytes = smem;
+        cfg.stream = g_stream;
+        cudaLaunchAttribute at;
+        memset(&at, 0, sizeof at);
+        at.id = cudaLaunchAttributeClusterDimension;
+        at.val.clusterDim.x = CL ? 2 : 1;
+        at.val.clusterDim.y = 1;
+        at.val.clusterDim.z = 1;
+        cfg.attrs = &at;
+        cfg.numAttrs = CL ? 1 : 0;
+        CHECK_CUDA(
+            cudaLaunchKernelEx(&cfg, kern, (const uint4 *)src.at(i), (uint4 *)dst.at(i), n, per));
     });
     CHECK_CUDA(cudaGetLastError());
     CHECK_CUDA(cudaFree(src.base));
@@ -1408,6 +1426,8 @@ int main(int argc, char **argv)
                                     "f32[64,128256]", sm64, 128);
     bench_onchip_floor<true, false>("softmax floor: rows on chip, loads evict-first only",
                                     "f32[64,128256]", sm64, 128);
+    bench_onchip_floor<true, true, true>("softmax floor: rows on chip, 2-block clusters (probe)",
+                                         "f32[64,128256]", sm64, 128);
     /* the sampler at one decode step's logits: the copy floor is the logits' bytes read (and as
      * many written); the target is a small fraction of a token's decode */
     bench_op("sample top_k 50 top_p 0.9 t 0.8", "sample", {td(F32, {1, V}), td(I64, {1})},
