@@ -2043,6 +2043,9 @@ template <typename T> __host__ __device__ constexpr int smx_reg_vpt()
  * (32 KB), each on its own mbarrier, so that the first pieces are taken while the rest land. */
 #define SMS_PIECE  2048
 #define SMS_PIECES 16
+/* Pieces in flight: 96 KB, ~3 us of a SM's share of the read (2 measured slower; all asked for
+ * at once, 1.3 us slower than 3 on the 64 rows). */
+#define SMS_WINDOW 3
 
 /* One vector into a running maximum m and a sum s of exp(x - m), s rescaled when m grows. */
 template <typename A, typename T>
@@ -2125,29 +2128,26 @@ __device__ __forceinline__ void row_max_sum(A (*slot)[2], int C, A m, A s, A &mx
 /* Rows whose slices fit the SMs' registers and shared memory together, one block a SM: C blocks a
  * row (C == 1, or an x-cluster of C), the first VPT * blockDim.x vectors of the block's slice in
  * registers and the rest in shared memory, brought by the copy engine (cp.async.bulk) in pieces on
- * their own mbarriers, W of them in flight, while the registers' loads are. Each thread keeps a
- * running maximum and sum over its vectors as they land (registers, then the pieces in order),
- * the warps' and then the cluster's (rank order, through distributed shared memory) follow in one
- * fixed tree (row_max_sum), so every block gets the same bits and the result is the same every
- * run; then y = exp(x - max) / sum from registers and shared memory (KEEP, f32 and f64: the exps
- * formed during the read are kept in place and only scaled). The row is read once and written
- * once, as the copy (64 rows of 128256 f32, 33 MB, over 128 blocks in 2-block clusters, where the
- * two-pass kernel read it twice, 1.5x the copy), and the exponentials overlap the loads. */
-template <typename T, bool KEEP>
-__global__ void __launch_bounds__(1024, 1)
-    softmax_smem_kernel(const T *x, T *y, long long N, int C, int W)
+ * their own mbarriers, SMS_WINDOW of them in flight, while the registers' loads are. Each thread
+ * keeps a running maximum and sum over its vectors as they land (registers, then the pieces in
+ * order); the warps' and then the cluster's (rank order, through distributed shared memory)
+ * follow in one fixed tree (row_max_sum), so every block gets the same bits and the result is the
+ * same every run; then y = exp(x - max) / sum from registers and shared memory (the exps formed
+ * again: kept in place of x from the read instead, they measured slower). The row is read once
+ * and written once, as the copy (64 rows of 128256 f32, 33 MB, over 128 blocks in 2-block
+ * clusters, where the two-pass kernel read it twice, 1.5x the copy), and the exponentials overlap
+ * the loads. */
+template <typename T>
+__global__ void __launch_bounds__(1024, 1) softmax_smem_kernel(const T *x, T *y, long long N, int C)
 {
     using A = typename Acc<T>::A;
     constexpr int E = 16 / (int)sizeof(T), VPT = smx_reg_vpt<T>();
-    constexpr bool K = KEEP && sizeof(T) == sizeof(A);
-    constexpr int PV = SMS_PIECE / 1024; /* a thread's vectors of a piece (1024 threads) */
     extern __shared__ __align__(16) unsigned char smem_raw[];
-    U16<T> *sh = reinterpret_cast<U16<T> *>(smem_raw);
-    __shared__ A slot[32][2];                  /* a warp's maximum and sum */
-    __shared__ A pref[K ? SMS_PIECES : 1][32]; /* K: the maximum each warp's exps of a piece take */
+    const U16<T> *sh = reinterpret_cast<const U16<T> *>(smem_raw);
+    __shared__ A slot[32][2]; /* a warp's maximum and sum */
     __shared__ __align__(8) unsigned long long bar[SMS_PIECES];
     const RowSlice<T> sl = row_slice(x, y, N, C);
-    const int tid = threadIdx.x, nt = blockDim.x, wid = tid >> 5;
+    const int tid = threadIdx.x, nt = blockDim.x;
     const long long rlo = sl.lo, rhi = min(sl.hi, sl.lo + (long long)VPT * nt);
     const int ns = (int)max(0LL, sl.hi - rhi); /* vectors in shared memory, from rhi */
     const int np = (ns + SMS_PIECE - 1) / SMS_PIECE;
@@ -2159,9 +2159,10 @@ __global__ void __launch_bounds__(1024, 1)
     __syncthreads();
     pdl_wait(); /* x may be a predecessor's output */
     pdl_trigger();
-    /* piece i asked for by thread 0: the first W now, piece i + W once piece i is in, so that
-     * the pieces land one after another and each is taken as it lands (all asked for at once,
-     * every piece completed near the end of the read: its last bytes are as late as any) */
+    /* piece i asked for by thread 0: the first SMS_WINDOW now, piece i + SMS_WINDOW once piece i
+     * is in, so that the pieces land one after another and each is taken as it lands (asked for
+     * all at once, every piece completed near the end of the read, its last bytes as late as
+     * any, and the read's exps all came after it) */
     const unsigned long long pol = l2_evict_first();
     auto ask = [&](int i) {
         const int n = min(SMS_PIECE, ns - i * SMS_PIECE);
@@ -2170,7 +2171,7 @@ __global__ void __launch_bounds__(1024, 1)
                  (unsigned)n * 16u, &bar[i], pol);
     };
     if (tid == 0)
-        for (int i = 0; i < min(np, W); i++)
+        for (int i = 0; i < min(np, SMS_WINDOW); i++)
             ask(i);
     U16<T> raw[VPT];
 #pragma unroll
@@ -2179,117 +2180,36 @@ __global__ void __launch_bounds__(1024, 1)
         if (j < rhi)
             raw[k] = ld16_stream(sl.x + j * E);
     }
-    A m = -INFINITY, sum = 0, wr = -INFINITY;
-    if constexpr (K) {
-        /* exp(x - w) kept in place of x, w a warp's maximum over the registers and then over each
-         * piece (so every kept value is at most 1), one w a piece in pref: the stores then take
-         * one multiply a value, where exp(x - max) again took the MUFU a second pass over the
-         * row (64K a SM for the 64 rows) */
-        A lm = -INFINITY;
+    A m = -INFINITY, sum = 0;
 #pragma unroll
-        for (int k = 0; k < VPT; k++)
-            if (rlo + (long long)k * nt + tid < rhi)
-#pragma unroll
-                for (int e = 0; e < E; e++)
-                    lm = raw[k].v[e] > lm ? (A)raw[k].v[e] : lm;
-        wr = warp_max<A>(lm);
-#pragma unroll
-        for (int k = 0; k < VPT; k++)
-            if (rlo + (long long)k * nt + tid < rhi)
-#pragma unroll
-                for (int e = 0; e < E; e++) {
-                    const A t = wr == -INFINITY ? (A)0 : exp((A)raw[k].v[e] - wr);
-                    raw[k].v[e] = t;
-                    sum += t;
-                }
-        m = wr;
-        for (int i = 0; i < np; i++) {
-            mbar_wait(&bar[i], 0);
-            if (tid == 0 && i + W < np)
-                ask(i + W);
-            U16<T> u[PV];
-            A pm = -INFINITY, ps = 0;
-#pragma unroll
-            for (int q = 0; q < PV; q++) {
-                const int j = i * SMS_PIECE + q * 1024 + tid;
-                if (j < ns) {
-                    u[q] = sh[j];
-#pragma unroll
-                    for (int e = 0; e < E; e++)
-                        pm = u[q].v[e] > pm ? (A)u[q].v[e] : pm;
-                }
-            }
-            const A wp = warp_max<A>(pm);
-#pragma unroll
-            for (int q = 0; q < PV; q++) {
-                const int j = i * SMS_PIECE + q * 1024 + tid;
-                if (j < ns) {
-#pragma unroll
-                    for (int e = 0; e < E; e++) {
-                        const A t = wp == -INFINITY ? (A)0 : exp((A)u[q].v[e] - wp);
-                        u[q].v[e] = t;
-                        ps += t;
-                    }
-                    sh[j] = u[q];
-                }
-            }
-            if ((tid & 31) == 0)
-                pref[i][wid] = wp;
-            if (wp > m) { /* warp-uniform: rescale the sum to the new maximum */
-                sum = m == -INFINITY ? (A)0 : sum * exp(m - wp);
-                m = wp;
-            }
-            sum += wp == -INFINITY ? (A)0 : ps * exp(wp - m);
-        }
-    } else {
-#pragma unroll
-        for (int k = 0; k < VPT; k++)
-            if (rlo + (long long)k * nt + tid < rhi)
-                online_take<A>(raw[k], m, sum);
-        for (int i = 0; i < np; i++) {
-            mbar_wait(&bar[i], 0);
-            if (tid == 0 && i + W < np)
-                ask(i + W);
-            for (int j = i * SMS_PIECE + tid; j < min(ns, (i + 1) * SMS_PIECE); j += nt)
-                online_take<A>(sh[j], m, sum);
-        }
+    for (int k = 0; k < VPT; k++)
+        if (rlo + (long long)k * nt + tid < rhi)
+            online_take<A>(raw[k], m, sum);
+    for (int i = 0; i < np; i++) {
+        mbar_wait(&bar[i], 0);
+        if (tid == 0 && i + SMS_WINDOW < np)
+            ask(i + SMS_WINDOW);
+        for (int j = i * SMS_PIECE + tid; j < min(ns, (i + 1) * SMS_PIECE); j += nt)
+            online_take<A>(sh[j], m, sum);
     }
     A mx, tot;
-    row_max_sum<A>(slot, C, m, sum, mx, tot); /* its barrier also orders pref's stores */
+    row_max_sum<A>(slot, C, m, sum, mx, tot);
     const A inv = (A)1 / tot;
-    auto put = [&](const U16<T> &u, long long j, A g) {
+    auto put = [&](const U16<T> &u, long long j) {
         U16<T> o;
 #pragma unroll
-        for (int e = 0; e < E; e++) {
-            if constexpr (K)
-                o.v[e] = u.v[e] * g;
-            else
-                o.v[e] = from_acc<T>(exp(ld_a<A>(u.v[e]) - mx) * inv);
-        }
+        for (int e = 0; e < E; e++)
+            o.v[e] = from_acc<T>(exp(ld_a<A>(u.v[e]) - mx) * inv);
         __stcs(reinterpret_cast<uint4 *>(sl.y + j * E), *reinterpret_cast<const uint4 *>(o.v));
     };
-    /* K: a kept value times exp(w - max) / sum */
-    const A gr = wr == -INFINITY ? (A)0 : exp(wr - mx) * inv;
 #pragma unroll
     for (int k = 0; k < VPT; k++) {
         const long long j = rlo + (long long)k * nt + tid;
         if (j < rhi)
-            put(raw[k], j, gr);
+            put(raw[k], j);
     }
-    if constexpr (K) {
-        for (int i = 0; i < np; i++) {
-            const A w = pref[i][wid], g = w == -INFINITY ? (A)0 : exp(w - mx) * inv;
-#pragma unroll
-            for (int q = 0; q < PV; q++) {
-                const int j = i * SMS_PIECE + q * 1024 + tid;
-                if (j < ns)
-                    put(sh[j], rhi + j, g);
-            }
-        }
-    } else {
-        for (int j = tid; j < ns; j += nt)
-            put(sh[j], rhi + j, inv);
-    }
+    for (int j = tid; j < ns; j += nt)
+        put(sh[j], rhi + j);
     if (C > 1)
         cluster_exit_barrier(); /* peers may still read this block's slots */
 }
@@ -4194,8 +4114,7 @@ static int softmax_grid_launch(const baton_exec_ctx *ctx, void **b, const dec_sh
  * over by its clusters stay idle, so rows * C blocks within the SMs can still take two waves. Asked
  * once per device, in relaxed capture mode (the queries enqueue nothing), and kept even when a
  * query fails: the cluster size orders the sums, later calls must choose as the first did. */
-template <typename T, bool KEEP>
-static const int *softmax_smem_fit(const baton_exec_ctx *ctx, size_t smem)
+template <typename T> static const int *softmax_smem_fit(const baton_exec_ctx *ctx, size_t smem)
 {
     static int fit[KCUDA_MAX_DEVICES + 1][4]; /* the last: a device out of range, never kept */
     static std::atomic<int> asked[KCUDA_MAX_DEVICES];
@@ -4206,7 +4125,7 @@ static const int *softmax_smem_fit(const baton_exec_ctx *ctx, size_t smem)
         return f;
     cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;
     const bool swapped = cudaThreadExchangeStreamCaptureMode(&mode) == cudaSuccess;
-    const auto kernel = softmax_smem_kernel<T, KEEP>;
+    const auto kernel = softmax_smem_kernel<T>;
     const int pr = prepare(kernel, ctx, "softmax", 8, 8, 1024, smem, smem, false);
     for (int i = 1; i < 4; i++) {
         f[i] = 0;
@@ -4225,53 +4144,27 @@ static const int *softmax_smem_fit(const baton_exec_ctx *ctx, size_t smem)
     return f;
 }
 
-/* BATON_SOFTMAX_EXP=recompute: softmax_smem_kernel forms exp(x - max) again as it stores, as
- * before it kept its exps (an A/B for the lead's GPU run; to be removed once measured). */
-static bool softmax_keep_exps()
-{
-    static const bool keep = [] {
-        const char *e = getenv("BATON_SOFTMAX_EXP");
-        return !(e && !strcmp(e, "recompute"));
-    }();
-    return keep;
-}
-
-/* BATON_SOFTMAX_WINDOW=N: softmax_smem_kernel's shared-memory pieces in flight (default 3; 16
- * asks for all at once, as before; an A/B for the lead's GPU run, to be removed once measured). */
-static int softmax_window()
-{
-    static const int w = [] {
-        const char *e = getenv("BATON_SOFTMAX_WINDOW");
-        const int v = e ? atoi(e) : 3;
-        return v < 1 ? 1 : v > SMS_PIECES ? SMS_PIECES : v;
-    }();
-    return w;
-}
-
 /* softmax_smem_kernel where rows * C blocks of 1024 threads (the fewest of C = 1, 2, 4, 8 blocks a
  * row) are one block a SM, all at once, and a slice past the registers' VPT * 1024 vectors fits
  * the shared memory: 0 or the launch's failure, 1 when it does not fit. */
-template <typename T, bool KEEP>
+template <typename T>
 static int softmax_smem_launch(const baton_exec_ctx *ctx, void **b, const dec_shape &s,
                                long long nv, long long sms)
 {
-    using A = typename Acc<T>::A;
-    const auto kernel = softmax_smem_kernel<T, KEEP>;
-    /* the static shared memory: 1 KB, and the warps' maxima of each piece where exps are kept */
-    const size_t smem_max = (size_t)device_facts(ctx).smem_optin - 1024 -
-                            (KEEP && sizeof(T) == sizeof(A) ? SMS_PIECES * 32 * sizeof(A) : 0);
+    const auto kernel = softmax_smem_kernel<T>;
+    const size_t smem_max = (size_t)device_facts(ctx).smem_optin - 1024;
     for (int c = 1, i = 0; c <= 8; c *= 2, i++) {
         const long long per = (nv + c - 1) / c, ns = per - (long long)smx_reg_vpt<T>() * 1024;
         if (s.rows * c > sms || ns * 16 > (long long)smem_max || ns > SMS_PIECE * SMS_PIECES)
             continue;
-        if (c > 1 && s.rows > softmax_smem_fit<T, KEEP>(ctx, smem_max)[i])
+        if (c > 1 && s.rows > softmax_smem_fit<T>(ctx, smem_max)[i])
             continue;
         const size_t smem = ns > 0 ? (size_t)ns * 16 : 0;
         const long long grid = s.rows * c;
         if (prepare(kernel, ctx, "softmax", c, grid, 1024, smem, smem_max, false))
             return BATON_ECUDA;
         return launch(ctx, "softmax", kernel, (unsigned)grid, 1024, smem, c, (const T *)b[0],
-                      (T *)b[1], (long long)s.F, c, softmax_window());
+                      (T *)b[1], (long long)s.F, c);
     }
     return 1;
 }
@@ -4319,8 +4212,7 @@ static int softmax_launch(const baton_exec_ctx *ctx, void **b, const dec_shape &
         /* more than one wave of blocks of 16 KB or more a thread block: rows held in registers
          * and shared memory where a wave of one block a SM holds them, else the two-pass kernel */
         if (cl && (!C || (s.rows * C > resident(C) && (nv + C - 1) / C * 16 >= 16384))) {
-            const int rc = softmax_keep_exps() ? softmax_smem_launch<T, true>(ctx, b, s, nv, sms)
-                                               : softmax_smem_launch<T, false>(ctx, b, s, nv, sms);
+            const int rc = softmax_smem_launch<T>(ctx, b, s, nv, sms);
             if (rc <= 0)
                 return rc;
             /* C: the most blocks a row (up to 8, any size) whose rows * C blocks stay one wave
