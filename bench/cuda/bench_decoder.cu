@@ -490,11 +490,10 @@ static void bench_barrier_floor(const char *label, const char *shape, double byt
 /* The floor of a softmax whose rows take more than a wave of registers (64 x 128256 f32, 33 MB):
  * softmax_smem_kernel's data path with nothing else. `blocks` blocks of 1024 threads (one a SM)
  * each take an equal slice of all the rows' vectors, the first 4 a thread into registers and the
- * rest into shared memory by the copy engine in 32 KB pieces, and store them all once all are in:
- * the rows read once, held on chip, then written, with no arithmetic and no exchange between
- * blocks. LEF: loads evict-first in L2 (ld.cs, and the bulk copies' policy), as the op's; SEF:
- * stores evict-first (st.cs), as the op's; else the default policy. */
-template <bool LEF, bool SEF, bool CL = false>
+ * rest into shared memory by the copy engine in 32 KB pieces, evict-first in L2 as the op's
+ * loads and stores (the default policy measured 1.06x, against 1.00x), and store them all once
+ * all are in: the rows read once, held on chip, then written, with no arithmetic and no exchange
+ * between blocks. */
 __global__ void __launch_bounds__(1024, 1)
     floor_onchip(const uint4 *x, uint4 *y, long long n, long long per)
 {
@@ -511,11 +510,7 @@ __global__ void __launch_bounds__(1024, 1)
     }
     __syncthreads();
     if (tid == 0 && ns > 0) {
-        unsigned long long pol = 0;
-        if (LEF)
-            asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(pol));
-        else
-            asm volatile("createpolicy.fractional.L2::evict_normal.b64 %0, 1.0;" : "=l"(pol));
+        const unsigned long long pol = kcuda::l2_evict_first();
         kcuda::mbar_arrive_tx(&bar, (unsigned)ns * 16u);
         for (int i = 0; i < ns; i += 2048)
             kcuda::bulk_g2s(smem_raw + (size_t)i * 16, x + rhi + i,
@@ -525,33 +520,20 @@ __global__ void __launch_bounds__(1024, 1)
 #pragma unroll
     for (int k = 0; k < 4; k++)
         if (lo + k * 1024 + tid < rhi)
-            v[k] = LEF ? __ldcs(x + lo + k * 1024 + tid) : x[lo + k * 1024 + tid];
+            v[k] = __ldcs(x + lo + k * 1024 + tid);
     if (ns > 0)
         kcuda::mbar_wait(&bar, 0);
-    if (CL) /* the op's exchange point: a barrier of the 2-block cluster */
-        asm volatile("barrier.cluster.arrive.aligned;\n\tbarrier.cluster.wait.aligned;" ::
-                         : "memory");
-    else
-        __syncthreads(); /* every thread's registers are in too: no store before the whole slice */
+    __syncthreads(); /* every thread's registers are in too: no store before the whole slice */
 #pragma unroll
     for (int k = 0; k < 4; k++)
-        if (lo + k * 1024 + tid < rhi) {
-            if (SEF)
-                __stcs(y + lo + k * 1024 + tid, v[k]);
-            else
-                y[lo + k * 1024 + tid] = v[k];
-        }
-    for (int j = tid; j < ns; j += 1024) {
-        if (SEF)
-            __stcs(y + rhi + j, sh[j]);
-        else
-            y[rhi + j] = sh[j];
-    }
+        if (lo + k * 1024 + tid < rhi)
+            __stcs(y + lo + k * 1024 + tid, v[k]);
+    for (int j = tid; j < ns; j += 1024)
+        __stcs(y + rhi + j, sh[j]);
 }
 
-/* A floor row for softmax's 64 rows: floor_onchip<LEF, SEF> over `blocks` blocks, the op's bytes
- * rotated over as many sets, with its own copy row. */
-template <bool LEF, bool SEF, bool CL = false>
+/* A floor row for softmax's 64 rows: floor_onchip over `blocks` blocks, the op's bytes rotated over
+ * as many sets, with its own copy row. */
 static void bench_onchip_floor(const char *label, const char *shape, double bytes, int blocks)
 {
     if (!wanted(label))
@@ -564,28 +546,14 @@ static void bench_onchip_floor(const char *label, const char *shape, double byte
         fprintf(stderr, "bench_decoder: %s: the slices do not fit shared memory\n", label);
         return;
     }
-    const auto kern = floor_onchip<LEF, SEF, CL>;
-    CHECK_CUDA(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
+    CHECK_CUDA(
+        cudaFuncSetAttribute(floor_onchip, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
     Pool src = pool_alloc(half, sets), dst = pool_alloc(half, sets);
     fill_random(g_stream, src.base, src.stride * sets, 43);
     CHECK_CUDA(cudaDeviceSynchronize());
     const double us = time_calls(k, [&](int i) {
-        cudaLaunchConfig_t cfg;
-        memset(&cfg, 0, sizeof cfg);
-        cfg.gridDim = dim3((unsigned)blocks, 1, 1);
-        cfg.blockDim = dim3(1024, 1, 1);
-        cfg.dynamicSmemBytes = smem;
-        cfg.stream = g_stream;
-        cudaLaunchAttribute at;
-        memset(&at, 0, sizeof at);
-        at.id = cudaLaunchAttributeClusterDimension;
-        at.val.clusterDim.x = CL ? 2 : 1;
-        at.val.clusterDim.y = 1;
-        at.val.clusterDim.z = 1;
-        cfg.attrs = &at;
-        cfg.numAttrs = CL ? 1 : 0;
-        CHECK_CUDA(
-            cudaLaunchKernelEx(&cfg, kern, (const uint4 *)src.at(i), (uint4 *)dst.at(i), n, per));
+        floor_onchip<<<(unsigned)blocks, 1024, smem, g_stream>>>((const uint4 *)src.at(i),
+                                                                 (uint4 *)dst.at(i), n, per);
     });
     CHECK_CUDA(cudaGetLastError());
     CHECK_CUDA(cudaFree(src.base));
@@ -598,8 +566,8 @@ static void bench_onchip_floor(const char *label, const char *shape, double byte
  * pairs of one head), with the least index arithmetic: its two vectors, the row's position and its
  * 8 frequencies read together, then 8 angles formed and reduced in f32, sincos, the turn and the
  * two stores, as baton's kernel does it but with nothing else around it. */
-__device__ __forceinline__ void floor_rope_body(const uint4 *x, const long long *pos,
-                                                const float *inv_freq, uint4 *y, int units)
+__global__ void __launch_bounds__(64)
+    floor_rope(const uint4 *x, const long long *pos, const float *inv_freq, uint4 *y, int units)
 {
     const int t = blockIdx.x * blockDim.x + threadIdx.x;
     if (t >= units)
@@ -631,31 +599,9 @@ __device__ __forceinline__ void floor_rope_body(const uint4 *x, const long long 
     y[h * 8 + 4 + (t & 3)] = ob;
 }
 
-__global__ void __launch_bounds__(64)
-    floor_rope(const uint4 *x, const long long *pos, const float *inv_freq, uint4 *y, int units)
-{
-    floor_rope_body(x, pos, inv_freq, y, units);
-}
-
-/* floor_rope with rope_decode_kernel's 112 bytes of parameters, the ones it reads at both ends:
- * whether the parameter block's size and its second constant line cost at decode size (a probe,
- * to be removed). */
-struct FloorRopeArgs {
-    const uint4 *x;
-    const long long *pos;
-    const float *inv_freq;
-    char pad[72];
-    uint4 *y;
-    int units, pad2;
-};
-__global__ void __launch_bounds__(64) floor_rope_wide(const FloorRopeArgs a)
-{
-    floor_rope_body(a.x, a.pos, a.inv_freq, a.y, a.units);
-}
-
 /* The rope floor row: floor_rope at rope's decode row (bf16 [1, 2048], head_dim 64), rotated over
  * sets as rope's row, with its own copy row. */
-static void bench_rope_floor(const char *label, bool wide = false)
+static void bench_rope_floor(const char *label)
 {
     if (!wanted(label))
         return;
@@ -671,20 +617,9 @@ static void bench_rope_floor(const char *label, bool wide = false)
     fill_random(g_stream, fr.base, fr.stride, 52);
     CHECK_CUDA(cudaDeviceSynchronize());
     const double us = time_calls(k, [&](int i) {
-        if (wide) {
-            FloorRopeArgs w;
-            memset(&w, 0, sizeof w);
-            w.x = (const uint4 *)x.at(i);
-            w.pos = (const long long *)pp.at(i);
-            w.inv_freq = (const float *)fr.base;
-            w.y = (uint4 *)y.at(i);
-            w.units = units;
-            floor_rope_wide<<<(unsigned)((units + 63) / 64), 64, 0, g_stream>>>(w);
-        } else {
-            floor_rope<<<(unsigned)((units + 63) / 64), 64, 0, g_stream>>>(
-                (const uint4 *)x.at(i), (const long long *)pp.at(i), (const float *)fr.base,
-                (uint4 *)y.at(i), units);
-        }
+        floor_rope<<<(unsigned)((units + 63) / 64), 64, 0, g_stream>>>(
+            (const uint4 *)x.at(i), (const long long *)pp.at(i), (const float *)fr.base,
+            (uint4 *)y.at(i), units);
     });
     CHECK_CUDA(cudaGetLastError());
     for (Pool *pl : {&x, &y, &pp, &fr})
@@ -1396,7 +1331,6 @@ int main(int argc, char **argv)
                  (double)(rows * H * DH * 2 * 2 + rows * 8));
     /* what rope's decode row costs with nothing but its arithmetic between its loads and stores */
     bench_rope_floor("rope floor: row, position, frequencies, sincos, row");
-    bench_rope_floor("rope floor with 112 bytes of parameters (probe)", true);
     for (int64_t rows : {1, 2048})
         bench_op("silu_mul", "silu_mul", {td(BF, {rows, FF}), td(BF, {rows, FF})}, {fl, fl},
                  td(BF, {rows, FF}), {}, (double)(rows * FF * 2 * 3));
@@ -1412,22 +1346,10 @@ int main(int argc, char **argv)
     /* what any softmax of a decode row spread over the SMs waits for: one grid-wide exchange */
     bench_barrier_floor("softmax floor: row copy + grid barrier", "f32[1,128256]", (double)(V * 8));
     /* what a softmax of rows past a wave of registers waits for: all of them on chip before the
-     * first store (softmax_smem_kernel's grid, loads and stores; then all SMs, and the L2
-     * policies of the loads and the stores one at a time) */
-    const double sm64 = (double)(64 * V * 8);
-    const int sms = g_prop.multiProcessorCount;
-    bench_onchip_floor<true, true>("softmax floor: rows on chip, then stored", "f32[64,128256]",
-                                   sm64, 128);
-    bench_onchip_floor<true, true>("softmax floor: rows on chip over all SMs", "f32[64,128256]",
-                                   sm64, sms);
-    bench_onchip_floor<false, false>("softmax floor: rows on chip, default L2 policy",
-                                     "f32[64,128256]", sm64, 128);
-    bench_onchip_floor<false, true>("softmax floor: rows on chip, stores evict-first only",
-                                    "f32[64,128256]", sm64, 128);
-    bench_onchip_floor<true, false>("softmax floor: rows on chip, loads evict-first only",
-                                    "f32[64,128256]", sm64, 128);
-    bench_onchip_floor<true, true, true>("softmax floor: rows on chip, 2-block clusters (probe)",
-                                         "f32[64,128256]", sm64, 128);
+     * first store (softmax_smem_kernel's grid, loads and stores; over all 132 SMs it measured
+     * 1.07x against 1.00x) */
+    bench_onchip_floor("softmax floor: rows on chip, then stored", "f32[64,128256]",
+                       (double)(64 * V * 8), 128);
     /* the sampler at one decode step's logits: the copy floor is the logits' bytes read (and as
      * many written); the target is a small fraction of a token's decode */
     bench_op("sample top_k 50 top_p 0.9 t 0.8", "sample", {td(F32, {1, V}), td(I64, {1})},
