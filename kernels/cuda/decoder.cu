@@ -445,10 +445,9 @@ template <typename T, int E> __global__ void __launch_bounds__(256, 4) rope_kern
 
 /* rope_decode_kernel's parameters, in the order its loads' addresses need them and 32 bits wide
  * where a decode step's shapes allow: 112 bytes, two 64-byte constant-cache lines, all asked for
- * before the first instruction that waits on one (parameters are read from memory after each
- * launch; RopeArgs spans five lines, and its decode kernel's loads waited on a second round of
- * parameter reads). Part 0's rows are the rows; parts 1 and 2 (rope_cache_update's k and v) are
- * stored at the row's position when S > 0. */
+ * before the first instruction that waits on one (RopeArgs' 296 bytes took a second round of
+ * parameter reads before the loads). Part 0's rows are the rows; parts 1 and 2
+ * (rope_cache_update's k and v) are stored at the row's position when S > 0. */
 template <typename A> struct RopeDec {
     const void *x; /* part 0 of row r at x + r * xs elements, part i at + xoff_i */
     const void *pos;
