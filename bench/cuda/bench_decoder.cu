@@ -14,7 +14,8 @@
  * Decode attention also "+pdl": after rope_cache_update in the same graph, launched with PDL.
  * Floor rows (impl "floor") for decode rows whose op has a dependency the copy lacks: embedding's
  * index read before its row, kv_cache_update's position before its store, softmax's grid-wide
- * exchange between its read and its write, rope's sincos between its loads and its stores, and
+ * exchange between its read and its write (one row), its rows held on chip between their read
+ * and their write (64 rows), rope's sincos between its loads and its stores, and
  * decode attention's ("attention decode ctx N floor: ..."): kernels that only read its K and V
  * bytes at its grids, with its dependent read of the positions first and then its merge over the
  * cluster, and the best read of the same bytes.
@@ -480,6 +481,81 @@ static void bench_barrier_floor(const char *label, const char *shape, double byt
         CHECK_CUDA(cudaLaunchKernelEx(&cfg, floor_barrier_copy, (const uint4 *)src.at(i),
                                       (uint4 *)dst.at(i), n));
     });
+    CHECK_CUDA(cudaFree(src.base));
+    CHECK_CUDA(cudaFree(dst.base));
+    const double cus = copy_us(bytes, sets, k);
+    record_floor(label, shape, bytes, us, cus, k);
+}
+
+/* The floor of a softmax whose rows take more than a wave of registers (64 x 128256 f32, 33 MB):
+ * softmax_smem_kernel's data path with nothing else. `blocks` blocks of 1024 threads (one a SM)
+ * each take an equal slice of all the rows' vectors, the first 4 a thread into registers and the
+ * rest into shared memory by the copy engine in 32 KB pieces, evict-first in L2 as the op's
+ * loads and stores (the default policy measured 1.06x, against 1.00x), and store them all once
+ * all are in: the rows read once, held on chip, then written, with no arithmetic and no exchange
+ * between blocks. */
+__global__ void __launch_bounds__(1024, 1)
+    floor_onchip(const uint4 *x, uint4 *y, long long n, long long per)
+{
+    extern __shared__ __align__(16) unsigned char smem_raw[];
+    __shared__ __align__(8) unsigned long long bar;
+    const uint4 *sh = reinterpret_cast<const uint4 *>(smem_raw);
+    const int tid = threadIdx.x;
+    const long long lo = min(n, (long long)blockIdx.x * per), hi = min(n, lo + per),
+                    rhi = min(hi, lo + 4 * 1024);
+    const int ns = (int)(hi - rhi);
+    if (tid == 0) {
+        kcuda::mbar_init(&bar, 1);
+        kcuda::mbar_fence_init();
+    }
+    __syncthreads();
+    if (tid == 0 && ns > 0) {
+        const unsigned long long pol = kcuda::l2_evict_first();
+        kcuda::mbar_arrive_tx(&bar, (unsigned)ns * 16u);
+        for (int i = 0; i < ns; i += 2048)
+            kcuda::bulk_g2s(smem_raw + (size_t)i * 16, x + rhi + i,
+                            (unsigned)min(2048, ns - i) * 16u, &bar, pol);
+    }
+    uint4 v[4];
+#pragma unroll
+    for (int k = 0; k < 4; k++)
+        if (lo + k * 1024 + tid < rhi)
+            v[k] = __ldcs(x + lo + k * 1024 + tid);
+    if (ns > 0)
+        kcuda::mbar_wait(&bar, 0);
+    __syncthreads(); /* every thread's registers are in too: no store before the whole slice */
+#pragma unroll
+    for (int k = 0; k < 4; k++)
+        if (lo + k * 1024 + tid < rhi)
+            __stcs(y + lo + k * 1024 + tid, v[k]);
+    for (int j = tid; j < ns; j += 1024)
+        __stcs(y + rhi + j, sh[j]);
+}
+
+/* A floor row for softmax's 64 rows: floor_onchip over `blocks` blocks, the op's bytes rotated over
+ * as many sets, with its own copy row. */
+static void bench_onchip_floor(const char *label, const char *shape, double bytes, int blocks)
+{
+    if (!wanted(label))
+        return;
+    const int sets = sets_for(bytes, MAX_CALLS), k = sets;
+    const size_t half = ((size_t)(bytes / 2) + 15) & ~(size_t)15;
+    const long long n = (long long)(half / 16), per = (n + blocks - 1) / blocks;
+    const size_t smem = (size_t)std::max(0LL, per - 4 * 1024) * 16;
+    if (smem + 1024 > (size_t)g_prop.sharedMemPerBlockOptin) {
+        fprintf(stderr, "bench_decoder: %s: the slices do not fit shared memory\n", label);
+        return;
+    }
+    CHECK_CUDA(
+        cudaFuncSetAttribute(floor_onchip, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
+    Pool src = pool_alloc(half, sets), dst = pool_alloc(half, sets);
+    fill_random(g_stream, src.base, src.stride * sets, 43);
+    CHECK_CUDA(cudaDeviceSynchronize());
+    const double us = time_calls(k, [&](int i) {
+        floor_onchip<<<(unsigned)blocks, 1024, smem, g_stream>>>((const uint4 *)src.at(i),
+                                                                 (uint4 *)dst.at(i), n, per);
+    });
+    CHECK_CUDA(cudaGetLastError());
     CHECK_CUDA(cudaFree(src.base));
     CHECK_CUDA(cudaFree(dst.base));
     const double cus = copy_us(bytes, sets, k);
@@ -1269,6 +1345,11 @@ int main(int argc, char **argv)
                  (double)(rows * V * 8));
     /* what any softmax of a decode row spread over the SMs waits for: one grid-wide exchange */
     bench_barrier_floor("softmax floor: row copy + grid barrier", "f32[1,128256]", (double)(V * 8));
+    /* what a softmax of rows past a wave of registers waits for: all of them on chip before the
+     * first store (softmax_smem_kernel's grid, loads and stores; over all 132 SMs it measured
+     * 1.07x against 1.00x) */
+    bench_onchip_floor("softmax floor: rows on chip, then stored", "f32[64,128256]",
+                       (double)(64 * V * 8), 128);
     /* the sampler at one decode step's logits: the copy floor is the logits' bytes read (and as
      * many written); the target is a small fraction of a token's decode */
     bench_op("sample top_k 50 top_p 0.9 t 0.8", "sample", {td(F32, {1, V}), td(I64, {1})},

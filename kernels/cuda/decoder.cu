@@ -188,9 +188,6 @@ struct RopeArgs {
     int tbl; /* the warps' cos and sin tables fit the launch's shared memory */
     double scale;
     int step;
-    /* rope_decode_kernel: blocks a row (a FastDiv), and the first block of parts 1 and 2 */
-    FastDiv dec_bpr;
-    unsigned dec_c1, dec_c2;
 };
 
 /* A part's units: E-element vectors (E == 1: elements), rotate_half's holding E pairs (a vector of
@@ -212,7 +209,7 @@ __host__ __device__ __forceinline__ long long rope_units(const RopePart &P, int 
  * the fast f32 sincos, accurate on that range; scaled by `scale`. All on the FMA pipe but the
  * sincos: a thread forms its own pairs' values. f64 data: sincos in double. */
 template <typename A>
-__device__ __forceinline__ void rope_cs(long long p, float f, double scale, A &c, A &s)
+__device__ __forceinline__ void rope_cs(long long p, float f, A scale, A &c, A &s)
 {
     if constexpr (sizeof(A) == 8) {
         double sv, cv;
@@ -228,8 +225,8 @@ __device__ __forceinline__ void rope_cs(long long p, float f, double scale, A &c
         r = __fmaf_rn(-k, -6.8604980400235275e-15f, r);
         float sv, cv;
         __sincosf(r, &sv, &cv);
-        c = cv * (float)scale;
-        s = sv * (float)scale;
+        c = cv * scale;
+        s = sv * scale;
     }
 }
 
@@ -276,7 +273,7 @@ template <typename A, int N> __device__ __forceinline__ void ld_tbl(const A *p, 
  * decode row's loads; this way all three are read at the kernel's start. */
 template <typename V> __device__ __forceinline__ V pick3(int i, V v0, V v1, V v2)
 {
-    using U = unsigned long long;
+    using U = typename std::conditional<sizeof(V) <= 4, unsigned, unsigned long long>::type;
     const U a = (U)v0, b = (U)v1, c = (U)v2;
     return (V)(a + (U)(i >= 1) * (b - a) + (U)(i >= 2) * (c - b));
 }
@@ -378,8 +375,8 @@ template <typename T, int E> __global__ void __launch_bounds__(256, 4) rope_kern
 #pragma unroll
                 for (int f = 0; f < ROPE_FS; f++)
                     if (lane + 32 * f < half)
-                        rope_cs<A>(p0, f == 0 ? fl[k] : __ldg(a.inv_freq + lane + 32 * f), a.scale,
-                                   cs[lane + 32 * f], sn[lane + 32 * f]);
+                        rope_cs<A>(p0, f == 0 ? fl[k] : __ldg(a.inv_freq + lane + 32 * f),
+                                   (A)a.scale, cs[lane + 32 * f], sn[lane + 32 * f]);
                 __syncwarp();
             }
             if (r[k] < 0)
@@ -405,7 +402,7 @@ template <typename T, int E> __global__ void __launch_bounds__(256, 4) rope_kern
                 } else {
 #pragma unroll
                     for (int e = 0; e < NP; e++)
-                        rope_cs<A>(p[k], __ldg(a.inv_freq + i0[k] + e), a.scale, c[e], sv[e]);
+                        rope_cs<A>(p[k], __ldg(a.inv_freq + i0[k] + e), (A)a.scale, c[e], sv[e]);
                 }
 #pragma unroll
                 for (int e = 0; e < NP; e++) {
@@ -423,7 +420,7 @@ template <typename T, int E> __global__ void __launch_bounds__(256, 4) rope_kern
                 } else {
 #pragma unroll
                     for (int e = 0; e < NI; e++)
-                        rope_cs<A>(p[k], __ldg(a.inv_freq + i0[k] + e), a.scale, c[e], sv[e]);
+                        rope_cs<A>(p[k], __ldg(a.inv_freq + i0[k] + e), (A)a.scale, c[e], sv[e]);
                 }
 #pragma unroll
                 for (int e = 0; e < NI; e++) {
@@ -447,91 +444,104 @@ template <typename T, int E> __global__ void __launch_bounds__(256, 4) rope_kern
     }
 }
 
-/* A few rows (a decode step's): 64-thread blocks, each of one part of one row, so that the row,
- * the part and its fields are the block's (uniform registers, read at the start) and a thread's
- * unit is its block's chunk plus its index: the least arithmetic between the launch and the loads.
- * Each warp forms its row's cos and sin table as rope_kernel's warps do (same bits). */
-template <typename T, int E>
-__global__ void __launch_bounds__(64) rope_decode_kernel(const RopeArgs a)
+/* rope_decode_kernel's parameters, in the order its loads' addresses need them and 32 bits wide
+ * where a decode step's shapes allow: 112 bytes, two 64-byte constant-cache lines, all asked for
+ * before the first instruction that waits on one (RopeArgs' 296 bytes took a second round of
+ * parameter reads before the loads). Part 0's rows are the rows; parts 1 and 2
+ * (rope_cache_update's k and v) are stored at the row's position when S > 0. */
+template <typename A> struct RopeDec {
+    const void *x; /* part 0 of row r at x + r * xs elements, part i at + xoff_i */
+    const void *pos;
+    const float *inv_freq;
+    int xs, xoff1, xoff2;
+    int n0, n1, n2; /* units of each part */
+    unsigned hm;    /* units of a head (hd): u / hd = (umulhi(u, hm) + u) >> hs */
+    int hd;
+    unsigned short Dh;
+    unsigned char hs;
+    unsigned char flags; /* 1: i64 positions */
+    int S;               /* cache rows of parts 1 and 2; 0: their rows are the rows */
+    void *y0, *y1, *y2;
+    int ys0, ys1, ys2;
+    A scale;
+    int step; /* last: read only to record a bad position */
+};
+
+/* A 16-byte store to global memory: the parts' pointers are picked by arithmetic, after which the
+ * compiler no longer knows them global and emits generic stores. */
+template <typename T> __device__ __forceinline__ void st16_global(T *p, const U16<T> &u)
+{
+    const uint4 v = *reinterpret_cast<const uint4 *>(u.v);
+    asm volatile("st.global.v4.b32 [%0], {%1, %2, %3, %4};" ::"l"(p), "r"(v.x), "r"(v.y), "r"(v.z),
+                 "r"(v.w)
+                 : "memory");
+}
+
+/* A few rows (a decode step's): 64-thread blocks, block (c, i, r) of chunk c of part i of row r,
+ * so that the row, the part and its fields are the block's (uniform registers) and a thread's unit
+ * is its block's chunk plus its index. Parts 0 and 1 rotate (IL: interleaved pairs, else
+ * rotate_half), part 2 is copied: the hot path is one straight run of code with no branch on the
+ * form. As the rope floor of bench_decoder, each thread issues its row's position, its vectors and
+ * its pairs' frequencies together and forms its own cos and sin (a warp's shared table, as
+ * rope_kernel's, put a shared-memory store, a warp barrier and a load between the sincos and the
+ * rotation; a decode row is too few threads for the MUFU work to matter), with rope_cs:
+ * rope_kernel's bits. */
+template <typename T, int E, bool IL>
+__global__ void __launch_bounds__(64) rope_decode_kernel(const RopeDec<typename Acc<T>::A> a)
 {
     using A = typename Acc<T>::A;
-    constexpr int NP = E, NI = E / 2;
-    extern __shared__ __align__(16) unsigned char smem_raw[];
-    const int Dh = a.Dh, half = Dh / 2, lane = threadIdx.x & 31;
-    const int hp = (half + 3) & ~3;
-    A *cs = reinterpret_cast<A *>(smem_raw) + (size_t)(threadIdx.x >> 5) * 2 * hp, *sn = cs + hp;
-    const unsigned b = blockIdx.x, row = fdiv(b, a.dec_bpr), c = b - row * a.dec_bpr.d;
-    const int pi = c < a.dec_c1 ? 0 : c < a.dec_c2 ? 1 : 2;
-    const unsigned c0 = pi == 0 ? 0u : pi == 1 ? a.dec_c1 : a.dec_c2;
-    const long long ulo = pick3(pi, 0LL, a.u1, a.u2), uhi = pick3(pi, a.u1, a.u2, a.units);
-    const int u = (int)(c - c0) * 64 + (int)threadIdx.x;
-    const bool unit = u < uhi - ulo;
-    const T *px = pick3(pi, (const T *)a.part[0].x, (const T *)a.part[1].x, (const T *)a.part[2].x);
-    const long long xs = pick3(pi, a.part[0].xstride, a.part[1].xstride, a.part[2].xstride);
-    const int mode = pick3(pi, a.part[0].rotate, a.part[1].rotate, a.part[2].rotate)
-                         ? a.interleaved
-                         : 2; /* block-uniform: 0 rotate_half, 1 interleaved, 2 copy */
-    pdl_wait();               /* x, positions and inv_freq may be a predecessor's outputs */
+    constexpr int NP = IL ? E / 2 : E; /* pairs of a unit */
+    const int pi = (int)blockIdx.y, u = (int)blockIdx.x * 64 + (int)threadIdx.x;
+    const unsigned row = blockIdx.z;
+    const int n = pick3(pi, a.n0, a.n1, a.n2);
+    const bool rot = pi < 2;
+    pdl_wait(); /* x, positions and inv_freq may be a predecessor's outputs */
     pdl_trigger();
-    const float fl = lane < half ? __ldg(a.inv_freq + lane) : 0.f;
-    const long long p = a.pos64 ? __ldg((const long long *)a.pos + row)
-                                : (long long)__ldg((const int *)a.pos + row);
-    RopeVec<T, E> va, vb;
-    int i0 = 0, off = 0;
-    if (unit) { /* no branch on the mode ahead of the loads: a jump table is a constant load */
-        const unsigned h = fdiv((unsigned)u, a.per_head);
-        const int j = (int)((unsigned)u - h * a.per_head.d);
-        i0 = j * (mode == 0 ? NP : NI);
-        off = mode == 0 ? (int)h * Dh + i0 : u * E;
-        const T *xr = px + (long long)row * xs;
-        va.u = ld16(xr + off);
-        if (mode == 0)
-            vb.u = ld16(xr + off + half);
-    }
-    if (mode != 2) { /* the warp's table: every lane, a unit or not */
-#pragma unroll
-        for (int f = 0; f < ROPE_FS; f++)
-            if (lane + 32 * f < half)
-                rope_cs<A>(p, f == 0 ? fl : __ldg(a.inv_freq + lane + 32 * f), a.scale,
-                           cs[lane + 32 * f], sn[lane + 32 * f]);
-        __syncwarp();
-    }
-    if (!unit)
+    if (u >= n)
         return;
-    const long long cache_rows =
-        pick3(pi, a.part[0].cache_rows, a.part[1].cache_rows, a.part[2].cache_rows);
-    if (cache_rows > 0 && (p < 0 || p >= cache_rows)) {
+    const long long p = a.flags & 1 ? __ldg((const long long *)a.pos + row)
+                                    : (long long)__ldg((const int *)a.pos + row);
+    const unsigned h = (__umulhi((unsigned)u, a.hm) + (unsigned)u) >> a.hs;
+    const int i0 = (u - (int)h * a.hd) * NP, half = a.Dh >> 1;
+    const int off = rot && !IL ? (int)h * a.Dh + i0 : u * E;
+    const T *xr = (const T *)a.x + (long long)row * a.xs + pick3(pi, 0, a.xoff1, a.xoff2);
+    RopeVec<T, E> va, vb;
+    va.u = ld16(xr + off);
+    float f[NP];
+    if (rot) {
+        if (!IL)
+            vb.u = ld16(xr + off + half);
+#pragma unroll
+        for (int e = 0; e < NP; e++)
+            f[e] = __ldg(a.inv_freq + i0 + e);
+    }
+    const bool cache = pi > 0 && a.S > 0;
+    if (__builtin_expect(cache && (p < 0 || p >= a.S), 0)) {
         if (u == 0)
-            record(DEC_ROPE_CACHE_UPDATE, a.step, row, p, cache_rows);
+            record(DEC_ROPE_CACHE_UPDATE, a.step, row, p, a.S);
         return; /* a write outside the cache is dropped */
     }
-    T *py = pick3(pi, (T *)a.part[0].y, (T *)a.part[1].y, (T *)a.part[2].y);
-    const long long ys = pick3(pi, a.part[0].ystride, a.part[1].ystride, a.part[2].ystride);
-    T *yr = py + (cache_rows > 0 ? p : (long long)row) * ys;
-    if (mode == 0) {
-        A cv[NP], sv[NP];
-        ld_tbl(cs + i0, cv);
-        ld_tbl(sn + i0, sv);
+    T *yr = pick3(pi, (T *)a.y0, (T *)a.y1, (T *)a.y2) +
+            (cache ? p : (long long)row) * pick3(pi, a.ys0, a.ys1, a.ys2);
+    if (rot) {
 #pragma unroll
         for (int e = 0; e < NP; e++) {
-            const A x1 = ld_a<A>(va[e]), x2 = ld_a<A>(vb[e]);
-            va[e] = from_acc<T>(x1 * cv[e] - x2 * sv[e]);
-            vb[e] = from_acc<T>(x2 * cv[e] + x1 * sv[e]);
+            A cv, sv;
+            rope_cs<A>(p, f[e], a.scale, cv, sv);
+            if constexpr (IL) {
+                const A x0 = ld_a<A>(va[2 * e]), x1 = ld_a<A>(va[2 * e + 1]);
+                va[2 * e] = from_acc<T>(x0 * cv - x1 * sv);
+                va[2 * e + 1] = from_acc<T>(x1 * cv + x0 * sv);
+            } else {
+                const A x1 = ld_a<A>(va[e]), x2 = ld_a<A>(vb[e]);
+                va[e] = from_acc<T>(x1 * cv - x2 * sv);
+                vb[e] = from_acc<T>(x2 * cv + x1 * sv);
+            }
         }
-    } else if (mode == 1) {
-        A cv[NI], sv[NI];
-        ld_tbl(cs + i0, cv);
-        ld_tbl(sn + i0, sv);
-#pragma unroll
-        for (int e = 0; e < NI; e++) {
-            const A x0 = ld_a<A>(va[2 * e]), x1 = ld_a<A>(va[2 * e + 1]);
-            va[2 * e] = from_acc<T>(x0 * cv[e] - x1 * sv[e]);
-            va[2 * e + 1] = from_acc<T>(x1 * cv[e] + x0 * sv[e]);
-        }
+        if (!IL)
+            st16_global(yr + off + half, vb.u);
     }
-    st16(yr + off, va.u);
-    if (mode == 0)
-        st16(yr + off + half, vb.u);
+    st16_global(yr + off, va.u);
 }
 
 /* ---- kv_cache_update ----------------------------------------------------------------------------
@@ -2033,6 +2043,9 @@ template <typename T> __host__ __device__ constexpr int smx_reg_vpt()
  * (32 KB), each on its own mbarrier, so that the first pieces are taken while the rest land. */
 #define SMS_PIECE  2048
 #define SMS_PIECES 16
+/* Pieces in flight: 96 KB, ~3 us of a SM's share of the read (2 measured slower; all asked for
+ * at once, 1.3 us slower than 3 on the 64 rows). */
+#define SMS_WINDOW 3
 
 /* One vector into a running maximum m and a sum s of exp(x - m), s rescaled when m grows. */
 template <typename A, typename T>
@@ -2055,41 +2068,75 @@ __device__ __forceinline__ void online_take(const U16<T> &u, A &m, A &s)
             s += exp(v[e] - m);
 }
 
-/* The row's maximum and sum over the C (<= 32) blocks of a cluster, from each block's (mx, sum),
- * which all its threads hold: thread 0 of each block puts its pair in its slot, lane q of every
- * warp reads rank q's over distributed shared memory, and one fixed tree combines them, so every
- * block ends with the same bits. */
-template <typename A> __device__ __forceinline__ void cluster_max_sum(A *slot, int C, A &mx, A &sum)
+/* Maximum over the warp; every lane gets it. */
+template <typename A> __device__ __forceinline__ A warp_max(A v)
 {
-    cg::cluster_group cluster = cg::this_cluster();
-    if (threadIdx.x == 0) {
-        slot[0] = mx;
-        slot[1] = sum;
-    }
-    cluster.sync();
-    const int lane = threadIdx.x & 31;
-    const A mq = lane < C ? *cluster.map_shared_rank(&slot[0], lane) : (A)-INFINITY;
-    const A sq = lane < C ? *cluster.map_shared_rank(&slot[1], lane) : (A)0;
-    A mm = mq;
 #pragma unroll
     for (int o = 16; o > 0; o >>= 1) {
-        const A t = __shfl_xor_sync(0xffffffffu, mm, o);
-        mm = t > mm ? t : mm;
+        const A t = __shfl_xor_sync(0xffffffffu, v, o);
+        v = t > v ? t : v;
     }
-    mx = mm;
-    sum = warp_sum<A>(mq == -INFINITY ? (A)0 : sq * exp(mq - mx));
+    return v;
+}
+
+/* The row's maximum mx and sum of exp(x - mx) over a block and the C (<= 8) blocks of its cluster
+ * (C == 1: the block alone), from each thread's running maximum m and sum s of exp(x - m): each
+ * warp folds its lanes' pairs, lane 0 puts the warp's in its slot, one barrier (the cluster's, or
+ * the block's), then every warp folds all C x 32 slots in one fixed tree (lane q takes slot q of
+ * each rank in rank order), so every block of the cluster gets the same bits. One barrier between
+ * the last load and the first store, where the block's maximum, its sum and the cluster's pairs
+ * took five. */
+template <typename A>
+__device__ __forceinline__ void row_max_sum(A (*slot)[2], int C, A m, A s, A &mx, A &sum)
+{
+    const A wm = warp_max<A>(m);
+    const A ws = warp_sum<A>(m == -INFINITY ? (A)0 : s * exp(m - wm));
+    const int lane = threadIdx.x & 31, nw = (int)(blockDim.x >> 5);
+    if (lane == 0) {
+        slot[threadIdx.x >> 5][0] = wm;
+        slot[threadIdx.x >> 5][1] = ws;
+    }
+    A qm[8], qs[8];
+    if (C > 1) {
+        cg::cluster_group cluster = cg::this_cluster();
+        cluster.sync();
+#pragma unroll
+        for (int r = 0; r < 8; r++) {
+            qm[r] = r < C && lane < nw ? *cluster.map_shared_rank(&slot[lane][0], r) : -INFINITY;
+            qs[r] = r < C && lane < nw ? *cluster.map_shared_rank(&slot[lane][1], r) : (A)0;
+        }
+    } else {
+        __syncthreads();
+        qm[0] = lane < nw ? slot[lane][0] : -INFINITY;
+        qs[0] = lane < nw ? slot[lane][1] : (A)0;
+#pragma unroll
+        for (int r = 1; r < 8; r++)
+            qm[r] = -INFINITY, qs[r] = 0;
+    }
+    A lm = qm[0];
+#pragma unroll
+    for (int r = 1; r < 8; r++)
+        lm = qm[r] > lm ? qm[r] : lm;
+    mx = warp_max<A>(lm);
+    A t = 0;
+#pragma unroll
+    for (int r = 0; r < 8; r++)
+        t += qm[r] == -INFINITY ? (A)0 : qs[r] * exp(qm[r] - mx);
+    sum = warp_sum<A>(t);
 }
 
 /* Rows whose slices fit the SMs' registers and shared memory together, one block a SM: C blocks a
  * row (C == 1, or an x-cluster of C), the first VPT * blockDim.x vectors of the block's slice in
  * registers and the rest in shared memory, brought by the copy engine (cp.async.bulk) in pieces on
- * their own mbarriers while the registers' loads are in flight. Each thread keeps a running
- * maximum and sum over its vectors as they land (registers, then the pieces in order), the block's
- * and then the cluster's (rank order, through distributed shared memory) follow in fixed trees,
- * so every block gets the same bits and the result is the same every run; then y = exp(x - max) /
- * sum from registers and shared memory. The row is read once and written once, as the copy (64
- * rows of 128256 f32, 33 MB, over 128 blocks in 2-block clusters, where the two-pass kernel read
- * it twice, 1.5x the copy), and the exponentials overlap the loads and the stores. */
+ * their own mbarriers, SMS_WINDOW of them in flight, while the registers' loads are. Each thread
+ * keeps a running maximum and sum over its vectors as they land (registers, then the pieces in
+ * order); the warps' and then the cluster's (rank order, through distributed shared memory)
+ * follow in one fixed tree (row_max_sum), so every block gets the same bits and the result is the
+ * same every run; then y = exp(x - max) / sum from registers and shared memory (the exps formed
+ * again: kept in place of x from the read instead, they measured slower). The row is read once
+ * and written once, as the copy (64 rows of 128256 f32, 33 MB, over 128 blocks in 2-block
+ * clusters, where the two-pass kernel read it twice, 1.5x the copy), and the exponentials overlap
+ * the loads. */
 template <typename T>
 __global__ void __launch_bounds__(1024, 1) softmax_smem_kernel(const T *x, T *y, long long N, int C)
 {
@@ -2097,8 +2144,7 @@ __global__ void __launch_bounds__(1024, 1) softmax_smem_kernel(const T *x, T *y,
     constexpr int E = 16 / (int)sizeof(T), VPT = smx_reg_vpt<T>();
     extern __shared__ __align__(16) unsigned char smem_raw[];
     const U16<T> *sh = reinterpret_cast<const U16<T> *>(smem_raw);
-    __shared__ A red[32];
-    __shared__ A slot[2];
+    __shared__ A slot[32][2]; /* a warp's maximum and sum */
     __shared__ __align__(8) unsigned long long bar[SMS_PIECES];
     const RowSlice<T> sl = row_slice(x, y, N, C);
     const int tid = threadIdx.x, nt = blockDim.x;
@@ -2113,15 +2159,20 @@ __global__ void __launch_bounds__(1024, 1) softmax_smem_kernel(const T *x, T *y,
     __syncthreads();
     pdl_wait(); /* x may be a predecessor's output */
     pdl_trigger();
-    if (tid == 0 && ns > 0) {
-        const unsigned long long pol = l2_evict_first();
-        for (int i = 0; i < np; i++) {
-            const int n = min(SMS_PIECE, ns - i * SMS_PIECE);
-            mbar_arrive_tx(&bar[i], (unsigned)n * 16u);
-            bulk_g2s(smem_raw + (size_t)i * SMS_PIECE * 16, sl.x + (rhi + i * SMS_PIECE) * E,
-                     (unsigned)n * 16u, &bar[i], pol);
-        }
-    }
+    /* piece i asked for by thread 0: the first SMS_WINDOW now, piece i + SMS_WINDOW once piece i
+     * is in, so that the pieces land one after another and each is taken as it lands (asked for
+     * all at once, every piece completed near the end of the read, its last bytes as late as
+     * any, and the read's exps all came after it) */
+    const unsigned long long pol = l2_evict_first();
+    auto ask = [&](int i) {
+        const int n = min(SMS_PIECE, ns - i * SMS_PIECE);
+        mbar_arrive_tx(&bar[i], (unsigned)n * 16u);
+        bulk_g2s(smem_raw + (size_t)i * SMS_PIECE * 16, sl.x + (rhi + i * SMS_PIECE) * E,
+                 (unsigned)n * 16u, &bar[i], pol);
+    };
+    if (tid == 0)
+        for (int i = 0; i < min(np, SMS_WINDOW); i++)
+            ask(i);
     U16<T> raw[VPT];
 #pragma unroll
     for (int k = 0; k < VPT; k++) {
@@ -2136,14 +2187,14 @@ __global__ void __launch_bounds__(1024, 1) softmax_smem_kernel(const T *x, T *y,
             online_take<A>(raw[k], m, sum);
     for (int i = 0; i < np; i++) {
         mbar_wait(&bar[i], 0);
+        if (tid == 0 && i + SMS_WINDOW < np)
+            ask(i + SMS_WINDOW);
         for (int j = i * SMS_PIECE + tid; j < min(ns, (i + 1) * SMS_PIECE); j += nt)
             online_take<A>(sh[j], m, sum);
     }
-    A mx = block_max<A>(m, red);
-    sum = block_sum<A>(m == -INFINITY ? (A)0 : sum * exp(m - mx), red);
-    if (C > 1)
-        cluster_max_sum<A>(slot, C, mx, sum);
-    const A inv = (A)1 / sum;
+    A mx, tot;
+    row_max_sum<A>(slot, C, m, sum, mx, tot);
+    const A inv = (A)1 / tot;
     auto put = [&](const U16<T> &u, long long j) {
         U16<T> o;
 #pragma unroll
@@ -2296,9 +2347,10 @@ template <typename T> __host__ __device__ constexpr int smx_u()
 /* Rows too large for the registers of one wave (64 rows of 128256 f32 are 33 MB, more than the
  * register files of an H200: softmax_reg_kernel took two waves of one block a SM, 2x the copy):
  * C blocks a row (C == 1, or an x-cluster of C), each reading its slice twice. The first pass
- * keeps a running maximum and a sum rescaled to it per thread; the block's and then the cluster's
- * (rank order, through distributed shared memory) maximum and sum follow in fixed trees, so every
- * block gets the same bits and the result is the same every run. The second pass reads the slice
+ * keeps a running maximum and a sum rescaled to it per thread; the warps' and then the cluster's
+ * (rank order, through distributed shared memory) maximum and sum follow in one fixed tree
+ * (row_max_sum), so every block gets the same bits and the result is the same every run. The
+ * second pass reads the slice
  * again, from L2: the launch keeps the slices of the blocks in flight together small (96 KB a
  * block), so it is there, and its loads and the stores evict first so that the slices still to be
  * read stay; DRAM sees the row once in and once out, as the copy. y = exp(x - max) / sum, as
@@ -2309,8 +2361,7 @@ __global__ void __launch_bounds__(SMX_THREADS, 3)
 {
     using A = typename Acc<T>::A;
     constexpr int E = 16 / (int)sizeof(T), SMX_U = smx_u<T>();
-    __shared__ A red[32];
-    __shared__ A slot[2];
+    __shared__ A slot[32][2]; /* a warp's maximum and sum */
     const RowSlice<T> sl = row_slice(x, y, N, C);
     const long long step = (long long)blockDim.x * SMX_U;
     pdl_wait(); /* x may be a predecessor's output */
@@ -2329,11 +2380,9 @@ __global__ void __launch_bounds__(SMX_THREADS, 3)
             online_take<A>(raw[k], m, sum);
         }
     }
-    A mx = block_max<A>(m, red);
-    sum = block_sum<A>(m == -INFINITY ? (A)0 : sum * exp(m - mx), red);
-    if (C > 1)
-        cluster_max_sum<A>(slot, C, mx, sum);
-    const A inv = (A)1 / sum;
+    A mx, tot;
+    row_max_sum<A>(slot, C, m, sum, mx, tot);
+    const A inv = (A)1 / tot;
     const unsigned long long last = l2_evict_first();
     for (long long j0 = sl.lo + threadIdx.x; j0 < sl.hi; j0 += step) {
         U16<T> raw[SMX_U];
@@ -3273,6 +3322,67 @@ extern "C" int baton__kcuda_embedding(const baton_exec_ctx *ctx, void **buffers,
                         st);
 }
 
+/* rope_decode_kernel for a launch of few rows (rows * blocks a row within two per SM) whose parts
+ * are rope's or rope_cache_update's (x's parts in one buffer at one row stride, parts 0 and 1
+ * rotated and part 2 copied, part 0 stored at the rows, parts 1 and 2 at the positions) and whose
+ * sizes fit 32 bits: 0 or the launch's failure, 1 when it does not apply. */
+template <typename T>
+static int rope_decode_launch(const baton_exec_ctx *ctx, const char *what, const RopeArgs &a,
+                              long long rows, long long sms)
+{
+    using A = typename Acc<T>::A;
+    const long long pu[3] = {a.u1, a.u2 - a.u1, a.units - a.u2};
+    long long bp[3], xoff[3] = {0, 0, 0};
+    bool fits = a.part[0].cache_rows == 0 && rows <= 65535 && a.Dh < 65536;
+    for (int i = 0; i < 3; i++) {
+        bp[i] = (pu[i] + 63) / 64;
+        if (i >= a.nparts)
+            continue;
+        const RopePart &P = a.part[i];
+        const long long dx = ((const char *)P.x - (const char *)a.part[0].x) / (long long)sizeof(T);
+        xoff[i] = dx;
+        fits = fits && P.xstride == a.part[0].xstride && dx >= 0 && dx <= 0x7fffffffLL &&
+               ((const char *)P.x - (const char *)a.part[0].x) % (long long)sizeof(T) == 0 &&
+               P.xstride <= 0x7fffffffLL && P.ystride <= 0x7fffffffLL &&
+               P.cache_rows <= 0x7fffffffLL && (i == 0 || P.cache_rows == a.part[1].cache_rows) &&
+               (P.rotate != 0) == (i < 2);
+    }
+    const long long bpr = bp[0] + bp[1] + bp[2], bmax = std::max(bp[0], std::max(bp[1], bp[2]));
+    if (!fits || rows * bpr > 2 * sms)
+        return 1;
+    RopeDec<A> d;
+    memset(&d, 0, sizeof d);
+    d.x = a.part[0].x;
+    d.pos = a.pos;
+    d.inv_freq = a.inv_freq;
+    d.xs = (int)a.part[0].xstride;
+    d.xoff1 = (int)xoff[1];
+    d.xoff2 = (int)xoff[2];
+    d.n0 = (int)pu[0];
+    d.n1 = (int)pu[1];
+    d.n2 = (int)pu[2];
+    d.hm = a.per_head.m;
+    d.hd = (int)a.per_head.d;
+    d.hs = (unsigned char)a.per_head.s;
+    d.Dh = (unsigned short)a.Dh;
+    d.flags = (unsigned char)(a.pos64 ? 1 : 0);
+    void *y[3] = {nullptr, nullptr, nullptr};
+    int ys[3] = {0, 0, 0};
+    for (int i = 0; i < a.nparts; i++) {
+        y[i] = a.part[i].y;
+        ys[i] = (int)a.part[i].ystride;
+    }
+    d.S = a.nparts > 1 ? (int)a.part[1].cache_rows : 0;
+    d.y0 = y[0], d.y1 = y[1], d.y2 = y[2];
+    d.ys0 = ys[0], d.ys1 = ys[1], d.ys2 = ys[2];
+    d.scale = (A)a.scale;
+    d.step = a.step;
+    constexpr int E = 16 / (int)sizeof(T);
+    const dim3 grid((unsigned)bmax, (unsigned)a.nparts, (unsigned)rows);
+    return a.interleaved ? launch(ctx, what, rope_decode_kernel<T, E, true>, grid, 64, 0, 1, d)
+                         : launch(ctx, what, rope_decode_kernel<T, E, false>, grid, 64, 0, 1, d);
+}
+
 /* Launches rope over all rows' units: 16-byte units where every part's rows allow them; where
  * the units fill fewer than a wave of 64-thread blocks (a decode step), rope_decode_kernel's
  * blocks of one part of one row (rope_kernel's 64-thread blocks for units of one element), else a
@@ -3319,20 +3429,10 @@ static int rope_launch(const baton_exec_ctx *ctx, const char *what, RopeArgs &a,
     const size_t hp = (size_t)((a.Dh / 2 + 3) & ~3),
                  smem = (size_t)(threads / 32) * ROPE_U * 2 * hp * sizeof(typename Acc<T>::A);
     a.tbl = a.Dh / 2 <= 32 * ROPE_FS && smem <= 48 * 1024;
-    if (vec && a.tbl && threads == 64) {
-        /* blocks of one part of one row each */
-        const long long pu[3] = {a.u1, a.u2 - a.u1, a.units - a.u2};
-        long long bp[3];
-        for (int i = 0; i < 3; i++)
-            bp[i] = (pu[i] + 63) / 64;
-        const long long bpr = bp[0] + bp[1] + bp[2], g = rows * bpr;
-        if (g <= 2 * sms) {
-            a.dec_bpr = fast_div((unsigned)bpr);
-            a.dec_c1 = (unsigned)bp[0];
-            a.dec_c2 = (unsigned)(bp[0] + bp[1]);
-            return launch(ctx, what, rope_decode_kernel<T, E>, (unsigned)g, 64,
-                          2 * 2 * hp * sizeof(typename Acc<T>::A), 1, a);
-        }
+    if (vec && threads == 64) {
+        const int rc = rope_decode_launch<T>(ctx, what, a, rows, sms);
+        if (rc <= 0)
+            return rc;
     }
     if (vec)
         return launch(ctx, what, rope_kernel<T, E>, (unsigned)grid, threads, a.tbl ? smem : 0, 1,

@@ -890,12 +890,12 @@ static inline bool launch_pdl(const baton_exec_ctx *ctx)
  * blocks and shared memory above 48 KB. */
 template <typename... KArgs, typename... Args>
 static int launch_with(const baton_exec_ctx *ctx, const char *name, bool coop,
-                       void (*kernel)(KArgs...), unsigned grid, unsigned block, size_t smem,
+                       void (*kernel)(KArgs...), dim3 grid, unsigned block, size_t smem,
                        int cluster, Args... args)
 {
     cudaLaunchConfig_t cfg;
     memset(&cfg, 0, sizeof cfg);
-    cfg.gridDim = dim3(grid, 1, 1);
+    cfg.gridDim = grid;
     cfg.blockDim = dim3(block, 1, 1);
     cfg.dynamicSmemBytes = smem;
     cfg.stream = ctx ? (cudaStream_t)ctx->stream : (cudaStream_t)0;
@@ -932,8 +932,8 @@ static int launch_with(const baton_exec_ctx *ctx, const char *name, bool coop,
 
 /* launch_with() for an ordinary grid. */
 template <typename... KArgs, typename... Args>
-static int launch(const baton_exec_ctx *ctx, const char *name, void (*kernel)(KArgs...),
-                  unsigned grid, unsigned block, size_t smem, int cluster, Args... args)
+static int launch(const baton_exec_ctx *ctx, const char *name, void (*kernel)(KArgs...), dim3 grid,
+                  unsigned block, size_t smem, int cluster, Args... args)
 {
     return launch_with(ctx, name, false, kernel, grid, block, smem, cluster, args...);
 }
