@@ -22,7 +22,8 @@
 #        --no-pdl); "convoy": the RFC plans' runtimes on threads run one at a time, queued and at
 #        stream priorities, against the GPUs' floor; "endwait": the sharded plan with the end-of-run events recorded first and
 #        before each wait, in the same rounds; "launch": the host's time in a pool's runs;
-#        "scaling2": the short scaling form, one GPU, both sharded forms and XLA); for a smoke test of the script without GPUs: SKIP_BUILD=1 BUILD=build-cpu GPU=sim
+#        "scaling2": the short scaling form, one GPU, both sharded forms and XLA; "poolscale": the
+#        sharded forms on a pool, 2 in flight, and XLA); for a smoke test of the script without GPUs: SKIP_BUILD=1 BUILD=build-cpu GPU=sim
 #        NGPU=2 (the pipeline part on the test device)
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -62,6 +63,7 @@ ngpu=${NGPU:-$(nvidia-smi -L 2>/dev/null | wc -l)}
 targets=()
 { has pipeline || has launch; } && targets+=(baton_cli bench_pipeline)
 { has scaling || has scaling2 || has endwait; } && targets+=(bench_scaling baton_cli)
+has poolscale && targets+=(baton_cli)
 has tests && targets+=(baton_cli test_multigpu_cuda)
 { has glaunch || has convoy; } && targets+=(baton_cli bench_graph_launch)
 [ -f scripts/deps-prefix.sh ] && eval "$(bash scripts/deps-prefix.sh)"
@@ -292,6 +294,30 @@ PY
     > "$work/two_allreduce.json"
 }
 
+# pool_scaling: the sharded plans with 2 runs in flight on a pool (baton bench --inflight=2, graph
+# mode) against the one-GPU plan's pool, efficiency = runs/s over twice one GPU's
+pool_scaling() {
+  room 40 "scaling on a pool" || return 0
+  bench "$work/one.json" "" 2 "scaling,pool,one" --iters=600 --warmup=40
+  bench "$work/two_allreduce.json" "" 2 "scaling,pool,two_allreduce" --iters=1200 --warmup=40
+  bench "$work/two.json" "" 2 "scaling,pool,two" --iters=1200 --warmup=40
+  python3 - "$work" <<'PY' 2>&1 | tee -a "$summary"
+import sys
+w = sys.argv[1]
+def rate(n):
+    try:
+        return float(open("%s/scaling,pool,%s.csv" % (w, n)).read().strip().split(",")[3])
+    except (OSError, ValueError, IndexError):
+        return None
+one = rate("one")
+for p in ("two_allreduce", "two"):
+    r = rate(p)
+    if one and r:
+        print("scaling %s on a pool, 2 in flight: %.0f runs/s against one GPU's %.0f: efficiency "
+              "%.3f (target >= 0.95 and >= XLA pipelined)" % (p, r, one, r / (2 * one)))
+PY
+}
+
 # scaling2: the short form for a second call (one GPU, the two sharded forms, XLA)
 if { has scaling || has scaling2; } && room 60 "scaling"; then
   say "== scaling: the tutorial plan at 2 x 65536 x 4096 bf16 rows, fwd+bwd, graph mode"
@@ -344,33 +370,23 @@ if one:
                                       "%.3f" % r[p + ".inflight_efficiency"]
                                       if p + ".inflight_efficiency" in r else "n/a"))
 PY
-  # the same plans with 2 runs in flight on a pool (baton bench --inflight=2, graph mode)
-  if room 40 "scaling on a pool"; then
-    bench "$work/one.json" "" 2 "scaling,pool,one" --iters=600 --warmup=40
-    bench "$work/two_allreduce.json" "" 2 "scaling,pool,two_allreduce" --iters=1200 --warmup=40
-    bench "$work/two.json" "" 2 "scaling,pool,two" --iters=1200 --warmup=40
-    python3 - "$work" <<'PY' 2>&1 | tee -a "$summary"
-import sys
-w = sys.argv[1]
-def rate(n):
-    try:
-        return float(open("%s/scaling,pool,%s.csv" % (w, n)).read().strip().split(",")[3])
-    except (OSError, ValueError, IndexError):
-        return None
-one = rate("one")
-for p in ("two_allreduce", "two"):
-    r = rate(p)
-    if one and r:
-        print("scaling %s on a pool, 2 in flight: %.0f runs/s against one GPU's %.0f: efficiency "
-              "%.3f (target >= 0.95 and >= XLA pipelined)" % (p, r, one, r / (2 * one)))
-PY
-  fi
+  pool_scaling
   xruns=30
   has scaling || xruns=20 # the short form
   room 45 "xla_scaling" &&
   JAX_PLATFORMS=cuda timeout "$(tmo 150)" \
     python3 bench/multigpu/xla_scaling.py --runs "$xruns" 2>&1 | grep -vE "^(W|I)[0-9]{4}" |
     tail -8 | tee -a "$summary"
+fi
+
+# poolscale: only the pool rows of the sharded plans, then XLA pipelined (a short call)
+if has poolscale && room 60 "poolscale"; then
+  say "== poolscale: the sharded tutorial plan with 2 runs in flight on a pool, and XLA"
+  scaling_plans
+  pool_scaling
+  room 45 "xla_scaling" &&
+  JAX_PLATFORMS=cuda timeout "$(tmo 150)" python3 bench/multigpu/xla_scaling.py --runs 20 2>&1 |
+    grep -vE "^(W|I)[0-9]{4}" | tail -8 | tee -a "$summary"
 fi
 
 # Why a graph launch took ~200-450 us of the host in a pool of 8 (the first call): each plan
