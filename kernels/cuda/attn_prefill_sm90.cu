@@ -146,44 +146,12 @@ __device__ __forceinline__ void wg_pv(float (&d)[32], const unsigned (&a)[4], un
         PF90_RS64("bf16");
 }
 
-/* Two floats rounded to T, lo in the low half. */
-template <typename T> __device__ __forceinline__ unsigned pack2(float lo, float hi)
-{
-    if constexpr (std::is_same<T, __half>::value) {
-        __half2 h = __floats2half2_rn(lo, hi);
-        return *reinterpret_cast<unsigned *>(&h);
-    } else {
-        __nv_bfloat162 h = __floats2bfloat162_rn(lo, hi);
-        return *reinterpret_cast<unsigned *>(&h);
-    }
-}
-
-__device__ __forceinline__ float ex2(float x)
-{
-    float y;
-    asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
-    return y;
-}
-
 /* decoder.cu's record() on the record passed in (this file is compiled apart from it). */
 __device__ __noinline__ void record(unsigned long long *err, unsigned long long *const *err_host,
                                     unsigned long long tag, long long i, long long v,
                                     long long limit)
 {
-    if (atomicCAS(&err[0], 0ull, tag) == 0ull) {
-        err[1] = (unsigned long long)i;
-        err[2] = (unsigned long long)v;
-        err[3] = (unsigned long long)limit;
-        volatile unsigned long long *h = *(volatile unsigned long long *const *)err_host;
-        if (h) {
-            h[1] = (unsigned long long)i;
-            h[2] = (unsigned long long)v;
-            h[3] = (unsigned long long)limit;
-            __threadfence_system();
-            h[0] = tag;
-        }
-        __threadfence_system();
-    }
+    record_error(err, err_host, tag, i, v, limit);
 }
 
 /* The causal mask on a tile of S that reaches past some row's position of the warp: key j0 + col
@@ -215,14 +183,14 @@ __device__ __forceinline__ void softmax_tile(float (&s)[4 * NC], float (&m)[2], 
         mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
         const float mnew = fmaxf(m[hh], mx * qscale);
         const float muse = mnew == -INFINITY ? 0.f : mnew; /* a row with no key yet */
-        corr[hh] = ex2(m[hh] - muse);
+        corr[hh] = ex2_approx(m[hh] - muse);
         m[hh] = mnew;
         float sum = 0.f;
 #pragma unroll
         for (int n = 0; n < NC; n++)
 #pragma unroll
             for (int e = 2 * hh; e < 2 * hh + 2; e++) {
-                const float p = ex2(fmaf(s[4 * n + e], qscale, -muse));
+                const float p = ex2_approx(fmaf(s[4 * n + e], qscale, -muse));
                 s[4 * n + e] = p;
                 sum += p;
             }

@@ -34,20 +34,7 @@ __device__ __noinline__ void record(int op, int step, long long i, long long v, 
 {
     const unsigned long long tag =
         ((unsigned long long)op << 32) | (unsigned long long)(unsigned)(step + 1);
-    if (atomicCAS(&g_err[0], 0ull, tag) == 0ull) {
-        g_err[1] = (unsigned long long)i;
-        g_err[2] = (unsigned long long)v;
-        g_err[3] = (unsigned long long)limit;
-        volatile unsigned long long *h = g_err_host;
-        if (h) {
-            h[1] = (unsigned long long)i;
-            h[2] = (unsigned long long)v;
-            h[3] = (unsigned long long)limit;
-            __threadfence_system();
-            h[0] = tag; /* last: a tag the host sees comes with its values */
-        }
-        __threadfence_system();
-    }
+    record_error(g_err, &g_err_host, tag, i, v, limit);
 }
 
 template <typename I> __device__ __forceinline__ long long ld_idx(const I *p, long long i)
@@ -1320,25 +1307,6 @@ __device__ __forceinline__ void pf_mma(float (&d)[4], const unsigned (&a)[4], un
             : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
 
-/* Two floats rounded to T, lo in the low half. */
-template <typename T> __device__ __forceinline__ unsigned pf_pack(float lo, float hi)
-{
-    if constexpr (std::is_same<T, __half>::value) {
-        __half2 h = __floats2half2_rn(lo, hi);
-        return *reinterpret_cast<unsigned *>(&h);
-    } else {
-        __nv_bfloat162 h = __floats2bfloat162_rn(lo, hi);
-        return *reinterpret_cast<unsigned *>(&h);
-    }
-}
-
-__device__ __forceinline__ float pf_ex2(float x)
-{
-    float y;
-    asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
-    return y;
-}
-
 /* qscale = |scale| * log2(e); qneg: scale < 0, applied by negating Q's elements (exact). */
 template <typename T, int DH, int MT, int HP>
 __global__ void __launch_bounds__(PF_WARPS * 32, 2)
@@ -1540,14 +1508,14 @@ __global__ void __launch_bounds__(PF_WARPS * 32, 2)
                     mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
                     const float mnew = fmaxf(m[mt][hh], mx * qscale);
                     const float muse = mnew == -INFINITY ? 0.f : mnew; /* a row with no key yet */
-                    corr[mt][hh] = pf_ex2(m[mt][hh] - muse);
+                    corr[mt][hh] = ex2_approx(m[mt][hh] - muse);
                     m[mt][hh] = mnew;
                     float sum = 0.f;
 #pragma unroll
                     for (int n = 0; n < NT; n++)
 #pragma unroll
                         for (int e = 2 * hh; e < 2 * hh + 2; e++) {
-                            const float p = pf_ex2(fmaf(s[mt][n][e], qscale, -muse));
+                            const float p = ex2_approx(fmaf(s[mt][n][e], qscale, -muse));
                             s[mt][n][e] = p;
                             sum += p;
                         }
@@ -1573,10 +1541,10 @@ __global__ void __launch_bounds__(PF_WARPS * 32, 2)
                 unsigned a[MT][4];
 #pragma unroll
                 for (int mt = 0; mt < MT; mt++) {
-                    a[mt][0] = pf_pack<T>(s[mt][2 * kk][0], s[mt][2 * kk][1]);
-                    a[mt][1] = pf_pack<T>(s[mt][2 * kk][2], s[mt][2 * kk][3]);
-                    a[mt][2] = pf_pack<T>(s[mt][2 * kk + 1][0], s[mt][2 * kk + 1][1]);
-                    a[mt][3] = pf_pack<T>(s[mt][2 * kk + 1][2], s[mt][2 * kk + 1][3]);
+                    a[mt][0] = pack2<T>(s[mt][2 * kk][0], s[mt][2 * kk][1]);
+                    a[mt][1] = pack2<T>(s[mt][2 * kk][2], s[mt][2 * kk][3]);
+                    a[mt][2] = pack2<T>(s[mt][2 * kk + 1][0], s[mt][2 * kk + 1][1]);
+                    a[mt][3] = pack2<T>(s[mt][2 * kk + 1][2], s[mt][2 * kk + 1][3]);
                 }
 #pragma unroll
                 for (int dp = 0; dp < DH / 16; dp++) {
@@ -1606,7 +1574,7 @@ __global__ void __launch_bounds__(PF_WARPS * 32, 2)
 #pragma unroll
             for (int d = 0; d < DH / 8; d++)
                 *reinterpret_cast<unsigned *>(srow + 8 * d) =
-                    pf_pack<T>(acc[mt][d][2 * hh] * inv, acc[mt][d][2 * hh + 1] * inv);
+                    pack2<T>(acc[mt][d][2 * hh] * inv, acc[mt][d][2 * hh + 1] * inv);
         }
     __syncwarp();
     for (int c = lane; c < 16 * MT * VR; c += 32) {

@@ -11,6 +11,7 @@
 #include <cuda_runtime.h>
 
 #include <atomic>
+#include <type_traits>
 
 #include <stdarg.h>
 #include <stdint.h>
@@ -968,6 +969,52 @@ static inline size_t dtype_bytes(int32_t dt)
 static inline bool aligned(const void *p, size_t a)
 {
     return ((uintptr_t)p % a) == 0;
+}
+
+/* ---- pieces of the attention kernels (decoder.cu, attn_prefill_sm90.cu) ---------------------- */
+
+/* Two floats rounded to T (bf16 or f16), lo in the low half: an MMA operand. */
+template <typename T> __device__ __forceinline__ unsigned pack2(float lo, float hi)
+{
+    if constexpr (std::is_same<T, __half>::value) {
+        __half2 h = __floats2half2_rn(lo, hi);
+        return *reinterpret_cast<unsigned *>(&h);
+    } else {
+        __nv_bfloat162 h = __floats2bfloat162_rn(lo, hi);
+        return *reinterpret_cast<unsigned *>(&h);
+    }
+}
+
+/* 2^x on the special-function unit: the online softmax's exponentials, in base 2. */
+__device__ __forceinline__ float ex2_approx(float x)
+{
+    float y;
+    asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+    return y;
+}
+
+/* A kernel's run-time error into the decoder ops' record (decoder.cu): the first tag wins; its
+ * values go to err, then to the host's copy that *host points to (NULL: none) with the tag last,
+ * so that a host that sees the tag sees its values. Only the winner reads *host. */
+__device__ __forceinline__ void record_error(unsigned long long *err,
+                                             unsigned long long *const *host,
+                                             unsigned long long tag, long long i, long long v,
+                                             long long limit)
+{
+    if (atomicCAS(&err[0], 0ull, tag) == 0ull) {
+        err[1] = (unsigned long long)i;
+        err[2] = (unsigned long long)v;
+        err[3] = (unsigned long long)limit;
+        volatile unsigned long long *h = *(volatile unsigned long long *const *)host;
+        if (h) {
+            h[1] = (unsigned long long)i;
+            h[2] = (unsigned long long)v;
+            h[3] = (unsigned long long)limit;
+            __threadfence_system();
+            h[0] = tag;
+        }
+        __threadfence_system();
+    }
 }
 
 /* n rounded up to a multiple of 16 (the staged kernels carve shared memory in 16-byte pieces). */
