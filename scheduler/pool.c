@@ -77,22 +77,9 @@ struct baton_pool {
  * highest: "1" one level each, spread over the GPU's range; "2" and up that many levels, the
  * instances split into equal groups in order. Instances whose runs share each GPU fairly end a
  * pipeline's first stage together and then all wait on its last GPU while the first idles (a
- * convoy, issue 43); unequal priorities stagger them. Off by default until measured. */
+ * convoy, issue 43); unequal priorities stagger them, but starve the low ones. Off by default:
+ * the stream groups below break the convoy fairly (decision 0015). */
 #define POOL_PRIORITIES_ENV "BATON_POOL_PRIORITIES"
-
-/* The priority levels of a pool without BATON_POOL_PRIORITIES: POOL_PRIORITIES_MULTI_GPU for a
- * plan over several GPUs (a pipeline's stages convoy), else none. 0 (none) until a setting meets
- * both the throughput and the p99 bars (scripts/gpu-multi.sh PARTS=convoy). */
-#define POOL_PRIORITIES_MULTI_GPU 0
-static int default_priorities(const baton_plan *plan)
-{
-    int gpus = 0;
-    for (int i = 0; i < baton_plan_arena_count(plan); i++) {
-        baton_arena a;
-        gpus += baton_plan_arena_info(plan, i, &a) == 0 && a.device.kind == BATON_DEVICE_CUDA;
-    }
-    return gpus > 1 ? POOL_PRIORITIES_MULTI_GPU : 0;
-}
 
 void baton__pool_priority(int i, int n, int levels, int *rank, int *of)
 {
@@ -456,7 +443,7 @@ int baton_pool_create_with(uv_loop_t *loop, const baton_plan *plan, const baton_
         o.disable_queue_ahead = 1;
     p->queue_ahead = o.disable_queue_ahead <= 0;
     const char *prio_env = getenv(POOL_PRIORITIES_ENV);
-    const int levels = prio_env && *prio_env ? atoi(prio_env) : default_priorities(plan);
+    const int levels = prio_env && *prio_env ? atoi(prio_env) : 0;
     const char *group_env = getenv(POOL_GROUP_ENV);
     int group = group_env && *group_env ? atoi(group_env) : 0; /* 0: decided below */
     for (int i = 0; i < instances && !rc; i++) {
