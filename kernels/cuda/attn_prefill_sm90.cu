@@ -530,23 +530,7 @@ bool usable(const baton_exec_ctx *ctx, int H, int Hkv)
 #ifdef BATON_SM90A
     if (Hkv <= 0 || H % Hkv != 0 || (H / Hkv) % 2 != 0)
         return false;
-    /* per device: 0 not asked yet, 1 compute capability 9.0, 2 another */
-    static std::atomic<int> cc90[KCUDA_MAX_DEVICES];
-    const int dev = device_of(ctx);
-    if (dev < 0 || dev >= KCUDA_MAX_DEVICES)
-        return false;
-    int v = cc90[dev].load(std::memory_order_relaxed);
-    if (v == 0) {
-        int major = 0, minor = 0;
-        if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess ||
-            cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev) != cudaSuccess) {
-            (void)cudaGetLastError();
-            return false;
-        }
-        v = major == 9 && minor == 0 ? 1 : 2;
-        cc90[dev].store(v, std::memory_order_relaxed);
-    }
-    return v == 1;
+    return device_facts(ctx).cc == 90;
 #else
     (void)ctx, (void)H, (void)Hkv;
     return false;

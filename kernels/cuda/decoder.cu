@@ -4106,26 +4106,6 @@ static int softmax_reg_resident(const baton_exec_ctx *ctx, int threads)
     return per_sm;
 }
 
-/* Whether ctx's device takes cooperative launches (asked once per device). */
-static bool coop_ok(const baton_exec_ctx *ctx)
-{
-    static std::atomic<int> known[KCUDA_MAX_DEVICES]; /* 0 unknown, 1 yes, 2 no */
-    const int dev = device_of(ctx);
-    if (dev < 0 || dev >= KCUDA_MAX_DEVICES)
-        return false;
-    int k = known[dev].load(std::memory_order_relaxed);
-    if (k == 0) {
-        int v = 0;
-        if (cudaDeviceGetAttribute(&v, cudaDevAttrCooperativeLaunch, dev) != cudaSuccess) {
-            (void)cudaGetLastError();
-            v = 0;
-        }
-        k = v ? 1 : 2;
-        known[dev].store(k, std::memory_order_relaxed);
-    }
-    return k == 1;
-}
-
 /* launch() for a cooperative grid (every block resident at once, for grid.sync()). */
 template <typename... KArgs, typename... Args>
 static int launch_coop(const baton_exec_ctx *ctx, const char *name, void (*kernel)(KArgs...),
@@ -4142,7 +4122,7 @@ template <typename T>
 static int softmax_grid_launch(const baton_exec_ctx *ctx, void **b, const dec_shape &s,
                                long long nv, long long sms)
 {
-    if (s.rows > 4 || s.F < 16384 || !coop_ok(ctx))
+    if (s.rows > 4 || s.F < 16384 || !device_facts(ctx).coop)
         return 1;
     const long long G = std::min(sms / s.rows, (nv + SMG_THREADS - 1) / SMG_THREADS);
     if (G < 2 || (nv + G - 1) / G > (long long)SMG_VPT * SMG_THREADS ||

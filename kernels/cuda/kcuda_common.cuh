@@ -575,38 +575,56 @@ static inline int sm_count(const baton_exec_ctx *ctx)
     return n;
 }
 
-/* The SM count and the shared memory a block may opt in to
- * (cudaDevAttrMaxSharedMemoryPerBlockOptin) of ctx's device, asked once per device (one lookup per
- * call: the RMSNorm launchers need both); an H100's when the runtime cannot say. */
+/* What the launchers ask of ctx's device, asked once per device (one lookup per call): the SM
+ * count and the shared memory a block may opt in to (cudaDevAttrMaxSharedMemoryPerBlockOptin),
+ * an H100's when the runtime cannot say; the compute capability (major * 10 + minor, 0 when the
+ * runtime cannot say) and whether it takes cooperative launches (false then). */
 struct DeviceFacts {
     int sms;
     int smem_optin;
+    int cc;
+    bool coop;
 };
 
 static inline DeviceFacts device_facts(const baton_exec_ctx *ctx)
 {
+    /* sms (16 bits) | smem_optin (24) | cc (8) | coop (1) | known (1), 0 while not asked */
     static std::atomic<uint64_t> cache[KCUDA_MAX_DEVICES];
     const int dev = device_of(ctx);
     if (dev >= 0 && dev < KCUDA_MAX_DEVICES) {
         const uint64_t c = cache[dev].load(std::memory_order_relaxed);
         if (c)
-            return DeviceFacts{(int)(c >> 32), (int)(uint32_t)c};
+            return DeviceFacts{(int)(c >> 34), (int)(c >> 10 & 0xffffff), (int)(c >> 2 & 0xff),
+                               (c >> 1 & 1) != 0};
     }
-    DeviceFacts f = {132, 227 * 1024};
+    DeviceFacts f = {132, 227 * 1024, 0, false};
     if (dev < 0)
         return f;
-    int sms = 0, optin = 0;
+    int sms = 0, optin = 0, major = 0, minor = 0, coop = 0;
     const bool ok_sms =
         cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) == cudaSuccess && sms > 0;
     const bool ok_optin = cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin,
                                                  dev) == cudaSuccess &&
                           optin > 0;
+    const bool ok_cc =
+        cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) == cudaSuccess &&
+        cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev) == cudaSuccess;
+    const bool ok_coop =
+        cudaDeviceGetAttribute(&coop, cudaDevAttrCooperativeLaunch, dev) == cudaSuccess;
     if (ok_sms)
         f.sms = sms;
     if (ok_optin)
         f.smem_optin = optin;
-    if (ok_sms && ok_optin && dev < KCUDA_MAX_DEVICES) /* a failure may pass: not remembered */
-        cache[dev].store((uint64_t)f.sms << 32 | (uint32_t)f.smem_optin, std::memory_order_relaxed);
+    if (ok_cc)
+        f.cc = major * 10 + minor;
+    f.coop = ok_coop && coop != 0;
+    const bool all = ok_sms && ok_optin && ok_cc && ok_coop;
+    if (!all)
+        (void)cudaGetLastError(); /* a failure may pass: not remembered */
+    else if (dev < KCUDA_MAX_DEVICES && f.sms < (1 << 16) && f.smem_optin < (1 << 24) && f.cc < 256)
+        cache[dev].store((uint64_t)f.sms << 34 | (uint64_t)f.smem_optin << 10 |
+                             (uint64_t)f.cc << 2 | (uint64_t)f.coop << 1 | 1,
+                         std::memory_order_relaxed);
     return f;
 }
 
