@@ -285,12 +285,8 @@ __global__ void __launch_bounds__(NTH, 2)
 
     const long long tiles = (rows + BP - 1) / BP;
     const int HB = H / WGS; /* blocks a row tile */
-    /* Blocks in order of work, the longest rows first, except that the second round of one block
-     * an SM goes lightest first: blocks b and sms + b, which usually share an SM while the GPU
-     * fills, then carry about the same work together. */
     long long rank = blockIdx.x;
-    if (rank >= sms && rank < 2LL * sms)
-        rank = sms + (min((long long)gridDim.x, 2LL * sms) - 1 - rank);
+    order_by_work(rank, sms);
     const int h0 = (int)(rank % HB) * WGS;
     const long long tile = tiles - 1 - rank / HB;
     const int kvh = h0 / (H / Hkv);

@@ -1328,12 +1328,8 @@ __global__ void __launch_bounds__(PF_WARPS * 32, 2)
 
     const long long tiles = (rows + BP - 1) / BP;
     const int HB = H / HP; /* blocks a row tile */
-    /* Blocks in order of work, the longest rows first, except that the second round of one block
-     * an SM goes lightest first: blocks b and sms + b, which usually share an SM while the GPU
-     * fills, then carry about the same work together. */
     long long rank = blockIdx.x;
-    if (rank >= sms && rank < 2LL * sms)
-        rank = sms + (min((long long)gridDim.x, 2LL * sms) - 1 - rank);
+    order_by_work(rank, sms);
     /* heads h0 .. h0 + HP - 1, of one KV head (HP divides G); the G heads of a KV head are
      * neighbours in the grid: their K and V stay in L2 */
     const int h0 = (int)(rank % HB) * HP;

@@ -1011,6 +1011,16 @@ __device__ __forceinline__ float ex2_approx(float x)
     return y;
 }
 
+/* A prefill block's place in the order of work, its block index in and out: the longest rows
+ * first, except that the second round of one block an SM goes lightest first: blocks b and
+ * sms + b, which usually share an SM while the GPU fills, then carry about the same work
+ * together. */
+__device__ __forceinline__ void order_by_work(long long &rank, int sms)
+{
+    if (rank >= sms && rank < 2LL * sms)
+        rank = sms + (min((long long)gridDim.x, 2LL * sms) - 1 - rank);
+}
+
 /* A kernel's run-time error into the decoder ops' record (decoder.cu): the first tag wins; its
  * values go to err, then to the host's copy that *host points to (NULL: none) with the tag last,
  * so that a host that sees the tag sees its values. Only the winner reads *host. */
