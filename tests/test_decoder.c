@@ -550,6 +550,23 @@ static const struct {
     {20, 50, 4, 2, 64, 0, BATON_DTYPE_I32},   /* 20 rows at random positions */
 };
 
+/* An attention call's tensors and attributes (q [rows, H * Dh], K and V caches [S, Hkv * Dh],
+ * positions [rows] in pdt), without its host buffers. */
+static call attention_call(baton_dtype dt, baton_dtype pdt, int64_t rows, int64_t S, int64_t H,
+                           int64_t Hkv, int64_t Dh)
+{
+    call c = {.target = "attention", .n_in = 4, .n_attrs = 3};
+    c.in[0] = DESC(dt, rows, H * Dh);
+    c.in[1] = DESC(dt, S, Hkv * Dh);
+    c.in[2] = DESC(dt, S, Hkv * Dh);
+    c.in[3] = DESC(pdt, rows);
+    c.out = c.in[0];
+    c.attrs[0] = A_INT("head_dim", Dh);
+    c.attrs[1] = A_INT("n_heads", H);
+    c.attrs[2] = A_INT("n_kv_heads", Hkv);
+    return c;
+}
+
 static void attention_table(baton_device_kind kind)
 {
     for (size_t k = 0; k < sizeof ATT / sizeof ATT[0]; k++)
@@ -630,15 +647,7 @@ Test(gpu_attention, matches_float64_for_gqa_decode_and_causal_prefill, .timeout 
 Test(decoder_attention, gives_the_same_bits_with_threads_on_and_off)
 {
     test_rng r = {test_fresh_seed()};
-    call c = {.target = "attention", .n_in = 4, .n_attrs = 3};
-    c.in[0] = DESC(BATON_DTYPE_BF16, 3, 1024);
-    c.in[1] = DESC(BATON_DTYPE_BF16, 3000, 256);
-    c.in[2] = c.in[1];
-    c.in[3] = DESC(BATON_DTYPE_I64, 3);
-    c.out = c.in[0];
-    c.attrs[0] = A_INT("head_dim", 64);
-    c.attrs[1] = A_INT("n_heads", 16);
-    c.attrs[2] = A_INT("n_kv_heads", 4);
+    call c = attention_call(BATON_DTYPE_BF16, BATON_DTYPE_I64, 3, 3000, 16, 4, 64);
     for (int i = 0; i < 3; i++)
         c.host[i] = rand_buf(&r, &c.in[i], 1.0);
     c.host[3] = malloc(24);
@@ -665,15 +674,7 @@ Test(gpu_attention, gives_the_same_bits_run_to_run)
 {
     skip_without_gpu();
     test_rng r = {test_fresh_seed()};
-    call c = {.target = "attention", .n_in = 4, .n_attrs = 3};
-    c.in[0] = DESC(BATON_DTYPE_BF16, 1, 2048);
-    c.in[1] = DESC(BATON_DTYPE_BF16, 5000, 512);
-    c.in[2] = c.in[1];
-    c.in[3] = DESC(BATON_DTYPE_I64, 1);
-    c.out = c.in[0];
-    c.attrs[0] = A_INT("head_dim", 64);
-    c.attrs[1] = A_INT("n_heads", 32);
-    c.attrs[2] = A_INT("n_kv_heads", 8);
+    call c = attention_call(BATON_DTYPE_BF16, BATON_DTYPE_I64, 1, 5000, 32, 8, 64);
     for (int i = 0; i < 3; i++)
         c.host[i] = rand_buf(&r, &c.in[i], 1.0);
     c.host[3] = malloc(8);
@@ -691,15 +692,7 @@ Test(gpu_attention, gives_the_same_bits_run_to_run)
 static void attention_bad_pos(baton_device_kind kind)
 {
     test_rng r = {test_fresh_seed()};
-    call c = {.target = "attention", .n_in = 4, .n_attrs = 3};
-    c.in[0] = DESC(BATON_DTYPE_F32, 2, 8);
-    c.in[1] = DESC(BATON_DTYPE_F32, 4, 8);
-    c.in[2] = c.in[1];
-    c.in[3] = DESC(BATON_DTYPE_I32, 2);
-    c.out = c.in[0];
-    c.attrs[0] = A_INT("head_dim", 8);
-    c.attrs[1] = A_INT("n_heads", 1);
-    c.attrs[2] = A_INT("n_kv_heads", 1);
+    call c = attention_call(BATON_DTYPE_F32, BATON_DTYPE_I32, 2, 4, 1, 1, 8);
     for (int i = 0; i < 3; i++)
         c.host[i] = rand_buf(&r, &c.in[i], 1.0);
     c.host[3] = malloc(8);
@@ -811,23 +804,6 @@ static void attention_ref(baton_dtype dt, const call *c, int64_t rows, int64_t S
     free(vd);
     free(sc);
     free(qd);
-}
-
-/* An attention call's tensors and attributes (q [rows, H * Dh], K and V caches [S, Hkv * Dh],
- * positions [rows] in pdt), without its host buffers. */
-static call attention_call(baton_dtype dt, baton_dtype pdt, int64_t rows, int64_t S, int64_t H,
-                           int64_t Hkv, int64_t Dh)
-{
-    call c = {.target = "attention", .n_in = 4, .n_attrs = 3};
-    c.in[0] = DESC(dt, rows, H * Dh);
-    c.in[1] = DESC(dt, S, Hkv * Dh);
-    c.in[2] = DESC(dt, S, Hkv * Dh);
-    c.in[3] = DESC(pdt, rows);
-    c.out = c.in[0];
-    c.attrs[0] = A_INT("head_dim", Dh);
-    c.attrs[1] = A_INT("n_heads", H);
-    c.attrs[2] = A_INT("n_kv_heads", Hkv);
-    return c;
 }
 
 /* A decode call of case k in dtype dt on fresh random inputs. */
@@ -1235,15 +1211,8 @@ static call pf_call(const pf_case *pc, baton_dtype dt, double **ref_out)
     test_rng r = {test_fresh_seed()};
     const int64_t T = pc->T, S = pc->S, H = pc->H, Hkv = pc->Hkv, Dh = pc->Dh, F = H * Dh,
                   KF = Hkv * Dh, G = H / Hkv;
-    call c = {.target = "attention", .n_in = 4, .n_attrs = pc->scale != 0 ? 4 : 3};
-    c.in[0] = DESC(dt, T, F);
-    c.in[1] = DESC(dt, S, KF);
-    c.in[2] = DESC(dt, S, KF);
-    c.in[3] = DESC(pc->pdt, T);
-    c.out = c.in[0];
-    c.attrs[0] = A_INT("head_dim", Dh);
-    c.attrs[1] = A_INT("n_heads", H);
-    c.attrs[2] = A_INT("n_kv_heads", Hkv);
+    call c = attention_call(dt, pc->pdt, T, S, H, Hkv, Dh);
+    c.n_attrs = pc->scale != 0 ? 4 : 3;
     c.attrs[3] = A_FLT("scale", pc->scale);
     for (int i = 0; i < 3; i++)
         c.host[i] = rand_buf(&r, &c.in[i], 1.0);
@@ -1393,15 +1362,7 @@ static void prefill_bad_pos(const char *kernel)
 {
     setenv("BATON_ATTN_PREFILL", kernel, 1);
     test_rng r = {test_fresh_seed()};
-    call c = {.target = "attention", .n_in = 4, .n_attrs = 3};
-    c.in[0] = DESC(BATON_DTYPE_BF16, 70, 8 * 64);
-    c.in[1] = DESC(BATON_DTYPE_BF16, 100, 2 * 64);
-    c.in[2] = c.in[1];
-    c.in[3] = DESC(BATON_DTYPE_I64, 70);
-    c.out = c.in[0];
-    c.attrs[0] = A_INT("head_dim", 64);
-    c.attrs[1] = A_INT("n_heads", 8);
-    c.attrs[2] = A_INT("n_kv_heads", 2);
+    call c = attention_call(BATON_DTYPE_BF16, BATON_DTYPE_I64, 70, 100, 8, 2, 64);
     for (int i = 0; i < 3; i++)
         c.host[i] = rand_buf(&r, &c.in[i], 1.0);
     c.host[3] = malloc(70 * sizeof(int64_t));
@@ -1432,16 +1393,8 @@ static void prefill_same_bits(const char *block)
     if (block)
         setenv("BATON_ATTN_PREFILL_BLOCK", block, 1);
     const pf_case pc = {1500, 2000, 32, 8, 64, 1, 0, BATON_DTYPE_I64, 0};
-    call c = {.target = "attention", .n_in = 4, .n_attrs = 3};
+    call c = attention_call(BATON_DTYPE_BF16, pc.pdt, pc.T, pc.S, pc.H, pc.Hkv, pc.Dh);
     test_rng r = {test_fresh_seed()};
-    c.in[0] = DESC(BATON_DTYPE_BF16, pc.T, pc.H * pc.Dh);
-    c.in[1] = DESC(BATON_DTYPE_BF16, pc.S, pc.Hkv * pc.Dh);
-    c.in[2] = c.in[1];
-    c.in[3] = DESC(pc.pdt, pc.T);
-    c.out = c.in[0];
-    c.attrs[0] = A_INT("head_dim", pc.Dh);
-    c.attrs[1] = A_INT("n_heads", pc.H);
-    c.attrs[2] = A_INT("n_kv_heads", pc.Hkv);
     for (int i = 0; i < 3; i++)
         c.host[i] = rand_buf(&r, &c.in[i], 1.0);
     c.host[3] = index_buf(&r, pc.pdt, pc.T, pc.S);
@@ -1830,15 +1783,7 @@ static void expect_refusal(call *c, const char *a, const char *b)
 
 Test(decoder_check, refuses_bad_shapes_dtypes_heads_and_attributes)
 {
-    call c = {.target = "attention", .n_in = 4, .n_attrs = 3};
-    c.in[0] = DESC(BATON_DTYPE_BF16, 1, 2048);
-    c.in[1] = DESC(BATON_DTYPE_BF16, 100, 512);
-    c.in[2] = c.in[1];
-    c.in[3] = DESC(BATON_DTYPE_I64, 1);
-    c.out = c.in[0];
-    c.attrs[0] = A_INT("head_dim", 64);
-    c.attrs[1] = A_INT("n_heads", 32);
-    c.attrs[2] = A_INT("n_kv_heads", 8);
+    call c = attention_call(BATON_DTYPE_BF16, BATON_DTYPE_I64, 1, 100, 32, 8, 64);
     baton_tensor_desc want;
     char msg[512];
     cr_assert_eq(check_call(&c, &want, msg, sizeof msg), 0, "%s", msg);
