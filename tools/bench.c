@@ -443,14 +443,13 @@ static int bench_report(cli *c, const baton_plan *plan, void **inputs, const mod
         baton_runtime *rt = NULL;
         baton_error err = {0};
         snprintf(paths[m], sizeof paths[m], "/tmp/baton-report-XXXXXX");
-        int fd = mkstemp(paths[m]);
+        int fd = cli_temp_create(paths[m]); /* removed on SIGINT too */
         if (fd < 0) {
             fprintf(stderr, "baton bench: --report: cannot create a temporary file\n");
             rc = EXIT_IO;
             break;
         }
         close(fd);
-        cli_temp_add(paths[m]); /* removed on SIGINT too */
         made = m + 1;
         if (baton_runtime_create(plan, &o, &rt, &err) || cli_bind_inputs(c, plan, rt, inputs)) {
             fprintf(stderr, "%s\n", cli_esc(err.message));

@@ -112,9 +112,10 @@ typedef struct cli_staged {
     int written;    /* tmp exists and is ours to remove */
 } cli_staged;
 int cli_stage(cli_staged *s, const char *path);
-/* Registers a temporary file (the path must stay valid) to be removed if a signal ends the
- * command; cli_temp_remove forgets it. cli_stage and cli_commit/cli_discard call them. */
-void cli_temp_add(const char *path);
+/* Creates a temporary file by mkstemp(tmpl) and registers it (tmpl must stay valid) to be removed
+ * if a signal ends the command, with no moment where it exists unregistered; returns its
+ * descriptor, or -1 with errno. cli_temp_remove forgets it once it is renamed or removed. */
+int cli_temp_create(char *tmpl);
 void cli_temp_remove(const char *path);
 /* Installs the handler that removes the registered temporaries on SIGINT, SIGTERM and SIGHUP. */
 void cli_clean_up_on_signals(void);

@@ -2,8 +2,10 @@
  * plan's inputs from .npy files or seeded values, and the clock.
  */
 #include <errno.h>
+#include <pthread.h>
 #include <limits.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -469,11 +471,19 @@ int64_t cli_clock_ns(void)
 }
 
 /* Temporaries to remove if the command is interrupted (SIGINT, SIGTERM, SIGHUP): the handler may
- * only unlink, which is async-signal-safe, then dies of the signal as it would have. */
+ * only unlink, which is async-signal-safe, then dies of the signal as it would have.
+ *
+ * The handler can run on any thread (OpenBLAS and CUDA start their own), so a temporary must never
+ * exist unregistered while it runs: cli_temp_create blocks the signals on its own thread, raises
+ * `creating` around mkstemp and the registration, and gives up if `dying` is already set; the
+ * handler sets `dying`, then waits out `creating` (a few system calls) before it unlinks. With
+ * sequentially consistent atomics one of the two always sees the other's flag. */
 #define CLI_MAX_TEMPS (MAX_BINDINGS + 8)
 static const char *volatile temps[CLI_MAX_TEMPS];
+static atomic_int creating, dying;
+static const int cleanup_signals[] = {SIGINT, SIGTERM, SIGHUP};
 
-void cli_temp_add(const char *path)
+static void temp_add(const char *path)
 {
     for (int i = 0; i < CLI_MAX_TEMPS; i++)
         if (!temps[i]) {
@@ -489,8 +499,32 @@ void cli_temp_remove(const char *path)
             temps[i] = NULL;
 }
 
+int cli_temp_create(char *tmpl)
+{
+    sigset_t block, old;
+    sigemptyset(&block);
+    for (size_t i = 0; i < sizeof cleanup_signals / sizeof cleanup_signals[0]; i++)
+        sigaddset(&block, cleanup_signals[i]);
+    pthread_sigmask(SIG_BLOCK, &block, &old);
+    atomic_store(&creating, 1);
+    int fd = -1;
+    if (atomic_load(&dying)) {
+        errno = EINTR; /* the command is being ended: make nothing the handler would miss */
+    } else {
+        fd = mkstemp(tmpl);
+        if (fd >= 0)
+            temp_add(tmpl);
+    }
+    atomic_store(&creating, 0);
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    return fd;
+}
+
 static void remove_temps(int sig)
 {
+    atomic_store(&dying, 1);
+    while (atomic_load(&creating))
+        ;
     for (int i = 0; i < CLI_MAX_TEMPS; i++)
         if (temps[i])
             unlink(temps[i]);
@@ -504,15 +538,15 @@ void cli_clean_up_on_signals(void)
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = remove_temps;
     sigemptyset(&sa.sa_mask);
-    const int sigs[] = {SIGINT, SIGTERM, SIGHUP};
-    for (size_t i = 0; i < sizeof sigs / sizeof sigs[0]; i++)
-        sigaddset(&sa.sa_mask, sigs[i]);
-    for (size_t i = 0; i < sizeof sigs / sizeof sigs[0]; i++) {
+    const size_t n = sizeof cleanup_signals / sizeof cleanup_signals[0];
+    for (size_t i = 0; i < n; i++)
+        sigaddset(&sa.sa_mask, cleanup_signals[i]);
+    for (size_t i = 0; i < n; i++) {
         struct sigaction old;
         /* a signal ignored by whoever started us (nohup, a background job) stays ignored */
-        if (sigaction(sigs[i], NULL, &old) == 0 && old.sa_handler == SIG_IGN)
+        if (sigaction(cleanup_signals[i], NULL, &old) == 0 && old.sa_handler == SIG_IGN)
             continue;
-        sigaction(sigs[i], &sa, NULL);
+        sigaction(cleanup_signals[i], &sa, NULL);
     }
 }
 
@@ -531,20 +565,21 @@ int cli_stage(cli_staged *s, const char *path)
     }
     if ((size_t)snprintf(s->tmp, sizeof s->tmp, "%s.baton-XXXXXX", path) >= sizeof s->tmp)
         return -1;
-    int fd = mkstemp(s->tmp);
+    int fd = cli_temp_create(s->tmp);
     if (fd < 0)
         return -1;
+    s->written = 1;
     /* mkstemp makes 0600; the final file gets what a plain create would */
     mode_t mask = umask(0);
     umask(mask);
     if (fchmod(fd, 0666 & ~mask)) {
+        int e = errno;
         close(fd);
-        unlink(s->tmp);
+        cli_discard(s, 1);
+        errno = e;
         return -1;
     }
     close(fd);
-    s->written = 1;
-    cli_temp_add(s->tmp);
     return 0;
 }
 
