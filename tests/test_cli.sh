@@ -312,22 +312,31 @@ fi
 # script ignores SIGINT, so SIGINT is sent to a child started with it restored, from Python.)
 sed 's/"shape": \[4\]/"shape": [32, 1048576]/g' "$tmp/base.json" > "$tmp/mid.json"
 interrupt() { # signal: run mid.json, signal it once its first temporary exists, check none is left
-  rm -rf "$tmp/sig" && mkdir "$tmp/sig"
   python3 - "$baton" "$tmp" "$1" <<'PY'
-import glob, os, signal, subprocess, sys, time
+import glob, os, shutil, signal, subprocess, sys, time
 baton, tmp, sig = sys.argv[1], sys.argv[2], getattr(signal, sys.argv[3])
-p = subprocess.Popen([baton, "run", "--gpu=cpu", "-q", "--output", f"y={tmp}/sig/y.npy",
-                      "--output", f"z={tmp}/sig/z.npy", f"{tmp}/mid.json"],
-                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                     preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
-t0 = time.time()
-while p.poll() is None and not glob.glob(f"{tmp}/sig/*.baton-*") and time.time() - t0 < 60:
-    time.sleep(0.002)
-p.send_signal(sig)
-p.wait()
-left = glob.glob(f"{tmp}/sig/*.baton-*")
-print(f"exit {p.returncode}, temporaries left: {left}")
-sys.exit(1 if left else 0)
+# A run that finished writing before the signal came proves nothing: it is tried again, and the
+# check fails only if no try was ended by the signal.
+for attempt in range(5):
+    shutil.rmtree(f"{tmp}/sig", ignore_errors=True)
+    os.mkdir(f"{tmp}/sig")
+    p = subprocess.Popen([baton, "run", "--gpu=cpu", "-q", "--output", f"y={tmp}/sig/y.npy",
+                          "--output", f"z={tmp}/sig/z.npy", f"{tmp}/mid.json"],
+                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    t0 = time.time()
+    while p.poll() is None and not glob.glob(f"{tmp}/sig/*.baton-*") and time.time() - t0 < 60:
+        time.sleep(0.002)
+    p.send_signal(sig)
+    p.wait()
+    left = glob.glob(f"{tmp}/sig/*.baton-*")
+    print(f"exit {p.returncode}, temporaries left: {left}")
+    if left:
+        sys.exit(1)
+    if p.returncode == -sig:
+        sys.exit(0)
+print("no try was ended by the signal")
+sys.exit(1)
 PY
 }
 if command -v python3 >/dev/null; then
