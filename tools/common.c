@@ -2,8 +2,8 @@
  * plan's inputs from .npy files or seeded values, and the clock.
  */
 #include <errno.h>
-#include <pthread.h>
 #include <limits.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -482,6 +482,14 @@ int64_t cli_clock_ns(void)
 static const char *volatile temps[CLI_MAX_TEMPS];
 static atomic_int creating, dying;
 static const int cleanup_signals[] = {SIGINT, SIGTERM, SIGHUP};
+#define N_CLEANUP_SIGNALS (sizeof cleanup_signals / sizeof cleanup_signals[0])
+
+static void cleanup_set(sigset_t *set)
+{
+    sigemptyset(set);
+    for (size_t i = 0; i < N_CLEANUP_SIGNALS; i++)
+        sigaddset(set, cleanup_signals[i]);
+}
 
 static void temp_add(const char *path)
 {
@@ -502,9 +510,7 @@ void cli_temp_remove(const char *path)
 int cli_temp_create(char *tmpl)
 {
     sigset_t block, old;
-    sigemptyset(&block);
-    for (size_t i = 0; i < sizeof cleanup_signals / sizeof cleanup_signals[0]; i++)
-        sigaddset(&block, cleanup_signals[i]);
+    cleanup_set(&block);
     pthread_sigmask(SIG_BLOCK, &block, &old);
     atomic_store(&creating, 1);
     int fd = -1;
@@ -537,11 +543,8 @@ void cli_clean_up_on_signals(void)
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = remove_temps;
-    sigemptyset(&sa.sa_mask);
-    const size_t n = sizeof cleanup_signals / sizeof cleanup_signals[0];
-    for (size_t i = 0; i < n; i++)
-        sigaddset(&sa.sa_mask, cleanup_signals[i]);
-    for (size_t i = 0; i < n; i++) {
+    cleanup_set(&sa.sa_mask);
+    for (size_t i = 0; i < N_CLEANUP_SIGNALS; i++) {
         struct sigaction old;
         /* a signal ignored by whoever started us (nohup, a background job) stays ignored */
         if (sigaction(cleanup_signals[i], NULL, &old) == 0 && old.sa_handler == SIG_IGN)
