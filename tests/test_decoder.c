@@ -352,7 +352,8 @@ Test(gpu_embedding, reports_every_error_before_and_after_the_record_moves_to_hos
 /* On CUDA every unit (16 bytes of a head's half, or of interleaved pairs) is a thread's: a decode
  * row over several blocks ({1, 32, 64}), blocks that span rows ({7, 5, 96}: 30 units a row in
  * bf16), rows of one unit ({13, 1, 16}), positions far from 0 whose angles the kernel reduces
- * ({4, 8, 64} up to 2^22), and the last two (CUDA only) a wave of blocks with units
+ * ({4, 8, 64} up to 2^22), a scale with i32 positions ({6, 4, 64}: the decode kernels are one per
+ * form, position width and scale or none), and the last two (CUDA only) a wave of blocks with units
  * a thread in flight: the loop's second unit ({300, 16, 64}), and several turns of the loop
  * ({4096, 32, 64}). */
 static const struct {
@@ -367,8 +368,8 @@ static const struct {
     {2, 4, 2, 0, 1.0, BATON_DTYPE_I32, 32768},     {2, 64, 128, 0, 1.0, BATON_DTYPE_I64, 32768},
     {2, 40, 128, 1, 1.0, BATON_DTYPE_I32, 32768},  {7, 5, 96, 0, 1.0, BATON_DTYPE_I64, 32768},
     {7, 5, 96, 1, 1.0, BATON_DTYPE_I32, 32768},    {13, 1, 16, 0, 1.0, BATON_DTYPE_I64, 32768},
-    {4, 8, 64, 0, 1.0, BATON_DTYPE_I64, 1 << 22},  {300, 16, 64, 1, 1.0, BATON_DTYPE_I64, 32768},
-    {4096, 32, 64, 0, 1.0, BATON_DTYPE_I64, 32768}};
+    {6, 4, 64, 1, 0.9, BATON_DTYPE_I32, 32768},    {4, 8, 64, 0, 1.0, BATON_DTYPE_I64, 1 << 22},
+    {300, 16, 64, 1, 1.0, BATON_DTYPE_I64, 32768}, {4096, 32, 64, 0, 1.0, BATON_DTYPE_I64, 32768}};
 
 static size_t rope_cases(baton_device_kind kind)
 {

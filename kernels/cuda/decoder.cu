@@ -195,14 +195,14 @@ __host__ __device__ __forceinline__ long long rope_units(const RopePart &P, int 
  * reduction in double then rounded gives; k may be one off near a half turn, |r| < 3.32), then
  * the fast f32 sincos, accurate on that range; scaled by `scale`. All on the FMA pipe but the
  * sincos: a thread forms its own pairs' values. f64 data: sincos in double. */
-template <typename A>
+template <typename A, bool SC = true>
 __device__ __forceinline__ void rope_cs(long long p, float f, A scale, A &c, A &s)
 {
     if constexpr (sizeof(A) == 8) {
         double sv, cv;
         sincos((double)p * (double)f, &sv, &cv);
-        c = cv * scale;
-        s = sv * scale;
+        c = SC ? cv * scale : cv;
+        s = SC ? sv * scale : sv;
     } else {
         const float ang = __fmul_rn((float)p, f);
         /* k = rint(ang / 2 pi): 1.5 * 2^23 added and taken away (exact below 2^22 turns) */
@@ -212,8 +212,8 @@ __device__ __forceinline__ void rope_cs(long long p, float f, A scale, A &c, A &
         r = __fmaf_rn(-k, -6.8604980400235275e-15f, r);
         float sv, cv;
         __sincosf(r, &sv, &cv);
-        c = cv * scale;
-        s = sv * scale;
+        c = SC ? cv * scale : cv; /* !SC: scale is 1, the product exact */
+        s = SC ? sv * scale : sv;
     }
 }
 
@@ -446,13 +446,32 @@ template <typename A> struct RopeDec {
     int hd;
     unsigned short Dh;
     unsigned char hs;
-    unsigned char flags; /* 1: i64 positions */
-    int S;               /* cache rows of parts 1 and 2; 0: their rows are the rows */
+    int S; /* cache rows of parts 1 and 2; 0: their rows are the rows */
     void *y0, *y1, *y2;
     int ys0, ys1, ys2;
     A scale;
     int step; /* last: read only to record a bad position */
 };
+
+/* n frequencies from global memory at p, 16 or 8 bytes at a time where n allows (the host checks
+ * that inv_freq is 16-byte aligned; p is inv_freq plus a multiple of n). */
+template <int N> __device__ __forceinline__ void ld_freq(const float *p, float (&f)[N])
+{
+    if constexpr (N % 4 == 0) {
+#pragma unroll
+        for (int e = 0; e < N; e += 4) {
+            const float4 v = __ldg(reinterpret_cast<const float4 *>(p + e));
+            f[e] = v.x, f[e + 1] = v.y, f[e + 2] = v.z, f[e + 3] = v.w;
+        }
+    } else if constexpr (N == 2) {
+        const float2 v = __ldg(reinterpret_cast<const float2 *>(p));
+        f[0] = v.x, f[1] = v.y;
+    } else {
+#pragma unroll
+        for (int e = 0; e < N; e++)
+            f[e] = __ldg(p + e);
+    }
+}
 
 /* A 16-byte store to global memory: the parts' pointers are picked by arithmetic, after which the
  * compiler no longer knows them global and emits generic stores. */
@@ -468,26 +487,29 @@ template <typename T> __device__ __forceinline__ void st16_global(T *p, const U1
  * so that the row, the part and its fields are the block's (uniform registers) and a thread's unit
  * is its block's chunk plus its index. Parts 0 and 1 rotate (IL: interleaved pairs, else
  * rotate_half), part 2 is copied: the hot path is one straight run of code with no branch on the
- * form. As the rope floor of bench_decoder, each thread issues its row's position, its vectors and
- * its pairs' frequencies together and forms its own cos and sin (a warp's shared table, as
- * rope_kernel's, put a shared-memory store, a warp barrier and a load between the sincos and the
- * rotation; a decode row is too few threads for the MUFU work to matter), with rope_cs:
- * rope_kernel's bits. */
-template <typename T, int E, bool IL>
+ * form, and none on the positions' width (P64: i64) or a scale of 1 (SC: cos and sin multiplied
+ * by it; together 0.13 us of a 1.54 us row). As the rope floor of bench_decoder, each thread issues
+ * its row's position, its vectors and its pairs' frequencies together and forms its own cos and sin
+ * (a warp's shared table, as rope_kernel's, put a shared-memory store, a warp barrier and a load
+ * between the sincos and the rotation; a decode row is too few threads for the MUFU work to
+ * matter), with rope_cs: rope_kernel's bits. */
+template <typename T, int E, bool IL, bool P64, bool SC>
 __global__ void __launch_bounds__(64) rope_decode_kernel(const RopeDec<typename Acc<T>::A> a)
 {
     using A = typename Acc<T>::A;
     constexpr int NP = IL ? E / 2 : E; /* pairs of a unit */
-    const int pi = (int)blockIdx.y, u = (int)blockIdx.x * 64 + (int)threadIdx.x;
+    const int pi = (int)blockIdx.y, ut = (int)blockIdx.x * 64 + (int)threadIdx.x;
     const unsigned row = blockIdx.z;
     const int n = pick3(pi, a.n0, a.n1, a.n2);
-    const bool rot = pi < 2;
+    const bool rot = pi < 2, live = ut < n;
+    /* A thread past its part's units reads the last one and stores nothing (every part has units):
+     * a return here made every parameter read after it wait for the first ones, two rounds to
+     * the constant bank before the first load instead of one. */
+    const int u = live ? ut : n - 1;
     pdl_wait(); /* x, positions and inv_freq may be a predecessor's outputs */
     pdl_trigger();
-    if (u >= n)
-        return;
-    const long long p = a.flags & 1 ? __ldg((const long long *)a.pos + row)
-                                    : (long long)__ldg((const int *)a.pos + row);
+    const long long p =
+        P64 ? __ldg((const long long *)a.pos + row) : (long long)__ldg((const int *)a.pos + row);
     const unsigned h = (__umulhi((unsigned)u, a.hm) + (unsigned)u) >> a.hs;
     const int i0 = (u - (int)h * a.hd) * NP, half = a.Dh >> 1;
     const int off = rot && !IL ? (int)h * a.Dh + i0 : u * E;
@@ -498,23 +520,23 @@ __global__ void __launch_bounds__(64) rope_decode_kernel(const RopeDec<typename 
     if (rot) {
         if (!IL)
             vb.u = ld16(xr + off + half);
-#pragma unroll
-        for (int e = 0; e < NP; e++)
-            f[e] = __ldg(a.inv_freq + i0 + e);
+        ld_freq(a.inv_freq + i0, f);
     }
     const bool cache = pi > 0 && a.S > 0;
     if (__builtin_expect(cache && (p < 0 || p >= a.S), 0)) {
-        if (u == 0)
+        if (ut == 0)
             record(DEC_ROPE_CACHE_UPDATE, a.step, row, p, a.S);
         return; /* a write outside the cache is dropped */
     }
+    if (!live)
+        return;
     T *yr = pick3(pi, (T *)a.y0, (T *)a.y1, (T *)a.y2) +
             (cache ? p : (long long)row) * pick3(pi, a.ys0, a.ys1, a.ys2);
     if (rot) {
 #pragma unroll
         for (int e = 0; e < NP; e++) {
             A cv, sv;
-            rope_cs<A>(p, f[e], a.scale, cv, sv);
+            rope_cs<A, SC>(p, f[e], a.scale, cv, sv);
             if constexpr (IL) {
                 const A x0 = ld_a<A>(va[2 * e]), x1 = ld_a<A>(va[2 * e + 1]);
                 va[2 * e] = from_acc<T>(x0 * cv - x1 * sv);
@@ -3309,8 +3331,10 @@ static int rope_decode_launch(const baton_exec_ctx *ctx, const char *what, const
                ((const char *)P.x - (const char *)a.part[0].x) % (long long)sizeof(T) == 0 &&
                P.xstride <= 0x7fffffffLL && P.ystride <= 0x7fffffffLL &&
                P.cache_rows <= 0x7fffffffLL && (i == 0 || P.cache_rows == a.part[1].cache_rows) &&
-               (P.rotate != 0) == (i < 2);
+               (P.rotate != 0) == (i < 2) && pu[i] > 0;
     }
+    /* its frequencies are read 16 bytes at a time (ld_freq) */
+    fits = fits && ((uintptr_t)a.inv_freq & 15) == 0;
     const long long bpr = bp[0] + bp[1] + bp[2], bmax = std::max(bp[0], std::max(bp[1], bp[2]));
     if (!fits || rows * bpr > 2 * sms)
         return 1;
@@ -3329,7 +3353,6 @@ static int rope_decode_launch(const baton_exec_ctx *ctx, const char *what, const
     d.hd = (int)a.per_head.d;
     d.hs = (unsigned char)a.per_head.s;
     d.Dh = (unsigned short)a.Dh;
-    d.flags = (unsigned char)(a.pos64 ? 1 : 0);
     void *y[3] = {nullptr, nullptr, nullptr};
     int ys[3] = {0, 0, 0};
     for (int i = 0; i < a.nparts; i++) {
@@ -3343,8 +3366,14 @@ static int rope_decode_launch(const baton_exec_ctx *ctx, const char *what, const
     d.step = a.step;
     constexpr int E = 16 / (int)sizeof(T);
     const dim3 grid((unsigned)bmax, (unsigned)a.nparts, (unsigned)rows);
-    return a.interleaved ? launch(ctx, what, rope_decode_kernel<T, E, true>, grid, 64, 0, 1, d)
-                         : launch(ctx, what, rope_decode_kernel<T, E, false>, grid, 64, 0, 1, d);
+    /* a kernel per form, position width and scale (1 or not): no branch or select on them */
+    const int k = (a.interleaved ? 4 : 0) + (a.pos64 ? 2 : 0) + (d.scale != (A)1 ? 1 : 0);
+    static constexpr void (*const kern[8])(const RopeDec<A>) = {
+        rope_decode_kernel<T, E, false, false, false>, rope_decode_kernel<T, E, false, false, true>,
+        rope_decode_kernel<T, E, false, true, false>,  rope_decode_kernel<T, E, false, true, true>,
+        rope_decode_kernel<T, E, true, false, false>,  rope_decode_kernel<T, E, true, false, true>,
+        rope_decode_kernel<T, E, true, true, false>,   rope_decode_kernel<T, E, true, true, true>};
+    return launch(ctx, what, kern[k], grid, 64, 0, 1, d);
 }
 
 /* Launches rope over all rows' units: 16-byte units where every part's rows allow them; where
