@@ -2025,14 +2025,6 @@ template <typename T> __host__ __device__ constexpr int smx_reg_vpt()
     return sizeof(T) == 4 ? 4 : 2;
 }
 
-/* The shared-memory part of softmax_smem_kernel's slice comes in pieces of SMS_PIECE vectors
- * (32 KB), each on its own mbarrier, so that the first pieces are taken while the rest land. */
-#define SMS_PIECE  2048
-#define SMS_PIECES 16
-/* Pieces in flight: 96 KB, ~3 us of a SM's share of the read (2 measured slower; all asked for
- * at once, 1.3 us slower than 3 on the 64 rows). */
-#define SMS_WINDOW 3
-
 /* One vector into a running maximum m and a sum s of exp(x - m), s rescaled when m grows. */
 template <typename A, typename T>
 __device__ __forceinline__ void online_take(const U16<T> &u, A &m, A &s)
@@ -2111,18 +2103,43 @@ __device__ __forceinline__ void row_max_sum(A (*slot)[2], int C, A m, A s, A &mx
     sum = warp_sum<A>(t);
 }
 
+/* Vectors of a softmax_smem_kernel thread's share of shared memory, at most (1024 threads). */
+#define SMS_KMAX 16
+
+/* 16 bytes global -> shared with an L2 policy (cp.async; the issuing thread's own vector). */
+__device__ __forceinline__ void cp_async16_pol(void *s, const void *g, unsigned long long pol)
+{
+    asm volatile("cp.async.cg.shared.global.L2::cache_hint [%0], [%1], 16, %2;" ::"r"(smem_u32(s)),
+                 "l"(g), "l"(pol)
+                 : "memory");
+}
+
+/* f(k) for k = K .. KMAX - 1, each once the thread's group k has landed (groups retire in
+ * order: at most KMAX - 1 - k of the KMAX committed ones still pending). */
+template <int K, int KMAX, typename F> __device__ __forceinline__ void sms_each_group(F &&f)
+{
+    if constexpr (K < KMAX) {
+        att_cp_wait<KMAX - 1 - K>();
+        f(K);
+        sms_each_group<K + 1, KMAX>(f);
+    }
+}
+
 /* Rows whose slices fit the SMs' registers and shared memory together, one block a SM: C blocks a
  * row (C == 1, or an x-cluster of C), the first VPT * blockDim.x vectors of the block's slice in
- * registers and the rest in shared memory, brought by the copy engine (cp.async.bulk) in pieces on
- * their own mbarriers, SMS_WINDOW of them in flight, while the registers' loads are. Each thread
- * keeps a running maximum and sum over its vectors as they land (registers, then the pieces in
- * order); the warps' and then the cluster's (rank order, through distributed shared memory)
- * follow in one fixed tree (row_max_sum), so every block gets the same bits and the result is the
- * same every run; then y = exp(x - max) / sum from registers and shared memory (the exps formed
- * again: kept in place of x from the read instead, they measured slower). The row is read once
- * and written once, as the copy (64 rows of 128256 f32, 33 MB, over 128 blocks in 2-block
- * clusters, where the two-pass kernel read it twice, 1.5x the copy), and the exponentials overlap
- * the loads. */
+ * registers and the rest in shared memory. Every byte of the slice is asked for at once: the
+ * registers' loads, then each thread's own shared-memory vectors (k-th at tid + k * blockDim.x)
+ * by cp.async, a commit group per k, so that a thread takes its vectors in order as its groups
+ * land, with no barrier (the copy engine's pieces, asked for a few at a time so that the first
+ * landed early, kept too few bytes in flight: 0.8-1 us slower on the 64 rows; all at once, they
+ * all landed near the end). Each thread keeps a running maximum and sum over its vectors
+ * (registers, then its groups in order); the warps' and then the cluster's (rank order, through
+ * distributed shared memory) follow in one fixed tree (row_max_sum), so every block gets the same
+ * bits and the result is the same every run; then y = exp(x - max) / sum from registers and
+ * shared memory (the exps formed again: kept in place of x from the read instead, they measured
+ * slower). The row is read once and written once, as the copy (64 rows of 128256 f32, 33 MB,
+ * over 128 blocks in 2-block clusters, where the two-pass kernel read it twice, 1.5x the copy),
+ * and the exponentials overlap the loads. */
 template <typename T>
 __global__ void __launch_bounds__(1024, 1) softmax_smem_kernel(const T *x, T *y, long long N, int C)
 {
@@ -2131,34 +2148,13 @@ __global__ void __launch_bounds__(1024, 1) softmax_smem_kernel(const T *x, T *y,
     extern __shared__ __align__(16) unsigned char smem_raw[];
     const U16<T> *sh = reinterpret_cast<const U16<T> *>(smem_raw);
     __shared__ A slot[32][2]; /* a warp's maximum and sum */
-    __shared__ __align__(8) unsigned long long bar[SMS_PIECES];
     const RowSlice<T> sl = row_slice(x, y, N, C);
     const int tid = threadIdx.x, nt = blockDim.x;
     const long long rlo = sl.lo, rhi = min(sl.hi, sl.lo + (long long)VPT * nt);
     const int ns = (int)max(0LL, sl.hi - rhi); /* vectors in shared memory, from rhi */
-    const int np = (ns + SMS_PIECE - 1) / SMS_PIECE;
-    if (tid == 0) {
-        for (int i = 0; i < np; i++)
-            mbar_init(&bar[i], 1);
-        mbar_fence_init();
-    }
-    __syncthreads();
-    pdl_wait(); /* x may be a predecessor's output */
+    pdl_wait();                                /* x may be a predecessor's output */
     pdl_trigger();
-    /* piece i asked for by thread 0: the first SMS_WINDOW now, piece i + SMS_WINDOW once piece i
-     * is in, so that the pieces land one after another and each is taken as it lands (asked for
-     * all at once, every piece completed near the end of the read, its last bytes as late as
-     * any, and the read's exps all came after it) */
-    const unsigned long long pol = l2_evict_first();
-    auto ask = [&](int i) {
-        const int n = min(SMS_PIECE, ns - i * SMS_PIECE);
-        mbar_arrive_tx(&bar[i], (unsigned)n * 16u);
-        bulk_g2s(smem_raw + (size_t)i * SMS_PIECE * 16, sl.x + (rhi + i * SMS_PIECE) * E,
-                 (unsigned)n * 16u, &bar[i], pol);
-    };
-    if (tid == 0)
-        for (int i = 0; i < min(np, SMS_WINDOW); i++)
-            ask(i);
+    const unsigned long long pol = l2_evict_first(); /* read once */
     U16<T> raw[VPT];
 #pragma unroll
     for (int k = 0; k < VPT; k++) {
@@ -2166,18 +2162,23 @@ __global__ void __launch_bounds__(1024, 1) softmax_smem_kernel(const T *x, T *y,
         if (j < rhi)
             raw[k] = ld16_stream(sl.x + j * E);
     }
+#pragma unroll
+    for (int k = 0; k < SMS_KMAX; k++) { /* empty groups past the thread's share */
+        const int j = tid + k * nt;
+        if (j < ns)
+            cp_async16_pol(smem_raw + (size_t)j * 16, sl.x + (rhi + j) * E, pol);
+        cp_commit();
+    }
     A m = -INFINITY, sum = 0;
 #pragma unroll
     for (int k = 0; k < VPT; k++)
         if (rlo + (long long)k * nt + tid < rhi)
             online_take<A>(raw[k], m, sum);
-    for (int i = 0; i < np; i++) {
-        mbar_wait(&bar[i], 0);
-        if (tid == 0 && i + SMS_WINDOW < np)
-            ask(i + SMS_WINDOW);
-        for (int j = i * SMS_PIECE + tid; j < min(ns, (i + 1) * SMS_PIECE); j += nt)
+    sms_each_group<0, SMS_KMAX>([&](int k) {
+        const int j = tid + k * nt;
+        if (j < ns)
             online_take<A>(sh[j], m, sum);
-    }
+    });
     A mx, tot;
     row_max_sum<A>(slot, C, m, sum, mx, tot);
     const A inv = (A)1 / tot;
@@ -2194,7 +2195,7 @@ __global__ void __launch_bounds__(1024, 1) softmax_smem_kernel(const T *x, T *y,
         if (j < rhi)
             put(raw[k], j);
     }
-    for (int j = tid; j < ns; j += nt)
+    for (int j = tid; j < ns; j += nt) /* the thread's own vectors: landed, read by no other */
         put(sh[j], rhi + j);
     if (C > 1)
         cluster_exit_barrier(); /* peers may still read this block's slots */
@@ -4203,7 +4204,7 @@ static int softmax_smem_launch(const baton_exec_ctx *ctx, void **b, const dec_sh
     const size_t smem_max = (size_t)device_facts(ctx).smem_optin - 1024;
     for (int c = 1, i = 0; c <= 8; c *= 2, i++) {
         const long long per = (nv + c - 1) / c, ns = per - (long long)smx_reg_vpt<T>() * 1024;
-        if (s.rows * c > sms || ns * 16 > (long long)smem_max || ns > SMS_PIECE * SMS_PIECES)
+        if (s.rows * c > sms || ns * 16 > (long long)smem_max || ns > SMS_KMAX * 1024LL)
             continue;
         if (c > 1 && s.rows > softmax_smem_fit<T>(ctx, smem_max)[i])
             continue;
