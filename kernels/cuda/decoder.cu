@@ -100,32 +100,34 @@ __device__ __forceinline__ long long row_of(long long w, long long d)
 /* ---- embedding ----------------------------------------------------------------------------------
  */
 
-/* Block (row, chunk): copies the id's table row into out, 16 bytes per thread when vec. */
-template <typename I, bool VEC>
+/* Block (row, chunk): copies the id's table row into out, 16 bytes per thread when VEC (ONE: a
+ * chunk a row, block b copies row b). Everything but the row's address is formed before the id
+ * arrives, and an id out of range is clamped by selects and recorded after the copy, so that the
+ * row's load follows the id's by a multiply and an add (a branch on the id, and the thread's
+ * offset formed after it, stood between them). */
+template <typename I, bool VEC, bool ONE>
 __global__ void embedding_kernel(const I *ids, const char *table, char *out, long long rows,
                                  long long V, long long row_bytes, long long chunks, int step)
 {
     /* a row a block (4 KB rows and less) without a division */
-    const long long b = blockIdx.x, r = chunks == 1 ? b : row_of(b, chunks), c = b - r * chunks;
+    const long long b = blockIdx.x, r = ONE ? b : row_of(b, chunks), c = ONE ? 0 : b - r * chunks;
+    const long long k = (c * blockDim.x + threadIdx.x) * 16;
+    char *dst = out + r * row_bytes;
     pdl_wait(); /* ids and the table may be a predecessor's outputs */
     pdl_trigger();
-    long long id = ld_idx(ids, r);
-    if (id < 0 || id >= V) {
-        if (c == 0 && threadIdx.x == 0)
-            record(DEC_EMBEDDING, step, r, id, V);
-        id = id < 0 ? 0 : V - 1;
-    }
+    const long long raw = ld_idx(ids, r);
+    const long long id = raw < 0 ? 0 : raw >= V ? V - 1 : raw;
     const char *src = table + id * row_bytes;
-    char *dst = out + r * row_bytes;
     if (VEC) {
-        const long long k = (c * blockDim.x + threadIdx.x) * 16;
         if (k < row_bytes)
             *reinterpret_cast<uint4 *>(dst + k) = __ldg(reinterpret_cast<const uint4 *>(src + k));
     } else {
-        for (long long k = c * blockDim.x * 16 + threadIdx.x;
-             k < (c + 1) * blockDim.x * 16 && k < row_bytes; k += blockDim.x)
-            dst[k] = src[k];
+        for (long long j = c * blockDim.x * 16 + threadIdx.x;
+             j < (c + 1) * blockDim.x * 16 && j < row_bytes; j += blockDim.x)
+            dst[j] = src[j];
     }
+    if (raw != id && c == 0 && threadIdx.x == 0)
+        record(DEC_EMBEDDING, step, r, raw, V);
 }
 
 /* ---- rope ---------------------------------------------------------------------------------------
@@ -3277,6 +3279,19 @@ static int wave_grid(const baton_exec_ctx *ctx, const void *kernel, long long wo
     return (int)(b < 1 ? 1 : b > cap ? cap : b);
 }
 
+/* embedding_kernel for ids of type I: a kernel per vector copy and chunk count one or more. */
+template <typename I>
+static int embedding_launch(const baton_exec_ctx *ctx, void **buffers, const dec_shape &s, bool vec,
+                            long long row_bytes, long long chunks, long long grid, int threads)
+{
+    const auto kern =
+        vec ? (chunks == 1 ? embedding_kernel<I, true, true> : embedding_kernel<I, true, false>)
+            : (chunks == 1 ? embedding_kernel<I, false, true> : embedding_kernel<I, false, false>);
+    return launch(ctx, "embedding", kern, (unsigned)grid, threads, 0, 1, (const I *)buffers[0],
+                  (const char *)buffers[1], (char *)buffers[2], (long long)s.rows, (long long)s.V,
+                  row_bytes, chunks, ctx->step_index);
+}
+
 extern "C" int baton__kcuda_embedding(const baton_exec_ctx *ctx, void **buffers, const char *opaque,
                                       size_t len)
 {
@@ -3289,24 +3304,10 @@ extern "C" int baton__kcuda_embedding(const baton_exec_ctx *ctx, void **buffers,
     if (grid > 0x7fffffffLL)
         return baton__ctx_fail(ctx, BATON_EINVAL, "embedding: %lld rows is too many for one launch",
                                (long long)s.rows);
-    const int st = ctx->step_index;
-    if (s.idx_dt == BATON_DTYPE_I32)
-        return vec ? launch(ctx, "embedding", embedding_kernel<int, true>, (unsigned)grid, threads,
-                            0, 1, (const int *)buffers[0], (const char *)buffers[1],
-                            (char *)buffers[2], (long long)s.rows, (long long)s.V, row_bytes,
-                            chunks, st)
-                   : launch(ctx, "embedding", embedding_kernel<int, false>, (unsigned)grid, threads,
-                            0, 1, (const int *)buffers[0], (const char *)buffers[1],
-                            (char *)buffers[2], (long long)s.rows, (long long)s.V, row_bytes,
-                            chunks, st);
-    return vec ? launch(ctx, "embedding", embedding_kernel<long long, true>, (unsigned)grid,
-                        threads, 0, 1, (const long long *)buffers[0], (const char *)buffers[1],
-                        (char *)buffers[2], (long long)s.rows, (long long)s.V, row_bytes, chunks,
-                        st)
-               : launch(ctx, "embedding", embedding_kernel<long long, false>, (unsigned)grid,
-                        threads, 0, 1, (const long long *)buffers[0], (const char *)buffers[1],
-                        (char *)buffers[2], (long long)s.rows, (long long)s.V, row_bytes, chunks,
-                        st);
+    return s.idx_dt == BATON_DTYPE_I32
+               ? embedding_launch<int>(ctx, buffers, s, vec, row_bytes, chunks, grid, threads)
+               : embedding_launch<long long>(ctx, buffers, s, vec, row_bytes, chunks, grid,
+                                             threads);
 }
 
 /* rope_decode_kernel for a launch of few rows (rows * blocks a row within two per SM) whose parts
