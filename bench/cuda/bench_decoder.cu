@@ -488,12 +488,12 @@ static void bench_barrier_floor(const char *label, const char *shape, double byt
 }
 
 /* The floor of a softmax whose rows take more than a wave of registers (64 x 128256 f32, 33 MB):
- * softmax_smem_kernel's data path with nothing else. `blocks` blocks of 1024 threads (one a SM)
+ * softmax_smem_kernel's structure with nothing else. `blocks` blocks of 1024 threads (one a SM)
  * each take an equal slice of all the rows' vectors, the first 4 a thread into registers and the
- * rest into shared memory by the copy engine in 32 KB pieces, evict-first in L2 as the op's
- * loads and stores (the default policy measured 1.06x, against 1.00x), and store them all once
- * all are in: the rows read once, held on chip, then written, with no arithmetic and no exchange
- * between blocks. */
+ * rest into shared memory, all asked for at once (by the copy engine in 32 KB pieces here; the op
+ * has each thread copy its own by cp.async), evict-first in L2 as the op's loads and stores (the
+ * default policy measured 1.06x, against 1.00x), and store them all once all are in: the rows read
+ * once, held on chip, then written, with no arithmetic and no exchange between blocks. */
 __global__ void __launch_bounds__(1024, 1)
     floor_onchip(const uint4 *x, uint4 *y, long long n, long long per)
 {
