@@ -3,7 +3,8 @@
 of 2) cached positions (32 query heads, 8 KV heads, head_dim 64, enable_gqa), with the flash and
 cuDNN backends where they take the case and whatever PyTorch picks; prefill (causal, T = 1024,
 2048, 4096, 8192, also in TFLOP/s); and F.linear for x [1, 2048] by W [N, 2048] (N = 2048, 2560,
-8192, 16384, 128256; K = 2048, the decode GEMVs of issue 41). Each is timed two ways: warm (the
+8192, 16384, 128256; K = 2048, the decode GEMVs of issue 41); softmax, F.embedding and HF's
+rope (with cos and sin given) at bench_decoder's shapes, cold. Each is timed two ways: warm (the
 same inputs every call, the same W for F.linear, as PyTorch's published figures were taken) and
 cold (the inputs rotated over sets that together exceed 2.5x the
 L2 and 64 MB, as bench_decoder times baton). Calls are captured k at a time into a CUDA graph and
@@ -145,6 +146,48 @@ def main():
             record("gemv", "x[1,2048].W[%d,2048]^T" % N, "torch F.linear",
                    wbytes + 2048 * 2 + N * 2, us, warm)
             del x, w
+    # The small ops, cold only (as bench_decoder's rows), each as the PyTorch recipe writes it:
+    # softmax over the last dim (f32 logits); F.embedding of a decode token's id and of 8192 ids
+    # from the [128256, 2048] table (one copy, ids uniform); and HF's rope of one layer, q * cos +
+    # rotate_half(q) * sin with cos and sin given (HF forms them once per forward for all layers).
+    for rows in (1, 64):
+        if not want("softmax"):
+            break
+        V = 128256
+        nbytes = rows * V * 4 * 2
+        n = sets_for(nbytes)
+        x = [torch.randn(rows, V, device=dev, dtype=torch.float32) * 4 for _ in range(n)]
+        us = time_graph(lambda i: torch.softmax(x[i % n], dim=-1), min(max(n, 16), 256))
+        record("softmax", "f32[%d,%d]" % (rows, V), "torch softmax", nbytes, us, False)
+        del x
+    if want("embedding"):
+        V, D = 128256, 2048
+        table = torch.randn(V, D, device=dev, dtype=torch.bfloat16)
+        for rows in (1, 8192):
+            nbytes = rows * (D * 2 * 2 + 8)
+            n = sets_for(nbytes)
+            ids = [torch.randint(0, V, (rows,), device=dev, dtype=torch.int64) for _ in range(n)]
+            us = time_graph(lambda i: F.embedding(ids[i % n], table), min(max(n, 16), 256))
+            record("embedding", "i64[%d]" % rows, "torch F.embedding", nbytes, us, False)
+            del ids
+        del table
+
+    def rotate_half(t):
+        h = t.shape[-1] // 2
+        return torch.cat((-t[..., h:], t[..., :h]), dim=-1)
+
+    for rows in (1, 8192):
+        if not want("rope"):
+            break
+        nbytes = rows * (H * DH * 2 * 2 + 8)
+        n = sets_for(nbytes)
+        q = [torch.randn(1, H, rows, DH, device=dev, dtype=torch.bfloat16) for _ in range(n)]
+        cos = [torch.randn(1, 1, rows, DH, device=dev, dtype=torch.bfloat16) for _ in range(n)]
+        sin = [torch.randn(1, 1, rows, DH, device=dev, dtype=torch.bfloat16) for _ in range(n)]
+        us = time_graph(lambda i: q[i % n] * cos[i % n] + rotate_half(q[i % n]) * sin[i % n],
+                        min(max(n, 16), 256))
+        record("rope", "bf16[%d,%d]" % (rows, H * DH), "torch HF rotate_half", nbytes, us, False)
+        del q, cos, sin
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"format": "baton.bench_decoder_peers", "format_version": 1,
