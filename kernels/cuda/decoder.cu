@@ -241,19 +241,30 @@ template <typename T> struct RopeVec<T, 1> {
     }
 };
 
-/* n values from p (shared memory), 16 bytes at a time where n and the place allow. */
-template <typename A, int N> __device__ __forceinline__ void ld_tbl(const A *p, A (&v)[N])
+/* N values from p, 16 bytes at a time where N allows and 8 where N is 2 (p is a multiple of N
+ * past a 16-byte-aligned base: a rope table, padded to 16 bytes, or inv_freq, whose alignment
+ * the decode launch checks); NC: global memory, read by __ldg; else shared memory. */
+template <bool NC, typename A, int N> __device__ __forceinline__ void ld_n(const A *p, A (&v)[N])
 {
+    auto ld = [](const auto *q) {
+        if constexpr (NC)
+            return __ldg(q);
+        else
+            return *q;
+    };
     if constexpr (sizeof(A) == 4 && N % 4 == 0) {
 #pragma unroll
         for (int i = 0; i < N; i += 4) {
-            const float4 t = *reinterpret_cast<const float4 *>(p + i);
+            const float4 t = ld(reinterpret_cast<const float4 *>(p + i));
             v[i] = t.x, v[i + 1] = t.y, v[i + 2] = t.z, v[i + 3] = t.w;
         }
+    } else if constexpr (sizeof(A) == 4 && N == 2) {
+        const float2 t = ld(reinterpret_cast<const float2 *>(p));
+        v[0] = t.x, v[1] = t.y;
     } else {
 #pragma unroll
         for (int i = 0; i < N; i++)
-            v[i] = p[i];
+            v[i] = ld(p + i);
     }
 }
 
@@ -386,8 +397,8 @@ template <typename T, int E> __global__ void __launch_bounds__(256, 4) rope_kern
             if (mode[k] == 0) {
                 A c[NP], sv[NP];
                 if (one_row) {
-                    ld_tbl(cs + i0[k], c);
-                    ld_tbl(sn + i0[k], sv);
+                    ld_n<false>(cs + i0[k], c);
+                    ld_n<false>(sn + i0[k], sv);
                 } else {
 #pragma unroll
                     for (int e = 0; e < NP; e++)
@@ -404,8 +415,8 @@ template <typename T, int E> __global__ void __launch_bounds__(256, 4) rope_kern
                     va[k][1] = vb[k][0];
                 A c[NI], sv[NI];
                 if (one_row) {
-                    ld_tbl(cs + i0[k], c);
-                    ld_tbl(sn + i0[k], sv);
+                    ld_n<false>(cs + i0[k], c);
+                    ld_n<false>(sn + i0[k], sv);
                 } else {
 #pragma unroll
                     for (int e = 0; e < NI; e++)
@@ -455,26 +466,6 @@ template <typename A> struct RopeDec {
     int step; /* last: read only to record a bad position */
 };
 
-/* n frequencies from global memory at p, 16 or 8 bytes at a time where n allows (the host checks
- * that inv_freq is 16-byte aligned; p is inv_freq plus a multiple of n). */
-template <int N> __device__ __forceinline__ void ld_freq(const float *p, float (&f)[N])
-{
-    if constexpr (N % 4 == 0) {
-#pragma unroll
-        for (int e = 0; e < N; e += 4) {
-            const float4 v = __ldg(reinterpret_cast<const float4 *>(p + e));
-            f[e] = v.x, f[e + 1] = v.y, f[e + 2] = v.z, f[e + 3] = v.w;
-        }
-    } else if constexpr (N == 2) {
-        const float2 v = __ldg(reinterpret_cast<const float2 *>(p));
-        f[0] = v.x, f[1] = v.y;
-    } else {
-#pragma unroll
-        for (int e = 0; e < N; e++)
-            f[e] = __ldg(p + e);
-    }
-}
-
 /* A 16-byte store to global memory: the parts' pointers are picked by arithmetic, after which the
  * compiler no longer knows them global and emits generic stores. */
 template <typename T> __device__ __forceinline__ void st16_global(T *p, const U16<T> &u)
@@ -522,7 +513,7 @@ __global__ void __launch_bounds__(64) rope_decode_kernel(const RopeDec<typename 
     if (rot) {
         if (!IL)
             vb.u = ld16(xr + off + half);
-        ld_freq(a.inv_freq + i0, f);
+        ld_n<true>(a.inv_freq + i0, f);
     }
     const bool cache = pi > 0 && a.S > 0;
     if (__builtin_expect(cache && (p < 0 || p >= a.S), 0)) {
@@ -901,12 +892,6 @@ template <int DH, int P_> struct AttMma {
     }
 };
 
-/* Waits until at most N of this thread's cp.async groups are pending. */
-template <int N> __device__ __forceinline__ void att_cp_wait()
-{
-    asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory");
-}
-
 template <typename T> struct AttBf16 {
     static constexpr bool value = false;
 };
@@ -1135,8 +1120,8 @@ __global__ void __launch_bounds__(AttMma<DH, P_>::THREADS, 1)
         issue(i + P - 1);
         if (pf)
             prefetch(i + P - 1 + pf);
-        att_cp_wait<P - 1>(); /* this lane's copies of tile i have landed */
-        __syncwarp();         /* ... and every lane's */
+        cp_wait_group<P - 1>(); /* this lane's copies of tile i have landed */
+        __syncwarp();           /* ... and every lane's */
         const unsigned sk = wsa + (unsigned)((i % P) * TILE), sv = sk + TILE / 2;
         const long long j0 = kb + (long long)(warp + i * NW) * ATT_TK;
 
@@ -2108,20 +2093,12 @@ __device__ __forceinline__ void row_max_sum(A (*slot)[2], int C, A m, A s, A &mx
 /* Vectors of a softmax_smem_kernel thread's share of shared memory, at most (1024 threads). */
 #define SMS_KMAX 16
 
-/* 16 bytes global -> shared with an L2 policy (cp.async; the issuing thread's own vector). */
-__device__ __forceinline__ void cp_async16_pol(void *s, const void *g, unsigned long long pol)
-{
-    asm volatile("cp.async.cg.shared.global.L2::cache_hint [%0], [%1], 16, %2;" ::"r"(smem_u32(s)),
-                 "l"(g), "l"(pol)
-                 : "memory");
-}
-
 /* f(k) for k = K .. KMAX - 1, each once the thread's group k has landed (groups retire in
  * order: at most KMAX - 1 - k of the KMAX committed ones still pending). */
 template <int K, int KMAX, typename F> __device__ __forceinline__ void sms_each_group(F &&f)
 {
     if constexpr (K < KMAX) {
-        att_cp_wait<KMAX - 1 - K>();
+        cp_wait_group<KMAX - 1 - K>();
         f(K);
         sms_each_group<K + 1, KMAX>(f);
     }
@@ -3340,7 +3317,7 @@ static int rope_decode_launch(const baton_exec_ctx *ctx, const char *what, const
                P.cache_rows <= 0x7fffffffLL && (i == 0 || P.cache_rows == a.part[1].cache_rows) &&
                (P.rotate != 0) == (i < 2) && pu[i] > 0;
     }
-    /* its frequencies are read 16 bytes at a time (ld_freq) */
+    /* its frequencies are read 16 bytes at a time (ld_n) */
     fits = fits && ((uintptr_t)a.inv_freq & 15) == 0;
     const long long bpr = bp[0] + bp[1] + bp[2], bmax = std::max(bp[0], std::max(bp[1], bp[2]));
     if (!fits || rows * bpr > 2 * sms)

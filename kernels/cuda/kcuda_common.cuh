@@ -285,6 +285,15 @@ __device__ __forceinline__ void cp_async16_or_zero(unsigned s, const void *g, bo
                  : "memory");
 }
 
+/* 16 bytes global -> shared at s with an L2 policy (pol, from createpolicy). */
+__device__ __forceinline__ void cp_async16_pol(void *s, const void *g, unsigned long long pol)
+{
+    asm volatile("cp.async.cg.shared.global.L2::cache_hint [%0], [%1], 16, %2;" ::"r"(
+                     (unsigned)__cvta_generic_to_shared(s)),
+                 "l"(g), "l"(pol)
+                 : "memory");
+}
+
 /* Four 8x8 matrices of 16-bit elements from shared memory (ldmatrix.x4): lanes 8i..8i+7 give the
  * row addresses of matrix i, whose register i then holds (row g, columns 2t, 2t+1) at lane 4g + t;
  * the .trans form holds (rows 2t, 2t+1, column g). */
@@ -307,6 +316,13 @@ __device__ __forceinline__ void ldsm_x4_trans(unsigned (&r)[4], unsigned a)
 __device__ __forceinline__ void cp_commit()
 {
     asm volatile("cp.async.commit_group;" ::: "memory");
+}
+
+/* Waits until at most N of this thread's committed groups are pending (any N the loop over the
+ * groups knows at compile time). */
+template <int N> __device__ __forceinline__ void cp_wait_group()
+{
+    asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory");
 }
 
 /* Waits until at most n of this thread's committed groups are pending (n < 4). */
