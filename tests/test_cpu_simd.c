@@ -401,7 +401,7 @@ Test(cpu_gemv, matches_the_float64_reference_at_every_level_with_tails)
                         test_poison(y, sizeof(float) * (size_t)(m * N));
                         baton__gemv_run(dt, tb, m, N, K, -0.75f, x, w, y, p);
                         /* A sum of K products in f32, in any order and with or without FMA, and
-                         * the scaling by alpha are off by at most (K + 1) units of 2^-24 of the
+                         * the scaling by alpha are off by at most (K + 2) units of 2^-24 of the
                          * sum of the terms' magnitudes. This bound, not ||y - ref|| / ||ref||,
                          * is what an output that is a few terms' sum can be held to: their sum
                          * may cancel to near zero. A dropped or doubled term misses it by ~1/K. */

@@ -150,9 +150,7 @@ def main():
     # softmax over the last dim (f32 logits); F.embedding of a decode token's id and of 8192 ids
     # from the [128256, 2048] table (one copy, ids uniform); and HF's rope of one layer, q * cos +
     # rotate_half(q) * sin with cos and sin given (HF forms them once per forward for all layers).
-    for rows in (1, 64):
-        if not want("softmax"):
-            break
+    for rows in (1, 64) if want("softmax") else ():
         V = 128256
         nbytes = rows * V * 4 * 2
         n = sets_for(nbytes)
@@ -176,9 +174,7 @@ def main():
         h = t.shape[-1] // 2
         return torch.cat((-t[..., h:], t[..., :h]), dim=-1)
 
-    for rows in (1, 8192):
-        if not want("rope"):
-            break
+    for rows in (1, 8192) if want("rope") else ():
         nbytes = rows * (H * DH * 2 * 2 + 8)
         n = sets_for(nbytes)
         q = [torch.randn(1, H, rows, DH, device=dev, dtype=torch.bfloat16) for _ in range(n)]
