@@ -3,7 +3,7 @@
 # pdl_wait() (directly, or through a __device__ function of the same file that does). A target
 # that declares supports_pdl may be launched as a programmatic dependent launch after any kernel,
 # so each of its kernels must wait before it touches global memory (docs/api.md, "Kernels").
-#   python3 scripts/check-pdl-waits.py kernels/cuda/decoder.cu [more.cu ...]
+#   python3 scripts/check-pdl-waits.py kernels/cuda/decoder_*.cu [more.cu ...]
 # Exit status 1 when a kernel does not wait. Where in the body the wait sits is for review.
 import re
 import sys

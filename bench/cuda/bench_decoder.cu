@@ -25,8 +25,8 @@
  * attention's contexts). Prints a table; --json writes the results (format "baton.bench_decoder",
  * docs/bench_decoder.schema.json). The decode attention's variants (BATON_ATTN_DECODE,
  * BATON_ATTN_CLUSTER, BATON_ATTN_STAGES, BATON_ATTN_PREFETCH, BATON_ATTN_EARLY, BATON_ATTN_SPEC:
- * kernels/cuda/decoder.cu) are read from the environment, one setting per process; each call is
- * prepared first as the runtime prepares it;
+ * kernels/cuda/decoder_attention.cuh) are read from the environment, one setting per process; each
+ * call is prepared first as the runtime prepares it;
  * --attn-sweep runs the decode attention rows (contexts 1024, 4096 and 32768 unless --ctx) under
  * each setting in a child process and prints one table (BATON_SWEEP_ONLY="name,name" runs some;
  * --sweep-budget S starts no setting after S seconds). */
@@ -1121,8 +1121,9 @@ static void bench_gemv(int64_t N)
 }
 
 /* --attn-sweep: the decode attention rows (cold, and +pdl after rope_cache_update) under each
- * setting of the BATON_ATTN_* knobs (kernels/cuda/decoder.cu), one child process per setting (the
- * kernel reads them once per process), summed up in one table: one GPU call picks the defaults. */
+ * setting of the BATON_ATTN_* knobs (kernels/cuda/decoder_attention.cuh), one child process per
+ * setting (the kernel reads them once per process), summed up in one table: one GPU call picks the
+ * defaults. */
 static int attn_sweep(const char *self, const char *ctxs, int reps, double budget_s)
 {
     static const struct {

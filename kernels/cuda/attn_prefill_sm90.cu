@@ -1,5 +1,5 @@
 /* attn_prefill_sm90.cu: causal prefill attention at head_dim 64 on Hopper's warpgroup MMA (wgmma,
- * sm_90a), past the ~300 TFLOP/s where decoder.cu's mma.sync kernel stops (decision 0011).
+ * sm_90a), past the ~300 TFLOP/s where decoder_prefill.cu's mma.sync kernel stops (decision 0011).
  * Compiled for sm_90a alone (CMakeLists.txt); that kernel serves every other GPU and shape. */
 #include "kernels/cuda/kcuda_common.cuh"
 
@@ -146,7 +146,7 @@ __device__ __forceinline__ void wg_pv(float (&d)[32], const unsigned (&a)[4], un
         PF90_RS64("bf16");
 }
 
-/* decoder.cu's record() on the record passed in (this file is compiled apart from it). */
+/* decoder_record.cuh's record() on the record passed in (this file is compiled apart from it). */
 __device__ __noinline__ void record(unsigned long long *err, unsigned long long *const *err_host,
                                     unsigned long long tag, long long i, long long v,
                                     long long limit)

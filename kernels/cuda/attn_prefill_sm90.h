@@ -1,6 +1,6 @@
 /* attn_prefill_sm90.h: the causal prefill attention kernel on Hopper's warpgroup MMA
- * (kernels/cuda/attn_prefill_sm90.cu, compiled for sm_90a alone), as decoder.cu's prefill launch
- * calls it. C++ only: it names CUDA types through kcuda_common.cuh. */
+ * (kernels/cuda/attn_prefill_sm90.cu, compiled for sm_90a alone), as decoder_prefill.cu's prefill
+ * launch calls it. C++ only: it names CUDA types through kcuda_common.cuh. */
 #ifndef BATON_KERNELS_CUDA_ATTN_PREFILL_SM90_H
 #define BATON_KERNELS_CUDA_ATTN_PREFILL_SM90_H
 
@@ -13,7 +13,7 @@ namespace pf90
 
 /* One prefill call: q [rows, H * 64], the caches [S, Hkv * 64], positions [rows] (i64 when
  * pos64), o [rows, H * 64], all 16-byte aligned. A position outside [0, S) is clamped and
- * recorded as decoder.cu's record() does: err is its device record (4 words), err_host the
+ * recorded as decoder_record.cuh's record() does: err is its device record (4 words), err_host the
  * device word that holds the host copy's address, tag the record's first word. */
 struct Call {
     const void *q, *k, *v, *pos;

@@ -1,4 +1,4 @@
-/* cuda_decoder.h: the decoder ops on CUDA (kernels/cuda/decoder.cu), in the baton_kernel_fn
+/* cuda_decoder.h: the decoder ops on CUDA (kernels/cuda/decoder_*.cu), in the baton_kernel_fn
  * convention. No CUDA header here, so the registry can name them in any build. */
 #ifndef BATON_KERNELS_CUDA_DECODER_H
 #define BATON_KERNELS_CUDA_DECODER_H

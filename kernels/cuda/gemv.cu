@@ -79,7 +79,8 @@ __device__ __forceinline__ void stage(const Args &a, long long m0, T *xs, float 
                     alignas(16) T o[VE];
                     const bool on = m0 + m < a.m;
 #pragma unroll
-                    for (int e = 0; e < VE; e++) { /* silu_mul's arithmetic (decoder.cu act_f) */
+                    for (int e = 0; e < VE;
+                         e++) { /* silu_mul's arithmetic (decoder_elementwise.cu act_f) */
                         const float ga = el<T>(gv[b], e);
                         o[e] = from_f<T>(on ? ga / (1.0f + expf(-ga)) * el<T>(uv[b], e) : 0.0f);
                     }

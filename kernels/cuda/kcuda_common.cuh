@@ -1005,7 +1005,8 @@ static inline bool aligned(const void *p, size_t a)
     return ((uintptr_t)p % a) == 0;
 }
 
-/* ---- pieces of the attention kernels (decoder.cu, attn_prefill_sm90.cu) ---------------------- */
+/* ---- pieces of the attention kernels (decoder_attention.cu, decoder_prefill.cu,
+ * attn_prefill_sm90.cu) ------------------------------------------------------------------------ */
 
 /* Two floats rounded to T (bf16 or f16), lo in the low half: an MMA operand. */
 template <typename T> __device__ __forceinline__ unsigned pack2(float lo, float hi)
@@ -1037,9 +1038,9 @@ __device__ __forceinline__ void order_by_work(long long &rank, int sms)
         rank = sms + (min((long long)gridDim.x, 2LL * sms) - 1 - rank);
 }
 
-/* A kernel's run-time error into the decoder ops' record (decoder.cu): the first tag wins; its
- * values go to err, then to the host's copy that *host points to (NULL: none) with the tag last,
- * so that a host that sees the tag sees its values. Only the winner reads *host. */
+/* A kernel's run-time error into a decoder file's record (decoder_record.cuh): the first tag wins;
+ * its values go to err, then to the host's copy that *host points to (NULL: none) with the tag
+ * last, so that a host that sees the tag sees its values. Only the winner reads *host. */
 __device__ __forceinline__ void record_error(unsigned long long *err,
                                              unsigned long long *const *host,
                                              unsigned long long tag, long long i, long long v,

@@ -1,0 +1,350 @@
+/* decoder_elementwise.cu: silu_mul, silu, gelu, swiglu and cast on CUDA: 16-byte units, several
+ * in flight a thread, over a grid-stride loop. */
+#include "kernels/cuda/decoder_common.cuh"
+
+namespace kcuda
+{
+namespace dec
+{
+
+enum { ACT_SILU_MUL, ACT_SILU, ACT_GELU_ERF, ACT_GELU_TANH, ACT_CAST };
+
+template <typename A, int K> __device__ __forceinline__ A act_f(A a, A b)
+{
+    if constexpr (K == ACT_SILU_MUL)
+        return a / ((A)1 + exp(-a)) * b;
+    else if constexpr (K == ACT_SILU)
+        return a / ((A)1 + exp(-a));
+    else if constexpr (K == ACT_GELU_ERF) /* 1 + erf(x/sqrt2) = erfc(-x/sqrt2): no cancellation */
+        return (A)0.5 * a * erfc(-a * (A)0.7071067811865476);
+    else if constexpr (K == ACT_GELU_TANH) /* (1 + tanh(u)) / 2 = 1 / (1 + exp(-2u)) */
+        return a / ((A)1 + exp((A)-1.5957691216057308 * (a + (A)0.044715 * a * a * a)));
+    else
+        return a;
+}
+
+/* 8 elements per unit: 16 bytes of bf16/f16, two loads of f32, four of f64. */
+template <typename T> __device__ __forceinline__ void ld8(const T *p, T (&v)[8])
+{
+#pragma unroll
+    for (int k = 0; k < (int)sizeof(T) * 8 / 16; k++)
+        reinterpret_cast<uint4 *>(v)[k] = __ldcs(reinterpret_cast<const uint4 *>(p) + k);
+}
+template <typename T> __device__ __forceinline__ void st8(T *p, const T (&v)[8])
+{
+#pragma unroll
+    for (int k = 0; k < (int)sizeof(T) * 8 / 16; k++)
+        reinterpret_cast<uint4 *>(p)[k] = reinterpret_cast<const uint4 *>(v)[k];
+}
+
+/* Units (8 elements) in flight per thread in the grid-stride loops below: as many 16-byte loads
+ * per input as the copy floor (bench/cuda/copy_kernels.cuh: copy16<4>) keeps in flight, since at
+ * one load per thread a cast of 197 MB ran at 1.45x the copy's time. */
+template <typename T> __host__ __device__ constexpr int units_in_flight()
+{
+    return sizeof(T) <= 2 ? 4 : sizeof(T) == 4 ? 2 : 1;
+}
+
+/* swiglu: y[r, c] = silu(gu[r, c]) * gu[r, F + c], with silu_mul's arithmetic (act_f), so the
+ * same bits; 8 elements a unit when F is a multiple of 8 and the rows start on 16 bytes. */
+template <typename T>
+__global__ void swiglu_kernel(const T *gu, T *y, long long n, long long F, int vec)
+{
+    using A = typename Acc<T>::A;
+    constexpr int U = units_in_flight<T>();
+    pdl_wait(); /* gu may be a predecessor's output */
+    pdl_trigger();
+    const long long stride = (long long)gridDim.x * blockDim.x;
+    long long u = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (vec) {
+        const long long units = n / 8, Fu = F / 8;
+        for (; u + (U - 1) * stride < units; u += U * stride) {
+            alignas(16) T va[U][8];
+            alignas(16) T vb[U][8];
+#pragma unroll
+            for (int j = 0; j < U; j++) {
+                const long long w = u + j * stride, r = w < Fu ? 0 : row_of(w, Fu),
+                                c = (w - r * Fu) * 8;
+                ld8(gu + r * 2 * F + c, va[j]);
+                ld8(gu + r * 2 * F + F + c, vb[j]);
+            }
+#pragma unroll
+            for (int j = 0; j < U; j++) {
+                alignas(16) T vy[8];
+#pragma unroll
+                for (int e = 0; e < 8; e++)
+                    vy[e] =
+                        from_acc<T>(act_f<A, ACT_SILU_MUL>(ld_a<A>(va[j][e]), ld_a<A>(vb[j][e])));
+                st8(y + (u + j * stride) * 8, vy);
+            }
+        }
+        for (; u < units; u += stride) {
+            /* row 0 (a decode step's only row) without the division: the loads' addresses wait
+             * for it */
+            const long long r = u < Fu ? 0 : row_of(u, Fu), c = (u - r * Fu) * 8;
+            alignas(16) T va[8];
+            alignas(16) T vb[8];
+            alignas(16) T vy[8];
+            ld8(gu + r * 2 * F + c, va);
+            ld8(gu + r * 2 * F + F + c, vb);
+#pragma unroll
+            for (int e = 0; e < 8; e++)
+                vy[e] = from_acc<T>(act_f<A, ACT_SILU_MUL>(ld_a<A>(va[e]), ld_a<A>(vb[e])));
+            st8(y + u * 8, vy);
+        }
+    } else {
+        for (long long i = u; i < n; i += stride) {
+            const long long r = i / F, c = i % F;
+            y[i] = from_acc<T>(
+                act_f<A, ACT_SILU_MUL>(ld_a<A>(gu[r * 2 * F + c]), ld_a<A>(gu[r * 2 * F + F + c])));
+        }
+    }
+}
+
+template <typename TI, typename TO, int K>
+__global__ void act_kernel(const TI *a, const TI *b, TO *y, long long n, int vec)
+{
+    using A = typename Acc<TI>::A;
+    constexpr int U = units_in_flight<TI>();
+    pdl_wait(); /* a and b may be a predecessor's outputs */
+    pdl_trigger();
+    const long long stride = (long long)gridDim.x * blockDim.x;
+    long long u = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    auto apply = [](const TI(&va)[8], const TI(&vb)[8], TO(&vy)[8]) {
+#pragma unroll
+        for (int e = 0; e < 8; e++) {
+            const A x = ld_a<A>(va[e]);
+            const A z = K == ACT_SILU_MUL ? ld_a<A>(vb[e]) : (A)0;
+            vy[e] = from_acc<TO>(act_f<A, K>(x, z));
+        }
+    };
+    if (vec) {
+        const long long units = n / 8;
+        for (; u + (U - 1) * stride < units; u += U * stride) {
+            alignas(16) TI va[U][8];
+            alignas(16) TI vb[U][8];
+#pragma unroll
+            for (int j = 0; j < U; j++) {
+                ld8(a + (u + j * stride) * 8, va[j]);
+                if (K == ACT_SILU_MUL)
+                    ld8(b + (u + j * stride) * 8, vb[j]);
+            }
+#pragma unroll
+            for (int j = 0; j < U; j++) {
+                alignas(16) TO vy[8];
+                apply(va[j], vb[j], vy);
+                st8(y + (u + j * stride) * 8, vy);
+            }
+        }
+        for (; u < units; u += stride) {
+            alignas(16) TI va[8];
+            alignas(16) TI vb[8];
+            alignas(16) TO vy[8];
+            ld8(a + u * 8, va);
+            if (K == ACT_SILU_MUL)
+                ld8(b + u * 8, vb);
+            apply(va, vb, vy);
+            st8(y + u * 8, vy);
+        }
+    } else {
+        for (long long i = u; i < n; i += stride) {
+            const A x = ld_a<A>(a[i]);
+            const A z = K == ACT_SILU_MUL ? ld_a<A>(b[i]) : (A)0;
+            y[i] = from_acc<TO>(act_f<A, K>(x, z));
+        }
+    }
+}
+
+/* A vector of B bytes, for loads and stores of that width. */
+template <int B> struct VecOf;
+template <> struct VecOf<16> {
+    using V = uint4;
+};
+template <> struct VecOf<8> {
+    using V = uint2;
+};
+template <> struct VecOf<4> {
+    using V = unsigned;
+};
+template <> struct VecOf<2> {
+    using V = unsigned short;
+};
+
+/* Elements of a cast unit: 16 bytes of the wider side, so that the loads and the stores of a warp
+ * are each one contiguous run (8 bf16 into 8 f32 as two 16-byte stores a thread left every warp
+ * store half-strided: 1.57x the copy at 197 MB). */
+template <typename TI, typename TO> __host__ __device__ constexpr int cast_elems()
+{
+    return 16 / (int)(sizeof(TI) > sizeof(TO) ? sizeof(TI) : sizeof(TO));
+}
+
+/* Loads in flight per thread in cast_kernel's loop: 64 bytes of the input, as copy16<4> keeps
+ * (a bf16 to f32 cast loads 8 bytes a unit: 4 of them held half the copy's bytes in flight), at
+ * most 8. */
+template <typename TI, typename TO> __host__ __device__ constexpr int cast_units()
+{
+    return 64 / (cast_elems<TI, TO>() * (int)sizeof(TI)) > 8
+               ? 8
+               : 64 / (cast_elems<TI, TO>() * (int)sizeof(TI));
+}
+
+/* Rounds as baton_convert does (core/dtype.h): f64 to bf16/f16 through f32. */
+template <typename TI, typename TO>
+__global__ void cast_kernel(const TI *x, TO *y, long long n, int vec)
+{
+    constexpr int U = cast_units<TI, TO>(), VE = cast_elems<TI, TO>();
+    using VI = typename VecOf<VE *(int)sizeof(TI)>::V;
+    using VO = typename VecOf<VE *(int)sizeof(TO)>::V;
+    pdl_wait(); /* x may be a predecessor's output */
+    pdl_trigger();
+    const long long stride = (long long)gridDim.x * blockDim.x;
+    long long u = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    auto cv = [](TI v) -> TO {
+        if constexpr (sizeof(TI) == 8 && sizeof(TO) == 8)
+            return v;
+        else if constexpr (sizeof(TI) == 8)
+            return from_f<TO>((float)v);
+        else
+            return from_f<TO>(to_f(v));
+    };
+    const VI *xv = reinterpret_cast<const VI *>(x);
+    VO *yv = reinterpret_cast<VO *>(y);
+    auto put = [&](long long w, const VI &in) {
+        alignas(16) TI a[VE];
+        alignas(16) TO b[VE];
+        *reinterpret_cast<VI *>(a) = in;
+#pragma unroll
+        for (int e = 0; e < VE; e++)
+            b[e] = cv(a[e]);
+        yv[w] = *reinterpret_cast<const VO *>(b);
+    };
+    if (vec) {
+        const long long units = n / VE;
+        for (; u + (U - 1) * stride < units; u += U * stride) {
+            VI v[U];
+#pragma unroll
+            for (int j = 0; j < U; j++)
+                v[j] = __ldcs(xv + u + j * stride);
+#pragma unroll
+            for (int j = 0; j < U; j++)
+                put(u + j * stride, v[j]);
+        }
+        for (; u < units; u += stride)
+            put(u, __ldcs(xv + u));
+    } else {
+        for (long long i = u; i < n; i += stride)
+            y[i] = cv(x[i]);
+    }
+}
+} /* namespace dec */
+} /* namespace kcuda */
+
+using namespace kcuda;
+using namespace kcuda::dec;
+
+DEC_PREPARE(silu_mul, DEC_SILU_MUL, 3)
+DEC_PREPARE(silu, DEC_SILU, 2)
+DEC_PREPARE(gelu, DEC_GELU, 2)
+DEC_PREPARE(swiglu, DEC_SWIGLU, 2)
+DEC_PREPARE(cast, DEC_CAST, 2)
+
+template <typename TI, typename TO, int K>
+static int act_launch(const baton_exec_ctx *ctx, void **b, const dec_shape &s, int binary)
+{
+    const int vec =
+        s.n % 8 == 0 && al16(b[0]) && al16(b[binary ? 2 : 1]) && (!binary || al16(b[1]));
+    const int threads = 256;
+    const int grid =
+        wave_grid(ctx, (const void *)act_kernel<TI, TO, K>, vec ? s.n / 8 : s.n, threads);
+    return launch(ctx, "elementwise", act_kernel<TI, TO, K>, (unsigned)grid, threads, 0, 1,
+                  (const TI *)b[0], binary ? (const TI *)b[1] : (const TI *)nullptr,
+                  (TO *)b[binary ? 2 : 1], (long long)s.n, vec);
+}
+
+template <int K> static int act_dispatch(const baton_exec_ctx *ctx, void **b, const dec_shape &s)
+{
+    const int binary = K == ACT_SILU_MUL;
+    switch (s.x_dt) {
+    case BATON_DTYPE_BF16: return act_launch<__nv_bfloat16, __nv_bfloat16, K>(ctx, b, s, binary);
+    case BATON_DTYPE_F16: return act_launch<__half, __half, K>(ctx, b, s, binary);
+    case BATON_DTYPE_F32: return act_launch<float, float, K>(ctx, b, s, binary);
+    default: return act_launch<double, double, K>(ctx, b, s, binary);
+    }
+}
+
+extern "C" int baton__kcuda_silu_mul(const baton_exec_ctx *ctx, void **buffers, const char *opaque,
+                                     size_t len)
+{
+    DEC_READ(DEC_SILU_MUL, 3);
+    return act_dispatch<ACT_SILU_MUL>(ctx, buffers, s);
+}
+
+template <typename T>
+static int swiglu_launch(const baton_exec_ctx *ctx, void **b, const dec_shape &s)
+{
+    const int vec = s.F % 8 == 0 && al16(b[0]) && al16(b[1]);
+    const int threads = 256;
+    const int grid = wave_grid(ctx, (const void *)swiglu_kernel<T>, vec ? s.n / 8 : s.n, threads);
+    return launch(ctx, "swiglu", swiglu_kernel<T>, (unsigned)grid, threads, 0, 1, (const T *)b[0],
+                  (T *)b[1], (long long)s.n, (long long)s.F, vec);
+}
+
+extern "C" int baton__kcuda_swiglu(const baton_exec_ctx *ctx, void **buffers, const char *opaque,
+                                   size_t len)
+{
+    DEC_READ(DEC_SWIGLU, 2);
+    switch (s.x_dt) {
+    case BATON_DTYPE_BF16: return swiglu_launch<__nv_bfloat16>(ctx, buffers, s);
+    case BATON_DTYPE_F16: return swiglu_launch<__half>(ctx, buffers, s);
+    case BATON_DTYPE_F32: return swiglu_launch<float>(ctx, buffers, s);
+    default: return swiglu_launch<double>(ctx, buffers, s);
+    }
+}
+
+extern "C" int baton__kcuda_silu(const baton_exec_ctx *ctx, void **buffers, const char *opaque,
+                                 size_t len)
+{
+    DEC_READ(DEC_SILU, 2);
+    return act_dispatch<ACT_SILU>(ctx, buffers, s);
+}
+
+extern "C" int baton__kcuda_gelu(const baton_exec_ctx *ctx, void **buffers, const char *opaque,
+                                 size_t len)
+{
+    DEC_READ(DEC_GELU, 2);
+    return (d.flags & DEC_FLAG_TANH) ? act_dispatch<ACT_GELU_TANH>(ctx, buffers, s)
+                                     : act_dispatch<ACT_GELU_ERF>(ctx, buffers, s);
+}
+
+template <typename TI, typename TO>
+static int cast_launch(const baton_exec_ctx *ctx, void **b, const dec_shape &s)
+{
+    const int vec = s.n % 8 == 0 && al16(b[0]) && al16(b[1]);
+    const int threads = 256;
+    const int grid = wave_grid(ctx, (const void *)cast_kernel<TI, TO>,
+                               vec ? s.n / cast_elems<TI, TO>() : s.n, threads);
+    return launch(ctx, "cast", cast_kernel<TI, TO>, (unsigned)grid, threads, 0, 1, (const TI *)b[0],
+                  (TO *)b[1], (long long)s.n, vec);
+}
+
+template <typename TI> static int cast_to(const baton_exec_ctx *ctx, void **b, const dec_shape &s)
+{
+    switch (s.y_dt) {
+    case BATON_DTYPE_BF16: return cast_launch<TI, __nv_bfloat16>(ctx, b, s);
+    case BATON_DTYPE_F16: return cast_launch<TI, __half>(ctx, b, s);
+    case BATON_DTYPE_F32: return cast_launch<TI, float>(ctx, b, s);
+    default: return cast_launch<TI, double>(ctx, b, s);
+    }
+}
+
+extern "C" int baton__kcuda_cast(const baton_exec_ctx *ctx, void **buffers, const char *opaque,
+                                 size_t len)
+{
+    DEC_READ(DEC_CAST, 2);
+    switch (s.x_dt) {
+    case BATON_DTYPE_BF16: return cast_to<__nv_bfloat16>(ctx, buffers, s);
+    case BATON_DTYPE_F16: return cast_to<__half>(ctx, buffers, s);
+    case BATON_DTYPE_F32: return cast_to<float>(ctx, buffers, s);
+    default: return cast_to<double>(ctx, buffers, s);
+    }
+}

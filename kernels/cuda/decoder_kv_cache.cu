@@ -1,0 +1,143 @@
+/* decoder_kv_cache.cu: kv_cache_update on CUDA, rows written in place into a cache at positions
+ * read on the device (index_copy_); a position out of range is clamped and recorded. */
+#include "kernels/cuda/decoder_record.cuh"
+
+namespace kcuda
+{
+namespace dec
+{
+
+/* A streaming 16-byte load that stays where it is written: the compiler may not sink it past a
+ * branch on another load's value (a plain load used only after the branch was moved after it,
+ * which put the two latencies in series). */
+__device__ __forceinline__ uint4 ld16_cs_here(const void *p)
+{
+    uint4 v;
+    asm volatile("ld.global.cs.v4.u32 {%0, %1, %2, %3}, [%4];"
+                 : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+                 : "l"(p));
+    return v;
+}
+
+/* An index load that stays where it is written (as ld16_cs_here). */
+__device__ __forceinline__ long long ld_idx_here(const int *p, long long i)
+{
+    int v;
+    asm volatile("ld.global.nc.s32 %0, [%1];" : "=r"(v) : "l"(p + i));
+    return v;
+}
+__device__ __forceinline__ long long ld_idx_here(const long long *p, long long i)
+{
+    long long v;
+    asm volatile("ld.global.nc.s64 %0, [%1];" : "=l"(v) : "l"(p + i));
+    return v;
+}
+
+/* KV_U: 16-byte vectors in flight per thread in kv_update_kernel's grid-stride loop. */
+#define KV_U 4
+
+/* vec: the rows' 16-byte vectors, vpr a row, over a grid-stride loop with KV_U vectors a thread in
+ * flight (one a thread, a block per chunk of rows, held 1/4 of the copy's bytes in flight: 1.9x
+ * its time at 32 MB), each loaded before its row's position is read (one memory latency at decode
+ * size); else a block per (row, chunk of blockDim.x * 16 bytes), a byte a thread. */
+template <typename I>
+__global__ void kv_update_kernel(char *cache, const char *nw, const I *pos, long long rows,
+                                 long long S, long long row_bytes, long long chunks, int vec,
+                                 int step, long long src_stride, int op)
+{
+    /* new's row r at r * src_stride bytes (rope_cache_update's v inside qkv) */
+    pdl_wait();
+    pdl_trigger();
+    if (vec) {
+        const long long vpr = row_bytes / 16, nvec = rows * vpr;
+        const long long stride = (long long)gridDim.x * blockDim.x;
+        for (long long g = (long long)blockIdx.x * blockDim.x + threadIdx.x; g < nvec;
+             g += KV_U * stride) {
+            uint4 v[KV_U];
+            long long r[KV_U], k[KV_U], p[KV_U];
+#pragma unroll
+            for (int j = 0; j < KV_U; j++) {
+                const long long gj = g + j * stride;
+                r[j] = gj >= nvec ? -1 : gj < vpr ? 0 : row_of(gj, vpr); /* row 0: no division */
+                k[j] = (gj - r[j] * vpr) * 16;
+                p[j] = 0;
+                if (r[j] >= 0) { /* both loads issued together, ahead of the next vector's tests */
+                    v[j] = ld16_cs_here(nw + r[j] * src_stride + k[j]);
+                    p[j] = ld_idx_here(pos, r[j]);
+                }
+            }
+#pragma unroll
+            for (int j = 0; j < KV_U; j++) {
+                if (r[j] < 0)
+                    continue;
+                if (p[j] < 0 || p[j] >= S) {
+                    if (k[j] == 0)
+                        record(op, step, r[j], p[j], S);
+                    continue; /* a write outside the cache is dropped, not clamped onto a row */
+                }
+                *reinterpret_cast<uint4 *>(cache + p[j] * row_bytes + k[j]) = v[j];
+            }
+        }
+        return;
+    }
+    const long long b = blockIdx.x, r = b / chunks, c = b % chunks;
+    const long long p = ld_idx(pos, r);
+    if (p < 0 || p >= S) {
+        if (c == 0 && threadIdx.x == 0)
+            record(op, step, r, p, S);
+        return;
+    }
+    char *dst = cache + p * row_bytes;
+    const char *src = nw + r * src_stride;
+    for (long long j = c * blockDim.x * 16 + threadIdx.x;
+         j < (c + 1) * blockDim.x * 16 && j < row_bytes; j += blockDim.x)
+        dst[j] = src[j];
+}
+} /* namespace dec */
+} /* namespace kcuda */
+
+using namespace kcuda;
+using namespace kcuda::dec;
+
+DEC_PREPARE(kv_cache_update, DEC_KV_CACHE_UPDATE, 4)
+
+extern "C" int baton__kcuda_kv_cache_update(const baton_exec_ctx *ctx, void **buffers,
+                                            const char *opaque, size_t len)
+{
+    DEC_READ(DEC_KV_CACHE_UPDATE, 4);
+    const long long row_bytes = s.F * (long long)baton_dtype_size(s.x_dt);
+    if (buffers[3] != buffers[0]) { /* not in place: carry the cache over first */
+        cudaError_t e = cudaMemcpyAsync(buffers[3], buffers[0], (size_t)(row_bytes * s.S),
+                                        cudaMemcpyDeviceToDevice, (cudaStream_t)ctx->stream);
+        if (e != cudaSuccess)
+            return baton__ctx_fail(ctx, BATON_ECUDA, "kv_cache_update: cudaMemcpyAsync failed: %s",
+                                   cudaGetErrorString(e));
+    }
+    const int vec = row_bytes % 16 == 0 && al16(buffers[1]) && al16(buffers[3]);
+    const long long vecs = s.rows * (row_bytes / 16);
+    const int threads = vec ? (int)(vecs >= 256 ? 256 : (vecs + 31) / 32 * 32) : 256;
+    const long long chunks = (row_bytes + threads * 16LL - 1) / (threads * 16LL);
+    const long long grid = !vec ? s.rows * chunks
+                           : vecs == 0
+                               ? 0
+                               : (s.idx_dt == BATON_DTYPE_I32
+                                      ? wave_grid(ctx, (const void *)kv_update_kernel<int>,
+                                                  (vecs + KV_U - 1) / KV_U, threads)
+                                      : wave_grid(ctx, (const void *)kv_update_kernel<long long>,
+                                                  (vecs + KV_U - 1) / KV_U, threads));
+    if (grid == 0)
+        return 0;
+    if (grid > 0x7fffffffLL)
+        return baton__ctx_fail(ctx, BATON_EINVAL, "kv_cache_update: too many rows for one launch");
+    if (s.idx_dt == BATON_DTYPE_I32)
+        return launch(ctx, "kv_cache_update", kv_update_kernel<int>, (unsigned)grid, threads, 0, 1,
+                      (char *)buffers[3], (const char *)buffers[1], (const int *)buffers[2],
+                      (long long)s.rows, (long long)s.S, row_bytes, chunks, vec, ctx->step_index,
+                      row_bytes, (int)DEC_KV_CACHE_UPDATE);
+    return launch(ctx, "kv_cache_update", kv_update_kernel<long long>, (unsigned)grid, threads, 0,
+                  1, (char *)buffers[3], (const char *)buffers[1], (const long long *)buffers[2],
+                  (long long)s.rows, (long long)s.S, row_bytes, chunks, vec, ctx->step_index,
+                  row_bytes, (int)DEC_KV_CACHE_UPDATE);
+}
+
+DEC_RECORD_UNIT(kv_cache)

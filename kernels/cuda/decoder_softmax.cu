@@ -1,0 +1,741 @@
+/* decoder_softmax.cu: softmax over the last dimension on CUDA, a kernel per shape class: rows held
+ * in registers, or in registers and shared memory, of one block or a cluster a row; rows too large
+ * for a wave, read twice through L2; a few long rows over all SMs. Each sums in one fixed order:
+ * the same bits every run. */
+#include "kernels/cuda/decoder_common.cuh"
+
+namespace kcuda
+{
+namespace dec
+{
+
+/* Max over the block (blockDim.x a multiple of 32); every thread gets it. */
+template <typename A> __device__ __forceinline__ A block_max(A v, A *red)
+{
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) {
+        const A t = __shfl_xor_sync(0xffffffffu, v, o);
+        v = t > v ? t : v;
+    }
+    const int lane = threadIdx.x & 31, wid = threadIdx.x >> 5, nw = blockDim.x >> 5;
+    __syncthreads();
+    if (lane == 0)
+        red[wid] = v;
+    __syncthreads();
+    A m = red[0];
+    for (int i = 1; i < nw; i++)
+        m = red[i] > m ? red[i] : m;
+    return m;
+}
+
+/* Block per row; each thread adds its strided elements in order, then a fixed tree. The rows
+ * that softmax_reg_kernel cannot hold in registers (or read with 16-byte loads). */
+template <typename T>
+__global__ void __launch_bounds__(1024) softmax_kernel(const T *x, T *y, long long N)
+{
+    using A = typename Acc<T>::A;
+    __shared__ A red[32];
+    const T *xr = x + blockIdx.x * N;
+    T *yr = y + blockIdx.x * N;
+    pdl_wait(); /* x may be a predecessor's output */
+    pdl_trigger();
+    A mx = -INFINITY;
+    for (long long j = threadIdx.x; j < N; j += blockDim.x) {
+        const A v = ld_a<A>(xr[j]);
+        mx = v > mx ? v : mx;
+    }
+    mx = block_max<A>(mx, red);
+    A s = 0;
+    for (long long j = threadIdx.x; j < N; j += blockDim.x)
+        s += exp(ld_a<A>(xr[j]) - mx);
+    s = block_sum<A>(s, red);
+    const A inv = (A)1 / s;
+    for (long long j = threadIdx.x; j < N; j += blockDim.x)
+        yr[j] = from_acc<T>(exp(ld_a<A>(xr[j]) - mx) * inv);
+}
+
+/* The row of a block of a C-block row (C == 1, or an x-cluster of C) and the vectors [lo, hi) of
+ * its nv that the block takes: equal slices in rank order, the last ones shorter or empty. */
+template <typename T> struct RowSlice {
+    const T *x; /* the block's row of x and of y */
+    T *y;
+    long long lo, hi;
+};
+template <typename T>
+__device__ __forceinline__ RowSlice<T> row_slice(const T *x, T *y, long long N, int C)
+{
+    const int rank = C > 1 ? (int)cg::this_cluster().block_rank() : 0;
+    const long long row = blockIdx.x / (unsigned)C, nv = N / (16 / (long long)sizeof(T));
+    const long long per = row_of(nv + C - 1, C), lo = min(nv, rank * per);
+    return RowSlice<T>{x + row * N, y + row * N, lo, min(nv, lo + per)};
+}
+
+/* A row read once: C blocks a row (C == 1, or an x-cluster of C), each holding its slice of the
+ * row in registers, VPT 16-byte vectors a thread (vector j of the slice at thread j % blockDim.x);
+ * the slices' maxima and sums are combined through distributed shared memory in rank order, so
+ * every block gets the same bits and the result is the same every run. The logits of a decode
+ * step (128256) take 8 blocks of 1024 threads: one load round, where reading the row three times
+ * in a strided loop took 7.6x the copy of its bytes. */
+template <typename T, int VPT>
+__global__ void __launch_bounds__(1024) softmax_reg_kernel(const T *x, T *y, long long N, int C)
+{
+    using A = typename Acc<T>::A;
+    constexpr int E = 16 / (int)sizeof(T);
+    __shared__ A red[32];
+    __shared__ A slot[2];
+    const RowSlice<T> sl = row_slice(x, y, N, C);
+    pdl_wait(); /* x may be a predecessor's output */
+    pdl_trigger();
+    A v[VPT][E];
+    A mx = -INFINITY;
+    U16<T> raw[VPT]; /* every load in flight before the first is used */
+#pragma unroll
+    for (int k = 0; k < VPT; k++) {
+        const long long j = sl.lo + (long long)k * blockDim.x + threadIdx.x;
+        if (j < sl.hi)
+            raw[k] = ld16_stream(sl.x + j * E);
+    }
+#pragma unroll
+    for (int k = 0; k < VPT; k++) {
+        const long long j = sl.lo + (long long)k * blockDim.x + threadIdx.x;
+        if (j < sl.hi) {
+#pragma unroll
+            for (int e = 0; e < E; e++) {
+                v[k][e] = ld_a<A>(raw[k].v[e]);
+                mx = v[k][e] > mx ? v[k][e] : mx;
+            }
+        }
+    }
+    mx = block_max<A>(mx, red);
+    const int lane = threadIdx.x & 31;
+    if (C > 1) { /* lane q reads rank q's maximum: the ranks' loads in flight together */
+        cg::cluster_group cluster = cg::this_cluster();
+        if (threadIdx.x == 0)
+            slot[0] = mx;
+        cluster.sync();
+        A m = lane < C ? *cluster.map_shared_rank(&slot[0], lane) : (A)-INFINITY;
+#pragma unroll
+        for (int o = 16; o > 0; o >>= 1) {
+            const A t = __shfl_xor_sync(0xffffffffu, m, o);
+            m = t > m ? t : m;
+        }
+        mx = m;
+    }
+    A sum = 0;
+#pragma unroll
+    for (int k = 0; k < VPT; k++)
+        if (sl.lo + (long long)k * blockDim.x + threadIdx.x < sl.hi)
+#pragma unroll
+            for (int e = 0; e < E; e++) {
+                v[k][e] = exp(v[k][e] - mx);
+                sum += v[k][e];
+            }
+    sum = block_sum<A>(sum, red);
+    if (C > 1) /* the ranks' sums added in one fixed tree (cluster_sum): the same bits in all */
+        sum = cluster_sum<A>(sum, &slot[1], C);
+    const A inv = (A)1 / sum;
+#pragma unroll
+    for (int k = 0; k < VPT; k++) {
+        const long long j = sl.lo + (long long)k * blockDim.x + threadIdx.x;
+        if (j < sl.hi) {
+            U16<T> u;
+#pragma unroll
+            for (int e = 0; e < E; e++)
+                u.v[e] = from_acc<T>(v[k][e] * inv);
+            st16(sl.y + j * E, u);
+        }
+    }
+    if (C > 1)
+        cluster_exit_barrier(); /* peers may still read this block's slots */
+}
+
+/* Vectors a thread of softmax_smem_kernel holds in registers: 16 values (4 f32 vectors, 2 of the
+ * others), so that 1024 threads fit one block a SM without spilling. */
+template <typename T> __host__ __device__ constexpr int smx_reg_vpt()
+{
+    return sizeof(T) == 4 ? 4 : 2;
+}
+
+/* One vector into a running maximum m and a sum s of exp(x - m), s rescaled when m grows. */
+template <typename A, typename T>
+__device__ __forceinline__ void online_take(const U16<T> &u, A &m, A &s)
+{
+    constexpr int E = U16<T>::E;
+    A v[E], vm = -INFINITY;
+#pragma unroll
+    for (int e = 0; e < E; e++) {
+        v[e] = ld_a<A>(u.v[e]);
+        vm = v[e] > vm ? v[e] : vm;
+    }
+    if (vm > m) { /* rescale the sum to the new maximum (0 while it was -inf) */
+        s *= exp(m - vm);
+        m = vm;
+    }
+    if (m != -INFINITY) /* all -inf so far: nothing to add (exp(-inf - -inf) is NaN) */
+#pragma unroll
+        for (int e = 0; e < E; e++)
+            s += exp(v[e] - m);
+}
+
+/* Maximum over the warp; every lane gets it. */
+template <typename A> __device__ __forceinline__ A warp_max(A v)
+{
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) {
+        const A t = __shfl_xor_sync(0xffffffffu, v, o);
+        v = t > v ? t : v;
+    }
+    return v;
+}
+
+/* The row's maximum mx and sum of exp(x - mx) over a block and the C (<= 8) blocks of its cluster
+ * (C == 1: the block alone), from each thread's running maximum m and sum s of exp(x - m): each
+ * warp folds its lanes' pairs, lane 0 puts the warp's in its slot, one barrier (the cluster's, or
+ * the block's), then every warp folds all C x 32 slots in one fixed tree (lane q takes slot q of
+ * each rank in rank order), so every block of the cluster gets the same bits. One barrier between
+ * the last load and the first store, where the block's maximum, its sum and the cluster's pairs
+ * took five. */
+template <typename A>
+__device__ __forceinline__ void row_max_sum(A (*slot)[2], int C, A m, A s, A &mx, A &sum)
+{
+    const A wm = warp_max<A>(m);
+    const A ws = warp_sum<A>(m == -INFINITY ? (A)0 : s * exp(m - wm));
+    const int lane = threadIdx.x & 31, nw = (int)(blockDim.x >> 5);
+    if (lane == 0) {
+        slot[threadIdx.x >> 5][0] = wm;
+        slot[threadIdx.x >> 5][1] = ws;
+    }
+    A qm[8], qs[8];
+    if (C > 1) {
+        cg::cluster_group cluster = cg::this_cluster();
+        cluster.sync();
+#pragma unroll
+        for (int r = 0; r < 8; r++) {
+            qm[r] = r < C && lane < nw ? *cluster.map_shared_rank(&slot[lane][0], r) : -INFINITY;
+            qs[r] = r < C && lane < nw ? *cluster.map_shared_rank(&slot[lane][1], r) : (A)0;
+        }
+    } else {
+        __syncthreads();
+        qm[0] = lane < nw ? slot[lane][0] : -INFINITY;
+        qs[0] = lane < nw ? slot[lane][1] : (A)0;
+#pragma unroll
+        for (int r = 1; r < 8; r++)
+            qm[r] = -INFINITY, qs[r] = 0;
+    }
+    A lm = qm[0];
+#pragma unroll
+    for (int r = 1; r < 8; r++)
+        lm = qm[r] > lm ? qm[r] : lm;
+    mx = warp_max<A>(lm);
+    A t = 0;
+#pragma unroll
+    for (int r = 0; r < 8; r++)
+        t += qm[r] == -INFINITY ? (A)0 : qs[r] * exp(qm[r] - mx);
+    sum = warp_sum<A>(t);
+}
+
+/* Vectors of a softmax_smem_kernel thread's share of shared memory, at most (1024 threads). */
+#define SMS_KMAX 16
+
+/* f(k) for k = K .. KMAX - 1, each once the thread's group k has landed (groups retire in
+ * order: at most KMAX - 1 - k of the KMAX committed ones still pending). */
+template <int K, int KMAX, typename F> __device__ __forceinline__ void sms_each_group(F &&f)
+{
+    if constexpr (K < KMAX) {
+        cp_wait_group<KMAX - 1 - K>();
+        f(K);
+        sms_each_group<K + 1, KMAX>(f);
+    }
+}
+
+/* Rows whose slices fit the SMs' registers and shared memory together, one block a SM: C blocks a
+ * row (C == 1, or an x-cluster of C), the first VPT * blockDim.x vectors of the block's slice in
+ * registers and the rest in shared memory. Every byte of the slice is asked for at once: the
+ * registers' loads, then each thread's own shared-memory vectors (k-th at tid + k * blockDim.x)
+ * by cp.async, a commit group per k, so that a thread takes its vectors in order as its groups
+ * land, with no barrier (the copy engine's pieces, asked for a few at a time so that the first
+ * landed early, kept too few bytes in flight: 0.8-1 us slower on the 64 rows; all at once, they
+ * all landed near the end). Each thread keeps a running maximum and sum over its vectors
+ * (registers, then its groups in order); the warps' and then the cluster's (rank order, through
+ * distributed shared memory) follow in one fixed tree (row_max_sum), so every block gets the same
+ * bits and the result is the same every run; then y = exp(x - max) / sum from registers and
+ * shared memory (the exps formed again: kept in place of x from the read instead, they measured
+ * slower). The row is read once and written once, as the copy (64 rows of 128256 f32, 33 MB,
+ * over 128 blocks in 2-block clusters, where the two-pass kernel read it twice, 1.5x the copy),
+ * and the exponentials overlap the loads. */
+template <typename T>
+__global__ void __launch_bounds__(1024, 1) softmax_smem_kernel(const T *x, T *y, long long N, int C)
+{
+    using A = typename Acc<T>::A;
+    constexpr int E = 16 / (int)sizeof(T), VPT = smx_reg_vpt<T>();
+    extern __shared__ __align__(16) unsigned char smem_raw[];
+    const U16<T> *sh = reinterpret_cast<const U16<T> *>(smem_raw);
+    __shared__ A slot[32][2]; /* a warp's maximum and sum */
+    const RowSlice<T> sl = row_slice(x, y, N, C);
+    const int tid = threadIdx.x, nt = blockDim.x;
+    const long long rlo = sl.lo, rhi = min(sl.hi, sl.lo + (long long)VPT * nt);
+    const int ns = (int)max(0LL, sl.hi - rhi); /* vectors in shared memory, from rhi */
+    pdl_wait();                                /* x may be a predecessor's output */
+    pdl_trigger();
+    const unsigned long long pol = l2_evict_first(); /* read once */
+    U16<T> raw[VPT];
+#pragma unroll
+    for (int k = 0; k < VPT; k++) {
+        const long long j = rlo + (long long)k * nt + tid;
+        if (j < rhi)
+            raw[k] = ld16_stream(sl.x + j * E);
+    }
+    /* The warp barrier keeps ptxas from sinking the registers' loads past the copies (it did:
+     * each thread then waited for its registers, the last of its bytes, before its first sum, and
+     * the read's exps came after the read: 23.9 us on the 64 rows, 1.26x the copy, against 22.0
+     * with the loads first). */
+    __syncwarp();
+#pragma unroll
+    for (int k = 0; k < SMS_KMAX; k++) { /* empty groups past the thread's share */
+        const int j = tid + k * nt;
+        if (j < ns)
+            cp_async16_pol(smem_raw + (size_t)j * 16, sl.x + (rhi + j) * E, pol);
+        cp_commit();
+    }
+    A m = -INFINITY, sum = 0;
+#pragma unroll
+    for (int k = 0; k < VPT; k++)
+        if (rlo + (long long)k * nt + tid < rhi)
+            online_take<A>(raw[k], m, sum);
+    sms_each_group<0, SMS_KMAX>([&](int k) {
+        const int j = tid + k * nt;
+        if (j < ns)
+            online_take<A>(sh[j], m, sum);
+    });
+    A mx, tot;
+    row_max_sum<A>(slot, C, m, sum, mx, tot);
+    const A inv = (A)1 / tot;
+    auto put = [&](const U16<T> &u, long long j) {
+        U16<T> o;
+#pragma unroll
+        for (int e = 0; e < E; e++)
+            o.v[e] = from_acc<T>(exp(ld_a<A>(u.v[e]) - mx) * inv);
+        __stcs(reinterpret_cast<uint4 *>(sl.y + j * E), *reinterpret_cast<const uint4 *>(o.v));
+    };
+#pragma unroll
+    for (int k = 0; k < VPT; k++) {
+        const long long j = rlo + (long long)k * nt + tid;
+        if (j < rhi)
+            put(raw[k], j);
+    }
+    for (int j = tid; j < ns; j += nt) /* the thread's own vectors: landed, read by no other */
+        put(sh[j], rhi + j);
+    if (C > 1)
+        cluster_exit_barrier(); /* peers may still read this block's slots */
+}
+
+/* Vectors a thread of softmax_grid_kernel holds at most, and its threads. */
+#define SMG_VPT     4
+#define SMG_THREADS 256
+
+/* The output vectors at the start of a softmax_grid_kernel row that hold its G pairs and the
+ * count of blocks that have read them. */
+template <typename A> __host__ __device__ __forceinline__ long long smg_held(int G)
+{
+    return ((long long)(2 * G) * (long long)sizeof(A) + 4 + 15) / 16;
+}
+
+/* A few long rows over all SMs, as the copy spreads their bytes (a cluster holds 8 or 16 of them:
+ * a decode row's logits took 4x the copy's time over 8 blocks): G blocks a row, launched
+ * cooperatively (all resident at once), each holding its slice in registers (vector j of the
+ * slice at thread j % blockDim.x). A block's maximum m and sum s of exp(x - m) go to the start of
+ * the row's output (2 G values of A, rank order, then a count; every rank's own stores are
+ * elsewhere); after a grid barrier every block combines the G pairs in one fixed tree, so every
+ * block has the same bits and the result is the same every run: max M, S = sum s_q exp(m_q - M),
+ * y = exp(x - M) / S. Each block then counts itself as having read the pairs (a relaxed atomic);
+ * only the blocks whose slices hold the pairs' bytes wait for all G before they store those
+ * (a second grid barrier made every block wait for its own stores to land first). */
+template <typename T>
+__global__ void __launch_bounds__(SMG_THREADS)
+    softmax_grid_kernel(const T *x, T *y, long long N, int G)
+{
+    using A = typename Acc<T>::A;
+    constexpr int E = 16 / (int)sizeof(T);
+    __shared__ A red[32];
+    const int tid = threadIdx.x, rank = (int)(blockIdx.x % (unsigned)G);
+    const long long row = blockIdx.x / (unsigned)G, nv = N / E;
+    const long long per = row_of(nv + G - 1, G), lo = min(nv, rank * per), hi = min(nv, lo + per);
+    const T *xr = x + row * N;
+    T *yr = y + row * N;
+    A *pairs = reinterpret_cast<A *>(yr);
+    unsigned *count = reinterpret_cast<unsigned *>(pairs + 2 * G);
+    /* vectors below `held` overlap the pairs and the count: stored last */
+    const long long held = smg_held<A>(G);
+    pdl_wait(); /* x may be a predecessor's output */
+    pdl_trigger();
+    U16<T> raw[SMG_VPT];
+#pragma unroll
+    for (int k = 0; k < SMG_VPT; k++) {
+        const long long j = lo + (long long)k * SMG_THREADS + tid;
+        if (j < hi)
+            raw[k] = ld16_stream(xr + j * E);
+    }
+    A mx = -INFINITY;
+#pragma unroll
+    for (int k = 0; k < SMG_VPT; k++)
+        if (lo + (long long)k * SMG_THREADS + tid < hi)
+#pragma unroll
+            for (int e = 0; e < E; e++) {
+                const A t = ld_a<A>(raw[k].v[e]);
+                mx = t > mx ? t : mx;
+            }
+    mx = block_max<A>(mx, red);
+    A sum = 0;
+    if (mx != -INFINITY) /* an empty or all -inf slice adds nothing (exp(-inf - -inf) is NaN) */
+#pragma unroll
+        for (int k = 0; k < SMG_VPT; k++)
+            if (lo + (long long)k * SMG_THREADS + tid < hi)
+#pragma unroll
+                for (int e = 0; e < E; e++)
+                    sum += exp(ld_a<A>(raw[k].v[e]) - mx);
+    sum = block_sum<A>(sum, red);
+    if (tid == 0) {
+        pairs[2 * rank] = mx;
+        pairs[2 * rank + 1] = sum;
+        if (rank == 0)
+            *count = 0;
+    }
+    cg::this_grid().sync();
+    /* thread q takes rank q's pair (G <= blockDim.x): one fixed tree in every block */
+    const A mq = tid < G ? __ldcg(pairs + 2 * tid) : (A)-INFINITY;
+    const A sq = tid < G ? __ldcg(pairs + 2 * tid + 1) : (A)0;
+    const A M = block_max<A>(mq, red);
+    const A S = block_sum<A>(mq == -INFINITY ? (A)0 : sq * exp(mq - M), red);
+    /* block_sum's barrier: every thread's reads of the pairs are done */
+    if (tid == 0)
+        atomicAdd(count, 1u);
+    const A inv = (A)1 / S;
+#pragma unroll
+    for (int k = 0; k < SMG_VPT; k++) {
+        const long long j = lo + (long long)k * SMG_THREADS + tid;
+        if (j < hi && j >= held) {
+            U16<T> u;
+#pragma unroll
+            for (int e = 0; e < E; e++)
+                u.v[e] = from_acc<T>(exp(ld_a<A>(raw[k].v[e]) - M) * inv);
+            __stcs(reinterpret_cast<uint4 *>(yr + j * E), *reinterpret_cast<const uint4 *>(u.v));
+        }
+    }
+    if (lo < held) { /* block-uniform: this slice holds some of the pairs' bytes */
+        if (tid == 0)
+            while (ld_acquire(count) < (unsigned)G) {
+            }
+        __syncthreads();
+#pragma unroll
+        for (int k = 0; k < SMG_VPT; k++) {
+            const long long j = lo + (long long)k * SMG_THREADS + tid;
+            if (j < hi && j < held) {
+                U16<T> u;
+#pragma unroll
+                for (int e = 0; e < E; e++)
+                    u.v[e] = from_acc<T>(exp(ld_a<A>(raw[k].v[e]) - M) * inv);
+                st16(yr + j * E, u);
+            }
+        }
+    }
+}
+
+/* A 16-byte load of data read for the last time, from L2 (the second pass of softmax_l2_kernel):
+ * evict it first, it is not read again. */
+__device__ __forceinline__ uint4 ld16_last(const void *p, unsigned long long pol)
+{
+    uint4 v;
+    asm volatile("ld.global.L1::no_allocate.L2::cache_hint.v4.u32 {%0, %1, %2, %3}, [%4], %5;"
+                 : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+                 : "l"(p), "l"(pol));
+    return v;
+}
+
+/* 16-byte vectors in flight per thread in each pass of softmax_l2_kernel: 4 of f32, 2 of the
+ * others (8 bf16 or f16 values widened a vector, and f64's, need the registers). */
+template <typename T> __host__ __device__ constexpr int smx_u()
+{
+    return sizeof(T) == 4 ? 4 : 2;
+}
+#define SMX_THREADS 512
+
+/* Rows too large for the registers of one wave (64 rows of 128256 f32 are 33 MB, more than the
+ * register files of an H200: softmax_reg_kernel took two waves of one block a SM, 2x the copy):
+ * C blocks a row (C == 1, or an x-cluster of C), each reading its slice twice. The first pass
+ * keeps a running maximum and a sum rescaled to it per thread; the warps' and then the cluster's
+ * (rank order, through distributed shared memory) maximum and sum follow in one fixed tree
+ * (row_max_sum), so every block gets the same bits and the result is the same every run. The
+ * second pass reads the slice
+ * again, from L2: the launch keeps the slices of the blocks in flight together small (96 KB a
+ * block), so it is there, and its loads and the stores evict first so that the slices still to be
+ * read stay; DRAM sees the row once in and once out, as the copy. y = exp(x - max) / sum, as
+ * softmax_reg_kernel computes it. */
+template <typename T>
+__global__ void __launch_bounds__(SMX_THREADS, 3)
+    softmax_l2_kernel(const T *x, T *y, long long N, int C)
+{
+    using A = typename Acc<T>::A;
+    constexpr int E = 16 / (int)sizeof(T), SMX_U = smx_u<T>();
+    __shared__ A slot[32][2]; /* a warp's maximum and sum */
+    const RowSlice<T> sl = row_slice(x, y, N, C);
+    const long long step = (long long)blockDim.x * SMX_U;
+    pdl_wait(); /* x may be a predecessor's output */
+    pdl_trigger();
+    A m = -INFINITY, sum = 0;
+    for (long long j0 = sl.lo + threadIdx.x; j0 < sl.hi; j0 += step) {
+        U16<T> raw[SMX_U];
+#pragma unroll
+        for (int k = 0; k < SMX_U; k++)
+            if (j0 + (long long)k * blockDim.x < sl.hi)
+                raw[k] = ld16(sl.x + (j0 + (long long)k * blockDim.x) * E);
+#pragma unroll
+        for (int k = 0; k < SMX_U; k++) {
+            if (j0 + (long long)k * blockDim.x >= sl.hi)
+                break;
+            online_take<A>(raw[k], m, sum);
+        }
+    }
+    A mx, tot;
+    row_max_sum<A>(slot, C, m, sum, mx, tot);
+    const A inv = (A)1 / tot;
+    const unsigned long long last = l2_evict_first();
+    for (long long j0 = sl.lo + threadIdx.x; j0 < sl.hi; j0 += step) {
+        U16<T> raw[SMX_U];
+#pragma unroll
+        for (int k = 0; k < SMX_U; k++)
+            if (j0 + (long long)k * blockDim.x < sl.hi)
+                *reinterpret_cast<uint4 *>(raw[k].v) =
+                    ld16_last(sl.x + (j0 + (long long)k * blockDim.x) * E, last);
+#pragma unroll
+        for (int k = 0; k < SMX_U; k++) {
+            const long long j = j0 + (long long)k * blockDim.x;
+            if (j >= sl.hi)
+                break;
+            U16<T> u;
+#pragma unroll
+            for (int e = 0; e < E; e++)
+                u.v[e] = from_acc<T>(exp(ld_a<A>(raw[k].v[e]) - mx) * inv);
+            __stcs(reinterpret_cast<uint4 *>(sl.y + j * E), *reinterpret_cast<const uint4 *>(u.v));
+        }
+    }
+    if (C > 1)
+        cluster_exit_barrier(); /* peers may still read this block's slots */
+}
+} /* namespace dec */
+} /* namespace kcuda */
+
+using namespace kcuda;
+using namespace kcuda::dec;
+
+DEC_PREPARE(softmax, DEC_SOFTMAX, 2)
+
+template <typename T, int VPT>
+static int softmax_reg_launch(const baton_exec_ctx *ctx, void **b, const dec_shape &s, int C,
+                              int threads)
+{
+    return launch(ctx, "softmax", softmax_reg_kernel<T, VPT>, (unsigned)(s.rows * C),
+                  (unsigned)threads, 0, C, (const T *)b[0], (T *)b[1], (long long)s.F, C);
+}
+
+/* Rows held in registers where they fit (softmax_reg_kernel): C blocks a row (a cluster), the
+ * most of 8, 4, 2 whose rows * C blocks stay one wave of the kernel's resident blocks while the
+ * rows alone would leave SMs idle (8 for one decode row: a non-portable 16 measured 9.5 us against
+ * 7.5), else the fewest C whose slices fit, or 1;
+ * VPT the fewest vectors a thread that hold a block's slice, at most 32 values a thread (16
+ * doubles spill). Where those blocks (one or two a SM) would take more than one wave, the rows
+ * are read twice instead, the second time from L2 (softmax_l2_kernel), over C blocks a row that
+ * fill one wave and keep each block's slice under 96 KB. Other rows: the loop kernel. */
+template <typename T, int VPT>
+static int softmax_reg_resident(const baton_exec_ctx *ctx, int threads)
+{
+    int per_sm = 0;
+    if (occupancy(ctx, (const void *)softmax_reg_kernel<T, VPT>, threads, 0, &per_sm) !=
+            cudaSuccess ||
+        per_sm < 1) {
+        (void)cudaGetLastError();
+        per_sm = 1;
+    }
+    return per_sm;
+}
+
+/* launch() for a cooperative grid (every block resident at once, for grid.sync()). */
+template <typename... KArgs, typename... Args>
+static int launch_coop(const baton_exec_ctx *ctx, const char *name, void (*kernel)(KArgs...),
+                       unsigned grid, unsigned block, Args... args)
+{
+    return launch_with(ctx, name, true, kernel, grid, block, 0, 1, args...);
+}
+
+/* softmax_grid_kernel for at most 4 rows of at least 16384 values: G blocks a row, the most that
+ * keep rows * G within the SMs and give every thread a vector at least, when each thread then
+ * holds at most SMG_VPT vectors and the row's output holds the G pairs: 0 or the launch's failure,
+ * 1 when it does not apply. */
+template <typename T>
+static int softmax_grid_launch(const baton_exec_ctx *ctx, void **b, const dec_shape &s,
+                               long long nv, long long sms)
+{
+    if (s.rows > 4 || s.F < 16384 || !device_facts(ctx).coop)
+        return 1;
+    const long long G = std::min(sms / s.rows, (nv + SMG_THREADS - 1) / SMG_THREADS);
+    if (G < 2 || (nv + G - 1) / G > (long long)SMG_VPT * SMG_THREADS ||
+        nv < smg_held<typename Acc<T>::A>((int)G))
+        return 1;
+    return launch_coop(ctx, "softmax", softmax_grid_kernel<T>, (unsigned)(s.rows * G), SMG_THREADS,
+                       (const T *)b[0], (T *)b[1], (long long)s.F, (int)G);
+}
+
+/* How many clusters of 2, 4 and 8 blocks of softmax_smem_kernel<T> (1024 threads, the most shared
+ * memory) fit at once on ctx's device ([1], [2], [3]; 0 where the query fails): a GPC's SMs left
+ * over by its clusters stay idle, so rows * C blocks within the SMs can still take two waves. Asked
+ * once per device, in relaxed capture mode (the queries enqueue nothing), and kept even when a
+ * query fails: the cluster size orders the sums, later calls must choose as the first did. */
+template <typename T> static const int *softmax_smem_fit(const baton_exec_ctx *ctx, size_t smem)
+{
+    static int fit[KCUDA_MAX_DEVICES + 1][4]; /* the last: a device out of range, never kept */
+    static std::atomic<int> asked[KCUDA_MAX_DEVICES];
+    const int dev = device_of(ctx);
+    const bool known = dev >= 0 && dev < KCUDA_MAX_DEVICES;
+    int *f = fit[known ? dev : KCUDA_MAX_DEVICES];
+    if (known && asked[dev].load(std::memory_order_acquire))
+        return f;
+    cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;
+    const bool swapped = cudaThreadExchangeStreamCaptureMode(&mode) == cudaSuccess;
+    const auto kernel = softmax_smem_kernel<T>;
+    const int pr = prepare(kernel, ctx, "softmax", 8, 8, 1024, smem, smem, false);
+    for (int i = 1; i < 4; i++) {
+        f[i] = 0;
+        if (pr == 0 && max_active_clusters((const void *)kernel, 8, 1024, smem, 1 << i,
+                                           (cudaStream_t)ctx->stream, &f[i]) != cudaSuccess) {
+            (void)cudaGetLastError();
+            f[i] = 0;
+        }
+    }
+    if (swapped)
+        (void)cudaThreadExchangeStreamCaptureMode(&mode);
+    if (pr != 0)
+        (void)cudaGetLastError();
+    if (known)
+        asked[dev].store(1, std::memory_order_release);
+    return f;
+}
+
+/* softmax_smem_kernel where rows * C blocks of 1024 threads (the fewest of C = 1, 2, 4, 8 blocks a
+ * row) are one block a SM, all at once, and a slice past the registers' VPT * 1024 vectors fits
+ * the shared memory: 0 or the launch's failure, 1 when it does not fit. */
+template <typename T>
+static int softmax_smem_launch(const baton_exec_ctx *ctx, void **b, const dec_shape &s,
+                               long long nv, long long sms)
+{
+    const auto kernel = softmax_smem_kernel<T>;
+    const size_t smem_max = (size_t)device_facts(ctx).smem_optin - 1024;
+    for (int c = 1, i = 0; c <= 8; c *= 2, i++) {
+        const long long per = (nv + c - 1) / c, ns = per - (long long)smx_reg_vpt<T>() * 1024;
+        if (s.rows * c > sms || ns * 16 > (long long)smem_max || ns > SMS_KMAX * 1024LL)
+            continue;
+        if (c > 1 && s.rows > softmax_smem_fit<T>(ctx, smem_max)[i])
+            continue;
+        const size_t smem = ns > 0 ? (size_t)ns * 16 : 0;
+        const long long grid = s.rows * c;
+        if (prepare(kernel, ctx, "softmax", c, grid, 1024, smem, smem_max, false))
+            return BATON_ECUDA;
+        return launch(ctx, "softmax", kernel, (unsigned)grid, 1024, smem, c, (const T *)b[0],
+                      (T *)b[1], (long long)s.F, c);
+    }
+    return 1;
+}
+
+template <typename T>
+static int softmax_launch(const baton_exec_ctx *ctx, void **b, const dec_shape &s)
+{
+    constexpr int E = 16 / (int)sizeof(T);
+    constexpr long long VMAX = sizeof(T) == 4 ? 8 : 4;
+    if (s.F % E == 0 && al16(b[0]) && al16(b[1]) && s.rows > 0) {
+        const long long nv = s.F / E, sms = sm_count(ctx);
+        auto vpt_of = [&](int c) { return ((nv + c - 1) / c + 1023) / 1024; };
+        auto threads_of = [&](int c) {
+            const long long per = (nv + c - 1) / c;
+            return per >= 1024 ? 1024 : (int)((per + 31) / 32) * 32;
+        };
+        /* the reg kernel's resident blocks a SM for C blocks a row */
+        auto resident = [&](int c) -> long long {
+            const int th = threads_of(c);
+            const long long per = (nv + c - 1) / c, vpt = (per + th - 1) / th;
+            int r = 1;
+            if (vpt <= 1)
+                r = softmax_reg_resident<T, 1>(ctx, th);
+            else if (vpt <= 2)
+                r = softmax_reg_resident<T, 2>(ctx, th);
+            else if (vpt <= 4)
+                r = softmax_reg_resident<T, 4>(ctx, th);
+            else if constexpr (sizeof(T) == 4)
+                r = softmax_reg_resident<T, 8>(ctx, th);
+            return (long long)r * sms;
+        };
+        const int rg = softmax_grid_launch<T>(ctx, b, s, nv, sms);
+        if (rg <= 0)
+            return rg;
+        int C = 0;
+        const bool cl = s.F >= 16384 && cluster8_ok(ctx, (const void *)softmax_reg_kernel<T, 4>, 0);
+        for (int c = 8; cl && c >= 2 && !C; c /= 2)
+            if (vpt_of(c) <= VMAX && s.rows * c <= resident(c))
+                C = c;
+        if (!C && vpt_of(1) <= VMAX)
+            C = 1;
+        for (int c = 2; cl && c <= 8 && !C; c *= 2)
+            if (vpt_of(c) <= VMAX)
+                C = c;
+        /* more than one wave of blocks of 16 KB or more a thread block: rows held in registers
+         * and shared memory where a wave of one block a SM holds them, else the two-pass kernel */
+        if (cl && (!C || (s.rows * C > resident(C) && (nv + C - 1) / C * 16 >= 16384))) {
+            const int rc = softmax_smem_launch<T>(ctx, b, s, nv, sms);
+            if (rc <= 0)
+                return rc;
+            /* C: the most blocks a row (up to 8, any size) whose rows * C blocks stay one wave
+             * (64 rows at 3 blocks a SM: 6, where 8 left a second wave of 116 blocks), and at
+             * least enough that a slice is at most 96 KB, so that the slices in flight together
+             * stay well inside the L2 for the second read */
+            const long long slice = 96 * 1024 / 16; /* vectors */
+            int per_sm = 0;
+            if (occupancy(ctx, (const void *)softmax_l2_kernel<T>, SMX_THREADS, 0, &per_sm) !=
+                    cudaSuccess ||
+                per_sm < 1) {
+                (void)cudaGetLastError();
+                per_sm = 3;
+            }
+            const long long l2_resident = (long long)per_sm * sms;
+            const long long wave_c = l2_resident / s.rows, slice_c = (nv + slice - 1) / slice;
+            const int c2 = (int)std::min(8LL, std::max(1LL, std::max(wave_c, slice_c)));
+            return launch(ctx, "softmax", softmax_l2_kernel<T>, (unsigned)(s.rows * c2),
+                          SMX_THREADS, 0, c2, (const T *)b[0], (T *)b[1], (long long)s.F, c2);
+        }
+        if (C) {
+            const int threads = threads_of(C);
+            const long long vpt = ((nv + C - 1) / C + threads - 1) / threads;
+            if (vpt <= 1)
+                return softmax_reg_launch<T, 1>(ctx, b, s, C, threads);
+            if (vpt <= 2)
+                return softmax_reg_launch<T, 2>(ctx, b, s, C, threads);
+            if (vpt <= 4)
+                return softmax_reg_launch<T, 4>(ctx, b, s, C, threads);
+            if constexpr (sizeof(T) == 4)
+                return softmax_reg_launch<T, 8>(ctx, b, s, C, threads);
+        }
+    }
+    const int threads = s.F >= 8192 ? 1024 : s.F >= 1024 ? 256 : 64;
+    return launch(ctx, "softmax", softmax_kernel<T>, (unsigned)s.rows, threads, 0, 1,
+                  (const T *)b[0], (T *)b[1], (long long)s.F);
+}
+
+extern "C" int baton__kcuda_softmax(const baton_exec_ctx *ctx, void **buffers, const char *opaque,
+                                    size_t len)
+{
+    DEC_READ(DEC_SOFTMAX, 2);
+    if (s.rows > 0x7fffffffLL / 8)
+        return baton__ctx_fail(ctx, BATON_EINVAL, "softmax: too many rows for one launch");
+    switch (s.x_dt) {
+    case BATON_DTYPE_BF16: return softmax_launch<__nv_bfloat16>(ctx, buffers, s);
+    case BATON_DTYPE_F16: return softmax_launch<__half>(ctx, buffers, s);
+    case BATON_DTYPE_F32: return softmax_launch<float>(ctx, buffers, s);
+    default: return softmax_launch<double>(ctx, buffers, s);
+    }
+}
