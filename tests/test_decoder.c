@@ -2029,6 +2029,61 @@ Test(gpu_embedding, a_run_fails_naming_the_step_of_an_id_out_of_range)
     run_with_bad_id("cuda:0", BATON_GPU_CUDA);
 }
 
+/* Two steps out of range in one run, kv_cache_update's position and then embedding's id (on CUDA
+ * each kernel file keeps its own record, read in another order): the run names the first step,
+ * and the next run with good indices succeeds (every record was cleared). */
+static void run_with_two_bad_steps(const char *device, baton_gpu_backend gpu)
+{
+    char json[1536];
+    snprintf(json, sizeof json,
+             "{\"format\": \"baton.plan\", \"version\": 1, \"name\": \"e2\", \"tensors\": ["
+             "{\"name\": \"cache\", \"dtype\": \"f32\", \"shape\": [8, 64], \"role\": \"state\"},"
+             "{\"name\": \"new\", \"dtype\": \"f32\", \"shape\": [2, 64], \"role\": \"input\"},"
+             "{\"name\": \"pos\", \"dtype\": \"i64\", \"shape\": [2], \"role\": \"input\"},"
+             "{\"name\": \"ids\", \"dtype\": \"i64\", \"shape\": [2], \"role\": \"input\"},"
+             "{\"name\": \"table\", \"dtype\": \"f32\", \"shape\": [10, 64], \"role\": "
+             "\"constant\", \"init\": {\"kind\": \"normal\", \"seed\": 1, \"mean\": 0, "
+             "\"std\": 1}},"
+             "{\"name\": \"y\", \"dtype\": \"f32\", \"shape\": [2, 64], \"role\": \"output\"}],"
+             "\"steps\": [{\"name\": \"kv\", \"kernel\": \"kv_cache_update\", \"device\": "
+             "\"%s\", \"inputs\": [\"cache\", \"new\", \"pos\"], \"outputs\": [\"cache\"]},"
+             "{\"name\": \"emb\", \"kernel\": \"embedding\", \"device\": \"%s\", "
+             "\"inputs\": [\"ids\", \"table\"], \"outputs\": [\"y\"]}]}",
+             device, device);
+    baton_plan *plan = NULL;
+    baton_error err;
+    cr_assert_eq(
+        baton_plan_load_string(registry(), json, strlen(json), "e2.json", NULL, &plan, &err), 0,
+        "%s", err.message);
+    baton_runtime *rt = test_runtime(plan, gpu, BATON_SYNC_GRAPH, 0, 1);
+    float rows[2 * 64] = {0};
+    int64_t bad_pos[2] = {0, 9}, bad_ids[2] = {3, 12}, pos[2] = {0, 1}, ids[2] = {3, 9};
+    cr_assert_eq(baton_runtime_set_input(rt, "new", rows, sizeof rows, &err), 0, "%s", err.message);
+    cr_assert_eq(baton_runtime_set_input(rt, "pos", bad_pos, sizeof bad_pos, &err), 0, "%s",
+                 err.message);
+    cr_assert_eq(baton_runtime_set_input(rt, "ids", bad_ids, sizeof bad_ids, &err), 0, "%s",
+                 err.message);
+    cr_assert_eq(baton_runtime_run(rt, &err), BATON_EKERNEL);
+    cr_assert(strstr(err.message, "step 'kv'") && strstr(err.message, "positions[1] = 9") &&
+                  strstr(err.message, "[0, 8)"),
+              "%s", err.message);
+    cr_assert_eq(baton_runtime_set_input(rt, "pos", pos, sizeof pos, &err), 0, "%s", err.message);
+    cr_assert_eq(baton_runtime_set_input(rt, "ids", ids, sizeof ids, &err), 0, "%s", err.message);
+    cr_assert_eq(baton_runtime_run(rt, &err), 0, "%s", err.message);
+    baton_runtime_destroy(rt);
+    baton_plan_free(plan);
+}
+
+Test(decoder_embedding, a_run_with_two_steps_out_of_range_names_the_first)
+{
+    run_with_two_bad_steps("cpu", BATON_GPU_AUTO);
+}
+Test(gpu_embedding, a_run_with_two_steps_out_of_range_names_the_first)
+{
+    skip_without_gpu();
+    run_with_two_bad_steps("cuda:0", BATON_GPU_CUDA);
+}
+
 /* ---- the fused targets: the bits of the unfused ones ----------------------------------------- */
 
 /* Runs target with n_in inputs and n_out outputs on a device; output k is written into input
