@@ -313,15 +313,10 @@ __global__ void __launch_bounds__(NTH, 2)
     cp_commit();
     if (tid < BP) {
         const long long r = r0 + tid;
-        long long p = -1; /* a row past T: every key masked, nothing written */
-        if (r < rows) {
-            p = pos64 ? ((const long long *)pos)[r] : ((const int *)pos)[r];
-            if (p < 0 || p >= S) {
-                if (h0 == 0)
-                    record(err, err_host, tag, r, p, S);
-                p = p < 0 ? 0 : S - 1;
-            }
-        }
+        const long long p = prefill_position(pos, pos64, r, rows, S, [&](long long bad) {
+            if (h0 == 0)
+                record(err, err_host, tag, r, bad, S);
+        });
         sPos[tid] = (int)p;
         const int mx = __reduce_max_sync(0xffffffffu, (int)p);
         if (lane == 0)

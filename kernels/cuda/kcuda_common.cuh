@@ -1038,6 +1038,24 @@ __device__ __forceinline__ void order_by_work(long long &rank, int sms)
         rank = sms + (min((long long)gridDim.x, 2LL * sms) - 1 - rank);
 }
 
+/* Row r's position for a prefill kernel: -1 for a row past `rows` (every key masked, nothing
+ * written), else positions[r] (i64 when pos64), clamped into [0, S) after out_of_range(p) is
+ * called with a value outside it. */
+template <typename F>
+__device__ __forceinline__ long long prefill_position(const void *pos, int pos64, long long r,
+                                                      long long rows, long long S, F &&out_of_range)
+{
+    long long p = -1;
+    if (r < rows) {
+        p = pos64 ? ((const long long *)pos)[r] : ((const int *)pos)[r];
+        if (p < 0 || p >= S) {
+            out_of_range(p);
+            p = p < 0 ? 0 : S - 1;
+        }
+    }
+    return p;
+}
+
 /* A kernel's run-time error into a decoder file's record (decoder_record.cuh): the first tag wins;
  * its values go to err, then to the host's copy that *host points to (NULL: none) with the tag
  * last, so that a host that sees the tag sees its values. Only the winner reads *host. */
