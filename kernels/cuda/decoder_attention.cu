@@ -746,55 +746,48 @@ struct AttFit {
 };
 
 template <typename T, int DH, int P>
-static const AttFit &attn_mma_fit(const baton_exec_ctx *ctx, long long clusters)
+static AttFit attn_mma_fit(const baton_exec_ctx *ctx, long long clusters)
 {
-    using L = AttMma<DH, P>;
-    auto kern = attn_mma_kernel<T, DH, P>;
-    static AttFit fit[KCUDA_MAX_DEVICES + 1]; /* the last: a device out of range, never kept */
-    static std::atomic<int> asked[KCUDA_MAX_DEVICES];
-    const int dev = device_of(ctx);
-    const bool known = dev >= 0 && dev < KCUDA_MAX_DEVICES;
-    AttFit &f = fit[known ? dev : KCUDA_MAX_DEVICES];
-    if (known && asked[dev].load(std::memory_order_acquire))
-        return f;
-    /* Asked once, maybe while the caller's stream captures a graph: the thread's capture mode is
-     * relaxed around the queries (they enqueue nothing), as the runtime allows for such calls.
-     * Remembered even when a query fails (as 0): the cluster size decides the order of the merge,
-     * so every later call of the process must choose as the first did. */
-    cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;
-    const bool swapped = cudaThreadExchangeStreamCaptureMode(&mode) == cudaSuccess;
-    const int pr =
-        prepare(kern, ctx, "attention", 16, clusters * 16, L::THREADS, L::SMEM, L::SMEM, true);
-    AttFit got;
-    memset(&got, 0, sizeof got);
-    for (int c = 9; c <= 16 && pr == 0; c++)
-        if (max_active_clusters((const void *)kern, (unsigned)(clusters * c), L::THREADS, L::SMEM,
-                                c, ctx ? (cudaStream_t)ctx->stream : (cudaStream_t)0,
-                                &got.n[c]) != cudaSuccess) {
+    static DeviceOnce<AttFit> once;
+    return once.get(device_of(ctx), [&] {
+        using L = AttMma<DH, P>;
+        auto kern = attn_mma_kernel<T, DH, P>;
+        /* Maybe asked while the caller's stream captures a graph: the thread's capture mode is
+         * relaxed around the queries (they enqueue nothing), as the runtime allows for such calls.
+         * Kept even when a query fails (as 0): the cluster size decides the order of the merge, so
+         * every later call of the process must choose as the first did. */
+        cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;
+        const bool swapped = cudaThreadExchangeStreamCaptureMode(&mode) == cudaSuccess;
+        const int pr =
+            prepare(kern, ctx, "attention", 16, clusters * 16, L::THREADS, L::SMEM, L::SMEM, true);
+        AttFit got;
+        memset(&got, 0, sizeof got);
+        for (int c = 9; c <= 16 && pr == 0; c++)
+            if (max_active_clusters((const void *)kern, (unsigned)(clusters * c), L::THREADS,
+                                    L::SMEM, c, ctx ? (cudaStream_t)ctx->stream : (cudaStream_t)0,
+                                    &got.n[c]) != cudaSuccess) {
+                (void)cudaGetLastError();
+                got.n[c] = 0;
+            }
+        if (swapped)
+            (void)cudaThreadExchangeStreamCaptureMode(&mode);
+        if (pr != 0)
             (void)cudaGetLastError();
-            got.n[c] = 0;
-        }
-    if (swapped)
-        (void)cudaThreadExchangeStreamCaptureMode(&mode);
-    if (pr != 0)
-        (void)cudaGetLastError();
-    f = got;
-    if (known)
-        asked[dev].store(1, std::memory_order_release);
-    if (att_env().verbose)
-        fprintf(stderr,
-                "attention: clusters of 16..9 blocks of %d threads, %d KB each, that fit at once: "
-                "%d %d %d %d %d %d %d %d\n",
-                L::THREADS, L::SMEM >> 10, got.n[16], got.n[15], got.n[14], got.n[13], got.n[12],
-                got.n[11], got.n[10], got.n[9]);
-    return f;
+        if (att_env().verbose)
+            fprintf(stderr,
+                    "attention: clusters of 16..9 blocks of %d threads, %d KB each, that fit at "
+                    "once: %d %d %d %d %d %d %d %d\n",
+                    L::THREADS, L::SMEM >> 10, got.n[16], got.n[15], got.n[14], got.n[13],
+                    got.n[12], got.n[11], got.n[10], got.n[9]);
+        return got;
+    });
 }
 
 /* The largest cluster size up to C (> 8) whose `clusters` clusters all fit at once, else 8. */
 template <typename T, int DH, int P>
 static int attn_mma_one_wave(const baton_exec_ctx *ctx, long long clusters, int C)
 {
-    const AttFit &f = attn_mma_fit<T, DH, P>(ctx, clusters);
+    const AttFit f = attn_mma_fit<T, DH, P>(ctx, clusters);
     for (int c = C; c > 8; c--)
         if (f.n[c] >= clusters)
             return c;

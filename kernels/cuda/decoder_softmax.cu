@@ -585,38 +585,36 @@ static int softmax_grid_launch(const baton_exec_ctx *ctx, void **b, const dec_sh
 }
 
 /* How many clusters of 2, 4 and 8 blocks of softmax_smem_kernel<T> (1024 threads, the most shared
- * memory) fit at once on ctx's device ([1], [2], [3]; 0 where the query fails): a GPC's SMs left
+ * memory) fit at once on ctx's device (n[1], n[2], n[3]; 0 where the query fails): a GPC's SMs left
  * over by its clusters stay idle, so rows * C blocks within the SMs can still take two waves. Asked
  * once per device, in relaxed capture mode (the queries enqueue nothing), and kept even when a
  * query fails: the cluster size orders the sums, later calls must choose as the first did. */
-template <typename T> static const int *softmax_smem_fit(const baton_exec_ctx *ctx, size_t smem)
+struct SmxFit {
+    int n[4];
+};
+
+template <typename T> static SmxFit softmax_smem_fit(const baton_exec_ctx *ctx, size_t smem)
 {
-    static int fit[KCUDA_MAX_DEVICES + 1][4]; /* the last: a device out of range, never kept */
-    static std::atomic<int> asked[KCUDA_MAX_DEVICES];
-    const int dev = device_of(ctx);
-    const bool known = dev >= 0 && dev < KCUDA_MAX_DEVICES;
-    int *f = fit[known ? dev : KCUDA_MAX_DEVICES];
-    if (known && asked[dev].load(std::memory_order_acquire))
-        return f;
-    cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;
-    const bool swapped = cudaThreadExchangeStreamCaptureMode(&mode) == cudaSuccess;
-    const auto kernel = softmax_smem_kernel<T>;
-    const int pr = prepare(kernel, ctx, "softmax", 8, 8, 1024, smem, smem, false);
-    for (int i = 1; i < 4; i++) {
-        f[i] = 0;
-        if (pr == 0 && max_active_clusters((const void *)kernel, 8, 1024, smem, 1 << i,
-                                           (cudaStream_t)ctx->stream, &f[i]) != cudaSuccess) {
+    static DeviceOnce<SmxFit> once;
+    return once.get(device_of(ctx), [&] {
+        cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;
+        const bool swapped = cudaThreadExchangeStreamCaptureMode(&mode) == cudaSuccess;
+        const auto kernel = softmax_smem_kernel<T>;
+        const int pr = prepare(kernel, ctx, "softmax", 8, 8, 1024, smem, smem, false);
+        SmxFit f;
+        memset(&f, 0, sizeof f);
+        for (int i = 1; i < 4; i++)
+            if (pr == 0 && max_active_clusters((const void *)kernel, 8, 1024, smem, 1 << i,
+                                               (cudaStream_t)ctx->stream, &f.n[i]) != cudaSuccess) {
+                (void)cudaGetLastError();
+                f.n[i] = 0;
+            }
+        if (swapped)
+            (void)cudaThreadExchangeStreamCaptureMode(&mode);
+        if (pr != 0)
             (void)cudaGetLastError();
-            f[i] = 0;
-        }
-    }
-    if (swapped)
-        (void)cudaThreadExchangeStreamCaptureMode(&mode);
-    if (pr != 0)
-        (void)cudaGetLastError();
-    if (known)
-        asked[dev].store(1, std::memory_order_release);
-    return f;
+        return f;
+    });
 }
 
 /* softmax_smem_kernel where rows * C blocks of 1024 threads (the fewest of C = 1, 2, 4, 8 blocks a
@@ -632,7 +630,7 @@ static int softmax_smem_launch(const baton_exec_ctx *ctx, void **b, const dec_sh
         const long long per = (nv + c - 1) / c, ns = per - (long long)smx_reg_vpt<T>() * 1024;
         if (s.rows * c > sms || ns * 16 > (long long)smem_max || ns > SMS_KMAX * 1024LL)
             continue;
-        if (c > 1 && s.rows > softmax_smem_fit<T>(ctx, smem_max)[i])
+        if (c > 1 && s.rows > softmax_smem_fit<T>(ctx, smem_max).n[i])
             continue;
         const size_t smem = ns > 0 ? (size_t)ns * 16 : 0;
         const long long grid = s.rows * c;

@@ -674,6 +674,31 @@ static inline const char *device_name(const baton_exec_ctx *ctx)
     return st == 2 ? names[dev] : "";
 }
 
+/* A value asked of device `dev` once per process: the first caller runs ask() and every later
+ * call gets its answer (one that must not change, such as a cluster size that orders sums);
+ * callers that come while it asks wait for it. A device out of range is asked every time. */
+template <typename V> struct DeviceOnce {
+    V val[KCUDA_MAX_DEVICES];
+    std::atomic<int> state[KCUDA_MAX_DEVICES]; /* 0 unknown, 1 being asked, 2 known */
+
+    template <typename F> V get(int dev, F &&ask)
+    {
+        if (dev < 0 || dev >= KCUDA_MAX_DEVICES)
+            return ask();
+        int st = state[dev].load(std::memory_order_acquire);
+        if (st == 2)
+            return val[dev];
+        if (st == 0 && state[dev].compare_exchange_strong(st, 1, std::memory_order_acq_rel)) {
+            val[dev] = ask();
+            state[dev].store(2, std::memory_order_release);
+            return val[dev];
+        }
+        while (state[dev].load(std::memory_order_acquire) != 2)
+            ; /* another thread asks: the queries take microseconds, once per process */
+        return val[dev];
+    }
+};
+
 /* One kernel's facts: bit d of a mask is device d. `occ` packs the last occupancy answer:
  * valid (1) | device (6) | threads / 32 (5) | dynamic shared memory (18) | blocks per SM (8). */
 struct FnFacts {
