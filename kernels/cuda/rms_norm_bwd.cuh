@@ -1,10 +1,11 @@
 /* rms_norm_bwd.cuh: what the files of the CUDA RMSNorm backward share. The backward is five
  * kernel families, one file each so that they compile in parallel (the build's critical path):
- * rms_norm_bwd_staged.cu (16-byte vectors staged in shared memory), rms_norm_bwd_rows.cu
- * (register rows), rms_norm_bwd_generic.cu (registers and streaming), rms_norm_bwd_colsum.cu
- * (grad_weight's column sum, and rms_norm_grad_weight), rms_norm_bwd_split.cu (few long rows, two
- * kernels); rms_norm_bwd.cu chooses among them and launches. Each family's file instantiates its
- * kernels for the 16 (x, weight) dtype pairs and hands them out through the functions below. */
+ * rms_norm_bwd_staged.cu (16-byte vectors staged in shared memory), rms_norm_bwd_rows_*.cu
+ * (register rows, a file per x dtype), rms_norm_bwd_generic.cu (registers and streaming),
+ * rms_norm_bwd_colsum.cu (grad_weight's column sum, and rms_norm_grad_weight),
+ * rms_norm_bwd_split.cu (few long rows, two kernels); rms_norm_bwd.cu chooses among them and
+ * launches. Each family's file instantiates its kernels for the 16 (x, weight) dtype pairs and
+ * hands them out through the functions below. */
 #ifndef BATON_KCUDA_RMS_NORM_BWD_CUH
 #define BATON_KCUDA_RMS_NORM_BWD_CUH
 
@@ -121,7 +122,7 @@ template <typename A, typename F> __device__ __forceinline__ A colsum_combine(F 
 
 /* rms_norm_bwd_staged.cu: the staged kernel (mode KCUDA_RMS_STAGED). */
 template <typename TX, typename TW> BwdKernel bwd_staged_kernel();
-/* rms_norm_bwd_rows.cu: the register backward at nv vectors per thread holding `rows` rows,
+/* rms_norm_bwd_rows_*.cu: the register backward at nv vectors per thread holding `rows` rows,
  * asking rows into L2 when pf; NULL where it is not compiled (the layout never asks for it). */
 template <typename TX, typename TW> BwdKernel bwd_rows_kernel_for(int nv, int rows, bool pf);
 /* rms_norm_bwd_generic.cu: the registers (stream false) or streaming kernel, scalar (vec1) or
@@ -194,9 +195,15 @@ typedef no_marks tl_marks;
     X(double, double)
 
 #ifdef KCUDA_TIMELINE
-/* Each family's file copies its own stamps (rms_norm_bwd_rows.cu the main kernel's,
- * rms_norm_bwd_colsum.cu the column sum's); 0 or a CUDA error code. */
-extern "C" int baton__kcuda_rms_bwd_timeline_main(unsigned long long (*out)[KCUDA_TL_SLOTS]);
+/* Each family's file copies its own stamps (each rms_norm_bwd_rows_*.cu its main kernels', with
+ * block 0's entry stamp in *entry to tell which ran last; rms_norm_bwd_colsum.cu the column
+ * sum's); 0 or a CUDA error code. */
+extern "C" int baton__kcuda_rms_bwd_timeline_rows_bf16(unsigned long long (*out)[KCUDA_TL_SLOTS],
+                                                       unsigned long long *entry);
+extern "C" int baton__kcuda_rms_bwd_timeline_rows_f16(unsigned long long (*out)[KCUDA_TL_SLOTS],
+                                                      unsigned long long *entry);
+extern "C" int baton__kcuda_rms_bwd_timeline_rows_f32(unsigned long long (*out)[KCUDA_TL_SLOTS],
+                                                      unsigned long long *entry);
 extern "C" int baton__kcuda_rms_bwd_timeline_colsum(unsigned long long (*out)[KCUDA_TL_SLOTS]);
 #endif
 

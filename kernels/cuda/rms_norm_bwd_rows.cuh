@@ -1,5 +1,11 @@
-/* rms_norm_bwd_rows.cu: the RMSNorm backward's register rows (rms_norm_bwd.cuh): many rows of
- * 16-byte vectors, each thread holding its vectors of w, of its column sums and of D rows. */
+/* rms_norm_bwd_rows.cuh: the RMSNorm backward's register rows (rms_norm_bwd.cuh): many rows of
+ * 16-byte vectors, each thread holding its vectors of w, of its column sums and of D rows. Its
+ * kernels are many (row counts, vectors a thread, the prefetch flag, 9 dtype pairs): they are
+ * instantiated in a file per x dtype (rms_norm_bwd_rows_bf16.cu, _f16.cu, _f32.cu) so that they
+ * compile in parallel, by KCUDA_BWD_ROWS_FILE at the end of each. */
+#ifndef BATON_KCUDA_RMS_NORM_BWD_ROWS_CUH
+#define BATON_KCUDA_RMS_NORM_BWD_ROWS_CUH
+
 #include "kernels/cuda/kcuda_common.cuh"
 
 #include <type_traits>
@@ -308,16 +314,35 @@ template <typename TX, typename TW> BwdKernel bwd_rows_kernel_for(int nv, int ro
                      : bwd_rows_kernel<TX, TW, 8>(rows, pf);
 }
 
-#define KCUDA_INST(TX, TW) template BwdKernel bwd_rows_kernel_for<TX, TW>(int, int, bool);
-KCUDA_BWD_PAIRS(KCUDA_INST)
-#undef KCUDA_INST
-
 } /* namespace kcuda */
 
+/* The file of x dtype TX: the register backward for (TX, w) with w of every dtype (NULL for x or w
+ * of 8 bytes), and, in timeline builds, the stamps of its kernels' last launch (name: its suffix;
+ * block 0's entry stamp into *entry, 0 before any launch of this file's kernels). */
+#define KCUDA_BWD_ROWS_INST(TX)                                                                    \
+    namespace kcuda                                                                                \
+    {                                                                                              \
+    template BwdKernel bwd_rows_kernel_for<TX, __nv_bfloat16>(int, int, bool);                     \
+    template BwdKernel bwd_rows_kernel_for<TX, __half>(int, int, bool);                            \
+    template BwdKernel bwd_rows_kernel_for<TX, float>(int, int, bool);                             \
+    template BwdKernel bwd_rows_kernel_for<TX, double>(int, int, bool);                            \
+    }
 #ifdef KCUDA_TIMELINE
-extern "C" int baton__kcuda_rms_bwd_timeline_main(unsigned long long (*out)[KCUDA_TL_SLOTS])
-{
-    return (int)cudaMemcpyFromSymbol(
-        out, kcuda::tl_main, sizeof(unsigned long long) * KCUDA_TL_MAX_BLOCKS * KCUDA_TL_SLOTS);
-}
+#define KCUDA_BWD_ROWS_FILE(TX, name)                                                              \
+    KCUDA_BWD_ROWS_INST(TX)                                                                        \
+    extern "C" int baton__kcuda_rms_bwd_timeline_rows_##name(                                      \
+        unsigned long long(*out)[KCUDA_TL_SLOTS], unsigned long long *entry)                       \
+    {                                                                                              \
+        cudaError_t e = cudaMemcpyFromSymbol(entry, kcuda::tl_main, sizeof *entry,                 \
+                                             KCUDA_TL_ENTRY * sizeof *entry);                      \
+        if (e == cudaSuccess && out)                                                               \
+            e = cudaMemcpyFromSymbol(out, kcuda::tl_main,                                          \
+                                     sizeof(unsigned long long) * KCUDA_TL_MAX_BLOCKS *            \
+                                         KCUDA_TL_SLOTS);                                          \
+        return (int)e;                                                                             \
+    }
+#else
+#define KCUDA_BWD_ROWS_FILE(TX, name) KCUDA_BWD_ROWS_INST(TX)
 #endif
+
+#endif /* BATON_KCUDA_RMS_NORM_BWD_ROWS_CUH */
