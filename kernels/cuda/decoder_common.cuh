@@ -1,11 +1,10 @@
 /* decoder_common.cuh: what the decoder ops' CUDA files share. The ops are a file each
  * (decoder_embedding.cu, decoder_rope.cu, decoder_kv_cache.cu, decoder_attention.cu,
  * decoder_prefill.cu, decoder_elementwise.cu, decoder_softmax.cu, decoder_sample.cu), so that they
- * compile in parallel: the one file they were took 90 s alone, the build's critical path. Aimed at
- * the memory roofline of an H100/H200 at batch 1: 16-byte loads wherever rows allow them, shapes
- * from ctx->sig on every call and positions read on the device (a captured graph stays valid as
- * the sequence grows). An index out of range is clamped, never followed, and recorded
- * (decoder_record.cuh). */
+ * compile in parallel. Aimed at the memory roofline of an H100/H200 at batch 1: 16-byte loads
+ * wherever rows allow them, shapes from ctx->sig on every call and positions read on the device (a
+ * captured graph stays valid as the sequence grows). An index out of range is clamped, never
+ * followed, and recorded (decoder_record.cuh). */
 #ifndef BATON_KCUDA_DECODER_COMMON_CUH
 #define BATON_KCUDA_DECODER_COMMON_CUH
 
