@@ -752,12 +752,10 @@ static AttFit attn_mma_fit(const baton_exec_ctx *ctx, long long clusters)
     return once.get(device_of(ctx), [&] {
         using L = AttMma<DH, P>;
         auto kern = attn_mma_kernel<T, DH, P>;
-        /* Maybe asked while the caller's stream captures a graph: the thread's capture mode is
-         * relaxed around the queries (they enqueue nothing), as the runtime allows for such calls.
-         * Kept even when a query fails (as 0): the cluster size decides the order of the merge, so
-         * every later call of the process must choose as the first did. */
-        cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;
-        const bool swapped = cudaThreadExchangeStreamCaptureMode(&mode) == cudaSuccess;
+        /* Maybe asked while the caller's stream captures a graph. Kept even when a query fails
+         * (as 0): the cluster size decides the order of the merge, so every later call of the
+         * process must choose as the first did. */
+        const RelaxedCapture relaxed;
         const int pr =
             prepare(kern, ctx, "attention", 16, clusters * 16, L::THREADS, L::SMEM, L::SMEM, true);
         AttFit got;
@@ -769,8 +767,6 @@ static AttFit attn_mma_fit(const baton_exec_ctx *ctx, long long clusters)
                 (void)cudaGetLastError();
                 got.n[c] = 0;
             }
-        if (swapped)
-            (void)cudaThreadExchangeStreamCaptureMode(&mode);
         if (pr != 0)
             (void)cudaGetLastError();
         if (att_env().verbose)

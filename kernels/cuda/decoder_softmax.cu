@@ -597,8 +597,7 @@ template <typename T> static SmxFit softmax_smem_fit(const baton_exec_ctx *ctx, 
 {
     static DeviceOnce<SmxFit> once;
     return once.get(device_of(ctx), [&] {
-        cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;
-        const bool swapped = cudaThreadExchangeStreamCaptureMode(&mode) == cudaSuccess;
+        const RelaxedCapture relaxed;
         const auto kernel = softmax_smem_kernel<T>;
         const int pr = prepare(kernel, ctx, "softmax", 8, 8, 1024, smem, smem, false);
         SmxFit f;
@@ -609,8 +608,6 @@ template <typename T> static SmxFit softmax_smem_fit(const baton_exec_ctx *ctx, 
                 (void)cudaGetLastError();
                 f.n[i] = 0;
             }
-        if (swapped)
-            (void)cudaThreadExchangeStreamCaptureMode(&mode);
         if (pr != 0)
             (void)cudaGetLastError();
         return f;

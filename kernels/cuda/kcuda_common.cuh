@@ -699,6 +699,19 @@ template <typename V> struct DeviceOnce {
     }
 };
 
+/* The calling thread's stream-capture mode relaxed while this lives: queries made while the
+ * caller's stream captures a graph (occupancy, cluster fits) enqueue nothing, which the runtime
+ * allows in relaxed mode. */
+struct RelaxedCapture {
+    cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;
+    const bool swapped = cudaThreadExchangeStreamCaptureMode(&mode) == cudaSuccess;
+    ~RelaxedCapture()
+    {
+        if (swapped)
+            (void)cudaThreadExchangeStreamCaptureMode(&mode);
+    }
+};
+
 /* One kernel's facts: bit d of a mask is device d. `occ` packs the last occupancy answer:
  * valid (1) | device (6) | threads / 32 (5) | dynamic shared memory (18) | blocks per SM (8). */
 struct FnFacts {
