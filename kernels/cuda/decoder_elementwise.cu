@@ -155,21 +155,6 @@ __global__ void act_kernel(const TI *a, const TI *b, TO *y, long long n, int vec
     }
 }
 
-/* A vector of B bytes, for loads and stores of that width. */
-template <int B> struct VecOf;
-template <> struct VecOf<16> {
-    using V = uint4;
-};
-template <> struct VecOf<8> {
-    using V = uint2;
-};
-template <> struct VecOf<4> {
-    using V = unsigned;
-};
-template <> struct VecOf<2> {
-    using V = unsigned short;
-};
-
 /* Elements of a cast unit: 16 bytes of the wider side, so that the loads and the stores of a warp
  * are each one contiguous run (8 bf16 into 8 f32 as two 16-byte stores a thread left every warp
  * store half-strided: 1.57x the copy at 197 MB). */
@@ -193,8 +178,8 @@ template <typename TI, typename TO>
 __global__ void cast_kernel(const TI *x, TO *y, long long n, int vec)
 {
     constexpr int U = cast_units<TI, TO>(), VE = cast_elems<TI, TO>();
-    using VI = typename VecOf<VE *(int)sizeof(TI)>::V;
-    using VO = typename VecOf<VE *(int)sizeof(TO)>::V;
+    using VI = typename raw<VE *(int)sizeof(TI)>::type;
+    using VO = typename raw<VE *(int)sizeof(TO)>::type;
     pdl_wait(); /* x may be a predecessor's output */
     pdl_trigger();
     const long long stride = (long long)gridDim.x * blockDim.x;
