@@ -329,10 +329,10 @@ template <int N> __device__ __forceinline__ void cp_wait_group()
 __device__ __forceinline__ void cp_wait(int n)
 {
     switch (n) {
-    case 0: asm volatile("cp.async.wait_group 0;" ::: "memory"); break;
-    case 1: asm volatile("cp.async.wait_group 1;" ::: "memory"); break;
-    case 2: asm volatile("cp.async.wait_group 2;" ::: "memory"); break;
-    default: asm volatile("cp.async.wait_group 3;" ::: "memory"); break;
+    case 0: cp_wait_group<0>(); break;
+    case 1: cp_wait_group<1>(); break;
+    case 2: cp_wait_group<2>(); break;
+    default: cp_wait_group<3>(); break;
     }
 }
 
