@@ -154,6 +154,23 @@ template <typename V> __device__ __forceinline__ V pick3(int i, V v0, V v1, V v2
     return (V)(a + (U)(i >= 1) * (b - a) + (U)(i >= 2) * (c - b));
 }
 
+/* rope_kernel's N (cos, sin) pairs of frequencies i0 .. i0 + N - 1 at position p: from the warp's
+ * tables (cs, sn at i0) where the launch is one row and they hold it, else computed. */
+template <typename A, int N>
+__device__ __forceinline__ void rope_pairs(bool one_row, const A *cs, const A *sn,
+                                           const RopeArgs &a, long long p, int i0, A (&c)[N],
+                                           A (&s)[N])
+{
+    if (one_row) {
+        ld_n<false>(cs, c);
+        ld_n<false>(sn, s);
+    } else {
+#pragma unroll
+        for (int e = 0; e < N; e++)
+            rope_cs<A>(p, __ldg(a.inv_freq + i0 + e), (A)a.scale, c[e], s[e]);
+    }
+}
+
 /* Every unit on its own, as a copy's vectors: thread g takes units g, g + stride, ... of all rows'
  * units (ROPE_U in flight; a warp's lanes take consecutive units), and for each issues its row's
  * loads, the row's position and its lane's frequencies together. A warp whose units are of one row
@@ -272,14 +289,7 @@ template <typename T, int E> __global__ void __launch_bounds__(256, 4) rope_kern
             T *yr = (T *)py + (cache_rows > 0 ? p[k] : r[k]) * ys;
             if (mode[k] == 0) {
                 A c[NP], sv[NP];
-                if (one_row) {
-                    ld_n<false>(cs + i0[k], c);
-                    ld_n<false>(sn + i0[k], sv);
-                } else {
-#pragma unroll
-                    for (int e = 0; e < NP; e++)
-                        rope_cs<A>(p[k], __ldg(a.inv_freq + i0[k] + e), (A)a.scale, c[e], sv[e]);
-                }
+                rope_pairs(one_row, cs + i0[k], sn + i0[k], a, p[k], i0[k], c, sv);
 #pragma unroll
                 for (int e = 0; e < NP; e++) {
                     const A x1 = ld_a<A>(va[k][e]), x2 = ld_a<A>(vb[k][e]);
@@ -290,14 +300,7 @@ template <typename T, int E> __global__ void __launch_bounds__(256, 4) rope_kern
                 if constexpr (E == 1)
                     va[k][1] = vb[k][0];
                 A c[NI], sv[NI];
-                if (one_row) {
-                    ld_n<false>(cs + i0[k], c);
-                    ld_n<false>(sn + i0[k], sv);
-                } else {
-#pragma unroll
-                    for (int e = 0; e < NI; e++)
-                        rope_cs<A>(p[k], __ldg(a.inv_freq + i0[k] + e), (A)a.scale, c[e], sv[e]);
-                }
+                rope_pairs(one_row, cs + i0[k], sn + i0[k], a, p[k], i0[k], c, sv);
 #pragma unroll
                 for (int e = 0; e < NI; e++) {
                     const A x0 = ld_a<A>(va[k][2 * e]), x1 = ld_a<A>(va[k][2 * e + 1]);
