@@ -558,25 +558,40 @@ static int rope_launch(const baton_exec_ctx *ctx, const char *what, RopeArgs &a,
     return launch(ctx, what, rope_kernel<T, 1>, (unsigned)grid, threads, a.tbl ? smem : 0, 1, a);
 }
 
-template <typename T>
-static int rope_typed(const baton_exec_ctx *ctx, void **b, const baton_decoder_desc &d,
-                      const dec_shape &s)
+/* What rope and rope_cache_update set alike: positions b[1], frequencies b[2], the form, the
+ * scale and the step. */
+static RopeArgs rope_args(const baton_exec_ctx *ctx, void **b, const baton_decoder_desc &d,
+                          const dec_shape &s)
 {
-    constexpr int E = 16 / (int)sizeof(T);
-    const int il = (d.flags & DEC_FLAG_INTERLEAVED) != 0, half = d.head_dim / 2;
-    const bool vec =
-        al16(b[0]) && al16(b[3]) && (il ? d.head_dim % E == 0 && E % 2 == 0 : half % E == 0);
     RopeArgs a;
     memset(&a, 0, sizeof a);
-    a.part[0] = RopePart{b[0], b[3], (long long)s.F, (long long)s.F, (long long)s.F, 0LL, 1};
-    a.nparts = 1;
     a.pos = b[1];
     a.pos64 = s.idx_dt == BATON_DTYPE_I64;
     a.inv_freq = (const float *)b[2];
     a.Dh = (int)d.head_dim;
-    a.interleaved = il;
+    a.interleaved = (d.flags & DEC_FLAG_INTERLEAVED) != 0;
     a.scale = d.scale;
     a.step = ctx->step_index;
+    return a;
+}
+
+/* Whether a head's rotated pairs fall in whole 16-byte units of T: the half-split form's halves,
+ * or the interleaved form's pairs, which a unit must not cut. */
+template <typename T> static bool rope_units_fit(const baton_decoder_desc &d)
+{
+    constexpr int E = 16 / (int)sizeof(T);
+    return (d.flags & DEC_FLAG_INTERLEAVED) ? d.head_dim % E == 0 && E % 2 == 0
+                                            : (d.head_dim / 2) % E == 0;
+}
+
+template <typename T>
+static int rope_typed(const baton_exec_ctx *ctx, void **b, const baton_decoder_desc &d,
+                      const dec_shape &s)
+{
+    const bool vec = al16(b[0]) && al16(b[3]) && rope_units_fit<T>(d);
+    RopeArgs a = rope_args(ctx, b, d, s);
+    a.part[0] = RopePart{b[0], b[3], (long long)s.F, (long long)s.F, (long long)s.F, 0LL, 1};
+    a.nparts = 1;
     return rope_launch<T>(ctx, "rope", a, (long long)s.rows, vec);
 }
 
@@ -587,8 +602,6 @@ template <typename T>
 static int rope_cache_typed(const baton_exec_ctx *ctx, void **b, const baton_decoder_desc &d,
                             const dec_shape &s)
 {
-    constexpr int E = 16 / (int)sizeof(T);
-    const int il = (d.flags & DEC_FLAG_INTERLEAVED) != 0, half = d.head_dim / 2;
     const T *qkv = (const T *)b[0];
     T *q = (T *)b[5], *kc = (T *)b[6], *vc = (T *)b[7];
     const size_t esz = sizeof(T);
@@ -602,23 +615,14 @@ static int rope_cache_typed(const baton_exec_ctx *ctx, void **b, const baton_dec
         return baton__ctx_fail(ctx, BATON_ECUDA, "rope_cache_update: cudaMemcpyAsync failed");
     /* 16-byte units only where every row of qkv, q and the caches starts on 16 bytes */
     const bool vec = al16(qkv) && al16(q) && al16(kc) && al16(vc) &&
-                     (s.QKV * (long long)esz) % 16 == 0 &&
-                     (il ? d.head_dim % E == 0 && E % 2 == 0 : half % E == 0);
-    RopeArgs a;
-    memset(&a, 0, sizeof a);
+                     (s.QKV * (long long)esz) % 16 == 0 && rope_units_fit<T>(d);
+    RopeArgs a = rope_args(ctx, b, d, s);
     a.part[0] = RopePart{qkv, q, (long long)s.F, (long long)s.QKV, (long long)s.F, 0LL, 1};
     a.part[1] = RopePart{qkv + s.F,      kc, (long long)s.KF, (long long)s.QKV, (long long)s.KF,
                          (long long)s.S, 1};
     a.part[2] = RopePart{qkv + s.F + s.KF, vc, (long long)s.KF, (long long)s.QKV, (long long)s.KF,
                          (long long)s.S,   0};
     a.nparts = 3;
-    a.pos = b[1];
-    a.pos64 = s.idx_dt == BATON_DTYPE_I64;
-    a.inv_freq = (const float *)b[2];
-    a.Dh = (int)d.head_dim;
-    a.interleaved = il;
-    a.scale = d.scale;
-    a.step = ctx->step_index;
     return rope_launch<T>(ctx, "rope_cache_update", a, (long long)s.rows, vec);
 }
 
