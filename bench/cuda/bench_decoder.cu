@@ -762,10 +762,10 @@ static void bench_attn_after_rope(int64_t ctx, int64_t H, int64_t HKV, int64_t D
  * loads, 8 in flight a thread), folding them into registers (xor) so that no load is dead, of
  * keys 0 .. len - 1, len given (READLEN false) or read from the positions first (true: the
  * dependent read before any K or V load); with MERGE, then attention's merge: the block's warps
- * through shared memory, then the cluster's blocks through distributed shared memory (each rank
- * reading its slice of the 4 x 64 outputs from every peer, all loads issued before any is used),
- * the outputs written as bf16: one __syncthreads, one cluster barrier and the exit barrier, as
- * attention. */
+ * through shared memory, then the cluster's blocks through distributed shared memory (each block
+ * pushing its state of every output into the shared memory of the rank that finishes it, which
+ * merges its slice of the 4 x 64 outputs after the barrier), the outputs written as bf16: one
+ * __syncthreads and one cluster barrier, as attention. */
 
 /* The best read of the same bytes: K's and V's whole arrays (keys 0 .. S - 1: the bench's
  * positions are S - 1) by a grid-stride 16-byte read at full occupancy, 8 vectors in flight a
@@ -797,7 +797,7 @@ __global__ void __launch_bounds__(256, 1)
                       int row_vecs, int head_vecs, int pph, __nv_bfloat16 *o, unsigned *sink)
 {
     __shared__ float wst[8][4 * 64 + 8];
-    __shared__ float bo[4 * 64], bm[4], bl[4];
+    __shared__ float bo[4 * 64 + 16], bm[16][4], bl[16][4]; /* the C ranks' states of a slice */
     kcuda::cg::cluster_group cluster = kcuda::cg::this_cluster();
     const int C = (int)cluster.num_blocks(), rank = (int)cluster.block_rank(), tid = threadIdx.x;
     /* pph blocks per KV head (MERGE: one cluster of them), or 0: each block whole rows */
@@ -836,6 +836,7 @@ __global__ void __launch_bounds__(256, 1)
     for (int e = lane; e < 4 * 64 + 8; e += 32)
         wst[warp][e] = f + (float)e;
     __syncthreads();
+    const int share = (256 + C - 1) / C;
     { /* the warps' states, merged as attention's block does (one output a thread) */
         const int p = tid / 64, d = tid % 64;
         float M = -INFINITY;
@@ -847,41 +848,33 @@ __global__ void __launch_bounds__(256, 1)
             a = fmaf(wt, wst[w][tid], a);
             l = fmaf(wt, wst[w][260 + p], l);
         }
-        bo[tid] = a;
-        if (d == 0) {
-            bm[p] = M;
-            bl[p] = l;
+        /* pushed to the rank that finishes output tid, the pair's max and sum to every rank */
+        const int dst = tid / share;
+        *cluster.map_shared_rank(&bo[rank * share + tid - dst * share], dst) = a;
+        if (d < C) {
+            *cluster.map_shared_rank(&bm[rank][p], d) = M;
+            *cluster.map_shared_rank(&bl[rank][p], d) = l;
         }
     }
     cluster.sync(); /* the one cluster barrier before the merge, as attention's */
-    const int share = (256 + C - 1) / C, lo = rank * share, hi = min(256, lo + share);
+    const int lo = rank * share, hi = min(256, lo + share);
     for (int idx = lo + tid; idx < hi; idx += 256) {
-        /* every remote load issued before any is used (attention's cluster_softmax_merge) */
         const int p = idx / 64;
-        float mk[16], ak[16], lk[16];
-#pragma unroll
-        for (int k = 0; k < 16; k++)
-            if (k < C) {
-                mk[k] = *cluster.map_shared_rank(&bm[p], k);
-                ak[k] = *cluster.map_shared_rank(&bo[idx], k);
-                lk[k] = *cluster.map_shared_rank(&bl[p], k);
-            }
         float M = -INFINITY;
 #pragma unroll
         for (int k = 0; k < 16; k++)
             if (k < C)
-                M = fmaxf(M, mk[k]);
+                M = fmaxf(M, bm[k][p]);
         float a = 0.f, l = 0.f;
 #pragma unroll
         for (int k = 0; k < 16; k++)
             if (k < C) {
-                const float wt = exp2f(mk[k] - M);
-                a = fmaf(wt, ak[k], a);
-                l = fmaf(wt, lk[k], l);
+                const float wt = exp2f(bm[k][p] - M);
+                a = fmaf(wt, bo[k * share + idx - lo], a);
+                l = fmaf(wt, bl[k][p], l);
             }
         o[(long long)kvh * 256 + idx] = __float2bfloat16(a / l);
     }
-    kcuda::cluster_exit_barrier(); /* the exit barrier: peers' shared memory read */
 }
 
 /* The floors above at context ctx (cache rows ctx, positions[0] = ctx - 1), cold (caches rotated

@@ -241,7 +241,10 @@ __global__ void __launch_bounds__(ATT_THREADS)
  * does; the row sums add the rounded weights, so each output is a convex combination of V's
  * rows), O += P V (fragments of V by ldmatrix.trans). The warps' states are merged in warp order
  * in shared memory, then the blocks' in rank order through distributed shared memory, every block
- * finishing a slice of the outputs: fixed orders, the same bits every run, no workspace. Shared
+ * finishing a slice of the outputs (each block pushes its state of an output to the rank that
+ * finishes it: stores before the one barrier, where reading the peers' states after it took
+ * loads and an exit barrier, 0.1-0.3 us more): fixed orders, the same bits every run, no
+ * workspace. Shared
  * memory rows of 16-byte chunks are XOR-swizzled by the row (chunk c of row r at c ^ (r & 7)), so
  * the 8 rows an ldmatrix reads fall in 8 distinct bank groups. */
 
@@ -355,8 +358,10 @@ __global__ void __launch_bounds__(AttMma<DH, P_>::THREADS, 1)
     constexpr int NW = L::NW, CH = L::CH, P = L::P, TILE = L::TILE, OS = L::OS;
     constexpr int KS = DH / 16, ND = DH / 8;
     extern __shared__ __align__(128) unsigned char att_dyn[];
-    __shared__ float blk_o[16][DH];
-    __shared__ float blk_m[16], blk_l[16];
+    /* The C blocks' states of this block's slice of the outputs: sender k's outputs at
+     * rcv_o[k * share ..], its maxima and weight sums of the pairs at rcv_m[k], rcv_l[k]. */
+    __shared__ float rcv_o[16 * DH + 16];
+    __shared__ float rcv_m[16][16], rcv_l[16][16];
 
     cg::cluster_group cluster = cg::this_cluster();
     const int C = (int)cluster.num_blocks(), rank = (int)cluster.block_rank();
@@ -588,8 +593,11 @@ __global__ void __launch_bounds__(AttMma<DH, P_>::THREADS, 1)
         ws[16 * OS + 16 + g + 8] = lhi;
     }
     __syncthreads();
-    /* The block's state: the warps merged in warp order. */
-    for (int idx = tid; idx < np * DH; idx += L::THREADS) {
+    /* The block's state: the warps merged in warp order, each output pushed into the shared
+     * memory of the rank that finishes it (stores: nothing waits on them before the barrier),
+     * and each pair's maximum and weight sum to every rank. */
+    const int total = np * DH, share = (total + C - 1) / C;
+    for (int idx = tid; idx < total; idx += L::THREADS) {
         const int p = idx / DH, d = idx % DH;
         float M = -INFINITY;
 #pragma unroll
@@ -604,28 +612,40 @@ __global__ void __launch_bounds__(AttMma<DH, P_>::THREADS, 1)
             a = fmaf(wt, wv[p * OS + d], a);
             l = fmaf(wt, wv[16 * OS + 16 + p], l);
         }
-        blk_o[p][d] = a;
-        if (d == 0) {
-            blk_m[p] = M;
-            blk_l[p] = l;
+        const int dst = idx / share;
+        *cluster.map_shared_rank(&rcv_o[rank * share + idx - dst * share], dst) = a;
+        if (d < C) { /* C <= 16 <= DH */
+            *cluster.map_shared_rank(&rcv_m[rank][p], d) = M;
+            *cluster.map_shared_rank(&rcv_l[rank][p], d) = l;
         }
     }
-    /* The cluster's: every block finishes a slice of the np x DH outputs, reading the C blocks'
-     * states (each thread issues its 3 C remote loads before it uses any). */
+    /* The cluster's: the states arrive with the barrier; every block finishes its slice of the
+     * np x DH outputs from them, in rank order (as cluster_softmax_merge), and no block reads
+     * another's shared memory after it, so none waits for the others at its exit. */
     cluster.sync();
-    {
+    const int lo = rank * share, hi = min(total, lo + share);
+    for (int idx = lo + tid; idx < hi; idx += L::THREADS) {
+        const int p = idx / DH, d = idx % DH;
         constexpr int CMAX = 16;
-        const int total = np * DH, share = (total + C - 1) / C;
-        const int lo = rank * share, hi = min(total, lo + share);
-        for (int idx = lo + tid; idx < hi; idx += L::THREADS) {
-            const int p = idx / DH, d = idx % DH;
-            /* the weights sum > 0: key 0 is rank 0's and every pair sees it */
-            const unsigned pi = p0 + (unsigned)p, pr = pi / ug;
-            o[(long long)pr * F + (long long)(kvh * G + (int)(pi - pr * ug)) * DH + d] = from_f<T>(
-                cluster_softmax_merge<CMAX>(cluster, &blk_m[p], &blk_o[p][d], &blk_l[p], C));
-        }
+        float M = -INFINITY;
+#pragma unroll
+        for (int k = 0; k < CMAX; k++)
+            if (k < C)
+                M = fmaxf(M, rcv_m[k][p]);
+        float a = 0.f, sl = 0.f;
+#pragma unroll
+        for (int k = 0; k < CMAX; k++)
+            if (k < C) {
+                const float mk = rcv_m[k][p];
+                const float w = mk == -INFINITY ? 0.f : exp2f(mk - M);
+                a = fmaf(w, rcv_o[k * share + idx - lo], a);
+                sl = fmaf(w, rcv_l[k][p], sl);
+            }
+        /* the weights sum > 0: key 0 is rank 0's and every pair sees it */
+        const unsigned pi = p0 + (unsigned)p, pr = pi / ug;
+        o[(long long)pr * F + (long long)(kvh * G + (int)(pi - pr * ug)) * DH + d] =
+            from_f<T>(a / sl);
     }
-    cluster_exit_barrier();
 }
 
 /* Any dtype and head_dim (f64 included): a block per (row, head), a thread per feature, one key
