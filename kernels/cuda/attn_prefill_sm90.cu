@@ -3,7 +3,6 @@
  * Compiled for sm_90a alone (CMakeLists.txt); that kernel serves every other GPU and shape. */
 #include "kernels/cuda/kcuda_common.cuh"
 
-#include <cuda.h> /* CUtensorMap and its enums; the driver's encoder is found at run time */
 #include <math.h>
 
 #include <type_traits>
@@ -253,16 +252,6 @@ template <int N> __device__ __forceinline__ void wg_wait()
     asm volatile("wgmma.wait_group.sync.aligned %0;" ::"n"(N) : "memory");
 }
 
-/* The box at (x, y) of a 2-D tensor map into shared memory at dst (the map's swizzle applied),
- * completing on bar. */
-__device__ __forceinline__ void tma_2d(unsigned dst, const CUtensorMap *map, int x, int y,
-                                       unsigned long long *bar)
-{
-    asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes"
-                 " [%0], [%1, {%2, %3}], [%4];" ::"r"(dst),
-                 "l"(reinterpret_cast<unsigned long long>(map)), "r"(x), "r"(y), "r"(smem_u32(bar))
-                 : "memory");
-}
 #endif
 
 /* qscale = |scale| * log2(e); qneg: scale < 0, applied by negating Q's elements (exact). tmK and
@@ -450,51 +439,6 @@ __global__ void __launch_bounds__(NTH, 2)
 #endif
 }
 
-/* cuTensorMapEncodeTiled, from the driver the runtime has loaded (NULL where it has none). */
-typedef CUresult (*EncodeTiled)(CUtensorMap *, CUtensorMapDataType, cuuint32_t, void *,
-                                const cuuint64_t *, const cuuint64_t *, const cuuint32_t *,
-                                const cuuint32_t *, CUtensorMapInterleave, CUtensorMapSwizzle,
-                                CUtensorMapL2promotion, CUtensorMapFloatOOBfill);
-
-static EncodeTiled encoder(void)
-{
-    static std::atomic<void *> fn{nullptr};
-    void *f = fn.load(std::memory_order_relaxed);
-    if (!f) {
-        cudaDriverEntryPointQueryResult q;
-        if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &f, 12000, cudaEnableDefault,
-                                             &q) != cudaSuccess ||
-            q != cudaDriverEntryPointSuccess) {
-            (void)cudaGetLastError();
-            return nullptr;
-        }
-        fn.store(f, std::memory_order_relaxed);
-    }
-    return (EncodeTiled)f;
-}
-
-/* The tensor map of a cache [S, Hkv * 64]: boxes of 64 features x BN keys, 128-byte swizzle (the
- * kernel's layout), keys past S read as zeros. */
-static int cache_map(const baton_exec_ctx *ctx, CUtensorMap *m, const void *base, bool half, int S,
-                     int Hkv)
-{
-    EncodeTiled enc = encoder();
-    if (!enc)
-        return baton__ctx_fail(ctx, BATON_ECUDA, "attention: no cuTensorMapEncodeTiled");
-    const cuuint64_t dim[2] = {(cuuint64_t)Hkv * DH, (cuuint64_t)S};
-    const cuuint64_t stride[1] = {(cuuint64_t)Hkv * DH * 2};
-    const cuuint32_t box[2] = {(cuuint32_t)DH, (cuuint32_t)BN}, es[2] = {1, 1};
-    const CUresult r =
-        enc(m, half ? CU_TENSOR_MAP_DATA_TYPE_FLOAT16 : CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2,
-            const_cast<void *>(base), dim, stride, box, es, CU_TENSOR_MAP_INTERLEAVE_NONE,
-            CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
-            CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
-    if (r != CUDA_SUCCESS)
-        return baton__ctx_fail(ctx, BATON_ECUDA, "attention: cuTensorMapEncodeTiled failed (%d)",
-                               (int)r);
-    return 0;
-}
-
 template <typename T> static int launch_t(const baton_exec_ctx *ctx, const Call &c)
 {
     const long long tiles = (c.rows + BP - 1) / BP, grid = tiles * (c.H / WGS);
@@ -502,9 +446,9 @@ template <typename T> static int launch_t(const baton_exec_ctx *ctx, const Call 
         return baton__ctx_fail(ctx, BATON_EINVAL, "attention: too many rows for one launch");
     constexpr bool half = std::is_same<T, __half>::value;
     CUtensorMap mk, mv;
-    int rc = cache_map(ctx, &mk, c.k, half, c.S, c.Hkv);
+    int rc = cache_tensor_map(ctx, "attention", &mk, c.k, half, c.S, c.Hkv, DH, BN);
     if (!rc)
-        rc = cache_map(ctx, &mv, c.v, half, c.S, c.Hkv);
+        rc = cache_tensor_map(ctx, "attention", &mv, c.v, half, c.S, c.Hkv, DH, BN);
     if (rc)
         return rc;
     auto kern = pf90_kernel<T>;

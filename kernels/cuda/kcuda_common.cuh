@@ -6,6 +6,7 @@
 #define BATON_KCUDA_COMMON_CUH
 
 #include <cooperative_groups.h>
+#include <cuda.h> /* CUtensorMap: the copies through tensor maps; the encoder is found at run time */
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
@@ -406,6 +407,19 @@ __device__ __forceinline__ void bulk_g2s(void *s, const void *g, unsigned bytes,
     asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes.L2::cache_hint"
                  " [%0], [%1], %2, [%3], %4;" ::"r"(smem_u32(s)),
                  "l"(g), "r"(bytes), "r"(smem_u32(bar)), "l"(pol)
+                 : "memory");
+#endif
+}
+
+/* The box at (x, y) of a 2-D tensor map into shared memory at dst (the map's swizzle applied),
+ * completing on bar. */
+__device__ __forceinline__ void tma_2d(unsigned dst, const CUtensorMap *map, int x, int y,
+                                       unsigned long long *bar)
+{
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes"
+                 " [%0], [%1, {%2, %3}], [%4];" ::"r"(dst),
+                 "l"(reinterpret_cast<unsigned long long>(map)), "r"(x), "r"(y), "r"(smem_u32(bar))
                  : "memory");
 #endif
 }
@@ -953,6 +967,53 @@ static inline bool launch_pdl(const baton_exec_ctx *ctx)
 {
     return ctx && ctx->pdl &&
            (!ctx->capturing || capture_follows_kernel((cudaStream_t)ctx->stream));
+}
+
+/* cuTensorMapEncodeTiled, from the driver the runtime has loaded (NULL where it has none). */
+typedef CUresult (*EncodeTiled)(CUtensorMap *, CUtensorMapDataType, cuuint32_t, void *,
+                                const cuuint64_t *, const cuuint64_t *, const cuuint32_t *,
+                                const cuuint32_t *, CUtensorMapInterleave, CUtensorMapSwizzle,
+                                CUtensorMapL2promotion, CUtensorMapFloatOOBfill);
+
+static inline EncodeTiled tensor_map_encoder(void)
+{
+    static std::atomic<void *> fn{nullptr};
+    void *f = fn.load(std::memory_order_relaxed);
+    if (!f) {
+        cudaDriverEntryPointQueryResult q;
+        if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &f, 12000, cudaEnableDefault,
+                                             &q) != cudaSuccess ||
+            q != cudaDriverEntryPointSuccess) {
+            (void)cudaGetLastError();
+            return nullptr;
+        }
+        fn.store(f, std::memory_order_relaxed);
+    }
+    return (EncodeTiled)f;
+}
+
+/* The tensor map of an attention cache [S, Hkv * dh] of f16 (half) or bf16: boxes of dh features
+ * (128 bytes at most: the swizzle's row) x `keys` keys, 128-byte swizzle (chunk c of row r at
+ * chunk c ^ (r % 8)), keys past S read as zeros. 0, or the reason in ctx->errbuf. */
+static inline int cache_tensor_map(const baton_exec_ctx *ctx, const char *what, CUtensorMap *m,
+                                   const void *base, bool half, long long S, int Hkv, int dh,
+                                   int keys)
+{
+    EncodeTiled enc = tensor_map_encoder();
+    if (!enc)
+        return baton__ctx_fail(ctx, BATON_ECUDA, "%s: no cuTensorMapEncodeTiled", what);
+    const cuuint64_t dim[2] = {(cuuint64_t)Hkv * dh, (cuuint64_t)S};
+    const cuuint64_t stride[1] = {(cuuint64_t)Hkv * dh * 2};
+    const cuuint32_t box[2] = {(cuuint32_t)dh, (cuuint32_t)keys}, es[2] = {1, 1};
+    const CUresult r =
+        enc(m, half ? CU_TENSOR_MAP_DATA_TYPE_FLOAT16 : CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2,
+            const_cast<void *>(base), dim, stride, box, es, CU_TENSOR_MAP_INTERLEAVE_NONE,
+            CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+            CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+    if (r != CUDA_SUCCESS)
+        return baton__ctx_fail(ctx, BATON_ECUDA, "%s: cuTensorMapEncodeTiled failed (%d)", what,
+                               (int)r);
+    return 0;
 }
 
 /* Launches kernel<<<grid, block, smem, ctx->stream>>> through cudaLaunchKernelEx, with the
