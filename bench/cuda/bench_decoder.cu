@@ -877,6 +877,58 @@ __global__ void __launch_bounds__(256, 1)
     }
 }
 
+/* The same read by the copy engine through tensor maps ([S, Hkv * 64] bf16, boxes of 64 features
+ * x TMA_BN keys, 128-byte swizzle, as a tensor-map attention would use): `pph` blocks a KV head,
+ * each one thread keeping TMA_ST boxes of K and of V in flight (192 KB) over keys 0 .. len - 1
+ * (its last box may read up to TMA_BN - 1 keys past its share): what attention's grid could read
+ * if its loads went through the copy engine rather than the threads' cp.async. */
+#define TMA_BN 128
+#define TMA_ST 6
+__global__ void __launch_bounds__(128, 1)
+    attn_tma_floor(const __grid_constant__ CUtensorMap mk, const __grid_constant__ CUtensorMap mv,
+                   long long len, int pph)
+{
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    extern __shared__ __align__(16) unsigned char tma_dyn[];
+    constexpr unsigned BOX = TMA_BN * 128; /* bytes of one box of K (or of V) */
+    const unsigned base = (kcuda::smem_u32(tma_dyn) + 1023u) & ~1023u; /* the swizzle's alignment */
+    unsigned long long *full = reinterpret_cast<unsigned long long *>(
+        tma_dyn + (base - kcuda::smem_u32(tma_dyn)) + TMA_ST * 2 * BOX);
+    const int kvh = (int)(blockIdx.x / (unsigned)pph), part = (int)(blockIdx.x % (unsigned)pph);
+    const long long per = (len + pph - 1) / pph;
+    const long long kb = min(len, part * per), ke = min(len, kb + per);
+    const int ntiles = (int)((ke - kb + TMA_BN - 1) / TMA_BN);
+    if (threadIdx.x != 0)
+        return;
+    for (int st = 0; st < TMA_ST; st++)
+        kcuda::mbar_init(&full[st], 1);
+    kcuda::mbar_fence_init();
+    auto arm = [&](int i) {
+        const int st = i % TMA_ST;
+        const unsigned dst = base + (unsigned)st * 2 * BOX;
+        const int y = (int)(kb + (long long)i * TMA_BN);
+        kcuda::mbar_arrive_tx(&full[st], 2 * BOX);
+        asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::"
+                     "bytes [%0], [%1, {%2, %3}], [%4];" ::"r"(dst),
+                     "l"(reinterpret_cast<unsigned long long>(&mk)), "r"(kvh * 64), "r"(y),
+                     "r"(kcuda::smem_u32(&full[st]))
+                     : "memory");
+        asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::"
+                     "bytes [%0], [%1, {%2, %3}], [%4];" ::"r"(dst + BOX),
+                     "l"(reinterpret_cast<unsigned long long>(&mv)), "r"(kvh * 64), "r"(y),
+                     "r"(kcuda::smem_u32(&full[st]))
+                     : "memory");
+    };
+    for (int i = 0; i < TMA_ST && i < ntiles; i++)
+        arm(i);
+    for (int i = 0; i < ntiles; i++) {
+        kcuda::mbar_wait(&full[i % TMA_ST], (unsigned)(i / TMA_ST) & 1u);
+        if (i + TMA_ST < ntiles)
+            arm(i + TMA_ST);
+    }
+#endif
+}
+
 /* The floors above at context ctx (cache rows ctx, positions[0] = ctx - 1), cold (caches rotated
  * as attention's rows). At attention's one-cluster grid: clusters of the largest size up to 16
  * whose 8 clusters all fit at once (as attn_mma picks), else 8; and, to tell the
@@ -905,26 +957,30 @@ static void bench_attn_floors(int64_t ctx, int64_t HKV, int64_t DH, double atten
     Pool kc, vc, pp, op, sink;
     bool alloc = false;
     double cus = NAN;
+    int one_c = 8; /* attention's cluster size (the one-cluster rows') */
+    auto ensure = [&] {
+        if (alloc)
+            return;
+        kc = pool_alloc((size_t)(ctx * KF * 2), sets);
+        vc = pool_alloc((size_t)(ctx * KF * 2), sets);
+        pp = pool_alloc(8, sets);
+        op = pool_alloc((size_t)(HKV * 4 * DH * 2), sets);
+        sink = pool_alloc(4096, 1);
+        fill_random(g_stream, kc.base, kc.stride * sets, 31);
+        fill_random(g_stream, vc.base, vc.stride * sets, 32);
+        Fill p;
+        p.index = 1, p.lo = ctx - 1, p.hi = ctx;
+        fill_index(pp, td(BATON_DTYPE_I64, {1}), p, 33);
+        CHECK_CUDA(cudaDeviceSynchronize());
+        alloc = true;
+    };
     for (const auto &fl : FL) {
         char label[96];
         snprintf(label, sizeof label, "attention decode ctx %lld floor: %s", (long long)ctx,
                  fl.name);
         if (!wanted(label))
             continue;
-        if (!alloc) {
-            kc = pool_alloc((size_t)(ctx * KF * 2), sets);
-            vc = pool_alloc((size_t)(ctx * KF * 2), sets);
-            pp = pool_alloc(8, sets);
-            op = pool_alloc((size_t)(HKV * 4 * DH * 2), sets);
-            sink = pool_alloc(4096, 1);
-            fill_random(g_stream, kc.base, kc.stride * sets, 31);
-            fill_random(g_stream, vc.base, vc.stride * sets, 32);
-            Fill p;
-            p.index = 1, p.lo = ctx - 1, p.hi = ctx;
-            fill_index(pp, td(BATON_DTYPE_I64, {1}), p, 33);
-            CHECK_CUDA(cudaDeviceSynchronize());
-            alloc = true;
-        }
+        ensure();
         if (fl.grid == BEST) {
             const int grid = g_prop.multiProcessorCount * 8;
             const size_t n = (size_t)(ctx * KF * 2 / 16);
@@ -961,6 +1017,7 @@ static void bench_attn_floors(int64_t ctx, int64_t HKV, int64_t DH, double atten
         }
         while (C > 1 && ctx < 64LL * C)
             C /= 2;
+        one_c = C;
         int pph = C;
         if (fl.grid != ONE_CLUSTER) {
             pph = fl.grid == SPREAD ? 16 : 0;
@@ -996,6 +1053,58 @@ static void bench_attn_floors(int64_t ctx, int64_t HKV, int64_t DH, double atten
             snprintf(sh, sizeof sh, "%d clusters of %d", (int)HKV, C);
         else
             snprintf(sh, sizeof sh, "%d blocks", (int)HKV * 16);
+        record_floor(label, sh, bytes, us, cus, k, "baton attention, cold", attention_us);
+    }
+    /* the tensor-map reads: at attention's one-cluster grid, and at 16 blocks a KV head */
+    for (int wide = 0; wide < 2 && DH == 64; wide++) {
+        char label[96];
+        snprintf(label, sizeof label, "attention decode ctx %lld floor: read by tensor maps%s",
+                 (long long)ctx, wide ? " at 16 blocks a KV head" : "");
+        if (!wanted(label))
+            continue;
+        ensure();
+        if (isnan(cus))
+            cus = copy_us(bytes, sets, k);
+        std::vector<CUtensorMap> maps((size_t)sets * 2);
+        bool ok = true;
+        for (int i = 0; i < sets && ok; i++)
+            ok = !kcuda::cache_tensor_map(nullptr, label, &maps[(size_t)i * 2], kc.at(i), false,
+                                          ctx, (int)HKV, 64, TMA_BN) &&
+                 !kcuda::cache_tensor_map(nullptr, label, &maps[(size_t)i * 2 + 1], vc.at(i), false,
+                                          ctx, (int)HKV, 64, TMA_BN);
+        if (!ok) {
+            fprintf(stderr, "bench_decoder: %s: no tensor maps\n", label);
+            continue;
+        }
+        const size_t tsmem = (size_t)TMA_ST * 2 * TMA_BN * 128 + 1024 + TMA_ST * 8;
+        CHECK_CUDA(cudaFuncSetAttribute(attn_tma_floor, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                        (int)tsmem));
+        CHECK_CUDA(cudaFuncSetAttribute(attn_tma_floor,
+                                        cudaFuncAttributeNonPortableClusterSizeAllowed, 1));
+        const int C = wide ? 1 : one_c, pph = wide ? 16 : one_c;
+        cudaLaunchConfig_t cfg;
+        memset(&cfg, 0, sizeof cfg);
+        cfg.gridDim = dim3((unsigned)(HKV * pph), 1, 1);
+        cfg.blockDim = dim3(128, 1, 1);
+        cfg.dynamicSmemBytes = tsmem;
+        cfg.stream = g_stream;
+        cudaLaunchAttribute at;
+        memset(&at, 0, sizeof at);
+        at.id = cudaLaunchAttributeClusterDimension;
+        at.val.clusterDim.x = (unsigned)C;
+        at.val.clusterDim.y = 1;
+        at.val.clusterDim.z = 1;
+        cfg.attrs = &at;
+        cfg.numAttrs = 1;
+        auto call = [&](int i) {
+            CHECK_CUDA(cudaLaunchKernelEx(&cfg, attn_tma_floor, maps[(size_t)(i % sets) * 2],
+                                          maps[(size_t)(i % sets) * 2 + 1], (long long)ctx, pph));
+        };
+        call(0);
+        CHECK_CUDA(cudaStreamSynchronize(g_stream));
+        const double us = time_calls(k, call);
+        char sh[64];
+        snprintf(sh, sizeof sh, wide ? "%d blocks" : "%d clusters of %d", (int)(HKV * pph / C), C);
         record_floor(label, sh, bytes, us, cus, k, "baton attention, cold", attention_us);
     }
     if (alloc)
