@@ -929,6 +929,27 @@ __global__ void __launch_bounds__(128, 1)
 #endif
 }
 
+/* A launch of `grid` blocks of `block` threads in x-clusters of C on the bench's stream, with
+ * `smem` bytes of dynamic shared memory; *at holds the cluster attribute. */
+static cudaLaunchConfig_t cluster_launch(unsigned grid, unsigned block, size_t smem, int C,
+                                         cudaLaunchAttribute *at)
+{
+    cudaLaunchConfig_t cfg;
+    memset(&cfg, 0, sizeof cfg);
+    cfg.gridDim = dim3(grid, 1, 1);
+    cfg.blockDim = dim3(block, 1, 1);
+    cfg.dynamicSmemBytes = smem;
+    cfg.stream = g_stream;
+    memset(at, 0, sizeof *at);
+    at->id = cudaLaunchAttributeClusterDimension;
+    at->val.clusterDim.x = (unsigned)C;
+    at->val.clusterDim.y = 1;
+    at->val.clusterDim.z = 1;
+    cfg.attrs = at;
+    cfg.numAttrs = 1;
+    return cfg;
+}
+
 /* The floors above at context ctx (cache rows ctx, positions[0] = ctx - 1), cold (caches rotated
  * as attention's rows). At attention's one-cluster grid: clusters of the largest size up to 16
  * whose 8 clusters all fit at once (as attn_mma picks), else 8; and, to tell the
@@ -1023,20 +1044,9 @@ static void bench_attn_floors(int64_t ctx, int64_t HKV, int64_t DH, double atten
             pph = fl.grid == SPREAD ? 16 : 0;
             C = 1;
         }
-        cudaLaunchConfig_t cfg;
-        memset(&cfg, 0, sizeof cfg);
-        cfg.gridDim = dim3((unsigned)(fl.grid == ONE_CLUSTER ? HKV * C : HKV * 16), 1, 1);
-        cfg.blockDim = dim3(256, 1, 1);
-        cfg.dynamicSmemBytes = smem;
-        cfg.stream = g_stream;
         cudaLaunchAttribute at;
-        memset(&at, 0, sizeof at);
-        at.id = cudaLaunchAttributeClusterDimension;
-        at.val.clusterDim.x = (unsigned)C;
-        at.val.clusterDim.y = 1;
-        at.val.clusterDim.z = 1;
-        cfg.attrs = &at;
-        cfg.numAttrs = 1;
+        const cudaLaunchConfig_t cfg = cluster_launch(
+            (unsigned)(fl.grid == ONE_CLUSTER ? HKV * C : HKV * 16), 256, smem, C, &at);
         auto call = [&](int i) {
             CHECK_CUDA(cudaLaunchKernelEx(&cfg, fl.kern, (const uint4 *)kc.at(i),
                                           (const uint4 *)vc.at(i), (const long long *)pp.at(i),
@@ -1082,20 +1092,8 @@ static void bench_attn_floors(int64_t ctx, int64_t HKV, int64_t DH, double atten
         CHECK_CUDA(cudaFuncSetAttribute(attn_tma_floor,
                                         cudaFuncAttributeNonPortableClusterSizeAllowed, 1));
         const int C = wide ? 1 : one_c, pph = wide ? 16 : one_c;
-        cudaLaunchConfig_t cfg;
-        memset(&cfg, 0, sizeof cfg);
-        cfg.gridDim = dim3((unsigned)(HKV * pph), 1, 1);
-        cfg.blockDim = dim3(128, 1, 1);
-        cfg.dynamicSmemBytes = tsmem;
-        cfg.stream = g_stream;
         cudaLaunchAttribute at;
-        memset(&at, 0, sizeof at);
-        at.id = cudaLaunchAttributeClusterDimension;
-        at.val.clusterDim.x = (unsigned)C;
-        at.val.clusterDim.y = 1;
-        at.val.clusterDim.z = 1;
-        cfg.attrs = &at;
-        cfg.numAttrs = 1;
+        const cudaLaunchConfig_t cfg = cluster_launch((unsigned)(HKV * pph), 128, tsmem, C, &at);
         auto call = [&](int i) {
             CHECK_CUDA(cudaLaunchKernelEx(&cfg, attn_tma_floor, maps[(size_t)(i % sets) * 2],
                                           maps[(size_t)(i % sets) * 2 + 1], (long long)ctx, pph));
