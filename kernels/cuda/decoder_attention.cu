@@ -243,10 +243,9 @@ __global__ void __launch_bounds__(ATT_THREADS)
  * in shared memory, then the blocks' in rank order through distributed shared memory, every block
  * finishing a slice of the outputs (each block pushes its state of an output to the rank that
  * finishes it: stores before the one barrier, where reading the peers' states after it took
- * loads and an exit barrier, 0.1-0.3 us more): fixed orders, the same bits every run, no
- * workspace. Shared
- * memory rows of 16-byte chunks are XOR-swizzled by the row (chunk c of row r at c ^ (r & 7)), so
- * the 8 rows an ldmatrix reads fall in 8 distinct bank groups. */
+ * loads and an exit barrier; decision 0012): fixed orders, the same bits every run, no
+ * workspace. Shared memory rows of 16-byte chunks are XOR-swizzled by the row (chunk c of row r
+ * at c ^ (r & 7)), so the 8 rows an ldmatrix reads fall in 8 distinct bank groups. */
 
 #define ATT_TK 16 /* keys per warp step: the n of two MMAs, the k of one */
 
