@@ -888,7 +888,6 @@ __global__ void __launch_bounds__(128, 1)
     attn_tma_floor(const __grid_constant__ CUtensorMap mk, const __grid_constant__ CUtensorMap mv,
                    long long len, int pph)
 {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
     extern __shared__ __align__(16) unsigned char tma_dyn[];
     constexpr unsigned BOX = TMA_BN * 128; /* bytes of one box of K (or of V) */
     const unsigned base = (kcuda::smem_u32(tma_dyn) + 1023u) & ~1023u; /* the swizzle's alignment */
@@ -908,16 +907,8 @@ __global__ void __launch_bounds__(128, 1)
         const unsigned dst = base + (unsigned)st * 2 * BOX;
         const int y = (int)(kb + (long long)i * TMA_BN);
         kcuda::mbar_arrive_tx(&full[st], 2 * BOX);
-        asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::"
-                     "bytes [%0], [%1, {%2, %3}], [%4];" ::"r"(dst),
-                     "l"(reinterpret_cast<unsigned long long>(&mk)), "r"(kvh * 64), "r"(y),
-                     "r"(kcuda::smem_u32(&full[st]))
-                     : "memory");
-        asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::"
-                     "bytes [%0], [%1, {%2, %3}], [%4];" ::"r"(dst + BOX),
-                     "l"(reinterpret_cast<unsigned long long>(&mv)), "r"(kvh * 64), "r"(y),
-                     "r"(kcuda::smem_u32(&full[st]))
-                     : "memory");
+        kcuda::tma_2d(dst, &mk, kvh * 64, y, &full[st]);
+        kcuda::tma_2d(dst + BOX, &mv, kvh * 64, y, &full[st]);
     };
     for (int i = 0; i < TMA_ST && i < ntiles; i++)
         arm(i);
@@ -926,7 +917,6 @@ __global__ void __launch_bounds__(128, 1)
         if (i + TMA_ST < ntiles)
             arm(i + TMA_ST);
     }
-#endif
 }
 
 /* A launch of `grid` blocks of `block` threads in x-clusters of C on the bench's stream, with
