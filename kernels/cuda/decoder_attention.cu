@@ -22,9 +22,32 @@ namespace dec
  * memory: fixed orders, so the same bits every run, and no workspace in global memory. Scores are
  * kept in base 2 (q is scaled by scale * log2(e)), so one ex2 per weight. */
 
-/* One output element's merge over a cluster's C ranks, in rank order (the same bits every run):
- * rank k holds, in its shared memory, its running max m_k (base 2; -inf: no keys), its weighted
- * sum a_k and its weight sum l_k; the result is sum w_k a_k / sum w_k l_k, w_k = 2^(m_k - M). */
+/* One output element's merge of C states in rank order (the same bits every run): state k is
+ * its running max m(k) (base 2; -inf: no keys), its weighted sum a(k) and its weight sum l(k);
+ * the result is sum w_k a(k) / sum w_k l(k), w_k = 2^(m(k) - M). m, a and l read state k
+ * wherever it is (registers, this block's shared memory). */
+template <int CMAX, typename Fm, typename Fa, typename Fl>
+__device__ __forceinline__ float softmax_fold(int C, Fm &&m, Fa &&a, Fl &&l)
+{
+    float M = -INFINITY;
+#pragma unroll
+    for (int k = 0; k < CMAX; k++)
+        if (k < C)
+            M = fmaxf(M, m(k));
+    float sa = 0.f, sl = 0.f;
+#pragma unroll
+    for (int k = 0; k < CMAX; k++)
+        if (k < C) {
+            const float mk = m(k);
+            const float w = mk == -INFINITY ? 0.f : exp2f(mk - M);
+            sa = fmaf(w, a(k), sa);
+            sl = fmaf(w, l(k), sl);
+        }
+    return sa / sl;
+}
+
+/* softmax_fold over a cluster's C ranks, rank k's state read from its shared memory (m, acc, l
+ * there), every load issued before any is used. */
 template <int CMAX>
 __device__ __forceinline__ float cluster_softmax_merge(cg::cluster_group &cluster, float *m,
                                                        float *acc, float *l, int C)
@@ -37,20 +60,9 @@ __device__ __forceinline__ float cluster_softmax_merge(cg::cluster_group &cluste
             ak[k] = *cluster.map_shared_rank(acc, k);
             lk[k] = *cluster.map_shared_rank(l, k);
         }
-    float M = -INFINITY;
-#pragma unroll
-    for (int k = 0; k < CMAX; k++)
-        if (k < C)
-            M = fmaxf(M, mk[k]);
-    float a = 0.f, sl = 0.f;
-#pragma unroll
-    for (int k = 0; k < CMAX; k++)
-        if (k < C) {
-            const float w = mk[k] == -INFINITY ? 0.f : exp2f(mk[k] - M);
-            a = fmaf(w, ak[k], a);
-            sl = fmaf(w, lk[k], sl);
-        }
-    return a / sl;
+    return softmax_fold<CMAX>(
+        C, [&](int k) { return mk[k]; }, [&](int k) { return ak[k]; },
+        [&](int k) { return lk[k]; });
 }
 
 #define ATT_GB      4   /* query heads per cluster (of one KV head's group) */
@@ -619,31 +631,19 @@ __global__ void __launch_bounds__(AttMma<DH, P_>::THREADS, 1)
         }
     }
     /* The cluster's: the states arrive with the barrier; every block finishes its slice of the
-     * np x DH outputs from them, in rank order (as cluster_softmax_merge), and no block reads
+     * np x DH outputs from them, in rank order (softmax_fold), and no block reads
      * another's shared memory after it, so none waits for the others at its exit. */
     cluster.sync();
     const int lo = rank * share, hi = min(total, lo + share);
     for (int idx = lo + tid; idx < hi; idx += L::THREADS) {
         const int p = idx / DH, d = idx % DH;
-        constexpr int CMAX = 16;
-        float M = -INFINITY;
-#pragma unroll
-        for (int k = 0; k < CMAX; k++)
-            if (k < C)
-                M = fmaxf(M, rcv_m[k][p]);
-        float a = 0.f, sl = 0.f;
-#pragma unroll
-        for (int k = 0; k < CMAX; k++)
-            if (k < C) {
-                const float mk = rcv_m[k][p];
-                const float w = mk == -INFINITY ? 0.f : exp2f(mk - M);
-                a = fmaf(w, rcv_o[k * share + idx - lo], a);
-                sl = fmaf(w, rcv_l[k][p], sl);
-            }
         /* the weights sum > 0: key 0 is rank 0's and every pair sees it */
         const unsigned pi = p0 + (unsigned)p, pr = pi / ug;
         o[(long long)pr * F + (long long)(kvh * G + (int)(pi - pr * ug)) * DH + d] =
-            from_f<T>(a / sl);
+            from_f<T>(softmax_fold<16>(
+                C, [&](int k) { return rcv_m[k][p]; },
+                [&](int k) { return rcv_o[k * share + idx - lo]; },
+                [&](int k) { return rcv_l[k][p]; }));
     }
 }
 
