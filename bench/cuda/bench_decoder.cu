@@ -24,9 +24,9 @@
  * (--only: the rows whose label starts with PREFIX, e.g. "attention prefill"; --ctx: the decode
  * attention's contexts). Prints a table; --json writes the results (format "baton.bench_decoder",
  * docs/bench_decoder.schema.json). The decode attention's variants (BATON_ATTN_DECODE,
- * BATON_ATTN_CLUSTER, BATON_ATTN_STAGES, BATON_ATTN_PREFETCH, BATON_ATTN_EARLY, BATON_ATTN_SPEC:
- * kernels/cuda/decoder_attention.cuh) are read from the environment, one setting per process; each
- * call is prepared first as the runtime prepares it;
+ * BATON_ATTN_CLUSTER, BATON_ATTN_STAGES, BATON_ATTN_WARPS, BATON_ATTN_PREFETCH, BATON_ATTN_EARLY,
+ * BATON_ATTN_SPEC: kernels/cuda/decoder_attention.cuh) are read from the environment, one setting
+ * per process; each call is prepared first as the runtime prepares it;
  * --attn-sweep runs the decode attention rows (contexts 1024, 4096 and 32768 unless --ctx) under
  * each setting in a child process and prints one table (BATON_SWEEP_ONLY="name,name" runs some;
  * --sweep-budget S starts no setting after S seconds). */
@@ -1225,6 +1225,9 @@ static int attn_sweep(const char *self, const char *ctxs, int reps, double budge
         {"spec 1", "BATON_ATTN_SPEC=1"},
         {"prefetch 4", "BATON_ATTN_PREFETCH=4"},
         {"stages 4", "BATON_ATTN_STAGES=4"},
+        {"warps 8", "BATON_ATTN_WARPS=8"},
+        {"warps 10", "BATON_ATTN_WARPS=10"},
+        {"warps 12", "BATON_ATTN_WARPS=12"},
         {"cluster 8", "BATON_ATTN_CLUSTER=8"},
         {"cluster 16", "BATON_ATTN_CLUSTER=16"},
         {"early 16", "BATON_ATTN_EARLY=16"},
@@ -1391,8 +1394,9 @@ int main(int argc, char **argv)
            g_prop.name, g_prop.multiProcessorCount, g_prop.l2CacheSize >> 20, g_reps);
     g_floor_us = time_calls(256, [&](int) { empty_kernel<<<1, 32, 0, g_stream>>>(); });
     {
-        const char *v[] = {"BATON_ATTN_DECODE",   "BATON_ATTN_CLUSTER", "BATON_ATTN_STAGES",
-                           "BATON_ATTN_PREFETCH", "BATON_ATTN_EARLY",   "BATON_ATTN_SPEC"};
+        const char *v[] = {"BATON_ATTN_DECODE", "BATON_ATTN_CLUSTER",  "BATON_ATTN_STAGES",
+                           "BATON_ATTN_WARPS",  "BATON_ATTN_PREFETCH", "BATON_ATTN_EARLY",
+                           "BATON_ATTN_SPEC"};
         for (const char *n : v)
             if (getenv(n))
                 printf("%s=%s\n", n, getenv(n));

@@ -265,8 +265,8 @@ __global__ void __launch_bounds__(ATT_THREADS)
  * P = 3 (one block per SM; 5 tiles, 160 KB, in flight per SM at DH 64: 128 SMs need some 8 MB in
  * flight for the HBM's rate at its loaded latency); DH 64 with P = 3 takes 96 KB, so that two
  * blocks may share an SM where a GPC has too few free SMs for a cluster of 16. */
-template <int DH, int P_> struct AttMma {
-    static constexpr int NW = DH <= 128 ? 8 : 4; /* warps per block (DH 256: 128 O registers) */
+template <int DH, int P_, int NW_ = (DH <= 128 ? 8 : 4)> struct AttMma {
+    static constexpr int NW = NW_; /* warps per block (DH 256: 128 O registers, 4) */
     static constexpr int THREADS = NW * 32;
     static constexpr int CH = DH / 8;                /* 16-byte chunks of a row */
     static constexpr int TILE = 2 * ATT_TK * DH * 2; /* bytes of one step's K and V */
@@ -359,13 +359,13 @@ __device__ __forceinline__ void att_prefetch_tile(const T *kg, const T *vg, long
  * still runs, each warp asks its first `early` tiles into L2 and, with spec, starts its ring on
  * them right after the wait, the positions read as a hint (below). pf: tile i + pf of a warp is
  * asked into L2 as tile i's copy is issued. */
-template <typename T, int DH, int P_>
-__global__ void __launch_bounds__(AttMma<DH, P_>::THREADS, 1)
+template <typename T, int DH, int P_, int NW_>
+__global__ void __launch_bounds__(AttMma<DH, P_, NW_>::THREADS, 1)
     attn_mma_kernel(const T *q, const T *kc, const T *vc, const void *pos, int pos64, T *o,
                     long long rows, long long S, int H, int Hkv, int G, int chunks, float qscale,
                     int pf, int hint, int early, int spec, int step)
 {
-    using L = AttMma<DH, P_>;
+    using L = AttMma<DH, P_, NW_>;
     constexpr int NW = L::NW, CH = L::CH, P = L::P, TILE = L::TILE, OS = L::OS;
     constexpr int KS = DH / 16, ND = DH / 8;
     extern __shared__ __align__(128) unsigned char att_dyn[];
@@ -695,7 +695,7 @@ DEC_PREPARE(attention, DEC_ATTENTION, 5)
 const AttEnv &kcuda::dec::att_env()
 {
     static const AttEnv e = [] {
-        AttEnv v = {0, 0, 0, 0, 0, 4, 0};
+        AttEnv v = {0, 0, 0, 0, 0, 4, 0, 0};
         const char *a = getenv("BATON_ATTN_DECODE");
         v.simt = a && !strcmp(a, "simt");
         const char *c = getenv("BATON_ATTN_CLUSTER");
@@ -706,6 +706,9 @@ const AttEnv &kcuda::dec::att_env()
         const int st = p ? atoi(p) : 0;
         if (st == 3 || st == 4 || st == 6)
             v.stages = st == 6 ? 0 : st;
+        const char *wp = getenv("BATON_ATTN_WARPS");
+        const int nw = wp ? atoi(wp) : 0;
+        v.warps = nw == 8 || nw == 10 || nw == 12 || nw == 16 ? nw : 0;
         const char *pf = getenv("BATON_ATTN_PREFETCH");
         const int np = pf ? atoi(pf) : 0;
         v.prefetch = np > 0 && np <= 16 ? np : 0;
@@ -764,13 +767,13 @@ struct AttFit {
     int n[17];
 };
 
-template <typename T, int DH, int P>
+template <typename T, int DH, int P, int NW>
 static AttFit attn_mma_fit(const baton_exec_ctx *ctx, long long clusters)
 {
     static DeviceOnce<AttFit> once;
     return once.get(device_of(ctx), [&] {
-        using L = AttMma<DH, P>;
-        auto kern = attn_mma_kernel<T, DH, P>;
+        using L = AttMma<DH, P, NW>;
+        auto kern = attn_mma_kernel<T, DH, P, NW>;
         /* Maybe asked while the caller's stream captures a graph. Kept even when a query fails
          * (as 0): the cluster size decides the order of the merge, so every later call of the
          * process must choose as the first did. */
@@ -799,22 +802,22 @@ static AttFit attn_mma_fit(const baton_exec_ctx *ctx, long long clusters)
 }
 
 /* The largest cluster size up to C (> 8) whose `clusters` clusters all fit at once, else 8. */
-template <typename T, int DH, int P>
+template <typename T, int DH, int P, int NW>
 static int attn_mma_one_wave(const baton_exec_ctx *ctx, long long clusters, int C)
 {
-    const AttFit f = attn_mma_fit<T, DH, P>(ctx, clusters);
+    const AttFit f = attn_mma_fit<T, DH, P, NW>(ctx, clusters);
     for (int c = C; c > 8; c--)
         if (f.n[c] >= clusters)
             return c;
     return 8;
 }
 
-template <typename T, int DH, int P>
+template <typename T, int DH, int P, int NW>
 static int attn_mma_launch(const baton_exec_ctx *ctx, void **b, const baton_decoder_desc &d,
                            const dec_shape &s, int C, long long chunks)
 {
-    using L = AttMma<DH, P>;
-    auto kern = attn_mma_kernel<T, DH, P>;
+    using L = AttMma<DH, P, NW>;
+    auto kern = attn_mma_kernel<T, DH, P, NW>;
     const long long clusters = (long long)d.n_kv_heads * chunks;
     const int pr =
         prepare(kern, ctx, "attention", C, clusters * C, L::THREADS, L::SMEM, L::SMEM, true);
@@ -858,6 +861,7 @@ static int attn_mma(const baton_exec_ctx *ctx, void **b, const baton_decoder_des
     if (clusters * 16 > 0x7fffffffLL)
         return baton__ctx_fail(ctx, BATON_EINVAL, "attention: too many rows for one launch");
     constexpr int PBIG = DH == 64 ? 6 : 3;
+    constexpr long long ATT_WIDE_FROM = 8192; /* head_dim 64: 12 warps from this cache length */
     const AttEnv &env = att_env();
     int C = env.cluster;
     if (!C) {
@@ -869,17 +873,31 @@ static int attn_mma(const baton_exec_ctx *ctx, void **b, const baton_decoder_des
             C /= 2;
     }
     const bool pick = C > 8 && !env.cluster;
+    constexpr int NW = AttMma<DH, PBIG>::NW;
     if constexpr (DH == 64) {
+        /* About as many bytes in flight over more warps: each computes fewer tiles, so its ring
+         * waits less behind its own math; from 8192 keys of cache up that is faster, below the
+         * extra warps' merge costs more than it saves (docs/decisions/0012). */
+        const int warps = env.warps ? env.warps : s.S >= ATT_WIDE_FROM ? 12 : 8;
+        if (warps == 16)
+            return attn_mma_launch<T, DH, 3, 16>(
+                ctx, b, d, s, pick ? attn_mma_one_wave<T, DH, 3, 16>(ctx, clusters, C) : C, chunks);
+        if (warps == 12)
+            return attn_mma_launch<T, DH, 4, 12>(
+                ctx, b, d, s, pick ? attn_mma_one_wave<T, DH, 4, 12>(ctx, clusters, C) : C, chunks);
+        if (warps == 10)
+            return attn_mma_launch<T, DH, 5, 10>(
+                ctx, b, d, s, pick ? attn_mma_one_wave<T, DH, 5, 10>(ctx, clusters, C) : C, chunks);
         if (env.stages == 3)
-            return attn_mma_launch<T, DH, 3>(
-                ctx, b, d, s, pick ? attn_mma_one_wave<T, DH, 3>(ctx, clusters, C) : C, chunks);
+            return attn_mma_launch<T, DH, 3, NW>(
+                ctx, b, d, s, pick ? attn_mma_one_wave<T, DH, 3, NW>(ctx, clusters, C) : C, chunks);
         if (env.stages == 4)
-            return attn_mma_launch<T, DH, 4>(
-                ctx, b, d, s, pick ? attn_mma_one_wave<T, DH, 4>(ctx, clusters, C) : C, chunks);
+            return attn_mma_launch<T, DH, 4, NW>(
+                ctx, b, d, s, pick ? attn_mma_one_wave<T, DH, 4, NW>(ctx, clusters, C) : C, chunks);
     }
     if (pick)
-        C = attn_mma_one_wave<T, DH, PBIG>(ctx, clusters, C);
-    return attn_mma_launch<T, DH, PBIG>(ctx, b, d, s, C, chunks);
+        C = attn_mma_one_wave<T, DH, PBIG, NW>(ctx, clusters, C);
+    return attn_mma_launch<T, DH, PBIG, NW>(ctx, b, d, s, C, chunks);
 }
 
 template <typename T>

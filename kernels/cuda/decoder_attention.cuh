@@ -15,16 +15,18 @@ namespace dec
  * process; docs/benchmarks.md): BATON_ATTN_DECODE=simt takes the CUDA-core kernel
  * (attn_split_kernel) for bf16/f16 too, BATON_ATTN_CLUSTER=C (1 to 16) fixes the cluster
  * size of either, BATON_ATTN_STAGES=3, 4 or 6 the stages per warp of the tensor-core kernel at
- * head_dim 64 (6 by default), BATON_ATTN_PREFETCH=n (0 to 16, 0 by default) has its warps ask tile
- * i + n into L2 as they copy tile i; launched with PDL, BATON_ATTN_EARLY=n (0 to 64, 4 by
- * default) has each warp ask its first n tiles into L2 before the wait and BATON_ATTN_SPEC=1
+ * head_dim 64 with 8 warps (6 by default), BATON_ATTN_WARPS=8, 10, 12 or 16 the warps that share
+ * its 192 KB (or 200 KB) of stages at head_dim 64 (6, 5, 4 or 3 stages each; by default 12 for
+ * caches of 8192 rows and more, else 8), BATON_ATTN_PREFETCH=n (0 to 16, 0 by default) has its
+ * warps ask tile i + n into L2 as they copy tile i; launched with PDL, BATON_ATTN_EARLY=n (0 to 64,
+ * 4 by default) has each warp ask its first n tiles into L2 before the wait and BATON_ATTN_SPEC=1
  * starts the ring on the positions' hint (0 by default); BATON_ATTN_VERBOSE=1 prints each
  * configuration the first time it is launched (stderr). The defaults are what
  * docs/decisions/0012 measured fastest. Read once per process; the results do not depend on them
- * beyond rounding (the cluster size changes the order of the merge; the stages, prefetches and
- * the hint change nothing). */
+ * beyond rounding (the cluster size and the warps change the order of the merge; the stages,
+ * prefetches and the hint change nothing). */
 struct AttEnv {
-    int simt, cluster, stages, verbose, prefetch, early, spec;
+    int simt, cluster, stages, verbose, prefetch, early, spec, warps;
 };
 
 /* The knobs, read on first use (decoder_attention.cu). */
