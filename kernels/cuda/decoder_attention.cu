@@ -261,10 +261,11 @@ __global__ void __launch_bounds__(ATT_THREADS)
 
 #define ATT_TK 16 /* keys per warp step: the n of two MMAs, the k of one */
 
-/* P stages per warp: 192 KB of shared memory for DH 64 with P = 6 and for DH 128 and 256 with
- * P = 3 (one block per SM; 5 tiles, 160 KB, in flight per SM at DH 64: 128 SMs need some 8 MB in
- * flight for the HBM's rate at its loaded latency); DH 64 with P = 3 takes 96 KB, so that two
- * blocks may share an SM where a GPC has too few free SMs for a cluster of 16. */
+/* P stages for each of NW warps: 192 KB of shared memory for DH 64 with 8 warps of P = 6 (or 12 of
+ * P = 4, 16 of P = 3; 10 of P = 5 take 200 KB) and for DH 128 and 256 with P = 3 (one block per
+ * SM; 160 KB in flight per SM at DH 64: 128 SMs need some 8 MB in flight for the HBM's rate at its
+ * loaded latency); 8 warps of P = 3 take 96 KB, so that two blocks may share an SM where a GPC has
+ * too few free SMs for a cluster of 16. */
 template <int DH, int P_, int NW_ = (DH <= 128 ? 8 : 4)> struct AttMma {
     static constexpr int NW = NW_; /* warps per block (DH 256: 128 O registers, 4) */
     static constexpr int THREADS = NW * 32;
