@@ -860,20 +860,9 @@ __global__ void __launch_bounds__(256, 1)
     const int lo = rank * share, hi = min(256, lo + share);
     for (int idx = lo + tid; idx < hi; idx += 256) {
         const int p = idx / 64;
-        float M = -INFINITY;
-#pragma unroll
-        for (int k = 0; k < 16; k++)
-            if (k < C)
-                M = fmaxf(M, bm[k][p]);
-        float a = 0.f, l = 0.f;
-#pragma unroll
-        for (int k = 0; k < 16; k++)
-            if (k < C) {
-                const float wt = exp2f(bm[k][p] - M);
-                a = fmaf(wt, bo[k * share + idx - lo], a);
-                l = fmaf(wt, bl[k][p], l);
-            }
-        o[(long long)kvh * 256 + idx] = __float2bfloat16(a / l);
+        o[(long long)kvh * 256 + idx] = __float2bfloat16(kcuda::softmax_fold<16>(
+            C, [&](int k) { return bm[k][p]; }, [&](int k) { return bo[k * share + idx - lo]; },
+            [&](int k) { return bl[k][p]; }));
     }
 }
 

@@ -22,30 +22,6 @@ namespace dec
  * memory: fixed orders, so the same bits every run, and no workspace in global memory. Scores are
  * kept in base 2 (q is scaled by scale * log2(e)), so one ex2 per weight. */
 
-/* One output element's merge of C states in rank order (the same bits every run): state k is
- * its running max m(k) (base 2; -inf: no keys), its weighted sum a(k) and its weight sum l(k);
- * the result is sum w_k a(k) / sum w_k l(k), w_k = 2^(m(k) - M). m, a and l read state k
- * wherever it is (registers, this block's shared memory). */
-template <int CMAX, typename Fm, typename Fa, typename Fl>
-__device__ __forceinline__ float softmax_fold(int C, Fm &&m, Fa &&a, Fl &&l)
-{
-    float M = -INFINITY;
-#pragma unroll
-    for (int k = 0; k < CMAX; k++)
-        if (k < C)
-            M = fmaxf(M, m(k));
-    float sa = 0.f, sl = 0.f;
-#pragma unroll
-    for (int k = 0; k < CMAX; k++)
-        if (k < C) {
-            const float mk = m(k);
-            const float w = mk == -INFINITY ? 0.f : exp2f(mk - M);
-            sa = fmaf(w, a(k), sa);
-            sl = fmaf(w, l(k), sl);
-        }
-    return sa / sl;
-}
-
 /* softmax_fold over a cluster's C ranks, rank k's state read from its shared memory (m, acc, l
  * there), every load issued before any is used. */
 template <int CMAX>
@@ -850,6 +826,16 @@ static int attn_mma_launch(const baton_exec_ctx *ctx, void **b, const baton_deco
                   env.prefetch, hint, env.early, env.spec, ctx->step_index);
 }
 
+/* attn_mma_launch at cluster size C, or (pick) the largest from C down that fits in one wave. */
+template <typename T, int DH, int P, int NW>
+static int attn_mma_run(const baton_exec_ctx *ctx, void **b, const baton_decoder_desc &d,
+                        const dec_shape &s, long long clusters, int C, bool pick, long long chunks)
+{
+    if (pick)
+        C = attn_mma_one_wave<T, DH, P, NW>(ctx, clusters, C);
+    return attn_mma_launch<T, DH, P, NW>(ctx, b, d, s, C, chunks);
+}
+
 /* The tensor-core decode: clusters of up to 16 blocks while the clusters alone do not fill the
  * GPU, fewer for a small cache (64 keys a block at least); above 8, the largest size whose
  * clusters all fit at once (one wave: a block per SM where the GPC has room), else 8. */
@@ -881,24 +867,17 @@ static int attn_mma(const baton_exec_ctx *ctx, void **b, const baton_decoder_des
          * extra warps' merge costs more than it saves (docs/decisions/0012). */
         const int warps = env.warps ? env.warps : s.S >= ATT_WIDE_FROM ? 12 : 8;
         if (warps == 16)
-            return attn_mma_launch<T, DH, 3, 16>(
-                ctx, b, d, s, pick ? attn_mma_one_wave<T, DH, 3, 16>(ctx, clusters, C) : C, chunks);
+            return attn_mma_run<T, DH, 3, 16>(ctx, b, d, s, clusters, C, pick, chunks);
         if (warps == 12)
-            return attn_mma_launch<T, DH, 4, 12>(
-                ctx, b, d, s, pick ? attn_mma_one_wave<T, DH, 4, 12>(ctx, clusters, C) : C, chunks);
+            return attn_mma_run<T, DH, 4, 12>(ctx, b, d, s, clusters, C, pick, chunks);
         if (warps == 10)
-            return attn_mma_launch<T, DH, 5, 10>(
-                ctx, b, d, s, pick ? attn_mma_one_wave<T, DH, 5, 10>(ctx, clusters, C) : C, chunks);
+            return attn_mma_run<T, DH, 5, 10>(ctx, b, d, s, clusters, C, pick, chunks);
         if (env.stages == 3)
-            return attn_mma_launch<T, DH, 3, NW>(
-                ctx, b, d, s, pick ? attn_mma_one_wave<T, DH, 3, NW>(ctx, clusters, C) : C, chunks);
+            return attn_mma_run<T, DH, 3, NW>(ctx, b, d, s, clusters, C, pick, chunks);
         if (env.stages == 4)
-            return attn_mma_launch<T, DH, 4, NW>(
-                ctx, b, d, s, pick ? attn_mma_one_wave<T, DH, 4, NW>(ctx, clusters, C) : C, chunks);
+            return attn_mma_run<T, DH, 4, NW>(ctx, b, d, s, clusters, C, pick, chunks);
     }
-    if (pick)
-        C = attn_mma_one_wave<T, DH, PBIG, NW>(ctx, clusters, C);
-    return attn_mma_launch<T, DH, PBIG, NW>(ctx, b, d, s, C, chunks);
+    return attn_mma_run<T, DH, PBIG, NW>(ctx, b, d, s, clusters, C, pick, chunks);
 }
 
 template <typename T>

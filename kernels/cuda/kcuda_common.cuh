@@ -1127,6 +1127,31 @@ __device__ __forceinline__ float ex2_approx(float x)
     return y;
 }
 
+/* One output element's merge of C states in rank order (the same bits every run): state k is
+ * its running max m(k) (base 2; -inf: no keys), its weighted sum a(k) and its weight sum l(k);
+ * the result is sum w_k a(k) / sum w_k l(k), w_k = 2^(m(k) - M). m, a and l read state k
+ * wherever it is (registers, this block's shared memory): decode attention's cluster merges and
+ * bench_decoder's floor of them. */
+template <int CMAX, typename Fm, typename Fa, typename Fl>
+__device__ __forceinline__ float softmax_fold(int C, Fm &&m, Fa &&a, Fl &&l)
+{
+    float M = -INFINITY;
+#pragma unroll
+    for (int k = 0; k < CMAX; k++)
+        if (k < C)
+            M = fmaxf(M, m(k));
+    float sa = 0.f, sl = 0.f;
+#pragma unroll
+    for (int k = 0; k < CMAX; k++)
+        if (k < C) {
+            const float mk = m(k);
+            const float w = mk == -INFINITY ? 0.f : exp2f(mk - M);
+            sa = fmaf(w, a(k), sa);
+            sl = fmaf(w, l(k), sl);
+        }
+    return sa / sl;
+}
+
 /* A prefill block's place in the order of work, its block index in and out: the longest rows
  * first, except that the second round of one block an SM goes lightest first: blocks b and
  * sms + b, which usually share an SM while the GPU fills, then carry about the same work
