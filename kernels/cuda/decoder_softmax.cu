@@ -156,25 +156,69 @@ template <typename T> __host__ __device__ constexpr int smx_reg_vpt()
     return sizeof(T) == 4 ? 4 : 2;
 }
 
-/* One vector into a running maximum m and a sum s of exp(x - m), s rescaled when m grows. */
-template <typename A, typename T>
-__device__ __forceinline__ void online_take(const U16<T> &u, A &m, A &s)
-{
-    constexpr int E = U16<T>::E;
-    A v[E], vm = -INFINITY;
-#pragma unroll
-    for (int e = 0; e < E; e++) {
-        v[e] = ld_a<A>(u.v[e]);
-        vm = v[e] > vm ? v[e] : vm;
+/* exp(v - m) as the online softmax forms it, the cheapest way each accumulator allows: f32 in
+ * base 2 against the maximum scaled once, m2 = m log2(e), so that a term is one FFMA and the
+ * special-function unit's 2^x (the subtraction and the multiply were two instructions a value,
+ * and the sums the 64 rows' last loads wait for are bound by the instructions issued); f64
+ * through exp.
+ * Every term, rescale and merge of a row is formed against the same rounded m2 (a rescale or a
+ * merge is 2^(m2_a - m2_b)), so its rounding scales the sum and every output's numerator alike
+ * and cancels in y = e / sum. */
+template <typename A> struct SoftExp {
+    static __device__ __forceinline__ A scale(A m)
+    {
+        return m;
     }
+    static __device__ __forceinline__ A term(A v, A m2)
+    {
+        return exp(v - m2);
+    }
+    static __device__ __forceinline__ A ratio(A m2a, A m2b)
+    {
+        return exp(m2a - m2b);
+    }
+};
+template <> struct SoftExp<float> {
+    static constexpr float L2E = 1.4426950408889634f;
+    static __device__ __forceinline__ float scale(float m)
+    {
+        return m * L2E;
+    }
+    static __device__ __forceinline__ float term(float v, float m2)
+    {
+        return ex2_approx(fmaf(v, L2E, -m2));
+    }
+    static __device__ __forceinline__ float ratio(float m2a, float m2b)
+    {
+        return ex2_approx(m2a - m2b);
+    }
+};
+
+/* One vector into a running maximum m (m2 = SoftExp scale of it) and a sum s of exp(x - m), s
+ * rescaled when m grows. */
+template <typename A, typename T>
+__device__ __forceinline__ void online_take(const U16<T> &u, A &m, A &m2, A &s)
+{
+    using X = SoftExp<A>;
+    constexpr int E = U16<T>::E;
+    A v[E];
+#pragma unroll
+    for (int e = 0; e < E; e++)
+        v[e] = ld_a<A>(u.v[e]);
+    A vm = v[0]; /* fmax ignores a NaN as the compare-and-select did, in one instruction */
+#pragma unroll
+    for (int e = 1; e < E; e++)
+        vm = fmax(vm, v[e]);
     if (vm > m) { /* rescale the sum to the new maximum (0 while it was -inf) */
-        s *= exp(m - vm);
+        const A n2 = X::scale(vm);
+        s *= X::ratio(m2, n2);
         m = vm;
+        m2 = n2;
     }
     if (m != -INFINITY) /* all -inf so far: nothing to add (exp(-inf - -inf) is NaN) */
 #pragma unroll
         for (int e = 0; e < E; e++)
-            s += exp(v[e] - m);
+            s += X::term(v[e], m2);
 }
 
 /* Maximum over the warp; every lane gets it. */
@@ -188,39 +232,19 @@ template <typename A> __device__ __forceinline__ A warp_max(A v)
     return v;
 }
 
-/* The row's maximum mx and sum of exp(x - mx) over a block and the C (<= 8) blocks of its cluster
- * (C == 1: the block alone), from each thread's running maximum m and sum s of exp(x - m): each
- * warp folds its lanes' pairs, lane 0 puts the warp's in its slot, one barrier (the cluster's, or
- * the block's), then every warp folds all C x 32 slots in one fixed tree (lane q takes slot q of
- * each rank in rank order), so every block of the cluster gets the same bits. One barrier between
- * the last load and the first store, where the block's maximum, its sum and the cluster's pairs
- * took five. */
-template <typename A>
-__device__ __forceinline__ void row_max_sum(A (*slot)[2], int C, A m, A s, A &mx, A &sum)
+/* The row's maximum and sum of exp(x - max) from C x 32 warps' pairs in one fixed tree (lane q
+ * takes pair q of each rank in rank order), so every warp that folds them gets the same bits. */
+template <typename A, typename F>
+__device__ __forceinline__ void fold_pairs(int C, F &&pair, A &mx, A &sum)
 {
-    const A wm = warp_max<A>(m);
-    const A ws = warp_sum<A>(m == -INFINITY ? (A)0 : s * exp(m - wm));
+    using X = SoftExp<A>;
     const int lane = threadIdx.x & 31, nw = (int)(blockDim.x >> 5);
-    if (lane == 0) {
-        slot[threadIdx.x >> 5][0] = wm;
-        slot[threadIdx.x >> 5][1] = ws;
-    }
     A qm[8], qs[8];
-    if (C > 1) {
-        cg::cluster_group cluster = cg::this_cluster();
-        cluster.sync();
 #pragma unroll
-        for (int r = 0; r < 8; r++) {
-            qm[r] = r < C && lane < nw ? *cluster.map_shared_rank(&slot[lane][0], r) : -INFINITY;
-            qs[r] = r < C && lane < nw ? *cluster.map_shared_rank(&slot[lane][1], r) : (A)0;
-        }
-    } else {
-        __syncthreads();
-        qm[0] = lane < nw ? slot[lane][0] : -INFINITY;
-        qs[0] = lane < nw ? slot[lane][1] : (A)0;
-#pragma unroll
-        for (int r = 1; r < 8; r++)
-            qm[r] = -INFINITY, qs[r] = 0;
+    for (int r = 0; r < 8; r++) {
+        qm[r] = -INFINITY, qs[r] = 0;
+        if (r < C && lane < nw)
+            pair(r, lane, qm[r], qs[r]);
     }
     A lm = qm[0];
 #pragma unroll
@@ -230,12 +254,57 @@ __device__ __forceinline__ void row_max_sum(A (*slot)[2], int C, A m, A s, A &mx
     A t = 0;
 #pragma unroll
     for (int r = 0; r < 8; r++)
-        t += qm[r] == -INFINITY ? (A)0 : qs[r] * exp(qm[r] - mx);
+        t += qm[r] == -INFINITY ? (A)0 : qs[r] * X::ratio(X::scale(qm[r]), X::scale(mx));
     sum = warp_sum<A>(t);
 }
 
-/* Vectors of a softmax_smem_kernel thread's share of shared memory, at most (1024 threads). */
-#define SMS_KMAX 16
+/* The row's maximum mx and sum of exp(x - mx) over a block and the C (<= 8) blocks of its cluster
+ * (C == 1: the block alone), from each thread's running maximum m and sum s of exp(x - m): each
+ * warp folds its lanes' pairs and lane 0 puts the warp's in its slot. A block alone: one block
+ * barrier, then every warp folds the 32 slots. A cluster: one cluster barrier, then warp 0 alone
+ * folds the C x 32 slots through distributed shared memory and hands the result to the block
+ * (bc, one block barrier): when all 32 warps read the peers' slots, the exchange took 1.5 us of
+ * the 64 rows' 21.5, 0.45 more than warp 0 alone. Every block of a cluster folds the same pairs
+ * in the same tree, so all get the same bits. One cluster barrier between the last load and the
+ * first store, where the block's maximum, its sum and the cluster's pairs took five. */
+template <typename A>
+__device__ __forceinline__ void row_max_sum(A (*slot)[2], A *bc, int C, A m, A s, A &mx, A &sum)
+{
+    using X = SoftExp<A>;
+    const A wm = warp_max<A>(m);
+    const A ws = warp_sum<A>(m == -INFINITY ? (A)0 : s * X::ratio(X::scale(m), X::scale(wm)));
+    if ((threadIdx.x & 31) == 0) {
+        slot[threadIdx.x >> 5][0] = wm;
+        slot[threadIdx.x >> 5][1] = ws;
+    }
+    if (C == 1) {
+        __syncthreads();
+        fold_pairs<A>(
+            1, [&](int, int q, A &pm, A &ps) { pm = slot[q][0], ps = slot[q][1]; }, mx, sum);
+        return;
+    }
+    cg::cluster_group cluster = cg::this_cluster();
+    cluster.sync();
+    if (threadIdx.x < 32) {
+        fold_pairs<A>(
+            C,
+            [&](int r, int q, A &pm, A &ps) {
+                pm = *cluster.map_shared_rank(&slot[q][0], r);
+                ps = *cluster.map_shared_rank(&slot[q][1], r);
+            },
+            mx, sum);
+        if (threadIdx.x == 0)
+            bc[0] = mx, bc[1] = sum;
+    }
+    __syncthreads();
+    mx = bc[0];
+    sum = bc[1];
+}
+
+/* softmax_smem_kernel's threads (one block a SM), and the vectors of a thread's share of shared
+ * memory, at most. */
+#define SMS_THREADS 1024
+#define SMS_KMAX    16
 
 /* f(k) for k = K .. KMAX - 1, each once the thread's group k has landed (groups retire in
  * order: at most KMAX - 1 - k of the KMAX committed ones still pending). */
@@ -264,15 +333,17 @@ template <int K, int KMAX, typename F> __device__ __forceinline__ void sms_each_
  * over 128 blocks in 2-block clusters, where the two-pass kernel read it twice, 1.5x the copy),
  * and the exponentials overlap the loads. */
 template <typename T>
-__global__ void __launch_bounds__(1024, 1) softmax_smem_kernel(const T *x, T *y, long long N, int C)
+__global__ void __launch_bounds__(SMS_THREADS, 1)
+    softmax_smem_kernel(const T *x, T *y, long long N, int C)
 {
     using A = typename Acc<T>::A;
     constexpr int E = 16 / (int)sizeof(T), VPT = smx_reg_vpt<T>();
     extern __shared__ __align__(16) unsigned char smem_raw[];
-    const U16<T> *sh = reinterpret_cast<const U16<T> *>(smem_raw);
     __shared__ A slot[32][2]; /* a warp's maximum and sum */
+    __shared__ A bc[2];       /* the row's, from warp 0 */
     const RowSlice<T> sl = row_slice(x, y, N, C);
-    const int tid = threadIdx.x, nt = blockDim.x;
+    constexpr int nt = SMS_THREADS; /* a constant: the shared-memory offsets are immediates */
+    const int tid = threadIdx.x;
     const long long rlo = sl.lo, rhi = min(sl.hi, sl.lo + (long long)VPT * nt);
     const int ns = (int)max(0LL, sl.hi - rhi); /* vectors in shared memory, from rhi */
     pdl_wait();                                /* x may be a predecessor's output */
@@ -297,34 +368,43 @@ __global__ void __launch_bounds__(1024, 1) softmax_smem_kernel(const T *x, T *y,
             cp_async16_pol(smem_raw + (size_t)j * 16, sl.x + (rhi + j) * E, pol);
         cp_commit();
     }
-    A m = -INFINITY, sum = 0;
+    A m = -INFINITY, m2 = -INFINITY, sum = 0;
 #pragma unroll
     for (int k = 0; k < VPT; k++)
         if (rlo + (long long)k * nt + tid < rhi)
-            online_take<A>(raw[k], m, sum);
+            online_take<A>(raw[k], m, m2, sum);
+    const unsigned mine = smem_u32(smem_raw) + 16u * tid; /* the thread's vector of group 0 */
     sms_each_group<0, SMS_KMAX>([&](int k) {
-        const int j = tid + k * nt;
-        if (j < ns)
-            online_take<A>(sh[j], m, sum);
+        if (tid + k * nt < ns) {
+            U16<T> u;
+            *reinterpret_cast<uint4 *>(u.v) = lds16_after_wait(mine + 16u * nt * k);
+            online_take<A>(u, m, m2, sum);
+        }
     });
     A mx, tot;
-    row_max_sum<A>(slot, C, m, sum, mx, tot);
-    const A inv = (A)1 / tot;
-    auto put = [&](const U16<T> &u, long long j) {
+    row_max_sum<A>(slot, bc, C, m, sum, mx, tot);
+    const A inv = (A)1 / tot, mx2 = SoftExp<A>::scale(mx);
+    auto put = [&](const U16<T> &u, T *to) {
         U16<T> o;
 #pragma unroll
         for (int e = 0; e < E; e++)
-            o.v[e] = from_acc<T>(exp(ld_a<A>(u.v[e]) - mx) * inv);
-        __stcs(reinterpret_cast<uint4 *>(sl.y + j * E), *reinterpret_cast<const uint4 *>(o.v));
+            o.v[e] = from_acc<T>(SoftExp<A>::term(ld_a<A>(u.v[e]), mx2) * inv);
+        __stcs(reinterpret_cast<uint4 *>(to), *reinterpret_cast<const uint4 *>(o.v));
     };
 #pragma unroll
     for (int k = 0; k < VPT; k++) {
         const long long j = rlo + (long long)k * nt + tid;
         if (j < rhi)
-            put(raw[k], j);
+            put(raw[k], sl.y + j * E);
     }
-    for (int j = tid; j < ns; j += nt) /* the thread's own vectors: landed, read by no other */
-        put(sh[j], rhi + j);
+    T *const ys = sl.y + (rhi + tid) * E; /* the thread's vector of group 0 in y */
+#pragma unroll
+    for (int k = 0; k < SMS_KMAX; k++) /* the thread's own vectors: landed, read by no other */
+        if (tid + k * nt < ns) {
+            U16<T> u;
+            *reinterpret_cast<uint4 *>(u.v) = lds16_after_wait(mine + 16u * nt * k);
+            put(u, ys + (size_t)nt * E * k);
+        }
     if (C > 1)
         cluster_exit_barrier(); /* peers may still read this block's slots */
 }
@@ -477,11 +557,12 @@ __global__ void __launch_bounds__(SMX_THREADS, 3)
     using A = typename Acc<T>::A;
     constexpr int E = 16 / (int)sizeof(T), SMX_U = smx_u<T>();
     __shared__ A slot[32][2]; /* a warp's maximum and sum */
+    __shared__ A bc[2];       /* the row's, from warp 0 */
     const RowSlice<T> sl = row_slice(x, y, N, C);
     const long long step = (long long)blockDim.x * SMX_U;
     pdl_wait(); /* x may be a predecessor's output */
     pdl_trigger();
-    A m = -INFINITY, sum = 0;
+    A m = -INFINITY, m2 = -INFINITY, sum = 0;
     for (long long j0 = sl.lo + threadIdx.x; j0 < sl.hi; j0 += step) {
         U16<T> raw[SMX_U];
 #pragma unroll
@@ -492,12 +573,12 @@ __global__ void __launch_bounds__(SMX_THREADS, 3)
         for (int k = 0; k < SMX_U; k++) {
             if (j0 + (long long)k * blockDim.x >= sl.hi)
                 break;
-            online_take<A>(raw[k], m, sum);
+            online_take<A>(raw[k], m, m2, sum);
         }
     }
     A mx, tot;
-    row_max_sum<A>(slot, C, m, sum, mx, tot);
-    const A inv = (A)1 / tot;
+    row_max_sum<A>(slot, bc, C, m, sum, mx, tot);
+    const A inv = (A)1 / tot, mx2 = SoftExp<A>::scale(mx);
     const unsigned long long last = l2_evict_first();
     for (long long j0 = sl.lo + threadIdx.x; j0 < sl.hi; j0 += step) {
         U16<T> raw[SMX_U];
@@ -514,7 +595,7 @@ __global__ void __launch_bounds__(SMX_THREADS, 3)
             U16<T> u;
 #pragma unroll
             for (int e = 0; e < E; e++)
-                u.v[e] = from_acc<T>(exp(ld_a<A>(raw[k].v[e]) - mx) * inv);
+                u.v[e] = from_acc<T>(SoftExp<A>::term(ld_a<A>(raw[k].v[e]), mx2) * inv);
             __stcs(reinterpret_cast<uint4 *>(sl.y + j * E), *reinterpret_cast<const uint4 *>(u.v));
         }
     }
@@ -599,11 +680,11 @@ template <typename T> static SmxFit softmax_smem_fit(const baton_exec_ctx *ctx, 
     return once.get(device_of(ctx), [&] {
         const RelaxedCapture relaxed;
         const auto kernel = softmax_smem_kernel<T>;
-        const int pr = prepare(kernel, ctx, "softmax", 8, 8, 1024, smem, smem, false);
+        const int pr = prepare(kernel, ctx, "softmax", 8, 8, SMS_THREADS, smem, smem, false);
         SmxFit f;
         memset(&f, 0, sizeof f);
         for (int i = 1; i < 4; i++)
-            if (pr == 0 && max_active_clusters((const void *)kernel, 8, 1024, smem, 1 << i,
+            if (pr == 0 && max_active_clusters((const void *)kernel, 8, SMS_THREADS, smem, 1 << i,
                                                (cudaStream_t)ctx->stream, &f.n[i]) != cudaSuccess) {
                 (void)cudaGetLastError();
                 f.n[i] = 0;
@@ -624,16 +705,18 @@ static int softmax_smem_launch(const baton_exec_ctx *ctx, void **b, const dec_sh
     const auto kernel = softmax_smem_kernel<T>;
     const size_t smem_max = (size_t)device_facts(ctx).smem_optin - 1024;
     for (int c = 1, i = 0; c <= 8; c *= 2, i++) {
-        const long long per = (nv + c - 1) / c, ns = per - (long long)smx_reg_vpt<T>() * 1024;
-        if (s.rows * c > sms || ns * 16 > (long long)smem_max || ns > SMS_KMAX * 1024LL)
+        const long long per = (nv + c - 1) / c,
+                        ns = per - (long long)smx_reg_vpt<T>() * SMS_THREADS;
+        if (s.rows * c > sms || ns * 16 > (long long)smem_max ||
+            ns > SMS_KMAX * (long long)SMS_THREADS)
             continue;
         if (c > 1 && s.rows > softmax_smem_fit<T>(ctx, smem_max).n[i])
             continue;
         const size_t smem = ns > 0 ? (size_t)ns * 16 : 0;
         const long long grid = s.rows * c;
-        if (prepare(kernel, ctx, "softmax", c, grid, 1024, smem, smem_max, false))
+        if (prepare(kernel, ctx, "softmax", c, grid, SMS_THREADS, smem, smem_max, false))
             return BATON_ECUDA;
-        return launch(ctx, "softmax", kernel, (unsigned)grid, 1024, smem, c, (const T *)b[0],
+        return launch(ctx, "softmax", kernel, (unsigned)grid, SMS_THREADS, smem, c, (const T *)b[0],
                       (T *)b[1], (long long)s.F, c);
     }
     return 1;

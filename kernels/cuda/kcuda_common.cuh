@@ -295,6 +295,17 @@ __device__ __forceinline__ void cp_async16_pol(void *s, const void *g, unsigned 
                  : "memory");
 }
 
+/* 16 bytes from shared address s, ordered after the thread's cp.async waits (volatile: not
+ * moved above them; a thread reading only what it copied itself needs no barrier). */
+__device__ __forceinline__ uint4 lds16_after_wait(unsigned s)
+{
+    uint4 v;
+    asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];"
+                 : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+                 : "r"(s));
+    return v;
+}
+
 /* Four 8x8 matrices of 16-bit elements from shared memory (ldmatrix.x4): lanes 8i..8i+7 give the
  * row addresses of matrix i, whose register i then holds (row g, columns 2t, 2t+1) at lane 4g + t;
  * the .trans form holds (rows 2t, 2t+1, column g). */
