@@ -494,6 +494,7 @@ static void bench_barrier_floor(const char *label, const char *shape, double byt
  * has each thread copy its own by cp.async), evict-first in L2 as the op's loads and stores (the
  * default policy measured 1.06x, against 1.00x), and store them all once all are in: the rows read
  * once, held on chip, then written, with no arithmetic and no exchange between blocks. */
+template <bool CLUSTER>
 __global__ void __launch_bounds__(1024, 1)
     floor_onchip(const uint4 *x, uint4 *y, long long n, long long per)
 {
@@ -524,6 +525,9 @@ __global__ void __launch_bounds__(1024, 1)
     if (ns > 0)
         kcuda::mbar_wait(&bar, 0);
     __syncthreads(); /* every thread's registers are in too: no store before the whole slice */
+    if (CLUSTER) /* and no store before the cluster's other blocks have theirs (the op's exchange)
+                  */
+        cooperative_groups::this_cluster().sync();
 #pragma unroll
     for (int k = 0; k < 4; k++)
         if (lo + k * 1024 + tid < rhi)
@@ -532,9 +536,14 @@ __global__ void __launch_bounds__(1024, 1)
         __stcs(y + rhi + j, sh[j]);
 }
 
-/* A floor row for softmax's 64 rows: floor_onchip over `blocks` blocks, the op's bytes rotated over
+static cudaLaunchConfig_t cluster_launch(unsigned grid, unsigned block, size_t smem, int C,
+                                         cudaLaunchAttribute *at);
+
+/* A floor row for softmax's 64 rows: floor_onchip over `blocks` blocks (in x-clusters of C, each
+ * waiting for all its blocks' slices before its stores, where C > 1), the op's bytes rotated over
  * as many sets, with its own copy row. */
-static void bench_onchip_floor(const char *label, const char *shape, double bytes, int blocks)
+static void bench_onchip_floor(const char *label, const char *shape, double bytes, int blocks,
+                               int C)
 {
     if (!wanted(label))
         return;
@@ -546,14 +555,20 @@ static void bench_onchip_floor(const char *label, const char *shape, double byte
         fprintf(stderr, "bench_decoder: %s: the slices do not fit shared memory\n", label);
         return;
     }
-    CHECK_CUDA(
-        cudaFuncSetAttribute(floor_onchip, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
+    const auto kern = C > 1 ? floor_onchip<true> : floor_onchip<false>;
+    CHECK_CUDA(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
     Pool src = pool_alloc(half, sets), dst = pool_alloc(half, sets);
     fill_random(g_stream, src.base, src.stride * sets, 43);
     CHECK_CUDA(cudaDeviceSynchronize());
+    cudaLaunchAttribute at;
+    const cudaLaunchConfig_t cfg = cluster_launch((unsigned)blocks, 1024, smem, C, &at);
     const double us = time_calls(k, [&](int i) {
-        floor_onchip<<<(unsigned)blocks, 1024, smem, g_stream>>>((const uint4 *)src.at(i),
-                                                                 (uint4 *)dst.at(i), n, per);
+        if (C > 1)
+            CHECK_CUDA(cudaLaunchKernelEx(&cfg, kern, (const uint4 *)src.at(i), (uint4 *)dst.at(i),
+                                          n, per));
+        else
+            kern<<<(unsigned)blocks, 1024, smem, g_stream>>>((const uint4 *)src.at(i),
+                                                             (uint4 *)dst.at(i), n, per);
     });
     CHECK_CUDA(cudaGetLastError());
     CHECK_CUDA(cudaFree(src.base));
@@ -1433,7 +1448,11 @@ int main(int argc, char **argv)
      * first store (softmax_smem_kernel's grid, loads and stores; over all 132 SMs it measured
      * 1.07x against 1.00x) */
     bench_onchip_floor("softmax floor: rows on chip, then stored", "f32[64,128256]",
-                       (double)(64 * V * 8), 128);
+                       (double)(64 * V * 8), 128, 1);
+    /* the same with the one exchange any row over two blocks needs: a cluster barrier between
+     * the last load and the first store (the op's 2-block clusters) */
+    bench_onchip_floor("softmax floor: rows on chip, a cluster barrier, then stored",
+                       "f32[64,128256]", (double)(64 * V * 8), 128, 2);
     /* the sampler at one decode step's logits: the copy floor is the logits' bytes read (and as
      * many written); the target is a small fraction of a token's decode */
     bench_op("sample top_k 50 top_p 0.9 t 0.8", "sample", {td(F32, {1, V}), td(I64, {1})},
