@@ -194,6 +194,13 @@ template <> struct SoftExp<float> {
     }
 };
 
+/* A sum s of exp(x - m) as a sum of exp(x - to), to >= m (0 where m is -inf: no values). */
+template <typename A> __device__ __forceinline__ A sum_at(A m, A s, A to)
+{
+    using X = SoftExp<A>;
+    return m == -INFINITY ? (A)0 : s * X::ratio(X::scale(m), X::scale(to));
+}
+
 /* One vector into a running maximum m (m2 = SoftExp scale of it) and a sum s of exp(x - m), s
  * rescaled when m grows. */
 template <typename A, typename T>
@@ -237,7 +244,6 @@ template <typename A> __device__ __forceinline__ A warp_max(A v)
 template <typename A, typename F>
 __device__ __forceinline__ void fold_pairs(int C, F &&pair, A &mx, A &sum)
 {
-    using X = SoftExp<A>;
     const int lane = threadIdx.x & 31, nw = (int)(blockDim.x >> 5);
     A qm[8], qs[8];
 #pragma unroll
@@ -254,7 +260,7 @@ __device__ __forceinline__ void fold_pairs(int C, F &&pair, A &mx, A &sum)
     A t = 0;
 #pragma unroll
     for (int r = 0; r < 8; r++)
-        t += qm[r] == -INFINITY ? (A)0 : qs[r] * X::ratio(X::scale(qm[r]), X::scale(mx));
+        t += sum_at<A>(qm[r], qs[r], mx);
     sum = warp_sum<A>(t);
 }
 
@@ -270,9 +276,8 @@ __device__ __forceinline__ void fold_pairs(int C, F &&pair, A &mx, A &sum)
 template <typename A>
 __device__ __forceinline__ void row_max_sum(A (*slot)[2], A *bc, int C, A m, A s, A &mx, A &sum)
 {
-    using X = SoftExp<A>;
     const A wm = warp_max<A>(m);
-    const A ws = warp_sum<A>(m == -INFINITY ? (A)0 : s * X::ratio(X::scale(m), X::scale(wm)));
+    const A ws = warp_sum<A>(sum_at<A>(m, s, wm));
     if ((threadIdx.x & 31) == 0) {
         slot[threadIdx.x >> 5][0] = wm;
         slot[threadIdx.x >> 5][1] = ws;
