@@ -264,46 +264,51 @@ __device__ __forceinline__ void fold_pairs(int C, F &&pair, A &mx, A &sum)
     sum = warp_sum<A>(t);
 }
 
+/* Every warp's maximum and sum of a row over a block and the C (<= 8) blocks of its cluster
+ * (C == 1: the block alone), by rank and warp: each block's copy, filled by all. */
+template <typename A> struct RowPairs {
+    A p[8][32][2];
+};
+
+/* Before a row_max_sum over a cluster: a peer's shared memory may be written only once the peer
+ * has started, so each kernel arrives at the start and row_max_sum waits on it before its first
+ * store into a peer (by then long complete). */
+__device__ __forceinline__ void cluster_started_arrive()
+{
+    asm volatile("barrier.cluster.arrive.relaxed.aligned;" ::: "memory");
+}
+
 /* The row's maximum mx and sum of exp(x - mx) over a block and the C (<= 8) blocks of its cluster
  * (C == 1: the block alone), from each thread's running maximum m and sum s of exp(x - m): each
- * warp folds its lanes' pairs and lane 0 puts the warp's in its slot. A block alone: one block
- * barrier, then every warp folds the 32 slots. A cluster: one cluster barrier, then warp 0 alone
- * folds the C x 32 slots through distributed shared memory and hands the result to the block
- * (bc, one block barrier): when all 32 warps read the peers' slots, the exchange took 1.5 us of
- * the 64 rows' 21.5, 0.45 more than warp 0 alone. Every block of a cluster folds the same pairs
- * in the same tree, so all get the same bits. One cluster barrier between the last load and the
- * first store, where the block's maximum, its sum and the cluster's pairs took five. */
+ * warp folds its lanes' pairs, and its lane r puts the warp's pair into rank r's table (a store
+ * through distributed shared memory); one barrier (the cluster's, or the block's); then every warp
+ * folds its own block's table, all C x 32 pairs in one fixed tree, so every block of the cluster
+ * gets the same bits. Nothing is read from a peer, so nothing waits for one after the barrier
+ * and no block barrier follows it (a copy of the 64-row kernel in graphs: 21.2 us, where warp 0
+ * alone reading the peers' pairs and handing them over a block barrier took 21.9, and a bare
+ * cluster barrier in place of the exchange 20.3). */
 template <typename A>
-__device__ __forceinline__ void row_max_sum(A (*slot)[2], A *bc, int C, A m, A s, A &mx, A &sum)
+__device__ __forceinline__ void row_max_sum(RowPairs<A> &tab, int C, A m, A s, A &mx, A &sum)
 {
     const A wm = warp_max<A>(m);
     const A ws = warp_sum<A>(sum_at<A>(m, s, wm));
-    if ((threadIdx.x & 31) == 0) {
-        slot[threadIdx.x >> 5][0] = wm;
-        slot[threadIdx.x >> 5][1] = ws;
-    }
+    const int lane = threadIdx.x & 31, w = threadIdx.x >> 5;
     if (C == 1) {
+        if (lane == 0)
+            tab.p[0][w][0] = wm, tab.p[0][w][1] = ws;
         __syncthreads();
-        fold_pairs<A>(
-            1, [&](int, int q, A &pm, A &ps) { pm = slot[q][0], ps = slot[q][1]; }, mx, sum);
-        return;
+    } else {
+        cg::cluster_group cluster = cg::this_cluster();
+        asm volatile("barrier.cluster.wait.aligned;" ::: "memory"); /* cluster_started_arrive's */
+        if (lane < C) {
+            A *to = cluster.map_shared_rank(&tab.p[cluster.block_rank()][w][0], lane);
+            to[0] = wm;
+            to[1] = ws;
+        }
+        cluster.sync(); /* release and acquire: every rank's stores are in every table */
     }
-    cg::cluster_group cluster = cg::this_cluster();
-    cluster.sync();
-    if (threadIdx.x < 32) {
-        fold_pairs<A>(
-            C,
-            [&](int r, int q, A &pm, A &ps) {
-                pm = *cluster.map_shared_rank(&slot[q][0], r);
-                ps = *cluster.map_shared_rank(&slot[q][1], r);
-            },
-            mx, sum);
-        if (threadIdx.x == 0)
-            bc[0] = mx, bc[1] = sum;
-    }
-    __syncthreads();
-    mx = bc[0];
-    sum = bc[1];
+    fold_pairs<A>(
+        C, [&](int r, int q, A &pm, A &ps) { pm = tab.p[r][q][0], ps = tab.p[r][q][1]; }, mx, sum);
 }
 
 /* softmax_smem_kernel's threads (one block a SM), and the vectors of a thread's share of shared
@@ -344,8 +349,7 @@ __global__ void __launch_bounds__(SMS_THREADS, 1)
     using A = typename Acc<T>::A;
     constexpr int E = 16 / (int)sizeof(T), VPT = smx_reg_vpt<T>();
     extern __shared__ __align__(16) unsigned char smem_raw[];
-    __shared__ A slot[32][2]; /* a warp's maximum and sum */
-    __shared__ A bc[2];       /* the row's, from warp 0 */
+    __shared__ RowPairs<A> tab;
     const RowSlice<T> sl = row_slice(x, y, N, C);
     constexpr int nt = SMS_THREADS; /* a constant: the shared-memory offsets are immediates */
     const int tid = threadIdx.x;
@@ -353,6 +357,8 @@ __global__ void __launch_bounds__(SMS_THREADS, 1)
     const int ns = (int)max(0LL, sl.hi - rhi); /* vectors in shared memory, from rhi */
     pdl_wait();                                /* x may be a predecessor's output */
     pdl_trigger();
+    if (C > 1)
+        cluster_started_arrive();
     const unsigned long long pol = l2_evict_first(); /* read once */
     U16<T> raw[VPT];
 #pragma unroll
@@ -387,7 +393,7 @@ __global__ void __launch_bounds__(SMS_THREADS, 1)
         }
     });
     A mx, tot;
-    row_max_sum<A>(slot, bc, C, m, sum, mx, tot);
+    row_max_sum<A>(tab, C, m, sum, mx, tot);
     const A inv = (A)1 / tot, mx2 = SoftExp<A>::scale(mx);
     auto put = [&](const U16<T> &u, T *to) {
         U16<T> o;
@@ -410,8 +416,6 @@ __global__ void __launch_bounds__(SMS_THREADS, 1)
             *reinterpret_cast<uint4 *>(u.v) = lds16_after_wait(mine + 16u * nt * k);
             put(u, ys + (size_t)nt * E * k);
         }
-    if (C > 1)
-        cluster_exit_barrier(); /* peers may still read this block's slots */
 }
 
 /* Vectors a thread of softmax_grid_kernel holds at most, and its threads. */
@@ -561,12 +565,13 @@ __global__ void __launch_bounds__(SMX_THREADS, 3)
 {
     using A = typename Acc<T>::A;
     constexpr int E = 16 / (int)sizeof(T), SMX_U = smx_u<T>();
-    __shared__ A slot[32][2]; /* a warp's maximum and sum */
-    __shared__ A bc[2];       /* the row's, from warp 0 */
+    __shared__ RowPairs<A> tab;
     const RowSlice<T> sl = row_slice(x, y, N, C);
     const long long step = (long long)blockDim.x * SMX_U;
     pdl_wait(); /* x may be a predecessor's output */
     pdl_trigger();
+    if (C > 1)
+        cluster_started_arrive();
     A m = -INFINITY, m2 = -INFINITY, sum = 0;
     for (long long j0 = sl.lo + threadIdx.x; j0 < sl.hi; j0 += step) {
         U16<T> raw[SMX_U];
@@ -582,7 +587,7 @@ __global__ void __launch_bounds__(SMX_THREADS, 3)
         }
     }
     A mx, tot;
-    row_max_sum<A>(slot, bc, C, m, sum, mx, tot);
+    row_max_sum<A>(tab, C, m, sum, mx, tot);
     const A inv = (A)1 / tot, mx2 = SoftExp<A>::scale(mx);
     const unsigned long long last = l2_evict_first();
     for (long long j0 = sl.lo + threadIdx.x; j0 < sl.hi; j0 += step) {
@@ -604,8 +609,6 @@ __global__ void __launch_bounds__(SMX_THREADS, 3)
             __stcs(reinterpret_cast<uint4 *>(sl.y + j * E), *reinterpret_cast<const uint4 *>(u.v));
         }
     }
-    if (C > 1)
-        cluster_exit_barrier(); /* peers may still read this block's slots */
 }
 } /* namespace dec */
 } /* namespace kcuda */
@@ -708,7 +711,9 @@ static int softmax_smem_launch(const baton_exec_ctx *ctx, void **b, const dec_sh
                                long long nv, long long sms)
 {
     const auto kernel = softmax_smem_kernel<T>;
-    const size_t smem_max = (size_t)device_facts(ctx).smem_optin - 1024;
+    /* the kernel's static shared memory (its pairs' table) and a margin come off the opt-in */
+    const size_t smem_max =
+        (size_t)device_facts(ctx).smem_optin - sizeof(RowPairs<typename Acc<T>::A>) - 1024;
     for (int c = 1, i = 0; c <= 8; c *= 2, i++) {
         const long long per = (nv + c - 1) / c,
                         ns = per - (long long)smx_reg_vpt<T>() * SMS_THREADS;
