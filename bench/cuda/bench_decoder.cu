@@ -432,9 +432,15 @@ static void bench_op(const char *label, const char *target, std::vector<baton_te
 
 /* The floor of an op that must see all of a row before it writes any of it (softmax): the copy
  * with one grid-wide barrier between its loads and its stores, a cooperative grid of at most one
- * block a SM, up to 4 vectors a thread held across the barrier. */
-__global__ void __launch_bounds__(256) floor_barrier_copy(const uint4 *x, uint4 *y, long long n)
+ * block a SM, up to 4 vectors a thread held across the barrier. With PAIRS, a value pair crosses
+ * the barrier as the op's do: each block's thread 0 stores one (to a buffer of its own, so no
+ * block waits for the others' reads), and warp 0 of every block reads all gridDim.x of them and
+ * hands their maximum over a block barrier to the stores, which depend on it. */
+template <bool PAIRS>
+__global__ void __launch_bounds__(256)
+    floor_barrier_copy(const uint4 *x, uint4 *y, long long n, float2 *pairs)
 {
+    __shared__ float seen;
     uint4 v[4];
     const long long t = (long long)blockIdx.x * blockDim.x + threadIdx.x,
                     stride = (long long)gridDim.x * blockDim.x;
@@ -442,15 +448,34 @@ __global__ void __launch_bounds__(256) floor_barrier_copy(const uint4 *x, uint4 
     for (int k = 0; k < 4; k++)
         if (t + k * stride < n)
             v[k] = __ldcs(x + t + k * stride);
+    if (PAIRS && threadIdx.x == 0)
+        pairs[blockIdx.x] = make_float2(__uint_as_float(v[0].x & 0x3fffffffu), 1.0f);
     cooperative_groups::this_grid().sync();
+    bool keep = true;
+    if (PAIRS) {
+        if (threadIdx.x < 32) {
+            float m = 0.0f;
+            for (unsigned q = threadIdx.x; q < gridDim.x; q += 32) {
+                const float2 p = __ldcg(pairs + q);
+                m = fmaxf(m, p.x * p.y);
+            }
+            for (int o = 16; o > 0; o >>= 1)
+                m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o));
+            if (threadIdx.x == 0)
+                seen = m;
+        }
+        __syncthreads();
+        keep = seen == seen; /* never NaN: the stores wait for the pairs */
+    }
 #pragma unroll
     for (int k = 0; k < 4; k++)
-        if (t + k * stride < n)
+        if (keep && t + k * stride < n)
             __stcs(y + t + k * stride, v[k]);
 }
 
 /* A floor row for an op of `bytes` (half read, half written) whose write waits for all of its
  * read: floor_barrier_copy over as many sets as the op's row rotates, with its own copy row. */
+template <bool PAIRS = false>
 static void bench_barrier_floor(const char *label, const char *shape, double bytes)
 {
     if (!wanted(label))
@@ -464,6 +489,8 @@ static void bench_barrier_floor(const char *label, const char *shape, double byt
         return;
     }
     Pool src = pool_alloc(half, sets), dst = pool_alloc(half, sets);
+    float2 *pairs = nullptr;
+    CHECK_CUDA(cudaMalloc(&pairs, sizeof(float2) * (size_t)blocks));
     fill_random(g_stream, src.base, src.stride * sets, 41);
     CHECK_CUDA(cudaDeviceSynchronize());
     const double us = time_calls(k, [&](int i) {
@@ -478,9 +505,10 @@ static void bench_barrier_floor(const char *label, const char *shape, double byt
         at.val.cooperative = 1;
         cfg.attrs = &at;
         cfg.numAttrs = 1;
-        CHECK_CUDA(cudaLaunchKernelEx(&cfg, floor_barrier_copy, (const uint4 *)src.at(i),
-                                      (uint4 *)dst.at(i), n));
+        CHECK_CUDA(cudaLaunchKernelEx(&cfg, floor_barrier_copy<PAIRS>, (const uint4 *)src.at(i),
+                                      (uint4 *)dst.at(i), n, pairs));
     });
+    CHECK_CUDA(cudaFree(pairs));
     CHECK_CUDA(cudaFree(src.base));
     CHECK_CUDA(cudaFree(dst.base));
     const double cus = copy_us(bytes, sets, k);
@@ -1440,6 +1468,9 @@ int main(int argc, char **argv)
                  (double)(rows * V * 8));
     /* what any softmax of a decode row spread over the SMs waits for: one grid-wide exchange */
     bench_barrier_floor("softmax floor: row copy + grid barrier", "f32[1,128256]", (double)(V * 8));
+    /* the same with what the barrier must carry: a pair from every block, read by every block */
+    bench_barrier_floor<true>("softmax floor: row copy + pairs through a grid barrier",
+                              "f32[1,128256]", (double)(V * 8));
     /* what a softmax of rows past a wave of registers waits for: all of them on chip before the
      * first store (softmax_smem_kernel's grid, loads and stores; over all 132 SMs it measured
      * 1.07x against 1.00x) */
