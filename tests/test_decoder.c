@@ -1494,13 +1494,13 @@ Test(gpu_activations, silu_mul_silu_and_gelu_match_float64)
     act_table(BATON_DEVICE_CUDA);
 }
 
-/* On CUDA: rows in registers a block a row ({4, 2048}, {9, 1000}), over a cluster of 8
- * ({2, 128256}, {3, 50008}: slices of unequal length); where registers would take more than one
- * wave, rows in registers and shared memory, a block a row ({70, 65536}) or over clusters of 4
- * and 8 ({1, 300040}: bf16 and f32, unequal slices; {64, 128256}, CUDA only: the benchmark's
- * logits, 2-block clusters), else read twice ({200, 20000}: more rows than SMs; {1, 300040} in
- * f64); the loop kernel for rows that are no multiple of 16 bytes ({1, 1}, {2, 4097}, {3, 10} but
- * in f64). */
+/* On CUDA (an H200's 132 SMs): rows in registers a block a row ({4, 2048}, {9, 1000}); up to 4
+ * long rows over all SMs in one cooperative grid ({2, 128256}, {3, 50008}: slices of unequal
+ * length, a count a row; {1, 300040} but in f64); where registers would take more than one wave,
+ * rows in registers and shared memory, a block a row ({70, 65536}) or over 2-block clusters
+ * ({64, 128256}, CUDA only: the benchmark's logits), else read twice ({200, 20000}: more rows
+ * than SMs; {1, 300040} in f64); the loop kernel for rows that are no multiple of 16 bytes
+ * ({1, 1}, {2, 4097}, {3, 10} but in f64). */
 static const int64_t SM[][2] = {{1, 1},      {3, 10},      {4, 2048},   {2, 128256},
                                 {9, 1000},   {3, 50008},   {2, 4097},   {70, 65536},
                                 {1, 300040}, {200, 20000}, {64, 128256}};
@@ -1551,8 +1551,9 @@ Test(gpu_softmax, matches_float64_over_the_last_dim)
     softmax_table(BATON_DEVICE_CUDA);
 }
 
-/* Each CUDA form's maxima and sums in a fixed order: a decode row over a cluster, rows in registers
- * and shared memory, rows read twice. */
+/* Each CUDA form's maxima and sums in a fixed order: a decode row and a longer one over all SMs
+ * (whichever block counts last stores the pairs' bytes), 64 rows in registers and shared memory
+ * over 2-block clusters, rows read twice. */
 Test(gpu_softmax, gives_the_same_bits_run_to_run)
 {
     skip_without_gpu();
