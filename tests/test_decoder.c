@@ -1494,7 +1494,8 @@ Test(gpu_activations, silu_mul_silu_and_gelu_match_float64)
     act_table(BATON_DEVICE_CUDA);
 }
 
-/* On CUDA (an H200's 132 SMs): rows in registers a block a row ({4, 2048}, {9, 1000}); up to 4
+/* On CUDA (an H200's 132 SMs): rows in registers a block a row ({4, 2048}, {9, 1000}) or over
+ * clusters of 8 ({8, 128256}: a batch of decode logits); up to 4
  * long rows over all SMs in one cooperative grid ({2, 128256}, {3, 50008}: slices of unequal
  * length, a count a row; {1, 300040} but in f64); where registers would take more than one wave,
  * rows in registers and shared memory, a block a row ({70, 65536}) or over 2-block clusters
@@ -1503,7 +1504,7 @@ Test(gpu_activations, silu_mul_silu_and_gelu_match_float64)
  * ({1, 1}, {2, 4097}, {3, 10} but in f64). */
 static const int64_t SM[][2] = {{1, 1},      {3, 10},      {4, 2048},   {2, 128256},
                                 {9, 1000},   {3, 50008},   {2, 4097},   {70, 65536},
-                                {1, 300040}, {200, 20000}, {64, 128256}};
+                                {1, 300040}, {200, 20000}, {8, 128256}, {64, 128256}};
 
 static size_t softmax_cases(baton_device_kind kind)
 {
@@ -1552,12 +1553,13 @@ Test(gpu_softmax, matches_float64_over_the_last_dim)
 }
 
 /* Each CUDA form's maxima and sums in a fixed order: a decode row and a longer one over all SMs
- * (whichever block counts last stores the pairs' bytes), 64 rows in registers and shared memory
- * over 2-block clusters, rows read twice. */
+ * (whichever block counts last stores the pairs' bytes), 8 rows in registers over clusters of 8,
+ * 64 rows in registers and shared memory over 2-block clusters, rows read twice. */
 Test(gpu_softmax, gives_the_same_bits_run_to_run)
 {
     skip_without_gpu();
-    static const int64_t SHAPES[][2] = {{1, 128256}, {64, 128256}, {1, 300040}, {200, 20000}};
+    static const int64_t SHAPES[][2] = {
+        {1, 128256}, {8, 128256}, {64, 128256}, {1, 300040}, {200, 20000}};
     for (size_t k = 0; k < sizeof SHAPES / sizeof SHAPES[0]; k++) {
         test_rng r = {test_fresh_seed()};
         call c = {.target = "softmax", .n_in = 1};

@@ -1463,7 +1463,7 @@ int main(int argc, char **argv)
     for (int64_t rows : {1, 256})
         bench_op("cast", "cast", {td(BF, {rows, V})}, {fl}, td(F32, {rows, V}), {},
                  (double)(rows * V * 6));
-    for (int64_t rows : {1, 64})
+    for (int64_t rows : {1, 8, 64})
         bench_op("softmax", "softmax", {td(F32, {rows, V})}, {fl}, td(F32, {rows, V}), {},
                  (double)(rows * V * 8));
     /* what any softmax of a decode row spread over the SMs waits for: one grid-wide exchange */

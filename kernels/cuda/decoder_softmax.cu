@@ -70,85 +70,6 @@ __device__ __forceinline__ RowSlice<T> row_slice(const T *x, T *y, long long N, 
     return RowSlice<T>{x + row * N, y + row * N, lo, min(nv, lo + per)};
 }
 
-/* A row read once: C blocks a row (C == 1, or an x-cluster of C), each holding its slice of the
- * row in registers, VPT 16-byte vectors a thread (vector j of the slice at thread j % blockDim.x);
- * the slices' maxima and sums are combined through distributed shared memory in rank order, so
- * every block gets the same bits and the result is the same every run. The logits of a decode
- * step (128256) take 8 blocks of 1024 threads: one load round, where reading the row three times
- * in a strided loop took 7.6x the copy of its bytes. */
-template <typename T, int VPT>
-__global__ void __launch_bounds__(1024) softmax_reg_kernel(const T *x, T *y, long long N, int C)
-{
-    using A = typename Acc<T>::A;
-    constexpr int E = 16 / (int)sizeof(T);
-    __shared__ A red[32];
-    __shared__ A slot[2];
-    const RowSlice<T> sl = row_slice(x, y, N, C);
-    pdl_wait(); /* x may be a predecessor's output */
-    pdl_trigger();
-    A v[VPT][E];
-    A mx = -INFINITY;
-    U16<T> raw[VPT]; /* every load in flight before the first is used */
-#pragma unroll
-    for (int k = 0; k < VPT; k++) {
-        const long long j = sl.lo + (long long)k * blockDim.x + threadIdx.x;
-        if (j < sl.hi)
-            raw[k] = ld16_stream(sl.x + j * E);
-    }
-#pragma unroll
-    for (int k = 0; k < VPT; k++) {
-        const long long j = sl.lo + (long long)k * blockDim.x + threadIdx.x;
-        if (j < sl.hi) {
-#pragma unroll
-            for (int e = 0; e < E; e++) {
-                v[k][e] = ld_a<A>(raw[k].v[e]);
-                mx = v[k][e] > mx ? v[k][e] : mx;
-            }
-        }
-    }
-    mx = block_max<A>(mx, red);
-    const int lane = threadIdx.x & 31;
-    if (C > 1) { /* lane q reads rank q's maximum: the ranks' loads in flight together */
-        cg::cluster_group cluster = cg::this_cluster();
-        if (threadIdx.x == 0)
-            slot[0] = mx;
-        cluster.sync();
-        A m = lane < C ? *cluster.map_shared_rank(&slot[0], lane) : (A)-INFINITY;
-#pragma unroll
-        for (int o = 16; o > 0; o >>= 1) {
-            const A t = __shfl_xor_sync(0xffffffffu, m, o);
-            m = t > m ? t : m;
-        }
-        mx = m;
-    }
-    A sum = 0;
-#pragma unroll
-    for (int k = 0; k < VPT; k++)
-        if (sl.lo + (long long)k * blockDim.x + threadIdx.x < sl.hi)
-#pragma unroll
-            for (int e = 0; e < E; e++) {
-                v[k][e] = exp(v[k][e] - mx);
-                sum += v[k][e];
-            }
-    sum = block_sum<A>(sum, red);
-    if (C > 1) /* the ranks' sums added in one fixed tree (cluster_sum): the same bits in all */
-        sum = cluster_sum<A>(sum, &slot[1], C);
-    const A inv = (A)1 / sum;
-#pragma unroll
-    for (int k = 0; k < VPT; k++) {
-        const long long j = sl.lo + (long long)k * blockDim.x + threadIdx.x;
-        if (j < sl.hi) {
-            U16<T> u;
-#pragma unroll
-            for (int e = 0; e < E; e++)
-                u.v[e] = from_acc<T>(v[k][e] * inv);
-            st16(sl.y + j * E, u);
-        }
-    }
-    if (C > 1)
-        cluster_exit_barrier(); /* peers may still read this block's slots */
-}
-
 /* Vectors a thread of softmax_smem_kernel holds in registers: 16 values (4 f32 vectors, 2 of the
  * others), so that 1024 threads fit one block a SM without spilling. */
 template <typename T> __host__ __device__ constexpr int smx_reg_vpt()
@@ -309,6 +230,53 @@ __device__ __forceinline__ void row_max_sum(RowPairs<A> &tab, int C, A m, A s, A
     }
     fold_pairs<A>(
         C, [&](int r, int q, A &pm, A &ps) { pm = tab.p[r][q][0], ps = tab.p[r][q][1]; }, mx, sum);
+}
+
+/* A row read once: C blocks a row (C == 1, or an x-cluster of C), each holding its slice of the
+ * row in registers, VPT 16-byte vectors a thread (vector j of the slice at thread j % blockDim.x),
+ * with a running maximum and sum a thread; one exchange (row_max_sum) gives every block of the
+ * row the same bits, and the result is the same every run; the exponentials are formed again in
+ * the stores (8 rows of 128256 f32 over clusters of 8: 6.7 us, where the maximum and then the sum,
+ * each over the cluster, with the exponentials kept in registers, took 8.8). The logits of a
+ * decode step (128256) take 8 blocks of 1024 threads: one load round, where reading the row three
+ * times in a strided loop took 7.6x the copy of its bytes. */
+template <typename T, int VPT>
+__global__ void __launch_bounds__(1024) softmax_reg_kernel(const T *x, T *y, long long N, int C)
+{
+    using A = typename Acc<T>::A;
+    constexpr int E = 16 / (int)sizeof(T);
+    __shared__ RowPairs<A> tab;
+    const RowSlice<T> sl = row_slice(x, y, N, C);
+    pdl_wait(); /* x may be a predecessor's output */
+    pdl_trigger();
+    if (C > 1)
+        cluster_started_arrive();
+    U16<T> raw[VPT]; /* every load in flight before the first is used */
+#pragma unroll
+    for (int k = 0; k < VPT; k++) {
+        const long long j = sl.lo + (long long)k * blockDim.x + threadIdx.x;
+        if (j < sl.hi)
+            raw[k] = ld16_stream(sl.x + j * E);
+    }
+    A m = -INFINITY, m2 = -INFINITY, sum = 0;
+#pragma unroll
+    for (int k = 0; k < VPT; k++)
+        if (sl.lo + (long long)k * blockDim.x + threadIdx.x < sl.hi)
+            online_take<A>(raw[k], m, m2, sum);
+    A mx, tot;
+    row_max_sum<A>(tab, C, m, sum, mx, tot);
+    const A inv = (A)1 / tot, mx2 = SoftExp<A>::scale(mx);
+#pragma unroll
+    for (int k = 0; k < VPT; k++) {
+        const long long j = sl.lo + (long long)k * blockDim.x + threadIdx.x;
+        if (j < sl.hi) {
+            U16<T> u;
+#pragma unroll
+            for (int e = 0; e < E; e++)
+                u.v[e] = from_acc<T>(SoftExp<A>::term(ld_a<A>(raw[k].v[e]), mx2) * inv);
+            st16(sl.y + j * E, u);
+        }
+    }
 }
 
 /* softmax_smem_kernel's threads (one block a SM), and the vectors of a thread's share of shared
