@@ -122,6 +122,17 @@ template <typename A> __device__ __forceinline__ A sum_at(A m, A s, A to)
     return m == -INFINITY ? (A)0 : s * X::ratio(X::scale(m), X::scale(to));
 }
 
+/* One vector of y = exp(x - mx) / sum, from mx2 = SoftExp scale of mx and inv = 1 / sum. */
+template <typename A, typename T>
+__device__ __forceinline__ U16<T> soft_out(const U16<T> &u, A mx2, A inv)
+{
+    U16<T> o;
+#pragma unroll
+    for (int e = 0; e < U16<T>::E; e++)
+        o.v[e] = from_acc<T>(SoftExp<A>::term(ld_a<A>(u.v[e]), mx2) * inv);
+    return o;
+}
+
 /* One vector into a running maximum m (m2 = SoftExp scale of it) and a sum s of exp(x - m), s
  * rescaled when m grows. */
 template <typename A, typename T>
@@ -160,17 +171,18 @@ template <typename A> __device__ __forceinline__ A warp_max(A v)
     return v;
 }
 
-/* The row's maximum and sum of exp(x - max) from C x 32 warps' pairs in one fixed tree (lane q
- * takes pair q of each rank in rank order), so every warp that folds them gets the same bits. */
+/* The row's maximum and sum of exp(x - max) from up to C (<= 8) x nq (<= 32) pairs in one fixed
+ * tree: lane q < nq takes pair (r, q) for r = 0 .. C - 1 in order (pair may leave one out: -inf
+ * and 0), so every warp that folds them gets the same bits. */
 template <typename A, typename F>
-__device__ __forceinline__ void fold_pairs(int C, F &&pair, A &mx, A &sum)
+__device__ __forceinline__ void fold_pairs(int C, int nq, F &&pair, A &mx, A &sum)
 {
-    const int lane = threadIdx.x & 31, nw = (int)(blockDim.x >> 5);
+    const int lane = threadIdx.x & 31;
     A qm[8], qs[8];
 #pragma unroll
     for (int r = 0; r < 8; r++) {
         qm[r] = -INFINITY, qs[r] = 0;
-        if (r < C && lane < nw)
+        if (r < C && lane < nq)
             pair(r, lane, qm[r], qs[r]);
     }
     A lm = qm[0];
@@ -229,7 +241,8 @@ __device__ __forceinline__ void row_max_sum(RowPairs<A> &tab, int C, A m, A s, A
         cluster.sync(); /* release and acquire: every rank's stores are in every table */
     }
     fold_pairs<A>(
-        C, [&](int r, int q, A &pm, A &ps) { pm = tab.p[r][q][0], ps = tab.p[r][q][1]; }, mx, sum);
+        C, (int)(blockDim.x >> 5),
+        [&](int r, int q, A &pm, A &ps) { pm = tab.p[r][q][0], ps = tab.p[r][q][1]; }, mx, sum);
 }
 
 /* A row read once: C blocks a row (C == 1, or an x-cluster of C), each holding its slice of the
@@ -269,13 +282,8 @@ __global__ void __launch_bounds__(1024) softmax_reg_kernel(const T *x, T *y, lon
 #pragma unroll
     for (int k = 0; k < VPT; k++) {
         const long long j = sl.lo + (long long)k * blockDim.x + threadIdx.x;
-        if (j < sl.hi) {
-            U16<T> u;
-#pragma unroll
-            for (int e = 0; e < E; e++)
-                u.v[e] = from_acc<T>(SoftExp<A>::term(ld_a<A>(raw[k].v[e]), mx2) * inv);
-            st16(sl.y + j * E, u);
-        }
+        if (j < sl.hi)
+            st16(sl.y + j * E, soft_out<A>(raw[k], mx2, inv));
     }
 }
 
@@ -364,10 +372,7 @@ __global__ void __launch_bounds__(SMS_THREADS, 1)
     row_max_sum<A>(tab, C, m, sum, mx, tot);
     const A inv = (A)1 / tot, mx2 = SoftExp<A>::scale(mx);
     auto put = [&](const U16<T> &u, T *to) {
-        U16<T> o;
-#pragma unroll
-        for (int e = 0; e < E; e++)
-            o.v[e] = from_acc<T>(SoftExp<A>::term(ld_a<A>(u.v[e]), mx2) * inv);
+        const U16<T> o = soft_out<A>(u, mx2, inv);
         __stcs(reinterpret_cast<uint4 *>(to), *reinterpret_cast<const uint4 *>(o.v));
     };
 #pragma unroll
@@ -414,7 +419,6 @@ __global__ void __launch_bounds__(SMG_THREADS)
     softmax_grid_kernel(const T *x, T *y, long long N, int G)
 {
     using A = typename Acc<T>::A;
-    using X = SoftExp<A>;
     constexpr int E = 16 / (int)sizeof(T);
     __shared__ A wp[SMG_THREADS / 32][2];
     __shared__ A ms[2];
@@ -455,7 +459,8 @@ __global__ void __launch_bounds__(SMG_THREADS)
     if (w == 0) {
         A bm, bs;
         fold_pairs<A>(
-            1, [&](int, int q, A &pm, A &ps) { pm = wp[q][0], ps = wp[q][1]; }, bm, bs);
+            1, SMG_THREADS / 32, [&](int, int q, A &pm, A &ps) { pm = wp[q][0], ps = wp[q][1]; },
+            bm, bs);
         if (lane == 0) {
             pairs[2 * rank] = bm;
             pairs[2 * rank + 1] = bs;
@@ -465,24 +470,15 @@ __global__ void __launch_bounds__(SMG_THREADS)
     }
     cg::this_grid().sync();
     if (w == 0) {
-        constexpr int QM = 8; /* lane l takes pairs l, l + 32, ...: G <= 256 */
-        A qm[QM], qs[QM];
-#pragma unroll
-        for (int i = 0; i < QM; i++) {
-            const int q = lane + 32 * i;
-            qm[i] = q < G ? __ldcg(pairs + 2 * q) : (A)-INFINITY;
-            qs[i] = q < G ? __ldcg(pairs + 2 * q + 1) : (A)0;
-        }
-        A lm = qm[0];
-#pragma unroll
-        for (int i = 1; i < QM; i++)
-            lm = qm[i] > lm ? qm[i] : lm;
-        const A M = warp_max<A>(lm);
-        A t = 0;
-#pragma unroll
-        for (int i = 0; i < QM; i++)
-            t += sum_at<A>(qm[i], qs[i], M);
-        const A S = warp_sum<A>(t);
+        A M, S; /* lane q takes ranks q, q + 32, ...: G <= 256 */
+        fold_pairs<A>(
+            8, 32,
+            [&](int r, int q, A &pm, A &ps) {
+                const int g = q + 32 * r;
+                if (g < G)
+                    pm = __ldcg(pairs + 2 * g), ps = __ldcg(pairs + 2 * g + 1);
+            },
+            M, S);
         if (lane == 0) {
             ms[0] = M, ms[1] = S;
             unsigned old;
@@ -496,24 +492,17 @@ __global__ void __launch_bounds__(SMG_THREADS)
         }
     }
     __syncthreads();
-    const A M = ms[0], inv = (A)1 / ms[1], M2 = X::scale(M);
-    auto out = [&](const U16<T> &u) {
-        U16<T> o;
-#pragma unroll
-        for (int e = 0; e < E; e++)
-            o.v[e] = from_acc<T>(X::term(ld_a<A>(u.v[e]), M2) * inv);
-        return o;
-    };
+    const A inv = (A)1 / ms[1], M2 = SoftExp<A>::scale(ms[0]);
 #pragma unroll
     for (int k = 0; k < SMG_VPT; k++) {
         const long long j = lo + (long long)k * SMG_THREADS + tid;
         if (j < hi && j >= held) {
-            const U16<T> o = out(raw[k]);
+            const U16<T> o = soft_out<A>(raw[k], M2, inv);
             __stcs(reinterpret_cast<uint4 *>(yr + j * E), *reinterpret_cast<const uint4 *>(o.v));
         }
     }
     if (last && tid < held) /* every block has read the pairs and counted itself in */
-        st16(yr + (long long)tid * E, out(hx));
+        st16(yr + (long long)tid * E, soft_out<A>(hx, M2, inv));
 }
 
 /* A 16-byte load of data read for the last time, from L2 (the second pass of softmax_l2_kernel):
@@ -589,10 +578,7 @@ __global__ void __launch_bounds__(SMX_THREADS, 3)
             const long long j = j0 + (long long)k * blockDim.x;
             if (j >= sl.hi)
                 break;
-            U16<T> u;
-#pragma unroll
-            for (int e = 0; e < E; e++)
-                u.v[e] = from_acc<T>(SoftExp<A>::term(ld_a<A>(raw[k].v[e]), mx2) * inv);
+            const U16<T> u = soft_out<A>(raw[k], mx2, inv);
             __stcs(reinterpret_cast<uint4 *>(sl.y + j * E), *reinterpret_cast<const uint4 *>(u.v));
         }
     }
