@@ -1495,13 +1495,13 @@ Test(gpu_activations, silu_mul_silu_and_gelu_match_float64)
 }
 
 /* On CUDA (an H200's 132 SMs): rows in registers a block a row ({4, 2048}, {9, 1000}) or over
- * clusters of 8 ({8, 128256}: a batch of decode logits); up to 4
- * long rows over all SMs in one cooperative grid ({2, 128256}, {3, 50008}: slices of unequal
- * length, a count a row; {1, 300040} but in f64); where registers would take more than one wave,
- * rows in registers and shared memory, a block a row ({70, 65536}) or over 2-block clusters
- * ({64, 128256}, CUDA only: the benchmark's logits), else read twice ({200, 20000}: more rows
- * than SMs; {1, 300040} in f64); the loop kernel for rows that are no multiple of 16 bytes
- * ({1, 1}, {2, 4097}, {3, 10} but in f64). */
+ * clusters of 8 ({8, 128256}: a batch of decode logits); up to 4 long rows over all SMs in one
+ * cooperative grid ({2, 128256}, {3, 50008}: slices of unequal length, a count a row;
+ * {1, 300040} but in f64); where registers would take more than one wave, rows in registers and
+ * shared memory, a block a row ({70, 65536}) or over 2-block clusters ({64, 128256}, CUDA only:
+ * the benchmark's logits), else read twice ({200, 20000}: more rows than SMs; {1, 300040} in
+ * f64); the loop kernel for rows that are no multiple of 16 bytes ({1, 1}, {2, 4097}, {3, 10}
+ * but in f64). */
 static const int64_t SM[][2] = {{1, 1},      {3, 10},      {4, 2048},   {2, 128256},
                                 {9, 1000},   {3, 50008},   {2, 4097},   {70, 65536},
                                 {1, 300040}, {200, 20000}, {8, 128256}, {64, 128256}};
