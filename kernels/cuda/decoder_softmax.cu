@@ -405,26 +405,25 @@ template <typename A> __host__ __device__ __forceinline__ long long smg_held(int
 /* A few long rows over all SMs, as the copy spreads their bytes (a cluster holds 8 or 16 of them:
  * a decode row's logits took 4x the copy's time over 8 blocks): G blocks a row, launched
  * cooperatively (all resident at once), each holding its slice in registers (vector j of the
- * slice at thread j % blockDim.x) with a running maximum and sum a thread. Warp 0 folds the warps'
- * pairs into the block's, which goes to the start of the row's output (2 G values of A, rank
- * order, then a count; no block stores its own outputs there); after a grid barrier warp 0 of
- * every block reads the G pairs and folds them in one fixed tree, so every block has the same bits
- * and the result is the same every run: max M, S = sum s_q exp(m_q - M), y = exp(x - M) / S.
- * Each block then counts itself in (acq_rel), and the one that counts last, when every block has
- * read the pairs, stores the `held` vectors over them, from a copy of their inputs every block
- * read before the barrier: no block waits on the count (the pairs' owner waiting for it took
- * 0.14 us more; a second grid barrier 0.5 us more). */
+ * slice at thread j % blockDim.x) with a running maximum and sum a thread. The block's pair
+ * (row_max_sum) goes to the start of the row's output (2 G values of A, rank order, then a count;
+ * no block stores its own outputs there); after a grid barrier warp 0 of every block reads the G
+ * pairs and folds them in one fixed tree, so every block has the same bits and the result is the
+ * same every run: max M, S = sum s_q exp(m_q - M), y = exp(x - M) / S. Each block then counts
+ * itself in (acq_rel), and the one that counts last, when every block has read the pairs, stores
+ * the `held` vectors over them, from a copy of their inputs every block read before the barrier: no
+ * block waits on the count (the pairs' owner waiting for it took 0.14 us more; a second grid
+ * barrier 0.5 us more). */
 template <typename T>
 __global__ void __launch_bounds__(SMG_THREADS)
     softmax_grid_kernel(const T *x, T *y, long long N, int G)
 {
     using A = typename Acc<T>::A;
     constexpr int E = 16 / (int)sizeof(T);
-    __shared__ A wp[SMG_THREADS / 32][2];
+    __shared__ RowPairs<A> tab;
     __shared__ A ms[2];
     __shared__ int last;
-    const int tid = threadIdx.x, lane = tid & 31, w = tid >> 5,
-              rank = (int)(blockIdx.x % (unsigned)G);
+    const int tid = threadIdx.x, lane = tid & 31, rank = (int)(blockIdx.x % (unsigned)G);
     const long long row = blockIdx.x / (unsigned)G, nv = N / E;
     const long long per = row_of(nv + G - 1, G), lo = min(nv, rank * per), hi = min(nv, lo + per);
     const T *xr = x + row * N;
@@ -449,27 +448,16 @@ __global__ void __launch_bounds__(SMG_THREADS)
     for (int k = 0; k < SMG_VPT; k++)
         if (lo + (long long)k * SMG_THREADS + tid < hi)
             online_take<A>(raw[k], m, m2, s);
-    {
-        const A wm = warp_max<A>(m);
-        const A ws = warp_sum<A>(sum_at<A>(m, s, wm));
-        if (lane == 0)
-            wp[w][0] = wm, wp[w][1] = ws;
-    }
-    __syncthreads();
-    if (w == 0) {
-        A bm, bs;
-        fold_pairs<A>(
-            1, SMG_THREADS / 32, [&](int, int q, A &pm, A &ps) { pm = wp[q][0], ps = wp[q][1]; },
-            bm, bs);
-        if (lane == 0) {
-            pairs[2 * rank] = bm;
-            pairs[2 * rank + 1] = bs;
-            if (rank == 0)
-                *count = 0;
-        }
+    A bm, bs;
+    row_max_sum<A>(tab, 1, m, s, bm, bs); /* the block's pair */
+    if (tid == 0) {
+        pairs[2 * rank] = bm;
+        pairs[2 * rank + 1] = bs;
+        if (rank == 0)
+            *count = 0;
     }
     cg::this_grid().sync();
-    if (w == 0) {
+    if (tid < 32) {
         A M, S; /* lane q takes ranks q, q + 32, ...: G <= 256 */
         fold_pairs<A>(
             8, 32,
