@@ -447,8 +447,11 @@ Test(gpu_rope, matches_float64_in_both_forms)
 static const struct {
     int64_t S, KF, rows;
     baton_dtype pdt;
-} KVU[] = {
-    {16, 512, 1, BATON_DTYPE_I64}, {64, 24, 7, BATON_DTYPE_I32}, {33, 130, 33, BATON_DTYPE_I64}};
+} KVU[] = {{16, 512, 1, BATON_DTYPE_I64},
+           {64, 24, 7, BATON_DTYPE_I32},
+           {33, 130, 33, BATON_DTYPE_I64},
+           {4096, 512, 2048,
+            BATON_DTYPE_I32}}; /* past 512 KB: CUDA's grid-stride kernel, not the small one */
 
 static void kv_update_table(baton_device_kind kind)
 {

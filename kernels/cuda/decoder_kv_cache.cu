@@ -35,11 +35,14 @@ __device__ __forceinline__ long long ld_idx_here(const long long *p, long long i
 
 /* KV_U: 16-byte vectors in flight per thread in kv_update_kernel's grid-stride loop. */
 #define KV_U 4
+/* KV_SMALL_VECS: up to this many 16-byte vectors (512 KB) kv_update_small_kernel takes the call. */
+#define KV_SMALL_VECS (1 << 15)
 
-/* vec: the rows' 16-byte vectors, vpr a row, over a grid-stride loop with KV_U vectors a thread in
- * flight (one a thread, a block per chunk of rows, held 1/4 of the copy's bytes in flight: 1.9x
- * its time at 32 MB), each loaded before its row's position is read (one memory latency at decode
- * size); else a block per (row, chunk of blockDim.x * 16 bytes), a byte a thread. */
+/* Calls past KV_SMALL_VECS vectors, and rows not in 16-byte vectors. vec: the rows' 16-byte
+ * vectors, vpr a row, over a grid-stride loop with KV_U vectors a thread in flight (one a thread, a
+ * block per chunk of rows, held 1/4 of the copy's bytes in flight: 1.9x its time at 32 MB), each
+ * loaded before its row's position is read; else a block per (row, chunk of blockDim.x * 16
+ * bytes), a byte a thread. */
 template <typename I>
 __global__ void kv_update_kernel(char *cache, const char *nw, const I *pos, long long rows,
                                  long long S, long long row_bytes, long long chunks, int vec,
@@ -93,6 +96,40 @@ __global__ void kv_update_kernel(char *cache, const char *nw, const I *pos, long
          j < (c + 1) * blockDim.x * 16 && j < row_bytes; j += blockDim.x)
         dst[j] = src[j];
 }
+
+/* A 16-byte store that happens only when ok, as one predicated instruction: with a branch around a
+ * plain store, ptxas moved the row's load into the branch, after the position it tests had
+ * arrived (two memory latencies in series, 1.54 us where this takes 1.23). */
+__device__ __forceinline__ void st16_if(void *p, uint4 v, int ok)
+{
+    asm volatile("{\n\t.reg .pred q;\n\tsetp.ne.s32 q, %5, 0;\n\t"
+                 "@q st.global.v4.u32 [%0], {%1, %2, %3, %4};\n\t}"
+                 :
+                 : "l"(p), "r"(v.x), "r"(v.y), "r"(v.z), "r"(v.w), "r"(ok)
+                 : "memory");
+}
+
+/* The few rows of a decode step (at most KV_SMALL_VECS vectors): a 16-byte vector a thread, no
+ * loop and 32-bit index arithmetic, so that the two loads are a few instructions from the start
+ * (the grid-stride kernel's prologue took 1.21x the copy of the same 2 KB; this takes 1.09x). */
+template <typename I>
+__global__ void kv_update_small_kernel(char *cache, const char *nw, const I *pos, int vpr, int nvec,
+                                       long long S, long long row_bytes, long long src_stride,
+                                       int step, int op)
+{
+    pdl_wait();
+    pdl_trigger();
+    const int g = (int)(blockIdx.x * blockDim.x + threadIdx.x);
+    if (g >= nvec)
+        return;
+    const int r = g < vpr ? 0 : g / vpr, k = (g - r * vpr) * 16;
+    const uint4 v = ld16_cs_here(nw + r * src_stride + k);
+    const long long p = ld_idx_here(pos, r);
+    const int ok = p >= 0 && p < S;
+    st16_if(cache + (ok ? p : 0) * row_bytes + k, v, ok); /* a write outside the cache is dropped */
+    if (!ok && k == 0)
+        record(op, step, r, p, S);
+}
 } /* namespace dec */
 } /* namespace kcuda */
 
@@ -115,6 +152,20 @@ extern "C" int baton__kcuda_kv_cache_update(const baton_exec_ctx *ctx, void **bu
     }
     const int vec = row_bytes % 16 == 0 && al16(buffers[1]) && al16(buffers[3]);
     const long long vecs = s.rows * (row_bytes / 16);
+    if (vec && vecs > 0 && vecs <= KV_SMALL_VECS) {
+        const int threads = vecs >= 256 ? 256 : (int)(vecs + 31) / 32 * 32;
+        const unsigned grid = (unsigned)((vecs + threads - 1) / threads);
+        if (s.idx_dt == BATON_DTYPE_I32)
+            return launch(ctx, "kv_cache_update", kv_update_small_kernel<int>, grid,
+                          (unsigned)threads, 0, 1, (char *)buffers[3], (const char *)buffers[1],
+                          (const int *)buffers[2], (int)(row_bytes / 16), (int)vecs, (long long)s.S,
+                          row_bytes, row_bytes, ctx->step_index, (int)DEC_KV_CACHE_UPDATE);
+        return launch(ctx, "kv_cache_update", kv_update_small_kernel<long long>, grid,
+                      (unsigned)threads, 0, 1, (char *)buffers[3], (const char *)buffers[1],
+                      (const long long *)buffers[2], (int)(row_bytes / 16), (int)vecs,
+                      (long long)s.S, row_bytes, row_bytes, ctx->step_index,
+                      (int)DEC_KV_CACHE_UPDATE);
+    }
     const int threads = vec ? (int)(vecs >= 256 ? 256 : (vecs + 31) / 32 * 32) : 256;
     const long long chunks = (row_bytes + threads * 16LL - 1) / (threads * 16LL);
     const long long grid = !vec ? s.rows * chunks
