@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """record_round.py: turns the JSON that one scripts/gpu-round.sh call brings back (bench_decoder.json,
-decoder_peers.json, bench_generate.json, torch_decode.json) into one results record for
+decoder_peers.json, bench_gemv.json, bench_generate.json, torch_decode.json) into one results record for
 bench/results/ (the format scripts/results_table.py reads), so that every row of the decoder and
 LLM tables carries its floor and its peer from the same call.
 
@@ -109,6 +109,51 @@ def llm_rows(gen, torch_dec):
     return rows
 
 
+GEMV_FORMS = [  # bench_gemv's impl, the row's words, and whether the read floor is named
+    ("own.auto+pdl", "baton's own kernel in a PDL chain (weights streamed before the wait)", True),
+    ("own.auto", "baton's own kernel, one launch (no PDL)", True),
+    ("own.rms+pdl", "with the RMSNorm prologue (rms_norm_gemm), PDL chain", False),
+    ("own.swiglu+pdl", "with the SwiGLU prologue (swiglu_gemm_add), PDL chain", False),
+]
+
+
+def gemv_rows(gemv, peers):
+    """bench_gemv's decode GEMVs (bf16, cold W, in graphs): baton's own kernel as a decode step
+    runs it (PDL chain) and alone, and the fused prologues, each against the copy and the read of
+    W's bytes and cuBLASLt in the same run, and PyTorch's F.linear (cold) where the peer script
+    timed the same x[1, K] . W[N, K]^T."""
+    res = gemv["results"]
+    rows = []
+    for shape in dict.fromkeys(r["shape"] for r in res):
+        at = {r["impl"]: r for r in res if r["shape"] == shape}
+        if "own.auto+pdl" not in at or "cublaslt" not in at:
+            continue
+        n, k = (int(t[1:]) for t in shape.split(".")[1:3])
+        lt = at["cublaslt"]["us"]
+        torch = best_peer(peers, "gemv", f"x[1,{k}].W[{n},{k}]^T", True)
+        for impl, words, with_read in GEMV_FORMS:
+            r = at.get(impl)
+            if not r:
+                continue
+            unit = f"µs ({r['us'] / r['copy_us']:.2f}× the copy of W's bytes"
+            unit += f", {r['us'] / r['read_us']:.2f}× the read)" if with_read else ")"
+            floor = f"copy kernel of W's bytes {r['copy_us']:.2f} µs"
+            if with_read:
+                floor += f", read-only kernel {r['read_us']:.2f} µs"
+            if with_read and "+pdl" in impl and "read(W)+pdl" in at:
+                floor += f", the read in a PDL chain {at['read(W)+pdl']['us']:.2f} µs"
+            if with_read:
+                peer = f"cuBLASLt (the gemm delegate) {lt:.2f} µs"
+                if torch:
+                    peer += f"; PyTorch F.linear {torch['us']:.2f} µs (cold, same call)"
+            else:
+                peer = (f"the same GEMV without the prologue {at['own.auto+pdl']['us']:.2f} µs; "
+                        f"cuBLASLt alone {lt:.2f} µs")
+            rows.append({"what": f"decode GEMV {shape} bf16, {words}, cold",
+                         "figure": round(r["us"], 2), "unit": unit, "floor": floor, "peer": peer})
+    return rows
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("dir")
@@ -120,9 +165,11 @@ def main():
     peers = load(a.dir, "decoder_peers.json")
     gen = load(a.dir, "bench_generate.json")
     tdec = load(a.dir, "torch_decode.json")
+    gemv = load(a.dir, "bench_gemv.json")
     if not dec and not gen:
         sys.exit(f"record_round: {a.dir} has neither bench_decoder.json nor bench_generate.json")
-    rows = (decoder_rows(dec, peers) if dec else []) + (llm_rows(gen, tdec) if gen else [])
+    rows = (decoder_rows(dec, peers) if dec else []) + (gemv_rows(gemv, peers) if gemv else [])
+    rows += llm_rows(gen, tdec) if gen else []
     device = (dec or gen)["device"]
     date = (dec["date"][:10] if dec else None) or "unknown"
     rec = {"date": date, "device": device, "command": a.command, "source": a.source, "rows": rows}

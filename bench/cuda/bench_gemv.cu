@@ -1,9 +1,10 @@
 /* bench_gemv.cu: the decode GEMV (y[1, N] = x[1, K] W[N, K]^T, bf16) as a decode step sees it:
  * baton's own kernel (each tile variant, with and without a PDL chain), the cuBLASLt backend of
- * the gemm delegate, and two floors of W's bytes (the project's copy kernel moving them, half read
- * and half written, and a read-only kernel), all cold (W rotated over sets larger than L2) and
- * timed inside CUDA graphs. Also the fused prologues (RMSNorm, SwiGLU) at their decode shapes, and
- * a check that the GEMV agrees with cuBLASLt and gives the same bits run to run.
+ * the gemm delegate, and three floors of W's bytes (the project's copy kernel moving them, half
+ * read and half written, a read-only kernel, and that read in a PDL chain as the GEMV's), all cold
+ * (W rotated over sets larger than L2) and timed inside CUDA graphs. Also the fused prologues
+ * (RMSNorm, SwiGLU) at their decode shapes, and a check that the GEMV agrees with cuBLASLt and
+ * gives the same bits run to run.
  *
  * Usage: bench_gemv [--reps N] [--rows M] [--json FILE]. "RESULT" lines name shape and figure. */
 #include <math.h>
@@ -62,20 +63,32 @@ static double time_calls(int k, const std::function<void(int)> &fn)
 }
 
 /* A read of n 16-byte vectors folded into one word per thread (written only if impossible, so
- * the loads stay): the floor of a kernel that reads W once. */
-__global__ void read16(const uint4 *__restrict__ x, size_t n, unsigned *sink)
+ * the loads stay): the floor of a kernel that reads W once. PDL: launched in a programmatic chain
+ * as baton's GEMV is in a decode step, its first loads issued before the wait on the kernel before
+ * and its dependents let go after it, the GEMV's order without its arithmetic. */
+template <bool PDL> __global__ void read16(const uint4 *__restrict__ x, size_t n, unsigned *sink)
 {
     const size_t stride = (size_t)gridDim.x * blockDim.x;
     unsigned f = 0;
+    bool waited = !PDL;
     size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
     for (; i + 3 * stride < n; i += 4 * stride) {
         uint4 v[4];
 #pragma unroll
         for (int u = 0; u < 4; u++)
             v[u] = __ldcs(x + i + u * stride);
+        if (!waited) {
+            asm volatile("griddepcontrol.wait;" ::: "memory");
+            asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+            waited = true;
+        }
 #pragma unroll
         for (int u = 0; u < 4; u++)
             f ^= v[u].x ^ v[u].y ^ v[u].z ^ v[u].w;
+    }
+    if (!waited) {
+        asm volatile("griddepcontrol.wait;" ::: "memory");
+        asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
     }
     for (; i < n; i += stride) {
         uint4 v = __ldcs(x + i);
@@ -224,10 +237,26 @@ static void bench_shape(int64_t M, int64_t N, int64_t K)
     const double copy = time_calls(k, [&](int i) {
         copy16<4><<<grid, 256, 0, g_stream>>>((const uint4 *)W.at(i), (uint4 *)dst.at(i), n16 / 2);
     });
-    const double read = time_calls(
-        k, [&](int i) { read16<<<grid, 256, 0, g_stream>>>((const uint4 *)W.at(i), n16, sink); });
+    const double read = time_calls(k, [&](int i) {
+        read16<false><<<grid, 256, 0, g_stream>>>((const uint4 *)W.at(i), n16, sink);
+    });
+    const double read_pdl = time_calls(k, [&](int i) {
+        cudaLaunchConfig_t cfg;
+        memset(&cfg, 0, sizeof cfg);
+        cfg.gridDim = dim3((unsigned)grid, 1, 1);
+        cfg.blockDim = dim3(256, 1, 1);
+        cfg.stream = g_stream;
+        cudaLaunchAttribute at;
+        memset(&at, 0, sizeof at);
+        at.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+        at.val.programmaticStreamSerializationAllowed = 1;
+        cfg.attrs = &at;
+        cfg.numAttrs = 1;
+        CHECK_CUDA(cudaLaunchKernelEx(&cfg, read16<true>, (const uint4 *)W.at(i), n16, sink));
+    });
     result("floor", shape, "copy(W bytes)", copy, wbytes, copy, read);
     result("floor", shape, "read(W)", read, wbytes, copy, read);
+    result("floor", shape, "read(W)+pdl", read_pdl, wbytes, copy, read);
 
     result("gemv", shape, "cublaslt", time_calls(k, lt), wbytes, copy, read);
     static const char *vname[BATON_GEMV_VARIANTS] = {"own.r1u8", "own.r2u8", "own.r1u8pipe"};
