@@ -115,6 +115,13 @@ GEMV_FORMS = [  # bench_gemv's impl, the row's words, and whether the read floor
     ("own.rms+pdl", "with the RMSNorm prologue (rms_norm_gemm), PDL chain", False),
     ("own.swiglu+pdl", "with the SwiGLU prologue (swiglu_gemm_add), PDL chain", False),
 ]
+# the names the 2026-11-28 records gave the prologue rows, which gemv_rows' rows replace
+GEMV_RETIRED = [
+    "decode GEMV {shape} bf16 with the RMSNorm prologue (rms_norm_gemm / swiglu_gemm_add), "
+    "PDL chain, cold",
+    "decode GEMV {shape} bf16 with the SwiGLU prologue (rms_norm_gemm / swiglu_gemm_add), "
+    "PDL chain, cold",
+]
 
 
 def gemv_rows(gemv, peers):
@@ -149,7 +156,8 @@ def gemv_rows(gemv, peers):
             else:
                 peer = (f"the same GEMV without the prologue {at['own.auto+pdl']['us']:.2f} µs; "
                         f"cuBLASLt alone {lt:.2f} µs")
-            rows.append({"what": f"decode GEMV {shape} bf16, {words}, cold",
+            sep = "," if with_read else ""  # the names of the earlier records' rows
+            rows.append({"what": f"decode GEMV {shape} bf16{sep} {words}, cold",
                          "figure": round(r["us"], 2), "unit": unit, "floor": floor, "peer": peer})
     return rows
 
@@ -170,9 +178,13 @@ def main():
         sys.exit(f"record_round: {a.dir} has neither bench_decoder.json nor bench_generate.json")
     rows = (decoder_rows(dec, peers) if dec else []) + (gemv_rows(gemv, peers) if gemv else [])
     rows += llm_rows(gen, tdec) if gen else []
+    retires = [w.format(shape=s) for s in dict.fromkeys(r["shape"] for r in gemv["results"])
+               for w in GEMV_RETIRED] if gemv else []
     device = (dec or gen)["device"]
     date = (dec["date"][:10] if dec else None) or "unknown"
     rec = {"date": date, "device": device, "command": a.command, "source": a.source, "rows": rows}
+    if retires:
+        rec["retires"] = retires
     with open(a.out, "w", encoding="utf-8") as f:
         json.dump(rec, f, indent=1, ensure_ascii=False)
         f.write("\n")

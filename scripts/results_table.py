@@ -9,7 +9,8 @@ A record (one file per run of a benchmark on one device):
    "rows": [{"what": "rms_norm_fwd bf16 4096 × 4096", "figure": 97.0, "unit": "% of floor",
              "floor": "what the figure is measured against, or null",
              "peer": "the other implementation's figure, or null"}]}
-For the same `what` on the same device, the newest record wins.
+For the same `what` on the same device, the newest record wins; a record's optional "retires"
+(a list of `what`s) takes older rows that it measures under other names off the table.
 
 Usage: results_table.py [--check] [--results DIR] [--out FILE]
        results_table.py --record BENCH.json --device NAME --command CMD [--date D] [--name N]
@@ -58,6 +59,8 @@ def table(records):
     """The newest figure per (what, device), and the commands as numbered notes."""
     best = {}
     for rec in sorted(records, key=lambda r: (r["date"], natural(r["path"]))):
+        for what in rec.get("retires", []):  # older rows this record measures under new names
+            best.pop((what, rec["device"]), None)
         for row in rec["rows"]:
             best[(row["what"], rec["device"])] = (row, rec)
     commands, lines = [], []
