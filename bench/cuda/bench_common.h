@@ -1,7 +1,8 @@
 /* bench_common.h: what every CUDA benchmark needs: a CUDA call that exits naming itself on
  * failure, the median of a sample, a monotonic clock, bf16 conversions, a GPU spin, random
- * inputs and event timing of calls and of a graph's calls. Header-only, for the benchmark programs
- * in bench/cuda/ (each is one translation unit, compiled by nvcc). */
+ * inputs, event timing of calls and of a graph's calls, and a launch with one attribute.
+ * Header-only, for the benchmark programs in bench/cuda/ (each is one translation unit, compiled by
+ * nvcc). */
 #ifndef BATON_BENCH_COMMON_H
 #define BATON_BENCH_COMMON_H
 
@@ -133,6 +134,31 @@ template <typename F> static double time_graph(cudaStream_t s, F fn, int k, int 
     CHECK_CUDA(cudaGraphExecDestroy(ge));
     CHECK_CUDA(cudaGraphDestroy(g));
     return us;
+}
+
+/* kernel<<<grid, block, 0, s>>> through cudaLaunchKernelEx with one launch attribute switched on:
+ * cudaLaunchAttributeCooperative (a grid that may grid.sync()) or
+ * cudaLaunchAttributeProgrammaticStreamSerialization (PDL: the kernel may start before the one
+ * ahead of it ends, and waits for it at griddepcontrol.wait). */
+template <typename... KArgs, typename... Args>
+static inline void launch_attr(cudaStream_t s, unsigned grid, unsigned block,
+                               cudaLaunchAttributeID id, void (*kernel)(KArgs...), Args... args)
+{
+    cudaLaunchConfig_t cfg;
+    memset(&cfg, 0, sizeof cfg);
+    cfg.gridDim = dim3(grid, 1, 1);
+    cfg.blockDim = dim3(block, 1, 1);
+    cfg.stream = s;
+    cudaLaunchAttribute at;
+    memset(&at, 0, sizeof at);
+    at.id = id;
+    if (id == cudaLaunchAttributeCooperative)
+        at.val.cooperative = 1;
+    else
+        at.val.programmaticStreamSerializationAllowed = 1;
+    cfg.attrs = &at;
+    cfg.numAttrs = 1;
+    CHECK_CUDA(cudaLaunchKernelEx(&cfg, kernel, ((KArgs)args)...));
 }
 
 #endif /* BATON_BENCH_COMMON_H */

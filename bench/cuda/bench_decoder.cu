@@ -494,19 +494,9 @@ static void bench_barrier_floor(const char *label, const char *shape, double byt
     fill_random(g_stream, src.base, src.stride * sets, 41);
     CHECK_CUDA(cudaDeviceSynchronize());
     const double us = time_calls(k, [&](int i) {
-        cudaLaunchConfig_t cfg;
-        memset(&cfg, 0, sizeof cfg);
-        cfg.gridDim = dim3((unsigned)blocks, 1, 1);
-        cfg.blockDim = dim3(256, 1, 1);
-        cfg.stream = g_stream;
-        cudaLaunchAttribute at;
-        memset(&at, 0, sizeof at);
-        at.id = cudaLaunchAttributeCooperative;
-        at.val.cooperative = 1;
-        cfg.attrs = &at;
-        cfg.numAttrs = 1;
-        CHECK_CUDA(cudaLaunchKernelEx(&cfg, floor_barrier_copy<PAIRS>, (const uint4 *)src.at(i),
-                                      (uint4 *)dst.at(i), n, pairs));
+        launch_attr(g_stream, (unsigned)blocks, 256, cudaLaunchAttributeCooperative,
+                    floor_barrier_copy<PAIRS>, (const uint4 *)src.at(i), (uint4 *)dst.at(i), n,
+                    pairs);
     });
     CHECK_CUDA(cudaFree(pairs));
     CHECK_CUDA(cudaFree(src.base));

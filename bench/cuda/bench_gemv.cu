@@ -241,18 +241,9 @@ static void bench_shape(int64_t M, int64_t N, int64_t K)
         read16<false><<<grid, 256, 0, g_stream>>>((const uint4 *)W.at(i), n16, sink);
     });
     const double read_pdl = time_calls(k, [&](int i) {
-        cudaLaunchConfig_t cfg;
-        memset(&cfg, 0, sizeof cfg);
-        cfg.gridDim = dim3((unsigned)grid, 1, 1);
-        cfg.blockDim = dim3(256, 1, 1);
-        cfg.stream = g_stream;
-        cudaLaunchAttribute at;
-        memset(&at, 0, sizeof at);
-        at.id = cudaLaunchAttributeProgrammaticStreamSerialization;
-        at.val.programmaticStreamSerializationAllowed = 1;
-        cfg.attrs = &at;
-        cfg.numAttrs = 1;
-        CHECK_CUDA(cudaLaunchKernelEx(&cfg, read16<true>, (const uint4 *)W.at(i), n16, sink));
+        launch_attr(g_stream, (unsigned)grid, 256,
+                    cudaLaunchAttributeProgrammaticStreamSerialization, read16<true>,
+                    (const uint4 *)W.at(i), n16, sink);
     });
     result("floor", shape, "copy(W bytes)", copy, wbytes, copy, read);
     result("floor", shape, "read(W)", read, wbytes, copy, read);
