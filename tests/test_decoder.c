@@ -450,8 +450,8 @@ static const struct {
 } KVU[] = {{16, 512, 1, BATON_DTYPE_I64},
            {64, 24, 7, BATON_DTYPE_I32},
            {33, 130, 33, BATON_DTYPE_I64},
-           {4096, 512, 2048,
-            BATON_DTYPE_I32}}; /* past 512 KB: CUDA's grid-stride kernel, not the small one */
+           /* past 512 KB: CUDA's grid-stride kernel, not the small one */
+           {4096, 512, 2048, BATON_DTYPE_I32}};
 
 static void kv_update_table(baton_device_kind kind)
 {

@@ -138,6 +138,37 @@ using namespace kcuda::dec;
 
 DEC_PREPARE(kv_cache_update, DEC_KV_CACHE_UPDATE, 4)
 
+/* The launch for positions of type I: a decode step's few rows on kv_update_small_kernel, the
+ * rest on kv_update_kernel. */
+template <typename I>
+static int kv_launch(const baton_exec_ctx *ctx, void **buffers, const dec_shape &s,
+                     long long row_bytes)
+{
+    char *cache = (char *)buffers[3];
+    const char *nw = (const char *)buffers[1];
+    const I *pos = (const I *)buffers[2];
+    const int vec = row_bytes % 16 == 0 && al16(buffers[1]) && al16(buffers[3]);
+    const long long vecs = s.rows * (row_bytes / 16);
+    const int threads = vec ? (int)(vecs >= 256 ? 256 : (vecs + 31) / 32 * 32) : 256;
+    if (vec && vecs > 0 && vecs <= KV_SMALL_VECS)
+        return launch(ctx, "kv_cache_update", kv_update_small_kernel<I>,
+                      (unsigned)((vecs + threads - 1) / threads), (unsigned)threads, 0, 1, cache,
+                      nw, pos, (int)(row_bytes / 16), (int)vecs, (long long)s.S, row_bytes,
+                      row_bytes, ctx->step_index, (int)DEC_KV_CACHE_UPDATE);
+    const long long chunks = (row_bytes + threads * 16LL - 1) / (threads * 16LL);
+    const long long grid = !vec        ? s.rows * chunks
+                           : vecs == 0 ? 0
+                                       : wave_grid(ctx, (const void *)kv_update_kernel<I>,
+                                                   (vecs + KV_U - 1) / KV_U, threads);
+    if (grid == 0)
+        return 0;
+    if (grid > 0x7fffffffLL)
+        return baton__ctx_fail(ctx, BATON_EINVAL, "kv_cache_update: too many rows for one launch");
+    return launch(ctx, "kv_cache_update", kv_update_kernel<I>, (unsigned)grid, (unsigned)threads, 0,
+                  1, cache, nw, pos, (long long)s.rows, (long long)s.S, row_bytes, chunks, vec,
+                  ctx->step_index, row_bytes, (int)DEC_KV_CACHE_UPDATE);
+}
+
 extern "C" int baton__kcuda_kv_cache_update(const baton_exec_ctx *ctx, void **buffers,
                                             const char *opaque, size_t len)
 {
@@ -150,45 +181,8 @@ extern "C" int baton__kcuda_kv_cache_update(const baton_exec_ctx *ctx, void **bu
             return baton__ctx_fail(ctx, BATON_ECUDA, "kv_cache_update: cudaMemcpyAsync failed: %s",
                                    cudaGetErrorString(e));
     }
-    const int vec = row_bytes % 16 == 0 && al16(buffers[1]) && al16(buffers[3]);
-    const long long vecs = s.rows * (row_bytes / 16);
-    if (vec && vecs > 0 && vecs <= KV_SMALL_VECS) {
-        const int threads = vecs >= 256 ? 256 : (int)(vecs + 31) / 32 * 32;
-        const unsigned grid = (unsigned)((vecs + threads - 1) / threads);
-        if (s.idx_dt == BATON_DTYPE_I32)
-            return launch(ctx, "kv_cache_update", kv_update_small_kernel<int>, grid,
-                          (unsigned)threads, 0, 1, (char *)buffers[3], (const char *)buffers[1],
-                          (const int *)buffers[2], (int)(row_bytes / 16), (int)vecs, (long long)s.S,
-                          row_bytes, row_bytes, ctx->step_index, (int)DEC_KV_CACHE_UPDATE);
-        return launch(ctx, "kv_cache_update", kv_update_small_kernel<long long>, grid,
-                      (unsigned)threads, 0, 1, (char *)buffers[3], (const char *)buffers[1],
-                      (const long long *)buffers[2], (int)(row_bytes / 16), (int)vecs,
-                      (long long)s.S, row_bytes, row_bytes, ctx->step_index,
-                      (int)DEC_KV_CACHE_UPDATE);
-    }
-    const int threads = vec ? (int)(vecs >= 256 ? 256 : (vecs + 31) / 32 * 32) : 256;
-    const long long chunks = (row_bytes + threads * 16LL - 1) / (threads * 16LL);
-    const long long grid = !vec ? s.rows * chunks
-                           : vecs == 0
-                               ? 0
-                               : (s.idx_dt == BATON_DTYPE_I32
-                                      ? wave_grid(ctx, (const void *)kv_update_kernel<int>,
-                                                  (vecs + KV_U - 1) / KV_U, threads)
-                                      : wave_grid(ctx, (const void *)kv_update_kernel<long long>,
-                                                  (vecs + KV_U - 1) / KV_U, threads));
-    if (grid == 0)
-        return 0;
-    if (grid > 0x7fffffffLL)
-        return baton__ctx_fail(ctx, BATON_EINVAL, "kv_cache_update: too many rows for one launch");
-    if (s.idx_dt == BATON_DTYPE_I32)
-        return launch(ctx, "kv_cache_update", kv_update_kernel<int>, (unsigned)grid, threads, 0, 1,
-                      (char *)buffers[3], (const char *)buffers[1], (const int *)buffers[2],
-                      (long long)s.rows, (long long)s.S, row_bytes, chunks, vec, ctx->step_index,
-                      row_bytes, (int)DEC_KV_CACHE_UPDATE);
-    return launch(ctx, "kv_cache_update", kv_update_kernel<long long>, (unsigned)grid, threads, 0,
-                  1, (char *)buffers[3], (const char *)buffers[1], (const long long *)buffers[2],
-                  (long long)s.rows, (long long)s.S, row_bytes, chunks, vec, ctx->step_index,
-                  row_bytes, (int)DEC_KV_CACHE_UPDATE);
+    return s.idx_dt == BATON_DTYPE_I32 ? kv_launch<int>(ctx, buffers, s, row_bytes)
+                                       : kv_launch<long long>(ctx, buffers, s, row_bytes);
 }
 
 DEC_RECORD_UNIT(kv_cache)
