@@ -55,6 +55,12 @@ template <typename T> __device__ __forceinline__ void st16(T *p, const U16<T> &u
     *reinterpret_cast<uint4 *>(p) = *reinterpret_cast<const uint4 *>(u.v);
 }
 
+/* Streaming store: written once and not read back by this kernel (softmax's outputs). */
+template <typename T> __device__ __forceinline__ void st16_stream(T *p, const U16<T> &u)
+{
+    __stcs(reinterpret_cast<uint4 *>(p), *reinterpret_cast<const uint4 *>(u.v));
+}
+
 static inline bool al16(const void *p)
 {
     return ((uintptr_t)p & 15) == 0;

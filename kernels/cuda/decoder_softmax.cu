@@ -371,10 +371,7 @@ __global__ void __launch_bounds__(SMS_THREADS, 1)
     A mx, tot;
     row_max_sum<A>(tab, C, m, sum, mx, tot);
     const A inv = (A)1 / tot, mx2 = SoftExp<A>::scale(mx);
-    auto put = [&](const U16<T> &u, T *to) {
-        const U16<T> o = soft_out<A>(u, mx2, inv);
-        __stcs(reinterpret_cast<uint4 *>(to), *reinterpret_cast<const uint4 *>(o.v));
-    };
+    auto put = [&](const U16<T> &u, T *to) { st16_stream(to, soft_out<A>(u, mx2, inv)); };
 #pragma unroll
     for (int k = 0; k < VPT; k++) {
         const long long j = rlo + (long long)k * nt + tid;
@@ -484,10 +481,8 @@ __global__ void __launch_bounds__(SMG_THREADS)
 #pragma unroll
     for (int k = 0; k < SMG_VPT; k++) {
         const long long j = lo + (long long)k * SMG_THREADS + tid;
-        if (j < hi && j >= held) {
-            const U16<T> o = soft_out<A>(raw[k], M2, inv);
-            __stcs(reinterpret_cast<uint4 *>(yr + j * E), *reinterpret_cast<const uint4 *>(o.v));
-        }
+        if (j < hi && j >= held)
+            st16_stream(yr + j * E, soft_out<A>(raw[k], M2, inv));
     }
     if (last && tid < held) /* every block has read the pairs and counted itself in */
         st16(yr + (long long)tid * E, soft_out<A>(hx, M2, inv));
@@ -566,8 +561,7 @@ __global__ void __launch_bounds__(SMX_THREADS, 3)
             const long long j = j0 + (long long)k * blockDim.x;
             if (j >= sl.hi)
                 break;
-            const U16<T> u = soft_out<A>(raw[k], mx2, inv);
-            __stcs(reinterpret_cast<uint4 *>(sl.y + j * E), *reinterpret_cast<const uint4 *>(u.v));
+            st16_stream(sl.y + j * E, soft_out<A>(raw[k], mx2, inv));
         }
     }
 }
