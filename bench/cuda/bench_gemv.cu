@@ -71,25 +71,26 @@ template <bool PDL> __global__ void read16(const uint4 *__restrict__ x, size_t n
     const size_t stride = (size_t)gridDim.x * blockDim.x;
     unsigned f = 0;
     bool waited = !PDL;
+    /* the wait and the trigger, once, after the first loads are issued */
+    auto chain = [&] {
+        if (!waited) {
+            kcuda::pdl_wait();
+            kcuda::pdl_trigger();
+            waited = true;
+        }
+    };
     size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
     for (; i + 3 * stride < n; i += 4 * stride) {
         uint4 v[4];
 #pragma unroll
         for (int u = 0; u < 4; u++)
             v[u] = __ldcs(x + i + u * stride);
-        if (!waited) {
-            asm volatile("griddepcontrol.wait;" ::: "memory");
-            asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
-            waited = true;
-        }
+        chain();
 #pragma unroll
         for (int u = 0; u < 4; u++)
             f ^= v[u].x ^ v[u].y ^ v[u].z ^ v[u].w;
     }
-    if (!waited) {
-        asm volatile("griddepcontrol.wait;" ::: "memory");
-        asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
-    }
+    chain();
     for (; i < n; i += stride) {
         uint4 v = __ldcs(x + i);
         f ^= v.x ^ v.y ^ v.z ^ v.w;
