@@ -109,18 +109,11 @@ def llm_rows(gen, torch_dec):
     return rows
 
 
-GEMV_FORMS = [  # bench_gemv's impl, the row's words, and whether the read floor is named
-    ("own.auto+pdl", "baton's own kernel in a PDL chain (weights streamed before the wait)", True),
-    ("own.auto", "baton's own kernel, one launch (no PDL)", True),
-    ("own.rms+pdl", "with the RMSNorm prologue (rms_norm_gemm), PDL chain", False),
-    ("own.swiglu+pdl", "with the SwiGLU prologue (swiglu_gemm_add), PDL chain", False),
-]
-# the names the 2026-11-28 records gave the prologue rows, which gemv_rows' rows replace
-GEMV_RETIRED = [
-    "decode GEMV {shape} bf16 with the RMSNorm prologue (rms_norm_gemm / swiglu_gemm_add), "
-    "PDL chain, cold",
-    "decode GEMV {shape} bf16 with the SwiGLU prologue (rms_norm_gemm / swiglu_gemm_add), "
-    "PDL chain, cold",
+GEMV_FORMS = [  # bench_gemv's impl, the row's words after "bf16", whether the read floor is named
+    ("own.auto+pdl", ", baton's own kernel in a PDL chain (weights streamed before the wait)", True),
+    ("own.auto", ", baton's own kernel, one launch (no PDL)", True),
+    ("own.rms+pdl", " with the RMSNorm prologue (rms_norm_gemm), PDL chain", False),
+    ("own.swiglu+pdl", " with the SwiGLU prologue (swiglu_gemm_add), PDL chain", False),
 ]
 
 
@@ -143,22 +136,21 @@ def gemv_rows(gemv, peers):
             if not r:
                 continue
             unit = f"µs ({r['us'] / r['copy_us']:.2f}× the copy of W's bytes"
-            unit += f", {r['us'] / r['read_us']:.2f}× the read)" if with_read else ")"
             floor = f"copy kernel of W's bytes {r['copy_us']:.2f} µs"
             if with_read:
+                unit += f", {r['us'] / r['read_us']:.2f}× the read"
                 floor += f", read-only kernel {r['read_us']:.2f} µs"
-            if with_read and "+pdl" in impl and "read(W)+pdl" in at:
-                floor += f", the read in a PDL chain {at['read(W)+pdl']['us']:.2f} µs"
-            if with_read:
+                if impl.endswith("+pdl") and "read(W)+pdl" in at:
+                    floor += f", the read in a PDL chain {at['read(W)+pdl']['us']:.2f} µs"
                 peer = f"cuBLASLt (the gemm delegate) {lt:.2f} µs"
                 if torch:
                     peer += f"; PyTorch F.linear {torch['us']:.2f} µs (cold, same call)"
             else:
                 peer = (f"the same GEMV without the prologue {at['own.auto+pdl']['us']:.2f} µs; "
                         f"cuBLASLt alone {lt:.2f} µs")
-            sep = "," if with_read else ""  # the names of the earlier records' rows
-            rows.append({"what": f"decode GEMV {shape} bf16{sep} {words}, cold",
-                         "figure": round(r["us"], 2), "unit": unit, "floor": floor, "peer": peer})
+            rows.append({"what": f"decode GEMV {shape} bf16{words}, cold",
+                         "figure": round(r["us"], 2), "unit": unit + ")", "floor": floor,
+                         "peer": peer})
     return rows
 
 
@@ -178,13 +170,9 @@ def main():
         sys.exit(f"record_round: {a.dir} has neither bench_decoder.json nor bench_generate.json")
     rows = (decoder_rows(dec, peers) if dec else []) + (gemv_rows(gemv, peers) if gemv else [])
     rows += llm_rows(gen, tdec) if gen else []
-    retires = [w.format(shape=s) for s in dict.fromkeys(r["shape"] for r in gemv["results"])
-               for w in GEMV_RETIRED] if gemv else []
     device = (dec or gen)["device"]
     date = (dec["date"][:10] if dec else None) or "unknown"
     rec = {"date": date, "device": device, "command": a.command, "source": a.source, "rows": rows}
-    if retires:
-        rec["retires"] = retires
     with open(a.out, "w", encoding="utf-8") as f:
         json.dump(rec, f, indent=1, ensure_ascii=False)
         f.write("\n")
