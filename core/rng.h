@@ -10,7 +10,8 @@
 
 /* The next value of a splitmix64 stream; advances *state. */
 uint64_t baton__rng_splitmix64(uint64_t *state);
-/* n seeded N(mean, std) values, stored as dt (integers truncate and saturate). */
+/* n seeded N(mean, std) values, stored as dt (integers truncate and saturate). Large fills run in
+ * stretches over the CPU pool, with the bits of one pass (as the uniform fill). */
 void baton__rng_fill_normal(void *dst, baton_dtype dt, int64_t n, uint64_t seed, double mean,
                             double std);
 /* n seeded U[low, high) values, stored as dt. */

@@ -800,6 +800,32 @@ Test(plan_init, draws_uniform_values_from_splitmix64)
     baton_plan_free(plan);
 }
 
+/* The fills are one splitmix64 stream whose k-th value comes from the state seed + k * gamma, so
+ * element k on (the pair starting at an even k, for normal) equals element 0 of the fill seeded
+ * seed + k * gamma. Large fills run in stretches over the CPU pool: offsets past several stretches
+ * must keep that identity. */
+Test(plan_init, large_fills_keep_the_one_stream)
+{
+    static const int64_t offs[] = {131072, 262146, 1000002};
+    const uint64_t gamma = 0x9e3779b97f4a7c15ull, seed = 7;
+    for (size_t t = 0; t < sizeof offs / sizeof offs[0]; t++) {
+        const int64_t k = offs[t], n = k + 4;
+        double *big = malloc(sizeof(double) * (size_t)n), small[4];
+        cr_assert(big);
+        cr_assert_eq(baton_fill_normal(big, BATON_DTYPE_F64, n, seed, 0.5, 2.0), 0);
+        cr_assert_eq(
+            baton_fill_normal(small, BATON_DTYPE_F64, 4, seed + (uint64_t)k * gamma, 0.5, 2.0), 0);
+        cr_expect_eq(memcmp(big + k, small, sizeof small), 0, "normal fill at %lld", (long long)k);
+        cr_assert_eq(baton_fill_uniform(big, BATON_DTYPE_F64, n, seed, -1.0, 3.0), 0);
+        cr_assert_eq(baton_fill_uniform(small, BATON_DTYPE_F64, 3, seed + (uint64_t)(k + 1) * gamma,
+                                        -1.0, 3.0),
+                     0);
+        cr_expect_eq(memcmp(big + k + 1, small, 3 * sizeof(double)), 0, "uniform fill at %lld",
+                     (long long)k + 1);
+        free(big);
+    }
+}
+
 Test(plan_init, copies_npy_and_inline_values)
 {
     baton_plan *plan = load_inits();
