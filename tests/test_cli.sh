@@ -182,6 +182,11 @@ check "bench --inflight csv" 0 "$baton" bench --gpu=sim --inflight=2 --iters=5 -
 contains "inflight csv header" "$tmp/out" "mode,inflight,runs,runs_per_s,p50_us,p99_us"
 check "bench --inflight with fewer runs than instances" 0 "$baton" bench --inflight=8 --iters=2 \
   --modes=graph -q "$minimal"
+check "bench --inflight --no-copies" 0 "$baton" bench --gpu=sim --inflight=2 --iters=5 \
+  --modes=graph --no-copies --format=json -q examples/plans/rmsnorm_chain64.json
+contains "--no-copies is in the json" "$tmp/out" '"no_copies": true'
+check "--no-copies needs --inflight" 2 "$baton" bench --no-copies -q "$minimal"
+contains "--no-copies without --inflight says why" "$tmp/err" "add --inflight=N"
 check "bench with an unknown mode runs nothing" 2 "$baton" bench --modes=graph,fast -q "$minimal"
 lacks "nothing was timed" "$tmp/out" "timed runs"
 

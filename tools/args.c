@@ -84,7 +84,10 @@ void cli_print_usage(const char *cmd)
                "                    (include/baton/baton_uv.h) and print throughput, latency\n"
                "                    and the libuv loop's busy time per run\n"
                "  --queue-ahead     with --inflight above 4: queue ahead anyway (a pool of\n"
-               "                    more than 4 instances does not by default)\n");
+               "                    more than 4 instances does not by default)\n"
+               "  --no-copies       with --inflight: the warm-up runs copy the inputs in and\n"
+               "                    the timed runs bind nothing, so that no copy between the\n"
+               "                    host and the devices is timed (plans of large tensors)\n");
         fputs(usage_common, stdout);
     } else if (strcmp(cmd, "targets") == 0) {
         printf("usage: baton targets [--json] [--plugin=PATH]...\n\nLists every registered "
@@ -152,6 +155,7 @@ static const char *option_commands(const char *a)
         {"--no-pdl", "run bench"},
         {"--no-queue-ahead", "run bench"},
         {"--queue-ahead", "bench"},
+        {"--no-copies", "bench"},
         {"--no-autotune", "run bench"},
         {"--cpu-threads", "run bench"},
         {"--iters", "run bench"},
@@ -235,6 +239,8 @@ static int parse(int argc, char **argv, cli *c, char *msg, size_t msglen)
             c->opts.disable_queue_ahead = 1;
         } else if (strcmp(a, "--queue-ahead") == 0) {
             c->opts.disable_queue_ahead = -1;
+        } else if (strcmp(a, "--no-copies") == 0) {
+            c->no_copies = 1;
         } else if (strcmp(a, "--no-autotune") == 0) {
             c->opts.no_autotune = 1;
         } else if (strcmp(a, "--steps") == 0) {
@@ -383,6 +389,13 @@ static int parse(int argc, char **argv, cli *c, char *msg, size_t msglen)
     }
     if (!c->plan_path) {
         snprintf(msg, msglen, "baton %s: no plan file given (see baton %s --help)", c->cmd, c->cmd);
+        return -1;
+    }
+    if (c->no_copies && !c->inflight) {
+        snprintf(msg, msglen,
+                 "baton %s: --no-copies applies to runs in flight; add --inflight=N (one run at a "
+                 "time, the CLI binds its inputs once and copies no output)",
+                 c->cmd);
         return -1;
     }
     if ((c->opts.rank > 0 || c->opts.rendezvous) && c->opts.world == 0) {

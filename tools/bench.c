@@ -224,7 +224,7 @@ static int bench_inflight(cli *c, const baton_plan *plan, const baton_sync_mode 
             if (ti.role == BATON_ROLE_INPUT) {
                 baton_binding *b = &r->in[r->job.n_inputs++];
                 b->name = ti.name, b->data = inputs[t], b->nbytes = ti.nbytes;
-            } else if (ti.role == BATON_ROLE_OUTPUT) {
+            } else if (ti.role == BATON_ROLE_OUTPUT && !c->no_copies) {
                 baton_binding *b = &r->out[r->job.n_outputs++];
                 b->name = ti.name, b->nbytes = ti.nbytes;
                 if (!(b->data = malloc(ti.nbytes ? ti.nbytes : 1))) {
@@ -272,9 +272,14 @@ static int bench_inflight(cli *c, const baton_plan *plan, const baton_sync_mode 
         c->opts.quiet = 1; /* say the notes once */
         queues_ahead = baton_pool_queues_ahead(F.pool);
         /* warm-up: two rounds of n runs put two on every instance (all free, one each), so graph
-         * capture and first launches stay out of the numbers */
+         * capture and first launches stay out of the numbers; with --no-copies they copy the
+         * inputs into every instance, and the timed runs then bind nothing */
+        for (int k = 0; k < n; k++)
+            req[k].job.n_inputs = n_in;
         F.prog = NULL;
         int bad = fly(&loop, &F, n, n) || fly(&loop, &F, n, n);
+        for (int k = 0; c->no_copies && k < n; k++)
+            req[k].job.n_inputs = 0;
         int64_t t0 = 0, idle0 = 0;
         if (!bad) {
             F.prog = &prog;
@@ -362,7 +367,8 @@ static int bench_inflight(cli *c, const baton_plan *plan, const baton_sync_mode 
     } else if (strcmp(c->format, "json") == 0) {
         printf("{\"plan\": ");
         json_string(baton_plan_name(plan));
-        printf(", \"inflight\": %d, \"iters\": %d, \"modes\": [\n", n, iters);
+        printf(", \"inflight\": %d, \"iters\": %d, \"no_copies\": %s, \"modes\": [\n", n, iters,
+               c->no_copies ? "true" : "false");
         for (int i = 0; i < nres; i++) {
             printf("  {\"mode\": \"%s\", \"runs_per_s\": %.2f, \"p50_us\": %.3f, \"p99_us\": "
                    "%.3f, \"loop_busy_us_per_run\": %.3f, \"gpu_busy_fraction\": ",
@@ -384,8 +390,9 @@ static int bench_inflight(cli *c, const baton_plan *plan, const baton_sync_mode 
         printf("]}\n");
     } else {
         printf("plan '%s', %d in flight on a pool of %d instances: %d timed runs per mode after "
-               "2 warm-up runs per instance; graph mode queues ahead: %s\n",
-               cli_esc(baton_plan_name(plan)), n, n, iters, queues_ahead ? "yes" : "no");
+               "2 warm-up runs per instance; graph mode queues ahead: %s%s\n",
+               cli_esc(baton_plan_name(plan)), n, n, iters, queues_ahead ? "yes" : "no",
+               c->no_copies ? "; the timed runs bind no inputs or outputs (--no-copies)" : "");
         printf("%-9s %11s %11s %11s %14s %9s\n", "mode", "runs/s", "p50 us", "p99 us",
                "loop us/run", "GPU busy");
         int any_na = 0;
