@@ -23,7 +23,8 @@
 #        stream priorities, against the GPUs' floor; "endwait": the sharded plan with the end-of-run events recorded first and
 #        before each wait, in the same rounds; "launch": the host's time in a pool's runs;
 #        "scaling2": the short scaling form, one GPU, both sharded forms and XLA; "poolscale": the
-#        sharded forms on a pool, 2 in flight, and XLA); for a smoke test of the script without GPUs: SKIP_BUILD=1 BUILD=build-cpu GPU=sim
+#        sharded forms on a pool, 2 in flight, inputs and outputs on the GPUs, and XLA;
+#        "poolcopies": the same through baton bench, copies through the host); for a smoke test of the script without GPUs: SKIP_BUILD=1 BUILD=build-cpu GPU=sim
 #        NGPU=2 (the pipeline part on the test device)
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -63,7 +64,8 @@ ngpu=${NGPU:-$(nvidia-smi -L 2>/dev/null | wc -l)}
 targets=()
 { has pipeline || has launch; } && targets+=(baton_cli bench_pipeline)
 { has scaling || has scaling2 || has endwait; } && targets+=(bench_scaling baton_cli)
-has poolscale && targets+=(baton_cli)
+has poolscale && targets+=(bench_scaling)
+has poolcopies && targets+=(baton_cli)
 has tests && targets+=(baton_cli test_multigpu_cuda)
 { has glaunch || has convoy; } && targets+=(baton_cli bench_graph_launch)
 [ -f scripts/deps-prefix.sh ] && eval "$(bash scripts/deps-prefix.sh)"
@@ -349,7 +351,7 @@ PY
   extra=("$work/half.json" "$work/half_fitted.json")
   has scaling || extra=()
   timeout "$(tmo 150)" "$BUILD/bench_scaling" "$work/one.json" "$work/two.json" \
-    "$work/two_allreduce.json" "${extra[@]}" --inflight \
+    "$work/two_allreduce.json" "${extra[@]}" --inflight --pool \
     --trace "$final/trace-scaling" 2>&1 | tee "$work/scaling.log" | tee -a "$summary"
   python3 - "$work/scaling.log" <<'PY' 2>&1 | tee -a "$summary"
 import re, sys
@@ -368,12 +370,13 @@ if one:
                       r[h + ".us"] - one / 2))
     for p in ("two", "two_allreduce"):
         if p + ".efficiency" in r:
-            print("scaling %s: %.3f one run at a time, %s with 2 in flight (target >= 0.95 and >= "
-                  "XLA pipelined)" % (p, r[p + ".efficiency"],
-                                      "%.3f" % r[p + ".inflight_efficiency"]
-                                      if p + ".inflight_efficiency" in r else "n/a"))
+            print("scaling %s: %.3f one run at a time, %s with 2 in flight, %s with 2 in flight on "
+                  "a pool (target >= 0.95 and >= XLA pipelined)" % (
+                      p, r[p + ".efficiency"],
+                      "%.3f" % r[p + ".inflight_efficiency"]
+                      if p + ".inflight_efficiency" in r else "n/a",
+                      "%.3f" % r[p + ".pool_efficiency"] if p + ".pool_efficiency" in r else "n/a"))
 PY
-  pool_scaling
   xruns=30
   has scaling || xruns=20 # the short form
   room 45 "xla_scaling" &&
@@ -382,11 +385,20 @@ PY
     tail -8 | tee -a "$summary"
 fi
 
-# poolscale: only the pool rows of the sharded plans, then XLA pipelined (a short call)
+# poolscale: the sharded plans one run at a time and with 2 in flight on a pool whose instances
+# hold their inputs and outputs on the GPUs (bench_scaling --pool), then XLA pipelined (a short
+# call); poolcopies: the same pools through baton bench, each run copying its 4 GB through the host
+if has poolcopies && room 60 "poolcopies"; then
+  say "== poolcopies: the sharded tutorial plan on a pool whose runs copy through the host"
+  [ -e "$work/two_allreduce.json" ] || scaling_plans
+  pool_scaling
+fi
 if has poolscale && room 60 "poolscale"; then
   say "== poolscale: the sharded tutorial plan with 2 runs in flight on a pool, and XLA"
-  scaling_plans
-  pool_scaling
+  [ -e "$work/two_allreduce.json" ] || scaling_plans
+  timeout "$(tmo 120)" "$BUILD/bench_scaling" "$work/one.json" "$work/two_allreduce.json" \
+    "$work/two.json" --pool --runs 40 --rounds 5 2>&1 | tee "$work/poolscale.log" |
+    grep -v "^RESULT" | tee -a "$summary"
   room 45 "xla_scaling" &&
   JAX_PLATFORMS=cuda timeout "$(tmo 150)" python3 bench/multigpu/xla_scaling.py --runs 20 2>&1 |
     grep -vE "^(W|I)[0-9]{4}" | tail -8 | tee -a "$summary"

@@ -16,9 +16,13 @@
  *   --old-end-waits K: the runtimes of plan argument K (0 is ONE) record each GPU's end-of-run
  *     event right before its wait (BATON_END_RECORDS_FIRST=0), the others first: pass a plan
  *     twice (two file names) to time both orders in the same rounds.
+ *   --pool: two runs in flight on a baton_pool of two instances of each plan (baton_uv.h), each
+ *     instance's inputs and outputs bound to device buffers of its own (baton_pool_bind), jobs
+ *     that bind nothing: the pool's dispatch, worker threads and stream groups on the GPUs'
+ *     work, with no copy through the host, as --inflight and XLA's figure have none.
  * Exit 1 when the first PLAN's grad_weight differs from ONE's.
  *   bench_scaling ONE.json PLAN.json [PLAN.json ...] [--runs N] [--rounds R] [--inflight]
- *                 [--trace DIR] [--old-end-waits K]   (NCCL_NVLS_ENABLE=0) */
+ *                 [--pool] [--trace DIR] [--old-end-waits K]   (NCCL_NVLS_ENABLE=0) */
 #include <cuda_runtime_api.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -26,6 +30,7 @@
 #include <string.h>
 
 #include "baton/baton.h"
+#include "baton/baton_uv.h"
 #include "bench/cuda/bench_stats.h"
 #include "plan/plan_internal.h"
 #include "scheduler/runtime.h"
@@ -34,11 +39,24 @@
 
 static baton_error err;
 
-/* Binds every input and output of rt to a new device buffer on the first GPU it lives on (the
- * runtime refuses the others); inputs get the rows of `x` or `g` named by their prefix, from
- * element offset `at[...]` on, so the shards together hold the one-GPU inputs. Returns the
- * number of GPUs the plan uses. */
-static int bind_all(baton_runtime *rt, const baton_plan *plan, const void *x, const void *g,
+/* Where bind_all binds: a runtime (pool NULL), or instance `instance` of a pool. */
+typedef struct binder {
+    baton_runtime *rt;
+    baton_pool *pool;
+    int instance;
+} binder;
+
+static int bind_one(const binder *to, int t, const baton_buffer *b, baton_error *e)
+{
+    return to->pool ? baton_pool_bind(to->pool, to->instance, t, b, e)
+                    : baton_runtime_bind(to->rt, t, b, e);
+}
+
+/* Binds every input and output of a runtime or pool instance to a new device buffer on the first
+ * GPU it lives on (the runtime refuses the others); inputs get the rows of `x` or `g` named by
+ * their prefix, from element offset `at[...]` on, so the shards together hold the one-GPU
+ * inputs. Returns the number of GPUs the plan uses. */
+static int bind_all(const binder *to, const baton_plan *plan, const void *x, const void *g,
                     int ngpu, void **grad_w, int *grad_w_dev)
 {
     *grad_w = NULL;
@@ -57,7 +75,7 @@ static int bind_all(baton_runtime *rt, const baton_plan *plan, const void *x, co
             CHECK_CUDA(cudaMalloc(&p, ti.nbytes));
             baton_buffer b = {{BATON_DEVICE_CUDA, d}, p, ti.nbytes, ti.desc.dtype};
             baton_error e2 = {0};
-            if (baton_runtime_bind(rt, t, &b, &e2)) {
+            if (bind_one(to, t, &b, &e2)) {
                 CHECK_CUDA(cudaFree(p));
                 continue;
             }
@@ -96,6 +114,48 @@ static void *take_turns(void *arg)
     for (int i = 0; i < t->runs && !t->rc; i++)
         t->rc = baton_runtime_run(t->rt, &e);
     return NULL;
+}
+
+/* --pool: runs kept two in flight on a pool, each job resubmitted from its callback until
+ * `left` runs have been handed out. */
+typedef struct pool_flight {
+    baton_pool *pool;
+    baton_job job[2];
+    int left, failed;
+    baton_error first_err;
+} pool_flight;
+
+static void pool_done(baton_job *job, int status)
+{
+    pool_flight *f = job->data;
+    if (status && !f->failed++)
+        f->first_err = job->err;
+    if (f->left > 0 && !f->failed) {
+        f->left--;
+        if (baton_pool_submit(f->pool, job, pool_done) && !f->failed++)
+            f->first_err = job->err;
+    }
+}
+
+/* µs a run over `runs` runs (at least 2) of f's pool, or -1 when a run failed. */
+static double pool_runs(uv_loop_t *loop, pool_flight *f, int runs)
+{
+    f->left = runs - 2;
+    f->failed = 0;
+    double t0 = now_us();
+    for (int k = 0; k < 2; k++) {
+        baton_job_init(&f->job[k]);
+        f->job[k].data = f;
+        if (baton_pool_submit(f->pool, &f->job[k], pool_done) && !f->failed++)
+            f->first_err = f->job[k].err;
+    }
+    uv_run(loop, UV_RUN_DEFAULT);
+    return f->failed ? -1 : (now_us() - t0) / runs;
+}
+
+static void pool_closed(void *arg)
+{
+    (void)arg;
 }
 
 /* The plan's name for RESULT lines: the file's base name without .json. */
@@ -159,7 +219,7 @@ static void print_timeline(baton_runtime *rt, const char *tag)
 int main(int argc, char **argv)
 {
     const char *paths[MAX_PLANS] = {NULL}, *trace_dir = NULL;
-    int runs = 50, rounds = 5, np = 0, inflight = 0, old_waits = -1;
+    int runs = 50, rounds = 5, np = 0, inflight = 0, old_waits = -1, pooled = 0;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--runs") && i + 1 < argc)
             runs = atoi(argv[++i]);
@@ -169,6 +229,8 @@ int main(int argc, char **argv)
             trace_dir = argv[++i];
         else if (!strcmp(argv[i], "--inflight"))
             inflight = 1;
+        else if (!strcmp(argv[i], "--pool"))
+            pooled = 1;
         else if (!strcmp(argv[i], "--old-end-waits") && i + 1 < argc)
             old_waits = atoi(argv[++i]);
         else if (np < MAX_PLANS)
@@ -176,7 +238,8 @@ int main(int argc, char **argv)
     }
     if (np < 2) {
         fprintf(stderr, "usage: bench_scaling ONE.json PLAN.json [PLAN.json ...] [--runs N] "
-                        "[--rounds R] [--inflight] [--trace DIR] [--old-end-waits K]\n");
+                        "[--rounds R] [--inflight] [--pool] [--trace DIR] [--old-end-waits "
+                        "K]\n");
         return 2;
     }
     int ngpu = baton_cuda_device_count();
@@ -222,7 +285,8 @@ int main(int argc, char **argv)
                 printf("bench_scaling: %s: %s: nothing measured\n", paths[k], err.message);
                 return 0;
             }
-            gpus[k] = bind_all(rt[k][c], plan[k], x, g, ngpu, c ? &unused_gw : &gw[k],
+            const binder to = {rt[k][c], NULL, 0};
+            gpus[k] = bind_all(&to, plan[k], x, g, ngpu, c ? &unused_gw : &gw[k],
                                c ? &unused_dev : &gw_dev[k]);
             if (k == old_waits)
                 rt[k][c]->end_records_first = 0;
@@ -294,6 +358,58 @@ int main(int argc, char **argv)
                    paths[k], q[k], eff, tag[k], q[k], tag[k], eff);
         }
     }
+    /* the pools' instance 0 grad_weight, compared with ONE's runtime's below */
+    void *pool_gw[MAX_PLANS] = {NULL};
+    int pool_gw_dev[MAX_PLANS];
+    if (pooled) {
+        uv_loop_t loop;
+        if (uv_loop_init(&loop)) {
+            fprintf(stderr, "bench_scaling: uv_loop_init failed\n");
+            return 1;
+        }
+        pool_flight pf[MAX_PLANS];
+        memset(pf, 0, sizeof pf);
+        for (int k = 0; k < np; k++) {
+            if (baton_pool_create(&loop, plan[k], &o, 2, &pf[k].pool, &err)) {
+                printf("bench_scaling: %s: a pool: %s: nothing measured on pools\n", paths[k],
+                       err.message);
+                return 1;
+            }
+            for (int i = 0; i < 2; i++) {
+                const binder to = {NULL, pf[k].pool, i};
+                void *w;
+                int wd;
+                bind_all(&to, plan[k], x, g, ngpu, i ? &w : &pool_gw[k], i ? &wd : &pool_gw_dev[k]);
+            }
+            if (pool_runs(&loop, &pf[k], 4) < 0) { /* captures, two runs an instance */
+                fprintf(stderr, "bench_scaling: %s: a pool's run: %s\n", paths[k],
+                        pf[k].first_err.message);
+                return 1;
+            }
+        }
+        for (int r = 0; r < rounds; r++)
+            for (int k = 0; k < np; k++)
+                if ((per[k][r] = pool_runs(&loop, &pf[k], runs)) < 0) {
+                    fprintf(stderr, "bench_scaling: %s: a pool's run: %s\n", paths[k],
+                            pf[k].first_err.message);
+                    return 1;
+                }
+        double q[MAX_PLANS];
+        for (int k = 0; k < np; k++)
+            q[k] = pct(per[k], rounds, 0.5);
+        printf("2 runs in flight on a pool of 2 instances: %s %.1f us a run\n", paths[0], q[0]);
+        for (int k = 1; k < np; k++) {
+            double eff = q[0] / (gpus[k] * q[k]);
+            printf("2 runs in flight on a pool of 2 instances: %s %.1f us a run; scaling "
+                   "efficiency %.3f\nRESULT scaling.%s.pool_us %.2f\nRESULT "
+                   "scaling.%s.pool_efficiency %.4f\n",
+                   paths[k], q[k], eff, tag[k], q[k], tag[k], eff);
+        }
+        for (int k = 0; k < np; k++)
+            baton_pool_close(pf[k].pool, pool_closed, NULL);
+        uv_run(&loop, UV_RUN_DEFAULT);
+        uv_loop_close(&loop);
+    }
     if (trace_dir) {
         for (int k = 0; k < np; k++) {
             char file[600];
@@ -327,6 +443,16 @@ int main(int argc, char **argv)
             printf("RESULT scaling.grad_weight_bitwise %d\n", same);
             first_same = same;
         }
+    }
+    for (int k = 0; pooled && gw[0] && k < np; k++) {
+        if (!pool_gw[k])
+            continue;
+        void *hp = malloc(wi.nbytes);
+        CHECK_CUDA(cudaSetDevice(pool_gw_dev[k]));
+        CHECK_CUDA(cudaMemcpy(hp, pool_gw[k], wi.nbytes, cudaMemcpyDeviceToHost));
+        printf("grad_weight of %s's pool instance 0: %s bits as %s's runtime\n", paths[k],
+               memcmp(h[0], hp, wi.nbytes) == 0 ? "the same" : "DIFFERENT", paths[0]);
+        free(hp);
     }
     return first_same ? 0 : 1;
 }
