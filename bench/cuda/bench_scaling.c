@@ -158,6 +158,24 @@ static void pool_closed(void *arg)
     (void)arg;
 }
 
+/* The median over the rounds of each plan's µs a run (per[k][round]), and each sharded plan's
+ * efficiency against ONE's (plan 0), printed as `label` and as RESULT scaling.TAG.KEY_us and
+ * scaling.TAG.KEY_efficiency lines. */
+static void print_rounds(const char *label, const char *key, double **per, int rounds, int np,
+                         const char **paths, char (*tag)[128], const int *gpus)
+{
+    double q[MAX_PLANS];
+    for (int k = 0; k < np; k++)
+        q[k] = pct(per[k], rounds, 0.5);
+    printf("%s: %s %.1f us a run\n", label, paths[0], q[0]);
+    for (int k = 1; k < np; k++) {
+        double eff = q[0] / (gpus[k] * q[k]);
+        printf("%s: %s %.1f us a run; scaling efficiency %.3f\nRESULT scaling.%s.%s_us %.2f\n"
+               "RESULT scaling.%s.%s_efficiency %.4f\n",
+               label, paths[k], q[k], eff, tag[k], key, q[k], tag[k], key, eff);
+    }
+}
+
 /* The plan's name for RESULT lines: the file's base name without .json. */
 static void tag_of(const char *path, char *out, size_t len)
 {
@@ -346,17 +364,7 @@ int main(int argc, char **argv)
                     return 1;
                 }
             }
-        double q[MAX_PLANS];
-        for (int k = 0; k < np; k++)
-            q[k] = pct(per[k], rounds, 0.5);
-        printf("2 runs in flight: %s %.1f us a run\n", paths[0], q[0]);
-        for (int k = 1; k < np; k++) {
-            double eff = q[0] / (gpus[k] * q[k]);
-            printf("2 runs in flight: %s %.1f us a run; scaling efficiency %.3f\n"
-                   "RESULT scaling.%s.inflight_us %.2f\nRESULT scaling.%s.inflight_efficiency "
-                   "%.4f\n",
-                   paths[k], q[k], eff, tag[k], q[k], tag[k], eff);
-        }
+        print_rounds("2 runs in flight", "inflight", per, rounds, np, paths, tag, gpus);
     }
     /* the pools' instance 0 grad_weight, compared with ONE's runtime's below */
     void *pool_gw[MAX_PLANS] = {NULL};
@@ -394,17 +402,8 @@ int main(int argc, char **argv)
                             pf[k].first_err.message);
                     return 1;
                 }
-        double q[MAX_PLANS];
-        for (int k = 0; k < np; k++)
-            q[k] = pct(per[k], rounds, 0.5);
-        printf("2 runs in flight on a pool of 2 instances: %s %.1f us a run\n", paths[0], q[0]);
-        for (int k = 1; k < np; k++) {
-            double eff = q[0] / (gpus[k] * q[k]);
-            printf("2 runs in flight on a pool of 2 instances: %s %.1f us a run; scaling "
-                   "efficiency %.3f\nRESULT scaling.%s.pool_us %.2f\nRESULT "
-                   "scaling.%s.pool_efficiency %.4f\n",
-                   paths[k], q[k], eff, tag[k], q[k], tag[k], eff);
-        }
+        print_rounds("2 runs in flight on a pool of 2 instances", "pool", per, rounds, np, paths,
+                     tag, gpus);
         for (int k = 0; k < np; k++)
             baton_pool_close(pf[k].pool, pool_closed, NULL);
         uv_run(&loop, UV_RUN_DEFAULT);
