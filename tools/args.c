@@ -85,9 +85,10 @@ void cli_print_usage(const char *cmd)
                "                    and the libuv loop's busy time per run\n"
                "  --queue-ahead     with --inflight above 4: queue ahead anyway (a pool of\n"
                "                    more than 4 instances does not by default)\n"
-               "  --no-copies       with --inflight: the warm-up runs copy the inputs in and\n"
-               "                    the timed runs bind nothing, so that no copy between the\n"
-               "                    host and the devices is timed (plans of large tensors)\n");
+               "  --no-copies       with --inflight: the warm-up runs copy the inputs into every\n"
+               "                    instance and the timed runs bind nothing, so the jobs' copies\n"
+               "                    into and out of the instances are not timed (the plan's own\n"
+               "                    transfers between host and GPU still are)\n");
         fputs(usage_common, stdout);
     } else if (strcmp(cmd, "targets") == 0) {
         printf("usage: baton targets [--json] [--plugin=PATH]...\n\nLists every registered "

@@ -41,7 +41,7 @@ typedef struct cli {
     binding in[MAX_BINDINGS], out[MAX_BINDINGS];
     int print;
     int inflight;  /* bench: runs in flight on a baton_uv pool; 0: one at a time */
-    int no_copies; /* bench --inflight: the timed runs bind nothing (no host copies timed) */
+    int no_copies; /* bench --inflight: the timed runs bind nothing (the jobs copy nothing) */
     int help;      /* --help was given: print the command's usage and exit 0 */
     const char *plugins[MAX_PLUGINS]; /* --plugin, loaded in order before the plan */
     int n_plugins;
