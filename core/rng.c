@@ -139,14 +139,10 @@ static void fill_task(void *arg, int64_t t)
         fill_uniform_range(j->dst, j->dt, i0, i1, j->seed, j->a, j->b);
 }
 
+/* baton__par_for runs a single stretch on the calling thread itself. */
 static void fill(const fill_job *j)
 {
-    const int64_t tasks = (j->n + FILL_GRAIN - 1) / FILL_GRAIN;
-    if (tasks <= 1) {
-        fill_task((void *)j, 0);
-        return;
-    }
-    baton__par_for(tasks, fill_task, (void *)j);
+    baton__par_for((j->n + FILL_GRAIN - 1) / FILL_GRAIN, fill_task, (void *)j);
 }
 
 void baton__rng_fill_normal(void *dst, baton_dtype dt, int64_t n, uint64_t seed, double mean,

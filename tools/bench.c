@@ -274,8 +274,8 @@ static int bench_inflight(cli *c, const baton_plan *plan, const baton_sync_mode 
         /* warm-up: two rounds of n runs put two on every instance (all free, one each), so graph
          * capture and first launches stay out of the numbers; with --no-copies they copy the
          * inputs into every instance, and the timed runs then bind nothing */
-        for (int k = 0; k < n; k++)
-            req[k].job.n_inputs = n_in;
+        for (int k = 0; c->no_copies && k < n; k++)
+            req[k].job.n_inputs = n_in; /* a previous mode's timed runs set it to 0 */
         F.prog = NULL;
         int bad = fly(&loop, &F, n, n) || fly(&loop, &F, n, n);
         for (int k = 0; c->no_copies && k < n; k++)
