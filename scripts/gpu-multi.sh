@@ -298,7 +298,7 @@ PY
 
 # pool_scaling: the sharded plans with 2 runs in flight on a pool (baton bench --inflight=2, graph
 # mode) against the one-GPU plan's pool, efficiency = runs/s over twice one GPU's. A pool's runs
-# copy the plan's inputs to the GPUs and its outputs back (4 GB a run, about 50 ms); --no-copies
+# copy the plan's inputs to the GPUs and its outputs back (4 GB a run, 60-90 ms); --no-copies
 # keeps the jobs' own copies out, and the CSV's last column gives each GPU's device time a run
 pool_scaling() {
   room 40 "scaling on a pool" || return 0
