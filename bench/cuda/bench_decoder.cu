@@ -1453,9 +1453,13 @@ int main(int argc, char **argv)
     for (int64_t rows : {1, 256})
         bench_op("cast", "cast", {td(BF, {rows, V})}, {fl}, td(F32, {rows, V}), {},
                  (double)(rows * V * 6));
-    for (int64_t rows : {1, 8, 64})
+    /* decode logits (1 and 8 rows), 64 rows that one wave holds on chip, 128 and 256 rows past
+     * it, and 4096 short rows (a block each, many a SM) */
+    for (int64_t rows : {1, 8, 64, 128, 256})
         bench_op("softmax", "softmax", {td(F32, {rows, V})}, {fl}, td(F32, {rows, V}), {},
                  (double)(rows * V * 8));
+    bench_op("softmax", "softmax", {td(F32, {4096, 8192})}, {fl}, td(F32, {4096, 8192}), {},
+             (double)(4096.0 * 8192 * 8));
     /* what any softmax of a decode row spread over the SMs waits for: one grid-wide exchange */
     bench_barrier_floor("softmax floor: row copy + grid barrier", "f32[1,128256]", (double)(V * 8));
     /* the same with what the barrier must carry: a pair from every block, read by every block */

@@ -150,8 +150,8 @@ def main():
     # softmax over the last dim (f32 logits); F.embedding of a decode token's id and of 8192 ids
     # from the [128256, 2048] table (one copy, ids uniform); and HF's rope of one layer, q * cos +
     # rotate_half(q) * sin with cos and sin given (HF forms them once per forward for all layers).
-    for rows in (1, 8, 64) if want("softmax") else ():
-        V = 128256
+    for rows, V in ((1, 128256), (8, 128256), (64, 128256), (128, 128256), (256, 128256),
+                    (4096, 8192)) if want("softmax") else ():
         nbytes = rows * V * 4 * 2
         n = sets_for(nbytes)
         x = [torch.randn(rows, V, device=dev, dtype=torch.float32) * 4 for _ in range(n)]

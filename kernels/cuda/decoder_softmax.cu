@@ -660,9 +660,19 @@ template <typename T> static SmxFit softmax_smem_fit(const baton_exec_ctx *ctx, 
     });
 }
 
+/* A slice of at least this many bytes takes softmax_smem_kernel over several waves (a block a SM,
+ * the next starting where one ends) rather than the two-pass kernel, which would split its row
+ * over three blocks or more: reading once pays off there, where a block's fixed costs (the loads'
+ * ramp, the exchange, the stores' tail) are spread over enough bytes (H200, x the copy, two runs:
+ * f32 rows of 128256 at 96 to 512 rows 1.30 to 1.06 against 1.37 to 1.13, f32[512,65536] 1.08
+ * against 1.18, bf16[256,128256] 1.20 against 1.48; 128 KB slices lost, f32[1024,32000] 1.13
+ * against 1.06; just past one wave both are slow, f32[67,128256] 1.56 against 1.47). */
+#define SMS_WAVES_SLICE (192 << 10)
+
 /* softmax_smem_kernel where rows * C blocks of 1024 threads (the fewest of C = 1, 2, 4, 8 blocks a
- * row) are one block a SM, all at once, and a slice past the registers' VPT * 1024 vectors fits
- * the shared memory: 0 or the launch's failure, 1 when it does not fit. */
+ * row) are one block a SM, all at once, or take several waves of slices of SMS_WAVES_SLICE bytes
+ * or more, and a slice past the registers' VPT * 1024 vectors fits the shared memory: 0 or the
+ * launch's failure, 1 when it does not fit. */
 template <typename T>
 static int softmax_smem_launch(const baton_exec_ctx *ctx, void **b, const dec_shape &s,
                                long long nv, long long sms)
@@ -674,10 +684,13 @@ static int softmax_smem_launch(const baton_exec_ctx *ctx, void **b, const dec_sh
     for (int c = 1, i = 0; c <= 8; c *= 2, i++) {
         const long long per = (nv + c - 1) / c,
                         ns = per - (long long)smx_reg_vpt<T>() * SMS_THREADS;
-        if (s.rows * c > sms || ns * 16 > (long long)smem_max ||
+        const bool waves = s.rows * c > sms;
+        if ((waves && per * 16 < SMS_WAVES_SLICE) || ns * 16 > (long long)smem_max ||
             ns > SMS_KMAX * (long long)SMS_THREADS)
             continue;
-        if (c > 1 && s.rows > softmax_smem_fit<T>(ctx, smem_max).n[i])
+        /* one wave: every cluster resident at once; several: any cluster that can be had */
+        if (c > 1 && (waves ? softmax_smem_fit<T>(ctx, smem_max).n[i] < 1
+                            : s.rows > softmax_smem_fit<T>(ctx, smem_max).n[i]))
             continue;
         const size_t smem = ns > 0 ? (size_t)ns * 16 : 0;
         const long long grid = s.rows * c;
@@ -688,6 +701,9 @@ static int softmax_smem_launch(const baton_exec_ctx *ctx, void **b, const dec_sh
     }
     return 1;
 }
+
+/* Threads of softmax_reg_kernel's blocks for rows past a wave (softmax_launch). */
+#define SMX_MANY_THREADS 256
 
 template <typename T>
 static int softmax_launch(const baton_exec_ctx *ctx, void **b, const dec_shape &s)
@@ -729,9 +745,11 @@ static int softmax_launch(const baton_exec_ctx *ctx, void **b, const dec_shape &
         for (int c = 2; cl && c <= 8 && !C; c *= 2)
             if (vpt_of(c) <= VMAX)
                 C = c;
-        /* more than one wave of blocks of 16 KB or more a thread block: rows held in registers
-         * and shared memory where a wave of one block a SM holds them, else the two-pass kernel */
-        if (cl && (!C || (s.rows * C > resident(C) && (nv + C - 1) / C * 16 >= 16384))) {
+        /* more than one wave of blocks of 16 KB or more a thread block (rows a 256-thread block
+         * holds aside): rows held in registers and shared memory where a wave of one block a SM
+         * holds them or their slices are large (SMS_WAVES_SLICE), else the two-pass kernel */
+        const bool many = C == 1 && nv <= SMX_MANY_THREADS * VMAX && s.rows > resident(1);
+        if (cl && !many && (!C || (s.rows * C > resident(C) && (nv + C - 1) / C * 16 >= 16384))) {
             const int rc = softmax_smem_launch<T>(ctx, b, s, nv, sms);
             if (rc <= 0)
                 return rc;
@@ -754,7 +772,14 @@ static int softmax_launch(const baton_exec_ctx *ctx, void **b, const dec_shape &
                           SMX_THREADS, 0, c2, (const T *)b[0], (T *)b[1], (long long)s.F, c2);
         }
         if (C) {
-            const int threads = threads_of(C);
+            int threads = threads_of(C);
+            /* Rows of one block each past a wave, where blocks of SMX_MANY_THREADS hold them (at
+             * most VMAX vectors a thread): those blocks, several a SM at different points of
+             * their read, sums and stores, as a copy streams (H200, x the copy: f32[4096,8192]
+             * 0.98, [8192,4096] 0.97, [16384,2048] 1.06, bf16[4096,8192] 1.10, against 1.61,
+             * 1.75, 1.50 and 1.95 with 1024 threads, two blocks a SM) */
+            if (C == 1 && s.rows > resident(1) && nv <= SMX_MANY_THREADS * VMAX)
+                threads = std::min(threads, SMX_MANY_THREADS);
             const long long vpt = ((nv + C - 1) / C + threads - 1) / threads;
             if (vpt <= 1)
                 return softmax_reg_launch<T, 1>(ctx, b, s, C, threads);
