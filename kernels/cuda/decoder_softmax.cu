@@ -745,10 +745,15 @@ static int softmax_launch(const baton_exec_ctx *ctx, void **b, const dec_shape &
         for (int c = 2; cl && c <= 8 && !C; c *= 2)
             if (vpt_of(c) <= VMAX)
                 C = c;
+        /* Rows of one block each past a wave, where blocks of SMX_MANY_THREADS hold them (at most
+         * VMAX vectors a thread): those blocks, several a SM at different points of their read,
+         * sums and stores, as a copy streams (H200, x the copy: f32[4096,8192] 0.98, [8192,4096]
+         * 0.97, [16384,2048] 1.06, bf16[4096,8192] 1.10, against 1.61, 1.75, 1.50 and 1.95 with
+         * 1024 threads, two blocks a SM) */
+        const bool many = C == 1 && nv <= SMX_MANY_THREADS * VMAX && s.rows > resident(1);
         /* more than one wave of blocks of 16 KB or more a thread block (rows a 256-thread block
          * holds aside): rows held in registers and shared memory where a wave of one block a SM
          * holds them or their slices are large (SMS_WAVES_SLICE), else the two-pass kernel */
-        const bool many = C == 1 && nv <= SMX_MANY_THREADS * VMAX && s.rows > resident(1);
         if (cl && !many && (!C || (s.rows * C > resident(C) && (nv + C - 1) / C * 16 >= 16384))) {
             const int rc = softmax_smem_launch<T>(ctx, b, s, nv, sms);
             if (rc <= 0)
@@ -773,12 +778,7 @@ static int softmax_launch(const baton_exec_ctx *ctx, void **b, const dec_shape &
         }
         if (C) {
             int threads = threads_of(C);
-            /* Rows of one block each past a wave, where blocks of SMX_MANY_THREADS hold them (at
-             * most VMAX vectors a thread): those blocks, several a SM at different points of
-             * their read, sums and stores, as a copy streams (H200, x the copy: f32[4096,8192]
-             * 0.98, [8192,4096] 0.97, [16384,2048] 1.06, bf16[4096,8192] 1.10, against 1.61,
-             * 1.75, 1.50 and 1.95 with 1024 threads, two blocks a SM) */
-            if (C == 1 && s.rows > resident(1) && nv <= SMX_MANY_THREADS * VMAX)
+            if (many)
                 threads = std::min(threads, SMX_MANY_THREADS);
             const long long vpt = ((nv + C - 1) / C + threads - 1) / threads;
             if (vpt <= 1)
