@@ -153,11 +153,6 @@ static double pool_runs(uv_loop_t *loop, pool_flight *f, int runs)
     return f->failed ? -1 : (now_us() - t0) / runs;
 }
 
-static void pool_closed(void *arg)
-{
-    (void)arg;
-}
-
 /* The median over the rounds of each plan's µs a run (per[k][round]), and each sharded plan's
  * efficiency against ONE's (plan 0), printed as `label` and as RESULT scaling.TAG.KEY_us and
  * scaling.TAG.KEY_efficiency lines. */
@@ -405,7 +400,7 @@ int main(int argc, char **argv)
         print_rounds("2 runs in flight on a pool of 2 instances", "pool", per, rounds, np, paths,
                      tag, gpus);
         for (int k = 0; k < np; k++)
-            baton_pool_close(pf[k].pool, pool_closed, NULL);
+            baton_pool_close(pf[k].pool, NULL, NULL);
         uv_run(&loop, UV_RUN_DEFAULT);
         uv_loop_close(&loop);
     }
