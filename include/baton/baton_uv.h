@@ -161,8 +161,9 @@ BATON_API int baton_pool_reset_state(baton_pool *pool, int instance, baton_error
 BATON_API int baton_pool_cancel(baton_job *job);
 
 /* Closes the pool: cancels the queued jobs, lets the running ones finish (their callbacks are
- * called), stops the workers, frees the instances and calls close_cb(arg) on the loop thread,
- * after which the pool is gone. The loop then holds nothing of baton's: uv_loop_close succeeds. */
+ * called), stops the workers, frees the instances and calls close_cb(arg) on the loop thread
+ * (close_cb may be NULL), after which the pool is gone. The loop then holds nothing of baton's:
+ * uv_loop_close succeeds. */
 BATON_API void baton_pool_close(baton_pool *pool, void (*close_cb)(void *arg), void *arg);
 
 /* The pool's shape: its instances, and the bytes it holds on all devices, host and GPU: one set
