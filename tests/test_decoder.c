@@ -1501,18 +1501,21 @@ Test(gpu_activations, silu_mul_silu_and_gelu_match_float64)
  * clusters of 8 ({8, 128256}: a batch of decode logits); up to 4 long rows over all SMs in one
  * cooperative grid ({2, 128256}, {3, 50008}: slices of unequal length, a count a row;
  * {1, 300040} but in f64); where registers would take more than one wave, rows in registers and
- * shared memory, a block a row ({70, 65536}) or over 2-block clusters ({64, 128256}), else read
- * twice ({200, 20000}: more rows than SMs; {1, 300040} in f64); the loop kernel for rows that are
- * no multiple of 16 bytes ({1, 1}, {2, 4097}, {3, 10} but in f64). Past a wave: rows in registers
- * in blocks of 256 threads, several a SM ({600, 4096}), and f32 rows of 256 KB in registers and
- * shared memory over two waves ({140, 65536}). The last three are CUDA's alone. */
-static const int64_t SM[][2] = {{1, 1},      {3, 10},      {4, 2048},   {2, 128256}, {9, 1000},
-                                {3, 50008},  {2, 4097},    {70, 65536}, {1, 300040}, {200, 20000},
-                                {8, 128256}, {64, 128256}, {600, 4096}, {140, 65536}};
+ * shared memory, a block a row ({70, 65536}) or over 2-block clusters ({64, 128256}); the loop
+ * kernel for rows that are no multiple of 16 bytes ({1, 1}, {2, 4097}, {3, 10} but in f64). Past
+ * a wave: rows in registers in blocks of 256 threads, several a SM ({600, 4096}); slices of at
+ * most 64 KB in shared memory, several blocks a SM, a block a row ({300, 16384}) or over clusters
+ * of 2, 4 or 8 by dtype ({200, 20000}, {140, 65536}, {70, 65536} in f64); rows longer than 8 such
+ * slices in registers and shared memory over waves ({67, 140000} in f32, {64, 128256} in f64),
+ * else read twice ({67, 140000} and {1, 300040} in f64). The last five are CUDA's alone. */
+static const int64_t SM[][2] = {{1, 1},      {3, 10},      {4, 2048},    {2, 128256},
+                                {9, 1000},   {3, 50008},   {2, 4097},    {70, 65536},
+                                {1, 300040}, {200, 20000}, {8, 128256},  {64, 128256},
+                                {600, 4096}, {300, 16384}, {140, 65536}, {67, 140000}};
 
 static size_t softmax_cases(baton_device_kind kind)
 {
-    return sizeof SM / sizeof SM[0] - (kind == BATON_DEVICE_CUDA ? 0 : 3);
+    return sizeof SM / sizeof SM[0] - (kind == BATON_DEVICE_CUDA ? 0 : 5);
 }
 
 static void softmax_table(baton_device_kind kind)
@@ -1559,12 +1562,14 @@ Test(gpu_softmax, matches_float64_over_the_last_dim)
 /* Each CUDA form's maxima and sums in a fixed order: a decode row and a longer one over all SMs
  * (whichever block counts last stores the pairs' bytes), 8 rows in registers over clusters of 8,
  * 64 rows in registers and shared memory over 2-block clusters, rows read twice, and past a wave
- * rows in 256-thread blocks and rows in registers and shared memory. */
+ * rows in 256-thread blocks, slices in shared memory (a block a row, 4-block clusters) and rows
+ * in registers and shared memory. */
 Test(gpu_softmax, gives_the_same_bits_run_to_run)
 {
     skip_without_gpu();
-    static const int64_t SHAPES[][2] = {{1, 128256},  {8, 128256}, {64, 128256}, {1, 300040},
-                                        {200, 20000}, {600, 4096}, {140, 65536}};
+    static const int64_t SHAPES[][2] = {{1, 128256},  {8, 128256},  {64, 128256},
+                                        {1, 300040},  {200, 20000}, {600, 4096},
+                                        {300, 16384}, {140, 65536}, {67, 140000}};
     for (size_t k = 0; k < sizeof SHAPES / sizeof SHAPES[0]; k++) {
         test_rng r = {test_fresh_seed()};
         call c = {.target = "softmax", .n_in = 1};

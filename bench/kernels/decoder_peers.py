@@ -150,13 +150,15 @@ def main():
     # softmax over the last dim (f32 logits); F.embedding of a decode token's id and of 8192 ids
     # from the [128256, 2048] table (one copy, ids uniform); and HF's rope of one layer, q * cos +
     # rotate_half(q) * sin with cos and sin given (HF forms them once per forward for all layers).
-    for rows, V in ((1, 128256), (8, 128256), (64, 128256), (128, 128256), (256, 128256),
-                    (4096, 8192)) if want("softmax") else ():
-        nbytes = rows * V * 4 * 2
+    for rows, V, dt in ((1, 128256, "f32"), (8, 128256, "f32"), (64, 128256, "f32"),
+                        (67, 128256, "f32"), (128, 128256, "f32"), (256, 128256, "f32"),
+                        (4096, 8192, "f32"), (1024, 32000, "bf16")) if want("softmax") else ():
+        tdt = torch.float32 if dt == "f32" else torch.bfloat16
+        nbytes = rows * V * (4 if dt == "f32" else 2) * 2
         n = sets_for(nbytes)
-        x = [torch.randn(rows, V, device=dev, dtype=torch.float32) * 4 for _ in range(n)]
+        x = [(torch.randn(rows, V, device=dev, dtype=torch.float32) * 4).to(tdt) for _ in range(n)]
         us = time_graph(lambda i: torch.softmax(x[i % n], dim=-1), min(max(n, 16), 256))
-        record("softmax", "f32[%d,%d]" % (rows, V), "torch softmax", nbytes, us, False)
+        record("softmax", "%s[%d,%d]" % (dt, rows, V), "torch softmax", nbytes, us, False)
         del x
     if want("embedding"):
         V, D = 128256, 2048

@@ -1,6 +1,7 @@
 /* decoder_softmax.cu: softmax over the last dimension on CUDA, a kernel per shape class: rows held
- * in registers, or in registers and shared memory, of one block or a cluster a row; rows too large
- * for a wave, read twice through L2; a few long rows over all SMs. Each sums in one fixed order:
+ * in registers, or in registers and shared memory, of one block or a cluster a row; past a wave,
+ * slices in shared memory, several blocks a SM; rows too long for those, read twice through L2; a
+ * few long rows over all SMs. Each sums in one fixed order:
  * the same bits every run. */
 #include "kernels/cuda/decoder_common.cuh"
 
@@ -488,6 +489,83 @@ __global__ void __launch_bounds__(SMG_THREADS)
         st16(yr + (long long)tid * E, soft_out<A>(hx, M2, inv));
 }
 
+/* softmax_tile_kernel's threads, its bulk copies a slice (each on its own mbarrier, so that the
+ * sums start on the first piece while the rest land), and its largest slice: three blocks a SM. */
+#define SMT_THREADS 256
+#define SMT_PIECES  4
+#define SMT_SLICE   (64 << 10)
+
+/* Rows past a wave, a slice a block held in shared memory alone: C blocks a row (C == 1, or an
+ * x-cluster of C), slices of at most SMT_SLICE bytes, so that three blocks share a SM at different
+ * points of their read, sums and stores, as the copy streams (one block a SM, the registers and
+ * shared memory kernel, reads nothing while it stores). One thread asks the copy engine for the
+ * whole slice; each thread keeps a running maximum and sum over its vectors (vector j of the slice
+ * at thread j % blockDim.x) as the pieces land; row_max_sum gives every block of the row the same
+ * bits, and the result is the same every run; y = exp(x - max) / sum from shared memory. */
+template <typename T>
+__global__ void __launch_bounds__(SMT_THREADS)
+    softmax_tile_kernel(const T *x, T *y, long long N, int C)
+{
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    using A = typename Acc<T>::A;
+    constexpr int E = 16 / (int)sizeof(T);
+    extern __shared__ __align__(128) unsigned char smem_raw[];
+    __shared__ RowPairs<A> tab;
+    __shared__ unsigned long long bar[SMT_PIECES];
+    const RowSlice<T> sl = row_slice(x, y, N, C);
+    /* the stride read at run time: as the constant SMT_THREADS the kernel measured 2-4 % slower
+     * (f32[128,128256] 1.20 against 1.18 the copy, bf16[1024,32000] 1.09 against 1.05) */
+    const int tid = threadIdx.x, nt = (int)blockDim.x;
+    const long long n = sl.hi - sl.lo, piece = (n + SMT_PIECES - 1) / SMT_PIECES;
+    if (tid == 0) {
+        for (int k = 0; k < SMT_PIECES; k++)
+            mbar_init(&bar[k], 1);
+        mbar_fence_init();
+    }
+    __syncthreads();
+    pdl_wait(); /* x may be a predecessor's output */
+    pdl_trigger();
+    if (C > 1)
+        cluster_started_arrive();
+    if (tid == 0) {
+        const unsigned long long pol = l2_evict_first(); /* read once */
+        for (int k = 0; k < SMT_PIECES; k++) {
+            const long long lo = min(n, k * piece), hi = min(n, lo + piece);
+            if (hi > lo) {
+                mbar_arrive_tx(&bar[k], (unsigned)((hi - lo) * 16));
+                bulk_g2s(smem_raw + lo * 16, sl.x + (sl.lo + lo) * E, (unsigned)((hi - lo) * 16),
+                         &bar[k], pol);
+            }
+        }
+    }
+    const unsigned base = smem_u32(smem_raw);
+    A m = -INFINITY, m2 = -INFINITY, sum = 0;
+    for (int k = 0; k < SMT_PIECES; k++) {
+        const long long lo = min(n, k * piece), hi = min(n, lo + piece);
+        if (hi <= lo)
+            break;
+        mbar_wait(&bar[k], 0);
+#pragma unroll 4
+        for (long long j = lo + tid; j < hi; j += nt) {
+            U16<T> u;
+            *reinterpret_cast<uint4 *>(u.v) = lds16_after_wait(base + (unsigned)j * 16u);
+            online_take<A>(u, m, m2, sum);
+        }
+    }
+    A mx, tot;
+    row_max_sum<A>(tab, C, m, sum, mx, tot);
+    const A inv = (A)1 / tot, mx2 = SoftExp<A>::scale(mx);
+#pragma unroll 4
+    for (long long j = tid; j < n; j += nt) {
+        U16<T> u;
+        *reinterpret_cast<uint4 *>(u.v) = lds16_after_wait(base + (unsigned)j * 16u);
+        st16_stream(sl.y + (sl.lo + j) * E, soft_out<A>(u, mx2, inv));
+    }
+#else
+    __trap(); /* bulk copies and clusters: the launch asks for compute capability 9.0 */
+#endif
+}
+
 /* A 16-byte load of data read for the last time, from L2 (the second pass of softmax_l2_kernel):
  * evict it first, it is not read again. */
 __device__ __forceinline__ uint4 ld16_last(const void *p, unsigned long long pol)
@@ -663,19 +741,19 @@ template <typename T> static SmxFit softmax_smem_fit(const baton_exec_ctx *ctx, 
 /* A slice of at least this many bytes takes softmax_smem_kernel over several waves (a block a SM,
  * the next starting where one ends) rather than the two-pass kernel, which would split its row
  * over three blocks or more: reading once pays off there, where a block's fixed costs (the loads'
- * ramp, the exchange, the stores' tail) are spread over enough bytes (H200, x the copy, two runs:
- * f32 rows of 128256 at 96 to 512 rows 1.30 to 1.06 against 1.37 to 1.13, f32[512,65536] 1.08
- * against 1.18, bf16[256,128256] 1.20 against 1.48; 128 KB slices lost, f32[1024,32000] 1.13
- * against 1.06; just past one wave both are slow, f32[67,128256] 1.56 against 1.47). */
+ * ramp, the exchange, the stores' tail) are spread over enough bytes (H200, x the copy, two runs,
+ * on rows softmax_tile_kernel now takes: f32 rows of 128256 at 96 to 512 rows 1.30 to 1.06
+ * against 1.37 to 1.13, f32[512,65536] 1.08 against 1.18, bf16[256,128256] 1.20 against 1.48;
+ * 128 KB slices lost, f32[1024,32000] 1.13 against 1.06). */
 #define SMS_WAVES_SLICE (192 << 10)
 
 /* softmax_smem_kernel where rows * C blocks of 1024 threads (the fewest of C = 1, 2, 4, 8 blocks a
- * row) are one block a SM, all at once, or take several waves of slices of SMS_WAVES_SLICE bytes
- * or more, and a slice past the registers' VPT * 1024 vectors fits the shared memory: 0 or the
- * launch's failure, 1 when it does not fit. */
+ * row) are one block a SM, all at once, or (waves_ok) take several waves of slices of
+ * SMS_WAVES_SLICE bytes or more, and a slice past the registers' VPT * 1024 vectors fits the shared
+ * memory: 0 or the launch's failure, 1 when it does not fit. */
 template <typename T>
 static int softmax_smem_launch(const baton_exec_ctx *ctx, void **b, const dec_shape &s,
-                               long long nv, long long sms)
+                               long long nv, long long sms, bool waves_ok)
 {
     const auto kernel = softmax_smem_kernel<T>;
     /* the kernel's static shared memory (its pairs' table) and a margin come off the opt-in */
@@ -685,7 +763,7 @@ static int softmax_smem_launch(const baton_exec_ctx *ctx, void **b, const dec_sh
         const long long per = (nv + c - 1) / c,
                         ns = per - (long long)smx_reg_vpt<T>() * SMS_THREADS;
         const bool waves = s.rows * c > sms;
-        if ((waves && per * 16 < SMS_WAVES_SLICE) || ns * 16 > (long long)smem_max ||
+        if ((waves && (!waves_ok || per * 16 < SMS_WAVES_SLICE)) || ns * 16 > (long long)smem_max ||
             ns > SMS_KMAX * (long long)SMS_THREADS)
             continue;
         /* one wave: every cluster resident at once; several: any cluster that can be had */
@@ -698,6 +776,52 @@ static int softmax_smem_launch(const baton_exec_ctx *ctx, void **b, const dec_sh
             return BATON_ECUDA;
         return launch(ctx, "softmax", kernel, (unsigned)grid, SMS_THREADS, smem, c, (const T *)b[0],
                       (T *)b[1], (long long)s.F, c);
+    }
+    return 1;
+}
+
+/* softmax_tile_kernel over the fewest C of 1, 2, 4, 8 blocks a row whose slices fit SMT_SLICE, on
+ * a device of compute capability 9.0 or more where an x-cluster of C such blocks can be had (asked
+ * once per device and C): 0 or the launch's failure, 1 when it does not apply. Powers of two: 5 to
+ * 7 blocks a row, slices at any 16-byte offset, measured slower than 8 (f32[67,128256] 1.33-1.39x
+ * the copy against 1.24). */
+template <typename T>
+static int softmax_tile_launch(const baton_exec_ctx *ctx, void **b, const dec_shape &s,
+                               long long nv)
+{
+    static DeviceOnce<SmxFit> once;
+    const auto kernel = softmax_tile_kernel<T>;
+    if (device_facts(ctx).cc < 90)
+        return 1;
+    const SmxFit fit = once.get(device_of(ctx), [&] {
+        const RelaxedCapture relaxed;
+        SmxFit f;
+        memset(&f, 0, sizeof f);
+        const int pr =
+            prepare(kernel, ctx, "softmax", 8, 8, SMT_THREADS, SMT_SLICE, SMT_SLICE, false);
+        f.n[0] = 1; /* no cluster */
+        for (int i = 1; i < 4; i++)
+            if (pr == 0 &&
+                max_active_clusters((const void *)kernel, 8, SMT_THREADS, SMT_SLICE, 1 << i,
+                                    (cudaStream_t)ctx->stream, &f.n[i]) != cudaSuccess) {
+                (void)cudaGetLastError();
+                f.n[i] = 0;
+            }
+        if (pr != 0)
+            (void)cudaGetLastError();
+        return f;
+    });
+    for (int c = 1, i = 0; c <= 8; c *= 2, i++) {
+        const long long per = (nv + c - 1) / c;
+        if (per * 16 > SMT_SLICE)
+            continue;
+        if (fit.n[i] < 1)
+            return 1;
+        if (prepare(kernel, ctx, "softmax", c, s.rows * c, SMT_THREADS, (size_t)per * 16, SMT_SLICE,
+                    false))
+            return BATON_ECUDA;
+        return launch(ctx, "softmax", kernel, (unsigned)(s.rows * c), SMT_THREADS, (size_t)per * 16,
+                      c, (const T *)b[0], (T *)b[1], (long long)s.F, c);
     }
     return 1;
 }
@@ -752,11 +876,18 @@ static int softmax_launch(const baton_exec_ctx *ctx, void **b, const dec_shape &
          * 1024 threads, two blocks a SM) */
         const bool many = C == 1 && nv <= SMX_MANY_THREADS * VMAX && s.rows > resident(1);
         /* more than one wave of blocks of 16 KB or more a thread block (rows a 256-thread block
-         * holds aside): rows held in registers and shared memory where a wave of one block a SM
-         * holds them or their slices are large (SMS_WAVES_SLICE), else the two-pass kernel */
+         * holds aside): rows held in registers and shared memory where one wave of a block a SM
+         * holds them (64 rows of 128256 f32); else slices of at most 64 KB in shared memory,
+         * three blocks a SM (H200, x the copy, against the kernels below: f32 rows of 128256 at
+         * 67 / 96 / 200 rows 1.25 / 1.20 / 1.12 against 1.55 / 1.31 / 1.17, at 128 and 256 rows
+         * even, f32[512,65536] 1.04 against 1.09-1.15, bf16[1024,32000] 1.05 against 1.15; 512
+         * rows of 128256 in f32 and 256 in bf16 lost 0.02-0.04 to them); rows longer than 8 such
+         * slices in registers and shared memory over waves where slices are large
+         * (SMS_WAVES_SLICE), else the two-pass kernel */
         if (cl && !many && (!C || (s.rows * C > resident(C) && (nv + C - 1) / C * 16 >= 16384))) {
-            const int rc = softmax_smem_launch<T>(ctx, b, s, nv, sms);
-            if (rc <= 0)
+            int rc = softmax_smem_launch<T>(ctx, b, s, nv, sms, false);
+            if (rc <= 0 || (rc = softmax_tile_launch<T>(ctx, b, s, nv)) <= 0 ||
+                (rc = softmax_smem_launch<T>(ctx, b, s, nv, sms, true)) <= 0)
                 return rc;
             /* C: the most blocks a row (up to 8, any size) whose rows * C blocks stay one wave
              * (64 rows at 3 blocks a SM: 6, where 8 left a second wave of 116 blocks), and at
