@@ -1497,7 +1497,8 @@ Test(gpu_activations, silu_mul_silu_and_gelu_match_float64)
     act_table(BATON_DEVICE_CUDA);
 }
 
-/* On CUDA (an H200's 132 SMs): rows in registers a block a row ({4, 2048}, {9, 1000}) or over
+/* On CUDA (an H200's 132 SMs): rows of at most 1024 values (256 in f64) a warp a row, eight a
+ * block ({9, 1000}, {300, 96}, {2000, 520}); rows in registers a block a row ({4, 2048}) or over
  * clusters of 8 ({8, 128256}: a batch of decode logits); up to 4 long rows over all SMs in one
  * cooperative grid ({2, 128256}, {3, 50008}: slices of unequal length, a count a row;
  * {1, 300040} but in f64); where registers would take more than one wave, rows in registers and
@@ -1508,10 +1509,10 @@ Test(gpu_activations, silu_mul_silu_and_gelu_match_float64)
  * of 2, 4 or 8 by dtype ({200, 20000}, {140, 65536}, {70, 65536} in f64); rows longer than 8 such
  * slices in registers and shared memory over waves ({67, 140000} in f32, {64, 128256} in f64),
  * else read twice ({67, 140000} and {1, 300040} in f64). The last five are CUDA's alone. */
-static const int64_t SM[][2] = {{1, 1},      {3, 10},      {4, 2048},    {2, 128256},
-                                {9, 1000},   {3, 50008},   {2, 4097},    {70, 65536},
-                                {1, 300040}, {200, 20000}, {8, 128256},  {64, 128256},
-                                {600, 4096}, {300, 16384}, {140, 65536}, {67, 140000}};
+static const int64_t SM[][2] = {{1, 1},       {3, 10},      {4, 2048},   {2, 128256}, {9, 1000},
+                                {3, 50008},   {2, 4097},    {70, 65536}, {1, 300040}, {200, 20000},
+                                {8, 128256},  {64, 128256}, {300, 96},   {2000, 520}, {600, 4096},
+                                {300, 16384}, {140, 65536}, {67, 140000}};
 
 static size_t softmax_cases(baton_device_kind kind)
 {
@@ -1561,15 +1562,15 @@ Test(gpu_softmax, matches_float64_over_the_last_dim)
 
 /* Each CUDA form's maxima and sums in a fixed order: a decode row and a longer one over all SMs
  * (whichever block counts last stores the pairs' bytes), 8 rows in registers over clusters of 8,
- * 64 rows in registers and shared memory over 2-block clusters, rows read twice, and past a wave
+ * 64 rows in registers and shared memory over 2-block clusters, rows read twice, past a wave
  * rows in 256-thread blocks, slices in shared memory (a block a row, 4-block clusters) and rows
- * in registers and shared memory. */
+ * in registers and shared memory, and short rows a warp each. */
 Test(gpu_softmax, gives_the_same_bits_run_to_run)
 {
     skip_without_gpu();
-    static const int64_t SHAPES[][2] = {{1, 128256},  {8, 128256},  {64, 128256},
-                                        {1, 300040},  {200, 20000}, {600, 4096},
-                                        {300, 16384}, {140, 65536}, {67, 140000}};
+    static const int64_t SHAPES[][2] = {{1, 128256},  {8, 128256}, {64, 128256}, {1, 300040},
+                                        {200, 20000}, {600, 4096}, {300, 16384}, {140, 65536},
+                                        {67, 140000}, {2000, 520}};
     for (size_t k = 0; k < sizeof SHAPES / sizeof SHAPES[0]; k++) {
         test_rng r = {test_fresh_seed()};
         call c = {.target = "softmax", .n_in = 1};

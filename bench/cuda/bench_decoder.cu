@@ -1450,12 +1450,15 @@ int main(int argc, char **argv)
     for (int64_t rows : {1, 2048})
         bench_op("swiglu", "swiglu", {td(BF, {rows, 2 * FF})}, {fl}, td(BF, {rows, FF}), {},
                  (double)(rows * FF * 2 * 3));
+    for (int64_t rows : {1, 2048})
+        bench_op("gelu", "gelu", {td(BF, {rows, FF})}, {fl}, td(BF, {rows, FF}), {},
+                 (double)(rows * FF * 2 * 2));
     for (int64_t rows : {1, 256})
         bench_op("cast", "cast", {td(BF, {rows, V})}, {fl}, td(F32, {rows, V}), {},
                  (double)(rows * V * 6));
     /* decode logits (1 and 8 rows), 64 rows that one wave holds on chip, 67 (just past it), 128
-     * and 256 rows past it, 4096 short rows (a block each, many a SM), and bf16 rows of 32000 (a
-     * block each, in shared memory) */
+     * and 256 rows past it, 4096 short rows (a block each, many a SM), bf16 rows of 32000 (a
+     * block each, in shared memory), 2048 and 128 */
     for (int64_t rows : {1, 8, 64, 67, 128, 256})
         bench_op("softmax", "softmax", {td(F32, {rows, V})}, {fl}, td(F32, {rows, V}), {},
                  (double)(rows * V * 8));
@@ -1463,6 +1466,11 @@ int main(int argc, char **argv)
              (double)(4096.0 * 8192 * 8));
     bench_op("softmax", "softmax", {td(BF, {1024, 32000})}, {fl}, td(BF, {1024, 32000}), {},
              (double)(1024.0 * 32000 * 4));
+    /* short rows past a wave: a block of the fewest threads a row, and a warp a row */
+    bench_op("softmax", "softmax", {td(BF, {8192, 2048})}, {fl}, td(BF, {8192, 2048}), {},
+             (double)(8192.0 * 2048 * 4));
+    bench_op("softmax", "softmax", {td(BF, {65536, 128})}, {fl}, td(BF, {65536, 128}), {},
+             (double)(65536.0 * 128 * 4));
     /* what any softmax of a decode row spread over the SMs waits for: one grid-wide exchange */
     bench_barrier_floor("softmax floor: row copy + grid barrier", "f32[1,128256]", (double)(V * 8));
     /* the same with what the barrier must carry: a pair from every block, read by every block */

@@ -11,7 +11,7 @@ L2 and 64 MB, as bench_decoder times baton). Calls are captured k at a time into
 the per-call time is the median graph replay over k, as bench_decoder does, so launch overhead is
 not counted for either.
 
-    python3 bench/kernels/decoder_peers.py [--reps N] [--json FILE] [--only OP]
+    python3 bench/kernels/decoder_peers.py [--reps N] [--json FILE] [--only OP[,OP..]]
 """
 import argparse
 import json
@@ -24,13 +24,14 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--reps", type=int, default=20)
     ap.add_argument("--json")
-    ap.add_argument("--only", help="the rows whose op contains this (e.g. 'attention decode', "
+    ap.add_argument("--only", help="the rows whose op contains this, or one of these "
+                    "comma-separated (e.g. 'attention decode', "
                     "'attention decode ctx 32768', 'gemv')")
     args = ap.parse_args()
 
     def want(op):
         """Whether row `op` (its full name, as recorded) is asked for."""
-        return not args.only or args.only in op
+        return not args.only or any(o in op for o in args.only.split(","))
 
     try:
         import torch
@@ -152,13 +153,22 @@ def main():
     # rotate_half(q) * sin with cos and sin given (HF forms them once per forward for all layers).
     for rows, V, dt in ((1, 128256, "f32"), (8, 128256, "f32"), (64, 128256, "f32"),
                         (67, 128256, "f32"), (128, 128256, "f32"), (256, 128256, "f32"),
-                        (4096, 8192, "f32"), (1024, 32000, "bf16")) if want("softmax") else ():
+                        (4096, 8192, "f32"), (1024, 32000, "bf16"), (8192, 2048, "bf16"),
+                        (65536, 128, "bf16")) if want("softmax") else ():
         tdt = torch.float32 if dt == "f32" else torch.bfloat16
         nbytes = rows * V * (4 if dt == "f32" else 2) * 2
         n = sets_for(nbytes)
         x = [(torch.randn(rows, V, device=dev, dtype=torch.float32) * 4).to(tdt) for _ in range(n)]
         us = time_graph(lambda i: torch.softmax(x[i % n], dim=-1), min(max(n, 16), 256))
         record("softmax", "%s[%d,%d]" % (dt, rows, V), "torch softmax", nbytes, us, False)
+        del x
+    # F.gelu (erf) of bf16 [rows, 8192], as bench_decoder's gelu rows
+    for rows in (1, 2048) if want("gelu") else ():
+        nbytes = rows * 8192 * 2 * 2
+        n = sets_for(nbytes)
+        x = [torch.randn(rows, 8192, device=dev, dtype=torch.bfloat16) for _ in range(n)]
+        us = time_graph(lambda i: F.gelu(x[i % n]), min(max(n, 16), 256))
+        record("gelu", "bf16[%d,8192]" % rows, "torch F.gelu", nbytes, us, False)
         del x
     if want("embedding"):
         V, D = 128256, 2048

@@ -288,6 +288,48 @@ __global__ void __launch_bounds__(1024) softmax_reg_kernel(const T *x, T *y, lon
     }
 }
 
+/* Warps of softmax_warp_kernel's blocks. */
+#define SMW_WARPS 8
+
+/* Short rows, a warp a row (at most 32 * VPT vectors), SMW_WARPS rows a block: each lane holds
+ * vector j of the row at lane j % 32 in registers with a running maximum and sum, the warp folds
+ * them in a fixed shuffle tree (the same bits every run), and nothing waits on a block barrier or
+ * shared memory (a block a row of 16 vectors took 7.1x the copy over 65536 rows of 128 bf16: the
+ * blocks' launch and barriers, not the bytes). */
+template <typename T, int VPT>
+__global__ void __launch_bounds__(SMW_WARPS * 32)
+    softmax_warp_kernel(const T *x, T *y, long long rows, long long N)
+{
+    using A = typename Acc<T>::A;
+    constexpr int E = 16 / (int)sizeof(T);
+    const long long row = (long long)blockIdx.x * SMW_WARPS + (threadIdx.x >> 5);
+    const int lane = threadIdx.x & 31;
+    pdl_wait(); /* x may be a predecessor's output */
+    pdl_trigger();
+    if (row >= rows)
+        return;
+    const long long nv = N / E;
+    const T *xr = x + row * N;
+    T *yr = y + row * N;
+    U16<T> raw[VPT];
+#pragma unroll
+    for (int k = 0; k < VPT; k++)
+        if (k * 32 + lane < nv)
+            raw[k] = ld16_stream(xr + (long long)(k * 32 + lane) * E);
+    A m = -INFINITY, m2 = -INFINITY, sum = 0;
+#pragma unroll
+    for (int k = 0; k < VPT; k++)
+        if (k * 32 + lane < nv)
+            online_take<A>(raw[k], m, m2, sum);
+    const A mx = warp_max<A>(m);
+    const A tot = warp_sum<A>(sum_at<A>(m, sum, mx));
+    const A inv = (A)1 / tot, mx2 = SoftExp<A>::scale(mx);
+#pragma unroll
+    for (int k = 0; k < VPT; k++)
+        if (k * 32 + lane < nv)
+            st16(yr + (long long)(k * 32 + lane) * E, soft_out<A>(raw[k], mx2, inv));
+}
+
 /* softmax_smem_kernel's threads (one block a SM), and the vectors of a thread's share of shared
  * memory, at most. */
 #define SMS_THREADS 1024
@@ -826,7 +868,8 @@ static int softmax_tile_launch(const baton_exec_ctx *ctx, void **b, const dec_sh
     return 1;
 }
 
-/* Threads of softmax_reg_kernel's blocks for rows past a wave (softmax_launch). */
+/* The most threads of softmax_reg_kernel's blocks for rows past a wave that stay in registers
+ * rather than take softmax_tile_kernel (softmax_launch). */
 #define SMX_MANY_THREADS 256
 
 template <typename T>
@@ -856,6 +899,25 @@ static int softmax_launch(const baton_exec_ctx *ctx, void **b, const dec_shape &
                 r = softmax_reg_resident<T, 8>(ctx, th);
             return (long long)r * sms;
         };
+        /* rows of at most 32 * VMAX vectors: a warp each (H200, x the copy: f32[65536,128] 0.98,
+         * bf16 1.41, [16384,1024] 1.01 and 1.00, where a block a row took 4.10, 7.06, 1.44 and
+         * 1.55) */
+        if (nv <= 32 * VMAX) {
+            const unsigned grid = (unsigned)((s.rows + SMW_WARPS - 1) / SMW_WARPS);
+            const long long vpt = (nv + 31) / 32;
+            if (vpt <= 1)
+                return launch(ctx, "softmax", softmax_warp_kernel<T, 1>, grid, SMW_WARPS * 32, 0, 1,
+                              (const T *)b[0], (T *)b[1], (long long)s.rows, (long long)s.F);
+            if (vpt <= 2)
+                return launch(ctx, "softmax", softmax_warp_kernel<T, 2>, grid, SMW_WARPS * 32, 0, 1,
+                              (const T *)b[0], (T *)b[1], (long long)s.rows, (long long)s.F);
+            if (vpt <= 4)
+                return launch(ctx, "softmax", softmax_warp_kernel<T, 4>, grid, SMW_WARPS * 32, 0, 1,
+                              (const T *)b[0], (T *)b[1], (long long)s.rows, (long long)s.F);
+            if constexpr (sizeof(T) == 4)
+                return launch(ctx, "softmax", softmax_warp_kernel<T, 8>, grid, SMW_WARPS * 32, 0, 1,
+                              (const T *)b[0], (T *)b[1], (long long)s.rows, (long long)s.F);
+        }
         const int rg = softmax_grid_launch<T>(ctx, b, s, nv, sms);
         if (rg <= 0)
             return rg;
@@ -870,10 +932,10 @@ static int softmax_launch(const baton_exec_ctx *ctx, void **b, const dec_shape &
             if (vpt_of(c) <= VMAX)
                 C = c;
         /* Rows of one block each past a wave, where blocks of SMX_MANY_THREADS hold them (at most
-         * VMAX vectors a thread): those blocks, several a SM at different points of their read,
-         * sums and stores, as a copy streams (H200, x the copy: f32[4096,8192] 0.98, [8192,4096]
-         * 0.97, [16384,2048] 1.06, bf16[4096,8192] 1.10, against 1.61, 1.75, 1.50 and 1.95 with
-         * 1024 threads, two blocks a SM) */
+         * VMAX vectors a thread): small blocks (below), several a SM at different points of their
+         * read, sums and stores, as a copy streams (H200, x the copy: f32[4096,8192] 0.98,
+         * [8192,4096] 0.97, bf16[4096,8192] 1.10, against 1.61, 1.75 and 1.95 with 1024
+         * threads, two blocks a SM) */
         const bool many = C == 1 && nv <= SMX_MANY_THREADS * VMAX && s.rows > resident(1);
         /* more than one wave of blocks of 16 KB or more a thread block (rows a 256-thread block
          * holds aside): rows held in registers and shared memory where one wave of a block a SM
@@ -909,8 +971,13 @@ static int softmax_launch(const baton_exec_ctx *ctx, void **b, const dec_shape &
         }
         if (C) {
             int threads = threads_of(C);
-            if (many)
-                threads = std::min(threads, SMX_MANY_THREADS);
+            /* past a wave, a block a row: the fewest threads that hold the row at VMAX vectors
+             * a thread, so that more blocks share a SM (bf16[4096,4096] 1.09 the copy, [8192,2048]
+             * 1.08, [512,14336] 1.30, f32[8192,2048] 1.00, against 1.47, 1.59, 1.82 and 1.10 with
+             * 256 or 1024 threads) */
+            if (C == 1 && s.rows > resident(1))
+                threads =
+                    (int)std::min((long long)threads, (nv + VMAX * 32 - 1) / (VMAX * 32) * 32);
             const long long vpt = ((nv + C - 1) / C + threads - 1) / threads;
             if (vpt <= 1)
                 return softmax_reg_launch<T, 1>(ctx, b, s, C, threads);
