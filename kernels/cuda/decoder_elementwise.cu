@@ -1,5 +1,5 @@
 /* decoder_elementwise.cu: silu_mul, silu, gelu, swiglu and cast on CUDA: 16-byte units, several
- * in flight a thread, over a grid-stride loop. */
+ * in flight a thread, over a grid-stride loop (the last few elements one a thread). */
 #include "kernels/cuda/decoder_common.cuh"
 
 namespace kcuda

@@ -1,5 +1,6 @@
-/* decoder_softmax.cu: softmax over the last dimension on CUDA, a kernel per shape class: rows held
- * in registers, or in registers and shared memory, of one block or a cluster a row; past a wave,
+/* decoder_softmax.cu: softmax over the last dimension on CUDA, a kernel per shape class: short rows
+ * a warp each; rows held in registers, or in registers and shared memory, of one block or a
+ * cluster a row; past a wave,
  * slices in shared memory, several blocks a SM; rows too long for those, read twice through L2; a
  * few long rows over all SMs. Each sums in one fixed order:
  * the same bits every run. */
@@ -701,6 +702,14 @@ static int softmax_reg_launch(const baton_exec_ctx *ctx, void **b, const dec_sha
                   (unsigned)threads, 0, C, (const T *)b[0], (T *)b[1], (long long)s.F, C);
 }
 
+template <typename T, int VPT>
+static int softmax_warp_launch(const baton_exec_ctx *ctx, void **b, const dec_shape &s)
+{
+    return launch(ctx, "softmax", softmax_warp_kernel<T, VPT>,
+                  (unsigned)((s.rows + SMW_WARPS - 1) / SMW_WARPS), SMW_WARPS * 32, 0, 1,
+                  (const T *)b[0], (T *)b[1], (long long)s.rows, (long long)s.F);
+}
+
 /* Rows held in registers where they fit (softmax_reg_kernel): C blocks a row (a cluster), the
  * most of 8, 4, 2 whose rows * C blocks stay one wave of the kernel's resident blocks while the
  * rows alone would leave SMs idle (8 for one decode row: a non-portable 16 measured 9.5 us against
@@ -903,20 +912,15 @@ static int softmax_launch(const baton_exec_ctx *ctx, void **b, const dec_shape &
          * bf16 1.41, [16384,1024] 1.01 and 1.00, where a block a row took 4.10, 7.06, 1.44 and
          * 1.55) */
         if (nv <= 32 * VMAX) {
-            const unsigned grid = (unsigned)((s.rows + SMW_WARPS - 1) / SMW_WARPS);
             const long long vpt = (nv + 31) / 32;
             if (vpt <= 1)
-                return launch(ctx, "softmax", softmax_warp_kernel<T, 1>, grid, SMW_WARPS * 32, 0, 1,
-                              (const T *)b[0], (T *)b[1], (long long)s.rows, (long long)s.F);
+                return softmax_warp_launch<T, 1>(ctx, b, s);
             if (vpt <= 2)
-                return launch(ctx, "softmax", softmax_warp_kernel<T, 2>, grid, SMW_WARPS * 32, 0, 1,
-                              (const T *)b[0], (T *)b[1], (long long)s.rows, (long long)s.F);
+                return softmax_warp_launch<T, 2>(ctx, b, s);
             if (vpt <= 4)
-                return launch(ctx, "softmax", softmax_warp_kernel<T, 4>, grid, SMW_WARPS * 32, 0, 1,
-                              (const T *)b[0], (T *)b[1], (long long)s.rows, (long long)s.F);
+                return softmax_warp_launch<T, 4>(ctx, b, s);
             if constexpr (sizeof(T) == 4)
-                return launch(ctx, "softmax", softmax_warp_kernel<T, 8>, grid, SMW_WARPS * 32, 0, 1,
-                              (const T *)b[0], (T *)b[1], (long long)s.rows, (long long)s.F);
+                return softmax_warp_launch<T, 8>(ctx, b, s);
         }
         const int rg = softmax_grid_launch<T>(ctx, b, s, nv, sms);
         if (rg <= 0)
