@@ -1,9 +1,8 @@
 /* decoder_softmax.cu: softmax over the last dimension on CUDA, a kernel per shape class: short rows
  * a warp each; rows held in registers, or in registers and shared memory, of one block or a
- * cluster a row; past a wave,
- * slices in shared memory, several blocks a SM; rows too long for those, read twice through L2; a
- * few long rows over all SMs. Each sums in one fixed order:
- * the same bits every run. */
+ * cluster a row; past a wave, slices in shared memory, several blocks a SM; rows too long for
+ * those, read twice through L2; a few long rows over all SMs. Each sums in one fixed order: the
+ * same bits every run. */
 #include "kernels/cuda/decoder_common.cuh"
 
 namespace kcuda
