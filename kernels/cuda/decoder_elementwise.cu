@@ -13,8 +13,8 @@ enum { ACT_SILU_MUL, ACT_SILU, ACT_GELU_ERF, ACT_GELU_TANH, ACT_CAST, ACT_GELU_E
  * 1 / (1 + |z| / 2), P of degree 9 (the Chebyshev fit of Numerical Recipes' erfcc, fractional
  * error under 1.2e-7 everywhere), erfc(-z) = 2 - erfc(z), with the special-function unit's
  * reciprocal and 2^x: at most 3.4e-6 relative over [-12, 12] (in f32 arithmetic, against double
- * erfc), under a hundredth of an f16 ulp. CUDA's erfcf made a bf16
- * gelu bound by its instructions, not its bytes (1.9x the copy at 32 MB and more). */
+ * erfc), under a hundredth of an f16 ulp. CUDA's erfcf made a bf16 gelu bound by its
+ * instructions, not its bytes (1.9x the copy at 32 MB and more). */
 __device__ __forceinline__ float gelu_erf_fast(float a)
 {
     const float z = a * -0.70710678118654752f, az = fabsf(z);
