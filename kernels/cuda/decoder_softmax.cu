@@ -758,34 +758,42 @@ static int softmax_grid_launch(const baton_exec_ctx *ctx, void **b, const dec_sh
                        (const T *)b[0], (T *)b[1], (long long)s.F, (int)G);
 }
 
-/* How many clusters of 2, 4 and 8 blocks of softmax_smem_kernel<T> (1024 threads, the most shared
- * memory) fit at once on ctx's device (n[1], n[2], n[3]; 0 where the query fails): a GPC's SMs left
- * over by its clusters stay idle, so rows * C blocks within the SMs can still take two waves. Asked
- * once per device, in relaxed capture mode (the queries enqueue nothing), and kept even when a
- * query fails: the cluster size orders the sums, later calls must choose as the first did. */
+/* How many clusters of 2, 4 and 8 blocks of a softmax kernel (softmax_smem_kernel<T>: 1024 threads,
+ * the most shared memory; softmax_tile_kernel<T>: 256 threads, SMT_SLICE bytes) fit at once on
+ * ctx's device (n[1], n[2], n[3]; 0 where the query fails): a GPC's SMs left over by its clusters
+ * stay idle, so rows * C blocks within the SMs can still take two waves. Asked once per device
+ * and kernel, in relaxed capture mode (the queries enqueue nothing), and kept even when a query
+ * fails: the cluster size orders the sums, later calls must choose as the first did. */
 struct SmxFit {
     int n[4];
 };
 
+/* SmxFit for `kernel` launched as blocks of `threads` with `smem` bytes of dynamic shared memory
+ * (n[0] = 1: no cluster). */
+template <typename K>
+static SmxFit smx_fit_query(K kernel, const baton_exec_ctx *ctx, int threads, size_t smem)
+{
+    const RelaxedCapture relaxed;
+    const int pr = prepare(kernel, ctx, "softmax", 8, 8, threads, smem, smem, false);
+    SmxFit f;
+    memset(&f, 0, sizeof f);
+    f.n[0] = 1;
+    for (int i = 1; i < 4; i++)
+        if (pr == 0 && max_active_clusters((const void *)kernel, 8, threads, smem, 1 << i,
+                                           (cudaStream_t)ctx->stream, &f.n[i]) != cudaSuccess) {
+            (void)cudaGetLastError();
+            f.n[i] = 0;
+        }
+    if (pr != 0)
+        (void)cudaGetLastError();
+    return f;
+}
+
 template <typename T> static SmxFit softmax_smem_fit(const baton_exec_ctx *ctx, size_t smem)
 {
     static DeviceOnce<SmxFit> once;
-    return once.get(device_of(ctx), [&] {
-        const RelaxedCapture relaxed;
-        const auto kernel = softmax_smem_kernel<T>;
-        const int pr = prepare(kernel, ctx, "softmax", 8, 8, SMS_THREADS, smem, smem, false);
-        SmxFit f;
-        memset(&f, 0, sizeof f);
-        for (int i = 1; i < 4; i++)
-            if (pr == 0 && max_active_clusters((const void *)kernel, 8, SMS_THREADS, smem, 1 << i,
-                                               (cudaStream_t)ctx->stream, &f.n[i]) != cudaSuccess) {
-                (void)cudaGetLastError();
-                f.n[i] = 0;
-            }
-        if (pr != 0)
-            (void)cudaGetLastError();
-        return f;
-    });
+    return once.get(device_of(ctx),
+                    [&] { return smx_fit_query(softmax_smem_kernel<T>, ctx, SMS_THREADS, smem); });
 }
 
 /* A slice of at least this many bytes takes softmax_smem_kernel over several waves (a block a SM,
@@ -843,24 +851,8 @@ static int softmax_tile_launch(const baton_exec_ctx *ctx, void **b, const dec_sh
     const auto kernel = softmax_tile_kernel<T>;
     if (device_facts(ctx).cc < 90)
         return 1;
-    const SmxFit fit = once.get(device_of(ctx), [&] {
-        const RelaxedCapture relaxed;
-        SmxFit f;
-        memset(&f, 0, sizeof f);
-        const int pr =
-            prepare(kernel, ctx, "softmax", 8, 8, SMT_THREADS, SMT_SLICE, SMT_SLICE, false);
-        f.n[0] = 1; /* no cluster */
-        for (int i = 1; i < 4; i++)
-            if (pr == 0 &&
-                max_active_clusters((const void *)kernel, 8, SMT_THREADS, SMT_SLICE, 1 << i,
-                                    (cudaStream_t)ctx->stream, &f.n[i]) != cudaSuccess) {
-                (void)cudaGetLastError();
-                f.n[i] = 0;
-            }
-        if (pr != 0)
-            (void)cudaGetLastError();
-        return f;
-    });
+    const SmxFit fit = once.get(device_of(ctx),
+                                [&] { return smx_fit_query(kernel, ctx, SMT_THREADS, SMT_SLICE); });
     for (int c = 1, i = 0; c <= 8; c *= 2, i++) {
         const long long per = (nv + c - 1) / c;
         if (per * 16 > SMT_SLICE)
