@@ -931,7 +931,8 @@ static int softmax_launch(const baton_exec_ctx *ctx, void **b, const dec_shape &
          * read, sums and stores, as a copy streams (H200, x the copy: f32[4096,8192] 0.98,
          * [8192,4096] 0.97, bf16[4096,8192] 1.10, against 1.61, 1.75 and 1.95 with 1024
          * threads, two blocks a SM) */
-        const bool many = C == 1 && nv <= SMX_MANY_THREADS * VMAX && s.rows > resident(1);
+        const bool past = C == 1 && s.rows > resident(1); /* a block a row, past a wave */
+        const bool many = past && nv <= SMX_MANY_THREADS * VMAX;
         /* more than one wave of blocks of 16 KB or more a thread block (rows a 256-thread block
          * holds aside): rows held in registers and shared memory where one wave of a block a SM
          * holds them (64 rows of 128256 f32); else slices of at most 64 KB in shared memory,
@@ -970,7 +971,7 @@ static int softmax_launch(const baton_exec_ctx *ctx, void **b, const dec_shape &
              * a thread, so that more blocks share a SM (bf16[4096,4096] 1.09 the copy, [8192,2048]
              * 1.08, [512,14336] 1.30, f32[8192,2048] 1.00, against 1.47, 1.59, 1.82 and 1.10 with
              * 256 or 1024 threads) */
-            if (C == 1 && s.rows > resident(1))
+            if (past)
                 threads =
                     (int)std::min((long long)threads, (nv + VMAX * 32 - 1) / (VMAX * 32) * 32);
             const long long vpt = ((nv + C - 1) / C + threads - 1) / threads;
