@@ -85,6 +85,8 @@ typedef struct call {
     int alias0;  /* the output is written into input 0's buffer (kv_cache_update) */
     int prepare; /* CUDA: the kernel's prepare hook first, as the runtime calls it (its state as
                   * ctx->prepared, freed after the call) */
+    int shift_in, shift_out; /* CUDA: input 0 and the output this many bytes (< 16) past the
+                              * allocation's start, as a view into a larger buffer may be */
 } call;
 
 static baton_registry *registry(void)
@@ -160,16 +162,19 @@ static int run_call(baton_device_kind kind, const call *c, void *out, char *err,
     cudaStream_t st;
     cr_assert_eq(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking), cudaSuccess);
     ctx.stream = st;
+    void *base[MAXT + 1];
     for (int i = 0; i < c->n_in; i++) {
-        cr_assert_eq(cudaMalloc(&bufs[i], nbytes(&c->in[i]) + 16), cudaSuccess);
+        cr_assert_eq(cudaMalloc(&base[i], nbytes(&c->in[i]) + 16), cudaSuccess);
+        bufs[i] = (char *)base[i] + (i == 0 ? c->shift_in : 0);
         cr_assert_eq(cudaMemcpy(bufs[i], c->host[i], nbytes(&c->in[i]), cudaMemcpyHostToDevice),
                      cudaSuccess);
     }
     if (c->alias0) {
         bufs[c->n_in] = bufs[0];
     } else {
-        cr_assert_eq(cudaMalloc(&bufs[c->n_in], ob + 16), cudaSuccess);
-        cr_assert_eq(cudaMemset(bufs[c->n_in], 0xff, ob), cudaSuccess);
+        cr_assert_eq(cudaMalloc(&base[c->n_in], ob + 16), cudaSuccess);
+        bufs[c->n_in] = (char *)base[c->n_in] + c->shift_out;
+        cr_assert_eq(cudaMemset(base[c->n_in], 0xff, ob + 16), cudaSuccess);
     }
     cr_assert_eq(cudaDeviceSynchronize(), cudaSuccess);
     void *state = NULL;
@@ -186,10 +191,22 @@ static int run_call(baton_device_kind kind, const call *c, void *out, char *err,
     if (rc == 0)
         rc = baton__kcuda_decoder_error_take(0, NULL, err, err_len);
     cr_assert_eq(cudaMemcpy(out, bufs[c->n_in], ob, cudaMemcpyDeviceToHost), cudaSuccess);
+    if (!c->alias0) { /* nothing written outside the output: the allocation's slack still poison */
+        unsigned char slack[32];
+        const size_t after = 16 - (size_t)c->shift_out;
+        cr_assert_eq(cudaMemcpy(slack, base[c->n_in], (size_t)c->shift_out, cudaMemcpyDeviceToHost),
+                     cudaSuccess);
+        cr_assert_eq(cudaMemcpy(slack + c->shift_out, (char *)bufs[c->n_in] + ob, after,
+                                cudaMemcpyDeviceToHost),
+                     cudaSuccess);
+        for (int i = 0; i < 16; i++)
+            cr_assert_eq(slack[i], 0xff, "%s wrote outside its output (byte %d of the slack)",
+                         c->target, i);
+    }
     for (int i = 0; i < c->n_in; i++)
-        cudaFree(bufs[i]);
+        cudaFree(base[i]);
     if (!c->alias0)
-        cudaFree(bufs[c->n_in]);
+        cudaFree(base[c->n_in]);
     cudaStreamDestroy(st);
     return rc;
 #else
