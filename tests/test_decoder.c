@@ -1515,56 +1515,70 @@ Test(gpu_activations, silu_mul_silu_and_gelu_match_float64)
 }
 
 /* On CUDA (an H200's 132 SMs): rows of at most 1024 values (256 in f64) a warp a row, eight a
- * block ({9, 1000}, {300, 96}, {2000, 520}); rows in registers a block a row ({4, 2048}) or over
- * clusters of 8 ({8, 128256}: a batch of decode logits); up to 4 long rows over all SMs in one
- * cooperative grid ({2, 128256}, {3, 50008}: slices of unequal length, a count a row;
- * {1, 300040} but in f64); where registers would take more than one wave, rows in registers and
- * shared memory, a block a row ({70, 65536}) or over 2-block clusters ({64, 128256}); the loop
- * kernel for rows that are no multiple of 16 bytes ({1, 1}, {2, 4097}, {3, 10} but in f64). Past
- * a wave: rows in registers in blocks of 256 threads, several a SM ({600, 4096}); slices of at
- * most 64 KB in shared memory, several blocks a SM, a block a row ({300, 16384}) or over clusters
- * of 2, 4 or 8 by dtype ({200, 20000}, {140, 65536}, {70, 65536} in f64); rows longer than 8 such
- * slices in registers and shared memory over waves ({67, 140000} in f32, {64, 128256} in f64),
- * else read twice ({67, 140000} and {1, 300040} in f64). The last five are CUDA's alone. */
-static const int64_t SM[][2] = {{1, 1},       {3, 10},      {4, 2048},   {2, 128256}, {9, 1000},
-                                {3, 50008},   {2, 4097},    {70, 65536}, {1, 300040}, {200, 20000},
-                                {8, 128256},  {64, 128256}, {300, 96},   {2000, 520}, {600, 4096},
-                                {300, 16384}, {140, 65536}, {67, 140000}};
+ * block ({9, 1000}, {300, 96}, {2000, 520}); rows of at most 16 vectors a group of fewer lanes,
+ * several a warp ({1001, 40}: 16 lanes a row in f32, 8 in bf16; {777, 7}: a lane a row); rows in
+ * registers a block a row ({4, 2048}) or over clusters of 8 ({8, 128256}: a batch of decode
+ * logits); up to 4 long rows over all SMs in one cooperative grid ({2, 128256}, {3, 50008}: slices
+ * of unequal length, a count a row; {1, 300040} but in f64); where registers would take more than
+ * one wave, rows in registers and shared memory, a block a row ({70, 65536}) or over 2-block
+ * clusters ({64, 128256}). Past a wave: rows in registers in blocks of 256 threads, several a SM
+ * ({600, 4096}); slices of at most 64 KB in shared memory, several blocks a SM, a block a row
+ * ({300, 16384}) or over clusters of 2, 4 or 8 by dtype ({200, 20000}, {140, 65536}, {70, 65536}
+ * in f64); rows longer than 8 such slices in registers and shared memory over waves
+ * ({67, 140000} in f32, {64, 128256} in f64), else read twice ({67, 140000} and {1, 300040} in
+ * f64). Rows whose bytes are no multiple of 16 ({1, 1}, {3, 10}, {2, 4097}, {1, 50257}: GPT-2's
+ * vocabulary, {3, 1000003}, {777, 7}, and the last five, one a kernel) start at every offset from
+ * a 16-byte boundary: each kernel takes their body in 16-byte vectors and the values either side
+ * one at a time. The last ten are CUDA's alone. */
+static const int64_t SM[][2] = {{1, 1},       {3, 10},      {4, 2048},   {2, 128256},  {9, 1000},
+                                {3, 50008},   {2, 4097},    {70, 65536}, {1, 300040},  {200, 20000},
+                                {1, 50257},   {3, 1000003}, {1001, 40},  {777, 7},     {8, 128256},
+                                {64, 128256}, {300, 96},    {2000, 520}, {600, 4096},  {300, 16384},
+                                {140, 65536}, {67, 140000}, {8, 128257}, {64, 128257}, {300, 16385},
+                                {600, 4097},  {2000, 521}};
 
 static size_t softmax_cases(baton_device_kind kind)
 {
-    return sizeof SM / sizeof SM[0] - (kind == BATON_DEVICE_CUDA ? 0 : 5);
+    return sizeof SM / sizeof SM[0] - (kind == BATON_DEVICE_CUDA ? 0 : 10);
+}
+
+/* softmax of fresh [rows, N] values in dt against float64; on CUDA x and y shift_in and shift_out
+ * bytes past a 16-byte boundary. */
+static void softmax_case(baton_device_kind kind, baton_dtype dt, int64_t rows, int64_t N,
+                         int shift_in, int shift_out)
+{
+    test_rng r = {test_fresh_seed()};
+    call c = {.target = "softmax", .n_in = 1, .shift_in = shift_in, .shift_out = shift_out};
+    c.in[0] = DESC(dt, rows, N);
+    c.out = c.in[0];
+    c.host[0] = rand_buf(&r, &c.in[0], 4.0);
+    double *ref = malloc(sizeof(double) * (size_t)(rows * N));
+    for (int64_t t = 0; t < rows; t++) {
+        double mx = -INFINITY, s = 0;
+        for (int64_t j = 0; j < N; j++)
+            mx = fmax(mx, load_f64(dt, c.host[0], t * N + j));
+        for (int64_t j = 0; j < N; j++)
+            s += (ref[t * N + j] = exp(load_f64(dt, c.host[0], t * N + j) - mx));
+        for (int64_t j = 0; j < N; j++)
+            ref[t * N + j] /= s;
+    }
+    void *out = malloc(nbytes(&c.out));
+    char err[512];
+    cr_assert_eq(run_call(kind, &c, out, err, sizeof err), 0, "%s", err);
+    char what[96];
+    snprintf(what, sizeof what, " [%lld, %lld], x and y %d and %d bytes past 16", (long long)rows,
+             (long long)N, shift_in, shift_out);
+    expect_close(&c, kind, out, ref, what);
+    free(out);
+    free(ref);
+    free_call(&c);
 }
 
 static void softmax_table(baton_device_kind kind)
 {
     for (size_t k = 0; k < softmax_cases(kind); k++)
-        for (int f = 0; f < 4; f++) {
-            test_rng r = {test_fresh_seed()};
-            const baton_dtype dt = FLOATS[f];
-            const int64_t rows = SM[k][0], N = SM[k][1];
-            call c = {.target = "softmax", .n_in = 1};
-            c.in[0] = DESC(dt, rows, N);
-            c.out = c.in[0];
-            c.host[0] = rand_buf(&r, &c.in[0], 4.0);
-            double *ref = malloc(sizeof(double) * (size_t)(rows * N));
-            for (int64_t t = 0; t < rows; t++) {
-                double mx = -INFINITY, s = 0;
-                for (int64_t j = 0; j < N; j++)
-                    mx = fmax(mx, load_f64(dt, c.host[0], t * N + j));
-                for (int64_t j = 0; j < N; j++)
-                    s += (ref[t * N + j] = exp(load_f64(dt, c.host[0], t * N + j) - mx));
-                for (int64_t j = 0; j < N; j++)
-                    ref[t * N + j] /= s;
-            }
-            void *out = malloc(nbytes(&c.out));
-            char err[512];
-            cr_assert_eq(run_call(kind, &c, out, err, sizeof err), 0, "%s", err);
-            expect_close(&c, kind, out, ref, "");
-            free(out);
-            free(ref);
-            free_call(&c);
-        }
+        for (int f = 0; f < 4; f++)
+            softmax_case(kind, FLOATS[f], SM[k][0], SM[k][1], 0, 0);
 }
 
 Test(decoder_softmax, matches_float64_over_the_last_dim)
@@ -1577,17 +1591,37 @@ Test(gpu_softmax, matches_float64_over_the_last_dim)
     softmax_table(BATON_DEVICE_CUDA);
 }
 
+/* x and y inside larger buffers: at the same offset from a 16-byte boundary, every row splits
+ * into a 16-byte body and values either side, in each kernel (a warp a row, registers, the grid,
+ * registers and shared memory, slices, read twice); at different offsets, the loop kernel. */
+Test(gpu_softmax, matches_float64_at_any_offset)
+{
+    skip_without_gpu();
+    static const int64_t SHAPES[][2] = {{2000, 520},  {4, 2048},    {2, 128256},
+                                        {64, 128256}, {300, 16384}, {3, 1000003}};
+    static const int SHIFTS[][2] = {{4, 4}, {8, 8}, {4, 12}};
+    for (size_t k = 0; k < sizeof SHAPES / sizeof SHAPES[0]; k++)
+        for (size_t i = 0; i < sizeof SHIFTS / sizeof SHIFTS[0]; i++) {
+            softmax_case(BATON_DEVICE_CUDA, BATON_DTYPE_F32, SHAPES[k][0], SHAPES[k][1],
+                         SHIFTS[i][0], SHIFTS[i][1]);
+            softmax_case(BATON_DEVICE_CUDA, BATON_DTYPE_BF16, SHAPES[k][0], SHAPES[k][1],
+                         SHIFTS[i][0] / 2, SHIFTS[i][1] / 2);
+        }
+}
+
 /* Each CUDA form's maxima and sums in a fixed order: a decode row and a longer one over all SMs
  * (whichever block counts last stores the pairs' bytes), 8 rows in registers over clusters of 8,
  * 64 rows in registers and shared memory over 2-block clusters, rows read twice, past a wave
  * rows in 256-thread blocks, slices in shared memory (a block a row, 4-block clusters) and rows
- * in registers and shared memory, and short rows a warp each. */
+ * in registers and shared memory, and short rows a warp each; then rows of no multiple of 16 bytes
+ * through the grid, clusters, registers and shared memory, slices and a warp a row. */
 Test(gpu_softmax, gives_the_same_bits_run_to_run)
 {
     skip_without_gpu();
-    static const int64_t SHAPES[][2] = {{1, 128256},  {8, 128256}, {64, 128256}, {1, 300040},
-                                        {200, 20000}, {600, 4096}, {300, 16384}, {140, 65536},
-                                        {67, 140000}, {2000, 520}};
+    static const int64_t SHAPES[][2] = {{1, 128256},  {8, 128256},  {64, 128256}, {1, 300040},
+                                        {200, 20000}, {600, 4096},  {300, 16384}, {140, 65536},
+                                        {67, 140000}, {2000, 520},  {1, 50257},   {8, 128257},
+                                        {64, 128257}, {300, 16385}, {2000, 521},  {1001, 40}};
     for (size_t k = 0; k < sizeof SHAPES / sizeof SHAPES[0]; k++) {
         test_rng r = {test_fresh_seed()};
         call c = {.target = "softmax", .n_in = 1};

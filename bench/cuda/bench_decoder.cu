@@ -1471,6 +1471,13 @@ int main(int argc, char **argv)
              (double)(8192.0 * 2048 * 4));
     bench_op("softmax", "softmax", {td(BF, {65536, 128})}, {fl}, td(BF, {65536, 128}), {},
              (double)(65536.0 * 128 * 4));
+    /* rows of no multiple of 16 bytes: GPT-2's logits (vocabulary 50257) for 1 and 8 rows, and
+     * long rows at every offset from a 16-byte boundary */
+    for (int64_t rows : {1, 8})
+        bench_op("softmax", "softmax", {td(F32, {rows, 50257})}, {fl}, td(F32, {rows, 50257}), {},
+                 (double)(rows * 50257 * 8));
+    bench_op("softmax", "softmax", {td(BF, {7, 1000003})}, {fl}, td(BF, {7, 1000003}), {},
+             (double)(7.0 * 1000003 * 4));
     /* what any softmax of a decode row spread over the SMs waits for: one grid-wide exchange */
     bench_barrier_floor("softmax floor: row copy + grid barrier", "f32[1,128256]", (double)(V * 8));
     /* the same with what the barrier must carry: a pair from every block, read by every block */

@@ -154,7 +154,8 @@ def main():
     for rows, V, dt in ((1, 128256, "f32"), (8, 128256, "f32"), (64, 128256, "f32"),
                         (67, 128256, "f32"), (128, 128256, "f32"), (256, 128256, "f32"),
                         (4096, 8192, "f32"), (1024, 32000, "bf16"), (8192, 2048, "bf16"),
-                        (65536, 128, "bf16")) if want("softmax") else ():
+                        (65536, 128, "bf16"), (1, 50257, "f32"), (8, 50257, "f32"),
+                        (7, 1000003, "bf16")) if want("softmax") else ():
         tdt = torch.float32 if dt == "f32" else torch.bfloat16
         nbytes = rows * V * (4 if dt == "f32" else 2) * 2
         n = sets_for(nbytes)

@@ -1,8 +1,9 @@
 /* decoder_softmax.cu: softmax over the last dimension on CUDA, a kernel per shape class: short rows
- * a warp each; rows held in registers, or in registers and shared memory, of one block or a
- * cluster a row; past a wave, slices in shared memory, several blocks a SM; rows too long for
- * those, read twice through L2; a few long rows over all SMs. Each sums in one fixed order: the
- * same bits every run. */
+ * a warp or a group of lanes each; rows held in registers, or in registers and shared memory, of
+ * one block or a cluster a row; past a wave, slices in shared memory, several blocks a SM; rows
+ * too long for those, read twice through L2; a few long rows over all SMs. Each reads a row's
+ * 16-byte body in vectors and any values either side one at a time (rows of any length, at any
+ * offset), and sums in one fixed order: the same bits every run. */
 #include "kernels/cuda/decoder_common.cuh"
 
 namespace kcuda
@@ -29,8 +30,9 @@ template <typename A> __device__ __forceinline__ A block_max(A v, A *red)
     return m;
 }
 
-/* Block per row; each thread adds its strided elements in order, then a fixed tree. The rows
- * that softmax_reg_kernel cannot hold in registers (or read with 16-byte loads). */
+/* Block per row; each thread adds its strided elements in order, then a fixed tree. For x and y
+ * at different offsets from a 16-byte boundary (no split of a row into 16-byte vectors serves
+ * both), and f64 rows too long for the other kernels' registers. */
 template <typename T>
 __global__ void __launch_bounds__(1024) softmax_kernel(const T *x, T *y, long long N)
 {
@@ -53,22 +55,6 @@ __global__ void __launch_bounds__(1024) softmax_kernel(const T *x, T *y, long lo
     const A inv = (A)1 / s;
     for (long long j = threadIdx.x; j < N; j += blockDim.x)
         yr[j] = from_acc<T>(exp(ld_a<A>(xr[j]) - mx) * inv);
-}
-
-/* The row of a block of a C-block row (C == 1, or an x-cluster of C) and the vectors [lo, hi) of
- * its nv that the block takes: equal slices in rank order, the last ones shorter or empty. */
-template <typename T> struct RowSlice {
-    const T *x; /* the block's row of x and of y */
-    T *y;
-    long long lo, hi;
-};
-template <typename T>
-__device__ __forceinline__ RowSlice<T> row_slice(const T *x, T *y, long long N, int C)
-{
-    const int rank = C > 1 ? (int)cg::this_cluster().block_rank() : 0;
-    const long long row = blockIdx.x / (unsigned)C, nv = N / (16 / (long long)sizeof(T));
-    const long long per = row_of(nv + C - 1, C), lo = min(nv, rank * per);
-    return RowSlice<T>{x + row * N, y + row * N, lo, min(nv, lo + per)};
 }
 
 /* Vectors a thread of softmax_smem_kernel holds in registers: 16 values (4 f32 vectors, 2 of the
@@ -159,6 +145,80 @@ __device__ __forceinline__ void online_take(const U16<T> &u, A &m, A &m2, A &s)
 #pragma unroll
         for (int e = 0; e < E; e++)
             s += X::term(v[e], m2);
+}
+
+/* A row as its 16-byte body and the values either side: h (< E) before its first 16-byte boundary
+ * and t (< E) after its last whole vector. Rows whose bytes are no multiple of 16 start at every
+ * offset; x and y are offset alike (the launch asks), so one split serves both, and every kernel
+ * keeps its 16-byte loads, copies and stores for the body (the loop kernel, a block a row reading
+ * it three times a value at a time, took 52x the copy over 7 rows of 1000003 f32). */
+template <typename T> struct RowSpan {
+    const T *x; /* the body's first vector, of x and of y */
+    T *y;
+    long long nv; /* the body's vectors */
+    int h, t;
+};
+template <typename T>
+__device__ __forceinline__ RowSpan<T> row_span(const T *x, T *y, long long row, long long N)
+{
+    constexpr int E = 16 / (int)sizeof(T);
+    const T *xr = x + row * N;
+    const int off = (int)((reinterpret_cast<uintptr_t>(xr) & 15) / sizeof(T));
+    const int h = (int)min((long long)((E - off) % E), N);
+    const long long nv = (N - h) / E;
+    return RowSpan<T>{xr + h, y + row * N + h, nv, h, (int)(N - h - nv * E)};
+}
+
+/* The row's values before and after its body (edge k of h + t: x[k - h] or the tail's
+ * x[nv E + k - h]) into a running maximum m and sum s, a value at a time, by the one thread that
+ * owns them (a loop that is not unrolled: the kernels' other threads keep their registers). */
+template <typename T> __device__ __forceinline__ long long edge_at(const RowSpan<T> &r, int k)
+{
+    return k < r.h ? (long long)(k - r.h) : r.nv * (16 / (long long)sizeof(T)) + (k - r.h);
+}
+template <typename A, typename T>
+__device__ __forceinline__ void edges_take(const RowSpan<T> &r, A &m, A &m2, A &s)
+{
+    using X = SoftExp<A>;
+#pragma unroll 1
+    for (int k = 0; k < r.h + r.t; k++) {
+        const A v = ld_a<A>(r.x[edge_at(r, k)]);
+        if (v > m) {
+            const A n2 = X::scale(v);
+            s *= X::ratio(m2, n2);
+            m = v;
+            m2 = n2;
+        }
+        if (m != -INFINITY)
+            s += X::term(v, m2);
+    }
+}
+
+/* y of the row's edges, from mx2 = SoftExp scale of the maximum and inv = 1 / sum. */
+template <typename A, typename T>
+__device__ __forceinline__ void edges_store(const RowSpan<T> &r, A mx2, A inv)
+{
+#pragma unroll 1
+    for (int k = 0; k < r.h + r.t; k++) {
+        const long long j = edge_at(r, k);
+        r.y[j] = from_acc<T>(SoftExp<A>::term(ld_a<A>(r.x[j]), mx2) * inv);
+    }
+}
+
+/* The row of a block of a C-block row (C == 1, or an x-cluster of C) and the vectors [lo, hi) of
+ * its body that the block takes: equal slices in rank order, the last ones shorter or empty.
+ * Thread 0 of rank 0 takes the edges (edge: that thread, of a row that has any). */
+template <typename T> struct RowSlice : RowSpan<T> {
+    long long lo, hi;
+    bool edge;
+};
+template <typename T>
+__device__ __forceinline__ RowSlice<T> row_slice(const T *x, T *y, long long N, int C)
+{
+    const int rank = C > 1 ? (int)cg::this_cluster().block_rank() : 0;
+    const RowSpan<T> r = row_span(x, y, blockIdx.x / (unsigned)C, N);
+    const long long per = row_of(r.nv + C - 1, C), lo = min(r.nv, rank * per);
+    return RowSlice<T>{r, lo, min(r.nv, lo + per), rank == 0 && threadIdx.x == 0 && (r.h | r.t)};
 }
 
 /* Maximum over the warp; every lane gets it. */
@@ -273,6 +333,8 @@ __global__ void __launch_bounds__(1024) softmax_reg_kernel(const T *x, T *y, lon
             raw[k] = ld16_stream(sl.x + j * E);
     }
     A m = -INFINITY, m2 = -INFINITY, sum = 0;
+    if (sl.edge)
+        edges_take<A>(sl, m, m2, sum);
 #pragma unroll
     for (int k = 0; k < VPT; k++)
         if (sl.lo + (long long)k * blockDim.x + threadIdx.x < sl.hi)
@@ -286,48 +348,84 @@ __global__ void __launch_bounds__(1024) softmax_reg_kernel(const T *x, T *y, lon
         if (j < sl.hi)
             st16(sl.y + j * E, soft_out<A>(raw[k], mx2, inv));
     }
+    if (sl.edge)
+        edges_store<A>(sl, mx2, inv);
 }
 
 /* Warps of softmax_warp_kernel's blocks. */
 #define SMW_WARPS 8
 
-/* Short rows, a warp a row (at most 32 * VPT vectors), SMW_WARPS rows a block: each lane holds
- * vector j of the row at lane j % 32 in registers with a running maximum and sum, the warp folds
- * them in a fixed shuffle tree (the same bits every run), and nothing waits on a block barrier or
- * shared memory (a block a row of 16 vectors took 7.1x the copy over 65536 rows of 128 bf16: the
- * blocks' launch and barriers, not the bytes). */
-template <typename T, int VPT>
-__global__ void __launch_bounds__(SMW_WARPS * 32)
-    softmax_warp_kernel(const T *x, T *y, long long rows, long long N)
+/* Maximum and sum over the W lanes of a group (W a power of two up to 32, lanes of a group
+ * adjacent): the xor tree of warp_max and warp_sum cut at W, so that W = 32 gives their bits.
+ * Every lane of the warp takes part (W is the same for all). */
+template <typename A> __device__ __forceinline__ A lanes_max(A v, int W)
+{
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1)
+        if (o < W) {
+            const A t = __shfl_xor_sync(0xffffffffu, v, o);
+            v = t > v ? t : v;
+        }
+    return v;
+}
+template <typename A> __device__ __forceinline__ A lanes_sum(A v, int W)
+{
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1)
+        if (o < W)
+            v += __shfl_xor_sync(0xffffffffu, v, o);
+    return v;
+}
+
+/* Short rows, W lanes a row (W a power of two: 32, or for rows of at most 16 vectors the fewest
+ * lanes that hold the row at a vector each, 32 / W rows a warp), at most W * VPT vectors a row,
+ * SMW_WARPS warps a block: each lane holds vector j of its row at lane j % W in registers with a
+ * running maximum and sum, its W lanes fold them in a fixed shuffle tree (the same bits every
+ * run), and nothing waits on a block barrier or shared memory (a block a row of 16 vectors took
+ * 7.1x the copy over 65536 rows of 128 bf16: the blocks' launch and barriers, not the bytes; a
+ * warp a row 1.40x, half its lanes idle). EDGES: rows may have values outside a 16-byte body
+ * (row_span), taken by the row's first lane; else every row is body, and its address is all the
+ * lanes compute before their loads. */
+template <typename T, int VPT, bool EDGES>
+__global__ void __launch_bounds__(SMW_WARPS * 32, VPT == 1 ? 8 : 4)
+    softmax_warp_kernel(const T *x, T *y, long long rows, long long N, int W)
 {
     using A = typename Acc<T>::A;
     constexpr int E = 16 / (int)sizeof(T);
-    const long long row = (long long)blockIdx.x * SMW_WARPS + (threadIdx.x >> 5);
-    const int lane = threadIdx.x & 31;
+    const int lane = threadIdx.x & 31, q = lane & (W - 1);
+    const long long row =
+        ((long long)blockIdx.x * SMW_WARPS + (threadIdx.x >> 5)) * (32 / W) + lane / W;
     pdl_wait(); /* x may be a predecessor's output */
     pdl_trigger();
-    if (row >= rows)
+    if (row - lane / W >= rows) /* the warp's first row: past it, no lane of the warp has one */
         return;
-    const long long nv = N / E;
-    const T *xr = x + row * N;
-    T *yr = y + row * N;
+    const bool live = row < rows; /* a lane past the last row still shuffles */
+    RowSpan<T> r{x + row * N, y + row * N, N / E, 0, 0};
+    if (EDGES && live)
+        r = row_span(x, y, row, N);
+    const long long nv = live ? r.nv : 0;
+    const bool edge = EDGES && q == 0 && live && (r.h | r.t);
     U16<T> raw[VPT];
 #pragma unroll
     for (int k = 0; k < VPT; k++)
-        if (k * 32 + lane < nv)
-            raw[k] = ld16_stream(xr + (long long)(k * 32 + lane) * E);
+        if (k * W + q < nv)
+            raw[k] = ld16_stream(r.x + (long long)(k * W + q) * E);
     A m = -INFINITY, m2 = -INFINITY, sum = 0;
+    if (edge)
+        edges_take<A>(r, m, m2, sum);
 #pragma unroll
     for (int k = 0; k < VPT; k++)
-        if (k * 32 + lane < nv)
+        if (k * W + q < nv)
             online_take<A>(raw[k], m, m2, sum);
-    const A mx = warp_max<A>(m);
-    const A tot = warp_sum<A>(sum_at<A>(m, sum, mx));
+    const A mx = lanes_max<A>(m, W);
+    const A tot = lanes_sum<A>(sum_at<A>(m, sum, mx), W);
     const A inv = (A)1 / tot, mx2 = SoftExp<A>::scale(mx);
 #pragma unroll
     for (int k = 0; k < VPT; k++)
-        if (k * 32 + lane < nv)
-            st16(yr + (long long)(k * 32 + lane) * E, soft_out<A>(raw[k], mx2, inv));
+        if (k * W + q < nv)
+            st16(r.y + (long long)(k * W + q) * E, soft_out<A>(raw[k], mx2, inv));
+    if (edge)
+        edges_store<A>(r, mx2, inv);
 }
 
 /* softmax_smem_kernel's threads (one block a SM), and the vectors of a thread's share of shared
@@ -399,6 +497,8 @@ __global__ void __launch_bounds__(SMS_THREADS, 1)
         cp_commit();
     }
     A m = -INFINITY, m2 = -INFINITY, sum = 0;
+    if (sl.edge)
+        edges_take<A>(sl, m, m2, sum);
 #pragma unroll
     for (int k = 0; k < VPT; k++)
         if (rlo + (long long)k * nt + tid < rhi)
@@ -429,6 +529,8 @@ __global__ void __launch_bounds__(SMS_THREADS, 1)
             *reinterpret_cast<uint4 *>(u.v) = lds16_after_wait(mine + 16u * nt * k);
             put(u, ys + (size_t)nt * E * k);
         }
+    if (sl.edge)
+        edges_store<A>(sl, mx2, inv);
 }
 
 /* Vectors a thread of softmax_grid_kernel holds at most, and its threads. */
@@ -464,10 +566,12 @@ __global__ void __launch_bounds__(SMG_THREADS)
     __shared__ A ms[2];
     __shared__ int last;
     const int tid = threadIdx.x, lane = tid & 31, rank = (int)(blockIdx.x % (unsigned)G);
-    const long long row = blockIdx.x / (unsigned)G, nv = N / E;
+    const RowSpan<T> r = row_span(x, y, blockIdx.x / (unsigned)G, N);
+    const long long nv = r.nv;
     const long long per = row_of(nv + G - 1, G), lo = min(nv, rank * per), hi = min(nv, lo + per);
-    const T *xr = x + row * N;
-    T *yr = y + row * N;
+    const T *xr = r.x;
+    T *yr = r.y;
+    const bool edge = rank == 0 && tid == 0 && (r.h | r.t);
     A *pairs = reinterpret_cast<A *>(yr);
     unsigned *count = reinterpret_cast<unsigned *>(pairs + 2 * G);
     const long long held = smg_held<A>(G);
@@ -484,6 +588,8 @@ __global__ void __launch_bounds__(SMG_THREADS)
         *reinterpret_cast<uint4 *>(hx.v) =
             __ldcg(reinterpret_cast<const uint4 *>(xr + (long long)tid * E));
     A m = -INFINITY, m2 = -INFINITY, s = 0;
+    if (edge)
+        edges_take<A>(r, m, m2, s);
 #pragma unroll
     for (int k = 0; k < SMG_VPT; k++)
         if (lo + (long long)k * SMG_THREADS + tid < hi)
@@ -529,6 +635,8 @@ __global__ void __launch_bounds__(SMG_THREADS)
     }
     if (last && tid < held) /* every block has read the pairs and counted itself in */
         st16(yr + (long long)tid * E, soft_out<A>(hx, M2, inv));
+    if (edge)
+        edges_store<A>(r, M2, inv);
 }
 
 /* softmax_tile_kernel's threads, its bulk copies a slice (each on its own mbarrier, so that the
@@ -582,6 +690,8 @@ __global__ void __launch_bounds__(SMT_THREADS)
     }
     const unsigned base = smem_u32(smem_raw);
     A m = -INFINITY, m2 = -INFINITY, sum = 0;
+    if (sl.edge)
+        edges_take<A>(sl, m, m2, sum);
     for (int k = 0; k < SMT_PIECES; k++) {
         const long long lo = min(n, k * piece), hi = min(n, lo + piece);
         if (hi <= lo)
@@ -603,6 +713,8 @@ __global__ void __launch_bounds__(SMT_THREADS)
         *reinterpret_cast<uint4 *>(u.v) = lds16_after_wait(base + (unsigned)j * 16u);
         st16_stream(sl.y + (sl.lo + j) * E, soft_out<A>(u, mx2, inv));
     }
+    if (sl.edge)
+        edges_store<A>(sl, mx2, inv);
 #else
     __trap(); /* bulk copies and clusters: the launch asks for compute capability 9.0 */
 #endif
@@ -652,6 +764,8 @@ __global__ void __launch_bounds__(SMX_THREADS, 3)
     if (C > 1)
         cluster_started_arrive();
     A m = -INFINITY, m2 = -INFINITY, sum = 0;
+    if (sl.edge)
+        edges_take<A>(sl, m, m2, sum);
     for (long long j0 = sl.lo + threadIdx.x; j0 < sl.hi; j0 += step) {
         U16<T> raw[SMX_U];
 #pragma unroll
@@ -684,6 +798,8 @@ __global__ void __launch_bounds__(SMX_THREADS, 3)
             st16_stream(sl.y + j * E, soft_out<A>(raw[k], mx2, inv));
         }
     }
+    if (sl.edge)
+        edges_store<A>(sl, mx2, inv);
 }
 } /* namespace dec */
 } /* namespace kcuda */
@@ -701,12 +817,23 @@ static int softmax_reg_launch(const baton_exec_ctx *ctx, void **b, const dec_sha
                   (unsigned)threads, 0, C, (const T *)b[0], (T *)b[1], (long long)s.F, C);
 }
 
+/* softmax_warp_kernel for rows of at most 32 * VPT vectors (16-byte vectors of a row's body, nv
+ * at most): W lanes a row. */
 template <typename T, int VPT>
-static int softmax_warp_launch(const baton_exec_ctx *ctx, void **b, const dec_shape &s)
+static int softmax_warp_launch(const baton_exec_ctx *ctx, void **b, const dec_shape &s,
+                               long long nv, bool edges)
 {
-    return launch(ctx, "softmax", softmax_warp_kernel<T, VPT>,
-                  (unsigned)((s.rows + SMW_WARPS - 1) / SMW_WARPS), SMW_WARPS * 32, 0, 1,
-                  (const T *)b[0], (T *)b[1], (long long)s.rows, (long long)s.F);
+    int W = 32;
+    if (VPT == 1)
+        for (W = 1; W < nv; W *= 2) {
+        }
+    const long long per_block = SMW_WARPS * (32 / W);
+    const unsigned grid = (unsigned)((s.rows + per_block - 1) / per_block);
+    if (edges)
+        return launch(ctx, "softmax", softmax_warp_kernel<T, VPT, true>, grid, SMW_WARPS * 32, 0, 1,
+                      (const T *)b[0], (T *)b[1], (long long)s.rows, (long long)s.F, W);
+    return launch(ctx, "softmax", softmax_warp_kernel<T, VPT, false>, grid, SMW_WARPS * 32, 0, 1,
+                  (const T *)b[0], (T *)b[1], (long long)s.rows, (long long)s.F, W);
 }
 
 /* Rows held in registers where they fit (softmax_reg_kernel): C blocks a row (a cluster), the
@@ -740,18 +867,18 @@ static int launch_coop(const baton_exec_ctx *ctx, const char *name, void (*kerne
 
 /* softmax_grid_kernel for at most 4 rows of at least 16384 values: G blocks a row, the most that
  * keep rows * G within the SMs and give every thread a vector at least, when each thread then
- * holds at most SMG_VPT vectors and the row's output holds the G pairs: 0 or the launch's failure,
- * 1 when it does not apply. */
+ * holds at most SMG_VPT vectors and every row's body (nv vectors at most, nv_min at least) holds
+ * the G pairs: 0 or the launch's failure, 1 when it does not apply. */
 template <typename T>
 static int softmax_grid_launch(const baton_exec_ctx *ctx, void **b, const dec_shape &s,
-                               long long nv, long long sms)
+                               long long nv, long long nv_min, long long sms)
 {
     if (s.rows > 4 || s.F < 16384 || !device_facts(ctx).coop)
         return 1;
     const long long G = std::min(sms / s.rows, (nv + SMG_THREADS - 1) / SMG_THREADS);
     /* warp 0's lanes read at most 8 pairs each; a thread a held vector */
     if (G < 2 || G > 256 || (nv + G - 1) / G > (long long)SMG_VPT * SMG_THREADS ||
-        nv < smg_held<typename Acc<T>::A>((int)G) ||
+        nv_min < smg_held<typename Acc<T>::A>((int)G) ||
         smg_held<typename Acc<T>::A>((int)G) > SMG_THREADS)
         return 1;
     return launch_coop(ctx, "softmax", softmax_grid_kernel<T>, (unsigned)(s.rows * G), SMG_THREADS,
@@ -877,8 +1004,14 @@ static int softmax_launch(const baton_exec_ctx *ctx, void **b, const dec_shape &
 {
     constexpr int E = 16 / (int)sizeof(T);
     constexpr long long VMAX = sizeof(T) == 4 ? 8 : 4;
-    if (s.F % E == 0 && al16(b[0]) && al16(b[1]) && s.rows > 0) {
+    /* x and y at the same offset from a 16-byte boundary, so that one split of a row into its
+     * body and edges (row_span) serves both */
+    if ((((uintptr_t)b[0] - (uintptr_t)b[1]) & 15) == 0 && s.rows > 0) {
+        /* whole: every row is body (an aligned x, rows of a multiple of 16 bytes); the vectors
+         * of a row's body at most and at least */
+        const bool whole = s.F % E == 0 && al16(b[0]);
         const long long nv = s.F / E, sms = sm_count(ctx);
+        const long long nv_min = whole ? nv : std::max(0LL, (long long)(s.F - E + 1) / E);
         auto vpt_of = [&](int c) { return ((nv + c - 1) / c + 1023) / 1024; };
         auto threads_of = [&](int c) {
             const long long per = (nv + c - 1) / c;
@@ -899,21 +1032,22 @@ static int softmax_launch(const baton_exec_ctx *ctx, void **b, const dec_shape &
                 r = softmax_reg_resident<T, 8>(ctx, th);
             return (long long)r * sms;
         };
-        /* rows of at most 32 * VMAX vectors: a warp each (H200, x the copy: f32[65536,128] 0.98,
-         * bf16 1.41, [16384,1024] 1.01 and 1.00, where a block a row took 4.10, 7.06, 1.44 and
-         * 1.55) */
+        /* rows of at most 32 * VMAX vectors: a warp each, or rows of at most 16 vectors a group
+         * of lanes (H200, x the copy: f32[65536,128] 0.98, [16384,1024] 1.01 and 1.00, where a
+         * block a row took 4.10, 1.44 and 1.55; bf16[65536,128] 1.07 at 2 rows a warp, 1.40 a
+         * warp a row, 7.06 a block a row) */
         if (nv <= 32 * VMAX) {
             const long long vpt = (nv + 31) / 32;
             if (vpt <= 1)
-                return softmax_warp_launch<T, 1>(ctx, b, s);
+                return softmax_warp_launch<T, 1>(ctx, b, s, nv, !whole);
             if (vpt <= 2)
-                return softmax_warp_launch<T, 2>(ctx, b, s);
+                return softmax_warp_launch<T, 2>(ctx, b, s, nv, !whole);
             if (vpt <= 4)
-                return softmax_warp_launch<T, 4>(ctx, b, s);
+                return softmax_warp_launch<T, 4>(ctx, b, s, nv, !whole);
             if constexpr (sizeof(T) == 4)
-                return softmax_warp_launch<T, 8>(ctx, b, s);
+                return softmax_warp_launch<T, 8>(ctx, b, s, nv, !whole);
         }
-        const int rg = softmax_grid_launch<T>(ctx, b, s, nv, sms);
+        const int rg = softmax_grid_launch<T>(ctx, b, s, nv, nv_min, sms);
         if (rg <= 0)
             return rg;
         int C = 0;
