@@ -177,9 +177,9 @@ __device__ __forceinline__ void rope_pairs(bool one_row, const A *cs, const A *s
  * (the usual case: a row's units are a multiple of 32) forms that row's cos and sin once, a lane
  * for each frequency, into its own table in shared memory (no block barrier), and each lane reads
  * its pairs' values from it; other warps' lanes form their own (each pair's sincos in each lane
- * left rope at 8192 rows compute-bound, 2.3x the copy). Few rows (that rope_decode_kernel does not
- * take: units of one element) go in 64-thread blocks, as the copy spreads its bytes; larger
- * launches are a wave of 256-thread blocks. */
+ * left rope at 8192 rows compute-bound, 2.3x the copy). Launches that a wave of 256-thread blocks
+ * would not spread over every SM go in 64-thread blocks, a unit a thread, as the copy spreads its
+ * bytes (rope_launch); larger launches are a wave of 256-thread blocks. */
 template <typename T, int E> __global__ void __launch_bounds__(256, 4) rope_kernel(const RopeArgs a)
 {
     using A = typename Acc<T>::A;
@@ -501,10 +501,11 @@ static int rope_decode_launch(const baton_exec_ctx *ctx, const char *what, const
     return launch(ctx, what, kern[k], grid, 64, 0, 1, d);
 }
 
-/* Launches rope over all rows' units: 16-byte units where every part's rows allow them; where
- * the units fill fewer than a wave of 64-thread blocks (a decode step), rope_decode_kernel's
- * blocks of one part of one row (rope_kernel's 64-thread blocks for units of one element), else a
- * wave of rope_kernel's 256-thread blocks, ROPE_U units a thread at a time. */
+/* Launches rope over all rows' units: 16-byte units where every part's rows allow them; where a
+ * wave of rope_kernel's 256-thread blocks, ROPE_U units a thread at a time, would leave SMs idle,
+ * 64-thread blocks a unit a thread: rope_decode_kernel's blocks of one part of one row where they
+ * are at most two a SM (a decode step, a short prompt), else rope_kernel's (and for units of one
+ * element); else that wave. */
 template <typename T>
 static int rope_launch(const baton_exec_ctx *ctx, const char *what, RopeArgs &a, long long rows,
                        bool vec)
@@ -539,7 +540,10 @@ static int rope_launch(const baton_exec_ctx *ctx, const char *what, RopeArgs &a,
     const long long sms = sm_count(ctx);
     int threads = 64;
     long long grid = (a.total + threads - 1) / threads;
-    if (grid > sms) {
+    /* 256-thread blocks where a wave of them, ROPE_U units a thread, fills the SMs; else 64-thread
+     * blocks a unit a thread (37 rows at head_dim 128 over 32 heads: 19 blocks of 256 threads took
+     * 2.00x the copy, 148 of 64 1.10x) */
+    if (grid > sms && (a.total + ROPE_U * 256 - 1) / (ROPE_U * 256) >= sms) {
         threads = 256;
         grid = wave_grid(ctx, kernel, (a.total + ROPE_U - 1) / ROPE_U, threads);
     }
