@@ -866,9 +866,10 @@ static int launch_coop(const baton_exec_ctx *ctx, const char *name, void (*kerne
 }
 
 /* softmax_grid_kernel for at most 4 rows of at least 16384 values: G blocks a row, the most that
- * keep rows * G within the SMs and give every thread a vector at least, when each thread then
- * holds at most SMG_VPT vectors and every row's body (nv vectors at most, nv_min at least) holds
- * the G pairs: 0 or the launch's failure, 1 when it does not apply. */
+ * keep rows * G within the SMs and give every thread a vector at least, when that is more than a
+ * cluster's 8 (else a cluster takes the row without the grid barrier), each thread then holds at
+ * most SMG_VPT vectors and every row's body (nv vectors at most, nv_min at least) holds the G
+ * pairs: 0 or the launch's failure, 1 when it does not apply. */
 template <typename T>
 static int softmax_grid_launch(const baton_exec_ctx *ctx, void **b, const dec_shape &s,
                                long long nv, long long nv_min, long long sms)
@@ -877,7 +878,7 @@ static int softmax_grid_launch(const baton_exec_ctx *ctx, void **b, const dec_sh
         return 1;
     const long long G = std::min(sms / s.rows, (nv + SMG_THREADS - 1) / SMG_THREADS);
     /* warp 0's lanes read at most 8 pairs each; a thread a held vector */
-    if (G < 2 || G > 256 || (nv + G - 1) / G > (long long)SMG_VPT * SMG_THREADS ||
+    if (G <= 8 || G > 256 || (nv + G - 1) / G > (long long)SMG_VPT * SMG_THREADS ||
         nv_min < smg_held<typename Acc<T>::A>((int)G) ||
         smg_held<typename Acc<T>::A>((int)G) > SMG_THREADS)
         return 1;
@@ -1051,7 +1052,11 @@ static int softmax_launch(const baton_exec_ctx *ctx, void **b, const dec_shape &
         if (rg <= 0)
             return rg;
         int C = 0;
-        const bool cl = s.F >= 16384 && cluster8_ok(ctx, (const void *)softmax_reg_kernel<T, 4>, 0);
+        /* clusters for rows of 16384 values or more, and for a few rows (8 blocks a row within
+         * the SMs) of 4096 or more (H200, x the copy: f32[1,8192] 2.00, [1,4096] 1.93, [2,8192]
+         * 1.92, bf16[1,8192] 2.03, against 2.72, 2.50, 2.60 and 2.74 a block a row) */
+        const bool cl = (s.F >= 16384 || (s.F >= 4096 && s.rows * 8 <= sms)) &&
+                        cluster8_ok(ctx, (const void *)softmax_reg_kernel<T, 4>, 0);
         for (int c = 8; cl && c >= 2 && !C; c /= 2)
             if (vpt_of(c) <= VMAX && s.rows * c <= resident(c))
                 C = c;
