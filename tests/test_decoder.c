@@ -370,9 +370,10 @@ Test(gpu_embedding, reports_every_error_before_and_after_the_record_moves_to_hos
  * row over several blocks ({1, 32, 64}), blocks that span rows ({7, 5, 96}: 30 units a row in
  * bf16), rows of one unit ({13, 1, 16}), positions far from 0 whose angles the kernel reduces
  * ({4, 8, 64} up to 2^22), a scale with i32 positions ({6, 4, 64}: the decode kernels are one per
- * form, position width and scale or none), and the last two (CUDA only) a wave of blocks with units
- * a thread in flight: the loop's second unit ({300, 16, 64}), and several turns of the loop
- * ({4096, 32, 64}). */
+ * form, position width and scale or none), a prompt's rows over the decode kernel's blocks
+ * ({37, 32, 128}), rows over 64-thread blocks where 256-thread blocks would not fill the SMs
+ * ({200, 32, 64}), and the last two (CUDA only) a wave of blocks with units a thread in flight: the
+ * loop's second unit ({600, 16, 64}), and several turns of the loop ({4096, 32, 64}). */
 static const struct {
     int64_t rows, H, Dh;
     int interleaved;
@@ -386,7 +387,8 @@ static const struct {
     {2, 40, 128, 1, 1.0, BATON_DTYPE_I32, 32768},  {7, 5, 96, 0, 1.0, BATON_DTYPE_I64, 32768},
     {7, 5, 96, 1, 1.0, BATON_DTYPE_I32, 32768},    {13, 1, 16, 0, 1.0, BATON_DTYPE_I64, 32768},
     {6, 4, 64, 1, 0.9, BATON_DTYPE_I32, 32768},    {4, 8, 64, 0, 1.0, BATON_DTYPE_I64, 1 << 22},
-    {300, 16, 64, 1, 1.0, BATON_DTYPE_I64, 32768}, {4096, 32, 64, 0, 1.0, BATON_DTYPE_I64, 32768}};
+    {37, 32, 128, 0, 1.0, BATON_DTYPE_I64, 32768}, {200, 32, 64, 0, 1.0, BATON_DTYPE_I32, 32768},
+    {600, 16, 64, 1, 1.0, BATON_DTYPE_I64, 32768}, {4096, 32, 64, 0, 1.0, BATON_DTYPE_I64, 32768}};
 
 static size_t rope_cases(baton_device_kind kind)
 {
@@ -1518,10 +1520,11 @@ Test(gpu_activations, silu_mul_silu_and_gelu_match_float64)
  * block ({9, 1000}, {300, 96}, {2000, 520}); rows of at most 16 vectors a group of fewer lanes,
  * several a warp ({1001, 40}: 16 lanes a row in f32, 8 in bf16; {777, 7}: a lane a row); rows in
  * registers a block a row ({4, 2048}) or over clusters of 8 ({8, 128256}: a batch of decode
- * logits); up to 4 long rows over all SMs in one cooperative grid ({2, 128256}, {3, 50008}: slices
- * of unequal length, a count a row; {1, 300040} but in f64); where registers would take more than
- * one wave, rows in registers and shared memory, a block a row ({70, 65536}) or over 2-block
- * clusters ({64, 128256}). Past a wave: rows in registers in blocks of 256 threads, several a SM
+ * logits; a few rows of 4096 values or more: {1, 8192}, {2, 4097}, {1, 16384} but in f32); up to 4
+ * long rows over all SMs in one cooperative grid ({2, 128256}, {3, 50008}: slices of unequal
+ * length, a count a row; {1, 300040} but in f64); where registers would take more than one wave,
+ * rows in registers and shared memory, a block a row ({70, 65536}) or over 2-block clusters ({64,
+ * 128256}). Past a wave: rows in registers in blocks of 256 threads, several a SM
  * ({600, 4096}); slices of at most 64 KB in shared memory, several blocks a SM, a block a row
  * ({300, 16384}) or over clusters of 2, 4 or 8 by dtype ({200, 20000}, {140, 65536}, {70, 65536}
  * in f64); rows longer than 8 such slices in registers and shared memory over waves
@@ -1530,12 +1533,12 @@ Test(gpu_activations, silu_mul_silu_and_gelu_match_float64)
  * vocabulary, {3, 1000003}, {777, 7}, and the last five, one a kernel) start at every offset from
  * a 16-byte boundary: each kernel takes their body in 16-byte vectors and the values either side
  * one at a time. The last ten are CUDA's alone. */
-static const int64_t SM[][2] = {{1, 1},       {3, 10},      {4, 2048},   {2, 128256},  {9, 1000},
-                                {3, 50008},   {2, 4097},    {70, 65536}, {1, 300040},  {200, 20000},
-                                {1, 50257},   {3, 1000003}, {1001, 40},  {777, 7},     {8, 128256},
-                                {64, 128256}, {300, 96},    {2000, 520}, {600, 4096},  {300, 16384},
-                                {140, 65536}, {67, 140000}, {8, 128257}, {64, 128257}, {300, 16385},
-                                {600, 4097},  {2000, 521}};
+static const int64_t SM[][2] = {
+    {1, 1},      {3, 10},      {4, 2048},    {2, 128256},  {9, 1000},    {3, 50008},
+    {2, 4097},   {70, 65536},  {1, 300040},  {200, 20000}, {1, 50257},   {3, 1000003},
+    {1001, 40},  {777, 7},     {1, 8192},    {1, 16384},   {8, 128256},  {64, 128256},
+    {300, 96},   {2000, 520},  {600, 4096},  {300, 16384}, {140, 65536}, {67, 140000},
+    {8, 128257}, {64, 128257}, {300, 16385}, {600, 4097},  {2000, 521}};
 
 static size_t softmax_cases(baton_device_kind kind)
 {

@@ -1442,6 +1442,11 @@ int main(int argc, char **argv)
         bench_op("rope", "rope", {td(BF, {rows, H * DH}), td(I64, {rows}), td(F32, {DH / 2})},
                  {fl, pos4k, invf}, td(BF, {rows, H * DH}), {ai("head_dim", DH)},
                  (double)(rows * H * DH * 2 * 2 + rows * 8));
+    /* a prompt of 37 tokens at head_dim 128 (Llama 3 8B's 32 heads): fewer units than a wave of
+     * 256-thread blocks fills */
+    bench_op("rope", "rope", {td(BF, {37, 32 * 128}), td(I64, {37}), td(F32, {64})},
+             {fl, pos4k, invf}, td(BF, {37, 32 * 128}), {ai("head_dim", 128)},
+             (double)(37 * 32 * 128 * 2 * 2 + 37 * 8));
     /* what rope's decode row costs with nothing but its arithmetic between its loads and stores */
     bench_rope_floor("rope floor: row, position, frequencies, sincos, row");
     for (int64_t rows : {1, 2048})
@@ -1471,6 +1476,9 @@ int main(int argc, char **argv)
              (double)(8192.0 * 2048 * 4));
     bench_op("softmax", "softmax", {td(BF, {65536, 128})}, {fl}, td(BF, {65536, 128}), {},
              (double)(65536.0 * 128 * 4));
+    /* one short row: a cluster of 8 blocks */
+    bench_op("softmax", "softmax", {td(F32, {1, 8192})}, {fl}, td(F32, {1, 8192}), {},
+             (double)(8192.0 * 8));
     /* rows of no multiple of 16 bytes: GPT-2's logits (vocabulary 50257) for 1 and 8 rows, and
      * long rows at every offset from a 16-byte boundary */
     for (int64_t rows : {1, 8})

@@ -154,7 +154,7 @@ def main():
     for rows, V, dt in ((1, 128256, "f32"), (8, 128256, "f32"), (64, 128256, "f32"),
                         (67, 128256, "f32"), (128, 128256, "f32"), (256, 128256, "f32"),
                         (4096, 8192, "f32"), (1024, 32000, "bf16"), (8192, 2048, "bf16"),
-                        (65536, 128, "bf16"), (1, 50257, "f32"), (8, 50257, "f32"),
+                        (65536, 128, "bf16"), (1, 8192, "f32"), (1, 50257, "f32"), (8, 50257, "f32"),
                         (7, 1000003, "bf16")) if want("softmax") else ():
         tdt = torch.float32 if dt == "f32" else torch.bfloat16
         nbytes = rows * V * (4 if dt == "f32" else 2) * 2
@@ -187,15 +187,17 @@ def main():
         h = t.shape[-1] // 2
         return torch.cat((-t[..., h:], t[..., :h]), dim=-1)
 
-    for rows in (1, 8192) if want("rope") else ():
-        nbytes = rows * (H * DH * 2 * 2 + 8)
+    # (rows, heads, head_dim): a decode row and 8192 at the reference shape, and a prompt of 37
+    # tokens at head_dim 128 (Llama 3 8B's 32 heads)
+    for rows, nh, dh in ((1, H, DH), (8192, H, DH), (37, 32, 128)) if want("rope") else ():
+        nbytes = rows * (nh * dh * 2 * 2 + 8)
         n = sets_for(nbytes)
-        q = [torch.randn(1, H, rows, DH, device=dev, dtype=torch.bfloat16) for _ in range(n)]
-        cos = [torch.randn(1, 1, rows, DH, device=dev, dtype=torch.bfloat16) for _ in range(n)]
-        sin = [torch.randn(1, 1, rows, DH, device=dev, dtype=torch.bfloat16) for _ in range(n)]
+        q = [torch.randn(1, nh, rows, dh, device=dev, dtype=torch.bfloat16) for _ in range(n)]
+        cos = [torch.randn(1, 1, rows, dh, device=dev, dtype=torch.bfloat16) for _ in range(n)]
+        sin = [torch.randn(1, 1, rows, dh, device=dev, dtype=torch.bfloat16) for _ in range(n)]
         us = time_graph(lambda i: q[i % n] * cos[i % n] + rotate_half(q[i % n]) * sin[i % n],
                         min(max(n, 16), 256))
-        record("rope", "bf16[%d,%d]" % (rows, H * DH), "torch HF rotate_half", nbytes, us, False)
+        record("rope", "bf16[%d,%d]" % (rows, nh * dh), "torch HF rotate_half", nbytes, us, False)
         del q, cos, sin
     if args.json:
         with open(args.json, "w") as f:
