@@ -285,11 +285,17 @@ static void expect_close(const call *c, baton_device_kind kind, const void *out,
 
 /* ---- embedding ------------------------------------------------------------------------------ */
 
+/* On CUDA a block a row of the fewest warps that hold it at 16 bytes a thread (rows of 896 and
+ * 1000: threads past the row's end; 64 in f32: one warp), a byte a thread where rows are no
+ * multiple of 16 bytes (33), chunks of 256 threads past 4 KB (2048 but in bf16 and f16). */
 static const struct {
     baton_dtype idt;
     int64_t rows, V, D;
-} EMB[] = {
-    {BATON_DTYPE_I64, 1, 1000, 64}, {BATON_DTYPE_I32, 7, 50, 33}, {BATON_DTYPE_I64, 17, 300, 2048}};
+} EMB[] = {{BATON_DTYPE_I64, 1, 1000, 64},
+           {BATON_DTYPE_I32, 7, 50, 33},
+           {BATON_DTYPE_I64, 17, 300, 2048},
+           {BATON_DTYPE_I32, 40, 500, 896},
+           {BATON_DTYPE_I64, 9, 100, 1000}};
 
 static void embedding_table(baton_device_kind kind)
 {

@@ -1434,6 +1434,13 @@ int main(int argc, char **argv)
         bench_op("embedding", "embedding", {td(I64, {rows}), td(BF, {V, D})}, {ids, shared},
                  td(BF, {rows, D}), {}, (double)(rows * D * 2 * 2 + rows * 8));
     }
+    /* rows of 896 (Qwen2.5-0.5B's hidden size, vocabulary 151936) */
+    for (int64_t rows : {1, 8192}) {
+        Fill qids = ids;
+        qids.hi = 151936;
+        bench_op("embedding d896", "embedding", {td(I64, {rows}), td(BF, {151936, 896})},
+                 {qids, shared}, td(BF, {rows, 896}), {}, (double)(rows * 896 * 2 * 2 + rows * 8));
+    }
     /* what any kernel that reads an id before its row takes at decode size */
     bench_dep_floor("embedding floor: index read + row copy", "i64[1]", true, 1, D * 2, V);
     /* the same with the griddepcontrol wait and trigger that every baton kernel starts with */

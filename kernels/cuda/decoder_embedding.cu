@@ -63,7 +63,12 @@ extern "C" int baton__kcuda_embedding(const baton_exec_ctx *ctx, void **buffers,
     DEC_READ(DEC_EMBEDDING, 3);
     const long long row_bytes = s.F * (long long)baton_dtype_size(s.x_dt);
     const bool vec = row_bytes % 16 == 0 && al16(buffers[1]) && al16(buffers[2]);
-    const int threads = 256;
+    /* rows of at most 4 KB a block each of the fewest warps that hold the row at 16 bytes a
+     * thread, so that more blocks share a SM (8192 rows of 896 bf16: 1.16x the copy, where
+     * 256-thread blocks, 144 of their threads idle, took 1.27x); longer rows in chunks of 256
+     * threads */
+    const int threads =
+        row_bytes > 256 * 16 ? 256 : (int)std::max(32LL, (row_bytes + 511) / 512 * 32);
     const long long chunks = (row_bytes + threads * 16LL - 1) / (threads * 16LL);
     const long long grid = s.rows * chunks;
     if (grid > 0x7fffffffLL)
