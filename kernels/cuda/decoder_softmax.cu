@@ -109,28 +109,29 @@ template <typename A> __device__ __forceinline__ A sum_at(A m, A s, A to)
     return m == -INFINITY ? (A)0 : s * X::ratio(X::scale(m), X::scale(to));
 }
 
-/* One vector of y = exp(x - mx) / sum, from mx2 = SoftExp scale of mx and inv = 1 / sum. */
+/* One value of y = exp(x - mx) / sum, from mx2 = SoftExp scale of mx and inv = 1 / sum. */
+template <typename A, typename T> __device__ __forceinline__ T soft_val(T x, A mx2, A inv)
+{
+    return from_acc<T>(SoftExp<A>::term(ld_a<A>(x), mx2) * inv);
+}
+
+/* One vector of y (soft_val). */
 template <typename A, typename T>
 __device__ __forceinline__ U16<T> soft_out(const U16<T> &u, A mx2, A inv)
 {
     U16<T> o;
 #pragma unroll
     for (int e = 0; e < U16<T>::E; e++)
-        o.v[e] = from_acc<T>(SoftExp<A>::term(ld_a<A>(u.v[e]), mx2) * inv);
+        o.v[e] = soft_val<A>(u.v[e], mx2, inv);
     return o;
 }
 
-/* One vector into a running maximum m (m2 = SoftExp scale of it) and a sum s of exp(x - m), s
- * rescaled when m grows. */
-template <typename A, typename T>
-__device__ __forceinline__ void online_take(const U16<T> &u, A &m, A &m2, A &s)
+/* E values into a running maximum m (m2 = SoftExp scale of it) and a sum s of exp(x - m), s
+ * rescaled when m grows: a vector's (online_take), or one value at a time (edges_take). */
+template <typename A, int E>
+__device__ __forceinline__ void online_take_vals(const A (&v)[E], A &m, A &m2, A &s)
 {
     using X = SoftExp<A>;
-    constexpr int E = U16<T>::E;
-    A v[E];
-#pragma unroll
-    for (int e = 0; e < E; e++)
-        v[e] = ld_a<A>(u.v[e]);
     A vm = v[0]; /* fmax ignores a NaN as the compare-and-select did, in one instruction */
 #pragma unroll
     for (int e = 1; e < E; e++)
@@ -145,6 +146,17 @@ __device__ __forceinline__ void online_take(const U16<T> &u, A &m, A &m2, A &s)
 #pragma unroll
         for (int e = 0; e < E; e++)
             s += X::term(v[e], m2);
+}
+
+/* One vector into a running maximum and sum (online_take_vals). */
+template <typename A, typename T>
+__device__ __forceinline__ void online_take(const U16<T> &u, A &m, A &m2, A &s)
+{
+    A v[U16<T>::E];
+#pragma unroll
+    for (int e = 0; e < U16<T>::E; e++)
+        v[e] = ld_a<A>(u.v[e]);
+    online_take_vals<A>(v, m, m2, s);
 }
 
 /* A row as its 16-byte body and the values either side: h (< E) before its first 16-byte boundary
@@ -179,18 +191,10 @@ template <typename T> __device__ __forceinline__ long long edge_at(const RowSpan
 template <typename A, typename T>
 __device__ __forceinline__ void edges_take(const RowSpan<T> &r, A &m, A &m2, A &s)
 {
-    using X = SoftExp<A>;
 #pragma unroll 1
     for (int k = 0; k < r.h + r.t; k++) {
-        const A v = ld_a<A>(r.x[edge_at(r, k)]);
-        if (v > m) {
-            const A n2 = X::scale(v);
-            s *= X::ratio(m2, n2);
-            m = v;
-            m2 = n2;
-        }
-        if (m != -INFINITY)
-            s += X::term(v, m2);
+        const A v[1] = {ld_a<A>(r.x[edge_at(r, k)])};
+        online_take_vals<A>(v, m, m2, s);
     }
 }
 
@@ -201,7 +205,7 @@ __device__ __forceinline__ void edges_store(const RowSpan<T> &r, A mx2, A inv)
 #pragma unroll 1
     for (int k = 0; k < r.h + r.t; k++) {
         const long long j = edge_at(r, k);
-        r.y[j] = from_acc<T>(SoftExp<A>::term(ld_a<A>(r.x[j]), mx2) * inv);
+        r.y[j] = soft_val<A>(r.x[j], mx2, inv);
     }
 }
 
