@@ -11,14 +11,29 @@ namespace kcuda
 namespace dec
 {
 
+/* Maximum over the W lanes of a group (W a power of two up to 32, lanes of a group adjacent; W
+ * the same for every lane, all of which take part), in one xor tree; every lane gets it. */
+template <typename A> __device__ __forceinline__ A lanes_max(A v, int W)
+{
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1)
+        if (o < W) {
+            const A t = __shfl_xor_sync(0xffffffffu, v, o);
+            v = t > v ? t : v;
+        }
+    return v;
+}
+
+/* Maximum over the warp; every lane gets it. */
+template <typename A> __device__ __forceinline__ A warp_max(A v)
+{
+    return lanes_max(v, 32);
+}
+
 /* Max over the block (blockDim.x a multiple of 32); every thread gets it. */
 template <typename A> __device__ __forceinline__ A block_max(A v, A *red)
 {
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1) {
-        const A t = __shfl_xor_sync(0xffffffffu, v, o);
-        v = t > v ? t : v;
-    }
+    v = warp_max(v);
     const int lane = threadIdx.x & 31, wid = threadIdx.x >> 5, nw = blockDim.x >> 5;
     __syncthreads();
     if (lane == 0)
@@ -225,17 +240,6 @@ __device__ __forceinline__ RowSlice<T> row_slice(const T *x, T *y, long long N, 
     return RowSlice<T>{r, lo, min(r.nv, lo + per), rank == 0 && threadIdx.x == 0 && (r.h | r.t)};
 }
 
-/* Maximum over the warp; every lane gets it. */
-template <typename A> __device__ __forceinline__ A warp_max(A v)
-{
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1) {
-        const A t = __shfl_xor_sync(0xffffffffu, v, o);
-        v = t > v ? t : v;
-    }
-    return v;
-}
-
 /* The row's maximum and sum of exp(x - max) from up to C (<= 8) x nq (<= 32) pairs in one fixed
  * tree: lane q < nq takes pair (r, q) for r = 0 .. C - 1 in order (pair may leave one out: -inf
  * and 0), so every warp that folds them gets the same bits. */
@@ -358,28 +362,6 @@ __global__ void __launch_bounds__(1024) softmax_reg_kernel(const T *x, T *y, lon
 
 /* Warps of softmax_warp_kernel's blocks. */
 #define SMW_WARPS 8
-
-/* Maximum and sum over the W lanes of a group (W a power of two up to 32, lanes of a group
- * adjacent): the xor tree of warp_max and warp_sum cut at W, so that W = 32 gives their bits.
- * Every lane of the warp takes part (W is the same for all). */
-template <typename A> __device__ __forceinline__ A lanes_max(A v, int W)
-{
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1)
-        if (o < W) {
-            const A t = __shfl_xor_sync(0xffffffffu, v, o);
-            v = t > v ? t : v;
-        }
-    return v;
-}
-template <typename A> __device__ __forceinline__ A lanes_sum(A v, int W)
-{
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1)
-        if (o < W)
-            v += __shfl_xor_sync(0xffffffffu, v, o);
-    return v;
-}
 
 /* Short rows, W lanes a row (W a power of two: 32, or for rows of at most 16 vectors the fewest
  * lanes that hold the row at a vector each, 32 / W rows a warp), at most W * VPT vectors a row,

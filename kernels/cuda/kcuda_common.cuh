@@ -490,12 +490,20 @@ __device__ __forceinline__ void rows_vector_offsets(int (&idx)[NV], int cols)
     }
 }
 
-template <typename A> __device__ __forceinline__ A warp_sum(A v)
+/* Sum over the W lanes of a group (W a power of two up to 32, lanes of a group adjacent; W the
+ * same for every lane, all of which take part), in one xor tree; every lane gets the same bits. */
+template <typename A> __device__ __forceinline__ A lanes_sum(A v, int W)
 {
 #pragma unroll
     for (int o = 16; o > 0; o >>= 1)
-        v += __shfl_xor_sync(0xffffffffu, v, o);
+        if (o < W)
+            v += __shfl_xor_sync(0xffffffffu, v, o);
     return v;
+}
+
+template <typename A> __device__ __forceinline__ A warp_sum(A v)
+{
+    return lanes_sum(v, 32);
 }
 
 /* Sum over the block (blockDim.x a multiple of 32, at most 1024); every thread gets the same bits.
