@@ -1536,19 +1536,21 @@ Test(gpu_activations, silu_mul_silu_and_gelu_match_float64)
  * in f64); rows longer than 8 such slices in registers and shared memory over waves
  * ({67, 140000} in f32, {64, 128256} in f64), else read twice ({67, 140000} and {1, 300040} in
  * f64). Rows whose bytes are no multiple of 16 ({1, 1}, {3, 10}, {2, 4097}, {1, 50257}: GPT-2's
- * vocabulary, {3, 1000003}, {777, 7}, and the last five, one a kernel) start at every offset from
- * a 16-byte boundary: each kernel takes their body in 16-byte vectors and the values either side
- * one at a time. The last ten are CUDA's alone. */
+ * vocabulary, {3, 1000003}, {777, 7}, and five of the last seven, one a kernel) start at every
+ * offset from a 16-byte boundary: each kernel takes their body in 16-byte vectors and the values
+ * either side one at a time. The last two are the benchmark's rows just past a wave of 2-block
+ * rows ({67, 128256}: the tile kernel in f32) and under a wave of 1-block rows ({100, 128256}: in
+ * registers and shared memory in bf16 and f16). The last twelve are CUDA's alone. */
 static const int64_t SM[][2] = {
-    {1, 1},      {3, 10},      {4, 2048},    {2, 128256},  {9, 1000},    {3, 50008},
-    {2, 4097},   {70, 65536},  {1, 300040},  {200, 20000}, {1, 50257},   {3, 1000003},
-    {1001, 40},  {777, 7},     {1, 8192},    {1, 16384},   {8, 128256},  {64, 128256},
-    {300, 96},   {2000, 520},  {600, 4096},  {300, 16384}, {140, 65536}, {67, 140000},
-    {8, 128257}, {64, 128257}, {300, 16385}, {600, 4097},  {2000, 521}};
+    {1, 1},       {3, 10},      {4, 2048},    {2, 128256},  {9, 1000},    {3, 50008},   {2, 4097},
+    {70, 65536},  {1, 300040},  {200, 20000}, {1, 50257},   {3, 1000003}, {1001, 40},   {777, 7},
+    {1, 8192},    {1, 16384},   {8, 128256},  {64, 128256}, {300, 96},    {2000, 520},  {600, 4096},
+    {300, 16384}, {140, 65536}, {67, 140000}, {8, 128257},  {64, 128257}, {300, 16385}, {600, 4097},
+    {2000, 521},  {67, 128256}, {100, 128256}};
 
 static size_t softmax_cases(baton_device_kind kind)
 {
-    return sizeof SM / sizeof SM[0] - (kind == BATON_DEVICE_CUDA ? 0 : 10);
+    return sizeof SM / sizeof SM[0] - (kind == BATON_DEVICE_CUDA ? 0 : 12);
 }
 
 /* softmax of fresh [rows, N] values in dt against float64; on CUDA x and y shift_in and shift_out
@@ -1627,10 +1629,10 @@ Test(gpu_softmax, matches_float64_at_any_offset)
 Test(gpu_softmax, gives_the_same_bits_run_to_run)
 {
     skip_without_gpu();
-    static const int64_t SHAPES[][2] = {{1, 128256},  {8, 128256},  {64, 128256}, {1, 300040},
-                                        {200, 20000}, {600, 4096},  {300, 16384}, {140, 65536},
-                                        {67, 140000}, {2000, 520},  {1, 50257},   {8, 128257},
-                                        {64, 128257}, {300, 16385}, {2000, 521},  {1001, 40}};
+    static const int64_t SHAPES[][2] = {
+        {1, 128256},  {8, 128256},  {64, 128256}, {1, 300040}, {200, 20000}, {600, 4096},
+        {300, 16384}, {140, 65536}, {67, 140000}, {2000, 520}, {1, 50257},   {8, 128257},
+        {64, 128257}, {300, 16385}, {2000, 521},  {1001, 40},  {67, 128256}};
     for (size_t k = 0; k < sizeof SHAPES / sizeof SHAPES[0]; k++) {
         test_rng r = {test_fresh_seed()};
         call c = {.target = "softmax", .n_in = 1};

@@ -1483,6 +1483,9 @@ int main(int argc, char **argv)
              (double)(8192.0 * 2048 * 4));
     bench_op("softmax", "softmax", {td(BF, {65536, 128})}, {fl}, td(BF, {65536, 128}), {},
              (double)(65536.0 * 128 * 4));
+    /* bf16 rows a block each (in registers and shared memory), fewer than the SMs */
+    bench_op("softmax", "softmax", {td(BF, {100, V})}, {fl}, td(BF, {100, V}), {},
+             (double)(100.0 * V * 4));
     /* one short row: a cluster of 8 blocks */
     bench_op("softmax", "softmax", {td(F32, {1, 8192})}, {fl}, td(F32, {1, 8192}), {},
              (double)(8192.0 * 8));
