@@ -287,15 +287,14 @@ static void expect_close(const call *c, baton_device_kind kind, const void *out,
 
 /* On CUDA a block a row of the fewest warps that hold it at 16 bytes a thread (rows of 896 and
  * 1000: threads past the row's end; 64 in f32: one warp), a byte a thread where rows are no
- * multiple of 16 bytes (33), chunks of 256 threads past 4 KB (2048 but in bf16 and f16). */
+ * multiple of 16 bytes (33), chunks of 256 threads past 4 KB (2048 but in bf16 and f16); many
+ * rows two a block (9001: the last block holds one). */
 static const struct {
     baton_dtype idt;
     int64_t rows, V, D;
-} EMB[] = {{BATON_DTYPE_I64, 1, 1000, 64},
-           {BATON_DTYPE_I32, 7, 50, 33},
-           {BATON_DTYPE_I64, 17, 300, 2048},
-           {BATON_DTYPE_I32, 40, 500, 896},
-           {BATON_DTYPE_I64, 9, 100, 1000}};
+} EMB[] = {{BATON_DTYPE_I64, 1, 1000, 64},   {BATON_DTYPE_I32, 7, 50, 33},
+           {BATON_DTYPE_I64, 17, 300, 2048}, {BATON_DTYPE_I32, 40, 500, 896},
+           {BATON_DTYPE_I64, 9, 100, 1000},  {BATON_DTYPE_I64, 9001, 700, 896}};
 
 static void embedding_table(baton_device_kind kind)
 {
@@ -330,23 +329,32 @@ Test(gpu_embedding, gathers_table_rows_exactly)
     embedding_table(BATON_DEVICE_CUDA);
 }
 
-static void embedding_bad_id(baton_device_kind kind)
+/* An id of 10 in a table of 10 rows at row `at` of `rows` (on CUDA 9001 rows take two a block:
+ * `at` odd is a block's second row). */
+static void embedding_bad_id_at(baton_device_kind kind, int64_t rows, int64_t at)
 {
     test_rng r = {test_fresh_seed()};
     call c = {.target = "embedding", .n_in = 2};
-    c.in[0] = DESC(BATON_DTYPE_I64, 4);
+    c.in[0] = DESC(BATON_DTYPE_I64, rows);
     c.in[1] = DESC(BATON_DTYPE_F32, 10, 8);
-    c.out = DESC(BATON_DTYPE_F32, 4, 8);
-    c.host[0] = index_buf(&r, BATON_DTYPE_I64, 4, 10);
-    ((int64_t *)c.host[0])[2] = 10;
+    c.out = DESC(BATON_DTYPE_F32, rows, 8);
+    c.host[0] = index_buf(&r, BATON_DTYPE_I64, rows, 10);
+    ((int64_t *)c.host[0])[at] = 10;
     c.host[1] = rand_buf(&r, &c.in[1], 1.0);
-    char out[4 * 8 * 4], err[512];
+    char *out = malloc((size_t)rows * 8 * 4), err[512];
     int rc = run_call(kind, &c, out, err, sizeof err);
     cr_assert_eq(rc, BATON_EKERNEL, "an id of 10 in a table of 10 rows gave %d", rc);
     cr_assert(strstr(err, "10") && strstr(err, "[0, 10)"), "message: %s", err);
     if (kind == BATON_DEVICE_CUDA)
         cr_assert(strstr(err, "step #0"), "the CUDA message names the step: %s", err);
+    free(out);
     free_call(&c);
+}
+
+static void embedding_bad_id(baton_device_kind kind)
+{
+    embedding_bad_id_at(kind, 4, 2);
+    embedding_bad_id_at(kind, 9001, 8999);
 }
 
 Test(decoder_embedding, refuses_an_id_outside_the_table_at_run_time)

@@ -36,6 +36,38 @@ __global__ void embedding_kernel(const I *ids, const char *table, char *out, lon
     if (raw != id && c == 0 && threadIdx.x == 0)
         record(DEC_EMBEDDING, step, r, raw, V);
 }
+
+/* Two rows a block (rows 2b and 2b + 1; the last block may hold one), 16 bytes of each a thread,
+ * for many rows of at most 4 KB of 16-byte units: both ids' loads, then both rows' loads, are in
+ * flight together, so that each block's wait for an id and then its row covers twice the bytes
+ * (8192 rows of 896 bf16 were bound by that chain, a block a row). */
+template <typename I>
+__global__ void embedding_pair_kernel(const I *ids, const char *table, char *out, long long rows,
+                                      long long V, long long row_bytes, int step)
+{
+    const long long r0 = 2LL * blockIdx.x, k = threadIdx.x * 16LL;
+    const bool two = r0 + 1 < rows;
+    pdl_wait(); /* ids and the table may be a predecessor's outputs */
+    pdl_trigger();
+    const long long raw0 = ld_idx(ids, r0), raw1 = two ? ld_idx(ids, r0 + 1) : 0;
+    const long long id0 = raw0 < 0 ? 0 : raw0 >= V ? V - 1 : raw0;
+    const long long id1 = raw1 < 0 ? 0 : raw1 >= V ? V - 1 : raw1;
+    if (k < row_bytes) {
+        const uint4 a = __ldg(reinterpret_cast<const uint4 *>(table + id0 * row_bytes + k));
+        uint4 b;
+        if (two)
+            b = __ldg(reinterpret_cast<const uint4 *>(table + id1 * row_bytes + k));
+        *reinterpret_cast<uint4 *>(out + r0 * row_bytes + k) = a;
+        if (two)
+            *reinterpret_cast<uint4 *>(out + (r0 + 1) * row_bytes + k) = b;
+    }
+    if (threadIdx.x == 0) {
+        if (raw0 != id0)
+            record(DEC_EMBEDDING, step, r0, raw0, V);
+        if (two && raw1 != id1)
+            record(DEC_EMBEDDING, step, r0 + 1, raw1, V);
+    }
+}
 } /* namespace dec */
 } /* namespace kcuda */
 
@@ -70,6 +102,19 @@ extern "C" int baton__kcuda_embedding(const baton_exec_ctx *ctx, void **buffers,
     const int threads =
         row_bytes > 256 * 16 ? 256 : (int)std::max(32LL, (row_bytes + 511) / 512 * 32);
     const long long chunks = (row_bytes + threads * 16LL - 1) / (threads * 16LL);
+    /* rows that fill the SMs many times over even two a block: two a block */
+    if (vec && chunks == 1 && (s.rows + 1) / 2 >= 16 * sm_count(ctx) &&
+        (s.rows + 1) / 2 <= 0x7fffffffLL) {
+        const unsigned g = (unsigned)((s.rows + 1) / 2);
+        return s.idx_dt == BATON_DTYPE_I32
+                   ? launch(ctx, "embedding", embedding_pair_kernel<int>, g, threads, 0, 1,
+                            (const int *)buffers[0], (const char *)buffers[1], (char *)buffers[2],
+                            (long long)s.rows, (long long)s.V, row_bytes, ctx->step_index)
+                   : launch(ctx, "embedding", embedding_pair_kernel<long long>, g, threads, 0, 1,
+                            (const long long *)buffers[0], (const char *)buffers[1],
+                            (char *)buffers[2], (long long)s.rows, (long long)s.V, row_bytes,
+                            ctx->step_index);
+    }
     const long long grid = s.rows * chunks;
     if (grid > 0x7fffffffLL)
         return baton__ctx_fail(ctx, BATON_EINVAL, "embedding: %lld rows is too many for one launch",
