@@ -1484,7 +1484,9 @@ static double gelu_ref(double x, int tanh_form)
     return 0.5 * x * erfc(-x / sqrt(2.0));
 }
 
-static void act_table(baton_device_kind kind)
+/* silu_mul, silu and gelu of fresh values against float64; on CUDA input 0 and the output
+ * shift_in and shift_out values past a 16-byte boundary (where that stays under 16 bytes). */
+static void act_table_at(baton_device_kind kind, int shift_in, int shift_out)
 {
     static const char *ops[] = {"silu_mul", "silu", "gelu", "gelu"};
     for (int o = 0; o < 4; o++)
@@ -1493,7 +1495,11 @@ static void act_table(baton_device_kind kind)
                 test_rng r = {test_fresh_seed()};
                 const baton_dtype dt = FLOATS[f];
                 const int64_t n = EW_N[k];
-                call c = {.target = ops[o], .n_in = o == 0 ? 2 : 1};
+                const int esz = (int)baton_dtype_size(dt);
+                call c = {.target = ops[o],
+                          .n_in = o == 0 ? 2 : 1,
+                          .shift_in = shift_in * esz < 16 ? shift_in * esz : 0,
+                          .shift_out = shift_out * esz < 16 ? shift_out * esz : 0};
                 c.in[0] = DESC(dt, 1, n);
                 c.in[1] = c.in[0];
                 c.out = c.in[0];
@@ -1522,12 +1528,20 @@ static void act_table(baton_device_kind kind)
 
 Test(decoder_activations, silu_mul_silu_and_gelu_match_float64)
 {
-    act_table(BATON_DEVICE_CPU);
+    act_table_at(BATON_DEVICE_CPU, 0, 0);
 }
 Test(gpu_activations, silu_mul_silu_and_gelu_match_float64)
 {
     skip_without_gpu();
-    act_table(BATON_DEVICE_CUDA);
+    act_table_at(BATON_DEVICE_CUDA, 0, 0);
+}
+/* x and y at one offset (16-byte units after a head of single values; silu_mul's second input
+ * stays on 16 bytes, so its buffers are at two offsets), and at two offsets (every value alone). */
+Test(gpu_activations, match_float64_at_any_offset)
+{
+    skip_without_gpu();
+    act_table_at(BATON_DEVICE_CUDA, 1, 1);
+    act_table_at(BATON_DEVICE_CUDA, 3, 1);
 }
 
 /* On CUDA (an H200's 132 SMs): rows of at most 1024 values (256 in f64) a warp a row, eight a
@@ -2258,9 +2272,11 @@ static int run_multi(baton_device_kind kind, const char *target, int n_in,
 /* swiglu(gu) against silu_mul(gu[:, :F], gu[:, F:]), bit for bit, every dtype. */
 static void swiglu_table(baton_device_kind kind)
 {
-    /* the last only on CUDA: the units-in-flight loop (see EW_N) */
-    static const int64_t RF[][2] = {{1, 8192}, {3, 24}, {5, 7}, {1025, 8192}};
-    const size_t nrf = sizeof RF / sizeof RF[0] - (kind == BATON_DEVICE_CUDA ? 0 : 1);
+    /* F of no whole 16 bytes (7, 8191) takes CUDA's kernel of single values; the last two only on
+     * CUDA: the loops that keep several units or values in flight a thread (see EW_N) */
+    static const int64_t RF[][2] = {{1, 8192}, {3, 24},      {5, 7},
+                                    {2, 8191}, {1025, 8192}, {1025, 8191}};
+    const size_t nrf = sizeof RF / sizeof RF[0] - (kind == BATON_DEVICE_CUDA ? 0 : 2);
     for (size_t k = 0; k < nrf; k++)
         for (int f = 0; f < 4; f++) {
             test_rng r = {test_fresh_seed()};

@@ -1,5 +1,6 @@
 /* decoder_elementwise.cu: silu_mul, silu, gelu, swiglu and cast on CUDA: 16-byte units, several
- * in flight a thread, over a grid-stride loop (the last few elements one a thread). */
+ * in flight a thread, over a grid-stride loop (the last few elements one a thread); buffers at
+ * different offsets from 16 bytes, values one at a time, as many in flight. */
 #include "kernels/cuda/decoder_common.cuh"
 
 namespace kcuda
@@ -71,10 +72,14 @@ template <typename T> __host__ __device__ constexpr int units_in_flight()
     return sizeof(T) <= 2 ? 4 : sizeof(T) == 4 ? 2 : 1;
 }
 
+/* Values in flight a thread, per input, where the buffers sit at different offsets from 16 bytes
+ * and go one value at a time (a warp's loads still one contiguous run): one a thread took a
+ * silu_mul and a swiglu of odd F to 2.8x the copy. */
+#define EW_SCALAR 8
+
 /* swiglu: y[r, c] = silu(gu[r, c]) * gu[r, F + c], with silu_mul's arithmetic (act_f), so the
- * same bits; 8 elements a unit when F is a multiple of 8 and the rows start on 16 bytes. */
-template <typename T>
-__global__ void swiglu_kernel(const T *gu, T *y, long long n, long long F, int vec)
+ * same bits; 8 elements a unit, where F is a multiple of 8 and gu and y start on 16 bytes. */
+template <typename T> __global__ void swiglu_kernel(const T *gu, T *y, long long n, long long F)
 {
     using A = typename Acc<T>::A;
     constexpr int U = units_in_flight<T>();
@@ -82,53 +87,76 @@ __global__ void swiglu_kernel(const T *gu, T *y, long long n, long long F, int v
     pdl_trigger();
     const long long stride = (long long)gridDim.x * blockDim.x;
     long long u = (long long)blockIdx.x * blockDim.x + threadIdx.x;
-    if (vec) {
-        const long long units = n / 8, Fu = F / 8;
-        for (; u + (U - 1) * stride < units; u += U * stride) {
-            alignas(16) T va[U][8];
-            alignas(16) T vb[U][8];
+    const long long units = n / 8, Fu = F / 8;
+    for (; u + (U - 1) * stride < units; u += U * stride) {
+        alignas(16) T va[U][8];
+        alignas(16) T vb[U][8];
 #pragma unroll
-            for (int j = 0; j < U; j++) {
-                const long long w = u + j * stride, r = w < Fu ? 0 : row_of(w, Fu),
-                                c = (w - r * Fu) * 8;
-                ld8(gu + r * 2 * F + c, va[j]);
-                ld8(gu + r * 2 * F + F + c, vb[j]);
-            }
-#pragma unroll
-            for (int j = 0; j < U; j++) {
-                alignas(16) T vy[8];
-#pragma unroll
-                for (int e = 0; e < 8; e++)
-                    vy[e] =
-                        from_acc<T>(act_f<A, ACT_SILU_MUL>(ld_a<A>(va[j][e]), ld_a<A>(vb[j][e])));
-                st8(y + (u + j * stride) * 8, vy);
-            }
+        for (int j = 0; j < U; j++) {
+            const long long w = u + j * stride, r = w < Fu ? 0 : row_of(w, Fu),
+                            c = (w - r * Fu) * 8;
+            ld8(gu + r * 2 * F + c, va[j]);
+            ld8(gu + r * 2 * F + F + c, vb[j]);
         }
-        for (; u < units; u += stride) {
-            /* row 0 (a decode step's only row) without the division: the loads' addresses wait
-             * for it */
-            const long long r = u < Fu ? 0 : row_of(u, Fu), c = (u - r * Fu) * 8;
-            alignas(16) T va[8];
-            alignas(16) T vb[8];
+#pragma unroll
+        for (int j = 0; j < U; j++) {
             alignas(16) T vy[8];
-            ld8(gu + r * 2 * F + c, va);
-            ld8(gu + r * 2 * F + F + c, vb);
 #pragma unroll
             for (int e = 0; e < 8; e++)
-                vy[e] = from_acc<T>(act_f<A, ACT_SILU_MUL>(ld_a<A>(va[e]), ld_a<A>(vb[e])));
-            st8(y + u * 8, vy);
+                vy[e] = from_acc<T>(act_f<A, ACT_SILU_MUL>(ld_a<A>(va[j][e]), ld_a<A>(vb[j][e])));
+            st8(y + (u + j * stride) * 8, vy);
         }
-    } else {
-        for (long long i = u; i < n; i += stride) {
-            const long long r = i / F, c = i % F;
-            y[i] = from_acc<T>(
-                act_f<A, ACT_SILU_MUL>(ld_a<A>(gu[r * 2 * F + c]), ld_a<A>(gu[r * 2 * F + F + c])));
-        }
+    }
+    for (; u < units; u += stride) {
+        /* row 0 (a decode step's only row) without the division: the loads' addresses wait
+         * for it */
+        const long long r = u < Fu ? 0 : row_of(u, Fu), c = (u - r * Fu) * 8;
+        alignas(16) T va[8];
+        alignas(16) T vb[8];
+        alignas(16) T vy[8];
+        ld8(gu + r * 2 * F + c, va);
+        ld8(gu + r * 2 * F + F + c, vb);
+#pragma unroll
+        for (int e = 0; e < 8; e++)
+            vy[e] = from_acc<T>(act_f<A, ACT_SILU_MUL>(ld_a<A>(va[e]), ld_a<A>(vb[e])));
+        st8(y + u * 8, vy);
     }
 }
 
+/* swiglu where the halves are not all on 16 bytes (F of no whole 16 bytes, or gu or y a view at
+ * an offset): blocks take pieces of a row of EW_SCALAR values a thread, consecutive threads
+ * consecutive values, one division a piece (the row) rather than one a value. */
+template <typename T>
+__global__ void swiglu_rows_kernel(const T *gu, T *y, long long rows, long long F, long long ppr)
+{
+    using A = typename Acc<T>::A;
+    constexpr int S = EW_SCALAR;
+    pdl_wait(); /* gu may be a predecessor's output */
+    pdl_trigger();
+    const long long pieces = rows * ppr, nt = blockDim.x;
+    for (long long q = blockIdx.x; q < pieces; q += gridDim.x) {
+        const long long r = row_of(q, ppr), c0 = (q - r * ppr) * S * nt + threadIdx.x;
+        const T *g = gu + r * 2 * F;
+        T *yr = y + r * F;
+        T va[S], vb[S];
+#pragma unroll
+        for (int j = 0; j < S; j++)
+            if (c0 + j * nt < F) {
+                va[j] = g[c0 + j * nt];
+                vb[j] = g[F + c0 + j * nt];
+            }
+#pragma unroll
+        for (int j = 0; j < S; j++)
+            if (c0 + j * nt < F)
+                yr[c0 + j * nt] =
+                    from_acc<T>(act_f<A, ACT_SILU_MUL>(ld_a<A>(va[j]), ld_a<A>(vb[j])));
+    }
+}
+
+/* vec: 16-byte units from `head` on (a, b and y at one offset from 16 bytes; the head values
+ * before the first boundary one a thread); else every value alone, EW_SCALAR in flight a thread. */
 template <typename TI, typename TO, int K>
-__global__ void act_kernel(const TI *a, const TI *b, TO *y, long long n, int vec)
+__global__ void act_kernel(const TI *a, const TI *b, TO *y, long long n, int vec, int head)
 {
     using A = typename Acc<TI>::A;
     constexpr int U = units_in_flight<TI>();
@@ -136,6 +164,14 @@ __global__ void act_kernel(const TI *a, const TI *b, TO *y, long long n, int vec
     pdl_trigger();
     const long long stride = (long long)gridDim.x * blockDim.x,
                     t0 = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (head > 0) {
+        if (t0 < head)
+            y[t0] = from_acc<TO>(
+                act_f<A, K>(ld_a<A>(a[t0]), K == ACT_SILU_MUL ? ld_a<A>(b[t0]) : (A)0));
+        a += head, y += head, n -= head;
+        if (K == ACT_SILU_MUL)
+            b += head;
+    }
     long long u = t0;
     auto apply = [](const TI(&va)[8], const TI(&vb)[8], TO(&vy)[8]) {
 #pragma unroll
@@ -174,6 +210,21 @@ __global__ void act_kernel(const TI *a, const TI *b, TO *y, long long n, int vec
             st8(y + u * 8, vy);
         }
         u = units * 8 + t0; /* the last n % 8 elements */
+    } else {
+        constexpr int S = EW_SCALAR;
+        for (; u + (S - 1) * stride < n; u += S * stride) {
+            TI va[S], vb[S];
+#pragma unroll
+            for (int j = 0; j < S; j++) {
+                va[j] = a[u + j * stride];
+                if (K == ACT_SILU_MUL)
+                    vb[j] = b[u + j * stride];
+            }
+#pragma unroll
+            for (int j = 0; j < S; j++)
+                y[u + j * stride] = from_acc<TO>(
+                    act_f<A, K>(ld_a<A>(va[j]), K == ACT_SILU_MUL ? ld_a<A>(vb[j]) : (A)0));
+        }
     }
     for (long long i = u; i < n; i += stride) {
         const A x = ld_a<A>(a[i]);
@@ -267,14 +318,20 @@ static int act_launch(const baton_exec_ctx *ctx, void **b, const dec_shape &s, i
     /* gelu's erf form with 16-bit results: gelu_erf_fast (bf16 at 32 MB: 1.11x the copy, not
      * 1.95x) */
     constexpr int K = K0 == ACT_GELU_ERF && sizeof(TI) == 2 ? ACT_GELU_ERF_FAST : K0;
-    /* 16-byte units where every buffer starts on 16 bytes, the last n % 8 elements one a thread */
-    const int vec = al16(b[0]) && al16(b[binary ? 2 : 1]) && (!binary || al16(b[1]));
+    static_assert(sizeof(TI) == sizeof(TO), "one offset from 16 bytes is one element count");
+    /* 16-byte units where every buffer sits at one offset from 16 bytes (the values before the
+     * first boundary and the last n % 8 one a thread), else the values one at a time */
+    const uintptr_t off = (uintptr_t)b[0] & 15;
+    const int vec = off % sizeof(TI) == 0 && ((uintptr_t)b[binary ? 2 : 1] & 15) == off &&
+                    (!binary || ((uintptr_t)b[1] & 15) == off);
+    const int head = vec && off ? (int)std::min<long long>(s.n, (16 - off) / sizeof(TI)) : 0;
     const int threads = 256;
     const int grid =
-        wave_grid(ctx, (const void *)act_kernel<TI, TO, K>, vec ? (s.n + 7) / 8 : s.n, threads);
+        wave_grid(ctx, (const void *)act_kernel<TI, TO, K>,
+                  vec ? (s.n - head + 7) / 8 : (s.n + EW_SCALAR - 1) / EW_SCALAR, threads);
     return launch(ctx, "elementwise", act_kernel<TI, TO, K>, (unsigned)grid, threads, 0, 1,
                   (const TI *)b[0], binary ? (const TI *)b[1] : (const TI *)nullptr,
-                  (TO *)b[binary ? 2 : 1], (long long)s.n, vec);
+                  (TO *)b[binary ? 2 : 1], (long long)s.n, vec, head);
 }
 
 template <int K> static int act_dispatch(const baton_exec_ctx *ctx, void **b, const dec_shape &s)
@@ -298,11 +355,18 @@ extern "C" int baton__kcuda_silu_mul(const baton_exec_ctx *ctx, void **buffers, 
 template <typename T>
 static int swiglu_launch(const baton_exec_ctx *ctx, void **b, const dec_shape &s)
 {
-    const int vec = s.F % 8 == 0 && al16(b[0]) && al16(b[1]);
     const int threads = 256;
-    const int grid = wave_grid(ctx, (const void *)swiglu_kernel<T>, vec ? s.n / 8 : s.n, threads);
-    return launch(ctx, "swiglu", swiglu_kernel<T>, (unsigned)grid, threads, 0, 1, (const T *)b[0],
-                  (T *)b[1], (long long)s.n, (long long)s.F, vec);
+    if (s.F % 8 == 0 && al16(b[0]) && al16(b[1])) {
+        const int grid = wave_grid(ctx, (const void *)swiglu_kernel<T>, s.n / 8, threads);
+        return launch(ctx, "swiglu", swiglu_kernel<T>, (unsigned)grid, threads, 0, 1,
+                      (const T *)b[0], (T *)b[1], (long long)s.n, (long long)s.F);
+    }
+    const long long rows = s.F ? s.n / s.F : 0,
+                    ppr = (s.F + EW_SCALAR * threads - 1) / (EW_SCALAR * threads);
+    const int grid = wave_grid(ctx, (const void *)swiglu_rows_kernel<T>,
+                               std::max(1LL, rows * ppr) * threads, threads);
+    return launch(ctx, "swiglu", swiglu_rows_kernel<T>, (unsigned)grid, threads, 0, 1,
+                  (const T *)b[0], (T *)b[1], rows, (long long)s.F, ppr);
 }
 
 extern "C" int baton__kcuda_swiglu(const baton_exec_ctx *ctx, void **buffers, const char *opaque,
