@@ -171,6 +171,25 @@ def main():
         us = time_graph(lambda i: F.gelu(x[i % n]), min(max(n, 16), 256))
         record("gelu", "bf16[%d,8192]" % rows, "torch F.gelu", nbytes, us, False)
         del x
+    # F.silu(a) * b of bf16 [rows, 8192] (silu_mul), and of the halves of one [rows, 2F] (swiglu:
+    # the gate_up GEMM's output; F = 8192 and an odd 8191, whose halves sit at different offsets)
+    for rows in (1, 2048) if want("silu_mul") else ():
+        nbytes = rows * 8192 * 2 * 3
+        n = sets_for(nbytes)
+        a = [torch.randn(rows, 8192, device=dev, dtype=torch.bfloat16) for _ in range(n)]
+        b = [torch.randn(rows, 8192, device=dev, dtype=torch.bfloat16) for _ in range(n)]
+        us = time_graph(lambda i: F.silu(a[i % n]) * b[i % n], min(max(n, 16), 256))
+        record("silu_mul", "bf16[%d,8192]" % rows, "torch F.silu(a) * b", nbytes, us, False)
+        del a, b
+    for ff, rows in ((8192, 1), (8192, 2048), (8191, 1), (8191, 2048)) if want("swiglu") else ():
+        nbytes = rows * ff * 2 * 3
+        n = sets_for(nbytes)
+        gu = [torch.randn(rows, 2 * ff, device=dev, dtype=torch.bfloat16) for _ in range(n)]
+        us = time_graph(lambda i: F.silu(gu[i % n][..., :ff]) * gu[i % n][..., ff:],
+                        min(max(n, 16), 256))
+        record("swiglu", "bf16[%d,%d]" % (rows, 2 * ff), "torch F.silu(gu[..., :F]) * gu[..., F:]",
+               nbytes, us, False)
+        del gu
     # the reference table, and rows of 896 (Qwen2.5-0.5B: vocabulary 151936) as "embedding d896"
     for op, V, D in (("embedding", 128256, 2048), ("embedding d896", 151936, 896)):
         if not want(op):
