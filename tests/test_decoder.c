@@ -1626,13 +1626,16 @@ Test(gpu_softmax, matches_float64_over_the_last_dim)
 
 /* x and y inside larger buffers: at the same offset from a 16-byte boundary, every row splits
  * into a 16-byte body and values either side, in each kernel (a warp a row, registers, the grid,
- * registers and shared memory, slices, read twice); at different offsets, the loop kernel. */
+ * registers and shared memory, slices, read twice); at different offsets, split by x's offset with
+ * y's body stored a value at a time, by groups of lanes ({777, 7}, {1001, 40}), a warp a row
+ * ({2000, 520}) or read twice (the rest). */
 Test(gpu_softmax, matches_float64_at_any_offset)
 {
     skip_without_gpu();
     static const int64_t SHAPES[][2] = {{2000, 520},  {4, 2048},    {2, 128256},
-                                        {64, 128256}, {300, 16384}, {3, 1000003}};
-    static const int SHIFTS[][2] = {{4, 4}, {8, 8}, {4, 12}};
+                                        {64, 128256}, {300, 16384}, {3, 1000003},
+                                        {777, 7},     {1001, 40},   {1, 50257}};
+    static const int SHIFTS[][2] = {{4, 4}, {8, 8}, {4, 12}, {0, 4}, {12, 0}};
     for (size_t k = 0; k < sizeof SHAPES / sizeof SHAPES[0]; k++)
         for (size_t i = 0; i < sizeof SHIFTS / sizeof SHIFTS[0]; i++) {
             softmax_case(BATON_DEVICE_CUDA, BATON_DTYPE_F32, SHAPES[k][0], SHAPES[k][1],

@@ -61,7 +61,7 @@ template <typename T> __device__ __forceinline__ void st16_stream(T *p, const U1
     __stcs(reinterpret_cast<uint4 *>(p), *reinterpret_cast<const uint4 *>(u.v));
 }
 
-static inline bool al16(const void *p)
+__host__ __device__ static inline bool al16(const void *p)
 {
     return ((uintptr_t)p & 15) == 0;
 }

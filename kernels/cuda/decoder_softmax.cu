@@ -45,9 +45,9 @@ template <typename A> __device__ __forceinline__ A block_max(A v, A *red)
     return m;
 }
 
-/* Block per row; each thread adds its strided elements in order, then a fixed tree. For x and y
- * at different offsets from a 16-byte boundary (no split of a row into 16-byte vectors serves
- * both), and f64 rows too long for the other kernels' registers. */
+/* Block per row; each thread adds its strided elements in order, then a fixed tree. For f64 rows
+ * too long for the other kernels' registers (x and y at different offsets from a 16-byte boundary
+ * took it too, at 52x the copy: now the warp and read-twice kernels' instances for that). */
 template <typename T>
 __global__ void __launch_bounds__(1024) softmax_kernel(const T *x, T *y, long long N)
 {
@@ -174,11 +174,13 @@ __device__ __forceinline__ void online_take(const U16<T> &u, A &m, A &m2, A &s)
     online_take_vals<A>(v, m, m2, s);
 }
 
-/* A row as its 16-byte body and the values either side: h (< E) before its first 16-byte boundary
+/* A row as its 16-byte body and the values either side: h (< E) before x's first 16-byte boundary
  * and t (< E) after its last whole vector. Rows whose bytes are no multiple of 16 start at every
- * offset; x and y are offset alike (the launch asks), so one split serves both, and every kernel
- * keeps its 16-byte loads, copies and stores for the body (the loop kernel, a block a row reading
- * it three times a value at a time, took 52x the copy over 7 rows of 1000003 f32). */
+ * offset, and every kernel keeps its 16-byte loads and copies for the body (the loop kernel, a
+ * block a row reading it three times a value at a time, took 52x the copy over 7 rows of 1000003
+ * f32); its stores are 16 bytes too, at y's own 16-byte boundaries where y sits at another offset
+ * (a view: apart_put, in instances of the warp and read-twice kernels of their own, since a branch
+ * in the others' stores cost softmax_reg_kernel<float, 8> 40 bytes of spills). */
 template <typename T> struct RowSpan {
     const T *x; /* the body's first vector, of x and of y */
     T *y;
@@ -194,6 +196,81 @@ __device__ __forceinline__ RowSpan<T> row_span(const T *x, T *y, long long row, 
     const int h = (int)min((long long)((E - off) % E), N);
     const long long nv = (N - h) / E;
     return RowSpan<T>{xr + h, y + row * N + h, nv, h, (int)(N - h - nv * E)};
+}
+
+/* y at another offset from 16 bytes than x (a view): the body is x's, and y's 16-byte vectors each
+ * straddle two of x's. join16(a, b, B) is the 16 bytes from byte B (0 < B < 16) of a then b, by
+ * selects over B / 4 that keep every word index constant, so the words stay in registers. */
+template <typename T>
+__device__ __forceinline__ U16<T> join16(const U16<T> &a, const U16<T> &b, int B)
+{
+    const uint4 ua = *reinterpret_cast<const uint4 *>(a.v),
+                ub = *reinterpret_cast<const uint4 *>(b.v);
+    const unsigned sh = 8u * (unsigned)(B & 3);
+    auto f = [sh](unsigned lo, unsigned hi) { return __funnelshift_r(lo, hi, sh); };
+    const int w = B >> 2;
+    const uint4 r =
+        w == 0   ? make_uint4(f(ua.x, ua.y), f(ua.y, ua.z), f(ua.z, ua.w), f(ua.w, ub.x))
+        : w == 1 ? make_uint4(f(ua.y, ua.z), f(ua.z, ua.w), f(ua.w, ub.x), f(ub.x, ub.y))
+        : w == 2 ? make_uint4(f(ua.z, ua.w), f(ua.w, ub.x), f(ub.x, ub.y), f(ub.y, ub.z))
+                 : make_uint4(f(ua.w, ub.x), f(ub.x, ub.y), f(ub.y, ub.z), f(ub.z, ub.w));
+    U16<T> u;
+    *reinterpret_cast<uint4 *>(u.v) = r;
+    return u;
+}
+
+/* A vector from the lane d above (shfl16_down) or from lane `from` (shfl16_from), all 32 lanes. */
+template <typename T> __device__ __forceinline__ U16<T> shfl16_down(const U16<T> &u, int d)
+{
+    uint4 w = *reinterpret_cast<const uint4 *>(u.v);
+    w.x = __shfl_down_sync(0xffffffffu, w.x, d);
+    w.y = __shfl_down_sync(0xffffffffu, w.y, d);
+    w.z = __shfl_down_sync(0xffffffffu, w.z, d);
+    w.w = __shfl_down_sync(0xffffffffu, w.w, d);
+    U16<T> r;
+    *reinterpret_cast<uint4 *>(r.v) = w;
+    return r;
+}
+template <typename T> __device__ __forceinline__ U16<T> shfl16_from(const U16<T> &u, int from)
+{
+    uint4 w = *reinterpret_cast<const uint4 *>(u.v);
+    w.x = __shfl_sync(0xffffffffu, w.x, from);
+    w.y = __shfl_sync(0xffffffffu, w.y, from);
+    w.z = __shfl_sync(0xffffffffu, w.z, from);
+    w.w = __shfl_sync(0xffffffffu, w.w, from);
+    U16<T> r;
+    *reinterpret_cast<uint4 *>(r.v) = w;
+    return r;
+}
+
+/* Output vector j of a body of nv vectors (out; nx: vector j + 1's, where j + 1 < nv) into y's
+ * body yb, which starts ob bytes past 16 (0 < ob < 16): the aligned 16 bytes that hold out's last
+ * ob bytes and nx's first 16 - ob; the values before the body's first such vector (by vector 0's
+ * thread) and after its last (by vector nv - 1's) one at a time. Every other store is whole and
+ * aligned, and a warp's are one run (every value stored alone took bf16[1024,32000] to 4.9x the
+ * copy). */
+template <bool STREAM, typename T>
+__device__ __forceinline__ void apart_put(T *yb, long long j, long long nv, int ob,
+                                          const U16<T> &out, const U16<T> &nx)
+{
+    constexpr int E = U16<T>::E;
+    const int o = ob / (int)sizeof(T);
+    if (j == 0) /* every index constant, predicated: out stays in registers */
+#pragma unroll
+        for (int e = 0; e < E; e++)
+            if (e < E - o)
+                yb[e] = out.v[e];
+    if (j + 1 < nv) {
+        T *const p = yb + (j + 1) * E - o;
+        if constexpr (STREAM)
+            st16_stream(p, join16(out, nx, 16 - ob));
+        else
+            st16(p, join16(out, nx, 16 - ob));
+    } else
+#pragma unroll
+        for (int e = 0; e < E; e++)
+            if (e >= E - o)
+                yb[j * E + e] = out.v[e];
 }
 
 /* The row's values before and after its body (edge k of h + t: x[k - h] or the tail's
@@ -371,9 +448,12 @@ __global__ void __launch_bounds__(1024) softmax_reg_kernel(const T *x, T *y, lon
  * 7.1x the copy over 65536 rows of 128 bf16: the blocks' launch and barriers, not the bytes; a
  * warp a row 1.40x, half its lanes idle). EDGES: rows may have values outside a 16-byte body
  * (row_span), taken by the row's first lane; else every row is body, and its address is all the
- * lanes compute before their loads. */
-template <typename T, int VPT, bool EDGES>
-__global__ void __launch_bounds__(SMW_WARPS * 32, VPT == 1 ? 8 : 4)
+ * lanes compute before their loads. APART (with EDGES): y at another offset than x, its body
+ * stored a value at a time. */
+template <typename T, int VPT, bool EDGES, bool APART = false>
+__global__ void __launch_bounds__(SMW_WARPS * 32, APART      ? (VPT == 8 ? 2 : 4)
+                                                  : VPT == 1 ? 8
+                                                             : 4)
     softmax_warp_kernel(const T *x, T *y, long long rows, long long N, int W)
 {
     using A = typename Acc<T>::A;
@@ -406,10 +486,29 @@ __global__ void __launch_bounds__(SMW_WARPS * 32, VPT == 1 ? 8 : 4)
     const A mx = lanes_max<A>(m, W);
     const A tot = lanes_sum<A>(sum_at<A>(m, sum, mx), W);
     const A inv = (A)1 / tot, mx2 = SoftExp<A>::scale(mx);
+    if constexpr (APART) {
+        /* vector j + 1 is the next lane's, or the group's first lane's next vector */
+        const int ob = (int)(reinterpret_cast<uintptr_t>(r.y) & 15);
 #pragma unroll
-    for (int k = 0; k < VPT; k++)
-        if (k * W + q < nv)
-            st16(r.y + (long long)(k * W + q) * E, soft_out<A>(raw[k], mx2, inv));
+        for (int k = 0; k < VPT; k++)
+            raw[k] = soft_out<A>(raw[k], mx2, inv);
+#pragma unroll
+        for (int k = 0; k < VPT; k++) {
+            const U16<T> next = shfl16_down(raw[k], 1);
+            const U16<T> wrap = shfl16_from(raw[k + 1 < VPT ? k + 1 : k], lane - q);
+            U16<T> nx;
+            *reinterpret_cast<uint4 *>(nx.v) = q == W - 1
+                                                   ? *reinterpret_cast<const uint4 *>(wrap.v)
+                                                   : *reinterpret_cast<const uint4 *>(next.v);
+            if (k * W + q < nv)
+                apart_put<false>(r.y, (long long)(k * W + q), nv, ob, raw[k], nx);
+        }
+    } else {
+#pragma unroll
+        for (int k = 0; k < VPT; k++)
+            if (k * W + q < nv)
+                st16(r.y + (long long)(k * W + q) * E, soft_out<A>(raw[k], mx2, inv));
+    }
     if (edge)
         edges_store<A>(r, mx2, inv);
 }
@@ -736,8 +835,8 @@ template <typename T> __host__ __device__ constexpr int smx_u()
  * block), so it is there, and its loads and the stores evict first so that the slices still to be
  * read stay; DRAM sees the row once in and once out, as the copy. y = exp(x - max) / sum, as
  * softmax_reg_kernel computes it. */
-template <typename T>
-__global__ void __launch_bounds__(SMX_THREADS, 3)
+template <typename T, bool APART = false>
+__global__ void __launch_bounds__(SMX_THREADS, APART ? 2 : 3)
     softmax_l2_kernel(const T *x, T *y, long long N, int C)
 {
     using A = typename Acc<T>::A;
@@ -769,19 +868,45 @@ __global__ void __launch_bounds__(SMX_THREADS, 3)
     row_max_sum<A>(tab, C, m, sum, mx, tot);
     const A inv = (A)1 / tot, mx2 = SoftExp<A>::scale(mx);
     const unsigned long long last = l2_evict_first();
-    for (long long j0 = sl.lo + threadIdx.x; j0 < sl.hi; j0 += step) {
-        U16<T> raw[SMX_U];
+    if constexpr (APART) {
+        /* a warp at a time (its lanes shuffle): vector j + 1 is the next lane's, or read again
+         * (L2) by the warp's last lane and at the slice's end */
+        const int lane = threadIdx.x & 31, ob = (int)(reinterpret_cast<uintptr_t>(sl.y) & 15);
+        for (long long w0 = sl.lo + (threadIdx.x & ~31u); w0 < sl.hi; w0 += step) {
+            const long long j0 = w0 + lane;
+            U16<T> raw[SMX_U];
 #pragma unroll
-        for (int k = 0; k < SMX_U; k++)
-            if (j0 + (long long)k * blockDim.x < sl.hi)
-                *reinterpret_cast<uint4 *>(raw[k].v) =
-                    ld16_last(sl.x + (j0 + (long long)k * blockDim.x) * E, last);
+            for (int k = 0; k < SMX_U; k++)
+                if (j0 + (long long)k * blockDim.x < sl.hi)
+                    *reinterpret_cast<uint4 *>(raw[k].v) =
+                        ld16_last(sl.x + (j0 + (long long)k * blockDim.x) * E, last);
 #pragma unroll
-        for (int k = 0; k < SMX_U; k++) {
-            const long long j = j0 + (long long)k * blockDim.x;
-            if (j >= sl.hi)
-                break;
-            st16_stream(sl.y + j * E, soft_out<A>(raw[k], mx2, inv));
+            for (int k = 0; k < SMX_U; k++) {
+                const long long j = j0 + (long long)k * blockDim.x;
+                const U16<T> out = soft_out<A>(raw[k], mx2, inv);
+                U16<T> nx = shfl16_down(out, 1);
+                if (j < sl.hi) {
+                    if ((lane == 31 || j + 1 >= sl.hi) && j + 1 < sl.nv)
+                        nx = soft_out<A>(ld16(sl.x + (j + 1) * E), mx2, inv);
+                    apart_put<true>(sl.y, j, sl.nv, ob, out, nx);
+                }
+            }
+        }
+    } else {
+        for (long long j0 = sl.lo + threadIdx.x; j0 < sl.hi; j0 += step) {
+            U16<T> raw[SMX_U];
+#pragma unroll
+            for (int k = 0; k < SMX_U; k++)
+                if (j0 + (long long)k * blockDim.x < sl.hi)
+                    *reinterpret_cast<uint4 *>(raw[k].v) =
+                        ld16_last(sl.x + (j0 + (long long)k * blockDim.x) * E, last);
+#pragma unroll
+            for (int k = 0; k < SMX_U; k++) {
+                const long long j = j0 + (long long)k * blockDim.x;
+                if (j >= sl.hi)
+                    break;
+                st16_stream(sl.y + j * E, soft_out<A>(raw[k], mx2, inv));
+            }
         }
     }
     if (sl.edge)
@@ -807,7 +932,7 @@ static int softmax_reg_launch(const baton_exec_ctx *ctx, void **b, const dec_sha
  * at most): W lanes a row. */
 template <typename T, int VPT>
 static int softmax_warp_launch(const baton_exec_ctx *ctx, void **b, const dec_shape &s,
-                               long long nv, bool edges)
+                               long long nv, bool edges, bool apart = false)
 {
     int W = 32;
     if (VPT == 1)
@@ -815,6 +940,9 @@ static int softmax_warp_launch(const baton_exec_ctx *ctx, void **b, const dec_sh
         }
     const long long per_block = SMW_WARPS * (32 / W);
     const unsigned grid = (unsigned)((s.rows + per_block - 1) / per_block);
+    if (apart)
+        return launch(ctx, "softmax", softmax_warp_kernel<T, VPT, true, true>, grid, SMW_WARPS * 32,
+                      0, 1, (const T *)b[0], (T *)b[1], (long long)s.rows, (long long)s.F, W);
     if (edges)
         return launch(ctx, "softmax", softmax_warp_kernel<T, VPT, true>, grid, SMW_WARPS * 32, 0, 1,
                       (const T *)b[0], (T *)b[1], (long long)s.rows, (long long)s.F, W);
@@ -982,6 +1110,29 @@ static int softmax_tile_launch(const baton_exec_ctx *ctx, void **b, const dec_sh
     return 1;
 }
 
+/* softmax_l2_kernel (APART: its instance for a y at another offset than x) over C blocks a row:
+ * the most (up to 8, any size) whose rows * C blocks stay one wave (64 rows at 3 blocks a SM: 6,
+ * where 8 left a second wave of 116 blocks), and at least enough that a slice is at most 96 KB, so
+ * that the slices in flight together stay well inside the L2 for the second read. */
+template <typename T, bool APART = false>
+static int softmax_l2_launch(const baton_exec_ctx *ctx, void **b, const dec_shape &s, long long nv,
+                             long long sms)
+{
+    const long long slice = 96 * 1024 / 16; /* vectors */
+    int per_sm = 0;
+    if (occupancy(ctx, (const void *)softmax_l2_kernel<T, APART>, SMX_THREADS, 0, &per_sm) !=
+            cudaSuccess ||
+        per_sm < 1) {
+        (void)cudaGetLastError();
+        per_sm = 3;
+    }
+    const long long l2_resident = (long long)per_sm * sms;
+    const long long wave_c = l2_resident / s.rows, slice_c = (nv + slice - 1) / slice;
+    const int c2 = (int)std::min(8LL, std::max(1LL, std::max(wave_c, slice_c)));
+    return launch(ctx, "softmax", softmax_l2_kernel<T, APART>, (unsigned)(s.rows * c2), SMX_THREADS,
+                  0, c2, (const T *)b[0], (T *)b[1], (long long)s.F, c2);
+}
+
 /* The most threads of softmax_reg_kernel's blocks for rows past a wave that stay in registers
  * rather than take softmax_tile_kernel (softmax_launch). */
 #define SMX_MANY_THREADS 256
@@ -991,6 +1142,23 @@ static int softmax_launch(const baton_exec_ctx *ctx, void **b, const dec_shape &
 {
     constexpr int E = 16 / (int)sizeof(T);
     constexpr long long VMAX = sizeof(T) == 4 ? 8 : 4;
+    /* y at another offset from 16 bytes than x (a view): rows split by x's offset (row_span), y's
+     * vectors realigned across lanes (apart_put), in the warp kernel's instance for that or else
+     * the read-twice kernel's (H200, x 4 bytes past 16, x the copy: f32[1,50257] 4.07, [8,50257]
+     * 2.92, bf16[1024,32000] 1.64, [65536,128] 2.91, where the loop kernel took 21.6, 15.4, 3.21
+     * and 7.15) */
+    if ((((uintptr_t)b[0] - (uintptr_t)b[1]) & 15) != 0 && s.rows > 0) {
+        const long long nv = s.F / E, vpt = (nv + 31) / 32;
+        if (vpt <= 1)
+            return softmax_warp_launch<T, 1>(ctx, b, s, nv, true, true);
+        if (vpt <= 2)
+            return softmax_warp_launch<T, 2>(ctx, b, s, nv, true, true);
+        if (vpt <= 4)
+            return softmax_warp_launch<T, 4>(ctx, b, s, nv, true, true);
+        if (vpt <= VMAX)
+            return softmax_warp_launch<T, VMAX>(ctx, b, s, nv, true, true);
+        return softmax_l2_launch<T, true>(ctx, b, s, nv, sm_count(ctx));
+    }
     /* x and y at the same offset from a 16-byte boundary, so that one split of a row into its
      * body and edges (row_span) serves both */
     if ((((uintptr_t)b[0] - (uintptr_t)b[1]) & 15) == 0 && s.rows > 0) {
@@ -1072,23 +1240,7 @@ static int softmax_launch(const baton_exec_ctx *ctx, void **b, const dec_shape &
             if (rc <= 0 || (rc = softmax_tile_launch<T>(ctx, b, s, nv)) <= 0 ||
                 (rc = softmax_smem_launch<T>(ctx, b, s, nv, sms, true)) <= 0)
                 return rc;
-            /* C: the most blocks a row (up to 8, any size) whose rows * C blocks stay one wave
-             * (64 rows at 3 blocks a SM: 6, where 8 left a second wave of 116 blocks), and at
-             * least enough that a slice is at most 96 KB, so that the slices in flight together
-             * stay well inside the L2 for the second read */
-            const long long slice = 96 * 1024 / 16; /* vectors */
-            int per_sm = 0;
-            if (occupancy(ctx, (const void *)softmax_l2_kernel<T>, SMX_THREADS, 0, &per_sm) !=
-                    cudaSuccess ||
-                per_sm < 1) {
-                (void)cudaGetLastError();
-                per_sm = 3;
-            }
-            const long long l2_resident = (long long)per_sm * sms;
-            const long long wave_c = l2_resident / s.rows, slice_c = (nv + slice - 1) / slice;
-            const int c2 = (int)std::min(8LL, std::max(1LL, std::max(wave_c, slice_c)));
-            return launch(ctx, "softmax", softmax_l2_kernel<T>, (unsigned)(s.rows * c2),
-                          SMX_THREADS, 0, c2, (const T *)b[0], (T *)b[1], (long long)s.F, c2);
+            return softmax_l2_launch<T>(ctx, b, s, nv, sms);
         }
         if (C) {
             int threads = threads_of(C);
