@@ -61,7 +61,9 @@ static cudaStream_t g_stream;
 static cudaDeviceProp g_prop;
 static int g_reps = 20;
 static const char *g_only; /* --only PREFIX: the rows whose label starts with it */
-static int g_sweep_child;  /* run by --attn-sweep: rows also as SWEEPROW lines, no warm rows */
+/* bytes past a 16-byte boundary at which bench_op places input 0 (a view at an offset) */
+static int g_in0_shift;
+static int g_sweep_child; /* run by --attn-sweep: rows also as SWEEPROW lines, no warm rows */
 static std::vector<int64_t> g_ctxs = {1024, 2048, 4096, 8192, 16384, 32768}; /* --ctx */
 
 static bool wanted(const char *label)
@@ -379,7 +381,8 @@ static void bench_op_n(const char *label, const char *target, std::vector<baton_
     const int k = std::min(std::max(warm ? 64 : sets, min_k), max_k);
     std::vector<Pool> pools;
     for (size_t j = 0; j < in.size(); j++) {
-        pools.push_back(pool_alloc(nbytes(in[j]), fills[j].shared ? 1 : sets));
+        pools.push_back(pool_alloc(nbytes(in[j]) + (j == 0 && g_in0_shift ? 16 : 0),
+                                   fills[j].shared ? 1 : sets));
         if (fills[j].index)
             fill_index(pools.back(), in[j], fills[j], 1234 + j);
         else
@@ -394,7 +397,7 @@ static void bench_op_n(const char *label, const char *target, std::vector<baton_
     auto call = [&](int i) {
         void *bufs[16];
         for (size_t j = 0; j < in.size(); j++)
-            bufs[j] = pools[j].at(i);
+            bufs[j] = (char *)pools[j].at(i) + (j == 0 ? g_in0_shift : 0);
         for (size_t j = 0; j < outs.size(); j++)
             bufs[in.size() + j] = po[j].at(i);
         st.call(bufs, capturing, false);
@@ -1500,6 +1503,17 @@ int main(int argc, char **argv)
                  (double)(rows * 50257 * 8));
     bench_op("softmax", "softmax", {td(BF, {7, 1000003})}, {fl}, td(BF, {7, 1000003}), {},
              (double)(7.0 * 1000003 * 4));
+    /* x a view 4 bytes past a 16-byte boundary, y on one: the warp and read-twice kernels'
+     * instances that store y's body a value at a time */
+    g_in0_shift = 4;
+    for (int64_t rows : {1, 8})
+        bench_op("softmax x+4", "softmax", {td(F32, {rows, 50257})}, {fl}, td(F32, {rows, 50257}),
+                 {}, (double)(rows * 50257 * 8));
+    bench_op("softmax x+4", "softmax", {td(BF, {1024, 32000})}, {fl}, td(BF, {1024, 32000}), {},
+             (double)(1024.0 * 32000 * 4));
+    bench_op("softmax x+4", "softmax", {td(BF, {65536, 128})}, {fl}, td(BF, {65536, 128}), {},
+             (double)(65536.0 * 128 * 4));
+    g_in0_shift = 0;
     /* what any softmax of a decode row spread over the SMs waits for: one grid-wide exchange */
     bench_barrier_floor("softmax floor: row copy + grid barrier", "f32[1,128256]", (double)(V * 8));
     /* the same with what the barrier must carry: a pair from every block, read by every block */

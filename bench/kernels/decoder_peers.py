@@ -163,6 +163,18 @@ def main():
         us = time_graph(lambda i: torch.softmax(x[i % n], dim=-1), min(max(n, 16), 256))
         record("softmax", "%s[%d,%d]" % (dt, rows, V), "torch softmax", nbytes, us, False)
         del x
+    # the same on x a view 4 bytes past a 16-byte boundary (bench_decoder's "softmax x+4" rows)
+    for rows, V, dt in ((1, 50257, "f32"), (8, 50257, "f32"), (1024, 32000, "bf16"),
+                        (65536, 128, "bf16")) if want("softmax x+4") else ():
+        tdt = torch.float32 if dt == "f32" else torch.bfloat16
+        nbytes = rows * V * (4 if dt == "f32" else 2) * 2
+        n = sets_for(nbytes)
+        off = 4 // (4 if dt == "f32" else 2)
+        x = [(torch.randn(rows * V + off, device=dev, dtype=torch.float32) * 4).to(tdt)[off:]
+             .view(rows, V) for _ in range(n)]
+        us = time_graph(lambda i: torch.softmax(x[i % n], dim=-1), min(max(n, 16), 256))
+        record("softmax x+4", "%s[%d,%d]" % (dt, rows, V), "torch softmax", nbytes, us, False)
+        del x
     # F.gelu (erf) of bf16 [rows, 8192], as bench_decoder's gelu rows
     for rows in (1, 2048) if want("gelu") else ():
         nbytes = rows * 8192 * 2 * 2
