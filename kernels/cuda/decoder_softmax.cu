@@ -274,17 +274,19 @@ __device__ __forceinline__ void apart_put(T *yb, long long j, long long nv, int 
 }
 
 /* The row's values before and after its body (edge k of h + t: x[k - h] or the tail's
- * x[nv E + k - h]) into a running maximum m and sum s, a value at a time, by the one thread that
- * owns them (a loop that is not unrolled: the kernels' other threads keep their registers). */
+ * x[nv E + k - h]) into a running maximum m and sum s, a value at a time: edges first, first +
+ * step, ... (all of them by the one thread that owns them, or a warp kernel's lanes in turn; a
+ * loop that is not unrolled: the kernels' other threads keep their registers). */
 template <typename T> __device__ __forceinline__ long long edge_at(const RowSpan<T> &r, int k)
 {
     return k < r.h ? (long long)(k - r.h) : r.nv * (16 / (long long)sizeof(T)) + (k - r.h);
 }
 template <typename A, typename T>
-__device__ __forceinline__ void edges_take(const RowSpan<T> &r, A &m, A &m2, A &s)
+__device__ __forceinline__ void edges_take(const RowSpan<T> &r, A &m, A &m2, A &s, int first = 0,
+                                           int step = 1)
 {
 #pragma unroll 1
-    for (int k = 0; k < r.h + r.t; k++) {
+    for (int k = first; k < r.h + r.t; k += step) {
         const A v[1] = {ld_a<A>(r.x[edge_at(r, k)])};
         online_take_vals<A>(v, m, m2, s);
     }
@@ -292,10 +294,11 @@ __device__ __forceinline__ void edges_take(const RowSpan<T> &r, A &m, A &m2, A &
 
 /* y of the row's edges, from mx2 = SoftExp scale of the maximum and inv = 1 / sum. */
 template <typename A, typename T>
-__device__ __forceinline__ void edges_store(const RowSpan<T> &r, A mx2, A inv)
+__device__ __forceinline__ void edges_store(const RowSpan<T> &r, A mx2, A inv, int first = 0,
+                                            int step = 1)
 {
 #pragma unroll 1
-    for (int k = 0; k < r.h + r.t; k++) {
+    for (int k = first; k < r.h + r.t; k += step) {
         const long long j = edge_at(r, k);
         r.y[j] = soft_val<A>(r.x[j], mx2, inv);
     }
@@ -447,9 +450,10 @@ __global__ void __launch_bounds__(1024) softmax_reg_kernel(const T *x, T *y, lon
  * run), and nothing waits on a block barrier or shared memory (a block a row of 16 vectors took
  * 7.1x the copy over 65536 rows of 128 bf16: the blocks' launch and barriers, not the bytes; a
  * warp a row 1.40x, half its lanes idle). EDGES: rows may have values outside a 16-byte body
- * (row_span), taken by the row's first lane; else every row is body, and its address is all the
- * lanes compute before their loads. APART (with EDGES): y at another offset than x, its body
- * stored a value at a time. */
+ * (row_span), taken by the row's lanes in turn (by its first lane alone, a view's rows of 128
+ * bf16, 8 such values each, took 2.91x the copy); else every row is body, and its address is all
+ * the lanes compute before their loads. APART (with EDGES): y at another offset than x, its
+ * body's stores realigned (apart_put). */
 template <typename T, int VPT, bool EDGES, bool APART = false>
 __global__ void __launch_bounds__(SMW_WARPS * 32, APART      ? (VPT == 8 ? 2 : 4)
                                                   : VPT == 1 ? 8
@@ -470,7 +474,7 @@ __global__ void __launch_bounds__(SMW_WARPS * 32, APART      ? (VPT == 8 ? 2 : 4
     if (EDGES && live)
         r = row_span(x, y, row, N);
     const long long nv = live ? r.nv : 0;
-    const bool edge = EDGES && q == 0 && live && (r.h | r.t);
+    const bool edge = EDGES && live && q < r.h + r.t; /* lane q takes edges q, q + W, ... */
     U16<T> raw[VPT];
 #pragma unroll
     for (int k = 0; k < VPT; k++)
@@ -478,7 +482,7 @@ __global__ void __launch_bounds__(SMW_WARPS * 32, APART      ? (VPT == 8 ? 2 : 4
             raw[k] = ld16_stream(r.x + (long long)(k * W + q) * E);
     A m = -INFINITY, m2 = -INFINITY, sum = 0;
     if (edge)
-        edges_take<A>(r, m, m2, sum);
+        edges_take<A>(r, m, m2, sum, q, W);
 #pragma unroll
     for (int k = 0; k < VPT; k++)
         if (k * W + q < nv)
@@ -510,7 +514,7 @@ __global__ void __launch_bounds__(SMW_WARPS * 32, APART      ? (VPT == 8 ? 2 : 4
                 st16(r.y + (long long)(k * W + q) * E, soft_out<A>(raw[k], mx2, inv));
     }
     if (edge)
-        edges_store<A>(r, mx2, inv);
+        edges_store<A>(r, mx2, inv, q, W);
 }
 
 /* softmax_smem_kernel's threads (one block a SM), and the vectors of a thread's share of shared
