@@ -219,28 +219,22 @@ __device__ __forceinline__ U16<T> join16(const U16<T> &a, const U16<T> &b, int B
     return u;
 }
 
-/* A vector from the lane d above (shfl16_down) or from lane `from` (shfl16_from), all 32 lanes. */
+/* A vector from the lane d above (shfl16_down) or from lane `from` (shfl16_from), all 32 lanes:
+ * f, a shuffle, on each of its 32-bit words. */
+template <typename T, typename F> __device__ __forceinline__ U16<T> words16(const U16<T> &u, F f)
+{
+    const uint4 w = *reinterpret_cast<const uint4 *>(u.v);
+    U16<T> r;
+    *reinterpret_cast<uint4 *>(r.v) = make_uint4(f(w.x), f(w.y), f(w.z), f(w.w));
+    return r;
+}
 template <typename T> __device__ __forceinline__ U16<T> shfl16_down(const U16<T> &u, int d)
 {
-    uint4 w = *reinterpret_cast<const uint4 *>(u.v);
-    w.x = __shfl_down_sync(0xffffffffu, w.x, d);
-    w.y = __shfl_down_sync(0xffffffffu, w.y, d);
-    w.z = __shfl_down_sync(0xffffffffu, w.z, d);
-    w.w = __shfl_down_sync(0xffffffffu, w.w, d);
-    U16<T> r;
-    *reinterpret_cast<uint4 *>(r.v) = w;
-    return r;
+    return words16(u, [d](unsigned v) { return __shfl_down_sync(0xffffffffu, v, d); });
 }
 template <typename T> __device__ __forceinline__ U16<T> shfl16_from(const U16<T> &u, int from)
 {
-    uint4 w = *reinterpret_cast<const uint4 *>(u.v);
-    w.x = __shfl_sync(0xffffffffu, w.x, from);
-    w.y = __shfl_sync(0xffffffffu, w.y, from);
-    w.z = __shfl_sync(0xffffffffu, w.z, from);
-    w.w = __shfl_sync(0xffffffffu, w.w, from);
-    U16<T> r;
-    *reinterpret_cast<uint4 *>(r.v) = w;
-    return r;
+    return words16(u, [from](unsigned v) { return __shfl_sync(0xffffffffu, v, from); });
 }
 
 /* Output vector j of a body of nv vectors (out; nx: vector j + 1's, where j + 1 < nv) into y's
@@ -872,6 +866,15 @@ __global__ void __launch_bounds__(SMX_THREADS, APART ? 2 : 3)
     row_max_sum<A>(tab, C, m, sum, mx, tot);
     const A inv = (A)1 / tot, mx2 = SoftExp<A>::scale(mx);
     const unsigned long long last = l2_evict_first();
+    auto reload =
+        [&](long long j0,
+            U16<T>(&raw)[SMX_U]) { /* the second read, evicting first */
+#pragma unroll
+                                   for (int k = 0; k < SMX_U; k++)
+                                       if (j0 + (long long)k * blockDim.x < sl.hi)
+                                           *reinterpret_cast<uint4 *>(raw[k].v) = ld16_last(
+                                               sl.x + (j0 + (long long)k * blockDim.x) * E, last);
+        };
     if constexpr (APART) {
         /* a warp at a time (its lanes shuffle): vector j + 1 is the next lane's, or read again
          * (L2) by the warp's last lane and at the slice's end */
@@ -879,11 +882,7 @@ __global__ void __launch_bounds__(SMX_THREADS, APART ? 2 : 3)
         for (long long w0 = sl.lo + (threadIdx.x & ~31u); w0 < sl.hi; w0 += step) {
             const long long j0 = w0 + lane;
             U16<T> raw[SMX_U];
-#pragma unroll
-            for (int k = 0; k < SMX_U; k++)
-                if (j0 + (long long)k * blockDim.x < sl.hi)
-                    *reinterpret_cast<uint4 *>(raw[k].v) =
-                        ld16_last(sl.x + (j0 + (long long)k * blockDim.x) * E, last);
+            reload(j0, raw);
 #pragma unroll
             for (int k = 0; k < SMX_U; k++) {
                 const long long j = j0 + (long long)k * blockDim.x;
@@ -899,11 +898,7 @@ __global__ void __launch_bounds__(SMX_THREADS, APART ? 2 : 3)
     } else {
         for (long long j0 = sl.lo + threadIdx.x; j0 < sl.hi; j0 += step) {
             U16<T> raw[SMX_U];
-#pragma unroll
-            for (int k = 0; k < SMX_U; k++)
-                if (j0 + (long long)k * blockDim.x < sl.hi)
-                    *reinterpret_cast<uint4 *>(raw[k].v) =
-                        ld16_last(sl.x + (j0 + (long long)k * blockDim.x) * E, last);
+            reload(j0, raw);
 #pragma unroll
             for (int k = 0; k < SMX_U; k++) {
                 const long long j = j0 + (long long)k * blockDim.x;
