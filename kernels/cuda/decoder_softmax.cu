@@ -866,15 +866,14 @@ __global__ void __launch_bounds__(SMX_THREADS, APART ? 2 : 3)
     row_max_sum<A>(tab, C, m, sum, mx, tot);
     const A inv = (A)1 / tot, mx2 = SoftExp<A>::scale(mx);
     const unsigned long long last = l2_evict_first();
-    auto reload =
-        [&](long long j0,
-            U16<T>(&raw)[SMX_U]) { /* the second read, evicting first */
+    /* the second read, evicting first */
+    auto reload = [&](long long j0, U16<T>(&raw)[SMX_U]) {
 #pragma unroll
-                                   for (int k = 0; k < SMX_U; k++)
-                                       if (j0 + (long long)k * blockDim.x < sl.hi)
-                                           *reinterpret_cast<uint4 *>(raw[k].v) = ld16_last(
-                                               sl.x + (j0 + (long long)k * blockDim.x) * E, last);
-        };
+        for (int k = 0; k < SMX_U; k++)
+            if (j0 + (long long)k * blockDim.x < sl.hi)
+                *reinterpret_cast<uint4 *>(raw[k].v) =
+                    ld16_last(sl.x + (j0 + (long long)k * blockDim.x) * E, last);
+    };
     if constexpr (APART) {
         /* a warp at a time (its lanes shuffle): vector j + 1 is the next lane's, or read again
          * (L2) by the warp's last lane and at the slice's end */
@@ -947,6 +946,23 @@ static int softmax_warp_launch(const baton_exec_ctx *ctx, void **b, const dec_sh
                       (const T *)b[0], (T *)b[1], (long long)s.rows, (long long)s.F, W);
     return launch(ctx, "softmax", softmax_warp_kernel<T, VPT, false>, grid, SMW_WARPS * 32, 0, 1,
                   (const T *)b[0], (T *)b[1], (long long)s.rows, (long long)s.F, W);
+}
+
+/* softmax_warp_launch at the fewest vectors a lane that hold rows of nv vectors (nv at most 32
+ * times 8 in f32, 4 in the others). */
+template <typename T>
+static int softmax_warp_pick(const baton_exec_ctx *ctx, void **b, const dec_shape &s, long long nv,
+                             bool edges, bool apart)
+{
+    const long long vpt = (nv + 31) / 32;
+    if (vpt <= 1)
+        return softmax_warp_launch<T, 1>(ctx, b, s, nv, edges, apart);
+    if (vpt <= 2)
+        return softmax_warp_launch<T, 2>(ctx, b, s, nv, edges, apart);
+    if constexpr (sizeof(T) == 4)
+        if (vpt > 4)
+            return softmax_warp_launch<T, 8>(ctx, b, s, nv, edges, apart);
+    return softmax_warp_launch<T, 4>(ctx, b, s, nv, edges, apart);
 }
 
 /* Rows held in registers where they fit (softmax_reg_kernel): C blocks a row (a cluster), the
@@ -1146,21 +1162,15 @@ static int softmax_launch(const baton_exec_ctx *ctx, void **b, const dec_shape &
      * the read-twice kernel's (H200, x 4 bytes past 16, x the copy: f32[1,50257] 4.07, [8,50257]
      * 2.92, bf16[1024,32000] 1.64, [65536,128] 2.91, where the loop kernel took 21.6, 15.4, 3.21
      * and 7.15) */
-    if ((((uintptr_t)b[0] - (uintptr_t)b[1]) & 15) != 0 && s.rows > 0) {
-        const long long nv = s.F / E, vpt = (nv + 31) / 32;
-        if (vpt <= 1)
-            return softmax_warp_launch<T, 1>(ctx, b, s, nv, true, true);
-        if (vpt <= 2)
-            return softmax_warp_launch<T, 2>(ctx, b, s, nv, true, true);
-        if (vpt <= 4)
-            return softmax_warp_launch<T, 4>(ctx, b, s, nv, true, true);
-        if (vpt <= VMAX)
-            return softmax_warp_launch<T, VMAX>(ctx, b, s, nv, true, true);
-        return softmax_l2_launch<T, true>(ctx, b, s, nv, sm_count(ctx));
+    const bool apart = (((uintptr_t)b[0] - (uintptr_t)b[1]) & 15) != 0;
+    if (apart && s.rows > 0) {
+        const long long nv = s.F / E;
+        return nv <= 32 * VMAX ? softmax_warp_pick<T>(ctx, b, s, nv, true, true)
+                               : softmax_l2_launch<T, true>(ctx, b, s, nv, sm_count(ctx));
     }
     /* x and y at the same offset from a 16-byte boundary, so that one split of a row into its
      * body and edges (row_span) serves both */
-    if ((((uintptr_t)b[0] - (uintptr_t)b[1]) & 15) == 0 && s.rows > 0) {
+    if (!apart && s.rows > 0) {
         /* whole: every row is body (an aligned x, rows of a multiple of 16 bytes); the vectors
          * of a row's body at most and at least */
         const bool whole = s.F % E == 0 && al16(b[0]);
@@ -1190,17 +1200,8 @@ static int softmax_launch(const baton_exec_ctx *ctx, void **b, const dec_shape &
          * of lanes (H200, x the copy: f32[65536,128] 0.98, [16384,1024] 1.01 and 1.00, where a
          * block a row took 4.10, 1.44 and 1.55; bf16[65536,128] 1.07 at 2 rows a warp, 1.40 a
          * warp a row, 7.06 a block a row) */
-        if (nv <= 32 * VMAX) {
-            const long long vpt = (nv + 31) / 32;
-            if (vpt <= 1)
-                return softmax_warp_launch<T, 1>(ctx, b, s, nv, !whole);
-            if (vpt <= 2)
-                return softmax_warp_launch<T, 2>(ctx, b, s, nv, !whole);
-            if (vpt <= 4)
-                return softmax_warp_launch<T, 4>(ctx, b, s, nv, !whole);
-            if constexpr (sizeof(T) == 4)
-                return softmax_warp_launch<T, 8>(ctx, b, s, nv, !whole);
-        }
+        if (nv <= 32 * VMAX)
+            return softmax_warp_pick<T>(ctx, b, s, nv, !whole, false);
         const int rg = softmax_grid_launch<T>(ctx, b, s, nv, nv_min, sms);
         if (rg <= 0)
             return rg;
