@@ -164,22 +164,23 @@ __global__ void act_kernel(const TI *a, const TI *b, TO *y, long long n, int vec
     pdl_trigger();
     const long long stride = (long long)gridDim.x * blockDim.x,
                     t0 = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    /* one output from a's value and b's (silu_mul's alone reads b) */
+    auto val = [](TI av, TI bv) {
+        return from_acc<TO>(act_f<A, K>(ld_a<A>(av), K == ACT_SILU_MUL ? ld_a<A>(bv) : (A)0));
+    };
+    auto at = [&](long long i) { return val(a[i], K == ACT_SILU_MUL ? b[i] : a[i]); };
     if (head > 0) {
         if (t0 < head)
-            y[t0] = from_acc<TO>(
-                act_f<A, K>(ld_a<A>(a[t0]), K == ACT_SILU_MUL ? ld_a<A>(b[t0]) : (A)0));
+            y[t0] = at(t0);
         a += head, y += head, n -= head;
         if (K == ACT_SILU_MUL)
             b += head;
     }
     long long u = t0;
-    auto apply = [](const TI(&va)[8], const TI(&vb)[8], TO(&vy)[8]) {
+    auto apply = [&](const TI(&va)[8], const TI(&vb)[8], TO(&vy)[8]) {
 #pragma unroll
-        for (int e = 0; e < 8; e++) {
-            const A x = ld_a<A>(va[e]);
-            const A z = K == ACT_SILU_MUL ? ld_a<A>(vb[e]) : (A)0;
-            vy[e] = from_acc<TO>(act_f<A, K>(x, z));
-        }
+        for (int e = 0; e < 8; e++)
+            vy[e] = val(va[e], vb[e]);
     };
     if (vec) {
         const long long units = n / 8;
@@ -222,15 +223,11 @@ __global__ void act_kernel(const TI *a, const TI *b, TO *y, long long n, int vec
             }
 #pragma unroll
             for (int j = 0; j < S; j++)
-                y[u + j * stride] = from_acc<TO>(
-                    act_f<A, K>(ld_a<A>(va[j]), K == ACT_SILU_MUL ? ld_a<A>(vb[j]) : (A)0));
+                y[u + j * stride] = val(va[j], vb[j]);
         }
     }
-    for (long long i = u; i < n; i += stride) {
-        const A x = ld_a<A>(a[i]);
-        const A z = K == ACT_SILU_MUL ? ld_a<A>(b[i]) : (A)0;
-        y[i] = from_acc<TO>(act_f<A, K>(x, z));
-    }
+    for (long long i = u; i < n; i += stride)
+        y[i] = at(i);
 }
 
 /* Elements of a cast unit: 16 bytes of the wider side, so that the loads and the stores of a warp

@@ -7,6 +7,12 @@ namespace kcuda
 namespace dec
 {
 
+/* An id clamped into [0, V) by selects (the caller records raw where it differs). */
+__device__ __forceinline__ long long clamp_id(long long raw, long long V)
+{
+    return raw < 0 ? 0 : raw >= V ? V - 1 : raw;
+}
+
 /* Block (row, chunk): copies the id's table row into out, 16 bytes per thread when VEC (ONE: a
  * chunk a row, block b copies row b). Everything but the row's address is formed before the id
  * arrives, and an id out of range is clamped by selects and recorded after the copy, so that the
@@ -23,7 +29,7 @@ __global__ void embedding_kernel(const I *ids, const char *table, char *out, lon
     pdl_wait(); /* ids and the table may be a predecessor's outputs */
     pdl_trigger();
     const long long raw = ld_idx(ids, r);
-    const long long id = raw < 0 ? 0 : raw >= V ? V - 1 : raw;
+    const long long id = clamp_id(raw, V);
     const char *src = table + id * row_bytes;
     if (VEC) {
         if (k < row_bytes)
@@ -50,8 +56,7 @@ __global__ void embedding_pair_kernel(const I *ids, const char *table, char *out
     pdl_wait(); /* ids and the table may be a predecessor's outputs */
     pdl_trigger();
     const long long raw0 = ld_idx(ids, r0), raw1 = two ? ld_idx(ids, r0 + 1) : 0;
-    const long long id0 = raw0 < 0 ? 0 : raw0 >= V ? V - 1 : raw0;
-    const long long id1 = raw1 < 0 ? 0 : raw1 >= V ? V - 1 : raw1;
+    const long long id0 = clamp_id(raw0, V), id1 = clamp_id(raw1, V);
     if (k < row_bytes) {
         const uint4 a = __ldg(reinterpret_cast<const uint4 *>(table + id0 * row_bytes + k));
         uint4 b;
