@@ -1627,7 +1627,7 @@ Test(gpu_softmax, matches_float64_over_the_last_dim)
 /* x and y inside larger buffers: at the same offset from a 16-byte boundary, every row splits
  * into a 16-byte body and values either side, in each kernel (a warp a row, registers, the grid,
  * registers and shared memory, slices, read twice); at different offsets, split by x's offset with
- * y's body stored a value at a time, by groups of lanes ({777, 7}, {1001, 40}), a warp a row
+ * y's vectors realigned across lanes, by groups of lanes ({777, 7}, {1001, 40}), a warp a row
  * ({2000, 520}) or read twice (the rest). */
 Test(gpu_softmax, matches_float64_at_any_offset)
 {

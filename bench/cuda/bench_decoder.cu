@@ -1508,7 +1508,7 @@ int main(int argc, char **argv)
     bench_op("softmax", "softmax", {td(BF, {7, 1000003})}, {fl}, td(BF, {7, 1000003}), {},
              (double)(7.0 * 1000003 * 4));
     /* x a view 4 bytes past a 16-byte boundary, y on one: the warp and read-twice kernels'
-     * instances that store y's body a value at a time */
+     * instances that realign y's vectors across lanes */
     g_in0_shift = 4;
     for (int64_t rows : {1, 8})
         bench_op("softmax x+4", "softmax", {td(F32, {rows, 50257})}, {fl}, td(F32, {rows, 50257}),
