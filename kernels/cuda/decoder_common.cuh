@@ -114,17 +114,26 @@ struct DecRecordUnit {
     cudaError_t (*mirror)(unsigned long long *dp);  /* where its kernels copy their first error */
 };
 
+/* Blocks of `threads` threads (no dynamic shared memory) of `kernel` resident on a SM, or
+ * `fallback` where the runtime cannot say. */
+static inline int per_sm_or(const baton_exec_ctx *ctx, const void *kernel, int threads,
+                            int fallback)
+{
+    int per_sm = 0;
+    if (occupancy(ctx, kernel, threads, 0, &per_sm) != cudaSuccess || per_sm < 1) {
+        (void)cudaGetLastError();
+        per_sm = fallback;
+    }
+    return per_sm;
+}
+
 /* The grid of a grid-stride kernel over `work` items, a thread each: one block per `threads`
  * items up to one full wave of the kernel's resident blocks (a second partial wave would leave
  * SMs idle at its end). */
 static inline int wave_grid(const baton_exec_ctx *ctx, const void *kernel, long long work,
                             int threads)
 {
-    int per_sm = 0;
-    if (occupancy(ctx, kernel, threads, 0, &per_sm) != cudaSuccess || per_sm < 1) {
-        (void)cudaGetLastError();
-        per_sm = 2048 / threads;
-    }
+    const int per_sm = per_sm_or(ctx, kernel, threads, 2048 / threads);
     long long b = (work + threads - 1) / threads, cap = (long long)per_sm * sm_count(ctx);
     return (int)(b < 1 ? 1 : b > cap ? cap : b);
 }

@@ -976,14 +976,7 @@ static int softmax_warp_pick(const baton_exec_ctx *ctx, void **b, const dec_shap
 template <typename T, int VPT>
 static int softmax_reg_resident(const baton_exec_ctx *ctx, int threads)
 {
-    int per_sm = 0;
-    if (occupancy(ctx, (const void *)softmax_reg_kernel<T, VPT>, threads, 0, &per_sm) !=
-            cudaSuccess ||
-        per_sm < 1) {
-        (void)cudaGetLastError();
-        per_sm = 1;
-    }
-    return per_sm;
+    return per_sm_or(ctx, (const void *)softmax_reg_kernel<T, VPT>, threads, 1);
 }
 
 /* launch() for a cooperative grid (every block resident at once, for grid.sync()). */
@@ -1134,14 +1127,8 @@ static int softmax_l2_launch(const baton_exec_ctx *ctx, void **b, const dec_shap
                              long long sms)
 {
     const long long slice = 96 * 1024 / 16; /* vectors */
-    int per_sm = 0;
-    if (occupancy(ctx, (const void *)softmax_l2_kernel<T, APART>, SMX_THREADS, 0, &per_sm) !=
-            cudaSuccess ||
-        per_sm < 1) {
-        (void)cudaGetLastError();
-        per_sm = 3;
-    }
-    const long long l2_resident = (long long)per_sm * sms;
+    const long long l2_resident =
+        (long long)per_sm_or(ctx, (const void *)softmax_l2_kernel<T, APART>, SMX_THREADS, 3) * sms;
     const long long wave_c = l2_resident / s.rows, slice_c = (nv + slice - 1) / slice;
     const int c2 = (int)std::min(8LL, std::max(1LL, std::max(wave_c, slice_c)));
     return launch(ctx, "softmax", softmax_l2_kernel<T, APART>, (unsigned)(s.rows * c2), SMX_THREADS,
