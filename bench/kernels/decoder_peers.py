@@ -151,31 +151,24 @@ def main():
     # softmax over the last dim (f32 logits); F.embedding of a decode token's id and of 8192 ids
     # from the [128256, 2048] table (one copy, ids uniform); and HF's rope of one layer, q * cos +
     # rotate_half(q) * sin with cos and sin given (HF forms them once per forward for all layers).
-    for rows, V, dt in ((1, 128256, "f32"), (8, 128256, "f32"), (64, 128256, "f32"),
-                        (67, 128256, "f32"), (128, 128256, "f32"), (256, 128256, "f32"),
-                        (4096, 8192, "f32"), (1024, 32000, "bf16"), (8192, 2048, "bf16"),
-                        (65536, 128, "bf16"), (65536, 127, "bf16"), (100, 128256, "bf16"),
-                        (1, 8192, "f32"),
-                        (1, 50257, "f32"), (8, 50257, "f32"), (7, 1000003, "bf16")) if want("softmax") else ():
-        tdt = torch.float32 if dt == "f32" else torch.bfloat16
-        nbytes = rows * V * (4 if dt == "f32" else 2) * 2
-        n = sets_for(nbytes)
-        x = [(torch.randn(rows, V, device=dev, dtype=torch.float32) * 4).to(tdt) for _ in range(n)]
-        us = time_graph(lambda i: torch.softmax(x[i % n], dim=-1), min(max(n, 16), 256))
-        record("softmax", "%s[%d,%d]" % (dt, rows, V), "torch softmax", nbytes, us, False)
-        del x
-    # the same on x a view 4 bytes past a 16-byte boundary (bench_decoder's "softmax x+4" rows)
-    for rows, V, dt in ((1, 50257, "f32"), (8, 50257, "f32"), (1024, 32000, "bf16"),
-                        (65536, 128, "bf16")) if want("softmax x+4") else ():
-        tdt = torch.float32 if dt == "f32" else torch.bfloat16
-        nbytes = rows * V * (4 if dt == "f32" else 2) * 2
-        n = sets_for(nbytes)
-        off = 4 // (4 if dt == "f32" else 2)
-        x = [(torch.randn(rows * V + off, device=dev, dtype=torch.float32) * 4).to(tdt)[off:]
-             .view(rows, V) for _ in range(n)]
-        us = time_graph(lambda i: torch.softmax(x[i % n], dim=-1), min(max(n, 16), 256))
-        record("softmax x+4", "%s[%d,%d]" % (dt, rows, V), "torch softmax", nbytes, us, False)
-        del x
+    # softmax rows, and ("softmax x+4") the same on x a view 4 bytes past a 16-byte boundary
+    plain = ((1, 128256, "f32"), (8, 128256, "f32"), (64, 128256, "f32"), (67, 128256, "f32"),
+             (128, 128256, "f32"), (256, 128256, "f32"), (4096, 8192, "f32"),
+             (1024, 32000, "bf16"), (8192, 2048, "bf16"), (65536, 128, "bf16"),
+             (65536, 127, "bf16"), (100, 128256, "bf16"), (1, 8192, "f32"), (1, 50257, "f32"),
+             (8, 50257, "f32"), (7, 1000003, "bf16"))
+    views = ((1, 50257, "f32"), (8, 50257, "f32"), (1024, 32000, "bf16"), (65536, 128, "bf16"))
+    for op, shift, shapes in (("softmax", 0, plain), ("softmax x+4", 4, views)):
+        for rows, V, dt in shapes if want(op) else ():
+            tdt, esz = (torch.float32, 4) if dt == "f32" else (torch.bfloat16, 2)
+            nbytes = rows * V * esz * 2
+            n = sets_for(nbytes)
+            off = shift // esz
+            x = [(torch.randn(rows * V + off, device=dev, dtype=torch.float32) * 4).to(tdt)[off:]
+                 .view(rows, V) for _ in range(n)]
+            us = time_graph(lambda i: torch.softmax(x[i % n], dim=-1), min(max(n, 16), 256))
+            record(op, "%s[%d,%d]" % (dt, rows, V), "torch softmax", nbytes, us, False)
+            del x
     # F.gelu (erf) of bf16 [rows, 8192], as bench_decoder's gelu rows
     for rows in (1, 2048) if want("gelu") else ():
         nbytes = rows * 8192 * 2 * 2
