@@ -1,6 +1,6 @@
 #!/bin/bash
 # ci-jax.sh: the CI step for baton's XLA FFI layer. Creates a virtual environment with jax (CPU)
-# and numpy from PyPI, builds libbaton_jax (CPU-only: -DBATON_CUDA=OFF) with CMake against
+# and numpy from PyPI (pinned), builds libbaton_jax (CPU-only: -DBATON_CUDA=OFF) with CMake against
 # jax.ffi.include_dir(), and runs examples/jax/rms_norm.py on XLA's CPU platform, which registers
 # the typed FFI handlers and checks forward and gradient against jax.numpy references (non-zero
 # exit on failure), then examples/jax/sharded_rms_norm.py on two forced host devices, which checks
@@ -46,7 +46,8 @@ if [ ! -x "$VENV/bin/python" ]; then
   python3 -m venv "$VENV"
 fi
 "$VENV/bin/python" -m pip install -q --upgrade pip >/dev/null
-"$VENV/bin/python" -m pip install -q jax numpy
+# Pinned, as the PyTorch exporter's venv is: a new jaxlib may change what XLA fuses on the CPU.
+"$VENV/bin/python" -m pip install -q jax==0.10.2 jaxlib==0.10.2 numpy==2.4.6
 inc=$("$VENV/bin/python" -c "import jax.ffi; print(jax.ffi.include_dir())")
 echo "ci-jax: $("$VENV/bin/python" -c "import jax; print('jax', jax.__version__)"), FFI headers in $inc ($(( $(date +%s) - t0 )) s)"
 
