@@ -202,6 +202,54 @@ int baton__dec_desc_from_attrs(int op, const baton_sig_args *a, baton_decoder_de
     }
 }
 
+/* ---- descriptor ---------------------------------------------------------------------------- */
+
+/* The descriptor's fields after op and flags, and the attribute each is packed from. */
+enum {
+    F_HEAD_DIM = 1,
+    F_N_HEADS = 2,
+    F_N_KV_HEADS = 4,
+    F_TOP_K = 8,
+    F_SCALE = 16,
+    F_TEMPERATURE = 32,
+    F_TOP_P = 64,
+    F_SEED = 128
+};
+static const struct {
+    uint32_t bit;
+    const char *name; /* the field's and its attribute's */
+} fields[] = {{F_HEAD_DIM, "head_dim"}, {F_N_HEADS, "n_heads"}, {F_N_KV_HEADS, "n_kv_heads"},
+              {F_TOP_K, "top_k"},       {F_SCALE, "scale"},     {F_TEMPERATURE, "temperature"},
+              {F_TOP_P, "top_p"},       {F_SEED, "seed"}};
+
+/* The fields an op reads; baton packs the others as 0. */
+static uint32_t fields_of(int op)
+{
+    switch (op) {
+    case DEC_ROPE: return F_HEAD_DIM | F_SCALE;
+    case DEC_ROPE_CACHE_UPDATE:
+    case DEC_ATTENTION: return F_HEAD_DIM | F_N_HEADS | F_N_KV_HEADS | F_SCALE;
+    case DEC_SAMPLE: return F_TOP_K | F_TEMPERATURE | F_TOP_P | F_SEED;
+    default: return 0;
+    }
+}
+
+/* A field's value as a double; the seed's only as zero or not (its 64 bits are compared whole
+ * where it matters). */
+static double field_value(const baton_decoder_desc *d, uint32_t bit)
+{
+    switch (bit) {
+    case F_HEAD_DIM: return d->head_dim;
+    case F_N_HEADS: return d->n_heads;
+    case F_N_KV_HEADS: return d->n_kv_heads;
+    case F_TOP_K: return d->top_k;
+    case F_SCALE: return d->scale;
+    case F_TEMPERATURE: return d->temperature;
+    case F_TOP_P: return d->top_p;
+    default: return d->seed != 0; /* F_SEED */
+    }
+}
+
 int baton__dec_desc_read(int op, const char *opaque, size_t opaque_len, baton_decoder_desc *d,
                          char *msg, size_t len)
 {
@@ -225,6 +273,12 @@ int baton__dec_desc_read(int op, const char *opaque, size_t opaque_len, baton_de
         return baton__reason_set(msg, len, BATON_EINVAL,
                                  "%s: flags 0x%x has bits %s does not define", nm,
                                  (unsigned)d->flags, nm);
+    const uint32_t used = fields_of(op);
+    for (size_t i = 0; i < sizeof fields / sizeof fields[0]; i++)
+        if (!(used & fields[i].bit) && field_value(d, fields[i].bit) != 0)
+            return baton__reason_set(msg, len, BATON_EINVAL,
+                                     "%s: field %s is not 0 but %s does not use it: it must be 0",
+                                     nm, fields[i].name, nm);
     if (op == DEC_ROPE_CACHE_UPDATE &&
         (d->head_dim < 2 || d->head_dim % 2 || d->head_dim > 1024 || d->n_heads < 1 ||
          d->n_kv_heads < 1 || d->n_heads % d->n_kv_heads || !isfinite(d->scale)))
@@ -252,6 +306,55 @@ int baton__dec_desc_read(int op, const char *opaque, size_t opaque_len, baton_de
             "sample: temperature %g (> 0), top_p %g (in (0, 1]) or top_k %d (>= 0) "
             "is out of range",
             d->temperature, d->top_p, (int)d->top_k);
+    return 0;
+}
+
+#define AGREE_FIX "give one, or the same value in both"
+
+int baton__dec_desc_agrees(int op, const baton_sig_args *a, const baton_decoder_desc *d, char *msg,
+                           size_t len)
+{
+    const char *nm = baton__dec_op_name(op);
+    const char *flag = op == DEC_ROPE || op == DEC_ROPE_CACHE_UPDATE ? "interleaved"
+                       : op == DEC_GELU                              ? "approximate"
+                                                                     : NULL;
+    if (flag && attr(a, flag)) {
+        int b, rc;
+        if ((rc = attr_bool(a, nm, flag, &b, msg, len)))
+            return rc;
+        const int have = d->flags != 0; /* the op's one flag */
+        if (have != b)
+            return baton__reason_set(msg, len, BATON_EPLAN,
+                                     "%s: the \"opaque\" flags say %s %s but attribute %s is "
+                                     "%s: " AGREE_FIX,
+                                     nm, flag, have ? "true" : "false", flag, b ? "true" : "false");
+    }
+    const uint32_t used = fields_of(op);
+    for (size_t i = 0; i < sizeof fields / sizeof fields[0]; i++) {
+        const char *name = fields[i].name;
+        if (!(used & fields[i].bit) || !attr(a, name))
+            continue;
+        int rc;
+        if (fields[i].bit == F_SEED) {
+            int64_t v;
+            if ((rc = attr_int(a, nm, name, 0, 0, INT64_MIN, INT64_MAX, &v, msg, len)))
+                return rc;
+            if ((uint64_t)v != d->seed)
+                return baton__reason_set(msg, len, BATON_EPLAN,
+                                         "%s: \"opaque\" field seed is %llu but attribute seed is "
+                                         "%lld: " AGREE_FIX,
+                                         nm, (unsigned long long)d->seed, (long long)v);
+            continue;
+        }
+        double v;
+        if ((rc = attr_num(a, nm, name, 0, 0, &v, msg, len)))
+            return rc;
+        if (v != field_value(d, fields[i].bit))
+            return baton__reason_set(msg, len, BATON_EPLAN,
+                                     "%s: \"opaque\" field %s is %.17g but attribute %s is %.17g: "
+                                     "" AGREE_FIX,
+                                     nm, name, field_value(d, fields[i].bit), name, v);
+    }
     return 0;
 }
 

@@ -98,10 +98,16 @@ const char *baton__dec_op_name(int op);
 int baton__dec_desc_from_attrs(int op, const baton_sig_args *a, baton_decoder_desc *d, char *msg,
                                size_t len);
 
-/* Checks a descriptor's bytes (size, op, flags, ranges) into *d: 0 or BATON_EINVAL, reason in
- * msg. */
+/* Checks a descriptor's bytes (size, op, flags, ranges; the fields the op does not use 0, as
+ * baton packs them) into *d: 0 or BATON_EINVAL, reason in msg. */
 int baton__dec_desc_read(int op, const char *opaque, size_t opaque_len, baton_decoder_desc *d,
                          char *msg, size_t len);
+
+/* A plan's own descriptor against the step's attributes: each field whose attribute the step also
+ * gives must hold that attribute's value (as RMSNorm's and the elementwise ops' descriptors are
+ * checked). 0, or BATON_EPLAN naming the field and both values. */
+int baton__dec_desc_agrees(int op, const baton_sig_args *a, const baton_decoder_desc *d, char *msg,
+                           size_t len);
 
 /* The shape rules: the inputs of a, for the op and attributes of d, into *s, and the outputs the
  * step must declare into expected (a->n_outputs entries; NULL: not wanted). For cast, the

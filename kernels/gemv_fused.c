@@ -51,9 +51,17 @@ int baton__gf_desc_read(int op, const char *opaque, size_t len, baton_gemv_fused
     if (d->op != op)
         return baton__reason_set(msg, cap, BATON_EINVAL, "%s: the descriptor is for op %d, not %d",
                                  baton__gf_op_name(op), (int)d->op, op);
+    if (d->pad != 0)
+        return baton__reason_set(msg, cap, BATON_EINVAL,
+                                 "%s: the descriptor's bytes 4 to 7 are %d: they must be 0",
+                                 baton__gf_op_name(op), (int)d->pad);
     if (op == GF_RMS_NORM_GEMM && !(isfinite(d->eps) && d->eps > 0))
         return baton__reason_set(msg, cap, BATON_EINVAL, "rms_norm_gemm: eps %g is not > 0",
                                  d->eps);
+    if (op != GF_RMS_NORM_GEMM && d->eps != 0)
+        return baton__reason_set(msg, cap, BATON_EINVAL,
+                                 "%s: field eps is %g but %s has no eps: it must be 0",
+                                 baton__gf_op_name(op), d->eps, baton__gf_op_name(op));
     return 0;
 }
 

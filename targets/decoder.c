@@ -173,6 +173,7 @@ int baton__target_opaque_check(const baton_target *t, const baton_sig_args *a, c
     baton_decoder_desc d;
     dec_shape s;
     if (baton__dec_desc_read(op, opaque, len, &d, msg, cap) ||
+        baton__dec_desc_agrees(op, a, &d, msg, cap) ||
         baton__dec_shapes(op, a, &d, &s, NULL, msg, cap))
         return BATON_EPLAN;
     return 0;

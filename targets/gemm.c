@@ -13,10 +13,53 @@
 #include "kernels/cuda/cuda_gemv.h"
 #endif
 
+/* A plan's own descriptor must be the one baton packs: the backends resolve the step from its
+ * tensors and attributes, so bytes that say otherwise would be ignored without a word. */
+#define GEMM_OPAQUE_FIX "; fix the bytes, or leave \"opaque\" out and baton packs the descriptor"
+
+static int gemm_opaque_check(const baton_sig_args *sig, const baton_gemm_desc *want, char *msg,
+                             size_t len)
+{
+    baton_gemm_desc d;
+    if (sig->opaque_len != sizeof d)
+        return baton__reason_set(msg, len, BATON_EPLAN,
+                                 "\"opaque\" is %zu bytes but a gemm descriptor is %zu (m, n, k, "
+                                 "dtype, flags, alpha, beta; see docs/targets.md)" GEMM_OPAQUE_FIX,
+                                 sig->opaque_len, sizeof d);
+    memcpy(&d, sig->opaque, sizeof d);
+    const struct {
+        const char *name;
+        int64_t have, want;
+    } ints[] = {{"m", d.m, want->m},
+                {"n", d.n, want->n},
+                {"k", d.k, want->k},
+                {"dtype", d.dtype, want->dtype},
+                {"flags", d.flags, want->flags}};
+    for (size_t i = 0; i < sizeof ints / sizeof ints[0]; i++)
+        if (ints[i].have != ints[i].want)
+            return baton__reason_set(msg, len, BATON_EPLAN,
+                                     "\"opaque\" field %s is %lld but the step's tensors and "
+                                     "attributes give %lld" GEMM_OPAQUE_FIX,
+                                     ints[i].name, (long long)ints[i].have,
+                                     (long long)ints[i].want);
+    const struct {
+        const char *name;
+        double have, want;
+    } nums[] = {{"alpha", d.alpha, want->alpha}, {"beta", d.beta, want->beta}};
+    for (size_t i = 0; i < sizeof nums / sizeof nums[0]; i++)
+        if (!(nums[i].have == nums[i].want))
+            return baton__reason_set(msg, len, BATON_EPLAN,
+                                     "\"opaque\" field %s is %.17g but the step's tensors and "
+                                     "attributes give %.17g" GEMM_OPAQUE_FIX,
+                                     nums[i].name, nums[i].have, nums[i].want);
+    return 0;
+}
+
 static int gemm_check(const baton_sig_args *sig, baton_tensor_desc *expected, char *msg, size_t len)
 {
     baton_gemm_desc d;
-    return baton__gemm_resolve(sig, &d, expected, msg, len);
+    int rc = baton__gemm_resolve(sig, &d, expected, msg, len);
+    return rc == 0 && sig->opaque ? gemm_opaque_check(sig, &d, msg, len) : rc;
 }
 
 static int gemm_pack(const baton_sig_args *sig, char *opaque, size_t cap)

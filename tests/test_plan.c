@@ -10,7 +10,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "delegates/gemm.h"
+#include "kernels/decoder_desc.h"
 #include "kernels/descriptors.h"
+#include "kernels/gemv_fused.h"
 #include "core/dtype.h"
 #include "plan/plan_internal.h"
 #include "tests/support.h"
@@ -1069,16 +1072,19 @@ static void hex_of(const void *p, size_t n, char *out)
     out[2 * n] = 0;
 }
 
-/* A one-step plan of `kernel` over `tensors` with the descriptor bytes as its "opaque". */
+/* A one-step plan of `kernel` ("delegate:<name>" for a delegate) over `tensors` with the
+ * descriptor bytes as its "opaque". */
 static char *opaque_plan(const char *tensors, const char *kernel, const char *ins, const char *outs,
                          const char *attrs, const void *desc, size_t n)
 {
     char hex[2 * BATON_OPAQUE_MAX + 1], step[4096];
+    const int delegate = strncmp(kernel, "delegate:", 9) == 0;
     hex_of(desc, n, hex);
     snprintf(step, sizeof step,
-             "{\"name\": \"s\", \"kernel\": \"%s\", \"device\": \"cpu\", \"inputs\": [%s], "
+             "{\"name\": \"s\", \"%s\": \"%s\", \"device\": \"cpu\", \"inputs\": [%s], "
              "\"outputs\": [%s]%s%s, \"opaque\": \"%s\"}",
-             kernel, ins, outs, attrs ? ", \"attrs\": " : "", attrs ? attrs : "", hex);
+             delegate ? "delegate" : "kernel", kernel + (delegate ? 9 : 0), ins, outs,
+             attrs ? ", \"attrs\": " : "", attrs ? attrs : "", hex);
     return plan_text(tensors, step);
 }
 
@@ -1318,4 +1324,111 @@ Test(plan_opaque, the_decoder_targets_check_a_plans_descriptor_at_load)
     baton_plan_free(opaque_loads(t, "softmax", "\"x\"", "\"y\"", NULL, bytes, n));
     opaque_refused(t, "softmax", "\"x\"", "\"y\"", NULL, bytes, n - 1, "softmax");
     opaque_refused(t, "silu", "\"x\"", "\"y\"", NULL, bytes, n, "silu");
+}
+
+/* A decoder descriptor's unused fields are 0 and each field whose attribute the step also gives
+ * holds its value, as RMSNorm's eps: without the check, an attention step's bytes saying 4 heads
+ * of 4 where its attributes say 2 of 8 would run with 4 of 4 (q's 16 features and the caches' 8
+ * fit both), and a rope's scale 0.5 where its attribute says 1 would run with 0.5. */
+Test(plan_opaque, decoder_descriptors_agree_with_the_attributes_and_leave_unused_fields_0)
+{
+    const char *at =
+        "{\"name\": \"q\", \"dtype\": \"f32\", \"shape\": [2, 16], \"role\": \"input\"}, "
+        "{\"name\": \"k\", \"dtype\": \"f32\", \"shape\": [8, 8], \"role\": \"input\"}, "
+        "{\"name\": \"v\", \"dtype\": \"f32\", \"shape\": [8, 8], \"role\": \"input\"}, "
+        "{\"name\": \"p\", \"dtype\": \"i64\", \"shape\": [2], \"role\": \"input\"}, "
+        "{\"name\": \"y\", \"dtype\": \"f32\", \"shape\": [2, 16], \"role\": \"output\"}";
+    const char *ain = "\"q\", \"k\", \"v\", \"p\"",
+               *heads = "{\"head_dim\": 8, \"n_heads\": 2, \"n_kv_heads\": 1}";
+    baton_decoder_desc a = {
+        .op = DEC_ATTENTION, .head_dim = 4, .n_heads = 4, .n_kv_heads = 2, .scale = 0.5};
+    baton_plan_free(opaque_loads(at, "attention", ain, "\"y\"",
+                                 "{\"head_dim\": 4, \"n_heads\": 4, \"n_kv_heads\": 2}", &a,
+                                 sizeof a));
+    opaque_refused(at, "attention", ain, "\"y\"", heads, &a, sizeof a,
+                   "\"opaque\" field head_dim is 4 but attribute head_dim is 8: give one, or the "
+                   "same value in both");
+
+    const char *t =
+        "{\"name\": \"x\", \"dtype\": \"f32\", \"shape\": [2, 16], \"role\": \"input\"}, "
+        "{\"name\": \"p\", \"dtype\": \"i64\", \"shape\": [2], \"role\": \"input\"}, "
+        "{\"name\": \"f\", \"dtype\": \"f32\", \"shape\": [4], \"role\": \"input\"}, "
+        "{\"name\": \"y\", \"dtype\": \"f32\", \"shape\": [2, 16], \"role\": \"output\"}";
+    const char *in = "\"x\", \"p\", \"f\"", *attrs = "{\"head_dim\": 8}";
+    const baton_decoder_desc ok = {.op = DEC_ROPE, .head_dim = 8, .scale = 1};
+    baton_plan_free(opaque_loads(t, "rope", in, "\"y\"", attrs, &ok, sizeof ok));
+    baton_decoder_desc d = ok;
+    d = ok;
+    d.flags = DEC_FLAG_INTERLEAVED;
+    opaque_refused(t, "rope", in, "\"y\"", "{\"head_dim\": 8, \"interleaved\": false}", &d,
+                   sizeof d, "flags say interleaved true but attribute interleaved is false");
+    d = ok;
+    d.scale = 0.5;
+    baton_plan_free(opaque_loads(t, "rope", in, "\"y\"", attrs, &d, sizeof d)); /* no attribute */
+    opaque_refused(t, "rope", in, "\"y\"", "{\"head_dim\": 8, \"scale\": 1}", &d, sizeof d,
+                   "field scale is 0.5 but attribute scale is 1");
+    d = ok;
+    d.top_p = 0.5; /* a sampler's field */
+    opaque_refused(t, "rope", in, "\"y\"", attrs, &d, sizeof d,
+                   "rope: field top_p is not 0 but rope does not use it");
+
+    const char *st =
+        "{\"name\": \"l\", \"dtype\": \"f32\", \"shape\": [2, 11], \"role\": \"input\"}, "
+        "{\"name\": \"k\", \"dtype\": \"i64\", \"shape\": [1], \"role\": \"input\"}, "
+        "{\"name\": \"y\", \"dtype\": \"i64\", \"shape\": [2], \"role\": \"output\"}";
+    baton_decoder_desc smp = {
+        .op = DEC_SAMPLE, .top_k = 3, .temperature = 1, .top_p = 1, .seed = 7};
+    baton_plan_free(
+        opaque_loads(st, "sample", "\"l\", \"k\"", "\"y\"", "{\"seed\": 7}", &smp, sizeof smp));
+    smp.seed = 8;
+    opaque_refused(st, "sample", "\"l\", \"k\"", "\"y\"", "{\"seed\": 7}", &smp, sizeof smp,
+                   "\"opaque\" field seed is 8 but attribute seed is 7");
+    smp.seed = 7;
+    smp.head_dim = 64;
+    opaque_refused(st, "sample", "\"l\", \"k\"", "\"y\"", NULL, &smp, sizeof smp,
+                   "sample: field head_dim is not 0");
+}
+
+/* The GEMV fusions' and the gemm delegates' descriptors: padding 0, eps the attribute's; a gemm's
+ * bytes are exactly the ones baton packs (its backends resolve the step from its tensors). */
+Test(plan_opaque, gemm_and_gemv_fusion_descriptors_are_the_ones_baton_packs)
+{
+    const char *t =
+        "{\"name\": \"x\", \"dtype\": \"f32\", \"shape\": [2, 8], \"role\": \"input\"}, "
+        "{\"name\": \"g\", \"dtype\": \"f32\", \"shape\": [8], \"role\": \"input\"}, "
+        "{\"name\": \"w\", \"dtype\": \"f32\", \"shape\": [4, 8], \"role\": \"input\"}, "
+        "{\"name\": \"y\", \"dtype\": \"f32\", \"shape\": [2, 4], \"role\": \"output\"}";
+    const char *in = "\"x\", \"g\", \"w\"";
+    baton_gemv_fused_desc gf = {.op = GF_RMS_NORM_GEMM, .eps = 1e-5};
+    baton_plan_free(
+        opaque_loads(t, "rms_norm_gemm", in, "\"y\"", "{\"eps\": 1e-5}", &gf, sizeof gf));
+    gf.eps = 1e-6;
+    opaque_refused(t, "rms_norm_gemm", in, "\"y\"", "{\"eps\": 1e-5}", &gf, sizeof gf,
+                   "\"opaque\" field eps is 9.9999999999999995e-07 but attribute eps is "
+                   "1.0000000000000001e-05");
+    gf.eps = 1e-5;
+    gf.pad = 3;
+    opaque_refused(t, "rms_norm_gemm", in, "\"y\"", "{\"eps\": 1e-5}", &gf, sizeof gf,
+                   "bytes 4 to 7 are 3");
+
+    const char *gt =
+        "{\"name\": \"a\", \"dtype\": \"f32\", \"shape\": [3, 8], \"role\": \"input\"}, "
+        "{\"name\": \"b\", \"dtype\": \"f32\", \"shape\": [4, 8], \"role\": \"input\"}, "
+        "{\"name\": \"y\", \"dtype\": \"f32\", \"shape\": [3, 4], \"role\": \"output\"}";
+    const char *gin = "\"a\", \"b\"", *tb = "{\"trans_b\": true}";
+    const baton_gemm_desc ok = {3, 4, 8, BATON_DTYPE_F32, BATON_GEMM_TRANS_B, 1.0, 0.0};
+    baton_plan_free(opaque_loads(gt, "delegate:gemm", gin, "\"y\"", tb, &ok, sizeof ok));
+    baton_gemm_desc d = ok;
+    d.k = 1 << 20;
+    opaque_refused(gt, "delegate:gemm", gin, "\"y\"", tb, &d, sizeof d,
+                   "\"opaque\" field k is 1048576 but the step's tensors and attributes give 8");
+    d = ok;
+    d.flags = 0;
+    opaque_refused(gt, "delegate:gemm", gin, "\"y\"", tb, &d, sizeof d, "field flags is 0 but");
+    d = ok;
+    d.alpha = 2;
+    opaque_refused(gt, "delegate:gemm", gin, "\"y\"", tb, &d, sizeof d,
+                   "field alpha is 2 but the step's tensors and attributes give 1");
+    opaque_refused(gt, "delegate:gemm", gin, "\"y\"", tb, &ok, sizeof ok - 8,
+                   "\"opaque\" is 40 bytes but a gemm descriptor is 48");
 }
