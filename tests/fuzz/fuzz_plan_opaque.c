@@ -1,9 +1,10 @@
 /* fuzz_plan_opaque.c: libFuzzer target for a plan's "opaque" descriptor (issue 38: a descriptor
  * saying more elements than the tensors hold wrote past the arena). The input's first byte picks
- * one of the valid one-step plans below (one per built-in target that reads a descriptor); the
- * rest are the step's "opaque" bytes. The plan must load or fail with a message; one that loads
- * is run on the CPU, and must run or fail with a message, and never touch memory outside its
- * buffers (ASan, whose redzones surround every arena and buffer).
+ * one of the valid one-step plans below (one per built-in target that reads a descriptor, the
+ * decoder's and the gemm delegates' included); the rest are the step's "opaque" bytes. The plan
+ * must load or fail with a message; one that loads is run on the CPU, and must run or fail with a
+ * message, and never touch memory outside its buffers (ASan, whose redzones surround every arena
+ * and buffer).
  *
  * Build: CC=clang cmake -S . -B build-fuzz -DBATON_CUDA=OFF -DBATON_FUZZ=ON -DBATON_SANITIZE=ON
  *        cmake --build build-fuzz --target fuzz_plan_opaque
@@ -47,6 +48,51 @@ static const char *const seeds[] = {
         "]|rms_norm_bwd|\"g\", \"iv\", \"x\", \"w\"|\"gx\", \"gw\", \"pg\"|",
     "[" T("pg", "f32", "[2, 8]", "input") "," T("w", "f16", "[8]", "input") ","
         T("gw", "f16", "[8]", "output") "]|rms_norm_grad_weight|\"pg\", \"w\"|\"gw\"|",
+    /* the decoder's targets (issue 41); their integer inputs (ids, positions, step) are zeros */
+    "[" T("ids", "i64", "[3]", "input") "," T("table", "f32", "[5, 8]", "input") ","
+        T("y", "f32", "[3, 8]", "output") "]|embedding|\"ids\", \"table\"|\"y\"|",
+    "[" T("x", "bf16", "[2, 16]", "input") "," T("pos", "i32", "[2]", "input") ","
+        T("f", "f32", "[4]", "input") "," T("y", "bf16", "[2, 16]", "output")
+        "]|rope|\"x\", \"pos\", \"f\"|\"y\"|, \"attrs\": {\"head_dim\": 8}",
+    "[" T("c", "f32", "[8, 8]", "state") "," T("new", "f32", "[2, 8]", "input") ","
+        T("pos", "i64", "[2]", "input") "]|kv_cache_update|\"c\", \"new\", \"pos\"|\"c\"|",
+    "[" T("q", "f32", "[2, 16]", "input") "," T("k", "f32", "[8, 8]", "input") ","
+        T("v", "f32", "[8, 8]", "input") "," T("pos", "i64", "[2]", "input") ","
+        T("y", "f32", "[2, 16]", "output")
+        "]|attention|\"q\", \"k\", \"v\", \"pos\"|\"y\"|, \"attrs\": {\"head_dim\": 8, "
+        "\"n_heads\": 2, \"n_kv_heads\": 1}",
+    "[" T("a", "bf16", "[3, 8]", "input") "," T("b", "bf16", "[3, 8]", "input") ","
+        T("y", "bf16", "[3, 8]", "output") "]|silu_mul|\"a\", \"b\"|\"y\"|",
+    "[" T("x", "f16", "[7]", "input") "," T("y", "f16", "[7]", "output") "]|silu|\"x\"|\"y\"|",
+    "[" T("x", "f32", "[2, 5]", "input") "," T("y", "f32", "[2, 5]", "output")
+        "]|gelu|\"x\"|\"y\"|, \"attrs\": {\"approximate\": true}",
+    "[" T("x", "f32", "[3, 9]", "input") "," T("y", "f32", "[3, 9]", "output")
+        "]|softmax|\"x\"|\"y\"|",
+    "[" T("x", "f32", "[6]", "input") "," T("y", "bf16", "[6]", "output") "]|cast|\"x\"|\"y\"|",
+    "[" T("l", "f32", "[2, 11]", "input") "," T("t", "i64", "[1]", "input") ","
+        T("y", "i64", "[2]", "output")
+        "]|sample|\"l\", \"t\"|\"y\"|, \"attrs\": {\"temperature\": 0.7, \"top_k\": 3, "
+        "\"top_p\": 0.9, \"seed\": 5}",
+    "[" T("gu", "bf16", "[2, 16]", "input") "," T("y", "bf16", "[2, 8]", "output")
+        "]|swiglu|\"gu\"|\"y\"|",
+    "[" T("qkv", "f32", "[2, 32]", "input") "," T("pos", "i64", "[2]", "input") ","
+        T("f", "f32", "[4]", "input") "," T("k", "f32", "[8, 8]", "state") ","
+        T("v", "f32", "[8, 8]", "state") "," T("q", "f32", "[2, 16]", "output")
+        "]|rope_cache_update|\"qkv\", \"pos\", \"f\", \"k\", \"v\"|\"q\", \"k\", \"v\"|, "
+        "\"attrs\": {\"head_dim\": 8, \"n_heads\": 2, \"n_kv_heads\": 1}",
+    "[" T("x", "f32", "[2, 8]", "input") "," T("g", "f32", "[8]", "input") ","
+        T("w", "f32", "[4, 8]", "input") "," T("y", "f32", "[2, 4]", "output")
+        "]|rms_norm_gemm|\"x\", \"g\", \"w\"|\"y\"|, \"attrs\": {\"eps\": 1e-5}",
+    "[" T("gu", "bf16", "[2, 16]", "input") "," T("w", "bf16", "[4, 8]", "input") ","
+        T("c", "bf16", "[2, 4]", "input") "," T("y", "bf16", "[2, 4]", "output")
+        "]|swiglu_gemm_add|\"gu\", \"w\", \"c\"|\"y\"|",
+    /* delegates: the target's name after "delegate:" */
+    "[" T("a", "f32", "[3, 8]", "input") "," T("b", "f32", "[4, 8]", "input") ","
+        T("y", "f32", "[3, 4]", "output")
+        "]|delegate:gemm|\"a\", \"b\"|\"y\"|, \"attrs\": {\"trans_b\": true}",
+    "[" T("a", "bf16", "[2, 8]", "input") "," T("b", "bf16", "[8, 4]", "input") ","
+        T("c", "bf16", "[2, 4]", "input") "," T("y", "bf16", "[2, 4]", "output")
+        "]|delegate:gemm_add|\"a\", \"b\", \"c\"|\"y\"|",
 };
 #undef T
 // clang-format on
@@ -77,16 +123,22 @@ char *fuzz_opaque_plan(int k, const uint8_t *opaque, size_t len, int with_opaque
         snprintf(hex + 2 * i, 3, "%02x", opaque[i]);
     hex[2 * len] = 0;
     seed_fields(k, f);
-    size_t cap = 8192;
+    const int delegate = strncmp(f[1], "delegate:", 9) == 0;
+    const size_t cap = sizeof f + sizeof hex + 512; /* the fields, the hex and the frame */
     char *text = malloc(cap);
     if (!text)
         return NULL;
-    snprintf(text, cap,
-             "{\"format\": \"baton.plan\", \"version\": 1, \"name\": \"fuzz\", \"tensors\": %s, "
-             "\"steps\": [{\"name\": \"s\", \"kernel\": \"%s\", \"device\": \"cpu\", \"inputs\": "
-             "[%s], \"outputs\": [%s]%s%s%s%s]}",
-             f[0], f[1], f[2], f[3], f[4], with_opaque ? ", \"opaque\": \"" : "",
-             with_opaque ? hex : "", with_opaque ? "\"}" : "}");
+    int n = snprintf(
+        text, cap,
+        "{\"format\": \"baton.plan\", \"version\": 1, \"name\": \"fuzz\", \"tensors\": %s, "
+        "\"steps\": [{\"name\": \"s\", \"%s\": \"%s\", \"device\": \"cpu\", \"inputs\": "
+        "[%s], \"outputs\": [%s]%s%s%s%s]}",
+        f[0], delegate ? "delegate" : "kernel", f[1] + (delegate ? 9 : 0), f[2], f[3], f[4],
+        with_opaque ? ", \"opaque\": \"" : "", with_opaque ? hex : "", with_opaque ? "\"}" : "}");
+    if (n < 0 || (size_t)n >= cap) {
+        free(text);
+        return NULL;
+    }
     return text;
 }
 
@@ -141,7 +193,10 @@ int fuzz_opaque_one(const uint8_t *data, size_t size)
             void *buf = calloc(1, ti.nbytes ? ti.nbytes : 1);
             if (!buf)
                 abort();
-            baton_fill_normal(buf, ti.desc.dtype, baton_tensor_desc_numel(&ti.desc), 7, 0, 1);
+            /* integer inputs are indices (ids, positions, a step): zeros are in range, so a run
+             * goes past the index checks into the kernels the descriptor sizes */
+            if (ti.desc.dtype != BATON_DTYPE_I32 && ti.desc.dtype != BATON_DTYPE_I64)
+                baton_fill_normal(buf, ti.desc.dtype, baton_tensor_desc_numel(&ti.desc), 7, 0, 1);
             baton_runtime_set_input(rt, ti.name, buf, ti.nbytes, &err);
             free(buf);
         }
