@@ -114,6 +114,14 @@ static void seed_fields(int k, char f[5][1024])
     }
 }
 
+const char *fuzz_opaque_target(int k, char *buf, size_t cap)
+{
+    char f[5][1024];
+    seed_fields(k, f);
+    snprintf(buf, cap, "%s", f[1]);
+    return buf;
+}
+
 char *fuzz_opaque_plan(int k, const uint8_t *opaque, size_t len, int with_opaque)
 {
     char f[5][1024], hex[2 * 256 + 1];

@@ -9,6 +9,8 @@
 #include "baton/baton.h"
 
 int fuzz_opaque_seed_count(void);
+/* Seed plan k's target ("delegate:<name>" for a delegate), into buf. */
+const char *fuzz_opaque_target(int k, char *buf, size_t cap);
 /* Seed plan k with `opaque` as its step's descriptor (or none), malloc'd JSON text. */
 char *fuzz_opaque_plan(int k, const uint8_t *opaque, size_t len, int with_opaque);
 baton_registry *fuzz_opaque_registry(void);

@@ -3,7 +3,8 @@
  * it takes the descriptor that baton packs for each seed plan, mutates it (bit flips; a field set
  * to a boundary value: 0, -1, n +- 1, 2^20, 2^31 - 1, INT64_MAX, dtype codes, huge, NaN and
  * infinite doubles; the length cut or grown; RMSNorm's descriptor rewritten in the JAX tutorial's
- * 32-byte layout first) and hands it to the target. The unmutated descriptor must load. Prints
+ * 32-byte layout first) and hands it to the target. The unmutated descriptor must load, and at
+ * most a quarter of a seed's mutated ones may (more: its check ignores fields). Prints
  * the seed (BATON_TEST_SEED replays a run) and "N passed, 0 failed".
  *   mutate_opaque                        the bounded run
  *   mutate_opaque --write-corpus DIR     the seed inputs, for libFuzzer's corpus */
@@ -149,7 +150,7 @@ int main(int argc, char **argv)
     printf("fuzz_plan_opaque: seed %llu (BATON_TEST_SEED=%llu replays it), %.0f s\n",
            (unsigned long long)seed, (unsigned long long)seed, seconds);
     fflush(stdout);
-    long runs = 0, loaded = 0, refused = 0;
+    long runs = 0, loaded = 0, refused = 0, tried[64] = {0}, took[64] = {0};
     uint8_t in[1 + 256];
     double t0 = now_s();
     do {
@@ -174,10 +175,34 @@ int main(int argc, char **argv)
                 return 1;
             }
             r == 1 ? loaded++ : refused++;
+            if (!plain) {
+                tried[k]++;
+                took[k] += r == 1;
+            }
         }
     } while (now_s() - t0 < seconds);
     printf("fuzz_plan_opaque: %ld inputs in %.1f s: %ld loaded and ran, %ld refused\n", runs,
            now_s() - t0, loaded, refused);
+    /* A check that compares every field with the step refuses nearly every mutation: those that
+     * load change nothing, or a field no tensor or attribute pins (0.5-16 % of a seed's). Where a
+     * quarter load, the target's check ignores bytes a mutation changed (the decoder's unused
+     * fields and gemm's whole descriptor did: 28-100 %). */
+    int lax = 0;
+    for (int k = 0; k < n_seeds; k++) {
+        char name[64];
+        if (tried[k] >= 200 && took[k] * 4 > tried[k]) {
+            fprintf(stderr,
+                    "fuzz_plan_opaque: seed plan %d (%s) loaded %ld of %ld mutated descriptors: "
+                    "its check ignores fields; compare each with the step's tensors and "
+                    "attributes, as rms_norm's does\n",
+                    k, fuzz_opaque_target(k, name, sizeof name), took[k], tried[k]);
+            lax = 1;
+        }
+    }
+    if (lax) {
+        printf("%ld passed, 1 failed\n", runs);
+        return 1;
+    }
     printf("%ld passed, 0 failed\n", runs);
     return 0;
 }
