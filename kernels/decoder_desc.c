@@ -315,45 +315,34 @@ int baton__dec_desc_agrees(int op, const baton_sig_args *a, const baton_decoder_
                            size_t len)
 {
     const char *nm = baton__dec_op_name(op);
+    baton_decoder_desc want; /* what the step's attributes pack (its check() read them already) */
+    int rc = baton__dec_desc_from_attrs(op, a, &want, msg, len);
+    if (rc)
+        return rc;
     const char *flag = op == DEC_ROPE || op == DEC_ROPE_CACHE_UPDATE ? "interleaved"
                        : op == DEC_GELU                              ? "approximate"
                                                                      : NULL;
-    if (flag && attr(a, flag)) {
-        int b, rc;
-        if ((rc = attr_bool(a, nm, flag, &b, msg, len)))
-            return rc;
-        const int have = d->flags != 0; /* the op's one flag */
-        if (have != b)
-            return baton__reason_set(msg, len, BATON_EPLAN,
-                                     "%s: the \"opaque\" flags say %s %s but attribute %s is "
-                                     "%s: " AGREE_FIX,
-                                     nm, flag, have ? "true" : "false", flag, b ? "true" : "false");
-    }
+    if (flag && attr(a, flag) && d->flags != want.flags) /* the op's one flag */
+        return baton__reason_set(
+            msg, len, BATON_EPLAN,
+            "%s: the \"opaque\" flags say %s %s but attribute %s is %s: " AGREE_FIX, nm, flag,
+            d->flags ? "true" : "false", flag, want.flags ? "true" : "false");
     const uint32_t used = fields_of(op);
     for (size_t i = 0; i < sizeof fields / sizeof fields[0]; i++) {
+        const uint32_t bit = fields[i].bit;
         const char *name = fields[i].name;
-        if (!(used & fields[i].bit) || !attr(a, name))
+        if (!(used & bit) || !attr(a, name))
             continue;
-        int rc;
-        if (fields[i].bit == F_SEED) {
-            int64_t v;
-            if ((rc = attr_int(a, nm, name, 0, 0, INT64_MIN, INT64_MAX, &v, msg, len)))
-                return rc;
-            if ((uint64_t)v != d->seed)
-                return baton__reason_set(msg, len, BATON_EPLAN,
-                                         "%s: \"opaque\" field seed is %llu but attribute seed is "
-                                         "%lld: " AGREE_FIX,
-                                         nm, (unsigned long long)d->seed, (long long)v);
-            continue;
-        }
-        double v;
-        if ((rc = attr_num(a, nm, name, 0, 0, &v, msg, len)))
-            return rc;
-        if (v != field_value(d, fields[i].bit))
+        if (bit == F_SEED && d->seed != want.seed)
+            return baton__reason_set(msg, len, BATON_EPLAN,
+                                     "%s: \"opaque\" field seed is %llu but attribute seed is "
+                                     "%lld: " AGREE_FIX,
+                                     nm, (unsigned long long)d->seed, (long long)want.seed);
+        if (bit != F_SEED && field_value(d, bit) != field_value(&want, bit))
             return baton__reason_set(msg, len, BATON_EPLAN,
                                      "%s: \"opaque\" field %s is %.17g but attribute %s is %.17g: "
                                      "" AGREE_FIX,
-                                     nm, name, field_value(d, fields[i].bit), name, v);
+                                     nm, name, field_value(d, bit), name, field_value(&want, bit));
     }
     return 0;
 }

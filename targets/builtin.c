@@ -104,11 +104,9 @@ static int attr_int(const baton_sig_args *a, const char *name, int64_t def, int6
  * check decodes it (kernels/desc_check.c: its own ranges) and compares it field by field with what
  * the step's tensors and attributes give. A mismatch names the field and both values. */
 
-#define OPAQUE_FIX "; fix the bytes, or leave \"opaque\" out and baton packs the descriptor"
-
 static int opaque_bad(char *msg, size_t len, const char *why)
 {
-    return baton__reason_set(msg, len, BATON_EPLAN, "\"opaque\": %s" OPAQUE_FIX, why);
+    return baton__reason_set(msg, len, BATON_EPLAN, "\"opaque\": %s" BATON_OPAQUE_FIX, why);
 }
 
 /* An integer field: `have` from the bytes, `want` as the tensors give it: "... but <tensor>
@@ -119,10 +117,11 @@ static int opaque_int(const char *field, int64_t have, int64_t want, const char 
     if (have == want)
         return 0;
     char sh[200];
-    return baton__reason_set(msg, len, BATON_EPLAN,
-                             "\"opaque\" field %s is %lld but %s %s %s has %lld %s" OPAQUE_FIX,
-                             field, (long long)have, tensor, baton_dtype_name(t->dtype),
-                             shape_str(t, sh, sizeof sh), (long long)want, unit);
+    return baton__reason_set(
+        msg, len, BATON_EPLAN,
+        "\"opaque\" field %s is %lld but %s %s %s has %lld %s" BATON_OPAQUE_FIX, field,
+        (long long)have, tensor, baton_dtype_name(t->dtype), shape_str(t, sh, sizeof sh),
+        (long long)want, unit);
 }
 
 static const char *code_name(int32_t code)
@@ -140,14 +139,13 @@ static int opaque_dtype(const char *field, int32_t have, int32_t want, const cha
         return 0;
     const char *kind = tutorial ? "ElementType" : "code";
     const int off = tutorial ? 1 : 0;
-    return baton__reason_set(msg, len, BATON_EPLAN,
-                             "\"opaque\" field %s is %s %d (%s) but %s is %s (%s %d)" OPAQUE_FIX,
-                             field, kind, (int)have - off, code_name(have), tensor, code_name(want),
-                             kind, (int)want - off);
+    return baton__reason_set(
+        msg, len, BATON_EPLAN,
+        "\"opaque\" field %s is %s %d (%s) but %s is %s (%s %d)" BATON_OPAQUE_FIX, field, kind,
+        (int)have - off, code_name(have), tensor, code_name(want), kind, (int)want - off);
 }
 
-/* A float field that an attribute may also give: they must agree. */
-static int opaque_attr(const baton_sig_args *a, const char *field, double have, const char *attr,
+int baton__opaque_attr(const baton_sig_args *a, const char *field, double have, const char *attr,
                        double want, char *msg, size_t len)
 {
     if (!find_attr(a, attr) || have == want)
@@ -270,7 +268,7 @@ static int rms_opaque_check(const baton_sig_args *a, int bwd, const rms_info *in
         rc = opaque_dtype(tut ? "w_type" : "w_dtype", d.rms.w_dtype, (int32_t)w->dtype, wn, tut,
                           msg, len);
     if (rc == 0)
-        rc = opaque_attr(a, "eps", d.rms.eps, "eps", eps, msg, len);
+        rc = baton__opaque_attr(a, "eps", d.rms.eps, "eps", eps, msg, len);
     if (rc || !bwd)
         return rc;
     if (d.rms.part_grad_size != pgs) {
@@ -280,7 +278,7 @@ static int rms_opaque_check(const baton_sig_args *a, int bwd, const rms_info *in
         return baton__reason_set(
             msg, len, BATON_EPLAN,
             "\"opaque\" field part_grad_size is %lld but part_grad '%.64s'%s%s "
-            "has %lld rows (part_grad_size %lld)" OPAQUE_FIX,
+            "has %lld rows (part_grad_size %lld)" BATON_OPAQUE_FIX,
             (long long)d.rms.part_grad_size, pn ? pn : "part_grad", pg ? " " : "",
             pg ? shape_str(pg, sh, sizeof sh) : "", (long long)pgs, (long long)pgs);
     }
@@ -776,16 +774,16 @@ static int ew_opaque_check(const baton_sig_args *a, const ew_kind *k, const bato
             return baton__reason_set(
                 msg, len, BATON_EPLAN,
                 "\"opaque\" field value is %g but this kernel takes no scalar: it "
-                "must be 0" OPAQUE_FIX,
+                "must be 0" BATON_OPAQUE_FIX,
                 d.value);
         return 0;
     }
     if (find_attr(a, k->scalar))
-        return opaque_attr(a, "value", d.value, k->scalar, want->value, msg, len);
+        return baton__opaque_attr(a, "value", d.value, k->scalar, want->value, msg, len);
     if (k->ints == 0 && d.value < 0) /* softshrink's lambda */
         return baton__reason_set(
             msg, len, BATON_EPLAN,
-            "\"opaque\" field value (lambda) is %g: it must be >= 0" OPAQUE_FIX, d.value);
+            "\"opaque\" field value (lambda) is %g: it must be >= 0" BATON_OPAQUE_FIX, d.value);
     return scalar_fits("\"opaque\" field value", d.value, (baton_dtype)d.dtype, msg, len);
 }
 

@@ -42,6 +42,13 @@ extern const builtin_target baton__builtin_targets[];
 /* A target's pack(): copies the `size` bytes of its descriptor into opaque, or BATON_EINVAL when
  * opaque is NULL or smaller; returns the bytes written. */
 int baton__put_desc(const void *desc, size_t size, char *opaque, size_t cap);
+
+/* A plan's own descriptor ("opaque"), checked at load: the fix every refusal ends with, and a
+ * float field that an attribute may also give, which must agree with it where the step gives it
+ * ("... field eps is 0.001 but attribute eps is 1e-05: give one, or the same value in both"). */
+#define BATON_OPAQUE_FIX "; fix the bytes, or leave \"opaque\" out and baton packs the descriptor"
+int baton__opaque_attr(const baton_sig_args *a, const char *field, double have, const char *attr,
+                       double want, char *msg, size_t len);
 extern const int baton__builtin_target_count;
 
 #endif /* BATON_TARGETS_BUILTIN_H */

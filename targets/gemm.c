@@ -15,8 +15,6 @@
 
 /* A plan's own descriptor must be the one baton packs: the backends resolve the step from its
  * tensors and attributes, so bytes that say otherwise would be ignored without a word. */
-#define GEMM_OPAQUE_FIX "; fix the bytes, or leave \"opaque\" out and baton packs the descriptor"
-
 static int gemm_opaque_check(const baton_sig_args *sig, const baton_gemm_desc *want, char *msg,
                              size_t len)
 {
@@ -24,7 +22,7 @@ static int gemm_opaque_check(const baton_sig_args *sig, const baton_gemm_desc *w
     if (sig->opaque_len != sizeof d)
         return baton__reason_set(msg, len, BATON_EPLAN,
                                  "\"opaque\" is %zu bytes but a gemm descriptor is %zu (m, n, k, "
-                                 "dtype, flags, alpha, beta; see docs/targets.md)" GEMM_OPAQUE_FIX,
+                                 "dtype, flags, alpha, beta; see docs/targets.md)" BATON_OPAQUE_FIX,
                                  sig->opaque_len, sizeof d);
     memcpy(&d, sig->opaque, sizeof d);
     const struct {
@@ -39,7 +37,7 @@ static int gemm_opaque_check(const baton_sig_args *sig, const baton_gemm_desc *w
         if (ints[i].have != ints[i].want)
             return baton__reason_set(msg, len, BATON_EPLAN,
                                      "\"opaque\" field %s is %lld but the step's tensors and "
-                                     "attributes give %lld" GEMM_OPAQUE_FIX,
+                                     "attributes give %lld" BATON_OPAQUE_FIX,
                                      ints[i].name, (long long)ints[i].have,
                                      (long long)ints[i].want);
     const struct {
@@ -50,7 +48,7 @@ static int gemm_opaque_check(const baton_sig_args *sig, const baton_gemm_desc *w
         if (!(nums[i].have == nums[i].want))
             return baton__reason_set(msg, len, BATON_EPLAN,
                                      "\"opaque\" field %s is %.17g but the step's tensors and "
-                                     "attributes give %.17g" GEMM_OPAQUE_FIX,
+                                     "attributes give %.17g" BATON_OPAQUE_FIX,
                                      nums[i].name, nums[i].have, nums[i].want);
     return 0;
 }

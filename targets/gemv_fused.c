@@ -18,21 +18,14 @@
 static int desc_of(int op, const baton_sig_args *a, baton_gemv_fused_desc *d, char *msg, size_t len)
 {
     if (a && a->opaque) {
-        int rc = baton__gf_desc_read(op, a->opaque, a->opaque_len, d, msg, len);
-        if (rc)
+        if (baton__gf_desc_read(op, a->opaque, a->opaque_len, d, msg, len))
             return BATON_EPLAN;
         baton_gemv_fused_desc want;
         if (op != GF_RMS_NORM_GEMM || !a->attrs || a->n_attrs <= 0 ||
             !baton_attrs_find(a->attrs, a->n_attrs, "eps"))
             return 0;
-        if ((rc = baton__gf_desc_from_attrs(op, a, &want, msg, len)))
-            return rc;
-        if (want.eps != d->eps)
-            return baton__reason_set(msg, len, BATON_EPLAN,
-                                     "\"opaque\" field eps is %.17g but attribute eps is %.17g: "
-                                     "give one, or the same value in both",
-                                     d->eps, want.eps);
-        return 0;
+        int rc = baton__gf_desc_from_attrs(op, a, &want, msg, len);
+        return rc ? rc : baton__opaque_attr(a, "eps", d->eps, "eps", want.eps, msg, len);
     }
     return baton__gf_desc_from_attrs(op, a, d, msg, len);
 }
