@@ -5,8 +5,9 @@ baton's rms_norm_fwd and rms_norm_bwd) exported with baton_export.jax to a plan,
 f32, as JAX computes them a primitive at a time (jax.disable_jit: each op rounds its result, as
 each plan step does). The jitted function may differ by an ulp: XLA's CPU fusions contract a
 multiply and a subtract into one FMA (the SGD update), which the jaxpr does not say; those
-outputs are checked within one ulp of the plan's, and the count is printed. Also checks that a primitive without a lowering is refused by name. Exits non-zero on a
-failure. Run by scripts/ci-jax.sh:
+outputs are checked within one ulp of the plan's, and the count is printed. Also checks that a
+primitive without a lowering is refused by name. Exits non-zero on a failure. Run by
+scripts/ci-jax.sh:
 
     JAX_PLATFORMS=cpu PYTHONPATH=python python3 examples/jax/export_rms_norm.py \
         --lib build-jax/libbaton_jax.so --baton build-jax/baton

@@ -48,7 +48,7 @@ static const char *const seeds[] = {
         "]|rms_norm_bwd|\"g\", \"iv\", \"x\", \"w\"|\"gx\", \"gw\", \"pg\"|",
     "[" T("pg", "f32", "[2, 8]", "input") "," T("w", "f16", "[8]", "input") ","
         T("gw", "f16", "[8]", "output") "]|rms_norm_grad_weight|\"pg\", \"w\"|\"gw\"|",
-    /* the decoder's targets (issue 41); their integer inputs (ids, positions, step) are zeros */
+    /* the decoder's targets (issue 41); integer inputs (ids, positions, step) are 0 to 2 */
     "[" T("ids", "i64", "[3]", "input") "," T("table", "f32", "[5, 8]", "input") ","
         T("y", "f32", "[3, 8]", "output") "]|embedding|\"ids\", \"table\"|\"y\"|",
     "[" T("x", "bf16", "[2, 16]", "input") "," T("pos", "i32", "[2]", "input") ","
