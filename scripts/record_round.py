@@ -77,11 +77,15 @@ def llm_rows(gen, torch_dec):
     t_dec = next((v for k, v in tmap.items() if k.startswith("compiled") and "decode" in k), None)
     t_pre = next((v for k, v in tmap.items() if k.startswith("compiled") and "prefill" in k), None)
     for run in gen["runs"]:
-        # bench_generate.py runs the fused plans and, by default, the unfused ones too
-        m = run["mode"] + (", unfused plan" if run.get("fused") is False else "")
+        # bench_generate.py runs the fused plans and, by default, the unfused ones too; --fused
+        # gemv the plans whose norms and SwiGLU fold into the GEMVs (fused == "gemv")
+        plan = {False: ", unfused plan", "gemv": ", gemv plan"}.get(run.get("fused"), "")
+        m = run["mode"] + plan
         share = gen["floor_ms_per_token"] / run["decode_ms_per_token"] * 100
         rows.append({
-            "what": f"Llama-3.2-1B-shaped decode, bf16, batch 1, prompt {gen['prompt']}, {m} mode",
+            "what": f"Llama-3.2-1B-shaped decode, bf16, batch 1, prompt {gen['prompt']}, "
+                    + (f"{run['mode']} mode, gemv plan (fused='gemv', next_token on the GPU)"
+                       if run.get("fused") == "gemv" else f"{m} mode"),
             "figure": round(run["decode_ms_per_token"], 3),
             "unit": f"ms/token ({share:.0f} % of the floor, "
                     f"{run['host_waits_per_token']:.2f} host waits/token)",
@@ -100,7 +104,7 @@ def llm_rows(gen, torch_dec):
         rows.append({
             "what": f"generate start-up (load + prepare + first token), {m} mode",
             "figure": round(run["first_token_s"], 2),
-            "unit": "s",
+            "unit": f"s (load + prepare {run['load_prepare_s']:.2f} s)",
             "floor": None,
             "peer": None,
         })
@@ -159,6 +163,7 @@ def main():
     ap.add_argument("dir")
     ap.add_argument("--out", required=True)
     ap.add_argument("--source", default="")
+    ap.add_argument("--date", help="the call's date (default: bench_decoder.json's)")
     ap.add_argument("--command", default="PARTS=\"tests decoder llm\" bash scripts/gpu-round.sh")
     a = ap.parse_args()
     dec = load(a.dir, "bench_decoder.json")
@@ -171,7 +176,10 @@ def main():
     rows = (decoder_rows(dec, peers) if dec else []) + (gemv_rows(gemv, peers) if gemv else [])
     rows += llm_rows(gen, tdec) if gen else []
     device = (dec or gen)["device"]
-    date = (dec["date"][:10] if dec else None) or "unknown"
+    # bench_decoder writes its date; a call without it (PARTS=llm) takes --date
+    date = a.date or (dec["date"][:10] if dec else None)
+    if not date:
+        sys.exit("record_round: no bench_decoder.json to date the record: give --date YYYY-MM-DD")
     rec = {"date": date, "device": device, "command": a.command, "source": a.source, "rows": rows}
     with open(a.out, "w", encoding="utf-8") as f:
         json.dump(rec, f, indent=1, ensure_ascii=False)
