@@ -4,7 +4,8 @@ of 2) cached positions (32 query heads, 8 KV heads, head_dim 64, enable_gqa), wi
 cuDNN backends where they take the case and whatever PyTorch picks; prefill (causal, T = 1024,
 2048, 4096, 8192, also in TFLOP/s); and F.linear for x [1, 2048] by W [N, 2048] (N = 2048, 2560,
 8192, 16384, 128256; K = 2048, the decode GEMVs of issue 41); softmax, F.embedding and HF's
-rope (with cos and sin given) at bench_decoder's shapes, cold. Each is timed two ways: warm (the
+rope (with cos and sin given), and transformers' sampling (top-k / top-p warpers, multinomial) at
+bench_decoder's shapes, cold. Each is timed two ways: warm (the
 same inputs every call, the same W for F.linear, as PyTorch's published figures were taken) and
 cold (the inputs rotated over sets that together exceed 2.5x the
 L2 and 64 MB, as bench_decoder times baton). Calls are captured k at a time into a CUDA graph and
@@ -209,6 +210,46 @@ def main():
             record(op, "i64[%d]" % rows, "torch F.embedding", nbytes, us, False)
             del ids
         del table
+
+    # sampling one token from a decode step's logits [1, 128256] as transformers' generate does:
+    # logits / temperature, TopKLogitsWarper (x < the k-th largest -> -inf), TopPLogitsWarper
+    # (ascending sort, softmax, cumsum, the tokens whose cumulative mass is <= 1 - top_p -> -inf,
+    # the largest kept), softmax, torch.multinomial; greedy is torch.argmax. bench_decoder's rows.
+    def hf_sample(x, t, top_k, top_p):
+        x = x / t
+        if top_k:
+            kth = torch.topk(x, top_k)[0][..., -1, None]
+            x = x.masked_fill(x < kth, float("-inf"))
+        if top_p < 1:
+            srt, idx = torch.sort(x, descending=False)
+            cum = srt.softmax(dim=-1).cumsum(dim=-1)
+            drop = cum <= (1 - top_p)
+            drop[..., -1:] = False
+            x = x.masked_fill(drop.scatter(1, idx, drop), float("-inf"))
+        return torch.multinomial(torch.softmax(x, dim=-1), 1)
+
+    for op, dt, t, top_k, top_p in (("sample top_k 50 top_p 0.9 t 0.8", "f32", 0.8, 50, 0.9),
+                                    ("sample bf16 top_k 50 top_p 0.9", "bf16", 0.8, 50, 0.9),
+                                    ("sample top_p 0.9 t 0.8", "f32", 0.8, 0, 0.9),
+                                    ("sample greedy (top_k 1)", "f32", 1.0, 1, 1.0)):
+        if not want(op):
+            continue
+        V = 128256
+        tdt, esz = (torch.float32, 4) if dt == "f32" else (torch.bfloat16, 2)
+        nbytes = V * esz
+        n = sets_for(nbytes)
+        x = [(torch.randn(1, V, device=dev, dtype=torch.float32) * 4).to(tdt) for _ in range(n)]
+        if top_k == 1:
+            fn, impl = (lambda i: torch.argmax(x[i % n], dim=-1)), "torch argmax"
+        else:
+            fn = lambda i: hf_sample(x[i % n], t, top_k, top_p)  # noqa: E731
+            impl = "torch HF warpers + multinomial"
+        try:
+            us = time_graph(fn, min(max(n, 16), 256))
+            record(op, "%s[1,%d]" % (dt, V), impl, nbytes, us, False)
+        except RuntimeError as e:  # a PyTorch whose sampling cannot be captured in a graph
+            print("%-34s %s: not timed (%s)" % (op, impl, str(e).splitlines()[0]))
+        del x
 
     def rotate_half(t):
         h = t.shape[-1] // 2
