@@ -4,7 +4,8 @@
  *
  *   build/generate DIR --prompt 1,5,7 --max-new-tokens N [--gpu=auto|cuda|cpu|sim]
  *                  [--mode=strict|boundary|graph] [--temperature T --top-k K --top-p P --seed S]
- *                  [--warmup N] [--no-pdl] [--trace FILE] [--queue-tokens]
+ *                  [--sample-on=auto|host|device] [--warmup N] [--no-pdl] [--trace FILE]
+ *                  [--queue-tokens]
  *
  * Prints the generated ids space-separated as the last line of stdout, rates on stderr.
  */
@@ -23,6 +24,8 @@
 
 #define MAX_PROMPT 65536
 
+enum { SAMPLE_AUTO, SAMPLE_HOST, SAMPLE_DEVICE };
+
 typedef struct gen_args {
     const char *dir;
     int64_t prompt[MAX_PROMPT];
@@ -30,6 +33,7 @@ typedef struct gen_args {
     long max_new;
     baton_options opts;
     int sampling;
+    int sample_on; /* SAMPLE_AUTO, SAMPLE_HOST or SAMPLE_DEVICE (--sample-on) */
     double temperature, top_p;
     long top_k;
     unsigned long long seed;
@@ -52,10 +56,12 @@ static int usage(const char *msg)
     fprintf(stderr,
             "usage: generate DIR --prompt ID,ID,... --max-new-tokens N [--gpu=auto|cuda|cpu|sim]\n"
             "                [--mode=strict|boundary|graph] [--temperature T] [--top-k K]\n"
-            "                [--top-p P] [--seed S] [--warmup N] [--no-pdl] [--trace FILE]\n"
-            "                [--queue-tokens]\n"
+            "                [--top-p P] [--seed S] [--sample-on=auto|host|device] [--warmup N]\n"
+            "                [--no-pdl] [--trace FILE] [--queue-tokens]\n"
             "DIR holds prefill.json, decode.json and weights.safetensors from\n"
             "baton_export.export_causal_lm. Greedy unless --temperature is given.\n"
+            "--sample-on: where sampling draws the token; auto (the default) is the decode's GPU\n"
+            "when it runs on one (the logits stay there), else the host.\n"
             "--warmup N runs the prompt N times before the timed prefill (for benchmarks).\n"
             "--no-pdl launches without programmatic dependent launch (to compare).\n"
             "--trace FILE writes a Chrome trace of the decode runs after the first (host spans,\n"
@@ -154,6 +160,15 @@ static int parse_args(int argc, char **argv, gen_args *a)
             if (parse_int(v, &n) || n < 0)
                 return usage("--seed takes an integer >= 0");
             a->seed = (unsigned long long)n;
+        } else if ((v = opt_value(argc, argv, &i, "--sample-on"))) {
+            if (!strcmp(v, "auto"))
+                a->sample_on = SAMPLE_AUTO;
+            else if (!strcmp(v, "host"))
+                a->sample_on = SAMPLE_HOST;
+            else if (!strcmp(v, "device"))
+                a->sample_on = SAMPLE_DEVICE;
+            else
+                return usage("--sample-on takes auto, host or device");
         } else if (strcmp(argv[i], "--queue-tokens") == 0) {
             a->queue_tokens = 1;
         } else if ((v = opt_value(argc, argv, &i, "--trace"))) {
@@ -173,8 +188,8 @@ static int parse_args(int argc, char **argv, gen_args *a)
     }
     if (!a->dir || !a->n_prompt || a->max_new < 0)
         return usage("DIR, --prompt and --max-new-tokens are required");
-    if (!a->sampling && (a->top_k || a->top_p != 1.0 || a->seed))
-        return usage("--top-k, --top-p and --seed need --temperature (sampling)");
+    if (!a->sampling && (a->top_k || a->top_p != 1.0 || a->seed || a->sample_on))
+        return usage("--top-k, --top-p, --seed and --sample-on need --temperature (sampling)");
     return 0;
 }
 
@@ -202,10 +217,12 @@ static int64_t argmax_row(const float *x, int64_t n)
     return best;
 }
 
-/* The sampler: a one-step CPU plan around the `sample` kernel, made from the command line's
- * settings, so a decode plan needs no re-export to change them. */
+/* The sampler: a one-step plan around the `sample` kernel, made from the command line's
+ * settings, so a decode plan needs no re-export to change them; on `device` ("cpu", or "cuda:0"
+ * beside a decode on that GPU, with the runtime options `opts`). */
 static int make_sampler(baton_registry *reg, const gen_args *a, baton_dtype logits_dtype,
-                        int64_t vocab, baton_plan **plan, baton_runtime **rt, baton_error *err)
+                        int64_t vocab, const char *device, const baton_options *opts,
+                        baton_plan **plan, baton_runtime **rt, baton_error *err)
 {
     char json[2048];
     snprintf(json, sizeof json,
@@ -214,17 +231,19 @@ static int make_sampler(baton_registry *reg, const gen_args *a, baton_dtype logi
              "\"role\": \"input\"},"
              "{\"name\": \"step\", \"dtype\": \"i64\", \"shape\": [1], \"role\": \"input\"},"
              "{\"name\": \"ids\", \"dtype\": \"i64\", \"shape\": [1], \"role\": \"output\"}],"
-             "\"steps\": [{\"name\": \"sample\", \"kernel\": \"sample\", \"device\": \"cpu\", "
+             "\"steps\": [{\"name\": \"sample\", \"kernel\": \"sample\", \"device\": \"%s\", "
              "\"inputs\": [\"logits\", \"step\"], \"outputs\": [\"ids\"], \"attrs\": "
              "{\"temperature\": %.17g, \"top_k\": %ld, \"top_p\": %.17g, \"seed\": %llu}}]}",
-             baton_dtype_name(logits_dtype), vocab, a->temperature, a->top_k, a->top_p, a->seed);
+             baton_dtype_name(logits_dtype), vocab, device, a->temperature, a->top_k, a->top_p,
+             a->seed);
     int rc = baton_plan_load_string(reg, json, strlen(json), "sampler", NULL, plan, err);
     if (rc == 0)
-        rc = baton_runtime_create(*plan, NULL, rt, err);
+        rc = baton_runtime_create(*plan, opts, rt, err);
     return rc;
 }
 
-/* The next token from a row of logits: argmax on the host, or the sampler plan. */
+/* The next token from a row of logits: argmax on the host, or the sampler plan (row NULL: the
+ * logits are already in the device buffer the sampler's input is bound to). */
 static int next_token(baton_runtime *sampler, const void *row, size_t row_bytes, baton_dtype dtype,
                       float *row_f32, int64_t vocab, int64_t step, int64_t *tok, baton_error *err)
 {
@@ -237,7 +256,7 @@ static int next_token(baton_runtime *sampler, const void *row, size_t row_bytes,
         *tok = argmax_row(row_f32, vocab);
         return 0;
     }
-    int rc = baton_runtime_set_input(sampler, "logits", row, row_bytes, err);
+    int rc = row ? baton_runtime_set_input(sampler, "logits", row, row_bytes, err) : 0;
     if (rc == 0)
         rc = baton_runtime_set_input(sampler, "step", &step, sizeof step, err);
     if (rc == 0)
@@ -245,6 +264,62 @@ static int next_token(baton_runtime *sampler, const void *row, size_t row_bytes,
     if (rc == 0)
         rc = baton_runtime_get_output(sampler, "ids", tok, sizeof *tok, err);
     return rc;
+}
+
+/* Binds tensor `name` of rt to `p` on cuda:0 (on the test device, host memory). */
+static int bind_dev(baton_runtime *rt, const baton_plan *plan, const char *name, void *p,
+                    baton_error *err)
+{
+    baton_tensor_info ti;
+    int t = baton_plan_tensor_index(plan, name);
+    if (t < 0 || baton_plan_tensor_info(plan, t, &ti))
+        return BATON_EINVAL;
+    baton_buffer b = {{BATON_DEVICE_CUDA, 0}, p, ti.nbytes, ti.desc.dtype};
+    return baton_runtime_bind(rt, t, &b, err);
+}
+
+/* Sampling on the decode's GPU: the decode plan's logits output and the sampler's logits input
+ * are bound to one buffer there (cudaMalloc; host memory on the test device), so a token brings 8
+ * bytes to the host rather than the logits (256 KB for a 128k vocabulary in bf16), and the draw
+ * runs on the GPU instead of the host's cores. */
+typedef struct dev_row {
+    void *p;
+    int cuda; /* cudaMalloc'd (else host memory, for BATON_GPU_SIM) */
+} dev_row;
+
+static int dev_row_alloc(dev_row *r, size_t n, int cuda)
+{
+    r->cuda = cuda;
+#ifdef GENERATE_CUDA
+    if (cuda)
+        return cudaMalloc(&r->p, n) == cudaSuccess ? 0 : -1;
+#endif
+    r->p = aligned_alloc(BATON_ARENA_ALIGN,
+                         (n + BATON_ARENA_ALIGN - 1) / BATON_ARENA_ALIGN * BATON_ARENA_ALIGN);
+    return r->p ? 0 : -1;
+}
+
+static int dev_row_put(dev_row *r, const void *src, size_t n)
+{
+#ifdef GENERATE_CUDA
+    if (r->cuda)
+        return cudaMemcpy(r->p, src, n, cudaMemcpyHostToDevice) == cudaSuccess ? 0 : -1;
+#endif
+    memcpy(r->p, src, n);
+    return 0;
+}
+
+static void dev_row_free(dev_row *r)
+{
+#ifdef GENERATE_CUDA
+    if (r->cuda) {
+        cudaFree(r->p);
+        r->p = NULL;
+        return;
+    }
+#endif
+    free(r->p);
+    r->p = NULL;
 }
 
 #ifdef GENERATE_CUDA
@@ -263,17 +338,6 @@ typedef struct decode_times {
     double first, rest, host; /* run 1; runs 2.. (to the last wait); host time outside runs */
     baton_run_stats st0, st1;
 } decode_times;
-
-static int bind_dev(baton_runtime *rt, const baton_plan *plan, const char *name, void *p,
-                    baton_error *err)
-{
-    baton_tensor_info ti;
-    int t = baton_plan_tensor_index(plan, name);
-    if (t < 0 || baton_plan_tensor_info(plan, t, &ti))
-        return BATON_EINVAL;
-    baton_buffer b = {{BATON_DEVICE_CUDA, 0}, p, ti.nbytes, ti.desc.dtype};
-    return baton_runtime_bind(rt, t, &b, err);
-}
 
 static int cuda_fail(baton_error *err, const char *what, cudaError_t e)
 {
@@ -364,6 +428,7 @@ int main(int argc, char **argv)
     baton_plan *pre = NULL, *dec = NULL, *samp_plan = NULL;
     baton_runtime *pre_rt = NULL, *dec_rt = NULL, *samp_rt = NULL;
     void *logits = NULL, *state = NULL;
+    dev_row drow = {NULL, 0}; /* the logits on the decode's GPU, when it samples there */
     float *row_f32 = NULL;
     int64_t *out_ids = NULL;
     int status = 1;
@@ -461,10 +526,38 @@ int main(int argc, char **argv)
         fprintf(stderr, "generate: out of memory\n");
         goto out;
     }
-    if (a.sampling && make_sampler(reg, &a, li.desc.dtype, vocab, &samp_plan, &samp_rt, &err)) {
+    /* Sampling on the decode's GPU where it runs on one (CUDA, or the test device), else on the
+     * host: the same definition and the same bits either way (docs/targets.md). */
+    const baton_gpu_backend gb = baton_runtime_gpu_backend(dec_rt);
+    int samp_dev = a.sampling && a.sample_on != SAMPLE_HOST && dec_logits &&
+                   (gb == BATON_GPU_CUDA || gb == BATON_GPU_SIM);
+    if (a.sampling && a.sample_on == SAMPLE_DEVICE && !samp_dev) {
+        fprintf(stderr,
+                "generate: --sample-on=device: the decode runs on no GPU here (--gpu=%s); "
+                "use --sample-on=host or a GPU\n",
+                gb == BATON_GPU_CPU ? "cpu" : "auto without a device");
+        goto out;
+    }
+    if (samp_dev) {
+        baton_options so = a.opts;
+        if (make_sampler(reg, &a, li.desc.dtype, vocab, "cuda:0", &so, &samp_plan, &samp_rt,
+                         &err) ||
+            dev_row_alloc(&drow, row_bytes, gb == BATON_GPU_CUDA) ||
+            bind_dev(dec_rt, dec, "logits", drow.p, &err) ||
+            bind_dev(samp_rt, samp_plan, "logits", drow.p, &err)) {
+            if (!err.message[0])
+                snprintf(err.message, sizeof err.message, "no memory for the logits on the GPU");
+            fail("the sampler on the decode's GPU", &err);
+            goto out;
+        }
+    } else if (a.sampling && make_sampler(reg, &a, li.desc.dtype, vocab, "cpu", NULL, &samp_plan,
+                                          &samp_rt, &err)) {
         fail("the sampler", &err);
         goto out;
     }
+    if (a.sampling)
+        fprintf(stderr, "sampling: on %s\n",
+                samp_dev ? "the decode's GPU (the logits stay there)" : "the host");
 
     /* 3. Prefill: bind the prompt length to the plan's "seq" dim, then the inputs. */
     int64_t *pos = malloc((size_t)T * sizeof *pos);
@@ -521,9 +614,14 @@ int main(int argc, char **argv)
     free(last_row);
     if (rc == 0)
         rc = baton_runtime_get_output(pre_rt, "logits", logits, (size_t)lr_rows * row_bytes, &err);
+    const char *last = (char *)logits + (size_t)(lr_rows - 1) * row_bytes;
+    if (rc == 0 && samp_dev && dev_row_put(&drow, last, row_bytes)) {
+        snprintf(err.message, sizeof err.message, "copying the logits to the GPU failed");
+        rc = BATON_ECUDA;
+    }
     if (rc == 0)
-        rc = next_token(samp_rt, (char *)logits + (size_t)(lr_rows - 1) * row_bytes, row_bytes,
-                        li.desc.dtype, row_f32, vocab, 0, &out_ids[0], &err);
+        rc = next_token(samp_rt, samp_dev ? NULL : last, row_bytes, li.desc.dtype, row_f32, vocab,
+                        0, &out_ids[0], &err);
     if (rc) {
         fail("prefill", &err);
         goto out;
@@ -597,10 +695,11 @@ int main(int argc, char **argv)
         if (rc == 0 && greedy_on_device) {
             rc = baton_runtime_get_output(dec_rt, "next_token", &out_ids[i], sizeof(int64_t), &err);
         } else if (rc == 0) {
-            rc = baton_runtime_get_output(dec_rt, "logits", logits, row_bytes, &err);
+            if (!samp_dev) /* sampling on the GPU reads them where the decode left them */
+                rc = baton_runtime_get_output(dec_rt, "logits", logits, row_bytes, &err);
             if (rc == 0)
-                rc = next_token(samp_rt, logits, row_bytes, li.desc.dtype, row_f32, vocab, i,
-                                &out_ids[i], &err);
+                rc = next_token(samp_rt, samp_dev ? NULL : logits, row_bytes, li.desc.dtype,
+                                row_f32, vocab, i, &out_ids[i], &err);
         }
         t_host += now_s() - th;
         if (rc) {
@@ -658,6 +757,8 @@ out:
     baton_runtime_destroy(samp_rt);
     baton_runtime_destroy(dec_rt);
     baton_runtime_destroy(pre_rt);
+    if (drow.p) /* after the runtimes bound to it */
+        dev_row_free(&drow);
 #ifdef GENERATE_CUDA
     if (dec_stream) /* after the runtime that used it */
         cudaStreamDestroy(dec_stream);

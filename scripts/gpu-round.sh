@@ -103,18 +103,25 @@ for fused in [("gemv" if v == "gemv" else True) for v in os.environ.get("LLMC_PL
     t = time.time()
     baton_export.export_causal_lm(m, f"/tmp/llmc/{'gemv' if fused == 'gemv' else 'fused'}",
                                   max_seq_len=1024 + 129, device="cuda:0", verbose=False,
-                                  prefill_logits="last", fused=fused, decode_outputs=("next_token",))
+                                  prefill_logits="last", fused=fused,
+                                  decode_outputs=tuple(os.environ.get("LLMC_OUTPUTS", "next_token").split(",")))
     print("exported", fused, f"{time.time() - t:.1f} s", how, flush=True)
 PY
   say "(export rc $?) $(tail -n 2 "$work/llm_export.log" | tr '\n' ' ')"
   ids=$(python3 -c "print(','.join(str((7 * i + 3) % 1000 + 1) for i in range(1024)))")
-  # LLMC_PLANS (fused gemv), LLMC_FLAGS (each a set of generate flags; "-" for none)
+  # LLMC_PLANS (fused gemv), LLMC_FLAGS (each a set of generate flags joined by commas, e.g.
+  # "--temperature=0.8,--top-k=50"; "-" for none), LLMC_OUTPUTS (the decode plan's outputs,
+  # comma-separated: "logits" to sample); each run's ids as a checksum, to compare runs
   for v in ${LLMC_PLANS:-fused gemv}; do
     for pdl in ${LLMC_FLAGS:-- --no-pdl}; do
       [ "$pdl" = - ] && pdl=""
+      pdl=${pdl//,/ }
       timeout "${GEN_TIMEOUT:-40}" "$BUILD/generate" /tmp/llmc/$v --prompt "$ids" --max-new-tokens 129 \
-        --gpu=cuda --mode=graph --warmup 2 $pdl > "$work/gen-$v$pdl.out" 2> "$work/gen-$v$pdl.err"
-      say "generate $v graph $pdl: rc $? | $(grep -E 'prefill:|ms/token|host outside|load\+prepare' "$work/gen-$v$pdl.err" | tr '\n' ' ') | ids $(tail -c 60 "$work/gen-$v$pdl.out")"
+        --gpu=cuda --mode=graph --warmup 2 $pdl > "$work/gen.out" 2> "$work/gen.err"
+      rc=$?
+      tag=$(echo "$v$pdl" | tr -c 'A-Za-z0-9.=\n-' '_')
+      mv "$work/gen.out" "$work/gen-$tag.out"; mv "$work/gen.err" "$work/gen-$tag.err"
+      say "generate $v graph $pdl: rc $rc | $(grep -E 'prefill:|ms/token|host outside|load\+prepare|sampling:' "$work/gen-$tag.err" | tr '\n' ' ') | ids $(tail -n 1 "$work/gen-$tag.out" | md5sum | cut -c1-12) ...$(tail -c 40 "$work/gen-$tag.out")"
     done
   done
 fi

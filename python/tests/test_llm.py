@@ -165,6 +165,35 @@ def test_generate_example_samples_reproducibly(tmp_path, caps, generate_exe):
     assert a != c  # 10 tokens from 20 candidates each: equal by chance with negligible odds
 
 
+def test_sampling_on_the_device_draws_the_hosts_tokens(tmp_path, caps, generate_exe):
+    # --sample-on=device (here the test GPU device) binds the decode's logits output and the
+    # sampler's input to one buffer on the GPU, and draws there; the sampler is one definition on
+    # every device, so the tokens are the host sampler's over the same logits
+    caps.need("embedding", "rope_cache_update", "swiglu", "gemm_add", "attention", "safetensors",
+              "sample")
+    if not generate_exe:
+        pytest.skip("no generate binary (built with the state-and-dims API)")
+    baton_export.export_causal_lm(_build("llama"), tmp_path, max_seq_len=32, verbose=False)
+
+    def run(gpu, where):
+        r = subprocess.run([generate_exe, str(tmp_path), "--prompt", "1,2,3", "--max-new-tokens",
+                            "10", f"--gpu={gpu}", "--mode=graph", "--temperature", "1.5",
+                            "--top-k", "20", "--top-p", "0.95", "--seed", "3",
+                            f"--sample-on={where}"],
+                           capture_output=True, text=True, timeout=120)
+        return r.returncode, r.stdout.strip().splitlines()[-1] if r.stdout.strip() else "", r.stderr
+
+    rc, host, err = run("sim", "host")
+    assert rc == 0 and "sampling: on the host" in err, err
+    rc, dev, err = run("sim", "auto")  # auto: the decode's GPU
+    assert rc == 0 and "sampling: on the decode's GPU" in err, err
+    assert dev == host and len(dev.split()) == 10
+    rc, cpu, err = run("cpu", "auto")
+    assert rc == 0 and "sampling: on the host" in err and cpu == host, err
+    rc, _, err = run("cpu", "device")
+    assert rc != 0 and "--sample-on=device: the decode runs on no GPU" in err, err
+
+
 def test_unsupported_architectures_are_refused_by_name(tmp_path):
     import transformers as tf
 
