@@ -88,6 +88,25 @@ typedef struct read_job {
     float sums[256 * 16];
 } read_job;
 
+/* The read at the machine's vector level (bench_cpu ran AVX-512 code unconditionally and died
+ * with SIGILL on an AVX2 machine). */
+static void read_task_scalar(void *arg, int64_t t)
+{
+    read_job *j = arg;
+    size_t b0 = (size_t)t * j->per_task,
+           b1 = b0 + j->per_task < j->bytes ? b0 + j->per_task : j->bytes;
+    uint64_t a[8] = {0};
+    for (size_t b = b0; b + 64 <= b1; b += 64)
+        for (int i = 0; i < 8; i++) {
+            uint64_t v;
+            memcpy(&v, j->p + b + 8 * i, 8);
+            a[i] += v;
+        }
+    for (int i = 1; i < 8; i++)
+        a[0] += a[i];
+    j->sums[16 * (t % 256)] = (float)a[0];
+}
+
 #ifdef SIMD_X86
 /* Eight independent sums over 512 bytes a pass: the fastest plain read measured here (four sums
  * over 256 bytes read 5-10 % slower, an integer OR 5 % slower still). */
@@ -106,17 +125,35 @@ static SIMD_T512 void read_task(void *arg, int64_t t)
         a[0] = _mm512_add_ps(a[0], a[i]);
     _mm512_storeu_ps(j->sums + 16 * (t % 256), a[0]);
 }
+
+/* The same with 32-byte vectors, eight sums over 256 bytes a pass. */
+static SIMD_T256 void read_task256(void *arg, int64_t t)
+{
+    read_job *j = arg;
+    size_t b0 = (size_t)t * j->per_task,
+           b1 = b0 + j->per_task < j->bytes ? b0 + j->per_task : j->bytes;
+    __m256 a[8];
+    for (int i = 0; i < 8; i++)
+        a[i] = _mm256_setzero_ps();
+    for (size_t b = b0; b + 256 <= b1; b += 256)
+        for (int i = 0; i < 8; i++)
+            a[i] = _mm256_add_ps(a[i], _mm256_loadu_ps((const float *)(j->p + b + 32 * i)));
+    for (int i = 1; i < 8; i++)
+        a[0] = _mm256_add_ps(a[0], a[i]);
+    _mm256_storeu_ps(j->sums + 16 * (t % 256), a[0]);
+}
 #endif
 
 static void read_run(void *arg)
 {
     read_job *j = arg;
     int64_t tasks = (int64_t)((j->bytes + j->per_task - 1) / j->per_task);
+    void (*task)(void *, int64_t) = read_task_scalar;
 #ifdef SIMD_X86
-    baton__par_for(tasks, read_task, j);
-#else
-    (void)tasks;
+    const simd_level l = baton__simd_level_get();
+    task = l == SIMD_AVX512 ? read_task : l == SIMD_AVX2 ? read_task256 : read_task_scalar;
 #endif
+    baton__par_for(tasks, task, j);
 }
 
 static double read_us(const void *p, size_t bytes)
@@ -330,6 +367,58 @@ static void rms_row(const char *name, const char *peer_key, int64_t n1, int64_t 
     free(x), free(w), free(y), free(inv), free(s);
 }
 
+/* The sampler over a decode step's logits (128256, Llama 3's vocabulary), through a one-step CPU
+ * plan as generate makes it: inputs set once, the run timed (its few microseconds of runtime
+ * around the kernel included). */
+typedef struct sample_job {
+    baton_runtime *rt;
+} sample_job;
+
+static void sample_run(void *arg)
+{
+    baton_error err = {0};
+    if (baton_runtime_run(((sample_job *)arg)->rt, &err)) {
+        fprintf(stderr, "bench_cpu: sample: %s\n", err.message);
+        exit(1);
+    }
+}
+
+static void sample_row(const char *name, const char *peer_key, baton_dtype dt, double temperature,
+                       int top_k, double top_p)
+{
+    const int64_t V = 128256;
+    char json[1024];
+    snprintf(json, sizeof json,
+             "{\"format\": \"baton.plan\", \"version\": 1, \"name\": \"sampler\", \"tensors\": ["
+             "{\"name\": \"logits\", \"dtype\": \"%s\", \"shape\": [1, %lld], \"role\": \"input\"},"
+             "{\"name\": \"step\", \"dtype\": \"i64\", \"shape\": [1], \"role\": \"input\"},"
+             "{\"name\": \"ids\", \"dtype\": \"i64\", \"shape\": [1], \"role\": \"output\"}],"
+             "\"steps\": [{\"name\": \"sample\", \"kernel\": \"sample\", \"device\": \"cpu\", "
+             "\"inputs\": [\"logits\", \"step\"], \"outputs\": [\"ids\"], \"attrs\": "
+             "{\"temperature\": %.17g, \"top_k\": %d, \"top_p\": %.17g, \"seed\": 1}}]}",
+             baton_dtype_name(dt), (long long)V, temperature, top_k, top_p);
+    baton_registry *reg = NULL;
+    baton_plan *plan = NULL;
+    sample_job j = {NULL};
+    baton_error err = {0};
+    void *x = alloc_rand(dt, V, 11, 4.0);
+    int64_t step = 7;
+    if (baton_registry_create(&reg) ||
+        baton_plan_load_string(reg, json, strlen(json), "sampler", NULL, &plan, &err) ||
+        baton_runtime_create(plan, NULL, &j.rt, &err) ||
+        baton_runtime_set_input(j.rt, "logits", x, (size_t)V * baton_dtype_size(dt), &err) ||
+        baton_runtime_set_input(j.rt, "step", &step, sizeof step, &err)) {
+        fprintf(stderr, "bench_cpu: the sampler plan: %s\n", err.message);
+        exit(1);
+    }
+    row *r = new_row(name, peer_key);
+    r->us = time_us(sample_run, &j);
+    baton_runtime_destroy(j.rt);
+    baton_plan_free(plan);
+    baton_registry_destroy(reg);
+    free(x);
+}
+
 /* ---- --gemm-sweep: baton's kernels against OpenBLAS over M ---- */
 
 typedef struct sweep_job {
@@ -536,6 +625,14 @@ int main(int argc, char **argv)
     ew_row("add 2048x4096 bf16", "add_bf16", baton__kcpu_add, BATON_DTYPE_BF16, 2048LL * 4096, 1,
            0);
     rms_row("rmsnorm 4096x4096 f32", "rmsnorm_f32", 4096, 4096);
+    sample_row("sample 128256 f32, top_k 50, top_p 0.9, t 0.8", "sample_topk_f32", BATON_DTYPE_F32,
+               0.8, 50, 0.9);
+    sample_row("sample 128256 bf16, top_k 50, top_p 0.9, t 0.8", "sample_topk_bf16",
+               BATON_DTYPE_BF16, 0.8, 50, 0.9);
+    sample_row("sample 128256 f32, top_p 0.9, t 0.8", "sample_topp_f32", BATON_DTYPE_F32, 0.8, 0,
+               0.9);
+    sample_row("sample 128256 f32, greedy (top_k 1)", "sample_greedy_f32", BATON_DTYPE_F32, 1.0, 1,
+               1.0);
 
     printf("baton CPU steps: %d threads, %s, OpenBLAS %s%s\n", threads,
            baton__simd_level_name(baton__simd_level_get()), openblas_get_config(),

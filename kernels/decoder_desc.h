@@ -157,7 +157,9 @@ DEC_HD static inline double dec_uniform(uint64_t seed, int64_t step, int64_t row
  * selects its top-k and top-p sets by radix-selecting these keys, with no sort and no scratch. */
 DEC_HD static inline uint32_t dec_order_key(uint32_t bits)
 {
-    return (bits & 0x80000000u) ? ~bits : bits | 0x80000000u;
+    /* negative: all bits flipped; else the sign bit set. As a mask rather than a branch: the
+     * sign of random logits is a coin toss, and the CPU's sampler mispredicted half of them */
+    return bits ^ ((uint32_t)((int32_t)bits >> 31) | 0x80000000u);
 }
 
 #ifdef __cplusplus
