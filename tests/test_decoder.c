@@ -1871,6 +1871,63 @@ Test(gpu_sample, draws_anew_at_each_step)
     sample_steps(BATON_DEVICE_CUDA);
 }
 
+/* NaN logits count as -inf (never drawn, weight 0): a row with NaNs draws what the same row with
+ * -inf in their place draws, through the heap (small top_k) and the radix (top_p alone) paths. */
+static void sample_nans(baton_device_kind kind)
+{
+    const int64_t V = 50000;
+    const struct {
+        int top_k;
+        double top_p;
+    } cases[] = {{20, 0.9}, {0, 0.8}, {1, 1.0}};
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        test_rng r = {test_fresh_seed()};
+        call c = {.target = "sample", .n_in = 2, .n_attrs = 4};
+        c.in[0] = DESC(BATON_DTYPE_F32, 1, V);
+        c.in[1] = DESC(BATON_DTYPE_I64, 1);
+        c.out = DESC(BATON_DTYPE_I64, 1);
+        c.attrs[0] = A_FLT("temperature", 0.7);
+        c.attrs[1] = A_INT("top_k", cases[k].top_k);
+        c.attrs[2] = A_FLT("top_p", cases[k].top_p);
+        c.attrs[3] = A_INT("seed", 5);
+        c.host[0] = rand_buf(&r, &c.in[0], 2.0);
+        c.host[1] = malloc(8);
+        float *x = c.host[0];
+        for (int64_t i = 0; i < V; i += 7) /* the largest logit among them, and 1 in 7 of all */
+            x[i] = i == 7 * 4000 ? NAN : (test_rng_next(&r) & 1) ? NAN : x[i];
+        x[7 * 4000] = NAN;
+        for (int64_t step = 0; step < 8; step++) {
+            ((int64_t *)c.host[1])[0] = step;
+            int64_t with_nan, with_inf;
+            char err[512];
+            cr_assert_eq(run_call(kind, &c, &with_nan, err, sizeof err), 0, "%s", err);
+            cr_assert(with_nan >= 0 && with_nan < V && x[with_nan] == x[with_nan],
+                      "case %zu step %lld drew %lld, a NaN", k, (long long)step,
+                      (long long)with_nan);
+            float *y = malloc(sizeof(float) * (size_t)V);
+            for (int64_t i = 0; i < V; i++)
+                y[i] = x[i] != x[i] ? -INFINITY : x[i];
+            c.host[0] = y;
+            cr_assert_eq(run_call(kind, &c, &with_inf, err, sizeof err), 0, "%s", err);
+            c.host[0] = x;
+            free(y);
+            cr_assert_eq(with_nan, with_inf, "case %zu step %lld: NaNs drew %lld, -inf %lld", k,
+                         (long long)step, (long long)with_nan, (long long)with_inf);
+        }
+        free_call(&c);
+    }
+}
+
+Test(decoder_sample, takes_nan_logits_as_minus_infinity)
+{
+    sample_nans(BATON_DEVICE_CPU);
+}
+Test(gpu_sample, takes_nan_logits_as_minus_infinity)
+{
+    skip_without_gpu();
+    sample_nans(BATON_DEVICE_CUDA);
+}
+
 /* ---- load-time refusals --------------------------------------------------------------------- */
 
 static void expect_refusal(call *c, const char *a, const char *b)

@@ -266,7 +266,7 @@ int baton__kcpu_cast(const baton_exec_ctx *ctx, void **buffers, const char *opaq
  * fraction of one (bench_cpu). */
 
 #define SAMPLE_ONE  1099511627776.0 /* 2^40 */
-#define SAMPLE_HEAP 1024
+#define SAMPLE_HEAP 256 /* 6 KB of stack: an embedder's pool threads may have small stacks */
 
 static inline uint32_t key_of(float f)
 {
