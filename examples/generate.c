@@ -527,7 +527,8 @@ int main(int argc, char **argv)
         goto out;
     }
     /* Sampling on the decode's GPU where it runs on one (CUDA, or the test device), else on the
-     * host: the same definition and the same bits either way (docs/targets.md). */
+     * host: the same selections and draw either way (docs/targets.md; the weights' exp is each
+     * device's own, so a draw that falls within their last bits can differ). */
     const baton_gpu_backend gb = baton_runtime_gpu_backend(dec_rt);
     int samp_dev = a.sampling && a.sample_on != SAMPLE_HOST && dec_logits &&
                    (gb == BATON_GPU_CUDA || gb == BATON_GPU_SIM);
