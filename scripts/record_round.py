@@ -81,7 +81,33 @@ def llm_rows(gen, torch_dec):
         # gemv the plans whose norms and SwiGLU fold into the GEMVs (fused == "gemv")
         plan = {False: ", unfused plan", "gemv": ", gemv plan"}.get(run.get("fused"), "")
         m = run["mode"] + plan
+        if "decode_ms_per_token" not in run:  # a run that failed or timed out (its error kept)
+            continue
         share = gen["floor_ms_per_token"] / run["decode_ms_per_token"] * 100
+        if run.get("sample"):  # bench_generate.py --sample T,K,P: on the GPU and on the host
+            t_, k_, p_ = run["sample"].split(",")
+            where = "the decode's GPU" if run.get("sample_on") == "gpu" else "the host"
+            twin = [g for g in gen["runs"] if g is not run and g.get("sample") == run["sample"]
+                    and g.get("mode") == run["mode"] and g.get("fused") == run.get("fused")
+                    and "decode_ms_per_token" in g]
+            same = run.get("same_ids_as_gpu", twin[0].get("same_ids_as_gpu") if twin else None)
+            rows.append({
+                "what": f"Llama-3.2-1B-shaped decode, bf16, batch 1, prompt {gen['prompt']}, "
+                        f"{run['mode']} mode{plan}, sampled (temperature {t_}, top_k {k_}, "
+                        f"top_p {p_}) on {where}",
+                "figure": round(run["decode_ms_per_token"], 3),
+                "unit": f"ms/token ({run.get('host_us_per_token', float('nan')):.0f} µs a token "
+                        f"on the host outside the decode run)",
+                "floor": f"weights + KV bytes at the read rate of the same process "
+                         f"{gen['floor_ms_per_token']:.3f} ms/token",
+                "peer": (f"the same sampled on "
+                         f"{'the host' if run.get('sample_on') == 'gpu' else 'the GPU'} "
+                         f"{twin[0]['decode_ms_per_token']:.3f} ms/token, same call"
+                         + ("" if same is None else
+                            "; the same tokens" if same else "; NOT the same tokens"))
+                        if twin else None,
+            })
+            continue
         rows.append({
             "what": f"Llama-3.2-1B-shaped decode, bf16, batch 1, prompt {gen['prompt']}, "
                     + (f"{run['mode']} mode, gemv plan (fused='gemv', next_token on the GPU)"

@@ -11,7 +11,7 @@ state_dict names and default rope (the figures do not depend on the rope frequen
 
   PYTHONPATH=python python3 bench/llm/bench_generate.py --generate build/generate
       [--prompt 1024] [--new 129] [--modes graph,boundary,strict] [--layers 16] [--out DIR]
-      [--prefill-logits last|all]"""
+      [--prefill-logits last|all] [--decode-outputs logits --sample T,K,P]"""
 import argparse
 import json
 import os
@@ -85,10 +85,10 @@ def read_rate(device):
     return best
 
 
-def run_generate(exe, d, prompt, new, mode, warmup, timeout):
+def run_generate(exe, d, prompt, new, mode, warmup, timeout, extra=()):
     ids = ",".join(str((7 * i + 3) % 1000 + 1) for i in range(prompt))
     cmd = [exe, d, "--prompt", ids, "--max-new-tokens", str(new), "--gpu=cuda", f"--mode={mode}",
-           "--warmup", str(warmup)]
+           "--warmup", str(warmup), *extra]
     try:
         r = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
     except subprocess.TimeoutExpired:  # reported, and the other variants still run
@@ -112,6 +112,10 @@ def run_generate(exe, d, prompt, new, mode, warmup, timeout):
     m = re.search(r"after the first run (\d+) captures, (\d+) graph updates", e)
     if m:
         f["captures_after_first"], f["graph_updates_after_first"] = int(m.group(1)), int(m.group(2))
+    m = re.search(r"sampling: on (the host|the decode's GPU)", e)
+    if m:
+        f["sample_on"] = "host" if m.group(1) == "the host" else "gpu"
+    f["ids"] = r.stdout.strip().splitlines()[-1] if r.stdout.strip() else ""
     return f, None
 
 
@@ -133,11 +137,23 @@ def main():
     ap.add_argument("--decode-outputs", default="next_token",
                     help="the decode plan's outputs (comma-separated: logits, next_token); "
                          "next_token: the greedy argmax on the GPU, as the PyTorch recipe does")
+    ap.add_argument("--sample", metavar="T,K,P",
+                    help="sample instead of greedy: generate --temperature T --top-k K --top-p P "
+                         "--seed 1, once with the sampler on the GPU and once on the host "
+                         "(--sample-on), whose tokens are compared; needs --decode-outputs logits")
     ap.add_argument("--run-timeout", type=float, default=120,
                     help="seconds a generate run may take before it is reported and skipped")
     ap.add_argument("--out", help="keep the exported plans here (default: a temporary folder)")
     ap.add_argument("--json", help="write the figures here")
     a = ap.parse_args()
+    sampling = [()]  # greedy
+    if a.sample:
+        if "logits" not in a.decode_outputs.split(","):
+            raise SystemExit("bench_generate: --sample needs --decode-outputs logits (the sampler "
+                             "reads the decode plan's logits)")
+        t_, k_, p_ = a.sample.split(",")
+        flags = ["--temperature", t_, "--top-k", k_, "--top-p", p_, "--seed", "1"]
+        sampling = [tuple(flags + ["--sample-on=device"]), tuple(flags + ["--sample-on=host"])]
     if not torch.cuda.is_available():
         raise SystemExit("bench_generate: no CUDA device")
     cfg = dict(CFG, num_hidden_layers=a.layers)
@@ -177,17 +193,29 @@ def main():
            "export_s_by_variant": {label[k]: v for k, v in t_exports.items()},
            "read_rate_Bps": rate, "floor_ms_per_token": floor_ms, "prompt": a.prompt,
            "new": a.new, "runs": []}
-    for fused, mode in [(f, m) for f in variants for m in a.modes.split(",")]:
+    for fused, mode, extra in [(f, m, x) for f in variants for m in a.modes.split(",")
+                               for x in sampling]:
         f, why = run_generate(a.generate, dirs[fused], a.prompt, a.new, mode, a.warmup,
-                              a.run_timeout)
+                              a.run_timeout, extra)
         if f is None:
             print(f"{label[fused]:7s} {mode:9s} generate {why}", flush=True)
             res["runs"].append({"mode": mode, "fused": fused, "error": why})
             continue
         f["fused"] = fused
+        if a.sample:
+            f["sample"] = a.sample
+            twin = [g for g in res["runs"] if g.get("fused") == fused and g.get("mode") == mode
+                    and g.get("sample") and "ids" in g]
+            if twin:  # the GPU's run came first: the same tokens, but for a draw within the
+                # weights' last bits (docs/generate.md)
+                f["same_ids_as_gpu"] = twin[0]["ids"] == f["ids"]
+                print(f"{label[fused]:7s} {mode:9s} sampled on the host: "
+                      f"{'the same' if f['same_ids_as_gpu'] else 'NOT the same'} tokens as on "
+                      f"the GPU", flush=True)
         res["runs"].append(f)
         share = floor_ms / f["decode_ms_per_token"] if "decode_ms_per_token" in f else 0
-        print(f"{label[fused]:7s} {mode:9s} prefill {a.prompt} tokens "
+        how_s = f"sampled on the {f.get('sample_on', '?')}: " if a.sample else ""
+        print(f"{label[fused]:7s} {mode:9s} {how_s}prefill {a.prompt} tokens "
               f"{f['prefill_ms']:8.3f} ms ({a.prompt / f['prefill_ms'] * 1e3:9.0f} tokens/s); "
               f"decode {f.get('decode_ms_per_token', float('nan')):.3f} ms/token ({share:.0%} of "
               f"the floor), {f.get('host_waits_per_token', float('nan')):.2f} host waits/token, "
