@@ -61,20 +61,9 @@ def main():
         ops["rmsnorm_f32"] = timed(lambda: F.rms_norm(xr, (4096,), wr, 1e-5))
 
         # sampling a token from 128256 logits as transformers' generate does (bench_cpu's sample
-        # rows): logits / t, TopKLogitsWarper, TopPLogitsWarper (ascending sort, softmax, cumsum),
-        # softmax, torch.multinomial; greedy is torch.argmax
-        def hf_sample(x, t, top_k, top_p):
-            x = x / t
-            if top_k:
-                kth = torch.topk(x, top_k)[0][..., -1, None]
-                x = x.masked_fill(x < kth, float("-inf"))
-            if top_p < 1:
-                srt, idx = torch.sort(x, descending=False)
-                cum = srt.softmax(dim=-1).cumsum(dim=-1)
-                drop = cum <= (1 - top_p)
-                drop[..., -1:] = False
-                x = x.masked_fill(drop.scatter(1, idx, drop), float("-inf"))
-            return torch.multinomial(torch.softmax(x, dim=-1), 1)
+        # rows; bench/hf_sampling.py); greedy is torch.argmax
+        sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+        from hf_sampling import hf_sample  # bench/hf_sampling.py, both peer scripts'
 
         lf = torch.rand(1, 128256) * 8 - 4  # bench_cpu's logits: uniform in [-4, 4]
         lb = lf.bfloat16()

@@ -16,6 +16,7 @@ not counted for either.
 """
 import argparse
 import json
+import os
 import statistics
 import sys
 import time
@@ -211,22 +212,10 @@ def main():
             del ids
         del table
 
-    # sampling one token from a decode step's logits [1, 128256] as transformers' generate does:
-    # logits / temperature, TopKLogitsWarper (x < the k-th largest -> -inf), TopPLogitsWarper
-    # (ascending sort, softmax, cumsum, the tokens whose cumulative mass is <= 1 - top_p -> -inf,
-    # the largest kept), softmax, torch.multinomial; greedy is torch.argmax. bench_decoder's rows.
-    def hf_sample(x, t, top_k, top_p):
-        x = x / t
-        if top_k:
-            kth = torch.topk(x, top_k)[0][..., -1, None]
-            x = x.masked_fill(x < kth, float("-inf"))
-        if top_p < 1:
-            srt, idx = torch.sort(x, descending=False)
-            cum = srt.softmax(dim=-1).cumsum(dim=-1)
-            drop = cum <= (1 - top_p)
-            drop[..., -1:] = False
-            x = x.masked_fill(drop.scatter(1, idx, drop), float("-inf"))
-        return torch.multinomial(torch.softmax(x, dim=-1), 1)
+    # sampling one token from a decode step's logits [1, 128256] as transformers' generate does
+    # (bench/hf_sampling.py); greedy is torch.argmax. bench_decoder's rows.
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+    from hf_sampling import hf_sample  # bench/hf_sampling.py, both peer scripts'
 
     for op, dt, t, top_k, top_p in (("sample top_k 50 top_p 0.9 t 0.8", "f32", 0.8, 50, 0.9),
                                     ("sample bf16 top_k 50 top_p 0.9", "bf16", 0.8, 50, 0.9),
