@@ -384,7 +384,7 @@ static void sample_run(void *arg)
 }
 
 static void sample_row(const char *name, const char *peer_key, baton_dtype dt, double temperature,
-                       int top_k, double top_p)
+                       int top_k, double top_p, int peaked)
 {
     const int64_t V = 128256;
     char json[1024];
@@ -402,6 +402,9 @@ static void sample_row(const char *name, const char *peer_key, baton_dtype dt, d
     sample_job j = {NULL};
     baton_error err = {0};
     void *x = alloc_rand(dt, V, 11, 4.0);
+    if (peaked) /* a model's logits: 30 tokens at 8 to 12 hold nearly all the mass */
+        for (int64_t j = 0; j < 30; j++)
+            store_f64(dt, x, (j * 4271 + 17) % V, 8.0 + (double)j / 7.5);
     int64_t step = 7;
     if (baton_registry_create(&reg) ||
         baton_plan_load_string(reg, json, strlen(json), "sampler", NULL, &plan, &err) ||
@@ -626,13 +629,15 @@ int main(int argc, char **argv)
            0);
     rms_row("rmsnorm 4096x4096 f32", "rmsnorm_f32", 4096, 4096);
     sample_row("sample 128256 f32, top_k 50, top_p 0.9, t 0.8", "sample_topk_f32", BATON_DTYPE_F32,
-               0.8, 50, 0.9);
+               0.8, 50, 0.9, 0);
     sample_row("sample 128256 bf16, top_k 50, top_p 0.9, t 0.8", "sample_topk_bf16",
-               BATON_DTYPE_BF16, 0.8, 50, 0.9);
+               BATON_DTYPE_BF16, 0.8, 50, 0.9, 0);
     sample_row("sample 128256 f32, top_p 0.9, t 0.8", "sample_topp_f32", BATON_DTYPE_F32, 0.8, 0,
-               0.9);
+               0.9, 0);
+    sample_row("sample 128256 f32 peaked, top_p 0.9, t 0.8", "sample_topp_peaked_f32",
+               BATON_DTYPE_F32, 0.8, 0, 0.9, 1);
     sample_row("sample 128256 f32, greedy (top_k 1)", "sample_greedy_f32", BATON_DTYPE_F32, 1.0, 1,
-               1.0);
+               1.0, 0);
 
     printf("baton CPU steps: %d threads, %s, OpenBLAS %s%s\n", threads,
            baton__simd_level_name(baton__simd_level_get()), openblas_get_config(),

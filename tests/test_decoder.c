@@ -1871,6 +1871,53 @@ Test(gpu_sample, draws_anew_at_each_step)
     sample_steps(BATON_DEVICE_CUDA);
 }
 
+/* Peaked logits (a few tokens hold the mass, as a model's do): the CPU finds the top_p set among
+ * the best 256 of its first pass; where more tokens share the mass (here 300 large logits, and
+ * the flat rows of sample_table) it takes the radix passes. Against the definition, with a top_k
+ * past the heap (the radix cut first) and without. CPU only: the CUDA kernel has no such branch. */
+Test(decoder_sample, peaked_logits_follow_the_definition)
+{
+    const struct {
+        int top_k, big; /* big: logits in [8, 12] among the rest's [-2, 2] */
+        double top_p;
+    } cases[] = {{0, 30, 0.9}, {0, 3, 0.5}, {600, 100, 0.95}, {0, 200, 0.99}, {0, 300, 0.9}};
+    const int64_t V = 128256;
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++)
+        for (int f = 0; f < 4; f++) {
+            test_rng r = {test_fresh_seed()};
+            const baton_dtype dt = FLOATS[f];
+            const uint64_t seed = test_rng_next(&r) >> 1;
+            call c = {.target = "sample", .n_in = 2, .n_attrs = 4};
+            c.in[0] = DESC(dt, 1, V);
+            c.in[1] = DESC(BATON_DTYPE_I64, 1);
+            c.out = DESC(BATON_DTYPE_I64, 1);
+            c.attrs[0] = A_FLT("temperature", 0.8);
+            c.attrs[1] = A_INT("top_k", cases[k].top_k);
+            c.attrs[2] = A_FLT("top_p", cases[k].top_p);
+            c.attrs[3] = A_INT("seed", (int64_t)seed);
+            c.host[0] = rand_buf(&r, &c.in[0], 2.0);
+            c.host[1] = malloc(8);
+            for (int j = 0; j < cases[k].big; j++)
+                store_f64(dt, c.host[0], (int64_t)(test_rng_next(&r) % (uint64_t)V),
+                          8.0 + (double)(test_rng_next(&r) % 4096) / 1024.0);
+            double *v = malloc(sizeof(double) * (size_t)V);
+            for (int64_t i = 0; i < V; i++)
+                v[i] = load_f64(dt, c.host[0], i);
+            for (int64_t step = 0; step < 4; step++) {
+                ((int64_t *)c.host[1])[0] = step;
+                int64_t out;
+                char err[512];
+                cr_assert_eq(run_call(BATON_DEVICE_CPU, &c, &out, err, sizeof err), 0, "%s", err);
+                int64_t want = sample_ref(v, V, 0.8, cases[k].top_k, cases[k].top_p, seed, step, 0);
+                cr_assert_eq(
+                    out, want, "case %zu %s step %lld: sampled %lld, the definition gives %lld", k,
+                    baton_dtype_name(dt), (long long)step, (long long)out, (long long)want);
+            }
+            free(v);
+            free_call(&c);
+        }
+}
+
 /* NaN logits count as -inf (never drawn, weight 0): a row with NaNs draws what the same row with
  * -inf in their place draws, through the heap (small top_k) and the radix (top_p alone) paths. */
 static void sample_nans(baton_device_kind kind)

@@ -70,6 +70,10 @@ def main():
         ops["sample_topk_f32"] = timed(lambda: hf_sample(lf, 0.8, 50, 0.9))
         ops["sample_topk_bf16"] = timed(lambda: hf_sample(lb, 0.8, 50, 0.9))
         ops["sample_topp_f32"] = timed(lambda: hf_sample(lf, 0.8, 0, 0.9))
+        lp = lf.clone()  # bench_cpu's peaked row: 30 tokens at 8 to 12
+        for j in range(30):
+            lp[0, (j * 4271 + 17) % 128256] = 8.0 + j / 7.5
+        ops["sample_topp_peaked_f32"] = timed(lambda: hf_sample(lp, 0.8, 0, 0.9))
         ops["sample_greedy_f32"] = timed(lambda: torch.argmax(lf, dim=-1))
     doc = {"threads": threads, "torch": torch.__version__, "ops": ops}
     text = json.dumps(doc, indent=1)

@@ -362,6 +362,49 @@ static void heap_up(ranked *h, int c)
     }
 }
 
+/* Offers element (key, i) to the heap of the best k met so far (indices ascending, so an equal key
+ * comes later in the order than the root's and is not better). */
+static inline void heap_offer(ranked *h, int *n, int k, uint32_t key, int64_t i, uint64_t w)
+{
+    if (*n < k) {
+        h[*n] = (ranked){key, i, w};
+        heap_up(h, (*n)++);
+    } else if (key > h[0].key) {
+        h[0] = (ranked){key, i, w};
+        heap_down(h, *n);
+    }
+}
+
+/* The definition's last steps on a set h[0..n) that holds the kept set's candidates, weighed, of
+ * mass `total`: the top_p cut (the shortest prefix of the order whose mass reaches
+ * ceil(top_p * total)), then the first kept index, ascending, whose running weight exceeds
+ * u * (the kept mass). */
+static int64_t heap_draw(ranked *h, int n, uint64_t total, const baton_decoder_desc *d,
+                         int64_t step, int64_t row, int64_t fallback)
+{
+    if (d->top_p < 1) {
+        qsort(h, (size_t)n, sizeof *h, by_order);
+        const uint64_t target = (uint64_t)ceil(d->top_p * (double)total);
+        uint64_t cum = 0;
+        int m = 0;
+        while (m < n && cum < target)
+            cum += h[m++].w;
+        n = m;
+        total = cum;
+    }
+    qsort(h, (size_t)n, sizeof *h, by_index);
+    const uint64_t target = (uint64_t)(dec_uniform(d->seed, step, row) * (double)total);
+    uint64_t cum = 0;
+    int64_t pick = fallback;
+    for (int j = 0; j < n; j++) {
+        pick = h[j].i;
+        cum += h[j].w;
+        if (cum > target)
+            break;
+    }
+    return pick;
+}
+
 /* top_k <= SAMPLE_HEAP: the k best in one pass (a heap whose root is the k-th), then the top_p cut
  * and the draw over them alone: the definition's steps on a set of k. */
 static inline __attribute__((always_inline)) void
@@ -379,13 +422,7 @@ sample_row_heap(baton_dtype dt, const void *x, int64_t V, const baton_decoder_de
             kmax = key;
             imax = i;
         }
-        if (n < k) {
-            h[n] = (ranked){key, i, 0};
-            heap_up(h, n++);
-        } else if (key > h[0].key) { /* an equal key comes later in the order: not better */
-            h[0] = (ranked){key, i, 0};
-            heap_down(h, n);
-        }
+        heap_offer(h, &n, k, key, i, 0);
     }
     const float mx = load_f32(dt, x, imax);
     if (mx == -INFINITY || mx != mx) {
@@ -398,27 +435,7 @@ sample_row_heap(baton_dtype dt, const void *x, int64_t V, const baton_decoder_de
         h[j].w = weight_of(load_f32(dt, x, h[j].i), mx, inv_t);
         total += h[j].w;
     }
-    if (d->top_p < 1) {
-        qsort(h, (size_t)n, sizeof *h, by_order);
-        const uint64_t target = (uint64_t)ceil(d->top_p * (double)total);
-        uint64_t cum = 0;
-        int m = 0;
-        while (m < n && cum < target)
-            cum += h[m++].w;
-        n = m;
-        total = cum;
-    }
-    qsort(h, (size_t)n, sizeof *h, by_index);
-    const uint64_t target = (uint64_t)(dec_uniform(d->seed, step, row) * (double)total);
-    uint64_t cum = 0;
-    int64_t pick = imax;
-    for (int j = 0; j < n; j++) {
-        pick = h[j].i;
-        cum += h[j].w;
-        if (cum > target)
-            break;
-    }
-    *out = pick;
+    *out = heap_draw(h, n, total, d, step, row, imax);
 }
 
 /* Any top_k: radix selection of the cuts over the keys. */
@@ -469,23 +486,48 @@ sample_row_radix(baton_dtype dt, const void *x, int64_t V, const baton_decoder_d
     }
     uint64_t total = 0;
     if (d->top_p < 1) {
-        /* the first pass over the members' top digits gives their total as well */
+        /* The first pass weighs every member: their total, the mass and count of each top digit,
+         * and the SAMPLE_HEAP best of them. Where those reach the target the kept set is among
+         * them (it is a prefix of the order), and heap_draw finishes (peaked logits: a few
+         * tokens hold the mass); else the radix passes go on from the first digit's histogram. */
+        ranked h[SAMPLE_HEAP];
+        int n = 0;
+        uint64_t mass0[256] = {0};
+        int64_t cnt0[256] = {0};
+        for (int64_t i = 0; i < V; i++) {
+            const uint32_t k = KEY(i);
+            if (!member(&c, k, i))
+                continue;
+            const uint64_t w = WEIGHT(i);
+            mass0[k >> 24] += w;
+            cnt0[k >> 24]++;
+            heap_offer(h, &n, SAMPLE_HEAP, k, i, w);
+        }
+        uint64_t hmass = 0;
+        for (int b = 0; b < 256; b++)
+            total += mass0[b];
+        for (int j = 0; j < n; j++)
+            hmass += h[j].w;
         uint32_t prefix = 0, mask = 0;
-        uint64_t before = 0, target = 0;
+        uint64_t before = 0, target = (uint64_t)ceil(d->top_p * (double)total);
+        if (hmass >= target) {
+            *out = heap_draw(h, n, total, d, step, row, imax);
+            return;
+        }
         for (int shift = 24; shift >= 0; shift -= 8) {
             uint64_t mass[256] = {0};
             int64_t cnt[256] = {0};
-            for (int64_t i = 0; i < V; i++) {
-                uint32_t k = KEY(i);
-                if ((k & mask) == prefix && member(&c, k, i)) {
-                    mass[(k >> shift) & 255] += WEIGHT(i);
-                    cnt[(k >> shift) & 255]++;
-                }
-            }
             if (shift == 24) {
-                for (int b = 0; b < 256; b++)
-                    total += mass[b];
-                target = (uint64_t)ceil(d->top_p * (double)total);
+                memcpy(mass, mass0, sizeof mass);
+                memcpy(cnt, cnt0, sizeof cnt);
+            } else {
+                for (int64_t i = 0; i < V; i++) {
+                    uint32_t k = KEY(i);
+                    if ((k & mask) == prefix && member(&c, k, i)) {
+                        mass[(k >> shift) & 255] += WEIGHT(i);
+                        cnt[(k >> shift) & 255]++;
+                    }
+                }
             }
             int b = 255, lowest = -1;
             for (; b >= 0; b--) {
