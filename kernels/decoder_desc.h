@@ -154,7 +154,8 @@ DEC_HD static inline double dec_uniform(uint64_t seed, int64_t step, int64_t row
 }
 
 /* A float's order as an unsigned key: a < b (floats, NaN aside) iff key(a) < key(b). The sampler
- * selects its top-k and top-p sets by radix-selecting these keys, with no sort and no scratch. */
+ * selects its top-k and top-p sets by these keys (radix selection, and on the CPU a heap of the
+ * best), with no sort of the row and no scratch. */
 DEC_HD static inline uint32_t dec_order_key(uint32_t bits)
 {
     /* negative: all bits flipped; else the sign bit set. As a mask rather than a branch: the

@@ -8,9 +8,10 @@ namespace dec
 {
 
 /* ---- sample -------------------------------------------------------------------------------------
- * The CPU's algorithm (kernels/cpu/decoder.c): order keys, weights in 2^-40 fixed point (integer
- * sums: exact, so atomics in shared memory still give the same bits), radix selection of the top_k
- * and top_p cuts, then the first kept index, ascending, whose running weight exceeds u * total.
+ * The CPU's definition (kernels/cpu/decoder.c): order keys, weights in 2^-40 fixed point (integer
+ * sums: exact, so atomics in shared memory still give the same bits), the top_k and top_p cuts
+ * (here by radix selection), then the first kept index, ascending, whose running weight exceeds
+ * u * total.
  * Index-ordered walks use a block scan over contiguous per-thread ranges. One block per row. */
 
 #define SMP_THREADS 1024
