@@ -1782,6 +1782,24 @@ static const struct {
            /* more than a cluster's shared memory holds: CUDA's one-block kernel */
            {1, 400000, 0.9, 0, 0.95}};
 
+/* A sample call: logits dt [rows, V] from rand_buf (values in [-2, 2]), a step i64 [1] (c.host[1],
+ * set by the caller), ids i64 [rows]. */
+static call sample_call(test_rng *r, baton_dtype dt, int64_t rows, int64_t V, double temperature,
+                        int top_k, double top_p, uint64_t seed)
+{
+    call c = {.target = "sample", .n_in = 2, .n_attrs = 4};
+    c.in[0] = DESC(dt, rows, V);
+    c.in[1] = DESC(BATON_DTYPE_I64, 1);
+    c.out = DESC(BATON_DTYPE_I64, rows);
+    c.attrs[0] = A_FLT("temperature", temperature);
+    c.attrs[1] = A_INT("top_k", top_k);
+    c.attrs[2] = A_FLT("top_p", top_p);
+    c.attrs[3] = A_INT("seed", (int64_t)seed);
+    c.host[0] = rand_buf(r, &c.in[0], 2.0);
+    c.host[1] = malloc(8);
+    return c;
+}
+
 static void sample_table(baton_device_kind kind)
 {
     for (size_t k = 0; k < sizeof SMP / sizeof SMP[0]; k++)
@@ -1790,16 +1808,8 @@ static void sample_table(baton_device_kind kind)
             const baton_dtype dt = FLOATS[f];
             const int64_t rows = SMP[k].rows, V = SMP[k].V;
             const uint64_t seed = test_rng_next(&r);
-            call c = {.target = "sample", .n_in = 2, .n_attrs = 4};
-            c.in[0] = DESC(dt, rows, V);
-            c.in[1] = DESC(BATON_DTYPE_I64, 1);
-            c.out = DESC(BATON_DTYPE_I64, rows);
-            c.attrs[0] = A_FLT("temperature", SMP[k].temp);
-            c.attrs[1] = A_INT("top_k", SMP[k].top_k);
-            c.attrs[2] = A_FLT("top_p", SMP[k].top_p);
-            c.attrs[3] = A_INT("seed", (int64_t)(seed >> 1));
-            c.host[0] = rand_buf(&r, &c.in[0], 2.0);
-            c.host[1] = malloc(8);
+            call c =
+                sample_call(&r, dt, rows, V, SMP[k].temp, SMP[k].top_k, SMP[k].top_p, seed >> 1);
             double *v = malloc(sizeof(double) * (size_t)V);
             for (int64_t step = 0; step < 6; step++) {
                 ((int64_t *)c.host[1])[0] = step * 1000 + 3;
@@ -1887,16 +1897,7 @@ Test(decoder_sample, peaked_logits_follow_the_definition)
             test_rng r = {test_fresh_seed()};
             const baton_dtype dt = FLOATS[f];
             const uint64_t seed = test_rng_next(&r) >> 1;
-            call c = {.target = "sample", .n_in = 2, .n_attrs = 4};
-            c.in[0] = DESC(dt, 1, V);
-            c.in[1] = DESC(BATON_DTYPE_I64, 1);
-            c.out = DESC(BATON_DTYPE_I64, 1);
-            c.attrs[0] = A_FLT("temperature", 0.8);
-            c.attrs[1] = A_INT("top_k", cases[k].top_k);
-            c.attrs[2] = A_FLT("top_p", cases[k].top_p);
-            c.attrs[3] = A_INT("seed", (int64_t)seed);
-            c.host[0] = rand_buf(&r, &c.in[0], 2.0);
-            c.host[1] = malloc(8);
+            call c = sample_call(&r, dt, 1, V, 0.8, cases[k].top_k, cases[k].top_p, seed);
             for (int j = 0; j < cases[k].big; j++)
                 store_f64(dt, c.host[0], (int64_t)(test_rng_next(&r) % (uint64_t)V),
                           8.0 + (double)(test_rng_next(&r) % 4096) / 1024.0);
@@ -1929,16 +1930,7 @@ static void sample_nans(baton_device_kind kind)
     } cases[] = {{20, 0.9}, {0, 0.8}, {1, 1.0}};
     for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
         test_rng r = {test_fresh_seed()};
-        call c = {.target = "sample", .n_in = 2, .n_attrs = 4};
-        c.in[0] = DESC(BATON_DTYPE_F32, 1, V);
-        c.in[1] = DESC(BATON_DTYPE_I64, 1);
-        c.out = DESC(BATON_DTYPE_I64, 1);
-        c.attrs[0] = A_FLT("temperature", 0.7);
-        c.attrs[1] = A_INT("top_k", cases[k].top_k);
-        c.attrs[2] = A_FLT("top_p", cases[k].top_p);
-        c.attrs[3] = A_INT("seed", 5);
-        c.host[0] = rand_buf(&r, &c.in[0], 2.0);
-        c.host[1] = malloc(8);
+        call c = sample_call(&r, BATON_DTYPE_F32, 1, V, 0.7, cases[k].top_k, cases[k].top_p, 5);
         float *x = c.host[0];
         for (int64_t i = 0; i < V; i += 7) /* the largest logit among them, and 1 in 7 of all */
             x[i] = i == 7 * 4000 ? NAN : (test_rng_next(&r) & 1) ? NAN : x[i];
