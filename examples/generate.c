@@ -299,16 +299,6 @@ static int dev_row_alloc(dev_row *r, size_t n, int cuda)
     return r->p ? 0 : -1;
 }
 
-static int dev_row_put(dev_row *r, const void *src, size_t n)
-{
-#ifdef GENERATE_CUDA
-    if (r->cuda)
-        return cudaMemcpy(r->p, src, n, cudaMemcpyHostToDevice) == cudaSuccess ? 0 : -1;
-#endif
-    memcpy(r->p, src, n);
-    return 0;
-}
-
 static void dev_row_free(dev_row *r)
 {
 #ifdef GENERATE_CUDA
@@ -540,8 +530,7 @@ int main(int argc, char **argv)
         goto out;
     }
     if (samp_dev) {
-        baton_options so = a.opts;
-        if (make_sampler(reg, &a, li.desc.dtype, vocab, "cuda:0", &so, &samp_plan, &samp_rt,
+        if (make_sampler(reg, &a, li.desc.dtype, vocab, "cuda:0", &a.opts, &samp_plan, &samp_rt,
                          &err) ||
             dev_row_alloc(&drow, row_bytes, gb == BATON_GPU_CUDA) ||
             bind_dev(dec_rt, dec, "logits", drow.p, &err) ||
@@ -615,14 +604,11 @@ int main(int argc, char **argv)
     free(last_row);
     if (rc == 0)
         rc = baton_runtime_get_output(pre_rt, "logits", logits, (size_t)lr_rows * row_bytes, &err);
-    const char *last = (char *)logits + (size_t)(lr_rows - 1) * row_bytes;
-    if (rc == 0 && samp_dev && dev_row_put(&drow, last, row_bytes)) {
-        snprintf(err.message, sizeof err.message, "copying the logits to the GPU failed");
-        rc = BATON_ECUDA;
-    }
+    /* the prompt's last row of logits, through the sampler's input (on the GPU when it is bound
+     * there: set_input copies into the bound buffer) */
     if (rc == 0)
-        rc = next_token(samp_rt, samp_dev ? NULL : last, row_bytes, li.desc.dtype, row_f32, vocab,
-                        0, &out_ids[0], &err);
+        rc = next_token(samp_rt, (char *)logits + (size_t)(lr_rows - 1) * row_bytes, row_bytes,
+                        li.desc.dtype, row_f32, vocab, 0, &out_ids[0], &err);
     if (rc) {
         fail("prefill", &err);
         goto out;
