@@ -88,8 +88,7 @@ typedef struct read_job {
     float sums[256 * 16];
 } read_job;
 
-/* The read at the machine's vector level (bench_cpu ran AVX-512 code unconditionally and died
- * with SIGILL on an AVX2 machine). */
+/* The read at the machine's vector level: AVX-512 code on a CPU without it dies with SIGILL. */
 static void read_task_scalar(void *arg, int64_t t)
 {
     read_job *j = arg;
@@ -370,14 +369,10 @@ static void rms_row(const char *name, const char *peer_key, int64_t n1, int64_t 
 /* The sampler over a decode step's logits (128256, Llama 3's vocabulary), through a one-step CPU
  * plan as generate makes it: inputs set once, the run timed (its few microseconds of runtime
  * around the kernel included). */
-typedef struct sample_job {
-    baton_runtime *rt;
-} sample_job;
-
-static void sample_run(void *arg)
+static void sample_run(void *rt)
 {
     baton_error err = {0};
-    if (baton_runtime_run(((sample_job *)arg)->rt, &err)) {
+    if (baton_runtime_run(rt, &err)) {
         fprintf(stderr, "bench_cpu: sample: %s\n", err.message);
         exit(1);
     }
@@ -399,24 +394,24 @@ static void sample_row(const char *name, const char *peer_key, baton_dtype dt, d
              baton_dtype_name(dt), (long long)V, temperature, top_k, top_p);
     baton_registry *reg = NULL;
     baton_plan *plan = NULL;
-    sample_job j = {NULL};
+    baton_runtime *rt = NULL;
     baton_error err = {0};
     void *x = alloc_rand(dt, V, 11, 4.0);
     if (peaked) /* a model's logits: 30 tokens at 8 to 12 hold nearly all the mass */
-        for (int64_t j = 0; j < 30; j++)
+        for (int64_t j = 0; j < 30; j++) /* bench/cpu/peers.py places them alike */
             store_f64(dt, x, (j * 4271 + 17) % V, 8.0 + (double)j / 7.5);
     int64_t step = 7;
     if (baton_registry_create(&reg) ||
         baton_plan_load_string(reg, json, strlen(json), "sampler", NULL, &plan, &err) ||
-        baton_runtime_create(plan, NULL, &j.rt, &err) ||
-        baton_runtime_set_input(j.rt, "logits", x, (size_t)V * baton_dtype_size(dt), &err) ||
-        baton_runtime_set_input(j.rt, "step", &step, sizeof step, &err)) {
+        baton_runtime_create(plan, NULL, &rt, &err) ||
+        baton_runtime_set_input(rt, "logits", x, (size_t)V * baton_dtype_size(dt), &err) ||
+        baton_runtime_set_input(rt, "step", &step, sizeof step, &err)) {
         fprintf(stderr, "bench_cpu: the sampler plan: %s\n", err.message);
         exit(1);
     }
     row *r = new_row(name, peer_key);
-    r->us = time_us(sample_run, &j);
-    baton_runtime_destroy(j.rt);
+    r->us = time_us(sample_run, rt);
+    baton_runtime_destroy(rt);
     baton_plan_free(plan);
     baton_registry_destroy(reg);
     free(x);

@@ -83,7 +83,6 @@ def llm_rows(gen, torch_dec):
         m = run["mode"] + plan
         if "decode_ms_per_token" not in run:  # a run that failed or timed out (its error kept)
             continue
-        share = gen["floor_ms_per_token"] / run["decode_ms_per_token"] * 100
         if run.get("sample"):  # bench_generate.py --sample T,K,P: on the GPU and on the host
             t_, k_, p_ = run["sample"].split(",")
             where = "the decode's GPU" if run.get("sample_on") == "gpu" else "the host"
@@ -108,6 +107,7 @@ def llm_rows(gen, torch_dec):
                         if twin else None,
             })
             continue
+        share = gen["floor_ms_per_token"] / run["decode_ms_per_token"] * 100
         rows.append({
             "what": f"Llama-3.2-1B-shaped decode, bf16, batch 1, prompt {gen['prompt']}, "
                     + (f"{run['mode']} mode, gemv plan (fused='gemv', next_token on the GPU)"

@@ -331,6 +331,13 @@ static int by_index(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
+static inline void ranked_swap(ranked *a, ranked *b)
+{
+    ranked t = *a;
+    *a = *b;
+    *b = t;
+}
+
 /* h[0..n) a heap whose root is the last in the order; h[0] replaced, sifted down. */
 static void heap_down(ranked *h, int n)
 {
@@ -343,9 +350,7 @@ static void heap_down(ranked *h, int n)
             c++; /* the later of the two children */
         if (!ranked_before(&h[p], &h[c]))
             break;
-        ranked t = h[p];
-        h[p] = h[c];
-        h[c] = t;
+        ranked_swap(&h[p], &h[c]);
         p = c;
     }
 }
@@ -356,9 +361,7 @@ static void heap_up(ranked *h, int c)
         int p = (c - 1) / 2;
         if (!ranked_before(&h[p], &h[c]))
             break;
-        ranked t = h[p];
-        h[p] = h[c];
-        h[c] = t;
+        ranked_swap(&h[p], &h[c]);
         c = p;
     }
 }
