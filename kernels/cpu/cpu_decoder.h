@@ -1,6 +1,6 @@
-/* cpu_decoder.h: the decoder ops on the CPU (kernels/cpu/decoder.c), in the baton_kernel_fn
- * convention; the descriptor is baton_decoder_desc (kernels/decoder_desc.h) and the shapes come
- * from ctx->sig. */
+/* cpu_decoder.h: the decoder ops on the CPU (kernels/cpu/decoder.c; sample in sample.c), in the
+ * baton_kernel_fn convention; the descriptor is baton_decoder_desc (kernels/decoder_desc.h) and the
+ * shapes come from ctx->sig. */
 #ifndef BATON_KERNELS_CPU_DECODER_H
 #define BATON_KERNELS_CPU_DECODER_H
 

@@ -8,7 +8,7 @@ namespace dec
 {
 
 /* ---- sample -------------------------------------------------------------------------------------
- * The CPU's definition (kernels/cpu/decoder.c): order keys, weights in 2^-40 fixed point (integer
+ * The CPU's definition (kernels/cpu/sample.c): order keys, weights in 2^-40 fixed point (integer
  * sums: exact, so atomics in shared memory still give the same bits), the top_k and top_p cuts
  * (here by radix selection), then the first kept index, ascending, whose running weight exceeds
  * u * total.
@@ -311,7 +311,7 @@ __device__ __forceinline__ float key_logit(unsigned k)
     return __uint_as_float((k & 0x80000000u) ? (k & 0x7fffffffu) : ~k);
 }
 
-/* The CPU's weight (weight_of in kernels/cpu/decoder.c, sample_kernel's weight_at) from a key. */
+/* The CPU's weight (weight_of in kernels/cpu/sample.c, sample_kernel's weight_at) from a key. */
 __device__ __forceinline__ unsigned long long key_weight(unsigned k, float mx, float inv_t)
 {
     return (unsigned long long)llrint((double)__expf((key_logit(k) - mx) * inv_t) *
