@@ -62,7 +62,8 @@ static int usage(const char *msg)
             "baton_export.export_causal_lm. Greedy unless --temperature is given.\n"
             "--sample-on: where sampling draws the token; auto (the default) is the decode's GPU\n"
             "when it runs on one (the logits stay there), else the host.\n"
-            "--warmup N runs the prompt N times before the timed prefill (for benchmarks).\n"
+            "--warmup N runs the prompt (and its first token's draw) N times before the timed\n"
+            "prefill (for benchmarks).\n"
             "--no-pdl launches without programmatic dependent launch (to compare).\n"
             "--trace FILE writes a Chrome trace of the decode runs after the first (host spans,\n"
             "and every kernel's start and end on the GPU where CUPTI is available).\n"
@@ -599,16 +600,19 @@ int main(int argc, char **argv)
             rc = baton_runtime_set_input(pre_rt, "last_row", last_row, last_row_bytes, &err);
         if (rc == 0)
             rc = baton_runtime_run(pre_rt, &err);
+        if (rc == 0)
+            rc = baton_runtime_get_output(pre_rt, "logits", logits, (size_t)lr_rows * row_bytes,
+                                          &err);
+        /* the prompt's last row of logits, through the sampler's input (on the GPU when it is
+         * bound there: set_input copies into the bound buffer); in the warm-up runs too, so the
+         * sampler's first run (graph mode captures its graph) is not the timed one's. Its draw
+         * is a function of the seed and the step, so a warm-up draw changes nothing. */
+        if (rc == 0)
+            rc = next_token(samp_rt, (char *)logits + (size_t)(lr_rows - 1) * row_bytes, row_bytes,
+                            li.desc.dtype, row_f32, vocab, 0, &out_ids[0], &err);
     }
     free(pos);
     free(last_row);
-    if (rc == 0)
-        rc = baton_runtime_get_output(pre_rt, "logits", logits, (size_t)lr_rows * row_bytes, &err);
-    /* the prompt's last row of logits, through the sampler's input (on the GPU when it is bound
-     * there: set_input copies into the bound buffer) */
-    if (rc == 0)
-        rc = next_token(samp_rt, (char *)logits + (size_t)(lr_rows - 1) * row_bytes, row_bytes,
-                        li.desc.dtype, row_f32, vocab, 0, &out_ids[0], &err);
     if (rc) {
         fail("prefill", &err);
         goto out;
