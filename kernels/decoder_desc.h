@@ -9,6 +9,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "baton/baton.h"
 
@@ -161,6 +162,91 @@ DEC_HD static inline uint32_t dec_order_key(uint32_t bits)
     /* negative: all bits flipped; else the sign bit set. As a mask rather than a branch: the
      * sign of random logits is a coin toss, and the CPU's sampler mispredicted half of them */
     return bits ^ ((uint32_t)((int32_t)bits >> 31) | 0x80000000u);
+}
+
+/* The sampler's weights, the same bits on every device. A library's expf and CUDA's __expf differ
+ * in their last bits, and a draw that fell between two tokens' running weights by less than that
+ * took different tokens on the CPU and the GPU; so both compute exp here, from IEEE float
+ * operations alone, each rounded as written:
+ *  - no multiply and add fused into one: CUDA's __fmul_rn/__fadd_rn are never contracted; on the
+ *    CPU, an empty asm hides each product from the compiler (glibc's math_opt_barrier does the
+ *    same), whatever -ffp-contract says;
+ *  - subnormals taken as zero: CUDA's --use_fast_math flushes them, the CPU keeps them unless the
+ *    caller's MXCSR flushes them too (XLA:CPU does), so those that a multiply could scale into a
+ *    normal number (the logits, their difference, 1/temperature) are flushed here. A subnormal
+ *    anywhere else is lost in a sum with 1 or a coefficient, flushed or not. */
+DEC_HD static inline float dec_fmul_rn(float a, float b)
+{
+#ifdef __CUDA_ARCH__
+    return __fmul_rn(a, b);
+#else
+    float p = a * b;
+#if defined(__GNUC__) && defined(__x86_64__)
+    __asm__("" : "+x"(p));
+#elif defined(__GNUC__) && defined(__aarch64__)
+    __asm__("" : "+w"(p));
+#elif defined(__GNUC__)
+    __asm__("" : "+m"(p));
+#else
+    volatile float q = p;
+    p = q;
+#endif
+    return p;
+#endif
+}
+
+DEC_HD static inline float dec_fadd_rn(float a, float b)
+{
+#ifdef __CUDA_ARCH__
+    return __fadd_rn(a, b);
+#else
+    return a + b;
+#endif
+}
+
+DEC_HD static inline float dec_ftz(float v)
+{
+    return (v < 1.17549435e-38f && v > -1.17549435e-38f) ? 0.0f : v;
+}
+
+/* 2^40 exp((f - mx) * inv_t) before rounding, for f <= mx: an exact double (a float times a power
+ * of two) that llrint takes to the weight in 2^-40 units. 0 below 2^40 e^-29 (0.28, which rounds
+ * to 0), for -inf and for NaN; 2^40 for f == mx, +inf among them. exp(z) = 2^k e^r with k the
+ * integer nearest z / ln 2, r = z - k ln 2 in two parts (k ln2_hi exact), e^r by its Taylor
+ * polynomial of degree 7 (|r| <= 0.35: truncated at 7e-9): within 1.1e-7 of exp, twice
+ * expf's 0.5 ulp (tests/test_decoder.c checks 2e-7). */
+DEC_HD static inline double dec_sample_weight(float f, float mx, float inv_t)
+{
+    f = dec_ftz(f);
+    mx = dec_ftz(mx);
+    /* f == mx: the maximum's weight is 2^40, +inf's too (inf - inf is NaN) */
+    const float d = f == mx ? 0.0f : dec_ftz(dec_fadd_rn(f, -mx));
+    const float z = dec_fmul_rn(d, dec_ftz(inv_t)); /* a subnormal z gives 1 as 0 does */
+    if (!(z > -29.0f))
+        return 0;
+    const float t = dec_fmul_rn(z, 1.44269502f); /* z / ln 2 */
+    const float kf =
+        dec_fadd_rn(dec_fadd_rn(t, 12582912.0f), -12582912.0f);     /* nearest, 1.5 * 2^23 */
+    float r = dec_fadd_rn(z, -dec_fmul_rn(kf, 0.693145751953125f)); /* ln 2's high 16 bits */
+    r = dec_fadd_rn(r, -dec_fmul_rn(kf, 1.42860677e-06f));          /* and the rest */
+    /* sum of r^i / i!, i <= 7, by Estrin's scheme (a third of Horner's dependent steps), the terms
+     * past 1 summed first so that only the last sum rounds at 1's scale */
+    const float r2 = dec_fmul_rn(r, r), r4 = dec_fmul_rn(r2, r2);
+    const float b = dec_fadd_rn(0.5f, dec_fmul_rn(1.66666672e-01f, r));
+    const float c = dec_fadd_rn(4.16666679e-02f, dec_fmul_rn(8.33333377e-03f, r));
+    const float e = dec_fadd_rn(1.38888892e-03f, dec_fmul_rn(1.98412701e-04f, r));
+    const float hi = dec_fadd_rn(c, dec_fmul_rn(r2, e));
+    const float q = dec_fadd_rn(dec_fadd_rn(r, dec_fmul_rn(r2, b)), dec_fmul_rn(r4, hi));
+    const float p = dec_fadd_rn(1.0f, q);
+    /* 2^(40 + k), k in [-42, 0]: a double's exponent field, exact */
+    const uint64_t bits = (uint64_t)(1023 + 40 + (int)kf) << 52;
+    double s;
+#ifdef __CUDA_ARCH__
+    s = __longlong_as_double((long long)bits);
+#else
+    memcpy(&s, &bits, sizeof s);
+#endif
+    return (double)p * s;
 }
 
 #ifdef __cplusplus

@@ -1713,7 +1713,7 @@ Test(gpu_cast, rounds_to_nearest_even_as_baton_convert)
 
 /* The sampler's definition, by sorting, in double: the order (value desc, index asc), the top_k,
  * the shortest prefix of mass >= top_p, then the first index ascending whose running weight
- * exceeds u * total. */
+ * exceeds u * total; the weights dec_sample_weight's (the function every device computes). */
 static const double *g_vals;
 static int by_value_desc(const void *a, const void *b)
 {
@@ -1736,8 +1736,7 @@ static int64_t sample_ref(const double *v, int64_t V, double temp, int top_k, do
     int64_t n = top_k > 0 && top_k < V ? top_k : V;
     uint64_t z = 0; /* weights in 2^-40 units, as the kernels count them: exact sums */
     for (int64_t i = 0; i < V; i++)
-        w[i] = (uint64_t)llrint((double)expf(((float)v[i] - mx) * (float)(1.0 / temp)) *
-                                1099511627776.0);
+        w[i] = (uint64_t)llrint(dec_sample_weight((float)v[i], mx, (float)(1.0 / temp)));
     for (int64_t i = 0; i < n; i++)
         z += w[ord[i]];
     if (top_p < 1) {
@@ -1965,6 +1964,91 @@ Test(gpu_sample, takes_nan_logits_as_minus_infinity)
 {
     skip_without_gpu();
     sample_nans(BATON_DEVICE_CUDA);
+}
+
+/* The weights against exp in double: within 2e-7 (and 0.3 of a unit), 0 past -29, for -inf and
+ * NaN, 2^40 at the maximum and for +inf; the rounding the kernels add is llrint's. */
+Test(decoder_sample, weights_follow_exp)
+{
+    test_rng r = {test_fresh_seed()};
+    const double one = 1099511627776.0;
+    for (int i = 0; i < 200000; i++) {
+        const float mx = (float)(test_rng_uniform(&r) * 20 - 10);
+        const float f = mx - (float)(test_rng_uniform(&r) * (i & 1 ? 40 : 3));
+        const float inv_t = (float)(0.25 + test_rng_uniform(&r) * 2);
+        const double want = one * exp((double)(float)((f - mx) * inv_t)),
+                     got = dec_sample_weight(f, mx, inv_t);
+        cr_assert(fabs(got - want) <= 2e-7 * want + (want < 0.3 ? 0.3 : 0),
+                  "weight of f %.9g, mx %.9g, 1/t %.9g: %.17g, exp gives %.17g", f, mx, inv_t, got,
+                  want);
+    }
+    cr_assert_eq(dec_sample_weight(3.5f, 3.5f, 1.3f), one);
+    cr_assert_eq(dec_sample_weight(INFINITY, INFINITY, 1.0f), one);
+    cr_assert_eq(dec_sample_weight(1.0f, INFINITY, 1.0f), 0);
+    cr_assert_eq(dec_sample_weight(-INFINITY, 2.0f, 1.0f), 0);
+    cr_assert_eq(dec_sample_weight(NAN, 2.0f, 1.0f), 0);
+    cr_assert_eq(dec_sample_weight(-27.1f, 2.0f, 1.0f), 0);
+    cr_assert_gt(dec_sample_weight(-26.9f, 2.0f, 1.0f), 0);
+    /* subnormals are zeros: the same weights where CUDA flushes them */
+    cr_assert_eq(dec_sample_weight(-1e-39f, 0.0f, 1e30f), one);
+    cr_assert_eq(dec_sample_weight(0.0f, 1e-39f, 1e30f), one);
+}
+
+/* Draws that fall within a few float steps of the boundary between two tokens: rows [x, 0], x
+ * from the float nearest the boundary that the row's u puts between them, 8 steps below it to 7
+ * above, so that which token a row draws turns on the weights' last bits. The CPU and CUDA
+ * samplers must both draw what the definition draws (expf against CUDA's __expf disagreed here). */
+static void sample_boundaries(baton_device_kind kind)
+{
+    const int64_t rows = 256;
+    const uint64_t seed = 11;
+    test_rng r = {test_fresh_seed()};
+    const int64_t step = (int64_t)(test_rng_next(&r) >> 40);
+    call c = sample_call(&r, BATON_DTYPE_F32, rows, 2, 1.0, 0, 1.0, seed);
+    ((int64_t *)c.host[1])[0] = step;
+    float *x = c.host[0];
+    int turns = 0;
+    for (int64_t t = 0; t < rows; t++) {
+        const double u = dec_uniform(seed, step, t);
+        /* token 0 is drawn iff its weight exceeds u of the two, about where exp(x) = u / (1 - u) */
+        float b = (float)log(u / (1 - u));
+        for (int k = 0; k < 8; k++)
+            b = nextafterf(b, -INFINITY);
+        x[2 * t] = b;
+        for (int k = 0; k < (int)(t % 16); k++)
+            x[2 * t] = nextafterf(x[2 * t], INFINITY);
+        x[2 * t + 1] = 0;
+        /* the definition turns within the 16 floats from b (else the rows test nothing) */
+        double v[2] = {b, 0};
+        const int64_t lo = sample_ref(v, 2, 1.0, 0, 1.0, seed, step, t);
+        for (int k = 0; k < 16; k++)
+            b = nextafterf(b, INFINITY);
+        v[0] = b;
+        turns += lo != sample_ref(v, 2, 1.0, 0, 1.0, seed, step, t);
+    }
+    cr_assert_gt(turns, rows * 3 / 4, "only %d of %lld rows turn within 16 floats", turns,
+                 (long long)rows);
+    int64_t out[256];
+    char err[512];
+    cr_assert_eq(run_call(kind, &c, out, err, sizeof err), 0, "%s", err);
+    for (int64_t t = 0; t < rows; t++) {
+        double v[2] = {x[2 * t], 0};
+        const int64_t want = sample_ref(v, 2, 1.0, 0, 1.0, seed, step, t);
+        cr_assert_eq(out[t], want, "row %lld (x = %.9g, u = %.17g): drew %lld, the definition %lld",
+                     (long long)t, x[2 * t], dec_uniform(seed, step, t), (long long)out[t],
+                     (long long)want);
+    }
+    free_call(&c);
+}
+
+Test(decoder_sample, draws_at_a_boundary_as_its_definition)
+{
+    sample_boundaries(BATON_DEVICE_CPU);
+}
+Test(gpu_sample, draws_at_a_boundary_as_its_definition)
+{
+    skip_without_gpu();
+    sample_boundaries(BATON_DEVICE_CUDA);
 }
 
 /* ---- load-time refusals --------------------------------------------------------------------- */

@@ -30,7 +30,6 @@
 #include <emmintrin.h>
 #endif
 
-#define SAMPLE_ONE  1099511627776.0 /* 2^40 */
 #define SAMPLE_HEAP 256 /* 6 KB of stack: an embedder's pool threads may have small stacks */
 
 static inline uint32_t key_of(float f)
@@ -53,11 +52,10 @@ static inline int64_t sample_llrint(double v)
 #endif
 }
 
+/* The weight: dec_sample_weight, the CUDA kernel's bits (NaN's is 0). */
 static inline uint64_t weight_of(float f, float mx, float inv_t)
 {
-    if (f != f)
-        return 0;
-    return (uint64_t)sample_llrint((double)expf((f - mx) * inv_t) * SAMPLE_ONE);
+    return (uint64_t)sample_llrint(dec_sample_weight(f, mx, inv_t));
 }
 
 /* A cut of the order: member(i) iff key > t or (key == t and i <= i_cut). */

@@ -31,8 +31,7 @@ template <typename T>
 __device__ __forceinline__ unsigned long long weight_at(const T *x, long long i, float mx,
                                                         float inv_t)
 {
-    return (unsigned long long)llrint((double)__expf((logit_f(x, i) - mx) * inv_t) *
-                                      1099511627776.0);
+    return (unsigned long long)llrint(dec_sample_weight(logit_f(x, i), mx, inv_t));
 }
 
 struct Cut {
@@ -314,8 +313,7 @@ __device__ __forceinline__ float key_logit(unsigned k)
 /* The CPU's weight (weight_of in kernels/cpu/sample.c, sample_kernel's weight_at) from a key. */
 __device__ __forceinline__ unsigned long long key_weight(unsigned k, float mx, float inv_t)
 {
-    return (unsigned long long)llrint((double)__expf((key_logit(k) - mx) * inv_t) *
-                                      1099511627776.0);
+    return (unsigned long long)llrint(dec_sample_weight(key_logit(k), mx, inv_t));
 }
 
 /* Per-thread contiguous ranges of the block's slice of n keys (index order across threads). */
