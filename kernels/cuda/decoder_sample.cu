@@ -536,10 +536,10 @@ __global__ void __launch_bounds__(SMP_THREADS)
     /* one radix pass over the members under `c` whose key matches prefix/mask: this block's counts
      * (and masses when with_mass) of digit (key >> shift) & dm into buffer par, then the cluster's
      * sums of bins dm - 2 tid and dm - 2 tid - 1 into g[0..1] (and gm), bins above them into
-     * the exclusive scan's result */
+     * the exclusive scan's result, and all bins' mass into *tot_m */
     auto pass = [&](unsigned prefix, unsigned mask, int shift, unsigned dm, bool with_mass,
                     unsigned long long g[2], unsigned long long gm[2], unsigned long long *above_c,
-                    unsigned long long *above_m) {
+                    unsigned long long *above_m, unsigned long long *tot_m) {
         unsigned *h = cnt[par];
         unsigned(*hm)[SMC_BINS] = mass[par];
         for (int b = tid; b <= (int)dm; b += T_) {
@@ -590,7 +590,7 @@ __global__ void __launch_bounds__(SMP_THREADS)
         unsigned long long tot;
         *above_c = block_excl_scan(g[0] + g[1], scan_sh, &tot);
         if (with_mass)
-            *above_m = block_excl_scan(gm[0] + gm[1], scan_sh, &tot);
+            *above_m = block_excl_scan(gm[0] + gm[1], scan_sh, tot_m);
     };
     /* the members' mass in this block's slice, then the cluster's: *before the ranks' below this */
     auto member_mass = [&](int slot, unsigned long long *before) {
@@ -623,12 +623,12 @@ __global__ void __launch_bounds__(SMP_THREADS)
         for (int ps = 0; ps < 3; ps++) {
             const int shift = smp_shift(ps);
             const unsigned dm = smp_digit_mask(ps);
-            unsigned long long g[2], gm[2], above, am;
+            unsigned long long g[2], gm[2], above, am, tm;
             if (tid == 0) {
                 s_b = 0; /* not reached: the matching keys are at least need */
                 s_need = need;
             }
-            pass(prefix, mask, shift, dm, false, g, gm, &above, &am);
+            pass(prefix, mask, shift, dm, false, g, gm, &above, &am, &tm);
             /* the largest bin whose count with those above reaches need */
             for (int s2 = 0; s2 < 2; s2++) {
                 const int bb = (int)dm - 2 * tid - s2;
@@ -689,23 +689,25 @@ __global__ void __launch_bounds__(SMP_THREADS)
         }
     }
 
-    unsigned long long before_r;
-    unsigned long long total = member_mass(0, &before_r);
-
+    unsigned long long before_r, total = 0;
     if (top_p < 1) {
-        const unsigned long long target = (unsigned long long)ceil(top_p * (double)total);
+        /* the members' total is the first pass's mass over all its bins (a pass of its own
+         * weighed every member once more) */
+        unsigned long long target = 0;
         unsigned prefix = 0, mask = 0;
         unsigned long long before = 0;
         int b = 0;
         for (int ps = 0; ps < 3; ps++) {
             const int shift = smp_shift(ps);
             const unsigned dm = smp_digit_mask(ps);
-            unsigned long long g[2], gm[2], above_c, above_m;
+            unsigned long long g[2], gm[2], above_c, above_m, tot_m;
             if (tid == 0) {
                 s_b = -1;
                 s_lowest = 0x7fffffff;
             }
-            pass(prefix, mask, shift, dm, true, g, gm, &above_c, &above_m);
+            pass(prefix, mask, shift, dm, true, g, gm, &above_c, &above_m, &tot_m);
+            if (ps == 0)
+                target = (unsigned long long)ceil(top_p * (double)tot_m);
             /* the CPU's walk from the top bin: the first non-empty bin where the mass above and
              * its own reach the target; short of it everywhere, the lowest non-empty bin */
             for (int s2 = 0; s2 < 2; s2++) {
@@ -798,6 +800,8 @@ __global__ void __launch_bounds__(SMP_THREADS)
         if (p.t > c.t || (p.t == c.t && p.i_cut < c.i_cut))
             c = p;
         total = member_mass(1, &before_r);
+    } else {
+        total = member_mass(0, &before_r);
     }
 
     /* the draw: the first member, ascending, whose running weight exceeds u * total */
