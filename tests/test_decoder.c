@@ -19,7 +19,9 @@
 
 #include "core/core.h"
 #include "core/dtype.h"
+#include "core/simd.h"
 #include "core/threads.h"
+#include "kernels/cpu/cpu_decoder.h"
 #include "kernels/decoder_desc.h"
 #include "targets/registry.h"
 #include "tests/support.h"
@@ -1992,6 +1994,41 @@ Test(decoder_sample, weights_follow_exp)
     /* subnormals are zeros: the same weights where CUDA flushes them */
     cr_assert_eq(dec_sample_weight(-1e-39f, 0.0f, 1e30f), one);
     cr_assert_eq(dec_sample_weight(0.0f, 1e-39f, 1e30f), one);
+}
+
+/* The CPU sampler's loops weigh 8 logits at a time in AVX2's lanes: the same bits as the scalar
+ * function for every logit, the special ones among them (at every vector level the CPU has). */
+Test(decoder_sample, weighs_in_vector_lanes_as_the_scalar_function)
+{
+    test_rng r = {test_fresh_seed()};
+    enum { N = 4099 };
+    static float f[N];
+    static uint64_t w[N];
+    const float special[] = {NAN, INFINITY, -INFINITY, 1e-39f, -1e-39f, 0.0f, -0.0f, 3.0f};
+    const simd_level was = baton__simd_level_get();
+    for (int round = 0; round < 20; round++) {
+        /* a subnormal or a tiny normal maximum, with 1/t large enough that a subnormal not
+         * flushed would move a weight */
+        const float mx = round % 8 == 7   ? 1e-39f
+                         : round % 4 == 3 ? 2.5e-38f
+                                          : (float)(test_rng_uniform(&r) * 8);
+        const float inv_t = round % 2 ? 1e37f : (float)(0.2 + test_rng_uniform(&r) * 3);
+        for (int i = 0; i < N; i++)
+            f[i] = test_rng_next(&r) % 16 == 0
+                       ? special[test_rng_next(&r) % 8]
+                       : mx - (float)(test_rng_uniform(&r) * (round & 1 ? 40 : 4));
+        for (int lvl = SIMD_SCALAR; lvl <= (int)baton__simd_detect(); lvl++) {
+            baton__simd_level_set((simd_level)lvl);
+            baton__kcpu_sample_weights(f, N, mx, inv_t, w);
+            for (int i = 0; i < N; i++) {
+                const uint64_t want = (uint64_t)llrint(dec_sample_weight(f[i], mx, inv_t));
+                cr_assert_eq(
+                    w[i], want, "level %d, f %.9g mx %.9g 1/t %.9g: %llu, the scalar function %llu",
+                    lvl, f[i], mx, inv_t, (unsigned long long)w[i], (unsigned long long)want);
+            }
+        }
+    }
+    baton__simd_level_set(was);
 }
 
 /* Draws that fall within a few float steps of the boundary between two tokens: rows [x, 0], x

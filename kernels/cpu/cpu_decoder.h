@@ -4,6 +4,8 @@
 #ifndef BATON_KERNELS_CPU_DECODER_H
 #define BATON_KERNELS_CPU_DECODER_H
 
+#include <stdint.h>
+
 #include "baton/baton.h"
 
 #define KCPU_DECODER_FN(name)                                                                      \
@@ -20,5 +22,9 @@ KCPU_DECODER_FN(softmax)
 KCPU_DECODER_FN(cast)
 KCPU_DECODER_FN(sample)
 #undef KCPU_DECODER_FN
+
+/* The sampler's weights of f[0..n) as its loops compute them (in vector lanes where the CPU has
+ * them), for the tests to hold against dec_sample_weight. */
+void baton__kcpu_sample_weights(const float *f, int64_t n, float mx, float inv_t, uint64_t *w);
 
 #endif
