@@ -62,8 +62,8 @@ static inline uint64_t weight_of(float f, float mx, float inv_t)
 #ifdef SIMD_X86
 /* dec_sample_weight of 8 logits in AVX2's lanes: each lane the scalar function's float operations
  * in its order, so its bits. The target has no FMA, so that no multiply and add can be fused (a
- * GCC intrinsic is an expression it may contract); a member's weight costs a fifth of the scalar
- * polynomial's time this way (the loops below weigh every member of a row). */
+ * GCC intrinsic is an expression it may contract). The loops below weigh every member of a row:
+ * top_p alone over 128256 logits 2.5 ms this way, 3.2 one weight at a time (decision 0016). */
 __attribute__((target("avx2"))) static void weigh8_avx2(const float *f, float mx, float inv_t,
                                                         double *w)
 {
