@@ -204,9 +204,10 @@ DEC_HD static inline float dec_fadd_rn(float a, float b)
 #endif
 }
 
+#define DEC_W_FLT_MIN 1.17549435e-38f /* the smallest normal float */
 DEC_HD static inline float dec_ftz(float v)
 {
-    return (v < 1.17549435e-38f && v > -1.17549435e-38f) ? 0.0f : v;
+    return (v < DEC_W_FLT_MIN && v > -DEC_W_FLT_MIN) ? 0.0f : v;
 }
 
 /* 2^40 exp((f - mx) * inv_t) before rounding, for f <= mx: an exact double (a float times a power
@@ -215,6 +216,17 @@ DEC_HD static inline float dec_ftz(float v)
  * integer nearest z / ln 2, r = z - k ln 2 in two parts (k ln2_hi exact), e^r by its Taylor
  * polynomial of degree 7 (|r| <= 0.35: truncated at 7e-9): within 1.1e-7 of exp, twice
  * expf's 0.5 ulp (tests/test_decoder.c checks 2e-7). */
+#define DEC_W_Z_MIN    (-29.0f)    /* below it the weight rounds to 0 */
+#define DEC_W_LOG2E    1.44269502f /* 1 / ln 2 */
+#define DEC_W_ROUND    12582912.0f /* 1.5 * 2^23: added and taken away, the nearest integer */
+#define DEC_W_LN2_HI   0.693145751953125f /* ln 2's high 16 bits: k ln2_hi is exact */
+#define DEC_W_LN2_LO   1.42860677e-06f    /* and the rest */
+#define DEC_W_C3       1.66666672e-01f    /* 1/3! .. 1/7! */
+#define DEC_W_C4       4.16666679e-02f
+#define DEC_W_C5       8.33333377e-03f
+#define DEC_W_C6       1.38888892e-03f
+#define DEC_W_C7       1.98412701e-04f
+#define DEC_W_EXP_BIAS (1023 + 40) /* a double's exponent field of 2^(40 + k), less k */
 DEC_HD static inline double dec_sample_weight(float f, float mx, float inv_t)
 {
     f = dec_ftz(f);
@@ -222,24 +234,23 @@ DEC_HD static inline double dec_sample_weight(float f, float mx, float inv_t)
     /* f == mx: the maximum's weight is 2^40, +inf's too (inf - inf is NaN) */
     const float d = f == mx ? 0.0f : dec_ftz(dec_fadd_rn(f, -mx));
     const float z = dec_fmul_rn(d, dec_ftz(inv_t)); /* a subnormal z gives 1 as 0 does */
-    if (!(z > -29.0f))
+    if (!(z > DEC_W_Z_MIN))
         return 0;
-    const float t = dec_fmul_rn(z, 1.44269502f); /* z / ln 2 */
-    const float kf =
-        dec_fadd_rn(dec_fadd_rn(t, 12582912.0f), -12582912.0f);     /* nearest, 1.5 * 2^23 */
-    float r = dec_fadd_rn(z, -dec_fmul_rn(kf, 0.693145751953125f)); /* ln 2's high 16 bits */
-    r = dec_fadd_rn(r, -dec_fmul_rn(kf, 1.42860677e-06f));          /* and the rest */
+    const float t = dec_fmul_rn(z, DEC_W_LOG2E);
+    const float kf = dec_fadd_rn(dec_fadd_rn(t, DEC_W_ROUND), -DEC_W_ROUND);
+    float r = dec_fadd_rn(z, -dec_fmul_rn(kf, DEC_W_LN2_HI));
+    r = dec_fadd_rn(r, -dec_fmul_rn(kf, DEC_W_LN2_LO));
     /* sum of r^i / i!, i <= 7, by Estrin's scheme (a third of Horner's dependent steps), the terms
      * past 1 summed first so that only the last sum rounds at 1's scale */
     const float r2 = dec_fmul_rn(r, r), r4 = dec_fmul_rn(r2, r2);
-    const float b = dec_fadd_rn(0.5f, dec_fmul_rn(1.66666672e-01f, r));
-    const float c = dec_fadd_rn(4.16666679e-02f, dec_fmul_rn(8.33333377e-03f, r));
-    const float e = dec_fadd_rn(1.38888892e-03f, dec_fmul_rn(1.98412701e-04f, r));
+    const float b = dec_fadd_rn(0.5f, dec_fmul_rn(DEC_W_C3, r));
+    const float c = dec_fadd_rn(DEC_W_C4, dec_fmul_rn(DEC_W_C5, r));
+    const float e = dec_fadd_rn(DEC_W_C6, dec_fmul_rn(DEC_W_C7, r));
     const float hi = dec_fadd_rn(c, dec_fmul_rn(r2, e));
     const float q = dec_fadd_rn(dec_fadd_rn(r, dec_fmul_rn(r2, b)), dec_fmul_rn(r4, hi));
     const float p = dec_fadd_rn(1.0f, q);
     /* 2^(40 + k), k in [-42, 0]: a double's exponent field, exact */
-    const uint64_t bits = (uint64_t)(1023 + 40 + (int)kf) << 52;
+    const uint64_t bits = (uint64_t)(DEC_W_EXP_BIAS + (int)kf) << 52;
     double s;
 #ifdef __CUDA_ARCH__
     s = __longlong_as_double((long long)bits);

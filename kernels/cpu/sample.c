@@ -68,7 +68,7 @@ __attribute__((target("avx2"))) static void weigh8_avx2(const float *f, float mx
                                                         double *w)
 {
 #define SET1 _mm256_set1_ps
-    const __m256 tiny = SET1(1.17549435e-38f);
+    const __m256 tiny = SET1(DEC_W_FLT_MIN);
     const __m256 abs_mask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
 #define FTZ(v) _mm256_andnot_ps(_mm256_cmp_ps(_mm256_and_ps(v, abs_mask), tiny, _CMP_LT_OQ), v)
     const __m256 fv = FTZ(_mm256_loadu_ps(f)), mv = SET1(dec_ftz(mx));
@@ -76,16 +76,16 @@ __attribute__((target("avx2"))) static void weigh8_avx2(const float *f, float mx
         _mm256_andnot_ps(_mm256_cmp_ps(fv, mv, _CMP_EQ_OQ),
                          FTZ(_mm256_add_ps(fv, _mm256_sub_ps(_mm256_setzero_ps(), mv))));
     const __m256 z0 = _mm256_mul_ps(d, SET1(dec_ftz(inv_t)));
-    const __m256 valid = _mm256_cmp_ps(z0, SET1(-29.0f), _CMP_GT_OQ);
+    const __m256 valid = _mm256_cmp_ps(z0, SET1(DEC_W_Z_MIN), _CMP_GT_OQ);
     const __m256 z = _mm256_and_ps(z0, valid); /* 0 in the lanes that weigh 0: no NaN below */
-    const __m256 t = _mm256_mul_ps(z, SET1(1.44269502f));
-    const __m256 kf = _mm256_sub_ps(_mm256_add_ps(t, SET1(12582912.0f)), SET1(12582912.0f));
-    __m256 r = _mm256_sub_ps(z, _mm256_mul_ps(kf, SET1(0.693145751953125f)));
-    r = _mm256_sub_ps(r, _mm256_mul_ps(kf, SET1(1.42860677e-06f)));
+    const __m256 t = _mm256_mul_ps(z, SET1(DEC_W_LOG2E));
+    const __m256 kf = _mm256_sub_ps(_mm256_add_ps(t, SET1(DEC_W_ROUND)), SET1(DEC_W_ROUND));
+    __m256 r = _mm256_sub_ps(z, _mm256_mul_ps(kf, SET1(DEC_W_LN2_HI)));
+    r = _mm256_sub_ps(r, _mm256_mul_ps(kf, SET1(DEC_W_LN2_LO)));
     const __m256 r2 = _mm256_mul_ps(r, r), r4 = _mm256_mul_ps(r2, r2);
-    const __m256 b = _mm256_add_ps(SET1(0.5f), _mm256_mul_ps(SET1(1.66666672e-01f), r));
-    const __m256 c = _mm256_add_ps(SET1(4.16666679e-02f), _mm256_mul_ps(SET1(8.33333377e-03f), r));
-    const __m256 e = _mm256_add_ps(SET1(1.38888892e-03f), _mm256_mul_ps(SET1(1.98412701e-04f), r));
+    const __m256 b = _mm256_add_ps(SET1(0.5f), _mm256_mul_ps(SET1(DEC_W_C3), r));
+    const __m256 c = _mm256_add_ps(SET1(DEC_W_C4), _mm256_mul_ps(SET1(DEC_W_C5), r));
+    const __m256 e = _mm256_add_ps(SET1(DEC_W_C6), _mm256_mul_ps(SET1(DEC_W_C7), r));
     const __m256 hi = _mm256_add_ps(c, _mm256_mul_ps(r2, e));
     const __m256 q = _mm256_add_ps(_mm256_add_ps(r, _mm256_mul_ps(r2, b)), _mm256_mul_ps(r4, hi));
     const __m256 p = _mm256_and_ps(_mm256_add_ps(SET1(1.0f), q), valid);
@@ -95,11 +95,11 @@ __attribute__((target("avx2"))) static void weigh8_avx2(const float *f, float mx
     const __m256i k = _mm256_cvttps_epi32(kf);
     const __m256i e0 =
         _mm256_slli_epi64(_mm256_add_epi64(_mm256_cvtepi32_epi64(_mm256_castsi256_si128(k)),
-                                           _mm256_set1_epi64x(1063)),
+                                           _mm256_set1_epi64x(DEC_W_EXP_BIAS)),
                           52);
     const __m256i e1 =
         _mm256_slli_epi64(_mm256_add_epi64(_mm256_cvtepi32_epi64(_mm256_extracti128_si256(k, 1)),
-                                           _mm256_set1_epi64x(1063)),
+                                           _mm256_set1_epi64x(DEC_W_EXP_BIAS)),
                           52);
     _mm256_storeu_pd(
         w, _mm256_mul_pd(_mm256_cvtps_pd(_mm256_castps256_ps128(p)), _mm256_castsi256_pd(e0)));
@@ -108,13 +108,14 @@ __attribute__((target("avx2"))) static void weigh8_avx2(const float *f, float mx
 }
 #endif
 
-/* Elements i0 .. i0 + m - 1 (m <= 8) of the row: their logits into f and their weights into w,
- * 8 at a time in AVX2's lanes where the machine has them. */
-static inline __attribute__((always_inline)) void weigh_run(baton_dtype dt, const void *x,
-                                                            int64_t i0, int m, float mx,
-                                                            float inv_t, int avx2, float *f,
-                                                            uint64_t *w)
+/* Elements i0 .. of the row, 8 of them or up to V: their logits into f and their weights into w,
+ * in AVX2's lanes where the machine has them; returns how many. */
+static inline __attribute__((always_inline)) int weigh_run(baton_dtype dt, const void *x,
+                                                           int64_t i0, int64_t V, float mx,
+                                                           float inv_t, int avx2, float *f,
+                                                           uint64_t *w)
 {
+    const int m = V - i0 < 8 ? (int)(V - i0) : 8;
     for (int j = 0; j < m; j++)
         f[j] = load_f32(dt, x, i0 + j);
 #ifdef SIMD_X86
@@ -123,12 +124,13 @@ static inline __attribute__((always_inline)) void weigh_run(baton_dtype dt, cons
         weigh8_avx2(f, mx, inv_t, v);
         for (int j = 0; j < 8; j++)
             w[j] = (uint64_t)sample_llrint(v[j]);
-        return;
+        return m;
     }
 #endif
     (void)avx2;
     for (int j = 0; j < m; j++)
         w[j] = weight_of(f[j], mx, inv_t);
+    return m;
 }
 
 /* A cut of the order: member(i) iff key > t or (key == t and i <= i_cut). */
@@ -335,10 +337,9 @@ sample_row_radix(baton_dtype dt, const void *x, int64_t V, const baton_decoder_d
         uint64_t mass0[256] = {0};
         int64_t cnt0[256] = {0};
         for (int64_t i0 = 0; i0 < V; i0 += 8) {
-            const int m = V - i0 < 8 ? (int)(V - i0) : 8;
             float f[8];
             uint64_t w[8];
-            weigh_run(dt, x, i0, m, mx, inv_t, avx2, f, w);
+            const int m = weigh_run(dt, x, i0, V, mx, inv_t, avx2, f, w);
             for (int j = 0; j < m; j++) {
                 const uint32_t k = key_of(f[j]);
                 if (!member(&c, k, i0 + j))
@@ -408,10 +409,9 @@ sample_row_radix(baton_dtype dt, const void *x, int64_t V, const baton_decoder_d
         total = cum;
     } else {
         for (int64_t i0 = 0; i0 < V; i0 += 8) {
-            const int m = V - i0 < 8 ? (int)(V - i0) : 8;
             float f[8];
             uint64_t w[8];
-            weigh_run(dt, x, i0, m, mx, inv_t, avx2, f, w);
+            const int m = weigh_run(dt, x, i0, V, mx, inv_t, avx2, f, w);
             for (int j = 0; j < m; j++)
                 if (member(&c, key_of(f[j]), i0 + j))
                     total += w[j];
@@ -422,10 +422,9 @@ sample_row_radix(baton_dtype dt, const void *x, int64_t V, const baton_decoder_d
     uint64_t cum = 0;
     int64_t pick = imax;
     for (int64_t i0 = 0; i0 < V; i0 += 8) {
-        const int m = V - i0 < 8 ? (int)(V - i0) : 8;
         float f[8];
         uint64_t w[8];
-        weigh_run(dt, x, i0, m, mx, inv_t, avx2, f, w);
+        const int m = weigh_run(dt, x, i0, V, mx, inv_t, avx2, f, w);
         int j = 0;
         for (; j < m; j++) {
             if (!member(&c, key_of(f[j]), i0 + j))
@@ -469,8 +468,7 @@ void baton__kcpu_sample_weights(const float *f, int64_t n, float mx, float inv_t
     const int avx2 = baton__simd_level_get() >= SIMD_AVX2;
     for (int64_t i0 = 0; i0 < n; i0 += 8) {
         float g[8];
-        weigh_run(BATON_DTYPE_F32, f, i0, n - i0 < 8 ? (int)(n - i0) : 8, mx, inv_t, avx2, g,
-                  w + i0);
+        weigh_run(BATON_DTYPE_F32, f, i0, n, mx, inv_t, avx2, g, w + i0);
     }
 }
 
