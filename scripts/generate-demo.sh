@@ -1,9 +1,9 @@
 #!/bin/bash
-# generate-demo.sh: the README's third quick-start line. Builds baton (scripts/setup.sh), makes the
-# exporter's venv (scripts/py-venv.sh: pinned torch and transformers from PyPI), builds a small
-# Llama-architecture model from a config with random weights (nothing is downloaded), exports it
-# with baton_export.export_causal_lm, and generates with build/generate, printing transformers'
-# greedy tokens beside baton's.
+# generate-demo.sh: the whole path from PyTorch to tokens on a fresh machine (README, "From
+# PyTorch"). Builds baton (scripts/setup.sh), makes the exporter's venv (scripts/py-venv.sh: pinned
+# torch and transformers from PyPI), builds a small Llama-architecture model from a config with
+# random weights (nothing is downloaded), exports it with baton_export.export_causal_lm, and
+# generates with build/generate, printing transformers' greedy tokens beside baton's.
 #
 #   bash scripts/generate-demo.sh [GENERATE ARGS...]   env: BATON_BUILD_DIR (default build),
 #                                                       DEMO_DIR (default BUILD/demo-llm)
