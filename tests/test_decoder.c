@@ -1555,26 +1555,30 @@ Test(gpu_activations, match_float64_at_any_offset)
  * length, a count a row; {1, 300040} but in f64); where registers would take more than one wave,
  * rows in registers and shared memory, a block a row ({70, 65536}) or over 2-block clusters ({64,
  * 128256}). Past a wave: rows in registers in blocks of 256 threads, several a SM
- * ({600, 4096}); slices of at most 64 KB in shared memory, several blocks a SM, a block a row
- * ({300, 16384}) or over clusters of 2, 4 or 8 by dtype ({200, 20000}, {140, 65536}, {70, 65536}
- * in f64); rows longer than 8 such slices in registers and shared memory over waves
- * ({67, 140000} in f32, {64, 128256} in f64), else read twice ({67, 140000} and {1, 300040} in
- * f64). Rows whose bytes are no multiple of 16 ({1, 1}, {3, 10}, {2, 4097}, {1, 50257}: GPT-2's
- * vocabulary, {3, 1000003}, {777, 7}, and five of the last seven, one a kernel) start at every
- * offset from a 16-byte boundary: each kernel takes their body in 16-byte vectors and the values
- * either side one at a time. The last two are the benchmark's rows just past a wave of 2-block
- * rows ({67, 128256}: the tile kernel in f32) and under a wave of 1-block rows ({100, 128256}: in
- * registers and shared memory in bf16 and f16). The last twelve are CUDA's alone. */
+ * ({600, 4096}); slices of 192 KB or more in registers and shared memory, where whole rounds of
+ * them fill the SMs, a cluster or a block taking a row after another, each read under the last
+ * one's stores ({130, 128257} over 2-block clusters, {260, 65536} a block a row, in f32); slices
+ * of at most 64 KB in shared memory, several blocks a SM, a block a row ({300, 16384}) or over
+ * clusters of 2, 4 or 8 by dtype ({200, 20000}, {140, 65536}, {70, 65536} in f64); rows longer
+ * than 8 such slices in registers and shared memory over waves ({67, 140000} in f32), else read
+ * twice ({67, 140000} and {1, 300040} in f64). Rows whose bytes are no multiple of 16 ({1, 1},
+ * {3, 10}, {2, 4097}, {1, 50257}: GPT-2's vocabulary, {3, 1000003}, {777, 7}, and six of the
+ * last nine, one a kernel) start at every offset from a 16-byte boundary: each kernel takes their
+ * body in 16-byte vectors and the values either side one at a time. {67, 128256} and
+ * {100, 128256} are the benchmark's rows just past a wave of 2-block rows (the tile kernel in
+ * f32) and under a wave of 1-block rows (in registers and shared memory in bf16 and f16). The
+ * last fourteen are CUDA's alone. */
 static const int64_t SM[][2] = {
-    {1, 1},       {3, 10},      {4, 2048},    {2, 128256},  {9, 1000},    {3, 50008},   {2, 4097},
-    {70, 65536},  {1, 300040},  {200, 20000}, {1, 50257},   {3, 1000003}, {1001, 40},   {777, 7},
-    {1, 8192},    {1, 16384},   {8, 128256},  {64, 128256}, {300, 96},    {2000, 520},  {600, 4096},
-    {300, 16384}, {140, 65536}, {67, 140000}, {8, 128257},  {64, 128257}, {300, 16385}, {600, 4097},
-    {2000, 521},  {67, 128256}, {100, 128256}};
+    {1, 1},        {3, 10},       {4, 2048},    {2, 128256},  {9, 1000},    {3, 50008},
+    {2, 4097},     {70, 65536},   {1, 300040},  {200, 20000}, {1, 50257},   {3, 1000003},
+    {1001, 40},    {777, 7},      {1, 8192},    {1, 16384},   {8, 128256},  {64, 128256},
+    {300, 96},     {2000, 520},   {600, 4096},  {300, 16384}, {140, 65536}, {67, 140000},
+    {8, 128257},   {64, 128257},  {300, 16385}, {600, 4097},  {2000, 521},  {67, 128256},
+    {100, 128256}, {130, 128257}, {260, 65536}};
 
 static size_t softmax_cases(baton_device_kind kind)
 {
-    return sizeof SM / sizeof SM[0] - (kind == BATON_DEVICE_CUDA ? 0 : 12);
+    return sizeof SM / sizeof SM[0] - (kind == BATON_DEVICE_CUDA ? 0 : 14);
 }
 
 /* softmax of fresh [rows, N] values in dt against float64; on CUDA x and y shift_in and shift_out
@@ -1652,14 +1656,16 @@ Test(gpu_softmax, matches_float64_at_any_offset)
  * 64 rows in registers and shared memory over 2-block clusters, rows read twice, past a wave
  * rows in 256-thread blocks, slices in shared memory (a block a row, 4-block clusters) and rows
  * in registers and shared memory, and short rows a warp each; then rows of no multiple of 16 bytes
- * through the grid, clusters, registers and shared memory, slices and a warp a row. */
+ * through the grid, clusters, registers and shared memory, slices and a warp a row; then rows a
+ * cluster or a block takes one after another ({130, 128257}, {260, 65536}). */
 Test(gpu_softmax, gives_the_same_bits_run_to_run)
 {
     skip_without_gpu();
-    static const int64_t SHAPES[][2] = {
-        {1, 128256},  {8, 128256},  {64, 128256}, {1, 300040}, {200, 20000}, {600, 4096},
-        {300, 16384}, {140, 65536}, {67, 140000}, {2000, 520}, {1, 50257},   {8, 128257},
-        {64, 128257}, {300, 16385}, {2000, 521},  {1001, 40},  {67, 128256}};
+    static const int64_t SHAPES[][2] = {{1, 128256},  {8, 128256},   {64, 128256}, {1, 300040},
+                                        {200, 20000}, {600, 4096},   {300, 16384}, {140, 65536},
+                                        {67, 140000}, {2000, 520},   {1, 50257},   {8, 128257},
+                                        {64, 128257}, {300, 16385},  {2000, 521},  {1001, 40},
+                                        {67, 128256}, {130, 128257}, {260, 65536}};
     for (size_t k = 0; k < sizeof SHAPES / sizeof SHAPES[0]; k++) {
         test_rng r = {test_fresh_seed()};
         call c = {.target = "softmax", .n_in = 1};

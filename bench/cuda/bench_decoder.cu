@@ -1483,6 +1483,10 @@ int main(int argc, char **argv)
                  (double)(rows * V * 8));
     bench_op("softmax", "softmax", {td(F32, {4096, 8192})}, {fl}, td(F32, {4096, 8192}), {},
              (double)(4096.0 * 8192 * 8));
+    /* rows of 256 KB, a block's registers and shared memory each, past a wave */
+    for (int64_t rows : {140, 512})
+        bench_op("softmax", "softmax", {td(F32, {rows, 65536})}, {fl}, td(F32, {rows, 65536}), {},
+                 (double)(rows * 65536 * 8));
     bench_op("softmax", "softmax", {td(BF, {1024, 32000})}, {fl}, td(BF, {1024, 32000}), {},
              (double)(1024.0 * 32000 * 4));
     /* short rows past a wave: a block of the fewest threads a row, and a warp a row */

@@ -306,12 +306,19 @@ template <typename T> struct RowSlice : RowSpan<T> {
     bool edge;
 };
 template <typename T>
-__device__ __forceinline__ RowSlice<T> row_slice(const T *x, T *y, long long N, int C)
+__device__ __forceinline__ RowSlice<T> row_slice(const T *x, T *y, long long N, int C,
+                                                 long long row)
 {
     const int rank = C > 1 ? (int)cg::this_cluster().block_rank() : 0;
-    const RowSpan<T> r = row_span(x, y, blockIdx.x / (unsigned)C, N);
+    const RowSpan<T> r = row_span(x, y, row, N);
     const long long per = row_of(r.nv + C - 1, C), lo = min(r.nv, rank * per);
     return RowSlice<T>{r, lo, min(r.nv, lo + per), rank == 0 && threadIdx.x == 0 && (r.h | r.t)};
+}
+/* The block's row: a row a block or a cluster. */
+template <typename T>
+__device__ __forceinline__ RowSlice<T> row_slice(const T *x, T *y, long long N, int C)
+{
+    return row_slice(x, y, N, C, (long long)(blockIdx.x / (unsigned)C));
 }
 
 /* The row's maximum and sum of exp(x - max) from up to C (<= 8) x nq (<= 32) pairs in one fixed
@@ -362,9 +369,11 @@ __device__ __forceinline__ void cluster_started_arrive()
  * gets the same bits. Nothing is read from a peer, so nothing waits for one after the barrier
  * and no block barrier follows it (a copy of the 64-row kernel in graphs: 21.2 us, where warp 0
  * alone reading the peers' pairs and handing them over a block barrier took 21.9, and a bare
- * cluster barrier in place of the exchange 20.3). */
+ * cluster barrier in place of the exchange 20.3). `wait_started`: false for a block's later rows
+ * (softmax_stream_kernel), whose peers have long started. */
 template <typename A>
-__device__ __forceinline__ void row_max_sum(RowPairs<A> &tab, int C, A m, A s, A &mx, A &sum)
+__device__ __forceinline__ void row_max_sum(RowPairs<A> &tab, int C, A m, A s, A &mx, A &sum,
+                                            bool wait_started = true)
 {
     const A wm = warp_max<A>(m);
     const A ws = warp_sum<A>(sum_at<A>(m, s, wm));
@@ -375,7 +384,9 @@ __device__ __forceinline__ void row_max_sum(RowPairs<A> &tab, int C, A m, A s, A
         __syncthreads();
     } else {
         cg::cluster_group cluster = cg::this_cluster();
-        asm volatile("barrier.cluster.wait.aligned;" ::: "memory"); /* cluster_started_arrive's */
+        if (wait_started)
+            asm volatile("barrier.cluster.wait.aligned;" ::
+                             : "memory"); /* cluster_started_arrive's */
         if (lane < C) {
             A *to = cluster.map_shared_rank(&tab.p[cluster.block_rank()][w][0], lane);
             to[0] = wm;
@@ -614,6 +625,110 @@ __global__ void __launch_bounds__(SMS_THREADS, 1)
         }
     if (sl.edge)
         edges_store<A>(sl, mx2, inv);
+}
+
+/* Rows past a wave whose slices fit a SM's registers and shared memory, as softmax_smem_kernel
+ * holds them, on a persistent grid: cluster c takes rows c, c + clusters, ... A block holds one
+ * row's slice at a time, and as it stores each of the row's vectors it asks for the next row's
+ * vector into the same register or shared-memory slot, so the next row's read streams under this
+ * row's stores, as a copy's reads and writes do; one block a SM that held a row and then stored it
+ * (softmax_smem_kernel over waves) left the memory idle in each block's exchange and read nothing
+ * while it stored. Slot k of shared memory is the thread's own (its k-th vector), read by no
+ * other, so it is refilled as soon as the thread has read it. The pairs' tables alternate between
+ * rows: a peer's stores of the next row's pairs never meet a warp still folding this row's. The
+ * same sums in the same order as softmax_smem_kernel's: the same bits. */
+template <typename T>
+__global__ void __launch_bounds__(SMS_THREADS, 1)
+    softmax_stream_kernel(const T *x, T *y, long long rows, long long N, int C)
+{
+    using A = typename Acc<T>::A;
+    constexpr int E = 16 / (int)sizeof(T), VPT = smx_reg_vpt<T>();
+    extern __shared__ __align__(16) unsigned char smem_raw[];
+    __shared__ RowPairs<A> tab[2];
+    constexpr int nt = SMS_THREADS;
+    const int tid = threadIdx.x;
+    const long long clusters = gridDim.x / (unsigned)C;
+    long long row = blockIdx.x / (unsigned)C;
+    RowSlice<T> sl = row_slice(x, y, N, C, row);
+    long long rhi = min(sl.hi, sl.lo + (long long)VPT * nt);
+    int ns = (int)max(0LL, sl.hi - rhi);
+    pdl_wait(); /* x may be a predecessor's output */
+    pdl_trigger();
+    if (C > 1)
+        cluster_started_arrive();
+    const unsigned long long pol = l2_evict_first(); /* read once */
+    U16<T> raw[VPT];
+#pragma unroll
+    for (int k = 0; k < VPT; k++) {
+        const long long j = sl.lo + (long long)k * nt + tid;
+        if (j < rhi)
+            raw[k] = ld16_stream(sl.x + j * E);
+    }
+    __syncwarp(); /* the registers' loads before the copies (softmax_smem_kernel) */
+#pragma unroll
+    for (int k = 0; k < SMS_KMAX; k++) {
+        const int j = tid + k * nt;
+        if (j < ns)
+            cp_async16_pol(smem_raw + (size_t)j * 16, sl.x + (rhi + j) * E, pol);
+        cp_commit();
+    }
+    const unsigned mine = smem_u32(smem_raw) + 16u * tid; /* the thread's vector of group 0 */
+    for (int it = 0;; it++) {
+        A m = -INFINITY, m2 = -INFINITY, sum = 0;
+        if (sl.edge)
+            edges_take<A>(sl, m, m2, sum);
+#pragma unroll
+        for (int k = 0; k < VPT; k++)
+            if (sl.lo + (long long)k * nt + tid < rhi)
+                online_take<A>(raw[k], m, m2, sum);
+        sms_each_group<0, SMS_KMAX>([&](int k) {
+            if (tid + k * nt < ns) {
+                U16<T> u;
+                *reinterpret_cast<uint4 *>(u.v) = lds16_after_wait(mine + 16u * nt * k);
+                online_take<A>(u, m, m2, sum);
+            }
+        });
+        A mx, tot;
+        row_max_sum<A>(tab[it & 1], C, m, sum, mx, tot, it == 0);
+        const A inv = (A)1 / tot, mx2 = SoftExp<A>::scale(mx);
+        /* the next row's slice, asked for into each slot as this row's vector leaves it */
+        const long long next = row + clusters;
+        const bool more = next < rows;
+        const RowSlice<T> nx = row_slice(x, y, N, C, more ? next : row);
+        const long long nrhi = min(nx.hi, nx.lo + (long long)VPT * nt);
+        const int nns = more ? (int)max(0LL, nx.hi - nrhi) : 0;
+#pragma unroll
+        for (int k = 0; k < VPT; k++) {
+            const long long j = sl.lo + (long long)k * nt + tid,
+                            jn = nx.lo + (long long)k * nt + tid;
+            if (j < rhi)
+                st16_stream(sl.y + j * E, soft_out<A>(raw[k], mx2, inv));
+            if (more && jn < nrhi)
+                raw[k] = ld16_stream(nx.x + jn * E);
+        }
+        __syncwarp();
+        T *const ys = sl.y + (rhi + tid) * E; /* the thread's vector of group 0 in y */
+#pragma unroll
+        for (int k = 0; k < SMS_KMAX; k++) {
+            const int j = tid + k * nt;
+            if (j < ns) {
+                U16<T> u;
+                *reinterpret_cast<uint4 *>(u.v) = lds16_after_wait(mine + 16u * nt * k);
+                st16_stream(ys + (size_t)nt * E * k, soft_out<A>(u, mx2, inv));
+            }
+            if (j < nns) /* after the slot's read: the same thread, in program order */
+                cp_async16_pol(smem_raw + (size_t)j * 16, nx.x + (nrhi + j) * E, pol);
+            cp_commit();
+        }
+        if (sl.edge)
+            edges_store<A>(sl, mx2, inv);
+        if (!more)
+            break;
+        row = next;
+        sl = nx;
+        rhi = nrhi;
+        ns = nns;
+    }
 }
 
 /* Vectors a thread of softmax_grid_kernel holds at most, and its threads. */
@@ -1088,6 +1203,62 @@ static int softmax_smem_launch(const baton_exec_ctx *ctx, void **b, const dec_sh
     return 1;
 }
 
+/* Whether softmax_stream_kernel may take rows past a wave (BATON_SOFTMAX_STREAM=0: not, so that
+ * bench_decoder can set it beside the kernels it replaces). Read once. */
+static bool softmax_stream_on()
+{
+    static const bool on = [] {
+        const char *e = getenv("BATON_SOFTMAX_STREAM");
+        return !(e && !strcmp(e, "0"));
+    }();
+    return on;
+}
+
+/* softmax_stream_kernel over the fewest C of 1, 2, 4, 8 blocks a row whose slices, of
+ * SMS_WAVES_SLICE bytes or more, fit a block's registers and shared memory, for rows of two rounds
+ * of such clusters, where the rounds keep 90 % of the SMs busy: as many clusters as take the rows
+ * in two rounds. A SM pulls about 33 GB/s at most, so fewer SMs cannot read at the copy's rate;
+ * over more rounds the tile kernel's three blocks a SM drift apart and overlap reads and stores as
+ * well (H200, µs against the kernels it would replace, two runs: f32[128,128256] 40.6-40.7 against
+ * 41.7-42.5; four rounds, [256,128256] and [512,65536], even; 67 rows of 128256 over 34 clusters
+ * of 2 took 30.8 against 24.8, 140 rows of 65536 over 70 blocks 29.9 against 25.6). 0 or the
+ * launch's failure, 1 when it does not apply. */
+template <typename T>
+static int softmax_stream_launch(const baton_exec_ctx *ctx, void **b, const dec_shape &s,
+                                 long long nv, long long sms)
+{
+    static DeviceOnce<SmxFit> once;
+    const auto kernel = softmax_stream_kernel<T>;
+    if (!softmax_stream_on())
+        return 1;
+    const size_t smem_max =
+        (size_t)device_facts(ctx).smem_optin - 2 * sizeof(RowPairs<typename Acc<T>::A>) - 1024;
+    for (int c = 1, i = 0; c <= 8; c *= 2, i++) {
+        const long long per = (nv + c - 1) / c,
+                        ns = per - (long long)smx_reg_vpt<T>() * SMS_THREADS;
+        if (per * 16 < SMS_WAVES_SLICE || ns * 16 > (long long)smem_max ||
+            ns > SMS_KMAX * (long long)SMS_THREADS)
+            continue;
+        const SmxFit fit = once.get(
+            device_of(ctx), [&] { return smx_fit_query(kernel, ctx, SMS_THREADS, smem_max); });
+        const long long at_once = c == 1 ? sms : fit.n[i];
+        if (at_once < 1)
+            continue;
+        if (s.rows <= at_once)
+            return 1; /* one wave: softmax_smem_kernel */
+        const long long rounds = (s.rows + at_once - 1) / at_once,
+                        clusters = (s.rows + rounds - 1) / rounds;
+        if (rounds > 2 || clusters * c * 10 < sms * 9)
+            return 1;
+        const size_t smem = ns > 0 ? (size_t)ns * 16 : 0;
+        if (prepare(kernel, ctx, "softmax", c, clusters * c, SMS_THREADS, smem, smem_max, false))
+            return BATON_ECUDA;
+        return launch(ctx, "softmax", kernel, (unsigned)(clusters * c), SMS_THREADS, smem, c,
+                      (const T *)b[0], (T *)b[1], (long long)s.rows, (long long)s.F, c);
+    }
+    return 1;
+}
+
 /* softmax_tile_kernel over the fewest C of 1, 2, 4, 8 blocks a row whose slices fit SMT_SLICE, on
  * a device of compute capability 9.0 or more where an x-cluster of C such blocks can be had (asked
  * once per device and C): 0 or the launch's failure, 1 when it does not apply. Powers of two: 5 to
@@ -1215,16 +1386,19 @@ static int softmax_launch(const baton_exec_ctx *ctx, void **b, const dec_shape &
         const bool many = past && nv <= SMX_MANY_THREADS * VMAX;
         /* more than one wave of blocks of 16 KB or more a thread block (rows a 256-thread block
          * holds aside): rows held in registers and shared memory where one wave of a block a SM
-         * holds them (64 rows of 128256 f32); else slices of at most 64 KB in shared memory,
-         * three blocks a SM (H200, x the copy, against the kernels below: f32 rows of 128256 at
-         * 67 / 96 / 200 rows 1.25 / 1.20 / 1.12 against 1.55 / 1.31 / 1.17, at 128 and 256 rows
-         * even, f32[512,65536] 1.04 against 1.09-1.15, bf16[1024,32000] 1.05 against 1.15; 512
-         * rows of 128256 in f32 and 256 in bf16 lost 0.02-0.04 to them); rows longer than 8 such
-         * slices in registers and shared memory over waves where slices are large
-         * (SMS_WAVES_SLICE), else the two-pass kernel */
+         * holds them (64 rows of 128256 f32); past it, where its slices are large
+         * (SMS_WAVES_SLICE) and whole rounds keep the SMs busy, one after another on a persistent
+         * grid, each row read under the last one's stores (softmax_stream_launch); else slices of
+         * at most 64 KB in shared memory, three blocks a SM (H200, x the copy, against the kernels
+         * below: f32 rows of 128256 at 67 / 96 / 200 rows 1.25 / 1.20 / 1.12 against 1.55 / 1.31
+         * / 1.17, at 128 and 256 rows even, f32[512,65536] 1.04 against 1.09-1.15,
+         * bf16[1024,32000] 1.05 against 1.15; 512 rows of 128256 in f32 and 256 in bf16 lost
+         * 0.02-0.04 to them); rows longer than 8 such slices in registers and shared memory over
+         * waves where slices are large (SMS_WAVES_SLICE), else the two-pass kernel */
         if (cl && !many && (!C || (s.rows * C > resident(C) && (nv + C - 1) / C * 16 >= 16384))) {
             int rc = softmax_smem_launch<T>(ctx, b, s, nv, sms, false);
-            if (rc <= 0 || (rc = softmax_tile_launch<T>(ctx, b, s, nv)) <= 0 ||
+            if (rc <= 0 || (rc = softmax_stream_launch<T>(ctx, b, s, nv, sms)) <= 0 ||
+                (rc = softmax_tile_launch<T>(ctx, b, s, nv)) <= 0 ||
                 (rc = softmax_smem_launch<T>(ctx, b, s, nv, sms, true)) <= 0)
                 return rc;
             return softmax_l2_launch<T>(ctx, b, s, nv, sms);
