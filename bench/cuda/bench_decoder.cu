@@ -439,8 +439,8 @@ static void bench_op(const char *label, const char *target, std::vector<baton_te
  * the barrier as the op's do: each block's thread 0 stores one (to a buffer of its own, so no
  * block waits for the others' reads), and warp 0 of every block reads all gridDim.x of them and
  * hands their maximum over a block barrier to the stores, which depend on it. */
-template <bool PAIRS>
-__global__ void __launch_bounds__(256)
+template <bool PAIRS, int NT>
+__global__ void __launch_bounds__(NT)
     floor_barrier_copy(const uint4 *x, uint4 *y, long long n, float2 *pairs)
 {
     __shared__ float seen;
@@ -477,7 +477,8 @@ __global__ void __launch_bounds__(256)
 }
 
 /* A floor row for an op of `bytes` (half read, half written) whose write waits for all of its
- * read: floor_barrier_copy over as many sets as the op's row rotates, with its own copy row. */
+ * read: floor_barrier_copy over as many sets as the op's row rotates, with its own copy row;
+ * blocks of 256 threads, or of 1024 where those do not hold the bytes (a few rows). */
 template <bool PAIRS = false>
 static void bench_barrier_floor(const char *label, const char *shape, double bytes)
 {
@@ -485,9 +486,10 @@ static void bench_barrier_floor(const char *label, const char *shape, double byt
         return;
     const int sets = sets_for(bytes, MAX_CALLS), k = sets;
     const size_t half = ((size_t)(bytes / 2) + 15) & ~(size_t)15;
-    const long long n = (long long)(half / 16);
-    const int blocks = (int)std::min((long long)g_prop.multiProcessorCount, (n + 255) / 256);
-    if ((long long)blocks * 256 * 4 < n) {
+    const long long n = (long long)(half / 16), sms = g_prop.multiProcessorCount;
+    const int nt = n <= sms * 256 * 4 ? 256 : 1024;
+    const int blocks = (int)std::min(sms, (n + nt - 1) / nt);
+    if ((long long)blocks * nt * 4 < n) {
         fprintf(stderr, "bench_decoder: %s: too large for the barrier floor\n", label);
         return;
     }
@@ -497,9 +499,14 @@ static void bench_barrier_floor(const char *label, const char *shape, double byt
     fill_random(g_stream, src.base, src.stride * sets, 41);
     CHECK_CUDA(cudaDeviceSynchronize());
     const double us = time_calls(k, [&](int i) {
-        launch_attr(g_stream, (unsigned)blocks, 256, cudaLaunchAttributeCooperative,
-                    floor_barrier_copy<PAIRS>, (const uint4 *)src.at(i), (uint4 *)dst.at(i), n,
-                    pairs);
+        if (nt == 256)
+            launch_attr(g_stream, (unsigned)blocks, 256, cudaLaunchAttributeCooperative,
+                        floor_barrier_copy<PAIRS, 256>, (const uint4 *)src.at(i),
+                        (uint4 *)dst.at(i), n, pairs);
+        else
+            launch_attr(g_stream, (unsigned)blocks, 1024, cudaLaunchAttributeCooperative,
+                        floor_barrier_copy<PAIRS, 1024>, (const uint4 *)src.at(i),
+                        (uint4 *)dst.at(i), n, pairs);
     });
     CHECK_CUDA(cudaFree(pairs));
     CHECK_CUDA(cudaFree(src.base));
@@ -577,6 +584,8 @@ static void bench_onchip_floor(const char *label, const char *shape, double byte
     }
     const auto kern = C > 1 ? floor_onchip<true> : floor_onchip<false>;
     CHECK_CUDA(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
+    if (C > 8)
+        CHECK_CUDA(cudaFuncSetAttribute(kern, cudaFuncAttributeNonPortableClusterSizeAllowed, 1));
     Pool src = pool_alloc(half, sets), dst = pool_alloc(half, sets);
     fill_random(g_stream, src.base, src.stride * sets, 43);
     CHECK_CUDA(cudaDeviceSynchronize());
@@ -1527,6 +1536,12 @@ int main(int argc, char **argv)
     /* the same with what the barrier must carry: a pair from every block, read by every block */
     bench_barrier_floor<true>("softmax floor: row copy + pairs through a grid barrier",
                               "f32[1,128256]", (double)(V * 8));
+    /* the same for a batch of 8 decode rows over all SMs, the exchange of the grid rather than of
+     * a cluster a row */
+    bench_barrier_floor("softmax floor: row copy + grid barrier", "f32[8,128256]",
+                        (double)(8 * V * 8));
+    bench_barrier_floor<true>("softmax floor: row copy + pairs through a grid barrier",
+                              "f32[8,128256]", (double)(8 * V * 8));
     /* what a softmax of rows past a wave of registers waits for: all of them on chip before the
      * first store (softmax_smem_kernel's grid, loads and stores; over all 132 SMs it measured
      * 1.07x against 1.00x) */
@@ -1536,6 +1551,15 @@ int main(int argc, char **argv)
      * the last load and the first store (the op's 2-block clusters) */
     bench_onchip_floor("softmax floor: rows on chip, a cluster barrier, then stored",
                        "f32[64,128256]", (double)(64 * V * 8), 128, 2);
+    /* a batch of decode logits: each row over a cluster of 8 blocks (the op's 64 SMs), or of 16
+     * (non-portable: 128 SMs; fewer than 8 such clusters fit at once), or over 16 blocks with no
+     * exchange (not a softmax's floor: a row over several blocks must exchange) */
+    bench_onchip_floor("softmax floor: rows on chip, a cluster barrier, then stored",
+                       "f32[8,128256]", (double)(8 * V * 8), 64, 8);
+    bench_onchip_floor("softmax floor: rows on chip, a 16-block cluster barrier, then stored",
+                       "f32[8,128256]", (double)(8 * V * 8), 128, 16);
+    bench_onchip_floor("softmax floor: rows on chip, then stored", "f32[8,128256]",
+                       (double)(8 * V * 8), 128, 1);
     /* the sampler at one decode step's logits: the copy floor is the logits' bytes read (and as
      * many written); the target is a small fraction of a token's decode */
     bench_op("sample top_k 50 top_p 0.9 t 0.8", "sample", {td(F32, {1, V}), td(I64, {1})},
