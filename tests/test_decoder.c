@@ -2498,8 +2498,10 @@ static int run_multi(baton_device_kind kind, const char *target, int n_in,
 /* swiglu(gu) against silu_mul(gu[:, :F], gu[:, F:]), bit for bit, every dtype. */
 static void swiglu_table(baton_device_kind kind)
 {
-    /* F of no whole 16 bytes (7, 8191) takes CUDA's kernel of single values; the last two only on
-     * CUDA: the loops that keep several units or values in flight a thread (see EW_N) */
+    /* F of no whole 16 bytes (7, 8191) takes CUDA's kernel that reads each half's 16-byte
+     * vectors and shifts them to y's boundaries (7 in bf16 and f16, under one vector, its kernel
+     * of single values); the last two only on CUDA: the loops that keep several units or values
+     * in flight a thread (see EW_N) */
     static const int64_t RF[][2] = {{1, 8192}, {3, 24},      {5, 7},
                                     {2, 8191}, {1025, 8192}, {1025, 8191}};
     const size_t nrf = sizeof RF / sizeof RF[0] - (kind == BATON_DEVICE_CUDA ? 0 : 2);

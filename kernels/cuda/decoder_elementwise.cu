@@ -153,6 +153,89 @@ __global__ void swiglu_rows_kernel(const T *gu, T *y, long long rows, long long 
     }
 }
 
+/* Bytes [bs, bs + 16) of the 32 bytes lo:hi (bs a multiple of 2 below 16, lo's bytes first). */
+__device__ __forceinline__ uint4 bytes16_at(const uint4 &lo, const uint4 &hi, int bs)
+{
+    unsigned w[5];
+    switch (bs >> 2) { /* the five words from word bs / 4 */
+    case 0: w[0] = lo.x, w[1] = lo.y, w[2] = lo.z, w[3] = lo.w, w[4] = hi.x; break;
+    case 1: w[0] = lo.y, w[1] = lo.z, w[2] = lo.w, w[3] = hi.x, w[4] = hi.y; break;
+    case 2: w[0] = lo.z, w[1] = lo.w, w[2] = hi.x, w[3] = hi.y, w[4] = hi.z; break;
+    default: w[0] = lo.w, w[1] = hi.x, w[2] = hi.y, w[3] = hi.z, w[4] = hi.w; break;
+    }
+    if (bs & 2) /* half a word on: each word's high half, then the next word's low half */
+        return make_uint4(__funnelshift_r(w[0], w[1], 16), __funnelshift_r(w[1], w[2], 16),
+                          __funnelshift_r(w[2], w[3], 16), __funnelshift_r(w[3], w[4], 16));
+    return make_uint4(w[0], w[1], w[2], w[3]);
+}
+
+/* The 16 bytes of a buffer from byte offset `at` (any multiple of the element size) from the
+ * 16-byte boundary `base`: one aligned load, or two and a shift where `at` is not on 16. Only
+ * the vectors holding those bytes are read. */
+__device__ __forceinline__ uint4 ld16_at(const uint4 *base, long long at)
+{
+    const uint4 *p = base + (at >> 4);
+    const int bs = (int)(at & 15);
+    const uint4 lo = __ldg(p);
+    return bs ? bytes16_at(lo, __ldg(p + 1), bs) : lo;
+}
+
+/* swiglu where the halves are not all on 16 bytes (an odd F, or gu or y a view at an offset):
+ * pieces of a row, UW 16-byte vectors of y a thread, each y vector on y's own 16-byte boundary and
+ * its a and b read as the (one or two) aligned vectors that hold them, shifted into place; the
+ * values before y's first boundary and after its last whole vector (at most 2 (E - 1)) by the
+ * piece's first threads, one at a time. Values one at a time, 8 in flight a thread, took 1.26x the
+ * copy at bf16[2048,16382] and 1.52x at its decode row. */
+template <typename T>
+__global__ void swiglu_shift_kernel(const T *gu, T *y, long long rows, long long F, long long ppr)
+{
+    using A = typename Acc<T>::A;
+    constexpr int E = 16 / (int)sizeof(T), UW = 2;
+    pdl_wait(); /* gu may be a predecessor's output */
+    pdl_trigger();
+    const long long pieces = rows * ppr, nt = blockDim.x;
+    for (long long q = blockIdx.x; q < pieces; q += gridDim.x) {
+        const long long r = ppr == 1 ? q : row_of(q, ppr), pc = q - r * ppr;
+        const T *a = gu + r * 2 * F, *b = a + F;
+        T *yr = y + r * F;
+        /* y's values before its first 16-byte boundary (h), whole vectors (nv), and after (t) */
+        const long long h =
+            min(F, (long long)((16 - ((uintptr_t)yr & 15)) & 15) / (long long)sizeof(T));
+        const long long nv = (F - h) / E, t = F - h - nv * E;
+        const uint4 *ab = reinterpret_cast<const uint4 *>((uintptr_t)a & ~(uintptr_t)15),
+                    *bb = reinterpret_cast<const uint4 *>((uintptr_t)b & ~(uintptr_t)15);
+        const long long a0 = (long long)((uintptr_t)a & 15) + h * (long long)sizeof(T),
+                        b0 = (long long)((uintptr_t)b & 15) + h * (long long)sizeof(T);
+        const long long j0 = pc * nt * UW + threadIdx.x;
+        uint4 va[UW], vb[UW];
+#pragma unroll
+        for (int u = 0; u < UW; u++) {
+            const long long j = j0 + u * nt;
+            if (j < nv) {
+                va[u] = ld16_at(ab, a0 + j * 16);
+                vb[u] = ld16_at(bb, b0 + j * 16);
+            }
+        }
+#pragma unroll
+        for (int u = 0; u < UW; u++) {
+            const long long j = j0 + u * nt;
+            if (j < nv) {
+                const T *xa = reinterpret_cast<const T *>(&va[u]),
+                        *xb = reinterpret_cast<const T *>(&vb[u]);
+                alignas(16) T vy[E];
+#pragma unroll
+                for (int e = 0; e < E; e++)
+                    vy[e] = from_acc<T>(act_f<A, ACT_SILU_MUL>(ld_a<A>(xa[e]), ld_a<A>(xb[e])));
+                *reinterpret_cast<uint4 *>(yr + h + j * E) = *reinterpret_cast<const uint4 *>(vy);
+            }
+        }
+        if (pc == 0 && threadIdx.x < h + t) {
+            const long long c = threadIdx.x < h ? threadIdx.x : h + nv * E + (threadIdx.x - h);
+            yr[c] = from_acc<T>(act_f<A, ACT_SILU_MUL>(ld_a<A>(a[c]), ld_a<A>(b[c])));
+        }
+    }
+}
+
 /* vec: 16-byte units from `head` on (a, b and y at one offset from 16 bytes; the head values
  * before the first boundary one a thread); else every value alone, EW_SCALAR in flight a thread. */
 template <typename TI, typename TO, int K>
@@ -349,6 +432,17 @@ extern "C" int baton__kcuda_silu_mul(const baton_exec_ctx *ctx, void **buffers, 
     return act_dispatch<ACT_SILU_MUL>(ctx, buffers, s);
 }
 
+/* Whether swiglu's unaligned halves take swiglu_shift_kernel (BATON_SWIGLU_SHIFT=0: the kernel
+ * of single values, for benchmarks). Read once. */
+static bool swiglu_shift_on()
+{
+    static const bool on = [] {
+        const char *e = getenv("BATON_SWIGLU_SHIFT");
+        return !(e && !strcmp(e, "0"));
+    }();
+    return on;
+}
+
 template <typename T>
 static int swiglu_launch(const baton_exec_ctx *ctx, void **b, const dec_shape &s)
 {
@@ -358,8 +452,17 @@ static int swiglu_launch(const baton_exec_ctx *ctx, void **b, const dec_shape &s
         return launch(ctx, "swiglu", swiglu_kernel<T>, (unsigned)grid, threads, 0, 1,
                       (const T *)b[0], (T *)b[1], (long long)s.n, (long long)s.F);
     }
-    const long long rows = s.F ? s.n / s.F : 0,
-                    ppr = (s.F + EW_SCALAR * threads - 1) / (EW_SCALAR * threads);
+    const long long rows = s.F ? s.n / s.F : 0;
+    if (s.F >= 16 / (long long)sizeof(T) && swiglu_shift_on()) {
+        /* a piece: 2 vectors of y a thread (the kernel's UW) */
+        const long long nv = s.F / (16 / (long long)sizeof(T)) + 1,
+                        ppr = (nv + 2 * threads - 1) / (2 * threads);
+        const int grid = wave_grid(ctx, (const void *)swiglu_shift_kernel<T>,
+                                   std::max(1LL, rows * ppr) * threads, threads);
+        return launch(ctx, "swiglu", swiglu_shift_kernel<T>, (unsigned)grid, threads, 0, 1,
+                      (const T *)b[0], (T *)b[1], rows, (long long)s.F, ppr);
+    }
+    const long long ppr = (s.F + EW_SCALAR * threads - 1) / (EW_SCALAR * threads);
     const int grid = wave_grid(ctx, (const void *)swiglu_rows_kernel<T>,
                                std::max(1LL, rows * ppr) * threads, threads);
     return launch(ctx, "swiglu", swiglu_rows_kernel<T>, (unsigned)grid, threads, 0, 1,
