@@ -443,6 +443,18 @@ static bool swiglu_shift_on()
     return on;
 }
 
+/* swiglu_shift_kernel's threads a block for little work (BATON_SWIGLU_SMALL_THREADS: 32, 64 or
+ * 128, for the benchmark). Read once. */
+static int swiglu_small_threads()
+{
+    static const int n = [] {
+        const char *e = getenv("BATON_SWIGLU_SMALL_THREADS");
+        const int v = e ? atoi(e) : 0;
+        return v == 32 || v == 128 ? v : 64;
+    }();
+    return n;
+}
+
 template <typename T>
 static int swiglu_launch(const baton_exec_ctx *ctx, void **b, const dec_shape &s)
 {
@@ -454,12 +466,16 @@ static int swiglu_launch(const baton_exec_ctx *ctx, void **b, const dec_shape &s
     }
     const long long rows = s.F ? s.n / s.F : 0;
     if (s.F >= 16 / (long long)sizeof(T) && swiglu_shift_on()) {
-        /* a piece: 2 vectors of y a thread (the kernel's UW) */
-        const long long nv = s.F / (16 / (long long)sizeof(T)) + 1,
-                        ppr = (nv + 2 * threads - 1) / (2 * threads);
+        /* a piece: 2 vectors of y a thread (the kernel's UW); blocks of fewer threads where the
+         * vectors would not give every SM 2 blocks of 256, so that a decode row's reads spread
+         * over more SMs */
+        const long long nv = s.F / (16 / (long long)sizeof(T)) + 1;
+        const int nt =
+            rows * nv >= 2LL * 256 * 2 * sm_count(ctx) ? threads : swiglu_small_threads();
+        const long long ppr = (nv + 2 * nt - 1) / (2 * nt);
         const int grid = wave_grid(ctx, (const void *)swiglu_shift_kernel<T>,
-                                   std::max(1LL, rows * ppr) * threads, threads);
-        return launch(ctx, "swiglu", swiglu_shift_kernel<T>, (unsigned)grid, threads, 0, 1,
+                                   std::max(1LL, rows * ppr) * nt, nt);
+        return launch(ctx, "swiglu", swiglu_shift_kernel<T>, (unsigned)grid, nt, 0, 1,
                       (const T *)b[0], (T *)b[1], rows, (long long)s.F, ppr);
     }
     const long long ppr = (s.F + EW_SCALAR * threads - 1) / (EW_SCALAR * threads);
