@@ -184,8 +184,8 @@ __device__ __forceinline__ uint4 ld16_at(const uint4 *base, long long at)
  * pieces of a row, UW 16-byte vectors of y a thread, each y vector on y's own 16-byte boundary and
  * its a and b read as the (one or two) aligned vectors that hold them, shifted into place; the
  * values before y's first boundary and after its last whole vector (at most 2 (E - 1)) by the
- * piece's first threads, one at a time. Values one at a time, 8 in flight a thread, took 1.26x the
- * copy at bf16[2048,16382] and 1.52x at its decode row. */
+ * piece's first threads, one at a time (bf16[2048,16382]: 1.10x the copy, where values one at a
+ * time, 8 in flight a thread, took 1.26x). */
 template <typename T>
 __global__ void swiglu_shift_kernel(const T *gu, T *y, long long rows, long long F, long long ppr)
 {
@@ -443,18 +443,6 @@ static bool swiglu_shift_on()
     return on;
 }
 
-/* swiglu_shift_kernel's threads a block for little work (BATON_SWIGLU_SMALL_THREADS: 32, 64 or
- * 128, for the benchmark). Read once. */
-static int swiglu_small_threads()
-{
-    static const int n = [] {
-        const char *e = getenv("BATON_SWIGLU_SMALL_THREADS");
-        const int v = e ? atoi(e) : 0;
-        return v == 32 || v == 128 ? v : 64;
-    }();
-    return n;
-}
-
 template <typename T>
 static int swiglu_launch(const baton_exec_ctx *ctx, void **b, const dec_shape &s)
 {
@@ -465,17 +453,17 @@ static int swiglu_launch(const baton_exec_ctx *ctx, void **b, const dec_shape &s
                       (const T *)b[0], (T *)b[1], (long long)s.n, (long long)s.F);
     }
     const long long rows = s.F ? s.n / s.F : 0;
-    if (s.F >= 16 / (long long)sizeof(T) && swiglu_shift_on()) {
-        /* a piece: 2 vectors of y a thread (the kernel's UW); blocks of fewer threads where the
-         * vectors would not give every SM 2 blocks of 256, so that a decode row's reads spread
-         * over more SMs */
-        const long long nv = s.F / (16 / (long long)sizeof(T)) + 1;
-        const int nt =
-            rows * nv >= 2LL * 256 * 2 * sm_count(ctx) ? threads : swiglu_small_threads();
-        const long long ppr = (nv + 2 * nt - 1) / (2 * nt);
+    /* halves off 16 bytes: shifted 16-byte vectors where the work gives every SM two blocks of
+     * 256 threads (bf16[2048,16382] 31.0-31.4 us against 35.5-35.8, H200); single values below
+     * that (its decode row 2.04 us against 3.26-3.31 with blocks of 32 to 256 threads, a gap
+     * not placed) */
+    const long long nv = s.F / (16 / (long long)sizeof(T)) + 1;
+    if (s.F >= 16 / (long long)sizeof(T) && rows * nv >= 2LL * 256 * 2 * sm_count(ctx) &&
+        swiglu_shift_on()) {
+        const long long ppr = (nv + 2 * threads - 1) / (2 * threads); /* 2 vectors a thread */
         const int grid = wave_grid(ctx, (const void *)swiglu_shift_kernel<T>,
-                                   std::max(1LL, rows * ppr) * nt, nt);
-        return launch(ctx, "swiglu", swiglu_shift_kernel<T>, (unsigned)grid, nt, 0, 1,
+                                   std::max(1LL, rows * ppr) * threads, threads);
+        return launch(ctx, "swiglu", swiglu_shift_kernel<T>, (unsigned)grid, threads, 0, 1,
                       (const T *)b[0], (T *)b[1], rows, (long long)s.F, ppr);
     }
     const long long ppr = (s.F + EW_SCALAR * threads - 1) / (EW_SCALAR * threads);
