@@ -538,6 +538,60 @@ template <int K, int KMAX, typename F> __device__ __forceinline__ void sms_each_
     }
 }
 
+/* softmax_smem_kernel's read of a slice (and softmax_stream_kernel's first): the vectors [lo,
+ * rhi) into registers, then each thread's own ns - tid shared-memory vectors from rhi (its k-th at
+ * tid + k * SMS_THREADS) by cp.async, a commit group per k (empty past its share). The warp
+ * barrier keeps ptxas from sinking the registers' loads past the copies (it did: each thread then
+ * waited for its registers, the last of its bytes, before its first sum, and the read's exps came
+ * after the read: 23.9 us on the 64 rows, 1.26x the copy, against 22.0 with the loads first). */
+template <typename T, int VPT>
+__device__ __forceinline__ void sms_ask(const RowSlice<T> &sl, long long rhi, int ns,
+                                        U16<T> (&raw)[VPT], unsigned char *smem_raw,
+                                        unsigned long long pol)
+{
+    constexpr int E = 16 / (int)sizeof(T), nt = SMS_THREADS;
+    const int tid = threadIdx.x;
+#pragma unroll
+    for (int k = 0; k < VPT; k++) {
+        const long long j = sl.lo + (long long)k * nt + tid;
+        if (j < rhi)
+            raw[k] = ld16_stream(sl.x + j * E);
+    }
+    __syncwarp();
+#pragma unroll
+    for (int k = 0; k < SMS_KMAX; k++) { /* empty groups past the thread's share */
+        const int j = tid + k * nt;
+        if (j < ns)
+            cp_async16_pol(smem_raw + (size_t)j * 16, sl.x + (rhi + j) * E, pol);
+        cp_commit();
+    }
+}
+
+/* A slice asked for by sms_ask into a running maximum m and sum of exp(x - m): its edges, its
+ * registers, then the thread's shared-memory vectors in order as their groups land. */
+template <typename A, typename T, int VPT>
+__device__ __forceinline__ void sms_take(const RowSlice<T> &sl, long long rhi, int ns,
+                                         const U16<T> (&raw)[VPT], unsigned char *smem_raw, A &m,
+                                         A &m2, A &sum)
+{
+    constexpr int nt = SMS_THREADS;
+    const int tid = threadIdx.x;
+    if (sl.edge)
+        edges_take<A>(sl, m, m2, sum);
+#pragma unroll
+    for (int k = 0; k < VPT; k++)
+        if (sl.lo + (long long)k * nt + tid < rhi)
+            online_take<A>(raw[k], m, m2, sum);
+    const unsigned mine = smem_u32(smem_raw) + 16u * tid; /* the thread's vector of group 0 */
+    sms_each_group<0, SMS_KMAX>([&](int k) {
+        if (tid + k * nt < ns) {
+            U16<T> u;
+            *reinterpret_cast<uint4 *>(u.v) = lds16_after_wait(mine + 16u * nt * k);
+            online_take<A>(u, m, m2, sum);
+        }
+    });
+}
+
 /* Rows whose slices fit the SMs' registers and shared memory together, one block a SM: C blocks a
  * row (C == 1, or an x-cluster of C), the first VPT * blockDim.x vectors of the block's slice in
  * registers and the rest in shared memory. Every byte of the slice is asked for at once: the
@@ -572,41 +626,12 @@ __global__ void __launch_bounds__(SMS_THREADS, 1)
         cluster_started_arrive();
     const unsigned long long pol = l2_evict_first(); /* read once */
     U16<T> raw[VPT];
-#pragma unroll
-    for (int k = 0; k < VPT; k++) {
-        const long long j = rlo + (long long)k * nt + tid;
-        if (j < rhi)
-            raw[k] = ld16_stream(sl.x + j * E);
-    }
-    /* The warp barrier keeps ptxas from sinking the registers' loads past the copies (it did:
-     * each thread then waited for its registers, the last of its bytes, before its first sum, and
-     * the read's exps came after the read: 23.9 us on the 64 rows, 1.26x the copy, against 22.0
-     * with the loads first). */
-    __syncwarp();
-#pragma unroll
-    for (int k = 0; k < SMS_KMAX; k++) { /* empty groups past the thread's share */
-        const int j = tid + k * nt;
-        if (j < ns)
-            cp_async16_pol(smem_raw + (size_t)j * 16, sl.x + (rhi + j) * E, pol);
-        cp_commit();
-    }
+    sms_ask(sl, rhi, ns, raw, smem_raw, pol);
     A m = -INFINITY, m2 = -INFINITY, sum = 0;
-    if (sl.edge)
-        edges_take<A>(sl, m, m2, sum);
-#pragma unroll
-    for (int k = 0; k < VPT; k++)
-        if (rlo + (long long)k * nt + tid < rhi)
-            online_take<A>(raw[k], m, m2, sum);
-    const unsigned mine = smem_u32(smem_raw) + 16u * tid; /* the thread's vector of group 0 */
-    sms_each_group<0, SMS_KMAX>([&](int k) {
-        if (tid + k * nt < ns) {
-            U16<T> u;
-            *reinterpret_cast<uint4 *>(u.v) = lds16_after_wait(mine + 16u * nt * k);
-            online_take<A>(u, m, m2, sum);
-        }
-    });
+    sms_take<A>(sl, rhi, ns, raw, smem_raw, m, m2, sum);
     A mx, tot;
     row_max_sum<A>(tab, C, m, sum, mx, tot);
+    const unsigned mine = smem_u32(smem_raw) + 16u * tid; /* the thread's vector of group 0 */
     const A inv = (A)1 / tot, mx2 = SoftExp<A>::scale(mx);
     auto put = [&](const U16<T> &u, T *to) { st16_stream(to, soft_out<A>(u, mx2, inv)); };
 #pragma unroll
@@ -658,36 +683,11 @@ __global__ void __launch_bounds__(SMS_THREADS, 1)
         cluster_started_arrive();
     const unsigned long long pol = l2_evict_first(); /* read once */
     U16<T> raw[VPT];
-#pragma unroll
-    for (int k = 0; k < VPT; k++) {
-        const long long j = sl.lo + (long long)k * nt + tid;
-        if (j < rhi)
-            raw[k] = ld16_stream(sl.x + j * E);
-    }
-    __syncwarp(); /* the registers' loads before the copies (softmax_smem_kernel) */
-#pragma unroll
-    for (int k = 0; k < SMS_KMAX; k++) {
-        const int j = tid + k * nt;
-        if (j < ns)
-            cp_async16_pol(smem_raw + (size_t)j * 16, sl.x + (rhi + j) * E, pol);
-        cp_commit();
-    }
+    sms_ask(sl, rhi, ns, raw, smem_raw, pol);
     const unsigned mine = smem_u32(smem_raw) + 16u * tid; /* the thread's vector of group 0 */
     for (int it = 0;; it++) {
         A m = -INFINITY, m2 = -INFINITY, sum = 0;
-        if (sl.edge)
-            edges_take<A>(sl, m, m2, sum);
-#pragma unroll
-        for (int k = 0; k < VPT; k++)
-            if (sl.lo + (long long)k * nt + tid < rhi)
-                online_take<A>(raw[k], m, m2, sum);
-        sms_each_group<0, SMS_KMAX>([&](int k) {
-            if (tid + k * nt < ns) {
-                U16<T> u;
-                *reinterpret_cast<uint4 *>(u.v) = lds16_after_wait(mine + 16u * nt * k);
-                online_take<A>(u, m, m2, sum);
-            }
-        });
+        sms_take<A>(sl, rhi, ns, raw, smem_raw, m, m2, sum);
         A mx, tot;
         row_max_sum<A>(tab[it & 1], C, m, sum, mx, tot, it == 0);
         const A inv = (A)1 / tot, mx2 = SoftExp<A>::scale(mx);
