@@ -2552,6 +2552,49 @@ Test(gpu_fused, swiglu_gives_silu_muls_bits)
     swiglu_table(BATON_DEVICE_CUDA);
 }
 
+/* swiglu of gu and y inside larger buffers, each at its own offset from a 16-byte boundary (views;
+ * F a multiple of 8 and odd): on CUDA the kernel that shifts 16-byte vectors into place (large
+ * work) or the one of single values (a few rows); the bits of the same call at 16 bytes, and
+ * nothing written outside y (run_call's slack). */
+static void swiglu_offsets(baton_device_kind kind)
+{
+    static const int64_t RF[][2] = {{1025, 8192}, {1025, 8191}, {2, 8192}};
+    static const int SH[][2] = {{1, 0}, {0, 3}, {3, 5}, {7, 1}}; /* elements past 16 bytes */
+    for (size_t k = 0; k < sizeof RF / sizeof RF[0]; k++)
+        for (int f = 0; f < 4; f++) {
+            test_rng r = {test_fresh_seed()};
+            const baton_dtype dt = FLOATS[f];
+            const int64_t rows = RF[k][0], F = RF[k][1];
+            const int esz = (int)baton_dtype_size(dt);
+            call c = {.target = "swiglu", .n_in = 1};
+            c.in[0] = DESC(dt, rows, 2 * F);
+            c.out = DESC(dt, rows, F);
+            c.host[0] = rand_buf(&r, &c.in[0], 3.0);
+            void *y0 = malloc(nbytes(&c.out)), *y1 = malloc(nbytes(&c.out));
+            char err[512];
+            cr_assert_eq(run_call(kind, &c, y0, err, sizeof err), 0, "%s", err);
+            for (size_t i = 0; i < sizeof SH / sizeof SH[0]; i++) {
+                c.shift_in = SH[i][0] * esz < 16 ? SH[i][0] * esz : 0;
+                c.shift_out = SH[i][1] * esz < 16 ? SH[i][1] * esz : 0;
+                cr_assert_eq(run_call(kind, &c, y1, err, sizeof err), 0, "%s", err);
+                cr_assert(memcmp(y0, y1, nbytes(&c.out)) == 0,
+                          "swiglu %s [%lld, 2x%lld], gu and y %d and %d bytes past 16: other bits "
+                          "than at 16",
+                          baton_dtype_name(dt), (long long)rows, (long long)F, c.shift_in,
+                          c.shift_out);
+            }
+            free(y0);
+            free(y1);
+            free_call(&c);
+        }
+}
+
+Test(gpu_fused, swiglu_at_any_offset_gives_the_aligned_bits)
+{
+    skip_without_gpu();
+    swiglu_offsets(BATON_DEVICE_CUDA);
+}
+
 /* rope_cache_update(qkv) against rope(q part), rope(k part) + kv_cache_update, kv_cache_update(v
  * part), bit for bit. */
 static void rope_cache_table(baton_device_kind kind)
