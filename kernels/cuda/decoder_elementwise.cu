@@ -436,11 +436,8 @@ extern "C" int baton__kcuda_silu_mul(const baton_exec_ctx *ctx, void **buffers, 
  * of single values, for benchmarks). Read once. */
 static bool swiglu_shift_on()
 {
-    static const bool on = [] {
-        const char *e = getenv("BATON_SWIGLU_SHIFT");
-        return !(e && !strcmp(e, "0"));
-    }();
-    return on;
+    static int cache = ENV_UNREAD;
+    return baton__env_flag("BATON_SWIGLU_SHIFT", &cache) != 0;
 }
 
 template <typename T>

@@ -1207,11 +1207,8 @@ static int softmax_smem_launch(const baton_exec_ctx *ctx, void **b, const dec_sh
  * bench_decoder can set it beside the kernels it replaces). Read once. */
 static bool softmax_stream_on()
 {
-    static const bool on = [] {
-        const char *e = getenv("BATON_SOFTMAX_STREAM");
-        return !(e && !strcmp(e, "0"));
-    }();
-    return on;
+    static int cache = ENV_UNREAD;
+    return baton__env_flag("BATON_SOFTMAX_STREAM", &cache) != 0;
 }
 
 /* softmax_stream_kernel over the fewest C of 1, 2, 4, 8 blocks a row whose slices, of
