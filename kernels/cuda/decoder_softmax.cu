@@ -1161,6 +1161,15 @@ template <typename T> static SmxFit softmax_smem_fit(const baton_exec_ctx *ctx, 
                     [&] { return smx_fit_query(softmax_smem_kernel<T>, ctx, SMS_THREADS, smem); });
 }
 
+/* Whether a slice of `per` vectors fits the registers-and-shared-memory layout
+ * (softmax_smem_kernel, softmax_stream_kernel): smx_reg_vpt vectors a thread in registers, the rest
+ * (*ns) in at most smem_max bytes of shared memory, SMS_KMAX a thread. */
+template <typename T> static bool sms_fits(long long per, size_t smem_max, long long *ns)
+{
+    *ns = per - (long long)smx_reg_vpt<T>() * SMS_THREADS;
+    return *ns * 16 <= (long long)smem_max && *ns <= SMS_KMAX * (long long)SMS_THREADS;
+}
+
 /* A slice of at least this many bytes takes softmax_smem_kernel over several waves (a block a SM,
  * the next starting where one ends) rather than the two-pass kernel, which would split its row
  * over three blocks or more: reading once pays off there, where a block's fixed costs (the loads'
@@ -1183,11 +1192,11 @@ static int softmax_smem_launch(const baton_exec_ctx *ctx, void **b, const dec_sh
     const size_t smem_max =
         (size_t)device_facts(ctx).smem_optin - sizeof(RowPairs<typename Acc<T>::A>) - 1024;
     for (int c = 1, i = 0; c <= 8; c *= 2, i++) {
-        const long long per = (nv + c - 1) / c,
-                        ns = per - (long long)smx_reg_vpt<T>() * SMS_THREADS;
+        const long long per = (nv + c - 1) / c;
         const bool waves = s.rows * c > sms;
-        if ((waves && (!waves_ok || per * 16 < SMS_WAVES_SLICE)) || ns * 16 > (long long)smem_max ||
-            ns > SMS_KMAX * (long long)SMS_THREADS)
+        long long ns;
+        if ((waves && (!waves_ok || per * 16 < SMS_WAVES_SLICE)) ||
+            !sms_fits<T>(per, smem_max, &ns))
             continue;
         /* one wave: every cluster resident at once; several: any cluster that can be had */
         if (c > 1 && (waves ? softmax_smem_fit<T>(ctx, smem_max).n[i] < 1
@@ -1231,10 +1240,9 @@ static int softmax_stream_launch(const baton_exec_ctx *ctx, void **b, const dec_
     const size_t smem_max =
         (size_t)device_facts(ctx).smem_optin - 2 * sizeof(RowPairs<typename Acc<T>::A>) - 1024;
     for (int c = 1, i = 0; c <= 8; c *= 2, i++) {
-        const long long per = (nv + c - 1) / c,
-                        ns = per - (long long)smx_reg_vpt<T>() * SMS_THREADS;
-        if (per * 16 < SMS_WAVES_SLICE || ns * 16 > (long long)smem_max ||
-            ns > SMS_KMAX * (long long)SMS_THREADS)
+        const long long per = (nv + c - 1) / c;
+        long long ns;
+        if (per * 16 < SMS_WAVES_SLICE || !sms_fits<T>(per, smem_max, &ns))
             continue;
         const SmxFit fit = once.get(
             device_of(ctx), [&] { return smx_fit_query(kernel, ctx, SMS_THREADS, smem_max); });
