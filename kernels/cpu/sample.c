@@ -108,31 +108,6 @@ __attribute__((target("avx2"))) static void weigh8_avx2(const float *f, float mx
 }
 #endif
 
-/* Elements i0 .. of the row, 8 of them or up to V: their logits into f and their weights into w,
- * in AVX2's lanes where the machine has them; returns how many. */
-static inline __attribute__((always_inline)) int weigh_run(baton_dtype dt, const void *x,
-                                                           int64_t i0, int64_t V, float mx,
-                                                           float inv_t, int avx2, float *f,
-                                                           uint64_t *w)
-{
-    const int m = V - i0 < 8 ? (int)(V - i0) : 8;
-    for (int j = 0; j < m; j++)
-        f[j] = load_f32(dt, x, i0 + j);
-#ifdef SIMD_X86
-    if (avx2 && m == 8) {
-        double v[8];
-        weigh8_avx2(f, mx, inv_t, v);
-        for (int j = 0; j < 8; j++)
-            w[j] = (uint64_t)sample_llrint(v[j]);
-        return m;
-    }
-#endif
-    (void)avx2;
-    for (int j = 0; j < m; j++)
-        w[j] = weight_of(f[j], mx, inv_t);
-    return m;
-}
-
 /* A cut of the order: member(i) iff key > t or (key == t and i <= i_cut). */
 typedef struct cut {
     uint32_t t;
@@ -142,6 +117,41 @@ typedef struct cut {
 static inline int member(const cut *c, uint32_t key, int64_t i)
 {
     return key > c->t || (key == c->t && i <= c->i_cut);
+}
+
+/* Elements i0 .. of the row, 8 of them or up to V (*m): their keys into k and, for those that are
+ * members of c (bit j of the result), their weights into w: 8 at a time in AVX2's lanes where the
+ * machine has them and a member is among them, else the members' one at a time (a weight is a
+ * polynomial: the members of a top_k, or the walk to the draw, need no others). */
+static inline __attribute__((always_inline)) unsigned weigh_run(baton_dtype dt, const void *x,
+                                                                int64_t i0, int64_t V, const cut *c,
+                                                                float mx, float inv_t, int avx2,
+                                                                uint32_t *k, uint64_t *w, int *m)
+{
+    float f[8];
+    unsigned in = 0;
+    *m = V - i0 < 8 ? (int)(V - i0) : 8;
+    for (int j = 0; j < *m; j++) {
+        f[j] = load_f32(dt, x, i0 + j);
+        k[j] = key_of(f[j]);
+        in |= (unsigned)member(c, k[j], i0 + j) << j;
+    }
+    if (!in)
+        return 0;
+#ifdef SIMD_X86
+    if (avx2 && *m == 8) {
+        double v[8];
+        weigh8_avx2(f, mx, inv_t, v);
+        for (int j = 0; j < 8; j++)
+            w[j] = (uint64_t)sample_llrint(v[j]);
+        return in;
+    }
+#endif
+    (void)avx2;
+    for (int j = 0; j < *m; j++)
+        if (in >> j & 1)
+            w[j] = weight_of(f[j], mx, inv_t);
+    return in;
 }
 
 /* An element of the order, with its weight once known. */
@@ -337,16 +347,16 @@ sample_row_radix(baton_dtype dt, const void *x, int64_t V, const baton_decoder_d
         uint64_t mass0[256] = {0};
         int64_t cnt0[256] = {0};
         for (int64_t i0 = 0; i0 < V; i0 += 8) {
-            float f[8];
+            uint32_t k[8];
             uint64_t w[8];
-            const int m = weigh_run(dt, x, i0, V, mx, inv_t, avx2, f, w);
+            int m;
+            const unsigned in = weigh_run(dt, x, i0, V, &c, mx, inv_t, avx2, k, w, &m);
             for (int j = 0; j < m; j++) {
-                const uint32_t k = key_of(f[j]);
-                if (!member(&c, k, i0 + j))
+                if (!(in >> j & 1))
                     continue;
-                mass0[k >> 24] += w[j];
-                cnt0[k >> 24]++;
-                heap_offer(h, &n, SAMPLE_HEAP, k, i0 + j, w[j]);
+                mass0[k[j] >> 24] += w[j];
+                cnt0[k[j] >> 24]++;
+                heap_offer(h, &n, SAMPLE_HEAP, k[j], i0 + j, w[j]);
             }
         }
         uint64_t hmass = 0;
@@ -409,11 +419,12 @@ sample_row_radix(baton_dtype dt, const void *x, int64_t V, const baton_decoder_d
         total = cum;
     } else {
         for (int64_t i0 = 0; i0 < V; i0 += 8) {
-            float f[8];
+            uint32_t k[8];
             uint64_t w[8];
-            const int m = weigh_run(dt, x, i0, V, mx, inv_t, avx2, f, w);
+            int m;
+            const unsigned in = weigh_run(dt, x, i0, V, &c, mx, inv_t, avx2, k, w, &m);
             for (int j = 0; j < m; j++)
-                if (member(&c, key_of(f[j]), i0 + j))
+                if (in >> j & 1)
                     total += w[j];
         }
     }
@@ -422,12 +433,13 @@ sample_row_radix(baton_dtype dt, const void *x, int64_t V, const baton_decoder_d
     uint64_t cum = 0;
     int64_t pick = imax;
     for (int64_t i0 = 0; i0 < V; i0 += 8) {
-        float f[8];
+        uint32_t k[8];
         uint64_t w[8];
-        const int m = weigh_run(dt, x, i0, V, mx, inv_t, avx2, f, w);
+        int m;
+        const unsigned in = weigh_run(dt, x, i0, V, &c, mx, inv_t, avx2, k, w, &m);
         int j = 0;
         for (; j < m; j++) {
-            if (!member(&c, key_of(f[j]), i0 + j))
+            if (!(in >> j & 1))
                 continue;
             pick = i0 + j;
             cum += w[j];
@@ -466,9 +478,11 @@ static void sample_row(baton_dtype dt, const void *x, int64_t V, const baton_dec
 void baton__kcpu_sample_weights(const float *f, int64_t n, float mx, float inv_t, uint64_t *w)
 {
     const int avx2 = baton__simd_level_get() >= SIMD_AVX2;
+    const cut all = {0, INT64_MAX};
     for (int64_t i0 = 0; i0 < n; i0 += 8) {
-        float g[8];
-        weigh_run(BATON_DTYPE_F32, f, i0, n, mx, inv_t, avx2, g, w + i0);
+        uint32_t k[8];
+        int m;
+        weigh_run(BATON_DTYPE_F32, f, i0, n, &all, mx, inv_t, avx2, k, w + i0, &m);
     }
 }
 
