@@ -2553,12 +2553,12 @@ Test(gpu_fused, swiglu_gives_silu_muls_bits)
 }
 
 /* swiglu of gu and y inside larger buffers, each at its own offset from a 16-byte boundary (views;
- * F a multiple of 8 and odd): on CUDA the kernel that shifts 16-byte vectors into place (large
- * work) or the one of single values (a few rows); the bits of the same call at 16 bytes, and
- * nothing written outside y (run_call's slack). */
+ * F a multiple of 8 and odd): on CUDA the kernel that shifts 16-byte vectors into place, in blocks
+ * of 256 threads for large work and of fewer for a few rows, and a decode row's kernel; the bits
+ * of the same call at 16 bytes, and nothing written outside y (run_call's slack). */
 static void swiglu_offsets(baton_device_kind kind)
 {
-    static const int64_t RF[][2] = {{1025, 8192}, {1025, 8191}, {2, 8192}};
+    static const int64_t RF[][2] = {{1025, 8192}, {1025, 8191}, {2, 8192}, {1, 8191}};
     static const int SH[][2] = {{1, 0}, {0, 3}, {3, 5}, {7, 1}}; /* elements past 16 bytes */
     for (size_t k = 0; k < sizeof RF / sizeof RF[0]; k++)
         for (int f = 0; f < 4; f++) {

@@ -1474,7 +1474,7 @@ int main(int argc, char **argv)
     for (int64_t rows : {1, 2048})
         bench_op("swiglu", "swiglu", {td(BF, {rows, 2 * FF})}, {fl}, td(BF, {rows, FF}), {},
                  (double)(rows * FF * 2 * 3));
-    /* an odd F (8191): the halves at different offsets from 16 bytes, values one at a time */
+    /* an odd F (8191): the halves at different offsets from 16 bytes, shifted into place */
     for (int64_t rows : {1, 2048})
         bench_op("swiglu", "swiglu", {td(BF, {rows, 2 * (FF - 1)})}, {fl}, td(BF, {rows, FF - 1}),
                  {}, (double)(rows * (FF - 1) * 2 * 3));

@@ -169,33 +169,22 @@ __device__ __forceinline__ uint4 bytes16_at(const uint4 &lo, const uint4 &hi, in
     return make_uint4(w[0], w[1], w[2], w[3]);
 }
 
-/* The 16 bytes of a buffer from byte offset `at` (any multiple of the element size) from the
- * 16-byte boundary `base`: one aligned load, or two and a shift where `at` is not on 16. Only
- * the vectors holding those bytes are read. */
-__device__ __forceinline__ uint4 ld16_at(const uint4 *base, long long at)
-{
-    const uint4 *p = base + (at >> 4);
-    const int bs = (int)(at & 15);
-    const uint4 lo = __ldg(p);
-    return bs ? bytes16_at(lo, __ldg(p + 1), bs) : lo;
-}
-
 /* swiglu where the halves are not all on 16 bytes (an odd F, or gu or y a view at an offset):
  * pieces of a row, UW 16-byte vectors of y a thread, each y vector on y's own 16-byte boundary and
  * its a and b read as the (one or two) aligned vectors that hold them, shifted into place; the
  * values before y's first boundary and after its last whole vector (at most 2 (E - 1)) by the
- * piece's first threads, one at a time (bf16[2048,16382]: 1.10x the copy, where values one at a
- * time, 8 in flight a thread, took 1.26x). */
-template <typename T>
+ * piece's first threads, one at a time, their loads asked for with the vectors' (bf16[2048,16382]:
+ * 1.00x the copy, where values one at a time, 8 in flight a thread, took 1.26x). */
+template <typename T, int UW>
 __global__ void swiglu_shift_kernel(const T *gu, T *y, long long rows, long long F, long long ppr)
 {
     using A = typename Acc<T>::A;
-    constexpr int E = 16 / (int)sizeof(T), UW = 2;
+    constexpr int E = 16 / (int)sizeof(T);
     pdl_wait(); /* gu may be a predecessor's output */
     pdl_trigger();
     const long long pieces = rows * ppr, nt = blockDim.x;
     for (long long q = blockIdx.x; q < pieces; q += gridDim.x) {
-        const long long r = ppr == 1 ? q : row_of(q, ppr), pc = q - r * ppr;
+        const long long r = rows == 1 ? 0 : ppr == 1 ? q : row_of(q, ppr), pc = q - r * ppr;
         const T *a = gu + r * 2 * F, *b = a + F;
         T *yr = y + r * F;
         /* y's values before its first 16-byte boundary (h), whole vectors (nv), and after (t) */
@@ -204,17 +193,40 @@ __global__ void swiglu_shift_kernel(const T *gu, T *y, long long rows, long long
         const long long nv = (F - h) / E, t = F - h - nv * E;
         const uint4 *ab = reinterpret_cast<const uint4 *>((uintptr_t)a & ~(uintptr_t)15),
                     *bb = reinterpret_cast<const uint4 *>((uintptr_t)b & ~(uintptr_t)15);
+        /* the byte of a and of b that y's first whole vector pairs with: vector j's values are
+         * the 16 bytes from there + 16 j, in the aligned vectors j and j + 1 from there (the
+         * second only where the offset is not on 16, so only bytes of the row are read) */
         const long long a0 = (long long)((uintptr_t)a & 15) + h * (long long)sizeof(T),
                         b0 = (long long)((uintptr_t)b & 15) + h * (long long)sizeof(T);
+        const int sa = (int)(a0 & 15), sb = (int)(b0 & 15);
+        const uint4 *pa = ab + (a0 >> 4), *pb = bb + (b0 >> 4);
         const long long j0 = pc * nt * UW + threadIdx.x;
-        uint4 va[UW], vb[UW];
+        /* every load asked for before any shift: a shift behind a branch waited for its vector
+         * before the next load was issued, four round trips in series a thread (the decode row
+         * took 3.3 us against 2.0 for values one at a time) */
+        uint4 la[UW], ha[UW], lb[UW], hb[UW];
+        const bool edge = pc == 0 && threadIdx.x < h + t; /* and the values either side */
+        const long long c = threadIdx.x < h ? threadIdx.x : h + nv * E + (threadIdx.x - h);
+        T ea, eb;
+        if (edge) {
+            ea = a[c];
+            eb = b[c];
+        }
 #pragma unroll
         for (int u = 0; u < UW; u++) {
             const long long j = j0 + u * nt;
             if (j < nv) {
-                va[u] = ld16_at(ab, a0 + j * 16);
-                vb[u] = ld16_at(bb, b0 + j * 16);
+                la[u] = __ldg(pa + j);
+                ha[u] = __ldg(pa + j + (sa != 0));
+                lb[u] = __ldg(pb + j);
+                hb[u] = __ldg(pb + j + (sb != 0));
             }
+        }
+        uint4 va[UW], vb[UW];
+#pragma unroll
+        for (int u = 0; u < UW; u++) {
+            va[u] = sa ? bytes16_at(la[u], ha[u], sa) : la[u];
+            vb[u] = sb ? bytes16_at(lb[u], hb[u], sb) : lb[u];
         }
 #pragma unroll
         for (int u = 0; u < UW; u++) {
@@ -229,11 +241,59 @@ __global__ void swiglu_shift_kernel(const T *gu, T *y, long long rows, long long
                 *reinterpret_cast<uint4 *>(yr + h + j * E) = *reinterpret_cast<const uint4 *>(vy);
             }
         }
-        if (pc == 0 && threadIdx.x < h + t) {
-            const long long c = threadIdx.x < h ? threadIdx.x : h + nv * E + (threadIdx.x - h);
-            yr[c] = from_acc<T>(act_f<A, ACT_SILU_MUL>(ld_a<A>(a[c]), ld_a<A>(b[c])));
-        }
+        if (edge)
+            yr[c] = from_acc<T>(act_f<A, ACT_SILU_MUL>(ld_a<A>(ea), ld_a<A>(eb)));
     }
+}
+
+/* One row of swiglu_shift_kernel (a decode step's), every offset and count worked out on the host:
+ * y's values before its first 16-byte boundary (h), its whole vectors (nv) and the values after
+ * (t); the aligned vectors of a and of b from which y's first whole vector's values start sa and
+ * sb bytes on. */
+template <typename T> struct SwigluRow {
+    const T *a, *b;
+    const uint4 *pa, *pb;
+    T *y;
+    long long nv;
+    int h, t, sa, sb;
+};
+
+/* swiglu_shift_kernel for one row, a vector a thread, with nothing to work out before its loads
+ * but its index: at decode size the kernel's time is its chain of dependent instructions, and the
+ * general kernel's row, offsets and counts came first. */
+template <typename T> __global__ void swiglu_row_kernel(const SwigluRow<T> p)
+{
+    using A = typename Acc<T>::A;
+    constexpr int E = 16 / (int)sizeof(T);
+    pdl_wait(); /* gu may be a predecessor's output */
+    pdl_trigger();
+    const long long j = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    const bool edge = j < p.h + p.t, body = j < p.nv;
+    const long long c = j < p.h ? j : p.h + p.nv * E + (j - p.h);
+    T ea, eb;
+    if (edge) {
+        ea = p.a[c];
+        eb = p.b[c];
+    }
+    uint4 la, ha, lb, hb;
+    if (body) {
+        la = __ldg(p.pa + j);
+        ha = __ldg(p.pa + j + (p.sa != 0));
+        lb = __ldg(p.pb + j);
+        hb = __ldg(p.pb + j + (p.sb != 0));
+    }
+    if (body) {
+        const uint4 va = p.sa ? bytes16_at(la, ha, p.sa) : la,
+                    vb = p.sb ? bytes16_at(lb, hb, p.sb) : lb;
+        const T *xa = reinterpret_cast<const T *>(&va), *xb = reinterpret_cast<const T *>(&vb);
+        alignas(16) T vy[E];
+#pragma unroll
+        for (int e = 0; e < E; e++)
+            vy[e] = from_acc<T>(act_f<A, ACT_SILU_MUL>(ld_a<A>(xa[e]), ld_a<A>(xb[e])));
+        *reinterpret_cast<uint4 *>(p.y + p.h + j * E) = *reinterpret_cast<const uint4 *>(vy);
+    }
+    if (edge)
+        p.y[c] = from_acc<T>(act_f<A, ACT_SILU_MUL>(ld_a<A>(ea), ld_a<A>(eb)));
 }
 
 /* vec: 16-byte units from `head` on (a, b and y at one offset from 16 bytes; the head values
@@ -440,6 +500,26 @@ static bool swiglu_shift_on()
     return baton__env_flag("BATON_SWIGLU_SHIFT", &cache) != 0;
 }
 
+/* swiglu_row_kernel's parameters for the row gu[0, 2F] into y[0, F]. */
+template <typename T> static SwigluRow<T> swiglu_row(const T *gu, T *y, long long F)
+{
+    constexpr long long E = 16 / (long long)sizeof(T), sz = (long long)sizeof(T);
+    SwigluRow<T> p;
+    p.a = gu;
+    p.b = gu + F;
+    p.y = y;
+    p.h = (int)std::min<long long>(F, (long long)((16 - ((uintptr_t)y & 15)) & 15) / sz);
+    p.nv = (F - p.h) / E;
+    p.t = (int)(F - p.h - p.nv * E);
+    const long long a0 = (long long)((uintptr_t)p.a & 15) + p.h * sz,
+                    b0 = (long long)((uintptr_t)p.b & 15) + p.h * sz;
+    p.sa = (int)(a0 & 15);
+    p.sb = (int)(b0 & 15);
+    p.pa = reinterpret_cast<const uint4 *>(((uintptr_t)p.a & ~(uintptr_t)15) + (a0 & ~15LL));
+    p.pb = reinterpret_cast<const uint4 *>(((uintptr_t)p.b & ~(uintptr_t)15) + (b0 & ~15LL));
+    return p;
+}
+
 template <typename T>
 static int swiglu_launch(const baton_exec_ctx *ctx, void **b, const dec_shape &s)
 {
@@ -450,17 +530,38 @@ static int swiglu_launch(const baton_exec_ctx *ctx, void **b, const dec_shape &s
                       (const T *)b[0], (T *)b[1], (long long)s.n, (long long)s.F);
     }
     const long long rows = s.F ? s.n / s.F : 0;
-    /* halves off 16 bytes: shifted 16-byte vectors where the work gives every SM two blocks of
-     * 256 threads (bf16[2048,16382] 31.0-31.4 us against 35.5-35.8, H200); single values below
-     * that (its decode row 2.04 us against 3.26-3.31 with blocks of 32 to 256 threads, a gap
-     * not placed) */
+    /* halves off 16 bytes: shifted 16-byte vectors, two a thread where the work gives every SM
+     * two blocks of 256 threads (bf16[2048,16382] 28.0-28.4 us, 1.00x the copy, against 35.6-35.7
+     * for values one at a time, H200); a decode row on a kernel of its own whose offsets the host
+     * works out (bf16[1,16382] 1.61 us, 1.19x, against 1.80 on the general kernel at a vector a
+     * thread and 2.04 for values one at a time); other small work a vector a thread, in blocks of
+     * fewer threads so that more SMs share it */
     const long long nv = s.F / (16 / (long long)sizeof(T)) + 1;
-    if (s.F >= 16 / (long long)sizeof(T) && rows * nv >= 2LL * 256 * 2 * sm_count(ctx) &&
-        swiglu_shift_on()) {
-        const long long ppr = (nv + 2 * threads - 1) / (2 * threads); /* 2 vectors a thread */
-        const int grid = wave_grid(ctx, (const void *)swiglu_shift_kernel<T>,
-                                   std::max(1LL, rows * ppr) * threads, threads);
-        return launch(ctx, "swiglu", swiglu_shift_kernel<T>, (unsigned)grid, threads, 0, 1,
+    if (s.F >= 16 / (long long)sizeof(T) && swiglu_shift_on()) {
+        const long long sms = sm_count(ctx);
+        if (rows * nv >= 2LL * threads * 2 * sms) { /* 2 vectors a thread, 2 blocks a SM */
+            const long long ppr = (nv + 2 * threads - 1) / (2 * threads);
+            const int grid = wave_grid(ctx, (const void *)swiglu_shift_kernel<T, 2>,
+                                       std::max(1LL, rows * ppr) * threads, threads);
+            return launch(ctx, "swiglu", swiglu_shift_kernel<T, 2>, (unsigned)grid, threads, 0, 1,
+                          (const T *)b[0], (T *)b[1], rows, (long long)s.F, ppr);
+        }
+        if (rows == 1) {
+            const SwigluRow<T> p = swiglu_row((const T *)b[0], (T *)b[1], s.F);
+            const long long work = std::max(p.nv, (long long)(p.h + p.t));
+            int rt = 128;
+            while (rt > 32 && (work + rt - 1) / rt < sms)
+                rt /= 2;
+            return launch(ctx, "swiglu", swiglu_row_kernel<T>, (unsigned)((work + rt - 1) / rt), rt,
+                          0, 1, p);
+        }
+        int st = threads;
+        while (st > 32 && rows * ((nv + st - 1) / st) < sms)
+            st /= 2;
+        const long long ppr = (nv + st - 1) / st; /* a vector a thread */
+        const int grid = wave_grid(ctx, (const void *)swiglu_shift_kernel<T, 1>,
+                                   std::max(1LL, rows * ppr) * st, st);
+        return launch(ctx, "swiglu", swiglu_shift_kernel<T, 1>, (unsigned)grid, st, 0, 1,
                       (const T *)b[0], (T *)b[1], rows, (long long)s.F, ppr);
     }
     const long long ppr = (s.F + EW_SCALAR * threads - 1) / (EW_SCALAR * threads);
