@@ -269,8 +269,8 @@ __device__ __forceinline__ void apart_put(T *yb, long long j, long long nv, int 
 
 /* The row's values before and after its body (edge k of h + t: x[k - h] or the tail's
  * x[nv E + k - h]) into a running maximum m and sum s, a value at a time: edges first, first +
- * step, ... (all of them by the one thread that owns them, or a warp kernel's lanes in turn; a
- * loop that is not unrolled: the kernels' other threads keep their registers). */
+ * step, ... (one each by the first h + t threads of a row's first block, or a warp kernel's lanes
+ * in turn; a loop that is not unrolled: the kernels' other threads keep their registers). */
 template <typename T> __device__ __forceinline__ long long edge_at(const RowSpan<T> &r, int k)
 {
     return k < r.h ? (long long)(k - r.h) : r.nv * (16 / (long long)sizeof(T)) + (k - r.h);
@@ -300,7 +300,8 @@ __device__ __forceinline__ void edges_store(const RowSpan<T> &r, A mx2, A inv, i
 
 /* The row of a block of a C-block row (C == 1, or an x-cluster of C) and the vectors [lo, hi) of
  * its body that the block takes: equal slices in rank order, the last ones shorter or empty.
- * Thread 0 of rank 0 takes the edges (edge: that thread, of a row that has any). */
+ * Threads 0 .. h + t - 1 of rank 0 take an edge each (edge: such a thread): one thread taking them
+ * all waited for each value's load in turn, up to 14 round trips before its block's exchange. */
 template <typename T> struct RowSlice : RowSpan<T> {
     long long lo, hi;
     bool edge;
@@ -312,7 +313,7 @@ __device__ __forceinline__ RowSlice<T> row_slice(const T *x, T *y, long long N, 
     const int rank = C > 1 ? (int)cg::this_cluster().block_rank() : 0;
     const RowSpan<T> r = row_span(x, y, row, N);
     const long long per = row_of(r.nv + C - 1, C), lo = min(r.nv, rank * per);
-    return RowSlice<T>{r, lo, min(r.nv, lo + per), rank == 0 && threadIdx.x == 0 && (r.h | r.t)};
+    return RowSlice<T>{r, lo, min(r.nv, lo + per), rank == 0 && (int)threadIdx.x < r.h + r.t};
 }
 /* The block's row: a row a block or a cluster. */
 template <typename T>
@@ -427,7 +428,7 @@ __global__ void __launch_bounds__(1024) softmax_reg_kernel(const T *x, T *y, lon
     }
     A m = -INFINITY, m2 = -INFINITY, sum = 0;
     if (sl.edge)
-        edges_take<A>(sl, m, m2, sum);
+        edges_take<A>(sl, m, m2, sum, threadIdx.x, blockDim.x);
 #pragma unroll
     for (int k = 0; k < VPT; k++)
         if (sl.lo + (long long)k * blockDim.x + threadIdx.x < sl.hi)
@@ -442,7 +443,7 @@ __global__ void __launch_bounds__(1024) softmax_reg_kernel(const T *x, T *y, lon
             st16(sl.y + j * E, soft_out<A>(raw[k], mx2, inv));
     }
     if (sl.edge)
-        edges_store<A>(sl, mx2, inv);
+        edges_store<A>(sl, mx2, inv, threadIdx.x, blockDim.x);
 }
 
 /* Warps of softmax_warp_kernel's blocks. */
@@ -577,7 +578,7 @@ __device__ __forceinline__ void sms_take(const RowSlice<T> &sl, long long rhi, i
     constexpr int nt = SMS_THREADS;
     const int tid = threadIdx.x;
     if (sl.edge)
-        edges_take<A>(sl, m, m2, sum);
+        edges_take<A>(sl, m, m2, sum, threadIdx.x, blockDim.x);
 #pragma unroll
     for (int k = 0; k < VPT; k++)
         if (sl.lo + (long long)k * nt + tid < rhi)
@@ -649,7 +650,7 @@ __global__ void __launch_bounds__(SMS_THREADS, 1)
             put(u, ys + (size_t)nt * E * k);
         }
     if (sl.edge)
-        edges_store<A>(sl, mx2, inv);
+        edges_store<A>(sl, mx2, inv, threadIdx.x, blockDim.x);
 }
 
 /* Rows past a wave whose slices fit a SM's registers and shared memory, as softmax_smem_kernel
@@ -721,7 +722,7 @@ __global__ void __launch_bounds__(SMS_THREADS, 1)
             cp_commit();
         }
         if (sl.edge)
-            edges_store<A>(sl, mx2, inv);
+            edges_store<A>(sl, mx2, inv, threadIdx.x, blockDim.x);
         if (!more)
             break;
         row = next;
@@ -769,7 +770,7 @@ __global__ void __launch_bounds__(SMG_THREADS)
     const long long per = row_of(nv + G - 1, G), lo = min(nv, rank * per), hi = min(nv, lo + per);
     const T *xr = r.x;
     T *yr = r.y;
-    const bool edge = rank == 0 && tid == 0 && (r.h | r.t);
+    const bool edge = rank == 0 && tid < r.h + r.t; /* a value each */
     A *pairs = reinterpret_cast<A *>(yr);
     unsigned *count = reinterpret_cast<unsigned *>(pairs + 2 * G);
     const long long held = smg_held<A>(G);
@@ -787,7 +788,7 @@ __global__ void __launch_bounds__(SMG_THREADS)
             __ldcg(reinterpret_cast<const uint4 *>(xr + (long long)tid * E));
     A m = -INFINITY, m2 = -INFINITY, s = 0;
     if (edge)
-        edges_take<A>(r, m, m2, s);
+        edges_take<A>(r, m, m2, s, tid, SMG_THREADS);
 #pragma unroll
     for (int k = 0; k < SMG_VPT; k++)
         if (lo + (long long)k * SMG_THREADS + tid < hi)
@@ -834,7 +835,7 @@ __global__ void __launch_bounds__(SMG_THREADS)
     if (last && tid < held) /* every block has read the pairs and counted itself in */
         st16(yr + (long long)tid * E, soft_out<A>(hx, M2, inv));
     if (edge)
-        edges_store<A>(r, M2, inv);
+        edges_store<A>(r, M2, inv, tid, SMG_THREADS);
 }
 
 /* softmax_tile_kernel's threads, its bulk copies a slice (each on its own mbarrier, so that the
@@ -889,7 +890,7 @@ __global__ void __launch_bounds__(SMT_THREADS)
     const unsigned base = smem_u32(smem_raw);
     A m = -INFINITY, m2 = -INFINITY, sum = 0;
     if (sl.edge)
-        edges_take<A>(sl, m, m2, sum);
+        edges_take<A>(sl, m, m2, sum, threadIdx.x, blockDim.x);
     for (int k = 0; k < SMT_PIECES; k++) {
         const long long lo = min(n, k * piece), hi = min(n, lo + piece);
         if (hi <= lo)
@@ -912,7 +913,7 @@ __global__ void __launch_bounds__(SMT_THREADS)
         st16_stream(sl.y + (sl.lo + j) * E, soft_out<A>(u, mx2, inv));
     }
     if (sl.edge)
-        edges_store<A>(sl, mx2, inv);
+        edges_store<A>(sl, mx2, inv, threadIdx.x, blockDim.x);
 #else
     __trap(); /* bulk copies and clusters: the launch asks for compute capability 9.0 */
 #endif
@@ -963,7 +964,7 @@ __global__ void __launch_bounds__(SMX_THREADS, APART ? 2 : 3)
         cluster_started_arrive();
     A m = -INFINITY, m2 = -INFINITY, sum = 0;
     if (sl.edge)
-        edges_take<A>(sl, m, m2, sum);
+        edges_take<A>(sl, m, m2, sum, threadIdx.x, blockDim.x);
     for (long long j0 = sl.lo + threadIdx.x; j0 < sl.hi; j0 += step) {
         U16<T> raw[SMX_U];
 #pragma unroll
@@ -1023,7 +1024,7 @@ __global__ void __launch_bounds__(SMX_THREADS, APART ? 2 : 3)
         }
     }
     if (sl.edge)
-        edges_store<A>(sl, mx2, inv);
+        edges_store<A>(sl, mx2, inv, threadIdx.x, blockDim.x);
 }
 } /* namespace dec */
 } /* namespace kcuda */
