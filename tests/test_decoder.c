@@ -1634,7 +1634,8 @@ Test(gpu_softmax, matches_float64_over_the_last_dim)
  * into a 16-byte body and values either side, in each kernel (a warp a row, registers, the grid,
  * registers and shared memory, slices, read twice); at different offsets, split by x's offset with
  * y's vectors realigned across lanes, by groups of lanes ({777, 7}, {1001, 40}), a warp a row
- * ({2000, 520}) or read twice (the rest). */
+ * ({2000, 520}), slices in shared memory past a wave ({64, 128256} over 8-block clusters,
+ * {300, 16384} a block a row) or read twice (the rest). */
 Test(gpu_softmax, matches_float64_at_any_offset)
 {
     skip_without_gpu();

@@ -850,8 +850,12 @@ __global__ void __launch_bounds__(SMG_THREADS)
  * shared memory kernel, reads nothing while it stores). One thread asks the copy engine for the
  * whole slice; each thread keeps a running maximum and sum over its vectors (vector j of the slice
  * at thread j % blockDim.x) as the pieces land; row_max_sum gives every block of the row the same
- * bits, and the result is the same every run; y = exp(x - max) / sum from shared memory. */
-template <typename T>
+ * bits, and the result is the same every run; y = exp(x - max) / sum from shared memory. APART: y
+ * at another offset from 16 bytes than x (a view), each of y's aligned 16 bytes from two of x's
+ * vectors in shared memory, joined before the exponentials (x 4 bytes past 16, bf16[1024,32000]:
+ * 1.19x the copy, where the two-pass kernel, reading the row twice, took 1.64x, and this kernel
+ * with the outputs joined across lanes by shuffles 1.47x, twice the instructions a vector). */
+template <typename T, bool APART = false>
 __global__ void __launch_bounds__(SMT_THREADS)
     softmax_tile_kernel(const T *x, T *y, long long N, int C)
 {
@@ -906,11 +910,36 @@ __global__ void __launch_bounds__(SMT_THREADS)
     A mx, tot;
     row_max_sum<A>(tab, C, m, sum, mx, tot);
     const A inv = (A)1 / tot, mx2 = SoftExp<A>::scale(mx);
+    if constexpr (APART) {
+        /* y's aligned 16 bytes from x's vectors j and j + 1 joined before the exponentials (they
+         * go value by value, so the bits are those of joining the outputs): no shuffle, one
+         * exponential a value; vector j + 1 past the slice (a peer's, already read by it) from
+         * global memory, once a block; the values before y's first boundary and after its last
+         * (vectors 0 and nv - 1) by apart_put */
+        const int ob = (int)(reinterpret_cast<uintptr_t>(sl.y) & 15), o = ob / (int)sizeof(T);
+#pragma unroll 2
+        for (long long j = tid; j < n; j += nt) {
+            const long long g = sl.lo + j; /* the body's vector */
+            U16<T> u, v;
+            *reinterpret_cast<uint4 *>(u.v) = lds16_after_wait(base + (unsigned)j * 16u);
+            v = u;
+            if (j + 1 < n)
+                *reinterpret_cast<uint4 *>(v.v) = lds16_after_wait(base + (unsigned)j * 16u + 16u);
+            else if (g + 1 < sl.nv)
+                v = ld16(sl.x + (g + 1) * E);
+            if (g == 0 || g + 1 >= sl.nv)
+                apart_put<true>(sl.y, g, sl.nv, ob, soft_out<A>(u, mx2, inv),
+                                soft_out<A>(v, mx2, inv));
+            else
+                st16_stream(sl.y + (g + 1) * E - o, soft_out<A>(join16(u, v, 16 - ob), mx2, inv));
+        }
+    } else {
 #pragma unroll 4
-    for (long long j = tid; j < n; j += nt) {
-        U16<T> u;
-        *reinterpret_cast<uint4 *>(u.v) = lds16_after_wait(base + (unsigned)j * 16u);
-        st16_stream(sl.y + (sl.lo + j) * E, soft_out<A>(u, mx2, inv));
+        for (long long j = tid; j < n; j += nt) {
+            U16<T> u;
+            *reinterpret_cast<uint4 *>(u.v) = lds16_after_wait(base + (unsigned)j * 16u);
+            st16_stream(sl.y + (sl.lo + j) * E, soft_out<A>(u, mx2, inv));
+        }
     }
     if (sl.edge)
         edges_store<A>(sl, mx2, inv, threadIdx.x, blockDim.x);
@@ -1270,12 +1299,12 @@ static int softmax_stream_launch(const baton_exec_ctx *ctx, void **b, const dec_
  * once per device and C): 0 or the launch's failure, 1 when it does not apply. Powers of two: 5 to
  * 7 blocks a row, slices at any 16-byte offset, measured slower than 8 (f32[67,128256] 1.33-1.39x
  * the copy against 1.24). */
-template <typename T>
+template <typename T, bool APART = false>
 static int softmax_tile_launch(const baton_exec_ctx *ctx, void **b, const dec_shape &s,
-                               long long nv)
+                               long long nv, long long min_blocks = 0)
 {
     static DeviceOnce<SmxFit> once;
-    const auto kernel = softmax_tile_kernel<T>;
+    const auto kernel = softmax_tile_kernel<T, APART>;
     if (device_facts(ctx).cc < 90)
         return 1;
     const SmxFit fit = once.get(device_of(ctx),
@@ -1284,7 +1313,7 @@ static int softmax_tile_launch(const baton_exec_ctx *ctx, void **b, const dec_sh
         const long long per = (nv + c - 1) / c;
         if (per * 16 > SMT_SLICE)
             continue;
-        if (fit.n[i] < 1)
+        if (fit.n[i] < 1 || s.rows * c < min_blocks)
             return 1;
         if (prepare(kernel, ctx, "softmax", c, s.rows * c, SMT_THREADS, (size_t)per * 16, SMT_SLICE,
                     false))
@@ -1322,15 +1351,19 @@ static int softmax_launch(const baton_exec_ctx *ctx, void **b, const dec_shape &
     constexpr int E = 16 / (int)sizeof(T);
     constexpr long long VMAX = sizeof(T) == 4 ? 8 : 4;
     /* y at another offset from 16 bytes than x (a view): rows split by x's offset (row_span), y's
-     * vectors realigned across lanes (apart_put), in the warp kernel's instance for that or else
-     * the read-twice kernel's (H200, x 4 bytes past 16, x the copy: f32[1,50257] 4.07, [8,50257]
-     * 2.92, bf16[1024,32000] 1.64, [65536,128] 2.91, where the loop kernel took 21.6, 15.4, 3.21
-     * and 7.15) */
+     * vectors realigned (apart_put, join16), in the warp kernel's instance for that, the slices
+     * kernel's past a wave or else the read-twice kernel's (H200, x 4 bytes past 16, x the copy:
+     * f32[1,50257] 3.50, [8,50257] 2.66, bf16[1024,32000] 1.19, [65536,128] 1.71, where the loop
+     * kernel took 21.6, 15.4, 3.21 and 7.15; bf16[1024,32000] took 1.64 read twice) */
     const bool apart = (((uintptr_t)b[0] - (uintptr_t)b[1]) & 15) != 0;
     if (apart && s.rows > 0) {
-        const long long nv = s.F / E;
-        return nv <= 32 * VMAX ? softmax_warp_pick<T>(ctx, b, s, nv, true, true)
-                               : softmax_l2_launch<T, true>(ctx, b, s, nv, sm_count(ctx));
+        const long long nv = s.F / E, sms = sm_count(ctx);
+        if (nv <= 32 * VMAX)
+            return softmax_warp_pick<T>(ctx, b, s, nv, true, true);
+        /* slices of shared memory where their blocks fill the SMs (as the aligned rows past a
+         * wave take them), else the two-pass kernel */
+        const int rc = softmax_tile_launch<T, true>(ctx, b, s, nv, sms);
+        return rc <= 0 ? rc : softmax_l2_launch<T, true>(ctx, b, s, nv, sms);
     }
     /* x and y at the same offset from a 16-byte boundary, so that one split of a row into its
      * body and edges (row_span) serves both */
