@@ -449,8 +449,8 @@ __global__ void __launch_bounds__(1024) softmax_reg_kernel(const T *x, T *y, lon
 /* Warps of softmax_warp_kernel's blocks. */
 #define SMW_WARPS 8
 
-/* Short rows, W lanes a row (W a power of two: 32, or for rows of at most 16 vectors the fewest
- * lanes that hold the row at a vector each, 32 / W rows a warp), at most W * VPT vectors a row,
+/* Short rows, W lanes a row (W a power of two: the fewest lanes, up to 32, that hold the row at
+ * VPT vectors each; 32 / W rows a warp), at most W * VPT vectors a row,
  * SMW_WARPS warps a block: each lane holds vector j of its row at lane j % W in registers with a
  * running maximum and sum, its W lanes fold them in a fixed shuffle tree (the same bits every
  * run), and nothing waits on a block barrier or shared memory (a block a row of 16 vectors took
@@ -1077,10 +1077,9 @@ template <typename T, int VPT>
 static int softmax_warp_launch(const baton_exec_ctx *ctx, void **b, const dec_shape &s,
                                long long nv, bool edges, bool apart = false)
 {
-    int W = 32;
-    if (VPT == 1)
-        for (W = 1; W < nv; W *= 2) {
-        }
+    int W = 1; /* the fewest lanes that hold the row at VPT vectors a lane */
+    while (W < 32 && (long long)W * VPT < nv)
+        W *= 2;
     const long long per_block = SMW_WARPS * (32 / W);
     const unsigned grid = (unsigned)((s.rows + per_block - 1) / per_block);
     if (apart)
@@ -1093,6 +1092,14 @@ static int softmax_warp_launch(const baton_exec_ctx *ctx, void **b, const dec_sh
                   (const T *)b[0], (T *)b[1], (long long)s.rows, (long long)s.F, W);
 }
 
+/* Whether short rows take several vectors a lane (BATON_SOFTMAX_WARP_VPT=0: one, as before, for
+ * the benchmark's A/B). Read once. */
+static bool softmax_warp_vpt_on()
+{
+    static int cache = ENV_UNREAD;
+    return baton__env_flag("BATON_SOFTMAX_WARP_VPT", &cache) != 0;
+}
+
 /* softmax_warp_launch at the fewest vectors a lane that hold rows of nv vectors (nv at most 32
  * times 8 in f32, 4 in the others). */
 template <typename T>
@@ -1100,6 +1107,19 @@ static int softmax_warp_pick(const baton_exec_ctx *ctx, void **b, const dec_shap
                              bool edges, bool apart)
 {
     const long long vpt = (nv + 31) / 32;
+    /* rows of at most 16 vectors: several a lane, so that a lane's fixed work (the row's address
+     * and split, its shuffle trees) is spread over more bytes, where a vector a lane made the
+     * kernel bound by the instructions issued; whole rows 4 a lane, rows with values outside
+     * their body 2 (a lane takes those in turn, one load after another). H200, x the copy, three
+     * forms (1, 2, 4 a lane) in two calls: bf16[65536,128] 1.08-1.09 / 1.03-1.05 / 0.99-1.00,
+     * [65536,127] 1.38-1.39 / 1.15-1.17 / 1.17-1.19, a view's [65536,128] 1.71-1.72 / 1.51-1.52
+     * / 2.12-2.13 */
+    if (nv <= 16 && softmax_warp_vpt_on()) {
+        if (!edges && nv > 4)
+            return softmax_warp_launch<T, 4>(ctx, b, s, nv, edges, apart);
+        if (nv > 2)
+            return softmax_warp_launch<T, 2>(ctx, b, s, nv, edges, apart);
+    }
     if (vpt <= 1)
         return softmax_warp_launch<T, 1>(ctx, b, s, nv, edges, apart);
     if (vpt <= 2)
