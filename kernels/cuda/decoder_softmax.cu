@@ -276,8 +276,8 @@ template <typename T> __device__ __forceinline__ long long edge_at(const RowSpan
     return k < r.h ? (long long)(k - r.h) : r.nv * (16 / (long long)sizeof(T)) + (k - r.h);
 }
 template <typename A, typename T>
-__device__ __forceinline__ void edges_take(const RowSpan<T> &r, A &m, A &m2, A &s, int first = 0,
-                                           int step = 1)
+__device__ __forceinline__ void edges_take(const RowSpan<T> &r, A &m, A &m2, A &s, int first,
+                                           int step)
 {
 #pragma unroll 1
     for (int k = first; k < r.h + r.t; k += step) {
@@ -288,8 +288,7 @@ __device__ __forceinline__ void edges_take(const RowSpan<T> &r, A &m, A &m2, A &
 
 /* y of the row's edges, from mx2 = SoftExp scale of the maximum and inv = 1 / sum. */
 template <typename A, typename T>
-__device__ __forceinline__ void edges_store(const RowSpan<T> &r, A mx2, A inv, int first = 0,
-                                            int step = 1)
+__device__ __forceinline__ void edges_store(const RowSpan<T> &r, A mx2, A inv, int first, int step)
 {
 #pragma unroll 1
     for (int k = first; k < r.h + r.t; k += step) {
@@ -320,6 +319,18 @@ template <typename T>
 __device__ __forceinline__ RowSlice<T> row_slice(const T *x, T *y, long long N, int C)
 {
     return row_slice(x, y, N, C, (long long)(blockIdx.x / (unsigned)C));
+}
+
+/* A slice's edges (RowSlice::edge): the thread's one value, edge threadIdx.x. */
+template <typename A, typename T>
+__device__ __forceinline__ void edges_take(const RowSlice<T> &sl, A &m, A &m2, A &s)
+{
+    edges_take<A>(static_cast<const RowSpan<T> &>(sl), m, m2, s, threadIdx.x, blockDim.x);
+}
+template <typename A, typename T>
+__device__ __forceinline__ void edges_store(const RowSlice<T> &sl, A mx2, A inv)
+{
+    edges_store<A>(static_cast<const RowSpan<T> &>(sl), mx2, inv, threadIdx.x, blockDim.x);
 }
 
 /* The row's maximum and sum of exp(x - max) from up to C (<= 8) x nq (<= 32) pairs in one fixed
@@ -428,7 +439,7 @@ __global__ void __launch_bounds__(1024) softmax_reg_kernel(const T *x, T *y, lon
     }
     A m = -INFINITY, m2 = -INFINITY, sum = 0;
     if (sl.edge)
-        edges_take<A>(sl, m, m2, sum, threadIdx.x, blockDim.x);
+        edges_take<A>(sl, m, m2, sum);
 #pragma unroll
     for (int k = 0; k < VPT; k++)
         if (sl.lo + (long long)k * blockDim.x + threadIdx.x < sl.hi)
@@ -443,7 +454,7 @@ __global__ void __launch_bounds__(1024) softmax_reg_kernel(const T *x, T *y, lon
             st16(sl.y + j * E, soft_out<A>(raw[k], mx2, inv));
     }
     if (sl.edge)
-        edges_store<A>(sl, mx2, inv, threadIdx.x, blockDim.x);
+        edges_store<A>(sl, mx2, inv);
 }
 
 /* Warps of softmax_warp_kernel's blocks. */
@@ -578,7 +589,7 @@ __device__ __forceinline__ void sms_take(const RowSlice<T> &sl, long long rhi, i
     constexpr int nt = SMS_THREADS;
     const int tid = threadIdx.x;
     if (sl.edge)
-        edges_take<A>(sl, m, m2, sum, threadIdx.x, blockDim.x);
+        edges_take<A>(sl, m, m2, sum);
 #pragma unroll
     for (int k = 0; k < VPT; k++)
         if (sl.lo + (long long)k * nt + tid < rhi)
@@ -650,7 +661,7 @@ __global__ void __launch_bounds__(SMS_THREADS, 1)
             put(u, ys + (size_t)nt * E * k);
         }
     if (sl.edge)
-        edges_store<A>(sl, mx2, inv, threadIdx.x, blockDim.x);
+        edges_store<A>(sl, mx2, inv);
 }
 
 /* Rows past a wave whose slices fit a SM's registers and shared memory, as softmax_smem_kernel
@@ -722,7 +733,7 @@ __global__ void __launch_bounds__(SMS_THREADS, 1)
             cp_commit();
         }
         if (sl.edge)
-            edges_store<A>(sl, mx2, inv, threadIdx.x, blockDim.x);
+            edges_store<A>(sl, mx2, inv);
         if (!more)
             break;
         row = next;
@@ -894,7 +905,7 @@ __global__ void __launch_bounds__(SMT_THREADS)
     const unsigned base = smem_u32(smem_raw);
     A m = -INFINITY, m2 = -INFINITY, sum = 0;
     if (sl.edge)
-        edges_take<A>(sl, m, m2, sum, threadIdx.x, blockDim.x);
+        edges_take<A>(sl, m, m2, sum);
     for (int k = 0; k < SMT_PIECES; k++) {
         const long long lo = min(n, k * piece), hi = min(n, lo + piece);
         if (hi <= lo)
@@ -942,7 +953,7 @@ __global__ void __launch_bounds__(SMT_THREADS)
         }
     }
     if (sl.edge)
-        edges_store<A>(sl, mx2, inv, threadIdx.x, blockDim.x);
+        edges_store<A>(sl, mx2, inv);
 #else
     __trap(); /* bulk copies and clusters: the launch asks for compute capability 9.0 */
 #endif
@@ -993,7 +1004,7 @@ __global__ void __launch_bounds__(SMX_THREADS, APART ? 2 : 3)
         cluster_started_arrive();
     A m = -INFINITY, m2 = -INFINITY, sum = 0;
     if (sl.edge)
-        edges_take<A>(sl, m, m2, sum, threadIdx.x, blockDim.x);
+        edges_take<A>(sl, m, m2, sum);
     for (long long j0 = sl.lo + threadIdx.x; j0 < sl.hi; j0 += step) {
         U16<T> raw[SMX_U];
 #pragma unroll
@@ -1053,7 +1064,7 @@ __global__ void __launch_bounds__(SMX_THREADS, APART ? 2 : 3)
         }
     }
     if (sl.edge)
-        edges_store<A>(sl, mx2, inv, threadIdx.x, blockDim.x);
+        edges_store<A>(sl, mx2, inv);
 }
 } /* namespace dec */
 } /* namespace kcuda */
