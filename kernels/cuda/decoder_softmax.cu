@@ -550,6 +550,15 @@ template <int K, int KMAX, typename F> __device__ __forceinline__ void sms_each_
     }
 }
 
+/* Where softmax_smem_kernel and softmax_stream_kernel split a slice: vectors [lo, *rhi) in
+ * registers (VPT a thread), *ns from *rhi in shared memory. */
+template <typename T>
+__device__ __forceinline__ void sms_split(const RowSlice<T> &sl, long long *rhi, int *ns)
+{
+    *rhi = min(sl.hi, sl.lo + (long long)smx_reg_vpt<T>() * SMS_THREADS);
+    *ns = (int)max(0LL, sl.hi - *rhi);
+}
+
 /* softmax_smem_kernel's read of a slice (and softmax_stream_kernel's first): the vectors [lo,
  * rhi) into registers, then each thread's own ns - tid shared-memory vectors from rhi (its k-th at
  * tid + k * SMS_THREADS) by cp.async, a commit group per k (empty past its share). The warp
@@ -577,6 +586,23 @@ __device__ __forceinline__ void sms_ask(const RowSlice<T> &sl, long long rhi, in
             cp_async16_pol(smem_raw + (size_t)j * 16, sl.x + (rhi + j) * E, pol);
         cp_commit();
     }
+}
+
+/* softmax_smem_kernel's and softmax_stream_kernel's start: the predecessor's wait, the arrival on
+ * the cluster barrier that row_max_sum's first exchange waits for, and the first slice asked for
+ * (sms_ask) at the read-once L2 policy, which it returns for the later slices. */
+template <typename T, int VPT>
+__device__ __forceinline__ unsigned long long sms_start(const RowSlice<T> &sl, long long rhi,
+                                                        int ns, int C, U16<T> (&raw)[VPT],
+                                                        unsigned char *smem_raw)
+{
+    pdl_wait(); /* x may be a predecessor's output */
+    pdl_trigger();
+    if (C > 1)
+        cluster_started_arrive();
+    const unsigned long long pol = l2_evict_first(); /* read once */
+    sms_ask(sl, rhi, ns, raw, smem_raw, pol);
+    return pol;
 }
 
 /* A slice asked for by sms_ask into a running maximum m and sum of exp(x - m): its edges, its
@@ -630,15 +656,11 @@ __global__ void __launch_bounds__(SMS_THREADS, 1)
     const RowSlice<T> sl = row_slice(x, y, N, C);
     constexpr int nt = SMS_THREADS; /* a constant: the shared-memory offsets are immediates */
     const int tid = threadIdx.x;
-    const long long rlo = sl.lo, rhi = min(sl.hi, sl.lo + (long long)VPT * nt);
-    const int ns = (int)max(0LL, sl.hi - rhi); /* vectors in shared memory, from rhi */
-    pdl_wait();                                /* x may be a predecessor's output */
-    pdl_trigger();
-    if (C > 1)
-        cluster_started_arrive();
-    const unsigned long long pol = l2_evict_first(); /* read once */
+    long long rhi;
+    int ns; /* vectors in shared memory, from rhi */
+    sms_split(sl, &rhi, &ns);
     U16<T> raw[VPT];
-    sms_ask(sl, rhi, ns, raw, smem_raw, pol);
+    sms_start(sl, rhi, ns, C, raw, smem_raw);
     A m = -INFINITY, m2 = -INFINITY, sum = 0;
     sms_take<A>(sl, rhi, ns, raw, smem_raw, m, m2, sum);
     A mx, tot;
@@ -648,7 +670,7 @@ __global__ void __launch_bounds__(SMS_THREADS, 1)
     auto put = [&](const U16<T> &u, T *to) { st16_stream(to, soft_out<A>(u, mx2, inv)); };
 #pragma unroll
     for (int k = 0; k < VPT; k++) {
-        const long long j = rlo + (long long)k * nt + tid;
+        const long long j = sl.lo + (long long)k * nt + tid;
         if (j < rhi)
             put(raw[k], sl.y + j * E);
     }
@@ -687,15 +709,11 @@ __global__ void __launch_bounds__(SMS_THREADS, 1)
     const long long clusters = gridDim.x / (unsigned)C;
     long long row = blockIdx.x / (unsigned)C;
     RowSlice<T> sl = row_slice(x, y, N, C, row);
-    long long rhi = min(sl.hi, sl.lo + (long long)VPT * nt);
-    int ns = (int)max(0LL, sl.hi - rhi);
-    pdl_wait(); /* x may be a predecessor's output */
-    pdl_trigger();
-    if (C > 1)
-        cluster_started_arrive();
-    const unsigned long long pol = l2_evict_first(); /* read once */
+    long long rhi;
+    int ns;
+    sms_split(sl, &rhi, &ns);
     U16<T> raw[VPT];
-    sms_ask(sl, rhi, ns, raw, smem_raw, pol);
+    const unsigned long long pol = sms_start(sl, rhi, ns, C, raw, smem_raw);
     const unsigned mine = smem_u32(smem_raw) + 16u * tid; /* the thread's vector of group 0 */
     for (int it = 0;; it++) {
         A m = -INFINITY, m2 = -INFINITY, sum = 0;
@@ -707,8 +725,11 @@ __global__ void __launch_bounds__(SMS_THREADS, 1)
         const long long next = row + clusters;
         const bool more = next < rows;
         const RowSlice<T> nx = row_slice(x, y, N, C, more ? next : row);
-        const long long nrhi = min(nx.hi, nx.lo + (long long)VPT * nt);
-        const int nns = more ? (int)max(0LL, nx.hi - nrhi) : 0;
+        long long nrhi;
+        int nns;
+        sms_split(nx, &nrhi, &nns);
+        if (!more)
+            nns = 0;
 #pragma unroll
         for (int k = 0; k < VPT; k++) {
             const long long j = sl.lo + (long long)k * nt + tid,
