@@ -169,87 +169,11 @@ __device__ __forceinline__ uint4 bytes16_at(const uint4 &lo, const uint4 &hi, in
     return make_uint4(w[0], w[1], w[2], w[3]);
 }
 
-/* swiglu where the halves are not all on 16 bytes (an odd F, or gu or y a view at an offset):
- * pieces of a row, UW 16-byte vectors of y a thread, each y vector on y's own 16-byte boundary and
- * its a and b read as the (one or two) aligned vectors that hold them, shifted into place; the
- * values before y's first boundary and after its last whole vector (at most 2 (E - 1)) by the
- * piece's first threads, one at a time, their loads asked for with the vectors' (bf16[2048,16382]:
- * 1.00x the copy, where values one at a time, 8 in flight a thread, took 1.26x). */
-template <typename T, int UW>
-__global__ void swiglu_shift_kernel(const T *gu, T *y, long long rows, long long F, long long ppr)
-{
-    using A = typename Acc<T>::A;
-    constexpr int E = 16 / (int)sizeof(T);
-    pdl_wait(); /* gu may be a predecessor's output */
-    pdl_trigger();
-    const long long pieces = rows * ppr, nt = blockDim.x;
-    for (long long q = blockIdx.x; q < pieces; q += gridDim.x) {
-        const long long r = rows == 1 ? 0 : ppr == 1 ? q : row_of(q, ppr), pc = q - r * ppr;
-        const T *a = gu + r * 2 * F, *b = a + F;
-        T *yr = y + r * F;
-        /* y's values before its first 16-byte boundary (h), whole vectors (nv), and after (t) */
-        const long long h =
-            min(F, (long long)((16 - ((uintptr_t)yr & 15)) & 15) / (long long)sizeof(T));
-        const long long nv = (F - h) / E, t = F - h - nv * E;
-        const uint4 *ab = reinterpret_cast<const uint4 *>((uintptr_t)a & ~(uintptr_t)15),
-                    *bb = reinterpret_cast<const uint4 *>((uintptr_t)b & ~(uintptr_t)15);
-        /* the byte of a and of b that y's first whole vector pairs with: vector j's values are
-         * the 16 bytes from there + 16 j, in the aligned vectors j and j + 1 from there (the
-         * second only where the offset is not on 16, so only bytes of the row are read) */
-        const long long a0 = (long long)((uintptr_t)a & 15) + h * (long long)sizeof(T),
-                        b0 = (long long)((uintptr_t)b & 15) + h * (long long)sizeof(T);
-        const int sa = (int)(a0 & 15), sb = (int)(b0 & 15);
-        const uint4 *pa = ab + (a0 >> 4), *pb = bb + (b0 >> 4);
-        const long long j0 = pc * nt * UW + threadIdx.x;
-        /* every load asked for before any shift: a shift behind a branch waited for its vector
-         * before the next load was issued, four round trips in series a thread (the decode row
-         * took 3.3 us against 2.0 for values one at a time) */
-        uint4 la[UW], ha[UW], lb[UW], hb[UW];
-        const bool edge = pc == 0 && threadIdx.x < h + t; /* and the values either side */
-        const long long c = threadIdx.x < h ? threadIdx.x : h + nv * E + (threadIdx.x - h);
-        T ea, eb;
-        if (edge) {
-            ea = a[c];
-            eb = b[c];
-        }
-#pragma unroll
-        for (int u = 0; u < UW; u++) {
-            const long long j = j0 + u * nt;
-            if (j < nv) {
-                la[u] = __ldg(pa + j);
-                ha[u] = __ldg(pa + j + (sa != 0));
-                lb[u] = __ldg(pb + j);
-                hb[u] = __ldg(pb + j + (sb != 0));
-            }
-        }
-        uint4 va[UW], vb[UW];
-#pragma unroll
-        for (int u = 0; u < UW; u++) {
-            va[u] = sa ? bytes16_at(la[u], ha[u], sa) : la[u];
-            vb[u] = sb ? bytes16_at(lb[u], hb[u], sb) : lb[u];
-        }
-#pragma unroll
-        for (int u = 0; u < UW; u++) {
-            const long long j = j0 + u * nt;
-            if (j < nv) {
-                const T *xa = reinterpret_cast<const T *>(&va[u]),
-                        *xb = reinterpret_cast<const T *>(&vb[u]);
-                alignas(16) T vy[E];
-#pragma unroll
-                for (int e = 0; e < E; e++)
-                    vy[e] = from_acc<T>(act_f<A, ACT_SILU_MUL>(ld_a<A>(xa[e]), ld_a<A>(xb[e])));
-                *reinterpret_cast<uint4 *>(yr + h + j * E) = *reinterpret_cast<const uint4 *>(vy);
-            }
-        }
-        if (edge)
-            yr[c] = from_acc<T>(act_f<A, ACT_SILU_MUL>(ld_a<A>(ea), ld_a<A>(eb)));
-    }
-}
-
-/* One row of swiglu_shift_kernel (a decode step's), every offset and count worked out on the host:
- * y's values before its first 16-byte boundary (h), its whole vectors (nv) and the values after
- * (t); the aligned vectors of a and of b from which y's first whole vector's values start sa and
- * sb bytes on. */
+/* A row of swiglu whose halves are not all on 16 bytes: y's values before its first 16-byte
+ * boundary (h), its whole vectors (nv) and the values after (t); the aligned vectors of a and of b
+ * from which y's first whole vector's values start sa and sb bytes on (vector j's values are the
+ * 16 bytes from there + 16 j, in the aligned vectors j and j + 1 from there; the second only where
+ * the offset is not on 16, so only bytes of the row are read). */
 template <typename T> struct SwigluRow {
     const T *a, *b;
     const uint4 *pa, *pb;
@@ -258,42 +182,107 @@ template <typename T> struct SwigluRow {
     int h, t, sa, sb;
 };
 
-/* swiglu_shift_kernel for one row, a vector a thread, with nothing to work out before its loads
- * but its index: at decode size the kernel's time is its chain of dependent instructions, and the
- * general kernel's row, offsets and counts came first. */
-template <typename T> __global__ void swiglu_row_kernel(const SwigluRow<T> p)
+/* SwigluRow of the row gu[0, 2F] into y[0, F]: per row on the device (swiglu_shift_kernel), once
+ * on the host for a decode row (swiglu_row_kernel). */
+template <typename T>
+__host__ __device__ __forceinline__ SwigluRow<T> swiglu_row(const T *gu, T *y, long long F)
+{
+    constexpr long long E = 16 / (long long)sizeof(T), sz = (long long)sizeof(T);
+    SwigluRow<T> p;
+    p.a = gu;
+    p.b = gu + F;
+    p.y = y;
+    const long long h = (long long)((16 - ((uintptr_t)y & 15)) & 15) / sz;
+    p.h = (int)(h < F ? h : F);
+    p.nv = (F - p.h) / E;
+    p.t = (int)(F - p.h - p.nv * E);
+    const long long a0 = (long long)((uintptr_t)p.a & 15) + p.h * sz,
+                    b0 = (long long)((uintptr_t)p.b & 15) + p.h * sz;
+    p.sa = (int)(a0 & 15);
+    p.sb = (int)(b0 & 15);
+    p.pa = reinterpret_cast<const uint4 *>(((uintptr_t)p.a & ~(uintptr_t)15) + (a0 & ~15LL));
+    p.pb = reinterpret_cast<const uint4 *>(((uintptr_t)p.b & ~(uintptr_t)15) + (b0 & ~15LL));
+    return p;
+}
+
+/* More than a SwigluRow's values either side of its whole vectors, h + t <= 2 (E - 1): no edge. */
+#define SWIGLU_NO_EDGE 16
+
+/* UW of a SwigluRow's whole vectors, j0 + u * step, and, where e < h + t, its value e either side
+ * of them (the first h, then the last t), one at a time. Every load is asked for before any
+ * shift: a shift behind a branch waited for its vector before the next load was issued, four
+ * round trips in series a thread (the decode row took 3.3 us against 2.0 for values one at a
+ * time). */
+template <typename T, int UW>
+__device__ __forceinline__ void swiglu_part(const SwigluRow<T> &p, long long j0, long long step,
+                                            long long e)
 {
     using A = typename Acc<T>::A;
     constexpr int E = 16 / (int)sizeof(T);
-    pdl_wait(); /* gu may be a predecessor's output */
-    pdl_trigger();
-    const long long j = (long long)blockIdx.x * blockDim.x + threadIdx.x;
-    const bool edge = j < p.h + p.t, body = j < p.nv;
-    const long long c = j < p.h ? j : p.h + p.nv * E + (j - p.h);
+    const bool edge = e < p.h + p.t;
+    const long long c = e < p.h ? e : p.h + p.nv * E + (e - p.h);
     T ea, eb;
     if (edge) {
         ea = p.a[c];
         eb = p.b[c];
     }
-    uint4 la, ha, lb, hb;
-    if (body) {
-        la = __ldg(p.pa + j);
-        ha = __ldg(p.pa + j + (p.sa != 0));
-        lb = __ldg(p.pb + j);
-        hb = __ldg(p.pb + j + (p.sb != 0));
-    }
-    if (body) {
-        const uint4 va = p.sa ? bytes16_at(la, ha, p.sa) : la,
-                    vb = p.sb ? bytes16_at(lb, hb, p.sb) : lb;
-        const T *xa = reinterpret_cast<const T *>(&va), *xb = reinterpret_cast<const T *>(&vb);
-        alignas(16) T vy[E];
+    uint4 la[UW], ha[UW], lb[UW], hb[UW];
 #pragma unroll
-        for (int e = 0; e < E; e++)
-            vy[e] = from_acc<T>(act_f<A, ACT_SILU_MUL>(ld_a<A>(xa[e]), ld_a<A>(xb[e])));
-        *reinterpret_cast<uint4 *>(p.y + p.h + j * E) = *reinterpret_cast<const uint4 *>(vy);
+    for (int u = 0; u < UW; u++) {
+        const long long j = j0 + u * step;
+        if (j < p.nv) {
+            la[u] = __ldg(p.pa + j);
+            ha[u] = __ldg(p.pa + j + (p.sa != 0));
+            lb[u] = __ldg(p.pb + j);
+            hb[u] = __ldg(p.pb + j + (p.sb != 0));
+        }
+    }
+#pragma unroll
+    for (int u = 0; u < UW; u++) {
+        const long long j = j0 + u * step;
+        if (j < p.nv) {
+            const uint4 va = p.sa ? bytes16_at(la[u], ha[u], p.sa) : la[u],
+                        vb = p.sb ? bytes16_at(lb[u], hb[u], p.sb) : lb[u];
+            const T *xa = reinterpret_cast<const T *>(&va), *xb = reinterpret_cast<const T *>(&vb);
+            alignas(16) T vy[E];
+#pragma unroll
+            for (int k = 0; k < E; k++)
+                vy[k] = from_acc<T>(act_f<A, ACT_SILU_MUL>(ld_a<A>(xa[k]), ld_a<A>(xb[k])));
+            *reinterpret_cast<uint4 *>(p.y + p.h + j * E) = *reinterpret_cast<const uint4 *>(vy);
+        }
     }
     if (edge)
         p.y[c] = from_acc<T>(act_f<A, ACT_SILU_MUL>(ld_a<A>(ea), ld_a<A>(eb)));
+}
+
+/* swiglu where the halves are not all on 16 bytes (an odd F, or gu or y a view at an offset):
+ * pieces of a row, UW 16-byte vectors of y a thread (swiglu_part), each y vector on y's own
+ * 16-byte boundary and its a and b read as the (one or two) aligned vectors that hold them, shifted
+ * into place; the values either side by the row's first piece's first threads (bf16[2048,16382]:
+ * 1.00x the copy, where values one at a time, 8 in flight a thread, took 1.26x). */
+template <typename T, int UW>
+__global__ void swiglu_shift_kernel(const T *gu, T *y, long long rows, long long F, long long ppr)
+{
+    pdl_wait(); /* gu may be a predecessor's output */
+    pdl_trigger();
+    const long long pieces = rows * ppr, nt = blockDim.x;
+    for (long long q = blockIdx.x; q < pieces; q += gridDim.x) {
+        const long long r = rows == 1 ? 0 : ppr == 1 ? q : row_of(q, ppr), pc = q - r * ppr;
+        swiglu_part<T, UW>(swiglu_row(gu + r * 2 * F, y + r * F, F), pc * nt * UW + threadIdx.x, nt,
+                           pc == 0 ? (long long)threadIdx.x : SWIGLU_NO_EDGE);
+    }
+}
+
+/* swiglu_shift_kernel for one row (a decode step's), its SwigluRow worked out on the host, a
+ * vector a thread, with nothing to work out before its loads but its index: at decode size the
+ * kernel's time is its chain of dependent instructions, and the general kernel's row, offsets and
+ * counts came first. */
+template <typename T> __global__ void swiglu_row_kernel(const SwigluRow<T> p)
+{
+    pdl_wait(); /* gu may be a predecessor's output */
+    pdl_trigger();
+    const long long j = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    swiglu_part<T, 1>(p, j, 0, j);
 }
 
 /* vec: 16-byte units from `head` on (a, b and y at one offset from 16 bytes; the head values
@@ -498,26 +487,6 @@ static bool swiglu_shift_on()
 {
     static int cache = ENV_UNREAD;
     return baton__env_flag("BATON_SWIGLU_SHIFT", &cache) != 0;
-}
-
-/* swiglu_row_kernel's parameters for the row gu[0, 2F] into y[0, F]. */
-template <typename T> static SwigluRow<T> swiglu_row(const T *gu, T *y, long long F)
-{
-    constexpr long long E = 16 / (long long)sizeof(T), sz = (long long)sizeof(T);
-    SwigluRow<T> p;
-    p.a = gu;
-    p.b = gu + F;
-    p.y = y;
-    p.h = (int)std::min<long long>(F, (long long)((16 - ((uintptr_t)y & 15)) & 15) / sz);
-    p.nv = (F - p.h) / E;
-    p.t = (int)(F - p.h - p.nv * E);
-    const long long a0 = (long long)((uintptr_t)p.a & 15) + p.h * sz,
-                    b0 = (long long)((uintptr_t)p.b & 15) + p.h * sz;
-    p.sa = (int)(a0 & 15);
-    p.sb = (int)(b0 & 15);
-    p.pa = reinterpret_cast<const uint4 *>(((uintptr_t)p.a & ~(uintptr_t)15) + (a0 & ~15LL));
-    p.pb = reinterpret_cast<const uint4 *>(((uintptr_t)p.b & ~(uintptr_t)15) + (b0 & ~15LL));
-    return p;
 }
 
 template <typename T>
