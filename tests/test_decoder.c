@@ -1785,6 +1785,8 @@ static const struct {
            {2, 128256, 0.8, 0, 0.9},
            {2, 50000, 0.7, 1, 0.9},
            {1, 128256, 1.0, 1000, 0.95},
+           /* CUDA: candidates of the second radix pass, 65 to 128 of them (one warp, 4 a lane) */
+           {1, 128256, 0.9, 100, 0.8},
            /* top_k past CUDA's one-block finish: the radix top_p after a top_k cut */
            {2, 20000, 1.0, 2000, 0.9},
            /* more than a cluster's shared memory holds: CUDA's one-block kernel */
@@ -1890,10 +1892,11 @@ Test(gpu_sample, draws_anew_at_each_step)
 }
 
 /* Peaked logits (a few tokens hold the mass, as a model's do): the CPU finds the top_p set among
- * the best 256 of its first pass; where more tokens share the mass (here 300 large logits, and
- * the flat rows of sample_table) it takes the radix passes. Against the definition, with a top_k
- * past the heap (the radix cut first) and without. CPU only: the CUDA kernel has no such branch. */
-Test(decoder_sample, peaked_logits_follow_the_definition)
+ * the best 256 of its first pass, CUDA among the candidates of its first or second radix pass (at
+ * most 2048 keys, sorted in one block); where more tokens share the mass (here 300 large logits,
+ * and the flat rows of sample_table) both take the radix passes. Against the definition, with a
+ * top_k past the heap (the radix cut first) and without. */
+static void sample_peaked(baton_device_kind kind)
 {
     const struct {
         int top_k, big; /* big: logits in [8, 12] among the rest's [-2, 2] */
@@ -1916,7 +1919,7 @@ Test(decoder_sample, peaked_logits_follow_the_definition)
                 ((int64_t *)c.host[1])[0] = step;
                 int64_t out;
                 char err[512];
-                cr_assert_eq(run_call(BATON_DEVICE_CPU, &c, &out, err, sizeof err), 0, "%s", err);
+                cr_assert_eq(run_call(kind, &c, &out, err, sizeof err), 0, "%s", err);
                 int64_t want = sample_ref(v, V, 0.8, cases[k].top_k, cases[k].top_p, seed, step, 0);
                 cr_assert_eq(
                     out, want, "case %zu %s step %lld: sampled %lld, the definition gives %lld", k,
@@ -1925,6 +1928,16 @@ Test(decoder_sample, peaked_logits_follow_the_definition)
             free(v);
             free_call(&c);
         }
+}
+
+Test(decoder_sample, peaked_logits_follow_the_definition)
+{
+    sample_peaked(BATON_DEVICE_CPU);
+}
+Test(gpu_sample, peaked_logits_follow_the_definition)
+{
+    skip_without_gpu();
+    sample_peaked(BATON_DEVICE_CUDA);
 }
 
 /* NaN logits count as -inf (never drawn, weight 0): a row with NaNs draws what the same row with

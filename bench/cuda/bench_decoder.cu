@@ -271,8 +271,25 @@ static void desc_shape(char *buf, size_t cap, const baton_tensor_desc &d)
  * a shared input has one copy that every call reads (a 500 MB table, inv_freq). */
 struct Fill {
     int index = 0, ramp = 0, shared = 0;
+    int peaked =
+        0; /* f32 rows: this many values in [8, 12) at hashed places, as a model's logits */
     int64_t lo = 0, hi = 0;
 };
+
+/* Peaked logits: n values of each f32 row of `cols` in [8, 12), at places hashed from the row and
+ * j, among fill_random's [-2, 2): a few tokens hold the mass, as they do in a model's logits
+ * (decision 0016's CPU figures used the same). A block a row of the pool's rows. */
+__global__ void peak_kernel(float *x, int64_t cols, int n)
+{
+    float *row = x + (int64_t)blockIdx.x * cols;
+    for (int j = threadIdx.x; j < n; j += blockDim.x) {
+        uint32_t h = ((uint32_t)blockIdx.x * 7919u + (uint32_t)j) * 2654435761u;
+        h ^= h >> 15;
+        h *= 2246822519u;
+        h ^= h >> 13;
+        row[h % (uint32_t)cols] = 8.0f + (float)(h >> 20) / 1024.0f;
+    }
+}
 
 static void fill_index(const Pool &p, const baton_tensor_desc &d, const Fill &f, uint64_t seed)
 {
@@ -388,6 +405,17 @@ static void bench_op_n(const char *label, const char *target, std::vector<baton_
         else
             fill_random(g_stream, pools.back().base, pools.back().stride * pools.back().sets,
                         7 + (uint32_t)j);
+        if (fills[j].peaked) {
+            const int64_t cols = in[j].shape[in[j].rank - 1];
+            if (in[j].dtype != BATON_DTYPE_F32 || pools.back().stride % (size_t)(cols * 4) != 0) {
+                fprintf(stderr, "bench_decoder: %s: peaked logits need f32 rows\n", label);
+                exit(1);
+            }
+            const int64_t rows = (int64_t)(pools.back().stride / 4 / cols) * pools.back().sets;
+            peak_kernel<<<(unsigned)rows, 64, 0, g_stream>>>((float *)pools.back().base, cols,
+                                                             fills[j].peaked);
+            CHECK_CUDA(cudaGetLastError());
+        }
     }
     std::vector<Pool> po;
     for (size_t j = 0; j < outs.size(); j++)
@@ -1573,6 +1601,17 @@ int main(int argc, char **argv)
     bench_op("sample top_p 0.9 t 0.8", "sample", {td(F32, {1, V}), td(I64, {1})}, {fl, pos4k},
              td(I64, {1}), {af("top_p", 0.9), af("temperature", 0.8), ai("seed", 1)},
              (double)(V * 4));
+    /* the same over peaked logits (30 of them in [8, 12)), where a few tokens hold the mass: the
+     * kernel finds the top_k and top_p sets among a radix pass's candidates */
+    Fill peaked;
+    peaked.peaked = 30;
+    bench_op("sample top_k 50 top_p 0.9 t 0.8, peaked", "sample", {td(F32, {1, V}), td(I64, {1})},
+             {peaked, pos4k}, td(I64, {1}),
+             {ai("top_k", 50), af("top_p", 0.9), af("temperature", 0.8), ai("seed", 1)},
+             (double)(V * 4));
+    bench_op("sample top_p 0.9 t 0.8, peaked", "sample", {td(F32, {1, V}), td(I64, {1})},
+             {peaked, pos4k}, td(I64, {1}),
+             {af("top_p", 0.9), af("temperature", 0.8), ai("seed", 1)}, (double)(V * 4));
     bench_op("sample greedy (top_k 1)", "sample", {td(F32, {1, V}), td(I64, {1})}, {fl, pos4k},
              td(I64, {1}), {ai("top_k", 1), ai("seed", 1)}, (double)(V * 4));
     for (int64_t rows : {1, 16384}) {

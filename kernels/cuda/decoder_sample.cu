@@ -413,11 +413,217 @@ __device__ __noinline__ void sample_top_k_members(const Cut c, const unsigned *k
         out[row] = ii[tid];
 }
 
+/* Candidates (the keys of a radix pass's cut bin and above) that rank 0 takes alone, at most:
+ * their order by a sort in shared memory (16 KB of 64-bit entries) replaces the passes left, the
+ * ties' search and the members' weighing over the whole row. */
+#define SMC_CAND 2048
+/* the gather's buffer within a mass buffer; the weights in the other, the index order past both */
+static_assert(SMC_CAND * 8 <= 3 * SMC_BINS * sizeof(unsigned),
+              "a candidate buffer in a mass buffer");
+static_assert(3 * SMC_BINS * sizeof(unsigned) + 2 * SMC_CAND * 8 <= SMC_FIXED,
+              "candidates' buffers");
+
+/* Sorts a[0 .. n) (n a power of two, at most SMC_CAND) in shared memory over the block, descending
+ * or ascending: a bitonic network, a block barrier a stage. */
+__device__ void block_bitonic(unsigned long long *a, int n, bool desc)
+{
+    for (int k = 2; k <= n; k <<= 1)
+        for (int j = k >> 1; j > 0; j >>= 1) {
+            for (int i = threadIdx.x; i < n; i += blockDim.x) {
+                const int l = i ^ j;
+                if (l > i) {
+                    const unsigned long long x = a[i], y = a[l];
+                    if ((((i & k) == 0) != desc) ? x > y : x < y) {
+                        a[i] = y;
+                        a[l] = x;
+                    }
+                }
+            }
+            __syncthreads();
+        }
+}
+
+/* The draw from the m candidates that rank 0 gathered into cand (key << 32 | ~index: the order,
+ * key descending then index ascending, is the entries' descending order): the sort gives the
+ * order; the first K = min(top_k, m) (cut_k: a top_k cut) or all m are the members; the top_p cut
+ * is the shortest prefix whose mass reaches ceil(top_p * z), z the members' mass (tot_all, every
+ * key's, where no top_k cut); the kept ones sorted by index, and the first whose running weight
+ * exceeds u * their mass is the token: the definition in exact integers, as the radix path. Each
+ * thread scans entries 2 tid and 2 tid + 1. wts and idxc: SMC_CAND entries each. */
+__device__ __noinline__ void
+sample_candidates_finish(unsigned long long *cand, int m, bool cut_k, int top_k,
+                         unsigned long long tot_all, float mx, float inv_t, double top_p,
+                         unsigned long long seed, long long step, long long row, long long *out,
+                         unsigned long long *wts, unsigned long long *idxc,
+                         unsigned long long *scan_sh, int *s_kept)
+{
+    const int tid = threadIdx.x, T_ = blockDim.x;
+    int P2 = 1;
+    while (P2 < m)
+        P2 <<= 1;
+    for (int i = m + tid; i < P2; i += T_)
+        cand[i] = 0ull; /* no key is 0: padding sorts last */
+    __syncthreads();
+    block_bitonic(cand, P2, true);
+    const int K = cut_k && top_k < m ? top_k : m;
+    for (int i = tid; i < K; i += T_)
+        wts[i] = key_weight((unsigned)(cand[i] >> 32), mx, inv_t);
+    if (tid == 0)
+        *s_kept = K;
+    __syncthreads();
+    const int i0 = 2 * tid, i1 = 2 * tid + 1;
+    int kept = K;
+    if (top_p < 1) {
+        const unsigned long long a0 = i0 < K ? wts[i0] : 0ull, a1 = i1 < K ? wts[i1] : 0ull;
+        unsigned long long tot;
+        const unsigned long long ex = block_excl_scan(a0 + a1, scan_sh, &tot);
+        const unsigned long long target =
+            (unsigned long long)ceil(top_p * (double)(cut_k ? tot : tot_all));
+        if (i0 < K && ex < target && ex + a0 >= target)
+            *s_kept = i0 + 1;
+        else if (i1 < K && ex + a0 < target && ex + a0 + a1 >= target)
+            *s_kept = i1 + 1;
+        __syncthreads();
+        kept = *s_kept;
+    }
+    /* the kept ones by index: index << 32 | place in the order (the stored ~index, inverted) */
+    int Q2 = 1;
+    while (Q2 < kept)
+        Q2 <<= 1;
+    for (int i = tid; i < Q2; i += T_)
+        idxc[i] = i < kept ? ((unsigned long long)(~(unsigned)cand[i]) << 32) | (unsigned)i : ~0ull;
+    __syncthreads();
+    block_bitonic(idxc, Q2, false);
+    const unsigned long long b0 = i0 < kept ? wts[(unsigned)idxc[i0]] : 0ull,
+                             b1 = i1 < kept ? wts[(unsigned)idxc[i1]] : 0ull;
+    unsigned long long tot;
+    const unsigned long long before = block_excl_scan(b0 + b1, scan_sh, &tot);
+    unsigned long long target = (unsigned long long)(dec_uniform(seed, step, row) * (double)tot);
+    if (target >= tot)
+        target = tot - 1;
+    if (i0 < kept && before <= target && before + b0 > target)
+        out[row] = (long long)(idxc[i0] >> 32);
+    else if (i1 < kept && before + b0 <= target && before + b0 + b1 > target)
+        out[row] = (long long)(idxc[i1] >> 32);
+}
+
+/* Sorts the warp's 32 E values (value e of lane l is entry l E + e), descending or ascending: the
+ * bitonic network in registers, partners in other lanes by shuffles. */
+template <int E> __device__ __forceinline__ void warp_bitonic(unsigned long long (&v)[E], bool desc)
+{
+    const int lane = threadIdx.x & 31;
+#pragma unroll
+    for (int k = 2; k <= 32 * E; k <<= 1)
+#pragma unroll
+        for (int j = k >> 1; j > 0; j >>= 1)
+#pragma unroll
+            for (int e = 0; e < E; e++) {
+                const int i = lane * E + e;
+                const bool up = ((i & k) == 0) != desc; /* this pair ascending */
+                if (j < E) {
+                    const int f = e ^ j;
+                    if (f > e) {
+                        const unsigned long long a = v[e], b = v[f];
+                        if (up ? a > b : a < b) {
+                            v[e] = b;
+                            v[f] = a;
+                        }
+                    }
+                } else {
+                    const unsigned long long o = __shfl_xor_sync(0xffffffffu, v[e], j / E);
+                    const bool low = (i & j) == 0; /* the pair's lower entry keeps the least */
+                    v[e] = (low == up) ? (o < v[e] ? o : v[e]) : (o > v[e] ? o : v[e]);
+                }
+            }
+}
+
+/* Exclusive scan of one value a lane over the warp; *total gets the sum. */
+__device__ __forceinline__ unsigned long long warp_excl_scan(unsigned long long v,
+                                                             unsigned long long *total)
+{
+    const int lane = threadIdx.x & 31;
+    unsigned long long inc = v;
+#pragma unroll
+    for (int o = 1; o < 32; o <<= 1) {
+        const unsigned long long t = __shfl_up_sync(0xffffffffu, inc, o);
+        if (lane >= o)
+            inc += t;
+    }
+    *total = __shfl_sync(0xffffffffu, inc, 31);
+    return inc - v;
+}
+
+/* sample_candidates_finish's steps in one warp, for m <= 32 E candidates: the block's form paid
+ * a barrier of 1024 threads for each step of its sorts and scans (about 12 us in all, H200),
+ * where a warp's registers and shuffles take none. wts: m entries of shared memory. */
+template <int E>
+__device__ __noinline__ void
+sample_candidates_warp(const unsigned long long *cand, int m, bool cut_k, int top_k,
+                       unsigned long long tot_all, float mx, float inv_t, double top_p,
+                       unsigned long long seed, long long step, long long row, long long *out,
+                       unsigned long long *wts)
+{
+    const int lane = threadIdx.x & 31;
+    unsigned long long v[E], w[E], sum = 0, tot;
+#pragma unroll
+    for (int e = 0; e < E; e++)
+        v[e] = lane * E + e < m ? cand[lane * E + e] : 0ull; /* no key is 0: padding sorts last */
+    warp_bitonic<E>(v, true);
+    const int K = cut_k && top_k < m ? top_k : m;
+#pragma unroll
+    for (int e = 0; e < E; e++) {
+        w[e] = lane * E + e < K ? key_weight((unsigned)(v[e] >> 32), mx, inv_t) : 0ull;
+        sum += w[e];
+    }
+    int kept = K;
+    if (top_p < 1) {
+        unsigned long long run = warp_excl_scan(sum, &tot);
+        const unsigned long long target =
+            (unsigned long long)ceil(top_p * (double)(cut_k ? tot : tot_all));
+        int hit = 0;
+#pragma unroll
+        for (int e = 0; e < E; e++) {
+            if (lane * E + e < K && run < target && run + w[e] >= target)
+                hit = lane * E + e + 1;
+            run += w[e];
+        }
+        hit = __reduce_max_sync(0xffffffffu, hit);
+        if (hit)
+            kept = hit;
+    }
+    /* the kept ones by index: index << 32 | place in the order, their weights by place */
+#pragma unroll
+    for (int e = 0; e < E; e++) {
+        const int i = lane * E + e;
+        if (i < kept)
+            wts[i] = w[e];
+        v[e] = i < kept ? ((unsigned long long)(~(unsigned)v[e]) << 32) | (unsigned)i : ~0ull;
+    }
+    __syncwarp();
+    warp_bitonic<E>(v, false);
+    sum = 0;
+#pragma unroll
+    for (int e = 0; e < E; e++) {
+        w[e] = lane * E + e < kept ? wts[(unsigned)v[e]] : 0ull;
+        sum += w[e];
+    }
+    unsigned long long run = warp_excl_scan(sum, &tot);
+    unsigned long long target = (unsigned long long)(dec_uniform(seed, step, row) * (double)tot);
+    if (target >= tot)
+        target = tot - 1;
+#pragma unroll
+    for (int e = 0; e < E; e++) {
+        if (lane * E + e < kept && run <= target && run + w[e] > target)
+            out[row] = (long long)(v[e] >> 32);
+        run += w[e];
+    }
+}
+
 template <typename T>
 __global__ void __launch_bounds__(SMP_THREADS)
     sample_cluster_kernel(const T *logits, const void *stepp, int step64, long long *out,
                           long long V, long long per, int vec, double temperature, int top_k,
-                          double top_p, unsigned long long seed)
+                          double top_p, unsigned long long seed, int cand_max)
 {
     extern __shared__ __align__(16) unsigned char smem_raw[];
     /* masses as three 14-bit limbs of the 41-bit weights, each summed with 32-bit shared atomics
@@ -430,9 +636,10 @@ __global__ void __launch_bounds__(SMP_THREADS)
     __shared__ unsigned long long scan_sh[32], s_sum[2], s_before, s_imax;
     __shared__ unsigned s_kmax;
     __shared__ int s_b, s_lowest;
-    __shared__ long long s_need;
+    __shared__ long long s_need, s_ge, s_gt;
     __shared__ Cut s_cut[2];
     __shared__ unsigned s_members;
+    __shared__ int s_kept;
 
     cg::cluster_group cluster = cg::this_cluster();
     /* launched in clusters of SMC_C: a constant, so the loops over the ranks unroll and their
@@ -616,7 +823,53 @@ __global__ void __launch_bounds__(SMP_THREADS)
         return tot;
     };
 
-    if (top_k > 0 && top_k < V) {
+    const bool cut_k = top_k > 0 && top_k < V;
+    /* the m (at most SMC_CAND; the same count in every block) keys at or above thr, the cut
+     * bin's lowest key after the first or second pass, into rank 0's shared memory in any order,
+     * and rank 0 finishes alone (sample_candidates_finish). The gather fills the mass buffer that
+     * this pass left alone (the last pass's, whose reads ended before this pass's barrier), while
+     * peers may still read this pass's histograms; after the gather's barrier the rest is free. */
+    auto candidates = [&](unsigned thr, int m, unsigned long long tot_all) {
+        unsigned long long *buf = reinterpret_cast<unsigned long long *>(&mass[par ^ 1][0][0]);
+        unsigned long long *rbuf = cluster.map_shared_rank(buf, 0);
+        unsigned *rcount = cluster.map_shared_rank(&s_members, 0);
+        const int lane = tid & 31;
+        for (long long j0 = 0; j0 < n; j0 += T_) { /* warp-uniform trip count */
+            const long long j = j0 + tid;
+            const unsigned k = j < n ? keys[j] : 0u;
+            const bool in = j < n && k >= thr;
+            const unsigned bal = __ballot_sync(0xffffffffu, in);
+            unsigned base = 0;
+            if (lane == 0 && bal)
+                base = atomicAdd(rcount, (unsigned)__popc(bal));
+            base = __shfl_sync(0xffffffffu, base, 0);
+            if (in)
+                rbuf[base + __popc(bal & ((1u << lane) - 1u))] =
+                    ((unsigned long long)k << 32) | (unsigned)~(unsigned)(lo + j);
+        }
+        cluster.sync(); /* every peer's gather, and its reads of the first pass's histograms */
+        if (rank != 0)
+            return;
+        /* the order's weights in the other mass buffer, the index order past both */
+        unsigned long long *wts = reinterpret_cast<unsigned long long *>(&mass[par][0][0]),
+                           *idxc =
+                               reinterpret_cast<unsigned long long *>(&mass[1][0][0]) + SMC_CAND;
+        if (m <= 128) {
+            if (tid < 32) {
+                if (m <= 64)
+                    sample_candidates_warp<2>(buf, m, cut_k, top_k, tot_all, mx, inv_t, top_p, seed,
+                                              step, row, out, wts);
+                else
+                    sample_candidates_warp<4>(buf, m, cut_k, top_k, tot_all, mx, inv_t, top_p, seed,
+                                              step, row, out, wts);
+            }
+            return;
+        }
+        sample_candidates_finish(buf, m, cut_k, top_k, tot_all, mx, inv_t, top_p, seed, step, row,
+                                 out, wts, idxc, scan_sh, &s_kept);
+    };
+
+    if (cut_k) {
         unsigned prefix = 0, mask = 0;
         long long need = top_k;
         int b = 0;
@@ -627,6 +880,7 @@ __global__ void __launch_bounds__(SMP_THREADS)
             if (tid == 0) {
                 s_b = 0; /* not reached: the matching keys are at least need */
                 s_need = need;
+                s_ge = V + 1;
             }
             pass(prefix, mask, shift, dm, false, g, gm, &above, &am, &tm);
             /* the largest bin whose count with those above reaches need */
@@ -637,13 +891,20 @@ __global__ void __launch_bounds__(SMP_THREADS)
                     gt + g[s2] >= (unsigned long long)need) {
                     s_b = bb;
                     s_need = need - (long long)gt;
+                    s_ge = (long long)(gt + g[s2]);
                 }
             }
             __syncthreads();
             b = s_b;
+            /* keys at or above the cut bin: those above this pass's prefix, and its own */
+            const long long ge = top_k - need + s_ge;
             need = s_need;
             prefix |= (unsigned)b << shift;
             mask |= dm << shift;
+            if (ps < 2 && ge <= cand_max) {
+                candidates(prefix, (int)ge, 0ull);
+                return; /* no block reads another's shared memory after the gather */
+            }
             if (ps < 2)
                 par ^= 1;
             __syncthreads(); /* s_b and s_need are read before the next pass resets them */
@@ -695,7 +956,8 @@ __global__ void __launch_bounds__(SMP_THREADS)
          * weighed every member once more) */
         unsigned long long target = 0;
         unsigned prefix = 0, mask = 0;
-        unsigned long long before = 0;
+        unsigned long long before = 0, tot_all = 0;
+        long long n_above = 0; /* keys above the prefix */
         int b = 0;
         for (int ps = 0; ps < 3; ps++) {
             const int shift = smp_shift(ps);
@@ -704,10 +966,13 @@ __global__ void __launch_bounds__(SMP_THREADS)
             if (tid == 0) {
                 s_b = -1;
                 s_lowest = 0x7fffffff;
+                s_ge = V + 1;
             }
             pass(prefix, mask, shift, dm, true, g, gm, &above_c, &above_m, &tot_m);
-            if (ps == 0)
+            if (ps == 0) {
                 target = (unsigned long long)ceil(top_p * (double)tot_m);
+                tot_all = tot_m;
+            }
             /* the CPU's walk from the top bin: the first non-empty bin where the mass above and
              * its own reach the target; short of it everywhere, the lowest non-empty bin */
             for (int s2 = 0; s2 < 2; s2++) {
@@ -722,12 +987,23 @@ __global__ void __launch_bounds__(SMP_THREADS)
             __syncthreads();
             b = s_b >= 0 ? s_b : s_lowest;
             for (int s2 = 0; s2 < 2; s2++)
-                if ((int)dm - 2 * tid - s2 == b)
+                if ((int)dm - 2 * tid - s2 == b) {
                     s_before = before + above_m + (s2 ? gm[0] : 0);
+                    s_gt = (long long)(above_c + (s2 ? g[0] : 0));
+                    s_ge = s_gt + (long long)g[s2];
+                }
             __syncthreads();
             before = s_before;
+            /* keys at or above the cut bin: those above this pass's prefix, and its own */
+            const long long ge = n_above + s_ge;
+            n_above += s_gt;
             prefix |= (unsigned)b << shift;
             mask |= dm << shift;
+            if (ps < 2 && !cut_k && ge <= cand_max) {
+                /* the kept set lies in the cut bin and above: their mass reaches the target */
+                candidates(prefix, (int)ge, tot_all);
+                return;
+            }
             if (ps < 2)
                 par ^= 1;
         }
@@ -840,6 +1116,14 @@ using namespace kcuda::dec;
 
 DEC_PREPARE(sample, DEC_SAMPLE, 3)
 
+/* Whether the cluster sampler may finish among a radix pass's candidates
+ * (BATON_SAMPLE_CANDIDATES=0: not, for an A/B against the passes it replaces). Read once. */
+static bool sample_candidates_on()
+{
+    static int cache = ENV_UNREAD;
+    return baton__env_flag("BATON_SAMPLE_CANDIDATES", &cache) != 0;
+}
+
 /* The cluster sampler where a row's keys fit in the shared memory of SMC_C blocks and a cluster
  * of them fits the device: 0 or the launch's failure, 1 when the one-block kernel must do. */
 template <typename T>
@@ -860,7 +1144,8 @@ static int sample_cluster(const baton_exec_ctx *ctx, void **b, const baton_decod
     return launch(ctx, "sample", sample_cluster_kernel<T>, (unsigned)(s.rows * SMC_C), SMP_THREADS,
                   smem, SMC_C, (const T *)b[0], (const void *)b[1],
                   (int)(s.idx_dt == BATON_DTYPE_I64), (long long *)b[2], (long long)s.V, per, vec,
-                  d.temperature, (int)d.top_k, d.top_p, (unsigned long long)d.seed);
+                  d.temperature, (int)d.top_k, d.top_p, (unsigned long long)d.seed,
+                  sample_candidates_on() ? SMC_CAND : 0);
 }
 
 extern "C" int baton__kcuda_sample(const baton_exec_ctx *ctx, void **buffers, const char *opaque,
