@@ -297,7 +297,8 @@ __global__ void __launch_bounds__(SMP_THREADS)
  * holds them (a block scan over contiguous per-thread ranges, index order). top_k == 1 (greedy)
  * is the maximum's index: its weight is the whole mass. Histogram buffers alternate between passes:
  * a pass's cluster barrier orders the peers' reads of the buffer of two passes before against its
- * zeroing. */
+ * zeroing. Where the keys at or above the first or second pass's cut bin are few (SMC_CAND), they
+ * are gathered into rank 0, which finishes alone (sample_candidates_warp / _finish). */
 
 #define SMC_C        8
 #define SMC_BINS     2048
