@@ -218,9 +218,17 @@ def main():
     sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
     from hf_sampling import hf_sample  # bench/hf_sampling.py, both peer scripts'
 
+    # peaked: 30 logits in [8, 12) among [-2, 2), as bench_decoder's peaked rows
+    def peaked_logits(V):
+        x = torch.rand(1, V, device=dev) * 4 - 2
+        x[0, torch.randint(0, V, (30,), device=dev)] = 8 + torch.rand(30, device=dev) * 4
+        return x
+
     for op, dt, t, top_k, top_p in (("sample top_k 50 top_p 0.9 t 0.8", "f32", 0.8, 50, 0.9),
                                     ("sample bf16 top_k 50 top_p 0.9", "bf16", 0.8, 50, 0.9),
                                     ("sample top_p 0.9 t 0.8", "f32", 0.8, 0, 0.9),
+                                    ("sample top_k 50 top_p 0.9 t 0.8, peaked", "f32", 0.8, 50, 0.9),
+                                    ("sample top_p 0.9 t 0.8, peaked", "f32", 0.8, 0, 0.9),
                                     ("sample greedy (top_k 1)", "f32", 1.0, 1, 1.0)):
         if not want(op):
             continue
@@ -228,7 +236,10 @@ def main():
         tdt, esz = (torch.float32, 4) if dt == "f32" else (torch.bfloat16, 2)
         nbytes = V * esz
         n = sets_for(nbytes)
-        x = [(torch.randn(1, V, device=dev, dtype=torch.float32) * 4).to(tdt) for _ in range(n)]
+        if op.endswith("peaked"):
+            x = [peaked_logits(V).to(tdt) for _ in range(n)]
+        else:
+            x = [(torch.randn(1, V, device=dev, dtype=torch.float32) * 4).to(tdt) for _ in range(n)]
         if top_k == 1:
             fn, impl = (lambda i: torch.argmax(x[i % n], dim=-1)), "torch argmax"
         else:
