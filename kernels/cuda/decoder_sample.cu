@@ -66,18 +66,25 @@ __device__ __forceinline__ bool is_member(const Cut &c, unsigned key, long long 
     return key > c.t || (key == c.t && i <= c.i_cut);
 }
 
+/* Inclusive scan of one value a lane over the warp. */
+__device__ __forceinline__ unsigned long long warp_incl_scan(unsigned long long v)
+{
+    const int lane = threadIdx.x & 31;
+#pragma unroll
+    for (int o = 1; o < 32; o <<= 1) {
+        const unsigned long long t = __shfl_up_sync(0xffffffffu, v, o);
+        if (lane >= o)
+            v += t;
+    }
+    return v;
+}
+
 /* Exclusive scan of one value per thread over the block (fixed order); *total gets the sum. */
 __device__ unsigned long long block_excl_scan(unsigned long long v, unsigned long long *sh,
                                               unsigned long long *total)
 {
     const int lane = threadIdx.x & 31, wid = threadIdx.x >> 5, nw = blockDim.x >> 5;
-    unsigned long long inc = v;
-#pragma unroll
-    for (int o = 1; o < 32; o <<= 1) {
-        const unsigned long long t = __shfl_up_sync(0xffffffffu, inc, o);
-        if (lane >= o)
-            inc += t;
-    }
+    const unsigned long long inc = warp_incl_scan(v);
     __syncthreads();
     if (lane == 31)
         sh[wid] = inc;
@@ -542,14 +549,7 @@ template <int E> __device__ __forceinline__ void warp_bitonic(unsigned long long
 __device__ __forceinline__ unsigned long long warp_excl_scan(unsigned long long v,
                                                              unsigned long long *total)
 {
-    const int lane = threadIdx.x & 31;
-    unsigned long long inc = v;
-#pragma unroll
-    for (int o = 1; o < 32; o <<= 1) {
-        const unsigned long long t = __shfl_up_sync(0xffffffffu, inc, o);
-        if (lane >= o)
-            inc += t;
-    }
+    const unsigned long long inc = warp_incl_scan(v);
     *total = __shfl_sync(0xffffffffu, inc, 31);
     return inc - v;
 }
