@@ -1588,32 +1588,26 @@ int main(int argc, char **argv)
                        "f32[8,128256]", (double)(8 * V * 8), 128, 16);
     bench_onchip_floor("softmax floor: rows on chip, then stored", "f32[8,128256]",
                        (double)(8 * V * 8), 128, 1);
-    /* the sampler at one decode step's logits: the copy floor is the logits' bytes read (and as
-     * many written); the target is a small fraction of a token's decode */
-    bench_op("sample top_k 50 top_p 0.9 t 0.8", "sample", {td(F32, {1, V}), td(I64, {1})},
-             {fl, pos4k}, td(I64, {1}),
-             {ai("top_k", 50), af("top_p", 0.9), af("temperature", 0.8), ai("seed", 1)},
-             (double)(V * 4));
-    bench_op("sample bf16 top_k 50 top_p 0.9", "sample", {td(BF, {1, V}), td(I64, {1})},
-             {fl, pos4k}, td(I64, {1}),
-             {ai("top_k", 50), af("top_p", 0.9), af("temperature", 0.8), ai("seed", 1)},
-             (double)(V * 2));
-    bench_op("sample top_p 0.9 t 0.8", "sample", {td(F32, {1, V}), td(I64, {1})}, {fl, pos4k},
-             td(I64, {1}), {af("top_p", 0.9), af("temperature", 0.8), ai("seed", 1)},
-             (double)(V * 4));
-    /* the same over peaked logits (30 of them in [8, 12)), where a few tokens hold the mass: the
-     * kernel finds the top_k and top_p sets among a radix pass's candidates */
+    /* the sampler at one decode step's logits [1, V]: the copy floor is the logits' bytes read
+     * (and as many written); the target is a small fraction of a token's decode. Peaked rows: 30
+     * logits in [8, 12), where a few tokens hold the mass as in a model's logits (the kernel finds
+     * the top_k and top_p sets among a radix pass's candidates) */
     Fill peaked;
     peaked.peaked = 30;
-    bench_op("sample top_k 50 top_p 0.9 t 0.8, peaked", "sample", {td(F32, {1, V}), td(I64, {1})},
-             {peaked, pos4k}, td(I64, {1}),
-             {ai("top_k", 50), af("top_p", 0.9), af("temperature", 0.8), ai("seed", 1)},
-             (double)(V * 4));
-    bench_op("sample top_p 0.9 t 0.8, peaked", "sample", {td(F32, {1, V}), td(I64, {1})},
-             {peaked, pos4k}, td(I64, {1}),
-             {af("top_p", 0.9), af("temperature", 0.8), ai("seed", 1)}, (double)(V * 4));
-    bench_op("sample greedy (top_k 1)", "sample", {td(F32, {1, V}), td(I64, {1})}, {fl, pos4k},
-             td(I64, {1}), {ai("top_k", 1), ai("seed", 1)}, (double)(V * 4));
+    auto sample_row = [&](const char *label, baton_dtype dt, const Fill &f,
+                          std::vector<baton_attr> attrs) {
+        bench_op(label, "sample", {td(dt, {1, V}), td(I64, {1})}, {f, pos4k}, td(I64, {1}), attrs,
+                 (double)(V * (int64_t)baton_dtype_size(dt)));
+    };
+    const std::vector<baton_attr> k50 = {ai("top_k", 50), af("top_p", 0.9), af("temperature", 0.8),
+                                         ai("seed", 1)},
+                                  p90 = {af("top_p", 0.9), af("temperature", 0.8), ai("seed", 1)};
+    sample_row("sample top_k 50 top_p 0.9 t 0.8", F32, fl, k50);
+    sample_row("sample bf16 top_k 50 top_p 0.9", BF, fl, k50);
+    sample_row("sample top_p 0.9 t 0.8", F32, fl, p90);
+    sample_row("sample top_k 50 top_p 0.9 t 0.8, peaked", F32, peaked, k50);
+    sample_row("sample top_p 0.9 t 0.8, peaked", F32, peaked, p90);
+    sample_row("sample greedy (top_k 1)", F32, fl, {ai("top_k", 1), ai("seed", 1)});
     for (int64_t rows : {1, 16384}) {
         /* rows new rows a call at positions 0..rows-1 of a 32768-row cache (1 KB rows) */
         Fill p;

@@ -515,18 +515,22 @@ static int swiglu_launch(const baton_exec_ctx *ctx, void **b, const dec_shape &s
             return launch(ctx, "swiglu", swiglu_shift_kernel<T, 2>, (unsigned)grid, threads, 0, 1,
                           (const T *)b[0], (T *)b[1], rows, (long long)s.F, ppr);
         }
+        /* the most threads a block, from `most` down to 32, whose blocks (rows of `per` units a
+         * thread each) still number the SMs */
+        auto spread = [sms](long long rows, long long per, int most) {
+            int t = most;
+            while (t > 32 && rows * ((per + t - 1) / t) < sms)
+                t /= 2;
+            return t;
+        };
         if (rows == 1) {
             const SwigluRow<T> p = swiglu_row((const T *)b[0], (T *)b[1], s.F);
             const long long work = std::max(p.nv, (long long)(p.h + p.t));
-            int rt = 128;
-            while (rt > 32 && (work + rt - 1) / rt < sms)
-                rt /= 2;
+            const int rt = spread(1, work, 128);
             return launch(ctx, "swiglu", swiglu_row_kernel<T>, (unsigned)((work + rt - 1) / rt), rt,
                           0, 1, p);
         }
-        int st = threads;
-        while (st > 32 && rows * ((nv + st - 1) / st) < sms)
-            st /= 2;
+        const int st = spread(rows, nv, threads);
         const long long ppr = (nv + st - 1) / st; /* a vector a thread */
         const int grid = wave_grid(ctx, (const void *)swiglu_shift_kernel<T, 1>,
                                    std::max(1LL, rows * ppr) * st, st);
