@@ -431,10 +431,17 @@ static_assert(SMC_CAND * 8 <= 3 * SMC_BINS * sizeof(unsigned),
 static_assert(3 * SMC_BINS * sizeof(unsigned) + 2 * SMC_CAND * 8 <= SMC_FIXED,
               "candidates' buffers");
 
-/* Sorts a[0 .. n) (n a power of two, at most SMC_CAND) in shared memory over the block, descending
- * or ascending: a bitonic network, a block barrier a stage. */
-__device__ void block_bitonic(unsigned long long *a, int n, bool desc)
+/* Sorts a[0 .. m) in shared memory over the block, descending or ascending: a bitonic network over
+ * the next power of two (at most SMC_CAND entries), the entries past m padded to sort last (0, or
+ * all ones), a block barrier a stage. */
+__device__ void block_bitonic(unsigned long long *a, int m, bool desc)
 {
+    int n = 1;
+    while (n < m)
+        n <<= 1;
+    for (int i = m + threadIdx.x; i < n; i += blockDim.x)
+        a[i] = desc ? 0ull : ~0ull;
+    __syncthreads();
     for (int k = 2; k <= n; k <<= 1)
         for (int j = k >> 1; j > 0; j >>= 1) {
             for (int i = threadIdx.x; i < n; i += blockDim.x) {
@@ -466,13 +473,7 @@ sample_candidates_finish(unsigned long long *cand, int m, bool cut_k, int top_k,
                          unsigned long long *scan_sh, int *s_kept)
 {
     const int tid = threadIdx.x, T_ = blockDim.x;
-    int P2 = 1;
-    while (P2 < m)
-        P2 <<= 1;
-    for (int i = m + tid; i < P2; i += T_)
-        cand[i] = 0ull; /* no key is 0: padding sorts last */
-    __syncthreads();
-    block_bitonic(cand, P2, true);
+    block_bitonic(cand, m, true); /* no key is 0: its padding sorts last */
     const int K = cut_k && top_k < m ? top_k : m;
     for (int i = tid; i < K; i += T_)
         wts[i] = key_weight((unsigned)(cand[i] >> 32), mx, inv_t);
@@ -495,13 +496,9 @@ sample_candidates_finish(unsigned long long *cand, int m, bool cut_k, int top_k,
         kept = *s_kept;
     }
     /* the kept ones by index: index << 32 | place in the order (the stored ~index, inverted) */
-    int Q2 = 1;
-    while (Q2 < kept)
-        Q2 <<= 1;
-    for (int i = tid; i < Q2; i += T_)
-        idxc[i] = i < kept ? ((unsigned long long)(~(unsigned)cand[i]) << 32) | (unsigned)i : ~0ull;
-    __syncthreads();
-    block_bitonic(idxc, Q2, false);
+    for (int i = tid; i < kept; i += T_)
+        idxc[i] = ((unsigned long long)(~(unsigned)cand[i]) << 32) | (unsigned)i;
+    block_bitonic(idxc, kept, false);
     const unsigned long long b0 = i0 < kept ? wts[(unsigned)idxc[i0]] : 0ull,
                              b1 = i1 < kept ? wts[(unsigned)idxc[i1]] : 0ull;
     unsigned long long tot;
