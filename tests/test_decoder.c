@@ -1940,6 +1940,52 @@ Test(gpu_sample, peaked_logits_follow_the_definition)
     sample_peaked(BATON_DEVICE_CUDA);
 }
 
+/* Ties past the room for candidates: all logits equal but 10, so a top_k's cut falls among more
+ * than 2048 equal keys and is taken by index (CUDA: after all three radix passes, the members
+ * gathered into one block). Against the definition. */
+static void sample_ties(baton_device_kind kind)
+{
+    const struct {
+        int top_k;
+        double top_p;
+    } cases[] = {{50, 0.9}, {1000, 0.95}};
+    const int64_t V = 128256;
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        test_rng r = {test_fresh_seed()};
+        const uint64_t seed = test_rng_next(&r) >> 1;
+        call c = sample_call(&r, BATON_DTYPE_F32, 1, V, 0.8, cases[k].top_k, cases[k].top_p, seed);
+        float *x = c.host[0];
+        double *v = malloc(sizeof(double) * (size_t)V);
+        for (int64_t i = 0; i < V; i++)
+            x[i] = 0.25f;
+        for (int j = 0; j < 10; j++)
+            x[(int64_t)(test_rng_next(&r) % (uint64_t)V)] = 1.5f;
+        for (int64_t i = 0; i < V; i++)
+            v[i] = x[i];
+        for (int64_t step = 0; step < 4; step++) {
+            ((int64_t *)c.host[1])[0] = step;
+            int64_t out;
+            char err[512];
+            cr_assert_eq(run_call(kind, &c, &out, err, sizeof err), 0, "%s", err);
+            int64_t want = sample_ref(v, V, 0.8, cases[k].top_k, cases[k].top_p, seed, step, 0);
+            cr_assert_eq(out, want, "case %zu step %lld: sampled %lld, the definition gives %lld",
+                         k, (long long)step, (long long)out, (long long)want);
+        }
+        free(v);
+        free_call(&c);
+    }
+}
+
+Test(decoder_sample, ties_follow_the_definition)
+{
+    sample_ties(BATON_DEVICE_CPU);
+}
+Test(gpu_sample, ties_follow_the_definition)
+{
+    skip_without_gpu();
+    sample_ties(BATON_DEVICE_CUDA);
+}
+
 /* NaN logits count as -inf (never drawn, weight 0): a row with NaNs draws what the same row with
  * -inf in their place draws, through the heap (small top_k) and the radix (top_p alone) paths. */
 static void sample_nans(baton_device_kind kind)

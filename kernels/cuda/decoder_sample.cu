@@ -311,7 +311,7 @@ __global__ void __launch_bounds__(SMP_THREADS)
 #define SMC_BINS     2048
 #define SMC_FIXED    (2 * SMC_BINS * 4 * sizeof(unsigned)) /* counts and 3 mass limbs, x2 */
 #define SMC_SMEM_MAX (200 * 1024)
-#define SMC_KMAX     1024 /* top_k up to this: the members finish in one block (below) */
+#define SMC_KMAX     1024 /* top_k up to this: the members finish in one block (candidates) */
 
 __device__ __forceinline__ float key_logit(unsigned k)
 {
@@ -330,95 +330,6 @@ __device__ __forceinline__ void my_range(long long n, long long *b, long long *e
     const long long rp = (n + blockDim.x - 1) / blockDim.x;
     *b = min(n, (long long)threadIdx.x * rp);
     *e = min(n, *b + rp);
-}
-
-/* top_k <= SMC_KMAX: after the top_k cut c, the members (at most top_k) gather into rank 0's
- * shared memory (any order), the other blocks leave, and rank 0 finishes alone with no cluster
- * barrier: each member's place in the order (key descending, index ascending) by counting the
- * members before it, the top_p cut by a scan of the weights in that order, and the draw by a scan
- * in index order of the kept ones: the definition itself, in exact integers, so the token of the
- * radix path. The buffers reuse the histograms' space (the top_k passes' counts were last read
- * before the cut's cluster barrier; their masses are unused). */
-__device__ __noinline__ void sample_top_k_members(const Cut c, const unsigned *keys, long long n,
-                                                  long long lo, float mx, float inv_t, double top_p,
-                                                  unsigned long long seed, long long step,
-                                                  long long row, long long *out,
-                                                  unsigned char *smem_raw,
-                                                  unsigned long long *scan_sh, unsigned *s_members)
-{
-    cg::cluster_group cluster = cg::this_cluster();
-    const int rank = (int)cluster.block_rank(), tid = threadIdx.x, lane = tid & 31;
-    unsigned *gkey = reinterpret_cast<unsigned *>(smem_raw);
-    long long *gidx = reinterpret_cast<long long *>(smem_raw + SMC_KMAX * sizeof(unsigned));
-    unsigned long long *ow = reinterpret_cast<unsigned long long *>(gidx + SMC_KMAX); /* order */
-    int *orank = reinterpret_cast<int *>(ow + SMC_KMAX);
-    unsigned long long *iw = reinterpret_cast<unsigned long long *>(orank + SMC_KMAX); /* index */
-    long long *ii = reinterpret_cast<long long *>(iw + SMC_KMAX);
-    unsigned *rkey = cluster.map_shared_rank(gkey, 0),
-             *rcount = cluster.map_shared_rank(s_members, 0);
-    long long *ridx = cluster.map_shared_rank(gidx, 0);
-    for (long long j0 = 0; j0 < n; j0 += blockDim.x) { /* warp-uniform trip count */
-        const long long j = j0 + tid;
-        const unsigned k = j < n ? keys[j] : 0u;
-        const bool m = j < n && is_member(c, k, lo + j);
-        const unsigned bal = __ballot_sync(0xffffffffu, m);
-        unsigned base = 0;
-        if (lane == 0 && bal)
-            base = atomicAdd(rcount, (unsigned)__popc(bal));
-        base = __shfl_sync(0xffffffffu, base, 0);
-        if (m) {
-            const unsigned slot = base + __popc(bal & ((1u << lane) - 1u));
-            rkey[slot] = k;
-            ridx[slot] = lo + j;
-        }
-    }
-    cluster.sync();
-    if (rank != 0)
-        return;
-    const int m = (int)*s_members;
-    /* the order: member a's place is the count of members before it */
-    unsigned long long wa = 0;
-    long long ia = 0;
-    int ra = 0;
-    if (tid < m) {
-        const unsigned ka = gkey[tid];
-        ia = gidx[tid];
-        wa = key_weight(ka, mx, inv_t);
-        for (int b = 0; b < m; b++) {
-            const unsigned kb = gkey[b];
-            ra += kb > ka || (kb == ka && gidx[b] < ia);
-        }
-        ow[ra] = wa;
-        orank[tid] = ra;
-    }
-    __syncthreads(); /* every thread has read the count: it becomes the kept count */
-    unsigned long long tot;
-    const unsigned long long v = tid < m ? ow[tid] : 0ull;
-    const unsigned long long excl = block_excl_scan(v, scan_sh, &tot);
-    if (top_p < 1) {
-        /* the shortest prefix of the order whose mass reaches ceil(top_p * total) */
-        const unsigned long long target = (unsigned long long)ceil(top_p * (double)tot);
-        if (tid < m && excl < target && excl + v >= target)
-            *s_members = (unsigned)tid + 1;
-        __syncthreads();
-    }
-    const int kept = (int)*s_members;
-    /* the kept members in index order: each one's place is the count of kept ones before it */
-    if (tid < m && ra < kept) {
-        int p = 0;
-        for (int b = 0; b < m; b++)
-            p += orank[b] < kept && gidx[b] < ia;
-        iw[p] = wa;
-        ii[p] = ia;
-    }
-    __syncthreads();
-    const unsigned long long v2 = tid < kept ? iw[tid] : 0ull;
-    const unsigned long long before = block_excl_scan(v2, scan_sh, &tot);
-    unsigned long long target = (unsigned long long)(dec_uniform(seed, step, row) * (double)tot);
-    if (target >= tot)
-        target = tot - 1;
-    if (tid < kept && before <= target && before + v2 > target)
-        out[row] = ii[tid];
 }
 
 /* Candidates (the keys of a radix pass's cut bin and above) that rank 0 takes alone, at most:
@@ -822,12 +733,13 @@ __global__ void __launch_bounds__(SMP_THREADS)
     };
 
     const bool cut_k = top_k > 0 && top_k < V;
-    /* the m (at most SMC_CAND; the same count in every block) keys at or above thr, the cut
-     * bin's lowest key after the first or second pass, into rank 0's shared memory in any order,
-     * and rank 0 finishes alone (sample_candidates_finish). The gather fills the mass buffer that
-     * this pass left alone (the last pass's, whose reads ended before this pass's barrier), while
-     * peers may still read this pass's histograms; after the gather's barrier the rest is free. */
-    auto candidates = [&](unsigned thr, int m, unsigned long long tot_all) {
+    /* the keys that keep(key, index) selects (at most SMC_CAND: the keys at or above a pass's cut
+     * bin, or the top_k members after the three passes) into rank 0's shared memory in any order,
+     * a warp's at once, and rank 0 finishes alone (sample_candidates_warp / _finish). The gather
+     * fills the mass buffer that this pass left alone (the last pass's, whose reads ended before
+     * this pass's barrier), while peers may still read this pass's histograms; after the gather's
+     * barrier the rest is free. */
+    auto candidates = [&](auto keep, unsigned long long tot_all) {
         unsigned long long *buf = reinterpret_cast<unsigned long long *>(&mass[par ^ 1][0][0]);
         unsigned long long *rbuf = cluster.map_shared_rank(buf, 0);
         unsigned *rcount = cluster.map_shared_rank(&s_members, 0);
@@ -835,7 +747,7 @@ __global__ void __launch_bounds__(SMP_THREADS)
         for (long long j0 = 0; j0 < n; j0 += T_) { /* warp-uniform trip count */
             const long long j = j0 + tid;
             const unsigned k = j < n ? keys[j] : 0u;
-            const bool in = j < n && k >= thr;
+            const bool in = j < n && keep(k, lo + j);
             const unsigned bal = __ballot_sync(0xffffffffu, in);
             unsigned base = 0;
             if (lane == 0 && bal)
@@ -848,6 +760,7 @@ __global__ void __launch_bounds__(SMP_THREADS)
         cluster.sync(); /* every peer's gather, and its reads of the first pass's histograms */
         if (rank != 0)
             return;
+        const int m = (int)s_members;
         /* the order's weights in the other mass buffer, the index order past both */
         unsigned long long *wts = reinterpret_cast<unsigned long long *>(&mass[par][0][0]),
                            *idxc =
@@ -900,7 +813,7 @@ __global__ void __launch_bounds__(SMP_THREADS)
             prefix |= (unsigned)b << shift;
             mask |= dm << shift;
             if (ps < 2 && ge <= cand_max) {
-                candidates(prefix, (int)ge, 0ull);
+                candidates([prefix](unsigned k, long long) { return k >= prefix; }, 0ull);
                 return; /* no block reads another's shared memory after the gather */
             }
             if (ps < 2)
@@ -941,10 +854,9 @@ __global__ void __launch_bounds__(SMP_THREADS)
         par ^= 1;
         cluster.sync();
         c = *cluster.map_shared_rank(&s_cut[0], owner);
-        if (top_k <= SMC_KMAX) {
-            sample_top_k_members(c, keys, n, lo, mx, inv_t, top_p, seed, step, row, out, smem_raw,
-                                 scan_sh, &s_members);
-            return; /* no block reads another's shared memory after the members' gather */
+        if (top_k <= SMC_KMAX) { /* the members, exactly top_k of them */
+            candidates([c](unsigned k, long long i) { return is_member(c, k, i); }, 0ull);
+            return; /* no block reads another's shared memory after the gather */
         }
     }
 
@@ -999,7 +911,7 @@ __global__ void __launch_bounds__(SMP_THREADS)
             mask |= dm << shift;
             if (ps < 2 && !cut_k && ge <= cand_max) {
                 /* the kept set lies in the cut bin and above: their mass reaches the target */
-                candidates(prefix, (int)ge, tot_all);
+                candidates([prefix](unsigned k, long long) { return k >= prefix; }, tot_all);
                 return;
             }
             if (ps < 2)
