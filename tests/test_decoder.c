@@ -1891,6 +1891,22 @@ Test(gpu_sample, draws_anew_at_each_step)
     sample_steps(BATON_DEVICE_CUDA);
 }
 
+/* Four steps of a one-row sample call c (temperature 0.8) against the definition over its logits
+ * v; case k of dtype dt in the message. */
+static void sample_steps_follow(baton_device_kind kind, call *c, const double *v, int64_t V,
+                                int top_k, double top_p, uint64_t seed, size_t k, baton_dtype dt)
+{
+    for (int64_t step = 0; step < 4; step++) {
+        ((int64_t *)c->host[1])[0] = step;
+        int64_t out;
+        char err[512];
+        cr_assert_eq(run_call(kind, c, &out, err, sizeof err), 0, "%s", err);
+        int64_t want = sample_ref(v, V, 0.8, top_k, top_p, seed, step, 0);
+        cr_assert_eq(out, want, "case %zu %s step %lld: sampled %lld, the definition gives %lld", k,
+                     baton_dtype_name(dt), (long long)step, (long long)out, (long long)want);
+    }
+}
+
 /* Peaked logits (a few tokens hold the mass, as a model's do): the CPU finds the top_p set among
  * the best 256 of its first pass, CUDA among the candidates of its first or second radix pass (at
  * most 2048 keys, sorted in one block); where more tokens share the mass (here 300 large logits,
@@ -1915,16 +1931,7 @@ static void sample_peaked(baton_device_kind kind)
             double *v = malloc(sizeof(double) * (size_t)V);
             for (int64_t i = 0; i < V; i++)
                 v[i] = load_f64(dt, c.host[0], i);
-            for (int64_t step = 0; step < 4; step++) {
-                ((int64_t *)c.host[1])[0] = step;
-                int64_t out;
-                char err[512];
-                cr_assert_eq(run_call(kind, &c, &out, err, sizeof err), 0, "%s", err);
-                int64_t want = sample_ref(v, V, 0.8, cases[k].top_k, cases[k].top_p, seed, step, 0);
-                cr_assert_eq(
-                    out, want, "case %zu %s step %lld: sampled %lld, the definition gives %lld", k,
-                    baton_dtype_name(dt), (long long)step, (long long)out, (long long)want);
-            }
+            sample_steps_follow(kind, &c, v, V, cases[k].top_k, cases[k].top_p, seed, k, dt);
             free(v);
             free_call(&c);
         }
@@ -1962,15 +1969,8 @@ static void sample_ties(baton_device_kind kind)
             x[(int64_t)(test_rng_next(&r) % (uint64_t)V)] = 1.5f;
         for (int64_t i = 0; i < V; i++)
             v[i] = x[i];
-        for (int64_t step = 0; step < 4; step++) {
-            ((int64_t *)c.host[1])[0] = step;
-            int64_t out;
-            char err[512];
-            cr_assert_eq(run_call(kind, &c, &out, err, sizeof err), 0, "%s", err);
-            int64_t want = sample_ref(v, V, 0.8, cases[k].top_k, cases[k].top_p, seed, step, 0);
-            cr_assert_eq(out, want, "case %zu step %lld: sampled %lld, the definition gives %lld",
-                         k, (long long)step, (long long)out, (long long)want);
-        }
+        sample_steps_follow(kind, &c, v, V, cases[k].top_k, cases[k].top_p, seed, k,
+                            BATON_DTYPE_F32);
         free(v);
         free_call(&c);
     }
