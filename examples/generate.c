@@ -5,7 +5,7 @@
  *   build/generate DIR --prompt 1,5,7 --max-new-tokens N [--gpu=auto|cuda|cpu|sim]
  *                  [--mode=strict|boundary|graph] [--temperature T --top-k K --top-p P --seed S]
  *                  [--sample-on=auto|host|device] [--warmup N] [--no-pdl] [--trace FILE]
- *                  [--queue-tokens]
+ *                  [--queue-tokens] [--stop ID,ID,...|eos]
  *
  * Prints the generated ids space-separated as the last line of stdout, rates on stderr.
  */
@@ -23,6 +23,7 @@
 #endif
 
 #define MAX_PROMPT 65536
+#define MAX_STOP   64
 
 enum { SAMPLE_AUTO, SAMPLE_HOST, SAMPLE_DEVICE };
 
@@ -38,8 +39,11 @@ typedef struct gen_args {
     long top_k;
     unsigned long long seed;
     long warmup;
-    const char *trace; /* a Chrome trace of the decode runs after the first (--trace) */
-    int queue_tokens;  /* --queue-tokens: greedy tokens stay on the GPU, runs queued */
+    const char *trace;      /* a Chrome trace of the decode runs after the first (--trace) */
+    int queue_tokens;       /* --queue-tokens: greedy tokens stay on the GPU, runs queued */
+    int64_t stop[MAX_STOP]; /* --stop: ids that end the generation (the id is printed) */
+    int n_stop;
+    int stop_eos; /* --stop eos: the ids are config.json's eos_token_id */
 } gen_args;
 
 static double now_s(void)
@@ -57,7 +61,7 @@ static int usage(const char *msg)
             "usage: generate DIR --prompt ID,ID,... --max-new-tokens N [--gpu=auto|cuda|cpu|sim]\n"
             "                [--mode=strict|boundary|graph] [--temperature T] [--top-k K]\n"
             "                [--top-p P] [--seed S] [--sample-on=auto|host|device] [--warmup N]\n"
-            "                [--no-pdl] [--trace FILE] [--queue-tokens]\n"
+            "                [--no-pdl] [--trace FILE] [--queue-tokens] [--stop ID,ID,...|eos]\n"
             "DIR holds prefill.json, decode.json and weights.safetensors from\n"
             "baton_export.export_causal_lm. Greedy unless --temperature is given.\n"
             "--sample-on: where sampling draws the token; auto (the default) is the decode's GPU\n"
@@ -68,7 +72,9 @@ static int usage(const char *msg)
             "--trace FILE writes a Chrome trace of the decode runs after the first (host spans,\n"
             "and every kernel's start and end on the GPU where CUPTI is available).\n"
             "--queue-tokens keeps greedy tokens on the GPU and queues the decode runs (CUDA; by\n"
-            "default the host reads each token before the next run, which measured as fast).\n");
+            "default the host reads each token before the next run, which measured as fast).\n"
+            "--stop ends the generation at the first of these ids (printed, as transformers does;\n"
+            "eos: DIR/config.json's eos_token_id); without it, exactly --max-new-tokens ids.\n");
     return 2;
 }
 
@@ -101,6 +107,30 @@ static int parse_int(const char *s, long long *out)
     return errno || end == s || *end ? -1 : 0;
 }
 
+/* Token ids separated by commas into ids[*n ...], at most cap of them: 0, or -1 when v is not
+ * such a list (*what says why). */
+static int parse_ids(const char *v, int64_t *ids, int *n, int cap, const char **what)
+{
+    const char *p = v;
+    *what = "takes token ids separated by commas, e.g. 1,5,7";
+    if (!*p)
+        return -1;
+    while (*p) {
+        char *end;
+        errno = 0;
+        long long id = strtoll(p, &end, 10);
+        if (errno || end == p || id < 0 || (*end && *end != ',') || (*end == ',' && !end[1]))
+            return -1;
+        if (*n == cap) {
+            *what = "has too many ids";
+            return -1;
+        }
+        ids[(*n)++] = id;
+        p = *end ? end + 1 : end;
+    }
+    return 0;
+}
+
 static int parse_args(int argc, char **argv, gen_args *a)
 {
     baton_options_init(&a->opts);
@@ -111,18 +141,19 @@ static int parse_args(int argc, char **argv, gen_args *a)
         const char *v;
         long long n;
         double d;
+        const char *why;
+        char msg[128];
         if ((v = opt_value(argc, argv, &i, "--prompt"))) {
-            const char *p = v;
-            while (*p) {
-                char *end;
-                errno = 0;
-                long long id = strtoll(p, &end, 10);
-                if (errno || end == p || id < 0 || (*end && *end != ','))
-                    return usage("--prompt takes token ids separated by commas, e.g. 1,5,7");
-                if (a->n_prompt == MAX_PROMPT)
-                    return usage("--prompt: too many tokens");
-                a->prompt[a->n_prompt++] = id;
-                p = *end ? end + 1 : end;
+            if (parse_ids(v, a->prompt, &a->n_prompt, MAX_PROMPT, &why)) {
+                snprintf(msg, sizeof msg, "--prompt %s", why);
+                return usage(msg);
+            }
+        } else if ((v = opt_value(argc, argv, &i, "--stop"))) {
+            if (!strcmp(v, "eos")) {
+                a->stop_eos = 1;
+            } else if (parse_ids(v, a->stop, &a->n_stop, MAX_STOP, &why)) {
+                snprintf(msg, sizeof msg, "--stop %s, or eos", why);
+                return usage(msg);
             }
         } else if ((v = opt_value(argc, argv, &i, "--max-new-tokens"))) {
             if (parse_int(v, &n) || n < 1)
@@ -192,6 +223,116 @@ static int parse_args(int argc, char **argv, gen_args *a)
     if (!a->sampling && (a->top_k || a->top_p != 1.0 || a->seed || a->sample_on))
         return usage("--top-k, --top-p, --seed and --sample-on need --temperature (sampling)");
     return 0;
+}
+
+/* Whether id ends the generation (--stop). */
+static int is_stop(const gen_args *a, int64_t id)
+{
+    for (int k = 0; k < a->n_stop; k++)
+        if (a->stop[k] == id)
+            return 1;
+    return 0;
+}
+
+static void skip_space(const char **p)
+{
+    while (**p == ' ' || **p == '\t' || **p == '\n' || **p == '\r')
+        (*p)++;
+}
+
+/* --stop eos: the ids of DIR/config.json's "eos_token_id", an id or a list of ids (the exporter
+ * writes the model's). A scan for that key's value, not a JSON parser: the file is the
+ * exporter's, and anything else there is not read. 0, or -1 with the reason on stderr. */
+static int read_eos(gen_args *a)
+{
+    enum { CAP = 1 << 20 };
+    char path[4096];
+    if (snprintf(path, sizeof path, "%s/config.json", a->dir) >= (int)sizeof path) {
+        fprintf(stderr, "generate: --stop eos: the path %s/config.json is too long\n", a->dir);
+        return -1;
+    }
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        fprintf(stderr,
+                "generate: --stop eos: cannot open %s (%s); export the model with "
+                "baton_export.export_causal_lm, or give the ids: --stop ID,ID,...\n",
+                path, strerror(errno));
+        return -1;
+    }
+    char *buf = malloc(CAP + 1);
+    size_t n = buf ? fread(buf, 1, CAP + 1, f) : 0;
+    fclose(f);
+    if (!buf || n > CAP) {
+        fprintf(stderr, "generate: --stop eos: %s\n",
+                buf ? "config.json is larger than 1 MB: not the exporter's" : "out of memory");
+        free(buf);
+        return -1;
+    }
+    buf[n] = '\0';
+    int rc = -1, list, got = 0;
+    const char *key = "\"eos_token_id\"", *p = strstr(buf, key);
+    if (!p) {
+        fprintf(stderr,
+                "generate: --stop eos: %s has no \"eos_token_id\"; give the ids: --stop "
+                "ID,ID,...\n",
+                path);
+        goto done;
+    }
+    p += strlen(key);
+    skip_space(&p);
+    if (*p++ != ':')
+        goto bad;
+    skip_space(&p);
+    if (!strncmp(p, "null", 4)) {
+        fprintf(stderr,
+                "generate: --stop eos: %s: eos_token_id is null (the model names none); "
+                "give the ids: --stop ID,ID,...\n",
+                path);
+        goto done;
+    }
+    list = *p == '[';
+    if (list)
+        p++;
+    for (;;) {
+        skip_space(&p);
+        if (list && *p == ']' && !got)
+            break; /* [] : refused below */
+        char *end;
+        errno = 0;
+        long long id = strtoll(p, &end, 10);
+        if (errno || end == p || id < 0 || a->n_stop == MAX_STOP)
+            goto bad;
+        a->stop[a->n_stop++] = id;
+        got++;
+        p = end;
+        skip_space(&p);
+        if (!list) {
+            if (*p != ',' && *p != '}') /* not 2.5, 2e3 or "2" */
+                goto bad;
+            break;
+        }
+        if (*p == ']')
+            break;
+        if (*p++ != ',')
+            goto bad;
+    }
+    if (!got) {
+        fprintf(stderr,
+                "generate: --stop eos: %s: eos_token_id is an empty list; give the ids: "
+                "--stop ID,ID,...\n",
+                path);
+        goto done;
+    }
+    rc = 0;
+    goto done;
+bad:
+    fprintf(stderr,
+            "generate: --stop eos: %s: eos_token_id at byte %ld is not an id or a list of at most "
+            "%d ids\n",
+            path, (long)(p - buf), MAX_STOP);
+done:
+    free(buf);
+    return rc;
 }
 
 static int fail(const char *what, const baton_error *err)
@@ -337,8 +478,11 @@ static int cuda_fail(baton_error *err, const char *what, cudaError_t e)
 }
 
 static int decode_queued(baton_runtime *rt, const baton_plan *plan, cudaStream_t s, int64_t T,
-                         long max_new, int64_t *out_ids, decode_times *tm, baton_error *err)
+                         const gen_args *a, long *n_out, int64_t *out_ids, decode_times *tm,
+                         baton_error *err)
 {
+    const long max_new = *n_out;
+    long seen = 0;  /* tokens checked for a --stop id, at the waits */
     char *d = NULL; /* three slots: input_ids, cache_position, next_token */
     int64_t *h_pos = NULL, *h_ids = NULL;
     const size_t n = (size_t)max_new;
@@ -388,11 +532,20 @@ static int decode_queued(baton_runtime *rt, const baton_plan *plan, cudaStream_t
             rc = baton_runtime_wait(rt, err);
             if (!rc && (e = cudaStreamSynchronize(s))) /* the copies queued after the run */
                 rc = cuda_fail(err, "cudaStreamSynchronize", e);
+            /* a --stop id among the tokens landed since the last wait ends it there (the runs
+             * queued after it in the chunk are spent) */
+            while (!rc && seen < i)
+                if (is_stop(a, h_ids[++seen])) {
+                    *n_out = seen + 1;
+                    break;
+                }
+            if (*n_out < max_new)
+                break;
         }
     }
     tm->rest = now_s() - t;
     baton_runtime_stats(rt, &tm->st1);
-    for (long i = 1; !rc && i < max_new; i++)
+    for (long i = 1; !rc && i < *n_out; i++)
         out_ids[i] = h_ids[i];
     baton_runtime_wait(rt, NULL); /* nothing of a failed run may still use the buffers */
     cudaStreamSynchronize(s);
@@ -413,6 +566,8 @@ int main(int argc, char **argv)
     int rc = parse_args(argc, argv, &a);
     if (rc)
         return rc;
+    if (a.stop_eos && read_eos(&a))
+        return 1;
 
     baton_error err = {0};
     baton_registry *reg = NULL;
@@ -508,6 +663,14 @@ int main(int argc, char **argv)
                     "generate: prompt token %" PRId64 " is outside the vocabulary (%" PRId64
                     " ids)\n",
                     a.prompt[i], vocab);
+            goto out;
+        }
+    for (int i = 0; i < a.n_stop; i++)
+        if (a.stop[i] >= vocab) { /* never drawn: a stop that cannot stop */
+            fprintf(stderr,
+                    "generate: --stop id %" PRId64 "%s is outside the vocabulary (%" PRId64
+                    " ids)\n",
+                    a.stop[i], a.stop_eos ? " (config.json's eos_token_id)" : "", vocab);
             goto out;
         }
     logits = malloc((size_t)T * row_bytes);
@@ -618,6 +781,7 @@ int main(int argc, char **argv)
         goto out;
     }
     double t_prefill = now_s() - tp;
+    long n_out = is_stop(&a, out_ids[0]) ? 1 : a.max_new; /* the ids generated (--stop) */
 
     /* 4. The KV cache: shared since step 1; otherwise every state tensor of the decode plan,
      * from the prefill runtime by name, once per prompt. */
@@ -647,21 +811,21 @@ int main(int argc, char **argv)
 #ifdef GENERATE_CUDA
     /* Greedy on the GPU with a GPU to keep the tokens on: queue the runs (decode_queued). */
     queued = greedy_on_device && dec_stream && baton_runtime_gpu_backend(dec_rt) == BATON_GPU_CUDA;
-    if (queued && a.max_new > 1) {
+    if (queued && n_out > 1) {
         decode_times tm = {0};
-        rc = decode_queued(dec_rt, dec, dec_stream, T, a.max_new, out_ids, &tm, &err);
+        rc = decode_queued(dec_rt, dec, dec_stream, T, &a, &n_out, out_ids, &tm, &err);
         if (rc) {
             fprintf(stderr, "generate: decode (queued runs): %s\n", err.message);
             goto out;
         }
-        t_decode1 = a.max_new > 2 ? tm.first : tm.rest;
-        t_decode = a.max_new > 2 ? tm.rest : 0;
+        t_decode1 = n_out > 2 ? tm.first : tm.rest;
+        t_decode = n_out > 2 ? tm.rest : 0;
         t_host = tm.host;
         st0 = tm.st0;
         st1 = tm.st1;
     }
 #endif
-    for (long i = 1; !queued && i < a.max_new; i++) {
+    for (long i = 1; !queued && i < n_out; i++) {
         if (i == 2) {
             t_decode1 = now_s() - td;
             td = now_s();
@@ -697,12 +861,14 @@ int main(int argc, char **argv)
             fprintf(stderr, "generate: decode token %ld: %s\n", i, err.message);
             goto out;
         }
+        if (is_stop(&a, out_ids[i]))
+            n_out = i + 1;
     }
     if (!queued) {
         t_decode = now_s() - td;
         baton_runtime_stats(dec_rt, &st1);
     }
-    if (a.trace && a.max_new > 2) {
+    if (a.trace && n_out > 2) {
         if (baton_runtime_trace_write(dec_rt, a.trace, &err))
             fprintf(stderr, "generate: --trace %s: %s\n", a.trace, err.message);
         baton_runtime_trace_begin(dec_rt, 0);
@@ -712,16 +878,19 @@ int main(int argc, char **argv)
             t_first);
     fprintf(stderr, "prefill: %" PRId64 " tokens in %.3f ms (%.1f tokens/s)\n", T, t_prefill * 1e3,
             (double)T / t_prefill);
-    if (a.max_new > 1)
+    if (n_out < a.max_new)
+        fprintf(stderr, "generate: stopped at id %" PRId64 " (--stop) after %ld of %ld tokens\n",
+                out_ids[n_out - 1], n_out, a.max_new);
+    if (n_out > 1)
         fprintf(stderr, "decode: first run %.3f ms (graph mode captures there: %lld captures)\n",
                 t_decode1 ? t_decode1 * 1e3 : t_decode * 1e3,
-                (long long)(a.max_new > 2 ? st0.captures : st1.captures));
-    if (a.max_new > 2) {
-        double n = (double)(a.max_new - 2);
+                (long long)(n_out > 2 ? st0.captures : st1.captures));
+    if (n_out > 2) {
+        double n = (double)(n_out - 2);
         fprintf(stderr,
                 "decode: %ld tokens in %.3f ms (%.1f tokens/s, %.3f ms/token), per token %.2f "
                 "host waits, %.2f graph launches, %.2f kernel launches\n",
-                a.max_new - 2, t_decode * 1e3, n / t_decode, t_decode * 1e3 / n,
+                n_out - 2, t_decode * 1e3, n / t_decode, t_decode * 1e3 / n,
                 (double)(st1.host_waits - st0.host_waits) / n,
                 (double)(st1.graph_launches - st0.graph_launches) / n,
                 (double)(st1.kernel_launches - st0.kernel_launches) / n);
@@ -736,7 +905,7 @@ int main(int argc, char **argv)
         fprintf(stderr, "decode: after the first run %lld captures, %lld graph updates%s\n", caps,
                 upd, caps || upd ? " (expected 0: the graph is not being reused)" : "");
     }
-    for (long i = 0; i < a.max_new; i++)
+    for (long i = 0; i < n_out; i++)
         printf("%s%" PRId64, i ? " " : "", out_ids[i]);
     printf("\n");
     status = 0;

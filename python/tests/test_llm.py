@@ -165,6 +165,67 @@ def test_generate_example_samples_reproducibly(tmp_path, caps, generate_exe):
     assert a != c  # 10 tokens from 20 candidates each: equal by chance with negligible odds
 
 
+def test_generate_example_stops_where_transformers_does(tmp_path, caps, generate_exe):
+    # --stop ID,...: the ids end at the first of them, printed, as transformers' generate with
+    # eos_token_id ends; --stop eos takes them from config.json's eos_token_id
+    caps.need("embedding", "rope_cache_update", "swiglu", "gemm_add", "attention", "safetensors")
+    if not generate_exe:
+        pytest.skip("no generate binary (built with the state-and-dims API)")
+    m = _build("llama")
+    baton_export.export_causal_lm(m, tmp_path, max_seq_len=32, verbose=False)
+    full = _hf_tokens(m)
+
+    def run(*args):
+        r = subprocess.run([generate_exe, str(tmp_path), "--prompt", ",".join(map(str, PROMPT)),
+                            "--max-new-tokens", str(NEW), "--gpu=cpu", *args],
+                           capture_output=True, text=True, timeout=120)
+        out = r.stdout.strip().splitlines()
+        return r.returncode, [int(x) for x in out[-1].split()] if out else [], r.stderr
+
+    def hf(ids):
+        with torch.no_grad():
+            out = m.generate(torch.tensor([PROMPT]), max_new_tokens=NEW, do_sample=False,
+                             eos_token_id=list(ids), pad_token_id=0)
+        return out[0, len(PROMPT):].tolist()
+
+    # the last id the greedy run draws for the first time (so that decode runs come before it),
+    # and an id it never draws
+    new = [i for i in range(1, NEW) if full[i] not in full[:i]]
+    k = new[-1] if new else 0
+    unused = next(t for t in range(SMALL["vocab_size"]) if t not in full)
+    for ids in ([full[k]], [unused, full[k]], [full[0]], [unused]):
+        rc, got, err = run("--stop", ",".join(map(str, ids)))
+        assert rc == 0, err
+        assert got == hf(ids), (ids, got, err)
+    rc, got, err = run("--stop", str(full[k]))
+    assert got == full[:k + 1] and (k == NEW - 1 or "stopped at id" in err), err
+
+    cfg_path = tmp_path / "config.json"
+    cfg = json.loads(cfg_path.read_text())
+    assert "eos_token_id" in cfg  # the exporter writes the model's
+
+    def with_eos(value):
+        cfg["eos_token_id"] = value
+        cfg_path.write_text(json.dumps(cfg, indent=1))
+        return run("--stop", "eos")
+
+    rc, got, err = with_eos([unused, full[k]])
+    assert rc == 0 and got == full[:k + 1], err
+    rc, got, err = with_eos(full[0])
+    assert rc == 0 and got == full[:1], err
+    for value, says in ((None, "eos_token_id is null"), ("two", "is not an id or a list"),
+                        ([], "empty list"), (SMALL["vocab_size"], "outside the vocabulary")):
+        rc, _, err = with_eos(value)
+        assert rc != 0 and says in err, (value, err)
+        assert "config.json" in err, err
+    cfg_path.unlink()
+    rc, _, err = run("--stop", "eos")
+    assert rc != 0 and "cannot open" in err and "--stop ID,ID" in err, err
+    for bad in ("1,,2", "1,", "-3", "x"):
+        rc, _, err = run("--stop", bad)
+        assert rc == 2 and "--stop takes token ids" in err, (bad, err)
+
+
 def test_sampling_on_the_device_draws_the_hosts_tokens(tmp_path, caps, generate_exe):
     # --sample-on=device (here the test GPU device) binds the decode's logits output and the
     # sampler's input to one buffer on the GPU, and draws there; the sampler is one definition on
