@@ -1,5 +1,10 @@
 """python -m baton_export FILE.py:FACTORY -o DIR [--device D] [--cpu-op aten.add]... [--dtype bf16]
-[--name NAME] [--check] [--baton PATH]: FACTORY() returns (module, example_inputs)."""
+[--name NAME] [--check] [--baton PATH]: FACTORY() returns (module, example_inputs).
+
+python -m baton_export causal-lm MODEL_DIR -o DIR --max-seq-len N [--device D] [--dtype bf16]
+[--logits-dtype f32] [--prefill-logits all|last] [--fused true|false|gemv]
+[--decode-outputs logits,next_token]: a Hugging Face causal LM saved in MODEL_DIR (config.json
+and its weights, read from disk only) through export_causal_lm, for build/generate."""
 import argparse
 import importlib.util
 import os
@@ -7,7 +12,7 @@ import sys
 
 import torch
 
-from . import ExportError, export
+from . import ExportError, export, export_causal_lm
 from ._plan import TORCH_DTYPES
 
 
@@ -26,7 +31,56 @@ def load_factory(spec):
     return getattr(mod, fn)
 
 
+def causal_lm_main(argv):
+    ap = argparse.ArgumentParser(prog="python -m baton_export causal-lm",
+                                 description="Export a Hugging Face causal LM saved in a directory "
+                                 "to prefill and decode plans (docs/generate.md)")
+    ap.add_argument("model_dir", help="a directory of save_pretrained: config.json and weights")
+    ap.add_argument("-o", "--out", required=True, help="output directory")
+    ap.add_argument("--max-seq-len", type=int, required=True,
+                    help="KV-cache rows: the longest prompt plus the tokens to generate")
+    ap.add_argument("--device", default="cuda:0", help="where the steps go (default cuda:0)")
+    ap.add_argument("--dtype", choices=sorted(TORCH_DTYPES),
+                    help="the weights' dtype (default: the checkpoint's)")
+    ap.add_argument("--logits-dtype", choices=sorted(TORCH_DTYPES),
+                    help="the logits' dtype (default: the weights')")
+    ap.add_argument("--prefill-logits", choices=("all", "last"), default="all")
+    ap.add_argument("--fused", choices=("true", "false", "gemv"), default="true")
+    ap.add_argument("--decode-outputs", default="logits",
+                    help="logits, next_token or both, comma-separated (default logits)")
+    a = ap.parse_args(argv)
+    if not os.path.isfile(os.path.join(a.model_dir, "config.json")):
+        print(f"baton_export: error: {a.model_dir} has no config.json: not a directory that "
+              "save_pretrained wrote", file=sys.stderr)
+        return 1
+    import transformers
+
+    try:  # from disk only: nothing is downloaded
+        model = transformers.AutoModelForCausalLM.from_pretrained(
+            a.model_dir, dtype=TORCH_DTYPES[a.dtype] if a.dtype else "auto",
+            local_files_only=True).eval()
+    except Exception as e:  # a missing or broken weights file, an unknown model type, ...
+        print(f"baton_export: error: {a.model_dir}: transformers cannot load it as a causal LM: "
+              f"{e}", file=sys.stderr)
+        return 1
+    fused = {"true": True, "false": False, "gemv": "gemv"}[a.fused]
+    try:
+        paths = export_causal_lm(
+            model, a.out, max_seq_len=a.max_seq_len, device=a.device,
+            logits_dtype=TORCH_DTYPES[a.logits_dtype] if a.logits_dtype else None,
+            prefill_logits=a.prefill_logits, fused=fused,
+            decode_outputs=tuple(x for x in a.decode_outputs.split(",") if x), verbose=False)
+    except ExportError as e:
+        print(f"baton_export: error: {e}", file=sys.stderr)
+        return 1
+    print(f"wrote {paths['prefill']}, {paths['decode']} and {paths['weights']}")
+    return 0
+
+
 def main(argv=None):
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if argv and argv[0] == "causal-lm":
+        return causal_lm_main(argv[1:])
     ap = argparse.ArgumentParser(prog="python -m baton_export",
                                  description="Export a PyTorch module to a baton plan")
     ap.add_argument("factory", help="FILE.py:FACTORY; FACTORY() returns (module, example inputs)")

@@ -226,6 +226,42 @@ def test_generate_example_stops_where_transformers_does(tmp_path, caps, generate
         assert rc == 2 and "--stop takes token ids" in err, (bad, err)
 
 
+def test_cli_exports_a_saved_model_that_generates_transformers_tokens(tmp_path, caps,
+                                                                     generate_exe):
+    # python -m baton_export causal-lm: a save_pretrained directory, read from disk only
+    import sys
+
+    caps.need("embedding", "rms_norm_gemm", "swiglu_gemm_add", "rope_cache_update", "attention",
+              "safetensors")
+    m = _build("qwen2")
+    m.save_pretrained(tmp_path / "hf")
+
+    def cli(*args):
+        return subprocess.run([sys.executable, "-m", "baton_export", "causal-lm", *args],
+                              capture_output=True, text=True, timeout=300)
+
+    r = cli(str(tmp_path / "hf"), "-o", str(tmp_path / "out"), "--max-seq-len", "32",
+            "--fused", "gemv", "--decode-outputs", "next_token", "--prefill-logits", "last")
+    assert r.returncode == 0, r.stderr
+    assert "wrote" in r.stdout and (tmp_path / "out" / "decode.json").exists()
+    dec = json.loads((tmp_path / "out" / "decode.json").read_text())
+    assert [t["name"] for t in dec["tensors"] if t.get("role") == "output"] == ["next_token"]
+    if generate_exe:
+        g = subprocess.run([generate_exe, str(tmp_path / "out"), "--prompt",
+                            ",".join(map(str, PROMPT)), "--max-new-tokens", str(NEW), "--gpu=cpu"],
+                           capture_output=True, text=True, timeout=120)
+        assert g.returncode == 0, g.stderr
+        assert [int(x) for x in g.stdout.strip().splitlines()[-1].split()] == _hf_tokens(m)
+    r = cli(str(tmp_path / "nothing"), "-o", str(tmp_path / "o2"), "--max-seq-len", "32")
+    assert r.returncode == 1 and "has no config.json" in r.stderr, r.stderr
+    import transformers as tf
+
+    tf.GPT2LMHeadModel(tf.GPT2Config(n_layer=1, n_embd=32, n_head=2, vocab_size=50)) \
+        .save_pretrained(tmp_path / "gpt2")
+    r = cli(str(tmp_path / "gpt2"), "-o", str(tmp_path / "o3"), "--max-seq-len", "16")
+    assert r.returncode == 1 and "model_type 'gpt2'" in r.stderr, r.stderr
+
+
 def test_sampling_on_the_device_draws_the_hosts_tokens(tmp_path, caps, generate_exe):
     # --sample-on=device (here the test GPU device) binds the decode's logits output and the
     # sampler's input to one buffer on the GPU, and draws there; the sampler is one definition on
