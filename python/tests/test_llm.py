@@ -52,6 +52,16 @@ def _hf_tokens(m, prompt=PROMPT, new=NEW):
     return out[0, len(prompt):].tolist()
 
 
+def _exported_llama(tmp_path, caps, generate_exe):
+    """The small Llama exported (fused) to tmp_path for the generate binary, or a skip."""
+    caps.need("embedding", "rope_cache_update", "swiglu", "gemm_add", "attention", "safetensors")
+    if not generate_exe:
+        pytest.skip("no generate binary (built with the state-and-dims API)")
+    m = _build("llama")
+    baton_export.export_causal_lm(m, tmp_path, max_seq_len=32, verbose=False)
+    return m
+
+
 def _reference_tokens(d, prompt=PROMPT, new=NEW):
     pre, dec = Runner(os.path.join(d, "prefill.json")), Runner(os.path.join(d, "decode.json"))
     T = len(prompt)
@@ -168,11 +178,7 @@ def test_generate_example_samples_reproducibly(tmp_path, caps, generate_exe):
 def test_generate_example_stops_where_transformers_does(tmp_path, caps, generate_exe):
     # --stop ID,...: the ids end at the first of them, printed, as transformers' generate with
     # eos_token_id ends; --stop eos takes them from config.json's eos_token_id
-    caps.need("embedding", "rope_cache_update", "swiglu", "gemm_add", "attention", "safetensors")
-    if not generate_exe:
-        pytest.skip("no generate binary (built with the state-and-dims API)")
-    m = _build("llama")
-    baton_export.export_causal_lm(m, tmp_path, max_seq_len=32, verbose=False)
+    m = _exported_llama(tmp_path, caps, generate_exe)
     full = _hf_tokens(m)
 
     def run(*args):
@@ -334,11 +340,7 @@ def test_weights_file_holds_hf_names_once(tmp_path):
 def test_graph_decode_replays_one_graph_per_token_with_one_wait(tmp_path, caps, generate_exe):
     # the test GPU device (sim) captures graphs as CUDA does: after the first decode run a token
     # is one graph launch and one host wait (the logits), with no capture or graph update
-    caps.need("embedding", "rope_cache_update", "swiglu", "gemm_add", "attention", "safetensors")
-    if not generate_exe:
-        pytest.skip("no generate binary (built with the state-and-dims API)")
-    m = _build("llama")
-    baton_export.export_causal_lm(m, tmp_path, max_seq_len=32, verbose=False)
+    m = _exported_llama(tmp_path, caps, generate_exe)
     r = subprocess.run([generate_exe, str(tmp_path), "--prompt", ",".join(map(str, PROMPT)),
                         "--max-new-tokens", str(NEW), "--gpu=sim", "--mode=graph"],
                        capture_output=True, text=True, timeout=120)
