@@ -260,6 +260,13 @@ contains "bench says where it ran" "$tmp/out" "sim (test device)"
 check "bench on the CPU fallback" 0 "$baton" bench --gpu=cpu --iters=3 --warmup=1 -q \
   examples/plans/rmsnorm_tutorial.json
 contains "bench fallback ratio" "$tmp/out" "n/a (fallback"
+# a note is said once per process: bench prepares a runtime per mode, each with the same notes
+check "bench on the CPU, three modes" 0 "$baton" bench --gpu=cpu --iters=1 --warmup=0 \
+  examples/plans/rfc.json
+if [ "$(grep -c 'transposed once' "$tmp/err")" -eq 1 ]; then pass=$((pass + 1)); else
+  fail=$((fail + 1))
+  echo "FAIL bench's GEMV note: $(grep -c 'transposed once' "$tmp/err") times, want once"
+fi
 
 # ---- issue 38: hostile paths, allocation failures, signals, names --------------------------------
 cat > "$tmp/two.json" <<'JSON'

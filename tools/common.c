@@ -652,9 +652,33 @@ void cli_progress_end(cli_progress *p)
     p->shown = 0;
 }
 
+/* Whether a note of this text was printed before (and remembers it): a note is said once per
+ * process, since `bench` prepares a runtime per mode and each would repeat the same ones. The
+ * first NOTES_SEEN texts are remembered by hash; past that, notes print again. */
+#define NOTES_SEEN 256
+static int note_seen(const char *message)
+{
+    static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+    static unsigned long long seen[NOTES_SEEN];
+    static int n;
+    unsigned long long h = 1469598103934665603ull; /* FNV-1a */
+    for (const unsigned char *p = (const unsigned char *)message; *p; p++)
+        h = (h ^ *p) * 1099511628211ull;
+    pthread_mutex_lock(&mu);
+    int found = 0;
+    for (int i = 0; i < n && !found; i++)
+        found = seen[i] == h;
+    if (!found && n < NOTES_SEEN)
+        seen[n++] = h;
+    pthread_mutex_unlock(&mu);
+    return found;
+}
+
 void cli_log(void *user, baton_log_level level, const char *message)
 {
     (void)user;
+    if (level == BATON_LOG_NOTE && note_seen(message))
+        return;
     static const char *const names[] = {"error", "warning", "note"};
     char said[2048], line[2048]; /* not cli_esc's shared buffers: a pool's workers may log too */
     cli_flags(message, said, sizeof said);
