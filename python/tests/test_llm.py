@@ -232,6 +232,36 @@ def test_generate_example_stops_where_transformers_does(tmp_path, caps, generate
         assert rc == 2 and "--stop takes token ids" in err, (bad, err)
 
 
+def test_queued_tokens_stop_where_waited_ones_do(tmp_path, caps, generate_exe):
+    # --queue-tokens (greedy next_token on CUDA): the host sees the tokens at its waits, every 64;
+    # the ids and a --stop inside or past the first stretch end where the waited decode ends
+    caps.need("embedding", "rope_cache_update", "swiglu", "gemm_add", "attention", "safetensors")
+    if not generate_exe:
+        pytest.skip("no generate binary (built with the state-and-dims API)")
+    if not torch.cuda.is_available():
+        pytest.skip("no CUDA GPU: --queue-tokens queues the runs on CUDA only")
+    n = 150
+    baton_export.export_causal_lm(_build("llama"), tmp_path, max_seq_len=len(PROMPT) + n,
+                                  verbose=False, decode_outputs=("next_token",))
+
+    def run(*args):
+        r = subprocess.run([generate_exe, str(tmp_path), "--prompt", ",".join(map(str, PROMPT)),
+                            "--max-new-tokens", str(n), "--gpu=cuda", "--mode=graph", *args],
+                           capture_output=True, text=True, timeout=120)
+        assert r.returncode == 0, r.stderr
+        return [int(x) for x in r.stdout.strip().splitlines()[-1].split()], r.stderr
+
+    full, _ = run()
+    queued, err = run("--queue-tokens")
+    assert queued == full
+    assert "per token 0.0" in err, err  # a wait per 64 tokens, not one a token
+    firsts = [i for i in range(2, n) if full[i] not in full[:i]]
+    for k in sorted({firsts[0], firsts[-1]} if firsts else set()):
+        for extra in ((), ("--queue-tokens",)):
+            got, err = run("--stop", str(full[k]), *extra)
+            assert got == full[:k + 1], (k, extra, err)
+
+
 def test_cli_exports_a_saved_model_that_generates_transformers_tokens(tmp_path, caps,
                                                                      generate_exe):
     # python -m baton_export causal-lm: a save_pretrained directory, read from disk only
