@@ -8,6 +8,7 @@
 #include <type_traits>
 
 #include "kernels/cuda/rms_norm_bwd.cuh"
+#include "kernels/cuda/rms_norm_prepared.cuh"
 
 namespace kcuda
 {
@@ -264,44 +265,8 @@ static int bwd_decide_call(const baton_exec_ctx *ctx, void **buffers, const char
     }
 }
 
-/* What a step keeps from prepare (ctx->prepared), keyed as the forward's (rms_norm_fwd.cu): the
- * descriptor's bytes, the buffers' addresses modulo 16 (the layout reads their alignment only),
- * the device and autotune. */
-struct BwdPrepared {
-    unsigned char opaque[64];
-    size_t len;
-    unsigned char low[7];
-    int device, autotune;
-    BwdDecision c;
-};
-
-static bool bwd_prepared_matches(const BwdPrepared *p, const baton_exec_ctx *ctx, void **buffers,
-                                 const char *opaque, size_t len)
-{
-    if (len != p->len || memcmp(opaque, p->opaque, len) != 0 || ctx->device.index != p->device ||
-        ctx->autotune != p->autotune)
-        return false;
-    for (int k = 0; k < 7; k++)
-        if (((uintptr_t)buffers[k] & 15) != p->low[k])
-            return false;
-    return true;
-}
-
-static int bwd_prepared_fill(BwdPrepared *p, const baton_exec_ctx *ctx, void **buffers,
-                             const char *opaque, size_t len)
-{
-    p->len = 0; /* matches nothing until decided */
-    int rc = bwd_decide_call(ctx, buffers, opaque, len, NULL, &p->c);
-    if (rc || !opaque || len > sizeof p->opaque) /* kept only when it has a key */
-        return rc;
-    memcpy(p->opaque, opaque, len);
-    p->len = len;
-    for (int k = 0; k < 7; k++)
-        p->low[k] = (unsigned char)((uintptr_t)buffers[k] & 15);
-    p->device = ctx->device.index;
-    p->autotune = ctx->autotune;
-    return 0;
-}
+/* What a step keeps from prepare (ctx->prepared), keyed as rms_norm_prepared.cuh says. */
+typedef RmsPrepared<BwdDecision, 7, 64> BwdPrepared;
 
 } /* namespace kcuda */
 
@@ -322,33 +287,18 @@ extern "C" int baton__kcuda_rms_norm_bwd_cfg(const baton_exec_ctx *ctx, void **b
 extern "C" int baton__kcuda_rms_norm_bwd_prepare(const baton_exec_ctx *ctx, void **buffers,
                                                  const char *opaque, size_t len, void **state)
 {
-    *state = NULL;
-    BwdPrepared *p = (BwdPrepared *)calloc(1, sizeof *p);
-    if (!p)
-        return baton__ctx_fail(ctx, BATON_ENOMEM, "rms_norm_bwd: out of memory");
-    int rc = bwd_prepared_fill(p, ctx, buffers, opaque, len);
-    if (rc) {
-        free(p);
-        return rc;
-    }
-    *state = p;
-    return 0;
+    return rms_prepare<BwdPrepared>(ctx, "rms_norm_bwd", buffers, opaque, len, state,
+                                    bwd_decide_call);
 }
 
-/* The runtime's calls carry ctx->prepared; the XLA-ABI entry points and direct callers do not,
- * and decide on every call. */
+/* The runtime's calls carry ctx->prepared (rms_call); the XLA-ABI entry points and direct
+ * callers decide on every call. */
 extern "C" int baton__kcuda_rms_norm_bwd(const baton_exec_ctx *ctx, void **buffers,
                                          const char *opaque, size_t len)
 {
-    BwdPrepared *p = ctx ? (BwdPrepared *)ctx->prepared : NULL;
-    if (!p)
+    return rms_call<BwdPrepared>(ctx, buffers, opaque, len, bwd_decide_call, bwd_launch, [&] {
         return baton__kcuda_rms_norm_bwd_cfg(ctx, buffers, opaque, len, NULL, NULL);
-    if (!bwd_prepared_matches(p, ctx, buffers, opaque, len)) {
-        int rc = bwd_prepared_fill(p, ctx, buffers, opaque, len);
-        if (rc)
-            return rc;
-    }
-    return bwd_launch(ctx, buffers, p->c);
+    });
 }
 
 #ifdef KCUDA_TIMELINE

@@ -8,6 +8,7 @@
 #include "kernels/cuda/cuda_kernels.h"
 #include "kernels/cuda/rms_norm_cuda.h"
 #include "kernels/cuda/rms_norm_layout.h"
+#include "kernels/cuda/rms_norm_prepared.cuh"
 #include "kernels/cuda/rms_norm_tune.h"
 #include "kernels/descriptors.h"
 
@@ -720,49 +721,10 @@ static int fwd_launch(const baton_exec_ctx *ctx, void **buffers, const FwdDecisi
                   c.L.cx, fwd_args(buffers, c.d, c.L));
 }
 
-/* What a step keeps from prepare (ctx->prepared): the decision, keyed by what it was derived
- * from. The layout reads the buffers' alignment only (to 16 bytes) and the variant depends on
- * the GPU and autotune, so a call with the same descriptor bytes, buffer addresses equal modulo
- * 16, device and autotune is decided alike: it only launches. Anything else (the plan's dims
- * re-packed the descriptor, a bound buffer of another alignment) decides again and keeps that. */
-struct FwdPrepared {
-    unsigned char opaque[sizeof(baton_rms_norm_desc)];
-    size_t len;
-    unsigned char low[4]; /* the buffers' addresses modulo 16 */
-    int device, autotune;
-    FwdDecision c;
-};
-
-static bool fwd_prepared_matches(const FwdPrepared *p, const baton_exec_ctx *ctx, void **buffers,
-                                 const char *opaque, size_t len)
-{
-    if (len != p->len || memcmp(opaque, p->opaque, len) != 0 || ctx->device.index != p->device ||
-        ctx->autotune != p->autotune)
-        return false;
-    for (int k = 0; k < 4; k++)
-        if (((uintptr_t)buffers[k] & 15) != p->low[k])
-            return false;
-    return true;
-}
-
-static int fwd_prepared_fill(FwdPrepared *p, const baton_exec_ctx *ctx, void **buffers,
-                             const char *opaque, size_t len)
-{
-    p->len = 0; /* matches nothing until decided */
-    if (!opaque ||
-        len > sizeof p->opaque) /* not the 40-byte descriptor: baton__kcuda_rms_check says */
-        return fwd_decide_call(ctx, buffers, opaque, len, NULL, &p->c);
-    int rc = fwd_decide_call(ctx, buffers, opaque, len, NULL, &p->c);
-    if (rc)
-        return rc;
-    memcpy(p->opaque, opaque, len);
-    p->len = len;
-    for (int k = 0; k < 4; k++)
-        p->low[k] = (unsigned char)((uintptr_t)buffers[k] & 15);
-    p->device = ctx->device.index;
-    p->autotune = ctx->autotune;
-    return 0;
-}
+/* What a step keeps from prepare (ctx->prepared): the decision, keyed as rms_norm_prepared.cuh
+ * says; a descriptor longer than the 40-byte one is decided on every call (baton__kcuda_rms_check
+ * says what it is). */
+typedef RmsPrepared<FwdDecision, 4, sizeof(baton_rms_norm_desc)> FwdPrepared;
 
 } /* namespace kcuda */
 
@@ -783,31 +745,16 @@ extern "C" int baton__kcuda_rms_norm_fwd_cfg(const baton_exec_ctx *ctx, void **b
 extern "C" int baton__kcuda_rms_norm_fwd_prepare(const baton_exec_ctx *ctx, void **buffers,
                                                  const char *opaque, size_t len, void **state)
 {
-    *state = NULL;
-    FwdPrepared *p = (FwdPrepared *)calloc(1, sizeof *p);
-    if (!p)
-        return baton__ctx_fail(ctx, BATON_ENOMEM, "rms_norm_fwd: out of memory");
-    int rc = fwd_prepared_fill(p, ctx, buffers, opaque, len);
-    if (rc) {
-        free(p);
-        return rc;
-    }
-    *state = p;
-    return 0;
+    return rms_prepare<FwdPrepared>(ctx, "rms_norm_fwd", buffers, opaque, len, state,
+                                    fwd_decide_call);
 }
 
-/* The runtime's calls carry ctx->prepared; the XLA-ABI entry points (xla_custom_call.c) and
- * direct callers do not, and decide on every call as before. */
+/* The runtime's calls carry ctx->prepared (rms_call); the XLA-ABI entry points
+ * (xla_custom_call.c) and direct callers decide on every call. */
 extern "C" int baton__kcuda_rms_norm_fwd(const baton_exec_ctx *ctx, void **buffers,
                                          const char *opaque, size_t len)
 {
-    FwdPrepared *p = ctx ? (FwdPrepared *)ctx->prepared : NULL;
-    if (!p)
+    return rms_call<FwdPrepared>(ctx, buffers, opaque, len, fwd_decide_call, fwd_launch, [&] {
         return baton__kcuda_rms_norm_fwd_cfg(ctx, buffers, opaque, len, NULL, NULL);
-    if (!fwd_prepared_matches(p, ctx, buffers, opaque, len)) {
-        int rc = fwd_prepared_fill(p, ctx, buffers, opaque, len);
-        if (rc)
-            return rc;
-    }
-    return fwd_launch(ctx, buffers, p->c);
+    });
 }
