@@ -238,6 +238,31 @@ static XLA_FFI_Error *run(XLA_FFI_CallFrame *f, const char *what, baton_kernel_f
     return NULL;
 }
 
+/* invvar's dtype: f64 for f64 rows, else f32. */
+static baton_dtype invvar_dtype(const baton_rms_norm_desc *d)
+{
+    return d->x_dtype == (int32_t)BATON_DTYPE_F64 ? BATON_DTYPE_F64 : BATON_DTYPE_F32;
+}
+
+/* The descriptor of x's rows over the weight w (eps, n1, n2, the dtypes), and invvar's check:
+ * n1 values of invvar_dtype. */
+static XLA_FFI_Error *desc_of(XLA_FFI_CallFrame *f, const char *what, const XLA_FFI_Buffer *x,
+                              const XLA_FFI_Buffer *w, const XLA_FFI_Buffer *inv,
+                              baton_rms_norm_desc *d)
+{
+    XLA_FFI_Error *e;
+    memset(d, 0, sizeof *d);
+    if ((e = eps_of(f, what, &d->eps)) || (e = rows_of(f, what, x, w, &d->n1, &d->n2)))
+        return e;
+    d->x_dtype = from_xla(x->dtype);
+    d->w_dtype = from_xla(w->dtype);
+    const baton_dtype iv = invvar_dtype(d);
+    if (from_xla(inv->dtype) != iv || numel(inv) != d->n1)
+        return invalid(f, what, "invvar must hold n1 = %lld elements of %s", (long long)d->n1,
+                       baton_dtype_name(iv));
+    return NULL;
+}
+
 static XLA_FFI_Error *fwd(XLA_FFI_CallFrame *f, baton_kernel_fn fn, int cuda)
 {
     const char *what = cuda ? "rms_norm_fwd (cuda)" : "rms_norm_fwd (cpu)";
@@ -248,18 +273,10 @@ static XLA_FFI_Error *fwd(XLA_FFI_CallFrame *f, baton_kernel_fn fn, int cuda)
     if (e)
         return e;
     baton_rms_norm_desc d;
-    memset(&d, 0, sizeof d);
-    if ((e = eps_of(f, what, &d.eps)) || (e = rows_of(f, what, b[0], b[1], &d.n1, &d.n2)))
+    if ((e = desc_of(f, what, b[0], b[1], b[3], &d)))
         return e;
-    d.x_dtype = from_xla(b[0]->dtype);
-    d.w_dtype = from_xla(b[1]->dtype);
-    const baton_dtype iv =
-        d.x_dtype == (int32_t)BATON_DTYPE_F64 ? BATON_DTYPE_F64 : BATON_DTYPE_F32;
     if ((int32_t)from_xla(b[2]->dtype) != d.w_dtype || numel(b[2]) != d.n1 * d.n2)
         return invalid(f, what, "y must have x's shape and the weight's dtype");
-    if (from_xla(b[3]->dtype) != iv || numel(b[3]) != d.n1)
-        return invalid(f, what, "invvar must hold n1 = %lld elements of %s", (long long)d.n1,
-                       baton_dtype_name(iv));
     if (d.n1 == 0)
         return NULL; /* an empty batch: y and invvar are empty */
     void *buffers[4] = {b[0]->data, b[1]->data, b[2]->data, b[3]->data};
@@ -305,18 +322,11 @@ static XLA_FFI_Error *bwd(XLA_FFI_CallFrame *f, baton_kernel_fn fn, int cuda)
     if (e)
         return e;
     baton_rms_norm_desc d;
-    memset(&d, 0, sizeof d);
-    if ((e = eps_of(f, what, &d.eps)) || (e = rows_of(f, what, b[2], b[3], &d.n1, &d.n2)))
+    if ((e = desc_of(f, what, b[2], b[3], b[1], &d)))
         return e;
-    d.x_dtype = from_xla(b[2]->dtype);
-    d.w_dtype = from_xla(b[3]->dtype);
-    const baton_dtype iv =
-        d.x_dtype == (int32_t)BATON_DTYPE_F64 ? BATON_DTYPE_F64 : BATON_DTYPE_F32;
+    const baton_dtype iv = invvar_dtype(&d);
     if ((int32_t)from_xla(b[0]->dtype) != d.w_dtype || numel(b[0]) != d.n1 * d.n2)
         return invalid(f, what, "grad_output must have x's shape and the weight's dtype");
-    if (from_xla(b[1]->dtype) != iv || numel(b[1]) != d.n1)
-        return invalid(f, what, "invvar must hold n1 = %lld elements of %s", (long long)d.n1,
-                       baton_dtype_name(iv));
     if ((int32_t)from_xla(b[4]->dtype) != d.x_dtype || numel(b[4]) != d.n1 * d.n2)
         return invalid(f, what, "grad_input must have x's shape and dtype");
     if ((int32_t)from_xla(b[5]->dtype) != d.w_dtype || numel(b[5]) != d.n2)
