@@ -55,6 +55,7 @@ def causal_lm_main(argv):
         return 1
     import transformers
 
+    transformers.utils.logging.disable_progress_bar()  # one line of output, as the other path
     try:  # from disk only: nothing is downloaded
         model = transformers.AutoModelForCausalLM.from_pretrained(
             a.model_dir, dtype=TORCH_DTYPES[a.dtype] if a.dtype else "auto",
