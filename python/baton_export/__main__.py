@@ -31,6 +31,11 @@ def load_factory(spec):
     return getattr(mod, fn)
 
 
+# What causal-lm copies from the model's directory when it is there.
+TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json",
+                   "tokenizer.model", "vocab.json", "merges.txt", "generation_config.json")
+
+
 def causal_lm_main(argv):
     ap = argparse.ArgumentParser(prog="python -m baton_export causal-lm",
                                  description="Export a Hugging Face causal LM saved in a directory "
@@ -74,7 +79,18 @@ def causal_lm_main(argv):
     except ExportError as e:
         print(f"baton_export: error: {e}", file=sys.stderr)
         return 1
-    print(f"wrote {paths['prefill']}, {paths['decode']} and {paths['weights']}")
+    # the model's tokenizer and generation settings beside the plans, so that the directory is
+    # all an application needs (baton reads none of them: a C app tokenizes with its own library)
+    import shutil
+
+    kept = []
+    for name in TOKENIZER_FILES:
+        src = os.path.join(a.model_dir, name)
+        if os.path.isfile(src):
+            shutil.copyfile(src, os.path.join(a.out, name))
+            kept.append(name)
+    print(f"wrote {paths['prefill']}, {paths['decode']} and {paths['weights']}" +
+          (f"; copied {', '.join(kept)}" if kept else ""))
     return 0
 
 

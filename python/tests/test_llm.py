@@ -271,6 +271,7 @@ def test_cli_exports_a_saved_model_that_generates_transformers_tokens(tmp_path, 
               "safetensors")
     m = _build("qwen2")
     m.save_pretrained(tmp_path / "hf")
+    (tmp_path / "hf" / "tokenizer.json").write_text('{"model": "test"}')  # copied beside the plans
 
     def cli(*args):
         return subprocess.run([sys.executable, "-m", "baton_export", "causal-lm", *args],
@@ -280,6 +281,8 @@ def test_cli_exports_a_saved_model_that_generates_transformers_tokens(tmp_path, 
             "--fused", "gemv", "--decode-outputs", "next_token", "--prefill-logits", "last")
     assert r.returncode == 0, r.stderr
     assert "wrote" in r.stdout and (tmp_path / "out" / "decode.json").exists()
+    assert (tmp_path / "out" / "tokenizer.json").read_text() == '{"model": "test"}'
+    assert "generation_config.json" in r.stdout  # save_pretrained writes one
     dec = json.loads((tmp_path / "out" / "decode.json").read_text())
     assert [t["name"] for t in dec["tensors"] if t.get("role") == "output"] == ["next_token"]
     if generate_exe:
