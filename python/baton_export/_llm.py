@@ -327,9 +327,12 @@ def export_causal_lm(model, out_dir, *, max_seq_len, device="cuda:0", dtype=None
         p.write(paths[name])
     paths["weights"] = os.path.join(out_dir, "weights.safetensors")
     write_weights(paths["weights"], weights)
+    # the ids transformers' generate stops at: the generation config's (Llama 3 Instruct adds
+    # <|eot_id|> there), else the model config's
+    eos = getattr(getattr(model, "generation_config", None), "eos_token_id", None)
     with open(os.path.join(out_dir, "config.json"), "w") as f:
         json.dump({"format": "baton.causal_lm", "version": 1, "model_type": cfg.model_type,
                    "vocab_size": V, "max_seq_len": max_seq_len, "n_layers": nl,
-                   "eos_token_id": _cfg(cfg, "eos_token_id"),
+                   "eos_token_id": eos if eos is not None else _cfg(cfg, "eos_token_id"),
                    "bos_token_id": _cfg(cfg, "bos_token_id")}, f, indent=1)
     return paths

@@ -208,7 +208,12 @@ def test_generate_example_stops_where_transformers_does(tmp_path, caps, generate
 
     cfg_path = tmp_path / "config.json"
     cfg = json.loads(cfg_path.read_text())
-    assert "eos_token_id" in cfg  # the exporter writes the model's
+    assert cfg["eos_token_id"] == m.config.eos_token_id  # no generation config's: the config's
+    m.generation_config.eos_token_id = [full[k], unused]  # transformers stops at these
+    baton_export.export_causal_lm(m, tmp_path / "g", max_seq_len=32, verbose=False)
+    assert json.loads((tmp_path / "g" / "config.json").read_text())["eos_token_id"] == [
+        full[k], unused]
+    m.generation_config.eos_token_id = None
 
     def with_eos(value):
         cfg["eos_token_id"] = value
