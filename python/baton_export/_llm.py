@@ -327,8 +327,8 @@ def export_causal_lm(model, out_dir, *, max_seq_len, device="cuda:0", dtype=None
         p.write(paths[name])
     paths["weights"] = os.path.join(out_dir, "weights.safetensors")
     write_weights(paths["weights"], weights)
-    # the ids transformers' generate stops at: the generation config's (Llama 3 Instruct adds
-    # <|eot_id|> there), else the model config's
+    # the ids transformers' generate stops at: the generation config's (Llama 3 Instruct's lists
+    # <|eot_id|>), else the model config's
     eos = getattr(getattr(model, "generation_config", None), "eos_token_id", None)
     with open(os.path.join(out_dir, "config.json"), "w") as f:
         json.dump({"format": "baton.causal_lm", "version": 1, "model_type": cfg.model_type,
