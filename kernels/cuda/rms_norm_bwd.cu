@@ -276,12 +276,7 @@ extern "C" int baton__kcuda_rms_norm_bwd_cfg(const baton_exec_ctx *ctx, void **b
                                              const char *opaque, size_t len, const kcuda_rms_cfg *o,
                                              kcuda_rms_cfg *chosen)
 {
-    BwdDecision c;
-    int rc = bwd_decide_call(ctx, buffers, opaque, len, o, &c);
-    if (rc)
-        return rc;
-    baton__kcuda_rms_report(&c.L, chosen);
-    return bwd_launch(ctx, buffers, c);
+    return rms_cfg<BwdDecision>(ctx, buffers, opaque, len, o, chosen, bwd_decide_call, bwd_launch);
 }
 
 extern "C" int baton__kcuda_rms_norm_bwd_prepare(const baton_exec_ctx *ctx, void **buffers,
@@ -296,9 +291,7 @@ extern "C" int baton__kcuda_rms_norm_bwd_prepare(const baton_exec_ctx *ctx, void
 extern "C" int baton__kcuda_rms_norm_bwd(const baton_exec_ctx *ctx, void **buffers,
                                          const char *opaque, size_t len)
 {
-    return rms_call<BwdPrepared>(ctx, buffers, opaque, len, bwd_decide_call, bwd_launch, [&] {
-        return baton__kcuda_rms_norm_bwd_cfg(ctx, buffers, opaque, len, NULL, NULL);
-    });
+    return rms_call<BwdPrepared>(ctx, buffers, opaque, len, bwd_decide_call, bwd_launch);
 }
 
 #ifdef KCUDA_TIMELINE

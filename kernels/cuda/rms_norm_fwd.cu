@@ -734,12 +734,7 @@ extern "C" int baton__kcuda_rms_norm_fwd_cfg(const baton_exec_ctx *ctx, void **b
                                              const char *opaque, size_t len, const kcuda_rms_cfg *o,
                                              kcuda_rms_cfg *chosen)
 {
-    FwdDecision c;
-    int rc = fwd_decide_call(ctx, buffers, opaque, len, o, &c);
-    if (rc)
-        return rc;
-    baton__kcuda_rms_report(&c.L, chosen);
-    return fwd_launch(ctx, buffers, c);
+    return rms_cfg<FwdDecision>(ctx, buffers, opaque, len, o, chosen, fwd_decide_call, fwd_launch);
 }
 
 extern "C" int baton__kcuda_rms_norm_fwd_prepare(const baton_exec_ctx *ctx, void **buffers,
@@ -754,7 +749,5 @@ extern "C" int baton__kcuda_rms_norm_fwd_prepare(const baton_exec_ctx *ctx, void
 extern "C" int baton__kcuda_rms_norm_fwd(const baton_exec_ctx *ctx, void **buffers,
                                          const char *opaque, size_t len)
 {
-    return rms_call<FwdPrepared>(ctx, buffers, opaque, len, fwd_decide_call, fwd_launch, [&] {
-        return baton__kcuda_rms_norm_fwd_cfg(ctx, buffers, opaque, len, NULL, NULL);
-    });
+    return rms_call<FwdPrepared>(ctx, buffers, opaque, len, fwd_decide_call, fwd_launch);
 }

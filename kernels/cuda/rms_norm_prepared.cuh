@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "kernels/cuda/kcuda_common.cuh"
+#include "kernels/cuda/rms_norm_layout.h"
 
 namespace kcuda
 {
@@ -20,6 +21,7 @@ namespace kcuda
  * re-packed the descriptor, a bound buffer of another alignment) decides again and keeps that.
  * Decide is the op's int(ctx, buffers, opaque, len, const kcuda_rms_cfg *, D *). */
 template <typename D, int NB, size_t OPAQUE> struct RmsPrepared {
+    typedef D Decision;
     unsigned char opaque[OPAQUE];
     size_t len;
     unsigned char low[NB];
@@ -72,15 +74,29 @@ static int rms_prepare(const baton_exec_ctx *ctx, const char *what, void **buffe
     return 0;
 }
 
+/* The op's call decided now, with the overrides o (the tuner's, the tests'; NULL: none), the
+ * choice reported in *chosen (NULL: not asked). Launch is the op's int(ctx, buffers, const D &). */
+template <typename D, typename Decide, typename Launch>
+static int rms_cfg(const baton_exec_ctx *ctx, void **buffers, const char *opaque, size_t len,
+                   const kcuda_rms_cfg *o, kcuda_rms_cfg *chosen, Decide decide, Launch launch)
+{
+    D c;
+    const int rc = decide(ctx, buffers, opaque, len, o, &c);
+    if (rc)
+        return rc;
+    baton__kcuda_rms_report(&c.L, chosen);
+    return launch(ctx, buffers, c);
+}
+
 /* The op's call: the runtime's calls carry ctx->prepared, decided again where the call differs;
- * the XLA-ABI entry points and direct callers do not, and decide on every call (unprepared). */
-template <typename P, typename Decide, typename Launch, typename Unprepared>
+ * the XLA-ABI entry points and direct callers do not, and decide on every call. */
+template <typename P, typename Decide, typename Launch>
 static int rms_call(const baton_exec_ctx *ctx, void **buffers, const char *opaque, size_t len,
-                    Decide decide, Launch launch, Unprepared unprepared)
+                    Decide decide, Launch launch)
 {
     P *p = ctx ? (P *)ctx->prepared : NULL;
     if (!p)
-        return unprepared();
+        return rms_cfg<typename P::Decision>(ctx, buffers, opaque, len, NULL, NULL, decide, launch);
     if (!p->matches(ctx, buffers, opaque, len)) {
         const int rc = p->fill(ctx, buffers, opaque, len, decide);
         if (rc)
