@@ -62,6 +62,14 @@ def _exported_llama(tmp_path, caps, generate_exe):
     return m
 
 
+def _generate(exe, d, *args, new=NEW):
+    """build/generate on the export in d after PROMPT: (exit code, the ids, stderr)."""
+    r = subprocess.run([exe, str(d), "--prompt", ",".join(map(str, PROMPT)), "--max-new-tokens",
+                        str(new), *args], capture_output=True, text=True, timeout=120)
+    out = r.stdout.strip().splitlines()
+    return r.returncode, [int(x) for x in out[-1].split()] if out else [], r.stderr
+
+
 def _reference_tokens(d, prompt=PROMPT, new=NEW):
     pre, dec = Runner(os.path.join(d, "prefill.json")), Runner(os.path.join(d, "decode.json"))
     T = len(prompt)
@@ -182,11 +190,7 @@ def test_generate_example_stops_where_transformers_does(tmp_path, caps, generate
     full = _hf_tokens(m)
 
     def run(*args):
-        r = subprocess.run([generate_exe, str(tmp_path), "--prompt", ",".join(map(str, PROMPT)),
-                            "--max-new-tokens", str(NEW), "--gpu=cpu", *args],
-                           capture_output=True, text=True, timeout=120)
-        out = r.stdout.strip().splitlines()
-        return r.returncode, [int(x) for x in out[-1].split()] if out else [], r.stderr
+        return _generate(generate_exe, tmp_path, "--gpu=cpu", *args)
 
     def hf(ids):
         with torch.no_grad():
@@ -250,11 +254,9 @@ def test_queued_tokens_stop_where_waited_ones_do(tmp_path, caps, generate_exe):
                                   verbose=False, decode_outputs=("next_token",))
 
     def run(*args):
-        r = subprocess.run([generate_exe, str(tmp_path), "--prompt", ",".join(map(str, PROMPT)),
-                            "--max-new-tokens", str(n), "--gpu=cuda", "--mode=graph", *args],
-                           capture_output=True, text=True, timeout=120)
-        assert r.returncode == 0, r.stderr
-        return [int(x) for x in r.stdout.strip().splitlines()[-1].split()], r.stderr
+        rc, ids, err = _generate(generate_exe, tmp_path, "--gpu=cuda", "--mode=graph", *args, new=n)
+        assert rc == 0, err
+        return ids, err
 
     full, _ = run()
     queued, err = run("--queue-tokens")
@@ -291,11 +293,9 @@ def test_cli_exports_a_saved_model_that_generates_transformers_tokens(tmp_path, 
     dec = json.loads((tmp_path / "out" / "decode.json").read_text())
     assert [t["name"] for t in dec["tensors"] if t.get("role") == "output"] == ["next_token"]
     if generate_exe:
-        g = subprocess.run([generate_exe, str(tmp_path / "out"), "--prompt",
-                            ",".join(map(str, PROMPT)), "--max-new-tokens", str(NEW), "--gpu=cpu"],
-                           capture_output=True, text=True, timeout=120)
-        assert g.returncode == 0, g.stderr
-        assert [int(x) for x in g.stdout.strip().splitlines()[-1].split()] == _hf_tokens(m)
+        rc, ids, err = _generate(generate_exe, tmp_path / "out", "--gpu=cpu")
+        assert rc == 0, err
+        assert ids == _hf_tokens(m)
     r = cli(str(tmp_path / "nothing"), "-o", str(tmp_path / "o2"), "--max-seq-len", "32")
     assert r.returncode == 1 and "has no config.json" in r.stderr, r.stderr
     import transformers as tf
