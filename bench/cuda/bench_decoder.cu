@@ -271,8 +271,8 @@ static void desc_shape(char *buf, size_t cap, const baton_tensor_desc &d)
  * a shared input has one copy that every call reads (a 500 MB table, inv_freq). */
 struct Fill {
     int index = 0, ramp = 0, shared = 0;
-    int peaked =
-        0; /* f32 rows: this many values in [8, 12) at hashed places, as a model's logits */
+    /* f32 rows: this many values in [8, 12) at hashed places, as a model's logits (peak_kernel) */
+    int peaked = 0;
     int64_t lo = 0, hi = 0;
 };
 
