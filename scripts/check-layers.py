@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """check-layers.py: prints baton's include graph between source folders and fails (exit 1) on an
 include that points the wrong way or on a cycle. The rule (docs/layout.md, CMakeLists.txt's
-BATON_DEPS_*): core <- kernels, delegates <- targets <- plan <- scheduler; tools/ and examples/
+BATON_DEPS_*): core <- kernels, delegates <- targets <- plan <- scheduler, text; tools/ and examples/
 include only the public headers (baton/...). tests/ and bench/ are white-box and not checked.
 Usage: python3 scripts/check-layers.py [REPO_ROOT]"""
 import os
@@ -15,6 +15,7 @@ ALLOWED = {
     "targets": {"core", "kernels", "delegates"},
     "plan": {"core", "targets"},
     "scheduler": {"core", "plan"},
+    "text": {"core", "plan"},
     "tools": set(),
     "examples": set(),
 }

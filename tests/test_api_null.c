@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "baton/baton.h"
+#include "baton/baton_tokenizer.h"
 #include "baton/baton_uv.h"
 #include "tests/support.h"
 
@@ -237,6 +238,34 @@ static int r_pool_state(void)
            EINVAL_(baton_pool_set_state(NULL, 0, "s", f, sizeof f, &e)) &&
            EINVAL_(baton_pool_reset_state(NULL, 0, &e));
 }
+static int r_tokenizer(void)
+{
+    baton_tokenizer *t = NULL;
+    baton_error e;
+    int64_t id, ids[1];
+    size_t n;
+    char text[4];
+    const char *path = test_path("tests/data/tokenizer/byte_level.json");
+    if (!EINVAL_(baton_tokenizer_load(NULL, &t, &e)) ||
+        !EINVAL_(baton_tokenizer_load(path, NULL, &e)))
+        return 0;
+    baton_tokenizer_free(NULL);
+    if (baton_tokenizer_vocab_size(NULL) != 0 || baton_tokenizer_load(path, &t, &e) != 0)
+        return 0;
+    int ok = EINVAL_(baton_tokenizer_token_id(NULL, "a", &id)) &&
+             EINVAL_(baton_tokenizer_token_id(t, NULL, &id)) &&
+             EINVAL_(baton_tokenizer_token_id(t, "a", NULL)) &&
+             EINVAL_(baton_tokenizer_encode(NULL, "a", 1, 1, ids, 1, &n, &e)) &&
+             EINVAL_(baton_tokenizer_encode(t, NULL, 1, 1, ids, 1, &n, &e)) &&
+             EINVAL_(baton_tokenizer_encode(t, "a", 1, 1, NULL, 1, &n, &e)) &&
+             EINVAL_(baton_tokenizer_encode(t, "a", 1, 1, ids, 1, NULL, &e)) &&
+             EINVAL_(baton_tokenizer_decode(NULL, ids, 1, 0, text, 4, &n, &e)) &&
+             EINVAL_(baton_tokenizer_decode(t, NULL, 1, 0, text, 4, &n, &e)) &&
+             EINVAL_(baton_tokenizer_decode(t, ids, 0, 0, NULL, 4, &n, &e)) &&
+             EINVAL_(baton_tokenizer_decode(t, ids, 0, 0, text, 4, NULL, &e));
+    baton_tokenizer_free(t);
+    return ok;
+}
 static int r_no_pointers(void)
 {
     /* functions without pointer arguments, called for completeness */
@@ -276,6 +305,7 @@ static const null_row rows[] = {
     {"baton_plan_dim_*, baton_plan_tensor_dim, baton_runtime_*_dims, _state, _tensor_desc",
      r_dims_and_state},
     {"baton_pool_submit_to, baton_pool_*_state", r_pool_state},
+    {"baton_tokenizer_*", r_tokenizer},
     {"functions without pointer arguments", r_no_pointers},
 };
 /* Not here: baton_xla.h's entry points, which XLA calls with its own buffers (the FFI handlers

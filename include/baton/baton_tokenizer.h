@@ -1,0 +1,66 @@
+/* baton_tokenizer.h: text to token ids and back, from a Hugging Face tokenizer.json, so that a C
+ * program runs a model baton_export exported (its directory holds the model's tokenizer.json) from
+ * text to text with no Python.
+ *
+ * Supported: the byte-level BPE tokenizers of GPT-2, Llama 3, Qwen 2/2.5/3, SmolLM and the many
+ * models that share their pre-tokenizer patterns, and the SentencePiece-converted BPE tokenizers of
+ * Llama 2, Mistral and TinyLlama (byte fallback, the "▁" normalizer). The ids are those of the
+ * `tokenizers` library's encode(text, add_special_tokens) and the text that of its decode(ids,
+ * skip_special_tokens); the Python tests compare them on several thousand texts. A tokenizer.json
+ * outside that set is refused at load with a message that names the file, the place and what is
+ * not supported, and a text this implementation cannot tokenize exactly (one that a Qwen NFC
+ * normalizer would change) is refused at encode: never a different answer. Unicode 15.0.
+ *
+ * A loaded tokenizer is read-only: any number of threads may encode and decode with it at once. */
+#ifndef BATON_TOKENIZER_H
+#define BATON_TOKENIZER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "baton/baton.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct baton_tokenizer baton_tokenizer;
+
+/* Reads the tokenizer.json at path. BATON_EIO: the file cannot be read; BATON_EPARSE: not JSON;
+ * BATON_ENOTSUP: a model, normalizer, pre-tokenizer, post-processor, decoder or added-token
+ * option this implementation does not have (the message names it); BATON_EPLAN: fields missing or
+ * of the wrong kind, ids out of place. Free it with baton_tokenizer_free. */
+BATON_API int baton_tokenizer_load(const char *path, baton_tokenizer **out, baton_error *err);
+BATON_API void baton_tokenizer_free(baton_tokenizer *tok);
+
+/* One more than the largest id of the vocabulary and the added tokens; 0 for NULL. */
+BATON_API int64_t baton_tokenizer_vocab_size(const baton_tokenizer *tok);
+
+/* The id of a token by its text ("<|eot_id|>", "hello" in the vocabulary's own spelling) into
+ * *id: 0, or BATON_ENOENT. */
+BATON_API int baton_tokenizer_token_id(const baton_tokenizer *tok, const char *token, int64_t *id);
+
+/* Encodes len bytes of UTF-8 text. add_special: the post-processor's template around the ids (the
+ * beginning-of-text token of Llama's), as `add_special_tokens`. Sets *n to the count of the whole
+ * encoding and writes at most cap ids: cap 0 only sizes the buffer; more ids than a cap > 0 is
+ * BATON_EINVAL after the first cap are written. BATON_EINVAL also for text that is not UTF-8 (the
+ * message gives the byte offset); BATON_ENOTSUP for a text the normalizer would change and this
+ * implementation cannot normalize (the offset of the character). Allocates working memory. */
+BATON_API int baton_tokenizer_encode(const baton_tokenizer *tok, const char *text, size_t len,
+                                     int add_special, int64_t *ids, size_t cap, size_t *n,
+                                     baton_error *err);
+
+/* Decodes n ids into UTF-8 text, NUL-terminated, at most cap bytes with the NUL; *len receives the
+ * text's length without the NUL: cap 0 only sizes the buffer; a cap > 0 too short is BATON_EINVAL,
+ * the text cut at cap - 1 bytes. skip_special leaves out the special added tokens. Bytes that do
+ * not form UTF-8 (ids that cut a character) become U+FFFD, as `tokenizers` does. An id outside the
+ * vocabulary is BATON_EINVAL naming it (the library drops it silently). */
+BATON_API int baton_tokenizer_decode(const baton_tokenizer *tok, const int64_t *ids, size_t n,
+                                     int skip_special, char *text, size_t cap, size_t *len,
+                                     baton_error *err);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* BATON_TOKENIZER_H */

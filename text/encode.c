@@ -1,0 +1,224 @@
+/* encode.c: baton_tokenizer_encode, in the order `tokenizers` runs it: the added tokens split out
+ * of the text (those matched in the raw text, then those matched in the normalized text), each
+ * span between them normalized, cut into pieces by the pre-tokenizer, mapped to the byte-level
+ * alphabet where the model has it and merged by the BPE model (bpe.c); then the post-processor's
+ * template around the ids. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/core.h"
+#include "text/tok_internal.h"
+#include "text/unicode.h"
+
+/* GPT-2's bytes_to_unicode: the printable bytes stand for themselves, the others (controls,
+ * space, DEL, NBSP, the soft hyphen) for U+0100 onwards, in byte order */
+static uint32_t byte_char(unsigned b)
+{
+    if ((b >= 33 && b <= 126) || (b >= 161 && b <= 172) || b >= 174)
+        return b;
+    unsigned k = 0; /* the index of b among the bytes that are not their own character */
+    for (unsigned c = 0; c < b; c++)
+        k += !((c >= 33 && c <= 126) || (c >= 161 && c <= 172) || c >= 174);
+    return 256 + k;
+}
+
+typedef struct enc {
+    const baton_tokenizer *t;
+    int64_t *ids;
+    size_t n, cap;
+    char *buf; /* a piece's working text */
+    size_t buf_cap;
+    uint32_t *cp; /* a span's code points */
+    size_t cp_cap;
+    char msg[256];
+    size_t msg_at; /* the byte offset of the span being encoded, for messages */
+} enc;
+
+static int grow(void **p, size_t *cap, size_t need, size_t size)
+{
+    if (need <= *cap)
+        return 0;
+    size_t c = *cap ? *cap : 64;
+    while (c < need)
+        c *= 2;
+    void *q = realloc(*p, c * size);
+    if (!q)
+        return BATON_ENOMEM;
+    *p = q;
+    *cap = c;
+    return 0;
+}
+
+static int push(enc *e, int64_t id)
+{
+    if (grow((void **)&e->ids, &e->cap, e->n + 1, sizeof *e->ids))
+        return BATON_ENOMEM;
+    e->ids[e->n++] = id;
+    return 0;
+}
+
+/* A word through the BPE model */
+static int word(enc *e, const char *s, size_t len)
+{
+    return baton__tok_bpe(e->t, s, len, &e->ids, &e->n, &e->cap, e->msg, sizeof e->msg);
+}
+
+/* A piece of the byte-level models: its bytes as the alphabet's characters, then BPE */
+static int byte_level_word(enc *e, const char *s, size_t len)
+{
+    if (grow((void **)&e->buf, &e->buf_cap, 2 * len + 1, 1))
+        return BATON_ENOMEM;
+    size_t k = 0;
+    for (size_t i = 0; i < len; i++)
+        k += (size_t)baton__utf8_put(byte_char((unsigned char)s[i]), e->buf + k);
+    return word(e, e->buf, k);
+}
+
+/* A span of text between added tokens: normalized, pre-tokenized, merged. */
+static int span(enc *e, const char *s, size_t len)
+{
+    const baton_tokenizer *t = e->t;
+    if (len == 0)
+        return 0;
+    if (t->spm_norm) { /* "▁" before the span and for every space; the whole is one word */
+        size_t spaces = 0;
+        for (size_t i = 0; i < len; i++)
+            spaces += s[i] == ' ';
+        if (grow((void **)&e->buf, &e->buf_cap, len + 2 * spaces + 4, 1))
+            return BATON_ENOMEM;
+        size_t k = 0;
+        memcpy(e->buf, "\xe2\x96\x81", 3);
+        k = 3;
+        for (size_t i = 0; i < len; i++) {
+            if (s[i] == ' ') {
+                memcpy(e->buf + k, "\xe2\x96\x81", 3);
+                k += 3;
+            } else {
+                e->buf[k++] = s[i];
+            }
+        }
+        return word(e, e->buf, k);
+    }
+    if (!t->nfc && t->pattern == PAT_NONE)
+        return t->byte_level ? byte_level_word(e, s, len) : word(e, s, len);
+    /* the code points, and where each starts in s (the pieces are cut between code points) */
+    if (grow((void **)&e->cp, &e->cp_cap, 2 * len + 1, sizeof *e->cp))
+        return BATON_ENOMEM;
+    uint32_t *cp = e->cp, *at = e->cp + len;
+    size_t n = 0;
+    for (size_t i = 0; i < len;) {
+        at[n] = (uint32_t)i;
+        baton__utf8_next(s, len, &i, &cp[n]); /* checked at the start */
+        n++;
+    }
+    if (t->nfc) {
+        size_t bad;
+        if (!baton__uni_nfc_stable(cp, n, &bad)) {
+            snprintf(e->msg, sizeof e->msg,
+                     "the text at byte %zu (U+%04X) is not in NFC, which this tokenizer's "
+                     "normalizer asks for and baton does not apply: normalize the text to NFC "
+                     "first",
+                     e->msg_at + at[bad], (unsigned)cp[bad]);
+            return BATON_ENOTSUP;
+        }
+    }
+    if (t->pattern == PAT_NONE)
+        return t->byte_level ? byte_level_word(e, s, len) : word(e, s, len);
+    for (size_t i = 0; i < n;) {
+        const size_t j = baton__tok_piece_end(t->pattern, cp, n, i);
+        const size_t b0 = at[i], b1 = j < n ? at[j] : len;
+        /* the piece's bytes may be moved by the word's growth of buf: copy from s */
+        int rc = t->byte_level ? byte_level_word(e, s + b0, b1 - b0) : word(e, s + b0, b1 - b0);
+        if (rc)
+            return rc;
+        i = j;
+    }
+    return 0;
+}
+
+/* The leftmost, longest added token (of the raw pass or the normalized one) in s, from `from`:
+ * its index in t->added and start, or -1. */
+static long next_added(const baton_tokenizer *t, const char *s, size_t len, size_t from,
+                       int normalized, size_t *start)
+{
+    for (size_t i = from; i < len; i++)
+        for (size_t k = 0; k < t->n_added; k++) { /* longest first */
+            const tok_added *a = &t->added[k];
+            if (a->normalized == normalized && a->len <= len - i && s[i] == a->text[0] &&
+                memcmp(s + i, a->text, a->len) == 0) {
+                *start = i;
+                return (long)k;
+            }
+        }
+    return -1;
+}
+
+/* s split by the normalized added tokens, the spans between to span(). */
+static int split_normalized(enc *e, const char *s, size_t len, size_t offset)
+{
+    size_t i = 0, at;
+    long k;
+    while ((k = next_added(e->t, s, len, i, 1, &at)) >= 0) {
+        e->msg_at = offset + i;
+        int rc = span(e, s + i, at - i);
+        if (rc || (rc = push(e, e->t->added[k].id)))
+            return rc;
+        i = at + e->t->added[k].len;
+    }
+    e->msg_at = offset + i;
+    return span(e, s + i, len - i);
+}
+
+int baton_tokenizer_encode(const baton_tokenizer *t, const char *text, size_t len, int add_special,
+                           int64_t *ids, size_t cap, size_t *n, baton_error *err)
+{
+    err_clear(err);
+    if (!t || (!text && len) || (!ids && cap) || !n)
+        return baton__err_set(err, BATON_EINVAL,
+                              "baton_tokenizer_encode: the tokenizer, the text and n are needed");
+    *n = 0;
+    for (size_t i = 0; i < len;) {
+        uint32_t cp;
+        if (baton__utf8_next(text, len, &i, &cp))
+            return baton__err_set(err, BATON_EINVAL,
+                                  "the text is not UTF-8 at byte %zu (0x%02X): %s encodes UTF-8 "
+                                  "text",
+                                  i, (unsigned char)text[i], t->path);
+    }
+    enc e;
+    memset(&e, 0, sizeof e);
+    e.t = t;
+    int rc = 0;
+    for (size_t i = 0; add_special && i < t->n_pre && !rc; i++)
+        rc = push(&e, t->pre[i]);
+    size_t i = 0, at;
+    long k;
+    while (!rc && (k = next_added(t, text, len, i, 0, &at)) >= 0) {
+        rc = split_normalized(&e, text + i, at - i, i);
+        if (!rc)
+            rc = push(&e, t->added[k].id);
+        i = at + t->added[k].len;
+    }
+    if (!rc)
+        rc = split_normalized(&e, text + i, len - i, i);
+    for (size_t j = 0; add_special && j < t->n_post && !rc; j++)
+        rc = push(&e, t->post[j]);
+    if (rc == BATON_ENOMEM)
+        baton__err_set(err, rc, "baton_tokenizer_encode: out of memory");
+    else if (rc)
+        baton__err_set(err, rc, "%s: %s", t->path, e.msg);
+    else {
+        *n = e.n;
+        if (cap && e.n)
+            memcpy(ids, e.ids, (e.n < cap ? e.n : cap) * sizeof *ids);
+        if (cap && e.n > cap)
+            rc = baton__err_set(err, BATON_EINVAL,
+                                "baton_tokenizer_encode: %zu ids do not fit the %zu given", e.n,
+                                cap);
+    }
+    free(e.ids);
+    free(e.buf);
+    free(e.cp);
+    return rc;
+}

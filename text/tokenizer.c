@@ -1,0 +1,653 @@
+/* tokenizer.c: a Hugging Face tokenizer.json read into a baton_tokenizer (tok_internal.h): the
+ * BPE model's vocabulary and merges, the added tokens, and which of the known normalizers,
+ * pre-tokenizers, post-processors and decoders it names. Anything else is refused here, at load,
+ * naming the file, the line and column and what is not supported, so that encode and decode never
+ * give an answer other than the `tokenizers` library's. */
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/core.h"
+#include "plan/json.h"
+#include "text/tok_internal.h"
+
+/* The two patterns of Split pre-tokenizers this implementation runs (pretok.c), as
+ * tokenizer.json spells them */
+static const char LLAMA3_RE[] =
+    "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}| "
+    "?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
+static const char QWEN2_RE[] = "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}| "
+                               "?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
+static const char SPM_SPACE[] = "\xe2\x96\x81"; /* U+2581 LOWER ONE EIGHTH BLOCK, "▁" */
+
+typedef struct loader {
+    const char *path;
+    jdoc doc;
+    baton_error *err;
+} loader;
+
+/* A refusal at node (its line and column; the file alone for node < 0): returns code. */
+static int fail(loader *L, int node, int code, const char *fmt, ...) CORE_PRINTF(4, 5);
+static int fail(loader *L, int node, int code, const char *fmt, ...)
+{
+    char prefix[512];
+    if (node >= 0)
+        snprintf(prefix, sizeof prefix, "%s:%d:%d: ", L->path, L->doc.v[node].line,
+                 L->doc.v[node].col);
+    else
+        snprintf(prefix, sizeof prefix, "%s: ", L->path);
+    va_list ap;
+    va_start(ap, fmt);
+    baton__err_vset(L->err, code, prefix, fmt, ap);
+    va_end(ap);
+    return code;
+}
+
+static int get(const loader *L, int obj, const char *key)
+{
+    return baton__plan_json_get(&L->doc, obj, key);
+}
+
+static const char *str_of(const loader *L, int node)
+{
+    return jis(&L->doc, node, J_STRING) ? L->doc.v[node].s : NULL;
+}
+
+/* A "type" that must be one of the known ones: its string, or NULL after a refusal. */
+static const char *type_of(loader *L, int node, const char *what)
+{
+    const char *t = str_of(L, get(L, node, "type"));
+    if (!t)
+        fail(L, node, BATON_EPLAN, "%s has no \"type\" string", what);
+    return t;
+}
+
+/* A boolean field that must have the value `want` where present. */
+static int flag_is(loader *L, int obj, const char *key, int want, const char *what)
+{
+    int n = get(L, obj, key);
+    if (n < 0 || jis(&L->doc, n, J_NULL))
+        return 0;
+    int v = jis(&L->doc, n, J_TRUE);
+    if (!v && !jis(&L->doc, n, J_FALSE))
+        return fail(L, n, BATON_EPLAN, "%s's \"%s\" must be true or false", what, key);
+    if (v != want)
+        return fail(L, n, BATON_ENOTSUP, "%s with \"%s\": %s is not supported (only %s)", what, key,
+                    v ? "true" : "false", want ? "true" : "false");
+    return 0;
+}
+
+/* A field that must be null, absent or the empty string. */
+static int unset(loader *L, int obj, const char *key, const char *what)
+{
+    int n = get(L, obj, key);
+    if (n < 0 || jis(&L->doc, n, J_NULL) || (jis(&L->doc, n, J_STRING) && L->doc.v[n].len == 0))
+        return 0;
+    return fail(L, n, BATON_ENOTSUP, "%s with a \"%s\" is not supported", what, key);
+}
+
+static int set_text(baton_tokenizer *t, int64_t id, const char *s, size_t len)
+{
+    char *c = malloc(len + 1);
+    if (!c)
+        return BATON_ENOMEM;
+    memcpy(c, s, len);
+    c[len] = 0;
+    free(t->text[id]);
+    t->text[id] = c;
+    t->len[id] = len;
+    return 0;
+}
+
+static size_t pow2_above(size_t n)
+{
+    size_t p = 16;
+    while (p < 2 * n)
+        p *= 2;
+    return p;
+}
+
+static uint64_t fnv(const char *s, size_t len)
+{
+    uint64_t h = 1469598103934665603ull;
+    for (size_t i = 0; i < len; i++) {
+        h ^= (unsigned char)s[i];
+        h *= 1099511628211ull;
+    }
+    return h;
+}
+
+/* The model: vocabulary, merges and options. */
+static int load_model(loader *L, baton_tokenizer *t, int model, int64_t max_added)
+{
+    const char *type = str_of(L, get(L, model, "type"));
+    if (type && strcmp(type, "BPE") != 0)
+        return fail(L, model, BATON_ENOTSUP,
+                    "the model type \"%s\" is not supported: baton reads BPE models (GPT-2, "
+                    "Llama, Qwen, Mistral and their kin)",
+                    type);
+    int rc;
+    if ((rc = unset(L, model, "continuing_subword_prefix", "a BPE model")) ||
+        (rc = unset(L, model, "end_of_word_suffix", "a BPE model")))
+        return rc;
+    int d = get(L, model, "dropout");
+    if (d >= 0 && !jis(&L->doc, d, J_NULL) && !(jis_number(&L->doc, d) && L->doc.v[d].f == 0))
+        return fail(L, d, BATON_ENOTSUP,
+                    "BPE dropout is not supported (a tokenizer for "
+                    "inference has \"dropout\": null)");
+    const int vocab = get(L, model, "vocab");
+    const int merges = get(L, model, "merges");
+    if (!jis(&L->doc, vocab, J_OBJECT))
+        return fail(L, vocab < 0 ? model : vocab, BATON_EPLAN,
+                    "the model's \"vocab\" must be an object of token: id");
+    if (merges >= 0 && !jis(&L->doc, merges, J_ARRAY))
+        return fail(L, merges, BATON_EPLAN, "the model's \"merges\" must be an array");
+    t->fuse_unk = jis(&L->doc, get(L, model, "fuse_unk"), J_TRUE);
+    t->byte_fallback = jis(&L->doc, get(L, model, "byte_fallback"), J_TRUE);
+    t->ignore_merges = jis(&L->doc, get(L, model, "ignore_merges"), J_TRUE);
+    /* the ids' range: the vocabulary's and the added tokens' */
+    int64_t n_ids = max_added + 1;
+    for (int c = L->doc.v[vocab].first; c >= 0; c = L->doc.v[c].next) {
+        if (!jis(&L->doc, c, J_INT) || L->doc.v[c].i < 0 || L->doc.v[c].i >= (1LL << 31))
+            return fail(L, c, BATON_EPLAN, "the id of \"%s\" must be an integer in [0, 2^31)",
+                        L->doc.v[c].key);
+        if (L->doc.v[c].i + 1 > n_ids)
+            n_ids = L->doc.v[c].i + 1;
+    }
+    t->n_ids = n_ids;
+    t->text = calloc((size_t)n_ids, sizeof *t->text);
+    t->len = calloc((size_t)n_ids, sizeof *t->len);
+    t->is_special = calloc((size_t)n_ids, 1);
+    const size_t nv = (size_t)L->doc.v[vocab].n;
+    t->vocab.mask = pow2_above(nv) - 1;
+    t->vocab.slot = calloc(t->vocab.mask + 1, sizeof *t->vocab.slot);
+    if (!t->text || !t->len || !t->is_special || !t->vocab.slot)
+        return BATON_ENOMEM;
+    for (int c = L->doc.v[vocab].first; c >= 0; c = L->doc.v[c].next) {
+        const int64_t id = L->doc.v[c].i;
+        const char *k = L->doc.v[c].key;
+        const size_t len = strlen(k);
+        if (t->text[id])
+            return fail(L, c, BATON_EPLAN, "the id %lld of \"%s\" is also that of \"%s\"",
+                        (long long)id, k, t->text[id]);
+        if (set_text(t, id, k, len))
+            return BATON_ENOMEM;
+        size_t i = fnv(k, len) & t->vocab.mask;
+        while (t->vocab.slot[i])
+            i = (i + 1) & t->vocab.mask;
+        t->vocab.slot[i] = id + 1;
+    }
+    /* the unknown token, the byte tokens */
+    t->unk = -1;
+    const int unk = get(L, model, "unk_token");
+    if (jis(&L->doc, unk, J_STRING)) {
+        t->unk = baton__tok_vocab_get(t, L->doc.v[unk].s, L->doc.v[unk].len);
+        if (t->unk < 0)
+            return fail(L, unk, BATON_EPLAN, "the unknown token \"%s\" is not in the vocabulary",
+                        L->doc.v[unk].s);
+    } else if (unk >= 0 && !jis(&L->doc, unk, J_NULL)) {
+        return fail(L, unk, BATON_EPLAN, "\"unk_token\" must be a string or null");
+    }
+    for (int b = 0; b < 256; b++) {
+        char name[8];
+        snprintf(name, sizeof name, "<0x%02X>", b);
+        t->byte_id[b] = t->byte_fallback ? baton__tok_vocab_get(t, name, 6) : -1;
+    }
+    /* the merges: "left right" strings or [left, right] pairs, ranked by their order */
+    const size_t nm = merges < 0 ? 0 : (size_t)L->doc.v[merges].n;
+    t->merges_mask = pow2_above(nm) - 1;
+    t->merges = malloc((t->merges_mask + 1) * sizeof *t->merges);
+    if (!t->merges)
+        return BATON_ENOMEM;
+    for (size_t i = 0; i <= t->merges_mask; i++)
+        t->merges[i].left = -1;
+    char *buf = NULL;
+    size_t cap = 0;
+    int64_t rank = 0;
+    rc = 0;
+    for (int c = merges < 0 ? -1 : L->doc.v[merges].first; c >= 0 && !rc;
+         c = L->doc.v[c].next, rank++) {
+        const char *a, *b;
+        size_t la, lb;
+        const jnode *m = &L->doc.v[c];
+        if (m->type == J_STRING) {
+            const char *sp = strchr(m->s, ' ');
+            if (!sp || strchr(sp + 1, ' ')) {
+                rc = fail(L, c, BATON_EPLAN, "a merge must be \"left right\" (one space)");
+                break;
+            }
+            a = m->s, la = (size_t)(sp - m->s), b = sp + 1, lb = m->len - la - 1;
+        } else if (m->type == J_ARRAY && m->n == 2 && jis(&L->doc, m->first, J_STRING) &&
+                   jis(&L->doc, L->doc.v[m->first].next, J_STRING)) {
+            const jnode *x = &L->doc.v[m->first], *y = &L->doc.v[x->next];
+            a = x->s, la = x->len, b = y->s, lb = y->len;
+        } else {
+            rc = fail(L, c, BATON_EPLAN, "a merge must be \"left right\" or [left, right]");
+            break;
+        }
+        const int64_t l = baton__tok_vocab_get(t, a, la), r = baton__tok_vocab_get(t, b, lb);
+        if (la + lb + 1 > cap) {
+            cap = 2 * (la + lb + 1);
+            char *p = realloc(buf, cap);
+            if (!p) {
+                rc = BATON_ENOMEM;
+                break;
+            }
+            buf = p;
+        }
+        memcpy(buf, a, la);
+        memcpy(buf + la, b, lb);
+        const int64_t mid = baton__tok_vocab_get(t, buf, la + lb);
+        if (l < 0 || r < 0 || mid < 0) {
+            rc = fail(L, c, BATON_EPLAN,
+                      "the merge of \"%.*s\" and \"%.*s\": %s is not in the "
+                      "vocabulary",
+                      (int)la, a, (int)lb, b,
+                      l < 0   ? "the left"
+                      : r < 0 ? "the right"
+                              : "the result");
+            break;
+        }
+        uint64_t h = (uint64_t)l * 0x9E3779B97F4A7C15ull ^ (uint64_t)r * 0xC2B2AE3D27D4EB4Full;
+        size_t i = (h ^ h >> 29) & t->merges_mask;
+        while (t->merges[i].left >= 0 && !(t->merges[i].left == l && t->merges[i].right == r))
+            i = (i + 1) & t->merges_mask;
+        if (t->merges[i].left < 0) /* a repeated pair keeps its first rank, as `tokenizers` */
+            t->merges[i] = (tok_merge){l, r, rank, mid};
+    }
+    free(buf);
+    return rc;
+}
+
+/* The added tokens: ids and texts, which are special; none with options that change matching. */
+static int load_added(loader *L, baton_tokenizer *t, int added)
+{
+    size_t n = 0;
+    for (int c = added < 0 ? -1 : L->doc.v[added].first; c >= 0; c = L->doc.v[c].next)
+        n++;
+    t->added = calloc(n ? n : 1, sizeof *t->added);
+    if (!t->added)
+        return BATON_ENOMEM;
+    for (int c = added < 0 ? -1 : L->doc.v[added].first; c >= 0; c = L->doc.v[c].next) {
+        const int id = get(L, c, "id"), content = get(L, c, "content");
+        if (!jis(&L->doc, id, J_INT) || L->doc.v[id].i < 0 || L->doc.v[id].i >= t->n_ids ||
+            !jis(&L->doc, content, J_STRING) || L->doc.v[content].len == 0)
+            return fail(L, c, BATON_EPLAN,
+                        "an added token needs an \"id\" (an integer >= 0) and a non-empty "
+                        "\"content\" string");
+        int rc;
+        if ((rc = flag_is(L, c, "lstrip", 0, "an added token")) ||
+            (rc = flag_is(L, c, "rstrip", 0, "an added token")) ||
+            (rc = flag_is(L, c, "single_word", 0, "an added token")))
+            return rc;
+        const int norm = jis(&L->doc, get(L, c, "normalized"), J_TRUE);
+        if (norm && t->spm_norm)
+            return fail(L, c, BATON_ENOTSUP,
+                        "an added token with \"normalized\": true under the \"▁\" normalizer "
+                        "is not supported");
+        const int64_t i = L->doc.v[id].i;
+        if (set_text(t, i, L->doc.v[content].s, L->doc.v[content].len))
+            return BATON_ENOMEM;
+        t->is_special[i] = jis(&L->doc, get(L, c, "special"), J_TRUE);
+        t->added[t->n_added++] = (tok_added){i, t->text[i], t->len[i], t->is_special[i], norm};
+    }
+    return 0;
+}
+
+static int load_normalizer(loader *L, baton_tokenizer *t, int n)
+{
+    if (n < 0 || jis(&L->doc, n, J_NULL))
+        return 0;
+    const char *type = type_of(L, n, "the normalizer");
+    if (!type)
+        return BATON_EPLAN;
+    if (strcmp(type, "NFC") == 0) {
+        t->nfc = 1;
+        return 0;
+    }
+    /* SentencePiece's, as the converters of Llama 2 and Mistral write it */
+    const int list = get(L, n, "normalizers");
+    if (strcmp(type, "Sequence") == 0 && jis(&L->doc, list, J_ARRAY) && L->doc.v[list].n == 2) {
+        const int a = L->doc.v[list].first, b = L->doc.v[a].next;
+        const char *ta = str_of(L, get(L, a, "type")), *tb = str_of(L, get(L, b, "type"));
+        const char *pre = str_of(L, get(L, a, "prepend"));
+        const char *pat = str_of(L, get(L, get(L, b, "pattern"), "String"));
+        const char *to = str_of(L, get(L, b, "content"));
+        if (ta && tb && pre && pat && to && strcmp(ta, "Prepend") == 0 &&
+            strcmp(tb, "Replace") == 0 && strcmp(pre, SPM_SPACE) == 0 && strcmp(pat, " ") == 0 &&
+            strcmp(to, SPM_SPACE) == 0) {
+            t->spm_norm = 1;
+            return 0;
+        }
+    }
+    return fail(L, n, BATON_ENOTSUP,
+                "the normalizer (\"%s\") is not supported: baton has none, NFC, and "
+                "SentencePiece's Sequence[Prepend(\"▁\"), Replace(\" \", \"▁\")]",
+                type);
+}
+
+/* A ByteLevel pre-tokenizer: without a prefix space; its own regex where use_regex. */
+static int byte_level_pre(loader *L, int n, int *use_regex)
+{
+    int rc = flag_is(L, n, "add_prefix_space", 0, "a ByteLevel pre-tokenizer");
+    if (rc)
+        return rc;
+    const int u = get(L, n, "use_regex");
+    *use_regex = u < 0 || jis(&L->doc, u, J_TRUE); /* its default is true */
+    return 0;
+}
+
+static int load_pre(loader *L, baton_tokenizer *t, int n)
+{
+    if (n < 0 || jis(&L->doc, n, J_NULL))
+        return 0;
+    const char *type = type_of(L, n, "the pre-tokenizer");
+    if (!type)
+        return BATON_EPLAN;
+    int use_regex, rc;
+    if (strcmp(type, "ByteLevel") == 0) {
+        if ((rc = byte_level_pre(L, n, &use_regex)))
+            return rc;
+        t->byte_level = 1;
+        t->pattern = use_regex ? PAT_GPT2 : PAT_NONE;
+        return 0;
+    }
+    const int list = get(L, n, "pretokenizers");
+    if (strcmp(type, "Sequence") == 0 && jis(&L->doc, list, J_ARRAY) && L->doc.v[list].n == 2) {
+        const int a = L->doc.v[list].first, b = L->doc.v[a].next;
+        const char *ta = str_of(L, get(L, a, "type")), *tb = str_of(L, get(L, b, "type"));
+        if (ta && tb && strcmp(ta, "Split") == 0 && strcmp(tb, "ByteLevel") == 0) {
+            const int re = get(L, get(L, a, "pattern"), "Regex");
+            const char *beh = str_of(L, get(L, a, "behavior"));
+            if ((rc = flag_is(L, a, "invert", 0, "a Split pre-tokenizer")))
+                return rc;
+            if (!beh || strcmp(beh, "Isolated") != 0)
+                return fail(L, a, BATON_ENOTSUP,
+                            "a Split pre-tokenizer's behavior \"%s\" is not supported (only "
+                            "\"Isolated\")",
+                            beh ? beh : "(none)");
+            const char *p = str_of(L, re);
+            t->pattern = !p                          ? PAT_NONE
+                         : strcmp(p, LLAMA3_RE) == 0 ? PAT_LLAMA3
+                         : strcmp(p, QWEN2_RE) == 0  ? PAT_QWEN2
+                                                     : PAT_NONE;
+            if (t->pattern == PAT_NONE)
+                return fail(L, re < 0 ? a : re, BATON_ENOTSUP,
+                            "a Split pre-tokenizer's pattern is not one baton knows: it runs "
+                            "Llama 3's and Qwen 2's exactly (docs/generate.md)");
+            if ((rc = byte_level_pre(L, b, &use_regex)))
+                return rc;
+            if (use_regex)
+                return fail(L, b, BATON_ENOTSUP,
+                            "a ByteLevel pre-tokenizer with \"use_regex\": true after a Split is "
+                            "not supported");
+            t->byte_level = 1;
+            return 0;
+        }
+    }
+    return fail(L, n, BATON_ENOTSUP,
+                "the pre-tokenizer (\"%s\") is not supported: baton has none, ByteLevel and "
+                "Sequence[Split(Llama 3's or Qwen 2's pattern), ByteLevel]",
+                type);
+}
+
+/* TemplateProcessing's single template: the ids before and after $A. */
+static int load_template(loader *L, baton_tokenizer *t, int n)
+{
+    const int single = get(L, n, "single"), specials = get(L, n, "special_tokens");
+    if (!jis(&L->doc, single, J_ARRAY))
+        return fail(L, n, BATON_EPLAN, "TemplateProcessing needs a \"single\" array");
+    int seen_a = 0;
+    for (int c = L->doc.v[single].first; c >= 0; c = L->doc.v[c].next) {
+        const int seq = get(L, c, "Sequence"), sp = get(L, c, "SpecialToken");
+        if (seq >= 0) {
+            const char *id = str_of(L, get(L, seq, "id"));
+            if (!id || strcmp(id, "A") != 0 || seen_a)
+                return fail(L, c, BATON_ENOTSUP,
+                            "a single-sequence template holds $A once and no other sequence");
+            seen_a = 1;
+            continue;
+        }
+        const char *name = str_of(L, get(L, sp, "id"));
+        const int ids = get(L, get(L, specials, name ? name : ""), "ids");
+        if (!name || !jis(&L->doc, ids, J_ARRAY))
+            return fail(L, c, BATON_EPLAN,
+                        "a template's special token must name an entry of \"special_tokens\" "
+                        "with its \"ids\"");
+        for (int k = L->doc.v[ids].first; k >= 0; k = L->doc.v[k].next) {
+            if (!jis(&L->doc, k, J_INT) || L->doc.v[k].i < 0 || L->doc.v[k].i >= t->n_ids)
+                return fail(L, k, BATON_EPLAN, "a special token's id must be in the vocabulary");
+            int64_t **v = seen_a ? &t->post : &t->pre;
+            size_t *m = seen_a ? &t->n_post : &t->n_pre;
+            int64_t *p = realloc(*v, (*m + 1) * sizeof *p);
+            if (!p)
+                return BATON_ENOMEM;
+            p[(*m)++] = L->doc.v[k].i;
+            *v = p;
+        }
+    }
+    if (!seen_a)
+        return fail(L, single, BATON_EPLAN, "the single-sequence template has no $A");
+    return 0;
+}
+
+static int load_post(loader *L, baton_tokenizer *t, int n)
+{
+    if (n < 0 || jis(&L->doc, n, J_NULL))
+        return 0;
+    const char *type = type_of(L, n, "the post-processor");
+    if (!type)
+        return BATON_EPLAN;
+    if (strcmp(type, "ByteLevel") == 0) /* offsets only */
+        return 0;
+    if (strcmp(type, "TemplateProcessing") == 0)
+        return load_template(L, t, n);
+    const int list = get(L, n, "processors");
+    if (strcmp(type, "Sequence") == 0 && jis(&L->doc, list, J_ARRAY)) {
+        for (int c = L->doc.v[list].first; c >= 0; c = L->doc.v[c].next) {
+            const char *tc = str_of(L, get(L, c, "type"));
+            if (tc && strcmp(tc, "Sequence") != 0) { /* one level */
+                int rc = load_post(L, t, c);
+                if (rc)
+                    return rc;
+                continue;
+            }
+            return fail(L, c, BATON_ENOTSUP,
+                        "a post-processor in a Sequence must be ByteLevel "
+                        "or TemplateProcessing");
+        }
+        return 0;
+    }
+    return fail(L, n, BATON_ENOTSUP,
+                "the post-processor (\"%s\") is not supported: baton has ByteLevel, "
+                "TemplateProcessing and a Sequence of them",
+                type);
+}
+
+#define SPM_DECODER                                                                                \
+    "SentencePiece's Sequence[Replace(\"▁\", \" \"), ByteFallback, Fuse, Strip(\" \", 1, 0)]"
+
+static int load_decoder(loader *L, baton_tokenizer *t, int n)
+{
+    if (n < 0 || jis(&L->doc, n, J_NULL))
+        return fail(L, -1, BATON_ENOTSUP,
+                    "a tokenizer without a decoder is not supported (baton has ByteLevel and "
+                    "%s)",
+                    SPM_DECODER);
+    const char *type = type_of(L, n, "the decoder");
+    if (!type)
+        return BATON_EPLAN;
+    if (strcmp(type, "ByteLevel") == 0)
+        return 0;
+    const int list = get(L, n, "decoders");
+    if (strcmp(type, "Sequence") == 0 && jis(&L->doc, list, J_ARRAY) && L->doc.v[list].n == 4) {
+        const int a = L->doc.v[list].first, b = L->doc.v[a].next, c = L->doc.v[b].next,
+                  d = L->doc.v[c].next;
+        const char *ta = str_of(L, get(L, a, "type")), *tb = str_of(L, get(L, b, "type")),
+                   *tc = str_of(L, get(L, c, "type")), *td = str_of(L, get(L, d, "type"));
+        const char *pat = str_of(L, get(L, get(L, a, "pattern"), "String"));
+        const char *to = str_of(L, get(L, a, "content")), *strip = str_of(L, get(L, d, "content"));
+        const int start = get(L, d, "start"), stop = get(L, d, "stop");
+        if (ta && tb && tc && td && pat && to && strip && strcmp(ta, "Replace") == 0 &&
+            strcmp(pat, SPM_SPACE) == 0 && strcmp(to, " ") == 0 &&
+            strcmp(tb, "ByteFallback") == 0 && strcmp(tc, "Fuse") == 0 &&
+            strcmp(td, "Strip") == 0 && strcmp(strip, " ") == 0 && jis(&L->doc, start, J_INT) &&
+            L->doc.v[start].i == 1 && jis(&L->doc, stop, J_INT) && L->doc.v[stop].i == 0) {
+            t->spm_decoder = 1;
+            return 0;
+        }
+    }
+    return fail(L, n, BATON_ENOTSUP,
+                "the decoder (\"%s\") is not supported: baton has ByteLevel and %s", type,
+                SPM_DECODER);
+}
+
+/* Longest first, so that the split's scan takes the longest token at a place; then by id. */
+static int added_order(const void *a, const void *b)
+{
+    const tok_added *x = a, *y = b;
+    if (x->len != y->len)
+        return x->len < y->len ? 1 : -1;
+    return x->id < y->id ? -1 : x->id > y->id;
+}
+
+static int read_all(const char *path, char **out, size_t *len)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return -1;
+    size_t cap = 1 << 16, n = 0;
+    char *buf = malloc(cap);
+    while (buf) {
+        n += fread(buf + n, 1, cap - n, f);
+        if (n < cap)
+            break;
+        char *p = realloc(buf, cap * 2);
+        if (!p) {
+            free(buf);
+            buf = NULL;
+            break;
+        }
+        buf = p;
+        cap *= 2;
+    }
+    const int bad = ferror(f);
+    fclose(f);
+    if (!buf || bad) {
+        free(buf);
+        errno = buf ? EIO : ENOMEM;
+        return -1;
+    }
+    *out = buf;
+    *len = n;
+    return 0;
+}
+
+int baton_tokenizer_load(const char *path, baton_tokenizer **out, baton_error *err)
+{
+    err_clear(err);
+    if (!path || !out)
+        return baton__err_set(err, BATON_EINVAL, "baton_tokenizer_load: path and out are needed");
+    *out = NULL;
+    char *text;
+    size_t len;
+    if (read_all(path, &text, &len))
+        return baton__err_set(err, BATON_EIO, "cannot read %s: %s", path, strerror(errno));
+    loader L = {path, {0}, err};
+    jerror je;
+    int rc = baton__plan_json_parse(&L.doc, text, len, &je);
+    free(text);
+    baton_tokenizer *t = calloc(1, sizeof *t);
+    if (rc == BATON_EPARSE || rc == BATON_EPLAN) {
+        rc = baton__err_set(err, rc, "%s:%d:%d: %s", path, je.line, je.col, je.text);
+        goto fail;
+    }
+    if (rc || !t || !(t->path = strdup(path))) {
+        rc = baton__err_set(err, BATON_ENOMEM, "%s: out of memory", path);
+        goto fail;
+    }
+    const int root = 0;
+    if (!jis(&L.doc, root, J_OBJECT)) {
+        rc = fail(&L, root, BATON_EPLAN, "a tokenizer.json is an object");
+        goto fail;
+    }
+    const int model = get(&L, root, "model");
+    if (!jis(&L.doc, model, J_OBJECT)) {
+        rc = fail(&L, model < 0 ? root : model, BATON_EPLAN,
+                  "a tokenizer.json needs a \"model\" "
+                  "object");
+        goto fail;
+    }
+    /* the added tokens' largest id sizes the id table with the vocabulary's */
+    const int added = get(&L, root, "added_tokens");
+    if (added >= 0 && !jis(&L.doc, added, J_ARRAY) && !jis(&L.doc, added, J_NULL)) {
+        rc = fail(&L, added, BATON_EPLAN, "\"added_tokens\" must be an array");
+        goto fail;
+    }
+    int64_t max_added = -1;
+    for (int c = jis(&L.doc, added, J_ARRAY) ? L.doc.v[added].first : -1; c >= 0;
+         c = L.doc.v[c].next) {
+        const int id = get(&L, c, "id");
+        if (jis(&L.doc, id, J_INT) && L.doc.v[id].i > max_added && L.doc.v[id].i < (1LL << 31))
+            max_added = L.doc.v[id].i;
+    }
+    if ((rc = load_normalizer(&L, t, get(&L, root, "normalizer"))) ||
+        (rc = load_model(&L, t, model, max_added)) ||
+        (rc = load_added(&L, t, jis(&L.doc, added, J_ARRAY) ? added : -1)) ||
+        (rc = load_pre(&L, t, get(&L, root, "pre_tokenizer"))) ||
+        (rc = load_post(&L, t, get(&L, root, "post_processor"))) ||
+        (rc = load_decoder(&L, t, get(&L, root, "decoder"))))
+        goto fail;
+    qsort(t->added, t->n_added, sizeof *t->added, added_order);
+    baton__plan_json_free(&L.doc);
+    *out = t;
+    return 0;
+fail:
+    if (rc == BATON_ENOMEM && err && !err->message[0])
+        baton__err_set(err, BATON_ENOMEM, "%s: out of memory", path);
+    baton__plan_json_free(&L.doc);
+    baton_tokenizer_free(t);
+    return rc;
+}
+
+void baton_tokenizer_free(baton_tokenizer *t)
+{
+    if (!t)
+        return;
+    for (int64_t i = 0; t->text && i < t->n_ids; i++)
+        free(t->text[i]);
+    free(t->text);
+    free(t->len);
+    free(t->is_special);
+    free(t->vocab.slot);
+    free(t->merges);
+    free(t->added);
+    free(t->pre);
+    free(t->post);
+    free(t->path);
+    free(t);
+}
+
+int64_t baton_tokenizer_vocab_size(const baton_tokenizer *t)
+{
+    return t ? t->n_ids : 0;
+}
+
+int baton_tokenizer_token_id(const baton_tokenizer *t, const char *token, int64_t *id)
+{
+    if (!t || !token || !id)
+        return BATON_EINVAL;
+    const size_t len = strlen(token);
+    for (size_t i = 0; i < t->n_added; i++)
+        if (t->added[i].len == len && memcmp(t->added[i].text, token, len) == 0) {
+            *id = t->added[i].id;
+            return 0;
+        }
+    const int64_t v = baton__tok_vocab_get(t, token, len);
+    if (v < 0)
+        return BATON_ENOENT;
+    *id = v;
+    return 0;
+}
