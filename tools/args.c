@@ -18,9 +18,25 @@ const char *cli_usage_main =
     "  bench      time runs of a plan in one or more sync modes\n"
     "  targets    list the registered kernels and delegates (--json; --plugin=PATH adds a\n"
     "             plugin's)\n"
+    "  tokenize   text to token ids and back with a model's tokenizer.json\n"
     "\n"
     "`baton <command> --help` lists a command's options.\n"
     "exit codes: 0 success, 1 invalid plan, 2 bad usage, 3 run failed, 4 file error\n";
+
+const char *cli_usage_tokenize =
+    "usage: baton tokenize TOKENIZER.json (--encode TEXT | --encode-file PATH | --decode IDS)\n"
+    "                      [--no-special] [--skip-special] [--json]\n"
+    "\n"
+    "Encodes UTF-8 text into token ids (printed space-separated), or decodes comma-separated ids\n"
+    "into text, with a Hugging Face tokenizer.json (the directory baton_export writes holds the\n"
+    "model's). The ids are those of the tokenizers library's encode(text), the text that of its\n"
+    "decode(ids); a tokenizer or a text baton cannot tokenize exactly is refused (exit 1).\n"
+    "  --encode TEXT       the text to encode\n"
+    "  --encode-file PATH  the text to encode, the file's bytes as they are\n"
+    "  --decode IDS        ids to decode, as 1,2,3\n"
+    "  --no-special        encode without the post-processor's special tokens (a BOS)\n"
+    "  --skip-special      decode without the special tokens\n"
+    "  --json              print {\"ids\": [...]} or {\"text\": \"...\"} on one line\n";
 
 static const char *usage_common =
     "  --gpu=auto|cuda|cpu|sim  where cuda:N steps run (default auto: CUDA when present, else\n"
@@ -90,6 +106,8 @@ void cli_print_usage(const char *cmd)
                "                    into and out of the instances are not timed (the plan's own\n"
                "                    transfers between host and GPU still are)\n");
         fputs(usage_common, stdout);
+    } else if (strcmp(cmd, "tokenize") == 0) {
+        fputs(cli_usage_tokenize, stdout);
     } else if (strcmp(cmd, "targets") == 0) {
         printf("usage: baton targets [--json] [--plugin=PATH]...\n\nLists every registered "
                "kernel and delegate: kind, devices, inputs, outputs,\nin-place aliases and "

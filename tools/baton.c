@@ -286,6 +286,10 @@ int main(int argc, char **argv)
         int rc = cmd_targets(argc, argv);
         return fflush(stdout) || ferror(stdout) ? (rc ? rc : EXIT_IO) : rc;
     }
+    if (strcmp(argv[1], "tokenize") == 0) { /* takes a tokenizer, not a plan */
+        int rc = cmd_tokenize(argc, argv);
+        return fflush(stdout) || ferror(stdout) ? (rc ? rc : EXIT_IO) : rc;
+    }
     const char *cmds[] = {"validate", "inspect", "run", "bench"};
     int known = 0;
     for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++)

@@ -53,6 +53,7 @@ typedef struct cli {
 
 /* args.c */
 extern const char *cli_usage_main;
+extern const char *cli_usage_tokenize; /* `baton tokenize`'s, printed by tokenize.c too */
 void cli_print_usage(const char *cmd);
 /* Parses argv[1..] (argv[1] is the command) into *c. No I/O and no exit: returns 0, or -1 with a
  * one-line message in msg, ready to print. */
@@ -139,5 +140,7 @@ void cli_progress_end(cli_progress *p); /* clears the line */
 int cmd_bench(cli *c);
 /* `baton targets [--json] [--plugin=PATH]...` (targets.c): argv as main got it. */
 int cmd_targets(int argc, char **argv);
+/* `baton tokenize TOKENIZER.json ...` (tokenize.c): argv as main got it. */
+int cmd_tokenize(int argc, char **argv);
 
 #endif

@@ -1,0 +1,180 @@
+/* tokenize.c: `baton tokenize TOKENIZER.json`: a text to its token ids, or ids to their text, with
+ * a model's tokenizer.json (baton_tokenizer.h), as the `tokenizers` library would; for checking a
+ * prompt's ids before `generate`, and for the tests that compare the two. Public API only. */
+#include <errno.h>
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "baton/baton_tokenizer.h"
+#include "cli.h"
+
+static int usage_error(const char *msg)
+{
+    fprintf(stderr, "baton tokenize: %s\n\n%s", msg, cli_usage_tokenize);
+    return EXIT_USAGE;
+}
+
+static char *read_file(const char *path, size_t *len)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return NULL;
+    size_t cap = 4096, n = 0;
+    char *buf = malloc(cap);
+    while (buf) {
+        n += fread(buf + n, 1, cap - n, f);
+        if (n < cap)
+            break;
+        char *p = realloc(buf, cap * 2);
+        if (!p)
+            free(buf);
+        buf = p;
+        cap *= 2;
+    }
+    if (buf && ferror(f)) {
+        free(buf);
+        buf = NULL;
+        errno = EIO;
+    }
+    fclose(f);
+    *len = n;
+    return buf;
+}
+
+/* "1,2,3" into a new array of *n ids, or NULL with a message */
+static int64_t *parse_ids(const char *s, size_t *n, char *msg, size_t msglen)
+{
+    size_t count = 1;
+    for (const char *p = s; *p; p++)
+        count += *p == ',';
+    int64_t *ids = malloc(count * sizeof *ids);
+    if (!ids) {
+        snprintf(msg, msglen, "out of memory");
+        return NULL;
+    }
+    *n = 0;
+    if (*s == 0)
+        return ids;
+    for (const char *p = s;;) {
+        char *end;
+        errno = 0;
+        long long v = strtoll(p, &end, 10);
+        if (end == p || errno || (*end && *end != ',')) {
+            snprintf(msg, msglen, "--decode takes ids such as 1,2,3; '%s' is not one", cli_esc(p));
+            free(ids);
+            return NULL;
+        }
+        ids[(*n)++] = v;
+        if (!*end)
+            break;
+        p = end + 1;
+    }
+    return ids;
+}
+
+int cmd_tokenize(int argc, char **argv)
+{
+    const char *path = NULL, *text = NULL, *file = NULL, *decode = NULL;
+    int no_special = 0, skip_special = 0, json = 0;
+    for (int i = 2; i < argc; i++) {
+        const char *a = argv[i];
+        const char **want = strcmp(a, "--encode") == 0        ? &text
+                            : strcmp(a, "--encode-file") == 0 ? &file
+                            : strcmp(a, "--decode") == 0      ? &decode
+                                                              : NULL;
+        if (want) {
+            if (i + 1 >= argc)
+                return usage_error("a value is needed after the option");
+            *want = argv[++i];
+        } else if (strcmp(a, "--no-special") == 0) {
+            no_special = 1;
+        } else if (strcmp(a, "--skip-special") == 0) {
+            skip_special = 1;
+        } else if (strcmp(a, "--json") == 0) {
+            json = 1;
+        } else if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
+            fputs(cli_usage_tokenize, stdout);
+            return 0;
+        } else if (a[0] == '-' && a[1]) {
+            fprintf(stderr, "baton tokenize: unknown option '%s'\n\n%s", cli_esc(a),
+                    cli_usage_tokenize);
+            return EXIT_USAGE;
+        } else if (!path) {
+            path = a;
+        } else {
+            return usage_error("one tokenizer.json only");
+        }
+    }
+    if (!path)
+        return usage_error("a tokenizer.json is needed");
+    if (!!text + !!file + !!decode != 1)
+        return usage_error("one of --encode, --encode-file and --decode is needed");
+    baton_error err;
+    baton_tokenizer *tok;
+    int rc = baton_tokenizer_load(path, &tok, &err);
+    if (rc) {
+        fprintf(stderr, "baton tokenize: %s\n", err.message);
+        return rc == BATON_EIO ? EXIT_IO : EXIT_PLAN;
+    }
+    int exit_code = 0;
+    if (decode) {
+        char msg[256];
+        size_t n, len;
+        int64_t *ids = parse_ids(decode, &n, msg, sizeof msg);
+        char *out = NULL;
+        if (!ids) {
+            baton_tokenizer_free(tok);
+            return usage_error(msg);
+        }
+        if ((rc = baton_tokenizer_decode(tok, ids, n, skip_special, NULL, 0, &len, &err)) == 0 &&
+            (out = malloc(len + 1)) != NULL)
+            rc = baton_tokenizer_decode(tok, ids, n, skip_special, out, len + 1, &len, &err);
+        if (rc || !out) {
+            fprintf(stderr, "baton tokenize: %s\n", rc ? err.message : "out of memory");
+            exit_code = rc == BATON_EINVAL ? EXIT_USAGE : EXIT_PLAN;
+        } else if (json) {
+            json_t *o = json_pack("{s:s%}", "text", out, len);
+            char *s = o ? json_dumps(o, JSON_COMPACT) : NULL;
+            if (s)
+                printf("%s\n", s);
+            free(s);
+            json_decref(o);
+        } else {
+            fwrite(out, 1, len, stdout);
+            putchar('\n');
+        }
+        free(out);
+        free(ids);
+    } else {
+        size_t len = 0;
+        char *buf = NULL;
+        if (file && !(buf = read_file(file, &len))) {
+            fprintf(stderr, "baton tokenize: cannot read %s: %s\n", cli_esc(file), strerror(errno));
+            baton_tokenizer_free(tok);
+            return EXIT_IO;
+        }
+        const char *s = file ? buf : text;
+        if (!file)
+            len = strlen(text);
+        size_t n = 0;
+        int64_t *ids = NULL;
+        if ((rc = baton_tokenizer_encode(tok, s, len, !no_special, NULL, 0, &n, &err)) == 0 &&
+            (ids = malloc((n ? n : 1) * sizeof *ids)) != NULL)
+            rc = baton_tokenizer_encode(tok, s, len, !no_special, ids, n, &n, &err);
+        if (rc || !ids) {
+            fprintf(stderr, "baton tokenize: %s\n", rc ? err.message : "out of memory");
+            exit_code = EXIT_PLAN;
+        } else {
+            printf(json ? "{\"ids\": [" : "");
+            for (size_t i = 0; i < n; i++)
+                printf(i ? (json ? ", %lld" : " %lld") : "%lld", (long long)ids[i]);
+            printf(json ? "]}\n" : "\n");
+        }
+        free(ids);
+        free(buf);
+    }
+    baton_tokenizer_free(tok);
+    return exit_code;
+}
