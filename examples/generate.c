@@ -2,12 +2,14 @@
  * the public API only. The prefill plan runs the prompt, its KV cache moves to the decode plan's
  * runtime by name, and the decode plan runs one token at a time (docs/generate.md).
  *
- *   build/generate DIR --prompt 1,5,7 --max-new-tokens N [--gpu=auto|cuda|cpu|sim]
+ *   build/generate DIR (--prompt 1,5,7 | --text TEXT) --max-new-tokens N [--print-text]
+ *                  [--gpu=auto|cuda|cpu|sim]
  *                  [--mode=strict|boundary|graph] [--temperature T --top-k K --top-p P --seed S]
  *                  [--sample-on=auto|host|device] [--warmup N] [--no-pdl] [--trace FILE]
  *                  [--queue-tokens] [--stop ID,ID,...|eos]
  *
- * Prints the generated ids space-separated as the last line of stdout, rates on stderr.
+ * Prints the generated ids space-separated as the last line of stdout, rates on stderr; with
+ * --text or --print-text, the generated text before them (DIR/tokenizer.json, baton_tokenizer.h).
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -17,6 +19,7 @@
 #include <time.h>
 
 #include "baton/baton.h"
+#include "baton/baton_tokenizer.h"
 
 #ifdef GENERATE_CUDA
 #include <cuda_runtime_api.h>
@@ -43,7 +46,9 @@ typedef struct gen_args {
     int queue_tokens;       /* --queue-tokens: greedy tokens stay on the GPU, runs queued */
     int64_t stop[MAX_STOP]; /* --stop: ids that end the generation (the id is printed) */
     int n_stop;
-    int stop_eos; /* --stop eos: the ids are config.json's eos_token_id */
+    int stop_eos;     /* --stop eos: the ids are config.json's eos_token_id */
+    const char *text; /* --text: the prompt as text, encoded with DIR/tokenizer.json */
+    int print_text;   /* --print-text (implied by --text): the generated text on stdout */
 } gen_args;
 
 static double now_s(void)
@@ -58,12 +63,16 @@ static int usage(const char *msg)
     if (msg)
         fprintf(stderr, "generate: %s\n", msg);
     fprintf(stderr,
-            "usage: generate DIR --prompt ID,ID,... --max-new-tokens N [--gpu=auto|cuda|cpu|sim]\n"
+            "usage: generate DIR (--prompt ID,ID,... | --text TEXT) --max-new-tokens N\n"
+            "                [--print-text] [--gpu=auto|cuda|cpu|sim]\n"
             "                [--mode=strict|boundary|graph] [--temperature T] [--top-k K]\n"
             "                [--top-p P] [--seed S] [--sample-on=auto|host|device] [--warmup N]\n"
             "                [--no-pdl] [--trace FILE] [--queue-tokens] [--stop ID,ID,...|eos]\n"
             "DIR holds prefill.json, decode.json and weights.safetensors from\n"
             "baton_export.export_causal_lm. Greedy unless --temperature is given.\n"
+            "--text encodes the prompt with DIR/tokenizer.json (as transformers' tokenizer(text)\n"
+            "does, with its special tokens) and prints the generated text before the ids, as\n"
+            "--print-text does for a --prompt of ids.\n"
             "--sample-on: where sampling draws the token; auto (the default) is the decode's GPU\n"
             "when it runs on one (the logits stay there), else the host.\n"
             "--warmup N runs the prompt (and its first token's draw) N times before the timed\n"
@@ -148,6 +157,11 @@ static int parse_args(int argc, char **argv, gen_args *a)
                 snprintf(msg, sizeof msg, "--prompt %s", why);
                 return usage(msg);
             }
+        } else if ((v = opt_value(argc, argv, &i, "--text"))) {
+            a->text = v;
+            a->print_text = 1;
+        } else if (strcmp(argv[i], "--print-text") == 0) {
+            a->print_text = 1;
         } else if ((v = opt_value(argc, argv, &i, "--stop"))) {
             if (!strcmp(v, "eos")) {
                 a->stop_eos = 1;
@@ -218,8 +232,10 @@ static int parse_args(int argc, char **argv, gen_args *a)
             a->dir = argv[i];
         }
     }
-    if (!a->dir || !a->n_prompt || a->max_new < 0)
-        return usage("DIR, --prompt and --max-new-tokens are required");
+    if (a->text && a->n_prompt)
+        return usage("--prompt and --text are two ways to give the prompt: one of them");
+    if (!a->dir || (!a->n_prompt && !a->text) || a->max_new < 0)
+        return usage("DIR, --prompt (or --text) and --max-new-tokens are required");
     if (!a->sampling && (a->top_k || a->top_p != 1.0 || a->seed || a->sample_on))
         return usage("--top-k, --top-p, --seed and --sample-on need --temperature (sampling)");
     return 0;
@@ -333,6 +349,77 @@ bad:
 done:
     free(buf);
     return rc;
+}
+
+/* DIR/tokenizer.json, for --text and --print-text: 0, or 1 with the reason on stderr. */
+static int load_tokenizer(const gen_args *a, baton_tokenizer **tok)
+{
+    char path[4096];
+    baton_error err;
+    if (snprintf(path, sizeof path, "%s/tokenizer.json", a->dir) >= (int)sizeof path) {
+        fprintf(stderr, "generate: the path %s/tokenizer.json is too long\n", a->dir);
+        return 1;
+    }
+    if (baton_tokenizer_load(path, tok, &err)) {
+        fprintf(stderr, "generate: %s%s\n", err.message,
+                err.code == BATON_EIO ? " (baton_export copies the model's tokenizer.json into "
+                                        "DIR; or give ids: --prompt ID,ID,...)"
+                                      : "");
+        return 1;
+    }
+    return 0;
+}
+
+/* --text: the prompt's ids, with the tokenizer's special tokens (a BOS), as transformers'
+ * tokenizer(text) gives them. 0, or 1 with the reason on stderr. */
+static int encode_prompt(gen_args *a, const baton_tokenizer *tok)
+{
+    baton_error err;
+    size_t n;
+    if (baton_tokenizer_encode(tok, a->text, strlen(a->text), 1, NULL, 0, &n, &err)) {
+        fprintf(stderr, "generate: --text: %s\n", err.message);
+        return 1;
+    }
+    if (n == 0 || n > MAX_PROMPT) {
+        fprintf(stderr, "generate: --text makes %zu ids: a prompt has 1 to %d\n", n, MAX_PROMPT);
+        return 1;
+    }
+    if (baton_tokenizer_encode(tok, a->text, strlen(a->text), 1, a->prompt, MAX_PROMPT, &n, &err)) {
+        fprintf(stderr, "generate: --text: %s\n", err.message);
+        return 1;
+    }
+    a->n_prompt = (int)n;
+    return 0;
+}
+
+/* --print-text: the generated ids' text, without special tokens (as transformers'
+ * decode(ids, skip_special_tokens=True) shows them), on a line of its own. */
+static int print_text(const baton_tokenizer *tok, const int64_t *ids, long n)
+{
+    baton_error err;
+    size_t len;
+    char *text = NULL;
+    int rc = baton_tokenizer_decode(tok, ids, (size_t)n, 1, NULL, 0, &len, &err);
+    if (rc == 0 && !(text = malloc(len + 1)))
+        rc = BATON_ENOMEM;
+    if (rc == 0)
+        rc = baton_tokenizer_decode(tok, ids, (size_t)n, 1, text, len + 1, &len, &err);
+    if (rc)
+        fprintf(stderr, "generate: --print-text: %s\n",
+                rc == BATON_ENOMEM ? "out of memory" : err.message);
+    else
+        printf("%s\n", text);
+    long missing = 0; /* ids the model has and its tokenizer not (a padded vocabulary) */
+    for (long i = 0; i < n; i++)
+        missing += baton_tokenizer_id_token(tok, ids[i]) == NULL;
+    if (missing)
+        fprintf(stderr,
+                "generate: --print-text: %ld of the ids have no token in tokenizer.json (the "
+                "model's vocabulary is larger): left out of the text, as transformers' decode "
+                "leaves them out\n",
+                missing);
+    free(text);
+    return rc ? 1 : 0;
 }
 
 static int fail(const char *what, const baton_error *err)
@@ -568,6 +655,13 @@ int main(int argc, char **argv)
         return rc;
     if (a.stop_eos && read_eos(&a))
         return 1;
+    baton_tokenizer *tok = NULL;
+    if (a.print_text && load_tokenizer(&a, &tok))
+        return 1;
+    if (a.text && encode_prompt(&a, tok)) {
+        baton_tokenizer_free(tok);
+        return 1;
+    }
 
     baton_error err = {0};
     baton_registry *reg = NULL;
@@ -905,11 +999,14 @@ int main(int argc, char **argv)
         fprintf(stderr, "decode: after the first run %lld captures, %lld graph updates%s\n", caps,
                 upd, caps || upd ? " (expected 0: the graph is not being reused)" : "");
     }
+    if (tok && print_text(tok, out_ids, n_out))
+        goto out;
     for (long i = 0; i < n_out; i++)
         printf("%s%" PRId64, i ? " " : "", out_ids[i]);
     printf("\n");
     status = 0;
 out:
+    baton_tokenizer_free(tok);
     free(logits);
     free(state);
     free(row_f32);

@@ -1,6 +1,7 @@
 #!/bin/bash
 # py-venv.sh: makes (or checks) the Python environment of the PyTorch exporter: a venv with
-# pinned torch, transformers, safetensors, numpy and pytest from PyPI, and ./python (baton_export)
+# pinned torch, transformers, tokenizers, safetensors, numpy, pytest and unicodedata2 (the
+# tokenizer's Unicode tables' check) from PyPI, and ./python (baton_export)
 # installed into it. Prints the venv's path on the last line.
 #
 # PyPI's Linux torch wheels are the CUDA ones: `import torch` loads libcudart, cuDNN, NCCL and the
@@ -13,7 +14,8 @@ set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
 VENV=${VENV:-$root/.venv-py}
-PINS=(torch==2.15.0 transformers==5.24.0 safetensors==0.8.0 numpy==2.4.6 pytest==9.2.0)
+PINS=(torch==2.15.0 transformers==5.24.0 tokenizers==0.23.3 safetensors==0.8.0 numpy==2.4.6
+      pytest==9.2.0 unicodedata2==15.0.0)
 
 if ! python3 -c "import ensurepip" 2>/dev/null; then
   sudo=""

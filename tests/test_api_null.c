@@ -250,7 +250,8 @@ static int r_tokenizer(void)
         !EINVAL_(baton_tokenizer_load(path, NULL, &e)))
         return 0;
     baton_tokenizer_free(NULL);
-    if (baton_tokenizer_vocab_size(NULL) != 0 || baton_tokenizer_load(path, &t, &e) != 0)
+    if (baton_tokenizer_vocab_size(NULL) != 0 || baton_tokenizer_id_token(NULL, 0) != NULL ||
+        baton_tokenizer_load(path, &t, &e) != 0)
         return 0;
     int ok = EINVAL_(baton_tokenizer_token_id(NULL, "a", &id)) &&
              EINVAL_(baton_tokenizer_token_id(t, NULL, &id)) &&

@@ -178,9 +178,17 @@ Test(tokenizer, bad_text_and_bad_ids_are_refused_with_where)
     const char bad[] = "ok \xc0\xaf overlong";
     cr_expect_eq(baton_tokenizer_encode(t, bad, sizeof bad - 1, 1, NULL, 0, &n, &e), BATON_EINVAL);
     cr_expect(strstr(e.message, "not UTF-8 at byte 3"), "%s", e.message);
-    const int64_t ids[] = {5, 600000};
+    const int64_t ids[] = {5, -2};
     cr_expect_eq(baton_tokenizer_decode(t, ids, 2, 0, NULL, 0, &len, &e), BATON_EINVAL);
-    cr_expect(strstr(e.message, "id 600000 (at 1)"), "%s", e.message);
+    cr_expect(strstr(e.message, "id -2 (at 1)"), "%s", e.message);
+    /* ids past the tokenizer's vocabulary (a model's padded one) have no text, as in tokenizers */
+    const int64_t padded[] = {41, 600000, 42};
+    char *s = decode(t, padded, 3, 0);
+    cr_expect_str_eq(s, "HI");
+    cr_expect(baton_tokenizer_id_token(t, 600000) == NULL &&
+              baton_tokenizer_id_token(t, -1) == NULL);
+    cr_expect_str_eq(baton_tokenizer_id_token(t, 41), "H");
+    free(s);
     baton_tokenizer_free(t);
 }
 

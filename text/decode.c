@@ -166,16 +166,17 @@ int baton_tokenizer_decode(const baton_tokenizer *t, const int64_t *ids, size_t 
                               "baton_tokenizer_decode: the tokenizer, the ids and len are needed");
     *len = 0;
     for (size_t i = 0; i < n; i++)
-        if (ids[i] < 0 || ids[i] >= t->n_ids || !t->text[ids[i]])
-            return baton__err_set(err, BATON_EINVAL,
-                                  "id %lld (at %zu) is not a token of %s (ids 0 to %lld)",
-                                  (long long)ids[i], i, t->path, (long long)t->n_ids - 1);
+        if (ids[i] < 0)
+            return baton__err_set(err, BATON_EINVAL, "id %lld (at %zu) is negative: no token",
+                                  (long long)ids[i], i);
     out o = {0}, tmp = {0};
     size_t run = 0; /* byte tokens in tmp (SentencePiece) */
     int rc = 0;
     for (size_t i = 0; i < n && !rc; i++) {
         const int64_t id = ids[i];
-        if (skip_special && t->is_special[id])
+        /* an id without a token (a model's vocabulary padded past its tokenizer's) is left out,
+         * as `tokenizers` leaves it out */
+        if (id >= t->n_ids || !t->text[id] || (skip_special && t->is_special[id]))
             continue;
         const char *s = t->text[id];
         const size_t sl = t->len[id];

@@ -651,3 +651,8 @@ int baton_tokenizer_token_id(const baton_tokenizer *t, const char *token, int64_
     *id = v;
     return 0;
 }
+
+const char *baton_tokenizer_id_token(const baton_tokenizer *t, int64_t id)
+{
+    return t && id >= 0 && id < t->n_ids ? t->text[id] : NULL;
+}

@@ -40,6 +40,11 @@ BATON_API int64_t baton_tokenizer_vocab_size(const baton_tokenizer *tok);
  * *id: 0, or BATON_ENOENT. */
 BATON_API int baton_tokenizer_token_id(const baton_tokenizer *tok, const char *token, int64_t *id);
 
+/* The text of token id as the vocabulary spells it (byte-level tokens in their alphabet: "Ġthe"),
+ * owned by the tokenizer; NULL for an id without a token (models often pad their vocabulary past
+ * the tokenizer's), a negative id or a NULL tok. */
+BATON_API const char *baton_tokenizer_id_token(const baton_tokenizer *tok, int64_t id);
+
 /* Encodes len bytes of UTF-8 text. add_special: the post-processor's template around the ids (the
  * beginning-of-text token of Llama's), as `add_special_tokens`. Sets *n to the count of the whole
  * encoding and writes at most cap ids: cap 0 only sizes the buffer; more ids than a cap > 0 is
@@ -53,8 +58,9 @@ BATON_API int baton_tokenizer_encode(const baton_tokenizer *tok, const char *tex
 /* Decodes n ids into UTF-8 text, NUL-terminated, at most cap bytes with the NUL; *len receives the
  * text's length without the NUL: cap 0 only sizes the buffer; a cap > 0 too short is BATON_EINVAL,
  * the text cut at cap - 1 bytes. skip_special leaves out the special added tokens. Bytes that do
- * not form UTF-8 (ids that cut a character) become U+FFFD, as `tokenizers` does. An id outside the
- * vocabulary is BATON_EINVAL naming it (the library drops it silently). */
+ * not form UTF-8 (ids that cut a character) become U+FFFD, as `tokenizers` does. An id without a
+ * token (baton_tokenizer_id_token NULL: past the tokenizer's vocabulary, where a model pads its
+ * own) is left out, as `tokenizers` leaves it out; a negative id is BATON_EINVAL. */
 BATON_API int baton_tokenizer_decode(const baton_tokenizer *tok, const int64_t *ids, size_t n,
                                      int skip_special, char *text, size_t cap, size_t *len,
                                      baton_error *err);

@@ -420,3 +420,56 @@ def test_greedy_next_token_on_the_device_gives_transformers_tokens(tmp_path, cap
     with pytest.raises(baton_export.ExportError, match="decode_outputs"):
         baton_export.export_causal_lm(m, tmp_path / "bad", max_seq_len=32, verbose=False,
                                       decode_outputs=("probs",))
+
+
+def test_generate_takes_and_gives_text_with_the_models_tokenizer(tmp_path, caps, generate_exe):
+    # generate --text: the prompt encoded with DIR/tokenizer.json (a byte-level BPE configured as
+    # Llama 3's, trained here) as transformers' tokenizer(text) encodes it, the model's greedy
+    # tokens, and their text as decode(ids, skip_special_tokens=True) gives it
+    tokenizers = pytest.importorskip("tokenizers")
+    from tokenizers import Regex, decoders, models, pre_tokenizers, processors, trainers
+
+    caps.need("embedding", "rope_cache_update", "swiglu", "gemm_add", "attention", "safetensors")
+    if not generate_exe:
+        pytest.skip("no generate binary (built with the state-and-dims API)")
+    vocab = 320
+    tok = tokenizers.Tokenizer(models.BPE(ignore_merges=True))
+    tok.pre_tokenizer = pre_tokenizers.Sequence([
+        pre_tokenizers.Split(Regex(
+            r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}|"
+            r" ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+"), behavior="isolated"),
+        pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)])
+    tok.decoder = decoders.ByteLevel()
+    tok.train_from_iterator(["Hello world, it's a test of the tokenizer."] * 20, trainers.BpeTrainer(
+        vocab_size=vocab, initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        special_tokens=["<|begin_of_text|>", "<|end_of_text|>"]))
+    tok.post_processor = processors.TemplateProcessing(
+        single="<|begin_of_text|> $A", special_tokens=[("<|begin_of_text|>", 0)])
+    assert tok.get_vocab_size() <= vocab
+    torch.manual_seed(SEED)
+    import transformers as tf
+    m = tf.LlamaForCausalLM(tf.LlamaConfig(**dict(SMALL, vocab_size=vocab))).eval()
+    m.generation_config.eos_token_id = None
+    m.generation_config.pad_token_id = 0
+    baton_export.export_causal_lm(m, tmp_path, max_seq_len=64, verbose=False)
+    tok.save(str(tmp_path / "tokenizer.json"))
+    text = "Hello world, it's 2026 — ça va?"
+    prompt = tok.encode(text).ids
+    want = _hf_tokens(m, prompt)
+    r = subprocess.run([generate_exe, str(tmp_path), "--text", text, "--max-new-tokens", str(NEW),
+                        "--gpu=cpu"], capture_output=True, timeout=120)
+    assert r.returncode == 0, r.stderr.decode()
+    body, ids = r.stdout.decode("utf-8")[:-1].rsplit("\n", 1)  # the text, then the ids' line
+    assert [int(x) for x in ids.split()] == want
+    assert body == tok.decode(want, skip_special_tokens=True)
+    # ids past the tokenizer's vocabulary (the model's is larger: 320 against what the corpus
+    # trained) are left out of the text, as decode leaves them out, and said so
+    missing = sum(t >= tok.get_vocab_size() for t in want)
+    assert ("have no token in tokenizer.json" in r.stderr.decode()) == (missing > 0)
+    # --print-text with the same prompt as ids; no tokenizer.json: refused, naming the file
+    rc, got, err = _generate(generate_exe, tmp_path, "--print-text", "--gpu=cpu")
+    assert rc == 0, err
+    (tmp_path / "tokenizer.json").unlink()
+    r = subprocess.run([generate_exe, str(tmp_path), "--text", text, "--max-new-tokens", "2"],
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 1 and "tokenizer.json" in r.stderr, r.stderr
