@@ -424,25 +424,33 @@ def test_greedy_next_token_on_the_device_gives_transformers_tokens(tmp_path, cap
 
 def test_generate_takes_and_gives_text_with_the_models_tokenizer(tmp_path, caps, generate_exe):
     # generate --text: the prompt encoded with DIR/tokenizer.json (a byte-level BPE configured as
-    # Llama 3's, trained here) as transformers' tokenizer(text) encodes it, the model's greedy
+    # Llama 3's) as transformers' tokenizer(text) encodes it, the model's greedy
     # tokens, and their text as decode(ids, skip_special_tokens=True) gives it
     tokenizers = pytest.importorskip("tokenizers")
-    from tokenizers import Regex, decoders, models, pre_tokenizers, processors, trainers
+    from tokenizers import Regex, decoders, models, pre_tokenizers, processors
 
     caps.need("embedding", "rope_cache_update", "swiglu", "gemm_add", "attention", "safetensors")
     if not generate_exe:
         pytest.skip("no generate binary (built with the state-and-dims API)")
     vocab = 320
-    tok = tokenizers.Tokenizer(models.BPE(ignore_merges=True))
+    # a fixed vocabulary (training's ties would make a different prompt each run): the 256
+    # byte-level characters after two special tokens, then the merges that spell a few words
+    chars = sorted(pre_tokenizers.ByteLevel.alphabet())
+    table = {"<|begin_of_text|>": 0, "<|end_of_text|>": 1}
+    table.update({c: 2 + i for i, c in enumerate(chars)})
+    merges = []
+    for word in ("Hello", "Ġworld", "Ġit", "'s", "Ġtest"):
+        for k in range(2, len(word) + 1):
+            merges.append((word[:k - 1], word[k - 1]))
+            table.setdefault(word[:k], len(table))
+    tok = tokenizers.Tokenizer(models.BPE(vocab=table, merges=merges, ignore_merges=True))
+    tok.add_special_tokens(["<|begin_of_text|>", "<|end_of_text|>"])
     tok.pre_tokenizer = pre_tokenizers.Sequence([
         pre_tokenizers.Split(Regex(
             r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}|"
             r" ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+"), behavior="isolated"),
         pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)])
     tok.decoder = decoders.ByteLevel()
-    tok.train_from_iterator(["Hello world, it's a test of the tokenizer."] * 20, trainers.BpeTrainer(
-        vocab_size=vocab, initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
-        special_tokens=["<|begin_of_text|>", "<|end_of_text|>"]))
     tok.post_processor = processors.TemplateProcessing(
         single="<|begin_of_text|> $A", special_tokens=[("<|begin_of_text|>", 0)])
     assert tok.get_vocab_size() <= vocab
@@ -450,7 +458,7 @@ def test_generate_takes_and_gives_text_with_the_models_tokenizer(tmp_path, caps,
     import transformers as tf
     m = tf.LlamaForCausalLM(tf.LlamaConfig(**dict(SMALL, vocab_size=vocab))).eval()
     m.generation_config.eos_token_id = None
-    m.generation_config.pad_token_id = 0
+    m.generation_config.pad_token_id = 1  # not 0, the BOS: generate would mask it as padding
     baton_export.export_causal_lm(m, tmp_path, max_seq_len=64, verbose=False)
     tok.save(str(tmp_path / "tokenizer.json"))
     text = "Hello world, it's 2026 — ça va?"
