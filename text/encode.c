@@ -114,12 +114,14 @@ static int span(enc *e, const char *s, size_t len)
     }
     if (t->nfc) {
         size_t bad;
-        if (!baton__uni_nfc_stable(cp, n, &bad)) {
+        const int nfc = baton__uni_nfc_stable(cp, n, &bad);
+        if (nfc != 1) {
             snprintf(e->msg, sizeof e->msg,
-                     "the text at byte %zu (U+%04X) is not in NFC, which this tokenizer's "
-                     "normalizer asks for and baton does not apply: normalize the text to NFC "
-                     "first",
-                     e->msg_at + at[bad], (unsigned)cp[bad]);
+                     "the text at byte %zu (U+%04X) %s, which this tokenizer's normalizer asks "
+                     "for and baton checks but does not apply: normalize the text to NFC first",
+                     e->msg_at + at[bad], (unsigned)cp[bad],
+                     nfc == 0 ? "is not in NFC"
+                              : "may not be in NFC (a mark after a composed letter)");
             return BATON_ENOTSUP;
         }
     }

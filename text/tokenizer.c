@@ -262,8 +262,9 @@ static int load_model(loader *L, baton_tokenizer *t, int model, int64_t max_adde
 }
 
 /* The added tokens: ids and texts, which are special; none with options that change matching. */
-static int load_added(loader *L, baton_tokenizer *t, int added)
+static int load_added(loader *L, baton_tokenizer *t, int added, int64_t n_vocab)
 {
+    int64_t max_ids = -1, *max_id = &max_ids;
     size_t n = 0;
     for (int c = added < 0 ? -1 : L->doc.v[added].first; c >= 0; c = L->doc.v[c].next)
         n++;
@@ -288,6 +289,24 @@ static int load_added(loader *L, baton_tokenizer *t, int added)
                         "an added token with \"normalized\": true under the \"▁\" normalizer "
                         "is not supported");
         const int64_t i = L->doc.v[id].i;
+        /* `tokenizers` does not read an added token's id: it gives the vocabulary's id of the
+         * same text, or the next after the vocabulary and the added tokens before; a file whose
+         * ids differ would encode to other ids there */
+        int64_t want = baton__tok_vocab_get(t, L->doc.v[content].s, L->doc.v[content].len);
+        for (size_t k = 0; want < 0 && k < t->n_added; k++)
+            if (t->added[k].len == L->doc.v[content].len &&
+                memcmp(t->added[k].text, L->doc.v[content].s, t->added[k].len) == 0)
+                want = t->added[k].id;
+        if (want < 0)
+            want = *max_id < 0 || *max_id < n_vocab ? n_vocab : *max_id + 1;
+        if (i != want)
+            return fail(L, id, BATON_EPLAN,
+                        "the added token \"%s\" has id %lld where the tokenizers library gives "
+                        "it %lld (the vocabulary's id of the text, else the next free one): the "
+                        "file is inconsistent",
+                        L->doc.v[content].s, (long long)i, (long long)want);
+        if (i > *max_id)
+            *max_id = i;
         if (set_text(t, i, L->doc.v[content].s, L->doc.v[content].len))
             return BATON_ENOMEM;
         t->is_special[i] = jis(&L->doc, get(L, c, "special"), J_TRUE);
@@ -595,7 +614,8 @@ int baton_tokenizer_load(const char *path, baton_tokenizer **out, baton_error *e
     }
     if ((rc = load_normalizer(&L, t, get(&L, root, "normalizer"))) ||
         (rc = load_model(&L, t, model, max_added)) ||
-        (rc = load_added(&L, t, jis(&L.doc, added, J_ARRAY) ? added : -1)) ||
+        (rc = load_added(&L, t, jis(&L.doc, added, J_ARRAY) ? added : -1,
+                         (int64_t)L.doc.v[get(&L, model, "vocab")].n)) ||
         (rc = load_pre(&L, t, get(&L, root, "pre_tokenizer"))) ||
         (rc = load_post(&L, t, get(&L, root, "post_processor"))) ||
         (rc = load_decoder(&L, t, get(&L, root, "decoder"))))

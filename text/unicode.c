@@ -176,8 +176,10 @@ int baton__uni_nfc_stable(const uint32_t *cp, size_t n, size_t *at)
             /* c reaches the starter unless a character between has class 0 or >= its own */
             const int reaches =
                 ccc == 0 ? (size_t)starter + 1 == i : blocked_ccc < ccc || (size_t)starter + 1 == i;
-            if (reaches && (decomposes(s) || composes(s, c)))
+            if (reaches && composes(s, c))
                 return 0;
+            if (reaches && decomposes(s)) /* may compose with a part of s: not decided here */
+                return -1;
         }
         if (ccc == 0) {
             starter = (long)i;

@@ -21,10 +21,10 @@ int baton__uni_is_number(uint32_t cp); /* general category N* (\p{N}) */
 int baton__uni_is_space(uint32_t cp);  /* the White_Space property (\s) */
 
 /* Whether the n code points are already in NFC, so that an NFC normalizer leaves them as they
- * are: 1, or 0 with *at the index of the first code point that stops the check. Conservative: a
- * character that may compose with what precedes it (the quick check's Maybe) passes only when the
- * starter before it has no decomposition and does not compose with it, so a few texts in NFC are
- * refused too (a decomposed starter followed by such a mark), never the reverse. */
+ * are: 1; 0 when they are not (a character NFC never keeps, marks out of canonical order, a mark
+ * that composes with the starter before it); -1 when this check cannot tell (a mark that may
+ * compose with a part of a starter that has a decomposition: "\u1ea1\u0301" is NFC,
+ * "\u00e9\u0323" is not). *at: the index of the code point that stopped the check. */
 int baton__uni_nfc_stable(const uint32_t *cp, size_t n, size_t *at);
 
 #endif /* BATON_TEXT_UNICODE_H */
