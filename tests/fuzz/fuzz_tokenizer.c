@@ -1,0 +1,145 @@
+/* fuzz_tokenizer.c: libFuzzer target for baton_tokenizer.h. The input's first byte picks what the
+ * rest is: a text for the two fixtures of tests/data/tokenizer/ (byte-level and SentencePiece),
+ * or a tokenizer.json of its own, then encoded and decoded. On every input: a load, an encode or
+ * a decode succeeds or fails with its code and a message; a text that is UTF-8 encodes under both
+ * fixtures and comes back from its ids whole (byte-level BPE and byte fallback lose nothing), and
+ * one that is not is refused; a tokenizer that loads encodes a fixed text and decodes ids of every
+ * kind (special, unknown, past the vocabulary) without a fault (ASan in the fuzz build).
+ *
+ * Build: CC=clang cmake -S . -B build-fuzz -DBATON_CUDA=OFF -DBATON_FUZZ=ON -DBATON_SANITIZE=ON
+ *        cmake --build build-fuzz --target fuzz_tokenizer
+ * Run from the repository root (the fixtures' paths):
+ *        build-fuzz/fuzz_tokenizer -max_total_time=600 tests/fuzz/tokenizer_corpus
+ * Defines only LLVMFuzzerTestOneInput, so a plain driver can replay the corpus. */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE /* memmem, memfd_create */
+#endif
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "baton/baton_tokenizer.h"
+#include "text/unicode.h"
+
+static void check_error(const baton_error *e, int rc)
+{
+    if (rc >= 0 || e->code != rc || !e->message[0] || !memchr(e->message, 0, sizeof e->message))
+        abort();
+}
+
+static baton_tokenizer *fixture(int which)
+{
+    static baton_tokenizer *t[2];
+    static const char *paths[2] = {"tests/data/tokenizer/byte_level.json",
+                                   "tests/data/tokenizer/spm.json"};
+    if (!t[which]) {
+        baton_error e;
+        char path[4096];
+        const char *root = getenv("BATON_SOURCE_DIR");
+        snprintf(path, sizeof path, "%s/%s", root ? root : ".", paths[which]);
+        if (baton_tokenizer_load(path, &t[which], &e)) {
+            fprintf(stderr, "fuzz_tokenizer: %s (run from the repository root)\n", e.message);
+            abort();
+        }
+    }
+    return t[which];
+}
+
+static int is_utf8(const char *s, size_t n)
+{
+    for (size_t i = 0; i < n;) {
+        uint32_t cp;
+        if (baton__utf8_next(s, n, &i, &cp))
+            return 0;
+    }
+    return 1;
+}
+
+/* encode then decode: the text back, or its refusal when it is not UTF-8. SentencePiece's
+ * decoder turns every "▁" into a space, the text's own too, and its normalizer puts one before
+ * every span between added tokens (as `tokenizers` does): such texts only encode and decode. */
+static void round_trip(const baton_tokenizer *t, const char *s, size_t n, int spm)
+{
+    const int whole = !(spm && (memmem(s, n, "\xe2\x96\x81", 3) || memmem(s, n, "<s>", 3) ||
+                                memmem(s, n, "</s>", 4) || memmem(s, n, "<unk>", 5)));
+    baton_error e;
+    size_t count, len;
+    int rc = baton_tokenizer_encode(t, s, n, 0, NULL, 0, &count, &e);
+    if (!is_utf8(s, n)) {
+        if (rc != BATON_EINVAL)
+            abort();
+        check_error(&e, rc);
+        return;
+    }
+    if (rc)
+        abort();
+    int64_t *ids = malloc((count + 1) * sizeof *ids);
+    if (baton_tokenizer_encode(t, s, n, 0, ids, count, &count, &e))
+        abort();
+    if (baton_tokenizer_decode(t, ids, count, 0, NULL, 0, &len, &e))
+        abort();
+    char *back = malloc(len + 1);
+    if (baton_tokenizer_decode(t, ids, count, 0, back, len + 1, &len, &e))
+        abort();
+    /* the text may hold a NUL byte: compare lengths and bytes, not strings */
+    if (whole && (len != n || memcmp(back, s, n) != 0))
+        abort();
+    free(back);
+    free(ids);
+}
+
+/* The input's own tokenizer.json, through a memfd */
+static void own_tokenizer(const uint8_t *data, size_t size)
+{
+    static int fd = -1;
+    static char path[64];
+    if (fd < 0) {
+        fd = memfd_create("tokenizer.json", MFD_CLOEXEC);
+        snprintf(path, sizeof path, "/proc/self/fd/%d", fd);
+    }
+    if (ftruncate(fd, 0) || pwrite(fd, data, size, 0) != (ssize_t)size)
+        abort();
+    baton_tokenizer *t = NULL;
+    baton_error e;
+    int rc = baton_tokenizer_load(path, &t, &e);
+    if (rc) {
+        check_error(&e, rc);
+        if (t)
+            abort();
+        return;
+    }
+    const char text[] = "Hello wörld, it's 2026! 日本 🙂<s></s>\n\n";
+    size_t n, len;
+    int64_t ids[256];
+    rc = baton_tokenizer_encode(t, text, sizeof text - 1, 1, ids, 256, &n, &e);
+    if (rc)
+        check_error(&e, rc); /* a character without a token, too many ids: refused, named */
+    const int64_t vocab = baton_tokenizer_vocab_size(t);
+    int64_t probe[8] = {0, 1, vocab - 1, vocab, vocab + 1000, 3, 2, 1};
+    for (int skip = 0; skip < 2; skip++) {
+        char out[512];
+        rc = baton_tokenizer_decode(t, probe, 8, skip, out, sizeof out, &len, &e);
+        if (rc)
+            check_error(&e, rc);
+        else if (out[len] != 0 || !is_utf8(out, len)) /* a <0x00> token decodes to a NUL */
+            abort();
+    }
+    baton_tokenizer_free(t);
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+    if (size == 0)
+        return 0;
+    const char *rest = (const char *)data + 1;
+    switch (data[0] % 3) {
+    case 0: round_trip(fixture(0), rest, size - 1, 0); break;
+    case 1: round_trip(fixture(1), rest, size - 1, 1); break;
+    default: own_tokenizer(data + 1, size - 1); break;
+    }
+    return 0;
+}
