@@ -204,7 +204,7 @@ int baton_tokenizer_decode(const baton_tokenizer *t, const int64_t *ids, size_t 
         rc = put(&o, "", 0);
     const char *body = o.s;
     size_t bl = o.n;
-    if (!rc && t->spm_decoder && bl > 0 && body[0] == ' ') { /* Strip(" ", 1, 0) */
+    if (!rc && t->spm_strip && bl > 0 && body[0] == ' ') { /* Strip(" ", 1, 0) */
         body++;
         bl--;
     }

@@ -11,6 +11,8 @@
 #include "text/tok_internal.h"
 #include "text/unicode.h"
 
+static const char SPACE[] = "\xe2\x96\x81"; /* U+2581, SentencePiece's "▁" */
+
 /* GPT-2's bytes_to_unicode: the printable bytes stand for themselves, the others (controls,
  * space, DEL, NBSP, the soft hyphen) for U+0100 onwards, in byte order */
 static uint32_t byte_char(unsigned b)
@@ -32,7 +34,7 @@ typedef struct enc {
     uint32_t *cp; /* a span's code points */
     size_t cp_cap;
     char msg[256];
-    size_t msg_at; /* the byte offset of the span being encoded, for messages */
+    size_t span_at; /* the byte offset in the text of the span being encoded */
 } enc;
 
 static int grow(void **p, size_t *cap, size_t need, size_t size)
@@ -81,24 +83,45 @@ static int span(enc *e, const char *s, size_t len)
     const baton_tokenizer *t = e->t;
     if (len == 0)
         return 0;
-    if (t->spm_norm) { /* "▁" before the span and for every space; the whole is one word */
+    if (t->spm_replace || t->metaspace) {
+        /* SentencePiece's: spaces as "▁", and a "▁" first where the normalizer prepends one (to
+         * every span) or Metaspace does (to a span that has none: always, or the text's first
+         * span only, the one at byte 0); then one word, or Metaspace's pieces, each from a "▁" */
         size_t spaces = 0;
         for (size_t i = 0; i < len; i++)
             spaces += s[i] == ' ';
-        if (grow((void **)&e->buf, &e->buf_cap, len + 2 * spaces + 4, 1))
+        if (grow((void **)&e->buf, &e->buf_cap, len + 2 * spaces + 7, 1))
             return BATON_ENOMEM;
+        char *b = e->buf;
         size_t k = 0;
-        memcpy(e->buf, "\xe2\x96\x81", 3);
-        k = 3;
-        for (size_t i = 0; i < len; i++) {
-            if (s[i] == ' ') {
-                memcpy(e->buf + k, "\xe2\x96\x81", 3);
-                k += 3;
-            } else {
-                e->buf[k++] = s[i];
-            }
+        if (t->spm_prepend)
+            memcpy(b + k, SPACE, 3), k += 3;
+        for (size_t i = 0; i < len; i++)
+            if (s[i] == ' ')
+                memcpy(b + k, SPACE, 3), k += 3;
+            else
+                b[k++] = s[i];
+        if (!t->metaspace)
+            return word(e, b, k);
+        if ((k < 3 || memcmp(b, SPACE, 3) != 0) &&
+            (t->meta_prepend == META_ALWAYS ||
+             (t->meta_prepend == META_FIRST && e->span_at == 0))) {
+            memmove(b + 3, b, k);
+            memcpy(b, SPACE, 3);
+            k += 3;
         }
-        return word(e, e->buf, k);
+        if (!t->meta_split)
+            return word(e, b, k);
+        for (size_t i = 0; i < k;) {
+            size_t j = i + 1;
+            while (j < k && !(k - j >= 3 && memcmp(b + j, SPACE, 3) == 0))
+                j++;
+            int rc = word(e, b + i, j - i); /* bpe reads it and does not touch buf */
+            if (rc)
+                return rc;
+            i = j;
+        }
+        return 0;
     }
     if (!t->nfc && t->pattern == PAT_NONE)
         return t->byte_level ? byte_level_word(e, s, len) : word(e, s, len);
@@ -119,7 +142,7 @@ static int span(enc *e, const char *s, size_t len)
             snprintf(e->msg, sizeof e->msg,
                      "the text at byte %zu (U+%04X) %s, which this tokenizer's normalizer asks "
                      "for and baton checks but does not apply: normalize the text to NFC first",
-                     e->msg_at + at[bad], (unsigned)cp[bad],
+                     e->span_at + at[bad], (unsigned)cp[bad],
                      nfc == 0 ? "is not in NFC"
                               : "may not be in NFC (a mark after a composed letter)");
             return BATON_ENOTSUP;
@@ -162,13 +185,13 @@ static int split_normalized(enc *e, const char *s, size_t len, size_t offset)
     size_t i = 0, at;
     long k;
     while ((k = next_added(e->t, s, len, i, 1, &at)) >= 0) {
-        e->msg_at = offset + i;
+        e->span_at = offset + i;
         int rc = span(e, s + i, at - i);
         if (rc || (rc = push(e, e->t->added[k].id)))
             return rc;
         i = at + e->t->added[k].len;
     }
-    e->msg_at = offset + i;
+    e->span_at = offset + i;
     return span(e, s + i, len - i);
 }
 

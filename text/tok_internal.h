@@ -11,6 +11,7 @@
 
 /* The pre-tokenizer patterns known, by the exact regular expression of tokenizer.json */
 enum { PAT_NONE, PAT_GPT2, PAT_LLAMA3, PAT_QWEN2 };
+enum { META_NEVER, META_FIRST, META_ALWAYS };
 
 typedef struct tok_added {
     int64_t id;
@@ -51,13 +52,18 @@ struct baton_tokenizer {
     /* the added tokens, longest first, then by id: the split takes the leftmost, longest match */
     tok_added *added;
     size_t n_added;
-    /* the normalizer: NFC (checked, not applied), or SentencePiece's "▁" (prepend, replace) */
-    int nfc, spm_norm;
+    /* the normalizer: NFC (checked, not applied), or SentencePiece's: spaces as "▁" (Replace),
+     * with a "▁" before every span (Prepend) */
+    int nfc, spm_replace, spm_prepend;
     int pattern; /* PAT_*: the pre-tokenizer's split, then the byte-level mapping */
+    /* the Metaspace pre-tokenizer: spaces as "▁", a "▁" before a span that has none (always, or
+     * the text's first only), pieces split before each "▁" */
+    int metaspace, meta_prepend, meta_split; /* meta_prepend: META_NEVER, META_FIRST, META_ALWAYS */
     /* the post-processor's single-sequence template: ids before and after the text */
     int64_t *pre, *post;
     size_t n_pre, n_post;
     int spm_decoder; /* the decoder: SentencePiece's sequence, else byte-level */
+    int spm_strip;   /* its Strip(" ", 1, 0): the text's first space goes */
 };
 
 /* The id of the len bytes at s in the model's vocabulary, or -1. */

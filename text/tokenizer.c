@@ -284,7 +284,7 @@ static int load_added(loader *L, baton_tokenizer *t, int added, int64_t n_vocab)
             (rc = flag_is(L, c, "single_word", 0, "an added token")))
             return rc;
         const int norm = jis(&L->doc, get(L, c, "normalized"), J_TRUE);
-        if (norm && t->spm_norm)
+        if (norm && t->spm_replace)
             return fail(L, c, BATON_ENOTSUP,
                         "an added token with \"normalized\": true under the \"▁\" normalizer "
                         "is not supported");
@@ -315,6 +315,16 @@ static int load_added(loader *L, baton_tokenizer *t, int added, int64_t n_vocab)
     return 0;
 }
 
+/* Replace(" ", "▁") */
+static int is_space_replace(loader *L, int n)
+{
+    const char *type = str_of(L, get(L, n, "type"));
+    const char *pat = str_of(L, get(L, get(L, n, "pattern"), "String"));
+    const char *to = str_of(L, get(L, n, "content"));
+    return type && pat && to && strcmp(type, "Replace") == 0 && strcmp(pat, " ") == 0 &&
+           strcmp(to, SPM_SPACE) == 0;
+}
+
 static int load_normalizer(loader *L, baton_tokenizer *t, int n)
 {
     if (n < 0 || jis(&L->doc, n, J_NULL))
@@ -326,24 +336,26 @@ static int load_normalizer(loader *L, baton_tokenizer *t, int n)
         t->nfc = 1;
         return 0;
     }
-    /* SentencePiece's, as the converters of Llama 2 and Mistral write it */
+    /* SentencePiece's, as transformers' converters write it: Replace(" ", "▁") alone (Gemma),
+     * or after Prepend("▁") (Llama 2, Mistral v0.1) */
+    if (is_space_replace(L, n)) {
+        t->spm_replace = 1;
+        return 0;
+    }
     const int list = get(L, n, "normalizers");
     if (strcmp(type, "Sequence") == 0 && jis(&L->doc, list, J_ARRAY) && L->doc.v[list].n == 2) {
         const int a = L->doc.v[list].first, b = L->doc.v[a].next;
-        const char *ta = str_of(L, get(L, a, "type")), *tb = str_of(L, get(L, b, "type"));
-        const char *pre = str_of(L, get(L, a, "prepend"));
-        const char *pat = str_of(L, get(L, get(L, b, "pattern"), "String"));
-        const char *to = str_of(L, get(L, b, "content"));
-        if (ta && tb && pre && pat && to && strcmp(ta, "Prepend") == 0 &&
-            strcmp(tb, "Replace") == 0 && strcmp(pre, SPM_SPACE) == 0 && strcmp(pat, " ") == 0 &&
-            strcmp(to, SPM_SPACE) == 0) {
-            t->spm_norm = 1;
+        const char *ta = str_of(L, get(L, a, "type")), *pre = str_of(L, get(L, a, "prepend"));
+        if (ta && pre && strcmp(ta, "Prepend") == 0 && strcmp(pre, SPM_SPACE) == 0 &&
+            is_space_replace(L, b)) {
+            t->spm_prepend = t->spm_replace = 1;
             return 0;
         }
     }
     return fail(L, n, BATON_ENOTSUP,
                 "the normalizer (\"%s\") is not supported: baton has none, NFC, and "
-                "SentencePiece's Sequence[Prepend(\"▁\"), Replace(\" \", \"▁\")]",
+                "SentencePiece's Replace(\" \", \"▁\") and Sequence[Prepend(\"▁\"), "
+                "Replace(\" \", \"▁\")]",
                 type);
 }
 
@@ -371,6 +383,32 @@ static int load_pre(loader *L, baton_tokenizer *t, int n)
             return rc;
         t->byte_level = 1;
         t->pattern = use_regex ? PAT_GPT2 : PAT_NONE;
+        return 0;
+    }
+    if (strcmp(type, "Metaspace") ==
+        0) { /* SentencePiece's, as tokenizers 0.19 and later write it */
+        const char *rep = str_of(L, get(L, n, "replacement"));
+        const char *scheme = str_of(L, get(L, n, "prepend_scheme"));
+        const int split = get(L, n, "split");
+        if (!rep || strcmp(rep, SPM_SPACE) != 0)
+            return fail(L, n, BATON_ENOTSUP,
+                        "a Metaspace pre-tokenizer's \"replacement\" other than \"▁\" is not "
+                        "supported");
+        if (!scheme ||
+            (strcmp(scheme, "first") && strcmp(scheme, "always") && strcmp(scheme, "never")))
+            return fail(L, n, BATON_ENOTSUP,
+                        "a Metaspace pre-tokenizer needs a \"prepend_scheme\" of \"first\", "
+                        "\"always\" or \"never\" (an older file's \"add_prefix_space\" is not "
+                        "read)");
+        if (split >= 0 && !jis(&L->doc, split, J_TRUE) && !jis(&L->doc, split, J_FALSE))
+            return fail(L, split, BATON_EPLAN,
+                        "a Metaspace pre-tokenizer's \"split\" must be "
+                        "true or false");
+        t->metaspace = 1;
+        t->meta_prepend = !strcmp(scheme, "first")    ? META_FIRST
+                          : !strcmp(scheme, "always") ? META_ALWAYS
+                                                      : META_NEVER;
+        t->meta_split = split < 0 || jis(&L->doc, split, J_TRUE); /* its default is true */
         return 0;
     }
     const int list = get(L, n, "pretokenizers");
@@ -407,8 +445,8 @@ static int load_pre(loader *L, baton_tokenizer *t, int n)
         }
     }
     return fail(L, n, BATON_ENOTSUP,
-                "the pre-tokenizer (\"%s\") is not supported: baton has none, ByteLevel and "
-                "Sequence[Split(Llama 3's or Qwen 2's pattern), ByteLevel]",
+                "the pre-tokenizer (\"%s\") is not supported: baton has none, ByteLevel, "
+                "Metaspace and Sequence[Split(Llama 3's or Qwen 2's pattern), ByteLevel]",
                 type);
 }
 
@@ -486,7 +524,8 @@ static int load_post(loader *L, baton_tokenizer *t, int n)
 }
 
 #define SPM_DECODER                                                                                \
-    "SentencePiece's Sequence[Replace(\"▁\", \" \"), ByteFallback, Fuse, Strip(\" \", 1, 0)]"
+    "SentencePiece's Sequence[Replace(\"▁\", \" \"), ByteFallback, Fuse] with or without a "     \
+    "Strip(\" \", 1, 0) after them"
 
 static int load_decoder(loader *L, baton_tokenizer *t, int n)
 {
@@ -501,20 +540,25 @@ static int load_decoder(loader *L, baton_tokenizer *t, int n)
     if (strcmp(type, "ByteLevel") == 0)
         return 0;
     const int list = get(L, n, "decoders");
-    if (strcmp(type, "Sequence") == 0 && jis(&L->doc, list, J_ARRAY) && L->doc.v[list].n == 4) {
+    const int nd = jis(&L->doc, list, J_ARRAY) ? L->doc.v[list].n : 0;
+    if (strcmp(type, "Sequence") == 0 && (nd == 3 || nd == 4)) {
         const int a = L->doc.v[list].first, b = L->doc.v[a].next, c = L->doc.v[b].next,
-                  d = L->doc.v[c].next;
+                  d = nd == 4 ? L->doc.v[c].next : -1;
         const char *ta = str_of(L, get(L, a, "type")), *tb = str_of(L, get(L, b, "type")),
                    *tc = str_of(L, get(L, c, "type")), *td = str_of(L, get(L, d, "type"));
         const char *pat = str_of(L, get(L, get(L, a, "pattern"), "String"));
         const char *to = str_of(L, get(L, a, "content")), *strip = str_of(L, get(L, d, "content"));
         const int start = get(L, d, "start"), stop = get(L, d, "stop");
-        if (ta && tb && tc && td && pat && to && strip && strcmp(ta, "Replace") == 0 &&
+        /* the Strip(" ", 1, 0) that follows where the converter prepended a space (not Gemma's) */
+        const int strips = d >= 0 && td && strip && strcmp(td, "Strip") == 0 &&
+                           strcmp(strip, " ") == 0 && jis(&L->doc, start, J_INT) &&
+                           L->doc.v[start].i == 1 && jis(&L->doc, stop, J_INT) &&
+                           L->doc.v[stop].i == 0;
+        if (ta && tb && tc && pat && to && strcmp(ta, "Replace") == 0 &&
             strcmp(pat, SPM_SPACE) == 0 && strcmp(to, " ") == 0 &&
-            strcmp(tb, "ByteFallback") == 0 && strcmp(tc, "Fuse") == 0 &&
-            strcmp(td, "Strip") == 0 && strcmp(strip, " ") == 0 && jis(&L->doc, start, J_INT) &&
-            L->doc.v[start].i == 1 && jis(&L->doc, stop, J_INT) && L->doc.v[stop].i == 0) {
+            strcmp(tb, "ByteFallback") == 0 && strcmp(tc, "Fuse") == 0 && (d < 0 || strips)) {
             t->spm_decoder = 1;
+            t->spm_strip = strips;
             return 0;
         }
     }

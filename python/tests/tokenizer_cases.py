@@ -327,30 +327,31 @@ def _gpt2(path):
     _edit(path, fix)
 
 
-def _llama2(path):
-    """SentencePiece-converted BPE: "▁" for spaces, byte fallback to <0x00>..<0xFF> (ids 3..258
-    after <unk> <s> </s>, as in Llama 2 and Mistral), no pre-tokenizer."""
+def _spm(path, normalizer, pre_tokenizer, strip, special=LLAMA2_SPECIAL, bos="<s>"):
+    """SentencePiece-converted BPE: "▁" for spaces, byte fallback to <0x00>..<0xFF> (the ids after
+    the special tokens, as in Llama 2 and Mistral), as transformers' converters configure it."""
     tok = Tokenizer(models.BPE(unk_token="<unk>", fuse_unk=True, byte_fallback=True))
     tok.normalizer = normalizers.Sequence([normalizers.Prepend("\u2581"),
                                            normalizers.Replace(" ", "\u2581")])
     # SentencePiece never merges across a word start, so train on "▁word" pieces; the saved file
-    # has no pre-tokenizer, and the whole normalized text is then one BPE word, as in Llama 2.
+    # then gets the family's own normalizer and pre-tokenizer.
     tok.pre_tokenizer = pre_tokenizers.Metaspace(replacement="\u2581", prepend_scheme="never",
                                                  split=True)
-    tok.train_from_iterator(CORPUS, _trainer(LLAMA2_SPECIAL, byte_level=False))
-    tok.pre_tokenizer = None
+    tok.train_from_iterator(CORPUS, _trainer(special, byte_level=False))
+    tok.normalizer = normalizer
+    tok.pre_tokenizer = pre_tokenizer
     tok.decoder = decoders.Sequence([decoders.Replace("\u2581", " "), decoders.ByteFallback(),
-                                     decoders.Fuse(), decoders.Strip(" ", 1, 0)])
+                                     decoders.Fuse()] + ([decoders.Strip(" ", 1, 0)] if strip else []))
     tok.post_processor = processors.TemplateProcessing(
-        single="<s> $A", pair="<s> $A <s> $B:1",
-        special_tokens=[("<s>", tok.token_to_id("<s>"))])
+        single=f"{bos} $A", pair=f"{bos} $A {bos} $B:1",
+        special_tokens=[(bos, tok.token_to_id(bos))])
     tok.save(path)
 
     def fix(d):
         old = d["model"]["vocab"]
-        assert [old[t] for t in LLAMA2_SPECIAL] == [0, 1, 2]
-        vocab = {t: i for i, t in enumerate(LLAMA2_SPECIAL)}
-        vocab.update({f"<0x{b:02X}>": 3 + b for b in range(256)})
+        assert [old[t] for t in special] == list(range(len(special)))
+        vocab = {t: i for i, t in enumerate(special)}
+        vocab.update({f"<0x{b:02X}>": len(special) + b for b in range(256)})
         for t, _ in sorted(old.items(), key=lambda kv: kv[1]):
             vocab.setdefault(t, len(vocab))
         d["model"]["vocab"] = vocab
@@ -358,7 +359,36 @@ def _llama2(path):
     _edit(path, fix)
 
 
-BUILDERS = {"llama3": _llama3, "qwen2": _qwen2, "gpt2": _gpt2, "llama2": _llama2}
+def _llama2(path):
+    """Llama 2, Mistral v0.1, TinyLlama (legacy conversion): the normalizer puts a "▁" before every
+    span and for every space; no pre-tokenizer; the decoder strips the first space."""
+    _spm(path, normalizers.Sequence([normalizers.Prepend("\u2581"),
+                                     normalizers.Replace(" ", "\u2581")]), None, True)
+
+
+def _mistral(path):
+    """The non-legacy conversion (Mistral v0.3 and later Llama 2 derivatives): no normalizer, a
+    Metaspace pre-tokenizer that puts a "▁" before the text's first span only, unsplit."""
+    _spm(path, None, pre_tokenizers.Metaspace(replacement="\u2581", prepend_scheme="first",
+                                              split=False), True)
+
+
+def _gemma(path):
+    """Gemma: spaces as "▁" and no "▁" prepended, so the decoder strips nothing."""
+    _spm(path, normalizers.Replace(" ", "\u2581"), None, False,
+         special=["<pad>", "<eos>", "<bos>", "<unk>"], bos="<bos>")
+
+
+def _metaspace_split(path):
+    """An older Metaspace form: a "▁" before every span, the text split before each "▁"."""
+    _spm(path, None, pre_tokenizers.Metaspace(replacement="\u2581", prepend_scheme="always",
+                                              split=True), True)
+
+
+BUILDERS = {"llama3": _llama3, "qwen2": _qwen2, "gpt2": _gpt2, "llama2": _llama2,
+            "mistral": _mistral, "gemma": _gemma, "metaspace-split": _metaspace_split}
+# the SentencePiece-converted ones: characters and <0xNN> byte tokens, not a byte-level alphabet
+SPM = {"llama2", "mistral", "gemma", "metaspace-split"}
 
 
 def build_all(dirpath):
