@@ -4,8 +4,8 @@ the letter (L*) and number (N*) categories the pre-tokenizers' patterns name, an
 check needs (the quick-check property's No and Maybe values, canonical combining classes, which
 characters have a canonical decomposition, and the pairs a character without one composes with).
 
-Unicode 15.0, as the Oniguruma regular expressions of Hugging Face `tokenizers` use: the tables
-come from the unicodedata2 package pinned to it (`pip install unicodedata2==15.0.0`).
+Unicode 15.0, from the unicodedata2 package pinned to it (`pip install unicodedata2==15.0.0`;
+python/tests/test_unicode_tables.py checks that the committed file is this script's output).
 
     python3 scripts/gen-unicode-tables.py > text/unicode_tables.h
 """
