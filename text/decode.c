@@ -72,18 +72,17 @@ static int put_lossy(out *o, const char *s, size_t len)
     return rc;
 }
 
-/* The byte a character of the byte-level alphabet stands for, or -1 */
+/* The byte a character of the byte-level alphabet stands for, or -1 (encode.c's byte_char
+ * inverted) */
 static int char_byte(uint32_t c)
 {
     if ((c >= 33 && c <= 126) || (c >= 161 && c <= 172) || (c >= 174 && c <= 255))
         return (int)c;
-    if (c < 256 || c >= 256 + 68) /* 68 bytes are not their own character */
-        return -1;
-    unsigned k = c - 256;
-    for (unsigned b = 0; b < 256; b++)
-        if (!((b >= 33 && b <= 126) || (b >= 161 && b <= 172) || b >= 174) && k-- == 0)
-            return (int)b;
-    return -1;
+    if (c >= 256 && c <= 288)
+        return (int)(c - 256);
+    if (c >= 289 && c <= 322)
+        return (int)(c - 162);
+    return c == 323 ? 173 : -1;
 }
 
 /* A token's text as the byte-level alphabet's bytes, or as it is where a character is not of

@@ -13,16 +13,16 @@
 
 static const char SPACE[] = "\xe2\x96\x81"; /* U+2581, SentencePiece's "▁" */
 
-/* GPT-2's bytes_to_unicode: the printable bytes stand for themselves, the others (controls,
- * space, DEL, NBSP, the soft hyphen) for U+0100 onwards, in byte order */
+/* GPT-2's bytes_to_unicode: the printable bytes stand for themselves, the others for U+0100
+ * onwards in byte order: 0-32, then 127-160 (DEL, the C1 controls, NBSP), then 173 (the soft
+ * hyphen) */
 static uint32_t byte_char(unsigned b)
 {
-    if ((b >= 33 && b <= 126) || (b >= 161 && b <= 172) || b >= 174)
-        return b;
-    unsigned k = 0; /* the index of b among the bytes that are not their own character */
-    for (unsigned c = 0; c < b; c++)
-        k += !((c >= 33 && c <= 126) || (c >= 161 && c <= 172) || c >= 174);
-    return 256 + k;
+    if (b <= 32)
+        return 256 + b;
+    if (b >= 127 && b <= 160)
+        return b + 162; /* 256 + 33 + (b - 127) */
+    return b == 173 ? 323 : b;
 }
 
 typedef struct enc {
@@ -153,7 +153,6 @@ static int span(enc *e, const char *s, size_t len)
     for (size_t i = 0; i < n;) {
         const size_t j = baton__tok_piece_end(t->pattern, cp, n, i);
         const size_t b0 = at[i], b1 = j < n ? at[j] : len;
-        /* the piece's bytes may be moved by the word's growth of buf: copy from s */
         int rc = t->byte_level ? byte_level_word(e, s + b0, b1 - b0) : word(e, s + b0, b1 - b0);
         if (rc)
             return rc;
@@ -167,7 +166,9 @@ static int span(enc *e, const char *s, size_t len)
 static long next_added(const baton_tokenizer *t, const char *s, size_t len, size_t from,
                        int normalized, size_t *start)
 {
-    for (size_t i = from; i < len; i++)
+    for (size_t i = from; i < len; i++) {
+        if (!t->added_first[normalized][(unsigned char)s[i]]) /* no token starts with this byte */
+            continue;
         for (size_t k = 0; k < t->n_added; k++) { /* longest first */
             const tok_added *a = &t->added[k];
             if (a->normalized == normalized && a->len <= len - i && s[i] == a->text[0] &&
@@ -176,6 +177,7 @@ static long next_added(const baton_tokenizer *t, const char *s, size_t len, size
                 return (long)k;
             }
         }
+    }
     return -1;
 }
 

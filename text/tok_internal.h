@@ -52,6 +52,7 @@ struct baton_tokenizer {
     /* the added tokens, longest first, then by id: the split takes the leftmost, longest match */
     tok_added *added;
     size_t n_added;
+    unsigned char added_first[2][256]; /* [normalized][byte]: an added token starts with it */
     /* the normalizer: NFC (checked, not applied), or SentencePiece's: spaces as "▁" (Replace),
      * with a "▁" before every span (Prepend) */
     int nfc, spm_replace, spm_prepend;

@@ -665,6 +665,8 @@ int baton_tokenizer_load(const char *path, baton_tokenizer **out, baton_error *e
         (rc = load_decoder(&L, t, get(&L, root, "decoder"))))
         goto fail;
     qsort(t->added, t->n_added, sizeof *t->added, added_order);
+    for (size_t i = 0; i < t->n_added; i++)
+        t->added_first[t->added[i].normalized][(unsigned char)t->added[i].text[0]] = 1;
     baton__plan_json_free(&L.doc);
     *out = t;
     return 0;
