@@ -73,6 +73,12 @@ typedef struct jerror {
 int baton__plan_json_parse(jdoc *doc, const char *text, size_t len, jerror *e);
 void baton__plan_json_free(jdoc *doc);
 
+/* Reads the whole of a regular file (a FIFO, directory or device is refused at once, never waited
+ * on: baton__plan_open_regular) into a new buffer *text of *len bytes, for the parser: 0, or
+ * BATON_EIO / BATON_ENOMEM with err naming the path and `what` ("plan file"). plan/npy.c. */
+int baton__plan_read_regular(const char *path, const char *what, char **text, size_t *len,
+                             baton_error *err);
+
 /* The child of object node obj under key (the first, keys being distinct), or -1 when obj is not
  * an object or has no such key. */
 int baton__plan_json_get(const jdoc *doc, int obj, const char *key);

@@ -1341,44 +1341,11 @@ int baton_plan_load(const baton_registry *reg, const char *path, baton_plan **ou
     if (!reg || !path || !out)
         return baton__err_set(err, BATON_EINVAL,
                               "baton_plan_load: registry, path and out must not be NULL");
-    /* only a regular file: a FIFO or device given as the plan must not block or stream forever */
-    uint64_t size;
-    int fd = baton__plan_open_regular(path, "plan file", &size, err);
-    if (fd < 0)
-        return fd;
-    FILE *f = fdopen(fd, "rb");
-    if (!f) {
-        int e = errno;
-        close(fd);
-        return baton__err_set(err, BATON_ENOMEM, "%s: cannot open the plan file: %s", path,
-                              strerror(e));
-    }
-    size_t cap = 1 << 16, len = 0;
-    char *buf = malloc(cap);
-    while (buf) {
-        if (len == cap) {
-            char *nb = realloc(buf, cap * 2);
-            if (!nb) {
-                free(buf);
-                buf = NULL;
-                break;
-            }
-            buf = nb;
-            cap *= 2;
-        }
-        size_t k = fread(buf + len, 1, cap - len, f);
-        len += k;
-        if (k == 0)
-            break;
-    }
-    int read_error = ferror(f);
-    fclose(f);
-    if (!buf)
-        return baton__err_set(err, BATON_ENOMEM, "%s: out of memory reading the plan file", path);
-    if (read_error) {
-        free(buf);
-        return baton__err_set(err, BATON_EIO, "%s: cannot read the plan file", path);
-    }
+    char *buf;
+    size_t len;
+    int rc = baton__plan_read_regular(path, "plan file", &buf, &len, err);
+    if (rc)
+        return rc;
     /* npy paths are relative to the plan file's directory. */
     char *dir = strdup(path);
     if (!dir) {
@@ -1390,7 +1357,7 @@ int baton_plan_load(const baton_registry *reg, const char *path, baton_plan **ou
         slash == dir ? (void)(slash[1] = 0) : (void)(*slash = 0);
     else
         dir[0] = 0;
-    int rc = baton_plan_load_string(reg, buf, len, path, dir, out, err);
+    rc = baton_plan_load_string(reg, buf, len, path, dir, out, err);
     free(buf);
     free(dir);
     return rc;

@@ -17,6 +17,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "plan/json.h"
 #include "plan/plan_internal.h"
 
 static const struct {
@@ -544,5 +545,51 @@ int baton_npy_write(const char *path, const baton_tensor_desc *desc, const void 
     }
     if (!ok)
         return baton__err_set(err, BATON_EIO, "%s: write failed: %s", path, strerror(e));
+    return 0;
+}
+
+int baton__plan_read_regular(const char *path, const char *what, char **text, size_t *len,
+                             baton_error *err)
+{
+    /* only a regular file: a FIFO or device given as the path must not block or stream forever */
+    uint64_t size;
+    int fd = baton__plan_open_regular(path, what, &size, err);
+    if (fd < 0)
+        return fd;
+    FILE *f = fdopen(fd, "rb");
+    if (!f) {
+        int e = errno;
+        close(fd);
+        return baton__err_set(err, BATON_ENOMEM, "%s: cannot open the %s: %s", path, what,
+                              strerror(e));
+    }
+    size_t cap = 1 << 16, n = 0;
+    char *buf = malloc(cap);
+    while (buf) {
+        if (n == cap) {
+            char *nb = realloc(buf, cap * 2);
+            if (!nb) {
+                free(buf);
+                buf = NULL;
+                break;
+            }
+            buf = nb;
+            cap *= 2;
+        }
+        size_t k = fread(buf + n, 1, cap - n, f);
+        n += k;
+        if (k == 0)
+            break;
+    }
+    int read_error = ferror(f);
+    fclose(f);
+    if (!buf)
+        return baton__err_set(err, BATON_ENOMEM, "%s: out of memory reading the %s", path, what);
+    if (read_error) {
+        free(buf);
+        return baton__err_set(err, BATON_EIO, "%s: cannot read the %s", path, what);
+    }
+    *text = buf;
+    *len = n;
     return 0;
 }

@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "baton/baton_tokenizer.h"
@@ -226,6 +227,13 @@ Test(tokenizer, unsupported_or_malformed_files_are_refused_naming_the_place)
     baton_error e;
     cr_expect_eq(baton_tokenizer_load("/nonexistent/tokenizer.json", &t, &e), BATON_EIO);
     cr_expect(strstr(e.message, "/nonexistent/tokenizer.json"), "%s", e.message);
+    /* a FIFO is refused at once, not waited on for a writer */
+    char fifo[64];
+    snprintf(fifo, sizeof fifo, "/tmp/baton-tok-fifo-%d", (int)getpid());
+    cr_assert_eq(mkfifo(fifo, 0600), 0);
+    cr_expect_eq(baton_tokenizer_load(fifo, &t, &e), BATON_EIO);
+    cr_expect(strstr(e.message, "is a FIFO, not a regular file"), "%s", e.message);
+    remove(fifo);
     expect_refused("{\"model\": ", BATON_EPARSE, ":1:");
     expect_refused("{\"model\": {\"type\": \"WordPiece\", \"vocab\": {}}}", BATON_ENOTSUP,
                    "model type \"WordPiece\"");

@@ -3,7 +3,6 @@
  * pre-tokenizers, post-processors and decoders it names. Anything else is refused here, at load,
  * naming the file, the line and column and what is not supported, so that encode and decode never
  * give an answer other than the `tokenizers` library's. */
-#include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -576,38 +575,6 @@ static int added_order(const void *a, const void *b)
     return x->id < y->id ? -1 : x->id > y->id;
 }
 
-static int read_all(const char *path, char **out, size_t *len)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return -1;
-    size_t cap = 1 << 16, n = 0;
-    char *buf = malloc(cap);
-    while (buf) {
-        n += fread(buf + n, 1, cap - n, f);
-        if (n < cap)
-            break;
-        char *p = realloc(buf, cap * 2);
-        if (!p) {
-            free(buf);
-            buf = NULL;
-            break;
-        }
-        buf = p;
-        cap *= 2;
-    }
-    const int bad = ferror(f);
-    fclose(f);
-    if (!buf || bad) {
-        free(buf);
-        errno = buf ? EIO : ENOMEM;
-        return -1;
-    }
-    *out = buf;
-    *len = n;
-    return 0;
-}
-
 int baton_tokenizer_load(const char *path, baton_tokenizer **out, baton_error *err)
 {
     err_clear(err);
@@ -616,11 +583,12 @@ int baton_tokenizer_load(const char *path, baton_tokenizer **out, baton_error *e
     *out = NULL;
     char *text;
     size_t len;
-    if (read_all(path, &text, &len))
-        return baton__err_set(err, BATON_EIO, "cannot read %s: %s", path, strerror(errno));
+    int rc = baton__plan_read_regular(path, "tokenizer.json", &text, &len, err);
+    if (rc)
+        return rc;
     loader L = {path, {0}, err};
     jerror je;
-    int rc = baton__plan_json_parse(&L.doc, text, len, &je);
+    rc = baton__plan_json_parse(&L.doc, text, len, &je);
     free(text);
     baton_tokenizer *t = calloc(1, sizeof *t);
     if (rc == BATON_EPARSE || rc == BATON_EPLAN) {
