@@ -2,7 +2,7 @@
  * the public API only. The prefill plan runs the prompt, its KV cache moves to the decode plan's
  * runtime by name, and the decode plan runs one token at a time (docs/generate.md).
  *
- *   build/generate DIR (--prompt 1,5,7 | --text TEXT) --max-new-tokens N [--print-text]
+ *   build/generate DIR (--prompt 1,5,7 | --text TEXT) --max-new-tokens N [--print-text] [--stream]
  *                  [--gpu=auto|cuda|cpu|sim]
  *                  [--mode=strict|boundary|graph] [--temperature T --top-k K --top-p P --seed S]
  *                  [--sample-on=auto|host|device] [--warmup N] [--no-pdl] [--trace FILE]
@@ -49,6 +49,7 @@ typedef struct gen_args {
     int stop_eos;     /* --stop eos: the ids are config.json's eos_token_id */
     const char *text; /* --text: the prompt as text, encoded with DIR/tokenizer.json */
     int print_text;   /* --print-text (implied by --text): the generated text on stdout */
+    int stream;       /* --stream: that text printed as the tokens come */
 } gen_args;
 
 static double now_s(void)
@@ -64,7 +65,7 @@ static int usage(const char *msg)
         fprintf(stderr, "generate: %s\n", msg);
     fprintf(stderr,
             "usage: generate DIR (--prompt ID,ID,... | --text TEXT) --max-new-tokens N\n"
-            "                [--print-text] [--gpu=auto|cuda|cpu|sim]\n"
+            "                [--print-text] [--stream] [--gpu=auto|cuda|cpu|sim]\n"
             "                [--mode=strict|boundary|graph] [--temperature T] [--top-k K]\n"
             "                [--top-p P] [--seed S] [--sample-on=auto|host|device] [--warmup N]\n"
             "                [--no-pdl] [--trace FILE] [--queue-tokens] [--stop ID,ID,...|eos]\n"
@@ -72,7 +73,7 @@ static int usage(const char *msg)
             "baton_export.export_causal_lm. Greedy unless --temperature is given.\n"
             "--text encodes the prompt with DIR/tokenizer.json (as transformers' tokenizer(text)\n"
             "does, with its special tokens) and prints the generated text before the ids, as\n"
-            "--print-text does for a --prompt of ids.\n"
+            "--print-text does for a --prompt of ids; --stream prints it token by token.\n"
             "--sample-on: where sampling draws the token; auto (the default) is the decode's GPU\n"
             "when it runs on one (the logits stay there), else the host.\n"
             "--warmup N runs the prompt (and its first token's draw) N times before the timed\n"
@@ -162,6 +163,8 @@ static int parse_args(int argc, char **argv, gen_args *a)
             a->print_text = 1;
         } else if (strcmp(argv[i], "--print-text") == 0) {
             a->print_text = 1;
+        } else if (strcmp(argv[i], "--stream") == 0) {
+            a->print_text = a->stream = 1;
         } else if ((v = opt_value(argc, argv, &i, "--stop"))) {
             if (!strcmp(v, "eos")) {
                 a->stop_eos = 1;
@@ -232,6 +235,8 @@ static int parse_args(int argc, char **argv, gen_args *a)
             a->dir = argv[i];
         }
     }
+    if (a->stream && a->queue_tokens)
+        return usage("--stream prints each token as it comes; --queue-tokens sees them every 64");
     if (a->text && a->n_prompt)
         return usage("--prompt and --text are two ways to give the prompt: one of them");
     if (!a->dir || (!a->n_prompt && !a->text) || a->max_new < 0)
@@ -392,34 +397,59 @@ static int encode_prompt(gen_args *a, const baton_tokenizer *tok)
     return 0;
 }
 
-/* --print-text: the generated ids' text, without special tokens (as transformers'
- * decode(ids, skip_special_tokens=True) shows them), on a line of its own. */
-static int print_text(const baton_tokenizer *tok, const int64_t *ids, long n)
+/* --print-text's output: the generated ids' text without special tokens (as transformers'
+ * decode(ids, skip_special_tokens=True) shows it) on stdout, once at the end, or with --stream as
+ * the tokens come: each time the ids so far are decoded again and the new bytes printed, less a
+ * tail of U+FFFD that the next ids may complete into a character (a byte token's part of one). */
+typedef struct text_out {
+    const baton_tokenizer *tok;
+    char *text;
+    size_t cap, printed;
+} text_out;
+
+/* The text of ids[0 .. n); last: all of it, a newline and a note of ids without a token. 0, or 1
+ * with the reason on stderr. */
+static int text_show(text_out *o, const int64_t *ids, long n, int last)
 {
     baton_error err;
     size_t len;
-    char *text = NULL;
-    int rc = baton_tokenizer_decode(tok, ids, (size_t)n, 1, NULL, 0, &len, &err);
-    if (rc == 0 && !(text = malloc(len + 1)))
-        rc = BATON_ENOMEM;
+    int rc = baton_tokenizer_decode(o->tok, ids, (size_t)n, 1, NULL, 0, &len, &err);
+    if (rc == 0 && len + 1 > o->cap) {
+        char *p = realloc(o->text, 2 * len + 64);
+        if (!p)
+            rc = BATON_ENOMEM;
+        else
+            o->text = p, o->cap = 2 * len + 64;
+    }
     if (rc == 0)
-        rc = baton_tokenizer_decode(tok, ids, (size_t)n, 1, text, len + 1, &len, &err);
-    if (rc)
+        rc = baton_tokenizer_decode(o->tok, ids, (size_t)n, 1, o->text, o->cap, &len, &err);
+    if (rc) {
         fprintf(stderr, "generate: --print-text: %s\n",
                 rc == BATON_ENOMEM ? "out of memory" : err.message);
-    else
-        printf("%s\n", text);
+        return 1;
+    }
+    size_t end = len;
+    while (!last && end >= 3 && memcmp(o->text + end - 3, "\xef\xbf\xbd", 3) == 0)
+        end -= 3;
+    if (end > o->printed) {
+        fwrite(o->text + o->printed, 1, end - o->printed, stdout);
+        o->printed = end;
+    }
+    if (!last) {
+        fflush(stdout);
+        return 0;
+    }
+    putchar('\n');
     long missing = 0; /* ids the model has and its tokenizer not (a padded vocabulary) */
     for (long i = 0; i < n; i++)
-        missing += baton_tokenizer_id_token(tok, ids[i]) == NULL;
+        missing += baton_tokenizer_id_token(o->tok, ids[i]) == NULL;
     if (missing)
         fprintf(stderr,
                 "generate: --print-text: %ld of the ids have no token in tokenizer.json (the "
                 "model's vocabulary is larger): left out of the text, as transformers' decode "
                 "leaves them out\n",
                 missing);
-    free(text);
-    return rc ? 1 : 0;
+    return 0;
 }
 
 static int fail(const char *what, const baton_error *err)
@@ -658,6 +688,7 @@ int main(int argc, char **argv)
     baton_tokenizer *tok = NULL;
     if (a.print_text && load_tokenizer(&a, &tok))
         return 1;
+    text_out shown = {tok, NULL, 0, 0};
     if (a.text && encode_prompt(&a, tok)) {
         baton_tokenizer_free(tok);
         return 1;
@@ -876,6 +907,8 @@ int main(int argc, char **argv)
     }
     double t_prefill = now_s() - tp;
     long n_out = is_stop(&a, out_ids[0]) ? 1 : a.max_new; /* the ids generated (--stop) */
+    if (a.stream && text_show(&shown, out_ids, 1, 0))
+        goto out;
 
     /* 4. The KV cache: shared since step 1; otherwise every state tensor of the decode plan,
      * from the prefill runtime by name, once per prompt. */
@@ -957,6 +990,8 @@ int main(int argc, char **argv)
         }
         if (is_stop(&a, out_ids[i]))
             n_out = i + 1;
+        if (a.stream && text_show(&shown, out_ids, i + 1, 0)) /* in the decode's wall time */
+            goto out;
     }
     if (!queued) {
         t_decode = now_s() - td;
@@ -999,13 +1034,14 @@ int main(int argc, char **argv)
         fprintf(stderr, "decode: after the first run %lld captures, %lld graph updates%s\n", caps,
                 upd, caps || upd ? " (expected 0: the graph is not being reused)" : "");
     }
-    if (tok && print_text(tok, out_ids, n_out))
+    if (tok && text_show(&shown, out_ids, n_out, 1))
         goto out;
     for (long i = 0; i < n_out; i++)
         printf("%s%" PRId64, i ? " " : "", out_ids[i]);
     printf("\n");
     status = 0;
 out:
+    free(shown.text);
     baton_tokenizer_free(tok);
     free(logits);
     free(state);

@@ -474,6 +474,11 @@ def test_generate_takes_and_gives_text_with_the_models_tokenizer(tmp_path, caps,
     # trained) are left out of the text, as decode leaves them out, and said so
     missing = sum(t >= tok.get_vocab_size() for t in want)
     assert ("have no token in tokenizer.json" in r.stderr.decode()) == (missing > 0)
+    # --stream prints the same bytes token by token (a byte token's part of a character held back
+    # until the character is whole)
+    s = subprocess.run([generate_exe, str(tmp_path), "--text", text, "--max-new-tokens", str(NEW),
+                        "--gpu=cpu", "--stream"], capture_output=True, timeout=120)
+    assert s.returncode == 0 and s.stdout == r.stdout, (s.stdout, r.stdout)
     # --print-text with the same prompt as ids; no tokenizer.json: refused, naming the file
     rc, got, err = _generate(generate_exe, tmp_path, "--print-text", "--gpu=cpu")
     assert rc == 0, err
