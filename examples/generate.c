@@ -50,6 +50,7 @@ typedef struct gen_args {
     const char *text; /* --text: the prompt as text, encoded with DIR/tokenizer.json */
     int print_text;   /* --print-text (implied by --text): the generated text on stdout */
     int stream;       /* --stream: that text printed as the tokens come */
+    int no_special;   /* --no-special: --text without the tokenizer's special tokens (a BOS) */
 } gen_args;
 
 static double now_s(void)
@@ -65,7 +66,7 @@ static int usage(const char *msg)
         fprintf(stderr, "generate: %s\n", msg);
     fprintf(stderr,
             "usage: generate DIR (--prompt ID,ID,... | --text TEXT) --max-new-tokens N\n"
-            "                [--print-text] [--stream] [--gpu=auto|cuda|cpu|sim]\n"
+            "                [--no-special] [--print-text] [--stream] [--gpu=auto|cuda|cpu|sim]\n"
             "                [--mode=strict|boundary|graph] [--temperature T] [--top-k K]\n"
             "                [--top-p P] [--seed S] [--sample-on=auto|host|device] [--warmup N]\n"
             "                [--no-pdl] [--trace FILE] [--queue-tokens] [--stop ID,ID,...|eos]\n"
@@ -74,6 +75,8 @@ static int usage(const char *msg)
             "--text encodes the prompt with DIR/tokenizer.json (as transformers' tokenizer(text)\n"
             "does, with its special tokens) and prints the generated text before the ids, as\n"
             "--print-text does for a --prompt of ids; --stream prints it token by token.\n"
+            "--no-special encodes --text without the tokenizer's special tokens (a BOS): for a\n"
+            "chat template written out in the text, special tokens and all.\n"
             "--sample-on: where sampling draws the token; auto (the default) is the decode's GPU\n"
             "when it runs on one (the logits stay there), else the host.\n"
             "--warmup N runs the prompt (and its first token's draw) N times before the timed\n"
@@ -163,6 +166,8 @@ static int parse_args(int argc, char **argv, gen_args *a)
             a->print_text = 1;
         } else if (strcmp(argv[i], "--print-text") == 0) {
             a->print_text = 1;
+        } else if (strcmp(argv[i], "--no-special") == 0) {
+            a->no_special = 1;
         } else if (strcmp(argv[i], "--stream") == 0) {
             a->print_text = a->stream = 1;
         } else if ((v = opt_value(argc, argv, &i, "--stop"))) {
@@ -237,6 +242,8 @@ static int parse_args(int argc, char **argv, gen_args *a)
     }
     if (a->stream && a->queue_tokens)
         return usage("--stream prints each token as it comes; --queue-tokens sees them every 64");
+    if (a->no_special && !a->text)
+        return usage("--no-special is how --text is encoded: it needs --text");
     if (a->text && a->n_prompt)
         return usage("--prompt and --text are two ways to give the prompt: one of them");
     if (!a->dir || (!a->n_prompt && !a->text) || a->max_new < 0)
@@ -375,13 +382,15 @@ static int load_tokenizer(const gen_args *a, baton_tokenizer **tok)
     return 0;
 }
 
-/* --text: the prompt's ids, with the tokenizer's special tokens (a BOS), as transformers'
- * tokenizer(text) gives them. 0, or 1 with the reason on stderr. */
+/* --text: the prompt's ids, with the tokenizer's special tokens (a BOS) unless --no-special, as
+ * transformers' tokenizer(text, add_special_tokens=...) gives them. 0, or 1 with the reason on
+ * stderr. */
 static int encode_prompt(gen_args *a, const baton_tokenizer *tok)
 {
     baton_error err;
     size_t n;
-    if (baton_tokenizer_encode(tok, a->text, strlen(a->text), 1, NULL, 0, &n, &err)) {
+    const int special = !a->no_special;
+    if (baton_tokenizer_encode(tok, a->text, strlen(a->text), special, NULL, 0, &n, &err)) {
         fprintf(stderr, "generate: --text: %s\n", err.message);
         return 1;
     }
@@ -389,7 +398,8 @@ static int encode_prompt(gen_args *a, const baton_tokenizer *tok)
         fprintf(stderr, "generate: --text makes %zu ids: a prompt has 1 to %d\n", n, MAX_PROMPT);
         return 1;
     }
-    if (baton_tokenizer_encode(tok, a->text, strlen(a->text), 1, a->prompt, MAX_PROMPT, &n, &err)) {
+    if (baton_tokenizer_encode(tok, a->text, strlen(a->text), special, a->prompt, MAX_PROMPT, &n,
+                               &err)) {
         fprintf(stderr, "generate: --text: %s\n", err.message);
         return 1;
     }

@@ -458,7 +458,7 @@ def test_generate_takes_and_gives_text_with_the_models_tokenizer(tmp_path, caps,
     import transformers as tf
     m = tf.LlamaForCausalLM(tf.LlamaConfig(**dict(SMALL, vocab_size=vocab))).eval()
     m.generation_config.eos_token_id = None
-    m.generation_config.pad_token_id = 1  # not 0, the BOS: generate would mask it as padding
+    m.generation_config.pad_token_id = vocab - 1  # in no prompt: generate masks a prompt's pad ids
     baton_export.export_causal_lm(m, tmp_path, max_seq_len=64, verbose=False)
     tok.save(str(tmp_path / "tokenizer.json"))
     text = "Hello world, it's 2026 — ça va?"
@@ -479,6 +479,15 @@ def test_generate_takes_and_gives_text_with_the_models_tokenizer(tmp_path, caps,
     s = subprocess.run([generate_exe, str(tmp_path), "--text", text, "--max-new-tokens", str(NEW),
                         "--gpu=cpu", "--stream"], capture_output=True, timeout=120)
     assert s.returncode == 0 and s.stdout == r.stdout, (s.stdout, r.stdout)
+    # --no-special: a chat template written out, its special tokens split out of the text and no
+    # BOS added, as tokenizer(text, add_special_tokens=False)
+    chat = "<|begin_of_text|>Hello<|end_of_text|> world"
+    c = subprocess.run([generate_exe, str(tmp_path), "--text", chat, "--no-special",
+                        "--max-new-tokens", "4", "--gpu=cpu"], capture_output=True, timeout=120)
+    assert c.returncode == 0, c.stderr.decode()
+    chat_ids = tok.encode(chat, add_special_tokens=False).ids
+    assert chat_ids[0] == 0 and chat_ids.count(0) == 1 and 1 in chat_ids
+    assert [int(x) for x in c.stdout.decode().split("\n")[-2].split()] == _hf_tokens(m, chat_ids, 4)
     # --print-text with the same prompt as ids; no tokenizer.json: refused, naming the file
     rc, got, err = _generate(generate_exe, tmp_path, "--print-text", "--gpu=cpu")
     assert rc == 0, err
