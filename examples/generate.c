@@ -2,7 +2,8 @@
  * the public API only. The prefill plan runs the prompt, its KV cache moves to the decode plan's
  * runtime by name, and the decode plan runs one token at a time (docs/generate.md).
  *
- *   build/generate DIR (--prompt 1,5,7 | --text TEXT) --max-new-tokens N [--print-text] [--stream]
+ *   build/generate DIR (--prompt 1,5,7 | --text TEXT [--no-special]) --max-new-tokens N
+ *                  [--print-text] [--stream]
  *                  [--gpu=auto|cuda|cpu|sim]
  *                  [--mode=strict|boundary|graph] [--temperature T --top-k K --top-p P --seed S]
  *                  [--sample-on=auto|host|device] [--warmup N] [--no-pdl] [--trace FILE]
