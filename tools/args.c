@@ -36,7 +36,8 @@ const char *cli_usage_tokenize =
     "  --decode IDS        ids to decode, as 1,2,3\n"
     "  --no-special        encode without the post-processor's special tokens (a BOS)\n"
     "  --skip-special      decode without the special tokens\n"
-    "  --json              print {\"ids\": [...]} or {\"text\": \"...\"} on one line\n";
+    "  --json              print {\"ids\": [...]} or {\"text\": \"...\"} on one line (the text\n"
+    "                      exact; without it, control bytes are printed as \\xNN)\n";
 
 static const char *usage_common =
     "  --gpu=auto|cuda|cpu|sim  where cuda:N steps run (default auto: CUDA when present, else\n"

@@ -115,7 +115,7 @@ int cmd_tokenize(int argc, char **argv)
     baton_tokenizer *tok;
     int rc = baton_tokenizer_load(path, &tok, &err);
     if (rc) {
-        fprintf(stderr, "baton tokenize: %s\n", err.message);
+        fprintf(stderr, "baton tokenize: %s\n", cli_esc(err.message));
         return rc == BATON_EIO ? EXIT_IO : EXIT_PLAN;
     }
     int exit_code = 0;
@@ -132,7 +132,7 @@ int cmd_tokenize(int argc, char **argv)
             (out = malloc(len + 1)) != NULL)
             rc = baton_tokenizer_decode(tok, ids, n, skip_special, out, len + 1, &len, &err);
         if (rc || !out) {
-            fprintf(stderr, "baton tokenize: %s\n", rc ? err.message : "out of memory");
+            fprintf(stderr, "baton tokenize: %s\n", rc ? cli_esc(err.message) : "out of memory");
             exit_code = rc == BATON_EINVAL ? EXIT_USAGE : EXIT_PLAN;
         } else if (json) {
             json_t *o = json_pack("{s:s%}", "text", out, len);
@@ -141,8 +141,8 @@ int cmd_tokenize(int argc, char **argv)
                 printf("%s\n", s);
             free(s);
             json_decref(o);
-        } else {
-            fwrite(out, 1, len, stdout);
+        } else { /* control bytes escaped, as everything a file supplies (--json: exact) */
+            cli_fputs_safe(out, len, stdout);
             putchar('\n');
         }
         free(out);
@@ -164,7 +164,7 @@ int cmd_tokenize(int argc, char **argv)
             (ids = malloc((n ? n : 1) * sizeof *ids)) != NULL)
             rc = baton_tokenizer_encode(tok, s, len, !no_special, ids, n, &n, &err);
         if (rc || !ids) {
-            fprintf(stderr, "baton tokenize: %s\n", rc ? err.message : "out of memory");
+            fprintf(stderr, "baton tokenize: %s\n", rc ? cli_esc(err.message) : "out of memory");
             exit_code = EXIT_PLAN;
         } else {
             printf(json ? "{\"ids\": [" : "");
