@@ -160,6 +160,18 @@ for cmd in validate inspect run bench; do
   "$baton" $cmd $extra "$tmp/evil.json" >"$tmp/out" 2>&1
   lacks "$cmd prints no raw escape byte" "$tmp/out" "$esc"
 done
+# baton tokenize: a tokenizer's tokens are a file's text too (--json keeps them exact)
+printf '{"model": {"type": "BPE", "vocab": {"a": 0, "\\u001b[31m": 1}, "merges": []}, "decoder": {"type": "ByteLevel"}}' \
+  > "$tmp/evil_tok.json"
+check "tokenize decodes a tokenizer's own text" 0 "$baton" tokenize "$tmp/evil_tok.json" --decode 0,1
+lacks "tokenize prints no raw escape byte" "$tmp/out" "$esc"
+contains "tokenize shows the escape as text" "$tmp/out" 'a\x1b[31m'
+check "tokenize --json" 0 "$baton" tokenize "$tmp/evil_tok.json" --decode 0,1 --json
+contains "tokenize --json is exact" "$tmp/out" '{"text":"a\u001B[31m"}'
+check "tokenize --help" 0 "$baton" tokenize --help
+check "tokenize needs --encode, --encode-file or --decode" 2 "$baton" tokenize "$tmp/evil_tok.json"
+check "tokenize of a missing tokenizer.json exits 4" 4 "$baton" tokenize "$tmp/none.json" --encode x
+check "tokenize of a plan, not a tokenizer.json, exits 1" 1 "$baton" tokenize tests/data/good/minimal.json --encode x
 "$baton" run --input "$(printf 'x\033[31m')=$tmp/x4.npy" "$tmp/evil.json" >"$tmp/out" 2>&1
 lacks "an escape in an argument is not echoed raw" "$tmp/out" "$esc"
 "$baton" run -q --input "x=$tmp/dup.npy" "$tmp/evil.json" >"$tmp/out" 2>&1
