@@ -123,7 +123,7 @@ static int span(enc *e, const char *s, size_t len)
         }
         return 0;
     }
-    if (!t->nfc && t->pattern == PAT_NONE)
+    if (!t->nfc && t->pattern == PAT_NONE && !t->digits)
         return t->byte_level ? byte_level_word(e, s, len) : word(e, s, len);
     /* the code points, and where each starts in s (the pieces are cut between code points) */
     if (grow((void **)&e->cp, &e->cp_cap, 2 * len + 1, sizeof *e->cp))
@@ -148,15 +148,30 @@ static int span(enc *e, const char *s, size_t len)
             return BATON_ENOTSUP;
         }
     }
-    if (t->pattern == PAT_NONE)
+    if (t->pattern == PAT_NONE && !t->digits)
         return t->byte_level ? byte_level_word(e, s, len) : word(e, s, len);
-    for (size_t i = 0; i < n;) {
-        const size_t j = baton__tok_piece_end(t->pattern, cp, n, i);
-        const size_t b0 = at[i], b1 = j < n ? at[j] : len;
-        int rc = t->byte_level ? byte_level_word(e, s + b0, b1 - b0) : word(e, s + b0, b1 - b0);
-        if (rc)
-            return rc;
-        i = j;
+    for (size_t lo = 0; lo < n;) {
+        /* the Digits pre-tokenizer's piece from lo: a run of numbers (each one alone where the
+         * digits are individual) or of anything else; then the pattern's pieces inside it */
+        size_t hi = n;
+        if (t->digits) {
+            const int num = baton__uni_is_number(cp[lo]);
+            hi = lo + 1;
+            if (!(num && t->digits == DIGITS_EACH))
+                while (hi < n && baton__uni_is_number(cp[hi]) == num)
+                    hi++;
+        }
+        for (size_t i = lo; i < hi;) {
+            const size_t j = t->pattern == PAT_NONE
+                                 ? hi
+                                 : lo + baton__tok_piece_end(t->pattern, cp + lo, hi - lo, i - lo);
+            const size_t b0 = at[i], b1 = j < n ? at[j] : len;
+            int rc = t->byte_level ? byte_level_word(e, s + b0, b1 - b0) : word(e, s + b0, b1 - b0);
+            if (rc)
+                return rc;
+            i = j;
+        }
+        lo = hi;
     }
     return 0;
 }
@@ -205,6 +220,8 @@ int baton_tokenizer_encode(const baton_tokenizer *t, const char *text, size_t le
         return baton__err_set(err, BATON_EINVAL,
                               "baton_tokenizer_encode: the tokenizer, the text and n are needed");
     *n = 0;
+    if (len > UINT32_MAX) /* a span's offsets are 32-bit */
+        return baton__err_set(err, BATON_EINVAL, "baton_tokenizer_encode: a text of 4 GiB or more");
     for (size_t i = 0; i < len;) {
         uint32_t cp;
         if (baton__utf8_next(text, len, &i, &cp))

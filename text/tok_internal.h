@@ -12,6 +12,7 @@
 /* The pre-tokenizer patterns known, by the exact regular expression of tokenizer.json */
 enum { PAT_NONE, PAT_GPT2, PAT_LLAMA3, PAT_QWEN2 };
 enum { META_NEVER, META_FIRST, META_ALWAYS };
+enum { DIGITS_NONE, DIGITS_RUNS, DIGITS_EACH }; /* the Digits pre-tokenizer before ByteLevel */
 
 typedef struct tok_added {
     int64_t id;
@@ -57,6 +58,7 @@ struct baton_tokenizer {
      * with a "▁" before every span (Prepend) */
     int nfc, spm_replace, spm_prepend;
     int pattern; /* PAT_*: the pre-tokenizer's split, then the byte-level mapping */
+    int digits;  /* DIGITS_*: numbers split out first (StarCoder's and SmolLM's) */
     /* the Metaspace pre-tokenizer: spaces as "▁", a "▁" before a span that has none (always, or
      * the text's first only), pieces split before each "▁" */
     int metaspace, meta_prepend, meta_split; /* meta_prepend: META_NEVER, META_FIRST, META_ALWAYS */

@@ -414,6 +414,16 @@ static int load_pre(loader *L, baton_tokenizer *t, int n)
     if (strcmp(type, "Sequence") == 0 && jis(&L->doc, list, J_ARRAY) && L->doc.v[list].n == 2) {
         const int a = L->doc.v[list].first, b = L->doc.v[a].next;
         const char *ta = str_of(L, get(L, a, "type")), *tb = str_of(L, get(L, b, "type"));
+        if (ta && tb && strcmp(ta, "Digits") == 0 && strcmp(tb, "ByteLevel") == 0) {
+            /* numbers split out, then GPT-2's pattern (StarCoder, SmolLM) */
+            if ((rc = byte_level_pre(L, b, &use_regex)))
+                return rc;
+            t->digits =
+                jis(&L->doc, get(L, a, "individual_digits"), J_TRUE) ? DIGITS_EACH : DIGITS_RUNS;
+            t->byte_level = 1;
+            t->pattern = use_regex ? PAT_GPT2 : PAT_NONE;
+            return 0;
+        }
         if (ta && tb && strcmp(ta, "Split") == 0 && strcmp(tb, "ByteLevel") == 0) {
             const int re = get(L, get(L, a, "pattern"), "Regex");
             const char *beh = str_of(L, get(L, a, "behavior"));
@@ -445,7 +455,8 @@ static int load_pre(loader *L, baton_tokenizer *t, int n)
     }
     return fail(L, n, BATON_ENOTSUP,
                 "the pre-tokenizer (\"%s\") is not supported: baton has none, ByteLevel, "
-                "Metaspace and Sequence[Split(Llama 3's or Qwen 2's pattern), ByteLevel]",
+                "Metaspace, Sequence[Split(Llama 3's or Qwen 2's pattern), ByteLevel] and "
+                "Sequence[Digits, ByteLevel]",
                 type);
 }
 

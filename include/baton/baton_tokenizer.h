@@ -2,8 +2,8 @@
  * program runs a model baton_export exported (its directory holds the model's tokenizer.json) from
  * text to text with no Python.
  *
- * Supported: the byte-level BPE tokenizers of GPT-2, Llama 3, Qwen 2/2.5/3, SmolLM and the many
- * models that share their pre-tokenizer patterns, and the SentencePiece-converted BPE tokenizers of
+ * Supported: the byte-level BPE tokenizers of GPT-2, Llama 3, Qwen 2/2.5/3, SmolLM and StarCoder
+ * (numbers split out first) and the many models that share their pre-tokenizers, and the SentencePiece-converted BPE tokenizers of
  * Llama 2, Mistral, TinyLlama and Gemma (byte fallback; "▁" for spaces, by the normalizer or the
  * Metaspace pre-tokenizer). The ids are those of the
  * `tokenizers` library's encode(text, add_special_tokens) and the text that of its decode(ids,

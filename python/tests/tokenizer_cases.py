@@ -327,6 +327,16 @@ def _gpt2(path):
     _edit(path, fix)
 
 
+def _starcoder(path, individual=True):
+    """StarCoder's and SmolLM's: numbers split out (each digit alone) before GPT-2's pattern."""
+    tok = _byte_level(None, False, ["<|endoftext|>"])
+    tok.pre_tokenizer = pre_tokenizers.Sequence([
+        pre_tokenizers.Digits(individual_digits=individual),
+        pre_tokenizers.ByteLevel(add_prefix_space=False, trim_offsets=True, use_regex=True)])
+    tok.post_processor = processors.ByteLevel(trim_offsets=True)
+    tok.save(path)
+
+
 def _spm(path, normalizer, pre_tokenizer, strip, special=LLAMA2_SPECIAL, bos="<s>"):
     """SentencePiece-converted BPE: "▁" for spaces, byte fallback to <0x00>..<0xFF> (the ids after
     the special tokens, as in Llama 2 and Mistral), as transformers' converters configure it."""
@@ -386,7 +396,8 @@ def _metaspace_split(path):
 
 
 BUILDERS = {"llama3": _llama3, "qwen2": _qwen2, "gpt2": _gpt2, "llama2": _llama2,
-            "mistral": _mistral, "gemma": _gemma, "metaspace-split": _metaspace_split}
+            "mistral": _mistral, "gemma": _gemma, "metaspace-split": _metaspace_split,
+            "smollm": _starcoder, "digit-runs": lambda path: _starcoder(path, False)}
 # the SentencePiece-converted ones: characters and <0xNN> byte tokens, not a byte-level alphabet
 SPM = {"llama2", "mistral", "gemma", "metaspace-split"}
 
