@@ -3,9 +3,9 @@
  * text to text with no Python.
  *
  * Supported: the byte-level BPE tokenizers of GPT-2, Llama 3, Qwen 2/2.5/3, SmolLM and StarCoder
- * (numbers split out first) and the many models that share their pre-tokenizers, and the SentencePiece-converted BPE tokenizers of
- * Llama 2, Mistral, TinyLlama and Gemma (byte fallback; "▁" for spaces, by the normalizer or the
- * Metaspace pre-tokenizer). The ids are those of the
+ * (numbers split out first) and the many models that share their pre-tokenizers, and the
+ * SentencePiece-converted BPE tokenizers of Llama 2, Mistral, TinyLlama and Gemma (byte fallback;
+ * "▁" for spaces, by the normalizer or the Metaspace pre-tokenizer). The ids are those of the
  * `tokenizers` library's encode(text, add_special_tokens) and the text that of its decode(ids,
  * skip_special_tokens); the Python tests compare them on several thousand texts. A tokenizer.json
  * outside that set is refused at load with a message that names the file, the place and what is
