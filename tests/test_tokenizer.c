@@ -253,6 +253,9 @@ Test(tokenizer, unsupported_or_malformed_files_are_refused_naming_the_place)
     expect_refused("{\"model\": {\"type\": \"BPE\", \"vocab\": {\"a\": 0, \"b\": 1}, \"merges\": "
                    "[\"a b\"]}, \"decoder\": {\"type\": \"ByteLevel\"}}",
                    BATON_EPLAN, "the result is not in the vocabulary");
+    expect_refused("{\"model\": {\"type\": \"BPE\", \"vocab\": {\"a\": 0, \"b\": 2147483000}}, "
+                   "\"decoder\": {\"type\": \"ByteLevel\"}}",
+                   BATON_EPLAN, "far past the 2 tokens"); /* not tables of 2^31 ids */
     expect_refused("{\"model\": {\"type\": \"BPE\", \"vocab\": {\"a\": 0, \"b\": 0}}, "
                    "\"decoder\": {\"type\": \"ByteLevel\"}}",
                    BATON_EPLAN, "is also that of");

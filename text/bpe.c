@@ -9,7 +9,7 @@
 #include "text/tok_internal.h"
 #include "text/unicode.h"
 
-static uint64_t hash_bytes(const char *s, size_t len)
+uint64_t baton__tok_hash(const char *s, size_t len)
 {
     uint64_t h = 1469598103934665603ull; /* FNV-1a */
     for (size_t i = 0; i < len; i++) {
@@ -23,7 +23,7 @@ int64_t baton__tok_vocab_get(const baton_tokenizer *t, const char *s, size_t len
 {
     if (!t->vocab.slot)
         return -1;
-    for (size_t i = hash_bytes(s, len) & t->vocab.mask;; i = (i + 1) & t->vocab.mask) {
+    for (size_t i = baton__tok_hash(s, len) & t->vocab.mask;; i = (i + 1) & t->vocab.mask) {
         const int64_t v = t->vocab.slot[i];
         if (v == 0)
             return -1;
@@ -33,12 +33,11 @@ int64_t baton__tok_vocab_get(const baton_tokenizer *t, const char *s, size_t len
     }
 }
 
-/* A merge's slot: the pair (left, right) or the empty slot where it would go. */
-static const tok_merge *merge_find(const baton_tokenizer *t, int64_t left, int64_t right)
+tok_merge *baton__tok_merge_slot(const baton_tokenizer *t, int64_t left, int64_t right)
 {
     uint64_t h = (uint64_t)left * 0x9E3779B97F4A7C15ull ^ (uint64_t)right * 0xC2B2AE3D27D4EB4Full;
     for (size_t i = (h ^ h >> 29) & t->merges_mask;; i = (i + 1) & t->merges_mask) {
-        const tok_merge *m = &t->merges[i];
+        tok_merge *m = &t->merges[i];
         if (m->left < 0 || (m->left == left && m->right == right))
             return m;
     }
@@ -115,7 +114,7 @@ static void consider(const baton_tokenizer *t, const sym *s, long i, cand *h, si
 {
     if (i < 0 || s[i].next < 0)
         return;
-    const tok_merge *m = merge_find(t, s[i].id, s[s[i].next].id);
+    const tok_merge *m = baton__tok_merge_slot(t, s[i].id, s[s[i].next].id);
     if (m->left >= 0)
         heap_push(h, nh, (cand){m->rank, m->merged, i});
 }
@@ -187,7 +186,7 @@ int baton__tok_bpe(const baton_tokenizer *t, const char *word, size_t len, int64
         const sym *a = &s[c.pos];
         if (a->len == 0 || a->next < 0)
             continue;
-        const tok_merge *m = merge_find(t, a->id, s[a->next].id);
+        const tok_merge *m = baton__tok_merge_slot(t, a->id, s[a->next].id);
         if (m->left < 0 || m->merged != c.merged) /* a half went to another merge */
             continue;
         const long r = a->next;

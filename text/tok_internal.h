@@ -69,6 +69,13 @@ struct baton_tokenizer {
     int spm_strip;   /* its Strip(" ", 1, 0): the text's first space goes */
 };
 
+/* The vocabulary's hash of a token's bytes (FNV-1a), for its table's insertions and lookups. */
+uint64_t baton__tok_hash(const char *s, size_t len);
+
+/* The merges' slot of the pair (left, right): the pair's, or the empty one (left < 0) where it
+ * goes. */
+tok_merge *baton__tok_merge_slot(const baton_tokenizer *t, int64_t left, int64_t right);
+
 /* The id of the len bytes at s in the model's vocabulary, or -1. */
 int64_t baton__tok_vocab_get(const baton_tokenizer *t, const char *s, size_t len);
 

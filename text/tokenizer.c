@@ -108,18 +108,8 @@ static size_t pow2_above(size_t n)
     return p;
 }
 
-static uint64_t fnv(const char *s, size_t len)
-{
-    uint64_t h = 1469598103934665603ull;
-    for (size_t i = 0; i < len; i++) {
-        h ^= (unsigned char)s[i];
-        h *= 1099511628211ull;
-    }
-    return h;
-}
-
 /* The model: vocabulary, merges and options. */
-static int load_model(loader *L, baton_tokenizer *t, int model, int64_t max_added)
+static int load_model(loader *L, baton_tokenizer *t, int model, int64_t max_added, int64_t n_added)
 {
     const char *type = str_of(L, get(L, model, "type"));
     if (type && strcmp(type, "BPE") != 0)
@@ -155,6 +145,13 @@ static int load_model(loader *L, baton_tokenizer *t, int model, int64_t max_adde
         if (L->doc.v[c].i + 1 > n_ids)
             n_ids = L->doc.v[c].i + 1;
     }
+    /* the ids are dense in every real file: a few far ids would size the tables by the largest */
+    const int64_t n_tokens = (int64_t)L->doc.v[vocab].n + n_added;
+    if (n_ids > 2 * n_tokens + 1024)
+        return fail(L, vocab, BATON_EPLAN,
+                    "the largest id, %lld, is far past the %lld tokens: a tokenizer's ids run from "
+                    "0 with few gaps",
+                    (long long)n_ids - 1, (long long)n_tokens);
     t->n_ids = n_ids;
     t->text = calloc((size_t)n_ids, sizeof *t->text);
     t->len = calloc((size_t)n_ids, sizeof *t->len);
@@ -173,7 +170,7 @@ static int load_model(loader *L, baton_tokenizer *t, int model, int64_t max_adde
                         (long long)id, k, t->text[id]);
         if (set_text(t, id, k, len))
             return BATON_ENOMEM;
-        size_t i = fnv(k, len) & t->vocab.mask;
+        size_t i = baton__tok_hash(k, len) & t->vocab.mask;
         while (t->vocab.slot[i])
             i = (i + 1) & t->vocab.mask;
         t->vocab.slot[i] = id + 1;
@@ -249,12 +246,9 @@ static int load_model(loader *L, baton_tokenizer *t, int model, int64_t max_adde
                               : "the result");
             break;
         }
-        uint64_t h = (uint64_t)l * 0x9E3779B97F4A7C15ull ^ (uint64_t)r * 0xC2B2AE3D27D4EB4Full;
-        size_t i = (h ^ h >> 29) & t->merges_mask;
-        while (t->merges[i].left >= 0 && !(t->merges[i].left == l && t->merges[i].right == r))
-            i = (i + 1) & t->merges_mask;
-        if (t->merges[i].left < 0) /* a repeated pair keeps its first rank, as `tokenizers` */
-            t->merges[i] = (tok_merge){l, r, rank, mid};
+        tok_merge *slot = baton__tok_merge_slot(t, l, r);
+        if (slot->left < 0) /* a repeated pair keeps its first rank, as `tokenizers` */
+            *slot = (tok_merge){l, r, rank, mid};
     }
     free(buf);
     return rc;
@@ -628,15 +622,15 @@ int baton_tokenizer_load(const char *path, baton_tokenizer **out, baton_error *e
         rc = fail(&L, added, BATON_EPLAN, "\"added_tokens\" must be an array");
         goto fail;
     }
-    int64_t max_added = -1;
+    int64_t max_added = -1, n_added = 0;
     for (int c = jis(&L.doc, added, J_ARRAY) ? L.doc.v[added].first : -1; c >= 0;
-         c = L.doc.v[c].next) {
+         c = L.doc.v[c].next, n_added++) {
         const int id = get(&L, c, "id");
         if (jis(&L.doc, id, J_INT) && L.doc.v[id].i > max_added && L.doc.v[id].i < (1LL << 31))
             max_added = L.doc.v[id].i;
     }
     if ((rc = load_normalizer(&L, t, get(&L, root, "normalizer"))) ||
-        (rc = load_model(&L, t, model, max_added)) ||
+        (rc = load_model(&L, t, model, max_added, n_added)) ||
         (rc = load_added(&L, t, jis(&L.doc, added, J_ARRAY) ? added : -1,
                          (int64_t)L.doc.v[get(&L, model, "vocab")].n)) ||
         (rc = load_pre(&L, t, get(&L, root, "pre_tokenizer"))) ||
