@@ -65,6 +65,7 @@ struct baton_tokenizer {
     /* the post-processor's single-sequence template: ids before and after the text */
     int64_t *pre, *post;
     size_t n_pre, n_post;
+    int templated;   /* a TemplateProcessing was read (a second is refused) */
     int spm_decoder; /* the decoder: SentencePiece's sequence, else byte-level */
     int spm_strip;   /* its Strip(" ", 1, 0): the text's first space goes */
 };

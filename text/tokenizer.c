@@ -458,6 +458,8 @@ static int load_pre(loader *L, baton_tokenizer *t, int n)
 static int load_template(loader *L, baton_tokenizer *t, int n)
 {
     const int single = get(L, n, "single"), specials = get(L, n, "special_tokens");
+    if (t->templated++)
+        return fail(L, n, BATON_ENOTSUP, "a second TemplateProcessing is not supported");
     if (!jis(&L->doc, single, J_ARRAY))
         return fail(L, n, BATON_EPLAN, "TemplateProcessing needs a \"single\" array");
     int seen_a = 0;
