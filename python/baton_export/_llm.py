@@ -91,7 +91,7 @@ def _fuse_weights(weights, pre, nl):
 
 def export_causal_lm(model, out_dir, *, max_seq_len, device="cuda:0", dtype=None, verbose=True,
                      logits_dtype=None, prefill_logits="all", fused=True,
-                     decode_outputs=("logits",)):
+                     decode_outputs=("logits",), tokenizer=None):
     """Writes out_dir/prefill.json, out_dir/decode.json and out_dir/weights.safetensors for a
     Hugging Face Llama-family causal LM (LlamaForCausalLM, Mistral, Qwen2 with its qkv bias,
     Qwen3 with its q/k norms, SmolLM). max_seq_len: rows of the KV cache (the longest prompt plus
@@ -107,7 +107,9 @@ def export_causal_lm(model, out_dir, *, max_seq_len, device="cuda:0", dtype=None
     decode_outputs: the decode plan's outputs, "logits" [1, 1, vocab] and/or "next_token" (i64
     [1, 1], the logits' argmax computed on the plan's device: a greedy program then reads 8
     bytes a token instead of the logits, and picks nothing on the host).
-    Returns {"prefill": path, "decode": path, "weights": path}."""
+    tokenizer: the model's tokenizer (a transformers fast tokenizer or a tokenizers.Tokenizer),
+    written as out_dir/tokenizer.json, which `generate --text` and baton_tokenizer.h read.
+    Returns {"prefill": path, "decode": path, "weights": path} (and "tokenizer": path)."""
     cfg = model.config
     if fused not in (True, False, "gemv"):
         raise ExportError(f"fused={fused!r}: use True, False or 'gemv'")
@@ -119,6 +121,16 @@ def export_causal_lm(model, out_dir, *, max_seq_len, device="cuda:0", dtype=None
     decode_outputs = (decode_outputs,) if isinstance(decode_outputs, str) else tuple(decode_outputs)
     if not decode_outputs or set(decode_outputs) - {"logits", "next_token"}:
         raise ExportError(f"decode_outputs {decode_outputs!r}: name 'logits', 'next_token' or both")
+    # a fast tokenizer's backend, or a tokenizers.Tokenizer itself: both save tokenizer.json
+    backend = getattr(tokenizer, "backend_tokenizer", tokenizer)
+    if tokenizer is not None and not callable(getattr(backend, "save", None)):
+        raise ExportError(f"tokenizer: {type(tokenizer).__name__} has no tokenizer.json to write: "
+                          "give a fast tokenizer (AutoTokenizer's default) or a tokenizers.Tokenizer")
+    if tokenizer is not None and callable(getattr(backend, "get_vocab_size", None)):
+        n_tok = backend.get_vocab_size(with_added_tokens=True)
+        if n_tok > cfg.vocab_size:
+            raise ExportError(f"tokenizer: {n_tok} ids against the model's vocabulary of "
+                              f"{cfg.vocab_size}: not this model's tokenizer")
     sd = {k: v for k, v in model.state_dict().items()}
     pre = _layer_prefix(sd)
     D = cfg.hidden_size
@@ -335,4 +347,7 @@ def export_causal_lm(model, out_dir, *, max_seq_len, device="cuda:0", dtype=None
                    "vocab_size": V, "max_seq_len": max_seq_len, "n_layers": nl,
                    "eos_token_id": eos if eos is not None else _cfg(cfg, "eos_token_id"),
                    "bos_token_id": _cfg(cfg, "bos_token_id")}, f, indent=1)
+    if tokenizer is not None:
+        paths["tokenizer"] = os.path.join(out_dir, "tokenizer.json")
+        backend.save(paths["tokenizer"])
     return paths

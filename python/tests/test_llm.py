@@ -459,8 +459,16 @@ def test_generate_takes_and_gives_text_with_the_models_tokenizer(tmp_path, caps,
     m = tf.LlamaForCausalLM(tf.LlamaConfig(**dict(SMALL, vocab_size=vocab))).eval()
     m.generation_config.eos_token_id = None
     m.generation_config.pad_token_id = vocab - 1  # in no prompt: generate masks a prompt's pad ids
-    baton_export.export_causal_lm(m, tmp_path, max_seq_len=64, verbose=False)
-    tok.save(str(tmp_path / "tokenizer.json"))
+    paths = baton_export.export_causal_lm(m, tmp_path, max_seq_len=64, verbose=False,
+                                          tokenizer=tok)
+    assert paths["tokenizer"] == str(tmp_path / "tokenizer.json")
+    with pytest.raises(ExportError, match="no tokenizer.json to write"):
+        baton_export.export_causal_lm(m, tmp_path / "x", max_seq_len=64, verbose=False,
+                                      tokenizer=object())
+    small = tf.LlamaForCausalLM(tf.LlamaConfig(**dict(SMALL, vocab_size=100))).eval()
+    with pytest.raises(ExportError, match="not this model's tokenizer"):
+        baton_export.export_causal_lm(small, tmp_path / "y", max_seq_len=64, verbose=False,
+                                      tokenizer=tok)
     text = "Hello world, it's 2026 — ça va?"
     prompt = tok.encode(text).ids
     want = _hf_tokens(m, prompt)
