@@ -1,5 +1,5 @@
-"""`baton tokenize` against the Hugging Face `tokenizers` library on small Llama 3, Qwen2, GPT-2 and
-Llama 2 style tokenizer.json files (built by tokenizer_cases.py): the same ids for each text, with
+"""`baton tokenize` against the Hugging Face `tokenizers` library on small tokenizer.json files of
+each family baton reads (built by tokenizer_cases.py, BUILDERS): the same ids for each text, with
 and without the special tokens, the same text for each id list, and refusals with the exit codes the
 CLI promises. The random texts and id lists follow BATON_TEST_SEED (printed by pytest's header)."""
 import json

@@ -1,5 +1,6 @@
-"""Small tokenizer.json fixtures shaped like the real Llama 3, Qwen2, GPT-2 and Llama 2 / Mistral
-files (trained here with the `tokenizers` library on a corpus written below, nothing downloaded),
+"""Small tokenizer.json fixtures shaped like the real Llama 3, Qwen2, GPT-2, SmolLM / StarCoder,
+Llama 2 / Mistral (v0.1 and v0.3) and Gemma files (trained here with the `tokenizers` library on a
+corpus written below, nothing downloaded),
 and the texts that test_tokenizer.py encodes and decodes with both `baton tokenize` and
 `tokenizers`."""
 import json
