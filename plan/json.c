@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/utf8.h"
 #include "plan/json.h"
 
 /* The node array is most of a large plan's memory while it loads. */
@@ -134,61 +135,6 @@ static int hex4(const char *s, unsigned *out)
     return 0;
 }
 
-/* The length of a valid UTF-8 sequence starting at s (at most n bytes), or 0 (as Jansson's
- * utf8_check_first/utf8_check_full: no overlongs, no surrogates, nothing above U+10FFFF). */
-static int utf8_len(const unsigned char *s, size_t n)
-{
-    unsigned char u = s[0];
-    int size;
-    unsigned value;
-    if (u < 0x80)
-        return 1;
-    if (u < 0xC2 || u > 0xF4)
-        return 0;
-    if (u < 0xE0) {
-        size = 2;
-        value = u & 0x1F;
-    } else if (u < 0xF0) {
-        size = 3;
-        value = u & 0xF;
-    } else {
-        size = 4;
-        value = u & 0x7;
-    }
-    if ((size_t)size > n)
-        return 0;
-    for (int k = 1; k < size; k++) {
-        if (s[k] < 0x80 || s[k] > 0xBF)
-            return 0;
-        value = (value << 6) + (s[k] & 0x3F);
-    }
-    if (value > 0x10FFFF || (value >= 0xD800 && value <= 0xDFFF))
-        return 0;
-    if ((size == 3 && value < 0x800) || (size == 4 && value < 0x10000))
-        return 0;
-    return size;
-}
-
-static char *put_utf8(char *d, unsigned cp)
-{
-    if (cp < 0x80) {
-        *d++ = (char)cp;
-    } else if (cp < 0x800) {
-        *d++ = (char)(0xC0 | (cp >> 6));
-        *d++ = (char)(0x80 | (cp & 0x3F));
-    } else if (cp < 0x10000) {
-        *d++ = (char)(0xE0 | (cp >> 12));
-        *d++ = (char)(0x80 | ((cp >> 6) & 0x3F));
-        *d++ = (char)(0x80 | (cp & 0x3F));
-    } else {
-        *d++ = (char)(0xF0 | (cp >> 18));
-        *d++ = (char)(0x80 | ((cp >> 12) & 0x3F));
-        *d++ = (char)(0x80 | ((cp >> 6) & 0x3F));
-        *d++ = (char)(0x80 | (cp & 0x3F));
-    }
-    return d;
-}
-
 /* Parses a string at p->i (the opening quote) into the arena. Returns 0 or -1. The decoded form
  * is never longer than the raw one, so the arena (text length + 1) always has room. */
 static int jstring(jparser *p, const char **out, size_t *out_len)
@@ -250,7 +196,7 @@ static int jstring(jparser *p, const char **out, size_t *out_len)
                     jfail(p, "\\u0000 is not allowed");
                     return -1;
                 }
-                d = put_utf8(d, cp);
+                d += baton__utf8_put(cp, d);
                 for (size_t k = 0; k < used; k++)
                     jadvance(p);
                 continue;
@@ -272,12 +218,13 @@ static int jstring(jparser *p, const char **out, size_t *out_len)
             jadvance(p);
             continue;
         }
-        int n = utf8_len((const unsigned char *)p->s + p->i, p->len - p->i);
-        if (n == 0) {
+        size_t end = p->i;
+        uint32_t cp;
+        if (baton__utf8_next(p->s, p->len, &end, &cp)) {
             jfail(p, "invalid UTF-8");
             return -1;
         }
-        for (int k = 0; k < n; k++) {
+        for (size_t k = p->i; k < end; k++) {
             *d++ = p->s[p->i];
             jadvance(p);
         }

@@ -4,65 +4,6 @@
 
 #include "text/unicode_tables.h"
 
-int baton__utf8_next(const char *s, size_t len, size_t *i, uint32_t *cp)
-{
-    const unsigned char *u = (const unsigned char *)s;
-    size_t at = *i;
-    unsigned c = u[at];
-    int n;
-    uint32_t v, min;
-    if (c < 0x80) {
-        *cp = c;
-        *i = at + 1;
-        return 0;
-    }
-    if (c >= 0xC2 && c <= 0xDF)
-        n = 1, v = c & 0x1F, min = 0x80;
-    else if (c >= 0xE0 && c <= 0xEF)
-        n = 2, v = c & 0x0F, min = 0x800;
-    else if (c >= 0xF0 && c <= 0xF4)
-        n = 3, v = c & 0x07, min = 0x10000;
-    else
-        return -1;
-    if (len - at - 1 < (size_t)n)
-        return -1;
-    for (int k = 1; k <= n; k++) {
-        if ((u[at + k] & 0xC0) != 0x80)
-            return -1;
-        v = v << 6 | (u[at + k] & 0x3F);
-    }
-    if (v < min || v > 0x10FFFF || (v >= 0xD800 && v <= 0xDFFF))
-        return -1;
-    *cp = v;
-    *i = at + 1 + (size_t)n;
-    return 0;
-}
-
-int baton__utf8_put(uint32_t cp, char *out)
-{
-    unsigned char *o = (unsigned char *)out;
-    if (cp < 0x80) {
-        o[0] = (unsigned char)cp;
-        return 1;
-    }
-    if (cp < 0x800) {
-        o[0] = (unsigned char)(0xC0 | cp >> 6);
-        o[1] = (unsigned char)(0x80 | (cp & 0x3F));
-        return 2;
-    }
-    if (cp < 0x10000) {
-        o[0] = (unsigned char)(0xE0 | cp >> 12);
-        o[1] = (unsigned char)(0x80 | (cp >> 6 & 0x3F));
-        o[2] = (unsigned char)(0x80 | (cp & 0x3F));
-        return 3;
-    }
-    o[0] = (unsigned char)(0xF0 | cp >> 18);
-    o[1] = (unsigned char)(0x80 | (cp >> 12 & 0x3F));
-    o[2] = (unsigned char)(0x80 | (cp >> 6 & 0x3F));
-    o[3] = (unsigned char)(0x80 | (cp & 0x3F));
-    return 4;
-}
-
 /* The row of a table of [first, last, ...] rows (stride words a row) that holds cp, or -1. */
 static long find(const uint32_t *t, size_t rows, size_t stride, uint32_t cp)
 {
