@@ -95,20 +95,6 @@ static cand heap_pop(cand *h, size_t *n)
     return top;
 }
 
-static int push_id(int64_t **out, size_t *n, size_t *cap, int64_t id)
-{
-    if (*n == *cap) {
-        size_t c = *cap ? *cap * 2 : 64;
-        int64_t *p = realloc(*out, c * sizeof *p);
-        if (!p)
-            return BATON_ENOMEM;
-        *out = p;
-        *cap = c;
-    }
-    (*out)[(*n)++] = id;
-    return 0;
-}
-
 /* Pushes the pair starting at symbol i where the merges have it. */
 static void consider(const baton_tokenizer *t, const sym *s, long i, cand *h, size_t *nh)
 {
@@ -119,30 +105,29 @@ static void consider(const baton_tokenizer *t, const sym *s, long i, cand *h, si
         heap_push(h, nh, (cand){m->rank, m->merged, i});
 }
 
-int baton__tok_bpe(const baton_tokenizer *t, const char *word, size_t len, int64_t **out, size_t *n,
-                   size_t *cap, char *msg, size_t msglen)
+int baton__tok_bpe(const baton_tokenizer *t, const char *word, size_t len, tok_work *w, char *msg,
+                   size_t msglen)
 {
     if (len == 0)
         return 0;
     int64_t whole = t->ignore_merges ? baton__tok_vocab_get(t, word, len) : -1;
     if (whole >= 0)
-        return push_id(out, n, cap, whole);
-    /* at most one symbol a byte (byte fallback gives a character's bytes one each) */
-    sym *s = malloc(len * sizeof *s);
-    cand *h = malloc(3 * len * sizeof *h + sizeof *h); /* ns - 1, then 2 a merge */
+        return baton__tok_push(w, whole);
+    /* at most one symbol a byte (byte fallback gives a character's bytes one each), and ns - 1
+     * candidate pairs, then 2 a merge */
+    if (baton__tok_grow(&w->sym, &w->sym_cap, len, sizeof(sym)) ||
+        baton__tok_grow(&w->heap, &w->heap_cap, 3 * len + 1, sizeof(cand)))
+        return BATON_ENOMEM;
+    sym *s = w->sym;
+    cand *h = w->heap;
     int rc = 0;
-    if (!s || !h) {
-        rc = BATON_ENOMEM;
-        goto done;
-    }
     long ns = 0;
     int last_unk = 0; /* the last symbol is the unknown token of unknown characters */
     for (size_t i = 0; i < len;) {
         size_t j = i;
         uint32_t cp;
         if (baton__utf8_next(word, len, &j, &cp)) { /* the caller's text was checked */
-            rc = baton__reason_set(msg, msglen, BATON_EINVAL, "not UTF-8");
-            goto done;
+            return baton__reason_set(msg, msglen, BATON_EINVAL, "not UTF-8");
         }
         int64_t id = baton__tok_vocab_get(t, word + i, j - i);
         int fell_back = 0;
@@ -162,11 +147,10 @@ int baton__tok_bpe(const baton_tokenizer *t, const char *word, size_t len, int64
         } else if (fell_back) {
             last_unk = 0;
         } else if (t->unk < 0) {
-            rc = baton__reason_set(msg, msglen, BATON_EINVAL,
-                                   "the character U+%04X has no token, and the model has no "
-                                   "unknown token",
-                                   (unsigned)cp);
-            goto done;
+            return baton__reason_set(msg, msglen, BATON_EINVAL,
+                                     "the character U+%04X has no token, and the model has no "
+                                     "unknown token",
+                                     (unsigned)cp);
         } else if (t->fuse_unk && last_unk) { /* consecutive unknown characters: one token */
             s[ns - 1].len += j - i;
         } else {
@@ -200,10 +184,7 @@ int baton__tok_bpe(const baton_tokenizer *t, const char *word, size_t len, int64
         consider(t, s, c.pos, h, &nh);
     }
     for (long k = 0; k >= 0 && k < ns; k = s[k].next)
-        if ((rc = push_id(out, n, cap, s[k].id)) != 0)
+        if ((rc = baton__tok_push(w, s[k].id)) != 0)
             break;
-done:
-    free(s);
-    free(h);
     return rc;
 }

@@ -16,16 +16,8 @@ typedef struct out {
 
 static int put(out *o, const void *p, size_t len)
 {
-    if (o->n + len + 1 > o->cap) {
-        size_t c = o->cap ? o->cap : 256;
-        while (c < o->n + len + 1)
-            c *= 2;
-        char *q = realloc(o->s, c);
-        if (!q)
-            return BATON_ENOMEM;
-        o->s = q;
-        o->cap = c;
-    }
+    if (baton__tok_grow((void **)&o->s, &o->cap, o->n + len + 1, 1)) /* and the NUL */
+        return BATON_ENOMEM;
     memcpy(o->s + o->n, p, len);
     o->n += len;
     return 0;

@@ -3,6 +3,7 @@
  * span between them normalized, cut into pieces by the pre-tokenizer, mapped to the byte-level
  * alphabet where the model has it and merged by the BPE model (bpe.c); then the post-processor's
  * template around the ids. */
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -27,9 +28,8 @@ static uint32_t byte_char(unsigned b)
 
 typedef struct enc {
     const baton_tokenizer *t;
-    int64_t *ids;
-    size_t n, cap;
-    char *buf; /* a piece's working text */
+    tok_work w; /* the ids so far and the BPE model's working arrays */
+    char *buf;  /* a piece's working text */
     size_t buf_cap;
     uint32_t *cp; /* a span's code points */
     size_t cp_cap;
@@ -37,13 +37,15 @@ typedef struct enc {
     size_t span_at; /* the byte offset in the text of the span being encoded */
 } enc;
 
-static int grow(void **p, size_t *cap, size_t need, size_t size)
+int baton__tok_grow(void **p, size_t *cap, size_t need, size_t size)
 {
     if (need <= *cap)
         return 0;
     size_t c = *cap ? *cap : 64;
     while (c < need)
         c *= 2;
+    if (c > SIZE_MAX / size)
+        return BATON_ENOMEM;
     void *q = realloc(*p, c * size);
     if (!q)
         return BATON_ENOMEM;
@@ -52,24 +54,29 @@ static int grow(void **p, size_t *cap, size_t need, size_t size)
     return 0;
 }
 
+int baton__tok_push(tok_work *w, int64_t id)
+{
+    if (baton__tok_grow((void **)&w->ids, &w->cap, w->n + 1, sizeof *w->ids))
+        return BATON_ENOMEM;
+    w->ids[w->n++] = id;
+    return 0;
+}
+
 static int push(enc *e, int64_t id)
 {
-    if (grow((void **)&e->ids, &e->cap, e->n + 1, sizeof *e->ids))
-        return BATON_ENOMEM;
-    e->ids[e->n++] = id;
-    return 0;
+    return baton__tok_push(&e->w, id);
 }
 
 /* A word through the BPE model */
 static int word(enc *e, const char *s, size_t len)
 {
-    return baton__tok_bpe(e->t, s, len, &e->ids, &e->n, &e->cap, e->msg, sizeof e->msg);
+    return baton__tok_bpe(e->t, s, len, &e->w, e->msg, sizeof e->msg);
 }
 
 /* A piece of the byte-level models: its bytes as the alphabet's characters, then BPE */
 static int byte_level_word(enc *e, const char *s, size_t len)
 {
-    if (grow((void **)&e->buf, &e->buf_cap, 2 * len + 1, 1))
+    if (baton__tok_grow((void **)&e->buf, &e->buf_cap, 2 * len + 1, 1))
         return BATON_ENOMEM;
     size_t k = 0;
     for (size_t i = 0; i < len; i++)
@@ -90,7 +97,7 @@ static int span(enc *e, const char *s, size_t len)
         size_t spaces = 0;
         for (size_t i = 0; i < len; i++)
             spaces += s[i] == ' ';
-        if (grow((void **)&e->buf, &e->buf_cap, len + 2 * spaces + 7, 1))
+        if (baton__tok_grow((void **)&e->buf, &e->buf_cap, len + 2 * spaces + 7, 1))
             return BATON_ENOMEM;
         char *b = e->buf;
         size_t k = 0;
@@ -126,7 +133,7 @@ static int span(enc *e, const char *s, size_t len)
     if (!t->nfc && t->pattern == PAT_NONE && !t->digits)
         return t->byte_level ? byte_level_word(e, s, len) : word(e, s, len);
     /* the code points, and where each starts in s (the pieces are cut between code points) */
-    if (grow((void **)&e->cp, &e->cp_cap, 2 * len + 1, sizeof *e->cp))
+    if (baton__tok_grow((void **)&e->cp, &e->cp_cap, 2 * len + 1, sizeof *e->cp))
         return BATON_ENOMEM;
     uint32_t *cp = e->cp, *at = e->cp + len;
     size_t n = 0;
@@ -253,15 +260,17 @@ int baton_tokenizer_encode(const baton_tokenizer *t, const char *text, size_t le
     else if (rc)
         baton__err_set(err, rc, "%s: %s", t->path, e.msg);
     else {
-        *n = e.n;
-        if (cap && e.n)
-            memcpy(ids, e.ids, (e.n < cap ? e.n : cap) * sizeof *ids);
-        if (cap && e.n > cap)
+        *n = e.w.n;
+        if (cap && e.w.n)
+            memcpy(ids, e.w.ids, (e.w.n < cap ? e.w.n : cap) * sizeof *ids);
+        if (cap && e.w.n > cap)
             rc = baton__err_set(err, BATON_EINVAL,
-                                "baton_tokenizer_encode: %zu ids do not fit the %zu given", e.n,
+                                "baton_tokenizer_encode: %zu ids do not fit the %zu given", e.w.n,
                                 cap);
     }
-    free(e.ids);
+    free(e.w.ids);
+    free(e.w.sym);
+    free(e.w.heap);
     free(e.buf);
     free(e.cp);
     return rc;

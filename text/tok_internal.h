@@ -80,12 +80,25 @@ tok_merge *baton__tok_merge_slot(const baton_tokenizer *t, int64_t left, int64_t
 /* The id of the len bytes at s in the model's vocabulary, or -1. */
 int64_t baton__tok_vocab_get(const baton_tokenizer *t, const char *s, size_t len);
 
+/* An encode's growable arrays: the ids so far, and the BPE model's working arrays, kept from word
+ * to word so that a word allocates nothing once they are large enough. */
+typedef struct tok_work {
+    int64_t *ids;
+    size_t n, cap;
+    void *sym, *heap; /* bpe.c's symbols and candidate pairs */
+    size_t sym_cap, heap_cap;
+} tok_work;
+
+/* *p grown to hold need elements of size bytes (doubling *cap): 0 or BATON_ENOMEM. encode.c. */
+int baton__tok_grow(void **p, size_t *cap, size_t need, size_t size);
+/* id appended to w->ids: 0 or BATON_ENOMEM. encode.c. */
+int baton__tok_push(tok_work *w, int64_t id);
+
 /* One BPE word (the byte-level alphabet already applied where the model has it) into ids
- * appended to *out (a growable array of *n ids, *cap allocated): 0 or BATON_ENOMEM, BATON_EINVAL
- * with msg when a character has no token and the model neither falls back to bytes nor has an
- * unknown token. */
-int baton__tok_bpe(const baton_tokenizer *t, const char *word, size_t len, int64_t **out, size_t *n,
-                   size_t *cap, char *msg, size_t msglen);
+ * appended to w->ids: 0 or BATON_ENOMEM, BATON_EINVAL with msg when a character has no token and
+ * the model neither falls back to bytes nor has an unknown token. */
+int baton__tok_bpe(const baton_tokenizer *t, const char *word, size_t len, tok_work *w, char *msg,
+                   size_t msglen);
 
 /* The end of the piece that starts at cp[i] under a pre-tokenizer pattern (PAT_*): the index
  * after its last code point (> i). */
