@@ -389,18 +389,14 @@ static int load_tokenizer(const gen_args *a, baton_tokenizer **tok)
 static int encode_prompt(gen_args *a, const baton_tokenizer *tok)
 {
     baton_error err;
-    size_t n;
-    const int special = !a->no_special;
-    if (baton_tokenizer_encode(tok, a->text, strlen(a->text), special, NULL, 0, &n, &err)) {
-        fprintf(stderr, "generate: --text: %s\n", err.message);
-        return 1;
-    }
-    if (n == 0 || n > MAX_PROMPT) {
+    size_t n = 0;
+    int rc = baton_tokenizer_encode(tok, a->text, strlen(a->text), !a->no_special, a->prompt,
+                                    MAX_PROMPT, &n, &err);
+    if (n > MAX_PROMPT || (rc == 0 && n == 0)) { /* n: the whole encoding's, past the cap too */
         fprintf(stderr, "generate: --text makes %zu ids: a prompt has 1 to %d\n", n, MAX_PROMPT);
         return 1;
     }
-    if (baton_tokenizer_encode(tok, a->text, strlen(a->text), special, a->prompt, MAX_PROMPT, &n,
-                               &err)) {
+    if (rc) {
         fprintf(stderr, "generate: --text: %s\n", err.message);
         return 1;
     }
@@ -423,17 +419,19 @@ typedef struct text_out {
 static int text_show(text_out *o, const int64_t *ids, long n, int last)
 {
     baton_error err;
-    size_t len;
-    int rc = baton_tokenizer_decode(o->tok, ids, (size_t)n, 1, NULL, 0, &len, &err);
-    if (rc == 0 && len + 1 > o->cap) {
+    size_t len = 0;
+    /* into the buffer of the last call; decoded again only when the text has outgrown it (a
+     * buffer too short, or none yet: len is then the whole text's) */
+    int rc = baton_tokenizer_decode(o->tok, ids, (size_t)n, 1, o->text, o->cap, &len, &err);
+    if ((rc == 0 || rc == BATON_EINVAL) && len + 1 > o->cap) {
         char *p = realloc(o->text, 2 * len + 64);
-        if (!p)
-            rc = BATON_ENOMEM;
-        else
-            o->text = p, o->cap = 2 * len + 64;
+        rc = BATON_ENOMEM;
+        if (p) {
+            o->text = p;
+            o->cap = 2 * len + 64;
+            rc = baton_tokenizer_decode(o->tok, ids, (size_t)n, 1, o->text, o->cap, &len, &err);
+        }
     }
-    if (rc == 0)
-        rc = baton_tokenizer_decode(o->tok, ids, (size_t)n, 1, o->text, o->cap, &len, &err);
     if (rc) {
         fprintf(stderr, "generate: --print-text: %s\n",
                 rc == BATON_ENOMEM ? "out of memory" : err.message);

@@ -128,9 +128,16 @@ int cmd_tokenize(int argc, char **argv)
             baton_tokenizer_free(tok);
             return usage_error(msg);
         }
-        if ((rc = baton_tokenizer_decode(tok, ids, n, skip_special, NULL, 0, &len, &err)) == 0 &&
-            (out = malloc(len + 1)) != NULL)
-            rc = baton_tokenizer_decode(tok, ids, n, skip_special, out, len + 1, &len, &err);
+        /* one pass into a first guess, a second only for a longer text (len: the whole text's) */
+        size_t cap = 4096;
+        rc = (out = malloc(cap))
+                 ? baton_tokenizer_decode(tok, ids, n, skip_special, out, cap, &len, &err)
+                 : 0;
+        if (out && rc == BATON_EINVAL && len >= cap) {
+            free(out);
+            if ((out = malloc(len + 1)) != NULL)
+                rc = baton_tokenizer_decode(tok, ids, n, skip_special, out, len + 1, &len, &err);
+        }
         if (rc || !out) {
             fprintf(stderr, "baton tokenize: %s\n", rc ? cli_esc(err.message) : "out of memory");
             exit_code = rc == BATON_EINVAL ? EXIT_USAGE : EXIT_PLAN;
@@ -160,9 +167,17 @@ int cmd_tokenize(int argc, char **argv)
             len = strlen(text);
         size_t n = 0;
         int64_t *ids = NULL;
-        if ((rc = baton_tokenizer_encode(tok, s, len, !no_special, NULL, 0, &n, &err)) == 0 &&
-            (ids = malloc((n ? n : 1) * sizeof *ids)) != NULL)
-            rc = baton_tokenizer_encode(tok, s, len, !no_special, ids, n, &n, &err);
+        /* one pass where an id a byte (and a template's few) holds them, as it does unless a
+         * normalizer adds tokens; a second, sized by the first (n: the whole encoding's), if not */
+        size_t cap = len + 16;
+        rc = (ids = malloc(cap * sizeof *ids))
+                 ? baton_tokenizer_encode(tok, s, len, !no_special, ids, cap, &n, &err)
+                 : 0;
+        if (ids && rc == BATON_EINVAL && n > cap) {
+            free(ids);
+            if ((ids = malloc(n * sizeof *ids)) != NULL)
+                rc = baton_tokenizer_encode(tok, s, len, !no_special, ids, n, &n, &err);
+        }
         if (rc || !ids) {
             fprintf(stderr, "baton tokenize: %s\n", rc ? cli_esc(err.message) : "out of memory");
             exit_code = EXIT_PLAN;
