@@ -54,13 +54,14 @@ static const char *str_of(const loader *L, int node)
     return jis(&L->doc, node, J_STRING) ? L->doc.v[node].s : NULL;
 }
 
-/* A "type" that must be one of the known ones: its string, or NULL after a refusal. */
-static const char *type_of(loader *L, int node, const char *what)
+/* The "type" of an optional part (the normalizer, pre-tokenizer, ...) at node into *type: 1, 0
+ * where the part is absent or null, or BATON_EPLAN after a refusal (no "type" string). */
+static int part_type(loader *L, int node, const char *what, const char **type)
 {
-    const char *t = str_of(L, get(L, node, "type"));
-    if (!t)
-        fail(L, node, BATON_EPLAN, "%s has no \"type\" string", what);
-    return t;
+    if (node < 0 || jis(&L->doc, node, J_NULL))
+        return 0;
+    *type = str_of(L, get(L, node, "type"));
+    return *type ? 1 : fail(L, node, BATON_EPLAN, "%s has no \"type\" string", what);
 }
 
 /* A boolean field that must have the value `want` where present. */
@@ -320,11 +321,10 @@ static int is_space_replace(loader *L, int n)
 
 static int load_normalizer(loader *L, baton_tokenizer *t, int n)
 {
-    if (n < 0 || jis(&L->doc, n, J_NULL))
-        return 0;
-    const char *type = type_of(L, n, "the normalizer");
-    if (!type)
-        return BATON_EPLAN;
+    const char *type;
+    const int has = part_type(L, n, "the normalizer", &type);
+    if (has <= 0)
+        return has;
     if (strcmp(type, "NFC") == 0) {
         t->nfc = 1;
         return 0;
@@ -365,11 +365,10 @@ static int byte_level_pre(loader *L, int n, int *use_regex)
 
 static int load_pre(loader *L, baton_tokenizer *t, int n)
 {
-    if (n < 0 || jis(&L->doc, n, J_NULL))
-        return 0;
-    const char *type = type_of(L, n, "the pre-tokenizer");
-    if (!type)
-        return BATON_EPLAN;
+    const char *type;
+    const int has = part_type(L, n, "the pre-tokenizer", &type);
+    if (has <= 0)
+        return has;
     int use_regex, rc;
     if (strcmp(type, "ByteLevel") == 0) {
         if ((rc = byte_level_pre(L, n, &use_regex)))
@@ -498,11 +497,10 @@ static int load_template(loader *L, baton_tokenizer *t, int n)
 
 static int load_post(loader *L, baton_tokenizer *t, int n)
 {
-    if (n < 0 || jis(&L->doc, n, J_NULL))
-        return 0;
-    const char *type = type_of(L, n, "the post-processor");
-    if (!type)
-        return BATON_EPLAN;
+    const char *type;
+    const int has = part_type(L, n, "the post-processor", &type);
+    if (has <= 0)
+        return has;
     if (strcmp(type, "ByteLevel") == 0) /* offsets only */
         return 0;
     if (strcmp(type, "TemplateProcessing") == 0)
@@ -535,14 +533,15 @@ static int load_post(loader *L, baton_tokenizer *t, int n)
 
 static int load_decoder(loader *L, baton_tokenizer *t, int n)
 {
-    if (n < 0 || jis(&L->doc, n, J_NULL))
+    const char *type;
+    const int has = part_type(L, n, "the decoder", &type);
+    if (has == 0)
         return fail(L, -1, BATON_ENOTSUP,
                     "a tokenizer without a decoder is not supported (baton has ByteLevel and "
                     "%s)",
                     SPM_DECODER);
-    const char *type = type_of(L, n, "the decoder");
-    if (!type)
-        return BATON_EPLAN;
+    if (has < 0)
+        return has;
     if (strcmp(type, "ByteLevel") == 0)
         return 0;
     const int list = get(L, n, "decoders");
