@@ -264,6 +264,19 @@ static int r_tokenizer(void)
              EINVAL_(baton_tokenizer_decode(t, NULL, 1, 0, text, 4, &n, &e)) &&
              EINVAL_(baton_tokenizer_decode(t, ids, 0, 0, NULL, 4, &n, &e)) &&
              EINVAL_(baton_tokenizer_decode(t, ids, 0, 0, text, 4, NULL, &e));
+    baton_tokenizer_decoder *d = NULL;
+    const char *piece;
+    ok = ok && EINVAL_(baton_tokenizer_decoder_create(NULL, 0, &d, &e)) &&
+         EINVAL_(baton_tokenizer_decoder_create(t, 0, NULL, &e)) &&
+         EINVAL_(baton_tokenizer_decoder_push(NULL, 0, &piece, &n, &e)) &&
+         EINVAL_(baton_tokenizer_decoder_finish(NULL, &piece, &n, &e)) &&
+         baton_tokenizer_decoder_create(t, 0, &d, &e) == 0 &&
+         EINVAL_(baton_tokenizer_decoder_push(d, 0, NULL, &n, &e)) &&
+         EINVAL_(baton_tokenizer_decoder_push(d, 0, &piece, NULL, &e)) &&
+         EINVAL_(baton_tokenizer_decoder_finish(d, NULL, &n, &e)) &&
+         EINVAL_(baton_tokenizer_decoder_finish(d, &piece, NULL, &e));
+    baton_tokenizer_decoder_destroy(d);
+    baton_tokenizer_decoder_destroy(NULL);
     baton_tokenizer_free(t);
     return ok;
 }

@@ -150,6 +150,88 @@ Test(tokenizer, ids_that_cut_a_character_decode_to_replacement_characters)
     baton_tokenizer_free(t);
 }
 
+/* The pieces of an incremental decode, put together, are the whole decode's text: on random id
+ * lists (byte tokens that begin, cut and complete characters, special tokens, ids past the
+ * vocabulary), with and without the special tokens, and a decoder used again after its finish. */
+Test(tokenizer, incremental_decode_gives_the_whole_decodes_text)
+{
+    const char *files[] = {"tests/data/tokenizer/byte_level.json", "tests/data/tokenizer/spm.json"};
+    const uint64_t seed = test_fresh_seed();
+    test_rng r = {seed};
+    for (int f = 0; f < 2; f++) {
+        baton_tokenizer *t = load(files[f]);
+        const int64_t vocab = baton_tokenizer_vocab_size(t);
+        size_t nc;
+        int64_t *chars = encode(t, "鬱 ж🙂 a", 0, &nc); /* byte tokens of several characters */
+        for (int skip = 0; skip < 2; skip++) {
+            baton_tokenizer_decoder *d = NULL;
+            baton_error e;
+            cr_assert_eq(baton_tokenizer_decoder_create(t, skip, &d, &e), 0, "%s", e.message);
+            for (int k = 0; k < 300; k++) {
+                int64_t ids[40];
+                const size_t n = test_rng_next(&r) % 40;
+                for (size_t i = 0; i < n; i++) {
+                    const uint64_t u = test_rng_next(&r);
+                    ids[i] = u % 3 == 0   ? chars[(u >> 8) % nc]
+                             : u % 7 == 1 ? vocab + (int64_t)((u >> 8) % 4) /* no token */
+                                          : (int64_t)((u >> 8) % (uint64_t)vocab);
+                }
+                /* (a byte token of 0 puts a NUL inside the text: lengths, not strlen) */
+                size_t wl;
+                char whole[4096];
+                cr_assert_eq(baton_tokenizer_decode(t, ids, n, skip, whole, sizeof whole, &wl, &e),
+                             0, "%s", e.message);
+                char got[4096] = "";
+                size_t at = 0, len;
+                const char *piece;
+                for (size_t i = 0; i <= n; i++) {
+                    const int rc = i < n ? baton_tokenizer_decoder_push(d, ids[i], &piece, &len, &e)
+                                         : baton_tokenizer_decoder_finish(d, &piece, &len, &e);
+                    cr_assert_eq(rc, 0, "%s", e.message);
+                    cr_assert_eq(piece[len], 0);
+                    cr_assert_lt(at + len, sizeof got);
+                    memcpy(got + at, piece, len + 1);
+                    at += len;
+                }
+                cr_expect(at == wl && memcmp(got, whole, wl) == 0,
+                          "%s, skip %d, seed %llu, list %d: pieces \"%s\", whole "
+                          "\"%s\"",
+                          files[f], skip, (unsigned long long)seed, k, got, whole);
+            }
+            baton_tokenizer_decoder_destroy(d);
+        }
+        free(chars);
+        baton_tokenizer_free(t);
+    }
+}
+
+/* A piece holds back only what a later id may change: the bytes of a character begun */
+Test(tokenizer, incremental_decode_holds_back_a_character_until_it_is_complete)
+{
+    baton_tokenizer *t = load("tests/data/tokenizer/byte_level.json");
+    size_t n;
+    int64_t *ids = encode(t, "a鬱b", 0, &n); /* a, then E9 AC B1 as three tokens, then b */
+    cr_assert_eq(n, 5, "the fixture has no token for 鬱 or a part of it (%zu ids)", n);
+    baton_tokenizer_decoder *d = NULL;
+    baton_error e;
+    cr_assert_eq(baton_tokenizer_decoder_create(t, 1, &d, &e), 0);
+    const char *want[] = {"a", "", "", "鬱", "b"}, *piece;
+    size_t len;
+    for (size_t i = 0; i < n; i++) {
+        cr_assert_eq(baton_tokenizer_decoder_push(d, ids[i], &piece, &len, &e), 0);
+        cr_expect_str_eq(piece, want[i], "push %zu", i);
+    }
+    /* a character left unfinished comes out at the finish, as the whole decode's U+FFFD */
+    cr_assert_eq(baton_tokenizer_decoder_push(d, ids[1], &piece, &len, &e), 0);
+    cr_expect_str_eq(piece, "");
+    cr_assert_eq(baton_tokenizer_decoder_push(d, -1, &piece, &len, &e), BATON_EINVAL);
+    cr_assert_eq(baton_tokenizer_decoder_finish(d, &piece, &len, &e), 0);
+    cr_expect_str_eq(piece, "\xef\xbf\xbd");
+    baton_tokenizer_decoder_destroy(d);
+    free(ids);
+    baton_tokenizer_free(t);
+}
+
 Test(tokenizer, buffers_are_sized_by_a_call_with_cap_zero)
 {
     baton_tokenizer *t = load("tests/data/tokenizer/byte_level.json");

@@ -26,12 +26,14 @@ static int put(out *o, const void *p, size_t len)
 static const char REPLACEMENT[] = "\xef\xbf\xbd"; /* U+FFFD */
 
 /* The length of the longest prefix of s that could begin a UTF-8 sequence (Unicode's "maximal
- * subpart"), at least 1: what one U+FFFD replaces, as Rust's String::from_utf8_lossy does. */
-static size_t maximal_subpart(const unsigned char *s, size_t len)
+ * subpart"), at least 1: what one U+FFFD replaces, as Rust's String::from_utf8_lossy does. *open:
+ * that prefix is all of s and a sequence's beginning, so that bytes after s may complete it. */
+static size_t maximal_subpart(const unsigned char *s, size_t len, int *open)
 {
     const unsigned c = s[0];
     size_t need;
     unsigned lo = 0x80, hi = 0xBF; /* the second byte's range */
+    *open = 0;
     if (c >= 0xC2 && c <= 0xDF)
         need = 1;
     else if (c >= 0xE0 && c <= 0xEF)
@@ -43,24 +45,32 @@ static size_t maximal_subpart(const unsigned char *s, size_t len)
     size_t k = 1;
     while (k <= need && k < len && s[k] >= (k == 1 ? lo : 0x80) && s[k] <= (k == 1 ? hi : 0xBF))
         k++;
+    *open = k == len && k <= need;
     return k; /* a whole sequence is not asked for here: the caller found it invalid */
 }
 
-/* bytes as UTF-8, each maximal invalid subpart as one U+FFFD */
-static int put_lossy(out *o, const char *s, size_t len)
+/* The bytes of s as UTF-8 into o, each maximal invalid subpart as one U+FFFD, up to a tail that
+ * later bytes may still complete into a character unless last: the count of bytes taken. */
+static int put_lossy(out *o, const char *s, size_t len, int last, size_t *taken)
 {
     int rc = 0;
-    for (size_t i = 0; i < len && !rc;) {
+    size_t i = 0;
+    while (i < len && !rc) {
         size_t j = i;
         uint32_t cp;
         if (baton__utf8_next(s, len, &j, &cp) == 0) {
             rc = put(o, s + i, j - i);
             i = j;
-        } else {
-            rc = put(o, REPLACEMENT, 3);
-            i += maximal_subpart((const unsigned char *)s + i, len - i);
+            continue;
         }
+        int open;
+        const size_t k = maximal_subpart((const unsigned char *)s + i, len - i, &open);
+        if (open && !last)
+            break;
+        rc = put(o, REPLACEMENT, 3);
+        i += k;
     }
+    *taken = i;
     return rc;
 }
 
@@ -148,6 +158,92 @@ static int put_spaced(out *o, const char *s, size_t len)
     return rc;
 }
 
+/* A decode in progress, shared by baton_tokenizer_decode (all ids, then finish) and the
+ * incremental decoder (an id at a time): the text the ids so far have settled, and what the next
+ * ids may still change. */
+struct baton_tokenizer_decoder {
+    const baton_tokenizer *tok;
+    int skip_special;
+    out text;    /* settled, not yet handed out */
+    out pending; /* byte-level: the bytes of a character not yet complete (at most 3 after a
+                  * step); SentencePiece: the run of byte tokens, settled by the next other token */
+    size_t run;  /* SentencePiece: the byte tokens in pending */
+    int started; /* text has been settled (the decoder's strip of the first space is behind) */
+};
+
+/* The text's first settled byte, when it is a space and the decoder strips one (Strip(" ", 1, 0)
+ * of SentencePiece's): dropped. */
+static void strip_first(baton_tokenizer_decoder *d)
+{
+    if (d->started || d->text.n == 0)
+        return;
+    d->started = 1;
+    if (d->tok->spm_strip && d->text.s[0] == ' ')
+        memmove(d->text.s, d->text.s + 1, --d->text.n);
+}
+
+/* id's text into the decode: 0 or BATON_ENOMEM. The id is not negative. */
+static int dec_step(baton_tokenizer_decoder *d, int64_t id)
+{
+    const baton_tokenizer *t = d->tok;
+    /* an id without a token (a model's vocabulary padded past its tokenizer's) is left out, as
+     * `tokenizers` leaves it out */
+    if (id >= t->n_ids || !t->text[id] || (d->skip_special && t->is_special[id]))
+        return 0;
+    const char *s = t->text[id];
+    const size_t sl = t->len[id];
+    const int b = t->spm_decoder ? byte_token(s, sl) : -1;
+    int rc;
+    if (!t->spm_decoder) {
+        size_t taken;
+        if ((rc = byte_level_token(&d->pending, s, sl)) != 0 ||
+            (rc = put_lossy(&d->text, d->pending.s, d->pending.n, 0, &taken)) != 0)
+            return rc;
+        memmove(d->pending.s, d->pending.s + taken, d->pending.n - taken);
+        d->pending.n -= taken;
+    } else if (b >= 0) {
+        const unsigned char c = (unsigned char)b;
+        if ((rc = put(&d->pending, &c, 1)) != 0)
+            return rc;
+        d->run++;
+        return 0;
+    } else {
+        if (d->run && (rc = flush_bytes(&d->text, &d->pending, d->run)) != 0)
+            return rc;
+        d->run = 0;
+        if ((rc = put_spaced(&d->text, s, sl)) != 0)
+            return rc;
+    }
+    strip_first(d);
+    return 0;
+}
+
+/* What no later id can change any more, settled: 0 or BATON_ENOMEM. */
+static int dec_finish(baton_tokenizer_decoder *d)
+{
+    int rc = 0;
+    if (d->tok->spm_decoder && d->run)
+        rc = flush_bytes(&d->text, &d->pending, d->run);
+    else if (!d->tok->spm_decoder && d->pending.n) {
+        size_t taken;
+        rc = put_lossy(&d->text, d->pending.s, d->pending.n, 1, &taken);
+    }
+    d->run = 0;
+    d->pending.n = 0;
+    if (!rc)
+        strip_first(d);
+    return rc;
+}
+
+/* d's settled text NUL-terminated, for handing out: 0 or BATON_ENOMEM */
+static int terminate(baton_tokenizer_decoder *d)
+{
+    if (baton__tok_grow((void **)&d->text.s, &d->text.cap, d->text.n + 1, 1))
+        return BATON_ENOMEM;
+    d->text.s[d->text.n] = 0;
+    return 0;
+}
+
 int baton_tokenizer_decode(const baton_tokenizer *t, const int64_t *ids, size_t n, int skip_special,
                            char *text, size_t cap, size_t *len, baton_error *err)
 {
@@ -160,61 +256,104 @@ int baton_tokenizer_decode(const baton_tokenizer *t, const int64_t *ids, size_t 
         if (ids[i] < 0)
             return baton__err_set(err, BATON_EINVAL, "id %lld (at %zu) is negative: no token",
                                   (long long)ids[i], i);
-    out o = {0}, tmp = {0};
-    size_t run = 0; /* byte tokens in tmp (SentencePiece) */
+    baton_tokenizer_decoder d = {.tok = t, .skip_special = skip_special};
     int rc = 0;
-    for (size_t i = 0; i < n && !rc; i++) {
-        const int64_t id = ids[i];
-        /* an id without a token (a model's vocabulary padded past its tokenizer's) is left out,
-         * as `tokenizers` leaves it out */
-        if (id >= t->n_ids || !t->text[id] || (skip_special && t->is_special[id]))
-            continue;
-        const char *s = t->text[id];
-        const size_t sl = t->len[id];
-        if (!t->spm_decoder) {
-            rc = byte_level_token(&tmp, s, sl);
-            continue;
-        }
-        const int b = byte_token(s, sl);
-        if (b >= 0) {
-            const unsigned char c = (unsigned char)b;
-            rc = put(&tmp, &c, 1);
-            run++;
-            continue;
-        }
-        if (run && (rc = flush_bytes(&o, &tmp, run)) != 0)
-            break;
-        run = 0;
-        rc = put_spaced(&o, s, sl);
-    }
-    if (!rc && t->spm_decoder && run)
-        rc = flush_bytes(&o, &tmp, run);
-    if (!rc && !t->spm_decoder)
-        rc = put_lossy(&o, tmp.s, tmp.n);
-    if (!rc && o.n == 0)
-        rc = put(&o, "", 0);
-    const char *body = o.s;
-    size_t bl = o.n;
-    if (!rc && t->spm_strip && bl > 0 && body[0] == ' ') { /* Strip(" ", 1, 0) */
-        body++;
-        bl--;
-    }
+    for (size_t i = 0; i < n && !rc; i++)
+        rc = dec_step(&d, ids[i]);
+    if (!rc)
+        rc = dec_finish(&d);
     if (rc) {
         baton__err_set(err, rc, "baton_tokenizer_decode: out of memory");
     } else {
-        *len = bl;
+        *len = d.text.n;
         if (cap) {
-            const size_t k = bl < cap ? bl : cap - 1;
-            memcpy(text, body, k);
+            const size_t k = d.text.n < cap ? d.text.n : cap - 1;
+            if (k)
+                memcpy(text, d.text.s, k);
             text[k] = 0;
         }
-        if (cap && bl >= cap)
+        if (cap && d.text.n >= cap)
             rc = baton__err_set(err, BATON_EINVAL,
                                 "baton_tokenizer_decode: %zu bytes and the NUL do not fit the %zu "
                                 "given",
-                                bl, cap);
+                                d.text.n, cap);
     }
-    free(o.s);
-    free(tmp.s);
+    free(d.text.s);
+    free(d.pending.s);
     return rc;
+}
+
+int baton_tokenizer_decoder_create(const baton_tokenizer *tok, int skip_special,
+                                   baton_tokenizer_decoder **out_dec, baton_error *err)
+{
+    err_clear(err);
+    if (!tok || !out_dec)
+        return baton__err_set(err, BATON_EINVAL,
+                              "baton_tokenizer_decoder_create: the tokenizer and out are needed");
+    *out_dec = NULL;
+    baton_tokenizer_decoder *d = calloc(1, sizeof *d);
+    if (!d)
+        return baton__err_set(err, BATON_ENOMEM, "baton_tokenizer_decoder_create: out of memory");
+    d->tok = tok;
+    d->skip_special = skip_special != 0;
+    *out_dec = d;
+    return 0;
+}
+
+void baton_tokenizer_decoder_destroy(baton_tokenizer_decoder *d)
+{
+    if (!d)
+        return;
+    free(d->text.s);
+    free(d->pending.s);
+    free(d);
+}
+
+int baton_tokenizer_decoder_push(baton_tokenizer_decoder *d, int64_t id, const char **text,
+                                 size_t *len, baton_error *err)
+{
+    err_clear(err);
+    if (!d || !text || !len)
+        return baton__err_set(err, BATON_EINVAL,
+                              "baton_tokenizer_decoder_push: the decoder, text and len are needed");
+    *text = "";
+    *len = 0;
+    if (id < 0)
+        return baton__err_set(err, BATON_EINVAL, "id %lld is negative: no token", (long long)id);
+    d->text.n = 0;
+    int rc = dec_step(d, id);
+    if (!rc)
+        rc = terminate(d);
+    if (rc) { /* the decode cannot go on consistently: start again */
+        d->text.n = d->pending.n = d->run = 0;
+        d->started = 0;
+        return baton__err_set(err, rc, "baton_tokenizer_decoder_push: out of memory");
+    }
+    *text = d->text.s;
+    *len = d->text.n;
+    return 0;
+}
+
+int baton_tokenizer_decoder_finish(baton_tokenizer_decoder *d, const char **text, size_t *len,
+                                   baton_error *err)
+{
+    err_clear(err);
+    if (!d || !text || !len)
+        return baton__err_set(
+            err, BATON_EINVAL,
+            "baton_tokenizer_decoder_finish: the decoder, text and len are needed");
+    *text = "";
+    *len = 0;
+    d->text.n = 0;
+    int rc = dec_finish(d);
+    if (!rc)
+        rc = terminate(d);
+    d->started = 0; /* the next push begins a new text */
+    if (rc) {
+        d->text.n = 0;
+        return baton__err_set(err, rc, "baton_tokenizer_decoder_finish: out of memory");
+    }
+    *text = d->text.s;
+    *len = d->text.n;
+    return 0;
 }

@@ -66,6 +66,32 @@ BATON_API int baton_tokenizer_decode(const baton_tokenizer *tok, const int64_t *
                                      int skip_special, char *text, size_t cap, size_t *len,
                                      baton_error *err);
 
+/* An incremental decode, for text shown as a model generates it: each id pushed gives the text it
+ * settles, and the pieces of all pushes and the finish put together are, byte for byte,
+ * baton_tokenizer_decode's text of all the ids. A piece holds back what later ids may still
+ * change: the bytes of a character that a byte token has begun, a run of SentencePiece byte
+ * tokens until the token after it (the run is one character or, if it is not UTF-8, one U+FFFD a
+ * byte). The cost of a push is that of its token, not of the text so far. A decoder keeps a
+ * pointer to its tokenizer (free the tokenizer after the decoder); one thread at a time. */
+typedef struct baton_tokenizer_decoder baton_tokenizer_decoder;
+
+/* skip_special as for baton_tokenizer_decode. BATON_EINVAL, BATON_ENOMEM. */
+BATON_API int baton_tokenizer_decoder_create(const baton_tokenizer *tok, int skip_special,
+                                             baton_tokenizer_decoder **out, baton_error *err);
+BATON_API void baton_tokenizer_decoder_destroy(baton_tokenizer_decoder *dec);
+
+/* One more id: *text (NUL-terminated, owned by the decoder, valid until its next call) and *len
+ * receive the text it settles, often empty. A negative id is BATON_EINVAL and changes nothing;
+ * BATON_ENOMEM starts the decode again. Allocates only while its buffers grow to the longest
+ * token. */
+BATON_API int baton_tokenizer_decoder_push(baton_tokenizer_decoder *dec, int64_t id,
+                                           const char **text, size_t *len, baton_error *err);
+
+/* The end of the ids: the text held back (a character the ids left unfinished, as U+FFFD), and
+ * the decoder ready for a new text. */
+BATON_API int baton_tokenizer_decoder_finish(baton_tokenizer_decoder *dec, const char **text,
+                                             size_t *len, baton_error *err);
+
 #ifdef __cplusplus
 }
 #endif

@@ -4,7 +4,8 @@
  * a decode succeeds or fails with its code and a message; a text that is UTF-8 encodes under both
  * fixtures and comes back from its ids whole (byte-level BPE and byte fallback lose nothing), and
  * one that is not is refused; a tokenizer that loads encodes a fixed text and decodes ids of every
- * kind (special, unknown, past the vocabulary) without a fault (ASan in the fuzz build).
+ * kind (special, unknown, past the vocabulary) without a fault (ASan in the fuzz build); ids
+ * decoded an id at a time (baton_tokenizer_decoder) give the whole decode's text.
  *
  * Build: CC=clang cmake -S . -B build-fuzz -DBATON_CUDA=OFF -DBATON_FUZZ=ON -DBATON_SANITIZE=ON
  *        cmake --build build-fuzz --target fuzz_tokenizer
@@ -59,6 +60,46 @@ static int is_utf8(const char *s, size_t n)
     return 1;
 }
 
+/* ids decoded whole and an id at a time: the pieces put together are the whole text */
+static void pieces_match(const baton_tokenizer *t, const int64_t *ids, size_t n, int skip)
+{
+    baton_error e;
+    size_t len, at = 0, pl;
+    if (baton_tokenizer_decode(t, ids, n, skip, NULL, 0, &len, &e))
+        abort();
+    char *whole = malloc(len + 1), *got = malloc(len + 1);
+    if (baton_tokenizer_decode(t, ids, n, skip, whole, len + 1, &len, &e))
+        abort();
+    baton_tokenizer_decoder *d = NULL;
+    if (baton_tokenizer_decoder_create(t, skip, &d, &e))
+        abort();
+    for (size_t i = 0; i <= n; i++) {
+        const char *piece;
+        if ((i < n ? baton_tokenizer_decoder_push(d, ids[i], &piece, &pl, &e)
+                   : baton_tokenizer_decoder_finish(d, &piece, &pl, &e)) ||
+            piece[pl] != 0 || at + pl > len)
+            abort();
+        memcpy(got + at, piece, pl);
+        at += pl;
+    }
+    if (at != len || memcmp(got, whole, len) != 0)
+        abort();
+    baton_tokenizer_decoder_destroy(d);
+    free(whole);
+    free(got);
+}
+
+/* The input's bytes as ids (two bytes an id, some past the vocabulary), decoded both ways */
+static void ids_of_bytes(const baton_tokenizer *t, const char *s, size_t n)
+{
+    int64_t ids[128];
+    const int64_t span = baton_tokenizer_vocab_size(t) + 8;
+    size_t k = 0;
+    for (size_t i = 0; i + 1 < n && k < 128; i += 2)
+        ids[k++] = (((unsigned char)s[i] << 8) | (unsigned char)s[i + 1]) % span;
+    pieces_match(t, ids, k, n % 2);
+}
+
 /* encode then decode: the text back, or its refusal when it is not UTF-8. SentencePiece's
  * decoder turns every "▁" into a space, the text's own too, and its normalizer puts one before
  * every span between added tokens (as `tokenizers` does): such texts only encode and decode. */
@@ -68,6 +109,7 @@ static void round_trip(const baton_tokenizer *t, const char *s, size_t n, int sp
                                 memmem(s, n, "</s>", 4) || memmem(s, n, "<unk>", 5)));
     baton_error e;
     size_t count, len;
+    ids_of_bytes(t, s, n);
     int rc = baton_tokenizer_encode(t, s, n, 0, NULL, 0, &count, &e);
     if (!is_utf8(s, n)) {
         if (rc != BATON_EINVAL)
@@ -127,6 +169,8 @@ static void own_tokenizer(const uint8_t *data, size_t size)
             check_error(&e, rc);
         else if (out[len] != 0 || !is_utf8(out, len)) /* a <0x00> token decodes to a NUL */
             abort();
+        else
+            pieces_match(t, probe, 8, skip);
     }
     baton_tokenizer_free(t);
 }
