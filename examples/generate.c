@@ -406,47 +406,52 @@ static int encode_prompt(gen_args *a, const baton_tokenizer *tok)
 
 /* --print-text's output: the generated ids' text without special tokens (as transformers'
  * decode(ids, skip_special_tokens=True) shows it) on stdout, once at the end, or with --stream as
- * the tokens come: each time the ids so far are decoded again and the new bytes printed, less a
- * tail of U+FFFD that the next ids may complete into a character (a byte token's part of one). */
+ * the tokens come, through an incremental decoder (each token's cost its own, not the text's so
+ * far; a character that a byte token begins is printed when it is complete). */
 typedef struct text_out {
     const baton_tokenizer *tok;
-    char *text;
-    size_t cap, printed;
+    baton_tokenizer_decoder *dec; /* --stream */
+    long pushed;                  /* the ids given to dec */
 } text_out;
 
-/* The text of ids[0 .. n); last: all of it, a newline and a note of ids without a token. 0, or 1
- * with the reason on stderr. */
+static int text_fail(const baton_error *err)
+{
+    fprintf(stderr, "generate: --print-text: %s\n", err->message);
+    return 1;
+}
+
+/* The text of ids[0 .. n) not yet printed; last: all of it, a newline and a note of ids without a
+ * token. 0, or 1 with the reason on stderr. */
 static int text_show(text_out *o, const int64_t *ids, long n, int last)
 {
     baton_error err;
-    size_t len = 0;
-    /* into the buffer of the last call; decoded again only when the text has outgrown it (a
-     * buffer too short, or none yet: len is then the whole text's) */
-    int rc = baton_tokenizer_decode(o->tok, ids, (size_t)n, 1, o->text, o->cap, &len, &err);
-    if ((rc == 0 || rc == BATON_EINVAL) && len + 1 > o->cap) {
-        char *p = realloc(o->text, 2 * len + 64);
-        rc = BATON_ENOMEM;
-        if (p) {
-            o->text = p;
-            o->cap = 2 * len + 64;
-            rc = baton_tokenizer_decode(o->tok, ids, (size_t)n, 1, o->text, o->cap, &len, &err);
-        }
-    }
-    if (rc) {
-        fprintf(stderr, "generate: --print-text: %s\n",
-                rc == BATON_ENOMEM ? "out of memory" : err.message);
-        return 1;
-    }
-    size_t end = len;
-    while (!last && end >= 3 && memcmp(o->text + end - 3, "\xef\xbf\xbd", 3) == 0)
-        end -= 3;
-    if (end > o->printed) {
-        fwrite(o->text + o->printed, 1, end - o->printed, stdout);
-        o->printed = end;
+    const char *piece;
+    size_t len;
+    for (; o->dec && o->pushed < n; o->pushed++) {
+        if (baton_tokenizer_decoder_push(o->dec, ids[o->pushed], &piece, &len, &err))
+            return text_fail(&err);
+        fwrite(piece, 1, len, stdout);
     }
     if (!last) {
         fflush(stdout);
         return 0;
+    }
+    if (o->dec) {
+        if (baton_tokenizer_decoder_finish(o->dec, &piece, &len, &err))
+            return text_fail(&err);
+        fwrite(piece, 1, len, stdout);
+    } else {
+        char *text = NULL;
+        if (baton_tokenizer_decode(o->tok, ids, (size_t)n, 1, NULL, 0, &len, &err) ||
+            !(text = malloc(len + 1)) ||
+            baton_tokenizer_decode(o->tok, ids, (size_t)n, 1, text, len + 1, &len, &err)) {
+            if (!text)
+                snprintf(err.message, sizeof err.message, "out of memory");
+            free(text);
+            return text_fail(&err);
+        }
+        fwrite(text, 1, len, stdout);
+        free(text);
     }
     putchar('\n');
     long missing = 0; /* ids the model has and its tokenizer not (a padded vocabulary) */
@@ -697,8 +702,16 @@ int main(int argc, char **argv)
     baton_tokenizer *tok = NULL;
     if (a.print_text && load_tokenizer(&a, &tok))
         return 1;
-    text_out shown = {tok, NULL, 0, 0};
+    text_out shown = {tok, NULL, 0};
+    if (a.stream) {
+        baton_error err;
+        if (baton_tokenizer_decoder_create(tok, 1, &shown.dec, &err)) {
+            baton_tokenizer_free(tok);
+            return text_fail(&err);
+        }
+    }
     if (a.text && encode_prompt(&a, tok)) {
+        baton_tokenizer_decoder_destroy(shown.dec);
         baton_tokenizer_free(tok);
         return 1;
     }
@@ -1050,7 +1063,7 @@ int main(int argc, char **argv)
     printf("\n");
     status = 0;
 out:
-    free(shown.text);
+    baton_tokenizer_decoder_destroy(shown.dec);
     baton_tokenizer_free(tok);
     free(logits);
     free(state);
