@@ -3,13 +3,12 @@
  * pre-tokenizers, post-processors and decoders it names. Anything else is refused here, at load,
  * naming the file, the line and column and what is not supported, so that encode and decode never
  * give an answer other than the `tokenizers` library's. */
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "core/core.h"
-#include "plan/json.h"
+#include "text/load.h"
 #include "text/tok_internal.h"
 
 /* The two patterns of Split pre-tokenizers this implementation runs (pretok.c), as
@@ -21,38 +20,7 @@ static const char QWEN2_RE[] = "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N
                                "?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
 static const char SPM_SPACE[] = "\xe2\x96\x81"; /* U+2581 LOWER ONE EIGHTH BLOCK, "▁" */
 
-typedef struct loader {
-    const char *path;
-    jdoc doc;
-    baton_error *err;
-} loader;
-
-/* A refusal at node (its line and column; the file alone for node < 0): returns code. */
-static int fail(loader *L, int node, int code, const char *fmt, ...) CORE_PRINTF(4, 5);
-static int fail(loader *L, int node, int code, const char *fmt, ...)
-{
-    char prefix[512];
-    if (node >= 0)
-        snprintf(prefix, sizeof prefix, "%s:%d:%d: ", L->path, L->doc.v[node].line,
-                 L->doc.v[node].col);
-    else
-        snprintf(prefix, sizeof prefix, "%s: ", L->path);
-    va_list ap;
-    va_start(ap, fmt);
-    baton__err_vset(L->err, code, prefix, fmt, ap);
-    va_end(ap);
-    return code;
-}
-
-static int get(const loader *L, int obj, const char *key)
-{
-    return baton__plan_json_get(&L->doc, obj, key);
-}
-
-static const char *str_of(const loader *L, int node)
-{
-    return jis(&L->doc, node, J_STRING) ? L->doc.v[node].s : NULL;
-}
+typedef text_file loader;
 
 /* The "type" of an optional part (the normalizer, pre-tokenizer, ...) at node into *type: 1, 0
  * where the part is absent or null, or BATON_EPLAN after a refusal (no "type" string). */
@@ -60,32 +28,33 @@ static int part_type(loader *L, int node, const char *what, const char **type)
 {
     if (node < 0 || jis(&L->doc, node, J_NULL))
         return 0;
-    *type = str_of(L, get(L, node, "type"));
-    return *type ? 1 : fail(L, node, BATON_EPLAN, "%s has no \"type\" string", what);
+    *type = text_str(L, text_get(L, node, "type"));
+    return *type ? 1 : baton__text_fail(L, node, BATON_EPLAN, "%s has no \"type\" string", what);
 }
 
 /* A boolean field that must have the value `want` where present. */
 static int flag_is(loader *L, int obj, const char *key, int want, const char *what)
 {
-    int n = get(L, obj, key);
+    int n = text_get(L, obj, key);
     if (n < 0 || jis(&L->doc, n, J_NULL))
         return 0;
     int v = jis(&L->doc, n, J_TRUE);
     if (!v && !jis(&L->doc, n, J_FALSE))
-        return fail(L, n, BATON_EPLAN, "%s's \"%s\" must be true or false", what, key);
+        return baton__text_fail(L, n, BATON_EPLAN, "%s's \"%s\" must be true or false", what, key);
     if (v != want)
-        return fail(L, n, BATON_ENOTSUP, "%s with \"%s\": %s is not supported (only %s)", what, key,
-                    v ? "true" : "false", want ? "true" : "false");
+        return baton__text_fail(L, n, BATON_ENOTSUP,
+                                "%s with \"%s\": %s is not supported (only %s)", what, key,
+                                v ? "true" : "false", want ? "true" : "false");
     return 0;
 }
 
 /* A field that must be null, absent or the empty string. */
 static int unset(loader *L, int obj, const char *key, const char *what)
 {
-    int n = get(L, obj, key);
+    int n = text_get(L, obj, key);
     if (n < 0 || jis(&L->doc, n, J_NULL) || (jis(&L->doc, n, J_STRING) && L->doc.v[n].len == 0))
         return 0;
-    return fail(L, n, BATON_ENOTSUP, "%s with a \"%s\" is not supported", what, key);
+    return baton__text_fail(L, n, BATON_ENOTSUP, "%s with a \"%s\" is not supported", what, key);
 }
 
 static int set_text(baton_tokenizer *t, int64_t id, const char *s, size_t len)
@@ -112,47 +81,50 @@ static size_t pow2_above(size_t n)
 /* The model: vocabulary, merges and options. */
 static int load_model(loader *L, baton_tokenizer *t, int model, int64_t max_added, int64_t n_added)
 {
-    const char *type = str_of(L, get(L, model, "type"));
+    const char *type = text_str(L, text_get(L, model, "type"));
     if (type && strcmp(type, "BPE") != 0)
-        return fail(L, model, BATON_ENOTSUP,
-                    "the model type \"%s\" is not supported: baton reads BPE models (GPT-2, "
-                    "Llama, Qwen, Mistral and their kin)",
-                    type);
+        return baton__text_fail(
+            L, model, BATON_ENOTSUP,
+            "the model type \"%s\" is not supported: baton reads BPE models (GPT-2, "
+            "Llama, Qwen, Mistral and their kin)",
+            type);
     int rc;
     if ((rc = unset(L, model, "continuing_subword_prefix", "a BPE model")) ||
         (rc = unset(L, model, "end_of_word_suffix", "a BPE model")))
         return rc;
-    int d = get(L, model, "dropout");
+    int d = text_get(L, model, "dropout");
     if (d >= 0 && !jis(&L->doc, d, J_NULL) && !(jis_number(&L->doc, d) && L->doc.v[d].f == 0))
-        return fail(L, d, BATON_ENOTSUP,
-                    "BPE dropout is not supported (a tokenizer for "
-                    "inference has \"dropout\": null)");
-    const int vocab = get(L, model, "vocab");
-    const int merges = get(L, model, "merges");
+        return baton__text_fail(L, d, BATON_ENOTSUP,
+                                "BPE dropout is not supported (a tokenizer for "
+                                "inference has \"dropout\": null)");
+    const int vocab = text_get(L, model, "vocab");
+    const int merges = text_get(L, model, "merges");
     if (!jis(&L->doc, vocab, J_OBJECT))
-        return fail(L, vocab < 0 ? model : vocab, BATON_EPLAN,
-                    "the model's \"vocab\" must be an object of token: id");
+        return baton__text_fail(L, vocab < 0 ? model : vocab, BATON_EPLAN,
+                                "the model's \"vocab\" must be an object of token: id");
     if (merges >= 0 && !jis(&L->doc, merges, J_ARRAY))
-        return fail(L, merges, BATON_EPLAN, "the model's \"merges\" must be an array");
-    t->fuse_unk = jis(&L->doc, get(L, model, "fuse_unk"), J_TRUE);
-    t->byte_fallback = jis(&L->doc, get(L, model, "byte_fallback"), J_TRUE);
-    t->ignore_merges = jis(&L->doc, get(L, model, "ignore_merges"), J_TRUE);
+        return baton__text_fail(L, merges, BATON_EPLAN, "the model's \"merges\" must be an array");
+    t->fuse_unk = jis(&L->doc, text_get(L, model, "fuse_unk"), J_TRUE);
+    t->byte_fallback = jis(&L->doc, text_get(L, model, "byte_fallback"), J_TRUE);
+    t->ignore_merges = jis(&L->doc, text_get(L, model, "ignore_merges"), J_TRUE);
     /* the ids' range: the vocabulary's and the added tokens' */
     int64_t n_ids = max_added + 1;
     for (int c = L->doc.v[vocab].first; c >= 0; c = L->doc.v[c].next) {
         if (!jis(&L->doc, c, J_INT) || L->doc.v[c].i < 0 || L->doc.v[c].i >= (1LL << 31))
-            return fail(L, c, BATON_EPLAN, "the id of \"%s\" must be an integer in [0, 2^31)",
-                        L->doc.v[c].key);
+            return baton__text_fail(L, c, BATON_EPLAN,
+                                    "the id of \"%s\" must be an integer in [0, 2^31)",
+                                    L->doc.v[c].key);
         if (L->doc.v[c].i + 1 > n_ids)
             n_ids = L->doc.v[c].i + 1;
     }
     /* the ids are dense in every real file: a few far ids would size the tables by the largest */
     const int64_t n_tokens = (int64_t)L->doc.v[vocab].n + n_added;
     if (n_ids > 2 * n_tokens + 1024)
-        return fail(L, vocab, BATON_EPLAN,
-                    "the largest id, %lld, is far past the %lld tokens: a tokenizer's ids run from "
-                    "0 with few gaps",
-                    (long long)n_ids - 1, (long long)n_tokens);
+        return baton__text_fail(
+            L, vocab, BATON_EPLAN,
+            "the largest id, %lld, is far past the %lld tokens: a tokenizer's ids run from "
+            "0 with few gaps",
+            (long long)n_ids - 1, (long long)n_tokens);
     t->n_ids = n_ids;
     t->text = calloc((size_t)n_ids, sizeof *t->text);
     t->len = calloc((size_t)n_ids, sizeof *t->len);
@@ -167,8 +139,9 @@ static int load_model(loader *L, baton_tokenizer *t, int model, int64_t max_adde
         const char *k = L->doc.v[c].key;
         const size_t len = strlen(k);
         if (t->text[id])
-            return fail(L, c, BATON_EPLAN, "the id %lld of \"%s\" is also that of \"%s\"",
-                        (long long)id, k, t->text[id]);
+            return baton__text_fail(L, c, BATON_EPLAN,
+                                    "the id %lld of \"%s\" is also that of \"%s\"", (long long)id,
+                                    k, t->text[id]);
         if (set_text(t, id, k, len))
             return BATON_ENOMEM;
         size_t i = baton__tok_hash(k, len) & t->vocab.mask;
@@ -178,14 +151,15 @@ static int load_model(loader *L, baton_tokenizer *t, int model, int64_t max_adde
     }
     /* the unknown token, the byte tokens */
     t->unk = -1;
-    const int unk = get(L, model, "unk_token");
+    const int unk = text_get(L, model, "unk_token");
     if (jis(&L->doc, unk, J_STRING)) {
         t->unk = baton__tok_vocab_get(t, L->doc.v[unk].s, L->doc.v[unk].len);
         if (t->unk < 0)
-            return fail(L, unk, BATON_EPLAN, "the unknown token \"%s\" is not in the vocabulary",
-                        L->doc.v[unk].s);
+            return baton__text_fail(L, unk, BATON_EPLAN,
+                                    "the unknown token \"%s\" is not in the vocabulary",
+                                    L->doc.v[unk].s);
     } else if (unk >= 0 && !jis(&L->doc, unk, J_NULL)) {
-        return fail(L, unk, BATON_EPLAN, "\"unk_token\" must be a string or null");
+        return baton__text_fail(L, unk, BATON_EPLAN, "\"unk_token\" must be a string or null");
     }
     for (int b = 0; b < 256; b++) {
         char name[8];
@@ -212,7 +186,8 @@ static int load_model(loader *L, baton_tokenizer *t, int model, int64_t max_adde
         if (m->type == J_STRING) {
             const char *sp = strchr(m->s, ' ');
             if (!sp || strchr(sp + 1, ' ')) {
-                rc = fail(L, c, BATON_EPLAN, "a merge must be \"left right\" (one space)");
+                rc = baton__text_fail(L, c, BATON_EPLAN,
+                                      "a merge must be \"left right\" (one space)");
                 break;
             }
             a = m->s, la = (size_t)(sp - m->s), b = sp + 1, lb = m->len - la - 1;
@@ -221,7 +196,8 @@ static int load_model(loader *L, baton_tokenizer *t, int model, int64_t max_adde
             const jnode *x = &L->doc.v[m->first], *y = &L->doc.v[x->next];
             a = x->s, la = x->len, b = y->s, lb = y->len;
         } else {
-            rc = fail(L, c, BATON_EPLAN, "a merge must be \"left right\" or [left, right]");
+            rc = baton__text_fail(L, c, BATON_EPLAN,
+                                  "a merge must be \"left right\" or [left, right]");
             break;
         }
         const int64_t l = baton__tok_vocab_get(t, a, la), r = baton__tok_vocab_get(t, b, lb);
@@ -238,13 +214,13 @@ static int load_model(loader *L, baton_tokenizer *t, int model, int64_t max_adde
         memcpy(buf + la, b, lb);
         const int64_t mid = baton__tok_vocab_get(t, buf, la + lb);
         if (l < 0 || r < 0 || mid < 0) {
-            rc = fail(L, c, BATON_EPLAN,
-                      "the merge of \"%.*s\" and \"%.*s\": %s is not in the "
-                      "vocabulary",
-                      (int)la, a, (int)lb, b,
-                      l < 0   ? "the left"
-                      : r < 0 ? "the right"
-                              : "the result");
+            rc = baton__text_fail(L, c, BATON_EPLAN,
+                                  "the merge of \"%.*s\" and \"%.*s\": %s is not in the "
+                                  "vocabulary",
+                                  (int)la, a, (int)lb, b,
+                                  l < 0   ? "the left"
+                                  : r < 0 ? "the right"
+                                          : "the result");
             break;
         }
         tok_merge *slot = baton__tok_merge_slot(t, l, r);
@@ -266,22 +242,24 @@ static int load_added(loader *L, baton_tokenizer *t, int added, int64_t n_vocab)
     if (!t->added)
         return BATON_ENOMEM;
     for (int c = added < 0 ? -1 : L->doc.v[added].first; c >= 0; c = L->doc.v[c].next) {
-        const int id = get(L, c, "id"), content = get(L, c, "content");
+        const int id = text_get(L, c, "id"), content = text_get(L, c, "content");
         if (!jis(&L->doc, id, J_INT) || L->doc.v[id].i < 0 || L->doc.v[id].i >= t->n_ids ||
             !jis(&L->doc, content, J_STRING) || L->doc.v[content].len == 0)
-            return fail(L, c, BATON_EPLAN,
-                        "an added token needs an \"id\" (an integer >= 0) and a non-empty "
-                        "\"content\" string");
+            return baton__text_fail(
+                L, c, BATON_EPLAN,
+                "an added token needs an \"id\" (an integer >= 0) and a non-empty "
+                "\"content\" string");
         int rc;
         if ((rc = flag_is(L, c, "lstrip", 0, "an added token")) ||
             (rc = flag_is(L, c, "rstrip", 0, "an added token")) ||
             (rc = flag_is(L, c, "single_word", 0, "an added token")))
             return rc;
-        const int norm = jis(&L->doc, get(L, c, "normalized"), J_TRUE);
+        const int norm = jis(&L->doc, text_get(L, c, "normalized"), J_TRUE);
         if (norm && t->spm_replace)
-            return fail(L, c, BATON_ENOTSUP,
-                        "an added token with \"normalized\": true under the \"▁\" normalizer "
-                        "is not supported");
+            return baton__text_fail(
+                L, c, BATON_ENOTSUP,
+                "an added token with \"normalized\": true under the \"▁\" normalizer "
+                "is not supported");
         const int64_t i = L->doc.v[id].i;
         /* `tokenizers` does not read an added token's id: it gives the vocabulary's id of the
          * same text, or the next after the vocabulary and the added tokens before; a file whose
@@ -294,16 +272,17 @@ static int load_added(loader *L, baton_tokenizer *t, int added, int64_t n_vocab)
         if (want < 0)
             want = *max_id < 0 || *max_id < n_vocab ? n_vocab : *max_id + 1;
         if (i != want)
-            return fail(L, id, BATON_EPLAN,
-                        "the added token \"%s\" has id %lld where the tokenizers library gives "
-                        "it %lld (the vocabulary's id of the text, else the next free one): the "
-                        "file is inconsistent",
-                        L->doc.v[content].s, (long long)i, (long long)want);
+            return baton__text_fail(
+                L, id, BATON_EPLAN,
+                "the added token \"%s\" has id %lld where the tokenizers library gives "
+                "it %lld (the vocabulary's id of the text, else the next free one): the "
+                "file is inconsistent",
+                L->doc.v[content].s, (long long)i, (long long)want);
         if (i > *max_id)
             *max_id = i;
         if (set_text(t, i, L->doc.v[content].s, L->doc.v[content].len))
             return BATON_ENOMEM;
-        t->is_special[i] = jis(&L->doc, get(L, c, "special"), J_TRUE);
+        t->is_special[i] = jis(&L->doc, text_get(L, c, "special"), J_TRUE);
         t->added[t->n_added++] = (tok_added){i, t->text[i], t->len[i], t->is_special[i], norm};
     }
     return 0;
@@ -312,9 +291,9 @@ static int load_added(loader *L, baton_tokenizer *t, int added, int64_t n_vocab)
 /* Replace(" ", "▁") */
 static int is_space_replace(loader *L, int n)
 {
-    const char *type = str_of(L, get(L, n, "type"));
-    const char *pat = str_of(L, get(L, get(L, n, "pattern"), "String"));
-    const char *to = str_of(L, get(L, n, "content"));
+    const char *type = text_str(L, text_get(L, n, "type"));
+    const char *pat = text_str(L, text_get(L, text_get(L, n, "pattern"), "String"));
+    const char *to = text_str(L, text_get(L, n, "content"));
     return type && pat && to && strcmp(type, "Replace") == 0 && strcmp(pat, " ") == 0 &&
            strcmp(to, SPM_SPACE) == 0;
 }
@@ -335,21 +314,22 @@ static int load_normalizer(loader *L, baton_tokenizer *t, int n)
         t->spm_replace = 1;
         return 0;
     }
-    const int list = get(L, n, "normalizers");
+    const int list = text_get(L, n, "normalizers");
     if (strcmp(type, "Sequence") == 0 && jis(&L->doc, list, J_ARRAY) && L->doc.v[list].n == 2) {
         const int a = L->doc.v[list].first, b = L->doc.v[a].next;
-        const char *ta = str_of(L, get(L, a, "type")), *pre = str_of(L, get(L, a, "prepend"));
+        const char *ta = text_str(L, text_get(L, a, "type")),
+                   *pre = text_str(L, text_get(L, a, "prepend"));
         if (ta && pre && strcmp(ta, "Prepend") == 0 && strcmp(pre, SPM_SPACE) == 0 &&
             is_space_replace(L, b)) {
             t->spm_prepend = t->spm_replace = 1;
             return 0;
         }
     }
-    return fail(L, n, BATON_ENOTSUP,
-                "the normalizer (\"%s\") is not supported: baton has none, NFC, and "
-                "SentencePiece's Replace(\" \", \"▁\") and Sequence[Prepend(\"▁\"), "
-                "Replace(\" \", \"▁\")]",
-                type);
+    return baton__text_fail(L, n, BATON_ENOTSUP,
+                            "the normalizer (\"%s\") is not supported: baton has none, NFC, and "
+                            "SentencePiece's Replace(\" \", \"▁\") and Sequence[Prepend(\"▁\"), "
+                            "Replace(\" \", \"▁\")]",
+                            type);
 }
 
 /* A ByteLevel pre-tokenizer: without a prefix space; its own regex where use_regex. */
@@ -358,7 +338,7 @@ static int byte_level_pre(loader *L, int n, int *use_regex)
     int rc = flag_is(L, n, "add_prefix_space", 0, "a ByteLevel pre-tokenizer");
     if (rc)
         return rc;
-    const int u = get(L, n, "use_regex");
+    const int u = text_get(L, n, "use_regex");
     *use_regex = u < 0 || jis(&L->doc, u, J_TRUE); /* its default is true */
     return 0;
 }
@@ -379,23 +359,25 @@ static int load_pre(loader *L, baton_tokenizer *t, int n)
     }
     if (strcmp(type, "Metaspace") ==
         0) { /* SentencePiece's, as tokenizers 0.19 and later write it */
-        const char *rep = str_of(L, get(L, n, "replacement"));
-        const char *scheme = str_of(L, get(L, n, "prepend_scheme"));
-        const int split = get(L, n, "split");
+        const char *rep = text_str(L, text_get(L, n, "replacement"));
+        const char *scheme = text_str(L, text_get(L, n, "prepend_scheme"));
+        const int split = text_get(L, n, "split");
         if (!rep || strcmp(rep, SPM_SPACE) != 0)
-            return fail(L, n, BATON_ENOTSUP,
-                        "a Metaspace pre-tokenizer's \"replacement\" other than \"▁\" is not "
-                        "supported");
+            return baton__text_fail(
+                L, n, BATON_ENOTSUP,
+                "a Metaspace pre-tokenizer's \"replacement\" other than \"▁\" is not "
+                "supported");
         if (!scheme ||
             (strcmp(scheme, "first") && strcmp(scheme, "always") && strcmp(scheme, "never")))
-            return fail(L, n, BATON_ENOTSUP,
-                        "a Metaspace pre-tokenizer needs a \"prepend_scheme\" of \"first\", "
-                        "\"always\" or \"never\" (an older file's \"add_prefix_space\" is not "
-                        "read)");
+            return baton__text_fail(
+                L, n, BATON_ENOTSUP,
+                "a Metaspace pre-tokenizer needs a \"prepend_scheme\" of \"first\", "
+                "\"always\" or \"never\" (an older file's \"add_prefix_space\" is not "
+                "read)");
         if (split >= 0 && !jis(&L->doc, split, J_TRUE) && !jis(&L->doc, split, J_FALSE))
-            return fail(L, split, BATON_EPLAN,
-                        "a Metaspace pre-tokenizer's \"split\" must be "
-                        "true or false");
+            return baton__text_fail(L, split, BATON_EPLAN,
+                                    "a Metaspace pre-tokenizer's \"split\" must be "
+                                    "true or false");
         t->metaspace = 1;
         t->meta_prepend = !strcmp(scheme, "first")    ? META_FIRST
                           : !strcmp(scheme, "always") ? META_ALWAYS
@@ -403,84 +385,93 @@ static int load_pre(loader *L, baton_tokenizer *t, int n)
         t->meta_split = split < 0 || jis(&L->doc, split, J_TRUE); /* its default is true */
         return 0;
     }
-    const int list = get(L, n, "pretokenizers");
+    const int list = text_get(L, n, "pretokenizers");
     if (strcmp(type, "Sequence") == 0 && jis(&L->doc, list, J_ARRAY) && L->doc.v[list].n == 2) {
         const int a = L->doc.v[list].first, b = L->doc.v[a].next;
-        const char *ta = str_of(L, get(L, a, "type")), *tb = str_of(L, get(L, b, "type"));
+        const char *ta = text_str(L, text_get(L, a, "type")),
+                   *tb = text_str(L, text_get(L, b, "type"));
         if (ta && tb && strcmp(ta, "Digits") == 0 && strcmp(tb, "ByteLevel") == 0) {
             /* numbers split out, then GPT-2's pattern (StarCoder, SmolLM) */
             if ((rc = byte_level_pre(L, b, &use_regex)))
                 return rc;
-            t->digits =
-                jis(&L->doc, get(L, a, "individual_digits"), J_TRUE) ? DIGITS_EACH : DIGITS_RUNS;
+            t->digits = jis(&L->doc, text_get(L, a, "individual_digits"), J_TRUE) ? DIGITS_EACH
+                                                                                  : DIGITS_RUNS;
             t->byte_level = 1;
             t->pattern = use_regex ? PAT_GPT2 : PAT_NONE;
             return 0;
         }
         if (ta && tb && strcmp(ta, "Split") == 0 && strcmp(tb, "ByteLevel") == 0) {
-            const int re = get(L, get(L, a, "pattern"), "Regex");
-            const char *beh = str_of(L, get(L, a, "behavior"));
+            const int re = text_get(L, text_get(L, a, "pattern"), "Regex");
+            const char *beh = text_str(L, text_get(L, a, "behavior"));
             if ((rc = flag_is(L, a, "invert", 0, "a Split pre-tokenizer")))
                 return rc;
             if (!beh || strcmp(beh, "Isolated") != 0)
-                return fail(L, a, BATON_ENOTSUP,
-                            "a Split pre-tokenizer's behavior \"%s\" is not supported (only "
-                            "\"Isolated\")",
-                            beh ? beh : "(none)");
-            const char *p = str_of(L, re);
+                return baton__text_fail(
+                    L, a, BATON_ENOTSUP,
+                    "a Split pre-tokenizer's behavior \"%s\" is not supported (only "
+                    "\"Isolated\")",
+                    beh ? beh : "(none)");
+            const char *p = text_str(L, re);
             t->pattern = !p                          ? PAT_NONE
                          : strcmp(p, LLAMA3_RE) == 0 ? PAT_LLAMA3
                          : strcmp(p, QWEN2_RE) == 0  ? PAT_QWEN2
                                                      : PAT_NONE;
             if (t->pattern == PAT_NONE)
-                return fail(L, re < 0 ? a : re, BATON_ENOTSUP,
-                            "a Split pre-tokenizer's pattern is not one baton knows: it runs "
-                            "Llama 3's and Qwen 2's exactly (docs/generate.md)");
+                return baton__text_fail(
+                    L, re < 0 ? a : re, BATON_ENOTSUP,
+                    "a Split pre-tokenizer's pattern is not one baton knows: it runs "
+                    "Llama 3's and Qwen 2's exactly (docs/generate.md)");
             if ((rc = byte_level_pre(L, b, &use_regex)))
                 return rc;
             if (use_regex)
-                return fail(L, b, BATON_ENOTSUP,
-                            "a ByteLevel pre-tokenizer with \"use_regex\": true after a Split is "
-                            "not supported");
+                return baton__text_fail(
+                    L, b, BATON_ENOTSUP,
+                    "a ByteLevel pre-tokenizer with \"use_regex\": true after a Split is "
+                    "not supported");
             t->byte_level = 1;
             return 0;
         }
     }
-    return fail(L, n, BATON_ENOTSUP,
-                "the pre-tokenizer (\"%s\") is not supported: baton has none, ByteLevel, "
-                "Metaspace, Sequence[Split(Llama 3's or Qwen 2's pattern), ByteLevel] and "
-                "Sequence[Digits, ByteLevel]",
-                type);
+    return baton__text_fail(
+        L, n, BATON_ENOTSUP,
+        "the pre-tokenizer (\"%s\") is not supported: baton has none, ByteLevel, "
+        "Metaspace, Sequence[Split(Llama 3's or Qwen 2's pattern), ByteLevel] and "
+        "Sequence[Digits, ByteLevel]",
+        type);
 }
 
 /* TemplateProcessing's single template: the ids before and after $A. */
 static int load_template(loader *L, baton_tokenizer *t, int n)
 {
-    const int single = get(L, n, "single"), specials = get(L, n, "special_tokens");
+    const int single = text_get(L, n, "single"), specials = text_get(L, n, "special_tokens");
     if (t->templated++)
-        return fail(L, n, BATON_ENOTSUP, "a second TemplateProcessing is not supported");
+        return baton__text_fail(L, n, BATON_ENOTSUP,
+                                "a second TemplateProcessing is not supported");
     if (!jis(&L->doc, single, J_ARRAY))
-        return fail(L, n, BATON_EPLAN, "TemplateProcessing needs a \"single\" array");
+        return baton__text_fail(L, n, BATON_EPLAN, "TemplateProcessing needs a \"single\" array");
     int seen_a = 0;
     for (int c = L->doc.v[single].first; c >= 0; c = L->doc.v[c].next) {
-        const int seq = get(L, c, "Sequence"), sp = get(L, c, "SpecialToken");
+        const int seq = text_get(L, c, "Sequence"), sp = text_get(L, c, "SpecialToken");
         if (seq >= 0) {
-            const char *id = str_of(L, get(L, seq, "id"));
+            const char *id = text_str(L, text_get(L, seq, "id"));
             if (!id || strcmp(id, "A") != 0 || seen_a)
-                return fail(L, c, BATON_ENOTSUP,
-                            "a single-sequence template holds $A once and no other sequence");
+                return baton__text_fail(
+                    L, c, BATON_ENOTSUP,
+                    "a single-sequence template holds $A once and no other sequence");
             seen_a = 1;
             continue;
         }
-        const char *name = str_of(L, get(L, sp, "id"));
-        const int ids = get(L, get(L, specials, name ? name : ""), "ids");
+        const char *name = text_str(L, text_get(L, sp, "id"));
+        const int ids = text_get(L, text_get(L, specials, name ? name : ""), "ids");
         if (!name || !jis(&L->doc, ids, J_ARRAY))
-            return fail(L, c, BATON_EPLAN,
-                        "a template's special token must name an entry of \"special_tokens\" "
-                        "with its \"ids\"");
+            return baton__text_fail(
+                L, c, BATON_EPLAN,
+                "a template's special token must name an entry of \"special_tokens\" "
+                "with its \"ids\"");
         for (int k = L->doc.v[ids].first; k >= 0; k = L->doc.v[k].next) {
             if (!jis(&L->doc, k, J_INT) || L->doc.v[k].i < 0 || L->doc.v[k].i >= t->n_ids)
-                return fail(L, k, BATON_EPLAN, "a special token's id must be in the vocabulary");
+                return baton__text_fail(L, k, BATON_EPLAN,
+                                        "a special token's id must be in the vocabulary");
             int64_t **v = seen_a ? &t->post : &t->pre;
             size_t *m = seen_a ? &t->n_post : &t->n_pre;
             int64_t *p = realloc(*v, (*m + 1) * sizeof *p);
@@ -491,7 +482,7 @@ static int load_template(loader *L, baton_tokenizer *t, int n)
         }
     }
     if (!seen_a)
-        return fail(L, single, BATON_EPLAN, "the single-sequence template has no $A");
+        return baton__text_fail(L, single, BATON_EPLAN, "the single-sequence template has no $A");
     return 0;
 }
 
@@ -505,26 +496,26 @@ static int load_post(loader *L, baton_tokenizer *t, int n)
         return 0;
     if (strcmp(type, "TemplateProcessing") == 0)
         return load_template(L, t, n);
-    const int list = get(L, n, "processors");
+    const int list = text_get(L, n, "processors");
     if (strcmp(type, "Sequence") == 0 && jis(&L->doc, list, J_ARRAY)) {
         for (int c = L->doc.v[list].first; c >= 0; c = L->doc.v[c].next) {
-            const char *tc = str_of(L, get(L, c, "type"));
+            const char *tc = text_str(L, text_get(L, c, "type"));
             if (tc && strcmp(tc, "Sequence") != 0) { /* one level */
                 int rc = load_post(L, t, c);
                 if (rc)
                     return rc;
                 continue;
             }
-            return fail(L, c, BATON_ENOTSUP,
-                        "a post-processor in a Sequence must be ByteLevel "
-                        "or TemplateProcessing");
+            return baton__text_fail(L, c, BATON_ENOTSUP,
+                                    "a post-processor in a Sequence must be ByteLevel "
+                                    "or TemplateProcessing");
         }
         return 0;
     }
-    return fail(L, n, BATON_ENOTSUP,
-                "the post-processor (\"%s\") is not supported: baton has ByteLevel, "
-                "TemplateProcessing and a Sequence of them",
-                type);
+    return baton__text_fail(L, n, BATON_ENOTSUP,
+                            "the post-processor (\"%s\") is not supported: baton has ByteLevel, "
+                            "TemplateProcessing and a Sequence of them",
+                            type);
 }
 
 #define SPM_DECODER                                                                                \
@@ -536,24 +527,28 @@ static int load_decoder(loader *L, baton_tokenizer *t, int n)
     const char *type;
     const int has = part_type(L, n, "the decoder", &type);
     if (has == 0)
-        return fail(L, -1, BATON_ENOTSUP,
-                    "a tokenizer without a decoder is not supported (baton has ByteLevel and "
-                    "%s)",
-                    SPM_DECODER);
+        return baton__text_fail(
+            L, -1, BATON_ENOTSUP,
+            "a tokenizer without a decoder is not supported (baton has ByteLevel and "
+            "%s)",
+            SPM_DECODER);
     if (has < 0)
         return has;
     if (strcmp(type, "ByteLevel") == 0)
         return 0;
-    const int list = get(L, n, "decoders");
+    const int list = text_get(L, n, "decoders");
     const int nd = jis(&L->doc, list, J_ARRAY) ? L->doc.v[list].n : 0;
     if (strcmp(type, "Sequence") == 0 && (nd == 3 || nd == 4)) {
         const int a = L->doc.v[list].first, b = L->doc.v[a].next, c = L->doc.v[b].next,
                   d = nd == 4 ? L->doc.v[c].next : -1;
-        const char *ta = str_of(L, get(L, a, "type")), *tb = str_of(L, get(L, b, "type")),
-                   *tc = str_of(L, get(L, c, "type")), *td = str_of(L, get(L, d, "type"));
-        const char *pat = str_of(L, get(L, get(L, a, "pattern"), "String"));
-        const char *to = str_of(L, get(L, a, "content")), *strip = str_of(L, get(L, d, "content"));
-        const int start = get(L, d, "start"), stop = get(L, d, "stop");
+        const char *ta = text_str(L, text_get(L, a, "type")),
+                   *tb = text_str(L, text_get(L, b, "type")),
+                   *tc = text_str(L, text_get(L, c, "type")),
+                   *td = text_str(L, text_get(L, d, "type"));
+        const char *pat = text_str(L, text_get(L, text_get(L, a, "pattern"), "String"));
+        const char *to = text_str(L, text_get(L, a, "content")),
+                   *strip = text_str(L, text_get(L, d, "content"));
+        const int start = text_get(L, d, "start"), stop = text_get(L, d, "stop");
         /* the Strip(" ", 1, 0) that follows where the converter prepended a space (not Gemma's) */
         const int strips = d >= 0 && td && strip && strcmp(td, "Strip") == 0 &&
                            strcmp(strip, " ") == 0 && jis(&L->doc, start, J_INT) &&
@@ -567,9 +562,9 @@ static int load_decoder(loader *L, baton_tokenizer *t, int n)
             return 0;
         }
     }
-    return fail(L, n, BATON_ENOTSUP,
-                "the decoder (\"%s\") is not supported: baton has ByteLevel and %s", type,
-                SPM_DECODER);
+    return baton__text_fail(L, n, BATON_ENOTSUP,
+                            "the decoder (\"%s\") is not supported: baton has ByteLevel and %s",
+                            type, SPM_DECODER);
 }
 
 /* Longest first, so that the split's scan takes the longest token at a place; then by id. */
@@ -587,67 +582,55 @@ int baton_tokenizer_load(const char *path, baton_tokenizer **out, baton_error *e
     if (!path || !out)
         return baton__err_set(err, BATON_EINVAL, "baton_tokenizer_load: path and out are needed");
     *out = NULL;
-    char *text;
-    size_t len;
-    int rc = baton__plan_read_regular(path, "tokenizer.json", &text, &len, err);
+    loader L;
+    baton_tokenizer *t = NULL;
+    int rc = baton__text_open(&L, path, "tokenizer.json", err);
     if (rc)
-        return rc;
-    loader L = {path, {0}, err};
-    jerror je;
-    rc = baton__plan_json_parse(&L.doc, text, len, &je);
-    free(text);
-    baton_tokenizer *t = calloc(1, sizeof *t);
-    if (rc == BATON_EPARSE || rc == BATON_EPLAN) {
-        rc = baton__err_set(err, rc, "%s:%d:%d: %s", path, je.line, je.col, je.text);
         goto fail;
-    }
-    if (rc || !t || !(t->path = strdup(path))) {
+    t = calloc(1, sizeof *t);
+    if (!t || !(t->path = strdup(path))) {
         rc = baton__err_set(err, BATON_ENOMEM, "%s: out of memory", path);
         goto fail;
     }
     const int root = 0;
-    if (!jis(&L.doc, root, J_OBJECT)) {
-        rc = fail(&L, root, BATON_EPLAN, "a tokenizer.json is an object");
-        goto fail;
-    }
-    const int model = get(&L, root, "model");
+    const int model = text_get(&L, root, "model");
     if (!jis(&L.doc, model, J_OBJECT)) {
-        rc = fail(&L, model < 0 ? root : model, BATON_EPLAN,
-                  "a tokenizer.json needs a \"model\" "
-                  "object");
+        rc = baton__text_fail(&L, model < 0 ? root : model, BATON_EPLAN,
+                              "a tokenizer.json needs a \"model\" "
+                              "object");
         goto fail;
     }
     /* the added tokens' largest id sizes the id table with the vocabulary's */
-    const int added = get(&L, root, "added_tokens");
+    const int added = text_get(&L, root, "added_tokens");
     if (added >= 0 && !jis(&L.doc, added, J_ARRAY) && !jis(&L.doc, added, J_NULL)) {
-        rc = fail(&L, added, BATON_EPLAN, "\"added_tokens\" must be an array");
+        rc = baton__text_fail(&L, added, BATON_EPLAN, "\"added_tokens\" must be an array");
         goto fail;
     }
     int64_t max_added = -1, n_added = 0;
     for (int c = jis(&L.doc, added, J_ARRAY) ? L.doc.v[added].first : -1; c >= 0;
          c = L.doc.v[c].next, n_added++) {
-        const int id = get(&L, c, "id");
+        const int id = text_get(&L, c, "id");
         if (jis(&L.doc, id, J_INT) && L.doc.v[id].i > max_added && L.doc.v[id].i < (1LL << 31))
             max_added = L.doc.v[id].i;
     }
-    if ((rc = load_normalizer(&L, t, get(&L, root, "normalizer"))) ||
+    if ((rc = load_normalizer(&L, t, text_get(&L, root, "normalizer"))) ||
         (rc = load_model(&L, t, model, max_added, n_added)) ||
         (rc = load_added(&L, t, jis(&L.doc, added, J_ARRAY) ? added : -1,
-                         (int64_t)L.doc.v[get(&L, model, "vocab")].n)) ||
-        (rc = load_pre(&L, t, get(&L, root, "pre_tokenizer"))) ||
-        (rc = load_post(&L, t, get(&L, root, "post_processor"))) ||
-        (rc = load_decoder(&L, t, get(&L, root, "decoder"))))
+                         (int64_t)L.doc.v[text_get(&L, model, "vocab")].n)) ||
+        (rc = load_pre(&L, t, text_get(&L, root, "pre_tokenizer"))) ||
+        (rc = load_post(&L, t, text_get(&L, root, "post_processor"))) ||
+        (rc = load_decoder(&L, t, text_get(&L, root, "decoder"))))
         goto fail;
     qsort(t->added, t->n_added, sizeof *t->added, added_order);
     for (size_t i = 0; i < t->n_added; i++)
         t->added_first[t->added[i].normalized][(unsigned char)t->added[i].text[0]] = 1;
-    baton__plan_json_free(&L.doc);
+    baton__text_close(&L);
     *out = t;
     return 0;
 fail:
     if (rc == BATON_ENOMEM && err && !err->message[0])
         baton__err_set(err, BATON_ENOMEM, "%s: out of memory", path);
-    baton__plan_json_free(&L.doc);
+    baton__text_close(&L);
     baton_tokenizer_free(t);
     return rc;
 }
