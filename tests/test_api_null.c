@@ -278,6 +278,17 @@ static int r_tokenizer(void)
     baton_tokenizer_decoder_destroy(d);
     baton_tokenizer_decoder_destroy(NULL);
     baton_tokenizer_free(t);
+    baton_chat *c = NULL;
+    const char *chat = test_path("tests/data/tokenizer/chat.json");
+    const baton_chat_message m[1] = {{"user", "a"}};
+    ok = ok && EINVAL_(baton_chat_load(NULL, &c, &e)) && EINVAL_(baton_chat_load(chat, NULL, &e)) &&
+         baton_chat_load(chat, &c, &e) == 0 &&
+         EINVAL_(baton_chat_render(NULL, m, 1, 1, text, 4, &n, &e)) &&
+         EINVAL_(baton_chat_render(c, NULL, 1, 1, text, 4, &n, &e)) &&
+         EINVAL_(baton_chat_render(c, m, 1, 1, NULL, 4, &n, &e)) &&
+         EINVAL_(baton_chat_render(c, m, 1, 1, text, 4, NULL, &e));
+    baton_chat_free(c);
+    baton_chat_free(NULL);
     return ok;
 }
 static int r_no_pointers(void)

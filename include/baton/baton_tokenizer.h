@@ -92,6 +92,39 @@ BATON_API int baton_tokenizer_decoder_push(baton_tokenizer_decoder *dec, int64_t
 BATON_API int baton_tokenizer_decoder_finish(baton_tokenizer_decoder *dec, const char **text,
                                              size_t *len, baton_error *err);
 
+/* A model's chat template, as baton_export compiles it into chat.json beside the plans: the text
+ * before a conversation, each role's prefix and suffix around its message, the system message the
+ * template inserts when none is given, and the prompt that asks for the assistant's turn. Only
+ * templates that place each message between fixed strings compile (Llama 3 / 3.1 / 3.2, Qwen 2.5,
+ * SmolLM2, ChatML, Gemma, Phi-3 and their kin; not Mistral's or Llama 2's, which move the system
+ * message into a user turn): the exporter renders a set of conversations with the template and
+ * with the pieces and writes chat.json only when they agree. docs/generate.md, "Chat". */
+typedef struct baton_chat baton_chat;
+
+typedef struct baton_chat_message {
+    const char *role;    /* "system" (first only), "user" or "assistant" */
+    const char *content; /* UTF-8, NUL-terminated */
+} baton_chat_message;
+
+/* Reads the chat.json at path. BATON_EIO, BATON_EPARSE, BATON_EPLAN (not a chat.json, a field
+ * missing or of the wrong kind: file:line:column), BATON_ENOTSUP (a later version of the format,
+ * a role other than system, user and assistant). Free it with baton_chat_free. */
+BATON_API int baton_chat_load(const char *path, baton_chat **out, baton_error *err);
+BATON_API void baton_chat_free(baton_chat *chat);
+
+/* The text of n messages as the model's template writes it, with the prompt for the assistant's
+ * turn after them when add_generation_prompt: NUL-terminated into text, at most cap bytes with
+ * the NUL; *len receives its length without the NUL (cap 0 only sizes; a cap too short is
+ * BATON_EINVAL, the text cut). Special tokens are in the text as their spelling
+ * ("<|start_header_id|>"): encode it with add_special 0, as apply_chat_template(tokenize=True)
+ * does. BATON_EINVAL, naming the message, for a role the template does not write, a system
+ * message after the first, content that is not UTF-8, two user or two assistant messages in a row
+ * where the template refuses them or writes them otherwise, and a last assistant message where
+ * the template writes the last one otherwise (Qwen3's reasoning block). */
+BATON_API int baton_chat_render(const baton_chat *chat, const baton_chat_message *messages,
+                                size_t n, int add_generation_prompt, char *text, size_t cap,
+                                size_t *len, baton_error *err);
+
 #ifdef __cplusplus
 }
 #endif
