@@ -129,18 +129,39 @@ Test(chat, a_default_system_message_and_the_templates_constraints)
 {
     baton_chat *c = load_path(write_tmp(
         "{\"format\": \"baton.chat\", \"version\": 1, \"begin\": \"\", \"default_system\": \"Be "
-        "kind.\", " ROLES_OK ", \"generation_prompt\": \"<a>\", \"alternate\": true, "
+        "kind.\", " ROLES_OK ", \"generation_prompt\": \"<a>\", \"end\": \"<eot>\", "
+        "\"system_refused\": null, \"alternate\": true, "
         "\"assistant_last\": false}"));
     char *s = render(c, (baton_chat_message[]){{"user", " hi "}}, 1, 1);
     cr_expect_str_eq(s, "<s>Be kind.</s><u> hi </u><a>");
     free(s);
     s = render(c, (baton_chat_message[]){{"system", "Terse."}, {"user", "hi"}}, 2, 0);
-    cr_expect_str_eq(s, "<s>Terse.</s><u>hi</u>");
+    cr_expect_str_eq(s, "<s>Terse.</s><u>hi</u><eot>", "the end where no generation prompt is");
     free(s);
     expect_render_refused(c, (baton_chat_message[]){{"user", "a"}, {"user", "b"}}, 2,
                           "message 1: two user messages in a row");
     expect_render_refused(c, (baton_chat_message[]){{"user", "a"}, {"assistant", "b"}}, 2,
                           "message 1: the model's chat template writes a conversation that ends");
+    baton_chat_free(c);
+    remove(write_tmp(""));
+}
+
+/* A template that moves a system message into a user turn (Mistral's): conversations without one
+ * render, one with it is refused with the exporter's reason */
+Test(chat, a_system_message_the_template_cannot_place_is_refused_with_the_reason)
+{
+    baton_chat *c = load_path(write_tmp(
+        "{\"format\": \"baton.chat\", \"version\": 1, \"begin\": \"<s>\", \"default_system\": "
+        "null, \"roles\": {\"user\": {\"prefix\": \"[INST] \", \"suffix\": \"[/INST]\", \"trim\": "
+        "false}, \"assistant\": {\"prefix\": \"\", \"suffix\": \"</s>\", \"trim\": false}}, "
+        "\"generation_prompt\": \"\", \"end\": \"\", \"system_refused\": \"it goes into the last "
+        "user message\", \"alternate\": true, \"assistant_last\": true}"));
+    char *s =
+        render(c, (baton_chat_message[]){{"user", "a"}, {"assistant", "b"}, {"user", "c"}}, 3, 1);
+    cr_expect_str_eq(s, "<s>[INST] a[/INST]b</s>[INST] c[/INST]");
+    free(s);
+    expect_render_refused(c, (baton_chat_message[]){{"system", "s"}, {"user", "a"}}, 2,
+                          "message 0: a system message: it goes into the last user message");
     baton_chat_free(c);
     remove(write_tmp(""));
 }
@@ -158,7 +179,10 @@ static void expect_refused(const char *json, int code, const char *says)
 }
 
 #define HEAD "{\"format\": \"baton.chat\", \"version\": 1, "
-#define TAIL ", \"generation_prompt\": \"\", \"alternate\": false, \"assistant_last\": true}"
+#define TAIL                                                                                       \
+    ", \"generation_prompt\": \"\", \"end\": \"\", \"system_refused\": null, \"alternate\": "      \
+    "false, "                                                                                      \
+    "\"assistant_last\": true}"
 
 Test(chat, malformed_files_are_refused_naming_the_place)
 {

@@ -1,5 +1,6 @@
 /* chat.c: a model's chat template as baton_export compiled it (chat.json: the text before a
- * conversation, each role's prefix and suffix, a default system message, the generation prompt),
+ * conversation, each role's prefix and suffix, a default system message, the generation prompt or
+ * the end written in its place),
  * and conversations rendered from it: the text transformers' apply_chat_template writes, for
  * templates that place each message between fixed strings (the exporter checked that it is one). */
 #include <stdlib.h>
@@ -25,6 +26,9 @@ typedef struct chat_role {
 
 struct baton_chat {
     piece begin, default_system, generation_prompt;
+    piece end; /* after the messages where no generation prompt is (Phi-3's end of text) */
+    piece system_refused; /* why a system message is refused, where the template has one that
+                           * fixed pieces cannot place (Mistral's); NULL otherwise */
     int has_default_system;
     chat_role role[N_ROLES];
     int alternate;      /* two user or two assistant messages in a row are refused */
@@ -60,9 +64,12 @@ static int piece_of(text_file *F, int obj, const char *key, int nullable, piece 
 
 static int load_chat(text_file *F, baton_chat *c)
 {
-    static const char *const KEYS[] = {"format",         "version",        "begin",
-                                       "default_system", "roles",          "generation_prompt",
-                                       "alternate",      "assistant_last", "template_sha256"};
+    static const char *const KEYS[] = {"format",          "version",
+                                       "begin",           "default_system",
+                                       "roles",           "generation_prompt",
+                                       "alternate",       "assistant_last",
+                                       "template_sha256", "end",
+                                       "system_refused"};
     const int root = 0;
     const char *format = text_str(F, text_get(F, root, "format"));
     if (!format || strcmp(format, "baton.chat") != 0)
@@ -85,6 +92,8 @@ static int load_chat(text_file *F, baton_chat *c)
     if ((rc = piece_of(F, root, "begin", 0, &c->begin)) ||
         (rc = piece_of(F, root, "default_system", 1, &c->default_system)) ||
         (rc = piece_of(F, root, "generation_prompt", 0, &c->generation_prompt)) ||
+        (rc = piece_of(F, root, "end", 0, &c->end)) ||
+        (rc = piece_of(F, root, "system_refused", 1, &c->system_refused)) ||
         (rc = bool_of(F, root, "alternate", &c->alternate)) ||
         (rc = bool_of(F, root, "assistant_last", &c->assistant_last)))
         return rc;
@@ -151,6 +160,8 @@ void baton_chat_free(baton_chat *c)
     free(c->begin.s);
     free(c->default_system.s);
     free(c->generation_prompt.s);
+    free(c->end.s);
+    free(c->system_refused.s);
     for (int r = 0; r < N_ROLES; r++) {
         free(c->role[r].prefix.s);
         free(c->role[r].suffix.s);
@@ -223,12 +234,14 @@ int baton_chat_render(const baton_chat *c, const baton_chat_message *msgs, size_
         if (!m->role || !m->content)
             return baton__err_set(err, BATON_EINVAL, "message %zu: a role and a content are needed",
                                   i);
+        if (r == ROLE_SYSTEM && !c->role[r].present && c->system_refused.s)
+            return baton__err_set(err, BATON_EINVAL, "message %zu: a system message: %s", i,
+                                  c->system_refused.s);
         if (r == N_ROLES || !c->role[r].present)
             return baton__err_set(err, BATON_EINVAL,
                                   "message %zu: the role \"%.40s\" is not one the model's chat "
-                                  "template writes (%s, user and assistant)",
-                                  i, m->role,
-                                  c->role[ROLE_SYSTEM].present ? "system" : "no system");
+                                  "template writes (%suser and assistant)",
+                                  i, m->role, c->role[ROLE_SYSTEM].present ? "system and " : "");
         if (r == ROLE_SYSTEM && i)
             return baton__err_set(err, BATON_EINVAL,
                                   "message %zu: a system message goes first, before the "
@@ -273,8 +286,7 @@ int baton_chat_render(const baton_chat *c, const baton_chat_message *msgs, size_
         put(&o, msgs[i].content + b, e - b);
         put_piece(&o, &cr->suffix);
     }
-    if (add_generation_prompt)
-        put_piece(&o, &c->generation_prompt);
+    put_piece(&o, add_generation_prompt ? &c->generation_prompt : &c->end);
     *len = o.len;
     if (cap) {
         text[o.len < cap ? o.len : cap - 1] = 0;
