@@ -4,7 +4,8 @@
 python -m baton_export causal-lm MODEL_DIR -o DIR --max-seq-len N [--device D] [--dtype bf16]
 [--logits-dtype f32] [--prefill-logits all|last] [--fused true|false|gemv]
 [--decode-outputs logits,next_token]: a Hugging Face causal LM saved in MODEL_DIR (config.json
-and its weights, read from disk only) through export_causal_lm, for build/generate."""
+and its weights, read from disk only) through export_causal_lm, for build/generate; the tokenizer's
+files are copied beside the plans and its chat template compiled into chat.json."""
 import argparse
 import importlib.util
 import os
@@ -33,7 +34,8 @@ def load_factory(spec):
 
 # What causal-lm copies from the model's directory when it is there.
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json",
-                   "tokenizer.model", "vocab.json", "merges.txt", "generation_config.json")
+                   "tokenizer.model", "vocab.json", "merges.txt", "generation_config.json",
+                   "chat_template.jinja", "chat_template.json")
 
 
 def causal_lm_main(argv):
@@ -89,8 +91,21 @@ def causal_lm_main(argv):
         if os.path.isfile(src):
             shutil.copyfile(src, os.path.join(a.out, name))
             kept.append(name)
+    # the chat template compiled for generate --chat (baton_export.chat), from the tokenizer
+    # transformers loads from the directory
+    chat = None
+    if "tokenizer.json" in kept:
+        from ._llm import write_chat_if_any
+
+        try:
+            tok = transformers.AutoTokenizer.from_pretrained(a.model_dir, local_files_only=True)
+        except Exception as e:
+            print(f"baton_export: note: no chat.json: transformers cannot load the tokenizer: {e}",
+                  file=sys.stderr)
+        else:
+            chat = write_chat_if_any(tok, a.out)
     print(f"wrote {paths['prefill']}, {paths['decode']} and {paths['weights']}" +
-          (f"; copied {', '.join(kept)}" if kept else ""))
+          (f"; copied {', '.join(kept)}" if kept else "") + (f"; compiled {chat}" if chat else ""))
     return 0
 
 

@@ -3,6 +3,7 @@ from the model's config and state_dict with a Llama template (as gpt-fast and ll
 converters do) rather than by tracing generate(). Plan shape: docs/generate.md."""
 import json
 import os
+import warnings
 
 import torch
 
@@ -108,8 +109,11 @@ def export_causal_lm(model, out_dir, *, max_seq_len, device="cuda:0", dtype=None
     [1, 1], the logits' argmax computed on the plan's device: a greedy program then reads 8
     bytes a token instead of the logits, and picks nothing on the host).
     tokenizer: the model's tokenizer (a transformers fast tokenizer or a tokenizers.Tokenizer),
-    written as out_dir/tokenizer.json, which `generate --text` and baton_tokenizer.h read.
-    Returns {"prefill": path, "decode": path, "weights": path} (and "tokenizer": path)."""
+    written as out_dir/tokenizer.json, which `generate --text` and baton_tokenizer.h read; a
+    transformers tokenizer's chat template is compiled into out_dir/chat.json (baton_export.chat,
+    for `generate --chat` and baton_chat_render), or, where it does not place messages between
+    fixed strings, left out with a warning that says why.
+    Returns {"prefill": path, "decode": path, "weights": path} (and "tokenizer", "chat": paths)."""
     cfg = model.config
     if fused not in (True, False, "gemv"):
         raise ExportError(f"fused={fused!r}: use True, False or 'gemv'")
@@ -350,4 +354,26 @@ def export_causal_lm(model, out_dir, *, max_seq_len, device="cuda:0", dtype=None
     if tokenizer is not None:
         paths["tokenizer"] = os.path.join(out_dir, "tokenizer.json")
         backend.save(paths["tokenizer"])
+        chat = write_chat_if_any(tokenizer, out_dir)
+        if chat:
+            paths["chat"] = chat
     return paths
+
+
+def write_chat_if_any(tokenizer, out_dir):
+    """out_dir/chat.json from tokenizer's chat template: its path; None where the tokenizer has no
+    template, or (with a warning that says why) one that does not compile."""
+    from .chat import ChatTemplateError, write_chat
+
+    if not getattr(tokenizer, "chat_template", None):
+        return None
+    path = os.path.join(out_dir, "chat.json")
+    try:
+        write_chat(tokenizer, path)
+    except ChatTemplateError as e:
+        if os.path.exists(path):  # an earlier export's, for another template
+            os.remove(path)
+        warnings.warn(f"chat.json not written: {e}. `generate --text --no-special` takes the "
+                      "conversation written out as the template would write it", stacklevel=3)
+        return None
+    return path
