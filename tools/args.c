@@ -24,8 +24,9 @@ const char *cli_usage_main =
     "exit codes: 0 success, 1 invalid plan, 2 bad usage, 3 run failed, 4 file error\n";
 
 const char *cli_usage_tokenize =
-    "usage: baton tokenize TOKENIZER.json (--encode TEXT | --encode-file PATH | --decode IDS)\n"
-    "                      [--no-special] [--skip-special] [--json]\n"
+    "usage: baton tokenize TOKENIZER.json (--encode TEXT | --encode-file PATH | --decode IDS |\n"
+    "                      --chat MESSAGES.json [--chat-format CHAT.json]\n"
+    "                      [--no-generation-prompt]) [--no-special] [--skip-special] [--json]\n"
     "\n"
     "Encodes UTF-8 text into token ids (printed space-separated), or decodes comma-separated ids\n"
     "into text, with a Hugging Face tokenizer.json (the directory baton_export writes holds the\n"
@@ -34,6 +35,11 @@ const char *cli_usage_tokenize =
     "  --encode TEXT       the text to encode\n"
     "  --encode-file PATH  the text to encode, the file's bytes as they are\n"
     "  --decode IDS        ids to decode, as 1,2,3\n"
+    "  --chat MESSAGES.json  a conversation ([{\"role\": \"user\", \"content\": \"...\"}, ...])\n"
+    "                      through the model's chat template, compiled by baton_export into\n"
+    "                      chat.json (--chat-format; default: beside TOKENIZER.json), and\n"
+    "                      encoded as apply_chat_template(tokenize=True); --json adds the text\n"
+    "  --no-generation-prompt  no prompt for the assistant's turn after the conversation\n"
     "  --no-special        encode without the post-processor's special tokens (a BOS)\n"
     "  --skip-special      decode without the special tokens\n"
     "  --json              print {\"ids\": [...]} or {\"text\": \"...\"} on one line (the text\n"

@@ -1,6 +1,8 @@
 /* tokenize.c: `baton tokenize TOKENIZER.json`: a text to its token ids, or ids to their text, with
- * a model's tokenizer.json (baton_tokenizer.h), as the `tokenizers` library would; for checking a
- * prompt's ids before `generate`, and for the tests that compare the two. Public API only. */
+ * a model's tokenizer.json (baton_tokenizer.h), as the `tokenizers` library would, or a
+ * conversation through the model's compiled chat template (chat.json); for checking a prompt's
+ * ids before `generate`, and for the tests that compare them with transformers'. Public API only.
+ */
 #include <errno.h>
 #include <jansson.h>
 #include <stdio.h>
@@ -74,15 +76,94 @@ static int64_t *parse_ids(const char *s, size_t *n, char *msg, size_t msglen)
     return ids;
 }
 
+/* The conversation in the JSON file at path ([{"role": ..., "content": ...}, ...]) rendered with
+ * the chat.json at chat_path (or beside the tokenizer) into a new text of *len bytes; NULL with
+ * the reason on stderr and *code the exit code. */
+static char *render_chat(const char *path, const char *chat_path, const char *tok_path, int gen,
+                         size_t *len, int *code)
+{
+    char fallback[4096];
+    if (!chat_path) { /* chat.json beside the tokenizer, as baton_export writes them */
+        const char *slash = strrchr(tok_path, '/');
+        snprintf(fallback, sizeof fallback, "%.*schat.json",
+                 slash ? (int)(slash - tok_path + 1) : 0, tok_path);
+        chat_path = fallback;
+    }
+    *code = EXIT_PLAN;
+    baton_error err;
+    baton_chat *chat = NULL;
+    int rc = baton_chat_load(chat_path, &chat, &err);
+    if (rc) {
+        fprintf(stderr, "baton tokenize: %s\n", cli_esc(err.message));
+        *code = rc == BATON_EIO ? EXIT_IO : EXIT_PLAN;
+        return NULL;
+    }
+    json_error_t je;
+    json_t *root = json_load_file(path, JSON_REJECT_DUPLICATES, &je);
+    const size_t n = json_array_size(root);
+    baton_chat_message *msgs = calloc(n + 1, sizeof *msgs);
+    char *text = NULL;
+    if (!root) {
+        fprintf(stderr, "baton tokenize: %s:%d:%d: %s\n", cli_esc(path), je.line, je.column,
+                cli_esc(je.text));
+        *code = EXIT_IO;
+        goto out;
+    }
+    if (!json_is_array(root)) {
+        fprintf(stderr,
+                "baton tokenize: %s: a conversation is an array of {\"role\": ..., "
+                "\"content\": ...}\n",
+                cli_esc(path));
+        goto out;
+    }
+    if (!msgs)
+        goto oom;
+    for (size_t i = 0; i < n; i++) {
+        json_t *m = json_array_get(root, i);
+        msgs[i].role = json_string_value(json_object_get(m, "role"));
+        msgs[i].content = json_string_value(json_object_get(m, "content"));
+        if (!msgs[i].role || !msgs[i].content) {
+            fprintf(stderr,
+                    "baton tokenize: %s: message %zu needs \"role\" and \"content\" strings\n",
+                    cli_esc(path), i);
+            goto out;
+        }
+    }
+    if ((rc = baton_chat_render(chat, msgs, n, gen, NULL, 0, len, &err)) != 0) {
+        fprintf(stderr, "baton tokenize: %s: %s\n", cli_esc(path), cli_esc(err.message));
+        goto out;
+    }
+    if (!(text = malloc(*len + 1)))
+        goto oom;
+    if ((rc = baton_chat_render(chat, msgs, n, gen, text, *len + 1, len, &err)) != 0) {
+        fprintf(stderr, "baton tokenize: %s: %s\n", cli_esc(path), cli_esc(err.message));
+        free(text);
+        text = NULL;
+    }
+    goto out;
+oom:
+    fprintf(stderr, "baton tokenize: out of memory\n");
+out:
+    if (text)
+        *code = 0;
+    free(msgs);
+    json_decref(root);
+    baton_chat_free(chat);
+    return text;
+}
+
 int cmd_tokenize(int argc, char **argv)
 {
-    const char *path = NULL, *text = NULL, *file = NULL, *decode = NULL;
-    int no_special = 0, skip_special = 0, json = 0;
+    const char *path = NULL, *text = NULL, *file = NULL, *decode = NULL, *chat = NULL,
+               *chat_format = NULL;
+    int no_special = 0, skip_special = 0, json = 0, gen = 1;
     for (int i = 2; i < argc; i++) {
         const char *a = argv[i];
         const char **want = strcmp(a, "--encode") == 0        ? &text
                             : strcmp(a, "--encode-file") == 0 ? &file
                             : strcmp(a, "--decode") == 0      ? &decode
+                            : strcmp(a, "--chat") == 0        ? &chat
+                            : strcmp(a, "--chat-format") == 0 ? &chat_format
                                                               : NULL;
         if (want) {
             if (i + 1 >= argc)
@@ -92,6 +173,8 @@ int cmd_tokenize(int argc, char **argv)
             no_special = 1;
         } else if (strcmp(a, "--skip-special") == 0) {
             skip_special = 1;
+        } else if (strcmp(a, "--no-generation-prompt") == 0) {
+            gen = 0;
         } else if (strcmp(a, "--json") == 0) {
             json = 1;
         } else if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
@@ -109,8 +192,10 @@ int cmd_tokenize(int argc, char **argv)
     }
     if (!path)
         return usage_error("a tokenizer.json is needed");
-    if (!!text + !!file + !!decode != 1)
-        return usage_error("one of --encode, --encode-file and --decode is needed");
+    if (!!text + !!file + !!decode + !!chat != 1)
+        return usage_error("one of --encode, --encode-file, --decode and --chat is needed");
+    if (chat_format && !chat)
+        return usage_error("--chat-format goes with --chat");
     baton_error err;
     baton_tokenizer *tok;
     int rc = baton_tokenizer_load(path, &tok, &err);
@@ -162,8 +247,15 @@ int cmd_tokenize(int argc, char **argv)
             baton_tokenizer_free(tok);
             return EXIT_IO;
         }
-        const char *s = file ? buf : text;
-        if (!file)
+        /* a conversation: its text as the template writes it, special tokens spelled out in it
+         * (apply_chat_template(tokenize=True) encodes it without adding any) */
+        if (chat && !(buf = render_chat(chat, chat_format, path, gen, &len, &exit_code))) {
+            baton_tokenizer_free(tok);
+            return exit_code;
+        }
+        no_special |= chat != NULL;
+        const char *s = file || chat ? buf : text;
+        if (!file && !chat)
             len = strlen(text);
         size_t n = 0;
         int64_t *ids = NULL;
@@ -182,10 +274,16 @@ int cmd_tokenize(int argc, char **argv)
             fprintf(stderr, "baton tokenize: %s\n", rc ? cli_esc(err.message) : "out of memory");
             exit_code = EXIT_PLAN;
         } else {
-            printf(json ? "{\"ids\": [" : "");
+            json_t *t = chat && json ? json_stringn(s, len) : NULL;
+            char *ts = t ? json_dumps(t, JSON_ENCODE_ANY) : NULL;
+            if (ts) /* --chat --json: the text too, for checking it against the template's */
+                printf("{\"text\": %s, ", ts);
+            printf(json ? (ts ? "\"ids\": [" : "{\"ids\": [") : "");
             for (size_t i = 0; i < n; i++)
                 printf(i ? (json ? ", %lld" : " %lld") : "%lld", (long long)ids[i]);
             printf(json ? "]}\n" : "\n");
+            free(ts);
+            json_decref(t);
         }
         free(ids);
         free(buf);
