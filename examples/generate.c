@@ -2,7 +2,8 @@
  * the public API only. The prefill plan runs the prompt, its KV cache moves to the decode plan's
  * runtime by name, and the decode plan runs one token at a time (docs/generate.md).
  *
- *   build/generate DIR (--prompt 1,5,7 | --text TEXT [--no-special]) --max-new-tokens N
+ *   build/generate DIR (--prompt 1,5,7 | --text TEXT [--no-special] |
+ *                       --chat TEXT [--system TEXT]) --max-new-tokens N
  *                  [--print-text] [--stream]
  *                  [--gpu=auto|cuda|cpu|sim]
  *                  [--mode=strict|boundary|graph] [--temperature T --top-k K --top-p P --seed S]
@@ -10,7 +11,8 @@
  *                  [--queue-tokens] [--stop ID,ID,...|eos]
  *
  * Prints the generated ids space-separated as the last line of stdout, rates on stderr; with
- * --text or --print-text, the generated text before them (DIR/tokenizer.json, baton_tokenizer.h).
+ * --text, --chat or --print-text, the generated text before them (DIR/tokenizer.json and
+ * DIR/chat.json, baton_tokenizer.h).
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -47,11 +49,14 @@ typedef struct gen_args {
     int queue_tokens;       /* --queue-tokens: greedy tokens stay on the GPU, runs queued */
     int64_t stop[MAX_STOP]; /* --stop: ids that end the generation (the id is printed) */
     int n_stop;
-    int stop_eos;     /* --stop eos: the ids are config.json's eos_token_id */
-    const char *text; /* --text: the prompt as text, encoded with DIR/tokenizer.json */
-    int print_text;   /* --print-text (implied by --text): the generated text on stdout */
-    int stream;       /* --stream: that text printed as the tokens come */
-    int no_special;   /* --no-special: --text without the tokenizer's special tokens (a BOS) */
+    int stop_eos;       /* --stop eos: the ids are config.json's eos_token_id */
+    const char *text;   /* --text: the prompt as text, encoded with DIR/tokenizer.json */
+    int print_text;     /* --print-text (implied by --text): the generated text on stdout */
+    int stream;         /* --stream: that text printed as the tokens come */
+    int no_special;     /* --no-special: --text without the tokenizer's special tokens (a BOS) */
+    const char *chat;   /* --chat: a user message through DIR/chat.json, the model's template */
+    const char *system; /* --system: the system message before it */
+    char *chat_text;    /* the conversation's text (owned), then encoded as --text is */
 } gen_args;
 
 static double now_s(void)
@@ -65,30 +70,35 @@ static int usage(const char *msg)
 {
     if (msg)
         fprintf(stderr, "generate: %s\n", msg);
-    fprintf(stderr,
-            "usage: generate DIR (--prompt ID,ID,... | --text TEXT) --max-new-tokens N\n"
-            "                [--no-special] [--print-text] [--stream] [--gpu=auto|cuda|cpu|sim]\n"
-            "                [--mode=strict|boundary|graph] [--temperature T] [--top-k K]\n"
-            "                [--top-p P] [--seed S] [--sample-on=auto|host|device] [--warmup N]\n"
-            "                [--no-pdl] [--trace FILE] [--queue-tokens] [--stop ID,ID,...|eos]\n"
-            "DIR holds prefill.json, decode.json and weights.safetensors from\n"
-            "baton_export.export_causal_lm. Greedy unless --temperature is given.\n"
-            "--text encodes the prompt with DIR/tokenizer.json (as transformers' tokenizer(text)\n"
-            "does, with its special tokens) and prints the generated text before the ids, as\n"
-            "--print-text does for a --prompt of ids; --stream prints it token by token.\n"
-            "--no-special encodes --text without the tokenizer's special tokens (a BOS): for a\n"
-            "chat template written out in the text, special tokens and all.\n"
-            "--sample-on: where sampling draws the token; auto (the default) is the decode's GPU\n"
-            "when it runs on one (the logits stay there), else the host.\n"
-            "--warmup N runs the prompt (and its first token's draw) N times before the timed\n"
-            "prefill (for benchmarks).\n"
-            "--no-pdl launches without programmatic dependent launch (to compare).\n"
-            "--trace FILE writes a Chrome trace of the decode runs after the first (host spans,\n"
-            "and every kernel's start and end on the GPU where CUPTI is available).\n"
-            "--queue-tokens keeps greedy tokens on the GPU and queues the decode runs (CUDA; by\n"
-            "default the host reads each token before the next run, which measured as fast).\n"
-            "--stop ends the generation at the first of these ids (printed, as transformers does;\n"
-            "eos: DIR/config.json's eos_token_id); without it, exactly --max-new-tokens ids.\n");
+    fprintf(
+        stderr,
+        "usage: generate DIR (--prompt ID,ID,... | --text TEXT | --chat TEXT [--system TEXT])\n"
+        "                --max-new-tokens N\n"
+        "                [--no-special] [--print-text] [--stream] [--gpu=auto|cuda|cpu|sim]\n"
+        "                [--mode=strict|boundary|graph] [--temperature T] [--top-k K]\n"
+        "                [--top-p P] [--seed S] [--sample-on=auto|host|device] [--warmup N]\n"
+        "                [--no-pdl] [--trace FILE] [--queue-tokens] [--stop ID,ID,...|eos]\n"
+        "DIR holds prefill.json, decode.json and weights.safetensors from\n"
+        "baton_export.export_causal_lm. Greedy unless --temperature is given.\n"
+        "--text encodes the prompt with DIR/tokenizer.json (as transformers' tokenizer(text)\n"
+        "does, with its special tokens) and prints the generated text before the ids, as\n"
+        "--print-text does for a --prompt of ids; --stream prints it token by token.\n"
+        "--no-special encodes --text without the tokenizer's special tokens (a BOS): for a\n"
+        "chat template written out in the text, special tokens and all.\n"
+        "--chat TEXT [--system TEXT] gives the prompt as a user message (and a system one)\n"
+        "through the model's chat template, DIR/chat.json (baton_export compiles it), with\n"
+        "the prompt for the assistant's turn: apply_chat_template(add_generation_prompt=True).\n"
+        "--sample-on: where sampling draws the token; auto (the default) is the decode's GPU\n"
+        "when it runs on one (the logits stay there), else the host.\n"
+        "--warmup N runs the prompt (and its first token's draw) N times before the timed\n"
+        "prefill (for benchmarks).\n"
+        "--no-pdl launches without programmatic dependent launch (to compare).\n"
+        "--trace FILE writes a Chrome trace of the decode runs after the first (host spans,\n"
+        "and every kernel's start and end on the GPU where CUPTI is available).\n"
+        "--queue-tokens keeps greedy tokens on the GPU and queues the decode runs (CUDA; by\n"
+        "default the host reads each token before the next run, which measured as fast).\n"
+        "--stop ends the generation at the first of these ids (printed, as transformers does;\n"
+        "eos: DIR/config.json's eos_token_id); without it, exactly --max-new-tokens ids.\n");
     return 2;
 }
 
@@ -165,6 +175,11 @@ static int parse_args(int argc, char **argv, gen_args *a)
         } else if ((v = opt_value(argc, argv, &i, "--text"))) {
             a->text = v;
             a->print_text = 1;
+        } else if ((v = opt_value(argc, argv, &i, "--chat"))) {
+            a->chat = v;
+            a->print_text = 1;
+        } else if ((v = opt_value(argc, argv, &i, "--system"))) {
+            a->system = v;
         } else if (strcmp(argv[i], "--print-text") == 0) {
             a->print_text = 1;
         } else if (strcmp(argv[i], "--no-special") == 0) {
@@ -245,10 +260,12 @@ static int parse_args(int argc, char **argv, gen_args *a)
         return usage("--stream prints each token as it comes; --queue-tokens sees them every 64");
     if (a->no_special && !a->text)
         return usage("--no-special is how --text is encoded: it needs --text");
-    if (a->text && a->n_prompt)
-        return usage("--prompt and --text are two ways to give the prompt: one of them");
-    if (!a->dir || (!a->n_prompt && !a->text) || a->max_new < 0)
-        return usage("DIR, --prompt (or --text) and --max-new-tokens are required");
+    if (!!a->text + !!a->n_prompt + !!a->chat > 1)
+        return usage("--prompt, --text and --chat are three ways to give the prompt: one of them");
+    if (a->system && !a->chat)
+        return usage("--system is the system message of a --chat conversation: it needs --chat");
+    if (!a->dir || (!a->n_prompt && !a->text && !a->chat) || a->max_new < 0)
+        return usage("DIR, --prompt (or --text, or --chat) and --max-new-tokens are required");
     if (!a->sampling && (a->top_k || a->top_p != 1.0 || a->seed || a->sample_on))
         return usage("--top-k, --top-p, --seed and --sample-on need --temperature (sampling)");
     return 0;
@@ -401,6 +418,46 @@ static int encode_prompt(gen_args *a, const baton_tokenizer *tok)
         return 1;
     }
     a->n_prompt = (int)n;
+    return 0;
+}
+
+/* --chat: the conversation (--system's message, then --chat's) as the model's chat template writes
+ * it with the generation prompt (DIR/chat.json), into a->text, to be encoded without the
+ * tokenizer's special tokens: the template writes them, as apply_chat_template(tokenize=True). 0,
+ * or 1 with the reason on stderr. */
+static int chat_prompt(gen_args *a)
+{
+    char path[4096];
+    baton_error err;
+    baton_chat *chat = NULL;
+    if (snprintf(path, sizeof path, "%s/chat.json", a->dir) >= (int)sizeof path) {
+        fprintf(stderr, "generate: the path %s/chat.json is too long\n", a->dir);
+        return 1;
+    }
+    if (baton_chat_load(path, &chat, &err)) {
+        fprintf(stderr, "generate: --chat: %s%s\n", err.message,
+                err.code == BATON_EIO ? " (baton_export writes DIR/chat.json from the tokenizer's "
+                                        "chat template; without one, give the conversation "
+                                        "written out: --text TEXT --no-special)"
+                                      : "");
+        return 1;
+    }
+    const baton_chat_message m[2] = {{"system", a->system}, {"user", a->chat}};
+    const baton_chat_message *first = a->system ? m : m + 1;
+    const size_t n = a->system ? 2 : 1;
+    size_t len;
+    int rc = baton_chat_render(chat, first, n, 1, NULL, 0, &len, &err);
+    if (!rc && !(a->chat_text = malloc(len + 1)))
+        snprintf(err.message, sizeof err.message, "out of memory"), rc = BATON_ENOMEM;
+    if (!rc)
+        rc = baton_chat_render(chat, first, n, 1, a->chat_text, len + 1, &len, &err);
+    baton_chat_free(chat);
+    if (rc) {
+        fprintf(stderr, "generate: --chat: %s\n", err.message);
+        return 1;
+    }
+    a->text = a->chat_text;
+    a->no_special = 1;
     return 0;
 }
 
@@ -710,11 +767,14 @@ int main(int argc, char **argv)
             return text_fail(&err);
         }
     }
-    if (a.text && encode_prompt(&a, tok)) {
+    if ((a.chat && chat_prompt(&a)) || (a.text && encode_prompt(&a, tok))) {
         baton_tokenizer_decoder_destroy(shown.dec);
         baton_tokenizer_free(tok);
+        free(a.chat_text);
         return 1;
     }
+    free(a.chat_text); /* encoded: a.prompt holds its ids */
+    a.text = a.chat_text = NULL;
 
     baton_error err = {0};
     baton_registry *reg = NULL;

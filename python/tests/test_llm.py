@@ -422,19 +422,13 @@ def test_greedy_next_token_on_the_device_gives_transformers_tokens(tmp_path, cap
                                       decode_outputs=("probs",))
 
 
-def test_generate_takes_and_gives_text_with_the_models_tokenizer(tmp_path, caps, generate_exe):
-    # generate --text: the prompt encoded with DIR/tokenizer.json (a byte-level BPE configured as
-    # Llama 3's) as transformers' tokenizer(text) encodes it, the model's greedy
-    # tokens, and their text as decode(ids, skip_special_tokens=True) gives it
+def _fixed_tokenizer(vocab):
+    """A byte-level BPE configured as Llama 3's, with a fixed vocabulary (training's ties would make
+    a different prompt each run): the 256 byte-level characters after two special tokens, then the
+    merges that spell a few words."""
     tokenizers = pytest.importorskip("tokenizers")
     from tokenizers import Regex, decoders, models, pre_tokenizers, processors
 
-    caps.need("embedding", "rope_cache_update", "swiglu", "gemm_add", "attention", "safetensors")
-    if not generate_exe:
-        pytest.skip("no generate binary (built with the state-and-dims API)")
-    vocab = 320
-    # a fixed vocabulary (training's ties would make a different prompt each run): the 256
-    # byte-level characters after two special tokens, then the merges that spell a few words
     chars = sorted(pre_tokenizers.ByteLevel.alphabet())
     table = {"<|begin_of_text|>": 0, "<|end_of_text|>": 1}
     table.update({c: 2 + i for i, c in enumerate(chars)})
@@ -454,6 +448,18 @@ def test_generate_takes_and_gives_text_with_the_models_tokenizer(tmp_path, caps,
     tok.post_processor = processors.TemplateProcessing(
         single="<|begin_of_text|> $A", special_tokens=[("<|begin_of_text|>", 0)])
     assert tok.get_vocab_size() <= vocab
+    return tok
+
+
+def test_generate_takes_and_gives_text_with_the_models_tokenizer(tmp_path, caps, generate_exe):
+    # generate --text: the prompt encoded with DIR/tokenizer.json (a byte-level BPE configured as
+    # Llama 3's) as transformers' tokenizer(text) encodes it, the model's greedy
+    # tokens, and their text as decode(ids, skip_special_tokens=True) gives it
+    caps.need("embedding", "rope_cache_update", "swiglu", "gemm_add", "attention", "safetensors")
+    if not generate_exe:
+        pytest.skip("no generate binary (built with the state-and-dims API)")
+    vocab = 320
+    tok = _fixed_tokenizer(vocab)
     torch.manual_seed(SEED)
     import transformers as tf
     m = tf.LlamaForCausalLM(tf.LlamaConfig(**dict(SMALL, vocab_size=vocab))).eval()
@@ -503,3 +509,59 @@ def test_generate_takes_and_gives_text_with_the_models_tokenizer(tmp_path, caps,
     r = subprocess.run([generate_exe, str(tmp_path), "--text", text, "--max-new-tokens", "2"],
                        capture_output=True, text=True, timeout=120)
     assert r.returncode == 1 and "tokenizer.json" in r.stderr, r.stderr
+
+
+def test_generate_chats_through_the_models_chat_template(tmp_path, caps, generate_exe):
+    # generate --chat [--system]: the conversation through DIR/chat.json, which the export compiled
+    # from the transformers tokenizer's chat template, gives the ids of
+    # apply_chat_template(add_generation_prompt=True, tokenize=True) and the model's greedy tokens
+    # after them; a template that does not compile leaves no chat.json and a warning that says why
+    caps.need("embedding", "rope_cache_update", "swiglu", "gemm_add", "attention", "safetensors")
+    if not generate_exe:
+        pytest.skip("no generate binary (built with the state-and-dims API)")
+    import transformers as tf
+
+    vocab = 320
+    hf = tf.PreTrainedTokenizerFast(tokenizer_object=_fixed_tokenizer(vocab),
+                                    bos_token="<|begin_of_text|>", eos_token="<|end_of_text|>")
+    hf.chat_template = (
+        "{{ bos_token }}{% if messages[0]['role'] != 'system' %}### system\nBe kind."
+        "{{ eos_token }}\n{% endif %}{% for m in messages %}### {{ m['role'] }}\n{{ m['content'] | trim }}"
+        "{{ eos_token }}\n{% endfor %}{% if add_generation_prompt %}### assistant\n{% endif %}")
+    torch.manual_seed(SEED)
+    m = tf.LlamaForCausalLM(tf.LlamaConfig(**dict(SMALL, vocab_size=vocab))).eval()
+    m.generation_config.eos_token_id = None
+    m.generation_config.pad_token_id = vocab - 1
+    paths = baton_export.export_causal_lm(m, tmp_path, max_seq_len=96, verbose=False,
+                                          tokenizer=hf)
+    assert paths["chat"] == str(tmp_path / "chat.json")
+    for system in (None, "  Answer in French. "):
+        conv = ([{"role": "system", "content": system}] if system else []) + \
+            [{"role": "user", "content": "Hello world, it's a test"}]
+        prompt = list(hf.apply_chat_template(conv, tokenize=True,
+                                             add_generation_prompt=True)["input_ids"])
+        args = [generate_exe, str(tmp_path), "--chat", conv[-1]["content"], "--max-new-tokens",
+                str(NEW), "--gpu=cpu"] + (["--system", system] if system else [])
+        r = subprocess.run(args, capture_output=True, timeout=120)
+        assert r.returncode == 0, r.stderr.decode()
+        body, ids = r.stdout.decode("utf-8")[:-1].rsplit("\n", 1)
+        want = _hf_tokens(m, prompt)
+        assert [int(x) for x in ids.split()] == want, system
+        assert body == hf.decode(want, skip_special_tokens=True)
+    # --system needs --chat; --chat with --text is one prompt too many
+    for bad, says in ((["--system", "x", "--text", "hi"], "--system is the system message"),
+                      (["--chat", "hi", "--text", "hi"], "three ways to give the prompt")):
+        r = subprocess.run([generate_exe, str(tmp_path), "--max-new-tokens", "2", *bad],
+                           capture_output=True, text=True, timeout=120)
+        assert r.returncode != 0 and says in r.stderr, r.stderr
+    # a template that moves content around: no chat.json (an old one removed), a warning, and
+    # generate --chat refused naming the file and the way out
+    hf.chat_template = "{% for m in messages %}{{ m['content'] }}{{ m['content'] }}{% endfor %}"
+    with pytest.warns(UserWarning, match="chat.json not written: the template does not write"):
+        paths = baton_export.export_causal_lm(m, tmp_path, max_seq_len=96, verbose=False,
+                                              tokenizer=hf)
+    assert "chat" not in paths and not (tmp_path / "chat.json").exists()
+    r = subprocess.run([generate_exe, str(tmp_path), "--chat", "hi", "--max-new-tokens", "2",
+                        "--gpu=cpu"], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 1 and "chat.json" in r.stderr and "--text TEXT --no-special" in \
+        r.stderr, r.stderr
