@@ -5,7 +5,8 @@
  * fixtures and comes back from its ids whole (byte-level BPE and byte fallback lose nothing), and
  * one that is not is refused; a tokenizer that loads encodes a fixed text and decodes ids of every
  * kind (special, unknown, past the vocabulary) without a fault (ASan in the fuzz build); ids
- * decoded an id at a time (baton_tokenizer_decoder) give the whole decode's text.
+ * decoded an id at a time (baton_tokenizer_decoder) give the whole decode's text; the third kind
+ * of input is also read as a chat.json (baton_chat), which loads and renders or is refused.
  *
  * Build: CC=clang cmake -S . -B build-fuzz -DBATON_CUDA=OFF -DBATON_FUZZ=ON -DBATON_SANITIZE=ON
  *        cmake --build build-fuzz --target fuzz_tokenizer
@@ -145,9 +146,26 @@ static void own_tokenizer(const uint8_t *data, size_t size)
     }
     if (ftruncate(fd, 0) || pwrite(fd, data, size, 0) != (ssize_t)size)
         abort();
-    baton_tokenizer *t = NULL;
     baton_error e;
-    int rc = baton_tokenizer_load(path, &t, &e);
+    baton_chat *chat = NULL; /* the same bytes as a chat.json: refused with a message, or renders */
+    int rc = baton_chat_load(path, &chat, &e);
+    if (rc) {
+        check_error(&e, rc);
+    } else {
+        const baton_chat_message m[3] = {
+            {"system", " s "}, {"user", "u\xc2\x85"}, {"assistant", "a"}};
+        char out[256];
+        size_t len;
+        for (size_t n = 0; n <= 3; n++)
+            for (int gen = 0; gen < 2; gen++)
+                if ((rc = baton_chat_render(chat, m, n, gen, out, sizeof out, &len, &e)) != 0)
+                    check_error(&e, rc);
+                else if (out[len] != 0)
+                    abort();
+        baton_chat_free(chat);
+    }
+    baton_tokenizer *t = NULL;
+    rc = baton_tokenizer_load(path, &t, &e);
     if (rc) {
         check_error(&e, rc);
         if (t)
