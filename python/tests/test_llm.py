@@ -276,9 +276,17 @@ def test_cli_exports_a_saved_model_that_generates_transformers_tokens(tmp_path, 
 
     caps.need("embedding", "rms_norm_gemm", "swiglu_gemm_add", "rope_cache_update", "attention",
               "safetensors")
+    import transformers as tf
+
     m = _build("qwen2")
     m.save_pretrained(tmp_path / "hf")
-    (tmp_path / "hf" / "tokenizer.json").write_text('{"model": "test"}')  # copied beside the plans
+    # the tokenizer's files copied beside the plans, its chat template compiled into chat.json
+    hf = tf.PreTrainedTokenizerFast(tokenizer_object=_fixed_tokenizer(320),
+                                    bos_token="<|begin_of_text|>", eos_token="<|end_of_text|>")
+    hf.chat_template = ("{% for m in messages %}<|begin_of_text|>{{ m['role'] }}: "
+                        "{{ m['content'] }}\n{% endfor %}{% if add_generation_prompt %}"
+                        "assistant: {% endif %}")
+    hf.save_pretrained(tmp_path / "hf")
 
     def cli(*args):
         return subprocess.run([sys.executable, "-m", "baton_export", "causal-lm", *args],
@@ -288,8 +296,13 @@ def test_cli_exports_a_saved_model_that_generates_transformers_tokens(tmp_path, 
             "--fused", "gemv", "--decode-outputs", "next_token", "--prefill-logits", "last")
     assert r.returncode == 0, r.stderr
     assert "wrote" in r.stdout and (tmp_path / "out" / "decode.json").exists()
-    assert (tmp_path / "out" / "tokenizer.json").read_text() == '{"model": "test"}'
+    assert (tmp_path / "out" / "tokenizer.json").read_bytes() == \
+        (tmp_path / "hf" / "tokenizer.json").read_bytes()
     assert "generation_config.json" in r.stdout  # save_pretrained writes one
+    assert "compiled" in r.stdout and "chat.json" in r.stdout, r.stdout
+    chat = json.loads((tmp_path / "out" / "chat.json").read_text())
+    assert chat["roles"]["user"] == {"prefix": "<|begin_of_text|>user: ", "suffix": "\n",
+                                     "trim": False} and chat["generation_prompt"] == "assistant: "
     dec = json.loads((tmp_path / "out" / "decode.json").read_text())
     assert [t["name"] for t in dec["tensors"] if t.get("role") == "output"] == ["next_token"]
     if generate_exe:
@@ -298,7 +311,6 @@ def test_cli_exports_a_saved_model_that_generates_transformers_tokens(tmp_path, 
         assert ids == _hf_tokens(m)
     r = cli(str(tmp_path / "nothing"), "-o", str(tmp_path / "o2"), "--max-seq-len", "32")
     assert r.returncode == 1 and "has no config.json" in r.stderr, r.stderr
-    import transformers as tf
 
     tf.GPT2LMHeadModel(tf.GPT2Config(n_layer=1, n_embd=32, n_head=2, vocab_size=50)) \
         .save_pretrained(tmp_path / "gpt2")
