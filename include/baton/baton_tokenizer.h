@@ -95,10 +95,11 @@ BATON_API int baton_tokenizer_decoder_finish(baton_tokenizer_decoder *dec, const
 /* A model's chat template, as baton_export compiles it into chat.json beside the plans: the text
  * before a conversation, each role's prefix and suffix around its message, the system message the
  * template inserts when none is given, and the prompt that asks for the assistant's turn. Only
- * templates that place each message between fixed strings compile (Llama 3 / 3.1 / 3.2, Qwen 2.5,
- * SmolLM2, ChatML, Gemma, Phi-3 and their kin; not Mistral's or Llama 2's, which move the system
- * message into a user turn): the exporter renders a set of conversations with the template and
- * with the pieces and writes chat.json only when they agree. docs/generate.md, "Chat". */
+ * templates that place each message between fixed strings compile (Llama 3 / 3.1 / 3.2, Qwen 2.5
+ * and 3, SmolLM2, ChatML, Gemma, Phi-3 and their kin; Mistral's, Llama 2's and Gemma 3's without
+ * a system message, which they move into a user turn): the exporter renders a set of
+ * conversations with the template and with the pieces and writes chat.json only when they agree.
+ * docs/generate.md, "Chat". */
 typedef struct baton_chat baton_chat;
 
 typedef struct baton_chat_message {
