@@ -287,6 +287,7 @@ static int r_tokenizer(void)
          EINVAL_(baton_chat_render(c, NULL, 1, 1, text, 4, &n, &e)) &&
          EINVAL_(baton_chat_render(c, m, 1, 1, NULL, 4, &n, &e)) &&
          EINVAL_(baton_chat_render(c, m, 1, 1, text, 4, NULL, &e));
+    ok = ok && baton_chat_turn_end(NULL) == NULL;
     baton_chat_free(c);
     baton_chat_free(NULL);
     return ok;

@@ -50,6 +50,7 @@ Test(chat, renders_a_conversation_as_the_template_writes_it)
     s = render(c, NULL, 0, 1);
     cr_expect_str_eq(s, "<|begin_of_text|>" H("assistant"));
     free(s);
+    cr_expect_str_eq(baton_chat_turn_end(c), "<|eot_id|>", "the assistant's suffix");
     baton_chat_free(c);
 }
 

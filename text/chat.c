@@ -298,3 +298,8 @@ int baton_chat_render(const baton_chat *c, const baton_chat_message *msgs, size_
     }
     return 0;
 }
+
+const char *baton_chat_turn_end(const baton_chat *c)
+{
+    return c ? c->role[ROLE_ASSISTANT].suffix.s : NULL;
+}

@@ -126,6 +126,11 @@ BATON_API int baton_chat_render(const baton_chat *chat, const baton_chat_message
                                 size_t n, int add_generation_prompt, char *text, size_t cap,
                                 size_t *len, baton_error *err);
 
+/* The text the template writes after an assistant message ("<|eot_id|>", "<|im_end|>\n"), owned
+ * by chat: a model ends its reply by generating its first special token, which a chat program
+ * stops at. NULL for a NULL chat. */
+BATON_API const char *baton_chat_turn_end(const baton_chat *chat);
+
 #ifdef __cplusplus
 }
 #endif

@@ -4,6 +4,7 @@ through baton's `generate` example, and through the PyTorch plan interpreter (wh
 baton build and checks the plans' structure)."""
 import json
 import os
+import re
 import subprocess
 
 import pytest
@@ -577,3 +578,61 @@ def test_generate_chats_through_the_models_chat_template(tmp_path, caps, generat
                         "--gpu=cpu"], capture_output=True, text=True, timeout=120)
     assert r.returncode == 1 and "chat.json" in r.stderr and "--text TEXT --no-special" in \
         r.stderr, r.stderr
+
+
+def test_chat_keeps_the_cache_between_turns(tmp_path, caps, generate_exe):
+    # build/chat: user messages on stdin, one a line; each turn's reply ids are transformers'
+    # greedy generate on apply_chat_template of the conversation so far (the replies joined as
+    # their text), while only the tokens past what the KV cache holds run again
+    caps.need("embedding", "rope_cache_update", "swiglu", "gemm_add", "attention", "safetensors")
+    chat_exe = generate_exe and os.path.join(os.path.dirname(generate_exe), "chat")
+    if not chat_exe or not os.access(chat_exe, os.X_OK):
+        pytest.skip("no chat binary beside generate")
+    import transformers as tf
+
+    vocab = 320
+    hf = tf.PreTrainedTokenizerFast(tokenizer_object=_fixed_tokenizer(vocab),
+                                    bos_token="<|begin_of_text|>", eos_token="<|end_of_text|>")
+    hf.chat_template = (
+        "{{ bos_token }}{% for m in messages %}### {{ m['role'] }}\n{{ m['content'] | trim }}"
+        "{{ eos_token }}\n{% endfor %}{% if add_generation_prompt %}### assistant\n{% endif %}")
+    torch.manual_seed(SEED)
+    m = tf.LlamaForCausalLM(tf.LlamaConfig(**dict(SMALL, vocab_size=vocab))).eval()
+    baton_export.export_causal_lm(m, tmp_path, max_seq_len=256, verbose=False, tokenizer=hf,
+                                  decode_outputs=("logits", "next_token"), fused="gemv")
+    users = ["Hello world, it's a test", "  it's Hello again ", "test test world"]
+    new = 10
+
+    def reference(stops):
+        conv, out = [{"role": "system", "content": "Be kind."}], []
+        for u in users:
+            conv.append({"role": "user", "content": u})
+            prompt = list(hf.apply_chat_template(conv, tokenize=True,
+                                                 add_generation_prompt=True)["input_ids"])
+            with torch.no_grad():
+                ids = m.generate(torch.tensor([prompt]), max_new_tokens=new, do_sample=False,
+                                 eos_token_id=stops, pad_token_id=vocab - 1)[0, len(prompt):]
+            ids = ids.tolist()
+            out.append(ids)
+            kept = ids[:-1] if ids[-1] in stops else ids
+            conv.append({"role": "assistant", "content": hf.decode(kept,
+                                                                   skip_special_tokens=True)})
+        return out
+
+    # a token the model draws early in the first reply stops the replies too, so that they end
+    # at different lengths and at the end of turn as well as at the token budget
+    extra = reference([1])[0][2]
+    want = reference([1, extra])
+    r = subprocess.run([chat_exe, str(tmp_path), "--system", "Be kind.", "--max-new-tokens",
+                        str(new), "--stop", str(extra), "--print-ids", "--gpu=cpu"],
+                       input=("\n".join(users) + "\n").encode(), capture_output=True, timeout=120)
+    assert r.returncode == 0, r.stderr.decode()
+    lines = r.stdout.decode("utf-8").split("\n")
+    got = [[int(x) for x in lines[2 * k + 1].split()] for k in range(len(users))]
+    assert got == want
+    for k in range(len(users)):  # each reply's text before its ids
+        kept = want[k][:-1] if want[k][-1] in (1, extra) else want[k]
+        assert lines[2 * k] == hf.decode(kept, skip_special_tokens=True)
+    err = r.stderr.decode()
+    reused = [int(x) for x in re.findall(r"(\d+) from the cache", err)]
+    assert len(reused) == 3 and reused[0] == 0 and all(x > 0 for x in reused[1:]), err

@@ -1,0 +1,446 @@
+/* chat.c: a conversation with an instruct model exported by baton_export, in the terminal: each
+ * line on stdin is a user message, each reply is printed as it is generated. The conversation goes
+ * through the model's chat template (DIR/chat.json) and tokenizer (DIR/tokenizer.json) at every
+ * turn, and the KV cache is kept from turn to turn: only the tokens after the longest prefix
+ * already in the cache are run again (the new user message, and whatever of the last reply its
+ * text tokenizes differently), so a turn costs its own tokens, not the conversation's. Greedy;
+ * public API only (docs/generate.md, "Chat").
+ *
+ *   build/chat DIR [--system TEXT] [--max-new-tokens N] [--stop ID,ID,...] [--print-ids]
+ *              [--gpu=auto|cuda|cpu|sim] [--mode=strict|boundary|graph]
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "baton/baton.h"
+#include "baton/baton_tokenizer.h"
+
+#define MAX_STOP 16
+
+typedef struct args {
+    const char *dir, *system;
+    long max_new;
+    int64_t stop[MAX_STOP];
+    int n_stop;
+    int print_ids;
+    baton_options opts;
+} args;
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static int usage(const char *msg)
+{
+    if (msg)
+        fprintf(stderr, "chat: %s\n", msg);
+    fprintf(stderr,
+            "usage: chat DIR [--system TEXT] [--max-new-tokens N] [--stop ID,ID,...] "
+            "[--print-ids]\n"
+            "            [--gpu=auto|cuda|cpu|sim] [--mode=strict|boundary|graph]\n"
+            "Reads user messages from stdin, one a line, and prints each reply as it comes.\n"
+            "DIR is baton_export's: prefill.json, decode.json, weights.safetensors,\n"
+            "tokenizer.json and chat.json. A reply ends at the model's end of turn (the first\n"
+            "special token of chat.json's assistant suffix), at a --stop id, or after\n"
+            "--max-new-tokens (default 256). --print-ids prints each reply's ids on a line after\n"
+            "its text.\n");
+    return 2;
+}
+
+static const char *opt_value(int argc, char **argv, int *i, const char *name)
+{
+    size_t n = strlen(name);
+    if (strncmp(argv[*i], name, n) != 0)
+        return NULL;
+    if (argv[*i][n] == '=')
+        return argv[*i] + n + 1;
+    if (argv[*i][n] == '\0' && *i + 1 < argc)
+        return argv[++*i];
+    return NULL;
+}
+
+static int parse_args(int argc, char **argv, args *a)
+{
+    baton_options_init(&a->opts);
+    a->max_new = 256;
+    for (int i = 1; i < argc; i++) {
+        const char *v;
+        if ((v = opt_value(argc, argv, &i, "--system"))) {
+            a->system = v;
+        } else if ((v = opt_value(argc, argv, &i, "--max-new-tokens"))) {
+            char *end;
+            errno = 0;
+            a->max_new = strtol(v, &end, 10);
+            if (errno || end == v || *end || a->max_new < 1)
+                return usage("--max-new-tokens takes an integer >= 1");
+        } else if ((v = opt_value(argc, argv, &i, "--stop"))) {
+            for (const char *p = v; *p;) {
+                char *end;
+                errno = 0;
+                long long id = strtoll(p, &end, 10);
+                if (errno || end == p || id < 0 || (*end && *end != ',') || a->n_stop == MAX_STOP)
+                    return usage("--stop takes up to 16 token ids separated by commas");
+                a->stop[a->n_stop++] = id;
+                p = *end ? end + 1 : end;
+            }
+        } else if (strcmp(argv[i], "--print-ids") == 0) {
+            a->print_ids = 1;
+        } else if ((v = opt_value(argc, argv, &i, "--gpu"))) {
+            a->opts.gpu = !strcmp(v, "cuda")  ? BATON_GPU_CUDA
+                          : !strcmp(v, "cpu") ? BATON_GPU_CPU
+                          : !strcmp(v, "sim") ? BATON_GPU_SIM
+                                              : BATON_GPU_AUTO;
+            if (a->opts.gpu == BATON_GPU_AUTO && strcmp(v, "auto"))
+                return usage("--gpu takes auto, cuda, cpu or sim");
+        } else if ((v = opt_value(argc, argv, &i, "--mode"))) {
+            if (baton_sync_mode_parse(v, &a->opts.mode) != 0)
+                return usage("--mode takes strict, boundary or graph");
+        } else if (argv[i][0] == '-' || a->dir) {
+            fprintf(stderr, "chat: unknown argument '%s'\n", argv[i]);
+            return usage(NULL);
+        } else {
+            a->dir = argv[i];
+        }
+    }
+    return a->dir ? 0 : usage("DIR is required");
+}
+
+/* Everything a conversation holds: the model's runtimes, its text tools, and the turns so far */
+typedef struct chat {
+    args a;
+    baton_registry *reg;
+    baton_plan *pre, *dec;
+    baton_runtime *pre_rt, *dec_rt;
+    baton_tokenizer *tok;
+    baton_chat *tmpl;
+    baton_tokenizer_decoder *shown;
+    baton_tensor_info logits; /* the decode's [1, 1, vocab] */
+    int64_t vocab, max_seq;
+    int dec_token;  /* the decode plan outputs next_token: 8 bytes a token, not the logits */
+    int last_row;   /* the prefill plan takes a one-hot last_row and returns one row of logits */
+    float *row_f32; /* a row of logits as f32, for the argmax */
+    void *buf;      /* scratch: logits, inputs */
+    size_t buf_cap;
+    baton_chat_message *msgs; /* the conversation; contents owned */
+    size_t n_msgs;
+    int64_t *cached; /* the tokens whose keys and values are in the cache, in order */
+    size_t n_cached;
+    int64_t *ids; /* this turn's: the conversation's tokens, then the reply's */
+    size_t ids_cap;
+} chat;
+
+static int grow(void **p, size_t *cap, size_t bytes)
+{
+    if (bytes <= *cap)
+        return 0;
+    void *q = realloc(*p, bytes);
+    if (!q)
+        return -1;
+    *p = q;
+    *cap = bytes;
+    return 0;
+}
+
+static int load(chat *c)
+{
+    char path[4096];
+    baton_error err;
+    const char *what = "plans";
+    int rc = baton_registry_create(&c->reg);
+#define PATH(f) (snprintf(path, sizeof path, "%s/%s", c->a.dir, f), path)
+    if (!rc)
+        rc = baton_plan_load(c->reg, PATH("prefill.json"), &c->pre, &err);
+    if (!rc)
+        rc = baton_plan_load(c->reg, PATH("decode.json"), &c->dec, &err);
+    if (!rc && !(rc = baton_runtime_create(c->pre, &c->a.opts, &c->pre_rt, &err)))
+        rc = baton_runtime_create(c->dec, &c->a.opts, &c->dec_rt, &err);
+    /* one KV cache, filled by the prefill and appended to by the decode, kept between turns */
+    if (!rc && (rc = baton_runtime_share_state(c->dec_rt, c->pre_rt, &err)) != 0)
+        what = "sharing the KV cache between the plans (generate copies it instead)";
+    if (!rc && (what = "the tokenizer",
+                (rc = baton_tokenizer_load(PATH("tokenizer.json"), &c->tok, &err)) == 0))
+        rc = baton_tokenizer_decoder_create(c->tok, 1, &c->shown, &err);
+    if (!rc && (what = "the chat template",
+                (rc = baton_chat_load(PATH("chat.json"), &c->tmpl, &err)) != 0))
+        fprintf(stderr, "chat: baton_export writes chat.json from the tokenizer's chat template\n");
+#undef PATH
+    if (rc) {
+        fprintf(stderr, "chat: %s: %s\n", what, err.message);
+        return 1;
+    }
+    int lt = baton_plan_tensor_index(c->dec, "logits"),
+        kt = baton_plan_tensor_index(c->dec, "k_cache.0");
+    baton_tensor_info ki, ti;
+    if (lt < 0 || kt < 0 || baton_plan_tensor_info(c->dec, lt, &c->logits) ||
+        baton_plan_tensor_info(c->dec, kt, &ki) || c->logits.desc.rank != 3) {
+        fprintf(stderr, "chat: %s/decode.json is not baton_export.export_causal_lm's\n", c->a.dir);
+        return 1;
+    }
+    c->vocab = c->logits.desc.shape[2];
+    c->max_seq = ki.desc.shape[0];
+    int nt = baton_plan_tensor_index(c->dec, "next_token");
+    c->dec_token = nt >= 0 && baton_plan_tensor_info(c->dec, nt, &ti) == 0 &&
+                   ti.role == BATON_ROLE_OUTPUT && ti.nbytes == sizeof(int64_t);
+    if (!c->dec_token && c->logits.role != BATON_ROLE_OUTPUT) {
+        fprintf(stderr, "chat: %s/decode.json outputs neither logits nor next_token\n", c->a.dir);
+        return 1;
+    }
+    c->last_row = baton_plan_tensor_index(c->pre, "last_row") >= 0;
+    /* the model's end of turn: the first special token of the assistant's suffix (special: its
+     * text goes when special tokens are skipped) */
+    const char *end = baton_chat_turn_end(c->tmpl);
+    int64_t ids[64];
+    size_t n = 0, len;
+    char one[8];
+    if (baton_tokenizer_encode(c->tok, end, strlen(end), 0, ids, 64, &n, &err) == 0)
+        for (size_t i = 0; i < n && c->a.n_stop < MAX_STOP; i++)
+            if (baton_tokenizer_decode(c->tok, &ids[i], 1, 1, one, sizeof one, &len, &err) == 0 &&
+                len == 0 && baton_tokenizer_id_token(c->tok, ids[i])) {
+                c->a.stop[c->a.n_stop++] = ids[i];
+                break;
+            }
+    if (c->a.n_stop == 0)
+        fprintf(stderr, "chat: the template's end of turn is no special token: replies end after "
+                        "--max-new-tokens unless --stop is given\n");
+    c->row_f32 = malloc((size_t)c->vocab * sizeof *c->row_f32);
+    return c->row_f32 ? 0 : 1;
+}
+
+/* The greedy token of a row of logits */
+static int64_t argmax(chat *c, const void *row)
+{
+    baton_convert(c->row_f32, BATON_DTYPE_F32, row, c->logits.desc.dtype, c->vocab);
+    int64_t best = 0;
+    for (int64_t i = 1; i < c->vocab; i++)
+        if (c->row_f32[i] > c->row_f32[best])
+            best = i;
+    return best;
+}
+
+static int is_stop(const chat *c, int64_t id)
+{
+    for (int k = 0; k < c->a.n_stop; k++)
+        if (c->a.stop[k] == id)
+            return 1;
+    return 0;
+}
+
+/* The prompt's tokens from `from` on, at their positions: the first reply token into *first. */
+static int prefill(chat *c, size_t from, size_t n, int64_t *first, baton_error *err)
+{
+    const int64_t T = (int64_t)(n - from);
+    const size_t row = (size_t)c->vocab * baton_dtype_size(c->logits.desc.dtype);
+    const size_t rows = c->last_row ? 1 : (size_t)T;
+    const size_t esz = baton_dtype_size(c->logits.desc.dtype); /* last_row: the weights' dtype */
+    if (grow(&c->buf, &c->buf_cap, rows * row + (size_t)T * (sizeof(int64_t) + esz))) {
+        snprintf(err->message, sizeof err->message, "out of memory");
+        return BATON_ENOMEM;
+    }
+    int64_t *pos = (int64_t *)((char *)c->buf + rows * row);
+    for (int64_t i = 0; i < T; i++)
+        pos[i] = (int64_t)from + i;
+    int rc = baton_runtime_set_dims(c->pre_rt, "seq", T, err);
+    if (!rc)
+        rc = baton_runtime_set_input(c->pre_rt, "input_ids", c->ids + from,
+                                     (size_t)T * sizeof(int64_t), err);
+    if (!rc)
+        rc =
+            baton_runtime_set_input(c->pre_rt, "cache_position", pos, (size_t)T * sizeof *pos, err);
+    if (!rc && c->last_row) { /* one-hot at the last token, in the logits' (the weights') dtype */
+        baton_tensor_info li;
+        baton_plan_tensor_info(c->pre, baton_plan_tensor_index(c->pre, "last_row"), &li);
+        float *hot = calloc((size_t)T, sizeof *hot);
+        void *lr = (char *)pos + (size_t)T * sizeof *pos;
+        rc = hot ? 0 : BATON_ENOMEM;
+        if (!rc) {
+            hot[T - 1] = 1.0f;
+            baton_convert(lr, li.desc.dtype, hot, BATON_DTYPE_F32, T);
+            rc = baton_runtime_set_input(c->pre_rt, "last_row", lr,
+                                         (size_t)T * baton_dtype_size(li.desc.dtype), err);
+        }
+        free(hot);
+    }
+    if (!rc)
+        rc = baton_runtime_run(c->pre_rt, err);
+    if (!rc)
+        rc = baton_runtime_get_output(c->pre_rt, "logits", c->buf, rows * row, err);
+    if (!rc)
+        *first = argmax(c, (char *)c->buf + (rows - 1) * row);
+    return rc;
+}
+
+/* One token in at position p, the next one out */
+static int step(chat *c, int64_t id, int64_t p, int64_t *next, baton_error *err)
+{
+    const size_t row = (size_t)c->vocab * baton_dtype_size(c->logits.desc.dtype);
+    int rc = baton_runtime_set_input(c->dec_rt, "input_ids", &id, sizeof id, err);
+    if (!rc)
+        rc = baton_runtime_set_input(c->dec_rt, "cache_position", &p, sizeof p, err);
+    if (!rc)
+        rc = baton_runtime_run(c->dec_rt, err);
+    if (!rc && c->dec_token)
+        return baton_runtime_get_output(c->dec_rt, "next_token", next, sizeof *next, err);
+    if (!rc && !(rc = grow(&c->buf, &c->buf_cap, row) ? BATON_ENOMEM : 0))
+        rc = baton_runtime_get_output(c->dec_rt, "logits", c->buf, row, err);
+    if (!rc)
+        *next = argmax(c, c->buf);
+    return rc;
+}
+
+static int add_message(chat *c, const char *role, const char *content, size_t len)
+{
+    baton_chat_message *m = realloc(c->msgs, (c->n_msgs + 1) * sizeof *m);
+    char *s = malloc(len + 1);
+    if (m)
+        c->msgs = m;
+    if (!m || !s) {
+        free(s);
+        return -1;
+    }
+    memcpy(s, content, len);
+    s[len] = 0;
+    c->msgs[c->n_msgs++] = (baton_chat_message){role, s};
+    return 0;
+}
+
+/* One turn: the conversation with the user's new message through the template and the
+ * tokenizer, the tokens past what the cache holds run, then the reply token by token. 0, 1 to
+ * end the chat (the reason on stderr). */
+static int turn(chat *c, int k)
+{
+    baton_error err;
+    size_t len, n;
+    int rc = baton_chat_render(c->tmpl, c->msgs, c->n_msgs, 1, NULL, 0, &len, &err);
+    char *text = rc ? NULL : malloc(len + 1);
+    if (!rc)
+        rc = text ? baton_chat_render(c->tmpl, c->msgs, c->n_msgs, 1, text, len + 1, &len, &err)
+                  : BATON_ENOMEM;
+    if (!rc && !(rc = baton_tokenizer_encode(c->tok, text, len, 0, NULL, 0, &n, &err)) &&
+        !(rc = grow((void **)&c->ids, &c->ids_cap, (n + (size_t)c->a.max_new) * sizeof(int64_t))
+                   ? BATON_ENOMEM
+                   : 0))
+        rc = baton_tokenizer_encode(c->tok, text, len, 0, c->ids, n, &n, &err);
+    free(text);
+    if (rc) {
+        fprintf(stderr, "chat: turn %d: %s\n", k,
+                rc == BATON_ENOMEM ? "out of memory" : err.message);
+        return 1;
+    }
+    if ((int64_t)n + c->a.max_new > c->max_seq) {
+        fprintf(stderr,
+                "chat: turn %d: the conversation (%zu tokens) and a reply of up to %ld no longer "
+                "fit the plans' max_seq_len %" PRId64 ": re-export with a larger one, or start "
+                "again\n",
+                k, n, c->a.max_new, c->max_seq);
+        return 1;
+    }
+    /* the longest prefix whose keys and values the cache holds; at least the last token runs,
+     * for its logits */
+    size_t same = 0;
+    while (same < c->n_cached && same < n && c->cached[same] == c->ids[same])
+        same++;
+    if (same == n)
+        same = n - 1;
+    double t0 = now_s();
+    int64_t id;
+    rc = prefill(c, same, n, &id, &err);
+    double t1 = now_s();
+    long m = 0; /* reply tokens */
+    const char *piece;
+    while (!rc) {
+        c->ids[n + (size_t)m++] = id;
+        if (is_stop(c, id) || m == c->a.max_new)
+            break;
+        if (!(rc = baton_tokenizer_decoder_push(c->shown, id, &piece, &len, &err))) {
+            fwrite(piece, 1, len, stdout);
+            fflush(stdout);
+            rc = step(c, id, (int64_t)(n + (size_t)m - 1), &id, &err);
+        }
+    }
+    if (!rc && !is_stop(c, id) &&
+        !(rc = baton_tokenizer_decoder_push(c->shown, id, &piece, &len, &err)))
+        fwrite(piece, 1, len, stdout);
+    if (!rc && !(rc = baton_tokenizer_decoder_finish(c->shown, &piece, &len, &err)))
+        fwrite(piece, 1, len, stdout);
+    putchar('\n');
+    if (rc) {
+        fprintf(stderr, "chat: turn %d: %s\n", k, err.message);
+        return 1;
+    }
+    const long kept = m - is_stop(c, c->ids[n + (size_t)m - 1]); /* the reply, less its end */
+    if (c->a.print_ids)
+        for (long i = 0; i < m; i++)
+            printf(i + 1 < m ? "%" PRId64 " " : "%" PRId64 "\n", c->ids[n + (size_t)i]);
+    fflush(stdout);
+    double t2 = now_s();
+    fprintf(stderr,
+            "turn %d: %zu prompt tokens, %zu from the cache, %zu run in %.3f ms; %ld reply "
+            "tokens in %.3f ms (%.3f ms/token)\n",
+            k, n, same, n - same, (t1 - t0) * 1e3, m, (t2 - t1) * 1e3,
+            m > 1 ? (t2 - t1) * 1e3 / (double)(m - 1) : 0.0);
+    /* the cache now holds the prompt and every reply token but the last (never run) */
+    int64_t *keep = realloc(c->cached, (n + (size_t)m) * sizeof *keep);
+    if (!keep)
+        return 1;
+    c->cached = keep;
+    memcpy(c->cached, c->ids, (n + (size_t)m - 1) * sizeof *keep);
+    c->n_cached = n + (size_t)m - 1;
+    /* the reply joins the conversation as its text, as a chat would send it back */
+    if (baton_tokenizer_decode(c->tok, c->ids + n, (size_t)kept, 1, NULL, 0, &len, &err) ||
+        grow(&c->buf, &c->buf_cap, len + 1) ||
+        baton_tokenizer_decode(c->tok, c->ids + n, (size_t)kept, 1, c->buf, len + 1, &len, &err) ||
+        add_message(c, "assistant", c->buf, len))
+        return 1;
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    static chat c;
+    int rc = parse_args(argc, argv, &c.a);
+    if (rc)
+        return rc;
+    int status = 1;
+    if (load(&c) || (c.a.system && add_message(&c, "system", c.a.system, strlen(c.a.system))))
+        goto out;
+    char *line = NULL;
+    size_t cap = 0;
+    ssize_t got;
+    int k = 0;
+    status = 0;
+    while ((got = getline(&line, &cap, stdin)) >= 0) {
+        while (got > 0 && (line[got - 1] == '\n' || line[got - 1] == '\r'))
+            line[--got] = 0;
+        if (got == 0)
+            continue;
+        if (add_message(&c, "user", line, (size_t)got) || turn(&c, ++k)) {
+            status = 1;
+            break;
+        }
+    }
+    free(line);
+out:
+    for (size_t i = 0; i < c.n_msgs; i++)
+        free((char *)c.msgs[i].content);
+    free(c.msgs);
+    free(c.cached);
+    free(c.ids);
+    free(c.buf);
+    free(c.row_f32);
+    baton_tokenizer_decoder_destroy(c.shown);
+    baton_chat_free(c.tmpl);
+    baton_tokenizer_free(c.tok);
+    baton_runtime_destroy(c.dec_rt);
+    baton_runtime_destroy(c.pre_rt);
+    baton_plan_free(c.dec);
+    baton_plan_free(c.pre);
+    baton_registry_destroy(c.reg);
+    return status;
+}
