@@ -623,16 +623,22 @@ def test_chat_keeps_the_cache_between_turns(tmp_path, caps, generate_exe):
     # at different lengths and at the end of turn as well as at the token budget
     extra = reference([1])[0][2]
     want = reference([1, extra])
-    r = subprocess.run([chat_exe, str(tmp_path), "--system", "Be kind.", "--max-new-tokens",
-                        str(new), "--stop", str(extra), "--print-ids", "--gpu=cpu"],
-                       input=("\n".join(users) + "\n").encode(), capture_output=True, timeout=120)
-    assert r.returncode == 0, r.stderr.decode()
-    lines = r.stdout.decode("utf-8").split("\n")
-    got = [[int(x) for x in lines[2 * k + 1].split()] for k in range(len(users))]
-    assert got == want
-    for k in range(len(users)):  # each reply's text before its ids
-        kept = want[k][:-1] if want[k][-1] in (1, extra) else want[k]
-        assert lines[2 * k] == hf.decode(kept, skip_special_tokens=True)
-    err = r.stderr.decode()
-    reused = [int(x) for x in re.findall(r"(\d+) from the cache", err)]
-    assert len(reused) == 3 and reused[0] == 0 and all(x > 0 for x in reused[1:]), err
+    for gpu in ("cpu", "sim"):  # sim: the plans' GPU steps on the test device, in graph mode
+        r = subprocess.run([chat_exe, str(tmp_path), "--system", "Be kind.", "--max-new-tokens",
+                            str(new), "--stop", str(extra), "--print-ids", f"--gpu={gpu}",
+                            "--mode=graph"], input=("\n".join(users) + "\n").encode(),
+                           capture_output=True, timeout=120)
+        assert r.returncode == 0, r.stderr.decode()
+        lines = r.stdout.decode("utf-8").split("\n")
+        got = [[int(x) for x in lines[2 * k + 1].split()] for k in range(len(users))]
+        assert got == want, gpu
+        for k in range(len(users)):  # each reply's text before its ids
+            kept = want[k][:-1] if want[k][-1] in (1, extra) else want[k]
+            assert lines[2 * k] == hf.decode(kept, skip_special_tokens=True)
+        err = r.stderr.decode()
+        reused = [int(x) for x in re.findall(r"(\d+) from the cache", err)]
+        assert len(reused) == 3 and reused[0] == 0 and all(x > 0 for x in reused[1:]), err
+    # a conversation past max_seq_len ends with the reason
+    r = subprocess.run([chat_exe, str(tmp_path), "--max-new-tokens", "240", "--gpu=cpu"],
+                       input=b"hi\n", capture_output=True, timeout=120)
+    assert r.returncode == 1 and "no longer fit the plans' max_seq_len 256" in r.stderr.decode()
