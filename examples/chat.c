@@ -7,7 +7,8 @@
  * public API only (docs/generate.md, "Chat").
  *
  *   build/chat DIR [--system TEXT] [--max-new-tokens N] [--stop ID,ID,...] [--print-ids]
- *              [--gpu=auto|cuda|cpu|sim] [--mode=strict|boundary|graph]
+ *              [--gpu=auto|cuda|cpu|sim] [--mode=strict|boundary|graph] [--prefill-mode=MODE]
+ *              [--exact-prefill]
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -27,7 +28,9 @@ typedef struct args {
     int64_t stop[MAX_STOP];
     int n_stop;
     int print_ids;
-    baton_options opts;
+    int exact_prefill;       /* --exact-prefill: no padding of a prefill's rows */
+    baton_options opts;      /* the decode's: --mode, --gpu */
+    baton_sync_mode prefill; /* --prefill-mode */
 } args;
 
 static double now_s(void)
@@ -45,12 +48,17 @@ static int usage(const char *msg)
             "usage: chat DIR [--system TEXT] [--max-new-tokens N] [--stop ID,ID,...] "
             "[--print-ids]\n"
             "            [--gpu=auto|cuda|cpu|sim] [--mode=strict|boundary|graph]\n"
+            "            [--prefill-mode=strict|boundary|graph] [--exact-prefill]\n"
             "Reads user messages from stdin, one a line, and prints each reply as it comes.\n"
             "DIR is baton_export's: prefill.json, decode.json, weights.safetensors,\n"
             "tokenizer.json and chat.json. A reply ends at the model's end of turn (the first\n"
             "special token of chat.json's assistant suffix), at a --stop id, or after\n"
             "--max-new-tokens (default 256). --print-ids prints each reply's ids on a line after\n"
-            "its text.\n");
+            "its text. --mode is the decode's (default graph); --prefill-mode the prefill's\n"
+            "(default boundary: a turn's new tokens are of a length not seen before, and graph\n"
+            "mode would capture a graph for each). A turn's prefill runs a power of two of rows\n"
+            "(its tokens, then padding), so that a GEMM's choice of algorithm per row count is\n"
+            "made once; --exact-prefill runs the tokens alone.\n");
     return 2;
 }
 
@@ -69,6 +77,8 @@ static const char *opt_value(int argc, char **argv, int *i, const char *name)
 static int parse_args(int argc, char **argv, args *a)
 {
     baton_options_init(&a->opts);
+    a->opts.mode = BATON_SYNC_GRAPH;
+    a->prefill = BATON_SYNC_BOUNDARY;
     a->max_new = 256;
     for (int i = 1; i < argc; i++) {
         const char *v;
@@ -92,6 +102,8 @@ static int parse_args(int argc, char **argv, args *a)
             }
         } else if (strcmp(argv[i], "--print-ids") == 0) {
             a->print_ids = 1;
+        } else if (strcmp(argv[i], "--exact-prefill") == 0) {
+            a->exact_prefill = 1;
         } else if ((v = opt_value(argc, argv, &i, "--gpu"))) {
             a->opts.gpu = !strcmp(v, "cuda")  ? BATON_GPU_CUDA
                           : !strcmp(v, "cpu") ? BATON_GPU_CPU
@@ -102,6 +114,9 @@ static int parse_args(int argc, char **argv, args *a)
         } else if ((v = opt_value(argc, argv, &i, "--mode"))) {
             if (baton_sync_mode_parse(v, &a->opts.mode) != 0)
                 return usage("--mode takes strict, boundary or graph");
+        } else if ((v = opt_value(argc, argv, &i, "--prefill-mode"))) {
+            if (baton_sync_mode_parse(v, &a->prefill) != 0)
+                return usage("--prefill-mode takes strict, boundary or graph");
         } else if (argv[i][0] == '-' || a->dir) {
             fprintf(stderr, "chat: unknown argument '%s'\n", argv[i]);
             return usage(NULL);
@@ -159,7 +174,9 @@ static int load(chat *c)
         rc = baton_plan_load(c->reg, PATH("prefill.json"), &c->pre, &err);
     if (!rc)
         rc = baton_plan_load(c->reg, PATH("decode.json"), &c->dec, &err);
-    if (!rc && !(rc = baton_runtime_create(c->pre, &c->a.opts, &c->pre_rt, &err)))
+    baton_options pre_opts = c->a.opts;
+    pre_opts.mode = c->a.prefill;
+    if (!rc && !(rc = baton_runtime_create(c->pre, &pre_opts, &c->pre_rt, &err)))
         rc = baton_runtime_create(c->dec, &c->a.opts, &c->dec_rt, &err);
     /* one KV cache, filled by the prefill and appended to by the decode, kept between turns */
     if (!rc && (rc = baton_runtime_share_state(c->dec_rt, c->pre_rt, &err)) != 0)
@@ -232,35 +249,50 @@ static int is_stop(const chat *c, int64_t id)
     return 0;
 }
 
+/* The rows a prefill of t tokens runs: the next power of two from 16, where the cache has room
+ * (--exact-prefill: t). A GEMM on CUDA picks its algorithm at the first run of each row count and
+ * keeps the last 8: a turn's new tokens, a count not seen before, would pay that choice (about 20
+ * ms at Llama-3.2-1B's size on an H200) where the padded counts repeat. The padding rows come
+ * after the real ones, so no real row sees them (attention is causal), and the cache rows they
+ * write are past the conversation, written over before they are read. */
+static int64_t prefill_rows(const chat *c, size_t from, int64_t t)
+{
+    int64_t b = 16;
+    while (b < t)
+        b *= 2;
+    return c->a.exact_prefill || (int64_t)from + b > c->max_seq ? t : b;
+}
+
 /* The prompt's tokens from `from` on, at their positions: the first reply token into *first. */
 static int prefill(chat *c, size_t from, size_t n, int64_t *first, baton_error *err)
 {
-    const int64_t T = (int64_t)(n - from);
+    const int64_t t = (int64_t)(n - from), T = prefill_rows(c, from, t);
     const size_t row = (size_t)c->vocab * baton_dtype_size(c->logits.desc.dtype);
     const size_t rows = c->last_row ? 1 : (size_t)T;
-    const size_t esz = baton_dtype_size(c->logits.desc.dtype); /* last_row: the weights' dtype */
-    if (grow(&c->buf, &c->buf_cap, rows * row + (size_t)T * (sizeof(int64_t) + esz))) {
+    /* the logits, then the ids, the positions and the one-hot (at most 8 bytes a value) */
+    if (grow(&c->buf, &c->buf_cap, rows * row + (size_t)T * 3 * sizeof(int64_t))) {
         snprintf(err->message, sizeof err->message, "out of memory");
         return BATON_ENOMEM;
     }
-    int64_t *pos = (int64_t *)((char *)c->buf + rows * row);
-    for (int64_t i = 0; i < T; i++)
+    int64_t *in = (int64_t *)((char *)c->buf + rows * row), *pos = in + T;
+    for (int64_t i = 0; i < T; i++) {
+        in[i] = c->ids[from + (size_t)(i < t ? i : t - 1)]; /* padding: the last token again */
         pos[i] = (int64_t)from + i;
+    }
     int rc = baton_runtime_set_dims(c->pre_rt, "seq", T, err);
     if (!rc)
-        rc = baton_runtime_set_input(c->pre_rt, "input_ids", c->ids + from,
-                                     (size_t)T * sizeof(int64_t), err);
+        rc = baton_runtime_set_input(c->pre_rt, "input_ids", in, (size_t)T * sizeof *in, err);
     if (!rc)
         rc =
             baton_runtime_set_input(c->pre_rt, "cache_position", pos, (size_t)T * sizeof *pos, err);
-    if (!rc && c->last_row) { /* one-hot at the last token, in the logits' (the weights') dtype */
+    if (!rc && c->last_row) { /* one-hot at the last real token, in last_row's dtype */
         baton_tensor_info li;
         baton_plan_tensor_info(c->pre, baton_plan_tensor_index(c->pre, "last_row"), &li);
         float *hot = calloc((size_t)T, sizeof *hot);
-        void *lr = (char *)pos + (size_t)T * sizeof *pos;
+        void *lr = pos + T;
         rc = hot ? 0 : BATON_ENOMEM;
         if (!rc) {
-            hot[T - 1] = 1.0f;
+            hot[t - 1] = 1.0f;
             baton_convert(lr, li.desc.dtype, hot, BATON_DTYPE_F32, T);
             rc = baton_runtime_set_input(c->pre_rt, "last_row", lr,
                                          (size_t)T * baton_dtype_size(li.desc.dtype), err);
@@ -272,7 +304,7 @@ static int prefill(chat *c, size_t from, size_t n, int64_t *first, baton_error *
     if (!rc)
         rc = baton_runtime_get_output(c->pre_rt, "logits", c->buf, rows * row, err);
     if (!rc)
-        *first = argmax(c, (char *)c->buf + (rows - 1) * row);
+        *first = argmax(c, (char *)c->buf + (c->last_row ? 0 : (size_t)(t - 1)) * row);
     return rc;
 }
 

@@ -600,6 +600,8 @@ def test_chat_keeps_the_cache_between_turns(tmp_path, caps, generate_exe):
     m = tf.LlamaForCausalLM(tf.LlamaConfig(**dict(SMALL, vocab_size=vocab))).eval()
     baton_export.export_causal_lm(m, tmp_path, max_seq_len=256, verbose=False, tokenizer=hf,
                                   decode_outputs=("logits", "next_token"), fused="gemv")
+    baton_export.export_causal_lm(m, tmp_path / "last", max_seq_len=256, verbose=False,
+                                  tokenizer=hf, prefill_logits="last")
     users = ["Hello world, it's a test", "  it's Hello again ", "test test world"]
     new = 10
 
@@ -623,15 +625,19 @@ def test_chat_keeps_the_cache_between_turns(tmp_path, caps, generate_exe):
     # at different lengths and at the end of turn as well as at the token budget
     extra = reference([1])[0][2]
     want = reference([1, extra])
-    for gpu in ("cpu", "sim"):  # sim: the plans' GPU steps on the test device, in graph mode
-        r = subprocess.run([chat_exe, str(tmp_path), "--system", "Be kind.", "--max-new-tokens",
+    # sim: the plans' GPU steps on the test device, in graph mode; the prefill padded to a power
+    # of two of rows, or not; its logits all rows' or the last's (a one-hot last_row input)
+    for d, gpu, flags in ((tmp_path, "cpu", []), (tmp_path, "sim", []),
+                          (tmp_path / "last", "cpu", []),
+                          (tmp_path / "last", "cpu", ["--exact-prefill"])):
+        r = subprocess.run([chat_exe, str(d), "--system", "Be kind.", "--max-new-tokens",
                             str(new), "--stop", str(extra), "--print-ids", f"--gpu={gpu}",
-                            "--mode=graph"], input=("\n".join(users) + "\n").encode(),
+                            "--mode=graph", *flags], input=("\n".join(users) + "\n").encode(),
                            capture_output=True, timeout=120)
         assert r.returncode == 0, r.stderr.decode()
         lines = r.stdout.decode("utf-8").split("\n")
         got = [[int(x) for x in lines[2 * k + 1].split()] for k in range(len(users))]
-        assert got == want, gpu
+        assert got == want, (d, gpu, flags)
         for k in range(len(users)):  # each reply's text before its ids
             kept = want[k][:-1] if want[k][-1] in (1, extra) else want[k]
             assert lines[2 * k] == hf.decode(kept, skip_special_tokens=True)
