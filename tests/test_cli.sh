@@ -172,6 +172,24 @@ check "tokenize --help" 0 "$baton" tokenize --help
 check "tokenize needs --encode, --encode-file or --decode" 2 "$baton" tokenize "$tmp/evil_tok.json"
 check "tokenize of a missing tokenizer.json exits 4" 4 "$baton" tokenize "$tmp/none.json" --encode x
 check "tokenize of a plan, not a tokenizer.json, exits 1" 1 "$baton" tokenize tests/data/good/minimal.json --encode x
+# baton tokenize --chat: a conversation through chat.json (beside the tokenizer, or --chat-format)
+tokdir=tests/data/tokenizer
+printf '[{"role": "system", "content": " Be brief. "}, {"role": "user", "content": "hi"}]' > "$tmp/conv.json"
+check "tokenize --chat renders and encodes" 0 "$baton" tokenize "$tokdir/byte_level.json" --chat "$tmp/conv.json" --json
+contains "tokenize --chat gives the template's text" "$tmp/out" '"text": "<|begin_of_text|><|start_header_id|>system<|end_header_id|>\n\nBe brief.<|eot_id|>'
+cp "$tokdir/byte_level.json" "$tmp/bl.json"
+check "tokenize --chat-format names the chat.json" 0 "$baton" tokenize "$tmp/bl.json" --chat "$tmp/conv.json" --chat-format "$tokdir/chat.json" --no-generation-prompt --json
+contains "no generation prompt: the text ends with the last message" "$tmp/out" 'hi<|eot_id|>"'
+check "tokenize --chat without a chat.json beside exits 4" 4 "$baton" tokenize "$tmp/bl.json" --chat "$tmp/conv.json"
+contains "the missing chat.json is named" "$tmp/err" "chat.json"
+printf '[{"role": "user", "content": "a"}, {"role": "system", "content": "b"}]' > "$tmp/conv2.json"
+check "tokenize --chat refuses a late system message" 1 "$baton" tokenize "$tokdir/byte_level.json" --chat "$tmp/conv2.json"
+contains "the refused message is named" "$tmp/err" "message 1: a system message goes first"
+printf '[{"role": "user"}]' > "$tmp/conv3.json"
+check "tokenize --chat refuses a message without content" 1 "$baton" tokenize "$tokdir/byte_level.json" --chat "$tmp/conv3.json"
+printf '[{"role": ' > "$tmp/conv4.json"
+check "tokenize --chat of a file that is not JSON exits 4" 4 "$baton" tokenize "$tokdir/byte_level.json" --chat "$tmp/conv4.json"
+check "tokenize --chat-format goes with --chat" 2 "$baton" tokenize "$tokdir/byte_level.json" --encode x --chat-format "$tokdir/chat.json"
 "$baton" run --input "$(printf 'x\033[31m')=$tmp/x4.npy" "$tmp/evil.json" >"$tmp/out" 2>&1
 lacks "an escape in an argument is not echoed raw" "$tmp/out" "$esc"
 "$baton" run -q --input "x=$tmp/dup.npy" "$tmp/evil.json" >"$tmp/out" 2>&1
