@@ -464,6 +464,27 @@ def _fixed_tokenizer(vocab):
     return tok
 
 
+def _chat_model(template):
+    """(a transformers tokenizer with the fixed vocabulary and this chat template, a small Llama of
+    its vocabulary with random weights and no eos)"""
+    import transformers as tf
+
+    vocab = 320
+    hf = tf.PreTrainedTokenizerFast(tokenizer_object=_fixed_tokenizer(vocab),
+                                    bos_token="<|begin_of_text|>", eos_token="<|end_of_text|>")
+    hf.chat_template = template
+    torch.manual_seed(SEED)
+    m = tf.LlamaForCausalLM(tf.LlamaConfig(**dict(SMALL, vocab_size=vocab))).eval()
+    m.generation_config.eos_token_id = None
+    m.generation_config.pad_token_id = vocab - 1  # in no prompt: generate masks a prompt's pad ids
+    return hf, m
+
+
+# "### role" headers, contents trimmed, each message ended by the eos token
+HEADERS = ("{{ bos_token }}{% for m in messages %}### {{ m['role'] }}\n{{ m['content'] | trim }}"
+           "{{ eos_token }}\n{% endfor %}{% if add_generation_prompt %}### assistant\n{% endif %}")
+
+
 def test_generate_takes_and_gives_text_with_the_models_tokenizer(tmp_path, caps, generate_exe):
     # generate --text: the prompt encoded with DIR/tokenizer.json (a byte-level BPE configured as
     # Llama 3's) as transformers' tokenizer(text) encodes it, the model's greedy
@@ -532,19 +553,10 @@ def test_generate_chats_through_the_models_chat_template(tmp_path, caps, generat
     caps.need("embedding", "rope_cache_update", "swiglu", "gemm_add", "attention", "safetensors")
     if not generate_exe:
         pytest.skip("no generate binary (built with the state-and-dims API)")
-    import transformers as tf
-
-    vocab = 320
-    hf = tf.PreTrainedTokenizerFast(tokenizer_object=_fixed_tokenizer(vocab),
-                                    bos_token="<|begin_of_text|>", eos_token="<|end_of_text|>")
-    hf.chat_template = (
-        "{{ bos_token }}{% if messages[0]['role'] != 'system' %}### system\nBe kind."
-        "{{ eos_token }}\n{% endif %}{% for m in messages %}### {{ m['role'] }}\n{{ m['content'] | trim }}"
-        "{{ eos_token }}\n{% endfor %}{% if add_generation_prompt %}### assistant\n{% endif %}")
-    torch.manual_seed(SEED)
-    m = tf.LlamaForCausalLM(tf.LlamaConfig(**dict(SMALL, vocab_size=vocab))).eval()
-    m.generation_config.eos_token_id = None
-    m.generation_config.pad_token_id = vocab - 1
+    # the headers' template, with a default system message where none is given
+    hf, m = _chat_model(HEADERS.replace("{% for m", "{% if messages[0]['role'] != 'system' %}"
+                                        "### system\nBe kind.{{ eos_token }}\n{% endif %}"
+                                        "{% for m", 1))
     paths = baton_export.export_causal_lm(m, tmp_path, max_seq_len=96, verbose=False,
                                           tokenizer=hf)
     assert paths["chat"] == str(tmp_path / "chat.json")
@@ -588,16 +600,8 @@ def test_chat_keeps_the_cache_between_turns(tmp_path, caps, generate_exe):
     chat_exe = generate_exe and os.path.join(os.path.dirname(generate_exe), "chat")
     if not chat_exe or not os.access(chat_exe, os.X_OK):
         pytest.skip("no chat binary beside generate")
-    import transformers as tf
-
+    hf, m = _chat_model(HEADERS)
     vocab = 320
-    hf = tf.PreTrainedTokenizerFast(tokenizer_object=_fixed_tokenizer(vocab),
-                                    bos_token="<|begin_of_text|>", eos_token="<|end_of_text|>")
-    hf.chat_template = (
-        "{{ bos_token }}{% for m in messages %}### {{ m['role'] }}\n{{ m['content'] | trim }}"
-        "{{ eos_token }}\n{% endfor %}{% if add_generation_prompt %}### assistant\n{% endif %}")
-    torch.manual_seed(SEED)
-    m = tf.LlamaForCausalLM(tf.LlamaConfig(**dict(SMALL, vocab_size=vocab))).eval()
     baton_export.export_causal_lm(m, tmp_path, max_seq_len=256, verbose=False, tokenizer=hf,
                                   decode_outputs=("logits", "next_token"), fused="gemv")
     baton_export.export_causal_lm(m, tmp_path / "last", max_seq_len=256, verbose=False,
