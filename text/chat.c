@@ -1,8 +1,8 @@
 /* chat.c: a model's chat template as baton_export compiled it (chat.json: the text before a
  * conversation, each role's prefix and suffix, a default system message, the generation prompt or
- * the end written in its place),
- * and conversations rendered from it: the text transformers' apply_chat_template writes, for
- * templates that place each message between fixed strings (the exporter checked that it is one). */
+ * the end written in its place), and conversations rendered from it: the text transformers'
+ * apply_chat_template writes, for templates that place each message between fixed strings (the
+ * exporter checked that it is one). */
 #include <stdlib.h>
 #include <string.h>
 
