@@ -343,26 +343,60 @@ Test(tokenizer, unsupported_or_malformed_files_are_refused_naming_the_place)
                    BATON_EPLAN, "is also that of");
 }
 
-/* Qwen's NFC normalizer: texts already in NFC pass, others are refused, not mis-tokenized. */
-Test(tokenizer, text_an_nfc_normalizer_would_change_is_refused)
+/* Qwen's NFC normalizer: a text NFC changes is tokenized as its NFC form, as `tokenizers` does */
+Test(tokenizer, an_nfc_normalizer_composes_the_text_first)
 {
     const char *path = write_tmp("{\"normalizer\": {\"type\": \"NFC\"}, \"model\": {\"type\": "
                                  "\"BPE\", \"vocab\": {\"a\": 0, \"e\": 1, \"\\u00e9\": 2, "
-                                 "\"\\u0301\": 3}, \"merges\": []}, \"decoder\": {\"type\": "
-                                 "\"ByteLevel\"}}");
+                                 "\"\\u0301\": 3, \"\\u00c5\": 4}, \"merges\": []}, "
+                                 "\"decoder\": {\"type\": \"ByteLevel\"}}");
     baton_tokenizer *t = NULL;
     baton_error e;
     cr_assert_eq(baton_tokenizer_load(path, &t, &e), 0, "%s", e.message);
     size_t n;
-    const char *composed = "a\xc3\xa9", *decomposed = "ae\xcc\x81";
-    cr_expect_eq(baton_tokenizer_encode(t, composed, strlen(composed), 0, NULL, 0, &n, &e), 0, "%s",
-                 e.message);
-    cr_expect_eq(n, 2);
-    cr_expect_eq(baton_tokenizer_encode(t, decomposed, strlen(decomposed), 0, NULL, 0, &n, &e),
-                 BATON_ENOTSUP);
-    cr_expect(strstr(e.message, "byte 2 (U+0301) is not in NFC"), "%s", e.message);
+    int64_t ids[8];
+    /* composed already; e + combining acute; the Angstrom sign (a singleton: NFC gives U+00C5) */
+    const char *texts[] = {"a\xc3\xa9", "ae\xcc\x81", "a\xe2\x84\xab"};
+    const int64_t want[][2] = {{0, 2}, {0, 2}, {0, 4}};
+    for (int k = 0; k < 3; k++) {
+        cr_expect_eq(baton_tokenizer_encode(t, texts[k], strlen(texts[k]), 0, ids, 8, &n, &e), 0,
+                     "%s", e.message);
+        cr_expect(n == 2 && ids[0] == want[k][0] && ids[1] == want[k][1], "text %d: %zu ids", k, n);
+    }
     baton_tokenizer_free(t);
     remove(path);
+}
+
+/* NFC against what Python's unicodedata (15.0) gives for the same code points */
+Test(tokenizer, nfc_is_the_standards)
+{
+    static const struct {
+        uint32_t in[6], want[6];
+        size_t n_in, n_want;
+    } cases[] = {
+        {{'e', 0x301}, {0xE9}, 2, 1},
+        {{0x212B}, {0xC5}, 1, 1},                    /* a singleton */
+        {{0x344}, {0x308, 0x301}, 1, 2},             /* an exclusion, decomposed */
+        {{0x1E9B, 0x323}, {0x1E9B, 0x323}, 2, 2},    /* UAX #15's example */
+        {{0xE9, 0x323}, {0x1EB9, 0x301}, 2, 2},      /* reordered, then composed */
+        {{'a', 0x328, 0x301}, {0x105, 0x301}, 3, 2}, /* ogonek (202) before acute (230) */
+        {{'a', 0x301, 0x328}, {0x105, 0x301}, 3, 2}, /* the same, out of order */
+        {{0x1100, 0x1161, 0x11A8}, {0xAC01}, 3, 1},  /* Hangul L V T */
+        {{0xAC00, 0x11A8}, {0xAC01}, 2, 1},          /* LV + T */
+        {{0x301, 'e'}, {0x301, 'e'}, 2, 2},          /* a mark first composes nothing */
+        {{0xD55C, 0x1100}, {0xD55C, 0x1100}, 2, 2},  /* LVT + L: no composite */
+        {{0x915, 0x93C}, {0x915, 0x93C}, 2, 2},      /* an exclusion stays decomposed */
+        {{0x1FB7}, {0x1FB7}, 1, 1},                  /* alpha perispomeni ypogegrammeni */
+        {{0x3B1, 0x345, 0x342}, {0x1FB7}, 3, 1},     /* its parts, out of order */
+    };
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        uint32_t out[24];
+        const size_t m = baton__uni_nfc(cases[k].in, cases[k].n_in, out);
+        int same = m == cases[k].n_want;
+        for (size_t i = 0; same && i < m; i++)
+            same = out[i] == cases[k].want[i];
+        cr_expect(same, "case %zu: %zu code points, the first U+%04X", k, m, (unsigned)out[0]);
+    }
 }
 
 Test(tokenizer, unicode_helpers_match_the_standard)

@@ -33,6 +33,8 @@ typedef struct enc {
     size_t buf_cap;
     uint32_t *cp; /* a span's code points */
     size_t cp_cap;
+    char *norm; /* a span's text after the NFC normalizer, where it changes it */
+    size_t norm_cap;
     char msg[256];
     size_t span_at; /* the byte offset in the text of the span being encoded */
 } enc;
@@ -130,7 +132,7 @@ static int span(enc *e, const char *s, size_t len)
         }
         return 0;
     }
-    if (!t->nfc && t->pattern == PAT_NONE && !t->digits)
+    if (t->pattern == PAT_NONE && !t->digits)
         return t->byte_level ? byte_level_word(e, s, len) : word(e, s, len);
     /* the code points, and where each starts in s (the pieces are cut between code points) */
     if (baton__tok_grow((void **)&e->cp, &e->cp_cap, 2 * len + 1, sizeof *e->cp))
@@ -141,19 +143,6 @@ static int span(enc *e, const char *s, size_t len)
         at[n] = (uint32_t)i;
         baton__utf8_next(s, len, &i, &cp[n]); /* checked at the start */
         n++;
-    }
-    if (t->nfc) {
-        size_t bad;
-        const int nfc = baton__uni_nfc_stable(cp, n, &bad);
-        if (nfc != 1) {
-            snprintf(e->msg, sizeof e->msg,
-                     "the text at byte %zu (U+%04X) %s, which this tokenizer's normalizer asks "
-                     "for and baton checks but does not apply: normalize the text to NFC first",
-                     e->span_at + at[bad], (unsigned)cp[bad],
-                     nfc == 0 ? "is not in NFC"
-                              : "may not be in NFC (a mark after a composed letter)");
-            return BATON_ENOTSUP;
-        }
     }
     if (t->pattern == PAT_NONE && !t->digits)
         return t->byte_level ? byte_level_word(e, s, len) : word(e, s, len);
@@ -203,9 +192,40 @@ static long next_added(const baton_tokenizer *t, const char *s, size_t len, size
     return -1;
 }
 
-/* s split by the normalized added tokens, the spans between to span(). */
+/* s as the NFC normalizer leaves it, into *out (s itself where it is already NFC, as nearly all
+ * text is; else e->norm) */
+static int nfc(enc *e, const char *s, size_t len, const char **out, size_t *out_len)
+{
+    *out = s;
+    *out_len = len;
+    size_t n = 0, at;
+    if (baton__tok_grow((void **)&e->cp, &e->cp_cap, 5 * len + 1, sizeof *e->cp))
+        return BATON_ENOMEM;
+    uint32_t *cp = e->cp, *norm = e->cp + len;
+    for (size_t i = 0; i < len; n++)
+        baton__utf8_next(s, len, &i, &cp[n]); /* checked at the start */
+    if (baton__uni_nfc_stable(cp, n, &at) == 1)
+        return 0;
+    const size_t m = baton__uni_nfc(cp, n, norm);
+    if (baton__tok_grow((void **)&e->norm, &e->norm_cap, 4 * m + 1, 1))
+        return BATON_ENOMEM;
+    size_t k = 0;
+    for (size_t i = 0; i < m; i++)
+        k += (size_t)baton__utf8_put(norm[i], e->norm + k);
+    *out = e->norm;
+    *out_len = k;
+    return 0;
+}
+
+/* s normalized (NFC, where the tokenizer has it) and split by the normalized added tokens, the
+ * spans between to span(), as `tokenizers` does: the whole span is normalized before the split. */
 static int split_normalized(enc *e, const char *s, size_t len, size_t offset)
 {
+    if (e->t->nfc && len) {
+        int rc = nfc(e, s, len, &s, &len);
+        if (rc)
+            return rc;
+    }
     size_t i = 0, at;
     long k;
     while ((k = next_added(e->t, s, len, i, 1, &at)) >= 0) {
@@ -273,5 +293,6 @@ int baton_tokenizer_encode(const baton_tokenizer *t, const char *text, size_t le
     free(e.w.heap);
     free(e.buf);
     free(e.cp);
+    free(e.norm);
     return rc;
 }

@@ -54,7 +54,8 @@ struct baton_tokenizer {
     tok_added *added;
     size_t n_added;
     unsigned char added_first[2][256]; /* [normalized][byte]: an added token starts with it */
-    /* the normalizer: NFC (checked, not applied), or SentencePiece's: spaces as "▁" (Replace),
+    /* the normalizer: NFC (encode.c applies it to each span before the normalized added tokens'
+     * split, as `tokenizers` does), or SentencePiece's: spaces as "▁" (Replace),
      * with a "▁" before every span (Prepend) */
     int nfc, spm_replace, spm_prepend;
     int pattern; /* PAT_*: the pre-tokenizer's split, then the byte-level mapping */

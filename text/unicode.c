@@ -1,5 +1,5 @@
-/* unicode.c: UTF-8, the character classes of the pre-tokenizers' patterns and the NFC check
- * (unicode.h), by binary search over the generated tables. */
+/* unicode.c: the character classes of the pre-tokenizers' patterns, the check that a text is
+ * already NFC and NFC itself (unicode.h), by binary search over the generated tables. */
 #include "text/unicode.h"
 
 #include "text/unicode_tables.h"
@@ -13,6 +13,22 @@ static long find(const uint32_t *t, size_t rows, size_t stride, uint32_t cp)
         if (cp < t[mid * stride])
             hi = mid;
         else if (cp > t[mid * stride + 1])
+            lo = mid + 1;
+        else
+            return (long)mid;
+    }
+    return -1;
+}
+
+/* The row of a table of [key, ...] rows (stride words a row) whose key is cp, or -1. */
+static long find_key(const uint32_t *t, size_t rows, size_t stride, uint32_t cp)
+{
+    size_t lo = 0, hi = rows;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (cp < t[mid * stride])
+            hi = mid;
+        else if (cp > t[mid * stride])
             lo = mid + 1;
         else
             return (long)mid;
@@ -65,14 +81,19 @@ static int ccc_of(uint32_t cp)
     return r < 0 ? 0 : (int)uni_ccc[r][2];
 }
 
-/* Whether starter s (without a decomposition) and c compose: the generated pairs, and the
- * Hangul compositions (L + V, LV + T), which are algorithmic. */
-static int composes(uint32_t s, uint32_t c)
+/* Hangul's algorithmic parts (Unicode 3.12): syllables from leading consonants, vowels and
+ * trailing consonants */
+enum { S_BASE = 0xAC00, L_BASE = 0x1100, V_BASE = 0x1161, T_BASE = 0x11A7 };
+enum { L_COUNT = 19, V_COUNT = 21, T_COUNT = 28, N_COUNT = V_COUNT * T_COUNT, S_COUNT = 11172 };
+
+/* The primary composite of s and c, or 0: Hangul's (L + V, LV + T) or the generated pairs. */
+static uint32_t compose(uint32_t s, uint32_t c)
 {
-    if (c >= 0x1161 && c <= 0x1175)
-        return s >= 0x1100 && s <= 0x1112;
-    if (c >= 0x11A8 && c <= 0x11C2)
-        return s >= 0xAC00 && s <= 0xD7A3 && (s - 0xAC00) % 28 == 0;
+    if (s >= L_BASE && s < L_BASE + L_COUNT && c >= V_BASE && c < V_BASE + V_COUNT)
+        return S_BASE + ((s - L_BASE) * V_COUNT + (c - V_BASE)) * T_COUNT;
+    if (s >= S_BASE && s < S_BASE + S_COUNT && (s - S_BASE) % T_COUNT == 0 && c > T_BASE &&
+        c < T_BASE + T_COUNT)
+        return s + (c - T_BASE);
     size_t lo = 0, hi = sizeof uni_pairs / sizeof uni_pairs[0];
     while (lo < hi) {
         size_t mid = lo + (hi - lo) / 2;
@@ -82,9 +103,14 @@ static int composes(uint32_t s, uint32_t c)
         else if (s > p[0] || c > p[1])
             lo = mid + 1;
         else
-            return 1;
+            return p[2];
     }
     return 0;
+}
+
+static int composes(uint32_t s, uint32_t c)
+{
+    return compose(s, c) != 0;
 }
 
 /* Hangul syllables decompose algorithmically, not through the table */
@@ -131,4 +157,59 @@ int baton__uni_nfc_stable(const uint32_t *cp, size_t n, size_t *at)
         last_ccc = ccc;
     }
     return 1;
+}
+
+size_t baton__uni_nfc(const uint32_t *in, size_t n, uint32_t *out)
+{
+    /* the canonical decomposition, each character's in full */
+    size_t m = 0;
+    for (size_t i = 0; i < n; i++) {
+        const uint32_t c = in[i];
+        long r;
+        if (c >= S_BASE && c < S_BASE + S_COUNT) {
+            const uint32_t k = c - S_BASE;
+            out[m++] = L_BASE + k / N_COUNT;
+            out[m++] = V_BASE + k % N_COUNT / T_COUNT;
+            if (k % T_COUNT)
+                out[m++] = T_BASE + k % T_COUNT;
+        } else if (c >= 0xC0 &&
+                   (r = find_key(&uni_decomp[0][0], sizeof uni_decomp / sizeof uni_decomp[0], 3,
+                                 c)) >= 0) {
+            for (uint32_t k = 0; k < uni_decomp[r][2]; k++)
+                out[m++] = uni_decomp_pool[uni_decomp[r][1] + k];
+        } else {
+            out[m++] = c;
+        }
+    }
+    /* the canonical order: each run of marks sorted by combining class, stably */
+    for (size_t i = 1; i < m; i++) {
+        const uint32_t c = out[i];
+        const int cc = ccc_of(c);
+        size_t j = i;
+        while (cc != 0 && j > 0 && ccc_of(out[j - 1]) > cc) {
+            out[j] = out[j - 1];
+            j--;
+        }
+        out[j] = c;
+    }
+    /* the canonical composition (UAX #15's algorithm): each character joins the last starter
+     * where nothing between blocks it (a starter, or a mark of its class or higher) */
+    if (m == 0)
+        return 0;
+    size_t starter = 0, w = 1;
+    int last = ccc_of(out[0]) ? 256 : 0; /* a text that starts with a mark composes nothing */
+    for (size_t i = 1; i < m; i++) {
+        const uint32_t c = out[i];
+        const int cc = ccc_of(c);
+        const uint32_t comp = compose(out[starter], c);
+        if (comp && (last < cc || last == 0)) {
+            out[starter] = comp;
+            continue;
+        }
+        if (cc == 0)
+            starter = w;
+        last = cc;
+        out[w++] = c;
+    }
+    return w;
 }

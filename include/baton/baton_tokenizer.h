@@ -9,8 +9,8 @@
  * `tokenizers` library's encode(text, add_special_tokens) and the text that of its decode(ids,
  * skip_special_tokens); the Python tests compare them on several thousand texts. A tokenizer.json
  * outside that set is refused at load with a message that names the file, the place and what is
- * not supported, and a text this implementation cannot tokenize exactly (one that a Qwen NFC
- * normalizer would change) is refused at encode: never a different answer. Unicode 15.0.
+ * not supported: never a different answer. Qwen's NFC normalizer is applied as the library
+ * applies it. Unicode 15.0.
  *
  * A loaded tokenizer is read-only: any number of threads may encode and decode with it at once. */
 #ifndef BATON_TOKENIZER_H
@@ -50,8 +50,8 @@ BATON_API const char *baton_tokenizer_id_token(const baton_tokenizer *tok, int64
  * beginning-of-text token of Llama's), as `add_special_tokens`. Sets *n to the count of the whole
  * encoding and writes at most cap ids: cap 0 only sizes the buffer; more ids than a cap > 0 is
  * BATON_EINVAL after the first cap are written. BATON_EINVAL also for text that is not UTF-8 (the
- * message gives the byte offset); BATON_ENOTSUP for a text the normalizer would change and this
- * implementation cannot normalize (the offset of the character). Allocates working memory. */
+ * message gives the byte offset), and for a character the model has no token for where it has
+ * neither byte fallback nor an unknown token. Allocates working memory. */
 BATON_API int baton_tokenizer_encode(const baton_tokenizer *tok, const char *text, size_t len,
                                      int add_special, int64_t *ids, size_t cap, size_t *n,
                                      baton_error *err);

@@ -106,7 +106,7 @@ EDGE = [
     "'re'RE've'VE'm'M'd'D't'T", "I'LL WON'T he'S", "'", "''", "' s", "x's",
     "\u017f'\u017f 's'\u017f",  # long s: case-folds to s, so (?i:'s) matches "'\u017f"
     # combining marks: NFC-stable ones first (no precomposed form, or already composed), then
-    # ones NFC would change (left out for Qwen2, whose normalizer is NFC)
+    # ones NFC would change (Qwen2's normalizer composes them first)
     "\u01c5ungla \u01c4 \u01c6", "q\u0301", "\u1e0d\u0307", "\u1ea1\u0301", "\u01df", "a\u0345",
     "\u0915\u093c", "e\u0301", "q\u0301\u0323", "a\u0308\u0304", "\u1e0b\u0323", "\u0928\u093c",
     "caf\u00e9", "Zo\u00eb", "\u00a0", "a\u00a0b", "x \u00a0 y", "\u3000", "\u3000\u3000x",
@@ -168,24 +168,46 @@ def is_nfc(text):
     return unicodedata.normalize("NFC", text) == text  # unicodedata2 has no is_normalized
 
 
-_MAYBE = None
+# What NFC changes: letters and the marks that compose with them, marks in and out of canonical
+# order, precomposed letters followed by more marks, Hangul jamo and syllables, singletons (the
+# Angstrom and Ohm signs, CJK compatibility ideographs), composition exclusions (Devanagari and
+# Hebrew letters with nukta / dagesh), Greek with breathing and iota subscript
+_NFC_BASES = "aeiouAEIOUcnsyzgkrwCNSYZ" + "\u03b1\u03b5\u03b7\u03c9\u0391" + "\u0915\u0921\u05d1"
+_NFC_MARKS = [chr(c) for c in (0x300, 0x301, 0x302, 0x303, 0x304, 0x306, 0x307, 0x308, 0x30A,
+                               0x30B, 0x30C, 0x313, 0x314, 0x323, 0x327, 0x328, 0x331, 0x342,
+                               0x345, 0x93C, 0x5BC)]
+_NFC_WHOLE = [chr(c) for c in (0xE9, 0xC5, 0x1EA1, 0x1E0D, 0x1F00, 0x1FB7, 0x212B, 0x2126, 0x340,
+                               0x341, 0x343, 0x344, 0x374, 0x37E, 0x387, 0x958, 0x95D, 0xFB2C,
+                               0xF900, 0xFA10, 0x2F800, 0x1E9B, 0xD55C, 0xAC00)]
+_NFC_JAMO = [chr(c) for c in list(range(0x1100, 0x1113)) + list(range(0x1161, 0x1176)) +
+             list(range(0x11A8, 0x11C3))]
 
 
-def nfc_maybe(text):
-    """Whether text holds a character whose NFC quick-check value is Maybe (one that composes with
-    the character before it, such as U+0301). A conservative NFC check may refuse such a text
-    even when it is normalized."""
-    global _MAYBE
-    if _MAYBE is None:
-        maybe = set(map(chr, range(0x1161, 0x1176))) | set(map(chr, range(0x11A8, 0x11C3)))
-        for cp in range(0x110000):
-            d = unicodedata.decomposition(chr(cp))
-            if d and d[0] != "<" and len(d.split()) == 2:
-                a, b = (chr(int(x, 16)) for x in d.split())
-                if unicodedata.normalize("NFC", a + b) == chr(cp):
-                    maybe.add(b)
-        _MAYBE = frozenset(maybe)
-    return any(c in _MAYBE for c in text)
+def nfc_texts(seed=0, n=300):
+    """Texts for an NFC normalizer, most of which it changes: random runs of the above between
+    words, spaces and added tokens."""
+    rng = random.Random(seed + 17)
+    out = ["cafe\u0301 au lait", "\u212b\u2126", "\u1100\u1161\u11a8", "a\u0301\u0328",
+           "<|im_start|>e\u0301<|im_end|>\u0301", "\u0301 leading mark", "\ud55c\u1100\u1161"]
+    for _ in range(n):
+        parts = []
+        for _ in range(rng.randint(1, 8)):
+            r = rng.random()
+            if r < 0.45:
+                parts.append(rng.choice(_NFC_BASES) +
+                             "".join(rng.choice(_NFC_MARKS) for _ in range(rng.randint(0, 3))))
+            elif r < 0.65:
+                parts.append(rng.choice(_NFC_WHOLE) +
+                             "".join(rng.choice(_NFC_MARKS) for _ in range(rng.randint(0, 2))))
+            elif r < 0.8:
+                parts.append("".join(rng.choice(_NFC_JAMO) for _ in range(rng.randint(1, 4))))
+            elif r < 0.9:
+                parts.append(rng.choice([" ", "  ", "\n", " the ", "123", "<|im_end|>",
+                                         "<|endoftext|>"]))
+            else:
+                parts.append(rng.choice(_NFC_MARKS))
+        out.append("".join(parts))
+    return out
 
 
 def byte_chars():

@@ -5,8 +5,10 @@
  * fixtures and comes back from its ids whole (byte-level BPE and byte fallback lose nothing), and
  * one that is not is refused; a tokenizer that loads encodes a fixed text and decodes ids of every
  * kind (special, unknown, past the vocabulary) without a fault (ASan in the fuzz build); ids
- * decoded an id at a time (baton_tokenizer_decoder) give the whole decode's text; the third kind
- * of input is also read as a chat.json (baton_chat), which loads and renders or is refused.
+ * decoded an id at a time (baton_tokenizer_decoder) give the whole decode's text; NFC is
+ * idempotent, its output passes the NFC check and a text the check passes is unchanged by it; the
+ * third kind of input is also read as a chat.json (baton_chat), which loads and renders or is
+ * refused.
  *
  * Build: CC=clang cmake -S . -B build-fuzz -DBATON_CUDA=OFF -DBATON_FUZZ=ON -DBATON_SANITIZE=ON
  *        cmake --build build-fuzz --target fuzz_tokenizer
@@ -101,6 +103,24 @@ static void ids_of_bytes(const baton_tokenizer *t, const char *s, size_t n)
     pieces_match(t, ids, k, n % 2);
 }
 
+/* NFC's properties on any text: applying it twice changes nothing more, the check never calls
+ * its result not NFC, and a text the check passes is its own NFC */
+static void nfc_properties(const char *s, size_t n)
+{
+    uint32_t *cp = malloc((n + 1) * sizeof *cp), *a = malloc((4 * n + 1) * sizeof *a),
+             *b = malloc((16 * n + 1) * sizeof *b);
+    size_t k = 0, at;
+    for (size_t i = 0; i < n; k++)
+        baton__utf8_next(s, n, &i, &cp[k]);
+    const size_t m = baton__uni_nfc(cp, k, a), m2 = baton__uni_nfc(a, m, b);
+    if (m2 != m || memcmp(a, b, m * sizeof *a) != 0 || baton__uni_nfc_stable(a, m, &at) == 0 ||
+        (baton__uni_nfc_stable(cp, k, &at) == 1 && (m != k || memcmp(a, cp, k * sizeof *a))))
+        abort();
+    free(cp);
+    free(a);
+    free(b);
+}
+
 /* encode then decode: the text back, or its refusal when it is not UTF-8. SentencePiece's
  * decoder turns every "▁" into a space, the text's own too, and its normalizer puts one before
  * every span between added tokens (as `tokenizers` does): such texts only encode and decode. */
@@ -120,6 +140,7 @@ static void round_trip(const baton_tokenizer *t, const char *s, size_t n, int sp
     }
     if (rc)
         abort();
+    nfc_properties(s, n);
     int64_t *ids = malloc((count + 1) * sizeof *ids);
     if (baton_tokenizer_encode(t, s, n, 0, ids, count, &count, &e))
         abort();
