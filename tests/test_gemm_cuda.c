@@ -312,8 +312,9 @@ Test(gemm_cuda, execute_is_capture_safe_and_a_replay_reads_new_inputs)
 /* A plan with dims binds fewer rows than init's max: execute() follows ctx->sig's M. Runs at
  * more distinct Ms than the delegate keeps plans for (some twice, after they were evicted), each
  * against the float64 reference, with the rows past M left as poisoned (so the matmul ran at M,
- * not at the max); then graphs captured at two Ms replay each its own M. */
-static void run_dims_case(baton_dtype dt, int ta, int tb, cudaStream_t stream)
+ * not at the max); then graphs captured at two Ms replay each its own M. shift: the buffers that
+ * many elements past cudaMalloc's alignment (a run-time plan asks for the tier they meet). */
+static void run_dims_case(baton_dtype dt, int ta, int tb, int shift, cudaStream_t stream)
 {
     const int64_t max_m = 96, n = 80, k = 136;
     const int64_t ms[] = {96, 1, 17, 64, 1, 2, 3, 5, 7, 9, 11, 13, 96, 33, 17};
@@ -322,7 +323,7 @@ static void run_dims_case(baton_dtype dt, int ta, int tb, cudaStream_t stream)
     uint64_t seed = test_fresh_seed();
     test_rng rng = {seed};
     gemm_bufs g;
-    bufs_alloc(&g, &c, 0);
+    bufs_alloc(&g, &c, shift);
     void *state = NULL;
     baton_error err = {0};
     cr_assert_eq(baton__gemm_cublaslt_iface.init(&c.info, &state, &err), 0, "%s", err.message);
@@ -402,7 +403,8 @@ Test(gemm_cuda, follows_the_runs_m_from_the_signature_at_several_m)
     CU(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
     for (int d = 0; d < 3; d++)
         for (int t = 0; t < 4; t++)
-            run_dims_case(gpu_dtypes[d], t & 1, (t >> 1) & 1, stream);
+            for (int shift = 0; shift < 9; shift += shift ? 7 : 1) /* 0, 1 and 8 elements */
+                run_dims_case(gpu_dtypes[d], t & 1, (t >> 1) & 1, shift, stream);
     cudaStreamDestroy(stream);
 }
 

@@ -7,7 +7,8 @@
  * execute() multiplies the run's M (ctx->sig, rebound by the runtime when the dims change), with
  * layouts and algorithms chosen for that M. They live in a small per-M cache whose layout objects
  * are created at init, so the first run of a new M only sets their sizes and asks the heuristic
- * (host calls, legal during capture), and a run whose M is the last one's does nothing extra. */
+ * once, for the alignment its pointers have (host calls, legal during capture), and a run whose M
+ * is the last one's does nothing extra. */
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -31,15 +32,17 @@
  * run switching among the bindings it keeps graphs for never re-plans. */
 #define GEMM_PLANS 8
 
-/* The layouts and algorithms for one M (B's layout does not depend on M). */
+/* The layouts and algorithms for one M (B's layout does not depend on M). A plan made at run time
+ * asks the heuristic for the alignment tier the run's pointers need only (each ask costs the host
+ * about 0.1 ms, and a prefill of a new length asks once for each of its GEMMs); another tier when
+ * a run needs it. */
 typedef struct gemm_plan {
     int64_t m;                    /* 0: not filled */
     uint64_t stamp;               /* when last switched to: the least recent is refilled first */
     cublasLtMatrixLayout_t lay_a; /* cuBLASLt's "B": the stored A */
     cublasLtMatrixLayout_t lay_c;
-    int n_algos;
+    signed char have[GEMM_TIERS]; /* 1: algo[t] chosen; -1: none at that alignment; 0: not asked */
     cublasLtMatmulAlgo_t algo[GEMM_TIERS];
-    uintptr_t align[GEMM_TIERS];
 } gemm_plan;
 
 typedef struct gemm_state {
@@ -116,77 +119,112 @@ static cublasStatus_t plan_resize(const gemm_state *s, gemm_plan *p, int64_t m)
     return CUBLAS_STATUS_SUCCESS;
 }
 
-/* Makes plan p the plan for M = m: resizes its layouts and asks the heuristic for an algorithm
- * per alignment tier, within s->workspace_cap (raising s->workspace_bytes at init). Host calls
- * only, no allocation of ours: legal while the stream is being captured. Returns 0, or a code
- * with the reason in msg (then p is left unfilled). */
-static int plan_fill(gemm_state *s, gemm_plan *p, int64_t m, char *msg, size_t msg_len)
+/* The pointer alignment of tier t: cudaMalloc'd buffers, arena slots, the element */
+static uint32_t tier_align(const gemm_state *s, int t)
+{
+    return t == 0 ? 256 : t == 1 ? 16 : (uint32_t)baton_dtype_size((baton_dtype)s->desc.dtype);
+}
+
+/* Asks the heuristic for plan p's algorithm at alignment tier t, within s->workspace_cap (raising
+ * s->workspace_bytes at init): p->have[t] becomes 1 or -1. Host calls only, no allocation of
+ * ours: legal while the stream is being captured. 0, or a code with the reason in msg. */
+static int tier_fill(gemm_state *s, gemm_plan *p, int t, char *msg, size_t msg_len)
+{
+    size_t cap = s->workspace_cap;
+    const uint32_t align = tier_align(s, t);
+    const cublasLtMatmulPreferenceAttributes_t al[4] = {
+        CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
+        CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES};
+    cublasStatus_t st = s->api->cublasLtMatmulPreferenceSetAttribute(
+        s->pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &cap, sizeof cap);
+    for (int j = 0; j < 4 && st == CUBLAS_STATUS_SUCCESS; j++)
+        st = s->api->cublasLtMatmulPreferenceSetAttribute(s->pref, al[j], &align, sizeof align);
+    if (st != CUBLAS_STATUS_SUCCESS) {
+        snprintf(msg, msg_len, "cublasLtMatmulPreferenceSetAttribute failed: %s",
+                 s->api->cublasLtGetStatusName(st));
+        return BATON_ECUDA;
+    }
+    cublasLtMatmulHeuristicResult_t res[4];
+    int n_res = 0;
+    memset(res, 0, sizeof res);
+    p->have[t] = -1;
+    st = s->api->cublasLtMatmulAlgoGetHeuristic(s->lt, s->op, s->lay_b, p->lay_a, p->lay_c,
+                                                p->lay_c, s->pref, 4, res, &n_res);
+    for (int r = 0; st == CUBLAS_STATUS_SUCCESS && r < n_res; r++) {
+        if (res[r].state != CUBLAS_STATUS_SUCCESS || res[r].workspaceSize > cap)
+            continue;
+        p->algo[t] = res[r].algo;
+        p->have[t] = 1;
+        if (res[r].workspaceSize > s->workspace_bytes)
+            s->workspace_bytes = res[r].workspaceSize;
+        break;
+    }
+    return 0; /* no algorithm at this alignment: a less demanding tier may have one */
+}
+
+/* Why plan p has no algorithm for pointers from tier t on, into msg: BATON_ENOTSUP */
+static int no_algorithm(const gemm_state *s, const gemm_plan *p, char *msg, size_t msg_len)
+{
+    const int ta = (s->desc.flags & BATON_GEMM_TRANS_A) != 0;
+    const int tb = (s->desc.flags & BATON_GEMM_TRANS_B) != 0;
+    snprintf(msg, msg_len, "cuBLASLt has no algorithm for %s M=%lld N=%lld K=%lld%s%s",
+             baton_dtype_name((baton_dtype)s->desc.dtype), (long long)p->m, (long long)s->desc.n,
+             (long long)s->desc.k, ta ? " trans_a" : "", tb ? " trans_b" : "");
+    return BATON_ENOTSUP;
+}
+
+/* Makes plan p the plan for M = m: resizes its layouts, and with all_tiers (at init, where the
+ * workspace is sized by every tier's algorithm) asks the heuristic for each alignment tier; at
+ * run time the tiers are asked as runs need them (plan_algo). 0, or a code with the reason in
+ * msg (then p is left unfilled). */
+static int plan_fill(gemm_state *s, gemm_plan *p, int64_t m, int all_tiers, char *msg,
+                     size_t msg_len)
 {
     p->m = 0;
-    p->n_algos = 0;
+    memset(p->have, 0, sizeof p->have);
     cublasStatus_t st = plan_resize(s, p, m);
     if (st != CUBLAS_STATUS_SUCCESS) {
         snprintf(msg, msg_len, "cublasLtMatrixLayoutSetAttribute (M=%lld) failed: %s", (long long)m,
                  s->api->cublasLtGetStatusName(st));
         return BATON_ECUDA;
     }
-    size_t cap = s->workspace_cap;
-    if ((st = s->api->cublasLtMatmulPreferenceSetAttribute(
-             s->pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &cap, sizeof cap)) !=
-        CUBLAS_STATUS_SUCCESS) {
-        snprintf(msg, msg_len, "cublasLtMatmulPreferenceSetAttribute failed: %s",
-                 s->api->cublasLtGetStatusName(st));
-        return BATON_ECUDA;
-    }
-    const uint32_t esize = (uint32_t)baton_dtype_size((baton_dtype)s->desc.dtype);
-    const uint32_t tiers[GEMM_TIERS] = {256, 16, esize};
-    cublasStatus_t last = CUBLAS_STATUS_SUCCESS;
-    for (int t = 0; t < GEMM_TIERS; t++) {
-        const cublasLtMatmulPreferenceAttributes_t al[4] = {
-            CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
-            CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES};
-        for (int j = 0; j < 4; j++) {
-            if ((st = s->api->cublasLtMatmulPreferenceSetAttribute(
-                     s->pref, al[j], &tiers[t], sizeof tiers[t])) != CUBLAS_STATUS_SUCCESS) {
-                snprintf(msg, msg_len,
-                         "cublasLtMatmulPreferenceSetAttribute (alignment) failed: %s",
-                         s->api->cublasLtGetStatusName(st));
-                return BATON_ECUDA;
-            }
-        }
-        cublasLtMatmulHeuristicResult_t res[4];
-        int n_res = 0;
-        memset(res, 0, sizeof res);
-        st = s->api->cublasLtMatmulAlgoGetHeuristic(s->lt, s->op, s->lay_b, p->lay_a, p->lay_c,
-                                                    p->lay_c, s->pref, 4, res, &n_res);
-        if (st != CUBLAS_STATUS_SUCCESS) {
-            last = st; /* no algorithm at this alignment: try the next tier */
-            continue;
-        }
-        for (int r = 0; r < n_res; r++) {
-            if (res[r].state != CUBLAS_STATUS_SUCCESS || res[r].workspaceSize > cap)
-                continue;
-            p->algo[p->n_algos] = res[r].algo;
-            p->align[p->n_algos] = tiers[t];
-            p->n_algos++;
-            if (res[r].workspaceSize > s->workspace_bytes)
-                s->workspace_bytes = res[r].workspaceSize;
-            break;
-        }
-    }
-    if (p->n_algos == 0) {
-        const int ta = (s->desc.flags & BATON_GEMM_TRANS_A) != 0;
-        const int tb = (s->desc.flags & BATON_GEMM_TRANS_B) != 0;
-        snprintf(msg, msg_len, "cuBLASLt has no algorithm for %s M=%lld N=%lld K=%lld%s%s (%s)",
-                 baton_dtype_name((baton_dtype)s->desc.dtype), (long long)m, (long long)s->desc.n,
-                 (long long)s->desc.k, ta ? " trans_a" : "", tb ? " trans_b" : "",
-                 last != CUBLAS_STATUS_SUCCESS ? s->api->cublasLtGetStatusName(last)
-                                               : "no heuristic result");
-        return BATON_ENOTSUP;
-    }
+    int rc = 0, any = 0;
+    for (int t = 0; all_tiers && t < GEMM_TIERS && !rc; t++)
+        if (!(rc = tier_fill(s, p, t, msg, msg_len)))
+            any |= p->have[t] == 1;
+    if (rc)
+        return rc;
     p->m = m;
+    if (all_tiers && !any) {
+        rc = no_algorithm(s, p, msg, msg_len);
+        p->m = 0;
+        return rc;
+    }
     p->stamp = ++s->clock;
     return 0;
+}
+
+/* The algorithm of plan p for pointers of the alignment addr: the most demanding tier they meet
+ * whose algorithm the heuristic has (asked now where it was not yet), or NULL with the reason. */
+static const cublasLtMatmulAlgo_t *plan_algo(gemm_state *s, gemm_plan *p, uintptr_t addr, int *code,
+                                             char *msg, size_t msg_len)
+{
+    int t = 0;
+    while (t < GEMM_TIERS && (addr & (tier_align(s, t) - 1)) != 0)
+        t++;
+    if (t == GEMM_TIERS) {
+        snprintf(msg, msg_len, "the buffers are not aligned to their element size");
+        *code = BATON_EINVAL;
+        return NULL;
+    }
+    for (; t < GEMM_TIERS; t++) {
+        if (p->have[t] == 0 && (*code = tier_fill(s, p, t, msg, msg_len)) != 0)
+            return NULL;
+        if (p->have[t] == 1)
+            return &p->algo[t];
+    }
+    *code = no_algorithm(s, p, msg, msg_len);
+    return NULL;
 }
 
 static int gemm_init(const baton_delegate_init *info, void **state, baton_error *err)
@@ -315,12 +353,12 @@ static int gemm_init(const baton_delegate_init *info, void **state, baton_error 
      * and wants workspace most); plans for other Ms get algorithms that fit in it. */
     s->workspace_cap = GEMM_MAX_WORKSPACE;
     char why2[512];
-    if ((rc = plan_fill(s, &s->plan[0], desc.m, why2, sizeof why2)) != 0) {
+    if ((rc = plan_fill(s, &s->plan[0], desc.m, 1, why2, sizeof why2)) != 0) {
         rc = init_fail(err, rc, info, "%s", why2);
         goto fail;
     }
     /* M = 1 only sizes the workspace: without an algorithm there, the step still runs at max M */
-    if (desc.m > 1 && plan_fill(s, &s->plan[1], 1, why2, sizeof why2) != 0)
+    if (desc.m > 1 && plan_fill(s, &s->plan[1], 1, 1, why2, sizeof why2) != 0)
         s->plan[1].stamp = 0;
     s->cur = 0;
     if (s->workspace_bytes > 0) {
@@ -357,7 +395,7 @@ static int exec_fail(const baton_exec_ctx *ctx, int code, const char *fmt, ...)
 
 /* The plan for the run's M: the last one used (the common case: nothing to do), another one
  * kept, or the least recently used one refilled for m. NULL with the reason in ctx->errbuf. */
-static const gemm_plan *plan_for(gemm_state *s, const baton_exec_ctx *ctx, int64_t m)
+static gemm_plan *plan_for(gemm_state *s, const baton_exec_ctx *ctx, int64_t m)
 {
     if (s->plan[s->cur].m == m)
         return &s->plan[s->cur];
@@ -372,7 +410,7 @@ static const gemm_plan *plan_for(gemm_state *s, const baton_exec_ctx *ctx, int64
             lru = p; /* an unfilled plan has stamp 0: it goes first */
     }
     char why[512];
-    int rc = plan_fill(s, &s->plan[lru], m, why, sizeof why);
+    int rc = plan_fill(s, &s->plan[lru], m, 0, why, sizeof why);
     if (rc != 0) {
         s->plan[lru].stamp = 0;
         (void)exec_fail(ctx, rc, "gemm (cuBLASLt): %s", why);
@@ -393,7 +431,7 @@ static int gemm_execute(void *state, const baton_exec_ctx *ctx, void **buffers)
                          "gemm (cuBLASLt): the run binds M=%lld rows but the step was prepared "
                          "for at most %lld",
                          (long long)m, (long long)s->desc.m);
-    const gemm_plan *p = plan_for(s, ctx, m);
+    gemm_plan *p = plan_for(s, ctx, m);
     if (!p)
         return BATON_ENOTSUP;
     const void *a = buffers[0], *b = buffers[1];
@@ -401,17 +439,14 @@ static int gemm_execute(void *state, const baton_exec_ctx *ctx, void **buffers)
     const int add = s->desc.beta != 0;
     void *c = buffers[2], *dst = buffers[add ? 3 : 2];
     const uintptr_t addr = (uintptr_t)a | (uintptr_t)b | (uintptr_t)c | (uintptr_t)dst;
-    int t = 0;
-    while (t < p->n_algos && (addr & (p->align[t] - 1)) != 0)
-        t++;
-    if (t == p->n_algos)
-        return exec_fail(ctx, BATON_EINVAL,
-                         "gemm (cuBLASLt): buffers a=%p b=%p c=%p are not aligned to their "
-                         "element size",
-                         a, b, (void *)c);
+    char why[512];
+    int code = 0;
+    const cublasLtMatmulAlgo_t *algo = plan_algo(s, p, addr, &code, why, sizeof why);
+    if (!algo)
+        return exec_fail(ctx, code, "gemm (cuBLASLt): %s (a=%p b=%p c=%p)", why, a, b, (void *)c);
     cublasStatus_t st = s->api->cublasLtMatmul(
         s->lt, s->op, &s->alpha, b, s->lay_b, a, p->lay_a, &s->beta, c, p->lay_c, dst, p->lay_c,
-        &p->algo[t], s->workspace, s->workspace_bytes, (cudaStream_t)ctx->stream);
+        algo, s->workspace, s->workspace_bytes, (cudaStream_t)ctx->stream);
     if (st != CUBLAS_STATUS_SUCCESS)
         return exec_fail(ctx, BATON_ECUDA, "cublasLtMatmul failed: %s: %s",
                          s->api->cublasLtGetStatusName(st), s->api->cublasLtGetStatusString(st));
