@@ -163,35 +163,40 @@ static int grow(void **p, size_t *cap, size_t bytes)
     return 0;
 }
 
+static int load_fail(const char *what, const baton_error *err)
+{
+    fprintf(stderr, "chat: %s: %s\n", what, err->message);
+    return 1;
+}
+
 static int load(chat *c)
 {
     char path[4096];
-    baton_error err;
-    const char *what = "plans";
-    int rc = baton_registry_create(&c->reg);
+    baton_error err = {0};
 #define PATH(f) (snprintf(path, sizeof path, "%s/%s", c->a.dir, f), path)
-    if (!rc)
-        rc = baton_plan_load(c->reg, PATH("prefill.json"), &c->pre, &err);
-    if (!rc)
-        rc = baton_plan_load(c->reg, PATH("decode.json"), &c->dec, &err);
-    baton_options pre_opts = c->a.opts;
-    pre_opts.mode = c->a.prefill;
-    if (!rc && !(rc = baton_runtime_create(c->pre, &pre_opts, &c->pre_rt, &err)))
-        rc = baton_runtime_create(c->dec, &c->a.opts, &c->dec_rt, &err);
-    /* one KV cache, filled by the prefill and appended to by the decode, kept between turns */
-    if (!rc && (rc = baton_runtime_share_state(c->dec_rt, c->pre_rt, &err)) != 0)
-        what = "sharing the KV cache between the plans (generate copies it instead)";
-    if (!rc && (what = "the tokenizer",
-                (rc = baton_tokenizer_load(PATH("tokenizer.json"), &c->tok, &err)) == 0))
-        rc = baton_tokenizer_decoder_create(c->tok, 1, &c->shown, &err);
-    if (!rc && (what = "the chat template",
-                (rc = baton_chat_load(PATH("chat.json"), &c->tmpl, &err)) != 0))
-        fprintf(stderr, "chat: baton_export writes chat.json from the tokenizer's chat template\n");
-#undef PATH
-    if (rc) {
-        fprintf(stderr, "chat: %s: %s\n", what, err.message);
+    if (baton_registry_create(&c->reg) != 0) {
+        fprintf(stderr, "chat: out of memory\n");
         return 1;
     }
+    if (baton_plan_load(c->reg, PATH("prefill.json"), &c->pre, &err) ||
+        baton_plan_load(c->reg, PATH("decode.json"), &c->dec, &err))
+        return load_fail("loading the plans", &err);
+    baton_options pre_opts = c->a.opts;
+    pre_opts.mode = c->a.prefill;
+    if (baton_runtime_create(c->pre, &pre_opts, &c->pre_rt, &err) ||
+        baton_runtime_create(c->dec, &c->a.opts, &c->dec_rt, &err))
+        return load_fail("preparing the plans", &err);
+    /* one KV cache, filled by the prefill and appended to by the decode, kept between turns */
+    if (baton_runtime_share_state(c->dec_rt, c->pre_rt, &err))
+        return load_fail("sharing the KV cache between the plans", &err);
+    if (baton_tokenizer_load(PATH("tokenizer.json"), &c->tok, &err) ||
+        baton_tokenizer_decoder_create(c->tok, 1, &c->shown, &err))
+        return load_fail("the tokenizer", &err);
+    if (baton_chat_load(PATH("chat.json"), &c->tmpl, &err))
+        return load_fail("the chat template (baton_export writes chat.json from the tokenizer's "
+                         "template)",
+                         &err);
+#undef PATH
     int lt = baton_plan_tensor_index(c->dec, "logits"),
         kt = baton_plan_tensor_index(c->dec, "k_cache.0");
     baton_tensor_info ki, ti;
@@ -363,6 +368,10 @@ static int turn(chat *c, int k)
     if (rc) {
         fprintf(stderr, "chat: turn %d: %s\n", k,
                 rc == BATON_ENOMEM ? "out of memory" : err.message);
+        return 1;
+    }
+    if (n == 0) { /* an empty template and message: nothing to run */
+        fprintf(stderr, "chat: turn %d: the conversation has no tokens\n", k);
         return 1;
     }
     if ((int64_t)n + c->a.max_new > c->max_seq) {
