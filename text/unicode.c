@@ -4,15 +4,16 @@
 
 #include "text/unicode_tables.h"
 
-/* The row of a table of [first, last, ...] rows (stride words a row) that holds cp, or -1. */
-static long find(const uint32_t *t, size_t rows, size_t stride, uint32_t cp)
+/* The row of a sorted table (stride words a row) that holds cp, or -1: rows of [first, last, ...]
+ * ranges, or of [key, ...] where last is 0 (the key is then both). */
+static long find(const uint32_t *t, size_t rows, size_t stride, size_t last, uint32_t cp)
 {
     size_t lo = 0, hi = rows;
     while (lo < hi) {
         size_t mid = lo + (hi - lo) / 2;
         if (cp < t[mid * stride])
             hi = mid;
-        else if (cp > t[mid * stride + 1])
+        else if (cp > t[mid * stride + last])
             lo = mid + 1;
         else
             return (long)mid;
@@ -20,23 +21,7 @@ static long find(const uint32_t *t, size_t rows, size_t stride, uint32_t cp)
     return -1;
 }
 
-/* The row of a table of [key, ...] rows (stride words a row) whose key is cp, or -1. */
-static long find_key(const uint32_t *t, size_t rows, size_t stride, uint32_t cp)
-{
-    size_t lo = 0, hi = rows;
-    while (lo < hi) {
-        size_t mid = lo + (hi - lo) / 2;
-        if (cp < t[mid * stride])
-            hi = mid;
-        else if (cp > t[mid * stride])
-            lo = mid + 1;
-        else
-            return (long)mid;
-    }
-    return -1;
-}
-
-#define IN(table, cp) (find(&table[0][0], sizeof table / sizeof table[0], 2, cp) >= 0)
+#define IN(table, cp) (find(&table[0][0], sizeof table / sizeof table[0], 2, 1, cp) >= 0)
 
 int baton__uni_is_letter(uint32_t cp)
 {
@@ -77,7 +62,7 @@ static int ccc_of(uint32_t cp)
 {
     if (cp < 0x300)
         return 0;
-    long r = find(&uni_ccc[0][0], sizeof uni_ccc / sizeof uni_ccc[0], 3, cp);
+    long r = find(&uni_ccc[0][0], sizeof uni_ccc / sizeof uni_ccc[0], 3, 1, cp);
     return r < 0 ? 0 : (int)uni_ccc[r][2];
 }
 
@@ -173,8 +158,8 @@ size_t baton__uni_nfc(const uint32_t *in, size_t n, uint32_t *out)
             if (k % T_COUNT)
                 out[m++] = T_BASE + k % T_COUNT;
         } else if (c >= 0xC0 &&
-                   (r = find_key(&uni_decomp[0][0], sizeof uni_decomp / sizeof uni_decomp[0], 3,
-                                 c)) >= 0) {
+                   (r = find(&uni_decomp[0][0], sizeof uni_decomp / sizeof uni_decomp[0], 3, 0,
+                             c)) >= 0) {
             for (uint32_t k = 0; k < uni_decomp[r][2]; k++)
                 out[m++] = uni_decomp_pool[uni_decomp[r][1] + k];
         } else {
