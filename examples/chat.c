@@ -8,7 +8,7 @@
  *
  *   build/chat DIR [--system TEXT] [--max-new-tokens N] [--stop ID,ID,...] [--print-ids]
  *              [--gpu=auto|cuda|cpu|sim] [--mode=strict|boundary|graph] [--prefill-mode=MODE]
- *              [--exact-prefill]
+ *              [--exact-prefill] [--temperature T --top-k K --top-p P --seed S]
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -28,9 +28,12 @@ typedef struct args {
     int64_t stop[MAX_STOP];
     int n_stop;
     int print_ids;
-    int exact_prefill;       /* --exact-prefill: no padding of a prefill's rows */
-    baton_options opts;      /* the decode's: --mode, --gpu */
-    baton_sync_mode prefill; /* --prefill-mode */
+    int exact_prefill;         /* --exact-prefill: no padding of a prefill's rows */
+    double temperature, top_p; /* --temperature (0: greedy), --top-p */
+    long top_k;                /* --top-k (0: off) */
+    unsigned long long seed;   /* --seed */
+    baton_options opts;        /* the decode's: --mode, --gpu */
+    baton_sync_mode prefill;   /* --prefill-mode */
 } args;
 
 static double now_s(void)
@@ -49,16 +52,20 @@ static int usage(const char *msg)
             "[--print-ids]\n"
             "            [--gpu=auto|cuda|cpu|sim] [--mode=strict|boundary|graph]\n"
             "            [--prefill-mode=strict|boundary|graph] [--exact-prefill]\n"
+            "            [--temperature T] [--top-k K] [--top-p P] [--seed S]\n"
             "Reads user messages from stdin, one a line, and prints each reply as it comes.\n"
             "DIR is baton_export's: prefill.json, decode.json, weights.safetensors,\n"
             "tokenizer.json and chat.json. A reply ends at the model's end of turn (the first\n"
             "special token of chat.json's assistant suffix), at a --stop id, or after\n"
-            "--max-new-tokens (default 256). --print-ids prints each reply's ids on a line after\n"
-            "its text. --mode is the decode's (default graph); --prefill-mode the prefill's\n"
+            "--max-new-tokens (default 256). --print-ids prints each reply's ids after its text,\n"
+            "on a line \"ids: 1 2 3\". --mode is the decode's (default graph); --prefill-mode the "
+            "prefill's\n"
             "(default boundary: a turn's new tokens are of a length not seen before, and graph\n"
             "mode would capture a graph for each). A turn's prefill runs a power of two of rows\n"
             "(its tokens, then padding), so that a GEMM's choice of algorithm per row count is\n"
-            "made once; --exact-prefill runs the tokens alone.\n");
+            "made once; --exact-prefill runs the tokens alone. Greedy unless --temperature is\n"
+            "given: then each token is drawn on the host by the sample kernel (top_k off and\n"
+            "top_p 1 unless given), the same tokens for the same seed.\n");
     return 2;
 }
 
@@ -74,12 +81,24 @@ static const char *opt_value(int argc, char **argv, int *i, const char *name)
     return NULL;
 }
 
+/* v as a number >= 0 (an integer below 2^53 where integer): 0, or -1 */
+static int number(const char *v, int integer, double *out)
+{
+    char *end;
+    errno = 0;
+    *out = strtod(v, &end);
+    if (errno || end == v || *end || !(*out >= 0))
+        return -1;
+    return integer && (*out != (double)(long long)*out || *out > 9007199254740992.0) ? -1 : 0;
+}
+
 static int parse_args(int argc, char **argv, args *a)
 {
     baton_options_init(&a->opts);
     a->opts.mode = BATON_SYNC_GRAPH;
     a->prefill = BATON_SYNC_BOUNDARY;
     a->max_new = 256;
+    a->top_p = 1.0;
     for (int i = 1; i < argc; i++) {
         const char *v;
         if ((v = opt_value(argc, argv, &i, "--system"))) {
@@ -104,6 +123,22 @@ static int parse_args(int argc, char **argv, args *a)
             a->print_ids = 1;
         } else if (strcmp(argv[i], "--exact-prefill") == 0) {
             a->exact_prefill = 1;
+        } else if ((v = opt_value(argc, argv, &i, "--temperature"))) {
+            if (number(v, 0, &a->temperature))
+                return usage("--temperature takes a number >= 0 (0: greedy)");
+        } else if ((v = opt_value(argc, argv, &i, "--top-p"))) {
+            if (number(v, 0, &a->top_p) || a->top_p > 1)
+                return usage("--top-p takes a number in [0, 1]");
+        } else if ((v = opt_value(argc, argv, &i, "--top-k"))) {
+            double d;
+            if (number(v, 1, &d))
+                return usage("--top-k takes an integer >= 0 (0: off)");
+            a->top_k = (long)d;
+        } else if ((v = opt_value(argc, argv, &i, "--seed"))) {
+            double d;
+            if (number(v, 1, &d))
+                return usage("--seed takes an integer >= 0");
+            a->seed = (unsigned long long)d;
         } else if ((v = opt_value(argc, argv, &i, "--gpu"))) {
             a->opts.gpu = !strcmp(v, "cuda")  ? BATON_GPU_CUDA
                           : !strcmp(v, "cpu") ? BATON_GPU_CPU
@@ -138,10 +173,13 @@ typedef struct chat {
     baton_tokenizer_decoder *shown;
     baton_tensor_info logits; /* the decode's [1, 1, vocab] */
     int64_t vocab, max_seq;
-    int dec_token;  /* the decode plan outputs next_token: 8 bytes a token, not the logits */
-    int last_row;   /* the prefill plan takes a one-hot last_row and returns one row of logits */
-    float *row_f32; /* a row of logits as f32, for the argmax */
-    void *buf;      /* scratch: logits, inputs */
+    int dec_token;    /* the decode plan outputs next_token: 8 bytes a token, not the logits */
+    int last_row;     /* the prefill plan takes a one-hot last_row and returns one row of logits */
+    float *row_f32;   /* a row of logits as f32, for the argmax */
+    baton_plan *samp; /* --temperature: a one-step plan around the sample kernel, on the host */
+    baton_runtime *samp_rt;
+    int64_t drawn; /* the tokens drawn so far: the sampler's step, so a seed gives one text */
+    void *buf;     /* scratch: logits, inputs */
     size_t buf_cap;
     baton_chat_message *msgs; /* the conversation; contents owned */
     size_t n_msgs;
@@ -231,19 +269,55 @@ static int load(chat *c)
     if (c->a.n_stop == 0)
         fprintf(stderr, "chat: the template's end of turn is no special token: replies end after "
                         "--max-new-tokens unless --stop is given\n");
+    if (c->a.temperature > 0) { /* the sample kernel's plan, made here from the settings */
+        char json[1024];
+        if (c->logits.role != BATON_ROLE_OUTPUT) {
+            fprintf(stderr,
+                    "chat: --temperature draws from the logits, which %s/decode.json does "
+                    "not output: export it with decode_outputs=(\"logits\",)\n",
+                    c->a.dir);
+            return 1;
+        }
+        snprintf(json, sizeof json,
+                 "{\"format\": \"baton.plan\", \"version\": 1, \"name\": \"sampler\", "
+                 "\"tensors\": [{\"name\": \"logits\", \"dtype\": \"%s\", \"shape\": [1, %" PRId64
+                 "], \"role\": \"input\"}, {\"name\": \"step\", \"dtype\": \"i64\", \"shape\": "
+                 "[1], \"role\": \"input\"}, {\"name\": \"ids\", \"dtype\": \"i64\", \"shape\": "
+                 "[1], \"role\": \"output\"}], \"steps\": [{\"name\": \"sample\", \"kernel\": "
+                 "\"sample\", \"device\": \"cpu\", \"inputs\": [\"logits\", \"step\"], "
+                 "\"outputs\": [\"ids\"], \"attrs\": {\"temperature\": %.17g, \"top_k\": %ld, "
+                 "\"top_p\": %.17g, \"seed\": %llu}}]}",
+                 baton_dtype_name(c->logits.desc.dtype), c->vocab, c->a.temperature, c->a.top_k,
+                 c->a.top_p, c->a.seed);
+        if (baton_plan_load_string(c->reg, json, strlen(json), "sampler", NULL, &c->samp, &err) ||
+            baton_runtime_create(c->samp, NULL, &c->samp_rt, &err))
+            return load_fail("the sampler", &err);
+    }
     c->row_f32 = malloc((size_t)c->vocab * sizeof *c->row_f32);
     return c->row_f32 ? 0 : 1;
 }
 
-/* The greedy token of a row of logits */
-static int64_t argmax(chat *c, const void *row)
+/* The next token from a row of logits: the sampler's draw (its step the count of draws so far),
+ * or the greedy token */
+static int pick(chat *c, const void *row, int64_t *id, baton_error *err)
 {
+    const int64_t step = c->drawn++;
+    if (c->samp_rt) {
+        const size_t bytes = (size_t)c->vocab * baton_dtype_size(c->logits.desc.dtype);
+        int rc = baton_runtime_set_input(c->samp_rt, "logits", row, bytes, err);
+        if (!rc)
+            rc = baton_runtime_set_input(c->samp_rt, "step", &step, sizeof step, err);
+        if (!rc)
+            rc = baton_runtime_run(c->samp_rt, err);
+        return rc ? rc : baton_runtime_get_output(c->samp_rt, "ids", id, sizeof *id, err);
+    }
     baton_convert(c->row_f32, BATON_DTYPE_F32, row, c->logits.desc.dtype, c->vocab);
     int64_t best = 0;
     for (int64_t i = 1; i < c->vocab; i++)
         if (c->row_f32[i] > c->row_f32[best])
             best = i;
-    return best;
+    *id = best;
+    return 0;
 }
 
 static int is_stop(const chat *c, int64_t id)
@@ -309,7 +383,7 @@ static int prefill(chat *c, size_t from, size_t n, int64_t *first, baton_error *
     if (!rc)
         rc = baton_runtime_get_output(c->pre_rt, "logits", c->buf, rows * row, err);
     if (!rc)
-        *first = argmax(c, (char *)c->buf + (c->last_row ? 0 : (size_t)(t - 1)) * row);
+        rc = pick(c, (char *)c->buf + (c->last_row ? 0 : (size_t)(t - 1)) * row, first, err);
     return rc;
 }
 
@@ -322,12 +396,14 @@ static int step(chat *c, int64_t id, int64_t p, int64_t *next, baton_error *err)
         rc = baton_runtime_set_input(c->dec_rt, "cache_position", &p, sizeof p, err);
     if (!rc)
         rc = baton_runtime_run(c->dec_rt, err);
-    if (!rc && c->dec_token)
+    if (!rc && c->dec_token && !c->samp_rt) { /* the greedy token, picked on the plan's device */
+        c->drawn++;
         return baton_runtime_get_output(c->dec_rt, "next_token", next, sizeof *next, err);
+    }
     if (!rc && !(rc = grow(&c->buf, &c->buf_cap, row) ? BATON_ENOMEM : 0))
         rc = baton_runtime_get_output(c->dec_rt, "logits", c->buf, row, err);
     if (!rc)
-        *next = argmax(c, c->buf);
+        rc = pick(c, c->buf, next, err);
     return rc;
 }
 
@@ -416,9 +492,8 @@ static int turn(chat *c, int k)
         return 1;
     }
     const long kept = m - is_stop(c, c->ids[n + (size_t)m - 1]); /* the reply, less its end */
-    if (c->a.print_ids)
-        for (long i = 0; i < m; i++)
-            printf(i + 1 < m ? "%" PRId64 " " : "%" PRId64 "\n", c->ids[n + (size_t)i]);
+    for (long i = 0; c->a.print_ids && i < m; i++) /* "ids:", then each id after a space */
+        printf("%s %" PRId64 "%s", i ? "" : "ids:", c->ids[n + (size_t)i], i + 1 < m ? "" : "\n");
     fflush(stdout);
     double t2 = now_s();
     fprintf(stderr,
@@ -478,6 +553,8 @@ out:
     baton_tokenizer_decoder_destroy(c.shown);
     baton_chat_free(c.tmpl);
     baton_tokenizer_free(c.tok);
+    baton_runtime_destroy(c.samp_rt);
+    baton_plan_free(c.samp);
     baton_runtime_destroy(c.dec_rt);
     baton_runtime_destroy(c.pre_rt);
     baton_plan_free(c.dec);

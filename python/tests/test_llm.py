@@ -592,6 +592,12 @@ def test_generate_chats_through_the_models_chat_template(tmp_path, caps, generat
         r.stderr, r.stderr
 
 
+def _chat_ids(stdout):
+    """Each reply's ids from build/chat --print-ids's output (its "ids: ..." lines)"""
+    return [[int(x) for x in line[4:].split()] for line in stdout.decode("utf-8").split("\n")
+            if line.startswith("ids: ")]
+
+
 def test_chat_keeps_the_cache_between_turns(tmp_path, caps, generate_exe):
     # build/chat: user messages on stdin, one a line; each turn's reply ids are transformers'
     # greedy generate on apply_chat_template of the conversation so far (the replies joined as
@@ -639,12 +645,11 @@ def test_chat_keeps_the_cache_between_turns(tmp_path, caps, generate_exe):
                             "--mode=graph", *flags], input=("\n".join(users) + "\n").encode(),
                            capture_output=True, timeout=120)
         assert r.returncode == 0, r.stderr.decode()
-        lines = r.stdout.decode("utf-8").split("\n")
-        got = [[int(x) for x in lines[2 * k + 1].split()] for k in range(len(users))]
-        assert got == want, (d, gpu, flags)
-        for k in range(len(users)):  # each reply's text before its ids
-            kept = want[k][:-1] if want[k][-1] in (1, extra) else want[k]
-            assert lines[2 * k] == hf.decode(kept, skip_special_tokens=True)
+        assert _chat_ids(r.stdout) == want, (d, gpu, flags)
+        # each reply's text, then its ids (a text may hold newlines: the whole output compared)
+        assert r.stdout.decode("utf-8") == "".join(
+            hf.decode(w[:-1] if w[-1] in (1, extra) else w, skip_special_tokens=True) +
+            "\nids: " + " ".join(map(str, w)) + "\n" for w in want)
         err = r.stderr.decode()
         reused = [int(x) for x in re.findall(r"(\d+) from the cache", err)]
         assert len(reused) == 3 and reused[0] == 0 and all(x > 0 for x in reused[1:]), err
@@ -652,3 +657,37 @@ def test_chat_keeps_the_cache_between_turns(tmp_path, caps, generate_exe):
     r = subprocess.run([chat_exe, str(tmp_path), "--max-new-tokens", "240", "--gpu=cpu"],
                        input=b"hi\n", capture_output=True, timeout=120)
     assert r.returncode == 1 and "no longer fit the plans' max_seq_len 256" in r.stderr.decode()
+
+
+def test_chat_samples_as_generate_does(tmp_path, caps, generate_exe):
+    # build/chat --temperature: each token drawn by the sample kernel with the step counted over
+    # the conversation, so the first turn's reply is generate --chat's with the same settings, and
+    # a seed gives one conversation
+    caps.need("embedding", "rope_cache_update", "swiglu", "gemm_add", "attention", "safetensors",
+              "sample")
+    chat_exe = generate_exe and os.path.join(os.path.dirname(generate_exe), "chat")
+    if not chat_exe or not os.access(chat_exe, os.X_OK):
+        pytest.skip("no chat binary beside generate")
+    hf, m = _chat_model(HEADERS)
+    baton_export.export_causal_lm(m, tmp_path, max_seq_len=128, verbose=False, tokenizer=hf)
+    sampling = ["--temperature", "0.9", "--top-k", "40", "--top-p", "0.95", "--seed", "7"]
+    g = subprocess.run([generate_exe, str(tmp_path), "--chat", "Hello world", "--system", "Hi",
+                        "--max-new-tokens", "12", "--stop", "1", "--gpu=cpu", *sampling],
+                       capture_output=True, text=True, timeout=120)
+    assert g.returncode == 0, g.stderr
+    want = [int(x) for x in g.stdout.strip().splitlines()[-1].split()]
+
+    def chat(*extra):
+        r = subprocess.run([chat_exe, str(tmp_path), "--system", "Hi", "--max-new-tokens", "12",
+                            "--print-ids", "--gpu=cpu", *extra],
+                           input=b"Hello world\nit's a test\n", capture_output=True, timeout=120)
+        assert r.returncode == 0, r.stderr.decode()
+        return _chat_ids(r.stdout)
+
+    a, b = chat(*sampling), chat(*sampling)
+    assert a[0] == want
+    assert a == b and len(a) == 2, (a, b)  # the same seed, the same conversation
+    assert chat("--temperature", "0.9", "--seed", "8") != a
+    r = subprocess.run([chat_exe, str(tmp_path), "--top-p", "2"], capture_output=True, text=True,
+                       timeout=60)
+    assert r.returncode == 2 and "--top-p takes a number in [0, 1]" in r.stderr, r.stderr
