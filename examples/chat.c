@@ -8,7 +8,7 @@
  *
  *   build/chat DIR [--system TEXT] [--max-new-tokens N] [--stop ID,ID,...] [--print-ids]
  *              [--gpu=auto|cuda|cpu|sim] [--mode=strict|boundary|graph] [--prefill-mode=MODE]
- *              [--exact-prefill] [--temperature T --top-k K --top-p P --seed S]
+ *              [--exact-prefill] [--no-warmup] [--temperature T --top-k K --top-p P --seed S]
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -29,6 +29,7 @@ typedef struct args {
     int n_stop;
     int print_ids;
     int exact_prefill;         /* --exact-prefill: no padding of a prefill's rows */
+    int no_warmup;             /* --no-warmup: no prefill of each padded row count at start */
     double temperature, top_p; /* --temperature (0: greedy), --top-p */
     long top_k;                /* --top-k (0: off) */
     unsigned long long seed;   /* --seed */
@@ -51,7 +52,7 @@ static int usage(const char *msg)
             "usage: chat DIR [--system TEXT] [--max-new-tokens N] [--stop ID,ID,...] "
             "[--print-ids]\n"
             "            [--gpu=auto|cuda|cpu|sim] [--mode=strict|boundary|graph]\n"
-            "            [--prefill-mode=strict|boundary|graph] [--exact-prefill]\n"
+            "            [--prefill-mode=strict|boundary|graph] [--exact-prefill] [--no-warmup]\n"
             "            [--temperature T] [--top-k K] [--top-p P] [--seed S]\n"
             "Reads user messages from stdin, one a line, and prints each reply as it comes.\n"
             "DIR is baton_export's: prefill.json, decode.json, weights.safetensors,\n"
@@ -63,9 +64,11 @@ static int usage(const char *msg)
             "(default boundary: a turn's new tokens are of a length not seen before, and graph\n"
             "mode would capture a graph for each). A turn's prefill runs a power of two of rows\n"
             "(its tokens, then padding), so that a GEMM's choice of algorithm per row count is\n"
-            "made once; --exact-prefill runs the tokens alone. Greedy unless --temperature is\n"
-            "given: then each token is drawn on the host by the sample kernel (top_k off and\n"
-            "top_p 1 unless given), the same tokens for the same seed.\n");
+            "made once; --exact-prefill runs the tokens alone. On CUDA each padded count up to\n"
+            "2048 runs once at start, so that no turn pays that choice (--no-warmup: not).\n"
+            "Greedy unless --temperature is given: then each token is drawn by the sample\n"
+            "kernel, on the decode's GPU where it has one (top_k off and top_p 1 unless given),\n"
+            "the same tokens for a seed.\n");
     return 2;
 }
 
@@ -123,6 +126,8 @@ static int parse_args(int argc, char **argv, args *a)
             a->print_ids = 1;
         } else if (strcmp(argv[i], "--exact-prefill") == 0) {
             a->exact_prefill = 1;
+        } else if (strcmp(argv[i], "--no-warmup") == 0) {
+            a->no_warmup = 1;
         } else if ((v = opt_value(argc, argv, &i, "--temperature"))) {
             if (number(v, 0, &a->temperature))
                 return usage("--temperature takes a number >= 0 (0: greedy)");
@@ -270,6 +275,10 @@ static int load(chat *c)
         fprintf(stderr, "chat: the template's end of turn is no special token: replies end after "
                         "--max-new-tokens unless --stop is given\n");
     if (c->a.temperature > 0) { /* the sample kernel's plan, made here from the settings */
+        /* on the decode's GPU where it has one (the logits go there and back, 2 x vocab values a
+         * token, where the host's draw over a large vocabulary takes milliseconds) */
+        const baton_gpu_backend gb = baton_runtime_gpu_backend(c->dec_rt);
+        const int on_gpu = gb == BATON_GPU_CUDA || gb == BATON_GPU_SIM;
         char json[1024];
         if (c->logits.role != BATON_ROLE_OUTPUT) {
             fprintf(stderr,
@@ -284,13 +293,13 @@ static int load(chat *c)
                  "], \"role\": \"input\"}, {\"name\": \"step\", \"dtype\": \"i64\", \"shape\": "
                  "[1], \"role\": \"input\"}, {\"name\": \"ids\", \"dtype\": \"i64\", \"shape\": "
                  "[1], \"role\": \"output\"}], \"steps\": [{\"name\": \"sample\", \"kernel\": "
-                 "\"sample\", \"device\": \"cpu\", \"inputs\": [\"logits\", \"step\"], "
+                 "\"sample\", \"device\": \"%s\", \"inputs\": [\"logits\", \"step\"], "
                  "\"outputs\": [\"ids\"], \"attrs\": {\"temperature\": %.17g, \"top_k\": %ld, "
                  "\"top_p\": %.17g, \"seed\": %llu}}]}",
-                 baton_dtype_name(c->logits.desc.dtype), c->vocab, c->a.temperature, c->a.top_k,
-                 c->a.top_p, c->a.seed);
+                 baton_dtype_name(c->logits.desc.dtype), c->vocab, on_gpu ? "cuda:0" : "cpu",
+                 c->a.temperature, c->a.top_k, c->a.top_p, c->a.seed);
         if (baton_plan_load_string(c->reg, json, strlen(json), "sampler", NULL, &c->samp, &err) ||
-            baton_runtime_create(c->samp, NULL, &c->samp_rt, &err))
+            baton_runtime_create(c->samp, on_gpu ? &c->a.opts : NULL, &c->samp_rt, &err))
             return load_fail("the sampler", &err);
     }
     c->row_f32 = malloc((size_t)c->vocab * sizeof *c->row_f32);
@@ -405,6 +414,38 @@ static int step(chat *c, int64_t id, int64_t p, int64_t *next, baton_error *err)
     if (!rc)
         rc = pick(c, c->buf, next, err);
     return rc;
+}
+
+/* On CUDA, a prefill of each padded row count the GEMMs keep a choice for (16 to 2048: eight),
+ * before the first turn, so that no turn pays for its count's first run (decision 0018). The
+ * cache rows they write are written over by the turns before they are read. 0, or 1 with the
+ * reason on stderr. */
+static int warm_up(chat *c)
+{
+    if (c->a.no_warmup || c->a.exact_prefill ||
+        baton_runtime_gpu_backend(c->pre_rt) != BATON_GPU_CUDA)
+        return 0;
+    const double t0 = now_s();
+    baton_error err;
+    int n = 0;
+    const int64_t drawn = c->drawn;
+    for (int64_t rows = 16; rows <= 2048 && rows <= c->max_seq; rows *= 2, n++) {
+        int64_t first;
+        if (grow((void **)&c->ids, &c->ids_cap, (size_t)rows * sizeof(int64_t))) {
+            fprintf(stderr, "chat: out of memory\n");
+            return 1;
+        }
+        memset(c->ids, 0, (size_t)rows * sizeof(int64_t)); /* id 0 at every position */
+        if (prefill(c, 0, (size_t)rows, &first, &err)) {
+            fprintf(stderr, "chat: warming up the prefill at %" PRId64 " rows: %s\n", rows,
+                    err.message);
+            return 1;
+        }
+    }
+    c->drawn = drawn; /* the warm-up's draws count for nothing */
+    fprintf(stderr, "chat: prefill of %d row counts warmed up in %.0f ms\n", n,
+            (now_s() - t0) * 1e3);
+    return 0;
 }
 
 static int add_message(chat *c, const char *role, const char *content, size_t len)
@@ -524,7 +565,8 @@ int main(int argc, char **argv)
     if (rc)
         return rc;
     int status = 1;
-    if (load(&c) || (c.a.system && add_message(&c, "system", c.a.system, strlen(c.a.system))))
+    if (load(&c) || warm_up(&c) ||
+        (c.a.system && add_message(&c, "system", c.a.system, strlen(c.a.system))))
         goto out;
     char *line = NULL;
     size_t cap = 0;

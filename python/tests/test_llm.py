@@ -677,9 +677,9 @@ def test_chat_samples_as_generate_does(tmp_path, caps, generate_exe):
     assert g.returncode == 0, g.stderr
     want = [int(x) for x in g.stdout.strip().splitlines()[-1].split()]
 
-    def chat(*extra):
+    def chat(*extra, gpu="cpu"):
         r = subprocess.run([chat_exe, str(tmp_path), "--system", "Hi", "--max-new-tokens", "12",
-                            "--print-ids", "--gpu=cpu", *extra],
+                            "--print-ids", f"--gpu={gpu}", *extra],
                            input=b"Hello world\nit's a test\n", capture_output=True, timeout=120)
         assert r.returncode == 0, r.stderr.decode()
         return _chat_ids(r.stdout)
@@ -687,6 +687,7 @@ def test_chat_samples_as_generate_does(tmp_path, caps, generate_exe):
     a, b = chat(*sampling), chat(*sampling)
     assert a[0] == want
     assert a == b and len(a) == 2, (a, b)  # the same seed, the same conversation
+    assert chat(*sampling, gpu="sim") == a  # drawn on the decode's (test) GPU: the same tokens
     assert chat("--temperature", "0.9", "--seed", "8") != a
     r = subprocess.run([chat_exe, str(tmp_path), "--top-p", "2"], capture_output=True, text=True,
                        timeout=60)
