@@ -460,31 +460,55 @@ static int add_message(chat *c, const char *role, const char *content, size_t le
     }
     memcpy(s, content, len);
     s[len] = 0;
-    c->msgs[c->n_msgs++] = (baton_chat_message){role, s};
+    c->msgs[c->n_msgs++] = (baton_chat_message){role, s, len}; /* len: a reply may hold NULs */
     return 0;
 }
 
+/* The conversation through the template and the tokenizer into c->ids (room for a reply after
+ * it): 0, or a code with the reason in err */
+static int encode_conversation(chat *c, size_t *n, baton_error *err)
+{
+    size_t len;
+    int rc = baton_chat_render(c->tmpl, c->msgs, c->n_msgs, 1, NULL, 0, &len, err);
+    char *text = rc ? NULL : malloc(len + 1);
+    if (!rc)
+        rc = text ? baton_chat_render(c->tmpl, c->msgs, c->n_msgs, 1, text, len + 1, &len, err)
+                  : BATON_ENOMEM;
+    if (!rc && !(rc = baton_tokenizer_encode(c->tok, text, len, 0, NULL, 0, n, err)) &&
+        !(rc = grow((void **)&c->ids, &c->ids_cap, (*n + (size_t)c->a.max_new) * sizeof(int64_t))
+                   ? BATON_ENOMEM
+                   : 0))
+        rc = baton_tokenizer_encode(c->tok, text, len, 0, c->ids, *n, n, err);
+    free(text);
+    if (rc == BATON_ENOMEM)
+        snprintf(err->message, sizeof err->message, "out of memory");
+    return rc;
+}
+
 /* One turn: the conversation with the user's new message through the template and the
- * tokenizer, the tokens past what the cache holds run, then the reply token by token. 0, 1 to
- * end the chat (the reason on stderr). */
+ * tokenizer, the tokens past what the cache holds run, then the reply token by token. A
+ * conversation that no longer fits the cache with a reply after it loses its oldest exchanges
+ * (a user message and the reply to it; the system message stays). 0, 1 to end the chat (the
+ * reason on stderr). */
 static int turn(chat *c, int k)
 {
     baton_error err;
     size_t len, n;
-    int rc = baton_chat_render(c->tmpl, c->msgs, c->n_msgs, 1, NULL, 0, &len, &err);
-    char *text = rc ? NULL : malloc(len + 1);
-    if (!rc)
-        rc = text ? baton_chat_render(c->tmpl, c->msgs, c->n_msgs, 1, text, len + 1, &len, &err)
-                  : BATON_ENOMEM;
-    if (!rc && !(rc = baton_tokenizer_encode(c->tok, text, len, 0, NULL, 0, &n, &err)) &&
-        !(rc = grow((void **)&c->ids, &c->ids_cap, (n + (size_t)c->a.max_new) * sizeof(int64_t))
-                   ? BATON_ENOMEM
-                   : 0))
-        rc = baton_tokenizer_encode(c->tok, text, len, 0, c->ids, n, &n, &err);
-    free(text);
+    const size_t first = c->n_msgs && !strcmp(c->msgs[0].role, "system"); /* the oldest turn */
+    int rc;
+    while ((rc = encode_conversation(c, &n, &err)) == 0 && (int64_t)n + c->a.max_new > c->max_seq &&
+           c->n_msgs >= first + 3) {
+        free((char *)c->msgs[first].content);
+        free((char *)c->msgs[first + 1].content);
+        memmove(c->msgs + first, c->msgs + first + 2, (c->n_msgs - first - 2) * sizeof *c->msgs);
+        c->n_msgs -= 2;
+        fprintf(stderr,
+                "chat: turn %d: the oldest exchange left out (the conversation no longer "
+                "fit the cache)\n",
+                k);
+    }
     if (rc) {
-        fprintf(stderr, "chat: turn %d: %s\n", k,
-                rc == BATON_ENOMEM ? "out of memory" : err.message);
+        fprintf(stderr, "chat: turn %d: %s\n", k, err.message);
         return 1;
     }
     if (n == 0) { /* an empty template and message: nothing to run */
@@ -493,9 +517,9 @@ static int turn(chat *c, int k)
     }
     if ((int64_t)n + c->a.max_new > c->max_seq) {
         fprintf(stderr,
-                "chat: turn %d: the conversation (%zu tokens) and a reply of up to %ld no longer "
-                "fit the plans' max_seq_len %" PRId64 ": re-export with a larger one, or start "
-                "again\n",
+                "chat: turn %d: the message (%zu tokens with the template's) and a reply of up to "
+                "%ld do not fit the plans' max_seq_len %" PRId64 ": re-export with a larger one, "
+                "or ask for a shorter reply\n",
                 k, n, c->a.max_new, c->max_seq);
         return 1;
     }

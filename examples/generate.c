@@ -442,7 +442,7 @@ static int chat_prompt(gen_args *a)
                                       : "");
         return 1;
     }
-    const baton_chat_message m[2] = {{"system", a->system}, {"user", a->chat}};
+    const baton_chat_message m[2] = {{"system", a->system, 0}, {"user", a->chat, 0}};
     const baton_chat_message *first = a->system ? m : m + 1;
     const size_t n = a->system ? 2 : 1;
     size_t len;

@@ -280,7 +280,7 @@ static int r_tokenizer(void)
     baton_tokenizer_free(t);
     baton_chat *c = NULL;
     const char *chat = test_path("tests/data/tokenizer/chat.json");
-    const baton_chat_message m[1] = {{"user", "a"}};
+    const baton_chat_message m[1] = {{"user", "a", 0}};
     ok = ok && EINVAL_(baton_chat_load(NULL, &c, &e)) && EINVAL_(baton_chat_load(chat, NULL, &e)) &&
          baton_chat_load(chat, &c, &e) == 0 &&
          EINVAL_(baton_chat_render(NULL, m, 1, 1, text, 4, &n, &e)) &&

@@ -37,8 +37,10 @@ static char *render(const baton_chat *c, const baton_chat_message *m, size_t n, 
 Test(chat, renders_a_conversation_as_the_template_writes_it)
 {
     baton_chat *c = load_path(test_path("tests/data/tokenizer/chat.json"));
-    const baton_chat_message m[] = {
-        {"system", "  Be brief.\n"}, {"user", "Hi!"}, {"assistant", "Hello."}, {"user", "2+2?"}};
+    const baton_chat_message m[] = {{"system", "  Be brief.\n", 0},
+                                    {"user", "Hi!", 0},
+                                    {"assistant", "Hello.", 0},
+                                    {"user", "2+2?", 0}};
     char *s = render(c, m, 4, 1);
     cr_expect_str_eq(
         s, "<|begin_of_text|>" H("system") "Be brief.<|eot_id|>" H("user") "Hi!<|eot_id|>" H(
@@ -60,21 +62,35 @@ Test(chat, trim_strips_what_pythons_strip_strips)
 {
     baton_chat *c = load_path(test_path("tests/data/tokenizer/chat.json"));
     const baton_chat_message m[] = {
-        {"user", "\x1c\t\u3000\u00a0\u2028 a b\u2009\u200b\u205f\n\x1f\xc2\x85"}};
+        {"user", "\x1c\t\u3000\u00a0\u2028 a b\u2009\u200b\u205f\n\x1f\xc2\x85", 0}};
     char *s = render(c, m, 1, 0);
     cr_expect_str_eq(s, "<|begin_of_text|>" H("user") "a b\u2009\u200b<|eot_id|>");
     free(s);
-    const baton_chat_message blank[] = {{"user", " \n\t "}};
+    const baton_chat_message blank[] = {{"user", " \n\t ", 0}};
     s = render(c, blank, 1, 0);
     cr_expect_str_eq(s, "<|begin_of_text|>" H("user") "<|eot_id|>");
     free(s);
     baton_chat_free(c);
 }
 
+/* A content's length where it holds NUL bytes (a model's reply may): all of its bytes go in */
+Test(chat, a_content_with_nul_bytes_goes_in_whole_by_its_length)
+{
+    baton_chat *c = load_path(test_path("tests/data/tokenizer/chat.json"));
+    const baton_chat_message m[] = {{"user", " \"\0x\0 ", 5}};
+    baton_error e;
+    char text[128];
+    size_t len;
+    cr_assert_eq(baton_chat_render(c, m, 1, 0, text, sizeof text, &len, &e), 0, "%s", e.message);
+    const char want[] = "<|begin_of_text|>" H("user") "\"\0x\0<|eot_id|>"; /* trimmed: spaces */
+    cr_expect(len == sizeof want - 1 && memcmp(text, want, len) == 0, "%zu bytes", len);
+    baton_chat_free(c);
+}
+
 Test(chat, a_short_buffer_is_refused_with_the_text_cut)
 {
     baton_chat *c = load_path(test_path("tests/data/tokenizer/chat.json"));
-    const baton_chat_message m[] = {{"user", "Hi!"}};
+    const baton_chat_message m[] = {{"user", "Hi!", 0}};
     baton_error e;
     size_t len;
     char small[8];
@@ -96,13 +112,13 @@ static void expect_render_refused(const baton_chat *c, const baton_chat_message 
 Test(chat, conversations_the_template_does_not_write_are_refused_naming_the_message)
 {
     baton_chat *c = load_path(test_path("tests/data/tokenizer/chat.json"));
-    expect_render_refused(c, (baton_chat_message[]){{"user", "a"}, {"tool", "b"}}, 2,
+    expect_render_refused(c, (baton_chat_message[]){{"user", "a", 0}, {"tool", "b", 0}}, 2,
                           "message 1: the role \"tool\"");
-    expect_render_refused(c, (baton_chat_message[]){{"user", "a"}, {"system", "b"}}, 2,
+    expect_render_refused(c, (baton_chat_message[]){{"user", "a", 0}, {"system", "b", 0}}, 2,
                           "message 1: a system message goes first");
-    expect_render_refused(c, (baton_chat_message[]){{"user", "a\xff"}}, 1,
+    expect_render_refused(c, (baton_chat_message[]){{"user", "a\xff", 0}}, 1,
                           "message 0: the content is not UTF-8 (byte 1)");
-    expect_render_refused(c, (baton_chat_message[]){{"user", NULL}}, 1,
+    expect_render_refused(c, (baton_chat_message[]){{"user", NULL, 0}}, 1,
                           "message 0: a role and a content");
     baton_chat_free(c);
 }
@@ -133,15 +149,15 @@ Test(chat, a_default_system_message_and_the_templates_constraints)
         "kind.\", " ROLES_OK ", \"generation_prompt\": \"<a>\", \"end\": \"<eot>\", "
         "\"system_refused\": null, \"alternate\": true, "
         "\"assistant_last\": false}"));
-    char *s = render(c, (baton_chat_message[]){{"user", " hi "}}, 1, 1);
+    char *s = render(c, (baton_chat_message[]){{"user", " hi ", 0}}, 1, 1);
     cr_expect_str_eq(s, "<s>Be kind.</s><u> hi </u><a>");
     free(s);
-    s = render(c, (baton_chat_message[]){{"system", "Terse."}, {"user", "hi"}}, 2, 0);
+    s = render(c, (baton_chat_message[]){{"system", "Terse.", 0}, {"user", "hi", 0}}, 2, 0);
     cr_expect_str_eq(s, "<s>Terse.</s><u>hi</u><eot>", "the end where no generation prompt is");
     free(s);
-    expect_render_refused(c, (baton_chat_message[]){{"user", "a"}, {"user", "b"}}, 2,
+    expect_render_refused(c, (baton_chat_message[]){{"user", "a", 0}, {"user", "b", 0}}, 2,
                           "message 1: two user messages in a row");
-    expect_render_refused(c, (baton_chat_message[]){{"user", "a"}, {"assistant", "b"}}, 2,
+    expect_render_refused(c, (baton_chat_message[]){{"user", "a", 0}, {"assistant", "b", 0}}, 2,
                           "message 1: the model's chat template writes a conversation that ends");
     baton_chat_free(c);
     remove(write_tmp(""));
@@ -157,11 +173,11 @@ Test(chat, a_system_message_the_template_cannot_place_is_refused_with_the_reason
         "false}, \"assistant\": {\"prefix\": \"\", \"suffix\": \"</s>\", \"trim\": false}}, "
         "\"generation_prompt\": \"\", \"end\": \"\", \"system_refused\": \"it goes into the last "
         "user message\", \"alternate\": true, \"assistant_last\": true}"));
-    char *s =
-        render(c, (baton_chat_message[]){{"user", "a"}, {"assistant", "b"}, {"user", "c"}}, 3, 1);
+    char *s = render(
+        c, (baton_chat_message[]){{"user", "a", 0}, {"assistant", "b", 0}, {"user", "c", 0}}, 3, 1);
     cr_expect_str_eq(s, "<s>[INST] a[/INST]b</s>[INST] c[/INST]");
     free(s);
-    expect_render_refused(c, (baton_chat_message[]){{"system", "s"}, {"user", "a"}}, 2,
+    expect_render_refused(c, (baton_chat_message[]){{"system", "s", 0}, {"user", "a", 0}}, 2,
                           "message 0: a system message: it goes into the last user message");
     baton_chat_free(c);
     remove(write_tmp(""));

@@ -216,6 +216,11 @@ static void put_piece(sink *o, const piece *p)
     put(o, p->s, p->len);
 }
 
+static size_t content_len(const baton_chat_message *m)
+{
+    return m->content_len ? m->content_len : strlen(m->content);
+}
+
 int baton_chat_render(const baton_chat *c, const baton_chat_message *msgs, size_t n,
                       int add_generation_prompt, char *text, size_t cap, size_t *len,
                       baton_error *err)
@@ -252,7 +257,7 @@ int baton_chat_render(const baton_chat *c, const baton_chat_message *msgs, size_
                                   "message %zu: two %s messages in a row, which the model's chat "
                                   "template refuses or writes otherwise: join them into one",
                                   i, ROLE_NAMES[r]);
-        const size_t cl = strlen(m->content);
+        const size_t cl = content_len(m);
         for (size_t k = 0; k < cl;) {
             uint32_t cp;
             if (baton__utf8_next(m->content, cl, &k, &cp))
@@ -279,7 +284,7 @@ int baton_chat_render(const baton_chat *c, const baton_chat_message *msgs, size_
         while (strcmp(ROLE_NAMES[r], msgs[i].role) != 0)
             r++;
         const chat_role *cr = &c->role[r];
-        size_t b = 0, e = strlen(msgs[i].content);
+        size_t b = 0, e = content_len(&msgs[i]);
         if (cr->trim)
             trim(msgs[i].content, &b, &e);
         put_piece(&o, &cr->prefix);

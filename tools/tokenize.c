@@ -99,7 +99,7 @@ static char *render_chat(const char *path, const char *chat_path, const char *to
         return NULL;
     }
     json_error_t je;
-    json_t *root = json_load_file(path, JSON_REJECT_DUPLICATES, &je);
+    json_t *root = json_load_file(path, JSON_REJECT_DUPLICATES | JSON_ALLOW_NUL, &je);
     const size_t n = json_array_size(root);
     baton_chat_message *msgs = calloc(n + 1, sizeof *msgs);
     char *text = NULL;
@@ -121,7 +121,9 @@ static char *render_chat(const char *path, const char *chat_path, const char *to
     for (size_t i = 0; i < n; i++) {
         json_t *m = json_array_get(root, i);
         msgs[i].role = json_string_value(json_object_get(m, "role"));
-        msgs[i].content = json_string_value(json_object_get(m, "content"));
+        json_t *content = json_object_get(m, "content");
+        msgs[i].content = json_string_value(content);
+        msgs[i].content_len = json_string_length(content); /* a NUL inside it is its own */
         if (!msgs[i].role || !msgs[i].content) {
             fprintf(stderr,
                     "baton tokenize: %s: message %zu needs \"role\" and \"content\" strings\n",

@@ -104,7 +104,8 @@ typedef struct baton_chat baton_chat;
 
 typedef struct baton_chat_message {
     const char *role;    /* "system" (first only), "user" or "assistant" */
-    const char *content; /* UTF-8, NUL-terminated */
+    const char *content; /* UTF-8 */
+    size_t content_len;  /* its bytes; 0: up to its NUL (a model's reply may hold NUL bytes) */
 } baton_chat_message;
 
 /* Reads the chat.json at path. BATON_EIO, BATON_EPARSE, BATON_EPLAN (not a chat.json, a field

@@ -31,7 +31,8 @@ def _m(role, content):
 
 # Besides the fixtures' conversations: a system message alone with the user's, one after the first
 # message, conversations that end with the assistant's turn, a role twice in a row, and contents
-# with every kind of white space Python's strip removes at their ends (and U+200B, which it keeps).
+# with every kind of white space Python's strip removes at their ends (and U+200B, which it keeps),
+# and NUL bytes (a model's reply may hold one; `baton tokenize --chat` reads them from \u0000).
 EXTRA = [
     [_m("system", "\x1c\u2028 Be brief. \u3000\x85"), _m("user", "\u200b hi \t")],
     [_m("user", "hi"), _m("assistant", "Hello! How can I help?")],
@@ -40,6 +41,7 @@ EXTRA = [
     [_m("user", "a"), _m("assistant", "b"), _m("assistant", "c"), _m("user", "d")],
     [_m("user", "a"), _m("system", "late")],
     [_m("user", "  \n ")],
+    [_m("user", "a\x00b"), _m("assistant", "\"\x00"), _m("user", " \x00 ")],  # NUL bytes kept
 ]
 
 

@@ -653,10 +653,47 @@ def test_chat_keeps_the_cache_between_turns(tmp_path, caps, generate_exe):
         err = r.stderr.decode()
         reused = [int(x) for x in re.findall(r"(\d+) from the cache", err)]
         assert len(reused) == 3 and reused[0] == 0 and all(x > 0 for x in reused[1:]), err
-    # a conversation past max_seq_len ends with the reason
+    # a message that with its reply cannot fit max_seq_len ends the chat with the reason
     r = subprocess.run([chat_exe, str(tmp_path), "--max-new-tokens", "240", "--gpu=cpu"],
                        input=b"hi\n", capture_output=True, timeout=120)
-    assert r.returncode == 1 and "no longer fit the plans' max_seq_len 256" in r.stderr.decode()
+    assert r.returncode == 1 and "do not fit the plans' max_seq_len 256" in r.stderr.decode()
+
+
+def test_chat_leaves_out_the_oldest_exchanges_when_the_cache_is_full(tmp_path, caps,
+                                                                      generate_exe):
+    # a conversation past the cache loses its oldest user message and reply (the system message
+    # stays), each turn's ids still transformers' on the conversation so shortened
+    caps.need("embedding", "rope_cache_update", "swiglu", "gemm_add", "attention", "safetensors")
+    chat_exe = generate_exe and os.path.join(os.path.dirname(generate_exe), "chat")
+    if not chat_exe or not os.access(chat_exe, os.X_OK):
+        pytest.skip("no chat binary beside generate")
+    hf, m = _chat_model(HEADERS)
+    max_seq, new = 96, 8
+    baton_export.export_causal_lm(m, tmp_path, max_seq_len=max_seq, verbose=False, tokenizer=hf)
+    users = ["Hello world", "it's a test", "Hello again", "test world", "it's Hello"]
+    conv, want, dropped = [{"role": "system", "content": "Be kind."}], [], 0
+    for u in users:
+        conv.append({"role": "user", "content": u})
+        while True:
+            prompt = list(hf.apply_chat_template(conv, tokenize=True,
+                                                 add_generation_prompt=True)["input_ids"])
+            if len(prompt) + new <= max_seq:
+                break
+            del conv[1:3]
+            dropped += 1
+        with torch.no_grad():
+            ids = m.generate(torch.tensor([prompt]), max_new_tokens=new, do_sample=False,
+                             eos_token_id=[1], pad_token_id=319)[0, len(prompt):].tolist()
+        want.append(ids)
+        conv.append({"role": "assistant", "content": hf.decode(
+            ids[:-1] if ids[-1] == 1 else ids, skip_special_tokens=True)})
+    assert dropped >= 2
+    r = subprocess.run([chat_exe, str(tmp_path), "--system", "Be kind.", "--max-new-tokens",
+                        str(new), "--print-ids", "--gpu=cpu"],
+                       input=("\n".join(users) + "\n").encode(), capture_output=True, timeout=120)
+    assert r.returncode == 0, r.stderr.decode()
+    assert _chat_ids(r.stdout) == want
+    assert r.stderr.decode().count("the oldest exchange left out") == dropped
 
 
 def test_chat_samples_as_generate_does(tmp_path, caps, generate_exe):

@@ -174,7 +174,7 @@ static void own_tokenizer(const uint8_t *data, size_t size)
         check_error(&e, rc);
     } else {
         const baton_chat_message m[3] = {
-            {"system", " s "}, {"user", "u\xc2\x85"}, {"assistant", "a"}};
+            {"system", " s ", 0}, {"user", "u\xc2\x85", 0}, {"assistant", "a", 0}};
         char out[256];
         size_t len;
         for (size_t n = 0; n <= 3; n++)
