@@ -152,6 +152,16 @@ int baton__gemm_resolve(const baton_sig_args *sig, baton_gemm_desc *desc, baton_
     return 0;
 }
 
+int64_t baton__gemm_run_k(const baton_gemm_desc *desc, const baton_sig_args *sig)
+{
+    if (!sig || sig->n_inputs < 1 || !sig->inputs)
+        return desc->k;
+    const baton_tensor_desc *a = &sig->inputs[0];
+    if (a->rank < 2)
+        return -1;
+    return (desc->flags & BATON_GEMM_TRANS_A) ? a->shape[0] : a->shape[a->rank - 1];
+}
+
 int64_t baton__gemm_run_m(const baton_gemm_desc *desc, const baton_sig_args *sig)
 {
     if (!sig || sig->n_inputs < 1 || !sig->inputs)

@@ -56,4 +56,10 @@ int baton__gemm_resolve(const baton_sig_args *sig, baton_gemm_desc *desc, baton_
  * does not take. Every backend multiplies this many rows, not the max. */
 int64_t baton__gemm_run_m(const baton_gemm_desc *desc, const baton_sig_args *sig);
 
+/* The run's K, likewise: a's contracted dimension as the runtime bound it (an exporter's one-hot
+ * row selection [1, 1, seq] by [seq, D] contracts over the plan's dim), else desc->k. Every backend
+ * contracts over this many, not the max: the values past it are another run's. -1 for a
+ * signature gemm does not take. */
+int64_t baton__gemm_run_k(const baton_gemm_desc *desc, const baton_sig_args *sig);
+
 #endif /* BATON_DELEGATES_GEMM_H */

@@ -142,7 +142,8 @@ static int gemm_cuda_execute(void *state, const baton_exec_ctx *ctx, void **buff
     gemm_cuda *s = state;
     const int64_t m = s->own ? baton__gemm_run_m(&s->desc, ctx->sig) : 0;
     const int add = s->desc.beta != 0;
-    if (m >= 1 && m <= s->own &&
+    /* the GEMV's W is [N, K] at the prepared K; a run that binds another K goes to cuBLASLt */
+    if (m >= 1 && m <= s->own && baton__gemm_run_k(&s->desc, ctx->sig) == s->desc.k &&
         (((uintptr_t)buffers[0] | (uintptr_t)buffers[1] | (uintptr_t)buffers[2] |
           (uintptr_t)buffers[add ? 3 : 2]) &
          15) == 0) {

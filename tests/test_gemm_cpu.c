@@ -331,6 +331,75 @@ Test(gemm_cpu, follows_the_runs_m_from_the_signature)
         }
 }
 
+/* A run's K below the prepared one (an exporter's one-hot row selection [1, 1, seq] by [seq, D]
+ * contracts over the plan's dim): the product over the run's K only, whatever the buffers hold
+ * past it (NaN here: another run's values), at few rows (the GEMV) and many (BLAS), a and b in
+ * every layout. */
+Test(gemm_cpu, contracts_over_the_runs_k_from_the_signature)
+{
+    uint64_t seed = test_fresh_seed();
+    test_rng rng = {seed};
+    const int64_t max_k = 40, n = 9;
+    const int64_t ks[] = {40, 1, 17, 3, 40, 29};
+    for (int d = 0; d < 4; d++)
+        for (int64_t m = 1; m <= 33; m += 32) /* the GEMV's rows, then BLAS's */
+            for (int t = 0; t < 4; t++) {
+                const int ta = t & 1, tb = t >> 1;
+                const baton_dtype dt = DTYPES[d];
+                baton_tensor_desc in[2] = {ta ? DESC(dt, max_k, m) : DESC(dt, m, max_k),
+                                           tb ? DESC(dt, n, max_k) : DESC(dt, max_k, n)};
+                baton_attr at[2] = {attr_b("trans_a", ta), attr_b("trans_b", tb)};
+                baton_sig_args a = sig(in, 2, at);
+                baton_device cpu = {BATON_DEVICE_CPU, 0};
+                baton_target_kind kind = BATON_TARGET_DELEGATE;
+                baton_delegate_init info = {.step_name = "proj",
+                                            .device = cpu,
+                                            .sig = &a,
+                                            .n_steps = 1,
+                                            .step_devices = &cpu,
+                                            .step_kinds = &kind};
+                void *state = NULL;
+                baton_error err = {0};
+                cr_assert_eq(baton__gemm_openblas_iface.init(&info, &state, &err), 0, "%s",
+                             err.message);
+                const size_t es = baton_dtype_size(dt);
+                void *C = malloc((size_t)(m * n) * es);
+                double *ref = malloc(sizeof(double) * (size_t)(m * n));
+                unsigned char *A = malloc((size_t)(m * max_k) * es),
+                              *B = malloc((size_t)(max_k * n) * es);
+                cr_assert(C && ref && A && B);
+                for (size_t i = 0; i < sizeof ks / sizeof ks[0]; i++) {
+                    const int64_t k = ks[i];
+                    baton_tensor_desc rin[2] = {ta ? DESC(dt, k, m) : DESC(dt, m, k),
+                                                tb ? DESC(dt, n, k) : DESC(dt, k, n)};
+                    baton_sig_args ra = sig(rin, 2, at);
+                    test_poison(A, (size_t)(m * max_k) * es); /* NaN past the run's values */
+                    test_poison(B, (size_t)(max_k * n) * es);
+                    test_fill_random(&rng, dt, A, m * k, 1.0);
+                    test_fill_random(&rng, dt, B, k * n, 1.0);
+                    ref_gemm(dt, A, B, m, n, k, ta, tb, 1.0, ref);
+                    char errbuf[256] = "";
+                    baton_exec_ctx ctx = {.device = cpu,
+                                          .step_name = "proj",
+                                          .sig = &ra,
+                                          .errbuf = errbuf,
+                                          .errbuf_len = sizeof errbuf};
+                    void *bufs[3] = {A, B, C};
+                    cr_assert_eq(baton__gemm_openblas_iface.execute(state, &ctx, bufs), 0, "%s",
+                                 errbuf);
+                    const double e = test_rel_err(dt, C, ref, m * n);
+                    const double tol =
+                        test_tolerance(dt) + (dt == BATON_DTYPE_F64 ? 0 : 2e-7 * sqrt(40.0));
+                    cr_expect_leq(e, tol,
+                                  "%s M=%lld ta=%d tb=%d K=%lld of %lld: rel err %g (seed %llu)",
+                                  baton_dtype_name(dt), (long long)m, ta, tb, (long long)k,
+                                  (long long)max_k, e, (unsigned long long)seed);
+                }
+                baton__gemm_openblas_iface.destroy(state);
+                free(A), free(B), free(C), free(ref);
+            }
+}
+
 Test(gemm_cpu, init_rejects_a_bad_signature_naming_the_step)
 {
     baton_tensor_desc in[2] = {DESC(BATON_DTYPE_F32, 8, 16), DESC(BATON_DTYPE_F32, 8, 16)};

@@ -408,6 +408,59 @@ Test(gemm_cuda, follows_the_runs_m_from_the_signature_at_several_m)
     cudaStreamDestroy(stream);
 }
 
+/* A run's K below the prepared one (an exporter's one-hot row selection contracts over the
+ * sequence): the product over the run's K only, with NaN in the buffers past it, at several Ks
+ * (some twice), in every layout. */
+static void run_k_case(baton_dtype dt, int ta, int tb, cudaStream_t stream)
+{
+    const int64_t m = 24, n = 40, max_k = 96;
+    const int64_t ks[] = {96, 1, 17, 64, 33, 96, 5, 17};
+    gemm_case c;
+    case_init(&c, dt, m, n, max_k, ta, tb, 1.0, stream);
+    uint64_t seed = test_fresh_seed();
+    test_rng rng = {seed};
+    gemm_bufs g;
+    bufs_alloc(&g, &c, 0);
+    void *state = NULL;
+    baton_error err = {0};
+    cr_assert_eq(baton__gemm_cublaslt_iface.init(&c.info, &state, &err), 0, "%s", err.message);
+    char errbuf[256] = "";
+    void *buffers[3] = {g.dev[0], g.dev[1], g.dev[2]};
+    for (size_t i = 0; i < sizeof ks / sizeof ks[0]; i++) {
+        gemm_case r; /* the step as the runtime rebinds it for K = ks[i] */
+        case_init(&r, dt, m, n, ks[i], ta, tb, 1.0, stream);
+        test_poison(g.host[0], g.bytes[0]); /* NaN past the run's values */
+        test_poison(g.host[1], g.bytes[1]);
+        bufs_fill(&g, &r, &rng);
+        baton_exec_ctx ctx = {.device = c.devs[0],
+                              .stream = stream,
+                              .step_name = "proj",
+                              .sig = &r.sig,
+                              .errbuf = errbuf,
+                              .errbuf_len = sizeof errbuf};
+        cr_assert_eq(baton__gemm_cublaslt_iface.execute(state, &ctx, buffers), 0,
+                     "execute at K=%lld: %s", (long long)ks[i], errbuf);
+        CU(cudaStreamSynchronize(stream));
+        double e = bufs_check(&g, &r);
+        cr_expect(e <= tolerance(dt), "%s ta=%d tb=%d K=%lld of %lld: rel err %.3g (seed %llu)",
+                  baton_dtype_name(dt), ta, tb, (long long)ks[i], (long long)max_k, e,
+                  (unsigned long long)seed);
+    }
+    baton__gemm_cublaslt_iface.destroy(state);
+    bufs_free(&g);
+}
+
+Test(gemm_cuda, contracts_over_the_runs_k_from_the_signature)
+{
+    SKIP_WITHOUT_GPU();
+    cudaStream_t stream;
+    CU(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+    for (int d = 0; d < 3; d++)
+        for (int t = 0; t < 4; t++)
+            run_k_case(gpu_dtypes[d], t & 1, (t >> 1) & 1, stream);
+    cudaStreamDestroy(stream);
+}
+
 /* A signature binding more rows than init's max is refused, naming both. */
 Test(gemm_cuda, refuses_a_run_binding_more_rows_than_prepared)
 {

@@ -228,11 +228,17 @@ static int gemm_cpu_init(const baton_delegate_init *info, void **state, baton_er
         int64_t gm = d.m < gemv_max_m(&d) ? d.m : gemv_max_m(&d);
         g->xf = malloc(sizeof(float) * (size_t)(gm * d.k));
         g->yf = half ? malloc(sizeof(float) * (size_t)(gm * d.n)) : NULL;
-        g->partial = malloc(sizeof(float) * baton__gemv_partial_floats(gm, d.n, d.k, dt));
+        /* the most any run's K needs (a plan's dim may bind K below the max: gemm.h) */
+        size_t partial = 0;
+        for (int64_t k = 1; k <= d.k; k++) {
+            const size_t f = baton__gemv_partial_floats(gm, d.n, k, dt);
+            partial = f > partial ? f : partial;
+        }
+        g->partial = malloc(sizeof(float) * partial);
         if (!g->xf || (half && !g->yf) || !g->partial)
             goto nomem;
-        g->own_bytes += sizeof(float) * ((size_t)(gm * d.k) + (half ? (size_t)(gm * d.n) : 0) +
-                                         baton__gemv_partial_floats(gm, d.n, d.k, dt));
+        g->own_bytes +=
+            sizeof(float) * ((size_t)(gm * d.k) + (half ? (size_t)(gm * d.n) : 0) + partial);
     }
     if (half && d.m > gemv_max_m(&d)) {
         g->sa = malloc(sizeof(float) * (size_t)d.m * (size_t)d.k);
@@ -339,14 +345,20 @@ static int gemm_cpu_execute(void *state, const baton_exec_ctx *ctx, void **buffe
     if (!buffers || !buffers[0] || !buffers[1] || !buffers[2] || (add && !buffers[3])) {
         return baton__ctx_fail(ctx, BATON_EINVAL, "gemm (cpu): a NULL buffer (a, b, out expected)");
     }
-    const int64_t rm = run_m(g, ctx);
+    const int64_t rm = run_m(g, ctx), rk = baton__gemm_run_k(d, ctx->sig);
     if (rm < 1 || rm > d->m)
         return baton__ctx_fail(
             ctx, BATON_EINVAL,
             "gemm (cpu): this run's a gives M = %lld, outside 1..%lld, the M the step "
             "was prepared for",
             (long long)rm, (long long)d->m);
-    int m = (int)rm, n = (int)d->n, k = (int)d->k;
+    if (rk < 1 || rk > d->k || (rk != d->k && (g->wt || g->wc)))
+        return baton__ctx_fail(ctx, BATON_EINVAL,
+                               "gemm (cpu): this run's a gives K = %lld, outside 1..%lld, the K "
+                               "the step was prepared for%s",
+                               (long long)rk, (long long)d->k,
+                               g->wt || g->wc ? " (b is a constant of that K)" : "");
+    int m = (int)rm, n = (int)d->n, k = (int)rk;
     void *out = buffers[add ? 3 : 2];
     const int64_t mn = rm * d->n;
     int ta = (d->flags & BATON_GEMM_TRANS_A) != 0, tb = (d->flags & BATON_GEMM_TRANS_B) != 0;
@@ -358,17 +370,17 @@ static int gemm_cpu_execute(void *state, const baton_exec_ctx *ctx, void **buffe
         if (dt == BATON_DTYPE_F32 && !ta) {
             x = buffers[0];
         } else if (!ta) {
-            baton__cvt_to_f32(dt, buffers[0], g->xf, rm * d->k);
+            baton__cvt_to_f32(dt, buffers[0], g->xf, rm * rk);
         } else {
-            for (int64_t p = 0; p < d->k; p++)
+            for (int64_t p = 0; p < rk; p++)
                 for (int64_t i = 0; i < rm; i++)
-                    g->xf[i * d->k + p] = load_f32(dt, buffers[0], p * rm + i);
+                    g->xf[i * rk + p] = load_f32(dt, buffers[0], p * rm + i);
         }
         float *y = half ? g->yf : out;
         if (g->wt)
-            baton__gemv_run(dt, 1, rm, d->n, d->k, (float)d->alpha, x, g->wt->nk, y, g->partial);
+            baton__gemv_run(dt, 1, rm, d->n, rk, (float)d->alpha, x, g->wt->nk, y, g->partial);
         else
-            baton__gemv_run(dt, tb, rm, d->n, d->k, (float)d->alpha, x, buffers[1], y, g->partial);
+            baton__gemv_run(dt, tb, rm, d->n, rk, (float)d->alpha, x, buffers[1], y, g->partial);
         if (add) /* gemm_add: the product, then c added in f32 */
             for (int64_t i = 0; i < mn; i++)
                 y[i] += load_f32(dt, buffers[2], i);
@@ -395,10 +407,10 @@ static int gemm_cpu_execute(void *state, const baton_exec_ctx *ctx, void **buffe
         return 0;
     case BATON_DTYPE_BF16:
     case BATON_DTYPE_F16: {
-        baton__cvt_to_f32(dt, buffers[0], g->sa, rm * d->k);
+        baton__cvt_to_f32(dt, buffers[0], g->sa, rm * rk);
         const float *b = g->wc ? g->wc->f32 : g->sb;
         if (!g->wc)
-            baton__cvt_to_f32(dt, buffers[1], g->sb, d->k * d->n);
+            baton__cvt_to_f32(dt, buffers[1], g->sb, rk * d->n);
         if (add)
             baton__cvt_to_f32(dt, buffers[2], g->sc, mn);
         cblas_sgemm(CblasRowMajor, opa, opb, m, n, k, (float)d->alpha, g->sa, lda, b, ldb,

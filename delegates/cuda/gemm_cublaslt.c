@@ -5,10 +5,11 @@
  *
  * A plan with dims binds fewer rows than the max (prefill of 1024 tokens in a 1161-row plan):
  * execute() multiplies the run's M (ctx->sig, rebound by the runtime when the dims change), with
- * layouts and algorithms chosen for that M. They live in a small per-M cache whose layout objects
- * are created at init, so the first run of a new M only sets their sizes and asks the heuristic
- * once, for the alignment its pointers have (host calls, legal during capture), and a run whose M
- * is the last one's does nothing extra. */
+ * layouts and algorithms chosen for that M (and K, where a dim binds it: an exporter's one-hot row
+ * selection contracts over the sequence). They live in a small per-(M, K) cache whose layout
+ * objects are created at init, so the first run of a new M only sets their sizes and asks the
+ * heuristic once, for the alignment its pointers have (host calls, legal during capture), and a run
+ * whose M is the last one's does nothing extra. */
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -32,14 +33,16 @@
  * run switching among the bindings it keeps graphs for never re-plans. */
 #define GEMM_PLANS 8
 
-/* The layouts and algorithms for one M (B's layout does not depend on M). A plan made at run time
+/* The layouts and algorithms for one M and K (a plan's dim may bind K too: gemm.h). A plan made at
+ * run time
  * asks the heuristic for the alignment tier the run's pointers need only (each ask costs the host
  * about 0.1 ms, and a prefill of a new length asks once for each of its GEMMs); another tier when
  * a run needs it. */
 typedef struct gemm_plan {
-    int64_t m;                    /* 0: not filled */
+    int64_t m, k;                 /* m 0: not filled */
     uint64_t stamp;               /* when last switched to: the least recent is refilled first */
     cublasLtMatrixLayout_t lay_a; /* cuBLASLt's "B": the stored A */
+    cublasLtMatrixLayout_t lay_b; /* cuBLASLt's "A": the stored B (column-major view) */
     cublasLtMatrixLayout_t lay_c;
     signed char have[GEMM_TIERS]; /* 1: algo[t] chosen; -1: none at that alignment; 0: not asked */
     cublasLtMatmulAlgo_t algo[GEMM_TIERS];
@@ -49,7 +52,6 @@ typedef struct gemm_state {
     const lt_api *api; /* cuBLASLt, loaded on the first init() (cublaslt_api.h) */
     cublasLtHandle_t lt;
     cublasLtMatmulDesc_t op;
-    cublasLtMatrixLayout_t lay_b;    /* cuBLASLt's "A": the stored B (column-major view) */
     cublasLtMatmulPreference_t pref; /* kept for plans made at run time */
     gemm_plan plan[GEMM_PLANS];
     int cur; /* the plan the last execute() used */
@@ -95,27 +97,37 @@ static int cuda_type(baton_dtype dt, cudaDataType_t *out)
     }
 }
 
-/* Points plan p's layouts at M rows: A [M,K] is K x M (ld K), or with trans_a [K,M] is M x K
- * (ld M); C [M,N] is N x M (ld N). */
-static cublasStatus_t plan_resize(const gemm_state *s, gemm_plan *p, int64_t m)
+/* Points plan p's layouts at M rows and K columns: A [M,K] is K x M (ld K), or with trans_a [K,M]
+ * is M x K (ld M); B [K,N] is N x K (ld N), or with trans_b [N,K] is K x N (ld K); C [M,N] is
+ * N x M (ld N). */
+static cublasStatus_t plan_resize(const gemm_state *s, gemm_plan *p, int64_t m, int64_t k)
 {
     const int ta = (s->desc.flags & BATON_GEMM_TRANS_A) != 0;
-    const uint64_t M = (uint64_t)m, K = (uint64_t)s->desc.k;
+    const int tb = (s->desc.flags & BATON_GEMM_TRANS_B) != 0;
+    const uint64_t M = (uint64_t)m, K = (uint64_t)k, N = (uint64_t)s->desc.n;
     const uint64_t a_rows = ta ? M : K, a_cols = ta ? K : M, c_cols = M;
-    const int64_t a_ld = (int64_t)(ta ? M : K);
-    cublasStatus_t st;
-    if ((st = s->api->cublasLtMatrixLayoutSetAttribute(p->lay_a, CUBLASLT_MATRIX_LAYOUT_ROWS,
-                                                       &a_rows, sizeof a_rows)) !=
-            CUBLAS_STATUS_SUCCESS ||
-        (st = s->api->cublasLtMatrixLayoutSetAttribute(p->lay_a, CUBLASLT_MATRIX_LAYOUT_COLS,
-                                                       &a_cols, sizeof a_cols)) !=
-            CUBLAS_STATUS_SUCCESS ||
-        (st = s->api->cublasLtMatrixLayoutSetAttribute(p->lay_a, CUBLASLT_MATRIX_LAYOUT_LD, &a_ld,
-                                                       sizeof a_ld)) != CUBLAS_STATUS_SUCCESS ||
-        (st = s->api->cublasLtMatrixLayoutSetAttribute(p->lay_c, CUBLASLT_MATRIX_LAYOUT_COLS,
-                                                       &c_cols, sizeof c_cols)) !=
-            CUBLAS_STATUS_SUCCESS)
-        return st;
+    const uint64_t b_rows = tb ? K : N, b_cols = tb ? N : K;
+    const int64_t a_ld = (int64_t)(ta ? M : K), b_ld = (int64_t)(tb ? K : N);
+    const struct {
+        cublasLtMatrixLayout_t lay;
+        cublasLtMatrixLayoutAttribute_t attr;
+        const void *v;
+        size_t size;
+    } set[] = {
+        {p->lay_a, CUBLASLT_MATRIX_LAYOUT_ROWS, &a_rows, sizeof a_rows},
+        {p->lay_a, CUBLASLT_MATRIX_LAYOUT_COLS, &a_cols, sizeof a_cols},
+        {p->lay_a, CUBLASLT_MATRIX_LAYOUT_LD, &a_ld, sizeof a_ld},
+        {p->lay_b, CUBLASLT_MATRIX_LAYOUT_ROWS, &b_rows, sizeof b_rows},
+        {p->lay_b, CUBLASLT_MATRIX_LAYOUT_COLS, &b_cols, sizeof b_cols},
+        {p->lay_b, CUBLASLT_MATRIX_LAYOUT_LD, &b_ld, sizeof b_ld},
+        {p->lay_c, CUBLASLT_MATRIX_LAYOUT_COLS, &c_cols, sizeof c_cols},
+    };
+    for (size_t i = 0; i < sizeof set / sizeof set[0]; i++) {
+        cublasStatus_t st = s->api->cublasLtMatrixLayoutSetAttribute(set[i].lay, set[i].attr,
+                                                                     set[i].v, set[i].size);
+        if (st != CUBLAS_STATUS_SUCCESS)
+            return st;
+    }
     return CUBLAS_STATUS_SUCCESS;
 }
 
@@ -148,7 +160,7 @@ static int tier_fill(gemm_state *s, gemm_plan *p, int t, char *msg, size_t msg_l
     int n_res = 0;
     memset(res, 0, sizeof res);
     p->have[t] = -1;
-    st = s->api->cublasLtMatmulAlgoGetHeuristic(s->lt, s->op, s->lay_b, p->lay_a, p->lay_c,
+    st = s->api->cublasLtMatmulAlgoGetHeuristic(s->lt, s->op, p->lay_b, p->lay_a, p->lay_c,
                                                 p->lay_c, s->pref, 4, res, &n_res);
     for (int r = 0; st == CUBLAS_STATUS_SUCCESS && r < n_res; r++) {
         if (res[r].state != CUBLAS_STATUS_SUCCESS || res[r].workspaceSize > cap)
@@ -169,25 +181,26 @@ static int no_algorithm(const gemm_state *s, const gemm_plan *p, char *msg, size
     const int tb = (s->desc.flags & BATON_GEMM_TRANS_B) != 0;
     snprintf(msg, msg_len, "cuBLASLt has no algorithm for %s M=%lld N=%lld K=%lld%s%s",
              baton_dtype_name((baton_dtype)s->desc.dtype), (long long)p->m, (long long)s->desc.n,
-             (long long)s->desc.k, ta ? " trans_a" : "", tb ? " trans_b" : "");
+             (long long)p->k, ta ? " trans_a" : "", tb ? " trans_b" : "");
     return BATON_ENOTSUP;
 }
 
-/* Makes plan p the plan for M = m: resizes its layouts, and with all_tiers (at init, where the
- * workspace is sized by every tier's algorithm) asks the heuristic for each alignment tier; at
- * run time the tiers are asked as runs need them (plan_algo). 0, or a code with the reason in
- * msg (then p is left unfilled). */
-static int plan_fill(gemm_state *s, gemm_plan *p, int64_t m, int all_tiers, char *msg,
+/* Makes plan p the plan for M = m and K = k: resizes its layouts, and with all_tiers (at init,
+ * where the workspace is sized by every tier's algorithm) asks the heuristic for each alignment
+ * tier; at run time the tiers are asked as runs need them (plan_algo). 0, or a code with the reason
+ * in msg (then p is left unfilled). */
+static int plan_fill(gemm_state *s, gemm_plan *p, int64_t m, int64_t k, int all_tiers, char *msg,
                      size_t msg_len)
 {
     p->m = 0;
     memset(p->have, 0, sizeof p->have);
-    cublasStatus_t st = plan_resize(s, p, m);
+    cublasStatus_t st = plan_resize(s, p, m, k);
     if (st != CUBLAS_STATUS_SUCCESS) {
-        snprintf(msg, msg_len, "cublasLtMatrixLayoutSetAttribute (M=%lld) failed: %s", (long long)m,
-                 s->api->cublasLtGetStatusName(st));
+        snprintf(msg, msg_len, "cublasLtMatrixLayoutSetAttribute (M=%lld, K=%lld) failed: %s",
+                 (long long)m, (long long)k, s->api->cublasLtGetStatusName(st));
         return BATON_ECUDA;
     }
+    p->k = k;
     int rc = 0, any = 0;
     for (int t = 0; all_tiers && t < GEMM_TIERS && !rc; t++)
         if (!(rc = tier_fill(s, p, t, msg, msg_len)))
@@ -318,17 +331,17 @@ static int gemm_init(const baton_delegate_init *info, void **state, baton_error 
         rc = lt_fail(err, info, s, "cublasLtMatmulDescSetAttribute", st);
         goto fail;
     }
-    /* Column-major view of the row-major B [K,N]: N x K (ld N), or with trans_b [N,K]: K x N
-     * (ld K). */
-    if ((st = s->api->cublasLtMatrixLayoutCreate(&s->lay_b, ty, tb ? K : N, tb ? N : K,
-                                                 (int64_t)(tb ? K : N))) != CUBLAS_STATUS_SUCCESS) {
-        s->lay_b = NULL;
-        rc = lt_fail(err, info, s, "cublasLtMatrixLayoutCreate (b)", st);
-        goto fail;
-    }
-    /* Every plan's layouts now, at the max M, so that a plan made at run time only resizes them
-     * (cublasLtMatrixLayoutSetAttribute allocates nothing). */
+    /* Every plan's layouts now, at the max M and K, so that a plan made at run time only resizes
+     * them (cublasLtMatrixLayoutSetAttribute allocates nothing). B [K,N] column-major: N x K (ld
+     * N), or with trans_b [N,K]: K x N (ld K). */
     for (int p = 0; p < GEMM_PLANS; p++) {
+        if ((st = s->api->cublasLtMatrixLayoutCreate(&s->plan[p].lay_b, ty, tb ? K : N, tb ? N : K,
+                                                     (int64_t)(tb ? K : N))) !=
+            CUBLAS_STATUS_SUCCESS) {
+            s->plan[p].lay_b = NULL;
+            rc = lt_fail(err, info, s, "cublasLtMatrixLayoutCreate (b)", st);
+            goto fail;
+        }
         if ((st = s->api->cublasLtMatrixLayoutCreate(&s->plan[p].lay_a, ty, ta ? M : K, ta ? K : M,
                                                      (int64_t)(ta ? M : K))) !=
             CUBLAS_STATUS_SUCCESS) {
@@ -353,12 +366,12 @@ static int gemm_init(const baton_delegate_init *info, void **state, baton_error 
      * and wants workspace most); plans for other Ms get algorithms that fit in it. */
     s->workspace_cap = GEMM_MAX_WORKSPACE;
     char why2[512];
-    if ((rc = plan_fill(s, &s->plan[0], desc.m, 1, why2, sizeof why2)) != 0) {
+    if ((rc = plan_fill(s, &s->plan[0], desc.m, desc.k, 1, why2, sizeof why2)) != 0) {
         rc = init_fail(err, rc, info, "%s", why2);
         goto fail;
     }
     /* M = 1 only sizes the workspace: without an algorithm there, the step still runs at max M */
-    if (desc.m > 1 && plan_fill(s, &s->plan[1], 1, 1, why2, sizeof why2) != 0)
+    if (desc.m > 1 && plan_fill(s, &s->plan[1], 1, desc.k, 1, why2, sizeof why2) != 0)
         s->plan[1].stamp = 0;
     s->cur = 0;
     if (s->workspace_bytes > 0) {
@@ -395,13 +408,13 @@ static int exec_fail(const baton_exec_ctx *ctx, int code, const char *fmt, ...)
 
 /* The plan for the run's M: the last one used (the common case: nothing to do), another one
  * kept, or the least recently used one refilled for m. NULL with the reason in ctx->errbuf. */
-static gemm_plan *plan_for(gemm_state *s, const baton_exec_ctx *ctx, int64_t m)
+static gemm_plan *plan_for(gemm_state *s, const baton_exec_ctx *ctx, int64_t m, int64_t k)
 {
-    if (s->plan[s->cur].m == m)
+    if (s->plan[s->cur].m == m && s->plan[s->cur].k == k)
         return &s->plan[s->cur];
     int lru = 0;
     for (int p = 0; p < GEMM_PLANS; p++) {
-        if (s->plan[p].m == m) {
+        if (s->plan[p].m == m && s->plan[p].k == k) {
             s->cur = p;
             s->plan[p].stamp = ++s->clock;
             return &s->plan[p];
@@ -410,7 +423,7 @@ static gemm_plan *plan_for(gemm_state *s, const baton_exec_ctx *ctx, int64_t m)
             lru = p; /* an unfilled plan has stamp 0: it goes first */
     }
     char why[512];
-    int rc = plan_fill(s, &s->plan[lru], m, 0, why, sizeof why);
+    int rc = plan_fill(s, &s->plan[lru], m, k, 0, why, sizeof why);
     if (rc != 0) {
         s->plan[lru].stamp = 0;
         (void)exec_fail(ctx, rc, "gemm (cuBLASLt): %s", why);
@@ -431,7 +444,13 @@ static int gemm_execute(void *state, const baton_exec_ctx *ctx, void **buffers)
                          "gemm (cuBLASLt): the run binds M=%lld rows but the step was prepared "
                          "for at most %lld",
                          (long long)m, (long long)s->desc.m);
-    gemm_plan *p = plan_for(s, ctx, m);
+    const int64_t k = baton__gemm_run_k(&s->desc, ctx->sig);
+    if (k < 1 || k > s->desc.k)
+        return exec_fail(ctx, BATON_EINVAL,
+                         "gemm (cuBLASLt): the run's a gives K=%lld but the step was prepared for "
+                         "at most %lld",
+                         (long long)k, (long long)s->desc.k);
+    gemm_plan *p = plan_for(s, ctx, m, k);
     if (!p)
         return BATON_ENOTSUP;
     const void *a = buffers[0], *b = buffers[1];
@@ -445,7 +464,7 @@ static int gemm_execute(void *state, const baton_exec_ctx *ctx, void **buffers)
     if (!algo)
         return exec_fail(ctx, code, "gemm (cuBLASLt): %s (a=%p b=%p c=%p)", why, a, b, (void *)c);
     cublasStatus_t st = s->api->cublasLtMatmul(
-        s->lt, s->op, &s->alpha, b, s->lay_b, a, p->lay_a, &s->beta, c, p->lay_c, dst, p->lay_c,
+        s->lt, s->op, &s->alpha, b, p->lay_b, a, p->lay_a, &s->beta, c, p->lay_c, dst, p->lay_c,
         algo, s->workspace, s->workspace_bytes, (cudaStream_t)ctx->stream);
     if (st != CUBLAS_STATUS_SUCCESS)
         return exec_fail(ctx, BATON_ECUDA, "cublasLtMatmul failed: %s: %s",
@@ -467,9 +486,9 @@ static void gemm_destroy(void *p)
             s->api->cublasLtMatrixLayoutDestroy(s->plan[i].lay_c);
         if (s->plan[i].lay_a)
             s->api->cublasLtMatrixLayoutDestroy(s->plan[i].lay_a);
+        if (s->plan[i].lay_b)
+            s->api->cublasLtMatrixLayoutDestroy(s->plan[i].lay_b);
     }
-    if (s->lay_b)
-        s->api->cublasLtMatrixLayoutDestroy(s->lay_b);
     if (s->op)
         s->api->cublasLtMatmulDescDestroy(s->op);
     if (s->lt)
