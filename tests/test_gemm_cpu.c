@@ -269,6 +269,23 @@ Test(gemm_cpu, multiplies_a_batch_folded_into_m)
 
 /* A plan with dims rebinds the step's signature to fewer rows than init's max: execute()
  * multiplies ctx->sig's M rows (the reference's), and leaves the rows past them as they were. */
+/* The CPU gemm's state for a step of signature a (one step, on the CPU) */
+static void *init_cpu(baton_sig_args *a)
+{
+    baton_device cpu = {BATON_DEVICE_CPU, 0};
+    baton_target_kind kind = BATON_TARGET_DELEGATE;
+    baton_delegate_init info = {.step_name = "proj",
+                                .device = cpu,
+                                .sig = a,
+                                .n_steps = 1,
+                                .step_devices = &cpu,
+                                .step_kinds = &kind};
+    void *state = NULL;
+    baton_error err = {0};
+    cr_assert_eq(baton__gemm_openblas_iface.init(&info, &state, &err), 0, "%s", err.message);
+    return state;
+}
+
 Test(gemm_cpu, follows_the_runs_m_from_the_signature)
 {
     uint64_t seed = test_fresh_seed();
@@ -282,18 +299,8 @@ Test(gemm_cpu, follows_the_runs_m_from_the_signature)
                                        DESC(dt, k, n)};
             baton_attr at[1] = {attr_b("trans_a", ta)};
             baton_sig_args a = sig(in, 1, at);
+            void *state = init_cpu(&a);
             baton_device cpu = {BATON_DEVICE_CPU, 0};
-            baton_target_kind kind = BATON_TARGET_DELEGATE;
-            baton_delegate_init info = {.step_name = "proj",
-                                        .device = cpu,
-                                        .sig = &a,
-                                        .n_steps = 1,
-                                        .step_devices = &cpu,
-                                        .step_kinds = &kind};
-            void *state = NULL;
-            baton_error err = {0};
-            cr_assert_eq(baton__gemm_openblas_iface.init(&info, &state, &err), 0, "%s",
-                         err.message);
             const size_t es = baton_dtype_size(dt), cbytes = (size_t)(max_m * n) * es;
             unsigned char *C = malloc(cbytes), *poison = malloc(cbytes);
             double *ref = malloc(sizeof(double) * (size_t)(max_m * n));
@@ -350,18 +357,8 @@ Test(gemm_cpu, contracts_over_the_runs_k_from_the_signature)
                                            tb ? DESC(dt, n, max_k) : DESC(dt, max_k, n)};
                 baton_attr at[2] = {attr_b("trans_a", ta), attr_b("trans_b", tb)};
                 baton_sig_args a = sig(in, 2, at);
+                void *state = init_cpu(&a);
                 baton_device cpu = {BATON_DEVICE_CPU, 0};
-                baton_target_kind kind = BATON_TARGET_DELEGATE;
-                baton_delegate_init info = {.step_name = "proj",
-                                            .device = cpu,
-                                            .sig = &a,
-                                            .n_steps = 1,
-                                            .step_devices = &cpu,
-                                            .step_kinds = &kind};
-                void *state = NULL;
-                baton_error err = {0};
-                cr_assert_eq(baton__gemm_openblas_iface.init(&info, &state, &err), 0, "%s",
-                             err.message);
                 const size_t es = baton_dtype_size(dt);
                 void *C = malloc((size_t)(m * n) * es);
                 double *ref = malloc(sizeof(double) * (size_t)(m * n));
