@@ -5,7 +5,9 @@ python -m baton_export causal-lm MODEL_DIR -o DIR --max-seq-len N [--device D] [
 [--logits-dtype f32] [--prefill-logits all|last] [--fused true|false|gemv]
 [--decode-outputs logits,next_token]: a Hugging Face causal LM saved in MODEL_DIR (config.json
 and its weights, read from disk only) through export_causal_lm, for build/generate; the tokenizer's
-files are copied beside the plans and its chat template compiled into chat.json."""
+files are copied beside the plans and its chat template compiled into chat.json.
+
+python -m baton_export chat MODEL_DIR -o chat.json: the chat template alone."""
 import argparse
 import importlib.util
 import os
@@ -109,10 +111,41 @@ def causal_lm_main(argv):
     return 0
 
 
+def chat_main(argv):
+    ap = argparse.ArgumentParser(prog="python -m baton_export chat",
+                                 description="Compile the chat template of a tokenizer saved in a "
+                                 "directory into chat.json (docs/generate.md, Chat), for a model "
+                                 "exported before, or for baton_chat_render in an app")
+    ap.add_argument("model_dir", help="a directory of save_pretrained with the tokenizer's files")
+    ap.add_argument("-o", "--out", required=True, help="the chat.json to write")
+    a = ap.parse_args(argv)
+    import transformers
+
+    from .chat import ChatTemplateError, write_chat
+
+    try:  # from disk only: nothing is downloaded
+        tok = transformers.AutoTokenizer.from_pretrained(a.model_dir, local_files_only=True)
+    except Exception as e:
+        print(f"baton_export: error: {a.model_dir}: transformers cannot load its tokenizer: {e}",
+              file=sys.stderr)
+        return 1
+    try:
+        chat = write_chat(tok, a.out)
+    except ChatTemplateError as e:
+        print(f"baton_export: error: {a.model_dir}: {e}", file=sys.stderr)
+        return 1
+    print(f"wrote {a.out}: roles {', '.join(chat['roles'])}" +
+          (f"; a system message refused: {chat['system_refused']}" if chat["system_refused"]
+           else ""))
+    return 0
+
+
 def main(argv=None):
     argv = sys.argv[1:] if argv is None else list(argv)
     if argv and argv[0] == "causal-lm":
         return causal_lm_main(argv[1:])
+    if argv and argv[0] == "chat":
+        return chat_main(argv[1:])
     ap = argparse.ArgumentParser(prog="python -m baton_export",
                                  description="Export a PyTorch module to a baton plan")
     ap.add_argument("factory", help="FILE.py:FACTORY; FACTORY() returns (module, example inputs)")

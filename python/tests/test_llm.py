@@ -304,6 +304,15 @@ def test_cli_exports_a_saved_model_that_generates_transformers_tokens(tmp_path, 
     chat = json.loads((tmp_path / "out" / "chat.json").read_text())
     assert chat["roles"]["user"] == {"prefix": "<|begin_of_text|>user: ", "suffix": "\n",
                                      "trim": False} and chat["generation_prompt"] == "assistant: "
+    # the template alone: python -m baton_export chat
+    r = subprocess.run([sys.executable, "-m", "baton_export", "chat", str(tmp_path / "hf"), "-o",
+                        str(tmp_path / "c.json")], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0 and "wrote" in r.stdout, r.stderr
+    assert json.loads((tmp_path / "c.json").read_text()) == chat
+    r = subprocess.run([sys.executable, "-m", "baton_export", "chat", str(tmp_path / "nothing"),
+                        "-o", str(tmp_path / "d.json")], capture_output=True, text=True,
+                       timeout=120)
+    assert r.returncode == 1 and "cannot load its tokenizer" in r.stderr, r.stderr
     dec = json.loads((tmp_path / "out" / "decode.json").read_text())
     assert [t["name"] for t in dec["tensors"] if t.get("role") == "output"] == ["next_token"]
     if generate_exe:
