@@ -3,8 +3,8 @@
  * through the model's chat template (DIR/chat.json) and tokenizer (DIR/tokenizer.json) at every
  * turn, and the KV cache is kept from turn to turn: only the tokens after the longest prefix
  * already in the cache are run again (the new user message, and whatever of the last reply its
- * text tokenizes differently), so a turn costs its own tokens, not the conversation's. Greedy;
- * public API only (docs/generate.md, "Chat").
+ * text tokenizes differently), so a turn costs its own tokens, not the conversation's. Greedy, or
+ * sampled with --temperature; public API only (docs/generate.md, "Chat").
  *
  *   build/chat DIR [--system TEXT] [--max-new-tokens N] [--stop ID,ID,...] [--print-ids]
  *              [--gpu=auto|cuda|cpu|sim] [--mode=strict|boundary|graph] [--prefill-mode=MODE]
@@ -181,7 +181,7 @@ typedef struct chat {
     int dec_token;    /* the decode plan outputs next_token: 8 bytes a token, not the logits */
     int last_row;     /* the prefill plan takes a one-hot last_row and returns one row of logits */
     float *row_f32;   /* a row of logits as f32, for the argmax */
-    baton_plan *samp; /* --temperature: a one-step plan around the sample kernel, on the host */
+    baton_plan *samp; /* --temperature: a one-step plan around the sample kernel */
     baton_runtime *samp_rt;
     int64_t drawn; /* the tokens drawn so far: the sampler's step, so a seed gives one text */
     void *buf;     /* scratch: logits, inputs */
