@@ -8,7 +8,8 @@
  *
  *   build/chat DIR [--system TEXT] [--max-new-tokens N] [--stop ID,ID,...] [--print-ids]
  *              [--gpu=auto|cuda|cpu|sim] [--mode=strict|boundary|graph] [--prefill-mode=MODE]
- *              [--exact-prefill] [--no-warmup] [--temperature T --top-k K --top-p P --seed S]
+ *              [--prefill-rows=auto|exact|pow2] [--no-warmup]
+ *              [--temperature T --top-k K --top-p P --seed S]
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -22,13 +23,15 @@
 
 #define MAX_STOP 16
 
+enum { ROWS_AUTO, ROWS_EXACT, ROWS_POW2 }; /* --prefill-rows */
+
 typedef struct args {
     const char *dir, *system;
     long max_new;
     int64_t stop[MAX_STOP];
     int n_stop;
     int print_ids;
-    int exact_prefill;         /* --exact-prefill: no padding of a prefill's rows */
+    int prefill_rows;          /* --prefill-rows: ROWS_AUTO, ROWS_EXACT or ROWS_POW2 */
     int no_warmup;             /* --no-warmup: no prefill of each padded row count at start */
     double temperature, top_p; /* --temperature (0: greedy), --top-p */
     long top_k;                /* --top-k (0: off) */
@@ -52,7 +55,8 @@ static int usage(const char *msg)
             "usage: chat DIR [--system TEXT] [--max-new-tokens N] [--stop ID,ID,...] "
             "[--print-ids]\n"
             "            [--gpu=auto|cuda|cpu|sim] [--mode=strict|boundary|graph]\n"
-            "            [--prefill-mode=strict|boundary|graph] [--exact-prefill] [--no-warmup]\n"
+            "            [--prefill-mode=strict|boundary|graph] [--prefill-rows=auto|exact|pow2]\n"
+            "            [--no-warmup]\n"
             "            [--temperature T] [--top-k K] [--top-p P] [--seed S]\n"
             "Reads user messages from stdin, one a line, and prints each reply as it comes.\n"
             "DIR is baton_export's: prefill.json, decode.json, weights.safetensors,\n"
@@ -62,10 +66,11 @@ static int usage(const char *msg)
             "on a line \"ids: 1 2 3\". --mode is the decode's (default graph); --prefill-mode the "
             "prefill's\n"
             "(default boundary: a turn's new tokens are of a length not seen before, and graph\n"
-            "mode would capture a graph for each). A turn's prefill runs a power of two of rows\n"
-            "(its tokens, then padding), so that a GEMM's choice of algorithm per row count is\n"
-            "made once; --exact-prefill runs the tokens alone. On CUDA each padded count up to\n"
-            "2048 runs once at start, so that no turn pays that choice (--no-warmup: not).\n"
+            "mode would capture a graph for each). --prefill-rows=pow2 runs a turn's prefill at a\n"
+            "power of two of rows (its tokens, then padding), so that a CUDA GEMM's choice of\n"
+            "algorithm per row count is made once; exact runs the tokens alone; auto (the\n"
+            "default) is pow2 where the prefill runs on CUDA, exact elsewhere. With pow2 on CUDA\n"
+            "each padded count up to 2048 runs once at start (--no-warmup: not).\n"
             "Greedy unless --temperature is given: then each token is drawn by the sample\n"
             "kernel, on the decode's GPU where it has one (top_k off and top_p 1 unless given),\n"
             "the same tokens for a seed.\n");
@@ -124,8 +129,13 @@ static int parse_args(int argc, char **argv, args *a)
             }
         } else if (strcmp(argv[i], "--print-ids") == 0) {
             a->print_ids = 1;
-        } else if (strcmp(argv[i], "--exact-prefill") == 0) {
-            a->exact_prefill = 1;
+        } else if ((v = opt_value(argc, argv, &i, "--prefill-rows"))) {
+            a->prefill_rows = !strcmp(v, "exact")  ? ROWS_EXACT
+                              : !strcmp(v, "pow2") ? ROWS_POW2
+                              : !strcmp(v, "auto") ? ROWS_AUTO
+                                                   : -1;
+            if (a->prefill_rows < 0)
+                return usage("--prefill-rows takes auto, exact or pow2");
         } else if (strcmp(argv[i], "--no-warmup") == 0) {
             a->no_warmup = 1;
         } else if ((v = opt_value(argc, argv, &i, "--temperature"))) {
@@ -229,6 +239,10 @@ static int load(chat *c)
     if (baton_runtime_create(c->pre, &pre_opts, &c->pre_rt, &err) ||
         baton_runtime_create(c->dec, &c->a.opts, &c->dec_rt, &err))
         return load_fail("preparing the plans", &err);
+    /* padding pays where a GEMM chooses per row count (CUDA); on the CPU it is work for nothing */
+    if (c->a.prefill_rows == ROWS_AUTO)
+        c->a.prefill_rows =
+            baton_runtime_gpu_backend(c->pre_rt) == BATON_GPU_CUDA ? ROWS_POW2 : ROWS_EXACT;
     /* one KV cache, filled by the prefill and appended to by the decode, kept between turns */
     if (baton_runtime_share_state(c->dec_rt, c->pre_rt, &err))
         return load_fail("sharing the KV cache between the plans", &err);
@@ -337,8 +351,9 @@ static int is_stop(const chat *c, int64_t id)
     return 0;
 }
 
-/* The rows a prefill of t tokens runs: the next power of two from 16, where the cache has room
- * (--exact-prefill: t). A GEMM on CUDA picks its algorithm at the first run of each row count and
+/* The rows a prefill of t tokens runs: t, or with --prefill-rows=pow2 (auto on CUDA) the next power
+ * of two from 16 where the cache has room. A GEMM on CUDA picks its algorithm at the first run of
+ * each row count and
  * keeps the last 8: a turn's new tokens, a count not seen before, would pay that choice (about 20
  * ms at Llama-3.2-1B's size on an H200) where the padded counts repeat. The padding rows come
  * after the real ones, so no real row sees them (attention is causal), and the cache rows they
@@ -348,7 +363,7 @@ static int64_t prefill_rows(const chat *c, size_t from, int64_t t)
     int64_t b = 16;
     while (b < t)
         b *= 2;
-    return c->a.exact_prefill || (int64_t)from + b > c->max_seq ? t : b;
+    return c->a.prefill_rows != ROWS_POW2 || (int64_t)from + b > c->max_seq ? t : b;
 }
 
 /* The prompt's tokens from `from` on, at their positions: the first reply token into *first. */
@@ -422,7 +437,7 @@ static int step(chat *c, int64_t id, int64_t p, int64_t *next, baton_error *err)
  * reason on stderr. */
 static int warm_up(chat *c)
 {
-    if (c->a.no_warmup || c->a.exact_prefill ||
+    if (c->a.no_warmup || c->a.prefill_rows != ROWS_POW2 ||
         baton_runtime_gpu_backend(c->pre_rt) != BATON_GPU_CUDA)
         return 0;
     const double t0 = now_s();

@@ -645,10 +645,11 @@ def test_chat_keeps_the_cache_between_turns(tmp_path, caps, generate_exe):
     extra = reference([1])[0][2]
     want = reference([1, extra])
     # sim: the plans' GPU steps on the test device, in graph mode; the prefill padded to a power
-    # of two of rows, or not; its logits all rows' or the last's (a one-hot last_row input)
-    for d, gpu, flags in ((tmp_path, "cpu", []), (tmp_path, "sim", []),
-                          (tmp_path / "last", "cpu", []),
-                          (tmp_path / "last", "cpu", ["--exact-prefill"])):
+    # of two of rows (CUDA's default), or not (elsewhere); its logits all rows' or the last's (a
+    # one-hot last_row input, whose gemm contracts over the run's rows)
+    for d, gpu, flags in ((tmp_path, "cpu", []), (tmp_path, "sim", ["--prefill-rows=pow2"]),
+                          (tmp_path / "last", "cpu", ["--prefill-rows=pow2"]),
+                          (tmp_path / "last", "cpu", ["--prefill-rows=exact"])):
         r = subprocess.run([chat_exe, str(d), "--system", "Be kind.", "--max-new-tokens",
                             str(new), "--stop", str(extra), "--print-ids", f"--gpu={gpu}",
                             "--mode=graph", *flags], input=("\n".join(users) + "\n").encode(),
