@@ -162,6 +162,26 @@ int64_t baton__gemm_run_k(const baton_gemm_desc *desc, const baton_sig_args *sig
     return (desc->flags & BATON_GEMM_TRANS_A) ? a->shape[0] : a->shape[a->rank - 1];
 }
 
+int baton__gemm_run_n_ok(const baton_gemm_desc *desc, const baton_sig_args *sig, int64_t k,
+                         char *msg, size_t len)
+{
+    if (!sig || sig->n_inputs < 2 || !sig->inputs || sig->inputs[1].rank != 2)
+        return 0;
+    const baton_tensor_desc *b = &sig->inputs[1];
+    const int tb = (desc->flags & BATON_GEMM_TRANS_B) != 0;
+    const int64_t bk = tb ? b->shape[1] : b->shape[0], n = tb ? b->shape[0] : b->shape[1];
+    if (n != desc->n)
+        return baton__reason_set(msg, len, BATON_EINVAL,
+                                 "this run's b gives N = %lld where the step was prepared for "
+                                 "%lld: N cannot follow a plan's dims",
+                                 (long long)n, (long long)desc->n);
+    if (bk != k)
+        return baton__reason_set(msg, len, BATON_EINVAL,
+                                 "this run's a gives K = %lld but its b K = %lld", (long long)k,
+                                 (long long)bk);
+    return 0;
+}
+
 int64_t baton__gemm_run_m(const baton_gemm_desc *desc, const baton_sig_args *sig)
 {
     if (!sig || sig->n_inputs < 1 || !sig->inputs)

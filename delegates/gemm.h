@@ -62,4 +62,9 @@ int64_t baton__gemm_run_m(const baton_gemm_desc *desc, const baton_sig_args *sig
  * signature gemm does not take. */
 int64_t baton__gemm_run_k(const baton_gemm_desc *desc, const baton_sig_args *sig);
 
+/* Whether the run's b agrees: its N the prepared one (N never follows a dim) and its K the run's
+ * k. 0, or BATON_EINVAL with the reason in msg (never a product of mismatched shapes). */
+int baton__gemm_run_n_ok(const baton_gemm_desc *desc, const baton_sig_args *sig, int64_t k,
+                         char *msg, size_t len);
+
 #endif /* BATON_DELEGATES_GEMM_H */

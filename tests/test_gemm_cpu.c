@@ -397,6 +397,35 @@ Test(gemm_cpu, contracts_over_the_runs_k_from_the_signature)
             }
 }
 
+/* N never follows a plan's dims, and a run's b must contract over the run's K: refused with the
+ * reason, never a product of mismatched shapes */
+Test(gemm_cpu, refuses_a_run_whose_n_or_b_disagrees)
+{
+    baton_tensor_desc in[2] = {DESC(BATON_DTYPE_F32, 4, 8), DESC(BATON_DTYPE_F32, 8, 6)};
+    baton_sig_args a = sig(in, 0, NULL);
+    void *state = init_cpu(&a);
+    float A[32] = {0}, B[48] = {0}, C[24];
+    void *bufs[3] = {A, B, C};
+    const struct {
+        baton_tensor_desc a, b;
+        const char *says;
+    } bad[] = {{DESC(BATON_DTYPE_F32, 4, 8), DESC(BATON_DTYPE_F32, 8, 5), "N = 5 where"},
+               {DESC(BATON_DTYPE_F32, 4, 6), DESC(BATON_DTYPE_F32, 8, 6), "its b K = 8"}};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        baton_tensor_desc rin[2] = {bad[i].a, bad[i].b};
+        baton_sig_args ra = sig(rin, 0, NULL);
+        char errbuf[256] = "";
+        baton_exec_ctx ctx = {.device = {BATON_DEVICE_CPU, 0},
+                              .step_name = "proj",
+                              .sig = &ra,
+                              .errbuf = errbuf,
+                              .errbuf_len = sizeof errbuf};
+        cr_expect_eq(baton__gemm_openblas_iface.execute(state, &ctx, bufs), BATON_EINVAL);
+        cr_expect(strstr(errbuf, bad[i].says), "'%s' does not say '%s'", errbuf, bad[i].says);
+    }
+    baton__gemm_openblas_iface.destroy(state);
+}
+
 Test(gemm_cpu, init_rejects_a_bad_signature_naming_the_step)
 {
     baton_tensor_desc in[2] = {DESC(BATON_DTYPE_F32, 8, 16), DESC(BATON_DTYPE_F32, 8, 16)};

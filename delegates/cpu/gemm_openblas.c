@@ -358,6 +358,9 @@ static int gemm_cpu_execute(void *state, const baton_exec_ctx *ctx, void **buffe
                                "the step was prepared for%s",
                                (long long)rk, (long long)d->k,
                                g->wt || g->wc ? " (b is a constant of that K)" : "");
+    char why[256];
+    if (baton__gemm_run_n_ok(d, ctx->sig, rk, why, sizeof why))
+        return baton__ctx_fail(ctx, BATON_EINVAL, "gemm (cpu): %s", why);
     int m = (int)rm, n = (int)d->n, k = (int)rk;
     void *out = buffers[add ? 3 : 2];
     const int64_t mn = rm * d->n;

@@ -450,6 +450,9 @@ static int gemm_execute(void *state, const baton_exec_ctx *ctx, void **buffers)
                          "gemm (cuBLASLt): the run's a gives K=%lld but the step was prepared for "
                          "at most %lld",
                          (long long)k, (long long)s->desc.k);
+    char why0[256];
+    if (baton__gemm_run_n_ok(&s->desc, ctx->sig, k, why0, sizeof why0))
+        return exec_fail(ctx, BATON_EINVAL, "gemm (cuBLASLt): %s", why0);
     gemm_plan *p = plan_for(s, ctx, m, k);
     if (!p)
         return BATON_ENOTSUP;
