@@ -7,11 +7,20 @@
 #include <string.h>
 
 #include "baton/baton_tokenizer.h"
-#include "core/utf8.h"
 #include "text/load.h"
+#include "text/unicode.h"
 
 enum { ROLE_SYSTEM, ROLE_USER, ROLE_ASSISTANT, N_ROLES };
 static const char *const ROLE_NAMES[N_ROLES] = {"system", "user", "assistant"};
+
+/* The ROLE_* of a role's name, or N_ROLES for another (or none) */
+static int role_index(const char *name)
+{
+    int r = 0;
+    while (name && r < N_ROLES && strcmp(ROLE_NAMES[r], name) != 0)
+        r++;
+    return name ? r : N_ROLES;
+}
 
 typedef struct piece {
     char *s;
@@ -103,9 +112,7 @@ static int load_chat(text_file *F, baton_chat *c)
         return baton__text_fail(F, roles < 0 ? root : roles, BATON_EPLAN,
                                 "\"roles\" must be an object of system, user and assistant");
     for (int k = F->doc.v[roles].first; k >= 0; k = F->doc.v[k].next) {
-        int r = 0;
-        while (r < N_ROLES && strcmp(ROLE_NAMES[r], F->doc.v[k].key) != 0)
-            r++;
+        const int r = role_index(F->doc.v[k].key);
         if (r == N_ROLES)
             return baton__text_fail(F, k, BATON_ENOTSUP,
                                     "role \"%s\": baton renders system, user and assistant "
@@ -169,13 +176,11 @@ void baton_chat_free(baton_chat *c)
     free(c);
 }
 
-/* Python's str.isspace, which Jinja's trim filter (str.strip) goes by: Unicode's White_Space and
- * the four information separators U+001C-U+001F. */
+/* Python's str.isspace, which Jinja's trim filter (str.strip) goes by: Unicode's White_Space (the
+ * pre-tokenizers' \s, unicode.c) and the four information separators U+001C-U+001F. */
 static int py_space(uint32_t c)
 {
-    return (c >= 0x09 && c <= 0x0D) || (c >= 0x1C && c <= 0x20) || c == 0x85 || c == 0xA0 ||
-           c == 0x1680 || (c >= 0x2000 && c <= 0x200A) || c == 0x2028 || c == 0x2029 ||
-           c == 0x202F || c == 0x205F || c == 0x3000;
+    return baton__uni_is_space(c) || (c >= 0x1C && c <= 0x1F);
 }
 
 /* s[*b .. *e) less the white space at both ends; s is UTF-8 */
@@ -233,9 +238,7 @@ int baton_chat_render(const baton_chat *c, const baton_chat_message *msgs, size_
     int prev = -1;
     for (size_t i = 0; i < n; i++) { /* everything refused before anything is written */
         const baton_chat_message *m = &msgs[i];
-        int r = 0;
-        while (m->role && r < N_ROLES && strcmp(ROLE_NAMES[r], m->role) != 0)
-            r++;
+        const int r = role_index(m->role);
         if (!m->role || !m->content)
             return baton__err_set(err, BATON_EINVAL, "message %zu: a role and a content are needed",
                                   i);
@@ -274,16 +277,13 @@ int baton_chat_render(const baton_chat *c, const baton_chat_message *msgs, size_
                               n - 1);
     sink o = {text, cap, 0};
     put_piece(&o, &c->begin);
-    if (c->has_default_system && (n == 0 || strcmp(msgs[0].role, "system") != 0)) {
+    if (c->has_default_system && (n == 0 || role_index(msgs[0].role) != ROLE_SYSTEM)) {
         put_piece(&o, &c->role[ROLE_SYSTEM].prefix);
         put_piece(&o, &c->default_system);
         put_piece(&o, &c->role[ROLE_SYSTEM].suffix);
     }
     for (size_t i = 0; i < n; i++) {
-        int r = 0;
-        while (strcmp(ROLE_NAMES[r], msgs[i].role) != 0)
-            r++;
-        const chat_role *cr = &c->role[r];
+        const chat_role *cr = &c->role[role_index(msgs[i].role)]; /* checked above */
         size_t b = 0, e = content_len(&msgs[i]);
         if (cr->trim)
             trim(msgs[i].content, &b, &e);
