@@ -188,8 +188,9 @@ typedef struct chat {
     baton_tokenizer_decoder *shown;
     baton_tensor_info logits; /* the decode's [1, 1, vocab] */
     int64_t vocab, max_seq;
-    int dec_token;    /* the decode plan outputs next_token: 8 bytes a token, not the logits */
-    int last_row;     /* the prefill plan takes a one-hot last_row and returns one row of logits */
+    int dec_token; /* the decode plan outputs next_token: 8 bytes a token, not the logits */
+    int last_row;  /* the prefill plan takes a one-hot last_row and returns one row of logits */
+    baton_dtype last_row_dtype;
     float *row_f32;   /* a row of logits as f32, for the argmax */
     baton_plan *samp; /* --temperature: a one-step plan around the sample kernel */
     baton_runtime *samp_rt;
@@ -202,6 +203,8 @@ typedef struct chat {
     size_t n_cached;
     int64_t *ids; /* this turn's: the conversation's tokens, then the reply's */
     size_t ids_cap;
+    char *text; /* this turn's conversation as the template writes it */
+    size_t text_cap;
 } chat;
 
 static int grow(void **p, size_t *cap, size_t bytes)
@@ -271,7 +274,10 @@ static int load(chat *c)
         fprintf(stderr, "chat: %s/decode.json outputs neither logits nor next_token\n", c->a.dir);
         return 1;
     }
-    c->last_row = baton_plan_tensor_index(c->pre, "last_row") >= 0;
+    baton_tensor_info li;
+    const int lri = baton_plan_tensor_index(c->pre, "last_row");
+    c->last_row = lri >= 0 && baton_plan_tensor_info(c->pre, lri, &li) == 0;
+    c->last_row_dtype = c->last_row ? li.desc.dtype : BATON_DTYPE_F32;
     /* the model's end of turn: the first special token of the assistant's suffix (special: its
      * text goes when special tokens are skipped) */
     const char *end = baton_chat_turn_end(c->tmpl);
@@ -389,18 +395,12 @@ static int prefill(chat *c, size_t from, size_t n, int64_t *first, baton_error *
         rc =
             baton_runtime_set_input(c->pre_rt, "cache_position", pos, (size_t)T * sizeof *pos, err);
     if (!rc && c->last_row) { /* one-hot at the last real token, in last_row's dtype */
-        baton_tensor_info li;
-        baton_plan_tensor_info(c->pre, baton_plan_tensor_index(c->pre, "last_row"), &li);
-        float *hot = calloc((size_t)T, sizeof *hot);
-        void *lr = pos + T;
-        rc = hot ? 0 : BATON_ENOMEM;
-        if (!rc) {
-            hot[t - 1] = 1.0f;
-            baton_convert(lr, li.desc.dtype, hot, BATON_DTYPE_F32, T);
-            rc = baton_runtime_set_input(c->pre_rt, "last_row", lr,
-                                         (size_t)T * baton_dtype_size(li.desc.dtype), err);
-        }
-        free(hot);
+        const size_t es = baton_dtype_size(c->last_row_dtype);
+        const float one = 1.0f;
+        char *lr = (char *)(pos + T);
+        memset(lr, 0, (size_t)T * es); /* zero is all-zero bits in every float dtype */
+        baton_convert(lr + (size_t)(t - 1) * es, c->last_row_dtype, &one, BATON_DTYPE_F32, 1);
+        rc = baton_runtime_set_input(c->pre_rt, "last_row", lr, (size_t)T * es, err);
     }
     if (!rc)
         rc = baton_runtime_run(c->pre_rt, err);
@@ -483,18 +483,25 @@ static int add_message(chat *c, const char *role, const char *content, size_t le
  * it): 0, or a code with the reason in err */
 static int encode_conversation(chat *c, size_t *n, baton_error *err)
 {
-    size_t len;
-    int rc = baton_chat_render(c->tmpl, c->msgs, c->n_msgs, 1, NULL, 0, &len, err);
-    char *text = rc ? NULL : malloc(len + 1);
+    /* each into the buffer of the last turn, once; again only where it was short (len and *n:
+     * the whole text's, the whole encoding's) */
+    size_t len = 0;
+    int rc = baton_chat_render(c->tmpl, c->msgs, c->n_msgs, 1, c->text, c->text_cap, &len, err);
+    if ((rc == 0 || rc == BATON_EINVAL) && len + 1 > c->text_cap)
+        rc = grow((void **)&c->text, &c->text_cap, 2 * len + 64)
+                 ? BATON_ENOMEM
+                 : baton_chat_render(c->tmpl, c->msgs, c->n_msgs, 1, c->text, c->text_cap, &len,
+                                     err);
+    const size_t reply = (size_t)c->a.max_new; /* room after the prompt for the reply's ids */
+    size_t cap = c->ids_cap / sizeof(int64_t) > reply ? c->ids_cap / sizeof(int64_t) - reply : 0;
     if (!rc)
-        rc = text ? baton_chat_render(c->tmpl, c->msgs, c->n_msgs, 1, text, len + 1, &len, err)
-                  : BATON_ENOMEM;
-    if (!rc && !(rc = baton_tokenizer_encode(c->tok, text, len, 0, NULL, 0, n, err)) &&
-        !(rc = grow((void **)&c->ids, &c->ids_cap, (*n + (size_t)c->a.max_new) * sizeof(int64_t))
-                   ? BATON_ENOMEM
-                   : 0))
-        rc = baton_tokenizer_encode(c->tok, text, len, 0, c->ids, *n, n, err);
-    free(text);
+        rc = cap ? baton_tokenizer_encode(c->tok, c->text, len, 0, c->ids, cap, n, err)
+                 : baton_tokenizer_encode(c->tok, c->text, len, 0, NULL, 0, n, err);
+    if ((rc == 0 || rc == BATON_EINVAL) && *n > cap) {
+        rc = grow((void **)&c->ids, &c->ids_cap, (2 * *n + reply) * sizeof(int64_t))
+                 ? BATON_ENOMEM
+                 : baton_tokenizer_encode(c->tok, c->text, len, 0, c->ids, 2 * *n, n, err);
+    }
     if (rc == BATON_ENOMEM)
         snprintf(err->message, sizeof err->message, "out of memory");
     return rc;
@@ -629,6 +636,7 @@ out:
     free(c.msgs);
     free(c.cached);
     free(c.ids);
+    free(c.text);
     free(c.buf);
     free(c.row_f32);
     baton_tokenizer_decoder_destroy(c.shown);
