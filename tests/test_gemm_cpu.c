@@ -269,6 +269,19 @@ Test(gemm_cpu, multiplies_a_batch_folded_into_m)
 
 /* A plan with dims rebinds the step's signature to fewer rows than init's max: execute()
  * multiplies ctx->sig's M rows (the reference's), and leaves the rows past them as they were. */
+/* One run of the CPU gemm's step as the runtime binds it (signature ra) on a, b and c */
+static int execute_as(void *state, baton_sig_args *ra, void *a, void *b, void *c, char *errbuf,
+                      size_t len)
+{
+    baton_exec_ctx ctx = {.device = {BATON_DEVICE_CPU, 0},
+                          .step_name = "proj",
+                          .sig = ra,
+                          .errbuf = errbuf,
+                          .errbuf_len = len};
+    void *bufs[3] = {a, b, c};
+    return baton__gemm_openblas_iface.execute(state, &ctx, bufs);
+}
+
 /* The CPU gemm's state for a step of signature a (one step, on the CPU) */
 static void *init_cpu(baton_sig_args *a)
 {
@@ -300,7 +313,6 @@ Test(gemm_cpu, follows_the_runs_m_from_the_signature)
             baton_attr at[1] = {attr_b("trans_a", ta)};
             baton_sig_args a = sig(in, 1, at);
             void *state = init_cpu(&a);
-            baton_device cpu = {BATON_DEVICE_CPU, 0};
             const size_t es = baton_dtype_size(dt), cbytes = (size_t)(max_m * n) * es;
             unsigned char *C = malloc(cbytes), *poison = malloc(cbytes);
             double *ref = malloc(sizeof(double) * (size_t)(max_m * n));
@@ -314,13 +326,7 @@ Test(gemm_cpu, follows_the_runs_m_from_the_signature)
                 ref_gemm(dt, A, B, m, n, k, ta, 0, 1.0, ref);
                 memcpy(C, poison, cbytes);
                 char errbuf[256] = "";
-                baton_exec_ctx ctx = {.device = cpu,
-                                      .step_name = "proj",
-                                      .sig = &ra,
-                                      .errbuf = errbuf,
-                                      .errbuf_len = sizeof errbuf};
-                void *bufs[3] = {A, B, C};
-                cr_assert_eq(baton__gemm_openblas_iface.execute(state, &ctx, bufs), 0, "%s",
+                cr_assert_eq(execute_as(state, &ra, A, B, C, errbuf, sizeof errbuf), 0, "%s",
                              errbuf);
                 double e = test_rel_err(dt, C, ref, m * n);
                 double tol = test_tolerance(dt) + (dt == BATON_DTYPE_F64 ? 0 : 2e-7 * sqrt(31.0));
@@ -358,7 +364,6 @@ Test(gemm_cpu, contracts_over_the_runs_k_from_the_signature)
                 baton_attr at[2] = {attr_b("trans_a", ta), attr_b("trans_b", tb)};
                 baton_sig_args a = sig(in, 2, at);
                 void *state = init_cpu(&a);
-                baton_device cpu = {BATON_DEVICE_CPU, 0};
                 const size_t es = baton_dtype_size(dt);
                 void *C = malloc((size_t)(m * n) * es);
                 double *ref = malloc(sizeof(double) * (size_t)(m * n));
@@ -376,13 +381,7 @@ Test(gemm_cpu, contracts_over_the_runs_k_from_the_signature)
                     test_fill_random(&rng, dt, B, k * n, 1.0);
                     ref_gemm(dt, A, B, m, n, k, ta, tb, 1.0, ref);
                     char errbuf[256] = "";
-                    baton_exec_ctx ctx = {.device = cpu,
-                                          .step_name = "proj",
-                                          .sig = &ra,
-                                          .errbuf = errbuf,
-                                          .errbuf_len = sizeof errbuf};
-                    void *bufs[3] = {A, B, C};
-                    cr_assert_eq(baton__gemm_openblas_iface.execute(state, &ctx, bufs), 0, "%s",
+                    cr_assert_eq(execute_as(state, &ra, A, B, C, errbuf, sizeof errbuf), 0, "%s",
                                  errbuf);
                     const double e = test_rel_err(dt, C, ref, m * n);
                     const double tol =
@@ -405,7 +404,6 @@ Test(gemm_cpu, refuses_a_run_whose_n_or_b_disagrees)
     baton_sig_args a = sig(in, 0, NULL);
     void *state = init_cpu(&a);
     float A[32] = {0}, B[48] = {0}, C[24];
-    void *bufs[3] = {A, B, C};
     const struct {
         baton_tensor_desc a, b;
         const char *says;
@@ -415,12 +413,7 @@ Test(gemm_cpu, refuses_a_run_whose_n_or_b_disagrees)
         baton_tensor_desc rin[2] = {bad[i].a, bad[i].b};
         baton_sig_args ra = sig(rin, 0, NULL);
         char errbuf[256] = "";
-        baton_exec_ctx ctx = {.device = {BATON_DEVICE_CPU, 0},
-                              .step_name = "proj",
-                              .sig = &ra,
-                              .errbuf = errbuf,
-                              .errbuf_len = sizeof errbuf};
-        cr_expect_eq(baton__gemm_openblas_iface.execute(state, &ctx, bufs), BATON_EINVAL);
+        cr_expect_eq(execute_as(state, &ra, A, B, C, errbuf, sizeof errbuf), BATON_EINVAL);
         cr_expect(strstr(errbuf, bad[i].says), "'%s' does not say '%s'", errbuf, bad[i].says);
     }
     baton__gemm_openblas_iface.destroy(state);
