@@ -9,6 +9,7 @@
 #include <criterion/criterion.h>
 #include <cuda_runtime.h>
 
+#include "delegates/cuda/cublaslt_algos.h"
 #include "delegates/cuda/gemm_cublaslt.h"
 #include "core/dtype.h"
 #include "tests/support.h"
@@ -458,6 +459,75 @@ Test(gemm_cuda, contracts_over_the_runs_k_from_the_signature)
     for (int d = 0; d < 3; d++)
         for (int t = 0; t < 4; t++)
             run_k_case(gpu_dtypes[d], t & 1, (t >> 1) & 1, stream);
+    cudaStreamDestroy(stream);
+}
+
+/* Steps of one shape share cuBLASLt's answers (cublaslt_algos.h): a second step's init and its
+ * first run at a new M ask the heuristic nothing, and compute the first step's bits; a step of
+ * another N asks for itself. */
+Test(gemm_cuda, a_second_step_of_one_shape_asks_the_heuristic_nothing)
+{
+    SKIP_WITHOUT_GPU();
+    const baton_dtype dt = BATON_DTYPE_BF16;
+    const int64_t max_m = 64, n = 48, k = 72, m = 23;
+    cudaStream_t stream;
+    CU(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+    gemm_case c, r, other;
+    case_init(&c, dt, max_m, n, k, 0, 1, 1.0, stream);
+    case_init(&r, dt, m, n, k, 0, 1, 1.0, stream); /* the steps as rebound for M = 23 */
+    case_init(&other, dt, max_m, n + 8, k, 0, 1, 1.0, stream);
+    uint64_t seed = test_fresh_seed();
+    test_rng rng = {seed};
+    gemm_bufs g;
+    bufs_alloc(&g, &c, 0);
+    bufs_fill(&g, &r, &rng);
+    void *state[2] = {NULL, NULL}, *state_other = NULL;
+    baton_error err = {0};
+    const uint64_t asks0 = baton__lt_algo_asks();
+    cr_assert_eq(baton__gemm_cublaslt_iface.init(&c.info, &state[0], &err), 0, "%s", err.message);
+    const uint64_t asks1 = baton__lt_algo_asks();
+    cr_expect_gt(asks1, asks0, "the first step's init asked nothing");
+    cr_assert_eq(baton__gemm_cublaslt_iface.init(&c.info, &state[1], &err), 0, "%s", err.message);
+    cr_expect_eq(baton__lt_algo_asks(), asks1, "the second step's init asked again");
+
+    char errbuf[256] = "";
+    void *buffers[3] = {g.dev[0], g.dev[1], g.dev[2]};
+    unsigned char *out[2];
+    uint64_t asks_after[2];
+    for (int i = 0; i < 2; i++) {
+        baton_exec_ctx ctx = {.device = c.devs[0],
+                              .stream = stream,
+                              .step_name = "proj",
+                              .sig = &r.sig,
+                              .errbuf = errbuf,
+                              .errbuf_len = sizeof errbuf};
+        CU(cudaMemset(g.dev[2], 0xff, g.bytes[2]));
+        cr_assert_eq(baton__gemm_cublaslt_iface.execute(state[i], &ctx, buffers), 0,
+                     "step %d at M=%lld: %s", i, (long long)m, errbuf);
+        CU(cudaStreamSynchronize(stream));
+        asks_after[i] = baton__lt_algo_asks();
+        cr_expect(bufs_check(&g, &r) <= tolerance(dt), "step %d (seed %llu)", i,
+                  (unsigned long long)seed);
+        out[i] = malloc(g.bytes[2]);
+        cr_assert(out[i]);
+        memcpy(out[i], g.host[2], g.bytes[2]);
+    }
+    cr_expect_eq(asks_after[0], asks1 + 1, "the first run at M=%lld asked %llu times", (long long)m,
+                 (unsigned long long)(asks_after[0] - asks1));
+    cr_expect_eq(asks_after[1], asks_after[0], "the second step's run at M=%lld asked again",
+                 (long long)m);
+    cr_expect(memcmp(out[0], out[1], g.bytes[2]) == 0, "the two steps' bits differ");
+
+    cr_assert_eq(baton__gemm_cublaslt_iface.init(&other.info, &state_other, &err), 0, "%s",
+                 err.message);
+    cr_expect_gt(baton__lt_algo_asks(), asks_after[1], "a step of another N took N=%lld's answer",
+                 (long long)n);
+    baton__gemm_cublaslt_iface.destroy(state_other);
+    for (int i = 0; i < 2; i++) {
+        baton__gemm_cublaslt_iface.destroy(state[i]);
+        free(out[i]);
+    }
+    bufs_free(&g);
     cudaStreamDestroy(stream);
 }
 

@@ -7,9 +7,11 @@
  * execute() multiplies the run's M (ctx->sig, rebound by the runtime when the dims change), with
  * layouts and algorithms chosen for that M (and K, where a dim binds it: an exporter's one-hot row
  * selection contracts over the sequence). They live in a small per-(M, K) cache whose layout
- * objects are created at init, so the first run of a new M only sets their sizes and asks the
- * heuristic once, for the alignment its pointers have (host calls, legal during capture), and a run
- * whose M is the last one's does nothing extra. */
+ * objects are created at init, so the first run of a new M only sets their sizes and takes an
+ * algorithm for the alignment its pointers have (host calls, legal during capture), and a run
+ * whose M is the last one's does nothing extra. That algorithm is the heuristic's answer for M
+ * and K, kept for the process (cublaslt_algos.h): of a decoder's GEMM steps at a new M, only the
+ * first of each shape asks (1.5-2.5 ms of the host's time each on an H200). */
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -18,6 +20,7 @@
 
 #include <cuda_runtime.h>
 
+#include "delegates/cuda/cublaslt_algos.h"
 #include "delegates/cuda/cublaslt_api.h"
 #include "delegates/cuda/gemm_cublaslt.h"
 #include "delegates/gemm.h"
@@ -32,12 +35,12 @@
 /* Per-M plans kept: as many as the runtime keeps graphs per segment (one per dims binding), so a
  * run switching among the bindings it keeps graphs for never re-plans. */
 #define GEMM_PLANS 8
+/* Candidates asked of the heuristic: the first that fits is taken */
+#define LT_RESULTS 4
 
 /* The layouts and algorithms for one M and K (a plan's dim may bind K too: gemm.h). A plan made at
- * run time
- * asks the heuristic for the alignment tier the run's pointers need only (each ask costs the host
- * about 0.1 ms, and a prefill of a new length asks once for each of its GEMMs); another tier when
- * a run needs it. */
+ * run time takes an algorithm for the alignment tier the run's pointers meet only (tier_fill);
+ * another tier when a run needs it. */
 typedef struct gemm_plan {
     int64_t m, k;                 /* m 0: not filled */
     uint64_t stamp;               /* when last switched to: the least recent is refilled first */
@@ -137,13 +140,11 @@ static uint32_t tier_align(const gemm_state *s, int t)
     return t == 0 ? 256 : t == 1 ? 16 : (uint32_t)baton_dtype_size((baton_dtype)s->desc.dtype);
 }
 
-/* Asks the heuristic for plan p's algorithm at alignment tier t, within s->workspace_cap (raising
- * s->workspace_bytes at init): p->have[t] becomes 1 or -1. Host calls only, no allocation of
- * ours: legal while the stream is being captured. 0, or a code with the reason in msg. */
-static int tier_fill(gemm_state *s, gemm_plan *p, int t, char *msg, size_t msg_len)
+/* The heuristic's answer for plan p's layouts at alignment align within cap bytes of workspace,
+ * into *ans (have -1 where it has none). 0, or BATON_ECUDA with the reason in msg. */
+static int ask(gemm_state *s, gemm_plan *p, uint32_t align, size_t cap, lt_algo_answer *ans,
+               char *msg, size_t msg_len)
 {
-    size_t cap = s->workspace_cap;
-    const uint32_t align = tier_align(s, t);
     const cublasLtMatmulPreferenceAttributes_t al[4] = {
         CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
         CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES};
@@ -156,20 +157,50 @@ static int tier_fill(gemm_state *s, gemm_plan *p, int t, char *msg, size_t msg_l
                  s->api->cublasLtGetStatusName(st));
         return BATON_ECUDA;
     }
-    cublasLtMatmulHeuristicResult_t res[4];
+    cublasLtMatmulHeuristicResult_t res[LT_RESULTS];
     int n_res = 0;
     memset(res, 0, sizeof res);
-    p->have[t] = -1;
+    memset(ans, 0, sizeof *ans);
+    ans->have = -1;
     st = s->api->cublasLtMatmulAlgoGetHeuristic(s->lt, s->op, p->lay_b, p->lay_a, p->lay_c,
-                                                p->lay_c, s->pref, 4, res, &n_res);
+                                                p->lay_c, s->pref, LT_RESULTS, res, &n_res);
     for (int r = 0; st == CUBLAS_STATUS_SUCCESS && r < n_res; r++) {
         if (res[r].state != CUBLAS_STATUS_SUCCESS || res[r].workspaceSize > cap)
             continue;
-        p->algo[t] = res[r].algo;
-        p->have[t] = 1;
-        if (res[r].workspaceSize > s->workspace_bytes)
-            s->workspace_bytes = res[r].workspaceSize;
+        ans->have = 1;
+        ans->algo = res[r].algo;
+        ans->workspace = res[r].workspaceSize;
         break;
+    }
+    return 0;
+}
+
+/* Plan p's algorithm at alignment tier t, within s->workspace_cap (raising s->workspace_bytes at
+ * init): the process's kept answer where a step of this shape asked before (cublaslt_algos.h),
+ * else the heuristic's, then kept. p->have[t] becomes 1 or -1. Host calls only, no allocation of
+ * ours: legal while the stream is being captured. 0, or a code with the reason in msg. */
+static int tier_fill(gemm_state *s, gemm_plan *p, int t, char *msg, size_t msg_len)
+{
+    const lt_algo_key key = {.device = s->device,
+                             .dtype = s->desc.dtype,
+                             .flags = s->desc.flags & (BATON_GEMM_TRANS_A | BATON_GEMM_TRANS_B),
+                             .align = tier_align(s, t),
+                             .m = p->m,
+                             .n = s->desc.n,
+                             .k = p->k,
+                             .cap = s->workspace_cap};
+    lt_algo_answer ans;
+    if (!baton__lt_algo_find(&key, &ans)) {
+        int rc = ask(s, p, key.align, key.cap, &ans, msg, msg_len);
+        if (rc)
+            return rc;
+        baton__lt_algo_keep(&key, &ans);
+    }
+    p->have[t] = (signed char)ans.have;
+    if (ans.have == 1) {
+        p->algo[t] = ans.algo;
+        if (ans.workspace > s->workspace_bytes)
+            s->workspace_bytes = ans.workspace;
     }
     return 0; /* no algorithm at this alignment: a less demanding tier may have one */
 }
@@ -200,16 +231,15 @@ static int plan_fill(gemm_state *s, gemm_plan *p, int64_t m, int64_t k, int all_
                  (long long)m, (long long)k, s->api->cublasLtGetStatusName(st));
         return BATON_ECUDA;
     }
+    p->m = m;
     p->k = k;
     int rc = 0, any = 0;
     for (int t = 0; all_tiers && t < GEMM_TIERS && !rc; t++)
         if (!(rc = tier_fill(s, p, t, msg, msg_len)))
             any |= p->have[t] == 1;
-    if (rc)
-        return rc;
-    p->m = m;
-    if (all_tiers && !any) {
+    if (!rc && all_tiers && !any)
         rc = no_algorithm(s, p, msg, msg_len);
+    if (rc) {
         p->m = 0;
         return rc;
     }
