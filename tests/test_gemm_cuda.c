@@ -77,6 +77,18 @@ static void case_init(gemm_case *c, baton_dtype dt, int64_t m, int64_t n, int64_
                                     .step_kinds = c->kinds};
 }
 
+/* The context of a run of case c's step as the runtime rebinds it to r's shapes (r.sig) */
+static baton_exec_ctx rebound_ctx(const gemm_case *c, const gemm_case *r, cudaStream_t stream,
+                                  char *errbuf, size_t errbuf_len)
+{
+    return (baton_exec_ctx){.device = c->devs[0],
+                            .stream = stream,
+                            .step_name = "proj",
+                            .sig = &r->sig,
+                            .errbuf = errbuf,
+                            .errbuf_len = errbuf_len};
+}
+
 /* C = alpha * op(A) op(B) in float64 from the stored (already rounded) operands. */
 static void reference(const gemm_case *c, const void *a, const void *b, double *ref)
 {
@@ -337,12 +349,7 @@ static void run_dims_case(baton_dtype dt, int ta, int tb, int shift, cudaStream_
         gemm_case r; /* the step as the runtime rebinds it for M = ms[i] */
         case_init(&r, dt, ms[i], n, k, ta, tb, 1.0, stream);
         bufs_fill(&g, &r, &rng);
-        baton_exec_ctx ctx = {.device = c.devs[0],
-                              .stream = stream,
-                              .step_name = "proj",
-                              .sig = &r.sig,
-                              .errbuf = errbuf,
-                              .errbuf_len = sizeof errbuf};
+        baton_exec_ctx ctx = rebound_ctx(&c, &r, stream, errbuf, sizeof errbuf);
         cr_assert_eq(baton__gemm_cublaslt_iface.execute(state, &ctx, buffers), 0,
                      "execute at M=%lld: %s", (long long)ms[i], errbuf);
         CU(cudaStreamSynchronize(stream));
@@ -433,12 +440,7 @@ static void run_k_case(baton_dtype dt, int ta, int tb, cudaStream_t stream)
         test_poison(g.host[0], g.bytes[0]); /* NaN past the run's values */
         test_poison(g.host[1], g.bytes[1]);
         bufs_fill(&g, &r, &rng);
-        baton_exec_ctx ctx = {.device = c.devs[0],
-                              .stream = stream,
-                              .step_name = "proj",
-                              .sig = &r.sig,
-                              .errbuf = errbuf,
-                              .errbuf_len = sizeof errbuf};
+        baton_exec_ctx ctx = rebound_ctx(&c, &r, stream, errbuf, sizeof errbuf);
         cr_assert_eq(baton__gemm_cublaslt_iface.execute(state, &ctx, buffers), 0,
                      "execute at K=%lld: %s", (long long)ks[i], errbuf);
         CU(cudaStreamSynchronize(stream));
@@ -495,12 +497,7 @@ Test(gemm_cuda, a_second_step_of_one_shape_asks_the_heuristic_nothing)
     unsigned char *out[2];
     uint64_t asks_after[2];
     for (int i = 0; i < 2; i++) {
-        baton_exec_ctx ctx = {.device = c.devs[0],
-                              .stream = stream,
-                              .step_name = "proj",
-                              .sig = &r.sig,
-                              .errbuf = errbuf,
-                              .errbuf_len = sizeof errbuf};
+        baton_exec_ctx ctx = rebound_ctx(&c, &r, stream, errbuf, sizeof errbuf);
         CU(cudaMemset(g.dev[2], 0xff, g.bytes[2]));
         cr_assert_eq(baton__gemm_cublaslt_iface.execute(state[i], &ctx, buffers), 0,
                      "step %d at M=%lld: %s", i, (long long)m, errbuf);
