@@ -20,8 +20,6 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(HERE, "..", "..", "python", "tests"))
 
-HEADERS = ("{{ bos_token }}{% for m in messages %}### {{ m['role'] }}\n{{ m['content'] | trim }}"
-           "{{ eos_token }}\n{% endfor %}{% if add_generation_prompt %}### assistant\n{% endif %}")
 WORDS = "the quick brown fox jumps over a lazy dog while seven wizards quietly hex".split()
 
 
@@ -30,7 +28,7 @@ def export(out, small):
     import transformers as tf
     import baton_export
     import bench_generate as bg
-    from test_llm import _fixed_tokenizer
+    from test_llm import HEADERS, _fixed_tokenizer
     hf = tf.PreTrainedTokenizerFast(tokenizer_object=_fixed_tokenizer(320),
                                     bos_token="<|begin_of_text|>", eos_token="<|end_of_text|>")
     hf.chat_template = HEADERS
