@@ -11,7 +11,8 @@
  * algorithm for the alignment its pointers have (host calls, legal during capture), and a run
  * whose M is the last one's does nothing extra. That algorithm is the heuristic's answer for M
  * and K, kept for the process (cublaslt_algos.h): of a decoder's GEMM steps at a new M, only the
- * first of each shape asks (1.5-2.5 ms of the host's time each on an H200). */
+ * first of each shape asks (0.1-0.2 ms an ask on an H200; that step's first launch of an algorithm
+ * the process has not run costs about 2 ms more, cuBLASLt's own: decision 0018). */
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
